@@ -1,0 +1,151 @@
+//! Byte classes from the ABNF of RFC 9110 §5.6 and RFC 3986, as 256-entry lookup tables.
+//!
+//! Owns only classification; it knows nothing about lines or messages. Every table is built at
+//! compile time so a lookup is one load, and the tables are the single place a byte class is
+//! defined: the head parser, the chunked decoder and the server's header validation all use them.
+
+/// Builds a `[bool; 256]` at compile time from a predicate written as a closure-like expression.
+macro_rules! table {
+    (|$b:ident| $e:expr) => {{
+        let mut t = [false; 256];
+        let mut i = 0;
+        while i < 256 {
+            let $b = i as u8;
+            t[i] = $e;
+            i += 1;
+        }
+        t
+    }};
+}
+
+/// `tchar` (RFC 9110 §5.6.2): the bytes allowed in a token (method, field name, coding name).
+pub(crate) static TCHAR: [bool; 256] = table!(|b| {
+    b.is_ascii_alphanumeric()
+        || matches!(
+            b,
+            b'!' | b'#'
+                | b'$'
+                | b'%'
+                | b'&'
+                | b'\''
+                | b'*'
+                | b'+'
+                | b'-'
+                | b'.'
+                | b'^'
+                | b'_'
+                | b'`'
+                | b'|'
+                | b'~'
+        )
+});
+
+/// Bytes allowed in a field value (RFC 9110 §5.5): VCHAR, obs-text, SP and HTAB.
+/// Everything else — NUL, other controls, DEL, and CR/LF outside the line ending — is rejected.
+pub(crate) static FIELD_VALUE: [bool; 256] = table!(|b| b == b'\t' || (b >= 0x20 && b != 0x7f));
+
+/// Bytes allowed in a request-target (RFC 3986 §2: unreserved, sub-delims, gen-delims used by
+/// origin-form and absolute-form, and `%` for pct-encoding). No fragment (`#`) and no bytes that
+/// RFC 3986 excludes (`"`, `<`, `>`, `\`, `^`, backquote, `{`, `|`, `}`, space, controls, non-ASCII).
+pub(crate) static TARGET: [bool; 256] = table!(|b| {
+    b.is_ascii_alphanumeric()
+        || matches!(
+            b,
+            b'-' | b'.' | b'_' | b'~' // unreserved
+                | b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'=' // sub-delims
+                | b':' | b'@' | b'/' | b'?' | b'[' | b']' | b'%'
+        )
+});
+
+/// Bytes allowed in a Host field value (RFC 9110 §7.2: uri-host [":" port]).
+pub(crate) static HOST: [bool; 256] = table!(|b| {
+    b.is_ascii_alphanumeric()
+        || matches!(
+            b,
+            b'-' | b'.'
+                | b'_'
+                | b'~'
+                | b'!'
+                | b'$'
+                | b'&'
+                | b'\''
+                | b'('
+                | b')'
+                | b'*'
+                | b'+'
+                | b','
+                | b';'
+                | b'='
+                | b':'
+                | b'['
+                | b']'
+                | b'%'
+        )
+});
+
+/// Whether every byte of `s` is a tchar and `s` is non-empty.
+#[inline]
+pub(crate) fn is_token(s: &[u8]) -> bool {
+    !s.is_empty() && s.iter().all(|&b| TCHAR[b as usize])
+}
+
+/// Whether every byte of `s` may appear in a field value.
+///
+/// Eight bytes at a time: a word is clean when no byte is below 0x20 and none is 0x7f; only
+/// words that fail the fast test (HTAB, or a real error) are checked byte by byte.
+#[inline]
+pub(crate) fn is_field_value(s: &[u8]) -> bool {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let mut chunks = s.chunks_exact(8);
+    for c in &mut chunks {
+        let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        // Bytes < 0x20: (w - 0x20..) borrows into the high bit of bytes below 0x20 that had
+        // their own high bit clear. DEL: w ^ 0x7f.. makes 0x7f bytes zero, then the same test.
+        let below_space = w.wrapping_sub(LO * 0x20) & !w & HI;
+        let x = w ^ (LO * 0x7f);
+        let is_del = x.wrapping_sub(LO) & !x & HI;
+        if below_space | is_del != 0 && !c.iter().all(|&b| FIELD_VALUE[b as usize]) {
+            return false;
+        }
+    }
+    chunks.remainder().iter().all(|&b| FIELD_VALUE[b as usize])
+}
+
+/// Strips optional whitespace (SP / HTAB, RFC 9110 §5.6.3) from both ends.
+#[inline]
+pub(crate) fn trim_ows(mut s: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = s {
+        s = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = s {
+        s = rest;
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_value_matches_table_for_every_byte_in_every_lane() {
+        for b in 0..=255u8 {
+            for lane in 0..9 {
+                let mut v = vec![b'a'; 9];
+                v[lane] = b;
+                assert_eq!(
+                    is_field_value(&v),
+                    FIELD_VALUE[b as usize],
+                    "byte {b:#x} lane {lane}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn trim_ows_strips_both_ends_only() {
+        assert_eq!(trim_ows(b" \t a b\t "), b"a b");
+        assert_eq!(trim_ows(b"   "), b"");
+    }
+}

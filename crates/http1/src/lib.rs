@@ -1,0 +1,54 @@
+//! linerate-http1: a strict, sans-I/O HTTP/1.1 codec.
+//!
+//! Bytes in, facts out: this crate parses request heads ([`RequestHead`]), decodes request
+//! bodies ([`BodyDecoder`], Content-Length and chunked), and encodes response heads
+//! ([`ResponseHead`]). It does not take care of network I/O, threads or clocks — the server
+//! crate does — so every rule can be tested from byte strings alone.
+//!
+//! Strictness is the point: every rejection is a [`ParseError`] whose
+//! [`status`](ParseError::status) is the answer to send, and after which the connection closes.
+//!
+//! ```
+//! use linerate_http1::{Framing, Limits, Parsed, RequestHead};
+//!
+//! let buf = b"POST /upload HTTP/1.1\r\nHost: example.com\r\nContent-Length: 5\r\n\r\nhello";
+//! let mut head = RequestHead::new();
+//! let Parsed::Complete(n) = head.parse(buf, &Limits::default()).unwrap() else { panic!() };
+//! assert_eq!(head.path(buf), "/upload");
+//! assert_eq!(head.framing(), Framing::Length(5));
+//! assert_eq!(&buf[n..], b"hello");
+//!
+//! let smuggle = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n";
+//! assert_eq!(head.parse(smuggle, &Limits::default()).unwrap_err().status(), 400);
+//! ```
+
+mod body;
+mod chars;
+mod date;
+mod encode;
+mod error;
+mod head;
+mod limits;
+
+pub use body::{BodyDecoder, ChunkedDecoder, Step, Trailers};
+pub use date::{DATE_LEN, DateCache};
+pub use encode::{CONTINUE_100, ResponseHead, end_head, reason, status_has_no_body, write_field};
+pub use error::ParseError;
+pub use head::{Framing, Method, Parsed, RequestHead, TargetForm, Version};
+pub use limits::{
+    CHUNK_EXT_LIMIT, Limits, MAX_HEAD_BYTES, MAX_HEADERS, MAX_TRAILER_BYTES, MAX_TRAILERS,
+};
+
+/// Whether `value` may be sent as a field value: no CR, LF, NUL or other controls but HTAB.
+/// The server uses it so a handler cannot split a response.
+pub fn is_valid_field_value(value: &[u8]) -> bool {
+    chars::is_field_value(value)
+}
+
+/// Whether `name` is a valid field name (a token).
+pub fn is_valid_field_name(name: &[u8]) -> bool {
+    chars::is_token(name)
+}
+
+#[cfg(test)]
+mod tests;

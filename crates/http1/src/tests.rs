@@ -1,0 +1,361 @@
+//! Table-driven protocol tests: one row per rule, with the rule cited.
+//!
+//! Each row is a raw request and the expected outcome. Every accepted row is also fed one
+//! byte at a time through the parser to prove the result does not depend on how bytes arrive.
+
+use crate::{BodyDecoder, Framing, Limits, Method, ParseError, Parsed, RequestHead, Version};
+
+use ParseError::*;
+
+/// Expected outcome of parsing a head.
+#[derive(Debug)]
+enum Want {
+    /// Complete, with this framing.
+    Ok(Framing),
+    /// Rejected with this error.
+    Err(ParseError),
+}
+
+fn parse(buf: &[u8]) -> Result<Parsed, ParseError> {
+    RequestHead::new().parse(buf, &Limits::default())
+}
+
+#[rustfmt::skip]
+const HEAD_RULES: &[(&str, &[u8], Want)] = &[
+    // RFC 9112 §3: request line.
+    ("simple GET", b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", Want::Ok(Framing::None)),
+    ("HTTP/1.0 needs no Host (RFC 9112 §3.2)", b"GET / HTTP/1.0\r\n\r\n", Want::Ok(Framing::None)),
+    ("empty method (§3.1)", b" / HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(InvalidMethod)),
+    ("method with bad byte (§3.1 token)", b"G(T / HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(InvalidMethod)),
+    ("two spaces after method (§3)", b"GET  / HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(InvalidTarget)),
+    ("target with space (§3.2)", b"GET /a b HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(InvalidVersion)),
+    ("target with control (§3.2)", b"GET /a\x01b HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(InvalidTarget)),
+    ("target with DEL (§3.2)", b"GET /a\x7f HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(InvalidTarget)),
+    ("target with non-ASCII (RFC 3986)", b"GET /\xc3\xa9 HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(InvalidTarget)),
+    ("target with fragment (RFC 3986)", b"GET /a#b HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(InvalidTarget)),
+    ("bad pct-encoding (RFC 3986 §2.1)", b"GET /a%zz HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(InvalidTarget)),
+    ("truncated pct-encoding (RFC 3986 §2.1)", b"GET /a% HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(InvalidTarget)),
+    ("no version: HTTP/0.9 (§3)", b"GET /\r\nHost: a\r\n\r\n", Want::Err(InvalidVersion)),
+    ("lowercase version (§2.3 case-sensitive)", b"GET / http/1.1\r\nHost: a\r\n\r\n", Want::Err(InvalidVersion)),
+    ("two-digit minor (§2.3)", b"GET / HTTP/1.10\r\nHost: a\r\n\r\n", Want::Err(InvalidVersion)),
+    ("trailing space after version (§3)", b"GET / HTTP/1.1 \r\nHost: a\r\n\r\n", Want::Err(InvalidVersion)),
+    ("HTTP/2.0 on h1 (RFC 9110 §6.2) → 505", b"GET / HTTP/2.0\r\nHost: a\r\n\r\n", Want::Err(VersionNotSupported)),
+    ("HTTP/0.9 version → 505", b"GET / HTTP/0.9\r\nHost: a\r\n\r\n", Want::Err(VersionNotSupported)),
+    ("HTTP/1.9 is handled as 1.1 (RFC 9110 §6.2)", b"GET / HTTP/1.9\r\nHost: a\r\n\r\n", Want::Ok(Framing::None)),
+    ("absolute-form accepted (§3.2.2)", b"GET http://a.example/x?y HTTP/1.1\r\nHost: a\r\n\r\n", Want::Ok(Framing::None)),
+    ("absolute-form other scheme", b"GET ftp://a/x HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(InvalidTarget)),
+    ("absolute-form with userinfo (RFC 9110 §4.2.4)", b"GET http://u@a/ HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(InvalidTarget)),
+    ("asterisk-form only for OPTIONS (§3.2.4)", b"GET * HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(InvalidTarget)),
+    ("asterisk-form with OPTIONS (§3.2.4)", b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", Want::Ok(Framing::None)),
+    ("one leading empty line (§2.2)", b"\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", Want::Ok(Framing::None)),
+    ("two leading empty lines", b"\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(InvalidMethod)),
+    // RFC 9112 §2.2: line endings.
+    ("bare LF ends request line (§2.2, strict)", b"GET / HTTP/1.1\nHost: a\r\n\r\n", Want::Err(BareLf)),
+    ("bare LF ends a field line", b"GET / HTTP/1.1\r\nHost: a\n\r\n", Want::Err(BareLf)),
+    ("bare LF ends the head", b"GET / HTTP/1.1\r\nHost: a\r\n\n", Want::Err(BareLf)),
+    ("leading bare LF", b"\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(BareLf)),
+    ("bare CR in request line (§2.2)", b"GET /\r HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(InvalidTarget)),
+    ("bare CR in field value (§2.2)", b"GET / HTTP/1.1\r\nHost: a\r\nX: a\rb\r\n\r\n", Want::Err(InvalidHeaderValue)),
+    ("bare CR in field name", b"GET / HTTP/1.1\r\nHost: a\r\nX\r: a\r\n\r\n", Want::Err(InvalidHeaderName)),
+    // RFC 9112 §5 and RFC 9110 §5: fields.
+    ("NUL in field value (RFC 9110 §5.5)", b"GET / HTTP/1.1\r\nHost: a\r\nX: a\0b\r\n\r\n", Want::Err(InvalidHeaderValue)),
+    ("control in field value (RFC 9110 §5.5)", b"GET / HTTP/1.1\r\nHost: a\r\nX: a\x1bb\r\n\r\n", Want::Err(InvalidHeaderValue)),
+    ("DEL in field value", b"GET / HTTP/1.1\r\nHost: a\r\nX: a\x7f\r\n\r\n", Want::Err(InvalidHeaderValue)),
+    ("HTAB and obs-text in value are fine (RFC 9110 §5.5)", b"GET / HTTP/1.1\r\nHost: a\r\nX: a\tb\xff\r\n\r\n", Want::Ok(Framing::None)),
+    ("space before colon (§5.1 MUST 400)", b"GET / HTTP/1.1\r\nHost : a\r\n\r\n", Want::Err(WhitespaceBeforeColon)),
+    ("tab before colon (§5.1)", b"GET / HTTP/1.1\r\nHost\t: a\r\n\r\n", Want::Err(WhitespaceBeforeColon)),
+    ("obs-fold (§5.2)", b"GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n", Want::Err(ObsFold)),
+    ("empty field name (RFC 9110 §5.1)", b"GET / HTTP/1.1\r\nHost: a\r\n: a\r\n\r\n", Want::Err(InvalidHeaderName)),
+    ("field line without colon", b"GET / HTTP/1.1\r\nHost: a\r\nX\r\n\r\n", Want::Err(InvalidHeaderName)),
+    ("empty field value is allowed", b"GET / HTTP/1.1\r\nHost: a\r\nX:\r\n\r\n", Want::Ok(Framing::None)),
+    // RFC 9112 §3.2: Host.
+    ("missing Host on 1.1 (§3.2)", b"GET / HTTP/1.1\r\n\r\n", Want::Err(MissingHost)),
+    ("duplicate Host (§3.2)", b"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", Want::Err(DuplicateHost)),
+    ("Host with space inside (§3.2)", b"GET / HTTP/1.1\r\nHost: a b\r\n\r\n", Want::Err(InvalidHost)),
+    ("Host with slash (§3.2)", b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n", Want::Err(InvalidHost)),
+    ("Host with port and IPv6", b"GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", Want::Ok(Framing::None)),
+    ("empty Host is valid (RFC 9110 §7.2)", b"GET / HTTP/1.1\r\nHost:\r\n\r\n", Want::Ok(Framing::None)),
+    // RFC 9112 §6.3: Content-Length.
+    ("Content-Length", b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n", Want::Ok(Framing::Length(5))),
+    ("Content-Length: 0 means no body", b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n", Want::Ok(Framing::None)),
+    ("Content-Length leading zeros are digits", b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 007\r\n\r\n", Want::Ok(Framing::Length(7))),
+    ("Content-Length identical list (§6.3 item 5)", b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 5\r\n\r\n", Want::Ok(Framing::Length(5))),
+    ("Content-Length identical repeated lines", b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n", Want::Ok(Framing::Length(5))),
+    ("Content-Length differing list (§6.3)", b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 6\r\n\r\n", Want::Err(InvalidContentLength)),
+    ("Content-Length differing lines (§6.3)", b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", Want::Err(InvalidContentLength)),
+    ("Content-Length +5 (1*DIGIT)", b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +5\r\n\r\n", Want::Err(InvalidContentLength)),
+    ("Content-Length -1", b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n", Want::Err(InvalidContentLength)),
+    ("Content-Length 0x5", b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0x5\r\n\r\n", Want::Err(InvalidContentLength)),
+    ("Content-Length 5 5", b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5 5\r\n\r\n", Want::Err(InvalidContentLength)),
+    ("Content-Length empty", b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length:\r\n\r\n", Want::Err(InvalidContentLength)),
+    ("Content-Length overflow", b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 18446744073709551616\r\n\r\n", Want::Err(InvalidContentLength)),
+    ("Content-Length empty list member", b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5,\r\n\r\n", Want::Err(InvalidContentLength)),
+    // RFC 9112 §6.1 and §6.3: Transfer-Encoding.
+    ("chunked", b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n", Want::Ok(Framing::Chunked)),
+    ("chunked, case-insensitive (§7)", b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: ChUnKeD\r\n\r\n", Want::Ok(Framing::Chunked)),
+    ("CL and TE together (§6.1, §6.3 item 3)", b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", Want::Err(ContentLengthWithTransferEncoding)),
+    ("TE and CL together, other order", b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n", Want::Err(ContentLengthWithTransferEncoding)),
+    ("TE on HTTP/1.0 (§6.1)", b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", Want::Err(TransferEncodingOnHttp10)),
+    ("chunked not final (§6.3 item 4)", b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", Want::Err(ChunkedNotFinal)),
+    ("only an unknown coding: chunked not final", b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: identity\r\n\r\n", Want::Err(ChunkedNotFinal)),
+    ("chunked twice (§7)", b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", Want::Err(ChunkedNotFinal)),
+    ("chunked twice over two lines", b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", Want::Err(ChunkedNotFinal)),
+    ("unknown coding before chunked → 501 (§6.1)", b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", Want::Err(UnsupportedTransferCoding)),
+    ("empty TE", b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:\r\n\r\n", Want::Err(InvalidTransferEncoding)),
+    ("TE with junk", b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: \"chunked\"\r\n\r\n", Want::Err(InvalidTransferEncoding)),
+    ("TE empty list elements ignored (RFC 9110 §5.6.1)", b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: , chunked\r\n\r\n", Want::Ok(Framing::Chunked)),
+    // RFC 9110 §10.1.1: Expect.
+    ("Expect: 100-continue", b"POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n", Want::Ok(Framing::Length(1))),
+    ("unknown expectation → 417", b"POST / HTTP/1.1\r\nHost: a\r\nExpect: tea\r\n\r\n", Want::Err(UnsupportedExpectation)),
+];
+
+#[test]
+fn head_rules_table() {
+    for (name, input, want) in HEAD_RULES {
+        let got = parse(input);
+        let mut head = RequestHead::new();
+        match want {
+            Want::Ok(framing) => {
+                assert_eq!(got, Ok(Parsed::Complete(input.len())), "{name}");
+                head.parse(input, &Limits::default()).unwrap();
+                assert_eq!(head.framing(), *framing, "{name}");
+            }
+            Want::Err(e) => assert_eq!(got, Err(*e), "{name}"),
+        }
+    }
+}
+
+#[test]
+fn head_rules_hold_for_every_prefix() {
+    // A prefix is either Partial or the same error as the whole; never a different verdict.
+    for (name, input, want) in HEAD_RULES {
+        for cut in 0..input.len() {
+            match parse(&input[..cut]) {
+                Ok(Parsed::Partial) => {}
+                Err(e) => assert!(
+                    matches!(want, Want::Err(w) if *w == e),
+                    "{name} cut at {cut}: {e:?}"
+                ),
+                Ok(Parsed::Complete(_)) => panic!("{name}: complete at prefix {cut}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn error_statuses_map_to_the_wire() {
+    assert_eq!(VersionNotSupported.status(), 505);
+    assert_eq!(UnsupportedTransferCoding.status(), 501);
+    assert_eq!(UriTooLong.status(), 414);
+    assert_eq!(HeadersTooLarge.status(), 431);
+    assert_eq!(TooManyHeaders.status(), 431);
+    assert_eq!(UnsupportedExpectation.status(), 417);
+    assert_eq!(ContentLengthWithTransferEncoding.status(), 400);
+    assert!(BareLf.closes());
+}
+
+#[test]
+fn accessors_give_spans_of_the_buffer() {
+    let buf = b"GET /json/5?m=3&x=%20 HTTP/1.1\r\nHost: h\r\nX-A:  v v \t\r\nConnection: close\r\n\r\nrest";
+    let mut h = RequestHead::new();
+    assert_eq!(
+        h.parse(buf, &Limits::default()),
+        Ok(Parsed::Complete(buf.len() - 4))
+    );
+    assert_eq!(h.method(), Method::Get);
+    assert_eq!(h.path(buf), "/json/5");
+    assert_eq!(h.query(buf), Some("m=3&x=%20"));
+    assert_eq!(h.header(buf, "x-a"), Some(&b"v v"[..]));
+    assert_eq!(h.host(buf), Some(&b"h"[..]));
+    assert!(!h.keep_alive());
+    assert_eq!(h.version(), Version::Http11);
+    assert_eq!(h.header_count(), 3);
+}
+
+#[test]
+fn absolute_form_yields_path_and_query() {
+    let buf = b"GET http://example.com:8080?q=1 HTTP/1.1\r\nHost: other\r\n\r\n";
+    let mut h = RequestHead::new();
+    h.parse(buf, &Limits::default()).unwrap();
+    assert_eq!(h.path(buf), "/");
+    assert_eq!(h.query(buf), Some("q=1"));
+}
+
+#[test]
+fn keep_alive_defaults_per_version() {
+    // RFC 9112 §9.3: 1.1 persists unless "close"; 1.0 only with "keep-alive".
+    let cases: &[(&[u8], bool)] = &[
+        (b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", true),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nConnection: Close\r\n\r\n",
+            false,
+        ),
+        (b"GET / HTTP/1.0\r\n\r\n", false),
+        (b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", true),
+        (
+            b"GET / HTTP/1.0\r\nConnection: foo, Keep-Alive\r\n\r\n",
+            true,
+        ),
+    ];
+    for (buf, ka) in cases {
+        let mut h = RequestHead::new();
+        h.parse(buf, &Limits::default()).unwrap();
+        assert_eq!(h.keep_alive(), *ka, "{}", String::from_utf8_lossy(buf));
+    }
+}
+
+#[test]
+fn expect_is_ignored_on_http10() {
+    let buf = b"POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n";
+    let mut h = RequestHead::new();
+    h.parse(buf, &Limits::default()).unwrap();
+    assert!(!h.expect_continue());
+}
+
+#[test]
+fn limits_give_414_431() {
+    let limits = Limits {
+        max_head_bytes: 64,
+        max_headers: 2,
+        ..Limits::default()
+    };
+    let mut h = RequestHead::new();
+    let long_line = format!("GET /{} HTTP/1.1\r\nHost: a\r\n\r\n", "a".repeat(80));
+    assert_eq!(h.parse(long_line.as_bytes(), &limits), Err(UriTooLong));
+    // Unterminated long line: 414 as soon as it passes the limit.
+    assert_eq!(
+        h.parse(&long_line.as_bytes()[..70], &limits),
+        Err(UriTooLong)
+    );
+    let big_head = format!("GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n\r\n", "b".repeat(60));
+    assert_eq!(h.parse(big_head.as_bytes(), &limits), Err(HeadersTooLarge));
+    let many = b"GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\n\r\n";
+    assert_eq!(h.parse(many, &limits), Err(TooManyHeaders));
+    let fits = b"GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\n\r\n";
+    assert_eq!(h.parse(fits, &limits), Ok(Parsed::Complete(fits.len())));
+}
+
+#[test]
+fn pipelined_heads_parse_one_at_a_time() {
+    let buf = b"GET /a HTTP/1.1\r\nHost: a\r\n\r\nGET /b HTTP/1.1\r\nHost: a\r\n\r\n";
+    let mut h = RequestHead::new();
+    let Ok(Parsed::Complete(n)) = h.parse(buf, &Limits::default()) else {
+        panic!()
+    };
+    assert_eq!(h.path(buf), "/a");
+    let rest = &buf[n..];
+    assert_eq!(
+        h.parse(rest, &Limits::default()),
+        Ok(Parsed::Complete(rest.len()))
+    );
+    assert_eq!(h.path(rest), "/b");
+}
+
+/// Decodes a whole chunked body fed in pieces of `step` bytes; returns (data, consumed).
+fn decode_chunked(
+    input: &[u8],
+    step: usize,
+) -> Result<(Vec<u8>, usize, Vec<(Vec<u8>, Vec<u8>)>), ParseError> {
+    let limits = Limits::default();
+    let mut dec = BodyDecoder::new(Framing::Chunked).unwrap();
+    let mut data = Vec::new();
+    let mut pos = 0;
+    // Feed growing windows, as a server appending to a buffer would.
+    let mut avail = step.min(input.len());
+    loop {
+        let s = dec.decode(&input[pos..avail], &limits)?;
+        assert!(s.consumed <= avail - pos);
+        data.extend_from_slice(s.data);
+        pos += s.consumed;
+        if s.done {
+            let trailers = dec
+                .trailers()
+                .iter()
+                .map(|(n, v)| (n.to_vec(), v.to_vec()))
+                .collect();
+            return Ok((data, pos, trailers));
+        }
+        if pos == avail {
+            if avail == input.len() {
+                return Err(ParseError::InvalidChunkData); // ran out: test helper's "incomplete"
+            }
+            avail = (avail + step).min(input.len());
+        }
+    }
+}
+
+#[rustfmt::skip]
+const CHUNK_RULES: &[(&str, &[u8], Result<&[u8], ParseError>)] = &[
+    ("two chunks (RFC 9112 §7.1)", b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n", Ok(b"hello world")),
+    ("upper and lower hex", b"A\r\n0123456789\r\na\r\n0123456789\r\n0\r\n\r\n", Ok(b"01234567890123456789")),
+    ("leading zeros in size", b"005\r\nhello\r\n000\r\n\r\n", Ok(b"hello")),
+    ("chunk extension (§7.1.1)", b"5;name=value\r\nhello\r\n0;x\r\n\r\n", Ok(b"hello")),
+    ("BWS before extension (§7.1.1)", b"5 ;a\r\nhello\r\n0\r\n\r\n", Ok(b"hello")),
+    ("size 0x5 (§7.1: 1*HEXDIG)", b"0x5\r\nhello\r\n0\r\n\r\n", Err(InvalidChunkSize)),
+    ("size +5", b"+5\r\nhello\r\n0\r\n\r\n", Err(InvalidChunkSize)),
+    ("size -5", b"-5\r\nhello\r\n0\r\n\r\n", Err(InvalidChunkSize)),
+    ("empty size", b"\r\nhello\r\n0\r\n\r\n", Err(InvalidChunkSize)),
+    ("size then junk", b"5 5\r\nhello\r\n0\r\n\r\n", Err(InvalidChunkSize)),
+    ("size overflow", b"10000000000000000\r\n", Err(ChunkSizeOverflow)),
+    ("bare LF after size (§7.1)", b"5\nhello\r\n0\r\n\r\n", Err(InvalidChunkSize)),
+    ("data longer than size (§7.1)", b"3\r\nhello\r\n0\r\n\r\n", Err(InvalidChunkData)),
+    ("data shorter than size", b"7\r\nhello\r\n0\r\n\r\n", Err(InvalidChunkData)),
+    ("control byte in extension", b"5;a\x01\r\nhello\r\n0\r\n\r\n", Err(InvalidChunkExtension)),
+    ("trailer kept apart (§7.1.2)", b"5\r\nhello\r\n0\r\nX-Sum: 42\r\n\r\n", Ok(b"hello")),
+    ("trailer obs-fold", b"0\r\nX: a\r\n b\r\n\r\n", Err(InvalidTrailer)),
+    ("trailer bare LF", b"0\r\nX: a\n\r\n", Err(BareLf)),
+    ("trailer without colon", b"0\r\nX\r\n\r\n", Err(InvalidTrailer)),
+];
+
+#[test]
+fn chunked_rules_table_for_every_split() {
+    for (name, input, want) in CHUNK_RULES {
+        for step in [input.len(), 1, 2, 3, 7] {
+            let got = decode_chunked(input, step.max(1)).map(|(d, consumed, _)| {
+                assert_eq!(consumed, input.len(), "{name}: consumed");
+                d
+            });
+            assert_eq!(
+                got.as_deref().map_err(|e| *e),
+                want.map(|w| w),
+                "{name} step {step}"
+            );
+        }
+    }
+}
+
+#[test]
+fn chunked_extension_limit_is_enforced() {
+    let mut body = b"1;".to_vec();
+    body.extend(std::iter::repeat_n(b'a', crate::CHUNK_EXT_LIMIT + 1));
+    body.extend_from_slice(b"\r\nx\r\n0\r\n\r\n");
+    assert_eq!(
+        decode_chunked(&body, body.len()).err(),
+        Some(InvalidChunkExtension)
+    );
+}
+
+#[test]
+fn chunked_trailers_are_reported_and_body_stops_at_end() {
+    let input = b"3\r\nabc\r\n0\r\nX-One: 1\r\nX-Two:  two \r\n\r\nGET / HTTP/1.1\r\n";
+    let (data, consumed, trailers) = decode_chunked(input, 4).unwrap();
+    assert_eq!(data, b"abc");
+    assert_eq!(&input[consumed..], b"GET / HTTP/1.1\r\n");
+    assert_eq!(
+        trailers,
+        vec![
+            (b"X-One".to_vec(), b"1".to_vec()),
+            (b"X-Two".to_vec(), b"two".to_vec())
+        ]
+    );
+}
+
+#[test]
+fn content_length_body_stops_at_length() {
+    let limits = Limits::default();
+    let mut dec = BodyDecoder::new(Framing::Length(5)).unwrap();
+    let s = dec.decode(b"hel", &limits).unwrap();
+    assert_eq!((s.consumed, s.data, s.done), (3, &b"hel"[..], false));
+    let s = dec.decode(b"loGET", &limits).unwrap();
+    assert_eq!((s.consumed, s.data, s.done), (2, &b"lo"[..], true));
+}
