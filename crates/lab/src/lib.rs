@@ -1,1 +1,3 @@
-//! placeholder
+//! linerate-lab: the syscall-floor reference server, and later comparisons, audits and reports.
+
+pub mod floor;

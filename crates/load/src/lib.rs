@@ -1,0 +1,1 @@
+//! linerate-load: the load generator engine (work in progress, issue B).
