@@ -1,0 +1,100 @@
+//! Server configuration: addresses, workers, limits and timeouts, each a named default.
+//!
+//! Owns the numbers; the binary maps `--flags` of the same names onto this struct. Protocol
+//! limits that the parser enforces come from `linerate_http1::Limits` and keep its names.
+#![forbid(unsafe_code)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use linerate_http1::Limits;
+
+/// Default listen address.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
+/// Largest request body a buffering handler receives; more is answered 413.
+pub const MAX_BODY_BYTES: u64 = 1024 * 1024;
+/// Largest request body a streaming handler receives; more is answered 413.
+pub const MAX_STREAM_BODY_BYTES: u64 = 1 << 40;
+/// Time from a request's first byte to the end of its head; then 408 and close.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest gap between two reads of a request body; then 408 and close.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long an idle keep-alive connection stays open.
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest a response may wait for the client to read it; then the connection closes.
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+/// Requests served on one connection before it is closed (`Connection: close` on the last).
+pub const MAX_REQUESTS_PER_CONN: u64 = u64::MAX;
+/// On shutdown, how long in-flight requests may take before connections are closed.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// After a final response with close, how long unread input is drained so the kernel does
+/// not answer it with a reset that destroys the response (lingering close).
+pub const LINGER_TIMEOUT: Duration = Duration::from_secs(2);
+/// Listen backlog.
+pub const BACKLOG: i32 = 4096;
+
+/// Everything the server needs to start.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Listen address; port 0 picks one (all workers share it).
+    pub addr: SocketAddr,
+    /// CPUs to run one pinned worker on each; empty means every CPU this process may use.
+    pub cpus: Vec<usize>,
+    /// Number of workers; 0 means one per CPU in `cpus`.
+    pub workers: usize,
+    /// Pin each worker to its CPU.
+    pub pin: bool,
+    /// Attach the CPU-steering cBPF program to the SO_REUSEPORT group (if the kernel allows).
+    pub steering: bool,
+    /// Parser limits (head size, header count, chunk extensions, trailers).
+    pub limits: Limits,
+    /// See [`MAX_BODY_BYTES`].
+    pub max_body_bytes: u64,
+    /// See [`MAX_STREAM_BODY_BYTES`].
+    pub max_stream_body_bytes: u64,
+    /// See [`HEADER_TIMEOUT`].
+    pub header_timeout: Duration,
+    /// See [`BODY_TIMEOUT`].
+    pub body_timeout: Duration,
+    /// See [`KEEPALIVE_TIMEOUT`].
+    pub keepalive_timeout: Duration,
+    /// See [`SEND_TIMEOUT`].
+    pub send_timeout: Duration,
+    /// See [`MAX_REQUESTS_PER_CONN`].
+    pub max_requests_per_conn: u64,
+    /// See [`DRAIN_TIMEOUT`].
+    pub drain_timeout: Duration,
+    /// See [`LINGER_TIMEOUT`].
+    pub linger_timeout: Duration,
+    /// See [`BACKLOG`].
+    pub backlog: i32,
+    /// Value of the `Server` header; `None` sends none.
+    pub server_name: Option<String>,
+    /// Write an nginx `combined` access log to this sink.
+    pub access_log: Option<crate::access_log::LogTarget>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            addr: DEFAULT_ADDR.parse().expect("valid default address"),
+            cpus: Vec::new(),
+            workers: 0,
+            pin: true,
+            steering: true,
+            limits: Limits::default(),
+            max_body_bytes: MAX_BODY_BYTES,
+            max_stream_body_bytes: MAX_STREAM_BODY_BYTES,
+            header_timeout: HEADER_TIMEOUT,
+            body_timeout: BODY_TIMEOUT,
+            keepalive_timeout: KEEPALIVE_TIMEOUT,
+            send_timeout: SEND_TIMEOUT,
+            max_requests_per_conn: MAX_REQUESTS_PER_CONN,
+            drain_timeout: DRAIN_TIMEOUT,
+            linger_timeout: LINGER_TIMEOUT,
+            backlog: BACKLOG,
+            server_name: Some("linerate".to_string()),
+            access_log: None,
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! The request a handler sees: a borrowed view of the parsed head, path parameters, query,
+//! body and trailers.
+//!
+//! Owns read-only access for handlers; it never copies the head. Query values are
+//! percent-decoded on request (`application/x-www-form-urlencoded` rules); path and target are
+//! returned as sent.
+#![forbid(unsafe_code)]
+
+use std::borrow::Cow;
+use std::net::SocketAddr;
+
+use linerate_http1::{Method, RequestHead, Trailers, Version};
+
+/// Most path parameters one route may capture.
+pub const MAX_PARAMS: usize = 8;
+
+/// Captured path parameters: spans of the path, in pattern order.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Params {
+    pub(crate) len: usize,
+    pub(crate) spans: [(u16, u16); MAX_PARAMS],
+}
+
+/// A request as given to a handler.
+pub struct Request<'a> {
+    pub(crate) head: &'a RequestHead,
+    pub(crate) buf: &'a [u8],
+    pub(crate) names: &'a [String],
+    pub(crate) params: &'a Params,
+    pub(crate) body: &'a [u8],
+    pub(crate) trailers: Option<Trailers<'a>>,
+    pub(crate) peer: Option<SocketAddr>,
+}
+
+impl<'a> Request<'a> {
+    /// The method.
+    pub fn method(&self) -> Method {
+        self.head.method()
+    }
+    /// The method token as sent.
+    pub fn method_str(&self) -> &'a str {
+        self.head.method_str(self.buf)
+    }
+    /// The HTTP version.
+    pub fn version(&self) -> Version {
+        self.head.version()
+    }
+    /// The request-target as sent.
+    pub fn target(&self) -> &'a str {
+        self.head.target(self.buf)
+    }
+    /// The path, still percent-encoded.
+    pub fn path(&self) -> &'a str {
+        self.head.path(self.buf)
+    }
+    /// The raw query string (without `?`).
+    pub fn query(&self) -> Option<&'a str> {
+        self.head.query(self.buf)
+    }
+    /// The first query parameter named `name`, percent-decoded ('+' is a space).
+    pub fn query_param(&self, name: &str) -> Option<Cow<'a, str>> {
+        self.query()?.split('&').find_map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (decode_component(k).as_deref() == Some(name))
+                .then(|| decode_component(v))
+                .flatten()
+        })
+    }
+    /// The path parameter captured for `{name}` (still percent-encoded).
+    pub fn param(&self, name: &str) -> Option<&'a str> {
+        let i = self.names.iter().position(|n| n == name)?;
+        if i >= self.params.len {
+            return None;
+        }
+        let (s, e) = self.params.spans[i];
+        self.path().get(s as usize..e as usize)
+    }
+    /// The first field named `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&'a [u8]> {
+        self.head.header(self.buf, name)
+    }
+    /// All fields in order.
+    pub fn headers(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + '_ {
+        self.head.headers(self.buf)
+    }
+    /// The request body (empty for streaming routes, which get it through their sink).
+    pub fn body(&self) -> &'a [u8] {
+        self.body
+    }
+    /// Trailer fields of a chunked body; never merged into [`Request::header`].
+    pub fn trailer(&self, name: &str) -> Option<&'a [u8]> {
+        self.trailers.and_then(|t| t.get(name))
+    }
+    /// The peer's address.
+    pub fn peer(&self) -> Option<SocketAddr> {
+        self.peer
+    }
+}
+
+/// Percent-decodes a query component; `None` if the result is not UTF-8.
+fn decode_component(s: &str) -> Option<Cow<'_, str>> {
+    if !s.bytes().any(|b| b == b'%' || b == b'+') {
+        return Some(Cow::Borrowed(s));
+    }
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let (h, l) = (*b.get(i + 1)?, *b.get(i + 2)?);
+                if !h.is_ascii_hexdigit() || !l.is_ascii_hexdigit() {
+                    return None;
+                }
+                let hex = |d: u8| (d as char).to_digit(16).unwrap_or(0) as u8;
+                out.push(hex(h) << 4 | hex(l));
+                i += 2;
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).ok().map(Cow::Owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_components_decode() {
+        assert_eq!(decode_component("a%20b+c").as_deref(), Some("a b c"));
+        assert_eq!(decode_component("plain").as_deref(), Some("plain"));
+        assert_eq!(decode_component("%zz"), None);
+        assert_eq!(decode_component("%ff"), None); // not UTF-8
+    }
+}

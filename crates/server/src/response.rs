@@ -1,0 +1,189 @@
+//! The response a handler returns: status, content type, extra fields, body.
+//!
+//! Owns building responses and guarding them: field names must be tokens and values may not
+//! hold CR, LF or NUL, so a handler cannot split a response. Encoding to bytes is the
+//! dispatcher's job (with `linerate_http1::ResponseHead`).
+#![forbid(unsafe_code)]
+
+use std::borrow::Cow;
+
+use serde::Serialize;
+
+/// A response body held in memory.
+#[derive(Clone, Debug, Default)]
+pub enum Body {
+    #[default]
+    Empty,
+    /// Bytes that live for the whole program (no copy, no allocation).
+    Static(&'static [u8]),
+    /// Bytes made for this response.
+    Owned(Vec<u8>),
+}
+
+impl Body {
+    /// The body's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Body::Empty => &[],
+            Body::Static(b) => b,
+            Body::Owned(v) => v,
+        }
+    }
+}
+
+/// A handler's response.
+#[derive(Clone, Debug)]
+pub struct Response {
+    pub(crate) status: u16,
+    pub(crate) content_type: Option<Cow<'static, str>>,
+    pub(crate) headers: Vec<(Cow<'static, str>, Cow<'static, str>)>,
+    pub(crate) body: Body,
+    pub(crate) close: bool,
+}
+
+/// Why a field was refused by [`Response::try_header`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InvalidHeader;
+
+impl std::fmt::Display for InvalidHeader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("field name is not a token or value holds CR, LF or a control byte")
+    }
+}
+
+impl std::error::Error for InvalidHeader {}
+
+impl Response {
+    /// An empty response with `status`.
+    pub fn new(status: u16) -> Response {
+        Response {
+            status,
+            content_type: None,
+            headers: Vec::new(),
+            body: Body::Empty,
+            close: false,
+        }
+    }
+
+    /// `200 text/plain` with a static body.
+    pub fn text(body: &'static str) -> Response {
+        Response::new(200)
+            .content_type("text/plain")
+            .body(Body::Static(body.as_bytes()))
+    }
+
+    /// `200 text/plain` with an owned body.
+    pub fn text_owned(body: String) -> Response {
+        Response::new(200)
+            .content_type("text/plain")
+            .body(Body::Owned(body.into_bytes()))
+    }
+
+    /// `200 application/json` with `value` serialized by serde_json; a value that fails to
+    /// serialize gives 500.
+    pub fn json<T: Serialize + ?Sized>(value: &T) -> Response {
+        match serde_json::to_vec(value) {
+            Ok(v) => Response::new(200)
+                .content_type("application/json")
+                .body(Body::Owned(v)),
+            Err(e) => {
+                tracing::error!(error = %e, "response serialization failed");
+                Response::new(500)
+            }
+        }
+    }
+
+    /// Sets the status.
+    pub fn status(mut self, status: u16) -> Response {
+        self.status = status;
+        self
+    }
+
+    /// Sets Content-Type.
+    pub fn content_type(mut self, value: impl Into<Cow<'static, str>>) -> Response {
+        self.content_type = Some(value.into());
+        self
+    }
+
+    /// Sets the body.
+    pub fn body(mut self, body: Body) -> Response {
+        self.body = body;
+        self
+    }
+
+    /// Adds a field; returns an error for a name that is not a token or a value with CR, LF
+    /// or other controls. Content-Length, Transfer-Encoding, Connection and Date are managed
+    /// by the server and refused here too.
+    pub fn try_header(
+        mut self,
+        name: impl Into<Cow<'static, str>>,
+        value: impl Into<Cow<'static, str>>,
+    ) -> Result<Response, InvalidHeader> {
+        let (name, value) = (name.into(), value.into());
+        check_field(&name, &value)?;
+        self.headers.push((name, value));
+        Ok(self)
+    }
+
+    /// Adds a field known to be valid (a literal); an invalid one is dropped and logged.
+    pub fn header(mut self, name: &'static str, value: impl Into<Cow<'static, str>>) -> Response {
+        let value = value.into();
+        match check_field(name, &value) {
+            Ok(()) => self.headers.push((Cow::Borrowed(name), value)),
+            Err(e) => {
+                tracing::error!(name, error = %e, "handler set an invalid response field; dropped")
+            }
+        }
+        self
+    }
+
+    /// Closes the connection after this response.
+    pub fn close(mut self) -> Response {
+        self.close = true;
+        self
+    }
+
+    /// The status code.
+    pub fn status_code(&self) -> u16 {
+        self.status
+    }
+
+    /// The body bytes.
+    pub fn body_bytes(&self) -> &[u8] {
+        self.body.as_bytes()
+    }
+}
+
+fn check_field(name: &str, value: &str) -> Result<(), InvalidHeader> {
+    let managed = ["content-length", "transfer-encoding", "connection", "date"]
+        .iter()
+        .any(|m| name.eq_ignore_ascii_case(m));
+    if managed
+        || !linerate_http1::is_valid_field_name(name.as_bytes())
+        || !linerate_http1::is_valid_field_value(value.as_bytes())
+    {
+        return Err(InvalidHeader);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_injection_is_refused() {
+        assert!(
+            Response::new(200)
+                .try_header("X-A", "a\r\nSet-Cookie: x")
+                .is_err()
+        );
+        assert!(Response::new(200).try_header("X A", "a").is_err());
+        assert!(
+            Response::new(200)
+                .try_header("Content-Length", "5")
+                .is_err()
+        );
+        assert!(Response::new(200).try_header("X-A", "fine value").is_ok());
+    }
+}

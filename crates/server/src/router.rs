@@ -1,0 +1,276 @@
+//! Routes: method + path pattern → handler, with `{name}` path parameters.
+//!
+//! Owns registration and lookup. Lookup allocates nothing on a hit; a path that matches no
+//! route is 404, a path that matches only with other methods is 405 with an `Allow` list
+//! (HEAD is served by GET routes, RFC 9110 §9.3.2). Patterns are checked at registration.
+#![forbid(unsafe_code)]
+
+use linerate_http1::Method;
+
+use crate::request::{MAX_PARAMS, Params, Request};
+use crate::response::Response;
+
+/// A buffering handler: gets the whole body (up to the body limit) and returns a response.
+pub type HandlerFn = dyn Fn(&Request<'_>) -> Response + Send + Sync;
+
+/// Receives a streamed request body piece by piece, then produces the response.
+pub trait BodySink {
+    /// A piece of the body, in order.
+    fn data(&mut self, chunk: &[u8]);
+    /// The body ended (trailers, if any, are on `req`).
+    fn finish(self: Box<Self>, req: &Request<'_>) -> Response;
+}
+
+/// Makes a sink for each request of a streaming route.
+pub type SinkFactory = dyn Fn(&Request<'_>) -> Box<dyn BodySink> + Send + Sync;
+
+pub(crate) enum Handler {
+    Buffered(Box<HandlerFn>),
+    Streaming(Box<SinkFactory>),
+}
+
+#[derive(Debug)]
+enum Segment {
+    Literal(String),
+    Param,
+}
+
+pub(crate) struct Route {
+    method: Method,
+    pattern: String,
+    /// `None` for a pattern without parameters (compared as a whole string).
+    segments: Option<Vec<Segment>>,
+    pub(crate) names: Vec<String>,
+    pub(crate) handler: Handler,
+}
+
+/// The route table. Build it once, then hand it to the server (it is shared read-only by
+/// every worker).
+#[derive(Default)]
+pub struct Router {
+    routes: Vec<Route>,
+}
+
+pub(crate) enum Lookup<'r> {
+    Found(&'r Route),
+    NotFound,
+    MethodNotAllowed(String),
+}
+
+impl Router {
+    /// An empty table.
+    pub fn new() -> Router {
+        Router::default()
+    }
+
+    /// Registers `handler` for `method` and `pattern` (e.g. `/json/{count}`).
+    ///
+    /// # Panics
+    /// If the pattern does not start with `/`, has an unclosed or empty `{}`, or more than
+    /// [`MAX_PARAMS`] parameters — a programming error caught at start-up.
+    pub fn route<F>(self, method: Method, pattern: &str, handler: F) -> Router
+    where
+        F: Fn(&Request<'_>) -> Response + Send + Sync + 'static,
+    {
+        self.add(method, pattern, Handler::Buffered(Box::new(handler)))
+    }
+
+    /// Registers a streaming-body handler: `factory` makes a [`BodySink`] per request.
+    pub fn streaming<F>(self, method: Method, pattern: &str, factory: F) -> Router
+    where
+        F: Fn(&Request<'_>) -> Box<dyn BodySink> + Send + Sync + 'static,
+    {
+        self.add(method, pattern, Handler::Streaming(Box::new(factory)))
+    }
+
+    /// `route(Method::Get, …)`.
+    pub fn get<F>(self, pattern: &str, handler: F) -> Router
+    where
+        F: Fn(&Request<'_>) -> Response + Send + Sync + 'static,
+    {
+        self.route(Method::Get, pattern, handler)
+    }
+
+    /// `route(Method::Post, …)`.
+    pub fn post<F>(self, pattern: &str, handler: F) -> Router
+    where
+        F: Fn(&Request<'_>) -> Response + Send + Sync + 'static,
+    {
+        self.route(Method::Post, pattern, handler)
+    }
+
+    fn add(mut self, method: Method, pattern: &str, handler: Handler) -> Router {
+        assert!(
+            pattern.starts_with('/'),
+            "route pattern {pattern:?} must start with '/'"
+        );
+        assert!(method != Method::Other, "routes take a standard method");
+        let mut names = Vec::new();
+        let segments: Vec<Segment> = pattern[1..]
+            .split('/')
+            .map(
+                |s| match s.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                    Some(name) => {
+                        assert!(
+                            !name.is_empty() && !name.contains(['{', '}']),
+                            "bad parameter in {pattern:?}"
+                        );
+                        names.push(name.to_string());
+                        Segment::Param
+                    }
+                    None => {
+                        assert!(!s.contains(['{', '}']), "unbalanced braces in {pattern:?}");
+                        Segment::Literal(s.to_string())
+                    }
+                },
+            )
+            .collect();
+        assert!(
+            names.len() <= MAX_PARAMS,
+            "more than {MAX_PARAMS} parameters in {pattern:?}"
+        );
+        let segments = (!names.is_empty()).then_some(segments);
+        self.routes.push(Route {
+            method,
+            pattern: pattern.to_string(),
+            segments,
+            names,
+            handler,
+        });
+        self
+    }
+
+    /// Finds the route for `method` and `path`, capturing parameters into `params`.
+    pub(crate) fn lookup(&self, method: Method, path: &str, params: &mut Params) -> Lookup<'_> {
+        let mut path_matched = false;
+        let mut head_fallback = None;
+        for route in &self.routes {
+            if !route.matches(path, params) {
+                continue;
+            }
+            path_matched = true;
+            if route.method == method {
+                return Lookup::Found(route);
+            }
+            if method == Method::Head && route.method == Method::Get && head_fallback.is_none() {
+                head_fallback = Some(route);
+            }
+        }
+        if let Some(route) = head_fallback {
+            route.matches(path, params);
+            return Lookup::Found(route);
+        }
+        if !path_matched {
+            return Lookup::NotFound;
+        }
+        let mut allow: Vec<&str> = Vec::new();
+        let mut scratch = Params::default();
+        for route in &self.routes {
+            if route.matches(path, &mut scratch) {
+                allow.push(route.method.as_str());
+                if route.method == Method::Get {
+                    allow.push("HEAD");
+                }
+            }
+        }
+        allow.dedup();
+        Lookup::MethodNotAllowed(allow.join(", "))
+    }
+}
+
+impl Route {
+    fn matches(&self, path: &str, params: &mut Params) -> bool {
+        let Some(segments) = &self.segments else {
+            return self.pattern == path;
+        };
+        let Some(mut rest) = path.strip_prefix('/') else {
+            return false;
+        };
+        params.len = 0;
+        let mut offset = 1;
+        for (i, seg) in segments.iter().enumerate() {
+            let last = i + 1 == segments.len();
+            let (part, next) = match rest.find('/') {
+                Some(p) if !last => (&rest[..p], &rest[p + 1..]),
+                Some(_) => return false,
+                None if last => (rest, ""),
+                None => return false,
+            };
+            match seg {
+                Segment::Literal(l) if l == part => {}
+                Segment::Literal(_) => return false,
+                Segment::Param if part.is_empty() => return false,
+                Segment::Param => {
+                    params.spans[params.len] = (offset as u16, (offset + part.len()) as u16);
+                    params.len += 1;
+                }
+            }
+            offset += part.len() + 1;
+            rest = next;
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn router() -> Router {
+        Router::new()
+            .get("/json", |_| Response::text("j"))
+            .get("/json/{count}", |_| Response::text("c"))
+            .post("/json/{count}", |_| Response::text("p"))
+            .get("/a/{x}/b/{y}", |_| Response::text("ab"))
+    }
+
+    #[test]
+    fn lookup_table() {
+        let r = router();
+        let mut p = Params::default();
+        let cases: &[(Method, &str, &str)] = &[
+            (Method::Get, "/json", "found /json"),
+            (Method::Head, "/json", "found /json"),
+            (Method::Get, "/json/5", "found /json/{count}"),
+            (Method::Get, "/json/", "404"),
+            (Method::Get, "/json/5/6", "404"),
+            (Method::Get, "/nope", "404"),
+            (Method::Delete, "/json", "405 GET, HEAD"),
+            (Method::Put, "/json/3", "405 GET, HEAD, POST"),
+            (Method::Get, "/a/1/b/2", "found /a/{x}/b/{y}"),
+            (Method::Get, "/a/1/c/2", "404"),
+        ];
+        for (m, path, want) in cases {
+            let got = match r.lookup(*m, path, &mut p) {
+                Lookup::Found(route) => format!("found {}", route.pattern),
+                Lookup::NotFound => "404".into(),
+                Lookup::MethodNotAllowed(a) => format!("405 {a}"),
+            };
+            assert_eq!(&got, want, "{m:?} {path}");
+        }
+    }
+
+    #[test]
+    fn params_are_captured_as_path_spans() {
+        let r = router();
+        let mut p = Params::default();
+        let Lookup::Found(route) = r.lookup(Method::Get, "/a/xyz/b/7", &mut p) else {
+            panic!()
+        };
+        assert_eq!(route.names, ["x", "y"]);
+        assert_eq!(
+            &"/a/xyz/b/7"[p.spans[0].0 as usize..p.spans[0].1 as usize],
+            "xyz"
+        );
+        assert_eq!(
+            &"/a/xyz/b/7"[p.spans[1].0 as usize..p.spans[1].1 as usize],
+            "7"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "must start with")]
+    fn bad_pattern_is_caught_at_registration() {
+        let _ = Router::new().get("json", |_| Response::text(""));
+    }
+}

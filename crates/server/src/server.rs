@@ -1,0 +1,219 @@
+//! Starting and stopping the server: listeners (one SO_REUSEPORT socket per worker), CPU
+//! steering, worker threads, signals and graceful shutdown.
+//!
+//! Owns the process-level wiring; the request path lives in the workers. Shutdown is a write
+//! to each worker's eventfd — from a signal-watching thread or a [`ShutdownHandle`] — so
+//! workers never poll a shared flag.
+#![forbid(unsafe_code)]
+
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+
+use rustix::event::{EventfdFlags, eventfd};
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::access_log::Logger;
+use crate::config::Config;
+use crate::poller::Epoll;
+use crate::router::Router;
+use crate::worker::{Shared, Worker};
+
+/// A bound server, ready to run.
+pub struct Server {
+    listeners: Vec<TcpListener>,
+    cpus: Vec<Option<usize>>,
+    wakes: Arc<Vec<OwnedFd>>,
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    steering: bool,
+}
+
+/// Triggers a graceful shutdown from another thread (tests, embedding programs).
+#[derive(Clone)]
+pub struct ShutdownHandle {
+    wakes: Arc<Vec<OwnedFd>>,
+}
+
+impl ShutdownHandle {
+    /// Asks every worker to stop accepting, finish in-flight requests and exit.
+    pub fn shutdown(&self) {
+        for fd in self.wakes.iter() {
+            let _ = rustix::io::write(fd, &1u64.to_ne_bytes());
+        }
+    }
+}
+
+/// The CPUs this process may run on.
+pub fn allowed_cpus() -> Vec<usize> {
+    match rustix::thread::sched_getaffinity(None) {
+        Ok(set) => (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&c| set.is_set(c))
+            .collect(),
+        Err(_) => (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect(),
+    }
+}
+
+impl Server {
+    /// Binds one listener per worker and prepares the workers.
+    pub fn bind(config: Config, router: Router) -> io::Result<Server> {
+        let cpus = if config.cpus.is_empty() {
+            allowed_cpus()
+        } else {
+            config.cpus.clone()
+        };
+        if cpus.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "no CPU to run on",
+            ));
+        }
+        let workers = if config.workers == 0 {
+            cpus.len()
+        } else {
+            config.workers
+        };
+        let mut addr = config.addr;
+        let mut listeners = Vec::with_capacity(workers);
+        for _ in 0..workers {
+            let l = listen(addr, config.backlog)?;
+            // Port 0: the first bind picks the port, the others join it.
+            addr = l.local_addr()?;
+            listeners.push(l);
+        }
+        let worker_cpus: Vec<Option<usize>> = (0..workers)
+            .map(|i| config.pin.then(|| cpus[i % cpus.len()]))
+            .collect();
+        let mut steering = false;
+        if config.steering && workers > 1 {
+            let pinned: Vec<usize> = worker_cpus.iter().map(|c| c.unwrap_or(0)).collect();
+            match crate::sys::attach_reuseport_cbpf(
+                listeners[0].as_fd(),
+                &crate::sys::cpu_steering_program(&pinned),
+            ) {
+                Ok(()) => steering = true,
+                Err(e) => {
+                    tracing::warn!(error = %e, "CPU steering (SO_ATTACH_REUSEPORT_CBPF) unavailable; kernel hashing used")
+                }
+            }
+        }
+        let wakes = (0..workers)
+            .map(|_| {
+                eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK).map_err(io::Error::from)
+            })
+            .collect::<io::Result<Vec<_>>>()?;
+        let server_name = config.server_name.as_ref().map(|s| s.as_bytes().to_vec());
+        Ok(Server {
+            listeners,
+            cpus: worker_cpus,
+            wakes: Arc::new(wakes),
+            shared: Arc::new(Shared {
+                router,
+                config,
+                server_name,
+            }),
+            addr,
+            steering,
+        })
+    }
+
+    /// The bound address (with the real port when 0 was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Number of workers.
+    pub fn workers(&self) -> usize {
+        self.listeners.len()
+    }
+
+    /// Whether the CPU-steering program is attached.
+    pub fn steering(&self) -> bool {
+        self.steering
+    }
+
+    /// A handle that starts a graceful shutdown.
+    pub fn handle(&self) -> ShutdownHandle {
+        ShutdownHandle {
+            wakes: self.wakes.clone(),
+        }
+    }
+
+    /// Runs the workers until a shutdown completes.
+    pub fn run(self) -> io::Result<()> {
+        let logger = match &self.shared.config.access_log {
+            Some(target) => Some(Logger::start(target)?),
+            None => None,
+        };
+        let mut threads = Vec::new();
+        for (i, listener) in self.listeners.into_iter().enumerate() {
+            let shared = self.shared.clone();
+            let wake = self.wakes[i].try_clone()?;
+            let cpu = self.cpus[i];
+            let log = logger.as_ref().map(Logger::buffer);
+            let t = std::thread::Builder::new()
+                .name(format!("linerate-w{i}"))
+                .spawn(move || -> io::Result<()> {
+                    if let Some(cpu) = cpu {
+                        let mut set = rustix::thread::CpuSet::new();
+                        set.set(cpu);
+                        if let Err(e) = rustix::thread::sched_setaffinity(None, &set) {
+                            tracing::warn!(cpu, error = %e, "cannot pin worker");
+                        }
+                    }
+                    let mut worker = Worker::new(Epoll::new()?, listener, wake, log)?;
+                    worker.run(&shared)
+                })?;
+            threads.push(t);
+        }
+        let mut result = Ok(());
+        for t in threads {
+            match t.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => result = Err(e),
+                Err(_) => result = Err(io::Error::other("worker thread panicked")),
+            }
+        }
+        result
+    }
+
+    /// Runs until SIGTERM or SIGINT, then shuts down gracefully; a second signal exits at once.
+    pub fn run_until_signal(self) -> io::Result<()> {
+        let handle = self.handle();
+        let mut signals = signal_hook::iterator::Signals::new([
+            signal_hook::consts::SIGTERM,
+            signal_hook::consts::SIGINT,
+        ])?;
+        std::thread::Builder::new()
+            .name("linerate-signals".into())
+            .spawn(move || {
+                let mut seen = 0;
+                for sig in signals.forever() {
+                    seen += 1;
+                    if seen == 1 {
+                        tracing::info!(signal = sig, "shutting down: draining connections");
+                        handle.shutdown();
+                    } else {
+                        tracing::warn!("second signal: exiting now");
+                        std::process::exit(130);
+                    }
+                }
+            })?;
+        self.run()
+    }
+}
+
+/// A nonblocking SO_REUSEPORT listener.
+fn listen(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.bind(&addr.into())?;
+    socket.listen(backlog)?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}

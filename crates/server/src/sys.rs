@@ -1,0 +1,108 @@
+//! The one room where the server crate uses `unsafe`: attaching a classic BPF program to a
+//! SO_REUSEPORT group, which neither rustix nor socket2 wraps.
+//!
+//! Everything else (epoll, sockets, affinity, eventfd) goes through rustix's safe API. Each
+//! unsafe block carries a SAFETY comment; clippy denies undocumented ones.
+#![allow(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+/// Builds a cBPF program that maps "the CPU this packet was received on" to a listener index:
+/// for each worker `i` pinned to `cpus[i]`, `if cpu == cpus[i] return i`; otherwise
+/// `cpu % n`. The kernel indexes sockets of a reuseport group in the order they called listen().
+pub(crate) fn cpu_steering_program(cpus: &[usize]) -> Vec<libc::sock_filter> {
+    const SKF_AD_CPU: u32 = 36;
+    let op = |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    };
+    let mut prog = vec![op(
+        libc::BPF_LD | libc::BPF_W | libc::BPF_ABS,
+        0,
+        0,
+        (libc::SKF_AD_OFF as u32).wrapping_add(SKF_AD_CPU),
+    )];
+    for (i, &cpu) in cpus.iter().enumerate() {
+        // Jump over the return when the CPU differs.
+        prog.push(op(
+            libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
+            0,
+            1,
+            cpu as u32,
+        ));
+        prog.push(op(libc::BPF_RET | libc::BPF_K, 0, 0, i as u32));
+    }
+    prog.push(op(
+        libc::BPF_ALU | libc::BPF_MOD | libc::BPF_K,
+        0,
+        0,
+        cpus.len().max(1) as u32,
+    ));
+    prog.push(op(libc::BPF_RET | libc::BPF_A, 0, 0, 0));
+    prog
+}
+
+/// Attaches `prog` to the reuseport group `fd` belongs to (SO_ATTACH_REUSEPORT_CBPF, Linux 4.5+).
+pub(crate) fn attach_reuseport_cbpf(
+    fd: BorrowedFd<'_>,
+    prog: &[libc::sock_filter],
+) -> io::Result<()> {
+    let fprog = libc::sock_fprog {
+        len: u16::try_from(prog.len()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?,
+        filter: prog.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: `fd` is a valid open socket for the duration of the call (BorrowedFd); `fprog`
+    // points at `prog`, which outlives the call, and its `len` is the slice's length. The
+    // kernel copies the program during setsockopt and keeps no pointer to our memory.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_REUSEPORT_CBPF,
+            (&fprog as *const libc::sock_fprog).cast(),
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn program_has_one_jump_and_return_per_cpu() {
+        let p = cpu_steering_program(&[2, 5]);
+        assert_eq!(p.len(), 1 + 2 * 2 + 2);
+        assert_eq!(p[1].k, 2);
+        assert_eq!(p[2].k, 0);
+        assert_eq!(p[3].k, 5);
+        assert_eq!(p[4].k, 1);
+        assert_eq!(p[5].k, 2); // modulo n
+    }
+
+    #[test]
+    fn attaching_to_a_reuseport_listener_works_or_fails_cleanly() {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        s.set_reuse_port(true).unwrap();
+        s.bind(
+            &"127.0.0.1:0"
+                .parse::<std::net::SocketAddr>()
+                .unwrap()
+                .into(),
+        )
+        .unwrap();
+        s.listen(16).unwrap();
+        use std::os::fd::AsFd;
+        // Kernels without the option return an error; either way no crash.
+        let _ = attach_reuseport_cbpf(s.as_fd(), &cpu_steering_program(&[0]));
+    }
+}
