@@ -254,7 +254,9 @@ impl Conn {
         }
         if self.is_idle() {
             self.closing = true;
-            return self.flush(io, sh);
+            let next = self.flush(io, sh);
+            self.set_timer(io, sh);
+            return next;
         }
         Next::Keep
     }
@@ -350,7 +352,7 @@ impl Conn {
             Handler::Buffered(h) => {
                 if let Framing::Length(len) = framing {
                     if len > sh.config.max_body_bytes {
-                        return refuse(self, io, text_status(413));
+                        return refuse(self, io, text_status(413).close());
                     }
                     if avail.len() as u64 >= len {
                         let request = Request {
@@ -380,7 +382,7 @@ impl Conn {
                 if let Framing::Length(len) = framing
                     && len > sh.config.max_stream_body_bytes
                 {
-                    return refuse(self, io, text_status(413));
+                    return refuse(self, io, text_status(413).close());
                 }
                 let sink = match catch_unwind(AssertUnwindSafe(|| factory(&request))) {
                     Ok(sink) => sink,

@@ -1,0 +1,195 @@
+//! Test support: start a server on 127.0.0.1 with an OS-chosen port, and a raw-socket client
+//! that reads responses framed by Content-Length. Every read has a timeout so no test hangs.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use linerate_server::{Config, Router, Server, ShutdownHandle};
+
+/// Longest any single read waits.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub struct Running {
+    pub addr: SocketAddr,
+    pub handle: ShutdownHandle,
+    pub thread: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl Running {
+    /// Graceful shutdown and wait for the workers.
+    pub fn stop(mut self) {
+        self.handle.shutdown();
+        if let Some(t) = self.thread.take() {
+            t.join().expect("server thread").expect("server run");
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.handle.shutdown();
+    }
+}
+
+/// A one-worker config on 127.0.0.1:0, unpinned (tests share the machine).
+pub fn config() -> Config {
+    Config {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        workers: 1,
+        pin: false,
+        // Clients in tests often stay open until the end of the test: do not wait long for
+        // their EOF after a close or on shutdown.
+        linger_timeout: Duration::from_millis(200),
+        ..Config::default()
+    }
+}
+
+pub fn start(config: Config, router: Router) -> Running {
+    let server = Server::bind(config, router).expect("bind");
+    let addr = server.local_addr();
+    let handle = server.handle();
+    let thread = std::thread::spawn(move || server.run());
+    Running {
+        addr,
+        handle,
+        thread: Some(thread),
+    }
+}
+
+pub fn start_demo() -> Running {
+    start(config(), linerate_server::demo::router())
+}
+
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+pub struct Client {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        stream.set_nodelay(true).unwrap();
+        Client {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("write");
+    }
+
+    fn fill(&mut self) -> std::io::Result<usize> {
+        let mut chunk = [0u8; 65536];
+        let n = self.stream.read(&mut chunk)?;
+        self.buf.extend_from_slice(&chunk[..n]);
+        Ok(n)
+    }
+
+    /// Reads one response (`head_only` for responses to HEAD). `None` on a clean EOF before
+    /// any byte of it; panics on a reset, a timeout or a truncated response.
+    pub fn read_response_opt(&mut self, head_only: bool) -> Option<Resp> {
+        let head_end = loop {
+            if let Some(p) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break p + 4;
+            }
+            match self.fill() {
+                Ok(0) if self.buf.is_empty() => return None,
+                Ok(0) => panic!(
+                    "EOF inside a response head: {:?}",
+                    String::from_utf8_lossy(&self.buf)
+                ),
+                Ok(_) => {}
+                Err(e) => panic!(
+                    "read failed: {e} (have {:?})",
+                    String::from_utf8_lossy(&self.buf)
+                ),
+            }
+        };
+        let head = String::from_utf8(self.buf[..head_end].to_vec()).expect("ASCII head");
+        let mut lines = head.split("\r\n");
+        let status_line = lines.next().unwrap();
+        assert!(
+            status_line.starts_with("HTTP/1.1 "),
+            "status line {status_line:?}"
+        );
+        let status: u16 = status_line[9..12].parse().unwrap();
+        let headers: Vec<(String, String)> = lines
+            .filter(|l| !l.is_empty())
+            .map(|l| {
+                let (n, v) = l.split_once(':').expect("field line");
+                (n.to_string(), v.trim().to_string())
+            })
+            .collect();
+        let len: usize = headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+            .map(|(_, v)| v.parse().unwrap())
+            .unwrap_or(0);
+        let len = if head_only || status == 100 || status == 204 || status == 304 {
+            0
+        } else {
+            len
+        };
+        while self.buf.len() < head_end + len {
+            match self.fill() {
+                Ok(0) => panic!("EOF inside a response body"),
+                Ok(_) => {}
+                Err(e) => panic!("read failed in body: {e}"),
+            }
+        }
+        let body = self.buf[head_end..head_end + len].to_vec();
+        self.buf.drain(..head_end + len);
+        Some(Resp {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    pub fn read_response(&mut self) -> Resp {
+        self.read_response_opt(false).expect("a response, got EOF")
+    }
+
+    /// Asserts the server closed the connection cleanly (FIN, not a reset) with no more bytes.
+    pub fn expect_eof(&mut self) {
+        match self.fill() {
+            Ok(0) => assert!(
+                self.buf.is_empty(),
+                "leftover bytes: {:?}",
+                String::from_utf8_lossy(&self.buf)
+            ),
+            Ok(_) => panic!("expected EOF, got {:?}", String::from_utf8_lossy(&self.buf)),
+            Err(e) => panic!("expected clean EOF, got {e}"),
+        }
+    }
+
+    /// One request, one response.
+    pub fn get(&mut self, path: &str) -> Resp {
+        self.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+        self.read_response()
+    }
+}

@@ -1,0 +1,121 @@
+//! Slow clients against the timeouts: each ends with the right answer and a clean close, and
+//! a stalled client never holds up others on the same worker.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Client, config, start};
+use linerate_server::Config;
+
+fn short_timeouts() -> Config {
+    Config {
+        header_timeout: Duration::from_millis(300),
+        body_timeout: Duration::from_millis(300),
+        keepalive_timeout: Duration::from_millis(300),
+        ..config()
+    }
+}
+
+#[test]
+fn partial_head_gets_408_and_close() {
+    let server = start(short_timeouts(), linerate_server::demo::router());
+    let mut c = Client::connect(server.addr);
+    c.send(b"GET /json HTTP/1.1\r\nHo");
+    let r = c.read_response();
+    assert_eq!(r.status, 408);
+    assert_eq!(r.header("connection"), Some("close"));
+    c.expect_eof();
+    server.stop();
+}
+
+#[test]
+fn trickled_head_is_not_kept_alive_by_each_byte() {
+    // Slowloris: one byte every 100 ms never completes the head; the header timeout runs from
+    // the first byte, so the server answers 408 although bytes keep coming.
+    let server = start(short_timeouts(), linerate_server::demo::router());
+    let mut c = Client::connect(server.addr);
+    let mut answered_early = false;
+    for b in b"GET /json HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".iter() {
+        c.stream.set_nonblocking(true).unwrap();
+        let ready = matches!(c.stream.peek(&mut [0u8; 1]), Ok(n) if n > 0);
+        c.stream.set_nonblocking(false).unwrap();
+        if ready {
+            answered_early = true;
+            break;
+        }
+        if std::io::Write::write_all(&mut c.stream, std::slice::from_ref(b)).is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        answered_early,
+        "the server answered before the trickle ended"
+    );
+    let r = c.read_response();
+    assert_eq!(r.status, 408);
+    server.stop();
+}
+
+#[test]
+fn stalled_body_gets_408_and_close() {
+    let server = start(short_timeouts(), linerate_server::demo::router());
+    let mut c = Client::connect(server.addr);
+    c.send(b"POST /baseline11?a=1&b=2 HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n123");
+    let r = c.read_response();
+    assert_eq!(r.status, 408);
+    c.expect_eof();
+    server.stop();
+}
+
+#[test]
+fn idle_keep_alive_connection_is_closed_quietly() {
+    let server = start(short_timeouts(), linerate_server::demo::router());
+    let mut c = Client::connect(server.addr);
+    assert_eq!(c.get("/pipeline").text(), "ok");
+    // No 408 for an idle connection between requests: just a clean close.
+    c.expect_eof();
+    // A connection that never sends anything is closed the same way.
+    let mut silent = Client::connect(server.addr);
+    silent.expect_eof();
+    server.stop();
+}
+
+#[test]
+fn a_stalled_client_does_not_block_others() {
+    let server = start(config(), linerate_server::demo::router());
+    let mut stalled = Client::connect(server.addr);
+    stalled.send(b"POST /baseline11?a=1&b=2 HTTP/1.1\r\nHost: a\r\nContent-Length: 1000\r\n\r\n12");
+    let mut other = Client::connect(server.addr);
+    for _ in 0..100 {
+        assert_eq!(other.get("/pipeline").text(), "ok");
+    }
+    drop(stalled);
+    server.stop();
+}
+
+#[test]
+fn client_that_does_not_read_is_bounded() {
+    // Pipeline far more than the socket buffers hold without reading: the server stops
+    // reading (it never buffers without bound) and everything is answered once we read.
+    let server = start(config(), linerate_server::demo::router());
+    let mut c = Client::connect(server.addr);
+    let n = 4_000;
+    let req = b"GET /json/50 HTTP/1.1\r\nHost: a\r\n\r\n";
+    let writer = {
+        let mut s = c.stream.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let batch: Vec<u8> = req.iter().copied().cycle().take(req.len() * 100).collect();
+            for _ in 0..n / 100 {
+                std::io::Write::write_all(&mut s, &batch).unwrap();
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..n {
+        assert_eq!(c.read_response().status, 200);
+    }
+    writer.join().unwrap();
+    server.stop();
+}
