@@ -214,6 +214,9 @@ impl RequestHead {
     /// bytes are needed, or the error to answer with. `n <= buf.len()` always.
     pub fn parse(&mut self, buf: &[u8], limits: &Limits) -> Result<Parsed, ParseError> {
         self.clear();
+        // Never look past the head limit: a verdict must not depend on how many bytes beyond
+        // it happen to have arrived (a bare LF past the limit is a 414/431, like its prefixes).
+        let window = &buf[..buf.len().min(limits.max_head_bytes)];
         let mut pos = 0;
         // RFC 9112 §2.2: a server SHOULD ignore at least one empty line before the request line.
         if buf.starts_with(b"\r\n") {
@@ -221,7 +224,7 @@ impl RequestHead {
         } else if buf.first() == Some(&b'\n') {
             return Err(ParseError::BareLf);
         }
-        let Some(eol) = find_line_end(buf, pos)? else {
+        let Some(eol) = find_line_end(window, pos)? else {
             if buf.len() > limits.max_head_bytes {
                 return Err(ParseError::UriTooLong);
             }
@@ -233,7 +236,7 @@ impl RequestHead {
         self.request_line(buf, pos, eol)?;
         pos = eol + 2;
         loop {
-            let Some(eol) = find_line_end(buf, pos)? else {
+            let Some(eol) = find_line_end(window, pos)? else {
                 if buf.len() > limits.max_head_bytes {
                     return Err(ParseError::HeadersTooLarge);
                 }

@@ -236,6 +236,21 @@ fn limits_give_414_431() {
 }
 
 #[test]
+fn bare_lf_past_the_limit_is_a_limit_error_like_its_prefixes() {
+    // Found by fuzzing: the verdict must not depend on bytes beyond the head limit.
+    let limits = Limits {
+        max_head_bytes: 64,
+        ..Limits::default()
+    };
+    let mut whole = b"GET /".to_vec();
+    whole.extend(std::iter::repeat_n(b'a', 70));
+    whole.push(b'\n');
+    let mut h = RequestHead::new();
+    assert_eq!(h.parse(&whole, &limits), Err(UriTooLong));
+    assert_eq!(h.parse(&whole[..whole.len() - 1], &limits), Err(UriTooLong));
+}
+
+#[test]
 fn pipelined_heads_parse_one_at_a_time() {
     let buf = b"GET /a HTTP/1.1\r\nHost: a\r\n\r\nGET /b HTTP/1.1\r\nHost: a\r\n\r\n";
     let mut h = RequestHead::new();
@@ -251,11 +266,18 @@ fn pipelined_heads_parse_one_at_a_time() {
     assert_eq!(h.path(rest), "/b");
 }
 
-/// Decodes a whole chunked body fed in pieces of `step` bytes; returns (data, consumed).
-fn decode_chunked(
-    input: &[u8],
-    step: usize,
-) -> Result<(Vec<u8>, usize, Vec<(Vec<u8>, Vec<u8>)>), ParseError> {
+/// Trailer fields as owned (name, value) pairs.
+type Fields = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// One chunked-decoding rule: name, input, expected data or error.
+type ChunkRule = (
+    &'static str,
+    &'static [u8],
+    Result<&'static [u8], ParseError>,
+);
+
+/// Decodes a whole chunked body fed in pieces of `step` bytes; returns (data, consumed, trailers).
+fn decode_chunked(input: &[u8], step: usize) -> Result<(Vec<u8>, usize, Fields), ParseError> {
     let limits = Limits::default();
     let mut dec = BodyDecoder::new(Framing::Chunked).unwrap();
     let mut data = Vec::new();
@@ -285,7 +307,7 @@ fn decode_chunked(
 }
 
 #[rustfmt::skip]
-const CHUNK_RULES: &[(&str, &[u8], Result<&[u8], ParseError>)] = &[
+const CHUNK_RULES: &[ChunkRule] = &[
     ("two chunks (RFC 9112 §7.1)", b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n", Ok(b"hello world")),
     ("upper and lower hex", b"A\r\n0123456789\r\na\r\n0123456789\r\n0\r\n\r\n", Ok(b"01234567890123456789")),
     ("leading zeros in size", b"005\r\nhello\r\n000\r\n\r\n", Ok(b"hello")),

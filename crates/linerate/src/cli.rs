@@ -28,6 +28,8 @@ pub struct Cli {
 enum Command {
     /// Serve HTTP/1.1 (the default): the demo app (TechEmpower and HttpArena endpoints).
     Serve(ServeArgs),
+    /// Generate HTTP/1.1 load against a URL (wrk-style flags; honest latency with --rate).
+    Load(linerate_load::LoadArgs),
     /// Run the lab tools.
     Lab {
         #[command(subcommand)]
@@ -163,6 +165,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         None => serve(cli.serve),
         Some(Command::Serve(args)) => serve(args),
+        Some(Command::Load(args)) => linerate_load::run(args),
         Some(Command::Lab {
             tool: LabTool::Floor(a),
         }) => {
@@ -190,7 +193,7 @@ fn init_tracing(level: &str) {
 }
 
 fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
-    if tracing_subscriber::EnvFilter::try_new(&a.log_level).is_err() {
+    if !["error", "warn", "info", "debug", "trace", "off"].contains(&a.log_level.as_str()) {
         bail!(
             "invalid --log-level {:?} (expected error, warn, info, debug or trace)",
             a.log_level
@@ -238,8 +241,15 @@ fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     let server = Server::bind(config, linerate_server::demo::router())
         .with_context(|| format!("cannot listen on {addr}"))?;
     let url = format!("http://{}", server.local_addr());
-    println!(
-        "linerate serving on {url} ({} worker{}{})",
+    let banner = format!(
+        "linerate serving on {url} ({} worker{}{})\n\
+  GET  {url}/json             {{\"message\":\"Hello, World!\"}}\n\
+  GET  {url}/plaintext        Hello, World!\n\
+  GET  {url}/baseline11?a=13&b=42   55 (POST adds the body's integer)\n\
+  GET  {url}/pipeline         ok\n\
+  GET  {url}/json/{{count}}?m=M  first count (1-50) dataset items with totals\n\
+  POST {url}/upload           number of body bytes received\n\
+Stop with Ctrl-C (graceful drain).\n",
         server.workers(),
         if server.workers() == 1 { "" } else { "s" },
         if server.steering() {
@@ -248,13 +258,11 @@ fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
             ""
         }
     );
-    println!("  GET  {url}/json             {{\"message\":\"Hello, World!\"}}");
-    println!("  GET  {url}/plaintext        Hello, World!");
-    println!("  GET  {url}/baseline11?a=13&b=42   55 (POST adds the body's integer)");
-    println!("  GET  {url}/pipeline         ok");
-    println!("  GET  {url}/json/{{count}}?m=M  first count (1-50) dataset items with totals");
-    println!("  POST {url}/upload           number of body bytes received");
-    println!("Stop with Ctrl-C (graceful drain).");
+    // A closed stdout (e.g. piped into `head`) must not stop the server.
+    let mut out = std::io::stdout().lock();
+    let _ = std::io::Write::write_all(&mut out, banner.as_bytes())
+        .and_then(|_| std::io::Write::flush(&mut out));
+    drop(out);
     server.run_until_signal().context("server failed")?;
     Ok(ExitCode::SUCCESS)
 }

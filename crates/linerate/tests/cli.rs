@@ -1,0 +1,189 @@
+//! The real binary: one-line CLI errors, the start-up banner, SIGTERM under load, and the
+//! access log. Servers bind 127.0.0.1 with an OS-chosen port; every wait is bounded.
+
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_linerate");
+
+fn run_err(args: &[&str]) -> (i32, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn user_mistakes_are_one_line_and_nonzero() {
+    let busy = TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy_addr = busy.local_addr().unwrap().to_string();
+    let cases: &[(&[&str], &str)] = &[
+        (&["--bogus"], "unexpected argument"),
+        (&["--addr", "not-an-address"], "invalid value"),
+        (&["--cpus", "9999"], "not available"),
+        (&["--cpus", "3-1"], "invalid CPU list"),
+        (&["--workers", "0"], "at least 1"),
+        (&["--header-timeout", "soon"], "invalid duration"),
+        (&["--addr", &busy_addr], "cannot listen"),
+        (&["serve", "--log-level", "loud"], "invalid --log-level"),
+    ];
+    for (args, needle) in cases {
+        let (code, stderr) = run_err(args);
+        assert_ne!(code, 0, "{args:?}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("linerate: ") && stderr.contains(needle),
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("backtrace"),
+            "{stderr}"
+        );
+    }
+}
+
+/// Starts the binary on an OS-chosen port and returns it with its address (from the banner).
+fn spawn(extra: &[&str]) -> (Child, SocketAddr) {
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--no-pin",
+            "--log-level",
+            "warn",
+        ])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    reader.read_line(&mut line).unwrap();
+    // Keep reading the rest of stdout so the server never writes into a closed pipe.
+    std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("banner has the URL");
+    (child, url.trim_start_matches("http://").parse().unwrap())
+}
+
+fn sigterm(child: &Child) {
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("server did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sigterm_under_load_loses_no_request() {
+    let (mut child, addr) = spawn(&["--workers", "2"]);
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let (mut ok, mut resets, mut partial) = (0u64, 0u64, 0u64);
+                let started = Instant::now();
+                let Ok(mut s) = TcpStream::connect(addr) else {
+                    return (0, 0, 0);
+                };
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let mut buf = Vec::new();
+                'outer: while started.elapsed() < Duration::from_secs(10) {
+                    if s.write_all(b"GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\n")
+                        .is_err()
+                    {
+                        break;
+                    }
+                    buf.clear();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        match s.read(&mut chunk) {
+                            Ok(0) => {
+                                partial += u64::from(!buf.is_empty());
+                                break 'outer;
+                            }
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            Err(e) if e.kind() == ErrorKind::ConnectionReset => {
+                                resets += 1;
+                                break 'outer;
+                            }
+                            Err(e) => panic!("{e}"),
+                        }
+                        if buf.ends_with(b"Hello, World!") {
+                            break;
+                        }
+                    }
+                    ok += 1;
+                    if String::from_utf8_lossy(&buf).contains("Connection: close") {
+                        break;
+                    }
+                }
+                (ok, resets, partial)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    sigterm(&child);
+    let status = wait_exit(&mut child, Duration::from_secs(15));
+    assert!(status.success(), "exit status {status:?}");
+    let (mut ok, mut resets, mut partial) = (0, 0, 0);
+    for c in clients {
+        let (o, r, p) = c.join().unwrap();
+        ok += o;
+        resets += r;
+        partial += p;
+    }
+    assert!(ok > 100, "load ran ({ok} responses)");
+    assert_eq!(
+        (resets, partial),
+        (0, 0),
+        "no reset, no truncated response ({ok} ok)"
+    );
+}
+
+#[test]
+fn access_log_writes_combined_lines() {
+    let dir = std::env::temp_dir().join(format!("linerate-log-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("access.log");
+    let (mut child, addr) = spawn(&["--workers", "1", "--access-log", log.to_str().unwrap()]);
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /plaintext HTTP/1.1\r\nHost: t\r\nUser-Agent: test/1\r\nReferer: http://r/\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    assert!(resp.starts_with("HTTP/1.1 200"));
+    sigterm(&child);
+    assert!(wait_exit(&mut child, Duration::from_secs(15)).success());
+    let text = std::fs::read_to_string(&log).unwrap();
+    let line = text.lines().next().expect("one line");
+    // nginx combined: $remote_addr - $remote_user [$time_local] "$request" $status $bytes "$referer" "$ua"
+    assert!(line.starts_with("127.0.0.1 - - ["), "{line}");
+    assert!(
+        line.ends_with("] \"GET /plaintext HTTP/1.1\" 200 13 \"http://r/\" \"test/1\"")
+            || line.contains("\"GET /plaintext HTTP/1.1\" 200 13 \"http://r/\" \"test/1\""),
+        "{line}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

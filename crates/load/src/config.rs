@@ -1,0 +1,243 @@
+//! A checked run configuration built from `LoadArgs`: URL resolved, files read, requests encoded.
+//! Everything that can be wrong with the input is found here, before any connection is made,
+//! and reported as one `ConfigError` line.
+#![forbid(unsafe_code)]
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::args::LoadArgs;
+use crate::request::{self, RawError, Template};
+use crate::url::{self, Target, UrlError};
+
+/// Most requests in flight on one connection.
+pub const MAX_PIPELINE: usize = 1024;
+/// Most connections in total.
+pub const MAX_CONNECTIONS: usize = 1_000_000;
+/// Most worker threads.
+pub const MAX_THREADS: usize = 1024;
+/// Most runs for `--runs`.
+pub const MAX_RUNS: usize = 1000;
+/// Longest `--spin`: past this, spinning is just burning a core.
+pub const MAX_SPIN: Duration = Duration::from_secs(1);
+/// Run length when neither `--duration` nor `--requests` is given (wrk's default).
+pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
+
+/// A complete, checked configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub target: Target,
+    /// Pre-encoded requests; connection i uses template i % len.
+    pub templates: Vec<Template>,
+    pub threads: usize,
+    pub connections: usize,
+    pub pipeline: usize,
+    /// None: until `requests` are answered.
+    pub duration: Option<Duration>,
+    pub requests: Option<u64>,
+    /// Total requests per second, all threads together.
+    pub rate: Option<f64>,
+    pub timeout: Duration,
+    pub warmup: Duration,
+    pub runs: usize,
+    /// CPUs to pin threads to, round-robin (empty: no pinning).
+    pub cpus: Vec<usize>,
+    pub reconnect: Option<u64>,
+    /// Poll without sleeping this long after events (0: off).
+    pub spin: Duration,
+    pub latency_table: bool,
+    pub json: bool,
+}
+
+/// Why the command line was refused.
+#[derive(Debug)]
+pub enum ConfigError {
+    Url(UrlError),
+    Zero(&'static str),
+    TooMany(&'static str, usize),
+    FewerConnectionsThanThreads { connections: usize, threads: usize },
+    Header(String),
+    Method(String),
+    Rate(f64),
+    SpinTooLong(Duration),
+    Read(PathBuf, std::io::Error),
+    Raw(PathBuf, RawError),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Url(e) => e.fmt(f),
+            ConfigError::Zero(what) => write!(f, "{what} must be at least 1"),
+            ConfigError::TooMany(what, max) => write!(f, "{what} must be at most {max}"),
+            ConfigError::FewerConnectionsThanThreads {
+                connections,
+                threads,
+            } => {
+                write!(
+                    f,
+                    "{connections} connections cannot be spread over {threads} threads; use -c >= -t"
+                )
+            }
+            ConfigError::Header(h) => write!(f, "invalid header {h:?} (expected `Name: value`)"),
+            ConfigError::Method(m) => write!(f, "invalid method {m:?}"),
+            ConfigError::Rate(r) => write!(
+                f,
+                "invalid rate {r} (expected a positive number of requests per second)"
+            ),
+            ConfigError::SpinTooLong(d) => {
+                write!(f, "--spin {d:?} is too long (at most {MAX_SPIN:?})")
+            }
+            ConfigError::Read(p, e) => write!(f, "cannot read {}: {e}", p.display()),
+            ConfigError::Raw(p, e) => {
+                write!(f, "{} is not a raw HTTP/1.1 request: {e}", p.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// Checks `args`, resolves the URL, reads the files, encodes the requests.
+    pub fn from_args(args: &LoadArgs) -> Result<Config, ConfigError> {
+        let target = url::parse(&args.url).map_err(ConfigError::Url)?;
+        let cpus = args.cpus.as_ref().map(|c| c.0.clone()).unwrap_or_default();
+        let default_threads = if cpus.is_empty() {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            cpus.len()
+        };
+        let threads = args
+            .threads
+            .unwrap_or(default_threads.min(args.connections.max(1)));
+        check_range("--threads", threads, MAX_THREADS)?;
+        check_range("--connections", args.connections, MAX_CONNECTIONS)?;
+        check_range("--pipeline", args.pipeline, MAX_PIPELINE)?;
+        check_range("--runs", args.runs, MAX_RUNS)?;
+        if args.connections < threads {
+            return Err(ConfigError::FewerConnectionsThanThreads {
+                connections: args.connections,
+                threads,
+            });
+        }
+        if args.requests == Some(0) {
+            return Err(ConfigError::Zero("--requests"));
+        }
+        if args.reconnect == Some(0) {
+            return Err(ConfigError::Zero("--reconnect"));
+        }
+        if args.spin > MAX_SPIN {
+            return Err(ConfigError::SpinTooLong(args.spin));
+        }
+        if args.timeout.is_zero() {
+            return Err(ConfigError::Zero("--timeout"));
+        }
+        if args.duration.is_some_and(|d| d.is_zero()) {
+            return Err(ConfigError::Zero("--duration"));
+        }
+        if let Some(r) = args.rate
+            && !(r.is_finite() && r > 0.0)
+        {
+            return Err(ConfigError::Rate(r));
+        }
+        let templates = Self::templates(args, &target)?;
+        let duration = match (args.duration, args.requests) {
+            (Some(d), _) => Some(d),
+            (None, Some(_)) => None,
+            (None, None) => Some(DEFAULT_DURATION),
+        };
+        Ok(Config {
+            target,
+            templates,
+            threads,
+            connections: args.connections,
+            pipeline: args.pipeline,
+            duration,
+            requests: args.requests,
+            rate: args.rate,
+            timeout: args.timeout,
+            warmup: args.warmup,
+            runs: args.runs,
+            cpus,
+            reconnect: args.reconnect,
+            spin: args.spin,
+            latency_table: args.latency,
+            json: args.json,
+        })
+    }
+
+    fn templates(args: &LoadArgs, target: &Target) -> Result<Vec<Template>, ConfigError> {
+        if !args.raw.is_empty() {
+            return args
+                .raw
+                .iter()
+                .map(|p| {
+                    let bytes = std::fs::read(p).map_err(|e| ConfigError::Read(p.clone(), e))?;
+                    request::check_raw(&bytes).map_err(|e| ConfigError::Raw(p.clone(), e))?;
+                    Ok(Template::new(&bytes, args.pipeline))
+                })
+                .collect();
+        }
+        let body = match (&args.body, &args.body_file) {
+            (Some(b), _) => b.as_bytes().to_vec(),
+            (None, Some(p)) => std::fs::read(p).map_err(|e| ConfigError::Read(p.clone(), e))?,
+            (None, None) => Vec::new(),
+        };
+        let has_body = args.body.is_some() || args.body_file.is_some();
+        let method = args
+            .method
+            .clone()
+            .unwrap_or_else(|| if has_body { "POST" } else { "GET" }.to_string());
+        // RFC 9110 §9.1: method = token.
+        if method.is_empty() || !method.bytes().all(is_tchar) {
+            return Err(ConfigError::Method(method));
+        }
+        let headers = args
+            .headers
+            .iter()
+            .map(|h| parse_header(h))
+            .collect::<Result<Vec<_>, _>>()?;
+        let one = request::encode(&method, &target.path, &target.authority, &headers, &body);
+        Ok(vec![Template::new(&one, args.pipeline)])
+    }
+
+    /// Connections of thread `t`: an even share, the first threads taking the remainder.
+    pub fn connections_of(&self, t: usize) -> usize {
+        self.connections / self.threads + usize::from(t < self.connections % self.threads)
+    }
+
+    /// Index of thread `t`'s first connection among all connections (for template round-robin).
+    pub fn first_connection_of(&self, t: usize) -> usize {
+        (0..t).map(|i| self.connections_of(i)).sum()
+    }
+}
+
+fn check_range(what: &'static str, v: usize, max: usize) -> Result<(), ConfigError> {
+    if v == 0 {
+        Err(ConfigError::Zero(what))
+    } else if v > max {
+        Err(ConfigError::TooMany(what, max))
+    } else {
+        Ok(())
+    }
+}
+
+/// RFC 9110 §5.6.2 tchar.
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+fn parse_header(h: &str) -> Result<(String, String), ConfigError> {
+    let bad = || ConfigError::Header(h.to_string());
+    let (name, value) = h.split_once(':').ok_or_else(bad)?;
+    let value = value.trim();
+    if name.is_empty()
+        || !name.bytes().all(is_tchar)
+        || value.bytes().any(|b| b == b'\r' || b == b'\n')
+    {
+        return Err(bad());
+    }
+    Ok((name.to_string(), value.to_string()))
+}

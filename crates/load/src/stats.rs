@@ -1,0 +1,247 @@
+//! Per-thread counters and latency histograms, and their merge at the end of a run.
+//! Each worker owns one `ThreadStats` outright (no sharing, no atomics on the request path);
+//! the engine merges them once the threads have joined.
+#![forbid(unsafe_code)]
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// Lowest latency tracked, in microseconds.
+pub const LATENCY_LOW_US: u64 = 1;
+/// Highest latency tracked, in microseconds (60 s); longer ones are clamped to it.
+pub const LATENCY_HIGH_US: u64 = 60_000_000;
+/// Significant decimal digits kept by the histograms.
+pub const LATENCY_SIGFIG: u8 = 3;
+
+/// Errors by class. A request that fails is counted once, in the class of what failed it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct ErrorCounts {
+    /// Connection attempts refused, reset or timed out.
+    pub connect: u64,
+    /// Reads that failed, or a connection closed with requests unanswered or mid-response.
+    pub read: u64,
+    /// Sends that failed.
+    pub write: u64,
+    /// Requests unanswered after `--timeout`.
+    pub timeout: u64,
+    /// Complete responses whose status was not 2xx or 3xx (they still count as responses).
+    pub status: u64,
+    /// Responses that could not be framed.
+    pub malformed: u64,
+}
+
+impl ErrorCounts {
+    pub fn total(&self) -> u64 {
+        self.connect + self.read + self.write + self.timeout + self.status + self.malformed
+    }
+
+    fn add(&mut self, o: &ErrorCounts) {
+        self.connect += o.connect;
+        self.read += o.read;
+        self.write += o.write;
+        self.timeout += o.timeout;
+        self.status += o.status;
+        self.malformed += o.malformed;
+    }
+}
+
+/// A new latency histogram with the crate's bounds.
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(LATENCY_LOW_US, LATENCY_HIGH_US, LATENCY_SIGFIG)
+        .expect("constant histogram bounds are valid")
+}
+
+/// Nanoseconds to whole microseconds, rounded to nearest, at least 1.
+pub fn ns_to_us(ns: u64) -> u64 {
+    ns.saturating_add(500).div_euclid(1000).max(LATENCY_LOW_US)
+}
+
+/// What one worker thread measured.
+#[derive(Debug)]
+pub struct ThreadStats {
+    /// Complete responses (any status).
+    pub responses: u64,
+    /// Requests that got no response (their errors are in `errors`).
+    pub failed: u64,
+    pub bytes_read: u64,
+    pub errors: ErrorCounts,
+    /// Connections opened.
+    pub connects: u64,
+    /// Latency from the intended send time (`--rate`), else from the actual send.
+    pub latency: Histogram<u64>,
+    /// With `--rate`: latency from the actual send (the coordinated-omission-prone figure).
+    pub latency_uncorrected: Option<Histogram<u64>>,
+    /// CPU time this thread used, less `spin_ns`.
+    pub cpu_ns: u64,
+    /// Time spent in `--spin` polls that found nothing.
+    pub spin_ns: u64,
+    /// Wall time this thread ran.
+    pub wall_ns: u64,
+    /// From the phase start to the last response (or the deadline).
+    pub elapsed_ns: u64,
+}
+
+impl ThreadStats {
+    pub fn new(corrected: bool) -> ThreadStats {
+        ThreadStats {
+            responses: 0,
+            failed: 0,
+            bytes_read: 0,
+            errors: ErrorCounts::default(),
+            connects: 0,
+            latency: new_histogram(),
+            latency_uncorrected: corrected.then(new_histogram),
+            cpu_ns: 0,
+            spin_ns: 0,
+            wall_ns: 0,
+            elapsed_ns: 0,
+        }
+    }
+}
+
+/// All threads of one run, merged.
+#[derive(Debug)]
+pub struct Merged {
+    pub responses: u64,
+    pub failed: u64,
+    pub bytes_read: u64,
+    pub errors: ErrorCounts,
+    pub connects: u64,
+    pub latency: Histogram<u64>,
+    pub latency_uncorrected: Option<Histogram<u64>>,
+    pub elapsed_ns: u64,
+    /// All threads' `spin_ns`.
+    pub spin_ns: u64,
+    /// Per thread: (cpu_ns, wall_ns).
+    pub threads: Vec<(u64, u64)>,
+}
+
+/// Merges per-thread results.
+pub fn merge(all: Vec<ThreadStats>) -> Merged {
+    let corrected = all.iter().any(|t| t.latency_uncorrected.is_some());
+    let mut m = Merged {
+        responses: 0,
+        failed: 0,
+        bytes_read: 0,
+        errors: ErrorCounts::default(),
+        connects: 0,
+        latency: new_histogram(),
+        latency_uncorrected: corrected.then(new_histogram),
+        elapsed_ns: 0,
+        spin_ns: 0,
+        threads: Vec::with_capacity(all.len()),
+    };
+    for t in all {
+        m.responses += t.responses;
+        m.failed += t.failed;
+        m.bytes_read += t.bytes_read;
+        m.errors.add(&t.errors);
+        m.connects += t.connects;
+        m.latency.add(&t.latency).expect("same bounds");
+        if let (Some(into), Some(from)) = (
+            m.latency_uncorrected.as_mut(),
+            t.latency_uncorrected.as_ref(),
+        ) {
+            into.add(from).expect("same bounds");
+        }
+        m.elapsed_ns = m.elapsed_ns.max(t.elapsed_ns);
+        m.spin_ns += t.spin_ns;
+        m.threads.push((t.cpu_ns, t.wall_ns));
+    }
+    m
+}
+
+/// Latency summary in microseconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub mean_us: f64,
+    pub stdev_us: f64,
+    pub p50_us: u64,
+    pub p75_us: u64,
+    pub p90_us: u64,
+    pub p99_us: u64,
+    pub p99_9_us: u64,
+    pub p99_99_us: u64,
+    pub max_us: u64,
+}
+
+/// Percentiles reported, with their labels.
+pub const PERCENTILES: [(&str, f64); 6] = [
+    ("50%", 50.0),
+    ("75%", 75.0),
+    ("90%", 90.0),
+    ("99%", 99.0),
+    ("99.9%", 99.9),
+    ("99.99%", 99.99),
+];
+
+pub fn summarize(h: &Histogram<u64>) -> LatencySummary {
+    if h.is_empty() {
+        return LatencySummary::default();
+    }
+    let q = |p: f64| h.value_at_percentile(p);
+    LatencySummary {
+        count: h.len(),
+        mean_us: round1(h.mean()),
+        stdev_us: round1(h.stdev()),
+        p50_us: q(50.0),
+        p75_us: q(75.0),
+        p90_us: q(90.0),
+        p99_us: q(99.0),
+        p99_9_us: q(99.9),
+        p99_99_us: q(99.99),
+        max_us: h.max(),
+    }
+}
+
+impl LatencySummary {
+    /// The percentile values in the order of `PERCENTILES`.
+    pub fn percentiles(&self) -> [u64; 6] {
+        [
+            self.p50_us,
+            self.p75_us,
+            self.p90_us,
+            self.p99_us,
+            self.p99_9_us,
+            self.p99_99_us,
+        ]
+    }
+}
+
+/// One decimal, so text and JSON show the same number.
+pub fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+/// Two decimals, so text and JSON show the same number.
+pub fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_adds_up() {
+        let mut a = ThreadStats::new(false);
+        let mut b = ThreadStats::new(false);
+        a.responses = 3;
+        b.responses = 4;
+        a.errors.read = 1;
+        b.errors.status = 2;
+        a.latency.record(10).unwrap();
+        b.latency.record(1000).unwrap();
+        let m = merge(vec![a, b]);
+        assert_eq!((m.responses, m.errors.total(), m.latency.len()), (7, 3, 2));
+        assert_eq!(summarize(&m.latency).max_us, 1000);
+    }
+
+    #[test]
+    fn rounding_to_microseconds() {
+        assert_eq!(ns_to_us(0), 1);
+        assert_eq!(ns_to_us(1499), 1);
+        assert_eq!(ns_to_us(1500), 2);
+    }
+}

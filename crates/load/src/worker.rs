@@ -1,0 +1,686 @@
+//! One load thread: an epoll loop over its own connections. It sends pre-encoded requests, frames
+//! responses with `ResponseParser`, times each response from its own request's send (or intended send
+//! with `--rate`) and counts it only once fully received. It shares nothing with other threads except
+//! a progress cell it writes every tick; it must not block anywhere but in `epoll_wait`.
+#![forbid(unsafe_code)]
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rustix::event::epoll;
+use rustix::io::Errno;
+use rustix::net::{self, AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
+use rustix::time::{ClockId, Timespec};
+
+use crate::config::Config;
+use crate::request::Template;
+use crate::response::{Response, ResponseParser};
+use crate::schedule::Schedule;
+use crate::stats::{ThreadStats, ns_to_us};
+
+/// Bytes read per `recv`.
+pub const RECV_BUFFER: usize = 64 * 1024;
+/// Readiness events taken per `epoll_wait`.
+pub const EVENTS_PER_WAIT: usize = 256;
+/// How often timeouts are checked, failed connections retried and progress published.
+pub const TICK: Duration = Duration::from_millis(10);
+/// Timer slack in rate mode (ns): the kernel's default 50 µs would make sends late by that much.
+pub const RATE_TIMER_SLACK_NS: u64 = 1;
+/// Connection attempts that may fail in a row (no success between) before the thread gives up.
+pub const MAX_CONNECT_FAILURES_IN_ROW: u32 = 1000;
+
+/// What one thread does in one phase.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub thread: usize,
+    pub connections: usize,
+    /// Global index of this thread's first connection (templates are assigned round-robin).
+    pub first_connection: usize,
+    /// Requests to resolve (answer or fail) before stopping.
+    pub budget: Option<u64>,
+    /// This thread's share of `--rate`.
+    pub rate: Option<f64>,
+    /// Stop this long after the phase start.
+    pub duration: Option<Duration>,
+}
+
+/// Live counters a worker publishes for the progress line.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub responses: AtomicU64,
+    pub errors: AtomicU64,
+}
+
+/// Why a worker stopped early.
+#[derive(Debug)]
+pub enum WorkerError {
+    Epoll(Errno),
+    Unreachable(SocketAddr, Errno),
+}
+
+impl fmt::Display for WorkerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WorkerError::Epoll(e) => write!(f, "epoll failed: {e}"),
+            WorkerError::Unreachable(a, e) => {
+                write!(
+                    f,
+                    "cannot connect to {a}: {e} ({MAX_CONNECT_FAILURES_IN_ROW} attempts in a row failed)"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for WorkerError {}
+
+/// Which class an error is counted in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Class {
+    Read,
+    Write,
+    Timeout,
+    Malformed,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Sent {
+    sent_ns: u64,
+    intended_ns: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// No socket: waiting for the next tick to connect.
+    Closed,
+    Connecting {
+        since_ns: u64,
+    },
+    Open,
+}
+
+#[derive(Debug)]
+struct Conn {
+    sock: Option<OwnedFd>,
+    phase: Phase,
+    parser: ResponseParser,
+    /// Requests sent and not yet answered, oldest first.
+    inflight: VecDeque<Sent>,
+    /// Requests sent on this connection (for `--reconnect`).
+    sent_here: u64,
+    template: usize,
+    /// Request bytes the socket did not take yet; EPOLLOUT is armed while non-empty.
+    unsent: Vec<u8>,
+    /// Queued in `Worker::ready` (rate mode).
+    queued: bool,
+}
+
+/// Runs one phase on the current thread.
+pub fn run(
+    cfg: &Config,
+    plan: &Plan,
+    base: Instant,
+    progress: &Progress,
+    stop: &AtomicBool,
+) -> Result<ThreadStats, WorkerError> {
+    if plan.rate.is_some() {
+        // Best effort: a failure only costs precision, which the latency figures then show.
+        let _ =
+            rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(RATE_TIMER_SLACK_NS));
+    }
+    let cpu_start = rustix::time::clock_gettime(ClockId::ThreadCPUTime);
+    let epoll = epoll::create(epoll::CreateFlags::CLOEXEC).map_err(WorkerError::Epoll)?;
+    let start_ns = elapsed_ns(base);
+    let mut w = Worker {
+        cfg,
+        plan,
+        base,
+        epoll,
+        conns: Vec::with_capacity(plan.connections),
+        buf: vec![0; RECV_BUFFER],
+        stats: ThreadStats::new(plan.rate.is_some()),
+        issued: 0,
+        resolved: 0,
+        ready: VecDeque::new(),
+        schedule: plan.rate.map(|r| Schedule::new(start_ns, r)),
+        failures_in_row: 0,
+        last_errno: Errno::CONNREFUSED,
+        refill_at: cfg.pipeline / 2,
+        draining: false,
+        spin_until: 0,
+    };
+    for i in 0..plan.connections {
+        let template = (plan.first_connection + i) % cfg.templates.len();
+        w.conns.push(Conn {
+            sock: None,
+            phase: Phase::Closed,
+            parser: ResponseParser::new(),
+            inflight: VecDeque::with_capacity(cfg.pipeline),
+            sent_here: 0,
+            template,
+            unsent: Vec::new(),
+            queued: false,
+        });
+        w.open(i, start_ns);
+    }
+    let end_ns = w.event_loop(start_ns, progress, stop)?;
+    progress
+        .responses
+        .store(w.stats.responses, Ordering::Relaxed);
+    progress
+        .errors
+        .store(w.stats.errors.total(), Ordering::Relaxed);
+    let cpu_end = rustix::time::clock_gettime(ClockId::ThreadCPUTime);
+    // Empty polls of --spin are not work: they are reported apart, not as CPU per request.
+    w.stats.cpu_ns = timespec_ns(cpu_end)
+        .saturating_sub(timespec_ns(cpu_start))
+        .saturating_sub(w.stats.spin_ns);
+    w.stats.wall_ns = elapsed_ns(base).saturating_sub(start_ns);
+    w.stats.elapsed_ns = end_ns.saturating_sub(start_ns);
+    Ok(w.stats)
+}
+
+fn elapsed_ns(base: Instant) -> u64 {
+    base.elapsed().as_nanos() as u64
+}
+
+fn timespec_ns(t: Timespec) -> u64 {
+    (t.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(t.tv_nsec as u64)
+}
+
+struct Worker<'a> {
+    cfg: &'a Config,
+    plan: &'a Plan,
+    base: Instant,
+    epoll: OwnedFd,
+    conns: Vec<Conn>,
+    buf: Vec<u8>,
+    stats: ThreadStats,
+    /// Requests sent and not handed back (a `Connection: close` hands back those behind it).
+    issued: u64,
+    /// Requests answered or failed.
+    resolved: u64,
+    /// Rate mode: open connections with room for another request.
+    ready: VecDeque<usize>,
+    schedule: Option<Schedule>,
+    failures_in_row: u32,
+    last_errno: Errno,
+    /// `--spin`: poll without blocking until this time.
+    spin_until: u64,
+    /// Rate mode, past the deadline: waiting for the last answers, sending nothing.
+    draining: bool,
+    /// Closed-loop refill: top a connection up once its in-flight count falls to this.
+    refill_at: usize,
+}
+
+impl Worker<'_> {
+    fn now(&self) -> u64 {
+        elapsed_ns(self.base)
+    }
+
+    /// Returns the time the phase ended.
+    /// Returns early, at the next tick, once `stop` is set (Ctrl-C).
+    fn event_loop(
+        &mut self,
+        start_ns: u64,
+        progress: &Progress,
+        stop: &AtomicBool,
+    ) -> Result<u64, WorkerError> {
+        let tick = TICK.as_nanos() as u64;
+        let deadline = self.plan.duration.map(|d| start_ns + d.as_nanos() as u64);
+        let mut next_tick = start_ns + tick;
+        let mut events: Vec<epoll::Event> = Vec::with_capacity(EVENTS_PER_WAIT);
+        let timeout = self.cfg.timeout.as_nanos() as u64;
+        let spin = self.cfg.spin.as_nanos() as u64;
+        loop {
+            let mut now = self.now();
+            if let Some(d) = deadline
+                && now >= d
+            {
+                if self.schedule.is_none() {
+                    return Ok(d);
+                }
+                // Rate mode: send nothing more, but let what was sent on schedule be answered
+                // (within --timeout), so the achieved rate is not short by the last round trip.
+                self.draining = true;
+                if now >= d + timeout || self.conns.iter().all(|c| c.inflight.is_empty()) {
+                    return Ok(d);
+                }
+            }
+            if self.plan.budget.is_some_and(|b| self.resolved >= b) {
+                return Ok(now);
+            }
+            if self.failures_in_row >= MAX_CONNECT_FAILURES_IN_ROW {
+                return Err(WorkerError::Unreachable(
+                    self.cfg.target.addr,
+                    self.last_errno,
+                ));
+            }
+            if now >= next_tick {
+                if stop.load(Ordering::Relaxed) {
+                    return Ok(now);
+                }
+                self.tick(now);
+                progress
+                    .responses
+                    .store(self.stats.responses, Ordering::Relaxed);
+                progress
+                    .errors
+                    .store(self.stats.errors.total(), Ordering::Relaxed);
+                next_tick = now + tick;
+            }
+            let mut wake = next_tick;
+            if let Some(d) = deadline {
+                wake = wake.min(if self.draining { d + timeout } else { d });
+            }
+            if self.schedule.is_some() && !self.draining {
+                self.issue_due(now);
+                if let Some(s) = &self.schedule
+                    && !self.ready.is_empty()
+                    && self.budget_left() > 0
+                {
+                    wake = wake.min(s.next_due());
+                }
+                now = self.now();
+            }
+            // --spin: poll without sleeping for a while after the last events, so the server
+            // does not pay to wake this thread for every response.
+            let spinning = now < self.spin_until;
+            let wait = if spinning {
+                Duration::ZERO
+            } else {
+                Duration::from_nanos(wake.saturating_sub(now))
+            };
+            let ts = Timespec {
+                tv_sec: wait.as_secs() as _,
+                tv_nsec: wait.subsec_nanos() as _,
+            };
+            events.clear();
+            match epoll::wait(
+                &self.epoll,
+                rustix::buffer::spare_capacity(&mut events),
+                Some(&ts),
+            ) {
+                Ok(_) | Err(Errno::INTR) => {}
+                Err(e) => return Err(WorkerError::Epoll(e)),
+            }
+            if !events.is_empty() {
+                if spin > 0 {
+                    self.spin_until = self.now() + spin;
+                }
+            } else if spinning {
+                self.stats.spin_ns += self.now().saturating_sub(now);
+            }
+            for ev in &events {
+                let flags = ev.flags;
+                self.on_event(ev.data.u64() as usize, flags);
+            }
+        }
+    }
+
+    fn budget_left(&self) -> u64 {
+        self.plan
+            .budget
+            .map_or(u64::MAX, |b| b.saturating_sub(self.issued))
+    }
+
+    fn template(&self, i: usize) -> &Template {
+        &self.cfg.templates[self.conns[i].template]
+    }
+
+    /// Starts a connection attempt for conn `i` (whose old socket, if any, is already dropped).
+    fn open(&mut self, i: usize, now: u64) {
+        let addr = self.cfg.target.addr;
+        let family = if addr.is_ipv4() {
+            AddressFamily::INET
+        } else {
+            AddressFamily::INET6
+        };
+        let attempt = net::socket_with(
+            family,
+            SocketType::STREAM,
+            SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+            None,
+        )
+        .and_then(|fd| {
+            net::sockopt::set_tcp_nodelay(&fd, true)?;
+            match net::connect(&fd, &addr) {
+                Ok(()) | Err(Errno::INPROGRESS) => Ok(fd),
+                Err(e) => Err(e),
+            }
+        });
+        self.stats.connects += 1;
+        let fd = match attempt {
+            Ok(fd) => fd,
+            Err(e) => return self.connect_failed(i, e),
+        };
+        let data = epoll::EventData::new_u64(i as u64);
+        if let Err(e) = epoll::add(
+            &self.epoll,
+            &fd,
+            data,
+            epoll::EventFlags::IN | epoll::EventFlags::OUT,
+        ) {
+            return self.connect_failed(i, e);
+        }
+        let c = &mut self.conns[i];
+        c.sock = Some(fd);
+        c.phase = Phase::Connecting { since_ns: now };
+    }
+
+    fn connect_failed(&mut self, i: usize, e: Errno) {
+        self.stats.errors.connect += 1;
+        self.failures_in_row += 1;
+        self.last_errno = e;
+        self.drop_socket(i);
+    }
+
+    /// Forgets conn `i`'s socket and request state; the next tick reconnects it.
+    fn drop_socket(&mut self, i: usize) {
+        let c = &mut self.conns[i];
+        c.sock = None;
+        c.phase = Phase::Closed;
+        c.parser.reset();
+        c.inflight.clear();
+        c.unsent.clear();
+        c.sent_here = 0;
+    }
+
+    /// Closes conn `i` and reconnects it at once.
+    fn reopen(&mut self, i: usize, now: u64) {
+        self.drop_socket(i);
+        self.open(i, now);
+    }
+
+    /// Fails every request in flight on conn `i`, counting each in `class`, and reconnects.
+    fn fail(&mut self, i: usize, class: Class, now: u64) {
+        let lost = self.conns[i].inflight.len() as u64;
+        let counted = lost.max(1);
+        let e = &mut self.stats.errors;
+        match class {
+            Class::Read => e.read += counted,
+            Class::Write => e.write += counted,
+            Class::Timeout => e.timeout += counted,
+            Class::Malformed => e.malformed += counted,
+        }
+        self.stats.failed += lost;
+        self.resolved += lost;
+        self.reopen(i, now);
+    }
+
+    fn on_event(&mut self, i: usize, flags: epoll::EventFlags) {
+        match self.conns[i].phase {
+            Phase::Closed => {}
+            Phase::Connecting { .. } => self.on_connected(i),
+            Phase::Open => {
+                if flags.contains(epoll::EventFlags::OUT) && !self.conns[i].unsent.is_empty() {
+                    self.flush(i);
+                }
+                if flags.intersects(
+                    epoll::EventFlags::IN | epoll::EventFlags::HUP | epoll::EventFlags::ERR,
+                ) && self.conns[i].phase == Phase::Open
+                {
+                    self.read(i);
+                }
+            }
+        }
+    }
+
+    fn on_connected(&mut self, i: usize) {
+        let Some(fd) = self.conns[i].sock.as_ref() else {
+            return;
+        };
+        let result = match net::sockopt::socket_error(fd) {
+            Ok(Ok(())) => epoll::modify(
+                &self.epoll,
+                fd,
+                epoll::EventData::new_u64(i as u64),
+                epoll::EventFlags::IN,
+            ),
+            Ok(Err(e)) | Err(e) => Err(e),
+        };
+        if let Err(e) = result {
+            return self.connect_failed(i, e);
+        }
+        self.failures_in_row = 0;
+        self.conns[i].phase = Phase::Open;
+        let now = self.now();
+        self.after_progress(i, now);
+    }
+
+    fn read(&mut self, i: usize) {
+        let mut buf = std::mem::take(&mut self.buf);
+        let fd = self.conns[i]
+            .sock
+            .as_ref()
+            .expect("open connection has a socket");
+        let got = net::recv(fd, &mut buf[..], RecvFlags::empty());
+        let now = self.now();
+        match got {
+            Ok((0, _)) => self.on_eof(i, now),
+            Ok((n, _)) => {
+                self.stats.bytes_read += n as u64;
+                if self.frame(i, &buf[..n], now) {
+                    self.after_progress(i, now);
+                }
+            }
+            Err(Errno::AGAIN | Errno::INTR) => {}
+            Err(_) => self.fail(i, Class::Read, now),
+        }
+        self.buf = buf;
+    }
+
+    /// Frames and counts the responses in `data`. Returns false if the connection was closed.
+    fn frame(&mut self, i: usize, mut data: &[u8], now: u64) -> bool {
+        let no_body = self.template(i).head_only;
+        while !data.is_empty() {
+            match self.conns[i].parser.feed(data, no_body) {
+                Ok((n, done)) => {
+                    data = &data[n..];
+                    if let Some(r) = done
+                        && !self.complete(i, r, now)
+                    {
+                        return false;
+                    }
+                }
+                Err(_) => {
+                    self.fail(i, Class::Malformed, now);
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Counts one complete response. Returns false if the connection was closed.
+    fn complete(&mut self, i: usize, r: Response, now: u64) -> bool {
+        let Some(sent) = self.conns[i].inflight.pop_front() else {
+            // A response nobody asked for: the stream cannot be trusted any more.
+            self.fail(i, Class::Malformed, now);
+            return false;
+        };
+        self.stats.responses += 1;
+        self.resolved += 1;
+        if !(200..400).contains(&r.status) {
+            self.stats.errors.status += 1;
+        }
+        let lat = ns_to_us(now.saturating_sub(sent.intended_ns));
+        self.stats.latency.saturating_record(lat);
+        if let Some(h) = self.stats.latency_uncorrected.as_mut() {
+            h.saturating_record(ns_to_us(now.saturating_sub(sent.sent_ns)));
+        }
+        if r.close {
+            // The server will not answer what was pipelined behind this response: those requests
+            // go back to the budget rather than counting as errors.
+            let back = self.conns[i].inflight.len() as u64;
+            self.issued -= back;
+            self.conns[i].inflight.clear();
+            self.reopen(i, now);
+            return false;
+        }
+        true
+    }
+
+    fn on_eof(&mut self, i: usize, now: u64) {
+        match self.conns[i].parser.eof() {
+            Ok(Some(r)) => {
+                self.complete(i, Response { close: true, ..r }, now);
+            }
+            Ok(None) if self.conns[i].inflight.is_empty() => self.reopen(i, now),
+            Ok(None) | Err(_) => self.fail(i, Class::Read, now),
+        }
+    }
+
+    /// After responses arrived or the connection opened: reconnect, refill, or queue for the rate.
+    fn after_progress(&mut self, i: usize, now: u64) {
+        let c = &self.conns[i];
+        if let Some(n) = self.cfg.reconnect
+            && c.sent_here >= n
+        {
+            if c.inflight.is_empty() && c.unsent.is_empty() {
+                self.reopen(i, now);
+            }
+            return;
+        }
+        if self.schedule.is_some() {
+            if !c.queued && c.unsent.is_empty() && c.inflight.len() < self.cfg.pipeline {
+                self.conns[i].queued = true;
+                self.ready.push_back(i);
+            }
+            return;
+        }
+        if c.inflight.len() > self.refill_at || !c.unsent.is_empty() {
+            return;
+        }
+        let mut k = (self.cfg.pipeline - c.inflight.len()) as u64;
+        if let Some(n) = self.cfg.reconnect {
+            k = k.min(n - c.sent_here);
+        }
+        k = k.min(self.budget_left());
+        if k > 0 {
+            self.send(i, k as usize, now, now);
+        }
+    }
+
+    /// Rate mode: sends every request whose intended time has come, while connections have room.
+    fn issue_due(&mut self, now: u64) {
+        let Some(mut due) = self.schedule.as_ref().map(Schedule::next_due) else {
+            return;
+        };
+        while due <= now && self.budget_left() > 0 {
+            let Some(i) = self.ready.pop_front() else {
+                return;
+            };
+            self.conns[i].queued = false;
+            let c = &self.conns[i];
+            if c.phase != Phase::Open
+                || !c.unsent.is_empty()
+                || c.inflight.len() >= self.cfg.pipeline
+            {
+                continue;
+            }
+            if self.cfg.reconnect.is_some_and(|n| c.sent_here >= n) {
+                continue;
+            }
+            if let Some(s) = self.schedule.as_mut() {
+                s.advance();
+            }
+            let sent_now = self.now();
+            if self.send(i, 1, due, sent_now) {
+                self.after_progress(i, sent_now);
+            }
+            due = self.schedule.as_ref().map_or(u64::MAX, Schedule::next_due);
+        }
+    }
+
+    /// Sends the first `k` requests of conn `i`'s template. Returns false if the connection failed.
+    fn send(&mut self, i: usize, k: usize, intended_ns: u64, now: u64) -> bool {
+        let t = self.conns[i].template;
+        let bytes = self.cfg.templates[t].first(k);
+        let c = &mut self.conns[i];
+        let fd = c.sock.as_ref().expect("open connection has a socket");
+        let written = match net::send(fd, bytes, SendFlags::NOSIGNAL) {
+            Ok(n) => n,
+            Err(Errno::AGAIN | Errno::INTR) => 0,
+            Err(_) => {
+                self.fail(i, Class::Write, now);
+                return false;
+            }
+        };
+        for _ in 0..k {
+            c.inflight.push_back(Sent {
+                sent_ns: now,
+                intended_ns,
+            });
+        }
+        c.sent_here += k as u64;
+        self.issued += k as u64;
+        if written < bytes.len() {
+            c.unsent.extend_from_slice(&bytes[written..]);
+            let fd = c.sock.as_ref().expect("open connection has a socket");
+            let flags = epoll::EventFlags::IN | epoll::EventFlags::OUT;
+            if epoll::modify(&self.epoll, fd, epoll::EventData::new_u64(i as u64), flags).is_err() {
+                self.fail(i, Class::Write, now);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Writes what the socket did not take earlier.
+    fn flush(&mut self, i: usize) {
+        let now = self.now();
+        let c = &mut self.conns[i];
+        let fd = c.sock.as_ref().expect("open connection has a socket");
+        match net::send(fd, &c.unsent, SendFlags::NOSIGNAL) {
+            Ok(n) => {
+                c.unsent.drain(..n);
+            }
+            Err(Errno::AGAIN | Errno::INTR) => return,
+            Err(_) => return self.fail(i, Class::Write, now),
+        }
+        if c.unsent.is_empty() {
+            let fd = c.sock.as_ref().expect("open connection has a socket");
+            if epoll::modify(
+                &self.epoll,
+                fd,
+                epoll::EventData::new_u64(i as u64),
+                epoll::EventFlags::IN,
+            )
+            .is_err()
+            {
+                return self.fail(i, Class::Write, now);
+            }
+            self.after_progress(i, now);
+        }
+    }
+
+    /// Every `TICK`: time out stuck requests and connection attempts, retry closed connections.
+    fn tick(&mut self, now: u64) {
+        let timeout = self.cfg.timeout.as_nanos() as u64;
+        for i in 0..self.conns.len() {
+            match self.conns[i].phase {
+                Phase::Closed => self.open(i, now),
+                Phase::Connecting { since_ns } if now.saturating_sub(since_ns) >= timeout => {
+                    self.connect_failed(i, Errno::TIMEDOUT);
+                }
+                Phase::Connecting { .. } => {}
+                Phase::Open => {
+                    let stuck = self.conns[i]
+                        .inflight
+                        .front()
+                        .is_some_and(|s| now.saturating_sub(s.sent_ns) >= timeout);
+                    if stuck {
+                        self.fail(i, Class::Timeout, now);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs every check linerate's CI runs: formatting, clippy, the fuzz targets (built and replayed
+# over their seed corpus), and all tests. Needs only a Rust toolchain; nothing is fetched but
+# crates. Servers started by tests bind 127.0.0.1 on OS-chosen ports.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== cargo fmt --check"
+cargo fmt --all --check
+
+echo "== cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+echo "== fuzz targets: build and replay the seed corpus"
+fuzz/build.sh
+if [ -x fuzz/target/x86_64-unknown-linux-gnu/release/parse_request ]; then
+    bin=fuzz/target/x86_64-unknown-linux-gnu/release
+else
+    bin=fuzz/target/release
+fi
+"$bin/parse_request" fuzz/corpus/parse_request/* >/dev/null 2>&1
+"$bin/parse_chunked" fuzz/corpus/parse_chunked/* >/dev/null 2>&1
+echo "fuzz targets replayed $(ls fuzz/corpus/parse_request | wc -l) + $(ls fuzz/corpus/parse_chunked | wc -l) seeds"
+
+echo "== cargo test"
+cargo test --workspace --locked
