@@ -57,6 +57,10 @@ pub(crate) static TARGET: [bool; 256] = table!(|b| {
         )
 });
 
+/// [`TARGET`] without `%` and `?`: the bytes a target scan passes without a second look.
+pub(crate) static TARGET_PLAIN: [bool; 256] =
+    table!(|b| TARGET[b as usize] && b != b'%' && b != b'?');
+
 /// Bytes allowed in a Host field value (RFC 9110 §7.2: uri-host [":" port]).
 pub(crate) static HOST: [bool; 256] = table!(|b| {
     b.is_ascii_alphanumeric()
@@ -112,6 +116,29 @@ pub(crate) fn is_field_value(s: &[u8]) -> bool {
     chunks.remainder().iter().all(|&b| FIELD_VALUE[b as usize])
 }
 
+/// Length of the longest prefix of `s` made of field-value bytes: where a value scan stops
+/// (at CR, LF, or an invalid byte). Eight bytes at a time while no byte needs a closer look.
+#[inline]
+pub(crate) fn field_value_len(s: &[u8]) -> usize {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let mut i = 0;
+    while let Some(c) = s.get(i..i + 8) {
+        let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        let below_space = w.wrapping_sub(LO * 0x20) & !w & HI;
+        let x = w ^ (LO * 0x7f);
+        let is_del = x.wrapping_sub(LO) & !x & HI;
+        if below_space | is_del != 0 {
+            break;
+        }
+        i += 8;
+    }
+    while i < s.len() && FIELD_VALUE[s[i] as usize] {
+        i += 1;
+    }
+    i
+}
+
 /// Strips optional whitespace (SP / HTAB, RFC 9110 §5.6.3) from both ends.
 #[inline]
 pub(crate) fn trim_ows(mut s: &[u8]) -> &[u8] {
@@ -139,6 +166,18 @@ mod tests {
                     FIELD_VALUE[b as usize],
                     "byte {b:#x} lane {lane}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn field_value_len_stops_at_the_first_invalid_byte_in_every_lane() {
+        for b in 0..=255u8 {
+            for lane in 0..17 {
+                let mut v = vec![b'a'; 17];
+                v[lane] = b;
+                let want = if FIELD_VALUE[b as usize] { 17 } else { lane };
+                assert_eq!(field_value_len(&v), want, "byte {b:#x} lane {lane}");
             }
         }
     }

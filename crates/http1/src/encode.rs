@@ -83,27 +83,39 @@ impl ResponseHead<'_> {
     /// Appends the status line and fields, without the blank line that ends the head,
     /// so the caller can add its own fields with [`write_field`] and then [`end_head`].
     pub fn write_start(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(b"HTTP/1.1 ");
-        let mut code = itoa::Buffer::new();
-        out.extend_from_slice(code.format(self.status).as_bytes());
-        out.push(b' ');
-        out.extend_from_slice(reason(self.status).as_bytes());
-        out.extend_from_slice(b"\r\n");
-        if let Some(server) = self.server {
-            write_field(out, b"Server", server);
+        // One reservation for the whole head; literal pieces are joined so a head is a handful
+        // of copies (measured with callgrind: this path runs once per response).
+        let server = self.server.unwrap_or(b"");
+        let ct = self.content_type.unwrap_or(b"");
+        out.reserve(160 + server.len() + self.date.len() + ct.len());
+        if self.status == 200 {
+            out.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
+        } else {
+            out.extend_from_slice(b"HTTP/1.1 ");
+            let mut code = itoa::Buffer::new();
+            out.extend_from_slice(code.format(self.status).as_bytes());
+            out.push(b' ');
+            out.extend_from_slice(reason(self.status).as_bytes());
+            out.extend_from_slice(b"\r\n");
         }
-        write_field(out, b"Date", self.date);
-        if let Some(ct) = self.content_type {
-            write_field(out, b"Content-Type", ct);
+        if self.server.is_some() {
+            out.extend_from_slice(b"Server: ");
+            out.extend_from_slice(server);
+            out.extend_from_slice(b"\r\nDate: ");
+        } else {
+            out.extend_from_slice(b"Date: ");
+        }
+        out.extend_from_slice(self.date);
+        if self.content_type.is_some() {
+            out.extend_from_slice(b"\r\nContent-Type: ");
+            out.extend_from_slice(ct);
         }
         if !status_has_no_body(self.status) {
+            out.extend_from_slice(b"\r\nContent-Length: ");
             let mut n = itoa::Buffer::new();
-            write_field(
-                out,
-                b"Content-Length",
-                n.format(self.content_length).as_bytes(),
-            );
+            out.extend_from_slice(n.format(self.content_length).as_bytes());
         }
+        out.extend_from_slice(b"\r\n");
         if self.close {
             out.extend_from_slice(b"Connection: close\r\n");
         } else if self.keep_alive_10 {

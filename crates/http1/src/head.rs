@@ -10,7 +10,7 @@ use std::ops::Range;
 
 use memchr::memchr;
 
-use crate::chars::{self, HOST, TARGET, TCHAR};
+use crate::chars::{self, HOST, TARGET_PLAIN, TCHAR};
 use crate::error::ParseError;
 use crate::limits::Limits;
 
@@ -221,74 +221,167 @@ impl RequestHead {
         // RFC 9112 §2.2: a server SHOULD ignore at least one empty line before the request line.
         if buf.starts_with(b"\r\n") {
             pos = 2;
+        } else if buf == b"\r" {
+            return Ok(Parsed::Partial);
         } else if buf.first() == Some(&b'\n') {
             return Err(ParseError::BareLf);
         }
-        let Some(eol) = find_line_end(window, pos)? else {
+        let Some(next) = self.request_line(window, pos)? else {
             if buf.len() > limits.max_head_bytes {
                 return Err(ParseError::UriTooLong);
             }
             return Ok(Parsed::Partial);
         };
-        if eol + 2 > limits.max_head_bytes {
-            return Err(ParseError::UriTooLong);
-        }
-        self.request_line(buf, pos, eol)?;
-        pos = eol + 2;
-        loop {
-            let Some(eol) = find_line_end(window, pos)? else {
-                if buf.len() > limits.max_head_bytes {
-                    return Err(ParseError::HeadersTooLarge);
-                }
-                return Ok(Parsed::Partial);
-            };
-            if eol + 2 > limits.max_head_bytes {
-                return Err(ParseError::HeadersTooLarge);
+        pos = next;
+        // Field lines are scanned in one pass: the scan that validates a value also finds its
+        // CRLF (a strict value holds no CR or LF), so no line is read twice.
+        let incomplete = || {
+            if buf.len() > limits.max_head_bytes {
+                Err(ParseError::HeadersTooLarge)
+            } else {
+                Ok(Parsed::Partial)
             }
-            if eol == pos {
-                self.finish()?;
-                return Ok(Parsed::Complete(eol + 2));
+        };
+        loop {
+            let Some(&first) = window.get(pos) else {
+                return incomplete();
+            };
+            match first {
+                b'\r' => {
+                    return match window.get(pos + 1) {
+                        None => incomplete(),
+                        Some(b'\n') => {
+                            self.finish()?;
+                            Ok(Parsed::Complete(pos + 2))
+                        }
+                        Some(_) => Err(ParseError::InvalidHeaderName),
+                    };
+                }
+                b'\n' => return Err(ParseError::BareLf),
+                b' ' | b'\t' => return Err(ParseError::ObsFold),
+                _ => {}
             }
             if self.fields.len() == limits.max_headers {
                 return Err(ParseError::TooManyHeaders);
             }
-            self.field_line(buf, pos, eol)?;
-            pos = eol + 2;
+            // RFC 9110 §5.1: field-name = token, then ":" with no whitespace before it.
+            let mut i = pos;
+            while i < window.len() && TCHAR[window[i] as usize] {
+                i += 1;
+            }
+            let Some(&stop) = window.get(i) else {
+                return incomplete();
+            };
+            match stop {
+                b':' if i > pos => {}
+                b' ' | b'\t' if i > pos => return Err(ParseError::WhitespaceBeforeColon),
+                b'\n' => return Err(ParseError::BareLf),
+                _ => return Err(ParseError::InvalidHeaderName),
+            }
+            // RFC 9110 §5.5: field-value bytes up to CRLF.
+            let v0 = i + 1;
+            let j = v0 + chars::field_value_len(&window[v0..]);
+            let Some(&end) = window.get(j) else {
+                return incomplete();
+            };
+            match end {
+                b'\r' => match window.get(j + 1) {
+                    None => return incomplete(),
+                    Some(b'\n') => {}
+                    Some(_) => return Err(ParseError::InvalidHeaderValue),
+                },
+                b'\n' => return Err(ParseError::BareLf),
+                _ => return Err(ParseError::InvalidHeaderValue),
+            }
+            let raw = &window[v0..j];
+            let lead = raw.iter().take_while(|&&b| b == b' ' || b == b'\t').count();
+            let value = chars::trim_ows(raw);
+            let field = Field {
+                name: Span::new(pos..i),
+                value: Span::new(v0 + lead..v0 + lead + value.len()),
+            };
+            self.fields.push(field);
+            self.interpret(&window[pos..i], value, field.value)?;
+            pos = j + 2;
         }
     }
 
-    /// RFC 9112 §3: `method SP request-target SP HTTP-version`.
-    fn request_line(&mut self, buf: &[u8], start: usize, end: usize) -> Result<(), ParseError> {
-        let line = &buf[start..end];
-        let m = line
-            .iter()
-            .position(|&b| !TCHAR[b as usize])
-            .unwrap_or(line.len());
-        if m == 0 || line.get(m) != Some(&b' ') {
-            return Err(ParseError::InvalidMethod);
+    /// RFC 9112 §3: `method SP request-target SP HTTP-version CRLF`, scanned in one pass.
+    /// Returns where the field lines start, or `None` when more bytes are needed.
+    fn request_line(&mut self, w: &[u8], start: usize) -> Result<Option<usize>, ParseError> {
+        let mut i = start;
+        while i < w.len() && TCHAR[w[i] as usize] {
+            i += 1;
         }
-        self.method = Method::classify(&line[..m]);
-        self.method_span = Span::new(start..start + m);
+        match w.get(i) {
+            None => return Ok(None),
+            Some(b' ') if i > start => {}
+            Some(b'\n') => return Err(ParseError::BareLf),
+            Some(_) => return Err(ParseError::InvalidMethod),
+        }
+        self.method = Method::classify(&w[start..i]);
+        self.method_span = Span::new(start..i);
 
-        let t0 = m + 1;
-        let t = line[t0..]
-            .iter()
-            .position(|&b| !TARGET[b as usize])
-            .map_or(line.len(), |i| t0 + i);
-        if t == t0 {
-            return Err(ParseError::InvalidTarget);
+        let t0 = i + 1;
+        let (mut j, mut pct, mut query) = (t0, false, None);
+        loop {
+            while j < w.len() && TARGET_PLAIN[w[j] as usize] {
+                j += 1;
+            }
+            match w.get(j) {
+                Some(b'%') => pct = true,
+                Some(b'?') if query.is_none() => query = Some(j),
+                Some(b'?') => {}
+                _ => break,
+            }
+            j += 1;
         }
-        match line.get(t) {
-            None => return Err(ParseError::InvalidVersion),
-            Some(b' ') => {}
+        match w.get(j) {
+            None => return Ok(None),
+            Some(b' ') if j > t0 => {}
+            Some(b'\r') if j > t0 => {
+                // `GET /` CRLF: a request line without a version (HTTP/0.9) is refused.
+                return match w.get(j + 1) {
+                    None => Ok(None),
+                    Some(b'\n') => Err(ParseError::InvalidVersion),
+                    Some(_) => Err(ParseError::InvalidTarget),
+                };
+            }
+            Some(b'\n') => return Err(ParseError::BareLf),
             Some(_) => return Err(ParseError::InvalidTarget),
         }
-        let v = &line[t + 1..];
-        let [b'H', b'T', b'T', b'P', b'/', major, b'.', minor] = *v else {
+        self.target = Span::new(t0..j);
+
+        // HTTP-version = "HTTP/" DIGIT "." DIGIT, then CRLF: ten bytes.
+        let v0 = j + 1;
+        let Some(v) = w.get(v0..v0 + 10) else {
+            // Judge what has arrived so far, so garbage is refused without waiting.
+            let have = &w[v0.min(w.len())..];
+            let pattern = b"HTTP/0.0";
+            let fits = have.iter().zip(pattern).all(|(&b, &p)| {
+                if p == b'0' {
+                    b.is_ascii_digit()
+                } else {
+                    b == p
+                }
+            });
+            return match (fits, have.get(8)) {
+                (false, _) => Err(ParseError::InvalidVersion),
+                (true, None | Some(b'\r')) => Ok(None),
+                (true, Some(b'\n')) => Err(ParseError::BareLf),
+                (true, Some(_)) => Err(ParseError::InvalidVersion),
+            };
+        };
+        let [b'H', b'T', b'T', b'P', b'/', major, b'.', minor, cr, lf] = *v else {
             return Err(ParseError::InvalidVersion);
         };
         if !major.is_ascii_digit() || !minor.is_ascii_digit() {
             return Err(ParseError::InvalidVersion);
+        }
+        match (cr, lf) {
+            (b'\r', b'\n') => {}
+            (b'\n', _) => return Err(ParseError::BareLf),
+            _ => return Err(ParseError::InvalidVersion),
         }
         if major != b'1' {
             return Err(ParseError::VersionNotSupported);
@@ -298,15 +391,29 @@ impl RequestHead {
         } else {
             Version::Http11
         };
-        self.target = Span::new(start + t0..start + t);
-        self.classify_target(buf)
+        if pct {
+            check_pct_encoding(&w[t0..j])?;
+        }
+        if w[t0] == b'/' {
+            // Origin-form, the common case: path and query are known from the scan.
+            self.form = TargetForm::Origin;
+            match query {
+                Some(q) => {
+                    self.path = Span::new(t0..q);
+                    self.query = Some(Span::new(q + 1..j));
+                }
+                None => self.path = self.target,
+            }
+        } else {
+            self.classify_target(w)?;
+        }
+        Ok(Some(v0 + 10))
     }
 
     /// RFC 9112 §3.2: which form the target has, and where its path and query are.
     fn classify_target(&mut self, buf: &[u8]) -> Result<(), ParseError> {
         let t = self.target.of(buf);
         let base = self.target.start as usize;
-        check_pct_encoding(t)?;
         let (form, path_start) = if t[0] == b'/' {
             (TargetForm::Origin, 0)
         } else if t == b"*" {
@@ -333,36 +440,6 @@ impl RequestHead {
             None => self.path = Span::new(base + path_start..base + t.len()),
         }
         Ok(())
-    }
-
-    /// RFC 9112 §5: `field-name ":" OWS field-value OWS`.
-    fn field_line(&mut self, buf: &[u8], start: usize, end: usize) -> Result<(), ParseError> {
-        let line = &buf[start..end];
-        if matches!(line[0], b' ' | b'\t') {
-            return Err(ParseError::ObsFold);
-        }
-        let n = line
-            .iter()
-            .position(|&b| !TCHAR[b as usize])
-            .unwrap_or(line.len());
-        match line.get(n) {
-            Some(b':') if n > 0 => {}
-            Some(b' ' | b'\t') if n > 0 => return Err(ParseError::WhitespaceBeforeColon),
-            _ => return Err(ParseError::InvalidHeaderName),
-        }
-        let raw = &line[n + 1..];
-        if !chars::is_field_value(raw) {
-            return Err(ParseError::InvalidHeaderValue);
-        }
-        let lead = raw.iter().take_while(|&&b| b == b' ' || b == b'\t').count();
-        let value = chars::trim_ows(raw);
-        let vstart = start + n + 1 + lead;
-        let field = Field {
-            name: Span::new(start..start + n),
-            value: Span::new(vstart..vstart + value.len()),
-        };
-        self.fields.push(field);
-        self.interpret(&line[..n], value, field.value)
     }
 
     /// Records the fields that decide framing, persistence and expectations.
@@ -500,6 +577,11 @@ impl RequestHead {
         let p = ascii(self.path.of(buf));
         if p.is_empty() { "/" } else { p }
     }
+    /// The path as bytes (no UTF-8 check): what routers match on.
+    pub fn path_bytes<'b>(&self, buf: &'b [u8]) -> &'b [u8] {
+        let p = self.path.of(buf);
+        if p.is_empty() { b"/" } else { p }
+    }
     /// The query without its `?`, if the target has one.
     pub fn query<'b>(&self, buf: &'b [u8]) -> Option<&'b str> {
         self.query.map(|q| ascii(q.of(buf)))
@@ -543,17 +625,6 @@ impl RequestHead {
             .iter()
             .find(|f| f.name.of(buf).eq_ignore_ascii_case(name.as_bytes()))
             .map(|f| f.value.of(buf))
-    }
-}
-
-/// Finds the CRLF that ends the line starting at `pos`; returns the index of its CR.
-/// A LF not preceded by CR is an error wherever it is (RFC 9112 §2.2, strict).
-#[inline]
-fn find_line_end(buf: &[u8], pos: usize) -> Result<Option<usize>, ParseError> {
-    match memchr(b'\n', &buf[pos..]) {
-        None => Ok(None),
-        Some(i) if i > 0 && buf[pos + i - 1] == b'\r' => Ok(Some(pos + i - 1)),
-        Some(_) => Err(ParseError::BareLf),
     }
 }
 

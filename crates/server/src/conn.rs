@@ -329,7 +329,10 @@ impl Conn {
             return refuse(self, io, text_status(501));
         }
         let mut params = Params::default();
-        let route = match sh.router.lookup(head.method(), head.path(req), &mut params) {
+        let route = match sh
+            .router
+            .lookup(head.method(), head.path_bytes(req), &mut params)
+        {
             Lookup::Found(route) => route,
             Lookup::NotFound => return refuse(self, io, text_status(404)),
             Lookup::MethodNotAllowed(allow) => {
@@ -475,7 +478,9 @@ impl Conn {
             return;
         }
         let mut params = Params::default();
-        let Lookup::Found(route) = sh.router.lookup(head.method(), head.path(buf), &mut params)
+        let Lookup::Found(route) =
+            sh.router
+                .lookup(head.method(), head.path_bytes(buf), &mut params)
         else {
             self.write_simple(io, sh, text_status(500).close());
             return;

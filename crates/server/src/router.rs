@@ -141,7 +141,7 @@ impl Router {
     }
 
     /// Finds the route for `method` and `path`, capturing parameters into `params`.
-    pub(crate) fn lookup(&self, method: Method, path: &str, params: &mut Params) -> Lookup<'_> {
+    pub(crate) fn lookup(&self, method: Method, path: &[u8], params: &mut Params) -> Lookup<'_> {
         let mut path_matched = false;
         let mut head_fallback = None;
         for route in &self.routes {
@@ -179,9 +179,13 @@ impl Router {
 }
 
 impl Route {
-    fn matches(&self, path: &str, params: &mut Params) -> bool {
+    fn matches(&self, path: &[u8], params: &mut Params) -> bool {
         let Some(segments) = &self.segments else {
-            return self.pattern == path;
+            return self.pattern.as_bytes() == path;
+        };
+        // Parameter patterns split the path as text; the parser admitted only ASCII.
+        let Ok(path) = std::str::from_utf8(path) else {
+            return false;
         };
         let Some(mut rest) = path.strip_prefix('/') else {
             return false;
@@ -241,7 +245,7 @@ mod tests {
             (Method::Get, "/a/1/c/2", "404"),
         ];
         for (m, path, want) in cases {
-            let got = match r.lookup(*m, path, &mut p) {
+            let got = match r.lookup(*m, path.as_bytes(), &mut p) {
                 Lookup::Found(route) => format!("found {}", route.pattern),
                 Lookup::NotFound => "404".into(),
                 Lookup::MethodNotAllowed(a) => format!("405 {a}"),
@@ -254,7 +258,7 @@ mod tests {
     fn params_are_captured_as_path_spans() {
         let r = router();
         let mut p = Params::default();
-        let Lookup::Found(route) = r.lookup(Method::Get, "/a/xyz/b/7", &mut p) else {
+        let Lookup::Found(route) = r.lookup(Method::Get, b"/a/xyz/b/7", &mut p) else {
             panic!()
         };
         assert_eq!(route.names, ["x", "y"]);
