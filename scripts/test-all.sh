@@ -13,11 +13,13 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 echo "== fuzz targets: build and replay the seed corpus"
 fuzz/build.sh
-if [ -x fuzz/target/x86_64-unknown-linux-gnu/release/parse_request ]; then
-    bin=fuzz/target/x86_64-unknown-linux-gnu/release
-else
-    bin=fuzz/target/release
-fi
+bin=""
+for dir in "${CARGO_TARGET_DIR:-fuzz/target}" fuzz/target; do
+    for sub in x86_64-unknown-linux-gnu/release release; do
+        if [ -z "$bin" ] && [ -x "$dir/$sub/parse_request" ]; then bin="$dir/$sub"; fi
+    done
+done
+[ -n "$bin" ] || { echo "fuzz targets were not built" >&2; exit 1; }
 "$bin/parse_request" fuzz/corpus/parse_request/* >/dev/null 2>&1
 "$bin/parse_chunked" fuzz/corpus/parse_chunked/* >/dev/null 2>&1
 echo "fuzz targets replayed $(ls fuzz/corpus/parse_request | wc -l) + $(ls fuzz/corpus/parse_chunked | wc -l) seeds"
