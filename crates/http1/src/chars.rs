@@ -94,26 +94,9 @@ pub(crate) fn is_token(s: &[u8]) -> bool {
 }
 
 /// Whether every byte of `s` may appear in a field value.
-///
-/// Eight bytes at a time: a word is clean when no byte is below 0x20 and none is 0x7f; only
-/// words that fail the fast test (HTAB, or a real error) are checked byte by byte.
 #[inline]
 pub(crate) fn is_field_value(s: &[u8]) -> bool {
-    const LO: u64 = 0x0101_0101_0101_0101;
-    const HI: u64 = 0x8080_8080_8080_8080;
-    let mut chunks = s.chunks_exact(8);
-    for c in &mut chunks {
-        let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        // Bytes < 0x20: (w - 0x20..) borrows into the high bit of bytes below 0x20 that had
-        // their own high bit clear. DEL: w ^ 0x7f.. makes 0x7f bytes zero, then the same test.
-        let below_space = w.wrapping_sub(LO * 0x20) & !w & HI;
-        let x = w ^ (LO * 0x7f);
-        let is_del = x.wrapping_sub(LO) & !x & HI;
-        if below_space | is_del != 0 && !c.iter().all(|&b| FIELD_VALUE[b as usize]) {
-            return false;
-        }
-    }
-    chunks.remainder().iter().all(|&b| FIELD_VALUE[b as usize])
+    field_value_len(s) == s.len()
 }
 
 /// Length of the longest prefix of `s` made of field-value bytes: where a value scan stops

@@ -519,25 +519,9 @@ impl Conn {
             || !head.keep_alive()
             || self.requests >= sh.config.max_requests_per_conn
             || io.draining;
-        let body = resp.body.as_bytes();
         let send_body = head.method() != Method::Head && !status_has_no_body(resp.status);
-        ResponseHead {
-            status: resp.status,
-            server: sh.server_name.as_deref(),
-            date: io.date.get(),
-            content_type: resp.content_type.as_deref().map(str::as_bytes),
-            content_length: body.len() as u64,
-            close,
-            keep_alive_10: !close && head.version() == Version::Http10,
-        }
-        .write_start(&mut io.out);
-        for (name, value) in &resp.headers {
-            write_field(&mut io.out, name.as_bytes(), value.as_bytes());
-        }
-        end_head(&mut io.out);
-        if send_body {
-            io.out.extend_from_slice(body);
-        }
+        let keep_alive_10 = !close && head.version() == Version::Http10;
+        let bytes = encode(io, sh, &resp, close, keep_alive_10, send_body);
         if let Some(log) = io.log.as_mut() {
             log.push(&AccessEntry {
                 peer: self.peer,
@@ -545,7 +529,7 @@ impl Conn {
                 target: head.target(buf),
                 version: head.version(),
                 status: resp.status,
-                bytes: if send_body { body.len() } else { 0 },
+                bytes,
                 referer: head.header(buf, "referer"),
                 user_agent: head.header(buf, "user-agent"),
             });
@@ -572,19 +556,7 @@ impl Conn {
 
     /// Writes a response without a parsed request to answer (errors, timeouts).
     fn write_simple(&mut self, io: &mut Io, sh: &Shared, resp: Response) {
-        let body = resp.body.as_bytes();
-        ResponseHead {
-            status: resp.status,
-            server: sh.server_name.as_deref(),
-            date: io.date.get(),
-            content_type: resp.content_type.as_deref().map(str::as_bytes),
-            content_length: body.len() as u64,
-            close: true,
-            keep_alive_10: false,
-        }
-        .write_start(&mut io.out);
-        end_head(&mut io.out);
-        io.out.extend_from_slice(body);
+        let bytes = encode(io, sh, &resp, true, false, true);
         if let Some(log) = io.log.as_mut() {
             log.push(&AccessEntry {
                 peer: self.peer,
@@ -592,7 +564,7 @@ impl Conn {
                 target: "",
                 version: Version::Http11,
                 status: resp.status,
-                bytes: body.len(),
+                bytes,
                 referer: None,
                 user_agent: None,
             });
@@ -683,6 +655,38 @@ impl Conn {
         self.timer = timer;
         self.deadline = io.now_ms + after.as_millis() as u64;
     }
+}
+
+/// Appends `resp` to the worker's output: head (managed fields, then the handler's fields)
+/// and, when `send_body`, the body. Returns the body bytes written.
+fn encode(
+    io: &mut Io,
+    sh: &Shared,
+    resp: &Response,
+    close: bool,
+    keep_alive_10: bool,
+    send_body: bool,
+) -> usize {
+    let body = resp.body.as_bytes();
+    ResponseHead {
+        status: resp.status,
+        server: sh.server_name.as_deref(),
+        date: io.date.get(),
+        content_type: resp.content_type.as_deref().map(str::as_bytes),
+        content_length: body.len() as u64,
+        close,
+        keep_alive_10,
+    }
+    .write_start(&mut io.out);
+    for (name, value) in &resp.headers {
+        write_field(&mut io.out, name.as_bytes(), value.as_bytes());
+    }
+    end_head(&mut io.out);
+    if !send_body {
+        return 0;
+    }
+    io.out.extend_from_slice(body);
+    body.len()
 }
 
 /// Sends as much of `data` as the socket takes; `Err` on a broken connection.
