@@ -42,6 +42,9 @@ enum LabTool {
     /// The syscall-floor reference server: one thread, epoll, recv, count request ends,
     /// send that many canned responses in one send.
     Floor(FloorArgs),
+    /// Compare servers side by side: interleaved rounds, req/s, CPU cost per request, latency
+    /// at a fixed rate, ratios to the floor; Markdown report, raw JSON and charts.
+    Compare(linerate_lab::compare::CompareArgs),
 }
 
 #[derive(Args, Clone)]
@@ -180,6 +183,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             })?;
             Ok(ExitCode::SUCCESS)
         }
+        Some(Command::Lab {
+            tool: LabTool::Compare(a),
+        }) => linerate_lab::compare::run(&a),
     }
 }
 

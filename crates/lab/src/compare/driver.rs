@@ -1,0 +1,270 @@
+//! Drives the load for one sample: `linerate load` in-process, or wrk as a pinned child.
+//!
+//! Either way the result is the same [`LoadResult`]: answered requests, the generator's own
+//! req/s, errors, and (for `linerate load` at a fixed rate) latency corrected for coordinated
+//! omission. wrk is run with a deadline and killed past it, so a stuck peer cannot hang the lab.
+
+use std::io::Read as _;
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use clap::Parser as _;
+use linerate_load::stats::LatencySummary;
+use serde::Serialize;
+
+use super::server::on_cpus;
+use super::suite::Workload;
+
+/// Slack past a wrk run's duration before it is killed and the sample failed.
+const WRK_DEADLINE_SLACK: Duration = Duration::from_secs(30);
+/// The classic TechEmpower pipelining script, written next to each wrk run that needs it.
+const PIPELINE_LUA: &str = include_str!("../../../../bench/pipeline.lua");
+
+/// What one load run saw.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LoadResult {
+    pub requests: u64,
+    pub req_per_s: f64,
+    pub errors: u64,
+    pub elapsed_s: f64,
+    pub latency: Option<LatencySummary>,
+}
+
+/// Which generator runs a sample (after `auto` is decided).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Generator {
+    Wrk,
+    Linerate,
+}
+
+/// One run: `duration` of load (or at `rate` req/s when given) on `addr`.
+pub struct Run<'a> {
+    pub generator: Generator,
+    pub addr: SocketAddr,
+    pub workload: &'a Workload,
+    pub connections: usize,
+    pub cpus: &'a [usize],
+    pub duration: Duration,
+    pub rate: Option<f64>,
+    /// Stop after this many answers instead of after `duration`.
+    pub requests: Option<u64>,
+}
+
+impl Run<'_> {
+    fn url(&self) -> String {
+        format!("http://{}{}", self.addr, self.workload.path)
+    }
+
+    /// wrk cannot send bodies or other methods without a script; those use linerate load.
+    fn generator(&self) -> Generator {
+        let w = self.workload;
+        let plain_get =
+            w.body.is_none() && w.method.as_deref().is_none_or(|m| m.eq_ignore_ascii_case("GET"));
+        if self.generator == Generator::Wrk && plain_get && self.rate.is_none() && self.requests.is_none() {
+            Generator::Wrk
+        } else {
+            Generator::Linerate
+        }
+    }
+
+    pub fn execute(&self) -> anyhow::Result<LoadResult> {
+        match self.generator() {
+            Generator::Wrk => self.wrk(),
+            Generator::Linerate => self.linerate(),
+        }
+    }
+
+    fn linerate(&self) -> anyhow::Result<LoadResult> {
+        #[derive(clap::Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            load: linerate_load::LoadArgs,
+        }
+        let cpus: Vec<String> = self.cpus.iter().map(usize::to_string).collect();
+        let mut argv = vec![
+            "load".to_string(),
+            self.url(),
+            "-c".into(),
+            self.connections.to_string(),
+            "-t".into(),
+            self.cpus.len().max(1).to_string(),
+            "--cpus".into(),
+            cpus.join(","),
+            "-p".into(),
+            self.workload.pipeline.to_string(),
+        ];
+        match self.requests {
+            Some(n) => argv.extend(["-n".into(), n.to_string()]),
+            None => argv.extend(["-d".into(), format!("{}ms", self.duration.as_millis())]),
+        }
+        if let Some(m) = &self.workload.method {
+            argv.extend(["-m".into(), m.clone()]);
+        }
+        if let Some(b) = &self.workload.body {
+            argv.extend(["-b".into(), b.clone()]);
+        }
+        if let Some(r) = self.rate {
+            argv.extend(["-R".into(), r.to_string()]);
+        }
+        let args = Wrap::try_parse_from(&argv)
+            .map_err(|e| anyhow::anyhow!("load options {argv:?}: {e}"))?
+            .load;
+        let cfg = linerate_load::Config::from_args(&args)?;
+        let report = linerate_load::measure(&cfg)?;
+        let run = report.runs.first().context("linerate load returned no run")?;
+        Ok(LoadResult {
+            requests: run.responses,
+            req_per_s: run.req_per_s,
+            errors: run.failed,
+            elapsed_s: run.elapsed_s,
+            latency: self.rate.map(|_| run.latency.clone()),
+        })
+    }
+
+    fn wrk(&self) -> anyhow::Result<LoadResult> {
+        let mut argv = vec![
+            "wrk".to_string(),
+            format!("-t{}", self.cpus.len().max(1)),
+            format!("-c{}", self.connections),
+            // wrk takes whole seconds only.
+            format!("-d{}s", self.duration.as_secs_f64().ceil().max(1.0)),
+        ];
+        let script = if self.workload.pipeline > 1 {
+            let p = std::env::temp_dir().join(format!("linerate-lab-{}-pipeline.lua", std::process::id()));
+            std::fs::write(&p, PIPELINE_LUA)?;
+            argv.extend(["-s".into(), p.display().to_string()]);
+            Some(p)
+        } else {
+            None
+        };
+        argv.push(self.url());
+        if script.is_some() {
+            argv.extend(["--".into(), self.workload.pipeline.to_string()]);
+        }
+        let mut child = on_cpus(self.cpus, || {
+            Command::new(&argv[0])
+                .args(&argv[1..])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .context("cannot run wrk")
+        })?;
+        let deadline = Instant::now() + self.duration + WRK_DEADLINE_SLACK;
+        let status = loop {
+            if let Some(s) = child.try_wait()? {
+                break s;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("wrk did not finish within {:?} of its duration", WRK_DEADLINE_SLACK);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut out = String::new();
+        let mut err = String::new();
+        if let Some(mut o) = child.stdout.take() {
+            o.read_to_string(&mut out)?;
+        }
+        if let Some(mut e) = child.stderr.take() {
+            e.read_to_string(&mut err)?;
+        }
+        if !status.success() {
+            bail!("wrk failed ({status}): {}", (err + &out).trim());
+        }
+        parse_wrk(&out)
+    }
+}
+
+/// The figures we use from wrk's text report.
+pub fn parse_wrk(out: &str) -> anyhow::Result<LoadResult> {
+    let after = |key: &str| {
+        out.lines()
+            .find_map(|l| l.trim_start().strip_prefix(key).map(str::trim))
+    };
+    let rps: f64 = after("Requests/sec:")
+        .and_then(|v| v.parse().ok())
+        .with_context(|| format!("cannot read wrk's Requests/sec in:\n{out}"))?;
+    // "  1234567 requests in 5.00s, 150.00MB read"
+    let (requests, elapsed_s) = out
+        .lines()
+        .find_map(|l| {
+            let (n, rest) = l.trim().split_once(" requests in ")?;
+            let secs = rest.split(',').next()?;
+            Some((n.parse::<u64>().ok()?, wrk_seconds(secs)?))
+        })
+        .with_context(|| format!("cannot read wrk's request count in:\n{out}"))?;
+    let non_2xx: u64 = after("Non-2xx or 3xx responses:")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    // "Socket errors: connect 0, read 1, write 0, timeout 2"
+    let socket: u64 = after("Socket errors:").map_or(0, |v| {
+        v.split(',')
+            .filter_map(|p| p.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum()
+    });
+    Ok(LoadResult {
+        requests,
+        req_per_s: rps,
+        errors: non_2xx + socket,
+        elapsed_s,
+        latency: None,
+    })
+}
+
+/// wrk's durations: `5.00s`, `1.00m`, `500.00ms`.
+fn wrk_seconds(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let n: f64 = s[..split].parse().ok()?;
+    Some(match &s[split..] {
+        "us" => n / 1e6,
+        "ms" => n / 1e3,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WRK: &str = "Running 5s test @ http://127.0.0.1:1/json
+  1 threads and 64 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency   410.00us  100.00us   3.00ms   90.00%
+    Req/Sec   155.00k     2.00k  160.00k    70.00%
+  771234 requests in 5.00s, 110.00MB read
+  Socket errors: connect 0, read 2, write 0, timeout 3
+  Non-2xx or 3xx responses: 7
+Requests/sec: 154246.80
+Transfer/sec:     22.00MB
+";
+
+    #[test]
+    fn wrk_report_is_read() {
+        let r = parse_wrk(WRK).unwrap();
+        assert_eq!(r.requests, 771234);
+        assert_eq!(r.req_per_s, 154246.80);
+        assert_eq!(r.elapsed_s, 5.0);
+        assert_eq!(r.errors, 2 + 3 + 7);
+    }
+
+    #[test]
+    fn unreadable_wrk_output_is_an_error() {
+        assert!(parse_wrk("unable to connect to 127.0.0.1:1 Connection refused").is_err());
+    }
+
+    #[test]
+    fn wrk_durations() {
+        assert_eq!(wrk_seconds("1.00m"), Some(60.0));
+        assert_eq!(wrk_seconds("500.00ms"), Some(0.5));
+        assert_eq!(wrk_seconds("x"), None);
+    }
+}

@@ -1,0 +1,249 @@
+//! The comparison's outputs: the raw record (JSON, every sample) and the Markdown report (tables,
+//! machine description, chart links), plus splicing that report into a docs file between markers.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use super::charts::human;
+use super::machine::Machine;
+use super::stats::{Row, Sample, latency_labels};
+
+/// Everything one `lab compare` run measured: written as `runs.json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Record {
+    pub machine: Machine,
+    pub command: String,
+    pub generator: String,
+    pub setup: Setup,
+    pub skipped: Vec<(String, String)>,
+    pub workloads: Vec<WorkloadResult>,
+    pub instructions: Vec<Instructions>,
+    pub samples: Vec<Sample>,
+}
+
+/// The measuring setup, as resolved.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Setup {
+    pub rounds: usize,
+    pub duration_s: f64,
+    pub warmup_s: f64,
+    pub latency_duration_s: f64,
+    pub connections: usize,
+    pub server_cpus: Vec<usize>,
+    pub load_cpus: Vec<usize>,
+    pub baseline: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WorkloadResult {
+    pub name: String,
+    pub title: String,
+    pub pipeline: usize,
+    pub rows: Vec<Row>,
+    /// Chart file names (relative to the report).
+    pub charts: Vec<String>,
+}
+
+/// User-space instructions per request for one server and workload (callgrind).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Instructions {
+    pub server: String,
+    pub workload: String,
+    pub requests: u64,
+    pub per_request: Option<f64>,
+    pub error: Option<String>,
+}
+
+/// Markers between which `--update-docs` replaces a docs file's text.
+pub const DOCS_BEGIN: &str = "<!-- linerate lab compare: begin (generated; edit the suite, not this) -->";
+pub const DOCS_END: &str = "<!-- linerate lab compare: end -->";
+
+fn cpu_list(c: &[usize]) -> String {
+    c.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
+}
+
+fn spread(s: Option<super::stats::Spread>) -> String {
+    s.map_or("–".into(), |s| {
+        format!("{} ({}–{})", human(s.median), human(s.min), human(s.max))
+    })
+}
+
+fn ratio(r: Option<f64>) -> String {
+    r.map_or("–".into(), |r| format!("{r:.2}×"))
+}
+
+/// The report; chart links are prefixed with `image_prefix` (e.g. a path from a docs file to the
+/// output directory).
+pub fn markdown(r: &Record, image_prefix: &str) -> String {
+    let m = &r.machine;
+    let s = &r.setup;
+    let base = s.baseline.as_deref().unwrap_or("baseline");
+    let mut o = String::new();
+    let _ = writeln!(o, "# linerate lab compare\n");
+    let _ = writeln!(
+        o,
+        "- Machine: {}, {} CPUs online (this run may use {}), {}",
+        m.cpu_model,
+        m.cpus_online,
+        cpu_list(&m.cpus_allowed),
+        m.kernel
+    );
+    let _ = writeln!(o, "- Date: {}", m.date_utc);
+    let tools: Vec<String> = std::iter::once(format!("linerate {}", m.linerate))
+        .chain(m.tools.iter().map(|(p, v)| format!("{p}: {v}")))
+        .collect();
+    let _ = writeln!(o, "- Programs: {}", tools.join("; "));
+    let _ = writeln!(o, "- Command: `{}`", r.command);
+    let _ = writeln!(
+        o,
+        "- Setup: each server pinned to CPU {} and started fresh for every sample; load from {} \
+         ({} thread{}, pinned to CPU {}), {} connections; {} interleaved round{} of {} s after a \
+         {} s warm-up. Figures are medians (min–max over rounds).",
+        cpu_list(&s.server_cpus),
+        r.generator,
+        s.load_cpus.len(),
+        if s.load_cpus.len() == 1 { "" } else { "s" },
+        cpu_list(&s.load_cpus),
+        s.connections,
+        s.rounds,
+        if s.rounds == 1 { "" } else { "s" },
+        s.duration_s,
+        s.warmup_s
+    );
+    let _ = writeln!(
+        o,
+        "- Cost: busy time of the server's CPUs (user+nice+system+irq+softirq+steal, /proc/stat) \
+         per answered request. Proc: the server processes' own utime+stime per request; share = \
+         proc ÷ busy (well under 100% means something else ran on the server's CPUs). Ratios are \
+         to {base}'s medians in the same run.\n"
+    );
+    for w in &r.workloads {
+        let _ = writeln!(o, "## {}\n", w.title);
+        let _ = writeln!(
+            o,
+            "| server | req/s | × {base} | cost µs/req | × {base} | proc µs/req | share | RSS MiB | errors |"
+        );
+        let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|");
+        for row in &w.rows {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                row.server,
+                spread(row.req_per_s),
+                ratio(row.req_ratio),
+                spread(row.cost_us),
+                ratio(row.cost_ratio),
+                spread(row.proc_cost_us),
+                row.share.map_or("–".into(), |s| format!("{:.0}%", s.median * 100.0)),
+                row.rss_bytes.map_or("–".into(), |s| format!("{:.1}", s.median / 1048576.0)),
+                if row.failures.is_empty() {
+                    row.errors.to_string()
+                } else {
+                    format!("{} ({} failed samples)", row.errors, row.failures.len())
+                }
+            );
+        }
+        let lat: Vec<&Row> = w.rows.iter().filter(|r| r.latency_us.is_some()).collect();
+        if let Some(rate) = lat.first().and_then(|r| r.latency_rate) {
+            let labels = latency_labels();
+            let _ = writeln!(
+                o,
+                "\nLatency at a fixed {} req/s (linerate load, timed from each request's intended \
+                 send time, so no coordinated omission), µs, median over rounds:\n",
+                human(rate)
+            );
+            let _ = writeln!(o, "| server | {} |", labels.join(" | "));
+            let _ = writeln!(o, "|---|{}", "---|".repeat(labels.len()));
+            for row in lat {
+                let cells: Vec<String> = row
+                    .latency_us
+                    .iter()
+                    .flatten()
+                    .map(|v| format!("{v:.0}"))
+                    .collect();
+                let _ = writeln!(o, "| {} | {} |", row.server, cells.join(" | "));
+            }
+        }
+        if !w.charts.is_empty() {
+            let _ = writeln!(o);
+            for c in &w.charts {
+                let _ = writeln!(o, "![{c}]({image_prefix}{c})");
+            }
+        }
+        let _ = writeln!(o);
+    }
+    if !r.instructions.is_empty() {
+        let _ = writeln!(
+            o,
+            "## User-space instructions per request (valgrind callgrind)\n\n\
+             Each server once under callgrind: (instructions with N requests − instructions of \
+             an idle start and stop) ÷ N. Kernel work is not counted.\n"
+        );
+        let _ = writeln!(o, "| server | workload | requests | instructions/request |");
+        let _ = writeln!(o, "|---|---|---|---|");
+        for i in &r.instructions {
+            let v = match (&i.per_request, &i.error) {
+                (Some(v), _) => format!("{v:.0}"),
+                (None, Some(e)) => format!("failed: {e}"),
+                (None, None) => "–".into(),
+            };
+            let _ = writeln!(o, "| {} | {} | {} | {} |", i.server, i.workload, i.requests, v);
+        }
+        let _ = writeln!(o);
+    }
+    let failures: Vec<String> = r
+        .workloads
+        .iter()
+        .flat_map(|w| {
+            w.rows.iter().flat_map(move |row| {
+                row.failures
+                    .iter()
+                    .map(move |f| format!("- {} / {}, {f}", row.server, w.name))
+            })
+        })
+        .collect();
+    if !failures.is_empty() {
+        let _ = writeln!(o, "## Failed samples\n\n{}\n", failures.join("\n"));
+    }
+    if !r.skipped.is_empty() {
+        let _ = writeln!(o, "## Skipped servers\n");
+        for (name, why) in &r.skipped {
+            let _ = writeln!(o, "- {name}: {why}");
+        }
+        let _ = writeln!(o);
+    }
+    o
+}
+
+/// Replaces the text between [`DOCS_BEGIN`] and [`DOCS_END`] in `doc` with `report` (its top
+/// heading demoted one level), or appends the block when the markers are absent.
+pub fn splice(doc: &str, report: &str) -> String {
+    let body: String = report
+        .lines()
+        .map(|l| if l.starts_with('#') { format!("#{l}\n") } else { format!("{l}\n") })
+        .collect();
+    let block = format!("{DOCS_BEGIN}\n{body}{DOCS_END}");
+    match (doc.find(DOCS_BEGIN), doc.find(DOCS_END)) {
+        (Some(a), Some(b)) if a < b => {
+            format!("{}{block}{}", &doc[..a], &doc[b + DOCS_END.len()..])
+        }
+        _ => format!("{}\n\n{block}\n", doc.trim_end()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splice_replaces_between_markers_and_keeps_the_rest() {
+        let doc = format!("intro\n{DOCS_BEGIN}\nold\n{DOCS_END}\noutro\n");
+        let out = splice(&doc, "# T\nnew\n");
+        assert_eq!(out, format!("intro\n{DOCS_BEGIN}\n## T\nnew\n{DOCS_END}\noutro\n"));
+        assert_eq!(splice(&out, "# T\nnew\n"), out, "idempotent");
+        let appended = splice("intro\n", "x\n");
+        assert!(appended.starts_with("intro\n\n"));
+        assert!(appended.ends_with(&format!("x\n{DOCS_END}\n")));
+    }
+}

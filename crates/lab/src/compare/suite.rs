@@ -1,0 +1,286 @@
+//! The suite file: which servers to compare, on which workloads, and how to measure them.
+//!
+//! TOML, parsed strictly (unknown keys are errors, so a typo is not silently ignored). A default
+//! suite ships inside the binary (`suites/default.toml`). This module only parses, validates and
+//! expands placeholders; it starts nothing.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use serde::{Deserialize, Serialize};
+
+/// The suite compiled into the binary: issue A's table (floor, linerate, nginx × JSON, pipelined
+/// plaintext).
+pub const DEFAULT_SUITE: &str = include_str!("../../suites/default.toml");
+
+/// A whole suite file.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Suite {
+    #[serde(default)]
+    pub settings: Settings,
+    #[serde(rename = "server", default)]
+    pub servers: Vec<ServerSpec>,
+    #[serde(rename = "workload", default)]
+    pub workloads: Vec<Workload>,
+}
+
+/// How every sample is measured.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    pub rounds: usize,
+    pub duration: String,
+    pub warmup: String,
+    pub connections: usize,
+    pub server_cpus: String,
+    pub load_cpus: String,
+    pub load: LoadTool,
+    pub baseline: Option<String>,
+    pub latency_duration: String,
+    pub start_timeout: String,
+    /// Requests per server for `--instructions` (callgrind makes each one ~50× slower).
+    pub instruction_requests: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            rounds: 3,
+            duration: "5s".into(),
+            warmup: "1s".into(),
+            connections: 64,
+            server_cpus: "0".into(),
+            load_cpus: "1".into(),
+            load: LoadTool::Auto,
+            baseline: Some("floor".into()),
+            latency_duration: "3s".into(),
+            start_timeout: "5s".into(),
+            instruction_requests: 20_000,
+        }
+    }
+}
+
+/// Which program generates the load.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LoadTool {
+    /// wrk when it is on PATH, else linerate load.
+    Auto,
+    Wrk,
+    Linerate,
+}
+
+/// One server: a command line, started fresh for every sample.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSpec {
+    pub name: String,
+    pub command: Vec<String>,
+    /// A program that must be on PATH; without it the server is reported as skipped.
+    pub requires: Option<String>,
+    /// A config file template rendered per start into `{rundir}`; its path is `{config}`.
+    pub config_template: Option<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Only these workloads (default: all).
+    pub workloads: Option<Vec<String>>,
+}
+
+/// One request mix.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    pub name: String,
+    pub title: Option<String>,
+    pub path: String,
+    #[serde(default = "one")]
+    pub pipeline: usize,
+    pub method: Option<String>,
+    pub body: Option<String>,
+    /// Fixed request rate of the latency run (none: no latency run).
+    pub latency_rate: Option<f64>,
+    #[serde(default)]
+    pub vars: BTreeMap<String, String>,
+}
+
+fn one() -> usize {
+    1
+}
+
+impl Workload {
+    pub fn title(&self) -> &str {
+        self.title.as_deref().unwrap_or(&self.name)
+    }
+}
+
+impl ServerSpec {
+    pub fn runs(&self, workload: &str) -> bool {
+        self.workloads
+            .as_ref()
+            .is_none_or(|w| w.iter().any(|n| n == workload))
+    }
+}
+
+/// Settings turned into values (durations, CPU lists), checked once.
+#[derive(Clone, Debug)]
+pub struct Resolved {
+    pub rounds: usize,
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub latency_duration: Duration,
+    pub start_timeout: Duration,
+    pub connections: usize,
+    pub server_cpus: Vec<usize>,
+    pub load_cpus: Vec<usize>,
+}
+
+impl Suite {
+    pub fn parse(text: &str) -> anyhow::Result<Suite> {
+        let suite: Suite = toml::from_str(text).context("invalid suite file")?;
+        suite.validate()?;
+        Ok(suite)
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        if self.servers.is_empty() {
+            bail!("the suite has no [[server]]");
+        }
+        if self.workloads.is_empty() {
+            bail!("the suite has no [[workload]]");
+        }
+        let mut seen = std::collections::HashSet::new();
+        for s in &self.servers {
+            if !seen.insert(&s.name) {
+                bail!("server {:?} is defined twice", s.name);
+            }
+            if s.command.is_empty() {
+                bail!("server {:?} has an empty command", s.name);
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        for w in &self.workloads {
+            if !seen.insert(&w.name) {
+                bail!("workload {:?} is defined twice", w.name);
+            }
+            if !w.path.starts_with('/') {
+                bail!("workload {:?}: path must start with '/'", w.name);
+            }
+            if w.pipeline == 0 {
+                bail!("workload {:?}: pipeline must be at least 1", w.name);
+            }
+        }
+        if let Some(b) = &self.settings.baseline
+            && !self.servers.iter().any(|s| &s.name == b)
+        {
+            bail!("baseline {b:?} is not one of the suite's servers");
+        }
+        self.resolve().map(|_| ())
+    }
+
+    pub fn resolve(&self) -> anyhow::Result<Resolved> {
+        let s = &self.settings;
+        let dur = |name: &str, v: &str| {
+            linerate_load::args::parse_duration(v).map_err(|e| anyhow::anyhow!("settings.{name}: {e}"))
+        };
+        let cpus = |name: &str, v: &str| {
+            linerate_load::args::parse_cpus(v)
+                .map(|c| c.0)
+                .map_err(|e| anyhow::anyhow!("settings.{name}: {e}"))
+        };
+        if s.rounds == 0 {
+            bail!("settings.rounds must be at least 1");
+        }
+        if s.connections == 0 {
+            bail!("settings.connections must be at least 1");
+        }
+        let r = Resolved {
+            rounds: s.rounds,
+            duration: dur("duration", &s.duration)?,
+            warmup: dur("warmup", &s.warmup)?,
+            latency_duration: dur("latency_duration", &s.latency_duration)?,
+            start_timeout: dur("start_timeout", &s.start_timeout)?,
+            connections: s.connections,
+            server_cpus: cpus("server_cpus", &s.server_cpus)?,
+            load_cpus: cpus("load_cpus", &s.load_cpus)?,
+        };
+        if r.duration.is_zero() {
+            bail!("settings.duration must be more than 0");
+        }
+        Ok(r)
+    }
+}
+
+/// Replaces every `{key}` of `vars` in `text`; an unknown `{name}` is an error (a typo would
+/// otherwise reach the server's command line).
+pub fn expand(text: &str, vars: &BTreeMap<String, String>) -> anyhow::Result<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let Some(close) = after.find('}') else {
+            bail!("unclosed '{{' in {text:?}");
+        };
+        let key = &after[..close];
+        match vars.get(key) {
+            Some(v) => out.push_str(v),
+            None => bail!("unknown placeholder {{{key}}} in {text:?}"),
+        }
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Replaces every `@KEY@` (the upper-cased var name) in a config template.
+pub fn render_template(text: &str, vars: &BTreeMap<String, String>) -> String {
+    let mut out = text.to_string();
+    for (k, v) in vars {
+        out = out.replace(&format!("@{}@", k.to_ascii_uppercase()), v);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_suite_parses() {
+        let s = Suite::parse(DEFAULT_SUITE).unwrap();
+        assert_eq!(s.settings.baseline.as_deref(), Some("floor"));
+        let names: Vec<_> = s.servers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["floor", "linerate", "nginx"]);
+        assert_eq!(s.workloads[1].pipeline, 16);
+        let r = s.resolve().unwrap();
+        assert_eq!((r.server_cpus, r.load_cpus), (vec![0], vec![1]));
+    }
+
+    #[test]
+    fn mistakes_are_errors() {
+        let base = "[[server]]\nname='a'\ncommand=['x']\n[[workload]]\nname='w'\npath='/'\n";
+        assert!(Suite::parse(base).is_ok());
+        for (bad, why) in [
+            ("[settings]\nrunds = 3\n", "unknown key"),
+            ("[settings]\nduration = 'soon'\n", "bad duration"),
+            ("[settings]\nbaseline = 'nope'\n", "unknown baseline"),
+            ("[settings]\nrounds = 0\n", "zero rounds"),
+            ("[[server]]\nname='a'\ncommand=['y']\n", "duplicate server"),
+        ] {
+            assert!(Suite::parse(&format!("{bad}{base}")).is_err(), "{why}");
+        }
+        assert!(Suite::parse("[[workload]]\nname='w'\npath='/'\n").is_err());
+    }
+
+    #[test]
+    fn placeholders_expand_strictly() {
+        let vars: BTreeMap<String, String> =
+            [("port".to_string(), "80".to_string())].into_iter().collect();
+        assert_eq!(expand("127.0.0.1:{port}", &vars).unwrap(), "127.0.0.1:80");
+        assert!(expand("{prot}", &vars).is_err());
+        assert!(expand("{port", &vars).is_err());
+        assert_eq!(render_template("listen @PORT@;", &vars), "listen 80;");
+    }
+}
