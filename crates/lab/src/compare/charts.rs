@@ -12,6 +12,8 @@ use super::stats::{Row, Spread, latency_labels};
 use crate::plot::{FONT, init};
 
 const SIZE: (u32, u32) = (900, 520);
+/// Half a bar's width, in units of the distance between bars.
+const BAR_HALF_WIDTH: f64 = 0.3;
 const PALETTE: [RGBColor; 6] = [
     RGBColor(0x4c, 0x72, 0xb0),
     RGBColor(0xdd, 0x84, 0x52),
@@ -65,7 +67,7 @@ impl Chart for Bars<'_> {
     {
         let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("drawing failed: {e}");
         root.fill(&WHITE).map_err(e)?;
-        let n = self.names.len() as i32;
+        let n = self.names.len();
         let top = self.values.iter().map(|s| s.max).fold(0.0, f64::max) * 1.15;
         let top = if top > 0.0 { top } else { 1.0 };
         let mut chart = ChartBuilder::on(root)
@@ -73,46 +75,50 @@ impl Chart for Bars<'_> {
             .margin(16)
             .x_label_area_size(36)
             .y_label_area_size(80)
-            .build_cartesian_2d((0..n).into_segmented(), 0.0..top)
+            .build_cartesian_2d(-0.5..n as f64 - 0.5, 0.0..top)
             .map_err(e)?;
         let names = &self.names;
         chart
             .configure_mesh()
             .disable_x_mesh()
+            .x_labels(n)
             .y_desc(self.y_label)
             .label_style((FONT, 15))
             .axis_desc_style((FONT, 15))
-            .x_label_formatter(&|v| match v {
-                SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
-                    names.get(*i as usize).copied().unwrap_or("").to_string()
+            .x_label_formatter(&|x| {
+                let i = x.round();
+                if (x - i).abs() < 1e-6 && i >= 0.0 {
+                    names.get(i as usize).copied().unwrap_or("").to_string()
+                } else {
+                    String::new()
                 }
-                SegmentValue::Last => String::new(),
             })
             .y_label_formatter(&|v| human(*v))
             .draw()
             .map_err(e)?;
         for (i, s) in self.values.iter().enumerate() {
-            let i = i as i32;
-            let c = color(i as usize);
+            let x = i as f64;
+            let c = color(i);
             chart
                 .draw_series(std::iter::once(Rectangle::new(
-                    [(SegmentValue::Exact(i), 0.0), (SegmentValue::Exact(i + 1), s.median)],
+                    [(x - BAR_HALF_WIDTH, 0.0), (x + BAR_HALF_WIDTH, s.median)],
                     c.mix(0.85).filled(),
                 )))
                 .map_err(e)?;
-            // Whisker: min–max over rounds.
-            let x = SegmentValue::CenterOf(i);
+            // Whisker: min–max over rounds, with caps.
+            let cap = BAR_HALF_WIDTH / 4.0;
             chart
-                .draw_series(std::iter::once(PathElement::new(
-                    vec![(x.clone(), s.min), (x.clone(), s.max)],
-                    BLACK.stroke_width(2),
-                )))
+                .draw_series([
+                    PathElement::new(vec![(x, s.min), (x, s.max)], BLACK.stroke_width(2)),
+                    PathElement::new(vec![(x - cap, s.min), (x + cap, s.min)], BLACK.stroke_width(2)),
+                    PathElement::new(vec![(x - cap, s.max), (x + cap, s.max)], BLACK.stroke_width(2)),
+                ])
                 .map_err(e)?;
             chart
                 .draw_series(std::iter::once(Text::new(
                     human(s.median),
-                    (x, s.max + top * 0.02),
-                    (FONT, 15).into_font(),
+                    (x + cap * 1.5, s.median + top * 0.03),
+                    (FONT, 16).into_font(),
                 )))
                 .map_err(e)?;
         }
@@ -195,7 +201,9 @@ impl Chart for Curves<'_> {
 /// `161.1k`, `5.43`, `1.33M`.
 pub fn human(v: f64) -> String {
     let a = v.abs();
-    if a >= 1e6 {
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 1e6 {
         format!("{:.2}M", v / 1e6)
     } else if a >= 1e4 {
         format!("{:.1}k", v / 1e3)
