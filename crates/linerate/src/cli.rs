@@ -45,6 +45,11 @@ enum LabTool {
     /// Compare servers side by side: interleaved rounds, req/s, CPU cost per request, latency
     /// at a fixed rate, ratios to the floor; Markdown report, raw JSON and charts.
     Compare(linerate_lab::compare::CompareArgs),
+    /// Audit this host (read-only) against the nine tuning steps, kTLS, io_uring and limits.
+    Doctor(linerate_lab::doctor::DoctorArgs),
+    /// Bytes and segments of a response (and an HTML page's first view) against the initial
+    /// congestion window (10 segments, RFC 6928).
+    Firstflight(linerate_lab::firstflight::FirstflightArgs),
 }
 
 #[derive(Args, Clone)]
@@ -186,6 +191,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Lab {
             tool: LabTool::Compare(a),
         }) => linerate_lab::compare::run(&a),
+        Some(Command::Lab {
+            tool: LabTool::Doctor(a),
+        }) => linerate_lab::doctor::run(&a),
+        Some(Command::Lab {
+            tool: LabTool::Firstflight(a),
+        }) => linerate_lab::firstflight::run(&a),
     }
 }
 

@@ -34,8 +34,8 @@ pub fn total_instructions(dir: &Path) -> anyhow::Result<u64> {
             continue;
         }
         let text = std::fs::read_to_string(e.path())?;
-        total += parse_total(&text)
-            .with_context(|| format!("no totals in {}", e.path().display()))?;
+        total +=
+            parse_total(&text).with_context(|| format!("no totals in {}", e.path().display()))?;
         files += 1;
     }
     if files == 0 {
@@ -47,7 +47,9 @@ pub fn total_instructions(dir: &Path) -> anyhow::Result<u64> {
 /// The first event count of a callgrind profile's `summary:` (or `totals:`) line.
 pub fn parse_total(text: &str) -> Option<u64> {
     text.lines().find_map(|l| {
-        let rest = l.strip_prefix("summary:").or_else(|| l.strip_prefix("totals:"))?;
+        let rest = l
+            .strip_prefix("summary:")
+            .or_else(|| l.strip_prefix("totals:"))?;
         rest.split_whitespace().next()?.parse().ok()
     })
 }
@@ -75,12 +77,14 @@ pub fn measure(
             bail!("valgrind is not installed");
         }
         let idle = run_once(spec, workload, vars, server_cpus, load_cpus, 0)?.0;
-        let (loaded, answered) =
-            run_once(spec, workload, vars, server_cpus, load_cpus, requests)?;
+        let (loaded, answered) = run_once(spec, workload, vars, server_cpus, load_cpus, requests)?;
         if answered == 0 {
             bail!("no requests answered under callgrind");
         }
-        Ok((answered, loaded.saturating_sub(idle) as f64 / answered as f64))
+        Ok((
+            answered,
+            loaded.saturating_sub(idle) as f64 / answered as f64,
+        ))
     })();
     match result {
         Ok((answered, per)) => Instructions {

@@ -41,13 +41,15 @@ fn write(dir: &Path, stem: &str, chart: &impl Chart) -> anyhow::Result<PathBuf> 
     {
         let root = BitMapBackend::new(&png, SIZE).into_drawing_area();
         chart.draw(&root)?;
-        root.present().map_err(|e| anyhow!("{}: {e}", png.display()))?;
+        root.present()
+            .map_err(|e| anyhow!("{}: {e}", png.display()))?;
     }
     let svg = dir.join(format!("{stem}.svg"));
     {
         let root = SVGBackend::new(&svg, SIZE).into_drawing_area();
         chart.draw(&root)?;
-        root.present().map_err(|e| anyhow!("{}: {e}", svg.display()))?;
+        root.present()
+            .map_err(|e| anyhow!("{}: {e}", svg.display()))?;
     }
     Ok(png)
 }
@@ -110,8 +112,14 @@ impl Chart for Bars<'_> {
             chart
                 .draw_series([
                     PathElement::new(vec![(x, s.min), (x, s.max)], BLACK.stroke_width(2)),
-                    PathElement::new(vec![(x - cap, s.min), (x + cap, s.min)], BLACK.stroke_width(2)),
-                    PathElement::new(vec![(x - cap, s.max), (x + cap, s.max)], BLACK.stroke_width(2)),
+                    PathElement::new(
+                        vec![(x - cap, s.min), (x + cap, s.min)],
+                        BLACK.stroke_width(2),
+                    ),
+                    PathElement::new(
+                        vec![(x - cap, s.max), (x + cap, s.max)],
+                        BLACK.stroke_width(2),
+                    ),
                 ])
                 .map_err(e)?;
             chart
@@ -141,7 +149,13 @@ impl Chart for Curves<'_> {
         let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("drawing failed: {e}");
         root.fill(&WHITE).map_err(e)?;
         let labels = latency_labels();
-        let finite = || self.series.iter().flatten().copied().filter(|v| v.is_finite() && *v > 0.0);
+        let finite = || {
+            self.series
+                .iter()
+                .flatten()
+                .copied()
+                .filter(|v| v.is_finite() && *v > 0.0)
+        };
         let lo = finite().fold(f64::INFINITY, f64::min).max(1.0) / 1.5;
         let hi = finite().fold(1.0, f64::max) * 1.5;
         let mut chart = ChartBuilder::on(root)
@@ -181,7 +195,9 @@ impl Chart for Curves<'_> {
                 .draw_series(LineSeries::new(pts.clone(), c.stroke_width(3)))
                 .map_err(e)?
                 .label(*name)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3)));
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3))
+                });
             chart
                 .draw_series(pts.into_iter().map(|p| Circle::new(p, 4, c.filled())))
                 .map_err(e)?;
@@ -217,7 +233,12 @@ pub fn human(v: f64) -> String {
 }
 
 /// Writes the workload's charts into `dir`; returns the PNG paths written.
-pub fn workload_charts(dir: &Path, workload: &str, title: &str, rows: &[Row]) -> anyhow::Result<Vec<PathBuf>> {
+pub fn workload_charts(
+    dir: &Path,
+    workload: &str,
+    title: &str,
+    rows: &[Row],
+) -> anyhow::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let pick = |f: fn(&Row) -> Option<Spread>| -> (Vec<&str>, Vec<Spread>) {
         rows.iter()

@@ -61,9 +61,15 @@ impl Run<'_> {
     /// wrk cannot send bodies or other methods without a script; those use linerate load.
     fn generator(&self) -> Generator {
         let w = self.workload;
-        let plain_get =
-            w.body.is_none() && w.method.as_deref().is_none_or(|m| m.eq_ignore_ascii_case("GET"));
-        if self.generator == Generator::Wrk && plain_get && self.rate.is_none() && self.requests.is_none() {
+        let plain_get = w.body.is_none()
+            && w.method
+                .as_deref()
+                .is_none_or(|m| m.eq_ignore_ascii_case("GET"));
+        if self.generator == Generator::Wrk
+            && plain_get
+            && self.rate.is_none()
+            && self.requests.is_none()
+        {
             Generator::Wrk
         } else {
             Generator::Linerate
@@ -114,7 +120,10 @@ impl Run<'_> {
             .load;
         let cfg = linerate_load::Config::from_args(&args)?;
         let report = linerate_load::measure(&cfg)?;
-        let run = report.runs.first().context("linerate load returned no run")?;
+        let run = report
+            .runs
+            .first()
+            .context("linerate load returned no run")?;
         Ok(LoadResult {
             requests: run.responses,
             req_per_s: run.req_per_s,
@@ -133,7 +142,8 @@ impl Run<'_> {
             format!("-d{}s", self.duration.as_secs_f64().ceil().max(1.0)),
         ];
         let script = if self.workload.pipeline > 1 {
-            let p = std::env::temp_dir().join(format!("linerate-lab-{}-pipeline.lua", std::process::id()));
+            let p = std::env::temp_dir()
+                .join(format!("linerate-lab-{}-pipeline.lua", std::process::id()));
             std::fs::write(&p, PIPELINE_LUA)?;
             argv.extend(["-s".into(), p.display().to_string()]);
             Some(p)
@@ -161,7 +171,10 @@ impl Run<'_> {
             if Instant::now() >= deadline {
                 let _ = child.kill();
                 let _ = child.wait();
-                bail!("wrk did not finish within {:?} of its duration", WRK_DEADLINE_SLACK);
+                bail!(
+                    "wrk did not finish within {:?} of its duration",
+                    WRK_DEADLINE_SLACK
+                );
             }
             std::thread::sleep(Duration::from_millis(20));
         };

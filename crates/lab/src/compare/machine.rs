@@ -27,7 +27,11 @@ pub fn describe(programs: &[String]) -> Machine {
         .map_or("unknown".into(), |(_, v)| v.trim().to_string());
     let uname = rustix::system::uname();
     let allowed = rustix::thread::sched_getaffinity(None)
-        .map(|set| (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect())
+        .map(|set| {
+            (0..rustix::thread::CpuSet::MAX_CPU)
+                .filter(|&c| set.is_set(c))
+                .collect()
+        })
         .unwrap_or_default();
     Machine {
         cpu_model,
@@ -53,7 +57,8 @@ fn version(program: &str) -> String {
         else {
             return "not found".into();
         };
-        let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
         // wrk -v exits 1 after printing its version; take the first line either way.
         if let Some(line) = text.lines().map(str::trim).find(|l| !l.is_empty())
             && !line.starts_with("Usage")
@@ -99,6 +104,9 @@ mod tests {
     fn utc_formatting() {
         assert_eq!(super::format_utc(0), "1970-01-01 00:00:00 UTC");
         assert_eq!(super::format_utc(1_795_305_600), "2026-11-22 00:00:00 UTC");
-        assert_eq!(super::format_utc(951_782_400 + 3661), "2000-02-29 01:01:01 UTC");
+        assert_eq!(
+            super::format_utc(951_782_400 + 3661),
+            "2000-02-29 01:01:01 UTC"
+        );
     }
 }

@@ -93,7 +93,9 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     }
     let (suite, cfg) = load_suite(args)?;
     let out_dir = args.out.clone().unwrap_or_else(|| {
-        let stamp = machine::utc_now().replace([' ', ':'], "").replace("UTC", "");
+        let stamp = machine::utc_now()
+            .replace([' ', ':'], "")
+            .replace("UTC", "");
         PathBuf::from(format!("lab-out/compare-{stamp}"))
     });
     std::fs::create_dir_all(&out_dir)
@@ -110,18 +112,26 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     if let Some(doc) = &args.update_docs {
         let prefix = relative_prefix(doc, &out_dir);
         let text = std::fs::read_to_string(doc).unwrap_or_default();
-        std::fs::write(doc, report::splice(&text, &report::markdown(&record, &prefix)))
-            .with_context(|| format!("cannot write {}", doc.display()))?;
+        std::fs::write(
+            doc,
+            report::splice(&text, &report::markdown(&record, &prefix)),
+        )
+        .with_context(|| format!("cannot write {}", doc.display()))?;
     }
     let mut stdout = std::io::stdout().lock();
     let _ = write!(stdout, "{report}");
     let _ = writeln!(stdout, "Report, raw JSON and charts: {}", out_dir.display());
     let measured = record.samples.len() - failed;
     if measured == 0 {
-        bail!("no sample could be measured (see {})", out_dir.join("report.md").display());
+        bail!(
+            "no sample could be measured (see {})",
+            out_dir.join("report.md").display()
+        );
     }
     if failed > 0 {
-        eprintln!("linerate lab compare: {failed} sample(s) failed; see the report's \"Failed samples\"");
+        eprintln!(
+            "linerate lab compare: {failed} sample(s) failed; see the report's \"Failed samples\""
+        );
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
@@ -130,7 +140,9 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
 /// The suite with the command line's overrides and filters applied, and its resolved values.
 pub fn load_suite(args: &CompareArgs) -> anyhow::Result<(Suite, Resolved)> {
     let text = match &args.suite {
-        Some(p) => std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?,
+        Some(p) => {
+            std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?
+        }
         None => suite::DEFAULT_SUITE.to_string(),
     };
     let mut suite = Suite::parse(&text)?;
@@ -158,7 +170,10 @@ pub fn load_suite(args: &CompareArgs) -> anyhow::Result<(Suite, Resolved)> {
             _ => suite.workloads.iter().map(|w| w.name.as_str()).collect(),
         };
         if let Some(bad) = names.iter().find(|n| !known.contains(&n.as_str())) {
-            bail!("unknown {kind} {bad:?} (the suite has: {})", known.join(", "));
+            bail!(
+                "unknown {kind} {bad:?} (the suite has: {})",
+                known.join(", ")
+            );
         }
     }
     if !args.servers.is_empty() {
@@ -192,7 +207,9 @@ fn execute(suite: &Suite, cfg: &Resolved, args: &CompareArgs) -> anyhow::Result<
     }
     let generator = match suite.settings.load {
         LoadTool::Linerate => Generator::Linerate,
-        LoadTool::Wrk if !server::on_path("wrk") => bail!("wrk is not installed (use --load linerate)"),
+        LoadTool::Wrk if !server::on_path("wrk") => {
+            bail!("wrk is not installed (use --load linerate)")
+        }
         LoadTool::Wrk => Generator::Wrk,
         LoadTool::Auto if server::on_path("wrk") => Generator::Wrk,
         LoadTool::Auto => Generator::Linerate,
@@ -206,8 +223,15 @@ fn execute(suite: &Suite, cfg: &Resolved, args: &CompareArgs) -> anyhow::Result<
     for s in &suite.servers {
         if let Some(p) = s.requires.as_deref().filter(|p| !server::on_path(p)) {
             skipped.push((s.name.clone(), format!("`{p}` is not installed")));
-        } else if let Some(t) = s.config_template.as_deref().filter(|t| !Path::new(t).exists()) {
-            skipped.push((s.name.clone(), format!("config template {t} not found (run from the repository root)")));
+        } else if let Some(t) = s
+            .config_template
+            .as_deref()
+            .filter(|t| !Path::new(t).exists())
+        {
+            skipped.push((
+                s.name.clone(),
+                format!("config template {t} not found (run from the repository root)"),
+            ));
         } else {
             servers.push(s);
         }
@@ -274,7 +298,12 @@ fn execute(suite: &Suite, cfg: &Resolved, args: &CompareArgs) -> anyhow::Result<
             name: w.name.clone(),
             title: w.title().to_string(),
             pipeline: w.pipeline,
-            rows: stats::summarize(&samples, &w.name, &names, suite.settings.baseline.as_deref()),
+            rows: stats::summarize(
+                &samples,
+                &w.name,
+                &names,
+                suite.settings.baseline.as_deref(),
+            ),
             charts: Vec::new(),
         })
         .collect();
@@ -311,12 +340,18 @@ fn progress(s: &Sample) -> String {
             s.server,
             charts::human(m.req_per_s),
             m.cost_us,
-            m.latency
-                .as_ref()
-                .map_or(String::new(), |l| format!(", p99 {} µs at the fixed rate", l.p99_us))
+            m.latency.as_ref().map_or(String::new(), |l| format!(
+                ", p99 {} µs at the fixed rate",
+                l.p99_us
+            ))
         ),
         Outcome::Failed { error } => {
-            format!("round {} {} {}: FAILED: {error}", s.round + 1, s.workload, s.server)
+            format!(
+                "round {} {} {}: FAILED: {error}",
+                s.round + 1,
+                s.workload,
+                s.server
+            )
         }
     }
 }
@@ -356,9 +391,15 @@ fn measure(
         if !cfg.warmup.is_zero() {
             run(cfg.warmup, None, generator).context("warm-up")?;
         }
-        let (t0, u0) = (procfs::cpu_times(&cfg.server_cpus)?, procfs::group_usage(srv.pgrp()));
+        let (t0, u0) = (
+            procfs::cpu_times(&cfg.server_cpus)?,
+            procfs::group_usage(srv.pgrp()),
+        );
         let load = run(cfg.duration, None, generator)?;
-        let (t1, u1) = (procfs::cpu_times(&cfg.server_cpus)?, procfs::group_usage(srv.pgrp()));
+        let (t1, u1) = (
+            procfs::cpu_times(&cfg.server_cpus)?,
+            procfs::group_usage(srv.pgrp()),
+        );
         let mut lat = None;
         if latency
             && let Some(rate) = w.latency_rate
@@ -443,14 +484,20 @@ mod tests {
     #[test]
     fn docs_image_prefix() {
         assert_eq!(
-            relative_prefix(Path::new("docs/benchmarks.md"), Path::new("docs/lab/compare")),
+            relative_prefix(
+                Path::new("docs/benchmarks.md"),
+                Path::new("docs/lab/compare")
+            ),
             "lab/compare/"
         );
         assert_eq!(
             relative_prefix(Path::new("docs/benchmarks.md"), Path::new("lab-out/x")),
             "../lab-out/x/"
         );
-        assert_eq!(relative_prefix(Path::new("report.md"), Path::new("out")), "out/");
+        assert_eq!(
+            relative_prefix(Path::new("report.md"), Path::new("out")),
+            "out/"
+        );
     }
 
     #[test]

@@ -97,7 +97,10 @@ pub fn group_usage(pgrp: i32) -> GroupUsage {
     };
     for entry in dir.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name.to_str().filter(|n| n.bytes().all(|b| b.is_ascii_digit())) else {
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
             continue;
         };
         let base = Path::new("/proc").join(pid);
@@ -148,7 +151,11 @@ intr 1 2 3\n";
             157 + 10,
             "sums the CPUs listed"
         );
-        assert_eq!(parse_cpu_times(STAT, &[2]), None, "a missing CPU is an error");
+        assert_eq!(
+            parse_cpu_times(STAT, &[2]),
+            None,
+            "a missing CPU is an error"
+        );
     }
 
     #[test]

@@ -56,7 +56,8 @@ pub struct Instructions {
 }
 
 /// Markers between which `--update-docs` replaces a docs file's text.
-pub const DOCS_BEGIN: &str = "<!-- linerate lab compare: begin (generated; edit the suite, not this) -->";
+pub const DOCS_BEGIN: &str =
+    "<!-- linerate lab compare: begin (generated; edit the suite, not this) -->";
 pub const DOCS_END: &str = "<!-- linerate lab compare: end -->";
 
 fn cpu_list(c: &[usize]) -> String {
@@ -135,8 +136,10 @@ pub fn markdown(r: &Record, image_prefix: &str) -> String {
                 spread(row.cost_us),
                 ratio(row.cost_ratio),
                 spread(row.proc_cost_us),
-                row.share.map_or("–".into(), |s| format!("{:.0}%", s.median * 100.0)),
-                row.rss_bytes.map_or("–".into(), |s| format!("{:.1}", s.median / 1048576.0)),
+                row.share
+                    .map_or("–".into(), |s| format!("{:.0}%", s.median * 100.0)),
+                row.rss_bytes
+                    .map_or("–".into(), |s| format!("{:.1}", s.median / 1048576.0)),
                 if row.failures.is_empty() {
                     row.errors.to_string()
                 } else {
@@ -188,7 +191,11 @@ pub fn markdown(r: &Record, image_prefix: &str) -> String {
                 (None, Some(e)) => format!("failed: {e}"),
                 (None, None) => "–".into(),
             };
-            let _ = writeln!(o, "| {} | {} | {} | {} |", i.server, i.workload, i.requests, v);
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} |",
+                i.server, i.workload, i.requests, v
+            );
         }
         let _ = writeln!(o);
     }
@@ -221,7 +228,13 @@ pub fn markdown(r: &Record, image_prefix: &str) -> String {
 pub fn splice(doc: &str, report: &str) -> String {
     let body: String = report
         .lines()
-        .map(|l| if l.starts_with('#') { format!("#{l}\n") } else { format!("{l}\n") })
+        .map(|l| {
+            if l.starts_with('#') {
+                format!("#{l}\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
         .collect();
     let block = format!("{DOCS_BEGIN}\n{body}{DOCS_END}");
     match (doc.find(DOCS_BEGIN), doc.find(DOCS_END)) {
@@ -240,7 +253,10 @@ mod tests {
     fn splice_replaces_between_markers_and_keeps_the_rest() {
         let doc = format!("intro\n{DOCS_BEGIN}\nold\n{DOCS_END}\noutro\n");
         let out = splice(&doc, "# T\nnew\n");
-        assert_eq!(out, format!("intro\n{DOCS_BEGIN}\n## T\nnew\n{DOCS_END}\noutro\n"));
+        assert_eq!(
+            out,
+            format!("intro\n{DOCS_BEGIN}\n## T\nnew\n{DOCS_END}\noutro\n")
+        );
         assert_eq!(splice(&out, "# T\nnew\n"), out, "idempotent");
         let appended = splice("intro\n", "x\n");
         assert!(appended.starts_with("intro\n\n"));

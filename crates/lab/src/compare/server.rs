@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
 use std::os::unix::process::CommandExt as _;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -67,7 +67,8 @@ pub fn on_path(program: &str) -> bool {
     if program.contains('/') {
         return std::path::Path::new(program).exists();
     }
-    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
 }
 
 /// Starts `spec` pinned to `cpus`, with `vars` (plus port, rundir, config) for its placeholders,
@@ -172,10 +173,7 @@ impl Running {
     /// `Some("exited with …; output: …")` once the server's main process has ended.
     pub fn exited(&mut self) -> Option<String> {
         match self.child.try_wait() {
-            Ok(Some(status)) => Some(format!(
-                "exited ({status}); output: {}",
-                self.output_tail()
-            )),
+            Ok(Some(status)) => Some(format!("exited ({status}); output: {}", self.output_tail())),
             Ok(None) => None,
             Err(e) => Some(format!("cannot be waited for: {e}")),
         }

@@ -129,11 +129,7 @@ pub struct Row {
 
 /// Labels of `Row::latency_us`.
 pub fn latency_labels() -> Vec<&'static str> {
-    PERCENTILES
-        .iter()
-        .map(|(l, _)| *l)
-        .chain(["max"])
-        .collect()
+    PERCENTILES.iter().map(|(l, _)| *l).chain(["max"]).collect()
 }
 
 /// Rows for one workload, in `servers` order, with ratios to `baseline` when it measured.
@@ -175,7 +171,9 @@ pub fn summarize(
                             .map_or(f64::NAN, |s| s.median)
                     })
                     .collect();
-                cols.push(Spread::of(lat.iter().map(|l| l.max_us as f64)).map_or(f64::NAN, |s| s.median));
+                cols.push(
+                    Spread::of(lat.iter().map(|l| l.max_us as f64)).map_or(f64::NAN, |s| s.median),
+                );
                 cols
             });
             Some(Row {
@@ -195,7 +193,9 @@ pub fn summarize(
             })
         })
         .collect();
-    let base = baseline.and_then(|b| rows.iter().find(|r| r.server == b)).map(|r| (r.req_per_s, r.cost_us));
+    let base = baseline
+        .and_then(|b| rows.iter().find(|r| r.server == b))
+        .map(|r| (r.req_per_s, r.cost_us));
     if let Some((base_rps, base_cost)) = base {
         for r in &mut rows {
             r.req_ratio = ratio(r.req_per_s, base_rps);
@@ -236,7 +236,11 @@ mod tests {
     fn spreads() {
         assert_eq!(
             Spread::of([3.0, 1.0, 2.0]),
-            Some(Spread { median: 2.0, min: 1.0, max: 3.0 })
+            Some(Spread {
+                median: 2.0,
+                min: 1.0,
+                max: 3.0
+            })
         );
         assert_eq!(Spread::of([4.0, 1.0, 2.0, 3.0]).unwrap().median, 2.5);
         assert_eq!(Spread::of([f64::NAN, 5.0]).unwrap().median, 5.0);
@@ -268,7 +272,9 @@ mod tests {
                 server: "x".into(),
                 workload: "w".into(),
                 round: 3,
-                outcome: Outcome::Failed { error: "crashed".into() },
+                outcome: Outcome::Failed {
+                    error: "crashed".into(),
+                },
             },
         ];
         let servers = vec!["floor".to_string(), "x".to_string(), "absent".to_string()];
@@ -287,7 +293,12 @@ mod tests {
 
     #[test]
     fn no_baseline_no_ratios() {
-        let rows = summarize(&[ok("a", 0, 1.0, 1.0, 1)], "w", &["a".into()], Some("floor"));
+        let rows = summarize(
+            &[ok("a", 0, 1.0, 1.0, 1)],
+            "w",
+            &["a".into()],
+            Some("floor"),
+        );
         assert_eq!((rows[0].req_ratio, rows[0].cost_ratio), (None, None));
     }
 }

@@ -182,7 +182,8 @@ impl Suite {
     pub fn resolve(&self) -> anyhow::Result<Resolved> {
         let s = &self.settings;
         let dur = |name: &str, v: &str| {
-            linerate_load::args::parse_duration(v).map_err(|e| anyhow::anyhow!("settings.{name}: {e}"))
+            linerate_load::args::parse_duration(v)
+                .map_err(|e| anyhow::anyhow!("settings.{name}: {e}"))
         };
         let cpus = |name: &str, v: &str| {
             linerate_load::args::parse_cpus(v)
@@ -276,8 +277,9 @@ mod tests {
 
     #[test]
     fn placeholders_expand_strictly() {
-        let vars: BTreeMap<String, String> =
-            [("port".to_string(), "80".to_string())].into_iter().collect();
+        let vars: BTreeMap<String, String> = [("port".to_string(), "80".to_string())]
+            .into_iter()
+            .collect();
         assert_eq!(expand("127.0.0.1:{port}", &vars).unwrap(), "127.0.0.1:80");
         assert!(expand("{prot}", &vars).is_err());
         assert!(expand("{port", &vars).is_err());

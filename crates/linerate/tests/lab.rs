@@ -1,0 +1,226 @@
+//! `linerate lab` through the real binary: compare produces its report, JSON and charts from two
+//! tiny servers; servers that fail to start or die mid-run are reported, not hung on; doctor
+//! and firstflight run and fail cleanly. Servers bind 127.0.0.1 on OS-chosen ports; every load
+//! run is bounded in time.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_linerate");
+
+fn lab(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .arg("lab")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("linerate-lab-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// (server CPU, load CPU): different CPUs when this process may use two.
+fn cpus() -> (usize, usize) {
+    let set = rustix::thread::sched_getaffinity(None).unwrap();
+    let allowed: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU)
+        .filter(|&c| set.is_set(c))
+        .collect();
+    (allowed[0], *allowed.last().unwrap())
+}
+
+fn suite(dir: &Path, servers: &str) -> PathBuf {
+    let (s, l) = cpus();
+    let text = format!(
+        r#"
+[settings]
+rounds = 2
+duration = "400ms"
+warmup = "0s"
+connections = 4
+server_cpus = "{s}"
+load_cpus = "{l}"
+load = "linerate"
+baseline = "floor"
+latency_duration = "300ms"
+start_timeout = "5s"
+
+[[server]]
+name = "floor"
+command = ["{{linerate}}", "lab", "floor", "--addr", "127.0.0.1:{{port}}", "--response", "json"]
+{servers}
+
+[[workload]]
+name = "json"
+title = "JSON"
+path = "/json"
+latency_rate = 500
+"#
+    );
+    let p = dir.join("suite.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn compare_writes_report_json_and_charts() {
+    let dir = tmpdir("compare");
+    let suite = suite(
+        &dir,
+        r#"
+[[server]]
+name = "linerate"
+command = ["{linerate}", "serve", "--addr", "127.0.0.1:{port}", "--workers", "1", "--cpus", "{cpus}", "--log-level", "warn"]
+"#,
+    );
+    let out_dir = dir.join("out");
+    let doc = dir.join("bench.md");
+    std::fs::write(&doc, "# Benchmarks\n\nhand-written text stays\n").unwrap();
+    let out = lab(&[
+        "compare",
+        "--suite",
+        suite.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--update-docs",
+        doc.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    assert!(
+        report.contains("| floor |") && report.contains("| linerate |"),
+        "{report}"
+    );
+    assert!(report.contains("Machine: ") && report.contains("Latency at a fixed 500 req/s"));
+    let runs: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("runs.json")).unwrap()).unwrap();
+    assert_eq!(
+        runs["samples"].as_array().unwrap().len(),
+        4,
+        "2 rounds × 2 servers"
+    );
+    let rows = runs["workloads"][0]["rows"].as_array().unwrap();
+    assert_eq!(rows[0]["server"], "floor");
+    assert_eq!(rows[0]["req_ratio"], 1.0, "the baseline's own ratio");
+    for row in rows {
+        assert!(row["req_per_s"]["median"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["cost_us"]["median"].as_f64().unwrap() > 0.0, "{row}");
+        assert_eq!(row["errors"], 0, "{row}");
+        assert!(row["failures"].as_array().unwrap().is_empty(), "{row}");
+    }
+    for chart in [
+        "json-rps.png",
+        "json-cost.png",
+        "json-latency.png",
+        "json-rps.svg",
+    ] {
+        let bytes = std::fs::read(out_dir.join(chart)).unwrap();
+        assert!(bytes.len() > 1000, "{chart}");
+    }
+    let doc = std::fs::read_to_string(&doc).unwrap();
+    assert!(
+        doc.starts_with("# Benchmarks\n\nhand-written text stays\n"),
+        "{doc}"
+    );
+    assert!(
+        doc.contains("## linerate lab compare") && doc.contains("](out/json-rps.png)"),
+        "{doc}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn failing_and_crashing_servers_are_reported_not_hung_on() {
+    let dir = tmpdir("crash");
+    let suite = suite(
+        &dir,
+        r#"
+[[server]]
+name = "nostart"
+command = ["false"]
+
+# Accepts the readiness probe, then dies on the load's first connection: mid-run, every time.
+[[server]]
+name = "crasher"
+command = ["python3", "-c", 'import socket,sys; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", {port})); s.listen(); s.accept()[0].close(); s.accept(); sys.exit(3)']
+"#,
+    );
+    let out_dir = dir.join("out");
+    let out = lab(&[
+        "compare",
+        "--suite",
+        suite.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--no-latency",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "some samples failed: {stderr}");
+    let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    assert!(report.contains("## Failed samples"), "{report}");
+    assert!(
+        report.contains("nostart / json, round 0: server nostart exited"),
+        "{report}"
+    );
+    assert!(
+        report.contains("crasher / json, round 0: the server exited (exit status: 3)"),
+        "{report}"
+    );
+    assert!(
+        report.contains("| floor |"),
+        "the healthy server still measured: {report}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn compare_mistakes_are_one_line() {
+    for (args, needle) in [
+        (&["compare", "--servers", "apache"][..], "unknown server"),
+        (
+            &["compare", "--suite", "/nonexistent.toml"][..],
+            "cannot read",
+        ),
+        (
+            &["compare", "--server-cpus", "4000"][..],
+            "invalid CPU list",
+        ),
+    ] {
+        let out = lab(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{args:?}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn doctor_runs_on_this_host() {
+    let out = lab(&["doctor", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!v["findings"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn firstflight_refused_is_one_line() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = lab(&["firstflight", &format!("http://127.0.0.1:{port}/")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0));
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("connection refused"), "{stderr}");
+}
