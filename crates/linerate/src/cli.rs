@@ -44,9 +44,12 @@ enum LabTool {
     Floor(FloorArgs),
     /// Compare servers side by side: interleaved rounds, req/s, CPU cost per request, latency
     /// at a fixed rate, ratios to the floor; Markdown report, raw JSON and charts.
-    Compare(linerate_lab::compare::CompareArgs),
+    Compare(Box<linerate_lab::compare::CompareArgs>),
     /// Audit this host (read-only) against the nine tuning steps, kTLS, io_uring and limits.
     Doctor(linerate_lab::doctor::DoctorArgs),
+    /// Core-to-core latency matrix (CAS ping-pong per CPU pair), CSV and PNG heatmap, and
+    /// which CPUs to give the server and the load.
+    C2c(linerate_lab::c2c::C2cArgs),
     /// Bytes and segments of a response (and an HTML page's first view) against the initial
     /// congestion window (10 segments, RFC 6928).
     Firstflight(linerate_lab::firstflight::FirstflightArgs),
@@ -194,6 +197,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Lab {
             tool: LabTool::Doctor(a),
         }) => linerate_lab::doctor::run(&a),
+        Some(Command::Lab {
+            tool: LabTool::C2c(a),
+        }) => linerate_lab::c2c::run(&a),
         Some(Command::Lab {
             tool: LabTool::Firstflight(a),
         }) => linerate_lab::firstflight::run(&a),

@@ -224,3 +224,26 @@ fn firstflight_refused_is_one_line() {
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("connection refused"), "{stderr}");
 }
+
+#[test]
+fn c2c_writes_matrix_files() {
+    let dir = tmpdir("c2c");
+    let out = lab(&[
+        "c2c",
+        "--round-trips",
+        "200",
+        "--samples",
+        "3",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let csv = std::fs::read_to_string(dir.join("c2c.csv")).unwrap();
+    assert!(csv.starts_with("cpu,"), "{csv}");
+    assert!(dir.join("c2c.png").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -7,6 +7,7 @@
 //! shutdown cancel out.
 
 use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::time::Duration;
 
@@ -54,12 +55,15 @@ pub fn parse_total(text: &str) -> Option<u64> {
     })
 }
 
-fn valgrind() -> Vec<String> {
+fn valgrind(profile_dir: &Path) -> Vec<String> {
     vec![
         "valgrind".into(),
         "--tool=callgrind".into(),
         "--trace-children=yes".into(),
-        "--callgrind-out-file={rundir}/callgrind.%p.out".into(),
+        format!(
+            "--callgrind-out-file={}/callgrind.%p.out",
+            profile_dir.display()
+        ),
     ]
 }
 
@@ -113,9 +117,42 @@ fn run_once(
     load_cpus: &[usize],
     requests: u64,
 ) -> anyhow::Result<(u64, u64)> {
-    // The profile goes into the server's own `{rundir}`, expanded with its other placeholders.
+    // Profiles go to a directory of their own that anyone may write to: nginx started as root
+    // runs its workers as `nobody`, and a worker that cannot write its profile is lost.
+    let profile_dir = std::env::temp_dir().join(format!(
+        "linerate-callgrind-{}-{}-{requests}",
+        std::process::id(),
+        spec.name
+    ));
+    std::fs::create_dir_all(&profile_dir)?;
+    std::fs::set_permissions(&profile_dir, std::fs::Permissions::from_mode(0o1777))?;
+    let result = profiled(
+        spec,
+        workload,
+        vars,
+        server_cpus,
+        load_cpus,
+        requests,
+        &profile_dir,
+    );
+    let _ = std::fs::remove_dir_all(&profile_dir);
+    result
+}
+
+fn profiled(
+    spec: &ServerSpec,
+    workload: &Workload,
+    vars: &BTreeMap<String, String>,
+    server_cpus: &[usize],
+    load_cpus: &[usize],
+    requests: u64,
+    profile_dir: &Path,
+) -> anyhow::Result<(u64, u64)> {
     let mut spec = spec.clone();
-    spec.command = valgrind().into_iter().chain(spec.command).collect();
+    spec.command = valgrind(profile_dir)
+        .into_iter()
+        .chain(spec.command)
+        .collect();
     let running = server::start(&spec, vars, server_cpus, START_TIMEOUT)?;
     let mut answered = 0;
     if requests > 0 {
@@ -138,13 +175,10 @@ fn run_once(
             }
         }
     }
-    let (graceful, dir) = running.stop_keep(DUMP_GRACE);
-    let total = total_instructions(&dir);
-    let _ = std::fs::remove_dir_all(&dir);
-    if !graceful {
+    if !running.stop_within(DUMP_GRACE) {
         bail!("the server did not exit within {DUMP_GRACE:?} of SIGTERM under callgrind");
     }
-    Ok((total?, answered))
+    Ok((total_instructions(profile_dir)?, answered))
 }
 
 #[cfg(test)]

@@ -191,24 +191,18 @@ impl Running {
         }
     }
 
-    /// Where the server may write files (`{rundir}`); removed by [`Running::stop`].
-    pub fn rundir(&self) -> &std::path::Path {
-        &self.rundir
-    }
-
     /// SIGTERM to the group, SIGKILL after [`STOP_GRACE`], then SIGKILL to any straggler.
     /// Returns whether the main process exited on SIGTERM.
-    pub fn stop(mut self) -> bool {
-        let graceful = self.terminate(STOP_GRACE);
-        let _ = std::fs::remove_dir_all(&self.rundir);
-        graceful
+    pub fn stop(self) -> bool {
+        self.stop_within(STOP_GRACE)
     }
 
-    /// Stops like [`Running::stop`], allowing `grace` after SIGTERM, and keeps the run directory
-    /// (callgrind's output is there).
-    pub fn stop_keep(mut self, grace: Duration) -> (bool, PathBuf) {
+    /// Stops like [`Running::stop`], allowing `grace` after SIGTERM (callgrind writes its
+    /// profile then).
+    pub fn stop_within(mut self, grace: Duration) -> bool {
         let graceful = self.terminate(grace);
-        (graceful, self.rundir.clone())
+        let _ = std::fs::remove_dir_all(&self.rundir);
+        graceful
     }
 
     fn terminate(&mut self, grace: Duration) -> bool {
