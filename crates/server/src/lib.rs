@@ -32,6 +32,7 @@ pub mod access_log;
 pub mod config;
 mod conn;
 pub mod demo;
+pub mod files;
 mod poller;
 mod pool;
 mod request;
