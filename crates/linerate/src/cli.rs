@@ -105,6 +105,13 @@ struct ServeArgs {
     /// Write an nginx `combined` access log to this file (`-` for stdout). Off by default.
     #[arg(long)]
     access_log: Option<PathBuf>,
+    /// Serve static files from this directory (GET/HEAD, sendfile, ranges, conditional
+    /// requests, precompressed .br/.gz siblings); routes take precedence.
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+    /// Path prefix the --root directory is served under, e.g. /static.
+    #[arg(long, default_value = "/", value_name = "PREFIX")]
+    root_prefix: String,
     /// Log level for errors and events (overridden by RUST_LOG): error, warn, info, debug, trace.
     #[arg(long, default_value = "info")]
     log_level: String,
@@ -226,8 +233,19 @@ fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     if a.workers == Some(0) {
         bail!("--workers must be at least 1");
     }
+    if !a.root_prefix.starts_with('/') {
+        bail!(
+            "--root-prefix must start with '/' (got {:?})",
+            a.root_prefix
+        );
+    }
+    let files = a.root.map(|root| linerate_server::config::FilesMount {
+        prefix: a.root_prefix.trim_end_matches('/').to_string(),
+        root,
+    });
     let config = Config {
         addr: a.addr,
+        files,
         cpus: a.cpus.map(|c| c.0).unwrap_or_default(),
         workers: a.workers.unwrap_or(0),
         pin: !a.no_pin,

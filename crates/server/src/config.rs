@@ -72,6 +72,25 @@ pub struct Config {
     pub server_name: Option<String>,
     /// Write an nginx `combined` access log to this sink.
     pub access_log: Option<crate::access_log::LogTarget>,
+    /// Static files served below a path prefix (routes take precedence); off by default.
+    pub files: Option<FilesMount>,
+}
+
+/// A directory served as static files below a path prefix.
+#[derive(Clone, Debug)]
+pub struct FilesMount {
+    /// Path prefix without a trailing slash (`""` mounts at `/`, `"/static"` at `/static/`).
+    pub prefix: String,
+    pub root: std::path::PathBuf,
+}
+
+impl FilesMount {
+    /// The part of `path` below the mount (starting with `/`, or empty for the bare prefix),
+    /// or `None` when `path` is not below it.
+    pub fn strip<'a>(&self, path: &'a [u8]) -> Option<&'a [u8]> {
+        let rest = path.strip_prefix(self.prefix.as_bytes())?;
+        (rest.is_empty() || rest[0] == b'/').then_some(rest)
+    }
 }
 
 impl Default for Config {
@@ -95,6 +114,7 @@ impl Default for Config {
             backlog: BACKLOG,
             server_name: Some("linerate".to_string()),
             access_log: None,
+            files: None,
         }
     }
 }

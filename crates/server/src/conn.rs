@@ -6,7 +6,9 @@
 //! pooled buffer; responses are built in the worker's output buffer and only unsent bytes are
 //! kept. Every complete request found in one read is answered, in order, with one send.
 //! Invariant: a connection with unsent output reads nothing more until it is sent, so a client
-//! that does not read cannot make the server buffer without bound.
+//! that does not read cannot make the server buffer without bound. A file body is sent with
+//! `sendfile` right after its head (sent with MSG_MORE so they share segments); requests
+//! pipelined behind it wait in the connection's input until the file is out.
 #![forbid(unsafe_code)]
 
 use std::os::fd::OwnedFd;
@@ -20,10 +22,14 @@ use rustix::buffer::spare_capacity;
 use rustix::io::Errno;
 use rustix::net::{RecvFlags, SendFlags, Shutdown};
 
+use std::borrow::Cow;
+
 use crate::access_log::AccessEntry;
+use crate::config::FilesMount;
+use crate::files::{ALLOW, FileAnswer, HeadView, StaticFiles};
 use crate::pool::BUF_SIZE;
 use crate::request::{Params, Request};
-use crate::response::Response;
+use crate::response::{Body, FileBody, Response};
 use crate::router::{BodySink, Handler, Lookup};
 use crate::worker::{Io, Shared};
 
@@ -33,6 +39,11 @@ const MIN_READ: usize = 4096;
 const OUT_HIGH_WATER: usize = 256 * 1024;
 /// Most bytes discarded while lingering before the connection is simply closed.
 const LINGER_MAX_BYTES: usize = 1 << 20;
+/// Most file bytes one `sendfile` call is asked for.
+const SENDFILE_CHUNK: usize = 1 << 20;
+/// Most file bytes sent for one connection per event, so one fast reader of a large file does
+/// not keep the worker from its other connections (level-triggered epoll calls back at once).
+const SENDFILE_BUDGET: u64 = 4 << 20;
 
 /// Which deadline a connection is under.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,6 +82,12 @@ struct BodyProgress {
     limit: u64,
 }
 
+/// A file body whose head is already in the output.
+struct PendingFile {
+    body: FileBody,
+    sent: u64,
+}
+
 pub(crate) struct Conn {
     pub(crate) sock: OwnedFd,
     /// Unprocessed input (a partial request); unallocated when empty.
@@ -79,6 +96,8 @@ pub(crate) struct Conn {
     outbuf: Vec<u8>,
     out_pos: usize,
     body: Option<Box<BodyProgress>>,
+    /// A file body to send after the output; nothing more is answered until it is sent.
+    file: Option<Box<PendingFile>>,
     pub(crate) deadline: u64,
     pub(crate) timer: Timer,
     requests: u64,
@@ -105,6 +124,7 @@ impl Conn {
             outbuf: Vec::new(),
             out_pos: 0,
             body: None,
+            file: None,
             // A fresh connection that sends nothing is closed after the header timeout.
             deadline: io.now_ms + sh.config.header_timeout.as_millis() as u64,
             timer: Timer::Idle,
@@ -119,18 +139,19 @@ impl Conn {
 
     /// Whether output is waiting for the socket to become writable.
     pub(crate) fn wants_write(&self) -> bool {
-        !self.outbuf.is_empty()
+        !self.outbuf.is_empty() || self.file.is_some()
     }
 
     /// Between requests with nothing buffered.
     pub(crate) fn is_idle(&self) -> bool {
-        self.inbuf.is_empty() && self.outbuf.is_empty() && self.body.is_none() && !self.closing
+        self.inbuf.is_empty() && !self.wants_write() && self.body.is_none() && !self.closing
     }
 
     /// Gives pooled buffers back before the connection is dropped.
     pub(crate) fn release(&mut self, io: &mut Io) {
         io.pool.put(&mut self.inbuf);
         io.pool.put(&mut self.outbuf);
+        self.file = None;
     }
 
     /// The socket is readable: read, answer every complete request, send.
@@ -197,11 +218,12 @@ impl Conn {
             }
             // A short read means the socket is drained (level-triggered epoll reports it
             // again otherwise): no second recv just to see EAGAIN.
-            if self.closing || n < spare || io.out.len() > OUT_HIGH_WATER {
+            if self.closing || self.file.is_some() || n < spare || io.out.len() > OUT_HIGH_WATER {
                 break;
             }
         }
         let next = self.flush(io, sh);
+        let next = self.resume(next, head, io, sh);
         self.set_timer(io, sh);
         next
     }
@@ -214,10 +236,37 @@ impl Conn {
         }
     }
 
-    /// The socket is writable: send pending output.
-    pub(crate) fn on_writable(&mut self, io: &mut Io, sh: &Shared) -> Next {
+    /// The socket is writable: send pending output, then answer requests that were held back
+    /// behind a file body.
+    pub(crate) fn on_writable(&mut self, head: &mut RequestHead, io: &mut Io, sh: &Shared) -> Next {
         let next = self.flush(io, sh);
+        let next = self.resume(next, head, io, sh);
         self.set_timer(io, sh);
+        next
+    }
+
+    /// Answers complete requests left in the input behind a file body once its bytes are out
+    /// (no new input may ever come to trigger them).
+    fn resume(&mut self, mut next: Next, head: &mut RequestHead, io: &mut Io, sh: &Shared) -> Next {
+        while next == Next::Keep
+            && !self.wants_write()
+            && !self.closing
+            && !self.lingering
+            && !self.inbuf.is_empty()
+        {
+            let mut buf = std::mem::take(&mut self.inbuf);
+            let consumed = self.process(&buf, head, io, sh);
+            if consumed < buf.len() && !self.closing {
+                buf.drain(..consumed);
+                self.inbuf = buf;
+            } else {
+                io.pool.put(&mut buf);
+            }
+            next = self.flush(io, sh);
+            if consumed == 0 {
+                break; // a partial request: more input is needed
+            }
+        }
         next
     }
 
@@ -264,7 +313,7 @@ impl Conn {
     /// Parses and answers the requests in `buf`; returns how many bytes were used.
     fn process(&mut self, buf: &[u8], head: &mut RequestHead, io: &mut Io, sh: &Shared) -> usize {
         let mut pos = 0;
-        while pos < buf.len() && !self.closing {
+        while pos < buf.len() && !self.closing && self.file.is_none() {
             if self.body.is_some() {
                 let (used, done) = self.feed_body(&buf[pos..], head, io, sh);
                 pos += used;
@@ -334,7 +383,20 @@ impl Conn {
             .lookup(head.method(), head.path_bytes(req), &mut params)
         {
             Lookup::Found(route) => route,
-            Lookup::NotFound => return refuse(self, io, text_status(404)),
+            Lookup::NotFound => {
+                let below_mount = sh
+                    .config
+                    .files
+                    .as_ref()
+                    .and_then(|m| Some((m, m.strip(head.path_bytes(req))?)));
+                let resp = match (io.files.as_ref(), below_mount) {
+                    (Some(files), Some((mount, rest))) => {
+                        file_response(files, mount, head, req, rest)
+                    }
+                    _ => text_status(404),
+                };
+                return refuse(self, io, resp);
+            }
             Lookup::MethodNotAllowed(allow) => {
                 let resp = text_status(405)
                     .try_header("Allow", allow)
@@ -522,6 +584,12 @@ impl Conn {
         let send_body = head.method() != Method::Head && !status_has_no_body(resp.status);
         let keep_alive_10 = !close && head.version() == Version::Http10;
         let bytes = encode(io, sh, &resp, close, keep_alive_10, send_body);
+        if send_body && let Body::File(f) = &resp.body {
+            self.file = Some(Box::new(PendingFile {
+                body: f.clone(),
+                sent: 0,
+            }));
+        }
         if let Some(log) = io.log.as_mut() {
             log.push(&AccessEntry {
                 peer: self.peer,
@@ -574,8 +642,14 @@ impl Conn {
 
     /// Sends pending output: the connection's own first, else the worker's output buffer.
     fn flush(&mut self, io: &mut Io, _sh: &Shared) -> Next {
+        // The head of a file body goes out with MSG_MORE so it shares segments with the file.
+        let flags = if self.file.is_some() {
+            SendFlags::NOSIGNAL | SendFlags::MORE
+        } else {
+            SendFlags::NOSIGNAL
+        };
         if !self.outbuf.is_empty() {
-            match send_some(&self.sock, &self.outbuf[self.out_pos..]) {
+            match send_some(&self.sock, &self.outbuf[self.out_pos..], flags) {
                 Err(()) => return Next::Close,
                 Ok(sent) => self.out_pos += sent,
             }
@@ -585,7 +659,7 @@ impl Conn {
             io.pool.put(&mut self.outbuf);
             self.out_pos = 0;
         } else if !io.out.is_empty() {
-            let sent = send_some(&self.sock, &io.out);
+            let sent = send_some(&self.sock, &io.out, flags);
             let Ok(sent) = sent else {
                 io.out.clear();
                 return Next::Close;
@@ -600,6 +674,11 @@ impl Conn {
             }
             io.out.clear();
         }
+        match self.send_file() {
+            Err(()) => return Next::Close,
+            Ok(false) => return Next::Keep,
+            Ok(true) => {}
+        }
         if self.closing && !self.lingering {
             if self.eof {
                 return Next::Close;
@@ -612,6 +691,34 @@ impl Conn {
             self.lingering = true;
         }
         Next::Keep
+    }
+
+    /// Sends the pending file body (after all other output); `Ok(true)` once none is left.
+    fn send_file(&mut self) -> Result<bool, ()> {
+        let Some(p) = self.file.as_mut() else {
+            return Ok(true);
+        };
+        let mut budget = SENDFILE_BUDGET;
+        while p.sent < p.body.len {
+            let mut offset = p.body.offset + p.sent;
+            let want = (p.body.len - p.sent).min(SENDFILE_CHUNK as u64) as usize;
+            match rustix::fs::sendfile(&self.sock, &*p.body.file, Some(&mut offset), want) {
+                // The file shrank: the promised Content-Length can no longer be met.
+                Ok(0) => return Err(()),
+                Ok(n) => {
+                    p.sent += n as u64;
+                    budget = budget.saturating_sub(n as u64);
+                    if budget == 0 && p.sent < p.body.len {
+                        return Ok(false);
+                    }
+                }
+                Err(Errno::INTR) => continue,
+                Err(Errno::AGAIN) => return Ok(false),
+                Err(_) => return Err(()),
+            }
+        }
+        self.file = None;
+        Ok(true)
     }
 
     fn linger_read(&mut self, scratch: &mut Vec<u8>) -> Next {
@@ -668,12 +775,13 @@ fn encode(
     send_body: bool,
 ) -> usize {
     let body = resp.body.as_bytes();
+    let len = resp.body.len();
     ResponseHead {
         status: resp.status,
         server: sh.server_name.as_deref(),
         date: io.date.get(),
         content_type: resp.content_type.as_deref().map(str::as_bytes),
-        content_length: body.len() as u64,
+        content_length: len,
         close,
         keep_alive_10,
     }
@@ -685,14 +793,15 @@ fn encode(
     if !send_body {
         return 0;
     }
+    // A file body follows through `sendfile`; only in-memory bytes are copied here.
     io.out.extend_from_slice(body);
-    body.len()
+    len as usize
 }
 
 /// Sends as much of `data` as the socket takes; `Err` on a broken connection.
-fn send_some(sock: &OwnedFd, data: &[u8]) -> Result<usize, ()> {
+fn send_some(sock: &OwnedFd, data: &[u8], flags: SendFlags) -> Result<usize, ()> {
     loop {
-        match rustix::net::send(sock, data, SendFlags::NOSIGNAL) {
+        match rustix::net::send(sock, data, flags) {
             Ok(n) => return Ok(n),
             Err(Errno::INTR) => continue,
             Err(Errno::AGAIN) => return Ok(0),
@@ -712,6 +821,8 @@ fn call(f: impl FnOnce() -> Response) -> Response {
 /// A response whose body is the status line's reason.
 fn text_status(status: u16) -> Response {
     let body: &'static str = match status {
+        400 => "Bad Request\n",
+        403 => "Forbidden\n",
         404 => "Not Found\n",
         405 => "Method Not Allowed\n",
         413 => "Content Too Large\n",
@@ -720,4 +831,62 @@ fn text_status(status: u16) -> Response {
         _ => "",
     };
     Response::text(body).status(status)
+}
+
+/// The static-file mount's answer to a request below it (`rest`: the path under the prefix).
+fn file_response(
+    files: &StaticFiles,
+    mount: &FilesMount,
+    head: &RequestHead,
+    req: &[u8],
+    rest: &[u8],
+) -> Response {
+    if rest.is_empty() {
+        // `/static` → `/static/`, so relative links in its index resolve below the mount.
+        return redirect(format!("{}/", mount.prefix));
+    }
+    let fields = |resp: Response, headers: crate::files::Headers| {
+        headers.into_iter().fold(resp, |mut r, (name, value)| {
+            if name.eq_ignore_ascii_case("content-type") {
+                r.content_type = Some(Cow::Owned(value));
+            } else if !name.eq_ignore_ascii_case("content-length") {
+                // Written from the body's length; the module's fields are generated, not input.
+                r.headers.push((Cow::Borrowed(name), Cow::Owned(value)));
+            }
+            r
+        })
+    };
+    match files.resolve(head.method(), rest, &HeadView { head, buf: req }) {
+        FileAnswer::Send {
+            status,
+            headers,
+            file,
+            offset,
+            len,
+            ..
+        } => {
+            fields(Response::new(status), headers).body(Body::File(FileBody { file, offset, len }))
+        }
+        FileAnswer::NotModified { headers } => fields(Response::new(304), headers),
+        FileAnswer::PreconditionFailed { headers } => fields(Response::new(412), headers),
+        FileAnswer::RangeNotSatisfiable { headers } => fields(Response::new(416), headers),
+        FileAnswer::Redirect { location } => redirect(location),
+        FileAnswer::BadRequest => text_status(400),
+        FileAnswer::Forbidden => text_status(403),
+        FileAnswer::NotFound => text_status(404),
+        FileAnswer::MethodNotAllowed => text_status(405)
+            .try_header("Allow", ALLOW)
+            .unwrap_or_else(|_| text_status(405)),
+        FileAnswer::Error(e) => {
+            tracing::warn!(error = %e, "static file could not be served");
+            text_status(500)
+        }
+    }
+}
+
+/// `301` to `location`.
+fn redirect(location: String) -> Response {
+    text_status(301)
+        .try_header("Location", location)
+        .unwrap_or_else(|_| text_status(400))
 }

@@ -6,6 +6,8 @@
 #![forbid(unsafe_code)]
 
 use std::borrow::Cow;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -18,16 +20,39 @@ pub enum Body {
     Static(&'static [u8]),
     /// Bytes made for this response.
     Owned(Vec<u8>),
+    /// A byte range of an open file, sent with `sendfile` (never read into user space).
+    File(FileBody),
+}
+
+/// `len` bytes of `file` from `offset`, sent from the page cache.
+#[derive(Clone, Debug)]
+pub struct FileBody {
+    pub file: Arc<OwnedFd>,
+    pub offset: u64,
+    pub len: u64,
 }
 
 impl Body {
-    /// The body's bytes.
+    /// The body's bytes in memory (none for a file body).
     pub fn as_bytes(&self) -> &[u8] {
         match self {
-            Body::Empty => &[],
+            Body::Empty | Body::File(_) => &[],
             Body::Static(b) => b,
             Body::Owned(v) => v,
         }
+    }
+
+    /// The body's length on the wire.
+    pub fn len(&self) -> u64 {
+        match self {
+            Body::File(f) => f.len,
+            b => b.as_bytes().len() as u64,
+        }
+    }
+
+    /// Whether the body is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 

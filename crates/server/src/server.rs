@@ -16,6 +16,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::access_log::Logger;
 use crate::config::Config;
+use crate::files::{FilesOptions, StaticFiles};
 use crate::poller::Epoll;
 use crate::router::Router;
 use crate::worker::{Shared, Worker};
@@ -28,6 +29,8 @@ pub struct Server {
     shared: Arc<Shared>,
     addr: SocketAddr,
     steering: bool,
+    /// The static-file root, opened once; each worker gets its own cache from it.
+    files: Option<StaticFiles>,
 }
 
 /// Triggers a graceful shutdown from another thread (tests, embedding programs).
@@ -103,6 +106,13 @@ impl Server {
                 eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK).map_err(io::Error::from)
             })
             .collect::<io::Result<Vec<_>>>()?;
+        let files =
+            match &config.files {
+                Some(m) => Some(StaticFiles::open(&m.root, FilesOptions::default()).map_err(
+                    |e| io::Error::new(e.kind(), format!("cannot serve {}: {e}", m.root.display())),
+                )?),
+                None => None,
+            };
         let server_name = config.server_name.as_ref().map(|s| s.as_bytes().to_vec());
         Ok(Server {
             listeners,
@@ -115,6 +125,7 @@ impl Server {
             }),
             addr,
             steering,
+            files,
         })
     }
 
@@ -152,6 +163,7 @@ impl Server {
             let wake = self.wakes[i].try_clone()?;
             let cpu = self.cpus[i];
             let log = logger.as_ref().map(Logger::buffer);
+            let files = self.files.as_ref().map(StaticFiles::for_worker);
             let t = std::thread::Builder::new()
                 .name(format!("linerate-w{i}"))
                 .spawn(move || -> io::Result<()> {
@@ -162,7 +174,7 @@ impl Server {
                             tracing::warn!(cpu, error = %e, "cannot pin worker");
                         }
                     }
-                    let mut worker = Worker::new(Epoll::new()?, listener, wake, log)?;
+                    let mut worker = Worker::new(Epoll::new()?, listener, wake, log, files)?;
                     worker.run(&shared)
                 })?;
             threads.push(t);

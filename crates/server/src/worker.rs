@@ -11,6 +11,8 @@ use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant, SystemTime};
 
 use linerate_http1::{DateCache, RequestHead};
+
+use crate::files::StaticFiles;
 use rustix::io::Errno;
 use rustix::net::SocketFlags;
 
@@ -48,6 +50,8 @@ pub(crate) struct Io {
     pub(crate) now_ms: u64,
     pub(crate) draining: bool,
     pub(crate) log: Option<LogBuffer>,
+    /// This worker's static-file server (its own open-file cache), when a root is mounted.
+    pub(crate) files: Option<StaticFiles>,
 }
 
 struct Slot {
@@ -78,6 +82,7 @@ impl<P: Poller> Worker<P> {
         listener: TcpListener,
         wake: OwnedFd,
         log: Option<LogBuffer>,
+        files: Option<StaticFiles>,
     ) -> std::io::Result<Self> {
         poller.add(&listener, LISTENER, Interest::Read)?;
         poller.add(&wake, WAKE, Interest::Read)?;
@@ -99,6 +104,7 @@ impl<P: Poller> Worker<P> {
                 now_ms: 0,
                 draining: false,
                 log,
+                files,
             },
             started: Instant::now(),
             drain_deadline: None,
@@ -227,7 +233,7 @@ impl<P: Poller> Worker<P> {
         };
         let mut next = Next::Keep;
         if ev.writable {
-            next = conn.on_writable(&mut self.io, sh);
+            next = conn.on_writable(&mut self.head, &mut self.io, sh);
         }
         if next == Next::Keep && (ev.readable || ev.closed) {
             next = conn.on_readable(&mut self.scratch, &mut self.head, &mut self.io, sh);
