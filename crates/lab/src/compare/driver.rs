@@ -106,8 +106,41 @@ impl Run<'_> {
             Some(n) => argv.extend(["-n".into(), n.to_string()]),
             None => argv.extend(["-d".into(), format!("{}ms", self.duration.as_millis())]),
         }
-        if let Some(m) = &self.workload.method {
-            argv.extend(["-m".into(), m.clone()]);
+        let raw_dir = if self.workload.paths.is_empty() {
+            None
+        } else {
+            // One file of request bytes per path; linerate load deals them to connections.
+            let dir = std::env::temp_dir().join(format!(
+                "linerate-lab-{}-raw-{}",
+                std::process::id(),
+                self.addr.port()
+            ));
+            std::fs::create_dir_all(&dir)?;
+            let mut files = Vec::new();
+            for (i, p) in self.workload.paths.iter().enumerate() {
+                let f = dir.join(format!("{i}.http"));
+                let fields: String = self
+                    .workload
+                    .headers
+                    .iter()
+                    .map(|h| format!("{h}\r\n"))
+                    .collect();
+                std::fs::write(
+                    &f,
+                    format!("GET {p} HTTP/1.1\r\nHost: {}\r\n{fields}\r\n", self.addr),
+                )?;
+                files.push(f.display().to_string());
+            }
+            argv.extend(["--raw".into(), files.join(",")]);
+            Some(dir)
+        };
+        if raw_dir.is_none() {
+            if let Some(m) = &self.workload.method {
+                argv.extend(["-m".into(), m.clone()]);
+            }
+            for h in &self.workload.headers {
+                argv.extend(["-H".into(), h.clone()]);
+            }
         }
         if let Some(b) = &self.workload.body {
             argv.extend(["-b".into(), b.clone()]);
@@ -119,7 +152,11 @@ impl Run<'_> {
             .map_err(|e| anyhow::anyhow!("load options {argv:?}: {e}"))?
             .load;
         let cfg = linerate_load::Config::from_args(&args)?;
-        let report = linerate_load::measure(&cfg)?;
+        let report = linerate_load::measure(&cfg);
+        if let Some(dir) = raw_dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        let report = report?;
         let run = report
             .runs
             .first()
@@ -150,6 +187,9 @@ impl Run<'_> {
         } else {
             None
         };
+        for h in &self.workload.headers {
+            argv.extend(["-H".into(), h.clone()]);
+        }
         argv.push(self.url());
         if script.is_some() {
             argv.extend(["--".into(), self.workload.pipeline.to_string()]);

@@ -218,6 +218,8 @@ fn execute(suite: &Suite, cfg: &Resolved, args: &CompareArgs) -> anyhow::Result<
     let mut base_vars = BTreeMap::new();
     base_vars.insert("linerate".to_string(), exe.display().to_string());
     base_vars.insert("cpus".to_string(), cpu_list(&cfg.server_cpus));
+    let cwd = std::env::current_dir().context("cannot read the working directory")?;
+    base_vars.insert("cwd".to_string(), cwd.display().to_string());
     let mut skipped = Vec::new();
     let mut servers: Vec<&ServerSpec> = Vec::new();
     for s in &suite.servers {
@@ -254,8 +256,7 @@ fn execute(suite: &Suite, cfg: &Resolved, args: &CompareArgs) -> anyhow::Result<
     for round in 0..cfg.rounds {
         for w in &suite.workloads {
             for s in servers.iter().filter(|s| s.runs(&w.name)) {
-                let mut vars = base_vars.clone();
-                vars.extend(w.vars.clone());
+                let vars = workload_vars(&base_vars, w)?;
                 let sample = Sample {
                     server: s.name.clone(),
                     workload: w.name.clone(),
@@ -276,8 +277,7 @@ fn execute(suite: &Suite, cfg: &Resolved, args: &CompareArgs) -> anyhow::Result<
     if args.instructions {
         for w in &suite.workloads {
             for s in servers.iter().filter(|s| s.runs(&w.name)) {
-                let mut vars = base_vars.clone();
-                vars.extend(w.vars.clone());
+                let vars = workload_vars(&base_vars, w)?;
                 eprintln!("callgrind: {} / {} ...", s.name, w.name);
                 instructions.push(callgrind::measure(
                     s,
@@ -331,6 +331,20 @@ fn execute(suite: &Suite, cfg: &Resolved, args: &CompareArgs) -> anyhow::Result<
     })
 }
 
+/// The base placeholders plus the workload's `vars`, whose values may use the base ones
+/// (`root = "{cwd}/bench/out/static"`).
+fn workload_vars(
+    base: &BTreeMap<String, String>,
+    w: &Workload,
+) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut vars = base.clone();
+    for (k, v) in &w.vars {
+        let v = suite::expand(v, base).with_context(|| format!("workload {}", w.name))?;
+        vars.insert(k.clone(), v);
+    }
+    Ok(vars)
+}
+
 fn progress(s: &Sample) -> String {
     match &s.outcome {
         Outcome::Ok(m) => format!(
@@ -380,7 +394,7 @@ fn measure(
                 generator,
                 addr: srv.addr(),
                 workload: w,
-                connections: cfg.connections,
+                connections: w.connections.unwrap_or(cfg.connections),
                 cpus: &cfg.load_cpus,
                 duration,
                 rate,

@@ -101,6 +101,14 @@ pub struct Workload {
     pub body: Option<String>,
     /// Fixed request rate of the latency run (none: no latency run).
     pub latency_rate: Option<f64>,
+    /// Several paths instead of `path`: connections take them round-robin (linerate load).
+    #[serde(default)]
+    pub paths: Vec<String>,
+    /// Connections for this workload (default: the settings').
+    pub connections: Option<usize>,
+    /// Extra request fields, `Name: value`.
+    #[serde(default)]
+    pub headers: Vec<String>,
     #[serde(default)]
     pub vars: BTreeMap<String, String>,
 }
@@ -164,8 +172,8 @@ impl Suite {
             if !seen.insert(&w.name) {
                 bail!("workload {:?} is defined twice", w.name);
             }
-            if !w.path.starts_with('/') {
-                bail!("workload {:?}: path must start with '/'", w.name);
+            if !w.path.starts_with('/') || w.paths.iter().any(|p| !p.starts_with('/')) {
+                bail!("workload {:?}: paths must start with '/'", w.name);
             }
             if w.pipeline == 0 {
                 bail!("workload {:?}: pipeline must be at least 1", w.name);
@@ -257,6 +265,14 @@ mod tests {
         assert_eq!(s.workloads[1].pipeline, 16);
         let r = s.resolve().unwrap();
         assert_eq!((r.server_cpus, r.load_cpus), (vec![0], vec![1]));
+    }
+
+    #[test]
+    fn shipped_static_suite_parses() {
+        let s = Suite::parse(include_str!("../../../../bench/static.toml")).unwrap();
+        let arena = s.workloads.iter().find(|w| w.name == "arena20").unwrap();
+        assert_eq!(arena.paths.len(), 20);
+        assert_eq!(s.workloads[2].connections, Some(8));
     }
 
     #[test]
