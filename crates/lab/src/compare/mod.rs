@@ -298,12 +298,7 @@ fn execute(suite: &Suite, cfg: &Resolved, args: &CompareArgs) -> anyhow::Result<
             name: w.name.clone(),
             title: w.title().to_string(),
             pipeline: w.pipeline,
-            rows: stats::summarize(
-                &samples,
-                &w.name,
-                &names,
-                suite.settings.baseline.as_deref(),
-            ),
+            rows: stats::summarize(&samples, &w.name, &names, suite.baseline()),
             charts: Vec::new(),
         })
         .collect();
@@ -322,7 +317,7 @@ fn execute(suite: &Suite, cfg: &Resolved, args: &CompareArgs) -> anyhow::Result<
             connections: cfg.connections,
             server_cpus: cfg.server_cpus.clone(),
             load_cpus: cfg.load_cpus.clone(),
-            baseline: suite.settings.baseline.clone(),
+            baseline: suite.baseline().map(str::to_string),
         },
         skipped,
         workloads,

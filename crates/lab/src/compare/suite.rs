@@ -37,6 +37,7 @@ pub struct Settings {
     pub server_cpus: String,
     pub load_cpus: String,
     pub load: LoadTool,
+    /// The server ratios are taken against (default: `floor` when the suite has one).
     pub baseline: Option<String>,
     pub latency_duration: String,
     pub start_timeout: String,
@@ -54,7 +55,7 @@ impl Default for Settings {
             server_cpus: "0".into(),
             load_cpus: "1".into(),
             load: LoadTool::Auto,
-            baseline: Some("floor".into()),
+            baseline: None,
             latency_duration: "3s".into(),
             start_timeout: "5s".into(),
             instruction_requests: 20_000,
@@ -145,6 +146,18 @@ pub struct Resolved {
 }
 
 impl Suite {
+    /// The baseline server: the one named in the settings, else `floor` if present.
+    pub fn baseline(&self) -> Option<&str> {
+        match &self.settings.baseline {
+            Some(b) => Some(b),
+            None => self
+                .servers
+                .iter()
+                .find(|s| s.name == "floor")
+                .map(|s| s.name.as_str()),
+        }
+    }
+
     pub fn parse(text: &str) -> anyhow::Result<Suite> {
         let suite: Suite = toml::from_str(text).context("invalid suite file")?;
         suite.validate()?;
