@@ -112,11 +112,14 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     if let Some(doc) = &args.update_docs {
         let prefix = relative_prefix(doc, &out_dir);
         let text = std::fs::read_to_string(doc).unwrap_or_default();
-        std::fs::write(
-            doc,
-            report::splice(&text, &report::markdown(&record, &prefix)),
-        )
-        .with_context(|| format!("cannot write {}", doc.display()))?;
+        let key = args
+            .suite
+            .as_ref()
+            .and_then(|p| p.file_stem())
+            .map_or("default".to_string(), |s| s.to_string_lossy().into_owned());
+        let block = report::markdown(&record, &prefix);
+        std::fs::write(doc, report::splice(&text, &key, &block))
+            .with_context(|| format!("cannot write {}", doc.display()))?;
     }
     let mut stdout = std::io::stdout().lock();
     let _ = write!(stdout, "{report}");

@@ -55,10 +55,15 @@ pub struct Instructions {
     pub error: Option<String>,
 }
 
-/// Markers between which `--update-docs` replaces a docs file's text.
-pub const DOCS_BEGIN: &str =
-    "<!-- linerate lab compare: begin (generated; edit the suite, not this) -->";
-pub const DOCS_END: &str = "<!-- linerate lab compare: end -->";
+/// The markers between which `--update-docs` replaces a docs file's text; one pair per suite
+/// (`key`: the suite file's stem, `default` for the built-in one), so several suites' reports
+/// live in one file.
+pub fn docs_markers(key: &str) -> (String, String) {
+    (
+        format!("<!-- linerate lab compare {key}: begin (generated; edit the suite, not this) -->"),
+        format!("<!-- linerate lab compare {key}: end -->"),
+    )
+}
 
 fn cpu_list(c: &[usize]) -> String {
     c.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
@@ -223,9 +228,11 @@ pub fn markdown(r: &Record, image_prefix: &str) -> String {
     o
 }
 
-/// Replaces the text between [`DOCS_BEGIN`] and [`DOCS_END`] in `doc` with `report` (its top
-/// heading demoted one level), or appends the block when the markers are absent.
-pub fn splice(doc: &str, report: &str) -> String {
+/// Replaces the text between `key`'s [`docs_markers`] in `doc` with `report` (its top heading
+/// demoted one level), or appends the block when the markers are absent.
+pub fn splice(doc: &str, key: &str, report: &str) -> String {
+    let (begin, end) = docs_markers(key);
+    let (begin, end) = (begin.as_str(), end.as_str());
     let body: String = report
         .lines()
         .map(|l| {
@@ -236,11 +243,9 @@ pub fn splice(doc: &str, report: &str) -> String {
             }
         })
         .collect();
-    let block = format!("{DOCS_BEGIN}\n{body}{DOCS_END}");
-    match (doc.find(DOCS_BEGIN), doc.find(DOCS_END)) {
-        (Some(a), Some(b)) if a < b => {
-            format!("{}{block}{}", &doc[..a], &doc[b + DOCS_END.len()..])
-        }
+    let block = format!("{begin}\n{body}{end}");
+    match (doc.find(begin), doc.find(end)) {
+        (Some(a), Some(b)) if a < b => format!("{}{block}{}", &doc[..a], &doc[b + end.len()..]),
         _ => format!("{}\n\n{block}\n", doc.trim_end()),
     }
 }
@@ -251,15 +256,18 @@ mod tests {
 
     #[test]
     fn splice_replaces_between_markers_and_keeps_the_rest() {
-        let doc = format!("intro\n{DOCS_BEGIN}\nold\n{DOCS_END}\noutro\n");
-        let out = splice(&doc, "# T\nnew\n");
-        assert_eq!(
-            out,
-            format!("intro\n{DOCS_BEGIN}\n## T\nnew\n{DOCS_END}\noutro\n")
+        let (b, e) = docs_markers("default");
+        let doc = format!("intro\n{b}\nold\n{e}\noutro\n");
+        let out = splice(&doc, "default", "# T\nnew\n");
+        assert_eq!(out, format!("intro\n{b}\n## T\nnew\n{e}\noutro\n"));
+        assert_eq!(splice(&out, "default", "# T\nnew\n"), out, "idempotent");
+        let two = splice(&out, "static", "# S\n");
+        assert!(
+            two.contains("## T\nnew") && two.contains("## S\n"),
+            "suites keep their own blocks"
         );
-        assert_eq!(splice(&out, "# T\nnew\n"), out, "idempotent");
-        let appended = splice("intro\n", "x\n");
+        let appended = splice("intro\n", "default", "x\n");
         assert!(appended.starts_with("intro\n\n"));
-        assert!(appended.ends_with(&format!("x\n{DOCS_END}\n")));
+        assert!(appended.ends_with(&format!("x\n{e}\n")));
     }
 }
