@@ -271,7 +271,7 @@ pub fn header_text(s: &Setup) -> String {
         let _ = write!(out, ", spin {}s", s.spin_s);
     }
     if let Some(t) = &s.tls {
-        let _ = write!(out, ", TLS ({t})");
+        let _ = write!(out, ", https: {t}");
     }
     let _ = writeln!(out, ", engine {}", s.engine);
     out

@@ -216,6 +216,16 @@ impl fmt::Display for SetupFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SetupFailure::Io(e) => e.fmt(f),
+            // `openssl req -x509` makes CA:TRUE certificates; webpki refuses them as a server's.
+            SetupFailure::Tls(e @ rustls::Error::InvalidCertificate(_))
+                if e.to_string().contains("CaUsedAsEndEntity") =>
+            {
+                write!(
+                    f,
+                    "TLS handshake failed: {e} (the server's certificate is a CA certificate; \
+                     serve a leaf certificate signed by it, or use -k/--insecure)"
+                )
+            }
             SetupFailure::Tls(e @ rustls::Error::InvalidCertificate(_)) => write!(
                 f,
                 "TLS handshake failed: {e} (use --cacert FILE to trust its CA, or -k/--insecure \
@@ -271,6 +281,8 @@ pub enum Transport {
 #[derive(Debug)]
 pub struct TlsSession {
     conn: ClientConnection,
+    /// Decrypted bytes rustls holds that `recv` has not handed out yet.
+    plaintext: usize,
 }
 
 /// Where a handshake stands after the socket was ready.
@@ -297,11 +309,13 @@ impl Transport {
             None => Ok(Transport::Plain),
             Some(t) => Ok(Transport::Tls(Box::new(TlsSession {
                 conn: t.session().map_err(SetupFailure::Tls)?,
+                plaintext: 0,
             }))),
         }
     }
 
-    /// Reads into `buf`: Ok(0) at end of stream, `Errno::AGAIN` when nothing is there.
+    /// Reads into `buf`: Ok(0) at end of stream, `Errno::AGAIN` when nothing is there. At most
+    /// one `recv` per call; see `has_buffered` for what is left after it.
     #[inline]
     pub fn recv(&mut self, fd: &OwnedFd, buf: &mut [u8]) -> Result<usize, IoFailure> {
         match self {
@@ -329,6 +343,15 @@ impl Transport {
         match self {
             Transport::Plain => false,
             Transport::Tls(s) => s.conn.wants_write(),
+        }
+    }
+
+    /// True when `recv` has decrypted bytes to hand out without reading the socket.
+    #[inline]
+    pub fn has_buffered(&self) -> bool {
+        match self {
+            Transport::Plain => false,
+            Transport::Tls(s) => s.has_plaintext(),
         }
     }
 
@@ -384,31 +407,56 @@ impl TlsSession {
         })
     }
 
+    /// One `recv` per call at most: decrypted bytes left from an earlier call go first, and only
+    /// when there are none is the socket read (rustls reads up to 4 KiB at a time).
     fn recv(&mut self, fd: &OwnedFd, buf: &mut [u8]) -> Result<usize, IoFailure> {
-        loop {
-            // Plaintext already decrypted goes first: the socket may have nothing more to say.
-            match self.conn.reader().read(buf) {
-                Ok(n) => return Ok(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                // The peer closed without close_notify: for HTTP/1.1 framing, an end of stream.
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
-                Err(e) => return Err(IoFailure::Io(to_errno(&e))),
-            }
+        if self.plaintext == 0 {
             match self.conn.read_tls(&mut SockIo(fd)) {
                 Ok(0) => return Ok(0),
-                Ok(_) => {
-                    if let Err(e) = self.conn.process_new_packets() {
-                        let _ = self.flush(fd);
-                        return Err(IoFailure::Tls(e));
-                    }
-                    // A key update, say, wants an answer even when no request is due.
-                    if self.conn.wants_write() {
-                        self.flush(fd).map_err(IoFailure::Io)?;
-                    }
-                }
+                Ok(_) => {}
                 Err(e) => return Err(IoFailure::Io(to_errno(&e))),
             }
+            let state = match self.conn.process_new_packets() {
+                Ok(state) => state,
+                Err(e) => {
+                    // Best effort: tell the peer why (the alert rustls queued).
+                    let _ = self.flush(fd);
+                    return Err(IoFailure::Tls(e));
+                }
+            };
+            // A key update, say, wants an answer even when no request is due.
+            if state.tls_bytes_to_write() > 0 {
+                self.flush(fd).map_err(IoFailure::Io)?;
+            }
+            self.plaintext = state.plaintext_bytes_to_read();
+            if self.plaintext == 0 {
+                // A partial record, or records without data (session tickets): wait for more,
+                // unless the peer said close_notify.
+                return if state.peer_has_closed() {
+                    Ok(0)
+                } else {
+                    Err(IoFailure::Io(Errno::AGAIN))
+                };
+            }
         }
+        match self.conn.reader().read(buf) {
+            Ok(n) => {
+                self.plaintext = self.plaintext.saturating_sub(n);
+                Ok(n)
+            }
+            // Cannot happen with plaintext counted as buffered; treat as nothing to read.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.plaintext = 0;
+                Err(IoFailure::Io(Errno::AGAIN))
+            }
+            Err(e) => Err(IoFailure::Io(to_errno(&e))),
+        }
+    }
+
+    /// Decrypted bytes not handed out yet: the caller must read again before waiting on epoll,
+    /// which cannot see them.
+    fn has_plaintext(&self) -> bool {
+        self.plaintext > 0
     }
 
     fn send(&mut self, fd: &OwnedFd, bytes: &[u8]) -> Result<usize, Errno> {

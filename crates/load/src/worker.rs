@@ -528,7 +528,6 @@ impl Worker<'_> {
 
     fn read(&mut self, i: usize) {
         let mut buf = std::mem::take(&mut self.buf);
-        let mut framed = false;
         loop {
             let c = &mut self.conns[i];
             let fd = c.sock.as_ref().expect("open connection has a socket");
@@ -545,20 +544,14 @@ impl Worker<'_> {
                     if !self.frame(i, &buf[..n], now) {
                         break;
                     }
-                    framed = true;
-                    // Level-triggered epoll wakes a plain socket again for what is left; a TLS
-                    // session may hold decrypted bytes the socket no longer signals, so drain it.
-                    if matches!(self.conns[i].transport, Transport::Plain) {
+                    // Level-triggered epoll wakes us again for what the socket still holds,
+                    // but not for decrypted bytes a TLS session holds: those are read now.
+                    if !self.conns[i].transport.has_buffered() {
                         self.after_progress(i, now);
                         break;
                     }
                 }
-                Err(IoFailure::Io(Errno::AGAIN | Errno::INTR)) => {
-                    if framed {
-                        self.after_progress(i, now);
-                    }
-                    break;
-                }
+                Err(IoFailure::Io(Errno::AGAIN | Errno::INTR)) => break,
                 Err(IoFailure::Io(_)) => {
                     self.fail(i, Class::Read, now);
                     break;

@@ -64,6 +64,12 @@ struct TlsServer {
 
 impl TlsServer {
     fn start(versions: &[&'static SupportedProtocolVersion]) -> TlsServer {
+        TlsServer::answering(versions, OK.to_vec())
+    }
+
+    /// A server that answers every request with `response`.
+    fn answering(versions: &[&'static SupportedProtocolVersion], response: Vec<u8>) -> TlsServer {
+        let response: Arc<[u8]> = response.into();
         let pki = pki();
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let mut config = ServerConfig::builder_with_provider(provider)
@@ -91,7 +97,8 @@ impl TlsServer {
                     Ok((sock, _)) => {
                         c.fetch_add(1, Ordering::SeqCst);
                         let (cfg, r, s) = (config.clone(), r.clone(), s.clone());
-                        std::thread::spawn(move || serve(sock, cfg, r, s, born));
+                        let answer = response.clone();
+                        std::thread::spawn(move || serve(sock, cfg, &answer, r, s, born));
                     }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => {
                         std::thread::sleep(Duration::from_millis(1))
@@ -124,10 +131,11 @@ impl Drop for TlsServer {
     }
 }
 
-/// One connection: TLS records in, `OK` out for each request head, until the peer goes.
+/// One connection: TLS records in, `answer` out for each request head, until the peer goes.
 fn serve(
     mut sock: TcpStream,
     config: Arc<ServerConfig>,
+    answer: &[u8],
     requests: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     born: Instant,
@@ -171,8 +179,18 @@ fn serve(
         while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
             pending.drain(..end + 4);
             requests.fetch_add(1, Ordering::SeqCst);
-            if tls.writer().write_all(OK).is_err() {
-                return;
+            // Large answers go out as they fit rustls's buffer.
+            let mut left = answer;
+            while !left.is_empty() {
+                match tls.writer().write(left) {
+                    Ok(n) => left = &left[n..],
+                    Err(_) => return,
+                }
+                while tls.wants_write() {
+                    if tls.write_tls(&mut sock).is_err() {
+                        return;
+                    }
+                }
             }
         }
     }
@@ -317,6 +335,20 @@ fn pipelined_over_tls() {
     ]);
     assert_exact(&r, 1000);
     assert_eq!(s.requests(), 1000);
+}
+
+#[test]
+fn large_bodies_span_many_records() {
+    // 200 000 bytes: 13 TLS records each, read 4 KiB at a time; pipelined so that one read can
+    // end in the middle of a record and the next response follows in the same records.
+    const BODY: usize = 200_000;
+    let mut answer = format!("HTTP/1.1 200 OK\r\nContent-Length: {BODY}\r\n\r\n").into_bytes();
+    answer.resize(answer.len() + BODY, b'x');
+    let per_response = answer.len() as u64;
+    let s = TlsServer::answering(&all_versions(), answer);
+    let r = measure(&["-k", "-t", "1", "-c", "2", "-p", "3", "-n", "60", &s.url()]);
+    assert_exact(&r, 60);
+    assert_eq!(r.runs[0].bytes_read, 60 * per_response);
 }
 
 #[test]
