@@ -9,7 +9,7 @@ use std::time::Duration;
 /// Generate HTTP/1.1 load and report throughput and latency (wrk-style options).
 #[derive(clap::Args, Clone, Debug)]
 pub struct LoadArgs {
-    /// Target URL (http:// only for now; https:// comes with TLS).
+    /// Target URL, http:// or https:// (TLS 1.2/1.3, ALPN http/1.1).
     pub url: String,
 
     /// Worker threads, each with its own event loop and connections [default: one per CPU,
@@ -88,6 +88,14 @@ pub struct LoadArgs {
     /// reported apart and left out of CPU per request and busy %. 0 = off.
     #[arg(long, value_parser = parse_duration, default_value = "0s")]
     pub spin: Duration,
+
+    /// https: do not verify the server's certificate (self-signed test servers), like curl -k.
+    #[arg(short = 'k', long, conflicts_with = "cacert")]
+    pub insecure: bool,
+
+    /// https: trust only the CA certificates in this PEM file [default: the webpki roots].
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
 
     /// Print the result as JSON on stdout (and nothing else there).
     #[arg(long)]

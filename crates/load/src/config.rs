@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::args::LoadArgs;
 use crate::request::{self, RawError, Template};
+use crate::tls::{TlsClient, TlsConfigError, Verify};
 use crate::url::{self, Target, UrlError};
 
 /// Most requests in flight on one connection.
@@ -28,6 +29,8 @@ pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
 #[derive(Clone, Debug)]
 pub struct Config {
     pub target: Target,
+    /// Set for `https://` targets.
+    pub tls: Option<TlsClient>,
     /// Pre-encoded requests; connection i uses template i % len.
     pub templates: Vec<Template>,
     pub threads: usize,
@@ -56,13 +59,19 @@ pub enum ConfigError {
     Url(UrlError),
     Zero(&'static str),
     TooMany(&'static str, usize),
-    FewerConnectionsThanThreads { connections: usize, threads: usize },
+    FewerConnectionsThanThreads {
+        connections: usize,
+        threads: usize,
+    },
     Header(String),
     Method(String),
     Rate(f64),
     SpinTooLong(Duration),
     Read(PathBuf, std::io::Error),
     Raw(PathBuf, RawError),
+    Tls(TlsConfigError),
+    /// `--insecure` or `--cacert` with an `http://` URL.
+    TlsOptionWithoutHttps(&'static str),
 }
 
 impl fmt::Display for ConfigError {
@@ -92,6 +101,10 @@ impl fmt::Display for ConfigError {
             ConfigError::Read(p, e) => write!(f, "cannot read {}: {e}", p.display()),
             ConfigError::Raw(p, e) => {
                 write!(f, "{} is not a raw HTTP/1.1 request: {e}", p.display())
+            }
+            ConfigError::Tls(e) => e.fmt(f),
+            ConfigError::TlsOptionWithoutHttps(opt) => {
+                write!(f, "{opt} applies to https:// URLs only")
             }
         }
     }
@@ -142,6 +155,7 @@ impl Config {
         {
             return Err(ConfigError::Rate(r));
         }
+        let tls = Self::tls(args, &target)?;
         let templates = Self::templates(args, &target)?;
         let duration = match (args.duration, args.requests) {
             (Some(d), _) => Some(d),
@@ -150,6 +164,7 @@ impl Config {
         };
         Ok(Config {
             target,
+            tls,
             templates,
             threads,
             connections: args.connections,
@@ -166,6 +181,24 @@ impl Config {
             latency_table: args.latency,
             json: args.json,
         })
+    }
+
+    fn tls(args: &LoadArgs, target: &Target) -> Result<Option<TlsClient>, ConfigError> {
+        if !target.https {
+            return match (args.insecure, &args.cacert) {
+                (true, _) => Err(ConfigError::TlsOptionWithoutHttps("--insecure")),
+                (_, Some(_)) => Err(ConfigError::TlsOptionWithoutHttps("--cacert")),
+                _ => Ok(None),
+            };
+        }
+        let verify = match (args.insecure, &args.cacert) {
+            (true, _) => Verify::Insecure,
+            (false, Some(p)) => Verify::CaFile(p.clone()),
+            (false, None) => Verify::WebPkiRoots,
+        };
+        TlsClient::new(&target.host, verify)
+            .map(Some)
+            .map_err(ConfigError::Tls)
     }
 
     fn templates(args: &LoadArgs, target: &Target) -> Result<Vec<Template>, ConfigError> {

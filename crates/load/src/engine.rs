@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::Config;
 use crate::stats::{Merged, ThreadStats, merge};
+use crate::tls::{self, SetupFailure};
 use crate::worker::{self, Plan, Progress, WorkerError};
 
 /// How often the progress line is redrawn.
@@ -22,6 +23,8 @@ const JOIN_POLL: Duration = Duration::from_millis(20);
 #[derive(Debug)]
 pub enum EngineError {
     Connect(std::net::SocketAddr, std::io::Error),
+    /// The pre-flight TLS handshake failed.
+    Handshake(std::net::SocketAddr, SetupFailure),
     Pin(usize, rustix::io::Errno),
     Spawn(std::io::Error),
     Worker(WorkerError),
@@ -32,6 +35,7 @@ impl fmt::Display for EngineError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             EngineError::Connect(a, e) => write!(f, "cannot connect to {a}: {e}"),
+            EngineError::Handshake(a, e) => write!(f, "cannot connect to {a}: {e}"),
             EngineError::Pin(cpu, e) => write!(f, "cannot pin a thread to CPU {cpu}: {e}"),
             EngineError::Spawn(e) => write!(f, "cannot start a thread: {e}"),
             EngineError::Worker(e) => e.fmt(f),
@@ -48,11 +52,15 @@ pub struct RunResult {
     pub merged: Merged,
 }
 
-/// Checks that the target accepts a TCP connection, so that an unreachable host is one clear
-/// error before anything is printed.
+/// Checks that the target accepts a TCP connection (and, for https, a TLS handshake), so that an
+/// unreachable host or a refused certificate is one clear error before anything is printed.
 pub fn preflight(cfg: &Config) -> Result<(), EngineError> {
     let addr = cfg.target.addr;
-    TcpStream::connect_timeout(&addr, cfg.timeout).map_err(|e| EngineError::Connect(addr, e))?;
+    let sock = TcpStream::connect_timeout(&addr, cfg.timeout)
+        .map_err(|e| EngineError::Connect(addr, e))?;
+    if let Some(t) = &cfg.tls {
+        tls::preflight(t, sock, cfg.timeout).map_err(|e| EngineError::Handshake(addr, e))?;
+    }
     Ok(())
 }
 

@@ -34,6 +34,21 @@ pub struct Setup {
     pub engine: String,
     /// `--spin` in seconds (0: block as soon as there is nothing to do).
     pub spin_s: f64,
+    /// https: how the server's certificate is checked; None for http.
+    #[serde(default)]
+    pub tls: Option<String>,
+}
+
+/// https: connection setup, apart from request latency.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TlsReport {
+    /// Handshakes completed (full and resumed).
+    pub handshakes: u64,
+    /// Of those, abbreviated handshakes that resumed an earlier session.
+    pub resumed: u64,
+    pub handshakes_per_s: f64,
+    /// Mean time from `connect()` to handshake done, microseconds.
+    pub setup_mean_us: f64,
 }
 
 /// One measured run.
@@ -43,6 +58,7 @@ pub struct RunReport {
     pub responses: u64,
     /// Requests that got no response (see `errors`).
     pub failed: u64,
+    /// Response bytes received; for https, decrypted bytes (what HTTP saw).
     pub bytes_read: u64,
     pub connects: u64,
     pub elapsed_s: f64,
@@ -62,6 +78,9 @@ pub struct RunReport {
     pub thread_cpu_pct: Vec<f64>,
     /// Threads busier than `SATURATED_CPU_PCT`.
     pub saturated_threads: Vec<usize>,
+    /// https only.
+    #[serde(default)]
+    pub tls: Option<TlsReport>,
 }
 
 /// Median over `--runs`.
@@ -99,6 +118,7 @@ pub fn setup(cfg: &Config) -> Setup {
         cpus: cfg.cpus.clone(),
         engine: "epoll".to_string(),
         spin_s: cfg.spin.as_secs_f64(),
+        tls: cfg.tls.as_ref().map(|t| t.verify.to_string()),
     }
 }
 
@@ -146,6 +166,20 @@ pub fn run_report(cfg: &Config, r: &RunResult) -> RunReport {
             .map(|(i, _)| i)
             .collect(),
         thread_cpu_pct,
+        tls: cfg.tls.is_some().then(|| TlsReport {
+            handshakes: m.tls.handshakes,
+            resumed: m.tls.resumed,
+            handshakes_per_s: if secs > 0.0 {
+                round2(m.tls.handshakes as f64 / secs)
+            } else {
+                0.0
+            },
+            setup_mean_us: if m.tls.handshakes > 0 {
+                round1(m.tls.setup_ns as f64 / m.tls.handshakes as f64 / 1000.0)
+            } else {
+                0.0
+            },
+        }),
     }
 }
 
@@ -236,6 +270,9 @@ pub fn header_text(s: &Setup) -> String {
     if s.spin_s > 0.0 {
         let _ = write!(out, ", spin {}s", s.spin_s);
     }
+    if let Some(t) = &s.tls {
+        let _ = write!(out, ", https: {t}");
+    }
     let _ = writeln!(out, ", engine {}", s.engine);
     out
 }
@@ -271,6 +308,13 @@ pub fn run_text(r: &RunReport, index: usize, total: usize, table: bool) -> Strin
         r.responses, r.elapsed_s, r.failed, r.bytes_read, r.connects
     );
     let _ = writeln!(out, "  Requests/sec: {}", r.req_per_s);
+    if let Some(t) = &r.tls {
+        let _ = writeln!(
+            out,
+            "  TLS: {} handshakes ({} resumed), {} handshakes/s, setup mean {}us (connect + handshake)",
+            t.handshakes, t.resumed, t.handshakes_per_s, t.setup_mean_us
+        );
+    }
     if let Some(p) = r.rate_achieved_pct {
         let _ = writeln!(out, "  Achieved {p}% of the asked rate");
     }
@@ -280,8 +324,18 @@ pub fn run_text(r: &RunReport, index: usize, total: usize, table: bool) -> Strin
     } else {
         let _ = writeln!(
             out,
-            "  Errors: connect {}, read {}, write {}, timeout {}, status {}, malformed {}",
-            e.connect, e.read, e.write, e.timeout, e.status, e.malformed
+            "  Errors: connect {}, read {}, write {}, timeout {}, status {}, malformed {}{}",
+            e.connect,
+            e.read,
+            e.write,
+            e.timeout,
+            e.status,
+            e.malformed,
+            if e.tls > 0 {
+                format!(", tls {}", e.tls)
+            } else {
+                String::new()
+            }
         );
     }
     let busy: Vec<String> = r.thread_cpu_pct.iter().map(|p| format!("{p}%")).collect();

@@ -28,11 +28,21 @@ pub struct ErrorCounts {
     pub status: u64,
     /// Responses that could not be framed.
     pub malformed: u64,
+    /// https: handshakes that failed (certificate refused, no common version, peer closed or
+    /// too slow) and TLS records refused after the handshake.
+    #[serde(default)]
+    pub tls: u64,
 }
 
 impl ErrorCounts {
     pub fn total(&self) -> u64 {
-        self.connect + self.read + self.write + self.timeout + self.status + self.malformed
+        self.connect
+            + self.read
+            + self.write
+            + self.timeout
+            + self.status
+            + self.malformed
+            + self.tls
     }
 
     fn add(&mut self, o: &ErrorCounts) {
@@ -42,6 +52,26 @@ impl ErrorCounts {
         self.timeout += o.timeout;
         self.status += o.status;
         self.malformed += o.malformed;
+        self.tls += o.tls;
+    }
+}
+
+/// https: what connection setup cost. Counted per connection, never per request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TlsCounts {
+    /// Handshakes completed.
+    pub handshakes: u64,
+    /// Of those, abbreviated ones that resumed an earlier session.
+    pub resumed: u64,
+    /// Sum over completed handshakes of the time from `connect()` to handshake done.
+    pub setup_ns: u64,
+}
+
+impl TlsCounts {
+    fn add(&mut self, o: &TlsCounts) {
+        self.handshakes += o.handshakes;
+        self.resumed += o.resumed;
+        self.setup_ns += o.setup_ns;
     }
 }
 
@@ -63,10 +93,12 @@ pub struct ThreadStats {
     pub responses: u64,
     /// Requests that got no response (their errors are in `errors`).
     pub failed: u64,
+    /// Response bytes received; for https, decrypted bytes (what HTTP saw).
     pub bytes_read: u64,
     pub errors: ErrorCounts,
     /// Connections opened.
     pub connects: u64,
+    pub tls: TlsCounts,
     /// Latency from the intended send time (`--rate`), else from the actual send.
     pub latency: Histogram<u64>,
     /// With `--rate`: latency from the actual send (the coordinated-omission-prone figure).
@@ -89,6 +121,7 @@ impl ThreadStats {
             bytes_read: 0,
             errors: ErrorCounts::default(),
             connects: 0,
+            tls: TlsCounts::default(),
             latency: new_histogram(),
             latency_uncorrected: corrected.then(new_histogram),
             cpu_ns: 0,
@@ -107,6 +140,7 @@ pub struct Merged {
     pub bytes_read: u64,
     pub errors: ErrorCounts,
     pub connects: u64,
+    pub tls: TlsCounts,
     pub latency: Histogram<u64>,
     pub latency_uncorrected: Option<Histogram<u64>>,
     pub elapsed_ns: u64,
@@ -125,6 +159,7 @@ pub fn merge(all: Vec<ThreadStats>) -> Merged {
         bytes_read: 0,
         errors: ErrorCounts::default(),
         connects: 0,
+        tls: TlsCounts::default(),
         latency: new_histogram(),
         latency_uncorrected: corrected.then(new_histogram),
         elapsed_ns: 0,
@@ -137,6 +172,7 @@ pub fn merge(all: Vec<ThreadStats>) -> Merged {
         m.bytes_read += t.bytes_read;
         m.errors.add(&t.errors);
         m.connects += t.connects;
+        m.tls.add(&t.tls);
         m.latency.add(&t.latency).expect("same bounds");
         if let (Some(into), Some(from)) = (
             m.latency_uncorrected.as_mut(),

@@ -1,18 +1,24 @@
-//! Target URL parsing: `http://host[:port][/path][?query]`, resolved to socket addresses.
-//! Owns nothing else: it does not connect. `https://` is refused with a clear reason (TLS comes later).
+//! Target URL parsing: `http[s]://host[:port][/path][?query]`, resolved to socket addresses.
+//! Owns nothing else: it does not connect, and TLS settings live in `tls`.
 #![forbid(unsafe_code)]
 
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
 
-/// Port used when the URL names none.
+/// Port used when an `http://` URL names none.
 pub const DEFAULT_HTTP_PORT: u16 = 80;
+/// Port used when an `https://` URL names none.
+pub const DEFAULT_HTTPS_PORT: u16 = 443;
 
 /// Where requests go.
 #[derive(Clone, Debug)]
 pub struct Target {
     /// The URL as given.
     pub url: String,
+    /// `https://`: connections speak TLS.
+    pub https: bool,
+    /// The host as written, brackets of an IPv6 literal removed (TLS server name).
+    pub host: String,
     /// `Host` header value (host, plus `:port` when one was written).
     pub authority: String,
     /// Request target: path and query, `/` when empty.
@@ -24,7 +30,6 @@ pub struct Target {
 /// Why a URL was refused.
 #[derive(Debug)]
 pub enum UrlError {
-    Https,
     Scheme(String),
     NoHost,
     Port(String),
@@ -36,10 +41,9 @@ pub enum UrlError {
 impl fmt::Display for UrlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            UrlError::Https => {
-                f.write_str("https:// is not supported yet (TLS comes later); use http://")
+            UrlError::Scheme(u) => {
+                write!(f, "bad URL {u:?}: it must start with http:// or https://")
             }
-            UrlError::Scheme(u) => write!(f, "bad URL {u:?}: it must start with http://"),
             UrlError::NoHost => f.write_str("bad URL: no host"),
             UrlError::Port(p) => write!(f, "bad URL: invalid port {p:?}"),
             UrlError::Userinfo => f.write_str("bad URL: user:password@ is not supported"),
@@ -53,12 +57,9 @@ impl std::error::Error for UrlError {}
 
 /// Parses and resolves `url`.
 pub fn parse(url: &str) -> Result<Target, UrlError> {
-    let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
-    if lower.starts_with("https://") {
-        return Err(UrlError::Https);
-    }
-    let rest = match url.get(..7) {
-        Some(s) if s.eq_ignore_ascii_case("http://") => &url[7..],
+    let (https, rest) = match (url.get(..7), url.get(..8)) {
+        (Some(s), _) if s.eq_ignore_ascii_case("http://") => (false, &url[7..]),
+        (_, Some(s)) if s.eq_ignore_ascii_case("https://") => (true, &url[8..]),
         _ => return Err(UrlError::Scheme(url.to_string())),
     };
     let split = rest.find(['/', '?']).unwrap_or(rest.len());
@@ -74,7 +75,12 @@ pub fn parse(url: &str) -> Result<Target, UrlError> {
     if authority.contains('@') {
         return Err(UrlError::Userinfo);
     }
-    let (host, port) = split_host_port(authority)?;
+    let default_port = if https {
+        DEFAULT_HTTPS_PORT
+    } else {
+        DEFAULT_HTTP_PORT
+    };
+    let (host, port) = split_host_port(authority, default_port)?;
     if host.is_empty() {
         return Err(UrlError::NoHost);
     }
@@ -85,14 +91,16 @@ pub fn parse(url: &str) -> Result<Target, UrlError> {
         .ok_or_else(|| UrlError::NoAddress(host.to_string()))?;
     Ok(Target {
         url: url.to_string(),
+        https,
+        host: host.to_string(),
         authority: authority.to_string(),
         path,
         addr,
     })
 }
 
-/// `[::1]:8080` → ("::1", 8080); `localhost` → ("localhost", 80).
-fn split_host_port(authority: &str) -> Result<(&str, u16), UrlError> {
+/// `[::1]:8080` → ("::1", 8080); `localhost` → ("localhost", `default_port`).
+fn split_host_port(authority: &str, default_port: u16) -> Result<(&str, u16), UrlError> {
     let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
         let close = v6.find(']').ok_or(UrlError::NoHost)?;
         let after = &v6[close + 1..];
@@ -109,7 +117,7 @@ fn split_host_port(authority: &str) -> Result<(&str, u16), UrlError> {
         }
     };
     let port = match port {
-        None => DEFAULT_HTTP_PORT,
+        None => default_port,
         Some(p) => p
             .parse::<u16>()
             .ok()
@@ -136,11 +144,27 @@ mod tests {
         assert!(t.addr.is_ipv6());
         let t = parse("http://127.0.0.1?q").unwrap();
         assert_eq!((t.path.as_str(), t.addr.port()), ("/?q", 80));
+        assert!(!t.https);
+    }
+
+    #[test]
+    fn parses_https() {
+        let t = parse("https://127.0.0.1/x").unwrap();
+        assert!(t.https);
+        assert_eq!(
+            (t.addr.port(), t.host.as_str()),
+            (DEFAULT_HTTPS_PORT, "127.0.0.1")
+        );
+        assert_eq!(t.authority, "127.0.0.1");
+        let t = parse("HTTPS://[::1]:8443").unwrap();
+        assert_eq!((t.addr.port(), t.host.as_str()), (8443, "::1"));
+        assert_eq!((t.authority.as_str(), t.path.as_str()), ("[::1]:8443", "/"));
+        assert!(matches!(parse("https:/x"), Err(UrlError::Scheme(_))));
+        assert!(matches!(parse("httpx://x"), Err(UrlError::Scheme(_))));
     }
 
     #[test]
     fn refuses_bad_urls() {
-        assert!(matches!(parse("https://127.0.0.1/"), Err(UrlError::Https)));
         assert!(matches!(parse("ftp://x/"), Err(UrlError::Scheme(_))));
         assert!(matches!(parse("127.0.0.1:80"), Err(UrlError::Scheme(_))));
         assert!(matches!(parse("http://:80/"), Err(UrlError::NoHost)));

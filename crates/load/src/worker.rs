@@ -2,6 +2,8 @@
 //! responses with `ResponseParser`, times each response from its own request's send (or intended send
 //! with `--rate`) and counts it only once fully received. It shares nothing with other threads except
 //! a progress cell it writes every tick; it must not block anywhere but in `epoll_wait`.
+//! https connections do their TLS handshake as part of connecting (not timed as a request) and go
+//! through `Transport` for every read and write; plain ones take its `Plain` arm.
 #![forbid(unsafe_code)]
 
 use std::collections::VecDeque;
@@ -13,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use rustix::event::epoll;
 use rustix::io::Errno;
-use rustix::net::{self, AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
+use rustix::net::{self, AddressFamily, SocketFlags, SocketType};
 use rustix::time::{ClockId, Timespec};
 
 use crate::config::Config;
@@ -21,6 +23,7 @@ use crate::request::Template;
 use crate::response::{Response, ResponseParser};
 use crate::schedule::Schedule;
 use crate::stats::{ThreadStats, ns_to_us};
+use crate::tls::{Handshake, IoFailure, SetupFailure, Transport};
 
 /// Bytes read per `recv`.
 pub const RECV_BUFFER: usize = 64 * 1024;
@@ -59,7 +62,7 @@ pub struct Progress {
 #[derive(Debug)]
 pub enum WorkerError {
     Epoll(Errno),
-    Unreachable(SocketAddr, Errno),
+    Unreachable(SocketAddr, SetupFailure),
 }
 
 impl fmt::Display for WorkerError {
@@ -85,6 +88,7 @@ enum Class {
     Write,
     Timeout,
     Malformed,
+    Tls,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -100,12 +104,17 @@ enum Phase {
     Connecting {
         since_ns: u64,
     },
+    /// TCP is up; the TLS handshake is under way (`since_ns`: the `connect()` call).
+    Handshaking {
+        since_ns: u64,
+    },
     Open,
 }
 
 #[derive(Debug)]
 struct Conn {
     sock: Option<OwnedFd>,
+    transport: Transport,
     phase: Phase,
     parser: ResponseParser,
     /// Requests sent and not yet answered, oldest first.
@@ -148,7 +157,7 @@ pub fn run(
         ready: VecDeque::new(),
         schedule: plan.rate.map(|r| Schedule::new(start_ns, r)),
         failures_in_row: 0,
-        last_errno: Errno::CONNREFUSED,
+        last_failure: SetupFailure::Io(Errno::CONNREFUSED),
         refill_at: cfg.pipeline / 2,
         draining: false,
         spin_until: 0,
@@ -157,6 +166,7 @@ pub fn run(
         let template = (plan.first_connection + i) % cfg.templates.len();
         w.conns.push(Conn {
             sock: None,
+            transport: Transport::Plain,
             phase: Phase::Closed,
             parser: ResponseParser::new(),
             inflight: VecDeque::with_capacity(cfg.pipeline),
@@ -210,7 +220,7 @@ struct Worker<'a> {
     ready: VecDeque<usize>,
     schedule: Option<Schedule>,
     failures_in_row: u32,
-    last_errno: Errno,
+    last_failure: SetupFailure,
     /// `--spin`: poll without blocking until this time.
     spin_until: u64,
     /// Rate mode, past the deadline: waiting for the last answers, sending nothing.
@@ -259,7 +269,7 @@ impl Worker<'_> {
             if self.failures_in_row >= MAX_CONNECT_FAILURES_IN_ROW {
                 return Err(WorkerError::Unreachable(
                     self.cfg.target.addr,
-                    self.last_errno,
+                    self.last_failure.clone(),
                 ));
             }
             if now >= next_tick {
@@ -360,6 +370,10 @@ impl Worker<'_> {
             Ok(fd) => fd,
             Err(e) => return self.connect_failed(i, e),
         };
+        let transport = match Transport::new(self.cfg.tls.as_ref()) {
+            Ok(t) => t,
+            Err(f) => return self.setup_failed(i, f),
+        };
         let data = epoll::EventData::new_u64(i as u64);
         if let Err(e) = epoll::add(
             &self.epoll,
@@ -371,13 +385,23 @@ impl Worker<'_> {
         }
         let c = &mut self.conns[i];
         c.sock = Some(fd);
+        c.transport = transport;
         c.phase = Phase::Connecting { since_ns: now };
     }
 
     fn connect_failed(&mut self, i: usize, e: Errno) {
-        self.stats.errors.connect += 1;
+        self.setup_failed(i, SetupFailure::Io(e));
+    }
+
+    /// A connection attempt (TCP connect or TLS handshake) failed: count it and close.
+    fn setup_failed(&mut self, i: usize, f: SetupFailure) {
+        if f.is_tls() {
+            self.stats.errors.tls += 1;
+        } else {
+            self.stats.errors.connect += 1;
+        }
         self.failures_in_row += 1;
-        self.last_errno = e;
+        self.last_failure = f;
         self.drop_socket(i);
     }
 
@@ -385,6 +409,7 @@ impl Worker<'_> {
     fn drop_socket(&mut self, i: usize) {
         let c = &mut self.conns[i];
         c.sock = None;
+        c.transport = Transport::Plain;
         c.phase = Phase::Closed;
         c.parser.reset();
         c.inflight.clear();
@@ -408,6 +433,7 @@ impl Worker<'_> {
             Class::Write => e.write += counted,
             Class::Timeout => e.timeout += counted,
             Class::Malformed => e.malformed += counted,
+            Class::Tls => e.tls += counted,
         }
         self.stats.failed += lost;
         self.resolved += lost;
@@ -417,9 +443,12 @@ impl Worker<'_> {
     fn on_event(&mut self, i: usize, flags: epoll::EventFlags) {
         match self.conns[i].phase {
             Phase::Closed => {}
-            Phase::Connecting { .. } => self.on_connected(i),
+            Phase::Connecting { since_ns } => self.on_connected(i, since_ns),
+            Phase::Handshaking { since_ns } => self.handshake(i, since_ns),
             Phase::Open => {
-                if flags.contains(epoll::EventFlags::OUT) && !self.conns[i].unsent.is_empty() {
+                if flags.contains(epoll::EventFlags::OUT)
+                    && (!self.conns[i].unsent.is_empty() || self.conns[i].transport.wants_write())
+                {
                     self.flush(i);
                 }
                 if flags.intersects(
@@ -432,20 +461,18 @@ impl Worker<'_> {
         }
     }
 
-    fn on_connected(&mut self, i: usize) {
+    fn on_connected(&mut self, i: usize, since_ns: u64) {
         let Some(fd) = self.conns[i].sock.as_ref() else {
             return;
         };
-        let result = match net::sockopt::socket_error(fd) {
-            Ok(Ok(())) => epoll::modify(
-                &self.epoll,
-                fd,
-                epoll::EventData::new_u64(i as u64),
-                epoll::EventFlags::IN,
-            ),
-            Ok(Err(e)) | Err(e) => Err(e),
-        };
-        if let Err(e) = result {
+        if let Err(e) = net::sockopt::socket_error(fd).and_then(|r| r) {
+            return self.connect_failed(i, e);
+        }
+        if self.conns[i].transport.is_handshaking() {
+            self.conns[i].phase = Phase::Handshaking { since_ns };
+            return self.handshake(i, since_ns);
+        }
+        if let Err(e) = self.interest(i, false) {
             return self.connect_failed(i, e);
         }
         self.failures_in_row = 0;
@@ -454,24 +481,86 @@ impl Worker<'_> {
         self.after_progress(i, now);
     }
 
-    fn read(&mut self, i: usize) {
-        let mut buf = std::mem::take(&mut self.buf);
+    /// Waits for conn `i` to be readable, and writable too when `out`.
+    fn interest(&self, i: usize, out: bool) -> Result<(), Errno> {
         let fd = self.conns[i]
             .sock
             .as_ref()
-            .expect("open connection has a socket");
-        let got = net::recv(fd, &mut buf[..], RecvFlags::empty());
-        let now = self.now();
-        match got {
-            Ok((0, _)) => self.on_eof(i, now),
-            Ok((n, _)) => {
-                self.stats.bytes_read += n as u64;
-                if self.frame(i, &buf[..n], now) {
-                    self.after_progress(i, now);
+            .expect("connection has a socket");
+        let flags = if out {
+            epoll::EventFlags::IN | epoll::EventFlags::OUT
+        } else {
+            epoll::EventFlags::IN
+        };
+        epoll::modify(&self.epoll, fd, epoll::EventData::new_u64(i as u64), flags)
+    }
+
+    /// https: advances conn `i`'s handshake; once done, the connection is open like a plain one.
+    fn handshake(&mut self, i: usize, since_ns: u64) {
+        let c = &mut self.conns[i];
+        let fd = c
+            .sock
+            .as_ref()
+            .expect("handshaking connection has a socket");
+        match c.transport.handshake(fd) {
+            Ok(Handshake::Pending { want_write }) => {
+                if let Err(e) = self.interest(i, want_write) {
+                    self.connect_failed(i, e);
                 }
             }
-            Err(Errno::AGAIN | Errno::INTR) => {}
-            Err(_) => self.fail(i, Class::Read, now),
+            Ok(Handshake::Done { resumed }) => {
+                let want_write = c.transport.wants_write();
+                if let Err(e) = self.interest(i, want_write) {
+                    return self.connect_failed(i, e);
+                }
+                let now = self.now();
+                let t = &mut self.stats.tls;
+                t.handshakes += 1;
+                t.resumed += u64::from(resumed);
+                t.setup_ns += now.saturating_sub(since_ns);
+                self.failures_in_row = 0;
+                self.conns[i].phase = Phase::Open;
+                self.after_progress(i, now);
+            }
+            Err(f) => self.setup_failed(i, f),
+        }
+    }
+
+    fn read(&mut self, i: usize) {
+        let mut buf = std::mem::take(&mut self.buf);
+        loop {
+            let c = &mut self.conns[i];
+            let fd = c.sock.as_ref().expect("open connection has a socket");
+            let got = c.transport.recv(fd, &mut buf[..]);
+            let now = self.now();
+            match got {
+                Ok(0) => {
+                    self.on_eof(i, now);
+                    break;
+                }
+                Ok(n) => {
+                    // bytes_read counts what HTTP saw: plaintext, for https.
+                    self.stats.bytes_read += n as u64;
+                    if !self.frame(i, &buf[..n], now) {
+                        break;
+                    }
+                    // Level-triggered epoll wakes us again for what the socket still holds,
+                    // but not for decrypted bytes a TLS session holds: those are read now.
+                    if !self.conns[i].transport.has_buffered() {
+                        self.after_progress(i, now);
+                        break;
+                    }
+                }
+                Err(IoFailure::Io(Errno::AGAIN | Errno::INTR)) => break,
+                Err(IoFailure::Io(_)) => {
+                    self.fail(i, Class::Read, now);
+                    break;
+                }
+                Err(IoFailure::Tls(_)) => {
+                    self.fail(i, Class::Tls, now);
+                    break;
+                }
+            }
         }
         self.buf = buf;
     }
@@ -605,7 +694,7 @@ impl Worker<'_> {
         let bytes = self.cfg.templates[t].first(k);
         let c = &mut self.conns[i];
         let fd = c.sock.as_ref().expect("open connection has a socket");
-        let written = match net::send(fd, bytes, SendFlags::NOSIGNAL) {
+        let written = match c.transport.send(fd, bytes) {
             Ok(n) => n,
             Err(Errno::AGAIN | Errno::INTR) => 0,
             Err(_) => {
@@ -621,11 +710,9 @@ impl Worker<'_> {
         }
         c.sent_here += k as u64;
         self.issued += k as u64;
-        if written < bytes.len() {
+        if written < bytes.len() || c.transport.wants_write() {
             c.unsent.extend_from_slice(&bytes[written..]);
-            let fd = c.sock.as_ref().expect("open connection has a socket");
-            let flags = epoll::EventFlags::IN | epoll::EventFlags::OUT;
-            if epoll::modify(&self.epoll, fd, epoll::EventData::new_u64(i as u64), flags).is_err() {
+            if self.interest(i, true).is_err() {
                 self.fail(i, Class::Write, now);
                 return false;
             }
@@ -633,28 +720,25 @@ impl Worker<'_> {
         true
     }
 
-    /// Writes what the socket did not take earlier.
+    /// Writes what the socket did not take earlier: TLS records first, then request bytes.
     fn flush(&mut self, i: usize) {
         let now = self.now();
         let c = &mut self.conns[i];
         let fd = c.sock.as_ref().expect("open connection has a socket");
-        match net::send(fd, &c.unsent, SendFlags::NOSIGNAL) {
-            Ok(n) => {
-                c.unsent.drain(..n);
-            }
-            Err(Errno::AGAIN | Errno::INTR) => return,
-            Err(_) => return self.fail(i, Class::Write, now),
+        if c.transport.flush(fd).is_err() {
+            return self.fail(i, Class::Write, now);
         }
-        if c.unsent.is_empty() {
-            let fd = c.sock.as_ref().expect("open connection has a socket");
-            if epoll::modify(
-                &self.epoll,
-                fd,
-                epoll::EventData::new_u64(i as u64),
-                epoll::EventFlags::IN,
-            )
-            .is_err()
-            {
+        if !c.unsent.is_empty() {
+            match c.transport.send(fd, &c.unsent) {
+                Ok(n) => {
+                    c.unsent.drain(..n);
+                }
+                Err(Errno::AGAIN | Errno::INTR) => return,
+                Err(_) => return self.fail(i, Class::Write, now),
+            }
+        }
+        if c.unsent.is_empty() && !c.transport.wants_write() {
+            if self.interest(i, false).is_err() {
                 return self.fail(i, Class::Write, now);
             }
             self.after_progress(i, now);
@@ -670,7 +754,10 @@ impl Worker<'_> {
                 Phase::Connecting { since_ns } if now.saturating_sub(since_ns) >= timeout => {
                     self.connect_failed(i, Errno::TIMEDOUT);
                 }
-                Phase::Connecting { .. } => {}
+                Phase::Handshaking { since_ns } if now.saturating_sub(since_ns) >= timeout => {
+                    self.setup_failed(i, SetupFailure::HandshakeTimeout);
+                }
+                Phase::Connecting { .. } | Phase::Handshaking { .. } => {}
                 Phase::Open => {
                     let stuck = self.conns[i]
                         .inflight

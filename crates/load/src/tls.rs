@@ -1,0 +1,546 @@
+//! TLS for `https://` targets: the rustls client configuration (roots, `--cacert`, `--insecure`,
+//! ALPN `http/1.1`, SNI) and `Transport`, the per-connection layer between the worker and its
+//! non-blocking socket. rustls does no I/O of its own; this module feeds it with `recv`/`send` and
+//! never blocks, except in `preflight`, which runs once before the workers start.
+//! Invariant: `Transport::Plain` is one enum match away from the bare syscalls, so `http://` pays
+//! nothing for TLS being here.
+#![forbid(unsafe_code)]
+
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustix::io::Errno;
+use rustix::net::{self, RecvFlags, SendFlags};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::WebPkiSupportedAlgorithms;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{
+    ClientConfig, ClientConnection, DigitallySignedStruct, HandshakeKind, SignatureScheme,
+};
+
+/// The only application protocol offered: the load speaks HTTP/1.1 and nothing else.
+pub const ALPN_HTTP1: &[u8] = b"http/1.1";
+
+/// How the server's certificate is checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verify {
+    /// Against the Mozilla roots bundled by `webpki-roots` (the default).
+    WebPkiRoots,
+    /// Against the CA certificates of a PEM file only (`--cacert`).
+    CaFile(PathBuf),
+    /// Not at all (`--insecure`): any chain and name is accepted; handshake signatures are still
+    /// checked, so the peer must hold the key of the certificate it shows.
+    Insecure,
+}
+
+impl fmt::Display for Verify {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Verify::WebPkiRoots => f.write_str("certificate verified against webpki roots"),
+            Verify::CaFile(p) => write!(f, "certificate verified against {}", p.display()),
+            Verify::Insecure => f.write_str("certificate not verified (--insecure)"),
+        }
+    }
+}
+
+/// Why the TLS client could not be configured.
+#[derive(Debug)]
+pub enum TlsConfigError {
+    Read(PathBuf, io::Error),
+    Pem(PathBuf, String),
+    NoCertificates(PathBuf),
+    Rejected(PathBuf, rustls::Error),
+    Provider(rustls::Error),
+    /// The URL's host is neither an IP address nor a valid DNS name (SNI needs one).
+    ServerName(String),
+}
+
+impl fmt::Display for TlsConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TlsConfigError::Read(p, e) => write!(f, "cannot read --cacert {}: {e}", p.display()),
+            TlsConfigError::Pem(p, e) => {
+                write!(f, "--cacert {} is not valid PEM: {e}", p.display())
+            }
+            TlsConfigError::NoCertificates(p) => {
+                write!(f, "--cacert {} holds no CERTIFICATE block", p.display())
+            }
+            TlsConfigError::Rejected(p, e) => {
+                write!(
+                    f,
+                    "--cacert {}: certificate not usable as a root: {e}",
+                    p.display()
+                )
+            }
+            TlsConfigError::Provider(e) => write!(f, "TLS setup failed: {e}"),
+            TlsConfigError::ServerName(h) => {
+                write!(
+                    f,
+                    "host {h:?} is not a valid TLS server name (DNS name or IP address)"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for TlsConfigError {}
+
+/// Everything a connection needs to start a TLS session; cloned per connection cheaply.
+#[derive(Clone, Debug)]
+pub struct TlsClient {
+    /// Shared by all threads, and with it the session cache, so reconnects may resume.
+    pub config: Arc<ClientConfig>,
+    /// SNI and the name the certificate must match; an IP address sends no SNI.
+    pub server_name: ServerName<'static>,
+    pub verify: Verify,
+}
+
+impl TlsClient {
+    /// Builds the client for `host` (a DNS name or an IP address, without brackets).
+    pub fn new(host: &str, verify: Verify) -> Result<TlsClient, TlsConfigError> {
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let builder = ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(TlsConfigError::Provider)?;
+        let mut config = match &verify {
+            Verify::WebPkiRoots => {
+                let roots = rustls::RootCertStore::from_iter(
+                    webpki_roots::TLS_SERVER_ROOTS.iter().cloned(),
+                );
+                builder.with_root_certificates(roots)
+            }
+            Verify::CaFile(path) => builder.with_root_certificates(read_roots(path)?),
+            Verify::Insecure => builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AnyCertificate(
+                    provider.signature_verification_algorithms,
+                ))),
+        }
+        .with_no_client_auth();
+        config.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
+        let server_name = ServerName::try_from(host.to_string())
+            .map_err(|_| TlsConfigError::ServerName(host.to_string()))?;
+        Ok(TlsClient {
+            config: Arc::new(config),
+            server_name,
+            verify,
+        })
+    }
+
+    fn session(&self) -> Result<ClientConnection, rustls::Error> {
+        ClientConnection::new(self.config.clone(), self.server_name.clone())
+    }
+}
+
+fn read_roots(path: &Path) -> Result<rustls::RootCertStore, TlsConfigError> {
+    let pem = std::fs::read(path).map_err(|e| TlsConfigError::Read(path.to_path_buf(), e))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        let cert = cert.map_err(|e| TlsConfigError::Pem(path.to_path_buf(), e.to_string()))?;
+        roots
+            .add(cert)
+            .map_err(|e| TlsConfigError::Rejected(path.to_path_buf(), e))?;
+    }
+    if roots.is_empty() {
+        return Err(TlsConfigError::NoCertificates(path.to_path_buf()));
+    }
+    Ok(roots)
+}
+
+/// `--insecure`: accepts any certificate for any name, like `curl -k`.
+#[derive(Debug)]
+struct AnyCertificate(WebPkiSupportedAlgorithms);
+
+impl ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_schemes()
+    }
+}
+
+/// Why a connection could not be set up (TCP connect or TLS handshake).
+#[derive(Clone, Debug)]
+pub enum SetupFailure {
+    /// The TCP connect (or a socket call during the handshake) failed.
+    Io(Errno),
+    /// rustls refused the handshake: certificate, protocol version, alert from the peer …
+    Tls(rustls::Error),
+    /// The server closed the connection before the handshake finished.
+    Closed,
+    /// No handshake within `--timeout`.
+    HandshakeTimeout,
+}
+
+impl SetupFailure {
+    /// True for failures of the TLS layer (counted as `tls` errors, not `connect`).
+    pub fn is_tls(&self) -> bool {
+        !matches!(self, SetupFailure::Io(_))
+    }
+}
+
+impl fmt::Display for SetupFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SetupFailure::Io(e) => e.fmt(f),
+            // `openssl req -x509` makes CA:TRUE certificates; webpki refuses them as a server's.
+            SetupFailure::Tls(e @ rustls::Error::InvalidCertificate(_))
+                if e.to_string().contains("CaUsedAsEndEntity") =>
+            {
+                write!(
+                    f,
+                    "TLS handshake failed: {e} (the server's certificate is a CA certificate; \
+                     serve a leaf certificate signed by it, or use -k/--insecure)"
+                )
+            }
+            SetupFailure::Tls(e @ rustls::Error::InvalidCertificate(_)) => write!(
+                f,
+                "TLS handshake failed: {e} (use --cacert FILE to trust its CA, or -k/--insecure \
+                 to skip verification)"
+            ),
+            SetupFailure::Tls(e) => write!(f, "TLS handshake failed: {e}"),
+            SetupFailure::Closed => {
+                f.write_str("the server closed the connection during the TLS handshake")
+            }
+            SetupFailure::HandshakeTimeout => f.write_str("TLS handshake timed out"),
+        }
+    }
+}
+
+impl std::error::Error for SetupFailure {}
+
+/// Does one blocking handshake on `sock`, so that a certificate the client refuses is one clear
+/// error before the run starts. Each read or write waits at most `timeout`.
+pub fn preflight(
+    tls: &TlsClient,
+    mut sock: TcpStream,
+    timeout: Duration,
+) -> Result<(), SetupFailure> {
+    let io_err = |e: io::Error| SetupFailure::Io(Errno::from_io_error(&e).unwrap_or(Errno::IO));
+    sock.set_read_timeout(Some(timeout)).map_err(io_err)?;
+    sock.set_write_timeout(Some(timeout)).map_err(io_err)?;
+    let mut conn = tls.session().map_err(SetupFailure::Tls)?;
+    while conn.is_handshaking() {
+        if let Err(e) = conn.complete_io(&mut sock) {
+            return Err(match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+                    SetupFailure::HandshakeTimeout
+                }
+                io::ErrorKind::UnexpectedEof => SetupFailure::Closed,
+                _ => match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+                    Some(t) => SetupFailure::Tls(t.clone()),
+                    None => io_err(e),
+                },
+            });
+        }
+    }
+    Ok(())
+}
+
+/// What a connection speaks over its socket. Matched once per I/O call.
+#[derive(Debug)]
+pub enum Transport {
+    Plain,
+    Tls(Box<TlsSession>),
+}
+
+/// A rustls client session over a non-blocking socket.
+#[derive(Debug)]
+pub struct TlsSession {
+    conn: ClientConnection,
+    /// Decrypted bytes rustls holds that `recv` has not handed out yet.
+    plaintext: usize,
+}
+
+/// Where a handshake stands after the socket was ready.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Handshake {
+    /// Waiting for the peer; wait for EPOLLOUT too when `want_write`.
+    Pending { want_write: bool },
+    /// Done: HTTP may flow.
+    Done { resumed: bool },
+}
+
+/// Why a read or write on an open connection failed.
+#[derive(Debug)]
+pub enum IoFailure {
+    Io(Errno),
+    /// A bad record, a decryption failure, an alert from the peer.
+    Tls(rustls::Error),
+}
+
+impl Transport {
+    /// A fresh transport for a new connection: plain, or a new TLS session from `tls`.
+    pub fn new(tls: Option<&TlsClient>) -> Result<Transport, SetupFailure> {
+        match tls {
+            None => Ok(Transport::Plain),
+            Some(t) => Ok(Transport::Tls(Box::new(TlsSession {
+                conn: t.session().map_err(SetupFailure::Tls)?,
+                plaintext: 0,
+            }))),
+        }
+    }
+
+    /// Reads into `buf`: Ok(0) at end of stream, `Errno::AGAIN` when nothing is there. At most
+    /// one `recv` per call; see `has_buffered` for what is left after it.
+    #[inline]
+    pub fn recv(&mut self, fd: &OwnedFd, buf: &mut [u8]) -> Result<usize, IoFailure> {
+        match self {
+            Transport::Plain => match net::recv(fd, buf, RecvFlags::empty()) {
+                Ok((n, _)) => Ok(n),
+                Err(e) => Err(IoFailure::Io(e)),
+            },
+            Transport::Tls(s) => s.recv(fd, buf),
+        }
+    }
+
+    /// Sends `bytes`, returning how many were taken (for TLS: taken into the session, which then
+    /// writes what the socket accepts; see `wants_write`).
+    #[inline]
+    pub fn send(&mut self, fd: &OwnedFd, bytes: &[u8]) -> Result<usize, Errno> {
+        match self {
+            Transport::Plain => net::send(fd, bytes, SendFlags::NOSIGNAL),
+            Transport::Tls(s) => s.send(fd, bytes),
+        }
+    }
+
+    /// True when the TLS session holds records the socket did not take yet.
+    #[inline]
+    pub fn wants_write(&self) -> bool {
+        match self {
+            Transport::Plain => false,
+            Transport::Tls(s) => s.conn.wants_write(),
+        }
+    }
+
+    /// True when `recv` has decrypted bytes to hand out without reading the socket.
+    #[inline]
+    pub fn has_buffered(&self) -> bool {
+        match self {
+            Transport::Plain => false,
+            Transport::Tls(s) => s.has_plaintext(),
+        }
+    }
+
+    /// Writes held TLS records until done or the socket is full.
+    pub fn flush(&mut self, fd: &OwnedFd) -> Result<(), Errno> {
+        match self {
+            Transport::Plain => Ok(()),
+            Transport::Tls(s) => s.flush(fd),
+        }
+    }
+
+    /// True while a fresh TLS session has not finished its handshake.
+    pub fn is_handshaking(&self) -> bool {
+        match self {
+            Transport::Plain => false,
+            Transport::Tls(s) => s.conn.is_handshaking(),
+        }
+    }
+
+    /// Advances the handshake with what the socket allows; never blocks.
+    pub fn handshake(&mut self, fd: &OwnedFd) -> Result<Handshake, SetupFailure> {
+        match self {
+            Transport::Plain => Ok(Handshake::Done { resumed: false }),
+            Transport::Tls(s) => s.handshake(fd),
+        }
+    }
+}
+
+impl TlsSession {
+    fn handshake(&mut self, fd: &OwnedFd) -> Result<Handshake, SetupFailure> {
+        self.flush(fd).map_err(SetupFailure::Io)?;
+        while self.conn.is_handshaking() {
+            match self.conn.read_tls(&mut SockIo(fd)) {
+                Ok(0) => return Err(SetupFailure::Closed),
+                Ok(_) => {
+                    if let Err(e) = self.conn.process_new_packets() {
+                        // Best effort: tell the peer why (the alert rustls queued).
+                        let _ = self.flush(fd);
+                        return Err(SetupFailure::Tls(e));
+                    }
+                    self.flush(fd).map_err(SetupFailure::Io)?;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    return Ok(Handshake::Pending {
+                        want_write: self.conn.wants_write(),
+                    });
+                }
+                Err(e) => return Err(SetupFailure::Io(to_errno(&e))),
+            }
+        }
+        Ok(Handshake::Done {
+            resumed: self.conn.handshake_kind() == Some(HandshakeKind::Resumed),
+        })
+    }
+
+    /// One `recv` per call at most: decrypted bytes left from an earlier call go first, and only
+    /// when there are none is the socket read (rustls reads up to 4 KiB at a time).
+    fn recv(&mut self, fd: &OwnedFd, buf: &mut [u8]) -> Result<usize, IoFailure> {
+        if self.plaintext == 0 {
+            match self.conn.read_tls(&mut SockIo(fd)) {
+                Ok(0) => return Ok(0),
+                Ok(_) => {}
+                Err(e) => return Err(IoFailure::Io(to_errno(&e))),
+            }
+            let state = match self.conn.process_new_packets() {
+                Ok(state) => state,
+                Err(e) => {
+                    // Best effort: tell the peer why (the alert rustls queued).
+                    let _ = self.flush(fd);
+                    return Err(IoFailure::Tls(e));
+                }
+            };
+            // A key update, say, wants an answer even when no request is due.
+            if state.tls_bytes_to_write() > 0 {
+                self.flush(fd).map_err(IoFailure::Io)?;
+            }
+            self.plaintext = state.plaintext_bytes_to_read();
+            if self.plaintext == 0 {
+                // A partial record, or records without data (session tickets): wait for more,
+                // unless the peer said close_notify.
+                return if state.peer_has_closed() {
+                    Ok(0)
+                } else {
+                    Err(IoFailure::Io(Errno::AGAIN))
+                };
+            }
+        }
+        match self.conn.reader().read(buf) {
+            Ok(n) => {
+                self.plaintext = self.plaintext.saturating_sub(n);
+                Ok(n)
+            }
+            // Cannot happen with plaintext counted as buffered; treat as nothing to read.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.plaintext = 0;
+                Err(IoFailure::Io(Errno::AGAIN))
+            }
+            Err(e) => Err(IoFailure::Io(to_errno(&e))),
+        }
+    }
+
+    /// Decrypted bytes not handed out yet: the caller must read again before waiting on epoll,
+    /// which cannot see them.
+    fn has_plaintext(&self) -> bool {
+        self.plaintext > 0
+    }
+
+    fn send(&mut self, fd: &OwnedFd, bytes: &[u8]) -> Result<usize, Errno> {
+        // Takes at most rustls's buffer limit; the rest stays with the caller.
+        let n = self.conn.writer().write(bytes).map_err(|e| to_errno(&e))?;
+        self.flush(fd)?;
+        Ok(n)
+    }
+
+    fn flush(&mut self, fd: &OwnedFd) -> Result<(), Errno> {
+        while self.conn.wants_write() {
+            match self.conn.write_tls(&mut SockIo(fd)) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => return Err(to_errno(&e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn to_errno(e: &io::Error) -> Errno {
+    Errno::from_io_error(e).unwrap_or(Errno::IO)
+}
+
+/// The non-blocking socket as `Read`/`Write` for rustls (`EAGAIN` becomes `WouldBlock`).
+struct SockIo<'a>(&'a OwnedFd);
+
+impl Read for SockIo<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match net::recv(self.0.as_fd(), &mut *buf, RecvFlags::empty()) {
+                Ok((n, _)) => return Ok(n),
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+impl Write for SockIo<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            match net::send(self.0.as_fd(), buf, SendFlags::NOSIGNAL) {
+                Ok(n) => return Ok(n),
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sni_only_for_dns_names() {
+        // RFC 6066 §3: literal IP addresses are not sent as SNI; rustls leaves them out.
+        let c = TlsClient::new("127.0.0.1", Verify::Insecure).unwrap();
+        assert!(matches!(c.server_name, ServerName::IpAddress(_)));
+        let c = TlsClient::new("::1", Verify::Insecure).unwrap();
+        assert!(matches!(c.server_name, ServerName::IpAddress(_)));
+        let c = TlsClient::new("example.com", Verify::WebPkiRoots).unwrap();
+        assert!(matches!(c.server_name, ServerName::DnsName(_)));
+        assert!(matches!(
+            TlsClient::new("bad_host!", Verify::Insecure),
+            Err(TlsConfigError::ServerName(_))
+        ));
+    }
+
+    #[test]
+    fn offers_http1_only() {
+        let c = TlsClient::new("localhost", Verify::Insecure).unwrap();
+        assert_eq!(c.config.alpn_protocols, vec![ALPN_HTTP1.to_vec()]);
+    }
+
+    #[test]
+    fn plain_transport_is_not_tls() {
+        let t = Transport::new(None).unwrap();
+        assert!(!t.wants_write() && !t.is_handshaking());
+    }
+}
