@@ -72,6 +72,12 @@ struct ServeArgs {
     /// Do not attach the CPU-steering cBPF program to the SO_REUSEPORT group.
     #[arg(long)]
     no_steering: bool,
+    /// Never compress responses (default: gzip/br for JSON and text when the client asks).
+    #[arg(long)]
+    no_compression: bool,
+    /// COMPRESS_MIN_BYTES: smallest in-memory body compressed on the fly.
+    #[arg(long, default_value_t = defaults::COMPRESS_MIN_BYTES)]
+    compress_min_bytes: usize,
     /// MAX_HEAD_BYTES: largest request head; a longer request line is 414, a larger head 431.
     #[arg(long, default_value_t = linerate_http1::MAX_HEAD_BYTES)]
     max_head_bytes: usize,
@@ -265,6 +271,11 @@ fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
             .max_requests_per_conn
             .unwrap_or(defaults::MAX_REQUESTS_PER_CONN),
         drain_timeout: a.drain_timeout,
+        compression: linerate_server::config::Compression {
+            enabled: !a.no_compression,
+            min_bytes: a.compress_min_bytes,
+            ..Default::default()
+        },
         access_log: a.access_log.map(|p| {
             if p.as_os_str() == "-" {
                 LogTarget::Stdout

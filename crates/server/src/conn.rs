@@ -583,6 +583,9 @@ impl Conn {
             || io.draining;
         let send_body = head.method() != Method::Head && !status_has_no_body(resp.status);
         let keep_alive_10 = !close && head.version() == Version::Http10;
+        // HEAD is compressed too, so its Content-Length matches GET's (RFC 9110 §9.3.2).
+        let accept = head.header(buf, "accept-encoding");
+        let resp = crate::compress::negotiate(resp, accept, &sh.config.compression);
         let bytes = encode(io, sh, &resp, close, keep_alive_10, send_body);
         if send_body && let Body::File(f) = &resp.body {
             self.file = Some(Box::new(PendingFile {

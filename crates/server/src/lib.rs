@@ -29,6 +29,7 @@
 //! [`BodySink`]. Limits and timeouts are in [`Config`] (see [`config`] for the defaults).
 
 pub mod access_log;
+pub mod compress;
 pub mod config;
 mod conn;
 pub mod demo;

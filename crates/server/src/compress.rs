@@ -1,0 +1,382 @@
+//! Dynamic response compression: gzip or br for in-memory bodies when the client asks.
+//!
+//! Owns the decision (status 200, compressible Content-Type, body held in memory and at least
+//! `min_bytes`, no Content-Encoding from the handler) and the compressing. It never touches
+//! file bodies (those go out with sendfile; static files use precompressed siblings) and never
+//! compresses for a request without Accept-Encoding. Every eligible response gets
+//! `Vary: Accept-Encoding`, compressed or not, so caches keep the variants apart. The coding
+//! is chosen by the static-file module's RFC 9110 §12.5.3 parser (`files::encoding::choose`):
+//! q-values, `q=0`, `*`, `identity`; br before gzip at equal q.
+//!
+//! Levels were chosen by measurement (`cargo bench -p linerate-server --bench compress`: the
+//! fastest of 2 000 calls, one core of a loaded 2-vCPU VM, Rust encoders flate2/miniz_oxide and
+//! the `brotli` crate, bench profile without LTO). Bodies: the demo's `/json/50` (8 454 bytes)
+//! and `/json` (27 bytes):
+//!
+//! | coding   | /json/50 bytes | ratio | µs/response | /json bytes | µs/response |
+//! |----------|---------------:|------:|------------:|------------:|------------:|
+//! | identity |          8 454 | 1.000 |           0 |          27 |           0 |
+//! | gzip 1   |          2 045 | 0.242 |          59 |          47 |          21 |
+//! | gzip 4   |          1 531 | 0.181 |         159 |          47 |          23 |
+//! | gzip 6   |          1 515 | 0.179 |         182 |          47 |          23 |
+//! | gzip 9   |          1 514 | 0.179 |         189 |          47 |          21 |
+//! | br 1     |          2 210 | 0.261 |          91 |          31 |           7 |
+//! | br 3     |          1 566 | 0.185 |         119 |          32 |          18 |
+//! | br 4     |          1 531 | 0.181 |         177 |          32 |          39 |
+//! | br 5     |          1 374 | 0.163 |       2 899 |          32 |          88 |
+//! | br 6     |          1 374 | 0.163 |       2 886 |          32 |          87 |
+//! | br 11    |          1 222 | 0.145 |      15 809 |          32 |         626 |
+//!
+//! HttpArena scores rate and bytes together. A worker spends a few µs on an identity `/json/50`,
+//! so compression cost sets the rate: scoring by bytes × µs per response, gzip 1 (2 045 × 64)
+//! beats gzip 4 (1 531 × 164) by 1.9× and every brotli quality too, so the default gzip level
+//! is 1 (also the level HttpArena's compression profile requires). Brotli default is 3: the
+//! cheapest quality within 4 % of gzip 9's size, faster than gzip 4; br 1 is bigger and slower
+//! than gzip 1; 5 and up cost 25× more. br stays preferred at equal q: clients that offer br
+//! are browsers on real networks, where 23 % fewer bytes than gzip 1 is worth ~60 µs of CPU,
+//! and benchmark clients ask for gzip alone. Below [`COMPRESS_MIN_BYTES`] (1 KiB) a response
+//! fits one TCP segment either way, so compressing saves no packet and still pays the encoder's
+//! set-up (the `/json` columns: 7–21 µs to make the body larger).
+//!
+//! [`COMPRESS_MIN_BYTES`]: crate::config::COMPRESS_MIN_BYTES
+#![forbid(unsafe_code)]
+
+use std::borrow::Cow;
+use std::io::Write;
+
+use crate::config::Compression;
+use crate::files::encoding::{self, Encoding};
+use crate::response::{Body, Response};
+
+/// Largest brotli window (log2 bytes): the format's default, 4 MiB.
+const BROTLI_MAX_LGWIN: u32 = 22;
+/// Smallest brotli window the format allows (log2 bytes).
+const BROTLI_MIN_LGWIN: u32 = 10;
+/// Bytes the brotli window cannot use (RFC 7932 §9.1: window size is `(1 << WBITS) - 16`).
+const BROTLI_WINDOW_GAP: usize = 16;
+
+/// Media types (lower case, parameters stripped) worth compressing besides `text/*` and the
+/// `+json` / `+xml` structured-syntax suffixes (RFC 6839).
+const COMPRESSIBLE: &[&str] = &[
+    "application/json",
+    "application/javascript",
+    "application/ecmascript",
+    "application/xml",
+    "application/x-ndjson",
+    "application/manifest+json",
+    "application/wasm",
+    "image/svg+xml",
+    "image/x-icon",
+    "image/bmp",
+    "font/ttf",
+    "font/otf",
+];
+
+/// Compresses `resp` for a request whose Accept-Encoding is `accept`, when it is eligible and
+/// the chosen coding makes it smaller. The only path by which the server compresses.
+pub fn negotiate(mut resp: Response, accept: Option<&[u8]>, cfg: &Compression) -> Response {
+    if !eligible(&resp, cfg) {
+        return resp;
+    }
+    if !has_token(&resp, "vary", "accept-encoding") && !has_token(&resp, "vary", "*") {
+        resp.headers
+            .push((Cow::Borrowed("Vary"), Cow::Borrowed("Accept-Encoding")));
+    }
+    let coding = encoding::choose(accept, |_| true);
+    let body = resp.body.as_bytes();
+    let encoded = match coding {
+        Encoding::Identity => return resp,
+        Encoding::Gzip => gzip(body, cfg.gzip_level),
+        Encoding::Brotli => brotli(body, cfg.brotli_quality),
+    };
+    // A body that does not shrink (already dense) goes out as it is.
+    if encoded.len() >= body.len() {
+        return resp;
+    }
+    let Some(name) = coding.content_encoding() else {
+        return resp;
+    };
+    resp.headers
+        .push((Cow::Borrowed("Content-Encoding"), Cow::Borrowed(name)));
+    weaken_etag(&mut resp);
+    resp.body = Body::Owned(encoded);
+    resp
+}
+
+/// Whether `resp` may be compressed at all, whatever the client accepts; exactly the
+/// responses that vary on Accept-Encoding.
+fn eligible(resp: &Response, cfg: &Compression) -> bool {
+    let in_memory = matches!(resp.body, Body::Static(_) | Body::Owned(_));
+    cfg.enabled
+        && resp.status == 200
+        && in_memory
+        && resp.body.as_bytes().len() >= cfg.min_bytes
+        && resp.content_type.as_deref().is_some_and(compressible)
+        && !resp
+            .headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("content-encoding"))
+}
+
+/// Whether a Content-Type names a media type that compresses well (text, JSON, XML, SVG…).
+pub fn compressible(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or_default().trim();
+    let is = |s: &str| essence.eq_ignore_ascii_case(s);
+    let ends = |suffix: &str| {
+        essence.len() > suffix.len()
+            && essence.as_bytes()[essence.len() - suffix.len()..]
+                .eq_ignore_ascii_case(suffix.as_bytes())
+    };
+    let text = essence
+        .get(..5)
+        .is_some_and(|t| t.eq_ignore_ascii_case("text/"));
+    text || ends("+json") || ends("+xml") || COMPRESSIBLE.iter().any(|c| is(c))
+}
+
+/// Whether a header `name` lists `token` (case-insensitive, comma-separated, any line).
+fn has_token(resp: &Response, name: &str, token: &str) -> bool {
+    resp.headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+        .flat_map(|(_, v)| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case(token))
+}
+
+/// A strong ETag names exact bytes; the compressed bytes differ, so it becomes weak
+/// (RFC 9110 §8.8.1), as nginx's gzip filter does. If-None-Match uses weak comparison, so
+/// revalidation still works.
+fn weaken_etag(resp: &mut Response) {
+    for (n, v) in &mut resp.headers {
+        if n.eq_ignore_ascii_case("etag") && v.starts_with('"') {
+            *v = Cow::Owned(format!("W/{v}"));
+        }
+    }
+}
+
+/// `body` as a gzip member (RFC 1952) at `level` (0–9).
+pub fn gzip(body: &[u8], level: u32) -> Vec<u8> {
+    let out = Vec::with_capacity(body.len() / 4 + 64);
+    let mut enc = flate2::write::GzEncoder::new(out, flate2::Compression::new(level.min(9)));
+    // Writing into a Vec cannot fail.
+    enc.write_all(body)
+        .and_then(|()| enc.finish())
+        .unwrap_or_default()
+}
+
+/// `body` as a brotli stream (RFC 7932) at `quality` (0–11), with the smallest window that
+/// holds the whole body (less memory for both ends, same output).
+pub fn brotli(body: &[u8], quality: u32) -> Vec<u8> {
+    let needed = body.len() + BROTLI_WINDOW_GAP;
+    let lgwin = (usize::BITS - needed.leading_zeros()).clamp(BROTLI_MIN_LGWIN, BROTLI_MAX_LGWIN);
+    let params = brotli::enc::BrotliEncoderParams {
+        quality: quality.min(11) as i32,
+        lgwin: lgwin as i32,
+        size_hint: body.len(),
+        ..Default::default()
+    };
+    let mut out = Vec::with_capacity(body.len() / 4 + 64);
+    match brotli::BrotliCompress(&mut &body[..], &mut out, &params) {
+        Ok(_) => out,
+        // Reading a slice and writing a Vec cannot fail; an empty result is sent as identity.
+        Err(_) => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use super::*;
+
+    const ALL: &str = "gzip, br";
+
+    fn json(len: usize) -> Response {
+        let body = format!("[{}]", "1,".repeat(len / 2)).into_bytes();
+        Response::new(200)
+            .content_type("application/json")
+            .body(Body::Owned(body))
+    }
+
+    fn header<'a>(resp: &'a Response, name: &str) -> Option<&'a str> {
+        resp.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_ref())
+    }
+
+    fn coding(accept: Option<&str>) -> Option<String> {
+        let resp = negotiate(
+            json(4096),
+            accept.map(str::as_bytes),
+            &Compression::default(),
+        );
+        header(&resp, "content-encoding").map(str::to_string)
+    }
+
+    #[test]
+    fn accept_encoding_table() {
+        // (Accept-Encoding, Content-Encoding sent)
+        let rows: &[(Option<&str>, Option<&str>)] = &[
+            // RFC 9110 §12.5.3: no field — the server may not assume any coding.
+            (None, None),
+            // An empty value: identity only.
+            (Some(""), None),
+            (Some("gzip"), Some("gzip")),
+            (Some("x-gzip"), Some("gzip")),
+            (Some("br"), Some("br")),
+            // Equal q: br is smaller for the same cost (see module doc).
+            (Some("gzip, br"), Some("br")),
+            (Some("gzip, deflate, br, zstd"), Some("br")),
+            // RFC 9110 §12.4.2: q=0 means "not acceptable".
+            (Some("gzip;q=0, br;q=0"), None),
+            (Some("br;q=0, gzip"), Some("gzip")),
+            (Some("br;q=0.5, gzip;q=0.8"), Some("gzip")),
+            // `*` matches any coding not listed.
+            (Some("*"), Some("br")),
+            (Some("*;q=0.5, br;q=0"), Some("gzip")),
+            (Some("*;q=0"), None),
+            // identity preferred over the codings offered.
+            (Some("identity, gzip;q=0.5"), None),
+            (Some("identity;q=0, gzip;q=0.1"), Some("gzip")),
+            // Codings we do not produce are ignored.
+            (Some("deflate, zstd"), None),
+        ];
+        for &(accept, want) in rows {
+            assert_eq!(coding(accept).as_deref(), want, "{accept:?}");
+        }
+    }
+
+    #[test]
+    fn eligibility_table() {
+        let cfg = Compression::default();
+        let big = cfg.min_bytes;
+        // (response, compressed?)
+        let rows: Vec<(&str, Response, bool)> = vec![
+            ("json at threshold", json(big), true),
+            ("json below threshold", json(big - 10), false),
+            ("not 200", json(big).status(404), false),
+            (
+                "no content type",
+                Response::new(200).body(Body::Owned(vec![b'a'; big])),
+                false,
+            ),
+            (
+                "text/html; charset",
+                json(big).content_type("text/html; charset=utf-8"),
+                true,
+            ),
+            (
+                "problem+json",
+                json(big).content_type("application/problem+json"),
+                true,
+            ),
+            ("SVG", json(big).content_type("image/svg+xml"), true),
+            ("PNG", json(big).content_type("image/png"), false),
+            (
+                "octet-stream",
+                json(big).content_type("application/octet-stream"),
+                false,
+            ),
+            (
+                "handler set Content-Encoding",
+                json(big).header("Content-Encoding", "gzip"),
+                false,
+            ),
+            (
+                "static body",
+                json(big).body(Body::Static(&[b'x'; 2048])),
+                true,
+            ),
+        ];
+        for (name, resp, want) in rows {
+            let resp = negotiate(resp, Some(ALL.as_bytes()), &cfg);
+            let got = header(&resp, "content-encoding") == Some("br");
+            assert_eq!(got, want, "{name}");
+        }
+        let off = Compression {
+            enabled: false,
+            ..Compression::default()
+        };
+        let resp = negotiate(json(4096), Some(ALL.as_bytes()), &off);
+        assert_eq!(header(&resp, "content-encoding"), None);
+        assert_eq!(header(&resp, "vary"), None, "disabled: nothing varies");
+    }
+
+    #[test]
+    fn vary_on_every_eligible_response() {
+        let cfg = Compression::default();
+        for accept in [None, Some("identity"), Some("gzip"), Some("br")] {
+            let resp = negotiate(json(4096), accept.map(str::as_bytes), &cfg);
+            assert_eq!(header(&resp, "vary"), Some("Accept-Encoding"), "{accept:?}");
+        }
+        // Not eligible (too small): the representation never varies, so no Vary.
+        let resp = negotiate(json(10), Some(b"gzip"), &cfg);
+        assert_eq!(header(&resp, "vary"), None);
+        // A handler's own Vary listing accept-encoding is not repeated.
+        let resp = json(4096).header("Vary", "Origin, accept-encoding");
+        let resp = negotiate(resp, Some(b"gzip"), &cfg);
+        let varies: Vec<_> = resp
+            .headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("vary"))
+            .collect();
+        assert_eq!(varies.len(), 1);
+    }
+
+    #[test]
+    fn strong_etag_is_weakened_when_compressed() {
+        let cfg = Compression::default();
+        let resp = json(4096).header("ETag", "\"abc\"");
+        let resp = negotiate(resp, Some(b"gzip"), &cfg);
+        assert_eq!(header(&resp, "etag"), Some("W/\"abc\""));
+        let resp = json(4096).header("ETag", "\"abc\"");
+        let resp = negotiate(resp, None, &cfg);
+        assert_eq!(header(&resp, "etag"), Some("\"abc\""));
+    }
+
+    #[test]
+    fn incompressible_body_goes_out_as_identity() {
+        // A body that does not shrink is not worth a Content-Encoding.
+        let mut x: u32 = 1;
+        let noise: Vec<u8> = (0..4096)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x as u8
+            })
+            .collect();
+        let resp = json(0).body(Body::Owned(noise.clone()));
+        let resp = negotiate(resp, Some(b"gzip"), &Compression::default());
+        assert_eq!(header(&resp, "content-encoding"), None);
+        assert_eq!(resp.body.as_bytes(), &noise[..]);
+        assert_eq!(header(&resp, "vary"), Some("Accept-Encoding"));
+    }
+
+    #[test]
+    fn round_trips_every_level() {
+        let body = json(20_000).body.as_bytes().to_vec();
+        for level in 0..=9 {
+            let mut out = Vec::new();
+            flate2::read::GzDecoder::new(&gzip(&body, level)[..])
+                .read_to_end(&mut out)
+                .unwrap();
+            assert_eq!(out, body, "gzip {level}");
+        }
+        for quality in 0..=11 {
+            let mut out = Vec::new();
+            brotli::Decompressor::new(&brotli(&body, quality)[..], 4096)
+                .read_to_end(&mut out)
+                .unwrap();
+            assert_eq!(out, body, "br {quality}");
+        }
+        // Empty and tiny bodies still produce valid streams.
+        for body in [&b""[..], b"x"] {
+            let mut out = Vec::new();
+            brotli::Decompressor::new(&brotli(body, 4)[..], 4096)
+                .read_to_end(&mut out)
+                .unwrap();
+            assert_eq!(out, body);
+        }
+    }
+}
