@@ -74,6 +74,22 @@ pub struct Config {
     pub access_log: Option<crate::access_log::LogTarget>,
     /// Static files served below a path prefix (routes take precedence); off by default.
     pub files: Option<FilesMount>,
+    /// HTTPS on a second port (same workers, same routes); off by default.
+    pub tls: Option<TlsConfig>,
+}
+
+/// HTTPS: where to listen and the PEM files holding the certificate chain and its key.
+#[derive(Clone, Debug)]
+pub struct TlsConfig {
+    /// HTTPS listen address; port 0 picks one.
+    pub addr: SocketAddr,
+    /// PEM certificate chain, leaf first.
+    pub cert: std::path::PathBuf,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) matching the leaf certificate.
+    pub key: std::path::PathBuf,
+    /// Hand session keys to the kernel after the handshake when it supports kTLS, so file
+    /// bodies go out with `sendfile`; user-space encryption otherwise.
+    pub ktls: bool,
 }
 
 /// A directory served as static files below a path prefix.
@@ -115,6 +131,7 @@ impl Default for Config {
             server_name: Some("linerate".to_string()),
             access_log: None,
             files: None,
+            tls: None,
         }
     }
 }
