@@ -121,6 +121,18 @@ struct ServeArgs {
     /// Log level for errors and events (overridden by RUST_LOG): error, warn, info, debug, trace.
     #[arg(long, default_value = "info")]
     log_level: String,
+    /// Also serve HTTPS on this port (same IP as --addr); needs --tls-cert and --tls-key.
+    #[arg(long, value_name = "PORT")]
+    tls_port: Option<u16>,
+    /// PEM certificate chain for HTTPS, leaf first.
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key for HTTPS (PKCS#8, PKCS#1 or SEC1), matching --tls-cert.
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<PathBuf>,
+    /// Keep TLS encryption in user space even where the kernel offers kTLS.
+    #[arg(long)]
+    no_ktls: bool,
 }
 
 #[derive(Args)]
@@ -245,6 +257,7 @@ fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
             a.root_prefix
         );
     }
+    let tls = tls_config(&a)?;
     let files = a.root.map(|root| linerate_server::config::FilesMount {
         prefix: a.root_prefix.trim_end_matches('/').to_string(),
         root,
@@ -252,6 +265,7 @@ fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = Config {
         addr: a.addr,
         files,
+        tls,
         cpus: a.cpus.map(|c| c.0).unwrap_or_default(),
         workers: a.workers.unwrap_or(0),
         pin: !a.no_pin,
@@ -293,6 +307,14 @@ fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     let server = Server::bind(config, linerate_server::demo::router())
         .with_context(|| format!("cannot listen on {addr}"))?;
     let url = format!("http://{}", server.local_addr());
+    let https = server.tls_addr().map_or(String::new(), |t| {
+        let how = if server.ktls() {
+            "kernel TLS"
+        } else {
+            "user-space TLS"
+        };
+        format!("  HTTPS on https://{t} (TLS 1.3/1.2, {how})\n")
+    });
     let banner = format!(
         "linerate serving on {url} ({} worker{}{})\n\
   GET  {url}/json             {{\"message\":\"Hello, World!\"}}\n\
@@ -301,7 +323,7 @@ fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
   GET  {url}/pipeline         ok\n\
   GET  {url}/json/{{count}}?m=M  first count (1-50) dataset items with totals\n\
   POST {url}/upload           number of body bytes received\n\
-Stop with Ctrl-C (graceful drain).\n",
+{https}Stop with Ctrl-C (graceful drain).\n",
         server.workers(),
         if server.workers() == 1 { "" } else { "s" },
         if server.steering() {
@@ -317,6 +339,34 @@ Stop with Ctrl-C (graceful drain).\n",
     drop(out);
     server.run_until_signal().context("server failed")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The HTTPS settings: all three of --tls-port, --tls-cert and --tls-key, or none. The PEM
+/// files are checked here so a mistake names the flag at fault.
+fn tls_config(a: &ServeArgs) -> anyhow::Result<Option<linerate_server::TlsConfig>> {
+    let (port, cert, key) = match (a.tls_port, &a.tls_cert, &a.tls_key) {
+        (None, None, None) => return Ok(None),
+        (Some(p), Some(c), Some(k)) => (p, c.clone(), k.clone()),
+        _ => bail!("--tls-port, --tls-cert and --tls-key go together (give all three)"),
+    };
+    let tls = linerate_server::TlsConfig {
+        addr: SocketAddr::new(a.addr.ip(), port),
+        cert,
+        key,
+        ktls: !a.no_ktls,
+    };
+    use linerate_server::tls::TlsError;
+    match linerate_server::tls::server_config(&tls) {
+        Ok(_) => Ok(Some(tls)),
+        Err(TlsError::Cert { path, why }) => bail!("--tls-cert {}: {why}", path.display()),
+        Err(TlsError::Key { path, why }) => bail!("--tls-key {}: {why}", path.display()),
+        Err(TlsError::KeyMismatch { cert, key }) => bail!(
+            "--tls-key {} does not match --tls-cert {}",
+            key.display(),
+            cert.display()
+        ),
+        Err(e) => bail!("--tls-cert/--tls-key: {e}"),
+    }
 }
 
 #[cfg(test)]

@@ -86,6 +86,8 @@ pub struct Config {
     pub files: Option<FilesMount>,
     /// Dynamic gzip/br compression of in-memory response bodies (see `compress`).
     pub compression: Compression,
+    /// HTTPS on a second port (same workers, same routes); off by default.
+    pub tls: Option<TlsConfig>,
 }
 
 /// Dynamic response compression: which bodies, and how hard to try.
@@ -110,6 +112,20 @@ impl Default for Compression {
             brotli_quality: BROTLI_QUALITY,
         }
     }
+}
+
+/// HTTPS: where to listen and the PEM files holding the certificate chain and its key.
+#[derive(Clone, Debug)]
+pub struct TlsConfig {
+    /// HTTPS listen address; port 0 picks one.
+    pub addr: SocketAddr,
+    /// PEM certificate chain, leaf first.
+    pub cert: std::path::PathBuf,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) matching the leaf certificate.
+    pub key: std::path::PathBuf,
+    /// Hand session keys to the kernel after the handshake when it supports kTLS, so file
+    /// bodies go out with `sendfile`; user-space encryption otherwise.
+    pub ktls: bool,
 }
 
 /// A directory served as static files below a path prefix.
@@ -152,6 +168,7 @@ impl Default for Config {
             access_log: None,
             files: None,
             compression: Compression::default(),
+            tls: None,
         }
     }
 }

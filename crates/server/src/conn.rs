@@ -8,7 +8,8 @@
 //! Invariant: a connection with unsent output reads nothing more until it is sent, so a client
 //! that does not read cannot make the server buffer without bound. A file body is sent with
 //! `sendfile` right after its head (sent with MSG_MORE so they share segments); requests
-//! pipelined behind it wait in the connection's input until the file is out.
+//! pipelined behind it wait in the connection's input until the file is out. Over HTTPS the
+//! same happens through a [`Transport`] that encrypts (or lets the kernel do it).
 #![forbid(unsafe_code)]
 
 use std::os::fd::OwnedFd;
@@ -31,6 +32,7 @@ use crate::pool::BUF_SIZE;
 use crate::request::{Params, Request};
 use crate::response::{Body, FileBody, Response};
 use crate::router::{BodySink, Handler, Lookup};
+use crate::tls::Transport;
 use crate::worker::{Io, Shared};
 
 /// Least free space offered to one recv into a connection's own buffer.
@@ -58,6 +60,8 @@ pub(crate) enum Timer {
     Send,
     /// Draining input after the final response: close when it expires.
     Linger,
+    /// The TLS handshake is under way: close when it expires.
+    Handshake,
 }
 
 /// What the worker must do with the connection after an event.
@@ -90,6 +94,8 @@ struct PendingFile {
 
 pub(crate) struct Conn {
     pub(crate) sock: OwnedFd,
+    /// Plain, user-space TLS, or kernel TLS.
+    transport: Transport,
     /// Unprocessed input (a partial request); unallocated when empty.
     inbuf: Vec<u8>,
     /// Unsent output; unallocated when empty.
@@ -114,12 +120,19 @@ pub(crate) struct Conn {
 impl Conn {
     pub(crate) fn new(
         sock: OwnedFd,
+        transport: Transport,
         peer: Option<std::net::SocketAddr>,
         io: &Io,
         sh: &Shared,
     ) -> Conn {
+        let timer = if transport.handshaking() {
+            Timer::Handshake
+        } else {
+            Timer::Idle
+        };
         Conn {
             sock,
+            transport,
             inbuf: Vec::new(),
             outbuf: Vec::new(),
             out_pos: 0,
@@ -127,7 +140,7 @@ impl Conn {
             file: None,
             // A fresh connection that sends nothing is closed after the header timeout.
             deadline: io.now_ms + sh.config.header_timeout.as_millis() as u64,
-            timer: Timer::Idle,
+            timer,
             requests: 0,
             closing: false,
             lingering: false,
@@ -139,7 +152,17 @@ impl Conn {
 
     /// Whether output is waiting for the socket to become writable.
     pub(crate) fn wants_write(&self) -> bool {
-        !self.outbuf.is_empty() || self.file.is_some()
+        !self.outbuf.is_empty() || self.file.is_some() || self.transport.wants_write()
+    }
+
+    /// TLS holds decrypted input that was read off the socket but not yet answered (reading
+    /// stopped at the output high-water mark or behind a file): no readiness event will come
+    /// for it, so the worker calls `on_readable` again.
+    pub(crate) fn has_buffered_input(&mut self) -> bool {
+        !self.lingering
+            && !self.closing
+            && !self.wants_write()
+            && self.transport.has_buffered_input()
     }
 
     /// Between requests with nothing buffered.
@@ -179,17 +202,16 @@ impl Conn {
                 buf.reserve(BUF_SIZE);
             }
             let spare = buf.capacity() - buf.len();
-            let n =
-                match rustix::net::recv(&self.sock, spare_capacity(&mut buf), RecvFlags::empty()) {
-                    Ok((n, _)) => n,
-                    Err(e) => {
-                        self.put_back(buf, from_stash, scratch);
-                        match e {
-                            Errno::AGAIN | Errno::INTR => break,
-                            _ => return Next::Close,
-                        }
+            let n = match self.transport.recv(&self.sock, &mut buf) {
+                Ok(n) => n,
+                Err(e) => {
+                    self.put_back(buf, from_stash, scratch);
+                    match e {
+                        Errno::AGAIN | Errno::INTR => break,
+                        _ => return Next::Close,
                     }
-                };
+                }
+            };
             if n == 0 {
                 // The peer finished sending. Complete requests were answered as they came; a
                 // partial one can never complete. Send what is pending, then close.
@@ -273,7 +295,7 @@ impl Conn {
     /// The connection's deadline passed.
     pub(crate) fn on_timeout(&mut self, io: &mut Io, sh: &Shared) -> Next {
         match self.timer {
-            Timer::Idle | Timer::Send | Timer::Linger => Next::Close,
+            Timer::Idle | Timer::Send | Timer::Linger | Timer::Handshake => Next::Close,
             Timer::Head | Timer::Body => {
                 self.body = None;
                 io.pool.put(&mut self.inbuf);
@@ -652,7 +674,10 @@ impl Conn {
             SendFlags::NOSIGNAL
         };
         if !self.outbuf.is_empty() {
-            match send_some(&self.sock, &self.outbuf[self.out_pos..], flags) {
+            match self
+                .transport
+                .send(&self.sock, &self.outbuf[self.out_pos..], flags)
+            {
                 Err(()) => return Next::Close,
                 Ok(sent) => self.out_pos += sent,
             }
@@ -662,7 +687,7 @@ impl Conn {
             io.pool.put(&mut self.outbuf);
             self.out_pos = 0;
         } else if !io.out.is_empty() {
-            let sent = send_some(&self.sock, &io.out, flags);
+            let sent = self.transport.send(&self.sock, &io.out, flags);
             let Ok(sent) = sent else {
                 io.out.clear();
                 return Next::Close;
@@ -677,12 +702,22 @@ impl Conn {
             }
             io.out.clear();
         }
-        match self.send_file() {
+        match self.send_file(io) {
+            Err(()) => return Next::Close,
+            Ok(false) => return Next::Keep,
+            Ok(true) => {}
+        }
+        match self.transport.flush(&self.sock) {
             Err(()) => return Next::Close,
             Ok(false) => return Next::Keep,
             Ok(true) => {}
         }
         if self.closing && !self.lingering {
+            match self.transport.close_notify(&self.sock) {
+                Err(()) => return Next::Close,
+                Ok(false) if !self.eof => return Next::Keep,
+                Ok(_) => {}
+            }
             if self.eof {
                 return Next::Close;
             }
@@ -697,10 +732,24 @@ impl Conn {
     }
 
     /// Sends the pending file body (after all other output); `Ok(true)` once none is left.
-    fn send_file(&mut self) -> Result<bool, ()> {
+    fn send_file(&mut self, io: &mut Io) -> Result<bool, ()> {
         let Some(p) = self.file.as_mut() else {
             return Ok(true);
         };
+        let tls = self.transport.send_file(
+            &self.sock,
+            &p.body.file,
+            (p.body.offset, p.body.len),
+            &mut p.sent,
+            SENDFILE_BUDGET,
+            &mut io.pool,
+        );
+        if let Some(done) = tls {
+            if done == Ok(true) {
+                self.file = None;
+            }
+            return done;
+        }
         let mut budget = SENDFILE_BUDGET;
         while p.sent < p.body.len {
             let mut offset = p.body.offset + p.sent;
@@ -750,6 +799,11 @@ impl Conn {
                 return;
             }
             (Timer::Linger, cfg.linger_timeout)
+        } else if self.transport.handshaking() {
+            if self.timer == Timer::Handshake {
+                return; // the handshake timer runs from the connection's start
+            }
+            (Timer::Handshake, cfg.header_timeout)
         } else if self.wants_write() {
             (Timer::Send, cfg.send_timeout)
         } else if self.body.is_some() {
@@ -799,18 +853,6 @@ fn encode(
     // A file body follows through `sendfile`; only in-memory bytes are copied here.
     io.out.extend_from_slice(body);
     len as usize
-}
-
-/// Sends as much of `data` as the socket takes; `Err` on a broken connection.
-fn send_some(sock: &OwnedFd, data: &[u8], flags: SendFlags) -> Result<usize, ()> {
-    loop {
-        match rustix::net::send(sock, data, flags) {
-            Ok(n) => return Ok(n),
-            Err(Errno::INTR) => continue,
-            Err(Errno::AGAIN) => return Ok(0),
-            Err(_) => return Err(()),
-        }
-    }
 }
 
 /// Calls a handler; a panic becomes a 500 that closes the connection.

@@ -41,10 +41,11 @@ mod response;
 mod router;
 mod server;
 mod sys;
+pub mod tls;
 mod worker;
 
 pub use access_log::LogTarget;
-pub use config::Config;
+pub use config::{Config, TlsConfig};
 pub use linerate_http1::{Method, Version};
 pub use request::{MAX_PARAMS, Request};
 pub use response::{Body, InvalidHeader, Response};

@@ -1,5 +1,6 @@
-//! Starting and stopping the server: listeners (one SO_REUSEPORT socket per worker), CPU
-//! steering, worker threads, signals and graceful shutdown.
+//! Starting and stopping the server: listeners (one SO_REUSEPORT socket per worker, and one
+//! more per worker for HTTPS), TLS set-up and kTLS detection, CPU steering, worker threads,
+//! signals and graceful shutdown.
 //!
 //! Owns the process-level wiring; the request path lives in the workers. Shutdown is a write
 //! to each worker's eventfd — from a signal-watching thread or a [`ShutdownHandle`] — so
@@ -24,6 +25,9 @@ use crate::worker::{Shared, Worker};
 /// A bound server, ready to run.
 pub struct Server {
     listeners: Vec<TcpListener>,
+    /// One HTTPS listener per worker (empty without TLS).
+    tls_listeners: Vec<TcpListener>,
+    tls_addr: Option<SocketAddr>,
     cpus: Vec<Option<usize>>,
     wakes: Arc<Vec<OwnedFd>>,
     shared: Arc<Shared>,
@@ -85,16 +89,49 @@ impl Server {
             addr = l.local_addr()?;
             listeners.push(l);
         }
+        let tls =
+            match &config.tls {
+                Some(t) => Some(crate::tls::server_config(t).map_err(|e| {
+                    io::Error::new(io::ErrorKind::InvalidInput, format!("HTTPS: {e}"))
+                })?),
+                None => None,
+            };
+        let mut tls_listeners = Vec::new();
+        let mut tls_addr = None;
+        if let Some(t) = &config.tls {
+            let mut addr = t.addr;
+            for _ in 0..workers {
+                let l = listen(addr, config.backlog)?;
+                addr = l.local_addr()?;
+                tls_listeners.push(l);
+            }
+            tls_addr = Some(addr);
+        }
+        let ktls = config.tls.as_ref().is_some_and(|t| t.ktls) && crate::tls::ktls_available();
+        if config.tls.is_some() {
+            tracing::info!(
+                ktls,
+                "HTTPS: {}",
+                if ktls {
+                    "kernel TLS after each handshake (sendfile for files)"
+                } else {
+                    "user-space TLS (rustls)"
+                }
+            );
+        }
         let worker_cpus: Vec<Option<usize>> = (0..workers)
             .map(|i| config.pin.then(|| cpus[i % cpus.len()]))
             .collect();
         let mut steering = false;
         if config.steering && workers > 1 {
             let pinned: Vec<usize> = worker_cpus.iter().map(|c| c.unwrap_or(0)).collect();
-            match crate::sys::attach_reuseport_cbpf(
-                listeners[0].as_fd(),
-                &crate::sys::cpu_steering_program(&pinned),
-            ) {
+            let program = crate::sys::cpu_steering_program(&pinned);
+            let attached = crate::sys::attach_reuseport_cbpf(listeners[0].as_fd(), &program)
+                .and_then(|()| match tls_listeners.first() {
+                    Some(l) => crate::sys::attach_reuseport_cbpf(l.as_fd(), &program),
+                    None => Ok(()),
+                });
+            match attached {
                 Ok(()) => steering = true,
                 Err(e) => {
                     tracing::warn!(error = %e, "CPU steering (SO_ATTACH_REUSEPORT_CBPF) unavailable; kernel hashing used")
@@ -116,12 +153,16 @@ impl Server {
         let server_name = config.server_name.as_ref().map(|s| s.as_bytes().to_vec());
         Ok(Server {
             listeners,
+            tls_listeners,
+            tls_addr,
             cpus: worker_cpus,
             wakes: Arc::new(wakes),
             shared: Arc::new(Shared {
                 router,
                 config,
                 server_name,
+                tls,
+                ktls,
             }),
             addr,
             steering,
@@ -132,6 +173,16 @@ impl Server {
     /// The bound address (with the real port when 0 was asked for).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The bound HTTPS address, when TLS is configured.
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls_addr
+    }
+
+    /// Whether HTTPS connections hand their keys to the kernel (kTLS) after the handshake.
+    pub fn ktls(&self) -> bool {
+        self.shared.ktls
     }
 
     /// Number of workers.
@@ -158,7 +209,9 @@ impl Server {
             None => None,
         };
         let mut threads = Vec::new();
+        let mut tls_listeners = self.tls_listeners.into_iter();
         for (i, listener) in self.listeners.into_iter().enumerate() {
+            let tls_listener = tls_listeners.next();
             let shared = self.shared.clone();
             let wake = self.wakes[i].try_clone()?;
             let cpu = self.cpus[i];
@@ -174,7 +227,8 @@ impl Server {
                             tracing::warn!(cpu, error = %e, "cannot pin worker");
                         }
                     }
-                    let mut worker = Worker::new(Epoll::new()?, listener, wake, log, files)?;
+                    let mut worker =
+                        Worker::new(Epoll::new()?, listener, tls_listener, wake, log, files)?;
                     worker.run(&shared)
                 })?;
             threads.push(t);

@@ -1,5 +1,6 @@
 //! The one room where the server crate uses `unsafe`: attaching a classic BPF program to a
-//! SO_REUSEPORT group, which neither rustix nor socket2 wraps.
+//! SO_REUSEPORT group, and handing TLS session keys to the kernel (TCP_ULP "tls", then
+//! SOL_TLS TLS_TX/TLS_RX), which neither rustix nor socket2 wraps.
 //!
 //! Everything else (epoll, sockets, affinity, eventfd) goes through rustix's safe API. Each
 //! unsafe block carries a SAFETY comment; clippy denies undocumented ones.
@@ -74,6 +75,82 @@ pub(crate) fn attach_reuseport_cbpf(
     }
 }
 
+/// Name of the kernel's TLS upper-layer protocol.
+const TLS_ULP: &[u8] = b"tls";
+
+/// One direction's kTLS cipher state (`linux/tls.h`), built by the TLS module from the
+/// secrets rustls hands over.
+pub(crate) enum KtlsCrypto {
+    Aes128Gcm(libc::tls12_crypto_info_aes_gcm_128),
+    Aes256Gcm(libc::tls12_crypto_info_aes_gcm_256),
+    Chacha20Poly1305(libc::tls12_crypto_info_chacha20_poly1305),
+}
+
+/// Which direction of a kTLS socket a cipher state configures.
+#[derive(Clone, Copy)]
+pub(crate) enum KtlsDirection {
+    Tx,
+    Rx,
+}
+
+/// Attaches the kernel TLS upper-layer protocol to a TCP socket. An established socket on a
+/// kernel with kTLS succeeds; an unconnected one fails with ENOTCONN (the probe uses that);
+/// a kernel without it fails with ENOENT.
+pub(crate) fn set_tls_ulp(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: `fd` is a valid open socket for the duration of the call; the pointer and
+    // length describe `TLS_ULP`, a static byte string the kernel copies during the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_ULP,
+            TLS_ULP.as_ptr().cast(),
+            TLS_ULP.len() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Installs one direction's cipher state on a socket that has the TLS ULP attached; from
+/// then on the kernel encrypts (TX) or decrypts (RX) records for that direction.
+pub(crate) fn set_ktls_crypto(
+    fd: BorrowedFd<'_>,
+    dir: KtlsDirection,
+    crypto: &KtlsCrypto,
+) -> io::Result<()> {
+    let (ptr, len): (*const libc::c_void, usize) = match crypto {
+        KtlsCrypto::Aes128Gcm(c) => (std::ptr::from_ref(c).cast(), std::mem::size_of_val(c)),
+        KtlsCrypto::Aes256Gcm(c) => (std::ptr::from_ref(c).cast(), std::mem::size_of_val(c)),
+        KtlsCrypto::Chacha20Poly1305(c) => (std::ptr::from_ref(c).cast(), std::mem::size_of_val(c)),
+    };
+    let name = match dir {
+        KtlsDirection::Tx => libc::TLS_TX,
+        KtlsDirection::Rx => libc::TLS_RX,
+    };
+    // SAFETY: `fd` is a valid open socket for the call; `ptr`/`len` describe one fully
+    // initialised `tls12_crypto_info_*` struct borrowed from `crypto`, which outlives the
+    // call, and `len` is that struct's exact size, as the kernel expects for its cipher
+    // type. The kernel copies the struct and keeps no pointer to our memory.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_TLS,
+            name,
+            ptr,
+            len as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,5 +181,13 @@ mod tests {
         use std::os::fd::AsFd;
         // Kernels without the option return an error; either way no crash.
         let _ = attach_reuseport_cbpf(s.as_fd(), &cpu_steering_program(&[0]));
+    }
+
+    #[test]
+    fn tls_ulp_on_an_unconnected_socket_never_succeeds() {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        use std::os::fd::AsFd;
+        // ENOTCONN where the kernel has kTLS, ENOENT (or similar) where it does not.
+        assert!(set_tls_ulp(s.as_fd()).is_err());
     }
 }

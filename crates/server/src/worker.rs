@@ -1,5 +1,5 @@
-//! One worker: a pinned thread with its own listener, event loop, connections, buffers and
-//! Date cache.
+//! One worker: a pinned thread with its own listeners (HTTP, and HTTPS when configured),
+//! event loop, connections, buffers and Date cache.
 //!
 //! Owns accepting, dispatching readiness events to connections, timers and the drain on
 //! shutdown. Workers share only the read-only route table and configuration (an `Arc`
@@ -8,6 +8,7 @@
 
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::OwnedFd;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use linerate_http1::{DateCache, RequestHead};
@@ -22,6 +23,7 @@ use crate::conn::{Conn, Next};
 use crate::poller::{Event, Interest, Poller};
 use crate::pool::Pool;
 use crate::router::Router;
+use crate::tls::Transport;
 
 /// Bytes read from a socket at once into the worker's scratch buffer.
 const READ_BUF: usize = 64 * 1024;
@@ -34,12 +36,30 @@ const ACCEPT_BACKOFF_MS: u64 = 100;
 
 const LISTENER: u64 = u64::MAX;
 const WAKE: u64 = u64::MAX - 1;
+const TLS_LISTENER: u64 = u64::MAX - 2;
 
 /// Read-only state every worker shares.
 pub(crate) struct Shared {
     pub(crate) router: Router,
     pub(crate) config: Config,
     pub(crate) server_name: Option<Vec<u8>>,
+    /// The HTTPS configuration, when a TLS port is open.
+    pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
+    /// Hand TLS session keys to the kernel after each handshake (kTLS detected at start).
+    pub(crate) ktls: bool,
+}
+
+/// One listening socket and whether its connections speak TLS.
+struct Listener {
+    sock: TcpListener,
+    tls: bool,
+    registered: bool,
+}
+
+impl Listener {
+    fn token(&self) -> u64 {
+        if self.tls { TLS_LISTENER } else { LISTENER }
+    }
 }
 
 /// Per-worker resources a connection uses while it is being served.
@@ -62,8 +82,8 @@ struct Slot {
 
 pub(crate) struct Worker<P: Poller> {
     poller: P,
-    listener: Option<TcpListener>,
-    listener_registered: bool,
+    /// The plain listener, then the TLS one; emptied on shutdown.
+    listeners: Vec<Listener>,
     accept_paused_until: u64,
     wake: OwnedFd,
     slots: Vec<Slot>,
@@ -80,16 +100,30 @@ impl<P: Poller> Worker<P> {
     pub(crate) fn new(
         poller: P,
         listener: TcpListener,
+        tls_listener: Option<TcpListener>,
         wake: OwnedFd,
         log: Option<LogBuffer>,
         files: Option<StaticFiles>,
     ) -> std::io::Result<Self> {
-        poller.add(&listener, LISTENER, Interest::Read)?;
+        let mut listeners = vec![Listener {
+            sock: listener,
+            tls: false,
+            registered: true,
+        }];
+        if let Some(sock) = tls_listener {
+            listeners.push(Listener {
+                sock,
+                tls: true,
+                registered: true,
+            });
+        }
+        for l in &listeners {
+            poller.add(&l.sock, l.token(), Interest::Read)?;
+        }
         poller.add(&wake, WAKE, Interest::Read)?;
         Ok(Worker {
             poller,
-            listener: Some(listener),
-            listener_registered: true,
+            listeners,
             accept_paused_until: 0,
             wake,
             slots: Vec::new(),
@@ -129,7 +163,10 @@ impl<P: Poller> Worker<P> {
             for ev in &events {
                 match ev.token {
                     LISTENER => {
-                        self.accept(sh);
+                        self.accept(sh, false);
+                    }
+                    TLS_LISTENER => {
+                        self.accept(sh, true);
                     }
                     WAKE => self.begin_drain(sh),
                     token => self.conn_event(token, ev, sh),
@@ -160,15 +197,19 @@ impl<P: Poller> Worker<P> {
         }
     }
 
-    /// Accepts up to [`ACCEPTS_PER_EVENT`] connections; returns how many.
-    fn accept(&mut self, sh: &Shared) -> usize {
+    /// Accepts up to [`ACCEPTS_PER_EVENT`] connections from the plain or the TLS listener;
+    /// returns how many.
+    fn accept(&mut self, sh: &Shared, tls: bool) -> usize {
         let mut accepted = 0;
         for _ in 0..ACCEPTS_PER_EVENT {
-            let Some(listener) = &self.listener else {
+            let Some(listener) = self.listeners.iter().find(|l| l.tls == tls) else {
                 return accepted;
             };
+            if !listener.registered {
+                return accepted;
+            }
             let (sock, peer) = match rustix::net::acceptfrom_with(
-                listener,
+                &listener.sock,
                 SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
             ) {
                 Ok((sock, addr)) => (sock, addr.and_then(|a| SocketAddr::try_from(a).ok())),
@@ -176,8 +217,10 @@ impl<P: Poller> Worker<P> {
                 Err(Errno::INTR | Errno::CONNABORTED) => continue,
                 Err(e @ (Errno::MFILE | Errno::NFILE | Errno::NOBUFS | Errno::NOMEM)) => {
                     tracing::warn!(error = %e, "accept failed; pausing accepts");
-                    if self.poller.delete(listener).is_ok() {
-                        self.listener_registered = false;
+                    for l in &mut self.listeners {
+                        if l.registered && self.poller.delete(&l.sock).is_ok() {
+                            l.registered = false;
+                        }
                     }
                     self.accept_paused_until = self.io.now_ms + ACCEPT_BACKOFF_MS;
                     return accepted;
@@ -191,7 +234,17 @@ impl<P: Poller> Worker<P> {
                 tracing::debug!(error = %e, "TCP_NODELAY failed");
             }
             let peer = if self.io.log.is_some() { peer } else { None };
-            let conn = Conn::new(sock, peer, &self.io, sh);
+            let transport = match (&sh.tls, tls) {
+                (Some(config), true) => match Transport::tls(config, sh.ktls) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot start a TLS session");
+                        continue;
+                    }
+                },
+                _ => Transport::Plain,
+            };
+            let conn = Conn::new(sock, transport, peer, &self.io, sh);
             let idx = match self.free.pop() {
                 Some(i) => i,
                 None => {
@@ -236,6 +289,10 @@ impl<P: Poller> Worker<P> {
             next = conn.on_writable(&mut self.head, &mut self.io, sh);
         }
         if next == Next::Keep && (ev.readable || ev.closed) {
+            next = conn.on_readable(&mut self.scratch, &mut self.head, &mut self.io, sh);
+        }
+        // Each call takes input out of TLS's buffer, so this ends.
+        while next == Next::Keep && conn.has_buffered_input() {
             next = conn.on_readable(&mut self.scratch, &mut self.head, &mut self.io, sh);
         }
         self.after(idx, next);
@@ -287,12 +344,12 @@ impl<P: Poller> Worker<P> {
                 self.after(idx, next);
             }
         }
-        if !self.listener_registered
-            && now >= self.accept_paused_until
-            && let Some(listener) = &self.listener
-            && self.poller.add(listener, LISTENER, Interest::Read).is_ok()
-        {
-            self.listener_registered = true;
+        if now >= self.accept_paused_until {
+            for l in &mut self.listeners {
+                if !l.registered && self.poller.add(&l.sock, l.token(), Interest::Read).is_ok() {
+                    l.registered = true;
+                }
+            }
         }
     }
 
@@ -307,11 +364,12 @@ impl<P: Poller> Worker<P> {
         self.io.draining = true;
         // Connections already in this listener's accept queue got in: take them before the
         // listener closes (closing it would reset them).
-        while self.listener_registered && self.accept(sh) > 0 {}
-        if let Some(listener) = self.listener.take()
-            && self.listener_registered
-        {
-            let _ = self.poller.delete(&listener);
+        while self.accept(sh, false) > 0 {}
+        while self.accept(sh, true) > 0 {}
+        for l in std::mem::take(&mut self.listeners) {
+            if l.registered {
+                let _ = self.poller.delete(&l.sock);
+            }
         }
         for idx in 0..self.slots.len() {
             let Some(conn) = self.slots[idx].conn.as_mut() else {
