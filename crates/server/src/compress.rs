@@ -105,7 +105,7 @@ pub fn negotiate(mut resp: Response, accept: Option<&[u8]>, cfg: &Compression) -
 
 /// Whether `resp` may be compressed at all, whatever the client accepts; exactly the
 /// responses that vary on Accept-Encoding.
-fn eligible(resp: &Response, cfg: &Compression) -> bool {
+pub(crate) fn eligible(resp: &Response, cfg: &Compression) -> bool {
     let in_memory = matches!(resp.body, Body::Static(_) | Body::Owned(_));
     cfg.enabled
         && resp.status == 200

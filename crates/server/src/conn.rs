@@ -270,11 +270,12 @@ impl Conn {
     /// Answers complete requests left in the input behind a file body once its bytes are out
     /// (no new input may ever come to trigger them).
     fn resume(&mut self, mut next: Next, head: &mut RequestHead, io: &mut Io, sh: &Shared) -> Next {
-        while next == Next::Keep
+        // The common case first: nothing was held back.
+        while !self.inbuf.is_empty()
+            && next == Next::Keep
             && !self.wants_write()
             && !self.closing
             && !self.lingering
-            && !self.inbuf.is_empty()
         {
             let mut buf = std::mem::take(&mut self.inbuf);
             let consumed = self.process(&buf, head, io, sh);
@@ -606,8 +607,13 @@ impl Conn {
         let send_body = head.method() != Method::Head && !status_has_no_body(resp.status);
         let keep_alive_10 = !close && head.version() == Version::Http10;
         // HEAD is compressed too, so its Content-Length matches GET's (RFC 9110 §9.3.2).
-        let accept = head.header(buf, "accept-encoding");
-        let resp = crate::compress::negotiate(resp, accept, &sh.config.compression);
+        // Eligibility first: most responses (small, binary, files) never look up the field.
+        let resp = if crate::compress::eligible(&resp, &sh.config.compression) {
+            let accept = head.header(buf, "accept-encoding");
+            crate::compress::negotiate(resp, accept, &sh.config.compression)
+        } else {
+            resp
+        };
         let bytes = encode(io, sh, &resp, close, keep_alive_10, send_body);
         if send_body && let Body::File(f) = &resp.body {
             self.file = Some(Box::new(PendingFile {

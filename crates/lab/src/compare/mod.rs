@@ -445,6 +445,8 @@ fn measure(
         elapsed_s: load.elapsed_s,
         cpu_busy_s: busy as f64 / hz,
         cpu_busy_frac: busy as f64 / t1.total.saturating_sub(t0.total).max(1) as f64,
+        steal_frac: t1.steal.saturating_sub(t0.steal) as f64
+            / t1.total.saturating_sub(t0.total).max(1) as f64,
         proc_cpu_s: u1.cpu.saturating_sub(u0.cpu) as f64 / hz,
         rss_bytes: u1.rss,
         latency_rate: lat.as_ref().and(w.latency_rate),

@@ -119,22 +119,24 @@ pub fn markdown(r: &Record, image_prefix: &str) -> String {
     );
     let _ = writeln!(
         o,
-        "- Cost: busy time of the server's CPUs (user+nice+system+irq+softirq+steal, /proc/stat) \
+        "- Cost: busy time of the server's CPUs (user+nice+system+irq+softirq, /proc/stat; steal, \
+         time the hypervisor ran something else, is left out and recorded in runs.json) \
          per answered request. Proc: the server processes' own utime+stime per request; share = \
-         proc ÷ busy (well under 100% means something else ran on the server's CPUs). Ratios are \
+         proc ÷ busy (well under 100% means something else ran on the server's CPUs); steal: the \
+         most the hypervisor took from the server's CPUs in any round. Ratios are \
          to {base}'s medians in the same run.\n"
     );
     for w in &r.workloads {
         let _ = writeln!(o, "## {}\n", w.title);
         let _ = writeln!(
             o,
-            "| server | req/s | × {base} | cost µs/req | × {base} | proc µs/req | share | RSS MiB | errors |"
+            "| server | req/s | × {base} | cost µs/req | × {base} | proc µs/req | share | steal | RSS MiB | errors |"
         );
-        let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|---|");
         for row in &w.rows {
             let _ = writeln!(
                 o,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 row.server,
                 spread(row.req_per_s),
                 ratio(row.req_ratio),
@@ -143,6 +145,8 @@ pub fn markdown(r: &Record, image_prefix: &str) -> String {
                 spread(row.proc_cost_us),
                 row.share
                     .map_or("–".into(), |s| format!("{:.0}%", s.median * 100.0)),
+                row.steal
+                    .map_or("–".into(), |s| format!("{:.1}%", s.max * 100.0)),
                 row.rss_bytes
                     .map_or("–".into(), |s| format!("{:.1}", s.median / 1048576.0)),
                 if row.failures.is_empty() {

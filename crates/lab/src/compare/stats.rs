@@ -37,6 +37,9 @@ pub struct Measured {
     pub cpu_busy_s: f64,
     /// Busy fraction of the server's CPUs during the run.
     pub cpu_busy_frac: f64,
+    /// Fraction of the server CPUs' time stolen by the hypervisor (host noise; not counted).
+    #[serde(default)]
+    pub steal_frac: f64,
     /// utime+stime of the server's processes during the run.
     pub proc_cpu_s: f64,
     /// Server-CPU busy µs per request: the comparison's cost figure.
@@ -115,6 +118,8 @@ pub struct Row {
     pub cost_us: Option<Spread>,
     pub proc_cost_us: Option<Spread>,
     pub share: Option<Spread>,
+    #[serde(default)]
+    pub steal: Option<Spread>,
     pub rss_bytes: Option<Spread>,
     pub errors: u64,
     /// Median of each latency percentile (µs) over the samples, in `PERCENTILES` order,
@@ -184,6 +189,7 @@ pub fn summarize(
                 cost_us: Spread::of(ok.iter().map(|m| m.cost_us)),
                 proc_cost_us: Spread::of(ok.iter().map(|m| m.proc_cost_us)),
                 share: Spread::of(ok.iter().map(|m| m.share())),
+                steal: Spread::of(ok.iter().map(|m| m.steal_frac)),
                 rss_bytes: Spread::of(ok.iter().map(|m| m.rss_bytes as f64)),
                 errors: ok.iter().map(|m| m.errors).sum(),
                 latency_us,
