@@ -3,6 +3,8 @@
 
 - f64k.bin, f1m.bin, f100m.bin: incompressible files of 64 KiB, 1 MiB and 100 MiB;
 - index.html: a page referencing three of the assets (a first view for `lab firstflight`);
+- tls/cert.pem, tls/key.pem (bench/out/tls): a self-signed P-256 leaf for 127.0.0.1 made with
+  the openssl CLI, for bench/tls.toml;
 - arena/: 20 text assets of 2 KB-300 KB (css, js, html, json, svg) like HttpArena's static
   profile, each with a .gz sibling (gzip -9) and, when the `brotli` CLI is installed, a .br one.
 
@@ -69,6 +71,16 @@ def main() -> None:
         + text(rng, 6000, "html").decode()
         + "</body></html>\n"
     )
+    tls = OUT.parent / "tls"
+    tls.mkdir(exist_ok=True)
+    if shutil.which("openssl"):
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+             "-nodes", "-days", "30", "-subj", "/CN=127.0.0.1",
+             "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+             "-addext", "basicConstraints=critical,CA:FALSE",
+             "-keyout", str(tls / "key.pem"), "-out", str(tls / "cert.pem")],
+            check=True, capture_output=True)
     print(f"wrote {OUT} ({'with' if have_brotli else 'without'} .br siblings)")
 
 

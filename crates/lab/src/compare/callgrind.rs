@@ -158,7 +158,7 @@ fn profiled(
     if requests > 0 {
         let r = Run {
             generator: Generator::Linerate,
-            addr: running.addr(),
+            addr: running.addr_for(workload.tls),
             workload,
             connections: CONNECTIONS,
             cpus: load_cpus,

@@ -55,13 +55,17 @@ pub struct Run<'a> {
 
 impl Run<'_> {
     fn url(&self) -> String {
-        format!("http://{}{}", self.addr, self.workload.path)
+        let scheme = if self.workload.tls { "https" } else { "http" };
+        format!("{scheme}://{}{}", self.addr, self.workload.path)
     }
 
     /// wrk cannot send bodies or other methods without a script; those use linerate load.
     fn generator(&self) -> Generator {
         let w = self.workload;
+        // wrk sends one request to one path over kept-alive connections, nothing else.
         let plain_get = w.body.is_none()
+            && w.paths.is_empty()
+            && w.reconnect.is_none()
             && w.method
                 .as_deref()
                 .is_none_or(|m| m.eq_ignore_ascii_case("GET"));
@@ -102,6 +106,12 @@ impl Run<'_> {
             "-p".into(),
             self.workload.pipeline.to_string(),
         ];
+        if self.workload.tls {
+            argv.push("-k".into());
+        }
+        if let Some(n) = self.workload.reconnect {
+            argv.extend(["--reconnect".into(), n.to_string()]);
+        }
         match self.requests {
             Some(n) => argv.extend(["-n".into(), n.to_string()]),
             None => argv.extend(["-d".into(), format!("{}ms", self.duration.as_millis())]),
@@ -312,6 +322,59 @@ Transfer/sec:     22.00MB
     #[test]
     fn unreadable_wrk_output_is_an_error() {
         assert!(parse_wrk("unable to connect to 127.0.0.1:1 Connection refused").is_err());
+    }
+
+    #[test]
+    fn wrk_only_for_what_it_can_send() {
+        let base: Workload =
+            toml::from_str("name = 'w'\npath = '/'").expect("a minimal workload parses");
+        let run = |w: &Workload, rate: Option<f64>| {
+            Run {
+                generator: Generator::Wrk,
+                addr: "127.0.0.1:1".parse().unwrap(),
+                workload: w,
+                connections: 1,
+                cpus: &[0],
+                duration: Duration::from_secs(1),
+                rate,
+                requests: None,
+            }
+            .generator()
+        };
+        assert_eq!(run(&base, None), Generator::Wrk);
+        assert_eq!(run(&base, Some(10.0)), Generator::Linerate, "rate");
+        for (w, why) in [
+            (
+                Workload {
+                    paths: vec!["/a".into(), "/b".into()],
+                    ..base.clone()
+                },
+                "paths",
+            ),
+            (
+                Workload {
+                    reconnect: Some(1),
+                    ..base.clone()
+                },
+                "reconnect",
+            ),
+            (
+                Workload {
+                    body: Some("x".into()),
+                    ..base.clone()
+                },
+                "body",
+            ),
+            (
+                Workload {
+                    method: Some("POST".into()),
+                    ..base.clone()
+                },
+                "method",
+            ),
+        ] {
+            assert_eq!(run(&w, None), Generator::Linerate, "{why}");
+        }
     }
 
     #[test]

@@ -390,7 +390,7 @@ fn measure(
         let run = |duration, rate, generator| -> anyhow::Result<LoadResult> {
             Run {
                 generator,
-                addr: srv.addr(),
+                addr: srv.addr_for(w.tls),
                 workload: w,
                 connections: w.connections.unwrap_or(cfg.connections),
                 cpus: &cfg.load_cpus,

@@ -31,6 +31,8 @@ const OUTPUT_TAIL: usize = 1500;
 pub struct Running {
     pub name: String,
     pub port: u16,
+    /// A second free port offered to the command as `{tls_port}` (HTTPS workloads use it).
+    pub tls_port: u16,
     child: Child,
     rundir: PathBuf,
     output: PathBuf,
@@ -80,6 +82,7 @@ pub fn start(
     start_timeout: Duration,
 ) -> anyhow::Result<Running> {
     let port = free_port()?;
+    let tls_port = free_port()?;
     let rundir = std::env::temp_dir().join(format!(
         "linerate-lab-{}-{}-{port}",
         std::process::id(),
@@ -89,6 +92,7 @@ pub fn start(
         .with_context(|| format!("cannot create {}", rundir.display()))?;
     let mut vars = vars.clone();
     vars.insert("port".into(), port.to_string());
+    vars.insert("tls_port".into(), tls_port.to_string());
     vars.insert("rundir".into(), rundir.display().to_string());
     if let Some(t) = &spec.config_template {
         let text = std::fs::read_to_string(t)
@@ -128,6 +132,7 @@ pub fn start(
     let mut running = Running {
         name: spec.name.clone(),
         port,
+        tls_port,
         child,
         rundir,
         output,
@@ -146,6 +151,14 @@ impl Running {
 
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// Where a workload connects: the `{tls_port}` for HTTPS ones.
+    pub fn addr_for(&self, tls: bool) -> SocketAddr {
+        SocketAddr::from((
+            Ipv4Addr::LOCALHOST,
+            if tls { self.tls_port } else { self.port },
+        ))
     }
 
     fn wait_ready(&mut self, timeout: Duration) -> anyhow::Result<()> {

@@ -110,6 +110,11 @@ pub struct Workload {
     /// Extra request fields, `Name: value`.
     #[serde(default)]
     pub headers: Vec<String>,
+    /// HTTPS to the server's `{tls_port}` (certificates are not verified: `load -k`).
+    #[serde(default)]
+    pub tls: bool,
+    /// A new connection after this many requests (1: every request pays a handshake).
+    pub reconnect: Option<u64>,
     #[serde(default)]
     pub vars: BTreeMap<String, String>,
 }
