@@ -16,7 +16,10 @@ use std::time::{Duration, Instant};
 use rustix::event::epoll;
 use rustix::io::Errno;
 use rustix::net::{self, AddressFamily, SocketFlags, SocketType};
-use rustix::time::{ClockId, Timespec};
+use rustix::time::{
+    ClockId, Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec, timerfd_create,
+    timerfd_settime,
+};
 
 use crate::config::Config;
 use crate::request::Template;
@@ -33,6 +36,8 @@ pub const EVENTS_PER_WAIT: usize = 256;
 pub const TICK: Duration = Duration::from_millis(10);
 /// Timer slack in rate mode (ns): the kernel's default 50 µs would make sends late by that much.
 pub const RATE_TIMER_SLACK_NS: u64 = 1;
+/// Epoll token of the rate-mode timerfd (connection tokens are indices).
+const TIMER_TOKEN: u64 = u64::MAX;
 /// Connection attempts that may fail in a row (no success between) before the thread gives up.
 pub const MAX_CONNECT_FAILURES_IN_ROW: u32 = 1000;
 
@@ -143,12 +148,33 @@ pub fn run(
     }
     let cpu_start = rustix::time::clock_gettime(ClockId::ThreadCPUTime);
     let epoll = epoll::create(epoll::CreateFlags::CLOEXEC).map_err(WorkerError::Epoll)?;
+    // Rate mode wakes on a timerfd: epoll_wait's own timeout is whole milliseconds (without
+    // epoll_pwait2), which made every send up to 1 ms late and put that into the latencies.
+    let timer = match plan.rate {
+        Some(_) => {
+            let t = timerfd_create(
+                TimerfdClockId::Monotonic,
+                TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
+            )
+            .map_err(WorkerError::Epoll)?;
+            epoll::add(
+                &epoll,
+                &t,
+                epoll::EventData::new_u64(TIMER_TOKEN),
+                epoll::EventFlags::IN,
+            )
+            .map_err(WorkerError::Epoll)?;
+            Some(t)
+        }
+        None => None,
+    };
     let start_ns = elapsed_ns(base);
     let mut w = Worker {
         cfg,
         plan,
         base,
         epoll,
+        timer,
         conns: Vec::with_capacity(plan.connections),
         buf: vec![0; RECV_BUFFER],
         stats: ThreadStats::new(plan.rate.is_some()),
@@ -209,6 +235,8 @@ struct Worker<'a> {
     plan: &'a Plan,
     base: Instant,
     epoll: OwnedFd,
+    /// Rate mode: the precise wake-up (see `run`).
+    timer: Option<OwnedFd>,
     conns: Vec<Conn>,
     buf: Vec<u8>,
     stats: ThreadStats,
@@ -311,6 +339,19 @@ impl Worker<'_> {
                 tv_sec: wait.as_secs() as _,
                 tv_nsec: wait.subsec_nanos() as _,
             };
+            if let Some(t) = &self.timer
+                && !wait.is_zero()
+            {
+                // One-shot, relative, to the nanosecond; epoll's timeout stays as a backstop.
+                let spec = Itimerspec {
+                    it_interval: Timespec {
+                        tv_sec: 0,
+                        tv_nsec: 0,
+                    },
+                    it_value: ts,
+                };
+                let _ = timerfd_settime(t, TimerfdTimerFlags::empty(), &spec);
+            }
             events.clear();
             match epoll::wait(
                 &self.epoll,
@@ -329,7 +370,15 @@ impl Worker<'_> {
             }
             for ev in &events {
                 let flags = ev.flags;
-                self.on_event(ev.data.u64() as usize, flags);
+                let token = ev.data.u64();
+                if token == TIMER_TOKEN {
+                    if let Some(t) = &self.timer {
+                        // Clear the expiry so the level-triggered fd is not reported again.
+                        let _ = rustix::io::read(t, &mut [0u8; 8]);
+                    }
+                    continue;
+                }
+                self.on_event(token as usize, flags);
             }
         }
     }
