@@ -12,14 +12,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use linerate_http1::{DateCache, RequestHead};
-
-use crate::files::StaticFiles;
 use rustix::io::Errno;
 use rustix::net::SocketFlags;
 
 use crate::access_log::LogBuffer;
 use crate::config::Config;
 use crate::conn::{Conn, Next};
+use crate::files::StaticFiles;
 use crate::poller::{Event, Interest, Poller};
 use crate::pool::Pool;
 use crate::router::Router;
