@@ -67,6 +67,8 @@ pub struct Progress {
 #[derive(Debug)]
 pub enum WorkerError {
     Epoll(Errno),
+    /// The rate-mode timer could not be created or registered.
+    Timer(Errno),
     Unreachable(SocketAddr, SetupFailure),
 }
 
@@ -74,6 +76,7 @@ impl fmt::Display for WorkerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             WorkerError::Epoll(e) => write!(f, "epoll failed: {e}"),
+            WorkerError::Timer(e) => write!(f, "cannot set up the rate timer (timerfd): {e}"),
             WorkerError::Unreachable(a, e) => {
                 write!(
                     f,
@@ -156,14 +159,14 @@ pub fn run(
                 TimerfdClockId::Monotonic,
                 TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
             )
-            .map_err(WorkerError::Epoll)?;
+            .map_err(WorkerError::Timer)?;
             epoll::add(
                 &epoll,
                 &t,
                 epoll::EventData::new_u64(TIMER_TOKEN),
                 epoll::EventFlags::IN,
             )
-            .map_err(WorkerError::Epoll)?;
+            .map_err(WorkerError::Timer)?;
             Some(t)
         }
         None => None,
