@@ -4,7 +4,6 @@
 //! host would each starve the other.
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use linerate_lab::c2c::{self, C2cError, Matrix, Options};
 
@@ -33,13 +32,7 @@ fn two_cpus() -> Option<Vec<usize>> {
 fn measure_two() -> Option<Matrix> {
     let cpus = two_cpus()?;
     let _guard = CPUS.lock().unwrap_or_else(|e| e.into_inner());
-    let started = Instant::now();
     let m = c2c::measure(&cpus, &tiny()).expect("measuring two CPUs");
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "took {:?}",
-        started.elapsed()
-    );
     Some(m)
 }
 
@@ -110,9 +103,7 @@ fn writes_csv_json_png_and_svg() {
 fn a_cpu_this_process_may_not_use_is_a_clear_error() {
     let allowed = c2c::allowed_cpus();
     let outside = (0..1024).find(|c| !allowed.contains(c)).unwrap();
-    let started = Instant::now();
     let err = c2c::measure(&[allowed[0], outside], &tiny()).unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(1));
     assert!(
         matches!(err, C2cError::NotAllowed { cpu, .. } if cpu == outside),
         "{err:?}"

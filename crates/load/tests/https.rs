@@ -260,15 +260,9 @@ fn cacert_trusts_the_generated_ca() {
 fn unknown_issuer_is_one_clear_line() {
     let s = TlsServer::start(&all_versions());
     let cfg = linerate_load::Config::from_args(&args(&["-n", "10", &s.url()])).expect("config");
-    let started = Instant::now();
     let err = linerate_load::measure(&cfg)
         .expect_err("the webpki roots do not know the test CA")
         .to_string();
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "took {:?}",
-        started.elapsed()
-    );
     assert!(!err.contains('\n'), "one line: {err}");
     assert!(err.contains("invalid peer certificate"), "{err}");
     assert!(err.contains("UnknownIssuer"), "{err}");
@@ -285,13 +279,7 @@ fn refused_handshakes_inside_a_run_are_counted_and_closed() {
         linerate_load::Config::from_args(&args(&["-t", "1", "-c", "2", "-d", "300ms", &s.url()]))
             .expect("config");
     let never = AtomicBool::new(false);
-    let started = Instant::now();
     let results = linerate_load::engine::execute(&cfg, &never, |_, _| {}).expect("run ends");
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "took {:?}",
-        started.elapsed()
-    );
     let m = &results[0].merged;
     assert_eq!(m.responses, 0);
     assert_eq!(m.failed, 0, "no request was sent");
@@ -305,15 +293,9 @@ fn refused_handshakes_inside_a_run_are_counted_and_closed() {
     let cfg =
         linerate_load::Config::from_args(&args(&["-t", "1", "-c", "100", "-d", "20s", &s.url()]))
             .expect("config");
-    let started = Instant::now();
     let err = linerate_load::engine::execute(&cfg, &never, |_, _| {})
         .expect_err("every handshake is refused")
         .to_string();
-    assert!(
-        started.elapsed() < Duration::from_secs(15),
-        "took {:?}",
-        started.elapsed()
-    );
     assert!(!err.contains('\n'), "one line: {err}");
     assert!(err.contains("UnknownIssuer"), "{err}");
 }
@@ -389,13 +371,7 @@ fn reconnects_handshake_again_and_resume() {
 fn plain_http_to_a_tls_port_is_errors_not_a_hang() {
     let s = TlsServer::start(&all_versions());
     let url = format!("http://{}/", s.addr);
-    let started = Instant::now();
     let r = measure(&["-t", "1", "-c", "2", "-d", "1s", "--timeout", "500ms", &url]);
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "took {:?}",
-        started.elapsed()
-    );
     let run = &r.runs[0];
     assert_eq!(run.responses, 0);
     assert!(run.errors.total() > 0, "errors {:?}", run.errors);
@@ -410,15 +386,9 @@ fn https_to_a_plain_server_fails_cleanly() {
     let cfg =
         linerate_load::Config::from_args(&args(&["-k", "--timeout", "300ms", "-n", "5", &url]))
             .expect("config");
-    let started = Instant::now();
     let err = linerate_load::measure(&cfg)
         .expect_err("no TLS there")
         .to_string();
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "took {:?}",
-        started.elapsed()
-    );
     assert!(err.contains("TLS handshake"), "{err}");
     assert!(!err.contains('\n'), "{err}");
 }

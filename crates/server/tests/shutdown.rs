@@ -89,12 +89,9 @@ fn shutdown_under_load_loses_nothing() {
         .map(|_| std::thread::spawn(move || client(addr)))
         .collect();
     std::thread::sleep(Duration::from_millis(500));
-    let begun = Instant::now();
-    server.stop(); // graceful: returns when the worker has exited
-    assert!(
-        begun.elapsed() < Duration::from_secs(5),
-        "drain finished well within its timeout"
-    );
+    // Graceful: returns when the worker has exited. A drain cut short by its timeout would
+    // show below as a truncated or reset connection in a client's tally.
+    server.stop();
     let mut total = Tally::default();
     for c in clients {
         let t = c.join().unwrap();

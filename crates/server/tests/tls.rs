@@ -438,10 +438,9 @@ fn a_silent_tls_client_is_closed_after_the_header_timeout() {
     // Half a ClientHello, then nothing.
     tcp.write_all(&client_hello([3, 3], [0x13, 0x01])[..20])
         .unwrap();
-    let started = std::time::Instant::now();
+    // `read_to_close` fails the test if the server leaves the connection open.
     let got = read_to_close(&mut tcp);
     assert!(got.is_empty() || got[0] == 0x15);
-    assert!(started.elapsed() < READ_TIMEOUT);
     handle.shutdown();
     t.join().unwrap().unwrap();
 }
