@@ -1,13 +1,12 @@
 //! Dynamic compression cost per response, to choose the default gzip level and brotli quality.
 //!
-//! Bodies are the demo's `/json/50` (built exactly as the handler builds it, ~8.5 KB) and
+//! Bodies are the demo's `/json/50` (built by the handler's own `demo::items_page`, ~8.5 KB) and
 //! `/json` (27 bytes, under the threshold, measured to show what the threshold saves). Prints
 //! each coding's compressed size and its fastest of `MIN_OF` calls, then criterion times one response's compression.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use linerate_server::compress;
-use linerate_server::demo::{DATASET_JSON, Item, Rating};
-use serde::Serialize;
+use linerate_server::demo::{self, DATASET_JSON, Item};
 
 const GZIP_LEVELS: [u32; 4] = [1, 4, 6, 9];
 const BROTLI_QUALITIES: [u32; 6] = [1, 3, 4, 5, 6, 11];
@@ -29,44 +28,10 @@ fn best_micros(mut f: impl FnMut() -> Vec<u8>) -> f64 {
         * 1e6
 }
 
-/// The demo's item with `total` (same fields, same order as `demo::items`).
-#[derive(Serialize)]
-struct ItemOut<'a> {
-    id: i64,
-    name: &'a str,
-    category: &'a str,
-    price: i64,
-    quantity: i64,
-    active: bool,
-    tags: &'a [String],
-    rating: &'a Rating,
-    total: i64,
-}
-
-#[derive(Serialize)]
-struct Items<'a> {
-    items: Vec<ItemOut<'a>>,
-    count: usize,
-}
-
 fn bodies() -> Vec<(&'static str, Vec<u8>)> {
     let dataset: Vec<Item> = serde_json::from_str(DATASET_JSON).expect("dataset");
-    let items: Vec<ItemOut<'_>> = dataset
-        .iter()
-        .map(|it| ItemOut {
-            id: it.id,
-            name: &it.name,
-            category: &it.category,
-            price: it.price,
-            quantity: it.quantity,
-            active: it.active,
-            tags: &it.tags,
-            rating: &it.rating,
-            total: it.price * it.quantity,
-        })
-        .collect();
-    let count = items.len();
-    let json50 = serde_json::to_vec(&Items { items, count }).expect("json");
+    let page = demo::items_page(&dataset, 50, 1).expect("no overflow in the dataset");
+    let json50 = serde_json::to_vec(&page).expect("json");
     let json = br#"{"message":"Hello, World!"}"#.to_vec();
     vec![("json50", json50), ("json", json)]
 }
