@@ -67,21 +67,23 @@ fn valgrind(profile_dir: &Path) -> Vec<String> {
     ]
 }
 
+/// What is profiled: one server on one workload, placed as in the comparison.
+pub struct Target<'a> {
+    pub spec: &'a ServerSpec,
+    pub workload: &'a Workload,
+    pub vars: &'a BTreeMap<String, String>,
+    pub server_cpus: &'a [usize],
+    pub load_cpus: &'a [usize],
+}
+
 /// One server and workload: the instruction count per request.
-pub fn measure(
-    spec: &ServerSpec,
-    workload: &Workload,
-    vars: &BTreeMap<String, String>,
-    server_cpus: &[usize],
-    load_cpus: &[usize],
-    requests: u64,
-) -> Instructions {
+pub fn measure(t: &Target<'_>, requests: u64) -> Instructions {
     let result = (|| -> anyhow::Result<(u64, f64)> {
         if !server::on_path("valgrind") {
             bail!("valgrind is not installed");
         }
-        let idle = run_once(spec, workload, vars, server_cpus, load_cpus, 0)?.0;
-        let (loaded, answered) = run_once(spec, workload, vars, server_cpus, load_cpus, requests)?;
+        let idle = run_once(t, 0)?.0;
+        let (loaded, answered) = run_once(t, requests)?;
         if answered == 0 {
             bail!("no requests answered under callgrind");
         }
@@ -90,78 +92,50 @@ pub fn measure(
             loaded.saturating_sub(idle) as f64 / answered as f64,
         ))
     })();
-    match result {
-        Ok((answered, per)) => Instructions {
-            server: spec.name.clone(),
-            workload: workload.name.clone(),
-            requests: answered,
-            per_request: Some(per),
-            error: None,
-        },
-        Err(e) => Instructions {
-            server: spec.name.clone(),
-            workload: workload.name.clone(),
-            requests: 0,
-            per_request: None,
-            error: Some(format!("{e:#}")),
-        },
+    let (requests, per_request, error) = match result {
+        Ok((answered, per)) => (answered, Some(per), None),
+        Err(e) => (0, None, Some(format!("{e:#}"))),
+    };
+    Instructions {
+        server: t.spec.name.clone(),
+        workload: t.workload.name.clone(),
+        requests,
+        per_request,
+        error,
     }
 }
 
 /// Starts under callgrind, answers `requests` (none: idle), stops; (instructions, answered).
-fn run_once(
-    spec: &ServerSpec,
-    workload: &Workload,
-    vars: &BTreeMap<String, String>,
-    server_cpus: &[usize],
-    load_cpus: &[usize],
-    requests: u64,
-) -> anyhow::Result<(u64, u64)> {
+fn run_once(t: &Target<'_>, requests: u64) -> anyhow::Result<(u64, u64)> {
     // Profiles go to a directory of their own that anyone may write to: nginx started as root
     // runs its workers as `nobody`, and a worker that cannot write its profile is lost.
     let profile_dir = std::env::temp_dir().join(format!(
         "linerate-callgrind-{}-{}-{requests}",
         std::process::id(),
-        spec.name
+        t.spec.name
     ));
     std::fs::create_dir_all(&profile_dir)?;
     std::fs::set_permissions(&profile_dir, std::fs::Permissions::from_mode(0o1777))?;
-    let result = profiled(
-        spec,
-        workload,
-        vars,
-        server_cpus,
-        load_cpus,
-        requests,
-        &profile_dir,
-    );
+    let result = profiled(t, requests, &profile_dir);
     let _ = std::fs::remove_dir_all(&profile_dir);
     result
 }
 
-fn profiled(
-    spec: &ServerSpec,
-    workload: &Workload,
-    vars: &BTreeMap<String, String>,
-    server_cpus: &[usize],
-    load_cpus: &[usize],
-    requests: u64,
-    profile_dir: &Path,
-) -> anyhow::Result<(u64, u64)> {
-    let mut spec = spec.clone();
+fn profiled(t: &Target<'_>, requests: u64, profile_dir: &Path) -> anyhow::Result<(u64, u64)> {
+    let mut spec = t.spec.clone();
     spec.command = valgrind(profile_dir)
         .into_iter()
         .chain(spec.command)
         .collect();
-    let running = server::start(&spec, vars, server_cpus, START_TIMEOUT)?;
+    let running = server::start(&spec, t.vars, t.server_cpus, START_TIMEOUT)?;
     let mut answered = 0;
     if requests > 0 {
         let r = Run {
             generator: Generator::Linerate,
-            addr: running.addr_for(workload.tls),
-            workload,
+            addr: running.addr_for(t.workload.tls),
+            workload: t.workload,
             connections: CONNECTIONS,
-            cpus: load_cpus,
+            cpus: t.load_cpus,
             duration: Duration::ZERO,
             rate: None,
             requests: Some(requests),

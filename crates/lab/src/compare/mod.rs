@@ -283,11 +283,13 @@ fn execute(suite: &Suite, cfg: &Resolved, args: &CompareArgs) -> anyhow::Result<
                 let vars = workload_vars(&base_vars, w)?;
                 eprintln!("callgrind: {} / {} ...", s.name, w.name);
                 instructions.push(callgrind::measure(
-                    s,
-                    w,
-                    &vars,
-                    &cfg.server_cpus,
-                    &cfg.load_cpus,
+                    &callgrind::Target {
+                        spec: s,
+                        workload: w,
+                        vars: &vars,
+                        server_cpus: &cfg.server_cpus,
+                        load_cpus: &cfg.load_cpus,
+                    },
                     suite.settings.instruction_requests,
                 ));
             }
