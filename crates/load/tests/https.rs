@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{SERVER_LIFETIME, args, measure};
+use common::{SERVER_LIFETIME, args, assert_exact, measure};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::{ServerConfig, ServerConnection, SupportedProtocolVersion};
 
@@ -216,14 +216,6 @@ impl Drop for TempPem {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
-}
-
-fn assert_exact(r: &linerate_load::Report, n: u64) {
-    let run = &r.runs[0];
-    assert_eq!(run.responses, n, "responses");
-    assert_eq!(run.failed, 0, "failed");
-    assert_eq!(run.errors.total(), 0, "errors {:?}", run.errors);
-    assert_eq!(run.latency.count, n, "latency samples");
 }
 
 fn all_versions() -> Vec<&'static SupportedProtocolVersion> {

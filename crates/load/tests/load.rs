@@ -5,17 +5,9 @@
 
 mod common;
 
-use common::{Behavior, Server, args, measure};
+use common::{Behavior, Server, args, assert_exact, measure};
 
 const N: u64 = 10_007;
-
-fn assert_exact(r: &linerate_load::Report, n: u64) {
-    let run = &r.runs[0];
-    assert_eq!(run.responses, n, "responses");
-    assert_eq!(run.failed, 0, "failed");
-    assert_eq!(run.errors.total(), 0, "errors {:?}", run.errors);
-    assert_eq!(run.latency.count, n, "latency samples");
-}
 
 #[test]
 fn requests_counted_exactly_closed_loop() {

@@ -214,3 +214,12 @@ pub fn measure(line: &[&str]) -> linerate_load::Report {
     let cfg = linerate_load::Config::from_args(&args(line)).expect("valid config");
     linerate_load::measure(&cfg).expect("run succeeds")
 }
+
+/// Exactly `n` answered requests, no failures, no errors, one latency sample each.
+pub fn assert_exact(r: &linerate_load::Report, n: u64) {
+    let run = &r.runs[0];
+    assert_eq!(run.responses, n, "responses");
+    assert_eq!(run.failed, 0, "failed");
+    assert_eq!(run.errors.total(), 0, "errors {:?}", run.errors);
+    assert_eq!(run.latency.count, n, "latency samples");
+}
