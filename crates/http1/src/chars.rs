@@ -100,19 +100,24 @@ pub(crate) fn is_field_value(s: &[u8]) -> bool {
 }
 
 /// Length of the longest prefix of `s` made of field-value bytes: where a value scan stops
-/// (at CR, LF, or an invalid byte). Eight bytes at a time while no byte needs a closer look.
+/// (at CR, LF, or an invalid byte). Eight bytes at a time: a word flags the bytes below SP and
+/// DEL; its lowest flag is exact, and only a flagged HTAB (allowed) makes the scan go on.
 #[inline]
 pub(crate) fn field_value_len(s: &[u8]) -> usize {
-    const LO: u64 = 0x0101_0101_0101_0101;
-    const HI: u64 = 0x8080_8080_8080_8080;
     let mut i = 0;
     while let Some(c) = s.get(i..i + 8) {
         let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
         let below_space = w.wrapping_sub(LO * 0x20) & !w & HI;
         let x = w ^ (LO * 0x7f);
         let is_del = x.wrapping_sub(LO) & !x & HI;
-        if below_space | is_del != 0 {
-            break;
+        let flagged = below_space | is_del;
+        if flagged != 0 {
+            let k = i + (flagged.trailing_zeros() / 8) as usize;
+            if s[k] != b'\t' {
+                return k;
+            }
+            i = k + 1;
+            continue;
         }
         i += 8;
     }
@@ -121,6 +126,42 @@ pub(crate) fn field_value_len(s: &[u8]) -> usize {
     }
     i
 }
+
+/// Index of the first byte at or after `i` that is not in `class` (or `s.len()`).
+///
+/// A byte loop unrolled by eight: one bounds check per eight bytes, then a load, a table load
+/// and a branch per byte. Measured with callgrind (`examples/parse_count.rs`) against the plain
+/// byte loop, against joining eight table loads with AND before finding the stop byte-wise,
+/// and against packing the eight class bits into a word for `trailing_zeros`: the short runs
+/// of a request head (methods, names, hosts) stop inside their first eight bytes, where this
+/// does the least work.
+#[inline(always)]
+pub(crate) fn scan(s: &[u8], mut i: usize, class: &[bool; 256]) -> usize {
+    while let Some(c) = s.get(i..i + 8) {
+        for (k, &b) in c.iter().enumerate() {
+            if !class[b as usize] {
+                return i + k;
+            }
+        }
+        i += 8;
+    }
+    while i < s.len() && class[s[i] as usize] {
+        i += 1;
+    }
+    i
+}
+
+/// Whether `name` (already known to be a token) equals the lowercase `lit`, ignoring ASCII case.
+///
+/// `b | 0x20` folds an upper-case letter onto its lower case; the only other byte that folds
+/// onto a letter or `-` of `lit` is a control byte, which a token cannot hold.
+#[inline(always)]
+pub(crate) fn token_eq_lower(name: &[u8], lit: &[u8]) -> bool {
+    name.len() == lit.len() && name.iter().zip(lit).all(|(&a, &b)| a | 0x20 == b)
+}
+
+const LO: u64 = 0x0101_0101_0101_0101;
+const HI: u64 = 0x8080_8080_8080_8080;
 
 /// Strips optional whitespace (SP / HTAB, RFC 9110 §5.6.3) from both ends.
 #[inline]
@@ -161,6 +202,35 @@ mod tests {
                 v[lane] = b;
                 let want = if FIELD_VALUE[b as usize] { 17 } else { lane };
                 assert_eq!(field_value_len(&v), want, "byte {b:#x} lane {lane}");
+            }
+        }
+    }
+
+    #[test]
+    fn scan_stops_at_the_first_byte_outside_the_class_in_every_lane() {
+        for b in 0..=255u8 {
+            for lane in 0..19 {
+                let mut v = vec![b'a'; 19];
+                v[lane] = b;
+                let want = if TCHAR[b as usize] { 19 } else { lane };
+                assert_eq!(scan(&v, 0, &TCHAR), want, "byte {b:#x} lane {lane}");
+                assert_eq!(scan(&v, lane.min(3), &TCHAR), want.max(lane.min(3)));
+            }
+        }
+    }
+
+    #[test]
+    fn token_eq_lower_folds_case_and_nothing_else() {
+        assert!(token_eq_lower(b"Content-Length", b"content-length"));
+        assert!(token_eq_lower(b"HOST", b"host"));
+        assert!(!token_eq_lower(b"hosts", b"host"));
+        assert!(!token_eq_lower(b"h0st", b"host"));
+        // Every token byte that folds onto a byte of a literal is that byte in either case.
+        for b in 0..=255u8 {
+            for l in b"abcdefghijklmnopqrstuvwxyz-".iter() {
+                if TCHAR[b as usize] && b | 0x20 == *l {
+                    assert_eq!(b.to_ascii_lowercase(), *l, "{b:#x}");
+                }
             }
         }
     }

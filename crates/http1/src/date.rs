@@ -51,7 +51,7 @@ impl DateCache {
     }
 
     /// The current value.
-    pub fn get(&self) -> &[u8] {
+    pub fn get(&self) -> &[u8; DATE_LEN] {
         &self.value
     }
 }

@@ -130,6 +130,33 @@ struct Field {
     value: Span,
 }
 
+/// The fields the parser itself interprets; every other field is only recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Known {
+    Host,
+    Expect,
+    Connection,
+    ContentLength,
+    TransferEncoding,
+    Other,
+}
+
+impl Known {
+    /// Classifies a field name (a token): by length first, so most names cost one compare.
+    #[inline(always)]
+    fn of(name: &[u8]) -> Known {
+        let is = |lit: &[u8]| chars::token_eq_lower(name, lit);
+        match name.len() {
+            4 if is(b"host") => Known::Host,
+            6 if is(b"expect") => Known::Expect,
+            10 if is(b"connection") => Known::Connection,
+            14 if is(b"content-length") => Known::ContentLength,
+            17 if is(b"transfer-encoding") => Known::TransferEncoding,
+            _ => Known::Other,
+        }
+    }
+}
+
 /// A parsed request head: spans into the caller's buffer plus the interpreted facts.
 ///
 /// Reuse one per worker: [`RequestHead::parse`] clears it, and its header vector keeps its
@@ -243,44 +270,46 @@ impl RequestHead {
             }
         };
         loop {
-            let Some(&first) = window.get(pos) else {
+            // RFC 9110 §5.1: field-name = token, then ":" with no whitespace before it.
+            let i = chars::scan(window, pos, &TCHAR);
+            let Some(&stop) = window.get(i) else {
                 return incomplete();
             };
-            match first {
-                b'\r' => {
-                    return match window.get(pos + 1) {
-                        None => incomplete(),
-                        Some(b'\n') => {
-                            self.finish()?;
-                            Ok(Parsed::Complete(pos + 2))
-                        }
-                        Some(_) => Err(ParseError::InvalidHeaderName),
-                    };
+            if stop != b':' || i == pos {
+                match (stop, i == pos) {
+                    (b'\r', true) => {
+                        return match window.get(pos + 1) {
+                            None => incomplete(),
+                            Some(b'\n') => {
+                                self.finish()?;
+                                Ok(Parsed::Complete(pos + 2))
+                            }
+                            Some(_) => Err(ParseError::InvalidHeaderName),
+                        };
+                    }
+                    (b' ' | b'\t', true) => return Err(ParseError::ObsFold),
+                    (b' ' | b'\t', false) => return Err(ParseError::WhitespaceBeforeColon),
+                    (b'\n', _) => return Err(ParseError::BareLf),
+                    _ => return Err(ParseError::InvalidHeaderName),
                 }
-                b'\n' => return Err(ParseError::BareLf),
-                b' ' | b'\t' => return Err(ParseError::ObsFold),
-                _ => {}
             }
             if self.fields.len() == limits.max_headers {
                 return Err(ParseError::TooManyHeaders);
             }
-            // RFC 9110 §5.1: field-name = token, then ":" with no whitespace before it.
-            let mut i = pos;
-            while i < window.len() && TCHAR[window[i] as usize] {
-                i += 1;
+            let known = Known::of(&window[pos..i]);
+            // RFC 9110 §5.5: OWS, the value, OWS, CRLF. A strict value holds no CR or LF, so
+            // the scan that validates it also finds the line end. A Host value is scanned with
+            // the Host class first: where that scan reaches the value's end, it is valid.
+            let mut v0 = i + 1;
+            while let Some(b' ' | b'\t') = window.get(v0) {
+                v0 += 1;
             }
-            let Some(&stop) = window.get(i) else {
-                return incomplete();
-            };
-            match stop {
-                b':' if i > pos => {}
-                b' ' | b'\t' if i > pos => return Err(ParseError::WhitespaceBeforeColon),
-                b'\n' => return Err(ParseError::BareLf),
-                _ => return Err(ParseError::InvalidHeaderName),
+            let mut j = v0;
+            if known == Known::Host {
+                j = chars::scan(window, j, &HOST);
             }
-            // RFC 9110 §5.5: field-value bytes up to CRLF.
-            let v0 = i + 1;
-            let j = v0 + chars::field_value_len(&window[v0..]);
+            let host_end = j;
+            j += chars::field_value_len(&window[j..]);
             let Some(&end) = window.get(j) else {
                 return incomplete();
             };
@@ -293,15 +322,18 @@ impl RequestHead {
                 b'\n' => return Err(ParseError::BareLf),
                 _ => return Err(ParseError::InvalidHeaderValue),
             }
-            let raw = &window[v0..j];
-            let lead = raw.iter().take_while(|&&b| b == b' ' || b == b'\t').count();
-            let value = chars::trim_ows(raw);
+            let mut e = j;
+            while e > v0 && matches!(window[e - 1], b' ' | b'\t') {
+                e -= 1;
+            }
             let field = Field {
                 name: Span::new(pos..i),
-                value: Span::new(v0 + lead..v0 + lead + value.len()),
+                value: Span::new(v0..e),
             };
             self.fields.push(field);
-            self.interpret(&window[pos..i], value, field.value)?;
+            if known != Known::Other {
+                self.interpret(known, &window[v0..e], field.value, host_end >= e)?;
+            }
             pos = j + 2;
         }
     }
@@ -309,25 +341,26 @@ impl RequestHead {
     /// RFC 9112 §3: `method SP request-target SP HTTP-version CRLF`, scanned in one pass.
     /// Returns where the field lines start, or `None` when more bytes are needed.
     fn request_line(&mut self, w: &[u8], start: usize) -> Result<Option<usize>, ParseError> {
-        let mut i = start;
-        while i < w.len() && TCHAR[w[i] as usize] {
-            i += 1;
-        }
-        match w.get(i) {
-            None => return Ok(None),
-            Some(b' ') if i > start => {}
-            Some(b'\n') => return Err(ParseError::BareLf),
-            Some(_) => return Err(ParseError::InvalidMethod),
-        }
-        self.method = Method::classify(&w[start..i]);
+        let i = if w[start..].starts_with(b"GET ") {
+            self.method = Method::Get;
+            start + 3
+        } else {
+            let i = chars::scan(w, start, &TCHAR);
+            match w.get(i) {
+                None => return Ok(None),
+                Some(b' ') if i > start => {}
+                Some(b'\n') => return Err(ParseError::BareLf),
+                Some(_) => return Err(ParseError::InvalidMethod),
+            }
+            self.method = Method::classify(&w[start..i]);
+            i
+        };
         self.method_span = Span::new(start..i);
 
         let t0 = i + 1;
         let (mut j, mut pct, mut query) = (t0, false, None);
         loop {
-            while j < w.len() && TARGET_PLAIN[w[j] as usize] {
-                j += 1;
-            }
+            j = chars::scan(w, j, &TARGET_PLAIN);
             match w.get(j) {
                 Some(b'%') => pct = true,
                 Some(b'?') if query.is_none() => query = Some(j),
@@ -354,6 +387,33 @@ impl RequestHead {
 
         // HTTP-version = "HTTP/" DIGIT "." DIGIT, then CRLF: ten bytes.
         let v0 = j + 1;
+        if w.get(v0..v0 + 10) == Some(&b"HTTP/1.1\r\n"[..]) {
+            self.version = Version::Http11;
+        } else if self.other_version(w, v0)?.is_none() {
+            return Ok(None);
+        }
+        if pct {
+            check_pct_encoding(&w[t0..j])?;
+        }
+        if w[t0] == b'/' {
+            // Origin-form, the common case: path and query are known from the scan.
+            self.form = TargetForm::Origin;
+            match query {
+                Some(q) => {
+                    self.path = Span::new(t0..q);
+                    self.query = Some(Span::new(q + 1..j));
+                }
+                None => self.path = self.target,
+            }
+        } else {
+            self.classify_target(w)?;
+        }
+        Ok(Some(v0 + 10))
+    }
+
+    /// `HTTP-version CRLF` at `v0` when it is not the common `HTTP/1.1`: another minor
+    /// version, a version to refuse, or a partial one. `Ok(None)`: more bytes are needed.
+    fn other_version(&mut self, w: &[u8], v0: usize) -> Result<Option<()>, ParseError> {
         let Some(v) = w.get(v0..v0 + 10) else {
             // Judge what has arrived so far, so garbage is refused without waiting.
             let have = &w[v0.min(w.len())..];
@@ -391,23 +451,7 @@ impl RequestHead {
         } else {
             Version::Http11
         };
-        if pct {
-            check_pct_encoding(&w[t0..j])?;
-        }
-        if w[t0] == b'/' {
-            // Origin-form, the common case: path and query are known from the scan.
-            self.form = TargetForm::Origin;
-            match query {
-                Some(q) => {
-                    self.path = Span::new(t0..q);
-                    self.query = Some(Span::new(q + 1..j));
-                }
-                None => self.path = self.target,
-            }
-        } else {
-            self.classify_target(w)?;
-        }
-        Ok(Some(v0 + 10))
+        Ok(Some(()))
     }
 
     /// RFC 9112 §3.2: which form the target has, and where its path and query are.
@@ -442,26 +486,33 @@ impl RequestHead {
         Ok(())
     }
 
-    /// Records the fields that decide framing, persistence and expectations.
-    fn interpret(&mut self, name: &[u8], value: &[u8], span: Span) -> Result<(), ParseError> {
-        match name.len() {
-            4 if name.eq_ignore_ascii_case(b"host") => {
+    /// Records the fields that decide framing, persistence and expectations. `host_ok`: the
+    /// value is all Host bytes (only asked of a Host field).
+    fn interpret(
+        &mut self,
+        known: Known,
+        value: &[u8],
+        span: Span,
+        host_ok: bool,
+    ) -> Result<(), ParseError> {
+        match known {
+            Known::Host => {
                 if self.host.is_some() {
                     return Err(ParseError::DuplicateHost);
                 }
-                if !value.iter().all(|&b| HOST[b as usize]) {
+                if !host_ok {
                     return Err(ParseError::InvalidHost);
                 }
                 self.host = Some(span);
             }
-            6 if name.eq_ignore_ascii_case(b"expect") => {
+            Known::Expect => {
                 if value.eq_ignore_ascii_case(b"100-continue") {
                     self.expect_continue = true;
                 } else {
                     self.expect_other = true;
                 }
             }
-            10 if name.eq_ignore_ascii_case(b"connection") => {
+            Known::Connection => {
                 for opt in value.split(|&b| b == b',') {
                     let opt = chars::trim_ows(opt);
                     if opt.eq_ignore_ascii_case(b"close") {
@@ -471,17 +522,15 @@ impl RequestHead {
                     }
                 }
             }
-            14 if name.eq_ignore_ascii_case(b"content-length") => {
+            Known::ContentLength => {
                 let n = parse_content_length(value)?;
                 if self.content_length.is_some_and(|prev| prev != n) {
                     return Err(ParseError::InvalidContentLength);
                 }
                 self.content_length = Some(n);
             }
-            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
-                self.transfer_encoding(value)?
-            }
-            _ => {}
+            Known::TransferEncoding => self.transfer_encoding(value)?,
+            Known::Other => {}
         }
         Ok(())
     }

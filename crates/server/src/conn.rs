@@ -636,6 +636,7 @@ impl Conn {
         if close {
             self.closing = true;
         }
+        crate::response::recycle(resp.body);
     }
 
     fn parse_error(&mut self, io: &mut Io, sh: &Shared, e: ParseError) {
@@ -839,7 +840,7 @@ fn encode(
 ) -> usize {
     let body = resp.body.as_bytes();
     let len = resp.body.len();
-    ResponseHead {
+    let head = ResponseHead {
         status: resp.status,
         server: sh.server_name.as_deref(),
         date: io.date.get(),
@@ -847,8 +848,10 @@ fn encode(
         content_length: len,
         close,
         keep_alive_10,
-    }
-    .write_start(&mut io.out);
+    };
+    io.heads
+        .write_fixed(head.status, head.content_type, io.date.get(), &mut io.out);
+    head.write_varying(&mut io.out);
     for (name, value) in &resp.headers {
         write_field(&mut io.out, name.as_bytes(), value.as_bytes());
     }

@@ -227,8 +227,15 @@ impl Server {
                             tracing::warn!(cpu, error = %e, "cannot pin worker");
                         }
                     }
-                    let mut worker =
-                        Worker::new(Epoll::new()?, listener, tls_listener, wake, log, files)?;
+                    let mut worker = Worker::new(
+                        Epoll::new()?,
+                        listener,
+                        tls_listener,
+                        wake,
+                        log,
+                        files,
+                        shared.server_name.as_deref(),
+                    )?;
                     worker.run(&shared)
                 })?;
             threads.push(t);
