@@ -838,13 +838,25 @@ fn encode(
     keep_alive_10: bool,
     send_body: bool,
 ) -> usize {
+    let content_type = resp.content_type.as_deref().map(str::as_bytes);
+    if let Body::Static(body) = resp.body
+        && send_body
+        && !close
+        && !keep_alive_10
+        && resp.headers.is_empty()
+    {
+        // A constant answer (TechEmpower's plaintext): one copy of the cached response.
+        io.heads
+            .write_static(resp.status, content_type, io.date.get(), body, &mut io.out);
+        return body.len();
+    }
     let body = resp.body.as_bytes();
     let len = resp.body.len();
     let head = ResponseHead {
         status: resp.status,
         server: sh.server_name.as_deref(),
         date: io.date.get(),
-        content_type: resp.content_type.as_deref().map(str::as_bytes),
+        content_type,
         content_length: len,
         close,
         keep_alive_10,

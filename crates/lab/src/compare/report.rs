@@ -124,24 +124,29 @@ pub fn markdown(r: &Record, image_prefix: &str) -> String {
          per answered request. Proc: the server processes' own utime+stime per request; share = \
          proc ÷ busy (well under 100% means something else ran on the server's CPUs); steal: the \
          most the hypervisor took from the server's CPUs in any round. Ratios are \
-         to {base}'s medians in the same run.\n"
+         to {base}'s medians in the same run; \"per round\" is the median (min–max) of each \
+         round's cost ÷ {base}'s cost in that round, the pair having run back to back.\n"
     );
     for w in &r.workloads {
         let _ = writeln!(o, "## {}\n", w.title);
         let _ = writeln!(
             o,
-            "| server | req/s | × {base} | cost µs/req | × {base} | proc µs/req | share | steal | RSS MiB | errors |"
+            "| server | req/s | × {base} | cost µs/req | × {base} | × {base}, per round | proc µs/req | share | steal | RSS MiB | errors |"
         );
-        let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|---|---|");
         for row in &w.rows {
             let _ = writeln!(
                 o,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 row.server,
                 spread(row.req_per_s),
                 ratio(row.req_ratio),
                 spread(row.cost_us),
                 ratio(row.cost_ratio),
+                row.cost_ratio_paired.map_or("–".into(), |s| format!(
+                    "{:.2}× ({:.2}–{:.2})",
+                    s.median, s.min, s.max
+                )),
                 spread(row.proc_cost_us),
                 row.share
                     .map_or("–".into(), |s| format!("{:.0}%", s.median * 100.0)),

@@ -130,6 +130,10 @@ pub struct Row {
     pub req_ratio: Option<f64>,
     /// Cost median ÷ the baseline's.
     pub cost_ratio: Option<f64>,
+    /// Cost ÷ the baseline's cost in the same round, over the rounds where both measured:
+    /// each pair ran back to back, so slow drift of the host cancels within a pair.
+    #[serde(default)]
+    pub cost_ratio_paired: Option<Spread>,
 }
 
 /// Labels of `Row::latency_us`.
@@ -196,6 +200,7 @@ pub fn summarize(
                 latency_rate: ok.iter().find_map(|m| m.latency_rate),
                 req_ratio: None,
                 cost_ratio: None,
+                cost_ratio_paired: None,
             })
         })
         .collect();
@@ -206,6 +211,25 @@ pub fn summarize(
         for r in &mut rows {
             r.req_ratio = ratio(r.req_per_s, base_rps);
             r.cost_ratio = ratio(r.cost_us, base_cost);
+        }
+    }
+    if let Some(b) = baseline {
+        let cost = |server: &str, round: usize| {
+            samples.iter().find_map(|s| match &s.outcome {
+                Outcome::Ok(m)
+                    if s.workload == workload && s.server == server && s.round == round =>
+                {
+                    Some(m.cost_us)
+                }
+                _ => None,
+            })
+        };
+        for r in &mut rows {
+            let pairs = samples
+                .iter()
+                .filter(|s| s.workload == workload && s.server == r.server)
+                .filter_map(|s| Some(cost(&r.server, s.round)? / cost(b, s.round)?));
+            r.cost_ratio_paired = Spread::of(pairs);
         }
     }
     rows
@@ -295,6 +319,14 @@ mod tests {
         assert!((c - 3.0 / 1.1).abs() < 1e-12, "{c}");
         assert_eq!(x.samples, 3);
         assert_eq!(x.failures, vec!["round 3: crashed".to_string()]);
+        // Per round: 3.0/1.0, 3.3/1.2, 2.0/1.1; the failed round 3 has no pair.
+        let p = x.cost_ratio_paired.unwrap();
+        assert!((p.median - 3.3 / 1.2).abs() < 1e-12, "{p:?}");
+        assert!(
+            (p.min - 2.0 / 1.1).abs() < 1e-12 && (p.max - 3.0).abs() < 1e-12,
+            "{p:?}"
+        );
+        assert_eq!(f.cost_ratio_paired.unwrap().median, 1.0);
     }
 
     #[test]
