@@ -134,6 +134,91 @@ command = ["{linerate}", "serve", "--addr", "127.0.0.1:{port}", "--workers", "1"
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The `{fixtures}` the lab writes (files, a certificate) are served by linerate for a file and
+/// an HTTPS workload, which the floor does not run and whose ratios are to their own baseline.
+#[test]
+fn compare_serves_its_fixtures_over_http_and_https_with_a_workload_baseline() {
+    let dir = tmpdir("fixtures");
+    let (s, l) = cpus();
+    let text = format!(
+        r#"
+[settings]
+rounds = 1
+duration = "300ms"
+warmup = "0s"
+connections = 2
+server_cpus = "{s}"
+load_cpus = "{l}"
+load = "linerate"
+latency_duration = "0s"
+vars = {{ root = "{{fixtures}}/static" }}
+
+[[server]]
+name = "floor"
+command = ["{{linerate}}", "lab", "floor", "--addr", "127.0.0.1:{{port}}", "--response", "json"]
+workloads = ["json"]
+
+[[server]]
+name = "linerate"
+command = ["{{linerate}}", "serve", "--addr", "127.0.0.1:{{port}}", "--workers", "1", "--log-level", "warn", "--root", "{{root}}", "--tls-port", "{{tls_port}}", "--tls-cert", "{{fixtures}}/tls/cert.pem", "--tls-key", "{{fixtures}}/tls/key.pem"]
+
+[[workload]]
+name = "json"
+path = "/json"
+
+[[workload]]
+name = "file64k"
+path = "/f64k.bin"
+baseline = "linerate"
+
+[[workload]]
+name = "https_json"
+path = "/json"
+tls = true
+baseline = "linerate"
+"#
+    );
+    let suite = dir.join("suite.toml");
+    std::fs::write(&suite, text).unwrap();
+    let out_dir = dir.join("out");
+    let out = lab(&[
+        "compare",
+        "--suite",
+        suite.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--no-latency",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let runs: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("runs.json")).unwrap()).unwrap();
+    assert_eq!(
+        runs["samples"].as_array().unwrap().len(),
+        4,
+        "floor runs json only"
+    );
+    let workloads = runs["workloads"].as_array().unwrap();
+    assert_eq!(workloads[0]["baseline"], "floor");
+    for w in &workloads[1..] {
+        assert_eq!(w["baseline"], "linerate", "{w}");
+        let rows = w["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 1, "{w}");
+        assert_eq!(rows[0]["errors"], 0, "{w}");
+        assert!(
+            rows[0]["req_per_s"]["median"].as_f64().unwrap() > 0.0,
+            "{w}"
+        );
+        assert_eq!(rows[0]["cost_ratio"], 1.0, "{w}");
+    }
+    let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    assert!(
+        report.contains("| server | req/s | × linerate |"),
+        "{report}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn failing_and_crashing_servers_are_reported_not_hung_on() {
     let dir = tmpdir("crash");

@@ -11,6 +11,7 @@
 pub mod callgrind;
 pub mod charts;
 pub mod driver;
+pub mod fixtures;
 pub mod machine;
 pub mod procfs;
 pub mod report;
@@ -223,6 +224,12 @@ fn execute(suite: &Suite, cfg: &Resolved, args: &CompareArgs) -> anyhow::Result<
     base_vars.insert("cpus".to_string(), cpu_list(&cfg.server_cpus));
     let cwd = std::env::current_dir().context("cannot read the working directory")?;
     base_vars.insert("cwd".to_string(), cwd.display().to_string());
+    let fixtures = fixtures::Fixtures::create()?;
+    base_vars.insert("fixtures".to_string(), fixtures.dir().display().to_string());
+    for (k, v) in &suite.settings.vars {
+        let v = suite::expand(v, &base_vars).with_context(|| format!("settings.vars.{k}"))?;
+        base_vars.insert(k.clone(), v);
+    }
     let mut skipped = Vec::new();
     let mut servers: Vec<&ServerSpec> = Vec::new();
     for s in &suite.servers {
@@ -303,7 +310,8 @@ fn execute(suite: &Suite, cfg: &Resolved, args: &CompareArgs) -> anyhow::Result<
             name: w.name.clone(),
             title: w.title().to_string(),
             pipeline: w.pipeline,
-            rows: stats::summarize(&samples, &w.name, &names, suite.baseline()),
+            rows: stats::summarize(&samples, &w.name, &names, suite.baseline_for(w)),
+            baseline: suite.baseline_for(w).map(str::to_string),
             charts: Vec::new(),
         })
         .collect();

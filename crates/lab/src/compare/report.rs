@@ -41,6 +41,9 @@ pub struct WorkloadResult {
     pub title: String,
     pub pipeline: usize,
     pub rows: Vec<Row>,
+    /// The server this workload's ratios are to.
+    #[serde(default)]
+    pub baseline: Option<String>,
     /// Chart file names (relative to the report).
     pub charts: Vec<String>,
 }
@@ -124,10 +127,11 @@ pub fn markdown(r: &Record, image_prefix: &str) -> String {
          per answered request. Proc: the server processes' own utime+stime per request; share = \
          proc ÷ busy (well under 100% means something else ran on the server's CPUs); steal: the \
          most the hypervisor took from the server's CPUs in any round. Ratios are \
-         to {base}'s medians in the same run; \"per round\" is the median (min–max) of each \
-         round's cost ÷ {base}'s cost in that round, the pair having run back to back.\n"
+         to the baseline's medians in the same run ({base}, unless a table names another); \"per round\" is the median (min–max) of each \
+         round's cost ÷ the baseline's cost in that round, the pair having run back to back.\n"
     );
     for w in &r.workloads {
+        let base = w.baseline.as_deref().unwrap_or(base);
         let _ = writeln!(o, "## {}\n", w.title);
         let _ = writeln!(
             o,

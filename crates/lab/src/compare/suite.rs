@@ -43,6 +43,9 @@ pub struct Settings {
     pub start_timeout: String,
     /// Requests per server for `--instructions` (callgrind makes each one ~50× slower).
     pub instruction_requests: u64,
+    /// Placeholders for every workload (a workload's own `vars` win); values may use the
+    /// built-in ones (`{fixtures}`, `{cwd}`).
+    pub vars: BTreeMap<String, String>,
 }
 
 impl Default for Settings {
@@ -59,6 +62,7 @@ impl Default for Settings {
             latency_duration: "3s".into(),
             start_timeout: "5s".into(),
             instruction_requests: 20_000,
+            vars: BTreeMap::new(),
         }
     }
 }
@@ -115,6 +119,9 @@ pub struct Workload {
     pub tls: bool,
     /// A new connection after this many requests (1: every request pays a handshake).
     pub reconnect: Option<u64>,
+    /// The server this workload's ratios are taken against, when not the suite's (a workload
+    /// the floor cannot serve, such as files or HTTPS, compares with nginx).
+    pub baseline: Option<String>,
     #[serde(default)]
     pub vars: BTreeMap<String, String>,
 }
@@ -163,6 +170,15 @@ impl Suite {
         }
     }
 
+    /// The baseline of one workload: its own, else the suite's; `None` when that server is not
+    /// being compared.
+    pub fn baseline_for<'a>(&'a self, w: &'a Workload) -> Option<&'a str> {
+        w.baseline
+            .as_deref()
+            .or(self.baseline())
+            .filter(|b| self.servers.iter().any(|s| s.name == *b))
+    }
+
     pub fn parse(text: &str) -> anyhow::Result<Suite> {
         let suite: Suite = toml::from_str(text).context("invalid suite file")?;
         suite.validate()?;
@@ -197,10 +213,15 @@ impl Suite {
                 bail!("workload {:?}: pipeline must be at least 1", w.name);
             }
         }
-        if let Some(b) = &self.settings.baseline
-            && !self.servers.iter().any(|s| &s.name == b)
-        {
-            bail!("baseline {b:?} is not one of the suite's servers");
+        let baselines = self.settings.baseline.iter().map(|b| ("settings", b));
+        for (owner, b) in baselines.chain(
+            self.workloads
+                .iter()
+                .filter_map(|w| Some((w.name.as_str(), w.baseline.as_ref()?))),
+        ) {
+            if !self.servers.iter().any(|s| &s.name == b) {
+                bail!("{owner}: baseline {b:?} is not one of the suite's servers");
+            }
         }
         self.resolve().map(|_| ())
     }
