@@ -309,7 +309,9 @@ impl RequestHead {
                 j = chars::scan(window, j, &HOST);
             }
             let host_end = j;
-            j += chars::field_value_len(&window[j..]);
+            if window.get(j) != Some(&b'\r') {
+                j += chars::field_value_len(&window[j..]);
+            }
             let Some(&end) = window.get(j) else {
                 return incomplete();
             };

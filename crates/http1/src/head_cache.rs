@@ -12,7 +12,8 @@
 use crate::date::DATE_LEN;
 use crate::encode::ResponseHead;
 
-/// How many entries one cache holds; other heads are rendered every time.
+/// How many head starts, and how many whole responses, one cache holds; others are rendered
+/// every time.
 pub const HEAD_CACHE_ENTRIES: usize = 16;
 
 /// Longest Content-Type value worth caching (longer ones are rendered every time).
@@ -25,10 +26,24 @@ const MAX_CACHED_BODY: usize = 1024;
 struct Entry {
     status: u16,
     content_type: Option<Box<[u8]>>,
-    /// `None`: `bytes` is the fixed part of a head. `Some((address, length))`: `bytes` is a
-    /// whole keep-alive response whose body is the `'static` slice at that address. A
-    /// `'static` slice is never freed, so its address and length name its bytes for good.
-    body: Option<(usize, usize)>,
+    /// The fixed part of a head.
+    bytes: Box<[u8]>,
+}
+
+/// Names a response with `'static` content type and body by the addresses and lengths of
+/// both: a `'static` slice is never freed, so its address and length name its bytes for good,
+/// and the key is compared without reading them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct StaticKey {
+    status: u16,
+    content_type: Option<(usize, usize)>,
+    body: (usize, usize),
+}
+
+#[derive(Debug)]
+struct StaticEntry {
+    key: StaticKey,
+    /// The whole keep-alive response.
     bytes: Box<[u8]>,
 }
 
@@ -39,6 +54,7 @@ pub struct HeadCache {
     server: Option<Box<[u8]>>,
     date: [u8; DATE_LEN],
     entries: Vec<Entry>,
+    statics: Vec<StaticEntry>,
 }
 
 impl HeadCache {
@@ -48,6 +64,7 @@ impl HeadCache {
             server: server.map(Box::from),
             date: [0; DATE_LEN],
             entries: Vec::with_capacity(HEAD_CACHE_ENTRIES),
+            statics: Vec::with_capacity(HEAD_CACHE_ENTRIES),
         }
     }
 
@@ -61,27 +78,51 @@ impl HeadCache {
         date: &[u8; DATE_LEN],
         out: &mut Vec<u8>,
     ) {
-        if self.copy(status, content_type, date, None, out) {
+        self.check_date(date);
+        let found = self.entries.iter().find(|e| {
+            e.status == status
+                && match (&e.content_type, content_type) {
+                    (Some(a), Some(b)) => short_eq(a, b),
+                    (None, None) => true,
+                    _ => false,
+                }
+        });
+        if let Some(entry) = found {
+            out.extend_from_slice(&entry.bytes);
             return;
         }
         let start = out.len();
         self.head(status, content_type, date, 0).write_fixed(out);
-        self.remember(status, content_type, None, &out[start..]);
+        if self.entries.len() < HEAD_CACHE_ENTRIES
+            && content_type.is_none_or(|ct| ct.len() <= MAX_CACHED_TYPE)
+        {
+            self.entries.push(Entry {
+                status,
+                content_type: content_type.map(Box::from),
+                bytes: out[start..].into(),
+            });
+        }
     }
 
-    /// Appends a whole keep-alive response with a `'static` body and no other fields:
-    /// [`write_fixed`](Self::write_fixed), Content-Length, the blank line and the body.
+    /// Appends a whole keep-alive response with a `'static` content type and body and no other
+    /// fields: [`write_fixed`](Self::write_fixed), Content-Length, the blank line and the body.
     /// Small bodies are remembered with their head, so a repeated answer is one copy.
     pub fn write_static(
         &mut self,
         status: u16,
-        content_type: Option<&[u8]>,
+        content_type: Option<&'static [u8]>,
         date: &[u8; DATE_LEN],
         body: &'static [u8],
         out: &mut Vec<u8>,
     ) {
-        let key = (body.as_ptr() as usize, body.len());
-        if self.copy(status, content_type, date, Some(key), out) {
+        self.check_date(date);
+        let key = StaticKey {
+            status,
+            content_type: content_type.map(|c| (c.as_ptr() as usize, c.len())),
+            body: (body.as_ptr() as usize, body.len()),
+        };
+        if let Some(entry) = self.statics.iter().find(|e| e.key == key) {
+            out.extend_from_slice(&entry.bytes);
             return;
         }
         let start = out.len();
@@ -90,39 +131,20 @@ impl HeadCache {
             .write_varying(out);
         crate::encode::end_head(out);
         out.extend_from_slice(body);
-        if body.len() <= MAX_CACHED_BODY {
-            self.remember(status, content_type, Some(key), &out[start..]);
+        if body.len() <= MAX_CACHED_BODY && self.statics.len() < HEAD_CACHE_ENTRIES {
+            self.statics.push(StaticEntry {
+                key,
+                bytes: out[start..].into(),
+            });
         }
     }
 
-    /// Copies the matching entry to `out`, if there is one for this Date.
-    fn copy(
-        &mut self,
-        status: u16,
-        content_type: Option<&[u8]>,
-        date: &[u8; DATE_LEN],
-        body: Option<(usize, usize)>,
-        out: &mut Vec<u8>,
-    ) -> bool {
+    /// Drops every entry when the Date is not the one they were rendered with.
+    fn check_date(&mut self, date: &[u8; DATE_LEN]) {
         if *date != self.date {
             self.entries.clear();
+            self.statics.clear();
             self.date = *date;
-        }
-        let found = self.entries.iter().find(|e| {
-            e.status == status
-                && e.body == body
-                && match (&e.content_type, content_type) {
-                    (Some(a), Some(b)) => short_eq(a, b),
-                    (None, None) => true,
-                    _ => false,
-                }
-        });
-        match found {
-            Some(entry) => {
-                out.extend_from_slice(&entry.bytes);
-                true
-            }
-            None => false,
         }
     }
 
@@ -141,25 +163,6 @@ impl HeadCache {
             content_length,
             close: false,
             keep_alive_10: false,
-        }
-    }
-
-    fn remember(
-        &mut self,
-        status: u16,
-        content_type: Option<&[u8]>,
-        body: Option<(usize, usize)>,
-        bytes: &[u8],
-    ) {
-        if self.entries.len() < HEAD_CACHE_ENTRIES
-            && content_type.is_none_or(|ct| ct.len() <= MAX_CACHED_TYPE)
-        {
-            self.entries.push(Entry {
-                status,
-                content_type: content_type.map(Box::from),
-                body,
-                bytes: bytes.into(),
-            });
         }
     }
 }
@@ -275,5 +278,31 @@ mod tests {
         let mut out = Vec::new();
         cache.write_fixed(200, Some(b"text/plain"), d2, &mut out);
         assert!(out.windows(D2.len()).any(|w| w == D2));
+
+        let bodies: Vec<&'static [u8]> = (0..20)
+            .map(|i| &*Box::leak(format!("body {i}").into_bytes().into_boxed_slice()))
+            .collect();
+        for (i, body) in bodies.iter().enumerate() {
+            let mut out = Vec::new();
+            cache.write_static(200, Some(b"text/plain"), d2, body, &mut out);
+            assert!(out.ends_with(format!("\r\n\r\nbody {i}").as_bytes()));
+        }
+        assert_eq!(cache.statics.len(), HEAD_CACHE_ENTRIES);
+        cache.write_static(200, None, d1, bodies[0], &mut Vec::new());
+        assert_eq!((cache.entries.len(), cache.statics.len()), (1, 1));
+    }
+
+    /// Equal bytes at another address are another key: the answer is still the same bytes.
+    #[test]
+    fn static_keys_are_addresses_and_equal_bytes_elsewhere_answer_the_same() {
+        let d1 = D1.try_into().unwrap();
+        let mut cache = HeadCache::new(Some(b"linerate"));
+        let a: &'static [u8] = b"same";
+        let b: &'static [u8] = Box::leak(b"same".to_vec().into_boxed_slice());
+        let (mut x, mut y) = (Vec::new(), Vec::new());
+        cache.write_static(200, Some(b"text/plain"), d1, a, &mut x);
+        cache.write_static(200, Some(b"text/plain"), d1, b, &mut y);
+        assert_eq!(x, y);
+        assert_eq!(cache.statics.len(), 2);
     }
 }

@@ -839,7 +839,12 @@ fn encode(
     send_body: bool,
 ) -> usize {
     let content_type = resp.content_type.as_deref().map(str::as_bytes);
-    if let Body::Static(body) = resp.body
+    let static_type = match &resp.content_type {
+        None => Some(None),
+        Some(Cow::Borrowed(t)) => Some(Some(t.as_bytes())),
+        Some(Cow::Owned(_)) => None,
+    };
+    if let (Body::Static(body), Some(static_type)) = (&resp.body, static_type)
         && send_body
         && !close
         && !keep_alive_10
@@ -847,7 +852,7 @@ fn encode(
     {
         // A constant answer (TechEmpower's plaintext): one copy of the cached response.
         io.heads
-            .write_static(resp.status, content_type, io.date.get(), body, &mut io.out);
+            .write_static(resp.status, static_type, io.date.get(), body, &mut io.out);
         return body.len();
     }
     let body = resp.body.as_bytes();
