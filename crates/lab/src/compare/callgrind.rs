@@ -24,6 +24,9 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 const DUMP_GRACE: Duration = Duration::from_secs(60);
 /// Connections for the counted run (few: each one is a slow valgrind-side event).
 const CONNECTIONS: usize = 8;
+/// Per-request (and per-handshake) patience of the counted run: a TLS server's first
+/// handshakes under valgrind took longer than linerate load's default 2 s.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Total `summary:`/`totals:` instructions over the callgrind files in `dir`.
 pub fn total_instructions(dir: &Path) -> anyhow::Result<u64> {
@@ -139,6 +142,7 @@ fn profiled(t: &Target<'_>, requests: u64, profile_dir: &Path) -> anyhow::Result
             duration: Duration::ZERO,
             rate: None,
             requests: Some(requests),
+            timeout: Some(REQUEST_TIMEOUT),
         }
         .execute();
         match r {

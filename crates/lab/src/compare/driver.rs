@@ -51,6 +51,9 @@ pub struct Run<'a> {
     pub rate: Option<f64>,
     /// Stop after this many answers instead of after `duration`.
     pub requests: Option<u64>,
+    /// How long a request (or a TLS handshake) may take before it counts as a timeout
+    /// (linerate load only; `None`: its default).
+    pub timeout: Option<Duration>,
 }
 
 impl Run<'_> {
@@ -108,6 +111,9 @@ impl Run<'_> {
         ];
         if self.workload.tls {
             argv.push("-k".into());
+        }
+        if let Some(t) = self.timeout {
+            argv.extend(["--timeout".into(), format!("{}ms", t.as_millis())]);
         }
         if let Some(n) = self.workload.reconnect {
             argv.extend(["--reconnect".into(), n.to_string()]);
@@ -338,6 +344,7 @@ Transfer/sec:     22.00MB
                 duration: Duration::from_secs(1),
                 rate,
                 requests: None,
+                timeout: None,
             }
             .generator()
         };

@@ -407,6 +407,7 @@ fn measure(
                 duration,
                 rate,
                 requests: None,
+                timeout: None,
             }
             .execute()
         };
