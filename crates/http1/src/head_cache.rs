@@ -4,10 +4,11 @@
 //! Server, Date, Content-Type) for the few (status, content type) pairs a server answers with
 //! over and over, so a response costs one copy of that part instead of re-assembling it from
 //! eight pieces; and, for answers whose body is a small `'static` slice (a handler's constant
-//! text), the whole response. Entries hold the Date they were rendered with and are dropped when it changes,
-//! so a cached head can never carry a stale Date. Callgrind, one worker: the server's encoder
-//! went from 313 to 279 instructions per response with cached head starts, and to 133 for
-//! pipelined plaintext once whole responses with `'static` bodies were cached, keyed by address.
+//! text), the whole response. Entries hold the Date they were rendered with and are dropped
+//! when it changes, so a cached head can never carry a stale Date. Callgrind, one worker: the
+//! server's encoder went from 313 to 279 instructions per response with cached head starts, and
+//! to 133 for pipelined plaintext once whole responses with `'static` bodies were cached, keyed
+//! by address.
 
 use crate::date::DATE_LEN;
 use crate::encode::ResponseHead;
