@@ -17,6 +17,19 @@ fn lab(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `lab compare --suite SUITE --out OUT` plus `extra`.
+fn compare(suite: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "compare",
+        "--suite",
+        suite.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    lab(&args)
+}
+
 fn tmpdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("linerate-lab-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -80,15 +93,7 @@ command = ["{linerate}", "serve", "--addr", "127.0.0.1:{port}", "--workers", "1"
     let out_dir = dir.join("out");
     let doc = dir.join("bench.md");
     std::fs::write(&doc, "# Benchmarks\n\nhand-written text stays\n").unwrap();
-    let out = lab(&[
-        "compare",
-        "--suite",
-        suite.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-        "--update-docs",
-        doc.to_str().unwrap(),
-    ]);
+    let out = compare(&suite, &out_dir, &["--update-docs", doc.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
@@ -181,14 +186,7 @@ baseline = "linerate"
     let suite = dir.join("suite.toml");
     std::fs::write(&suite, text).unwrap();
     let out_dir = dir.join("out");
-    let out = lab(&[
-        "compare",
-        "--suite",
-        suite.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-        "--no-latency",
-    ]);
+    let out = compare(&suite, &out_dir, &["--no-latency"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let runs: serde_json::Value =
@@ -236,14 +234,7 @@ command = ["python3", "-c", 'import socket,sys; s=socket.socket(); s.setsockopt(
 "#,
     );
     let out_dir = dir.join("out");
-    let out = lab(&[
-        "compare",
-        "--suite",
-        suite.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-        "--no-latency",
-    ]);
+    let out = compare(&suite, &out_dir, &["--no-latency"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "some samples failed: {stderr}");
     let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
