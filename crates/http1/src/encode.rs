@@ -80,27 +80,94 @@ pub struct ResponseHead<'a> {
 }
 
 impl ResponseHead<'_> {
-    /// Appends the status line and fields, without the blank line that ends the head,
-    /// so the caller can add its own fields with [`write_field`] and then [`end_head`].
+    /// Appends the status line and the managed fields, without the blank line that ends the
+    /// head, so the caller can add its own fields with [`write_field`] and then [`end_head`].
     pub fn write_start(&self, out: &mut Vec<u8>) {
-        self.write_fixed(out);
-        self.write_varying(out);
+        self.write(out, None);
     }
 
-    /// The part of the head that only depends on the status, Server, Date and Content-Type:
-    /// the status line and those fields. [`HeadCache`](crate::HeadCache) keeps it rendered.
-    pub fn write_fixed(&self, out: &mut Vec<u8>) {
-        // One reservation for the whole head; literal pieces are joined so a head is a handful
-        // of copies.
+    /// Appends the whole response: the head with no other fields, the blank line, and `body`.
+    pub fn write_with_body(&self, out: &mut Vec<u8>, body: &[u8]) {
+        self.write(out, Some(body));
+    }
+
+    /// Every head is composed here, per response, from its parts (TechEmpower's rules forbid
+    /// keeping a rendered head); only the Date value is formatted once a second, by
+    /// [`crate::DateCache`]. A head that fits [`FAST_HEAD`] (with a body up to
+    /// [`INLINE_BODY`]) is written into zeroed room at the end of `out` that is then cut to
+    /// length, through a [`Cursor`] whose writes need no bounds checks; a larger one is
+    /// appended piece by piece.
+    fn write(&self, out: &mut Vec<u8>, body: Option<&[u8]>) {
         let server = self.server.unwrap_or(b"");
         let ct = self.content_type.unwrap_or(b"");
-        out.reserve(160 + server.len() + self.date.len() + ct.len());
+        let inline_body = body.filter(|b| b.len() <= INLINE_BODY);
+        let need = HEAD_FIXED
+            + server.len()
+            + self.date.len()
+            + ct.len()
+            + inline_body.map_or(0, <[u8]>::len);
+        if need > FAST_HEAD {
+            return self.write_pieces(out, body);
+        }
+        let start = out.len();
+        out.resize(start + ROOM, 0);
+        let room: &mut [u8; ROOM] = (&mut out[start..start + ROOM]).try_into().unwrap();
+        let mut w = Cursor { buf: room, at: 0 };
+        if self.status == 200 {
+            w.lit(b"HTTP/1.1 200 OK\r\n");
+        } else {
+            w.lit(b"HTTP/1.1 ");
+            w.decimal(u64::from(self.status));
+            w.lit(b" ");
+            w.bytes(reason(self.status).as_bytes());
+            w.lit(b"\r\n");
+        }
+        if self.server.is_some() {
+            w.lit(b"Server: ");
+            w.bytes(server);
+            w.lit(b"\r\n");
+        }
+        w.lit(b"Date: ");
+        w.bytes(self.date);
+        if self.content_type.is_some() {
+            w.lit(b"\r\nContent-Type: ");
+            w.bytes(ct);
+        }
+        if !status_has_no_body(self.status) {
+            w.lit(b"\r\nContent-Length: ");
+            w.decimal(self.content_length);
+        }
+        if self.close {
+            w.lit(b"\r\nConnection: close");
+        } else if self.keep_alive_10 {
+            w.lit(b"\r\nConnection: keep-alive");
+        }
+        w.lit(b"\r\n");
+        if body.is_some() {
+            w.lit(b"\r\n");
+        }
+        if let Some(b) = inline_body {
+            w.bytes(b);
+        }
+        let len = start + w.at;
+        out.truncate(len);
+        if let Some(b) = body
+            && inline_body.is_none()
+        {
+            out.extend_from_slice(b);
+        }
+    }
+
+    /// The same head appended one piece at a time (long values).
+    fn write_pieces(&self, out: &mut Vec<u8>, body: Option<&[u8]>) {
+        let server = self.server.unwrap_or(b"");
+        let ct = self.content_type.unwrap_or(b"");
+        out.reserve(HEAD_FIXED + server.len() + self.date.len() + ct.len());
         if self.status == 200 {
             out.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
         } else {
             out.extend_from_slice(b"HTTP/1.1 ");
-            let mut code = itoa::Buffer::new();
-            out.extend_from_slice(code.format(self.status).as_bytes());
+            out.extend_from_slice(itoa::Buffer::new().format(self.status).as_bytes());
             out.push(b' ');
             out.extend_from_slice(reason(self.status).as_bytes());
             out.extend_from_slice(b"\r\n");
@@ -108,30 +175,124 @@ impl ResponseHead<'_> {
         if self.server.is_some() {
             out.extend_from_slice(b"Server: ");
             out.extend_from_slice(server);
-            out.extend_from_slice(b"\r\nDate: ");
-        } else {
-            out.extend_from_slice(b"Date: ");
+            out.extend_from_slice(b"\r\n");
         }
+        out.extend_from_slice(b"Date: ");
         out.extend_from_slice(self.date);
         if self.content_type.is_some() {
             out.extend_from_slice(b"\r\nContent-Type: ");
             out.extend_from_slice(ct);
         }
-        out.extend_from_slice(b"\r\n");
-    }
-
-    /// The part that changes from response to response: Content-Length and Connection.
-    pub fn write_varying(&self, out: &mut Vec<u8>) {
         if !status_has_no_body(self.status) {
-            out.extend_from_slice(b"Content-Length: ");
-            let mut n = itoa::Buffer::new();
-            out.extend_from_slice(n.format(self.content_length).as_bytes());
-            out.extend_from_slice(b"\r\n");
+            out.extend_from_slice(b"\r\nContent-Length: ");
+            out.extend_from_slice(itoa::Buffer::new().format(self.content_length).as_bytes());
         }
         if self.close {
-            out.extend_from_slice(b"Connection: close\r\n");
+            out.extend_from_slice(b"\r\nConnection: close");
         } else if self.keep_alive_10 {
-            out.extend_from_slice(b"Connection: keep-alive\r\n");
+            out.extend_from_slice(b"\r\nConnection: keep-alive");
+        }
+        out.extend_from_slice(b"\r\n");
+        if let Some(b) = body {
+            out.extend_from_slice(b"\r\n");
+            out.extend_from_slice(b);
+        }
+    }
+}
+
+/// Bytes of a head beyond its Server, Date and Content-Type values: at most 146 (a 5-digit
+/// status code with the longest reason phrase, field names, separators, a 20-digit
+/// Content-Length, `Connection: keep-alive` and the blank line).
+const HEAD_FIXED: usize = 160;
+
+/// Largest head (with its inline body) written through a [`Cursor`].
+const FAST_HEAD: usize = 240;
+
+/// A cursor's position is taken modulo this before each write, so a fixed-size write of up
+/// to 32 bytes is provably inside [`ROOM`] and compiles without a bounds check. Positions
+/// never reach it: a head on this path is at most [`FAST_HEAD`] bytes.
+const WINDOW: usize = 256;
+
+/// Room zeroed at the end of the output for a [`Cursor`].
+const ROOM: usize = WINDOW + 32;
+
+/// Bodies up to this long are written with the head; longer ones are appended after it.
+const INLINE_BODY: usize = 64;
+
+/// "00" to "99".
+const DIGIT_PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// Writes the pieces of a head into room zeroed for it.
+struct Cursor<'a> {
+    buf: &'a mut [u8; ROOM],
+    at: usize,
+}
+
+impl Cursor<'_> {
+    /// Where the next piece goes (see [`WINDOW`]).
+    #[inline(always)]
+    fn pos(&self) -> usize {
+        self.at % WINDOW
+    }
+
+    /// A literal: a fixed-size copy.
+    #[inline(always)]
+    fn lit<const N: usize>(&mut self, s: &[u8; N]) {
+        let at = self.pos();
+        self.buf[at..at + N].copy_from_slice(s);
+        self.at = at + N;
+    }
+
+    /// A value: 4 to 32 bytes as two overlapping fixed-size copies (never past its end),
+    /// others with `copy_from_slice`.
+    #[inline(always)]
+    fn bytes(&mut self, s: &[u8]) {
+        let n = s.len();
+        let at = self.pos();
+        let d = &mut self.buf[at..];
+        if (16..=32).contains(&n) {
+            d[..16].copy_from_slice(&s[..16]);
+            d[n - 16..n].copy_from_slice(&s[n - 16..]);
+        } else if (8..16).contains(&n) {
+            d[..8].copy_from_slice(&s[..8]);
+            d[n - 8..n].copy_from_slice(&s[n - 8..]);
+        } else if (4..8).contains(&n) {
+            d[..4].copy_from_slice(&s[..4]);
+            d[n - 4..n].copy_from_slice(&s[n - 4..]);
+        } else {
+            d[..n].copy_from_slice(s);
+        }
+        self.at = at + n;
+    }
+
+    /// `v` in decimal: up to four digits from a table of digit pairs, longer through `itoa`.
+    #[inline(always)]
+    fn decimal(&mut self, v: u64) {
+        let at = self.pos();
+        let pair = |p: u64| {
+            let i = 2 * p as usize;
+            [DIGIT_PAIRS[i], DIGIT_PAIRS[i + 1]]
+        };
+        if v < 10 {
+            self.buf[at] = b'0' + v as u8;
+            self.at = at + 1;
+        } else if v < 100 {
+            self.buf[at..at + 2].copy_from_slice(&pair(v));
+            self.at = at + 2;
+        } else if v < 1000 {
+            self.buf[at] = b'0' + (v / 100) as u8;
+            self.buf[at + 1..at + 3].copy_from_slice(&pair(v % 100));
+            self.at = at + 3;
+        } else if v < 10_000 {
+            self.buf[at..at + 2].copy_from_slice(&pair(v / 100));
+            self.buf[at + 2..at + 4].copy_from_slice(&pair(v % 100));
+            self.at = at + 4;
+        } else {
+            self.bytes(itoa::Buffer::new().format(v).as_bytes());
         }
     }
 }
@@ -175,6 +336,104 @@ mod tests {
             b"HTTP/1.1 200 OK\r\nServer: linerate\r\nDate: Thu, 19 Nov 2026 10:00:00 GMT\r\n\
 Content-Type: text/plain\r\nContent-Length: 13\r\nConnection: close\r\n\r\n"
         );
+    }
+
+    /// The head as a plain concatenation, the reference the cursor writer must equal.
+    fn reference(h: &ResponseHead<'_>, body: &[u8]) -> Vec<u8> {
+        let mut s = format!("HTTP/1.1 {} {}\r\n", h.status, reason(h.status));
+        if h.status == 200 {
+            s = "HTTP/1.1 200 OK\r\n".to_string();
+        }
+        let text = |b: &[u8]| String::from_utf8(b.to_vec()).unwrap();
+        if let Some(server) = h.server {
+            s += &format!("Server: {}\r\n", text(server));
+        }
+        s += &format!("Date: {}\r\n", text(h.date));
+        if let Some(ct) = h.content_type {
+            s += &format!("Content-Type: {}\r\n", text(ct));
+        }
+        if !status_has_no_body(h.status) {
+            s += &format!("Content-Length: {}\r\n", h.content_length);
+        }
+        if h.close {
+            s += "Connection: close\r\n";
+        } else if h.keep_alive_10 {
+            s += "Connection: keep-alive\r\n";
+        }
+        s += "\r\n";
+        let mut out = s.into_bytes();
+        out.extend_from_slice(body);
+        out
+    }
+
+    #[test]
+    fn composed_heads_equal_a_plain_concatenation() {
+        let long = "x".repeat(100);
+        let values: Vec<Option<&[u8]>> = [
+            None,
+            Some(""),
+            Some("a"),
+            Some("abcd"),
+            Some("linerate"),
+            Some("text/plain"),
+            Some("application/json"),
+            Some("0123456789abcdef0"),
+            Some("application/javascript; charset=utf-8"),
+            Some(&long[..24]),
+            Some(&long[..50]),
+            Some(long.as_str()),
+        ]
+        .iter()
+        .map(|v| v.map(str::as_bytes))
+        .collect();
+        let bodies: Vec<Vec<u8>> = [0, 1, 3, 4, 7, 8, 13, 16, 27, 32, 33, 64, 65, 300]
+            .iter()
+            .map(|&n| (0..n).map(|i| b'a' + (i % 26) as u8).collect())
+            .collect();
+        let lengths = [
+            0,
+            7,
+            9,
+            10,
+            99,
+            100,
+            999,
+            1000,
+            9999,
+            10_000,
+            123_456_789,
+            u64::MAX,
+        ];
+        let mut cases = 0;
+        for status in [200, 100, 204, 301, 304, 404, 431, 500, 599, 999, 65535] {
+            for (i, &server) in values.iter().enumerate() {
+                let ct = values[(i * 7 + status as usize) % values.len()];
+                for (k, &content_length) in lengths.iter().enumerate() {
+                    let head = ResponseHead {
+                        status,
+                        server,
+                        date: b"Thu, 19 Nov 2026 10:00:00 GMT",
+                        content_type: ct,
+                        content_length,
+                        close: k % 3 == 0,
+                        keep_alive_10: k % 3 == 1,
+                    };
+                    let body = &bodies[(k + i) % bodies.len()];
+                    let mut out = b"earlier output".to_vec();
+                    head.write_with_body(&mut out, body);
+                    let mut want = b"earlier output".to_vec();
+                    want.extend(reference(&head, body));
+                    assert_eq!(out, want, "{head:?}");
+
+                    let mut out = Vec::new();
+                    head.write_start(&mut out);
+                    end_head(&mut out);
+                    assert_eq!(out, reference(&head, b""), "{head:?}");
+                    cases += 1;
+                }
+            }
+        }
+        assert_eq!(cases, 11 * 12 * 12);
     }
 
     #[test]

@@ -28,7 +28,6 @@ mod date;
 mod encode;
 mod error;
 mod head;
-mod head_cache;
 mod limits;
 
 pub use body::{BodyDecoder, ChunkedDecoder, Step, Trailers};
@@ -36,7 +35,6 @@ pub use date::{DATE_LEN, DateCache};
 pub use encode::{CONTINUE_100, ResponseHead, end_head, reason, status_has_no_body, write_field};
 pub use error::ParseError;
 pub use head::{Framing, Method, Parsed, RequestHead, TargetForm, Version};
-pub use head_cache::{HEAD_CACHE_ENTRIES, HeadCache};
 pub use limits::{
     CHUNK_EXT_LIMIT, Limits, MAX_HEAD_BYTES, MAX_HEADERS, MAX_TRAILER_BYTES, MAX_TRAILERS,
 };

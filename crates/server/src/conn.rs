@@ -838,47 +838,32 @@ fn encode(
     keep_alive_10: bool,
     send_body: bool,
 ) -> usize {
-    let content_type = resp.content_type.as_deref().map(str::as_bytes);
-    let static_type = match &resp.content_type {
-        None => Some(None),
-        Some(Cow::Borrowed(t)) => Some(Some(t.as_bytes())),
-        Some(Cow::Owned(_)) => None,
-    };
-    if let (Body::Static(body), Some(static_type)) = (&resp.body, static_type)
-        && send_body
-        && !close
-        && !keep_alive_10
-        && resp.headers.is_empty()
-    {
-        // A constant answer (TechEmpower's plaintext): one copy of the cached response.
-        io.heads
-            .write_static(resp.status, static_type, io.date.get(), body, &mut io.out);
-        return body.len();
-    }
     let body = resp.body.as_bytes();
     let len = resp.body.len();
     let head = ResponseHead {
         status: resp.status,
         server: sh.server_name.as_deref(),
         date: io.date.get(),
-        content_type,
+        content_type: resp.content_type.as_deref().map(str::as_bytes),
         content_length: len,
         close,
         keep_alive_10,
     };
-    io.heads
-        .write_fixed(head.status, head.content_type, io.date.get(), &mut io.out);
-    head.write_varying(&mut io.out);
-    for (name, value) in &resp.headers {
-        write_field(&mut io.out, name.as_bytes(), value.as_bytes());
+    if resp.headers.is_empty() {
+        // The common answer: head and (in-memory) body in one go. A file body follows
+        // through `sendfile`, so its in-memory bytes are empty.
+        head.write_with_body(&mut io.out, if send_body { body } else { b"" });
+    } else {
+        head.write_start(&mut io.out);
+        for (name, value) in &resp.headers {
+            write_field(&mut io.out, name.as_bytes(), value.as_bytes());
+        }
+        end_head(&mut io.out);
+        if send_body {
+            io.out.extend_from_slice(body);
+        }
     }
-    end_head(&mut io.out);
-    if !send_body {
-        return 0;
-    }
-    // A file body follows through `sendfile`; only in-memory bytes are copied here.
-    io.out.extend_from_slice(body);
-    len as usize
+    if send_body { len as usize } else { 0 }
 }
 
 /// Calls a handler; a panic becomes a 500 that closes the connection.

@@ -227,15 +227,8 @@ impl Server {
                             tracing::warn!(cpu, error = %e, "cannot pin worker");
                         }
                     }
-                    let mut worker = Worker::new(
-                        Epoll::new()?,
-                        listener,
-                        tls_listener,
-                        wake,
-                        log,
-                        files,
-                        shared.server_name.as_deref(),
-                    )?;
+                    let mut worker =
+                        Worker::new(Epoll::new()?, listener, tls_listener, wake, log, files)?;
                     worker.run(&shared)
                 })?;
             threads.push(t);

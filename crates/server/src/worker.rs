@@ -11,7 +11,7 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use linerate_http1::{DateCache, HeadCache, RequestHead};
+use linerate_http1::{DateCache, RequestHead};
 use rustix::io::Errno;
 use rustix::net::SocketFlags;
 
@@ -66,8 +66,6 @@ pub(crate) struct Io {
     pub(crate) out: Vec<u8>,
     pub(crate) pool: Pool,
     pub(crate) date: DateCache,
-    /// Rendered status line + Server + Date + Content-Type pieces for this worker's answers.
-    pub(crate) heads: HeadCache,
     pub(crate) now_ms: u64,
     pub(crate) draining: bool,
     pub(crate) log: Option<LogBuffer>,
@@ -105,7 +103,6 @@ impl<P: Poller> Worker<P> {
         wake: OwnedFd,
         log: Option<LogBuffer>,
         files: Option<StaticFiles>,
-        server_name: Option<&[u8]>,
     ) -> std::io::Result<Self> {
         let mut listeners = vec![Listener {
             sock: listener,
@@ -137,7 +134,6 @@ impl<P: Poller> Worker<P> {
                 out: Vec::with_capacity(READ_BUF),
                 pool: Pool::default(),
                 date: DateCache::new(SystemTime::now()),
-                heads: HeadCache::new(server_name),
                 now_ms: 0,
                 draining: false,
                 log,
