@@ -4,6 +4,7 @@
 //! hands back a slice of the caller's input. The chunked decoder is an explicit state machine
 //! fed any split of the input (one byte at a time included) and gives the same result for every
 //! split. Trailer fields are kept apart from the head's fields, never merged into them.
+#![forbid(unsafe_code)]
 
 use std::ops::Range;
 

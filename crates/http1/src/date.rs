@@ -2,6 +2,7 @@
 //!
 //! Owns formatting the date at most once per second. It is a plain value, one per worker
 //! thread: no locks, no atomics, no `Sync` tricks. The caller supplies the clock.
+#![forbid(unsafe_code)]
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -3,6 +3,7 @@
 //! Owns the bytes of a response head: status line, Server, Date, Content-Type, Content-Length,
 //! Connection and caller fields, appended to the caller's buffer. It does not validate caller
 //! fields: the server's response builder guarantees they hold no CR, LF or NUL.
+#![forbid(unsafe_code)]
 
 /// The interim response sent for `Expect: 100-continue`.
 pub const CONTINUE_100: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";

@@ -3,6 +3,7 @@
 //! Every way a request can be malformed is one variant; [`ParseError::status`] says which status
 //! the server answers with. After any of them the message framing can no longer be trusted, so
 //! every variant also means "close the connection after the response" ([`ParseError::closes`]).
+#![forbid(unsafe_code)]
 
 use std::fmt;
 

@@ -5,6 +5,7 @@
 //! when the reused header-span vector first grows. It never reads past the head: the returned
 //! length is where the body (or the next pipelined request) begins. Parsing restarts from the
 //! first byte on each call; callers avoid re-parsing by calling again only after a new LF.
+#![forbid(unsafe_code)]
 
 use std::ops::Range;
 

@@ -29,6 +29,7 @@ mod encode;
 mod error;
 mod head;
 mod limits;
+mod simd;
 
 pub use body::{BodyDecoder, ChunkedDecoder, Step, Trailers};
 pub use date::{DATE_LEN, DateCache};

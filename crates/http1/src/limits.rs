@@ -3,6 +3,7 @@
 //! Owns the numbers that bound what a peer can make the parser hold or scan. The server's
 //! configuration, `--help` and the docs use the same names. Time limits live in the server
 //! crate: this crate never reads a clock.
+#![forbid(unsafe_code)]
 
 /// Largest request head (request line + header section + final CRLF), in bytes.
 /// A request line that alone exceeds it is answered 414; a larger head 431.

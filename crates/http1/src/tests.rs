@@ -2,6 +2,7 @@
 //!
 //! Each row is a raw request and the expected outcome. Every accepted row is also fed one
 //! byte at a time through the parser to prove the result does not depend on how bytes arrive.
+#![forbid(unsafe_code)]
 
 use crate::{BodyDecoder, Framing, Limits, Method, ParseError, Parsed, RequestHead, Version};
 

@@ -598,7 +598,7 @@ impl Conn {
         head: &RequestHead,
         io: &mut Io,
         sh: &Shared,
-        resp: Response,
+        mut resp: Response,
     ) {
         let close = resp.close
             || !head.keep_alive()
@@ -608,12 +608,10 @@ impl Conn {
         let keep_alive_10 = !close && head.version() == Version::Http10;
         // HEAD is compressed too, so its Content-Length matches GET's (RFC 9110 §9.3.2).
         // Eligibility first: most responses (small, binary, files) never look up the field.
-        let resp = if crate::compress::eligible(&resp, &sh.config.compression) {
+        if crate::compress::eligible(&resp, &sh.config.compression) {
             let accept = head.header(buf, "accept-encoding");
-            crate::compress::negotiate(resp, accept, &sh.config.compression)
-        } else {
-            resp
-        };
+            resp = crate::compress::negotiate(resp, accept, &sh.config.compression);
+        }
         let bytes = encode(io, sh, &resp, close, keep_alive_10, send_body);
         if send_body && let Body::File(f) = &resp.body {
             self.file = Some(Box::new(PendingFile {
@@ -830,6 +828,7 @@ impl Conn {
 
 /// Appends `resp` to the worker's output: head (managed fields, then the handler's fields)
 /// and, when `send_body`, the body. Returns the body bytes written.
+#[inline(always)]
 fn encode(
     io: &mut Io,
     sh: &Shared,
