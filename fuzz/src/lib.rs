@@ -142,6 +142,13 @@ fn check_verdict(
     let mut fresh = RequestHead::new();
     let again = fresh.parse(buf, limits);
     assert_eq!(&again, verdict, "a reused head and a fresh head disagree");
+    // The bytewise parser is the reference for the vector scans.
+    let mut bytewise = RequestHead::bytewise();
+    let reference = bytewise.parse(buf, limits);
+    assert_eq!(
+        &reference, verdict,
+        "the vector and bytewise parsers disagree"
+    );
     match *verdict {
         Ok(Parsed::Complete(n)) => {
             assert!(
@@ -156,6 +163,11 @@ fn check_verdict(
             assert!(head.header_count() <= limits.max_headers);
             let facts = HeadFacts::of(head, buf);
             assert_eq!(facts, HeadFacts::of(&fresh, buf), "reused head kept state");
+            assert_eq!(
+                facts,
+                HeadFacts::of(&bytewise, buf),
+                "vector and bytewise facts differ"
+            );
             assert_eq!(facts.headers.len(), head.header_count());
             if facts.version == Version::Http11 {
                 assert!(facts.host.is_some(), "HTTP/1.1 head accepted without Host");

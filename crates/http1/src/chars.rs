@@ -161,6 +161,64 @@ pub(crate) fn scan(s: &[u8], mut i: usize, class: &[bool; 256]) -> usize {
     i
 }
 
+/// A byte class in the two forms scans use: its 256-entry table, and nibble tables for a
+/// sixteen-byte vector lookup (`crate::simd`). Byte `b` is in the class exactly when
+/// `lo[b & 15] & hi[b >> 4] != 0`: `hi[k]` is bit `k` for the eight ASCII rows and 0 above,
+/// and bit `k` of `lo[l]` says whether `16k + l` is in the class. Only classes without
+/// non-ASCII bytes have this form; [`Class::new`] refuses others at compile time.
+pub(crate) struct Class {
+    pub(crate) table: &'static [bool; 256],
+    pub(crate) lo: [u8; 16],
+    pub(crate) hi: [u8; 16],
+}
+
+impl Class {
+    const fn new(table: &'static [bool; 256]) -> Class {
+        let mut lo = [0u8; 16];
+        let mut hi = [0u8; 16];
+        let mut b = 0;
+        while b < 256 {
+            if table[b] {
+                assert!(b < 0x80, "a vector class holds ASCII bytes only");
+                lo[b & 15] |= 1 << (b >> 4);
+            }
+            b += 1;
+        }
+        let mut k = 0;
+        while k < 8 {
+            hi[k] = 1 << k;
+            k += 1;
+        }
+        Class { table, lo, hi }
+    }
+}
+
+/// [`TCHAR`] as a [`Class`].
+pub(crate) static TCHAR_CLASS: Class = Class::new(&TCHAR);
+/// [`TARGET_PLAIN`] as a [`Class`].
+pub(crate) static TARGET_PLAIN_CLASS: Class = Class::new(&TARGET_PLAIN);
+/// [`HOST`] as a [`Class`].
+pub(crate) static HOST_CLASS: Class = Class::new(&HOST);
+
+/// How the head parser runs its class scans: byte by byte ([`Bytewise`]), or sixteen bytes at
+/// a time where the CPU allows (`crate::simd::Ssse3`). The parser is generic over it, so each
+/// kind is compiled into its own copy of the parser.
+pub(crate) trait Scanner: Copy {
+    /// Index of the first byte at or after `i` that is not in `class` (or `s.len()`).
+    fn scan(self, s: &[u8], i: usize, class: &Class) -> usize;
+}
+
+/// Class scans with the tables, one byte at a time ([`scan`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bytewise;
+
+impl Scanner for Bytewise {
+    #[inline(always)]
+    fn scan(self, s: &[u8], i: usize, class: &Class) -> usize {
+        scan(s, i, class.table)
+    }
+}
+
 /// Whether `name` (already known to be a token) equals `lit`, ignoring ASCII case. Every byte
 /// of `lit` must have bit 0x20 set (lowercase letters, digits, `-`).
 ///
@@ -263,6 +321,42 @@ mod tests {
                 let want = if TCHAR[b as usize] { 19 } else { lane };
                 assert_eq!(scan(&v, 0, &TCHAR), want, "byte {b:#x} lane {lane}");
                 assert_eq!(scan(&v, lane.min(3), &TCHAR), want.max(lane.min(3)));
+            }
+        }
+    }
+
+    #[test]
+    fn nibble_tables_hold_exactly_each_class() {
+        for class in [&TCHAR_CLASS, &TARGET_PLAIN_CLASS, &HOST_CLASS] {
+            for b in 0..=255usize {
+                let nibbles = class.lo[b & 15] & class.hi[b >> 4] != 0;
+                assert_eq!(nibbles, class.table[b], "byte {b:#x}");
+            }
+        }
+    }
+
+    /// Every byte in every lane of a 40-byte run (two vectors and a byte tail), from every
+    /// start up to 20: the vector scan stops where the table scan does.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn vector_scans_stop_where_table_scans_do() {
+        let Some(cpu) = crate::simd::Ssse3::detect() else {
+            eprintln!("no SSSE3 on this CPU: vector scans not tested");
+            return;
+        };
+        for class in [&TCHAR_CLASS, &TARGET_PLAIN_CLASS, &HOST_CLASS] {
+            for b in 0..=255u8 {
+                for lane in 0..40 {
+                    let mut v = vec![b'a'; 40];
+                    v[lane] = b;
+                    for start in 0..20 {
+                        let want = Bytewise.scan(&v, start, class);
+                        assert_eq!(cpu.scan(&v, start, class), want, "{b:#x} {lane} {start}");
+                        let short = &v[..lane + 1];
+                        let want = Bytewise.scan(short, start.min(lane), class);
+                        assert_eq!(cpu.scan(short, start.min(lane), class), want);
+                    }
+                }
             }
         }
     }

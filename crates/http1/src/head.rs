@@ -11,7 +11,7 @@ use std::ops::Range;
 
 use memchr::memchr;
 
-use crate::chars::{self, HOST, TARGET_PLAIN, TCHAR};
+use crate::chars::{self, Bytewise, HOST_CLASS, Scanner, TARGET_PLAIN_CLASS, TCHAR_CLASS};
 use crate::error::ParseError;
 use crate::limits::Limits;
 
@@ -183,6 +183,9 @@ pub struct RequestHead {
     conn_close: bool,
     conn_keep_alive: bool,
     expect_other: bool,
+    /// Present when this CPU can run the vector class scans (detected once, in `new`).
+    #[cfg(target_arch = "x86_64")]
+    simd: Option<crate::simd::Ssse3>,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -220,6 +223,19 @@ impl RequestHead {
             conn_close: false,
             conn_keep_alive: false,
             expect_other: false,
+            #[cfg(target_arch = "x86_64")]
+            simd: crate::simd::Ssse3::detect(),
+        }
+    }
+
+    /// A head that never uses vector scans: the reference the fuzz targets and tests compare
+    /// the vector parser with. Servers use [`RequestHead::new`].
+    #[doc(hidden)]
+    pub fn bytewise() -> RequestHead {
+        RequestHead {
+            #[cfg(target_arch = "x86_64")]
+            simd: None,
+            ..RequestHead::new()
         }
     }
 
@@ -241,6 +257,21 @@ impl RequestHead {
     /// Returns `Complete(n)` when the head is the first `n` bytes of `buf`, `Partial` when more
     /// bytes are needed, or the error to answer with. `n <= buf.len()` always.
     pub fn parse(&mut self, buf: &[u8], limits: &Limits) -> Result<Parsed, ParseError> {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(cpu) = self.simd {
+            return cpu.parse(self, buf, limits);
+        }
+        self.parse_with(Bytewise, buf, limits)
+    }
+
+    /// [`RequestHead::parse`] with class scans run by `scanner` (see [`Scanner`]).
+    #[inline(always)]
+    pub(crate) fn parse_with<S: Scanner>(
+        &mut self,
+        scanner: S,
+        buf: &[u8],
+        limits: &Limits,
+    ) -> Result<Parsed, ParseError> {
         self.clear();
         // Never look past the head limit: a verdict must not depend on how many bytes beyond
         // it happen to have arrived (a bare LF past the limit is a 414/431, like its prefixes).
@@ -254,7 +285,7 @@ impl RequestHead {
         } else if buf.first() == Some(&b'\n') {
             return Err(ParseError::BareLf);
         }
-        let Some(next) = self.request_line(window, pos)? else {
+        let Some(next) = self.request_line(scanner, window, pos)? else {
             if buf.len() > limits.max_head_bytes {
                 return Err(ParseError::UriTooLong);
             }
@@ -272,7 +303,7 @@ impl RequestHead {
         };
         loop {
             // RFC 9110 §5.1: field-name = token, then ":" with no whitespace before it.
-            let i = chars::scan(window, pos, &TCHAR);
+            let i = scanner.scan(window, pos, &TCHAR_CLASS);
             let Some(&stop) = window.get(i) else {
                 return incomplete();
             };
@@ -307,7 +338,7 @@ impl RequestHead {
             }
             let mut j = v0;
             if known == Known::Host {
-                j = chars::scan(window, j, &HOST);
+                j = scanner.scan(window, j, &HOST_CLASS);
             }
             let host_end = j;
             if window.get(j) != Some(&b'\r') {
@@ -343,12 +374,18 @@ impl RequestHead {
 
     /// RFC 9112 §3: `method SP request-target SP HTTP-version CRLF`, scanned in one pass.
     /// Returns where the field lines start, or `None` when more bytes are needed.
-    fn request_line(&mut self, w: &[u8], start: usize) -> Result<Option<usize>, ParseError> {
+    #[inline(always)]
+    fn request_line<S: Scanner>(
+        &mut self,
+        scanner: S,
+        w: &[u8],
+        start: usize,
+    ) -> Result<Option<usize>, ParseError> {
         let i = if w[start..].starts_with(b"GET ") {
             self.method = Method::Get;
             start + 3
         } else {
-            let i = chars::scan(w, start, &TCHAR);
+            let i = scanner.scan(w, start, &TCHAR_CLASS);
             match w.get(i) {
                 None => return Ok(None),
                 Some(b' ') if i > start => {}
@@ -363,7 +400,7 @@ impl RequestHead {
         let t0 = i + 1;
         let (mut j, mut pct, mut query) = (t0, false, None);
         loop {
-            j = chars::scan(w, j, &TARGET_PLAIN);
+            j = scanner.scan(w, j, &TARGET_PLAIN_CLASS);
             match w.get(j) {
                 Some(b'%') => pct = true,
                 Some(b'?') if query.is_none() => query = Some(j),
