@@ -261,6 +261,12 @@ impl RequestHead {
         if let Some(cpu) = self.simd {
             return cpu.parse(self, buf, limits);
         }
+        self.parse_bytewise(buf, limits)
+    }
+
+    /// The bytewise parser, out of line so that `parse` stays a two-way jump.
+    #[inline(never)]
+    fn parse_bytewise(&mut self, buf: &[u8], limits: &Limits) -> Result<Parsed, ParseError> {
         self.parse_with(Bytewise, buf, limits)
     }
 

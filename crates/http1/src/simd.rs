@@ -56,6 +56,7 @@ mod x86 {
         }
 
         /// [`RequestHead::parse`] compiled with SSSE3, so the class scans below inline.
+        #[inline(always)]
         pub(crate) fn parse(
             self,
             head: &mut RequestHead,
