@@ -99,21 +99,38 @@ impl ResponseHead<'_> {
     /// length, through a [`Cursor`] whose writes need no bounds checks; a larger one is
     /// appended piece by piece.
     fn write(&self, out: &mut Vec<u8>, body: Option<&[u8]>) {
-        let server = self.server.unwrap_or(b"");
-        let ct = self.content_type.unwrap_or(b"");
         let inline_body = body.filter(|b| b.len() <= INLINE_BODY);
         let need = HEAD_FIXED
-            + server.len()
+            + self.server.map_or(0, <[u8]>::len)
             + self.date.len()
-            + ct.len()
+            + self.content_type.map_or(0, <[u8]>::len)
             + inline_body.map_or(0, <[u8]>::len);
         if need > FAST_HEAD {
-            return self.write_pieces(out, body);
+            out.reserve(need);
+            self.compose(out, body.is_some());
+            out.extend_from_slice(body.unwrap_or_default());
+            return;
         }
         let start = out.len();
         out.resize(start + ROOM, 0);
         let room: &mut [u8; ROOM] = (&mut out[start..start + ROOM]).try_into().unwrap();
         let mut w = Cursor { buf: room, at: 0 };
+        self.compose(&mut w, body.is_some());
+        if let Some(b) = inline_body {
+            w.bytes(b);
+        }
+        let len = start + w.at;
+        out.truncate(len);
+        if let Some(b) = body
+            && inline_body.is_none()
+        {
+            out.extend_from_slice(b);
+        }
+    }
+
+    /// The head's pieces in order; `end` adds the blank line that ends it.
+    #[inline(always)]
+    fn compose(&self, w: &mut impl Pieces, end: bool) {
         if self.status == 200 {
             w.lit(b"HTTP/1.1 200 OK\r\n");
         } else {
@@ -123,14 +140,14 @@ impl ResponseHead<'_> {
             w.bytes(reason(self.status).as_bytes());
             w.lit(b"\r\n");
         }
-        if self.server.is_some() {
+        if let Some(server) = self.server {
             w.lit(b"Server: ");
             w.bytes(server);
             w.lit(b"\r\n");
         }
         w.lit(b"Date: ");
         w.bytes(self.date);
-        if self.content_type.is_some() {
+        if let Some(ct) = self.content_type {
             w.lit(b"\r\nContent-Type: ");
             w.bytes(ct);
         }
@@ -144,60 +161,34 @@ impl ResponseHead<'_> {
             w.lit(b"\r\nConnection: keep-alive");
         }
         w.lit(b"\r\n");
-        if body.is_some() {
+        if end {
             w.lit(b"\r\n");
         }
-        if let Some(b) = inline_body {
-            w.bytes(b);
-        }
-        let len = start + w.at;
-        out.truncate(len);
-        if let Some(b) = body
-            && inline_body.is_none()
-        {
-            out.extend_from_slice(b);
-        }
     }
+}
 
-    /// The same head appended one piece at a time (long values).
-    fn write_pieces(&self, out: &mut Vec<u8>, body: Option<&[u8]>) {
-        let server = self.server.unwrap_or(b"");
-        let ct = self.content_type.unwrap_or(b"");
-        out.reserve(HEAD_FIXED + server.len() + self.date.len() + ct.len());
-        if self.status == 200 {
-            out.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
-        } else {
-            out.extend_from_slice(b"HTTP/1.1 ");
-            out.extend_from_slice(itoa::Buffer::new().format(self.status).as_bytes());
-            out.push(b' ');
-            out.extend_from_slice(reason(self.status).as_bytes());
-            out.extend_from_slice(b"\r\n");
-        }
-        if self.server.is_some() {
-            out.extend_from_slice(b"Server: ");
-            out.extend_from_slice(server);
-            out.extend_from_slice(b"\r\n");
-        }
-        out.extend_from_slice(b"Date: ");
-        out.extend_from_slice(self.date);
-        if self.content_type.is_some() {
-            out.extend_from_slice(b"\r\nContent-Type: ");
-            out.extend_from_slice(ct);
-        }
-        if !status_has_no_body(self.status) {
-            out.extend_from_slice(b"\r\nContent-Length: ");
-            out.extend_from_slice(itoa::Buffer::new().format(self.content_length).as_bytes());
-        }
-        if self.close {
-            out.extend_from_slice(b"\r\nConnection: close");
-        } else if self.keep_alive_10 {
-            out.extend_from_slice(b"\r\nConnection: keep-alive");
-        }
-        out.extend_from_slice(b"\r\n");
-        if let Some(b) = body {
-            out.extend_from_slice(b"\r\n");
-            out.extend_from_slice(b);
-        }
+/// Where a head's pieces go: a [`Cursor`] (short heads) or the output itself (long ones).
+trait Pieces {
+    /// A literal.
+    fn lit<const N: usize>(&mut self, s: &[u8; N]);
+    /// A value.
+    fn bytes(&mut self, s: &[u8]);
+    /// A number in decimal.
+    fn decimal(&mut self, v: u64);
+}
+
+impl Pieces for Vec<u8> {
+    #[inline(always)]
+    fn lit<const N: usize>(&mut self, s: &[u8; N]) {
+        self.extend_from_slice(s);
+    }
+    #[inline(always)]
+    fn bytes(&mut self, s: &[u8]) {
+        self.extend_from_slice(s);
+    }
+    #[inline(always)]
+    fn decimal(&mut self, v: u64) {
+        self.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
     }
 }
 
@@ -239,7 +230,9 @@ impl Cursor<'_> {
     fn pos(&self) -> usize {
         self.at % WINDOW
     }
+}
 
+impl Pieces for Cursor<'_> {
     /// A literal: a fixed-size copy.
     #[inline(always)]
     fn lit<const N: usize>(&mut self, s: &[u8; N]) {
