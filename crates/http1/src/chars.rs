@@ -3,6 +3,9 @@
 //! Owns only classification; it knows nothing about lines or messages. Every table is built at
 //! compile time so a lookup is one load, and the tables are the single place a byte class is
 //! defined: the head parser, the chunked decoder and the server's header validation all use them.
+//! The nibble tables of a [`Class`] (for the vector scans in `simd.rs`) are derived from them at
+//! compile time, and the byte-at-a-time scans here are the reference those scans are tested
+//! against.
 #![forbid(unsafe_code)]
 
 /// Builds a `[bool; 256]` at compile time from a predicate written as a closure-like expression.
