@@ -14,7 +14,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) use x86::Ssse3;
+pub(crate) use x86::{Ssse3, value_stops};
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
@@ -109,6 +109,3 @@ mod x86 {
         _mm_movemask_epi8(outside) as u32
     }
 }
-
-#[cfg(target_arch = "x86_64")]
-pub(crate) use x86::value_stops;

@@ -247,22 +247,19 @@ fn tls_mistakes_are_one_line_and_nonzero() {
         );
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
-    let (_, stderr) = run_err(
-        &base
+    // The line says why, not only which flag.
+    for (key, why) in [
+        (&other, "does not match --tls-cert"),
+        (&missing, "No such file"),
+    ] {
+        let args: Vec<&str> = base
             .iter()
             .copied()
-            .chain(["--tls-cert", &cert, "--tls-key", &other])
-            .collect::<Vec<_>>(),
-    );
-    assert!(stderr.contains("does not match --tls-cert"), "{stderr}");
-    let (_, stderr) = run_err(
-        &base
-            .iter()
-            .copied()
-            .chain(["--tls-cert", &cert, "--tls-key", &missing])
-            .collect::<Vec<_>>(),
-    );
-    assert!(stderr.contains("No such file"), "{stderr}");
+            .chain(["--tls-cert", &cert, "--tls-key", key])
+            .collect();
+        let (_, stderr) = run_err(&args);
+        assert!(stderr.contains(why), "{stderr}");
+    }
 }
 
 #[test]
