@@ -2,14 +2,12 @@
 //! Every user mistake ends as one line on stderr and a non-zero exit.
 #![forbid(unsafe_code)]
 
-mod cli;
-
 use std::process::ExitCode;
 
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let cli = match cli::Cli::try_parse() {
+    let cli = match linerate::cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -26,7 +24,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match cli::run(cli) {
+    match linerate::cli::run(cli) {
         Ok(code) => code,
         Err(e) => {
             // One line: the error and its causes, joined.

@@ -1,4 +1,4 @@
-//! Command-line definitions and their mapping onto the library crates' configurations.
+//! `linerate serve` (the default command): its flags and the server they configure.
 #![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
@@ -7,56 +7,14 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::Args;
 use linerate_server::{Config, LogTarget, Server, config as defaults};
 
-#[derive(Parser)]
-#[command(
-    name = "linerate",
-    version,
-    about = "A fast, strict HTTP/1.1 server, load generator and lab",
-    args_conflicts_with_subcommands = true
-)]
-pub struct Cli {
-    #[command(flatten)]
-    serve: ServeArgs,
-    #[command(subcommand)]
-    command: Option<Command>,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Serve HTTP/1.1 (the default): the demo app (TechEmpower and HttpArena endpoints).
-    Serve(ServeArgs),
-    /// Generate HTTP/1.1 load against a URL (wrk-style flags; honest latency with --rate).
-    Load(linerate_load::LoadArgs),
-    /// Run the lab tools.
-    Lab {
-        #[command(subcommand)]
-        tool: LabTool,
-    },
-}
-
-#[derive(Subcommand)]
-enum LabTool {
-    /// The syscall-floor reference server: one thread, epoll, recv, count request ends,
-    /// send that many canned responses in one send.
-    Floor(FloorArgs),
-    /// Compare servers side by side: interleaved rounds, req/s, CPU cost per request, latency
-    /// at a fixed rate, ratios to the floor; Markdown report, raw JSON and charts.
-    Compare(Box<linerate_lab::compare::CompareArgs>),
-    /// Audit this host (read-only) against the nine tuning steps, kTLS, io_uring and limits.
-    Doctor(linerate_lab::doctor::DoctorArgs),
-    /// Core-to-core latency matrix (CAS ping-pong per CPU pair), CSV and PNG heatmap, and
-    /// which CPUs to give the server and the load.
-    C2c(linerate_lab::c2c::C2cArgs),
-    /// Bytes and segments of a response (and an HTML page's first view) against the initial
-    /// congestion window (10 segments, RFC 6928).
-    Firstflight(linerate_lab::firstflight::FirstflightArgs),
-}
+use super::init_tracing;
+use super::parse::{CpuList, parse_cpu_list, parse_duration};
 
 #[derive(Args, Clone)]
-struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = defaults::DEFAULT_ADDR)]
     addr: SocketAddr,
@@ -135,112 +93,7 @@ struct ServeArgs {
     no_ktls: bool,
 }
 
-#[derive(Args)]
-struct FloorArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    addr: SocketAddr,
-    /// Canned response to send.
-    #[arg(long, value_enum, default_value_t = FloorBody::Json)]
-    response: FloorBody,
-    /// Pin the thread to this CPU.
-    #[arg(long)]
-    cpu: Option<usize>,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum FloorBody {
-    Json,
-    Plaintext,
-}
-
-#[derive(Clone, Debug)]
-struct CpuList(Vec<usize>);
-
-/// `0,2-3` → [0, 2, 3].
-fn parse_cpu_list(s: &str) -> Result<CpuList, String> {
-    let mut cpus = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let bad = || format!("invalid CPU list {s:?} (expected e.g. 0,2-3)");
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) =
-                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
-                if a > b {
-                    return Err(bad());
-                }
-                cpus.extend(a..=b);
-            }
-            None => cpus.push(part.parse().map_err(|_| bad())?),
-        }
-    }
-    if cpus.is_empty() {
-        return Err(format!("empty CPU list {s:?}"));
-    }
-    Ok(CpuList(cpus))
-}
-
-/// `10s`, `500ms`, `2m`, or plain seconds.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("invalid duration {s:?} (expected e.g. 10s, 500ms, 2m)");
-    let (num, unit) = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .map_or((s, "s"), |i| s.split_at(i));
-    let n: f64 = num.parse().map_err(|_| bad())?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(bad()),
-    };
-    Duration::try_from_secs_f64(secs).map_err(|_| bad())
-}
-
-pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    match cli.command {
-        None => serve(cli.serve),
-        Some(Command::Serve(args)) => serve(args),
-        Some(Command::Load(args)) => linerate_load::run(args),
-        Some(Command::Lab {
-            tool: LabTool::Floor(a),
-        }) => {
-            init_tracing("info");
-            linerate_lab::floor::run(&linerate_lab::floor::FloorConfig {
-                addr: a.addr,
-                response: match a.response {
-                    FloorBody::Json => linerate_lab::floor::FloorResponse::Json,
-                    FloorBody::Plaintext => linerate_lab::floor::FloorResponse::Plaintext,
-                },
-                cpu: a.cpu,
-            })?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::Lab {
-            tool: LabTool::Compare(a),
-        }) => linerate_lab::compare::run(&a),
-        Some(Command::Lab {
-            tool: LabTool::Doctor(a),
-        }) => linerate_lab::doctor::run(&a),
-        Some(Command::Lab {
-            tool: LabTool::C2c(a),
-        }) => linerate_lab::c2c::run(&a),
-        Some(Command::Lab {
-            tool: LabTool::Firstflight(a),
-        }) => linerate_lab::firstflight::run(&a),
-    }
-}
-
-fn init_tracing(level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
-}
-
-fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     if !["error", "warn", "info", "debug", "trace", "off"].contains(&a.log_level.as_str()) {
         bail!(
             "invalid --log-level {:?} (expected error, warn, info, debug or trace)",
@@ -366,25 +219,5 @@ fn tls_config(a: &ServeArgs) -> anyhow::Result<Option<linerate_server::TlsConfig
             cert.display()
         ),
         Err(e) => bail!("--tls-cert/--tls-key: {e}"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpu_lists_parse() {
-        assert_eq!(parse_cpu_list("0,2-3").unwrap().0, vec![0, 2, 3]);
-        assert!(parse_cpu_list("3-1").is_err());
-        assert!(parse_cpu_list("x").is_err());
-    }
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
-        assert!(parse_duration("3 parsecs").is_err());
     }
 }
