@@ -30,6 +30,13 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// After a final response with close, how long unread input is drained so the kernel does
 /// not answer it with a reset that destroys the response (lingering close).
 pub const LINGER_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest a deferred request waits for its `Responder`; then 503 and the connection closes.
+pub const DEFERRED_TIMEOUT: Duration = Duration::from_secs(30);
+/// Answers one connection may have outstanding (deferred) or held behind an outstanding one
+/// before it reads no more pipelined requests: one connection's share of backpressure.
+pub const MAX_DEFERRED_PER_CONN: usize = 16;
+/// Deferred requests one worker may have outstanding; beyond, 503 with `Retry-After`.
+pub const MAX_DEFERRED_PER_WORKER: usize = 10_000;
 /// Listen backlog.
 pub const BACKLOG: i32 = 4096;
 /// Smallest in-memory body compressed on the fly: below it the response fits one TCP segment
@@ -76,6 +83,12 @@ pub struct Config {
     pub drain_timeout: Duration,
     /// See [`LINGER_TIMEOUT`].
     pub linger_timeout: Duration,
+    /// See [`DEFERRED_TIMEOUT`].
+    pub deferred_timeout: Duration,
+    /// See [`MAX_DEFERRED_PER_CONN`] (at least 1).
+    pub max_deferred_per_conn: usize,
+    /// See [`MAX_DEFERRED_PER_WORKER`].
+    pub max_deferred_per_worker: usize,
     /// See [`BACKLOG`].
     pub backlog: i32,
     /// Value of the `Server` header; `None` sends none.
@@ -145,6 +158,26 @@ impl FilesMount {
     }
 }
 
+impl Config {
+    /// The connection state machine's share: limits and timeouts in milliseconds.
+    pub(crate) fn conn(&self) -> crate::h1::ConnConfig {
+        // Round up: as_millis truncates, and a sub-millisecond timeout must not become 0.
+        let ms = |d: Duration| d.as_micros().div_ceil(1000) as u64;
+        crate::h1::ConnConfig {
+            limits: self.limits,
+            header_timeout: ms(self.header_timeout),
+            body_timeout: ms(self.body_timeout),
+            keepalive_timeout: ms(self.keepalive_timeout),
+            send_timeout: ms(self.send_timeout),
+            linger_timeout: ms(self.linger_timeout),
+            deferred_timeout: ms(self.deferred_timeout),
+            max_requests: self.max_requests_per_conn,
+            max_deferred: self.max_deferred_per_conn.max(1),
+            server: self.server_name.as_ref().map(|s| s.as_bytes().to_vec()),
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -163,6 +196,9 @@ impl Default for Config {
             max_requests_per_conn: MAX_REQUESTS_PER_CONN,
             drain_timeout: DRAIN_TIMEOUT,
             linger_timeout: LINGER_TIMEOUT,
+            deferred_timeout: DEFERRED_TIMEOUT,
+            max_deferred_per_conn: MAX_DEFERRED_PER_CONN,
+            max_deferred_per_worker: MAX_DEFERRED_PER_WORKER,
             backlog: BACKLOG,
             server_name: Some("linerate".to_string()),
             access_log: None,

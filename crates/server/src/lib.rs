@@ -1,7 +1,10 @@
 //! linerate-server: a thread-per-core HTTP/1.1 server and the handler API.
 //!
-//! One pinned worker per CPU, each with its own SO_REUSEPORT listener, epoll loop, buffers
-//! and Date cache; requests are parsed by the strict sans-I/O `linerate-http1` crate. Build a
+//! One pinned worker per CPU, each with its own SO_REUSEPORT listener, event loop, buffers
+//! and Date cache; requests are parsed by the strict sans-I/O `linerate-http1` crate. Three
+//! layers, one directory each: `h1` (the connection state machine: bytes and time in, what
+//! to transmit out, no sockets), `app` (routing, handlers, files, compression, logs: no
+//! socket syscalls) and `driver` (the event loop, its I/O backend, timers, TLS). Build a
 //! [`Router`], bind a [`Server`] with a [`Config`], run it:
 //!
 //! ```no_run
@@ -26,28 +29,31 @@
 //!
 //! Unknown paths get 404, known paths with another method 405 with `Allow`, HEAD is served
 //! by GET routes without the body. Streaming request bodies use [`Router::streaming`] with a
-//! [`BodySink`]. Limits and timeouts are in [`Config`] (see [`config`] for the defaults).
+//! [`BodySink`]. A handler that must wait (a database, another service, a slow disk) is
+//! registered with [`Router::deferred`] (it gets an [`OwnedRequest`] and a [`Responder`] that
+//! answers from any thread) or [`Router::get_async`] (an `async` handler on your runtime):
+//! the worker serves other connections meanwhile. Limits and timeouts are in [`Config`] (see
+//! [`config`] for the defaults).
 
-pub mod access_log;
-pub mod compress;
+mod app;
 pub mod config;
-mod conn;
-pub mod demo;
-pub mod files;
-mod poller;
+mod driver;
+mod h1;
 mod pool;
-mod request;
-mod response;
-mod router;
 mod server;
+mod stats;
 mod sys;
-pub mod tls;
-mod worker;
+
+pub use app::{access_log, compress, deferred, files};
+use app::{request, response, router};
+pub use driver::tls;
 
 pub use access_log::LogTarget;
+pub use app::deferred::{BoxFuture, OwnedRequest, Responder, Spawn};
 pub use config::{Config, TlsConfig};
 pub use linerate_http1::{Method, Version};
 pub use request::{MAX_PARAMS, Request};
-pub use response::{Body, InvalidHeader, Response};
+pub use response::{Body, FileBody, InvalidHeader, Response};
 pub use router::{BodySink, Router};
 pub use server::{Server, ShutdownHandle, allowed_cpus};
+pub use stats::{Stats, StatsHandle};

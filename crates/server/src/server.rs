@@ -4,7 +4,8 @@
 //!
 //! Owns the process-level wiring; the request path lives in the workers. Shutdown is a write
 //! to each worker's eventfd — from a signal-watching thread or a [`ShutdownHandle`] — so
-//! workers never poll a shared flag.
+//! workers never poll a shared flag. Each worker also gets the inbox its deferred answers
+//! come back through (another eventfd) and its counters ([`StatsHandle`]).
 #![forbid(unsafe_code)]
 
 use std::io;
@@ -16,11 +17,14 @@ use rustix::event::{EventfdFlags, eventfd};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::access_log::Logger;
+use crate::app::deferred::Inbox;
+use crate::app::{App, AppIo};
 use crate::config::Config;
+use crate::driver::epoll::Epoll;
+use crate::driver::{Setup, Shared, Worker};
 use crate::files::{FilesOptions, StaticFiles};
-use crate::poller::Epoll;
 use crate::router::Router;
-use crate::worker::{Shared, Worker};
+use crate::stats::{Counters, StatsHandle};
 
 /// A bound server, ready to run.
 pub struct Server {
@@ -30,6 +34,7 @@ pub struct Server {
     tls_addr: Option<SocketAddr>,
     cpus: Vec<Option<usize>>,
     wakes: Arc<Vec<OwnedFd>>,
+    counters: Arc<Vec<Arc<Counters>>>,
     shared: Arc<Shared>,
     addr: SocketAddr,
     steering: bool,
@@ -150,19 +155,21 @@ impl Server {
                 )?),
                 None => None,
             };
-        let server_name = config.server_name.as_ref().map(|s| s.as_bytes().to_vec());
+        let counters = (0..workers).map(|_| Arc::default()).collect();
         Ok(Server {
             listeners,
             tls_listeners,
             tls_addr,
             cpus: worker_cpus,
             wakes: Arc::new(wakes),
+            counters: Arc::new(counters),
             shared: Arc::new(Shared {
-                router,
-                config,
-                server_name,
+                app: App::new(router, &config),
+                conn: config.conn(),
                 tls,
                 ktls,
+                drain_timeout: config.drain_timeout,
+                config,
             }),
             addr,
             steering,
@@ -195,6 +202,13 @@ impl Server {
         self.steering
     }
 
+    /// Reads the server's counters (deferred answers outstanding, refused, timed out, late).
+    pub fn stats(&self) -> StatsHandle {
+        StatsHandle {
+            workers: self.counters.clone(),
+        }
+    }
+
     /// A handle that starts a graceful shutdown.
     pub fn handle(&self) -> ShutdownHandle {
         ShutdownHandle {
@@ -217,6 +231,12 @@ impl Server {
             let cpu = self.cpus[i];
             let log = logger.as_ref().map(Logger::buffer);
             let files = self.files.as_ref().map(StaticFiles::for_worker);
+            let inbox_fd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
+            let waker = inbox_fd.try_clone()?;
+            let inbox = Arc::new(Inbox::new(Box::new(move || {
+                let _ = rustix::io::write(&waker, &1u64.to_ne_bytes());
+            })));
+            let counters = self.counters[i].clone();
             let t = std::thread::Builder::new()
                 .name(format!("linerate-w{i}"))
                 .spawn(move || -> io::Result<()> {
@@ -227,8 +247,20 @@ impl Server {
                             tracing::warn!(cpu, error = %e, "cannot pin worker");
                         }
                     }
-                    let mut worker =
-                        Worker::new(Epoll::new()?, listener, tls_listener, wake, log, files)?;
+                    let setup = Setup {
+                        listener,
+                        tls_listener,
+                        shutdown: wake,
+                        inbox_fd,
+                        app: AppIo {
+                            files,
+                            log,
+                            inbox,
+                            outstanding: 0,
+                            counters,
+                        },
+                    };
+                    let mut worker = Worker::new(Epoll::new()?, setup)?;
                     worker.run(&shared)
                 })?;
             threads.push(t);

@@ -157,7 +157,7 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         bail!("--cpus: CPU {bad} is not available to this process (allowed: {allowed:?})");
     }
     let addr = config.addr;
-    let server = Server::bind(config, linerate_server::demo::router())
+    let server = Server::bind(config, crate::demo::router())
         .with_context(|| format!("cannot listen on {addr}"))?;
     let url = format!("http://{}", server.local_addr());
     let https = server.tls_addr().map_or(String::new(), |t| {

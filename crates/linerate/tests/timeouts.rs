@@ -19,7 +19,7 @@ fn short_timeouts() -> Config {
 
 #[test]
 fn partial_head_gets_408_and_close() {
-    let server = start(short_timeouts(), linerate_server::demo::router());
+    let server = start(short_timeouts(), linerate::demo::router());
     let mut c = Client::connect(server.addr);
     c.send(b"GET /json HTTP/1.1\r\nHo");
     let r = c.read_response();
@@ -33,7 +33,7 @@ fn partial_head_gets_408_and_close() {
 fn trickled_head_is_not_kept_alive_by_each_byte() {
     // Slowloris: one byte every 100 ms never completes the head; the header timeout runs from
     // the first byte, so the server answers 408 although bytes keep coming.
-    let server = start(short_timeouts(), linerate_server::demo::router());
+    let server = start(short_timeouts(), linerate::demo::router());
     let mut c = Client::connect(server.addr);
     let mut answered_early = false;
     for b in b"GET /json HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".iter() {
@@ -60,7 +60,7 @@ fn trickled_head_is_not_kept_alive_by_each_byte() {
 
 #[test]
 fn stalled_body_gets_408_and_close() {
-    let server = start(short_timeouts(), linerate_server::demo::router());
+    let server = start(short_timeouts(), linerate::demo::router());
     let mut c = Client::connect(server.addr);
     c.send(b"POST /baseline11?a=1&b=2 HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n123");
     let r = c.read_response();
@@ -71,7 +71,7 @@ fn stalled_body_gets_408_and_close() {
 
 #[test]
 fn idle_keep_alive_connection_is_closed_quietly() {
-    let server = start(short_timeouts(), linerate_server::demo::router());
+    let server = start(short_timeouts(), linerate::demo::router());
     let mut c = Client::connect(server.addr);
     assert_eq!(c.get("/pipeline").text(), "ok");
     // No 408 for an idle connection between requests: just a clean close.
@@ -84,7 +84,7 @@ fn idle_keep_alive_connection_is_closed_quietly() {
 
 #[test]
 fn a_stalled_client_does_not_block_others() {
-    let server = start(config(), linerate_server::demo::router());
+    let server = start(config(), linerate::demo::router());
     let mut stalled = Client::connect(server.addr);
     stalled.send(b"POST /baseline11?a=1&b=2 HTTP/1.1\r\nHost: a\r\nContent-Length: 1000\r\n\r\n12");
     let mut other = Client::connect(server.addr);
@@ -99,7 +99,7 @@ fn a_stalled_client_does_not_block_others() {
 fn client_that_does_not_read_is_bounded() {
     // Pipeline far more than the socket buffers hold without reading: the server stops
     // reading (it never buffers without bound) and everything is answered once we read.
-    let server = start(config(), linerate_server::demo::router());
+    let server = start(config(), linerate::demo::router());
     let mut c = Client::connect(server.addr);
     let n = 4_000;
     let req = b"GET /json/50 HTTP/1.1\r\nHost: a\r\n\r\n";

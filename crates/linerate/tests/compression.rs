@@ -139,7 +139,7 @@ fn head_has_get_headers() {
 fn no_compression_config_never_compresses() {
     let mut config = common::config();
     config.compression.enabled = false;
-    let s = start(config, linerate_server::demo::router());
+    let s = start(config, linerate::demo::router());
     let mut c = Client::connect(s.addr);
     let r = request(&mut c, "GET", BIG, Some("gzip, br"));
     assert_eq!(r.header("content-encoding"), None);

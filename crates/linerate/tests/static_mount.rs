@@ -38,7 +38,7 @@ fn serve(root: &Path) -> common::Running {
         }),
         ..config()
     };
-    start(cfg, linerate_server::demo::router())
+    start(cfg, linerate::demo::router())
 }
 
 #[test]

@@ -5,8 +5,8 @@
 //! each coding's compressed size and its fastest of `MIN_OF` calls, then criterion times one response's compression.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use linerate::demo::{self, DATASET_JSON, Item};
 use linerate_server::compress;
-use linerate_server::demo::{self, DATASET_JSON, Item};
 
 const GZIP_LEVELS: [u32; 4] = [1, 4, 6, 9];
 const BROTLI_QUALITIES: [u32; 6] = [1, 3, 4, 5, 6, 11];

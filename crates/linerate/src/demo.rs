@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{BodySink, Request, Response, Router};
+use linerate_server::{BodySink, Request, Response, Router};
 
 /// The dataset shipped with the binary.
 pub const DATASET_JSON: &str = include_str!("../data/dataset.json");

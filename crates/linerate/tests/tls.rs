@@ -60,16 +60,18 @@ fn serve(name: &str, ktls: bool) -> Tls {
         }),
         ..config()
     };
-    let server = Server::bind(cfg, linerate_server::demo::router()).expect("bind");
+    let server = Server::bind(cfg, linerate::demo::router()).expect("bind");
     let tls_addr = server.tls_addr().expect("TLS address");
     let ktls = server.ktls();
     let addr = server.local_addr();
     let handle = server.handle();
+    let stats = server.stats();
     let thread = std::thread::spawn(move || server.run());
     Tls {
         run: Running {
             addr,
             handle,
+            stats,
             thread: Some(thread),
         },
         tls_addr,
@@ -430,7 +432,7 @@ fn a_silent_tls_client_is_closed_after_the_header_timeout() {
         }),
         ..config()
     };
-    let server = Server::bind(cfg, linerate_server::demo::router()).unwrap();
+    let server = Server::bind(cfg, linerate::demo::router()).unwrap();
     let tls_addr = server.tls_addr().unwrap();
     let handle = server.handle();
     let t = std::thread::spawn(move || server.run());

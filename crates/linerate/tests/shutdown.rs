@@ -109,7 +109,7 @@ fn shutdown_under_load_loses_nothing() {
 
 #[test]
 fn shutdown_closes_idle_connections_cleanly() {
-    let server = start(config(), linerate_server::demo::router());
+    let server = start(config(), linerate::demo::router());
     let mut idle = common::Client::connect(server.addr);
     assert_eq!(idle.get("/pipeline").text(), "ok");
     server.stop();

@@ -7,7 +7,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use linerate_server::{Config, Router, Server, ShutdownHandle};
+use linerate_server::{Config, Router, Server, ShutdownHandle, StatsHandle};
 
 /// Longest any single read waits.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -15,6 +15,7 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Running {
     pub addr: SocketAddr,
     pub handle: ShutdownHandle,
+    pub stats: StatsHandle,
     pub thread: Option<JoinHandle<std::io::Result<()>>>,
 }
 
@@ -51,16 +52,18 @@ pub fn start(config: Config, router: Router) -> Running {
     let server = Server::bind(config, router).expect("bind");
     let addr = server.local_addr();
     let handle = server.handle();
+    let stats = server.stats();
     let thread = std::thread::spawn(move || server.run());
     Running {
         addr,
         handle,
+        stats,
         thread: Some(thread),
     }
 }
 
 pub fn start_demo() -> Running {
-    start(config(), linerate_server::demo::router())
+    start(config(), linerate::demo::router())
 }
 
 #[derive(Debug)]

@@ -8,7 +8,7 @@
 //! is chosen by the static-file module's RFC 9110 §12.5.3 parser (`files::encoding::choose`):
 //! q-values, `q=0`, `*`, `identity`; br before gzip at equal q.
 //!
-//! Levels were chosen by measurement (`cargo bench -p linerate-server --bench compress`: the
+//! Levels were chosen by measurement (`cargo bench -p linerate --bench compress`: the
 //! fastest of 2 000 calls, one core of a loaded 2-vCPU VM, Rust encoders flate2/miniz_oxide and
 //! the `brotli` crate, bench profile without LTO). Bodies: the demo's `/json/50` (8 454 bytes)
 //! and `/json` (27 bytes):

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{Client, start_demo};
-use linerate_server::demo::{DATASET_JSON, Item};
+use linerate::demo::{DATASET_JSON, Item};
 
 /// A small deterministic generator (xorshift64*), so failures reproduce.
 struct Rng(u64);

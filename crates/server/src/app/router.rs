@@ -1,12 +1,19 @@
 //! Routes: method + path pattern → handler, with `{name}` path parameters.
 //!
-//! Owns registration and lookup. Lookup allocates nothing on a hit; a path that matches no
+//! Owns registration and lookup. Three kinds of handler: buffered (the whole body, an answer
+//! at once), streaming (a [`BodySink`] per request) and deferred (an owned request and a
+//! [`Responder`] that answers later from any thread; [`Router::route_async`] runs an
+//! `async` handler on the caller's runtime through it). Lookup allocates nothing on a hit; a path that matches no
 //! route is 404, a path that matches only with other methods is 405 with an `Allow` list
 //! (HEAD is served by GET routes, RFC 9110 §9.3.2). Patterns are checked at registration.
 #![forbid(unsafe_code)]
 
+use std::future::Future;
+use std::sync::Arc;
+
 use linerate_http1::Method;
 
+use crate::deferred::{OwnedRequest, Responder, Spawn};
 use crate::request::{MAX_PARAMS, Params, Request};
 use crate::response::Response;
 
@@ -24,9 +31,14 @@ pub trait BodySink {
 /// Makes a sink for each request of a streaming route.
 pub type SinkFactory = dyn Fn(&Request<'_>) -> Box<dyn BodySink> + Send + Sync;
 
+/// A deferred handler: gets the request (body read in full, up to the body limit) and the
+/// [`Responder`] to answer it with, now or later, from any thread.
+pub type DeferredFn = dyn Fn(OwnedRequest, Responder) + Send + Sync;
+
 pub(crate) enum Handler {
     Buffered(Box<HandlerFn>),
     Streaming(Box<SinkFactory>),
+    Deferred(Box<DeferredFn>),
 }
 
 #[derive(Debug)]
@@ -40,7 +52,7 @@ pub(crate) struct Route {
     pattern: String,
     /// `None` for a pattern without parameters (compared as a whole string).
     segments: Option<Vec<Segment>>,
-    pub(crate) names: Vec<String>,
+    pub(crate) names: Arc<[String]>,
     pub(crate) handler: Handler,
 }
 
@@ -52,7 +64,8 @@ pub struct Router {
 }
 
 pub(crate) enum Lookup<'r> {
-    Found(&'r Route),
+    /// The route and its index (see [`Router::at`]).
+    Found(usize, &'r Route),
     NotFound,
     MethodNotAllowed(String),
 }
@@ -81,6 +94,52 @@ impl Router {
         F: Fn(&Request<'_>) -> Box<dyn BodySink> + Send + Sync + 'static,
     {
         self.add(method, pattern, Handler::Streaming(Box::new(factory)))
+    }
+
+    /// Registers a deferred handler: it receives the request (with its whole body) and a
+    /// [`Responder`], and may answer from any thread. The worker goes on serving other
+    /// connections meanwhile; answers on one connection still leave in request order. An
+    /// answer that does not come within `Config::deferred_timeout` is a 503 (and a close).
+    pub fn deferred<F>(self, method: Method, pattern: &str, handler: F) -> Router
+    where
+        F: Fn(OwnedRequest, Responder) + Send + Sync + 'static,
+    {
+        self.add(method, pattern, Handler::Deferred(Box::new(handler)))
+    }
+
+    /// Registers an `async` handler, run on the caller's runtime by `spawn` (for tokio:
+    /// `move |f| { handle.spawn(f); }`); its output is the answer.
+    pub fn route_async<S, F, Fut>(
+        self,
+        method: Method,
+        pattern: &str,
+        spawn: S,
+        handler: F,
+    ) -> Router
+    where
+        S: Spawn,
+        F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Response> + Send + 'static,
+    {
+        self.deferred(method, pattern, move |req, res| {
+            let fut = handler(req);
+            spawn.spawn(Box::pin(async move { res.send(fut.await) }));
+        })
+    }
+
+    /// `route_async(Method::Get, …)`.
+    pub fn get_async<S, F, Fut>(self, pattern: &str, spawn: S, handler: F) -> Router
+    where
+        S: Spawn,
+        F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Response> + Send + 'static,
+    {
+        self.route_async(Method::Get, pattern, spawn, handler)
+    }
+
+    /// The route at `index` (from a lookup).
+    pub(crate) fn at(&self, index: usize) -> Option<&Route> {
+        self.routes.get(index)
     }
 
     /// `route(Method::Get, …)`.
@@ -134,7 +193,7 @@ impl Router {
             method,
             pattern: pattern.to_string(),
             segments,
-            names,
+            names: names.into(),
             handler,
         });
         self
@@ -144,21 +203,21 @@ impl Router {
     pub(crate) fn lookup(&self, method: Method, path: &[u8], params: &mut Params) -> Lookup<'_> {
         let mut path_matched = false;
         let mut head_fallback = None;
-        for route in &self.routes {
+        for (i, route) in self.routes.iter().enumerate() {
             if !route.matches(path, params) {
                 continue;
             }
             path_matched = true;
             if route.method == method {
-                return Lookup::Found(route);
+                return Lookup::Found(i, route);
             }
             if method == Method::Head && route.method == Method::Get && head_fallback.is_none() {
-                head_fallback = Some(route);
+                head_fallback = Some((i, route));
             }
         }
-        if let Some(route) = head_fallback {
+        if let Some((i, route)) = head_fallback {
             route.matches(path, params);
-            return Lookup::Found(route);
+            return Lookup::Found(i, route);
         }
         if !path_matched {
             return Lookup::NotFound;
@@ -255,7 +314,7 @@ mod tests {
         ];
         for (m, path, want) in cases {
             let got = match r.lookup(*m, path.as_bytes(), &mut p) {
-                Lookup::Found(route) => format!("found {}", route.pattern),
+                Lookup::Found(_, route) => format!("found {}", route.pattern),
                 Lookup::NotFound => "404".into(),
                 Lookup::MethodNotAllowed(a) => format!("405 {a}"),
             };
@@ -267,10 +326,10 @@ mod tests {
     fn params_are_captured_as_path_spans() {
         let r = router();
         let mut p = Params::default();
-        let Lookup::Found(route) = r.lookup(Method::Get, b"/a/xyz/b/7", &mut p) else {
+        let Lookup::Found(_, route) = r.lookup(Method::Get, b"/a/xyz/b/7", &mut p) else {
             panic!()
         };
-        assert_eq!(route.names, ["x", "y"]);
+        assert_eq!(&*route.names, ["x", "y"]);
         assert_eq!(
             &"/a/xyz/b/7"[p.spans[0].0 as usize..p.spans[0].1 as usize],
             "xyz"

@@ -1,27 +1,28 @@
 //! HTTPS: loading the certificate and key, the rustls configuration, and the per-connection
 //! transport (plain TCP, user-space rustls, or kernel TLS after a hand-off).
 //!
-//! Owns every TLS byte; the connection state machine above sees only plaintext through
-//! `recv`/`send`/`send_file`. Invariant: plaintext accepted by `send` is never dropped —
-//! rustls buffers at most [`TLS_BUFFER_LIMIT`] of it, and `wants_write` stays true until the
-//! records are on the socket, so a client that does not read cannot grow the buffer.
-//! Handing keys to the kernel happens only at a record boundary with nothing buffered in
-//! either direction, so no byte is encrypted or decrypted twice or lost.
+//! Owns every TLS byte; the connection state machine above sees only plaintext. A transport
+//! carries one operation of the connection at a time (send these bytes, send this file
+//! range, shut down) over the backend's owned-buffer operations, and reports it done once
+//! its records are on their way. Invariant: plaintext handed over is never dropped, and
+//! rustls buffers at most [`TLS_BUFFER_LIMIT`] of it before its records go out, so a client
+//! that does not read cannot grow the buffer. Handing keys to the kernel happens only at a
+//! record boundary with nothing buffered in either direction, so no byte is encrypted or
+//! decrypted twice or lost.
 #![forbid(unsafe_code)]
 
 use std::fmt;
-use std::io::{self, BufRead, IoSlice, Read, Write};
+use std::io::{self, BufRead, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use rustix::buffer::spare_capacity;
 use rustix::io::Errno;
-use rustix::net::{RecvFlags, SendAncillaryBuffer, SendFlags};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{ConnectionTrafficSecrets, ProtocolVersion, ServerConfig, ServerConnection};
 
+use super::backend::{Backend, Completion, Token};
 use crate::config::TlsConfig;
 use crate::pool::Pool;
 use crate::sys::{KtlsCrypto, KtlsDirection};
@@ -147,13 +148,57 @@ pub(crate) enum Transport {
     Kernel,
 }
 
-/// One rustls server session and what the hand-off to the kernel needs to know.
+/// How an operation the connection asked for went.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Outcome<T> {
+    /// Finished at once.
+    Done(T),
+    /// Finishes later: a backend completion for the connection brings it ([`Transport::completed`]).
+    InFlight,
+    /// The connection is broken.
+    Failed,
+}
+
+/// What a backend completion finished, at the connection's level.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Finished {
+    /// Nothing the connection asked for (TLS's own records went out).
+    Nothing,
+    /// The bytes of [`Transport::send`] are out; the buffer comes back.
+    Bytes(Vec<u8>),
+    /// `n` bytes of the file range of [`Transport::sendfile`] are out.
+    File(u64),
+    /// [`Transport::shutdown`] is done.
+    Shut,
+    Failed,
+}
+
+/// What [`Transport::receive`] found besides plaintext.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Input {
+    More,
+    /// The peer's close_notify: no more input.
+    End,
+}
+
+/// One rustls server session, the connection's operation it is carrying, and what the
+/// hand-off to the kernel needs to know.
 pub(crate) struct TlsSession {
     conn: ServerConnection,
     /// Hand the keys to the kernel once the handshake is done.
     offload: bool,
     records: RecordBoundary,
     close_sent: bool,
+    /// The connection's operation being encrypted.
+    op: Option<TlsOp>,
+    /// A ciphertext send is with the backend.
+    cipher_in_flight: bool,
+}
+
+enum TlsOp {
+    Bytes { buf: Vec<u8>, pos: usize },
+    File { chunk: Vec<u8>, pos: usize },
+    Close,
 }
 
 impl Transport {
@@ -166,105 +211,179 @@ impl Transport {
             offload,
             records: RecordBoundary::default(),
             close_sent: false,
+            op: None,
+            cipher_in_flight: false,
         })))
     }
 
-    /// Appends received plaintext to `buf` (up to its spare capacity); `Ok(0)` at the end of
-    /// input, `Err(AGAIN)` when nothing is available yet (e.g. mid-handshake).
-    pub(crate) fn recv(&mut self, sock: &OwnedFd, buf: &mut Vec<u8>) -> Result<usize, Errno> {
-        if let Transport::Tls(s) = self
-            && s.ready_for_kernel()
-        {
-            self.offload(sock)?;
-        }
-        match self {
-            Transport::Plain | Transport::Kernel => {
-                rustix::net::recv(sock, spare_capacity(buf), RecvFlags::empty()).map(|(n, _)| n)
-            }
-            Transport::Tls(s) => s.recv(sock, buf),
-        }
+    /// Whether received bytes are ciphertext for [`Transport::receive`] (plain and kernel
+    /// TLS sockets deliver plaintext straight to the connection).
+    pub(crate) fn decrypts(&self) -> bool {
+        matches!(self, Transport::Tls(_))
     }
 
-    /// Sends (or, over TLS, encrypts and queues) a prefix of `data`; returns its length.
-    pub(crate) fn send(
+    /// Sends every byte of `buf` (plaintext; encrypted first over TLS).
+    pub(crate) fn send<B: Backend>(
         &mut self,
-        sock: &OwnedFd,
-        data: &[u8],
-        flags: SendFlags,
-    ) -> Result<usize, ()> {
-        match self {
-            Transport::Plain | Transport::Kernel => send_some(sock, data, flags),
-            Transport::Tls(s) => s.send(sock, data),
-        }
-    }
-
-    /// Pushes queued TLS records to the socket; `Ok(true)` once none is left.
-    pub(crate) fn flush(&mut self, sock: &OwnedFd) -> Result<bool, ()> {
-        match self {
-            Transport::Tls(s) => s.write_out(sock),
-            _ => Ok(true),
-        }
-    }
-
-    /// Encrypted output is waiting for the socket.
-    pub(crate) fn wants_write(&self) -> bool {
-        matches!(self, Transport::Tls(s) if s.conn.wants_write())
-    }
-
-    /// The TLS handshake has not finished.
-    pub(crate) fn handshaking(&self) -> bool {
-        matches!(self, Transport::Tls(s) if s.conn.is_handshaking())
-    }
-
-    /// rustls holds decrypted input that no socket event will announce.
-    pub(crate) fn has_buffered_input(&mut self) -> bool {
-        match self {
-            Transport::Tls(s) => s.conn.reader().fill_buf().is_ok_and(|b| !b.is_empty()),
-            _ => false,
-        }
-    }
-
-    /// Queues `close_notify` (once) and pushes it out; `Ok(true)` once sent. Over kTLS no
-    /// alert is sent (it needs a control message); HTTP framing still marks every end.
-    pub(crate) fn close_notify(&mut self, sock: &OwnedFd) -> Result<bool, ()> {
-        match self {
-            Transport::Tls(s) => {
-                if !s.close_sent {
-                    s.conn.send_close_notify();
-                    s.close_sent = true;
-                }
-                s.write_out(sock)
-            }
-            _ => Ok(true),
-        }
-    }
-
-    /// Sends file bytes over user-space TLS (pread, encrypt) from `offset + *sent` up to
-    /// `len`, at most `budget` bytes this call; `Ok(true)` when all are queued. `None` when
-    /// this transport sends files with `sendfile` instead.
-    pub(crate) fn send_file(
-        &mut self,
-        sock: &OwnedFd,
-        file: &OwnedFd,
-        (offset, len): (u64, u64),
-        sent: &mut u64,
-        budget: u64,
+        b: &mut B,
+        token: Token,
+        buf: Vec<u8>,
+        more: bool,
         pool: &mut Pool,
-    ) -> Option<Result<bool, ()>> {
+    ) -> Outcome<Vec<u8>> {
+        match self {
+            Transport::Plain | Transport::Kernel => match b.send(token, buf, more) {
+                Some(Completion::Sent { buf, .. }) => Outcome::Done(buf),
+                Some(_) => Outcome::Failed,
+                None => Outcome::InFlight,
+            },
+            Transport::Tls(s) => {
+                s.op = Some(TlsOp::Bytes { buf, pos: 0 });
+                match s.pump(b, token, pool) {
+                    None => Outcome::InFlight,
+                    Some(Finished::Bytes(buf)) => Outcome::Done(buf),
+                    Some(_) => Outcome::Failed,
+                }
+            }
+        }
+    }
+
+    /// Sends up to `len` bytes of `file` from `offset`: `sendfile` on plain and kernel TLS
+    /// sockets; over user-space TLS one record's worth is read (`pread`) and encrypted.
+    pub(crate) fn sendfile<B: Backend>(
+        &mut self,
+        b: &mut B,
+        token: Token,
+        file: &Arc<OwnedFd>,
+        (offset, len): (u64, u64),
+        pool: &mut Pool,
+    ) -> Outcome<u64> {
+        match self {
+            Transport::Plain | Transport::Kernel => match b.sendfile(token, file, offset, len) {
+                Some(Completion::FileSent { n, .. }) => Outcome::Done(n),
+                Some(_) => Outcome::Failed,
+                None => Outcome::InFlight,
+            },
+            Transport::Tls(s) => {
+                let mut chunk = pool.get();
+                chunk.resize(len.min(TLS_FILE_CHUNK as u64) as usize, 0);
+                let n = loop {
+                    match rustix::io::pread(&**file, &mut chunk[..], offset) {
+                        Ok(n) => break n,
+                        Err(Errno::INTR) => continue,
+                        Err(_) => break 0,
+                    }
+                };
+                if n == 0 {
+                    // The file shrank: the promised Content-Length can no longer be met.
+                    pool.put(&mut chunk);
+                    return Outcome::Failed;
+                }
+                chunk.truncate(n);
+                s.op = Some(TlsOp::File { chunk, pos: 0 });
+                match s.pump(b, token, pool) {
+                    None => Outcome::InFlight,
+                    Some(Finished::File(n)) => Outcome::Done(n),
+                    Some(_) => Outcome::Failed,
+                }
+            }
+        }
+    }
+
+    /// Ends the write side: close_notify over user-space TLS, then FIN. Over kTLS no alert
+    /// is sent (it needs a control message); HTTP framing still marks every end.
+    pub(crate) fn shutdown<B: Backend>(
+        &mut self,
+        b: &mut B,
+        token: Token,
+        pool: &mut Pool,
+    ) -> Outcome<()> {
+        if let Transport::Tls(s) = self {
+            s.op = Some(TlsOp::Close);
+            match s.pump(b, token, pool) {
+                None => return Outcome::InFlight,
+                Some(Finished::Shut) => {}
+                Some(_) => return Outcome::Failed,
+            }
+        }
+        match b.shutdown_write(token) {
+            Ok(()) => Outcome::Done(()),
+            Err(_) => Outcome::Failed,
+        }
+    }
+
+    /// A `Sent` or `FileSent` completion for this connection: what it finished.
+    pub(crate) fn completed<B: Backend>(
+        &mut self,
+        b: &mut B,
+        token: Token,
+        c: Completion,
+        pool: &mut Pool,
+    ) -> Finished {
+        match (self, c) {
+            (Transport::Tls(s), Completion::Sent { mut buf, .. }) => {
+                pool.put(&mut buf);
+                s.cipher_in_flight = false;
+                match s.pump(b, token, pool) {
+                    None => Finished::Nothing,
+                    Some(Finished::Shut) => match b.shutdown_write(token) {
+                        Ok(()) => Finished::Shut,
+                        Err(_) => Finished::Failed,
+                    },
+                    Some(f) => f,
+                }
+            }
+            (_, Completion::Sent { buf, .. }) => Finished::Bytes(buf),
+            (_, Completion::FileSent { n, .. }) => Finished::File(n),
+            _ => Finished::Failed,
+        }
+    }
+
+    /// Ciphertext arrived (user-space TLS only): the plaintext is appended to `plain`.
+    /// `Err` on a TLS error (rustls queued the alert; [`Transport::flush`] sends it).
+    pub(crate) fn receive(&mut self, data: &[u8], plain: &mut Vec<u8>) -> Result<Input, ()> {
+        match self {
+            Transport::Tls(s) => s.receive(data, plain),
+            _ => {
+                plain.extend_from_slice(data);
+                Ok(Input::More)
+            }
+        }
+    }
+
+    /// Sends what TLS itself has to say (handshake messages, key updates, alerts) when no
+    /// operation of the connection is under way, and hands the keys to the kernel when the
+    /// session is ready for it. `Err` when the connection is broken.
+    pub(crate) fn flush<B: Backend>(
+        &mut self,
+        b: &mut B,
+        token: Token,
+        pool: &mut Pool,
+    ) -> Result<(), ()> {
         let Transport::Tls(s) = self else {
-            return None;
+            return Ok(());
         };
-        let mut chunk = pool.get();
-        let done = s.send_file(sock, file, (offset, len), sent, budget, &mut chunk);
-        pool.put(&mut chunk);
-        Some(done)
+        if s.op.is_none()
+            && !s.cipher_in_flight
+            && s.conn.wants_write()
+            && let Some(Finished::Failed) = s.pump(b, token, pool)
+        {
+            return Err(());
+        }
+        if s.ready_for_kernel() {
+            self.offload(b, token)?;
+        }
+        Ok(())
     }
 
     /// Hands the session keys to the kernel. Attaching the ULP comes first: if the kernel
     /// refuses it the session simply stays in user space. Once the keys are extracted the
     /// rustls session is gone, so a failure after that closes the connection.
-    fn offload(&mut self, sock: &OwnedFd) -> Result<(), Errno> {
-        if let Err(e) = crate::sys::set_tls_ulp(sock.as_fd()) {
+    fn offload<B: Backend>(&mut self, b: &mut B, token: Token) -> Result<(), ()> {
+        let Some(fd) = b.fd(token) else {
+            return Err(());
+        };
+        if let Err(e) = crate::sys::set_tls_ulp(fd) {
             tracing::debug!(error = %e, "kTLS refused; staying in user space");
             if let Transport::Tls(s) = self {
                 s.offload = false;
@@ -277,18 +396,16 @@ impl Transport {
         let version = s.conn.protocol_version();
         let secrets = s.conn.dangerous_extract_secrets().map_err(|e| {
             tracing::debug!(error = %e, "TLS secrets not extractable");
-            Errno::PROTO
         })?;
         let (Some(tx), Some(rx)) = (
             kernel_crypto(version, secrets.tx.0, &secrets.tx.1),
             kernel_crypto(version, secrets.rx.0, &secrets.rx.1),
         ) else {
-            return Err(Errno::PROTO);
+            return Err(());
         };
         for (dir, crypto) in [(KtlsDirection::Tx, &tx), (KtlsDirection::Rx, &rx)] {
-            crate::sys::set_ktls_crypto(sock.as_fd(), dir, crypto).map_err(|e| {
+            crate::sys::set_ktls_crypto(fd, dir, crypto).map_err(|e| {
                 tracing::debug!(error = %e, "kTLS key setup failed; closing");
-                Errno::PROTO
             })?;
         }
         Ok(())
@@ -296,11 +413,14 @@ impl Transport {
 }
 
 impl TlsSession {
-    /// Handshake done, all records out, all plaintext taken, and the input stopped at a
-    /// record boundary: nothing would be lost by moving the session to the kernel.
+    /// Handshake done, all records out, all plaintext taken, no operation under way, and the
+    /// input stopped at a record boundary: nothing would be lost by moving the session to
+    /// the kernel.
     fn ready_for_kernel(&mut self) -> bool {
         self.offload
             && !self.close_sent
+            && self.op.is_none()
+            && !self.cipher_in_flight
             && !self.conn.is_handshaking()
             && !self.conn.wants_write()
             && self.records.at_boundary()
@@ -308,106 +428,107 @@ impl TlsSession {
             && matches!(self.conn.reader().fill_buf(), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
     }
 
-    fn recv(&mut self, sock: &OwnedFd, buf: &mut Vec<u8>) -> Result<usize, Errno> {
-        let start = buf.len();
+    fn receive(&mut self, data: &[u8], plain: &mut Vec<u8>) -> Result<Input, ()> {
+        let mut rest = data;
         loop {
-            // Plaintext already decrypted goes first, as much as fits.
+            // Plaintext already decrypted goes first.
             loop {
-                let room = buf.capacity() - buf.len();
-                if room == 0 {
-                    return Ok(buf.len() - start);
-                }
                 let mut reader = self.conn.reader();
                 match reader.fill_buf() {
-                    Ok([]) => return Ok(buf.len() - start), // close_notify: end of input
+                    Ok([]) => return Ok(Input::End), // close_notify
                     Ok(chunk) => {
-                        let k = chunk.len().min(room);
-                        buf.extend_from_slice(&chunk[..k]);
+                        let k = chunk.len();
+                        plain.extend_from_slice(chunk);
                         reader.consume(k);
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     // TCP EOF without close_notify: HTTP framing tells whether a request was
                     // cut short, so treat it as the end of input.
-                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                        return Ok(buf.len() - start);
-                    }
-                    Err(_) => return Err(Errno::IO),
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(Input::End),
+                    Err(_) => return Err(()),
                 }
             }
-            let mut rd = SockRead {
-                sock,
-                records: &mut self.records,
-            };
-            match self.conn.read_tls(&mut rd) {
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let got = buf.len() - start;
-                    return if got > 0 { Ok(got) } else { Err(Errno::AGAIN) };
-                }
-                Err(_) => return Err(Errno::IO),
+            if rest.is_empty() {
+                return Ok(Input::More);
             }
+            let before = rest.len();
+            if self.conn.read_tls(&mut rest).is_err() {
+                return Err(());
+            }
+            let start = data.len() - before;
+            self.records
+                .feed(&data[start..start + (before - rest.len())]);
             if let Err(e) = self.conn.process_new_packets() {
-                // rustls queued the matching alert: try to send it, then close.
+                // rustls queued the matching alert: the caller flushes it, then closes.
                 tracing::debug!(error = %e, "TLS error; closing");
-                let _ = self.write_out(sock);
-                return Err(Errno::PROTO);
+                return Err(());
             }
         }
     }
 
-    fn send(&mut self, sock: &OwnedFd, data: &[u8]) -> Result<usize, ()> {
-        if !self.write_out(sock)? {
-            return Ok(0);
-        }
-        let n = self.conn.writer().write(data).map_err(|_| ())?;
-        self.write_out(sock)?;
-        Ok(n)
-    }
-
-    fn send_file(
-        &mut self,
-        sock: &OwnedFd,
-        file: &OwnedFd,
-        (offset, len): (u64, u64),
-        sent: &mut u64,
-        mut budget: u64,
-        chunk: &mut Vec<u8>,
-    ) -> Result<bool, ()> {
-        while *sent < len {
-            // Read more of the file only once the previous records are on the socket.
-            if !self.write_out(sock)? || budget == 0 {
-                return Ok(false);
+    /// Moves the operation on: its plaintext into rustls, rustls's records to the backend.
+    /// `None` while a ciphertext send is in flight; otherwise what finished.
+    fn pump<B: Backend>(&mut self, b: &mut B, token: Token, pool: &mut Pool) -> Option<Finished> {
+        loop {
+            if self.cipher_in_flight {
+                return None;
             }
-            let want = (len - *sent).min(TLS_FILE_CHUNK as u64) as usize;
-            chunk.clear();
-            chunk.resize(want, 0);
-            let n = match rustix::io::pread(file, &mut chunk[..], offset + *sent) {
-                // The file shrank: the promised Content-Length can no longer be met.
-                Ok(0) => return Err(()),
-                Ok(n) => n,
-                Err(Errno::INTR) => continue,
-                Err(_) => return Err(()),
+            let mut accepted = 0;
+            match &mut self.op {
+                Some(TlsOp::Bytes { buf, pos }) | Some(TlsOp::File { chunk: buf, pos })
+                    if *pos < buf.len() =>
+                {
+                    match self.conn.writer().write(&buf[*pos..]) {
+                        Ok(k) => {
+                            *pos += k;
+                            accepted = k;
+                        }
+                        Err(_) => return Some(Finished::Failed),
+                    }
+                }
+                Some(TlsOp::Close) if !self.close_sent => {
+                    self.conn.send_close_notify();
+                    self.close_sent = true;
+                }
+                _ => {}
+            }
+            if self.conn.wants_write() {
+                let mut c = pool.get();
+                if self.conn.write_tls(&mut c).is_err() {
+                    pool.put(&mut c);
+                    return Some(Finished::Failed);
+                }
+                match b.send(token, c, false) {
+                    Some(Completion::Sent { mut buf, .. }) => {
+                        pool.put(&mut buf);
+                        continue;
+                    }
+                    Some(_) => return Some(Finished::Failed),
+                    None => {
+                        self.cipher_in_flight = true;
+                        return None;
+                    }
+                }
+            }
+            return match self.op.take() {
+                None => Some(Finished::Nothing),
+                Some(TlsOp::Bytes { buf, pos }) if pos == buf.len() => Some(Finished::Bytes(buf)),
+                Some(TlsOp::File { mut chunk, pos }) if pos == chunk.len() => {
+                    let n = chunk.len() as u64;
+                    pool.put(&mut chunk);
+                    Some(Finished::File(n))
+                }
+                Some(TlsOp::Close) => Some(Finished::Shut),
+                Some(op) => {
+                    self.op = Some(op);
+                    if accepted == 0 {
+                        // rustls took nothing and has nothing to send: it cannot go on.
+                        return Some(Finished::Failed);
+                    }
+                    continue;
+                }
             };
-            let k = self.conn.writer().write(&chunk[..n]).map_err(|_| ())?;
-            *sent += k as u64;
-            budget = budget.saturating_sub(k as u64);
         }
-        self.write_out(sock)?;
-        Ok(true)
-    }
-
-    /// Writes queued records until none is left (`Ok(true)`) or the socket is full.
-    fn write_out(&mut self, sock: &OwnedFd) -> Result<bool, ()> {
-        while self.conn.wants_write() {
-            match self.conn.write_tls(&mut SockWrite(sock)) {
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
-                Err(_) => return Err(()),
-            }
-        }
-        Ok(true)
     }
 }
 
@@ -519,55 +640,6 @@ impl RecordBoundary {
 
     fn at_boundary(&self) -> bool {
         self.have == 0 && self.left == 0
-    }
-}
-
-/// `Read` over a nonblocking socket for rustls, noting record boundaries as bytes pass.
-struct SockRead<'a> {
-    sock: &'a OwnedFd,
-    records: &'a mut RecordBoundary,
-}
-
-impl Read for SockRead<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let (n, _) = rustix::net::recv(self.sock, &mut *buf, RecvFlags::empty())?;
-        self.records.feed(&buf[..n]);
-        Ok(n)
-    }
-}
-
-/// `Write` over a nonblocking socket for rustls: vectored (one syscall for many records)
-/// and MSG_NOSIGNAL (a closed peer is an error, not SIGPIPE).
-struct SockWrite<'a>(&'a OwnedFd);
-
-impl Write for SockWrite<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        Ok(rustix::net::send(self.0, buf, SendFlags::NOSIGNAL)?)
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        Ok(rustix::net::sendmsg(
-            self.0,
-            bufs,
-            &mut SendAncillaryBuffer::default(),
-            SendFlags::NOSIGNAL,
-        )?)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-/// Sends as much of `data` as the socket takes; `Err` on a broken connection.
-pub(crate) fn send_some(sock: &OwnedFd, data: &[u8], flags: SendFlags) -> Result<usize, ()> {
-    loop {
-        match rustix::net::send(sock, data, flags) {
-            Ok(n) => return Ok(n),
-            Err(Errno::INTR) => continue,
-            Err(Errno::AGAIN) => return Ok(0),
-            Err(_) => return Err(()),
-        }
     }
 }
 

@@ -91,7 +91,7 @@ fn limits_answer_414_431_413() {
         max_body_bytes: 100,
         ..config()
     };
-    let server = start(cfg, linerate_server::demo::router());
+    let server = start(cfg, linerate::demo::router());
     let long_target = format!("GET /{} HTTP/1.1\r\nHost: a\r\n\r\n", "a".repeat(2000));
     let big_head = format!(
         "GET /json HTTP/1.1\r\nHost: a\r\nX: {}\r\n\r\n",
@@ -251,7 +251,7 @@ fn max_requests_per_connection_closes_after_the_last() {
             max_requests_per_conn: 3,
             ..config()
         },
-        linerate_server::demo::router(),
+        linerate::demo::router(),
     );
     let mut c = Client::connect(server.addr);
     assert_eq!(c.get("/pipeline").header("connection"), None);

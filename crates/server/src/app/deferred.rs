@@ -1,0 +1,293 @@
+//! Handlers that answer later: the owned request they receive, the [`Responder`] they answer
+//! with from any thread, the async convenience, and the per-worker inbox answers travel back
+//! through.
+//!
+//! Owns the hand-off only. A `Responder` reports exactly once — [`Responder::send`], or, if it
+//! is dropped unanswered, a 500 — so the worker's count of outstanding answers is exact. The
+//! inbox wakes its worker once per batch (the driver's eventfd, behind [`Inbox::new`]'s `wake`),
+//! never once per answer under load.
+#![forbid(unsafe_code)]
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use linerate_http1::{BodyDecoder, Method, RequestHead, Version};
+
+use crate::request::{Params, Request};
+use crate::response::Response;
+
+/// A request head with its own copy of the bytes: what outlives the worker's buffers.
+#[derive(Clone, Debug)]
+pub(crate) struct OwnedHead {
+    pub head: RequestHead,
+    pub bytes: Vec<u8>,
+}
+
+impl OwnedHead {
+    /// Copies the head's bytes; the parsed spans are kept, so nothing is parsed again.
+    pub(crate) fn copy(head: &RequestHead, buf: &[u8]) -> OwnedHead {
+        OwnedHead {
+            head: head.clone(),
+            bytes: buf.to_vec(),
+        }
+    }
+}
+
+/// A request a deferred handler owns: head, path parameters, query, fields, body and
+/// trailers, free of the worker's buffers, so it can move to another thread.
+pub struct OwnedRequest {
+    pub(crate) head: OwnedHead,
+    pub(crate) names: Arc<[String]>,
+    pub(crate) params: Params,
+    pub(crate) body: Vec<u8>,
+    pub(crate) trailers: Option<BodyDecoder>,
+    pub(crate) peer: Option<SocketAddr>,
+}
+
+impl OwnedRequest {
+    /// The borrowed view every accessor of [`Request`] works on.
+    pub fn request(&self) -> Request<'_> {
+        Request {
+            head: &self.head.head,
+            buf: &self.head.bytes,
+            names: &self.names,
+            params: &self.params,
+            body: &self.body,
+            trailers: self.trailers.as_ref().map(BodyDecoder::trailers),
+            peer: self.peer,
+        }
+    }
+    /// The method.
+    pub fn method(&self) -> Method {
+        self.head.head.method()
+    }
+    /// The HTTP version.
+    pub fn version(&self) -> Version {
+        self.head.head.version()
+    }
+    /// The path, still percent-encoded.
+    pub fn path(&self) -> &str {
+        self.head.head.path(&self.head.bytes)
+    }
+    /// The first query parameter named `name`, percent-decoded.
+    pub fn query_param(&self, name: &str) -> Option<String> {
+        self.request().query_param(name).map(|v| v.into_owned())
+    }
+    /// The path parameter captured for `{name}`.
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.request().param(name)
+    }
+    /// The first field named `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.head.head.header(&self.head.bytes, name)
+    }
+    /// The body.
+    pub fn body(&self) -> &[u8] {
+        &self.body
+    }
+    /// Takes the body out.
+    pub fn into_body(self) -> Vec<u8> {
+        self.body
+    }
+}
+
+/// What the worker needs to finish an answer that comes back: the request's
+/// Accept-Encoding (for compression) and its access-log fields (when logging).
+#[derive(Debug, Default)]
+pub(crate) struct Meta {
+    pub head: bool,
+    pub accept_encoding: Option<Vec<u8>>,
+    pub log: Option<LogMeta>,
+}
+
+/// A request's access-log fields, owned.
+#[derive(Debug)]
+pub(crate) struct LogMeta {
+    pub peer: Option<SocketAddr>,
+    pub method: String,
+    pub target: String,
+    pub version: Version,
+    pub referer: Option<Vec<u8>>,
+    pub user_agent: Option<Vec<u8>>,
+}
+
+/// An answer on its way back to its worker.
+pub(crate) struct Done {
+    /// The connection (the driver's slot token).
+    pub token: u64,
+    /// The request's number on its connection.
+    pub id: u64,
+    /// `None`: the `Responder` was dropped without answering (500).
+    pub resp: Option<Response>,
+    pub meta: Box<Meta>,
+}
+
+/// One worker's incoming answers. Any thread pushes; the worker takes them in batches.
+pub(crate) struct Inbox {
+    queue: Mutex<Vec<Done>>,
+    /// A wake-up is on its way and not yet consumed: later pushes need not send another.
+    armed: AtomicBool,
+    wake: Box<dyn Fn() + Send + Sync>,
+}
+
+impl Inbox {
+    /// An inbox whose pushes call `wake` (once per batch).
+    pub(crate) fn new(wake: Box<dyn Fn() + Send + Sync>) -> Inbox {
+        Inbox {
+            queue: Mutex::new(Vec::new()),
+            armed: AtomicBool::new(false),
+            wake,
+        }
+    }
+
+    fn push(&self, done: Done) {
+        self.queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(done);
+        if !self.armed.swap(true, Ordering::SeqCst) {
+            (self.wake)();
+        }
+    }
+
+    /// Moves every waiting answer into `into`. The worker calls this after consuming the
+    /// wake-up, so an answer pushed meanwhile either is taken here or wakes it again.
+    pub(crate) fn take(&self, into: &mut Vec<Done>) {
+        self.armed.store(false, Ordering::SeqCst);
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        into.append(&mut q);
+    }
+}
+
+/// Completes one deferred request, from any thread. `Send` and `'static`: move it into a
+/// thread pool, a callback or a future. Dropping it without [`Responder::send`] answers 500.
+pub struct Responder {
+    ticket: Option<Ticket>,
+}
+
+struct Ticket {
+    inbox: Arc<Inbox>,
+    token: u64,
+    id: u64,
+    meta: Box<Meta>,
+}
+
+impl Responder {
+    pub(crate) fn new(inbox: Arc<Inbox>, token: u64, id: u64, meta: Box<Meta>) -> Responder {
+        Responder {
+            ticket: Some(Ticket {
+                inbox,
+                token,
+                id,
+                meta,
+            }),
+        }
+    }
+
+    /// Sends the answer. It goes out in request order on its connection; if the client has
+    /// gone, or the request's deadline passed (it was answered 503), it is dropped.
+    pub fn send(mut self, resp: Response) {
+        if let Some(t) = self.ticket.take() {
+            t.inbox.push(Done {
+                token: t.token,
+                id: t.id,
+                resp: Some(resp),
+                meta: t.meta,
+            });
+        }
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        if let Some(t) = self.ticket.take() {
+            t.inbox.push(Done {
+                token: t.token,
+                id: t.id,
+                resp: None,
+                meta: t.meta,
+            });
+        }
+    }
+}
+
+impl std::fmt::Debug for Responder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Responder")
+            .field("id", &self.ticket.as_ref().map(|t| t.id))
+            .finish()
+    }
+}
+
+/// A future an async handler's answer is computed in.
+pub type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// Runs futures on the caller's async runtime (linerate's workers run none). Implemented
+/// for every `Fn(BoxFuture)`, e.g. `move |f| { handle.spawn(f); }` with a tokio
+/// `runtime::Handle`.
+pub trait Spawn: Send + Sync + 'static {
+    fn spawn(&self, fut: BoxFuture);
+}
+
+impl<F: Fn(BoxFuture) + Send + Sync + 'static> Spawn for F {
+    fn spawn(&self, fut: BoxFuture) {
+        self(fut)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    fn inbox() -> (Arc<Inbox>, Arc<AtomicUsize>) {
+        let wakes = Arc::new(AtomicUsize::new(0));
+        let w = wakes.clone();
+        let inbox = Arc::new(Inbox::new(Box::new(move || {
+            w.fetch_add(1, Ordering::SeqCst);
+        })));
+        (inbox, wakes)
+    }
+
+    #[test]
+    fn a_batch_wakes_once_and_a_dropped_responder_reports_without_an_answer() {
+        let (inbox, wakes) = inbox();
+        for id in 1..=3 {
+            Responder::new(inbox.clone(), 7, id, Box::default()).send(Response::new(200));
+        }
+        drop(Responder::new(inbox.clone(), 7, 4, Box::default()));
+        assert_eq!(wakes.load(Ordering::SeqCst), 1);
+        let mut got = Vec::new();
+        inbox.take(&mut got);
+        let ids: Vec<_> = got.iter().map(|d| (d.id, d.resp.is_some())).collect();
+        assert_eq!(ids, [(1, true), (2, true), (3, true), (4, false)]);
+        // Taken: the next push wakes again.
+        Responder::new(inbox.clone(), 7, 5, Box::default()).send(Response::new(200));
+        assert_eq!(wakes.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn answers_from_many_threads_all_arrive() {
+        let (inbox, _) = inbox();
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let inbox = inbox.clone();
+                std::thread::spawn(move || {
+                    for i in 0..250 {
+                        Responder::new(inbox.clone(), t, i, Box::default())
+                            .send(Response::new(200));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let mut got = Vec::new();
+        inbox.take(&mut got);
+        assert_eq!(got.len(), 1000);
+    }
+}

@@ -1,0 +1,416 @@
+//! The application as one connection's [`Service`]: routes each request to its handler,
+//! the static-file mount or an error status; collects bodies for buffering and deferred
+//! handlers and streams them to sinks; hands deferred requests their [`Responder`];
+//! compresses eligible answers and writes their access-log records.
+//!
+//! Owns what an answer is, never how it is framed or sent. A `ConnApp` lives for one call
+//! from the driver: it borrows the shared [`App`] and the worker's [`AppIo`]; the only state
+//! it keeps across calls is a [`Pending`] body, which the connection holds.
+#![forbid(unsafe_code)]
+
+use std::borrow::Cow;
+use std::net::SocketAddr;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use linerate_http1::{BodyDecoder, Framing, Method, RequestHead};
+
+use super::access_log::AccessEntry;
+use super::deferred::{LogMeta, Meta, OwnedHead, OwnedRequest, Responder};
+use super::files::{ALLOW, FileAnswer, HeadView, StaticFiles};
+use super::request::{Params, Request};
+use super::response::{Body, FileBody, Response};
+use super::router::{BodySink, DeferredFn, Handler, Lookup, Route};
+use super::{App, AppIo, body_bytes, compress};
+use crate::config::FilesMount;
+use crate::h1::{Decision, Exchange, Service};
+
+/// A request whose body is being read: its route, and where the body goes.
+pub(crate) struct Pending {
+    route: usize,
+    params: Params,
+    head: OwnedHead,
+    sink: Sink,
+}
+
+enum Sink {
+    Buffer(Vec<u8>),
+    Stream(Box<dyn BodySink>),
+}
+
+/// The application, serving one connection for the length of one driver call.
+pub(crate) struct ConnApp<'a> {
+    pub app: &'a App,
+    pub io: &'a mut AppIo,
+    /// The client's address (kept only when the access log is on).
+    pub peer: Option<SocketAddr>,
+    /// The driver's name for the connection: where deferred answers go.
+    pub token: u64,
+}
+
+impl Service for ConnApp<'_> {
+    type Pending = Pending;
+
+    #[inline(always)]
+    fn request(&mut self, req: Exchange<'_>) -> Decision<Pending> {
+        let app = self.app;
+        let head = req.head;
+        if matches!(head.method(), Method::Other | Method::Connect) {
+            return self.respond(head, req.buf, text_status(501));
+        }
+        let mut params = Params::default();
+        match app
+            .router
+            .lookup(head.method(), head.path_bytes(req.buf), &mut params)
+        {
+            Lookup::Found(index, route) => self.route(index, route, params, req),
+            Lookup::NotFound => {
+                let below_mount = app
+                    .files
+                    .as_ref()
+                    .and_then(|m| Some((m, m.strip(head.path_bytes(req.buf))?)));
+                let resp = match (self.io.files.as_ref(), below_mount) {
+                    (Some(files), Some((mount, rest))) => {
+                        file_response(files, mount, head, req.buf, rest)
+                    }
+                    _ => text_status(404),
+                };
+                self.respond(head, req.buf, resp)
+            }
+            Lookup::MethodNotAllowed(allow) => {
+                let resp = text_status(405)
+                    .try_header("Allow", allow)
+                    .unwrap_or_else(|_| text_status(405));
+                self.respond(head, req.buf, resp)
+            }
+        }
+    }
+
+    fn data(&mut self, pending: &mut Pending, data: &[u8]) -> Result<(), Response> {
+        match &mut pending.sink {
+            Sink::Buffer(v) => v.extend_from_slice(data),
+            Sink::Stream(s) => {
+                if catch_unwind(AssertUnwindSafe(|| s.data(data))).is_err() {
+                    tracing::error!("body sink panicked; answering 500");
+                    let resp = text_status(500);
+                    self.log(&pending.head.head, &pending.head.bytes, &resp);
+                    return Err(resp);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn end(&mut self, id: u64, pending: Pending, body: BodyDecoder) -> Decision<Pending> {
+        let app = self.app;
+        let Pending {
+            route,
+            params,
+            head,
+            sink,
+        } = pending;
+        let Some(route) = app.router.at(route) else {
+            return self.respond(&head.head, &head.bytes, text_status(500).close());
+        };
+        match (&route.handler, sink) {
+            (Handler::Deferred(f), Sink::Buffer(v)) => {
+                self.defer(route, params, head, v, Some(body), id, f)
+            }
+            (Handler::Buffered(h), Sink::Buffer(v)) => {
+                let request = Request {
+                    head: &head.head,
+                    buf: &head.bytes,
+                    names: &route.names,
+                    params: &params,
+                    body: &v,
+                    trailers: Some(body.trailers()),
+                    peer: self.peer,
+                };
+                let resp = call(|| h(&request));
+                self.respond(&head.head, &head.bytes, resp)
+            }
+            (_, Sink::Stream(sink)) => {
+                let request = Request {
+                    head: &head.head,
+                    buf: &head.bytes,
+                    names: &route.names,
+                    params: &params,
+                    body: &[],
+                    trailers: Some(body.trailers()),
+                    peer: self.peer,
+                };
+                let resp = call(move || sink.finish(&request));
+                self.respond(&head.head, &head.bytes, resp)
+            }
+            _ => self.respond(&head.head, &head.bytes, text_status(500).close()),
+        }
+    }
+
+    fn answered(&mut self, status: u16, body_bytes: u64) {
+        if let Some(log) = self.io.log.as_mut() {
+            log.push(&AccessEntry {
+                peer: self.peer,
+                method: "-",
+                target: "",
+                version: linerate_http1::Version::Http11,
+                status,
+                bytes: body_bytes as usize,
+                referer: None,
+                user_agent: None,
+            });
+        }
+    }
+}
+
+impl<'a> ConnApp<'a> {
+    /// Calls the route's handler, or arranges for its body to be read first.
+    #[inline(always)]
+    fn route(
+        &mut self,
+        index: usize,
+        route: &'a Route,
+        params: Params,
+        req: Exchange<'_>,
+    ) -> Decision<Pending> {
+        let app = self.app;
+        let head = req.head;
+        let declared = match head.framing() {
+            Framing::Length(len) => len,
+            _ => 0,
+        };
+        let request = Request {
+            head,
+            buf: req.buf,
+            names: &route.names,
+            params: &params,
+            body: &[],
+            trailers: None,
+            peer: self.peer,
+        };
+        let read_body = |sink| Decision::ReadBody {
+            limit: match sink {
+                Sink::Stream(_) => app.max_stream_body_bytes,
+                Sink::Buffer(_) => app.max_body_bytes,
+            },
+            pending: Pending {
+                route: index,
+                params,
+                head: OwnedHead::copy(head, req.buf),
+                sink,
+            },
+        };
+        match &route.handler {
+            Handler::Buffered(h) => {
+                if declared > app.max_body_bytes {
+                    return self.respond(head, req.buf, text_status(413).close());
+                }
+                match req.body {
+                    Some(body) => {
+                        let request = Request { body, ..request };
+                        let resp = call(|| h(&request));
+                        self.respond(head, req.buf, resp)
+                    }
+                    None => read_body(Sink::Buffer(Vec::with_capacity(declared as usize))),
+                }
+            }
+            Handler::Streaming(factory) => {
+                if declared > app.max_stream_body_bytes {
+                    return self.respond(head, req.buf, text_status(413).close());
+                }
+                let mut sink = match catch_unwind(AssertUnwindSafe(|| factory(&request))) {
+                    Ok(sink) => sink,
+                    Err(_) => return self.respond(head, req.buf, text_status(500)),
+                };
+                match req.body {
+                    Some(body) => {
+                        if !body.is_empty()
+                            && catch_unwind(AssertUnwindSafe(|| sink.data(body))).is_err()
+                        {
+                            return self.respond(head, req.buf, text_status(500).close());
+                        }
+                        let resp = call(move || sink.finish(&request));
+                        self.respond(head, req.buf, resp)
+                    }
+                    None => read_body(Sink::Stream(sink)),
+                }
+            }
+            Handler::Deferred(f) => {
+                if declared > app.max_body_bytes {
+                    return self.respond(head, req.buf, text_status(413).close());
+                }
+                match req.body {
+                    Some(body) => {
+                        let owned = OwnedHead::copy(head, req.buf);
+                        self.defer(route, params, owned, body.to_vec(), None, req.id, f)
+                    }
+                    None => read_body(Sink::Buffer(Vec::with_capacity(declared as usize))),
+                }
+            }
+        }
+    }
+
+    /// Hands a request with its whole body to a deferred handler.
+    #[allow(clippy::too_many_arguments)]
+    fn defer(
+        &mut self,
+        route: &Route,
+        params: Params,
+        head: OwnedHead,
+        body: Vec<u8>,
+        trailers: Option<BodyDecoder>,
+        id: u64,
+        f: &DeferredFn,
+    ) -> Decision<Pending> {
+        if self.io.outstanding >= self.app.max_deferred_per_worker {
+            self.io.counters.refused();
+            let resp = text_status(503).header("Retry-After", "1");
+            return self.respond(&head.head, &head.bytes, resp);
+        }
+        let h = &head.head;
+        let buf = &head.bytes[..];
+        let meta = Box::new(Meta {
+            head: h.method() == Method::Head,
+            accept_encoding: self
+                .app
+                .compression
+                .enabled
+                .then(|| h.header(buf, "accept-encoding").map(<[u8]>::to_vec))
+                .flatten(),
+            log: self.io.log.is_some().then(|| LogMeta {
+                peer: self.peer,
+                method: h.method_str(buf).to_string(),
+                target: h.target(buf).to_string(),
+                version: h.version(),
+                referer: h.header(buf, "referer").map(<[u8]>::to_vec),
+                user_agent: h.header(buf, "user-agent").map(<[u8]>::to_vec),
+            }),
+        });
+        self.io.outstanding += 1;
+        self.io.counters.set_outstanding(self.io.outstanding);
+        let responder = Responder::new(self.io.inbox.clone(), self.token, id, meta);
+        let req = OwnedRequest {
+            head,
+            names: route.names.clone(),
+            params,
+            body,
+            trailers,
+            peer: self.peer,
+        };
+        if catch_unwind(AssertUnwindSafe(|| f(req, responder))).is_err() {
+            // Unwinding dropped the Responder: its 500 is on the way.
+            tracing::error!("deferred handler panicked; answering 500");
+        }
+        Decision::Defer
+    }
+
+    /// An answer decided now: compressed when eligible, logged.
+    #[inline(always)]
+    fn respond(&mut self, head: &RequestHead, buf: &[u8], mut resp: Response) -> Decision<Pending> {
+        // HEAD is compressed too, so its Content-Length matches GET's (RFC 9110 §9.3.2).
+        // Eligibility first: most responses (small, binary, files) never look up the field.
+        if compress::eligible(&resp, &self.app.compression) {
+            let accept = head.header(buf, "accept-encoding");
+            resp = compress::negotiate(resp, accept, &self.app.compression);
+        }
+        if self.io.log.is_some() {
+            self.log(head, buf, &resp);
+        }
+        Decision::Respond(resp)
+    }
+
+    fn log(&mut self, head: &RequestHead, buf: &[u8], resp: &Response) {
+        if let Some(log) = self.io.log.as_mut() {
+            log.push(&AccessEntry {
+                peer: self.peer,
+                method: head.method_str(buf),
+                target: head.target(buf),
+                version: head.version(),
+                status: resp.status,
+                bytes: body_bytes(head.method() == Method::Head, resp),
+                referer: head.header(buf, "referer"),
+                user_agent: head.header(buf, "user-agent"),
+            });
+        }
+    }
+}
+
+/// Calls a handler; a panic becomes a 500 that closes the connection.
+fn call(f: impl FnOnce() -> Response) -> Response {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        tracing::error!("handler panicked; answering 500");
+        text_status(500).close()
+    })
+}
+
+/// A response whose body is the status line's reason.
+pub(crate) fn text_status(status: u16) -> Response {
+    let body: &'static str = match status {
+        400 => "Bad Request\n",
+        403 => "Forbidden\n",
+        404 => "Not Found\n",
+        405 => "Method Not Allowed\n",
+        413 => "Content Too Large\n",
+        500 => "Internal Server Error\n",
+        501 => "Not Implemented\n",
+        503 => "Service Unavailable\n",
+        _ => "",
+    };
+    Response::text(body).status(status)
+}
+
+/// The static-file mount's answer to a request below it (`rest`: the path under the prefix).
+fn file_response(
+    files: &StaticFiles,
+    mount: &FilesMount,
+    head: &RequestHead,
+    req: &[u8],
+    rest: &[u8],
+) -> Response {
+    if rest.is_empty() {
+        // `/static` → `/static/`, so relative links in its index resolve below the mount.
+        return redirect(format!("{}/", mount.prefix));
+    }
+    let fields = |resp: Response, headers: super::files::Headers| {
+        headers.into_iter().fold(resp, |mut r, (name, value)| {
+            if name.eq_ignore_ascii_case("content-type") {
+                r.content_type = Some(Cow::Owned(value));
+            } else if !name.eq_ignore_ascii_case("content-length") {
+                // Written from the body's length; the module's fields are generated, not input.
+                r.headers.push((Cow::Borrowed(name), Cow::Owned(value)));
+            }
+            r
+        })
+    };
+    match files.resolve(head.method(), rest, &HeadView { head, buf: req }) {
+        FileAnswer::Send {
+            status,
+            headers,
+            file,
+            offset,
+            len,
+            ..
+        } => {
+            fields(Response::new(status), headers).body(Body::File(FileBody { file, offset, len }))
+        }
+        FileAnswer::NotModified { headers } => fields(Response::new(304), headers),
+        FileAnswer::PreconditionFailed { headers } => fields(Response::new(412), headers),
+        FileAnswer::RangeNotSatisfiable { headers } => fields(Response::new(416), headers),
+        FileAnswer::Redirect { location } => redirect(location),
+        FileAnswer::BadRequest => text_status(400),
+        FileAnswer::Forbidden => text_status(403),
+        FileAnswer::NotFound => text_status(404),
+        FileAnswer::MethodNotAllowed => text_status(405)
+            .try_header("Allow", ALLOW)
+            .unwrap_or_else(|_| text_status(405)),
+        FileAnswer::Error(e) => {
+            tracing::warn!(error = %e, "static file could not be served");
+            text_status(500)
+        }
+    }
+}
+
+/// `301` to `location`.
+fn redirect(location: String) -> Response {
+    text_status(301)
+        .try_header("Location", location)
+        .unwrap_or_else(|_| text_status(400))
+}

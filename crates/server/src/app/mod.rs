@@ -1,0 +1,119 @@
+//! The application layer: what to answer. Routing and the handler API, static files,
+//! compression, access-log records, deferred answers.
+//!
+//! Owns every decision about a request's answer and none about bytes on a socket: it is the
+//! [`Service`](crate::h1::Service) the connection state machine calls, and it never makes a
+//! socket syscall or blocks the worker — a handler that must wait is deferred and answers
+//! through a [`Responder`](deferred::Responder). Two things here touch the system, both
+//! bounded and off the socket path: the static-file resolver opens and stats files below its
+//! root (with a per-worker cache that serves hits without a syscall), and the access log's
+//! writer thread writes the lines the workers format.
+//!
+//! Files: `dispatch` (the per-connection service: routing, bodies, deferral), `router`,
+//! `request`/`response` (the handler API), `deferred` (owned requests, `Responder`, the
+//! inbox), `files` (static files), `compress`, `access_log`.
+
+pub mod access_log;
+pub mod compress;
+pub mod deferred;
+mod dispatch;
+pub mod files;
+pub mod request;
+pub mod response;
+pub mod router;
+
+use std::sync::Arc;
+
+use crate::config::{Compression, Config, FilesMount};
+use crate::stats::Counters;
+use access_log::{AccessEntry, LogBuffer};
+use deferred::{Done, Inbox};
+use files::StaticFiles;
+use response::Response;
+use router::Router;
+
+pub(crate) use dispatch::{ConnApp, Pending};
+
+/// What every worker shares, read-only: the routes and the settings answers depend on.
+pub(crate) struct App {
+    pub router: Router,
+    pub files: Option<FilesMount>,
+    pub compression: Compression,
+    pub max_body_bytes: u64,
+    pub max_stream_body_bytes: u64,
+    /// Deferred requests one worker may have outstanding; beyond, 503 with Retry-After.
+    pub max_deferred_per_worker: usize,
+    /// Keep the peer's address (only the access log uses it).
+    pub logs: bool,
+}
+
+impl App {
+    pub(crate) fn new(router: Router, config: &Config) -> App {
+        App {
+            router,
+            files: config.files.clone(),
+            compression: config.compression.clone(),
+            max_body_bytes: config.max_body_bytes,
+            max_stream_body_bytes: config.max_stream_body_bytes,
+            max_deferred_per_worker: config.max_deferred_per_worker,
+            logs: config.access_log.is_some(),
+        }
+    }
+}
+
+/// One worker's application state.
+pub(crate) struct AppIo {
+    /// This worker's static-file server (its own open-file cache), when a root is mounted.
+    pub files: Option<StaticFiles>,
+    pub log: Option<LogBuffer>,
+    /// Where this worker's deferred answers come back.
+    pub inbox: Arc<Inbox>,
+    /// Responders handed out and not yet reported back.
+    pub outstanding: usize,
+    pub counters: Arc<Counters>,
+}
+
+impl AppIo {
+    /// Turns a deferred answer that came back into the response to send: a dropped
+    /// `Responder` is a 500; compression and the access-log line happen here, on the worker,
+    /// as for any answer.
+    pub(crate) fn finish(&mut self, app: &App, done: Done) -> (u64, u64, Response) {
+        self.outstanding = self.outstanding.saturating_sub(1);
+        self.counters.set_outstanding(self.outstanding);
+        let Done {
+            token,
+            id,
+            resp,
+            meta,
+        } = done;
+        let mut resp = resp.unwrap_or_else(|| {
+            tracing::error!("a deferred handler dropped its Responder without answering");
+            crate::h1::status_response(500, "the handler did not answer")
+        });
+        if compress::eligible(&resp, &app.compression) {
+            resp = compress::negotiate(resp, meta.accept_encoding.as_deref(), &app.compression);
+        }
+        if let (Some(log), Some(m)) = (self.log.as_mut(), meta.log.as_ref()) {
+            log.push(&AccessEntry {
+                peer: m.peer,
+                method: &m.method,
+                target: &m.target,
+                version: m.version,
+                status: resp.status,
+                bytes: body_bytes(meta.head, &resp),
+                referer: m.referer.as_deref(),
+                user_agent: m.user_agent.as_deref(),
+            });
+        }
+        (token, id, resp)
+    }
+}
+
+/// Body bytes an answer puts on the wire (for the log): none for HEAD or bodiless statuses.
+pub(crate) fn body_bytes(head_request: bool, resp: &Response) -> usize {
+    if head_request || linerate_http1::status_has_no_body(resp.status) {
+        0
+    } else {
+        resp.body.len() as usize
+    }
+}

@@ -1,0 +1,622 @@
+//! The driver: one worker thread's event loop. It owns the sockets (through its
+//! [`Backend`]), the syscalls, the timers and the TLS transports, and feeds the connection
+//! state machines (`crate::h1`), which call into the application (`crate::app`).
+//!
+//! Per completion: bytes received go to the connection (decrypted first over TLS); the
+//! connection's answers are transmitted at once ([`pump`]); receiving is armed only while the
+//! connection wants input (backpressure); its deadline is filed in the timer wheel. Deferred
+//! answers arrive through the worker's inbox (an eventfd wakes the loop) and are handed to
+//! their connection, or counted and dropped when it is gone. Workers share only read-only
+//! state ([`Shared`]): no locks and no shared atomics on the request path.
+#![forbid(unsafe_code)]
+
+pub(crate) mod backend;
+pub(crate) mod epoll;
+pub(crate) mod timer;
+pub mod tls;
+
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use linerate_http1::{DateCache, RequestHead};
+
+use crate::app::deferred::Done;
+use crate::app::{App, AppIo, ConnApp, Pending};
+use crate::h1::{Conn, ConnConfig, Cx, Timer, Transmit};
+use crate::pool::Pool;
+use backend::{Backend, Completion, Token};
+use epoll::RESERVED;
+use timer::Wheel;
+use tls::{Finished, Input, Outcome, Transport};
+
+/// After EMFILE/ENFILE, accepting pauses this long.
+const ACCEPT_BACKOFF_MS: u64 = 100;
+/// Most file bytes sent for one connection per turn of the loop, so one fast reader of a
+/// large file does not keep the worker from its other connections.
+const FILE_BUDGET: u64 = 4 << 20;
+/// Bytes the worker's output staging buffer starts with.
+const OUT_BUF: usize = 64 * 1024;
+/// Held input resumed at most this often per completion (each resume answers at least one
+/// request or stops for a new reason, so this is only a guard).
+const MAX_RESUMES: usize = 64;
+
+/// The shutdown eventfd's token.
+const WAKE_SHUTDOWN: Token = RESERVED | 1;
+/// The deferred-answer inbox's eventfd token.
+const WAKE_INBOX: Token = RESERVED | 2;
+
+/// Read-only state every worker shares.
+pub(crate) struct Shared {
+    pub config: crate::config::Config,
+    pub app: App,
+    pub conn: ConnConfig,
+    /// The HTTPS configuration, when a TLS port is open.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Hand TLS session keys to the kernel after each handshake (kTLS detected at start).
+    pub ktls: bool,
+    pub drain_timeout: Duration,
+}
+
+/// What one worker is given at start.
+pub(crate) struct Setup {
+    pub listener: TcpListener,
+    pub tls_listener: Option<TcpListener>,
+    /// Written on shutdown.
+    pub shutdown: OwnedFd,
+    /// Written by the inbox when deferred answers arrive.
+    pub inbox_fd: OwnedFd,
+    pub app: AppIo,
+}
+
+/// A live connection.
+struct Live {
+    conn: Conn<Pending>,
+    transport: Transport,
+    /// Kept only when the access log is on.
+    peer: Option<SocketAddr>,
+}
+
+struct Slot {
+    generation: u32,
+    live: Option<Live>,
+}
+
+/// The worker's buffers and clock, lent to connections as a [`Cx`].
+struct Io {
+    head: RequestHead,
+    out: Vec<u8>,
+    /// Plaintext decrypted from one receive (TLS).
+    plain: Vec<u8>,
+    pool: Pool,
+    date: DateCache,
+    now: u64,
+    draining: bool,
+    app: AppIo,
+}
+
+impl Io {
+    fn split<'a>(
+        &'a mut self,
+        sh: &'a Shared,
+        peer: Option<SocketAddr>,
+        token: Token,
+    ) -> (Cx<'a>, ConnApp<'a>, &'a mut Vec<u8>) {
+        let Io {
+            head,
+            out,
+            plain,
+            pool,
+            date,
+            now,
+            draining,
+            app,
+        } = self;
+        (
+            Cx {
+                now: *now,
+                cfg: &sh.conn,
+                head,
+                out,
+                pool,
+                date: date.get(),
+                draining: *draining,
+            },
+            ConnApp {
+                app: &sh.app,
+                io: app,
+                peer,
+                token,
+            },
+            plain,
+        )
+    }
+}
+
+pub(crate) struct Worker<B: Backend> {
+    backend: B,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    live: usize,
+    wheel: Wheel,
+    io: Io,
+    /// Listener ids: 0 plain, 1 TLS (when configured).
+    listeners: usize,
+    /// Connections that used their file budget and go on next turn.
+    ready: Vec<u32>,
+    due: Vec<u32>,
+    done: Vec<Done>,
+    started: Instant,
+    accept_paused_until: Option<u64>,
+    drain_deadline: Option<u64>,
+}
+
+impl<B: Backend> Worker<B> {
+    pub(crate) fn new(mut backend: B, setup: Setup) -> std::io::Result<Self> {
+        let mut listeners = 1;
+        backend.listen(setup.listener, 0)?;
+        if let Some(l) = setup.tls_listener {
+            backend.listen(l, 1)?;
+            listeners = 2;
+        }
+        backend.watch(setup.shutdown, WAKE_SHUTDOWN)?;
+        backend.watch(setup.inbox_fd, WAKE_INBOX)?;
+        Ok(Worker {
+            backend,
+            slots: Vec::new(),
+            free: Vec::new(),
+            live: 0,
+            wheel: Wheel::new(0),
+            io: Io {
+                head: RequestHead::new(),
+                out: Vec::with_capacity(OUT_BUF),
+                plain: Vec::new(),
+                pool: Pool::default(),
+                date: DateCache::new(SystemTime::now()),
+                now: 0,
+                draining: false,
+                app: setup.app,
+            },
+            listeners,
+            ready: Vec::new(),
+            due: Vec::new(),
+            done: Vec::new(),
+            started: Instant::now(),
+            accept_paused_until: None,
+            drain_deadline: None,
+        })
+    }
+
+    /// Runs until shutdown has drained every connection (or the drain timeout passed).
+    pub(crate) fn run(&mut self, sh: &Shared) -> std::io::Result<()> {
+        if let Some(log) = self.io.app.log.as_mut() {
+            log.set_time(self.io.date.get());
+        }
+        loop {
+            let timeout = self.timeout();
+            self.backend.wait(timeout)?;
+            self.tick();
+            while let Some(c) = self.backend.next() {
+                self.complete(c, sh);
+            }
+            self.expire(sh);
+            for idx in std::mem::take(&mut self.ready) {
+                self.with(idx, sh, |_, _| {});
+            }
+            if self.accept_paused_until.is_some_and(|t| self.io.now >= t) {
+                self.accept_paused_until = None;
+                self.backend.resume_accepting();
+            }
+            if let Some(log) = self.io.app.log.as_mut() {
+                log.hand_off();
+            }
+            if let Some(deadline) = self.drain_deadline {
+                if self.live == 0 {
+                    return Ok(());
+                }
+                if self.io.now >= deadline {
+                    tracing::warn!(
+                        open = self.live,
+                        "drain timeout: closing remaining connections"
+                    );
+                    for idx in 0..self.slots.len() as u32 {
+                        self.close(idx);
+                    }
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// How long the next wait may last.
+    fn timeout(&self) -> Option<Duration> {
+        if !self.ready.is_empty() {
+            return Some(Duration::ZERO);
+        }
+        let at = [
+            self.wheel.next_due(),
+            self.accept_paused_until,
+            self.drain_deadline,
+        ]
+        .into_iter()
+        .flatten()
+        .min()?;
+        Some(Duration::from_millis(at.saturating_sub(self.io.now)))
+    }
+
+    fn tick(&mut self) {
+        self.io.now = self.started.elapsed().as_millis() as u64;
+        if self.io.date.update(SystemTime::now())
+            && let Some(log) = self.io.app.log.as_mut()
+        {
+            log.set_time(self.io.date.get());
+        }
+    }
+
+    fn complete(&mut self, c: Completion, sh: &Shared) {
+        match c {
+            Completion::Accepted {
+                listener,
+                sock,
+                peer,
+            } => self.accept(listener, sock, peer, sh),
+            Completion::AcceptPaused(e) => {
+                tracing::warn!(error = %e, "accept failed; pausing accepts");
+                self.accept_paused_until = Some(self.io.now + ACCEPT_BACKOFF_MS);
+            }
+            Completion::Received { token, buf } => {
+                if let Some(idx) = self.index(token) {
+                    self.with(idx, sh, |live, p| p.received(live, &buf));
+                }
+                self.backend.recycle(buf);
+            }
+            Completion::Eof { token } => {
+                if let Some(idx) = self.index(token) {
+                    self.with(idx, sh, |live, p| live.conn.eof(&mut p.cx, &mut p.svc));
+                }
+            }
+            c @ (Completion::Sent { token, .. } | Completion::FileSent { token, .. }) => {
+                if let Some(idx) = self.index(token) {
+                    self.with(idx, sh, |live, p| p.sent(live, c));
+                }
+            }
+            Completion::Failed { token } => {
+                if let Some(idx) = self.index(token) {
+                    self.close(idx);
+                }
+            }
+            Completion::Notified { token } if token == WAKE_SHUTDOWN => self.begin_drain(sh),
+            Completion::Notified { .. } => self.answers(sh),
+        }
+    }
+
+    /// The slot index of a live connection's token.
+    fn index(&self, token: Token) -> Option<u32> {
+        let idx = (token & 0xffff_ffff) as u32;
+        let slot = self.slots.get(idx as usize)?;
+        (slot.generation == (token >> 32) as u32 && slot.live.is_some()).then_some(idx)
+    }
+
+    /// Runs `f` on the connection in slot `idx`, then transmits what it has to send and files
+    /// its deadline; closes it when it is done.
+    #[inline(always)]
+    fn with(&mut self, idx: u32, sh: &Shared, f: impl FnOnce(&mut Live, &mut Parts<'_, B>)) {
+        let Some(slot) = self.slots.get_mut(idx as usize) else {
+            return;
+        };
+        let token = (u64::from(slot.generation) << 32) | u64::from(idx);
+        let Some(live) = slot.live.as_mut() else {
+            return;
+        };
+        let (cx, svc, plain) = self.io.split(sh, live.peer, token);
+        let mut p = Parts {
+            backend: &mut self.backend,
+            cx,
+            svc,
+            plain,
+            token,
+            fine: true,
+        };
+        f(live, &mut p);
+        let keep = p.fine && p.pump(live, &mut self.ready, idx);
+        if keep {
+            self.wheel.arm(idx, live.conn.deadline());
+        } else {
+            self.close(idx);
+        }
+    }
+
+    fn accept(&mut self, listener: usize, sock: OwnedFd, peer: Option<SocketAddr>, sh: &Shared) {
+        if let Err(e) = rustix::net::sockopt::set_tcp_nodelay(&sock, true) {
+            tracing::debug!(error = %e, "TCP_NODELAY failed");
+        }
+        let transport = match (&sh.tls, listener) {
+            (Some(config), 1) => match Transport::tls(config, sh.ktls) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot start a TLS session");
+                    return;
+                }
+            },
+            _ => Transport::Plain,
+        };
+        let idx = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot {
+                    generation: 0,
+                    live: None,
+                });
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let slot = &mut self.slots[idx as usize];
+        // Generation u32::MAX is never used: tokens at RESERVED and above are not sockets'.
+        slot.generation = match slot.generation.wrapping_add(1) {
+            u32::MAX => 1,
+            g => g,
+        };
+        let token = (u64::from(slot.generation) << 32) | u64::from(idx);
+        if let Err(e) = self.backend.attach(sock, token, true) {
+            tracing::error!(error = %e, "cannot register connection");
+            self.free.push(idx);
+            return;
+        }
+        let conn = Conn::new(self.io.now, &sh.conn);
+        self.wheel.arm(idx, conn.deadline());
+        slot.live = Some(Live {
+            conn,
+            transport,
+            peer: if sh.app.logs { peer } else { None },
+        });
+        self.live += 1;
+    }
+
+    fn close(&mut self, idx: u32) {
+        let Some(slot) = self.slots.get_mut(idx as usize) else {
+            return;
+        };
+        if let Some(mut live) = slot.live.take() {
+            let token = (u64::from(slot.generation) << 32) | u64::from(idx);
+            let outstanding = live.conn.outstanding();
+            if outstanding > 0 {
+                self.io.app.counters.abandoned(outstanding);
+            }
+            self.backend.detach(token);
+            live.conn.release(&mut self.io.pool);
+            self.wheel.cancel(idx);
+            self.free.push(idx);
+            self.live -= 1;
+        }
+    }
+
+    /// Fires the deadlines that passed.
+    fn expire(&mut self, sh: &Shared) {
+        let mut due = std::mem::take(&mut self.due);
+        self.wheel.expire(self.io.now, &mut due);
+        for &idx in &due {
+            let now = self.io.now;
+            let Some(live) = self.slots.get(idx as usize).and_then(|s| s.live.as_ref()) else {
+                continue;
+            };
+            if live.conn.deadline() > now {
+                self.wheel.arm(idx, live.conn.deadline());
+                continue;
+            }
+            if live.conn.timer() == Timer::Deferred {
+                // Counted before the 503 goes out, so whoever sees the 503 sees the count.
+                self.io.app.counters.timed_out();
+            }
+            self.with(idx, sh, |live, p| live.conn.on_timer(&mut p.cx, &mut p.svc));
+        }
+        due.clear();
+        self.due = due;
+    }
+
+    /// Deferred answers came back: each goes to its connection, in its place.
+    fn answers(&mut self, sh: &Shared) {
+        let mut done = std::mem::take(&mut self.done);
+        self.io.app.inbox.take(&mut done);
+        for d in done.drain(..) {
+            let (token, id, resp) = self.io.app.finish(&sh.app, d);
+            let mut taken = false;
+            if let Some(idx) = self.index(token) {
+                self.with(idx, sh, |live, p| {
+                    taken = live.conn.complete(id, resp, &mut p.cx);
+                });
+            }
+            if !taken {
+                self.io.app.counters.late();
+            }
+        }
+        self.done = done;
+    }
+
+    /// Shutdown: stop accepting, close idle connections cleanly, let busy ones finish.
+    fn begin_drain(&mut self, sh: &Shared) {
+        if self.drain_deadline.is_some() {
+            return;
+        }
+        self.drain_deadline = Some(self.io.now + sh.drain_timeout.as_millis() as u64);
+        self.io.draining = true;
+        // Connections already in the accept queue got in: take them before the listeners
+        // close (closing them would reset those connections).
+        for id in 0..self.listeners {
+            while let Some((sock, peer)) = self.backend.accept_now(id) {
+                self.accept(id, sock, peer, sh);
+            }
+        }
+        self.backend.close_listeners();
+        for idx in 0..self.slots.len() as u32 {
+            let slot = &self.slots[idx as usize];
+            let Some(live) = slot.live.as_ref() else {
+                continue;
+            };
+            if live.conn.is_idle() {
+                // A request that already arrived is answered (with close) rather than lost.
+                let token = (u64::from(slot.generation) << 32) | u64::from(idx);
+                if let Some(c) = self.backend.recv_now(token) {
+                    self.complete(c, sh);
+                }
+            }
+            self.with(idx, sh, |live, p| live.conn.drain(&mut p.cx));
+        }
+    }
+}
+
+/// The worker's parts a connection works with during one completion.
+struct Parts<'a, B: Backend> {
+    backend: &'a mut B,
+    cx: Cx<'a>,
+    svc: ConnApp<'a>,
+    plain: &'a mut Vec<u8>,
+    token: Token,
+    /// Cleared when the connection must close.
+    fine: bool,
+}
+
+impl<B: Backend> Parts<'_, B> {
+    /// Bytes arrived: plaintext goes straight to the connection; ciphertext through TLS.
+    #[inline(always)]
+    fn received(&mut self, live: &mut Live, data: &[u8]) {
+        if !live.transport.decrypts() {
+            live.conn.recv(data, &mut self.cx, &mut self.svc);
+            return;
+        }
+        self.plain.clear();
+        let input = live.transport.receive(data, self.plain);
+        if !self.plain.is_empty() {
+            live.conn.recv(self.plain, &mut self.cx, &mut self.svc);
+        }
+        match input {
+            Ok(Input::More) => {}
+            Ok(Input::End) => live.conn.eof(&mut self.cx, &mut self.svc),
+            Err(()) => {
+                // Send the alert rustls queued, then close.
+                let _ = live.transport.flush(self.backend, self.token, self.cx.pool);
+                self.fine = false;
+                return;
+            }
+        }
+        if live
+            .transport
+            .flush(self.backend, self.token, self.cx.pool)
+            .is_err()
+        {
+            self.fine = false;
+        }
+    }
+
+    /// A send the connection (or TLS) asked for finished.
+    fn sent(&mut self, live: &mut Live, c: Completion) {
+        match live
+            .transport
+            .completed(self.backend, self.token, c, self.cx.pool)
+        {
+            Finished::Nothing => {}
+            Finished::Bytes(buf) => {
+                self.give_back(buf);
+                live.conn.sent(&mut self.cx);
+            }
+            Finished::File(n) => live.conn.file_sent(n, &mut self.cx),
+            Finished::Shut => live.conn.shut(&mut self.cx),
+            Finished::Failed => self.fine = false,
+        }
+    }
+
+    /// A send buffer came back: it is the worker's staging buffer again if that one was
+    /// handed out, else it goes to the pool.
+    #[inline(always)]
+    fn give_back(&mut self, mut buf: Vec<u8>) {
+        if self.cx.out.capacity() == 0 {
+            buf.clear();
+            *self.cx.out = buf;
+        } else {
+            self.cx.pool.put(&mut buf);
+        }
+    }
+
+    /// Transmits what the connection has to send, resumes input held back for
+    /// backpressure, and arms receiving as the connection wants. `false`: close it.
+    #[inline(always)]
+    fn pump(&mut self, live: &mut Live, ready: &mut Vec<u32>, idx: u32) -> bool {
+        let mut budget = FILE_BUDGET;
+        let mut resumes = 0;
+        loop {
+            match live.conn.poll_transmit(&self.cx) {
+                Transmit::Bytes { more } => {
+                    let buf = live.conn.take_output(&mut self.cx);
+                    match live
+                        .transport
+                        .send(self.backend, self.token, buf, more, self.cx.pool)
+                    {
+                        Outcome::Done(buf) => {
+                            self.give_back(buf);
+                            live.conn.sent(&mut self.cx);
+                        }
+                        Outcome::InFlight => {
+                            if self.cx.out.capacity() == 0 {
+                                *self.cx.out = self.cx.pool.get();
+                            }
+                            live.conn.stalled(&self.cx);
+                            break;
+                        }
+                        Outcome::Failed => return false,
+                    }
+                }
+                Transmit::File { file, offset, len } => {
+                    let file = file.file.clone();
+                    let range = (offset, len.min(budget));
+                    match live.transport.sendfile(
+                        self.backend,
+                        self.token,
+                        &file,
+                        range,
+                        self.cx.pool,
+                    ) {
+                        Outcome::Done(n) => {
+                            live.conn.file_sent(n, &mut self.cx);
+                            budget = budget.saturating_sub(n);
+                            if budget == 0 {
+                                ready.push(idx);
+                                break;
+                            }
+                        }
+                        Outcome::InFlight => {
+                            live.conn.file_taken();
+                            live.conn.stalled(&self.cx);
+                            break;
+                        }
+                        Outcome::Failed => return false,
+                    }
+                }
+                Transmit::Shutdown => {
+                    match live
+                        .transport
+                        .shutdown(self.backend, self.token, self.cx.pool)
+                    {
+                        Outcome::Done(()) => live.conn.shut(&mut self.cx),
+                        Outcome::InFlight => {
+                            live.conn.shutdown_taken();
+                            break;
+                        }
+                        Outcome::Failed => return false,
+                    }
+                }
+                Transmit::Close => return false,
+                Transmit::Idle => {
+                    if resumes < MAX_RESUMES && live.conn.can_resume(self.cx.cfg) {
+                        resumes += 1;
+                        live.conn.resume(&mut self.cx, &mut self.svc);
+                        continue;
+                    }
+                    break;
+                }
+            }
+        }
+        self.backend
+            .set_recv(self.token, live.conn.wants_input(self.cx.cfg));
+        true
+    }
+}

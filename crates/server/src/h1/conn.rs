@@ -1,0 +1,1022 @@
+//! One HTTP/1.1 server connection as a state machine (see the module doc of `h1`).
+//!
+//! Input: [`Conn::recv`] (bytes), [`Conn::eof`], [`Conn::complete`] (a deferred answer),
+//! [`Conn::on_timer`], [`Conn::drain`], and the transmit reports [`Conn::sent`] /
+//! [`Conn::file_sent`] / [`Conn::shut`]. Output: calls into the [`Service`] for each request,
+//! [`Conn::poll_transmit`] (what to send, shut down or close), [`Conn::deadline`] (when to call
+//! `on_timer`) and [`Conn::wants_input`]. The time is the driver's, in milliseconds.
+//!
+//! Invariants: answers leave in request order (an answer decided before an earlier one waits
+//! in the queue); a connection whose output is not yet transmitted reads nothing more, and
+//! one with [`ConnConfig::max_deferred`] answers outstanding dispatches nothing more, so a
+//! client that does not read, or a slow service, cannot make it buffer without bound; after a
+//! response that closes, nothing more is read or answered.
+#![forbid(unsafe_code)]
+
+use linerate_http1::{
+    BodyDecoder, CONTINUE_100, Framing, Limits, Method, ParseError, Parsed, RequestHead, Version,
+    reason,
+};
+
+use super::encode::{self, Encoded, encode};
+use super::queue::{Entry, Queue};
+use crate::pool::Pool;
+use crate::response::{Body, FileBody, Response};
+
+/// Stop dispatching pipelined requests once this much output waits to be transmitted (or is
+/// held behind a deferred answer).
+pub(crate) const OUT_HIGH_WATER: usize = 256 * 1024;
+/// Most bytes discarded while lingering before the connection is simply closed.
+const LINGER_MAX_BYTES: usize = 1 << 20;
+
+/// The limits and timeouts a connection enforces (times in milliseconds).
+#[derive(Clone, Debug)]
+pub(crate) struct ConnConfig {
+    pub limits: Limits,
+    pub header_timeout: u64,
+    pub body_timeout: u64,
+    pub keepalive_timeout: u64,
+    pub send_timeout: u64,
+    pub linger_timeout: u64,
+    pub deferred_timeout: u64,
+    pub max_requests: u64,
+    /// Answers one connection may have outstanding or held (deferred ones and those queued
+    /// behind them) before it dispatches no more requests.
+    pub max_deferred: usize,
+    /// `Server` value.
+    pub server: Option<Vec<u8>>,
+}
+
+/// The driver's side of one call: the time, the worker's buffers, the configuration.
+pub(crate) struct Cx<'a> {
+    /// Milliseconds on the driver's monotonic clock.
+    pub now: u64,
+    pub cfg: &'a ConnConfig,
+    /// The worker's request-head parser (reused: parsing allocates nothing).
+    pub head: &'a mut RequestHead,
+    /// The worker's output staging buffer: empty when a call starts, and emptied (taken by
+    /// [`Conn::take_output`]) before the driver turns to another connection.
+    pub out: &'a mut Vec<u8>,
+    pub pool: &'a mut Pool,
+    /// The `Date` value.
+    pub date: &'a [u8],
+    /// The server is shutting down: every answer closes its connection.
+    pub draining: bool,
+}
+
+/// A request head as the service sees it.
+pub(crate) struct Exchange<'a> {
+    /// The request's number on this connection (1, 2, …): how a deferred answer names it.
+    pub id: u64,
+    pub head: &'a RequestHead,
+    /// The head's bytes (the spans in `head` point into them).
+    pub buf: &'a [u8],
+    /// The whole body when it arrived with the head (empty when there is none); `None` when
+    /// it is still to be read.
+    pub body: Option<&'a [u8]>,
+}
+
+/// What the service does with a request.
+pub(crate) enum Decision<P> {
+    /// Answer now. A body that was not read (see [`Exchange::body`]) closes the connection
+    /// after the answer, since the next request's start is unknown.
+    Respond(Response),
+    /// Read the body (up to `limit` bytes, 413 beyond) into `pending`; then
+    /// [`Service::end`] decides.
+    ReadBody { limit: u64, pending: P },
+    /// The answer comes later through [`Conn::complete`] (503 and close at the deadline).
+    Defer,
+}
+
+/// The application, as the connection sees it.
+pub(crate) trait Service {
+    /// Per-request state while its body is read.
+    type Pending;
+    /// A request head arrived.
+    fn request(&mut self, req: Exchange<'_>) -> Decision<Self::Pending>;
+    /// A piece of the body of the request being read, in order. `Err` answers at once (and
+    /// closes: the rest of the body is not read).
+    fn data(&mut self, pending: &mut Self::Pending, data: &[u8]) -> Result<(), Response>;
+    /// The body ended; `body` holds its trailers. Answer now or defer.
+    fn end(
+        &mut self,
+        id: u64,
+        pending: Self::Pending,
+        body: BodyDecoder,
+    ) -> Decision<Self::Pending>;
+    /// The connection answered on its own (a malformed request, a timeout, a limit): for
+    /// the access log.
+    fn answered(&mut self, status: u16, body_bytes: u64);
+}
+
+/// Which deadline the connection is under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Timer {
+    /// A new connection that has not sent a byte (or is still in its TLS handshake): close
+    /// quietly after the header timeout, counted from the connection's start.
+    Fresh,
+    /// Between requests: close quietly.
+    Idle,
+    /// A request head has started: 408 (counted from its first byte).
+    Head,
+    /// A request body is being read: 408 after a gap this long.
+    Body,
+    /// Output is waiting for the client to read it: close.
+    Send,
+    /// An answer is deferred: 503 and close.
+    Deferred,
+    /// The write side is shut and input is being drained: close.
+    Linger,
+}
+
+/// What to do with the socket next.
+#[derive(Debug)]
+pub(crate) enum Transmit<'a> {
+    /// Send every byte of the buffer from [`Conn::take_output`], then report [`Conn::sent`].
+    /// `more`: a file body follows (MSG_MORE lets them share segments).
+    Bytes { more: bool },
+    /// Send up to `len` bytes of `file` from `offset`, then report [`Conn::file_sent`].
+    File {
+        file: &'a FileBody,
+        offset: u64,
+        len: u64,
+    },
+    /// Everything is out and the connection ends: shut down the write side (after TLS's
+    /// close_notify), then report [`Conn::shut`]. Input is drained until EOF (lingering
+    /// close) so unread request bytes do not make the kernel reset the connection.
+    Shutdown,
+    /// Close the connection now.
+    Close,
+    /// Nothing to transmit until more input, an answer or a timer.
+    Idle,
+}
+
+/// The facts of one request that its answer needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Facts {
+    pub id: u64,
+    pub framing: encode::Framing,
+    /// The request allows the connection to stay open.
+    pub keep_alive: bool,
+    /// The request is the last one this connection serves (max requests per connection).
+    pub last: bool,
+}
+
+impl Facts {
+    /// For an answer to bytes that did not parse as a request.
+    const UNPARSED: Facts = Facts {
+        id: 0,
+        framing: encode::Framing {
+            head: false,
+            version: Version::Http11,
+        },
+        keep_alive: false,
+        last: true,
+    };
+}
+
+/// A request whose body is being read.
+struct BodyIn<P> {
+    facts: Facts,
+    decoder: BodyDecoder,
+    pending: P,
+    received: u64,
+    limit: u64,
+}
+
+/// A file body being sent after the bytes before it.
+struct FileOut {
+    body: FileBody,
+    sent: u64,
+}
+
+enum Reading<P> {
+    /// Waiting for a request head (or the rest of one, in `inbuf`).
+    Head,
+    /// Reading a request body for the service.
+    Body(Box<BodyIn<P>>),
+    /// No more requests: the last answer is decided.
+    Stopped,
+    /// The peer finished sending: answer what is owed, then close.
+    PeerClosed,
+    /// The write side is shut: input is discarded until EOF.
+    Linger { discarded: usize },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Writing {
+    /// Answers go out as they are decided.
+    Open,
+    /// The last answer is decided: when all is transmitted, shut down (or close).
+    Last,
+    /// The write side is shut down.
+    Shut,
+    /// Close now.
+    Closed,
+}
+
+/// What the transport holds for this connection right now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum InFlight {
+    None,
+    Bytes,
+    File,
+    Shutdown,
+}
+
+/// Why dispatching stopped with complete input left (see [`Conn::can_resume`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Hold {
+    No,
+    /// Output is waiting to be transmitted (or a file body to be sent).
+    Output,
+    /// The connection has [`ConnConfig::max_deferred`] answers outstanding or held.
+    Queue,
+    /// The next request's body must be read, and answers before it are outstanding: an
+    /// interim 100 or a body error must not overtake them.
+    Body,
+}
+
+/// One connection. `P` is the service's per-request body state.
+pub(crate) struct Conn<P> {
+    reading: Reading<P>,
+    writing: Writing,
+    in_flight: InFlight,
+    /// Input not yet used: a partial head or body frame, or requests held back.
+    inbuf: Vec<u8>,
+    /// Why processing of `inbuf` stopped, when it was not for want of bytes.
+    held: Hold,
+    /// Encoded output waiting for the transport while an earlier send is in flight.
+    out: Vec<u8>,
+    /// A file body after the output; later answers wait until it is out.
+    file: Option<Box<FileOut>>,
+    /// Answers held behind a deferred one (allocated only when a request is deferred).
+    queue: Option<Box<Queue>>,
+    /// Requests read.
+    requests: u64,
+    timer: Timer,
+    deadline: u64,
+}
+
+impl<P> Conn<P> {
+    /// A connection accepted at `now`.
+    pub(crate) fn new(now: u64, cfg: &ConnConfig) -> Conn<P> {
+        Conn {
+            reading: Reading::Head,
+            writing: Writing::Open,
+            in_flight: InFlight::None,
+            inbuf: Vec::new(),
+            held: Hold::No,
+            out: Vec::new(),
+            file: None,
+            queue: None,
+            requests: 0,
+            timer: Timer::Fresh,
+            deadline: now + cfg.header_timeout,
+        }
+    }
+
+    /// When [`Conn::on_timer`] is due (the driver's clock).
+    pub(crate) fn deadline(&self) -> u64 {
+        self.deadline
+    }
+
+    /// Which deadline that is.
+    pub(crate) fn timer(&self) -> Timer {
+        self.timer
+    }
+
+    /// Whether the driver should keep receiving for this connection.
+    pub(crate) fn wants_input(&self, cfg: &ConnConfig) -> bool {
+        match self.reading {
+            Reading::Linger { .. } => true,
+            Reading::Head | Reading::Body(_) => {
+                self.held == Hold::No
+                    && self.in_flight == InFlight::None
+                    && self.out.is_empty()
+                    && self.file.is_none()
+                    && self
+                        .queue
+                        .as_ref()
+                        .is_none_or(|q| Self::queue_has_room(q, cfg))
+            }
+            Reading::Stopped | Reading::PeerClosed => false,
+        }
+    }
+
+    /// Processing stopped for backpressure and can go on now: call [`Conn::resume`].
+    pub(crate) fn can_resume(&self, cfg: &ConnConfig) -> bool {
+        let output_out =
+            self.in_flight == InFlight::None && self.out.is_empty() && self.file.is_none();
+        match self.held {
+            Hold::No => false,
+            Hold::Output => output_out,
+            Hold::Queue => {
+                output_out
+                    && self
+                        .queue
+                        .as_ref()
+                        .is_none_or(|q| Self::queue_has_room(q, cfg))
+            }
+            Hold::Body => output_out && self.queue.is_none(),
+        }
+    }
+
+    fn queue_has_room(q: &Queue, cfg: &ConnConfig) -> bool {
+        q.len() < cfg.max_deferred && q.bytes() < OUT_HIGH_WATER
+    }
+
+    /// Between requests with nothing buffered, owed or outstanding.
+    pub(crate) fn is_idle(&self) -> bool {
+        matches!(self.reading, Reading::Head)
+            && self.writing == Writing::Open
+            && self.inbuf.is_empty()
+            && self.in_flight == InFlight::None
+            && self.out.is_empty()
+            && self.file.is_none()
+            && self.queue.is_none()
+    }
+
+    /// Deferred answers still awaited from the service.
+    pub(crate) fn outstanding(&self) -> usize {
+        self.queue.as_ref().map_or(0, |q| q.pending())
+    }
+
+    /// Gives pooled buffers back before the connection is dropped.
+    pub(crate) fn release(&mut self, pool: &mut Pool) {
+        pool.put(&mut self.inbuf);
+        pool.put(&mut self.out);
+        if let Some(mut q) = self.queue.take() {
+            for mut b in q.truncate(0) {
+                pool.put(&mut b);
+            }
+        }
+        self.file = None;
+    }
+
+    /// Bytes arrived.
+    pub(crate) fn recv<S: Service<Pending = P>>(
+        &mut self,
+        input: &[u8],
+        cx: &mut Cx<'_>,
+        svc: &mut S,
+    ) {
+        match &mut self.reading {
+            Reading::Linger { discarded } => {
+                *discarded += input.len();
+                if *discarded > LINGER_MAX_BYTES {
+                    self.writing = Writing::Closed;
+                }
+                return;
+            }
+            Reading::Stopped | Reading::PeerClosed => return,
+            Reading::Head | Reading::Body(_) => {}
+        }
+        if self.inbuf.is_empty() {
+            let used = self.process(input, cx, svc);
+            if used < input.len() && self.keeps_input() {
+                let mut stash = cx.pool.get();
+                stash.extend_from_slice(&input[used..]);
+                self.inbuf = stash;
+            }
+        } else {
+            self.inbuf.extend_from_slice(input);
+            self.process_stash(cx, svc);
+        }
+        self.set_timer(cx);
+    }
+
+    /// Goes on with input held back for backpressure (see [`Conn::can_resume`]).
+    pub(crate) fn resume<S: Service<Pending = P>>(&mut self, cx: &mut Cx<'_>, svc: &mut S) {
+        self.held = Hold::No;
+        if !self.inbuf.is_empty() && self.keeps_input() {
+            self.process_stash(cx, svc);
+        }
+        self.set_timer(cx);
+    }
+
+    /// The peer will send nothing more. A request cut short can never complete: what is
+    /// owed is answered, then the connection closes — unless answers are still outstanding
+    /// with the service: then the client is taken to be gone (as nginx does, status 499 in the
+    /// log) and the connection closes now; their answers will be dropped when they come.
+    pub(crate) fn eof<S: Service<Pending = P>>(&mut self, cx: &mut Cx<'_>, svc: &mut S) {
+        match self.reading {
+            Reading::Linger { .. } => self.writing = Writing::Closed,
+            _ => {
+                self.reading = Reading::PeerClosed;
+                self.held = Hold::No;
+                cx.pool.put(&mut self.inbuf);
+                let pending = self.queue.as_ref().map_or(0, |q| q.pending());
+                if pending > 0 {
+                    for _ in 0..pending {
+                        svc.answered(499, 0);
+                    }
+                    self.writing = Writing::Closed;
+                }
+            }
+        }
+        self.set_timer(cx);
+    }
+
+    /// The deferred answer to request `id`. `false` when it is too late: the request timed
+    /// out, or an answer before it closed the connection.
+    pub(crate) fn complete(&mut self, id: u64, resp: Response, cx: &mut Cx<'_>) -> bool {
+        if self.writing == Writing::Closed {
+            return false;
+        }
+        let Some(q) = self.queue.as_mut() else {
+            return false;
+        };
+        let Some((i, facts)) = q.find_pending(id) else {
+            return false;
+        };
+        if i == 0 && self.file.is_none() {
+            q.pop();
+            self.place_now(facts, resp, cx);
+            self.release_queue(cx);
+        } else {
+            let (bytes, file, last) = self.encode_own(facts, resp, cx);
+            let q = self.queue.as_mut().expect("checked above");
+            q.fill(i, bytes, file);
+            if last {
+                for mut b in q.truncate(i + 1) {
+                    cx.pool.put(&mut b);
+                }
+            }
+        }
+        self.set_timer(cx);
+        true
+    }
+
+    /// The deadline passed (the driver calls this at or after [`Conn::deadline`]).
+    pub(crate) fn on_timer<S: Service<Pending = P>>(&mut self, cx: &mut Cx<'_>, svc: &mut S) {
+        if cx.now < self.deadline {
+            return;
+        }
+        match self.timer {
+            Timer::Fresh | Timer::Idle | Timer::Send | Timer::Linger => {
+                self.writing = Writing::Closed;
+            }
+            Timer::Head | Timer::Body => {
+                self.reading = Reading::Stopped;
+                cx.pool.put(&mut self.inbuf);
+                self.held = Hold::No;
+                self.own_answer(
+                    408,
+                    "request not received in time",
+                    Facts::UNPARSED,
+                    cx,
+                    svc,
+                );
+            }
+            Timer::Deferred => {
+                let Some(facts) = self.queue.as_ref().and_then(|q| q.front_pending()) else {
+                    self.set_timer(cx);
+                    return;
+                };
+                let resp = status_response(503, "the answer did not come in time").close();
+                svc.answered(503, resp.body.len());
+                if let Some(q) = self.queue.as_mut() {
+                    q.pop();
+                }
+                self.place_now(facts, resp, cx);
+                self.release_queue(cx);
+            }
+        }
+        self.set_timer(cx);
+    }
+
+    /// Graceful shutdown reached this connection: an idle one ends now (shut down, then
+    /// drain); a busy one's next answer closes it ([`Cx::draining`]).
+    pub(crate) fn drain(&mut self, cx: &mut Cx<'_>) {
+        if self.is_idle() {
+            self.reading = Reading::Stopped;
+            self.writing = Writing::Last;
+        }
+        self.set_timer(cx);
+    }
+
+    /// What to transmit next. Bytes are taken with [`Conn::take_output`].
+    pub(crate) fn poll_transmit(&mut self, cx: &Cx<'_>) -> Transmit<'_> {
+        if self.writing == Writing::Closed {
+            return Transmit::Close;
+        }
+        if self.in_flight != InFlight::None {
+            return Transmit::Idle;
+        }
+        if !self.out.is_empty() || !cx.out.is_empty() {
+            return Transmit::Bytes {
+                more: self.file.is_some(),
+            };
+        }
+        if let Some(f) = &self.file {
+            return Transmit::File {
+                file: &f.body,
+                offset: f.body.offset + f.sent,
+                len: f.body.len - f.sent,
+            };
+        }
+        if self.queue.is_some() {
+            return Transmit::Idle;
+        }
+        match (self.writing, &self.reading) {
+            (Writing::Open | Writing::Last, Reading::PeerClosed) => Transmit::Close,
+            (Writing::Last, _) => Transmit::Shutdown,
+            _ => Transmit::Idle,
+        }
+    }
+
+    /// Hands over the bytes [`Transmit::Bytes`] asked to send. `cx.out` is left empty (with
+    /// no capacity when it was the one taken).
+    pub(crate) fn take_output(&mut self, cx: &mut Cx<'_>) -> Vec<u8> {
+        self.in_flight = InFlight::Bytes;
+        if self.out.is_empty() {
+            std::mem::take(cx.out)
+        } else {
+            std::mem::take(&mut self.out)
+        }
+    }
+
+    /// Every byte taken with [`Conn::take_output`] is on its way.
+    pub(crate) fn sent(&mut self, cx: &mut Cx<'_>) {
+        self.in_flight = InFlight::None;
+        self.progress(cx);
+    }
+
+    /// What [`Transmit`] asked for could not go out at once: the client is not reading.
+    pub(crate) fn stalled(&mut self, cx: &Cx<'_>) {
+        self.set_timer(cx);
+    }
+
+    /// The file body [`Transmit::File`] asked for: `n` more bytes are out.
+    pub(crate) fn file_sent(&mut self, n: u64, cx: &mut Cx<'_>) {
+        self.in_flight = InFlight::None;
+        if let Some(f) = self.file.as_mut() {
+            f.sent += n;
+            if f.sent >= f.body.len {
+                self.file = None;
+                self.release_queue(cx);
+            }
+        }
+        self.progress(cx);
+    }
+
+    /// Output moved: a send timer starts again from now.
+    fn progress(&mut self, cx: &Cx<'_>) {
+        if self.timer == Timer::Send {
+            self.deadline = cx.now + cx.cfg.send_timeout;
+        }
+        self.set_timer(cx);
+    }
+
+    /// A file send [`Transmit::File`] asked for is in flight.
+    pub(crate) fn file_taken(&mut self) {
+        self.in_flight = InFlight::File;
+    }
+
+    /// A shutdown [`Transmit::Shutdown`] asked for is in flight (TLS's close_notify).
+    pub(crate) fn shutdown_taken(&mut self) {
+        self.in_flight = InFlight::Shutdown;
+    }
+
+    /// The write side is shut down: drain input until EOF.
+    pub(crate) fn shut(&mut self, cx: &mut Cx<'_>) {
+        self.in_flight = InFlight::None;
+        self.writing = Writing::Shut;
+        self.reading = Reading::Linger { discarded: 0 };
+        self.set_timer(cx);
+    }
+
+    /// Whether input left after processing is kept.
+    fn keeps_input(&self) -> bool {
+        matches!(self.reading, Reading::Head | Reading::Body(_))
+    }
+
+    /// Processes `inbuf` (which holds earlier input and maybe new bytes).
+    fn process_stash<S: Service<Pending = P>>(&mut self, cx: &mut Cx<'_>, svc: &mut S) {
+        let mut buf = std::mem::take(&mut self.inbuf);
+        let used = self.process(&buf, cx, svc);
+        if used < buf.len() && self.keeps_input() {
+            buf.drain(..used);
+            self.inbuf = buf;
+        } else {
+            cx.pool.put(&mut buf);
+        }
+    }
+
+    /// Why another pipelined request may not be dispatched now, if it may not.
+    #[inline(always)]
+    fn hold(&self, cx: &Cx<'_>) -> Hold {
+        if self.file.is_some() || cx.out.len() + self.out.len() > OUT_HIGH_WATER {
+            return Hold::Output;
+        }
+        match &self.queue {
+            Some(q) if !Self::queue_has_room(q, cx.cfg) => Hold::Queue,
+            _ => Hold::No,
+        }
+    }
+
+    /// Parses and dispatches the requests in `buf`; returns how many bytes were used.
+    fn process<S: Service<Pending = P>>(
+        &mut self,
+        buf: &[u8],
+        cx: &mut Cx<'_>,
+        svc: &mut S,
+    ) -> usize {
+        let mut pos = 0;
+        while pos < buf.len() {
+            match self.reading {
+                Reading::Head => {}
+                Reading::Body(_) => {
+                    let used = self.feed_body(&buf[pos..], cx, svc);
+                    if used == 0 {
+                        break;
+                    }
+                    pos += used;
+                    continue;
+                }
+                _ => break,
+            }
+            let hold = self.hold(cx);
+            if hold != Hold::No {
+                self.held = hold;
+                break;
+            }
+            match cx.head.parse(&buf[pos..], &cx.cfg.limits) {
+                Err(e) => {
+                    self.reject(e, cx, svc);
+                    break;
+                }
+                Ok(Parsed::Partial) => {
+                    if self.timer != Timer::Head {
+                        self.timer = Timer::Head;
+                        self.deadline = cx.now + cx.cfg.header_timeout;
+                    }
+                    break;
+                }
+                Ok(Parsed::Complete(n)) => match self.dispatch(&buf[pos..], n, cx, svc) {
+                    Some(used) => pos += used,
+                    None => {
+                        self.held = Hold::Body;
+                        break;
+                    }
+                },
+            }
+        }
+        pos
+    }
+
+    /// Hands the request whose head is `buf[..n]` to the service; returns the bytes used
+    /// (head and body), or `None` to leave it for later (its body must be read, and answers
+    /// before it are still outstanding: an interim 100 or a body error must not overtake them).
+    #[inline(always)]
+    fn dispatch<S: Service<Pending = P>>(
+        &mut self,
+        buf: &[u8],
+        n: usize,
+        cx: &mut Cx<'_>,
+        svc: &mut S,
+    ) -> Option<usize> {
+        let head: &RequestHead = cx.head;
+        let framing = head.framing();
+        let avail = &buf[n..];
+        let body: Option<&[u8]> = match framing {
+            Framing::None => Some(&[]),
+            Framing::Length(len) if avail.len() as u64 >= len => Some(&avail[..len as usize]),
+            _ => None,
+        };
+        if body.is_none() && self.queue.is_some() {
+            return None;
+        }
+        self.requests += 1;
+        let facts = Facts {
+            id: self.requests,
+            framing: encode::Framing {
+                head: head.method() == Method::Head,
+                version: head.version(),
+            },
+            keep_alive: head.keep_alive(),
+            last: self.requests >= cx.cfg.max_requests,
+        };
+        let expect_continue = head.expect_continue();
+        let decision = svc.request(Exchange {
+            id: facts.id,
+            head,
+            buf: &buf[..n],
+            body,
+        });
+        let used = n + body.map_or(0, <[u8]>::len);
+        match decision {
+            Decision::Respond(resp) => {
+                let resp = if body.is_none() { resp.close() } else { resp };
+                self.place(facts, resp, cx);
+                Some(used)
+            }
+            Decision::Defer if body.is_some() => {
+                self.defer(facts, cx);
+                Some(used)
+            }
+            Decision::Defer => {
+                // A service must read a body before it defers; never hang on it.
+                self.place(facts, status_response(500, "").close(), cx);
+                Some(used)
+            }
+            Decision::ReadBody { limit, pending } => {
+                let Some(decoder) = BodyDecoder::new(framing) else {
+                    let d = svc.end(facts.id, pending, BodyDecoder::Length(0));
+                    self.finish(facts, d, cx);
+                    return Some(used);
+                };
+                if let Framing::Length(len) = framing
+                    && len > limit
+                {
+                    self.own_answer(413, "request body too large", facts, cx, svc);
+                    return Some(n);
+                }
+                if expect_continue && avail.is_empty() {
+                    // RFC 9110 §10.1.1: the client waits for this before sending the body.
+                    self.sink(cx).extend_from_slice(CONTINUE_100);
+                }
+                self.reading = Reading::Body(Box::new(BodyIn {
+                    facts,
+                    decoder,
+                    pending,
+                    received: 0,
+                    limit,
+                }));
+                Some(n)
+            }
+        }
+    }
+
+    /// Feeds body bytes to the request being read; returns the bytes used.
+    fn feed_body<S: Service<Pending = P>>(
+        &mut self,
+        input: &[u8],
+        cx: &mut Cx<'_>,
+        svc: &mut S,
+    ) -> usize {
+        let Reading::Body(b) = &mut self.reading else {
+            return 0;
+        };
+        let mut pos = 0;
+        loop {
+            let step = match b.decoder.decode(&input[pos..], &cx.cfg.limits) {
+                Ok(step) => step,
+                Err(e) => {
+                    let facts = b.facts;
+                    self.reading = Reading::Stopped;
+                    tracing::debug!(error = %e, "rejecting request body");
+                    self.own_answer(e.status(), &e.to_string(), facts, cx, svc);
+                    return input.len();
+                }
+            };
+            pos += step.consumed;
+            if !step.data.is_empty() {
+                b.received += step.data.len() as u64;
+                if b.received > b.limit {
+                    let facts = b.facts;
+                    self.reading = Reading::Stopped;
+                    self.own_answer(413, "request body too large", facts, cx, svc);
+                    return input.len();
+                }
+                if let Err(resp) = svc.data(&mut b.pending, step.data) {
+                    let facts = b.facts;
+                    self.reading = Reading::Stopped;
+                    self.place(facts, resp.close(), cx);
+                    return input.len();
+                }
+            }
+            if step.done {
+                let Reading::Body(b) = std::mem::replace(&mut self.reading, Reading::Head) else {
+                    unreachable!("matched above");
+                };
+                let BodyIn {
+                    facts,
+                    decoder,
+                    pending,
+                    ..
+                } = *b;
+                let d = svc.end(facts.id, pending, decoder);
+                self.finish(facts, d, cx);
+                return pos;
+            }
+            if pos == input.len() {
+                return pos;
+            }
+        }
+    }
+
+    /// Applies the service's decision once a body has been read.
+    fn finish(&mut self, facts: Facts, d: Decision<P>, cx: &mut Cx<'_>) {
+        match d {
+            Decision::Respond(resp) => self.place(facts, resp, cx),
+            Decision::Defer => self.defer(facts, cx),
+            Decision::ReadBody { .. } => self.place(facts, status_response(500, "").close(), cx),
+        }
+    }
+
+    fn defer(&mut self, facts: Facts, cx: &mut Cx<'_>) {
+        let deadline = cx.now + cx.cfg.deferred_timeout;
+        self.queue
+            .get_or_insert_with(Default::default)
+            .push_pending(facts, deadline);
+        if facts.last || !facts.keep_alive {
+            // No request after this one will be read; its answer decides the close.
+            self.reading = Reading::Stopped;
+            cx.pool.put(&mut self.inbuf);
+        }
+    }
+
+    /// Answers a request the connection refuses on its own; the connection closes after it.
+    fn own_answer<S: Service<Pending = P>>(
+        &mut self,
+        status: u16,
+        why: &str,
+        facts: Facts,
+        cx: &mut Cx<'_>,
+        svc: &mut S,
+    ) {
+        let resp = status_response(status, why).close();
+        let send_body = if facts.framing.head {
+            0
+        } else {
+            resp.body.len()
+        };
+        svc.answered(status, send_body);
+        self.place(facts, resp, cx);
+    }
+
+    fn reject<S: Service<Pending = P>>(&mut self, e: ParseError, cx: &mut Cx<'_>, svc: &mut S) {
+        tracing::debug!(error = %e, status = e.status(), "rejecting request");
+        self.own_answer(e.status(), &e.to_string(), Facts::UNPARSED, cx, svc);
+    }
+
+    /// The buffer new output goes to: the worker's, unless earlier output is still here.
+    #[inline(always)]
+    fn sink<'c>(&'c mut self, cx: &'c mut Cx<'_>) -> &'c mut Vec<u8> {
+        if self.out.is_empty() && self.in_flight == InFlight::None {
+            cx.out
+        } else {
+            &mut self.out
+        }
+    }
+
+    /// Places an answer: into the output when nothing before it is outstanding, else into
+    /// the queue behind what is.
+    #[inline(always)]
+    fn place(&mut self, facts: Facts, resp: Response, cx: &mut Cx<'_>) {
+        if self.queue.is_none() {
+            self.place_now(facts, resp, cx);
+        } else {
+            let (bytes, file, _) = self.encode_own(facts, resp, cx);
+            if let Some(q) = self.queue.as_mut() {
+                q.push_ready(bytes, file);
+            }
+        }
+    }
+
+    /// Whether the answer closes the connection.
+    #[inline(always)]
+    fn closes(facts: &Facts, resp: &Response, cx: &Cx<'_>) -> bool {
+        resp.close || !facts.keep_alive || facts.last || cx.draining
+    }
+
+    /// Encodes an answer into the output.
+    #[inline(always)]
+    fn place_now(&mut self, facts: Facts, resp: Response, cx: &mut Cx<'_>) {
+        let close = Self::closes(&facts, &resp, cx);
+        let (server, date) = (cx.cfg.server.as_deref(), cx.date);
+        let enc = encode(self.sink(cx), &resp, facts.framing, close, server, date);
+        self.after_encode(enc, resp, close, cx);
+    }
+
+    /// Encodes an answer into a buffer of its own (to wait in the queue).
+    fn encode_own(
+        &mut self,
+        facts: Facts,
+        resp: Response,
+        cx: &mut Cx<'_>,
+    ) -> (Vec<u8>, Option<FileBody>, bool) {
+        let close = Self::closes(&facts, &resp, cx);
+        let mut bytes = cx.pool.get();
+        let enc = encode(
+            &mut bytes,
+            &resp,
+            facts.framing,
+            close,
+            cx.cfg.server.as_deref(),
+            cx.date,
+        );
+        let file = match &resp.body {
+            Body::File(f) if enc.file => Some(f.clone()),
+            _ => None,
+        };
+        if close {
+            self.close_after(cx);
+        }
+        crate::response::recycle(resp.body);
+        (bytes, file, close)
+    }
+
+    #[inline(always)]
+    fn after_encode(&mut self, enc: Encoded, resp: Response, close: bool, cx: &mut Cx<'_>) {
+        if enc.file
+            && let Body::File(f) = resp.body
+        {
+            self.file = Some(Box::new(FileOut { body: f, sent: 0 }));
+        } else {
+            crate::response::recycle(resp.body);
+        }
+        if close {
+            self.close_after(cx);
+            if let Some(q) = self.queue.as_mut() {
+                for mut b in q.truncate(0) {
+                    cx.pool.put(&mut b);
+                }
+            }
+        }
+    }
+
+    /// The answer just decided is the last: read and answer nothing more.
+    fn close_after(&mut self, cx: &mut Cx<'_>) {
+        if self.writing == Writing::Open {
+            self.writing = Writing::Last;
+        }
+        if matches!(self.reading, Reading::Head | Reading::Body(_)) {
+            self.reading = Reading::Stopped;
+        }
+        self.held = Hold::No;
+        cx.pool.put(&mut self.inbuf);
+    }
+
+    /// Moves ready answers at the front of the queue into the output, up to the next pending
+    /// one or a file body.
+    fn release_queue(&mut self, cx: &mut Cx<'_>) {
+        while self.file.is_none() {
+            let Some(q) = self.queue.as_mut() else {
+                return;
+            };
+            if q.len() == 0 {
+                self.queue = None;
+                return;
+            }
+            if q.front_pending().is_some() {
+                return;
+            }
+            let Some(Entry::Ready { mut bytes, file }) = q.pop() else {
+                return;
+            };
+            self.sink(cx).extend_from_slice(&bytes);
+            cx.pool.put(&mut bytes);
+            if let Some(body) = file {
+                self.file = Some(Box::new(FileOut { body, sent: 0 }));
+            }
+        }
+    }
+
+    /// Picks the deadline for the state the connection is now in.
+    fn set_timer(&mut self, cx: &Cx<'_>) {
+        let cfg = cx.cfg;
+        let (timer, deadline) = if self.writing == Writing::Shut {
+            if self.timer == Timer::Linger {
+                return;
+            }
+            (Timer::Linger, cx.now + cfg.linger_timeout)
+        } else if self.in_flight != InFlight::None || !self.out.is_empty() || self.file.is_some() {
+            // Bytes staged in `cx.out` are transmitted before the driver moves on: they do
+            // not count until the transmit stalls (`stalled`).
+            if self.timer == Timer::Send {
+                return; // restarted only by progress (`sent`, `file_sent`)
+            }
+            (Timer::Send, cx.now + cfg.send_timeout)
+        } else if let Some(at) = self.queue.as_ref().and_then(|q| q.front_deadline()) {
+            (Timer::Deferred, at)
+        } else if matches!(self.reading, Reading::Body(_)) {
+            (Timer::Body, cx.now + cfg.body_timeout)
+        } else if !self.inbuf.is_empty() && matches!(self.reading, Reading::Head) {
+            if self.timer == Timer::Head {
+                return; // the head timer runs from the request's first byte
+            }
+            (Timer::Head, cx.now + cfg.header_timeout)
+        } else if self.timer == Timer::Fresh && self.requests == 0 {
+            return; // the first request's timer runs from the connection's start
+        } else {
+            (Timer::Idle, cx.now + cfg.keepalive_timeout)
+        };
+        self.timer = timer;
+        self.deadline = deadline;
+    }
+}
+
+/// A plain-text response whose body names the status (and why, when given).
+pub(crate) fn status_response(status: u16, why: &str) -> Response {
+    let body = if why.is_empty() {
+        format!("{status} {}\n", reason(status))
+    } else {
+        format!("{status} {}: {why}\n", reason(status))
+    };
+    Response::new(status)
+        .content_type("text/plain")
+        .body(Body::Owned(body.into_bytes()))
+}

@@ -1,0 +1,66 @@
+//! A [`Response`] as bytes on the wire: the head composed by `linerate_http1::ResponseHead`
+//! (status line, Server, Date, Content-Type, Content-Length, Connection), the handler's own
+//! fields, and the in-memory body unless the request was HEAD or the status has none.
+//!
+//! Owns only the framing facts of one answer; which answer, and when, is the connection's.
+#![forbid(unsafe_code)]
+
+use linerate_http1::{ResponseHead, Version, end_head, status_has_no_body, write_field};
+
+use crate::response::Response;
+
+/// The facts of a request that its answer's framing depends on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Framing {
+    /// The request was HEAD: the head says what GET would, no body follows.
+    pub head: bool,
+    pub version: Version,
+}
+
+/// What [`encode`] wrote.
+pub(crate) struct Encoded {
+    /// A file body must follow the bytes.
+    pub file: bool,
+}
+
+/// Appends `resp` to `out`. `close` adds `Connection: close`; an HTTP/1.0 request that stays
+/// open gets `Connection: keep-alive`.
+#[inline(always)]
+pub(crate) fn encode(
+    out: &mut Vec<u8>,
+    resp: &Response,
+    req: Framing,
+    close: bool,
+    server: Option<&[u8]>,
+    date: &[u8],
+) -> Encoded {
+    let send_body = !req.head && !status_has_no_body(resp.status);
+    let body = resp.body.as_bytes();
+    let len = resp.body.len();
+    let head = ResponseHead {
+        status: resp.status,
+        server,
+        date,
+        content_type: resp.content_type.as_deref().map(str::as_bytes),
+        content_length: len,
+        close,
+        keep_alive_10: !close && req.version == Version::Http10,
+    };
+    if resp.headers.is_empty() {
+        // The common answer: head and (in-memory) body in one go. A file body follows
+        // through `sendfile`, so its in-memory bytes are empty.
+        head.write_with_body(out, if send_body { body } else { b"" });
+    } else {
+        head.write_start(out);
+        for (name, value) in &resp.headers {
+            write_field(out, name.as_bytes(), value.as_bytes());
+        }
+        end_head(out);
+        if send_body {
+            out.extend_from_slice(body);
+        }
+    }
+    Encoded {
+        file: send_body && matches!(resp.body, crate::response::Body::File(_)),
+    }
+}

@@ -1,0 +1,22 @@
+//! The HTTP/1.1 server connection, sans I/O: one state machine per connection that takes
+//! bytes and the time and gives back what to transmit and when to be woken.
+//!
+//! It owns every protocol rule of a server connection — keep-alive, pipelining answered strictly
+//! in request order, HEAD, 100-continue, body framing and limits, the header/body/idle/send/
+//! linger/deferred timeouts, max requests per connection, graceful drain and the lingering
+//! close — and nothing else: no sockets, no clocks, no routing. Requests go out to a
+//! [`Service`] (the application, `crate::app`), whose answers come back at once or later,
+//! tagged by request id; the driver (`crate::driver`) moves the bytes.
+//!
+//! Files: `conn` (the state machine and its interface), `queue` (answers held behind an
+//! unanswered deferred request), `encode` (response heads), `tests` (byte tables).
+
+mod conn;
+mod encode;
+mod queue;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use conn::{
+    Conn, ConnConfig, Cx, Decision, Exchange, Service, Timer, Transmit, status_response,
+};

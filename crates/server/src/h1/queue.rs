@@ -1,0 +1,109 @@
+//! Answers held in request order behind a deferred request that has not been answered yet.
+//!
+//! Owns ordering only: an entry is either still pending (its `Responder` is out) or ready
+//! (encoded bytes, maybe a file body after them). Invariant kept by the connection: when the
+//! queue is not empty, its front is pending or a file body is being sent — a ready front is
+//! released into the output at once.
+#![forbid(unsafe_code)]
+
+use std::collections::VecDeque;
+
+use super::conn::Facts;
+use crate::response::FileBody;
+
+pub(crate) enum Entry {
+    /// Waiting for the service's answer; 503 at `deadline`.
+    Pending { facts: Facts, deadline: u64 },
+    /// Encoded and waiting for the entries before it.
+    Ready {
+        bytes: Vec<u8>,
+        file: Option<FileBody>,
+    },
+}
+
+/// The held answers of one connection.
+#[derive(Default)]
+pub(crate) struct Queue {
+    entries: VecDeque<Entry>,
+    /// Bytes held in ready entries.
+    bytes: usize,
+}
+
+impl Queue {
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Entries still waiting for the service.
+    pub(crate) fn pending(&self) -> usize {
+        self.entries
+            .iter()
+            .filter(|e| matches!(e, Entry::Pending { .. }))
+            .count()
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub(crate) fn push_pending(&mut self, facts: Facts, deadline: u64) {
+        self.entries.push_back(Entry::Pending { facts, deadline });
+    }
+
+    pub(crate) fn push_ready(&mut self, bytes: Vec<u8>, file: Option<FileBody>) {
+        self.bytes += bytes.len();
+        self.entries.push_back(Entry::Ready { bytes, file });
+    }
+
+    /// Where the pending entry of request `id` is, with its facts.
+    pub(crate) fn find_pending(&self, id: u64) -> Option<(usize, Facts)> {
+        self.entries.iter().enumerate().find_map(|(i, e)| match e {
+            Entry::Pending { facts, .. } if facts.id == id => Some((i, *facts)),
+            _ => None,
+        })
+    }
+
+    /// Replaces the pending entry at `i` with its encoded answer.
+    pub(crate) fn fill(&mut self, i: usize, bytes: Vec<u8>, file: Option<FileBody>) {
+        self.bytes += bytes.len();
+        self.entries[i] = Entry::Ready { bytes, file };
+    }
+
+    /// The first entry's deadline, when it is pending.
+    pub(crate) fn front_deadline(&self) -> Option<u64> {
+        match self.entries.front() {
+            Some(Entry::Pending { deadline, .. }) => Some(*deadline),
+            _ => None,
+        }
+    }
+
+    /// The first entry, if it is pending: its facts.
+    pub(crate) fn front_pending(&self) -> Option<Facts> {
+        match self.entries.front() {
+            Some(Entry::Pending { facts, .. }) => Some(*facts),
+            _ => None,
+        }
+    }
+
+    /// Takes the first entry.
+    pub(crate) fn pop(&mut self) -> Option<Entry> {
+        let e = self.entries.pop_front()?;
+        if let Entry::Ready { bytes, .. } = &e {
+            self.bytes -= bytes.len();
+        }
+        Some(e)
+    }
+
+    /// Drops every entry after the first `keep` (their answers will never be sent: an answer
+    /// before them closes the connection). Returns the ready buffers for reuse.
+    pub(crate) fn truncate(&mut self, keep: usize) -> impl Iterator<Item = Vec<u8>> + '_ {
+        let start = keep.min(self.entries.len());
+        self.entries.drain(start..).filter_map(|e| match e {
+            Entry::Pending { .. } => None,
+            Entry::Ready { bytes, .. } => {
+                self.bytes -= bytes.len();
+                Some(bytes)
+            }
+        })
+    }
+}

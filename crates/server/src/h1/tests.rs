@@ -1,0 +1,727 @@
+//! The connection as byte tables: bytes (and time) in, bytes and actions out, no sockets.
+//! Every behaviour of the raw-socket tests that can be written this way is here too, with
+//! the rule it enforces; the deferred-answer ordering, the timers and backpressure, which a
+//! socket test can only see from outside, are pinned down here exactly.
+
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
+use linerate_http1::{BodyDecoder, Limits, Method, RequestHead};
+
+use super::conn::{Conn, ConnConfig, Cx, Decision, Exchange, Service, Transmit};
+use crate::pool::Pool;
+use crate::response::{Body, FileBody, Response};
+
+const DATE: &[u8] = b"Thu, 01 Jan 2026 00:00:00 GMT";
+
+/// The test application. `/x` answers "x"; `/echo` the body; `/defer` defers (the test
+/// answers with [`Harness::complete`]); `/close` closes; `/file` sends a 5-byte file body;
+/// anything else is 404. Bodies go to a buffer; a `!` in one makes the service fail it.
+#[derive(Default)]
+struct App {
+    deferred: Vec<u64>,
+    /// Statuses the connection answered on its own.
+    own: Vec<u16>,
+}
+
+struct Pending {
+    defer: bool,
+    body: Vec<u8>,
+}
+
+fn file() -> FileBody {
+    let fd: OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
+    FileBody {
+        file: Arc::new(fd),
+        offset: 0,
+        len: 5,
+    }
+}
+
+impl Service for App {
+    type Pending = Pending;
+
+    fn request(&mut self, req: Exchange<'_>) -> Decision<Pending> {
+        let path = req.head.path(req.buf);
+        let defer = path == "/defer";
+        match (path, req.body) {
+            ("/x", _) => Decision::Respond(Response::text("x")),
+            ("/close", _) => Decision::Respond(Response::text("c").close()),
+            ("/file", _) => Decision::Respond(Response::new(200).body(Body::File(file()))),
+            ("/echo", Some(b)) => Decision::Respond(Response::text_owned(
+                String::from_utf8_lossy(b).into_owned(),
+            )),
+            ("/defer", Some(_)) => {
+                self.deferred.push(req.id);
+                Decision::Defer
+            }
+            ("/echo" | "/defer", None) => Decision::ReadBody {
+                limit: 16,
+                pending: Pending {
+                    defer,
+                    body: Vec::new(),
+                },
+            },
+            _ => Decision::Respond(Response::text("nf").status(404)),
+        }
+    }
+
+    fn data(&mut self, p: &mut Pending, data: &[u8]) -> Result<(), Response> {
+        if data.contains(&b'!') {
+            return Err(Response::text("sink failed").status(500));
+        }
+        p.body.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn end(&mut self, id: u64, p: Pending, _body: BodyDecoder) -> Decision<Pending> {
+        if p.defer {
+            self.deferred.push(id);
+            return Decision::Defer;
+        }
+        Decision::Respond(Response::text_owned(
+            String::from_utf8_lossy(&p.body).into_owned(),
+        ))
+    }
+
+    fn answered(&mut self, status: u16, _: u64) {
+        self.own.push(status);
+    }
+}
+
+fn cfg() -> ConnConfig {
+    ConnConfig {
+        limits: Limits {
+            max_head_bytes: 256,
+            ..Limits::default()
+        },
+        header_timeout: 100,
+        body_timeout: 200,
+        keepalive_timeout: 1_000,
+        send_timeout: 300,
+        linger_timeout: 50,
+        deferred_timeout: 500,
+        max_requests: u64::MAX,
+        max_deferred: 16,
+        server: Some(b"t".to_vec()),
+    }
+}
+
+/// A connection with the driver played by the test: transmits land in `wire`.
+struct Harness {
+    conn: Conn<Pending>,
+    cfg: ConnConfig,
+    head: RequestHead,
+    out: Vec<u8>,
+    pool: Pool,
+    now: u64,
+    draining: bool,
+    app: App,
+    /// Everything transmitted.
+    wire: Vec<u8>,
+    /// Sends made (each `Bytes` transmit is one).
+    sends: usize,
+    /// While set, byte sends stay in flight (a client that does not read).
+    stalled: bool,
+    /// Bytes handed over while stalled.
+    in_flight: Option<Vec<u8>>,
+    shut: bool,
+    closed: bool,
+}
+
+macro_rules! cx {
+    ($h:ident) => {
+        Cx {
+            now: $h.now,
+            cfg: &$h.cfg,
+            head: &mut $h.head,
+            out: &mut $h.out,
+            pool: &mut $h.pool,
+            date: DATE,
+            draining: $h.draining,
+        }
+    };
+}
+
+impl Harness {
+    fn new() -> Harness {
+        Harness::with(cfg())
+    }
+
+    fn with(cfg: ConnConfig) -> Harness {
+        Harness {
+            conn: Conn::new(0, &cfg),
+            cfg,
+            head: RequestHead::new(),
+            out: Vec::new(),
+            pool: Pool::default(),
+            now: 0,
+            draining: false,
+            app: App::default(),
+            wire: Vec::new(),
+            sends: 0,
+            stalled: false,
+            in_flight: None,
+            shut: false,
+            closed: false,
+        }
+    }
+
+    fn recv(&mut self, bytes: &[u8]) -> &mut Self {
+        let mut cx = cx!(self);
+        self.conn.recv(bytes, &mut cx, &mut self.app);
+        self.flush();
+        self
+    }
+
+    fn recv_bytewise(&mut self, bytes: &[u8]) -> &mut Self {
+        for b in bytes {
+            self.recv(std::slice::from_ref(b));
+        }
+        self
+    }
+
+    fn eof(&mut self) -> &mut Self {
+        let mut cx = cx!(self);
+        self.conn.eof(&mut cx, &mut self.app);
+        self.flush();
+        self
+    }
+
+    fn complete(&mut self, id: u64, resp: Response) -> bool {
+        let mut cx = cx!(self);
+        let taken = self.conn.complete(id, resp, &mut cx);
+        self.flush();
+        taken
+    }
+
+    /// Moves the clock to `t` and fires the timer if it is due, as the driver does.
+    fn at(&mut self, t: u64) -> &mut Self {
+        self.now = t;
+        if self.now >= self.conn.deadline() {
+            let mut cx = cx!(self);
+            self.conn.on_timer(&mut cx, &mut self.app);
+            self.flush();
+        }
+        self
+    }
+
+    fn drain(&mut self) -> &mut Self {
+        self.draining = true;
+        let mut cx = cx!(self);
+        self.conn.drain(&mut cx);
+        self.flush();
+        self
+    }
+
+    /// The client reads what was stalled.
+    fn unstall(&mut self) -> &mut Self {
+        self.stalled = false;
+        if let Some(buf) = self.in_flight.take() {
+            self.wire.extend_from_slice(&buf);
+            let mut cx = cx!(self);
+            self.conn.sent(&mut cx);
+        }
+        self.flush();
+        self
+    }
+
+    /// Transmits what the connection asks for, as the driver's pump does.
+    fn flush(&mut self) {
+        for _ in 0..100 {
+            let cx = cx!(self);
+            match self.conn.poll_transmit(&cx) {
+                Transmit::Bytes { .. } => {
+                    let mut cx = cx!(self);
+                    let buf = self.conn.take_output(&mut cx);
+                    self.sends += 1;
+                    if self.stalled {
+                        self.in_flight = Some(buf);
+                        self.out = Vec::with_capacity(64);
+                        let cx = cx!(self);
+                        self.conn.stalled(&cx);
+                        return;
+                    }
+                    self.wire.extend_from_slice(&buf);
+                    self.out = buf;
+                    self.out.clear();
+                    let mut cx = cx!(self);
+                    self.conn.sent(&mut cx);
+                }
+                Transmit::File { offset, len, .. } => {
+                    let (offset, len) = (offset, len);
+                    self.wire
+                        .extend_from_slice(format!("<file {offset}+{len}>").as_bytes());
+                    let mut cx = cx!(self);
+                    self.conn.file_sent(len, &mut cx);
+                }
+                Transmit::Shutdown => {
+                    self.shut = true;
+                    let mut cx = cx!(self);
+                    self.conn.shut(&mut cx);
+                }
+                Transmit::Close => {
+                    self.closed = true;
+                    return;
+                }
+                Transmit::Idle => {
+                    if self.conn.can_resume(&self.cfg) {
+                        let mut cx = cx!(self);
+                        self.conn.resume(&mut cx, &mut self.app);
+                        continue;
+                    }
+                    return;
+                }
+            }
+        }
+        panic!("the connection never settled");
+    }
+
+    /// The answers on the wire so far, summarised (see [`summarise`]).
+    fn answers(&mut self) -> Vec<String> {
+        let s = summarise(&self.wire);
+        self.wire.clear();
+        s
+    }
+
+    fn state(&self) -> &'static str {
+        match (self.closed, self.shut) {
+            (true, _) => "closed",
+            (false, true) => "shut",
+            _ => "open",
+        }
+    }
+}
+
+/// Each response as `STATUS body`, with ` [close]` / ` [keep-alive]` for a Connection field,
+/// `(head N)` for a bodiless answer to HEAD with Content-Length N, and the `<file …>` marker
+/// of a file body. Error bodies (which start with their status) are left out.
+fn summarise(wire: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(wire).into_owned();
+    let mut rest = text.as_str();
+    let mut out = Vec::new();
+    while !rest.is_empty() {
+        assert!(rest.starts_with("HTTP/1.1 "), "not a response: {rest:?}");
+        let end = rest.find("\r\n\r\n").expect("a whole head") + 4;
+        let head = &rest[..end];
+        rest = &rest[end..];
+        let status = &head[9..12];
+        let field = |name: &str| {
+            head.split("\r\n")
+                .find_map(|l| l.strip_prefix(name))
+                .map(str::to_string)
+        };
+        let len: usize = field("Content-Length: ").map_or(0, |v| v.parse().unwrap());
+        let mut s = status.to_string();
+        if len > 0 && (rest.is_empty() || rest.starts_with("HTTP/1.1 ")) {
+            s += &format!(" (head {len})");
+        } else if rest.starts_with("<file") {
+            let e = rest.find('>').unwrap() + 1;
+            s += &format!(" {}", &rest[..e]);
+            rest = &rest[e..];
+        } else {
+            let body = &rest[..len];
+            rest = &rest[len..];
+            if !body.starts_with(status) && !body.is_empty() {
+                s += &format!(" {body}");
+            }
+        }
+        match field("Connection: ").as_deref() {
+            Some("close") => s += " [close]",
+            Some("keep-alive") => s += " [keep-alive]",
+            _ => {}
+        }
+        out.push(s);
+    }
+    out
+}
+
+/// (rule, input chunks, answers, state after). Each row is also fed one byte at a time
+/// and must give the same, except where the rule is about what arrives together.
+type Row = (
+    &'static str,
+    &'static [&'static [u8]],
+    &'static [&'static str],
+    &'static str,
+);
+
+/// Rows whose answers depend on which bytes arrive together.
+const SPLIT_MATTERS: &[&str] = &[
+    "no 100-continue when the body came along",
+    "a refused request whose body is all here keeps the connection",
+];
+
+#[rustfmt::skip]
+const ROWS: &[Row] = &[
+    ("one request", &[b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n"], &["200 x"], "open"),
+    ("pipelined, answered in order (RFC 9112 §9.3.2)",
+        &[b"GET /x HTTP/1.1\r\nHost: a\r\n\r\nGET /nope HTTP/1.1\r\nHost: a\r\n\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n"],
+        &["200 x", "404 nf", "200 x"], "open"),
+    ("a request split anywhere",
+        &[b"GET /x HT", b"TP/1.1\r\nHo", b"st: a\r\n", b"\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n"],
+        &["200 x", "200 x"], "open"),
+    ("Content-Length body, chunked body, then a GET, framed exactly (§6, §7)",
+        &[b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n40POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n5\r\n0\r\n\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n"],
+        &["200 40", "200 5", "200 x"], "open"),
+    ("a body in a later read",
+        &[b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhe", b"llo"], &["200 hello"], "open"),
+    ("100-continue before the body (RFC 9110 §10.1.1)",
+        &[b"POST /echo HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n", b"hi"],
+        &["100", "200 hi"], "open"),
+    ("no 100-continue when the body came along",
+        &[b"POST /echo HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi"],
+        &["200 hi"], "open"),
+    ("HEAD: GET's fields, no body (RFC 9110 §9.3.2)",
+        &[b"HEAD /x HTTP/1.1\r\nHost: a\r\n\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n"],
+        &["200 (head 1)", "200 x"], "open"),
+    ("HTTP/1.0 closes by default (RFC 9112 §9.3)", &[b"GET /x HTTP/1.0\r\n\r\n"], &["200 x [close]"], "shut"),
+    ("HTTP/1.0 keep-alive is kept and said",
+        &[b"GET /x HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"], &["200 x [keep-alive]"], "open"),
+    ("Connection: close: nothing after it is answered",
+        &[b"GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n"],
+        &["200 x [close]"], "shut"),
+    ("a handler's close", &[b"GET /close HTTP/1.1\r\nHost: a\r\n\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n"],
+        &["200 c [close]"], "shut"),
+    ("CL + TE: 400 and nothing smuggled behind it (RFC 9112 §6.1)",
+        &[b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 30\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n"],
+        &["400 [close]"], "shut"),
+    ("bare LF: 400", &[b"GET /x HTTP/1.1\nHost: a\n\n"], &["400 [close]"], "shut"),
+    ("HTTP/2.0: 505", &[b"GET /x HTTP/2.0\r\nHost: a\r\n\r\n"], &["505 [close]"], "shut"),
+    ("head over the limit: 431", &[b"GET /x HTTP/1.1\r\nHost: a\r\nX: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n"],
+        &["431 [close]"], "shut"),
+    ("bad chunk size: 400", &[b"POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0x5\r\nhello\r\n0\r\n\r\n"],
+        &["400 [close]"], "shut"),
+    ("a refused request whose body is all here keeps the connection",
+        &[b"POST /nope HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabcGET /x HTTP/1.1\r\nHost: a\r\n\r\n"],
+        &["404 nf", "200 x"], "open"),
+    ("a refused request whose body is not read closes",
+        &[b"POST /nope HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"],
+        &["404 nf [close]"], "shut"),
+    ("Content-Length over the body limit: 413 without reading it",
+        &[b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 17\r\n\r\n"], &["413 [close]"], "shut"),
+    ("chunked body over the limit: 413",
+        &[b"POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n11\r\naaaaaaaaaaaaaaaaa\r\n0\r\n\r\n"],
+        &["413 [close]"], "shut"),
+    ("the service fails a body: its answer closes",
+        &[b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\n", b"a!b"], &["500 sink failed [close]"], "shut"),
+    ("a file body follows its head; the next request waits for it",
+        &[b"GET /file HTTP/1.1\r\nHost: a\r\n\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n"],
+        &["200 <file 0+5>", "200 x"], "open"),
+    ("a lone leading CRLF is tolerated (RFC 9112 §2.2)", &[b"\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n"], &["200 x"], "open"),
+];
+
+#[test]
+fn byte_table() {
+    for (rule, chunks, answers, state) in ROWS {
+        let mut h = Harness::new();
+        for c in *chunks {
+            h.recv(c);
+        }
+        assert_eq!(h.answers(), *answers, "{rule}");
+        assert_eq!(h.state(), *state, "{rule}");
+        if SPLIT_MATTERS.contains(rule) {
+            continue;
+        }
+        // The same bytes one at a time give the same answers.
+        let mut h = Harness::new();
+        h.recv_bytewise(&chunks.concat());
+        assert_eq!(h.answers(), *answers, "{rule} (byte by byte)");
+        assert_eq!(h.state(), *state, "{rule} (byte by byte)");
+    }
+}
+
+#[test]
+fn exact_bytes_of_an_answer_and_of_100_continue() {
+    let mut h = Harness::new();
+    h.recv(b"POST /echo HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n");
+    assert_eq!(h.wire, b"HTTP/1.1 100 Continue\r\n\r\n");
+    h.wire.clear();
+    h.recv(b"ok");
+    assert_eq!(
+        String::from_utf8_lossy(&h.wire),
+        "HTTP/1.1 200 OK\r\nServer: t\r\nDate: Thu, 01 Jan 2026 00:00:00 GMT\r\n\
+         Content-Type: text/plain\r\nContent-Length: 2\r\n\r\nok"
+    );
+}
+
+#[test]
+fn answers_found_in_one_read_leave_in_one_send() {
+    let mut h = Harness::new();
+    h.recv(&b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n".repeat(16));
+    assert_eq!(h.answers().len(), 16);
+    assert_eq!(h.sends, 1);
+}
+
+#[test]
+fn max_requests_per_connection_closes_after_the_last() {
+    let mut h = Harness::with(ConnConfig {
+        max_requests: 2,
+        ..cfg()
+    });
+    h.recv(&b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n".repeat(3));
+    assert_eq!(h.answers(), ["200 x", "200 x [close]"]);
+    assert_eq!(h.state(), "shut");
+}
+
+#[test]
+fn peer_eof_answers_what_is_complete_then_closes_without_lingering() {
+    let mut h = Harness::new();
+    h.recv(b"GET /x HTTP/1.1\r\nHost: a\r\n\r\nGET /x HT").eof();
+    assert_eq!(h.answers(), ["200 x"]);
+    assert_eq!(h.state(), "closed");
+    // A body cut short is never answered.
+    let mut h = Harness::new();
+    h.recv(b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nab")
+        .eof();
+    assert_eq!(h.answers(), Vec::<String>::new());
+    assert_eq!(h.state(), "closed");
+}
+
+#[test]
+fn lingering_close_discards_input_until_eof_or_its_timeout() {
+    let mut h = Harness::new();
+    h.recv(b"GET /x HTTP/1.0\r\n\r\n");
+    assert_eq!(h.state(), "shut");
+    h.recv(b"more bytes the client sent");
+    assert_eq!(h.answers(), ["200 x [close]"]);
+    assert_eq!(h.state(), "shut");
+    h.eof();
+    assert_eq!(h.state(), "closed");
+    // Without EOF the linger timeout closes it.
+    let mut h = Harness::new();
+    h.at(10).recv(b"GET /x HTTP/1.0\r\n\r\n");
+    h.at(10 + 49);
+    assert_eq!(h.state(), "shut");
+    h.at(10 + 50);
+    assert_eq!(h.state(), "closed");
+    // Nor is lingering unbounded in bytes.
+    let mut h = Harness::new();
+    h.recv(b"GET /x HTTP/1.0\r\n\r\n");
+    let junk = vec![b'j'; 64 * 1024];
+    for _ in 0..17 {
+        h.recv(&junk);
+    }
+    assert_eq!(h.state(), "closed");
+}
+
+#[test]
+fn header_timeout_runs_from_the_first_byte_and_answers_408() {
+    let mut h = Harness::new();
+    h.at(1_000); // a fresh connection closes after the header timeout ...
+    assert_eq!((h.answers(), h.state()), (vec![], "closed"));
+    let mut h = Harness::new();
+    h.recv(b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n"); // ... an idle one after keep-alive
+    h.answers();
+    h.at(500).recv(b"G");
+    for t in (510..600).step_by(10) {
+        h.at(t).recv(b"E"); // a trickle does not extend it
+    }
+    assert_eq!(h.answers(), Vec::<String>::new());
+    h.at(600);
+    assert_eq!(h.answers(), ["408 [close]"]);
+    assert_eq!(h.app.own, [408]);
+    assert_eq!(h.state(), "shut");
+}
+
+#[test]
+fn body_timeout_is_a_gap_between_reads() {
+    let mut h = Harness::new();
+    h.recv(b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 9\r\n\r\nab");
+    h.at(150).recv(b"cd").at(300).recv(b"ef");
+    assert_eq!(h.answers(), Vec::<String>::new());
+    h.at(499);
+    assert_eq!(h.state(), "open");
+    h.at(500);
+    assert_eq!(h.answers(), ["408 [close]"]);
+}
+
+#[test]
+fn idle_keep_alive_closes_quietly() {
+    let mut h = Harness::new();
+    h.recv(b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n");
+    h.answers();
+    h.at(999);
+    assert_eq!(h.state(), "open");
+    h.at(1_000);
+    assert_eq!((h.answers(), h.state()), (vec![], "closed"));
+}
+
+#[test]
+fn a_client_that_does_not_read_stops_the_reading_and_meets_the_send_timeout() {
+    let mut h = Harness::new();
+    h.stalled = true;
+    h.recv(b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert!(!h.conn.wants_input(&h.cfg));
+    // Requests that arrive anyway wait in the input.
+    h.recv(b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(h.sends, 1);
+    h.unstall();
+    assert_eq!(h.answers(), ["200 x", "200 x"]);
+    assert!(h.conn.wants_input(&h.cfg));
+    // Stalled for longer than the send timeout: closed.
+    h.stalled = true;
+    h.at(900).recv(b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n");
+    h.at(1_199);
+    assert_eq!(h.state(), "open");
+    h.at(1_200);
+    assert_eq!(h.state(), "closed");
+}
+
+#[test]
+fn drain_ends_an_idle_connection_and_closes_a_busy_one_after_its_answer() {
+    let mut h = Harness::new();
+    h.recv(b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n");
+    h.answers();
+    h.drain();
+    assert_eq!(h.state(), "shut");
+    let mut h = Harness::new();
+    h.recv(b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n");
+    h.drain();
+    assert_eq!(h.state(), "open");
+    h.recv(b"hi");
+    assert_eq!(h.answers(), ["200 hi [close]"]);
+    assert_eq!(h.state(), "shut");
+}
+
+const DEFER: &[u8] = b"GET /defer HTTP/1.1\r\nHost: a\r\n\r\n";
+const X: &[u8] = b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n";
+
+#[test]
+fn deferred_answers_keep_request_order() {
+    let mut h = Harness::new();
+    h.recv(&[X, DEFER, X, DEFER, X].concat());
+    assert_eq!(h.answers(), ["200 x"]);
+    assert_eq!(h.app.deferred, [2, 4]);
+    assert!(h.complete(4, Response::text("four")));
+    assert_eq!(h.answers(), Vec::<String>::new()); // waits for request 2
+    assert!(h.complete(2, Response::text("two")));
+    assert_eq!(h.answers(), ["200 two", "200 x", "200 four", "200 x"]);
+    assert!(!h.complete(2, Response::text("again"))); // answered already: dropped
+    assert_eq!(h.state(), "open");
+    assert!(h.conn.is_idle());
+}
+
+#[test]
+fn a_deferred_request_with_a_body_and_one_behind_it_that_must_read_its_own() {
+    let mut h = Harness::new();
+    h.recv(b"POST /defer HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n");
+    h.recv(b"hi");
+    assert_eq!(h.app.deferred, [1]);
+    // A body request behind an outstanding answer waits (its 100 must not overtake it).
+    h.recv(b"POST /echo HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n");
+    assert_eq!(h.answers(), Vec::<String>::new());
+    assert!(!h.conn.wants_input(&h.cfg));
+    h.complete(1, Response::text("one"));
+    assert_eq!(h.answers(), ["200 one", "100"]);
+    h.recv(b"ok");
+    assert_eq!(h.answers(), ["200 ok"]);
+}
+
+#[test]
+fn deferred_deadline_answers_503_closes_and_drops_the_late_answer() {
+    let mut h = Harness::new();
+    h.at(50).recv(&[DEFER, X, DEFER].concat());
+    h.at(549);
+    assert_eq!(h.answers(), Vec::<String>::new());
+    h.at(550);
+    assert_eq!(h.answers(), ["503 [close]"]);
+    assert_eq!(h.state(), "shut");
+    assert!(!h.complete(1, Response::text("late")));
+    assert!(!h.complete(3, Response::text("later")));
+    assert_eq!(h.answers(), Vec::<String>::new());
+}
+
+#[test]
+fn a_deferred_answer_that_closes_discards_the_answers_behind_it() {
+    let mut h = Harness::new();
+    h.recv(&[DEFER, X, DEFER].concat());
+    h.complete(1, Response::text("bye").close());
+    assert_eq!(h.answers(), ["200 bye [close]"]);
+    assert!(!h.complete(3, Response::text("never")));
+    assert_eq!(h.state(), "shut");
+}
+
+#[test]
+fn outstanding_answers_per_connection_are_bounded() {
+    let mut h = Harness::with(ConnConfig {
+        max_deferred: 2,
+        ..cfg()
+    });
+    h.recv(&[DEFER, DEFER, DEFER, X].concat());
+    assert_eq!(h.app.deferred, [1, 2]);
+    assert!(!h.conn.wants_input(&h.cfg));
+    h.complete(1, Response::text("one"));
+    // Room again: the held requests go on.
+    assert_eq!(h.answers(), ["200 one"]);
+    assert_eq!(h.app.deferred, [1, 2, 3]);
+    h.complete(2, Response::text("two"));
+    h.complete(3, Response::text("three"));
+    assert_eq!(h.answers(), ["200 two", "200 three", "200 x"]);
+}
+
+#[test]
+fn a_deferred_answer_is_waited_for_past_the_idle_timeout() {
+    let mut h = Harness::new();
+    h.recv(DEFER);
+    h.at(450); // the idle and header timeouts are shorter than the deferred one
+    assert_eq!(h.state(), "open");
+    h.complete(1, Response::text("done"));
+    assert_eq!(h.answers(), ["200 done"]);
+}
+
+#[test]
+fn eof_while_an_answer_is_outstanding_closes_and_the_answer_is_dropped() {
+    let mut h = Harness::new();
+    h.recv(&[X, DEFER].concat()).eof();
+    assert_eq!(h.answers(), ["200 x"]);
+    assert_eq!(h.state(), "closed");
+    assert_eq!(h.app.own, [499]);
+    assert!(!h.complete(2, Response::text("late")));
+}
+
+#[test]
+fn a_head_request_answered_later_has_no_body() {
+    let mut h = Harness::new();
+    h.recv(b"HEAD /defer HTTP/1.1\r\nHost: a\r\n\r\n");
+    h.complete(1, Response::text("abc"));
+    assert_eq!(h.answers(), ["200 (head 3)"]);
+}
+
+#[test]
+fn method_facts_reach_the_service() {
+    struct Seen(Vec<Method>);
+    impl Service for Seen {
+        type Pending = ();
+        fn request(&mut self, req: Exchange<'_>) -> Decision<()> {
+            self.0.push(req.head.method());
+            Decision::Respond(Response::new(204))
+        }
+        fn data(&mut self, _: &mut (), _: &[u8]) -> Result<(), Response> {
+            Ok(())
+        }
+        fn end(&mut self, _: u64, _: (), _: BodyDecoder) -> Decision<()> {
+            Decision::Respond(Response::new(204))
+        }
+        fn answered(&mut self, _: u16, _: u64) {}
+    }
+    let cfg = cfg();
+    let mut conn: Conn<()> = Conn::new(0, &cfg);
+    let (mut head, mut out, mut pool) = (RequestHead::new(), Vec::new(), Pool::default());
+    let mut cx = Cx {
+        now: 0,
+        cfg: &cfg,
+        head: &mut head,
+        out: &mut out,
+        pool: &mut pool,
+        date: DATE,
+        draining: false,
+    };
+    let mut seen = Seen(Vec::new());
+    conn.recv(
+        b"DELETE /a HTTP/1.1\r\nHost: a\r\n\r\nOPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n",
+        &mut cx,
+        &mut seen,
+    );
+    assert_eq!(seen.0, [Method::Delete, Method::Options]);
+    assert_eq!(summarise(&out), ["204", "204"]);
+}
