@@ -57,7 +57,7 @@ impl OwnedRequest {
             params: &self.params,
             body: &self.body,
             trailers: self.trailers.as_ref().map(BodyDecoder::trailers),
-            peer: self.peer,
+            peer: self.peer.as_ref(),
         }
     }
     /// The method.

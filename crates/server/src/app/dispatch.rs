@@ -24,8 +24,11 @@ use super::{App, AppIo, body_bytes, compress};
 use crate::config::FilesMount;
 use crate::h1::{Decision, Exchange, Service};
 
-/// A request whose body is being read: its route, and where the body goes.
-pub(crate) struct Pending {
+/// A request whose body is being read: its route, and where the body goes. Boxed, so the
+/// [`Decision`] every request returns stays the size of a `Response`.
+pub(crate) struct Pending(Box<PendingBody>);
+
+struct PendingBody {
     route: usize,
     params: Params,
     head: OwnedHead,
@@ -42,7 +45,7 @@ pub(crate) struct ConnApp<'a> {
     pub app: &'a App,
     pub io: &'a mut AppIo,
     /// The client's address (kept only when the access log is on).
-    pub peer: Option<SocketAddr>,
+    pub peer: Option<&'a SocketAddr>,
     /// The driver's name for the connection: where deferred answers go.
     pub token: u64,
 }
@@ -86,6 +89,7 @@ impl Service for ConnApp<'_> {
     }
 
     fn data(&mut self, pending: &mut Pending, data: &[u8]) -> Result<(), Response> {
+        let pending = &mut *pending.0;
         match &mut pending.sink {
             Sink::Buffer(v) => v.extend_from_slice(data),
             Sink::Stream(s) => {
@@ -102,18 +106,18 @@ impl Service for ConnApp<'_> {
 
     fn end(&mut self, id: u64, pending: Pending, body: BodyDecoder) -> Decision<Pending> {
         let app = self.app;
-        let Pending {
+        let PendingBody {
             route,
             params,
             head,
             sink,
-        } = pending;
+        } = *pending.0;
         let Some(route) = app.router.at(route) else {
             return self.respond(&head.head, &head.bytes, text_status(500).close());
         };
         match (&route.handler, sink) {
             (Handler::Deferred(f), Sink::Buffer(v)) => {
-                self.defer(route, params, head, v, Some(body), id, f)
+                self.defer(route, params, head, (v, Some(body)), id, f)
             }
             (Handler::Buffered(h), Sink::Buffer(v)) => {
                 let request = Request {
@@ -148,7 +152,7 @@ impl Service for ConnApp<'_> {
     fn answered(&mut self, status: u16, body_bytes: u64) {
         if let Some(log) = self.io.log.as_mut() {
             log.push(&AccessEntry {
-                peer: self.peer,
+                peer: self.peer.copied(),
                 method: "-",
                 target: "",
                 version: linerate_http1::Version::Http11,
@@ -164,12 +168,12 @@ impl Service for ConnApp<'_> {
 impl<'a> ConnApp<'a> {
     /// Calls the route's handler, or arranges for its body to be read first.
     #[inline(always)]
-    fn route(
+    fn route<'b>(
         &mut self,
         index: usize,
         route: &'a Route,
         params: Params,
-        req: Exchange<'_>,
+        req: Exchange<'b>,
     ) -> Decision<Pending> {
         let app = self.app;
         let head = req.head;
@@ -177,26 +181,14 @@ impl<'a> ConnApp<'a> {
             Framing::Length(len) => len,
             _ => 0,
         };
-        let request = Request {
+        let request = |body: &'b [u8]| Request {
             head,
             buf: req.buf,
             names: &route.names,
             params: &params,
-            body: &[],
+            body,
             trailers: None,
             peer: self.peer,
-        };
-        let read_body = |sink| Decision::ReadBody {
-            limit: match sink {
-                Sink::Stream(_) => app.max_stream_body_bytes,
-                Sink::Buffer(_) => app.max_body_bytes,
-            },
-            pending: Pending {
-                route: index,
-                params,
-                head: OwnedHead::copy(head, req.buf),
-                sink,
-            },
         };
         match &route.handler {
             Handler::Buffered(h) => {
@@ -205,17 +197,20 @@ impl<'a> ConnApp<'a> {
                 }
                 match req.body {
                     Some(body) => {
-                        let request = Request { body, ..request };
-                        let resp = call(|| h(&request));
+                        let resp = call(|| h(&request(body)));
                         self.respond(head, req.buf, resp)
                     }
-                    None => read_body(Sink::Buffer(Vec::with_capacity(declared as usize))),
+                    None => {
+                        let sink = Sink::Buffer(Vec::with_capacity(declared as usize));
+                        self.read_body(index, params, head, req.buf, sink)
+                    }
                 }
             }
             Handler::Streaming(factory) => {
                 if declared > app.max_stream_body_bytes {
                     return self.respond(head, req.buf, text_status(413).close());
                 }
+                let request = request(&[]);
                 let mut sink = match catch_unwind(AssertUnwindSafe(|| factory(&request))) {
                     Ok(sink) => sink,
                     Err(_) => return self.respond(head, req.buf, text_status(500)),
@@ -230,7 +225,7 @@ impl<'a> ConnApp<'a> {
                         let resp = call(move || sink.finish(&request));
                         self.respond(head, req.buf, resp)
                     }
-                    None => read_body(Sink::Stream(sink)),
+                    None => self.read_body(index, params, head, req.buf, Sink::Stream(sink)),
                 }
             }
             Handler::Deferred(f) => {
@@ -240,11 +235,38 @@ impl<'a> ConnApp<'a> {
                 match req.body {
                     Some(body) => {
                         let owned = OwnedHead::copy(head, req.buf);
-                        self.defer(route, params, owned, body.to_vec(), None, req.id, f)
+                        self.defer(route, params, owned, (body.to_vec(), None), req.id, f)
                     }
-                    None => read_body(Sink::Buffer(Vec::with_capacity(declared as usize))),
+                    None => {
+                        let sink = Sink::Buffer(Vec::with_capacity(declared as usize));
+                        self.read_body(index, params, head, req.buf, sink)
+                    }
                 }
             }
+        }
+    }
+
+    /// The body is still to come: the connection reads it into `sink`.
+    fn read_body(
+        &self,
+        route: usize,
+        params: Params,
+        head: &RequestHead,
+        buf: &[u8],
+        sink: Sink,
+    ) -> Decision<Pending> {
+        let limit = match sink {
+            Sink::Stream(_) => self.app.max_stream_body_bytes,
+            Sink::Buffer(_) => self.app.max_body_bytes,
+        };
+        Decision::ReadBody {
+            limit,
+            pending: Pending(Box::new(PendingBody {
+                route,
+                params,
+                head: OwnedHead::copy(head, buf),
+                sink,
+            })),
         }
     }
 
@@ -255,8 +277,7 @@ impl<'a> ConnApp<'a> {
         route: &Route,
         params: Params,
         head: OwnedHead,
-        body: Vec<u8>,
-        trailers: Option<BodyDecoder>,
+        (body, trailers): (Vec<u8>, Option<BodyDecoder>),
         id: u64,
         f: &DeferredFn,
     ) -> Decision<Pending> {
@@ -276,7 +297,7 @@ impl<'a> ConnApp<'a> {
                 .then(|| h.header(buf, "accept-encoding").map(<[u8]>::to_vec))
                 .flatten(),
             log: self.io.log.is_some().then(|| LogMeta {
-                peer: self.peer,
+                peer: self.peer.copied(),
                 method: h.method_str(buf).to_string(),
                 target: h.target(buf).to_string(),
                 version: h.version(),
@@ -293,7 +314,7 @@ impl<'a> ConnApp<'a> {
             params,
             body,
             trailers,
-            peer: self.peer,
+            peer: self.peer.copied(),
         };
         if catch_unwind(AssertUnwindSafe(|| f(req, responder))).is_err() {
             // Unwinding dropped the Responder: its 500 is on the way.
@@ -320,7 +341,7 @@ impl<'a> ConnApp<'a> {
     fn log(&mut self, head: &RequestHead, buf: &[u8], resp: &Response) {
         if let Some(log) = self.io.log.as_mut() {
             log.push(&AccessEntry {
-                peer: self.peer,
+                peer: self.peer.copied(),
                 method: head.method_str(buf),
                 target: head.target(buf),
                 version: head.version(),

@@ -29,7 +29,7 @@ pub struct Request<'a> {
     pub(crate) params: &'a Params,
     pub(crate) body: &'a [u8],
     pub(crate) trailers: Option<Trailers<'a>>,
-    pub(crate) peer: Option<SocketAddr>,
+    pub(crate) peer: Option<&'a SocketAddr>,
 }
 
 impl<'a> Request<'a> {
@@ -93,7 +93,7 @@ impl<'a> Request<'a> {
     }
     /// The peer's address.
     pub fn peer(&self) -> Option<SocketAddr> {
-        self.peer
+        self.peer.copied()
     }
 }
 

@@ -78,6 +78,7 @@ thread_local! {
 
 /// Keeps the allocation of a body that has been encoded, for the next [`Response::json`] on
 /// this thread. Buffers over [`MAX_SPARE_BYTES`] are freed instead.
+#[inline(always)]
 pub(crate) fn recycle(body: Body) {
     if let Body::Owned(v) = body
         && v.capacity() <= MAX_SPARE_BYTES

@@ -16,9 +16,10 @@
 //!   the peer's data is [`Completion::Eof`]; a broken connection is [`Completion::Failed`].
 //!   Turning receiving off means no `Received` is delivered for the token until it is on again.
 //! - **A send owns its buffer** and sends all of it: [`Backend::send`] completes exactly once,
-//!   either at once (the completion is returned) or later from [`Backend::next`], with the
-//!   buffer given back (`Sent`), or `Failed`. [`Backend::sendfile`] sends at least one byte of
-//!   the range (fewer than asked is normal; the worker asks again) and completes the same way.
+//!   either at once ([`Submitted::Done`] gives the buffer back) or later ([`Submitted::Pending`],
+//!   then a `Sent` completion from [`Backend::next`]), or fails (`Failed`, now or later).
+//!   [`Backend::sendfile`] sends at least one byte of the range (fewer than asked is normal;
+//!   the worker asks again) and completes the same way.
 //!   At most one send or sendfile is in flight per socket; the worker never submits another
 //!   before the first completed.
 //! - **Waiting**: [`Backend::wait`] returns when a completion is ready or `timeout` passed;
@@ -62,6 +63,17 @@ pub(crate) enum Completion {
     Notified { token: Token },
 }
 
+/// What submitting a send or sendfile did.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Submitted<T> {
+    /// Finished at once: the buffer back (send) or the bytes sent (sendfile).
+    Done(T),
+    /// Under way: its completion comes from [`Backend::next`].
+    Pending,
+    /// The connection is broken.
+    Failed,
+}
+
 /// See the module doc for the contract.
 pub(crate) trait Backend {
     /// Starts accepting from `listener`; its connections complete as `Accepted { listener: id }`.
@@ -86,7 +98,7 @@ pub(crate) trait Backend {
     /// `Failed`, or `None` when nothing is there.
     fn recv_now(&mut self, token: Token) -> Option<Completion>;
     /// Sends all of `buf` (`more`: further data follows at once, MSG_MORE).
-    fn send(&mut self, token: Token, buf: Vec<u8>, more: bool) -> Option<Completion>;
+    fn send(&mut self, token: Token, buf: Vec<u8>, more: bool) -> Submitted<Vec<u8>>;
     /// Sends up to `len` bytes of `file` from `offset`.
     fn sendfile(
         &mut self,
@@ -94,7 +106,7 @@ pub(crate) trait Backend {
         file: &Arc<OwnedFd>,
         offset: u64,
         len: u64,
-    ) -> Option<Completion>;
+    ) -> Submitted<u64>;
     /// Shuts down the write side (FIN after everything sent).
     fn shutdown_write(&mut self, token: Token) -> io::Result<()>;
     /// Waits until a completion is ready or `timeout` passed (`None`: no limit).

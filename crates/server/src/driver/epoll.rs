@@ -20,7 +20,7 @@ use rustix::event::{Timespec, epoll};
 use rustix::io::Errno;
 use rustix::net::{RecvFlags, SendFlags, Shutdown, SocketFlags};
 
-use super::backend::{Backend, Completion, Token};
+use super::backend::{Backend, Completion, Submitted, Token};
 
 /// Bytes read from a socket at once (the scratch buffer lent by `Received`).
 pub(crate) const RECV_BUF: usize = 64 * 1024;
@@ -149,6 +149,7 @@ impl Epoll {
     }
 
     /// Receives into the scratch buffer for `s`.
+    #[inline(always)]
     fn recv(scratch: &mut Vec<u8>, s: &Sock) -> Option<Completion> {
         let fd = s.fd.as_ref()?;
         let mut buf = std::mem::take(scratch);
@@ -366,14 +367,14 @@ impl Backend for Epoll {
         Self::recv(&mut self.scratch, s)
     }
 
-    #[inline]
-    fn send(&mut self, token: Token, buf: Vec<u8>, more: bool) -> Option<Completion> {
+    #[inline(always)]
+    fn send(&mut self, token: Token, buf: Vec<u8>, more: bool) -> Submitted<Vec<u8>> {
         let ep = &self.ep;
         let Some(s) = self.socks.get_mut((token & 0xffff_ffff) as usize) else {
-            return Some(Completion::Failed { token });
+            return Submitted::Failed;
         };
         let Some(fd) = s.fd.as_ref().filter(|_| s.token == token && s.op.is_none()) else {
-            return Some(Completion::Failed { token });
+            return Submitted::Failed;
         };
         let flags = if more {
             SendFlags::NOSIGNAL | SendFlags::MORE
@@ -388,14 +389,14 @@ impl Backend for Epoll {
                 Err(Errno::AGAIN) => {
                     s.op = Some(Box::new(Op::Send { buf, pos, flags }));
                     if !Self::update(ep, s) {
-                        return Some(Completion::Failed { token });
+                        return Submitted::Failed;
                     }
-                    return None;
+                    return Submitted::Pending;
                 }
-                Err(_) => return Some(Completion::Failed { token }),
+                Err(_) => return Submitted::Failed,
             }
         }
-        Some(Completion::Sent { token, buf })
+        Submitted::Done(buf)
     }
 
     fn sendfile(
@@ -404,25 +405,21 @@ impl Backend for Epoll {
         file: &Arc<OwnedFd>,
         offset: u64,
         len: u64,
-    ) -> Option<Completion> {
+    ) -> Submitted<u64> {
         let ep = &self.ep;
         let Some(s) = self.socks.get_mut((token & 0xffff_ffff) as usize) else {
-            return Some(Completion::Failed { token });
+            return Submitted::Failed;
         };
         let Some(fd) = s.fd.as_ref().filter(|_| s.token == token && s.op.is_none()) else {
-            return Some(Completion::Failed { token });
+            return Submitted::Failed;
         };
         loop {
             let mut off = offset;
-            return match rustix::fs::sendfile(
-                fd,
-                &**file,
-                Some(&mut off),
-                len.min(SENDFILE_CHUNK) as usize,
-            ) {
+            let want = len.min(SENDFILE_CHUNK) as usize;
+            return match rustix::fs::sendfile(fd, &**file, Some(&mut off), want) {
                 // The file shrank: the promised Content-Length can no longer be met.
-                Ok(0) => Some(Completion::Failed { token }),
-                Ok(n) => Some(Completion::FileSent { token, n: n as u64 }),
+                Ok(0) => Submitted::Failed,
+                Ok(n) => Submitted::Done(n as u64),
                 Err(Errno::INTR) => continue,
                 Err(Errno::AGAIN) => {
                     s.op = Some(Box::new(Op::File {
@@ -431,11 +428,11 @@ impl Backend for Epoll {
                         len,
                     }));
                     if !Self::update(ep, s) {
-                        return Some(Completion::Failed { token });
+                        return Submitted::Failed;
                     }
-                    None
+                    Submitted::Pending
                 }
-                Err(_) => Some(Completion::Failed { token }),
+                Err(_) => Submitted::Failed,
             };
         }
     }

@@ -74,12 +74,16 @@ pub(crate) struct Setup {
 struct Live {
     conn: Conn<Pending>,
     transport: Transport,
-    /// Kept only when the access log is on.
-    peer: Option<SocketAddr>,
+    /// When its timer-wheel entry fires (ms): a deadline at or after it needs no re-arming.
+    armed: u64,
+    /// Receiving is armed with the backend.
+    receiving: bool,
 }
 
 struct Slot {
     generation: u32,
+    /// The client's address, kept only when the access log is on.
+    peer: Option<SocketAddr>,
     live: Option<Live>,
 }
 
@@ -100,9 +104,9 @@ impl Io {
     fn split<'a>(
         &'a mut self,
         sh: &'a Shared,
-        peer: Option<SocketAddr>,
+        peer: Option<&'a SocketAddr>,
         token: Token,
-    ) -> (Cx<'a>, ConnApp<'a>, &'a mut Vec<u8>) {
+    ) -> (Cx<'a>, ConnApp<'a>, &'a mut RequestHead, &'a mut Vec<u8>) {
         let Io {
             head,
             out,
@@ -117,7 +121,6 @@ impl Io {
             Cx {
                 now: *now,
                 cfg: &sh.conn,
-                head,
                 out,
                 pool,
                 date: date.get(),
@@ -129,6 +132,7 @@ impl Io {
                 peer,
                 token,
             },
+            head,
             plain,
         )
     }
@@ -254,6 +258,7 @@ impl<B: Backend> Worker<B> {
         }
     }
 
+    #[inline(always)]
     fn complete(&mut self, c: Completion, sh: &Shared) {
         match c {
             Completion::Accepted {
@@ -309,21 +314,22 @@ impl<B: Backend> Worker<B> {
         let Some(live) = slot.live.as_mut() else {
             return;
         };
-        let (cx, svc, plain) = self.io.split(sh, live.peer, token);
+        let (cx, svc, head, plain) = self.io.split(sh, slot.peer.as_ref(), token);
         let mut p = Parts {
             backend: &mut self.backend,
             cx,
             svc,
+            head,
             plain,
             token,
             fine: true,
         };
         f(live, &mut p);
         let keep = p.fine && p.pump(live, &mut self.ready, idx);
-        if keep {
-            self.wheel.arm(idx, live.conn.deadline());
-        } else {
+        if !keep {
             self.close(idx);
+        } else if live.conn.deadline() < live.armed {
+            live.armed = self.wheel.arm(idx, live.conn.deadline());
         }
     }
 
@@ -346,6 +352,7 @@ impl<B: Backend> Worker<B> {
             None => {
                 self.slots.push(Slot {
                     generation: 0,
+                    peer: None,
                     live: None,
                 });
                 (self.slots.len() - 1) as u32
@@ -364,11 +371,13 @@ impl<B: Backend> Worker<B> {
             return;
         }
         let conn = Conn::new(self.io.now, &sh.conn);
-        self.wheel.arm(idx, conn.deadline());
+        let armed = self.wheel.arm(idx, conn.deadline());
+        slot.peer = if sh.app.logs { peer } else { None };
         slot.live = Some(Live {
             conn,
             transport,
-            peer: if sh.app.logs { peer } else { None },
+            armed,
+            receiving: true,
         });
         self.live += 1;
     }
@@ -397,11 +406,17 @@ impl<B: Backend> Worker<B> {
         self.wheel.expire(self.io.now, &mut due);
         for &idx in &due {
             let now = self.io.now;
-            let Some(live) = self.slots.get(idx as usize).and_then(|s| s.live.as_ref()) else {
+            let Some(live) = self
+                .slots
+                .get_mut(idx as usize)
+                .and_then(|s| s.live.as_mut())
+            else {
                 continue;
             };
+            // Its entry is gone from the wheel.
+            live.armed = u64::MAX;
             if live.conn.deadline() > now {
-                self.wheel.arm(idx, live.conn.deadline());
+                live.armed = self.wheel.arm(idx, live.conn.deadline());
                 continue;
             }
             if live.conn.timer() == Timer::Deferred {
@@ -470,6 +485,7 @@ struct Parts<'a, B: Backend> {
     backend: &'a mut B,
     cx: Cx<'a>,
     svc: ConnApp<'a>,
+    head: &'a mut RequestHead,
     plain: &'a mut Vec<u8>,
     token: Token,
     /// Cleared when the connection must close.
@@ -481,13 +497,14 @@ impl<B: Backend> Parts<'_, B> {
     #[inline(always)]
     fn received(&mut self, live: &mut Live, data: &[u8]) {
         if !live.transport.decrypts() {
-            live.conn.recv(data, &mut self.cx, &mut self.svc);
+            live.conn.recv(data, self.head, &mut self.cx, &mut self.svc);
             return;
         }
         self.plain.clear();
         let input = live.transport.receive(data, self.plain);
         if !self.plain.is_empty() {
-            live.conn.recv(self.plain, &mut self.cx, &mut self.svc);
+            live.conn
+                .recv(self.plain, self.head, &mut self.cx, &mut self.svc);
         }
         match input {
             Ok(Input::More) => {}
@@ -608,15 +625,18 @@ impl<B: Backend> Parts<'_, B> {
                 Transmit::Idle => {
                     if resumes < MAX_RESUMES && live.conn.can_resume(self.cx.cfg) {
                         resumes += 1;
-                        live.conn.resume(&mut self.cx, &mut self.svc);
+                        live.conn.resume(self.head, &mut self.cx, &mut self.svc);
                         continue;
                     }
                     break;
                 }
             }
         }
-        self.backend
-            .set_recv(self.token, live.conn.wants_input(self.cx.cfg));
+        let want = live.conn.wants_input(self.cx.cfg);
+        if want != live.receiving {
+            live.receiving = want;
+            self.backend.set_recv(self.token, want);
+        }
         true
     }
 }

@@ -24,9 +24,12 @@ pub(crate) struct Wheel {
     at: Vec<(u64, u32)>,
     /// Ticks up to this one have been expired.
     done: u64,
-    /// One bit per non-empty bucket, to find the next wake-up without scanning.
+    /// One bit per non-empty bucket, to find the next wake-up without scanning them all.
     occupied: [u64; WORDS],
     len: usize,
+    /// No entry is filed before this tick (exact after a scan; a cancel can leave it early,
+    /// which costs one early wake-up and a rescan, never a late one).
+    next: u64,
 }
 
 impl Wheel {
@@ -38,6 +41,7 @@ impl Wheel {
             done: now_ms / TICK_MS,
             occupied: [0; WORDS],
             len: 0,
+            next: u64::MAX,
         }
     }
 
@@ -47,17 +51,19 @@ impl Wheel {
         self.len
     }
 
-    /// Makes sure `slot` is looked at no later than `deadline_ms`.
-    #[inline]
-    pub(crate) fn arm(&mut self, slot: u32, deadline_ms: u64) {
+    /// Makes sure `slot` is looked at no later than `deadline_ms`; returns the time (ms) its
+    /// entry fires, so the caller can skip calls that would change nothing (any deadline at
+    /// or after it).
+    pub(crate) fn arm(&mut self, slot: u32, deadline_ms: u64) -> u64 {
         let tick = deadline_ms.div_ceil(TICK_MS).max(self.done + 1);
         if let Some(&(filed, _)) = self.at.get(slot as usize)
             && filed <= tick
         {
-            return; // fires earlier; the caller files it again then
+            return filed * TICK_MS; // fires earlier; the caller files it again then
         }
         self.cancel(slot);
         self.file(slot, tick);
+        tick * TICK_MS
     }
 
     /// Removes `slot`'s entry, if any.
@@ -91,6 +97,7 @@ impl Wheel {
         self.buckets[b].push(slot);
         self.occupied[b / 64] |= 1 << (b % 64);
         self.len += 1;
+        self.next = self.next.min(tick);
     }
 
     /// Takes every entry whose tick has passed at `now_ms` into `due`.
@@ -119,13 +126,23 @@ impl Wheel {
             }
         }
         self.done = now;
+        if self.next <= now {
+            self.next = self.scan();
+        }
     }
 
     /// When the next entry may be due (ms), or `None` when the wheel is empty. May be early
-    /// (an entry of a later revolution shares the bucket), never late.
+    /// (an entry of a later revolution shares the bucket, or the entry was cancelled), never
+    /// late.
+    #[inline]
     pub(crate) fn next_due(&self) -> Option<u64> {
+        (self.len > 0).then(|| self.next.max(self.done + 1) * TICK_MS)
+    }
+
+    /// The first tick after `done` whose bucket is not empty (`u64::MAX` when none is).
+    fn scan(&self) -> u64 {
         if self.len == 0 {
-            return None;
+            return u64::MAX;
         }
         let start = ((self.done + 1) % SLOTS as u64) as usize;
         for step in 0..=WORDS {
@@ -137,10 +154,10 @@ impl Wheel {
             if bits != 0 {
                 let b = w * 64 + bits.trailing_zeros() as usize;
                 let ahead = (b + SLOTS - start) % SLOTS;
-                return Some((self.done + 1 + ahead as u64) * TICK_MS);
+                return self.done + 1 + ahead as u64;
             }
         }
-        Some((self.done + 1) * TICK_MS)
+        self.done + 1
     }
 }
 

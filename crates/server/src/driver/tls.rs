@@ -22,7 +22,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{ConnectionTrafficSecrets, ProtocolVersion, ServerConfig, ServerConnection};
 
-use super::backend::{Backend, Completion, Token};
+use super::backend::{Backend, Completion, Submitted, Token};
 use crate::config::TlsConfig;
 use crate::pool::Pool;
 use crate::sys::{KtlsCrypto, KtlsDirection};
@@ -223,6 +223,7 @@ impl Transport {
     }
 
     /// Sends every byte of `buf` (plaintext; encrypted first over TLS).
+    #[inline(always)]
     pub(crate) fn send<B: Backend>(
         &mut self,
         b: &mut B,
@@ -233,9 +234,9 @@ impl Transport {
     ) -> Outcome<Vec<u8>> {
         match self {
             Transport::Plain | Transport::Kernel => match b.send(token, buf, more) {
-                Some(Completion::Sent { buf, .. }) => Outcome::Done(buf),
-                Some(_) => Outcome::Failed,
-                None => Outcome::InFlight,
+                Submitted::Done(buf) => Outcome::Done(buf),
+                Submitted::Pending => Outcome::InFlight,
+                Submitted::Failed => Outcome::Failed,
             },
             Transport::Tls(s) => {
                 s.op = Some(TlsOp::Bytes { buf, pos: 0 });
@@ -260,9 +261,9 @@ impl Transport {
     ) -> Outcome<u64> {
         match self {
             Transport::Plain | Transport::Kernel => match b.sendfile(token, file, offset, len) {
-                Some(Completion::FileSent { n, .. }) => Outcome::Done(n),
-                Some(_) => Outcome::Failed,
-                None => Outcome::InFlight,
+                Submitted::Done(n) => Outcome::Done(n),
+                Submitted::Pending => Outcome::InFlight,
+                Submitted::Failed => Outcome::Failed,
             },
             Transport::Tls(s) => {
                 let mut chunk = pool.get();
@@ -499,12 +500,12 @@ impl TlsSession {
                     return Some(Finished::Failed);
                 }
                 match b.send(token, c, false) {
-                    Some(Completion::Sent { mut buf, .. }) => {
+                    Submitted::Done(mut buf) => {
                         pool.put(&mut buf);
                         continue;
                     }
-                    Some(_) => return Some(Finished::Failed),
-                    None => {
+                    Submitted::Failed => return Some(Finished::Failed),
+                    Submitted::Pending => {
                         self.cipher_in_flight = true;
                         return None;
                     }

@@ -18,7 +18,7 @@ use linerate_http1::{
     reason,
 };
 
-use super::encode::{self, Encoded, encode};
+use super::encode::{self, Encoded, Parts, encode};
 use super::queue::{Entry, Queue};
 use crate::pool::Pool;
 use crate::response::{Body, FileBody, Response};
@@ -47,13 +47,12 @@ pub(crate) struct ConnConfig {
     pub server: Option<Vec<u8>>,
 }
 
-/// The driver's side of one call: the time, the worker's buffers, the configuration.
+/// The driver's side of one call: the time, the worker's buffers, the configuration. (The
+/// worker's request-head parser, reused so parsing allocates nothing, is passed beside it.)
 pub(crate) struct Cx<'a> {
     /// Milliseconds on the driver's monotonic clock.
     pub now: u64,
     pub cfg: &'a ConnConfig,
-    /// The worker's request-head parser (reused: parsing allocates nothing).
-    pub head: &'a mut RequestHead,
     /// The worker's output staging buffer: empty when a call starts, and emptied (taken by
     /// [`Conn::take_output`]) before the driver turns to another connection.
     pub out: &'a mut Vec<u8>,
@@ -92,7 +91,7 @@ pub(crate) enum Decision<P> {
 pub(crate) trait Service {
     /// Per-request state while its body is read.
     type Pending;
-    /// A request head arrived.
+    /// A request head arrived: answer it, read its body, or defer it.
     fn request(&mut self, req: Exchange<'_>) -> Decision<Self::Pending>;
     /// A piece of the body of the request being read, in order. `Err` answers at once (and
     /// closes: the rest of the body is not read).
@@ -358,6 +357,7 @@ impl<P> Conn<P> {
     pub(crate) fn recv<S: Service<Pending = P>>(
         &mut self,
         input: &[u8],
+        head: &mut RequestHead,
         cx: &mut Cx<'_>,
         svc: &mut S,
     ) {
@@ -373,7 +373,7 @@ impl<P> Conn<P> {
             Reading::Head | Reading::Body(_) => {}
         }
         if self.inbuf.is_empty() {
-            let used = self.process(input, cx, svc);
+            let used = self.process(input, head, cx, svc);
             if used < input.len() && self.keeps_input() {
                 let mut stash = cx.pool.get();
                 stash.extend_from_slice(&input[used..]);
@@ -381,16 +381,21 @@ impl<P> Conn<P> {
             }
         } else {
             self.inbuf.extend_from_slice(input);
-            self.process_stash(cx, svc);
+            self.process_stash(head, cx, svc);
         }
         self.set_timer(cx);
     }
 
     /// Goes on with input held back for backpressure (see [`Conn::can_resume`]).
-    pub(crate) fn resume<S: Service<Pending = P>>(&mut self, cx: &mut Cx<'_>, svc: &mut S) {
+    pub(crate) fn resume<S: Service<Pending = P>>(
+        &mut self,
+        head: &mut RequestHead,
+        cx: &mut Cx<'_>,
+        svc: &mut S,
+    ) {
         self.held = Hold::No;
         if !self.inbuf.is_empty() && self.keeps_input() {
-            self.process_stash(cx, svc);
+            self.process_stash(head, cx, svc);
         }
         self.set_timer(cx);
     }
@@ -561,12 +566,14 @@ impl<P> Conn<P> {
         self.progress(cx);
     }
 
-    /// Output moved: a send timer starts again from now.
+    /// Output moved: a send timer starts again from now. Without one, the timer already
+    /// fits the state (the bytes were sent in the same call that staged them).
+    #[inline(always)]
     fn progress(&mut self, cx: &Cx<'_>) {
         if self.timer == Timer::Send {
             self.deadline = cx.now + cx.cfg.send_timeout;
+            self.set_timer(cx);
         }
-        self.set_timer(cx);
     }
 
     /// A file send [`Transmit::File`] asked for is in flight.
@@ -593,9 +600,14 @@ impl<P> Conn<P> {
     }
 
     /// Processes `inbuf` (which holds earlier input and maybe new bytes).
-    fn process_stash<S: Service<Pending = P>>(&mut self, cx: &mut Cx<'_>, svc: &mut S) {
+    fn process_stash<S: Service<Pending = P>>(
+        &mut self,
+        head: &mut RequestHead,
+        cx: &mut Cx<'_>,
+        svc: &mut S,
+    ) {
         let mut buf = std::mem::take(&mut self.inbuf);
-        let used = self.process(&buf, cx, svc);
+        let used = self.process(&buf, head, cx, svc);
         if used < buf.len() && self.keeps_input() {
             buf.drain(..used);
             self.inbuf = buf;
@@ -620,6 +632,7 @@ impl<P> Conn<P> {
     fn process<S: Service<Pending = P>>(
         &mut self,
         buf: &[u8],
+        head: &mut RequestHead,
         cx: &mut Cx<'_>,
         svc: &mut S,
     ) -> usize {
@@ -642,7 +655,7 @@ impl<P> Conn<P> {
                 self.held = hold;
                 break;
             }
-            match cx.head.parse(&buf[pos..], &cx.cfg.limits) {
+            match head.parse(&buf[pos..], &cx.cfg.limits) {
                 Err(e) => {
                     self.reject(e, cx, svc);
                     break;
@@ -654,7 +667,7 @@ impl<P> Conn<P> {
                     }
                     break;
                 }
-                Ok(Parsed::Complete(n)) => match self.dispatch(&buf[pos..], n, cx, svc) {
+                Ok(Parsed::Complete(n)) => match self.dispatch(&buf[pos..], n, head, cx, svc) {
                     Some(used) => pos += used,
                     None => {
                         self.held = Hold::Body;
@@ -674,10 +687,10 @@ impl<P> Conn<P> {
         &mut self,
         buf: &[u8],
         n: usize,
+        head: &RequestHead,
         cx: &mut Cx<'_>,
         svc: &mut S,
     ) -> Option<usize> {
-        let head: &RequestHead = cx.head;
         let framing = head.framing();
         let avail = &buf[n..];
         let body: Option<&[u8]> = match framing {
@@ -707,8 +720,8 @@ impl<P> Conn<P> {
         });
         let used = n + body.map_or(0, <[u8]>::len);
         match decision {
-            Decision::Respond(resp) => {
-                let resp = if body.is_none() { resp.close() } else { resp };
+            Decision::Respond(mut resp) => {
+                resp.close |= body.is_none();
                 self.place(facts, resp, cx);
                 Some(used)
             }
@@ -723,8 +736,7 @@ impl<P> Conn<P> {
             }
             Decision::ReadBody { limit, pending } => {
                 let Some(decoder) = BodyDecoder::new(framing) else {
-                    let d = svc.end(facts.id, pending, BodyDecoder::Length(0));
-                    self.finish(facts, d, cx);
+                    self.end_body(facts, pending, BodyDecoder::Length(0), cx, svc);
                     return Some(used);
                 };
                 if let Framing::Length(len) = framing
@@ -797,8 +809,7 @@ impl<P> Conn<P> {
                     pending,
                     ..
                 } = *b;
-                let d = svc.end(facts.id, pending, decoder);
-                self.finish(facts, d, cx);
+                self.end_body(facts, pending, decoder, cx, svc);
                 return pos;
             }
             if pos == input.len() {
@@ -807,9 +818,16 @@ impl<P> Conn<P> {
         }
     }
 
-    /// Applies the service's decision once a body has been read.
-    fn finish(&mut self, facts: Facts, d: Decision<P>, cx: &mut Cx<'_>) {
-        match d {
+    /// The body has been read: the service answers now or defers.
+    fn end_body<S: Service<Pending = P>>(
+        &mut self,
+        facts: Facts,
+        pending: P,
+        body: BodyDecoder,
+        cx: &mut Cx<'_>,
+        svc: &mut S,
+    ) {
+        match svc.end(facts.id, pending, body) {
             Decision::Respond(resp) => self.place(facts, resp, cx),
             Decision::Defer => self.defer(facts, cx),
             Decision::ReadBody { .. } => self.place(facts, status_response(500, "").close(), cx),
@@ -878,17 +896,34 @@ impl<P> Conn<P> {
 
     /// Whether the answer closes the connection.
     #[inline(always)]
-    fn closes(facts: &Facts, resp: &Response, cx: &Cx<'_>) -> bool {
-        resp.close || !facts.keep_alive || facts.last || cx.draining
+    fn closes(facts: &Facts, cx: &Cx<'_>) -> bool {
+        !facts.keep_alive || facts.last || cx.draining
     }
 
     /// Encodes an answer into the output.
     #[inline(always)]
     fn place_now(&mut self, facts: Facts, resp: Response, cx: &mut Cx<'_>) {
-        let close = Self::closes(&facts, &resp, cx);
+        let Response {
+            status,
+            content_type,
+            headers,
+            body,
+            close,
+        } = resp;
+        let close = close || Self::closes(&facts, cx);
         let (server, date) = (cx.cfg.server.as_deref(), cx.date);
-        let enc = encode(self.sink(cx), &resp, facts.framing, close, server, date);
-        self.after_encode(enc, resp, close, cx);
+        let parts = Parts {
+            status,
+            content_type: content_type.as_deref(),
+            headers: &headers,
+            body: &body,
+        };
+        let enc = encode(self.sink(cx), parts, facts.framing, close, server, date);
+        if headers.capacity() == 0 {
+            // Owns nothing: skip the out-of-line drop glue of a Vec of Cow pairs.
+            std::mem::forget(headers);
+        }
+        self.after_encode(enc, body, close, cx);
     }
 
     /// Encodes an answer into a buffer of its own (to wait in the queue).
@@ -898,35 +933,40 @@ impl<P> Conn<P> {
         resp: Response,
         cx: &mut Cx<'_>,
     ) -> (Vec<u8>, Option<FileBody>, bool) {
-        let close = Self::closes(&facts, &resp, cx);
+        let close = resp.close || Self::closes(&facts, cx);
         let mut bytes = cx.pool.get();
+        let parts = Parts {
+            status: resp.status,
+            content_type: resp.content_type.as_deref(),
+            headers: &resp.headers,
+            body: &resp.body,
+        };
         let enc = encode(
             &mut bytes,
-            &resp,
+            parts,
             facts.framing,
             close,
             cx.cfg.server.as_deref(),
             cx.date,
         );
-        let file = match &resp.body {
-            Body::File(f) if enc.file => Some(f.clone()),
-            _ => None,
+        let file = match resp.body {
+            Body::File(f) if enc.file => Some(f),
+            body => {
+                crate::response::recycle(body);
+                None
+            }
         };
         if close {
             self.close_after(cx);
         }
-        crate::response::recycle(resp.body);
         (bytes, file, close)
     }
 
     #[inline(always)]
-    fn after_encode(&mut self, enc: Encoded, resp: Response, close: bool, cx: &mut Cx<'_>) {
-        if enc.file
-            && let Body::File(f) = resp.body
-        {
-            self.file = Some(Box::new(FileOut { body: f, sent: 0 }));
-        } else {
-            crate::response::recycle(resp.body);
+    fn after_encode(&mut self, enc: Encoded, body: Body, close: bool, cx: &mut Cx<'_>) {
+        match body {
+            Body::File(f) if enc.file => self.file = Some(Box::new(FileOut { body: f, sent: 0 })),
+            body => crate::response::recycle(body),
         }
         if close {
             self.close_after(cx);

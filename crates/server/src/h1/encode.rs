@@ -5,9 +5,11 @@
 //! Owns only the framing facts of one answer; which answer, and when, is the connection's.
 #![forbid(unsafe_code)]
 
+use std::borrow::Cow;
+
 use linerate_http1::{ResponseHead, Version, end_head, status_has_no_body, write_field};
 
-use crate::response::Response;
+use crate::response::Body;
 
 /// The facts of a request that its answer's framing depends on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,12 +25,21 @@ pub(crate) struct Encoded {
     pub file: bool,
 }
 
+/// The parts of an answer that go on the wire (a [`Response`] taken apart, so the caller
+/// drops its fields one by one instead of calling the whole struct's drop glue).
+pub(crate) struct Parts<'r> {
+    pub status: u16,
+    pub content_type: Option<&'r str>,
+    pub headers: &'r [(Cow<'static, str>, Cow<'static, str>)],
+    pub body: &'r Body,
+}
+
 /// Appends `resp` to `out`. `close` adds `Connection: close`; an HTTP/1.0 request that stays
 /// open gets `Connection: keep-alive`.
 #[inline(always)]
 pub(crate) fn encode(
     out: &mut Vec<u8>,
-    resp: &Response,
+    resp: Parts<'_>,
     req: Framing,
     close: bool,
     server: Option<&[u8]>,
@@ -41,7 +52,7 @@ pub(crate) fn encode(
         status: resp.status,
         server,
         date,
-        content_type: resp.content_type.as_deref().map(str::as_bytes),
+        content_type: resp.content_type.map(str::as_bytes),
         content_length: len,
         close,
         keep_alive_10: !close && req.version == Version::Http10,
@@ -52,7 +63,7 @@ pub(crate) fn encode(
         head.write_with_body(out, if send_body { body } else { b"" });
     } else {
         head.write_start(out);
-        for (name, value) in &resp.headers {
+        for (name, value) in resp.headers {
             write_field(out, name.as_bytes(), value.as_bytes());
         }
         end_head(out);
@@ -61,6 +72,6 @@ pub(crate) fn encode(
         }
     }
     Encoded {
-        file: send_body && matches!(resp.body, crate::response::Body::File(_)),
+        file: send_body && matches!(resp.body, Body::File(_)),
     }
 }

@@ -44,11 +44,12 @@ impl Service for App {
     fn request(&mut self, req: Exchange<'_>) -> Decision<Pending> {
         let path = req.head.path(req.buf);
         let defer = path == "/defer";
+        let send = Decision::Respond;
         match (path, req.body) {
-            ("/x", _) => Decision::Respond(Response::text("x")),
-            ("/close", _) => Decision::Respond(Response::text("c").close()),
-            ("/file", _) => Decision::Respond(Response::new(200).body(Body::File(file()))),
-            ("/echo", Some(b)) => Decision::Respond(Response::text_owned(
+            ("/x", _) => send(Response::text("x")),
+            ("/close", _) => send(Response::text("c").close()),
+            ("/file", _) => send(Response::new(200).body(Body::File(file()))),
+            ("/echo", Some(b)) => send(Response::text_owned(
                 String::from_utf8_lossy(b).into_owned(),
             )),
             ("/defer", Some(_)) => {
@@ -62,7 +63,7 @@ impl Service for App {
                     body: Vec::new(),
                 },
             },
-            _ => Decision::Respond(Response::text("nf").status(404)),
+            _ => send(Response::text("nf").status(404)),
         }
     }
 
@@ -79,9 +80,8 @@ impl Service for App {
             self.deferred.push(id);
             return Decision::Defer;
         }
-        Decision::Respond(Response::text_owned(
-            String::from_utf8_lossy(&p.body).into_owned(),
-        ))
+        let body = String::from_utf8_lossy(&p.body).into_owned();
+        Decision::Respond(Response::text_owned(body))
     }
 
     fn answered(&mut self, status: u16, _: u64) {
@@ -134,7 +134,6 @@ macro_rules! cx {
         Cx {
             now: $h.now,
             cfg: &$h.cfg,
-            head: &mut $h.head,
             out: &mut $h.out,
             pool: &mut $h.pool,
             date: DATE,
@@ -169,7 +168,8 @@ impl Harness {
 
     fn recv(&mut self, bytes: &[u8]) -> &mut Self {
         let mut cx = cx!(self);
-        self.conn.recv(bytes, &mut cx, &mut self.app);
+        self.conn
+            .recv(bytes, &mut self.head, &mut cx, &mut self.app);
         self.flush();
         self
     }
@@ -267,7 +267,7 @@ impl Harness {
                 Transmit::Idle => {
                     if self.conn.can_resume(&self.cfg) {
                         let mut cx = cx!(self);
-                        self.conn.resume(&mut cx, &mut self.app);
+                        self.conn.resume(&mut self.head, &mut cx, &mut self.app);
                         continue;
                     }
                     return;
@@ -710,7 +710,6 @@ fn method_facts_reach_the_service() {
     let mut cx = Cx {
         now: 0,
         cfg: &cfg,
-        head: &mut head,
         out: &mut out,
         pool: &mut pool,
         date: DATE,
@@ -719,6 +718,7 @@ fn method_facts_reach_the_service() {
     let mut seen = Seen(Vec::new());
     conn.recv(
         b"DELETE /a HTTP/1.1\r\nHost: a\r\n\r\nOPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n",
+        &mut head,
         &mut cx,
         &mut seen,
     );
