@@ -92,6 +92,41 @@ impl ResponseHead<'_> {
         self.write(out, Some(body));
     }
 
+    /// [`ResponseHead::write_with_body`] composing in the caller's [`HeadRoom`], which keeps
+    /// its bytes between calls, instead of in zeroed room at the end of `out`: the head is
+    /// copied once instead of its room being zeroed first (a 288-byte memset per response).
+    #[inline]
+    pub fn write_with_body_in(&self, out: &mut Vec<u8>, body: &[u8], room: &mut HeadRoom) {
+        let inline_body = (body.len() <= INLINE_BODY).then_some(body);
+        if self.need(inline_body) > FAST_HEAD {
+            self.write(out, Some(body));
+            return;
+        }
+        let mut w = Cursor {
+            buf: &mut room.0,
+            at: 0,
+        };
+        self.compose(&mut w, true);
+        if let Some(b) = inline_body {
+            w.bytes(b);
+        }
+        let len = w.at;
+        out.extend_from_slice(&room.0[..len]);
+        if inline_body.is_none() {
+            out.extend_from_slice(body);
+        }
+    }
+
+    /// Bytes a head needs with its inline body, before the caller's fields.
+    #[inline(always)]
+    fn need(&self, inline_body: Option<&[u8]>) -> usize {
+        HEAD_FIXED
+            + self.server.map_or(0, <[u8]>::len)
+            + self.date.len()
+            + self.content_type.map_or(0, <[u8]>::len)
+            + inline_body.map_or(0, <[u8]>::len)
+    }
+
     /// Every head is composed here, per response, from its parts (TechEmpower's rules forbid
     /// keeping a rendered head); only the Date value is formatted once a second, by
     /// [`crate::DateCache`]. A head that fits [`FAST_HEAD`] (with a body up to
@@ -100,11 +135,7 @@ impl ResponseHead<'_> {
     /// appended piece by piece.
     fn write(&self, out: &mut Vec<u8>, body: Option<&[u8]>) {
         let inline_body = body.filter(|b| b.len() <= INLINE_BODY);
-        let need = HEAD_FIXED
-            + self.server.map_or(0, <[u8]>::len)
-            + self.date.len()
-            + self.content_type.map_or(0, <[u8]>::len)
-            + inline_body.map_or(0, <[u8]>::len);
+        let need = self.need(inline_body);
         if need > FAST_HEAD {
             out.reserve(need);
             self.compose(out, body.is_some());
@@ -218,7 +249,23 @@ const DIGIT_PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
 6061626364656667686970717273747576777879\
 8081828384858687888990919293949596979899";
 
-/// Writes the pieces of a head into room zeroed for it.
+/// Room a caller keeps for composing heads in ([`ResponseHead::write_with_body_in`]); one per
+/// thread that encodes, reused for every head. Its bytes between uses mean nothing.
+pub struct HeadRoom([u8; ROOM]);
+
+impl Default for HeadRoom {
+    fn default() -> Self {
+        HeadRoom([0; ROOM])
+    }
+}
+
+impl std::fmt::Debug for HeadRoom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HeadRoom")
+    }
+}
+
+/// Writes the pieces of a head into room zeroed for it (or a [`HeadRoom`]).
 struct Cursor<'a> {
     buf: &'a mut [u8; ROOM],
     at: usize,
@@ -399,6 +446,7 @@ Content-Type: text/plain\r\nContent-Length: 13\r\nConnection: close\r\n\r\n"
             u64::MAX,
         ];
         let mut cases = 0;
+        let mut room = HeadRoom::default();
         for status in [200, 100, 204, 301, 304, 404, 431, 500, 599, 999, 65535] {
             for (i, &server) in values.iter().enumerate() {
                 let ct = values[(i * 7 + status as usize) % values.len()];
@@ -418,6 +466,11 @@ Content-Type: text/plain\r\nContent-Length: 13\r\nConnection: close\r\n\r\n"
                     let mut want = b"earlier output".to_vec();
                     want.extend(reference(&head, body));
                     assert_eq!(out, want, "{head:?}");
+
+                    // The same through a reused room holding an earlier head's bytes.
+                    let mut out = b"earlier output".to_vec();
+                    head.write_with_body_in(&mut out, body, &mut room);
+                    assert_eq!(out, want, "{head:?} (in a room)");
 
                     let mut out = Vec::new();
                     head.write_start(&mut out);

@@ -33,7 +33,9 @@ mod simd;
 
 pub use body::{BodyDecoder, ChunkedDecoder, Step, Trailers};
 pub use date::{DATE_LEN, DateCache};
-pub use encode::{CONTINUE_100, ResponseHead, end_head, reason, status_has_no_body, write_field};
+pub use encode::{
+    CONTINUE_100, HeadRoom, ResponseHead, end_head, reason, status_has_no_body, write_field,
+};
 pub use error::ParseError;
 pub use head::{Framing, Method, Parsed, RequestHead, TargetForm, Version};
 pub use limits::{

@@ -248,6 +248,7 @@ impl Server {
                         }
                     }
                     let setup = Setup {
+                        conn: shared.conn.clone(),
                         listener,
                         tls_listener,
                         shutdown: wake,

@@ -56,7 +56,7 @@ impl OwnedRequest {
             names: &self.names,
             params: &self.params,
             body: &self.body,
-            trailers: self.trailers.as_ref().map(BodyDecoder::trailers),
+            trailers: self.trailers.as_ref(),
             peer: self.peer.as_ref(),
         }
     }

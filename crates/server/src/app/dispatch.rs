@@ -126,7 +126,7 @@ impl Service for ConnApp<'_> {
                     names: &route.names,
                     params: &params,
                     body: &v,
-                    trailers: Some(body.trailers()),
+                    trailers: Some(&body),
                     peer: self.peer,
                 };
                 let resp = call(|| h(&request));
@@ -139,7 +139,7 @@ impl Service for ConnApp<'_> {
                     names: &route.names,
                     params: &params,
                     body: &[],
-                    trailers: Some(body.trailers()),
+                    trailers: Some(&body),
                     peer: self.peer,
                 };
                 let resp = call(move || sink.finish(&request));

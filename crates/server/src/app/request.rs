@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 use std::net::SocketAddr;
 
-use linerate_http1::{Method, RequestHead, Trailers, Version};
+use linerate_http1::{BodyDecoder, Method, RequestHead, Version};
 
 /// Most path parameters one route may capture.
 pub const MAX_PARAMS: usize = 8;
@@ -28,7 +28,8 @@ pub struct Request<'a> {
     pub(crate) names: &'a [String],
     pub(crate) params: &'a Params,
     pub(crate) body: &'a [u8],
-    pub(crate) trailers: Option<Trailers<'a>>,
+    /// The finished body decoder, which holds the trailers of a chunked body.
+    pub(crate) trailers: Option<&'a BodyDecoder>,
     pub(crate) peer: Option<&'a SocketAddr>,
 }
 
@@ -89,7 +90,7 @@ impl<'a> Request<'a> {
     }
     /// Trailer fields of a chunked body; never merged into [`Request::header`].
     pub fn trailer(&self, name: &str) -> Option<&'a [u8]> {
-        self.trailers.and_then(|t| t.get(name))
+        self.trailers.and_then(|d| d.trailers().get(name))
     }
     /// The peer's address.
     pub fn peer(&self) -> Option<SocketAddr> {

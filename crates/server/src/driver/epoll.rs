@@ -456,6 +456,7 @@ impl Backend for Epoll {
         }
     }
 
+    #[inline(always)]
     fn next(&mut self) -> Option<Completion> {
         while self.at < self.raw.len() {
             let ev = self.raw[self.at];

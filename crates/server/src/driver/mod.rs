@@ -18,9 +18,9 @@ pub mod tls;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use linerate_http1::{DateCache, RequestHead};
+use linerate_http1::{DateCache, HeadRoom, RequestHead};
 
 use crate::app::deferred::Done;
 use crate::app::{App, AppIo, ConnApp, Pending};
@@ -67,6 +67,8 @@ pub(crate) struct Setup {
     pub shutdown: OwnedFd,
     /// Written by the inbox when deferred answers arrive.
     pub inbox_fd: OwnedFd,
+    /// The connections' limits and timeouts (each worker keeps its own copy).
+    pub conn: ConnConfig,
     pub app: AppIo,
 }
 
@@ -87,45 +89,37 @@ struct Slot {
     live: Option<Live>,
 }
 
-/// The worker's buffers and clock, lent to connections as a [`Cx`].
+/// The worker's buffers and clock ([`Cx`], lent to each connection in turn), its parser and
+/// its application state.
 struct Io {
+    cx: Cx,
     head: RequestHead,
-    out: Vec<u8>,
     /// Plaintext decrypted from one receive (TLS).
     plain: Vec<u8>,
-    pool: Pool,
-    date: DateCache,
-    now: u64,
-    draining: bool,
     app: AppIo,
 }
 
 impl Io {
+    #[inline(always)]
     fn split<'a>(
         &'a mut self,
         sh: &'a Shared,
         peer: Option<&'a SocketAddr>,
         token: Token,
-    ) -> (Cx<'a>, ConnApp<'a>, &'a mut RequestHead, &'a mut Vec<u8>) {
+    ) -> (
+        &'a mut Cx,
+        ConnApp<'a>,
+        &'a mut RequestHead,
+        &'a mut Vec<u8>,
+    ) {
         let Io {
+            cx,
             head,
-            out,
             plain,
-            pool,
-            date,
-            now,
-            draining,
             app,
         } = self;
         (
-            Cx {
-                now: *now,
-                cfg: &sh.conn,
-                out,
-                pool,
-                date: date.get(),
-                draining: *draining,
-            },
+            cx,
             ConnApp {
                 app: &sh.app,
                 io: app,
@@ -151,7 +145,8 @@ pub(crate) struct Worker<B: Backend> {
     ready: Vec<u32>,
     due: Vec<u32>,
     done: Vec<Done>,
-    started: Instant,
+    /// The monotonic clock at start (ms); `io.now` counts from it.
+    started: u64,
     accept_paused_until: Option<u64>,
     drain_deadline: Option<u64>,
 }
@@ -173,20 +168,24 @@ impl<B: Backend> Worker<B> {
             live: 0,
             wheel: Wheel::new(0),
             io: Io {
+                cx: Cx {
+                    now: 0,
+                    cfg: setup.conn,
+                    out: Vec::with_capacity(OUT_BUF),
+                    room: HeadRoom::default(),
+                    pool: Pool::default(),
+                    date: DateCache::new(SystemTime::now()),
+                    draining: false,
+                },
                 head: RequestHead::new(),
-                out: Vec::with_capacity(OUT_BUF),
                 plain: Vec::new(),
-                pool: Pool::default(),
-                date: DateCache::new(SystemTime::now()),
-                now: 0,
-                draining: false,
                 app: setup.app,
             },
             listeners,
             ready: Vec::new(),
             due: Vec::new(),
             done: Vec::new(),
-            started: Instant::now(),
+            started: crate::sys::coarse_ms(libc::CLOCK_MONOTONIC_COARSE),
             accept_paused_until: None,
             drain_deadline: None,
         })
@@ -195,7 +194,7 @@ impl<B: Backend> Worker<B> {
     /// Runs until shutdown has drained every connection (or the drain timeout passed).
     pub(crate) fn run(&mut self, sh: &Shared) -> std::io::Result<()> {
         if let Some(log) = self.io.app.log.as_mut() {
-            log.set_time(self.io.date.get());
+            log.set_time(self.io.cx.date.get());
         }
         loop {
             let timeout = self.timeout();
@@ -204,11 +203,17 @@ impl<B: Backend> Worker<B> {
             while let Some(c) = self.backend.next() {
                 self.complete(c, sh);
             }
-            self.expire(sh);
-            for idx in std::mem::take(&mut self.ready) {
-                self.with(idx, sh, |_, _| {});
+            if self.wheel.due(self.io.cx.now) {
+                self.expire(sh);
             }
-            if self.accept_paused_until.is_some_and(|t| self.io.now >= t) {
+            if !self.ready.is_empty() {
+                for idx in std::mem::take(&mut self.ready) {
+                    self.with(self.token(idx), sh, |_, _| {});
+                }
+            }
+            if let Some(t) = self.accept_paused_until
+                && self.io.cx.now >= t
+            {
                 self.accept_paused_until = None;
                 self.backend.resume_accepting();
             }
@@ -219,7 +224,7 @@ impl<B: Backend> Worker<B> {
                 if self.live == 0 {
                     return Ok(());
                 }
-                if self.io.now >= deadline {
+                if self.io.cx.now >= deadline {
                     tracing::warn!(
                         open = self.live,
                         "drain timeout: closing remaining connections"
@@ -234,27 +239,34 @@ impl<B: Backend> Worker<B> {
     }
 
     /// How long the next wait may last.
+    #[inline(always)]
     fn timeout(&self) -> Option<Duration> {
         if !self.ready.is_empty() {
             return Some(Duration::ZERO);
         }
-        let at = [
-            self.wheel.next_due(),
-            self.accept_paused_until,
-            self.drain_deadline,
-        ]
-        .into_iter()
-        .flatten()
-        .min()?;
-        Some(Duration::from_millis(at.saturating_sub(self.io.now)))
+        let mut at = self.wheel.next_due().unwrap_or(u64::MAX);
+        if self.accept_paused_until.is_some() || self.drain_deadline.is_some() {
+            let other = [self.accept_paused_until, self.drain_deadline];
+            at = other.into_iter().flatten().fold(at, u64::min);
+        }
+        (at != u64::MAX).then(|| Duration::from_millis(at.saturating_sub(self.io.cx.now)))
     }
 
+    /// Reads the clocks once per turn of the loop. The coarse clocks (the kernel's tick,
+    /// 1–4 ms) are enough for deadlines kept in 8 ms ticks and a Date to the second, and
+    /// cost a fraction of the precise ones (no TSC read), on a path every request takes.
     fn tick(&mut self) {
-        self.io.now = self.started.elapsed().as_millis() as u64;
-        if self.io.date.update(SystemTime::now())
+        self.io.cx.now =
+            crate::sys::coarse_ms(libc::CLOCK_MONOTONIC_COARSE).saturating_sub(self.started);
+        let wall = crate::sys::coarse_ms(libc::CLOCK_REALTIME_COARSE);
+        if self
+            .io
+            .cx
+            .date
+            .update(UNIX_EPOCH + Duration::from_millis(wall))
             && let Some(log) = self.io.app.log.as_mut()
         {
-            log.set_time(self.io.date.get());
+            log.set_time(self.io.cx.date.get());
         }
     }
 
@@ -268,23 +280,17 @@ impl<B: Backend> Worker<B> {
             } => self.accept(listener, sock, peer, sh),
             Completion::AcceptPaused(e) => {
                 tracing::warn!(error = %e, "accept failed; pausing accepts");
-                self.accept_paused_until = Some(self.io.now + ACCEPT_BACKOFF_MS);
+                self.accept_paused_until = Some(self.io.cx.now + ACCEPT_BACKOFF_MS);
             }
             Completion::Received { token, buf } => {
-                if let Some(idx) = self.index(token) {
-                    self.with(idx, sh, |live, p| p.received(live, &buf));
-                }
+                self.with(token, sh, |live, p| p.received(live, &buf));
                 self.backend.recycle(buf);
             }
             Completion::Eof { token } => {
-                if let Some(idx) = self.index(token) {
-                    self.with(idx, sh, |live, p| live.conn.eof(&mut p.cx, &mut p.svc));
-                }
+                self.with(token, sh, |live, p| live.conn.eof(p.cx, &mut p.svc));
             }
             c @ (Completion::Sent { token, .. } | Completion::FileSent { token, .. }) => {
-                if let Some(idx) = self.index(token) {
-                    self.with(idx, sh, |live, p| p.sent(live, c));
-                }
+                self.with(token, sh, |live, p| p.sent(live, c));
             }
             Completion::Failed { token } => {
                 if let Some(idx) = self.index(token) {
@@ -303,14 +309,23 @@ impl<B: Backend> Worker<B> {
         (slot.generation == (token >> 32) as u32 && slot.live.is_some()).then_some(idx)
     }
 
-    /// Runs `f` on the connection in slot `idx`, then transmits what it has to send and files
-    /// its deadline; closes it when it is done.
+    /// The token of the connection in slot `idx`.
+    fn token(&self, idx: u32) -> Token {
+        let generation = self.slots.get(idx as usize).map_or(0, |s| s.generation);
+        (u64::from(generation) << 32) | u64::from(idx)
+    }
+
+    /// Runs `f` on the connection named by `token` (nothing if it is gone), then transmits
+    /// what it has to send and files its deadline; closes it when it is done.
     #[inline(always)]
-    fn with(&mut self, idx: u32, sh: &Shared, f: impl FnOnce(&mut Live, &mut Parts<'_, B>)) {
+    fn with(&mut self, token: Token, sh: &Shared, f: impl FnOnce(&mut Live, &mut Parts<'_, B>)) {
+        let idx = (token & 0xffff_ffff) as u32;
         let Some(slot) = self.slots.get_mut(idx as usize) else {
             return;
         };
-        let token = (u64::from(slot.generation) << 32) | u64::from(idx);
+        if slot.generation != (token >> 32) as u32 {
+            return; // the connection this was for is gone
+        }
         let Some(live) = slot.live.as_mut() else {
             return;
         };
@@ -370,7 +385,7 @@ impl<B: Backend> Worker<B> {
             self.free.push(idx);
             return;
         }
-        let conn = Conn::new(self.io.now, &sh.conn);
+        let conn = Conn::new(self.io.cx.now, &self.io.cx.cfg);
         let armed = self.wheel.arm(idx, conn.deadline());
         slot.peer = if sh.app.logs { peer } else { None };
         slot.live = Some(Live {
@@ -393,7 +408,7 @@ impl<B: Backend> Worker<B> {
                 self.io.app.counters.abandoned(outstanding);
             }
             self.backend.detach(token);
-            live.conn.release(&mut self.io.pool);
+            live.conn.release(&mut self.io.cx.pool);
             self.wheel.cancel(idx);
             self.free.push(idx);
             self.live -= 1;
@@ -403,9 +418,9 @@ impl<B: Backend> Worker<B> {
     /// Fires the deadlines that passed.
     fn expire(&mut self, sh: &Shared) {
         let mut due = std::mem::take(&mut self.due);
-        self.wheel.expire(self.io.now, &mut due);
+        self.wheel.expire(self.io.cx.now, &mut due);
         for &idx in &due {
-            let now = self.io.now;
+            let now = self.io.cx.now;
             let Some(live) = self
                 .slots
                 .get_mut(idx as usize)
@@ -423,7 +438,9 @@ impl<B: Backend> Worker<B> {
                 // Counted before the 503 goes out, so whoever sees the 503 sees the count.
                 self.io.app.counters.timed_out();
             }
-            self.with(idx, sh, |live, p| live.conn.on_timer(&mut p.cx, &mut p.svc));
+            self.with(self.token(idx), sh, |live, p| {
+                live.conn.on_timer(p.cx, &mut p.svc)
+            });
         }
         due.clear();
         self.due = due;
@@ -436,11 +453,9 @@ impl<B: Backend> Worker<B> {
         for d in done.drain(..) {
             let (token, id, resp) = self.io.app.finish(&sh.app, d);
             let mut taken = false;
-            if let Some(idx) = self.index(token) {
-                self.with(idx, sh, |live, p| {
-                    taken = live.conn.complete(id, resp, &mut p.cx);
-                });
-            }
+            self.with(token, sh, |live, p| {
+                taken = live.conn.complete(id, resp, p.cx);
+            });
             if !taken {
                 self.io.app.counters.late();
             }
@@ -453,8 +468,8 @@ impl<B: Backend> Worker<B> {
         if self.drain_deadline.is_some() {
             return;
         }
-        self.drain_deadline = Some(self.io.now + sh.drain_timeout.as_millis() as u64);
-        self.io.draining = true;
+        self.drain_deadline = Some(self.io.cx.now + sh.drain_timeout.as_millis() as u64);
+        self.io.cx.draining = true;
         // Connections already in the accept queue got in: take them before the listeners
         // close (closing them would reset those connections).
         for id in 0..self.listeners {
@@ -475,7 +490,7 @@ impl<B: Backend> Worker<B> {
                     self.complete(c, sh);
                 }
             }
-            self.with(idx, sh, |live, p| live.conn.drain(&mut p.cx));
+            self.with(self.token(idx), sh, |live, p| live.conn.drain(p.cx));
         }
     }
 }
@@ -483,7 +498,7 @@ impl<B: Backend> Worker<B> {
 /// The worker's parts a connection works with during one completion.
 struct Parts<'a, B: Backend> {
     backend: &'a mut B,
-    cx: Cx<'a>,
+    cx: &'a mut Cx,
     svc: ConnApp<'a>,
     head: &'a mut RequestHead,
     plain: &'a mut Vec<u8>,
@@ -497,28 +512,30 @@ impl<B: Backend> Parts<'_, B> {
     #[inline(always)]
     fn received(&mut self, live: &mut Live, data: &[u8]) {
         if !live.transport.decrypts() {
-            live.conn.recv(data, self.head, &mut self.cx, &mut self.svc);
+            live.conn.recv(data, self.head, self.cx, &mut self.svc);
             return;
         }
         self.plain.clear();
         let input = live.transport.receive(data, self.plain);
         if !self.plain.is_empty() {
             live.conn
-                .recv(self.plain, self.head, &mut self.cx, &mut self.svc);
+                .recv(self.plain, self.head, self.cx, &mut self.svc);
         }
         match input {
             Ok(Input::More) => {}
-            Ok(Input::End) => live.conn.eof(&mut self.cx, &mut self.svc),
+            Ok(Input::End) => live.conn.eof(self.cx, &mut self.svc),
             Err(()) => {
                 // Send the alert rustls queued, then close.
-                let _ = live.transport.flush(self.backend, self.token, self.cx.pool);
+                let _ = live
+                    .transport
+                    .flush(self.backend, self.token, &mut self.cx.pool);
                 self.fine = false;
                 return;
             }
         }
         if live
             .transport
-            .flush(self.backend, self.token, self.cx.pool)
+            .flush(self.backend, self.token, &mut self.cx.pool)
             .is_err()
         {
             self.fine = false;
@@ -529,15 +546,15 @@ impl<B: Backend> Parts<'_, B> {
     fn sent(&mut self, live: &mut Live, c: Completion) {
         match live
             .transport
-            .completed(self.backend, self.token, c, self.cx.pool)
+            .completed(self.backend, self.token, c, &mut self.cx.pool)
         {
             Finished::Nothing => {}
             Finished::Bytes(buf) => {
                 self.give_back(buf);
-                live.conn.sent(&mut self.cx);
+                live.conn.sent(self.cx);
             }
-            Finished::File(n) => live.conn.file_sent(n, &mut self.cx),
-            Finished::Shut => live.conn.shut(&mut self.cx),
+            Finished::File(n) => live.conn.file_sent(n, self.cx),
+            Finished::Shut => live.conn.shut(self.cx),
             Finished::Failed => self.fine = false,
         }
     }
@@ -548,7 +565,7 @@ impl<B: Backend> Parts<'_, B> {
     fn give_back(&mut self, mut buf: Vec<u8>) {
         if self.cx.out.capacity() == 0 {
             buf.clear();
-            *self.cx.out = buf;
+            self.cx.out = buf;
         } else {
             self.cx.pool.put(&mut buf);
         }
@@ -561,22 +578,25 @@ impl<B: Backend> Parts<'_, B> {
         let mut budget = FILE_BUDGET;
         let mut resumes = 0;
         loop {
-            match live.conn.poll_transmit(&self.cx) {
+            match live.conn.poll_transmit(self.cx) {
                 Transmit::Bytes { more } => {
-                    let buf = live.conn.take_output(&mut self.cx);
-                    match live
-                        .transport
-                        .send(self.backend, self.token, buf, more, self.cx.pool)
-                    {
+                    let buf = live.conn.take_output(self.cx);
+                    match live.transport.send(
+                        self.backend,
+                        self.token,
+                        buf,
+                        more,
+                        &mut self.cx.pool,
+                    ) {
                         Outcome::Done(buf) => {
                             self.give_back(buf);
-                            live.conn.sent(&mut self.cx);
+                            live.conn.sent(self.cx);
                         }
                         Outcome::InFlight => {
                             if self.cx.out.capacity() == 0 {
-                                *self.cx.out = self.cx.pool.get();
+                                self.cx.out = self.cx.pool.get();
                             }
-                            live.conn.stalled(&self.cx);
+                            live.conn.stalled(self.cx);
                             break;
                         }
                         Outcome::Failed => return false,
@@ -590,10 +610,10 @@ impl<B: Backend> Parts<'_, B> {
                         self.token,
                         &file,
                         range,
-                        self.cx.pool,
+                        &mut self.cx.pool,
                     ) {
                         Outcome::Done(n) => {
-                            live.conn.file_sent(n, &mut self.cx);
+                            live.conn.file_sent(n, self.cx);
                             budget = budget.saturating_sub(n);
                             if budget == 0 {
                                 ready.push(idx);
@@ -602,7 +622,7 @@ impl<B: Backend> Parts<'_, B> {
                         }
                         Outcome::InFlight => {
                             live.conn.file_taken();
-                            live.conn.stalled(&self.cx);
+                            live.conn.stalled(self.cx);
                             break;
                         }
                         Outcome::Failed => return false,
@@ -611,9 +631,9 @@ impl<B: Backend> Parts<'_, B> {
                 Transmit::Shutdown => {
                     match live
                         .transport
-                        .shutdown(self.backend, self.token, self.cx.pool)
+                        .shutdown(self.backend, self.token, &mut self.cx.pool)
                     {
-                        Outcome::Done(()) => live.conn.shut(&mut self.cx),
+                        Outcome::Done(()) => live.conn.shut(self.cx),
                         Outcome::InFlight => {
                             live.conn.shutdown_taken();
                             break;
@@ -623,16 +643,16 @@ impl<B: Backend> Parts<'_, B> {
                 }
                 Transmit::Close => return false,
                 Transmit::Idle => {
-                    if resumes < MAX_RESUMES && live.conn.can_resume(self.cx.cfg) {
+                    if resumes < MAX_RESUMES && live.conn.can_resume(&self.cx.cfg) {
                         resumes += 1;
-                        live.conn.resume(self.head, &mut self.cx, &mut self.svc);
+                        live.conn.resume(self.head, self.cx, &mut self.svc);
                         continue;
                     }
                     break;
                 }
             }
         }
-        let want = live.conn.wants_input(self.cx.cfg);
+        let want = live.conn.wants_input(&self.cx.cfg);
         if want != live.receiving {
             live.receiving = want;
             self.backend.set_recv(self.token, want);

@@ -100,6 +100,14 @@ impl Wheel {
         self.next = self.next.min(tick);
     }
 
+    /// Whether [`Wheel::expire`] has anything to do at `now_ms` (a tick passed since the last
+    /// call, and something may be filed there).
+    #[inline(always)]
+    pub(crate) fn due(&self, now_ms: u64) -> bool {
+        let now = now_ms / TICK_MS;
+        now > self.done && now >= self.next
+    }
+
     /// Takes every entry whose tick has passed at `now_ms` into `due`.
     pub(crate) fn expire(&mut self, now_ms: u64, due: &mut Vec<u32>) {
         let now = now_ms / TICK_MS;

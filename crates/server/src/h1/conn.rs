@@ -14,8 +14,8 @@
 #![forbid(unsafe_code)]
 
 use linerate_http1::{
-    BodyDecoder, CONTINUE_100, Framing, Limits, Method, ParseError, Parsed, RequestHead, Version,
-    reason,
+    BodyDecoder, CONTINUE_100, DateCache, Framing, HeadRoom, Limits, Method, ParseError, Parsed,
+    RequestHead, Version, reason,
 };
 
 use super::encode::{self, Encoded, Parts, encode};
@@ -47,18 +47,21 @@ pub(crate) struct ConnConfig {
     pub server: Option<Vec<u8>>,
 }
 
-/// The driver's side of one call: the time, the worker's buffers, the configuration. (The
-/// worker's request-head parser, reused so parsing allocates nothing, is passed beside it.)
-pub(crate) struct Cx<'a> {
+/// The driver's side of every call: the time, the worker's buffers, the configuration. One
+/// per worker, lent to each connection in turn (so nothing is assembled per event). The
+/// worker's request-head parser, reused so parsing allocates nothing, is passed beside it.
+pub(crate) struct Cx {
     /// Milliseconds on the driver's monotonic clock.
     pub now: u64,
-    pub cfg: &'a ConnConfig,
+    pub cfg: ConnConfig,
     /// The worker's output staging buffer: empty when a call starts, and emptied (taken by
     /// [`Conn::take_output`]) before the driver turns to another connection.
-    pub out: &'a mut Vec<u8>,
-    pub pool: &'a mut Pool,
-    /// The `Date` value.
-    pub date: &'a [u8],
+    pub out: Vec<u8>,
+    /// Where response heads are composed before they are copied out.
+    pub room: HeadRoom,
+    pub pool: Pool,
+    /// The `Date` value, formatted once a second.
+    pub date: DateCache,
     /// The server is shutting down: every answer closes its connection.
     pub draining: bool,
 }
@@ -358,7 +361,7 @@ impl<P> Conn<P> {
         &mut self,
         input: &[u8],
         head: &mut RequestHead,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         svc: &mut S,
     ) {
         match &mut self.reading {
@@ -390,7 +393,7 @@ impl<P> Conn<P> {
     pub(crate) fn resume<S: Service<Pending = P>>(
         &mut self,
         head: &mut RequestHead,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         svc: &mut S,
     ) {
         self.held = Hold::No;
@@ -404,7 +407,7 @@ impl<P> Conn<P> {
     /// owed is answered, then the connection closes — unless answers are still outstanding
     /// with the service: then the client is taken to be gone (as nginx does, status 499 in the
     /// log) and the connection closes now; their answers will be dropped when they come.
-    pub(crate) fn eof<S: Service<Pending = P>>(&mut self, cx: &mut Cx<'_>, svc: &mut S) {
+    pub(crate) fn eof<S: Service<Pending = P>>(&mut self, cx: &mut Cx, svc: &mut S) {
         match self.reading {
             Reading::Linger { .. } => self.writing = Writing::Closed,
             _ => {
@@ -425,7 +428,7 @@ impl<P> Conn<P> {
 
     /// The deferred answer to request `id`. `false` when it is too late: the request timed
     /// out, or an answer before it closed the connection.
-    pub(crate) fn complete(&mut self, id: u64, resp: Response, cx: &mut Cx<'_>) -> bool {
+    pub(crate) fn complete(&mut self, id: u64, resp: Response, cx: &mut Cx) -> bool {
         if self.writing == Writing::Closed {
             return false;
         }
@@ -454,7 +457,7 @@ impl<P> Conn<P> {
     }
 
     /// The deadline passed (the driver calls this at or after [`Conn::deadline`]).
-    pub(crate) fn on_timer<S: Service<Pending = P>>(&mut self, cx: &mut Cx<'_>, svc: &mut S) {
+    pub(crate) fn on_timer<S: Service<Pending = P>>(&mut self, cx: &mut Cx, svc: &mut S) {
         if cx.now < self.deadline {
             return;
         }
@@ -493,7 +496,7 @@ impl<P> Conn<P> {
 
     /// Graceful shutdown reached this connection: an idle one ends now (shut down, then
     /// drain); a busy one's next answer closes it ([`Cx::draining`]).
-    pub(crate) fn drain(&mut self, cx: &mut Cx<'_>) {
+    pub(crate) fn drain(&mut self, cx: &mut Cx) {
         if self.is_idle() {
             self.reading = Reading::Stopped;
             self.writing = Writing::Last;
@@ -502,7 +505,7 @@ impl<P> Conn<P> {
     }
 
     /// What to transmit next. Bytes are taken with [`Conn::take_output`].
-    pub(crate) fn poll_transmit(&mut self, cx: &Cx<'_>) -> Transmit<'_> {
+    pub(crate) fn poll_transmit(&mut self, cx: &Cx) -> Transmit<'_> {
         if self.writing == Writing::Closed {
             return Transmit::Close;
         }
@@ -533,28 +536,28 @@ impl<P> Conn<P> {
 
     /// Hands over the bytes [`Transmit::Bytes`] asked to send. `cx.out` is left empty (with
     /// no capacity when it was the one taken).
-    pub(crate) fn take_output(&mut self, cx: &mut Cx<'_>) -> Vec<u8> {
+    pub(crate) fn take_output(&mut self, cx: &mut Cx) -> Vec<u8> {
         self.in_flight = InFlight::Bytes;
         if self.out.is_empty() {
-            std::mem::take(cx.out)
+            std::mem::take(&mut cx.out)
         } else {
             std::mem::take(&mut self.out)
         }
     }
 
     /// Every byte taken with [`Conn::take_output`] is on its way.
-    pub(crate) fn sent(&mut self, cx: &mut Cx<'_>) {
+    pub(crate) fn sent(&mut self, cx: &mut Cx) {
         self.in_flight = InFlight::None;
         self.progress(cx);
     }
 
     /// What [`Transmit`] asked for could not go out at once: the client is not reading.
-    pub(crate) fn stalled(&mut self, cx: &Cx<'_>) {
+    pub(crate) fn stalled(&mut self, cx: &Cx) {
         self.set_timer(cx);
     }
 
     /// The file body [`Transmit::File`] asked for: `n` more bytes are out.
-    pub(crate) fn file_sent(&mut self, n: u64, cx: &mut Cx<'_>) {
+    pub(crate) fn file_sent(&mut self, n: u64, cx: &mut Cx) {
         self.in_flight = InFlight::None;
         if let Some(f) = self.file.as_mut() {
             f.sent += n;
@@ -569,7 +572,7 @@ impl<P> Conn<P> {
     /// Output moved: a send timer starts again from now. Without one, the timer already
     /// fits the state (the bytes were sent in the same call that staged them).
     #[inline(always)]
-    fn progress(&mut self, cx: &Cx<'_>) {
+    fn progress(&mut self, cx: &Cx) {
         if self.timer == Timer::Send {
             self.deadline = cx.now + cx.cfg.send_timeout;
             self.set_timer(cx);
@@ -587,7 +590,7 @@ impl<P> Conn<P> {
     }
 
     /// The write side is shut down: drain input until EOF.
-    pub(crate) fn shut(&mut self, cx: &mut Cx<'_>) {
+    pub(crate) fn shut(&mut self, cx: &mut Cx) {
         self.in_flight = InFlight::None;
         self.writing = Writing::Shut;
         self.reading = Reading::Linger { discarded: 0 };
@@ -603,7 +606,7 @@ impl<P> Conn<P> {
     fn process_stash<S: Service<Pending = P>>(
         &mut self,
         head: &mut RequestHead,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         svc: &mut S,
     ) {
         let mut buf = std::mem::take(&mut self.inbuf);
@@ -618,12 +621,12 @@ impl<P> Conn<P> {
 
     /// Why another pipelined request may not be dispatched now, if it may not.
     #[inline(always)]
-    fn hold(&self, cx: &Cx<'_>) -> Hold {
+    fn hold(&self, cx: &Cx) -> Hold {
         if self.file.is_some() || cx.out.len() + self.out.len() > OUT_HIGH_WATER {
             return Hold::Output;
         }
         match &self.queue {
-            Some(q) if !Self::queue_has_room(q, cx.cfg) => Hold::Queue,
+            Some(q) if !Self::queue_has_room(q, &cx.cfg) => Hold::Queue,
             _ => Hold::No,
         }
     }
@@ -633,7 +636,7 @@ impl<P> Conn<P> {
         &mut self,
         buf: &[u8],
         head: &mut RequestHead,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         svc: &mut S,
     ) -> usize {
         let mut pos = 0;
@@ -688,7 +691,7 @@ impl<P> Conn<P> {
         buf: &[u8],
         n: usize,
         head: &RequestHead,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         svc: &mut S,
     ) -> Option<usize> {
         let framing = head.framing();
@@ -765,7 +768,7 @@ impl<P> Conn<P> {
     fn feed_body<S: Service<Pending = P>>(
         &mut self,
         input: &[u8],
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         svc: &mut S,
     ) -> usize {
         let Reading::Body(b) = &mut self.reading else {
@@ -824,7 +827,7 @@ impl<P> Conn<P> {
         facts: Facts,
         pending: P,
         body: BodyDecoder,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         svc: &mut S,
     ) {
         match svc.end(facts.id, pending, body) {
@@ -834,7 +837,7 @@ impl<P> Conn<P> {
         }
     }
 
-    fn defer(&mut self, facts: Facts, cx: &mut Cx<'_>) {
+    fn defer(&mut self, facts: Facts, cx: &mut Cx) {
         let deadline = cx.now + cx.cfg.deferred_timeout;
         self.queue
             .get_or_insert_with(Default::default)
@@ -852,7 +855,7 @@ impl<P> Conn<P> {
         status: u16,
         why: &str,
         facts: Facts,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
         svc: &mut S,
     ) {
         let resp = status_response(status, why).close();
@@ -865,16 +868,16 @@ impl<P> Conn<P> {
         self.place(facts, resp, cx);
     }
 
-    fn reject<S: Service<Pending = P>>(&mut self, e: ParseError, cx: &mut Cx<'_>, svc: &mut S) {
+    fn reject<S: Service<Pending = P>>(&mut self, e: ParseError, cx: &mut Cx, svc: &mut S) {
         tracing::debug!(error = %e, status = e.status(), "rejecting request");
         self.own_answer(e.status(), &e.to_string(), Facts::UNPARSED, cx, svc);
     }
 
     /// The buffer new output goes to: the worker's, unless earlier output is still here.
     #[inline(always)]
-    fn sink<'c>(&'c mut self, cx: &'c mut Cx<'_>) -> &'c mut Vec<u8> {
+    fn sink<'c>(&'c mut self, cx: &'c mut Cx) -> &'c mut Vec<u8> {
         if self.out.is_empty() && self.in_flight == InFlight::None {
-            cx.out
+            &mut cx.out
         } else {
             &mut self.out
         }
@@ -883,7 +886,7 @@ impl<P> Conn<P> {
     /// Places an answer: into the output when nothing before it is outstanding, else into
     /// the queue behind what is.
     #[inline(always)]
-    fn place(&mut self, facts: Facts, resp: Response, cx: &mut Cx<'_>) {
+    fn place(&mut self, facts: Facts, resp: Response, cx: &mut Cx) {
         if self.queue.is_none() {
             self.place_now(facts, resp, cx);
         } else {
@@ -896,13 +899,13 @@ impl<P> Conn<P> {
 
     /// Whether the answer closes the connection.
     #[inline(always)]
-    fn closes(facts: &Facts, cx: &Cx<'_>) -> bool {
+    fn closes(facts: &Facts, cx: &Cx) -> bool {
         !facts.keep_alive || facts.last || cx.draining
     }
 
     /// Encodes an answer into the output.
     #[inline(always)]
-    fn place_now(&mut self, facts: Facts, resp: Response, cx: &mut Cx<'_>) {
+    fn place_now(&mut self, facts: Facts, resp: Response, cx: &mut Cx) {
         let Response {
             status,
             content_type,
@@ -911,14 +914,19 @@ impl<P> Conn<P> {
             close,
         } = resp;
         let close = close || Self::closes(&facts, cx);
-        let (server, date) = (cx.cfg.server.as_deref(), cx.date);
+        let (server, date) = (cx.cfg.server.as_deref(), cx.date.get());
         let parts = Parts {
             status,
             content_type: content_type.as_deref(),
             headers: &headers,
             body: &body,
         };
-        let enc = encode(self.sink(cx), parts, facts.framing, close, server, date);
+        let out = if self.out.is_empty() && self.in_flight == InFlight::None {
+            &mut cx.out
+        } else {
+            &mut self.out
+        };
+        let enc = encode(out, &mut cx.room, parts, facts.framing, close, server, date);
         if headers.capacity() == 0 {
             // Owns nothing: skip the out-of-line drop glue of a Vec of Cow pairs.
             std::mem::forget(headers);
@@ -931,7 +939,7 @@ impl<P> Conn<P> {
         &mut self,
         facts: Facts,
         resp: Response,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx,
     ) -> (Vec<u8>, Option<FileBody>, bool) {
         let close = resp.close || Self::closes(&facts, cx);
         let mut bytes = cx.pool.get();
@@ -943,11 +951,12 @@ impl<P> Conn<P> {
         };
         let enc = encode(
             &mut bytes,
+            &mut cx.room,
             parts,
             facts.framing,
             close,
             cx.cfg.server.as_deref(),
-            cx.date,
+            cx.date.get(),
         );
         let file = match resp.body {
             Body::File(f) if enc.file => Some(f),
@@ -963,7 +972,7 @@ impl<P> Conn<P> {
     }
 
     #[inline(always)]
-    fn after_encode(&mut self, enc: Encoded, body: Body, close: bool, cx: &mut Cx<'_>) {
+    fn after_encode(&mut self, enc: Encoded, body: Body, close: bool, cx: &mut Cx) {
         match body {
             Body::File(f) if enc.file => self.file = Some(Box::new(FileOut { body: f, sent: 0 })),
             body => crate::response::recycle(body),
@@ -979,7 +988,7 @@ impl<P> Conn<P> {
     }
 
     /// The answer just decided is the last: read and answer nothing more.
-    fn close_after(&mut self, cx: &mut Cx<'_>) {
+    fn close_after(&mut self, cx: &mut Cx) {
         if self.writing == Writing::Open {
             self.writing = Writing::Last;
         }
@@ -992,7 +1001,7 @@ impl<P> Conn<P> {
 
     /// Moves ready answers at the front of the queue into the output, up to the next pending
     /// one or a file body.
-    fn release_queue(&mut self, cx: &mut Cx<'_>) {
+    fn release_queue(&mut self, cx: &mut Cx) {
         while self.file.is_none() {
             let Some(q) = self.queue.as_mut() else {
                 return;
@@ -1016,8 +1025,8 @@ impl<P> Conn<P> {
     }
 
     /// Picks the deadline for the state the connection is now in.
-    fn set_timer(&mut self, cx: &Cx<'_>) {
-        let cfg = cx.cfg;
+    fn set_timer(&mut self, cx: &Cx) {
+        let cfg = &cx.cfg;
         let (timer, deadline) = if self.writing == Writing::Shut {
             if self.timer == Timer::Linger {
                 return;

@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 
-use linerate_http1::{ResponseHead, Version, end_head, status_has_no_body, write_field};
+use linerate_http1::{HeadRoom, ResponseHead, Version, end_head, status_has_no_body, write_field};
 
 use crate::response::Body;
 
@@ -39,6 +39,7 @@ pub(crate) struct Parts<'r> {
 #[inline(always)]
 pub(crate) fn encode(
     out: &mut Vec<u8>,
+    room: &mut HeadRoom,
     resp: Parts<'_>,
     req: Framing,
     close: bool,
@@ -60,7 +61,7 @@ pub(crate) fn encode(
     if resp.headers.is_empty() {
         // The common answer: head and (in-memory) body in one go. A file body follows
         // through `sendfile`, so its in-memory bytes are empty.
-        head.write_with_body(out, if send_body { body } else { b"" });
+        head.write_with_body_in(out, if send_body { body } else { b"" }, room);
     } else {
         head.write_start(out);
         for (name, value) in resp.headers {

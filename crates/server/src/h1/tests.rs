@@ -6,13 +6,17 @@
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
-use linerate_http1::{BodyDecoder, Limits, Method, RequestHead};
+use std::time::{Duration, UNIX_EPOCH};
+
+use linerate_http1::{BodyDecoder, DateCache, HeadRoom, Limits, Method, RequestHead};
 
 use super::conn::{Conn, ConnConfig, Cx, Decision, Exchange, Service, Transmit};
 use crate::pool::Pool;
 use crate::response::{Body, FileBody, Response};
 
 const DATE: &[u8] = b"Thu, 01 Jan 2026 00:00:00 GMT";
+/// [`DATE`] in seconds since the epoch.
+const DATE_SECS: u64 = 1_767_225_600;
 
 /// The test application. `/x` answers "x"; `/echo` the body; `/defer` defers (the test
 /// answers with [`Harness::complete`]); `/close` closes; `/file` sends a 5-byte file body;
@@ -110,12 +114,8 @@ fn cfg() -> ConnConfig {
 /// A connection with the driver played by the test: transmits land in `wire`.
 struct Harness {
     conn: Conn<Pending>,
-    cfg: ConnConfig,
+    cx: Cx,
     head: RequestHead,
-    out: Vec<u8>,
-    pool: Pool,
-    now: u64,
-    draining: bool,
     app: App,
     /// Everything transmitted.
     wire: Vec<u8>,
@@ -129,17 +129,17 @@ struct Harness {
     closed: bool,
 }
 
-macro_rules! cx {
-    ($h:ident) => {
-        Cx {
-            now: $h.now,
-            cfg: &$h.cfg,
-            out: &mut $h.out,
-            pool: &mut $h.pool,
-            date: DATE,
-            draining: $h.draining,
-        }
-    };
+/// The worker's side, with the clock at 0 and the Date fixed at [`DATE`].
+fn cx(cfg: ConnConfig) -> Cx {
+    Cx {
+        now: 0,
+        cfg,
+        out: Vec::new(),
+        room: HeadRoom::default(),
+        pool: Pool::default(),
+        date: DateCache::new(UNIX_EPOCH + Duration::from_secs(DATE_SECS)),
+        draining: false,
+    }
 }
 
 impl Harness {
@@ -150,12 +150,8 @@ impl Harness {
     fn with(cfg: ConnConfig) -> Harness {
         Harness {
             conn: Conn::new(0, &cfg),
-            cfg,
+            cx: cx(cfg),
             head: RequestHead::new(),
-            out: Vec::new(),
-            pool: Pool::default(),
-            now: 0,
-            draining: false,
             app: App::default(),
             wire: Vec::new(),
             sends: 0,
@@ -167,9 +163,8 @@ impl Harness {
     }
 
     fn recv(&mut self, bytes: &[u8]) -> &mut Self {
-        let mut cx = cx!(self);
         self.conn
-            .recv(bytes, &mut self.head, &mut cx, &mut self.app);
+            .recv(bytes, &mut self.head, &mut self.cx, &mut self.app);
         self.flush();
         self
     }
@@ -182,34 +177,30 @@ impl Harness {
     }
 
     fn eof(&mut self) -> &mut Self {
-        let mut cx = cx!(self);
-        self.conn.eof(&mut cx, &mut self.app);
+        self.conn.eof(&mut self.cx, &mut self.app);
         self.flush();
         self
     }
 
     fn complete(&mut self, id: u64, resp: Response) -> bool {
-        let mut cx = cx!(self);
-        let taken = self.conn.complete(id, resp, &mut cx);
+        let taken = self.conn.complete(id, resp, &mut self.cx);
         self.flush();
         taken
     }
 
     /// Moves the clock to `t` and fires the timer if it is due, as the driver does.
     fn at(&mut self, t: u64) -> &mut Self {
-        self.now = t;
-        if self.now >= self.conn.deadline() {
-            let mut cx = cx!(self);
-            self.conn.on_timer(&mut cx, &mut self.app);
+        self.cx.now = t;
+        if self.cx.now >= self.conn.deadline() {
+            self.conn.on_timer(&mut self.cx, &mut self.app);
             self.flush();
         }
         self
     }
 
     fn drain(&mut self) -> &mut Self {
-        self.draining = true;
-        let mut cx = cx!(self);
-        self.conn.drain(&mut cx);
+        self.cx.draining = true;
+        self.conn.drain(&mut self.cx);
         self.flush();
         self
     }
@@ -219,8 +210,7 @@ impl Harness {
         self.stalled = false;
         if let Some(buf) = self.in_flight.take() {
             self.wire.extend_from_slice(&buf);
-            let mut cx = cx!(self);
-            self.conn.sent(&mut cx);
+            self.conn.sent(&mut self.cx);
         }
         self.flush();
         self
@@ -229,45 +219,39 @@ impl Harness {
     /// Transmits what the connection asks for, as the driver's pump does.
     fn flush(&mut self) {
         for _ in 0..100 {
-            let cx = cx!(self);
-            match self.conn.poll_transmit(&cx) {
+            match self.conn.poll_transmit(&self.cx) {
                 Transmit::Bytes { .. } => {
-                    let mut cx = cx!(self);
-                    let buf = self.conn.take_output(&mut cx);
+                    let buf = self.conn.take_output(&mut self.cx);
                     self.sends += 1;
                     if self.stalled {
                         self.in_flight = Some(buf);
-                        self.out = Vec::with_capacity(64);
-                        let cx = cx!(self);
-                        self.conn.stalled(&cx);
+                        self.cx.out = Vec::with_capacity(64);
+                        self.conn.stalled(&self.cx);
                         return;
                     }
                     self.wire.extend_from_slice(&buf);
-                    self.out = buf;
-                    self.out.clear();
-                    let mut cx = cx!(self);
-                    self.conn.sent(&mut cx);
+                    self.cx.out = buf;
+                    self.cx.out.clear();
+                    self.conn.sent(&mut self.cx);
                 }
                 Transmit::File { offset, len, .. } => {
                     let (offset, len) = (offset, len);
                     self.wire
                         .extend_from_slice(format!("<file {offset}+{len}>").as_bytes());
-                    let mut cx = cx!(self);
-                    self.conn.file_sent(len, &mut cx);
+                    self.conn.file_sent(len, &mut self.cx);
                 }
                 Transmit::Shutdown => {
                     self.shut = true;
-                    let mut cx = cx!(self);
-                    self.conn.shut(&mut cx);
+                    self.conn.shut(&mut self.cx);
                 }
                 Transmit::Close => {
                     self.closed = true;
                     return;
                 }
                 Transmit::Idle => {
-                    if self.conn.can_resume(&self.cfg) {
-                        let mut cx = cx!(self);
-                        self.conn.resume(&mut self.head, &mut cx, &mut self.app);
+                    if self.conn.can_resume(&self.cx.cfg) {
+                        self.conn
+                            .resume(&mut self.head, &mut self.cx, &mut self.app);
                         continue;
                     }
                     return;
@@ -433,6 +417,7 @@ fn byte_table() {
 #[test]
 fn exact_bytes_of_an_answer_and_of_100_continue() {
     let mut h = Harness::new();
+    assert_eq!(&h.cx.date.get()[..], DATE);
     h.recv(b"POST /echo HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n");
     assert_eq!(h.wire, b"HTTP/1.1 100 Continue\r\n\r\n");
     h.wire.clear();
@@ -551,13 +536,13 @@ fn a_client_that_does_not_read_stops_the_reading_and_meets_the_send_timeout() {
     let mut h = Harness::new();
     h.stalled = true;
     h.recv(b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n");
-    assert!(!h.conn.wants_input(&h.cfg));
+    assert!(!h.conn.wants_input(&h.cx.cfg));
     // Requests that arrive anyway wait in the input.
     h.recv(b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n");
     assert_eq!(h.sends, 1);
     h.unstall();
     assert_eq!(h.answers(), ["200 x", "200 x"]);
-    assert!(h.conn.wants_input(&h.cfg));
+    assert!(h.conn.wants_input(&h.cx.cfg));
     // Stalled for longer than the send timeout: closed.
     h.stalled = true;
     h.at(900).recv(b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n");
@@ -610,7 +595,7 @@ fn a_deferred_request_with_a_body_and_one_behind_it_that_must_read_its_own() {
     // A body request behind an outstanding answer waits (its 100 must not overtake it).
     h.recv(b"POST /echo HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n");
     assert_eq!(h.answers(), Vec::<String>::new());
-    assert!(!h.conn.wants_input(&h.cfg));
+    assert!(!h.conn.wants_input(&h.cx.cfg));
     h.complete(1, Response::text("one"));
     assert_eq!(h.answers(), ["200 one", "100"]);
     h.recv(b"ok");
@@ -649,7 +634,7 @@ fn outstanding_answers_per_connection_are_bounded() {
     });
     h.recv(&[DEFER, DEFER, DEFER, X].concat());
     assert_eq!(h.app.deferred, [1, 2]);
-    assert!(!h.conn.wants_input(&h.cfg));
+    assert!(!h.conn.wants_input(&h.cx.cfg));
     h.complete(1, Response::text("one"));
     // Room again: the held requests go on.
     assert_eq!(h.answers(), ["200 one"]);
@@ -706,15 +691,8 @@ fn method_facts_reach_the_service() {
     }
     let cfg = cfg();
     let mut conn: Conn<()> = Conn::new(0, &cfg);
-    let (mut head, mut out, mut pool) = (RequestHead::new(), Vec::new(), Pool::default());
-    let mut cx = Cx {
-        now: 0,
-        cfg: &cfg,
-        out: &mut out,
-        pool: &mut pool,
-        date: DATE,
-        draining: false,
-    };
+    let mut head = RequestHead::new();
+    let mut cx = cx(cfg.clone());
     let mut seen = Seen(Vec::new());
     conn.recv(
         b"DELETE /a HTTP/1.1\r\nHost: a\r\n\r\nOPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n",
@@ -723,5 +701,5 @@ fn method_facts_reach_the_service() {
         &mut seen,
     );
     assert_eq!(seen.0, [Method::Delete, Method::Options]);
-    assert_eq!(summarise(&out), ["204", "204"]);
+    assert_eq!(summarise(&cx.out), ["204", "204"]);
 }
