@@ -95,7 +95,7 @@ impl ResponseHead<'_> {
     /// [`ResponseHead::write_with_body`] composing in the caller's [`HeadRoom`], which keeps
     /// its bytes between calls, instead of in zeroed room at the end of `out`: the head is
     /// copied once instead of its room being zeroed first (a 288-byte memset per response).
-    #[inline]
+    #[inline(always)]
     pub fn write_with_body_in(&self, out: &mut Vec<u8>, body: &[u8], room: &mut HeadRoom) {
         let inline_body = (body.len() <= INLINE_BODY).then_some(body);
         if self.need(inline_body) > FAST_HEAD {

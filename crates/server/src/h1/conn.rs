@@ -158,10 +158,9 @@ pub(crate) enum Transmit<'a> {
 pub(crate) struct Facts {
     pub id: u64,
     pub framing: encode::Framing,
-    /// The request allows the connection to stay open.
-    pub keep_alive: bool,
-    /// The request is the last one this connection serves (max requests per connection).
-    pub last: bool,
+    /// The connection ends with this request's answer: the request does not allow it to
+    /// stay open, or it is the last one the connection serves (max requests per connection).
+    pub ends: bool,
 }
 
 impl Facts {
@@ -172,8 +171,7 @@ impl Facts {
             head: false,
             version: Version::Http11,
         },
-        keep_alive: false,
-        last: true,
+        ends: true,
     };
 }
 
@@ -711,8 +709,7 @@ impl<P> Conn<P> {
                 head: head.method() == Method::Head,
                 version: head.version(),
             },
-            keep_alive: head.keep_alive(),
-            last: self.requests >= cx.cfg.max_requests,
+            ends: !head.keep_alive() || self.requests >= cx.cfg.max_requests,
         };
         let expect_continue = head.expect_continue();
         let decision = svc.request(Exchange {
@@ -842,7 +839,7 @@ impl<P> Conn<P> {
         self.queue
             .get_or_insert_with(Default::default)
             .push_pending(facts, deadline);
-        if facts.last || !facts.keep_alive {
+        if facts.ends {
             // No request after this one will be read; its answer decides the close.
             self.reading = Reading::Stopped;
             cx.pool.put(&mut self.inbuf);
@@ -900,7 +897,7 @@ impl<P> Conn<P> {
     /// Whether the answer closes the connection.
     #[inline(always)]
     fn closes(facts: &Facts, cx: &Cx) -> bool {
-        !facts.keep_alive || facts.last || cx.draining
+        facts.ends || cx.draining
     }
 
     /// Encodes an answer into the output.
