@@ -57,8 +57,10 @@ pub fn reason(status: u16) -> &'static str {
 /// Whether a response with this status carries no content and no Content-Length
 /// (RFC 9110 §8.6, §15.3.5: 1xx and 204; 304 repeats what a GET would send, so callers
 /// pass its length explicitly if they want one).
+#[inline(always)]
 pub fn status_has_no_body(status: u16) -> bool {
-    (100..200).contains(&status) || status == 204 || status == 304
+    // 200 first: nearly every answer, and one compare instead of the range test's several.
+    status != 200 && ((100..200).contains(&status) || status == 204 || status == 304)
 }
 
 /// The parts of a response head.
