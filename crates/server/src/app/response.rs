@@ -55,6 +55,18 @@ impl Body {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// The in-memory bytes, the length on the wire and whether a file follows, in one match
+    /// (the encoder needs all three for every answer).
+    #[inline(always)]
+    pub(crate) fn parts(&self) -> (&[u8], u64, bool) {
+        match self {
+            Body::Static(b) => (b, b.len() as u64, false),
+            Body::Owned(v) => (v, v.len() as u64, false),
+            Body::Empty => (&[], 0, false),
+            Body::File(f) => (&[], f.len, true),
+        }
+    }
 }
 
 /// A handler's response.

@@ -84,8 +84,6 @@ struct Live {
 
 struct Slot {
     generation: u32,
-    /// The client's address, kept only when the access log is on.
-    peer: Option<SocketAddr>,
     live: Option<Live>,
 }
 
@@ -135,6 +133,9 @@ impl Io {
 pub(crate) struct Worker<B: Backend> {
     backend: B,
     slots: Vec<Slot>,
+    /// The clients' addresses by slot, kept only when the access log is on (so a connection
+    /// costs no memory for them otherwise).
+    peers: Vec<Option<SocketAddr>>,
     free: Vec<u32>,
     live: usize,
     wheel: Wheel,
@@ -164,6 +165,7 @@ impl<B: Backend> Worker<B> {
         Ok(Worker {
             backend,
             slots: Vec::new(),
+            peers: Vec::new(),
             free: Vec::new(),
             live: 0,
             wheel: Wheel::new(0),
@@ -329,7 +331,8 @@ impl<B: Backend> Worker<B> {
         let Some(live) = slot.live.as_mut() else {
             return;
         };
-        let (cx, svc, head, plain) = self.io.split(sh, slot.peer.as_ref(), token);
+        let peer = self.peers.get(idx as usize).and_then(Option::as_ref);
+        let (cx, svc, head, plain) = self.io.split(sh, peer, token);
         let mut p = Parts {
             backend: &mut self.backend,
             cx,
@@ -367,7 +370,6 @@ impl<B: Backend> Worker<B> {
             None => {
                 self.slots.push(Slot {
                     generation: 0,
-                    peer: None,
                     live: None,
                 });
                 (self.slots.len() - 1) as u32
@@ -387,7 +389,12 @@ impl<B: Backend> Worker<B> {
         }
         let conn = Conn::new(self.io.cx.now, &self.io.cx.cfg);
         let armed = self.wheel.arm(idx, conn.deadline());
-        slot.peer = if sh.app.logs { peer } else { None };
+        if sh.app.logs {
+            if self.peers.len() <= idx as usize {
+                self.peers.resize(idx as usize + 1, None);
+            }
+            self.peers[idx as usize] = peer;
+        }
         slot.live = Some(Live {
             conn,
             transport,

@@ -237,17 +237,26 @@ enum Hold {
     Body,
 }
 
+/// What a connection holds between calls, rarely: allocated when needed and dropped when both
+/// are empty, so an idle connection costs one pointer for them. Each buffer comes from the
+/// worker's pool and goes back to it as soon as it is empty (capacity 0 means empty).
+#[derive(Default)]
+struct Spill {
+    /// Input not yet used: a partial head or body frame, or requests held back.
+    inbuf: Vec<u8>,
+    /// Encoded output waiting for the transport while an earlier send is in flight.
+    out: Vec<u8>,
+}
+
 /// One connection. `P` is the service's per-request body state.
 pub(crate) struct Conn<P> {
     reading: Reading<P>,
     writing: Writing,
     in_flight: InFlight,
-    /// Input not yet used: a partial head or body frame, or requests held back.
-    inbuf: Vec<u8>,
-    /// Why processing of `inbuf` stopped, when it was not for want of bytes.
+    /// Why processing of the held input stopped, when it was not for want of bytes.
     held: Hold,
-    /// Encoded output waiting for the transport while an earlier send is in flight.
-    out: Vec<u8>,
+    /// Bytes held between calls; `None` (8 bytes, not 48) for the idle connection.
+    spill: Option<Box<Spill>>,
     /// A file body after the output; later answers wait until it is out.
     file: Option<Box<FileOut>>,
     /// Answers held behind a deferred one (allocated only when a request is deferred).
@@ -265,9 +274,8 @@ impl<P> Conn<P> {
             reading: Reading::Head,
             writing: Writing::Open,
             in_flight: InFlight::None,
-            inbuf: Vec::new(),
             held: Hold::No,
-            out: Vec::new(),
+            spill: None,
             file: None,
             queue: None,
             requests: 0,
@@ -293,7 +301,7 @@ impl<P> Conn<P> {
             Reading::Head | Reading::Body(_) => {
                 self.held == Hold::No
                     && self.in_flight == InFlight::None
-                    && self.out.is_empty()
+                    && self.out_empty()
                     && self.file.is_none()
                     && self
                         .queue
@@ -307,7 +315,7 @@ impl<P> Conn<P> {
     /// Processing stopped for backpressure and can go on now: call [`Conn::resume`].
     pub(crate) fn can_resume(&self, cfg: &ConnConfig) -> bool {
         let output_out =
-            self.in_flight == InFlight::None && self.out.is_empty() && self.file.is_none();
+            self.in_flight == InFlight::None && self.out_empty() && self.file.is_none();
         match self.held {
             Hold::No => false,
             Hold::Output => output_out,
@@ -330,9 +338,9 @@ impl<P> Conn<P> {
     pub(crate) fn is_idle(&self) -> bool {
         matches!(self.reading, Reading::Head)
             && self.writing == Writing::Open
-            && self.inbuf.is_empty()
+            && self.inbuf_empty()
             && self.in_flight == InFlight::None
-            && self.out.is_empty()
+            && self.out_empty()
             && self.file.is_none()
             && self.queue.is_none()
     }
@@ -344,8 +352,10 @@ impl<P> Conn<P> {
 
     /// Gives pooled buffers back before the connection is dropped.
     pub(crate) fn release(&mut self, pool: &mut Pool) {
-        pool.put(&mut self.inbuf);
-        pool.put(&mut self.out);
+        if let Some(mut s) = self.spill.take() {
+            pool.put(&mut s.inbuf);
+            pool.put(&mut s.out);
+        }
         if let Some(mut q) = self.queue.take() {
             for mut b in q.truncate(0) {
                 pool.put(&mut b);
@@ -373,15 +383,15 @@ impl<P> Conn<P> {
             Reading::Stopped | Reading::PeerClosed => return,
             Reading::Head | Reading::Body(_) => {}
         }
-        if self.inbuf.is_empty() {
+        if self.inbuf_empty() {
             let used = self.process(input, head, cx, svc);
             if used < input.len() && self.keeps_input() {
                 let mut stash = cx.pool.get();
                 stash.extend_from_slice(&input[used..]);
-                self.inbuf = stash;
+                self.spill().inbuf = stash;
             }
         } else {
-            self.inbuf.extend_from_slice(input);
+            self.spill().inbuf.extend_from_slice(input);
             self.process_stash(head, cx, svc);
         }
         self.set_timer(cx);
@@ -395,7 +405,7 @@ impl<P> Conn<P> {
         svc: &mut S,
     ) {
         self.held = Hold::No;
-        if !self.inbuf.is_empty() && self.keeps_input() {
+        if !self.inbuf_empty() && self.keeps_input() {
             self.process_stash(head, cx, svc);
         }
         self.set_timer(cx);
@@ -411,7 +421,7 @@ impl<P> Conn<P> {
             _ => {
                 self.reading = Reading::PeerClosed;
                 self.held = Hold::No;
-                cx.pool.put(&mut self.inbuf);
+                self.drop_inbuf(&mut cx.pool);
                 let pending = self.queue.as_ref().map_or(0, |q| q.pending());
                 if pending > 0 {
                     for _ in 0..pending {
@@ -465,7 +475,7 @@ impl<P> Conn<P> {
             }
             Timer::Head | Timer::Body => {
                 self.reading = Reading::Stopped;
-                cx.pool.put(&mut self.inbuf);
+                self.drop_inbuf(&mut cx.pool);
                 self.held = Hold::No;
                 self.own_answer(
                     408,
@@ -510,7 +520,7 @@ impl<P> Conn<P> {
         if self.in_flight != InFlight::None {
             return Transmit::Idle;
         }
-        if !self.out.is_empty() || !cx.out.is_empty() {
+        if !self.out_empty() || !cx.out.is_empty() {
             return Transmit::Bytes {
                 more: self.file.is_some(),
             };
@@ -536,10 +546,12 @@ impl<P> Conn<P> {
     /// no capacity when it was the one taken).
     pub(crate) fn take_output(&mut self, cx: &mut Cx) -> Vec<u8> {
         self.in_flight = InFlight::Bytes;
-        if self.out.is_empty() {
+        if self.out_empty() {
             std::mem::take(&mut cx.out)
         } else {
-            std::mem::take(&mut self.out)
+            let out = std::mem::take(&mut self.spill().out);
+            self.tidy();
+            out
         }
     }
 
@@ -607,20 +619,25 @@ impl<P> Conn<P> {
         cx: &mut Cx,
         svc: &mut S,
     ) {
-        let mut buf = std::mem::take(&mut self.inbuf);
+        let mut buf = self
+            .spill
+            .as_mut()
+            .map(|s| std::mem::take(&mut s.inbuf))
+            .unwrap_or_default();
         let used = self.process(&buf, head, cx, svc);
         if used < buf.len() && self.keeps_input() {
             buf.drain(..used);
-            self.inbuf = buf;
+            self.spill().inbuf = buf;
         } else {
             cx.pool.put(&mut buf);
+            self.tidy();
         }
     }
 
     /// Why another pipelined request may not be dispatched now, if it may not.
     #[inline(always)]
     fn hold(&self, cx: &Cx) -> Hold {
-        if self.file.is_some() || cx.out.len() + self.out.len() > OUT_HIGH_WATER {
+        if self.file.is_some() || cx.out.len() + self.out_len() > OUT_HIGH_WATER {
             return Hold::Output;
         }
         match &self.queue {
@@ -842,7 +859,7 @@ impl<P> Conn<P> {
         if facts.ends {
             // No request after this one will be read; its answer decides the close.
             self.reading = Reading::Stopped;
-            cx.pool.put(&mut self.inbuf);
+            self.drop_inbuf(&mut cx.pool);
         }
     }
 
@@ -873,10 +890,47 @@ impl<P> Conn<P> {
     /// The buffer new output goes to: the worker's, unless earlier output is still here.
     #[inline(always)]
     fn sink<'c>(&'c mut self, cx: &'c mut Cx) -> &'c mut Vec<u8> {
-        if self.out.is_empty() && self.in_flight == InFlight::None {
+        if self.out_empty() && self.in_flight == InFlight::None {
             &mut cx.out
         } else {
-            &mut self.out
+            &mut self.spill().out
+        }
+    }
+
+    fn inbuf_empty(&self) -> bool {
+        self.spill.as_ref().is_none_or(|s| s.inbuf.is_empty())
+    }
+
+    #[inline(always)]
+    fn out_empty(&self) -> bool {
+        self.spill.as_ref().is_none_or(|s| s.out.is_empty())
+    }
+
+    #[inline(always)]
+    fn out_len(&self) -> usize {
+        self.spill.as_ref().map_or(0, |s| s.out.len())
+    }
+
+    fn spill(&mut self) -> &mut Spill {
+        self.spill.get_or_insert_with(Box::default)
+    }
+
+    /// Gives the input buffer back to the pool.
+    fn drop_inbuf(&mut self, pool: &mut Pool) {
+        if let Some(s) = self.spill.as_mut() {
+            pool.put(&mut s.inbuf);
+        }
+        self.tidy();
+    }
+
+    /// Frees the spill when it holds nothing.
+    fn tidy(&mut self) {
+        if self
+            .spill
+            .as_ref()
+            .is_some_and(|s| s.inbuf.capacity() == 0 && s.out.capacity() == 0)
+        {
+            self.spill = None;
         }
     }
 
@@ -918,10 +972,10 @@ impl<P> Conn<P> {
             headers: &headers,
             body: &body,
         };
-        let out = if self.out.is_empty() && self.in_flight == InFlight::None {
+        let out = if self.out_empty() && self.in_flight == InFlight::None {
             &mut cx.out
         } else {
-            &mut self.out
+            &mut self.spill().out
         };
         let enc = encode(out, &mut cx.room, parts, facts.framing, close, server, date);
         if headers.capacity() == 0 {
@@ -993,7 +1047,7 @@ impl<P> Conn<P> {
             self.reading = Reading::Stopped;
         }
         self.held = Hold::No;
-        cx.pool.put(&mut self.inbuf);
+        self.drop_inbuf(&mut cx.pool);
     }
 
     /// Moves ready answers at the front of the queue into the output, up to the next pending
@@ -1029,7 +1083,7 @@ impl<P> Conn<P> {
                 return;
             }
             (Timer::Linger, cx.now + cfg.linger_timeout)
-        } else if self.in_flight != InFlight::None || !self.out.is_empty() || self.file.is_some() {
+        } else if self.in_flight != InFlight::None || !self.out_empty() || self.file.is_some() {
             // Bytes staged in `cx.out` are transmitted before the driver moves on: they do
             // not count until the transmit stalls (`stalled`).
             if self.timer == Timer::Send {
@@ -1040,7 +1094,7 @@ impl<P> Conn<P> {
             (Timer::Deferred, at)
         } else if matches!(self.reading, Reading::Body(_)) {
             (Timer::Body, cx.now + cfg.body_timeout)
-        } else if !self.inbuf.is_empty() && matches!(self.reading, Reading::Head) {
+        } else if !self.inbuf_empty() && matches!(self.reading, Reading::Head) {
             if self.timer == Timer::Head {
                 return; // the head timer runs from the request's first byte
             }

@@ -47,8 +47,7 @@ pub(crate) fn encode(
     date: &[u8],
 ) -> Encoded {
     let send_body = !req.head && !status_has_no_body(resp.status);
-    let body = resp.body.as_bytes();
-    let len = resp.body.len();
+    let (body, len, file) = resp.body.parts();
     let head = ResponseHead {
         status: resp.status,
         server,
@@ -73,6 +72,6 @@ pub(crate) fn encode(
         }
     }
     Encoded {
-        file: send_body && matches!(resp.body, Body::File(_)),
+        file: send_body && file,
     }
 }
