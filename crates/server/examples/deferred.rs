@@ -9,8 +9,12 @@
 //!   same answer from a plain handler.
 //!
 //! ```sh
-//! cargo run --release -p linerate-server --example deferred -- 127.0.0.1:8080
+//! cargo run --release -p linerate-server --example deferred -- 127.0.0.1:8080 [MAX_DEFERRED_PER_CONN]
 //! ```
+//!
+//! The optional second argument sets `Config::max_deferred_per_conn` (default 16): how many
+//! pipelined deferred requests of one connection are dispatched before their answers are in
+//! (1 makes requests behind a deferred one wait for it); docs/benchmarks.md compares the two.
 #![forbid(unsafe_code)]
 
 use std::io;
@@ -39,6 +43,15 @@ fn main() -> io::Result<()> {
             format!("bad address {arg:?}: {e}"),
         )
     })?;
+    let per_conn = match std::env::args().nth(2) {
+        None => linerate_server::config::MAX_DEFERRED_PER_CONN,
+        Some(n) => n.parse().ok().filter(|&n| n >= 1).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("bad MAX_DEFERRED_PER_CONN {n:?} (an integer, at least 1)"),
+            )
+        })?,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_time()
@@ -89,6 +102,7 @@ fn main() -> io::Result<()> {
         addr,
         workers: 1,
         pin: false,
+        max_deferred_per_conn: per_conn,
         ..Config::default()
     };
     let server = Server::bind(config, router)?;

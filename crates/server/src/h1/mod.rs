@@ -8,15 +8,17 @@
 //! [`Service`] (the application, `crate::app`), whose answers come back at once or later,
 //! tagged by request id; the driver (`crate::driver`) moves the bytes.
 //!
-//! Files: `conn` (the state machine and its interface), `queue` (answers held behind an
-//! unanswered deferred request), `encode` (response heads), `tests` (byte tables).
+//! Files: `service` (the connection's interface to the driver and the application), `conn`
+//! (the state machine: `conn/read` reads requests, `conn/write` places answers), `queue`
+//! (answers held behind an unanswered deferred request), `encode` (response heads), `tests`
+//! (byte tables).
 
 mod conn;
 mod encode;
 mod queue;
+mod service;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use conn::{
-    Conn, ConnConfig, Cx, Decision, Exchange, Service, Timer, Transmit, status_response,
-};
+pub(crate) use conn::{Conn, Timer, Transmit, status_response};
+pub(crate) use service::{ConnConfig, Cx, Decision, Exchange, Service};

@@ -10,7 +10,8 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use linerate_http1::{BodyDecoder, DateCache, HeadRoom, Limits, Method, RequestHead};
 
-use super::conn::{Conn, ConnConfig, Cx, Decision, Exchange, Service, Transmit};
+use super::conn::{Conn, Transmit};
+use super::service::{ConnConfig, Cx, Decision, Exchange, Service};
 use crate::pool::Pool;
 use crate::response::{Body, FileBody, Response};
 

@@ -1,0 +1,296 @@
+//! Reading requests: parsing heads from the input, handing them to the service, reading
+//! bodies, deferring, and the answers the connection gives on its own (malformed requests,
+//! limits).
+#![forbid(unsafe_code)]
+
+use linerate_http1::{BodyDecoder, CONTINUE_100, Framing, Method, ParseError, Parsed, RequestHead};
+
+use super::{BodyIn, Conn, Facts, Hold, OUT_HIGH_WATER, Reading, Timer, encode, status_response};
+use crate::h1::service::{Cx, Decision, Exchange, Service};
+
+impl<P> Conn<P> {
+    /// Whether input left after processing is kept.
+    pub(super) fn keeps_input(&self) -> bool {
+        matches!(self.reading, Reading::Head | Reading::Body(_))
+    }
+
+    /// Processes `inbuf` (which holds earlier input and maybe new bytes).
+    pub(super) fn process_stash<S: Service<Pending = P>>(
+        &mut self,
+        head: &mut RequestHead,
+        cx: &mut Cx,
+        svc: &mut S,
+    ) {
+        let mut buf = self
+            .spill
+            .as_mut()
+            .map(|s| std::mem::take(&mut s.inbuf))
+            .unwrap_or_default();
+        let used = self.process(&buf, head, cx, svc);
+        if used < buf.len() && self.keeps_input() {
+            buf.drain(..used);
+            self.spill().inbuf = buf;
+        } else {
+            cx.pool.put(&mut buf);
+            self.tidy();
+        }
+    }
+
+    /// Why another pipelined request may not be dispatched now, if it may not.
+    #[inline(always)]
+    pub(super) fn hold(&self, cx: &Cx) -> Hold {
+        if self.file.is_some() || cx.out.len() + self.out_len() > OUT_HIGH_WATER {
+            return Hold::Output;
+        }
+        match &self.queue {
+            Some(q) if !Self::queue_has_room(q, &cx.cfg) => Hold::Queue,
+            _ => Hold::No,
+        }
+    }
+
+    /// Parses and dispatches the requests in `buf`; returns how many bytes were used.
+    pub(super) fn process<S: Service<Pending = P>>(
+        &mut self,
+        buf: &[u8],
+        head: &mut RequestHead,
+        cx: &mut Cx,
+        svc: &mut S,
+    ) -> usize {
+        let mut pos = 0;
+        while pos < buf.len() {
+            match self.reading {
+                Reading::Head => {}
+                Reading::Body(_) => {
+                    let used = self.feed_body(&buf[pos..], cx, svc);
+                    if used == 0 {
+                        break;
+                    }
+                    pos += used;
+                    continue;
+                }
+                _ => break,
+            }
+            let hold = self.hold(cx);
+            if hold != Hold::No {
+                self.held = hold;
+                break;
+            }
+            match head.parse(&buf[pos..], &cx.cfg.limits) {
+                Err(e) => {
+                    self.reject(e, cx, svc);
+                    break;
+                }
+                Ok(Parsed::Partial) => {
+                    if self.timer != Timer::Head {
+                        self.timer = Timer::Head;
+                        self.deadline = cx.now + cx.cfg.header_timeout;
+                    }
+                    break;
+                }
+                Ok(Parsed::Complete(n)) => match self.dispatch(&buf[pos..], n, head, cx, svc) {
+                    Some(used) => pos += used,
+                    None => {
+                        self.held = Hold::Body;
+                        break;
+                    }
+                },
+            }
+        }
+        pos
+    }
+
+    /// Hands the request whose head is `buf[..n]` to the service; returns the bytes used
+    /// (head and body), or `None` to leave it for later (its body must be read, and answers
+    /// before it are still outstanding: an interim 100 or a body error must not overtake them).
+    #[inline(always)]
+    pub(super) fn dispatch<S: Service<Pending = P>>(
+        &mut self,
+        buf: &[u8],
+        n: usize,
+        head: &RequestHead,
+        cx: &mut Cx,
+        svc: &mut S,
+    ) -> Option<usize> {
+        let framing = head.framing();
+        let avail = &buf[n..];
+        let body: Option<&[u8]> = match framing {
+            Framing::None => Some(&[]),
+            Framing::Length(len) if avail.len() as u64 >= len => Some(&avail[..len as usize]),
+            _ => None,
+        };
+        if body.is_none() && self.queue.is_some() {
+            return None;
+        }
+        self.requests += 1;
+        let facts = Facts {
+            id: self.requests,
+            framing: encode::Framing {
+                head: head.method() == Method::Head,
+                version: head.version(),
+            },
+            ends: !head.keep_alive() || self.requests >= cx.cfg.max_requests,
+        };
+        let expect_continue = head.expect_continue();
+        let decision = svc.request(Exchange {
+            id: facts.id,
+            head,
+            buf: &buf[..n],
+            body,
+        });
+        let used = n + body.map_or(0, <[u8]>::len);
+        match decision {
+            Decision::Respond(mut resp) => {
+                resp.close |= body.is_none();
+                self.place(facts, resp, cx);
+                Some(used)
+            }
+            Decision::Defer if body.is_some() => {
+                self.defer(facts, cx);
+                Some(used)
+            }
+            Decision::Defer => {
+                // A service must read a body before it defers; never hang on it.
+                self.place(facts, status_response(500, "").close(), cx);
+                Some(used)
+            }
+            Decision::ReadBody { limit, pending } => {
+                let Some(decoder) = BodyDecoder::new(framing) else {
+                    self.end_body(facts, pending, BodyDecoder::Length(0), cx, svc);
+                    return Some(used);
+                };
+                if let Framing::Length(len) = framing
+                    && len > limit
+                {
+                    self.own_answer(413, "request body too large", facts, cx, svc);
+                    return Some(n);
+                }
+                if expect_continue && avail.is_empty() {
+                    // RFC 9110 §10.1.1: the client waits for this before sending the body.
+                    self.sink(cx).extend_from_slice(CONTINUE_100);
+                }
+                self.reading = Reading::Body(Box::new(BodyIn {
+                    facts,
+                    decoder,
+                    pending,
+                    received: 0,
+                    limit,
+                }));
+                Some(n)
+            }
+        }
+    }
+
+    /// Feeds body bytes to the request being read; returns the bytes used.
+    pub(super) fn feed_body<S: Service<Pending = P>>(
+        &mut self,
+        input: &[u8],
+        cx: &mut Cx,
+        svc: &mut S,
+    ) -> usize {
+        let Reading::Body(b) = &mut self.reading else {
+            return 0;
+        };
+        let mut pos = 0;
+        loop {
+            let step = match b.decoder.decode(&input[pos..], &cx.cfg.limits) {
+                Ok(step) => step,
+                Err(e) => {
+                    let facts = b.facts;
+                    self.reading = Reading::Stopped;
+                    tracing::debug!(error = %e, "rejecting request body");
+                    self.own_answer(e.status(), &e.to_string(), facts, cx, svc);
+                    return input.len();
+                }
+            };
+            pos += step.consumed;
+            if !step.data.is_empty() {
+                b.received += step.data.len() as u64;
+                if b.received > b.limit {
+                    let facts = b.facts;
+                    self.reading = Reading::Stopped;
+                    self.own_answer(413, "request body too large", facts, cx, svc);
+                    return input.len();
+                }
+                if let Err(resp) = svc.data(&mut b.pending, step.data) {
+                    let facts = b.facts;
+                    self.reading = Reading::Stopped;
+                    self.place(facts, resp.close(), cx);
+                    return input.len();
+                }
+            }
+            if step.done {
+                let Reading::Body(b) = std::mem::replace(&mut self.reading, Reading::Head) else {
+                    unreachable!("matched above");
+                };
+                let BodyIn {
+                    facts,
+                    decoder,
+                    pending,
+                    ..
+                } = *b;
+                self.end_body(facts, pending, decoder, cx, svc);
+                return pos;
+            }
+            if pos == input.len() {
+                return pos;
+            }
+        }
+    }
+
+    /// The body has been read: the service answers now or defers.
+    pub(super) fn end_body<S: Service<Pending = P>>(
+        &mut self,
+        facts: Facts,
+        pending: P,
+        body: BodyDecoder,
+        cx: &mut Cx,
+        svc: &mut S,
+    ) {
+        match svc.end(facts.id, pending, body) {
+            Decision::Respond(resp) => self.place(facts, resp, cx),
+            Decision::Defer => self.defer(facts, cx),
+            Decision::ReadBody { .. } => self.place(facts, status_response(500, "").close(), cx),
+        }
+    }
+
+    pub(super) fn defer(&mut self, facts: Facts, cx: &mut Cx) {
+        let deadline = cx.now + cx.cfg.deferred_timeout;
+        self.queue
+            .get_or_insert_with(Default::default)
+            .push_pending(facts, deadline);
+        if facts.ends {
+            // No request after this one will be read; its answer decides the close.
+            self.reading = Reading::Stopped;
+            self.drop_inbuf(&mut cx.pool);
+        }
+    }
+
+    /// Answers a request the connection refuses on its own; the connection closes after it.
+    pub(super) fn own_answer<S: Service<Pending = P>>(
+        &mut self,
+        status: u16,
+        why: &str,
+        facts: Facts,
+        cx: &mut Cx,
+        svc: &mut S,
+    ) {
+        let resp = status_response(status, why).close();
+        let send_body = if facts.framing.head {
+            0
+        } else {
+            resp.body.len()
+        };
+        svc.answered(status, send_body);
+        self.place(facts, resp, cx);
+    }
+
+    pub(super) fn reject<S: Service<Pending = P>>(
+        &mut self,
+        e: ParseError,
+        cx: &mut Cx,
+        svc: &mut S,
+    ) {
+        tracing::debug!(error = %e, status = e.status(), "rejecting request");
+        self.own_answer(e.status(), &e.to_string(), Facts::UNPARSED, cx, svc);
+    }
+}

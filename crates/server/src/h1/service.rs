@@ -1,0 +1,91 @@
+//! The connection's two neighbours, as it sees them: the driver's side of every call ([`Cx`]:
+//! the time, the worker's buffers, the limits) and the application ([`Service`]: what to do
+//! with each request).
+#![forbid(unsafe_code)]
+
+use linerate_http1::{BodyDecoder, DateCache, HeadRoom, Limits, RequestHead};
+
+use crate::pool::Pool;
+use crate::response::Response;
+
+/// The limits and timeouts a connection enforces (times in milliseconds).
+#[derive(Clone, Debug)]
+pub(crate) struct ConnConfig {
+    pub limits: Limits,
+    pub header_timeout: u64,
+    pub body_timeout: u64,
+    pub keepalive_timeout: u64,
+    pub send_timeout: u64,
+    pub linger_timeout: u64,
+    pub deferred_timeout: u64,
+    pub max_requests: u64,
+    /// Answers one connection may have outstanding or held (deferred ones and those queued
+    /// behind them) before it dispatches no more requests.
+    pub max_deferred: usize,
+    /// `Server` value.
+    pub server: Option<Vec<u8>>,
+}
+
+/// The driver's side of every call: the time, the worker's buffers, the configuration. One
+/// per worker, lent to each connection in turn (so nothing is assembled per event). The
+/// worker's request-head parser, reused so parsing allocates nothing, is passed beside it.
+pub(crate) struct Cx {
+    /// Milliseconds on the driver's monotonic clock.
+    pub now: u64,
+    pub cfg: ConnConfig,
+    /// The worker's output staging buffer: empty when a call starts, and emptied (taken by
+    /// [`Conn::take_output`]) before the driver turns to another connection.
+    pub out: Vec<u8>,
+    /// Where response heads are composed before they are copied out.
+    pub room: HeadRoom,
+    pub pool: Pool,
+    /// The `Date` value, formatted once a second.
+    pub date: DateCache,
+    /// The server is shutting down: every answer closes its connection.
+    pub draining: bool,
+}
+
+/// A request head as the service sees it.
+pub(crate) struct Exchange<'a> {
+    /// The request's number on this connection (1, 2, …): how a deferred answer names it.
+    pub id: u64,
+    pub head: &'a RequestHead,
+    /// The head's bytes (the spans in `head` point into them).
+    pub buf: &'a [u8],
+    /// The whole body when it arrived with the head (empty when there is none); `None` when
+    /// it is still to be read.
+    pub body: Option<&'a [u8]>,
+}
+
+/// What the service does with a request.
+pub(crate) enum Decision<P> {
+    /// Answer now. A body that was not read (see [`Exchange::body`]) closes the connection
+    /// after the answer, since the next request's start is unknown.
+    Respond(Response),
+    /// Read the body (up to `limit` bytes, 413 beyond) into `pending`; then
+    /// [`Service::end`] decides.
+    ReadBody { limit: u64, pending: P },
+    /// The answer comes later through [`Conn::complete`] (503 and close at the deadline).
+    Defer,
+}
+
+/// The application, as the connection sees it.
+pub(crate) trait Service {
+    /// Per-request state while its body is read.
+    type Pending;
+    /// A request head arrived: answer it, read its body, or defer it.
+    fn request(&mut self, req: Exchange<'_>) -> Decision<Self::Pending>;
+    /// A piece of the body of the request being read, in order. `Err` answers at once (and
+    /// closes: the rest of the body is not read).
+    fn data(&mut self, pending: &mut Self::Pending, data: &[u8]) -> Result<(), Response>;
+    /// The body ended; `body` holds its trailers. Answer now or defer.
+    fn end(
+        &mut self,
+        id: u64,
+        pending: Self::Pending,
+        body: BodyDecoder,
+    ) -> Decision<Self::Pending>;
+    /// The connection answered on its own (a malformed request, a timeout, a limit): for
+    /// the access log.
+    fn answered(&mut self, status: u16, body_bytes: u64);
+}
