@@ -8,7 +8,8 @@
 //! violation and on nothing else; it uses only `std` and `linerate_http1`.
 
 use linerate_http1::{
-    BodyDecoder, Framing, Limits, Method, ParseError, Parsed, RequestHead, TargetForm, Version,
+    BodyDecoder, Counted, Framing, Limits, Method, ParseError, Parsed, RequestHead,
+    ResponseCounter, ResponseError, TargetForm, Version, parse_response,
 };
 
 /// Most pipelined messages followed through one input; more only repeats the same checks.
@@ -42,6 +43,8 @@ pub enum End {
     Incomplete,
     /// A head or body was rejected.
     Rejected(ParseError),
+    /// A response was rejected.
+    ResponseRejected(ResponseError),
 }
 
 /// Checks `data` as a stream of pipelined requests under every limit set; returns how the
@@ -61,6 +64,90 @@ pub fn check_chunked(data: &[u8]) -> End {
         BodyEnd::Done(_) => End::Clean,
         BodyEnd::NeedMore => End::Incomplete,
         BodyEnd::Rejected(e) => End::Rejected(e),
+    }
+}
+
+/// Checks `data` as a stream of responses, as a client counts them (answers to GET, then to
+/// HEAD): the same responses and the same verdict whole, split in two and byte by byte; every
+/// complete head judged the same with and without its field spans, and by every longer input.
+pub fn check_response(data: &[u8]) -> End {
+    check_response_heads(data);
+    let as_head = count_responses(&[data], true);
+    let whole = count_responses(&[data], false);
+    let cut = split_point(data);
+    assert_eq!(
+        count_responses(&[&data[..cut], &data[cut..]], false),
+        whole,
+        "split at {cut}"
+    );
+    if data.len() <= BYTEWISE_MAX {
+        let bytes: Vec<&[u8]> = data.chunks(1).collect();
+        assert_eq!(count_responses(&bytes, false), whole, "byte by byte");
+        let bytes: Vec<&[u8]> = data.chunks(1).collect();
+        assert_eq!(count_responses(&bytes, true), as_head, "byte by byte, HEAD");
+    }
+    match whole.1 {
+        Ok(()) => End::Clean,
+        Err(ResponseError::CutOff) => End::Incomplete,
+        Err(e) => End::ResponseRejected(e),
+    }
+}
+
+/// The responses counted from `pieces` and how the stream ended (EOF after the last piece).
+fn count_responses(pieces: &[&[u8]], head: bool) -> (Vec<Counted>, Result<(), ResponseError>) {
+    let mut counter = ResponseCounter::new();
+    let mut counted = Vec::new();
+    for piece in pieces {
+        let mut rest = *piece;
+        while !rest.is_empty() {
+            match counter.feed(rest, head) {
+                Ok((n, done)) => {
+                    assert!(n <= rest.len(), "consumed {n} of {}", rest.len());
+                    assert!(n > 0 || done.is_some(), "no progress");
+                    rest = &rest[n..];
+                    counted.extend(done);
+                }
+                Err(e) => return (counted, Err(e)),
+            }
+            if counted.len() >= MAX_MESSAGES {
+                return (counted, Ok(()));
+            }
+        }
+    }
+    match counter.eof() {
+        Ok(last) => {
+            counted.extend(last);
+            (counted, Ok(()))
+        }
+        Err(e) => (counted, Err(e)),
+    }
+}
+
+/// The head at the start of `data`: spans inside it, the same facts without spans, and the
+/// same facts for every longer prefix once it is complete.
+fn check_response_heads(data: &[u8]) {
+    let mut fields = Vec::new();
+    let with = parse_response(data, Some(&mut fields));
+    assert_eq!(
+        with,
+        parse_response(data, None),
+        "field spans changed the verdict"
+    );
+    if let Ok(Some(info)) = with {
+        assert!(info.head_len <= data.len());
+        for f in &fields {
+            assert!(f.name.end <= info.head_len && f.value.end <= info.head_len);
+            assert!(f.name.start <= f.name.end && f.value.start <= f.value.end);
+        }
+        let cut = info.head_len + split_point(&data[info.head_len..]);
+        assert_eq!(parse_response(&data[..cut], None), with, "a longer prefix");
+        for end in 0..info.head_len.min(BYTEWISE_MAX) {
+            assert!(
+                matches!(parse_response(&data[..end], None), Ok(None) | Err(_)),
+                "a prefix of {end} bytes completed a {}-byte head",
+                info.head_len
+            );
+        }
     }
 }
 

@@ -2,7 +2,8 @@
 //!
 //! Bytes in, facts out: this crate parses request heads ([`RequestHead`]), decodes request
 //! bodies ([`BodyDecoder`], Content-Length and chunked), and encodes response heads
-//! ([`ResponseHead`]). It does not take care of network I/O, threads or clocks — the server
+//! ([`ResponseHead`]) — the server's side — and reads responses ([`parse_response`],
+//! [`ResponseBody`], [`ResponseCounter`]) — a client's side, for the load generator and the lab. It does not take care of network I/O, threads or clocks — the server
 //! crate does — so every rule can be tested from byte strings alone.
 //!
 //! Strictness is the point: every rejection is a [`ParseError`] whose
@@ -29,6 +30,7 @@ mod encode;
 mod error;
 mod head;
 mod limits;
+mod response;
 mod simd;
 
 pub use body::{BodyDecoder, ChunkedDecoder, Step, Trailers};
@@ -40,6 +42,10 @@ pub use error::ParseError;
 pub use head::{Framing, Method, Parsed, RequestHead, TargetForm, Version};
 pub use limits::{
     CHUNK_EXT_LIMIT, Limits, MAX_HEAD_BYTES, MAX_HEADERS, MAX_TRAILER_BYTES, MAX_TRAILERS,
+};
+pub use response::{
+    BodyLength, Counted, FieldSpan, HEAD_CACHE_BYTES, MAX_RESPONSE_HEAD_BYTES, ResponseBody,
+    ResponseCounter, ResponseError, ResponseInfo, parse_response,
 };
 
 /// Whether `value` may be sent as a field value: no CR, LF, NUL or other controls but HTAB.

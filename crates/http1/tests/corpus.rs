@@ -51,7 +51,10 @@ fn run_seeds(target: &str, check: fn(&[u8]) -> End) {
         if name.starts_with("accept_") {
             assert_eq!(end, End::Clean, "{target}/{name}");
         } else if name.starts_with("reject_") {
-            assert!(matches!(end, End::Rejected(_)), "{target}/{name}: {end:?}");
+            assert!(
+                matches!(end, End::Rejected(_) | End::ResponseRejected(_)),
+                "{target}/{name}: {end:?}"
+            );
         }
     }
 }
@@ -64,4 +67,9 @@ fn parse_request_seeds_hold_the_invariants() {
 #[test]
 fn parse_chunked_seeds_hold_the_invariants() {
     run_seeds("parse_chunked", check::check_chunked);
+}
+
+#[test]
+fn parse_response_seeds_hold_the_invariants() {
+    run_seeds("parse_response", check::check_response);
 }
