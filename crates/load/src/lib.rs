@@ -1,6 +1,6 @@
 //! linerate-load: the load generator engine behind `linerate load` (issue B).
 //! One thread per core, each with its own epoll loop and connections; requests encoded once;
-//! responses framed only as far as counting needs; per-thread HdrHistograms merged at the end.
+//! responses framed only as far as counting needs (`linerate_http1::ResponseCounter`); per-thread HdrHistograms merged at the end.
 //! The binary only parses `LoadArgs` and calls `run`; tests and the lab call `measure`.
 //!
 //! Engine choice, measured on the 2-core VM (see `examples/uring_probe.rs`): a request costs the
@@ -19,7 +19,6 @@ pub mod config;
 pub mod engine;
 pub mod report;
 pub mod request;
-pub mod response;
 pub mod schedule;
 pub mod stats;
 pub mod tls;

@@ -1,5 +1,5 @@
 //! One load thread: an epoll loop over its own connections. It sends pre-encoded requests, frames
-//! responses with `ResponseParser`, times each response from its own request's send (or intended send
+//! responses with `linerate_http1::ResponseCounter`, times each response from its own request's send (or intended send
 //! with `--rate`) and counts it only once fully received. It shares nothing with other threads except
 //! a progress cell it writes every tick; it must not block anywhere but in `epoll_wait`.
 //! https connections do their TLS handshake as part of connecting (not timed as a request) and go
@@ -23,7 +23,7 @@ use rustix::time::{
 
 use crate::config::Config;
 use crate::request::Template;
-use crate::response::{Response, ResponseParser};
+use linerate_http1::{Counted as Response, ResponseCounter};
 use crate::schedule::Schedule;
 use crate::stats::{ThreadStats, ns_to_us};
 use crate::tls::{Handshake, IoFailure, SetupFailure, Transport};
@@ -124,7 +124,7 @@ struct Conn {
     sock: Option<OwnedFd>,
     transport: Transport,
     phase: Phase,
-    parser: ResponseParser,
+    parser: ResponseCounter,
     /// Requests sent and not yet answered, oldest first.
     inflight: VecDeque<Sent>,
     /// Requests sent on this connection (for `--reconnect`).
@@ -197,7 +197,7 @@ pub fn run(
             sock: None,
             transport: Transport::Plain,
             phase: Phase::Closed,
-            parser: ResponseParser::new(),
+            parser: ResponseCounter::new(),
             inflight: VecDeque::with_capacity(cfg.pipeline),
             sent_here: 0,
             template,

@@ -166,6 +166,14 @@ fn broken_chunks_and_cut_offs() {
         assert_eq!(count(input, &[], false), Err(*want), "{rule}");
     }
     assert_eq!(ResponseCounter::new().eof(), Ok(None));
+    // The connection closing anywhere inside a response is a cut-off.
+    for cut in 1..CL.len() {
+        assert_eq!(
+            count(&CL[..cut], &[], false),
+            Err(ResponseError::CutOff),
+            "cut at {cut}"
+        );
+    }
 }
 
 #[test]
