@@ -23,10 +23,10 @@ use rustix::time::{
 
 use crate::config::Config;
 use crate::request::Template;
-use linerate_http1::{Counted as Response, ResponseCounter};
 use crate::schedule::Schedule;
 use crate::stats::{ThreadStats, ns_to_us};
 use crate::tls::{Handshake, IoFailure, SetupFailure, Transport};
+use linerate_http1::{Counted as Response, ResponseCounter};
 
 /// Bytes read per `recv`.
 pub const RECV_BUFFER: usize = 64 * 1024;

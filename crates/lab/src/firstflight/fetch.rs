@@ -217,7 +217,7 @@ pub fn get(
             None => eof = !read_more(&mut stream, &mut wire)?,
         }
     };
-    let framing = head.framing().map_err(frame_err)?;
+    let framing = head.framing();
     let body_start = interim + head.len;
     let mut body = BodyReader::new(framing, body_start);
     let end = loop {
