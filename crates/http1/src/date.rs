@@ -44,10 +44,7 @@ impl DateCache {
             return false;
         }
         self.second = second;
-        let formatted = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(second));
-        if formatted.len() == DATE_LEN {
-            self.value.copy_from_slice(formatted.as_bytes());
-        }
+        self.value = fmt_http_date(second);
         true
     }
 
@@ -55,6 +52,50 @@ impl DateCache {
     pub fn get(&self) -> &[u8; DATE_LEN] {
         &self.value
     }
+}
+
+/// Formats an IMF-fixdate (RFC 9110 §5.6.7), e.g. `Fri, 20 Nov 2026 12:00:00 GMT`: the one
+/// Date formatter of the workspace (the server's Date and Last-Modified, the floor's canned
+/// answers).
+pub fn fmt_http_date(secs: u64) -> [u8; DATE_LEN] {
+    const DAYS: [&[u8; 3]; 7] = [b"Thu", b"Fri", b"Sat", b"Sun", b"Mon", b"Tue", b"Wed"];
+    const MONTHS: [&[u8; 3]; 12] = [
+        b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov",
+        b"Dec",
+    ];
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (year, month, day) = civil_from_days(days);
+    let mut out = *b"Thu, 01 Jan 1970 00:00:00 GMT";
+    out[..3].copy_from_slice(DAYS[(days % 7) as usize]);
+    put2(&mut out[5..7], day);
+    out[8..11].copy_from_slice(MONTHS[(month - 1) as usize]);
+    put2(&mut out[12..14], year / 100 % 100);
+    put2(&mut out[14..16], year % 100);
+    put2(&mut out[17..19], rem / 3600);
+    put2(&mut out[20..22], rem / 60 % 60);
+    put2(&mut out[23..25], rem % 60);
+    out
+}
+
+fn put2(out: &mut [u8], v: u64) {
+    out[0] = b'0' + (v / 10 % 10) as u8;
+    out[1] = b'0' + (v % 10) as u8;
+}
+
+/// Days since 1970-01-01 to (year, month 1..=12, day 1..=31): Howard Hinnant's
+/// `civil_from_days`, restricted to dates after the epoch.
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
 }
 
 #[cfg(test)]
@@ -69,5 +110,33 @@ mod tests {
         assert!(!d.update(t + Duration::from_millis(999)));
         assert!(d.update(t + Duration::from_secs(1)));
         assert_eq!(d.get(), b"Sun, 06 Nov 1994 08:49:38 GMT");
+    }
+
+    #[test]
+    fn http_date_matches_imf_fixdate() {
+        // Expected strings from Python's email.utils.formatdate(usegmt=True).
+        let rows: [(u64, &str); 4] = [
+            (0, "Thu, 01 Jan 1970 00:00:00 GMT"),
+            (951_868_799, "Tue, 29 Feb 2000 23:59:59 GMT"),
+            (1_795_176_000, "Fri, 20 Nov 2026 12:00:00 GMT"),
+            (4_107_542_400, "Mon, 01 Mar 2100 00:00:00 GMT"),
+        ];
+        for (secs, want) in rows {
+            assert_eq!(std::str::from_utf8(&fmt_http_date(secs)).unwrap(), want);
+        }
+    }
+
+    #[test]
+    fn matches_the_httpdate_crate_over_four_centuries() {
+        // Every 997th day from 1970 to 2400, at a time of day that walks the clock.
+        for day in (0..157_000u64).step_by(997) {
+            let secs = day * 86_400 + (day * 7_919) % 86_400;
+            let want = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(secs));
+            assert_eq!(
+                std::str::from_utf8(&fmt_http_date(secs)).unwrap(),
+                want,
+                "{secs}"
+            );
+        }
     }
 }

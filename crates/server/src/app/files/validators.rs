@@ -6,7 +6,7 @@
 //! inode and the content coding identify the bytes, as nginx and Apache do.
 #![forbid(unsafe_code)]
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
 
 use super::encoding::Encoding;
 use super::open::FileMeta;
@@ -35,7 +35,7 @@ impl Validators {
             meta.size, meta.mtime_s, meta.mtime_ns, meta.ino
         );
         let mtime_secs = u64::try_from(meta.mtime_s).unwrap_or(0);
-        let last_modified = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(mtime_secs));
+        let last_modified = http_date(mtime_secs);
         Validators {
             etag,
             last_modified,
@@ -203,7 +203,7 @@ fn parse_date(value: &[u8]) -> Option<u64> {
 
 /// Formats seconds since the epoch as an IMF-fixdate (tests and callers building dates).
 pub fn http_date(secs: u64) -> String {
-    httpdate::fmt_http_date(SystemTime::UNIX_EPOCH + Duration::from_secs(secs))
+    String::from_utf8_lossy(&linerate_http1::fmt_http_date(secs)).into_owned()
 }
 
 fn trim_start(b: &[u8]) -> &[u8] {
