@@ -1,8 +1,10 @@
 //! linerate-lab: the syscall-floor reference server, side-by-side comparisons, the host audit,
 //! core-to-core latency and the first-flight (initial congestion window) check.
 //!
-//! Each tool is one module with a clap `…Args` struct and a `run` function; the binary wires them
-//! as `linerate lab <tool>`. Charts go through [`plot`], which carries its own font so a PNG has
+//! Each tool is one module with a plain `…Args` struct (what it is asked to do, as data) and a
+//! `run` function; the binary owns the flags (clap), fills the struct in and wires the tools as
+//! `linerate lab <tool>`. `compare` drives the load generator through `linerate_load::LoadOptions`,
+//! not a command line. Charts go through [`plot`], which carries its own font so a PNG has
 //! text on a machine without fonts.
 
 pub mod c2c;

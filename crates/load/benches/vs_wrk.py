@@ -38,8 +38,8 @@ def server_count(url):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--load", required=True, help="linerate binary (or the load example)")
-    ap.add_argument("--load-prefix", default="load", help="subcommand before the options ('' for the example)")
+    ap.add_argument("--load", required=True, help="linerate binary")
+    ap.add_argument("--load-prefix", default="load", help="subcommand before the options")
     ap.add_argument("--url", required=True)
     ap.add_argument("--lua", required=True, help="wrk pipeline script")
     ap.add_argument("--status-url", default=None)

@@ -1,4 +1,4 @@
-//! A checked run configuration built from `LoadArgs`: URL resolved, files read, requests encoded.
+//! A checked run configuration built from `LoadOptions`: URL resolved, files read, requests encoded.
 //! Everything that can be wrong with the input is found here, before any connection is made,
 //! and reported as one `ConfigError` line.
 #![forbid(unsafe_code)]
@@ -7,7 +7,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::args::LoadArgs;
+use crate::options::LoadOptions;
 use crate::request::{self, RawError, Template};
 use crate::tls::{TlsClient, TlsConfigError, Verify};
 use crate::url::{self, Target, UrlError};
@@ -72,6 +72,8 @@ pub enum ConfigError {
     Tls(TlsConfigError),
     /// `--insecure` or `--cacert` with an `http://` URL.
     TlsOptionWithoutHttps(&'static str),
+    /// Two options that cannot be given together (the flags' names).
+    Conflict(&'static str, &'static str),
 }
 
 impl fmt::Display for ConfigError {
@@ -106,6 +108,7 @@ impl fmt::Display for ConfigError {
             ConfigError::TlsOptionWithoutHttps(opt) => {
                 write!(f, "{opt} applies to https:// URLs only")
             }
+            ConfigError::Conflict(a, b) => write!(f, "{a} cannot be used with {b}"),
         }
     }
 }
@@ -114,9 +117,10 @@ impl std::error::Error for ConfigError {}
 
 impl Config {
     /// Checks `args`, resolves the URL, reads the files, encodes the requests.
-    pub fn from_args(args: &LoadArgs) -> Result<Config, ConfigError> {
+    pub fn from_options(args: &LoadOptions) -> Result<Config, ConfigError> {
         let target = url::parse(&args.url).map_err(ConfigError::Url)?;
-        let cpus = args.cpus.as_ref().map(|c| c.0.clone()).unwrap_or_default();
+        Self::conflicts(args)?;
+        let cpus = args.cpus.clone();
         let default_threads = if cpus.is_empty() {
             std::thread::available_parallelism().map_or(1, |n| n.get())
         } else {
@@ -183,7 +187,29 @@ impl Config {
         })
     }
 
-    fn tls(args: &LoadArgs, target: &Target) -> Result<Option<TlsClient>, ConfigError> {
+    /// What the command line's clap definition also refuses, for callers that are not it.
+    fn conflicts(args: &LoadOptions) -> Result<(), ConfigError> {
+        if args.body.is_some() && args.body_file.is_some() {
+            return Err(ConfigError::Conflict("--body", "--body-file"));
+        }
+        if args.insecure && args.cacert.is_some() {
+            return Err(ConfigError::Conflict("--insecure", "--cacert"));
+        }
+        if !args.raw.is_empty() {
+            let other = [
+                (args.method.is_some(), "--method"),
+                (!args.headers.is_empty(), "--header"),
+                (args.body.is_some(), "--body"),
+                (args.body_file.is_some(), "--body-file"),
+            ];
+            if let Some((_, name)) = other.into_iter().find(|(given, _)| *given) {
+                return Err(ConfigError::Conflict("--raw", name));
+            }
+        }
+        Ok(())
+    }
+
+    fn tls(args: &LoadOptions, target: &Target) -> Result<Option<TlsClient>, ConfigError> {
         if !target.https {
             return match (args.insecure, &args.cacert) {
                 (true, _) => Err(ConfigError::TlsOptionWithoutHttps("--insecure")),
@@ -201,7 +227,7 @@ impl Config {
             .map_err(ConfigError::Tls)
     }
 
-    fn templates(args: &LoadArgs, target: &Target) -> Result<Vec<Template>, ConfigError> {
+    fn templates(args: &LoadOptions, target: &Target) -> Result<Vec<Template>, ConfigError> {
         if !args.raw.is_empty() {
             return args
                 .raw

@@ -1,7 +1,8 @@
 //! linerate-load: the load generator engine behind `linerate load` (issue B).
 //! One thread per core, each with its own epoll loop and connections; requests encoded once;
 //! responses framed only as far as counting needs (`linerate_http1::ResponseCounter`); per-thread HdrHistograms merged at the end.
-//! The binary only parses `LoadArgs` and calls `run`; tests and the lab call `measure`.
+//! Callers fill in `LoadOptions` (the binary from its flags, `lab compare` from a suite), check them
+//! into a `Config` and call `measure` or `measure_each`; rendering the `Report` is theirs.
 //!
 //! Engine choice, measured on the 2-core VM (see `examples/uring_probe.rs`): a request costs the
 //! client about 5 µs of CPU non-pipelined, over 90% of it in the kernel's TCP path; a syscall
@@ -14,34 +15,29 @@
 //! is the bottleneck it saves the server the cost of waking the generator per response.
 #![forbid(unsafe_code)]
 
-pub mod args;
 pub mod config;
 pub mod engine;
+pub mod options;
 pub mod report;
 pub mod request;
 pub mod schedule;
 pub mod stats;
 pub mod tls;
+pub mod units;
 pub mod url;
 pub mod worker;
 
-use std::io::Write;
-use std::process::ExitCode;
-use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use signal_hook::consts::SIGINT;
-
-pub use args::LoadArgs;
 pub use config::{Config, ConfigError};
 pub use engine::EngineError;
+pub use options::LoadOptions;
 pub use report::Report;
 
 /// Runs the load described by `cfg` and returns the report; prints nothing.
 pub fn measure(cfg: &Config) -> Result<Report, EngineError> {
     engine::preflight(cfg)?;
-    let results = engine::execute(cfg, &AtomicBool::new(false), |_, _| {})?;
-    Ok(build_report(cfg, &results))
+    measure_each(cfg, &AtomicBool::new(false), |_, _| {})
 }
 
 fn build_report(cfg: &Config, results: &[engine::RunResult]) -> Report {
@@ -53,35 +49,15 @@ fn build_report(cfg: &Config, results: &[engine::RunResult]) -> Report {
     }
 }
 
-/// `linerate load`: runs and prints the report (text, or JSON with `--json`).
-pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
-    let cfg = Config::from_args(&args)?;
-    engine::preflight(&cfg)?;
-    let setup = report::setup(&cfg);
-    let mut stdout = std::io::stdout();
-    if !cfg.json {
-        write!(stdout, "{}", report::header_text(&setup))?;
-        stdout.flush()?;
-    }
-    // Ctrl-C ends the run in progress and reports it, as wrk does; a second one kills.
-    let stop = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register_conditional_shutdown(SIGINT, 1, stop.clone())?;
-    signal_hook::flag::register(SIGINT, stop.clone())?;
-    let results = engine::execute(&cfg, &stop, |i, r| {
-        if !cfg.json {
-            let text =
-                report::run_text(&report::run_report(&cfg, r), i, cfg.runs, cfg.latency_table);
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(text.as_bytes());
-            let _ = out.flush();
-        }
-    })?;
-    let report = build_report(&cfg, &results);
-    if cfg.json {
-        serde_json::to_writer_pretty(&mut stdout, &report)?;
-        writeln!(stdout)?;
-    } else if report.runs.len() > 1 {
-        write!(stdout, "{}", report::median_text(&report.median))?;
-    }
-    Ok(ExitCode::SUCCESS)
+/// Runs the load described by `cfg` (already through `engine::preflight`, which makes the first
+/// connection and reports why it fails) until done or until `stop` is set: the run in progress
+/// then ends and is reported, as wrk does on Ctrl-C. `on_run` sees each run's report as it ends.
+/// Rendering is the caller's (`report::*_text`, or the `Report` as JSON).
+pub fn measure_each(
+    cfg: &Config,
+    stop: &AtomicBool,
+    mut on_run: impl FnMut(usize, &report::RunReport),
+) -> Result<Report, EngineError> {
+    let results = engine::execute(cfg, stop, |i, r| on_run(i, &report::run_report(cfg, r)))?;
+    Ok(build_report(cfg, &results))
 }

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::cpu_list_string;
+use linerate_load::units::format_cpu_list;
 
 /// Closest pairs listed in the text output.
 pub const CLOSEST_SHOWN: usize = 5;
@@ -332,7 +332,7 @@ impl Matrix {
             );
         }
         if let Some(p) = self.placement() {
-            let (s, l) = (cpu_list_string(&p.server), cpu_list_string(&p.load));
+            let (s, l) = (format_cpu_list(&p.server), format_cpu_list(&p.load));
             let cpus = |v: &[usize]| if v.len() == 1 { "CPU" } else { "CPUs" };
             let _ = writeln!(
                 out,

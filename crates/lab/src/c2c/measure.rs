@@ -14,9 +14,10 @@ use std::time::{Duration, Instant};
 
 use rustix::thread::CpuSet;
 
+use super::cpu_model;
 use super::matrix::{Cell, Matrix};
 use super::{DEFAULT_ROUND_TRIPS, MIN_ROUND_TRIPS, MIN_SAMPLES, Options};
-use super::{cpu_list_string, cpu_model};
+use linerate_load::units::format_cpu_list;
 
 /// Most CPUs one run measures: pairs grow as n², and at 256 CPUs (32,640 pairs) starting and
 /// pinning the threads alone takes seconds. Measure a subset with `--cores`.
@@ -72,7 +73,7 @@ impl fmt::Display for C2cError {
             C2cError::NotAllowed { cpu, allowed } => write!(
                 f,
                 "CPU {cpu} is not available to this process (allowed: {}); pick from those with --cores",
-                cpu_list_string(allowed)
+                format_cpu_list(allowed)
             ),
             C2cError::TooFewCpus { count } => write!(
                 f,

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use linerate_load::args::{CpuList, parse_cpus, parse_duration};
+use linerate_load::units::{self, format_cpu_list};
 
 pub use heatmap::{write_heatmap_png, write_heatmap_svg};
 pub use matrix::{Cell, Matrix, Pair, Placement};
@@ -40,27 +40,20 @@ pub const STALL_TIMEOUT: Duration = Duration::from_secs(1);
 pub const DEFAULT_OUT: &str = "lab-out/c2c";
 
 /// Measure core-to-core latency: compare-and-swap ping-pong between every pair of CPUs.
-#[derive(clap::Args, Debug, Clone)]
+#[derive(Debug, Clone)]
 pub struct C2cArgs {
     /// CPUs to measure, e.g. `0-3,8` (default: every CPU this process may run on).
-    #[arg(long, value_parser = parse_cpus)]
-    pub cores: Option<CpuList>,
+    pub cores: Option<Vec<usize>>,
     /// Round trips per sample (default: chosen to fit --budget, at most 20000).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub round_trips: Option<u64>,
     /// Samples per pair; the first is a warm-up and is discarded.
-    #[arg(long, default_value_t = DEFAULT_SAMPLES,
-          value_parser = clap::value_parser!(u32).range(i64::from(MIN_SAMPLES)..))]
     pub samples: u32,
     /// Time the whole run should fit in; picks the round trips per sample when --round-trips is
     /// not given (e.g. 60s, 2m).
-    #[arg(long, default_value = DEFAULT_BUDGET, value_parser = parse_duration)]
     pub budget: Duration,
     /// Directory for c2c.csv, c2c-err.csv, c2c.json, c2c.png and c2c.svg.
-    #[arg(long, default_value = DEFAULT_OUT)]
     pub out: PathBuf,
     /// Print the matrix as JSON on stdout instead of the table.
-    #[arg(long)]
     pub json: bool,
 }
 
@@ -82,7 +75,7 @@ impl Default for Options {
         Options {
             round_trips: None,
             samples: DEFAULT_SAMPLES,
-            budget: parse_duration(DEFAULT_BUDGET).unwrap_or(Duration::from_secs(60)),
+            budget: units::duration(DEFAULT_BUDGET).unwrap_or(Duration::from_secs(60)),
             stall_timeout: STALL_TIMEOUT,
         }
     }
@@ -92,7 +85,7 @@ impl Default for Options {
 /// the matrix, the closest pairs and the placement hint.
 pub fn run(args: &C2cArgs) -> anyhow::Result<ExitCode> {
     let cores = match &args.cores {
-        Some(list) => list.0.clone(),
+        Some(list) => list.clone(),
         None => allowed_cpus(),
     };
     let opts = Options {
@@ -105,7 +98,7 @@ pub fn run(args: &C2cArgs) -> anyhow::Result<ExitCode> {
     eprintln!(
         "c2c: {} CPUs ({}), {} pair(s) × {} samples × {} round trips; estimated {:.1?}",
         plan.cpus().len(),
-        cpu_list_string(plan.cpus()),
+        format_cpu_list(plan.cpus()),
         plan.pairs(),
         plan.samples(),
         plan.round_trips(),
@@ -167,34 +160,6 @@ pub fn write_all(matrix: &Matrix, dir: &std::path::Path) -> anyhow::Result<Vec<P
     Ok(written)
 }
 
-/// Formats CPUs as the `--cpus`/`--cores` syntax, runs collapsed: `[0, 1, 2, 3, 8]` → `0-3,8`.
-pub fn cpu_list_string(cpus: &[usize]) -> String {
-    let mut sorted = cpus.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let mut out = String::new();
-    let mut i = 0;
-    while i < sorted.len() {
-        let start = sorted[i];
-        while i + 1 < sorted.len() && sorted[i + 1] == sorted[i] + 1 {
-            i += 1;
-        }
-        if !out.is_empty() {
-            out.push(',');
-        }
-        match sorted[i] - start {
-            0 => {
-                let _ = write!(out, "{start}");
-            }
-            _ => {
-                let _ = write!(out, "{start}-{}", sorted[i]);
-            }
-        }
-        i += 1;
-    }
-    out
-}
-
 /// The CPU model from /proc/cpuinfo ("model name", x86), if there is one.
 pub fn cpu_model() -> Option<String> {
     let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
@@ -203,37 +168,4 @@ pub fn cpu_model() -> Option<String> {
         .find(|(key, _)| key.trim() == "model name")
         .map(|(_, value)| value.split_whitespace().collect::<Vec<_>>().join(" "))
         .filter(|model| !model.is_empty())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: C2cArgs,
-    }
-
-    #[test]
-    fn cpu_lists_collapse_runs() {
-        assert_eq!(cpu_list_string(&[0, 1, 2, 3, 8]), "0-3,8");
-        assert_eq!(cpu_list_string(&[5]), "5");
-        assert_eq!(cpu_list_string(&[3, 1, 2, 2, 7, 9, 10]), "1-3,7,9-10");
-        assert_eq!(cpu_list_string(&[]), "");
-    }
-
-    #[test]
-    fn command_line_parses() {
-        let cli = Cli::try_parse_from(["c2c", "--cores", "0-3,8", "--round-trips", "100"]).unwrap();
-        assert_eq!(cli.args.cores, Some(CpuList(vec![0, 1, 2, 3, 8])));
-        assert_eq!(cli.args.round_trips, Some(100));
-        assert_eq!(cli.args.samples, DEFAULT_SAMPLES);
-        assert_eq!(cli.args.budget, Duration::from_secs(60));
-        assert_eq!(cli.args.out, PathBuf::from(DEFAULT_OUT));
-        assert!(Cli::try_parse_from(["c2c", "--samples", "2"]).is_err());
-        assert!(Cli::try_parse_from(["c2c", "--round-trips", "0"]).is_err());
-        assert!(Cli::try_parse_from(["c2c", "--cores", "3-1"]).is_err());
-    }
 }

@@ -6,11 +6,12 @@
 
 use std::io::Read as _;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use clap::Parser as _;
+use linerate_load::LoadOptions;
 use linerate_load::stats::LatencySummary;
 use serde::Serialize;
 
@@ -90,85 +91,67 @@ impl Run<'_> {
         }
     }
 
-    fn linerate(&self) -> anyhow::Result<LoadResult> {
-        #[derive(clap::Parser)]
-        struct Wrap {
-            #[command(flatten)]
-            load: linerate_load::LoadArgs,
-        }
-        let cpus: Vec<String> = self.cpus.iter().map(usize::to_string).collect();
-        let mut argv = vec![
-            "load".to_string(),
-            self.url(),
-            "-c".into(),
-            self.connections.to_string(),
-            "-t".into(),
-            self.cpus.len().max(1).to_string(),
-            "--cpus".into(),
-            cpus.join(","),
-            "-p".into(),
-            self.workload.pipeline.to_string(),
-        ];
-        if self.workload.tls {
-            argv.push("-k".into());
-        }
-        if let Some(t) = self.timeout {
-            argv.extend(["--timeout".into(), format!("{}ms", t.as_millis())]);
-        }
-        if let Some(n) = self.workload.reconnect {
-            argv.extend(["--reconnect".into(), n.to_string()]);
-        }
-        match self.requests {
-            Some(n) => argv.extend(["-n".into(), n.to_string()]),
-            None => argv.extend(["-d".into(), format!("{}ms", self.duration.as_millis())]),
-        }
-        let raw_dir = if self.workload.paths.is_empty() {
-            None
+    /// The options `linerate load` would get for this run (no command line in between).
+    fn load_options(&self, raw: Vec<PathBuf>) -> LoadOptions {
+        let w = self.workload;
+        let (method, headers) = if raw.is_empty() {
+            (w.method.clone(), w.headers.clone())
         } else {
-            // One file of request bytes per path; linerate load deals them to connections.
-            let dir = std::env::temp_dir().join(format!(
+            (None, Vec::new())
+        };
+        LoadOptions {
+            url: self.url(),
+            connections: self.connections,
+            threads: Some(self.cpus.len().max(1)),
+            cpus: self.cpus.to_vec(),
+            pipeline: w.pipeline,
+            insecure: w.tls,
+            timeout: self
+                .timeout
+                .unwrap_or(linerate_load::options::DEFAULT_TIMEOUT),
+            reconnect: w.reconnect,
+            requests: self.requests,
+            duration: self.requests.is_none().then_some(self.duration),
+            raw,
+            method,
+            headers,
+            body: w.body.clone(),
+            rate: self.rate,
+            ..LoadOptions::default()
+        }
+    }
+
+    fn linerate(&self) -> anyhow::Result<LoadResult> {
+        let raw_dir = (!self.workload.paths.is_empty()).then(|| {
+            std::env::temp_dir().join(format!(
                 "linerate-lab-{}-raw-{}",
                 std::process::id(),
                 self.addr.port()
-            ));
-            std::fs::create_dir_all(&dir)?;
-            let mut files = Vec::new();
+            ))
+        });
+        let mut raw = Vec::new();
+        if let Some(dir) = &raw_dir {
+            // One file of request bytes per path; linerate load deals them to connections.
+            std::fs::create_dir_all(dir)?;
+            let fields: String = self
+                .workload
+                .headers
+                .iter()
+                .map(|h| format!("{h}\r\n"))
+                .collect();
             for (i, p) in self.workload.paths.iter().enumerate() {
                 let f = dir.join(format!("{i}.http"));
-                let fields: String = self
-                    .workload
-                    .headers
-                    .iter()
-                    .map(|h| format!("{h}\r\n"))
-                    .collect();
                 std::fs::write(
                     &f,
                     format!("GET {p} HTTP/1.1\r\nHost: {}\r\n{fields}\r\n", self.addr),
                 )?;
-                files.push(f.display().to_string());
-            }
-            argv.extend(["--raw".into(), files.join(",")]);
-            Some(dir)
-        };
-        if raw_dir.is_none() {
-            if let Some(m) = &self.workload.method {
-                argv.extend(["-m".into(), m.clone()]);
-            }
-            for h in &self.workload.headers {
-                argv.extend(["-H".into(), h.clone()]);
+                raw.push(f);
             }
         }
-        if let Some(b) = &self.workload.body {
-            argv.extend(["-b".into(), b.clone()]);
-        }
-        if let Some(r) = self.rate {
-            argv.extend(["-R".into(), r.to_string()]);
-        }
-        let args = Wrap::try_parse_from(&argv)
-            .map_err(|e| anyhow::anyhow!("load options {argv:?}: {e}"))?
-            .load;
-        let cfg = linerate_load::Config::from_args(&args)?;
-        let report = linerate_load::measure(&cfg);
+        let options = self.load_options(raw);
+        let report = linerate_load::Config::from_options(&options)
+            .map_err(anyhow::Error::from)
+            .and_then(|cfg| Ok(linerate_load::measure(&cfg)?));
         if let Some(dir) = raw_dir {
             let _ = std::fs::remove_dir_all(dir);
         }
@@ -382,6 +365,43 @@ Transfer/sec:     22.00MB
         ] {
             assert_eq!(run(&w, None), Generator::Linerate, "{why}");
         }
+    }
+
+    #[test]
+    fn load_options_are_what_the_run_asks_for() {
+        let w: Workload = toml::from_str(
+            "name = 'w'\npath = '/json'\ntls = true\npipeline = 16\nheaders = ['X-A: 1']",
+        )
+        .expect("a workload parses");
+        let run = |requests: Option<u64>, rate: Option<f64>| Run {
+            generator: Generator::Linerate,
+            addr: "127.0.0.1:1".parse().unwrap(),
+            workload: &w,
+            connections: 4,
+            cpus: &[1, 3],
+            duration: Duration::from_millis(2500),
+            rate,
+            requests,
+            timeout: None,
+        };
+        let o = run(None, Some(100.0)).load_options(Vec::new());
+        assert_eq!(o.url, "https://127.0.0.1:1/json");
+        assert_eq!((o.connections, o.threads, o.pipeline), (4, Some(2), 16));
+        assert_eq!(o.cpus, vec![1, 3]);
+        assert!(o.insecure);
+        assert_eq!(o.headers, vec!["X-A: 1".to_string()]);
+        assert_eq!(o.duration, Some(Duration::from_millis(2500)));
+        assert_eq!((o.requests, o.rate), (None, Some(100.0)));
+        assert_eq!(o.timeout, linerate_load::options::DEFAULT_TIMEOUT);
+        let cfg = linerate_load::Config::from_options(&o).expect("the options are valid");
+        assert_eq!((cfg.threads, cfg.pipeline), (2, 16));
+
+        let o = run(Some(500), None).load_options(vec![PathBuf::from("/tmp/0.http")]);
+        assert_eq!((o.requests, o.duration), (Some(500), None));
+        assert!(
+            o.headers.is_empty() && o.method.is_none(),
+            "raw requests carry their fields"
+        );
     }
 
     #[test]

@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
+use linerate_load::units::format_cpu_list;
 
 use driver::{Generator, LoadResult, Run};
 use report::{Record, Setup, WorkloadResult};
@@ -32,56 +33,40 @@ use stats::{Measured, Outcome, Sample};
 use suite::{LoadTool, Resolved, ServerSpec, Suite, Workload};
 
 /// Options of `linerate lab compare`; every suite setting can be overridden here.
-#[derive(clap::Args, Debug, Clone, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct CompareArgs {
     /// Suite file (TOML) [default: the built-in suite: floor, linerate, nginx on JSON and
     /// pipelined plaintext].
-    #[arg(long)]
     pub suite: Option<PathBuf>,
     /// Print the built-in suite (to copy and edit) and exit.
-    #[arg(long)]
     pub print_suite: bool,
     /// Only these servers (comma-separated names from the suite).
-    #[arg(long, value_delimiter = ',')]
     pub servers: Vec<String>,
     /// Only these workloads (comma-separated names from the suite).
-    #[arg(long, value_delimiter = ',')]
     pub workloads: Vec<String>,
     /// Interleaved rounds.
-    #[arg(long)]
     pub rounds: Option<usize>,
     /// Measured load per sample, e.g. 5s.
-    #[arg(long)]
     pub duration: Option<String>,
     /// Load before each sample, not counted.
-    #[arg(long)]
     pub warmup: Option<String>,
     /// CPUs the servers are pinned to, e.g. 0 or 0-3.
-    #[arg(long)]
     pub server_cpus: Option<String>,
     /// CPUs the load generator is pinned to (one thread each).
-    #[arg(long)]
     pub load_cpus: Option<String>,
     /// Connections.
-    #[arg(short = 'c', long)]
     pub connections: Option<usize>,
     /// Load generator.
-    #[arg(long, value_enum)]
     pub load: Option<LoadTool>,
     /// Server the ratios are taken against.
-    #[arg(long)]
     pub baseline: Option<String>,
     /// Skip the fixed-rate latency runs.
-    #[arg(long)]
     pub no_latency: bool,
     /// Also count user-space instructions per request under valgrind callgrind.
-    #[arg(long)]
     pub instructions: bool,
     /// Output directory [default: lab-out/compare-<UTC date-time>].
-    #[arg(long)]
     pub out: Option<PathBuf>,
     /// Splice the report into this Markdown file between the lab's markers (appended if absent).
-    #[arg(long)]
     pub update_docs: Option<PathBuf>,
 }
 
@@ -221,7 +206,7 @@ fn execute(suite: &Suite, cfg: &Resolved, args: &CompareArgs) -> anyhow::Result<
     let exe = std::env::current_exe().context("cannot find this program's path")?;
     let mut base_vars = BTreeMap::new();
     base_vars.insert("linerate".to_string(), exe.display().to_string());
-    base_vars.insert("cpus".to_string(), cpu_list(&cfg.server_cpus));
+    base_vars.insert("cpus".to_string(), format_cpu_list(&cfg.server_cpus));
     let cwd = std::env::current_dir().context("cannot read the working directory")?;
     base_vars.insert("cwd".to_string(), cwd.display().to_string());
     let fixtures = fixtures::Fixtures::create()?;
@@ -496,10 +481,6 @@ fn relative_prefix(doc: &Path, out: &Path) -> String {
     }
     let s = p.display().to_string();
     if s.is_empty() { s } else { format!("{s}/") }
-}
-
-fn cpu_list(c: &[usize]) -> String {
-    c.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use linerate_load::units::format_cpu_list;
 use serde::{Deserialize, Serialize};
 
 use super::charts::human;
@@ -68,10 +69,6 @@ pub fn docs_markers(key: &str) -> (String, String) {
     )
 }
 
-fn cpu_list(c: &[usize]) -> String {
-    c.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
-}
-
 fn spread(s: Option<super::stats::Spread>) -> String {
     s.map_or("–".into(), |s| {
         format!("{} ({}–{})", human(s.median), human(s.min), human(s.max))
@@ -95,7 +92,7 @@ pub fn markdown(r: &Record, image_prefix: &str) -> String {
         "- Machine: {}, {} CPUs online (this run may use {}), {}",
         m.cpu_model,
         m.cpus_online,
-        cpu_list(&m.cpus_allowed),
+        format_cpu_list(&m.cpus_allowed),
         m.kernel
     );
     let _ = writeln!(o, "- Date: {}", m.date_utc);
@@ -109,11 +106,11 @@ pub fn markdown(r: &Record, image_prefix: &str) -> String {
         "- Setup: each server pinned to CPU {} and started fresh for every sample; load from {} \
          ({} thread{}, pinned to CPU {}), {} connections; {} interleaved round{} of {} s after a \
          {} s warm-up. Figures are medians (min–max over rounds).",
-        cpu_list(&s.server_cpus),
+        format_cpu_list(&s.server_cpus),
         r.generator,
         s.load_cpus.len(),
         if s.load_cpus.len() == 1 { "" } else { "s" },
-        cpu_list(&s.load_cpus),
+        format_cpu_list(&s.load_cpus),
         s.connections,
         s.rounds,
         if s.rounds == 1 { "" } else { "s" },

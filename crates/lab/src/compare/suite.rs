@@ -68,7 +68,7 @@ impl Default for Settings {
 }
 
 /// Which program generates the load.
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum LoadTool {
     /// wrk when it is on PATH, else linerate load.
@@ -229,13 +229,10 @@ impl Suite {
     pub fn resolve(&self) -> anyhow::Result<Resolved> {
         let s = &self.settings;
         let dur = |name: &str, v: &str| {
-            linerate_load::args::parse_duration(v)
-                .map_err(|e| anyhow::anyhow!("settings.{name}: {e}"))
+            linerate_load::units::duration(v).map_err(|e| anyhow::anyhow!("settings.{name}: {e}"))
         };
         let cpus = |name: &str, v: &str| {
-            linerate_load::args::parse_cpus(v)
-                .map(|c| c.0)
-                .map_err(|e| anyhow::anyhow!("settings.{name}: {e}"))
+            linerate_load::units::cpus(v).map_err(|e| anyhow::anyhow!("settings.{name}: {e}"))
         };
         if s.rounds == 0 {
             bail!("settings.rounds must be at least 1");

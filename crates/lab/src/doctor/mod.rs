@@ -21,7 +21,6 @@ mod tcp;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::str::FromStr;
 
 use anyhow::Context as _;
 use serde::Serialize;
@@ -233,40 +232,22 @@ pub fn audit(host: &dyn Host) -> Vec<Finding> {
     findings
 }
 
-/// A CPU list argument such as `0-3,8`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CpuList(pub Vec<usize>);
-
-impl FromStr for CpuList {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<CpuList, String> {
-        match parse::cpu_list(s) {
-            Some(cpus) if !cpus.is_empty() => Ok(CpuList(cpus)),
-            _ => Err(format!("not a CPU list like 0-3,8: {s:?}")),
-        }
-    }
-}
-
 /// `linerate lab doctor`: audit this host (read-only) against the nine tuning steps.
-#[derive(clap::Args, Debug, Clone)]
+#[derive(Debug, Clone)]
 pub struct DoctorArgs {
     /// Print the findings as JSON instead of a text report.
-    #[arg(long)]
     pub json: bool,
     /// Audit a captured tree instead of this host: DIR/proc, DIR/sys, DIR/lib/modules stand in for
     /// the real ones and DIR/commands/<argv joined by '_'> for command outputs (tests, fixtures).
-    #[arg(long, value_name = "DIR", default_value = "/")]
     pub root: PathBuf,
     /// The CPUs the server would use, e.g. 0-3,8 (default: this process's allowed CPUs).
-    #[arg(long, value_name = "LIST")]
-    pub cpus: Option<CpuList>,
+    pub cpus: Option<Vec<usize>>,
 }
 
 /// Audits the host (or `--root` tree) and prints the report on stdout. Exits 0 whatever the
 /// findings are: this is an audit, not a gate.
 pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
-    let cpus = args.cpus.clone().map(|CpuList(cpus)| cpus);
+    let cpus = args.cpus.clone();
     let findings = if args.root == std::path::Path::new("/") {
         let host = cpus.map_or_else(SystemHost::new, SystemHost::with_cpus);
         audit(&host)

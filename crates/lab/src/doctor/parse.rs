@@ -6,52 +6,14 @@ use super::host::NofileLimit;
 
 /// Bits per comma-separated group in a kernel CPU mask (`ffffffff,00000001`).
 const MASK_GROUP_BITS: usize = 32;
-/// Largest CPU number a list may name; stops `0-4294967295` from allocating the world.
-const MAX_CPU: usize = 1 << 16;
 
-/// Parses a kernel CPU list such as `0-3,8,10-11` (an empty list is `Some(vec![])`).
+/// A kernel CPU list such as `0-3,8,10-11` (an empty list is `Some(vec![])`), through the
+/// workspace's one CPU-list parser.
 pub fn cpu_list(text: &str) -> Option<Vec<usize>> {
-    let text = text.trim();
-    let mut cpus = Vec::new();
-    if text.is_empty() {
-        return Some(cpus);
-    }
-    for part in text.split(',') {
-        let (lo, hi): (usize, usize) = match part.split_once('-') {
-            Some((lo, hi)) => (lo.trim().parse().ok()?, hi.trim().parse().ok()?),
-            None => {
-                let cpu = part.trim().parse().ok()?;
-                (cpu, cpu)
-            }
-        };
-        if lo > hi || hi > MAX_CPU {
-            return None;
-        }
-        cpus.extend(lo..=hi);
-    }
-    cpus.sort_unstable();
-    cpus.dedup();
-    Some(cpus)
+    linerate_load::units::cpu_list(text).ok()
 }
 
-/// Formats CPUs the way the kernel does: `[0,1,2,3,8]` → `0-3,8`.
-pub fn format_cpu_list(cpus: &[usize]) -> String {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let start = cpus[i];
-        while i + 1 < cpus.len() && cpus[i + 1] == cpus[i] + 1 {
-            i += 1;
-        }
-        out.push(if cpus[i] == start {
-            start.to_string()
-        } else {
-            format!("{start}-{}", cpus[i])
-        });
-        i += 1;
-    }
-    out.join(",")
-}
+pub use linerate_load::units::format_cpu_list;
 
 /// Parses a hex CPU mask such as `00000000,00000003` into CPU numbers.
 pub fn cpu_mask(text: &str) -> Option<Vec<usize>> {

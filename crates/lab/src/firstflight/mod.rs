@@ -40,25 +40,20 @@ pub const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(10);
 /// initial congestion window (RFC 6928)? Counts the bytes on the wire (compressed as sent),
 /// reports the connection's MSS and judges at the assumed Internet MSS. Exit status 1 when
 /// it does not fit.
-#[derive(clap::Args, Debug, Clone)]
+#[derive(Debug, Clone)]
 pub struct FirstflightArgs {
     /// The page to check: http://host[:port]/path (https is not supported yet).
     pub url: String,
     /// Accept-Encoding to send; "" sends none, "identity" asks for no compression.
-    #[arg(long, default_value = DEFAULT_ACCEPT_ENCODING)]
     pub encoding: String,
     /// MSS the verdict assumes, in payload bytes per segment (1460 = Ethernet less IPv4+TCP
     /// headers). The connection's own MSS is reported beside it.
-    #[arg(long, default_value_t = INTERNET_MSS, value_parser = clap::value_parser!(u32).range(1..))]
     pub mss: u32,
     /// Initial congestion window in segments (RFC 6928: 10).
-    #[arg(long, default_value_t = RFC6928_INITCWND, value_parser = clap::value_parser!(u32).range(1..))]
     pub initcwnd: u32,
     /// Print the report as JSON.
-    #[arg(long)]
     pub json: bool,
     /// Only the page: do not scan HTML for resources.
-    #[arg(long)]
     pub no_resources: bool,
 }
 

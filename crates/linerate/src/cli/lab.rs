@@ -1,10 +1,213 @@
-//! `linerate lab …` flags that live in the binary (the floor's), and their mapping.
+//! `linerate lab …`: every tool's flags (clap) and their mapping onto the lab's plain argument
+//! structs; the floor's wiring. The lab library takes data, never a command line.
 #![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use linerate_lab::c2c::{C2cArgs, DEFAULT_BUDGET, DEFAULT_OUT, DEFAULT_SAMPLES, MIN_SAMPLES};
+use linerate_lab::compare::CompareArgs;
+use linerate_lab::compare::suite::LoadTool;
+use linerate_lab::doctor::DoctorArgs;
+use linerate_lab::firstflight::{
+    DEFAULT_ACCEPT_ENCODING, FirstflightArgs, INTERNET_MSS, RFC6928_INITCWND,
+};
+use linerate_load::units;
+
+/// Options of `linerate lab compare`; every suite setting can be overridden here.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct CompareFlags {
+    /// Suite file (TOML) [default: the built-in suite: floor, linerate, nginx on JSON and
+    /// pipelined plaintext].
+    #[arg(long)]
+    suite: Option<PathBuf>,
+    /// Print the built-in suite (to copy and edit) and exit.
+    #[arg(long)]
+    print_suite: bool,
+    /// Only these servers (comma-separated names from the suite).
+    #[arg(long, value_delimiter = ',')]
+    servers: Vec<String>,
+    /// Only these workloads (comma-separated names from the suite).
+    #[arg(long, value_delimiter = ',')]
+    workloads: Vec<String>,
+    /// Interleaved rounds.
+    #[arg(long)]
+    rounds: Option<usize>,
+    /// Measured load per sample, e.g. 5s.
+    #[arg(long)]
+    duration: Option<String>,
+    /// Load before each sample, not counted.
+    #[arg(long)]
+    warmup: Option<String>,
+    /// CPUs the servers are pinned to, e.g. 0 or 0-3.
+    #[arg(long)]
+    server_cpus: Option<String>,
+    /// CPUs the load generator is pinned to (one thread each).
+    #[arg(long)]
+    load_cpus: Option<String>,
+    /// Connections.
+    #[arg(short = 'c', long)]
+    connections: Option<usize>,
+    /// Load generator.
+    #[arg(long, value_enum)]
+    load: Option<LoadToolFlag>,
+    /// Server the ratios are taken against.
+    #[arg(long)]
+    baseline: Option<String>,
+    /// Skip the fixed-rate latency runs.
+    #[arg(long)]
+    no_latency: bool,
+    /// Also count user-space instructions per request under valgrind callgrind.
+    #[arg(long)]
+    instructions: bool,
+    /// Output directory [default: lab-out/compare-<UTC date-time>].
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Splice the report into this Markdown file between the lab's markers (appended if absent).
+    #[arg(long)]
+    update_docs: Option<PathBuf>,
+}
+
+/// `linerate lab doctor`: audit this host (read-only) against the nine tuning steps.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct DoctorFlags {
+    /// Print the findings as JSON instead of a text report.
+    #[arg(long)]
+    json: bool,
+    /// Audit a captured tree instead of this host: DIR/proc, DIR/sys, DIR/lib/modules stand in for
+    /// the real ones and DIR/commands/<argv joined by '_'> for command outputs (tests, fixtures).
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    root: PathBuf,
+    /// The CPUs the server would use, e.g. 0-3,8 (default: this process's allowed CPUs).
+    #[arg(long, value_name = "LIST", value_parser = units::cpus)]
+    cpus: Option<super::CpuList>,
+}
+
+/// Measure core-to-core latency: compare-and-swap ping-pong between every pair of CPUs.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct C2cFlags {
+    /// CPUs to measure, e.g. `0-3,8` (default: every CPU this process may run on).
+    #[arg(long, value_parser = units::cpus)]
+    cores: Option<super::CpuList>,
+    /// Round trips per sample (default: chosen to fit --budget, at most 20000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    round_trips: Option<u64>,
+    /// Samples per pair; the first is a warm-up and is discarded.
+    #[arg(long, default_value_t = DEFAULT_SAMPLES,
+          value_parser = clap::value_parser!(u32).range(i64::from(MIN_SAMPLES)..))]
+    samples: u32,
+    /// Time the whole run should fit in; picks the round trips per sample when --round-trips is
+    /// not given (e.g. 60s, 2m).
+    #[arg(long, default_value = DEFAULT_BUDGET, value_parser = units::duration)]
+    budget: Duration,
+    /// Directory for c2c.csv, c2c-err.csv, c2c.json, c2c.png and c2c.svg.
+    #[arg(long, default_value = DEFAULT_OUT)]
+    out: PathBuf,
+    /// Print the matrix as JSON on stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Does a response — for an HTML page, the page plus its same-origin resources — fit the
+/// initial congestion window (RFC 6928)? Counts the bytes on the wire (compressed as sent),
+/// reports the connection's MSS and judges at the assumed Internet MSS. Exit status 1 when
+/// it does not fit.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct FirstflightFlags {
+    /// The page to check: http://host[:port]/path (https is not supported yet).
+    url: String,
+    /// Accept-Encoding to send; "" sends none, "identity" asks for no compression.
+    #[arg(long, default_value = DEFAULT_ACCEPT_ENCODING)]
+    encoding: String,
+    /// MSS the verdict assumes, in payload bytes per segment (1460 = Ethernet less IPv4+TCP
+    /// headers). The connection's own MSS is reported beside it.
+    #[arg(long, default_value_t = INTERNET_MSS, value_parser = clap::value_parser!(u32).range(1..))]
+    mss: u32,
+    /// Initial congestion window in segments (RFC 6928: 10).
+    #[arg(long, default_value_t = RFC6928_INITCWND, value_parser = clap::value_parser!(u32).range(1..))]
+    initcwnd: u32,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Only the page: do not scan HTML for resources.
+    #[arg(long)]
+    no_resources: bool,
+}
+
+/// Which program generates the load (`--load`).
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub(crate) enum LoadToolFlag {
+    /// wrk when it is on PATH, else linerate load.
+    Auto,
+    Wrk,
+    Linerate,
+}
+
+impl From<CompareFlags> for CompareArgs {
+    fn from(f: CompareFlags) -> CompareArgs {
+        CompareArgs {
+            suite: f.suite,
+            print_suite: f.print_suite,
+            servers: f.servers,
+            workloads: f.workloads,
+            rounds: f.rounds,
+            duration: f.duration,
+            warmup: f.warmup,
+            server_cpus: f.server_cpus,
+            load_cpus: f.load_cpus,
+            connections: f.connections,
+            load: f.load.map(|l| match l {
+                LoadToolFlag::Auto => LoadTool::Auto,
+                LoadToolFlag::Wrk => LoadTool::Wrk,
+                LoadToolFlag::Linerate => LoadTool::Linerate,
+            }),
+            baseline: f.baseline,
+            no_latency: f.no_latency,
+            instructions: f.instructions,
+            out: f.out,
+            update_docs: f.update_docs,
+        }
+    }
+}
+
+impl From<DoctorFlags> for DoctorArgs {
+    fn from(f: DoctorFlags) -> DoctorArgs {
+        DoctorArgs {
+            json: f.json,
+            root: f.root,
+            cpus: f.cpus,
+        }
+    }
+}
+
+impl From<C2cFlags> for C2cArgs {
+    fn from(f: C2cFlags) -> C2cArgs {
+        C2cArgs {
+            cores: f.cores,
+            round_trips: f.round_trips,
+            samples: f.samples,
+            budget: f.budget,
+            out: f.out,
+            json: f.json,
+        }
+    }
+}
+
+impl From<FirstflightFlags> for FirstflightArgs {
+    fn from(f: FirstflightFlags) -> FirstflightArgs {
+        FirstflightArgs {
+            url: f.url,
+            encoding: f.encoding,
+            mss: f.mss,
+            initcwnd: f.initcwnd,
+            json: f.json,
+            no_resources: f.no_resources,
+        }
+    }
+}
 
 #[derive(Args)]
 pub(crate) struct FloorArgs {
@@ -37,4 +240,30 @@ pub(crate) fn floor(a: &FloorArgs) -> anyhow::Result<ExitCode> {
         cpu: a.cpu,
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct C2c {
+        #[command(flatten)]
+        args: C2cFlags,
+    }
+
+    #[test]
+    fn c2c_command_line_parses() {
+        let parse = |argv: &[&str]| C2c::try_parse_from(argv).map(|c| C2cArgs::from(c.args));
+        let args = parse(&["c2c", "--cores", "0-3,8", "--round-trips", "100"]).unwrap();
+        assert_eq!(args.cores, Some(vec![0, 1, 2, 3, 8]));
+        assert_eq!(args.round_trips, Some(100));
+        assert_eq!(args.samples, DEFAULT_SAMPLES);
+        assert_eq!(args.budget, Duration::from_secs(60));
+        assert_eq!(args.out, PathBuf::from(DEFAULT_OUT));
+        assert!(parse(&["c2c", "--samples", "2"]).is_err());
+        assert!(parse(&["c2c", "--round-trips", "0"]).is_err());
+        assert!(parse(&["c2c", "--cores", "3-1"]).is_err());
+    }
 }

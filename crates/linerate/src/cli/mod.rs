@@ -1,9 +1,10 @@
 //! Command-line definitions (clap) and their mapping onto the library crates' configurations.
-//! One file per command family: `serve`, `lab`; `parse` holds the value parsers they share.
+//! One file per command family: `serve`, `load`, `lab`. Values with units (durations, CPU lists)
+//! are read by `linerate_load::units`, the workspace's one parser of each.
 #![forbid(unsafe_code)]
 
 mod lab;
-mod parse;
+pub mod load;
 mod serve;
 
 use std::process::ExitCode;
@@ -32,7 +33,7 @@ enum Command {
     /// Serve HTTP/1.1 (the default): the demo app (TechEmpower and HttpArena endpoints).
     Serve(ServeArgs),
     /// Generate HTTP/1.1 load against a URL (wrk-style flags; honest latency with --rate).
-    Load(linerate_load::LoadArgs),
+    Load(load::LoadArgs),
     /// Run the lab tools.
     Lab {
         #[command(subcommand)]
@@ -47,39 +48,43 @@ enum LabTool {
     Floor(FloorArgs),
     /// Compare servers side by side: interleaved rounds, req/s, CPU cost per request, latency
     /// at a fixed rate, ratios to the floor; Markdown report, raw JSON and charts.
-    Compare(Box<linerate_lab::compare::CompareArgs>),
+    Compare(Box<lab::CompareFlags>),
     /// Audit this host (read-only) against the nine tuning steps, kTLS, io_uring and limits.
-    Doctor(linerate_lab::doctor::DoctorArgs),
+    Doctor(lab::DoctorFlags),
     /// Core-to-core latency matrix (CAS ping-pong per CPU pair), CSV and PNG heatmap, and
     /// which CPUs to give the server and the load.
-    C2c(linerate_lab::c2c::C2cArgs),
+    C2c(lab::C2cFlags),
     /// Bytes and segments of a response (and an HTML page's first view) against the initial
     /// congestion window (10 segments, RFC 6928).
-    Firstflight(linerate_lab::firstflight::FirstflightArgs),
+    Firstflight(lab::FirstflightFlags),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         None => serve::serve(cli.serve),
         Some(Command::Serve(args)) => serve::serve(args),
-        Some(Command::Load(args)) => linerate_load::run(args),
+        Some(Command::Load(args)) => load::run(&args.into_options()),
         Some(Command::Lab {
             tool: LabTool::Floor(a),
         }) => lab::floor(&a),
         Some(Command::Lab {
             tool: LabTool::Compare(a),
-        }) => linerate_lab::compare::run(&a),
+        }) => linerate_lab::compare::run(&(*a).into()),
         Some(Command::Lab {
             tool: LabTool::Doctor(a),
-        }) => linerate_lab::doctor::run(&a),
+        }) => linerate_lab::doctor::run(&a.into()),
         Some(Command::Lab {
             tool: LabTool::C2c(a),
-        }) => linerate_lab::c2c::run(&a),
+        }) => linerate_lab::c2c::run(&a.into()),
         Some(Command::Lab {
             tool: LabTool::Firstflight(a),
-        }) => linerate_lab::firstflight::run(&a),
+        }) => linerate_lab::firstflight::run(&a.into()),
     }
 }
+
+/// A parsed CPU-list flag (`0,2-3`). An alias, not `Vec<usize>` written out: clap's derive reads
+/// a field spelled `Vec<_>` as a repeated flag, and this is one value.
+pub(crate) type CpuList = Vec<usize>;
 
 pub(crate) fn init_tracing(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()

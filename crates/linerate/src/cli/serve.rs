@@ -11,7 +11,7 @@ use clap::Args;
 use linerate_server::{Config, LogTarget, Server, config as defaults};
 
 use super::init_tracing;
-use super::parse::{CpuList, parse_cpu_list, parse_duration};
+use linerate_load::units;
 
 #[derive(Args, Clone)]
 pub(crate) struct ServeArgs {
@@ -22,8 +22,8 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     workers: Option<usize>,
     /// CPUs to pin workers to, e.g. `0,2-3` (default: every CPU this process may use).
-    #[arg(long, value_parser = parse_cpu_list)]
-    cpus: Option<CpuList>,
+    #[arg(long, value_parser = units::cpus)]
+    cpus: Option<super::CpuList>,
     /// Do not pin workers to CPUs.
     #[arg(long)]
     no_pin: bool,
@@ -49,22 +49,22 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = defaults::MAX_STREAM_BODY_BYTES)]
     max_stream_body_bytes: u64,
     /// HEADER_TIMEOUT: from a request's first byte to the end of its head (408 after), e.g. 10s.
-    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    #[arg(long, value_parser = units::duration, default_value = "10s")]
     header_timeout: Duration,
     /// BODY_TIMEOUT: longest gap between reads of a request body (408 after).
-    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    #[arg(long, value_parser = units::duration, default_value = "30s")]
     body_timeout: Duration,
     /// KEEPALIVE_TIMEOUT: how long an idle keep-alive connection stays open.
-    #[arg(long, value_parser = parse_duration, default_value = "60s")]
+    #[arg(long, value_parser = units::duration, default_value = "60s")]
     keepalive_timeout: Duration,
     /// SEND_TIMEOUT: longest wait for a client to read a response.
-    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    #[arg(long, value_parser = units::duration, default_value = "30s")]
     send_timeout: Duration,
     /// MAX_REQUESTS_PER_CONN: requests per connection before it closes (default: unlimited).
     #[arg(long)]
     max_requests_per_conn: Option<u64>,
     /// DRAIN_TIMEOUT: on SIGTERM/SIGINT, how long in-flight requests may take.
-    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    #[arg(long, value_parser = units::duration, default_value = "10s")]
     drain_timeout: Duration,
     /// Write an nginx `combined` access log to this file (`-` for stdout). Off by default.
     #[arg(long)]
@@ -119,7 +119,7 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         addr: a.addr,
         files,
         tls,
-        cpus: a.cpus.map(|c| c.0).unwrap_or_default(),
+        cpus: a.cpus.unwrap_or_default(),
         workers: a.workers.unwrap_or(0),
         pin: !a.no_pin,
         steering: !a.no_steering,

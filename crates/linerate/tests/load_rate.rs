@@ -2,7 +2,8 @@
 //! test binary, one at a time, so the other tests do not steal the CPU they measure.
 #![forbid(unsafe_code)]
 
-mod common;
+mod load_common;
+use load_common as common;
 
 use std::sync::Mutex;
 

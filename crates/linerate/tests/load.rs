@@ -3,7 +3,8 @@
 //! `--requests` or a short `--duration`, and every server by `SERVER_LIFETIME`.
 #![forbid(unsafe_code)]
 
-mod common;
+mod load_common;
+use load_common as common;
 
 use common::{Behavior, Server, args, assert_exact, measure};
 
@@ -307,7 +308,7 @@ fn json_parses_and_matches_text() {
 #[test]
 fn connections_spread_exactly() {
     let cfg =
-        linerate_load::Config::from_args(&args(&["-t", "3", "-c", "10", "http://127.0.0.1:1/"]))
+        linerate_load::Config::from_options(&args(&["-t", "3", "-c", "10", "http://127.0.0.1:1/"]))
             .unwrap();
     let per: Vec<usize> = (0..3).map(|t| cfg.connections_of(t)).collect();
     assert_eq!(per, [4, 3, 3]);
@@ -315,7 +316,7 @@ fn connections_spread_exactly() {
 }
 
 fn config_error(line: &[&str]) -> String {
-    let e = linerate_load::Config::from_args(&args(line)).expect_err("must be refused");
+    let e = linerate_load::Config::from_options(&args(line)).expect_err("must be refused");
     let msg = e.to_string();
     assert!(!msg.contains('\n'), "one line: {msg:?}");
     msg
@@ -349,7 +350,7 @@ fn unreachable_host_is_one_clear_line() {
         .unwrap()
         .port();
     let url = format!("http://127.0.0.1:{port}/");
-    let err = linerate_load::run(args(&["-n", "1", &url])).expect_err("refused");
+    let err = linerate::cli::load::run(&args(&["-n", "1", &url])).expect_err("refused");
     let msg = format!("{err:#}");
     assert!(msg.starts_with("cannot connect to 127.0.0.1:"), "{msg}");
     assert!(!msg.contains('\n'));
@@ -357,12 +358,7 @@ fn unreachable_host_is_one_clear_line() {
 
 #[test]
 fn unknown_flag_is_refused() {
-    use clap::Parser;
-    #[derive(Parser, Debug)]
-    struct Cli {
-        #[command(flatten)]
-        args: linerate_load::LoadArgs,
-    }
-    assert!(Cli::try_parse_from(["load", "--frobnicate", "http://127.0.0.1/"]).is_err());
-    assert!(Cli::try_parse_from(["load", "-d", "ten", "http://127.0.0.1/"]).is_err());
+    let parse = |line: &[&str]| linerate::cli::load::options_from(line.iter().copied());
+    assert!(parse(&["--frobnicate", "http://127.0.0.1/"]).is_err());
+    assert!(parse(&["-d", "ten", "http://127.0.0.1/"]).is_err());
 }

@@ -5,7 +5,8 @@
 //! TLS 1.2-only server, reconnects, and the wrong protocol either way round. Every run is bounded.
 #![forbid(unsafe_code)]
 
-mod common;
+mod load_common;
+use load_common as common;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -251,7 +252,7 @@ fn cacert_trusts_the_generated_ca() {
 #[test]
 fn unknown_issuer_is_one_clear_line() {
     let s = TlsServer::start(&all_versions());
-    let cfg = linerate_load::Config::from_args(&args(&["-n", "10", &s.url()])).expect("config");
+    let cfg = linerate_load::Config::from_options(&args(&["-n", "10", &s.url()])).expect("config");
     let err = linerate_load::measure(&cfg)
         .expect_err("the webpki roots do not know the test CA")
         .to_string();
@@ -267,9 +268,16 @@ fn refused_handshakes_inside_a_run_are_counted_and_closed() {
     // Past the pre-flight check (as when a certificate changes mid-run): each handshake the
     // client refuses ends its connection, counts as a tls error, and the run still ends on time.
     let s = TlsServer::start(&all_versions());
-    let cfg =
-        linerate_load::Config::from_args(&args(&["-t", "1", "-c", "2", "-d", "300ms", &s.url()]))
-            .expect("config");
+    let cfg = linerate_load::Config::from_options(&args(&[
+        "-t",
+        "1",
+        "-c",
+        "2",
+        "-d",
+        "300ms",
+        &s.url(),
+    ]))
+    .expect("config");
     let never = AtomicBool::new(false);
     let results = linerate_load::engine::execute(&cfg, &never, |_, _| {}).expect("run ends");
     let m = &results[0].merged;
@@ -282,9 +290,16 @@ fn refused_handshakes_inside_a_run_are_counted_and_closed() {
 
     // Enough connections to fail MAX_CONNECT_FAILURES_IN_ROW times quickly: the worker gives up
     // with the certificate error as its one line.
-    let cfg =
-        linerate_load::Config::from_args(&args(&["-t", "1", "-c", "100", "-d", "20s", &s.url()]))
-            .expect("config");
+    let cfg = linerate_load::Config::from_options(&args(&[
+        "-t",
+        "1",
+        "-c",
+        "100",
+        "-d",
+        "20s",
+        &s.url(),
+    ]))
+    .expect("config");
     let err = linerate_load::engine::execute(&cfg, &never, |_, _| {})
         .expect_err("every handshake is refused")
         .to_string();
@@ -376,7 +391,7 @@ fn https_to_a_plain_server_fails_cleanly() {
     let s = common::Server::start(common::Behavior::Ok);
     let url = format!("https://{}/", s.addr);
     let cfg =
-        linerate_load::Config::from_args(&args(&["-k", "--timeout", "300ms", "-n", "5", &url]))
+        linerate_load::Config::from_options(&args(&["-k", "--timeout", "300ms", "-n", "5", &url]))
             .expect("config");
     let err = linerate_load::measure(&cfg)
         .expect_err("no TLS there")
@@ -388,7 +403,7 @@ fn https_to_a_plain_server_fails_cleanly() {
 #[test]
 fn tls_options_are_checked() {
     let err = |line: &[&str]| {
-        linerate_load::Config::from_args(&args(line))
+        linerate_load::Config::from_options(&args(line))
             .expect_err("refused")
             .to_string()
     };

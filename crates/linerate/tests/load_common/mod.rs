@@ -194,24 +194,14 @@ fn dribble(sock: &mut TcpStream, bytes: &[u8], step: usize) {
     }
 }
 
-/// Builds `LoadArgs` from a command line, as the binary would.
-pub fn args(line: &[&str]) -> linerate_load::LoadArgs {
-    use clap::Parser;
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: linerate_load::LoadArgs,
-    }
-    let mut all = vec!["load"];
-    all.extend_from_slice(line);
-    Cli::try_parse_from(all)
-        .expect("valid test command line")
-        .args
+/// Builds `LoadOptions` from `linerate load`'s flags, as the binary would.
+pub fn args(line: &[&str]) -> linerate_load::LoadOptions {
+    linerate::cli::load::options_from(line).expect("valid test command line")
 }
 
 /// Parses the command line and runs it, returning the report.
 pub fn measure(line: &[&str]) -> linerate_load::Report {
-    let cfg = linerate_load::Config::from_args(&args(line)).expect("valid config");
+    let cfg = linerate_load::Config::from_options(&args(line)).expect("valid config");
     linerate_load::measure(&cfg).expect("run succeeds")
 }
 

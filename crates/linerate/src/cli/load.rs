@@ -1,0 +1,194 @@
+//! `linerate load`: its flags (clap, wrk-compatible where wrk has the option), their mapping onto
+//! `linerate_load::LoadOptions`, and the rendering of its report (text, or JSON with `--json`).
+#![forbid(unsafe_code)]
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use clap::{Args, Parser};
+use linerate_load::{Config, LoadOptions, report, units};
+use signal_hook::consts::SIGINT;
+
+/// Generate HTTP/1.1 load and report throughput and latency (wrk-style options).
+#[derive(Args, Clone, Debug)]
+pub struct LoadArgs {
+    /// Target URL, http:// or https:// (TLS 1.2/1.3, ALPN http/1.1).
+    pub url: String,
+
+    /// Worker threads, each with its own event loop and connections [default: one per CPU,
+    /// or one per CPU in --cpus].
+    #[arg(short = 't', long)]
+    pub threads: Option<usize>,
+
+    /// Total connections, spread evenly over the threads (the remainder is not dropped).
+    #[arg(short = 'c', long, default_value_t = 64)]
+    pub connections: usize,
+
+    /// Run length, e.g. 10s, 500ms, 2m [default: 10s, or until --requests are answered].
+    #[arg(short = 'd', long, value_parser = units::duration)]
+    pub duration: Option<Duration>,
+
+    /// Extra request header, `Name: value` (repeatable).
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+
+    /// A request unanswered for this long counts as a timeout error and its connection is reopened.
+    #[arg(long, value_parser = units::duration, default_value = "2s")]
+    pub timeout: Duration,
+
+    /// Print the full latency percentile table.
+    #[arg(short = 'L', long)]
+    pub latency: bool,
+
+    /// Requests in flight per connection (HTTP/1.1 pipelining; no script needed).
+    #[arg(short = 'p', long, default_value_t = 1)]
+    pub pipeline: usize,
+
+    /// Request method [default: GET, or POST with --body/--body-file].
+    #[arg(short = 'm', long)]
+    pub method: Option<String>,
+
+    /// Request body.
+    #[arg(short = 'b', long, conflicts_with = "body_file")]
+    pub body: Option<String>,
+
+    /// Request body read from a file.
+    #[arg(long)]
+    pub body_file: Option<PathBuf>,
+
+    /// Files of exact request bytes, assigned round-robin to connections (replaces
+    /// --method/--header/--body).
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["method", "headers", "body", "body_file"])]
+    pub raw: Vec<PathBuf>,
+
+    /// Open a new connection after this many requests on one (short-lived connection tests).
+    #[arg(long)]
+    pub reconnect: Option<u64>,
+
+    /// Stop after exactly this many requests have been answered or failed.
+    #[arg(short = 'n', long)]
+    pub requests: Option<u64>,
+
+    /// Constant total request rate (req/s); latency is then measured from each request's
+    /// intended send time.
+    #[arg(short = 'R', long)]
+    pub rate: Option<f64>,
+
+    /// Load the server this long before measuring (not counted).
+    #[arg(short = 'w', long, value_parser = units::duration, default_value = "0s")]
+    pub warmup: Duration,
+
+    /// Repeat the measurement this many times; each run and the median are reported.
+    #[arg(long, default_value_t = 1)]
+    pub runs: usize,
+
+    /// Pin threads to these CPUs, round-robin, e.g. `1` or `0,2-3`.
+    #[arg(long, value_parser = units::cpus)]
+    pub cpus: Option<super::CpuList>,
+
+    /// After events, poll this long without sleeping before blocking (e.g. 1ms). Keeps the
+    /// thread awake so the server does not pay to wake it per response; the empty polls are
+    /// reported apart and left out of CPU per request and busy %. 0 = off.
+    #[arg(long, value_parser = units::duration, default_value = "0s")]
+    pub spin: Duration,
+
+    /// https: do not verify the server's certificate (self-signed test servers), like curl -k.
+    #[arg(short = 'k', long, conflicts_with = "cacert")]
+    pub insecure: bool,
+
+    /// https: trust only the CA certificates in this PEM file [default: the webpki roots].
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+
+    /// Print the result as JSON on stdout (and nothing else there).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A parsed `--cpus` list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+impl LoadArgs {
+    /// The options these flags ask for.
+    pub fn into_options(self) -> LoadOptions {
+        LoadOptions {
+            url: self.url,
+            threads: self.threads,
+            connections: self.connections,
+            duration: self.duration,
+            headers: self.headers,
+            timeout: self.timeout,
+            latency: self.latency,
+            pipeline: self.pipeline,
+            method: self.method,
+            body: self.body,
+            body_file: self.body_file,
+            raw: self.raw,
+            reconnect: self.reconnect,
+            requests: self.requests,
+            rate: self.rate,
+            warmup: self.warmup,
+            runs: self.runs,
+            cpus: self.cpus.unwrap_or_default(),
+            spin: self.spin,
+            insecure: self.insecure,
+            cacert: self.cacert,
+            json: self.json,
+        }
+    }
+}
+
+/// `linerate load`'s flags (without the command name) as options: how tests build a run the way
+/// a user would type it.
+pub fn options_from<I, T>(flags: I) -> Result<LoadOptions, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    #[derive(Parser)]
+    #[command(name = "load")]
+    struct Load {
+        #[command(flatten)]
+        args: LoadArgs,
+    }
+    let argv =
+        std::iter::once(std::ffi::OsString::from("load")).chain(flags.into_iter().map(Into::into));
+    Load::try_parse_from(argv).map(|l| l.args.into_options())
+}
+
+/// `linerate load`: checks the options, runs, and prints each run (and the median of several),
+/// or the whole report as JSON.
+pub fn run(options: &LoadOptions) -> anyhow::Result<ExitCode> {
+    let cfg = Config::from_options(options)?;
+    linerate_load::engine::preflight(&cfg)?;
+    let setup = report::setup(&cfg);
+    let mut stdout = std::io::stdout();
+    if !cfg.json {
+        write!(stdout, "{}", report::header_text(&setup))?;
+        stdout.flush()?;
+    }
+    // Ctrl-C ends the run in progress and reports it, as wrk does; a second one kills.
+    let stop = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register_conditional_shutdown(SIGINT, 1, stop.clone())?;
+    signal_hook::flag::register(SIGINT, stop.clone())?;
+    let report = linerate_load::measure_each(&cfg, &stop, |i, run| {
+        if !cfg.json {
+            let text = report::run_text(run, i, cfg.runs, cfg.latency_table);
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
+        }
+    })?;
+    if cfg.json {
+        serde_json::to_writer_pretty(&mut stdout, &report)?;
+        writeln!(stdout)?;
+    } else if report.runs.len() > 1 {
+        write!(stdout, "{}", report::median_text(&report.median))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,92 @@
+//! What a load run is asked to do, as plain data: the options of `linerate load` (wrk-compatible
+//! where wrk has the option), filled in by the binary's flags or by a caller such as
+//! `lab compare`. Nothing here is checked; `config` checks the options together and reports
+//! what is wrong as one `ConfigError`.
+#![forbid(unsafe_code)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Connections when none are asked for.
+pub const DEFAULT_CONNECTIONS: usize = 64;
+/// How long a request may go unanswered before it counts as a timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The options of one load run; `Default` is `linerate load URL` with no flags but the URL.
+#[derive(Clone, Debug)]
+pub struct LoadOptions {
+    /// Target URL, http:// or https://.
+    pub url: String,
+    /// Worker threads [None: one per CPU, or one per CPU in `cpus`].
+    pub threads: Option<usize>,
+    /// Total connections, spread evenly over the threads.
+    pub connections: usize,
+    /// Run length [None: 10 s, or until `requests` are answered].
+    pub duration: Option<Duration>,
+    /// Extra request headers, `Name: value`.
+    pub headers: Vec<String>,
+    /// A request unanswered for this long counts as a timeout; its connection is reopened.
+    pub timeout: Duration,
+    /// Print the full latency percentile table.
+    pub latency: bool,
+    /// Requests in flight per connection (HTTP/1.1 pipelining).
+    pub pipeline: usize,
+    /// Request method [None: GET, or POST with a body].
+    pub method: Option<String>,
+    /// Request body.
+    pub body: Option<String>,
+    /// Request body read from a file.
+    pub body_file: Option<PathBuf>,
+    /// Files of exact request bytes, dealt round-robin to connections (replace method, headers
+    /// and body).
+    pub raw: Vec<PathBuf>,
+    /// Open a new connection after this many requests on one.
+    pub reconnect: Option<u64>,
+    /// Stop after exactly this many requests have been answered or failed.
+    pub requests: Option<u64>,
+    /// Constant total request rate (req/s); latency measured from intended send times.
+    pub rate: Option<f64>,
+    /// Load the server this long before measuring (not counted).
+    pub warmup: Duration,
+    /// Repeat the measurement this many times.
+    pub runs: usize,
+    /// Pin threads to these CPUs, round-robin (empty: no pinning).
+    pub cpus: Vec<usize>,
+    /// After events, poll this long without sleeping before blocking (zero: off).
+    pub spin: Duration,
+    /// https: do not verify the server's certificate.
+    pub insecure: bool,
+    /// https: trust only the CA certificates in this PEM file [None: the webpki roots].
+    pub cacert: Option<PathBuf>,
+    /// The report is wanted as JSON.
+    pub json: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> LoadOptions {
+        LoadOptions {
+            url: String::new(),
+            threads: None,
+            connections: DEFAULT_CONNECTIONS,
+            duration: None,
+            headers: Vec::new(),
+            timeout: DEFAULT_TIMEOUT,
+            latency: false,
+            pipeline: 1,
+            method: None,
+            body: None,
+            body_file: None,
+            raw: Vec::new(),
+            reconnect: None,
+            requests: None,
+            rate: None,
+            warmup: Duration::ZERO,
+            runs: 1,
+            cpus: Vec::new(),
+            spin: Duration::ZERO,
+            insecure: false,
+            cacert: None,
+            json: false,
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! The workspace's one parser of durations (`10s`, `500ms`, `2m`) and one of CPU lists
+//! (`0,2-3`, the kernel's cpuset syntax), and the one CPU-list formatter. `linerate load`,
+//! the lab (suite files, `c2c`, `doctor`) and the binary's flags all read through these, so a
+//! value means the same wherever it is written. Pure text in, typed values or a typed error out.
+#![forbid(unsafe_code)]
+
+use std::fmt;
+use std::time::Duration;
+
+/// Highest CPU number a list may name (the kernel's CPU_SETSIZE less one); also stops
+/// `0-4294967295` from allocating the world.
+pub const MAX_CPU: usize = 1023;
+
+/// Why a value was refused; `Display` is the one line a user sees.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UnitError {
+    Duration(String),
+    CpuList(String),
+    /// A CPU number past [`MAX_CPU`]: no Linux process can run there.
+    CpuTooHigh(String, usize),
+    EmptyCpuList(String),
+}
+
+impl fmt::Display for UnitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UnitError::Duration(s) => {
+                write!(f, "invalid duration {s:?} (expected e.g. 10s, 500ms, 2m)")
+            }
+            UnitError::CpuList(s) => {
+                write!(f, "invalid CPU list {s:?} (expected e.g. 1 or 0,2-3)")
+            }
+            UnitError::CpuTooHigh(s, cpu) => write!(
+                f,
+                "invalid CPU list {s:?}: CPU {cpu} is not available on any Linux host \
+                 (CPU_SETSIZE: at most {MAX_CPU})"
+            ),
+            UnitError::EmptyCpuList(s) => write!(f, "invalid CPU list {s:?}: no CPU named"),
+        }
+    }
+}
+
+impl std::error::Error for UnitError {}
+
+/// Parses `10s`, `250ms`, `2m`, `1h`, `1.5s`, `100us`; a bare number means seconds (as in wrk).
+pub fn duration(s: &str) -> Result<Duration, UnitError> {
+    let bad = || UnitError::Duration(s.to_owned());
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| bad())?;
+    let scale = match unit {
+        "" | "s" => 1.0,
+        "ms" => 1e-3,
+        "us" | "µs" => 1e-6,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(bad()),
+    };
+    Duration::try_from_secs_f64(n * scale).map_err(|_| bad())
+}
+
+/// Parses a CPU list such as `0-3,8,10-11` into sorted, distinct CPU numbers, as the kernel
+/// writes and reads them (`Cpus_allowed_list`, cpusets, taskset -c). Empty text is the empty
+/// list (kernel files such as `isolated` are often empty); flags want [`cpus`].
+pub fn cpu_list(s: &str) -> Result<Vec<usize>, UnitError> {
+    let text = s.trim();
+    let mut cpus = Vec::new();
+    if text.is_empty() {
+        return Ok(cpus);
+    }
+    let bad = || UnitError::CpuList(s.to_owned());
+    for part in text.split(',') {
+        let (lo, hi): (usize, usize) = match part.split_once('-') {
+            Some((lo, hi)) => (
+                lo.trim().parse().map_err(|_| bad())?,
+                hi.trim().parse().map_err(|_| bad())?,
+            ),
+            None => {
+                let cpu = part.trim().parse().map_err(|_| bad())?;
+                (cpu, cpu)
+            }
+        };
+        if lo > hi {
+            return Err(bad());
+        }
+        if hi > MAX_CPU {
+            return Err(UnitError::CpuTooHigh(s.to_owned(), hi));
+        }
+        cpus.extend(lo..=hi);
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(cpus)
+}
+
+/// A CPU list given as an option: like [`cpu_list`], but it must name at least one CPU.
+pub fn cpus(s: &str) -> Result<Vec<usize>, UnitError> {
+    let cpus = cpu_list(s)?;
+    if cpus.is_empty() {
+        return Err(UnitError::EmptyCpuList(s.to_owned()));
+    }
+    Ok(cpus)
+}
+
+/// Formats CPUs the way the kernel does, runs collapsed: `[0, 1, 2, 3, 8]` → `0-3,8`
+/// (unsorted or repeated input is sorted and deduplicated first).
+pub fn format_cpu_list(cpus: &[usize]) -> String {
+    let mut sorted = cpus.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let start = sorted[i];
+        while i + 1 < sorted.len() && sorted[i + 1] == sorted[i] + 1 {
+            i += 1;
+        }
+        out.push(if sorted[i] == start {
+            start.to_string()
+        } else {
+            format!("{start}-{}", sorted[i])
+        });
+        i += 1;
+    }
+    out.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        let ms = Duration::from_millis;
+        let rows: &[(&str, Option<Duration>)] = &[
+            ("10s", Some(ms(10_000))),
+            ("10", Some(ms(10_000))),
+            ("3", Some(ms(3_000))),
+            (" 3s ", Some(ms(3_000))),
+            ("250ms", Some(ms(250))),
+            ("500ms", Some(ms(500))),
+            ("100us", Some(Duration::from_micros(100))),
+            ("100µs", Some(Duration::from_micros(100))),
+            ("2m", Some(ms(120_000))),
+            ("1h", Some(ms(3_600_000))),
+            ("1.5s", Some(ms(1500))),
+            ("0s", Some(Duration::ZERO)),
+            ("ten", None),
+            ("5d", None),
+            ("3 parsecs", None),
+            ("", None),
+            ("s", None),
+            ("-1s", None),
+            ("1e999s", None),
+        ];
+        for &(text, want) in rows {
+            assert_eq!(duration(text).ok(), want, "{text:?}");
+        }
+        assert_eq!(
+            duration("5d").unwrap_err().to_string(),
+            "invalid duration \"5d\" (expected e.g. 10s, 500ms, 2m)"
+        );
+    }
+
+    #[test]
+    fn cpu_lists_round_trip() {
+        let rows: &[(&str, Option<&[usize]>, &str)] = &[
+            ("0", Some(&[0]), "0"),
+            ("1", Some(&[1]), "1"),
+            ("0-2,5", Some(&[0, 1, 2, 5]), "0-2,5"),
+            ("0,2-3", Some(&[0, 2, 3]), "0,2-3"),
+            ("0-3,8", Some(&[0, 1, 2, 3, 8]), "0-3,8"),
+            ("2,0-1\n", Some(&[0, 1, 2]), "0-2"),
+            ("3,1,2,2,7,9,10", Some(&[1, 2, 3, 7, 9, 10]), "1-3,7,9-10"),
+            ("", Some(&[]), ""),
+            ("1023", Some(&[1023]), "1023"),
+            ("1024", None, ""),
+            ("0-4294967295", None, ""),
+            ("3-1", None, ""),
+            ("2-1", None, ""),
+            ("x", None, ""),
+            ("1,", None, ""),
+            ("-1", None, ""),
+        ];
+        for &(text, want, formatted) in rows {
+            let got = cpu_list(text).ok();
+            assert_eq!(got.as_deref(), want, "{text:?}");
+            if let Some(cpus) = got {
+                assert_eq!(format_cpu_list(&cpus), formatted, "{text:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_option_names_a_cpu() {
+        assert_eq!(cpus("0-1"), Ok(vec![0, 1]));
+        assert_eq!(cpus(" "), Err(UnitError::EmptyCpuList(" ".into())));
+        assert!(
+            cpus("x")
+                .unwrap_err()
+                .to_string()
+                .starts_with("invalid CPU list")
+        );
+        let high = cpus("0,9999").unwrap_err();
+        assert_eq!(high, UnitError::CpuTooHigh("0,9999".into(), 9999));
+        assert!(
+            high.to_string()
+                .starts_with("invalid CPU list \"0,9999\": CPU 9999 is not")
+        );
+        assert!(
+            cpus("")
+                .unwrap_err()
+                .to_string()
+                .starts_with("invalid CPU list")
+        );
+    }
+
+    #[test]
+    fn formatting_sorts_and_collapses() {
+        assert_eq!(format_cpu_list(&[5]), "5");
+        assert_eq!(format_cpu_list(&[3, 1, 2, 2, 7, 9, 10]), "1-3,7,9-10");
+        assert_eq!(format_cpu_list(&[]), "");
+    }
+}
