@@ -84,8 +84,9 @@ fn put2(out: &mut [u8], v: u64) {
 }
 
 /// Days since 1970-01-01 to (year, month 1..=12, day 1..=31): Howard Hinnant's
-/// `civil_from_days`, restricted to dates after the epoch.
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
+/// `civil_from_days`, restricted to dates after the epoch. The workspace's one calendar
+/// conversion (the lab's report timestamps use it too).
+pub fn civil_from_days(days: u64) -> (u64, u64, u64) {
     let z = days + 719_468;
     let era = z / 146_097;
     let doe = z - era * 146_097;

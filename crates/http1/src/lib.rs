@@ -34,7 +34,7 @@ mod response;
 mod simd;
 
 pub use body::{BodyDecoder, ChunkedDecoder, Step, Trailers};
-pub use date::{DATE_LEN, DateCache, fmt_http_date};
+pub use date::{DATE_LEN, DateCache, civil_from_days, fmt_http_date};
 pub use encode::{
     CONTINUE_100, HeadRoom, ResponseHead, end_head, reason, status_has_no_body, write_field,
 };

@@ -70,7 +70,7 @@ fn version(program: &str) -> String {
     "unknown".into()
 }
 
-/// `YYYY-MM-DD HH:MM:SS UTC` (civil-from-days, so no date crate is needed).
+/// `YYYY-MM-DD HH:MM:SS UTC` (through http1's calendar conversion, so no date crate is needed).
 pub fn utc_now() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -80,16 +80,7 @@ pub fn utc_now() -> String {
 
 pub fn format_utc(secs: u64) -> String {
     let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Howard Hinnant's days-to-civil algorithm.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = linerate_http1::civil_from_days(days);
     format!(
         "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
         rem / 3600,
