@@ -18,9 +18,7 @@ mod sources;
 mod syscalls;
 mod tcp;
 
-use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use anyhow::Context as _;
 use serde::Serialize;
@@ -244,9 +242,9 @@ pub struct DoctorArgs {
     pub cpus: Option<Vec<usize>>,
 }
 
-/// Audits the host (or `--root` tree) and prints the report on stdout. Exits 0 whatever the
-/// findings are: this is an audit, not a gate.
-pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
+/// Audits the host (or `--root` tree) and returns the report, text or JSON as `args.json` asks;
+/// the caller prints it. Whatever the findings, this is an audit, not a gate.
+pub fn report(args: &DoctorArgs) -> anyhow::Result<String> {
     let cpus = args.cpus.clone();
     let findings = if args.root == std::path::Path::new("/") {
         let host = cpus.map_or_else(SystemHost::new, SystemHost::with_cpus);
@@ -258,14 +256,9 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
             None => host,
         })
     };
-    let text = if args.json {
-        report::json(&findings).context("encoding the findings as JSON")?
+    if args.json {
+        report::json(&findings).context("encoding the findings as JSON")
     } else {
-        report::text(&findings)
-    };
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|()| out.flush())
-        .context("writing the report to stdout")?;
-    Ok(ExitCode::SUCCESS)
+        Ok(report::text(&findings))
+    }
 }

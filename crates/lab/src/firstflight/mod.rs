@@ -16,7 +16,6 @@ pub mod url;
 
 use std::collections::HashSet;
 use std::fmt;
-use std::process::ExitCode;
 use std::time::Duration;
 
 pub use fetch::{FetchError, Fetched, Timeouts};
@@ -143,22 +142,6 @@ pub fn check(url: &str, opts: &Options) -> Result<Report, CheckError> {
         verdict,
         page: exchange,
         first_view,
-    })
-}
-
-/// Runs the tool: prints the report (text or JSON). Exit status 0 when what was measured
-/// fits the initial window at the assumed MSS, 1 when it does not.
-pub fn run(args: &FirstflightArgs) -> anyhow::Result<ExitCode> {
-    let report = check(&args.url, &Options::from(args))?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", report::render(&report));
-    }
-    Ok(if report.fits() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
     })
 }
 

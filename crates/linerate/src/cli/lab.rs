@@ -2,11 +2,13 @@
 //! structs; the floor's wiring. The lab library takes data, never a command line.
 #![forbid(unsafe_code)]
 
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use linerate_lab::c2c::{C2cArgs, DEFAULT_BUDGET, DEFAULT_OUT, DEFAULT_SAMPLES, MIN_SAMPLES};
 use linerate_lab::compare::CompareArgs;
@@ -226,6 +228,33 @@ pub(crate) struct FloorArgs {
 enum FloorBody {
     Json,
     Plaintext,
+}
+
+/// `linerate lab doctor`: prints the audit. Exits 0 whatever the findings: an audit, not a gate.
+pub(crate) fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
+    let text = linerate_lab::doctor::report(&args)?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .context("writing the report to stdout")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `linerate lab firstflight`: prints the report (text or JSON). Exit status 0 when what was
+/// measured fits the initial window at the assumed MSS, 1 when it does not.
+pub(crate) fn firstflight(args: FirstflightArgs) -> anyhow::Result<ExitCode> {
+    let options = linerate_lab::firstflight::Options::from(&args);
+    let report = linerate_lab::firstflight::check(&args.url, &options)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", linerate_lab::firstflight::report::render(&report));
+    }
+    Ok(if report.fits() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 /// `linerate lab floor`.

@@ -72,13 +72,13 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }) => linerate_lab::compare::run(&(*a).into()),
         Some(Command::Lab {
             tool: LabTool::Doctor(a),
-        }) => linerate_lab::doctor::run(&a.into()),
+        }) => lab::doctor(a.into()),
         Some(Command::Lab {
             tool: LabTool::C2c(a),
         }) => linerate_lab::c2c::run(&a.into()),
         Some(Command::Lab {
             tool: LabTool::Firstflight(a),
-        }) => linerate_lab::firstflight::run(&a.into()),
+        }) => lab::firstflight(a.into()),
     }
 }
 
