@@ -25,7 +25,7 @@ pub struct LoadArgs {
     pub threads: Option<usize>,
 
     /// Total connections, spread evenly over the threads (the remainder is not dropped).
-    #[arg(short = 'c', long, default_value_t = 64)]
+    #[arg(short = 'c', long, default_value_t = linerate_load::options::DEFAULT_CONNECTIONS)]
     pub connections: usize,
 
     /// Run length, e.g. 10s, 500ms, 2m [default: 10s, or until --requests are answered].
@@ -108,10 +108,6 @@ pub struct LoadArgs {
     #[arg(long)]
     pub json: bool,
 }
-
-/// A parsed `--cpus` list.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CpuList(pub Vec<usize>);
 
 impl LoadArgs {
     /// The options these flags ask for.
