@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every check linerate's CI runs: formatting, clippy, the fuzz targets (built and replayed
-# over their seed corpus), and all tests. Needs only a Rust toolchain; nothing is fetched but
-# crates. Servers started by tests bind 127.0.0.1 on OS-chosen ports.
+# over their seed corpus), all tests, and the kTLS checks in a VM (scripts/ktls-vm.sh). Needs a
+# Rust toolchain; the VM stage installs QEMU, busybox-static, cpio and kmod with apt and fetches
+# a Debian kernel package where it can, and says loudly (without failing) where it cannot.
+# Servers started by tests bind 127.0.0.1 on OS-chosen ports (the VM's, its own loopback).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,3 +29,15 @@ echo "fuzz targets replayed $(ls fuzz/corpus/parse_request | wc -l) + $(ls fuzz/
 
 echo "== cargo test"
 cargo test --workspace --locked
+
+echo "== kTLS in a VM (Debian 6.1 kernel under QEMU; scripts/ktls-vm.sh)"
+cargo build --release --locked -p linerate
+set +e
+scripts/ktls-vm.sh
+vm=$?
+set -e
+case $vm in
+    0) ;;
+    2) echo "!! kTLS VM stage NOT RUN: it cannot run on this machine (see the line above)" ;;
+    *) exit "$vm" ;;
+esac

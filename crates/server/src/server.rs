@@ -112,10 +112,16 @@ impl Server {
             }
             tls_addr = Some(addr);
         }
-        let ktls = config.tls.as_ref().is_some_and(|t| t.ktls) && crate::tls::ktls_available();
+        let kernel_ciphers = if config.tls.as_ref().is_some_and(|t| t.ktls) {
+            crate::tls::ktls_ciphers()
+        } else {
+            crate::tls::KernelCiphers::default()
+        };
+        let ktls = kernel_ciphers.any();
         if config.tls.is_some() {
             tracing::info!(
                 ktls,
+                ciphers = ?kernel_ciphers,
                 "HTTPS: {}",
                 if ktls {
                     "kernel TLS after each handshake (sendfile for files)"
@@ -167,7 +173,7 @@ impl Server {
                 app: App::new(router, &config),
                 conn: config.conn(),
                 tls,
-                ktls,
+                ktls: kernel_ciphers,
                 drain_timeout: config.drain_timeout,
                 config,
             }),
@@ -189,7 +195,7 @@ impl Server {
 
     /// Whether HTTPS connections hand their keys to the kernel (kTLS) after the handshake.
     pub fn ktls(&self) -> bool {
-        self.shared.ktls
+        self.shared.ktls.any()
     }
 
     /// Number of workers.

@@ -54,8 +54,9 @@ pub(crate) struct Shared {
     pub conn: ConnConfig,
     /// The HTTPS configuration, when a TLS port is open.
     pub tls: Option<Arc<rustls::ServerConfig>>,
-    /// Hand TLS session keys to the kernel after each handshake (kTLS detected at start).
-    pub ktls: bool,
+    /// The ciphers whose sessions are handed to the kernel after the handshake (kTLS, probed
+    /// at start; none when it is off or absent).
+    pub ktls: tls::KernelCiphers,
     pub drain_timeout: Duration,
 }
 

@@ -138,6 +138,99 @@ pub fn ktls_available() -> bool {
     matches!(crate::sys::set_tls_ulp(sock.as_fd()), Err(e) if e.raw_os_error() == Some(libc::ENOTCONN))
 }
 
+/// The ciphers this kernel's TLS takes, in both directions. Found once at start
+/// ([`ktls_ciphers`]); a session is handed to the kernel only when its cipher is one of them,
+/// because by the time the kernel could refuse, the secrets are out of rustls and the
+/// connection could only be closed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelCiphers {
+    pub aes_128_gcm: bool,
+    pub aes_256_gcm: bool,
+    pub chacha20_poly1305: bool,
+}
+
+impl KernelCiphers {
+    /// Whether the kernel takes any cipher at all (kTLS usable).
+    pub fn any(&self) -> bool {
+        self.aes_128_gcm || self.aes_256_gcm || self.chacha20_poly1305
+    }
+
+    /// Whether the kernel takes the cipher `suite` negotiated.
+    fn takes(&self, suite: rustls::CipherSuite) -> bool {
+        use rustls::CipherSuite as C;
+        match suite {
+            C::TLS13_AES_128_GCM_SHA256
+            | C::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+            | C::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 => self.aes_128_gcm,
+            C::TLS13_AES_256_GCM_SHA384
+            | C::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384
+            | C::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384 => self.aes_256_gcm,
+            C::TLS13_CHACHA20_POLY1305_SHA256
+            | C::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256
+            | C::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256 => self.chacha20_poly1305,
+            _ => false,
+        }
+    }
+}
+
+/// Which ciphers the kernel takes: on a loopback connection per cipher, attach the ULP and
+/// install a throwaway key for TX and RX (which also makes the kernel load the crypto modules
+/// the cipher needs, as a real hand-off would). A kernel whose `tls` module loads but whose
+/// crypto modules cannot (seen in a minimal VM: ENOENT) takes none, and sessions stay in
+/// user space instead of being lost.
+pub fn ktls_ciphers() -> KernelCiphers {
+    if !ktls_available() {
+        return KernelCiphers::default();
+    }
+    let Ok(listener) = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)) else {
+        return KernelCiphers::default();
+    };
+    let takes = |crypto: KtlsCrypto| -> bool {
+        let Ok(addr) = listener.local_addr() else {
+            return false;
+        };
+        let Ok(_client) = std::net::TcpStream::connect(addr) else {
+            return false;
+        };
+        let Ok((server, _)) = listener.accept() else {
+            return false;
+        };
+        let fd = server.as_fd();
+        crate::sys::set_tls_ulp(fd).is_ok()
+            && crate::sys::set_ktls_crypto(fd, KtlsDirection::Tx, &crypto).is_ok()
+            && crate::sys::set_ktls_crypto(fd, KtlsDirection::Rx, &crypto).is_ok()
+    };
+    let info = |cipher_type| libc::tls_crypto_info {
+        version: libc::TLS_1_3_VERSION,
+        cipher_type,
+    };
+    KernelCiphers {
+        aes_128_gcm: takes(KtlsCrypto::Aes128Gcm(libc::tls12_crypto_info_aes_gcm_128 {
+            info: info(libc::TLS_CIPHER_AES_GCM_128),
+            iv: [0; 8],
+            key: [0; 16],
+            salt: [0; 4],
+            rec_seq: [0; 8],
+        })),
+        aes_256_gcm: takes(KtlsCrypto::Aes256Gcm(libc::tls12_crypto_info_aes_gcm_256 {
+            info: info(libc::TLS_CIPHER_AES_GCM_256),
+            iv: [0; 8],
+            key: [0; 32],
+            salt: [0; 4],
+            rec_seq: [0; 8],
+        })),
+        chacha20_poly1305: takes(KtlsCrypto::Chacha20Poly1305(
+            libc::tls12_crypto_info_chacha20_poly1305 {
+                info: info(libc::TLS_CIPHER_CHACHA20_POLY1305),
+                iv: [0; 12],
+                key: [0; 32],
+                salt: [],
+                rec_seq: [0; 8],
+            },
+        )),
+    }
+}
+
 /// How a connection's bytes reach the socket.
 pub(crate) enum Transport {
     /// Plain HTTP.
@@ -187,6 +280,8 @@ pub(crate) struct TlsSession {
     conn: ServerConnection,
     /// Hand the keys to the kernel once the handshake is done.
     offload: bool,
+    /// The ciphers the kernel takes.
+    kernel: KernelCiphers,
     records: RecordBoundary,
     close_sent: bool,
     /// The connection's operation being encrypted.
@@ -202,13 +297,18 @@ enum TlsOp {
 }
 
 impl Transport {
-    /// A fresh server-side TLS session; `offload` when the kernel takes the keys afterwards.
-    pub(crate) fn tls(config: &Arc<ServerConfig>, offload: bool) -> Result<Transport, String> {
+    /// A fresh server-side TLS session; handed to the kernel afterwards when it takes the
+    /// negotiated cipher (`kernel` is empty when kTLS is off or absent).
+    pub(crate) fn tls(
+        config: &Arc<ServerConfig>,
+        kernel: KernelCiphers,
+    ) -> Result<Transport, String> {
         let mut conn = ServerConnection::new(config.clone()).map_err(|e| e.to_string())?;
         conn.set_buffer_limit(Some(TLS_BUFFER_LIMIT));
         Ok(Transport::Tls(Box::new(TlsSession {
             conn,
-            offload,
+            offload: kernel.any(),
+            kernel,
             records: RecordBoundary::default(),
             close_sent: false,
             op: None,
@@ -425,7 +525,10 @@ impl TlsSession {
             && !self.conn.is_handshaking()
             && !self.conn.wants_write()
             && self.records.at_boundary()
-            && kernel_cipher(&self.conn)
+            && self
+                .conn
+                .negotiated_cipher_suite()
+                .is_some_and(|s| self.kernel.takes(s.suite()))
             && matches!(self.conn.reader().fill_buf(), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
     }
 
@@ -531,25 +634,6 @@ impl TlsSession {
             };
         }
     }
-}
-
-/// Whether the negotiated suite is one the kernel takes (all of rustls's default suites are).
-fn kernel_cipher(conn: &ServerConnection) -> bool {
-    use rustls::CipherSuite as C;
-    matches!(
-        conn.negotiated_cipher_suite().map(|s| s.suite()),
-        Some(
-            C::TLS13_AES_128_GCM_SHA256
-                | C::TLS13_AES_256_GCM_SHA384
-                | C::TLS13_CHACHA20_POLY1305_SHA256
-                | C::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
-                | C::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256
-                | C::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384
-                | C::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384
-                | C::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256
-                | C::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256
-        )
-    )
 }
 
 /// The kernel's cipher state for one direction: for AES-GCM rustls's 12-byte IV is the
@@ -664,6 +748,29 @@ mod tests {
         assert!(!r.at_boundary());
         r.feed(&bytes[14..]);
         assert!(r.at_boundary());
+    }
+
+    #[test]
+    fn a_session_goes_to_the_kernel_only_with_a_cipher_it_takes() {
+        use rustls::CipherSuite as C;
+        let only_aes128 = KernelCiphers {
+            aes_128_gcm: true,
+            ..KernelCiphers::default()
+        };
+        let rows = [
+            (C::TLS13_AES_128_GCM_SHA256, true),
+            (C::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, true),
+            (C::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, true),
+            (C::TLS13_AES_256_GCM_SHA384, false),
+            (C::TLS13_CHACHA20_POLY1305_SHA256, false),
+            (C::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256, false),
+        ];
+        for (suite, want) in rows {
+            assert_eq!(only_aes128.takes(suite), want, "{suite:?}");
+        }
+        assert!(only_aes128.any());
+        assert!(!KernelCiphers::default().any());
+        assert!(!KernelCiphers::default().takes(C::TLS13_AES_128_GCM_SHA256));
     }
 
     #[test]
