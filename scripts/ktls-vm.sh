@@ -31,6 +31,18 @@ keep=0
 
 cannot() { echo "ktls-vm: cannot run: $*" >&2; exit 2; }
 
+apt_install() {
+    DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -q \
+        --no-install-recommends "$@" >"$WORK/apt.log" 2>&1
+}
+
+# A fresh machine may have no package lists yet: fetched once, only when something is missing.
+apt_update() {
+    [ "$(id -u)" = 0 ] || return 1
+    echo "ktls-vm: apt-get update"
+    timeout 300 apt-get update -q >"$WORK/apt-update.log" 2>&1
+}
+
 need_tools() {
     local missing=()
     command -v qemu-system-x86_64 >/dev/null || missing+=(qemu-system-x86)
@@ -44,8 +56,7 @@ need_tools() {
     if [ ${#missing[@]} -gt 0 ]; then
         if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
             echo "ktls-vm: installing ${missing[*]}"
-            DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -q \
-                --no-install-recommends "${missing[@]}" >"$WORK/apt.log" 2>&1 \
+            apt_install "${missing[@]}" || { apt_update && apt_install "${missing[@]}"; } \
                 || cannot "apt-get install ${missing[*]} failed (see $WORK/apt.log)"
         else
             cannot "missing ${missing[*]} (apt-get install --no-install-recommends ${missing[*]})"
@@ -56,8 +67,12 @@ need_tools() {
 fetch_kernel() {
     [ -f "$WORK/vmlinux" ] && [ -d "$WORK/kernel/lib/modules" ] && return
     local pkg
-    pkg=$(apt-cache search --names-only "^${KERNEL_PKG_GLOB//\*/.*}\$" 2>/dev/null \
-        | awk '{print $1}' | grep -v -e cloud -e rt- | sort -V | tail -1) || true
+    find_pkg() {
+        apt-cache search --names-only "^${KERNEL_PKG_GLOB//\*/.*}\$" 2>/dev/null \
+            | awk '{print $1}' | grep -v -e cloud -e rt- | sort -V | tail -1
+    }
+    pkg=$(find_pkg) || true
+    if [ -z "$pkg" ] && apt_update; then pkg=$(find_pkg) || true; fi
     [ -n "$pkg" ] || cannot "no $KERNEL_PKG_GLOB package in the apt sources"
     rm -rf "$WORK/kernel" "$WORK"/*.deb
     (cd "$WORK" && timeout 300 apt-get download "$pkg" >download.log 2>&1) \
