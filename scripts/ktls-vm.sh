@@ -3,7 +3,9 @@
 # linerate's kTLS checks inside it (issue F). This machine's own kernel has no `tls` ULP, so
 # the kernel-TLS path can only run here.
 #
-#   scripts/ktls-vm.sh [--keep]        # uses target/release/linerate (built if missing)
+#   scripts/ktls-vm.sh [--keep] [--bench]   # uses target/release/linerate (built if missing)
+#   --keep: leave the initramfs tree in target/ktls-vm; --bench: also measure the server's CPU
+#   time per MiB of a 32 MiB HTTPS file, kernel TLS vs user-space TLS (`KTLS-BENCH` lines)
 #
 # What it does, every step bounded in time:
 #   1. tools: qemu-system-x86_64, busybox (static), cpio, python3, openssl; installed with apt
@@ -27,7 +29,14 @@ WORK=target/ktls-vm
 KERNEL_PKG_GLOB='linux-image-6.1.0-*-amd64'
 BIN=target/release/linerate
 keep=0
-[ "${1:-}" = "--keep" ] && keep=1
+bench=""
+for arg in "$@"; do
+    case $arg in
+        --keep) keep=1 ;;
+        --bench) bench=" ktls.bench" ;;
+        *) echo "ktls-vm: unknown option $arg (expected --keep, --bench)" >&2; exit 2 ;;
+    esac
+done
 
 cannot() { echo "ktls-vm: cannot run: $*" >&2; exit 2; }
 
@@ -136,7 +145,7 @@ boot() {
     : >"$log"
     qemu-system-x86_64 -machine q35 -accel tcg -cpu max -smp 2 -m 1024 \
         -kernel "$WORK/vmlinux" -initrd "$WORK/initramfs.gz" \
-        -append "console=ttyS0 quiet panic=-1 tsc=reliable" \
+        -append "console=ttyS0 quiet panic=-1 tsc=reliable$bench" \
         -nographic -no-reboot -nic none >"$log" 2>&1 </dev/null &
     qpid=$!
     local start=$SECONDS
@@ -155,6 +164,7 @@ boot() {
     echo "ktls-vm: guest ran $((SECONDS - start))s; console in $log"
     verdicts=$(grep -a "^KTLS " "$log" || true)
     echo "$verdicts"
+    grep -a "^KTLS-BENCH" "$log" || true
     grep -aq "^KTLS-DONE" "$log" || { echo "ktls-vm: FAIL (no KTLS-DONE)"; return 1; }
     [ -n "$verdicts" ] || { echo "ktls-vm: FAIL (no verdicts)"; return 1; }
     if grep -aq "^KTLS .* FAIL" "$log"; then echo "ktls-vm: FAIL"; return 1; fi

@@ -79,5 +79,25 @@ if [ "${rx:-0}" -gt 0 ]; then verdict ktls_rx PASS "TlsRxSw=$rx"; else verdict k
 
 kill "$server" 2>/dev/null; wait "$server" 2>/dev/null
 grep -m1 "HTTPS:" /tmp/serve.log
+
+# With `ktls.bench` on the kernel command line (scripts/ktls-vm.sh --bench): the server's CPU
+# time per MiB of a large HTTPS file, kernel TLS against user-space TLS, in this same guest.
+# Emulated CPU (TCG): only the ratio means anything.
+if grep -qw ktls.bench /proc/cmdline; then
+    dd if=/dev/urandom of=/srv/f32m.bin bs=1M count=32 2>/dev/null
+    cpu_ms() { awk '{print ($14 + $15) * 10}' "/proc/$1/stat"; }   # utime+stime, 100 Hz ticks
+    for mode in kernel user; do
+        flag=""; [ "$mode" = user ] && flag="--no-ktls"
+        linerate serve --addr 127.0.0.1:8082 --workers 1 --root /srv --tls-port 8445 $flag \
+            --tls-cert /etc/cert.pem --tls-key /etc/key.pem --log-level warn >/dev/null 2>&1 &
+        pid=$!
+        wait_up 8445
+        before=$(cpu_ms $pid)
+        load "bench_$mode" 8 -c 1 -n 8 https://127.0.0.1:8445/f32m.bin
+        after=$(cpu_ms $pid)
+        echo "KTLS-BENCH $mode server_cpu_ms=$((after - before)) mib=256"
+        kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+    done
+fi
 echo "KTLS-SERVER-LOG-BEGIN"; grep -v "^GET\|^POST" /tmp/serve.log | sort | uniq -c | sort -rn | head -20; echo "KTLS-SERVER-LOG-END"
 done_
