@@ -762,8 +762,9 @@ fn absolute_path_start(t: &[u8]) -> Result<usize, ParseError> {
     Ok(auth_start + auth_len)
 }
 
-/// RFC 9112 §6.3: `Content-Length = 1*DIGIT`; a list of identical values is accepted.
-fn parse_content_length(value: &[u8]) -> Result<u64, ParseError> {
+/// RFC 9112 §6.3: `Content-Length = 1*DIGIT`; a list of identical values is accepted. Both
+/// roles read it through this (requests here, responses in `response`).
+pub(crate) fn parse_content_length(value: &[u8]) -> Result<u64, ParseError> {
     let mut result = None;
     for member in value.split(|&b| b == b',') {
         let member = chars::trim_ows(member);

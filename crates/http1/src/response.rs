@@ -16,7 +16,7 @@ use memchr::memchr;
 use crate::body::{ChunkedDecoder, Step};
 use crate::chars;
 use crate::error::ParseError;
-use crate::head::Version;
+use crate::head::{Version, parse_content_length};
 use crate::limits::Limits;
 
 /// Longest response head (status line, fields, blank line) accepted.
@@ -293,14 +293,12 @@ impl Facts {
         let is = |lit: &[u8]| name.eq_ignore_ascii_case(lit);
         match name.len() {
             14 if is(b"content-length") => {
-                // §6.3 rule 5: a list of identical values is one length.
-                for member in value.split(|&b| b == b',') {
-                    let n = decimal(chars::trim_ows(member)).ok_or(ResponseError::ContentLength)?;
-                    if self.content_length.is_some_and(|old| old != n) {
-                        return Err(ResponseError::ContentLength);
-                    }
-                    self.content_length = Some(n);
+                // §6.3 rule 5, read as a request's is; differing field lines are an error too.
+                let n = parse_content_length(value).map_err(|_| ResponseError::ContentLength)?;
+                if self.content_length.is_some_and(|old| old != n) {
+                    return Err(ResponseError::ContentLength);
                 }
+                self.content_length = Some(n);
             }
             17 if is(b"transfer-encoding") => {
                 self.encoded = true;
@@ -348,19 +346,6 @@ impl Facts {
             None => BodyLength::UntilClose,
         })
     }
-}
-
-/// `1*DIGIT` that fits a u64.
-fn decimal(s: &[u8]) -> Option<u64> {
-    if s.is_empty() {
-        return None;
-    }
-    s.iter().try_fold(0u64, |n, &d| {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-    })
 }
 
 /// Reads one response body from any split of its bytes.

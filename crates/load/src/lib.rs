@@ -40,15 +40,6 @@ pub fn measure(cfg: &Config) -> Result<Report, EngineError> {
     measure_each(cfg, &AtomicBool::new(false), |_, _| {})
 }
 
-fn build_report(cfg: &Config, results: &[engine::RunResult]) -> Report {
-    let runs: Vec<_> = results.iter().map(|r| report::run_report(cfg, r)).collect();
-    Report {
-        setup: report::setup(cfg),
-        median: report::median(&runs),
-        runs,
-    }
-}
-
 /// Runs the load described by `cfg` (already through `engine::preflight`, which makes the first
 /// connection and reports why it fails) until done or until `stop` is set: the run in progress
 /// then ends and is reported, as wrk does on Ctrl-C. `on_run` sees each run's report as it ends.
@@ -58,6 +49,16 @@ pub fn measure_each(
     stop: &AtomicBool,
     mut on_run: impl FnMut(usize, &report::RunReport),
 ) -> Result<Report, EngineError> {
-    let results = engine::execute(cfg, stop, |i, r| on_run(i, &report::run_report(cfg, r)))?;
-    Ok(build_report(cfg, &results))
+    // Each run's report is made once, as it ends, and kept for the whole.
+    let mut runs = Vec::with_capacity(cfg.runs);
+    engine::execute(cfg, stop, |i, r| {
+        let run = report::run_report(cfg, r);
+        on_run(i, &run);
+        runs.push(run);
+    })?;
+    Ok(Report {
+        setup: report::setup(cfg),
+        median: report::median(&runs),
+        runs,
+    })
 }

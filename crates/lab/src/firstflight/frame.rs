@@ -9,7 +9,8 @@
 use std::fmt;
 
 use linerate_http1::{
-    FieldSpan, Limits, MAX_RESPONSE_HEAD_BYTES, ResponseBody, ResponseError, parse_response,
+    FieldSpan, Limits, MAX_RESPONSE_HEAD_BYTES, ResponseBody, ResponseError, ResponseInfo,
+    parse_response,
 };
 
 pub use linerate_http1::BodyLength as Framing;
@@ -59,7 +60,8 @@ pub struct Head {
     pub fields: Vec<(String, String)>,
     /// Bytes of the head on the wire, the empty line included.
     pub len: usize,
-    framing: Framing,
+    /// What the shared reader said of it.
+    info: ResponseInfo,
 }
 
 impl Head {
@@ -73,12 +75,12 @@ impl Head {
 
     /// 1xx other than 101: an interim response; the final one follows.
     pub fn is_interim(&self) -> bool {
-        (100..200).contains(&self.status) && self.status != 101
+        self.info.is_interim()
     }
 
     /// How the body of this response to a GET is framed (RFC 9112 §6.3).
     pub fn framing(&self) -> Framing {
-        self.framing
+        self.info.length
     }
 }
 
@@ -104,7 +106,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, FrameError> {
         status: info.status,
         fields,
         len: info.head_len,
-        framing: info.length,
+        info,
     }))
 }
 
