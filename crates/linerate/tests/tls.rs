@@ -46,6 +46,11 @@ struct Tls {
 
 /// Starts the demo app with HTTPS (and static files under /static).
 fn serve(name: &str, ktls: bool) -> Tls {
+    serve_with(name, ktls, linerate_server::tls::TLS_KEY_UPDATE_BYTES)
+}
+
+/// [`serve`], with the server updating its TLS 1.3 sending key every `key_update_bytes`.
+fn serve_with(name: &str, ktls: bool, key_update_bytes: u64) -> Tls {
     let (dir, anchor) = certs(name);
     let cfg = Config {
         files: Some(FilesMount {
@@ -57,6 +62,7 @@ fn serve(name: &str, ktls: bool) -> Tls {
             cert: dir.join("cert.pem"),
             key: dir.join("key.pem"),
             ktls,
+            key_update_bytes,
         }),
         ..config()
     };
@@ -226,6 +232,38 @@ fn tls13_key_update_keeps_the_connection_working() {
         );
         s.conn.refresh_traffic_keys().unwrap();
     }
+    srv.run.stop();
+}
+
+/// The server updates its TLS 1.3 sending key every 64 KiB (`key_update_bytes`): a 3 MiB
+/// file still arrives byte-exact, and the client's receive sequence number, which restarts
+/// at 0 with each new key, ends far below the ~190 records the body took.
+#[test]
+fn server_key_updates_every_64k_keep_a_file_byte_exact() {
+    let srv = serve_with("srvkeyupdate", false, 64 << 10);
+    let mut cfg = (*client_config(&srv.anchor, &tls13())).clone();
+    cfg.enable_secret_extraction = true;
+    let mut s = connect_with(srv.tls_addr, Arc::new(cfg), "localhost");
+    let mut pending = Vec::new();
+    s.write_all(b"GET /static/big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let (status, body) = read_response(&mut s, &mut pending, false);
+    assert_eq!(status, 200);
+    assert!(body == pattern(FILE_LEN), "file body differs");
+    s.write_all(b"GET /json HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    assert_eq!(
+        read_response(&mut s, &mut pending, false),
+        (200, JSON.to_vec())
+    );
+    let StreamOwned { conn, .. } = s;
+    let secrets = conn.dangerous_extract_secrets().unwrap();
+    let records = (FILE_LEN / (16 << 10)) as u64;
+    assert!(
+        secrets.rx.0 < 16,
+        "receive sequence {} after {records}+ records: the server never updated its key",
+        secrets.rx.0
+    );
     srv.run.stop();
 }
 
@@ -429,6 +467,7 @@ fn a_silent_tls_client_is_closed_after_the_header_timeout() {
             cert: dir.join("cert.pem"),
             key: dir.join("key.pem"),
             ktls: false,
+            key_update_bytes: linerate_server::tls::TLS_KEY_UPDATE_BYTES,
         }),
         ..config()
     };
@@ -457,6 +496,7 @@ fn bad_key_files_are_refused_at_bind() {
         cert: dir.join("cert.pem"),
         key: dir.join(key),
         ktls: false,
+        key_update_bytes: linerate_server::tls::TLS_KEY_UPDATE_BYTES,
     };
     match linerate_server::tls::server_config(&tls("other.pem")) {
         Err(linerate_server::tls::TlsError::KeyMismatch { .. }) => {}

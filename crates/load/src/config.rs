@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::options::LoadOptions;
 use crate::request::{self, RawError, Template};
-use crate::tls::{TlsClient, TlsConfigError, Verify};
+use crate::tls::{TlsChoice, TlsClient, TlsConfigError, Verify};
 use crate::url::{self, Target, UrlError};
 
 /// Most requests in flight on one connection.
@@ -211,18 +211,32 @@ impl Config {
 
     fn tls(args: &LoadOptions, target: &Target) -> Result<Option<TlsClient>, ConfigError> {
         if !target.https {
-            return match (args.insecure, &args.cacert) {
-                (true, _) => Err(ConfigError::TlsOptionWithoutHttps("--insecure")),
-                (_, Some(_)) => Err(ConfigError::TlsOptionWithoutHttps("--cacert")),
-                _ => Ok(None),
+            let given = [
+                (args.insecure, "--insecure"),
+                (args.cacert.is_some(), "--cacert"),
+                (args.tls_version.is_some(), "--tls-version"),
+                (args.tls_cipher.is_some(), "--tls-cipher"),
+                (args.tls_key_update.is_some(), "--tls-key-update"),
+            ];
+            return match given.into_iter().find(|(g, _)| *g) {
+                Some((_, name)) => Err(ConfigError::TlsOptionWithoutHttps(name)),
+                None => Ok(None),
             };
+        }
+        if args.tls_key_update == Some(0) {
+            return Err(ConfigError::Zero("--tls-key-update"));
         }
         let verify = match (args.insecure, &args.cacert) {
             (true, _) => Verify::Insecure,
             (false, Some(p)) => Verify::CaFile(p.clone()),
             (false, None) => Verify::WebPkiRoots,
         };
-        TlsClient::new(&target.host, verify)
+        let choice = TlsChoice {
+            version: args.tls_version,
+            cipher: args.tls_cipher.clone(),
+            key_update_every: args.tls_key_update,
+        };
+        TlsClient::new(&target.host, verify, choice)
             .map(Some)
             .map_err(ConfigError::Tls)
     }

@@ -58,8 +58,22 @@ pub struct LoadOptions {
     pub insecure: bool,
     /// https: trust only the CA certificates in this PEM file [None: the webpki roots].
     pub cacert: Option<PathBuf>,
+    /// https: the one TLS version to offer [None: 1.3 and 1.2].
+    pub tls_version: Option<TlsVersion>,
+    /// https: the one cipher suite to offer, by its IANA name [None: rustls's defaults].
+    pub tls_cipher: Option<String>,
+    /// https: send a TLS 1.3 KeyUpdate (update requested) before every Nth send on a
+    /// connection, to exercise a server's key updates.
+    pub tls_key_update: Option<u32>,
     /// The report is wanted as JSON.
     pub json: bool,
+}
+
+/// A TLS protocol version `--tls-version` can pin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlsVersion {
+    V12,
+    V13,
 }
 
 impl Default for LoadOptions {
@@ -86,6 +100,9 @@ impl Default for LoadOptions {
             spin: Duration::ZERO,
             insecure: false,
             cacert: None,
+            tls_version: None,
+            tls_cipher: None,
+            tls_key_update: None,
             json: false,
         }
     }

@@ -59,6 +59,8 @@ pub enum TlsConfigError {
     Provider(rustls::Error),
     /// The URL's host is neither an IP address nor a valid DNS name (SNI needs one).
     ServerName(String),
+    /// `--tls-cipher` names no suite the provider has.
+    Cipher(String, Vec<String>),
 }
 
 impl fmt::Display for TlsConfigError {
@@ -79,6 +81,13 @@ impl fmt::Display for TlsConfigError {
                 )
             }
             TlsConfigError::Provider(e) => write!(f, "TLS setup failed: {e}"),
+            TlsConfigError::Cipher(name, known) => {
+                write!(
+                    f,
+                    "unknown --tls-cipher {name:?} (known: {})",
+                    known.join(", ")
+                )
+            }
             TlsConfigError::ServerName(h) => {
                 write!(
                     f,
@@ -91,6 +100,15 @@ impl fmt::Display for TlsConfigError {
 
 impl std::error::Error for TlsConfigError {}
 
+/// What the client offers beyond its defaults, and its key-update habit.
+#[derive(Clone, Debug, Default)]
+pub struct TlsChoice {
+    pub version: Option<crate::options::TlsVersion>,
+    /// One cipher suite by IANA name (`TLS13_AES_128_GCM_SHA256`, ...).
+    pub cipher: Option<String>,
+    pub key_update_every: Option<u32>,
+}
+
 /// Everything a connection needs to start a TLS session; cloned per connection cheaply.
 #[derive(Clone, Debug)]
 pub struct TlsClient {
@@ -99,14 +117,36 @@ pub struct TlsClient {
     /// SNI and the name the certificate must match; an IP address sends no SNI.
     pub server_name: ServerName<'static>,
     pub verify: Verify,
+    /// Send a KeyUpdate before every Nth send on a connection.
+    pub key_update_every: Option<u32>,
 }
 
 impl TlsClient {
     /// Builds the client for `host` (a DNS name or an IP address, without brackets).
-    pub fn new(host: &str, verify: Verify) -> Result<TlsClient, TlsConfigError> {
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    pub fn new(host: &str, verify: Verify, choice: TlsChoice) -> Result<TlsClient, TlsConfigError> {
+        let mut provider = rustls::crypto::aws_lc_rs::default_provider();
+        if let Some(name) = &choice.cipher {
+            let known: Vec<String> = provider
+                .cipher_suites
+                .iter()
+                .map(|s| format!("{:?}", s.suite()))
+                .collect();
+            provider
+                .cipher_suites
+                .retain(|s| format!("{:?}", s.suite()) == *name);
+            if provider.cipher_suites.is_empty() {
+                return Err(TlsConfigError::Cipher(name.clone(), known));
+            }
+        }
+        let provider = Arc::new(provider);
+        use crate::options::TlsVersion;
+        let versions: &[&'static rustls::SupportedProtocolVersion] = match choice.version {
+            None => rustls::DEFAULT_VERSIONS,
+            Some(TlsVersion::V12) => &[&rustls::version::TLS12],
+            Some(TlsVersion::V13) => &[&rustls::version::TLS13],
+        };
         let builder = ClientConfig::builder_with_provider(provider.clone())
-            .with_safe_default_protocol_versions()
+            .with_protocol_versions(versions)
             .map_err(TlsConfigError::Provider)?;
         let mut config = match &verify {
             Verify::WebPkiRoots => {
@@ -130,6 +170,7 @@ impl TlsClient {
             config: Arc::new(config),
             server_name,
             verify,
+            key_update_every: choice.key_update_every,
         })
     }
 
@@ -283,6 +324,9 @@ pub struct TlsSession {
     conn: ClientConnection,
     /// Decrypted bytes rustls holds that `recv` has not handed out yet.
     plaintext: usize,
+    /// `--tls-key-update`: a KeyUpdate before every Nth send; `sends` counts them.
+    key_update_every: Option<u32>,
+    sends: u32,
 }
 
 /// Where a handshake stands after the socket was ready.
@@ -310,6 +354,8 @@ impl Transport {
             Some(t) => Ok(Transport::Tls(Box::new(TlsSession {
                 conn: t.session().map_err(SetupFailure::Tls)?,
                 plaintext: 0,
+                key_update_every: t.key_update_every,
+                sends: 0,
             }))),
         }
     }
@@ -460,6 +506,13 @@ impl TlsSession {
     }
 
     fn send(&mut self, fd: &OwnedFd, bytes: &[u8]) -> Result<usize, Errno> {
+        if let Some(every) = self.key_update_every {
+            self.sends += 1;
+            if self.sends.is_multiple_of(every) {
+                // TLS 1.2 has no key update: nothing to do there.
+                let _ = self.conn.refresh_traffic_keys();
+            }
+        }
         // Takes at most rustls's buffer limit; the rest stays with the caller.
         let n = self.conn.writer().write(bytes).map_err(|e| to_errno(&e))?;
         self.flush(fd)?;
@@ -520,21 +573,86 @@ mod tests {
     #[test]
     fn sni_only_for_dns_names() {
         // RFC 6066 §3: literal IP addresses are not sent as SNI; rustls leaves them out.
-        let c = TlsClient::new("127.0.0.1", Verify::Insecure).unwrap();
+        let c = TlsClient::new("127.0.0.1", Verify::Insecure, TlsChoice::default()).unwrap();
         assert!(matches!(c.server_name, ServerName::IpAddress(_)));
-        let c = TlsClient::new("::1", Verify::Insecure).unwrap();
+        let c = TlsClient::new("::1", Verify::Insecure, TlsChoice::default()).unwrap();
         assert!(matches!(c.server_name, ServerName::IpAddress(_)));
-        let c = TlsClient::new("example.com", Verify::WebPkiRoots).unwrap();
+        let c = TlsClient::new("example.com", Verify::WebPkiRoots, TlsChoice::default()).unwrap();
         assert!(matches!(c.server_name, ServerName::DnsName(_)));
         assert!(matches!(
-            TlsClient::new("bad_host!", Verify::Insecure),
+            TlsClient::new("bad_host!", Verify::Insecure, TlsChoice::default()),
             Err(TlsConfigError::ServerName(_))
         ));
     }
 
     #[test]
+    fn version_and_cipher_choices_narrow_the_offer() {
+        use crate::options::TlsVersion;
+        let choice = |version, cipher: Option<&str>| TlsChoice {
+            version,
+            cipher: cipher.map(str::to_owned),
+            key_update_every: None,
+        };
+        let c = TlsClient::new(
+            "localhost",
+            Verify::Insecure,
+            choice(
+                Some(TlsVersion::V12),
+                Some("TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"),
+            ),
+        )
+        .unwrap();
+        let suites: Vec<_> = c
+            .config
+            .crypto_provider()
+            .cipher_suites
+            .iter()
+            .map(|s| s.suite())
+            .collect();
+        assert_eq!(
+            suites,
+            vec![rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384]
+        );
+        match TlsClient::new(
+            "localhost",
+            Verify::Insecure,
+            choice(None, Some("TLS13_NOPE")),
+        ) {
+            Err(e @ TlsConfigError::Cipher(..)) => {
+                let line = e.to_string();
+                assert!(
+                    line.starts_with("unknown --tls-cipher \"TLS13_NOPE\" (known: "),
+                    "{line}"
+                );
+                assert!(line.contains("TLS13_CHACHA20_POLY1305_SHA256"), "{line}");
+            }
+            other => panic!("expected an unknown-cipher error, got {other:?}"),
+        }
+        // A TLS 1.3 suite with only TLS 1.2 offered cannot work: refused at setup.
+        assert!(
+            TlsClient::new(
+                "localhost",
+                Verify::Insecure,
+                choice(Some(TlsVersion::V12), Some("TLS13_AES_128_GCM_SHA256"))
+            )
+            .is_err()
+        );
+        assert!(
+            TlsClient::new(
+                "localhost",
+                Verify::Insecure,
+                choice(
+                    Some(TlsVersion::V13),
+                    Some("TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256")
+                )
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
     fn offers_http1_only() {
-        let c = TlsClient::new("localhost", Verify::Insecure).unwrap();
+        let c = TlsClient::new("localhost", Verify::Insecure, TlsChoice::default()).unwrap();
         assert_eq!(c.config.alpn_protocols, vec![ALPN_HTTP1.to_vec()]);
     }
 

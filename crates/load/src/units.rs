@@ -1,4 +1,5 @@
-//! The workspace's one parser of durations (`10s`, `500ms`, `2m`) and one of CPU lists
+//! The workspace's one parser of durations (`10s`, `500ms`, `2m`), one of byte sizes
+//! (`64KiB`, `32GiB`) and one of CPU lists
 //! (`0,2-3`, the kernel's cpuset syntax), and the one CPU-list formatter. `linerate load`,
 //! the lab (suite files, `c2c`, `doctor`) and the binary's flags all read through these, so a
 //! value means the same wherever it is written. Pure text in, typed values or a typed error out.
@@ -19,6 +20,7 @@ pub enum UnitError {
     /// A CPU number past [`MAX_CPU`]: no Linux process can run there.
     CpuTooHigh(String, usize),
     EmptyCpuList(String),
+    Size(String),
 }
 
 impl fmt::Display for UnitError {
@@ -36,6 +38,12 @@ impl fmt::Display for UnitError {
                  (CPU_SETSIZE: at most {MAX_CPU})"
             ),
             UnitError::EmptyCpuList(s) => write!(f, "invalid CPU list {s:?}: no CPU named"),
+            UnitError::Size(s) => {
+                write!(
+                    f,
+                    "invalid size {s:?} (expected e.g. 65536, 64KiB, 1MiB, 32GiB)"
+                )
+            }
         }
     }
 }
@@ -60,6 +68,28 @@ pub fn duration(s: &str) -> Result<Duration, UnitError> {
         _ => return Err(bad()),
     };
     Duration::try_from_secs_f64(n * scale).map_err(|_| bad())
+}
+
+/// Parses a byte count: a bare number of bytes, or one with `KiB`, `MiB`, `GiB`, `TiB` (also
+/// written `K`, `M`, `G`, `T`; powers of 1024). Zero and overflow are refused.
+pub fn size(s: &str) -> Result<u64, UnitError> {
+    let bad = || UnitError::Size(s.to_owned());
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let shift = match unit {
+        "" | "B" => 0,
+        "K" | "KiB" => 10,
+        "M" | "MiB" => 20,
+        "G" | "GiB" => 30,
+        "T" | "TiB" => 40,
+        _ => return Err(bad()),
+    };
+    match n.checked_mul(1 << shift) {
+        Some(v) if v > 0 => Ok(v),
+        _ => Err(bad()),
+    }
 }
 
 /// Parses a CPU list such as `0-3,8,10-11` into sorted, distinct CPU numbers, as the kernel
@@ -131,6 +161,34 @@ pub fn format_cpu_list(cpus: &[usize]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_parse_as_powers_of_1024_and_refuse_nonsense() {
+        let rows: &[(&str, Option<u64>)] = &[
+            ("1", Some(1)),
+            ("65536", Some(65536)),
+            ("64KiB", Some(64 << 10)),
+            ("64K", Some(64 << 10)),
+            ("1MiB", Some(1 << 20)),
+            ("32GiB", Some(32 << 30)),
+            ("2T", Some(2 << 40)),
+            (" 7B ", Some(7)),
+            ("0", None),
+            ("", None),
+            ("1.5MiB", None),
+            ("1mb", None),
+            ("-1", None),
+            ("99999999999999999999", None),
+            ("16777216TiB", None),
+        ];
+        for (text, want) in rows {
+            assert_eq!(size(text).ok(), *want, "{text:?}");
+        }
+        assert_eq!(
+            size("1mb").unwrap_err().to_string(),
+            "invalid size \"1mb\" (expected e.g. 65536, 64KiB, 1MiB, 32GiB)"
+        );
+    }
 
     #[test]
     fn durations() {

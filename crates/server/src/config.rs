@@ -139,6 +139,9 @@ pub struct TlsConfig {
     /// Hand session keys to the kernel after the handshake when it supports kTLS, so file
     /// bodies go out with `sendfile`; user-space encryption otherwise.
     pub ktls: bool,
+    /// Bytes sent under one TLS 1.3 key before the server updates it (KeyUpdate), in user
+    /// space and in the kernel alike ([`crate::tls::TLS_KEY_UPDATE_BYTES`] by default).
+    pub key_update_bytes: u64,
 }
 
 /// A directory served as static files below a path prefix.

@@ -173,7 +173,13 @@ impl Server {
                 app: App::new(router, &config),
                 conn: config.conn(),
                 tls,
-                ktls: kernel_ciphers,
+                tls_policy: crate::tls::TlsPolicy {
+                    kernel: kernel_ciphers,
+                    key_update_bytes: config
+                        .tls
+                        .as_ref()
+                        .map_or(crate::tls::TLS_KEY_UPDATE_BYTES, |t| t.key_update_bytes),
+                },
                 drain_timeout: config.drain_timeout,
                 config,
             }),
@@ -195,7 +201,7 @@ impl Server {
 
     /// Whether HTTPS connections hand their keys to the kernel (kTLS) after the handshake.
     pub fn ktls(&self) -> bool {
-        self.shared.ktls.any()
+        self.shared.tls_policy.kernel.any()
     }
 
     /// Number of workers.

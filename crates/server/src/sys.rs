@@ -1,6 +1,8 @@
 //! The one room where the server crate uses `unsafe`: attaching a classic BPF program to a
 //! SO_REUSEPORT group, handing TLS session keys to the kernel (TCP_ULP "tls", then
-//! SOL_TLS TLS_TX/TLS_RX), which neither rustix nor socket2 wraps, and reading the coarse
+//! SOL_TLS TLS_TX/TLS_RX) and reading and writing kTLS records with their record type in a
+//! control message (TLS_GET_RECORD_TYPE / TLS_SET_RECORD_TYPE), which neither rustix nor
+//! socket2 wraps, and reading the coarse
 //! clocks through libc (rustix's own vDSO lookup does not run under valgrind, which the lab's
 //! instruction counts need).
 //!
@@ -166,6 +168,96 @@ pub(crate) fn set_ktls_crypto(
         Ok(())
     } else {
         Err(io::Error::last_os_error())
+    }
+}
+
+/// The TLS record type of application data; every other type read from a kTLS socket is a
+/// control record (alert, handshake) for user space to handle.
+pub(crate) const TLS_APPLICATION_DATA: u8 = 23;
+
+/// Room for one `cmsghdr` carrying one byte (the record type), 8-byte aligned.
+#[repr(C, align(8))]
+struct RecordTypeCmsg([u8; 32]);
+
+/// Reads from a socket whose receive side is kernel TLS into `buf`'s spare capacity: the
+/// plaintext of one or more records of one type, and that type (the kernel never mixes types
+/// in one read, and fails a read that has no room for the type with EIO). Returns
+/// `(bytes, record type)`; 0 bytes is the end of the stream. `buf`'s length grows by the bytes
+/// read.
+pub(crate) fn recv_tls_record(fd: BorrowedFd<'_>, buf: &mut Vec<u8>) -> io::Result<(usize, u8)> {
+    let spare = buf.spare_capacity_mut();
+    let mut iov = libc::iovec {
+        iov_base: spare.as_mut_ptr().cast(),
+        iov_len: spare.len(),
+    };
+    let mut control = RecordTypeCmsg([0; 32]);
+    // SAFETY: an all-zero msghdr is a valid empty message header (null pointers, zero lengths).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.0.as_mut_ptr().cast();
+    msg.msg_controllen = control.0.len();
+    // SAFETY: `fd` is a valid open socket for the call; `msg` points at one iovec describing
+    // `buf`'s spare capacity (writable, uninitialised bytes the kernel may fill) and at
+    // `control`, a 32-byte aligned buffer; both outlive the call.
+    let n = unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let n = n as usize;
+    // SAFETY: the kernel initialised the first `n` bytes of the spare capacity, and
+    // `n <= spare.len()`.
+    unsafe { buf.set_len(buf.len() + n) };
+    let mut kind = TLS_APPLICATION_DATA;
+    // SAFETY: `msg` is the header the kernel filled; CMSG_FIRSTHDR/CMSG_NXTHDR walk only
+    // within `msg_control`/`msg_controllen`, which still describe `control`, and each header
+    // they return is inside it, with CMSG_DATA pointing at its (at least one-byte) payload
+    // when the level and type say it is the record type.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_TLS && (*c).cmsg_type == libc::TLS_GET_RECORD_TYPE {
+                kind = *libc::CMSG_DATA(c);
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n, kind))
+}
+
+/// Sends `data` as one record of type `kind` (an alert or a handshake message) on a socket
+/// whose send side is kernel TLS: the kernel closes any open data record first, then
+/// encrypts this one with the current key. Returns the bytes taken (all of them, or an error).
+pub(crate) fn send_tls_record(fd: BorrowedFd<'_>, kind: u8, data: &[u8]) -> io::Result<usize> {
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr().cast_mut().cast(),
+        iov_len: data.len(),
+    };
+    let mut control = RecordTypeCmsg([0; 32]);
+    // SAFETY: an all-zero msghdr is a valid empty message header (null pointers, zero lengths).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.0.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE is a pure size computation.
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(1) } as usize;
+    // SAFETY: `msg_control` points at `control` (32 aligned bytes, more than CMSG_SPACE(1));
+    // CMSG_FIRSTHDR returns its start, and the header and one data byte written through it
+    // and CMSG_DATA lie inside it.
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::SOL_TLS;
+        (*c).cmsg_type = libc::TLS_SET_RECORD_TYPE;
+        (*c).cmsg_len = libc::CMSG_LEN(1) as usize;
+        *libc::CMSG_DATA(c) = kind;
+    }
+    // SAFETY: `fd` is a valid open socket; `msg` describes `data` (read only by the kernel,
+    // despite the iovec's mutable pointer type) and `control`, both alive for the call.
+    let n = unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
     }
 }
 

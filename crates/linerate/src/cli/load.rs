@@ -104,6 +104,19 @@ pub struct LoadArgs {
     #[arg(long, value_name = "FILE")]
     pub cacert: Option<PathBuf>,
 
+    /// https: offer only this TLS version.
+    #[arg(long, value_name = "VERSION", value_parser = ["1.2", "1.3"])]
+    pub tls_version: Option<String>,
+
+    /// https: offer only this cipher suite (IANA name, e.g. TLS13_CHACHA20_POLY1305_SHA256).
+    #[arg(long, value_name = "SUITE")]
+    pub tls_cipher: Option<String>,
+
+    /// https: send a TLS 1.3 KeyUpdate (update requested) before every Nth send on each
+    /// connection, to exercise the server's key updates.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub tls_key_update: Option<u32>,
+
     /// Print the result as JSON on stdout (and nothing else there).
     #[arg(long)]
     pub json: bool,
@@ -134,6 +147,12 @@ impl LoadArgs {
             spin: self.spin,
             insecure: self.insecure,
             cacert: self.cacert,
+            tls_version: self.tls_version.map(|v| match v.as_str() {
+                "1.2" => linerate_load::options::TlsVersion::V12,
+                _ => linerate_load::options::TlsVersion::V13,
+            }),
+            tls_cipher: self.tls_cipher,
+            tls_key_update: self.tls_key_update,
             json: self.json,
         }
     }

@@ -91,6 +91,11 @@ pub(crate) struct ServeArgs {
     /// Keep TLS encryption in user space even where the kernel offers kTLS.
     #[arg(long)]
     no_ktls: bool,
+    /// Bytes sent under one TLS 1.3 key before the server updates it (KeyUpdate), e.g. 1MiB;
+    /// in the kernel too where it can take new keys, else the connection ends there.
+    #[arg(long, value_name = "SIZE", value_parser = units::size,
+          default_value_t = linerate_server::tls::TLS_KEY_UPDATE_BYTES)]
+    tls_key_update: u64,
 }
 
 pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
@@ -207,6 +212,7 @@ fn tls_config(a: &ServeArgs) -> anyhow::Result<Option<linerate_server::TlsConfig
         cert,
         key,
         ktls: !a.no_ktls,
+        key_update_bytes: a.tls_key_update,
     };
     use linerate_server::tls::TlsError;
     match linerate_server::tls::server_config(&tls) {

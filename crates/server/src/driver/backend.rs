@@ -51,6 +51,14 @@ pub(crate) enum Completion {
     AcceptPaused(io::Error),
     /// Bytes arrived (`buf` is not empty; give it back with [`Backend::recycle`]).
     Received { token: Token, buf: Vec<u8> },
+    /// A record other than application data (an alert, a handshake message) arrived on a
+    /// socket whose receive side is kernel TLS: its type and plaintext (give `buf` back with
+    /// [`Backend::recycle`]).
+    Record {
+        token: Token,
+        kind: u8,
+        buf: Vec<u8>,
+    },
     /// The peer will send no more.
     Eof { token: Token },
     /// A send finished: every byte of `buf` is on its way.
@@ -92,6 +100,9 @@ pub(crate) trait Backend {
     fn detach(&mut self, token: Token);
     /// The socket, for the rare option set on an established connection (kTLS).
     fn fd(&self, token: Token) -> Option<BorrowedFd<'_>>;
+    /// From now on the socket's receive side is kernel TLS: reads learn each record's type,
+    /// and records other than application data complete as [`Completion::Record`].
+    fn read_records(&mut self, token: Token);
     /// Turns receiving on or off.
     fn set_recv(&mut self, token: Token, on: bool);
     /// Receives now if bytes are waiting (for the drain on shutdown): `Received`, `Eof`,

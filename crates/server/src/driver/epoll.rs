@@ -84,6 +84,9 @@ pub(crate) struct Epoll {
     listeners: Vec<Listener>,
     watched: Vec<(OwnedFd, Token)>,
     scratch: Vec<u8>,
+    /// Per socket slot: its receive side is kernel TLS, so it is read with `recvmsg` and the
+    /// record type (kept apart from [`Sock`], which every idle connection pays for).
+    records: Vec<bool>,
 }
 
 impl Epoll {
@@ -98,6 +101,7 @@ impl Epoll {
             listeners: Vec::new(),
             watched: Vec::new(),
             scratch: Vec::with_capacity(RECV_BUF),
+            records: Vec::new(),
         })
     }
 
@@ -155,14 +159,17 @@ impl Epoll {
         }
     }
 
-    /// Receives into the scratch buffer for `s`.
+    /// Receives into the scratch buffer for `s` (`records`: its receive side is kernel TLS).
     #[inline(always)]
-    fn recv(scratch: &mut Vec<u8>, s: &Sock) -> Option<Completion> {
+    fn recv(scratch: &mut Vec<u8>, s: &Sock, records: bool) -> Option<Completion> {
         let fd = s.fd.as_ref()?;
         let mut buf = std::mem::take(scratch);
         buf.clear();
         if buf.capacity() < RECV_BUF {
             buf.reserve(RECV_BUF);
+        }
+        if records {
+            return Self::recv_record(scratch, s.token, fd, buf);
         }
         match rustix::net::recv(fd, spare_capacity(&mut buf), RecvFlags::empty()) {
             Ok((0, _)) => {
@@ -180,6 +187,34 @@ impl Epoll {
             Err(_) => {
                 *scratch = buf;
                 Some(Completion::Failed { token: s.token })
+            }
+        }
+    }
+
+    /// One read from a kernel-TLS socket: application data is `Received` as on any socket;
+    /// any other record (an alert, a handshake message) is a `Record` for the TLS layer.
+    #[cold]
+    fn recv_record(
+        scratch: &mut Vec<u8>,
+        token: Token,
+        fd: &OwnedFd,
+        mut buf: Vec<u8>,
+    ) -> Option<Completion> {
+        match crate::sys::recv_tls_record(fd.as_fd(), &mut buf) {
+            Ok((0, _)) => {
+                *scratch = buf;
+                Some(Completion::Eof { token })
+            }
+            Ok((_, crate::sys::TLS_APPLICATION_DATA)) => Some(Completion::Received { token, buf }),
+            Ok((_, kind)) => Some(Completion::Record { token, kind, buf }),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EINTR)) => {
+                *scratch = buf;
+                None
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "kTLS read failed");
+                *scratch = buf;
+                Some(Completion::Failed { token })
             }
         }
     }
@@ -320,6 +355,10 @@ impl Backend for Epoll {
                 op: None,
             });
         }
+        if self.records.len() <= idx {
+            self.records.resize(idx + 1, false);
+        }
+        self.records[idx] = false;
         self.socks[idx] = Sock {
             fd: Some(sock),
             registered: interest,
@@ -367,7 +406,14 @@ impl Backend for Epoll {
         if s.token != token {
             return None;
         }
-        Self::recv(&mut self.scratch, s)
+        Self::recv(&mut self.scratch, s, self.records[idx])
+    }
+
+    fn read_records(&mut self, token: Token) {
+        let idx = (token & 0xffff_ffff) as usize;
+        if self.socks.get(idx).is_some_and(|s| s.token == token) {
+            self.records[idx] = true;
+        }
     }
 
     #[inline(always)]
@@ -512,7 +558,8 @@ impl Backend for Epoll {
             if s.receiving()
                 && (broken || flags.intersects(epoll::EventFlags::IN | epoll::EventFlags::RDHUP))
             {
-                if let Some(c) = Self::recv(&mut self.scratch, s) {
+                let records = self.records[(s.token & 0xffff_ffff) as usize];
+                if let Some(c) = Self::recv(&mut self.scratch, s, records) {
                     return Some(c);
                 }
             } else if broken && s.op.is_none() {

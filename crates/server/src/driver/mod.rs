@@ -56,7 +56,7 @@ pub(crate) struct Shared {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// The ciphers whose sessions are handed to the kernel after the handshake (kTLS, probed
     /// at start; none when it is off or absent).
-    pub ktls: tls::KernelCiphers,
+    pub tls_policy: tls::TlsPolicy,
     pub drain_timeout: Duration,
 }
 
@@ -289,6 +289,10 @@ impl<B: Backend> Worker<B> {
                 self.with(token, sh, |live, p| p.received(live, &buf));
                 self.backend.recycle(buf);
             }
+            Completion::Record { token, kind, buf } => {
+                self.with(token, sh, |live, p| p.record(live, kind, &buf));
+                self.backend.recycle(buf);
+            }
             Completion::Eof { token } => {
                 self.with(token, sh, |live, p| live.conn.eof(p.cx, &mut p.svc));
             }
@@ -357,7 +361,7 @@ impl<B: Backend> Worker<B> {
             tracing::debug!(error = %e, "TCP_NODELAY failed");
         }
         let transport = match (&sh.tls, listener) {
-            (Some(config), 1) => match Transport::tls(config, sh.ktls) {
+            (Some(config), 1) => match Transport::tls(config, sh.tls_policy) {
                 Ok(t) => t,
                 Err(e) => {
                     tracing::error!(error = %e, "cannot start a TLS session");
@@ -547,6 +551,16 @@ impl<B: Backend> Parts<'_, B> {
             .is_err()
         {
             self.fine = false;
+        }
+    }
+
+    /// A control record (alert, handshake message) arrived on a kernel-TLS socket.
+    #[cold]
+    fn record(&mut self, live: &mut Live, kind: u8, data: &[u8]) {
+        match live.transport.record(self.backend, self.token, kind, data) {
+            Ok(Input::More) => {}
+            Ok(Input::End) => live.conn.eof(self.cx, &mut self.svc),
+            Err(()) => self.fine = false,
         }
     }
 

@@ -4,23 +4,39 @@
 //! Owns every TLS byte; the connection state machine above sees only plaintext. A transport
 //! carries one operation of the connection at a time (send these bytes, send this file
 //! range, shut down) over the backend's owned-buffer operations, and reports it done once
-//! its records are on their way. Invariant: plaintext handed over is never dropped, and
-//! rustls buffers at most [`TLS_BUFFER_LIMIT`] of it before its records go out, so a client
-//! that does not read cannot grow the buffer. Handing keys to the kernel happens only at a
-//! record boundary with nothing buffered in either direction, so no byte is encrypted or
-//! decrypted twice or lost.
+//! its records are on their way.
+//!
+//! User space uses rustls's unbuffered API: an operation's plaintext is encrypted straight
+//! into one send buffer (no copy through rustls's own buffers), so what a client that does
+//! not read can pin is one operation's worth. Handing the session to the kernel happens only
+//! with nothing buffered in either direction (the next byte on the socket starts a record),
+//! so no byte is encrypted or decrypted twice or lost.
+//!
+//! After the hand-off rustls keeps the key schedule ([`KernelConnection`]): the kernel reads
+//! records of other types (alerts, handshake messages) with their type, and this module
+//! answers them — close_notify ends input; a TLS 1.3 KeyUpdate installs the next receive key
+//! and, when the peer asks, sends ours and installs the next send key; the server also
+//! updates its own key every [`TlsPolicy::key_update_bytes`]. A kernel that cannot take new
+//! keys (before Linux 6.13; [`KernelCiphers::rekey`]) cannot follow a peer's key update: the
+//! connection answers what came before it and closes, and a used-up send key closes it too.
 #![forbid(unsafe_code)]
 
 use std::fmt;
-use std::io::{self, BufRead, Write};
+
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use rustix::io::Errno;
+use rustls::kernel::KernelConnection;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::{ConnectionTrafficSecrets, ProtocolVersion, ServerConfig, ServerConnection};
+use rustls::server::{ServerConnectionData, UnbufferedServerConnection};
+use rustls::unbuffered::{
+    ConnectionState, EncodeError, EncodeTlsData, EncryptError, InsufficientSizeError,
+    UnbufferedStatus,
+};
+use rustls::{ConnectionTrafficSecrets, ProtocolVersion, ServerConfig};
 
 use super::backend::{Backend, Completion, Submitted, Token};
 use crate::config::TlsConfig;
@@ -29,13 +45,8 @@ use crate::sys::{KtlsCrypto, KtlsDirection};
 
 /// The one application protocol offered in ALPN.
 pub const ALPN_HTTP11: &[u8] = b"http/1.1";
-/// Most encrypted-but-unsent bytes rustls holds for one connection; `send` accepts no more
-/// plaintext until they are on the socket.
-pub const TLS_BUFFER_LIMIT: usize = 64 * 1024;
 /// File bytes read (pread) and encrypted at once over user-space TLS: one full record.
 pub const TLS_FILE_CHUNK: usize = 16 * 1024;
-/// TLS record header: type (1), version (2), length (2).
-const RECORD_HEADER: usize = 5;
 /// Where Linux lists the upper-layer protocols it can attach right now.
 const AVAILABLE_ULP: &str = "/proc/sys/net/ipv4/tcp_available_ulp";
 
@@ -147,6 +158,9 @@ pub struct KernelCiphers {
     pub aes_128_gcm: bool,
     pub aes_256_gcm: bool,
     pub chacha20_poly1305: bool,
+    /// The kernel takes new keys on a socket that already has them (TLS 1.3 KeyUpdate;
+    /// Linux 6.13+). Without it a TLS 1.3 session cannot follow a key update in the kernel.
+    pub rekey: bool,
 }
 
 impl KernelCiphers {
@@ -185,6 +199,7 @@ pub fn ktls_ciphers() -> KernelCiphers {
     let Ok(listener) = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)) else {
         return KernelCiphers::default();
     };
+    let rekey = std::cell::Cell::new(false);
     let takes = |crypto: KtlsCrypto| -> bool {
         let Ok(addr) = listener.local_addr() else {
             return false;
@@ -199,6 +214,14 @@ pub fn ktls_ciphers() -> KernelCiphers {
         crate::sys::set_tls_ulp(fd).is_ok()
             && crate::sys::set_ktls_crypto(fd, KtlsDirection::Tx, &crypto).is_ok()
             && crate::sys::set_ktls_crypto(fd, KtlsDirection::Rx, &crypto).is_ok()
+            && {
+                // A second TX key: refused (EBUSY) by kernels without key updates. (A second
+                // RX key may be refused until a KeyUpdate has arrived, so it proves nothing.)
+                if crate::sys::set_ktls_crypto(fd, KtlsDirection::Tx, &crypto).is_ok() {
+                    rekey.set(true);
+                }
+                true
+            }
     };
     let info = |cipher_type| libc::tls_crypto_info {
         version: libc::TLS_1_3_VERSION,
@@ -228,7 +251,17 @@ pub fn ktls_ciphers() -> KernelCiphers {
                 rec_seq: [0; 8],
             },
         )),
+        rekey: rekey.get(),
     }
+}
+
+/// What the TLS listeners do beyond the rustls configuration: which ciphers the kernel
+/// takes (empty when kTLS is off or absent), and after how many bytes under one key the
+/// sending key is updated.
+#[derive(Clone, Copy, Debug)]
+pub struct TlsPolicy {
+    pub kernel: KernelCiphers,
+    pub key_update_bytes: u64,
 }
 
 /// How a connection's bytes reach the socket.
@@ -237,8 +270,9 @@ pub(crate) enum Transport {
     Plain,
     /// TLS encrypted in user space by rustls.
     Tls(Box<TlsSession>),
-    /// TLS encrypted by the kernel: the socket reads and writes plaintext, `sendfile` works.
-    Kernel,
+    /// TLS encrypted by the kernel: the socket reads and writes plaintext, `sendfile` works;
+    /// rustls still owns the key schedule (key updates) through its kernel connection.
+    Kernel(Box<KernelSession>),
 }
 
 /// How an operation the connection asked for went.
@@ -266,24 +300,34 @@ pub(crate) enum Finished {
     Failed,
 }
 
-/// What [`Transport::receive`] found besides plaintext.
+/// What [`Transport::receive`] or [`Transport::record`] found besides plaintext.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Input {
     More,
-    /// The peer's close_notify: no more input.
+    /// No more input: the peer's close_notify, or (kernel TLS without rekeying) a key update
+    /// the kernel cannot follow.
     End,
 }
 
-/// One rustls server session, the connection's operation it is carrying, and what the
-/// hand-off to the kernel needs to know.
+/// One rustls server session (the unbuffered API: records are encrypted straight into the
+/// send buffer), the connection's operation it is carrying, and what the hand-off to the
+/// kernel needs to know.
 pub(crate) struct TlsSession {
-    conn: ServerConnection,
+    conn: UnbufferedServerConnection,
+    /// Ciphertext received that rustls has not consumed yet (a partial record at most,
+    /// between reads).
+    incoming: Vec<u8>,
+    /// TLS's own records (handshake, tickets, key updates, alerts) encoded and not yet handed
+    /// to the backend; they go before any application data.
+    pending: Vec<u8>,
     /// Hand the keys to the kernel once the handshake is done.
     offload: bool,
-    /// The ciphers the kernel takes.
-    kernel: KernelCiphers,
-    records: RecordBoundary,
+    policy: TlsPolicy,
+    /// Application bytes encrypted under the current sending key.
+    sent: u64,
     close_sent: bool,
+    /// The peer's close_notify arrived.
+    peer_closed: bool,
     /// The connection's operation being encrypted.
     op: Option<TlsOp>,
     /// A ciphertext send is with the backend.
@@ -291,26 +335,64 @@ pub(crate) struct TlsSession {
 }
 
 enum TlsOp {
-    Bytes { buf: Vec<u8>, pos: usize },
-    File { chunk: Vec<u8>, pos: usize },
+    Bytes { buf: Vec<u8>, done: bool },
+    File { chunk: Vec<u8>, done: bool },
     Close,
 }
 
+/// A session whose records the kernel encrypts and decrypts (see the module doc).
+pub(crate) struct KernelSession {
+    conn: KernelConnection<ServerConnectionData>,
+    version: ProtocolVersion,
+    /// The kernel takes new keys on this socket (TLS 1.3 key updates can be followed).
+    rekey: bool,
+    key_update_bytes: u64,
+    /// Bytes handed to the kernel under the current sending key.
+    sent: u64,
+    /// The peer asked for our key update: it goes out before our next byte.
+    update_owed: bool,
+    /// Key updates the peer has sent on this connection.
+    peer_updates: u32,
+}
+
+/// TLS content types (RFC 8446 §5.1) and the messages the kernel path handles itself.
+const CONTENT_ALERT: u8 = 21;
+const CONTENT_HANDSHAKE: u8 = 22;
+const HANDSHAKE_KEY_UPDATE: u8 = 24;
+const ALERT_WARNING: u8 = 1;
+const ALERT_FATAL: u8 = 2;
+const ALERT_CLOSE_NOTIFY: u8 = 0;
+const ALERT_UNEXPECTED_MESSAGE: u8 = 10;
+const ALERT_DECODE_ERROR: u8 = 50;
+/// Our KeyUpdate, as the kernel sends it (handshake header + `update_not_requested`).
+const KEY_UPDATE_NOT_REQUESTED: [u8; 5] = [HANDSHAKE_KEY_UPDATE, 0, 0, 1, 0];
+/// Most key updates a peer may send on one kernel-TLS connection; more is a flood (each costs
+/// a key derivation and a setsockopt) and ends the connection.
+pub const MAX_PEER_KEY_UPDATES: u32 = 256;
+/// Default bytes sent under one key before the server updates it (TLS 1.3). AES-GCM's limit
+/// (RFC 8446 §5.5) is 2^24.5 full records, about 380 GiB; this stays well under it even for
+/// small records.
+pub const TLS_KEY_UPDATE_BYTES: u64 = 32 << 30;
+/// TLS 1.3 record overhead: header (5) + inner content type (1) + AEAD tag (16); TLS 1.2
+/// AES-GCM adds an 8-byte explicit nonce instead of the type. Sized up for one encryption.
+const RECORD_OVERHEAD: usize = 32;
+/// Largest plaintext in one record.
+const MAX_FRAGMENT: usize = 16 * 1024;
+
 impl Transport {
     /// A fresh server-side TLS session; handed to the kernel afterwards when it takes the
-    /// negotiated cipher (`kernel` is empty when kTLS is off or absent).
-    pub(crate) fn tls(
-        config: &Arc<ServerConfig>,
-        kernel: KernelCiphers,
-    ) -> Result<Transport, String> {
-        let mut conn = ServerConnection::new(config.clone()).map_err(|e| e.to_string())?;
-        conn.set_buffer_limit(Some(TLS_BUFFER_LIMIT));
+    /// negotiated cipher.
+    pub(crate) fn tls(config: &Arc<ServerConfig>, policy: TlsPolicy) -> Result<Transport, String> {
+        let conn = UnbufferedServerConnection::new(config.clone()).map_err(|e| e.to_string())?;
         Ok(Transport::Tls(Box::new(TlsSession {
             conn,
-            offload: kernel.any(),
-            kernel,
-            records: RecordBoundary::default(),
+            incoming: Vec::new(),
+            pending: Vec::new(),
+            offload: policy.kernel.any(),
+            policy,
+            sent: 0,
             close_sent: false,
+            peer_closed: false,
             op: None,
             cipher_in_flight: false,
         })))
@@ -333,13 +415,15 @@ impl Transport {
         pool: &mut Pool,
     ) -> Outcome<Vec<u8>> {
         match self {
-            Transport::Plain | Transport::Kernel => match b.send(token, buf, more) {
-                Submitted::Done(buf) => Outcome::Done(buf),
-                Submitted::Pending => Outcome::InFlight,
-                Submitted::Failed => Outcome::Failed,
-            },
+            Transport::Plain => submitted(b.send(token, buf, more)),
+            Transport::Kernel(k) => {
+                if k.before_send(b, token, buf.len() as u64).is_err() {
+                    return Outcome::Failed;
+                }
+                submitted(b.send(token, buf, more))
+            }
             Transport::Tls(s) => {
-                s.op = Some(TlsOp::Bytes { buf, pos: 0 });
+                s.op = Some(TlsOp::Bytes { buf, done: false });
                 match s.pump(b, token, pool) {
                     None => Outcome::InFlight,
                     Some(Finished::Bytes(buf)) => Outcome::Done(buf),
@@ -360,11 +444,13 @@ impl Transport {
         pool: &mut Pool,
     ) -> Outcome<u64> {
         match self {
-            Transport::Plain | Transport::Kernel => match b.sendfile(token, file, offset, len) {
-                Submitted::Done(n) => Outcome::Done(n),
-                Submitted::Pending => Outcome::InFlight,
-                Submitted::Failed => Outcome::Failed,
-            },
+            Transport::Plain => submitted(b.sendfile(token, file, offset, len)),
+            Transport::Kernel(k) => {
+                if k.before_send(b, token, len).is_err() {
+                    return Outcome::Failed;
+                }
+                submitted(b.sendfile(token, file, offset, len))
+            }
             Transport::Tls(s) => {
                 let mut chunk = pool.get();
                 chunk.resize(len.min(TLS_FILE_CHUNK as u64) as usize, 0);
@@ -381,7 +467,7 @@ impl Transport {
                     return Outcome::Failed;
                 }
                 chunk.truncate(n);
-                s.op = Some(TlsOp::File { chunk, pos: 0 });
+                s.op = Some(TlsOp::File { chunk, done: false });
                 match s.pump(b, token, pool) {
                     None => Outcome::InFlight,
                     Some(Finished::File(n)) => Outcome::Done(n),
@@ -391,21 +477,33 @@ impl Transport {
         }
     }
 
-    /// Ends the write side: close_notify over user-space TLS, then FIN. Over kTLS no alert
-    /// is sent (it needs a control message); HTTP framing still marks every end.
+    /// Ends the write side: TLS sends close_notify first, then the socket is shut down.
     pub(crate) fn shutdown<B: Backend>(
         &mut self,
         b: &mut B,
         token: Token,
         pool: &mut Pool,
     ) -> Outcome<()> {
-        if let Transport::Tls(s) = self {
-            s.op = Some(TlsOp::Close);
-            match s.pump(b, token, pool) {
-                None => return Outcome::InFlight,
-                Some(Finished::Shut) => {}
-                Some(_) => return Outcome::Failed,
+        match self {
+            Transport::Tls(s) => {
+                s.op = Some(TlsOp::Close);
+                match s.pump(b, token, pool) {
+                    None => return Outcome::InFlight,
+                    Some(Finished::Shut) => {}
+                    Some(_) => return Outcome::Failed,
+                }
             }
+            Transport::Kernel(_) => {
+                // Best effort: with the socket's buffer full the alert is left out and the
+                // peer sees a plain FIN after every byte it was owed.
+                let _ = send_record(
+                    b,
+                    token,
+                    CONTENT_ALERT,
+                    &[ALERT_WARNING, ALERT_CLOSE_NOTIFY],
+                );
+            }
+            Transport::Plain => {}
         }
         match b.shutdown_write(token) {
             Ok(()) => Outcome::Done(()),
@@ -444,10 +542,45 @@ impl Transport {
     /// `Err` on a TLS error (rustls queued the alert; [`Transport::flush`] sends it).
     pub(crate) fn receive(&mut self, data: &[u8], plain: &mut Vec<u8>) -> Result<Input, ()> {
         match self {
-            Transport::Tls(s) => s.receive(data, plain),
+            Transport::Tls(s) => {
+                s.incoming.extend_from_slice(data);
+                s.process(plain)
+            }
             _ => {
                 plain.extend_from_slice(data);
                 Ok(Input::More)
+            }
+        }
+    }
+
+    /// A record other than application data arrived on a kernel-TLS socket (an alert or a
+    /// handshake message, already decrypted). `Err`: the connection must close (an alert
+    /// has been sent where one is owed).
+    pub(crate) fn record<B: Backend>(
+        &mut self,
+        b: &mut B,
+        token: Token,
+        kind: u8,
+        data: &[u8],
+    ) -> Result<Input, ()> {
+        let Transport::Kernel(k) = self else {
+            return Err(());
+        };
+        match (kind, data) {
+            (CONTENT_ALERT, [_, ALERT_CLOSE_NOTIFY]) => Ok(Input::End),
+            (CONTENT_ALERT, [level, what]) => {
+                tracing::debug!(level, alert = what, "TLS alert from the peer; closing");
+                Err(())
+            }
+            (CONTENT_HANDSHAKE, msgs) => k.handshake(b, token, msgs),
+            _ => {
+                let _ = send_record(
+                    b,
+                    token,
+                    CONTENT_ALERT,
+                    &[ALERT_FATAL, ALERT_UNEXPECTED_MESSAGE],
+                );
+                Err(())
             }
         }
     }
@@ -466,7 +599,6 @@ impl Transport {
         };
         if s.op.is_none()
             && !s.cipher_in_flight
-            && s.conn.wants_write()
             && let Some(Finished::Failed) = s.pump(b, token, pool)
         {
             return Err(());
@@ -477,9 +609,10 @@ impl Transport {
         Ok(())
     }
 
-    /// Hands the session keys to the kernel. Attaching the ULP comes first: if the kernel
-    /// refuses it the session simply stays in user space. Once the keys are extracted the
-    /// rustls session is gone, so a failure after that closes the connection.
+    /// Hands the session to the kernel. Attaching the ULP comes first: if the kernel refuses
+    /// it the session simply stays in user space. Once rustls has given up the keys the
+    /// session cannot come back, so a refusal after that closes the connection (the cipher
+    /// probe at start makes that a kernel that changed its mind, not a normal case).
     fn offload<B: Backend>(&mut self, b: &mut B, token: Token) -> Result<(), ()> {
         let Some(fd) = b.fd(token) else {
             return Err(());
@@ -491,13 +624,15 @@ impl Transport {
             }
             return Ok(());
         }
-        let Transport::Tls(s) = std::mem::replace(self, Transport::Kernel) else {
+        let Transport::Tls(s) = std::mem::replace(self, Transport::Plain) else {
             return Ok(());
         };
-        let version = s.conn.protocol_version();
-        let secrets = s.conn.dangerous_extract_secrets().map_err(|e| {
-            tracing::debug!(error = %e, "TLS secrets not extractable");
+        let policy = s.policy;
+        let sent = s.sent;
+        let (secrets, conn) = s.conn.dangerous_into_kernel_connection().map_err(|e| {
+            tracing::debug!(error = %e, "TLS session not extractable");
         })?;
+        let version = conn.protocol_version();
         let (Some(tx), Some(rx)) = (
             kernel_crypto(version, secrets.tx.0, &secrets.tx.1),
             kernel_crypto(version, secrets.rx.0, &secrets.rx.1),
@@ -509,99 +644,230 @@ impl Transport {
                 tracing::debug!(error = %e, "kTLS key setup failed; closing");
             })?;
         }
+        b.read_records(token);
+        *self = Transport::Kernel(Box::new(KernelSession {
+            conn,
+            version,
+            rekey: policy.kernel.rekey,
+            key_update_bytes: policy.key_update_bytes,
+            sent,
+            update_owed: false,
+            peer_updates: 0,
+        }));
         Ok(())
     }
 }
 
+fn submitted<T>(s: Submitted<T>) -> Outcome<T> {
+    match s {
+        Submitted::Done(t) => Outcome::Done(t),
+        Submitted::Pending => Outcome::InFlight,
+        Submitted::Failed => Outcome::Failed,
+    }
+}
+
+/// Sends one whole control record through the kernel's TLS (all of it, or an error).
+fn send_record<B: Backend>(b: &mut B, token: Token, kind: u8, data: &[u8]) -> Result<(), ()> {
+    let fd = b.fd(token).ok_or(())?;
+    match crate::sys::send_tls_record(fd, kind, data) {
+        Ok(n) if n == data.len() => Ok(()),
+        Ok(_) => Err(()),
+        Err(e) => {
+            tracing::debug!(error = %e, kind, "kTLS control record not sent");
+            Err(())
+        }
+    }
+}
+
+impl KernelSession {
+    /// Before `len` more bytes go to the kernel: our key update when the peer asked for one
+    /// or the current key has carried its share. Where the kernel cannot take a new key (or
+    /// the version has no key update) the connection ends at the limit instead.
+    fn before_send<B: Backend>(&mut self, b: &mut B, token: Token, len: u64) -> Result<(), ()> {
+        if self.update_owed || self.sent >= self.key_update_bytes {
+            if !self.rekey || self.version != ProtocolVersion::TLSv1_3 {
+                tracing::debug!(
+                    "sending key used up and the kernel cannot take a new one; closing"
+                );
+                return Err(());
+            }
+            self.update_tx(b, token)?;
+        }
+        self.sent += len;
+        Ok(())
+    }
+
+    /// Our KeyUpdate goes out under the old key, then the kernel gets the new one.
+    fn update_tx<B: Backend>(&mut self, b: &mut B, token: Token) -> Result<(), ()> {
+        send_record(b, token, CONTENT_HANDSHAKE, &KEY_UPDATE_NOT_REQUESTED)?;
+        let (seq, secrets) = self.conn.update_tx_secret().map_err(|_| ())?;
+        let crypto = kernel_crypto(self.version, seq, &secrets).ok_or(())?;
+        let fd = b.fd(token).ok_or(())?;
+        crate::sys::set_ktls_crypto(fd, KtlsDirection::Tx, &crypto).map_err(|e| {
+            tracing::debug!(error = %e, "kTLS sending key update refused; closing");
+        })?;
+        self.sent = 0;
+        self.update_owed = false;
+        Ok(())
+    }
+
+    /// Handshake messages after the hand-off: only TLS 1.3 KeyUpdate is allowed from a
+    /// client (RFC 8446 §4.6.3); anything else is an unexpected message.
+    fn handshake<B: Backend>(
+        &mut self,
+        b: &mut B,
+        token: Token,
+        mut msgs: &[u8],
+    ) -> Result<Input, ()> {
+        let alert = |b: &mut B, what: u8| {
+            let _ = send_record(b, token, CONTENT_ALERT, &[ALERT_FATAL, what]);
+            Err(())
+        };
+        while !msgs.is_empty() {
+            let [kind, l0, l1, l2, rest @ ..] = msgs else {
+                return alert(b, ALERT_DECODE_ERROR);
+            };
+            let len = u32::from_be_bytes([0, *l0, *l1, *l2]) as usize;
+            if rest.len() < len {
+                return alert(b, ALERT_DECODE_ERROR);
+            }
+            let (body, tail) = rest.split_at(len);
+            msgs = tail;
+            match (*kind, body) {
+                (HANDSHAKE_KEY_UPDATE, [request @ (0 | 1)])
+                    if self.version == ProtocolVersion::TLSv1_3 =>
+                {
+                    self.peer_updates += 1;
+                    if self.peer_updates > MAX_PEER_KEY_UPDATES {
+                        tracing::debug!("too many key updates from the peer; closing");
+                        return alert(b, ALERT_UNEXPECTED_MESSAGE);
+                    }
+                    if !self.rekey {
+                        // The kernel would fail every record under the peer's new key: read no
+                        // more, answer what came before, then close.
+                        tracing::debug!("peer key update the kernel cannot follow; ending input");
+                        return Ok(Input::End);
+                    }
+                    let (seq, secrets) = self.conn.update_rx_secret().map_err(|_| ())?;
+                    let crypto = kernel_crypto(self.version, seq, &secrets).ok_or(())?;
+                    let fd = b.fd(token).ok_or(())?;
+                    crate::sys::set_ktls_crypto(fd, KtlsDirection::Rx, &crypto).map_err(|e| {
+                        tracing::debug!(error = %e, "kTLS receiving key update refused; closing");
+                    })?;
+                    if *request == 1 {
+                        self.update_owed = true;
+                    }
+                }
+                (HANDSHAKE_KEY_UPDATE, _) if self.version == ProtocolVersion::TLSv1_3 => {
+                    return alert(b, ALERT_DECODE_ERROR);
+                }
+                _ => return alert(b, ALERT_UNEXPECTED_MESSAGE),
+            }
+        }
+        Ok(Input::More)
+    }
+}
+
 impl TlsSession {
-    /// Handshake done, all records out, all plaintext taken, no operation under way, and the
-    /// input stopped at a record boundary: nothing would be lost by moving the session to
-    /// the kernel.
-    fn ready_for_kernel(&mut self) -> bool {
+    /// Handshake done, all records out, all ciphertext consumed (so the socket's next byte
+    /// starts a record), no operation under way: nothing would be lost by moving the session
+    /// to the kernel.
+    fn ready_for_kernel(&self) -> bool {
         self.offload
             && !self.close_sent
+            && !self.peer_closed
             && self.op.is_none()
             && !self.cipher_in_flight
+            && self.pending.is_empty()
+            && self.incoming.is_empty()
             && !self.conn.is_handshaking()
-            && !self.conn.wants_write()
-            && self.records.at_boundary()
             && self
                 .conn
                 .negotiated_cipher_suite()
-                .is_some_and(|s| self.kernel.takes(s.suite()))
-            && matches!(self.conn.reader().fill_buf(), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+                .is_some_and(|s| self.policy.kernel.takes(s.suite()))
     }
 
-    fn receive(&mut self, data: &[u8], plain: &mut Vec<u8>) -> Result<Input, ()> {
-        let mut rest = data;
+    /// Runs rustls over the ciphertext received: plaintext to `plain`, TLS's own records to
+    /// `pending`.
+    fn process(&mut self, plain: &mut Vec<u8>) -> Result<Input, ()> {
         loop {
-            // Plaintext already decrypted goes first.
-            loop {
-                let mut reader = self.conn.reader();
-                match reader.fill_buf() {
-                    Ok([]) => return Ok(Input::End), // close_notify
-                    Ok(chunk) => {
-                        let k = chunk.len();
-                        plain.extend_from_slice(chunk);
-                        reader.consume(k);
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    // TCP EOF without close_notify: HTTP framing tells whether a request was
-                    // cut short, so treat it as the end of input.
-                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(Input::End),
-                    Err(_) => return Err(()),
+            let UnbufferedStatus { discard, state } =
+                self.conn.process_tls_records(&mut self.incoming);
+            let step = match state {
+                Err(e) => {
+                    // rustls queued the matching alert: the caller flushes it, then closes.
+                    tracing::debug!(error = %e, "TLS error; closing");
+                    Step::Fail
                 }
-            }
-            if rest.is_empty() {
-                return Ok(Input::More);
-            }
-            let before = rest.len();
-            if self.conn.read_tls(&mut rest).is_err() {
-                return Err(());
-            }
-            let start = data.len() - before;
-            self.records
-                .feed(&data[start..start + (before - rest.len())]);
-            if let Err(e) = self.conn.process_new_packets() {
-                // rustls queued the matching alert: the caller flushes it, then closes.
-                tracing::debug!(error = %e, "TLS error; closing");
-                return Err(());
+                Ok(ConnectionState::ReadTraffic(mut r)) => {
+                    let mut step = Step::Again;
+                    while let Some(rec) = r.next_record() {
+                        match rec {
+                            Ok(rec) => plain.extend_from_slice(rec.payload),
+                            Err(_) => step = Step::Fail,
+                        }
+                    }
+                    step
+                }
+                Ok(ConnectionState::EncodeTlsData(mut e)) => encode(&mut self.pending, &mut e),
+                Ok(ConnectionState::TransmitTlsData(t)) => {
+                    // Ours now: `pending` goes out before any application data.
+                    t.done();
+                    Step::Again
+                }
+                Ok(ConnectionState::BlockedHandshake | ConnectionState::WriteTraffic(_)) => {
+                    Step::More
+                }
+                Ok(ConnectionState::PeerClosed | ConnectionState::Closed) => {
+                    self.peer_closed = true;
+                    Step::End
+                }
+                Ok(_) => Step::Fail,
+            };
+            self.incoming.drain(..discard);
+            match step {
+                Step::Again => {}
+                Step::More => return Ok(Input::More),
+                Step::End => return Ok(Input::End),
+                Step::Fail => {
+                    // Whatever alert rustls queued is encoded for the flush.
+                    self.drain_alerts();
+                    return Err(());
+                }
             }
         }
     }
 
-    /// Moves the operation on: its plaintext into rustls, rustls's records to the backend.
-    /// `None` while a ciphertext send is in flight; otherwise what finished.
+    /// After a TLS error: the alert rustls queued, into `pending`.
+    fn drain_alerts(&mut self) {
+        for _ in 0..4 {
+            let UnbufferedStatus { state, .. } = self.conn.process_tls_records(&mut []);
+            match state {
+                Ok(ConnectionState::EncodeTlsData(mut e)) => {
+                    if encode(&mut self.pending, &mut e) == Step::Fail {
+                        return;
+                    }
+                }
+                Ok(ConnectionState::TransmitTlsData(t)) => {
+                    t.done();
+                    return;
+                }
+                _ => return,
+            }
+        }
+    }
+
+    /// Moves the operation on: TLS's own records first, then the operation's plaintext
+    /// encrypted into one send buffer. `None` while a ciphertext send is in flight;
+    /// otherwise what finished.
     fn pump<B: Backend>(&mut self, b: &mut B, token: Token, pool: &mut Pool) -> Option<Finished> {
         loop {
             if self.cipher_in_flight {
                 return None;
             }
-            let mut accepted = 0;
-            match &mut self.op {
-                Some(TlsOp::Bytes { buf, pos }) | Some(TlsOp::File { chunk: buf, pos })
-                    if *pos < buf.len() =>
-                {
-                    match self.conn.writer().write(&buf[*pos..]) {
-                        Ok(k) => {
-                            *pos += k;
-                            accepted = k;
-                        }
-                        Err(_) => return Some(Finished::Failed),
-                    }
-                }
-                Some(TlsOp::Close) if !self.close_sent => {
-                    self.conn.send_close_notify();
-                    self.close_sent = true;
-                }
-                _ => {}
-            }
-            if self.conn.wants_write() {
+            if !self.pending.is_empty() {
                 let mut c = pool.get();
-                if self.conn.write_tls(&mut c).is_err() {
-                    pool.put(&mut c);
-                    return Some(Finished::Failed);
-                }
+                std::mem::swap(&mut c, &mut self.pending);
                 match b.send(token, c, false) {
                     Submitted::Done(mut buf) => {
                         pool.put(&mut buf);
@@ -614,24 +880,146 @@ impl TlsSession {
                     }
                 }
             }
+            let work = match &self.op {
+                Some(TlsOp::Bytes { buf, done: false })
+                | Some(TlsOp::File {
+                    chunk: buf,
+                    done: false,
+                }) => Some(buf.len()),
+                Some(TlsOp::Close) if !self.close_sent => Some(0),
+                _ => None,
+            };
+            if let Some(len) = work {
+                match self.encrypt_op(len, pool) {
+                    Ok(Some(c)) => match b.send(token, c, false) {
+                        Submitted::Done(mut buf) => {
+                            pool.put(&mut buf);
+                            continue;
+                        }
+                        Submitted::Failed => return Some(Finished::Failed),
+                        Submitted::Pending => {
+                            self.cipher_in_flight = true;
+                            return None;
+                        }
+                    },
+                    Ok(None) => continue, // TLS's own records came first
+                    Err(()) => return Some(Finished::Failed),
+                }
+            }
             return match self.op.take() {
                 None => Some(Finished::Nothing),
-                Some(TlsOp::Bytes { buf, pos }) if pos == buf.len() => Some(Finished::Bytes(buf)),
-                Some(TlsOp::File { mut chunk, pos }) if pos == chunk.len() => {
+                Some(TlsOp::Bytes { buf, .. }) => Some(Finished::Bytes(buf)),
+                Some(TlsOp::File { mut chunk, .. }) => {
                     let n = chunk.len() as u64;
                     pool.put(&mut chunk);
                     Some(Finished::File(n))
                 }
                 Some(TlsOp::Close) => Some(Finished::Shut),
-                Some(op) => {
-                    self.op = Some(op);
-                    if accepted == 0 {
-                        // rustls took nothing and has nothing to send: it cannot go on.
-                        return Some(Finished::Failed);
-                    }
-                    continue;
-                }
             };
+        }
+    }
+
+    /// Encrypts the operation (its `len` plaintext bytes, or close_notify) into a buffer
+    /// from the pool. `Ok(None)`: rustls had records of its own to send first (now in
+    /// `pending`), or a key update was started; call again.
+    fn encrypt_op(&mut self, len: usize, pool: &mut Pool) -> Result<Option<Vec<u8>>, ()> {
+        let update_due = len > 0
+            && self.sent >= self.policy.key_update_bytes
+            && self.conn.protocol_version() == Some(ProtocolVersion::TLSv1_3);
+        let UnbufferedStatus { state, .. } = self.conn.process_tls_records(&mut []);
+        let mut w = match state {
+            Ok(ConnectionState::WriteTraffic(w)) => w,
+            Ok(ConnectionState::EncodeTlsData(mut e)) => {
+                return match encode(&mut self.pending, &mut e) {
+                    Step::Fail => Err(()),
+                    _ => Ok(None),
+                };
+            }
+            Ok(ConnectionState::TransmitTlsData(t)) => {
+                t.done();
+                return Ok(None);
+            }
+            Ok(ConnectionState::PeerClosed) => {
+                self.peer_closed = true;
+                return Ok(None);
+            }
+            // Application data before the handshake finished, after close, or plaintext
+            // received but not taken: none of these can happen in the order the driver
+            // calls; refuse rather than guess.
+            _ => return Err(()),
+        };
+        if update_due {
+            self.sent = 0;
+            return w.refresh_traffic_keys().map(|()| None).map_err(|_| ());
+        }
+        let mut c = pool.get();
+        c.resize(len + len.div_ceil(MAX_FRAGMENT).max(1) * RECORD_OVERHEAD, 0);
+        let result = match &self.op {
+            Some(TlsOp::Bytes { buf, .. }) | Some(TlsOp::File { chunk: buf, .. }) => loop {
+                match w.encrypt(buf, &mut c) {
+                    Err(EncryptError::InsufficientSize(InsufficientSizeError {
+                        required_size,
+                    })) => {
+                        c.resize(required_size, 0);
+                    }
+                    r => break r,
+                }
+            },
+            _ => loop {
+                match w.queue_close_notify(&mut c) {
+                    Err(EncryptError::InsufficientSize(InsufficientSizeError {
+                        required_size,
+                    })) => {
+                        c.resize(required_size, 0);
+                    }
+                    r => break r,
+                }
+            },
+        };
+        let Ok(n) = result else {
+            pool.put(&mut c);
+            return Err(());
+        };
+        c.truncate(n);
+        match &mut self.op {
+            Some(TlsOp::Bytes { done, .. }) | Some(TlsOp::File { done, .. }) => {
+                *done = true;
+                self.sent += len as u64;
+            }
+            _ => self.close_sent = true,
+        }
+        Ok(Some(c))
+    }
+}
+
+/// What one step of [`TlsSession::process`] asks for next.
+#[derive(PartialEq, Eq)]
+enum Step {
+    Again,
+    More,
+    End,
+    Fail,
+}
+
+/// Appends one of rustls's own records to `pending`.
+fn encode(pending: &mut Vec<u8>, e: &mut EncodeTlsData<'_, ServerConnectionData>) -> Step {
+    let at = pending.len();
+    let need = match e.encode(&mut []) {
+        Ok(_) => return Step::Again,
+        Err(EncodeError::InsufficientSize(InsufficientSizeError { required_size })) => {
+            required_size
+        }
+        Err(EncodeError::AlreadyEncoded) => return Step::Fail,
+    };
+    pending.resize(at + need, 0);
+    match e.encode(&mut pending[at..]) {
+        Ok(n) => {
+            pending.truncate(at + n);
+            Step::Again
+        }
+        Err(_) => {
+            pending.truncate(at);
+            Step::Fail
         }
     }
 }
@@ -639,11 +1027,11 @@ impl TlsSession {
 /// The kernel's cipher state for one direction: for AES-GCM rustls's 12-byte IV is the
 /// 4-byte salt followed by the 8-byte explicit/initial nonce; ChaCha20 takes all 12 as IV.
 fn kernel_crypto(
-    version: Option<ProtocolVersion>,
+    version: ProtocolVersion,
     seq: u64,
     secrets: &ConnectionTrafficSecrets,
 ) -> Option<KtlsCrypto> {
-    let version = match version? {
+    let version = match version {
         ProtocolVersion::TLSv1_2 => libc::TLS_1_2_VERSION,
         ProtocolVersion::TLSv1_3 => libc::TLS_1_3_VERSION,
         _ => return None,
@@ -692,63 +1080,9 @@ fn kernel_crypto(
     })
 }
 
-/// Tracks TLS record framing of the bytes read off the socket, so the hand-off to the
-/// kernel happens only when rustls holds no partial record.
-#[derive(Default)]
-struct RecordBoundary {
-    header: [u8; RECORD_HEADER],
-    /// Header bytes seen of the next record (0 at a boundary or inside a body).
-    have: usize,
-    /// Body bytes of the current record still to come.
-    left: usize,
-}
-
-impl RecordBoundary {
-    fn feed(&mut self, mut data: &[u8]) {
-        while !data.is_empty() {
-            if self.left > 0 {
-                let k = self.left.min(data.len());
-                self.left -= k;
-                data = &data[k..];
-                continue;
-            }
-            let k = (RECORD_HEADER - self.have).min(data.len());
-            self.header[self.have..self.have + k].copy_from_slice(&data[..k]);
-            self.have += k;
-            data = &data[k..];
-            if self.have == RECORD_HEADER {
-                self.left = usize::from(u16::from_be_bytes([self.header[3], self.header[4]]));
-                self.have = 0;
-            }
-        }
-    }
-
-    fn at_boundary(&self) -> bool {
-        self.have == 0 && self.left == 0
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn record_boundaries_are_tracked_across_split_reads() {
-        let mut r = RecordBoundary::default();
-        assert!(r.at_boundary());
-        // Two records: 3-byte body, then 2-byte body; fed in awkward pieces.
-        let bytes = [23, 3, 3, 0, 3, 1, 2, 3, 23, 3, 3, 0, 2, 9, 9];
-        r.feed(&bytes[..2]);
-        assert!(!r.at_boundary());
-        r.feed(&bytes[2..7]);
-        assert!(!r.at_boundary());
-        r.feed(&bytes[7..8]);
-        assert!(r.at_boundary());
-        r.feed(&bytes[8..14]);
-        assert!(!r.at_boundary());
-        r.feed(&bytes[14..]);
-        assert!(r.at_boundary());
-    }
 
     #[test]
     fn a_session_goes_to_the_kernel_only_with_a_cipher_it_takes() {
@@ -778,8 +1112,7 @@ mod tests {
         let key = rustls::crypto::cipher::AeadKey::from([7u8; 32]);
         let iv = rustls::crypto::cipher::Iv::new([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
         let s = ConnectionTrafficSecrets::Aes256Gcm { key, iv };
-        let Some(KtlsCrypto::Aes256Gcm(c)) = kernel_crypto(Some(ProtocolVersion::TLSv1_3), 5, &s)
-        else {
+        let Some(KtlsCrypto::Aes256Gcm(c)) = kernel_crypto(ProtocolVersion::TLSv1_3, 5, &s) else {
             panic!("AES-256-GCM maps to the kernel's struct");
         };
         assert_eq!(c.salt, [1, 2, 3, 4]);
