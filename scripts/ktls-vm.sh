@@ -5,7 +5,7 @@
 #   bookworm          Debian 12's 6.1 (CONFIG_TLS=m): kTLS, but no new keys on a keyed socket,
 #                     so TLS 1.3 key updates cannot be followed in the kernel;
 #   trixie-backports  the newest Debian 13 backports kernel (7.x): kTLS with key updates
-#                     (TLS_TX/TLS_RX set again; Linux 6.13+).
+#                     (TLS_TX/TLS_RX set again; not in 6.12, in 7.3).
 #
 #   scripts/ktls-vm.sh [--keep] [--bench] [--kernel NAME]   # target/release/linerate
 #   --keep: leave the initramfs trees in target/ktls-vm; --bench: also measure the server's CPU
@@ -13,7 +13,8 @@
 #   --kernel: boot only that one (bookworm or trixie-backports)
 #
 # What it does, every step bounded in time:
-#   1. tools: qemu-system-x86_64, busybox (static), cpio, python3, openssl; installed with apt
+#   1. tools: qemu-system-x86_64, busybox (static), cpio, kmod, zstd, python3, openssl, curl
+#      (the host's checks); installed with apt
 #      (--no-install-recommends) when missing and this is root on Debian, else it says which
 #      one is missing and exits 2 (never a silent pass);
 #   2. the kernels: bookworm's with `apt-get download linux-image-6.1.0-*-amd64`; the
@@ -23,8 +24,11 @@
 #      decompression under TCG), cached in target/ktls-vm/<kernel>/;
 #   3. the initramfs: busybox, the kernel's tls module, linerate and the shared libraries it
 #      links, a throwaway certificate, and guest/init.sh (the checks);
-#   4. boots with the serial console on stdout, reads `KTLS <name> PASS|FAIL <detail>` lines
-#      until `KTLS-DONE`, kills QEMU by its PID at the deadline.
+#   4. boots with the serial console in target/ktls-vm/<kernel>/console.log and QEMU's user
+#      network (restrict=on: the guest reaches nothing) forwarding a free 127.0.0.1 port to the
+#      guest's HTTPS port; reads `KTLS <name> PASS|FAIL <detail>` lines until `KTLS-DONE`;
+#      when the guest prints `KTLS-HOST-READY`, runs curl from the host against the forward
+#      (host.log); kills QEMU by its PID at the deadline.
 # Exit 0 only when every check passed; 1 when one failed or the guest never finished; 2 when
 # it cannot run here.
 set -euo pipefail
@@ -78,6 +82,7 @@ need_tools() {
     command -v openssl >/dev/null || missing+=(openssl)
     command -v file >/dev/null || missing+=(file)
     command -v zstd >/dev/null || missing+=(zstd)
+    command -v curl >/dev/null || missing+=(curl)
     if [ ${#missing[@]} -gt 0 ]; then
         if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
             echo "ktls-vm: installing ${missing[*]}"

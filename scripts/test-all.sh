@@ -30,7 +30,7 @@ echo "fuzz targets replayed $(ls fuzz/corpus/parse_request | wc -l) + $(ls fuzz/
 echo "== cargo test"
 cargo test --workspace --locked
 
-echo "== kTLS in a VM (Debian 6.1 kernel under QEMU; scripts/ktls-vm.sh)"
+echo "== kTLS in VMs (Debian 6.1 and trixie-backports kernels under QEMU; scripts/ktls-vm.sh)"
 cargo build --release --locked -p linerate
 set +e
 scripts/ktls-vm.sh

@@ -229,6 +229,13 @@ const ROWS: &[(&str, &str, Status, &str)] = &[
         "tls module loaded; tcp_available_ulp: tls",
     ),
     (
+        "tuned",
+        "ktls",
+        Ok,
+        "kTLS sessions since boot: 80 TX, 80 RX in software",
+    ),
+    ("tuned", "ktls", Ok, "key updates 117 TX, 10 RX"),
+    (
         "stock",
         "ktls",
         Bad,

@@ -257,7 +257,7 @@ fn execute(suite: &Suite, cfg: &Resolved, args: &CompareArgs) -> anyhow::Result<
                     workload: w.name.clone(),
                     round,
                     outcome: match measure(s, w, &vars, cfg, generator, !args.no_latency) {
-                        Ok(m) => Outcome::Ok(m),
+                        Ok(m) => Outcome::Ok(Box::new(m)),
                         Err(e) => Outcome::Failed {
                             error: format!("{e:#}"),
                         },
@@ -380,6 +380,7 @@ fn measure(
         procfs::GroupUsage,
         procfs::GroupUsage,
         Option<linerate_load::stats::LatencySummary>,
+        Option<(u64, u64)>,
     );
     let result = (|| -> anyhow::Result<Bracketed> {
         let run = |duration, rate, generator| -> anyhow::Result<LoadResult> {
@@ -399,11 +400,15 @@ fn measure(
         if !cfg.warmup.is_zero() {
             run(cfg.warmup, None, generator).context("warm-up")?;
         }
+        let k0 = w.tls.then(procfs::tls_sessions).flatten();
         let (t0, u0) = (
             procfs::cpu_times(&cfg.server_cpus)?,
             procfs::group_usage(srv.pgrp()),
         );
         let load = run(cfg.duration, None, generator)?;
+        let ktls = k0
+            .zip(procfs::tls_sessions())
+            .map(|((tx0, rx0), (tx1, rx1))| (tx1.saturating_sub(tx0), rx1.saturating_sub(rx0)));
         let (t1, u1) = (
             procfs::cpu_times(&cfg.server_cpus)?,
             procfs::group_usage(srv.pgrp()),
@@ -417,14 +422,14 @@ fn measure(
                 .context("latency run")?
                 .latency;
         }
-        Ok((load, t0, t1, u0, u1, lat))
+        Ok((load, t0, t1, u0, u1, lat, ktls))
     })();
     if let Some(why) = srv.exited() {
         srv.stop();
         bail!("the server {why}");
     }
     srv.stop();
-    let (load, t0, t1, u0, u1, lat) = result?;
+    let (load, t0, t1, u0, u1, lat, ktls_sessions) = result?;
     if load.requests == 0 {
         bail!("no request was answered ({} errors)", load.errors);
     }
@@ -447,6 +452,7 @@ fn measure(
         rss_bytes: u1.rss,
         latency_rate: lat.as_ref().and(w.latency_rate),
         latency: lat,
+        ktls_sessions,
         ..Default::default()
     }
     .derive())

@@ -17,6 +17,23 @@ pub struct CpuTimes {
     pub total: u64,
 }
 
+/// `TlsTxSw` and `TlsRxSw` of `/proc/net/tls_stat` text: sessions the kernel has keyed in
+/// software since boot, per direction.
+pub fn parse_tls_sessions(text: &str) -> Option<(u64, u64)> {
+    let get = |name: &str| {
+        text.lines().find_map(|l| {
+            let mut it = l.split_whitespace();
+            (it.next() == Some(name)).then(|| it.next()?.parse::<u64>().ok())?
+        })
+    };
+    Some((get("TlsTxSw")?, get("TlsRxSw")?))
+}
+
+/// [`parse_tls_sessions`] of this host; `None` where the kernel has no kTLS loaded.
+pub fn tls_sessions() -> Option<(u64, u64)> {
+    parse_tls_sessions(&std::fs::read_to_string("/proc/net/tls_stat").ok()?)
+}
+
 /// Sums the `cpuN` lines of /proc/stat text for the CPUs listed.
 pub fn parse_cpu_times(stat: &str, cpus: &[usize]) -> Option<CpuTimes> {
     let mut sum = CpuTimes::default();
@@ -167,6 +184,15 @@ intr 1 2 3\n";
         let t = "42 (my (odd) srv) S 1 42 42 0 -1 4194560 100 0 0 0 250 31 0 0 20 0 3 0 1 2 3";
         assert_eq!(parse_proc_stat(t), Some(ProcStat { pgrp: 42, cpu: 281 }));
         assert_eq!(parse_proc_stat("garbage"), None);
+    }
+
+    #[test]
+    fn tls_sessions_come_from_the_software_counters() {
+        let text =
+            "TlsCurrTxSw \t1\nTlsTxSw                         \t80\nTlsRxSw\t79\nTlsTxDevice\t3\n";
+        assert_eq!(parse_tls_sessions(text), Some((80, 79)));
+        assert_eq!(parse_tls_sessions("TlsTxSw 1\n"), None);
+        assert_eq!(parse_tls_sessions(""), None);
     }
 
     #[test]

@@ -162,6 +162,22 @@ pub fn markdown(r: &Record, image_prefix: &str) -> String {
                 }
             );
         }
+        let ktls: Vec<String> = w
+            .rows
+            .iter()
+            .filter_map(|r| {
+                r.ktls_sessions
+                    .map(|(tx, rx)| format!("{} {tx} TX / {rx} RX", r.server))
+            })
+            .collect();
+        if !ktls.is_empty() {
+            let _ = writeln!(
+                o,
+                "\nkTLS (/proc/net/tls_stat: sessions the kernel keyed during the measured runs; \
+                 0 means that server encrypted in user space): {}.",
+                ktls.join("; ")
+            );
+        }
         let lat: Vec<&Row> = w.rows.iter().filter(|r| r.latency_us.is_some()).collect();
         if let Some(rate) = lat.first().and_then(|r| r.latency_rate) {
             let labels = latency_labels();

@@ -21,7 +21,7 @@ pub struct Sample {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "lowercase")]
 pub enum Outcome {
-    Ok(Measured),
+    Ok(Box<Measured>),
     Failed { error: String },
 }
 
@@ -51,6 +51,10 @@ pub struct Measured {
     /// Latency at `latency_rate` (corrected for coordinated omission), when measured.
     pub latency: Option<LatencySummary>,
     pub latency_rate: Option<f64>,
+    /// TLS workloads on a host with `/proc/net/tls_stat`: sessions the kernel keyed during the
+    /// measured run (`TlsTxSw`, `TlsRxSw` deltas), i.e. connections that ran on kTLS.
+    #[serde(default)]
+    pub ktls_sessions: Option<(u64, u64)>,
 }
 
 impl Measured {
@@ -134,6 +138,9 @@ pub struct Row {
     /// each pair ran back to back, so slow drift of the host cancels within a pair.
     #[serde(default)]
     pub cost_ratio_paired: Option<Spread>,
+    /// kTLS sessions (TX, RX) summed over the samples, where the host reports them.
+    #[serde(default)]
+    pub ktls_sessions: Option<(u64, u64)>,
 }
 
 /// Labels of `Row::latency_us`.
@@ -161,7 +168,7 @@ pub fn summarize(
             let ok: Vec<&Measured> = mine
                 .iter()
                 .filter_map(|s| match &s.outcome {
-                    Outcome::Ok(m) => Some(m),
+                    Outcome::Ok(m) => Some(&**m),
                     Outcome::Failed { .. } => None,
                 })
                 .collect();
@@ -201,6 +208,10 @@ pub fn summarize(
                 req_ratio: None,
                 cost_ratio: None,
                 cost_ratio_paired: None,
+                ktls_sessions: ok
+                    .iter()
+                    .filter_map(|m| m.ktls_sessions)
+                    .reduce(|a, b| (a.0 + b.0, a.1 + b.1)),
             })
         })
         .collect();
@@ -249,7 +260,7 @@ mod tests {
             server: server.into(),
             workload: "w".into(),
             round,
-            outcome: Outcome::Ok(
+            outcome: Outcome::Ok(Box::new(
                 Measured {
                     requests,
                     req_per_s: rps,
@@ -258,7 +269,7 @@ mod tests {
                     ..Default::default()
                 }
                 .derive(),
-            ),
+            )),
         }
     }
 

@@ -32,7 +32,8 @@ const IO_URING_SINCE: (u32, u32) = (5, 1);
 pub fn check_ktls(h: &dyn Host) -> Vec<Finding> {
     let modules = h.read("/proc/modules");
     let ulps = sources::sysctl(h, "net.ipv4.tcp_available_ulp");
-    let tls_stat = h.read("/proc/net/tls_stat").is_some();
+    let tls_stat_text = h.read("/proc/net/tls_stat");
+    let tls_stat = tls_stat_text.is_some();
     let loaded = modules.as_deref().is_some_and(|m| {
         m.lines()
             .any(|l| l.split_whitespace().next() == Some("tls"))
@@ -48,8 +49,8 @@ pub fn check_ktls(h: &dyn Host) -> Vec<Finding> {
         if let Some(u) = &ulps {
             seen.push(format!("tcp_available_ulp: {u}"));
         }
-        if tls_stat {
-            seen.push("/proc/net/tls_stat present".to_owned());
+        if let Some(text) = &tls_stat_text {
+            seen.push(tls_stat_summary(text));
         }
         return vec![KTLS.finding(Status::Ok, seen.join("; "))];
     }
@@ -89,6 +90,42 @@ pub fn check_ktls(h: &dyn Host) -> Vec<Finding> {
     vec![finding]
 }
 
+/// What `/proc/net/tls_stat` says kTLS has carried since boot (a server that hands sessions
+/// to the kernel moves `TlsTxSw`/`TlsRxSw` once per connection), and whether this kernel
+/// takes new keys (the rekey counters arrived with that support, after 6.12).
+fn tls_stat_summary(text: &str) -> String {
+    let get = |name: &str| {
+        text.lines().find_map(|l| {
+            let mut it = l.split_whitespace();
+            (it.next() == Some(name)).then(|| it.next()?.parse::<u64>().ok())?
+        })
+    };
+    let n = |name: &str| get(name).map_or_else(|| "?".to_owned(), |v| v.to_string());
+    let mut s = format!(
+        "kTLS sessions since boot: {} TX, {} RX in software, {} TX, {} RX offloaded to a NIC \
+         ({} TX, {} RX open now); decrypt errors {}",
+        n("TlsTxSw"),
+        n("TlsRxSw"),
+        n("TlsTxDevice"),
+        n("TlsRxDevice"),
+        n("TlsCurrTxSw"),
+        n("TlsCurrRxSw"),
+        n("TlsDecryptError"),
+    );
+    if get("TlsTxRekeyOk").is_some() {
+        s.push_str(&format!(
+            "; key updates {} TX, {} RX",
+            n("TlsTxRekeyOk"),
+            n("TlsRxRekeyOk")
+        ));
+    } else {
+        s.push_str(
+            "; no key updates in this kernel (they came after 6.12): a TLS 1.3 KeyUpdate ends a kTLS connection",
+        );
+    }
+    s
+}
+
 /// Beyond the steps: is io_uring enabled for this process?
 pub fn check_io_uring(h: &dyn Host) -> Vec<Finding> {
     let release = sources::kernel_release(h);
@@ -115,4 +152,27 @@ pub fn check_io_uring(h: &dyn Host) -> Vec<Finding> {
         },
     };
     vec![finding]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tls_stat_summary;
+
+    #[test]
+    fn tls_stat_reads_sessions_and_rekey_support() {
+        let old = "TlsCurrTxSw                     \t1\nTlsCurrRxSw                     \t1\n\
+                   TlsCurrTxDevice                 \t0\nTlsCurrRxDevice                 \t0\n\
+                   TlsTxSw                         \t80\nTlsRxSw                         \t79\n\
+                   TlsTxDevice                     \t0\nTlsRxDevice                     \t0\n\
+                   TlsDecryptError                 \t2\n";
+        assert_eq!(
+            tls_stat_summary(old),
+            "kTLS sessions since boot: 80 TX, 79 RX in software, 0 TX, 0 RX offloaded to a NIC \
+             (1 TX, 1 RX open now); decrypt errors 2; no key updates in this kernel (they came after 6.12): \
+             a TLS 1.3 KeyUpdate ends a kTLS connection"
+        );
+        let new = format!("{old}TlsRxRekeyOk\t10\nTlsRxRekeyError\t0\nTlsTxRekeyOk\t117\n");
+        assert!(tls_stat_summary(&new).ends_with("; key updates 117 TX, 10 RX"));
+        assert!(tls_stat_summary("").starts_with("kTLS sessions since boot: ? TX, ? RX"));
+    }
 }

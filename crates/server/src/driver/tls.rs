@@ -17,8 +17,9 @@
 //! answers them — close_notify ends input; a TLS 1.3 KeyUpdate installs the next receive key
 //! and, when the peer asks, sends ours and installs the next send key; the server also
 //! updates its own key every [`TlsPolicy::key_update_bytes`]. A kernel that cannot take new
-//! keys (before Linux 6.13; [`KernelCiphers::rekey`]) cannot follow a peer's key update: the
-//! connection answers what came before it and closes, and a used-up send key closes it too.
+//! keys ([`KernelCiphers::rekey`]: Debian's 6.1 and 6.12 cannot, 7.3 can) cannot follow a
+//! peer's key update: the connection answers what came before it and closes, and a used-up
+//! send key closes it too.
 #![forbid(unsafe_code)]
 
 use std::fmt;
@@ -158,8 +159,9 @@ pub struct KernelCiphers {
     pub aes_128_gcm: bool,
     pub aes_256_gcm: bool,
     pub chacha20_poly1305: bool,
-    /// The kernel takes new keys on a socket that already has them (TLS 1.3 KeyUpdate;
-    /// Linux 6.13+). Without it a TLS 1.3 session cannot follow a key update in the kernel.
+    /// The kernel takes new keys on a socket that already has them (TLS 1.3 KeyUpdate; newer
+    /// than 6.12: Debian's 6.1 and 6.12 refuse, 7.3 takes them). Without it a TLS 1.3
+    /// session cannot follow a key update in the kernel.
     pub rekey: bool,
 }
 
@@ -376,6 +378,8 @@ pub const TLS_KEY_UPDATE_BYTES: u64 = 32 << 30;
 /// TLS 1.3 record overhead: header (5) + inner content type (1) + AEAD tag (16); TLS 1.2
 /// AES-GCM adds an 8-byte explicit nonce instead of the type. Sized up for one encryption.
 const RECORD_OVERHEAD: usize = 32;
+/// Most receive-buffer capacity a connection keeps once all its ciphertext is consumed.
+const IDLE_INCOMING_CAPACITY: usize = 4096;
 /// Largest plaintext in one record.
 const MAX_FRAGMENT: usize = 16 * 1024;
 
@@ -825,6 +829,10 @@ impl TlsSession {
                 Ok(_) => Step::Fail,
             };
             self.incoming.drain(..discard);
+            if self.incoming.is_empty() && self.incoming.capacity() > IDLE_INCOMING_CAPACITY {
+                // The handshake's flight is through: an idle connection keeps no big buffer.
+                self.incoming = Vec::new();
+            }
             match step {
                 Step::Again => {}
                 Step::More => return Ok(Input::More),
@@ -866,8 +874,9 @@ impl TlsSession {
                 return None;
             }
             if !self.pending.is_empty() {
-                let mut c = pool.get();
-                std::mem::swap(&mut c, &mut self.pending);
+                // The records' own buffer goes out (and to the pool afterwards); an idle
+                // connection keeps no capacity here.
+                let c = std::mem::take(&mut self.pending);
                 match b.send(token, c, false) {
                     Submitted::Done(mut buf) => {
                         pool.put(&mut buf);
