@@ -282,7 +282,8 @@ fn execute(suite: &Suite, cfg: &Resolved, args: &CompareArgs) -> anyhow::Result<
                         server_cpus: &cfg.server_cpus,
                         load_cpus: &cfg.load_cpus,
                     },
-                    suite.settings.instruction_requests,
+                    w.instruction_requests
+                        .unwrap_or(suite.settings.instruction_requests),
                 ));
             }
         }

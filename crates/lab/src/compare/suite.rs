@@ -122,6 +122,9 @@ pub struct Workload {
     /// The server this workload's ratios are taken against, when not the suite's (a workload
     /// the floor cannot serve, such as files or HTTPS, compares with nginx).
     pub baseline: Option<String>,
+    /// Requests for `--instructions` on this workload (default: the settings'); fewer for
+    /// large responses, whose every byte callgrind runs slowly.
+    pub instruction_requests: Option<u64>,
     #[serde(default)]
     pub vars: BTreeMap<String, String>,
 }
@@ -309,6 +312,20 @@ mod tests {
         let arena = s.workloads.iter().find(|w| w.name == "arena20").unwrap();
         assert_eq!(arena.paths.len(), 20);
         assert_eq!(s.workloads[2].connections, Some(8));
+    }
+
+    #[test]
+    fn shipped_tls_suites_parse() {
+        for text in [
+            include_str!("../../../../bench/tls.toml"),
+            include_str!("../../../../bench/tls-unbuffered.toml"),
+        ] {
+            Suite::parse(text).unwrap().resolve().unwrap();
+        }
+        let s = Suite::parse(include_str!("../../../../bench/tls-unbuffered.toml")).unwrap();
+        let big = s.workloads.iter().find(|w| w.name == "https_f1m").unwrap();
+        assert_eq!(big.instruction_requests, Some(500));
+        assert_eq!(s.workloads[0].instruction_requests, None);
     }
 
     #[test]

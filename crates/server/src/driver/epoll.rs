@@ -50,7 +50,6 @@ enum Op {
     },
 }
 
-/// One attached socket.
 /// One attached socket (24 bytes: every idle connection has one).
 struct Sock {
     fd: Option<OwnedFd>,
@@ -206,7 +205,10 @@ impl Epoll {
                 Some(Completion::Eof { token })
             }
             Ok((_, crate::sys::TLS_APPLICATION_DATA)) => Some(Completion::Received { token, buf }),
-            Ok((_, kind)) => Some(Completion::Record { token, kind, buf }),
+            Ok((_, kind)) => {
+                buf.push(kind);
+                Some(Completion::Record { token, buf })
+            }
             Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EINTR)) => {
                 *scratch = buf;
                 None

@@ -289,10 +289,7 @@ impl<B: Backend> Worker<B> {
                 self.with(token, sh, |live, p| p.received(live, &buf));
                 self.backend.recycle(buf);
             }
-            Completion::Record { token, kind, buf } => {
-                self.with(token, sh, |live, p| p.record(live, kind, &buf));
-                self.backend.recycle(buf);
-            }
+            Completion::Record { token, buf } => self.record(token, buf, sh),
             Completion::Eof { token } => {
                 self.with(token, sh, |live, p| live.conn.eof(p.cx, &mut p.svc));
             }
@@ -320,6 +317,15 @@ impl<B: Backend> Worker<B> {
     fn token(&self, idx: u32) -> Token {
         let generation = self.slots.get(idx as usize).map_or(0, |s| s.generation);
         (u64::from(generation) << 32) | u64::from(idx)
+    }
+
+    /// A kernel-TLS control record: rare, so kept out of the completion loop's inlined code.
+    #[cold]
+    #[inline(never)]
+    fn record(&mut self, token: Token, mut buf: Vec<u8>, sh: &Shared) {
+        let kind = buf.pop().unwrap_or(0);
+        self.with(token, sh, |live, p| p.record(live, kind, &buf));
+        self.backend.recycle(buf);
     }
 
     /// Runs `f` on the connection named by `token` (nothing if it is gone), then transmits

@@ -687,18 +687,23 @@ impl KernelSession {
     /// Before `len` more bytes go to the kernel: our key update when the peer asked for one
     /// or the current key has carried its share. Where the kernel cannot take a new key (or
     /// the version has no key update) the connection ends at the limit instead.
+    #[inline(always)]
     fn before_send<B: Backend>(&mut self, b: &mut B, token: Token, len: u64) -> Result<(), ()> {
         if self.update_owed || self.sent >= self.key_update_bytes {
-            if !self.rekey || self.version != ProtocolVersion::TLSv1_3 {
-                tracing::debug!(
-                    "sending key used up and the kernel cannot take a new one; closing"
-                );
-                return Err(());
-            }
-            self.update_tx(b, token)?;
+            self.key_used_up(b, token)?;
         }
         self.sent += len;
         Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn key_used_up<B: Backend>(&mut self, b: &mut B, token: Token) -> Result<(), ()> {
+        if !self.rekey || self.version != ProtocolVersion::TLSv1_3 {
+            tracing::debug!("sending key used up and the kernel cannot take a new one; closing");
+            return Err(());
+        }
+        self.update_tx(b, token)
     }
 
     /// Our KeyUpdate goes out under the old key, then the kernel gets the new one.
