@@ -13,10 +13,16 @@ const MAX_POOLED: usize = 256;
 /// pin memory forever.
 const MAX_POOLED_CAPACITY: usize = 64 * 1024;
 
-/// A free list of empty buffers.
+/// A free list of empty buffers, and one of filled ones.
 #[derive(Default)]
 pub(crate) struct Pool {
     free: Vec<Vec<u8>>,
+    /// Buffers given back with their length kept ([`Pool::put_filled`]): whoever needs a
+    /// buffer of a given length to write into (TLS records, a file chunk read with `pread`)
+    /// gets one whose bytes are already initialized, so `resize` zeroes only what it grows.
+    /// Zeroing 16 KiB before every record cost more instructions than the encryption's own
+    /// copies (docs/benchmarks.md, issue F).
+    filled: Vec<Vec<u8>>,
 }
 
 impl Pool {
@@ -38,6 +44,24 @@ impl Pool {
             self.free.push(buf);
         }
     }
+
+    /// A buffer to write into after `resize`: its length is whatever its last user left
+    /// (stale bytes; the caller overwrites and truncates to what it wrote).
+    pub(crate) fn get_filled(&mut self) -> Vec<u8> {
+        self.filled.pop().unwrap_or_else(|| self.get())
+    }
+
+    /// Returns a buffer keeping its length, for [`Pool::get_filled`]; leaves an empty,
+    /// unallocated Vec in its place.
+    pub(crate) fn put_filled(&mut self, buf: &mut Vec<u8>) {
+        let buf = std::mem::take(buf);
+        if buf.capacity() == 0 {
+            return;
+        }
+        if self.filled.len() < MAX_POOLED && buf.capacity() <= MAX_POOLED_CAPACITY {
+            self.filled.push(buf);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -53,5 +77,23 @@ mod tests {
         assert_eq!(b.capacity(), 0);
         let again = p.get();
         assert!(again.is_empty() && again.capacity() >= BUF_SIZE);
+    }
+
+    #[test]
+    fn filled_buffers_keep_their_length_and_never_reach_get() {
+        let mut p = Pool::default();
+        let mut b = p.get_filled();
+        b.resize(100, 7);
+        p.put_filled(&mut b);
+        assert_eq!(b.capacity(), 0);
+        assert!(p.get().is_empty(), "get hands out only empty buffers");
+        let again = p.get_filled();
+        assert_eq!(again.len(), 100);
+        let mut big = vec![0u8; MAX_POOLED_CAPACITY + 1];
+        p.put_filled(&mut big);
+        assert!(
+            p.get_filled().is_empty(),
+            "an oversized buffer is freed, not pooled"
+        );
     }
 }

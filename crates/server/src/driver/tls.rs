@@ -456,7 +456,7 @@ impl Transport {
                 submitted(b.sendfile(token, file, offset, len))
             }
             Transport::Tls(s) => {
-                let mut chunk = pool.get();
+                let mut chunk = pool.get_filled();
                 chunk.resize(len.min(TLS_FILE_CHUNK as u64) as usize, 0);
                 let n = loop {
                     match rustix::io::pread(&**file, &mut chunk[..], offset) {
@@ -467,7 +467,7 @@ impl Transport {
                 };
                 if n == 0 {
                     // The file shrank: the promised Content-Length can no longer be met.
-                    pool.put(&mut chunk);
+                    pool.put_filled(&mut chunk);
                     return Outcome::Failed;
                 }
                 chunk.truncate(n);
@@ -525,7 +525,7 @@ impl Transport {
     ) -> Finished {
         match (self, c) {
             (Transport::Tls(s), Completion::Sent { mut buf, .. }) => {
-                pool.put(&mut buf);
+                pool.put_filled(&mut buf);
                 s.cipher_in_flight = false;
                 match s.pump(b, token, pool) {
                     None => Finished::Nothing,
@@ -884,7 +884,7 @@ impl TlsSession {
                 let c = std::mem::take(&mut self.pending);
                 match b.send(token, c, false) {
                     Submitted::Done(mut buf) => {
-                        pool.put(&mut buf);
+                        pool.put_filled(&mut buf);
                         continue;
                     }
                     Submitted::Failed => return Some(Finished::Failed),
@@ -907,7 +907,7 @@ impl TlsSession {
                 match self.encrypt_op(len, pool) {
                     Ok(Some(c)) => match b.send(token, c, false) {
                         Submitted::Done(mut buf) => {
-                            pool.put(&mut buf);
+                            pool.put_filled(&mut buf);
                             continue;
                         }
                         Submitted::Failed => return Some(Finished::Failed),
@@ -925,7 +925,7 @@ impl TlsSession {
                 Some(TlsOp::Bytes { buf, .. }) => Some(Finished::Bytes(buf)),
                 Some(TlsOp::File { mut chunk, .. }) => {
                     let n = chunk.len() as u64;
-                    pool.put(&mut chunk);
+                    pool.put_filled(&mut chunk);
                     Some(Finished::File(n))
                 }
                 Some(TlsOp::Close) => Some(Finished::Shut),
@@ -966,7 +966,7 @@ impl TlsSession {
             self.sent = 0;
             return w.refresh_traffic_keys().map(|()| None).map_err(|_| ());
         }
-        let mut c = pool.get();
+        let mut c = pool.get_filled();
         c.resize(len + len.div_ceil(MAX_FRAGMENT).max(1) * RECORD_OVERHEAD, 0);
         let result = match &self.op {
             Some(TlsOp::Bytes { buf, .. }) | Some(TlsOp::File { chunk: buf, .. }) => loop {
@@ -991,7 +991,7 @@ impl TlsSession {
             },
         };
         let Ok(n) = result else {
-            pool.put(&mut c);
+            pool.put_filled(&mut c);
             return Err(());
         };
         c.truncate(n);
