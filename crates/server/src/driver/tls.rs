@@ -670,12 +670,14 @@ fn submitted<T>(s: Submitted<T>) -> Outcome<T> {
     }
 }
 
-/// Sends one whole control record through the kernel's TLS (all of it, or an error).
-fn send_record<B: Backend>(b: &mut B, token: Token, kind: u8, data: &[u8]) -> Result<(), ()> {
+/// Sends one whole control record through the kernel's TLS: `Ok(true)` sent, `Ok(false)`
+/// the socket's buffer is full (nothing sent; try again when it drains), `Err` broken.
+fn send_record<B: Backend>(b: &mut B, token: Token, kind: u8, data: &[u8]) -> Result<bool, ()> {
     let fd = b.fd(token).ok_or(())?;
     match crate::sys::send_tls_record(fd, kind, data) {
-        Ok(n) if n == data.len() => Ok(()),
+        Ok(n) if n == data.len() => Ok(true),
         Ok(_) => Err(()),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(false),
         Err(e) => {
             tracing::debug!(error = %e, kind, "kTLS control record not sent");
             Err(())
@@ -696,6 +698,10 @@ impl KernelSession {
         Ok(())
     }
 
+    /// A socket whose buffer is full cannot take the KeyUpdate now: our own periodic update
+    /// then waits for the next send (the key carries a little more, far inside its limits);
+    /// an update the peer asked for must precede our next data (RFC 8446 §4.6.3), so there
+    /// the connection ends instead.
     #[cold]
     #[inline(never)]
     fn key_used_up<B: Backend>(&mut self, b: &mut B, token: Token) -> Result<(), ()> {
@@ -703,12 +709,22 @@ impl KernelSession {
             tracing::debug!("sending key used up and the kernel cannot take a new one; closing");
             return Err(());
         }
-        self.update_tx(b, token)
+        match self.update_tx(b, token)? {
+            true => Ok(()),
+            false if self.update_owed => {
+                tracing::debug!("socket full when a KeyUpdate was owed; closing");
+                Err(())
+            }
+            false => Ok(()),
+        }
     }
 
-    /// Our KeyUpdate goes out under the old key, then the kernel gets the new one.
-    fn update_tx<B: Backend>(&mut self, b: &mut B, token: Token) -> Result<(), ()> {
-        send_record(b, token, CONTENT_HANDSHAKE, &KEY_UPDATE_NOT_REQUESTED)?;
+    /// Our KeyUpdate goes out under the old key, then the kernel gets the new one; `false`
+    /// when the socket had no room for it (nothing changed).
+    fn update_tx<B: Backend>(&mut self, b: &mut B, token: Token) -> Result<bool, ()> {
+        if !send_record(b, token, CONTENT_HANDSHAKE, &KEY_UPDATE_NOT_REQUESTED)? {
+            return Ok(false);
+        }
         let (seq, secrets) = self.conn.update_tx_secret().map_err(|_| ())?;
         let crypto = kernel_crypto(self.version, seq, &secrets).ok_or(())?;
         let fd = b.fd(token).ok_or(())?;
@@ -717,7 +733,7 @@ impl KernelSession {
         })?;
         self.sent = 0;
         self.update_owed = false;
-        Ok(())
+        Ok(true)
     }
 
     /// Handshake messages after the hand-off: only TLS 1.3 KeyUpdate is allowed from a
