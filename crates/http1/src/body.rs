@@ -79,8 +79,8 @@ enum State {
     Size(bool),
     /// BWS after the size, before `;` (RFC 9112 §7.1.1).
     SizeWs,
-    /// Inside chunk extensions, up to CR.
-    Ext,
+    /// Inside the chunk extensions, up to CR.
+    Ext(Ext),
     /// Expecting LF after the chunk-size line's CR.
     SizeLf,
     /// Chunk data; `size` bytes remain.
@@ -93,6 +93,57 @@ enum State {
     Trailer,
     /// The body has ended.
     Done,
+}
+
+/// Where in the chunk extensions a size line is (RFC 9112 §7.1.1):
+/// `chunk-ext = *( BWS ";" BWS chunk-ext-name [ BWS "=" BWS chunk-ext-val ] )`, a name a
+/// token, a value a token or a quoted-string. Nothing else is accepted before the CRLF.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ext {
+    /// After `;`: BWS, then the name.
+    BeforeName,
+    Name,
+    /// BWS after the name: `=` or `;` must follow.
+    AfterName,
+    /// After `=`: BWS, then the value.
+    BeforeValue,
+    Token,
+    Quoted,
+    /// After a backslash inside the quoted-string.
+    QuotedPair,
+    /// BWS after the value: `;` must follow.
+    AfterValue,
+}
+
+impl Ext {
+    /// The next position after byte `b` (`None`: not the grammar). CR is handled by the caller.
+    fn next(self, b: u8) -> Option<Ext> {
+        let ws = b == b' ' || b == b'\t';
+        let tchar = TCHAR[b as usize];
+        Some(match self {
+            Ext::BeforeName if ws => Ext::BeforeName,
+            Ext::BeforeName | Ext::Name if tchar => Ext::Name,
+            Ext::Name | Ext::AfterName if ws => Ext::AfterName,
+            Ext::Name | Ext::AfterName if b == b'=' => Ext::BeforeValue,
+            Ext::BeforeValue if ws => Ext::BeforeValue,
+            Ext::BeforeValue if b == b'"' => Ext::Quoted,
+            Ext::BeforeValue | Ext::Token if tchar => Ext::Token,
+            Ext::Token | Ext::AfterValue if ws => Ext::AfterValue,
+            Ext::Name | Ext::AfterName | Ext::Token | Ext::AfterValue if b == b';' => {
+                Ext::BeforeName
+            }
+            Ext::Quoted if b == b'"' => Ext::AfterValue,
+            Ext::Quoted if b == b'\\' => Ext::QuotedPair,
+            // qdtext and quoted-pair: HTAB, SP, VCHAR, obs-text (RFC 9110 §5.6.4).
+            Ext::Quoted | Ext::QuotedPair if ws || (b >= 0x21 && b != 0x7f) => Ext::Quoted,
+            _ => return None,
+        })
+    }
+
+    /// Whether the extensions may end (CR) here.
+    fn complete(self) -> bool {
+        matches!(self, Ext::Name | Ext::Token | Ext::AfterValue)
+    }
 }
 
 /// The chunked transfer coding decoder (RFC 9112 §7.1).
@@ -160,23 +211,24 @@ impl ChunkedDecoder {
                     }
                     _ if !seen => return Err(ParseError::InvalidChunkSize),
                     b'\r' => self.state = State::SizeLf,
-                    b';' => self.state = State::Ext,
+                    b';' => self.state = State::Ext(Ext::BeforeName),
                     b' ' | b'\t' => self.state = State::SizeWs,
                     _ => return Err(ParseError::InvalidChunkSize),
                 },
                 State::SizeWs => match b {
                     b' ' | b'\t' => {}
-                    b';' => self.state = State::Ext,
+                    b';' => self.state = State::Ext(Ext::BeforeName),
                     _ => return Err(ParseError::InvalidChunkSize),
                 },
-                State::Ext => {
-                    if b == b'\r' {
+                State::Ext(at) => {
+                    if b == b'\r' && at.complete() {
                         self.state = State::SizeLf;
-                    } else if b == b'\t' || (b >= 0x20 && b != 0x7f) {
+                    } else if let Some(next) = at.next(b) {
                         self.ext_len += 1;
                         if self.ext_len > limits.chunk_ext_limit {
                             return Err(ParseError::InvalidChunkExtension);
                         }
+                        self.state = State::Ext(next);
                     } else {
                         return Err(ParseError::InvalidChunkExtension);
                     }
