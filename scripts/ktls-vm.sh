@@ -281,7 +281,7 @@ boot() {
     kill "$qpid" 2>/dev/null || true
     wait "$qpid" 2>/dev/null || true
     echo "ktls-vm: $1 guest ran $((SECONDS - start))s; console in $log"
-    grep -a "^KTLS-KERNEL" "$log" | cut -c1-100 || true
+    grep -ao "KTLS-KERNEL Linux version [^ ]*" "$log" || true
     verdicts=$(cat "$log" "$hostlog" | grep -a "^KTLS " || true)
     echo "$verdicts"
     grep -a "^KTLS-BENCH\|^KTLS-CRYPTO\|^KTLS-INFO" "$log" | tr -d "\r" || true

@@ -20,12 +20,7 @@ pub struct CpuTimes {
 /// `TlsTxSw` and `TlsRxSw` of `/proc/net/tls_stat` text: sessions the kernel has keyed in
 /// software since boot, per direction.
 pub fn parse_tls_sessions(text: &str) -> Option<(u64, u64)> {
-    let get = |name: &str| {
-        text.lines().find_map(|l| {
-            let mut it = l.split_whitespace();
-            (it.next() == Some(name)).then(|| it.next()?.parse::<u64>().ok())?
-        })
-    };
+    let get = |name| crate::doctor::parse::tls_stat_counter(text, name);
     Some((get("TlsTxSw")?, get("TlsRxSw")?))
 }
 

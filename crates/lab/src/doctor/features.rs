@@ -94,12 +94,7 @@ pub fn check_ktls(h: &dyn Host) -> Vec<Finding> {
 /// to the kernel moves `TlsTxSw`/`TlsRxSw` once per connection), and whether this kernel
 /// takes new keys (the rekey counters arrived with that support, after 6.12).
 fn tls_stat_summary(text: &str) -> String {
-    let get = |name: &str| {
-        text.lines().find_map(|l| {
-            let mut it = l.split_whitespace();
-            (it.next() == Some(name)).then(|| it.next()?.parse::<u64>().ok())?
-        })
-    };
+    let get = |name: &str| super::parse::tls_stat_counter(text, name);
     let n = |name: &str| get(name).map_or_else(|| "?".to_owned(), |v| v.to_string());
     let mut s = format!(
         "kTLS sessions since boot: {} TX, {} RX in software, {} TX, {} RX offloaded to a NIC \

@@ -12,7 +12,7 @@ mod locality;
 mod neighbour;
 mod netfilter;
 mod nic;
-mod parse;
+pub(crate) mod parse;
 mod report;
 mod sources;
 mod syscalls;

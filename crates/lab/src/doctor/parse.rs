@@ -1,5 +1,6 @@
 //! Pure text parsers for the formats the checks read: kernel CPU lists (`0-3,8`), hex CPU masks
-//! (`xps_cpus`), `/proc/self/status` fields, `/proc/self/limits`, kernel release numbers. No I/O
+//! (`xps_cpus`), `/proc/self/status` fields, `/proc/self/limits`, `/proc/net/tls_stat` counters, kernel
+//! release numbers. No I/O
 //! here; every parser returns `None` on text it does not understand rather than guessing.
 
 use super::host::NofileLimit;
@@ -45,6 +46,14 @@ pub fn status_field<'a>(status: &'a str, name: &str) -> Option<&'a str> {
     status.lines().find_map(|line| {
         let (key, value) = line.split_once(':')?;
         (key == name).then_some(value.trim())
+    })
+}
+
+/// A counter of `/proc/net/tls_stat` (`Name<whitespace>value` lines).
+pub fn tls_stat_counter(text: &str, name: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let mut it = l.split_whitespace();
+        (it.next() == Some(name)).then(|| it.next()?.parse().ok())?
     })
 }
 
