@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every check linerate's CI runs: formatting, clippy, the fuzz targets (built and replayed
-# over their seed corpus), all tests, and the kTLS checks in a VM (scripts/ktls-vm.sh). Needs a
+# over their seed corpus), all tests, the Http11Probe conformance suite against the demo
+# server (scripts/conformance.sh), and the kTLS checks in a VM (scripts/ktls-vm.sh). Needs a
 # Rust toolchain; the VM stage installs QEMU, busybox-static, cpio and kmod with apt and fetches
 # a Debian kernel package where it can, and says loudly (without failing) where it cannot.
 # Servers started by tests bind 127.0.0.1 on OS-chosen ports (the VM's, its own loopback).
@@ -30,8 +31,12 @@ echo "fuzz targets replayed $(ls fuzz/corpus/parse_request | wc -l) + $(ls fuzz/
 echo "== cargo test"
 cargo test --workspace --locked
 
-echo "== kTLS in VMs (Debian 6.1 and trixie-backports kernels under QEMU; scripts/ktls-vm.sh)"
 cargo build --release --locked -p linerate
+
+echo "== Http11Probe conformance against the demo server (scripts/conformance.sh)"
+scripts/conformance.sh
+
+echo "== kTLS in VMs (Debian 6.1 and trixie-backports kernels under QEMU; scripts/ktls-vm.sh)"
 set +e
 scripts/ktls-vm.sh
 vm=$?

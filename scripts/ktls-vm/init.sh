@@ -72,7 +72,7 @@ echo /sbin/modprobe >/proc/sys/kernel/modprobe
 # What udev does at boot on a real install for a CPU with AES-NI and PCLMULQDQ: load the x86
 # implementations (on-demand loading for gcm(aes) would pick the generic C AES instead).
 modprobe aesni_intel 2>/dev/null; modprobe ghash_clmulni_intel 2>/dev/null
-RUST_LOG=info,linerate_server::driver=debug linerate serve --addr 0.0.0.0:8080 --workers 1 --root /srv --tls-port 8443 \
+RUST_LOG=info,linerate_server::driver=debug linerate serve --addr 0.0.0.0:8080 --workers 1 --app demo --root /srv --tls-port 8443 \
     --tls-cert /etc/cert.pem --tls-key /etc/key.pem --log-level info --access-log /tmp/access.log \
     >/tmp/serve.log 2>&1 &
 server=$!
@@ -158,7 +158,7 @@ kill -0 "$server" && verdict server_alive PASS "pid $server" || verdict server_a
 # Server key updates every 1 MiB on a 100 MB file over TLS 1.3 (kernels that take new keys;
 # elsewhere the server ends a connection whose key is used up instead).
 if [ "$rekey" = yes ]; then
-    linerate serve --addr 127.0.0.1:8083 --workers 1 --root /srv --tls-port 8446 --tls-key-update 1MiB \
+    linerate serve --addr 127.0.0.1:8083 --workers 1 --app demo --root /srv --tls-port 8446 --tls-key-update 1MiB \
         --tls-cert /etc/cert.pem --tls-key /etc/key.pem --log-level warn >/tmp/rekey.log 2>&1 &
     rk=$!
     wait_up 8446
@@ -187,7 +187,7 @@ if grep -qw ktls.bench /proc/cmdline; then
     cpu_ms() { awk '{print ($14 + $15) * 10}' "/proc/$1/stat"; }   # utime+stime, 100 Hz ticks
     for mode in kernel user; do
         flag=""; [ "$mode" = user ] && flag="--no-ktls"
-        linerate serve --addr 127.0.0.1:8082 --workers 1 --root /srv --tls-port 8445 $flag \
+        linerate serve --addr 127.0.0.1:8082 --workers 1 --app demo --root /srv --tls-port 8445 $flag \
             --tls-cert /etc/cert.pem --tls-key /etc/key.pem --log-level warn >/dev/null 2>&1 &
         pid=$!
         wait_up 8445

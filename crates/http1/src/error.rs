@@ -13,6 +13,12 @@ use std::fmt;
 pub enum ParseError {
     /// Method is not a token (RFC 9112 §3.1).
     InvalidMethod,
+    /// Method token longer than [`crate::MAX_METHOD_BYTES`]: a method the server does not
+    /// implement (RFC 9112 §3 SHOULD): 501.
+    MethodTooLong,
+    /// The path pct-encodes NUL, CR or LF (`%00`, `%0D`, `%0A`): no file or route has such a
+    /// name, and passing it on invites header injection and truncation downstream: 400.
+    EncodedControlInPath,
     /// Request-target has a byte outside RFC 3986, a bad pct-encoding, or an unusable form
     /// (RFC 9112 §3.2).
     InvalidTarget,
@@ -77,7 +83,7 @@ impl ParseError {
         use ParseError::*;
         match self {
             VersionNotSupported => 505,
-            UnsupportedTransferCoding => 501,
+            UnsupportedTransferCoding | MethodTooLong => 501,
             UnsupportedExpectation => 417,
             UriTooLong => 414,
             HeadersTooLarge | TooManyHeaders | TrailersTooLarge => 431,
@@ -97,6 +103,8 @@ impl fmt::Display for ParseError {
         use ParseError::*;
         let s = match self {
             InvalidMethod => "invalid method token",
+            MethodTooLong => "method too long (not implemented)",
+            EncodedControlInPath => "NUL, CR or LF pct-encoded in the path",
             InvalidTarget => "invalid request-target",
             InvalidVersion => "invalid HTTP-version or request line",
             VersionNotSupported => "HTTP major version not supported",

@@ -13,7 +13,7 @@ use memchr::memchr;
 
 use crate::chars::{self, Bytewise, HOST_CLASS, Scanner, TARGET_PLAIN_CLASS, TCHAR_CLASS};
 use crate::error::ParseError;
-use crate::limits::Limits;
+use crate::limits::{Limits, MAX_METHOD_BYTES};
 
 /// The request method. Methods are case-sensitive (RFC 9110 §9.1): `get` is `Other`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -392,6 +392,9 @@ impl RequestHead {
             start + 3
         } else {
             let i = scanner.scan(w, start, &TCHAR_CLASS);
+            if i - start > MAX_METHOD_BYTES {
+                return Err(ParseError::MethodTooLong);
+            }
             match w.get(i) {
                 None => return Ok(None),
                 Some(b' ') if i > start => {}
@@ -439,7 +442,7 @@ impl RequestHead {
             return Ok(None);
         }
         if pct {
-            check_pct_encoding(&w[t0..j])?;
+            check_pct_encoding(&w[t0..j], query.unwrap_or(j) - t0)?;
         }
         if w[t0] == b'/' {
             // Origin-form, the common case: path and query are known from the scan.
@@ -546,7 +549,9 @@ impl RequestHead {
                 if self.host.is_some() {
                     return Err(ParseError::DuplicateHost);
                 }
-                if !host_ok {
+                // RFC 9110 §4.2.1: an http(s) URI with an empty host is invalid and MUST be
+                // rejected; an empty Host names no authority, and this server serves no other.
+                if !host_ok || value.is_empty() {
                     return Err(ParseError::InvalidHost);
                 }
                 self.host = Some(span);
@@ -723,13 +728,20 @@ impl RequestHead {
     }
 }
 
-/// RFC 3986 §2.1: every `%` starts `%HEXDIG HEXDIG`.
-fn check_pct_encoding(t: &[u8]) -> Result<(), ParseError> {
+/// RFC 3986 §2.1: every `%` starts `%HEXDIG HEXDIG`; and no `%00`, `%0D` or `%0A` in the
+/// first `path_len` bytes (the path, before any `?`). Called only for a target with a `%`.
+#[cold]
+fn check_pct_encoding(t: &[u8], path_len: usize) -> Result<(), ParseError> {
     let mut i = 0;
     while let Some(p) = memchr(b'%', &t[i..]) {
         let at = i + p;
         match t.get(at + 1..at + 3) {
-            Some([a, b]) if a.is_ascii_hexdigit() && b.is_ascii_hexdigit() => i = at + 3,
+            Some([a, b]) if a.is_ascii_hexdigit() && b.is_ascii_hexdigit() => {
+                if at < path_len && *a == b'0' && matches!(b, b'0' | b'a' | b'A' | b'd' | b'D') {
+                    return Err(ParseError::EncodedControlInPath);
+                }
+                i = at + 3
+            }
             _ => return Err(ParseError::InvalidTarget),
         }
     }

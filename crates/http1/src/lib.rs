@@ -41,7 +41,8 @@ pub use encode::{
 pub use error::ParseError;
 pub use head::{Framing, Method, Parsed, RequestHead, TargetForm, Version};
 pub use limits::{
-    CHUNK_EXT_LIMIT, Limits, MAX_HEAD_BYTES, MAX_HEADERS, MAX_TRAILER_BYTES, MAX_TRAILERS,
+    CHUNK_EXT_LIMIT, Limits, MAX_HEAD_BYTES, MAX_HEADERS, MAX_METHOD_BYTES, MAX_TRAILER_BYTES,
+    MAX_TRAILERS,
 };
 pub use response::{
     BodyLength, Counted, FieldSpan, HEAD_CACHE_BYTES, MAX_RESPONSE_HEAD_BYTES, ResponseBody,

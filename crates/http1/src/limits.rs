@@ -9,6 +9,11 @@
 /// A request line that alone exceeds it is answered 414; a larger head 431.
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 
+/// Longest method token, in bytes. Every registered method (RFC 9110 §16.1, the IANA
+/// registry's longest is 17 bytes) fits; a longer one is a method linerate does not implement
+/// and is answered 501 as soon as the limit is passed (RFC 9112 §3), not 414.
+pub const MAX_METHOD_BYTES: usize = 32;
+
 /// Most header field lines in one request head; one more is answered 431.
 pub const MAX_HEADERS: usize = 100;
 

@@ -36,6 +36,15 @@ const HEAD_RULES: &[(&str, &[u8], Want)] = &[
     ("target with fragment (RFC 3986)", b"GET /a#b HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(InvalidTarget)),
     ("bad pct-encoding (RFC 3986 §2.1)", b"GET /a%zz HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(InvalidTarget)),
     ("truncated pct-encoding (RFC 3986 §2.1)", b"GET /a% HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(InvalidTarget)),
+    ("%00 in the path", b"GET /a%00b HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(EncodedControlInPath)),
+    ("%0d%0a in the path", b"GET /a%0d%0aSet-Cookie:x HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(EncodedControlInPath)),
+    ("%0A in the path (either case)", b"GET /a%0A HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(EncodedControlInPath)),
+    ("%0D in an absolute-form path", b"GET http://a/x%0D HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(EncodedControlInPath)),
+    ("%0a in the query is the application's", b"GET /a?q=%0a%00 HTTP/1.1\r\nHost: a\r\n\r\n", Want::Ok(Framing::None)),
+    ("%01 and %0b in the path are not refused", b"GET /a%01%0b%20 HTTP/1.1\r\nHost: a\r\n\r\n", Want::Ok(Framing::None)),
+    ("method of 32 bytes: a token (501 later)", b"ABCDEFGHIJKLMNOPQRSTUVWXYZABCDEF / HTTP/1.1\r\nHost: a\r\n\r\n", Want::Ok(Framing::None)),
+    ("method over 32 bytes (§3 SHOULD 501)", b"ABCDEFGHIJKLMNOPQRSTUVWXYZABCDEFG / HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(MethodTooLong)),
+    ("method over 32 bytes, unfinished", b"ABCDEFGHIJKLMNOPQRSTUVWXYZABCDEFGH", Want::Err(MethodTooLong)),
     ("no version: HTTP/0.9 (§3)", b"GET /\r\nHost: a\r\n\r\n", Want::Err(InvalidVersion)),
     ("lowercase version (§2.3 case-sensitive)", b"GET / http/1.1\r\nHost: a\r\n\r\n", Want::Err(InvalidVersion)),
     ("two-digit minor (§2.3)", b"GET / HTTP/1.10\r\nHost: a\r\n\r\n", Want::Err(InvalidVersion)),
@@ -75,7 +84,10 @@ const HEAD_RULES: &[(&str, &[u8], Want)] = &[
     ("Host with space inside (§3.2)", b"GET / HTTP/1.1\r\nHost: a b\r\n\r\n", Want::Err(InvalidHost)),
     ("Host with slash (§3.2)", b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n", Want::Err(InvalidHost)),
     ("Host with port and IPv6", b"GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", Want::Ok(Framing::None)),
-    ("empty Host is valid (RFC 9110 §7.2)", b"GET / HTTP/1.1\r\nHost:\r\n\r\n", Want::Ok(Framing::None)),
+    // RFC 9112 §3.3: an empty Host leaves the target URI without an authority, which http(s)
+    // requires; the server "can reject the request" — it does, as nginx does (was accepted).
+    ("empty Host is refused (RFC 9112 §3.3)", b"GET / HTTP/1.1\r\nHost:\r\n\r\n", Want::Err(InvalidHost)),
+    ("empty Host with OWS is refused", b"GET / HTTP/1.1\r\nHost: \r\n\r\n", Want::Err(InvalidHost)),
     // RFC 9112 §6.3: Content-Length.
     ("Content-Length", b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n", Want::Ok(Framing::Length(5))),
     ("Content-Length: 0 means no body", b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n", Want::Ok(Framing::None)),
@@ -219,6 +231,8 @@ fn error_statuses_map_to_the_wire() {
     assert_eq!(VersionNotSupported.status(), 505);
     assert_eq!(UnsupportedTransferCoding.status(), 501);
     assert_eq!(UriTooLong.status(), 414);
+    assert_eq!(MethodTooLong.status(), 501);
+    assert_eq!(EncodedControlInPath.status(), 400);
     assert_eq!(HeadersTooLarge.status(), 431);
     assert_eq!(TooManyHeaders.status(), 431);
     assert_eq!(UnsupportedExpectation.status(), 417);

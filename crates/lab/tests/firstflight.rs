@@ -73,6 +73,119 @@ fn check(addr: SocketAddr, path: &str) -> Report {
     firstflight::check(&format!("http://{addr}{path}"), &options()).expect("check")
 }
 
+/// A self-signed certificate for `localhost` and 127.0.0.1 as PEM files in a fresh directory.
+fn certs(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("linerate-ff-tls-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let ck =
+        rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+    std::fs::write(dir.join("cert.pem"), ck.cert.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), ck.signing_key.serialize_pem()).unwrap();
+    dir
+}
+
+/// [`start`] with an HTTPS port too; returns the server and its HTTPS address.
+fn start_tls(router: Router, certs: &std::path::Path) -> (Running, SocketAddr) {
+    let config = Config {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        workers: 1,
+        pin: false,
+        linger_timeout: Duration::from_millis(200),
+        compression: linerate_server::config::Compression {
+            enabled: false,
+            ..Default::default()
+        },
+        tls: Some(linerate_server::TlsConfig {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            cert: certs.join("cert.pem"),
+            key: certs.join("key.pem"),
+            ktls: false,
+            key_update_bytes: linerate_server::tls::TLS_KEY_UPDATE_BYTES,
+        }),
+        ..Config::default()
+    };
+    let server = Server::bind(config, router).expect("bind");
+    let addr = server.local_addr();
+    let tls_addr = server.tls_addr().expect("TLS address");
+    let handle = server.handle();
+    let thread = Some(std::thread::spawn(move || server.run()));
+    (
+        Running {
+            addr,
+            handle,
+            thread,
+        },
+        tls_addr,
+    )
+}
+
+#[test]
+fn https_counts_the_tls_records_after_the_handshake() {
+    let dir = certs("records");
+    let (_server, tls_addr) = start_tls(sized_router(), &dir);
+    let opts = Options {
+        verify: linerate_load::tls::Verify::CaFile(dir.join("cert.pem")),
+        ..options()
+    };
+    // (body bytes, at least this many records: rustls puts at most 16 KiB of HTTP in one)
+    for (body, min_records) in [(100u64, 1u64), (20_000, 2), (40_000, 3)] {
+        let url = format!("https://localhost:{}/sized/{body}", tls_addr.port());
+        let report = firstflight::check(&url, &opts).expect("https check");
+        let p = &report.page;
+        assert_eq!((p.status, p.body_bytes), (200, body));
+        let t = p
+            .tls
+            .as_ref()
+            .expect("an https exchange says what TLS carried");
+        assert!(t.records >= min_records, "{body}: {t:?}");
+        assert_eq!(t.bytes, p.wire_bytes);
+        // Every record adds at least its 5-byte header (and a tag) to the HTTP bytes.
+        assert!(
+            p.wire_bytes >= p.head_bytes + p.body_bytes + 5 * t.records,
+            "{body}: {} wire, {} HTTP, {t:?}",
+            p.wire_bytes,
+            p.head_bytes + p.body_bytes
+        );
+        assert_eq!(
+            report.verdict.bytes, p.wire_bytes,
+            "the verdict judges TLS bytes"
+        );
+        assert!(t.version.starts_with("TLSv1_"), "{t:?}");
+        let text = firstflight::report::render(&report);
+        assert!(
+            text.contains(&format!(
+                "https: the {} bytes are what the server sent after the TLS handshake",
+                p.wire_bytes
+            )),
+            "{text}"
+        );
+        assert!(text.starts_with(&format!("GET {url} → 200")), "{text}");
+    }
+    // Verified against the webpki roots, the self-signed certificate is refused in one line.
+    let url = format!("https://127.0.0.1:{}/sized/1", tls_addr.port());
+    let e = firstflight::check(&url, &options())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("TLS: ") && e.contains("certificate") && !e.contains('\n'),
+        "{e}"
+    );
+    // --insecure takes it.
+    let insecure = Options {
+        verify: linerate_load::tls::Verify::Insecure,
+        ..options()
+    };
+    assert!(
+        firstflight::check(&url, &insecure)
+            .unwrap()
+            .page
+            .tls
+            .is_some()
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 fn sized_router() -> Router {
     Router::new().get("/sized/{n}", |req| {
         let n: usize = req.param("n").and_then(|n| n.parse().ok()).unwrap_or(0);
@@ -437,10 +550,6 @@ fn errors_are_one_clear_line() {
         (
             format!("http://{}/", silent.local_addr().unwrap()),
             "no complete response within 0.3 s",
-        ),
-        (
-            "https://example.com/".to_string(),
-            "https not supported yet",
         ),
         ("ftp://example.com/".to_string(), "unsupported scheme"),
         ("127.0.0.1:80".to_string(), "expected http://"),

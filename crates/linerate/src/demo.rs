@@ -1,16 +1,19 @@
 //! The demo application `linerate serve` runs by default: the TechEmpower contract
-//! (`/json`, `/plaintext`) and the HttpArena contract (`/baseline11`, `/pipeline`,
-//! `/json/{count}`, `/upload`).
+//! (`/json`, `/plaintext`), the HttpArena contract (`/baseline11`, `/pipeline`,
+//! `/json/{count}`, `/upload`) and the endpoints the public conformance suites assume
+//! (`GET /` a page listing the endpoints, `POST /` echoes its body, `GET|POST /echo` the
+//! request's header fields one per line, `GET /cookie` the parsed cookies).
 //!
 //! Owns only application behaviour, written against the public handler API like any user's
-//! app. The 50-item dataset is `data/dataset.json`, compiled in and parsed once at start.
+//! app. The 50-item dataset is `data/dataset.json`, compiled in and parsed once at start, or a
+//! file given with `--dataset` ([`load_dataset`]).
 #![forbid(unsafe_code)]
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use linerate_server::{BodySink, Request, Response, Router};
+use linerate_server::{Body, BodySink, Request, Response, Router};
 
 /// The dataset shipped with the binary.
 pub const DATASET_JSON: &str = include_str!("../data/dataset.json");
@@ -61,11 +64,61 @@ struct Items<'a> {
     count: usize,
 }
 
-/// The demo routes.
+/// The dataset compiled into the binary.
+pub fn builtin_dataset() -> Vec<Item> {
+    serde_json::from_str(DATASET_JSON).expect("dataset.json is valid")
+}
+
+/// Why a `--dataset` file was refused.
+#[derive(Debug)]
+pub enum DatasetError {
+    /// The file could not be read.
+    Read(std::io::Error),
+    /// Not a JSON array of items (the message names line and column).
+    Json(serde_json::Error),
+    /// An empty array: `/json/{count}` would have nothing to answer with.
+    Empty,
+}
+
+impl std::fmt::Display for DatasetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DatasetError::Read(e) => write!(f, "{e}"),
+            DatasetError::Json(e) => write!(f, "not a JSON array of dataset items: {e}"),
+            DatasetError::Empty => f.write_str("the array holds no items"),
+        }
+    }
+}
+
+impl std::error::Error for DatasetError {}
+
+/// Reads and validates a dataset file (HttpArena's `/data/dataset.json` shape: an array of
+/// items with integer prices, quantities and ratings).
+pub fn load_dataset(path: &std::path::Path) -> Result<Vec<Item>, DatasetError> {
+    let text = std::fs::read(path).map_err(DatasetError::Read)?;
+    let items: Vec<Item> = serde_json::from_slice(&text).map_err(DatasetError::Json)?;
+    if items.is_empty() {
+        return Err(DatasetError::Empty);
+    }
+    Ok(items)
+}
+
+/// The demo routes over the compiled-in dataset.
 pub fn router() -> Router {
-    let dataset: Arc<Vec<Item>> =
-        Arc::new(serde_json::from_str(DATASET_JSON).expect("dataset.json is valid"));
+    router_with(builtin_dataset())
+}
+
+/// The demo routes over `dataset`.
+pub fn router_with(dataset: Vec<Item>) -> Router {
+    let dataset = Arc::new(dataset);
     Router::new()
+        .get("/", |_| {
+            Response::text(INDEX_HTML).content_type("text/html; charset=utf-8")
+        })
+        .post("/", echo_body)
+        .get("/echo", echo_headers)
+        .post("/echo", echo_headers)
+        .get("/cookie", cookies)
         .get("/json", |_| {
             Response::json(&Message {
                 message: "Hello, World!",
@@ -151,6 +204,70 @@ pub fn items_page(dataset: &[Item], count: usize, m: i64) -> Option<impl Seriali
     Some(Items { items: out, count })
 }
 
+/// `GET /`: what the demo answers, as a page.
+const INDEX_HTML: &str = "<!DOCTYPE html>
+<html lang=\"en\"><head><meta charset=\"utf-8\"><title>linerate demo</title></head>
+<body><h1>linerate demo</h1>
+<table>
+<tr><td>GET</td><td><a href=\"/json\">/json</a></td><td>{\"message\":\"Hello, World!\"} (TechEmpower)</td></tr>
+<tr><td>GET</td><td><a href=\"/plaintext\">/plaintext</a></td><td>Hello, World! (TechEmpower)</td></tr>
+<tr><td>GET, POST</td><td><a href=\"/baseline11?a=13&amp;b=42\">/baseline11?a=13&amp;b=42</a></td><td>a + b, plus the POST body's integer (HttpArena)</td></tr>
+<tr><td>GET</td><td><a href=\"/pipeline\">/pipeline</a></td><td>ok (HttpArena)</td></tr>
+<tr><td>GET</td><td><a href=\"/json/10?m=2\">/json/{count}?m=M</a></td><td>the first count (1-50) dataset items with totals (HttpArena)</td></tr>
+<tr><td>POST</td><td>/upload</td><td>the number of body bytes received (HttpArena)</td></tr>
+<tr><td>POST</td><td>/</td><td>the request body, echoed</td></tr>
+<tr><td>GET, POST</td><td><a href=\"/echo\">/echo</a></td><td>the request's header fields, one per line</td></tr>
+<tr><td>GET</td><td><a href=\"/cookie\">/cookie</a></td><td>the request's cookies, parsed, one name=value per line</td></tr>
+</table></body></html>
+";
+
+/// `POST /`: the body back.
+fn echo_body(req: &Request<'_>) -> Response {
+    Response::new(200)
+        .content_type("application/octet-stream")
+        .body(Body::Owned(req.body().to_vec()))
+}
+
+/// `GET|POST /echo`: the request's header fields as received, `name: value` per line.
+fn echo_headers(req: &Request<'_>) -> Response {
+    let mut out = String::new();
+    for (name, value) in req.headers() {
+        out.push_str(&String::from_utf8_lossy(name));
+        out.push_str(": ");
+        out.push_str(&String::from_utf8_lossy(value));
+        out.push('\n');
+    }
+    Response::text_owned(out)
+}
+
+/// `GET /cookie`: every `Cookie` field's pairs (RFC 6265 §5.2: split at `;`, name before the
+/// first `=`, surrounding whitespace trimmed, a pair without `=` or without a name ignored),
+/// `name=value` per line.
+fn cookies(req: &Request<'_>) -> Response {
+    let mut out = String::new();
+    for (name, value) in req.headers() {
+        if !name.eq_ignore_ascii_case(b"cookie") {
+            continue;
+        }
+        for (n, v) in parse_cookies(value) {
+            out.push_str(&String::from_utf8_lossy(n));
+            out.push('=');
+            out.push_str(&String::from_utf8_lossy(v));
+            out.push('\n');
+        }
+    }
+    Response::text_owned(out)
+}
+
+/// The name-value pairs of one `Cookie` field value.
+pub fn parse_cookies(value: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    value.split(|&b| b == b';').filter_map(|pair| {
+        let eq = pair.iter().position(|&b| b == b'=')?;
+        let name = pair[..eq].trim_ascii();
+        (!name.is_empty()).then(|| (name, pair[eq + 1..].trim_ascii()))
+    })
+}
+
 fn bad(why: &'static str) -> Response {
     Response::text(why).status(400)
 }
@@ -164,5 +281,41 @@ impl BodySink for Counter {
     }
     fn finish(self: Box<Self>, _req: &Request<'_>) -> Response {
         Response::text_owned(self.0.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_cookies;
+
+    #[test]
+    fn cookie_pairs() {
+        let cases: &[(&str, &[(&str, &str)])] = &[
+            ("foo=bar", &[("foo", "bar")]),
+            ("a=1; b=2; c=3", &[("a", "1"), ("b", "2"), ("c", "3")]),
+            ("foo=", &[("foo", "")]),
+            (
+                "a=hello world; b=x=y",
+                &[("a", "hello world"), ("b", "x=y")],
+            ),
+            ("===;;;", &[]),
+            ("novalue; =nameless; ok=1", &[("ok", "1")]),
+            ("", &[]),
+        ];
+        for (input, want) in cases {
+            let got: Vec<(String, String)> = parse_cookies(input.as_bytes())
+                .map(|(n, v)| {
+                    (
+                        String::from_utf8(n.to_vec()).unwrap(),
+                        String::from_utf8(v.to_vec()).unwrap(),
+                    )
+                })
+                .collect();
+            let want: Vec<(String, String)> = want
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect();
+            assert_eq!(got, want, "{input:?}");
+        }
     }
 }

@@ -4,4 +4,5 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod conf;
 pub mod demo;

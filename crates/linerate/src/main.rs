@@ -4,23 +4,25 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 fn main() -> ExitCode {
-    let cli = match linerate::cli::Cli::try_parse() {
-        Ok(cli) => cli,
+    let parsed = linerate::cli::Cli::command()
+        .try_get_matches()
+        .and_then(|m| linerate::cli::Cli::from_arg_matches(&m).map(|c| (c, m)));
+    let cli = match parsed {
+        Ok((mut cli, matches)) => {
+            // `serve` flags given on the command line override a --config file.
+            cli.note_explicit(&matches);
+            cli
+        }
         Err(e) => {
             use clap::error::ErrorKind;
             if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
                 let _ = e.print();
                 return ExitCode::SUCCESS;
             }
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("invalid arguments");
-            eprintln!(
-                "linerate: {} (see --help)",
-                first.trim_start_matches("error: ")
-            );
+            eprintln!("linerate: {}", linerate::cli::error_line(&e));
             return ExitCode::from(2);
         }
     };

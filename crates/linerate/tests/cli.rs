@@ -50,6 +50,57 @@ fn user_mistakes_are_one_line_and_nonzero() {
     }
 }
 
+#[test]
+fn clap_hints_are_not_cut_off() {
+    // Each of these used to lose everything after clap's first line: the tip, the possible
+    // values, even the name of the missing argument.
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["laod", "http://127.0.0.1/"],
+            "tip: some similar subcommands exist: 'lab', 'load'",
+        ),
+        (
+            &["lab", "compar"],
+            "tip: a similar subcommand exists: 'compare'",
+        ),
+        (
+            &["load", "--conections", "3", "http://127.0.0.1/"],
+            "unexpected argument '--conections' found; tip: a similar argument exists: '--connections'",
+        ),
+        (
+            &["load"],
+            "the following required arguments were not provided: <URL>",
+        ),
+        (
+            &["load", "--tls-version", "1.4", "https://127.0.0.1/"],
+            "[possible values: 1.2, 1.3]",
+        ),
+    ];
+    for (args, needle) in cases {
+        let (code, stderr) = run_err(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("linerate: ") && stderr.contains(needle),
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            stderr.trim_end().ends_with("(see --help)") && !stderr.contains("Usage:"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"));
+    }
+}
+
+#[test]
+fn load_help_documents_allow_status_errors() {
+    let out = Command::new(BIN).args(["load", "--help"]).output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("--allow-status-errors"), "{help}");
+    assert!(help.contains("2xx/3xx"), "{help}");
+}
+
 /// Starts the binary on an OS-chosen port and returns it with its address (from the banner).
 fn spawn(extra: &[&str]) -> (Child, SocketAddr) {
     let mut child = Command::new(BIN)

@@ -165,7 +165,7 @@ workloads = ["json"]
 
 [[server]]
 name = "linerate"
-command = ["{{linerate}}", "serve", "--addr", "127.0.0.1:{{port}}", "--workers", "1", "--log-level", "warn", "--root", "{{root}}", "--tls-port", "{{tls_port}}", "--tls-cert", "{{fixtures}}/tls/cert.pem", "--tls-key", "{{fixtures}}/tls/key.pem"]
+command = ["{{linerate}}", "serve", "--addr", "127.0.0.1:{{port}}", "--workers", "1", "--log-level", "warn", "--app", "demo", "--root", "{{root}}", "--tls-port", "{{tls_port}}", "--tls-cert", "{{fixtures}}/tls/cert.pem", "--tls-key", "{{fixtures}}/tls/key.pem"]
 
 [[workload]]
 name = "json"
@@ -223,10 +223,6 @@ fn failing_and_crashing_servers_are_reported_not_hung_on() {
     let suite = suite(
         &dir,
         r#"
-[[server]]
-name = "nostart"
-command = ["false"]
-
 # Accepts the readiness probe, then dies on the load's first connection: mid-run, every time.
 [[server]]
 name = "crasher"
@@ -240,10 +236,6 @@ command = ["python3", "-c", 'import socket,sys; s=socket.socket(); s.setsockopt(
     let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
     assert!(report.contains("## Failed samples"), "{report}");
     assert!(
-        report.contains("nostart / json, round 0: server nostart exited"),
-        "{report}"
-    );
-    assert!(
         report.contains("crasher / json, round 0: the server exited (exit status: 3)"),
         "{report}"
     );
@@ -251,6 +243,83 @@ command = ["python3", "-c", 'import socket,sys; s=socket.socket(); s.setsockopt(
         report.contains("| floor |"),
         "the healthy server still measured: {report}"
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `lab compare` with `suite` from `cwd`, no latency runs.
+fn compare_in(cwd: &Path, suite: &Path, out: &Path) -> Output {
+    Command::new(BIN)
+        .current_dir(cwd)
+        .args(["lab", "compare", "--no-latency", "--suite"])
+        .arg(suite)
+        .arg("--out")
+        .arg(out)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_server_that_cannot_start_fails_the_comparison_naming_it() {
+    let dir = tmpdir("nostart");
+    for (servers, needle) in [
+        (
+            "[[server]]\nname = \"nostart\"\ncommand = [\"false\"]\n",
+            "server nostart cannot start: server nostart exited",
+        ),
+        (
+            "[[server]]\nname = \"ghost\"\ncommand = [\"/nonexistent/ghostd\"]\n",
+            "server ghost cannot start: ",
+        ),
+        (
+            "[[server]]\nname = \"peer\"\nrequires = \"no-such-peer-xyz\"\ncommand = [\"no-such-peer-xyz\"]\n",
+            "server peer cannot start: `no-such-peer-xyz` is not installed (to compare without it: --servers floor)",
+        ),
+        (
+            "[[server]]\nname = \"conf\"\nconfig_template = \"/nonexistent/peer.conf.in\"\ncommand = [\"true\"]\n",
+            "server conf cannot start: its config_template /nonexistent/peer.conf.in is not built in and not a file",
+        ),
+    ] {
+        let suite = suite(&dir, servers);
+        let out_dir = dir.join("out");
+        let out = compare(&suite, &out_dir, &["--no-latency"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{servers}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+        assert!(
+            stderr.starts_with("linerate: ") && stderr.contains(needle),
+            "{needle}: {stderr}"
+        );
+        assert!(
+            !out_dir.join("report.md").exists(),
+            "nothing was measured without it"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn peer_config_templates_are_built_in_and_work_from_any_directory() {
+    // Run from a directory with no bench/ in it: the template comes from the binary. The server
+    // checks that its rendered config is nginx's, with its port, then serves as the floor.
+    let dir = tmpdir("templates");
+    let suite = suite(
+        &dir,
+        r#"
+[[server]]
+name = "templated"
+config_template = "bench/nginx.conf.in"
+command = ["sh", "-c", "grep -q 'listen 127.0.0.1:{port} reuseport' {config} && exec {linerate} lab floor --addr 127.0.0.1:{port} --response json"]
+"#,
+    );
+    assert!(!dir.join("bench").exists());
+    let out_dir = dir.join("out");
+    let out = compare_in(&dir, &suite, &out_dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    assert!(report.contains("| templated |"), "{report}");
+    assert!(!report.contains("Failed samples"), "{report}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

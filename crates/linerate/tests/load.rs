@@ -7,6 +7,7 @@ mod load_common;
 use load_common as common;
 
 use common::{Behavior, Server, args, assert_exact, measure};
+use linerate_load::units::format_micros;
 
 const N: u64 = 10_007;
 
@@ -292,11 +293,11 @@ fn json_parses_and_matches_text() {
     for needle in [
         format!("{} responses", run.responses),
         format!("Requests/sec: {}", run.req_per_s),
-        format!("p99 {}us", run.latency.p99_us),
-        format!("mean {}us", run.latency.mean_us),
-        format!("99.99% {}us", run.latency.p99_99_us),
+        format!("p99 {}", format_micros(run.latency.p99_us as f64)),
+        format!("mean {}", format_micros(run.latency.mean_us)),
+        format!("99.99% {}", format_micros(run.latency.p99_99_us as f64)),
         format!("{} bytes read", run.bytes_read),
-        format!("{}us/request", run.cpu_us_per_request),
+        format!("{}µs/request", run.cpu_us_per_request),
     ] {
         assert!(text.contains(&needle), "text lacks {needle:?}:\n{text}");
     }

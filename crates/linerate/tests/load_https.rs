@@ -288,8 +288,8 @@ fn refused_handshakes_inside_a_run_are_counted_and_closed() {
     assert_eq!(m.tls.handshakes, 0);
     assert_eq!(s.requests(), 0);
 
-    // Enough connections to fail MAX_CONNECT_FAILURES_IN_ROW times quickly: the worker gives up
-    // with the certificate error as its one line.
+    // Enough connections to fail MAX_CONNECT_FAILURES_IN_ROW times quickly: the worker gives up,
+    // and the run is returned marked interrupted, the certificate error its one line.
     let cfg = linerate_load::Config::from_options(&args(&[
         "-t",
         "1",
@@ -300,9 +300,12 @@ fn refused_handshakes_inside_a_run_are_counted_and_closed() {
         &s.url(),
     ]))
     .expect("config");
-    let err = linerate_load::engine::execute(&cfg, &never, |_, _| {})
-        .expect_err("every handshake is refused")
-        .to_string();
+    let results =
+        linerate_load::engine::execute(&cfg, &never, |_, _| {}).expect("what ran is returned");
+    let Some(linerate_load::stats::Interruption::TargetLost(err)) = &results[0].merged.interrupted
+    else {
+        panic!("every handshake is refused: the run ends as the target lost");
+    };
     assert!(!err.contains('\n'), "one line: {err}");
     assert!(err.contains("UnknownIssuer"), "{err}");
 }

@@ -234,7 +234,7 @@ fn not_found_method_not_allowed_not_implemented() {
     c.send(b"DELETE /json HTTP/1.1\r\nHost: a\r\n\r\n");
     let r = c.read_response();
     assert_eq!(r.status, 405);
-    assert_eq!(r.header("allow"), Some("GET, HEAD"));
+    assert_eq!(r.header("allow"), Some("GET, HEAD, OPTIONS"));
     c.send(b"BREW /json HTTP/1.1\r\nHost: a\r\n\r\n");
     assert_eq!(c.read_response().status, 501);
     // A refused request whose body is fully present keeps the connection.

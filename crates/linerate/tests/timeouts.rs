@@ -119,3 +119,43 @@ fn client_that_does_not_read_is_bounded() {
     writer.join().unwrap();
     server.stop();
 }
+
+#[test]
+fn a_client_that_stops_reading_a_large_file_is_reset_at_the_send_timeout() {
+    // Graceful close would leave the unsent part of the file queued in the kernel, sent on
+    // to a client that does not read (an orphan); a reset frees it and tells the client.
+    let dir = std::env::temp_dir().join(format!("linerate-reset-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let len = 32 << 20;
+    std::fs::write(dir.join("big.bin"), vec![7u8; len]).unwrap();
+    let server = start(
+        Config {
+            send_timeout: Duration::from_millis(300),
+            files: Some(linerate_server::config::FilesMount {
+                prefix: String::new(),
+                root: dir.clone(),
+            }),
+            ..config()
+        },
+        linerate_server::Router::new(),
+    );
+    let mut c = Client::connect(server.addr);
+    c.send(b"GET /big.bin HTTP/1.1\r\nHost: a\r\n\r\n");
+    // Read nothing for longer than the send timeout, then read what is there.
+    std::thread::sleep(Duration::from_millis(1_000));
+    let mut got = 0usize;
+    let mut buf = vec![0u8; 1 << 16];
+    let end = loop {
+        match std::io::Read::read(&mut c.stream, &mut buf) {
+            Ok(0) => break "eof",
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break "reset",
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert_eq!(end, "reset", "after {got} of {len} bytes");
+    assert!(got < len);
+    server.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -51,6 +51,8 @@ pub struct Config {
     pub spin: Duration,
     pub latency_table: bool,
     pub json: bool,
+    /// Responses other than 2xx/3xx leave the exit status 0 (see `report::verdict`).
+    pub allow_status_errors: bool,
 }
 
 /// Why the command line was refused.
@@ -184,6 +186,7 @@ impl Config {
             spin: args.spin,
             latency_table: args.latency,
             json: args.json,
+            allow_status_errors: args.allow_status_errors,
         })
     }
 

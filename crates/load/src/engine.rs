@@ -1,6 +1,8 @@
 //! Runs a configuration: a pre-flight connection, the warm-up phase, then each measured run with
 //! one pinned thread per share of the connections. Owns threads, pinning and the progress line;
 //! it does no socket work itself (that is `worker`) and formats nothing but the progress line.
+//! A run that ends early (Ctrl-C, the target gone) is kept and returned like any other, marked
+//! interrupted, and no further run starts: what was measured is never thrown away.
 #![forbid(unsafe_code)]
 
 use std::fmt;
@@ -10,9 +12,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
-use crate::stats::{Merged, ThreadStats, merge};
+use crate::stats::{Interruption, Merged, ThreadStats, merge};
 use crate::tls::{self, SetupFailure};
-use crate::worker::{self, Plan, Progress, WorkerError};
+use crate::worker::{self, Plan, Progress, Stops, WorkerError};
 
 /// How often the progress line is redrawn.
 pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
@@ -28,7 +30,10 @@ pub enum EngineError {
     Pin(usize, rustix::io::Errno),
     Spawn(std::io::Error),
     Worker(WorkerError),
+    /// Stopped (Ctrl-C) before the first measured run began: nothing was measured.
     Interrupted,
+    /// The target went away during the warm-up, before anything was measured.
+    LostInWarmup(String),
 }
 
 impl fmt::Display for EngineError {
@@ -39,7 +44,12 @@ impl fmt::Display for EngineError {
             EngineError::Pin(cpu, e) => write!(f, "cannot pin a thread to CPU {cpu}: {e}"),
             EngineError::Spawn(e) => write!(f, "cannot start a thread: {e}"),
             EngineError::Worker(e) => e.fmt(f),
-            EngineError::Interrupted => f.write_str("interrupted before the first run finished"),
+            EngineError::Interrupted => {
+                f.write_str("interrupted during the warm-up: nothing was measured")
+            }
+            EngineError::LostInWarmup(why) => {
+                write!(f, "the target went away during the warm-up: {why}")
+            }
         }
     }
 }
@@ -74,13 +84,16 @@ pub fn execute(
 ) -> Result<Vec<RunResult>, EngineError> {
     let show_progress = !cfg.json && std::io::stderr().is_terminal();
     if !cfg.warmup.is_zero() {
-        run_phase(
+        let warm = run_phase(
             cfg,
             stop,
             Some(cfg.warmup),
             None,
             show_progress.then_some("warm-up"),
         )?;
+        if let Some(Interruption::TargetLost(why)) = merge(warm).interrupted {
+            return Err(EngineError::LostInWarmup(why));
+        }
     }
     let mut out = Vec::with_capacity(cfg.runs);
     for r in 0..cfg.runs {
@@ -98,7 +111,11 @@ pub fn execute(
             merged: merge(stats),
         };
         on_run(r, &result);
+        let early = result.merged.interrupted.is_some();
         out.push(result);
+        if early {
+            break;
+        }
     }
     if out.is_empty() {
         return Err(EngineError::Interrupted);
@@ -127,6 +144,11 @@ fn run_phase(
         })
         .collect();
     let progress: Vec<Progress> = (0..cfg.threads).map(|_| Progress::default()).collect();
+    let phase_stop = AtomicBool::new(false);
+    let stops = Stops {
+        user: stop,
+        phase: &phase_stop,
+    };
     let base = Instant::now();
     std::thread::scope(|s| {
         let mut handles = Vec::with_capacity(plans.len());
@@ -139,7 +161,7 @@ fn run_phase(
                     if let Some(cpu) = cpu {
                         pin(cpu)?;
                     }
-                    worker::run(cfg, plan, base, cell, stop).map_err(EngineError::Worker)
+                    worker::run(cfg, plan, base, cell, stops).map_err(EngineError::Worker)
                 })
                 .map_err(EngineError::Spawn)?;
             handles.push(h);

@@ -42,7 +42,8 @@ pub fn measure(cfg: &Config) -> Result<Report, EngineError> {
 
 /// Runs the load described by `cfg` (already through `engine::preflight`, which makes the first
 /// connection and reports why it fails) until done or until `stop` is set: the run in progress
-/// then ends and is reported, as wrk does on Ctrl-C. `on_run` sees each run's report as it ends.
+/// then ends and is reported, as wrk does on Ctrl-C; so does a run whose target goes away (the
+/// report is marked interrupted). `on_run` sees each run's report as it ends.
 /// Rendering is the caller's (`report::*_text`, or the `Report` as JSON).
 pub fn measure_each(
     cfg: &Config,
@@ -59,6 +60,7 @@ pub fn measure_each(
     Ok(Report {
         setup: report::setup(cfg),
         median: report::median(&runs),
+        interrupted: runs.last().is_some_and(|r| r.interrupted),
         runs,
     })
 }

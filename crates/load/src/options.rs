@@ -67,6 +67,9 @@ pub struct LoadOptions {
     pub tls_key_update: Option<u32>,
     /// The report is wanted as JSON.
     pub json: bool,
+    /// Responses other than 2xx/3xx do not fail the run (its exit status); they are still
+    /// counted and reported.
+    pub allow_status_errors: bool,
 }
 
 /// A TLS protocol version `--tls-version` can pin.
@@ -104,6 +107,7 @@ impl Default for LoadOptions {
             tls_cipher: None,
             tls_key_update: None,
             json: false,
+            allow_status_errors: false,
         }
     }
 }

@@ -1,21 +1,27 @@
 //! The result as data (`Report`, serialized for `--json`) and as text. Both are rendered from the
 //! same rounded numbers, so the text and the JSON never disagree. Owns no measurement.
+//! Latencies are raw microseconds in the data (`*_us` fields) and scaled for people in the text
+//! (`units::format_micros`). `verdict` is the report's last line and the run's exit status.
 #![forbid(unsafe_code)]
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::engine::RunResult;
-use crate::stats::{ErrorCounts, LatencySummary, PERCENTILES, round1, round2, summarize};
+use crate::stats::{
+    ErrorCounts, Interruption, LatencySummary, PERCENTILES, round1, round2, summarize,
+};
+use crate::units::format_micros;
 
 /// A thread busier than this (percent of its wall time on CPU) is reported as saturated:
 /// the generator, not the server, may be what limits the rate.
 pub const SATURATED_CPU_PCT: f64 = 95.0;
 
 /// What was asked for.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Setup {
     pub url: String,
     pub threads: usize,
@@ -52,7 +58,7 @@ pub struct TlsReport {
 }
 
 /// One measured run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {
     /// Complete responses, any status.
     pub responses: u64,
@@ -81,10 +87,20 @@ pub struct RunReport {
     /// https only.
     #[serde(default)]
     pub tls: Option<TlsReport>,
+    /// Complete responses by status code (`{"200": 99000, "404": 1000}`).
+    #[serde(default)]
+    pub status_codes: BTreeMap<u16, u64>,
+    /// The run ended before its duration passed or its requests resolved (Ctrl-C, or the
+    /// target went away); the figures cover what was measured until then.
+    #[serde(default)]
+    pub interrupted: bool,
+    /// Why, when `interrupted`.
+    #[serde(default)]
+    pub interrupted_by: Option<Interruption>,
 }
 
 /// Median over `--runs`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Median {
     pub runs: usize,
     pub req_per_s: f64,
@@ -100,6 +116,9 @@ pub struct Report {
     pub setup: Setup,
     pub runs: Vec<RunReport>,
     pub median: Median,
+    /// The last run ended early (see its `interrupted_by`); no run was started after it.
+    #[serde(default)]
+    pub interrupted: bool,
 }
 
 pub fn setup(cfg: &Config) -> Setup {
@@ -180,6 +199,9 @@ pub fn run_report(cfg: &Config, r: &RunResult) -> RunReport {
                 0.0
             },
         }),
+        status_codes: m.statuses.clone(),
+        interrupted: m.interrupted.is_some(),
+        interrupted_by: m.interrupted.clone(),
     }
 }
 
@@ -280,20 +302,43 @@ pub fn header_text(s: &Setup) -> String {
 fn latency_line(out: &mut String, label: &str, l: &LatencySummary, table: bool) {
     let _ = writeln!(
         out,
-        "  {label:<28} mean {}us  stdev {}us  p50 {}us  p99 {}us  max {}us",
-        l.mean_us, l.stdev_us, l.p50_us, l.p99_us, l.max_us
+        "  {label:<28} mean {}  stdev {}  p50 {}  p99 {}  max {}",
+        format_micros(l.mean_us),
+        format_micros(l.stdev_us),
+        format_micros(l.p50_us as f64),
+        format_micros(l.p99_us as f64),
+        format_micros(l.max_us as f64)
     );
     if table {
         for ((name, _), v) in PERCENTILES.iter().zip(l.percentiles()) {
-            let _ = writeln!(out, "    {name:>7} {v}us");
+            let _ = writeln!(out, "    {name:>7} {}", format_micros(v as f64));
         }
     }
+}
+
+/// `200: 99000, 404: 1000`; `none` when no response was complete.
+pub fn status_codes_text(codes: &BTreeMap<u16, u64>) -> String {
+    if codes.is_empty() {
+        return "none".into();
+    }
+    codes
+        .iter()
+        .map(|(c, n)| format!("{c}: {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 pub fn run_text(r: &RunReport, index: usize, total: usize, table: bool) -> String {
     let mut out = String::new();
     if total > 1 {
         let _ = writeln!(out, "run {}/{total}:", index + 1);
+    }
+    if let Some(why) = &r.interrupted_by {
+        let _ = writeln!(
+            out,
+            "  Interrupted after {}s: {why}; what was measured until then follows",
+            r.elapsed_s
+        );
     }
     match &r.latency_uncorrected {
         Some(u) => {
@@ -304,24 +349,33 @@ pub fn run_text(r: &RunReport, index: usize, total: usize, table: bool) -> Strin
     }
     let _ = writeln!(
         out,
-        "  {} responses in {}s, {} failed, {} bytes read, {} connections opened",
-        r.responses, r.elapsed_s, r.failed, r.bytes_read, r.connects
+        "  {} responses in {}s ({} not 2xx/3xx), {} requests unanswered, {} bytes read, {} connections opened",
+        r.responses, r.elapsed_s, r.errors.status, r.failed, r.bytes_read, r.connects
+    );
+    let _ = writeln!(
+        out,
+        "  Status codes: {}",
+        status_codes_text(&r.status_codes)
     );
     let _ = writeln!(out, "  Requests/sec: {}", r.req_per_s);
     if let Some(t) = &r.tls {
         let _ = writeln!(
             out,
-            "  TLS: {} handshakes ({} resumed), {} handshakes/s, setup mean {}us (connect + handshake)",
-            t.handshakes, t.resumed, t.handshakes_per_s, t.setup_mean_us
+            "  TLS: {} handshakes ({} resumed), {} handshakes/s, setup mean {} (connect + handshake)",
+            t.handshakes,
+            t.resumed,
+            t.handshakes_per_s,
+            format_micros(t.setup_mean_us)
         );
     }
     if let Some(p) = r.rate_achieved_pct {
         let _ = writeln!(out, "  Achieved {p}% of the asked rate");
     }
     let e = &r.errors;
-    if e.total() == 0 {
+    if e.total() == 0 && !r.interrupted {
         let _ = writeln!(out, "  Errors: none");
     } else {
+        // An interrupted run always shows its socket errors, zeros included, as wrk does.
         let _ = writeln!(
             out,
             "  Errors: connect {}, read {}, write {}, timeout {}, status {}, malformed {}{}",
@@ -346,7 +400,7 @@ pub fn run_text(r: &RunReport, index: usize, total: usize, table: bool) -> Strin
     };
     let _ = writeln!(
         out,
-        "  Generator CPU: {}us/request; threads busy {}{spun}",
+        "  Generator CPU: {}µs/request; threads busy {}{spun}",
         r.cpu_us_per_request,
         busy.join(" ")
     );
@@ -362,9 +416,93 @@ pub fn run_text(r: &RunReport, index: usize, total: usize, table: bool) -> Strin
 
 pub fn median_text(m: &Median) -> String {
     format!(
-        "median of {} runs: {} req/s (min {}, max {}), p99 {}us, {}us CPU/request\n",
-        m.runs, m.req_per_s, m.min_req_per_s, m.max_req_per_s, m.p99_us, m.cpu_us_per_request
+        "median of {} runs: {} req/s (min {}, max {}), p99 {}, {}µs CPU/request\n",
+        m.runs,
+        m.req_per_s,
+        m.min_req_per_s,
+        m.max_req_per_s,
+        format_micros(m.p99_us as f64),
+        m.cpu_us_per_request
     )
+}
+
+/// How a run ends: the report's last line and the exit status it earns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// `Result: ...`, one line.
+    pub line: String,
+    /// 0: measured in full, every response 2xx/3xx (or accepted); 1: not all answered well, no
+    /// answer at all, or the target went away; 130 (128 + SIGINT): stopped by Ctrl-C alone.
+    pub exit: u8,
+}
+
+/// The verdict on `r`: responses other than 2xx/3xx fail the run unless `allow_status_errors`;
+/// so do a run with no response at all and a target that went away; a Ctrl-C is reported as
+/// such (exit 130), the figures still printed.
+pub fn verdict(r: &Report, allow_status_errors: bool) -> Verdict {
+    let responses: u64 = r.runs.iter().map(|x| x.responses).sum();
+    let bad: u64 = r.runs.iter().map(|x| x.errors.status).sum();
+    let socket: u64 = r
+        .runs
+        .iter()
+        .map(|x| x.errors.total() - x.errors.status)
+        .sum();
+    let mut codes: BTreeMap<u16, u64> = BTreeMap::new();
+    for run in &r.runs {
+        for (c, n) in &run.status_codes {
+            *codes.entry(*c).or_default() += n;
+        }
+    }
+    codes.retain(|c, _| !(200..400).contains(c));
+    let why = r.runs.last().and_then(|x| x.interrupted_by.as_ref());
+    let bad_status = responses > 0 && bad > 0 && !allow_status_errors;
+    let exit = if responses == 0 || bad_status || matches!(why, Some(Interruption::TargetLost(_))) {
+        1
+    } else if why.is_some() {
+        130
+    } else {
+        0
+    };
+    let mut problems = Vec::new();
+    if let Some(why) = why {
+        // Alone, a Ctrl-C is the headline (INTERRUPTED); beside a failure it is one reason.
+        let lead = if exit == 130 { "" } else { "interrupted, " };
+        problems.push(format!(
+            "{lead}{why}; the figures above cover what was measured until then"
+        ));
+    }
+    if responses == 0 {
+        problems.push("no request was answered".into());
+    }
+    if bad_status {
+        problems.push(format!(
+            "{bad} of {responses} responses were not 2xx/3xx ({}); --allow-status-errors accepts them",
+            status_codes_text(&codes)
+        ));
+    }
+    let socket_note = if socket > 0 {
+        format!("; {socket} socket errors (see Errors)")
+    } else {
+        String::new()
+    };
+    let line = if problems.is_empty() {
+        let accepted = if bad > 0 {
+            format!(
+                "{bad} of {responses} responses not 2xx/3xx ({}), accepted by --allow-status-errors",
+                status_codes_text(&codes)
+            )
+        } else {
+            format!("all {responses} responses 2xx/3xx")
+        };
+        format!("Result: ok: {accepted}{socket_note}")
+    } else {
+        let word = if exit == 130 { "INTERRUPTED" } else { "FAILED" };
+        format!(
+            "Result: {word}: {}{socket_note} (exit {exit})",
+            problems.join("; ")
+        )
+    };
+    Verdict { line, exit }
 }
 
 /// The full text form of a report.
@@ -377,4 +515,100 @@ pub fn text(r: &Report, table: bool) -> String {
         out.push_str(&median_text(&r.median));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(codes: &[(u16, u64)], failed: u64, why: Option<Interruption>) -> RunReport {
+        let status_codes: BTreeMap<u16, u64> = codes.iter().copied().collect();
+        RunReport {
+            responses: status_codes.values().sum(),
+            failed,
+            errors: ErrorCounts {
+                status: status_codes
+                    .iter()
+                    .filter(|(c, _)| !(200..400).contains(*c))
+                    .map(|(_, n)| n)
+                    .sum(),
+                read: failed,
+                ..ErrorCounts::default()
+            },
+            status_codes,
+            interrupted: why.is_some(),
+            interrupted_by: why,
+            ..RunReport::default()
+        }
+    }
+
+    fn report(runs: Vec<RunReport>) -> Report {
+        Report {
+            setup: Setup::default(),
+            median: median(&runs),
+            interrupted: runs.last().is_some_and(|r| r.interrupted),
+            runs,
+        }
+    }
+
+    #[test]
+    fn verdict_exit_status_and_line() {
+        let lost = || Some(Interruption::TargetLost("cannot connect".into()));
+        let stopped = || Some(Interruption::Stopped);
+        #[rustfmt::skip]
+        let cases: Vec<(&str, RunReport, bool, u8, &str)> = vec![
+            ("all 2xx", run(&[(200, 100)], 0, None), false, 0, "Result: ok: all 100 responses 2xx/3xx"),
+            ("3xx is fine", run(&[(200, 5), (304, 5)], 0, None), false, 0, "Result: ok: all 10"),
+            ("all 404", run(&[(404, 100)], 0, None), false, 1,
+             "Result: FAILED: 100 of 100 responses were not 2xx/3xx (404: 100); --allow-status-errors accepts them (exit 1)"),
+            ("some 404", run(&[(200, 90), (404, 10)], 0, None), false, 1, "10 of 100 responses were not 2xx/3xx (404: 10)"),
+            ("404 allowed", run(&[(404, 100)], 0, None), true, 0,
+             "Result: ok: 100 of 100 responses not 2xx/3xx (404: 100), accepted by --allow-status-errors"),
+            ("no answer", run(&[], 20, None), false, 1, "Result: FAILED: no request was answered; 20 socket errors"),
+            ("target lost", run(&[(200, 50)], 3, lost()), false, 1,
+             "Result: FAILED: interrupted, the target went away: cannot connect; the figures above cover what was measured until then; 3 socket errors (see Errors) (exit 1)"),
+            ("ctrl-c", run(&[(200, 50)], 0, stopped()), false, 130, "Result: INTERRUPTED: stopped by Ctrl-C (SIGINT); the figures above cover what was measured until then (exit 130)"),
+            ("ctrl-c and 500s", run(&[(500, 50)], 0, stopped()), false, 1, "Result: FAILED: interrupted"),
+            ("ctrl-c and 500s allowed", run(&[(500, 50)], 0, stopped()), true, 130, "Result: INTERRUPTED"),
+        ];
+        for (name, r, allow, exit, line) in cases {
+            let v = verdict(&report(vec![r]), allow);
+            assert_eq!(v.exit, exit, "{name}: {}", v.line);
+            assert!(
+                v.line.starts_with(line) || v.line.contains(line),
+                "{name}: {}",
+                v.line
+            );
+            assert!(!v.line.contains('\n'), "{name}: one line");
+        }
+    }
+
+    #[test]
+    fn run_text_scales_units_and_shows_status_codes_and_interruption() {
+        let mut r = run(
+            &[(200, 99_000), (404, 1000)],
+            7,
+            Some(Interruption::Stopped),
+        );
+        r.elapsed_s = 1.5;
+        r.latency = LatencySummary {
+            count: 100_000,
+            mean_us: 812.4,
+            stdev_us: 40.0,
+            p50_us: 790,
+            p99_us: 1500,
+            max_us: 2_340_000,
+            ..LatencySummary::default()
+        };
+        let text = run_text(&r, 0, 1, false);
+        for needle in [
+            "Interrupted after 1.5s: stopped by Ctrl-C (SIGINT)",
+            "mean 812.4µs  stdev 40µs  p50 790µs  p99 1.50ms  max 2.34s",
+            "Status codes: 200: 99000, 404: 1000",
+            "100000 responses in 1.5s (1000 not 2xx/3xx), 7 requests unanswered",
+            "Errors: connect 0, read 7,",
+        ] {
+            assert!(text.contains(needle), "lacks {needle:?}:\n{text}");
+        }
+    }
 }

@@ -3,6 +3,8 @@
 //! the engine merges them once the threads have joined.
 #![forbid(unsafe_code)]
 
+use std::collections::BTreeMap;
+
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -53,6 +55,41 @@ impl ErrorCounts {
         self.status += o.status;
         self.malformed += o.malformed;
         self.tls += o.tls;
+    }
+}
+
+/// Status codes counted one by one: a response's status is three digits (RFC 9110 §15).
+pub const STATUS_SLOTS: usize = 1000;
+
+/// Why a phase ended before its duration passed or its requests resolved. What was measured
+/// until then is still reported, marked interrupted.
+/// In JSON: `"stopped"`, or `{"target_lost": "cannot connect to …"}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Interruption {
+    /// The caller's stop flag (Ctrl-C), or another thread of the same run stopped it.
+    Stopped,
+    /// The target stopped accepting connections (the reason, as one line).
+    TargetLost(String),
+}
+
+impl Interruption {
+    /// Of two threads' reasons, the one that explains the run: a lost target over a stop.
+    fn worse(a: Option<Interruption>, b: Option<Interruption>) -> Option<Interruption> {
+        match (a, b) {
+            (Some(t @ Interruption::TargetLost(_)), _)
+            | (_, Some(t @ Interruption::TargetLost(_))) => Some(t),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+impl std::fmt::Display for Interruption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Interruption::Stopped => f.write_str("stopped by Ctrl-C (SIGINT)"),
+            Interruption::TargetLost(why) => write!(f, "the target went away: {why}"),
+        }
     }
 }
 
@@ -111,6 +148,10 @@ pub struct ThreadStats {
     pub wall_ns: u64,
     /// From the phase start to the last response (or the deadline).
     pub elapsed_ns: u64,
+    /// Complete responses by status code (index: the status).
+    pub statuses: Box<[u64; STATUS_SLOTS]>,
+    /// Set when the phase ended early.
+    pub interrupted: Option<Interruption>,
 }
 
 impl ThreadStats {
@@ -128,6 +169,15 @@ impl ThreadStats {
             spin_ns: 0,
             wall_ns: 0,
             elapsed_ns: 0,
+            statuses: Box::new([0; STATUS_SLOTS]),
+            interrupted: None,
+        }
+    }
+
+    /// Counts one complete response's status.
+    pub fn count_status(&mut self, status: u16) {
+        if let Some(n) = self.statuses.get_mut(usize::from(status)) {
+            *n += 1;
         }
     }
 }
@@ -148,6 +198,10 @@ pub struct Merged {
     pub spin_ns: u64,
     /// Per thread: (cpu_ns, wall_ns).
     pub threads: Vec<(u64, u64)>,
+    /// Complete responses by status code, only the codes seen.
+    pub statuses: BTreeMap<u16, u64>,
+    /// Set when any thread's phase ended early (a lost target over a stop).
+    pub interrupted: Option<Interruption>,
 }
 
 /// Merges per-thread results.
@@ -165,6 +219,8 @@ pub fn merge(all: Vec<ThreadStats>) -> Merged {
         elapsed_ns: 0,
         spin_ns: 0,
         threads: Vec::with_capacity(all.len()),
+        statuses: BTreeMap::new(),
+        interrupted: None,
     };
     for t in all {
         m.responses += t.responses;
@@ -183,6 +239,10 @@ pub fn merge(all: Vec<ThreadStats>) -> Merged {
         m.elapsed_ns = m.elapsed_ns.max(t.elapsed_ns);
         m.spin_ns += t.spin_ns;
         m.threads.push((t.cpu_ns, t.wall_ns));
+        for (code, n) in t.statuses.iter().enumerate().filter(|(_, n)| **n > 0) {
+            *m.statuses.entry(code as u16).or_default() += n;
+        }
+        m.interrupted = Interruption::worse(m.interrupted.take(), t.interrupted);
     }
     m
 }
@@ -269,9 +329,36 @@ mod tests {
         b.errors.status = 2;
         a.latency.record(10).unwrap();
         b.latency.record(1000).unwrap();
+        a.count_status(200);
+        b.count_status(200);
+        b.count_status(404);
+        b.interrupted = Some(Interruption::Stopped);
         let m = merge(vec![a, b]);
         assert_eq!((m.responses, m.errors.total(), m.latency.len()), (7, 3, 2));
         assert_eq!(summarize(&m.latency).max_us, 1000);
+        assert_eq!(m.statuses, BTreeMap::from([(200, 2), (404, 1)]));
+        assert_eq!(m.interrupted, Some(Interruption::Stopped));
+    }
+
+    #[test]
+    fn a_lost_target_explains_a_run_better_than_a_stop() {
+        let lost = || Some(Interruption::TargetLost("refused".into()));
+        for (a, b, want) in [
+            (None, None, None),
+            (
+                Some(Interruption::Stopped),
+                None,
+                Some(Interruption::Stopped),
+            ),
+            (Some(Interruption::Stopped), lost(), lost()),
+            (lost(), Some(Interruption::Stopped), lost()),
+        ] {
+            assert_eq!(
+                Interruption::worse(a.clone(), b.clone()),
+                want,
+                "{a:?} {b:?}"
+            );
+        }
     }
 
     #[test]

@@ -174,7 +174,8 @@ impl TlsClient {
         })
     }
 
-    fn session(&self) -> Result<ClientConnection, rustls::Error> {
+    /// A new client session with this configuration (blocking callers drive it themselves).
+    pub fn session(&self) -> Result<ClientConnection, rustls::Error> {
         ClientConnection::new(self.config.clone(), self.server_name.clone())
     }
 }

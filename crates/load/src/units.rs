@@ -1,6 +1,7 @@
 //! The workspace's one parser of durations (`10s`, `500ms`, `2m`), one of byte sizes
 //! (`64KiB`, `32GiB`) and one of CPU lists
-//! (`0,2-3`, the kernel's cpuset syntax), and the one CPU-list formatter. `linerate load`,
+//! (`0,2-3`, the kernel's cpuset syntax), the one CPU-list formatter and the one formatter of
+//! latencies for people (`812µs`, `1.25ms`, `2.50s`). `linerate load`,
 //! the lab (suite files, `c2c`, `doctor`) and the binary's flags all read through these, so a
 //! value means the same wherever it is written. Pure text in, typed values or a typed error out.
 #![forbid(unsafe_code)]
@@ -158,6 +159,22 @@ pub fn format_cpu_list(cpus: &[usize]) -> String {
     out.join(",")
 }
 
+/// A latency given in microseconds, in the unit that keeps it readable: µs below 1 ms (one
+/// decimal at most: `45.3µs`, `812µs`), ms below 1 s and s above (two decimals: `1.25ms`,
+/// `2.50s`). Machine-readable output keeps the raw microseconds instead.
+pub fn format_micros(us: f64) -> String {
+    // Decide on the rounded figure, so 999.96 µs reads 1.00ms and not 1000µs.
+    let r1 = (us * 10.0).round() / 10.0;
+    if r1 < 1000.0 {
+        return format!("{r1}µs");
+    }
+    let ms = us / 1e3;
+    if (ms * 100.0).round() / 100.0 < 1000.0 {
+        return format!("{ms:.2}ms");
+    }
+    format!("{:.2}s", us / 1e6)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,5 +298,26 @@ mod tests {
         assert_eq!(format_cpu_list(&[5]), "5");
         assert_eq!(format_cpu_list(&[3, 1, 2, 2, 7, 9, 10]), "1-3,7,9-10");
         assert_eq!(format_cpu_list(&[]), "");
+    }
+
+    #[test]
+    fn latencies_read_in_their_unit() {
+        for (us, text) in [
+            (0.0, "0µs"),
+            (1.0, "1µs"),
+            (45.34, "45.3µs"),
+            (812.0, "812µs"),
+            (999.9, "999.9µs"),
+            (999.96, "1.00ms"),
+            (1000.0, "1.00ms"),
+            (1250.0, "1.25ms"),
+            (45_678.0, "45.68ms"),
+            (999_994.0, "999.99ms"),
+            (999_996.0, "1.00s"),
+            (2_500_000.0, "2.50s"),
+            (60_000_000.0, "60.00s"),
+        ] {
+            assert_eq!(format_micros(us), text, "{us} µs");
+        }
     }
 }

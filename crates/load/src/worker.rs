@@ -2,6 +2,8 @@
 //! responses with `linerate_http1::ResponseCounter`, times each response from its own request's send (or intended send
 //! with `--rate`) and counts it only once fully received. It shares nothing with other threads except
 //! a progress cell it writes every tick; it must not block anywhere but in `epoll_wait`.
+//! A phase that ends early (Ctrl-C, or a target that stops accepting connections) still returns
+//! what it measured, marked with its `Interruption`.
 //! https connections do their TLS handshake as part of connecting (not timed as a request) and go
 //! through `Transport` for every read and write; plain ones take its `Plain` arm.
 #![forbid(unsafe_code)]
@@ -24,7 +26,7 @@ use rustix::time::{
 use crate::config::Config;
 use crate::request::Template;
 use crate::schedule::Schedule;
-use crate::stats::{ThreadStats, ns_to_us};
+use crate::stats::{Interruption, ThreadStats, ns_to_us};
 use crate::tls::{Handshake, IoFailure, SetupFailure, Transport};
 use linerate_http1::{Counted as Response, ResponseCounter};
 
@@ -38,7 +40,8 @@ pub const TICK: Duration = Duration::from_millis(10);
 pub const RATE_TIMER_SLACK_NS: u64 = 1;
 /// Epoll token of the rate-mode timerfd (connection tokens are indices).
 const TIMER_TOKEN: u64 = u64::MAX;
-/// Connection attempts that may fail in a row (no success between) before the thread gives up.
+/// Connection attempts that may fail in a row (no success between) before the thread decides
+/// the target went away and ends the phase (reported as interrupted, with what it measured).
 pub const MAX_CONNECT_FAILURES_IN_ROW: u32 = 1000;
 
 /// What one thread does in one phase.
@@ -63,13 +66,12 @@ pub struct Progress {
     pub errors: AtomicU64,
 }
 
-/// Why a worker stopped early.
+/// Why a worker could not measure at all (a lost target is not one: see `Interruption`).
 #[derive(Debug)]
 pub enum WorkerError {
     Epoll(Errno),
     /// The rate-mode timer could not be created or registered.
     Timer(Errno),
-    Unreachable(SocketAddr, SetupFailure),
 }
 
 impl fmt::Display for WorkerError {
@@ -77,14 +79,24 @@ impl fmt::Display for WorkerError {
         match self {
             WorkerError::Epoll(e) => write!(f, "epoll failed: {e}"),
             WorkerError::Timer(e) => write!(f, "cannot set up the rate timer (timerfd): {e}"),
-            WorkerError::Unreachable(a, e) => {
-                write!(
-                    f,
-                    "cannot connect to {a}: {e} ({MAX_CONNECT_FAILURES_IN_ROW} attempts in a row failed)"
-                )
-            }
         }
     }
+}
+
+/// The one line that says why connecting to `addr` was given up.
+fn target_lost(addr: SocketAddr, last: &SetupFailure) -> String {
+    format!(
+        "cannot connect to {addr}: {last} ({MAX_CONNECT_FAILURES_IN_ROW} attempts in a row failed)"
+    )
+}
+
+/// The flags that end a phase early, checked every tick.
+#[derive(Clone, Copy, Debug)]
+pub struct Stops<'a> {
+    /// The caller's (Ctrl-C): shared by every phase.
+    pub user: &'a AtomicBool,
+    /// This phase's: set by a thread that lost the target, so its siblings end too.
+    pub phase: &'a AtomicBool,
 }
 
 impl std::error::Error for WorkerError {}
@@ -136,13 +148,13 @@ struct Conn {
     queued: bool,
 }
 
-/// Runs one phase on the current thread.
+/// Runs one phase on the current thread; `stats.interrupted` says whether it ended early.
 pub fn run(
     cfg: &Config,
     plan: &Plan,
     base: Instant,
     progress: &Progress,
-    stop: &AtomicBool,
+    stops: Stops<'_>,
 ) -> Result<ThreadStats, WorkerError> {
     if plan.rate.is_some() {
         // Best effort: a failure only costs precision, which the latency figures then show.
@@ -206,7 +218,7 @@ pub fn run(
         });
         w.open(i, start_ns);
     }
-    let end_ns = w.event_loop(start_ns, progress, stop)?;
+    let end_ns = w.event_loop(start_ns, progress, stops)?;
     progress
         .responses
         .store(w.stats.responses, Ordering::Relaxed);
@@ -266,12 +278,14 @@ impl Worker<'_> {
     }
 
     /// Returns the time the phase ended.
-    /// Returns early, at the next tick, once `stop` is set (Ctrl-C).
+    /// Returns early, at the next tick, once a stop flag is set (Ctrl-C, or a sibling thread
+    /// lost the target), or once connecting has failed too often in a row; it then records why
+    /// in `stats.interrupted`.
     fn event_loop(
         &mut self,
         start_ns: u64,
         progress: &Progress,
-        stop: &AtomicBool,
+        stops: Stops<'_>,
     ) -> Result<u64, WorkerError> {
         let tick = TICK.as_nanos() as u64;
         let deadline = self.plan.duration.map(|d| start_ns + d.as_nanos() as u64);
@@ -298,13 +312,14 @@ impl Worker<'_> {
                 return Ok(now);
             }
             if self.failures_in_row >= MAX_CONNECT_FAILURES_IN_ROW {
-                return Err(WorkerError::Unreachable(
-                    self.cfg.target.addr,
-                    self.last_failure.clone(),
-                ));
+                let why = target_lost(self.cfg.target.addr, &self.last_failure);
+                self.stats.interrupted = Some(Interruption::TargetLost(why));
+                stops.phase.store(true, Ordering::Relaxed);
+                return Ok(now);
             }
             if now >= next_tick {
-                if stop.load(Ordering::Relaxed) {
+                if stops.user.load(Ordering::Relaxed) || stops.phase.load(Ordering::Relaxed) {
+                    self.stats.interrupted = Some(Interruption::Stopped);
                     return Ok(now);
                 }
                 self.tick(now);
@@ -648,6 +663,7 @@ impl Worker<'_> {
         };
         self.stats.responses += 1;
         self.resolved += 1;
+        self.stats.count_status(r.status);
         if !(200..400).contains(&r.status) {
             self.stats.errors.status += 1;
         }

@@ -19,9 +19,14 @@ pub const MAX_STREAM_BODY_BYTES: u64 = 1 << 40;
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest gap between two reads of a request body; then 408 and close.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Slowest average a request body may arrive at, in bytes per second: a body must be whole by
+/// `BODY_TIMEOUT` after it starts plus one second per `MIN_BODY_RATE` bytes received (Apache's
+/// `mod_reqtimeout` `MinRate`), so one byte per gap cannot hold a connection forever. 0: off.
+pub const MIN_BODY_RATE: u64 = 1024;
 /// How long an idle keep-alive connection stays open.
 pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(60);
-/// Longest a response may wait for the client to read it; then the connection closes.
+/// Longest a response may wait for the client to read it; then the connection is reset
+/// (`SO_LINGER` 0), so its unsent data is freed at once rather than left queued as an orphan.
 pub const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 /// Requests served on one connection before it is closed (`Connection: close` on the last).
 pub const MAX_REQUESTS_PER_CONN: u64 = u64::MAX;
@@ -73,6 +78,8 @@ pub struct Config {
     pub header_timeout: Duration,
     /// See [`BODY_TIMEOUT`].
     pub body_timeout: Duration,
+    /// See [`MIN_BODY_RATE`].
+    pub min_body_rate: u64,
     /// See [`KEEPALIVE_TIMEOUT`].
     pub keepalive_timeout: Duration,
     /// See [`SEND_TIMEOUT`].
@@ -101,6 +108,111 @@ pub struct Config {
     pub compression: Compression,
     /// HTTPS on a second port (same workers, same routes); off by default.
     pub tls: Option<TlsConfig>,
+    /// The listeners, when given (a configuration file): they replace `addr` and `tls`.
+    pub listeners: Vec<Listen>,
+    /// The admin listener (`/metrics` in the Prometheus text format, `/healthz`), off by
+    /// default; its own thread answers it, never a site. Metrics are counted only when it is on.
+    pub admin: Option<SocketAddr>,
+    /// The access log's line format.
+    pub access_log_format: crate::access_log::LogFormat,
+    /// Sites chosen by Host, when given (a configuration file): they replace `files`, and
+    /// each says whether the application's routes are mounted in it.
+    pub sites: Vec<Site>,
+}
+
+/// A site: the answers for the Host names it claims.
+#[derive(Clone, Debug, Default)]
+pub struct Site {
+    /// Names it answers: exact (`example.com`) or a leading wildcard (`*.example.com`: any
+    /// name ending in `.example.com`), compared without case and without the port.
+    pub names: Vec<String>,
+    /// It answers requests whose Host no site claims (else the first site does, as nginx's
+    /// first server block).
+    pub default: bool,
+    /// The routes given to `Server::bind` are mounted (they take precedence over files).
+    pub app: bool,
+    /// Static roots below path prefixes (the longest matching prefix serves).
+    pub mounts: Vec<FilesMount>,
+    /// The file served for a directory (`index.html` when empty).
+    pub index: String,
+    /// Serve dotfiles (see `FilesOptions::dotfiles`); denied by default.
+    pub dotfiles: bool,
+    /// Redirects, tried in order before anything else.
+    pub redirects: Vec<Redirect>,
+    /// Fields added to answers, by path prefix or file extension.
+    pub headers: Vec<HeaderRule>,
+    /// A file's contents answered in place of the server's own body for a status.
+    pub error_pages: Vec<(u16, std::path::PathBuf)>,
+    /// Dynamic compression here (`None`: the server's setting). Off for a site that mixes
+    /// secrets and reflected input over HTTPS (BREACH).
+    pub compression: Option<bool>,
+}
+
+/// A redirect: a request whose path starts with `prefix` is answered `status` with a
+/// `Location` made from `to`, where `{path}` is the request's path, `{rest}` the part after
+/// the prefix, and `{query}` `?` and the query (or nothing).
+#[derive(Clone, Debug)]
+pub struct Redirect {
+    pub prefix: String,
+    pub to: String,
+    /// 301, 302, 303, 307 or 308.
+    pub status: u16,
+}
+
+/// Fields added to every answer whose path starts with `prefix` (when given) and ends in one
+/// of `extensions` (when any are given).
+#[derive(Clone, Debug, Default)]
+pub struct HeaderRule {
+    pub prefix: Option<String>,
+    pub extensions: Vec<String>,
+    pub fields: Vec<(String, String)>,
+}
+
+/// Where a listener listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ListenAddr {
+    /// A TCP address (IPv4 or IPv6; an IPv6 one is IPv6-only, so `0.0.0.0` and `[::]` on
+    /// the same port are two listeners).
+    Tcp(SocketAddr),
+    /// A Unix stream socket at this path.
+    Unix(std::path::PathBuf),
+}
+
+impl std::fmt::Display for ListenAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ListenAddr::Tcp(a) => write!(f, "{a}"),
+            ListenAddr::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+/// One listener: an address, and HTTPS with its own certificate or plain HTTP.
+#[derive(Clone, Debug)]
+pub struct Listen {
+    pub addr: ListenAddr,
+    /// HTTPS with this certificate and key (its `addr` is not used: `Listen::addr` is).
+    pub tls: Option<TlsConfig>,
+}
+
+impl Config {
+    /// The listeners to bind: `listeners` when given, else `addr` and, with `tls`, its port.
+    pub fn listen_list(&self) -> Vec<Listen> {
+        if !self.listeners.is_empty() {
+            return self.listeners.clone();
+        }
+        let mut out = vec![Listen {
+            addr: ListenAddr::Tcp(self.addr),
+            tls: None,
+        }];
+        if let Some(t) = &self.tls {
+            out.push(Listen {
+                addr: ListenAddr::Tcp(t.addr),
+                tls: Some(t.clone()),
+            });
+        }
+        out
+    }
 }
 
 /// Dynamic response compression: which bodies, and how hard to try.
@@ -170,6 +282,7 @@ impl Config {
             limits: self.limits,
             header_timeout: ms(self.header_timeout),
             body_timeout: ms(self.body_timeout),
+            min_body_rate: self.min_body_rate,
             keepalive_timeout: ms(self.keepalive_timeout),
             send_timeout: ms(self.send_timeout),
             linger_timeout: ms(self.linger_timeout),
@@ -194,6 +307,7 @@ impl Default for Config {
             max_stream_body_bytes: MAX_STREAM_BODY_BYTES,
             header_timeout: HEADER_TIMEOUT,
             body_timeout: BODY_TIMEOUT,
+            min_body_rate: MIN_BODY_RATE,
             keepalive_timeout: KEEPALIVE_TIMEOUT,
             send_timeout: SEND_TIMEOUT,
             max_requests_per_conn: MAX_REQUESTS_PER_CONN,
@@ -208,6 +322,10 @@ impl Default for Config {
             files: None,
             compression: Compression::default(),
             tls: None,
+            listeners: Vec::new(),
+            sites: Vec::new(),
+            admin: None,
+            access_log_format: crate::access_log::LogFormat::Combined,
         }
     }
 }

@@ -35,6 +35,7 @@
 //! the worker serves other connections meanwhile. Limits and timeouts are in [`Config`] (see
 //! [`config`] for the defaults).
 
+pub mod admin;
 mod app;
 pub mod config;
 mod driver;
@@ -50,10 +51,12 @@ pub use driver::tls;
 
 pub use access_log::LogTarget;
 pub use app::deferred::{BoxFuture, OwnedRequest, Responder, Spawn};
-pub use config::{Config, TlsConfig};
+pub use config::{Config, HeaderRule, Listen, ListenAddr, Redirect, Site, TlsConfig};
 pub use linerate_http1::{Method, Version};
 pub use request::{MAX_PARAMS, Request};
 pub use response::{Body, FileBody, InvalidHeader, Response};
 pub use router::{BodySink, Router};
-pub use server::{Server, ShutdownHandle, allowed_cpus};
-pub use stats::{Stats, StatsHandle};
+pub use server::{
+    ControlHandle, Reloaded, Server, ShutdownHandle, allowed_cpus, reload_certificates, switch_user,
+};
+pub use stats::{Metrics, Stats, StatsHandle};

@@ -1,6 +1,8 @@
 //! Starting and stopping the server: listeners (one SO_REUSEPORT socket per worker, and one
 //! more per worker for HTTPS), TLS set-up and kTLS detection, CPU steering, worker threads,
-//! signals and graceful shutdown.
+//! signals (SIGTERM/SIGINT drain, SIGHUP reloads the certificate, SIGUSR1 reopens the access
+//! log) and graceful shutdown. A listen address some other socket already listens on is
+//! refused: SO_REUSEPORT must never share the port with a stranger.
 //!
 //! Owns the process-level wiring; the request path lives in the workers. Shutdown is a write
 //! to each worker's eventfd — from a signal-watching thread or a [`ShutdownHandle`] — so
@@ -12,49 +14,160 @@ use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustix::event::{EventfdFlags, eventfd};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::access_log::Logger;
 use crate::app::deferred::Inbox;
+use crate::app::sites::SiteSet;
 use crate::app::{App, AppIo};
-use crate::config::Config;
+use crate::config::{Config, ListenAddr};
+use crate::driver::SitesMailbox;
+use crate::driver::certs::CertStore;
 use crate::driver::epoll::Epoll;
 use crate::driver::{Setup, Shared, Worker};
-use crate::files::{FilesOptions, StaticFiles};
 use crate::router::Router;
 use crate::stats::{Counters, StatsHandle};
 
 /// A bound server, ready to run.
 pub struct Server {
-    listeners: Vec<TcpListener>,
-    /// One HTTPS listener per worker (empty without TLS).
-    tls_listeners: Vec<TcpListener>,
-    tls_addr: Option<SocketAddr>,
+    /// The listeners, each with its sockets (one per worker).
+    bound: Vec<Bound>,
     cpus: Vec<Option<usize>>,
     wakes: Arc<Vec<OwnedFd>>,
     counters: Arc<Vec<Arc<Counters>>>,
     shared: Arc<Shared>,
-    addr: SocketAddr,
     steering: bool,
     /// The static-file root, opened once; each worker gets its own cache from it.
-    files: Option<StaticFiles>,
+    /// The sites and their opened roots at start.
+    sites: Arc<SiteSet>,
+    /// Each worker's reload mailbox and the eventfd that wakes it.
+    reloads: Arc<Vec<(Arc<SitesMailbox>, OwnedFd)>>,
+    /// The access log's writer, opened at bind so a bad path fails before the banner.
+    logger: Option<Logger>,
+    /// Each HTTPS listener's certificate, reloadable.
+    certs: Vec<Arc<CertStore>>,
+    workers: usize,
+    /// The admin listener (`/metrics`, `/healthz`), when configured.
+    admin: Option<TcpListener>,
+    draining: Arc<AtomicBool>,
+}
+
+/// One listener after binding: its address (the real port when 0 was asked for), whether it
+/// speaks HTTPS, and its sockets, one per worker.
+struct Bound {
+    addr: ListenAddr,
+    tls: bool,
+    socks: Vec<OwnedFd>,
+}
+
+/// Reloads what can change under a running server (SIGHUP) and reopens its log (SIGUSR1),
+/// from any thread.
+#[derive(Clone)]
+pub struct ControlHandle {
+    certs: Vec<Arc<CertStore>>,
+    reloads: Arc<Vec<(Arc<SitesMailbox>, OwnedFd)>>,
+    logger: Option<Logger>,
+}
+
+/// What a reload did.
+#[derive(Debug)]
+pub enum Reloaded {
+    /// The certificates were read again from these files and serve the next handshakes.
+    Certificates(Vec<std::path::PathBuf>),
+    /// Nothing to reload: no certificate is configured.
+    Nothing,
+}
+
+impl ControlHandle {
+    /// Reads the certificate and key again; on an error the one in use stays.
+    /// Every certificate is read and checked before any is swapped in.
+    pub fn reload(&self) -> Result<Reloaded, crate::tls::TlsError> {
+        if self.certs.is_empty() {
+            return Ok(Reloaded::Nothing);
+        }
+        let fresh = self
+            .certs
+            .iter()
+            .map(|c| c.read_again())
+            .collect::<Result<Vec<_>, _>>()?;
+        for (c, key) in self.certs.iter().zip(fresh) {
+            c.swap(key);
+        }
+        Ok(Reloaded::Certificates(
+            self.certs
+                .iter()
+                .map(|c| c.cert_path().to_path_buf())
+                .collect(),
+        ))
+    }
+
+    /// Builds the sites of `config` (reading error pages, opening roots) and hands them to
+    /// every worker, which answers from them from its next event on: no connection or
+    /// request is dropped. On an error (naming the path) the sites in use stay. Only the
+    /// sites are taken from `config`; listeners, limits and the rest need a restart.
+    pub fn reload_sites(&self, config: &Config) -> io::Result<()> {
+        let set = Arc::new(SiteSet::build(config)?);
+        for (mailbox, wake) in self.reloads.iter() {
+            *mailbox.lock().unwrap_or_else(|e| e.into_inner()) = Some(set.clone());
+            let _ = rustix::io::write(wake, &1u64.to_ne_bytes());
+        }
+        Ok(())
+    }
+
+    /// Reopens the access log file (after logrotate renamed it); a no-op without one.
+    pub fn reopen_logs(&self) {
+        if let Some(l) = &self.logger {
+            l.reopen();
+        }
+    }
 }
 
 /// Triggers a graceful shutdown from another thread (tests, embedding programs).
 #[derive(Clone)]
 pub struct ShutdownHandle {
     wakes: Arc<Vec<OwnedFd>>,
+    /// Set once a shutdown starts (the admin `/healthz` answers 503 from then on).
+    draining: Arc<AtomicBool>,
 }
 
 impl ShutdownHandle {
     /// Asks every worker to stop accepting, finish in-flight requests and exit.
     pub fn shutdown(&self) {
+        self.draining.store(true, Ordering::Relaxed);
         for fd in self.wakes.iter() {
             let _ = rustix::io::write(fd, &1u64.to_ne_bytes());
         }
     }
+}
+
+/// Drops root: switches the process (every thread) to user `name`, its group and its
+/// supplementary groups. Call it after [`Server::bind`] (which binds the ports, opens the
+/// access log and reads the certificates as root) and before [`Server::run`]. A process not
+/// running as root can only "switch" to the user it already is; anything else is refused.
+pub fn switch_user(name: &str) -> io::Result<()> {
+    if !rustix::process::geteuid().is_root() {
+        let me = rustix::process::getuid().as_raw();
+        let theirs = std::fs::read_to_string("/etc/passwd").ok().and_then(|p| {
+            p.lines()
+                .map(|l| l.split(':').collect::<Vec<_>>())
+                .find(|f| f.first() == Some(&name))
+                .and_then(|f| f.get(2)?.parse::<u32>().ok())
+        });
+        if theirs == Some(me) {
+            return Ok(());
+        }
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("cannot switch to user {name:?}: not started as root"),
+        ));
+    }
+    let (uid, gid) = crate::sys::switch_user(name)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot switch to user {name:?}: {e}")))?;
+    tracing::info!(user = name, uid, gid, "privileges dropped");
+    Ok(())
 }
 
 /// The CPUs this process may run on.
@@ -86,39 +199,71 @@ impl Server {
         } else {
             config.workers
         };
-        let mut addr = config.addr;
-        let mut listeners = Vec::with_capacity(workers);
-        for _ in 0..workers {
-            let l = listen(addr, config.backlog)?;
-            // Port 0: the first bind picks the port, the others join it.
-            addr = l.local_addr()?;
-            listeners.push(l);
-        }
-        let tls =
-            match &config.tls {
-                Some(t) => Some(crate::tls::server_config(t).map_err(|e| {
-                    io::Error::new(io::ErrorKind::InvalidInput, format!("HTTPS: {e}"))
-                })?),
+        // Every listener: TCP ones get one SO_REUSEPORT socket per worker, a Unix socket is
+        // one socket every worker accepts from.
+        let mut bound: Vec<Bound> = Vec::new();
+        let mut certs = Vec::new();
+        let mut listener_tls = Vec::new();
+        for l in config.listen_list() {
+            let tls = match &l.tls {
+                Some(t) => {
+                    let (tls, store) = crate::tls::server_config_with_store(t).map_err(|e| {
+                        io::Error::new(io::ErrorKind::InvalidInput, format!("HTTPS: {e}"))
+                    })?;
+                    certs.push(store);
+                    Some(tls)
+                }
                 None => None,
             };
-        let mut tls_listeners = Vec::new();
-        let mut tls_addr = None;
-        if let Some(t) = &config.tls {
-            let mut addr = t.addr;
-            for _ in 0..workers {
-                let l = listen(addr, config.backlog)?;
-                addr = l.local_addr()?;
-                tls_listeners.push(l);
-            }
-            tls_addr = Some(addr);
+            let (addr, socks) = match &l.addr {
+                ListenAddr::Tcp(addr) => {
+                    let mut addr = *addr;
+                    refuse_shared(addr)?;
+                    let mut socks = Vec::with_capacity(workers);
+                    for _ in 0..workers {
+                        let s = listen(addr, config.backlog).map_err(|e| {
+                            io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}"))
+                        })?;
+                        // Port 0: the first bind picks the port, the others join it.
+                        addr = s.local_addr()?;
+                        socks.push(OwnedFd::from(s));
+                    }
+                    (ListenAddr::Tcp(addr), socks)
+                }
+                ListenAddr::Unix(path) => {
+                    let s = listen_unix(path, config.backlog).map_err(|e| {
+                        io::Error::new(
+                            e.kind(),
+                            format!("cannot listen on unix:{}: {e}", path.display()),
+                        )
+                    })?;
+                    let mut socks = Vec::with_capacity(workers);
+                    for _ in 1..workers {
+                        socks.push(s.try_clone()?);
+                    }
+                    socks.push(s);
+                    (ListenAddr::Unix(path.clone()), socks)
+                }
+            };
+            listener_tls.push(tls);
+            bound.push(Bound {
+                addr,
+                tls: l.tls.is_some(),
+                socks,
+            });
         }
-        let kernel_ciphers = if config.tls.as_ref().is_some_and(|t| t.ktls) {
+        let any_tls = config.listen_list().iter().any(|l| l.tls.is_some());
+        let ktls_wanted = config
+            .listen_list()
+            .iter()
+            .any(|l| l.tls.as_ref().is_some_and(|t| t.ktls));
+        let kernel_ciphers = if ktls_wanted {
             crate::tls::ktls_ciphers()
         } else {
             crate::tls::KernelCiphers::default()
         };
         let ktls = kernel_ciphers.any();
-        if config.tls.is_some() {
+        if any_tls {
             tracing::info!(
                 ktls,
                 ciphers = ?kernel_ciphers,
@@ -137,11 +282,10 @@ impl Server {
         if config.steering && workers > 1 {
             let pinned: Vec<usize> = worker_cpus.iter().map(|c| c.unwrap_or(0)).collect();
             let program = crate::sys::cpu_steering_program(&pinned);
-            let attached = crate::sys::attach_reuseport_cbpf(listeners[0].as_fd(), &program)
-                .and_then(|()| match tls_listeners.first() {
-                    Some(l) => crate::sys::attach_reuseport_cbpf(l.as_fd(), &program),
-                    None => Ok(()),
-                });
+            let attached = bound
+                .iter()
+                .filter(|b| matches!(b.addr, ListenAddr::Tcp(_)))
+                .try_for_each(|b| crate::sys::attach_reuseport_cbpf(b.socks[0].as_fd(), &program));
             match attached {
                 Ok(()) => steering = true,
                 Err(e) => {
@@ -154,49 +298,91 @@ impl Server {
                 eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK).map_err(io::Error::from)
             })
             .collect::<io::Result<Vec<_>>>()?;
-        let files =
-            match &config.files {
-                Some(m) => Some(StaticFiles::open(&m.root, FilesOptions::default()).map_err(
-                    |e| io::Error::new(e.kind(), format!("cannot serve {}: {e}", m.root.display())),
-                )?),
-                None => None,
-            };
+        let admin = match config.admin {
+            Some(addr) => {
+                refuse_shared(addr)?;
+                Some(TcpListener::bind(addr).map_err(|e| {
+                    io::Error::new(e.kind(), format!("cannot listen on {addr} (admin): {e}"))
+                })?)
+            }
+            None => None,
+        };
+        let sites = Arc::new(SiteSet::build(&config)?);
+        let logger = match &config.access_log {
+            Some(target) => Some(Logger::start(target, config.access_log_format)?),
+            None => None,
+        };
         let counters = (0..workers).map(|_| Arc::default()).collect();
+        let reloads = (0..workers)
+            .map(|_| {
+                let fd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
+                Ok((Arc::new(SitesMailbox::default()), fd))
+            })
+            .collect::<io::Result<Vec<_>>>()?;
         Ok(Server {
-            listeners,
-            tls_listeners,
-            tls_addr,
+            bound,
+            workers,
+            admin,
+            draining: Arc::default(),
             cpus: worker_cpus,
             wakes: Arc::new(wakes),
             counters: Arc::new(counters),
             shared: Arc::new(Shared {
                 app: App::new(router, &config),
                 conn: config.conn(),
-                tls,
+                listener_tls,
                 tls_policy: crate::tls::TlsPolicy {
                     kernel: kernel_ciphers,
                     key_update_bytes: config
-                        .tls
-                        .as_ref()
-                        .map_or(crate::tls::TLS_KEY_UPDATE_BYTES, |t| t.key_update_bytes),
+                        .listen_list()
+                        .iter()
+                        .find_map(|l| l.tls.as_ref().map(|t| t.key_update_bytes))
+                        .unwrap_or(crate::tls::TLS_KEY_UPDATE_BYTES),
                 },
                 drain_timeout: config.drain_timeout,
-                config,
             }),
-            addr,
             steering,
-            files,
+            sites,
+            reloads: Arc::new(reloads),
+            logger,
+            certs,
         })
     }
 
-    /// The bound address (with the real port when 0 was asked for).
-    pub fn local_addr(&self) -> SocketAddr {
-        self.addr
+    /// A handle that reloads the certificate and reopens the access log.
+    pub fn control(&self) -> ControlHandle {
+        ControlHandle {
+            certs: self.certs.clone(),
+            reloads: self.reloads.clone(),
+            logger: self.logger.clone(),
+        }
     }
 
-    /// The bound HTTPS address, when TLS is configured.
+    /// The first plain-HTTP TCP address (with the real port when 0 was asked for); else the
+    /// first TCP address; `0.0.0.0:0` for a server on Unix sockets only.
+    pub fn local_addr(&self) -> SocketAddr {
+        let tcp = |tls: Option<bool>| {
+            self.bound.iter().find_map(|b| match b.addr {
+                ListenAddr::Tcp(a) if tls.is_none_or(|t| t == b.tls) => Some(a),
+                _ => None,
+            })
+        };
+        tcp(Some(false))
+            .or(tcp(None))
+            .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)))
+    }
+
+    /// The first HTTPS TCP address, when one is configured.
     pub fn tls_addr(&self) -> Option<SocketAddr> {
-        self.tls_addr
+        self.bound.iter().find_map(|b| match b.addr {
+            ListenAddr::Tcp(a) if b.tls => Some(a),
+            _ => None,
+        })
+    }
+
+    /// Every listener: its address (real ports) and whether it speaks HTTPS.
+    pub fn listening(&self) -> Vec<(ListenAddr, bool)> {
+        self.bound.iter().map(|b| (b.addr.clone(), b.tls)).collect()
     }
 
     /// Whether HTTPS connections hand their keys to the kernel (kTLS) after the handshake.
@@ -206,7 +392,7 @@ impl Server {
 
     /// Number of workers.
     pub fn workers(&self) -> usize {
-        self.listeners.len()
+        self.workers
     }
 
     /// Whether the CPU-steering program is attached.
@@ -225,24 +411,56 @@ impl Server {
     pub fn handle(&self) -> ShutdownHandle {
         ShutdownHandle {
             wakes: self.wakes.clone(),
+            draining: self.draining.clone(),
         }
+    }
+
+    /// The admin listener's address, when one is configured.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().and_then(|l| l.local_addr().ok())
     }
 
     /// Runs the workers until a shutdown completes.
     pub fn run(self) -> io::Result<()> {
-        let logger = match &self.shared.config.access_log {
-            Some(target) => Some(Logger::start(target)?),
+        let logger = self.logger;
+        let stop_admin = Arc::new(AtomicBool::new(false));
+        let admin = match self.admin {
+            Some(listener) => {
+                let (stats, stop, draining) = (
+                    StatsHandle {
+                        workers: self.counters.clone(),
+                    },
+                    stop_admin.clone(),
+                    self.draining.clone(),
+                );
+                Some(
+                    std::thread::Builder::new()
+                        .name("linerate-admin".into())
+                        .spawn(move || crate::admin::serve(listener, stats, stop, draining))?,
+                )
+            }
             None => None,
         };
         let mut threads = Vec::new();
-        let mut tls_listeners = self.tls_listeners.into_iter();
-        for (i, listener) in self.listeners.into_iter().enumerate() {
-            let tls_listener = tls_listeners.next();
+        // Worker i takes socket i of every listener.
+        let mut per_worker: Vec<Vec<OwnedFd>> = (0..self.workers).map(|_| Vec::new()).collect();
+        let mut unix_paths = Vec::new();
+        for b in self.bound {
+            if let ListenAddr::Unix(p) = &b.addr {
+                unix_paths.push(p.clone());
+            }
+            for (w, s) in b.socks.into_iter().enumerate() {
+                per_worker[w].push(s);
+            }
+        }
+        for (i, listeners) in per_worker.into_iter().enumerate() {
             let shared = self.shared.clone();
             let wake = self.wakes[i].try_clone()?;
             let cpu = self.cpus[i];
             let log = logger.as_ref().map(Logger::buffer);
-            let files = self.files.as_ref().map(StaticFiles::for_worker);
+            let files = self.sites.for_worker();
+            let (reload, reload_fd) = (self.reloads[i].0.clone(), self.reloads[i].1.try_clone()?);
+            let sites = self.sites.clone();
             let inbox_fd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
             let waker = inbox_fd.try_clone()?;
             let inbox = Arc::new(Inbox::new(Box::new(move || {
@@ -261,16 +479,20 @@ impl Server {
                     }
                     let setup = Setup {
                         conn: shared.conn.clone(),
-                        listener,
-                        tls_listener,
+                        listeners,
                         shutdown: wake,
                         inbox_fd,
+                        reload_fd,
+                        reload,
+                        sites,
                         app: AppIo {
                             files,
                             log,
                             inbox,
                             outstanding: 0,
                             counters,
+                            counters_on: shared.app.metrics,
+                            static_gz: Default::default(),
                         },
                     };
                     let mut worker = Worker::new(Epoll::new()?, setup)?;
@@ -279,6 +501,7 @@ impl Server {
             threads.push(t);
         }
         let mut result = Ok(());
+        let _unlink = UnlinkOnDrop(unix_paths);
         for t in threads {
             match t.join() {
                 Ok(Ok(())) => {}
@@ -286,33 +509,127 @@ impl Server {
                 Err(_) => result = Err(io::Error::other("worker thread panicked")),
             }
         }
+        stop_admin.store(true, Ordering::Relaxed);
+        if let Some(t) = admin {
+            let _ = t.join();
+        }
         result
     }
 
-    /// Runs until SIGTERM or SIGINT, then shuts down gracefully; a second signal exits at once.
+    /// Runs until SIGTERM or SIGINT, then shuts down gracefully; a second one exits at once.
+    /// SIGHUP reloads the certificate (a bad file keeps the one in use; either way it is
+    /// logged), SIGUSR1 reopens the access log; neither touches a connection.
     pub fn run_until_signal(self) -> io::Result<()> {
+        self.watch_signals()?;
+        self.run()
+    }
+
+    /// Starts the signal thread of [`Server::run_until_signal`] without running: a caller
+    /// that announces the server (a banner) calls this first, so a signal sent as soon as the
+    /// announcement is seen is already handled.
+    pub fn watch_signals(&self) -> io::Result<()> {
+        self.watch_signals_with(Box::new(reload_certificates))
+    }
+
+    /// [`Server::watch_signals`], with `on_hup` run on each SIGHUP in place of the default
+    /// (reloading the certificates): a program with a configuration file re-reads it there
+    /// and calls [`ControlHandle::reload`] and [`ControlHandle::reload_sites`].
+    pub fn watch_signals_with(&self, on_hup: Box<dyn Fn(&ControlHandle) + Send>) -> io::Result<()> {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
         let handle = self.handle();
-        let mut signals = signal_hook::iterator::Signals::new([
-            signal_hook::consts::SIGTERM,
-            signal_hook::consts::SIGINT,
-        ])?;
+        let control = self.control();
+        let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR1])?;
         std::thread::Builder::new()
             .name("linerate-signals".into())
             .spawn(move || {
                 let mut seen = 0;
                 for sig in signals.forever() {
-                    seen += 1;
-                    if seen == 1 {
-                        tracing::info!(signal = sig, "shutting down: draining connections");
-                        handle.shutdown();
-                    } else {
-                        tracing::warn!("second signal: exiting now");
-                        std::process::exit(130);
+                    match sig {
+                        SIGHUP => on_hup(&control),
+                        SIGUSR1 => control.reopen_logs(),
+                        _ => {
+                            seen += 1;
+                            if seen == 1 {
+                                tracing::info!(signal = sig, "shutting down: draining connections");
+                                handle.shutdown();
+                            } else {
+                                tracing::warn!("second signal: exiting now");
+                                std::process::exit(130);
+                            }
+                        }
                     }
                 }
             })?;
-        self.run()
+        Ok(())
     }
+}
+
+/// SIGHUP's default: read the certificates again, and say what happened.
+pub fn reload_certificates(control: &ControlHandle) {
+    match control.reload() {
+        Ok(Reloaded::Certificates(paths)) => {
+            tracing::info!(certs = ?paths, "SIGHUP: certificates reloaded")
+        }
+        Ok(Reloaded::Nothing) => {
+            tracing::info!("SIGHUP: nothing to reload (no certificate, no configuration file)")
+        }
+        Err(e) => tracing::error!("SIGHUP: certificates not reloaded, those in use stay: {e}"),
+    }
+}
+
+/// Refuses `addr` when a socket already listens on it (or on its port at the wildcard
+/// address): a probe bound without SO_REUSEPORT fails exactly then. Without this, a second
+/// server of the same user would join the first one's SO_REUSEPORT group and split its
+/// traffic silently. Port 0 is always free.
+fn refuse_shared(addr: SocketAddr) -> io::Result<()> {
+    if addr.port() == 0 {
+        return Ok(());
+    }
+    let probe = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    // SO_REUSEADDR: a closed server's TIME_WAIT connections do not count, a listener does.
+    probe.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        probe.set_only_v6(true)?;
+    }
+    match probe.bind(&addr.into()) {
+        Err(e) if e.kind() == io::ErrorKind::AddrInUse => Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            format!(
+                "cannot listen on {addr}: already in use by another process (or another server in this one)"
+            ),
+        )),
+        r => r,
+    }
+}
+
+/// Removes the Unix sockets' files when the server ends.
+struct UnlinkOnDrop(Vec<std::path::PathBuf>);
+
+impl Drop for UnlinkOnDrop {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// A nonblocking Unix-socket listener at `path`. A file already there is taken over only when
+/// nothing answers on it (a crashed server's leftover); a live socket is refused.
+fn listen_unix(path: &std::path::Path, backlog: i32) -> io::Result<OwnedFd> {
+    if std::fs::symlink_metadata(path).is_ok() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                "already in use by another process",
+            ));
+        }
+        std::fs::remove_file(path)?;
+    }
+    let socket = Socket::new(Domain::UNIX, Type::STREAM, None)?;
+    socket.bind(&socket2::SockAddr::unix(path)?)?;
+    socket.listen(backlog)?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
 }
 
 /// A nonblocking SO_REUSEPORT listener.

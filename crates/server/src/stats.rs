@@ -1,13 +1,38 @@
 //! Counters a running server exposes: deferred answers outstanding, refused at the cap, timed
-//! out, abandoned by their client, and arriving too late to be sent.
+//! out, abandoned by their client, and arriving too late to be sent; and, when metrics are on
+//! (an admin listener), requests by status class and answer kind, requests the connection
+//! refused by status, bytes in and out, open and idle connections, TLS handshakes completed
+//! and failed, and a request-duration histogram.
 //!
-//! Owns the counters only. Each worker writes its own (relaxed atomics, touched on the
-//! deferred path, never per ordinary request); [`StatsHandle::snapshot`] sums them from any
-//! thread.
+//! Owns the counters only. Each worker writes its own (relaxed atomics that only it writes,
+//! so a bump is a plain load and store, never a locked instruction; nothing is shared
+//! between workers); [`StatsHandle::snapshot`] sums them from any thread at scrape time.
 #![forbid(unsafe_code)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Status classes counted: 1xx to 5xx.
+pub const CLASSES: usize = 5;
+/// What answered a request: a route's handler, the static files, or the server itself
+/// (404 with nothing there, redirects, OPTIONS, 405, 501).
+pub const KINDS: [&str; 3] = ["route", "file", "server"];
+/// Statuses the connection answers by itself (a request it refused or timed out); any other
+/// is counted as `other`.
+pub const REFUSALS: [u16; 10] = [400, 408, 413, 414, 417, 431, 500, 501, 503, 505];
+/// Upper bounds of the request-duration histogram's buckets, in microseconds (`+Inf` last).
+pub const DURATION_BUCKETS_US: [u64; 16] = [
+    25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000,
+    1_000_000, 2_500_000, 10_000_000,
+];
+
+/// What answered a request (see [`KINDS`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Route = 0,
+    File = 1,
+    Server = 2,
+}
 
 /// One worker's counters.
 #[derive(Debug, Default)]
@@ -17,6 +42,22 @@ pub(crate) struct Counters {
     timed_out: AtomicU64,
     late: AtomicU64,
     abandoned: AtomicU64,
+    requests: [[AtomicU64; KINDS.len()]; CLASSES],
+    refusals: [AtomicU64; REFUSALS.len() + 1],
+    bytes_in: AtomicU64,
+    bytes_out: AtomicU64,
+    open: AtomicU64,
+    idle: AtomicU64,
+    handshakes: AtomicU64,
+    handshake_failures: AtomicU64,
+    duration_buckets: [AtomicU64; DURATION_BUCKETS_US.len() + 1],
+    duration_sum_us: AtomicU64,
+}
+
+/// `a += n` by the one thread that writes `a`: a plain load and store.
+#[inline(always)]
+fn bump(a: &AtomicU64, n: u64) {
+    a.store(a.load(Relaxed).wrapping_add(n), Relaxed);
 }
 
 impl Counters {
@@ -35,6 +76,72 @@ impl Counters {
     pub(crate) fn abandoned(&self, n: usize) {
         self.abandoned.fetch_add(n as u64, Relaxed);
     }
+
+    /// A request answered with `status` by `kind`, `us` microseconds after its head was in.
+    pub(crate) fn answered(&self, status: u16, kind: Kind, us: u64) {
+        let class = (status / 100).clamp(1, 5) as usize - 1;
+        bump(&self.requests[class][kind as usize], 1);
+        let b = DURATION_BUCKETS_US
+            .iter()
+            .position(|&le| us <= le)
+            .unwrap_or(DURATION_BUCKETS_US.len());
+        bump(&self.duration_buckets[b], 1);
+        bump(&self.duration_sum_us, us);
+    }
+
+    /// The connection answered `status` by itself (a refused or timed-out request).
+    pub(crate) fn refusal(&self, status: u16) {
+        let i = REFUSALS
+            .iter()
+            .position(|&s| s == status)
+            .unwrap_or(REFUSALS.len());
+        bump(&self.refusals[i], 1);
+        let class = (status / 100).clamp(1, 5) as usize - 1;
+        bump(&self.requests[class][Kind::Server as usize], 1);
+    }
+
+    pub(crate) fn bytes_in(&self, n: usize) {
+        bump(&self.bytes_in, n as u64);
+    }
+    pub(crate) fn bytes_out(&self, n: u64) {
+        bump(&self.bytes_out, n);
+    }
+    pub(crate) fn set_open(&self, n: usize) {
+        self.open.store(n as u64, Relaxed);
+    }
+    /// One more (`true`) or one fewer idle connection.
+    pub(crate) fn idle(&self, more: bool) {
+        let v = self.idle.load(Relaxed);
+        self.idle
+            .store(if more { v + 1 } else { v.saturating_sub(1) }, Relaxed);
+    }
+    /// A TLS connection closed: its handshake had completed, or not.
+    pub(crate) fn tls_closed(&self, handshake_done: bool) {
+        if handshake_done {
+            bump(&self.handshakes, 1);
+        } else {
+            bump(&self.handshake_failures, 1);
+        }
+    }
+}
+
+/// The metrics at one moment, summed over workers (only counted while metrics are on).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Metrics {
+    /// Requests by status class (1xx..5xx) and [`KINDS`].
+    pub requests: [[u64; KINDS.len()]; CLASSES],
+    /// Requests the connection refused, by [`REFUSALS`] (then any other status).
+    pub refusals: [u64; REFUSALS.len() + 1],
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub connections_open: u64,
+    pub connections_idle: u64,
+    /// TLS connections closed after their handshake completed, and before.
+    pub tls_handshakes: u64,
+    pub tls_handshake_failures: u64,
+    /// Requests per duration bucket (not cumulative; the last is over every bound).
+    pub duration_buckets: [u64; DURATION_BUCKETS_US.len() + 1],
+    pub duration_sum_us: u64,
 }
 
 /// The server's counters at one moment, summed over workers.
@@ -73,5 +180,32 @@ impl StatsHandle {
             s.deferred_abandoned += c.abandoned.load(Relaxed);
         }
         s
+    }
+
+    /// The metrics now, summed over workers.
+    pub fn metrics(&self) -> Metrics {
+        let mut m = Metrics::default();
+        let add = |into: &mut u64, a: &AtomicU64| *into += a.load(Relaxed);
+        for c in self.workers.iter() {
+            for (row, crow) in m.requests.iter_mut().zip(&c.requests) {
+                for (v, a) in row.iter_mut().zip(crow) {
+                    add(v, a);
+                }
+            }
+            for (v, a) in m.refusals.iter_mut().zip(&c.refusals) {
+                add(v, a);
+            }
+            for (v, a) in m.duration_buckets.iter_mut().zip(&c.duration_buckets) {
+                add(v, a);
+            }
+            add(&mut m.bytes_in, &c.bytes_in);
+            add(&mut m.bytes_out, &c.bytes_out);
+            add(&mut m.connections_open, &c.open);
+            add(&mut m.connections_idle, &c.idle);
+            add(&mut m.tls_handshakes, &c.handshakes);
+            add(&mut m.tls_handshake_failures, &c.handshake_failures);
+            add(&mut m.duration_sum_us, &c.duration_sum_us);
+        }
+        m
     }
 }

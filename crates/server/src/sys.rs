@@ -4,7 +4,8 @@
 //! control message (TLS_GET_RECORD_TYPE / TLS_SET_RECORD_TYPE), which neither rustix nor
 //! socket2 wraps, and reading the coarse
 //! clocks through libc (rustix's own vDSO lookup does not run under valgrind, which the lab's
-//! instruction counts need).
+//! instruction counts need), and switching the process to another user after binding
+//! (getpwnam_r, initgroups, setgid, setuid: glibc applies the last three to every thread).
 //!
 //! Everything else (epoll, sockets, affinity, eventfd) goes through rustix's safe API. Each
 //! unsafe block carries a SAFETY comment; clippy denies undocumented ones.
@@ -13,6 +14,54 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
+
+/// Switches the whole process to user `name`: its supplementary groups, its group, then its
+/// user id (in that order: after setuid the others are no longer allowed). glibc applies each
+/// to every thread of the process. Returns the new (uid, gid).
+pub(crate) fn switch_user(name: &str) -> io::Result<(u32, u32)> {
+    let cname = std::ffi::CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "user name holds NUL"))?;
+    // SAFETY: passwd is a plain C struct; all-zero (null pointers, zero ids) is a valid value
+    // that getpwnam_r overwrites.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call: the NUL-terminated name, the struct, the
+    // scratch buffer with its true length, and the out-pointer; the strings it fills in point
+    // into `buf`, which outlives their only use below (the ids are copied out).
+    let rc = unsafe {
+        libc::getpwnam_r(
+            cname.as_ptr(),
+            &mut pwd,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    if found.is_null() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no user named {name:?}"),
+        ));
+    }
+    let (uid, gid) = (pwd.pw_uid, pwd.pw_gid);
+    // SAFETY: initgroups reads the NUL-terminated name and takes a plain id.
+    if unsafe { libc::initgroups(cname.as_ptr(), gid) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: setgid and setuid take plain ids and touch no memory of ours.
+    if unsafe { libc::setgid(gid) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::setuid(uid) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((uid, gid))
+}
 
 /// Builds a cBPF program that maps "the CPU this packet was received on" to a listener index:
 /// for each worker `i` pinned to `cpus[i]`, `if cpu == cpus[i] return i`; otherwise
@@ -81,6 +130,21 @@ pub(crate) fn attach_reuseport_cbpf(
 
 /// `clock` (a `CLOCK_*` id) in milliseconds; 0 if the kernel refuses the clock.
 #[inline(always)]
+/// CLOCK_MONOTONIC in microseconds (a request's time to answer, when metrics or the access
+/// log are on).
+pub(crate) fn monotonic_us() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: as in `coarse_ms`: a valid, writable timespec, no pointer kept.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
+}
+
 pub(crate) fn coarse_ms(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,

@@ -1,6 +1,8 @@
 //! The comparison's charts, per workload: req/s and cost per request as bars (median, with a
 //! min–max whisker), and latency percentiles at the fixed rate as one curve per server.
 //! Each chart is written as PNG and SVG; text uses the embedded font (see [`crate::plot`]).
+//! A server has one colour in every chart of a report, chosen by its place in the suite (not in
+//! the chart, where a server that did not run a workload would shift the others).
 
 use std::path::{Path, PathBuf};
 
@@ -23,7 +25,13 @@ const PALETTE: [RGBColor; 6] = [
     RGBColor(0x93, 0x78, 0x60),
 ];
 
-fn color(i: usize) -> RGBColor {
+/// The colour of `server`: by its place in `order` (the suite's servers), the same in every
+/// chart; a name not in `order` takes the colour after the suite's.
+pub fn color_of(order: &[String], server: &str) -> RGBColor {
+    let i = order
+        .iter()
+        .position(|s| s == server)
+        .unwrap_or(order.len());
     PALETTE[i % PALETTE.len()]
 }
 
@@ -60,6 +68,8 @@ struct Bars<'a> {
     y_label: &'a str,
     names: Vec<&'a str>,
     values: Vec<Spread>,
+    /// The suite's servers, for `color_of`.
+    order: &'a [String],
 }
 
 impl Chart for Bars<'_> {
@@ -100,7 +110,7 @@ impl Chart for Bars<'_> {
             .map_err(e)?;
         for (i, s) in self.values.iter().enumerate() {
             let x = i as f64;
-            let c = color(i);
+            let c = color_of(self.order, self.names[i]);
             chart
                 .draw_series(std::iter::once(Rectangle::new(
                     [(x - BAR_HALF_WIDTH, 0.0), (x + BAR_HALF_WIDTH, s.median)],
@@ -139,6 +149,8 @@ struct Curves<'a> {
     title: String,
     names: Vec<&'a str>,
     series: Vec<Vec<f64>>,
+    /// The suite's servers, for `color_of`.
+    order: &'a [String],
 }
 
 impl Chart for Curves<'_> {
@@ -183,8 +195,8 @@ impl Chart for Curves<'_> {
             .y_label_formatter(&|v| human(*v))
             .draw()
             .map_err(e)?;
-        for (i, (name, ys)) in self.names.iter().zip(&self.series).enumerate() {
-            let c = color(i);
+        for (name, ys) in self.names.iter().zip(&self.series) {
+            let c = color_of(self.order, name);
             let pts: Vec<(f64, f64)> = ys
                 .iter()
                 .enumerate()
@@ -232,12 +244,14 @@ pub fn human(v: f64) -> String {
     }
 }
 
-/// Writes the workload's charts into `dir`; returns the PNG paths written.
+/// Writes the workload's charts into `dir`; returns the PNG paths written. `order` is the
+/// suite's servers: each keeps its colour across charts and workloads.
 pub fn workload_charts(
     dir: &Path,
     workload: &str,
     title: &str,
     rows: &[Row],
+    order: &[String],
 ) -> anyhow::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let pick = |f: fn(&Row) -> Option<Spread>| -> (Vec<&str>, Vec<Spread>) {
@@ -255,6 +269,7 @@ pub fn workload_charts(
                 y_label: "requests per second",
                 names,
                 values,
+                order,
             },
         )?);
     }
@@ -268,6 +283,7 @@ pub fn workload_charts(
                 y_label: "µs of server CPU per request",
                 names,
                 values,
+                order,
             },
         )?);
     }
@@ -284,8 +300,76 @@ pub fn workload_charts(
                 title: format!("{title}: latency at {} req/s", human(rate)),
                 names,
                 series,
+                order,
             },
         )?);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_keeps_its_colour_in_every_chart() {
+        let suite: Vec<String> = ["floor", "linerate", "nginx"].map(String::from).to_vec();
+        // The JSON charts have all three; the file charts leave floor out: nginx must not take
+        // linerate's colour there, nor linerate floor's.
+        let distinct: Vec<RGBColor> = suite.iter().map(|s| color_of(&suite, s)).collect();
+        assert!(
+            distinct[0] != distinct[1] && distinct[1] != distinct[2] && distinct[0] != distinct[2]
+        );
+        for (server, want) in [("floor", 0), ("linerate", 1), ("nginx", 2)] {
+            assert_eq!(color_of(&suite, server), PALETTE[want], "{server}");
+        }
+    }
+
+    #[test]
+    fn charts_of_different_workloads_draw_a_server_in_one_colour() {
+        use super::super::stats::Row;
+        let order: Vec<String> = ["floor", "linerate", "nginx"].map(String::from).to_vec();
+        let row = |server: &str| Row {
+            server: server.into(),
+            samples: 1,
+            req_per_s: Some(Spread {
+                median: 1.0,
+                min: 1.0,
+                max: 1.0,
+            }),
+            ..Row::default()
+        };
+        let dir = std::env::temp_dir().join(format!("linerate-lab-colours-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        workload_charts(
+            &dir,
+            "all",
+            "all",
+            &[row("floor"), row("linerate"), row("nginx")],
+            &order,
+        )
+        .unwrap();
+        workload_charts(
+            &dir,
+            "some",
+            "some",
+            &[row("linerate"), row("nginx")],
+            &order,
+        )
+        .unwrap();
+        let fill = |c: RGBColor| format!("fill=\"#{:02X}{:02X}{:02X}\"", c.0, c.1, c.2);
+        let all = std::fs::read_to_string(dir.join("all-rps.svg")).unwrap();
+        let some = std::fs::read_to_string(dir.join("some-rps.svg")).unwrap();
+        let (floor, nginx) = (fill(PALETTE[0]), fill(PALETTE[2]));
+        assert!(all.contains(&floor) && all.contains(&nginx));
+        assert!(
+            some.contains(&nginx),
+            "nginx keeps its colour without floor"
+        );
+        assert!(
+            !some.contains(&floor),
+            "no bar takes floor's colour when floor did not run"
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }

@@ -160,10 +160,14 @@ impl Run<'_> {
             .runs
             .first()
             .context("linerate load returned no run")?;
+        if let Some(why) = &run.interrupted_by {
+            anyhow::bail!("the load run was interrupted: {why}");
+        }
         Ok(LoadResult {
             requests: run.responses,
             req_per_s: run.req_per_s,
-            errors: run.failed,
+            // As wrk's figure: requests without an answer plus answers other than 2xx/3xx.
+            errors: run.failed + run.errors.status,
             elapsed_s: run.elapsed_s,
             latency: self.rate.map(|_| run.latency.clone()),
         })

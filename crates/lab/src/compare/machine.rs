@@ -1,11 +1,15 @@
 //! The machine description every report carries: CPU model, CPUs, kernel, date and the versions
-//! of the programs compared. Anything unreadable is "unknown", never an error.
+//! of the programs compared. Anything unreadable is "unknown", never an error, and asking a
+//! program for its version never waits longer than `VERSION_TIMEOUT`: a server that reads `-v`
+//! as something else and starts serving is killed, its version "version unknown".
 
+use std::os::unix::process::CommandExt as _;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Machine {
     pub cpu_model: String,
     pub cpus_online: usize,
@@ -48,17 +52,82 @@ pub fn describe(programs: &[String]) -> Machine {
     }
 }
 
+/// How long a program gets to print its version.
+pub const VERSION_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often a version probe looks whether the program has exited.
+const VERSION_POLL: Duration = Duration::from_millis(10);
+
+/// What a version probe got.
+enum Probe {
+    /// Its output, stdout then stderr.
+    Output(String),
+    NotFound,
+    /// Still running at the deadline: killed, with its whole process group.
+    TimedOut,
+}
+
+/// Runs `program flag` for at most `limit`. Output goes to a file, not a pipe: a grandchild
+/// that keeps a pipe open would make reading it wait as long as the grandchild lives.
+fn probe(program: &str, flag: &str, limit: Duration) -> Probe {
+    let path = std::env::temp_dir().join(format!(
+        "linerate-lab-version-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let Ok(file) = std::fs::File::create(&path) else {
+        return Probe::Output(String::new());
+    };
+    let Ok(err) = file.try_clone() else {
+        return Probe::Output(String::new());
+    };
+    let child = Command::new(program)
+        .arg(flag)
+        .stdin(Stdio::null())
+        .stdout(file)
+        .stderr(err)
+        .process_group(0)
+        .spawn();
+    let Ok(mut child) = child else {
+        let _ = std::fs::remove_file(&path);
+        return Probe::NotFound;
+    };
+    let deadline = Instant::now() + limit;
+    let done = loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break true,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(VERSION_POLL),
+            _ => break false,
+        }
+    };
+    // The group too: whatever it started must not outlive the probe.
+    let _ = rustix::process::kill_process_group(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::KILL,
+    );
+    let _ = child.wait();
+    let text = std::fs::read(&path).unwrap_or_default();
+    let _ = std::fs::remove_file(&path);
+    if done {
+        Probe::Output(String::from_utf8_lossy(&text).into_owned())
+    } else {
+        Probe::TimedOut
+    }
+}
+
 fn version(program: &str) -> String {
+    version_within(program, VERSION_TIMEOUT)
+}
+
+/// The first line of `program -v` (or `--version`), each given `limit`.
+fn version_within(program: &str, limit: Duration) -> String {
     for flag in ["-v", "--version"] {
-        let Ok(out) = Command::new(program)
-            .arg(flag)
-            .stdin(Stdio::null())
-            .output()
-        else {
-            return "not found".into();
+        let text = match probe(program, flag, limit) {
+            Probe::Output(t) => t,
+            Probe::NotFound => return "not found".into(),
+            Probe::TimedOut => {
+                return format!("version unknown (`{program} {flag}` still ran after {limit:?})");
+            }
         };
-        let text = String::from_utf8_lossy(&out.stdout).to_string()
-            + &String::from_utf8_lossy(&out.stderr);
         // wrk -v exits 1 after printing its version; take the first line either way.
         if let Some(line) = text.lines().map(str::trim).find(|l| !l.is_empty())
             && !line.starts_with("Usage")
@@ -91,6 +160,42 @@ pub fn format_utc(secs: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::time::Duration;
+
+    /// An executable script in a private directory.
+    fn script(name: &str, body: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "linerate-lab-machine-{}-{name}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    #[test]
+    fn a_peer_that_serves_on_dash_v_is_killed_and_its_version_unknown() {
+        // Treats its argument as a port and serves forever (here: sleeps, in a child too).
+        let p = script("serves", "sleep 30 & sleep 30");
+        let v = super::version_within(p.to_str().unwrap(), Duration::from_millis(200));
+        assert!(v.starts_with("version unknown"), "{v}");
+        let _ = std::fs::remove_dir_all(p.parent().unwrap());
+    }
+
+    #[test]
+    fn versions_are_first_lines() {
+        let p = script(
+            "wrkish",
+            "echo 'wrk 4.2.0 [epoll] Copyright (C) 2012 Will Glozer'; exit 1",
+        );
+        assert_eq!(super::version(p.to_str().unwrap()), "wrk 4.2.0 [epoll]");
+        assert_eq!(super::version("/nonexistent/peer"), "not found");
+        let _ = std::fs::remove_dir_all(p.parent().unwrap());
+    }
+
     #[test]
     fn utc_formatting() {
         assert_eq!(super::format_utc(0), "1970-01-01 00:00:00 UTC");

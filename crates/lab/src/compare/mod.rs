@@ -6,7 +6,9 @@
 //! waits without a deadline: a server that fails to start or dies mid-run becomes a failed
 //! sample in the report. Files: `suite` (what to run), `server` (processes), `driver` (load),
 //! `procfs` (counters), `stats` (medians and ratios), `report`/`charts` (outputs), `callgrind`
-//! (`--instructions`), `machine` (the host description).
+//! (`--instructions`), `machine` (the host description), `templates` (peer configs, built in).
+//! Every server asked for must be able to start: one that cannot (not installed, no template,
+//! exits or never listens) fails the whole comparison up front, with one line naming it.
 
 pub mod callgrind;
 pub mod charts;
@@ -18,6 +20,7 @@ pub mod report;
 pub mod server;
 pub mod stats;
 pub mod suite;
+pub mod templates;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -215,27 +218,7 @@ fn execute(suite: &Suite, cfg: &Resolved, args: &CompareArgs) -> anyhow::Result<
         let v = suite::expand(v, &base_vars).with_context(|| format!("settings.vars.{k}"))?;
         base_vars.insert(k.clone(), v);
     }
-    let mut skipped = Vec::new();
-    let mut servers: Vec<&ServerSpec> = Vec::new();
-    for s in &suite.servers {
-        if let Some(p) = s.requires.as_deref().filter(|p| !server::on_path(p)) {
-            skipped.push((s.name.clone(), format!("`{p}` is not installed")));
-        } else if let Some(t) = s
-            .config_template
-            .as_deref()
-            .filter(|t| !Path::new(t).exists())
-        {
-            skipped.push((
-                s.name.clone(),
-                format!("config template {t} not found (run from the repository root)"),
-            ));
-        } else {
-            servers.push(s);
-        }
-    }
-    if servers.is_empty() {
-        bail!("no server of the suite can run here");
-    }
+    let servers = startable(suite, cfg, &base_vars)?;
     let mut programs: Vec<String> = Vec::new();
     if generator == Generator::Wrk {
         programs.push("wrk".into());
@@ -318,11 +301,68 @@ fn execute(suite: &Suite, cfg: &Resolved, args: &CompareArgs) -> anyhow::Result<
             load_cpus: cfg.load_cpus.clone(),
             baseline: suite.baseline().map(str::to_string),
         },
-        skipped,
+        servers: names.clone(),
         workloads,
         instructions,
         samples,
     })
+}
+
+/// The suite's servers, each checked to start: its program installed, its config template at
+/// hand (built in, or a file), and one start with the first workload it runs, stopped again at
+/// once. The first that cannot start ends the comparison, named, before anything is measured:
+/// a comparison that quietly left a server out would read as if it had been compared.
+fn startable<'a>(
+    suite: &'a Suite,
+    cfg: &Resolved,
+    base_vars: &BTreeMap<String, String>,
+) -> anyhow::Result<Vec<&'a ServerSpec>> {
+    let others = |s: &ServerSpec| {
+        let rest: Vec<&str> = suite
+            .servers
+            .iter()
+            .filter(|o| o.name != s.name)
+            .map(|o| o.name.as_str())
+            .collect();
+        if rest.is_empty() {
+            String::new()
+        } else {
+            format!(" (to compare without it: --servers {})", rest.join(","))
+        }
+    };
+    for s in &suite.servers {
+        if let Some(p) = s.requires.as_deref().filter(|p| !server::on_path(p)) {
+            bail!(
+                "server {} cannot start: `{p}` is not installed{}",
+                s.name,
+                others(s)
+            );
+        }
+        if let Some(t) = s
+            .config_template
+            .as_deref()
+            .filter(|t| !templates::available(t))
+        {
+            bail!(
+                "server {} cannot start: its config_template {t} is not built in and not a file{}",
+                s.name,
+                others(s)
+            );
+        }
+    }
+    for s in &suite.servers {
+        let Some(w) = suite.workloads.iter().find(|w| s.runs(&w.name)) else {
+            continue;
+        };
+        let vars = workload_vars(base_vars, w)?;
+        match server::start(s, &vars, &cfg.server_cpus, cfg.start_timeout) {
+            Ok(running) => {
+                running.stop();
+            }
+            Err(e) => bail!("server {} cannot start: {e:#}{}", s.name, others(s)),
+        }
+    }
+    Ok(suite.servers.iter().collect())
 }
 
 /// The base placeholders plus the workload's `vars`, whose values may use the base ones
@@ -462,7 +502,7 @@ fn measure(
 /// Writes runs.json and the charts; returns the record with its chart names filled in.
 fn write_outputs(mut record: Record, dir: &Path) -> anyhow::Result<Record> {
     for w in &mut record.workloads {
-        let pngs = charts::workload_charts(dir, &w.name, &w.title, &w.rows)?;
+        let pngs = charts::workload_charts(dir, &w.name, &w.title, &w.rows, &record.servers)?;
         w.charts = pngs
             .iter()
             .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))

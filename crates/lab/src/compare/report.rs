@@ -11,20 +11,23 @@ use super::machine::Machine;
 use super::stats::{Row, Sample, latency_labels};
 
 /// Everything one `lab compare` run measured: written as `runs.json`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Record {
     pub machine: Machine,
     pub command: String,
     pub generator: String,
     pub setup: Setup,
-    pub skipped: Vec<(String, String)>,
+    /// The servers compared, in the suite's order: each keeps its place (and its colour in
+    /// every chart) whichever workloads it ran.
+    #[serde(default)]
+    pub servers: Vec<String>,
     pub workloads: Vec<WorkloadResult>,
     pub instructions: Vec<Instructions>,
     pub samples: Vec<Sample>,
 }
 
 /// The measuring setup, as resolved.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Setup {
     pub rounds: usize,
     pub duration_s: f64,
@@ -75,6 +78,33 @@ fn spread(s: Option<super::stats::Spread>) -> String {
     })
 }
 
+/// The mark of a share over 100%, explained under its table by [`SHARE_OVER_NOTE`].
+pub const SHARE_OVER: &str = "†";
+
+/// Why a share can pass 100%, printed under a table that has one.
+pub const SHARE_OVER_NOTE: &str = "† share over 100%: the server's processes were charged more \
+     CPU time than their CPUs were seen busy. The two figures come from different kernel clocks: \
+     a process's utime+stime is the scheduler's own run time, which on a VM can include time the \
+     hypervisor stole from the vCPU (busy time leaves steal out: see the steal column), while a \
+     CPU's busy time in /proc/stat is sampled once per tick, so a run of a few seconds can miss \
+     a few ticks. Read it as: all of those CPUs' busy time was the server's. Cost per request \
+     uses busy time only.";
+
+/// The share column: the median percentage, marked when over 100% (after rounding).
+pub fn share_cell(share: Option<super::stats::Spread>) -> (String, bool) {
+    match share {
+        None => ("–".into(), false),
+        Some(s) => {
+            let pct = (s.median * 100.0).round();
+            if pct > 100.0 {
+                (format!("{pct:.0}% {SHARE_OVER}"), true)
+            } else {
+                (format!("{pct:.0}%"), false)
+            }
+        }
+    }
+}
+
 fn ratio(r: Option<f64>) -> String {
     r.map_or("–".into(), |r| format!("{r:.2}×"))
 }
@@ -122,8 +152,10 @@ pub fn markdown(r: &Record, image_prefix: &str) -> String {
         "- Cost: busy time of the server's CPUs (user+nice+system+irq+softirq, /proc/stat; steal, \
          time the hypervisor ran something else, is left out and recorded in runs.json) \
          per answered request. Proc: the server processes' own utime+stime per request; share = \
-         proc ÷ busy (well under 100% means something else ran on the server's CPUs); steal: the \
-         most the hypervisor took from the server's CPUs in any round. Ratios are \
+         proc ÷ busy, how much of its CPUs' busy time the server's own processes account for \
+         (well under 100% means something else ran on the server's CPUs; the two are different \
+         kernel clocks, so it can read a little over 100%, marked {SHARE_OVER} and explained under \
+         the table); steal: the most the hypervisor took from the server's CPUs in any round. Ratios are \
          to the baseline's medians in the same run ({base}, unless a table names another); \"per round\" is the median (min–max) of each \
          round's cost ÷ the baseline's cost in that round, the pair having run back to back.\n"
     );
@@ -135,7 +167,10 @@ pub fn markdown(r: &Record, image_prefix: &str) -> String {
             "| server | req/s | × {base} | cost µs/req | × {base} | × {base}, per round | proc µs/req | share | steal | RSS MiB | errors |"
         );
         let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|---|---|");
+        let mut share_over = false;
         for row in &w.rows {
+            let (share, over) = share_cell(row.share);
+            share_over |= over;
             let _ = writeln!(
                 o,
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
@@ -149,8 +184,7 @@ pub fn markdown(r: &Record, image_prefix: &str) -> String {
                     s.median, s.min, s.max
                 )),
                 spread(row.proc_cost_us),
-                row.share
-                    .map_or("–".into(), |s| format!("{:.0}%", s.median * 100.0)),
+                share,
                 row.steal
                     .map_or("–".into(), |s| format!("{:.1}%", s.max * 100.0)),
                 row.rss_bytes
@@ -161,6 +195,9 @@ pub fn markdown(r: &Record, image_prefix: &str) -> String {
                     format!("{} ({} failed samples)", row.errors, row.failures.len())
                 }
             );
+        }
+        if share_over {
+            let _ = writeln!(o, "\n{SHARE_OVER_NOTE}");
         }
         let ktls: Vec<String> = w
             .rows
@@ -244,13 +281,6 @@ pub fn markdown(r: &Record, image_prefix: &str) -> String {
     if !failures.is_empty() {
         let _ = writeln!(o, "## Failed samples\n\n{}\n", failures.join("\n"));
     }
-    if !r.skipped.is_empty() {
-        let _ = writeln!(o, "## Skipped servers\n");
-        for (name, why) in &r.skipped {
-            let _ = writeln!(o, "- {name}: {why}");
-        }
-        let _ = writeln!(o);
-    }
     o
 }
 
@@ -278,7 +308,56 @@ pub fn splice(doc: &str, key: &str, report: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::stats::{Row, Spread};
     use super::*;
+
+    #[test]
+    fn a_share_over_100_percent_is_marked_and_explained() {
+        let spread = |m: f64| {
+            Some(Spread {
+                median: m,
+                min: m,
+                max: m,
+            })
+        };
+        for (share, cell, over) in [
+            (None, "–", false),
+            (spread(0.98), "98%", false),
+            (spread(1.004), "100%", false),
+            (spread(1.05), "105% †", true),
+        ] {
+            assert_eq!(share_cell(share), (cell.to_string(), over), "{share:?}");
+        }
+        let row = |server: &str, share: f64| Row {
+            server: server.into(),
+            samples: 1,
+            share: spread(share),
+            ..Row::default()
+        };
+        let mut record = Record {
+            workloads: vec![WorkloadResult {
+                name: "w".into(),
+                title: "W".into(),
+                pipeline: 1,
+                rows: vec![row("floor", 1.05), row("linerate", 0.99)],
+                baseline: None,
+                charts: Vec::new(),
+            }],
+            ..Record::default()
+        };
+        let md = markdown(&record, "");
+        assert!(md.contains("| 105% † |") && md.contains("| 99% |"), "{md}");
+        assert!(
+            md.contains(SHARE_OVER_NOTE),
+            "the mark is explained under the table"
+        );
+        assert!(md.contains("share = proc ÷ busy"), "the legend defines it");
+        record.workloads[0].rows[0].share = spread(0.97);
+        assert!(
+            !markdown(&record, "").contains(SHARE_OVER_NOTE),
+            "no mark, no note"
+        );
+    }
 
     #[test]
     fn splice_replaces_between_markers_and_keeps_the_rest() {

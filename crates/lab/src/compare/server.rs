@@ -95,8 +95,7 @@ pub fn start(
     vars.insert("tls_port".into(), tls_port.to_string());
     vars.insert("rundir".into(), rundir.display().to_string());
     if let Some(t) = &spec.config_template {
-        let text = std::fs::read_to_string(t)
-            .with_context(|| format!("server {}: cannot read config_template {t}", spec.name))?;
+        let text = super::templates::text(t).with_context(|| format!("server {}", spec.name))?;
         let conf = rundir.join("server.conf");
         std::fs::write(&conf, render_template(&text, &vars))?;
         vars.insert("config".into(), conf.display().to_string());

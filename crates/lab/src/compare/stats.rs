@@ -72,7 +72,9 @@ impl Measured {
         self
     }
 
-    /// The server processes' share of their CPUs' busy time (near 1 on a quiet machine).
+    /// The server processes' share of their CPUs' busy time (near 1 on a quiet machine). Not
+    /// capped: the two come from different kernel clocks and the ratio can pass 1 (the report
+    /// marks that and says why; see `report::share_cell`).
     pub fn share(&self) -> f64 {
         if self.cpu_busy_s > 0.0 {
             self.proc_cpu_s / self.cpu_busy_s
@@ -113,7 +115,7 @@ impl Spread {
 }
 
 /// One server's row for one workload.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Row {
     pub server: String,
     pub samples: usize,

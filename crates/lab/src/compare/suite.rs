@@ -83,7 +83,7 @@ pub enum LoadTool {
 pub struct ServerSpec {
     pub name: String,
     pub command: Vec<String>,
-    /// A program that must be on PATH; without it the server is reported as skipped.
+    /// A program that must be on PATH; without it the comparison refuses to run (naming it).
     pub requires: Option<String>,
     /// A config file template rendered per start into `{rundir}`; its path is `{config}`.
     pub config_template: Option<String>,

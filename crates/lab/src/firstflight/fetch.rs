@@ -1,5 +1,6 @@
 //! One GET over a fresh TCP connection, counted byte for byte: a minimal HTTP/1.1 client on
-//! std's `TcpStream` with the framing done by [`super::frame`].
+//! std's `TcpStream` with the framing done by [`super::frame`]; for `https://`, over a TLS
+//! session whose records after the handshake are counted too ([`super::tls`]).
 //!
 //! Every wait is bounded (connect, each read, the whole exchange) and so is the response
 //! size, so a slow or endless server cannot hang the tool. The MSS is read with
@@ -12,9 +13,11 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
+use linerate_load::tls::{TlsChoice, TlsClient, Verify};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
 use super::frame::{self, BodyReader, FrameError, Framing, Head};
+use super::tls::{self, TlsFlight};
 use super::url::HttpUrl;
 
 /// Most bytes one response may take on the wire; beyond this it is not a first view.
@@ -48,6 +51,8 @@ pub enum FetchError {
     Frame { url: String, source: FrameError },
     /// The response was larger than [`MAX_RESPONSE_BYTES`].
     TooLarge { url: String },
+    /// https: the TLS client could not be set up, or the handshake failed.
+    Tls { url: String, why: String },
 }
 
 impl fmt::Display for FetchError {
@@ -75,6 +80,7 @@ impl fmt::Display for FetchError {
             }
             FetchError::Io { url, source } => write!(f, "GET {url}: {source}"),
             FetchError::Frame { url, source } => write!(f, "GET {url}: {source}"),
+            FetchError::Tls { url, why } => write!(f, "GET {url}: TLS: {why}"),
             FetchError::TooLarge { url } => {
                 write!(
                     f,
@@ -93,7 +99,9 @@ impl std::error::Error for FetchError {
             | FetchError::Connect { source, .. }
             | FetchError::Io { source, .. } => Some(source),
             FetchError::Frame { source, .. } => Some(source),
-            FetchError::Timeout { .. } | FetchError::TooLarge { .. } => None,
+            FetchError::Timeout { .. } | FetchError::TooLarge { .. } | FetchError::Tls { .. } => {
+                None
+            }
         }
     }
 }
@@ -119,12 +127,18 @@ pub struct Fetched {
     pub content: Vec<u8>,
     /// TCP_MAXSEG of the connection after the response, if the kernel reported it.
     pub mss: Option<u32>,
+    /// https: the TLS records the response came in.
+    pub tls: Option<TlsFlight>,
 }
 
 impl Fetched {
-    /// Every byte of the response: heads and framed body.
+    /// Every byte of the response as TCP carried it: heads and framed body, or for https the
+    /// TLS records after the handshake (see [`super::tls`]).
     pub fn wire_bytes(&self) -> u64 {
-        self.head_bytes + self.body_bytes
+        match &self.tls {
+            Some(t) => t.bytes,
+            None => self.head_bytes + self.body_bytes,
+        }
     }
 
     /// The value of the first field named `name` (case-insensitive).
@@ -151,14 +165,50 @@ pub fn request(url: &HttpUrl, accept_encoding: Option<&str>) -> String {
     req
 }
 
-/// GETs `url` on a new connection and reads exactly one response.
+/// The connection a fetch reads: plain, or TLS over a counting socket.
+enum Conn {
+    Plain(TcpStream),
+    Tls(Box<tls::Stream>),
+}
+
+impl Conn {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Conn::Plain(s) => s,
+            Conn::Tls(s) => &s.sock.tcp,
+        }
+    }
+
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.read(buf),
+            Conn::Tls(s) => match s.read(buf) {
+                // A server that closes without close_notify ends the response like a plain
+                // close does; framing then judges whether it was complete.
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(0),
+                other => other,
+            },
+        }
+    }
+
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        match self {
+            Conn::Plain(s) => s.write_all(bytes),
+            Conn::Tls(s) => s.write_all(bytes).and_then(|()| s.flush()),
+        }
+    }
+}
+
+/// GETs `url` on a new connection and reads exactly one response; an https URL's certificate
+/// is checked as `verify` says.
 pub fn get(
     url: &HttpUrl,
     accept_encoding: Option<&str>,
     timeouts: Timeouts,
+    verify: &Verify,
 ) -> Result<Fetched, FetchError> {
     let shown = url.to_string();
-    let mut stream = connect(url, timeouts.connect)?;
+    let tcp = connect(url, timeouts.connect)?;
     let deadline = Instant::now() + timeouts.exchange;
     let io_err = |source: io::Error| {
         if is_timeout(&source) {
@@ -177,9 +227,28 @@ pub fn get(
         url: shown.clone(),
         source,
     };
-    stream
-        .set_write_timeout(Some(timeouts.exchange))
+    tcp.set_write_timeout(Some(timeouts.exchange))
         .map_err(io_err)?;
+    let mut stream = if url.tls {
+        let tls_err = |why: String| FetchError::Tls {
+            url: shown.clone(),
+            why,
+        };
+        let client = TlsClient::new(url.host_for_lookup(), verify.clone(), TlsChoice::default())
+            .map_err(|e| tls_err(e.to_string()))?;
+        tcp.set_read_timeout(Some(timeouts.exchange))
+            .map_err(io_err)?;
+        let s = tls::handshake(&client, tcp).map_err(|e| {
+            if is_timeout(&e) {
+                io_err(e)
+            } else {
+                tls_err(e.to_string())
+            }
+        })?;
+        Conn::Tls(Box::new(s))
+    } else {
+        Conn::Plain(tcp)
+    };
     stream
         .write_all(request(url, accept_encoding).as_bytes())
         .map_err(io_err)?;
@@ -188,12 +257,12 @@ pub fn get(
     let mut chunk = vec![0u8; READ_CHUNK];
     let mut interim = 0usize;
     let mut eof = false;
-    let mut read_more = |stream: &mut TcpStream, wire: &mut Vec<u8>| -> Result<bool, FetchError> {
+    let mut read_more = |stream: &mut Conn, wire: &mut Vec<u8>| -> Result<bool, FetchError> {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(io_err(io::ErrorKind::TimedOut.into()));
         }
-        stream.set_read_timeout(Some(left)).map_err(io_err)?;
+        stream.tcp().set_read_timeout(Some(left)).map_err(io_err)?;
         let n = loop {
             match stream.read(&mut chunk) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -229,8 +298,16 @@ pub fn get(
         }
         eof = !read_more(&mut stream, &mut wire)?;
     };
-    let mss = SockRef::from(&stream).tcp_mss().ok().filter(|m| *m > 0);
+    let mss = SockRef::from(stream.tcp())
+        .tcp_mss()
+        .ok()
+        .filter(|m| *m > 0);
+    let tls = match &stream {
+        Conn::Tls(s) => Some(tls::flight(s)),
+        Conn::Plain(_) => None,
+    };
     Ok(Fetched {
+        tls,
         status: head.status,
         fields: head.fields,
         head_bytes: body_start as u64,

@@ -12,6 +12,7 @@ pub mod fetch;
 pub mod frame;
 pub mod html;
 pub mod report;
+pub mod tls;
 pub mod url;
 
 use std::collections::HashSet;
@@ -41,7 +42,7 @@ pub const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(10);
 /// it does not fit.
 #[derive(Debug, Clone)]
 pub struct FirstflightArgs {
-    /// The page to check: http://host[:port]/path (https is not supported yet).
+    /// The page to check: http://host[:port]/path or https://host[:port]/path.
     pub url: String,
     /// Accept-Encoding to send; "" sends none, "identity" asks for no compression.
     pub encoding: String,
@@ -54,6 +55,10 @@ pub struct FirstflightArgs {
     pub json: bool,
     /// Only the page: do not scan HTML for resources.
     pub no_resources: bool,
+    /// https: do not verify the server's certificate.
+    pub insecure: bool,
+    /// https: trust only the CA certificates in this PEM file [None: the webpki roots].
+    pub cacert: Option<std::path::PathBuf>,
 }
 
 /// What [`check`] does.
@@ -68,6 +73,8 @@ pub struct Options {
     /// Scan an HTML page and fetch its same-origin resources.
     pub resources: bool,
     pub timeouts: Timeouts,
+    /// https: how the server's certificate is checked.
+    pub verify: linerate_load::tls::Verify,
 }
 
 impl Default for Options {
@@ -81,6 +88,7 @@ impl Default for Options {
                 connect: CONNECT_TIMEOUT,
                 exchange: EXCHANGE_TIMEOUT,
             },
+            verify: linerate_load::tls::Verify::WebPkiRoots,
         }
     }
 }
@@ -93,6 +101,11 @@ impl From<&FirstflightArgs> for Options {
             mss: args.mss,
             initcwnd: args.initcwnd,
             resources: !args.no_resources,
+            verify: match (&args.cacert, args.insecure) {
+                (Some(p), _) => linerate_load::tls::Verify::CaFile(p.clone()),
+                (None, true) => linerate_load::tls::Verify::Insecure,
+                (None, false) => linerate_load::tls::Verify::WebPkiRoots,
+            },
             ..Options::default()
         }
     }
@@ -128,7 +141,7 @@ impl std::error::Error for CheckError {
 pub fn check(url: &str, opts: &Options) -> Result<Report, CheckError> {
     let url = HttpUrl::parse(url).map_err(CheckError::Url)?;
     let ae = opts.accept_encoding.as_deref();
-    let page = fetch::get(&url, ae, opts.timeouts).map_err(CheckError::Fetch)?;
+    let page = fetch::get(&url, ae, opts.timeouts, &opts.verify).map_err(CheckError::Fetch)?;
     let exchange = exchange(&url, &page);
     let verdict = Verdict::new(exchange.wire_bytes, opts.mss, opts.initcwnd);
     let first_view = (opts.resources && is_html(page.field("content-type")))
@@ -155,6 +168,7 @@ fn exchange(url: &HttpUrl, f: &Fetched) -> Exchange {
         encoding: coding::label(f.field("content-encoding")),
         content_type: f.field("content-type").map(str::to_string),
         framing: f.framing.name(),
+        tls: f.tls.clone(),
     }
 }
 
@@ -240,7 +254,12 @@ fn first_view(
             });
             continue;
         }
-        let fetched = fetch::get(&target, opts.accept_encoding.as_deref(), opts.timeouts);
+        let fetched = fetch::get(
+            &target,
+            opts.accept_encoding.as_deref(),
+            opts.timeouts,
+            &opts.verify,
+        );
         let kind = reference.kind.name();
         view.resources.push(match fetched {
             Ok(f) => Resource {
@@ -296,6 +315,8 @@ mod tests {
             initcwnd: 4,
             json: false,
             no_resources: true,
+            insecure: false,
+            cacert: None,
         };
         let o = Options::from(&args);
         assert_eq!(
@@ -345,6 +366,7 @@ mod tests {
                 framing: frame::Framing::Length(html.len() as u64),
                 content: html.into_bytes(),
                 mss: None,
+                tls: None,
             };
             let view = first_view(&page, &fetched, &exchange(&page, &fetched), &opts);
             match want {
@@ -363,7 +385,7 @@ mod tests {
     #[test]
     fn bad_urls_fail_before_connecting() {
         let rows: &[(&str, &str)] = &[
-            ("https://example.com/", "https not supported yet"),
+            ("ftp://example.com/", "expected http:// or https://"),
             ("example.com", "not an absolute URL"),
             ("http://", "no host"),
         ];

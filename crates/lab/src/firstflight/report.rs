@@ -90,6 +90,9 @@ pub struct Exchange {
     pub content_type: Option<String>,
     /// `content-length`, `chunked`, `close` or `none`.
     pub framing: &'static str,
+    /// https: the TLS records after the handshake; `wire_bytes` is then their bytes, not
+    /// `head_bytes + body_bytes` (see [`super::tls`]).
+    pub tls: Option<super::tls::TlsFlight>,
 }
 
 /// A referenced resource and how fetching it went.
@@ -184,6 +187,22 @@ pub fn render(report: &Report) -> String {
         report.verdict.mss,
         report.verdict.describe()
     );
+    if let Some(t) = &p.tls {
+        let _ = write!(
+            out,
+            "  https: the {} bytes are what the server sent after the TLS handshake ({}, {}): \
+             {} TLS record{} carrying the {} bytes of HTTP above, each with its 5-byte header and \
+             its tag, plus any session tickets sent in the same flight; the handshake's own bytes \
+             are not counted",
+            p.wire_bytes,
+            t.version,
+            t.cipher,
+            t.records,
+            if t.records == 1 { "" } else { "s" },
+            p.head_bytes + p.body_bytes
+        );
+        out.push('\n');
+    }
     if let Some(view) = &report.first_view {
         render_first_view(&mut out, report, view);
     }
@@ -289,6 +308,7 @@ mod tests {
         let report = Report {
             accept_encoding: Some("gzip, br".into()),
             page: Exchange {
+                tls: None,
                 url: "http://127.0.0.1:8080/json".into(),
                 status: 200,
                 wire_bytes: 158,

@@ -1,4 +1,4 @@
-//! `http://` URLs for firstflight: parsing the user's URL, resolving the references a page
+//! `http://` and `https://` URLs for firstflight: parsing the user's URL, resolving the references a page
 //! makes against it (RFC 3986 §5.2) and the same-origin test (scheme, host, port; RFC 6454).
 //!
 //! Only what a first-view check needs: no userinfo, no IDNA, no percent-decoding. A target
@@ -8,10 +8,14 @@ use std::fmt;
 
 /// The port `http://` means when the URL names none (RFC 9110 §4.2.1).
 pub const HTTP_DEFAULT_PORT: u16 = 80;
+/// The port `https://` means when the URL names none (RFC 9110 §4.2.2).
+pub const HTTPS_DEFAULT_PORT: u16 = 443;
 
-/// An absolute `http://` URL split into what a request needs.
+/// An absolute `http://` or `https://` URL split into what a request needs.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct HttpUrl {
+    /// `https://`: the exchange runs over TLS.
+    pub tls: bool,
     /// Lower-cased host; an IPv6 literal keeps its brackets (`[::1]`).
     pub host: String,
     pub port: u16,
@@ -22,8 +26,6 @@ pub struct HttpUrl {
 /// Why a URL was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum UrlError {
-    /// `https://`: TLS is not implemented here yet.
-    HttpsUnsupported,
     /// A scheme other than http and https.
     Scheme(String),
     /// No `scheme://` at all.
@@ -41,10 +43,9 @@ pub enum UrlError {
 impl fmt::Display for UrlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            UrlError::HttpsUnsupported => {
-                f.write_str("https not supported yet (use an http:// URL)")
+            UrlError::Scheme(s) => {
+                write!(f, "unsupported scheme {s:?}: expected http:// or https://")
             }
-            UrlError::Scheme(s) => write!(f, "unsupported scheme {s:?}: expected http://"),
             UrlError::NotAbsolute => {
                 f.write_str("not an absolute URL: expected http://host[:port]/path")
             }
@@ -79,11 +80,11 @@ impl HttpUrl {
             return Err(UrlError::NotAbsolute);
         };
         let rest = &input[scheme.len() + 1..];
-        match scheme.to_ascii_lowercase().as_str() {
-            "http" => {}
-            "https" => return Err(UrlError::HttpsUnsupported),
+        let tls = match scheme.to_ascii_lowercase().as_str() {
+            "http" => false,
+            "https" => true,
             other => return Err(UrlError::Scheme(other.to_string())),
-        }
+        };
         let Some(rest) = rest.strip_prefix("//") else {
             return Err(UrlError::NotAbsolute);
         };
@@ -93,7 +94,12 @@ impl HttpUrl {
         if authority.contains('@') {
             return Err(UrlError::Userinfo);
         }
-        let (host, port) = split_host_port(authority)?;
+        let default_port = if tls {
+            HTTPS_DEFAULT_PORT
+        } else {
+            HTTP_DEFAULT_PORT
+        };
+        let (host, port) = split_host_port(authority, default_port)?;
         if host.is_empty() || host == "[]" {
             return Err(UrlError::NoHost);
         }
@@ -104,6 +110,7 @@ impl HttpUrl {
             format!("/{target}")
         };
         Ok(HttpUrl {
+            tls,
             host: host.to_ascii_lowercase(),
             port,
             target,
@@ -112,7 +119,12 @@ impl HttpUrl {
 
     /// The `Host` field value: the host, plus `:port` unless it is the default.
     pub fn authority(&self) -> String {
-        if self.port == HTTP_DEFAULT_PORT {
+        let default = if self.tls {
+            HTTPS_DEFAULT_PORT
+        } else {
+            HTTP_DEFAULT_PORT
+        };
+        if self.port == default {
             self.host.clone()
         } else {
             format!("{}:{}", self.host, self.port)
@@ -127,9 +139,14 @@ impl HttpUrl {
             .unwrap_or(&self.host)
     }
 
-    /// Same scheme (both http), host and port (RFC 6454 §4).
+    /// Same scheme, host and port (RFC 6454 §4).
     pub fn same_origin(&self, other: &HttpUrl) -> bool {
-        self.host == other.host && self.port == other.port
+        self.tls == other.tls && self.host == other.host && self.port == other.port
+    }
+
+    /// `http` or `https`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls { "https" } else { "http" }
     }
 
     /// Resolves a reference found in a page whose URL is `self` (RFC 3986 §5.2.2), the way a
@@ -148,7 +165,9 @@ impl HttpUrl {
         }
         if let Some(scheme) = scheme_of(reference) {
             let scheme = scheme.to_ascii_lowercase();
-            if scheme != "http" {
+            // From an http page an https reference is another origin whatever its host; from
+            // an https page an http one parses, and is another origin by its scheme.
+            if scheme != "http" && !(scheme == "https" && self.tls) {
                 return Resolved::OtherScheme(scheme);
             }
             return match HttpUrl::parse(reference) {
@@ -158,9 +177,9 @@ impl HttpUrl {
             };
         }
         if reference.starts_with("//") {
-            return match HttpUrl::parse(&format!("http:{reference}")) {
+            return match HttpUrl::parse(&format!("{}:{reference}", self.scheme())) {
                 Ok(url) => Resolved::Http(url),
-                Err(_) => Resolved::OtherScheme("http".to_string()),
+                Err(_) => Resolved::OtherScheme(self.scheme().to_string()),
             };
         }
         let (base_path, _) = split_query(&self.target);
@@ -176,6 +195,7 @@ impl HttpUrl {
             format!("{}{query}", remove_dot_segments(&format!("{dir}{path}")))
         };
         Resolved::Http(HttpUrl {
+            tls: self.tls,
             host: self.host.clone(),
             port: self.port,
             target,
@@ -185,7 +205,7 @@ impl HttpUrl {
 
 impl fmt::Display for HttpUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "http://{}{}", self.authority(), self.target)
+        write!(f, "{}://{}{}", self.scheme(), self.authority(), self.target)
     }
 }
 
@@ -206,7 +226,7 @@ fn scheme_of(s: &str) -> Option<&str> {
     (first_ok && rest_ok).then_some(scheme)
 }
 
-fn split_host_port(authority: &str) -> Result<(&str, u16), UrlError> {
+fn split_host_port(authority: &str, default_port: u16) -> Result<(&str, u16), UrlError> {
     let (host, port) = if authority.starts_with('[') {
         match authority.find(']') {
             Some(end) => {
@@ -227,7 +247,7 @@ fn split_host_port(authority: &str) -> Result<(&str, u16), UrlError> {
     };
     let port = match port {
         // RFC 3986 §3.2.3: an empty port means the default.
-        None | Some("") => HTTP_DEFAULT_PORT,
+        None | Some("") => default_port,
         Some(p) => match p.parse::<u16>() {
             Ok(n) if n > 0 && p.bytes().all(|b| b.is_ascii_digit()) => n,
             _ => return Err(UrlError::BadPort(p.to_string())),
@@ -311,10 +331,51 @@ mod tests {
     }
 
     #[test]
+    fn https_urls_parse_with_their_own_default_port_and_origin() {
+        for (input, port, authority, shown) in [
+            ("https://h/x", 443, "h", "https://h/x"),
+            ("HTTPS://H:8443/x", 8443, "h:8443", "https://h:8443/x"),
+            ("https://h:80/", 80, "h:80", "https://h:80/"),
+        ] {
+            let u = HttpUrl::parse(input).unwrap();
+            assert!(u.tls, "{input}");
+            assert_eq!(
+                (u.port, u.authority().as_str()),
+                (port, authority),
+                "{input}"
+            );
+            assert_eq!(u.to_string(), shown);
+        }
+        let page = HttpUrl::parse("https://h/dir/page").unwrap();
+        let plain = HttpUrl::parse("http://h:443/dir/page").unwrap();
+        assert!(
+            !page.same_origin(&plain),
+            "the scheme is part of the origin"
+        );
+        for (reference, want) in [
+            ("a.css", Some("https://h/dir/a.css")),
+            ("//h/b.js", Some("https://h/b.js")),
+            ("https://h/c.png", Some("https://h/c.png")),
+            ("http://h/d.png", Some("http://h/d.png")),
+            ("data:,x", None),
+        ] {
+            match (page.resolve(reference), want) {
+                (Resolved::Http(u), Some(w)) => assert_eq!(u.to_string(), w, "{reference}"),
+                (Resolved::OtherScheme(_), None) => {}
+                (got, _) => panic!("{reference}: {got:?}"),
+            }
+        }
+        // From an http page, an https reference stays another origin, unfetched.
+        let http_page = HttpUrl::parse("http://h/").unwrap();
+        assert_eq!(
+            http_page.resolve("https://h/x"),
+            Resolved::OtherScheme("https".into())
+        );
+    }
+
+    #[test]
     fn parse_errors_table() {
         let rows: &[(&str, UrlError)] = &[
-            ("https://h/", UrlError::HttpsUnsupported),
-            ("HTTPS://h/", UrlError::HttpsUnsupported),
             ("ftp://h/", UrlError::Scheme("ftp".into())),
             ("h:8080/x", UrlError::Scheme("h".into())),
             ("/just/a/path", UrlError::NotAbsolute),
@@ -359,6 +420,7 @@ mod tests {
                 Ok(target) => assert_eq!(
                     got,
                     Resolved::Http(HttpUrl {
+                        tls: false,
                         host: "h".into(),
                         port: 8080,
                         target: target.into()

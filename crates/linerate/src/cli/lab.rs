@@ -119,7 +119,8 @@ pub(crate) struct C2cFlags {
 /// it does not fit.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct FirstflightFlags {
-    /// The page to check: http://host[:port]/path (https is not supported yet).
+    /// The page to check: http://host[:port]/path or https://host[:port]/path (for https the
+    /// bytes counted are the TLS records the server sends after the handshake).
     url: String,
     /// Accept-Encoding to send; "" sends none, "identity" asks for no compression.
     #[arg(long, default_value = DEFAULT_ACCEPT_ENCODING)]
@@ -137,6 +138,12 @@ pub(crate) struct FirstflightFlags {
     /// Only the page: do not scan HTML for resources.
     #[arg(long)]
     no_resources: bool,
+    /// https: do not verify the server's certificate (self-signed test servers), like curl -k.
+    #[arg(short = 'k', long, conflicts_with = "cacert")]
+    insecure: bool,
+    /// https: trust only the CA certificates in this PEM file [default: the webpki roots].
+    #[arg(long, value_name = "FILE")]
+    cacert: Option<std::path::PathBuf>,
 }
 
 /// Which program generates the load (`--load`).
@@ -207,6 +214,8 @@ impl From<FirstflightFlags> for FirstflightArgs {
             initcwnd: f.initcwnd,
             json: f.json,
             no_resources: f.no_resources,
+            insecure: f.insecure,
+            cacert: f.cacert,
         }
     }
 }

@@ -120,6 +120,12 @@ pub struct LoadArgs {
     /// Print the result as JSON on stdout (and nothing else there).
     #[arg(long)]
     pub json: bool,
+
+    /// Exit 0 even when responses are not 2xx/3xx (they are still counted and reported). By
+    /// default any such response makes the exit status 1, as does a run with no answer or a
+    /// target that goes away mid-run; Ctrl-C prints what was measured and exits 130.
+    #[arg(long)]
+    pub allow_status_errors: bool,
 }
 
 impl LoadArgs {
@@ -154,6 +160,7 @@ impl LoadArgs {
             tls_cipher: self.tls_cipher,
             tls_key_update: self.tls_key_update,
             json: self.json,
+            allow_status_errors: self.allow_status_errors,
         }
     }
 }
@@ -177,7 +184,8 @@ where
 }
 
 /// `linerate load`: checks the options, runs, and prints each run (and the median of several),
-/// or the whole report as JSON.
+/// or the whole report as JSON, then the verdict line (`report::verdict`), whose exit status it
+/// returns. A run cut short (Ctrl-C, the target gone) is printed too, marked interrupted.
 pub fn run(options: &LoadOptions) -> anyhow::Result<ExitCode> {
     let cfg = Config::from_options(options)?;
     linerate_load::engine::preflight(&cfg)?;
@@ -199,11 +207,20 @@ pub fn run(options: &LoadOptions) -> anyhow::Result<ExitCode> {
             let _ = out.flush();
         }
     })?;
+    let verdict = report::verdict(&report, cfg.allow_status_errors);
     if cfg.json {
         serde_json::to_writer_pretty(&mut stdout, &report)?;
         writeln!(stdout)?;
-    } else if report.runs.len() > 1 {
-        write!(stdout, "{}", report::median_text(&report.median))?;
+        // stdout holds the JSON only; the verdict goes beside it.
+        if verdict.exit != 0 {
+            eprintln!("{}", verdict.line);
+        }
+    } else {
+        if report.runs.len() > 1 {
+            write!(stdout, "{}", report::median_text(&report.median))?;
+        }
+        writeln!(stdout, "{}", verdict.line)?;
     }
-    Ok(ExitCode::SUCCESS)
+    stdout.flush()?;
+    Ok(ExitCode::from(verdict.exit))
 }

@@ -59,6 +59,26 @@ enum LabTool {
     Firstflight(lab::FirstflightFlags),
 }
 
+impl Cli {
+    /// Records which `serve` flags were given on the command line (not defaults), so they
+    /// override a configuration file.
+    pub fn note_explicit(&mut self, matches: &clap::ArgMatches) {
+        let explicit = |m: &clap::ArgMatches| -> Vec<String> {
+            m.ids()
+                .filter(|id| {
+                    m.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine)
+                })
+                .map(|id| id.as_str().to_string())
+                .collect()
+        };
+        match (&mut self.command, matches.subcommand()) {
+            (Some(Command::Serve(args)), Some(("serve", m))) => args.explicit = explicit(m),
+            (None, _) => self.serve.explicit = explicit(matches),
+            _ => {}
+        }
+    }
+}
+
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         None => serve::serve(cli.serve),
@@ -82,6 +102,39 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// A clap error as one line: what is wrong, with what clap adds to it (the missing arguments,
+/// the possible values, its "a similar argument exists" tip), but not its usage block, which
+/// `--help` prints. Clap renders these over several lines; keeping only the first cut off the
+/// hint and even the name of a missing argument.
+pub fn error_line(e: &clap::Error) -> String {
+    // Display is the plain text, without colours.
+    let text = e.to_string();
+    let mut line = String::new();
+    for l in text.lines().map(str::trim) {
+        if l.starts_with("Usage:") || l.starts_with("For more information") {
+            break;
+        }
+        if l.is_empty() {
+            continue;
+        }
+        let l = l.strip_prefix("error: ").unwrap_or(l);
+        if line.is_empty() {
+            line.push_str(l);
+        } else if l.starts_with("tip:") {
+            line.push_str("; ");
+            line.push_str(l);
+        } else {
+            line.push(' ');
+            line.push_str(l);
+        }
+    }
+    if line.is_empty() {
+        line.push_str("invalid arguments");
+    }
+    line.push_str(" (see --help)");
+    line
+}
+
 /// A parsed CPU-list flag (`0,2-3`). An alias, not `Vec<usize>` written out: clap's derive reads
 /// a field spelled `Vec<_>` as a repeated flag, and this is one value.
 pub(crate) type CpuList = Vec<usize>;
@@ -89,8 +142,11 @@ pub(crate) type CpuList = Vec<usize>;
 pub(crate) fn init_tracing(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    // Colour only for a terminal: a log file or pipe gets plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr)
         .try_init();
 }

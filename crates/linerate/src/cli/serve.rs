@@ -15,6 +15,17 @@ use linerate_load::units;
 
 #[derive(Args, Clone)]
 pub(crate) struct ServeArgs {
+    /// Read listeners, sites, limits and logs from this TOML file (see docs/config.md); flags
+    /// given too override what it says.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Check this configuration file and exit: a summary when it is good, one line
+    /// FILE:LINE:COLUMN naming the mistake when not.
+    #[arg(long, value_name = "FILE")]
+    check_config: Option<PathBuf>,
+    /// The ids of the flags given on the command line (set by `Cli::note_explicit`).
+    #[arg(skip)]
+    pub(crate) explicit: Vec<String>,
     /// Address to listen on.
     #[arg(long, default_value = defaults::DEFAULT_ADDR)]
     addr: SocketAddr,
@@ -54,10 +65,17 @@ pub(crate) struct ServeArgs {
     /// BODY_TIMEOUT: longest gap between reads of a request body (408 after).
     #[arg(long, value_parser = units::duration, default_value = "30s")]
     body_timeout: Duration,
+    /// MIN_BODY_RATE: slowest average a request body may arrive at (bytes/s, e.g. 1KiB); it
+    /// must be whole by BODY_TIMEOUT after it starts plus a second per MIN_BODY_RATE bytes
+    /// (408 after). 0 turns the minimum off.
+    #[arg(long, value_name = "SIZE", value_parser = units::size,
+          default_value_t = defaults::MIN_BODY_RATE)]
+    min_body_rate: u64,
     /// KEEPALIVE_TIMEOUT: how long an idle keep-alive connection stays open.
     #[arg(long, value_parser = units::duration, default_value = "60s")]
     keepalive_timeout: Duration,
-    /// SEND_TIMEOUT: longest wait for a client to read a response.
+    /// SEND_TIMEOUT: longest wait for a client to read a response; then the connection is
+    /// reset, so its unsent data does not stay queued in the kernel.
     #[arg(long, value_parser = units::duration, default_value = "30s")]
     send_timeout: Duration,
     /// MAX_REQUESTS_PER_CONN: requests per connection before it closes (default: unlimited).
@@ -66,13 +84,29 @@ pub(crate) struct ServeArgs {
     /// DRAIN_TIMEOUT: on SIGTERM/SIGINT, how long in-flight requests may take.
     #[arg(long, value_parser = units::duration, default_value = "10s")]
     drain_timeout: Duration,
+    /// Admin listener for `/metrics` (Prometheus text format) and `/healthz`, e.g.
+    /// 127.0.0.1:9090. Off by default; never served on a site's listener.
+    #[arg(long, value_name = "ADDR")]
+    admin: Option<SocketAddr>,
+    /// Access log line format: `combined` (nginx's, then the request time in µs) or `json`.
+    #[arg(long, value_enum, default_value = "combined")]
+    access_log_format: LogFormatArg,
     /// Write an nginx `combined` access log to this file (`-` for stdout). Off by default.
     #[arg(long)]
     access_log: Option<PathBuf>,
     /// Serve static files from this directory (GET/HEAD, sendfile, ranges, conditional
-    /// requests, precompressed .br/.gz siblings); routes take precedence.
+    /// requests, precompressed .br/.gz siblings). Alone, it is the whole site: the demo's
+    /// routes are mounted too only with `--app demo` (and then take precedence).
     #[arg(long, value_name = "DIR")]
     root: Option<PathBuf>,
+    /// The application: `demo` (TechEmpower, HttpArena and conformance endpoints) or `none`
+    /// (default: demo, or none when --root is given).
+    #[arg(long, value_enum)]
+    app: Option<AppKind>,
+    /// The demo's `/json/{count}` dataset: a JSON array of items (HttpArena's
+    /// /data/dataset.json), read and checked at start (default: the compiled-in 50 items).
+    #[arg(long, value_name = "FILE")]
+    dataset: Option<PathBuf>,
     /// Path prefix the --root directory is served under, e.g. /static.
     #[arg(long, default_value = "/", value_name = "PREFIX")]
     root_prefix: String,
@@ -98,14 +132,54 @@ pub(crate) struct ServeArgs {
     tls_key_update: u64,
 }
 
+/// `--access-log-format`.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum LogFormatArg {
+    Combined,
+    Json,
+}
+
+/// Which application `serve` mounts.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum AppKind {
+    /// The demo: TechEmpower, HttpArena and conformance-suite endpoints.
+    Demo,
+    /// No routes: only the --root site (or 404 everywhere).
+    None,
+}
+
 pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
-    if !["error", "warn", "info", "debug", "trace", "off"].contains(&a.log_level.as_str()) {
+    if let Some(path) = &a.check_config {
+        let f = crate::conf::load(path)?;
+        println!("{}: ok ({})", path.display(), summary(&f));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let file = match &a.config {
+        Some(path) => {
+            for flag in ["root", "root_prefix", "app"] {
+                if a.explicit.iter().any(|e| e == flag) {
+                    bail!(
+                        "--{} cannot be combined with --config (sites come from the file)",
+                        flag.replace('_', "-")
+                    );
+                }
+            }
+            Some(crate::conf::load(path)?)
+        }
+        None => None,
+    };
+    let explicit = |flag: &str| a.explicit.iter().any(|e| e == flag);
+    let log_level = match &file {
+        Some(f) if !explicit("log_level") => f.log_level.clone().unwrap_or(a.log_level.clone()),
+        _ => a.log_level.clone(),
+    };
+    if !["error", "warn", "info", "debug", "trace", "off"].contains(&log_level.as_str()) {
         bail!(
             "invalid --log-level {:?} (expected error, warn, info, debug or trace)",
-            a.log_level
+            log_level
         );
     }
-    init_tracing(&a.log_level);
+    init_tracing(&log_level);
     if a.workers == Some(0) {
         bail!("--workers must be at least 1");
     }
@@ -115,55 +189,57 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
             a.root_prefix
         );
     }
-    let tls = tls_config(&a)?;
-    let files = a.root.map(|root| linerate_server::config::FilesMount {
-        prefix: a.root_prefix.trim_end_matches('/').to_string(),
-        root,
-    });
-    let config = Config {
-        addr: a.addr,
-        files,
-        tls,
-        cpus: a.cpus.unwrap_or_default(),
-        workers: a.workers.unwrap_or(0),
-        pin: !a.no_pin,
-        steering: !a.no_steering,
-        limits: linerate_http1::Limits {
-            max_head_bytes: a.max_head_bytes,
-            max_headers: a.max_headers,
-            ..Default::default()
-        },
-        max_body_bytes: a.max_body_bytes,
-        max_stream_body_bytes: a.max_stream_body_bytes,
-        header_timeout: a.header_timeout,
-        body_timeout: a.body_timeout,
-        keepalive_timeout: a.keepalive_timeout,
-        send_timeout: a.send_timeout,
-        max_requests_per_conn: a
-            .max_requests_per_conn
-            .unwrap_or(defaults::MAX_REQUESTS_PER_CONN),
-        drain_timeout: a.drain_timeout,
-        compression: linerate_server::config::Compression {
-            enabled: !a.no_compression,
-            min_bytes: a.compress_min_bytes,
-            ..Default::default()
-        },
-        access_log: a.access_log.map(|p| {
-            if p.as_os_str() == "-" {
-                LogTarget::Stdout
-            } else {
-                LogTarget::File(p)
-            }
+    let app = match &file {
+        Some(f) if f.demo => AppKind::Demo,
+        Some(_) => AppKind::None,
+        None => a.app.unwrap_or(if a.root.is_some() {
+            AppKind::None
+        } else {
+            AppKind::Demo
         }),
-        ..Config::default()
+    };
+    let router = match (app, &a.dataset) {
+        (AppKind::None, Some(_)) => bail!("--dataset needs the demo app (add --app demo)"),
+        (AppKind::None, None) => linerate_server::Router::new(),
+        (AppKind::Demo, None) => crate::demo::router(),
+        (AppKind::Demo, Some(path)) => {
+            let items = crate::demo::load_dataset(path)
+                .map_err(|e| anyhow::anyhow!("invalid --dataset {}: {e}", path.display()))?;
+            crate::demo::router_with(items)
+        }
+    };
+    let flags = flags_config(&a)?;
+    let server_files = flags.files.clone();
+    let from_file = file.is_some();
+    let demo_mounted = app == AppKind::Demo;
+    let (config, user) = match file {
+        Some(f) => (overlay(f.server, flags.clone(), &a.explicit), f.user),
+        None => (flags.clone(), None),
+    };
+    // SIGHUP: with a file, read it again and apply what can change live (sites,
+    // certificates); without one, the certificates.
+    let on_hup: Box<dyn Fn(&linerate_server::ControlHandle) + Send> = match &a.config {
+        Some(path) => {
+            let (path, explicit, running) = (path.clone(), a.explicit.clone(), config.clone());
+            Box::new(move |control| {
+                reload_file(&path, &flags, &explicit, &running, demo_mounted, control)
+            })
+        }
+        None => Box::new(linerate_server::reload_certificates),
     };
     let allowed = linerate_server::allowed_cpus();
     if let Some(bad) = config.cpus.iter().find(|c| !allowed.contains(c)) {
         bail!("--cpus: CPU {bad} is not available to this process (allowed: {allowed:?})");
     }
-    let addr = config.addr;
-    let server = Server::bind(config, crate::demo::router())
-        .with_context(|| format!("cannot listen on {addr}"))?;
+    // Every error names its address or path (listen address, certificate, root, access log).
+    let sites = config.sites.clone();
+    let server = Server::bind(config, router).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(user) = &user {
+        linerate_server::switch_user(user).map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    server
+        .watch_signals_with(on_hup)
+        .context("cannot watch signals")?;
     let url = format!("http://{}", server.local_addr());
     let https = server.tls_addr().map_or(String::new(), |t| {
         let how = if server.ktls() {
@@ -173,15 +249,31 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         };
         format!("  HTTPS on https://{t} (TLS 1.3/1.2, {how})\n")
     });
-    let banner = format!(
-        "linerate serving on {url} ({} worker{}{})\n\
+    let routes = match app {
+        AppKind::Demo => format!(
+            "\
+  GET  {url}/                 this list, as a page (POST / echoes the body)\n\
   GET  {url}/json             {{\"message\":\"Hello, World!\"}}\n\
   GET  {url}/plaintext        Hello, World!\n\
   GET  {url}/baseline11?a=13&b=42   55 (POST adds the body's integer)\n\
   GET  {url}/pipeline         ok\n\
   GET  {url}/json/{{count}}?m=M  first count (1-50) dataset items with totals\n\
   POST {url}/upload           number of body bytes received\n\
-{https}Stop with Ctrl-C (graceful drain).\n",
+  GET  {url}/echo             the request's header fields (/cookie: its cookies)\n"
+        ),
+        AppKind::None => String::new(),
+    };
+    let site = if from_file {
+        listeners_and_sites(&server, &sites)
+    } else {
+        files_line(&url, server_files.as_ref())
+    };
+    let admin = server.admin_addr().map_or(String::new(), |a| {
+        format!("  admin on http://{a}/metrics and /healthz\n")
+    });
+    let banner = format!(
+        "linerate serving on {url} ({} worker{}{})\n{routes}{site}\
+{https}{admin}Stop with Ctrl-C (graceful drain).\n",
         server.workers(),
         if server.workers() == 1 { "" } else { "s" },
         if server.steering() {
@@ -195,7 +287,7 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     let _ = std::io::Write::write_all(&mut out, banner.as_bytes())
         .and_then(|_| std::io::Write::flush(&mut out));
     drop(out);
-    server.run_until_signal().context("server failed")?;
+    server.run().context("server failed")?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -225,5 +317,257 @@ fn tls_config(a: &ServeArgs) -> anyhow::Result<Option<linerate_server::TlsConfig
             cert.display()
         ),
         Err(e) => bail!("--tls-cert/--tls-key: {e}"),
+    }
+}
+
+/// The banner's line for the static site, if one is mounted.
+fn files_line(url: &str, files: Option<&linerate_server::config::FilesMount>) -> String {
+    files.map_or(String::new(), |m| {
+        format!(
+            "  GET  {url}{}/           files from {}\n",
+            m.prefix,
+            m.root.display()
+        )
+    })
+}
+
+/// The configuration the flags alone describe (every flag, given or default).
+fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
+    let tls = tls_config(a)?;
+    let files = a
+        .root
+        .clone()
+        .map(|root| linerate_server::config::FilesMount {
+            prefix: a.root_prefix.trim_end_matches('/').to_string(),
+            root,
+        });
+    let config = Config {
+        addr: a.addr,
+        files,
+        tls,
+        cpus: a.cpus.clone().unwrap_or_default(),
+        workers: a.workers.unwrap_or(0),
+        pin: !a.no_pin,
+        steering: !a.no_steering,
+        limits: linerate_http1::Limits {
+            max_head_bytes: a.max_head_bytes,
+            max_headers: a.max_headers,
+            ..Default::default()
+        },
+        max_body_bytes: a.max_body_bytes,
+        max_stream_body_bytes: a.max_stream_body_bytes,
+        header_timeout: a.header_timeout,
+        body_timeout: a.body_timeout,
+        min_body_rate: a.min_body_rate,
+        keepalive_timeout: a.keepalive_timeout,
+        send_timeout: a.send_timeout,
+        max_requests_per_conn: a
+            .max_requests_per_conn
+            .unwrap_or(defaults::MAX_REQUESTS_PER_CONN),
+        drain_timeout: a.drain_timeout,
+        compression: linerate_server::config::Compression {
+            enabled: !a.no_compression,
+            min_bytes: a.compress_min_bytes,
+            ..Default::default()
+        },
+        access_log: a.access_log.clone().map(|p| {
+            if p.as_os_str() == "-" {
+                LogTarget::Stdout
+            } else {
+                LogTarget::File(p)
+            }
+        }),
+        admin: a.admin,
+        access_log_format: match a.access_log_format {
+            LogFormatArg::Combined => linerate_server::access_log::LogFormat::Combined,
+            LogFormatArg::Json => linerate_server::access_log::LogFormat::Json,
+        },
+        ..Config::default()
+    };
+    Ok(config)
+}
+
+/// `file` with the flags given on the command line (`explicit`) laid over it.
+fn overlay(mut file: Config, flags: Config, explicit: &[String]) -> Config {
+    let given = |id: &str| explicit.iter().any(|e| e == id);
+    if ["addr", "tls_port", "tls_cert", "tls_key"]
+        .iter()
+        .any(|f| given(f))
+    {
+        // Listening flags replace the file's listeners.
+        file.listeners = flags.listen_list();
+    }
+    for l in &mut file.listeners {
+        if let Some(t) = &mut l.tls {
+            if given("no_ktls") {
+                t.ktls = false;
+            }
+            if given("tls_key_update") {
+                t.key_update_bytes = flags
+                    .tls
+                    .as_ref()
+                    .map_or(t.key_update_bytes, |f| f.key_update_bytes);
+            }
+        }
+    }
+    macro_rules! take {
+        ($($id:literal => $($field:ident).+),* $(,)?) => {
+            $(if given($id) { file.$($field).+ = flags.$($field).+.clone(); })*
+        };
+    }
+    take! {
+        "workers" => workers,
+        "cpus" => cpus,
+        "no_pin" => pin,
+        "no_steering" => steering,
+        "no_compression" => compression.enabled,
+        "compress_min_bytes" => compression.min_bytes,
+        "max_head_bytes" => limits.max_head_bytes,
+        "max_headers" => limits.max_headers,
+        "max_body_bytes" => max_body_bytes,
+        "max_stream_body_bytes" => max_stream_body_bytes,
+        "header_timeout" => header_timeout,
+        "body_timeout" => body_timeout,
+        "min_body_rate" => min_body_rate,
+        "keepalive_timeout" => keepalive_timeout,
+        "send_timeout" => send_timeout,
+        "max_requests_per_conn" => max_requests_per_conn,
+        "drain_timeout" => drain_timeout,
+        "access_log" => access_log,
+        "access_log_format" => access_log_format,
+        "admin" => admin,
+    }
+    file
+}
+
+/// One line on what a good configuration file sets up.
+fn summary(f: &crate::conf::FileConfig) -> String {
+    let listeners: Vec<String> = f
+        .server
+        .listeners
+        .iter()
+        .map(|l| format!("{}{}", l.addr, if l.tls.is_some() { " (TLS)" } else { "" }))
+        .collect();
+    let sites: Vec<String> = f
+        .server
+        .sites
+        .iter()
+        .map(|s| {
+            let names = if s.names.is_empty() {
+                "(no names)".to_string()
+            } else {
+                s.names.join(" ")
+            };
+            if s.default {
+                format!("{names} [default]")
+            } else {
+                names
+            }
+        })
+        .collect();
+    format!(
+        "{} listener{}: {}; {} site{}: {}",
+        listeners.len(),
+        if listeners.len() == 1 { "" } else { "s" },
+        listeners.join(", "),
+        sites.len(),
+        if sites.len() == 1 { "" } else { "s" },
+        sites.join("; ")
+    )
+}
+
+/// The banner's lines for a configuration file: every listener but the first, then the sites.
+fn listeners_and_sites(server: &Server, sites: &[linerate_server::Site]) -> String {
+    let mut out = String::new();
+    for (addr, tls) in server.listening().iter().skip(1) {
+        let scheme = match (addr, tls) {
+            (linerate_server::ListenAddr::Unix(_), _) => "",
+            (_, true) => "https://",
+            (_, false) => "http://",
+        };
+        out += &format!("  also on {scheme}{addr}\n");
+    }
+    for s in sites {
+        let names = if s.names.is_empty() {
+            "(any name)".to_string()
+        } else {
+            s.names.join(" ")
+        };
+        let roots: Vec<String> = s
+            .mounts
+            .iter()
+            .map(|m| format!("{}/ from {}", m.prefix, m.root.display()))
+            .collect();
+        out += &format!(
+            "  site {names}{}: {}{}\n",
+            if s.default { " [default]" } else { "" },
+            if s.app { "demo routes; " } else { "" },
+            if roots.is_empty() {
+                "no files".to_string()
+            } else {
+                roots.join(", ")
+            }
+        );
+    }
+    out
+}
+
+/// SIGHUP with a configuration file: read it again; swap in its sites and certificates (no
+/// connection or request is dropped); say what else changed and needs a restart. A file with
+/// a mistake changes nothing.
+fn reload_file(
+    path: &std::path::Path,
+    flags: &Config,
+    explicit: &[String],
+    running: &Config,
+    demo_mounted: bool,
+    control: &linerate_server::ControlHandle,
+) {
+    let f = match crate::conf::load(path) {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::error!("SIGHUP: {e}; the configuration in use stays");
+            return;
+        }
+    };
+    let new = overlay(f.server, flags.clone(), explicit);
+    let listeners = |c: &Config| {
+        c.listen_list()
+            .iter()
+            .map(|l| {
+                let tls = l.tls.as_ref().map(|t| (t.cert.clone(), t.key.clone()));
+                (l.addr.to_string(), tls)
+            })
+            .collect::<Vec<_>>()
+    };
+    if listeners(&new) != listeners(running) {
+        tracing::warn!(
+            "SIGHUP: the listeners in {} changed; restart to apply them (those in use stay)",
+            path.display()
+        );
+    }
+    let rest = |c: &Config| {
+        let mut c = c.clone();
+        c.sites.clear();
+        c.listeners.clear();
+        format!("{c:?}")
+    };
+    if rest(&new) != rest(running) {
+        tracing::warn!(
+            "SIGHUP: workers, limits, timeouts, logs or admin changed in {}; restart to apply them",
+            path.display()
+        );
+    }
+    if f.demo && !demo_mounted {
+        tracing::warn!("SIGHUP: app = \"demo\" was not mounted at start; restart to mount it");
+    }
+    linerate_server::reload_certificates(control);
+    match control.reload_sites(&new) {
+        Ok(()) => tracing::info!(
+            sites = new.sites.len(),
+            "SIGHUP: sites reloaded from {}",
+            path.display()
+        ),
+        Err(e) => tracing::error!("SIGHUP: sites not reloaded, those in use stay: {e}"),
     }
 }

@@ -2,6 +2,8 @@
 //! that reads responses framed by Content-Length. Every read has a timeout so no test hangs.
 #![allow(dead_code)]
 
+pub mod bin;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::thread::JoinHandle;

@@ -41,7 +41,16 @@ pub enum Behavior {
     StallOnce { nth: u64, ms: u64 },
     /// Every n-th response on a connection carries `Connection: close`, then the server closes.
     CloseEvery(u64),
+    /// 404 with a body, for every request.
+    NotFound,
+    /// `OK`, but every n-th request (counted over the whole server) gets a 404.
+    NotFoundEvery(u64),
+    /// `OK` for the first n requests (over the whole server); then the server dies: it stops
+    /// listening and closes every connection, answering nothing more.
+    DieAfter(u64),
 }
+
+const NOT_FOUND: &[u8] = b"HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\nnot found";
 
 #[derive(Default)]
 pub struct Counters {
@@ -150,6 +159,18 @@ fn serve(
             on_conn += 1;
             match behavior {
                 Behavior::Ok => out.extend_from_slice(OK),
+                Behavior::NotFound => out.extend_from_slice(NOT_FOUND),
+                Behavior::NotFoundEvery(k) if nth.is_multiple_of(k) => {
+                    out.extend_from_slice(NOT_FOUND)
+                }
+                Behavior::NotFoundEvery(_) => out.extend_from_slice(OK),
+                Behavior::DieAfter(k) if nth > k => {
+                    // The accept loop sees the flag and drops the listener; every connection
+                    // thread returns, closing its socket.
+                    stop.store(true, Ordering::SeqCst);
+                    return;
+                }
+                Behavior::DieAfter(_) => out.extend_from_slice(OK),
                 Behavior::Status500 => out.extend_from_slice(
                     b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\noops",
                 ),

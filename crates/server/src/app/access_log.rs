@@ -1,5 +1,7 @@
-//! The access log: nginx `combined` lines, formatted on the worker, written by a logger
-//! thread so a slow disk or pipe never blocks a worker.
+//! The access log: nginx `combined` lines followed by the request time in microseconds, or
+//! one JSON object per line; formatted on the worker, written by a logger thread so a slow
+//! disk or pipe never blocks a worker; reopened on request (SIGUSR1, after logrotate renamed
+//! the file).
 //!
 //! Owns formatting and hand-off. Each worker appends lines to its own buffer and hands the
 //! whole buffer over a bounded channel once per event-loop turn; if the logger falls behind,
@@ -26,6 +28,27 @@ const CHANNEL_BATCHES: usize = 1024;
 /// A worker hands its batch over at the end of a loop turn or once it reaches this size.
 pub(crate) const BATCH_BYTES: usize = 64 * 1024;
 
+/// The line format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// nginx `combined`, then the request time in µs:
+    /// `127.0.0.1 - - [10/Oct/2000:13:55:36 +0000] "GET / HTTP/1.1" 200 13 "-" "curl/8" 57`.
+    #[default]
+    Combined,
+    /// One JSON object per line: `{"time":"…","remote_addr":"127.0.0.1","method":"GET",
+    /// "target":"/","version":"HTTP/1.1","status":200,"bytes":13,"referer":null,
+    /// "user_agent":"curl/8","request_time_us":57}`.
+    Json,
+}
+
+/// What the logger thread receives.
+pub(crate) enum LogMsg {
+    /// A batch of whole lines.
+    Lines(String),
+    /// Close the file and open its path again (it was renamed or removed).
+    Reopen,
+}
+
 /// One request's facts for the log line.
 pub(crate) struct AccessEntry<'a> {
     pub peer: Option<SocketAddr>,
@@ -36,13 +59,16 @@ pub(crate) struct AccessEntry<'a> {
     pub bytes: usize,
     pub referer: Option<&'a [u8]>,
     pub user_agent: Option<&'a [u8]>,
+    /// From the request head's arrival to its answer, when known.
+    pub request_time_us: Option<u64>,
 }
 
 /// A worker's side of the log.
 pub(crate) struct LogBuffer {
     lines: String,
-    tx: SyncSender<String>,
+    tx: SyncSender<LogMsg>,
     dropped: u64,
+    format: LogFormat,
     /// `[10/Oct/2000:13:55:36 +0000]`, refreshed with the Date cache.
     time_local: String,
 }
@@ -57,17 +83,43 @@ impl LogBuffer {
             Version::Http10 => "HTTP/1.0",
             Version::Http11 => "HTTP/1.1",
         };
-        let _ = write!(self.lines, "{ip} - - [{}] \"", self.time_local);
-        if e.method == "-" {
-            self.lines.push('-');
-        } else {
-            let _ = write!(self.lines, "{} {} {version}", e.method, e.target);
+        match self.format {
+            LogFormat::Combined => {
+                let _ = write!(self.lines, "{ip} - - [{}] \"", self.time_local);
+                if e.method == "-" {
+                    self.lines.push('-');
+                } else {
+                    let _ = write!(self.lines, "{} {} {version}", e.method, e.target);
+                }
+                let _ = write!(self.lines, "\" {} {} \"", e.status, e.bytes);
+                escape_into(&mut self.lines, e.referer);
+                self.lines.push_str("\" \"");
+                escape_into(&mut self.lines, e.user_agent);
+                self.lines.push('"');
+                match e.request_time_us {
+                    Some(us) => {
+                        let _ = writeln!(self.lines, " {us}");
+                    }
+                    None => self.lines.push_str(" -\n"),
+                }
+            }
+            LogFormat::Json => {
+                let text = |v: Option<&[u8]>| v.map(|b| String::from_utf8_lossy(b).into_owned());
+                let line = serde_json::json!({
+                    "time": self.time_local,
+                    "remote_addr": e.peer.map(|p| p.ip().to_string()),
+                    "method": (e.method != "-").then_some(e.method),
+                    "target": (e.method != "-").then_some(e.target),
+                    "version": version,
+                    "status": e.status,
+                    "bytes": e.bytes,
+                    "referer": text(e.referer),
+                    "user_agent": text(e.user_agent),
+                    "request_time_us": e.request_time_us,
+                });
+                let _ = writeln!(self.lines, "{line}");
+            }
         }
-        let _ = write!(self.lines, "\" {} {} \"", e.status, e.bytes);
-        escape_into(&mut self.lines, e.referer);
-        self.lines.push_str("\" \"");
-        escape_into(&mut self.lines, e.user_agent);
-        self.lines.push_str("\"\n");
         if self.lines.len() >= BATCH_BYTES {
             self.hand_off();
         }
@@ -79,7 +131,7 @@ impl LogBuffer {
             return;
         }
         let batch = std::mem::take(&mut self.lines);
-        match self.tx.try_send(batch) {
+        match self.tx.try_send(LogMsg::Lines(batch)) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                 self.dropped += 1;
@@ -124,37 +176,49 @@ fn escape_into(out: &mut String, v: Option<&[u8]>) {
 }
 
 /// The logger: one thread that writes batches to the target.
+#[derive(Clone)]
 pub(crate) struct Logger {
-    tx: SyncSender<String>,
+    tx: SyncSender<LogMsg>,
+    format: LogFormat,
 }
 
 impl Logger {
-    /// Opens the target and starts the writer thread.
-    pub(crate) fn start(target: &LogTarget) -> std::io::Result<Logger> {
-        let mut sink: Box<dyn std::io::Write + Send> = match target {
-            LogTarget::Stdout => Box::new(std::io::stdout()),
-            LogTarget::File(p) => Box::new(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)?,
-            ),
-        };
-        let (tx, rx): (SyncSender<String>, Receiver<String>) = sync_channel(CHANNEL_BATCHES);
+    /// Opens the target (an error names the path) and starts the writer thread.
+    pub(crate) fn start(target: &LogTarget, format: LogFormat) -> std::io::Result<Logger> {
+        let mut sink = open(target)?;
+        let target = target.clone();
+        let (tx, rx): (SyncSender<LogMsg>, Receiver<LogMsg>) = sync_channel(CHANNEL_BATCHES);
         std::thread::Builder::new()
             .name("linerate-log".into())
             .spawn(move || {
-                for batch in rx {
-                    if sink
-                        .write_all(batch.as_bytes())
-                        .and_then(|_| sink.flush())
-                        .is_err()
-                    {
-                        tracing::error!("access log write failed");
+                for msg in rx {
+                    match msg {
+                        LogMsg::Lines(batch) => {
+                            if let Err(e) =
+                                sink.write_all(batch.as_bytes()).and_then(|_| sink.flush())
+                            {
+                                tracing::error!(error = %e, "access log write failed");
+                            }
+                        }
+                        LogMsg::Reopen => match open(&target) {
+                            Ok(s) => {
+                                sink = s;
+                                tracing::info!("access log reopened");
+                            }
+                            Err(e) => tracing::error!(
+                                error = %e,
+                                "access log not reopened; still writing to the old file"
+                            ),
+                        },
                     }
                 }
             })?;
-        Ok(Logger { tx })
+        Ok(Logger { tx, format })
+    }
+
+    /// Asks the writer to reopen the file once the batches before this call are written.
+    pub(crate) fn reopen(&self) {
+        let _ = self.tx.send(LogMsg::Reopen);
     }
 
     /// A buffer for one worker.
@@ -163,9 +227,29 @@ impl Logger {
             lines: String::new(),
             tx: self.tx.clone(),
             dropped: 0,
+            format: self.format,
             time_local: String::new(),
         }
     }
+}
+
+/// Opens a log target for appending; the error names the path.
+fn open(target: &LogTarget) -> std::io::Result<Box<dyn std::io::Write + Send>> {
+    Ok(match target {
+        LogTarget::Stdout => Box::new(std::io::stdout()),
+        LogTarget::File(p) => Box::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| {
+                    std::io::Error::new(
+                        e.kind(),
+                        format!("cannot open access log {}: {e}", p.display()),
+                    )
+                })?,
+        ),
+    })
 }
 
 #[cfg(test)]
@@ -179,6 +263,7 @@ mod tests {
             lines: String::new(),
             tx,
             dropped: 0,
+            format: LogFormat::Combined,
             time_local: String::new(),
         };
         b.set_time(b"Sun, 06 Nov 1994 08:49:37 GMT");
@@ -191,11 +276,15 @@ mod tests {
             bytes: 27,
             referer: None,
             user_agent: Some(b"curl/8 \"x\""),
+            request_time_us: Some(57),
         });
         b.hand_off();
+        let LogMsg::Lines(batch) = rx.recv().unwrap() else {
+            panic!("a batch")
+        };
         assert_eq!(
-            rx.recv().unwrap(),
-            "127.0.0.1 - - [06/Nov/1994:08:49:37 +0000] \"GET /json HTTP/1.1\" 200 27 \"-\" \"curl/8 \\x22x\\x22\"\n"
+            batch,
+            "127.0.0.1 - - [06/Nov/1994:08:49:37 +0000] \"GET /json HTTP/1.1\" 200 27 \"-\" \"curl/8 \\x22x\\x22\" 57\n"
         );
     }
 }

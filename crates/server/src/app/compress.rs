@@ -1,8 +1,9 @@
 //! Dynamic response compression: gzip or br for in-memory bodies when the client asks.
 //!
 //! Owns the decision (status 200, compressible Content-Type, body held in memory and at least
-//! `min_bytes`, no Content-Encoding from the handler) and the compressing. It never touches
-//! file bodies (those go out with sendfile; static files use precompressed siblings) and never
+//! `min_bytes`, no Content-Encoding from the handler, no `Cache-Control: no-transform`: a
+//! route's way to opt out) and the compressing. File bodies are `static_gz`'s (compressed once
+//! per worker and cached, when no precompressed sibling serves); this never
 //! compresses for a request without Accept-Encoding. Every eligible response gets
 //! `Vary: Accept-Encoding`, compressed or not, so caches keep the variants apart. The coding
 //! is chosen by the static-file module's RFC 9110 §12.5.3 parser (`files::encoding::choose`):
@@ -82,10 +83,7 @@ pub fn negotiate(mut resp: Response, accept: Option<&[u8]>, cfg: &Compression) -
     if !eligible(&resp, cfg) {
         return resp;
     }
-    if !has_token(&resp, "vary", "accept-encoding") && !has_token(&resp, "vary", "*") {
-        resp.headers
-            .push((Cow::Borrowed("Vary"), Cow::Borrowed("Accept-Encoding")));
-    }
+    add_vary(&mut resp);
     let coding = encoding::choose(accept, |_| true);
     let body = resp.body.as_bytes();
     let encoded = match coding {
@@ -107,6 +105,27 @@ pub fn negotiate(mut resp: Response, accept: Option<&[u8]>, cfg: &Compression) -
     resp
 }
 
+/// `resp` (a file answer) carrying `encoded`, its body in `coding`: Content-Encoding, `Vary`,
+/// a weak ETag (see `static_gz`).
+pub(crate) fn with_encoding(mut resp: Response, coding: Encoding, encoded: Vec<u8>) -> Response {
+    add_vary(&mut resp);
+    if let Some(name) = coding.content_encoding() {
+        resp.headers
+            .push((Cow::Borrowed("Content-Encoding"), Cow::Borrowed(name)));
+        weaken_etag(&mut resp);
+    }
+    resp.body = Body::Owned(encoded);
+    resp
+}
+
+/// `Vary: Accept-Encoding`, unless the answer already varies on it (or on everything).
+pub(crate) fn add_vary(resp: &mut Response) {
+    if !has_token(resp, "vary", "accept-encoding") && !has_token(resp, "vary", "*") {
+        resp.headers
+            .push((Cow::Borrowed("Vary"), Cow::Borrowed("Accept-Encoding")));
+    }
+}
+
 /// Whether `resp` may be compressed at all, whatever the client accepts; exactly the
 /// responses that vary on Accept-Encoding.
 pub(crate) fn eligible(resp: &Response, cfg: &Compression) -> bool {
@@ -116,10 +135,18 @@ pub(crate) fn eligible(resp: &Response, cfg: &Compression) -> bool {
         && in_memory
         && resp.body.as_bytes().len() >= cfg.min_bytes
         && resp.content_type.as_deref().is_some_and(compressible)
-        && !resp
-            .headers
-            .iter()
-            .any(|(n, _)| n.eq_ignore_ascii_case("content-encoding"))
+        && !resp.headers.iter().any(|(n, v)| {
+            n.eq_ignore_ascii_case("content-encoding")
+                || (n.eq_ignore_ascii_case("cache-control") && no_transform(v))
+        })
+}
+
+/// `Cache-Control: no-transform`: how a route opts out of compression (a secret beside
+/// reflected input over HTTPS: BREACH).
+fn no_transform(value: &str) -> bool {
+    value
+        .split(',')
+        .any(|d| d.trim().eq_ignore_ascii_case("no-transform"))
 }
 
 /// Whether a Content-Type names a media type that compresses well (text, JSON, XML, SVG…).

@@ -99,6 +99,12 @@ impl OwnedRequest {
 #[derive(Debug, Default)]
 pub(crate) struct Meta {
     pub head: bool,
+    /// The site that took the request (its compression and decorations apply).
+    pub site: usize,
+    /// When the request's head was in (µs; 0 unless metrics or the log are on).
+    pub started: u64,
+    /// The request's path, when the site decorates answers (fields by path).
+    pub path: Option<Vec<u8>>,
     pub accept_encoding: Option<Vec<u8>>,
     pub log: Option<LogMeta>,
 }

@@ -12,17 +12,19 @@ use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use linerate_http1::{BodyDecoder, Framing, Method, RequestHead};
+use linerate_http1::{BodyDecoder, Framing, Method, RequestHead, TargetForm};
 
 use super::access_log::AccessEntry;
 use super::deferred::{LogMeta, Meta, OwnedHead, OwnedRequest, Responder};
 use super::files::{ALLOW, FileAnswer, HeadView, StaticFiles};
 use super::request::{Params, Request};
 use super::response::{Body, FileBody, Response};
-use super::router::{BodySink, DeferredFn, Handler, Lookup, Route};
+use super::router::{BodySink, DeferredFn, Handler, Lookup, Route, add_method};
+use super::sites::Sites;
 use super::{App, AppIo, body_bytes, compress};
 use crate::config::FilesMount;
 use crate::h1::{Decision, Exchange, Service};
+use crate::stats::Kind;
 
 /// A request whose body is being read: its route, and where the body goes. Boxed, so the
 /// [`Decision`] every request returns stays the size of a `Response`.
@@ -30,6 +32,9 @@ pub(crate) struct Pending(Box<PendingBody>);
 
 struct PendingBody {
     route: usize,
+    site: usize,
+    /// When the request's head was in (µs; 0 unless timing).
+    started: u64,
     params: Params,
     head: OwnedHead,
     sink: Sink,
@@ -43,11 +48,19 @@ enum Sink {
 /// The application, serving one connection for the length of one driver call.
 pub(crate) struct ConnApp<'a> {
     pub app: &'a App,
+    /// The worker's sites (swapped between events by a reload, never during a call).
+    pub sites: &'a Sites,
     pub io: &'a mut AppIo,
     /// The client's address (kept only when the access log is on).
     pub peer: Option<&'a SocketAddr>,
     /// The driver's name for the connection: where deferred answers go.
     pub token: u64,
+    /// The site answering the request at hand (see `sites`).
+    pub site: usize,
+    /// What answers the request at hand (metrics).
+    pub kind: Kind,
+    /// When its head was in (µs, `sys::monotonic_us`), when metrics or the log are on.
+    pub started: u64,
 }
 
 impl Service for ConnApp<'_> {
@@ -57,25 +70,45 @@ impl Service for ConnApp<'_> {
     fn request(&mut self, req: Exchange<'_>) -> Decision<Pending> {
         let app = self.app;
         let head = req.head;
-        if matches!(head.method(), Method::Other | Method::Connect) {
-            return self.respond(head, req.buf, text_status(501));
+        if app.timing {
+            self.started = crate::sys::monotonic_us();
+            self.kind = Kind::Server;
+        }
+        self.site = self.sites.pick(head, req.buf);
+        match head.method() {
+            Method::Other | Method::Connect => {
+                return self.respond(head, req.buf, text_status(501));
+            }
+            Method::Options => return self.options(req),
+            _ => {}
+        }
+        let site = self.sites.get(self.site);
+        let path = head.path_bytes(req.buf);
+        if let Some(resp) = site.redirect(path, head.query(req.buf)) {
+            return self.respond(head, req.buf, resp);
         }
         let mut params = Params::default();
-        match app
-            .router
-            .lookup(head.method(), head.path_bytes(req.buf), &mut params)
-        {
+        let lookup = if site.app {
+            app.router.lookup(head.method(), path, &mut params)
+        } else {
+            Lookup::NotFound
+        };
+        match lookup {
             Lookup::Found(index, route) => self.route(index, route, params, req),
             Lookup::NotFound => {
-                let below_mount = app
-                    .files
-                    .as_ref()
-                    .and_then(|m| Some((m, m.strip(head.path_bytes(req.buf))?)));
-                let resp = match (self.io.files.as_ref(), below_mount) {
-                    (Some(files), Some((mount, rest))) => {
-                        file_response(files, mount, head, req.buf, rest)
+                let resp = match site.mount(path) {
+                    Some((i, mount, rest)) => {
+                        self.kind = Kind::File;
+                        let files = &self.io.files[self.site][i];
+                        let resp = file_response(files, mount, head, req.buf, rest);
+                        if site.compression.enabled && matches!(resp.body, Body::File(_)) {
+                            let accept = head.header(req.buf, "accept-encoding");
+                            self.io.static_gz.apply(resp, accept, &site.compression)
+                        } else {
+                            resp
+                        }
                     }
-                    _ => text_status(404),
+                    None => text_status(404),
                 };
                 self.respond(head, req.buf, resp)
             }
@@ -96,7 +129,9 @@ impl Service for ConnApp<'_> {
                 if catch_unwind(AssertUnwindSafe(|| s.data(data))).is_err() {
                     tracing::error!("body sink panicked; answering 500");
                     let resp = text_status(500);
-                    self.log(&pending.head.head, &pending.head.bytes, &resp);
+                    if self.app.timing {
+                        self.account(&pending.head.head, &pending.head.bytes, &resp);
+                    }
                     return Err(resp);
                 }
             }
@@ -108,10 +143,15 @@ impl Service for ConnApp<'_> {
         let app = self.app;
         let PendingBody {
             route,
+            site,
+            started,
             params,
             head,
             sink,
         } = *pending.0;
+        self.site = site;
+        self.started = started;
+        self.kind = Kind::Route;
         let Some(route) = app.router.at(route) else {
             return self.respond(&head.head, &head.bytes, text_status(500).close());
         };
@@ -150,6 +190,9 @@ impl Service for ConnApp<'_> {
     }
 
     fn answered(&mut self, status: u16, body_bytes: u64) {
+        if self.app.metrics {
+            self.io.counters.refusal(status);
+        }
         if let Some(log) = self.io.log.as_mut() {
             log.push(&AccessEntry {
                 peer: self.peer.copied(),
@@ -160,12 +203,51 @@ impl Service for ConnApp<'_> {
                 bytes: body_bytes as usize,
                 referer: None,
                 user_agent: None,
+                request_time_us: None,
             });
         }
     }
 }
 
 impl<'a> ConnApp<'a> {
+    /// OPTIONS (RFC 9110 §9.3.7): a route registered for it answers; otherwise the server
+    /// does — `204` with `Allow` for a path something serves, `200` with every method the
+    /// server takes for `OPTIONS *`, `404` for a path nothing serves.
+    #[cold]
+    #[inline(never)]
+    fn options(&mut self, req: Exchange<'_>) -> Decision<Pending> {
+        let (app, head) = (self.app, req.head);
+        let site = self.sites.get(self.site);
+        let asterisk = head.target_form() == TargetForm::Asterisk;
+        let path = head.path_bytes(req.buf);
+        if !asterisk && site.app {
+            let mut params = Params::default();
+            if let Lookup::Found(index, route) =
+                app.router.lookup(Method::Options, path, &mut params)
+            {
+                return self.route(index, route, params, req);
+            }
+        }
+        let mut allow = if site.app {
+            app.router.allowed((!asterisk).then_some(path))
+        } else {
+            Vec::new()
+        };
+        if (asterisk && !site.mounts.is_empty()) || site.mount(path).is_some() {
+            add_method(&mut allow, "GET");
+            add_method(&mut allow, "HEAD");
+        }
+        let resp = if allow.is_empty() && !asterisk {
+            text_status(404)
+        } else {
+            add_method(&mut allow, "OPTIONS");
+            Response::new(if asterisk { 200 } else { 204 })
+                .try_header("Allow", allow.join(", "))
+                .unwrap_or_else(|_| text_status(500))
+        };
+        self.respond(head, req.buf, resp)
+    }
+
     /// Calls the route's handler, or arranges for its body to be read first.
     #[inline(always)]
     fn route<'b>(
@@ -177,6 +259,7 @@ impl<'a> ConnApp<'a> {
     ) -> Decision<Pending> {
         let app = self.app;
         let head = req.head;
+        self.kind = Kind::Route;
         let declared = match head.framing() {
             Framing::Length(len) => len,
             _ => 0,
@@ -263,6 +346,8 @@ impl<'a> ConnApp<'a> {
             limit,
             pending: Pending(Box::new(PendingBody {
                 route,
+                site: self.site,
+                started: self.started,
                 params,
                 head: OwnedHead::copy(head, buf),
                 sink,
@@ -288,10 +373,13 @@ impl<'a> ConnApp<'a> {
         }
         let h = &head.head;
         let buf = &head.bytes[..];
+        let site = self.sites.get(self.site);
         let meta = Box::new(Meta {
             head: h.method() == Method::Head,
-            accept_encoding: self
-                .app
+            site: self.site,
+            started: self.started,
+            path: site.decorates.then(|| h.path_bytes(buf).to_vec()),
+            accept_encoding: site
                 .compression
                 .enabled
                 .then(|| h.header(buf, "accept-encoding").map(<[u8]>::to_vec))
@@ -326,19 +414,30 @@ impl<'a> ConnApp<'a> {
     /// An answer decided now: compressed when eligible, logged.
     #[inline(always)]
     fn respond(&mut self, head: &RequestHead, buf: &[u8], mut resp: Response) -> Decision<Pending> {
+        let site = self.sites.get(self.site);
+        if site.decorates {
+            resp = site.decorate(head.path_bytes(buf), resp, generated);
+        }
         // HEAD is compressed too, so its Content-Length matches GET's (RFC 9110 §9.3.2).
         // Eligibility first: most responses (small, binary, files) never look up the field.
-        if compress::eligible(&resp, &self.app.compression) {
+        if compress::eligible(&resp, &site.compression) {
             let accept = head.header(buf, "accept-encoding");
-            resp = compress::negotiate(resp, accept, &self.app.compression);
+            resp = compress::negotiate(resp, accept, &site.compression);
         }
-        if self.io.log.is_some() {
-            self.log(head, buf, &resp);
+        if self.app.timing {
+            self.account(head, buf, &resp);
         }
         Decision::Respond(resp)
     }
 
-    fn log(&mut self, head: &RequestHead, buf: &[u8], resp: &Response) {
+    /// Counts the answer (metrics) and writes its access-log line, with the time since the
+    /// request's head was in.
+    #[inline(never)]
+    fn account(&mut self, head: &RequestHead, buf: &[u8], resp: &Response) {
+        let us = crate::sys::monotonic_us().saturating_sub(self.started);
+        if self.app.metrics {
+            self.io.counters.answered(resp.status, self.kind, us);
+        }
         if let Some(log) = self.io.log.as_mut() {
             log.push(&AccessEntry {
                 peer: self.peer.copied(),
@@ -349,6 +448,7 @@ impl<'a> ConnApp<'a> {
                 bytes: body_bytes(head.method() == Method::Head, resp),
                 referer: head.header(buf, "referer"),
                 user_agent: head.header(buf, "user-agent"),
+                request_time_us: Some(us),
             });
         }
     }
@@ -364,7 +464,18 @@ fn call(f: impl FnOnce() -> Response) -> Response {
 
 /// A response whose body is the status line's reason.
 pub(crate) fn text_status(status: u16) -> Response {
-    let body: &'static str = match status {
+    Response::text(status_body(status)).status(status)
+}
+
+/// Whether `resp`'s body is the one [`text_status`] generates for its status (an error page
+/// may replace it; a handler's own body stays).
+pub(crate) fn generated(resp: &Response) -> bool {
+    matches!(&resp.body, Body::Static(b) if *b == status_body(resp.status).as_bytes())
+}
+
+/// The body [`text_status`] sends for `status`.
+fn status_body(status: u16) -> &'static str {
+    match status {
         400 => "Bad Request\n",
         403 => "Forbidden\n",
         404 => "Not Found\n",
@@ -374,8 +485,7 @@ pub(crate) fn text_status(status: u16) -> Response {
         501 => "Not Implemented\n",
         503 => "Service Unavailable\n",
         _ => "",
-    };
-    Response::text(body).status(status)
+    }
 }
 
 /// The static-file mount's answer to a request below it (`rest`: the path under the prefix).

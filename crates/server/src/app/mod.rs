@@ -21,10 +21,12 @@ pub mod files;
 pub mod request;
 pub mod response;
 pub mod router;
+pub(crate) mod sites;
+pub(crate) mod static_gz;
 
 use std::sync::Arc;
 
-use crate::config::{Compression, Config, FilesMount};
+use crate::config::Config;
 use crate::stats::Counters;
 use access_log::{AccessEntry, LogBuffer};
 use deferred::{Done, Inbox};
@@ -37,47 +39,58 @@ pub(crate) use dispatch::{ConnApp, Pending};
 /// What every worker shares, read-only: the routes and the settings answers depend on.
 pub(crate) struct App {
     pub router: Router,
-    pub files: Option<FilesMount>,
-    pub compression: Compression,
     pub max_body_bytes: u64,
     pub max_stream_body_bytes: u64,
     /// Deferred requests one worker may have outstanding; beyond, 503 with Retry-After.
     pub max_deferred_per_worker: usize,
     /// Keep the peer's address (only the access log uses it).
     pub logs: bool,
+    /// Count requests for `/metrics` (an admin listener is on).
+    pub metrics: bool,
+    /// Time requests (metrics or the access log are on).
+    pub timing: bool,
 }
 
 impl App {
     pub(crate) fn new(router: Router, config: &Config) -> App {
         App {
             router,
-            files: config.files.clone(),
-            compression: config.compression.clone(),
             max_body_bytes: config.max_body_bytes,
             max_stream_body_bytes: config.max_stream_body_bytes,
             max_deferred_per_worker: config.max_deferred_per_worker,
             logs: config.access_log.is_some(),
+            metrics: config.admin.is_some(),
+            timing: config.admin.is_some() || config.access_log.is_some(),
         }
     }
 }
 
 /// One worker's application state.
 pub(crate) struct AppIo {
-    /// This worker's static-file server (its own open-file cache), when a root is mounted.
-    pub files: Option<StaticFiles>,
+    /// This worker's static-file servers (their own open-file caches), by site and mount.
+    pub files: Vec<Vec<StaticFiles>>,
     pub log: Option<LogBuffer>,
     /// Where this worker's deferred answers come back.
     pub inbox: Arc<Inbox>,
     /// Responders handed out and not yet reported back.
     pub outstanding: usize,
     pub counters: Arc<Counters>,
+    /// Metrics are on (`App::metrics`, kept here for the driver's close path).
+    pub counters_on: bool,
+    /// Static files compressed on the fly, cached.
+    pub static_gz: static_gz::StaticGz,
 }
 
 impl AppIo {
     /// Turns a deferred answer that came back into the response to send: a dropped
     /// `Responder` is a 500; compression and the access-log line happen here, on the worker,
     /// as for any answer.
-    pub(crate) fn finish(&mut self, app: &App, done: Done) -> (u64, u64, Response) {
+    pub(crate) fn finish(
+        &mut self,
+        app: &App,
+        sites: &sites::Sites,
+        done: Done,
+    ) -> (u64, u64, Response) {
         self.outstanding = self.outstanding.saturating_sub(1);
         self.counters.set_outstanding(self.outstanding);
         let Done {
@@ -90,8 +103,17 @@ impl AppIo {
             tracing::error!("a deferred handler dropped its Responder without answering");
             crate::h1::status_response(500, "the handler did not answer")
         });
-        if compress::eligible(&resp, &app.compression) {
-            resp = compress::negotiate(resp, meta.accept_encoding.as_deref(), &app.compression);
+        let site = sites.get(meta.site);
+        if let Some(path) = &meta.path {
+            resp = site.decorate(path, resp, dispatch::generated);
+        }
+        if compress::eligible(&resp, &site.compression) {
+            resp = compress::negotiate(resp, meta.accept_encoding.as_deref(), &site.compression);
+        }
+        let us = crate::sys::monotonic_us().saturating_sub(meta.started);
+        if app.metrics {
+            self.counters
+                .answered(resp.status, crate::stats::Kind::Route, us);
         }
         if let (Some(log), Some(m)) = (self.log.as_mut(), meta.log.as_ref()) {
             log.push(&AccessEntry {
@@ -103,6 +125,7 @@ impl AppIo {
                 bytes: body_bytes(meta.head, &resp),
                 referer: m.referer.as_deref(),
                 user_agent: m.user_agent.as_deref(),
+                request_time_us: Some(us),
             });
         }
         (token, id, resp)

@@ -222,18 +222,32 @@ impl Router {
         if !path_matched {
             return Lookup::NotFound;
         }
-        let mut allow: Vec<&str> = Vec::new();
+        let mut allow = self.allowed(Some(path));
+        add_method(&mut allow, "OPTIONS");
+        Lookup::MethodNotAllowed(allow.join(", "))
+    }
+
+    /// The methods routes take at `path` (HEAD wherever GET is), in registration order; with
+    /// `None`, the methods any route takes (`OPTIONS *`). Cold: 405 and OPTIONS only.
+    pub(crate) fn allowed(&self, path: Option<&[u8]>) -> Vec<&'static str> {
+        let mut allow = Vec::new();
         let mut scratch = Params::default();
         for route in &self.routes {
-            if route.matches(path, &mut scratch) {
-                allow.push(route.method.as_str());
+            if path.is_none_or(|p| route.matches(p, &mut scratch)) {
+                add_method(&mut allow, route.method.as_str());
                 if route.method == Method::Get {
-                    allow.push("HEAD");
+                    add_method(&mut allow, "HEAD");
                 }
             }
         }
-        allow.dedup();
-        Lookup::MethodNotAllowed(allow.join(", "))
+        allow
+    }
+}
+
+/// Appends `method` to an `Allow` list unless it is there.
+pub(crate) fn add_method(allow: &mut Vec<&'static str>, method: &'static str) {
+    if !allow.contains(&method) {
+        allow.push(method);
     }
 }
 
@@ -307,8 +321,8 @@ mod tests {
             (Method::Get, "/json/", "404"),
             (Method::Get, "/json/5/6", "404"),
             (Method::Get, "/nope", "404"),
-            (Method::Delete, "/json", "405 GET, HEAD"),
-            (Method::Put, "/json/3", "405 GET, HEAD, POST"),
+            (Method::Delete, "/json", "405 GET, HEAD, OPTIONS"),
+            (Method::Put, "/json/3", "405 GET, HEAD, POST, OPTIONS"),
             (Method::Get, "/a/1/b/2", "found /a/{x}/b/{y}"),
             (Method::Get, "/a/1/c/2", "404"),
         ];

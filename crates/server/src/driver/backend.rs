@@ -29,7 +29,7 @@
 #![forbid(unsafe_code)]
 
 use std::io;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,7 +83,7 @@ pub(crate) enum Submitted<T> {
 /// See the module doc for the contract.
 pub(crate) trait Backend {
     /// Starts accepting from `listener`; its connections complete as `Accepted { listener: id }`.
-    fn listen(&mut self, listener: TcpListener, id: usize) -> io::Result<()>;
+    fn listen(&mut self, listener: OwnedFd, id: usize) -> io::Result<()>;
     /// Accepts one connection now if one is queued (for the drain on shutdown).
     fn accept_now(&mut self, id: usize) -> Option<(OwnedFd, Option<SocketAddr>)>;
     /// Closes every listener: queued connections not yet accepted are reset.

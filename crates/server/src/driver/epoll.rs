@@ -10,7 +10,7 @@
 #![forbid(unsafe_code)]
 
 use std::io;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,7 +66,7 @@ impl Sock {
 }
 
 struct Listener {
-    sock: TcpListener,
+    sock: OwnedFd,
     registered: bool,
 }
 
@@ -276,14 +276,14 @@ fn timespec(d: Duration) -> Timespec {
 }
 
 impl Backend for Epoll {
-    fn listen(&mut self, listener: TcpListener, id: usize) -> io::Result<()> {
+    fn listen(&mut self, listener: OwnedFd, id: usize) -> io::Result<()> {
         epoll::add(
             &self.ep,
             &listener,
             epoll::EventData::new_u64(LISTENER + id as u64),
             epoll::EventFlags::IN,
         )?;
-        // Ids are handed out in order from 0 (the worker's plain listener, then TLS).
+        // Ids are handed out in order from 0 (the server's listeners, in configuration order).
         debug_assert_eq!(id, self.listeners.len());
         self.listeners.push(Listener {
             sock: listener,

@@ -1,5 +1,5 @@
-//! HTTPS: loading the certificate and key, the rustls configuration, and the per-connection
-//! transport (plain TCP, user-space rustls, or kernel TLS after a hand-off).
+//! HTTPS: the per-connection transport (plain TCP, user-space rustls, or kernel TLS after a
+//! hand-off). The certificate, its reload and the rustls configuration are in `certs`.
 //!
 //! Owns every TLS byte; the connection state machine above sees only plaintext. A transport
 //! carries one operation of the connection at a time (send these bytes, send this file
@@ -22,16 +22,11 @@
 //! send key closes it too.
 #![forbid(unsafe_code)]
 
-use std::fmt;
-
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use rustix::io::Errno;
 use rustls::kernel::KernelConnection;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ServerConnectionData, UnbufferedServerConnection};
 use rustls::unbuffered::{
     ConnectionState, EncodeError, EncodeTlsData, EncryptError, InsufficientSizeError,
@@ -40,96 +35,15 @@ use rustls::unbuffered::{
 use rustls::{ConnectionTrafficSecrets, ProtocolVersion, ServerConfig};
 
 use super::backend::{Backend, Completion, Submitted, Token};
-use crate::config::TlsConfig;
 use crate::pool::Pool;
 use crate::sys::{KtlsCrypto, KtlsDirection};
 
-/// The one application protocol offered in ALPN.
-pub const ALPN_HTTP11: &[u8] = b"http/1.1";
+pub use super::certs::{ALPN_HTTP11, CertStore, TlsError, server_config, server_config_with_store};
+
 /// File bytes read (pread) and encrypted at once over user-space TLS: one full record.
 pub const TLS_FILE_CHUNK: usize = 16 * 1024;
 /// Where Linux lists the upper-layer protocols it can attach right now.
 const AVAILABLE_ULP: &str = "/proc/sys/net/ipv4/tcp_available_ulp";
-
-/// Why the TLS configuration could not be built. Each variant names the file at fault.
-#[derive(Debug)]
-pub enum TlsError {
-    /// The certificate file could not be read or holds no valid PEM certificate.
-    Cert { path: PathBuf, why: String },
-    /// The key file could not be read or holds no valid PEM private key.
-    Key { path: PathBuf, why: String },
-    /// The private key does not belong to the leaf certificate.
-    KeyMismatch { cert: PathBuf, key: PathBuf },
-    /// rustls refused the certificate or key for another reason.
-    Rustls(rustls::Error),
-}
-
-impl fmt::Display for TlsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TlsError::Cert { path, why } => {
-                write!(f, "certificate {}: {why}", path.display())
-            }
-            TlsError::Key { path, why } => write!(f, "private key {}: {why}", path.display()),
-            TlsError::KeyMismatch { cert, key } => write!(
-                f,
-                "private key {} does not match certificate {}",
-                key.display(),
-                cert.display()
-            ),
-            TlsError::Rustls(e) => write!(f, "TLS configuration refused: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for TlsError {}
-
-/// Reads the PEM files and builds the rustls server configuration: aws-lc-rs, TLS 1.3 and
-/// 1.2 with their default (AEAD-only) suites, ALPN `http/1.1`, no client certificates.
-/// Resumption keeps rustls's defaults: a stateful in-memory session cache (TLS 1.2 session
-/// IDs, TLS 1.3 tickets that name a cache entry); no stateless ticket key is set.
-pub fn server_config(tls: &TlsConfig) -> Result<Arc<ServerConfig>, TlsError> {
-    let cert_err = |why: String| TlsError::Cert {
-        path: tls.cert.clone(),
-        why,
-    };
-    let chain = CertificateDer::pem_file_iter(&tls.cert)
-        .map_err(|e| cert_err(pem_why(&e)))?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| cert_err(pem_why(&e)))?;
-    if chain.is_empty() {
-        return Err(cert_err("no CERTIFICATE block found".into()));
-    }
-    let key = PrivateKeyDer::from_pem_file(&tls.key).map_err(|e| TlsError::Key {
-        path: tls.key.clone(),
-        why: pem_why(&e),
-    })?;
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .map_err(TlsError::Rustls)?
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .map_err(|e| match e {
-            rustls::Error::InconsistentKeys(_) => TlsError::KeyMismatch {
-                cert: tls.cert.clone(),
-                key: tls.key.clone(),
-            },
-            e => TlsError::Rustls(e),
-        })?;
-    config.alpn_protocols = vec![ALPN_HTTP11.to_vec()];
-    config.enable_secret_extraction = tls.ktls;
-    Ok(Arc::new(config))
-}
-
-fn pem_why(e: &rustls::pki_types::pem::Error) -> String {
-    use rustls::pki_types::pem::Error;
-    match e {
-        Error::Io(e) => e.to_string(),
-        Error::NoItemsFound => "no PEM block of the expected kind found".into(),
-        e => format!("invalid PEM: {e:?}"),
-    }
-}
 
 /// Whether this kernel can take TLS session keys (kTLS): the `tls` upper-layer protocol is
 /// listed, or attaching it to a fresh unconnected socket fails only for want of a connection
@@ -404,6 +318,15 @@ impl Transport {
 
     /// Whether received bytes are ciphertext for [`Transport::receive`] (plain and kernel
     /// TLS sockets deliver plaintext straight to the connection).
+    /// For a TLS connection, whether its handshake completed; `None` for plain HTTP.
+    pub(crate) fn handshake_done(&self) -> Option<bool> {
+        match self {
+            Transport::Plain => None,
+            Transport::Tls(s) => Some(!s.conn.is_handshaking()),
+            Transport::Kernel(_) => Some(true),
+        }
+    }
+
     pub(crate) fn decrypts(&self) -> bool {
         matches!(self, Transport::Tls(_))
     }

@@ -14,6 +14,8 @@ pub(crate) struct ConnConfig {
     pub limits: Limits,
     pub header_timeout: u64,
     pub body_timeout: u64,
+    /// Bytes per second a body must average (0: no minimum; see `config::MIN_BODY_RATE`).
+    pub min_body_rate: u64,
     pub keepalive_timeout: u64,
     pub send_timeout: u64,
     pub linger_timeout: u64,

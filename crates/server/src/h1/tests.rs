@@ -102,6 +102,7 @@ fn cfg() -> ConnConfig {
         },
         header_timeout: 100,
         body_timeout: 200,
+        min_body_rate: 0,
         keepalive_timeout: 1_000,
         send_timeout: 300,
         linger_timeout: 50,
@@ -128,6 +129,8 @@ struct Harness {
     in_flight: Option<Vec<u8>>,
     shut: bool,
     closed: bool,
+    /// Closed abortively (RST).
+    reset: bool,
 }
 
 /// The worker's side, with the clock at 0 and the Date fixed at [`DATE`].
@@ -160,6 +163,7 @@ impl Harness {
             in_flight: None,
             shut: false,
             closed: false,
+            reset: false,
         }
     }
 
@@ -249,6 +253,11 @@ impl Harness {
                     self.closed = true;
                     return;
                 }
+                Transmit::Reset => {
+                    self.closed = true;
+                    self.reset = true;
+                    return;
+                }
                 Transmit::Idle => {
                     if self.conn.can_resume(&self.cx.cfg) {
                         self.conn
@@ -271,6 +280,7 @@ impl Harness {
 
     fn state(&self) -> &'static str {
         match (self.closed, self.shut) {
+            (true, _) if self.reset => "reset",
             (true, _) => "closed",
             (false, true) => "shut",
             _ => "open",
@@ -522,6 +532,38 @@ fn body_timeout_is_a_gap_between_reads() {
 }
 
 #[test]
+fn a_trickled_body_meets_the_minimum_rate() {
+    // 10 bytes/s: the body must be whole by 200 ms after it starts plus 100 ms per byte.
+    // One byte every 150 ms never meets the 200 ms gap limit, but falls behind the rate.
+    let mut h = Harness::new();
+    h.cx.cfg.min_body_rate = 10;
+    h.recv(b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 16\r\n\r\nab");
+    for (t, byte) in [
+        (150, b"c"),
+        (300, b"d"),
+        (450, b"e"),
+        (600, b"f"),
+        (750, b"g"),
+    ] {
+        h.at(t).recv(byte);
+        assert_eq!(h.state(), "open", "at {t}");
+    }
+    // 7 bytes by 750 ms: whole-body deadline 200 + 700 = 900 (the gap one is 950).
+    h.at(899);
+    assert_eq!(h.state(), "open");
+    h.at(900);
+    assert_eq!(h.answers(), ["408 [close]"]);
+    // Without a minimum rate the same trickle is only held to the gap limit.
+    let mut h = Harness::new();
+    h.recv(b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 16\r\n\r\nab");
+    for t in (150..=1350).step_by(150) {
+        h.at(t).recv(b"x");
+    }
+    assert_eq!(h.answers(), Vec::<String>::new());
+    assert_eq!(h.state(), "open");
+}
+
+#[test]
 fn idle_keep_alive_closes_quietly() {
     let mut h = Harness::new();
     h.recv(b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n");
@@ -544,13 +586,13 @@ fn a_client_that_does_not_read_stops_the_reading_and_meets_the_send_timeout() {
     h.unstall();
     assert_eq!(h.answers(), ["200 x", "200 x"]);
     assert!(h.conn.wants_input(&h.cx.cfg));
-    // Stalled for longer than the send timeout: closed.
+    // Stalled for longer than the send timeout: reset, so the kernel drops what is unsent.
     h.stalled = true;
     h.at(900).recv(b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n");
     h.at(1_199);
     assert_eq!(h.state(), "open");
     h.at(1_200);
-    assert_eq!(h.state(), "closed");
+    assert_eq!(h.state(), "reset");
 }
 
 #[test]

@@ -56,7 +56,7 @@ use range::RangeAnswer;
 use validators::{Precondition, Validators};
 
 /// The `Allow` value to send with [`FileAnswer::MethodNotAllowed`].
-pub const ALLOW: &str = "GET, HEAD";
+pub const ALLOW: &str = "GET, HEAD, OPTIONS";
 
 /// The default file served for a directory path ending in `/`.
 pub const DEFAULT_INDEX: &str = "index.html";
@@ -82,6 +82,10 @@ pub struct FilesOptions {
     /// Look for `.br` and `.gz` siblings and serve them per Accept-Encoding.
     pub precompressed: bool,
     pub symlinks: SymlinkPolicy,
+    /// Serve files and directories whose name starts with `.` (`.env`, `.git/`). Off by
+    /// default: they are answered 404 as if absent, except below `/.well-known/` (RFC 8615:
+    /// ACME challenges, security.txt).
+    pub dotfiles: bool,
     /// Bound on open-file cache entries per worker (0: no cache, every request probes).
     pub cache_entries: usize,
     /// A cache entry younger than this is used without any syscall; an older one is checked
@@ -95,6 +99,7 @@ impl Default for FilesOptions {
         FilesOptions {
             index: DEFAULT_INDEX.to_string(),
             precompressed: true,
+            dotfiles: false,
             symlinks: SymlinkPolicy::FollowBeneath,
             cache_entries: DEFAULT_CACHE_ENTRIES,
             revalidate_after: DEFAULT_REVALIDATE_AFTER,
@@ -295,6 +300,9 @@ impl StaticFiles {
         let Ok(path) = path::normalize(raw_path) else {
             return FileAnswer::BadRequest;
         };
+        if !self.opts.dotfiles && path::hidden(&path.rel) {
+            return FileAnswer::NotFound;
+        }
         let mut cache = self.cache.borrow_mut();
         let root = self.root.as_fd();
         let how = self.confinement;

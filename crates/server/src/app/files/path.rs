@@ -77,6 +77,16 @@ pub fn normalize(raw: &[u8]) -> Result<Normalized, PathError> {
     })
 }
 
+/// Whether a normalized path names a dotfile or passes through a dot-directory, outside
+/// `.well-known/` at the top (RFC 8615), which is served like any directory.
+pub fn hidden(rel: &str) -> bool {
+    let rest = rel
+        .strip_prefix(".well-known/")
+        .or(if rel == ".well-known" { Some("") } else { None })
+        .unwrap_or(rel);
+    rest.split('/').any(|s| s.starts_with('.'))
+}
+
 /// Percent-decodes once, refusing escapes that would change the path's structure.
 fn percent_decode(raw: &[u8]) -> Result<Vec<u8>, PathError> {
     let mut out = Vec::with_capacity(raw.len());
@@ -136,6 +146,26 @@ pub fn encode_segment(segment: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hidden_names() {
+        let cases = [
+            (".env", true),
+            (".git/config", true),
+            ("a/.htpasswd", true),
+            ("a/.hidden/b.txt", true),
+            (".well-known", false),
+            (".well-known/acme-challenge/x", false),
+            (".well-known/.x", true),
+            ("a/.well-known/x", true),
+            ("index.html", false),
+            ("a.b/c..d", false),
+            ("", false),
+        ];
+        for (rel, want) in cases {
+            assert_eq!(hidden(rel), want, "{rel}");
+        }
+    }
 
     fn ok(rel: &str, dir: bool) -> Result<Normalized, PathError> {
         Ok(Normalized {

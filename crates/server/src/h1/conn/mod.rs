@@ -70,6 +70,10 @@ pub(crate) enum Transmit<'a> {
     Shutdown,
     /// Close the connection now.
     Close,
+    /// Close the connection abortively (RST, `SO_LINGER` 0): a client that stopped reading
+    /// for the send timeout must not leave its unsent data pinned in the kernel as an orphan
+    /// (nginx's `reset_timedout_connection`).
+    Reset,
     /// Nothing to transmit until more input, an answer or a timer.
     Idle,
 }
@@ -103,6 +107,8 @@ struct BodyIn<P> {
     pending: P,
     received: u64,
     limit: u64,
+    /// When reading the body began (ms): with the minimum rate, it bounds the whole body.
+    started: u64,
 }
 
 /// A file body being sent after the bytes before it.
@@ -134,6 +140,8 @@ enum Writing {
     Shut,
     /// Close now.
     Closed,
+    /// Reset now: the send timeout passed with output still unsent.
+    Reset,
 }
 
 /// What the transport holds for this connection right now.
@@ -358,7 +366,7 @@ impl<P> Conn<P> {
     /// The deferred answer to request `id`. `false` when it is too late: the request timed
     /// out, or an answer before it closed the connection.
     pub(crate) fn complete(&mut self, id: u64, resp: Response, cx: &mut Cx) -> bool {
-        if self.writing == Writing::Closed {
+        if matches!(self.writing, Writing::Closed | Writing::Reset) {
             return false;
         }
         let Some(q) = self.queue.as_mut() else {
@@ -391,9 +399,10 @@ impl<P> Conn<P> {
             return;
         }
         match self.timer {
-            Timer::Fresh | Timer::Idle | Timer::Send | Timer::Linger => {
+            Timer::Fresh | Timer::Idle | Timer::Linger => {
                 self.writing = Writing::Closed;
             }
+            Timer::Send => self.writing = Writing::Reset,
             Timer::Head | Timer::Body => {
                 self.reading = Reading::Stopped;
                 self.drop_inbuf(&mut cx.pool);
@@ -435,8 +444,10 @@ impl<P> Conn<P> {
 
     /// What to transmit next. Bytes are taken with [`Conn::take_output`].
     pub(crate) fn poll_transmit(&mut self, cx: &Cx) -> Transmit<'_> {
-        if self.writing == Writing::Closed {
-            return Transmit::Close;
+        match self.writing {
+            Writing::Closed => return Transmit::Close,
+            Writing::Reset => return Transmit::Reset,
+            _ => {}
         }
         if self.in_flight != InFlight::None {
             return Transmit::Idle;
@@ -545,8 +556,14 @@ impl<P> Conn<P> {
             (Timer::Send, cx.now + cfg.send_timeout)
         } else if let Some(at) = self.queue.as_ref().and_then(|q| q.front_deadline()) {
             (Timer::Deferred, at)
-        } else if matches!(self.reading, Reading::Body(_)) {
-            (Timer::Body, cx.now + cfg.body_timeout)
+        } else if let Reading::Body(b) = &self.reading {
+            // A gap limit, and a whole-body limit that grows with the bytes received.
+            let gap = cx.now + cfg.body_timeout;
+            let total = match cfg.min_body_rate {
+                0 => u64::MAX,
+                rate => b.started + cfg.body_timeout + b.received.saturating_mul(1000) / rate,
+            };
+            (Timer::Body, gap.min(total))
         } else if !self.inbuf_empty() && matches!(self.reading, Reading::Head) {
             if self.timer == Timer::Head {
                 return; // the head timer runs from the request's first byte

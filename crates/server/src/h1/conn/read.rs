@@ -174,6 +174,7 @@ impl<P> Conn<P> {
                     pending,
                     received: 0,
                     limit,
+                    started: cx.now,
                 }));
                 Some(n)
             }

@@ -1,0 +1,620 @@
+//! The configuration file (`linerate serve --config FILE`, `--check-config FILE`): TOML read
+//! into the server library's `Config` — listeners, sites, limits, logs — with every mistake
+//! reported as one line `FILE:LINE:COLUMN: what is wrong`.
+//!
+//! Owns the file's format (docs/config.md documents it with a complete example) and its
+//! checks: unknown keys, wrong types, bad addresses, durations and sizes, missing files and
+//! directories, invalid field names or values, statuses, duplicate site names. Relative
+//! paths are taken from the file's directory. It opens nothing for serving: the server does.
+#![forbid(unsafe_code)]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use linerate_load::units;
+use linerate_server::config::{Compression, FilesMount};
+use linerate_server::{Config, HeaderRule, Listen, ListenAddr, Redirect, Site, TlsConfig};
+
+/// What the file says, as the server library's configuration plus what only the binary
+/// acts on.
+#[derive(Debug)]
+pub struct FileConfig {
+    pub server: Config,
+    /// Sites that mount the demo application (`app = "demo"`).
+    pub demo: bool,
+    /// Drop to this user after binding (when started as root).
+    pub user: Option<String>,
+    /// Error-log level.
+    pub log_level: Option<String>,
+}
+
+/// A mistake in the file, with where it is.
+#[derive(Debug)]
+pub struct ConfError {
+    pub path: PathBuf,
+    /// 1-based line and column (0: not known, the file as a whole).
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+impl std::fmt::Display for ConfError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}: {}", self.path.display(), self.message)
+        } else {
+            write!(
+                f,
+                "{}:{}:{}: {}",
+                self.path.display(),
+                self.line,
+                self.column,
+                self.message
+            )
+        }
+    }
+}
+
+impl std::error::Error for ConfError {}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    workers: Option<Spanned<usize>>,
+    cpus: Option<Spanned<String>>,
+    user: Option<Spanned<String>>,
+    log_level: Option<Spanned<String>>,
+    access_log: Option<Spanned<String>>,
+    access_log_format: Option<Spanned<String>>,
+    compression: Option<bool>,
+    #[serde(default)]
+    admin: RawAdmin,
+    #[serde(default)]
+    limits: RawLimits,
+    #[serde(default)]
+    tls: RawTlsOptions,
+    #[serde(default)]
+    listen: Vec<Spanned<RawListen>>,
+    #[serde(default)]
+    site: Vec<Spanned<RawSite>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawAdmin {
+    addr: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    max_head_bytes: Option<Spanned<String>>,
+    max_headers: Option<usize>,
+    max_body_bytes: Option<Spanned<String>>,
+    max_stream_body_bytes: Option<Spanned<String>>,
+    max_requests_per_conn: Option<u64>,
+    header_timeout: Option<Spanned<String>>,
+    body_timeout: Option<Spanned<String>>,
+    min_body_rate: Option<Spanned<String>>,
+    keepalive_timeout: Option<Spanned<String>>,
+    send_timeout: Option<Spanned<String>>,
+    drain_timeout: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawTlsOptions {
+    ktls: Option<bool>,
+    key_update: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawListen {
+    addr: Option<Spanned<String>>,
+    unix: Option<Spanned<String>>,
+    tls: Option<Spanned<RawCert>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCert {
+    cert: Spanned<String>,
+    key: Spanned<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSite {
+    #[serde(default)]
+    names: Vec<Spanned<String>>,
+    #[serde(default)]
+    default: bool,
+    app: Option<Spanned<String>>,
+    index: Option<Spanned<String>>,
+    #[serde(default)]
+    dotfiles: bool,
+    compression: Option<bool>,
+    #[serde(default)]
+    root: Vec<Spanned<RawRoot>>,
+    #[serde(default)]
+    redirect: Vec<Spanned<RawRedirect>>,
+    #[serde(default)]
+    headers: Vec<Spanned<RawHeaders>>,
+    #[serde(default)]
+    error_pages: BTreeMap<Spanned<String>, Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoot {
+    #[serde(default = "slash")]
+    prefix: Spanned<String>,
+    dir: Spanned<String>,
+}
+
+fn slash() -> Spanned<String> {
+    Spanned::new(0..0, "/".to_string())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRedirect {
+    prefix: Spanned<String>,
+    to: Spanned<String>,
+    status: Option<Spanned<u16>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHeaders {
+    prefix: Option<Spanned<String>>,
+    #[serde(default)]
+    extensions: Vec<String>,
+    fields: Spanned<BTreeMap<String, String>>,
+}
+
+/// Reads and checks `path`.
+pub fn load(path: &Path) -> Result<FileConfig, ConfError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfError {
+        path: path.to_path_buf(),
+        line: 0,
+        column: 0,
+        message: format!("cannot read: {e}"),
+    })?;
+    parse(&text, path)
+}
+
+/// Checks `text`, the contents of `path` (relative paths in it are from `path`'s directory).
+pub fn parse(text: &str, path: &Path) -> Result<FileConfig, ConfError> {
+    let cx = Cx {
+        text,
+        path,
+        dir: path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new(".")),
+    };
+    let raw: Raw = toml::from_str(text).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
+        cx.err(span, e.message().trim_end().replace('\n', " "))
+    })?;
+    cx.build(raw)
+}
+
+struct Cx<'a> {
+    text: &'a str,
+    path: &'a Path,
+    dir: &'a Path,
+}
+
+impl Cx<'_> {
+    fn err(&self, span: Range<usize>, message: impl Into<String>) -> ConfError {
+        let at = span.start.min(self.text.len());
+        let before = &self.text[..at];
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        ConfError {
+            path: self.path.to_path_buf(),
+            line,
+            column,
+            message: message.into(),
+        }
+    }
+
+    fn duration(&self, v: &Spanned<String>, what: &str) -> Result<std::time::Duration, ConfError> {
+        units::duration(v.get_ref())
+            .map_err(|e| self.err(v.span(), format!("{what}: {e} (e.g. \"10s\", \"500ms\")")))
+    }
+
+    fn size(&self, v: &Spanned<String>, what: &str) -> Result<u64, ConfError> {
+        units::size(v.get_ref())
+            .map_err(|e| self.err(v.span(), format!("{what}: {e} (e.g. \"1MiB\", \"16384\")")))
+    }
+
+    /// A path from the file, relative to its directory.
+    fn path(&self, v: &Spanned<String>) -> PathBuf {
+        let p = Path::new(v.get_ref());
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.dir.join(p)
+        }
+    }
+
+    fn existing_file(&self, v: &Spanned<String>, what: &str) -> Result<PathBuf, ConfError> {
+        let p = self.path(v);
+        match std::fs::metadata(&p) {
+            Ok(m) if m.is_file() => Ok(p),
+            Ok(_) => Err(self.err(v.span(), format!("{what} {} is not a file", p.display()))),
+            Err(e) => Err(self.err(v.span(), format!("{what} {}: {e}", p.display()))),
+        }
+    }
+
+    fn build(&self, raw: Raw) -> Result<FileConfig, ConfError> {
+        let mut c = Config::default();
+        if let Some(w) = &raw.workers {
+            if *w.get_ref() == 0 {
+                return Err(self.err(w.span(), "workers must be at least 1"));
+            }
+            c.workers = *w.get_ref();
+        }
+        if let Some(cpus) = &raw.cpus {
+            c.cpus = units::cpus(cpus.get_ref())
+                .map_err(|e| self.err(cpus.span(), format!("cpus: {e}")))?;
+        }
+        if let Some(level) = &raw.log_level
+            && !["error", "warn", "info", "debug", "trace", "off"]
+                .contains(&level.get_ref().as_str())
+        {
+            return Err(self.err(
+                level.span(),
+                "log_level must be error, warn, info, debug, trace or off",
+            ));
+        }
+        if let Some(log) = &raw.access_log {
+            c.access_log = Some(if log.get_ref() == "-" {
+                linerate_server::LogTarget::Stdout
+            } else {
+                linerate_server::LogTarget::File(self.path(log))
+            });
+        }
+        if let Some(f) = &raw.access_log_format {
+            c.access_log_format = match f.get_ref().as_str() {
+                "combined" => linerate_server::access_log::LogFormat::Combined,
+                "json" => linerate_server::access_log::LogFormat::Json,
+                _ => {
+                    return Err(self.err(
+                        f.span(),
+                        "access_log_format must be \"combined\" or \"json\"",
+                    ));
+                }
+            };
+        }
+        if let Some(a) = &raw.admin.addr {
+            c.admin = Some(a.get_ref().parse::<SocketAddr>().map_err(|_| {
+                self.err(
+                    a.span(),
+                    format!(
+                        "invalid admin address {:?} (e.g. \"127.0.0.1:9090\")",
+                        a.get_ref()
+                    ),
+                )
+            })?);
+        }
+        c.compression = Compression {
+            enabled: raw.compression.unwrap_or(true),
+            ..Compression::default()
+        };
+        self.limits(&raw.limits, &mut c)?;
+        let ktls = raw.tls.ktls.unwrap_or(true);
+        let key_update = match &raw.tls.key_update {
+            Some(v) => self.size(v, "key_update")?,
+            None => linerate_server::tls::TLS_KEY_UPDATE_BYTES,
+        };
+        if raw.listen.is_empty() {
+            return Err(self.err(0..0, "no [[listen]] section: say where to listen"));
+        }
+        for l in &raw.listen {
+            c.listeners.push(self.listen(l, ktls, key_update)?);
+        }
+        if raw.site.is_empty() {
+            return Err(self.err(0..0, "no [[site]] section: say what to serve"));
+        }
+        let mut demo = false;
+        let mut seen: Vec<(String, Range<usize>)> = Vec::new();
+        let mut defaults = 0;
+        for s in &raw.site {
+            let site = self.site(s, &mut seen)?;
+            demo |= site.app;
+            if site.default {
+                defaults += 1;
+                if defaults > 1 {
+                    return Err(self.err(s.span(), "more than one site says default = true"));
+                }
+            }
+            c.sites.push(site);
+        }
+        Ok(FileConfig {
+            server: c,
+            demo,
+            user: raw.user.map(Spanned::into_inner),
+            log_level: raw.log_level.map(Spanned::into_inner),
+        })
+    }
+
+    fn limits(&self, l: &RawLimits, c: &mut Config) -> Result<(), ConfError> {
+        if let Some(v) = &l.max_head_bytes {
+            c.limits.max_head_bytes = self.size(v, "max_head_bytes")? as usize;
+        }
+        if let Some(v) = l.max_headers {
+            c.limits.max_headers = v;
+        }
+        if let Some(v) = &l.max_body_bytes {
+            c.max_body_bytes = self.size(v, "max_body_bytes")?;
+        }
+        if let Some(v) = &l.max_stream_body_bytes {
+            c.max_stream_body_bytes = self.size(v, "max_stream_body_bytes")?;
+        }
+        if let Some(v) = l.max_requests_per_conn {
+            c.max_requests_per_conn = v;
+        }
+        if let Some(v) = &l.min_body_rate {
+            c.min_body_rate = self.size(v, "min_body_rate")?;
+        }
+        let timeouts = [
+            (&l.header_timeout, "header_timeout", &mut c.header_timeout),
+            (&l.body_timeout, "body_timeout", &mut c.body_timeout),
+            (
+                &l.keepalive_timeout,
+                "keepalive_timeout",
+                &mut c.keepalive_timeout,
+            ),
+            (&l.send_timeout, "send_timeout", &mut c.send_timeout),
+            (&l.drain_timeout, "drain_timeout", &mut c.drain_timeout),
+        ];
+        for (v, what, into) in timeouts {
+            if let Some(v) = v {
+                *into = self.duration(v, what)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn listen(
+        &self,
+        l: &Spanned<RawListen>,
+        ktls: bool,
+        key_update_bytes: u64,
+    ) -> Result<Listen, ConfError> {
+        let raw = l.get_ref();
+        let addr = match (&raw.addr, &raw.unix) {
+            (Some(a), None) => {
+                ListenAddr::Tcp(a.get_ref().parse::<SocketAddr>().map_err(|_| {
+                    self.err(
+                        a.span(),
+                        format!(
+                            "invalid listen address {:?} (e.g. \"0.0.0.0:80\", \"[::]:443\")",
+                            a.get_ref()
+                        ),
+                    )
+                })?)
+            }
+            (None, Some(u)) => ListenAddr::Unix(self.path(u)),
+            (Some(_), Some(u)) => {
+                return Err(self.err(u.span(), "a listener has addr or unix, not both"));
+            }
+            (None, None) => {
+                return Err(self.err(
+                    l.span(),
+                    "a [[listen]] needs addr = \"IP:PORT\" or unix = \"PATH\"",
+                ));
+            }
+        };
+        let tls = match &raw.tls {
+            None => None,
+            Some(t) => {
+                if matches!(addr, ListenAddr::Unix(_)) {
+                    return Err(self.err(t.span(), "TLS on a Unix socket is not supported"));
+                }
+                let cert = self.existing_file(&t.get_ref().cert, "certificate")?;
+                let key = self.existing_file(&t.get_ref().key, "private key")?;
+                let tls = TlsConfig {
+                    addr: match addr {
+                        ListenAddr::Tcp(a) => a,
+                        ListenAddr::Unix(_) => unreachable!("refused above"),
+                    },
+                    cert,
+                    key,
+                    ktls,
+                    key_update_bytes,
+                };
+                if let Err(e) = linerate_server::tls::server_config(&tls) {
+                    return Err(self.err(t.span(), e.to_string()));
+                }
+                Some(tls)
+            }
+        };
+        Ok(Listen { addr, tls })
+    }
+
+    fn site(
+        &self,
+        s: &Spanned<RawSite>,
+        seen: &mut Vec<(String, Range<usize>)>,
+    ) -> Result<Site, ConfError> {
+        let raw = s.get_ref();
+        let mut site = Site {
+            default: raw.default,
+            dotfiles: raw.dotfiles,
+            compression: raw.compression,
+            ..Site::default()
+        };
+        for n in &raw.names {
+            let name = n.get_ref().to_ascii_lowercase();
+            let bare = name.strip_prefix("*.").unwrap_or(&name);
+            let valid = !bare.is_empty()
+                && bare.split('.').all(|l| {
+                    !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                });
+            if !valid {
+                return Err(self.err(
+                    n.span(),
+                    format!(
+                        "invalid site name {:?} (a host name, or *.suffix)",
+                        n.get_ref()
+                    ),
+                ));
+            }
+            if let Some((_, first)) = seen.iter().find(|(s, _)| *s == name) {
+                let other = self.err(first.clone(), "");
+                return Err(self.err(
+                    n.span(),
+                    format!(
+                        "site name {name:?} is already claimed at line {}",
+                        other.line
+                    ),
+                ));
+            }
+            seen.push((name.clone(), n.span()));
+            site.names.push(name);
+        }
+        site.app = match raw.app.as_ref().map(|a| a.get_ref().as_str()) {
+            None | Some("none") => false,
+            Some("demo") => true,
+            Some(other) => {
+                return Err(self.err(
+                    raw.app.as_ref().expect("matched").span(),
+                    format!("app must be \"demo\" or \"none\", not {other:?}"),
+                ));
+            }
+        };
+        if let Some(index) = &raw.index {
+            let i = index.get_ref();
+            if i.is_empty() || i.contains('/') || i == "." || i == ".." {
+                return Err(self.err(
+                    index.span(),
+                    "index must be a file name (e.g. \"index.html\")",
+                ));
+            }
+            site.index = i.clone();
+        }
+        for r in &raw.root {
+            let r = r.get_ref();
+            let prefix = self.prefix(&r.prefix)?;
+            let dir = self.path(&r.dir);
+            match std::fs::metadata(&dir) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    return Err(self.err(
+                        r.dir.span(),
+                        format!("root {} is not a directory", dir.display()),
+                    ));
+                }
+                Err(e) => {
+                    return Err(self.err(r.dir.span(), format!("root {}: {e}", dir.display())));
+                }
+            }
+            site.mounts.push(FilesMount {
+                prefix: prefix.trim_end_matches('/').to_string(),
+                root: dir,
+            });
+        }
+        for r in &raw.redirect {
+            let r = r.get_ref();
+            let prefix = self.prefix(&r.prefix)?;
+            let status = match &r.status {
+                None => 301,
+                Some(st) if [301, 302, 303, 307, 308].contains(st.get_ref()) => *st.get_ref(),
+                Some(st) => {
+                    return Err(self.err(
+                        st.span(),
+                        format!(
+                            "redirect status must be 301, 302, 303, 307 or 308, not {}",
+                            st.get_ref()
+                        ),
+                    ));
+                }
+            };
+            let to = r.to.get_ref();
+            if to.is_empty() || to.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+                return Err(self.err(
+                    r.to.span(),
+                    "redirect target must be a URL without spaces or controls",
+                ));
+            }
+            site.redirects.push(Redirect {
+                prefix,
+                to: to.clone(),
+                status,
+            });
+        }
+        for h in &raw.headers {
+            let h = h.get_ref();
+            let prefix = match &h.prefix {
+                Some(p) => Some(self.prefix(p)?),
+                None => None,
+            };
+            let mut fields = Vec::new();
+            for (name, value) in h.fields.get_ref() {
+                if linerate_server::Response::new(200)
+                    .try_header(name.clone(), value.clone())
+                    .is_err()
+                {
+                    return Err(self.err(
+                        h.fields.span(),
+                        format!("invalid field {name:?}: {value:?} (a token name, a value without controls; Content-Length, Connection and the like are the server's)"),
+                    ));
+                }
+                fields.push((name.clone(), value.clone()));
+            }
+            site.headers.push(HeaderRule {
+                prefix,
+                extensions: h
+                    .extensions
+                    .iter()
+                    .map(|e| e.trim_start_matches('.').to_string())
+                    .collect(),
+                fields,
+            });
+        }
+        for (status, page) in &raw.error_pages {
+            let code = status
+                .get_ref()
+                .parse::<u16>()
+                .ok()
+                .filter(|c| (400..600).contains(c))
+                .ok_or_else(|| {
+                    self.err(
+                        status.span(),
+                        format!(
+                            "error page status must be 400 to 599, not {:?}",
+                            status.get_ref()
+                        ),
+                    )
+                })?;
+            site.error_pages
+                .push((code, self.existing_file(page, "error page")?));
+        }
+        Ok(site)
+    }
+
+    fn prefix(&self, p: &Spanned<String>) -> Result<String, ConfError> {
+        let v = p.get_ref();
+        if !v.starts_with('/')
+            || v.bytes()
+                .any(|b| b.is_ascii_control() || b == b' ' || b == b'?' || b == b'#')
+        {
+            return Err(self.err(
+                p.span(),
+                format!("prefix must be a path starting with '/', not {v:?}"),
+            ));
+        }
+        Ok(v.clone())
+    }
+}

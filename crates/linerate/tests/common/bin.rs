@@ -1,0 +1,102 @@
+//! The real binary, started as a child process: `serve` on an OS-chosen port (address read
+//! from the banner), signals by PID, bounded waits.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_linerate");
+
+/// Runs the binary to completion: (exit code, stderr).
+pub fn run_err(args: &[&str]) -> (i32, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A running `linerate serve` and its banner's lines.
+pub struct Served {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub banner: Vec<String>,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `linerate serve --addr 127.0.0.1:0 --no-pin --log-level warn --workers 1 EXTRA…`
+/// and reads its banner up to the "Stop with" line.
+pub fn serve(extra: &[&str]) -> Served {
+    let mut args = vec!["--addr", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    serve_as(&args)
+}
+
+/// Starts `linerate serve --no-pin --log-level warn --workers 1 ARGS…` (no `--addr`: a
+/// `--config` file's listeners stay) and reads its banner.
+pub fn serve_as(args: &[&str]) -> Served {
+    let mut child = Command::new(BIN)
+        .args(["serve", "--no-pin", "--log-level", "warn", "--workers", "1"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut banner = Vec::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap() == 0 {
+            panic!("server exited before its banner ended: {banner:?}");
+        }
+        let stop = line.starts_with("Stop with");
+        banner.push(line.trim_end().to_string());
+        if stop {
+            break;
+        }
+    }
+    // Keep reading the rest of stdout so the server never writes into a closed pipe.
+    std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
+    let url = banner[0]
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("banner has the URL");
+    let addr = url.trim_start_matches("http://").parse().unwrap();
+    Served {
+        child,
+        addr,
+        banner,
+    }
+}
+
+/// Sends `sig` to the child.
+pub fn signal(child: &Child, sig: rustix::process::Signal) {
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, sig).unwrap();
+}
+
+/// Waits for the child to exit, at most `limit`.
+pub fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("server did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

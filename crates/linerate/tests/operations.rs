@@ -1,0 +1,289 @@
+//! Running the real binary the way an operator does: a second server on a port already in use
+//! is refused with one line (SO_REUSEPORT never shares with a stranger); SIGHUP swaps in a
+//! new certificate under load with no failed request; SIGUSR1 reopens a renamed access log;
+//! an unopenable access log fails before the banner, naming the path; no ANSI codes in a log
+//! that is not a terminal. Servers bind 127.0.0.1; every wait is bounded.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::Client;
+use common::bin::{BIN, run_err, serve, signal, wait_exit};
+use rustix::process::Signal;
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
+
+/// Longest any poll for an effect of a signal waits.
+const EFFECT_LIMIT: Duration = Duration::from_secs(15);
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("linerate-ops-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn a_port_in_use_by_another_server_is_refused() {
+    let first = serve(&[]);
+    let addr = first.addr.to_string();
+    let (code, stderr) = run_err(&["serve", "--addr", &addr, "--no-pin"]);
+    assert_ne!(code, 0);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot listen on {addr}: already in use")),
+        "{stderr}"
+    );
+    // The first server still has its port to itself and answers.
+    let mut c = Client::connect(first.addr);
+    assert_eq!(c.get("/pipeline").text(), "ok");
+}
+
+#[test]
+fn a_reuseport_stranger_in_this_process_is_refused_too() {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_reuse_port(true).unwrap();
+    socket.set_reuse_address(true).unwrap();
+    socket
+        .bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+        .unwrap();
+    socket.listen(16).unwrap();
+    let addr = socket.local_addr().unwrap().as_socket().unwrap();
+    let cfg = linerate_server::Config {
+        addr,
+        ..common::config()
+    };
+    let err = linerate_server::Server::bind(cfg, linerate_server::Router::new())
+        .err()
+        .expect("refused");
+    assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse);
+    assert!(err.to_string().contains(&addr.to_string()), "{err}");
+}
+
+/// A self-signed certificate for `localhost`: (PEM cert, PEM key, DER cert).
+fn cert() -> (String, String, CertificateDer<'static>) {
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    (
+        ck.cert.pem(),
+        ck.signing_key.serialize_pem(),
+        ck.cert.der().clone(),
+    )
+}
+
+/// The leaf certificate the server presents on a fresh HTTPS connection, after one request.
+fn presented(addr: SocketAddr, roots: &Arc<ClientConfig>) -> CertificateDer<'static> {
+    let tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(common::READ_TIMEOUT)).unwrap();
+    let name = ServerName::try_from("localhost").unwrap();
+    let conn = ClientConnection::new(roots.clone(), name).unwrap();
+    let mut s = StreamOwned::new(conn, tcp);
+    s.write_all(b"GET /pipeline HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    assert!(
+        out.starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        String::from_utf8_lossy(&out)
+    );
+    s.conn.peer_certificates().unwrap()[0].clone()
+}
+
+#[test]
+fn sighup_serves_a_new_certificate_under_load_without_a_failed_request() {
+    let d = dir("sighup");
+    let (a_pem, a_key, a_der) = cert();
+    let (b_pem, b_key, b_der) = cert();
+    let (cert_path, key_path) = (d.join("cert.pem"), d.join("key.pem"));
+    std::fs::write(&cert_path, &a_pem).unwrap();
+    std::fs::write(&key_path, &a_key).unwrap();
+    let s = serve(&[
+        "--tls-port",
+        "0",
+        "--tls-cert",
+        cert_path.to_str().unwrap(),
+        "--tls-key",
+        key_path.to_str().unwrap(),
+    ]);
+    let https: SocketAddr = s
+        .banner
+        .iter()
+        .find_map(|l| l.split_whitespace().find(|w| w.starts_with("https://")))
+        .expect("https URL in the banner")
+        .trim_start_matches("https://")
+        .parse()
+        .unwrap();
+    let mut roots = RootCertStore::empty();
+    roots.add(a_der.clone()).unwrap();
+    roots.add(b_der.clone()).unwrap();
+    let mut client = ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    // A resumed session would show the certificate of the session it resumes.
+    client.resumption = rustls::client::Resumption::disabled();
+    let client = Arc::new(client);
+    assert_eq!(presented(https, &client), a_der);
+
+    // Load: keep-alive requests on two connections until told to stop (bounded in count).
+    let stop = Arc::new(AtomicBool::new(false));
+    let load: Vec<_> = (0..2)
+        .map(|_| {
+            let (stop, addr) = (stop.clone(), s.addr);
+            std::thread::spawn(move || {
+                let mut c = Client::connect(addr);
+                let mut ok = 0u32;
+                while !stop.load(Ordering::Relaxed) && ok < 200_000 {
+                    let r = c.get("/plaintext");
+                    assert_eq!((r.status, r.text().as_str()), (200, "Hello, World!"));
+                    ok += 1;
+                }
+                ok
+            })
+        })
+        .collect();
+
+    // A bad certificate first: the reload is refused and the old certificate stays.
+    std::fs::write(&cert_path, "not a certificate").unwrap();
+    signal(&s.child, Signal::HUP);
+    std::fs::write(&cert_path, &b_pem).unwrap();
+    std::fs::write(&key_path, &b_key).unwrap();
+    signal(&s.child, Signal::HUP);
+    let start = Instant::now();
+    while presented(https, &client) != b_der {
+        assert!(
+            start.elapsed() < EFFECT_LIMIT,
+            "new certificate never served"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let served: u32 = load
+        .into_iter()
+        .map(|t| t.join().expect("no failed request"))
+        .sum();
+    assert!(served > 0);
+    // The server is still the same process, still serving.
+    assert!(s.child.id() > 0);
+    let mut c = Client::connect(s.addr);
+    assert_eq!(c.get("/pipeline").text(), "ok");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Waits until `path` holds a line containing `needle`.
+fn wait_for_line(path: &Path, needle: &str) -> String {
+    let start = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.contains(needle) {
+            return text;
+        }
+        assert!(
+            start.elapsed() < EFFECT_LIMIT,
+            "{needle} never logged in {}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sigusr1_reopens_a_renamed_access_log() {
+    let d = dir("usr1");
+    let log = d.join("access.log");
+    let rotated = d.join("access.log.1");
+    let s = serve(&["--access-log", log.to_str().unwrap()]);
+    let mut c = Client::connect(s.addr);
+    assert_eq!(c.get("/json?before").status, 200);
+    wait_for_line(&log, "/json?before");
+    std::fs::rename(&log, &rotated).unwrap();
+    signal(&s.child, Signal::USR1);
+    // The reopen is queued behind the batches before it; poll until the new file appears.
+    let start = Instant::now();
+    while !log.exists() {
+        assert!(start.elapsed() < EFFECT_LIMIT, "log not reopened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(c.get("/json?after").status, 200);
+    let new = wait_for_line(&log, "/json?after");
+    assert!(!new.contains("/json?before"), "{new}");
+    let old = std::fs::read_to_string(&rotated).unwrap();
+    assert!(
+        old.contains("/json?before") && !old.contains("/json?after"),
+        "{old}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn an_unopenable_access_log_fails_before_the_banner_naming_the_path() {
+    let d = dir("badlog");
+    let bad = d.join("no-such-dir/access.log");
+    let out = Command::new(BIN)
+        .args(["serve", "--addr", "127.0.0.1:0", "--no-pin", "--access-log"])
+        .arg(&bad)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        out.stdout.is_empty(),
+        "banner printed: {:?}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot open access log {}", bad.display())),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_log_that_is_not_a_terminal_has_no_ansi_codes() {
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--no-pin",
+            "--workers",
+            "1",
+            "--log-level",
+            "info",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Signals are handled once the banner's first line is out.
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    // SIGHUP with nothing to reload logs a line; then SIGTERM logs the drain and ends it.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    signal(&child, Signal::HUP);
+    let mut log = String::new();
+    while !log.contains("SIGHUP") {
+        let mut line = String::new();
+        if std::io::BufRead::read_line(&mut stderr, &mut line).unwrap() == 0 {
+            panic!("server ended: {log}");
+        }
+        log.push_str(&line);
+    }
+    signal(&child, Signal::TERM);
+    stderr.read_to_string(&mut log).unwrap();
+    assert!(wait_exit(&mut child, Duration::from_secs(15)).success());
+    assert!(log.contains("SIGHUP: nothing to reload"), "{log}");
+    assert!(log.contains("shutting down"), "{log}");
+    assert!(!log.contains('\x1b'), "ANSI escape in {log:?}");
+}

@@ -1,0 +1,130 @@
+//! `linerate serve` as a user runs it: which application is mounted (`--root` alone is the
+//! whole site; `--app demo` adds the demo), `--dataset`, and their one-line errors.
+
+mod common;
+
+use common::Client;
+use common::bin::{run_err, serve};
+
+fn site(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("linerate-site-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("json")).unwrap();
+    std::fs::write(dir.join("index.html"), b"<h1>my site</h1>\n").unwrap();
+    std::fs::write(dir.join("json/readme.txt"), b"not the demo\n").unwrap();
+    dir
+}
+
+#[test]
+fn root_alone_is_the_whole_site() {
+    let dir = site("alone");
+    let s = serve(&["--root", dir.to_str().unwrap()]);
+    assert!(
+        !s.banner.iter().any(|l| l.contains("/plaintext")),
+        "{:?}",
+        s.banner
+    );
+    let mut c = Client::connect(s.addr);
+    assert_eq!(c.get("/").text(), "<h1>my site</h1>\n");
+    assert_eq!(c.get("/json/readme.txt").text(), "not the demo\n");
+    // `json` is the site's directory now, not the demo's route.
+    let r = c.get("/json");
+    assert_eq!((r.status, r.header("location")), (301, Some("./json/")));
+    assert_eq!(c.get("/plaintext").status, 404);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn app_demo_mounts_the_demo_beside_the_site() {
+    let dir = site("both");
+    let s = serve(&["--root", dir.to_str().unwrap(), "--app", "demo"]);
+    let mut c = Client::connect(s.addr);
+    assert_eq!(c.get("/plaintext").text(), "Hello, World!");
+    // Routes take precedence; the rest is the site.
+    assert!(c.get("/").text().contains("linerate demo"));
+    assert_eq!(c.get("/json/readme.txt").status, 400);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn no_arguments_serve_the_demo() {
+    let s = serve(&[]);
+    assert!(
+        s.banner.iter().any(|l| l.contains("/plaintext")),
+        "{:?}",
+        s.banner
+    );
+    let mut c = Client::connect(s.addr);
+    assert_eq!(c.get("/json").text(), "{\"message\":\"Hello, World!\"}");
+    assert!(c.get("/").text().contains("/cookie"));
+}
+
+#[test]
+fn dataset_file_is_loaded_and_served() {
+    let dir = site("dataset");
+    let file = dir.join("dataset.json");
+    std::fs::write(
+        &file,
+        r#"[{"id":7,"name":"Seven","category":"c","price":3,"quantity":2,"active":true,
+            "tags":["t"],"rating":{"score":4,"count":9}}]"#,
+    )
+    .unwrap();
+    let s = serve(&["--dataset", file.to_str().unwrap()]);
+    let mut c = Client::connect(s.addr);
+    let r = c.get("/json/5?m=10");
+    assert_eq!(r.status, 200);
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(v["count"], 1);
+    assert_eq!(v["items"][0]["name"], "Seven");
+    assert_eq!(v["items"][0]["total"], 60);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn dataset_and_app_mistakes_are_one_line() {
+    let dir = site("bad-dataset");
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, "[{\"id\": 1,\n \"name\": 5}]").unwrap();
+    let empty = dir.join("empty.json");
+    std::fs::write(&empty, "[]").unwrap();
+    let missing = dir.join("missing.json");
+    let (bad, empty, missing) = (
+        bad.to_str().unwrap(),
+        empty.to_str().unwrap(),
+        missing.to_str().unwrap(),
+    );
+    let root = dir.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (
+            vec!["--dataset", bad],
+            format!(
+                "invalid --dataset {bad}: not a JSON array of dataset items: invalid type: integer `5`, expected a string at line 2 column"
+            ),
+        ),
+        (
+            vec!["--dataset", empty],
+            format!("invalid --dataset {empty}: the array holds no items"),
+        ),
+        (
+            vec!["--dataset", missing],
+            format!("invalid --dataset {missing}: No such file"),
+        ),
+        (
+            vec!["--root", root, "--dataset", empty],
+            "--dataset needs the demo app (add --app demo)".into(),
+        ),
+        (
+            vec!["--app", "nginx"],
+            "invalid value 'nginx' for '--app".into(),
+        ),
+    ];
+    for (args, needle) in &cases {
+        let mut full = vec!["serve", "--addr", "127.0.0.1:0"];
+        full.extend(args.iter());
+        let (code, stderr) = run_err(&full);
+        assert_ne!(code, 0, "{args:?}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(needle.as_str()), "{args:?}: {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,260 @@
+//! The admin listener: `GET /metrics` (the Prometheus text exposition format, version 0.0.4)
+//! and `GET /healthz`, answered by a thread of its own, never by the workers or a site.
+//!
+//! Owns the exposition: it reads the workers' counters at scrape time (`StatsHandle`), so
+//! nothing on the request path is shared. One connection at a time, each answered once and
+//! closed, with a read timeout: a scraper is one client polling every few seconds.
+#![forbid(unsafe_code)]
+
+use std::fmt::Write as _;
+use std::io::{self, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use linerate_http1::{Limits, Parsed, RequestHead};
+
+use crate::stats::{CLASSES, DURATION_BUCKETS_US, KINDS, Metrics, REFUSALS, Stats, StatsHandle};
+
+/// Longest an admin client may take to send its request, or to read the answer.
+pub const ADMIN_IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// Largest admin request head.
+const ADMIN_HEAD_BYTES: usize = 8 * 1024;
+/// How often the idle admin thread looks at the stop flag.
+const ADMIN_POLL: Duration = Duration::from_millis(50);
+
+/// Serves `listener` until `stop` is set. `draining` turns `/healthz` to 503.
+pub(crate) fn serve(
+    listener: TcpListener,
+    stats: StatsHandle,
+    stop: Arc<AtomicBool>,
+    draining: Arc<AtomicBool>,
+) {
+    if let Err(e) = listener.set_nonblocking(true) {
+        tracing::error!(error = %e, "admin listener unusable");
+        return;
+    }
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                if let Err(e) = answer(stream, &stats, &draining) {
+                    tracing::debug!(error = %e, "admin request failed");
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(ADMIN_POLL),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "admin accept failed");
+                std::thread::sleep(ADMIN_POLL);
+            }
+        }
+    }
+}
+
+fn answer(mut stream: TcpStream, stats: &StatsHandle, draining: &AtomicBool) -> io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(ADMIN_IO_TIMEOUT))?;
+    stream.set_write_timeout(Some(ADMIN_IO_TIMEOUT))?;
+    let mut buf = Vec::with_capacity(1024);
+    let mut head = RequestHead::new();
+    let limits = Limits {
+        max_head_bytes: ADMIN_HEAD_BYTES,
+        ..Limits::default()
+    };
+    let (status, ctype, body) = loop {
+        let mut chunk = [0u8; 2048];
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        match head.parse(&buf, &limits) {
+            Ok(Parsed::Partial) => continue,
+            Ok(Parsed::Complete(_)) => break route(&head, &buf, stats, draining),
+            Err(e) => break (e.status(), "text/plain", format!("{e}\n")),
+        }
+    };
+    let bodyless = head.method() == linerate_http1::Method::Head;
+    let mut out = format!(
+        "HTTP/1.1 {status} {}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
+        reason(status),
+        body.len()
+    );
+    if !bodyless {
+        out.push_str(&body);
+    }
+    stream.write_all(out.as_bytes())
+}
+
+fn route(
+    head: &RequestHead,
+    buf: &[u8],
+    stats: &StatsHandle,
+    draining: &AtomicBool,
+) -> (u16, &'static str, String) {
+    use linerate_http1::Method;
+    if !matches!(head.method(), Method::Get | Method::Head) {
+        return (405, "text/plain", "GET or HEAD\n".into());
+    }
+    match head.path(buf) {
+        "/metrics" => (
+            200,
+            "text/plain; version=0.0.4; charset=utf-8",
+            render(&stats.metrics(), &stats.snapshot()),
+        ),
+        "/healthz" if draining.load(Ordering::Relaxed) => (503, "text/plain", "draining\n".into()),
+        "/healthz" => (200, "text/plain", "ok\n".into()),
+        _ => (404, "text/plain", "/metrics or /healthz\n".into()),
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        503 => "Service Unavailable",
+        431 => "Request Header Fields Too Large",
+        _ => "Bad Request",
+    }
+}
+
+/// The Prometheus text exposition of `m` and `s`.
+pub fn render(m: &Metrics, s: &Stats) -> String {
+    let mut o = String::with_capacity(4096);
+    let family = |o: &mut String, name: &str, kind: &str, help: &str| {
+        let _ = writeln!(o, "# HELP {name} {help}");
+        let _ = writeln!(o, "# TYPE {name} {kind}");
+    };
+    family(
+        &mut o,
+        "linerate_requests_total",
+        "counter",
+        "Requests answered, by status class and by what answered (route, file, server).",
+    );
+    for class in 0..CLASSES {
+        for (k, kind) in KINDS.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "linerate_requests_total{{class=\"{}xx\",kind=\"{kind}\"}} {}",
+                class + 1,
+                m.requests[class][k]
+            );
+        }
+    }
+    family(
+        &mut o,
+        "linerate_refused_requests_total",
+        "counter",
+        "Requests the connection answered by itself (parse errors, limits, timeouts), by status.",
+    );
+    for (i, n) in m.refusals.iter().enumerate() {
+        let status = REFUSALS
+            .get(i)
+            .map_or("other".to_string(), |s| s.to_string());
+        let _ = writeln!(
+            o,
+            "linerate_refused_requests_total{{status=\"{status}\"}} {n}"
+        );
+    }
+    for (name, help, v) in [
+        (
+            "linerate_received_bytes_total",
+            "Bytes received on client connections (TLS records included).",
+            m.bytes_in,
+        ),
+        (
+            "linerate_sent_bytes_total",
+            "Bytes sent on client connections (heads, bodies, files).",
+            m.bytes_out,
+        ),
+        (
+            "linerate_tls_handshakes_total",
+            "TLS connections closed after a completed handshake.",
+            m.tls_handshakes,
+        ),
+        (
+            "linerate_tls_handshake_failures_total",
+            "TLS connections closed before their handshake completed.",
+            m.tls_handshake_failures,
+        ),
+        (
+            "linerate_deferred_refused_total",
+            "Deferred requests answered 503 at the per-worker cap.",
+            s.deferred_refused,
+        ),
+        (
+            "linerate_deferred_timed_out_total",
+            "Deferred requests answered 503 at the deferred timeout.",
+            s.deferred_timed_out,
+        ),
+        (
+            "linerate_deferred_abandoned_total",
+            "Deferred requests whose client left first.",
+            s.deferred_abandoned,
+        ),
+        (
+            "linerate_late_answers_dropped_total",
+            "Deferred answers that came too late to send.",
+            s.late_answers_dropped,
+        ),
+    ] {
+        family(&mut o, name, "counter", help);
+        let _ = writeln!(o, "{name} {v}");
+    }
+    family(
+        &mut o,
+        "linerate_connections",
+        "gauge",
+        "Client connections now: open, and idle between requests.",
+    );
+    let _ = writeln!(
+        o,
+        "linerate_connections{{state=\"open\"}} {}",
+        m.connections_open
+    );
+    let _ = writeln!(
+        o,
+        "linerate_connections{{state=\"idle\"}} {}",
+        m.connections_idle
+    );
+    family(
+        &mut o,
+        "linerate_deferred_outstanding",
+        "gauge",
+        "Deferred requests whose answer has not come back.",
+    );
+    let _ = writeln!(
+        o,
+        "linerate_deferred_outstanding {}",
+        s.deferred_outstanding
+    );
+    family(
+        &mut o,
+        "linerate_request_duration_seconds",
+        "histogram",
+        "Time from a request's complete head to its answer being handed to the connection.",
+    );
+    let mut cumulative = 0;
+    for (i, le) in DURATION_BUCKETS_US.iter().enumerate() {
+        cumulative += m.duration_buckets[i];
+        let _ = writeln!(
+            o,
+            "linerate_request_duration_seconds_bucket{{le=\"{}\"}} {cumulative}",
+            *le as f64 / 1e6
+        );
+    }
+    cumulative += m.duration_buckets[DURATION_BUCKETS_US.len()];
+    let _ = writeln!(
+        o,
+        "linerate_request_duration_seconds_bucket{{le=\"+Inf\"}} {cumulative}"
+    );
+    let _ = writeln!(
+        o,
+        "linerate_request_duration_seconds_sum {}",
+        m.duration_sum_us as f64 / 1e6
+    );
+    let _ = writeln!(o, "linerate_request_duration_seconds_count {cumulative}");
+    o
+}
