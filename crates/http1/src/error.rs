@@ -78,6 +78,86 @@ pub enum ParseError {
 }
 
 impl ParseError {
+    /// Every variant, in declaration order: `ALL[e.index()] == e`. Lets per-kind counters be
+    /// a plain array.
+    pub const ALL: [ParseError; 30] = {
+        use ParseError::*;
+        [
+            InvalidMethod,
+            MethodTooLong,
+            EncodedControlInPath,
+            InvalidTarget,
+            InvalidVersion,
+            VersionNotSupported,
+            BareLf,
+            InvalidHeaderName,
+            WhitespaceBeforeColon,
+            ObsFold,
+            InvalidHeaderValue,
+            MissingHost,
+            DuplicateHost,
+            InvalidHost,
+            InvalidContentLength,
+            ContentLengthWithTransferEncoding,
+            TransferEncodingOnHttp10,
+            InvalidTransferEncoding,
+            ChunkedNotFinal,
+            UnsupportedTransferCoding,
+            UnsupportedExpectation,
+            UriTooLong,
+            HeadersTooLarge,
+            TooManyHeaders,
+            InvalidChunkSize,
+            ChunkSizeOverflow,
+            InvalidChunkExtension,
+            InvalidChunkData,
+            InvalidTrailer,
+            TrailersTooLarge,
+        ]
+    };
+
+    /// This variant's place in [`ParseError::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// A stable snake_case name for metrics and logs (`obs_fold`, `invalid_chunk_size`…).
+    pub fn name(self) -> &'static str {
+        use ParseError::*;
+        match self {
+            InvalidMethod => "invalid_method",
+            MethodTooLong => "method_too_long",
+            EncodedControlInPath => "encoded_control_in_path",
+            InvalidTarget => "invalid_target",
+            InvalidVersion => "invalid_version",
+            VersionNotSupported => "version_not_supported",
+            BareLf => "bare_lf",
+            InvalidHeaderName => "invalid_header_name",
+            WhitespaceBeforeColon => "whitespace_before_colon",
+            ObsFold => "obs_fold",
+            InvalidHeaderValue => "invalid_header_value",
+            MissingHost => "missing_host",
+            DuplicateHost => "duplicate_host",
+            InvalidHost => "invalid_host",
+            InvalidContentLength => "invalid_content_length",
+            ContentLengthWithTransferEncoding => "content_length_with_transfer_encoding",
+            TransferEncodingOnHttp10 => "transfer_encoding_on_http10",
+            InvalidTransferEncoding => "invalid_transfer_encoding",
+            ChunkedNotFinal => "chunked_not_final",
+            UnsupportedTransferCoding => "unsupported_transfer_coding",
+            UnsupportedExpectation => "unsupported_expectation",
+            UriTooLong => "uri_too_long",
+            HeadersTooLarge => "headers_too_large",
+            TooManyHeaders => "too_many_headers",
+            InvalidChunkSize => "invalid_chunk_size",
+            ChunkSizeOverflow => "chunk_size_overflow",
+            InvalidChunkExtension => "invalid_chunk_extension",
+            InvalidChunkData => "invalid_chunk_data",
+            InvalidTrailer => "invalid_trailer",
+            TrailersTooLarge => "trailers_too_large",
+        }
+    }
+
     /// The status code to answer with.
     pub fn status(self) -> u16 {
         use ParseError::*;

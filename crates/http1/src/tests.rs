@@ -241,6 +241,25 @@ fn error_statuses_map_to_the_wire() {
 }
 
 #[test]
+fn every_error_kind_has_its_place_and_a_unique_name() {
+    let mut names = std::collections::HashSet::new();
+    for (i, e) in ParseError::ALL.iter().enumerate() {
+        assert_eq!(e.index(), i, "{e:?} out of order in ALL");
+        assert!(names.insert(e.name()), "{} named twice", e.name());
+        assert!(
+            e.name()
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        );
+    }
+    assert_eq!(ObsFold.name(), "obs_fold");
+    assert_eq!(
+        ContentLengthWithTransferEncoding.name(),
+        "content_length_with_transfer_encoding"
+    );
+}
+
+#[test]
 fn accessors_give_spans_of_the_buffer() {
     let buf = b"GET /json/5?m=3&x=%20 HTTP/1.1\r\nHost: h\r\nX-A:  v v \t\r\nConnection: close\r\n\r\nrest";
     let mut h = RequestHead::new();

@@ -97,6 +97,16 @@ fn metrics_count_what_was_sent() {
         ),
         0.0
     );
+    // The 400 by kind: a pct-encoded NUL in the path; no other kind counted.
+    let parse_error = |kind: &str| value(&scrape, "linerate_parse_errors_total", &[("kind", kind)]);
+    assert_eq!(parse_error("encoded_control_in_path"), 1.0);
+    assert_eq!(parse_error("obs_fold"), 0.0);
+    let kinds = scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == "linerate_parse_errors_total")
+        .count();
+    assert_eq!(kinds, linerate_http1::ParseError::ALL.len());
     // Bytes: at least what this test wrote and read.
     assert!(value(&scrape, "linerate_received_bytes_total", &[]) >= 11.0 * 28.0);
     assert!(value(&scrape, "linerate_sent_bytes_total", &[]) >= 12.0 * 60.0);

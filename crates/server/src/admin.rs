@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use linerate_http1::{Limits, Parsed, RequestHead};
+use linerate_http1::{Limits, ParseError, Parsed, RequestHead};
 
 use crate::stats::{CLASSES, DURATION_BUCKETS_US, KINDS, Metrics, REFUSALS, Stats, StatsHandle};
 
@@ -156,6 +156,19 @@ pub fn render(m: &Metrics, s: &Stats) -> String {
         let _ = writeln!(
             o,
             "linerate_refused_requests_total{{status=\"{status}\"}} {n}"
+        );
+    }
+    family(
+        &mut o,
+        "linerate_parse_errors_total",
+        "counter",
+        "Malformed requests refused, by what was wrong (each also counts in refused_requests).",
+    );
+    for (e, n) in ParseError::ALL.iter().zip(&m.parse_errors) {
+        let _ = writeln!(
+            o,
+            "linerate_parse_errors_total{{kind=\"{}\"}} {n}",
+            e.name()
         );
     }
     for (name, help, v) in [

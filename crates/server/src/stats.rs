@@ -1,7 +1,7 @@
 //! Counters a running server exposes: deferred answers outstanding, refused at the cap, timed
 //! out, abandoned by their client, and arriving too late to be sent; and, when metrics are on
 //! (an admin listener), requests by status class and answer kind, requests the connection
-//! refused by status, bytes in and out, open and idle connections, TLS handshakes completed
+//! refused by status and the parse errors among them by kind, bytes in and out, open and idle connections, TLS handshakes completed
 //! and failed, and a request-duration histogram.
 //!
 //! Owns the counters only. Each worker writes its own (relaxed atomics that only it writes,
@@ -11,6 +11,11 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use linerate_http1::ParseError;
+
+/// Parse-error kinds counted: every [`ParseError`] (named by [`ParseError::name`]).
+pub const PARSE_ERRORS: usize = ParseError::ALL.len();
 
 /// Status classes counted: 1xx to 5xx.
 pub const CLASSES: usize = 5;
@@ -44,6 +49,7 @@ pub(crate) struct Counters {
     abandoned: AtomicU64,
     requests: [[AtomicU64; KINDS.len()]; CLASSES],
     refusals: [AtomicU64; REFUSALS.len() + 1],
+    parse_errors: [AtomicU64; PARSE_ERRORS],
     bytes_in: AtomicU64,
     bytes_out: AtomicU64,
     open: AtomicU64,
@@ -89,8 +95,12 @@ impl Counters {
         bump(&self.duration_sum_us, us);
     }
 
-    /// The connection answered `status` by itself (a refused or timed-out request).
-    pub(crate) fn refusal(&self, status: u16) {
+    /// The connection answered `status` by itself (a refused or timed-out request), for
+    /// `error` when the request was malformed.
+    pub(crate) fn refusal(&self, status: u16, error: Option<ParseError>) {
+        if let Some(e) = error {
+            bump(&self.parse_errors[e.index()], 1);
+        }
         let i = REFUSALS
             .iter()
             .position(|&s| s == status)
@@ -132,6 +142,8 @@ pub struct Metrics {
     pub requests: [[u64; KINDS.len()]; CLASSES],
     /// Requests the connection refused, by [`REFUSALS`] (then any other status).
     pub refusals: [u64; REFUSALS.len() + 1],
+    /// Malformed requests by kind, indexed as [`ParseError::ALL`].
+    pub parse_errors: [u64; PARSE_ERRORS],
     pub bytes_in: u64,
     pub bytes_out: u64,
     pub connections_open: u64,
@@ -193,6 +205,9 @@ impl StatsHandle {
                 }
             }
             for (v, a) in m.refusals.iter_mut().zip(&c.refusals) {
+                add(v, a);
+            }
+            for (v, a) in m.parse_errors.iter_mut().zip(&c.parse_errors) {
                 add(v, a);
             }
             for (v, a) in m.duration_buckets.iter_mut().zip(&c.duration_buckets) {

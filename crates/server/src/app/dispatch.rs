@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use linerate_http1::{BodyDecoder, Framing, Method, RequestHead, TargetForm};
+use linerate_http1::{BodyDecoder, Framing, Method, ParseError, RequestHead, TargetForm};
 
 use super::access_log::AccessEntry;
 use super::deferred::{LogMeta, Meta, OwnedHead, OwnedRequest, Responder};
@@ -189,9 +189,9 @@ impl Service for ConnApp<'_> {
         }
     }
 
-    fn answered(&mut self, status: u16, body_bytes: u64) {
+    fn answered(&mut self, status: u16, error: Option<ParseError>, body_bytes: u64) {
         if self.app.metrics {
-            self.io.counters.refusal(status);
+            self.io.counters.refusal(status, error);
         }
         if let Some(log) = self.io.log.as_mut() {
             log.push(&AccessEntry {

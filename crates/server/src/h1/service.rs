@@ -3,7 +3,7 @@
 //! with each request).
 #![forbid(unsafe_code)]
 
-use linerate_http1::{BodyDecoder, DateCache, HeadRoom, Limits, RequestHead};
+use linerate_http1::{BodyDecoder, DateCache, HeadRoom, Limits, ParseError, RequestHead};
 
 use crate::pool::Pool;
 use crate::response::Response;
@@ -87,7 +87,7 @@ pub(crate) trait Service {
         pending: Self::Pending,
         body: BodyDecoder,
     ) -> Decision<Self::Pending>;
-    /// The connection answered on its own (a malformed request, a timeout, a limit): for
-    /// the access log.
-    fn answered(&mut self, status: u16, body_bytes: u64);
+    /// The connection answered on its own (a malformed request — `error` says how —, a
+    /// timeout, a limit): for the access log and the metrics.
+    fn answered(&mut self, status: u16, error: Option<ParseError>, body_bytes: u64);
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use linerate_http1::{BodyDecoder, DateCache, HeadRoom, Limits, Method, RequestHead};
+use linerate_http1::{BodyDecoder, DateCache, HeadRoom, Limits, Method, ParseError, RequestHead};
 
 use super::conn::{Conn, Transmit};
 use super::service::{ConnConfig, Cx, Decision, Exchange, Service};
@@ -27,6 +27,8 @@ struct App {
     deferred: Vec<u64>,
     /// Statuses the connection answered on its own.
     own: Vec<u16>,
+    /// The parse errors among them.
+    errors: Vec<ParseError>,
 }
 
 struct Pending {
@@ -89,8 +91,9 @@ impl Service for App {
         Decision::Respond(Response::text_owned(body))
     }
 
-    fn answered(&mut self, status: u16, _: u64) {
+    fn answered(&mut self, status: u16, error: Option<ParseError>, _: u64) {
         self.own.push(status);
+        self.errors.extend(error);
     }
 }
 
@@ -516,7 +519,35 @@ fn header_timeout_runs_from_the_first_byte_and_answers_408() {
     h.at(600);
     assert_eq!(h.answers(), ["408 [close]"]);
     assert_eq!(h.app.own, [408]);
+    assert!(h.app.errors.is_empty(), "a timeout is no parse error");
     assert_eq!(h.state(), "shut");
+}
+
+#[test]
+fn own_answers_tell_the_service_which_parse_error() {
+    let cases: [(&[u8], u16, ParseError); 3] = [
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nX: 1\r\n 2\r\n\r\n",
+            400,
+            ParseError::ObsFold,
+        ),
+        (
+            b"POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            400,
+            ParseError::InvalidChunkSize,
+        ),
+        (
+            b"GET / HTTP/2.0\r\nHost: a\r\n\r\n",
+            505,
+            ParseError::VersionNotSupported,
+        ),
+    ];
+    for (input, status, error) in cases {
+        let mut h = Harness::new();
+        h.recv(input);
+        assert_eq!(h.app.own, [status], "{}", String::from_utf8_lossy(input));
+        assert_eq!(h.app.errors, [error], "{}", String::from_utf8_lossy(input));
+    }
 }
 
 #[test]
@@ -730,7 +761,7 @@ fn method_facts_reach_the_service() {
         fn end(&mut self, _: u64, _: (), _: BodyDecoder) -> Decision<()> {
             Decision::Respond(Response::new(204))
         }
-        fn answered(&mut self, _: u16, _: u64) {}
+        fn answered(&mut self, _: u16, _: Option<ParseError>, _: u64) {}
     }
     let cfg = cfg();
     let mut conn: Conn<()> = Conn::new(0, &cfg);

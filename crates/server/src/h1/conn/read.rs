@@ -161,7 +161,7 @@ impl<P> Conn<P> {
                 if let Framing::Length(len) = framing
                     && len > limit
                 {
-                    self.own_answer(413, "request body too large", facts, cx, svc);
+                    self.own_answer(413, "request body too large", None, facts, cx, svc);
                     return Some(n);
                 }
                 if expect_continue && avail.is_empty() {
@@ -199,7 +199,7 @@ impl<P> Conn<P> {
                     let facts = b.facts;
                     self.reading = Reading::Stopped;
                     tracing::debug!(error = %e, "rejecting request body");
-                    self.own_answer(e.status(), &e.to_string(), facts, cx, svc);
+                    self.own_answer(e.status(), &e.to_string(), Some(e), facts, cx, svc);
                     return input.len();
                 }
             };
@@ -209,7 +209,7 @@ impl<P> Conn<P> {
                 if b.received > b.limit {
                     let facts = b.facts;
                     self.reading = Reading::Stopped;
-                    self.own_answer(413, "request body too large", facts, cx, svc);
+                    self.own_answer(413, "request body too large", None, facts, cx, svc);
                     return input.len();
                 }
                 if let Err(resp) = svc.data(&mut b.pending, step.data) {
@@ -271,6 +271,7 @@ impl<P> Conn<P> {
         &mut self,
         status: u16,
         why: &str,
+        error: Option<ParseError>,
         facts: Facts,
         cx: &mut Cx,
         svc: &mut S,
@@ -281,7 +282,7 @@ impl<P> Conn<P> {
         } else {
             resp.body.len()
         };
-        svc.answered(status, send_body);
+        svc.answered(status, error, send_body);
         self.place(facts, resp, cx);
     }
 
@@ -292,6 +293,13 @@ impl<P> Conn<P> {
         svc: &mut S,
     ) {
         tracing::debug!(error = %e, status = e.status(), "rejecting request");
-        self.own_answer(e.status(), &e.to_string(), Facts::UNPARSED, cx, svc);
+        self.own_answer(
+            e.status(),
+            &e.to_string(),
+            Some(e),
+            Facts::UNPARSED,
+            cx,
+            svc,
+        );
     }
 }
