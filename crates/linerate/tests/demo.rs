@@ -148,3 +148,23 @@ fn request_line_rules_from_the_conformance_suite() {
     assert_eq!(c.get("/baseline11?a=1&b=2&c=%0d%0a").text(), "3");
     server.stop();
 }
+
+#[test]
+fn an_upgrade_the_server_does_not_speak_is_ignored() {
+    // RFC 9110 §7.8: a server may ignore Upgrade; the request is answered over HTTP/1.1 on the
+    // same connection, which stays usable.
+    let server = start_demo();
+    let mut c = Client::connect(server.addr);
+    for upgrade in [
+        "Upgrade: foo/1\r\nConnection: Upgrade",
+        "Upgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA",
+        "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13",
+    ] {
+        c.send(format!("GET /plaintext HTTP/1.1\r\nHost: t\r\n{upgrade}\r\n\r\n").as_bytes());
+        let r = c.read_response();
+        assert_eq!((r.status, r.text().as_str()), (200, "Hello, World!"), "{upgrade}");
+        assert_eq!(r.header("upgrade"), None);
+    }
+    assert_eq!(c.get("/plaintext").status, 200);
+    server.stop();
+}

@@ -247,7 +247,12 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         } else {
             "user-space TLS"
         };
-        format!("  HTTPS on https://{t} (TLS 1.3/1.2, {how})\n")
+        if from_file {
+            // Its listeners are listed with the sites.
+            format!("  HTTPS: TLS 1.3/1.2, {how}\n")
+        } else {
+            format!("  HTTPS on https://{t} (TLS 1.3/1.2, {how})\n")
+        }
     });
     let routes = match app {
         AppKind::Demo => format!(
