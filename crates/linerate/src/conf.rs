@@ -140,6 +140,7 @@ struct RawSite {
     #[serde(default)]
     dotfiles: bool,
     compression: Option<bool>,
+    max_body_bytes: Option<Spanned<String>>,
     #[serde(default)]
     root: Vec<Spanned<RawRoot>>,
     #[serde(default)]
@@ -453,6 +454,10 @@ impl Cx<'_> {
             default: raw.default,
             dotfiles: raw.dotfiles,
             compression: raw.compression,
+            max_body_bytes: match &raw.max_body_bytes {
+                Some(v) => Some(self.size(v, "max_body_bytes")?),
+                None => None,
+            },
             ..Site::default()
         };
         for n in &raw.names {

@@ -1,7 +1,8 @@
 //! `linerate serve --config FILE` as a user runs it: IPv4 + IPv6 + Unix-socket + HTTPS
 //! listeners, two sites chosen by Host (and the default one for an unknown Host), redirects,
-//! fields by prefix and extension, dotfiles, error pages, flags over the file, privilege drop;
-//! `--check-config`, and one test per class of mistake, each a single FILE:LINE:COLUMN line.
+//! fields by prefix and extension, dotfiles, error pages, flags over the file, privilege drop
+//! (over raw sockets, and the same with curl as the client); `--check-config`, and one test per
+//! class of mistake, each a single FILE:LINE:COLUMN line.
 //! Servers bind 127.0.0.1 / ::1 on ports the test picks (port 0 where the banner tells).
 
 mod common;
@@ -80,6 +81,7 @@ names = ["two.test"]
 default = true
 app = "demo"
 compression = false
+max_body_bytes = "64"
 root = [{ prefix = "/files", dir = "two" }]
 "#;
 
@@ -156,6 +158,27 @@ tls = {{ cert = "cert.pem", key = "key.pem" }}
     assert_eq!((r.status, r.header("content-encoding")), (200, None));
     // The other site has no error page: the server's own body.
     assert_eq!(get(v4, "two.test", "/nope").text(), "Not Found\n");
+    // Site two's body limit (64 bytes) against the server's (1 MiB) on site one.
+    let post = |host: &str, len: usize| {
+        let mut c = Client::connect(v4);
+        let body = "1".repeat(len);
+        c.send(
+            format!("POST / HTTP/1.1\r\nHost: {host}\r\nContent-Length: {len}\r\n\r\n{body}")
+                .as_bytes(),
+        );
+        c.read_response().status
+    };
+    assert_eq!(post("two.test", 64), 200);
+    assert_eq!(post("two.test", 65), 413);
+    assert_eq!(post("three.test", 65), 413, "the default site is two");
+    let mut c = Client::connect(v4);
+    let chunk = "1".repeat(100);
+    c.send(format!("POST / HTTP/1.1\r\nHost: two.test\r\nTransfer-Encoding: chunked\r\n\r\n64\r\n{chunk}\r\n0\r\n\r\n").as_bytes());
+    assert_eq!(
+        c.read_response().status,
+        413,
+        "a chunked body is held to it too"
+    );
 
     // The Unix socket serves the same sites.
     let mut u = std::os::unix::net::UnixStream::connect(&sock).unwrap();
@@ -570,5 +593,129 @@ fn sighup_rereads_the_file_under_load_without_a_failed_request() {
         .map(|t| t.join().expect("no failed request"))
         .sum();
     assert!(served > 0);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Runs curl with `args`; its stdout. curl is a test dependency (CI's host has it; so does
+/// every Debian build host with the kTLS stage's checks).
+fn curl(args: &[&str]) -> String {
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "10"])
+        .args(args)
+        .output()
+        .expect("curl is needed by this test (apt-get install curl)");
+    assert!(
+        out.status.success(),
+        "curl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn curl_reaches_every_listener_and_site() {
+    let d = dir("curl");
+    tree(&d);
+    // A script big enough to be compressed on the fly (no .gz/.br sibling).
+    let script: String = (0..200).map(|i| format!("console.log({i});\n")).collect();
+    std::fs::write(d.join("one/big.js"), &script).unwrap();
+    let (p4, p6) = (free_port("127.0.0.1"), free_port("::1"));
+    let file = d.join("linerate.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"
+[[listen]]
+addr = "127.0.0.1:{p4}"
+[[listen]]
+addr = "[::1]:{p6}"
+[[listen]]
+unix = "linerate.sock"
+[[listen]]
+addr = "127.0.0.1:0"
+tls = {{ cert = "cert.pem", key = "key.pem" }}
+{SITES}"#
+        ),
+    )
+    .unwrap();
+    let s = serve(&["--config", file.to_str().unwrap()]);
+    let https = s
+        .banner
+        .iter()
+        .find_map(|l| l.split_whitespace().find(|w| w.starts_with("https://")))
+        .expect("https listener in the banner")
+        .trim_start_matches("https://")
+        .to_string();
+    let tls_port = https.rsplit(':').next().unwrap();
+    let ca = d.join("cert.pem");
+    let resolve = format!("one.test:{tls_port}:127.0.0.1");
+
+    // HTTPS with the site's certificate verified by curl (OpenSSL), TLS 1.2 and 1.3.
+    for v in ["--tlsv1.2", "--tlsv1.3"] {
+        let url = format!("https://one.test:{tls_port}/");
+        let body = curl(&[
+            v,
+            "--cacert",
+            ca.to_str().unwrap(),
+            "--resolve",
+            &resolve,
+            &url,
+        ]);
+        assert_eq!(body, "<h1>one</h1>\n", "{v}");
+    }
+    // Both families, two names and the default site.
+    let v4 = format!("http://127.0.0.1:{p4}");
+    let v6 = format!("http://[::1]:{p6}");
+    for base in [&v4, &v6] {
+        let one = format!("{base}/");
+        assert_eq!(curl(&["-H", "Host: one.test", &one]), "<h1>one</h1>\n");
+        let two = format!("{base}/files/");
+        assert_eq!(curl(&["-H", "Host: two.test", &two]), "<h1>two</h1>\n");
+        let demo = format!("{base}/plaintext");
+        assert_eq!(curl(&["-H", "Host: other.test", &demo]), "Hello, World!");
+    }
+    // The Unix socket.
+    let sock = d.join("linerate.sock");
+    assert_eq!(
+        curl(&["--unix-socket", sock.to_str().unwrap(), "http://one.test/"]),
+        "<h1>one</h1>\n"
+    );
+    // A redirect, followed by curl's own rules: status and Location as curl reads them.
+    let old = format!("{v4}/old/x?y=1");
+    let seen = curl(&[
+        "-H",
+        "Host: one.test",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code} %{redirect_url}",
+        &old,
+    ]);
+    assert_eq!(seen, format!("308 {v4}/new/x?y=1"));
+    // A static script gzip'd on the fly: curl decodes it back to the file's bytes; the fields.
+    let js = format!("{v4}/big.js");
+    let head = curl(&[
+        "-H",
+        "Host: one.test",
+        "--compressed",
+        "-D",
+        "-",
+        "-o",
+        "/dev/null",
+        &js,
+    ]);
+    let head = head.to_ascii_lowercase();
+    assert!(
+        head.contains("content-encoding: gzip") || head.contains("content-encoding: br"),
+        "{head}"
+    );
+    assert!(head.contains("vary: accept-encoding"), "{head}");
+    assert!(head.contains("x-content-type-options: nosniff"), "{head}");
+    assert_eq!(curl(&["-H", "Host: one.test", "--compressed", &js]), script);
+    // Dotfiles: the site's error page.
+    let env = format!("{v4}/.env");
+    let seen = curl(&["-H", "Host: one.test", "-w", "\n%{http_code}", &env]);
+    assert_eq!(seen, "<h1>nothing here</h1>\n\n404");
+    drop(s);
     let _ = std::fs::remove_dir_all(&d);
 }

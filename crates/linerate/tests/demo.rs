@@ -162,7 +162,11 @@ fn an_upgrade_the_server_does_not_speak_is_ignored() {
     ] {
         c.send(format!("GET /plaintext HTTP/1.1\r\nHost: t\r\n{upgrade}\r\n\r\n").as_bytes());
         let r = c.read_response();
-        assert_eq!((r.status, r.text().as_str()), (200, "Hello, World!"), "{upgrade}");
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (200, "Hello, World!"),
+            "{upgrade}"
+        );
         assert_eq!(r.header("upgrade"), None);
     }
     assert_eq!(c.get("/plaintext").status, 200);

@@ -146,6 +146,10 @@ pub struct Site {
     /// Dynamic compression here (`None`: the server's setting). Off for a site that mixes
     /// secrets and reflected input over HTTPS (BREACH).
     pub compression: Option<bool>,
+    /// Largest body for buffering and deferred handlers here (`None`: the server's
+    /// `max_body_bytes`). Limits read before the Host is known (head size, header count,
+    /// timeouts) stay server-wide.
+    pub max_body_bytes: Option<u64>,
 }
 
 /// A redirect: a request whose path starts with `prefix` is answered `status` with a

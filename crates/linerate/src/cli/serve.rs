@@ -276,8 +276,13 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     let admin = server.admin_addr().map_or(String::new(), |a| {
         format!("  admin on http://{a}/metrics and /healthz\n")
     });
+    // With a file, the first listener as configured (it may be a Unix socket or HTTPS).
+    let first = match server.listening().first() {
+        Some((addr, tls)) if from_file => listener_url(addr, *tls),
+        _ => url.clone(),
+    };
     let banner = format!(
-        "linerate serving on {url} ({} worker{}{})\n{routes}{site}\
+        "linerate serving on {first} ({} worker{}{})\n{routes}{site}\
 {https}{admin}Stop with Ctrl-C (graceful drain).\n",
         server.workers(),
         if server.workers() == 1 { "" } else { "s" },
@@ -481,16 +486,20 @@ fn summary(f: &crate::conf::FileConfig) -> String {
     )
 }
 
+/// A listener as the banner shows it: `http://IP:PORT`, `https://IP:PORT` or `unix:PATH`.
+fn listener_url(addr: &linerate_server::ListenAddr, tls: bool) -> String {
+    match (addr, tls) {
+        (linerate_server::ListenAddr::Unix(_), _) => addr.to_string(),
+        (_, true) => format!("https://{addr}"),
+        (_, false) => format!("http://{addr}"),
+    }
+}
+
 /// The banner's lines for a configuration file: every listener but the first, then the sites.
 fn listeners_and_sites(server: &Server, sites: &[linerate_server::Site]) -> String {
     let mut out = String::new();
     for (addr, tls) in server.listening().iter().skip(1) {
-        let scheme = match (addr, tls) {
-            (linerate_server::ListenAddr::Unix(_), _) => "",
-            (_, true) => "https://",
-            (_, false) => "http://",
-        };
-        out += &format!("  also on {scheme}{addr}\n");
+        out += &format!("  also on {}\n", listener_url(addr, *tls));
     }
     for s in sites {
         let names = if s.names.is_empty() {

@@ -128,6 +128,7 @@ pub(crate) fn add_vary(resp: &mut Response) {
 
 /// Whether `resp` may be compressed at all, whatever the client accepts; exactly the
 /// responses that vary on Accept-Encoding.
+#[inline(always)]
 pub(crate) fn eligible(resp: &Response, cfg: &Compression) -> bool {
     let in_memory = matches!(resp.body, Body::Static(_) | Body::Owned(_));
     cfg.enabled

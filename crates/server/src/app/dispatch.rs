@@ -95,29 +95,8 @@ impl Service for ConnApp<'_> {
         };
         match lookup {
             Lookup::Found(index, route) => self.route(index, route, params, req),
-            Lookup::NotFound => {
-                let resp = match site.mount(path) {
-                    Some((i, mount, rest)) => {
-                        self.kind = Kind::File;
-                        let files = &self.io.files[self.site][i];
-                        let resp = file_response(files, mount, head, req.buf, rest);
-                        if site.compression.enabled && matches!(resp.body, Body::File(_)) {
-                            let accept = head.header(req.buf, "accept-encoding");
-                            self.io.static_gz.apply(resp, accept, &site.compression)
-                        } else {
-                            resp
-                        }
-                    }
-                    None => text_status(404),
-                };
-                self.respond(head, req.buf, resp)
-            }
-            Lookup::MethodNotAllowed(allow) => {
-                let resp = text_status(405)
-                    .try_header("Allow", allow)
-                    .unwrap_or_else(|_| text_status(405));
-                self.respond(head, req.buf, resp)
-            }
+            Lookup::NotFound => self.files(head, req.buf),
+            Lookup::MethodNotAllowed(allow) => self.not_allowed(head, req.buf, allow),
         }
     }
 
@@ -248,6 +227,43 @@ impl<'a> ConnApp<'a> {
         self.respond(head, req.buf, resp)
     }
 
+    /// No route: the site's static files answer, or 404. Out of line, so the routes' path
+    /// through `request` stays small enough for the compiler to inline what it calls.
+    #[inline(never)]
+    fn files(&mut self, head: &RequestHead, buf: &[u8]) -> Decision<Pending> {
+        let site = self.sites.get(self.site);
+        let resp = match site.mount(head.path_bytes(buf)) {
+            Some((i, mount, rest)) => {
+                self.kind = Kind::File;
+                let files = &self.io.files[self.site][i];
+                let resp = file_response(files, mount, head, buf, rest);
+                if site.compression.enabled && matches!(resp.body, Body::File(_)) {
+                    let accept = head.header(buf, "accept-encoding");
+                    self.io.static_gz.apply(resp, accept, &site.compression)
+                } else {
+                    resp
+                }
+            }
+            None => text_status(404),
+        };
+        self.respond(head, buf, resp)
+    }
+
+    /// A path routes serve, but not with this method: 405 with `Allow`.
+    #[cold]
+    #[inline(never)]
+    fn not_allowed(&mut self, head: &RequestHead, buf: &[u8], allow: String) -> Decision<Pending> {
+        let resp = text_status(405)
+            .try_header("Allow", allow)
+            .unwrap_or_else(|_| text_status(405));
+        self.respond(head, buf, resp)
+    }
+
+    /// The body limit for buffering and deferred handlers on this request's site.
+    fn max_body(&self) -> u64 {
+        self.sites.get(self.site).max_body_bytes
+    }
+
     /// Calls the route's handler, or arranges for its body to be read first.
     #[inline(always)]
     fn route<'b>(
@@ -275,7 +291,7 @@ impl<'a> ConnApp<'a> {
         };
         match &route.handler {
             Handler::Buffered(h) => {
-                if declared > app.max_body_bytes {
+                if declared > 0 && declared > self.max_body() {
                     return self.respond(head, req.buf, text_status(413).close());
                 }
                 match req.body {
@@ -312,7 +328,7 @@ impl<'a> ConnApp<'a> {
                 }
             }
             Handler::Deferred(f) => {
-                if declared > app.max_body_bytes {
+                if declared > 0 && declared > self.max_body() {
                     return self.respond(head, req.buf, text_status(413).close());
                 }
                 match req.body {
@@ -340,7 +356,7 @@ impl<'a> ConnApp<'a> {
     ) -> Decision<Pending> {
         let limit = match sink {
             Sink::Stream(_) => self.app.max_stream_body_bytes,
-            Sink::Buffer(_) => self.app.max_body_bytes,
+            Sink::Buffer(_) => self.max_body(),
         };
         Decision::ReadBody {
             limit,
@@ -455,6 +471,7 @@ impl<'a> ConnApp<'a> {
 }
 
 /// Calls a handler; a panic becomes a 500 that closes the connection.
+#[inline(always)]
 fn call(f: impl FnOnce() -> Response) -> Response {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
         tracing::error!("handler panicked; answering 500");

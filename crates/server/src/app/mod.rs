@@ -39,7 +39,7 @@ pub(crate) use dispatch::{ConnApp, Pending};
 /// What every worker shares, read-only: the routes and the settings answers depend on.
 pub(crate) struct App {
     pub router: Router,
-    pub max_body_bytes: u64,
+    /// Largest body for streaming handlers (a site's `max_body_bytes` is for the others).
     pub max_stream_body_bytes: u64,
     /// Deferred requests one worker may have outstanding; beyond, 503 with Retry-After.
     pub max_deferred_per_worker: usize,
@@ -55,7 +55,6 @@ impl App {
     pub(crate) fn new(router: Router, config: &Config) -> App {
         App {
             router,
-            max_body_bytes: config.max_body_bytes,
             max_stream_body_bytes: config.max_stream_body_bytes,
             max_deferred_per_worker: config.max_deferred_per_worker,
             logs: config.access_log.is_some(),

@@ -200,6 +200,7 @@ impl Router {
     }
 
     /// Finds the route for `method` and `path`, capturing parameters into `params`.
+    #[inline(always)]
     pub(crate) fn lookup(&self, method: Method, path: &[u8], params: &mut Params) -> Lookup<'_> {
         let mut path_matched = false;
         let mut head_fallback = None;

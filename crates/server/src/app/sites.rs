@@ -80,6 +80,8 @@ pub(crate) struct SiteApp {
     pub mounts: Vec<FilesMount>,
     pub files: FilesOptions,
     pub compression: Compression,
+    /// Largest body for buffering and deferred handlers (413 beyond).
+    pub max_body_bytes: u64,
     redirects: Vec<Redirect>,
     headers: Vec<HeaderRule>,
     error_pages: Vec<ErrorPage>,
@@ -110,6 +112,7 @@ impl Sites {
                 mounts: config.files.iter().cloned().collect(),
                 files: FilesOptions::default(),
                 compression: config.compression.clone(),
+                max_body_bytes: config.max_body_bytes,
                 redirects: Vec::new(),
                 headers: Vec::new(),
                 error_pages: Vec::new(),
@@ -166,6 +169,7 @@ impl Sites {
                 mounts,
                 files,
                 compression,
+                max_body_bytes: s.max_body_bytes.unwrap_or(config.max_body_bytes),
                 redirects: s.redirects.clone(),
                 decorates: !s.headers.is_empty() || !error_pages.is_empty(),
                 headers: s.headers.clone(),
@@ -223,6 +227,7 @@ impl Sites {
 
     /// Site `i`; the default site for an index a reload made stale (a request read before
     /// the swap and answered after it).
+    #[inline(always)]
     pub(crate) fn get(&self, i: usize) -> &SiteApp {
         self.list.get(i).unwrap_or(&self.list[self.default])
     }
