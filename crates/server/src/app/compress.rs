@@ -152,17 +152,20 @@ fn no_transform(value: &str) -> bool {
 
 /// Whether a Content-Type names a media type that compresses well (text, JSON, XML, SVG…).
 pub fn compressible(content_type: &str) -> bool {
-    let essence = content_type.split(';').next().unwrap_or_default().trim();
-    let is = |s: &str| essence.eq_ignore_ascii_case(s);
-    let ends = |suffix: &str| {
+    // Byte slices and a length test before each comparison: this runs for every static-file
+    // answer when compression is on, so declining `application/octet-stream` must be cheap.
+    let b = content_type.as_bytes();
+    let essence = b[..memchr::memchr(b';', b).unwrap_or(b.len())].trim_ascii();
+    let ends = |suffix: &[u8]| {
         essence.len() > suffix.len()
-            && essence.as_bytes()[essence.len() - suffix.len()..]
-                .eq_ignore_ascii_case(suffix.as_bytes())
+            && essence[essence.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
     };
-    let text = essence
-        .get(..5)
-        .is_some_and(|t| t.eq_ignore_ascii_case("text/"));
-    text || ends("+json") || ends("+xml") || COMPRESSIBLE.iter().any(|c| is(c))
+    let text = essence.len() >= 5 && essence[..5].eq_ignore_ascii_case(b"text/");
+    text || ends(b"+json")
+        || ends(b"+xml")
+        || COMPRESSIBLE
+            .iter()
+            .any(|c| c.len() == essence.len() && c.as_bytes().eq_ignore_ascii_case(essence))
 }
 
 /// Whether a header `name` lists `token` (case-insensitive, comma-separated, any line).

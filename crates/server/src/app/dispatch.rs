@@ -20,7 +20,7 @@ use super::files::{ALLOW, FileAnswer, HeadView, StaticFiles};
 use super::request::{Params, Request};
 use super::response::{Body, FileBody, Response};
 use super::router::{BodySink, DeferredFn, Handler, Lookup, Route, add_method};
-use super::sites::Sites;
+use super::sites::{SiteApp, Sites};
 use super::{App, AppIo, body_bytes, compress};
 use crate::config::FilesMount;
 use crate::h1::{Decision, Exchange, Service};
@@ -55,8 +55,9 @@ pub(crate) struct ConnApp<'a> {
     pub peer: Option<&'a SocketAddr>,
     /// The driver's name for the connection: where deferred answers go.
     pub token: u64,
-    /// The site answering the request at hand (see `sites`).
+    /// The site answering the request at hand (see `sites`), and the site itself.
     pub site: usize,
+    pub site_app: &'a SiteApp,
     /// What answers the request at hand (metrics).
     pub kind: Kind,
     /// When its head was in (µs, `sys::monotonic_us`), when metrics or the log are on.
@@ -75,6 +76,7 @@ impl Service for ConnApp<'_> {
             self.kind = Kind::Server;
         }
         self.site = self.sites.pick(head, req.buf);
+        self.site_app = self.sites.get(self.site);
         match head.method() {
             Method::Other | Method::Connect => {
                 return self.respond(head, req.buf, text_status(501));
@@ -82,7 +84,7 @@ impl Service for ConnApp<'_> {
             Method::Options => return self.options(req),
             _ => {}
         }
-        let site = self.sites.get(self.site);
+        let site = self.site_app;
         let path = head.path_bytes(req.buf);
         if let Some(resp) = site.redirect(path, head.query(req.buf)) {
             return self.respond(head, req.buf, resp);
@@ -129,6 +131,7 @@ impl Service for ConnApp<'_> {
             sink,
         } = *pending.0;
         self.site = site;
+        self.site_app = self.sites.get(site);
         self.started = started;
         self.kind = Kind::Route;
         let Some(route) = app.router.at(route) else {
@@ -196,7 +199,7 @@ impl<'a> ConnApp<'a> {
     #[inline(never)]
     fn options(&mut self, req: Exchange<'_>) -> Decision<Pending> {
         let (app, head) = (self.app, req.head);
-        let site = self.sites.get(self.site);
+        let site = self.site_app;
         let asterisk = head.target_form() == TargetForm::Asterisk;
         let path = head.path_bytes(req.buf);
         if !asterisk && site.app {
@@ -231,14 +234,14 @@ impl<'a> ConnApp<'a> {
     /// through `request` stays small enough for the compiler to inline what it calls.
     #[inline(never)]
     fn files(&mut self, head: &RequestHead, buf: &[u8]) -> Decision<Pending> {
-        let site = self.sites.get(self.site);
+        let site = self.site_app;
         let resp = match site.mount(head.path_bytes(buf)) {
             Some((i, mount, rest)) => {
                 self.kind = Kind::File;
                 let files = &self.io.files[self.site][i];
                 let resp = file_response(files, mount, head, buf, rest);
                 if site.compression.enabled && matches!(resp.body, Body::File(_)) {
-                    let accept = head.header(buf, "accept-encoding");
+                    let accept = || head.header(buf, "accept-encoding");
                     self.io.static_gz.apply(resp, accept, &site.compression)
                 } else {
                     resp
@@ -261,7 +264,7 @@ impl<'a> ConnApp<'a> {
 
     /// The body limit for buffering and deferred handlers on this request's site.
     fn max_body(&self) -> u64 {
-        self.sites.get(self.site).max_body_bytes
+        self.site_app.max_body_bytes
     }
 
     /// Calls the route's handler, or arranges for its body to be read first.
@@ -389,7 +392,7 @@ impl<'a> ConnApp<'a> {
         }
         let h = &head.head;
         let buf = &head.bytes[..];
-        let site = self.sites.get(self.site);
+        let site = self.site_app;
         let meta = Box::new(Meta {
             head: h.method() == Method::Head,
             site: self.site,
@@ -430,7 +433,7 @@ impl<'a> ConnApp<'a> {
     /// An answer decided now: compressed when eligible, logged.
     #[inline(always)]
     fn respond(&mut self, head: &RequestHead, buf: &[u8], mut resp: Response) -> Decision<Pending> {
-        let site = self.sites.get(self.site);
+        let site = self.site_app;
         if site.decorates {
             resp = site.decorate(head.path_bytes(buf), resp, generated);
         }

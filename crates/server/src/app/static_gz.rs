@@ -33,12 +33,13 @@ pub(crate) struct StaticGz {
 }
 
 impl StaticGz {
-    /// `resp` compressed per `accept` when it is a whole compressible file answer; else as it
-    /// is (with `Vary` when the choice depended on Accept-Encoding).
-    pub(crate) fn apply(
+    /// `resp` compressed per `accept` (the request's Accept-Encoding, read only for an
+    /// eligible file) when it is a whole compressible file answer; else as it is (with `Vary`
+    /// when the choice depended on Accept-Encoding).
+    pub(crate) fn apply<'b>(
         &mut self,
         resp: Response,
-        accept: Option<&[u8]>,
+        accept: impl FnOnce() -> Option<&'b [u8]>,
         cfg: &Compression,
     ) -> Response {
         let Body::File(file) = &resp.body else {
@@ -67,7 +68,7 @@ impl StaticGz {
         else {
             return resp;
         };
-        let coding = encoding::choose(accept, |_| true);
+        let coding = encoding::choose(accept(), |_| true);
         if coding == Encoding::Identity {
             let mut resp = resp;
             compress::add_vary(&mut resp);

@@ -142,6 +142,7 @@ impl Io {
                 peer,
                 token,
                 site: 0,
+                site_app: sites.sites.get(0),
                 kind: crate::stats::Kind::Server,
                 started: 0,
             },

@@ -67,9 +67,10 @@ pub fn content_type(name: &str) -> &'static str {
     if stem.is_empty() || ext.len() > MAX_EXT {
         return DEFAULT_TYPE;
     }
+    // Length first: most rows are declined by one compare (this runs per file request).
     TABLE
         .iter()
-        .find(|(e, _)| e.eq_ignore_ascii_case(ext))
+        .find(|(e, _)| e.len() == ext.len() && e.eq_ignore_ascii_case(ext))
         .map_or(DEFAULT_TYPE, |&(_, t)| t)
 }
 

@@ -80,6 +80,11 @@ pub fn normalize(raw: &[u8]) -> Result<Normalized, PathError> {
 /// Whether a normalized path names a dotfile or passes through a dot-directory, outside
 /// `.well-known/` at the top (RFC 8615), which is served like any directory.
 pub fn hidden(rel: &str) -> bool {
+    // Most paths have no segment starting with a dot: decided by the dots alone.
+    let b = rel.as_bytes();
+    if !memchr::memchr_iter(b'.', b).any(|i| i == 0 || b[i - 1] == b'/') {
+        return false;
+    }
     let rest = rel
         .strip_prefix(".well-known/")
         .or(if rel == ".well-known" { Some("") } else { None })
