@@ -370,6 +370,27 @@ mod tests {
     }
 
     #[test]
+    fn compressible_types_table() {
+        for (ct, want) in [
+            ("text/html; charset=utf-8", true),
+            ("TEXT/CSS", true),
+            ("text/", true),
+            ("text", false),
+            ("application/json", true),
+            ("Application/JSON ; charset=utf-8", true),
+            ("application/problem+json", true),
+            ("image/svg+xml; charset=utf-8", true),
+            ("+json", false),
+            ("application/octet-stream", false),
+            ("application/jsonx", false),
+            ("image/png", false),
+            ("", false),
+        ] {
+            assert_eq!(compressible(ct), want, "{ct:?}");
+        }
+    }
+
+    #[test]
     fn incompressible_body_goes_out_as_identity() {
         // A body that does not shrink is not worth a Content-Encoding.
         let mut x: u32 = 1;
