@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check linerate's CI runs: formatting, clippy, the fuzz targets (built and replayed
-# over their seed corpus), all tests, the Http11Probe conformance suite against the demo
-# server (scripts/conformance.sh), and the kTLS checks in a VM (scripts/ktls-vm.sh). Needs a
+# over their seed corpus), all tests, a throwaway PostgreSQL 15 started, seeded and checked
+# (scripts/pg.sh selftest), the Http11Probe conformance suite against the demo server
+# (scripts/conformance.sh), and the kTLS checks in a VM (scripts/ktls-vm.sh). Needs a
 # Rust toolchain; the VM stage installs QEMU, busybox-static, cpio and kmod with apt and fetches
 # a Debian kernel package where it can, and says loudly (without failing) where it cannot.
 # Servers started by tests bind 127.0.0.1 on OS-chosen ports (the VM's, its own loopback).
@@ -32,6 +33,17 @@ echo "== cargo test"
 cargo test --workspace --locked
 
 cargo build --release --locked -p linerate
+
+echo "== PostgreSQL 15 throwaway cluster: start, seed, check, stop (scripts/pg.sh selftest)"
+set +e
+scripts/pg.sh selftest
+pg=$?
+set -e
+case $pg in
+    0) ;;
+    2) echo "!! PostgreSQL stage NOT RUN: it cannot run on this machine (see the line above)" ;;
+    *) exit "$pg" ;;
+esac
 
 echo "== Http11Probe conformance against the demo server (scripts/conformance.sh)"
 scripts/conformance.sh
