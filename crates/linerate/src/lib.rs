@@ -5,4 +5,5 @@
 
 pub mod cli;
 pub mod conf;
+pub mod db;
 pub mod demo;

@@ -107,6 +107,15 @@ pub(crate) struct ServeArgs {
     /// /data/dataset.json), read and checked at start (default: the compiled-in 50 items).
     #[arg(long, value_name = "FILE")]
     dataset: Option<PathBuf>,
+    /// PostgreSQL for the demo's /db and /queries, e.g.
+    /// postgres://user:password@127.0.0.1:5432/db (default: $DATABASE_URL; without either,
+    /// those routes are not mounted). `scripts/pg.sh start` makes a seeded one.
+    #[arg(long, value_name = "URL")]
+    database_url: Option<String>,
+    /// Connections to the database (default: $DATABASE_MAX_CONN, else 4); queries in flight
+    /// on one connection are pipelined.
+    #[arg(long, value_name = "N")]
+    database_connections: Option<usize>,
     /// Path prefix the --root directory is served under, e.g. /static.
     #[arg(long, default_value = "/", value_name = "PREFIX")]
     root_prefix: String,
@@ -208,6 +217,42 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
             crate::demo::router_with(items)
         }
     };
+    // The database: its runtime lives as long as the server (it runs the queries).
+    let database_url = a
+        .database_url
+        .clone()
+        .or_else(|| std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()));
+    let (router, db_runtime) = match database_url {
+        Some(_) if app != AppKind::Demo => {
+            bail!("--database-url needs the demo app (its /db and /queries use it)")
+        }
+        Some(url) => {
+            let connections = match a.database_connections {
+                Some(n) => n,
+                None => match std::env::var("DATABASE_MAX_CONN") {
+                    Ok(v) => v.parse().map_err(|_| {
+                        anyhow::anyhow!("DATABASE_MAX_CONN must be a whole number (got {v:?})")
+                    })?,
+                    Err(_) => 4,
+                },
+            };
+            if connections == 0 {
+                bail!("--database-connections must be at least 1");
+            }
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("linerate-db")
+                .enable_all()
+                .build()
+                .context("cannot start the database runtime")?;
+            let db = crate::db::Db::connect(&url, connections, runtime.handle())?;
+            let router =
+                crate::db::mount(router, std::sync::Arc::new(db), runtime.handle().clone());
+            (router, Some(runtime))
+        }
+        None => (router, None),
+    };
+    let db_mounted = db_runtime.is_some();
     let flags = flags_config(&a)?;
     let server_files = flags.files.clone();
     let from_file = file.is_some();
@@ -264,7 +309,15 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
   GET  {url}/pipeline         ok\n\
   GET  {url}/json/{{count}}?m=M  first count (1-50) dataset items with totals\n\
   POST {url}/upload           number of body bytes received\n\
-  GET  {url}/echo             the request's header fields (/cookie: its cookies)\n"
+  GET  {url}/echo             the request's header fields (/cookie: its cookies)\n{}",
+            if db_mounted {
+                format!(
+                    "  GET  {url}/db               a random world row from PostgreSQL\n\
+  GET  {url}/queries?queries=N  N rows (1-500)\n"
+                )
+            } else {
+                String::new()
+            }
         ),
         AppKind::None => String::new(),
     };
