@@ -2,8 +2,10 @@
 //! tokio-postgres on a runtime beside the HTTP workers, reached through `route_async`, so a
 //! query never blocks a worker.
 //!
-//! Owns the connections (several, used round-robin; each pipelines the queries that are in
-//! flight on it together), the prepared statement, the query-count rule and the JSON shapes.
+//! Owns the connections (several, used round-robin; tokio-postgres sends the queries in
+//! flight on one connection without waiting for each answer — the round trips per request
+//! are still to be measured), the prepared statement, the query-count rule and the JSON
+//! shapes.
 //! Not yet here (issue H): reconnecting after the database restarts, the other endpoints,
 //! and the comparison with a client driven by the worker's own event loop.
 #![forbid(unsafe_code)]
