@@ -1,6 +1,9 @@
 //! The real binary: one-line CLI errors (HTTPS flags included), the start-up banner (with the
 //! https URL), SIGTERM under load, and the access log. Servers bind 127.0.0.1 with an OS-chosen port; every wait is bounded.
 
+mod common;
+
+use common::bin::wait_exit;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -130,22 +133,7 @@ fn spawn(extra: &[&str]) -> (Child, SocketAddr) {
 }
 
 fn sigterm(child: &Child) {
-    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-}
-
-fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            panic!("server did not exit within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::bin::signal(child, rustix::process::Signal::TERM);
 }
 
 #[test]

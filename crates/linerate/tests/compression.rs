@@ -3,9 +3,7 @@
 
 mod common;
 
-use std::io::Read;
-
-use common::{Client, Resp, start, start_demo};
+use common::{Client, Resp, gunzip, start, start_demo, unbrotli};
 
 /// The demo's ~8.5 KB JSON route (over the threshold).
 const BIG: &str = "/json/50";
@@ -22,22 +20,6 @@ fn request(c: &mut Client, method: &str, path: &str, accept: Option<&str>) -> Re
 
 /// Turns a coded body back into the identity body.
 type Decoder = fn(&[u8]) -> Vec<u8>;
-
-fn gunzip(b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(b)
-        .read_to_end(&mut out)
-        .expect("valid gzip");
-    out
-}
-
-fn unbrotli(b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    brotli::Decompressor::new(b, 4096)
-        .read_to_end(&mut out)
-        .expect("valid br");
-    out
-}
 
 /// The headers a cache or client sees, minus Date (which may tick between two responses).
 fn fields(r: &Resp) -> Vec<(String, String)> {

@@ -85,12 +85,10 @@ max_body_bytes = "64"
 root = [{ prefix = "/files", dir = "two" }]
 "#;
 
-#[test]
-fn sites_listeners_and_rules_from_one_file() {
-    let d = dir("full");
-    tree(&d);
+/// Serves [`SITES`] from `d` on every kind of listener: 127.0.0.1 and ::1 on free ports
+/// (returned), the Unix socket `d/linerate.sock`, and HTTPS on 127.0.0.1 (port in the banner).
+fn serve_every_listener(d: &Path) -> (common::bin::Served, u16, u16) {
     let (p4, p6) = (free_port("127.0.0.1"), free_port("::1"));
-    let sock = d.join("linerate.sock");
     let file = d.join("linerate.toml");
     std::fs::write(
         &file,
@@ -109,7 +107,15 @@ tls = {{ cert = "cert.pem", key = "key.pem" }}
         ),
     )
     .unwrap();
-    let s = serve(&["--config", file.to_str().unwrap()]);
+    (serve(&["--config", file.to_str().unwrap()]), p4, p6)
+}
+
+#[test]
+fn sites_listeners_and_rules_from_one_file() {
+    let d = dir("full");
+    tree(&d);
+    let sock = d.join("linerate.sock");
+    let (s, p4, p6) = serve_every_listener(&d);
     let v4: SocketAddr = format!("127.0.0.1:{p4}").parse().unwrap();
     let v6: SocketAddr = format!("[::1]:{p6}").parse().unwrap();
     assert_eq!(s.addr, v4);
@@ -574,14 +580,9 @@ fn sighup_rereads_the_file_under_load_without_a_failed_request() {
     std::fs::write(d.join("key.pem"), ck.signing_key.serialize_pem()).unwrap();
     write("\n[[site.headers]]\nfields = { \"X-Reloaded\" = \"yes\" }\n");
     common::bin::signal(&s.child, rustix::process::Signal::HUP);
-    let start = std::time::Instant::now();
-    while get(s.addr, "two.test", "/files/").header("x-reloaded") != Some("yes") {
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(15),
-            "reload never seen"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    common::eventually("reload never seen", || {
+        get(s.addr, "two.test", "/files/").header("x-reloaded") == Some("yes")
+    });
     // The rule is the second site's (the last [[site]] in the file), not the first's.
     assert_eq!(get(s.addr, "one.test", "/").header("x-reloaded"), None);
     // The new certificate is served (the old one is no longer trusted by this client).
@@ -619,26 +620,7 @@ fn curl_reaches_every_listener_and_site() {
     // A script big enough to be compressed on the fly (no .gz/.br sibling).
     let script: String = (0..200).map(|i| format!("console.log({i});\n")).collect();
     std::fs::write(d.join("one/big.js"), &script).unwrap();
-    let (p4, p6) = (free_port("127.0.0.1"), free_port("::1"));
-    let file = d.join("linerate.toml");
-    std::fs::write(
-        &file,
-        format!(
-            r#"
-[[listen]]
-addr = "127.0.0.1:{p4}"
-[[listen]]
-addr = "[::1]:{p6}"
-[[listen]]
-unix = "linerate.sock"
-[[listen]]
-addr = "127.0.0.1:0"
-tls = {{ cert = "cert.pem", key = "key.pem" }}
-{SITES}"#
-        ),
-    )
-    .unwrap();
-    let s = serve(&["--config", file.to_str().unwrap()]);
+    let (s, p4, p6) = serve_every_listener(&d);
     let https = s
         .banner
         .iter()

@@ -12,16 +12,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::Client;
 use common::bin::{BIN, run_err, serve, signal, wait_exit};
 use rustix::process::Signal;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
-
-/// Longest any poll for an effect of a signal waits.
-const EFFECT_LIMIT: Duration = Duration::from_secs(15);
 
 fn dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("linerate-ops-{}-{name}", std::process::id()));
@@ -155,14 +152,9 @@ fn sighup_serves_a_new_certificate_under_load_without_a_failed_request() {
     std::fs::write(&cert_path, &b_pem).unwrap();
     std::fs::write(&key_path, &b_key).unwrap();
     signal(&s.child, Signal::HUP);
-    let start = Instant::now();
-    while presented(https, &client) != b_der {
-        assert!(
-            start.elapsed() < EFFECT_LIMIT,
-            "new certificate never served"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::eventually("new certificate never served", || {
+        presented(https, &client) == b_der
+    });
     stop.store(true, Ordering::Relaxed);
     let served: u32 = load
         .into_iter()
@@ -178,19 +170,15 @@ fn sighup_serves_a_new_certificate_under_load_without_a_failed_request() {
 
 /// Waits until `path` holds a line containing `needle`.
 fn wait_for_line(path: &Path, needle: &str) -> String {
-    let start = Instant::now();
-    loop {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        if text.contains(needle) {
-            return text;
-        }
-        assert!(
-            start.elapsed() < EFFECT_LIMIT,
-            "{needle} never logged in {}",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut text = String::new();
+    common::eventually(
+        &format!("{needle} never logged in {}", path.display()),
+        || {
+            text = std::fs::read_to_string(path).unwrap_or_default();
+            text.contains(needle)
+        },
+    );
+    text
 }
 
 #[test]
@@ -205,11 +193,7 @@ fn sigusr1_reopens_a_renamed_access_log() {
     std::fs::rename(&log, &rotated).unwrap();
     signal(&s.child, Signal::USR1);
     // The reopen is queued behind the batches before it; poll until the new file appears.
-    let start = Instant::now();
-    while !log.exists() {
-        assert!(start.elapsed() < EFFECT_LIMIT, "log not reopened");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::eventually("log not reopened", || log.exists());
     assert_eq!(c.get("/json?after").status, 200);
     let new = wait_for_line(&log, "/json?after");
     assert!(!new.contains("/json?before"), "{new}");

@@ -6,9 +6,7 @@
 
 mod common;
 
-use std::io::Read;
-
-use common::{Client, Resp, config, start};
+use common::{Client, Resp, config, gunzip, start, unbrotli};
 use linerate_server::config::FilesMount;
 use linerate_server::{Response, Router};
 
@@ -16,22 +14,6 @@ fn get(c: &mut Client, path: &str, accept: Option<&str>, extra: &str) -> Resp {
     let ae = accept.map_or(String::new(), |a| format!("Accept-Encoding: {a}\r\n"));
     c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n{ae}{extra}\r\n").as_bytes());
     c.read_response()
-}
-
-fn gunzip(b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(b)
-        .read_to_end(&mut out)
-        .expect("valid gzip");
-    out
-}
-
-fn unbrotli(b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    brotli::Decompressor::new(b, 4096)
-        .read_to_end(&mut out)
-        .expect("valid br");
-    out
 }
 
 fn script(n: usize) -> Vec<u8> {
@@ -102,19 +84,10 @@ fn a_script_is_compressed_once_and_served_from_the_cache() {
     // An edited file is a new cache key.
     let edited = script(401);
     std::fs::write(root.join("app.js"), &edited).unwrap();
-    let start = std::time::Instant::now();
-    loop {
-        let r = get(&mut c, "/s/app.js", Some("gzip"), "");
-        if gunzip(&r.body) == edited {
-            break;
-        }
-        // The open-file cache revalidates after a short while (FilesOptions::revalidate_after).
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(15),
-            "edit never seen"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    // The open-file cache revalidates after a short while (FilesOptions::revalidate_after).
+    common::eventually("edit never seen", || {
+        gunzip(&get(&mut c, "/s/app.js", Some("gzip"), "").body) == edited
+    });
     // A route that says no-transform is not compressed.
     let secret = get(&mut c, "/secret", Some("gzip, br"), "");
     assert_eq!(secret.header("content-encoding"), None);

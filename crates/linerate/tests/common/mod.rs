@@ -4,6 +4,38 @@
 
 pub mod bin;
 
+/// How long [`eventually`] waits before it calls an effect lost: a bound on a hang, far
+/// above any real wait (the tests assert that an effect happens, never how fast).
+pub const EVENTUALLY: Duration = Duration::from_secs(15);
+
+/// Polls `done` every 20 ms until it holds; panics naming `what` if it never does within
+/// [`EVENTUALLY`] (an asynchronous effect: a signal handled, a file revalidated, a log line).
+pub fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + EVENTUALLY;
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A gzip body decoded.
+pub fn gunzip(b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(b)
+        .read_to_end(&mut out)
+        .expect("valid gzip");
+    out
+}
+
+/// A br body decoded.
+pub fn unbrotli(b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    brotli::Decompressor::new(b, 4096)
+        .read_to_end(&mut out)
+        .expect("valid br");
+    out
+}
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::thread::JoinHandle;

@@ -130,11 +130,18 @@ pub(crate) fn add_vary(resp: &mut Response) {
 /// responses that vary on Accept-Encoding.
 #[inline(always)]
 pub(crate) fn eligible(resp: &Response, cfg: &Compression) -> bool {
-    let in_memory = matches!(resp.body, Body::Static(_) | Body::Owned(_));
+    matches!(resp.body, Body::Static(_) | Body::Owned(_))
+        && worth_compressing(resp, resp.body.as_bytes().len() as u64, cfg)
+}
+
+/// The rule both kinds of compression share (in-memory bodies here, files in `static_gz`):
+/// on, a 200 of at least `min_bytes`, a compressible type, not already encoded, and no
+/// `Cache-Control: no-transform`.
+#[inline(always)]
+pub(crate) fn worth_compressing(resp: &Response, len: u64, cfg: &Compression) -> bool {
     cfg.enabled
         && resp.status == 200
-        && in_memory
-        && resp.body.as_bytes().len() >= cfg.min_bytes
+        && len >= cfg.min_bytes as u64
         && resp.content_type.as_deref().is_some_and(compressible)
         && !resp.headers.iter().any(|(n, v)| {
             n.eq_ignore_ascii_case("content-encoding")

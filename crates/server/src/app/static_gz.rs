@@ -45,19 +45,7 @@ impl StaticGz {
         let Body::File(file) = &resp.body else {
             return resp;
         };
-        let eligible = cfg.enabled
-            && resp.status == 200
-            && file.len >= cfg.min_bytes as u64
-            && file.len <= STATIC_GZ_MAX_FILE
-            && resp
-                .content_type
-                .as_deref()
-                .is_some_and(compress::compressible)
-            && !resp
-                .headers
-                .iter()
-                .any(|(n, _)| n.eq_ignore_ascii_case("content-encoding"));
-        if !eligible {
+        if file.len > STATIC_GZ_MAX_FILE || !compress::worth_compressing(&resp, file.len, cfg) {
             return resp;
         }
         let Some(etag) = resp
