@@ -7,6 +7,8 @@
 #   scripts/pg.sh start      start one; prints DATABASE_URL=… and PG_DIR=… (also in $PG_DIR/env)
 #   scripts/pg.sh stop DIR   stop the cluster in DIR (pg_ctl, then its postmaster by PID) and
 #                            remove DIR
+#   scripts/pg.sh down DIR   stop the server in DIR, keeping the cluster (a database outage)
+#   scripts/pg.sh up DIR     start it again, on the same port
 #   scripts/pg.sh selftest   start, check the seed over TCP with the password, stop (CI runs it)
 #
 # Test clusters only: durability is off (fsync, synchronous_commit, full_page_writes), so a
@@ -69,10 +71,10 @@ start() {
     local started=""
     for _ in 1 2 3; do   # a free port can be taken between the probe and the bind: try again
         port=$(free_port)
-        if as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start -o \
-            "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir \
-             -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
-             -c max_connections=200" >/dev/null 2>&1; then
+        echo "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir \
+ -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
+            >"$dir/options"
+        if server_up "$dir"; then
             started=1
             break
         fi
@@ -98,12 +100,34 @@ start() {
     printf 'DATABASE_URL=%s\nPG_DIR=%s\nPG_PORT=%s\n' "$url" "$dir" "$port" | tee "$dir/env"
 }
 
+# server_up DIR: starts the cluster in DIR with the options it was made with.
+server_up() {
+    as_owner "$PG_BIN/pg_ctl" -D "$1/data" -l "$1/server.log" -w -t 60 start \
+        -o "$(cat "$1/options")" >/dev/null 2>&1
+}
+
+ours() {
+    case "$1" in
+        */linerate-pg.*) ;;
+        *) say "refusing to touch $1: not a directory scripts/pg.sh made"; exit 1 ;;
+    esac
+}
+
+down() {
+    local dir=${1:?usage: scripts/pg.sh down DIR}
+    ours "$dir"
+    as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -m fast -w -t 30 stop >/dev/null
+}
+
+up() {
+    local dir=${1:?usage: scripts/pg.sh up DIR}
+    ours "$dir"
+    server_up "$dir" || { tail -20 "$dir/server.log" >&2; say "the server did not start"; exit 1; }
+}
+
 stop() {
     local dir=${1:?usage: scripts/pg.sh stop DIR}
-    case "$dir" in
-        */linerate-pg.*) ;;
-        *) say "refusing to stop and remove $dir: not a directory scripts/pg.sh made"; exit 1 ;;
-    esac
+    ours "$dir"
     if [ -f "$dir/data/postmaster.pid" ]; then
         local pid
         pid=$(head -1 "$dir/data/postmaster.pid")
@@ -139,6 +163,14 @@ selftest() {
     check items "SELECT count(*), min(price) >= 1, max(price) <= 500 FROM items" "100000|t|t"
     check items_tags "SELECT count(*) FROM items WHERE jsonb_array_length(tags) BETWEEN 1 AND 4" "100000"
     check durability_off "SHOW fsync" "off"
+    down "$dir"
+    if "$PG_BIN/pg_isready" -h 127.0.0.1 -p "$port" >/dev/null 2>&1; then
+        echo "PG down FAIL the server still answers"; fail=1
+    else
+        echo "PG down PASS"
+    fi
+    up "$dir"
+    check up_again "SELECT count(*) FROM fortune" "12"
     if PGPASSWORD=wrong "$PG_BIN/psql" -X -tA -h 127.0.0.1 -p "$port" -U "$DB_USER" -d "$DB_NAME" \
         -c "SELECT 1" >/dev/null 2>&1; then
         echo "PG password_checked FAIL a wrong password was let in"; fail=1
@@ -158,6 +190,8 @@ selftest() {
 case "${1:-}" in
     start) start ;;
     stop) stop "${2:-}" ;;
+    down) down "${2:-}" ;;
+    up) up "${2:-}" ;;
     selftest) selftest ;;
-    *) echo "usage: scripts/pg.sh start | stop DIR | selftest" >&2; exit 1 ;;
+    *) echo "usage: scripts/pg.sh start | stop DIR | down DIR | up DIR | selftest" >&2; exit 1 ;;
 esac

@@ -1,7 +1,10 @@
-//! The demo's database endpoints against a real PostgreSQL 15 that the test starts itself
+//! The demo's database endpoints against a real PostgreSQL 15 that each test starts itself
 //! (`scripts/pg.sh start`: a throwaway seeded cluster on 127.0.0.1, stopped and removed at the
-//! end): `/db` and `/queries` shapes and TechEmpower's bounds, rows as the database holds
-//! them, and a database that is down at start refused in one line.
+//! end): TechEmpower's `/db`, `/queries`, `/updates`, `/fortunes` and `/cached-queries` by
+//! its verifier's rules, with rows read back from the database; HttpArena's `/async-db` and
+//! `/crud/items` by its validate.sh checks (cache and anti-cheat cases included); the database
+//! stopped and started again under the server; a query held by a lock while `/plaintext`
+//! answers on the same worker; and a database down at start refused in one line.
 
 mod common;
 
@@ -44,6 +47,24 @@ impl Pg {
             dir: field("PG_DIR="),
             url: field("DATABASE_URL="),
         }
+    }
+
+    /// Stops the server, keeping the data (an outage).
+    fn down(&self) {
+        let ok = Command::new(repo().join("scripts/pg.sh"))
+            .args(["down", &self.dir])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
+    /// Starts it again on the same port.
+    fn up(&self) {
+        let ok = Command::new(repo().join("scripts/pg.sh"))
+            .args(["up", &self.dir])
+            .status()
+            .unwrap();
+        assert!(ok.success());
     }
 
     /// One value from the database itself (psql over TCP).
@@ -182,4 +203,355 @@ fn database_url_needs_the_demo() {
         stderr.contains("--database-url needs the demo app"),
         "{stderr}"
     );
+}
+
+fn send(c: &mut Client, method: &str, path: &str, body: &str) -> common::Resp {
+    c.send(
+        format!(
+            "{method} {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    );
+    c.read_response()
+}
+
+fn json(r: &common::Resp) -> serde_json::Value {
+    assert_eq!(r.header("content-type"), Some("application/json"), "{r:?}");
+    serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("{e}: {}", r.text()))
+}
+
+/// TechEmpower's fortunes page for its twelve rows, as linerate renders it: the added fortune,
+/// sorted by message, `<`, `>`, `"` and `'` escaped as numeric references (ones the verifier
+/// accepts), the rest raw UTF-8.
+const FORTUNES_PAGE: &str = "<!DOCTYPE html><html><head><title>Fortunes</title></head><body>\
+<table><tr><th>id</th><th>message</th></tr>\
+<tr><td>11</td><td>&#60;script&#62;alert(&#34;This should not be displayed in a browser alert box.&#34;);&#60;/script&#62;</td></tr>\
+<tr><td>4</td><td>A bad random number generator: 1, 1, 1, 1, 1, 4.33e+67, 1, 1, 1</td></tr>\
+<tr><td>5</td><td>A computer program does what you tell it to do, not what you want it to do.</td></tr>\
+<tr><td>2</td><td>A computer scientist is someone who fixes things that aren&#39;t broken.</td></tr>\
+<tr><td>8</td><td>A list is only as strong as its weakest link. — Donald Knuth</td></tr>\
+<tr><td>0</td><td>Additional fortune added at request time.</td></tr>\
+<tr><td>3</td><td>After enough decimal places, nobody gives a damn.</td></tr>\
+<tr><td>7</td><td>Any program that runs right is obsolete.</td></tr>\
+<tr><td>10</td><td>Computers make very fast, very accurate mistakes.</td></tr>\
+<tr><td>6</td><td>Emacs is a nice operating system, but I prefer UNIX. — Tom Christaensen</td></tr>\
+<tr><td>9</td><td>Feature: A bug with seniority.</td></tr>\
+<tr><td>1</td><td>fortune: No such file or directory</td></tr>\
+<tr><td>12</td><td>フレームワークのベンチマーク</td></tr>\
+</table></body></html>";
+
+#[test]
+fn fortunes_updates_and_cached_queries_follow_techempower() {
+    let pg = Pg::start();
+    let s = serve(&["--database-url", &pg.url, "--database-connections", "3"]);
+    let mut c = Client::connect(s.addr);
+
+    // /fortunes: the page byte for byte, as UTF-8 HTML, with the headers the verifier needs.
+    let r = c.get("/fortunes");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+    assert!(r.header("server").is_some() && r.header("date").is_some());
+    assert_eq!(r.text(), FORTUNES_PAGE);
+    // The added fortune is not stored.
+    assert_eq!(pg.value("SELECT count(*) FROM fortune"), "12");
+
+    // /cached-queries: the bounds, and rows equal to the table's (read before any update).
+    for (query, want) in [
+        ("?count=20", 20),
+        ("", 1),
+        ("?count=foo", 1),
+        ("?count=0", 1),
+        ("?count=501", 500),
+    ] {
+        let r = c.get(&format!("/cached-queries{query}"));
+        assert_eq!(r.status, 200, "{query}");
+        assert_eq!(r.header("content-type"), Some("application/json"));
+        let rows = worlds(&r.text());
+        assert_eq!(rows.len(), want, "{query}");
+        for (id, n) in rows.iter().take(20) {
+            assert_eq!(
+                pg.value(&format!("SELECT randomnumber FROM world WHERE id = {id}")),
+                n.to_string()
+            );
+        }
+    }
+
+    // /updates: the bounds; each answered row is what the table now holds, each id once.
+    let before = pg.value("SELECT sum(randomnumber::bigint) || ':' || count(*) FROM world");
+    for (query, want) in [
+        ("?queries=20", 20),
+        ("?queries=2", 2),
+        ("", 1),
+        ("?queries=foo", 1),
+        ("?queries=0", 1),
+        ("?queries=501", 500),
+    ] {
+        let r = c.get(&format!("/updates{query}"));
+        assert_eq!(r.status, 200, "{query}");
+        assert!(r.text().starts_with('['), "/updates is a list: {query}");
+        let rows = worlds(&r.text());
+        assert_eq!(rows.len(), want, "{query}");
+        let ids: std::collections::HashSet<i64> = rows.iter().map(|(id, _)| *id).collect();
+        assert_eq!(ids.len(), rows.len(), "each row once: {query}");
+        let sql = format!(
+            "SELECT count(*) FROM world WHERE (id, randomnumber) IN ({})",
+            rows.iter()
+                .map(|(i, n)| format!("({i},{n})"))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        assert_eq!(pg.value(&sql), want.to_string(), "persisted: {query}");
+    }
+    let after = pg.value("SELECT sum(randomnumber::bigint) || ':' || count(*) FROM world");
+    assert_ne!(before, after, "the table changed");
+    assert!(after.ends_with(":10000"), "{after}");
+    drop(s);
+}
+
+/// One item of HttpArena's shape: the fields and their JSON types.
+fn check_item(item: &serde_json::Value) {
+    let o = item.as_object().expect("an item object");
+    for name in ["id", "price", "quantity"] {
+        assert!(o[name].is_i64(), "{name}: {item}");
+    }
+    assert!(o["name"].is_string() && o["category"].is_string(), "{item}");
+    assert!(o["active"].is_boolean(), "{item}");
+    assert!(o["tags"].is_array(), "{item}");
+    assert!(
+        o["rating"]["score"].is_i64() && o["rating"]["count"].is_i64(),
+        "{item}"
+    );
+    assert_eq!(o.len(), 8, "{item}");
+}
+
+#[test]
+fn async_db_and_crud_follow_httparena() {
+    let pg = Pg::start();
+    let s = serve(&["--database-url", &pg.url, "--database-connections", "2"]);
+    let mut c = Client::connect(s.addr);
+
+    // /async-db: validate.sh's ranges; count = limit, items in the range; the empty range.
+    for (min, max, limit) in [(5, 80, 7), (20, 150, 18), (100, 400, 33), (10, 50, 50)] {
+        let r = c.get(&format!("/async-db?min={min}&max={max}&limit={limit}"));
+        assert_eq!(r.status, 200);
+        let v = json(&r);
+        assert_eq!(v["count"], limit, "{v}");
+        let items = v["items"].as_array().unwrap();
+        assert_eq!(items.len(), limit as usize);
+        for item in items {
+            check_item(item);
+            let price = item["price"].as_i64().unwrap();
+            assert!((min..=max).contains(&price), "{item}");
+        }
+    }
+    let v = json(&c.get("/async-db?min=9999&max=9999&limit=50"));
+    assert_eq!(v, serde_json::json!({"items": [], "count": 0}));
+    // Defaults (10..=50, 50) and the limit bound.
+    assert_eq!(json(&c.get("/async-db"))["count"], 50);
+    assert_eq!(json(&c.get("/async-db?limit=500"))["count"], 50);
+    assert_eq!(json(&c.get("/async-db?limit=0"))["count"], 1);
+    assert_eq!(c.get("/async-db?min=ten").status, 400);
+
+    // List: a page of a category, by id.
+    let v = json(&c.get("/crud/items?category=electronics&page=1&limit=5"));
+    let items = v["items"].as_array().unwrap();
+    assert_eq!(items.len(), 5);
+    assert_eq!(
+        (v["total"].as_i64(), v["page"].as_i64(), v["limit"].as_i64()),
+        (Some(5), Some(1), Some(5))
+    );
+    items.iter().for_each(check_item);
+    assert!(items.iter().all(|i| i["category"] == "electronics"));
+    let ids: Vec<i64> = items.iter().map(|i| i["id"].as_i64().unwrap()).collect();
+    let want = pg.value(
+        "SELECT string_agg(id::text, ',') FROM (SELECT id FROM items \
+         WHERE category = 'electronics' ORDER BY id LIMIT 5 OFFSET 0) p",
+    );
+    assert_eq!(
+        ids.iter().map(i64::to_string).collect::<Vec<_>>().join(","),
+        want
+    );
+    let page2 = json(&c.get("/crud/items?category=electronics&page=2&limit=5"));
+    assert!(page2["items"][0]["id"].as_i64().unwrap() > *ids.last().unwrap());
+    assert_eq!(json(&c.get("/crud/items"))["limit"], 10);
+    assert_eq!(c.get("/crud/items?page=0").status, 400);
+
+    // One item: what the table holds; MISS, then HIT from another connection; 404.
+    let v = json(&c.get("/crud/items/1"));
+    assert_eq!(v["id"], 1);
+    check_item(&v);
+    assert_eq!(
+        v["price"].to_string(),
+        pg.value("SELECT price FROM items WHERE id = 1")
+    );
+    let first = Client::connect(s.addr).get("/crud/items/42");
+    let second = Client::connect(s.addr).get("/crud/items/42");
+    assert_eq!(first.header("x-cache"), Some("MISS"));
+    assert_eq!(second.header("x-cache"), Some("HIT"));
+    assert_eq!(first.body, second.body);
+    assert_eq!(c.get("/crud/items/999999").status, 404);
+    assert_eq!(c.get("/crud/items/abc").status, 404);
+
+    // Create (201), read it back, from the table too.
+    let r = send(
+        &mut c,
+        "POST",
+        "/crud/items",
+        r#"{"id":200001,"name":"ValidateItem","category":"test","price":42,"quantity":7}"#,
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    let v = json(&c.get("/crud/items/200001"));
+    assert_eq!(
+        (v["id"].as_i64(), v["name"].as_str()),
+        (Some(200001), Some("ValidateItem"))
+    );
+    assert_eq!(
+        pg.value("SELECT name || ':' || price || ':' || quantity FROM items WHERE id = 200001"),
+        "ValidateItem:42:7"
+    );
+
+    // Change (200): the cached copy is dropped, the next read sees the change.
+    assert_eq!(c.get("/crud/items/200001").header("x-cache"), Some("HIT"));
+    let r = send(
+        &mut c,
+        "PUT",
+        "/crud/items/200001",
+        r#"{"name":"UpdatedItem","category":"test","price":99,"quantity":1}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = c.get("/crud/items/200001");
+    assert_eq!(r.header("x-cache"), Some("MISS"));
+    let v = json(&r);
+    assert_eq!(
+        (v["name"].as_str(), v["price"].as_i64()),
+        (Some("UpdatedItem"), Some(99))
+    );
+    // An upsert of an existing item changes it, and its cached copy goes too.
+    let r = send(
+        &mut c,
+        "POST",
+        "/crud/items",
+        r#"{"id":200001,"name":"Again","category":"test","price":5,"quantity":3}"#,
+    );
+    assert_eq!(r.status, 201);
+    assert_eq!(json(&c.get("/crud/items/200001"))["name"], "Again");
+
+    // Mistakes: no such item to change; bodies that are not items.
+    let r = send(
+        &mut c,
+        "PUT",
+        "/crud/items/999999",
+        r#"{"name":"x","category":"test","price":1,"quantity":1}"#,
+    );
+    assert_eq!(r.status, 404);
+    assert_eq!(send(&mut c, "POST", "/crud/items", "{").status, 400);
+    assert_eq!(
+        send(&mut c, "POST", "/crud/items", r#"{"id":1}"#).status,
+        400
+    );
+    assert_eq!(
+        send(
+            &mut c,
+            "PUT",
+            "/crud/items/1",
+            r#"{"name":"x","price":"cheap","quantity":1}"#
+        )
+        .status,
+        400
+    );
+    drop(s);
+}
+
+#[test]
+fn a_database_restart_fails_requests_cleanly_then_they_recover() {
+    let pg = Pg::start();
+    let s = serve(&["--database-url", &pg.url, "--database-connections", "3"]);
+    let mut c = Client::connect(s.addr);
+    assert_eq!(c.get("/queries?queries=6").status, 200);
+
+    pg.down();
+    // Every database request gets an answer on the same keep-alive connection: 503 (or, for
+    // /async-db, HttpArena's empty list); nothing hangs, and the other routes answer.
+    for _ in 0..3 {
+        assert_eq!(c.get("/db").status, 503);
+        assert_eq!(c.get("/queries?queries=5").status, 503);
+        assert_eq!(c.get("/fortunes").status, 503);
+        assert_eq!(c.get("/crud/items/1").status, 503);
+        let r = c.get("/async-db");
+        assert_eq!(r.status, 200);
+        assert_eq!(json(&r), serde_json::json!({"items": [], "count": 0}));
+        assert_eq!(c.get("/plaintext").text(), "Hello, World!");
+        assert_eq!(c.get("/cached-queries?count=3").status, 200);
+    }
+
+    pg.up();
+    // The connections come back by themselves.
+    common::eventually("/queries answers again after the restart", || {
+        c.get("/queries?queries=6").status == 200
+    });
+    // All of them: requests spread over every connection succeed.
+    for _ in 0..10 {
+        assert_eq!(c.get("/queries?queries=3").status, 200);
+        assert_eq!(c.get("/fortunes").text(), FORTUNES_PAGE);
+    }
+    assert_eq!(json(&c.get("/async-db?limit=5"))["count"], 5);
+    drop(s);
+}
+
+#[test]
+fn a_slow_query_does_not_delay_plaintext_on_the_same_worker() {
+    use std::io::Write;
+    let pg = Pg::start();
+    // One worker (the test servers run one).
+    let s = serve(&["--database-url", &pg.url, "--database-connections", "1"]);
+
+    // Another session holds a lock on `world`: the next /db waits for it in the database.
+    let mut locker = Command::new("/usr/lib/postgresql/15/bin/psql")
+        .args(["-X", "-q", &pg.url])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = locker.stdin.take().unwrap();
+    stdin
+        .write_all(b"BEGIN;\nLOCK TABLE world IN ACCESS EXCLUSIVE MODE;\n\\echo locked\n")
+        .unwrap();
+    stdin.flush().unwrap();
+    let mut out = std::io::BufReader::new(locker.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert_eq!(line.trim(), "locked");
+
+    let mut slow = Client::connect(s.addr);
+    slow.send(b"GET /db HTTP/1.1\r\nHost: t\r\n\r\n");
+    // The query is waiting on the lock in the database (seen there), …
+    common::eventually("the /db query waits on the lock", || {
+        pg.value("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'") == "1"
+    });
+    // … and the same worker answers other connections meanwhile.
+    let mut fast = Client::connect(s.addr);
+    for _ in 0..20 {
+        assert_eq!(fast.get("/plaintext").text(), "Hello, World!");
+        assert_eq!(fast.get("/json").status, 200);
+    }
+    // The slow request has had no answer yet.
+    slow.stream.set_nonblocking(true).unwrap();
+    let mut probe = [0u8; 1];
+    let pending = matches!(
+        std::io::Read::read(&mut slow.stream, &mut probe),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+    );
+    slow.stream.set_nonblocking(false).unwrap();
+    assert!(pending, "/db answered while the table was locked");
+
+    // The lock goes: the slow request is answered.
+    stdin.write_all(b"COMMIT;\n").unwrap();
+    drop(stdin);
+    let r = slow.read_response();
+    assert_eq!(r.status, 200);
+    worlds(&r.text());
+    let _ = locker.wait();
+    drop(s);
 }

@@ -107,7 +107,8 @@ pub(crate) struct ServeArgs {
     /// /data/dataset.json), read and checked at start (default: the compiled-in 50 items).
     #[arg(long, value_name = "FILE")]
     dataset: Option<PathBuf>,
-    /// PostgreSQL for the demo's /db and /queries, e.g.
+    /// PostgreSQL for the demo's database endpoints (TechEmpower's /db, /queries, /updates,
+    /// /fortunes, /cached-queries; HttpArena's /async-db, /crud/items), e.g.
     /// postgres://user:password@127.0.0.1:5432/db (default: $DATABASE_URL; without either,
     /// those routes are not mounted). `scripts/pg.sh start` makes a seeded one.
     #[arg(long, value_name = "URL")]
@@ -224,7 +225,7 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         .or_else(|| std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()));
     let (router, db_runtime) = match database_url {
         Some(_) if app != AppKind::Demo => {
-            bail!("--database-url needs the demo app (its /db and /queries use it)")
+            bail!("--database-url needs the demo app (its database endpoints use it)")
         }
         Some(url) => {
             let connections = match a.database_connections {
@@ -313,7 +314,10 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
             if db_mounted {
                 format!(
                     "  GET  {url}/db               a random world row from PostgreSQL\n\
-  GET  {url}/queries?queries=N  N rows (1-500)\n"
+  GET  {url}/queries?queries=N  N rows (1-500); /updates?queries=N changes them\n\
+  GET  {url}/fortunes         the fortune table as HTML; /cached-queries?count=N\n\
+  GET  {url}/async-db?min=10&max=50&limit=50   items by price (HttpArena)\n\
+  GET  {url}/crud/items/{{id}}   an item (also ?category=&page=&limit=, POST, PUT)\n"
                 )
             } else {
                 String::new()

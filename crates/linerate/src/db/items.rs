@@ -1,0 +1,463 @@
+//! HttpArena's database endpoints over its `items` table: `GET /async-db?min=&max=&limit=`
+//! (items in a price range; an empty list, not an error, when the database is unreachable)
+//! and `/crud/items` (a page of a category, one item through a 200 ms cache shared by every
+//! worker with `X-Cache: MISS|HIT`, `POST` upsert → 201, `PUT` → 200 and the cached copy
+//! dropped).
+//!
+//! Owns the parameter rules, the item JSON (`rating_score`/`rating_count` as
+//! `rating.{score,count}`, `tags` as the JSON array the table holds) and the cache.
+#![forbid(unsafe_code)]
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use linerate_server::{Body, Method, OwnedRequest, Response, Router, Spawn};
+use serde::{Deserialize, Serialize};
+use tokio_postgres::Row;
+
+use super::Db;
+use super::world::DbError;
+
+/// How long a cached item is served (HttpArena: 200 ms from when it was read).
+pub const ITEM_TTL: Duration = Duration::from_millis(200);
+/// Cached items beyond which expired ones are dropped on the next insert (and all, if every
+/// one is still fresh).
+pub const MAX_CACHED_ITEMS: usize = 65_536;
+/// `/async-db` defaults and the `limit` bound (HttpArena).
+pub const ASYNC_DB_MIN: i32 = 10;
+pub const ASYNC_DB_MAX: i32 = 50;
+pub const MAX_LIMIT: i64 = 50;
+/// `/crud/items` list defaults.
+pub const LIST_CATEGORY: &str = "electronics";
+pub const LIST_LIMIT: i64 = 10;
+
+/// One item as HttpArena's JSON has it.
+#[derive(Serialize, Debug, PartialEq)]
+pub struct Item {
+    pub id: i32,
+    pub name: String,
+    pub category: String,
+    pub price: i32,
+    pub quantity: i32,
+    pub active: bool,
+    pub tags: serde_json::Value,
+    pub rating: Rating,
+}
+
+/// An item's rating.
+#[derive(Serialize, Debug, PartialEq)]
+pub struct Rating {
+    pub score: i32,
+    pub count: i32,
+}
+
+impl Item {
+    /// From a row of the pool's item columns.
+    fn from_row(r: &Row) -> Item {
+        Item {
+            id: r.get(0),
+            name: r.get(1),
+            category: r.get(2),
+            price: r.get(3),
+            quantity: r.get(4),
+            active: r.get(5),
+            tags: r.get(6),
+            rating: Rating {
+                score: r.get(7),
+                count: r.get(8),
+            },
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Found<'a> {
+    items: &'a [Item],
+    count: usize,
+}
+
+#[derive(Serialize)]
+struct Page<'a> {
+    items: &'a [Item],
+    total: usize,
+    page: i64,
+    limit: i64,
+}
+
+/// `POST /crud/items`'s body.
+#[derive(Deserialize, Serialize)]
+struct NewItem {
+    id: i32,
+    name: String,
+    category: String,
+    price: i32,
+    quantity: i32,
+}
+
+/// `PUT /crud/items/{id}`'s body (a `category` is accepted and, as in HttpArena's reference,
+/// not changed).
+#[derive(Deserialize)]
+struct ItemChange {
+    name: String,
+    price: i32,
+    quantity: i32,
+}
+
+#[derive(Serialize)]
+struct Changed<'a> {
+    id: i32,
+    name: &'a str,
+    price: i32,
+    quantity: i32,
+}
+
+/// A query parameter: `default` when absent, `Err` (a 400) when not an integer.
+fn int_param(req: &OwnedRequest, name: &str, default: i64) -> Result<i64, Response> {
+    match req.query_param(name) {
+        None => Ok(default),
+        Some(v) => v
+            .parse::<i64>()
+            .map_err(|_| Response::text_owned(format!("{name} must be an integer\n")).status(400)),
+    }
+}
+
+/// An i64 parameter as an `i32` column value (out of range clamps: no row matches beyond).
+fn clamp_i32(v: i64) -> i32 {
+    v.clamp(i32::MIN as i64, i32::MAX as i64) as i32
+}
+
+/// A cached item: when it was read, and its JSON.
+type Cached = (Instant, Arc<[u8]>);
+
+/// The item cache: serialized items by id, with when they were read; shared by every worker.
+pub struct ItemCache {
+    map: Mutex<HashMap<i32, Cached>>,
+}
+
+impl Default for ItemCache {
+    fn default() -> ItemCache {
+        ItemCache::new()
+    }
+}
+
+impl ItemCache {
+    pub fn new() -> ItemCache {
+        ItemCache {
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The item's JSON if it was read less than [`ITEM_TTL`] before `now`.
+    pub fn get(&self, id: i32, now: Instant) -> Option<Arc<[u8]>> {
+        let map = self.map.lock().unwrap();
+        let (at, json) = map.get(&id)?;
+        (now.duration_since(*at) < ITEM_TTL).then(|| json.clone())
+    }
+
+    /// Keeps `json` for `id`, read at `at`.
+    pub fn put(&self, id: i32, json: Arc<[u8]>, at: Instant) {
+        let mut map = self.map.lock().unwrap();
+        if map.len() >= MAX_CACHED_ITEMS {
+            map.retain(|_, (t, _)| at.duration_since(*t) < ITEM_TTL);
+            if map.len() >= MAX_CACHED_ITEMS {
+                map.clear();
+            }
+        }
+        map.insert(id, (at, json));
+    }
+
+    /// Drops `id` (it changed).
+    pub fn forget(&self, id: i32) {
+        self.map.lock().unwrap().remove(&id);
+    }
+}
+
+fn json_bytes(bytes: &[u8], cache: &'static str) -> Response {
+    Response::new(200)
+        .content_type("application/json")
+        .header("x-cache", cache)
+        .body(Body::Owned(bytes.to_vec()))
+}
+
+fn not_found() -> Response {
+    Response::text("no such item\n").status(404)
+}
+
+fn bad_json(e: serde_json::Error) -> Response {
+    Response::text_owned(format!("not a valid item: {e}\n")).status(400)
+}
+
+/// `GET /async-db`.
+async fn async_db(db: Arc<Db>, min: i32, max: i32, limit: i64) -> Response {
+    let found = async {
+        let conn = db.pool.get()?;
+        let rows = conn
+            .client
+            .query(&conn.st.items_by_price, &[&min, &max, &limit])
+            .await?;
+        Ok::<_, DbError>(rows.iter().map(Item::from_row).collect::<Vec<_>>())
+    }
+    .await;
+    let items = found.unwrap_or_else(|e| {
+        // HttpArena's rule: an unreachable database is an empty answer, not an error.
+        if let DbError::Query(e) = e {
+            tracing::warn!(error = super::world::describe(&e), "async-db query failed");
+        }
+        Vec::new()
+    });
+    Response::json(&Found {
+        count: items.len(),
+        items: &items,
+    })
+}
+
+/// `GET /crud/items/{id}`.
+async fn read(db: Arc<Db>, id: i32) -> Response {
+    if let Some(json) = db.items.get(id, Instant::now()) {
+        return json_bytes(&json, "HIT");
+    }
+    let result = async {
+        let conn = db.pool.get()?;
+        Ok::<_, DbError>(conn.client.query_opt(&conn.st.item, &[&id]).await?)
+    }
+    .await;
+    match result {
+        Ok(Some(row)) => {
+            let at = Instant::now();
+            let json: Arc<[u8]> = match serde_json::to_vec(&Item::from_row(&row)) {
+                Ok(v) => v.into(),
+                Err(_) => return Response::new(500),
+            };
+            db.items.put(id, json.clone(), at);
+            json_bytes(&json, "MISS")
+        }
+        Ok(None) => not_found(),
+        Err(e) => e.response(),
+    }
+}
+
+/// `GET /crud/items`.
+async fn list(db: Arc<Db>, category: String, page: i64, limit: i64) -> Response {
+    let offset = (page - 1) * limit;
+    let result = async {
+        let conn = db.pool.get()?;
+        let rows = conn
+            .client
+            .query(&conn.st.items_page, &[&category, &limit, &offset])
+            .await?;
+        Ok::<_, DbError>(rows.iter().map(Item::from_row).collect::<Vec<_>>())
+    }
+    .await;
+    match result {
+        Ok(items) => Response::json(&Page {
+            total: items.len(),
+            items: &items,
+            page,
+            limit,
+        }),
+        Err(e) => e.response(),
+    }
+}
+
+/// `POST /crud/items`.
+async fn create(db: Arc<Db>, item: NewItem) -> Response {
+    let result = async {
+        let conn = db.pool.get()?;
+        let st = &conn.st.upsert_item;
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] = [
+            &item.id,
+            &item.name,
+            &item.category,
+            &item.price,
+            &item.quantity,
+        ];
+        Ok::<_, DbError>(conn.client.execute(st, &params).await?)
+    }
+    .await;
+    match result {
+        Ok(_) => {
+            db.items.forget(item.id);
+            Response::json(&item).status(201)
+        }
+        Err(e) => e.response(),
+    }
+}
+
+/// `PUT /crud/items/{id}`.
+async fn change(db: Arc<Db>, id: i32, change: ItemChange) -> Response {
+    let result = async {
+        let conn = db.pool.get()?;
+        let st = &conn.st.update_item;
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+            [&id, &change.name, &change.price, &change.quantity];
+        Ok::<_, DbError>(conn.client.execute(st, &params).await?)
+    }
+    .await;
+    match result {
+        Ok(0) => not_found(),
+        Ok(_) => {
+            db.items.forget(id);
+            Response::json(&Changed {
+                id,
+                name: &change.name,
+                price: change.price,
+                quantity: change.quantity,
+            })
+        }
+        Err(e) => e.response(),
+    }
+}
+
+/// The item id in the path: an `i32`, else no such item.
+fn path_id(req: &OwnedRequest) -> Option<i32> {
+    req.param("id")?.parse().ok()
+}
+
+/// `router` with `/async-db` and `/crud/items`.
+pub fn mount<S: Spawn + Clone>(router: Router, db: Arc<Db>, spawn: S) -> Router {
+    let dbs: [Arc<Db>; 5] = std::array::from_fn(|_| db.clone());
+    let [d_async, d_read, d_list, d_create, d_change] = dbs;
+    router
+        .get_async("/async-db", spawn.clone(), move |req: OwnedRequest| {
+            let db = d_async.clone();
+            let params = (|| {
+                let min = int_param(&req, "min", ASYNC_DB_MIN as i64)?;
+                let max = int_param(&req, "max", ASYNC_DB_MAX as i64)?;
+                let limit = int_param(&req, "limit", MAX_LIMIT)?.clamp(1, MAX_LIMIT);
+                Ok::<_, Response>((clamp_i32(min), clamp_i32(max), limit))
+            })();
+            async move {
+                match params {
+                    Ok((min, max, limit)) => async_db(db, min, max, limit).await,
+                    Err(bad) => bad,
+                }
+            }
+        })
+        .get_async(
+            "/crud/items/{id}",
+            spawn.clone(),
+            move |req: OwnedRequest| {
+                let db = d_read.clone();
+                let id = path_id(&req);
+                async move {
+                    match id {
+                        Some(id) => read(db, id).await,
+                        None => not_found(),
+                    }
+                }
+            },
+        )
+        .get_async("/crud/items", spawn.clone(), move |req: OwnedRequest| {
+            let db = d_list.clone();
+            let category = req
+                .query_param("category")
+                .unwrap_or_else(|| LIST_CATEGORY.to_string());
+            let params = (|| {
+                let page = int_param(&req, "page", 1)?;
+                let limit = int_param(&req, "limit", LIST_LIMIT)?.clamp(1, MAX_LIMIT);
+                if !(1..=i64::MAX / MAX_LIMIT).contains(&page) {
+                    return Err(Response::text("page must be at least 1\n").status(400));
+                }
+                Ok((page, limit))
+            })();
+            async move {
+                match params {
+                    Ok((page, limit)) => list(db, category, page, limit).await,
+                    Err(bad) => bad,
+                }
+            }
+        })
+        .route_async(
+            Method::Post,
+            "/crud/items",
+            spawn.clone(),
+            move |req: OwnedRequest| {
+                let db = d_create.clone();
+                let item = serde_json::from_slice::<NewItem>(req.body());
+                async move {
+                    match item {
+                        Ok(item) => create(db, item).await,
+                        Err(e) => bad_json(e),
+                    }
+                }
+            },
+        )
+        .route_async(
+            Method::Put,
+            "/crud/items/{id}",
+            spawn,
+            move |req: OwnedRequest| {
+                let db = d_change.clone();
+                let id = path_id(&req);
+                let body = serde_json::from_slice::<ItemChange>(req.body());
+                async move {
+                    match (id, body) {
+                        (None, _) => not_found(),
+                        (Some(_), Err(e)) => bad_json(e),
+                        (Some(id), Ok(c)) => change(db, id, c).await,
+                    }
+                }
+            },
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cached_items_expire_and_can_be_forgotten() {
+        let cache = ItemCache::new();
+        let t0 = Instant::now();
+        cache.put(42, Arc::from(&b"{}"[..]), t0);
+        assert!(cache.get(42, t0).is_some());
+        assert!(
+            cache
+                .get(42, t0 + ITEM_TTL - Duration::from_millis(1))
+                .is_some()
+        );
+        assert!(cache.get(42, t0 + ITEM_TTL).is_none());
+        assert!(cache.get(7, t0).is_none());
+        cache.forget(42);
+        assert!(cache.get(42, t0).is_none());
+    }
+
+    #[test]
+    fn a_full_cache_drops_the_expired_first() {
+        let cache = ItemCache::new();
+        let t0 = Instant::now();
+        for id in 0..MAX_CACHED_ITEMS as i32 - 1 {
+            cache.put(id, Arc::from(&b"{}"[..]), t0);
+        }
+        let later = t0 + ITEM_TTL / 2;
+        cache.put(-1, Arc::from(&b"{}"[..]), later);
+        // Full now; the next insert drops every entry older than the TTL.
+        let expired = t0 + ITEM_TTL + Duration::from_millis(1);
+        cache.put(-2, Arc::from(&b"{}"[..]), expired);
+        assert!(cache.get(-1, expired).is_some());
+        assert!(cache.get(-2, expired).is_some());
+        assert_eq!(cache.map.lock().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn items_serialize_as_httparena_shows_them() {
+        let item = Item {
+            id: 42,
+            name: "Alpha Widget 42".into(),
+            category: "electronics".into(),
+            price: 30,
+            quantity: 5,
+            active: true,
+            tags: serde_json::json!(["fast", "new"]),
+            rating: Rating {
+                score: 42,
+                count: 127,
+            },
+        };
+        assert_eq!(
+            serde_json::to_string(&item).unwrap(),
+            r#"{"id":42,"name":"Alpha Widget 42","category":"electronics","price":30,"quantity":5,"active":true,"tags":["fast","new"],"rating":{"score":42,"count":127}}"#
+        );
+    }
+}

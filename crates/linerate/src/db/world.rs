@@ -1,0 +1,317 @@
+//! TechEmpower's database tests: `/db`, `/queries`, `/updates`, `/fortunes` and
+//! `/cached-queries`, with their verifier's rules (shapes, the 1–500 bound, the added fortune,
+//! sorting and escaping).
+//!
+//! Each query of a request is its own prepared statement execution, as TechEmpower asks; they
+//! are issued together, so a connection carries several at once. `/updates` reads its rows
+//! one by one, then writes them all in one statement (TechEmpower allows batching the writes).
+//! `/cached-queries` reads an in-process copy of `world` taken at start, on the HTTP worker.
+#![forbid(unsafe_code)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use askama::Template;
+use futures_util::future::try_join_all;
+use linerate_server::Response;
+
+use super::pool::{Pool, Unavailable};
+
+/// Rows in TechEmpower's `world` table.
+pub const WORLD_ROWS: u32 = 10_000;
+/// Most queries one `/queries`, `/updates` or `/cached-queries` request runs (TechEmpower's
+/// bound).
+pub const MAX_QUERIES: usize = 500;
+
+/// One `world` row as TechEmpower's JSON has it.
+#[derive(serde::Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct World {
+    pub id: i32,
+    #[serde(rename = "randomNumber")]
+    pub random_number: i32,
+}
+
+/// Why a database request failed.
+#[derive(Debug)]
+pub enum DbError {
+    /// No connection is open.
+    Unavailable,
+    /// The database answered with an error, or the connection broke mid-query.
+    Query(tokio_postgres::Error),
+}
+
+impl From<Unavailable> for DbError {
+    fn from(_: Unavailable) -> DbError {
+        DbError::Unavailable
+    }
+}
+
+impl From<tokio_postgres::Error> for DbError {
+    fn from(e: tokio_postgres::Error) -> DbError {
+        DbError::Query(e)
+    }
+}
+
+/// What went wrong, with the database's own message where it sent one (tokio-postgres's
+/// `Display` alone says only "db error").
+pub fn describe(e: &tokio_postgres::Error) -> String {
+    match (e.as_db_error(), std::error::Error::source(e)) {
+        (Some(db), _) => format!("{}: {}", db.severity(), db.message()),
+        (None, Some(cause)) => format!("{e}: {cause}"),
+        (None, None) => e.to_string(),
+    }
+}
+
+impl DbError {
+    /// The answer: 503, the database being unavailable to this request.
+    pub fn response(self) -> Response {
+        match self {
+            DbError::Unavailable => tracing::debug!("no database connection"),
+            DbError::Query(e) => tracing::warn!(error = describe(&e), "database query failed"),
+        }
+        Response::text("database unavailable\n").status(503)
+    }
+}
+
+/// TechEmpower's rule for `queries` and `count`: missing or not an integer → 1; below 1 → 1;
+/// above 500 (however large) → 500.
+pub fn query_count(value: Option<&str>) -> usize {
+    use std::num::IntErrorKind;
+    match value.map(str::parse::<i64>) {
+        Some(Ok(n)) if n > MAX_QUERIES as i64 => MAX_QUERIES,
+        Some(Ok(n)) if n >= 1 => n as usize,
+        Some(Err(e)) if *e.kind() == IntErrorKind::PosOverflow => MAX_QUERIES,
+        _ => 1,
+    }
+}
+
+/// Random numbers for ids and new values: splitmix64 over a shared counter (cheap; the
+/// benchmark asks only for values spread over 1..=10000).
+pub struct Random(AtomicU64);
+
+impl Random {
+    pub fn new(seed: u64) -> Random {
+        Random(AtomicU64::new(seed))
+    }
+
+    /// A value in 1..=10000.
+    pub fn world_id(&self) -> i32 {
+        let mut z = self.0.fetch_add(0x9e37_79b9_7f4a_7c15, Relaxed);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        (z % WORLD_ROWS as u64) as i32 + 1
+    }
+
+    /// `n` (≤ 10000) different ids: the rows of one `/updates` request, so that each is
+    /// written once and the answer is what the table holds afterwards.
+    pub fn distinct_ids(&self, n: usize) -> Vec<i32> {
+        let mut seen = [0u64; WORLD_ROWS as usize / 64 + 1];
+        let mut ids = Vec::with_capacity(n);
+        while ids.len() < n.min(WORLD_ROWS as usize) {
+            let id = self.world_id();
+            let (word, bit) = (id as usize / 64, 1u64 << (id % 64));
+            if seen[word] & bit == 0 {
+                seen[word] |= bit;
+                ids.push(id);
+            }
+        }
+        ids
+    }
+}
+
+/// The rows of `ids`, one query each, issued together (round-robin over the connections).
+pub async fn worlds(pool: &Pool, ids: &[i32]) -> Result<Vec<World>, DbError> {
+    let mut queries = Vec::with_capacity(ids.len());
+    for id in ids {
+        let conn = pool.get()?;
+        queries.push(async move {
+            let row = conn.client.query_one(&conn.st.world, &[id]).await?;
+            Ok::<_, DbError>(World {
+                id: row.get(0),
+                random_number: row.get(1),
+            })
+        });
+    }
+    try_join_all(queries).await
+}
+
+/// `/updates`: `ids` read one by one, each given a new random number, all written in one
+/// statement; the rows as written.
+pub async fn update(pool: &Pool, random: &Random, ids: &[i32]) -> Result<Vec<World>, DbError> {
+    let mut rows = worlds(pool, ids).await?;
+    for row in &mut rows {
+        let old = row.random_number;
+        // A new value, so that every row is really changed.
+        while row.random_number == old {
+            row.random_number = random.world_id();
+        }
+    }
+    // Sorted by id: concurrent requests lock their rows in the same order.
+    let mut sorted = rows.clone();
+    sorted.sort_unstable_by_key(|w| w.id);
+    let (ids, numbers): (Vec<i32>, Vec<i32>) =
+        sorted.iter().map(|w| (w.id, w.random_number)).unzip();
+    let conn = pool.get()?;
+    conn.client
+        .execute(&conn.st.update_worlds, &[&ids, &numbers])
+        .await?;
+    Ok(rows)
+}
+
+/// One fortune.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fortune {
+    pub id: i32,
+    pub message: String,
+}
+
+/// The fortunes page: an askama template (templates/fortunes.html), which HTML-escapes each
+/// message.
+#[derive(Template)]
+#[template(path = "fortunes.html")]
+struct FortunesPage<'a> {
+    fortunes: &'a [Fortune],
+}
+
+/// The text TechEmpower's verifier expects in the fortune added at request time.
+pub const ADDED_FORTUNE: &str = "Additional fortune added at request time.";
+
+/// `/fortunes`: every fortune plus the one added now, sorted by message, as HTML.
+pub async fn fortunes(pool: &Pool) -> Result<Response, DbError> {
+    let conn = pool.get()?;
+    let rows = conn.client.query(&conn.st.fortunes, &[]).await?;
+    let mut list: Vec<Fortune> = rows
+        .iter()
+        .map(|r| Fortune {
+            id: r.get(0),
+            message: r.get(1),
+        })
+        .collect();
+    Ok(fortunes_page(&mut list))
+}
+
+/// The page for `list` (the added fortune is put in here, then all are sorted).
+pub fn fortunes_page(list: &mut Vec<Fortune>) -> Response {
+    list.push(Fortune {
+        id: 0,
+        message: ADDED_FORTUNE.to_string(),
+    });
+    list.sort_unstable_by(|a, b| a.message.cmp(&b.message));
+    match (FortunesPage { fortunes: list }).render() {
+        Ok(html) => Response::text_owned(html).content_type("text/html; charset=utf-8"),
+        Err(e) => {
+            tracing::error!(error = %e, "fortunes template failed");
+            Response::new(500)
+        }
+    }
+}
+
+/// The in-process copy of `world` that `/cached-queries` reads.
+pub struct WorldCache {
+    numbers: Arc<[i32]>,
+}
+
+impl WorldCache {
+    /// Reads the whole table (at start).
+    pub async fn load(pool: &Pool) -> Result<WorldCache, DbError> {
+        let conn = pool.get()?;
+        let rows = conn
+            .client
+            .query("SELECT id, randomnumber FROM world ORDER BY id", &[])
+            .await?;
+        let mut numbers = vec![0; WORLD_ROWS as usize];
+        for r in rows {
+            let id: i32 = r.get(0);
+            if (1..=WORLD_ROWS as i32).contains(&id) {
+                numbers[id as usize - 1] = r.get(1);
+            }
+        }
+        Ok(WorldCache {
+            numbers: numbers.into(),
+        })
+    }
+
+    /// The cached row `id` (1..=10000).
+    pub fn get(&self, id: i32) -> World {
+        World {
+            id,
+            random_number: self.numbers[id as usize - 1],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_count_follows_techempower() {
+        for (value, want) in [
+            (None, 1),
+            (Some(""), 1),
+            (Some("foo"), 1),
+            (Some("0"), 1),
+            (Some("-5"), 1),
+            (Some("1"), 1),
+            (Some("20"), 20),
+            (Some("500"), 500),
+            (Some("501"), 500),
+            (Some("99999999999999999999"), 500),
+            (Some("-99999999999999999999"), 1),
+            (Some("2.5"), 1),
+        ] {
+            assert_eq!(query_count(value), want, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn random_ids_cover_the_table_and_stay_in_it() {
+        let random = Random::new(1);
+        let ids: Vec<i32> = (0..100_000).map(|_| random.world_id()).collect();
+        assert!(ids.iter().all(|&i| (1..=WORLD_ROWS as i32).contains(&i)));
+        assert_eq!(*ids.iter().min().unwrap(), 1);
+        assert_eq!(*ids.iter().max().unwrap(), WORLD_ROWS as i32);
+    }
+
+    #[test]
+    fn distinct_ids_are_distinct() {
+        let random = Random::new(7);
+        for n in [1, 20, 500, 10_000] {
+            let mut ids = random.distinct_ids(n);
+            assert_eq!(ids.len(), n);
+            ids.sort_unstable();
+            ids.dedup();
+            assert_eq!(ids.len(), n);
+        }
+    }
+
+    #[test]
+    fn fortunes_are_sorted_escaped_and_include_the_added_one() {
+        let mut list = vec![
+            Fortune {
+                id: 11,
+                message: "<script>alert(\"x\");</script>".into(),
+            },
+            Fortune {
+                id: 2,
+                message: "A computer scientist isn't".into(),
+            },
+            Fortune {
+                id: 12,
+                message: "フレームワークのベンチマーク".into(),
+            },
+        ];
+        let resp = fortunes_page(&mut list);
+        assert_eq!(resp.status_code(), 200);
+        let html = std::str::from_utf8(resp.body_bytes()).unwrap();
+        let want = "<!DOCTYPE html><html><head><title>Fortunes</title></head><body><table>\
+            <tr><th>id</th><th>message</th></tr>\
+            <tr><td>11</td><td>&#60;script&#62;alert(&#34;x&#34;);&#60;/script&#62;</td></tr>\
+            <tr><td>2</td><td>A computer scientist isn&#39;t</td></tr>\
+            <tr><td>0</td><td>Additional fortune added at request time.</td></tr>\
+            <tr><td>12</td><td>フレームワークのベンチマーク</td></tr>\
+            </table></body></html>";
+        assert_eq!(html, want);
+    }
+}
