@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue H's database comparison: a throwaway PostgreSQL 15 pinned to the load CPU (1), the
 # actix peer built, then `linerate lab compare --suite bench/db.toml` with DATABASE_URL set,
-# and the round trips to the database per request (bench/db_roundtrips.py); the database is
+# the round trips to the database per request (bench/db_roundtrips.py) and the context switches
+# per request (bench/db_switches.py); the database is
 # stopped and removed at the end, whatever happens.
 #
 #   bench/db.sh [lab compare flags…]     e.g. --rounds 3 --out docs/lab/db --update-docs docs/benchmarks.md
@@ -20,4 +21,5 @@ pm=$(head -1 "$dir/data/postmaster.pid")
 taskset -a -p -c 1 "$pm" >/dev/null
 for child in $(pgrep -P "$pm"); do taskset -a -p -c 1 "$child" >/dev/null; done
 python3 bench/db_roundtrips.py --pg-port "$port"
+python3 bench/db_switches.py
 target/release/linerate lab compare --suite bench/db.toml "$@"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Round trips to PostgreSQL per HTTP request, observed on the wire (issue H).
 
-For each server (linerate with 4 and 1 connections, the actix peer) and endpoint, sends a
+For each server (linerate's runtime driver with 4 connections, its worker driver with 1 and 4,
+the actix peer) and endpoint, sends a
 fixed number of requests with `linerate load --requests N` (first one connection, one request
 at a time, so nothing is shared between requests; then 64 connections), and reads the kernel's
 counters of the server's TCP connections to PostgreSQL (`ss -tinp`: data_segs_out, the
@@ -46,8 +47,9 @@ def servers(port):
     addr = f"127.0.0.1:{port}"
     serve = [LINERATE, "serve", "--addr", addr, "--workers", "1", "--no-pin", "--log-level", "warn"]
     return [
-        ("linerate (4 connections)", serve + ["--database-connections", "4"]),
-        ("linerate (1 connection)", serve + ["--database-connections", "1"]),
+        ("linerate runtime (4 connections)", serve + ["--database-driver", "runtime", "--database-connections", "4"]),
+        ("linerate worker (1 connection)", serve + ["--database-driver", "worker", "--database-connections", "1"]),
+        ("linerate worker (4 connections)", serve + ["--database-driver", "worker", "--database-connections", "4"]),
         ("actix (1 worker, 1 connection)", [PEER, "--addr", addr, "--workers", "1"]),
     ]
 

@@ -4,7 +4,8 @@
 //! its verifier's rules, with rows read back from the database; HttpArena's `/async-db` and
 //! `/crud/items` by its validate.sh checks (cache and anti-cheat cases included); the database
 //! stopped and started again under the server; a query held by a lock while `/plaintext`
-//! answers on the same worker; and a database down at start refused in one line.
+//! answers on the same worker; and a database down at start refused in one line. Each runs
+//! with both drivers (the database runtime beside the worker, and the worker's own loop).
 
 mod common;
 
@@ -13,6 +14,9 @@ use std::process::Command;
 
 use common::Client;
 use common::bin::{run_err, serve};
+
+/// `--database-driver` values: every database test runs with each.
+const DRIVERS: [&str; 2] = ["runtime", "worker"];
 
 /// A throwaway cluster; stopped and removed when dropped.
 struct Pg {
@@ -67,6 +71,16 @@ impl Pg {
         assert!(ok.success());
     }
 
+    /// Client connections other than the one asking.
+    fn client_connections(&self) -> usize {
+        self.value(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()",
+        )
+        .parse()
+        .unwrap()
+    }
+
     /// One value from the database itself (psql over TCP).
     fn value(&self, sql: &str) -> String {
         let out = Command::new("/usr/lib/postgresql/15/bin/psql")
@@ -116,7 +130,21 @@ fn worlds(body: &str) -> Vec<(i64, i64)> {
 #[test]
 fn db_and_queries_answer_from_the_database() {
     let pg = Pg::start();
-    let s = serve(&["--database-url", &pg.url, "--database-connections", "2"]);
+    for driver in DRIVERS {
+        db_and_queries(&pg, driver);
+    }
+}
+
+fn db_and_queries(pg: &Pg, driver: &str) {
+    eprintln!("--database-driver {driver}");
+    let s = serve(&[
+        "--database-url",
+        &pg.url,
+        "--database-connections",
+        "2",
+        "--database-driver",
+        driver,
+    ]);
     let mut c = Client::connect(s.addr);
 
     // /db: one object, as the database holds it.
@@ -166,7 +194,17 @@ fn db_and_queries_answer_from_the_database() {
     }
     // Plain routes still answer on the same worker.
     assert_eq!(c.get("/plaintext").text(), "Hello, World!");
+    // The server holds the connections asked for, no more (none left from start-up).
+    common::eventually("two database connections", || pg.client_connections() == 2);
     drop(s);
+
+    // Unset, the worker driver opens one per worker (the test servers run one).
+    if driver == "worker" {
+        let s = serve(&["--database-url", &pg.url, "--database-driver", driver]);
+        assert_eq!(Client::connect(s.addr).get("/db").status, 200);
+        common::eventually("one database connection", || pg.client_connections() == 1);
+        drop(s);
+    }
 }
 
 #[test]
@@ -245,7 +283,21 @@ const FORTUNES_PAGE: &str = "<!DOCTYPE html><html><head><title>Fortunes</title><
 #[test]
 fn fortunes_updates_and_cached_queries_follow_techempower() {
     let pg = Pg::start();
-    let s = serve(&["--database-url", &pg.url, "--database-connections", "3"]);
+    for driver in DRIVERS {
+        techempower(&pg, driver);
+    }
+}
+
+fn techempower(pg: &Pg, driver: &str) {
+    eprintln!("--database-driver {driver}");
+    let s = serve(&[
+        "--database-url",
+        &pg.url,
+        "--database-connections",
+        "3",
+        "--database-driver",
+        driver,
+    ]);
     let mut c = Client::connect(s.addr);
 
     // /fortunes: the page byte for byte, as UTF-8 HTML, with the headers the verifier needs.
@@ -329,7 +381,21 @@ fn check_item(item: &serde_json::Value) {
 #[test]
 fn async_db_and_crud_follow_httparena() {
     let pg = Pg::start();
-    let s = serve(&["--database-url", &pg.url, "--database-connections", "2"]);
+    for driver in DRIVERS {
+        httparena(&pg, driver);
+    }
+}
+
+fn httparena(pg: &Pg, driver: &str) {
+    eprintln!("--database-driver {driver}");
+    let s = serve(&[
+        "--database-url",
+        &pg.url,
+        "--database-connections",
+        "2",
+        "--database-driver",
+        driver,
+    ]);
     let mut c = Client::connect(s.addr);
 
     // /async-db: validate.sh's ranges; count = limit, items in the range; the empty range.
@@ -402,7 +468,11 @@ fn async_db_and_crud_follow_httparena() {
         r#"{"id":200001,"name":"ValidateItem","category":"test","price":42,"quantity":7}"#,
     );
     assert_eq!(r.status, 201, "{}", r.text());
-    let v = json(&c.get("/crud/items/200001"));
+    let r = c.get("/crud/items/200001");
+    assert_eq!(r.header("x-cache"), Some("MISS"));
+    // Read again at once (well within the 200 ms): from the cache.
+    assert_eq!(c.get("/crud/items/200001").header("x-cache"), Some("HIT"));
+    let v = json(&r);
     assert_eq!(
         (v["id"].as_i64(), v["name"].as_str()),
         (Some(200001), Some("ValidateItem"))
@@ -413,7 +483,7 @@ fn async_db_and_crud_follow_httparena() {
     );
 
     // Change (200): the cached copy is dropped, the next read sees the change.
-    assert_eq!(c.get("/crud/items/200001").header("x-cache"), Some("HIT"));
+    c.get("/crud/items/200001"); // cached now
     let r = send(
         &mut c,
         "PUT",
@@ -467,7 +537,21 @@ fn async_db_and_crud_follow_httparena() {
 #[test]
 fn a_database_restart_fails_requests_cleanly_then_they_recover() {
     let pg = Pg::start();
-    let s = serve(&["--database-url", &pg.url, "--database-connections", "3"]);
+    for driver in DRIVERS {
+        restart(&pg, driver);
+    }
+}
+
+fn restart(pg: &Pg, driver: &str) {
+    eprintln!("--database-driver {driver}");
+    let s = serve(&[
+        "--database-url",
+        &pg.url,
+        "--database-connections",
+        "3",
+        "--database-driver",
+        driver,
+    ]);
     let mut c = Client::connect(s.addr);
     assert_eq!(c.get("/queries?queries=6").status, 200);
 
@@ -502,10 +586,24 @@ fn a_database_restart_fails_requests_cleanly_then_they_recover() {
 
 #[test]
 fn a_slow_query_does_not_delay_plaintext_on_the_same_worker() {
-    use std::io::Write;
     let pg = Pg::start();
+    for driver in DRIVERS {
+        slow_query(&pg, driver);
+    }
+}
+
+fn slow_query(pg: &Pg, driver: &str) {
+    use std::io::Write;
+    eprintln!("--database-driver {driver}");
     // One worker (the test servers run one).
-    let s = serve(&["--database-url", &pg.url, "--database-connections", "1"]);
+    let s = serve(&[
+        "--database-url",
+        &pg.url,
+        "--database-connections",
+        "1",
+        "--database-driver",
+        driver,
+    ]);
 
     // Another session holds a lock on `world`: the next /db waits for it in the database.
     let mut locker = Command::new("/usr/lib/postgresql/15/bin/psql")

@@ -50,7 +50,9 @@ use app::{request, response, router};
 pub use driver::tls;
 
 pub use access_log::LogTarget;
-pub use app::deferred::{BoxFuture, OwnedRequest, Responder, Spawn};
+pub use app::deferred::{
+    BoxFuture, OwnedRequest, Responder, Spawn, WorkerLocal, WorkerLocalFactory,
+};
 pub use config::{Config, HeaderRule, Listen, ListenAddr, Redirect, Site, TlsConfig};
 pub use linerate_http1::{Method, Version};
 pub use request::{MAX_PARAMS, Request};

@@ -53,6 +53,8 @@ pub struct Server {
     /// The admin listener (`/metrics`, `/healthz`), when configured.
     admin: Option<TcpListener>,
     draining: Arc<AtomicBool>,
+    /// Makes each worker's [`crate::WorkerLocal`], on its thread.
+    local: Option<crate::WorkerLocalFactory>,
 }
 
 /// One listener after binding: its address (the real port when 0 was asked for), whether it
@@ -346,7 +348,16 @@ impl Server {
             reloads: Arc::new(reloads),
             logger,
             certs,
+            local: None,
         })
+    }
+
+    /// Gives every worker work of the application's own on its thread (see
+    /// [`crate::WorkerLocal`]): `factory` runs on each worker's thread before it serves, with
+    /// the worker's index; an error stops the server.
+    pub fn with_worker_local(mut self, factory: crate::WorkerLocalFactory) -> Server {
+        self.local = Some(factory);
+        self
     }
 
     /// A handle that reloads the certificate and reopens the access log.
@@ -467,6 +478,7 @@ impl Server {
                 let _ = rustix::io::write(&waker, &1u64.to_ne_bytes());
             })));
             let counters = self.counters[i].clone();
+            let local_factory = self.local.clone();
             let t = std::thread::Builder::new()
                 .name(format!("linerate-w{i}"))
                 .spawn(move || -> io::Result<()> {
@@ -477,7 +489,9 @@ impl Server {
                             tracing::warn!(cpu, error = %e, "cannot pin worker");
                         }
                     }
+                    let local = local_factory.map(|f| f(i)).transpose()?;
                     let setup = Setup {
+                        local,
                         conn: shared.conn.clone(),
                         listeners,
                         shutdown: wake,

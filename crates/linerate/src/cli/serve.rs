@@ -113,10 +113,16 @@ pub(crate) struct ServeArgs {
     /// those routes are not mounted). `scripts/pg.sh start` makes a seeded one.
     #[arg(long, value_name = "URL")]
     database_url: Option<String>,
-    /// Connections to the database (default: $DATABASE_MAX_CONN, else 4); queries in flight
-    /// on one connection are pipelined.
+    /// Connections to the database in all (default: $DATABASE_MAX_CONN, else one per worker
+    /// with the worker driver and 4 with the runtime one); queries in flight on one
+    /// connection are pipelined.
     #[arg(long, value_name = "N")]
     database_connections: Option<usize>,
+    /// Which thread drives the database connections: `runtime`, one set on a thread beside the
+    /// workers; `worker`, each worker its share of them (at least one) driven by its own
+    /// event loop, so a request never crosses threads.
+    #[arg(long, value_enum, default_value = "worker", value_name = "DRIVER")]
+    database_driver: DbDriver,
     /// Path prefix the --root directory is served under, e.g. /static.
     #[arg(long, default_value = "/", value_name = "PREFIX")]
     root_prefix: String,
@@ -147,6 +153,17 @@ pub(crate) struct ServeArgs {
 pub(crate) enum LogFormatArg {
     Combined,
     Json,
+}
+
+/// How long a worker waits at start for its own database connections (`--database-driver
+/// worker`) before it serves; the ones not open by then keep trying in the background.
+const DB_WORKER_START: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Which thread drives the database connections.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum DbDriver {
+    Runtime,
+    Worker,
 }
 
 /// Which application `serve` mounts.
@@ -228,30 +245,48 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
             bail!("--database-url needs the demo app (its database endpoints use it)")
         }
         Some(url) => {
-            let connections = match a.database_connections {
-                Some(n) => n,
+            let driver = match a.database_driver {
+                DbDriver::Runtime => crate::db::pool::Driver::Runtime,
+                DbDriver::Worker => crate::db::pool::Driver::Worker,
+            };
+            let asked = match a.database_connections {
+                Some(n) => Some(n),
                 None => match std::env::var("DATABASE_MAX_CONN") {
-                    Ok(v) => v.parse().map_err(|_| {
+                    Ok(v) => Some(v.parse().map_err(|_| {
                         anyhow::anyhow!("DATABASE_MAX_CONN must be a whole number (got {v:?})")
-                    })?,
-                    Err(_) => 4,
+                    })?),
+                    Err(_) => None,
                 },
             };
-            if connections == 0 {
+            if asked == Some(0) {
                 bail!("--database-connections must be at least 1");
             }
+            // Unset: 4 on the runtime; one per worker with the worker driver (0 says so).
+            let connections = match (asked, driver) {
+                (Some(n), _) => n,
+                (None, crate::db::pool::Driver::Runtime) => 4,
+                (None, crate::db::pool::Driver::Worker) => 0,
+            };
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
                 .thread_name("linerate-db")
                 .enable_all()
                 .build()
                 .context("cannot start the database runtime")?;
-            let db = crate::db::Db::connect(&url, connections, runtime.handle())?;
-            let router =
-                crate::db::mount(router, std::sync::Arc::new(db), runtime.handle().clone());
-            (router, Some(runtime))
+            let db = std::sync::Arc::new(crate::db::Db::connect(
+                &url,
+                connections,
+                driver,
+                runtime.handle(),
+            )?);
+            let router = crate::db::mount(router, db.clone(), runtime.handle().clone());
+            (router, Some((runtime, db)))
         }
         None => (router, None),
+    };
+    let (db_runtime, db) = match db_runtime {
+        Some((r, db)) => (Some(r), Some(db)),
+        None => (None, None),
     };
     let db_mounted = db_runtime.is_some();
     let flags = flags_config(&a)?;
@@ -279,7 +314,13 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     // Every error names its address or path (listen address, certificate, root, access log).
     let sites = config.sites.clone();
-    let server = Server::bind(config, router).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut server = Server::bind(config, router).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(local) = db
+        .as_ref()
+        .and_then(|db| crate::db::Db::worker_local(db, server.workers(), DB_WORKER_START))
+    {
+        server = server.with_worker_local(local);
+    }
     if let Some(user) = &user {
         linerate_server::switch_user(user).map_err(|e| anyhow::anyhow!("{e}"))?;
     }
@@ -317,7 +358,10 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
   GET  {url}/queries?queries=N  N rows (1-500); /updates?queries=N changes them\n\
   GET  {url}/fortunes         the fortune table as HTML; /cached-queries?count=N\n\
   GET  {url}/async-db?min=10&max=50&limit=50   items by price (HttpArena)\n\
-  GET  {url}/crud/items/{{id}}   an item (also ?category=&page=&limit=, POST, PUT)\n"
+  GET  {url}/crud/items/{{id}}   an item (also ?category=&page=&limit=, POST, PUT)\n\
+  database: {}\n",
+                    db.as_ref()
+                        .map_or(String::new(), |db| db.describe(server.workers()))
                 )
             } else {
                 String::new()

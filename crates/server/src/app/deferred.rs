@@ -228,6 +228,24 @@ impl std::fmt::Debug for Responder {
     }
 }
 
+/// Work a worker thread does beside HTTP, driven by the worker's own event loop: an
+/// application's reactor (say, a database client's sockets and the futures waiting on them),
+/// so what a handler starts there never crosses threads. Made on the worker's thread at start
+/// by the factory given to [`Server::with_worker_local`](crate::Server::with_worker_local).
+pub trait WorkerLocal {
+    /// Readable when [`run`](WorkerLocal::run) has work (the worker watches it,
+    /// level-triggered).
+    fn fd(&self) -> std::os::fd::BorrowedFd<'_>;
+    /// Does what is ready without blocking: called after every turn of the worker's loop
+    /// (so also right after handlers that started local work ran); `fd_ready` says whether
+    /// [`fd`](WorkerLocal::fd) was reported readable in that turn.
+    fn run(&mut self, fd_ready: bool);
+}
+
+/// Makes a worker's [`WorkerLocal`] on its thread, given the worker's index.
+pub type WorkerLocalFactory =
+    Arc<dyn Fn(usize) -> std::io::Result<Box<dyn WorkerLocal>> + Send + Sync + 'static>;
+
 /// A future an async handler's answer is computed in.
 pub type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 

@@ -50,6 +50,8 @@ const WAKE_SHUTDOWN: Token = RESERVED | 1;
 const WAKE_INBOX: Token = RESERVED | 2;
 /// The site-reload eventfd's token.
 const WAKE_RELOAD: Token = RESERVED | 3;
+/// The worker-local reactor's token (its fd is readable when it has work).
+const WAKE_LOCAL: Token = RESERVED | 4;
 
 /// Where a reload leaves a worker's new sites.
 pub(crate) type SitesMailbox = std::sync::Mutex<Option<Arc<SiteSet>>>;
@@ -82,6 +84,8 @@ pub(crate) struct Setup {
     /// The connections' limits and timeouts (each worker keeps its own copy).
     pub conn: ConnConfig,
     pub app: AppIo,
+    /// The application's work on this worker's thread, run after every turn of the loop.
+    pub local: Option<Box<dyn crate::WorkerLocal>>,
 }
 
 /// A live connection.
@@ -168,6 +172,10 @@ pub(crate) struct Worker<B: Backend> {
     ready: Vec<u32>,
     due: Vec<u32>,
     done: Vec<Done>,
+    /// The application's work on this thread (see [`crate::WorkerLocal`]).
+    local: Option<Box<dyn crate::WorkerLocal>>,
+    /// Its fd was reported readable this turn.
+    local_ready: bool,
     /// The monotonic clock at start (ms); `io.now` counts from it.
     started: u64,
     accept_paused_until: Option<u64>,
@@ -185,6 +193,9 @@ impl<B: Backend> Worker<B> {
         backend.watch(setup.shutdown, WAKE_SHUTDOWN)?;
         backend.watch(setup.inbox_fd, WAKE_INBOX)?;
         backend.watch(setup.reload_fd, WAKE_RELOAD)?;
+        if let Some(local) = &setup.local {
+            backend.watch(local.fd().try_clone_to_owned()?, WAKE_LOCAL)?;
+        }
         Ok(Worker {
             backend,
             slots: Vec::new(),
@@ -212,6 +223,8 @@ impl<B: Backend> Worker<B> {
             ready: Vec::new(),
             due: Vec::new(),
             done: Vec::new(),
+            local: setup.local,
+            local_ready: false,
             started: crate::sys::coarse_ms(libc::CLOCK_MONOTONIC_COARSE),
             accept_paused_until: None,
             drain_deadline: None,
@@ -237,6 +250,9 @@ impl<B: Backend> Worker<B> {
                 for idx in std::mem::take(&mut self.ready) {
                     self.with(self.token(idx), sh, |_, _| {});
                 }
+            }
+            if let Some(local) = self.local.as_mut() {
+                local.run(std::mem::take(&mut self.local_ready));
             }
             if let Some(t) = self.accept_paused_until
                 && self.io.cx.now >= t
@@ -330,6 +346,8 @@ impl<B: Backend> Worker<B> {
             }
             Completion::Notified { token } if token == WAKE_SHUTDOWN => self.begin_drain(sh),
             Completion::Notified { token } if token == WAKE_RELOAD => self.swap_sites(),
+            // Its work runs at the end of the turn.
+            Completion::Notified { token } if token == WAKE_LOCAL => self.local_ready = true,
             Completion::Notified { .. } => self.answers(sh),
         }
     }
