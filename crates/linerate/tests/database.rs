@@ -133,6 +133,28 @@ fn db_and_queries_answer_from_the_database() {
     for driver in DRIVERS {
         db_and_queries(&pg, driver);
     }
+    // Over the cluster's Unix socket (its directory; local logins are trusted): the runtime
+    // driver serves; the worker driver, which speaks TCP only, says so in one line.
+    let port = pg
+        .url
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap();
+    let dir: String = pg.dir.replace('/', "%2F");
+    let unix = format!("postgres://linerate@{dir}:{port}/linerate");
+    let s = serve(&["--database-url", &unix, "--database-driver", "runtime"]);
+    assert_eq!(Client::connect(s.addr).get("/db").status, 200);
+    drop(s);
+    let (code, stderr) = run_err(&["serve", "--addr", "127.0.0.1:0", "--database-url", &unix]);
+    assert_ne!(code, 0);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("for a Unix socket use --database-driver runtime"),
+        "{stderr}"
+    );
 }
 
 fn db_and_queries(pg: &Pg, driver: &str) {
@@ -604,6 +626,10 @@ fn slow_query(pg: &Pg, driver: &str) {
         "--database-driver",
         driver,
     ]);
+
+    // The server's connections are open and their statements prepared (preparing would
+    // wait on the lock too) before the lock is taken.
+    assert_eq!(Client::connect(s.addr).get("/db").status, 200);
 
     // Another session holds a lock on `world`: the next /db waits for it in the database.
     let mut locker = Command::new("/usr/lib/postgresql/15/bin/psql")

@@ -218,7 +218,11 @@ impl Pool {
                         .map_err(|e| format!("cannot resolve {name}: {e}"))?;
                     addrs.extend(found);
                 }
-                _ => return Err("the worker driver needs a TCP host, not a Unix socket".into()),
+                _ => {
+                    return Err("the worker driver needs a TCP host; for a Unix socket use \
+                                --database-driver runtime"
+                        .into());
+                }
             }
         }
         if addrs.is_empty() {
