@@ -354,7 +354,8 @@ impl Server {
 
     /// Gives every worker work of the application's own on its thread (see
     /// [`crate::WorkerLocal`]): `factory` runs on each worker's thread before it serves, with
-    /// the worker's index; an error stops the server.
+    /// the worker's index; an error ends that worker, and [`Server::run`] returns it once the
+    /// others have stopped.
     pub fn with_worker_local(mut self, factory: crate::WorkerLocalFactory) -> Server {
         self.local = Some(factory);
         self
