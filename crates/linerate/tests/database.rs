@@ -18,6 +18,19 @@ use common::bin::{run_err, serve};
 /// `--database-driver` values: every database test runs with each.
 const DRIVERS: [&str; 2] = ["runtime", "worker"];
 
+/// The demo served from `pg` with `driver` and `connections` database connections.
+fn serve_db(pg: &Pg, driver: &str, connections: usize) -> common::bin::Served {
+    eprintln!("--database-driver {driver}");
+    serve(&[
+        "--database-url",
+        &pg.url,
+        "--database-connections",
+        &connections.to_string(),
+        "--database-driver",
+        driver,
+    ])
+}
+
 /// A throwaway cluster; stopped and removed when dropped.
 struct Pg {
     dir: String,
@@ -158,15 +171,7 @@ fn db_and_queries_answer_from_the_database() {
 }
 
 fn db_and_queries(pg: &Pg, driver: &str) {
-    eprintln!("--database-driver {driver}");
-    let s = serve(&[
-        "--database-url",
-        &pg.url,
-        "--database-connections",
-        "2",
-        "--database-driver",
-        driver,
-    ]);
+    let s = serve_db(pg, driver, 2);
     let mut c = Client::connect(s.addr);
 
     // /db: one object, as the database holds it.
@@ -311,15 +316,7 @@ fn fortunes_updates_and_cached_queries_follow_techempower() {
 }
 
 fn techempower(pg: &Pg, driver: &str) {
-    eprintln!("--database-driver {driver}");
-    let s = serve(&[
-        "--database-url",
-        &pg.url,
-        "--database-connections",
-        "3",
-        "--database-driver",
-        driver,
-    ]);
+    let s = serve_db(pg, driver, 3);
     let mut c = Client::connect(s.addr);
 
     // /fortunes: the page byte for byte, as UTF-8 HTML, with the headers the verifier needs.
@@ -409,15 +406,7 @@ fn async_db_and_crud_follow_httparena() {
 }
 
 fn httparena(pg: &Pg, driver: &str) {
-    eprintln!("--database-driver {driver}");
-    let s = serve(&[
-        "--database-url",
-        &pg.url,
-        "--database-connections",
-        "2",
-        "--database-driver",
-        driver,
-    ]);
+    let s = serve_db(pg, driver, 2);
     let mut c = Client::connect(s.addr);
 
     // /async-db: validate.sh's ranges; count = limit, items in the range; the empty range.
@@ -565,15 +554,7 @@ fn a_database_restart_fails_requests_cleanly_then_they_recover() {
 }
 
 fn restart(pg: &Pg, driver: &str) {
-    eprintln!("--database-driver {driver}");
-    let s = serve(&[
-        "--database-url",
-        &pg.url,
-        "--database-connections",
-        "3",
-        "--database-driver",
-        driver,
-    ]);
+    let s = serve_db(pg, driver, 3);
     let mut c = Client::connect(s.addr);
     assert_eq!(c.get("/queries?queries=6").status, 200);
 
@@ -616,16 +597,8 @@ fn a_slow_query_does_not_delay_plaintext_on_the_same_worker() {
 
 fn slow_query(pg: &Pg, driver: &str) {
     use std::io::Write;
-    eprintln!("--database-driver {driver}");
     // One worker (the test servers run one).
-    let s = serve(&[
-        "--database-url",
-        &pg.url,
-        "--database-connections",
-        "1",
-        "--database-driver",
-        driver,
-    ]);
+    let s = serve_db(pg, driver, 1);
 
     // The server's connections are open and their statements prepared (preparing would
     // wait on the lock too) before the lock is taken.

@@ -310,39 +310,65 @@ impl Pool {
     }
 }
 
-/// Starts re-opening `slot` on `runtime` unless that is already under way.
-fn revive(runtime: &tokio::runtime::Handle, url: &Arc<str>, slot: &Arc<Slot>) {
-    if slot.closed.load(Ordering::Acquire) || slot.reconnecting.swap(true, Ordering::AcqRel) {
-        return;
-    }
-    let (url, slot) = (url.clone(), slot.clone());
-    runtime.spawn(async move {
-        let mut wait = FIRST_RETRY;
-        let mut said = false;
-        loop {
-            match open(&url, &slot).await {
-                Ok(conn) => {
-                    *slot.conn.lock().unwrap() = Some(Arc::new(conn));
-                    if said {
-                        tracing::info!("database connection open again");
-                    }
+/// Claims `slot` for re-opening: false when it is closed for good or already being re-opened.
+fn claim(slot: &Slot) -> bool {
+    !slot.closed.load(Ordering::Acquire) && !slot.reconnecting.swap(true, Ordering::AcqRel)
+}
+
+/// Re-opens `slot` with `open` until it succeeds, waiting with `sleep` (false: give up) between
+/// tries, the wait doubling from [`FIRST_RETRY`] to [`MAX_RETRY`]; says the outage once.
+async fn reopen<E, O, S>(
+    slot: Arc<Slot>,
+    mut open: impl FnMut() -> O,
+    sleep: impl Fn(Duration) -> S,
+) where
+    E: std::fmt::Display,
+    O: std::future::Future<Output = Result<Conn, E>>,
+    S: std::future::Future<Output = bool>,
+{
+    let mut wait = FIRST_RETRY;
+    let mut said = false;
+    loop {
+        match open().await {
+            Ok(conn) => {
+                *slot.conn.lock().unwrap() = Some(Arc::new(conn));
+                if said {
+                    tracing::info!("database connection open again");
+                }
+                break;
+            }
+            Err(e) => {
+                if !said {
+                    tracing::warn!(error = %e, "database unreachable; retrying");
+                    said = true;
+                }
+                if !sleep(wait).await {
                     break;
                 }
-                Err(e) => {
-                    if !said {
-                        tracing::warn!(
-                            error = super::world::describe(&e),
-                            "database unreachable; retrying"
-                        );
-                        said = true;
-                    }
-                    tokio::time::sleep(wait).await;
-                    wait = (wait * 2).min(MAX_RETRY);
-                }
+                wait = (wait * 2).min(MAX_RETRY);
             }
         }
-        slot.reconnecting.store(false, Ordering::Release);
-    });
+    }
+    slot.reconnecting.store(false, Ordering::Release);
+}
+
+/// Starts re-opening `slot` on `runtime` unless that is already under way.
+fn revive(runtime: &tokio::runtime::Handle, url: &Arc<str>, slot: &Arc<Slot>) {
+    if !claim(slot) {
+        return;
+    }
+    let (url, target) = (url.clone(), slot.clone());
+    runtime.spawn(reopen(
+        slot.clone(),
+        move || {
+            let (url, target) = (url.clone(), target.clone());
+            async move { open(&url, &target).await.map_err(OpenError::Db) }
+        },
+        |wait| async move {
+            tokio::time::sleep(wait).await;
+            true
+        },
+    ));
 }
 
 /// Opens one connection for `slot` on the runtime, prepares the statements, and watches it:
@@ -373,36 +399,18 @@ fn forget_closed(slot: &Slot) {
 
 /// Starts re-opening a worker's `slot` on its thread unless that is already under way.
 fn revive_local(set: &std::rc::Rc<WorkerSet>, slot: &Arc<Slot>) {
-    if slot.reconnecting.swap(true, Ordering::AcqRel) {
+    if !claim(slot) {
         return;
     }
-    let (set, slot) = (set.clone(), slot.clone());
-    local::spawn(async move {
-        let mut wait = FIRST_RETRY;
-        let mut said = false;
-        loop {
-            match open_local(&set, &slot).await {
-                Ok(conn) => {
-                    *slot.conn.lock().unwrap() = Some(Arc::new(conn));
-                    if said {
-                        tracing::info!("database connection open again");
-                    }
-                    break;
-                }
-                Err(e) => {
-                    if !said {
-                        tracing::warn!(error = %e, "database unreachable; retrying");
-                        said = true;
-                    }
-                    if local::sleep(wait).await.is_err() {
-                        break;
-                    }
-                    wait = (wait * 2).min(MAX_RETRY);
-                }
-            }
-        }
-        slot.reconnecting.store(false, Ordering::Release);
-    });
+    let (set, target) = (set.clone(), slot.clone());
+    local::spawn(reopen(
+        slot.clone(),
+        move || {
+            let (set, target) = (set.clone(), target.clone());
+            async move { open_local(&set, &target).await }
+        },
+        |wait| async move { local::sleep(wait).await.is_ok() },
+    ));
 }
 
 /// Opens one connection for a worker's `slot` over the worker's reactor (the first address
