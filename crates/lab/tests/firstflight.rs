@@ -102,6 +102,7 @@ fn start_tls(router: Router, certs: &std::path::Path) -> (Running, SocketAddr) {
             key: certs.join("key.pem"),
             ktls: false,
             key_update_bytes: linerate_server::tls::TLS_KEY_UPDATE_BYTES,
+            http2: true,
         }),
         ..Config::default()
     };

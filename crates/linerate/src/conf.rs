@@ -110,6 +110,8 @@ struct RawLimits {
 #[serde(deny_unknown_fields)]
 struct RawTlsOptions {
     ktls: Option<bool>,
+    /// Offer `h2` in ALPN (default true).
+    http2: Option<bool>,
     key_update: Option<Spanned<String>>,
 }
 
@@ -119,6 +121,8 @@ struct RawListen {
     addr: Option<Spanned<String>>,
     unix: Option<Spanned<String>>,
     tls: Option<Spanned<RawCert>>,
+    /// Cleartext HTTP/2 with prior knowledge only.
+    h2c: Option<Spanned<bool>>,
 }
 
 #[derive(Deserialize)]
@@ -314,6 +318,7 @@ impl Cx<'_> {
         };
         self.limits(&raw.limits, &mut c)?;
         let ktls = raw.tls.ktls.unwrap_or(true);
+        let http2 = raw.tls.http2.unwrap_or(true);
         let key_update = match &raw.tls.key_update {
             Some(v) => self.size(v, "key_update")?,
             None => linerate_server::tls::TLS_KEY_UPDATE_BYTES,
@@ -322,7 +327,7 @@ impl Cx<'_> {
             return Err(self.err(0..0, "no [[listen]] section: say where to listen"));
         }
         for l in &raw.listen {
-            c.listeners.push(self.listen(l, ktls, key_update)?);
+            c.listeners.push(self.listen(l, ktls, key_update, http2)?);
         }
         if raw.site.is_empty() {
             return Err(self.err(0..0, "no [[site]] section: say what to serve"));
@@ -392,6 +397,7 @@ impl Cx<'_> {
         l: &Spanned<RawListen>,
         ktls: bool,
         key_update_bytes: u64,
+        http2: bool,
     ) -> Result<Listen, ConfError> {
         let raw = l.get_ref();
         let addr = match (&raw.addr, &raw.unix) {
@@ -434,6 +440,7 @@ impl Cx<'_> {
                     key,
                     ktls,
                     key_update_bytes,
+                    http2,
                 };
                 if let Err(e) = linerate_server::tls::server_config(&tls) {
                     return Err(self.err(t.span(), e.to_string()));
@@ -441,7 +448,17 @@ impl Cx<'_> {
                 Some(tls)
             }
         };
-        Ok(Listen { addr, tls })
+        let h2c = match &raw.h2c {
+            Some(h) if *h.get_ref() && tls.is_some() => {
+                return Err(self.err(
+                    h.span(),
+                    "h2c is cleartext HTTP/2; a tls listener offers h2 through ALPN",
+                ));
+            }
+            Some(h) => *h.get_ref(),
+            None => false,
+        };
+        Ok(Listen { addr, tls, h2c })
     }
 
     fn site(

@@ -122,6 +122,8 @@ pub fn router_with(dataset: Vec<Item>) -> Router {
         .get("/pipeline", |_| Response::text("ok"))
         .get("/baseline11", |req| baseline(req, None))
         .post("/baseline11", |req| baseline(req, Some(req.body())))
+        // HttpArena's HTTP/2 profiles (baseline-h2, baseline-h2c): the same sum.
+        .get("/baseline2", |req| baseline(req, None))
         .get("/json/{count}", move |req| items(req, &dataset))
         .streaming(linerate_http1::Method::Post, "/upload", |_| {
             Box::new(Counter(0))
@@ -213,6 +215,7 @@ const INDEX_HTML: &str = "<!DOCTYPE html>
 <tr><td>GET</td><td><a href=\"/json\">/json</a></td><td>{\"message\":\"Hello, World!\"} (TechEmpower)</td></tr>
 <tr><td>GET</td><td><a href=\"/plaintext\">/plaintext</a></td><td>Hello, World! (TechEmpower)</td></tr>
 <tr><td>GET, POST</td><td><a href=\"/baseline11?a=13&amp;b=42\">/baseline11?a=13&amp;b=42</a></td><td>a + b, plus the POST body's integer (HttpArena)</td></tr>
+<tr><td>GET</td><td><a href=\"/baseline2?a=13&amp;b=42\">/baseline2?a=13&amp;b=42</a></td><td>a + b (HttpArena's HTTP/2 profiles)</td></tr>
 <tr><td>GET</td><td><a href=\"/pipeline\">/pipeline</a></td><td>ok (HttpArena)</td></tr>
 <tr><td>GET</td><td><a href=\"/json/10?m=2\">/json/{count}?m=M</a></td><td>the first count (1-50) dataset items with totals (HttpArena)</td></tr>
 <tr><td>POST</td><td>/upload</td><td>the number of body bytes received (HttpArena)</td></tr>

@@ -63,6 +63,7 @@ fn serve_with(name: &str, ktls: bool, key_update_bytes: u64) -> Tls {
             key: dir.join("key.pem"),
             ktls,
             key_update_bytes,
+            http2: true,
         }),
         ..config()
     };
@@ -468,6 +469,7 @@ fn a_silent_tls_client_is_closed_after_the_header_timeout() {
             key: dir.join("key.pem"),
             ktls: false,
             key_update_bytes: linerate_server::tls::TLS_KEY_UPDATE_BYTES,
+            http2: true,
         }),
         ..config()
     };
@@ -497,6 +499,7 @@ fn bad_key_files_are_refused_at_bind() {
         key: dir.join(key),
         ktls: false,
         key_update_bytes: linerate_server::tls::TLS_KEY_UPDATE_BYTES,
+        http2: true,
     };
     match linerate_server::tls::server_config(&tls("other.pem")) {
         Err(linerate_server::tls::TlsError::KeyMismatch { .. }) => {}

@@ -108,7 +108,10 @@ pub struct Config {
     pub compression: Compression,
     /// HTTPS on a second port (same workers, same routes); off by default.
     pub tls: Option<TlsConfig>,
-    /// The listeners, when given (a configuration file): they replace `addr` and `tls`.
+    /// HTTP/2 with prior knowledge (h2c) on this address; off by default. Such a listener
+    /// speaks only HTTP/2: an HTTP/1.1 request there is a connection error.
+    pub h2c: Option<SocketAddr>,
+    /// The listeners, when given (a configuration file): they replace `addr`, `tls` and `h2c`.
     pub listeners: Vec<Listen>,
     /// The admin listener (`/metrics` in the Prometheus text format, `/healthz`), off by
     /// default; its own thread answers it, never a site. Metrics are counted only when it is on.
@@ -197,6 +200,8 @@ pub struct Listen {
     pub addr: ListenAddr,
     /// HTTPS with this certificate and key (its `addr` is not used: `Listen::addr` is).
     pub tls: Option<TlsConfig>,
+    /// Cleartext HTTP/2 with prior knowledge only (never with `tls`).
+    pub h2c: bool,
 }
 
 impl Config {
@@ -208,11 +213,20 @@ impl Config {
         let mut out = vec![Listen {
             addr: ListenAddr::Tcp(self.addr),
             tls: None,
+            h2c: false,
         }];
         if let Some(t) = &self.tls {
             out.push(Listen {
                 addr: ListenAddr::Tcp(t.addr),
                 tls: Some(t.clone()),
+                h2c: false,
+            });
+        }
+        if let Some(addr) = self.h2c {
+            out.push(Listen {
+                addr: ListenAddr::Tcp(addr),
+                tls: None,
+                h2c: true,
             });
         }
         out
@@ -258,6 +272,8 @@ pub struct TlsConfig {
     /// Bytes sent under one TLS 1.3 key before the server updates it (KeyUpdate), in user
     /// space and in the kernel alike ([`crate::tls::TLS_KEY_UPDATE_BYTES`] by default).
     pub key_update_bytes: u64,
+    /// Offer HTTP/2 in ALPN (`h2`, then `http/1.1`); `false` offers only `http/1.1`.
+    pub http2: bool,
 }
 
 /// A directory served as static files below a path prefix.
@@ -326,6 +342,7 @@ impl Default for Config {
             files: None,
             compression: Compression::default(),
             tls: None,
+            h2c: None,
             listeners: Vec::new(),
             sites: Vec::new(),
             admin: None,

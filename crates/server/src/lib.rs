@@ -40,6 +40,7 @@ mod app;
 pub mod config;
 mod driver;
 mod h1;
+mod h2;
 mod pool;
 mod server;
 mod stats;

@@ -62,6 +62,7 @@ pub struct Server {
 struct Bound {
     addr: ListenAddr,
     tls: bool,
+    h2c: bool,
     socks: Vec<OwnedFd>,
 }
 
@@ -206,7 +207,17 @@ impl Server {
         let mut bound: Vec<Bound> = Vec::new();
         let mut certs = Vec::new();
         let mut listener_tls = Vec::new();
+        let mut listener_h2c = Vec::new();
         for l in config.listen_list() {
+            if l.h2c && l.tls.is_some() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{}: h2c is cleartext HTTP/2; over TLS, ALPN offers h2",
+                        l.addr
+                    ),
+                ));
+            }
             let tls = match &l.tls {
                 Some(t) => {
                     let (tls, store) = crate::tls::server_config_with_store(t).map_err(|e| {
@@ -248,9 +259,11 @@ impl Server {
                 }
             };
             listener_tls.push(tls);
+            listener_h2c.push(l.h2c);
             bound.push(Bound {
                 addr,
                 tls: l.tls.is_some(),
+                h2c: l.h2c,
                 socks,
             });
         }
@@ -333,6 +346,7 @@ impl Server {
                 app: App::new(router, &config),
                 conn: config.conn(),
                 listener_tls,
+                listener_h2c,
                 tls_policy: crate::tls::TlsPolicy {
                     kernel: kernel_ciphers,
                     key_update_bytes: config
@@ -370,12 +384,12 @@ impl Server {
         }
     }
 
-    /// The first plain-HTTP TCP address (with the real port when 0 was asked for); else the
-    /// first TCP address; `0.0.0.0:0` for a server on Unix sockets only.
+    /// The first plain-HTTP/1.1 TCP address (with the real port when 0 was asked for); else
+    /// the first TCP address; `0.0.0.0:0` for a server on Unix sockets only.
     pub fn local_addr(&self) -> SocketAddr {
         let tcp = |tls: Option<bool>| {
             self.bound.iter().find_map(|b| match b.addr {
-                ListenAddr::Tcp(a) if tls.is_none_or(|t| t == b.tls) => Some(a),
+                ListenAddr::Tcp(a) if tls.is_none_or(|t| t == b.tls && !b.h2c) => Some(a),
                 _ => None,
             })
         };
@@ -388,6 +402,15 @@ impl Server {
     pub fn tls_addr(&self) -> Option<SocketAddr> {
         self.bound.iter().find_map(|b| match b.addr {
             ListenAddr::Tcp(a) if b.tls => Some(a),
+            _ => None,
+        })
+    }
+
+    /// The first h2c (cleartext HTTP/2 with prior knowledge) TCP address, when one is
+    /// configured.
+    pub fn h2c_addr(&self) -> Option<SocketAddr> {
+        self.bound.iter().find_map(|b| match b.addr {
+            ListenAddr::Tcp(a) if b.h2c => Some(a),
             _ => None,
         })
     }

@@ -138,6 +138,13 @@ pub(crate) struct ServeArgs {
     /// PEM private key for HTTPS (PKCS#8, PKCS#1 or SEC1), matching --tls-cert.
     #[arg(long, value_name = "FILE")]
     tls_key: Option<PathBuf>,
+    /// Also serve cleartext HTTP/2 with prior knowledge (h2c) on this port (same IP as
+    /// --addr). That port speaks only HTTP/2.
+    #[arg(long, value_name = "PORT")]
+    h2c_port: Option<u16>,
+    /// Offer only HTTP/1.1 in TLS's ALPN (HTTP/2 is offered first by default).
+    #[arg(long)]
+    no_http2: bool,
     /// Keep TLS encryption in user space even where the kernel offers kTLS.
     #[arg(long)]
     no_ktls: bool,
@@ -340,6 +347,8 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         } else {
             format!("  HTTPS on https://{t} (TLS 1.3/1.2, {how})\n")
         }
+    }) + &server.h2c_addr().map_or(String::new(), |a| {
+        format!("  HTTP/2 cleartext (h2c, prior knowledge) on http://{a}\n")
     });
     let routes = match app {
         AppKind::Demo => format!(
@@ -348,6 +357,7 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
   GET  {url}/json             {{\"message\":\"Hello, World!\"}}\n\
   GET  {url}/plaintext        Hello, World!\n\
   GET  {url}/baseline11?a=13&b=42   55 (POST adds the body's integer)\n\
+  GET  {url}/baseline2?a=13&b=42    55 (HttpArena over HTTP/2)\n\
   GET  {url}/pipeline         ok\n\
   GET  {url}/json/{{count}}?m=M  first count (1-50) dataset items with totals\n\
   POST {url}/upload           number of body bytes received\n\
@@ -416,6 +426,7 @@ fn tls_config(a: &ServeArgs) -> anyhow::Result<Option<linerate_server::TlsConfig
         key,
         ktls: !a.no_ktls,
         key_update_bytes: a.tls_key_update,
+        http2: !a.no_http2,
     };
     use linerate_server::tls::TlsError;
     match linerate_server::tls::server_config(&tls) {
@@ -456,6 +467,7 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
         addr: a.addr,
         files,
         tls,
+        h2c: a.h2c_port.map(|p| SocketAddr::new(a.addr.ip(), p)),
         cpus: a.cpus.clone().unwrap_or_default(),
         workers: a.workers.unwrap_or(0),
         pin: !a.no_pin,
@@ -501,7 +513,7 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
 /// `file` with the flags given on the command line (`explicit`) laid over it.
 fn overlay(mut file: Config, flags: Config, explicit: &[String]) -> Config {
     let given = |id: &str| explicit.iter().any(|e| e == id);
-    if ["addr", "tls_port", "tls_cert", "tls_key"]
+    if ["addr", "tls_port", "tls_cert", "tls_key", "h2c_port"]
         .iter()
         .any(|f| given(f))
     {
@@ -512,6 +524,9 @@ fn overlay(mut file: Config, flags: Config, explicit: &[String]) -> Config {
         if let Some(t) = &mut l.tls {
             if given("no_ktls") {
                 t.ktls = false;
+            }
+            if given("no_http2") {
+                t.http2 = false;
             }
             if given("tls_key_update") {
                 t.key_update_bytes = flags

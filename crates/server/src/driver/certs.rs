@@ -22,6 +22,8 @@ use crate::config::TlsConfig;
 
 /// The one application protocol offered in ALPN.
 pub const ALPN_HTTP11: &[u8] = b"http/1.1";
+/// HTTP/2 over TLS (RFC 9113 §3.2), offered first.
+pub const ALPN_H2: &[u8] = b"h2";
 
 /// Why the TLS configuration could not be built. Each variant names the file at fault.
 #[derive(Debug)]
@@ -161,7 +163,11 @@ pub fn server_config_with_store(
         .map_err(TlsError::Rustls)?
         .with_no_client_auth()
         .with_cert_resolver(store.clone());
-    config.alpn_protocols = vec![ALPN_HTTP11.to_vec()];
+    config.alpn_protocols = if tls.http2 {
+        vec![ALPN_H2.to_vec(), ALPN_HTTP11.to_vec()]
+    } else {
+        vec![ALPN_HTTP11.to_vec()]
+    };
     config.enable_secret_extraction = tls.ktls;
     Ok((Arc::new(config), store))
 }
@@ -202,6 +208,7 @@ mod tests {
             key: dir.join("key.pem"),
             ktls: false,
             key_update_bytes: 1 << 30,
+            http2: true,
         };
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let store = CertStore::load(&tls, provider).unwrap();

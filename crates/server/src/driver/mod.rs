@@ -13,6 +13,7 @@
 pub(crate) mod backend;
 pub(crate) mod certs;
 pub(crate) mod epoll;
+mod proto;
 pub(crate) mod timer;
 pub mod tls;
 
@@ -25,11 +26,12 @@ use linerate_http1::{DateCache, HeadRoom, RequestHead};
 
 use crate::app::deferred::Done;
 use crate::app::sites::SiteSet;
-use crate::app::{App, AppIo, ConnApp, Pending};
-use crate::h1::{Conn, ConnConfig, Cx, Timer, Transmit};
+use crate::app::{App, AppIo, ConnApp};
+use crate::h1::{ConnConfig, Cx, Timer, Transmit};
 use crate::pool::Pool;
 use backend::{Backend, Completion, Token};
 use epoll::RESERVED;
+use proto::Proto;
 use timer::Wheel;
 use tls::{Finished, Input, Outcome, Transport};
 
@@ -62,6 +64,8 @@ pub(crate) struct Shared {
     pub conn: ConnConfig,
     /// Each listener's HTTPS configuration (`None`: plain HTTP), by listener id.
     pub listener_tls: Vec<Option<Arc<rustls::ServerConfig>>>,
+    /// Listeners that speak HTTP/2 with prior knowledge (h2c), by listener id.
+    pub listener_h2c: Vec<bool>,
     /// The ciphers whose sessions are handed to the kernel after the handshake (kTLS, probed
     /// at start; none when it is off or absent).
     pub tls_policy: tls::TlsPolicy,
@@ -90,8 +94,10 @@ pub(crate) struct Setup {
 
 /// A live connection.
 struct Live {
-    conn: Conn<Pending>,
+    conn: Proto,
     transport: Transport,
+    /// A TLS connection whose ALPN choice is not known yet (its handshake is under way).
+    alpn: bool,
     /// When its timer-wheel entry fires (ms): a deadline at or after it needs no re-arming.
     armed: u64,
     /// Receiving is armed with the backend.
@@ -454,7 +460,12 @@ impl<B: Backend> Worker<B> {
             self.free.push(idx);
             return;
         }
-        let conn = Conn::new(self.io.cx.now, &self.io.cx.cfg);
+        let tls = matches!(transport, Transport::Tls(_));
+        let conn = if sh.listener_h2c.get(listener).copied().unwrap_or(false) {
+            Proto::h2(self.io.cx.now, &self.io.cx)
+        } else {
+            Proto::h1(self.io.cx.now, &self.io.cx)
+        };
         let armed = self.wheel.arm(idx, conn.deadline());
         if sh.app.logs {
             if self.peers.len() <= idx as usize {
@@ -465,6 +476,7 @@ impl<B: Backend> Worker<B> {
         slot.live = Some(Live {
             conn,
             transport,
+            alpn: tls,
             armed,
             receiving: true,
             idle: false,
@@ -616,6 +628,9 @@ impl<B: Backend> Parts<'_, B> {
         }
         self.plain.clear();
         let input = live.transport.receive(data, self.plain);
+        if live.alpn {
+            self.negotiated(live);
+        }
         if !self.plain.is_empty() {
             live.conn
                 .recv(self.plain, self.head, self.cx, &mut self.svc);
@@ -638,6 +653,18 @@ impl<B: Backend> Parts<'_, B> {
             .is_err()
         {
             self.fine = false;
+        }
+    }
+
+    /// The TLS handshake may have finished: when ALPN chose `h2`, the connection becomes
+    /// HTTP/2 before it reads a byte of plaintext (and before a hand-off to kernel TLS).
+    #[cold]
+    fn negotiated(&mut self, live: &mut Live) {
+        if let Some(h2) = live.transport.negotiated_h2() {
+            live.alpn = false;
+            if h2 {
+                live.conn.upgrade(self.cx.now, self.cx);
+            }
         }
     }
 
@@ -779,7 +806,7 @@ impl<B: Backend> Parts<'_, B> {
                     return false;
                 }
                 Transmit::Idle => {
-                    if resumes < MAX_RESUMES && live.conn.can_resume(&self.cx.cfg) {
+                    if resumes < MAX_RESUMES && live.conn.can_resume(self.cx) {
                         resumes += 1;
                         live.conn.resume(self.head, self.cx, &mut self.svc);
                         continue;
@@ -788,7 +815,7 @@ impl<B: Backend> Parts<'_, B> {
                 }
             }
         }
-        let want = live.conn.wants_input(&self.cx.cfg);
+        let want = live.conn.wants_input(self.cx);
         if want != live.receiving {
             live.receiving = want;
             self.backend.set_recv(self.token, want);

@@ -38,7 +38,9 @@ use super::backend::{Backend, Completion, Submitted, Token};
 use crate::pool::Pool;
 use crate::sys::{KtlsCrypto, KtlsDirection};
 
-pub use super::certs::{ALPN_HTTP11, CertStore, TlsError, server_config, server_config_with_store};
+pub use super::certs::{
+    ALPN_H2, ALPN_HTTP11, CertStore, TlsError, server_config, server_config_with_store,
+};
 
 /// File bytes read (pread) and encrypted at once over user-space TLS: one full record.
 pub const TLS_FILE_CHUNK: usize = 16 * 1024;
@@ -324,6 +326,16 @@ impl Transport {
             Transport::Plain => None,
             Transport::Tls(s) => Some(!s.conn.is_handshaking()),
             Transport::Kernel(_) => Some(true),
+        }
+    }
+
+    /// Once the handshake is done: whether ALPN chose HTTP/2 (`None` while handshaking).
+    pub(crate) fn negotiated_h2(&self) -> Option<bool> {
+        match self {
+            Transport::Plain => Some(false),
+            Transport::Tls(s) if s.conn.is_handshaking() => None,
+            Transport::Tls(s) => Some(s.conn.alpn_protocol() == Some(ALPN_H2)),
+            Transport::Kernel(_) => Some(false),
         }
     }
 

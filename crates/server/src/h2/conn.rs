@@ -1,0 +1,1205 @@
+//! One HTTP/2 server connection as a state machine (RFC 9113): bytes and the time in, frames
+//! to transmit and a deadline out, with the same driver-facing calls as `h1::Conn` — `recv`,
+//! `eof`, `complete`, `on_timer`, `drain`, `poll_transmit`/`take_output`/`sent`, `shut`.
+//!
+//! Owns the preface, frame order, stream states, flow control in both directions, SETTINGS,
+//! PING, GOAWAY and RST_STREAM, and the defences (concurrency, CONTINUATION count, header
+//! list size, rapid reset, control floods, stalled windows). Requests go to the same
+//! [`Service`] as HTTP/1.1, as the HTTP/1.1 head `fields` writes, tagged by stream id; answers
+//! leave as soon as they are decided, in any order across streams.
+//!
+//! Invariants: every header block is decoded, even one that is refused, so the HPACK table
+//! stays in step; a connection error writes one GOAWAY and reads nothing more; while a send
+//! is in flight nothing more is read (a peer that does not read cannot make the server
+//! buffer its acknowledgements), but flow-control-blocked DATA never stops reading.
+#![forbid(unsafe_code)]
+
+use linerate_http1::{BodyDecoder, Method, Parsed, RequestHead, status_has_no_body};
+
+use super::fields::{Malformed, RequestFields, Scratch, TrailerFields};
+use super::frame::{self, Code, Head, flag, kind, setting};
+use super::hpack;
+use super::stream::{
+    Answer, BodyIn, CONN_WINDOW, Calm, MAX_CONCURRENT_STREAMS, MAX_CONTINUATIONS, MAX_HEADER_BLOCK,
+    Ring, STREAM_WINDOW, Stream,
+};
+use crate::h1::{Cx, Decision, Exchange, Service, Timer, Transmit, status_response};
+use crate::pool::Pool;
+use crate::response::{Body, Response};
+
+/// Most output staged at once from bodies (more is written as the transport takes it).
+const OUT_HIGH_WATER: usize = 256 * 1024;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for the client's 24-byte preface.
+    Preface,
+    /// The preface is in; the next frame must be SETTINGS (RFC 9113 §3.4).
+    Settings,
+    Open,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Writing {
+    Open,
+    /// The GOAWAY is written: shut down once the output is out.
+    Last,
+    /// Shut down: input is discarded until EOF.
+    Shut,
+    Closed,
+    Reset,
+}
+
+/// A header block being collected from HEADERS and CONTINUATION frames.
+struct Collect {
+    stream: u32,
+    end_stream: bool,
+    frames: u32,
+    /// The HEADERS frame made the stream depend on itself (RFC 9113 §5.3.1).
+    self_dependent: bool,
+}
+
+/// One HTTP/2 connection. `P` is the service's per-request body state.
+pub(crate) struct Conn<P> {
+    phase: Phase,
+    writing: Writing,
+    /// A send of ours is with the transport.
+    in_flight: bool,
+    /// The server's SETTINGS are written (on the first input).
+    started: bool,
+    /// Input not yet used (a partial frame).
+    inbuf: Vec<u8>,
+    /// Output written while a send was in flight (else it goes to the worker's `cx.out`).
+    out: Vec<u8>,
+    decoder: hpack::Decoder,
+    scratch: Scratch,
+    /// The incoming header block being collected.
+    block: Vec<u8>,
+    collect: Option<Collect>,
+    /// A response header block being encoded.
+    resp: Vec<u8>,
+    /// The peer's SETTINGS_MAX_FRAME_SIZE and SETTINGS_INITIAL_WINDOW_SIZE.
+    max_frame: usize,
+    initial_window: i64,
+    /// Connection-level windows: what we may send, what the client may send.
+    send_window: i64,
+    recv_window: i64,
+    recv_owed: i64,
+    streams: Vec<Stream<P>>,
+    /// The highest stream id the client has opened.
+    last_stream: u32,
+    /// Ids closed normally or reset by the client (a late DATA/HEADERS is STREAM_CLOSED).
+    closed: Ring,
+    /// Ids the server reset (late frames on them are ignored, RFC 9113 §5.4.2).
+    reset: Ring,
+    /// GOAWAY sent: streams above this id are not served.
+    goaway: Option<u32>,
+    /// The client sent GOAWAY: close once the open streams are done.
+    peer_goaway: bool,
+    calm: Calm,
+    timer: Timer,
+    deadline: u64,
+}
+
+impl<P> Conn<P> {
+    /// A connection accepted at `now` (h2c with prior knowledge, or TLS that chose `h2`).
+    pub(crate) fn new(now: u64, cx: &Cx) -> Conn<P> {
+        Conn {
+            phase: Phase::Preface,
+            writing: Writing::Open,
+            in_flight: false,
+            started: false,
+            inbuf: Vec::new(),
+            out: Vec::new(),
+            decoder: hpack::Decoder::new(),
+            scratch: Scratch::default(),
+            block: Vec::new(),
+            collect: None,
+            resp: Vec::new(),
+            max_frame: frame::DEFAULT_MAX_FRAME,
+            initial_window: frame::DEFAULT_WINDOW,
+            send_window: frame::DEFAULT_WINDOW,
+            recv_window: CONN_WINDOW,
+            recv_owed: 0,
+            streams: Vec::new(),
+            last_stream: 0,
+            closed: Ring::default(),
+            reset: Ring::default(),
+            goaway: None,
+            peer_goaway: false,
+            calm: Calm::default(),
+            timer: Timer::Fresh,
+            deadline: now + cx.cfg.header_timeout,
+        }
+    }
+
+    pub(crate) fn deadline(&self) -> u64 {
+        self.deadline
+    }
+
+    pub(crate) fn timer(&self) -> Timer {
+        self.timer
+    }
+
+    /// Reading goes on unless a send is stalled (or the connection is ending without
+    /// lingering). Flow-control waits never stop it: the WINDOW_UPDATE must be read.
+    pub(crate) fn wants_input(&self) -> bool {
+        match self.writing {
+            Writing::Shut => true,
+            Writing::Closed | Writing::Reset => false,
+            Writing::Open | Writing::Last => !self.in_flight && self.out.is_empty(),
+        }
+    }
+
+    pub(crate) fn is_idle(&self) -> bool {
+        self.phase == Phase::Open
+            && self.writing == Writing::Open
+            && self.streams.is_empty()
+            && self.collect.is_none()
+            && self.inbuf.is_empty()
+            && self.out.is_empty()
+            && !self.in_flight
+    }
+
+    pub(crate) fn outstanding(&self) -> usize {
+        self.streams
+            .iter()
+            .filter(|s| matches!(s.answer, Answer::Deferred(_)))
+            .count()
+    }
+
+    pub(crate) fn release(&mut self, pool: &mut Pool) {
+        pool.put(&mut self.inbuf);
+        pool.put(&mut self.out);
+        self.streams.clear();
+    }
+
+    /// The output buffer answers go to: the worker's, unless ours holds bytes or a send is
+    /// in flight (order is kept).
+    fn sink<'a>(out: &'a mut Vec<u8>, in_flight: bool, cx_out: &'a mut Vec<u8>) -> &'a mut Vec<u8> {
+        if in_flight || !out.is_empty() {
+            out
+        } else {
+            cx_out
+        }
+    }
+
+    fn output<'a>(&'a mut self, cx: &'a mut Cx) -> &'a mut Vec<u8> {
+        if (self.in_flight || !self.out.is_empty()) && self.out.capacity() == 0 {
+            self.out = cx.pool.get();
+        }
+        Self::sink(&mut self.out, self.in_flight, &mut cx.out)
+    }
+
+    /// Bytes arrived.
+    pub(crate) fn recv<S: Service<Pending = P>>(
+        &mut self,
+        input: &[u8],
+        head: &mut RequestHead,
+        cx: &mut Cx,
+        svc: &mut S,
+    ) {
+        match self.writing {
+            Writing::Open => {}
+            Writing::Last if self.goaway.is_some() && !self.errored() => {}
+            _ => return, // after a connection error, or lingering: discarded
+        }
+        if !self.started {
+            self.started = true;
+            let list = cx.cfg.limits.max_head_bytes as u32;
+            let out = self.output(cx);
+            frame::settings(
+                out,
+                &[
+                    (
+                        setting::MAX_CONCURRENT_STREAMS,
+                        MAX_CONCURRENT_STREAMS as u32,
+                    ),
+                    (setting::INITIAL_WINDOW_SIZE, STREAM_WINDOW as u32),
+                    (setting::MAX_HEADER_LIST_SIZE, list),
+                    (setting::ENABLE_PUSH, 0),
+                ],
+            );
+            frame::window_update(out, 0, (CONN_WINDOW - frame::DEFAULT_WINDOW) as u32);
+        }
+        if self.inbuf.is_empty() {
+            let used = self.frames(input, head, cx, svc);
+            if used < input.len() && self.reading() {
+                let mut stash = cx.pool.get();
+                stash.extend_from_slice(&input[used..]);
+                self.inbuf = stash;
+            }
+        } else {
+            let mut buf = std::mem::take(&mut self.inbuf);
+            buf.extend_from_slice(input);
+            let used = self.frames(&buf, head, cx, svc);
+            if used < buf.len() && self.reading() {
+                buf.drain(..used);
+                self.inbuf = buf;
+            } else {
+                cx.pool.put(&mut buf);
+            }
+        }
+        self.window_updates(cx);
+        self.end_if_done();
+        self.set_timer(cx);
+    }
+
+    /// Frames are still read (no connection error, not shut down).
+    fn reading(&self) -> bool {
+        matches!(self.writing, Writing::Open) || (self.writing == Writing::Last && !self.errored())
+    }
+
+    /// The GOAWAY written was for an error (nothing more is read).
+    fn errored(&self) -> bool {
+        self.goaway == Some(u32::MAX)
+    }
+
+    /// Handles every complete frame at the start of `buf`; returns the bytes used.
+    fn frames<S: Service<Pending = P>>(
+        &mut self,
+        buf: &[u8],
+        head: &mut RequestHead,
+        cx: &mut Cx,
+        svc: &mut S,
+    ) -> usize {
+        let mut pos = 0;
+        if self.phase == Phase::Preface {
+            let n = buf.len().min(frame::PREFACE.len());
+            if buf[..n] != frame::PREFACE[..n] {
+                // RFC 9113 §3.4: an invalid preface is a connection error (an HTTP/1.1
+                // request on an h2c port ends here, unanswered in HTTP/1.1).
+                self.conn_error(Code::Protocol, cx);
+                return buf.len();
+            }
+            if n < frame::PREFACE.len() {
+                return 0;
+            }
+            pos = n;
+            self.phase = Phase::Settings;
+        }
+        while self.reading() && buf.len() - pos >= frame::HEAD_LEN {
+            let h = Head::parse(&buf[pos..]);
+            if h.len > frame::DEFAULT_MAX_FRAME {
+                // RFC 9113 §4.2: larger than the SETTINGS_MAX_FRAME_SIZE we allow.
+                self.conn_error(Code::FrameSize, cx);
+                return buf.len();
+            }
+            let end = pos + frame::HEAD_LEN + h.len;
+            if end > buf.len() {
+                break;
+            }
+            self.frame(h, &buf[pos + frame::HEAD_LEN..end], head, cx, svc);
+            pos = end;
+        }
+        if !self.reading() {
+            return buf.len();
+        }
+        pos
+    }
+
+    fn frame<S: Service<Pending = P>>(
+        &mut self,
+        h: Head,
+        p: &[u8],
+        head: &mut RequestHead,
+        cx: &mut Cx,
+        svc: &mut S,
+    ) {
+        if self.phase == Phase::Settings {
+            if h.kind != kind::SETTINGS || h.has(flag::ACK) {
+                return self.conn_error(Code::Protocol, cx);
+            }
+            self.phase = Phase::Open;
+        }
+        if let Some(c) = &self.collect
+            && (h.kind != kind::CONTINUATION || h.stream != c.stream)
+        {
+            // RFC 9113 §6.10: a header block is contiguous.
+            return self.conn_error(Code::Protocol, cx);
+        }
+        match h.kind {
+            kind::DATA => self.data(h, p, cx, svc),
+            kind::HEADERS => self.headers(h, p, head, cx, svc),
+            kind::CONTINUATION => self.continuation(h, p, head, cx, svc),
+            kind::PRIORITY => self.priority(h, p, cx),
+            kind::RST_STREAM => self.rst_stream(h, p, cx, svc),
+            kind::SETTINGS => self.settings(h, p, cx),
+            kind::PING => self.ping(h, p, cx),
+            kind::GOAWAY => {
+                if h.stream != 0 {
+                    return self.conn_error(Code::Protocol, cx);
+                }
+                if p.len() < 8 {
+                    return self.conn_error(Code::FrameSize, cx);
+                }
+                self.peer_goaway = true;
+            }
+            kind::WINDOW_UPDATE => self.window_update(h, p, cx),
+            // RFC 9113 §8.4: clients cannot push.
+            kind::PUSH_PROMISE => self.conn_error(Code::Protocol, cx),
+            // RFC 9113 §5.5: unknown frame types are ignored.
+            _ => {}
+        }
+    }
+
+    /// A connection error: GOAWAY with `code`, then shut down; nothing more is read.
+    fn conn_error(&mut self, code: Code, cx: &mut Cx) {
+        if self.errored() {
+            return;
+        }
+        let last = self.last_stream;
+        frame::goaway(self.output(cx), last, code);
+        self.goaway = Some(u32::MAX);
+        self.writing = Writing::Last;
+        self.collect = None;
+        // Open streams are abandoned: their deferred answers are dropped when they come.
+        self.streams.clear();
+    }
+
+    /// A stream error: RST_STREAM with `code`; the stream is forgotten.
+    fn stream_error(&mut self, id: u32, code: Code, cx: &mut Cx) {
+        frame::rst(self.output(cx), id, code);
+        self.reset.push(id);
+        self.streams.retain(|s| s.id != id);
+    }
+
+    fn find(&self, id: u32) -> Option<usize> {
+        self.streams.iter().position(|s| s.id == id)
+    }
+
+    /// Strips padding (RFC 9113 §6.1, §6.2); `None`: the padding is longer than the payload.
+    fn unpad(h: &Head, p: &[u8]) -> Option<(usize, usize)> {
+        if !h.has(flag::PADDED) {
+            return Some((0, p.len()));
+        }
+        let pad = *p.first()? as usize;
+        (pad < p.len()).then(|| (1, p.len() - pad))
+    }
+
+    fn data<S: Service<Pending = P>>(&mut self, h: Head, p: &[u8], cx: &mut Cx, svc: &mut S) {
+        if h.stream == 0 {
+            return self.conn_error(Code::Protocol, cx);
+        }
+        // The whole payload, padding included, counts against the windows (RFC 9113 §6.9.1).
+        let flen = p.len() as i64;
+        if flen > self.recv_window {
+            return self.conn_error(Code::FlowControl, cx);
+        }
+        self.recv_window -= flen;
+        self.recv_owed += flen;
+        let Some((from, to)) = Self::unpad(&h, p) else {
+            return self.conn_error(Code::Protocol, cx);
+        };
+        let data = &p[from..to];
+        let end = h.has(flag::END_STREAM);
+        if data.is_empty() && !end && !self.calm.control(cx.now) {
+            return self.conn_error(Code::EnhanceYourCalm, cx);
+        }
+        let Some(idx) = self.find(h.stream) else {
+            return self.unknown_stream(h.stream, cx);
+        };
+        let s = &mut self.streams[idx];
+        if s.remote_closed {
+            return self.stream_error(h.stream, Code::StreamClosed, cx);
+        }
+        if flen > s.recv_window {
+            return self.stream_error(h.stream, Code::FlowControl, cx);
+        }
+        s.recv_window -= flen;
+        s.recv_owed += flen;
+        s.received += data.len() as u64;
+        if s.declared.is_some_and(|d| s.received > d) {
+            return self.stream_error(h.stream, Code::Protocol, cx);
+        }
+        s.body_deadline = cx.now + cx.cfg.body_timeout;
+        if let Some(b) = s.body.as_mut() {
+            let answer = if s.received > b.limit {
+                Some(status_response(413, "").close())
+            } else if !data.is_empty() {
+                svc.data(&mut b.pending, data).err()
+            } else {
+                None
+            };
+            if let Some(resp) = answer {
+                s.body = None;
+                s.discard = true;
+                svc.answered(resp.status, None, resp.body.len());
+                self.answer(idx, resp, cx);
+                return;
+            }
+        }
+        if end {
+            self.end_stream(idx, cx, svc);
+        }
+    }
+
+    /// The client finished sending on stream `idx`.
+    fn end_stream<S: Service<Pending = P>>(&mut self, idx: usize, cx: &mut Cx, svc: &mut S) {
+        let s = &mut self.streams[idx];
+        s.remote_closed = true;
+        s.body_deadline = u64::MAX;
+        if s.declared.is_some_and(|d| d != s.received) {
+            // RFC 9113 §8.1.1: a Content-Length that is not the body's length is malformed.
+            let id = s.id;
+            return self.stream_error(id, Code::Protocol, cx);
+        }
+        if let Some(b) = s.body.take() {
+            let id = s.id;
+            let decision = svc.end(u64::from(id), b.pending, BodyDecoder::Length(0));
+            self.decide(idx, decision, cx);
+        } else if s.closed() {
+            self.finish(idx, cx);
+        }
+    }
+
+    /// A frame for a stream that is not open: idle, closed, or reset.
+    fn unknown_stream(&mut self, id: u32, cx: &mut Cx) {
+        if id > self.last_stream {
+            // RFC 9113 §5.1: only HEADERS (and PRIORITY) may name an idle stream.
+            self.conn_error(Code::Protocol, cx);
+        } else if !self.reset.contains(id) {
+            // §5.1: after END_STREAM or the client's RST_STREAM, frames are STREAM_CLOSED.
+            self.conn_error(Code::StreamClosed, cx);
+        }
+    }
+
+    fn headers<S: Service<Pending = P>>(
+        &mut self,
+        h: Head,
+        p: &[u8],
+        head: &mut RequestHead,
+        cx: &mut Cx,
+        svc: &mut S,
+    ) {
+        if h.stream == 0 || h.stream.is_multiple_of(2) {
+            return self.conn_error(Code::Protocol, cx);
+        }
+        let Some((mut from, to)) = Self::unpad(&h, p) else {
+            return self.conn_error(Code::Protocol, cx);
+        };
+        let mut self_dependent = false;
+        if h.has(flag::PRIORITY) {
+            if to < from + 5 {
+                return self.conn_error(Code::FrameSize, cx);
+            }
+            let dep = u32::from_be_bytes([p[from], p[from + 1], p[from + 2], p[from + 3]]);
+            self_dependent = dep & 0x7fff_ffff == h.stream;
+            from += 5;
+        }
+        self.block.clear();
+        self.block.extend_from_slice(&p[from..to]);
+        self.collect = Some(Collect {
+            stream: h.stream,
+            end_stream: h.has(flag::END_STREAM),
+            frames: 1,
+            self_dependent,
+        });
+        if h.has(flag::END_HEADERS) {
+            self.header_block(head, cx, svc);
+        }
+    }
+
+    fn continuation<S: Service<Pending = P>>(
+        &mut self,
+        h: Head,
+        p: &[u8],
+        head: &mut RequestHead,
+        cx: &mut Cx,
+        svc: &mut S,
+    ) {
+        let Some(c) = self.collect.as_mut() else {
+            return self.conn_error(Code::Protocol, cx);
+        };
+        c.frames += 1;
+        if c.frames > MAX_CONTINUATIONS + 1 || self.block.len() + p.len() > MAX_HEADER_BLOCK {
+            return self.conn_error(Code::EnhanceYourCalm, cx);
+        }
+        self.block.extend_from_slice(p);
+        if h.has(flag::END_HEADERS) {
+            self.header_block(head, cx, svc);
+        }
+    }
+
+    /// A whole header block is in: a new request, trailers, or a frame to refuse.
+    fn header_block<S: Service<Pending = P>>(
+        &mut self,
+        head: &mut RequestHead,
+        cx: &mut Cx,
+        svc: &mut S,
+    ) {
+        let Some(c) = self.collect.take() else {
+            return;
+        };
+        let id = c.stream;
+        if let Some(idx) = self.find(id) {
+            let mut t = TrailerFields::default();
+            if self
+                .decoder
+                .decode(&self.block, |n, v| t.field(n, v))
+                .is_err()
+            {
+                return self.conn_error(Code::Compression, cx);
+            }
+            if self.streams[idx].remote_closed {
+                return self.stream_error(id, Code::StreamClosed, cx);
+            }
+            if !c.end_stream || t.error.is_some() || c.self_dependent {
+                // RFC 9113 §8.1: a second HEADERS is trailers, which end the stream.
+                return self.stream_error(id, Code::Protocol, cx);
+            }
+            return self.end_stream(idx, cx, svc);
+        }
+        if id <= self.last_stream {
+            if self.decoder.decode(&self.block, |_, _| {}).is_err() {
+                return self.conn_error(Code::Compression, cx);
+            }
+            if self.reset.contains(id) {
+                return;
+            }
+            // §5.1.1: ids only grow; a HEADERS on a closed stream is STREAM_CLOSED.
+            let code = if self.closed.contains(id) {
+                Code::StreamClosed
+            } else {
+                Code::Protocol
+            };
+            return self.conn_error(code, cx);
+        }
+        self.last_stream = id;
+        let mut fields = RequestFields::new(&mut self.scratch);
+        if self
+            .decoder
+            .decode(&self.block, |n, v| fields.field(n, v))
+            .is_err()
+        {
+            return self.conn_error(Code::Compression, cx);
+        }
+        let size = fields.size;
+        let checked = fields.finish();
+        if self.goaway.is_some() {
+            return; // §6.8: streams after our GOAWAY are not served
+        }
+        if c.self_dependent {
+            return self.stream_error(id, Code::Protocol, cx);
+        }
+        if self.streams.len() >= MAX_CONCURRENT_STREAMS {
+            return self.stream_error(id, Code::RefusedStream, cx);
+        }
+        let declared = match checked {
+            Ok(d) => d,
+            Err(Malformed::HostMismatch) | Err(_) => {
+                return self.stream_error(id, Code::Protocol, cx);
+            }
+        };
+        let mut s = Stream::new(id, self.initial_window);
+        s.remote_closed = c.end_stream;
+        s.declared = declared;
+        s.body_deadline = if c.end_stream {
+            u64::MAX
+        } else {
+            cx.now + cx.cfg.body_timeout
+        };
+        if c.end_stream && declared.is_some_and(|d| d != 0) {
+            return self.stream_error(id, Code::Protocol, cx);
+        }
+        self.streams.push(s);
+        let idx = self.streams.len() - 1;
+        if size > cx.cfg.limits.max_head_bytes {
+            // RFC 9113 §10.5.1: a list over SETTINGS_MAX_HEADER_LIST_SIZE may get a 431.
+            return self.own_answer(idx, 431, None, cx, svc);
+        }
+        let parsed = head.parse(&self.scratch.head, &cx.cfg.limits);
+        match parsed {
+            Ok(Parsed::Complete(_)) => {}
+            Ok(Parsed::Partial) => return self.own_answer(idx, 400, None, cx, svc),
+            Err(e) => return self.own_answer(idx, e.status(), Some(e), cx, svc),
+        }
+        self.streams[idx].head = head.method() == Method::Head;
+        let decision = svc.request(Exchange {
+            id: u64::from(id),
+            head,
+            buf: &self.scratch.head,
+            body: c.end_stream.then_some(&[][..]),
+        });
+        self.decide(idx, decision, cx);
+    }
+
+    /// The connection answers a request itself (a malformed one, a limit).
+    fn own_answer<S: Service<Pending = P>>(
+        &mut self,
+        idx: usize,
+        status: u16,
+        error: Option<linerate_http1::ParseError>,
+        cx: &mut Cx,
+        svc: &mut S,
+    ) {
+        let resp = status_response(status, "");
+        svc.answered(status, error, resp.body.len());
+        self.streams[idx].discard = true;
+        self.answer(idx, resp, cx);
+    }
+
+    fn decide(&mut self, idx: usize, decision: Decision<P>, cx: &mut Cx) {
+        match decision {
+            Decision::Respond(resp) => {
+                let s = &mut self.streams[idx];
+                if !s.remote_closed {
+                    s.discard = true;
+                }
+                self.answer(idx, resp, cx);
+            }
+            Decision::ReadBody { limit, pending } => {
+                let s = &mut self.streams[idx];
+                if s.declared.is_some_and(|d| d > limit) {
+                    s.discard = true;
+                    let resp = status_response(413, "");
+                    return self.answer(idx, resp, cx);
+                }
+                s.body = Some(BodyIn { pending, limit });
+            }
+            Decision::Defer => {
+                self.streams[idx].answer = Answer::Deferred(cx.now + cx.cfg.deferred_timeout);
+            }
+        }
+    }
+
+    /// Writes `resp`'s HEADERS and as much of its body as the windows allow.
+    fn answer(&mut self, idx: usize, resp: Response, cx: &mut Cx) {
+        let s = &mut self.streams[idx];
+        let no_body = status_has_no_body(resp.status);
+        let send_body = !s.head && !no_body && !resp.body.is_empty();
+        let r = &mut self.resp;
+        r.clear();
+        hpack::status(r, resp.status);
+        hpack::field(r, b"date", cx.date.get());
+        if let Some(server) = &cx.cfg.server {
+            hpack::field(r, b"server", server);
+        }
+        if let Some(ct) = &resp.content_type {
+            hpack::field(r, b"content-type", ct.as_bytes());
+        }
+        if !no_body {
+            let mut n = itoa::Buffer::new();
+            hpack::field(r, b"content-length", n.format(resp.body.len()).as_bytes());
+        }
+        let mut lower = Vec::new();
+        for (name, value) in &resp.headers {
+            let name = name.as_bytes();
+            lower.clear();
+            lower.extend(name.iter().map(u8::to_ascii_lowercase));
+            // RFC 9113 §8.2.2: connection-specific fields are never sent.
+            if matches!(
+                &lower[..],
+                b"connection"
+                    | b"keep-alive"
+                    | b"proxy-connection"
+                    | b"transfer-encoding"
+                    | b"upgrade"
+            ) {
+                continue;
+            }
+            hpack::field(r, &lower, value.as_bytes());
+        }
+        let id = s.id;
+        let max_frame = self.max_frame;
+        let out = if self.in_flight || !self.out.is_empty() {
+            if self.out.capacity() == 0 {
+                self.out = cx.pool.get();
+            }
+            &mut self.out
+        } else {
+            &mut cx.out
+        };
+        frame::headers(out, id, &self.resp, !send_body, max_frame);
+        let s = &mut self.streams[idx];
+        s.answer = if send_body {
+            Answer::Sending {
+                body: resp.body,
+                sent: 0,
+            }
+        } else {
+            crate::response::recycle(resp.body);
+            Answer::Done
+        };
+        if send_body {
+            self.send_data(idx, cx);
+        }
+        if self.streams[idx].answer_done() {
+            self.finish(idx, cx);
+        }
+    }
+
+    /// Writes DATA for stream `idx` while the windows and the staging limit allow.
+    fn send_data(&mut self, idx: usize, cx: &mut Cx) {
+        let max_frame = self.max_frame;
+        loop {
+            let conn_window = self.send_window;
+            let out_len = self.out.len().max(cx.out.len());
+            let s = &mut self.streams[idx];
+            let Answer::Sending { body, sent } = &mut s.answer else {
+                return;
+            };
+            let left = body.len() - *sent;
+            let n = (left as i64)
+                .min(conn_window)
+                .min(s.send_window)
+                .min(max_frame as i64);
+            if n <= 0 || out_len >= OUT_HIGH_WATER {
+                return;
+            }
+            let n = n as usize;
+            let last = n as u64 == left;
+            let out = if self.in_flight || !self.out.is_empty() {
+                if self.out.capacity() == 0 {
+                    self.out = cx.pool.get();
+                }
+                &mut self.out
+            } else {
+                &mut cx.out
+            };
+            let flags = if last { flag::END_STREAM } else { 0 };
+            frame::head(out, n, kind::DATA, flags, s.id);
+            match body {
+                Body::File(f) => {
+                    let at = out.len();
+                    out.resize(at + n, 0);
+                    if read_file(f, *sent, &mut out[at..]).is_err() {
+                        // The file cannot be read: the stream ends with INTERNAL_ERROR (its
+                        // length was already promised).
+                        out.truncate(at - frame::HEAD_LEN);
+                        let id = s.id;
+                        tracing::warn!("static file read failed while sending over HTTP/2");
+                        return self.stream_error(id, Code::Internal, cx);
+                    }
+                }
+                b => {
+                    let start = *sent as usize;
+                    out.extend_from_slice(&b.as_bytes()[start..start + n]);
+                }
+            }
+            *sent += n as u64;
+            s.send_window -= n as i64;
+            self.send_window -= n as i64;
+            if last {
+                s.answer = Answer::Done;
+                return;
+            }
+        }
+    }
+
+    /// Stream `idx`'s answer is out: forget the stream, or reset it when the client is still
+    /// sending a body nobody will read (RFC 9113 §8.1: RST_STREAM(NO_ERROR)).
+    fn finish(&mut self, idx: usize, cx: &mut Cx) {
+        let s = &self.streams[idx];
+        let id = s.id;
+        if s.remote_closed {
+            self.closed.push(id);
+            self.streams.swap_remove(idx);
+        } else if s.discard {
+            self.stream_error(id, Code::NoError, cx);
+        }
+    }
+
+    /// Sends what flow control held back; `true` when anything was written.
+    fn produce(&mut self, cx: &mut Cx) -> bool {
+        let before = self.out.len() + cx.out.len();
+        let mut i = 0;
+        while i < self.streams.len() && self.send_window > 0 {
+            if matches!(self.streams[i].answer, Answer::Sending { .. }) {
+                self.send_data(i, cx);
+                if i < self.streams.len() && self.streams[i].answer_done() {
+                    let len = self.streams.len();
+                    self.finish(i, cx);
+                    if self.streams.len() < len {
+                        continue;
+                    }
+                }
+            }
+            i += 1;
+        }
+        self.end_if_done();
+        self.out.len() + cx.out.len() > before
+    }
+
+    fn priority(&mut self, h: Head, p: &[u8], cx: &mut Cx) {
+        if h.stream == 0 {
+            return self.conn_error(Code::Protocol, cx);
+        }
+        if !self.calm.control(cx.now) {
+            return self.conn_error(Code::EnhanceYourCalm, cx);
+        }
+        if p.len() != 5 {
+            return self.stream_error(h.stream, Code::FrameSize, cx);
+        }
+        let dep = u32::from_be_bytes([p[0], p[1], p[2], p[3]]) & 0x7fff_ffff;
+        if dep == h.stream {
+            self.stream_error(h.stream, Code::Protocol, cx);
+        }
+        // Otherwise ignored: RFC 9113 deprecates the priority tree.
+    }
+
+    fn rst_stream<S: Service<Pending = P>>(&mut self, h: Head, p: &[u8], cx: &mut Cx, svc: &mut S) {
+        if h.stream == 0 {
+            return self.conn_error(Code::Protocol, cx);
+        }
+        if p.len() != 4 {
+            return self.conn_error(Code::FrameSize, cx);
+        }
+        if h.stream > self.last_stream {
+            return self.conn_error(Code::Protocol, cx);
+        }
+        if let Some(idx) = self.find(h.stream) {
+            let s = self.streams.swap_remove(idx);
+            if matches!(s.answer, Answer::Deferred(_)) {
+                svc.answered(499, None, 0);
+            }
+            self.closed.push(h.stream);
+            if !self.calm.reset(cx.now) {
+                self.conn_error(Code::EnhanceYourCalm, cx);
+            }
+        }
+    }
+
+    fn settings(&mut self, h: Head, p: &[u8], cx: &mut Cx) {
+        if h.stream != 0 {
+            return self.conn_error(Code::Protocol, cx);
+        }
+        if h.has(flag::ACK) {
+            if !p.is_empty() {
+                self.conn_error(Code::FrameSize, cx);
+            }
+            return;
+        }
+        if !p.len().is_multiple_of(6) {
+            return self.conn_error(Code::FrameSize, cx);
+        }
+        if !self.calm.control(cx.now) {
+            return self.conn_error(Code::EnhanceYourCalm, cx);
+        }
+        for e in p.chunks_exact(6) {
+            let id = u16::from_be_bytes([e[0], e[1]]);
+            let v = u32::from_be_bytes([e[2], e[3], e[4], e[5]]);
+            match id {
+                setting::ENABLE_PUSH if v > 1 => return self.conn_error(Code::Protocol, cx),
+                setting::INITIAL_WINDOW_SIZE => {
+                    if i64::from(v) > frame::MAX_WINDOW {
+                        return self.conn_error(Code::FlowControl, cx);
+                    }
+                    // RFC 9113 §6.9.2: open streams' windows move by the difference.
+                    let delta = i64::from(v) - self.initial_window;
+                    self.initial_window = i64::from(v);
+                    for s in &mut self.streams {
+                        s.send_window += delta;
+                        if s.send_window > frame::MAX_WINDOW {
+                            return self.conn_error(Code::FlowControl, cx);
+                        }
+                    }
+                }
+                setting::MAX_FRAME_SIZE => {
+                    if !(frame::DEFAULT_MAX_FRAME as u32..=frame::MAX_MAX_FRAME).contains(&v) {
+                        return self.conn_error(Code::Protocol, cx);
+                    }
+                    self.max_frame = v as usize;
+                }
+                // The encoder never indexes, so the peer's table size needs nothing; the
+                // others are advisory to a server.
+                _ => {}
+            }
+        }
+        frame::settings_ack(self.output(cx));
+        self.produce(cx);
+    }
+
+    fn ping(&mut self, h: Head, p: &[u8], cx: &mut Cx) {
+        if p.len() != 8 {
+            return self.conn_error(Code::FrameSize, cx);
+        }
+        if h.stream != 0 {
+            return self.conn_error(Code::Protocol, cx);
+        }
+        if h.has(flag::ACK) {
+            return;
+        }
+        if !self.calm.control(cx.now) {
+            return self.conn_error(Code::EnhanceYourCalm, cx);
+        }
+        frame::ping_ack(self.output(cx), p);
+    }
+
+    fn window_update(&mut self, h: Head, p: &[u8], cx: &mut Cx) {
+        if p.len() != 4 {
+            return self.conn_error(Code::FrameSize, cx);
+        }
+        let inc = i64::from(u32::from_be_bytes([p[0], p[1], p[2], p[3]]) & 0x7fff_ffff);
+        if h.stream == 0 {
+            if inc == 0 {
+                return self.conn_error(Code::Protocol, cx);
+            }
+            self.send_window += inc;
+            if self.send_window > frame::MAX_WINDOW {
+                return self.conn_error(Code::FlowControl, cx);
+            }
+        } else {
+            if h.stream > self.last_stream {
+                return self.conn_error(Code::Protocol, cx);
+            }
+            let Some(idx) = self.find(h.stream) else {
+                return; // a closed stream: allowed for a while (§6.9)
+            };
+            if inc == 0 {
+                return self.stream_error(h.stream, Code::Protocol, cx);
+            }
+            let s = &mut self.streams[idx];
+            s.send_window += inc;
+            if s.send_window > frame::MAX_WINDOW {
+                return self.stream_error(h.stream, Code::FlowControl, cx);
+            }
+        }
+        self.produce(cx);
+    }
+
+    /// Gives the client back the window its consumed DATA used, once half a window is owed.
+    fn window_updates(&mut self, cx: &mut Cx) {
+        if !self.reading() {
+            return;
+        }
+        if self.recv_owed >= CONN_WINDOW / 2 {
+            let n = self.recv_owed;
+            self.recv_window += n;
+            self.recv_owed = 0;
+            frame::window_update(self.output(cx), 0, n as u32);
+        }
+        for i in 0..self.streams.len() {
+            let s = &mut self.streams[i];
+            if !s.remote_closed && !s.discard && s.recv_owed >= STREAM_WINDOW / 2 {
+                let (id, n) = (s.id, s.recv_owed);
+                s.recv_window += n;
+                s.recv_owed = 0;
+                frame::window_update(self.output(cx), id, n as u32);
+            }
+        }
+    }
+
+    /// After our GOAWAY (drain) or the client's, the connection ends once no stream is open.
+    fn end_if_done(&mut self) {
+        if self.writing == Writing::Open
+            && (self.goaway.is_some() || self.peer_goaway)
+            && self.streams.is_empty()
+        {
+            self.writing = Writing::Last;
+        }
+    }
+
+    /// The peer sends nothing more: what is owed cannot be asked for again; close.
+    pub(crate) fn eof<S: Service<Pending = P>>(&mut self, cx: &mut Cx, svc: &mut S) {
+        if self.writing != Writing::Shut {
+            for s in &self.streams {
+                if matches!(s.answer, Answer::Deferred(_)) {
+                    svc.answered(499, None, 0);
+                }
+            }
+            self.streams.clear();
+        }
+        self.writing = Writing::Closed;
+        self.set_timer(cx);
+    }
+
+    /// The deferred answer to stream `id`; `false` when the stream is gone.
+    pub(crate) fn complete(&mut self, id: u64, resp: Response, cx: &mut Cx) -> bool {
+        if !matches!(self.writing, Writing::Open | Writing::Last) || self.errored() {
+            return false;
+        }
+        let Some(idx) = self
+            .streams
+            .iter()
+            .position(|s| u64::from(s.id) == id && matches!(s.answer, Answer::Deferred(_)))
+        else {
+            return false;
+        };
+        self.answer(idx, resp, cx);
+        self.end_if_done();
+        self.set_timer(cx);
+        true
+    }
+
+    pub(crate) fn on_timer<S: Service<Pending = P>>(&mut self, cx: &mut Cx, svc: &mut S) {
+        if cx.now < self.deadline {
+            return;
+        }
+        match self.timer {
+            Timer::Fresh | Timer::Linger => self.writing = Writing::Closed,
+            Timer::Head => self.conn_error(Code::Protocol, cx),
+            Timer::Idle => {
+                if !self.errored() && self.goaway.is_none() {
+                    let last = self.last_stream;
+                    frame::goaway(self.output(cx), last, Code::NoError);
+                    self.goaway = Some(self.last_stream);
+                }
+                self.writing = Writing::Last;
+            }
+            Timer::Send => self.writing = Writing::Reset,
+            Timer::Deferred | Timer::Body => {
+                let now = cx.now;
+                let late: Vec<(usize, u16)> = self
+                    .streams
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, s)| match s.answer {
+                        Answer::Deferred(at) if at <= now => Some((i, 503)),
+                        Answer::Waiting if s.body_deadline <= now => Some((i, 408)),
+                        _ => None,
+                    })
+                    .collect();
+                for (i, status) in late.into_iter().rev() {
+                    let why = if status == 503 {
+                        "the answer did not come in time"
+                    } else {
+                        "request not received in time"
+                    };
+                    let resp = status_response(status, why);
+                    svc.answered(status, None, resp.body.len());
+                    let s = &mut self.streams[i];
+                    s.body = None;
+                    s.body_deadline = u64::MAX;
+                    if !s.remote_closed {
+                        s.discard = true;
+                    }
+                    self.answer(i, resp, cx);
+                }
+                self.end_if_done();
+            }
+        }
+        self.set_timer(cx);
+    }
+
+    /// Graceful shutdown: GOAWAY naming the last stream served; open streams finish.
+    pub(crate) fn drain(&mut self, cx: &mut Cx) {
+        if self.writing == Writing::Open && self.goaway.is_none() {
+            let last = self.last_stream;
+            frame::goaway(self.output(cx), last, Code::NoError);
+            self.goaway = Some(self.last_stream);
+        }
+        self.end_if_done();
+        self.set_timer(cx);
+    }
+
+    pub(crate) fn poll_transmit(&mut self, cx: &mut Cx) -> Transmit<'static> {
+        match self.writing {
+            Writing::Closed => return Transmit::Close,
+            Writing::Reset => return Transmit::Reset,
+            Writing::Shut => return Transmit::Idle,
+            _ => {}
+        }
+        if self.in_flight {
+            return Transmit::Idle;
+        }
+        if !self.out.is_empty() || !cx.out.is_empty() {
+            return Transmit::Bytes { more: false };
+        }
+        if self.writing == Writing::Open && self.produce(cx) {
+            return Transmit::Bytes { more: false };
+        }
+        match self.writing {
+            Writing::Last => Transmit::Shutdown,
+            _ => Transmit::Idle,
+        }
+    }
+
+    pub(crate) fn take_output(&mut self, cx: &mut Cx) -> Vec<u8> {
+        self.in_flight = true;
+        if self.out.is_empty() {
+            std::mem::take(&mut cx.out)
+        } else {
+            std::mem::take(&mut self.out)
+        }
+    }
+
+    pub(crate) fn sent(&mut self, cx: &mut Cx) {
+        self.in_flight = false;
+        if self.timer == Timer::Send {
+            self.deadline = cx.now + cx.cfg.send_timeout;
+        }
+        self.set_timer(cx);
+    }
+
+    pub(crate) fn stalled(&mut self, cx: &Cx) {
+        self.set_timer(cx);
+    }
+
+    pub(crate) fn shutdown_taken(&mut self) {
+        self.in_flight = true;
+    }
+
+    pub(crate) fn shut(&mut self, cx: &mut Cx) {
+        self.in_flight = false;
+        self.writing = Writing::Shut;
+        self.set_timer(cx);
+    }
+
+    fn set_timer(&mut self, cx: &Cx) {
+        let cfg = &cx.cfg;
+        let blocked = self
+            .streams
+            .iter()
+            .any(|s| matches!(s.answer, Answer::Sending { .. }));
+        let (timer, deadline) = if self.writing == Writing::Shut {
+            if self.timer == Timer::Linger {
+                return;
+            }
+            (Timer::Linger, cx.now + cfg.linger_timeout)
+        } else if self.in_flight || !self.out.is_empty() || blocked {
+            if self.timer == Timer::Send {
+                return; // restarted only by progress
+            }
+            (Timer::Send, cx.now + cfg.send_timeout)
+        } else if let Some((t, at)) = self
+            .streams
+            .iter()
+            .filter_map(|s| match s.answer {
+                Answer::Deferred(at) => Some((Timer::Deferred, at)),
+                Answer::Waiting if s.body_deadline != u64::MAX => {
+                    Some((Timer::Body, s.body_deadline))
+                }
+                _ => None,
+            })
+            .min_by_key(|(_, at)| *at)
+        {
+            (t, at)
+        } else if self.collect.is_some() {
+            if self.timer == Timer::Head {
+                return;
+            }
+            (Timer::Head, cx.now + cfg.header_timeout)
+        } else if self.phase != Phase::Open {
+            return; // the preface's timer runs from the connection's start
+        } else {
+            if self.timer == Timer::Idle {
+                return; // idle since the last stream ended, not since the last frame
+            }
+            (Timer::Idle, cx.now + cfg.keepalive_timeout)
+        };
+        self.timer = timer;
+        self.deadline = deadline;
+    }
+}
+
+impl<P> Stream<P> {
+    fn answer_done(&self) -> bool {
+        matches!(self.answer, Answer::Done)
+    }
+}
+
+/// Reads `buf.len()` bytes of a file body from `at` (HTTP/2 frames file bodies as DATA, so
+/// `sendfile` cannot carry them: a frame header precedes every piece, and over TLS the
+/// plaintext is encrypted in user space anyway).
+fn read_file(f: &crate::response::FileBody, at: u64, buf: &mut [u8]) -> std::io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        let n = rustix::io::pread(&*f.file, &mut buf[done..], f.offset + at + done as u64)?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        done += n;
+    }
+    Ok(())
+}

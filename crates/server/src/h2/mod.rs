@@ -1,0 +1,23 @@
+//! The HTTP/2 server connection, sans I/O (RFC 9113, HPACK RFC 7541): one state machine per
+//! connection with the same driver-facing calls as `h1::Conn`, serving the same
+//! [`Service`](crate::h1::Service).
+//!
+//! Files: `conn` (the state machine: frames in, streams, flow control, answers out), `stream`
+//! (an open stream, the named limits), `frame` (the wire layout of frames), `hpack` (header
+//! compression), `fields` (a request's fields checked and written as the HTTP/1.1 head the
+//! application reads).
+
+mod conn;
+mod fields;
+mod frame;
+mod hpack;
+mod stream;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use conn::Conn;
+#[allow(unused_imports)]
+pub use stream::{
+    MAX_CONCURRENT_STREAMS, MAX_CONTINUATIONS, MAX_CONTROL_PER_SEC, MAX_HEADER_BLOCK,
+    MAX_RESETS_PER_SEC,
+};

@@ -1,0 +1,149 @@
+//! One HTTP/2 stream as the server keeps it while it is open (RFC 9113 §5.1), and the named
+//! limits every connection enforces.
+//!
+//! A stream lives from its request HEADERS until its answer is sent and the client's side is
+//! closed; then only its id is remembered (see `Ring`), so frames that arrive late can be told
+//! from frames on streams that never were.
+#![forbid(unsafe_code)]
+
+use crate::response::Body;
+
+/// SETTINGS_MAX_CONCURRENT_STREAMS the server announces: a HEADERS opening one more is refused
+/// with RST_STREAM(REFUSED_STREAM).
+pub const MAX_CONCURRENT_STREAMS: usize = 100;
+/// SETTINGS_INITIAL_WINDOW_SIZE the server announces for request bodies. Bodies are handed to
+/// the application as they arrive, so the window only paces the client, never memory.
+pub(crate) const STREAM_WINDOW: i64 = 1 << 20;
+/// The connection's receive window, raised from 65,535 once at the start.
+pub(crate) const CONN_WINDOW: i64 = 16 << 20;
+/// CONTINUATION frames one header block may use (a flood of empty ones is CVE-2024-27316):
+/// more ends the connection with ENHANCE_YOUR_CALM.
+pub const MAX_CONTINUATIONS: u32 = 16;
+/// Bytes of one compressed header block (HEADERS and its CONTINUATIONs); more ends the
+/// connection with ENHANCE_YOUR_CALM. The decoded list is bounded by `max_head_bytes` (431).
+pub const MAX_HEADER_BLOCK: usize = 64 * 1024;
+/// Streams the client may reset in one second before the connection ends with
+/// ENHANCE_YOUR_CALM (rapid reset, CVE-2023-44487).
+pub const MAX_RESETS_PER_SEC: u32 = 200;
+/// SETTINGS, PING, PRIORITY and empty DATA or HEADERS-less frames the client may send in one
+/// second (each makes the server work or answer and moves no request forward): more ends the
+/// connection with ENHANCE_YOUR_CALM.
+pub const MAX_CONTROL_PER_SEC: u32 = 1000;
+/// Stream ids remembered after they close, to tell a late frame from a bad one.
+pub(crate) const REMEMBERED: usize = 32;
+
+/// A request whose body is being read for the application.
+pub(crate) struct BodyIn<P> {
+    pub pending: P,
+    pub limit: u64,
+}
+
+/// Where the answer stands.
+pub(crate) enum Answer {
+    /// Not decided: the body is being read, or the request is still being parsed.
+    Waiting,
+    /// The application answers later (503 at this deadline, ms).
+    Deferred(u64),
+    /// HEADERS sent; this body is going out as flow control allows.
+    Sending { body: Body, sent: u64 },
+    /// Everything is sent.
+    Done,
+}
+
+/// An open stream.
+pub(crate) struct Stream<P> {
+    pub id: u32,
+    /// END_STREAM arrived (half-closed remote).
+    pub remote_closed: bool,
+    /// The request was HEAD: the answer has no DATA.
+    pub head: bool,
+    /// Answered before its body ended: the rest of the body is dropped.
+    pub discard: bool,
+    pub send_window: i64,
+    /// What the client may still send on it before a WINDOW_UPDATE.
+    pub recv_window: i64,
+    /// Bytes consumed since the last WINDOW_UPDATE for it.
+    pub recv_owed: i64,
+    /// Content-Length, checked against the DATA received (RFC 9113 §8.1.1).
+    pub declared: Option<u64>,
+    pub received: u64,
+    pub body: Option<BodyIn<P>>,
+    pub answer: Answer,
+    /// When the body must have moved again (ms; 408 after), while it is being read.
+    pub body_deadline: u64,
+}
+
+impl<P> Stream<P> {
+    pub(crate) fn new(id: u32, send_window: i64) -> Stream<P> {
+        Stream {
+            id,
+            remote_closed: false,
+            head: false,
+            discard: false,
+            send_window,
+            recv_window: STREAM_WINDOW,
+            recv_owed: 0,
+            declared: None,
+            received: 0,
+            body: None,
+            answer: Answer::Waiting,
+            body_deadline: u64::MAX,
+        }
+    }
+
+    /// The stream is finished on both sides.
+    pub(crate) fn closed(&self) -> bool {
+        self.remote_closed && matches!(self.answer, Answer::Done)
+    }
+}
+
+/// The last [`REMEMBERED`] stream ids of a kind.
+#[derive(Default)]
+pub(crate) struct Ring {
+    ids: [u32; REMEMBERED],
+    next: usize,
+}
+
+impl Ring {
+    pub(crate) fn push(&mut self, id: u32) {
+        self.ids[self.next % REMEMBERED] = id;
+        self.next += 1;
+    }
+
+    pub(crate) fn contains(&self, id: u32) -> bool {
+        id != 0 && self.ids.contains(&id)
+    }
+}
+
+/// Counts of frames that cost the server and move nothing forward, per one-second window.
+#[derive(Default)]
+pub(crate) struct Calm {
+    since: u64,
+    resets: u32,
+    control: u32,
+}
+
+impl Calm {
+    fn roll(&mut self, now: u64) {
+        if now.saturating_sub(self.since) >= 1000 {
+            *self = Calm {
+                since: now,
+                ..Calm::default()
+            };
+        }
+    }
+
+    /// One more client reset of an open stream; `false` once over the limit.
+    pub(crate) fn reset(&mut self, now: u64) -> bool {
+        self.roll(now);
+        self.resets += 1;
+        self.resets <= MAX_RESETS_PER_SEC
+    }
+
+    /// One more control frame; `false` once over the limit.
+    pub(crate) fn control(&mut self, now: u64) -> bool {
+        self.roll(now);
+        self.control += 1;
+        self.control <= MAX_CONTROL_PER_SEC
+    }
+}
