@@ -1,1 +1,968 @@
+//! The HTTP/2 connection as byte tables: frames (and time) in, frames and actions out, no
+//! sockets. Each test names the rule (RFC 9113) or the defence it pins; the raw-socket tests
+//! in `crates/linerate/tests/http2.rs` and h2spec see the same from outside.
 
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use linerate_http1::{BodyDecoder, DateCache, HeadRoom, Limits, ParseError, RequestHead};
+
+use super::conn::Conn;
+use super::frame::{self, Code, Head, flag, kind, setting};
+use super::stream::{
+    MAX_CONCURRENT_STREAMS, MAX_CONTINUATIONS, MAX_CONTROL_PER_SEC, MAX_RESETS_PER_SEC,
+};
+use crate::h1::{ConnConfig, Cx, Decision, Exchange, Service, Transmit};
+use crate::pool::Pool;
+use crate::response::{Body, FileBody, Response};
+
+/// The test application: `/x` answers "x"; `/big` 100 bytes; `/file` a file body of
+/// "0123456789"; `/echo` the body; `/defer` defers (answered with [`H::complete`]); anything
+/// else 404. Bodies are limited to 16 bytes, but `/sink` takes any.
+#[derive(Default)]
+struct App {
+    deferred: Vec<u64>,
+    own: Vec<u16>,
+    paths: Vec<String>,
+}
+
+struct Pending {
+    defer: bool,
+    body: Vec<u8>,
+}
+
+fn file_body() -> FileBody {
+    let path = std::env::temp_dir().join(format!("linerate-h2-{}", std::process::id()));
+    std::fs::File::create(&path)
+        .unwrap()
+        .write_all(b"0123456789")
+        .unwrap();
+    let fd: OwnedFd = std::fs::File::open(&path).unwrap().into();
+    let _ = std::fs::remove_file(&path);
+    FileBody {
+        file: Arc::new(fd),
+        offset: 2,
+        len: 6,
+    }
+}
+
+impl Service for App {
+    type Pending = Pending;
+
+    fn request(&mut self, req: Exchange<'_>) -> Decision<Pending> {
+        let path = req.head.path(req.buf).to_string();
+        self.paths.push(req.head.target(req.buf).to_string());
+        let send = Decision::Respond;
+        match (path.as_str(), req.body) {
+            ("/x", _) => send(Response::text("x")),
+            ("/big", _) => send(Response::text_owned("b".repeat(100))),
+            ("/file", _) => send(Response::new(200).body(Body::File(file_body()))),
+            ("/defer", Some(_)) => {
+                self.deferred.push(req.id);
+                Decision::Defer
+            }
+            ("/sink", None) => Decision::ReadBody {
+                limit: u64::MAX,
+                pending: Pending {
+                    defer: false,
+                    body: Vec::new(),
+                },
+            },
+            ("/echo" | "/defer", None) => Decision::ReadBody {
+                limit: 16,
+                pending: Pending {
+                    defer: path == "/defer",
+                    body: Vec::new(),
+                },
+            },
+            ("/echo", Some(b)) => send(Response::text_owned(
+                String::from_utf8_lossy(b).into_owned(),
+            )),
+            _ => send(Response::text("nf").status(404)),
+        }
+    }
+
+    fn data(&mut self, p: &mut Pending, data: &[u8]) -> Result<(), Response> {
+        p.body.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn end(&mut self, id: u64, p: Pending, _: BodyDecoder) -> Decision<Pending> {
+        if p.defer {
+            self.deferred.push(id);
+            return Decision::Defer;
+        }
+        Decision::Respond(Response::text_owned(
+            String::from_utf8_lossy(&p.body).into_owned(),
+        ))
+    }
+
+    fn answered(&mut self, status: u16, _: Option<ParseError>, _: u64) {
+        self.own.push(status);
+    }
+}
+
+fn cfg() -> ConnConfig {
+    ConnConfig {
+        limits: Limits {
+            max_head_bytes: 512,
+            ..Limits::default()
+        },
+        header_timeout: 100,
+        body_timeout: 200,
+        min_body_rate: 0,
+        keepalive_timeout: 1_000,
+        send_timeout: 300,
+        linger_timeout: 50,
+        deferred_timeout: 500,
+        max_requests: u64::MAX,
+        max_deferred: 16,
+        server: Some(b"t".to_vec()),
+    }
+}
+
+/// A frame the server sent, its header block decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum F {
+    Settings(Vec<(u16, u32)>),
+    SettingsAck,
+    Window(u32, u32),
+    Headers {
+        stream: u32,
+        end: bool,
+        fields: Vec<(String, String)>,
+    },
+    Data {
+        stream: u32,
+        end: bool,
+        data: Vec<u8>,
+    },
+    Rst(u32, u32),
+    GoAway(u32, u32),
+    PingAck([u8; 8]),
+}
+
+/// The connection with the driver and the client played by the test.
+struct H {
+    conn: Conn<Pending>,
+    cx: Cx,
+    head: RequestHead,
+    app: App,
+    /// Bytes the server transmitted and the test has not read yet.
+    wire: Vec<u8>,
+    decoder: loona_hpack::Decoder<'static>,
+    stalled: bool,
+    in_flight: Option<Vec<u8>>,
+    shut: bool,
+    closed: bool,
+    reset: bool,
+}
+
+impl H {
+    /// A connection past the preface and the client's empty SETTINGS, with the server's
+    /// SETTINGS, its connection WINDOW_UPDATE and the ACK read.
+    fn open() -> H {
+        let mut h = H::fresh();
+        h.preface(&[]);
+        let got = h.frames();
+        assert!(matches!(got[0], F::Settings(_)), "{got:?}");
+        assert!(matches!(got[1], F::Window(0, _)), "{got:?}");
+        assert_eq!(got[2], F::SettingsAck);
+        h
+    }
+
+    fn fresh() -> H {
+        let cfg = cfg();
+        let cx = Cx {
+            now: 0,
+            cfg,
+            out: Vec::new(),
+            room: HeadRoom::default(),
+            pool: Pool::default(),
+            date: DateCache::new(UNIX_EPOCH + Duration::from_secs(1_767_225_600)),
+            draining: false,
+        };
+        H {
+            conn: Conn::new(0, &cx),
+            cx,
+            head: RequestHead::new(),
+            app: App::default(),
+            wire: Vec::new(),
+            decoder: loona_hpack::Decoder::new(),
+            stalled: false,
+            in_flight: None,
+            shut: false,
+            closed: false,
+            reset: false,
+        }
+    }
+
+    fn preface(&mut self, settings: &[(u16, u32)]) {
+        let mut b = frame::PREFACE.to_vec();
+        frame::settings(&mut b, settings);
+        self.recv(&b);
+    }
+
+    fn recv(&mut self, bytes: &[u8]) -> &mut Self {
+        self.conn
+            .recv(bytes, &mut self.head, &mut self.cx, &mut self.app);
+        self.flush();
+        self
+    }
+
+    fn at(&mut self, t: u64) -> &mut Self {
+        self.cx.now = t;
+        if t >= self.conn.deadline() {
+            self.conn.on_timer(&mut self.cx, &mut self.app);
+            self.flush();
+        }
+        self
+    }
+
+    fn complete(&mut self, id: u64, resp: Response) -> bool {
+        let taken = self.conn.complete(id, resp, &mut self.cx);
+        self.flush();
+        taken
+    }
+
+    fn unstall(&mut self) {
+        self.stalled = false;
+        if let Some(b) = self.in_flight.take() {
+            self.wire.extend_from_slice(&b);
+            self.conn.sent(&mut self.cx);
+        }
+        self.flush();
+    }
+
+    fn flush(&mut self) {
+        for _ in 0..1000 {
+            match self.conn.poll_transmit(&mut self.cx) {
+                Transmit::Bytes { .. } => {
+                    let buf = self.conn.take_output(&mut self.cx);
+                    if self.stalled {
+                        self.in_flight = Some(buf);
+                        self.conn.stalled(&self.cx);
+                        return;
+                    }
+                    self.wire.extend_from_slice(&buf);
+                    self.conn.sent(&mut self.cx);
+                }
+                Transmit::Shutdown => {
+                    self.shut = true;
+                    self.conn.shut(&mut self.cx);
+                }
+                Transmit::Close => {
+                    self.closed = true;
+                    return;
+                }
+                Transmit::Reset => {
+                    self.reset = true;
+                    return;
+                }
+                Transmit::File { .. } => panic!("HTTP/2 never asks for sendfile"),
+                Transmit::Idle => return,
+            }
+        }
+        panic!("the connection kept transmitting");
+    }
+
+    /// Every whole frame the server sent since the last call.
+    fn frames(&mut self) -> Vec<F> {
+        let mut out = Vec::new();
+        let mut pos = 0;
+        while self.wire.len() - pos >= 9 {
+            let h = Head::parse(&self.wire[pos..]);
+            let p = self.wire[pos + 9..pos + 9 + h.len].to_vec();
+            pos += 9 + h.len;
+            let u32_at = |i: usize| u32::from_be_bytes([p[i], p[i + 1], p[i + 2], p[i + 3]]);
+            out.push(match h.kind {
+                kind::SETTINGS if h.has(flag::ACK) => F::SettingsAck,
+                kind::SETTINGS => F::Settings(
+                    p.chunks(6)
+                        .map(|c| {
+                            (
+                                u16::from_be_bytes([c[0], c[1]]),
+                                u32::from_be_bytes([c[2], c[3], c[4], c[5]]),
+                            )
+                        })
+                        .collect(),
+                ),
+                kind::WINDOW_UPDATE => F::Window(h.stream, u32_at(0)),
+                kind::HEADERS => {
+                    let mut fields = Vec::new();
+                    self.decoder
+                        .decode_with_cb(&p, |n, v| {
+                            fields.push((
+                                String::from_utf8_lossy(&n).into_owned(),
+                                String::from_utf8_lossy(&v).into_owned(),
+                            ))
+                        })
+                        .unwrap();
+                    F::Headers {
+                        stream: h.stream,
+                        end: h.has(flag::END_STREAM),
+                        fields,
+                    }
+                }
+                kind::DATA => F::Data {
+                    stream: h.stream,
+                    end: h.has(flag::END_STREAM),
+                    data: p,
+                },
+                kind::RST_STREAM => F::Rst(h.stream, u32_at(0)),
+                kind::GOAWAY => F::GoAway(u32_at(0), u32_at(4)),
+                kind::PING => F::PingAck(p[..8].try_into().unwrap()),
+                k => panic!("unexpected frame type {k}"),
+            });
+        }
+        self.wire.drain(..pos);
+        out
+    }
+}
+
+/// A literal field without indexing, new name (RFC 7541 §6.2.2), no Huffman.
+fn lit(b: &mut Vec<u8>, name: &str, value: &str) {
+    b.push(0);
+    for s in [name, value] {
+        assert!(s.len() < 127);
+        b.push(s.len() as u8);
+        b.extend_from_slice(s.as_bytes());
+    }
+}
+
+fn block(method: &str, path: &str, extra: &[(&str, &str)]) -> Vec<u8> {
+    let mut b = Vec::new();
+    lit(&mut b, ":method", method);
+    lit(&mut b, ":scheme", "https");
+    lit(&mut b, ":authority", "example.com");
+    lit(&mut b, ":path", path);
+    for (n, v) in extra {
+        lit(&mut b, n, v);
+    }
+    b
+}
+
+fn headers(stream: u32, block: &[u8], end_stream: bool) -> Vec<u8> {
+    let mut b = Vec::new();
+    frame::headers(&mut b, stream, block, end_stream, 16_384);
+    b
+}
+
+fn get(stream: u32, path: &str) -> Vec<u8> {
+    headers(stream, &block("GET", path, &[]), true)
+}
+
+fn data(stream: u32, bytes: &[u8], end: bool) -> Vec<u8> {
+    let mut b = Vec::new();
+    frame::head(
+        &mut b,
+        bytes.len(),
+        kind::DATA,
+        if end { flag::END_STREAM } else { 0 },
+        stream,
+    );
+    b.extend_from_slice(bytes);
+    b
+}
+
+fn raw(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut b = Vec::new();
+    frame::head(&mut b, payload.len(), kind, flags, stream);
+    b.extend_from_slice(payload);
+    b
+}
+
+fn status(f: &F) -> Option<(u32, String)> {
+    match f {
+        F::Headers { stream, fields, .. } => Some((
+            *stream,
+            fields.iter().find(|(n, _)| n == ":status")?.1.clone(),
+        )),
+        _ => None,
+    }
+}
+
+fn goaway(code: Code) -> impl Fn(&F) -> bool {
+    move |f| matches!(f, F::GoAway(_, c) if *c == code as u32)
+}
+
+// RFC 9113 §3.4: SETTINGS first; §6.5.3: the client's SETTINGS are acknowledged; the
+// answer is HEADERS then DATA with END_STREAM.
+#[test]
+fn a_get_is_answered_with_headers_and_data() {
+    let mut h = H::fresh();
+    h.preface(&[]);
+    h.recv(&get(1, "/x?q=1"));
+    let got = h.frames();
+    let F::Settings(s) = &got[0] else {
+        panic!("{got:?}")
+    };
+    assert!(s.contains(&(setting::MAX_CONCURRENT_STREAMS, 100)));
+    assert!(s.contains(&(setting::ENABLE_PUSH, 0)));
+    assert_eq!(got[2], F::SettingsAck);
+    let F::Headers {
+        stream: 1,
+        end: false,
+        fields,
+    } = &got[3]
+    else {
+        panic!("{got:?}")
+    };
+    let want = [
+        (":status", "200"),
+        ("date", "Thu, 01 Jan 2026 00:00:00 GMT"),
+        ("server", "t"),
+        ("content-type", "text/plain"),
+        ("content-length", "1"),
+    ];
+    let fields: Vec<(&str, &str)> = fields
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(fields, want);
+    assert_eq!(
+        got[4],
+        F::Data {
+            stream: 1,
+            end: true,
+            data: b"x".to_vec()
+        }
+    );
+    assert_eq!(h.app.paths, ["/x?q=1"]);
+    assert!(h.conn.is_idle());
+}
+
+#[test]
+fn frames_split_anywhere_are_read_the_same() {
+    let mut h = H::fresh();
+    let mut all = frame::PREFACE.to_vec();
+    frame::settings(&mut all, &[]);
+    all.extend(get(1, "/x"));
+    all.extend(get(3, "/big"));
+    for b in &all {
+        h.recv(std::slice::from_ref(b));
+    }
+    let got = h.frames();
+    let statuses: Vec<_> = got.iter().filter_map(status).collect();
+    assert_eq!(statuses, [(1, "200".into()), (3, "200".into())]);
+}
+
+// RFC 9113 §3.4: an invalid preface (here an HTTP/1.1 request on an h2c port) is a
+// connection error; nothing is answered in HTTP/1.1.
+#[test]
+fn http11_on_an_h2c_connection_gets_goaway_not_http11() {
+    let mut h = H::fresh();
+    h.recv(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(!h.wire.starts_with(b"HTTP/1.1"));
+    let got = h.frames();
+    assert!(got.iter().any(goaway(Code::Protocol)), "{got:?}");
+    assert!(h.shut);
+}
+
+#[test]
+fn the_first_frame_must_be_settings() {
+    let mut h = H::fresh();
+    let mut b = frame::PREFACE.to_vec();
+    b.extend(get(1, "/x"));
+    h.recv(&b);
+    assert!(h.frames().iter().any(goaway(Code::Protocol)));
+}
+
+// Deferred answers leave as they come, across streams (no head-of-line blocking).
+#[test]
+fn deferred_answers_leave_out_of_order() {
+    let mut h = H::open();
+    h.recv(&get(1, "/defer"));
+    h.recv(&get(3, "/defer"));
+    h.recv(&get(5, "/x"));
+    assert_eq!(
+        h.frames().iter().filter_map(status).collect::<Vec<_>>(),
+        [(5, "200".into())]
+    );
+    assert_eq!(h.app.deferred, [1, 3]);
+    assert!(h.complete(3, Response::text("three")));
+    assert!(h.complete(1, Response::text("one")));
+    let got = h.frames();
+    assert_eq!(
+        got.iter()
+            .filter_map(status)
+            .map(|s| s.0)
+            .collect::<Vec<_>>(),
+        [3, 1]
+    );
+    assert!(
+        !h.complete(1, Response::text("again")),
+        "a stream answers once"
+    );
+}
+
+#[test]
+fn a_deferred_answer_that_does_not_come_is_a_503_on_its_stream() {
+    let mut h = H::open();
+    h.recv(&get(1, "/defer"));
+    h.at(499);
+    assert!(h.frames().is_empty());
+    h.at(500);
+    assert_eq!(
+        h.frames().iter().filter_map(status).collect::<Vec<_>>(),
+        [(1, "503".into())]
+    );
+    assert_eq!(h.app.own, [503]);
+    assert!(!h.complete(1, Response::text("late")));
+}
+
+// RFC 9113 §6.9: DATA never exceeds the stream's or the connection's window; a
+// WINDOW_UPDATE releases exactly its increment.
+#[test]
+fn flow_control_holds_data_until_the_window_opens() {
+    let mut h = H::fresh();
+    h.preface(&[(setting::INITIAL_WINDOW_SIZE, 0)]);
+    h.frames();
+    h.recv(&get(1, "/big"));
+    let got = h.frames();
+    assert_eq!(got.len(), 1, "HEADERS only: {got:?}");
+    assert!(h.conn.wants_input(), "a window wait never stops reading");
+    let mut wu = Vec::new();
+    frame::window_update(&mut wu, 1, 30);
+    h.recv(&wu);
+    assert_eq!(
+        h.frames(),
+        [F::Data {
+            stream: 1,
+            end: false,
+            data: vec![b'b'; 30]
+        }]
+    );
+    frame::window_update(&mut wu, 1, 1000);
+    h.recv(&wu);
+    let got = h.frames();
+    let total: usize = got
+        .iter()
+        .map(|f| match f {
+            F::Data { data, .. } => data.len(),
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(total, 70);
+    assert!(matches!(got.last(), Some(F::Data { end: true, .. })));
+}
+
+// RFC 9113 §6.9.2: a SETTINGS change of the initial window moves open streams' windows,
+// even below zero.
+#[test]
+fn a_smaller_initial_window_can_make_a_stream_window_negative() {
+    let mut h = H::fresh();
+    h.preface(&[(setting::INITIAL_WINDOW_SIZE, 10)]);
+    h.frames();
+    h.recv(&get(1, "/big"));
+    let got = h.frames();
+    assert_eq!(
+        got[1],
+        F::Data {
+            stream: 1,
+            end: false,
+            data: vec![b'b'; 10]
+        }
+    );
+    let mut s = Vec::new();
+    frame::settings(&mut s, &[(setting::INITIAL_WINDOW_SIZE, 5)]); // window -5
+    frame::window_update(&mut s, 1, 7); // window 2
+    h.recv(&s);
+    let got = h.frames();
+    assert_eq!(
+        got,
+        [
+            F::SettingsAck,
+            F::Data {
+                stream: 1,
+                end: false,
+                data: vec![b'b'; 2]
+            }
+        ]
+    );
+}
+
+// A client that never opens its window is cut off after the send timeout.
+#[test]
+fn a_zero_window_stall_ends_at_the_send_timeout() {
+    let mut h = H::fresh();
+    h.preface(&[(setting::INITIAL_WINDOW_SIZE, 0)]);
+    h.recv(&get(1, "/big"));
+    h.at(299);
+    assert!(!h.reset);
+    h.at(300);
+    assert!(h.reset);
+}
+
+#[test]
+fn file_bodies_are_read_into_data_frames() {
+    let mut h = H::open();
+    h.recv(&get(1, "/file"));
+    let got = h.frames();
+    assert_eq!(
+        got[1],
+        F::Data {
+            stream: 1,
+            end: true,
+            data: b"234567".to_vec()
+        }
+    );
+}
+
+#[test]
+fn head_gets_the_length_and_no_data() {
+    let mut h = H::open();
+    h.recv(&headers(1, &block("HEAD", "/big", &[]), true));
+    let got = h.frames();
+    assert_eq!(got.len(), 1);
+    let F::Headers {
+        end: true, fields, ..
+    } = &got[0]
+    else {
+        panic!("{got:?}")
+    };
+    assert!(fields.contains(&("content-length".into(), "100".into())));
+}
+
+#[test]
+fn request_bodies_arrive_as_data() {
+    let mut h = H::open();
+    h.recv(&headers(
+        1,
+        &block("POST", "/echo", &[("content-length", "5")]),
+        false,
+    ));
+    h.recv(&data(1, b"hel", false));
+    h.recv(&data(1, b"lo", true));
+    let got = h.frames();
+    assert_eq!(
+        got[1],
+        F::Data {
+            stream: 1,
+            end: true,
+            data: b"hello".to_vec()
+        }
+    );
+}
+
+// RFC 9113 §8.1.1: a Content-Length that the DATA does not add up to is malformed.
+#[test]
+fn content_length_mismatch_is_a_stream_error() {
+    let mut h = H::open();
+    h.recv(&headers(
+        1,
+        &block("POST", "/echo", &[("content-length", "10")]),
+        false,
+    ));
+    h.recv(&data(1, b"hello", true));
+    assert_eq!(h.frames(), [F::Rst(1, Code::Protocol as u32)]);
+    let mut h = H::open();
+    h.recv(&headers(
+        1,
+        &block("POST", "/echo", &[("content-length", "2")]),
+        false,
+    ));
+    h.recv(&data(1, b"hello", false));
+    assert_eq!(h.frames(), [F::Rst(1, Code::Protocol as u32)]);
+    // and the connection goes on
+    h.recv(&get(3, "/x"));
+    assert_eq!(
+        h.frames().iter().filter_map(status).collect::<Vec<_>>(),
+        [(3, "200".into())]
+    );
+}
+
+// A body over the limit gets 413, then RST_STREAM(NO_ERROR) so the client stops sending
+// (RFC 9113 §8.1); later DATA on that stream is ignored.
+#[test]
+fn a_body_over_the_limit_is_413_then_no_error_reset() {
+    let mut h = H::open();
+    h.recv(&headers(1, &block("POST", "/echo", &[]), false));
+    h.recv(&data(1, &[b'a'; 17], false));
+    let got = h.frames();
+    assert_eq!(status(&got[0]), Some((1, "413".into())));
+    assert_eq!(got.last(), Some(&F::Rst(1, Code::NoError as u32)));
+    h.recv(&data(1, b"more", true));
+    assert!(h.frames().is_empty());
+    assert!(!h.shut);
+}
+
+#[test]
+fn a_declared_length_over_the_limit_is_413_at_once() {
+    let mut h = H::open();
+    h.recv(&headers(
+        1,
+        &block("POST", "/echo", &[("content-length", "100")]),
+        false,
+    ));
+    assert_eq!(status(&h.frames()[0]), Some((1, "413".into())));
+}
+
+// RFC 9113 §8.2–8.3: malformed requests are stream errors; the connection goes on.
+#[test]
+fn malformed_requests_are_reset_and_the_connection_goes_on() {
+    let rows: &[&[(&str, &str)]] = &[
+        &[("Accept", "x")],
+        &[("connection", "close")],
+        &[("te", "gzip")],
+        &[("x", " padded")],
+        &[(":path", "/again")],
+    ];
+    for extra in rows {
+        let mut h = H::open();
+        h.recv(&headers(1, &block("GET", "/x", extra), true));
+        assert_eq!(h.frames(), [F::Rst(1, Code::Protocol as u32)], "{extra:?}");
+        h.recv(&get(3, "/x"));
+        assert_eq!(
+            h.frames().iter().filter_map(status).collect::<Vec<_>>(),
+            [(3, "200".into())]
+        );
+    }
+    // What the HTTP/1.1 parser refuses in the target is refused here too, with its status.
+    let mut h = H::open();
+    h.recv(&headers(1, &block("GET", "/a b", &[]), true));
+    assert_eq!(status(&h.frames()[0]), Some((1, "400".into())));
+}
+
+// RFC 9113 §10.5.1: a header list over the limit is answered 431; the table stays in step.
+#[test]
+fn a_header_list_over_the_limit_is_431() {
+    let mut h = H::open();
+    let big = "v".repeat(120);
+    let fields: Vec<(&str, &str)> = (0..5).map(|_| ("x-big", big.as_str())).collect();
+    h.recv(&headers(1, &block("GET", "/x", &fields), true));
+    assert_eq!(status(&h.frames()[0]), Some((1, "431".into())));
+    h.recv(&get(3, "/x"));
+    assert_eq!(status(&h.frames()[0]), Some((3, "200".into())));
+}
+
+#[test]
+fn trailers_end_the_stream_and_may_not_hold_pseudo_headers() {
+    let mut h = H::open();
+    h.recv(&headers(1, &block("POST", "/echo", &[]), false));
+    h.recv(&data(1, b"ab", false));
+    let mut t = Vec::new();
+    lit(&mut t, "x-sum", "1");
+    h.recv(&headers(1, &t, true));
+    let got = h.frames();
+    assert_eq!(
+        got[1],
+        F::Data {
+            stream: 1,
+            end: true,
+            data: b"ab".to_vec()
+        }
+    );
+    h.recv(&headers(3, &block("POST", "/echo", &[]), false));
+    let mut t = Vec::new();
+    lit(&mut t, ":path", "/");
+    h.recv(&headers(3, &t, true));
+    assert_eq!(h.frames(), [F::Rst(3, Code::Protocol as u32)]);
+}
+
+// RFC 9113 §5.1.2: streams beyond SETTINGS_MAX_CONCURRENT_STREAMS are refused.
+#[test]
+fn the_stream_beyond_the_concurrency_limit_is_refused() {
+    let mut h = H::open();
+    for i in 0..MAX_CONCURRENT_STREAMS as u32 {
+        h.recv(&headers(2 * i + 1, &block("POST", "/echo", &[]), false));
+    }
+    assert!(h.frames().is_empty());
+    let next = 2 * MAX_CONCURRENT_STREAMS as u32 + 1;
+    h.recv(&headers(next, &block("POST", "/echo", &[]), false));
+    assert_eq!(h.frames(), [F::Rst(next, Code::RefusedStream as u32)]);
+}
+
+#[test]
+fn header_blocks_continue_and_a_continuation_flood_is_calmed() {
+    let mut h = H::open();
+    let b = block("GET", "/x", &[]);
+    let mut bytes = raw(kind::HEADERS, flag::END_STREAM, 1, &b[..10]);
+    bytes.extend(raw(kind::CONTINUATION, 0, 1, &b[10..20]));
+    bytes.extend(raw(kind::CONTINUATION, flag::END_HEADERS, 1, &b[20..]));
+    h.recv(&bytes);
+    assert_eq!(status(&h.frames()[0]), Some((1, "200".into())));
+    // CVE-2024-27316: endless CONTINUATION frames.
+    let mut bytes = raw(kind::HEADERS, flag::END_STREAM, 3, &b[..10]);
+    for _ in 0..=MAX_CONTINUATIONS {
+        bytes.extend(raw(kind::CONTINUATION, 0, 3, &[]));
+    }
+    h.recv(&bytes);
+    assert!(h.frames().iter().any(goaway(Code::EnhanceYourCalm)));
+    assert!(h.shut);
+}
+
+// RFC 9113 §6.10: nothing may come between HEADERS and its CONTINUATION.
+#[test]
+fn a_frame_inside_a_header_block_is_a_connection_error() {
+    let mut h = H::open();
+    let b = block("GET", "/x", &[]);
+    let mut bytes = raw(kind::HEADERS, flag::END_STREAM, 1, &b[..10]);
+    bytes.extend(raw(kind::PING, 0, 0, &[0; 8]));
+    h.recv(&bytes);
+    assert!(h.frames().iter().any(goaway(Code::Protocol)));
+}
+
+// CVE-2023-44487: streams opened and reset by the client faster than the limit.
+#[test]
+fn rapid_reset_is_calmed() {
+    let mut h = H::open();
+    let mut bytes = Vec::new();
+    for i in 0..=MAX_RESETS_PER_SEC {
+        let id = 2 * i + 1;
+        bytes.extend(headers(id, &block("POST", "/echo", &[]), false));
+        bytes.extend(raw(kind::RST_STREAM, 0, id, &8u32.to_be_bytes()));
+    }
+    h.recv(&bytes);
+    assert!(h.frames().iter().any(goaway(Code::EnhanceYourCalm)));
+}
+
+#[test]
+fn resets_under_the_rate_are_fine() {
+    let mut h = H::open();
+    for round in 0..3u32 {
+        h.at(u64::from(round) * 1000);
+        let mut bytes = Vec::new();
+        for i in 0..MAX_RESETS_PER_SEC {
+            let id = 2 * (round * MAX_RESETS_PER_SEC + i) + 1;
+            bytes.extend(headers(id, &block("POST", "/echo", &[]), false));
+            bytes.extend(raw(kind::RST_STREAM, 0, id, &8u32.to_be_bytes()));
+        }
+        h.recv(&bytes);
+    }
+    assert!(!h.frames().iter().any(goaway(Code::EnhanceYourCalm)));
+}
+
+#[test]
+fn pings_are_acknowledged_and_a_ping_flood_is_calmed() {
+    let mut h = H::open();
+    h.recv(&raw(kind::PING, 0, 0, b"12345678"));
+    assert_eq!(h.frames(), [F::PingAck(*b"12345678")]);
+    let mut bytes = Vec::new();
+    for _ in 0..=MAX_CONTROL_PER_SEC {
+        bytes.extend(raw(kind::PING, 0, 0, b"12345678"));
+    }
+    h.recv(&bytes);
+    assert!(h.frames().iter().any(goaway(Code::EnhanceYourCalm)));
+}
+
+#[test]
+fn a_settings_flood_is_calmed() {
+    let mut h = H::open();
+    let mut bytes = Vec::new();
+    for _ in 0..=MAX_CONTROL_PER_SEC {
+        frame::settings(&mut bytes, &[]);
+    }
+    h.recv(&bytes);
+    assert!(h.frames().iter().any(goaway(Code::EnhanceYourCalm)));
+}
+
+// A client that does not read: once a send stalls, nothing more is read, so its PINGs
+// cannot make the server queue acknowledgements without bound.
+#[test]
+fn a_stalled_send_stops_reading() {
+    let mut h = H::open();
+    h.stalled = true;
+    h.recv(&get(1, "/big"));
+    assert!(h.in_flight.is_some());
+    assert!(!h.conn.wants_input());
+    h.unstall();
+    assert!(h.conn.wants_input());
+    assert_eq!(status(&h.frames()[0]), Some((1, "200".into())));
+}
+
+// RFC 9113 §6.8: on shutdown, GOAWAY names the last stream; open streams finish; then the
+// connection ends. Streams opened after it are not served.
+#[test]
+fn drain_sends_goaway_and_finishes_open_streams() {
+    let mut h = H::open();
+    h.recv(&headers(1, &block("POST", "/echo", &[]), false));
+    h.conn.drain(&mut h.cx);
+    h.flush();
+    assert_eq!(h.frames(), [F::GoAway(1, 0)]);
+    h.recv(&get(3, "/x"));
+    assert!(h.frames().is_empty(), "stream 3 came after the GOAWAY");
+    assert!(!h.shut);
+    h.recv(&data(1, b"done", true));
+    assert_eq!(status(&h.frames()[0]), Some((1, "200".into())));
+    assert!(h.shut);
+}
+
+#[test]
+fn an_idle_connection_says_goaway_and_ends() {
+    let mut h = H::open();
+    h.recv(&get(1, "/x"));
+    h.frames();
+    h.at(999);
+    assert!(!h.shut);
+    h.at(1000);
+    assert_eq!(h.frames(), [F::GoAway(1, 0)]);
+    assert!(h.shut);
+}
+
+#[test]
+fn a_silent_connection_closes_at_the_header_timeout() {
+    let mut h = H::fresh();
+    h.at(100);
+    assert!(h.closed);
+}
+
+// RFC 9113 §5.1: frames for idle streams are connection errors; for streams that ended,
+// STREAM_CLOSED; after the server's RST_STREAM, they are ignored.
+#[test]
+fn frames_on_idle_and_closed_streams() {
+    let mut h = H::open();
+    h.recv(&data(1, b"x", true));
+    assert!(h.frames().iter().any(goaway(Code::Protocol)), "idle");
+    let mut h = H::open();
+    h.recv(&get(1, "/x"));
+    h.frames();
+    h.recv(&data(1, b"x", true));
+    assert!(h.frames().iter().any(goaway(Code::StreamClosed)), "closed");
+    let mut h = H::open();
+    h.recv(&get(3, "/x"));
+    h.recv(&get(1, "/x"));
+    assert!(
+        h.frames().iter().any(goaway(Code::Protocol)),
+        "ids only grow"
+    );
+}
+
+// RFC 9113 §6.9.1: a window above 2^31-1 is a flow-control error.
+#[test]
+fn window_overflow() {
+    let mut h = H::open();
+    let mut b = Vec::new();
+    frame::window_update(&mut b, 0, 0x7fff_ffff);
+    h.recv(&b);
+    assert!(h.frames().iter().any(goaway(Code::FlowControl)));
+    let mut h = H::open();
+    h.recv(&headers(1, &block("POST", "/echo", &[]), false));
+    let mut b = Vec::new();
+    frame::window_update(&mut b, 1, 0x7fff_ffff);
+    h.recv(&b);
+    assert_eq!(h.frames(), [F::Rst(1, Code::FlowControl as u32)]);
+}
+
+// A client may not send more than the window it was given (RFC 9113 §6.9.1).
+#[test]
+fn data_beyond_the_window_is_a_flow_control_error() {
+    let mut h = H::open();
+    h.recv(&headers(1, &block("POST", "/sink", &[]), false));
+    let chunk = [0u8; 16_384];
+    let mut bytes = Vec::new();
+    // the stream window is 1 MiB: 64 full frames fill it, one byte more overflows
+    for _ in 0..64 {
+        bytes.extend(data(1, &chunk, false));
+    }
+    bytes.extend(data(1, b"!", false));
+    h.recv(&bytes);
+    let got = h.frames();
+    assert!(
+        got.iter()
+            .any(|f| matches!(f, F::Rst(1, c) if *c == Code::FlowControl as u32)),
+        "{got:?}"
+    );
+}
