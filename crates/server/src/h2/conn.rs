@@ -18,7 +18,6 @@ use linerate_http1::{BodyDecoder, Method, Parsed, RequestHead, status_has_no_bod
 
 use super::fields::{Malformed, RequestFields, Scratch, TrailerFields};
 use super::frame::{self, Code, Head, flag, kind, setting};
-use super::hpack;
 use super::stream::{
     Answer, BodyIn, CONN_WINDOW, Calm, MAX_CONCURRENT_STREAMS, MAX_CONTINUATIONS, MAX_HEADER_BLOCK,
     Ring, STREAM_WINDOW, Stream,
@@ -26,6 +25,7 @@ use super::stream::{
 use crate::h1::{Cx, Decision, Exchange, Service, Timer, Transmit, status_response};
 use crate::pool::Pool;
 use crate::response::{Body, Response};
+use linerate_hpack as hpack;
 
 /// Most output staged at once from bodies (more is written as the transport takes it).
 const OUT_HIGH_WATER: usize = 256 * 1024;

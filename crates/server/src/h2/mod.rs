@@ -3,14 +3,12 @@
 //! [`Service`](crate::h1::Service).
 //!
 //! Files: `conn` (the state machine: frames in, streams, flow control, answers out), `stream`
-//! (an open stream, the named limits), `frame` (the wire layout of frames), `hpack` (header
-//! compression), `fields` (a request's fields checked and written as the HTTP/1.1 head the
+//! (an open stream, the named limits), `frame` (the wire layout of frames), `fields` (a request's fields checked and written as the HTTP/1.1 head the
 //! application reads).
 
 mod conn;
 mod fields;
 mod frame;
-mod hpack;
 mod stream;
 #[cfg(test)]
 mod tests;

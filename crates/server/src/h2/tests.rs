@@ -152,7 +152,7 @@ struct H {
     app: App,
     /// Bytes the server transmitted and the test has not read yet.
     wire: Vec<u8>,
-    decoder: loona_hpack::Decoder<'static>,
+    decoder: linerate_hpack::Decoder,
     stalled: bool,
     in_flight: Option<Vec<u8>>,
     shut: bool,
@@ -190,7 +190,7 @@ impl H {
             head: RequestHead::new(),
             app: App::default(),
             wire: Vec::new(),
-            decoder: loona_hpack::Decoder::new(),
+            decoder: linerate_hpack::Decoder::new(),
             stalled: false,
             in_flight: None,
             shut: false,
@@ -293,10 +293,10 @@ impl H {
                 kind::HEADERS => {
                     let mut fields = Vec::new();
                     self.decoder
-                        .decode_with_cb(&p, |n, v| {
+                        .decode(&p, |n, v| {
                             fields.push((
-                                String::from_utf8_lossy(&n).into_owned(),
-                                String::from_utf8_lossy(&v).into_owned(),
+                                String::from_utf8_lossy(n).into_owned(),
+                                String::from_utf8_lossy(v).into_owned(),
                             ))
                         })
                         .unwrap();
