@@ -7,6 +7,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::h2;
 use crate::options::LoadOptions;
 use crate::request::{self, RawError, Template};
 use crate::tls::{TlsChoice, TlsClient, TlsConfigError, Verify};
@@ -14,6 +15,8 @@ use crate::url::{self, Target, UrlError};
 
 /// Most requests in flight on one connection.
 pub const MAX_PIPELINE: usize = 1024;
+/// Most concurrent streams on one HTTP/2 connection (`--max-concurrent-streams`).
+pub const MAX_STREAMS: usize = 1024;
 /// Most connections in total.
 pub const MAX_CONNECTIONS: usize = 1_000_000;
 /// Most worker threads.
@@ -33,6 +36,8 @@ pub struct Config {
     pub tls: Option<TlsClient>,
     /// Pre-encoded requests; connection i uses template i % len.
     pub templates: Vec<Template>,
+    /// Set for `--http2`: connections speak HTTP/2 instead (`pipeline` is then 1).
+    pub http2: Option<Http2>,
     pub threads: usize,
     pub connections: usize,
     pub pipeline: usize,
@@ -53,6 +58,15 @@ pub struct Config {
     pub json: bool,
     /// Responses other than 2xx/3xx leave the exit status 0 (see `report::verdict`).
     pub allow_status_errors: bool,
+}
+
+/// An HTTP/2 run.
+#[derive(Clone, Debug)]
+pub struct Http2 {
+    /// Streams in flight per connection.
+    pub streams: usize,
+    /// The requests as HTTP/2 frames, index for index with `Config::templates`.
+    pub requests: Vec<h2::Request>,
 }
 
 /// Why the command line was refused.
@@ -76,6 +90,12 @@ pub enum ConfigError {
     TlsOptionWithoutHttps(&'static str),
     /// Two options that cannot be given together (the flags' names).
     Conflict(&'static str, &'static str),
+    /// `--pipeline` above 1 with `--http2`.
+    PipelineWithHttp2,
+    /// `--max-concurrent-streams` above 1 without `--http2`.
+    StreamsWithoutHttp2,
+    /// A connection-specific header with `--http2` (its name).
+    Http2Header(String),
 }
 
 impl fmt::Display for ConfigError {
@@ -111,6 +131,18 @@ impl fmt::Display for ConfigError {
                 write!(f, "{opt} applies to https:// URLs only")
             }
             ConfigError::Conflict(a, b) => write!(f, "{a} cannot be used with {b}"),
+            ConfigError::PipelineWithHttp2 => f.write_str(
+                "--pipeline is HTTP/1.1 pipelining; with --http2 use --max-concurrent-streams N \
+                 for N requests in flight per connection",
+            ),
+            ConfigError::StreamsWithoutHttp2 => f.write_str(
+                "--max-concurrent-streams applies to HTTP/2 only; add --http2, or use \
+                 --pipeline N for HTTP/1.1",
+            ),
+            ConfigError::Http2Header(name) => write!(
+                f,
+                "header {name:?} is connection-specific, which HTTP/2 forbids (RFC 9113 §8.2.2)"
+            ),
         }
     }
 }
@@ -134,6 +166,7 @@ impl Config {
         check_range("--threads", threads, MAX_THREADS)?;
         check_range("--connections", args.connections, MAX_CONNECTIONS)?;
         check_range("--pipeline", args.pipeline, MAX_PIPELINE)?;
+        check_range("--max-concurrent-streams", args.streams, MAX_STREAMS)?;
         check_range("--runs", args.runs, MAX_RUNS)?;
         if args.connections < threads {
             return Err(ConfigError::FewerConnectionsThanThreads {
@@ -162,7 +195,7 @@ impl Config {
             return Err(ConfigError::Rate(r));
         }
         let tls = Self::tls(args, &target)?;
-        let templates = Self::templates(args, &target)?;
+        let (templates, http2) = Self::templates(args, &target)?;
         let duration = match (args.duration, args.requests) {
             (Some(d), _) => Some(d),
             (None, Some(_)) => None,
@@ -172,6 +205,7 @@ impl Config {
             target,
             tls,
             templates,
+            http2,
             threads,
             connections: args.connections,
             pipeline: args.pipeline,
@@ -197,6 +231,16 @@ impl Config {
         }
         if args.insecure && args.cacert.is_some() {
             return Err(ConfigError::Conflict("--insecure", "--cacert"));
+        }
+        if args.http2 && args.pipeline > 1 {
+            return Err(ConfigError::PipelineWithHttp2);
+        }
+        if !args.http2 && args.streams > 1 {
+            return Err(ConfigError::StreamsWithoutHttp2);
+        }
+        if args.http2 && !args.raw.is_empty() {
+            // Raw files are HTTP/1.1 bytes.
+            return Err(ConfigError::Conflict("--raw", "--http2"));
         }
         if !args.raw.is_empty() {
             let other = [
@@ -235,6 +279,7 @@ impl Config {
             (false, None) => Verify::WebPkiRoots,
         };
         let choice = TlsChoice {
+            http2: args.http2,
             version: args.tls_version,
             cipher: args.tls_cipher.clone(),
             key_update_every: args.tls_key_update,
@@ -244,9 +289,13 @@ impl Config {
             .map_err(ConfigError::Tls)
     }
 
-    fn templates(args: &LoadOptions, target: &Target) -> Result<Vec<Template>, ConfigError> {
+    /// The requests: HTTP/1.1 templates, and with `--http2` the same requests as HTTP/2.
+    fn templates(
+        args: &LoadOptions,
+        target: &Target,
+    ) -> Result<(Vec<Template>, Option<Http2>), ConfigError> {
         if !args.raw.is_empty() {
-            return args
+            let templates = args
                 .raw
                 .iter()
                 .map(|p| {
@@ -254,7 +303,8 @@ impl Config {
                     request::check_raw(&bytes).map_err(|e| ConfigError::Raw(p.clone(), e))?;
                     Ok(Template::new(&bytes, args.pipeline))
                 })
-                .collect();
+                .collect::<Result<_, _>>()?;
+            return Ok((templates, None));
         }
         let body = match (&args.body, &args.body_file) {
             (Some(b), _) => b.as_bytes().to_vec(),
@@ -276,7 +326,26 @@ impl Config {
             .map(|h| parse_header(h))
             .collect::<Result<Vec<_>, _>>()?;
         let one = request::encode(&method, &target.path, &target.authority, &headers, &body);
-        Ok(vec![Template::new(&one, args.pipeline)])
+        let http2 = if args.http2 {
+            if let Some((name, _)) = headers.iter().find(|(n, v)| !http2_allows(n, v)) {
+                return Err(ConfigError::Http2Header(name.clone()));
+            }
+            let scheme = if target.https { "https" } else { "http" };
+            Some(Http2 {
+                streams: args.streams,
+                requests: vec![h2::Request::new(
+                    &method,
+                    scheme,
+                    &target.authority,
+                    &target.path,
+                    &headers,
+                    &body,
+                )],
+            })
+        } else {
+            None
+        };
+        Ok((vec![Template::new(&one, args.pipeline)], http2))
     }
 
     /// Connections of thread `t`: an even share, the first threads taking the remainder.
@@ -298,6 +367,23 @@ fn check_range(what: &'static str, v: usize, max: usize) -> Result<(), ConfigErr
     } else {
         Ok(())
     }
+}
+
+/// RFC 9113 §8.2.2: no connection-specific field in HTTP/2, and `TE` only as `trailers`.
+fn http2_allows(name: &str, value: &str) -> bool {
+    const CONNECTION_SPECIFIC: [&str; 5] = [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "transfer-encoding",
+        "upgrade",
+    ];
+    if name.eq_ignore_ascii_case("te") {
+        return value.eq_ignore_ascii_case("trailers");
+    }
+    !CONNECTION_SPECIFIC
+        .iter()
+        .any(|c| name.eq_ignore_ascii_case(c))
 }
 
 /// RFC 9110 §5.6.2 tchar.

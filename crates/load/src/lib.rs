@@ -1,6 +1,8 @@
 //! linerate-load: the load generator engine behind `linerate load` (issue B).
 //! One thread per core, each with its own epoll loop and connections; requests encoded once;
 //! responses framed only as far as counting needs (`linerate_http1::ResponseCounter`); per-thread HdrHistograms merged at the end.
+//! `--http2` connections speak HTTP/2 instead (`h2`, sans I/O: h2c with prior knowledge, or ALPN
+//! `h2` over TLS), with `--max-concurrent-streams` streams in flight each.
 //! Callers fill in `LoadOptions` (the binary from its flags, `lab compare` from a suite), check them
 //! into a `Config` and call `measure` or `measure_each`; rendering the `Report` is theirs.
 //!
@@ -17,6 +19,7 @@
 
 pub mod config;
 pub mod engine;
+pub mod h2;
 pub mod options;
 pub mod report;
 pub mod request;

@@ -31,6 +31,10 @@ pub struct LoadOptions {
     pub latency: bool,
     /// Requests in flight per connection (HTTP/1.1 pipelining).
     pub pipeline: usize,
+    /// Speak HTTP/2: h2c with prior knowledge for `http://`, ALPN `h2` only for `https://`.
+    pub http2: bool,
+    /// HTTP/2: streams in flight per connection (h2load's `-m`), the counterpart of `pipeline`.
+    pub streams: usize,
     /// Request method [None: GET, or POST with a body].
     pub method: Option<String>,
     /// Request body.
@@ -90,6 +94,8 @@ impl Default for LoadOptions {
             timeout: DEFAULT_TIMEOUT,
             latency: false,
             pipeline: 1,
+            http2: false,
+            streams: 1,
             method: None,
             body: None,
             body_file: None,

@@ -27,7 +27,13 @@ pub struct Setup {
     pub threads: usize,
     pub connections: usize,
     pub connections_per_thread: Vec<usize>,
+    /// `HTTP/1.1` or `HTTP/2`.
+    #[serde(default = "http1")]
+    pub protocol: String,
     pub pipeline: usize,
+    /// HTTP/2: streams in flight per connection (1 for HTTP/1.1).
+    #[serde(default = "one")]
+    pub streams: usize,
     /// Total req/s asked with `--rate`; None: closed loop (as fast as answers come).
     pub rate: Option<f64>,
     pub duration_s: Option<f64>,
@@ -121,13 +127,26 @@ pub struct Report {
     pub interrupted: bool,
 }
 
+fn http1() -> String {
+    "HTTP/1.1".to_string()
+}
+
+fn one() -> usize {
+    1
+}
+
 pub fn setup(cfg: &Config) -> Setup {
     Setup {
         url: cfg.target.url.clone(),
         threads: cfg.threads,
         connections: cfg.connections,
         connections_per_thread: (0..cfg.threads).map(|t| cfg.connections_of(t)).collect(),
+        protocol: match cfg.http2 {
+            Some(_) => "HTTP/2".to_string(),
+            None => http1(),
+        },
         pipeline: cfg.pipeline,
+        streams: cfg.http2.as_ref().map_or(1, |h| h.streams),
         rate: cfg.rate,
         duration_s: cfg.duration.map(|d| d.as_secs_f64()),
         requests: cfg.requests,
@@ -277,12 +296,16 @@ pub fn header_text(s: &Setup) -> String {
         (None, Some(n)) => format!("{n} requests"),
         (None, None) => "until stopped".to_string(),
     };
+    let protocol = if s.protocol == "HTTP/2" {
+        format!("HTTP/2, {} per connection", plural(s.streams, "stream"))
+    } else {
+        format!("{}, pipeline {}", s.protocol, s.pipeline)
+    };
     let mut out = format!(
-        "linerate load {}\n  {}, {} ({per}), pipeline {}, {rate}, {pin}\n  {stop}, warm-up {}s, timeout {}s",
+        "linerate load {}\n  {}, {} ({per}), {protocol}, {rate}, {pin}\n  {stop}, warm-up {}s, timeout {}s",
         s.url,
         plural(s.threads, "thread"),
         plural(s.connections, "connection"),
-        s.pipeline,
         s.warmup_s,
         s.timeout_s
     );
@@ -376,20 +399,24 @@ pub fn run_text(r: &RunReport, index: usize, total: usize, table: bool) -> Strin
         let _ = writeln!(out, "  Errors: none");
     } else {
         // An interrupted run always shows its socket errors, zeros included, as wrk does.
+        let shown_if = |n: u64, name: &str| {
+            if n > 0 {
+                format!(", {name} {n}")
+            } else {
+                String::new()
+            }
+        };
         let _ = writeln!(
             out,
-            "  Errors: connect {}, read {}, write {}, timeout {}, status {}, malformed {}{}",
+            "  Errors: connect {}, read {}, write {}, timeout {}, status {}, malformed {}{}{}",
             e.connect,
             e.read,
             e.write,
             e.timeout,
             e.status,
             e.malformed,
-            if e.tls > 0 {
-                format!(", tls {}", e.tls)
-            } else {
-                String::new()
-            }
+            shown_if(e.tls, "tls"),
+            shown_if(e.reset, "reset")
         );
     }
     let busy: Vec<String> = r.thread_cpu_pct.iter().map(|p| format!("{p}%")).collect();
@@ -581,6 +608,45 @@ mod tests {
             );
             assert!(!v.line.contains('\n'), "{name}: one line");
         }
+    }
+
+    #[test]
+    fn the_header_names_the_protocol() {
+        let mut s = Setup {
+            threads: 1,
+            connections: 4,
+            connections_per_thread: vec![4],
+            protocol: "HTTP/1.1".into(),
+            pipeline: 16,
+            streams: 1,
+            ..Setup::default()
+        };
+        let h1 = header_text(&s);
+        assert!(
+            h1.contains("4 connections (4 per thread), HTTP/1.1, pipeline 16, rate"),
+            "{h1}"
+        );
+        (s.protocol, s.pipeline, s.streams) = ("HTTP/2".into(), 1, 16);
+        let h2 = header_text(&s);
+        assert!(
+            h2.contains("(4 per thread), HTTP/2, 16 streams per connection, rate"),
+            "{h2}"
+        );
+    }
+
+    #[test]
+    fn reset_streams_show_in_the_errors_line() {
+        let mut r = run(&[(200, 10)], 3, None);
+        r.errors.read = 0;
+        r.errors.reset = 3;
+        let text = run_text(&r, 0, 1, false);
+        assert!(text.contains("malformed 0, reset 3\n"), "{text}");
+        let v = verdict(&report(vec![r]), false);
+        assert!(
+            v.line.ends_with("; 3 socket errors (see Errors)"),
+            "{}",
+            v.line
+        );
     }
 
     #[test]

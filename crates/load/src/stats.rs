@@ -34,6 +34,10 @@ pub struct ErrorCounts {
     /// too slow) and TLS records refused after the handshake.
     #[serde(default)]
     pub tls: u64,
+    /// HTTP/2: requests whose stream the server reset (RST_STREAM) before the response was
+    /// complete, or left unprocessed (above the last stream id of its GOAWAY).
+    #[serde(default)]
+    pub reset: u64,
 }
 
 impl ErrorCounts {
@@ -45,6 +49,7 @@ impl ErrorCounts {
             + self.status
             + self.malformed
             + self.tls
+            + self.reset
     }
 
     fn add(&mut self, o: &ErrorCounts) {
@@ -55,6 +60,7 @@ impl ErrorCounts {
         self.status += o.status;
         self.malformed += o.malformed;
         self.tls += o.tls;
+        self.reset += o.reset;
     }
 }
 

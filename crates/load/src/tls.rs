@@ -1,7 +1,8 @@
 //! TLS for `https://` targets: the rustls client configuration (roots, `--cacert`, `--insecure`,
-//! ALPN `http/1.1`, SNI) and `Transport`, the per-connection layer between the worker and its
-//! non-blocking socket. rustls does no I/O of its own; this module feeds it with `recv`/`send` and
-//! never blocks, except in `preflight`, which runs once before the workers start.
+//! ALPN `http/1.1`, or `h2` alone with `--http2`, SNI) and `Transport`, the per-connection layer
+//! between the worker and its non-blocking socket. rustls does no I/O of its own; this module
+//! feeds it with `recv`/`send` and never blocks, except in `preflight`, which runs once before
+//! the workers start.
 //! Invariant: `Transport::Plain` is one enum match away from the bare syscalls, so `http://` pays
 //! nothing for TLS being here.
 #![forbid(unsafe_code)]
@@ -24,8 +25,11 @@ use rustls::{
     ClientConfig, ClientConnection, DigitallySignedStruct, HandshakeKind, SignatureScheme,
 };
 
-/// The only application protocol offered: the load speaks HTTP/1.1 and nothing else.
+/// The application protocol offered for HTTP/1.1 runs, alone.
 pub const ALPN_HTTP1: &[u8] = b"http/1.1";
+/// The application protocol offered for `--http2` runs, alone: a server that does not choose
+/// it fails the run (`SetupFailure::NoHttp2`).
+pub const ALPN_H2: &[u8] = b"h2";
 
 /// How the server's certificate is checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,6 +107,8 @@ impl std::error::Error for TlsConfigError {}
 /// What the client offers beyond its defaults, and its key-update habit.
 #[derive(Clone, Debug, Default)]
 pub struct TlsChoice {
+    /// Offer ALPN `h2` only (instead of `http/1.1`) and require the server to choose it.
+    pub http2: bool,
     pub version: Option<crate::options::TlsVersion>,
     /// One cipher suite by IANA name (`TLS13_AES_128_GCM_SHA256`, ...).
     pub cipher: Option<String>,
@@ -119,6 +125,8 @@ pub struct TlsClient {
     pub verify: Verify,
     /// Send a KeyUpdate before every Nth send on a connection.
     pub key_update_every: Option<u32>,
+    /// ALPN `h2` was offered, and a handshake that does not choose it fails.
+    pub http2: bool,
 }
 
 impl TlsClient {
@@ -163,7 +171,7 @@ impl TlsClient {
                 ))),
         }
         .with_no_client_auth();
-        config.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
+        config.alpn_protocols = vec![if choice.http2 { ALPN_H2 } else { ALPN_HTTP1 }.to_vec()];
         let server_name = ServerName::try_from(host.to_string())
             .map_err(|_| TlsConfigError::ServerName(host.to_string()))?;
         Ok(TlsClient {
@@ -171,12 +179,36 @@ impl TlsClient {
             server_name,
             verify,
             key_update_every: choice.key_update_every,
+            http2: choice.http2,
         })
     }
 
     /// A new client session with this configuration (blocking callers drive it themselves).
     pub fn session(&self) -> Result<ClientConnection, rustls::Error> {
         ClientConnection::new(self.config.clone(), self.server_name.clone())
+    }
+}
+
+/// A finished handshake's verdict on the protocol: with `--http2` (`http2`), the server must
+/// have chosen `h2` (one that ignores ALPN would answer in HTTP/1.1).
+fn check_alpn(http2: bool, conn: &ClientConnection) -> Result<(), SetupFailure> {
+    match conn.alpn_protocol() {
+        _ if !http2 => Ok(()),
+        Some(ALPN_H2) => Ok(()),
+        chosen => Err(SetupFailure::NoHttp2(
+            chosen.map(|p| String::from_utf8_lossy(p).into_owned()),
+        )),
+    }
+}
+
+/// A refused handshake, seen with what was offered: a server that answers the `h2` offer with
+/// `no_application_protocol` (RFC 7301 §3.2) does not speak HTTP/2 there.
+fn refused(http2: bool, e: rustls::Error) -> SetupFailure {
+    match e {
+        rustls::Error::AlertReceived(rustls::AlertDescription::NoApplicationProtocol) if http2 => {
+            SetupFailure::NoHttp2(None)
+        }
+        e => SetupFailure::Tls(e),
     }
 }
 
@@ -245,6 +277,8 @@ pub enum SetupFailure {
     Closed,
     /// No handshake within `--timeout`.
     HandshakeTimeout,
+    /// `--http2`: the server did not choose ALPN `h2` (what it chose, if anything).
+    NoHttp2(Option<String>),
 }
 
 impl SetupFailure {
@@ -278,6 +312,17 @@ impl fmt::Display for SetupFailure {
                 f.write_str("the server closed the connection during the TLS handshake")
             }
             SetupFailure::HandshakeTimeout => f.write_str("TLS handshake timed out"),
+            SetupFailure::NoHttp2(chosen) => {
+                let answer = match chosen {
+                    Some(p) => format!("it chose {p:?}"),
+                    None => "it refused it or chose none".to_string(),
+                };
+                write!(
+                    f,
+                    "the server does not speak HTTP/2 over TLS here: ALPN h2 was offered and \
+                     {answer}; run without --http2"
+                )
+            }
         }
     }
 }
@@ -303,13 +348,13 @@ pub fn preflight(
                 }
                 io::ErrorKind::UnexpectedEof => SetupFailure::Closed,
                 _ => match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
-                    Some(t) => SetupFailure::Tls(t.clone()),
+                    Some(t) => refused(tls.http2, t.clone()),
                     None => io_err(e),
                 },
             });
         }
     }
-    Ok(())
+    check_alpn(tls.http2, &conn)
 }
 
 /// What a connection speaks over its socket. Matched once per I/O call.
@@ -328,6 +373,8 @@ pub struct TlsSession {
     /// `--tls-key-update`: a KeyUpdate before every Nth send; `sends` counts them.
     key_update_every: Option<u32>,
     sends: u32,
+    /// `--http2`: the handshake must choose ALPN `h2`.
+    http2: bool,
 }
 
 /// Where a handshake stands after the socket was ready.
@@ -357,6 +404,7 @@ impl Transport {
                 plaintext: 0,
                 key_update_every: t.key_update_every,
                 sends: 0,
+                http2: t.http2,
             }))),
         }
     }
@@ -437,7 +485,7 @@ impl TlsSession {
                     if let Err(e) = self.conn.process_new_packets() {
                         // Best effort: tell the peer why (the alert rustls queued).
                         let _ = self.flush(fd);
-                        return Err(SetupFailure::Tls(e));
+                        return Err(refused(self.http2, e));
                     }
                     self.flush(fd).map_err(SetupFailure::Io)?;
                 }
@@ -449,6 +497,7 @@ impl TlsSession {
                 Err(e) => return Err(SetupFailure::Io(to_errno(&e))),
             }
         }
+        check_alpn(self.http2, &self.conn)?;
         Ok(Handshake::Done {
             resumed: self.conn.handshake_kind() == Some(HandshakeKind::Resumed),
         })
@@ -592,7 +641,7 @@ mod tests {
         let choice = |version, cipher: Option<&str>| TlsChoice {
             version,
             cipher: cipher.map(str::to_owned),
-            key_update_every: None,
+            ..TlsChoice::default()
         };
         let c = TlsClient::new(
             "localhost",
@@ -655,6 +704,29 @@ mod tests {
     fn offers_http1_only() {
         let c = TlsClient::new("localhost", Verify::Insecure, TlsChoice::default()).unwrap();
         assert_eq!(c.config.alpn_protocols, vec![ALPN_HTTP1.to_vec()]);
+    }
+
+    #[test]
+    fn http2_offers_h2_only_and_says_so_when_refused() {
+        let choice = TlsChoice {
+            http2: true,
+            ..TlsChoice::default()
+        };
+        let c = TlsClient::new("localhost", Verify::Insecure, choice).unwrap();
+        assert_eq!(c.config.alpn_protocols, vec![ALPN_H2.to_vec()]);
+        let alert = rustls::Error::AlertReceived(rustls::AlertDescription::NoApplicationProtocol);
+        let failure = refused(c.http2, alert.clone());
+        assert!(
+            matches!(failure, SetupFailure::NoHttp2(None)),
+            "{failure:?}"
+        );
+        let line = failure.to_string();
+        assert!(line.contains("does not speak HTTP/2") && line.contains("without --http2"));
+        // For HTTP/1.1 runs the alert stays what it is.
+        let h1 = TlsClient::new("localhost", Verify::Insecure, TlsChoice::default()).unwrap();
+        assert!(matches!(refused(h1.http2, alert), SetupFailure::Tls(_)));
+        let chose = SetupFailure::NoHttp2(Some("http/1.1".into())).to_string();
+        assert!(chose.contains("it chose \"http/1.1\""), "{chose}");
     }
 
     #[test]

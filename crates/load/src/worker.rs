@@ -6,6 +6,10 @@
 //! what it measured, marked with its `Interruption`.
 //! https connections do their TLS handshake as part of connecting (not timed as a request) and go
 //! through `Transport` for every read and write; plain ones take its `Plain` arm.
+//! `--http2` connections hand their bytes to an `h2::Client` instead of the `ResponseCounter`
+//! (chosen once per read, in `on_event`); they write through the same `unsent` buffer, which
+//! then also carries the client's acknowledgements, and a request is timed from the writing of
+//! its HEADERS to its END_STREAM.
 #![forbid(unsafe_code)]
 
 use std::collections::VecDeque;
@@ -24,6 +28,7 @@ use rustix::time::{
 };
 
 use crate::config::Config;
+use crate::h2;
 use crate::request::Template;
 use crate::schedule::Schedule;
 use crate::stats::{Interruption, ThreadStats, ns_to_us};
@@ -111,6 +116,7 @@ enum Class {
     Tls,
 }
 
+/// A request's send times, kept until its response completes.
 #[derive(Clone, Copy, Debug)]
 struct Sent {
     sent_ns: u64,
@@ -142,10 +148,33 @@ struct Conn {
     /// Requests sent on this connection (for `--reconnect`).
     sent_here: u64,
     template: usize,
-    /// Request bytes the socket did not take yet; EPOLLOUT is armed while non-empty.
+    /// Request bytes the socket did not take yet; EPOLLOUT is armed while non-empty. HTTP/2
+    /// also stages here what it is about to write (frames, acknowledgements).
     unsent: Vec<u8>,
+    /// EPOLLOUT is armed (as last asked of epoll).
+    want_out: bool,
     /// Queued in `Worker::ready` (rate mode).
     queued: bool,
+    /// `--http2`: the protocol state; `inflight` and `parser` are then unused.
+    h2: Option<Box<h2::Client<Sent>>>,
+}
+
+impl Conn {
+    /// Requests sent and not answered.
+    fn in_flight(&self) -> usize {
+        match &self.h2 {
+            Some(h) => h.in_flight(),
+            None => self.inflight.len(),
+        }
+    }
+
+    /// Another request may be sent now (rate mode).
+    fn has_room(&self, pipeline: usize) -> bool {
+        match &self.h2 {
+            Some(h) => h.room() > 0,
+            None => self.unsent.is_empty() && self.inflight.len() < pipeline,
+        }
+    }
 }
 
 /// Runs one phase on the current thread; `stats.interrupted` says whether it ended early.
@@ -202,6 +231,7 @@ pub fn run(
         refill_at: cfg.pipeline / 2,
         draining: false,
         spin_until: 0,
+        h2_events: Vec::new(),
     };
     for i in 0..plan.connections {
         let template = (plan.first_connection + i) % cfg.templates.len();
@@ -214,7 +244,12 @@ pub fn run(
             sent_here: 0,
             template,
             unsent: Vec::new(),
+            want_out: false,
             queued: false,
+            h2: cfg
+                .http2
+                .as_ref()
+                .map(|h| Box::new(h2::Client::new(h.streams))),
         });
         w.open(i, start_ns);
     }
@@ -270,6 +305,8 @@ struct Worker<'a> {
     draining: bool,
     /// Closed-loop refill: top a connection up once its in-flight count falls to this.
     refill_at: usize,
+    /// `--http2`: what a read made of requests, reused.
+    h2_events: Vec<h2::Event<Sent>>,
 }
 
 impl Worker<'_> {
@@ -304,7 +341,7 @@ impl Worker<'_> {
                 // Rate mode: send nothing more, but let what was sent on schedule be answered
                 // (within --timeout), so the achieved rate is not short by the last round trip.
                 self.draining = true;
-                if now >= d + timeout || self.conns.iter().all(|c| c.inflight.is_empty()) {
+                if now >= d + timeout || self.conns.iter().all(|c| c.in_flight() == 0) {
                     return Ok(d);
                 }
             }
@@ -453,6 +490,7 @@ impl Worker<'_> {
         let c = &mut self.conns[i];
         c.sock = Some(fd);
         c.transport = transport;
+        c.want_out = true;
         c.phase = Phase::Connecting { since_ns: now };
     }
 
@@ -481,7 +519,11 @@ impl Worker<'_> {
         c.parser.reset();
         c.inflight.clear();
         c.unsent.clear();
+        c.want_out = false;
         c.sent_here = 0;
+        if let Some(h) = c.h2.as_deref_mut() {
+            h.reset();
+        }
     }
 
     /// Closes conn `i` and reconnects it at once.
@@ -492,7 +534,7 @@ impl Worker<'_> {
 
     /// Fails every request in flight on conn `i`, counting each in `class`, and reconnects.
     fn fail(&mut self, i: usize, class: Class, now: u64) {
-        let lost = self.conns[i].inflight.len() as u64;
+        let lost = self.conns[i].in_flight() as u64;
         let counted = lost.max(1);
         let e = &mut self.stats.errors;
         match class {
@@ -522,7 +564,12 @@ impl Worker<'_> {
                     epoll::EventFlags::IN | epoll::EventFlags::HUP | epoll::EventFlags::ERR,
                 ) && self.conns[i].phase == Phase::Open
                 {
-                    self.read(i);
+                    // The one protocol branch on HTTP/1.1's path: once per readiness event.
+                    if self.conns[i].h2.is_some() {
+                        self.read::<true>(i);
+                    } else {
+                        self.read::<false>(i);
+                    }
                 }
             }
         }
@@ -542,24 +589,37 @@ impl Worker<'_> {
         if let Err(e) = self.interest(i, false) {
             return self.connect_failed(i, e);
         }
-        self.failures_in_row = 0;
-        self.conns[i].phase = Phase::Open;
         let now = self.now();
-        self.after_progress(i, now);
+        self.opened(i, now);
+    }
+
+    /// Conn `i` is connected (and through its TLS handshake): requests may flow. An HTTP/2
+    /// connection writes its preface and SETTINGS first.
+    fn opened(&mut self, i: usize, now: u64) {
+        self.failures_in_row = 0;
+        let c = &mut self.conns[i];
+        c.phase = Phase::Open;
+        match c.h2.as_deref_mut() {
+            Some(h) => {
+                h.start(&mut c.unsent);
+                self.after_progress_h2(i, now);
+            }
+            None => self.after_progress(i, now),
+        }
     }
 
     /// Waits for conn `i` to be readable, and writable too when `out`.
-    fn interest(&self, i: usize, out: bool) -> Result<(), Errno> {
-        let fd = self.conns[i]
-            .sock
-            .as_ref()
-            .expect("connection has a socket");
+    fn interest(&mut self, i: usize, out: bool) -> Result<(), Errno> {
+        let c = &mut self.conns[i];
+        let fd = c.sock.as_ref().expect("connection has a socket");
         let flags = if out {
             epoll::EventFlags::IN | epoll::EventFlags::OUT
         } else {
             epoll::EventFlags::IN
         };
-        epoll::modify(&self.epoll, fd, epoll::EventData::new_u64(i as u64), flags)
+        epoll::modify(&self.epoll, fd, epoll::EventData::new_u64(i as u64), flags)?;
+        c.want_out = out;
+        Ok(())
     }
 
     /// https: advances conn `i`'s handshake; once done, the connection is open like a plain one.
@@ -585,15 +645,15 @@ impl Worker<'_> {
                 t.handshakes += 1;
                 t.resumed += u64::from(resumed);
                 t.setup_ns += now.saturating_sub(since_ns);
-                self.failures_in_row = 0;
-                self.conns[i].phase = Phase::Open;
-                self.after_progress(i, now);
+                self.opened(i, now);
             }
             Err(f) => self.setup_failed(i, f),
         }
     }
 
-    fn read(&mut self, i: usize) {
+    /// Reads what conn `i` has; `H2` picks the protocol at compile time, so HTTP/1.1's loop
+    /// carries nothing of HTTP/2's.
+    fn read<const H2: bool>(&mut self, i: usize) {
         let mut buf = std::mem::take(&mut self.buf);
         loop {
             let c = &mut self.conns[i];
@@ -602,19 +662,32 @@ impl Worker<'_> {
             let now = self.now();
             match got {
                 Ok(0) => {
-                    self.on_eof(i, now);
+                    if H2 {
+                        self.on_eof_h2(i, now);
+                    } else {
+                        self.on_eof(i, now);
+                    }
                     break;
                 }
                 Ok(n) => {
                     // bytes_read counts what HTTP saw: plaintext, for https.
                     self.stats.bytes_read += n as u64;
-                    if !self.frame(i, &buf[..n], now) {
+                    let open = if H2 {
+                        self.frame_h2(i, &buf[..n], now)
+                    } else {
+                        self.frame(i, &buf[..n], now)
+                    };
+                    if !open {
                         break;
                     }
                     // Level-triggered epoll wakes us again for what the socket still holds,
                     // but not for decrypted bytes a TLS session holds: those are read now.
                     if !self.conns[i].transport.has_buffered() {
-                        self.after_progress(i, now);
+                        if H2 {
+                            self.after_progress_h2(i, now);
+                        } else {
+                            self.after_progress(i, now);
+                        }
                         break;
                     }
                 }
@@ -661,17 +734,7 @@ impl Worker<'_> {
             self.fail(i, Class::Malformed, now);
             return false;
         };
-        self.stats.responses += 1;
-        self.resolved += 1;
-        self.stats.count_status(r.status);
-        if !(200..400).contains(&r.status) {
-            self.stats.errors.status += 1;
-        }
-        let lat = ns_to_us(now.saturating_sub(sent.intended_ns));
-        self.stats.latency.saturating_record(lat);
-        if let Some(h) = self.stats.latency_uncorrected.as_mut() {
-            h.saturating_record(ns_to_us(now.saturating_sub(sent.sent_ns)));
-        }
+        self.record(r.status, sent, now);
         if r.close {
             // The server will not answer what was pipelined behind this response: those requests
             // go back to the budget rather than counting as errors.
@@ -684,6 +747,60 @@ impl Worker<'_> {
         true
     }
 
+    /// Counts a complete response of either protocol: its status and its latency.
+    #[inline]
+    fn record(&mut self, status: u16, sent: Sent, now: u64) {
+        self.stats.responses += 1;
+        self.resolved += 1;
+        self.stats.count_status(status);
+        if !(200..400).contains(&status) {
+            self.stats.errors.status += 1;
+        }
+        let lat = ns_to_us(now.saturating_sub(sent.intended_ns));
+        self.stats.latency.saturating_record(lat);
+        if let Some(h) = self.stats.latency_uncorrected.as_mut() {
+            h.saturating_record(ns_to_us(now.saturating_sub(sent.sent_ns)));
+        }
+    }
+
+    /// HTTP/2: hands `data` to conn `i`'s protocol state and counts what it made of requests.
+    /// Returns false if the connection was closed (the server broke the protocol).
+    fn frame_h2(&mut self, i: usize, data: &[u8], now: u64) -> bool {
+        let cfg = self.cfg;
+        let mut events = std::mem::take(&mut self.h2_events);
+        let c = &mut self.conns[i];
+        let h = c.h2.as_deref_mut().expect("an HTTP/2 connection");
+        let req = &cfg.http2.as_ref().expect("an HTTP/2 run").requests[c.template];
+        let result = h.recv(data, req, &mut c.unsent, &mut events);
+        for ev in events.drain(..) {
+            match ev {
+                h2::Event::Response { tag, status, .. } => self.record(status, tag, now),
+                // A reset or refused stream is lost like a request on a lost connection:
+                // counted, and the closed loop sends another.
+                h2::Event::Reset { .. } | h2::Event::Refused { .. } => {
+                    self.stats.errors.reset += 1;
+                    self.stats.failed += 1;
+                    self.resolved += 1;
+                }
+            }
+        }
+        self.h2_events = events;
+        if result.is_err() {
+            self.fail(i, Class::Malformed, now);
+            return false;
+        }
+        true
+    }
+
+    /// HTTP/2: the server closed the connection.
+    fn on_eof_h2(&mut self, i: usize, now: u64) {
+        if self.conns[i].in_flight() == 0 {
+            self.reopen(i, now);
+        } else {
+            self.fail(i, Class::Read, now);
+        }
+    }
+
     fn on_eof(&mut self, i: usize, now: u64) {
         match self.conns[i].parser.eof() {
             Ok(Some(r)) => {
@@ -692,6 +809,89 @@ impl Worker<'_> {
             Ok(None) if self.conns[i].inflight.is_empty() => self.reopen(i, now),
             Ok(None) | Err(_) => self.fail(i, Class::Read, now),
         }
+    }
+
+    /// After responses arrived, the connection opened or its output drained: the step for its
+    /// protocol.
+    fn progressed(&mut self, i: usize, now: u64) {
+        if self.conns[i].h2.is_some() {
+            self.after_progress_h2(i, now);
+        } else {
+            self.after_progress(i, now);
+        }
+    }
+
+    /// HTTP/2: reconnect (when `--reconnect` is due or the connection can open no more
+    /// streams, once idle), top the streams up, or queue for the rate; then write what the
+    /// protocol state has to say (acknowledgements, window updates).
+    fn after_progress_h2(&mut self, i: usize, now: u64) {
+        let budget = self.budget_left();
+        let c = &mut self.conns[i];
+        let h = c.h2.as_deref().expect("an HTTP/2 connection");
+        let reconnect_due = self.cfg.reconnect.is_some_and(|n| c.sent_here >= n);
+        if reconnect_due || h.spent() {
+            if h.is_idle() && c.unsent.is_empty() && !c.transport.wants_write() {
+                return self.reopen(i, now);
+            }
+            self.write_h2(i, now);
+            return;
+        }
+        if self.schedule.is_some() {
+            if !c.queued && h.room() > 0 {
+                c.queued = true;
+                self.ready.push_back(i);
+            }
+            self.write_h2(i, now);
+            return;
+        }
+        let mut k = h.room() as u64;
+        if let Some(n) = self.cfg.reconnect {
+            k = k.min(n - c.sent_here);
+        }
+        self.open_h2(i, k.min(budget) as usize, now, now);
+    }
+
+    /// HTTP/2: opens `k` streams on conn `i` and writes. Returns false if the connection failed.
+    fn open_h2(&mut self, i: usize, k: usize, intended_ns: u64, now: u64) -> bool {
+        let cfg = self.cfg;
+        let c = &mut self.conns[i];
+        let h = c.h2.as_deref_mut().expect("an HTTP/2 connection");
+        let req = &cfg.http2.as_ref().expect("an HTTP/2 run").requests[c.template];
+        let sent = Sent {
+            sent_ns: now,
+            intended_ns,
+        };
+        for _ in 0..k {
+            h.open(req, sent, &mut c.unsent);
+        }
+        c.sent_here += k as u64;
+        self.issued += k as u64;
+        self.write_h2(i, now)
+    }
+
+    /// HTTP/2: writes what conn `i` has to say, unless it waits for EPOLLOUT already (`flush`
+    /// writes it then). Returns false if the connection failed.
+    fn write_h2(&mut self, i: usize, now: u64) -> bool {
+        let c = &mut self.conns[i];
+        if c.want_out || c.unsent.is_empty() {
+            return true;
+        }
+        let fd = c.sock.as_ref().expect("open connection has a socket");
+        match c.transport.send(fd, &c.unsent) {
+            Ok(n) => {
+                c.unsent.drain(..n);
+            }
+            Err(Errno::AGAIN | Errno::INTR) => {}
+            Err(_) => {
+                self.fail(i, Class::Write, now);
+                return false;
+            }
+        }
+        if (!c.unsent.is_empty() || c.transport.wants_write()) && self.interest(i, true).is_err() {
+            self.fail(i, Class::Write, now);
+            return false;
+        }
+        true
     }
 
     /// After responses arrived or the connection opened: reconnect, refill, or queue for the rate.
@@ -736,10 +936,7 @@ impl Worker<'_> {
             };
             self.conns[i].queued = false;
             let c = &self.conns[i];
-            if c.phase != Phase::Open
-                || !c.unsent.is_empty()
-                || c.inflight.len() >= self.cfg.pipeline
-            {
+            if c.phase != Phase::Open || !c.has_room(self.cfg.pipeline) {
                 continue;
             }
             if self.cfg.reconnect.is_some_and(|n| c.sent_here >= n) {
@@ -749,8 +946,13 @@ impl Worker<'_> {
                 s.advance();
             }
             let sent_now = self.now();
-            if self.send(i, 1, due, sent_now) {
-                self.after_progress(i, sent_now);
+            let sent = if self.conns[i].h2.is_some() {
+                self.open_h2(i, 1, due, sent_now)
+            } else {
+                self.send(i, 1, due, sent_now)
+            };
+            if sent {
+                self.progressed(i, sent_now);
             }
             due = self.schedule.as_ref().map_or(u64::MAX, Schedule::next_due);
         }
@@ -809,7 +1011,7 @@ impl Worker<'_> {
             if self.interest(i, false).is_err() {
                 return self.fail(i, Class::Write, now);
             }
-            self.after_progress(i, now);
+            self.progressed(i, now);
         }
     }
 
@@ -827,10 +1029,12 @@ impl Worker<'_> {
                 }
                 Phase::Connecting { .. } | Phase::Handshaking { .. } => {}
                 Phase::Open => {
-                    let stuck = self.conns[i]
-                        .inflight
-                        .front()
-                        .is_some_and(|s| now.saturating_sub(s.sent_ns) >= timeout);
+                    let c = &self.conns[i];
+                    let oldest = match &c.h2 {
+                        Some(h) => h.oldest(),
+                        None => c.inflight.front(),
+                    };
+                    let stuck = oldest.is_some_and(|s| now.saturating_sub(s.sent_ns) >= timeout);
                     if stuck {
                         self.fail(i, Class::Timeout, now);
                     }

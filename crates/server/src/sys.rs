@@ -5,7 +5,8 @@
 //! socket2 wraps, and reading the coarse
 //! clocks through libc (rustix's own vDSO lookup does not run under valgrind, which the lab's
 //! instruction counts need), and switching the process to another user after binding
-//! (getpwnam_r, initgroups, setgid, setuid: glibc applies the last three to every thread).
+//! (getpwnam_r, initgroups, setgid, setuid: glibc applies the last three to every thread),
+//! and reading file bytes onto the end of a buffer without zeroing it first (HTTP/2 DATA).
 //!
 //! Everything else (epoll, sockets, affinity, eventfd) goes through rustix's safe API. Each
 //! unsafe block carries a SAFETY comment; clippy denies undocumented ones.
@@ -14,6 +15,26 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
+
+/// Reads up to `n` bytes of `fd` from `offset` onto the end of `buf`, into its spare capacity
+/// (no zeroing first: HTTP/2 copies file bodies into DATA frames, and zeroing each 16 KiB
+/// frame before the read overwrote it cost as much as the copy). Returns the bytes read.
+pub(crate) fn pread_append(
+    fd: BorrowedFd<'_>,
+    buf: &mut Vec<u8>,
+    n: usize,
+    offset: u64,
+) -> io::Result<usize> {
+    buf.reserve(n);
+    let spare = &mut buf.spare_capacity_mut()[..n];
+    let (init, _) = rustix::io::pread(fd, spare, offset)?;
+    let got = init.len();
+    // SAFETY: rustix returns as `init` exactly the prefix of the spare capacity that pread
+    // wrote, so the vector's first `len + got` bytes are initialized (and `got <= n` fits the
+    // capacity reserved above).
+    unsafe { buf.set_len(buf.len() + got) };
+    Ok(got)
+}
 
 /// Switches the whole process to user `name`: its supplementary groups, its group, then its
 /// user id (in that order: after setuid the others are no longer allowed). glibc applies each

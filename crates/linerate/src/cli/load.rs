@@ -13,10 +13,11 @@ use clap::{Args, Parser};
 use linerate_load::{Config, LoadOptions, report, units};
 use signal_hook::consts::SIGINT;
 
-/// Generate HTTP/1.1 load and report throughput and latency (wrk-style options).
+/// Generate HTTP/1.1 or HTTP/2 load and report throughput and latency (wrk-style options;
+/// h2load's --max-concurrent-streams for HTTP/2).
 #[derive(Args, Clone, Debug)]
 pub struct LoadArgs {
-    /// Target URL, http:// or https:// (TLS 1.2/1.3, ALPN http/1.1).
+    /// Target URL, http:// or https:// (TLS 1.2/1.3, ALPN http/1.1, or h2 with --http2).
     pub url: String,
 
     /// Worker threads, each with its own event loop and connections [default: one per CPU,
@@ -47,6 +48,16 @@ pub struct LoadArgs {
     /// Requests in flight per connection (HTTP/1.1 pipelining; no script needed).
     #[arg(short = 'p', long, default_value_t = 1)]
     pub pipeline: usize,
+
+    /// Speak HTTP/2, as h2load does: h2c with prior knowledge for http://, ALPN h2 only for
+    /// https:// (a server that does not choose h2 fails the run).
+    #[arg(long)]
+    pub http2: bool,
+
+    /// HTTP/2: streams in flight per connection (h2load's -m; here -m is --method), capped by
+    /// the server's SETTINGS_MAX_CONCURRENT_STREAMS.
+    #[arg(long, visible_alias = "streams", value_name = "N", default_value_t = 1)]
+    pub max_concurrent_streams: usize,
 
     /// Request method [default: GET, or POST with --body/--body-file].
     #[arg(short = 'm', long)]
@@ -140,6 +151,8 @@ impl LoadArgs {
             timeout: self.timeout,
             latency: self.latency,
             pipeline: self.pipeline,
+            http2: self.http2,
+            streams: self.max_concurrent_streams,
             method: self.method,
             body: self.body,
             body_file: self.body_file,

@@ -32,7 +32,8 @@ pub struct Cli {
 enum Command {
     /// Serve HTTP/1.1 (the default): the demo app (TechEmpower and HttpArena endpoints).
     Serve(ServeArgs),
-    /// Generate HTTP/1.1 load against a URL (wrk-style flags; honest latency with --rate).
+    /// Generate HTTP/1.1 or HTTP/2 load against a URL (wrk-style flags; honest latency with
+    /// --rate).
     Load(load::LoadArgs),
     /// Run the lab tools.
     Lab {

@@ -682,14 +682,23 @@ impl<P> Conn<P> {
             let mut n = itoa::Buffer::new();
             hpack::field(r, b"content-length", n.format(resp.body.len()).as_bytes());
         }
-        let mut lower = Vec::new();
+        // Names go out in lowercase (RFC 9113 §8.2.1), lowered on the stack.
+        let mut low = [0u8; 64];
         for (name, value) in &resp.headers {
             let name = name.as_bytes();
-            lower.clear();
-            lower.extend(name.iter().map(u8::to_ascii_lowercase));
+            let owned;
+            let lower: &[u8] = if name.len() <= low.len() {
+                let l = &mut low[..name.len()];
+                l.copy_from_slice(name);
+                l.make_ascii_lowercase();
+                l
+            } else {
+                owned = name.to_ascii_lowercase();
+                &owned
+            };
             // RFC 9113 §8.2.2: connection-specific fields are never sent.
             if matches!(
-                &lower[..],
+                lower,
                 b"connection"
                     | b"keep-alive"
                     | b"proxy-connection"
@@ -698,7 +707,7 @@ impl<P> Conn<P> {
             ) {
                 continue;
             }
-            hpack::field(r, &lower, value.as_bytes());
+            hpack::field(r, lower, value.as_bytes());
         }
         let id = s.id;
         let max_frame = self.max_frame;
@@ -762,8 +771,7 @@ impl<P> Conn<P> {
             match body {
                 Body::File(f) => {
                     let at = out.len();
-                    out.resize(at + n, 0);
-                    if read_file(f, *sent, &mut out[at..]).is_err() {
+                    if read_file(f, *sent, n, out).is_err() {
                         // The file cannot be read: the stream ends with INTERNAL_ERROR (its
                         // length was already promised).
                         out.truncate(at - frame::HEAD_LEN);
@@ -1189,17 +1197,25 @@ impl<P> Stream<P> {
     }
 }
 
-/// Reads `buf.len()` bytes of a file body from `at` (HTTP/2 frames file bodies as DATA, so
+/// Appends `n` bytes of a file body from `at` to `out`. HTTP/2 frames file bodies as DATA, so
 /// `sendfile` cannot carry them: a frame header precedes every piece, and over TLS the
-/// plaintext is encrypted in user space anyway).
-fn read_file(f: &crate::response::FileBody, at: u64, buf: &mut [u8]) -> std::io::Result<()> {
+/// plaintext is encrypted in user space anyway. The read goes into the buffer's spare
+/// capacity (`sys::pread_append`), not zeroed first.
+fn read_file(
+    f: &crate::response::FileBody,
+    at: u64,
+    n: usize,
+    out: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    use std::os::fd::AsFd;
     let mut done = 0;
-    while done < buf.len() {
-        let n = rustix::io::pread(&*f.file, &mut buf[done..], f.offset + at + done as u64)?;
-        if n == 0 {
+    while done < n {
+        let got =
+            crate::sys::pread_append(f.file.as_fd(), out, n - done, f.offset + at + done as u64)?;
+        if got == 0 {
             return Err(std::io::ErrorKind::UnexpectedEof.into());
         }
-        done += n;
+        done += got;
     }
     Ok(())
 }

@@ -239,24 +239,46 @@ fn check_name(name: &[u8]) -> Result<(), Malformed> {
     if name.is_empty() {
         return Err(Malformed::InvalidName);
     }
-    for &b in name {
-        if b.is_ascii_uppercase() {
-            return Err(Malformed::UppercaseName);
-        }
-        if !is_tchar(b) {
-            return Err(Malformed::InvalidName);
-        }
+    if name.iter().all(|&b| NAME[b as usize] == OK) {
+        return Ok(());
     }
-    Ok(())
+    if name.iter().any(|&b| NAME[b as usize] == UPPER) {
+        return Err(Malformed::UppercaseName);
+    }
+    Err(Malformed::InvalidName)
 }
 
-fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
+const BAD: u8 = 0;
+const OK: u8 = 1;
+const UPPER: u8 = 2;
+
+/// Each byte's class in a field name: a lowercase token character, an uppercase letter, or
+/// anything else.
+static NAME: [u8; 256] = {
+    let mut t = [BAD; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = if c.is_ascii_uppercase() {
+            UPPER
+        } else if c.is_ascii_alphanumeric() {
+            OK
+        } else {
+            match c {
+                b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^'
+                | b'_' | b'`' | b'|' | b'~' => OK,
+                _ => BAD,
+            }
+        };
+        b += 1;
+    }
+    t
+};
 
 /// §8.2.1: no NUL, CR or LF, and no whitespace at either end.
 fn check_value(v: &[u8]) -> Result<(), Malformed> {
     let edge = |b: Option<&u8>| matches!(b, Some(b' ' | b'\t'));
+    // A plain loop: values are short, and memchr3's setup cost more than it saved here.
     if edge(v.first()) || edge(v.last()) || v.iter().any(|&b| matches!(b, 0 | b'\r' | b'\n')) {
         return Err(Malformed::InvalidValue);
     }
