@@ -63,11 +63,13 @@ impl Run<'_> {
         format!("{scheme}://{}{}", self.addr, self.workload.path)
     }
 
-    /// wrk cannot send bodies or other methods without a script; those use linerate load.
+    /// wrk cannot send bodies or other methods without a script, nor speak HTTP/2; those use
+    /// linerate load.
     fn generator(&self) -> Generator {
         let w = self.workload;
         // wrk sends one request to one path over kept-alive connections, nothing else.
         let plain_get = w.body.is_none()
+            && !w.http2
             && w.paths.is_empty()
             && w.reconnect.is_none()
             && w.method
@@ -105,6 +107,8 @@ impl Run<'_> {
             threads: Some(self.cpus.len().max(1)),
             cpus: self.cpus.to_vec(),
             pipeline: w.pipeline,
+            http2: w.http2,
+            streams: w.streams,
             insecure: w.tls,
             timeout: self
                 .timeout
@@ -365,6 +369,13 @@ Transfer/sec:     22.00MB
                     ..base.clone()
                 },
                 "method",
+            ),
+            (
+                Workload {
+                    http2: true,
+                    ..base.clone()
+                },
+                "http2",
             ),
         ] {
             assert_eq!(run(&w, None), Generator::Linerate, "{why}");

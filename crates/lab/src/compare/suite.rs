@@ -117,6 +117,13 @@ pub struct Workload {
     /// HTTPS to the server's `{tls_port}` (certificates are not verified: `load -k`).
     #[serde(default)]
     pub tls: bool,
+    /// HTTP/2: over TLS with ALPN `h2`, or cleartext with prior knowledge to `{port}` (so an
+    /// h2c workload's servers listen for HTTP/2 there). Always measured with linerate load.
+    #[serde(default)]
+    pub http2: bool,
+    /// Concurrent streams per connection with `http2` (h2load's `-m`).
+    #[serde(default = "one")]
+    pub streams: usize,
     /// A new connection after this many requests (1: every request pays a handshake).
     pub reconnect: Option<u64>,
     /// The server this workload's ratios are taken against, when not the suite's (a workload
@@ -214,6 +221,12 @@ impl Suite {
             }
             if w.pipeline == 0 {
                 bail!("workload {:?}: pipeline must be at least 1", w.name);
+            }
+            if w.streams == 0 || (w.streams > 1 && !w.http2) {
+                bail!(
+                    "workload {:?}: streams (at least 1) go with http2 = true",
+                    w.name
+                );
             }
         }
         let baselines = self.settings.baseline.iter().map(|b| ("settings", b));
