@@ -2,9 +2,11 @@
 # Runs every check linerate's CI runs: formatting, clippy, the fuzz targets (built and replayed
 # over their seed corpus), all tests, a throwaway PostgreSQL 15 started, seeded and checked
 # (scripts/pg.sh selftest), the Http11Probe conformance suite against the demo server
-# (scripts/conformance.sh), and the kTLS checks in a VM (scripts/ktls-vm.sh). Needs a
-# Rust toolchain; the VM stage installs QEMU, busybox-static, cpio and kmod with apt and fetches
-# a Debian kernel package where it can, and says loudly (without failing) where it cannot.
+# (scripts/conformance.sh), h2spec in strict mode against its h2c and TLS listeners
+# (scripts/h2spec.sh), and the kTLS checks in a VM (scripts/ktls-vm.sh). Needs a Rust
+# toolchain; the h2spec stage installs h2spec with `go install` into target/tools; the VM stage
+# installs QEMU, busybox-static, cpio and kmod with apt and fetches a Debian kernel package
+# where it can. Both say loudly (without failing) where they cannot.
 # Servers started by tests bind 127.0.0.1 on OS-chosen ports (the VM's, its own loopback).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,6 +49,17 @@ esac
 
 echo "== Http11Probe conformance against the demo server (scripts/conformance.sh)"
 scripts/conformance.sh
+
+echo "== h2spec --strict against the demo's h2c and TLS listeners (scripts/h2spec.sh)"
+set +e
+scripts/h2spec.sh
+h2=$?
+set -e
+case $h2 in
+    0) ;;
+    2) echo "!! h2spec stage NOT RUN: it cannot run on this machine (see the line above)" ;;
+    *) exit "$h2" ;;
+esac
 
 echo "== kTLS in VMs (Debian 6.1 and trixie-backports kernels under QEMU; scripts/ktls-vm.sh)"
 set +e

@@ -415,6 +415,9 @@ impl<B: Backend> Worker<B> {
             }
         }
         if !keep {
+            // Output staged for a connection that closes is dropped here: the staging buffer
+            // is the worker's, and the next connection must start with it empty.
+            self.io.cx.out.clear();
             self.close(idx);
         } else if live.conn.deadline() < live.armed {
             live.armed = self.wheel.arm(idx, live.conn.deadline());

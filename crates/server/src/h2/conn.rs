@@ -96,6 +96,8 @@ pub(crate) struct Conn<P> {
     goaway: Option<u32>,
     /// The client sent GOAWAY: close once the open streams are done.
     peer_goaway: bool,
+    /// The client's input ended: what is staged goes out, then the connection closes.
+    peer_closed: bool,
     calm: Calm,
     timer: Timer,
     deadline: u64,
@@ -127,6 +129,7 @@ impl<P> Conn<P> {
             reset: Ring::default(),
             goaway: None,
             peer_goaway: false,
+            peer_closed: false,
             calm: Calm::default(),
             timer: Timer::Fresh,
             deadline: now + cx.cfg.header_timeout,
@@ -199,6 +202,9 @@ impl<P> Conn<P> {
         cx: &mut Cx,
         svc: &mut S,
     ) {
+        if self.peer_closed {
+            return;
+        }
         match self.writing {
             Writing::Open => {}
             Writing::Last if self.goaway.is_some() && !self.errored() => {}
@@ -247,7 +253,9 @@ impl<P> Conn<P> {
 
     /// Frames are still read (no connection error, not shut down).
     fn reading(&self) -> bool {
-        matches!(self.writing, Writing::Open) || (self.writing == Writing::Last && !self.errored())
+        !self.peer_closed
+            && (matches!(self.writing, Writing::Open)
+                || (self.writing == Writing::Last && !self.errored()))
     }
 
     /// The GOAWAY written was for an error (nothing more is read).
@@ -998,17 +1006,26 @@ impl<P> Conn<P> {
         }
     }
 
-    /// The peer sends nothing more: what is owed cannot be asked for again; close.
+    /// The peer sends nothing more. Answers already written go out (a client may half-close
+    /// after its last request, as a TLS close_notify does); streams still waiting for an answer
+    /// are dropped (their deferred answers, when they come, find no stream); then the
+    /// connection closes.
     pub(crate) fn eof<S: Service<Pending = P>>(&mut self, cx: &mut Cx, svc: &mut S) {
-        if self.writing != Writing::Shut {
+        if self.writing == Writing::Shut {
+            self.writing = Writing::Closed;
+        } else {
             for s in &self.streams {
                 if matches!(s.answer, Answer::Deferred(_)) {
                     svc.answered(499, None, 0);
                 }
             }
             self.streams.clear();
+            self.collect = None;
+            self.peer_closed = true;
+            if matches!(self.writing, Writing::Open | Writing::Last) {
+                self.writing = Writing::Last;
+            }
         }
-        self.writing = Writing::Closed;
         self.set_timer(cx);
     }
 
@@ -1108,6 +1125,7 @@ impl<P> Conn<P> {
             return Transmit::Bytes { more: false };
         }
         match self.writing {
+            Writing::Last if self.peer_closed => Transmit::Close,
             Writing::Last => Transmit::Shutdown,
             _ => Transmit::Idle,
         }

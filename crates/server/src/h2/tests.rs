@@ -966,3 +966,28 @@ fn data_beyond_the_window_is_a_flow_control_error() {
         "{got:?}"
     );
 }
+
+// A client that half-closes after its request (TLS close_notify in the same read) still gets
+// the answer already written; then the connection closes (found by h2spec over TLS).
+#[test]
+fn input_ending_after_a_request_sends_the_answer_then_closes() {
+    let mut h = H::open();
+    h.conn
+        .recv(&get(1, "/x"), &mut h.head, &mut h.cx, &mut h.app);
+    h.conn.eof(&mut h.cx, &mut h.app);
+    h.flush();
+    assert_eq!(status(&h.frames()[0]), Some((1, "200".into())));
+    assert!(h.closed);
+    assert!(h.cx.out.is_empty());
+}
+
+#[test]
+fn input_ending_drops_streams_still_waiting_for_an_answer() {
+    let mut h = H::open();
+    h.recv(&get(1, "/defer"));
+    h.conn.eof(&mut h.cx, &mut h.app);
+    h.flush();
+    assert!(h.closed);
+    assert_eq!(h.app.own, [499]);
+    assert!(!h.complete(1, Response::text("late")));
+}
