@@ -218,6 +218,7 @@ impl<B: Backend> Worker<B> {
                     pool: Pool::default(),
                     date: DateCache::new(SystemTime::now()),
                     draining: false,
+                    sendfile: true,
                 },
                 head: RequestHead::new(),
                 plain: Vec::new(),
@@ -396,6 +397,7 @@ impl<B: Backend> Worker<B> {
         };
         let peer = self.peers.get(idx as usize).and_then(Option::as_ref);
         let (cx, svc, head, plain) = self.io.split(sh, peer, token);
+        cx.sendfile = !live.transport.decrypts();
         let mut p = Parts {
             backend: &mut self.backend,
             cx,

@@ -169,16 +169,17 @@ impl Proto {
         }
     }
 
-    /// File bodies go out with `sendfile` only over HTTP/1.1.
     pub(crate) fn file_sent(&mut self, n: u64, cx: &mut Cx) {
-        if let Proto::H1(c) = self {
-            c.file_sent(n, cx);
+        match self {
+            Proto::H1(c) => c.file_sent(n, cx),
+            Proto::H2(c) => c.file_sent(n, cx),
         }
     }
 
     pub(crate) fn file_taken(&mut self) {
-        if let Proto::H1(c) = self {
-            c.file_taken();
+        match self {
+            Proto::H1(c) => c.file_taken(),
+            Proto::H2(c) => c.file_taken(),
         }
     }
 

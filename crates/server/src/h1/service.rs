@@ -45,6 +45,10 @@ pub(crate) struct Cx {
     pub date: DateCache,
     /// The server is shutting down: every answer closes its connection.
     pub draining: bool,
+    /// The connection at hand's transport sends file ranges itself (plain TCP, or kernel
+    /// TLS): HTTP/2 sends DATA payloads of file bodies with `sendfile` then. Set by the driver
+    /// before each call.
+    pub sendfile: bool,
 }
 
 /// A request head as the service sees it.

@@ -146,6 +146,7 @@ fn cx(cfg: ConnConfig) -> Cx {
         pool: Pool::default(),
         date: DateCache::new(UNIX_EPOCH + Duration::from_secs(DATE_SECS)),
         draining: false,
+        sendfile: true,
     }
 }
 

@@ -14,6 +14,8 @@
 //! buffer its acknowledgements), but flow-control-blocked DATA never stops reading.
 #![forbid(unsafe_code)]
 
+use std::collections::VecDeque;
+
 use linerate_http1::{BodyDecoder, Method, Parsed, RequestHead, status_has_no_body};
 
 use super::fields::{Malformed, RequestFields, Scratch, TrailerFields};
@@ -24,7 +26,7 @@ use super::stream::{
 };
 use crate::h1::{Cx, Decision, Exchange, Service, Timer, Transmit, status_response};
 use crate::pool::Pool;
-use crate::response::{Body, Response};
+use crate::response::{Body, FileBody, Response};
 use linerate_hpack as hpack;
 
 /// Most output staged at once from bodies (more is written as the transport takes it).
@@ -71,6 +73,9 @@ pub(crate) struct Conn<P> {
     inbuf: Vec<u8>,
     /// Output written while a send was in flight (else it goes to the worker's `cx.out`).
     out: Vec<u8>,
+    /// DATA payloads the transport sends from their files (`sendfile`), in order after `out`,
+    /// each followed by the output written after it (starting with the next frame's header).
+    files: VecDeque<(FileBody, Vec<u8>)>,
     decoder: hpack::Decoder,
     scratch: Scratch,
     /// The incoming header block being collected.
@@ -113,6 +118,7 @@ impl<P> Conn<P> {
             started: false,
             inbuf: Vec::new(),
             out: Vec::new(),
+            files: VecDeque::new(),
             decoder: hpack::Decoder::new(),
             scratch: Scratch::default(),
             block: Vec::new(),
@@ -161,6 +167,7 @@ impl<P> Conn<P> {
             && self.collect.is_none()
             && self.inbuf.is_empty()
             && self.out.is_empty()
+            && self.files.is_empty()
             && !self.in_flight
     }
 
@@ -174,24 +181,14 @@ impl<P> Conn<P> {
     pub(crate) fn release(&mut self, pool: &mut Pool) {
         pool.put(&mut self.inbuf);
         pool.put(&mut self.out);
+        for (_, mut after) in self.files.drain(..) {
+            pool.put(&mut after);
+        }
         self.streams.clear();
     }
 
-    /// The output buffer answers go to: the worker's, unless ours holds bytes or a send is
-    /// in flight (order is kept).
-    fn sink<'a>(out: &'a mut Vec<u8>, in_flight: bool, cx_out: &'a mut Vec<u8>) -> &'a mut Vec<u8> {
-        if in_flight || !out.is_empty() {
-            out
-        } else {
-            cx_out
-        }
-    }
-
     fn output<'a>(&'a mut self, cx: &'a mut Cx) -> &'a mut Vec<u8> {
-        if (self.in_flight || !self.out.is_empty()) && self.out.capacity() == 0 {
-            self.out = cx.pool.get();
-        }
-        Self::sink(&mut self.out, self.in_flight, &mut cx.out)
+        sink(&mut self.out, &mut self.files, self.in_flight, cx)
     }
 
     /// Bytes arrived.
@@ -719,14 +716,7 @@ impl<P> Conn<P> {
         }
         let id = s.id;
         let max_frame = self.max_frame;
-        let out = if self.in_flight || !self.out.is_empty() {
-            if self.out.capacity() == 0 {
-                self.out = cx.pool.get();
-            }
-            &mut self.out
-        } else {
-            &mut cx.out
-        };
+        let out = sink(&mut self.out, &mut self.files, self.in_flight, cx);
         frame::headers(out, id, &self.resp, !send_body, max_frame);
         let s = &mut self.streams[idx];
         s.answer = if send_body {
@@ -751,7 +741,8 @@ impl<P> Conn<P> {
         let max_frame = self.max_frame;
         loop {
             let conn_window = self.send_window;
-            let out_len = self.out.len().max(cx.out.len());
+            let queued: u64 = self.files.iter().map(|(f, a)| f.len + a.len() as u64).sum();
+            let out_len = self.out.len().max(cx.out.len()) + queued as usize;
             let s = &mut self.streams[idx];
             let Answer::Sending { body, sent } = &mut s.answer else {
                 return;
@@ -766,17 +757,21 @@ impl<P> Conn<P> {
             }
             let n = n as usize;
             let last = n as u64 == left;
-            let out = if self.in_flight || !self.out.is_empty() {
-                if self.out.capacity() == 0 {
-                    self.out = cx.pool.get();
-                }
-                &mut self.out
-            } else {
-                &mut cx.out
-            };
+            let by_sendfile = cx.sendfile && matches!(body, Body::File(_));
+            let out = sink(&mut self.out, &mut self.files, self.in_flight, cx);
             let flags = if last { flag::END_STREAM } else { 0 };
             frame::head(out, n, kind::DATA, flags, s.id);
             match body {
+                Body::File(f) if by_sendfile => {
+                    // The payload follows the header straight from the page cache; what is
+                    // written next goes after it.
+                    let payload = FileBody {
+                        file: f.file.clone(),
+                        offset: f.offset + *sent,
+                        len: n as u64,
+                    };
+                    self.files.push_back((payload, Vec::new()));
+                }
                 Body::File(f) => {
                     let at = out.len();
                     if read_file(f, *sent, n, out).is_err() {
@@ -1108,7 +1103,7 @@ impl<P> Conn<P> {
         self.set_timer(cx);
     }
 
-    pub(crate) fn poll_transmit(&mut self, cx: &mut Cx) -> Transmit<'static> {
+    pub(crate) fn poll_transmit(&mut self, cx: &mut Cx) -> Transmit<'_> {
         match self.writing {
             Writing::Closed => return Transmit::Close,
             Writing::Reset => return Transmit::Reset,
@@ -1119,15 +1114,27 @@ impl<P> Conn<P> {
             return Transmit::Idle;
         }
         if !self.out.is_empty() || !cx.out.is_empty() {
-            return Transmit::Bytes { more: false };
+            return Transmit::Bytes {
+                more: !self.files.is_empty(),
+            };
         }
-        if self.writing == Writing::Open && self.produce(cx) {
-            return Transmit::Bytes { more: false };
+        if self.files.is_empty() {
+            if self.writing == Writing::Open && self.produce(cx) {
+                return Transmit::Bytes {
+                    more: !self.files.is_empty(),
+                };
+            }
+            return match self.writing {
+                Writing::Last if self.peer_closed => Transmit::Close,
+                Writing::Last => Transmit::Shutdown,
+                _ => Transmit::Idle,
+            };
         }
-        match self.writing {
-            Writing::Last if self.peer_closed => Transmit::Close,
-            Writing::Last => Transmit::Shutdown,
-            _ => Transmit::Idle,
+        let (f, _) = self.files.front().expect("checked above");
+        Transmit::File {
+            file: f,
+            offset: f.offset,
+            len: f.len,
         }
     }
 
@@ -1152,6 +1159,28 @@ impl<P> Conn<P> {
         self.set_timer(cx);
     }
 
+    /// The file payload [`Transmit::File`] asked for is with the transport.
+    pub(crate) fn file_taken(&mut self) {
+        self.in_flight = true;
+    }
+
+    /// `n` more bytes of the file payload are out; once all are, what was written behind it
+    /// goes next.
+    pub(crate) fn file_sent(&mut self, n: u64, cx: &mut Cx) {
+        self.in_flight = false;
+        if let Some((f, _)) = self.files.front_mut() {
+            f.offset += n;
+            f.len -= n.min(f.len);
+            if f.len == 0 {
+                let (_, after) = self.files.pop_front().expect("checked above");
+                // `out` went out before the payload: what followed it is next.
+                cx.pool.put(&mut self.out);
+                self.out = after;
+            }
+        }
+        self.sent(cx);
+    }
+
     pub(crate) fn shutdown_taken(&mut self) {
         self.in_flight = true;
     }
@@ -1173,7 +1202,7 @@ impl<P> Conn<P> {
                 return;
             }
             (Timer::Linger, cx.now + cfg.linger_timeout)
-        } else if self.in_flight || !self.out.is_empty() || blocked {
+        } else if self.in_flight || !self.out.is_empty() || !self.files.is_empty() || blocked {
             if self.timer == Timer::Send {
                 return; // restarted only by progress
             }
@@ -1207,6 +1236,28 @@ impl<P> Conn<P> {
         self.timer = timer;
         self.deadline = deadline;
     }
+}
+
+/// The buffer output goes to: behind the last pending file payload, the bytes that follow
+/// it; else ours while it holds bytes or a send is in flight (order is kept); else the
+/// worker's `cx.out`.
+fn sink<'a>(
+    out: &'a mut Vec<u8>,
+    files: &'a mut VecDeque<(FileBody, Vec<u8>)>,
+    in_flight: bool,
+    cx: &'a mut Cx,
+) -> &'a mut Vec<u8> {
+    let buf = if let Some((_, after)) = files.back_mut() {
+        after
+    } else if in_flight || !out.is_empty() {
+        out
+    } else {
+        return &mut cx.out;
+    };
+    if buf.capacity() == 0 {
+        *buf = cx.pool.get();
+    }
+    buf
 }
 
 impl<P> Stream<P> {

@@ -48,6 +48,24 @@ fn file_body() -> FileBody {
     }
 }
 
+/// 40,000 bytes, byte i is `i % 251`.
+fn big_file() -> FileBody {
+    let path = std::env::temp_dir().join(format!(
+        "linerate-h2-big-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let bytes: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&path, &bytes).unwrap();
+    let fd: OwnedFd = std::fs::File::open(&path).unwrap().into();
+    let _ = std::fs::remove_file(&path);
+    FileBody {
+        file: Arc::new(fd),
+        offset: 0,
+        len: 40_000,
+    }
+}
+
 impl Service for App {
     type Pending = Pending;
 
@@ -59,6 +77,7 @@ impl Service for App {
             ("/x", _) => send(Response::text("x")),
             ("/big", _) => send(Response::text_owned("b".repeat(100))),
             ("/file", _) => send(Response::new(200).body(Body::File(file_body()))),
+            ("/bigfile", _) => send(Response::new(200).body(Body::File(big_file()))),
             ("/defer", Some(_)) => {
                 self.deferred.push(req.id);
                 Decision::Defer
@@ -158,13 +177,21 @@ struct H {
     shut: bool,
     closed: bool,
     reset: bool,
+    /// File payloads are sent this many bytes per transmit, each left in flight until
+    /// [`H::file_done`] (0: all at once).
+    file_chunk: usize,
+    /// A file send in flight: its length.
+    file_in_flight: Option<u64>,
 }
 
 impl H {
     /// A connection past the preface and the client's empty SETTINGS, with the server's
     /// SETTINGS, its connection WINDOW_UPDATE and the ACK read.
     fn open() -> H {
-        let mut h = H::fresh();
+        H::opened(H::fresh())
+    }
+
+    fn opened(mut h: H) -> H {
         h.preface(&[]);
         let got = h.frames();
         assert!(matches!(got[0], F::Settings(_)), "{got:?}");
@@ -183,6 +210,7 @@ impl H {
             pool: Pool::default(),
             date: DateCache::new(UNIX_EPOCH + Duration::from_secs(1_767_225_600)),
             draining: false,
+            sendfile: false,
         };
         H {
             conn: Conn::new(0, &cx),
@@ -196,7 +224,23 @@ impl H {
             shut: false,
             closed: false,
             reset: false,
+            file_chunk: 0,
+            file_in_flight: None,
         }
+    }
+
+    /// The transport sends file ranges itself (plain TCP): payloads come as `Transmit::File`.
+    fn sendfile(mut self) -> H {
+        self.cx.sendfile = true;
+        self
+    }
+
+    /// The file send in flight finished.
+    fn file_done(&mut self) {
+        if let Some(n) = self.file_in_flight.take() {
+            self.conn.file_sent(n, &mut self.cx);
+        }
+        self.flush();
     }
 
     fn preface(&mut self, settings: &[(u16, u32)]) {
@@ -261,7 +305,27 @@ impl H {
                     self.reset = true;
                     return;
                 }
-                Transmit::File { .. } => panic!("HTTP/2 never asks for sendfile"),
+                Transmit::File { file, offset, len } => {
+                    assert!(
+                        self.cx.sendfile,
+                        "sendfile only where the transport takes it"
+                    );
+                    let n = match self.file_chunk {
+                        0 => len,
+                        c => len.min(c as u64),
+                    };
+                    let mut buf = vec![0; n as usize];
+                    rustix::io::pread(&*file.file, &mut buf, offset).unwrap();
+                    self.wire.extend_from_slice(&buf);
+                    if self.file_chunk == 0 {
+                        self.conn.file_sent(n, &mut self.cx);
+                    } else {
+                        self.file_in_flight = Some(n);
+                        self.conn.file_taken();
+                        self.conn.stalled(&self.cx);
+                        return;
+                    }
+                }
                 Transmit::Idle => return,
             }
         }
@@ -990,4 +1054,73 @@ fn input_ending_drops_streams_still_waiting_for_an_answer() {
     assert!(h.closed);
     assert_eq!(h.app.own, [499]);
     assert!(!h.complete(1, Response::text("late")));
+}
+
+/// The DATA payload bytes of `stream`, in order.
+fn body_of(frames: &[F], stream: u32) -> Vec<u8> {
+    frames
+        .iter()
+        .filter_map(|f| match f {
+            F::Data {
+                stream: s, data, ..
+            } if *s == stream => Some(data.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+// Over a transport that sends file ranges itself (h2c, kernel TLS), a file payload goes out
+// with sendfile after its frame header: the frames are the same.
+#[test]
+fn file_payloads_by_sendfile_are_framed_the_same() {
+    let want: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+    for chunk in [0, 1000, 16_384] {
+        let mut h = H::opened(H::fresh().sendfile());
+        h.file_chunk = chunk;
+        h.recv(&get(1, "/bigfile"));
+        for _ in 0..200 {
+            h.file_done();
+        }
+        let got = h.frames();
+        assert_eq!(body_of(&got, 1), want, "chunk {chunk}");
+        let data: Vec<usize> = got
+            .iter()
+            .filter_map(|f| match f {
+                F::Data { data, .. } => Some(data.len()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(data, [16_384, 16_384, 7_232]);
+        assert!(matches!(got.last(), Some(F::Data { end: true, .. })));
+    }
+}
+
+// What is written while a payload is in flight (another stream's answer, a PING's ACK) goes
+// out after the payload, never inside it.
+#[test]
+fn output_behind_a_file_payload_waits_for_it() {
+    let mut h = H::opened(H::fresh().sendfile());
+    h.file_chunk = 5000;
+    h.recv(&get(1, "/bigfile"));
+    assert!(h.file_in_flight.is_some());
+    assert!(!h.conn.wants_input(), "a send in flight stops reading");
+    // Input read before the send stalled (the same turn of the loop) is still handled.
+    h.recv(&get(3, "/x"));
+    h.recv(&raw(kind::PING, 0, 0, b"abcdefgh"));
+    for _ in 0..200 {
+        h.file_done();
+    }
+    let got = h.frames();
+    assert_eq!(body_of(&got, 1).len(), 40_000);
+    assert_eq!(body_of(&got, 3), b"x");
+    assert!(got.contains(&F::PingAck(*b"abcdefgh")));
+}
+
+#[test]
+fn without_sendfile_file_payloads_are_read_into_frames() {
+    let mut h = H::open();
+    h.recv(&get(1, "/bigfile"));
+    let want: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+    assert_eq!(body_of(&h.frames(), 1), want);
 }
