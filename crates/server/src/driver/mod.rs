@@ -31,7 +31,7 @@ use crate::h1::{ConnConfig, Cx, Timer, Transmit};
 use crate::pool::Pool;
 use backend::{Backend, Completion, Token};
 use epoll::RESERVED;
-use proto::Proto;
+use proto::{Drive, Proto};
 use timer::Wheel;
 use tls::{Finished, Input, Outcome, Transport};
 
@@ -397,7 +397,9 @@ impl<B: Backend> Worker<B> {
         };
         let peer = self.peers.get(idx as usize).and_then(Option::as_ref);
         let (cx, svc, head, plain) = self.io.split(sh, peer, token);
-        cx.sendfile = !live.transport.decrypts();
+        if let Proto::H2(_) = live.conn {
+            cx.sendfile = !live.transport.decrypts();
+        }
         let mut p = Parts {
             backend: &mut self.backend,
             cx,
@@ -738,28 +740,44 @@ impl<B: Backend> Parts<'_, B> {
     /// backpressure, and arms receiving as the connection wants. `false`: close it.
     #[inline(always)]
     fn pump(&mut self, live: &mut Live, ready: &mut Vec<u32>, idx: u32) -> bool {
+        // One dispatch on the protocol per pump, then a loop compiled for each.
+        let Live {
+            conn,
+            transport,
+            receiving,
+            ..
+        } = live;
+        match conn {
+            Proto::H1(c) => self.pump_with(c, transport, receiving, ready, idx),
+            Proto::H2(c) => self.pump_with(&mut **c, transport, receiving, ready, idx),
+        }
+    }
+
+    #[inline(always)]
+    fn pump_with<C: Drive>(
+        &mut self,
+        conn: &mut C,
+        transport: &mut Transport,
+        receiving: &mut bool,
+        ready: &mut Vec<u32>,
+        idx: u32,
+    ) -> bool {
         let mut budget = FILE_BUDGET;
         let mut resumes = 0;
         loop {
-            match live.conn.poll_transmit(self.cx) {
+            match conn.poll_transmit(self.cx) {
                 Transmit::Bytes { more } => {
-                    let buf = live.conn.take_output(self.cx);
-                    match live.transport.send(
-                        self.backend,
-                        self.token,
-                        buf,
-                        more,
-                        &mut self.cx.pool,
-                    ) {
+                    let buf = conn.take_output(self.cx);
+                    match transport.send(self.backend, self.token, buf, more, &mut self.cx.pool) {
                         Outcome::Done(buf) => {
                             self.give_back(buf);
-                            live.conn.sent(self.cx);
+                            conn.sent(self.cx);
                         }
                         Outcome::InFlight => {
                             if self.cx.out.capacity() == 0 {
                                 self.cx.out = self.cx.pool.get();
                             }
-                            live.conn.stalled(self.cx);
+                            conn.stalled(self.cx);
                             break;
                         }
                         Outcome::Failed => return false,
@@ -768,7 +786,7 @@ impl<B: Backend> Parts<'_, B> {
                 Transmit::File { file, offset, len } => {
                     let file = file.file.clone();
                     let range = (offset, len.min(budget));
-                    match live.transport.sendfile(
+                    match transport.sendfile(
                         self.backend,
                         self.token,
                         &file,
@@ -777,7 +795,7 @@ impl<B: Backend> Parts<'_, B> {
                     ) {
                         Outcome::Done(n) => {
                             self.count_out(n);
-                            live.conn.file_sent(n, self.cx);
+                            conn.file_sent(n, self.cx);
                             budget = budget.saturating_sub(n);
                             if budget == 0 {
                                 ready.push(idx);
@@ -785,21 +803,18 @@ impl<B: Backend> Parts<'_, B> {
                             }
                         }
                         Outcome::InFlight => {
-                            live.conn.file_taken();
-                            live.conn.stalled(self.cx);
+                            conn.file_taken();
+                            conn.stalled(self.cx);
                             break;
                         }
                         Outcome::Failed => return false,
                     }
                 }
                 Transmit::Shutdown => {
-                    match live
-                        .transport
-                        .shutdown(self.backend, self.token, &mut self.cx.pool)
-                    {
-                        Outcome::Done(()) => live.conn.shut(self.cx),
+                    match transport.shutdown(self.backend, self.token, &mut self.cx.pool) {
+                        Outcome::Done(()) => conn.shut(self.cx),
                         Outcome::InFlight => {
-                            live.conn.shutdown_taken();
+                            conn.shutdown_taken();
                             break;
                         }
                         Outcome::Failed => return false,
@@ -811,18 +826,18 @@ impl<B: Backend> Parts<'_, B> {
                     return false;
                 }
                 Transmit::Idle => {
-                    if resumes < MAX_RESUMES && live.conn.can_resume(self.cx) {
+                    if resumes < MAX_RESUMES && conn.can_resume(self.cx) {
                         resumes += 1;
-                        live.conn.resume(self.head, self.cx, &mut self.svc);
+                        conn.resume(self.head, self.cx, &mut self.svc);
                         continue;
                     }
                     break;
                 }
             }
         }
-        let want = live.conn.wants_input(self.cx);
-        if want != live.receiving {
-            live.receiving = want;
+        let want = conn.wants_input(self.cx);
+        if want != *receiving {
+            *receiving = want;
             self.backend.set_recv(self.token, want);
         }
         true

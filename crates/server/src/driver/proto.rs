@@ -14,6 +14,113 @@ use crate::h2;
 use crate::pool::Pool;
 use crate::response::Response;
 
+/// The calls the transmit loop (`Parts::pump`) makes, so it is compiled once per protocol and
+/// dispatches on the protocol once per pump instead of once per call.
+pub(crate) trait Drive {
+    fn poll_transmit(&mut self, cx: &mut Cx) -> Transmit<'_>;
+    fn take_output(&mut self, cx: &mut Cx) -> Vec<u8>;
+    fn sent(&mut self, cx: &mut Cx);
+    fn stalled(&mut self, cx: &Cx);
+    fn file_sent(&mut self, n: u64, cx: &mut Cx);
+    fn file_taken(&mut self);
+    fn shutdown_taken(&mut self);
+    fn shut(&mut self, cx: &mut Cx);
+    fn can_resume(&self, cx: &Cx) -> bool;
+    fn resume<S: Service<Pending = Pending>>(
+        &mut self,
+        head: &mut RequestHead,
+        cx: &mut Cx,
+        svc: &mut S,
+    );
+    fn wants_input(&self, cx: &Cx) -> bool;
+}
+
+impl Drive for Conn<Pending> {
+    #[inline(always)]
+    fn poll_transmit(&mut self, cx: &mut Cx) -> Transmit<'_> {
+        Conn::poll_transmit(self, cx)
+    }
+    #[inline(always)]
+    fn take_output(&mut self, cx: &mut Cx) -> Vec<u8> {
+        Conn::take_output(self, cx)
+    }
+    #[inline(always)]
+    fn sent(&mut self, cx: &mut Cx) {
+        Conn::sent(self, cx)
+    }
+    fn stalled(&mut self, cx: &Cx) {
+        Conn::stalled(self, cx)
+    }
+    fn file_sent(&mut self, n: u64, cx: &mut Cx) {
+        Conn::file_sent(self, n, cx)
+    }
+    fn file_taken(&mut self) {
+        Conn::file_taken(self)
+    }
+    fn shutdown_taken(&mut self) {
+        Conn::shutdown_taken(self)
+    }
+    fn shut(&mut self, cx: &mut Cx) {
+        Conn::shut(self, cx)
+    }
+    #[inline(always)]
+    fn can_resume(&self, cx: &Cx) -> bool {
+        Conn::can_resume(self, &cx.cfg)
+    }
+    fn resume<S: Service<Pending = Pending>>(
+        &mut self,
+        head: &mut RequestHead,
+        cx: &mut Cx,
+        svc: &mut S,
+    ) {
+        Conn::resume(self, head, cx, svc)
+    }
+    #[inline(always)]
+    fn wants_input(&self, cx: &Cx) -> bool {
+        Conn::wants_input(self, &cx.cfg)
+    }
+}
+
+impl Drive for h2::Conn<Pending> {
+    fn poll_transmit(&mut self, cx: &mut Cx) -> Transmit<'_> {
+        h2::Conn::poll_transmit(self, cx)
+    }
+    fn take_output(&mut self, cx: &mut Cx) -> Vec<u8> {
+        h2::Conn::take_output(self, cx)
+    }
+    fn sent(&mut self, cx: &mut Cx) {
+        h2::Conn::sent(self, cx)
+    }
+    fn stalled(&mut self, cx: &Cx) {
+        h2::Conn::stalled(self, cx)
+    }
+    fn file_sent(&mut self, n: u64, cx: &mut Cx) {
+        h2::Conn::file_sent(self, n, cx)
+    }
+    fn file_taken(&mut self) {
+        h2::Conn::file_taken(self)
+    }
+    fn shutdown_taken(&mut self) {
+        h2::Conn::shutdown_taken(self)
+    }
+    fn shut(&mut self, cx: &mut Cx) {
+        h2::Conn::shut(self, cx)
+    }
+    fn can_resume(&self, _: &Cx) -> bool {
+        false // every frame read is handled at once
+    }
+    fn resume<S: Service<Pending = Pending>>(
+        &mut self,
+        _: &mut RequestHead,
+        _: &mut Cx,
+        _: &mut S,
+    ) {
+    }
+    fn wants_input(&self, _: &Cx) -> bool {
+        h2::Conn::wants_input(self)
+    }
+}
+
 pub(crate) enum Proto {
     H1(Conn<Pending>),
     H2(Box<h2::Conn<Pending>>),
@@ -45,33 +152,6 @@ impl Proto {
         match self {
             Proto::H1(c) => c.timer(),
             Proto::H2(c) => c.timer(),
-        }
-    }
-
-    #[inline(always)]
-    pub(crate) fn wants_input(&self, cx: &Cx) -> bool {
-        match self {
-            Proto::H1(c) => c.wants_input(&cx.cfg),
-            Proto::H2(c) => c.wants_input(),
-        }
-    }
-
-    #[inline(always)]
-    pub(crate) fn can_resume(&self, cx: &Cx) -> bool {
-        match self {
-            Proto::H1(c) => c.can_resume(&cx.cfg),
-            Proto::H2(_) => false,
-        }
-    }
-
-    pub(crate) fn resume<S: Service<Pending = Pending>>(
-        &mut self,
-        head: &mut RequestHead,
-        cx: &mut Cx,
-        svc: &mut S,
-    ) {
-        if let Proto::H1(c) = self {
-            c.resume(head, cx, svc);
         }
     }
 
@@ -139,22 +219,6 @@ impl Proto {
     }
 
     #[inline(always)]
-    pub(crate) fn poll_transmit(&mut self, cx: &mut Cx) -> Transmit<'_> {
-        match self {
-            Proto::H1(c) => c.poll_transmit(cx),
-            Proto::H2(c) => c.poll_transmit(cx),
-        }
-    }
-
-    #[inline(always)]
-    pub(crate) fn take_output(&mut self, cx: &mut Cx) -> Vec<u8> {
-        match self {
-            Proto::H1(c) => c.take_output(cx),
-            Proto::H2(c) => c.take_output(cx),
-        }
-    }
-
-    #[inline(always)]
     pub(crate) fn sent(&mut self, cx: &mut Cx) {
         match self {
             Proto::H1(c) => c.sent(cx),
@@ -162,31 +226,10 @@ impl Proto {
         }
     }
 
-    pub(crate) fn stalled(&mut self, cx: &Cx) {
-        match self {
-            Proto::H1(c) => c.stalled(cx),
-            Proto::H2(c) => c.stalled(cx),
-        }
-    }
-
     pub(crate) fn file_sent(&mut self, n: u64, cx: &mut Cx) {
         match self {
             Proto::H1(c) => c.file_sent(n, cx),
             Proto::H2(c) => c.file_sent(n, cx),
-        }
-    }
-
-    pub(crate) fn file_taken(&mut self) {
-        match self {
-            Proto::H1(c) => c.file_taken(),
-            Proto::H2(c) => c.file_taken(),
-        }
-    }
-
-    pub(crate) fn shutdown_taken(&mut self) {
-        match self {
-            Proto::H1(c) => c.shutdown_taken(),
-            Proto::H2(c) => c.shutdown_taken(),
         }
     }
 
