@@ -454,6 +454,15 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
             "1:21",
             "access_log_format must be \"combined\" or \"json\"",
         ),
+        (
+            format!(
+                "[[listen]]\naddr = \"127.0.0.1:0\"\ntls = {{ cert = {:?}, key = {:?} }}\nh2c = true\n{site}",
+                d.join("cert.pem"),
+                d.join("key.pem")
+            ),
+            "4:7",
+            "h2c is cleartext HTTP/2",
+        ),
         (site.to_string(), "1:1", "no [[listen]] section"),
         (listen.to_string(), "1:1", "no [[site]] section"),
         ("[[listen]\n".to_string(), "1:", ""),
@@ -698,6 +707,49 @@ fn curl_reaches_every_listener_and_site() {
     let env = format!("{v4}/.env");
     let seen = curl(&["-H", "Host: one.test", "-w", "\n%{http_code}", &env]);
     assert_eq!(seen, "<h1>nothing here</h1>\n\n404");
+    drop(s);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn an_h2c_listener_from_the_file_speaks_http2_only() {
+    let d = dir("h2c");
+    tree(&d);
+    let (p1, p2) = (free_port("127.0.0.1"), free_port("127.0.0.1"));
+    let file = d.join("h2c.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[listen]]\naddr = \"127.0.0.1:{p1}\"\n[[listen]]\naddr = \"127.0.0.1:{p2}\"\n\
+             h2c = true\n[[site]]\nnames = [\"one.test\"]\napp = \"demo\"\n"
+        ),
+    )
+    .unwrap();
+    let s = serve(&["--config", file.to_str().unwrap()]);
+    assert!(
+        s.banner
+            .iter()
+            .any(|l| l.contains(&format!("127.0.0.1:{p2} (HTTP/2 only"))),
+        "{:?}",
+        s.banner
+    );
+    let url = format!("http://127.0.0.1:{p2}/plaintext");
+    let out = curl(&["--http2-prior-knowledge", "-w", " %{http_version}", &url]);
+    assert_eq!(out, "Hello, World! 2");
+    let plain = format!("http://127.0.0.1:{p1}/plaintext");
+    assert_eq!(
+        curl(&["-w", " %{http_version}", &plain]),
+        "Hello, World! 1.1"
+    );
+    // HTTP/1.1 on the h2c port gets no HTTP/1.1 answer.
+    let mut c = TcpStream::connect(("127.0.0.1", p2)).unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    c.write_all(b"GET /plaintext HTTP/1.1\r\nHost: one.test\r\n\r\n")
+        .unwrap();
+    let mut got = Vec::new();
+    let _ = c.read_to_end(&mut got);
+    assert!(!got.starts_with(b"HTTP/1.1"), "{got:?}");
     drop(s);
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -415,6 +415,15 @@ impl Server {
         })
     }
 
+    /// The h2c listeners' addresses (cleartext HTTP/2 only).
+    pub fn h2c_listeners(&self) -> Vec<ListenAddr> {
+        self.bound
+            .iter()
+            .filter(|b| b.h2c)
+            .map(|b| b.addr.clone())
+            .collect()
+    }
+
     /// Every listener: its address (real ports) and whether it speaks HTTPS.
     pub fn listening(&self) -> Vec<(ListenAddr, bool)> {
         self.bound.iter().map(|b| (b.addr.clone(), b.tls)).collect()

@@ -614,8 +614,14 @@ fn listener_url(addr: &linerate_server::ListenAddr, tls: bool) -> String {
 /// The banner's lines for a configuration file: every listener but the first, then the sites.
 fn listeners_and_sites(server: &Server, sites: &[linerate_server::Site]) -> String {
     let mut out = String::new();
+    let h2c = server.h2c_listeners();
     for (addr, tls) in server.listening().iter().skip(1) {
-        out += &format!("  also on {}\n", listener_url(addr, *tls));
+        let only = if h2c.contains(addr) {
+            " (HTTP/2 only: h2c, prior knowledge)"
+        } else {
+            ""
+        };
+        out += &format!("  also on {}{only}\n", listener_url(addr, *tls));
     }
     for s in sites {
         let names = if s.names.is_empty() {

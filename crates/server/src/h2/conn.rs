@@ -31,6 +31,11 @@ use linerate_hpack as hpack;
 
 /// Most output staged at once from bodies (more is written as the transport takes it).
 const OUT_HIGH_WATER: usize = 256 * 1024;
+/// File payloads go out with `sendfile` (where the transport can) only when the peer takes
+/// DATA frames at least this large. At the default 16 KiB a frame header and a sendfile per
+/// 16 KiB cost as much CPU as reading the file into the frames and sending 256 KiB at once,
+/// and the small pushes cut h2load's throughput (bench/h2_compare.py, docs/benchmarks.md).
+const SENDFILE_MIN_FRAME: usize = 64 * 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -757,7 +762,8 @@ impl<P> Conn<P> {
             }
             let n = n as usize;
             let last = n as u64 == left;
-            let by_sendfile = cx.sendfile && matches!(body, Body::File(_));
+            let by_sendfile =
+                cx.sendfile && max_frame >= SENDFILE_MIN_FRAME && matches!(body, Body::File(_));
             let out = sink(&mut self.out, &mut self.files, self.in_flight, cx);
             let flags = if last { flag::END_STREAM } else { 0 };
             frame::head(out, n, kind::DATA, flags, s.id);

@@ -48,21 +48,21 @@ fn file_body() -> FileBody {
     }
 }
 
-/// 40,000 bytes, byte i is `i % 251`.
+/// 150,000 bytes, byte i is `i % 251`.
 fn big_file() -> FileBody {
     let path = std::env::temp_dir().join(format!(
         "linerate-h2-big-{}-{:?}",
         std::process::id(),
         std::thread::current().id()
     ));
-    let bytes: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+    let bytes: Vec<u8> = (0..150_000u32).map(|i| (i % 251) as u8).collect();
     std::fs::write(&path, &bytes).unwrap();
     let fd: OwnedFd = std::fs::File::open(&path).unwrap().into();
     let _ = std::fs::remove_file(&path);
     FileBody {
         file: Arc::new(fd),
         offset: 0,
-        len: 40_000,
+        len: 150_000,
     }
 }
 
@@ -182,6 +182,8 @@ struct H {
     file_chunk: usize,
     /// A file send in flight: its length.
     file_in_flight: Option<u64>,
+    /// `Transmit::File`s seen.
+    file_sends: usize,
 }
 
 impl H {
@@ -226,13 +228,28 @@ impl H {
             reset: false,
             file_chunk: 0,
             file_in_flight: None,
+            file_sends: 0,
         }
     }
 
-    /// The transport sends file ranges itself (plain TCP): payloads come as `Transmit::File`.
-    fn sendfile(mut self) -> H {
-        self.cx.sendfile = true;
-        self
+    /// The transport sends file ranges itself (plain TCP) and the client takes 64 KiB
+    /// frames: payloads come as `Transmit::File`.
+    fn sendfile() -> H {
+        let mut h = H::fresh();
+        h.cx.sendfile = true;
+        h.preface(&[(setting::MAX_FRAME_SIZE, 65_536)]);
+        h.frames();
+        h.open_windows();
+        h
+    }
+
+    /// The client gives the server room for 1 MiB on every stream and on the connection.
+    fn open_windows(&mut self) {
+        let mut b = Vec::new();
+        frame::settings(&mut b, &[(setting::INITIAL_WINDOW_SIZE, 1 << 20)]);
+        frame::window_update(&mut b, 0, 1 << 20);
+        self.recv(&b);
+        self.frames();
     }
 
     /// The file send in flight finished.
@@ -306,6 +323,7 @@ impl H {
                     return;
                 }
                 Transmit::File { file, offset, len } => {
+                    self.file_sends += 1;
                     assert!(
                         self.cx.sendfile,
                         "sendfile only where the transport takes it"
@@ -1074,9 +1092,9 @@ fn body_of(frames: &[F], stream: u32) -> Vec<u8> {
 // with sendfile after its frame header: the frames are the same.
 #[test]
 fn file_payloads_by_sendfile_are_framed_the_same() {
-    let want: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
-    for chunk in [0, 1000, 16_384] {
-        let mut h = H::opened(H::fresh().sendfile());
+    let want: Vec<u8> = (0..150_000u32).map(|i| (i % 251) as u8).collect();
+    for chunk in [0, 1000, 65_536] {
+        let mut h = H::sendfile();
         h.file_chunk = chunk;
         h.recv(&get(1, "/bigfile"));
         for _ in 0..200 {
@@ -1091,7 +1109,8 @@ fn file_payloads_by_sendfile_are_framed_the_same() {
                 _ => None,
             })
             .collect();
-        assert_eq!(data, [16_384, 16_384, 7_232]);
+        assert_eq!(data, [65_536, 65_536, 18_928]);
+        assert!(h.file_sends >= 3, "the payloads went by sendfile");
         assert!(matches!(got.last(), Some(F::Data { end: true, .. })));
     }
 }
@@ -1100,7 +1119,7 @@ fn file_payloads_by_sendfile_are_framed_the_same() {
 // out after the payload, never inside it.
 #[test]
 fn output_behind_a_file_payload_waits_for_it() {
-    let mut h = H::opened(H::fresh().sendfile());
+    let mut h = H::sendfile();
     h.file_chunk = 5000;
     h.recv(&get(1, "/bigfile"));
     assert!(h.file_in_flight.is_some());
@@ -1112,15 +1131,23 @@ fn output_behind_a_file_payload_waits_for_it() {
         h.file_done();
     }
     let got = h.frames();
-    assert_eq!(body_of(&got, 1).len(), 40_000);
+    assert_eq!(body_of(&got, 1).len(), 150_000);
     assert_eq!(body_of(&got, 3), b"x");
     assert!(got.contains(&F::PingAck(*b"abcdefgh")));
 }
 
 #[test]
 fn without_sendfile_file_payloads_are_read_into_frames() {
+    let want: Vec<u8> = (0..150_000u32).map(|i| (i % 251) as u8).collect();
     let mut h = H::open();
+    h.open_windows();
     h.recv(&get(1, "/bigfile"));
-    let want: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
     assert_eq!(body_of(&h.frames(), 1), want);
+    // A transport that could send file ranges, but 16 KiB frames: read into the frames too.
+    let mut h = H::open();
+    h.open_windows();
+    h.cx.sendfile = true;
+    h.recv(&get(1, "/bigfile"));
+    assert_eq!(body_of(&h.frames(), 1), want);
+    assert_eq!(h.file_sends, 0);
 }
