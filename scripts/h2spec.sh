@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs h2spec (HTTP/2 conformance: RFC 7540/9113 and HPACK test cases, strict mode) against the
 # demo server's two HTTP/2 listeners — cleartext with prior knowledge (--h2c-port) and TLS with
-# ALPN h2 (--tls-port, a throwaway self-signed certificate) — prints the counts per listener
-# and fails if any test fails on either. Builds nothing: target/release/linerate must exist
-# (scripts/test-all.sh builds it before its stages).
+# ALPN h2 (--tls-port, a throwaway self-signed certificate) — prints the counts per listener,
+# then runs a short h2load smoke over both, and fails if anything fails on either. Builds
+# nothing: target/release/linerate must exist (scripts/test-all.sh builds it before its stages).
 #
 #   scripts/h2spec.sh [path/to/linerate]   ours (default: target/release/linerate)
 #   scripts/h2spec.sh peers                the same h2spec against Debian's nginx (TLS and h2c)
@@ -107,8 +107,38 @@ failures() {
     sed -n '/^Failures:/,/^Finished in/{/^Finished in/!p}' "$out/h2spec-$1.txt" | sed 's/^/    /' >&2
 }
 
-# Runs the suite against linerate's h2c and TLS listeners; sets $ours_failed to 1 when any
-# test failed on either.
+# h2load_smoke H2C_PORT TLS_PORT: a short h2load run over each listener (2,000 requests to
+# /baseline2, 4 connections x 10 streams): every request must succeed with a 2xx. h2load is
+# Debian's nghttp2-client, installed when missing; where it cannot be, a NOT RUN line says so
+# (h2spec's verdict stands alone then).
+h2load_smoke() {
+    if ! command -v h2load >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        say "installing h2load (nghttp2-client)"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q nghttp2-client >"$out/apt.log" 2>&1 || true
+    fi
+    if ! command -v h2load >/dev/null; then
+        say "h2load smoke NOT RUN: no h2load (apt-get install nghttp2-client)"
+        return 0
+    fi
+    local name url log
+    for name in h2c tls; do
+        url="http://127.0.0.1:$1/baseline2?a=1&b=2"
+        [ "$name" = tls ] && url="https://127.0.0.1:$2/baseline2?a=1&b=2"
+        log="$out/h2load-$name.txt"
+        timeout 60 h2load -n 2000 -c 4 -m 10 "$url" >"$log" 2>&1 || true
+        if grep -q '^requests: 2000 total, 2000 started, 2000 done, 2000 succeeded' "$log" \
+            && grep -q '^status codes: 2000 2xx' "$log"; then
+            printf '%-26s %s\n' "h2load smoke $name" "2000 requests, 2000 succeeded, all 2xx"
+        else
+            tail -15 "$log" >&2
+            say "the h2load smoke over $name failed"
+            ours_failed=1
+        fi
+    done
+}
+
+# Runs the suite against linerate's h2c and TLS listeners, then the h2load smoke; sets
+# $ours_failed to 1 when anything failed on either.
 ours_failed=0
 ours() {
     local bin=${1:-${CARGO_TARGET_DIR:-target}/release/linerate}
@@ -131,6 +161,7 @@ ours() {
     [ "$failed" = 0 ] || { failures linerate-h2c; ours_failed=1; }
     run_h2spec linerate-tls "$tls" -t -k
     [ "$failed" = 0 ] || { failures linerate-tls; ours_failed=1; }
+    h2load_smoke "$h2c" "$tls"
     kill -0 "$pid" 2>/dev/null || { cat "$out/stderr" >&2; say "the server died during the suite"; exit 1; }
     stop "$pid"
 }

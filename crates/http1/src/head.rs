@@ -71,6 +71,9 @@ impl Method {
 pub enum Version {
     Http10,
     Http11,
+    /// A request the server read as HTTP/2 frames and hands on as this head
+    /// ([`RequestHead::set_version`]); the parser never yields it.
+    Http2,
 }
 
 /// How the request body is delimited (RFC 9112 §6.3).
@@ -689,6 +692,11 @@ impl RequestHead {
     /// The version semantics.
     pub fn version(&self) -> Version {
         self.version
+    }
+    /// Marks a head written from an HTTP/2 request ([`Version::Http2`]) after parsing it, so
+    /// handlers and logs see the protocol the request came in.
+    pub fn set_version(&mut self, version: Version) {
+        self.version = version;
     }
     /// How the body is delimited.
     pub fn framing(&self) -> Framing {

@@ -82,6 +82,7 @@ impl LogBuffer {
         let version = match e.version {
             Version::Http10 => "HTTP/1.0",
             Version::Http11 => "HTTP/1.1",
+            Version::Http2 => "HTTP/2.0",
         };
         match self.format {
             LogFormat::Combined => {

@@ -16,7 +16,7 @@
 
 use std::collections::VecDeque;
 
-use linerate_http1::{BodyDecoder, Method, Parsed, RequestHead, status_has_no_body};
+use linerate_http1::{BodyDecoder, Method, Parsed, RequestHead, Version, status_has_no_body};
 
 use super::fields::{Malformed, RequestFields, Scratch, TrailerFields};
 use super::frame::{self, Code, Head, flag, kind, setting};
@@ -624,6 +624,7 @@ impl<P> Conn<P> {
             Ok(Parsed::Partial) => return self.own_answer(idx, 400, None, cx, svc),
             Err(e) => return self.own_answer(idx, e.status(), Some(e), cx, svc),
         }
+        head.set_version(Version::Http2);
         self.streams[idx].head = head.method() == Method::Head;
         let decision = svc.request(Exchange {
             id: u64::from(id),

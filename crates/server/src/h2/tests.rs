@@ -7,7 +7,7 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
-use linerate_http1::{BodyDecoder, DateCache, HeadRoom, Limits, ParseError, RequestHead};
+use linerate_http1::{BodyDecoder, DateCache, HeadRoom, Limits, ParseError, RequestHead, Version};
 
 use super::conn::Conn;
 use super::frame::{self, Code, Head, flag, kind, setting};
@@ -26,6 +26,7 @@ struct App {
     deferred: Vec<u64>,
     own: Vec<u16>,
     paths: Vec<String>,
+    versions: Vec<Version>,
 }
 
 struct Pending {
@@ -72,6 +73,7 @@ impl Service for App {
     fn request(&mut self, req: Exchange<'_>) -> Decision<Pending> {
         let path = req.head.path(req.buf).to_string();
         self.paths.push(req.head.target(req.buf).to_string());
+        self.versions.push(req.head.version());
         let send = Decision::Respond;
         match (path.as_str(), req.body) {
             ("/x", _) => send(Response::text("x")),
@@ -513,6 +515,11 @@ fn a_get_is_answered_with_headers_and_data() {
         }
     );
     assert_eq!(h.app.paths, ["/x?q=1"]);
+    assert_eq!(
+        h.app.versions,
+        [Version::Http2],
+        "handlers and logs see HTTP/2"
+    );
     assert!(h.conn.is_idle());
 }
 
