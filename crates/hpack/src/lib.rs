@@ -191,6 +191,11 @@ impl Decoder {
         Ok(())
     }
 
+    /// The dynamic table's size (RFC 7541 §4.1): never above [`HEADER_TABLE_SIZE`].
+    pub fn table_size(&self) -> usize {
+        self.size
+    }
+
     fn entry(&self, index: usize) -> Result<(&[u8], &[u8]), CompressionError> {
         match index {
             0 => Err(CompressionError),
