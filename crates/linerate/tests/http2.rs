@@ -978,20 +978,47 @@ fn content_length_longer_than_the_data_is_reset_with_protocol_error() {
 #[test]
 fn the_101st_concurrent_stream_is_refused() {
     // SETTINGS_MAX_CONCURRENT_STREAMS is 100 (MAX_CONCURRENT_STREAMS in the server's h2
-    // stream.rs): 100 streams waiting for their bodies, then one more.
+    // stream.rs). With the client's window at 0, 100 GETs of a 1 MiB file stay open (their
+    // HEADERS go out, their DATA waits); then one more.
     let srv = serve("concurrent", |_| {});
+    let mut c = H2::open(srv.h2c, &[(SETTINGS_INITIAL_WINDOW_SIZE, 0)]);
+    let fields = block(&request("GET", "/static/one.bin", &[]));
+    let mut burst = Vec::new();
+    for i in 0..101u32 {
+        burst.extend(frame(HEADERS, END_HEADERS | END_STREAM, 2 * i + 1, &fields));
+    }
+    c.send(&burst);
+    let mut heads = 0;
+    let rst = loop {
+        let f = c.frame();
+        if f.kind == RST_STREAM {
+            break f.rst();
+        }
+        assert_eq!(f.kind, HEADERS, "{f:?}");
+        heads += 1;
+    };
+    assert_eq!(rst, (201, REFUSED_STREAM));
+    assert_eq!(heads, 100, "the 100 open streams were answered");
+    srv.stop();
+}
+
+#[test]
+fn the_ninth_stream_sending_a_body_is_refused() {
+    // MAX_BODY_STREAMS is 8: bodies one connection may be sending at once (each may be buffered
+    // up to the body limit); one more is refused, retryable, and the others are still served.
+    let srv = serve("bodies", |_| {});
     let mut c = H2::open(srv.h2c, &[]);
     let fields = block(&body_request());
     let mut burst = Vec::new();
-    for i in 0..101u32 {
+    for i in 0..9u32 {
         burst.extend(frame(HEADERS, END_HEADERS, 2 * i + 1, &fields));
     }
     c.send(&burst);
-    assert_eq!(c.frame().rst(), (201, REFUSED_STREAM));
-    // The 100 open ones are still served: finish the first.
+    assert_eq!(c.frame().rst(), (17, REFUSED_STREAM));
     c.send(&frame(DATA, END_STREAM, 1, b"3"));
     let a = c.answer(1);
     assert_eq!((a.status, &a.body[..]), (200, &b"6"[..]));
+    still_serves(&mut c, 19);
     srv.stop();
 }
 

@@ -21,8 +21,8 @@ use linerate_http1::{BodyDecoder, Method, Parsed, RequestHead, Version, status_h
 use super::fields::{Malformed, RequestFields, Scratch, TrailerFields};
 use super::frame::{self, Code, Head, flag, kind, setting};
 use super::stream::{
-    Answer, BodyIn, CONN_WINDOW, Calm, MAX_CONCURRENT_STREAMS, MAX_CONTINUATIONS, MAX_HEADER_BLOCK,
-    Ring, STREAM_WINDOW, Stream,
+    Answer, BodyIn, CONN_WINDOW, Calm, MAX_BODY_STREAMS, MAX_CONCURRENT_STREAMS, MAX_CONTINUATIONS,
+    MAX_HEADER_BLOCK, Ring, STREAM_WINDOW, Stream,
 };
 use crate::h1::{Cx, Decision, Exchange, Service, Timer, Transmit, status_response};
 use crate::pool::Pool;
@@ -592,7 +592,10 @@ impl<P> Conn<P> {
         if c.self_dependent {
             return self.stream_error(id, Code::Protocol, cx);
         }
-        if self.streams.len() >= MAX_CONCURRENT_STREAMS {
+        if self.streams.len() >= MAX_CONCURRENT_STREAMS
+            || (!c.end_stream
+                && self.streams.iter().filter(|s| !s.remote_closed).count() >= MAX_BODY_STREAMS)
+        {
             return self.stream_error(id, Code::RefusedStream, cx);
         }
         let declared = match checked {

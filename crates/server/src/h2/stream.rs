@@ -11,6 +11,11 @@ use crate::response::Body;
 /// SETTINGS_MAX_CONCURRENT_STREAMS the server announces: a HEADERS opening one more is refused
 /// with RST_STREAM(REFUSED_STREAM).
 pub const MAX_CONCURRENT_STREAMS: usize = 100;
+/// Streams of one connection that may be sending request bodies at once; one more is refused
+/// with RST_STREAM(REFUSED_STREAM), which a client may retry. Buffering handlers hold a body
+/// up to the site's body limit, so this bounds what one connection can make the server hold
+/// (8 × 1 MiB by default) where HTTP/1.1 reads one body at a time.
+pub const MAX_BODY_STREAMS: usize = 8;
 /// SETTINGS_INITIAL_WINDOW_SIZE the server announces for request bodies. Bodies are handed to
 /// the application as they arrive, so the window only paces the client, never memory.
 pub(crate) const STREAM_WINDOW: i64 = 1 << 20;

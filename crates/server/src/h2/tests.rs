@@ -12,7 +12,8 @@ use linerate_http1::{BodyDecoder, DateCache, HeadRoom, Limits, ParseError, Reque
 use super::conn::Conn;
 use super::frame::{self, Code, Head, flag, kind, setting};
 use super::stream::{
-    MAX_CONCURRENT_STREAMS, MAX_CONTINUATIONS, MAX_CONTROL_PER_SEC, MAX_RESETS_PER_SEC,
+    MAX_BODY_STREAMS, MAX_CONCURRENT_STREAMS, MAX_CONTINUATIONS, MAX_CONTROL_PER_SEC,
+    MAX_RESETS_PER_SEC,
 };
 use crate::h1::{ConnConfig, Cx, Decision, Exchange, Service, Transmit};
 use crate::pool::Pool;
@@ -856,12 +857,34 @@ fn trailers_end_the_stream_and_may_not_hold_pseudo_headers() {
 fn the_stream_beyond_the_concurrency_limit_is_refused() {
     let mut h = H::open();
     for i in 0..MAX_CONCURRENT_STREAMS as u32 {
+        h.recv(&get(2 * i + 1, "/defer"));
+    }
+    assert_eq!(h.app.deferred.len(), MAX_CONCURRENT_STREAMS);
+    assert!(h.frames().is_empty());
+    let next = 2 * MAX_CONCURRENT_STREAMS as u32 + 1;
+    h.recv(&get(next, "/defer"));
+    assert_eq!(h.frames(), [F::Rst(next, Code::RefusedStream as u32)]);
+}
+
+// One connection may send MAX_BODY_STREAMS bodies at once; one more is refused (retryable),
+// and a request without a body still gets in.
+#[test]
+fn bodies_in_flight_per_connection_are_bounded() {
+    let mut h = H::open();
+    for i in 0..MAX_BODY_STREAMS as u32 {
         h.recv(&headers(2 * i + 1, &block("POST", "/echo", &[]), false));
     }
     assert!(h.frames().is_empty());
-    let next = 2 * MAX_CONCURRENT_STREAMS as u32 + 1;
+    let next = 2 * MAX_BODY_STREAMS as u32 + 1;
     h.recv(&headers(next, &block("POST", "/echo", &[]), false));
     assert_eq!(h.frames(), [F::Rst(next, Code::RefusedStream as u32)]);
+    h.recv(&get(next + 2, "/x"));
+    assert_eq!(status(&h.frames()[0]), Some((next + 2, "200".into())));
+    // one body finishes: another may start
+    h.recv(&data(1, b"ok", true));
+    h.frames();
+    h.recv(&headers(next + 4, &block("POST", "/echo", &[]), false));
+    assert!(h.frames().is_empty());
 }
 
 #[test]
