@@ -63,3 +63,12 @@ pub use server::{
     ControlHandle, Reloaded, Server, ShutdownHandle, allowed_cpus, reload_certificates, switch_user,
 };
 pub use stats::{Metrics, Stats, StatsHandle};
+
+/// HTTP/2's named limits (each answered as RFC 9113 says: REFUSED_STREAM, or a GOAWAY with
+/// ENHANCE_YOUR_CALM; see `h2/stream.rs`).
+pub mod http2 {
+    pub use crate::h2::{
+        MAX_BODY_STREAMS, MAX_CONCURRENT_STREAMS, MAX_CONTINUATIONS, MAX_CONTROL_PER_SEC,
+        MAX_HEADER_BLOCK, MAX_RESETS_PER_SEC,
+    };
+}

@@ -3,8 +3,9 @@
 //! [`Service`](crate::h1::Service).
 //!
 //! Files: `conn` (the state machine: frames in, streams, flow control, answers out), `stream`
-//! (an open stream, the named limits), `frame` (the wire layout of frames), `fields` (a request's fields checked and written as the HTTP/1.1 head the
-//! application reads).
+//! (an open stream, the named limits), `frame` (the wire layout of frames), `fields` (a
+//! request's fields checked and written as the HTTP/1.1 head the application reads). HPACK is
+//! the `linerate-hpack` crate.
 
 mod conn;
 mod fields;
@@ -14,7 +15,6 @@ mod stream;
 mod tests;
 
 pub(crate) use conn::Conn;
-#[allow(unused_imports)]
 pub use stream::{
     MAX_BODY_STREAMS, MAX_CONCURRENT_STREAMS, MAX_CONTINUATIONS, MAX_CONTROL_PER_SEC,
     MAX_HEADER_BLOCK, MAX_RESETS_PER_SEC,
