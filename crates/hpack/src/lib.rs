@@ -325,7 +325,9 @@ pub fn status(out: &mut Vec<u8>, status: u16) {
 }
 
 /// A field as a literal without indexing (RFC 7541 §6.2.2): the name by its static-table
-/// index when it has one. `name` must be lowercase.
+/// index when it has one (its first entry), so no dynamic table is touched and the same bytes
+/// mean the same field every time. `name` must be lowercase. The server's responses and the
+/// load generator's requests both use it.
 #[inline(always)]
 pub fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     match static_name(name) {
@@ -338,13 +340,23 @@ pub fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     string(out, value);
 }
 
-/// The static table's index of a response field name (RFC 7541 Appendix A).
+/// The static table's first index for a field name (RFC 7541 Appendix A), by one `match`.
 fn static_name(name: &[u8]) -> Option<usize> {
     Some(match name {
+        b":authority" => 1,
+        b":method" => 2,
+        b":path" => 4,
+        b":scheme" => 6,
+        b":status" => 8,
+        b"accept-charset" => 15,
+        b"accept-encoding" => 16,
+        b"accept-language" => 17,
         b"accept-ranges" => 18,
+        b"accept" => 19,
         b"access-control-allow-origin" => 20,
         b"age" => 21,
         b"allow" => 22,
+        b"authorization" => 23,
         b"cache-control" => 24,
         b"content-disposition" => 25,
         b"content-encoding" => 26,
@@ -353,18 +365,33 @@ fn static_name(name: &[u8]) -> Option<usize> {
         b"content-location" => 29,
         b"content-range" => 30,
         b"content-type" => 31,
+        b"cookie" => 32,
         b"date" => 33,
         b"etag" => 34,
+        b"expect" => 35,
         b"expires" => 36,
+        b"from" => 37,
+        b"host" => 38,
+        b"if-match" => 39,
+        b"if-modified-since" => 40,
+        b"if-none-match" => 41,
+        b"if-range" => 42,
+        b"if-unmodified-since" => 43,
         b"last-modified" => 44,
         b"link" => 45,
         b"location" => 46,
+        b"max-forwards" => 47,
         b"proxy-authenticate" => 48,
+        b"proxy-authorization" => 49,
+        b"range" => 50,
+        b"referer" => 51,
         b"refresh" => 52,
         b"retry-after" => 53,
         b"server" => 54,
         b"set-cookie" => 55,
         b"strict-transport-security" => 56,
+        b"transfer-encoding" => 57,
+        b"user-agent" => 58,
         b"vary" => 59,
         b"via" => 60,
         b"www-authenticate" => 61,
@@ -382,6 +409,21 @@ mod tests {
         let mut v = Vec::new();
         d.decode(block, |n, val| v.push((n.to_vec(), val.to_vec())))?;
         Ok(v)
+    }
+
+    #[test]
+    fn every_static_name_finds_its_first_index() {
+        for (i, (name, _)) in STATIC.iter().enumerate() {
+            let first = STATIC.iter().position(|(n, _)| n == name).unwrap() + 1;
+            assert_eq!(
+                static_name(name),
+                Some(first),
+                "{}",
+                String::from_utf8_lossy(name)
+            );
+            assert!(first <= i + 1);
+        }
+        assert_eq!(static_name(b"x-custom"), None);
     }
 
     #[test]

@@ -18,104 +18,11 @@ pub struct Request {
     pub(super) body: Vec<u8>,
 }
 
-/// Names of the HPACK static table (RFC 7541 Appendix A); index = position + 1.
-const STATIC_NAMES: [&str; 61] = [
-    ":authority",
-    ":method",
-    ":method",
-    ":path",
-    ":path",
-    ":scheme",
-    ":scheme",
-    ":status",
-    ":status",
-    ":status",
-    ":status",
-    ":status",
-    ":status",
-    ":status",
-    "accept-charset",
-    "accept-encoding",
-    "accept-language",
-    "accept-ranges",
-    "accept",
-    "access-control-allow-origin",
-    "age",
-    "allow",
-    "authorization",
-    "cache-control",
-    "content-disposition",
-    "content-encoding",
-    "content-language",
-    "content-length",
-    "content-location",
-    "content-range",
-    "content-type",
-    "cookie",
-    "date",
-    "etag",
-    "expect",
-    "expires",
-    "from",
-    "host",
-    "if-match",
-    "if-modified-since",
-    "if-none-match",
-    "if-range",
-    "if-unmodified-since",
-    "last-modified",
-    "link",
-    "location",
-    "max-forwards",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "range",
-    "referer",
-    "refresh",
-    "retry-after",
-    "server",
-    "set-cookie",
-    "strict-transport-security",
-    "transfer-encoding",
-    "user-agent",
-    "vary",
-    "via",
-    "www-authenticate",
-];
-
-/// Appends an integer with a `prefix`-bit prefix whose other bits are `high` (RFC 7541 §5.1).
-fn integer(out: &mut Vec<u8>, high: u8, prefix: u8, mut v: usize) {
-    let max = (1usize << prefix) - 1;
-    if v < max {
-        out.push(high | v as u8);
-        return;
-    }
-    out.push(high | max as u8);
-    v -= max;
-    while v >= 128 {
-        out.push((v as u8 & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// A string literal, not Huffman-coded (RFC 7541 §5.2).
-fn string(out: &mut Vec<u8>, s: &[u8]) {
-    integer(out, 0, 7, s.len());
-    out.extend_from_slice(s);
-}
-
-/// A field as a literal without indexing (RFC 7541 §6.2.2), the name by its static-table index
-/// when it has one: the server's table is never touched, so the block is the same every time.
+/// A field as a literal without indexing, the name by its static-table index where it has
+/// one (`linerate_hpack::field`): the server's table is never touched, so the block is the same
+/// every time.
 pub(super) fn literal(out: &mut Vec<u8>, name: &str, value: &[u8]) {
-    match STATIC_NAMES.iter().position(|n| *n == name) {
-        Some(i) => integer(out, 0, 4, i + 1),
-        None => {
-            out.push(0);
-            string(out, name.as_bytes());
-        }
-    }
-    string(out, value);
+    linerate_hpack::field(out, name.as_bytes(), value);
 }
 
 impl Request {
