@@ -271,3 +271,49 @@ fn a_log_that_is_not_a_terminal_has_no_ansi_codes() {
     assert!(log.contains("shutting down"), "{log}");
     assert!(!log.contains('\x1b'), "ANSI escape in {log:?}");
 }
+
+/// Issue 24, item 1: with stderr a pipe whose reader has gone (`linerate serve 2>&1 | head
+/// -1`), SIGTERM and SIGINT were ignored. tracing-subscriber reported the failed write of the
+/// "shutting down" line with `eprintln!`, which panicked in the signal thread before it
+/// started the drain; only SIGKILL stopped the server.
+#[test]
+fn sigterm_and_sigint_stop_the_server_with_stderr_closed() {
+    for sig in [Signal::TERM, Signal::INT] {
+        let mut child = Command::new(BIN)
+            .args([
+                "serve",
+                "--addr",
+                "127.0.0.1:0",
+                "--no-pin",
+                "--workers",
+                "1",
+            ])
+            .args(["--log-level", "info"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        std::io::BufRead::read_line(&mut stdout, &mut first).unwrap();
+        let addr: SocketAddr = first
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("http://"))
+            .expect("banner has the URL")
+            .parse()
+            .unwrap();
+        // stdout keeps a reader (a broken stdout alone never did it); stderr loses its own.
+        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+        drop(child.stderr.take());
+        // Log lines written into the closed pipe meanwhile do not stop the serving.
+        let mut c = Client::connect(addr);
+        assert_eq!(c.get("/plaintext").status, 200);
+        signal(&child, Signal::HUP);
+        assert_eq!(c.get("/plaintext").status, 200);
+        drop(c);
+        signal(&child, sig);
+        let status = wait_exit(&mut child, common::EVENTUALLY);
+        assert!(status.success(), "{sig:?}: {status}");
+    }
+}

@@ -1,9 +1,10 @@
-//! linerate-server: a thread-per-core HTTP/1.1 server and the handler API.
+//! linerate-server: a thread-per-core HTTP/1.1 and HTTP/2 server (TLS with kernel TLS where
+//! the kernel has it, static files, sites) and the handler API.
 //!
 //! One pinned worker per CPU, each with its own SO_REUSEPORT listener, event loop, buffers
 //! and Date cache; requests are parsed by the strict sans-I/O `linerate-http1` crate. Three
-//! layers, one directory each: `h1` (the connection state machine: bytes and time in, what
-//! to transmit out, no sockets), `app` (routing, handlers, files, compression, logs: no
+//! layers, one directory each: `h1` and `h2` (the connection state machines: bytes and time
+//! in, what to transmit out, no sockets), `app` (routing, handlers, files, compression, logs: no
 //! socket syscalls) and `driver` (the event loop, its I/O backend, timers, TLS). Build a
 //! [`Router`], bind a [`Server`] with a [`Config`], run it:
 //!

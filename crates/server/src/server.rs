@@ -591,14 +591,23 @@ impl Server {
             .spawn(move || {
                 let mut seen = 0;
                 for sig in signals.forever() {
+                    // A reload that panics costs that reload, not the signal thread: SIGTERM
+                    // must still be heard after it.
+                    let guarded = |f: &dyn Fn()| {
+                        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
+                            tracing::error!(signal = sig, "the signal's handler panicked");
+                        }
+                    };
                     match sig {
-                        SIGHUP => on_hup(&control),
-                        SIGUSR1 => control.reopen_logs(),
+                        SIGHUP => guarded(&|| on_hup(&control)),
+                        SIGUSR1 => guarded(&|| control.reopen_logs()),
                         _ => {
+                            // Act first, then say so: nothing a log line does may stand
+                            // between a signal and the shutdown it asks for.
                             seen += 1;
                             if seen == 1 {
-                                tracing::info!(signal = sig, "shutting down: draining connections");
                                 handle.shutdown();
+                                tracing::info!(signal = sig, "shutting down: draining connections");
                             } else {
                                 tracing::warn!("second signal: exiting now");
                                 std::process::exit(130);

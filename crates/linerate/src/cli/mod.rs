@@ -18,7 +18,7 @@ use serve::ServeArgs;
 #[command(
     name = "linerate",
     version,
-    about = "A fast, strict HTTP/1.1 server, load generator and lab",
+    about = "A fast, strict HTTP/1.1 and HTTP/2 server, load generator and lab",
     args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
@@ -30,7 +30,8 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve HTTP/1.1 (the default): the demo app (TechEmpower and HttpArena endpoints).
+    /// Serve HTTP/1.1 and HTTP/2, with TLS (the default): static files, sites, and the demo app
+    /// (TechEmpower and HttpArena endpoints).
     Serve(ServeArgs),
     /// Generate HTTP/1.1 or HTTP/2 load against a URL (wrk-style flags; honest latency with
     /// --rate).
@@ -145,9 +146,27 @@ pub(crate) fn init_tracing(level: &str) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     // Colour only for a terminal: a log file or pipe gets plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    // A log line that cannot be written is lost, never an error: with internal-error
+    // logging on, tracing-subscriber reports a failed write with `eprintln!`, which panics
+    // when stderr is a closed pipe, and a panic in the signal thread left SIGTERM unhandled.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(ansi)
-        .with_writer(std::io::stderr)
+        .with_writer(|| LossyStderr)
+        .log_internal_errors(false)
         .try_init();
+}
+
+/// Standard error for log lines: a write that fails (a closed pipe, a full disk) is dropped.
+struct LossyStderr;
+
+impl std::io::Write for LossyStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = std::io::stderr().write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
