@@ -3,7 +3,8 @@
 # over their seed corpus), all tests, a throwaway PostgreSQL 15 started, seeded and checked
 # (scripts/pg.sh selftest), the Http11Probe conformance suite against the demo server
 # (scripts/conformance.sh), h2spec in strict mode against its h2c and TLS listeners
-# (scripts/h2spec.sh), and the kTLS checks in a VM (scripts/ktls-vm.sh). Needs a Rust
+# (scripts/h2spec.sh), headless Chromium loading browser URLs (scripts/browser.sh), and the
+# kTLS checks in a VM (scripts/ktls-vm.sh). Needs a Rust
 # toolchain; the h2spec stage installs h2spec with `go install` into target/tools; the VM stage
 # installs QEMU, busybox-static, cpio and kmod with apt and fetches a Debian kernel package
 # where it can. Both say loudly (without failing) where they cannot.
@@ -60,6 +61,17 @@ case $h2 in
     0) ;;
     2) echo "!! h2spec stage NOT RUN: it cannot run on this machine (see the line above)" ;;
     *) exit "$h2" ;;
+esac
+
+echo "== Chromium headless against the binary: browser URLs over HTTP/1.1 and HTTPS/HTTP/2 (scripts/browser.sh)"
+set +e
+scripts/browser.sh
+br=$?
+set -e
+case $br in
+    0) ;;
+    2) echo "!! browser stage NOT RUN: it cannot run on this machine (see the line above)" ;;
+    *) exit "$br" ;;
 esac
 
 echo "== kTLS in VMs (Debian 6.1 and trixie-backports kernels under QEMU; scripts/ktls-vm.sh)"

@@ -48,9 +48,14 @@ pub(crate) static TCHAR: [bool; 256] = table!(|b| {
 /// Everything else — NUL, other controls, DEL, and CR/LF outside the line ending — is rejected.
 pub(crate) static FIELD_VALUE: [bool; 256] = table!(|b| b == b'\t' || (b >= 0x20 && b != 0x7f));
 
-/// Bytes allowed in a request-target (RFC 3986 §2: unreserved, sub-delims, gen-delims used by
-/// origin-form and absolute-form, and `%` for pct-encoding). No fragment (`#`) and no bytes that
-/// RFC 3986 excludes (`"`, `<`, `>`, `\`, `^`, backquote, `{`, `|`, `}`, space, controls, non-ASCII).
+/// Bytes allowed in a request-target's path and query: RFC 3986 §2's (unreserved,
+/// sub-delims, the gen-delims of origin-form and absolute-form, `%`), and the bytes the WHATWG
+/// URL Standard's percent-encode sets leave unencoded, so that every browser sends them raw
+/// (§1.3: `^`, backquote, `{`, `|`, `}` in paths and queries) and nginx, h2o and caddy accept:
+/// a URL a browser can load is not refused. Still refused: controls, DEL, SP, `"`, `<`, `>`,
+/// `#` (a fragment never travels), non-ASCII (browsers percent-encode all of these), and `\`
+/// outside the query (the parser's own rule: browsers turn it into `/` in paths, and a path
+/// with one is a traversal attempt on some file systems). docs/conformance.md lists them.
 pub(crate) static TARGET: [bool; 256] = table!(|b| {
     b.is_ascii_alphanumeric()
         || matches!(
@@ -58,6 +63,7 @@ pub(crate) static TARGET: [bool; 256] = table!(|b| {
             b'-' | b'.' | b'_' | b'~' // unreserved
                 | b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'=' // sub-delims
                 | b':' | b'@' | b'/' | b'?' | b'[' | b']' | b'%'
+                | b'^' | b'`' | b'{' | b'|' | b'}' // WHATWG: left unencoded by browsers
         )
 });
 

@@ -228,6 +228,31 @@ fn access_log_writes_combined_lines() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Issue 24, item 2: the access line of a 400 had no request (`"-" 400 40 "-" "-"`), so an
+/// operator could not see what was refused. It now carries the line as sent, escaped.
+#[test]
+fn a_refused_request_is_logged_with_its_request_line() {
+    let dir = std::env::temp_dir().join(format!("linerate-log400-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("access.log");
+    let (mut child, addr) = spawn(&["--workers", "1", "--access-log", log.to_str().unwrap()]);
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /a<b>?q=\"x\" HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    assert!(resp.starts_with("HTTP/1.1 400"), "{resp}");
+    sigterm(&child);
+    assert!(wait_exit(&mut child, Duration::from_secs(15)).success());
+    let text = std::fs::read_to_string(&log).unwrap();
+    let line = text.lines().next().expect("one line");
+    assert!(
+        line.contains("] \"GET /a<b>?q=\\x22x\\x22 HTTP/1.1\" 400 "),
+        "{line}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A certificate, its key and an unrelated key, as PEM files in a fresh directory.
 fn pem_files(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("linerate-tlscli-{}-{name}", std::process::id()));

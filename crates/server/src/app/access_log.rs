@@ -86,13 +86,11 @@ impl LogBuffer {
         };
         match self.format {
             LogFormat::Combined => {
-                let _ = write!(self.lines, "{ip} - - [{}] \"", self.time_local);
-                if e.method == "-" {
-                    self.lines.push('-');
-                } else {
-                    let _ = write!(self.lines, "{} {} {version}", e.method, e.target);
-                }
-                let _ = write!(self.lines, "\" {} {} \"", e.status, e.bytes);
+                let _ = write!(
+                    self.lines,
+                    "{ip} - - [{}] \"{} {} {version}\" {} {} \"",
+                    self.time_local, e.method, e.target, e.status, e.bytes
+                );
                 escape_into(&mut self.lines, e.referer);
                 self.lines.push_str("\" \"");
                 escape_into(&mut self.lines, e.user_agent);
@@ -109,14 +107,64 @@ impl LogBuffer {
                 let line = serde_json::json!({
                     "time": self.time_local,
                     "remote_addr": e.peer.map(|p| p.ip().to_string()),
-                    "method": (e.method != "-").then_some(e.method),
-                    "target": (e.method != "-").then_some(e.target),
+                    "method": e.method,
+                    "target": e.target,
                     "version": version,
                     "status": e.status,
                     "bytes": e.bytes,
                     "referer": text(e.referer),
                     "user_agent": text(e.user_agent),
                     "request_time_us": e.request_time_us,
+                });
+                let _ = writeln!(self.lines, "{line}");
+            }
+        }
+        if self.lines.len() >= BATCH_BYTES {
+            self.hand_off();
+        }
+    }
+
+    /// A request the connection refused on its own (malformed, a limit, a timeout): its
+    /// line as it arrived, escaped (nginx's `$request` is the line as sent), or `-`; in JSON,
+    /// the line's first two words as method and target.
+    pub(crate) fn push_refusal(
+        &mut self,
+        peer: Option<SocketAddr>,
+        request_line: &[u8],
+        status: u16,
+        bytes: usize,
+    ) {
+        let ip = peer
+            .map(|p| p.ip().to_string())
+            .unwrap_or_else(|| "-".into());
+        let line = (!request_line.is_empty()).then_some(request_line);
+        match self.format {
+            LogFormat::Combined => {
+                let _ = write!(self.lines, "{ip} - - [{}] \"", self.time_local);
+                escape_into(&mut self.lines, line);
+                let _ = writeln!(self.lines, "\" {status} {bytes} \"-\" \"-\" -");
+            }
+            LogFormat::Json => {
+                let mut words = request_line.splitn(3, |&b| b == b' ');
+                let mut word = || {
+                    words.next().filter(|w| !w.is_empty()).map(|w| {
+                        let mut s = String::new();
+                        escape_into(&mut s, Some(w));
+                        s
+                    })
+                };
+                let (method, target) = (word(), word());
+                let line = serde_json::json!({
+                    "time": self.time_local,
+                    "remote_addr": peer.map(|p| p.ip().to_string()),
+                    "method": method,
+                    "target": target,
+                    "version": serde_json::Value::Null,
+                    "status": status,
+                    "bytes": bytes,
+                    "referer": serde_json::Value::Null,
+                    "user_agent": serde_json::Value::Null,
+                    "request_time_us": serde_json::Value::Null,
                 });
                 let _ = writeln!(self.lines, "{line}");
             }
@@ -287,5 +335,45 @@ mod tests {
             batch,
             "127.0.0.1 - - [06/Nov/1994:08:49:37 +0000] \"GET /json HTTP/1.1\" 200 27 \"-\" \"curl/8 \\x22x\\x22\" 57\n"
         );
+    }
+    /// Issue 24: a refused request's access line had `"-"` for its request, so an operator
+    /// could not see what was refused (a browser's `?a|b` got 400). The line as it arrived is
+    /// logged, escaped as nginx escapes `$request`; a refusal without one is `"-"`.
+    #[test]
+    fn a_refused_request_is_logged_with_its_line_escaped() {
+        for (format, line, want) in [
+            (
+                LogFormat::Combined,
+                &b"GET /a\"b\x01\xc3\xa9 HTTP/1.1"[..],
+                "127.0.0.1 - - [06/Nov/1994:08:49:37 +0000] \"GET /a\\x22b\\x01\\xC3\\xA9 HTTP/1.1\" 400 11 \"-\" \"-\" -\n",
+            ),
+            (
+                LogFormat::Combined,
+                b"",
+                "127.0.0.1 - - [06/Nov/1994:08:49:37 +0000] \"-\" 408 11 \"-\" \"-\" -\n",
+            ),
+            (
+                LogFormat::Json,
+                b"GET /a\"b HTTP/1.1",
+                r#"{"bytes":11,"method":"GET","referer":null,"remote_addr":"127.0.0.1","request_time_us":null,"status":400,"target":"/a\\x22b","time":"06/Nov/1994:08:49:37 +0000","user_agent":null,"version":null}"#,
+            ),
+        ] {
+            let (tx, rx) = sync_channel(4);
+            let mut b = LogBuffer {
+                lines: String::new(),
+                tx,
+                dropped: 0,
+                format,
+                time_local: String::new(),
+            };
+            b.set_time(b"Sun, 06 Nov 1994 08:49:37 GMT");
+            let status = if line.is_empty() { 408 } else { 400 };
+            b.push_refusal(Some("127.0.0.1:5000".parse().unwrap()), line, status, 11);
+            b.hand_off();
+            let LogMsg::Lines(batch) = rx.recv().unwrap() else {
+                panic!("a batch")
+            };
+            assert_eq!(batch.trim_end(), want.trim_end());
+        }
     }
 }

@@ -171,22 +171,23 @@ impl Service for ConnApp<'_> {
         }
     }
 
-    fn answered(&mut self, status: u16, error: Option<ParseError>, body_bytes: u64) {
+    fn answered(
+        &mut self,
+        status: u16,
+        error: Option<ParseError>,
+        body_bytes: u64,
+        request_line: &[u8],
+    ) {
         if self.app.metrics {
             self.io.counters.refusal(status, error);
         }
         if let Some(log) = self.io.log.as_mut() {
-            log.push(&AccessEntry {
-                peer: self.peer.copied(),
-                method: "-",
-                target: "",
-                version: linerate_http1::Version::Http11,
+            log.push_refusal(
+                self.peer.copied(),
+                request_line,
                 status,
-                bytes: body_bytes as usize,
-                referer: None,
-                user_agent: None,
-                request_time_us: None,
-            });
+                body_bytes as usize,
+            );
         }
     }
 }

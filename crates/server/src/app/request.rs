@@ -98,7 +98,9 @@ impl<'a> Request<'a> {
     }
 }
 
-/// Percent-decodes a query component; `None` if the result is not UTF-8.
+/// Percent-decodes a query component as the WHATWG URL Standard's form decoding does (`+` is
+/// a space; a `%` not followed by two hex digits stays a `%`, as browsers send `?d=100%`);
+/// `None` if the result is not UTF-8.
 fn decode_component(s: &str) -> Option<Cow<'_, str>> {
     if !s.bytes().any(|b| b == b'%' || b == b'+') {
         return Some(Cow::Borrowed(s));
@@ -109,15 +111,14 @@ fn decode_component(s: &str) -> Option<Cow<'_, str>> {
     while i < b.len() {
         match b[i] {
             b'+' => out.push(b' '),
-            b'%' => {
-                let (h, l) = (*b.get(i + 1)?, *b.get(i + 2)?);
-                if !h.is_ascii_hexdigit() || !l.is_ascii_hexdigit() {
-                    return None;
+            b'%' => match (b.get(i + 1), b.get(i + 2)) {
+                (Some(&h), Some(&l)) if h.is_ascii_hexdigit() && l.is_ascii_hexdigit() => {
+                    let hex = |d: u8| (d as char).to_digit(16).unwrap_or(0) as u8;
+                    out.push(hex(h) << 4 | hex(l));
+                    i += 2;
                 }
-                let hex = |d: u8| (d as char).to_digit(16).unwrap_or(0) as u8;
-                out.push(hex(h) << 4 | hex(l));
-                i += 2;
-            }
+                _ => out.push(b'%'),
+            },
             c => out.push(c),
         }
         i += 1;
@@ -133,7 +134,12 @@ mod tests {
     fn query_components_decode() {
         assert_eq!(decode_component("a%20b+c").as_deref(), Some("a b c"));
         assert_eq!(decode_component("plain").as_deref(), Some("plain"));
-        assert_eq!(decode_component("%zz"), None);
+        // WHATWG URL §5.1 (form decoding) and §1.3 (percent-decode): a `%` without two hex
+        // digits is itself, as browsers send `?d=100%` unencoded (issue 24).
+        assert_eq!(decode_component("%zz").as_deref(), Some("%zz"));
+        assert_eq!(decode_component("100%").as_deref(), Some("100%"));
+        assert_eq!(decode_component("5%2").as_deref(), Some("5%2"));
+        assert_eq!(decode_component("%41%").as_deref(), Some("A%"));
         assert_eq!(decode_component("%ff"), None); // not UTF-8
     }
 }

@@ -21,4 +21,4 @@ mod service;
 mod tests;
 
 pub(crate) use conn::{Conn, Timer, Transmit, status_response};
-pub(crate) use service::{ConnConfig, Cx, Decision, Exchange, Service};
+pub(crate) use service::{ConnConfig, Cx, Decision, Exchange, Service, request_line};

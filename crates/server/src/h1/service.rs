@@ -92,6 +92,26 @@ pub(crate) trait Service {
         body: BodyDecoder,
     ) -> Decision<Self::Pending>;
     /// The connection answered on its own (a malformed request — `error` says how —, a
-    /// timeout, a limit): for the access log and the metrics.
-    fn answered(&mut self, status: u16, error: Option<ParseError>, body_bytes: u64);
+    /// timeout, a limit): for the access log and the metrics. `request_line` is the refused
+    /// request's line as it arrived (cut at [`MAX_LOGGED_LINE`]), empty when there is none.
+    fn answered(
+        &mut self,
+        status: u16,
+        error: Option<ParseError>,
+        body_bytes: u64,
+        request_line: &[u8],
+    );
+}
+
+/// MAX_LOGGED_LINE: the most of a refused request's line handed to the access log.
+pub(crate) const MAX_LOGGED_LINE: usize = 2048;
+
+/// The request line at the start of `input` (after the one empty line RFC 9112 §2.2 lets a
+/// client send first), up to its CR or LF, at most [`MAX_LOGGED_LINE`] bytes: what the access
+/// log shows of a request refused before it parsed.
+pub(crate) fn request_line(input: &[u8]) -> &[u8] {
+    let input = input.strip_prefix(b"\r\n").unwrap_or(input);
+    let input = &input[..input.len().min(MAX_LOGGED_LINE)];
+    let end = memchr::memchr2(b'\r', b'\n', input).unwrap_or(input.len());
+    &input[..end]
 }

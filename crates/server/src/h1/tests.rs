@@ -29,6 +29,8 @@ struct App {
     own: Vec<u16>,
     /// The parse errors among them.
     errors: Vec<ParseError>,
+    /// The request lines handed with them (empty: none).
+    lines: Vec<String>,
 }
 
 struct Pending {
@@ -91,9 +93,10 @@ impl Service for App {
         Decision::Respond(Response::text_owned(body))
     }
 
-    fn answered(&mut self, status: u16, error: Option<ParseError>, _: u64) {
+    fn answered(&mut self, status: u16, error: Option<ParseError>, _: u64, line: &[u8]) {
         self.own.push(status);
         self.errors.extend(error);
+        self.lines.push(String::from_utf8_lossy(line).into_owned());
     }
 }
 
@@ -551,6 +554,37 @@ fn own_answers_tell_the_service_which_parse_error() {
     }
 }
 
+/// Issue 24: the access line of a refused request showed `"-"`, so an operator could not see
+/// what was refused. The connection hands the service the line as it arrived (after one
+/// leading empty line, cut at MAX_LOGGED_LINE); a refusal with no request has none.
+#[test]
+fn a_refused_request_hands_over_its_request_line() {
+    let long = format!("GET /{}\" HTTP/1.1\r\n", "a".repeat(3000));
+    let cases: [(&[u8], &str); 4] = [
+        (
+            b"GET /a\"b HTTP/1.1\r\nHost: a\r\n\r\n",
+            "GET /a\"b HTTP/1.1",
+        ),
+        (b"\r\nGET /a\x01 HTTP/1.1\r\n\r\n", "GET /a\u{1} HTTP/1.1"),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nX: 1\r\n 2\r\n\r\n",
+            "GET / HTTP/1.1",
+        ),
+        (long.as_bytes(), &long[..2048]),
+    ];
+    for (input, line) in cases {
+        let mut h = Harness::new();
+        h.recv(input);
+        assert_eq!(h.app.own.len(), 1, "{line}");
+        assert_eq!(h.app.lines, [line]);
+    }
+    let mut h = Harness::new();
+    h.recv(b"GET / HTTP/1.1\r\nHo");
+    h.at(10_000);
+    assert_eq!(h.app.own, [408]);
+    assert_eq!(h.app.lines, [""], "a timeout names no request");
+}
+
 #[test]
 fn body_timeout_is_a_gap_between_reads() {
     let mut h = Harness::new();
@@ -762,7 +796,7 @@ fn method_facts_reach_the_service() {
         fn end(&mut self, _: u64, _: (), _: BodyDecoder) -> Decision<()> {
             Decision::Respond(Response::new(204))
         }
-        fn answered(&mut self, _: u16, _: Option<ParseError>, _: u64) {}
+        fn answered(&mut self, _: u16, _: Option<ParseError>, _: u64, _: &[u8]) {}
     }
     let cfg = cfg();
     let mut conn: Conn<()> = Conn::new(0, &cfg);

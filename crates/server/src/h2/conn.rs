@@ -434,7 +434,7 @@ impl<P> Conn<P> {
             if let Some(resp) = answer {
                 s.body = None;
                 s.discard = true;
-                svc.answered(resp.status, None, resp.body.len());
+                svc.answered(resp.status, None, resp.body.len(), b"");
                 self.answer(idx, resp, cx);
                 return;
             }
@@ -648,7 +648,15 @@ impl<P> Conn<P> {
         svc: &mut S,
     ) {
         let resp = status_response(status, "");
-        svc.answered(status, error, resp.body.len());
+        // The access log shows the request as HTTP/2 sent it: the line written from its
+        // pseudo-header fields, with its own version.
+        let line = crate::h1::request_line(&self.scratch.head);
+        let line = [
+            line.strip_suffix(b" HTTP/1.1").unwrap_or(line),
+            b" HTTP/2.0",
+        ]
+        .concat();
+        svc.answered(status, error, resp.body.len(), &line);
         self.streams[idx].discard = true;
         self.answer(idx, resp, cx);
     }
@@ -872,7 +880,7 @@ impl<P> Conn<P> {
         if let Some(idx) = self.find(h.stream) {
             let s = self.streams.swap_remove(idx);
             if matches!(s.answer, Answer::Deferred(_)) {
-                svc.answered(499, None, 0);
+                svc.answered(499, None, 0, b"");
             }
             self.closed.push(h.stream);
             if !self.calm.reset(cx.now) {
@@ -1021,7 +1029,7 @@ impl<P> Conn<P> {
         } else {
             for s in &self.streams {
                 if matches!(s.answer, Answer::Deferred(_)) {
-                    svc.answered(499, None, 0);
+                    svc.answered(499, None, 0, b"");
                 }
             }
             self.streams.clear();
@@ -1087,7 +1095,7 @@ impl<P> Conn<P> {
                         "request not received in time"
                     };
                     let resp = status_response(status, why);
-                    svc.answered(status, None, resp.body.len());
+                    svc.answered(status, None, resp.body.len(), b"");
                     let s = &mut self.streams[i];
                     s.body = None;
                     s.body_deadline = u64::MAX;

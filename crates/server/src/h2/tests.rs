@@ -121,7 +121,7 @@ impl Service for App {
         ))
     }
 
-    fn answered(&mut self, status: u16, _: Option<ParseError>, _: u64) {
+    fn answered(&mut self, status: u16, _: Option<ParseError>, _: u64, _: &[u8]) {
         self.own.push(status);
     }
 }

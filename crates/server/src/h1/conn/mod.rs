@@ -354,7 +354,7 @@ impl<P> Conn<P> {
                 let pending = self.queue.as_ref().map_or(0, |q| q.pending());
                 if pending > 0 {
                     for _ in 0..pending {
-                        svc.answered(499, None, 0);
+                        svc.answered(499, None, 0, b"");
                     }
                     self.writing = Writing::Closed;
                 }
@@ -411,6 +411,7 @@ impl<P> Conn<P> {
                     408,
                     "request not received in time",
                     None,
+                    b"",
                     Facts::UNPARSED,
                     cx,
                     svc,
@@ -422,7 +423,7 @@ impl<P> Conn<P> {
                     return;
                 };
                 let resp = status_response(503, "the answer did not come in time").close();
-                svc.answered(503, None, resp.body.len());
+                svc.answered(503, None, resp.body.len(), b"");
                 if let Some(q) = self.queue.as_mut() {
                     q.pop();
                 }

@@ -77,7 +77,7 @@ impl<P> Conn<P> {
             }
             match head.parse(&buf[pos..], &cx.cfg.limits) {
                 Err(e) => {
-                    self.reject(e, cx, svc);
+                    self.reject(e, crate::h1::request_line(&buf[pos..]), cx, svc);
                     break;
                 }
                 Ok(Parsed::Partial) => {
@@ -161,7 +161,7 @@ impl<P> Conn<P> {
                 if let Framing::Length(len) = framing
                     && len > limit
                 {
-                    self.own_answer(413, "request body too large", None, facts, cx, svc);
+                    self.own_answer(413, "request body too large", None, b"", facts, cx, svc);
                     return Some(n);
                 }
                 if expect_continue && avail.is_empty() {
@@ -199,7 +199,7 @@ impl<P> Conn<P> {
                     let facts = b.facts;
                     self.reading = Reading::Stopped;
                     tracing::debug!(error = %e, "rejecting request body");
-                    self.own_answer(e.status(), &e.to_string(), Some(e), facts, cx, svc);
+                    self.own_answer(e.status(), &e.to_string(), Some(e), b"", facts, cx, svc);
                     return input.len();
                 }
             };
@@ -209,7 +209,7 @@ impl<P> Conn<P> {
                 if b.received > b.limit {
                     let facts = b.facts;
                     self.reading = Reading::Stopped;
-                    self.own_answer(413, "request body too large", None, facts, cx, svc);
+                    self.own_answer(413, "request body too large", None, b"", facts, cx, svc);
                     return input.len();
                 }
                 if let Err(resp) = svc.data(&mut b.pending, step.data) {
@@ -267,11 +267,13 @@ impl<P> Conn<P> {
     }
 
     /// Answers a request the connection refuses on its own; the connection closes after it.
+    #[allow(clippy::too_many_arguments)] // each one a fact of the answer
     pub(super) fn own_answer<S: Service<Pending = P>>(
         &mut self,
         status: u16,
         why: &str,
         error: Option<ParseError>,
+        request_line: &[u8],
         facts: Facts,
         cx: &mut Cx,
         svc: &mut S,
@@ -282,13 +284,14 @@ impl<P> Conn<P> {
         } else {
             resp.body.len()
         };
-        svc.answered(status, error, send_body);
+        svc.answered(status, error, send_body, request_line);
         self.place(facts, resp, cx);
     }
 
     pub(super) fn reject<S: Service<Pending = P>>(
         &mut self,
         e: ParseError,
+        request_line: &[u8],
         cx: &mut Cx,
         svc: &mut S,
     ) {
@@ -297,6 +300,7 @@ impl<P> Conn<P> {
             e.status(),
             &e.to_string(),
             Some(e),
+            request_line,
             Facts::UNPARSED,
             cx,
             svc,
