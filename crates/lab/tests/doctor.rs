@@ -509,3 +509,19 @@ fn real_host_audit_does_not_fail() {
     }
     println!("{}", render_text(&findings));
 }
+
+/// Issue 24, item 5: doctor advised "set somaxconn=4096" where it already was 4096. The fix
+/// names only the settings that fall short.
+#[test]
+fn the_backlog_fix_names_only_what_falls_short() {
+    let fix = |name: &str| find(&audit_fixture(name), "listen-backlog").fix.clone();
+    assert_eq!(
+        fix("partial"),
+        "sysctl -w net.ipv4.tcp_max_syn_backlog=4096",
+        "somaxconn is 4096 there"
+    );
+    assert_eq!(
+        fix("stock"),
+        "sysctl -w net.core.somaxconn=4096 net.ipv4.tcp_max_syn_backlog=4096"
+    );
+}

@@ -18,7 +18,9 @@ use toml::Spanned;
 
 use linerate_load::units;
 use linerate_server::config::{Compression, FilesMount};
-use linerate_server::{Config, HeaderRule, Listen, ListenAddr, Redirect, Site, TlsConfig};
+use linerate_server::{
+    Config, HeaderRule, Listen, ListenAddr, Part, Redirect, Site, TlsConfig, UnixPerms,
+};
 
 /// What the file says, as the server library's configuration plus what only the binary
 /// acts on.
@@ -31,6 +33,79 @@ pub struct FileConfig {
     pub user: Option<String>,
     /// Error-log level.
     pub log_level: Option<String>,
+    /// Where each part of `server` was written, so that a start-up error names its line.
+    pub places: Places,
+}
+
+/// A place in the file: 1-based line and column.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Place {
+    pub line: usize,
+    pub column: usize,
+}
+
+/// Where the parts of the configuration were written (see [`FileConfig::error_at`]).
+#[derive(Debug, Default)]
+pub struct Places {
+    file: PathBuf,
+    listeners: Vec<Place>,
+    admin: Option<Place>,
+    cpus: Option<Place>,
+    access_log: Option<Place>,
+    user: Option<Place>,
+    sites: Vec<SitePlaces>,
+}
+
+#[derive(Debug, Default)]
+struct SitePlaces {
+    at: Place,
+    roots: Vec<Place>,
+    error_pages: Vec<Place>,
+    redirects: Vec<Place>,
+}
+
+impl Places {
+    /// `error` as `FILE:LINE:COLUMN: error` when `part` was written in the file.
+    pub fn error_at(&self, part: Part, error: &dyn std::fmt::Display) -> Option<ConfError> {
+        let site = |i: usize| self.sites.get(i);
+        let place = match part {
+            Part::Listener(i) => self.listeners.get(i).copied(),
+            Part::Admin => self.admin,
+            Part::Cpus => self.cpus,
+            Part::AccessLog => self.access_log,
+            Part::User => self.user,
+            Part::Site(i) => site(i).map(|s| s.at),
+            Part::Root { site: i, mount } => site(i).and_then(|s| s.roots.get(mount).copied()),
+            Part::ErrorPage { site: i, index } => {
+                site(i).and_then(|s| s.error_pages.get(index).copied())
+            }
+            Part::Redirect { site: i, index } => {
+                site(i).and_then(|s| s.redirects.get(index).copied())
+            }
+            _ => None,
+        }?;
+        Some(ConfError {
+            path: self.file.clone(),
+            line: place.line,
+            column: place.column,
+            message: error.to_string(),
+        })
+    }
+
+    /// The listeners came from flags, not from the file: their places no longer apply.
+    pub fn forget_listeners(&mut self) {
+        self.listeners.clear();
+    }
+
+    /// The flags set the CPU list: its place no longer applies.
+    pub fn forget(&mut self, what: &str) {
+        match what {
+            "cpus" => self.cpus = None,
+            "admin" => self.admin = None,
+            "access_log" => self.access_log = None,
+            _ => {}
+        }
+    }
 }
 
 /// A mistake in the file, with where it is.
@@ -123,6 +198,10 @@ struct RawListen {
     tls: Option<Spanned<RawCert>>,
     /// Cleartext HTTP/2 with prior knowledge only.
     h2c: Option<Spanned<bool>>,
+    /// A Unix socket's owner, group and mode.
+    owner: Option<Spanned<String>>,
+    group: Option<Spanned<String>>,
+    mode: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -184,9 +263,10 @@ struct RawHeaders {
     fields: Spanned<BTreeMap<String, String>>,
 }
 
-/// Reads and checks `path`.
+/// Reads and checks `path` (through the privilege keeper, so a server that dropped root
+/// still reads a root-only file on SIGHUP).
 pub fn load(path: &Path) -> Result<FileConfig, ConfError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ConfError {
+    let text = linerate_server::privsep::read_to_string(path).map_err(|e| ConfError {
         path: path.to_path_buf(),
         line: 0,
         column: 0,
@@ -220,15 +300,21 @@ struct Cx<'a> {
 
 impl Cx<'_> {
     fn err(&self, span: Range<usize>, message: impl Into<String>) -> ConfError {
-        let at = span.start.min(self.text.len());
-        let before = &self.text[..at];
-        let line = before.matches('\n').count() + 1;
-        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        let Place { line, column } = self.place(span);
         ConfError {
             path: self.path.to_path_buf(),
             line,
             column,
             message: message.into(),
+        }
+    }
+
+    fn place(&self, span: Range<usize>) -> Place {
+        let at = span.start.min(self.text.len());
+        let before = &self.text[..at];
+        Place {
+            line: before.matches('\n').count() + 1,
+            column: before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1,
         }
     }
 
@@ -254,7 +340,7 @@ impl Cx<'_> {
 
     fn existing_file(&self, v: &Spanned<String>, what: &str) -> Result<PathBuf, ConfError> {
         let p = self.path(v);
-        match std::fs::metadata(&p) {
+        match linerate_server::privsep::open_read(&p).and_then(|f| f.metadata()) {
             Ok(m) if m.is_file() => Ok(p),
             Ok(_) => Err(self.err(v.span(), format!("{what} {} is not a file", p.display()))),
             Err(e) => Err(self.err(v.span(), format!("{what} {}: {e}", p.display()))),
@@ -263,6 +349,10 @@ impl Cx<'_> {
 
     fn build(&self, raw: Raw) -> Result<FileConfig, ConfError> {
         let mut c = Config::default();
+        let mut places = Places {
+            file: self.path.to_path_buf(),
+            ..Places::default()
+        };
         if let Some(w) = &raw.workers {
             if *w.get_ref() == 0 {
                 return Err(self.err(w.span(), "workers must be at least 1"));
@@ -272,6 +362,18 @@ impl Cx<'_> {
         if let Some(cpus) = &raw.cpus {
             c.cpus = units::cpus(cpus.get_ref())
                 .map_err(|e| self.err(cpus.span(), format!("cpus: {e}")))?;
+            // What start-up would find: a CPU this process may not run on.
+            let allowed = linerate_server::allowed_cpus();
+            if let Some(bad) = c.cpus.iter().find(|c| !allowed.contains(c)) {
+                return Err(self.err(
+                    cpus.span(),
+                    format!(
+                        "cpus: CPU {bad} is not available to this process (it may use {})",
+                        units::format_cpu_list(&allowed)
+                    ),
+                ));
+            }
+            places.cpus = Some(self.place(cpus.span()));
         }
         if let Some(level) = &raw.log_level
             && !["error", "warn", "info", "debug", "trace", "off"]
@@ -283,6 +385,7 @@ impl Cx<'_> {
             ));
         }
         if let Some(log) = &raw.access_log {
+            places.access_log = Some(self.place(log.span()));
             c.access_log = Some(if log.get_ref() == "-" {
                 linerate_server::LogTarget::Stdout
             } else {
@@ -302,6 +405,7 @@ impl Cx<'_> {
             };
         }
         if let Some(a) = &raw.admin.addr {
+            places.admin = Some(self.place(a.span()));
             c.admin = Some(a.get_ref().parse::<SocketAddr>().map_err(|_| {
                 self.err(
                     a.span(),
@@ -327,7 +431,24 @@ impl Cx<'_> {
             return Err(self.err(0..0, "no [[listen]] section: say where to listen"));
         }
         for l in &raw.listen {
-            c.listeners.push(self.listen(l, ktls, key_update, http2)?);
+            let listen = self.listen(l, ktls, key_update, http2)?;
+            // What start-up would find: two listeners on one address (or one port, where one
+            // of them is the wildcard address of its family).
+            if let Some(i) = c
+                .listeners
+                .iter()
+                .position(|o| overlap(&o.addr, &listen.addr))
+            {
+                return Err(self.err(
+                    l.span(),
+                    format!(
+                        "listener {} overlaps the one at line {} ({})",
+                        listen.addr, places.listeners[i].line, c.listeners[i].addr
+                    ),
+                ));
+            }
+            places.listeners.push(self.place(l.span()));
+            c.listeners.push(listen);
         }
         if raw.site.is_empty() {
             return Err(self.err(0..0, "no [[site]] section: say what to serve"));
@@ -336,7 +457,8 @@ impl Cx<'_> {
         let mut seen: Vec<(String, Range<usize>)> = Vec::new();
         let mut defaults = 0;
         for s in &raw.site {
-            let site = self.site(s, &mut seen)?;
+            let (site, at) = self.site(s, &mut seen)?;
+            places.sites.push(at);
             demo |= site.app;
             if site.default {
                 defaults += 1;
@@ -346,11 +468,18 @@ impl Cx<'_> {
             }
             c.sites.push(site);
         }
+        if let Some(u) = &raw.user {
+            // What the drop at start would find.
+            linerate_server::privsep::user_exists(u.get_ref())
+                .map_err(|e| self.err(u.span(), format!("user: {e}")))?;
+            places.user = Some(self.place(u.span()));
+        }
         Ok(FileConfig {
             server: c,
             demo,
             user: raw.user.map(Spanned::into_inner),
             log_level: raw.log_level.map(Spanned::into_inner),
+            places,
         })
     }
 
@@ -458,15 +587,66 @@ impl Cx<'_> {
             Some(h) => *h.get_ref(),
             None => false,
         };
-        Ok(Listen { addr, tls, h2c })
+        let unix_perms = self.unix_perms(raw, &addr)?;
+        Ok(Listen {
+            addr,
+            tls,
+            h2c,
+            unix_perms,
+        })
+    }
+
+    /// `owner`, `group` and `mode` of a Unix-socket listener; the names must exist.
+    fn unix_perms(&self, raw: &RawListen, addr: &ListenAddr) -> Result<UnixPerms, ConfError> {
+        let mut perms = UnixPerms::default();
+        let keys = [&raw.owner, &raw.group, &raw.mode];
+        if !matches!(addr, ListenAddr::Unix(_)) {
+            if let Some(k) = keys.into_iter().flatten().next() {
+                return Err(self.err(
+                    k.span(),
+                    "owner, group and mode are for a Unix-socket listener (unix = \"PATH\")",
+                ));
+            }
+            return Ok(perms);
+        }
+        if let Some(m) = &raw.mode {
+            let digits = m.get_ref().trim_start_matches("0o");
+            perms.mode = u32::from_str_radix(digits, 8)
+                .ok()
+                .filter(|v| *v <= 0o777 && !digits.is_empty())
+                .ok_or_else(|| {
+                    self.err(
+                        m.span(),
+                        format!(
+                            "mode must be octal permission bits such as \"0660\", not {:?}",
+                            m.get_ref()
+                        ),
+                    )
+                })?;
+        }
+        if let Some(o) = &raw.owner {
+            linerate_server::privsep::user_exists(o.get_ref())
+                .map_err(|e| self.err(o.span(), format!("owner: {e}")))?;
+            perms.owner = Some(o.get_ref().clone());
+        }
+        if let Some(g) = &raw.group {
+            linerate_server::privsep::group_exists(g.get_ref())
+                .map_err(|e| self.err(g.span(), format!("group: {e}")))?;
+            perms.group = Some(g.get_ref().clone());
+        }
+        Ok(perms)
     }
 
     fn site(
         &self,
         s: &Spanned<RawSite>,
         seen: &mut Vec<(String, Range<usize>)>,
-    ) -> Result<Site, ConfError> {
+    ) -> Result<(Site, SitePlaces), ConfError> {
         let raw = s.get_ref();
+        let mut places = SitePlaces {
+            at: self.place(s.span()),
+            ..SitePlaces::default()
+        };
         let mut site = Site {
             default: raw.default,
             dotfiles: raw.dotfiles,
@@ -542,6 +722,7 @@ impl Cx<'_> {
                     return Err(self.err(r.dir.span(), format!("root {}: {e}", dir.display())));
                 }
             }
+            places.roots.push(self.place(r.dir.span()));
             site.mounts.push(FilesMount {
                 prefix: prefix.trim_end_matches('/').to_string(),
                 root: dir,
@@ -563,18 +744,18 @@ impl Cx<'_> {
                     ));
                 }
             };
-            let to = r.to.get_ref();
-            if to.is_empty() || to.bytes().any(|b| b.is_ascii_control() || b == b' ') {
-                return Err(self.err(
-                    r.to.span(),
-                    "redirect target must be a URL without spaces or controls",
-                ));
-            }
-            site.redirects.push(Redirect {
+            let redirect = Redirect {
                 prefix,
-                to: to.clone(),
+                to: r.to.get_ref().clone(),
                 status,
-            });
+            };
+            // The server's own check: a placeholder it does not know is refused here, not
+            // sent literally in Location.
+            redirect
+                .check()
+                .map_err(|e| self.err(r.to.span(), e.to_string()))?;
+            places.redirects.push(self.place(r.to.span()));
+            site.redirects.push(redirect);
         }
         for h in &raw.headers {
             let h = h.get_ref();
@@ -620,10 +801,11 @@ impl Cx<'_> {
                         ),
                     )
                 })?;
+            places.error_pages.push(self.place(page.span()));
             site.error_pages
                 .push((code, self.existing_file(page, "error page")?));
         }
-        Ok(site)
+        Ok((site, places))
     }
 
     fn prefix(&self, p: &Spanned<String>) -> Result<String, ConfError> {
@@ -638,5 +820,20 @@ impl Cx<'_> {
             ));
         }
         Ok(v.clone())
+    }
+}
+
+/// Whether two listeners would claim the same socket: the same Unix path, or the same TCP
+/// port where the addresses are equal or one is its family's wildcard (port 0 is always free).
+fn overlap(a: &ListenAddr, b: &ListenAddr) -> bool {
+    match (a, b) {
+        (ListenAddr::Unix(x), ListenAddr::Unix(y)) => x == y,
+        (ListenAddr::Tcp(x), ListenAddr::Tcp(y)) => {
+            x.port() != 0
+                && x.port() == y.port()
+                && x.is_ipv4() == y.is_ipv4()
+                && (x.ip() == y.ip() || x.ip().is_unspecified() || y.ip().is_unspecified())
+        }
+        _ => false,
     }
 }

@@ -157,7 +157,9 @@ pub struct Site {
 
 /// A redirect: a request whose path starts with `prefix` is answered `status` with a
 /// `Location` made from `to`, where `{path}` is the request's path, `{rest}` the part after
-/// the prefix, and `{query}` `?` and the query (or nothing).
+/// the prefix, `{query}` `?` and the query (or nothing), and `{host}` the host the request
+/// named (lowercase, without its port: nginx's `$host`). [`Redirect::check`] says whether
+/// `to` is valid; the server refuses to start with one that is not.
 #[derive(Clone, Debug)]
 pub struct Redirect {
     pub prefix: String,
@@ -202,6 +204,35 @@ pub struct Listen {
     pub tls: Option<TlsConfig>,
     /// Cleartext HTTP/2 with prior knowledge only (never with `tls`).
     pub h2c: bool,
+    /// A Unix socket's owner, group and mode (ignored for TCP).
+    pub unix_perms: UnixPerms,
+}
+
+/// Who may connect to a Unix-socket listener: the socket file's owner, group and mode, set
+/// once it is bound (as root, before any privilege drop).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnixPerms {
+    /// A user name or numeric id; `None` keeps the user that bound it.
+    pub owner: Option<String>,
+    /// A group name or numeric id; `None` keeps the group that bound it.
+    pub group: Option<String>,
+    /// Permission bits. Connecting needs write permission, so the default
+    /// ([`UNIX_SOCKET_MODE`], as nginx sets) lets every local user connect, as they can to a
+    /// TCP port on 127.0.0.1; `0o660` with `group` limits it to one group.
+    pub mode: u32,
+}
+
+/// UNIX_SOCKET_MODE: a Unix-socket listener's mode unless configured (`rw-rw-rw-`).
+pub const UNIX_SOCKET_MODE: u32 = 0o666;
+
+impl Default for UnixPerms {
+    fn default() -> UnixPerms {
+        UnixPerms {
+            owner: None,
+            group: None,
+            mode: UNIX_SOCKET_MODE,
+        }
+    }
 }
 
 impl Config {
@@ -214,12 +245,14 @@ impl Config {
             addr: ListenAddr::Tcp(self.addr),
             tls: None,
             h2c: false,
+            unix_perms: UnixPerms::default(),
         }];
         if let Some(t) = &self.tls {
             out.push(Listen {
                 addr: ListenAddr::Tcp(t.addr),
                 tls: Some(t.clone()),
                 h2c: false,
+                unix_perms: UnixPerms::default(),
             });
         }
         if let Some(addr) = self.h2c {
@@ -227,6 +260,7 @@ impl Config {
                 addr: ListenAddr::Tcp(addr),
                 tls: None,
                 h2c: true,
+                unix_perms: UnixPerms::default(),
             });
         }
         out
@@ -277,7 +311,7 @@ pub struct TlsConfig {
 }
 
 /// A directory served as static files below a path prefix.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FilesMount {
     /// Path prefix without a trailing slash (`""` mounts at `/`, `"/static"` at `/static/`).
     pub prefix: String,

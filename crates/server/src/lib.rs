@@ -43,7 +43,9 @@ mod driver;
 mod h1;
 mod h2;
 mod pool;
+pub mod privsep;
 mod server;
+mod start_error;
 mod stats;
 mod sys;
 
@@ -55,14 +57,16 @@ pub use access_log::LogTarget;
 pub use app::deferred::{
     BoxFuture, OwnedRequest, Responder, Spawn, WorkerLocal, WorkerLocalFactory,
 };
-pub use config::{Config, HeaderRule, Listen, ListenAddr, Redirect, Site, TlsConfig};
+pub use app::redirect::RedirectError;
+pub use config::{Config, HeaderRule, Listen, ListenAddr, Redirect, Site, TlsConfig, UnixPerms};
 pub use linerate_http1::{Method, Version};
 pub use request::{MAX_PARAMS, Request};
 pub use response::{Body, FileBody, InvalidHeader, Response};
 pub use router::{BodySink, Router};
 pub use server::{
-    ControlHandle, Reloaded, Server, ShutdownHandle, allowed_cpus, reload_certificates, switch_user,
+    ControlHandle, Reloaded, Server, ShutdownHandle, allowed_cpus, reload_certificates,
 };
+pub use start_error::{Part, StartError};
 pub use stats::{Metrics, Stats, StatsHandle};
 
 /// HTTP/2's named limits (each answered as RFC 9113 says: REFUSED_STREAM, or a GOAWAY with

@@ -28,7 +28,9 @@ use crate::driver::SitesMailbox;
 use crate::driver::certs::CertStore;
 use crate::driver::epoll::Epoll;
 use crate::driver::{Setup, Shared, Worker};
+use crate::privsep::Keep;
 use crate::router::Router;
+use crate::start_error::{AtPart, Part, StartError};
 use crate::stats::{Counters, StatsHandle};
 
 /// A bound server, ready to run.
@@ -113,6 +115,7 @@ impl ControlHandle {
     /// sites are taken from `config`; listeners, limits and the rest need a restart.
     pub fn reload_sites(&self, config: &Config) -> io::Result<()> {
         let set = Arc::new(SiteSet::build(config)?);
+        set.check_roots()?;
         for (mailbox, wake) in self.reloads.iter() {
             *mailbox.lock().unwrap_or_else(|e| e.into_inner()) = Some(set.clone());
             let _ = rustix::io::write(wake, &1u64.to_ne_bytes());
@@ -146,20 +149,13 @@ impl ShutdownHandle {
     }
 }
 
-/// Drops root: switches the process (every thread) to user `name`, its group and its
-/// supplementary groups. Call it after [`Server::bind`] (which binds the ports, opens the
-/// access log and reads the certificates as root) and before [`Server::run`]. A process not
-/// running as root can only "switch" to the user it already is; anything else is refused.
-pub fn switch_user(name: &str) -> io::Result<()> {
+/// Switches the process (every thread) to user `name`, its group and its supplementary
+/// groups. As root it is the real drop; otherwise only a "switch" to the user the process
+/// already is succeeds.
+fn switch_user(name: &str) -> io::Result<()> {
     if !rustix::process::geteuid().is_root() {
         let me = rustix::process::getuid().as_raw();
-        let theirs = std::fs::read_to_string("/etc/passwd").ok().and_then(|p| {
-            p.lines()
-                .map(|l| l.split(':').collect::<Vec<_>>())
-                .find(|f| f.first() == Some(&name))
-                .and_then(|f| f.get(2)?.parse::<u32>().ok())
-        });
-        if theirs == Some(me) {
+        if crate::sys::lookup_user(name).is_ok_and(|(uid, _)| uid == me) {
             return Ok(());
         }
         return Err(io::Error::new(
@@ -184,18 +180,23 @@ pub fn allowed_cpus() -> Vec<usize> {
 }
 
 impl Server {
-    /// Binds one listener per worker and prepares the workers.
-    pub fn bind(config: Config, router: Router) -> io::Result<Server> {
+    /// Binds one listener per worker and prepares the workers. An error says which part of
+    /// `config` it is about ([`StartError::part`]); it converts into an `io::Error`.
+    pub fn bind(config: Config, router: Router) -> Result<Server, StartError> {
+        let allowed = allowed_cpus();
+        if let Some(bad) = config.cpus.iter().find(|c| !allowed.contains(c)) {
+            return Err(StartError::invalid(
+                Part::Cpus,
+                format!("CPU {bad} is not available to this process (allowed: {allowed:?})"),
+            ));
+        }
         let cpus = if config.cpus.is_empty() {
-            allowed_cpus()
+            allowed
         } else {
             config.cpus.clone()
         };
         if cpus.is_empty() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "no CPU to run on",
-            ));
+            return Err(StartError::invalid(Part::Cpus, "no CPU to run on".into()));
         }
         let workers = if config.workers == 0 {
             cpus.len()
@@ -208,10 +209,11 @@ impl Server {
         let mut certs = Vec::new();
         let mut listener_tls = Vec::new();
         let mut listener_h2c = Vec::new();
-        for l in config.listen_list() {
+        for (i, l) in config.listen_list().into_iter().enumerate() {
+            let part = Part::Listener(i);
             if l.h2c && l.tls.is_some() {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
+                return Err(StartError::invalid(
+                    part,
                     format!(
                         "{}: h2c is cleartext HTTP/2; over TLS, ALPN offers h2",
                         l.addr
@@ -220,9 +222,8 @@ impl Server {
             }
             let tls = match &l.tls {
                 Some(t) => {
-                    let (tls, store) = crate::tls::server_config_with_store(t).map_err(|e| {
-                        io::Error::new(io::ErrorKind::InvalidInput, format!("HTTPS: {e}"))
-                    })?;
+                    let (tls, store) = crate::tls::server_config_with_store(t)
+                        .map_err(|e| StartError::invalid(part, format!("HTTPS: {e}")))?;
                     certs.push(store);
                     Some(tls)
                 }
@@ -231,25 +232,29 @@ impl Server {
             let (addr, socks) = match &l.addr {
                 ListenAddr::Tcp(addr) => {
                     let mut addr = *addr;
-                    refuse_shared(addr)?;
+                    refuse_shared(addr).at(part)?;
                     let mut socks = Vec::with_capacity(workers);
                     for _ in 0..workers {
-                        let s = listen(addr, config.backlog).map_err(|e| {
-                            io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}"))
-                        })?;
+                        let s = listen(addr, config.backlog)
+                            .map_err(|e| {
+                                io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}"))
+                            })
+                            .at(part)?;
                         // Port 0: the first bind picks the port, the others join it.
-                        addr = s.local_addr()?;
+                        addr = s.local_addr().at(part)?;
                         socks.push(OwnedFd::from(s));
                     }
                     (ListenAddr::Tcp(addr), socks)
                 }
                 ListenAddr::Unix(path) => {
-                    let s = listen_unix(path, config.backlog).map_err(|e| {
-                        io::Error::new(
-                            e.kind(),
-                            format!("cannot listen on unix:{}: {e}", path.display()),
-                        )
-                    })?;
+                    let s = listen_unix(path, config.backlog, &l.unix_perms)
+                        .map_err(|e| {
+                            io::Error::new(
+                                e.kind(),
+                                format!("cannot listen on unix:{}: {e}", path.display()),
+                            )
+                        })
+                        .at(part)?;
                     let mut socks = Vec::with_capacity(workers);
                     for _ in 1..workers {
                         socks.push(s.try_clone()?);
@@ -315,16 +320,26 @@ impl Server {
             .collect::<io::Result<Vec<_>>>()?;
         let admin = match config.admin {
             Some(addr) => {
-                refuse_shared(addr)?;
-                Some(TcpListener::bind(addr).map_err(|e| {
-                    io::Error::new(e.kind(), format!("cannot listen on {addr} (admin): {e}"))
-                })?)
+                refuse_shared(addr).at(Part::Admin)?;
+                Some(
+                    TcpListener::bind(addr)
+                        .map_err(|e| {
+                            io::Error::new(
+                                e.kind(),
+                                format!("cannot listen on {addr} (admin): {e}"),
+                            )
+                        })
+                        .at(Part::Admin)?,
+                )
             }
             None => None,
         };
         let sites = Arc::new(SiteSet::build(&config)?);
+        sites.check_roots()?;
         let logger = match &config.access_log {
-            Some(target) => Some(Logger::start(target, config.access_log_format)?),
+            Some(target) => {
+                Some(Logger::start(target, config.access_log_format).at(Part::AccessLog)?)
+            }
             None => None,
         };
         let counters = (0..workers).map(|_| Arc::default()).collect();
@@ -373,6 +388,29 @@ impl Server {
     pub fn with_worker_local(mut self, factory: crate::WorkerLocalFactory) -> Server {
         self.local = Some(factory);
         self
+    }
+
+    /// Drops root: starts the privilege keeper ([`crate::privsep`]) for the files this server
+    /// will need again — its certificates and keys, its error pages, its access log — and the
+    /// ones in `also` (a configuration file), then switches the process to user `name`, and
+    /// checks that every site root can still be searched. Call it after [`Server::bind`] and
+    /// before [`Server::run`]. A process not running as root can only "switch" to the user it
+    /// already is.
+    pub fn drop_privileges(&self, name: &str, also: Keep) -> Result<(), StartError> {
+        if rustix::process::geteuid().is_root() {
+            let mut keep = also;
+            for c in &self.certs {
+                keep.read.push(c.cert_path().to_path_buf());
+                keep.read.push(c.key_path().to_path_buf());
+            }
+            keep.read.extend(self.sites.error_page_paths());
+            if let Some(p) = self.logger.as_ref().and_then(Logger::file) {
+                keep.append.push(p.to_path_buf());
+            }
+            crate::privsep::start(&keep).at(Part::User)?;
+        }
+        switch_user(name).at(Part::User)?;
+        self.sites.check_roots()
     }
 
     /// A handle that reloads the certificate and reopens the access log.
@@ -671,7 +709,12 @@ impl Drop for UnlinkOnDrop {
 
 /// A nonblocking Unix-socket listener at `path`. A file already there is taken over only when
 /// nothing answers on it (a crashed server's leftover); a live socket is refused.
-fn listen_unix(path: &std::path::Path, backlog: i32) -> io::Result<OwnedFd> {
+/// The socket file gets `perms` once bound (its owner and group by name or number).
+fn listen_unix(
+    path: &std::path::Path,
+    backlog: i32,
+    perms: &crate::config::UnixPerms,
+) -> io::Result<OwnedFd> {
     if std::fs::symlink_metadata(path).is_ok() {
         if std::os::unix::net::UnixStream::connect(path).is_ok() {
             return Err(io::Error::new(
@@ -683,6 +726,26 @@ fn listen_unix(path: &std::path::Path, backlog: i32) -> io::Result<OwnedFd> {
     }
     let socket = Socket::new(Domain::UNIX, Type::STREAM, None)?;
     socket.bind(&socket2::SockAddr::unix(path)?)?;
+    let owner = match &perms.owner {
+        Some(u) => Some(crate::sys::lookup_user(u)?.0),
+        None => None,
+    };
+    let group = match &perms.group {
+        Some(g) => Some(crate::sys::lookup_group(g)?),
+        None => None,
+    };
+    if owner.is_some() || group.is_some() {
+        std::os::unix::fs::chown(path, owner, group).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot give the socket to {owner:?}:{group:?}: {e}"),
+            )
+        })?;
+    }
+    std::fs::set_permissions(
+        path,
+        std::os::unix::fs::PermissionsExt::from_mode(perms.mode & 0o7777),
+    )?;
     socket.listen(backlog)?;
     socket.set_nonblocking(true)?;
     Ok(socket.into())

@@ -4,9 +4,11 @@
 //! control message (TLS_GET_RECORD_TYPE / TLS_SET_RECORD_TYPE), which neither rustix nor
 //! socket2 wraps, and reading the coarse
 //! clocks through libc (rustix's own vDSO lookup does not run under valgrind, which the lab's
-//! instruction counts need), and switching the process to another user after binding
-//! (getpwnam_r, initgroups, setgid, setuid: glibc applies the last three to every thread),
-//! and reading file bytes onto the end of a buffer without zeroing it first (HTTP/2 DATA).
+//! instruction counts need), looking users and groups up (getpwnam_r, getgrnam_r) and
+//! switching the process to another user after binding (initgroups, setgid, setuid: glibc
+//! applies them to every thread),
+//! and reading file bytes onto the end of a buffer without zeroing it first (HTTP/2 DATA),
+//! and forking the privilege keeper (privsep.rs) with the set-up its child runs.
 //!
 //! Everything else (epoll, sockets, affinity, eventfd) goes through rustix's safe API. Each
 //! unsafe block carries a SAFETY comment; clippy denies undocumented ones.
@@ -36,10 +38,9 @@ pub(crate) fn pread_append(
     Ok(got)
 }
 
-/// Switches the whole process to user `name`: its supplementary groups, its group, then its
-/// user id (in that order: after setuid the others are no longer allowed). glibc applies each
-/// to every thread of the process. Returns the new (uid, gid).
-pub(crate) fn switch_user(name: &str) -> io::Result<(u32, u32)> {
+/// The uid and primary gid of user `name` (a name from the user database, or a number, which
+/// has no group).
+pub(crate) fn lookup_user(name: &str) -> io::Result<(u32, Option<u32>)> {
     let cname = std::ffi::CString::new(name)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "user name holds NUL"))?;
     // SAFETY: passwd is a plain C struct; all-zero (null pointers, zero ids) is a valid value
@@ -63,12 +64,64 @@ pub(crate) fn switch_user(name: &str) -> io::Result<(u32, u32)> {
         return Err(io::Error::from_raw_os_error(rc));
     }
     if found.is_null() {
+        // A number names the user itself (getpwnam_r found no such name).
+        if let Ok(uid) = name.parse::<u32>() {
+            return Ok((uid, None));
+        }
         return Err(io::Error::new(
             io::ErrorKind::NotFound,
             format!("no user named {name:?}"),
         ));
     }
-    let (uid, gid) = (pwd.pw_uid, pwd.pw_gid);
+    Ok((pwd.pw_uid, Some(pwd.pw_gid)))
+}
+
+/// The gid of group `name` (a name from the group database, or a number).
+pub(crate) fn lookup_group(name: &str) -> io::Result<u32> {
+    let cname = std::ffi::CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "group name holds NUL"))?;
+    // SAFETY: group is a plain C struct; all-zero is a valid value that getgrnam_r overwrites.
+    let mut grp: libc::group = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 64 * 1024];
+    let mut found: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: as in lookup_user: valid pointers and the buffer's true length; only the id is
+    // read back.
+    let rc = unsafe {
+        libc::getgrnam_r(
+            cname.as_ptr(),
+            &mut grp,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    if found.is_null() {
+        if let Ok(gid) = name.parse::<u32>() {
+            return Ok(gid);
+        }
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no group named {name:?}"),
+        ));
+    }
+    Ok(grp.gr_gid)
+}
+
+/// Switches the whole process to user `name`: its supplementary groups, its group, then its
+/// user id (in that order: after setuid the others are no longer allowed). glibc applies each
+/// to every thread of the process. Returns the new (uid, gid).
+pub(crate) fn switch_user(name: &str) -> io::Result<(u32, u32)> {
+    let (uid, Some(gid)) = lookup_user(name)? else {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no user named {name:?} (a number names no group to switch to)"),
+        ));
+    };
+    let cname = std::ffi::CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "user name holds NUL"))?;
     // SAFETY: initgroups reads the NUL-terminated name and takes a plain id.
     if unsafe { libc::initgroups(cname.as_ptr(), gid) } != 0 {
         return Err(io::Error::last_os_error());
@@ -82,6 +135,78 @@ pub(crate) fn switch_user(name: &str) -> io::Result<(u32, u32)> {
         return Err(io::Error::last_os_error());
     }
     Ok((uid, gid))
+}
+
+/// Forks the privilege keeper (`crate::privsep`). The child ignores the signals the server
+/// handles (a signal to the process group is the server's to act on; the keeper exits when
+/// the server's end of its socket closes), puts its socket at descriptor 3, points 0-2 at
+/// `/dev/null`, closes every other descriptor it inherited (listeners, epoll, eventfds), runs
+/// `serve` and exits with its code. Returns the child's pid to the parent.
+pub(crate) fn fork_keeper(
+    sock: BorrowedFd<'_>,
+    serve: impl FnOnce(BorrowedFd<'_>) -> i32,
+) -> io::Result<i32> {
+    let raw = sock.as_raw_fd();
+    // SAFETY: fork copies the process with one thread, this one. The child runs only
+    // async-signal-safe system calls (signal, dup2, open, close_range, close) and then `serve`,
+    // which by its contract (privsep.rs) makes system calls on memory prepared before the fork
+    // and never allocates, takes a lock or unwinds; it ends in _exit. So no lock that another
+    // thread held at the fork is ever taken in the child, and no destructor runs twice.
+    match unsafe { libc::fork() } {
+        -1 => Err(io::Error::last_os_error()),
+        0 => {
+            keeper_prelude(raw);
+            // SAFETY: the prelude put the socket at 3, open for the rest of the child's life.
+            let sock = unsafe { BorrowedFd::borrow_raw(3) };
+            let code = serve(sock);
+            // SAFETY: _exit ends the child at once, without running the atexit handlers or
+            // flushing the stdio buffers it copied from the parent.
+            unsafe { libc::_exit(code) }
+        }
+        pid => Ok(pid),
+    }
+}
+
+/// The keeper child's set-up, before it serves (see [`fork_keeper`]).
+fn keeper_prelude(sock: i32) {
+    for sig in [
+        libc::SIGHUP,
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGQUIT,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGPIPE,
+    ] {
+        // SAFETY: signal with SIG_IGN installs no handler and touches no memory of ours.
+        unsafe { libc::signal(sig, libc::SIG_IGN) };
+    }
+    if sock != 3 {
+        // SAFETY: dup2 takes two descriptor numbers; whatever was at 3 is closed, as every
+        // inherited descriptor is below.
+        unsafe { libc::dup2(sock, 3) };
+    }
+    // SAFETY: open reads the NUL-terminated literal; the result is a descriptor or -1.
+    let null = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
+    if null >= 0 {
+        for fd in 0..3 {
+            if fd != null {
+                // SAFETY: as above.
+                unsafe { libc::dup2(null, fd) };
+            }
+        }
+    }
+    // SAFETY: close_range takes plain numbers and closes descriptors 4 and up.
+    let rc = unsafe { libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32) };
+    if rc != 0 {
+        // A kernel before 5.9: close them one by one, up to the descriptor limit.
+        // SAFETY: sysconf takes a plain name.
+        let max = unsafe { libc::sysconf(libc::_SC_OPEN_MAX) }.clamp(1024, 1 << 20) as i32;
+        for fd in 4..max {
+            // SAFETY: close takes a plain number; a descriptor not open answers EBADF.
+            unsafe { libc::close(fd) };
+        }
+    }
 }
 
 /// Builds a cBPF program that maps "the CPU this packet was received on" to a listener index:

@@ -46,7 +46,22 @@ pub fn check_listen_backlog(h: &dyn Host) -> Vec<Finding> {
         (Some(_), _) => Status::Ok,
         (None, Some(_)) => Status::Unknown,
     };
-    vec![BACKLOG.finding(status, observed)]
+    // The fix names only the settings that fall short: advising "somaxconn=4096" where it
+    // already is 4096 reads as if the audit did not look.
+    let short: Vec<String> = [
+        ("net.core.somaxconn", somaxconn),
+        ("net.ipv4.tcp_max_syn_backlog", syn),
+    ]
+    .iter()
+    .filter(|(_, v)| v.is_some_and(|v| v < WANT_BACKLOG))
+    .map(|(k, _)| format!("{k}={WANT_BACKLOG}"))
+    .collect();
+    let fix = if short.is_empty() {
+        BACKLOG.fix.to_owned()
+    } else {
+        format!("sysctl -w {}", short.join(" "))
+    };
+    vec![BACKLOG.finding_fix(status, observed, fix)]
 }
 
 /// Beyond the steps: this process's open-file limit and the system-wide ceilings.

@@ -44,20 +44,25 @@ pub(crate) struct ServeArgs {
     /// Never compress responses (default: gzip/br for JSON and text when the client asks).
     #[arg(long)]
     no_compression: bool,
-    /// COMPRESS_MIN_BYTES: smallest in-memory body compressed on the fly.
-    #[arg(long, default_value_t = defaults::COMPRESS_MIN_BYTES)]
-    compress_min_bytes: usize,
-    /// MAX_HEAD_BYTES: largest request head; a longer request line is 414, a larger head 431.
-    #[arg(long, default_value_t = linerate_http1::MAX_HEAD_BYTES)]
-    max_head_bytes: usize,
+    /// COMPRESS_MIN_BYTES: smallest in-memory body compressed on the fly (a size: 1KiB, 1024).
+    #[arg(long, value_name = "SIZE", value_parser = units::size,
+          default_value_t = defaults::COMPRESS_MIN_BYTES as u64)]
+    compress_min_bytes: u64,
+    /// MAX_HEAD_BYTES: largest request head; a longer request line is 414, a larger head 431
+    /// (a size: 16KiB, 16384).
+    #[arg(long, value_name = "SIZE", value_parser = units::size,
+          default_value_t = linerate_http1::MAX_HEAD_BYTES as u64)]
+    max_head_bytes: u64,
     /// MAX_HEADERS: most header fields per request (431 beyond).
     #[arg(long, default_value_t = linerate_http1::MAX_HEADERS)]
     max_headers: usize,
-    /// MAX_BODY_BYTES: largest body for buffering handlers (413 beyond).
-    #[arg(long, default_value_t = defaults::MAX_BODY_BYTES)]
+    /// MAX_BODY_BYTES: largest body for buffering handlers (413 beyond; a size: 1MiB).
+    #[arg(long, value_name = "SIZE", value_parser = units::size,
+          default_value_t = defaults::MAX_BODY_BYTES)]
     max_body_bytes: u64,
-    /// MAX_STREAM_BODY_BYTES: largest body for streaming handlers (413 beyond).
-    #[arg(long, default_value_t = defaults::MAX_STREAM_BODY_BYTES)]
+    /// MAX_STREAM_BODY_BYTES: largest body for streaming handlers (413 beyond; a size: 1GiB).
+    #[arg(long, value_name = "SIZE", value_parser = units::size,
+          default_value_t = defaults::MAX_STREAM_BODY_BYTES)]
     max_stream_body_bytes: u64,
     /// HEADER_TIMEOUT: from a request's first byte to the end of its head (408 after), e.g. 10s.
     #[arg(long, value_parser = units::duration, default_value = "10s")]
@@ -291,18 +296,41 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         }
         None => (router, None),
     };
-    let (db_runtime, db) = match db_runtime {
+    // The runtime is held (not used) to the end of this function: it runs the queries.
+    let (_db_runtime, db) = match db_runtime {
         Some((r, db)) => (Some(r), Some(db)),
         None => (None, None),
     };
-    let db_mounted = db_runtime.is_some();
     let flags = flags_config(&a)?;
     let server_files = flags.files.clone();
     let from_file = file.is_some();
     let demo_mounted = app == AppKind::Demo;
-    let (config, user) = match file {
-        Some(f) => (overlay(f.server, flags.clone(), &a.explicit), f.user),
-        None => (flags.clone(), None),
+    let (config, user, places) = match file {
+        Some(f) => {
+            let mut places = f.places;
+            if listening_flags(&a.explicit) {
+                places.forget_listeners();
+            }
+            for what in ["cpus", "admin", "access_log"] {
+                if explicit(what) {
+                    places.forget(what);
+                }
+            }
+            let config = overlay(f.server, flags.clone(), &a.explicit);
+            (config, f.user, Some(places))
+        }
+        None => (flags.clone(), None, None),
+    };
+    // A start-up error about a part of the file names its FILE:LINE:COLUMN; one about a flag
+    // names the flag.
+    let start_error = |e: linerate_server::StartError| -> anyhow::Error {
+        if let Some(found) = places.as_ref().and_then(|p| p.error_at(e.part, &e)) {
+            return found.into();
+        }
+        match e.part {
+            linerate_server::Part::Cpus => anyhow::anyhow!("--cpus: {e}"),
+            _ => anyhow::anyhow!("{e}"),
+        }
     };
     // SIGHUP: with a file, read it again and apply what can change live (sites,
     // certificates); without one, the certificates.
@@ -315,13 +343,10 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         }
         None => Box::new(linerate_server::reload_certificates),
     };
-    let allowed = linerate_server::allowed_cpus();
-    if let Some(bad) = config.cpus.iter().find(|c| !allowed.contains(c)) {
-        bail!("--cpus: CPU {bad} is not available to this process (allowed: {allowed:?})");
-    }
-    // Every error names its address or path (listen address, certificate, root, access log).
+    // Every error names its address or path (listen address, certificate, root, access log),
+    // and its place in the file when it came from one.
     let sites = config.sites.clone();
-    let mut server = Server::bind(config, router).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut server = Server::bind(config, router).map_err(start_error)?;
     if let Some(local) = db
         .as_ref()
         .and_then(|db| crate::db::Db::worker_local(db, server.workers(), DB_WORKER_START))
@@ -329,7 +354,13 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         server = server.with_worker_local(local);
     }
     if let Some(user) = &user {
-        linerate_server::switch_user(user).map_err(|e| anyhow::anyhow!("{e}"))?;
+        // The keeper keeps the configuration file readable for SIGHUP, beside what the server
+        // itself names (certificates, keys, error pages, the access log).
+        let keep = linerate_server::privsep::Keep {
+            read: a.config.iter().cloned().collect(),
+            append: Vec::new(),
+        };
+        server.drop_privileges(user, keep).map_err(start_error)?;
     }
     server
         .watch_signals_with(on_hup)
@@ -350,33 +381,11 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     }) + &server.h2c_addr().map_or(String::new(), |a| {
         format!("  HTTP/2 cleartext (h2c, prior knowledge) on http://{a}\n")
     });
+    let db_line = db
+        .as_ref()
+        .map(|db| format!("  database: {}\n", db.describe(server.workers())));
     let routes = match app {
-        AppKind::Demo => format!(
-            "\
-  GET  {url}/                 this list, as a page (POST / echoes the body)\n\
-  GET  {url}/json             {{\"message\":\"Hello, World!\"}}\n\
-  GET  {url}/plaintext        Hello, World!\n\
-  GET  {url}/baseline11?a=13&b=42   55 (POST adds the body's integer)\n\
-  GET  {url}/baseline2?a=13&b=42    55 (HttpArena over HTTP/2)\n\
-  GET  {url}/pipeline         ok\n\
-  GET  {url}/json/{{count}}?m=M  first count (1-50) dataset items with totals\n\
-  POST {url}/upload           number of body bytes received\n\
-  GET  {url}/echo             the request's header fields (/cookie: its cookies)\n{}",
-            if db_mounted {
-                format!(
-                    "  GET  {url}/db               a random world row from PostgreSQL\n\
-  GET  {url}/queries?queries=N  N rows (1-500); /updates?queries=N changes them\n\
-  GET  {url}/fortunes         the fortune table as HTML; /cached-queries?count=N\n\
-  GET  {url}/async-db?min=10&max=50&limit=50   items by price (HttpArena)\n\
-  GET  {url}/crud/items/{{id}}   an item (also ?category=&page=&limit=, POST, PUT)\n\
-  database: {}\n",
-                    db.as_ref()
-                        .map_or(String::new(), |db| db.describe(server.workers()))
-                )
-            } else {
-                String::new()
-            }
-        ),
+        AppKind::Demo => demo_lines(&url, demo_host(&sites), db_line.as_deref()),
         AppKind::None => String::new(),
     };
     let site = if from_file {
@@ -410,6 +419,103 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     drop(out);
     server.run().context("server failed")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The demo's endpoints as the banner lists them: method, path, what it answers.
+const DEMO_ROUTES: &[(&str, &str, &str)] = &[
+    ("GET", "/", "this list, as a page (POST / echoes the body)"),
+    ("GET", "/json", "{\"message\":\"Hello, World!\"}"),
+    ("GET", "/plaintext", "Hello, World!"),
+    (
+        "GET",
+        "/baseline11?a=13&b=42",
+        "55 (POST adds the body's integer)",
+    ),
+    ("GET", "/baseline2?a=13&b=42", "55 (HttpArena over HTTP/2)"),
+    ("GET", "/pipeline", "ok"),
+    (
+        "GET",
+        "/json/{count}?m=M",
+        "first count (1-50) dataset items with totals",
+    ),
+    ("POST", "/upload", "number of body bytes received"),
+    (
+        "GET",
+        "/echo",
+        "the request's header fields (/cookie: its cookies)",
+    ),
+];
+
+/// The database endpoints, listed when a database is configured.
+const DB_ROUTES: &[(&str, &str, &str)] = &[
+    ("GET", "/db", "a random world row from PostgreSQL"),
+    (
+        "GET",
+        "/queries?queries=N",
+        "N rows (1-500); /updates?queries=N changes them",
+    ),
+    (
+        "GET",
+        "/fortunes",
+        "the fortune table as HTML; /cached-queries?count=N",
+    ),
+    (
+        "GET",
+        "/async-db?min=10&max=50&limit=50",
+        "items by price (HttpArena)",
+    ),
+    (
+        "GET",
+        "/crud/items/{id}",
+        "an item (also ?category=&page=&limit=, POST, PUT)",
+    ),
+];
+
+/// The Host the demo answers on when the main address does not serve it: with a file, the
+/// demo is mounted on sites; when the site answering an unknown Host (the default one) is
+/// not among them, the first named demo site's first name.
+fn demo_host(sites: &[linerate_server::Site]) -> Option<String> {
+    if sites.is_empty() {
+        return None;
+    }
+    let default = sites.iter().position(|s| s.default).unwrap_or(0);
+    if sites[default].app {
+        return None;
+    }
+    sites
+        .iter()
+        .find(|s| s.app)
+        .and_then(|s| s.names.iter().find(|n| !n.starts_with('*')).cloned())
+}
+
+/// The banner's lines for the demo, one column for the URLs and one for what they answer:
+/// full URLs on `url`, or, when the demo answers only on another Host, paths under a line
+/// saying which Host (and how to reach it with curl).
+fn demo_lines(url: &str, host: Option<String>, db: Option<&str>) -> String {
+    let routes = DEMO_ROUTES
+        .iter()
+        .chain(if db.is_some() { DB_ROUTES } else { &[] });
+    let (base, indent, mut out) = match &host {
+        None => (url, "  ", String::new()),
+        Some(h) => (
+            "",
+            "    ",
+            format!("  demo routes for Host {h} (curl -H 'Host: {h}' {url}/json):\n"),
+        ),
+    };
+    let width = routes
+        .clone()
+        .map(|(_, path, _)| base.len() + path.len())
+        .max()
+        .unwrap_or(0);
+    for (method, path, what) in routes {
+        let target = format!("{base}{path}");
+        out += &format!("{indent}{method:<4} {target:<width$}  {what}\n");
+    }
+    if let Some(db) = db {
+        out += db;
+    }
+    out
 }
 
 /// The HTTPS settings: all three of --tls-port, --tls-cert and --tls-key, or none. The PEM
@@ -473,7 +579,7 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
         pin: !a.no_pin,
         steering: !a.no_steering,
         limits: linerate_http1::Limits {
-            max_head_bytes: a.max_head_bytes,
+            max_head_bytes: usize::try_from(a.max_head_bytes).unwrap_or(usize::MAX),
             max_headers: a.max_headers,
             ..Default::default()
         },
@@ -490,7 +596,7 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
         drain_timeout: a.drain_timeout,
         compression: linerate_server::config::Compression {
             enabled: !a.no_compression,
-            min_bytes: a.compress_min_bytes,
+            min_bytes: usize::try_from(a.compress_min_bytes).unwrap_or(usize::MAX),
             ..Default::default()
         },
         access_log: a.access_log.clone().map(|p| {
@@ -510,13 +616,17 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
     Ok(config)
 }
 
+/// Whether listening flags were given: then they replace the file's listeners.
+fn listening_flags(explicit: &[String]) -> bool {
+    ["addr", "tls_port", "tls_cert", "tls_key", "h2c_port"]
+        .iter()
+        .any(|f| explicit.iter().any(|e| e == f))
+}
+
 /// `file` with the flags given on the command line (`explicit`) laid over it.
 fn overlay(mut file: Config, flags: Config, explicit: &[String]) -> Config {
     let given = |id: &str| explicit.iter().any(|e| e == id);
-    if ["addr", "tls_port", "tls_cert", "tls_key", "h2c_port"]
-        .iter()
-        .any(|f| given(f))
-    {
+    if listening_flags(explicit) {
         // Listening flags replace the file's listeners.
         file.listeners = flags.listen_list();
     }

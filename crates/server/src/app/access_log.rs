@@ -229,13 +229,14 @@ fn escape_into(out: &mut String, v: Option<&[u8]>) {
 pub(crate) struct Logger {
     tx: SyncSender<LogMsg>,
     format: LogFormat,
+    target: LogTarget,
 }
 
 impl Logger {
     /// Opens the target (an error names the path) and starts the writer thread.
     pub(crate) fn start(target: &LogTarget, format: LogFormat) -> std::io::Result<Logger> {
         let mut sink = open(target)?;
-        let target = target.clone();
+        let path = target.clone();
         let (tx, rx): (SyncSender<LogMsg>, Receiver<LogMsg>) = sync_channel(CHANNEL_BATCHES);
         std::thread::Builder::new()
             .name("linerate-log".into())
@@ -249,7 +250,7 @@ impl Logger {
                                 tracing::error!(error = %e, "access log write failed");
                             }
                         }
-                        LogMsg::Reopen => match open(&target) {
+                        LogMsg::Reopen => match open(&path) {
                             Ok(s) => {
                                 sink = s;
                                 tracing::info!("access log reopened");
@@ -262,7 +263,19 @@ impl Logger {
                     }
                 }
             })?;
-        Ok(Logger { tx, format })
+        Ok(Logger {
+            tx,
+            format,
+            target: target.clone(),
+        })
+    }
+
+    /// The file it writes, if it writes one.
+    pub(crate) fn file(&self) -> Option<&std::path::Path> {
+        match &self.target {
+            LogTarget::File(p) => Some(p),
+            LogTarget::Stdout => None,
+        }
     }
 
     /// Asks the writer to reopen the file once the batches before this call are written.
@@ -286,18 +299,14 @@ impl Logger {
 fn open(target: &LogTarget) -> std::io::Result<Box<dyn std::io::Write + Send>> {
     Ok(match target {
         LogTarget::Stdout => Box::new(std::io::stdout()),
-        LogTarget::File(p) => Box::new(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|e| {
-                    std::io::Error::new(
-                        e.kind(),
-                        format!("cannot open access log {}: {e}", p.display()),
-                    )
-                })?,
-        ),
+        // Through the privilege keeper: after a drop to another user, SIGUSR1 still reopens a
+        // log in root's directory.
+        LogTarget::File(p) => Box::new(crate::privsep::open_append(p).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("cannot open access log {}: {e}", p.display()),
+            )
+        })?),
     })
 }
 

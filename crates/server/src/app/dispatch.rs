@@ -86,7 +86,7 @@ impl Service for ConnApp<'_> {
         }
         let site = self.site_app;
         let path = head.path_bytes(req.buf);
-        if let Some(resp) = site.redirect(path, head.query(req.buf)) {
+        if let Some(resp) = site.redirect(head, req.buf) {
             return self.respond(head, req.buf, resp);
         }
         let mut params = Params::default();

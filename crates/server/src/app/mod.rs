@@ -18,6 +18,7 @@ pub mod compress;
 pub mod deferred;
 mod dispatch;
 pub mod files;
+pub(crate) mod redirect;
 pub mod request;
 pub mod response;
 pub mod router;

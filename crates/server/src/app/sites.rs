@@ -15,8 +15,10 @@ use std::sync::Arc;
 use linerate_http1::{RequestHead, TargetForm};
 
 use super::files::{FilesOptions, StaticFiles};
+use super::redirect::Template;
 use super::response::{Body, Response};
 use crate::config::{Compression, Config, FilesMount, HeaderRule, Redirect};
+use crate::start_error::{AtPart, Part, StartError};
 
 /// The sites and their static roots, opened: what a worker answers from, and what a reload
 /// replaces whole.
@@ -25,31 +27,82 @@ pub(crate) struct SiteSet {
     /// Each site's roots, opened once; each worker makes its own caches from them (the
     /// lock is taken only then: at a worker's start and at a reload).
     roots: Vec<Vec<std::sync::Mutex<StaticFiles>>>,
+    /// Each root's place in the configuration, for errors.
+    root_parts: Vec<Vec<Part>>,
 }
 
 impl SiteSet {
-    /// Builds the sites of `config` and opens their roots; an error names the path.
-    pub(crate) fn build(config: &Config) -> io::Result<SiteSet> {
+    /// Builds the sites of `config` and opens their roots; an error names the path and the
+    /// part of `config` at fault.
+    pub(crate) fn build(config: &Config) -> Result<SiteSet, StartError> {
         let sites = Sites::build(config)?;
-        let roots = sites
-            .iter()
-            .map(|site| {
-                site.mounts
-                    .iter()
-                    .map(|m| {
-                        StaticFiles::open(&m.root, site.files.clone())
-                            .map(std::sync::Mutex::new)
-                            .map_err(|e| {
-                                io::Error::new(
-                                    e.kind(),
-                                    format!("cannot serve {}: {e}", m.root.display()),
-                                )
-                            })
+        let mut roots = Vec::new();
+        let mut root_parts = Vec::new();
+        for (si, site) in sites.iter().enumerate() {
+            let mut opened = Vec::new();
+            let mut parts = Vec::new();
+            for m in &site.mounts {
+                // The mount's place in the configuration (a site's mounts are kept longest
+                // prefix first).
+                let mount = config
+                    .sites
+                    .get(si)
+                    .and_then(|s| s.mounts.iter().position(|c| c == m))
+                    .unwrap_or(0);
+                let part = Part::Root { site: si, mount };
+                let files = StaticFiles::open(&m.root, site.files.clone())
+                    .map_err(|e| {
+                        io::Error::new(e.kind(), format!("cannot serve {}: {e}", m.root.display()))
                     })
-                    .collect::<io::Result<Vec<_>>>()
-            })
-            .collect::<io::Result<Vec<_>>>()?;
-        Ok(SiteSet { sites, roots })
+                    .at(part)?;
+                opened.push(std::sync::Mutex::new(files));
+                parts.push(part);
+            }
+            roots.push(opened);
+            root_parts.push(parts);
+        }
+        Ok(SiteSet {
+            sites,
+            roots,
+            root_parts,
+        })
+    }
+
+    /// Refuses a root this process cannot search: every request for a file below it would be
+    /// a 403 that nothing explains (roots are opened `O_PATH`, which needs no permission).
+    /// Checked at start and again after a drop to another user.
+    pub(crate) fn check_roots(&self) -> Result<(), StartError> {
+        for (si, site) in self.sites.iter().enumerate() {
+            let opened = site.mounts.iter().zip(&self.roots[si]);
+            for ((m, root), part) in opened.zip(&self.root_parts[si]) {
+                let root = root.lock().unwrap_or_else(|e| e.into_inner());
+                if let Err(e) = root.check_searchable() {
+                    let who = match rustix::process::geteuid().as_raw() {
+                        0 => String::new(),
+                        uid => format!(" by uid {uid}"),
+                    };
+                    return Err(StartError::new(
+                        *part,
+                        io::Error::new(
+                            e.kind(),
+                            format!(
+                                "root {} cannot be read{who}: {e}; every file below it would be 403",
+                                m.root.display()
+                            ),
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The error pages' files (the privilege keeper reads them again for a reload).
+    pub(crate) fn error_page_paths(&self) -> Vec<std::path::PathBuf> {
+        self.sites
+            .iter()
+            .flat_map(|s| s.error_pages.iter().map(|p| p.path.clone()))
+            .collect()
     }
 
     /// A worker's own file servers (its open-file caches), by site and mount.
@@ -82,7 +135,7 @@ pub(crate) struct SiteApp {
     pub compression: Compression,
     /// Largest body for buffering and deferred handlers (413 beyond).
     pub max_body_bytes: u64,
-    redirects: Vec<Redirect>,
+    redirects: Vec<(Redirect, Template)>,
     headers: Vec<HeaderRule>,
     error_pages: Vec<ErrorPage>,
     /// Some answer here gets fields or a page: [`SiteApp::decorate`] has work to do.
@@ -96,6 +149,8 @@ enum Name {
 }
 
 struct ErrorPage {
+    /// Where it was read from.
+    path: std::path::PathBuf,
     status: u16,
     content_type: &'static str,
     body: Arc<[u8]>,
@@ -104,7 +159,7 @@ struct ErrorPage {
 impl Sites {
     /// The sites of `config` (or the implicit one); error pages are read now, and a page that
     /// cannot be read is an error naming its path.
-    pub(crate) fn build(config: &Config) -> io::Result<Sites> {
+    pub(crate) fn build(config: &Config) -> Result<Sites, StartError> {
         if config.sites.is_empty() {
             let site = SiteApp {
                 names: Vec::new(),
@@ -124,19 +179,23 @@ impl Sites {
             });
         }
         let mut list = Vec::with_capacity(config.sites.len());
-        for s in &config.sites {
+        for (si, s) in config.sites.iter().enumerate() {
             let mut mounts = s.mounts.clone();
             mounts.sort_by_key(|m| std::cmp::Reverse(m.prefix.len()));
             let mut error_pages = Vec::new();
-            for (status, path) in &s.error_pages {
-                let body = std::fs::read(path).map_err(|e| {
-                    io::Error::new(
-                        e.kind(),
-                        format!("cannot read error page {}: {e}", path.display()),
-                    )
-                })?;
+            for (index, (status, path)) in s.error_pages.iter().enumerate() {
+                // Through the privilege keeper: a reload after a drop reads root's pages.
+                let body = crate::privsep::read(path)
+                    .map_err(|e| {
+                        io::Error::new(
+                            e.kind(),
+                            format!("cannot read error page {}: {e}", path.display()),
+                        )
+                    })
+                    .at(Part::ErrorPage { site: si, index })?;
                 let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
                 error_pages.push(ErrorPage {
+                    path: path.clone(),
                     status: *status,
                     content_type: super::files::mime::content_type(name),
                     body: body.into(),
@@ -170,7 +229,18 @@ impl Sites {
                 files,
                 compression,
                 max_body_bytes: s.max_body_bytes.unwrap_or(config.max_body_bytes),
-                redirects: s.redirects.clone(),
+                redirects: s
+                    .redirects
+                    .iter()
+                    .enumerate()
+                    .map(|(index, r)| match Template::parse(&r.to) {
+                        Ok(t) => Ok((r.clone(), t)),
+                        Err(e) => Err(StartError::invalid(
+                            Part::Redirect { site: si, index },
+                            format!("redirect to {:?}: {e}", r.to),
+                        )),
+                    })
+                    .collect::<Result<_, _>>()?,
                 decorates: !s.headers.is_empty() || !error_pages.is_empty(),
                 headers: s.headers.clone(),
                 error_pages,
@@ -192,16 +262,10 @@ impl Sites {
 
     #[inline(never)]
     fn pick_by_name(&self, head: &RequestHead, buf: &[u8]) -> usize {
-        let authority = match head.target_form() {
-            TargetForm::Absolute => absolute_authority(head.target(buf).as_bytes()),
-            _ => head.host(buf),
-        };
-        let Some(host) = authority.map(strip_port) else {
+        let Some(host) = request_host(head, buf) else {
             return self.default;
         };
-        let host = host.to_ascii_lowercase();
-        let host = std::str::from_utf8(&host).unwrap_or("");
-        let host = host.strip_suffix('.').unwrap_or(host);
+        let host = &*host;
         // Exact names first, then the longest wildcard suffix (nginx's order).
         if let Some(i) = self.list.iter().position(|s| {
             s.names
@@ -240,25 +304,35 @@ impl Sites {
 impl SiteApp {
     /// A redirect for this path, when one applies.
     #[inline]
-    pub(crate) fn redirect(&self, path: &[u8], query: Option<&str>) -> Option<Response> {
+    pub(crate) fn redirect(&self, head: &RequestHead, buf: &[u8]) -> Option<Response> {
         if self.redirects.is_empty() {
             return None;
         }
-        self.find_redirect(path, query)
+        self.find_redirect(head, buf)
     }
 
     #[cold]
-    fn find_redirect(&self, path: &[u8], query: Option<&str>) -> Option<Response> {
-        let path = std::str::from_utf8(path).ok()?;
-        let r = self
+    fn find_redirect(&self, head: &RequestHead, buf: &[u8]) -> Option<Response> {
+        let path = std::str::from_utf8(head.path_bytes(buf)).ok()?;
+        let (r, t) = self
             .redirects
             .iter()
-            .find(|r| path.starts_with(r.prefix.as_str()))?;
-        let query = query.map_or(String::new(), |q| format!("?{q}"));
-        let location =
-            r.to.replace("{path}", path)
-                .replace("{rest}", &path[r.prefix.len()..])
-                .replace("{query}", &query);
+            .find(|(r, _)| path.starts_with(r.prefix.as_str()))?;
+        let location = t.fill(path, r.prefix.len(), head.query(buf), || {
+            match request_host(head, buf) {
+                Some(h) => h.into_owned(),
+                // HTTP/1.0 without Host: the site's own name, as nginx's $host falls back to
+                // server_name.
+                None => self
+                    .names
+                    .iter()
+                    .find_map(|n| match n {
+                        Name::Exact(e) => Some(e.clone()),
+                        Name::Suffix(_) => None,
+                    })
+                    .unwrap_or_default(),
+            }
+        });
         // The parser admitted only URI bytes in the path and query: the value is a valid field.
         Some(
             Response::new(r.status)
@@ -320,6 +394,23 @@ fn rule_matches(rule: &HeaderRule, path: &str) -> bool {
         Some((_, ext)) => rule.extensions.iter().any(|e| e.eq_ignore_ascii_case(ext)),
         None => false,
     }
+}
+
+/// The host a request names: the authority of an absolute-form target (RFC 9112 §3.2.2: it
+/// wins over Host), else Host; lowercase, without port or trailing dot (nginx's `$host`).
+fn request_host<'b>(head: &RequestHead, buf: &'b [u8]) -> Option<Cow<'b, str>> {
+    let authority = match head.target_form() {
+        TargetForm::Absolute => absolute_authority(head.target(buf).as_bytes()),
+        _ => head.host(buf),
+    }?;
+    let host = strip_port(authority);
+    let host = host.strip_suffix(b".").unwrap_or(host);
+    let host = std::str::from_utf8(host).ok()?;
+    Some(if host.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(host.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(host)
+    })
 }
 
 /// The host of `http://host:port/path`.

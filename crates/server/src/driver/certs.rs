@@ -101,6 +101,11 @@ impl CertStore {
     pub fn cert_path(&self) -> &std::path::Path {
         &self.cert
     }
+
+    /// The private key file's path.
+    pub fn key_path(&self) -> &std::path::Path {
+        &self.key
+    }
 }
 
 impl ResolvesServerCert for CertStore {
@@ -124,17 +129,21 @@ fn read(
         path: cert.to_path_buf(),
         why,
     };
-    let chain = CertificateDer::pem_file_iter(cert)
-        .map_err(|e| cert_err(pem_why(&e)))?
+    // Through the privilege keeper: after a drop to another user, a SIGHUP still reads
+    // root's keys.
+    let cert_pem = crate::privsep::read(cert).map_err(|e| cert_err(e.to_string()))?;
+    let chain = CertificateDer::pem_slice_iter(&cert_pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| cert_err(pem_why(&e)))?;
     if chain.is_empty() {
         return Err(cert_err("no CERTIFICATE block found".into()));
     }
-    let der = PrivateKeyDer::from_pem_file(key).map_err(|e| TlsError::Key {
+    let key_err = |why: String| TlsError::Key {
         path: key.to_path_buf(),
-        why: pem_why(&e),
-    })?;
+        why,
+    };
+    let key_pem = crate::privsep::read(key).map_err(|e| key_err(e.to_string()))?;
+    let der = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| key_err(pem_why(&e)))?;
     CertifiedKey::from_der(chain, der, provider).map_err(|e| match e {
         rustls::Error::InconsistentKeys(_) => TlsError::KeyMismatch {
             cert: cert.to_path_buf(),

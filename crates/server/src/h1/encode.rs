@@ -25,6 +25,14 @@ pub(crate) struct Encoded {
     pub file: bool,
 }
 
+/// Whether `headers` hold a `Server` field (none usually: the loop is over an empty slice).
+#[inline(always)]
+pub(crate) fn names_server(headers: &[(Cow<'static, str>, Cow<'static, str>)]) -> bool {
+    headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("server"))
+}
+
 /// The parts of an answer that go on the wire (a [`Response`] taken apart, so the caller
 /// drops its fields one by one instead of calling the whole struct's drop glue).
 pub(crate) struct Parts<'r> {
@@ -50,7 +58,9 @@ pub(crate) fn encode(
     let (body, len, file) = resp.body.parts();
     let head = ResponseHead {
         status: resp.status,
-        server,
+        // A Server field of the answer's own (a site's rule, a handler) replaces the
+        // server's: one field, as the docs promise for same-name fields.
+        server: server.filter(|_| !names_server(resp.headers)),
         date,
         content_type: resp.content_type.map(str::as_bytes),
         content_length: len,

@@ -21,4 +21,5 @@ mod service;
 mod tests;
 
 pub(crate) use conn::{Conn, Timer, Transmit, status_response};
+pub(crate) use encode::names_server;
 pub(crate) use service::{ConnConfig, Cx, Decision, Exchange, Service, request_line};

@@ -694,7 +694,9 @@ impl<P> Conn<P> {
         r.clear();
         hpack::status(r, resp.status);
         hpack::field(r, b"date", cx.date.get());
-        if let Some(server) = &cx.cfg.server {
+        if let Some(server) = &cx.cfg.server
+            && !crate::h1::names_server(&resp.headers)
+        {
             hpack::field(r, b"server", server);
         }
         if let Some(ct) = &resp.content_type {

@@ -244,6 +244,17 @@ impl StaticFiles {
         })
     }
 
+    /// Whether this process may search the root (look up names in it), as serving needs:
+    /// the root is held `O_PATH`, which opens without any permission.
+    pub fn check_searchable(&self) -> io::Result<()> {
+        Ok(rustix::fs::accessat(
+            &*self.root,
+            ".",
+            rustix::fs::Access::EXEC_OK,
+            rustix::fs::AtFlags::EACCESS,
+        )?)
+    }
+
     /// The same root and options with a fresh, empty cache: one per worker.
     pub fn for_worker(&self) -> StaticFiles {
         StaticFiles {
