@@ -625,7 +625,7 @@ impl Cx<'_> {
                 })?;
         }
         if let Some(o) = &raw.owner {
-            linerate_server::privsep::user_exists(o.get_ref())
+            linerate_server::privsep::owner_exists(o.get_ref())
                 .map_err(|e| self.err(o.span(), format!("owner: {e}")))?;
             perms.owner = Some(o.get_ref().clone());
         }

@@ -398,6 +398,19 @@ impl Server {
     /// already is.
     pub fn drop_privileges(&self, name: &str, also: Keep) -> Result<(), StartError> {
         if rustix::process::geteuid().is_root() {
+            let (uid, gid) = match crate::sys::lookup_user(name).at(Part::User)? {
+                (uid, Some(gid)) => (uid, gid),
+                (_, None) => {
+                    return Err(StartError::invalid(
+                        Part::User,
+                        format!("cannot switch to user {name:?}: no such user"),
+                    ));
+                }
+            };
+            let target = crate::privsep::Target {
+                uid,
+                gids: crate::sys::user_groups(name, gid).at(Part::User)?,
+            };
             let mut keep = also;
             for c in &self.certs {
                 keep.read.push(c.cert_path().to_path_buf());
@@ -407,7 +420,7 @@ impl Server {
             if let Some(p) = self.logger.as_ref().and_then(Logger::file) {
                 keep.append.push(p.to_path_buf());
             }
-            crate::privsep::start(&keep).at(Part::User)?;
+            crate::privsep::start(&keep, &target).at(Part::User)?;
         }
         switch_user(name).at(Part::User)?;
         self.sites.check_roots()
@@ -734,17 +747,40 @@ fn listen_unix(
         Some(g) => Some(crate::sys::lookup_group(g)?),
         None => None,
     };
+    // Owner and mode are set on the socket itself, held by a descriptor opened without
+    // following a link: by path, root would follow a link someone swapped in meanwhile.
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+    let node = rustix::fs::open(
+        path,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    if FileType::from_raw_mode(rustix::fs::fstat(&node)?.st_mode) != FileType::Socket {
+        return Err(io::Error::other(
+            "the path no longer names the socket just bound",
+        ));
+    }
     if owner.is_some() || group.is_some() {
-        std::os::unix::fs::chown(path, owner, group).map_err(|e| {
+        rustix::fs::chownat(
+            &node,
+            "",
+            owner.map(rustix::process::Uid::from_raw),
+            group.map(rustix::process::Gid::from_raw),
+            AtFlags::EMPTY_PATH,
+        )
+        .map_err(|e| {
             io::Error::new(
-                e.kind(),
+                io::Error::from(e).kind(),
                 format!("cannot give the socket to {owner:?}:{group:?}: {e}"),
             )
         })?;
     }
-    std::fs::set_permissions(
-        path,
-        std::os::unix::fs::PermissionsExt::from_mode(perms.mode & 0o7777),
+    // An O_PATH descriptor takes no fchmod; its /proc link names the same inode.
+    rustix::fs::chmodat(
+        rustix::fs::CWD,
+        format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&node)),
+        Mode::from_raw_mode(perms.mode & 0o7777),
+        AtFlags::empty(),
     )?;
     socket.listen(backlog)?;
     socket.set_nonblocking(true)?;

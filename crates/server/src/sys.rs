@@ -38,76 +38,108 @@ pub(crate) fn pread_append(
     Ok(got)
 }
 
-/// The uid and primary gid of user `name` (a name from the user database, or a number, which
-/// has no group).
+/// Calls a `get*_r` lookup with a scratch buffer, growing it while the answer does not fit
+/// (ERANGE: a large group from LDAP). `call` gets the buffer and returns the C result code.
+fn with_scratch<T>(
+    mut call: impl FnMut(&mut [libc::c_char]) -> (i32, Option<T>),
+) -> io::Result<Option<T>> {
+    let mut len = 16 * 1024;
+    loop {
+        let mut buf = vec![0 as libc::c_char; len];
+        match call(&mut buf) {
+            (0, found) => return Ok(found),
+            (libc::ERANGE, _) if len < 16 << 20 => len *= 4,
+            (rc, _) => return Err(io::Error::from_raw_os_error(rc)),
+        }
+    }
+}
+
+/// The uid and primary gid of user `name` from the user database; a number that names no
+/// user there is that uid, without a group.
 pub(crate) fn lookup_user(name: &str) -> io::Result<(u32, Option<u32>)> {
     let cname = std::ffi::CString::new(name)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "user name holds NUL"))?;
-    // SAFETY: passwd is a plain C struct; all-zero (null pointers, zero ids) is a valid value
-    // that getpwnam_r overwrites.
-    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut buf = vec![0 as libc::c_char; 16 * 1024];
-    let mut found: *mut libc::passwd = std::ptr::null_mut();
-    // SAFETY: every pointer is valid for the call: the NUL-terminated name, the struct, the
-    // scratch buffer with its true length, and the out-pointer; the strings it fills in point
-    // into `buf`, which outlives their only use below (the ids are copied out).
-    let rc = unsafe {
-        libc::getpwnam_r(
-            cname.as_ptr(),
-            &mut pwd,
-            buf.as_mut_ptr(),
-            buf.len(),
-            &mut found,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(rc));
+    let found = with_scratch(|buf| {
+        // SAFETY: passwd is a plain C struct; all-zero (null pointers, zero ids) is a valid
+        // value that getpwnam_r overwrites.
+        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: every pointer is valid for the call: the NUL-terminated name, the struct,
+        // the scratch buffer with its true length, and the out-pointer; only the ids are read
+        // back, while `buf` still lives.
+        let rc = unsafe {
+            libc::getpwnam_r(
+                cname.as_ptr(),
+                &mut pwd,
+                buf.as_mut_ptr(),
+                buf.len(),
+                &mut found,
+            )
+        };
+        (rc, (!found.is_null()).then_some((pwd.pw_uid, pwd.pw_gid)))
+    })?;
+    match found {
+        Some((uid, gid)) => Ok((uid, Some(gid))),
+        None => match name.parse::<u32>() {
+            Ok(uid) => Ok((uid, None)),
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no user named {name:?}"),
+            )),
+        },
     }
-    if found.is_null() {
-        // A number names the user itself (getpwnam_r found no such name).
-        if let Ok(uid) = name.parse::<u32>() {
-            return Ok((uid, None));
-        }
-        return Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("no user named {name:?}"),
-        ));
-    }
-    Ok((pwd.pw_uid, Some(pwd.pw_gid)))
 }
 
 /// The gid of group `name` (a name from the group database, or a number).
 pub(crate) fn lookup_group(name: &str) -> io::Result<u32> {
     let cname = std::ffi::CString::new(name)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "group name holds NUL"))?;
-    // SAFETY: group is a plain C struct; all-zero is a valid value that getgrnam_r overwrites.
-    let mut grp: libc::group = unsafe { std::mem::zeroed() };
-    let mut buf = vec![0 as libc::c_char; 64 * 1024];
-    let mut found: *mut libc::group = std::ptr::null_mut();
-    // SAFETY: as in lookup_user: valid pointers and the buffer's true length; only the id is
-    // read back.
-    let rc = unsafe {
-        libc::getgrnam_r(
-            cname.as_ptr(),
-            &mut grp,
-            buf.as_mut_ptr(),
-            buf.len(),
-            &mut found,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(rc));
+    let found = with_scratch(|buf| {
+        // SAFETY: group is a plain C struct; all-zero is a valid value that getgrnam_r
+        // overwrites.
+        let mut grp: libc::group = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::group = std::ptr::null_mut();
+        // SAFETY: as in lookup_user: valid pointers and the buffer's true length; only the id
+        // is read back.
+        let rc = unsafe {
+            libc::getgrnam_r(
+                cname.as_ptr(),
+                &mut grp,
+                buf.as_mut_ptr(),
+                buf.len(),
+                &mut found,
+            )
+        };
+        (rc, (!found.is_null()).then_some(grp.gr_gid))
+    })?;
+    match found {
+        Some(gid) => Ok(gid),
+        None => name.parse::<u32>().map_err(|_| {
+            io::Error::new(io::ErrorKind::NotFound, format!("no group named {name:?}"))
+        }),
     }
-    if found.is_null() {
-        if let Ok(gid) = name.parse::<u32>() {
-            return Ok(gid);
+}
+
+/// Every group user `name` (primary group `gid`) is in: what it will be after the switch.
+pub(crate) fn user_groups(name: &str, gid: u32) -> io::Result<Vec<u32>> {
+    let cname = std::ffi::CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "user name holds NUL"))?;
+    let mut n: libc::c_int = 64;
+    loop {
+        let mut groups = vec![0 as libc::gid_t; n as usize];
+        let mut got = n;
+        // SAFETY: the name is NUL-terminated; `groups` holds `got` entries, and getgrouplist
+        // writes at most that many, setting `got` to the true count.
+        let rc = unsafe { libc::getgrouplist(cname.as_ptr(), gid, groups.as_mut_ptr(), &mut got) };
+        if rc >= 0 {
+            groups.truncate(got.max(0) as usize);
+            return Ok(groups);
         }
-        return Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("no group named {name:?}"),
-        ));
+        if got <= n || n > 1 << 16 {
+            return Err(io::Error::other("getgrouplist failed"));
+        }
+        n = got;
     }
-    Ok(grp.gr_gid)
 }
 
 /// Switches the whole process to user `name`: its supplementary groups, its group, then its
@@ -147,15 +179,36 @@ pub(crate) fn fork_keeper(
     serve: impl FnOnce(BorrowedFd<'_>) -> i32,
 ) -> io::Result<i32> {
     let raw = sock.as_raw_fd();
+    // Signals wait until the child has ignored the server's: a handler the parent installed
+    // (signal-hook's writes to a pipe it shares with the parent) must never run in the child.
+    // SAFETY: sigset_t is plain data that sigfillset fills in; pthread_sigmask reads `all`
+    // and writes the old mask into `old`, both valid for the calls.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+    }
     // SAFETY: fork copies the process with one thread, this one. The child runs only
-    // async-signal-safe system calls (signal, dup2, open, close_range, close) and then `serve`,
-    // which by its contract (privsep.rs) makes system calls on memory prepared before the fork
-    // and never allocates, takes a lock or unwinds; it ends in _exit. So no lock that another
-    // thread held at the fork is ever taken in the child, and no destructor runs twice.
-    match unsafe { libc::fork() } {
+    // async-signal-safe system calls (signal, sigprocmask, dup2, open, close_range, close) and
+    // then `serve`, which by its contract (privsep.rs) makes system calls on memory prepared
+    // before the fork and never allocates, takes a lock or unwinds; it ends in _exit. So no
+    // lock that another thread held at the fork is ever taken in the child, and no destructor
+    // runs twice.
+    let pid = unsafe { libc::fork() };
+    if pid != 0 {
+        // SAFETY: restores the mask saved above.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    }
+    match pid {
         -1 => Err(io::Error::last_os_error()),
         0 => {
             keeper_prelude(raw);
+            // SAFETY: the server's signals are ignored now; unblocking delivers nothing of
+            // theirs to a handler.
+            unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
             // SAFETY: the prelude put the socket at 3, open for the rest of the child's life.
             let sock = unsafe { BorrowedFd::borrow_raw(3) };
             let code = serve(sock);
@@ -188,12 +241,15 @@ fn keeper_prelude(sock: i32) {
     }
     // SAFETY: open reads the NUL-terminated literal; the result is a descriptor or -1.
     let null = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
-    if null >= 0 {
-        for fd in 0..3 {
-            if fd != null {
-                // SAFETY: as above.
-                unsafe { libc::dup2(null, fd) };
-            }
+    for fd in 0..3 {
+        if null < 0 {
+            // No /dev/null: close them, so no inherited descriptor (the server's end of the
+            // socket, if the server started with stdio closed) outlives the server here.
+            // SAFETY: close takes a plain number.
+            unsafe { libc::close(fd) };
+        } else if fd != null {
+            // SAFETY: as above.
+            unsafe { libc::dup2(null, fd) };
         }
     }
     // SAFETY: close_range takes plain numbers and closes descriptors 4 and up.
