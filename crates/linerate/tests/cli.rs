@@ -236,19 +236,29 @@ fn a_refused_request_is_logged_with_its_request_line() {
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("access.log");
     let (mut child, addr) = spawn(&["--workers", "1", "--access-log", log.to_str().unwrap()]);
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.write_all(b"GET /a<b>?q=\"x\" HTTP/1.1\r\nHost: t\r\n\r\n")
-        .unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    assert!(resp.starts_with("HTTP/1.1 400"), "{resp}");
+    for request in [
+        &b"GET /a<b>?q=\"x\" HTTP/1.1\r\nHost: t\r\n\r\n"[..],
+        // A body refused after its head: the head's line.
+        b"POST /upload?x=1 HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    ] {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(request).unwrap();
+        let mut resp = String::new();
+        s.read_to_string(&mut resp).unwrap();
+        assert!(resp.starts_with("HTTP/1.1 400"), "{resp}");
+    }
     sigterm(&child);
     assert!(wait_exit(&mut child, Duration::from_secs(15)).success());
     let text = std::fs::read_to_string(&log).unwrap();
-    let line = text.lines().next().expect("one line");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
     assert!(
-        line.contains("] \"GET /a<b>?q=\\x22x\\x22 HTTP/1.1\" 400 "),
-        "{line}"
+        lines[0].contains("] \"GET /a<b>?q=\\x22x\\x22 HTTP/1.1\" 400 "),
+        "{text}"
+    );
+    assert!(
+        lines[1].contains("] \"POST /upload?x=1 HTTP/1.1\" 400 "),
+        "{text}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -190,6 +190,10 @@ impl Service for ConnApp<'_> {
             );
         }
     }
+
+    fn request_line_of(&self, pending: &Pending) -> Vec<u8> {
+        crate::h1::request_line(&pending.0.head.bytes).to_vec()
+    }
 }
 
 impl<'a> ConnApp<'a> {

@@ -101,6 +101,9 @@ pub(crate) trait Service {
         body_bytes: u64,
         request_line: &[u8],
     );
+    /// The request line of the request whose body is being read into `pending` (for the
+    /// access line when its body is refused); empty when the service kept none.
+    fn request_line_of(&self, pending: &Self::Pending) -> Vec<u8>;
 }
 
 /// MAX_LOGGED_LINE: the most of a refused request's line handed to the access log.

@@ -98,6 +98,10 @@ impl Service for App {
         self.errors.extend(error);
         self.lines.push(String::from_utf8_lossy(line).into_owned());
     }
+
+    fn request_line_of(&self, _: &Pending) -> Vec<u8> {
+        b"(the pending request's line)".to_vec()
+    }
 }
 
 fn cfg() -> ConnConfig {
@@ -583,6 +587,16 @@ fn a_refused_request_hands_over_its_request_line() {
     h.at(10_000);
     assert_eq!(h.app.own, [408]);
     assert_eq!(h.app.lines, [""], "a timeout names no request");
+    // A body refused after its head: the line the service kept with the body's state, or the
+    // head's own when the declared length is refused before any body is read.
+    let mut h = Harness::new();
+    h.recv(b"POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n");
+    assert_eq!(h.app.own, [400]);
+    assert_eq!(h.app.lines, ["(the pending request's line)"]);
+    let mut h = Harness::new();
+    h.recv(b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 17\r\n\r\n");
+    assert_eq!(h.app.own, [413]);
+    assert_eq!(h.app.lines, ["POST /echo HTTP/1.1"]);
 }
 
 #[test]
@@ -797,6 +811,9 @@ fn method_facts_reach_the_service() {
             Decision::Respond(Response::new(204))
         }
         fn answered(&mut self, _: u16, _: Option<ParseError>, _: u64, _: &[u8]) {}
+        fn request_line_of(&self, _: &()) -> Vec<u8> {
+            Vec::new()
+        }
     }
     let cfg = cfg();
     let mut conn: Conn<()> = Conn::new(0, &cfg);

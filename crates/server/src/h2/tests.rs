@@ -124,6 +124,10 @@ impl Service for App {
     fn answered(&mut self, status: u16, _: Option<ParseError>, _: u64, _: &[u8]) {
         self.own.push(status);
     }
+
+    fn request_line_of(&self, _: &Self::Pending) -> Vec<u8> {
+        Vec::new()
+    }
 }
 
 fn cfg() -> ConnConfig {

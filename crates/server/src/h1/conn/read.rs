@@ -161,7 +161,8 @@ impl<P> Conn<P> {
                 if let Framing::Length(len) = framing
                     && len > limit
                 {
-                    self.own_answer(413, "request body too large", None, b"", facts, cx, svc);
+                    let line = crate::h1::request_line(buf);
+                    self.own_answer(413, "request body too large", None, line, facts, cx, svc);
                     return Some(n);
                 }
                 if expect_continue && avail.is_empty() {
@@ -197,9 +198,10 @@ impl<P> Conn<P> {
                 Ok(step) => step,
                 Err(e) => {
                     let facts = b.facts;
+                    let line = svc.request_line_of(&b.pending);
                     self.reading = Reading::Stopped;
                     tracing::debug!(error = %e, "rejecting request body");
-                    self.own_answer(e.status(), &e.to_string(), Some(e), b"", facts, cx, svc);
+                    self.own_answer(e.status(), &e.to_string(), Some(e), &line, facts, cx, svc);
                     return input.len();
                 }
             };
@@ -208,8 +210,9 @@ impl<P> Conn<P> {
                 b.received += step.data.len() as u64;
                 if b.received > b.limit {
                     let facts = b.facts;
+                    let line = svc.request_line_of(&b.pending);
                     self.reading = Reading::Stopped;
-                    self.own_answer(413, "request body too large", None, b"", facts, cx, svc);
+                    self.own_answer(413, "request body too large", None, &line, facts, cx, svc);
                     return input.len();
                 }
                 if let Err(resp) = svc.data(&mut b.pending, step.data) {
