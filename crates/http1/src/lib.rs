@@ -46,7 +46,7 @@ pub use limits::{
 };
 pub use response::{
     BodyLength, Counted, FieldSpan, HEAD_CACHE_BYTES, MAX_RESPONSE_HEAD_BYTES, ResponseBody,
-    ResponseCounter, ResponseError, ResponseInfo, parse_response,
+    ResponseCounter, ResponseError, ResponseInfo, parse_response, parse_response_strict,
 };
 
 /// Whether `value` may be sent as a field value: no CR, LF, NUL or other controls but HTAB.

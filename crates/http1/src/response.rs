@@ -4,8 +4,10 @@
 //!
 //! Owns reading, never I/O: bytes in, facts and spans out. Strict where framing is at stake
 //! (status line, Content-Length, Transfer-Encoding, chunk framing); lenient only where RFC 9112
-//! lets a user agent be (a bare LF ending a head line, §2.2; obs-fold, §5.2). Every error
-//! leaves the connection's framing unknown: the caller closes it.
+//! lets a user agent be (a bare LF ending a head line, §2.2; obs-fold, §5.2). A proxy reads
+//! with [`parse_response_strict`], which refuses those too, and any transfer coding but
+//! `chunked` (a body it cannot decode, it cannot re-frame). Every error leaves the
+//! connection's framing unknown: the caller closes it.
 #![forbid(unsafe_code)]
 
 use std::fmt;
@@ -45,6 +47,12 @@ pub enum ResponseError {
     Chunked(ParseError),
     /// The connection ended before the response did.
     CutOff,
+    /// A line ended by a bare LF, read strictly (RFC 9112 §2.2: only a user agent may accept it).
+    BareLf,
+    /// obs-fold, read strictly (RFC 9112 §5.2: a proxy replaces it or answers 502).
+    ObsFold,
+    /// A transfer coding other than `chunked` alone, read strictly.
+    TransferCoding,
 }
 
 impl fmt::Display for ResponseError {
@@ -63,6 +71,9 @@ impl fmt::Display for ResponseError {
             ResponseError::CutOff => {
                 f.write_str("connection closed before the end of the response")
             }
+            ResponseError::BareLf => f.write_str("a line ended by a bare LF"),
+            ResponseError::ObsFold => f.write_str("a folded field line (obs-fold)"),
+            ResponseError::TransferCoding => f.write_str("a transfer coding other than chunked"),
         }
     }
 }
@@ -141,7 +152,26 @@ pub struct FieldSpan {
 /// verdict is the same (a reader carrying a split head looks for that end alone).
 pub fn parse_response(
     buf: &[u8],
+    fields: Option<&mut Vec<FieldSpan>>,
+) -> Result<Option<ResponseInfo>, ResponseError> {
+    parse(buf, fields, false)
+}
+
+/// [`parse_response`] as a proxy must read an upstream's response, as strictly as a server
+/// reads requests: a bare LF ([`ResponseError::BareLf`]), obs-fold ([`ResponseError::ObsFold`])
+/// and a transfer coding other than `chunked` alone ([`ResponseError::TransferCoding`]) are
+/// errors, so no field or framing a user agent would guess at is ever forwarded.
+pub fn parse_response_strict(
+    buf: &[u8],
+    fields: Option<&mut Vec<FieldSpan>>,
+) -> Result<Option<ResponseInfo>, ResponseError> {
+    parse(buf, fields, true)
+}
+
+fn parse(
+    buf: &[u8],
     mut fields: Option<&mut Vec<FieldSpan>>,
+    strict: bool,
 ) -> Result<Option<ResponseInfo>, ResponseError> {
     if let Some(f) = fields.as_deref_mut() {
         f.clear();
@@ -157,6 +187,9 @@ pub fn parse_response(
         return Err(ResponseError::HeadTooLarge);
     }
     let buf = &buf[..end];
+    if strict && memchr::memchr_iter(b'\n', buf).any(|i| i == 0 || buf[i - 1] != b'\r') {
+        return Err(ResponseError::BareLf);
+    }
     let Some((line, mut at)) = next_line(buf, 0) else {
         return Err(ResponseError::StatusLine);
     };
@@ -177,6 +210,9 @@ pub fn parse_response(
             break;
         }
         if matches!(line[0], b' ' | b'\t') {
+            if strict && facts.any_field {
+                return Err(ResponseError::ObsFold);
+            }
             // obs-fold (RFC 9112 §5.2): the value goes on; framing fields are never folded
             // by a server that means them, so only the span is kept.
             if !facts.any_field || !chars::is_field_value(line) {
@@ -201,6 +237,9 @@ pub fn parse_response(
         let value = chars::trim_ows(raw);
         facts.any_field = true;
         facts.field(name, value)?;
+        if strict && name.eq_ignore_ascii_case(b"transfer-encoding") {
+            facts.strict_coding(value)?;
+        }
         if let Some(f) = fields.as_deref_mut() {
             let lead = raw.len() - raw.trim_ascii_start().len();
             let v0 = start + colon + 1 + lead;
@@ -286,6 +325,8 @@ struct Facts {
     /// Transfer-Encoding was present; `chunked`: its final coding is chunked.
     encoded: bool,
     chunked: bool,
+    /// Read strictly: a `Transfer-Encoding: chunked` line was seen.
+    strict_chunked: bool,
 }
 
 impl Facts {
@@ -322,6 +363,16 @@ impl Facts {
             }
             _ => {}
         }
+        Ok(())
+    }
+
+    /// Read strictly, Transfer-Encoding is `chunked` alone, once: a proxy re-frames the body
+    /// for its client and can do that only for codings it decodes.
+    fn strict_coding(&mut self, value: &[u8]) -> Result<(), ResponseError> {
+        if self.strict_chunked || !value.eq_ignore_ascii_case(b"chunked") {
+            return Err(ResponseError::TransferCoding);
+        }
+        self.strict_chunked = true;
         Ok(())
     }
 

@@ -41,6 +41,7 @@ mod app;
 pub mod config;
 mod driver;
 mod h1;
+mod h1c;
 mod h2;
 mod pool;
 pub mod privsep;

@@ -227,3 +227,36 @@ fn a_body_decodes_to_the_same_bytes_at_every_split() {
         Err(ResponseError::CutOff)
     );
 }
+
+/// (rule, head, outcome read strictly): what a proxy refuses that a user agent accepts, and
+/// that it accepts the plain cases alike.
+#[rustfmt::skip]
+const STRICT: &[(&str, &[u8], Outcome)] = &[
+    ("a plain 200", b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", Ok((200, false, BodyLength::Length(5)))),
+    ("chunked alone", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", Ok((200, false, BodyLength::Chunked))),
+    ("chunked in any case", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\n\r\n", Ok((200, false, BodyLength::Chunked))),
+    ("bare LF (§2.2: only a user agent MAY)", b"HTTP/1.1 200 OK\nContent-Length: 2\n\n", Err(ResponseError::BareLf)),
+    ("one bare LF among CRLFs", b"HTTP/1.1 200 OK\r\nX: 1\nContent-Length: 2\r\n\r\n", Err(ResponseError::BareLf)),
+    ("obs-fold (§5.2: a proxy replaces it or 502s)", b"HTTP/1.1 200 OK\r\nX-Long: a\r\n b\r\nContent-Length: 1\r\n\r\n", Err(ResponseError::ObsFold)),
+    ("a coding it cannot decode", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", Err(ResponseError::TransferCoding)),
+    ("chunked not final", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", Err(ResponseError::TransferCoding)),
+    ("chunked twice over two lines", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", Err(ResponseError::TransferCoding)),
+    ("length and chunked (§6.3 rule 3)", b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", Err(ResponseError::LengthAndEncoding)),
+    ("differing lengths", b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", Err(ResponseError::ContentLength)),
+];
+
+#[test]
+fn strict_head_rules() {
+    for (rule, bytes, want) in STRICT {
+        let got = parse_response_strict(bytes, None)
+            .map(|r| r.map(|r| (r.status, r.close, r.length)).expect("complete"));
+        assert_eq!(&got, want, "{rule}");
+        for cut in 0..bytes.len() {
+            match (parse_response_strict(&bytes[..cut], None), want) {
+                (Ok(None), _) => {}
+                (Err(e), Err(w)) if e == *w => {}
+                (other, _) => panic!("{rule}: prefix of {cut} bytes gave {other:?}"),
+            }
+        }
+    }
+}
