@@ -9,7 +9,7 @@
 
 use linerate_http1::{
     BodyDecoder, Counted, Framing, Limits, Method, ParseError, Parsed, RequestHead,
-    ResponseCounter, ResponseError, TargetForm, Version, parse_response,
+    ResponseCounter, ResponseError, TargetForm, Version, parse_response, parse_response_strict,
 };
 
 /// Most pipelined messages followed through one input; more only repeats the same checks.
@@ -148,6 +148,19 @@ fn check_response_heads(data: &[u8]) {
                 info.head_len
             );
         }
+    }
+    // Read strictly (a proxy's reading): never more lenient than a user agent's, and what it
+    // accepts it reads the same way.
+    let mut strict_fields = Vec::new();
+    let strict = parse_response_strict(data, Some(&mut strict_fields));
+    match (&strict, &with) {
+        (Ok(Some(s)), Ok(Some(w))) => {
+            assert_eq!(s, w, "strict and lenient read one head differently");
+            assert_eq!(strict_fields, fields, "strict and lenient spans differ");
+        }
+        (Ok(Some(_)), other) => panic!("strict accepted what lenient read as {other:?}"),
+        (Ok(None), Ok(Some(_))) => panic!("strict waits for a head lenient found whole"),
+        _ => {}
     }
 }
 
