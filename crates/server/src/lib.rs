@@ -45,6 +45,7 @@ mod h1c;
 mod h2;
 mod pool;
 pub mod privsep;
+mod proxy;
 mod server;
 mod start_error;
 mod stats;

@@ -1,0 +1,283 @@
+//! The upstream request for a client's request: its request line (the mount's prefix
+//! rewritten, always origin-form), its fields (hop-by-hop ones removed, `Host` passed or set,
+//! `Via` and the forwarding fields added, the mount's own set or removed) and its framing,
+//! written by this server from how the client's body is framed.
+#![forbid(unsafe_code)]
+
+use std::net::IpAddr;
+
+use linerate_http1::{Framing, Method, RequestHead, TargetForm, Version};
+
+use super::{connection_tokens, hop_by_hop};
+use crate::h1c::ReqBody;
+
+/// What `Host` the upstream gets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum HostPolicy {
+    /// The client's (nginx's `proxy_set_header Host $host` with the port: the authority).
+    PassThrough,
+    /// This value (the upstream's own name, typically).
+    Set(String),
+}
+
+/// Which forwarding fields carry the client's address, scheme and host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ForwardedStyle {
+    /// `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Forwarded-Host` (what most applications read).
+    XForwarded,
+    /// `Forwarded` (RFC 7239).
+    Rfc7239,
+    Both,
+    None,
+}
+
+/// A proxy mount's rules for requests.
+#[derive(Clone, Debug)]
+pub(crate) struct Policy {
+    /// The mount's path prefix (`/api`), and what replaces it upstream (`""` strips it).
+    pub prefix: String,
+    pub rewrite: String,
+    pub host: HostPolicy,
+    pub forwarded: ForwardedStyle,
+    /// Incoming forwarding fields come from a proxy this server trusts: they are extended.
+    /// Otherwise they are replaced (a client cannot claim another address).
+    pub trust_forwarded: bool,
+    /// Fields set on every request (replacing the client's of the same name).
+    pub set: Vec<(String, String)>,
+    /// Fields removed from every request.
+    pub remove: Vec<String>,
+}
+
+/// Facts about the client's connection.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Client {
+    pub addr: Option<IpAddr>,
+    /// It came over TLS.
+    pub tls: bool,
+}
+
+/// The request as it goes upstream, beside its head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Forwarded {
+    pub body: ReqBody,
+    pub head_request: bool,
+    /// An upgrade (WebSocket) is asked for: a 101 makes the connection a tunnel.
+    pub upgrade: bool,
+}
+
+/// The name this server goes by in `Via`.
+const VIA_NAME: &str = "linerate";
+
+/// Writes the upstream request head for the client's request `head` (in `buf`) into `out`.
+/// `body_length`: the body's length when the client's framing gave it (HTTP/1.1
+/// `Content-Length`, or HTTP/2 `content-length`), else the body is chunked upstream.
+pub(crate) fn request_head(
+    head: &RequestHead,
+    buf: &[u8],
+    client: Client,
+    policy: &Policy,
+    out: &mut Vec<u8>,
+) -> Forwarded {
+    let fields = || head.headers(buf);
+    let named = connection_tokens(fields());
+    // RFC 9110 §7.8: an upgrade is asked with both Upgrade and Connection: upgrade; over
+    // HTTP/1.1 only (an HTTP/2 request cannot carry either).
+    let upgrade_to = head.header(buf, "upgrade").filter(|_| {
+        head.method() == Method::Get
+            && head.version() == Version::Http11
+            && named.iter().any(|t| t == b"upgrade")
+    });
+    let method = head.method_str(buf);
+    out.extend_from_slice(method.as_bytes());
+    out.push(b' ');
+    target(head, buf, policy, out);
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+
+    let client_host = head.host(buf);
+    match &policy.host {
+        HostPolicy::PassThrough => {
+            if let Some(h) = client_host {
+                field(out, b"Host", h);
+            }
+        }
+        HostPolicy::Set(h) => field(out, b"Host", h.as_bytes()),
+    }
+
+    let set = |name: &[u8]| {
+        policy
+            .set
+            .iter()
+            .any(|(n, _)| n.as_bytes().eq_ignore_ascii_case(name))
+    };
+    let removed = |name: &[u8]| {
+        policy
+            .remove
+            .iter()
+            .any(|n| n.as_bytes().eq_ignore_ascii_case(name))
+    };
+    let forwarding = |name: &[u8]| {
+        [
+            &b"x-forwarded-for"[..],
+            b"x-forwarded-proto",
+            b"x-forwarded-host",
+            b"forwarded",
+        ]
+        .iter()
+        .any(|f| name.eq_ignore_ascii_case(f))
+    };
+    let mut via: Vec<&[u8]> = Vec::new();
+    let mut xff: Vec<&[u8]> = Vec::new();
+    let mut fwd: Vec<&[u8]> = Vec::new();
+    let (mut xfp, mut xfh) = (None, None);
+    for (name, value) in fields() {
+        if hop_by_hop(name, &named)
+            || name.eq_ignore_ascii_case(b"host")
+            // This server answers `Expect: 100-continue` itself when it reads the body.
+            || name.eq_ignore_ascii_case(b"expect")
+            || set(name)
+            || removed(name)
+        {
+            continue;
+        }
+        if name.eq_ignore_ascii_case(b"via") {
+            via.push(value);
+            continue;
+        }
+        if forwarding(name) {
+            if policy.trust_forwarded {
+                match name.to_ascii_lowercase().as_slice() {
+                    b"x-forwarded-for" => xff.push(value),
+                    b"x-forwarded-proto" => xfp = xfp.or(Some(value)),
+                    b"x-forwarded-host" => xfh = xfh.or(Some(value)),
+                    _ => fwd.push(value),
+                }
+            }
+            continue;
+        }
+        field(out, name, value);
+    }
+    for (n, v) in &policy.set {
+        field(out, n.as_bytes(), v.as_bytes());
+    }
+
+    // Via (RFC 9110 §7.6.3): the protocol it was received with, then this server.
+    let received = match head.version() {
+        Version::Http10 => "1.0",
+        Version::Http11 => "1.1",
+        Version::Http2 => "2.0",
+    };
+    out.extend_from_slice(b"Via: ");
+    for v in &via {
+        out.extend_from_slice(v);
+        out.extend_from_slice(b", ");
+    }
+    out.extend_from_slice(format!("{received} {VIA_NAME}\r\n").as_bytes());
+
+    let proto: &[u8] = if client.tls { b"https" } else { b"http" };
+    let addr = client.addr.map(|a| a.to_string());
+    let style = policy.forwarded;
+    if matches!(style, ForwardedStyle::XForwarded | ForwardedStyle::Both) {
+        let mut list = xff.join(&b", "[..]);
+        if let Some(a) = &addr {
+            if !list.is_empty() {
+                list.extend_from_slice(b", ");
+            }
+            list.extend_from_slice(a.as_bytes());
+        }
+        if !list.is_empty() {
+            field(out, b"X-Forwarded-For", &list);
+        }
+        field(out, b"X-Forwarded-Proto", xfp.unwrap_or(proto));
+        if let Some(h) = xfh.or(client_host) {
+            field(out, b"X-Forwarded-Host", h);
+        }
+    }
+    if matches!(style, ForwardedStyle::Rfc7239 | ForwardedStyle::Both) {
+        // RFC 7239 §4: an IPv6 address is quoted and bracketed; a host is quoted when it is
+        // not a token (a port's colon makes it so).
+        let mut element = String::new();
+        if let Some(a) = client.addr {
+            match a {
+                IpAddr::V4(v4) => element += &format!("for={v4}"),
+                IpAddr::V6(v6) => element += &format!("for=\"[{v6}]\""),
+            }
+            element.push(';');
+        }
+        element += &format!("proto={}", if client.tls { "https" } else { "http" });
+        if let Some(h) = client_host.and_then(|h| std::str::from_utf8(h).ok()) {
+            element += &format!(";host=\"{h}\"");
+        }
+        let mut list = fwd.join(&b", "[..]);
+        if !list.is_empty() {
+            list.extend_from_slice(b", ");
+        }
+        list.extend_from_slice(element.as_bytes());
+        field(out, b"Forwarded", &list);
+    }
+
+    if let Some(u) = upgrade_to {
+        field(out, b"Connection", b"upgrade");
+        field(out, b"Upgrade", u);
+    }
+    let body = match head.framing() {
+        Framing::None => ReqBody::None,
+        Framing::Length(n) => ReqBody::Length(n),
+        Framing::Chunked => ReqBody::Chunked,
+    };
+    match body {
+        ReqBody::None => {}
+        ReqBody::Length(n) => {
+            let mut b = itoa::Buffer::new();
+            field(out, b"Content-Length", b.format(n).as_bytes());
+        }
+        ReqBody::Chunked => field(out, b"Transfer-Encoding", b"chunked"),
+    }
+    out.extend_from_slice(b"\r\n");
+    Forwarded {
+        body,
+        head_request: head.method() == Method::Head,
+        upgrade: upgrade_to.is_some(),
+    }
+}
+
+/// The upstream's request target: the path with the mount's prefix replaced, and the query,
+/// in origin-form whatever form the client used (`*` stays `*`).
+fn target(head: &RequestHead, buf: &[u8], policy: &Policy, out: &mut Vec<u8>) {
+    if head.target_form() == TargetForm::Asterisk {
+        out.push(b'*');
+        return;
+    }
+    let path = head.path(buf);
+    let path = if path.is_empty() { "/" } else { path };
+    match path.strip_prefix(policy.prefix.as_str()) {
+        Some(rest) if !policy.prefix.is_empty() => {
+            // The rewrite and the rest joined by exactly one slash; the prefix alone becomes
+            // the rewrite as written (or `/`).
+            let rest = rest.strip_prefix('/').unwrap_or(rest);
+            if rest.is_empty() {
+                let alone = if policy.rewrite.is_empty() {
+                    "/"
+                } else {
+                    &policy.rewrite
+                };
+                out.extend_from_slice(alone.as_bytes());
+            } else {
+                out.extend_from_slice(policy.rewrite.trim_end_matches('/').as_bytes());
+                out.push(b'/');
+                out.extend_from_slice(rest.as_bytes());
+            }
+        }
+        _ => out.extend_from_slice(path.as_bytes()),
+    }
+    if let Some(q) = head.query(buf) {
+        out.push(b'?');
+        out.extend_from_slice(q.as_bytes());
+    }
+}
+
+fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}

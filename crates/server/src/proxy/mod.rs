@@ -1,0 +1,60 @@
+//! The reverse proxy's rules (RFC 9110 §7.6, RFC 9112): what an upstream receives for a
+//! client's request ([`forward`]) and what the client receives of the upstream's response
+//! ([`reply`]). Pure functions over heads and field spans: no sockets, no state. The
+//! connection to the upstream is `crate::h1c`'s state machine.
+//!
+//! The invariant that matters: every client request becomes exactly one upstream request,
+//! framed by this server — its `Content-Length` or `Transfer-Encoding: chunked` written here
+//! from the body's framing as the client's connection decoded it, never copied — so no
+//! smuggling vector can reach an upstream as two requests.
+//!
+//! Issue 25 builds the proxy in steps; until the driver owns outbound connections, only the
+//! tests call these.
+#![allow(dead_code)]
+
+pub(crate) mod forward;
+pub(crate) mod reply;
+#[cfg(test)]
+mod tests;
+
+/// The fields a proxy never forwards as they are, in either direction (RFC 9110 §7.6.1:
+/// connection-specific; the ones `Connection` names are removed too). `Transfer-Encoding`
+/// and `Content-Length` are the framing this server writes itself.
+pub(crate) const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "transfer-encoding",
+    "upgrade",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "content-length",
+];
+
+/// Whether `name` is hop-by-hop, or named by the message's `Connection` field (`named`: its
+/// lowercased tokens).
+pub(crate) fn hop_by_hop(name: &[u8], named: &[Vec<u8>]) -> bool {
+    HOP_BY_HOP
+        .iter()
+        .any(|h| name.eq_ignore_ascii_case(h.as_bytes()))
+        || named.iter().any(|n| name.eq_ignore_ascii_case(n))
+}
+
+/// The tokens of every `Connection` field among `fields`, lowercased.
+pub(crate) fn connection_tokens<'a>(
+    fields: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for (name, value) in fields {
+        if name.eq_ignore_ascii_case(b"connection") {
+            for t in value.split(|&b| b == b',') {
+                let t = t.trim_ascii();
+                if !t.is_empty() {
+                    out.push(t.to_ascii_lowercase());
+                }
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,57 @@
+//! The client's answer from an upstream's response head: which of its fields are forwarded
+//! (byte for byte: an upstream's values may hold obs-text, which no `str` holds), which are
+//! this server's to write (framing, `Date`, `Server`, as nginx hides them), and the `Via`
+//! every forwarded message carries (RFC 9110 §7.6.3).
+#![forbid(unsafe_code)]
+
+use linerate_http1::{FieldSpan, ResponseInfo, Version};
+
+use super::{connection_tokens, hop_by_hop};
+
+/// A mount's rules for responses.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Policy {
+    /// Fields set on every answer (replacing the upstream's of the same name).
+    pub set: Vec<(String, String)>,
+    /// Fields removed from every answer.
+    pub remove: Vec<String>,
+}
+
+/// The upstream's fields as they are forwarded, in order: `(name, value)` slices of `head`.
+/// Hop-by-hop fields (and those `Connection` names), the framing, `Date` and `Server` are
+/// left out, as are the mount's removed and set ones; after a 101 the `Upgrade` field stays
+/// (the client must learn what the tunnel speaks).
+pub(crate) fn fields<'h>(
+    head: &'h [u8],
+    spans: &'h [FieldSpan],
+    info: &ResponseInfo,
+    policy: &'h Policy,
+) -> impl Iterator<Item = (&'h [u8], &'h [u8])> + 'h {
+    let all = move || {
+        spans
+            .iter()
+            .map(move |f| (&head[f.name.clone()], &head[f.value.clone()]))
+    };
+    let named = connection_tokens(all());
+    let upgraded = info.status == 101;
+    all().filter(move |(name, _)| {
+        let keep_upgrade = upgraded && name.eq_ignore_ascii_case(b"upgrade");
+        keep_upgrade
+            || !(hop_by_hop(name, &named)
+                || name.eq_ignore_ascii_case(b"date")
+                || name.eq_ignore_ascii_case(b"server")
+                || policy
+                    .remove
+                    .iter()
+                    .chain(policy.set.iter().map(|(n, _)| n))
+                    .any(|n| name.eq_ignore_ascii_case(n.as_bytes())))
+    })
+}
+
+/// The `Via` value for an answer from an upstream that spoke `version`.
+pub(crate) fn via(version: Version) -> &'static str {
+    match version {
+        Version::Http10 => "1.0 linerate",
+        _ => "1.1 linerate",
+    }
+}

@@ -1,0 +1,222 @@
+//! The proxy's rules as tables: a client's request in, the upstream's head out; an upstream's
+//! response head in, the forwarded fields out. One row per rule, with the rule cited.
+#![forbid(unsafe_code)]
+
+use linerate_http1::{Limits, Parsed, RequestHead, parse_response_strict};
+
+use super::forward::{Client, ForwardedStyle, HostPolicy, Policy, request_head};
+use super::reply;
+use crate::h1c::ReqBody;
+
+fn policy() -> Policy {
+    Policy {
+        prefix: "/api".into(),
+        rewrite: String::new(),
+        host: HostPolicy::PassThrough,
+        forwarded: ForwardedStyle::XForwarded,
+        trust_forwarded: false,
+        set: Vec::new(),
+        remove: Vec::new(),
+    }
+}
+
+const CLIENT: Client = Client {
+    addr: Some(std::net::IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 7))),
+    tls: true,
+};
+
+/// The upstream head for `request` under `policy`, and its framing facts.
+fn forward(request: &[u8], policy: &Policy) -> (String, ReqBody, bool) {
+    let mut head = RequestHead::new();
+    let n = match head.parse(request, &Limits::default()).unwrap() {
+        Parsed::Complete(n) => n,
+        Parsed::Partial => panic!("incomplete"),
+    };
+    let mut out = Vec::new();
+    let f = request_head(&head, &request[..n], CLIENT, policy, &mut out);
+    (String::from_utf8(out).unwrap(), f.body, f.upgrade)
+}
+
+#[test]
+fn hop_by_hop_fields_are_removed_and_forwarding_fields_added() {
+    let (head, body, upgrade) = forward(
+        b"GET /api/users?id=1 HTTP/1.1\r\nHost: example.com\r\nConnection: keep-alive, X-Secret\r\n\
+          Keep-Alive: timeout=5\r\nX-Secret: 1\r\nTE: trailers\r\nProxy-Authorization: Basic x\r\n\
+          Proxy-Connection: keep-alive\r\nAccept: */*\r\nCookie: a=1\r\n\r\n",
+        &policy(),
+    );
+    // RFC 9110 §7.6.1 (hop-by-hop, and what Connection names), §7.6.3 (Via).
+    assert_eq!(
+        head,
+        "GET /users?id=1 HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\nCookie: a=1\r\n\
+         Via: 1.1 linerate\r\nX-Forwarded-For: 192.0.2.7\r\nX-Forwarded-Proto: https\r\n\
+         X-Forwarded-Host: example.com\r\n\r\n"
+    );
+    assert_eq!((body, upgrade), (ReqBody::None, false));
+}
+
+#[test]
+fn the_body_is_framed_here_never_copied() {
+    // Content-Length: written by this server from the parsed length.
+    let (head, body, _) = forward(
+        b"POST /api/x HTTP/1.1\r\nHost: a\r\nContent-Length: 005\r\nExpect: 100-continue\r\n\r\n",
+        &policy(),
+    );
+    assert!(head.contains("\r\nContent-Length: 5\r\n"), "{head}");
+    assert!(
+        !head.contains("Expect"),
+        "100-continue is answered here: {head}"
+    );
+    assert_eq!(body, ReqBody::Length(5));
+    // Chunked: re-chunked by this server, the client's codings never copied.
+    let (head, body, _) = forward(
+        b"POST /api/x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+        &policy(),
+    );
+    assert_eq!(head.matches("Transfer-Encoding").count(), 1, "{head}");
+    assert!(
+        head.ends_with("Transfer-Encoding: chunked\r\n\r\n"),
+        "{head}"
+    );
+    assert_eq!(body, ReqBody::Chunked);
+}
+
+#[test]
+fn forwarding_fields_from_an_untrusted_client_are_replaced() {
+    let request = b"GET /api/ HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 10.0.0.1\r\n\
+                    X-Forwarded-Proto: http\r\nForwarded: for=10.0.0.1\r\nVia: 1.0 edge\r\n\r\n";
+    let mut p = policy();
+    p.forwarded = ForwardedStyle::Both;
+    let (head, _, _) = forward(request, &p);
+    assert!(
+        !head.contains("10.0.0.1"),
+        "a client cannot claim an address: {head}"
+    );
+    assert!(head.contains("Via: 1.0 edge, 1.1 linerate\r\n"), "{head}");
+    assert!(
+        head.contains("Forwarded: for=192.0.2.7;proto=https;host=\"a\"\r\n"),
+        "{head}"
+    );
+    // Trusted (the edge is another proxy of ours): extended.
+    p.trust_forwarded = true;
+    let (head, _, _) = forward(request, &p);
+    assert!(
+        head.contains("X-Forwarded-For: 10.0.0.1, 192.0.2.7\r\n"),
+        "{head}"
+    );
+    assert!(head.contains("X-Forwarded-Proto: http\r\n"), "{head}");
+    assert!(
+        head.contains("Forwarded: for=10.0.0.1, for=192.0.2.7;proto=https;host=\"a\"\r\n"),
+        "{head}"
+    );
+}
+
+#[test]
+fn the_prefix_is_rewritten_and_the_target_is_origin_form() {
+    let cases = [
+        ("/api", "", "/api/users?q=1", "/users?q=1"),
+        ("/api", "", "/api", "/"),
+        ("/api", "/v1", "/api/u", "/v1/u"),
+        ("/api", "/v1", "/api", "/v1"),
+        ("/api/", "/", "/api/x", "/x"),
+        ("/api", "/v1/", "/api/a/b", "/v1/a/b"),
+        ("", "", "/keep/as/is", "/keep/as/is"),
+    ];
+    for (prefix, rewrite, path, want) in cases {
+        let mut p = policy();
+        p.prefix = prefix.into();
+        p.rewrite = rewrite.into();
+        let req = format!("GET {path} HTTP/1.1\r\nHost: a\r\n\r\n");
+        let (head, _, _) = forward(req.as_bytes(), &p);
+        assert!(
+            head.starts_with(&format!("GET {want} HTTP/1.1\r\n")),
+            "{prefix} → {rewrite:?}: {path} gave {head}"
+        );
+    }
+    // Absolute-form (RFC 9112 §3.2.2) goes upstream in origin-form.
+    let (head, _, _) = forward(
+        b"GET http://a/api/x?y HTTP/1.1\r\nHost: a\r\n\r\n",
+        &policy(),
+    );
+    assert!(head.starts_with("GET /x?y HTTP/1.1\r\n"), "{head}");
+}
+
+#[test]
+fn host_and_the_mounts_fields() {
+    let mut p = policy();
+    p.host = HostPolicy::Set("backend.internal:9000".into());
+    p.set = vec![("X-Edge".into(), "1".into())];
+    p.remove = vec!["cookie".into()];
+    p.forwarded = ForwardedStyle::None;
+    let (head, _, _) = forward(
+        b"GET /api/ HTTP/1.1\r\nHost: public.example\r\nCookie: s=1\r\nX-Edge: forged\r\n\r\n",
+        &p,
+    );
+    assert_eq!(
+        head,
+        "GET / HTTP/1.1\r\nHost: backend.internal:9000\r\nX-Edge: 1\r\nVia: 1.1 linerate\r\n\r\n"
+    );
+}
+
+#[test]
+fn an_upgrade_is_forwarded_only_when_asked_properly() {
+    // RFC 9110 §7.8: Upgrade with Connection: upgrade, on a GET.
+    let (head, _, upgrade) = forward(
+        b"GET /api/ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+          Sec-WebSocket-Key: x\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        &policy(),
+    );
+    assert!(upgrade);
+    assert!(head.contains("Sec-WebSocket-Key: x\r\n"), "{head}");
+    assert!(
+        head.ends_with("Connection: upgrade\r\nUpgrade: websocket\r\n\r\n"),
+        "{head}"
+    );
+    // Upgrade without Connection: upgrade is a hop-by-hop field like any other.
+    let (head, _, upgrade) = forward(
+        b"GET /api/ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n\r\n",
+        &policy(),
+    );
+    assert!(!upgrade && !head.contains("Upgrade"), "{head}");
+}
+
+#[test]
+fn response_fields_forwarded_byte_for_byte_without_hop_by_hop_or_framing() {
+    let head: &[u8] = b"HTTP/1.1 200 OK\r\nDate: x\r\nServer: app/1\r\nContent-Length: 5\r\n\
+        Connection: X-Internal, keep-alive\r\nX-Internal: 1\r\nKeep-Alive: timeout=5\r\n\
+        Content-Type: text/plain\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n\
+        Content-Disposition: attachment; filename=\"caf\xe9\"\r\nX-Drop: 1\r\nCache-Control: no\r\n\r\n";
+    let mut spans = Vec::new();
+    let info = parse_response_strict(head, Some(&mut spans))
+        .unwrap()
+        .unwrap();
+    let policy = reply::Policy {
+        set: vec![("Cache-Control".into(), "max-age=60".into())],
+        remove: vec!["x-drop".into()],
+    };
+    let got: Vec<(String, Vec<u8>)> = reply::fields(head, &spans, &info, &policy)
+        .map(|(n, v)| (String::from_utf8_lossy(n).into_owned(), v.to_vec()))
+        .collect();
+    let want: Vec<(String, Vec<u8>)> = [
+        ("Content-Type", &b"text/plain"[..]),
+        ("Set-Cookie", b"a=1"),
+        ("Set-Cookie", b"b=2"),
+        ("Content-Disposition", b"attachment; filename=\"caf\xe9\""),
+    ]
+    .into_iter()
+    .map(|(n, v)| (n.to_string(), v.to_vec()))
+    .collect();
+    assert_eq!(got, want);
+    // After a 101 the client learns what the tunnel speaks.
+    let head: &[u8] =
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+        Sec-WebSocket-Accept: y\r\n\r\n";
+    let info = parse_response_strict(head, Some(&mut spans))
+        .unwrap()
+        .unwrap();
+    let none = reply::Policy::default();
+    let names: Vec<&[u8]> = reply::fields(head, &spans, &info, &none)
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(names, [&b"Upgrade"[..], b"Sec-WebSocket-Accept"]);
+}
