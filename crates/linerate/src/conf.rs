@@ -340,7 +340,14 @@ impl Cx<'_> {
 
     fn existing_file(&self, v: &Spanned<String>, what: &str) -> Result<PathBuf, ConfError> {
         let p = self.path(v);
-        match linerate_server::privsep::open_read(&p).and_then(|f| f.metadata()) {
+        // Through the keeper only when the system refuses (a reload after a drop).
+        let meta = match std::fs::metadata(&p) {
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                linerate_server::privsep::open_read(&p).and_then(|f| f.metadata())
+            }
+            m => m,
+        };
+        match meta {
             Ok(m) if m.is_file() => Ok(p),
             Ok(_) => Err(self.err(v.span(), format!("{what} {} is not a file", p.display()))),
             Err(e) => Err(self.err(v.span(), format!("{what} {}: {e}", p.display()))),

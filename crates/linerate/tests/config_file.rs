@@ -329,6 +329,12 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
     let listen = "[[listen]]\naddr = \"127.0.0.1:0\"\n";
     let site = "[[site]]\nnames = [\"a.test\"]\n";
     let taken = free_port("127.0.0.1");
+    // A FIFO where a certificate should be: refused, never waited on.
+    let fifo = std::process::Command::new("mkfifo")
+        .arg(d.join("fifo.pem"))
+        .status()
+        .expect("mkfifo runs");
+    assert!(fifo.success());
     // (file text, line:column, message)
     let cases: Vec<(String, &str, &str)> = vec![
         (
@@ -524,6 +530,13 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
             format!("[[listen]]\nunix = \"a.sock\"\ngroup = \"no-such-group-x\"\n{site}"),
             "3:9",
             "group: no group named \"no-such-group-x\"",
+        ),
+        (
+            format!(
+                "[[listen]]\naddr = \"127.0.0.1:0\"\ntls = {{ cert = \"fifo.pem\", key = \"key.pem\" }}\n{site}"
+            ),
+            "3:16",
+            "fifo.pem is not a file",
         ),
         (site.to_string(), "1:1", "no [[listen]] section"),
         (listen.to_string(), "1:1", "no [[site]] section"),

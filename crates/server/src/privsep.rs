@@ -184,9 +184,14 @@ fn redirectable(path: &Path, target: &Target) -> Option<String> {
 }
 
 /// Opens `path` for reading: directly, or through the keeper when the system refuses and the
-/// keeper holds that path.
+/// keeper holds that path. Never blocks: a FIFO named there opens at once (and reads fail).
 pub fn open_read(path: &Path) -> io::Result<File> {
-    match File::open(path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let direct = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path);
+    match direct {
         Err(e) if denied(&e) && KEEPER.get().is_some() => ask(OP_READ, path).map_err(|k| {
             // The keeper's own refusal (a path it does not keep) says less than the first.
             if k.kind() == io::ErrorKind::PermissionDenied {
