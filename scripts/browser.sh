@@ -72,11 +72,12 @@ tls_port=$(free_port)
     --tls-key "$out/key.pem" --root "$out/www" --workers 1 --no-pin --log-level warn \
     --access-log "$out/access.log" >"$out/banner.txt" 2>"$out/server.err" &
 pid=$!
-for _ in $(seq 1 100); do
+for _ in $(seq 1 200); do
     grep -q "^Stop with" "$out/banner.txt" 2>/dev/null && break
     kill -0 "$pid" 2>/dev/null || { cat "$out/server.err" >&2; say "the server did not start"; exit 1; }
     sleep 0.1
 done
+grep -q "^Stop with" "$out/banner.txt" || { cat "$out/server.err" >&2; say "no banner in 20 s"; exit 1; }
 
 fail=0
 n=0
@@ -107,8 +108,14 @@ for base in "http://127.0.0.1:$port" "https://127.0.0.1:$tls_port"; do
     load "$base/a|b.html?x=1" "/a%7Cb.html?x=1"
 done
 
-# What the browser sent, as the server logged it: every page 200, HTTP/2 over TLS.
+# What the browser sent, as the server logged it: every page 200, HTTP/2 over TLS. The drain
+# ends it (the log is written by then); a server that does not end is killed after 20 s.
 kill -TERM "$pid"
+for _ in $(seq 1 200); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+done
+kill -KILL "$pid" 2>/dev/null || true
 wait "$pid" 2>/dev/null || true
 pid=""
 for want in '"GET /index.html?filter=a|b HTTP/1.1" 200' '"GET /index.html?filter=a|b HTTP/2.0" 200' \

@@ -784,6 +784,11 @@ fn absolute_path_start(t: &[u8]) -> Result<usize, ParseError> {
         // RFC 9110 §4.2.4: userinfo is deprecated in http(s) URIs; a sender must not generate it.
         return Err(ParseError::InvalidTarget);
     }
+    // The authority obeys Host's rules (RFC 9110 §7.2: uri-host [":" port]): the target's
+    // wider byte set (browsers' `{ | }` in paths and queries) is not a host's.
+    if !authority.iter().all(|&b| chars::HOST[b as usize]) {
+        return Err(ParseError::InvalidTarget);
+    }
     Ok(auth_start + auth_len)
 }
 

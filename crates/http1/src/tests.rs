@@ -52,6 +52,8 @@ const HEAD_RULES: &[(&str, &[u8], Want)] = &[
     ("`\\` in the query (browsers send it raw)", b"GET /?p=a\\b HTTP/1.1\r\nHost: a\r\n\r\n", Want::Ok(Framing::None)),
     ("`|`, `^`, `{`, `}`, backquote in the path", b"GET /a|b^c{d}`e HTTP/1.1\r\nHost: a\r\n\r\n", Want::Ok(Framing::None)),
     ("`|` in an absolute-form query", b"GET http://a/x?y=1|2 HTTP/1.1\r\nHost: a\r\n\r\n", Want::Ok(Framing::None)),
+    ("`|` in an absolute-form authority (RFC 9110 §7.2: a host)", b"GET http://a|b/x HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(InvalidTarget)),
+    ("`{` in an absolute-form authority", b"GET http://{a}:80/ HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(InvalidTarget)),
     ("`\\` in the path (browsers send `/`)", b"GET /a\\b HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(InvalidTarget)),
     ("`\\` in the path before a query", b"GET /a\\b?c HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(InvalidTarget)),
     ("`\"` in the query (browsers encode it)", b"GET /?q=\"x\" HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(InvalidTarget)),

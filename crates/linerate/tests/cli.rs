@@ -235,20 +235,22 @@ fn a_refused_request_is_logged_with_its_request_line() {
     let dir = std::env::temp_dir().join(format!("linerate-log400-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("access.log");
-    let (mut child, addr) = spawn(&["--workers", "1", "--access-log", log.to_str().unwrap()]);
+    let (child, addr) = spawn(&["--workers", "1", "--access-log", log.to_str().unwrap()]);
+    let mut child = common::bin::Stopped(child);
     for request in [
         &b"GET /a<b>?q=\"x\" HTTP/1.1\r\nHost: t\r\n\r\n"[..],
         // A body refused after its head: the head's line.
         b"POST /upload?x=1 HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
     ] {
         let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(common::READ_TIMEOUT)).unwrap();
         s.write_all(request).unwrap();
         let mut resp = String::new();
         s.read_to_string(&mut resp).unwrap();
         assert!(resp.starts_with("HTTP/1.1 400"), "{resp}");
     }
-    sigterm(&child);
-    assert!(wait_exit(&mut child, Duration::from_secs(15)).success());
+    sigterm(&child.0);
+    assert!(wait_exit(&mut child.0, Duration::from_secs(15)).success());
     let text = std::fs::read_to_string(&log).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 2, "{text}");

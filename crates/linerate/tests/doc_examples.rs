@@ -13,12 +13,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::bin::{BIN, signal, wait_exit};
+use common::bin::{BIN, Stopped, banner, signal, wait_exit};
 
 fn doc(name: &str) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -62,44 +61,43 @@ fn root() -> bool {
 }
 
 /// Runs `linerate ARGS` in `cwd` until its banner is out, then stops it with SIGTERM; or,
-/// for `--check-config`, to its end. `Err` with what it said when it refused.
+/// for `--check-config`, to its end. `Err` with what it said when it refused. Every wait is
+/// bounded.
 fn run(cwd: &Path, args: &[String]) -> Result<Vec<String>, String> {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut lines = Vec::new();
-    loop {
-        let mut line = String::new();
-        if out.read_line(&mut line).unwrap_or(0) == 0 {
-            let status = child.wait().unwrap();
-            let mut err = String::new();
-            let _ = std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err);
-            return if status.success() && args.iter().any(|a| a == "--check-config") {
-                lines.push(line);
+    let mut child = Stopped(
+        Command::new(BIN)
+            .args(args)
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut err = child.0.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut s);
+        s
+    });
+    match banner(&mut child.0) {
+        Ok(lines) => {
+            signal(&child.0, rustix::process::Signal::TERM);
+            let status = wait_exit(&mut child.0, common::EVENTUALLY);
+            if status.success() {
                 Ok(lines)
             } else {
-                Err(format!("{args:?}: {status}: {err}"))
-            };
+                Err(format!("{args:?}: exit {status} after SIGTERM"))
+            }
         }
-        let done = line.starts_with("Stop with");
-        lines.push(line.trim_end().to_string());
-        if done {
-            break;
+        Err(lines) => {
+            let status = wait_exit(&mut child.0, common::EVENTUALLY);
+            if status.success() && args.iter().any(|a| a == "--check-config") {
+                return Ok(lines);
+            }
+            let err = stderr.join().unwrap_or_default();
+            Err(format!("{args:?}: {status}: {lines:?} {err}"))
         }
-    }
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-    signal(&child, rustix::process::Signal::TERM);
-    let status = wait_exit(&mut child, common::EVENTUALLY);
-    if status.success() {
-        Ok(lines)
-    } else {
-        Err(format!("{args:?}: exit {status} after SIGTERM"))
     }
 }
 
@@ -326,7 +324,8 @@ fn the_annotated_config_example_checks_and_serves() {
     if !root() {
         text = text
             .lines()
-            .filter(|l| !l.starts_with("user ="))
+            // Only root switches users or gives a socket to another group.
+            .filter(|l| !l.starts_with("user =") && !l.starts_with("group ="))
             .collect::<Vec<_>>()
             .join("\n");
     }
@@ -372,14 +371,7 @@ fn the_annotated_config_example_checks_and_serves() {
             .spawn()
             .unwrap(),
     );
-    let mut out = BufReader::new(child.0.stdout.take().unwrap());
-    let mut banner = String::new();
-    while !banner.contains("Stop with") {
-        let mut line = String::new();
-        assert_ne!(out.read_line(&mut line).unwrap(), 0, "exited: {banner}");
-        banner += &line;
-    }
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    banner(&mut child.0).expect("the example serves");
     let addr: std::net::SocketAddr = format!("127.0.0.1:{p80}").parse().unwrap();
     let get = |host: &str, path: &str| {
         let mut c = common::Client::connect(addr);
@@ -419,16 +411,6 @@ fn the_annotated_config_example_checks_and_serves() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// A server killed when the test ends, however it ends (a failed assertion included).
-struct Stopped(std::process::Child);
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// docs/config.md's "from nothing" walk-through, as one shell script: make the trees and the
 /// certificate, write the file, check it, serve it, ask it over HTTPS, plain HTTP and the
 /// admin listener, reload it.
@@ -459,8 +441,10 @@ fn the_from_nothing_walkthrough_runs_as_written() {
         std::env::var("PATH").unwrap_or_default()
     );
     // The server is the script's job %1; the script's end stops it.
-    let out = Command::new("bash")
+    let out = Command::new("timeout")
         .args([
+            "120",
+            "bash",
             "-c",
             // A failed step ends the script; its trap stops the server it started.
             &format!(

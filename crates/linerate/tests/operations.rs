@@ -279,7 +279,7 @@ fn a_log_that_is_not_a_terminal_has_no_ansi_codes() {
 #[test]
 fn sigterm_and_sigint_stop_the_server_with_stderr_closed() {
     for sig in [Signal::TERM, Signal::INT] {
-        let mut child = Command::new(BIN)
+        let child = Command::new(BIN)
             .args([
                 "serve",
                 "--addr",
@@ -294,7 +294,8 @@ fn sigterm_and_sigint_stop_the_server_with_stderr_closed() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut child = common::bin::Stopped(child);
+        let mut stdout = std::io::BufReader::new(child.0.stdout.take().unwrap());
         let mut first = String::new();
         std::io::BufRead::read_line(&mut stdout, &mut first).unwrap();
         let addr: SocketAddr = first
@@ -305,15 +306,15 @@ fn sigterm_and_sigint_stop_the_server_with_stderr_closed() {
             .unwrap();
         // stdout keeps a reader (a broken stdout alone never did it); stderr loses its own.
         std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-        drop(child.stderr.take());
+        drop(child.0.stderr.take());
         // Log lines written into the closed pipe meanwhile do not stop the serving.
         let mut c = Client::connect(addr);
         assert_eq!(c.get("/plaintext").status, 200);
-        signal(&child, Signal::HUP);
+        signal(&child.0, Signal::HUP);
         assert_eq!(c.get("/plaintext").status, 200);
         drop(c);
-        signal(&child, sig);
-        let status = wait_exit(&mut child, common::EVENTUALLY);
+        signal(&child.0, sig);
+        let status = wait_exit(&mut child.0, common::EVENTUALLY);
         assert!(status.success(), "{sig:?}: {status}");
     }
 }

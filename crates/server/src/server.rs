@@ -775,13 +775,16 @@ fn listen_unix(
             )
         })?;
     }
-    // An O_PATH descriptor takes no fchmod; its /proc link names the same inode.
-    rustix::fs::chmodat(
-        rustix::fs::CWD,
-        format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&node)),
-        Mode::from_raw_mode(perms.mode & 0o7777),
-        AtFlags::empty(),
-    )?;
+    // An O_PATH descriptor takes no fchmod; its /proc link names the same inode. Without
+    // /proc (a bare chroot), by path, just after the check above.
+    let mode = Mode::from_raw_mode(perms.mode & 0o7777);
+    let link = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&node));
+    match rustix::fs::chmodat(rustix::fs::CWD, link, mode, AtFlags::empty()) {
+        Err(rustix::io::Errno::NOENT) => {
+            rustix::fs::chmodat(rustix::fs::CWD, path, mode, AtFlags::empty())?
+        }
+        r => r?,
+    }
     socket.listen(backlog)?;
     socket.set_nonblocking(true)?;
     Ok(socket.into())

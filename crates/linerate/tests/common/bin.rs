@@ -100,3 +100,47 @@ pub fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A child that is killed when the test ends, however it ends (a failed assertion included):
+/// a server left running would hold the test harness's output pipe open.
+pub struct Stopped(pub Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Reads `child`'s stdout up to its banner's "Stop with" line, at most
+/// [`crate::common::EVENTUALLY`]: `Ok` with the lines, or `Err` with what it printed when it
+/// exited or never finished the banner. The rest of stdout is drained by a thread.
+pub fn banner(child: &mut Child) -> Result<Vec<String>, Vec<String>> {
+    use std::sync::mpsc;
+    let out = child.stdout.take().expect("stdout piped");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + super::EVENTUALLY;
+    let mut lines = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(Ok(line)) => {
+                let done = line.starts_with("Stop with");
+                lines.push(line);
+                if done {
+                    // Keep draining so the server never writes into a closed pipe.
+                    std::thread::spawn(move || for _ in rx {});
+                    return Ok(lines);
+                }
+            }
+            _ => return Err(lines),
+        }
+    }
+}

@@ -86,11 +86,13 @@ impl LogBuffer {
         };
         match self.format {
             LogFormat::Combined => {
-                let _ = write!(
-                    self.lines,
-                    "{ip} - - [{}] \"{} {} {version}\" {} {} \"",
-                    self.time_local, e.method, e.target, e.status, e.bytes
-                );
+                // The request line escaped as nginx escapes it: a target may hold `\` (in a
+                // query), which a log reader would take for the start of an escape.
+                let _ = write!(self.lines, "{ip} - - [{}] \"", self.time_local);
+                escape_into(&mut self.lines, Some(e.method.as_bytes()));
+                self.lines.push(' ');
+                escape_into(&mut self.lines, Some(e.target.as_bytes()));
+                let _ = write!(self.lines, " {version}\" {} {} \"", e.status, e.bytes);
                 escape_into(&mut self.lines, e.referer);
                 self.lines.push_str("\" \"");
                 escape_into(&mut self.lines, e.user_agent);
@@ -145,13 +147,13 @@ impl LogBuffer {
                 let _ = writeln!(self.lines, "\" {status} {bytes} \"-\" \"-\" -");
             }
             LogFormat::Json => {
+                // As for a served request: the text as sent (JSON escapes what it must).
                 let mut words = request_line.splitn(3, |&b| b == b' ');
                 let mut word = || {
-                    words.next().filter(|w| !w.is_empty()).map(|w| {
-                        let mut s = String::new();
-                        escape_into(&mut s, Some(w));
-                        s
-                    })
+                    words
+                        .next()
+                        .filter(|w| !w.is_empty())
+                        .map(|w| String::from_utf8_lossy(w).into_owned())
                 };
                 let (method, target) = (word(), word());
                 let line = serde_json::json!({
@@ -364,7 +366,7 @@ mod tests {
             (
                 LogFormat::Json,
                 b"GET /a\"b HTTP/1.1",
-                r#"{"bytes":11,"method":"GET","referer":null,"remote_addr":"127.0.0.1","request_time_us":null,"status":400,"target":"/a\\x22b","time":"06/Nov/1994:08:49:37 +0000","user_agent":null,"version":null}"#,
+                r#"{"bytes":11,"method":"GET","referer":null,"remote_addr":"127.0.0.1","request_time_us":null,"status":400,"target":"/a\"b","time":"06/Nov/1994:08:49:37 +0000","user_agent":null,"version":null}"#,
             ),
         ] {
             let (tx, rx) = sync_channel(4);
@@ -384,5 +386,35 @@ mod tests {
             };
             assert_eq!(batch.trim_end(), want.trim_end());
         }
+    }
+
+    /// A query may hold `\` now (browsers send it raw): written as nginx writes it, `\x5C`,
+    /// so no target can forge an escape (`\x22`, a quote) for whoever decodes the log.
+    #[test]
+    fn a_backslash_in_a_served_target_is_escaped() {
+        let (tx, rx) = sync_channel(4);
+        let mut b = LogBuffer {
+            lines: String::new(),
+            tx,
+            dropped: 0,
+            format: LogFormat::Combined,
+            time_local: String::new(),
+        };
+        b.push(&AccessEntry {
+            peer: None,
+            method: "GET",
+            target: "/?a=\\x22",
+            version: Version::Http11,
+            status: 200,
+            bytes: 1,
+            referer: None,
+            user_agent: None,
+            request_time_us: None,
+        });
+        b.hand_off();
+        let LogMsg::Lines(batch) = rx.recv().unwrap() else {
+            panic!("a batch")
+        };
+        assert!(batch.contains("\"GET /?a=\\x5Cx22 HTTP/1.1\""), "{batch}");
     }
 }

@@ -651,11 +651,11 @@ impl<P> Conn<P> {
         // The access log shows the request as HTTP/2 sent it: the line written from its
         // pseudo-header fields, with its own version.
         let line = crate::h1::request_line(&self.scratch.head);
-        let line = [
-            line.strip_suffix(b" HTTP/1.1").unwrap_or(line),
-            b" HTTP/2.0",
-        ]
-        .concat();
+        let line = match line.strip_suffix(b" HTTP/1.1") {
+            Some(start) => [start, b" HTTP/2.0"].concat(),
+            // Cut at MAX_LOGGED_LINE (or empty): as it is, no version claimed.
+            None => line.to_vec(),
+        };
         svc.answered(status, error, resp.body.len(), &line);
         self.streams[idx].discard = true;
         self.answer(idx, resp, cx);
