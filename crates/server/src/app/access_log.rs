@@ -316,16 +316,22 @@ fn open(target: &LogTarget) -> std::io::Result<Box<dyn std::io::Write + Send>> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn combined_format_line() {
+    /// A worker's buffer writing `format`, and the logger's end of its channel.
+    fn buffer(format: LogFormat) -> (LogBuffer, Receiver<LogMsg>) {
         let (tx, rx) = sync_channel(4);
-        let mut b = LogBuffer {
+        let b = LogBuffer {
             lines: String::new(),
             tx,
             dropped: 0,
-            format: LogFormat::Combined,
+            format,
             time_local: String::new(),
         };
+        (b, rx)
+    }
+
+    #[test]
+    fn combined_format_line() {
+        let (mut b, rx) = buffer(LogFormat::Combined);
         b.set_time(b"Sun, 06 Nov 1994 08:49:37 GMT");
         b.push(&AccessEntry {
             peer: Some("127.0.0.1:5000".parse().unwrap()),
@@ -369,14 +375,7 @@ mod tests {
                 r#"{"bytes":11,"method":"GET","referer":null,"remote_addr":"127.0.0.1","request_time_us":null,"status":400,"target":"/a\"b","time":"06/Nov/1994:08:49:37 +0000","user_agent":null,"version":null}"#,
             ),
         ] {
-            let (tx, rx) = sync_channel(4);
-            let mut b = LogBuffer {
-                lines: String::new(),
-                tx,
-                dropped: 0,
-                format,
-                time_local: String::new(),
-            };
+            let (mut b, rx) = buffer(format);
             b.set_time(b"Sun, 06 Nov 1994 08:49:37 GMT");
             let status = if line.is_empty() { 408 } else { 400 };
             b.push_refusal(Some("127.0.0.1:5000".parse().unwrap()), line, status, 11);
@@ -392,14 +391,7 @@ mod tests {
     /// so no target can forge an escape (`\x22`, a quote) for whoever decodes the log.
     #[test]
     fn a_backslash_in_a_served_target_is_escaped() {
-        let (tx, rx) = sync_channel(4);
-        let mut b = LogBuffer {
-            lines: String::new(),
-            tx,
-            dropped: 0,
-            format: LogFormat::Combined,
-            time_local: String::new(),
-        };
+        let (mut b, rx) = buffer(LogFormat::Combined);
         b.push(&AccessEntry {
             peer: None,
             method: "GET",

@@ -73,6 +73,21 @@ fn ready(request: &[u8]) -> Conn {
     c
 }
 
+/// A connection whose GET went out at 0, and an exchange listening for its answer.
+fn asked() -> (Conn, Heard) {
+    let mut c = ready(GET);
+    output(&mut c, 0);
+    (c, Heard::default())
+}
+
+/// A connection, connected at 0, with a request whose body goes out as `body`.
+fn posting(head: &[u8], body: ReqBody) -> Conn {
+    let mut c = Conn::new(0, T);
+    c.connected(0);
+    c.start(head, body, false, false, 0);
+    c
+}
+
 /// Takes what the connection has to send, as text, reporting it sent at `now`.
 fn output(c: &mut Conn, now: u64) -> String {
     let mut all = Vec::new();
@@ -143,9 +158,7 @@ fn head_request_answer_has_no_body_whatever_its_length() {
 
 #[test]
 fn body_to_the_close_ends_at_eof_and_is_not_reused() {
-    let mut c = ready(GET);
-    output(&mut c, 0);
-    let mut h = Heard::default();
+    let (mut c, mut h) = asked();
     c.recv(b"HTTP/1.1 200 OK\r\n\r\nsome ", 1, &mut h);
     c.recv(b"bytes", 2, &mut h);
     c.eof(&mut h);
@@ -157,9 +170,7 @@ fn body_to_the_close_ends_at_eof_and_is_not_reused() {
 #[test]
 fn a_cut_off_response_fails_and_a_silent_close_is_retryable() {
     // Inside a length-delimited body: cut off, never passed off as whole.
-    let mut c = ready(GET);
-    output(&mut c, 0);
-    let mut h = Heard::default();
+    let (mut c, mut h) = asked();
     c.recv(
         b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
         1,
@@ -171,16 +182,12 @@ fn a_cut_off_response_fails_and_a_silent_close_is_retryable() {
         ["head 200 [Content-Length]", "data abc", "failed CutOff"]
     );
     // Inside the head.
-    let mut c = ready(GET);
-    output(&mut c, 0);
-    let mut h = Heard::default();
+    let (mut c, mut h) = asked();
     c.recv(b"HTTP/1.1 200 OK\r\nContent-Le", 1, &mut h);
     c.broken(&mut h);
     assert_eq!(h.joined(), ["failed CutOff"]);
     // Before any byte: closed unanswered (the pooled-connection case the proxy retries).
-    let mut c = ready(GET);
-    output(&mut c, 0);
-    let mut h = Heard::default();
+    let (mut c, mut h) = asked();
     c.eof(&mut h);
     assert_eq!(h.joined(), ["failed Closed"]);
     assert!(UpError::Closed.unanswered() && !UpError::CutOff.unanswered());
@@ -219,14 +226,9 @@ fn a_pooled_connection_serves_the_next_request_and_knows_it_is_reused() {
 
 #[test]
 fn request_bodies_are_framed_by_length_or_chunked() {
-    let mut c = Conn::new(0, T);
-    c.connected(0);
-    c.start(
+    let mut c = posting(
         b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\n",
         ReqBody::Length(5),
-        false,
-        false,
-        0,
     );
     c.body(b"he");
     c.body(b"llo and more than declared");
@@ -236,14 +238,9 @@ fn request_bodies_are_framed_by_length_or_chunked() {
         output(&mut c, 0),
         "POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello"
     );
-    let mut c = Conn::new(0, T);
-    c.connected(0);
-    c.start(
+    let mut c = posting(
         b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
         ReqBody::Chunked,
-        false,
-        false,
-        0,
     );
     c.body(b"abc");
     c.body(b"");
@@ -258,14 +255,9 @@ fn request_bodies_are_framed_by_length_or_chunked() {
     );
     // An answer before the body is all out: forwarded, and the connection is not reused.
     let mut h = Heard::default();
-    let mut c = Conn::new(0, T);
-    c.connected(0);
-    c.start(
+    let mut c = posting(
         b"POST / HTTP/1.1\r\nContent-Length: 9\r\n\r\n",
         ReqBody::Length(9),
-        false,
-        false,
-        0,
     );
     c.body(b"abc");
     output(&mut c, 0);
@@ -324,9 +316,7 @@ fn each_timeout_is_exact() {
     c.on_timer(7 + T.first_byte, &mut h);
     assert_eq!(h.joined(), ["failed Timeout(FirstByte)"]);
     // Read: between two reads of the response, once it started.
-    let mut c = ready(GET);
-    output(&mut c, 0);
-    let mut h = Heard::default();
+    let (mut c, mut h) = asked();
     c.recv(
         b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nab",
         50,
@@ -433,9 +423,7 @@ fn an_upgrade_becomes_a_tunnel() {
 
 #[test]
 fn a_head_over_the_limit_is_malformed() {
-    let mut c = ready(GET);
-    output(&mut c, 0);
-    let mut h = Heard::default();
+    let (mut c, mut h) = asked();
     c.recv(b"HTTP/1.1 200 OK\r\n", 1, &mut h);
     let filler = format!("X-Fill: {}\r\n", "a".repeat(1000));
     for _ in 0..70 {
