@@ -295,17 +295,15 @@ fn sigterm_and_sigint_stop_the_server_with_stderr_closed() {
             .spawn()
             .unwrap();
         let mut child = common::bin::Stopped(child);
-        let mut stdout = std::io::BufReader::new(child.0.stdout.take().unwrap());
-        let mut first = String::new();
-        std::io::BufRead::read_line(&mut stdout, &mut first).unwrap();
-        let addr: SocketAddr = first
+        // The banner read with a bound; stdout keeps a reader after it (a broken stdout
+        // alone never did it), while stderr loses its own.
+        let lines = common::bin::banner(&mut child.0).expect("a banner");
+        let addr: SocketAddr = lines[0]
             .split_whitespace()
             .find_map(|w| w.strip_prefix("http://"))
             .expect("banner has the URL")
             .parse()
             .unwrap();
-        // stdout keeps a reader (a broken stdout alone never did it); stderr loses its own.
-        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
         drop(child.0.stderr.take());
         // Log lines written into the closed pipe meanwhile do not stop the serving.
         let mut c = Client::connect(addr);
