@@ -55,6 +55,131 @@ pub const GZIP_LEVEL: u32 = 1;
 /// within a few percent of gzip -9's size (5 and up cost 25× more with this encoder).
 pub const BROTLI_QUALITY: u32 = 3;
 
+/// Most time to establish a connection to an upstream server (nginx's
+/// `proxy_connect_timeout` is 60 s; a server that does not answer a SYN in 5 s is down).
+pub const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest an upstream may take to take the request's bytes, and from the request's last
+/// byte to the response's first (the 504 a slow application gets), and between two reads of
+/// the response (then the client's connection is cut: the answer had begun).
+pub const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a pooled upstream connection is kept without a request (below the 75 s of
+/// common application servers' own keep-alive, so we close first).
+pub const UPSTREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Idle keep-alive connections a worker keeps per upstream server (nginx's `keepalive`).
+pub const UPSTREAM_KEEPALIVE: usize = 64;
+/// Tries of one request across an upstream's servers (the first included), each only when
+/// nothing of the request can have been processed (see `Upstream::tries`).
+pub const UPSTREAM_TRIES: u32 = 2;
+
+/// An upstream group: the servers a proxy mount sends requests to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Upstream {
+    /// How proxy mounts name it.
+    pub name: String,
+    pub servers: Vec<UpstreamServer>,
+    /// Connections one worker keeps open to one server at most (0: no limit); requests over
+    /// it wait for a connection to come free (up to the connect timeout, then 503).
+    pub max_conns: usize,
+    /// Idle keep-alive connections one worker keeps per server.
+    pub keepalive: usize,
+    pub idle_timeout: Duration,
+    pub connect_timeout: Duration,
+    /// Send, first byte and between reads (see [`UPSTREAM_TIMEOUT`]).
+    pub timeout: Duration,
+    /// Tries of a request: another try goes to the next server after a connect failure, or
+    /// after a pooled connection closed before any response byte (idempotent methods only
+    /// then: the upstream may have acted on it).
+    pub tries: u32,
+}
+
+impl Upstream {
+    /// An upstream named `name` with these servers and the default settings.
+    pub fn new(name: &str, servers: Vec<UpstreamServer>) -> Upstream {
+        Upstream {
+            name: name.to_string(),
+            servers,
+            max_conns: 0,
+            keepalive: UPSTREAM_KEEPALIVE,
+            idle_timeout: UPSTREAM_IDLE_TIMEOUT,
+            connect_timeout: UPSTREAM_CONNECT_TIMEOUT,
+            timeout: UPSTREAM_TIMEOUT,
+            tries: UPSTREAM_TRIES,
+        }
+    }
+}
+
+/// One server of an upstream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpstreamServer {
+    pub addr: UpstreamAddr,
+    /// Its share of requests (weighted round-robin), at least 1.
+    pub weight: u32,
+}
+
+/// Where an upstream server listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UpstreamAddr {
+    Tcp(SocketAddr),
+    Unix(std::path::PathBuf),
+}
+
+impl std::fmt::Display for UpstreamAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpstreamAddr::Tcp(a) => write!(f, "{a}"),
+            UpstreamAddr::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+/// Which forwarding fields carry the client's address, scheme and host upstream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ForwardedStyle {
+    /// `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Forwarded-Host` (what most applications
+    /// read).
+    #[default]
+    XForwarded,
+    /// `Forwarded` (RFC 7239).
+    Rfc7239,
+    Both,
+    None,
+}
+
+/// A path prefix whose requests go to an upstream.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ProxyMount {
+    /// Path prefix without a trailing slash (`""` is everything), as for [`FilesMount`].
+    pub prefix: String,
+    /// The upstream's name.
+    pub upstream: String,
+    /// What replaces the prefix upstream (`None`: the path goes as it came; `Some("")` strips
+    /// the prefix).
+    pub rewrite: Option<String>,
+    /// The `Host` the upstream gets (`None`: the client's).
+    pub host: Option<String>,
+    /// Which forwarding fields the upstream gets.
+    pub forwarded: ForwardedStyle,
+    /// Incoming `X-Forwarded-*`/`Forwarded` fields are extended (they come from a proxy of
+    /// ours) rather than replaced.
+    pub trust_forwarded: bool,
+    /// Fields set on the request (replacing the client's of the same name), and removed.
+    pub set_request: Vec<(String, String)>,
+    pub remove_request: Vec<String>,
+    /// Fields set on the answer (replacing the upstream's), and removed.
+    pub set_response: Vec<(String, String)>,
+    pub remove_response: Vec<String>,
+}
+
+impl ProxyMount {
+    /// Whether `path` is below the mount.
+    pub fn covers(&self, path: &[u8]) -> bool {
+        match path.strip_prefix(self.prefix.as_bytes()) {
+            Some(rest) => rest.is_empty() || rest[0] == b'/' || self.prefix.ends_with('/'),
+            None => false,
+        }
+    }
+}
+
 /// Everything the server needs to start.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -121,6 +246,10 @@ pub struct Config {
     /// Sites chosen by Host, when given (a configuration file): they replace `files`, and
     /// each says whether the application's routes are mounted in it.
     pub sites: Vec<Site>,
+    /// Upstream groups, for proxy mounts.
+    pub upstreams: Vec<Upstream>,
+    /// Proxy mounts of the implicit site (without `sites`).
+    pub proxies: Vec<ProxyMount>,
 }
 
 /// A site: the answers for the Host names it claims.
@@ -153,6 +282,9 @@ pub struct Site {
     /// `max_body_bytes`). Limits read before the Host is known (head size, header count,
     /// timeouts) stay server-wide.
     pub max_body_bytes: Option<u64>,
+    /// Path prefixes proxied to upstreams (the longest matching prefix; before routes and
+    /// files).
+    pub proxies: Vec<ProxyMount>,
 }
 
 /// A redirect: a request whose path starts with `prefix` is answered `status` with a
@@ -379,6 +511,8 @@ impl Default for Config {
             h2c: None,
             listeners: Vec::new(),
             sites: Vec::new(),
+            upstreams: Vec::new(),
+            proxies: Vec::new(),
             admin: None,
             access_log_format: crate::access_log::LogFormat::Combined,
         }

@@ -591,6 +591,7 @@ impl Server {
                             counters,
                             counters_on: shared.app.metrics,
                             static_gz: Default::default(),
+                            jobs: Vec::new(),
                         },
                     };
                     let mut worker = Worker::new(Epoll::new()?, setup)?;

@@ -29,6 +29,11 @@ pub enum Part {
     ErrorPage { site: usize, index: usize },
     /// `Config::sites[site].redirects[index]`: its target is not valid.
     Redirect { site: usize, index: usize },
+    /// `Config::sites[site].proxies[index]` (`site` 0 is the implicit site's
+    /// `Config::proxies` when there are no sites): its upstream is unknown.
+    Proxy { site: usize, index: usize },
+    /// `Config::upstreams[i]`: it has no server, or a name used twice.
+    Upstream(usize),
     /// The user to switch to.
     User,
     /// Nothing the configuration names (an eventfd, a thread).

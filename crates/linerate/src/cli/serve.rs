@@ -104,6 +104,12 @@ pub(crate) struct ServeArgs {
     /// routes are mounted too only with `--app demo` (and then take precedence).
     #[arg(long, value_name = "DIR")]
     root: Option<PathBuf>,
+    /// Proxy a path prefix to an HTTP/1.1 upstream: `/api=http://127.0.0.1:9000` (the path
+    /// goes as it came), `/api=http://127.0.0.1:9000/` (the prefix is replaced by the URL's
+    /// path, as nginx's proxy_pass), `/=unix:/run/app.sock`. Repeatable; proxied prefixes
+    /// come before the app's routes and the files.
+    #[arg(long, value_name = "PREFIX=URL", value_parser = proxy_arg)]
+    proxy: Vec<ProxyArg>,
     /// The application: `demo` (TechEmpower, HttpArena and conformance endpoints) or `none`
     /// (default: demo, or none when --root is given).
     #[arg(long, value_enum)]
@@ -195,7 +201,7 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let file = match &a.config {
         Some(path) => {
-            for flag in ["root", "root_prefix", "app"] {
+            for flag in ["root", "root_prefix", "app", "proxy"] {
                 if a.explicit.iter().any(|e| e == flag) {
                     bail!(
                         "--{} cannot be combined with --config (sites come from the file)",
@@ -303,6 +309,7 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let flags = flags_config(&a)?;
     let server_files = flags.files.clone();
+    let proxied = proxy_targets(&flags);
     let from_file = file.is_some();
     let demo_mounted = app == AppKind::Demo;
     let (config, user, places) = match file {
@@ -391,7 +398,7 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     let site = if from_file {
         listeners_and_sites(&server, &sites)
     } else {
-        files_line(&url, server_files.as_ref())
+        files_line(&url, server_files.as_ref()) + &proxy_lines(&url, &proxied)
     };
     let admin = server.admin_addr().map_or(String::new(), |a| {
         format!("  admin on http://{a}/metrics and /healthz\n")
@@ -548,6 +555,85 @@ fn tls_config(a: &ServeArgs) -> anyhow::Result<Option<linerate_server::TlsConfig
     }
 }
 
+/// One `--proxy PREFIX=URL`.
+#[derive(Clone, Debug)]
+pub(crate) struct ProxyArg {
+    prefix: String,
+    addr: linerate_server::config::UpstreamAddr,
+    rewrite: Option<String>,
+}
+
+/// Parses `--proxy PREFIX=URL`: the prefix starts with `/` (`/` is everything); the URL is
+/// `http://HOST:PORT[/PATH]` (a name is resolved now) or `unix:/PATH`.
+fn proxy_arg(s: &str) -> Result<ProxyArg, String> {
+    use linerate_server::config::UpstreamAddr;
+    let (prefix, url) = s
+        .split_once('=')
+        .ok_or("expected PREFIX=URL, e.g. /api=http://127.0.0.1:9000")?;
+    if !prefix.starts_with('/') {
+        return Err(format!("the prefix must start with '/' (got {prefix:?})"));
+    }
+    let prefix = prefix.trim_end_matches('/').to_string();
+    if let Some(path) = url.strip_prefix("unix:") {
+        if !path.starts_with('/') {
+            return Err(format!("unix:{path}: the socket's path must be absolute"));
+        }
+        return Ok(ProxyArg {
+            prefix,
+            addr: UpstreamAddr::Unix(path.into()),
+            rewrite: None,
+        });
+    }
+    let rest = url.strip_prefix("http://").ok_or_else(|| {
+        if url.starts_with("https://") {
+            format!("{url}: upstreams speak HTTP/1.1 without TLS (http:// or unix:)")
+        } else {
+            format!("{url}: expected http://HOST:PORT or unix:/PATH")
+        }
+    })?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], Some(&rest[i..])),
+        None => (rest, None),
+    };
+    if !authority.contains(':') || authority.ends_with(']') {
+        return Err(format!("{url}: the upstream needs a port (HOST:PORT)"));
+    }
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(authority)
+        .map_err(|e| format!("{authority}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{authority}: no address"))?;
+    Ok(ProxyArg {
+        prefix,
+        addr: UpstreamAddr::Tcp(addr),
+        rewrite: path.map(|p| p.trim_end_matches('/').to_string()),
+    })
+}
+
+/// The proxied prefixes and where they go, for the banner.
+fn proxy_targets(config: &Config) -> Vec<(String, String)> {
+    config
+        .proxies
+        .iter()
+        .map(|p| {
+            let to = config
+                .upstreams
+                .iter()
+                .find(|u| u.name == p.upstream)
+                .and_then(|u| u.servers.first())
+                .map_or(p.upstream.clone(), |s| s.addr.to_string());
+            (p.prefix.clone(), to)
+        })
+        .collect()
+}
+
+/// The banner's lines for the proxied prefixes.
+fn proxy_lines(url: &str, targets: &[(String, String)]) -> String {
+    targets
+        .iter()
+        .map(|(prefix, to)| format!("  ANY  {url}{prefix}/           proxied to {to}\n"))
+        .collect()
+}
+
 /// The banner's line for the static site, if one is mounted.
 fn files_line(url: &str, files: Option<&linerate_server::config::FilesMount>) -> String {
     files.map_or(String::new(), |m| {
@@ -569,9 +655,29 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
             prefix: a.root_prefix.trim_end_matches('/').to_string(),
             root,
         });
+    let mut upstreams: Vec<linerate_server::config::Upstream> = Vec::new();
+    let mut proxies = Vec::new();
+    for p in &a.proxy {
+        let name = p.addr.to_string();
+        if !upstreams.iter().any(|u| u.name == name) {
+            let server = linerate_server::config::UpstreamServer {
+                addr: p.addr.clone(),
+                weight: 1,
+            };
+            upstreams.push(linerate_server::config::Upstream::new(&name, vec![server]));
+        }
+        proxies.push(linerate_server::config::ProxyMount {
+            prefix: p.prefix.clone(),
+            upstream: name,
+            rewrite: p.rewrite.clone(),
+            ..Default::default()
+        });
+    }
     let config = Config {
         addr: a.addr,
         files,
+        upstreams,
+        proxies,
         tls,
         h2c: a.h2c_port.map(|p| SocketAddr::new(a.addr.ip(), p)),
         cpus: a.cpus.clone().unwrap_or_default(),

@@ -43,6 +43,8 @@ struct PendingBody {
 enum Sink {
     Buffer(Vec<u8>),
     Stream(Box<dyn BodySink>),
+    /// A proxied request's body (`route` in [`PendingBody`] is the site's proxy route).
+    Proxy(Vec<u8>),
 }
 
 /// The application, serving one connection for the length of one driver call.
@@ -62,6 +64,8 @@ pub(crate) struct ConnApp<'a> {
     pub kind: Kind,
     /// When its head was in (µs, `sys::monotonic_us`), when metrics or the log are on.
     pub started: u64,
+    /// The connection came over TLS (for `X-Forwarded-Proto`).
+    pub tls: bool,
 }
 
 impl Service for ConnApp<'_> {
@@ -77,6 +81,17 @@ impl Service for ConnApp<'_> {
         }
         self.site = self.sites.pick(head, req.buf);
         self.site_app = self.sites.get(self.site);
+        if !self.site_app.proxies.is_empty() && head.method() != Method::Connect {
+            // Every method goes upstream (an application may speak WebDAV), after the
+            // site's redirects.
+            let site = self.site_app;
+            if let Some(resp) = site.redirect(head, req.buf) {
+                return self.respond(head, req.buf, resp);
+            }
+            if let Some(route) = site.proxy(head.path_bytes(req.buf)) {
+                return self.proxy(route, req);
+            }
+        }
         match head.method() {
             Method::Other | Method::Connect => {
                 return self.respond(head, req.buf, text_status(501));
@@ -105,7 +120,7 @@ impl Service for ConnApp<'_> {
     fn data(&mut self, pending: &mut Pending, data: &[u8]) -> Result<(), Response> {
         let pending = &mut *pending.0;
         match &mut pending.sink {
-            Sink::Buffer(v) => v.extend_from_slice(data),
+            Sink::Buffer(v) | Sink::Proxy(v) => v.extend_from_slice(data),
             Sink::Stream(s) => {
                 if catch_unwind(AssertUnwindSafe(|| s.data(data))).is_err() {
                     tracing::error!("body sink panicked; answering 500");
@@ -134,6 +149,9 @@ impl Service for ConnApp<'_> {
         self.site_app = self.sites.get(site);
         self.started = started;
         self.kind = Kind::Route;
+        if let Sink::Proxy(body) = sink {
+            return self.relay(route, &head.head, &head.bytes, id, body);
+        }
         let Some(route) = app.router.at(route) else {
             return self.respond(&head.head, &head.bytes, text_status(500).close());
         };
@@ -364,7 +382,7 @@ impl<'a> ConnApp<'a> {
     ) -> Decision<Pending> {
         let limit = match sink {
             Sink::Stream(_) => self.app.max_stream_body_bytes,
-            Sink::Buffer(_) => self.max_body(),
+            Sink::Buffer(_) | Sink::Proxy(_) => self.max_body(),
         };
         Decision::ReadBody {
             limit,
@@ -377,6 +395,81 @@ impl<'a> ConnApp<'a> {
                 sink,
             })),
         }
+    }
+
+    /// A request below a proxy mount: its body is read whole (up to the site's limit), then
+    /// it goes to the driver as a [`Job`](crate::proxy::job::Job).
+    #[inline(never)]
+    fn proxy(&mut self, route: usize, req: Exchange<'_>) -> Decision<Pending> {
+        let head = req.head;
+        self.kind = Kind::Route;
+        if let Framing::Length(n) = head.framing()
+            && n > self.max_body()
+        {
+            return self.respond(head, req.buf, text_status(413).close());
+        }
+        match req.body {
+            Some(body) => self.relay(route, head, req.buf, req.id, body.to_vec()),
+            None => {
+                let sink = Sink::Proxy(Vec::new());
+                self.read_body(route, Params::default(), head, req.buf, sink)
+            }
+        }
+    }
+
+    /// Frames the upstream request for a proxied request with its whole `body` and queues
+    /// it for the driver.
+    fn relay(
+        &mut self,
+        route: usize,
+        head: &RequestHead,
+        buf: &[u8],
+        id: u64,
+        body: Vec<u8>,
+    ) -> Decision<Pending> {
+        use crate::proxy::forward::{Client, request_head};
+        let r = &self.site_app.proxies[route];
+        let client = Client {
+            addr: self.peer.map(|p| p.ip()),
+            tls: self.tls,
+        };
+        let framed = !body.is_empty() || head.framing() != Framing::None;
+        let len = framed.then_some(crate::h1c::ReqBody::Length(body.len() as u64));
+        let mut out = Vec::with_capacity(buf.len() + 160);
+        let forwarded = request_head(head, buf, client, &r.request, len, &mut out);
+        let method = head.method();
+        self.io.jobs.push(crate::proxy::job::Job {
+            client: self.token,
+            id,
+            site: self.site,
+            route,
+            upstream: r.upstream,
+            head: out,
+            body,
+            forwarded,
+            // RFC 9110 §9.2.2.
+            idempotent: matches!(
+                method,
+                Method::Get
+                    | Method::Head
+                    | Method::Options
+                    | Method::Put
+                    | Method::Delete
+                    | Method::Trace
+            ),
+            tries: 0,
+            fresh: false,
+            started: self.started,
+            log: self.io.log.is_some().then(|| LogMeta {
+                peer: self.peer.copied(),
+                method: head.method_str(buf).to_string(),
+                target: head.target(buf).to_string(),
+                version: head.version(),
+                referer: head.header(buf, "referer").map(<[u8]>::to_vec),
+                user_agent: head.header(buf, "user-agent").map(<[u8]>::to_vec),
+            }),
+        });
+        Decision::Relay
     }
 
     /// Hands a request with its whole body to a deferred handler.

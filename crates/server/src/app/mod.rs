@@ -44,7 +44,7 @@ pub(crate) struct App {
     pub max_stream_body_bytes: u64,
     /// Deferred requests one worker may have outstanding; beyond, 503 with Retry-After.
     pub max_deferred_per_worker: usize,
-    /// Keep the peer's address (only the access log uses it).
+    /// Keep the peer's address (the access log, and proxies' forwarding fields, use it).
     pub logs: bool,
     /// Count requests for `/metrics` (an admin listener is on).
     pub metrics: bool,
@@ -58,7 +58,7 @@ impl App {
             router,
             max_stream_body_bytes: config.max_stream_body_bytes,
             max_deferred_per_worker: config.max_deferred_per_worker,
-            logs: config.access_log.is_some(),
+            logs: config.access_log.is_some() || !config.upstreams.is_empty(),
             metrics: config.admin.is_some(),
             timing: config.admin.is_some() || config.access_log.is_some(),
         }
@@ -79,6 +79,8 @@ pub(crate) struct AppIo {
     pub counters_on: bool,
     /// Static files compressed on the fly, cached.
     pub static_gz: static_gz::StaticGz,
+    /// Proxied requests decided in this call, for the driver to send upstream.
+    pub jobs: Vec<crate::proxy::job::Job>,
 }
 
 impl AppIo {

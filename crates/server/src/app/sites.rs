@@ -24,6 +24,8 @@ use crate::start_error::{AtPart, Part, StartError};
 /// replaces whole.
 pub(crate) struct SiteSet {
     pub sites: Sites,
+    /// The upstreams proxy mounts send to (a reload replaces them with the sites).
+    pub upstreams: Vec<crate::config::Upstream>,
     /// Each site's roots, opened once; each worker makes its own caches from them (the
     /// lock is taken only then: at a worker's start and at a reload).
     roots: Vec<Vec<std::sync::Mutex<StaticFiles>>>,
@@ -36,6 +38,20 @@ impl SiteSet {
     /// part of `config` at fault.
     pub(crate) fn build(config: &Config) -> Result<SiteSet, StartError> {
         let sites = Sites::build(config)?;
+        for (i, u) in config.upstreams.iter().enumerate() {
+            if u.servers.is_empty() {
+                return Err(StartError::invalid(
+                    Part::Upstream(i),
+                    format!("upstream {:?} has no server", u.name),
+                ));
+            }
+            if config.upstreams[..i].iter().any(|o| o.name == u.name) {
+                return Err(StartError::invalid(
+                    Part::Upstream(i),
+                    format!("a second upstream named {:?}", u.name),
+                ));
+            }
+        }
         let mut roots = Vec::new();
         let mut root_parts = Vec::new();
         for (si, site) in sites.iter().enumerate() {
@@ -63,6 +79,7 @@ impl SiteSet {
         }
         Ok(SiteSet {
             sites,
+            upstreams: config.upstreams.clone(),
             roots,
             root_parts,
         })
@@ -131,6 +148,8 @@ pub(crate) struct SiteApp {
     pub app: bool,
     /// Longest prefix first.
     pub mounts: Vec<FilesMount>,
+    /// Proxy mounts, longest prefix first.
+    pub proxies: Vec<crate::proxy::route::Route>,
     pub files: FilesOptions,
     pub compression: Compression,
     /// Largest body for buffering and deferred handlers (413 beyond).
@@ -165,6 +184,7 @@ impl Sites {
                 names: Vec::new(),
                 app: true,
                 mounts: config.files.iter().cloned().collect(),
+                proxies: proxies(&config.proxies, config, 0)?,
                 files: FilesOptions::default(),
                 compression: config.compression.clone(),
                 max_body_bytes: config.max_body_bytes,
@@ -226,6 +246,7 @@ impl Sites {
                     .collect(),
                 app: s.app,
                 mounts,
+                proxies: proxies(&s.proxies, config, si)?,
                 files,
                 compression,
                 max_body_bytes: s.max_body_bytes.unwrap_or(config.max_body_bytes),
@@ -341,6 +362,25 @@ impl SiteApp {
         )
     }
 
+    /// The proxy mount for `path`, if one covers it.
+    #[inline]
+    pub(crate) fn proxy(&self, path: &[u8]) -> Option<usize> {
+        if self.proxies.is_empty() {
+            return None;
+        }
+        self.proxies.iter().position(|r| r.mount.covers(path))
+    }
+
+    /// The error page's body for `status`, if the site has one.
+    pub(crate) fn error_page(&self, status: u16) -> Option<Response> {
+        let page = self.error_pages.iter().find(|p| p.status == status)?;
+        Some(
+            Response::new(status)
+                .content_type(page.content_type)
+                .body(Body::Owned(page.body.to_vec())),
+        )
+    }
+
     /// The mount serving `path`, and the part of the path below it.
     #[inline]
     pub(crate) fn mount<'p>(&self, path: &'p [u8]) -> Option<(usize, &FilesMount, &'p [u8])> {
@@ -379,6 +419,25 @@ impl SiteApp {
         }
         resp
     }
+}
+
+/// A site's proxy mounts, longest prefix first; an unknown upstream is an error naming the
+/// mount.
+fn proxies(
+    mounts: &[crate::config::ProxyMount],
+    config: &Config,
+    site: usize,
+) -> Result<Vec<crate::proxy::route::Route>, StartError> {
+    let mut routes = mounts
+        .iter()
+        .enumerate()
+        .map(|(index, m)| {
+            crate::proxy::route::Route::build(m, &config.upstreams)
+                .map_err(|e| StartError::invalid(Part::Proxy { site, index }, e))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    routes.sort_by_key(|r| std::cmp::Reverse(r.mount.prefix.len()));
+    Ok(routes)
 }
 
 /// Whether `rule` applies to `path`.

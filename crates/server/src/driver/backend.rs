@@ -22,6 +22,9 @@
 //!   the worker asks again) and completes the same way.
 //!   At most one send or sendfile is in flight per socket; the worker never submits another
 //!   before the first completed.
+//! - **Connecting** ([`Backend::connect`]) makes and owns an outbound socket; it completes at
+//!   once, or later as [`Completion::Connected`] or `Failed`, and is then like any attached
+//!   connection.
 //! - **Waiting**: [`Backend::wait`] returns when a completion is ready or `timeout` passed;
 //!   [`Backend::next`] then yields the completions one by one. Listeners accept in bursts and
 //!   can be paused (for want of file descriptors) and resumed; eventfds are watched and yield
@@ -37,6 +40,22 @@ use std::time::Duration;
 /// The worker's name for a connection: slot index in the low 32 bits, generation above.
 pub(crate) type Token = u64;
 
+/// Where an outbound connection goes (an upstream server).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum UpAddr {
+    Tcp(std::net::SocketAddr),
+    Unix(std::path::PathBuf),
+}
+
+impl std::fmt::Display for UpAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpAddr::Tcp(a) => write!(f, "{a}"),
+            UpAddr::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
 /// One finished operation.
 #[derive(Debug)]
 pub(crate) enum Completion {
@@ -49,6 +68,8 @@ pub(crate) enum Completion {
     /// Accepting failed for want of resources (file descriptors, memory): every listener is
     /// paused until [`Backend::resume_accepting`].
     AcceptPaused(io::Error),
+    /// A connection [`Backend::connect`] started is established.
+    Connected { token: Token },
     /// Bytes arrived (`buf` is not empty; give it back with [`Backend::recycle`]).
     Received { token: Token, buf: Vec<u8> },
     /// A record other than application data (an alert, a handshake message) arrived on a
@@ -94,6 +115,10 @@ pub(crate) trait Backend {
     fn watch(&mut self, fd: OwnedFd, token: Token) -> io::Result<()>;
     /// Takes ownership of a connection's socket, with receiving on or off.
     fn attach(&mut self, sock: OwnedFd, token: Token, recv: bool) -> io::Result<()>;
+    /// Opens a connection to `addr` and owns it under `token`, receiving off: at once
+    /// ([`Submitted::Done`]) or later (a [`Completion::Connected`], or `Failed` when it could
+    /// not be made); `Failed` now when it cannot even start (refused at once, no socket).
+    fn connect(&mut self, addr: &UpAddr, token: Token) -> Submitted<()>;
     /// Closes a connection's socket and forgets its operations.
     fn detach(&mut self, token: Token);
     /// The socket, for the rare option set on an established connection (kTLS).

@@ -20,7 +20,7 @@ use rustix::event::{Timespec, epoll};
 use rustix::io::Errno;
 use rustix::net::{RecvFlags, SendFlags, Shutdown, SocketFlags};
 
-use super::backend::{Backend, Completion, Submitted, Token};
+use super::backend::{Backend, Completion, Submitted, Token, UpAddr};
 
 /// Bytes read from a socket at once (the scratch buffer lent by `Received`).
 pub(crate) const RECV_BUF: usize = 64 * 1024;
@@ -48,6 +48,8 @@ enum Op {
         offset: u64,
         len: u64,
     },
+    /// A connect under way: writable means it finished (`SO_ERROR` says how).
+    Connect,
 }
 
 /// One attached socket (24 bytes: every idle connection has one).
@@ -226,6 +228,16 @@ impl Epoll {
         let token = s.token;
         let fd = s.fd.as_ref()?;
         let done = match s.op.as_deref_mut()? {
+            Op::Connect => {
+                let ok = matches!(rustix::net::sockopt::socket_error(fd), Ok(Ok(())));
+                s.op = None;
+                Self::update(ep, s, s.receiving());
+                return Some(if ok {
+                    Completion::Connected { token }
+                } else {
+                    Completion::Failed { token }
+                });
+            }
             Op::Send { buf, pos, flags } => loop {
                 match rustix::net::send(fd, &buf[*pos..], *flags) {
                     Ok(n) => {
@@ -368,6 +380,48 @@ impl Backend for Epoll {
             op: None,
         };
         Ok(())
+    }
+
+    fn connect(&mut self, addr: &UpAddr, token: Token) -> Submitted<()> {
+        use rustix::net::{AddressFamily, SocketType};
+        let family = match addr {
+            UpAddr::Tcp(std::net::SocketAddr::V4(_)) => AddressFamily::INET,
+            UpAddr::Tcp(std::net::SocketAddr::V6(_)) => AddressFamily::INET6,
+            UpAddr::Unix(_) => AddressFamily::UNIX,
+        };
+        let flags = SocketFlags::NONBLOCK | SocketFlags::CLOEXEC;
+        let Ok(sock) = rustix::net::socket_with(family, SocketType::STREAM, flags, None) else {
+            return Submitted::Failed;
+        };
+        let started = match addr {
+            UpAddr::Tcp(a) => {
+                let _ = rustix::net::sockopt::set_tcp_nodelay(&sock, true);
+                rustix::net::connect(&sock, a)
+            }
+            UpAddr::Unix(p) => match rustix::net::SocketAddrUnix::new(p.as_path()) {
+                Ok(a) => rustix::net::connect(&sock, &a),
+                Err(e) => Err(e),
+            },
+        };
+        let pending = match started {
+            Ok(()) => false,
+            Err(Errno::INPROGRESS | Errno::INTR) => true,
+            // EAGAIN on a Unix socket: its backlog is full (a refusal, as nginx counts it).
+            Err(_) => return Submitted::Failed,
+        };
+        if self.attach(sock, token, false).is_err() {
+            return Submitted::Failed;
+        }
+        if !pending {
+            return Submitted::Done(());
+        }
+        let ep = &self.ep;
+        let s = &mut self.socks[(token & 0xffff_ffff) as usize];
+        s.op = Some(Box::new(Op::Connect));
+        if !Self::update(ep, s, false) {
+            return Submitted::Failed;
+        }
+        Submitted::Pending
     }
 
     fn detach(&mut self, token: Token) {

@@ -16,6 +16,7 @@ pub(crate) mod epoll;
 mod proto;
 pub(crate) mod timer;
 pub mod tls;
+mod upstream;
 
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
@@ -104,11 +105,17 @@ struct Live {
     receiving: bool,
     /// Counted as idle in the metrics (only kept while metrics are on).
     idle: bool,
+    /// Upstream connections carrying answers to this connection (proxied exchanges);
+    /// boxed, so a connection that proxies nothing pays one pointer.
+    relays: Option<Box<upstream::Relays>>,
 }
 
+/// One entry of the slot table: a client connection (`live`) or an upstream one (`up`),
+/// sharing the index space the backend and the wheel use.
 struct Slot {
     generation: u32,
     live: Option<Live>,
+    up: Option<Box<upstream::UpLive>>,
 }
 
 /// The worker's buffers and clock ([`Cx`], lent to each connection in turn), its parser and
@@ -130,6 +137,7 @@ impl Io {
         sh: &'a Shared,
         peer: Option<&'a SocketAddr>,
         token: Token,
+        tls: bool,
     ) -> (
         &'a mut Cx,
         ConnApp<'a>,
@@ -155,6 +163,7 @@ impl Io {
                 site_app: sites.sites.get(0),
                 kind: crate::stats::Kind::Server,
                 started: 0,
+                tls,
             },
             head,
             plain,
@@ -188,6 +197,12 @@ pub(crate) struct Worker<B: Backend> {
     drain_deadline: Option<u64>,
     /// Where a reload leaves new sites for this worker.
     reload: Arc<SitesMailbox>,
+    /// Upstream pools and waiting requests, per upstream.
+    pools: upstream::Pools,
+    /// Paused upstream exchanges whose client moved output (resumed at the end of the turn).
+    up_ready: Vec<Token>,
+    /// Upstream exchanges whose client connection closed (closed at the end of the turn).
+    orphans: Vec<Token>,
 }
 
 impl<B: Backend> Worker<B> {
@@ -235,6 +250,9 @@ impl<B: Backend> Worker<B> {
             started: crate::sys::coarse_ms(libc::CLOCK_MONOTONIC_COARSE),
             accept_paused_until: None,
             drain_deadline: None,
+            pools: upstream::Pools::default(),
+            up_ready: Vec::new(),
+            orphans: Vec::new(),
         })
     }
 
@@ -249,6 +267,12 @@ impl<B: Backend> Worker<B> {
             self.tick();
             while let Some(c) = self.backend.next() {
                 self.complete(c, sh);
+            }
+            if !self.up_ready.is_empty() {
+                self.resume_relays(sh);
+            }
+            if !self.orphans.is_empty() {
+                self.drop_orphans();
             }
             if self.wheel.due(self.io.cx.now) {
                 self.expire(sh);
@@ -332,6 +356,16 @@ impl<B: Backend> Worker<B> {
                 tracing::warn!(error = %e, "accept failed; pausing accepts");
                 self.accept_paused_until = Some(self.io.cx.now + ACCEPT_BACKOFF_MS);
             }
+            c @ (Completion::Received { token, .. }
+            | Completion::Eof { token }
+            | Completion::Sent { token, .. }
+            | Completion::Failed { token }
+            | Completion::Connected { token })
+                if token & upstream::UP != 0 =>
+            {
+                self.up_event(c, sh)
+            }
+            Completion::Connected { .. } => {}
             Completion::Received { token, buf } => {
                 if sh.app.metrics {
                     self.io.app.counters.bytes_in(buf.len());
@@ -396,7 +430,8 @@ impl<B: Backend> Worker<B> {
             return;
         };
         let peer = self.peers.get(idx as usize).and_then(Option::as_ref);
-        let (cx, svc, head, plain) = self.io.split(sh, peer, token);
+        let tls = !matches!(live.transport, Transport::Plain);
+        let (cx, svc, head, plain) = self.io.split(sh, peer, token, tls);
         if let Proto::H2(_) = live.conn {
             cx.sendfile = !live.transport.decrypts();
         }
@@ -418,6 +453,10 @@ impl<B: Backend> Worker<B> {
                 self.io.app.counters.idle(idle);
             }
         }
+        if let Some(relays) = &live.relays {
+            // Output moved: paused upstream exchanges may have room again.
+            self.up_ready.extend_from_slice(&relays.0);
+        }
         if !keep {
             // Output staged for a connection that closes is dropped here: the staging buffer
             // is the worker's, and the next connection must start with it empty.
@@ -425,6 +464,9 @@ impl<B: Backend> Worker<B> {
             self.close(idx);
         } else if live.conn.deadline() < live.armed {
             live.armed = self.wheel.arm(idx, live.conn.deadline());
+        }
+        if !self.io.app.jobs.is_empty() {
+            self.start_jobs(sh);
         }
     }
 
@@ -445,23 +487,8 @@ impl<B: Backend> Worker<B> {
             },
             _ => Transport::Plain,
         };
-        let idx = match self.free.pop() {
-            Some(i) => i,
-            None => {
-                self.slots.push(Slot {
-                    generation: 0,
-                    live: None,
-                });
-                (self.slots.len() - 1) as u32
-            }
-        };
+        let (idx, token) = self.alloc_slot(false);
         let slot = &mut self.slots[idx as usize];
-        // Generation u32::MAX is never used: tokens at RESERVED and above are not sockets'.
-        slot.generation = match slot.generation.wrapping_add(1) {
-            u32::MAX => 1,
-            g => g,
-        };
-        let token = (u64::from(slot.generation) << 32) | u64::from(idx);
         if let Err(e) = self.backend.attach(sock, token, true) {
             tracing::error!(error = %e, "cannot register connection");
             self.free.push(idx);
@@ -487,6 +514,7 @@ impl<B: Backend> Worker<B> {
             armed,
             receiving: true,
             idle: false,
+            relays: None,
         });
         self.live += 1;
         if sh.app.metrics {
@@ -494,11 +522,43 @@ impl<B: Backend> Worker<B> {
         }
     }
 
+    /// Takes a free slot for a client connection or an upstream one (`up`) and gives it a
+    /// new generation: its token names only what lives there now.
+    fn alloc_slot(&mut self, up: bool) -> (u32, Token) {
+        let idx = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot {
+                    generation: 0,
+                    live: None,
+                    up: None,
+                });
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let slot = &mut self.slots[idx as usize];
+        // Client generations stay below 2^31 and upstream ones above ([`upstream::UP`] is
+        // the token's top bit); u32::MAX is never used: tokens at RESERVED and above are not
+        // sockets'.
+        let next = slot.generation.wrapping_add(1) & 0x7fff_ffff;
+        let next = next.max(1);
+        slot.generation = if up {
+            (next | 0x8000_0000).min(u32::MAX - 1)
+        } else {
+            next
+        };
+        let token = (u64::from(slot.generation) << 32) | u64::from(idx);
+        (idx, token)
+    }
+
     fn close(&mut self, idx: u32) {
         let Some(slot) = self.slots.get_mut(idx as usize) else {
             return;
         };
         if let Some(mut live) = slot.live.take() {
+            if let Some(relays) = live.relays.take() {
+                self.orphans.extend_from_slice(&relays.0);
+            }
             let token = (u64::from(slot.generation) << 32) | u64::from(idx);
             let outstanding = live.conn.outstanding();
             if outstanding > 0 {
@@ -533,6 +593,9 @@ impl<B: Backend> Worker<B> {
                 .get_mut(idx as usize)
                 .and_then(|s| s.live.as_mut())
             else {
+                if self.slots.get(idx as usize).is_some_and(|s| s.up.is_some()) {
+                    self.up_timer(idx, sh);
+                }
                 continue;
             };
             // Its entry is gone from the wheel.
@@ -579,6 +642,7 @@ impl<B: Backend> Worker<B> {
         if let Some(sites) = new {
             self.io.app.files = sites.for_worker();
             self.io.sites = sites;
+            self.reload_upstreams();
         }
     }
 

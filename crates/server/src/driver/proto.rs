@@ -9,7 +9,7 @@
 use linerate_http1::RequestHead;
 
 use crate::app::Pending;
-use crate::h1::{Conn, Cx, Service, Timer, Transmit};
+use crate::h1::{Conn, Cx, Service, StreamHead, Timer, Transmit};
 use crate::h2;
 use crate::pool::Pool;
 use crate::response::Response;
@@ -201,6 +201,42 @@ impl Proto {
         match self {
             Proto::H1(c) => c.complete(id, resp, cx),
             Proto::H2(c) => c.complete(id, resp, cx),
+        }
+    }
+
+    /// The head of a streamed answer (see `h1::Conn::start_stream`).
+    pub(crate) fn start_stream(&mut self, id: u64, head: &StreamHead<'_>, cx: &mut Cx) -> bool {
+        match self {
+            Proto::H1(c) => c.start_stream(id, head, cx),
+            Proto::H2(c) => c.start_stream(id, head, cx),
+        }
+    }
+
+    pub(crate) fn stream_data(&mut self, id: u64, data: &[u8], cx: &mut Cx) -> bool {
+        match self {
+            Proto::H1(c) => c.stream_data(id, data, cx),
+            Proto::H2(c) => c.stream_data(id, data, cx),
+        }
+    }
+
+    pub(crate) fn stream_room(&self, id: u64) -> bool {
+        match self {
+            Proto::H1(c) => c.stream_room(id),
+            Proto::H2(c) => c.stream_room(id),
+        }
+    }
+
+    pub(crate) fn stream_end(&mut self, id: u64, cx: &mut Cx) -> bool {
+        match self {
+            Proto::H1(c) => c.stream_end(id, cx),
+            Proto::H2(c) => c.stream_end(id, cx),
+        }
+    }
+
+    pub(crate) fn stream_abort(&mut self, id: u64, cx: &mut Cx) -> bool {
+        match self {
+            Proto::H1(c) => c.stream_abort(id, cx),
+            Proto::H2(c) => c.stream_abort(id, cx),
         }
     }
 

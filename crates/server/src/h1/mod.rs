@@ -20,6 +20,6 @@ mod service;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use conn::{Conn, Timer, Transmit, status_response};
+pub(crate) use conn::{Conn, STREAM_ROOM, Timer, Transmit, status_response};
 pub(crate) use encode::names_server;
-pub(crate) use service::{ConnConfig, Cx, Decision, Exchange, Service, request_line};
+pub(crate) use service::{ConnConfig, Cx, Decision, Exchange, Service, StreamHead, request_line};

@@ -1,14 +1,15 @@
 //! Answers held in request order behind a deferred request that has not been answered yet.
 //!
-//! Owns ordering only: an entry is either still pending (its `Responder` is out) or ready
-//! (encoded bytes, maybe a file body after them). Invariant kept by the connection: when the
-//! queue is not empty, its front is pending or a file body is being sent — a ready front is
-//! released into the output at once.
+//! Owns ordering only: an entry is still pending (its `Responder` is out), ready (encoded
+//! bytes, maybe a file body after them), or streaming (its head and the body pieces so far,
+//! more to come). Invariant kept by the connection: when the queue is not empty, its front is
+//! pending or a file or streamed body is being sent — a ready or streaming front is released
+//! into the output at once.
 #![forbid(unsafe_code)]
 
 use std::collections::VecDeque;
 
-use super::conn::Facts;
+use super::conn::{Facts, StreamOut};
 use crate::response::FileBody;
 
 pub(crate) enum Entry {
@@ -19,6 +20,8 @@ pub(crate) enum Entry {
         bytes: Vec<u8>,
         file: Option<FileBody>,
     },
+    /// A streamed answer: its head and body so far, framed; `out` says how it goes on.
+    Streaming { bytes: Vec<u8>, out: Box<StreamOut> },
 }
 
 /// The held answers of one connection.
@@ -69,6 +72,33 @@ impl Queue {
         self.entries[i] = Entry::Ready { bytes, file };
     }
 
+    /// Replaces the pending entry at `i` with the start of a streamed answer.
+    pub(crate) fn fill_stream(&mut self, i: usize, bytes: Vec<u8>, out: Box<StreamOut>) {
+        self.bytes += bytes.len();
+        self.entries[i] = Entry::Streaming { bytes, out };
+    }
+
+    /// The streamed answer `id` waiting here: its bytes so far and how it goes on.
+    pub(crate) fn stream_mut(&mut self, id: u64) -> Option<(&mut Vec<u8>, &mut StreamOut)> {
+        self.entries.iter_mut().find_map(|e| match e {
+            Entry::Streaming { bytes, out } if out.id == id => Some((bytes, &mut **out)),
+            _ => None,
+        })
+    }
+
+    /// The bytes the streamed answer `id` holds here, if it is here.
+    pub(crate) fn stream_len(&self, id: u64) -> Option<usize> {
+        self.entries.iter().find_map(|e| match e {
+            Entry::Streaming { bytes, out } if out.id == id => Some(bytes.len()),
+            _ => None,
+        })
+    }
+
+    /// Counts `n` more bytes held in a streaming entry.
+    pub(crate) fn grew(&mut self, n: usize) {
+        self.bytes += n;
+    }
+
     /// The first entry's deadline, when it is pending.
     pub(crate) fn front_deadline(&self) -> Option<u64> {
         match self.entries.front() {
@@ -88,7 +118,7 @@ impl Queue {
     /// Takes the first entry.
     pub(crate) fn pop(&mut self) -> Option<Entry> {
         let e = self.entries.pop_front()?;
-        if let Entry::Ready { bytes, .. } = &e {
+        if let Entry::Ready { bytes, .. } | Entry::Streaming { bytes, .. } = &e {
             self.bytes -= bytes.len();
         }
         Some(e)
@@ -100,7 +130,7 @@ impl Queue {
         let start = keep.min(self.entries.len());
         self.entries.drain(start..).filter_map(|e| match e {
             Entry::Pending { .. } => None,
-            Entry::Ready { bytes, .. } => {
+            Entry::Ready { bytes, .. } | Entry::Streaming { bytes, .. } => {
                 self.bytes -= bytes.len();
                 Some(bytes)
             }

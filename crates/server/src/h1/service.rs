@@ -73,6 +73,10 @@ pub(crate) enum Decision<P> {
     ReadBody { limit: u64, pending: P },
     /// The answer comes later through [`Conn::complete`] (503 and close at the deadline).
     Defer,
+    /// The answer comes later from an upstream exchange ([`Conn::complete`] or a streamed
+    /// answer), which keeps its own time (its timeouts end it with a 502 or 504): no
+    /// deadline here.
+    Relay,
 }
 
 /// The application, as the connection sees it.
@@ -117,4 +121,17 @@ pub(crate) fn request_line(input: &[u8]) -> &[u8] {
     let input = &input[..input.len().min(MAX_LOGGED_LINE)];
     let end = memchr::memchr2(b'\r', b'\n', input).unwrap_or(input.len());
     &input[..end]
+}
+
+/// The head of an answer whose body comes in pieces after it (a proxied response; the
+/// library's streaming responses are the same path): the connection frames the body for its
+/// client (`Content-Length` when `length` is known, else chunked over HTTP/1.1, DATA frames
+/// over HTTP/2).
+pub(crate) struct StreamHead<'a> {
+    pub status: u16,
+    /// The fields, as they go out: names as given (HTTP/2 lowercases them), values byte for
+    /// byte. Never framing or connection fields: the caller has removed those.
+    pub fields: &'a [(&'a [u8], &'a [u8])],
+    /// The body's length, when known before it comes.
+    pub length: Option<u64>,
 }

@@ -829,3 +829,208 @@ fn method_facts_reach_the_service() {
     assert_eq!(seen.0, [Method::Delete, Method::Options]);
     assert_eq!(summarise(&cx.out), ["204", "204"]);
 }
+
+// Streamed answers: the head, then the body in pieces framed for this client.
+
+use super::service::StreamHead;
+
+const FIELDS: &[(&[u8], &[u8])] = &[(b"X-Up", b"1")];
+
+fn stream_head(length: Option<u64>) -> StreamHead<'static> {
+    StreamHead {
+        status: 200,
+        fields: FIELDS,
+        length,
+    }
+}
+
+impl Harness {
+    fn start(&mut self, id: u64, head: StreamHead<'_>) -> bool {
+        let ok = self.conn.start_stream(id, &head, &mut self.cx);
+        self.flush();
+        ok
+    }
+    fn piece(&mut self, id: u64, data: &[u8]) -> bool {
+        let ok = self.conn.stream_data(id, data, &mut self.cx);
+        self.flush();
+        ok
+    }
+    fn end(&mut self, id: u64) -> bool {
+        let ok = self.conn.stream_end(id, &mut self.cx);
+        self.flush();
+        ok
+    }
+    fn cut(&mut self, id: u64) -> bool {
+        let ok = self.conn.stream_abort(id, &mut self.cx);
+        self.flush();
+        ok
+    }
+    fn wire_text(&mut self) -> String {
+        let s = String::from_utf8_lossy(&self.wire).into_owned();
+        self.wire.clear();
+        s
+    }
+}
+
+const HEAD_11: &str =
+    "HTTP/1.1 200 OK\r\nServer: t\r\nDate: Thu, 01 Jan 2026 00:00:00 GMT\r\nX-Up: 1\r\n";
+
+#[test]
+fn a_streamed_body_of_unknown_length_is_chunked_and_the_connection_stays_open() {
+    let mut h = Harness::new();
+    h.recv(DEFER);
+    assert!(h.start(1, stream_head(None)));
+    assert!(h.piece(1, b"hello"));
+    assert!(h.piece(1, b""));
+    assert!(h.piece(1, &[b'z'; 17]));
+    assert!(h.end(1));
+    let z = "z".repeat(17);
+    assert_eq!(
+        h.wire_text(),
+        format!("{HEAD_11}Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n11\r\n{z}\r\n0\r\n\r\n")
+    );
+    assert!(!h.piece(1, b"late"), "the answer is over");
+    assert!(h.conn.is_idle());
+    h.recv(X);
+    assert_eq!(h.answers(), ["200 x"]);
+}
+
+#[test]
+fn a_streamed_body_of_known_length_keeps_its_length_and_gets_no_more() {
+    let mut h = Harness::new();
+    h.recv(DEFER);
+    h.start(1, stream_head(Some(4)));
+    h.piece(1, b"ab");
+    h.piece(1, b"cdEXTRA");
+    h.end(1);
+    assert_eq!(
+        h.wire_text(),
+        format!("{HEAD_11}Content-Length: 4\r\n\r\nabcd")
+    );
+    assert_eq!(h.state(), "open");
+}
+
+#[test]
+fn a_streamed_body_that_ends_short_of_its_length_is_cut_not_completed() {
+    let mut h = Harness::new();
+    h.recv(&[DEFER, X].concat());
+    h.start(1, stream_head(Some(10)));
+    h.piece(1, b"abc");
+    h.end(1);
+    assert_eq!(
+        h.wire_text(),
+        format!("{HEAD_11}Content-Length: 10\r\n\r\nabc")
+    );
+    assert_eq!(
+        h.state(),
+        "closed",
+        "closed, not shut down gracefully after it"
+    );
+}
+
+#[test]
+fn a_cut_chunked_body_closes_without_the_last_chunk() {
+    let mut h = Harness::new();
+    h.recv(DEFER);
+    h.start(1, stream_head(None));
+    h.piece(1, b"abc");
+    assert!(h.cut(1));
+    assert_eq!(
+        h.wire_text(),
+        format!("{HEAD_11}Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n")
+    );
+    assert_eq!(h.state(), "closed");
+    assert!(!h.piece(1, b"more"));
+}
+
+#[test]
+fn an_http10_client_gets_a_body_to_the_close_and_a_cut_one_is_reset() {
+    let mut h = Harness::new();
+    h.recv(b"GET /defer HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    h.start(1, stream_head(None));
+    h.piece(1, b"abc");
+    h.end(1);
+    assert_eq!(
+        h.wire_text(),
+        format!("{HEAD_11}Connection: close\r\n\r\nabc")
+    );
+    assert_eq!(h.state(), "shut", "the close ends the body");
+
+    let mut h = Harness::new();
+    h.recv(b"GET /defer HTTP/1.0\r\n\r\n");
+    h.start(1, stream_head(None));
+    h.piece(1, b"abc");
+    h.cut(1);
+    assert_eq!(
+        h.state(),
+        "reset",
+        "a FIN would pass the cut body off as whole"
+    );
+}
+
+#[test]
+fn a_streamed_answer_to_head_sends_the_length_and_no_body() {
+    let mut h = Harness::new();
+    h.recv(b"HEAD /defer HTTP/1.1\r\nHost: a\r\n\r\n");
+    h.start(1, stream_head(Some(3)));
+    h.piece(1, b"abc");
+    h.end(1);
+    assert_eq!(h.wire_text(), format!("{HEAD_11}Content-Length: 3\r\n\r\n"));
+    assert!(h.conn.is_idle());
+}
+
+#[test]
+fn a_streamed_answer_behind_a_pending_one_waits_in_order_with_bounded_room() {
+    let mut h = Harness::new();
+    h.recv(&[DEFER, DEFER, X].concat());
+    assert!(h.start(2, stream_head(None)));
+    assert!(h.piece(2, b"two"));
+    assert_eq!(h.wire_text(), "", "request 1 is answered first");
+    assert!(h.conn.stream_room(2));
+    assert!(h.piece(2, &vec![b'a'; super::STREAM_ROOM]));
+    assert!(
+        !h.conn.stream_room(2),
+        "the queued answer is full: its source waits"
+    );
+    h.complete(1, Response::text("one"));
+    let wire = h.wire_text();
+    assert!(wire.starts_with("HTTP/1.1 200 OK"));
+    assert!(wire.contains("\r\n\r\none"), "{wire}");
+    assert!(wire.ends_with(&format!("{}\r\n", "a".repeat(16))));
+    assert!(h.conn.stream_room(2), "at the front, its bytes went out");
+    h.end(2);
+    let wire = h.wire_text();
+    assert!(wire.starts_with("0\r\n\r\nHTTP/1.1 200 OK"), "{wire}");
+    assert_eq!(summarise(wire.split_at(5).1.as_bytes()), ["200 x"]);
+}
+
+#[test]
+fn a_streamed_answer_holds_back_input_and_room_follows_the_client() {
+    let mut h = Harness::new();
+    h.recv(DEFER);
+    h.start(1, stream_head(None));
+    assert!(!h.conn.wants_input(&h.cx.cfg), "the answer is not over");
+    h.stalled = true;
+    h.piece(1, &vec![b'a'; 1000]);
+    assert!(h.conn.stream_room(1));
+    h.piece(1, &vec![b'b'; super::STREAM_ROOM]);
+    assert!(!h.conn.stream_room(1), "the client does not read");
+    h.unstall();
+    assert!(h.conn.stream_room(1));
+    h.end(1);
+    assert!(h.conn.wants_input(&h.cx.cfg));
+}
+
+#[test]
+fn a_queued_streamed_answer_that_is_cut_ends_the_connection_after_the_earlier_answers() {
+    let mut h = Harness::new();
+    h.recv(&[DEFER, DEFER].concat());
+    h.start(2, stream_head(None));
+    h.piece(2, b"partial");
+    assert!(h.cut(2));
+    h.complete(1, Response::text("one"));
+    let wire = h.wire_text();
+    assert!(wire.contains("\r\n\r\none"), "{wire}");
+    assert!(wire.ends_with("7\r\npartial\r\n"), "{wire}");
+    assert_eq!(h.state(), "closed");
+}

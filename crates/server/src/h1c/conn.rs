@@ -76,6 +76,7 @@ pub(crate) enum UpError {
 
 impl UpError {
     /// Whether nothing of a response arrived, so the request got no answer at all.
+    #[allow(dead_code)] // the Upgrade tunnel and streamed request bodies (issue 25's next steps)
     pub(crate) fn unanswered(self) -> bool {
         matches!(
             self,
@@ -240,6 +241,11 @@ impl Conn {
         matches!(self.state, State::Idle | State::Connecting { busy: None })
     }
 
+    /// The connect is still under way.
+    pub(crate) fn is_connecting(&self) -> bool {
+        matches!(self.state, State::Connecting { .. })
+    }
+
     /// In the pool: established, no request, nothing held.
     pub(crate) fn is_idle(&self) -> bool {
         matches!(self.state, State::Idle)
@@ -307,6 +313,7 @@ impl Conn {
     }
 
     /// The request's body ended.
+    #[allow(dead_code)] // the Upgrade tunnel and streamed request bodies (issue 25's next steps)
     pub(crate) fn body_end(&mut self) {
         let (Some(b), out) = self.busy_and_out() else {
             return;
@@ -318,6 +325,7 @@ impl Conn {
     }
 
     /// Bytes for the upstream side of a tunnel.
+    #[allow(dead_code)] // the Upgrade tunnel and streamed request bodies (issue 25's next steps)
     pub(crate) fn tunnel_send(&mut self, data: &[u8]) {
         if matches!(self.state, State::Tunnel) {
             self.out.extend_from_slice(data);
@@ -326,6 +334,7 @@ impl Conn {
 
     /// Output bytes not yet handed over (the caller stops reading the client while this is
     /// large).
+    #[allow(dead_code)] // the Upgrade tunnel and streamed request bodies (issue 25's next steps)
     pub(crate) fn out_len(&self) -> usize {
         self.out.len()
     }

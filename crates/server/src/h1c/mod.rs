@@ -13,7 +13,6 @@
 //!
 //! Issue 25 builds the proxy in steps; this state machine and its byte tables are the first.
 //! Until the driver owns outbound connections (the next step), only the tests call it.
-#![allow(dead_code, unused_imports)]
 
 mod conn;
 #[cfg(test)]

@@ -14,6 +14,8 @@
 //! buffer its acknowledgements), but flow-control-blocked DATA never stops reading.
 #![forbid(unsafe_code)]
 
+mod streamed;
+
 use std::collections::VecDeque;
 
 use linerate_http1::{BodyDecoder, Method, Parsed, RequestHead, Version, status_has_no_body};
@@ -682,6 +684,7 @@ impl<P> Conn<P> {
             Decision::Defer => {
                 self.streams[idx].answer = Answer::Deferred(cx.now + cx.cfg.deferred_timeout);
             }
+            Decision::Relay => self.streams[idx].answer = Answer::Deferred(u64::MAX),
         }
     }
 
@@ -763,8 +766,15 @@ impl<P> Conn<P> {
             let queued: u64 = self.files.iter().map(|(f, a)| f.len + a.len() as u64).sum();
             let out_len = self.out.len().max(cx.out.len()) + queued as usize;
             let s = &mut self.streams[idx];
-            let Answer::Sending { body, sent } = &mut s.answer else {
-                return;
+            let (body, sent) = match &mut s.answer {
+                Answer::Sending { body, sent } => (body, sent),
+                Answer::Streaming { .. } => {
+                    if out_len >= OUT_HIGH_WATER {
+                        return;
+                    }
+                    return self.send_streamed(idx, cx);
+                }
+                _ => return,
             };
             let left = body.len() - *sent;
             let n = (left as i64)
@@ -836,7 +846,10 @@ impl<P> Conn<P> {
         let before = self.out.len() + cx.out.len();
         let mut i = 0;
         while i < self.streams.len() && self.send_window > 0 {
-            if matches!(self.streams[i].answer, Answer::Sending { .. }) {
+            if matches!(
+                self.streams[i].answer,
+                Answer::Sending { .. } | Answer::Streaming { .. }
+            ) {
                 self.send_data(i, cx);
                 if i < self.streams.len() && self.streams[i].answer_done() {
                     let len = self.streams.len();
@@ -1213,10 +1226,11 @@ impl<P> Conn<P> {
 
     fn set_timer(&mut self, cx: &Cx) {
         let cfg = &cx.cfg;
-        let blocked = self
-            .streams
-            .iter()
-            .any(|s| matches!(s.answer, Answer::Sending { .. }));
+        let blocked = self.streams.iter().any(|s| match &s.answer {
+            Answer::Sending { .. } => true,
+            Answer::Streaming { buf, ended } => !buf.is_empty() || *ended,
+            _ => false,
+        });
         let (timer, deadline) = if self.writing == Writing::Shut {
             if self.timer == Timer::Linger {
                 return;
@@ -1232,6 +1246,8 @@ impl<P> Conn<P> {
             .iter()
             .filter_map(|s| match s.answer {
                 Answer::Deferred(at) => Some((Timer::Deferred, at)),
+                // Waiting for its next piece: whoever sends it keeps the time.
+                Answer::Streaming { .. } => Some((Timer::Deferred, u64::MAX)),
                 Answer::Waiting if s.body_deadline != u64::MAX => {
                     Some((Timer::Body, s.body_deadline))
                 }

@@ -51,6 +51,9 @@ pub(crate) enum Answer {
     Deferred(u64),
     /// HEADERS sent; this body is going out as flow control allows.
     Sending { body: Body, sent: u64 },
+    /// HEADERS sent; the body comes in pieces (`buf` holds what flow control held back) until
+    /// `ended`.
+    Streaming { buf: Vec<u8>, ended: bool },
     /// Everything is sent.
     Done,
 }

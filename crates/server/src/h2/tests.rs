@@ -1185,3 +1185,172 @@ fn without_sendfile_file_payloads_are_read_into_frames() {
     assert_eq!(body_of(&h.frames(), 1), want);
     assert_eq!(h.file_sends, 0);
 }
+
+// Streamed answers: HEADERS, then DATA as pieces come and the windows allow.
+
+use crate::h1::StreamHead;
+
+const UP_FIELDS: &[(&[u8], &[u8])] = &[
+    (b"X-Up", b"1"),
+    (b"Transfer-Encoding", b"chunked"),
+    (b"Connection", b"close"),
+];
+
+fn up_head(length: Option<u64>) -> StreamHead<'static> {
+    StreamHead {
+        status: 200,
+        fields: UP_FIELDS,
+        length,
+    }
+}
+
+impl H {
+    fn start(&mut self, id: u64, length: Option<u64>) -> bool {
+        let ok = self.conn.start_stream(id, &up_head(length), &mut self.cx);
+        self.flush();
+        ok
+    }
+    fn piece(&mut self, id: u64, data: &[u8]) -> bool {
+        let ok = self.conn.stream_data(id, data, &mut self.cx);
+        self.flush();
+        ok
+    }
+    fn end(&mut self, id: u64) -> bool {
+        let ok = self.conn.stream_end(id, &mut self.cx);
+        self.flush();
+        ok
+    }
+}
+
+#[test]
+fn a_streamed_answer_is_headers_then_data_then_end_stream() {
+    let mut h = H::open();
+    h.recv(&get(1, "/defer"));
+    assert!(h.start(1, None));
+    let got = h.frames();
+    let [
+        F::Headers {
+            stream: 1,
+            end: false,
+            fields,
+        },
+    ] = got.as_slice()
+    else {
+        panic!("{got:?}")
+    };
+    assert!(fields.contains(&("x-up".into(), "1".into())), "{fields:?}");
+    assert!(
+        !fields
+            .iter()
+            .any(|(n, _)| n == "transfer-encoding" || n == "connection"),
+        "connection-specific fields never go out over HTTP/2: {fields:?}"
+    );
+    assert!(h.piece(1, b"abc"));
+    assert!(h.piece(1, b"def"));
+    assert!(h.end(1));
+    assert_eq!(
+        h.frames(),
+        [
+            F::Data {
+                stream: 1,
+                end: false,
+                data: b"abc".to_vec()
+            },
+            F::Data {
+                stream: 1,
+                end: false,
+                data: b"def".to_vec()
+            },
+            F::Data {
+                stream: 1,
+                end: true,
+                data: Vec::new()
+            },
+        ]
+    );
+    assert!(!h.piece(1, b"late"), "the stream is over");
+    assert!(h.conn.is_idle());
+}
+
+#[test]
+fn a_streamed_answer_waits_for_the_window_and_its_room_is_bounded() {
+    let mut h = H::fresh();
+    h.preface(&[(setting::INITIAL_WINDOW_SIZE, 4)]);
+    h.frames();
+    h.recv(&get(1, "/defer"));
+    h.start(1, Some(10));
+    let got = h.frames();
+    let [F::Headers { fields, .. }] = got.as_slice() else {
+        panic!("{got:?}")
+    };
+    assert!(fields.contains(&("content-length".into(), "10".into())));
+    h.piece(1, b"0123456789");
+    h.end(1);
+    assert_eq!(
+        h.frames(),
+        [F::Data {
+            stream: 1,
+            end: false,
+            data: b"0123".to_vec()
+        }]
+    );
+    assert!(h.conn.stream_room(1));
+    let mut wu = Vec::new();
+    frame::window_update(&mut wu, 1, 100);
+    h.recv(&wu);
+    assert_eq!(
+        h.frames(),
+        [F::Data {
+            stream: 1,
+            end: true,
+            data: b"456789".to_vec()
+        }]
+    );
+
+    // A closed window: the held bytes reach the room limit and the source must wait.
+    h.recv(&get(3, "/defer"));
+    h.start(3, None);
+    h.frames();
+    h.piece(3, &vec![b'z'; crate::h1::STREAM_ROOM + 4]); // 4 go out in the window
+    assert!(!h.conn.stream_room(3));
+}
+
+#[test]
+fn a_streamed_answer_cut_off_is_reset_and_a_reset_stream_stops_its_source() {
+    let mut h = H::open();
+    h.recv(&get(1, "/defer"));
+    h.start(1, None);
+    h.piece(1, b"abc");
+    assert!(h.conn.stream_abort(1, &mut h.cx));
+    h.flush();
+    let got = h.frames();
+    assert_eq!(
+        got.last(),
+        Some(&F::Rst(1, Code::Internal as u32)),
+        "{got:?}"
+    );
+    assert!(!got.iter().any(|f| matches!(f, F::Data { end: true, .. })));
+
+    h.recv(&get(3, "/defer"));
+    h.start(3, None);
+    h.recv(&raw(kind::RST_STREAM, 0, 3, &8u32.to_be_bytes()));
+    assert!(!h.piece(3, b"x"), "the client reset it: the source stops");
+}
+
+#[test]
+fn a_streamed_answer_to_head_ends_with_its_headers() {
+    let mut h = H::open();
+    h.recv(&headers(1, &block("HEAD", "/defer", &[]), true));
+    assert!(h.start(1, Some(5)));
+    let got = h.frames();
+    let [
+        F::Headers {
+            end: true, fields, ..
+        },
+    ] = got.as_slice()
+    else {
+        panic!("{got:?}")
+    };
+    assert!(fields.contains(&("content-length".into(), "5".into())));
+    assert!(!h.piece(1, b"hello"), "no DATA for HEAD: the source stops");
+}

@@ -20,16 +20,7 @@ pub(crate) enum HostPolicy {
     Set(String),
 }
 
-/// Which forwarding fields carry the client's address, scheme and host.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ForwardedStyle {
-    /// `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Forwarded-Host` (what most applications read).
-    XForwarded,
-    /// `Forwarded` (RFC 7239).
-    Rfc7239,
-    Both,
-    None,
-}
+pub(crate) use crate::config::ForwardedStyle;
 
 /// A proxy mount's rules for requests.
 #[derive(Clone, Debug)]
@@ -69,13 +60,14 @@ pub(crate) struct Forwarded {
 const VIA_NAME: &str = "linerate";
 
 /// Writes the upstream request head for the client's request `head` (in `buf`) into `out`.
-/// `body_length`: the body's length when the client's framing gave it (HTTP/1.1
-/// `Content-Length`, or HTTP/2 `content-length`), else the body is chunked upstream.
+/// `body`: how the body goes upstream when the caller knows (it read the body whole: its
+/// length); `None` derives it from the client's framing (chunked stays chunked).
 pub(crate) fn request_head(
     head: &RequestHead,
     buf: &[u8],
     client: Client,
     policy: &Policy,
+    body: Option<ReqBody>,
     out: &mut Vec<u8>,
 ) -> Forwarded {
     let fields = || head.headers(buf);
@@ -219,11 +211,11 @@ pub(crate) fn request_head(
         field(out, b"Connection", b"upgrade");
         field(out, b"Upgrade", u);
     }
-    let body = match head.framing() {
+    let body = body.unwrap_or(match head.framing() {
         Framing::None => ReqBody::None,
         Framing::Length(n) => ReqBody::Length(n),
         Framing::Chunked => ReqBody::Chunked,
-    };
+    });
     match body {
         ReqBody::None => {}
         ReqBody::Length(n) => {

@@ -10,10 +10,11 @@
 //!
 //! Issue 25 builds the proxy in steps; until the driver owns outbound connections, only the
 //! tests call these.
-#![allow(dead_code)]
 
 pub(crate) mod forward;
+pub(crate) mod job;
 pub(crate) mod reply;
+pub(crate) mod route;
 #[cfg(test)]
 mod tests;
 

@@ -33,7 +33,7 @@ fn forward(request: &[u8], policy: &Policy) -> (String, ReqBody, bool) {
         Parsed::Partial => panic!("incomplete"),
     };
     let mut out = Vec::new();
-    let f = request_head(&head, &request[..n], CLIENT, policy, &mut out);
+    let f = request_head(&head, &request[..n], CLIENT, policy, None, &mut out);
     (String::from_utf8(out).unwrap(), f.body, f.upgrade)
 }
 

@@ -16,7 +16,10 @@
 #![forbid(unsafe_code)]
 
 mod read;
+mod stream;
 mod write;
+
+pub(crate) use stream::{STREAM_ROOM, StreamOut};
 
 use linerate_http1::{BodyDecoder, RequestHead, Version, reason};
 
@@ -117,6 +120,13 @@ struct FileOut {
     sent: u64,
 }
 
+/// What follows an answer's bytes in the output, holding back the answers after it: a file
+/// body, or a body that comes in pieces (`stream`).
+enum Tail {
+    File(FileOut),
+    Stream(stream::StreamOut),
+}
+
 enum Reading<P> {
     /// Waiting for a request head (or the rest of one, in `inbuf`).
     Head,
@@ -142,6 +152,12 @@ enum Writing {
     Closed,
     /// Reset now: the send timeout passed with output still unsent.
     Reset,
+    /// A streamed body was cut off: send what is staged, then close without ending it (its
+    /// framing left incomplete tells the client it is not whole).
+    Cut,
+    /// As `Cut`, for a body delimited by the close, which a FIN would pass off as whole:
+    /// reset instead.
+    CutReset,
 }
 
 /// What the transport holds for this connection right now.
@@ -186,8 +202,8 @@ pub(crate) struct Conn<P> {
     held: Hold,
     /// Bytes held between calls; `None` (8 bytes, not 48) for the idle connection.
     spill: Option<Box<Spill>>,
-    /// A file body after the output; later answers wait until it is out.
-    file: Option<Box<FileOut>>,
+    /// A file body or a streamed body after the output; later answers wait until it is out.
+    tail: Option<Box<Tail>>,
     /// Answers held behind a deferred one (allocated only when a request is deferred).
     queue: Option<Box<Queue>>,
     /// Requests read.
@@ -205,7 +221,7 @@ impl<P> Conn<P> {
             in_flight: InFlight::None,
             held: Hold::No,
             spill: None,
-            file: None,
+            tail: None,
             queue: None,
             requests: 0,
             timer: Timer::Fresh,
@@ -231,7 +247,7 @@ impl<P> Conn<P> {
                 self.held == Hold::No
                     && self.in_flight == InFlight::None
                     && self.out_empty()
-                    && self.file.is_none()
+                    && self.tail.is_none()
                     && self
                         .queue
                         .as_ref()
@@ -244,7 +260,7 @@ impl<P> Conn<P> {
     /// Processing stopped for backpressure and can go on now: call [`Conn::resume`].
     pub(crate) fn can_resume(&self, cfg: &ConnConfig) -> bool {
         let output_out =
-            self.in_flight == InFlight::None && self.out_empty() && self.file.is_none();
+            self.in_flight == InFlight::None && self.out_empty() && self.tail.is_none();
         match self.held {
             Hold::No => false,
             Hold::Output => output_out,
@@ -270,7 +286,7 @@ impl<P> Conn<P> {
             && self.inbuf_empty()
             && self.in_flight == InFlight::None
             && self.out_empty()
-            && self.file.is_none()
+            && self.tail.is_none()
             && self.queue.is_none()
     }
 
@@ -290,7 +306,7 @@ impl<P> Conn<P> {
                 pool.put(&mut b);
             }
         }
-        self.file = None;
+        self.tail = None;
     }
 
     /// Bytes arrived.
@@ -375,7 +391,7 @@ impl<P> Conn<P> {
         let Some((i, facts)) = q.find_pending(id) else {
             return false;
         };
-        if i == 0 && self.file.is_none() {
+        if i == 0 && self.tail.is_none() {
             q.pop();
             self.place_now(facts, resp, cx);
             self.release_queue(cx);
@@ -456,20 +472,26 @@ impl<P> Conn<P> {
         }
         if !self.out_empty() || !cx.out.is_empty() {
             return Transmit::Bytes {
-                more: self.file.is_some(),
+                more: matches!(self.tail.as_deref(), Some(Tail::File(_))),
             };
         }
-        if let Some(f) = &self.file {
-            return Transmit::File {
-                file: &f.body,
-                offset: f.body.offset + f.sent,
-                len: f.body.len - f.sent,
-            };
+        match self.tail.as_deref() {
+            Some(Tail::File(f)) => {
+                return Transmit::File {
+                    file: &f.body,
+                    offset: f.body.offset + f.sent,
+                    len: f.body.len - f.sent,
+                };
+            }
+            Some(Tail::Stream(_)) => return Transmit::Idle,
+            None => {}
         }
         if self.queue.is_some() {
             return Transmit::Idle;
         }
         match (self.writing, &self.reading) {
+            (Writing::Cut, _) => Transmit::Close,
+            (Writing::CutReset, _) => Transmit::Reset,
             (Writing::Open | Writing::Last, Reading::PeerClosed) => Transmit::Close,
             (Writing::Last, _) => Transmit::Shutdown,
             _ => Transmit::Idle,
@@ -503,10 +525,10 @@ impl<P> Conn<P> {
     /// The file body [`Transmit::File`] asked for: `n` more bytes are out.
     pub(crate) fn file_sent(&mut self, n: u64, cx: &mut Cx) {
         self.in_flight = InFlight::None;
-        if let Some(f) = self.file.as_mut() {
+        if let Some(Tail::File(f)) = self.tail.as_deref_mut() {
             f.sent += n;
             if f.sent >= f.body.len {
-                self.file = None;
+                self.tail = None;
                 self.release_queue(cx);
             }
         }
@@ -549,7 +571,10 @@ impl<P> Conn<P> {
                 return;
             }
             (Timer::Linger, cx.now + cfg.linger_timeout)
-        } else if self.in_flight != InFlight::None || !self.out_empty() || self.file.is_some() {
+        } else if self.in_flight != InFlight::None
+            || !self.out_empty()
+            || matches!(self.tail.as_deref(), Some(Tail::File(_)))
+        {
             // Bytes staged in `cx.out` are transmitted before the driver moves on: they do
             // not count until the transmit stalls (`stalled`).
             if self.timer == Timer::Send {
@@ -558,6 +583,10 @@ impl<P> Conn<P> {
             (Timer::Send, cx.now + cfg.send_timeout)
         } else if let Some(at) = self.queue.as_ref().and_then(|q| q.front_deadline()) {
             (Timer::Deferred, at)
+        } else if self.tail.is_some() {
+            // A streamed body is waiting for its next piece: whoever sends it keeps the time
+            // (the upstream's read timeout ends it with `stream_abort`).
+            (Timer::Deferred, u64::MAX)
         } else if let Reading::Body(b) = &self.reading {
             // A gap limit, and a whole-body limit that grows with the bytes received.
             let gap = cx.now + cfg.body_timeout;

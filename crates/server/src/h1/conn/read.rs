@@ -39,7 +39,7 @@ impl<P> Conn<P> {
     /// Why another pipelined request may not be dispatched now, if it may not.
     #[inline(always)]
     pub(super) fn hold(&self, cx: &Cx) -> Hold {
-        if self.file.is_some() || cx.out.len() + self.out_len() > OUT_HIGH_WATER {
+        if self.tail.is_some() || cx.out.len() + self.out_len() > OUT_HIGH_WATER {
             return Hold::Output;
         }
         match &self.queue {
@@ -145,10 +145,14 @@ impl<P> Conn<P> {
                 Some(used)
             }
             Decision::Defer if body.is_some() => {
-                self.defer(facts, cx);
+                self.defer(facts, cx.now + cx.cfg.deferred_timeout, cx);
                 Some(used)
             }
-            Decision::Defer => {
+            Decision::Relay if body.is_some() => {
+                self.defer(facts, u64::MAX, cx);
+                Some(used)
+            }
+            Decision::Defer | Decision::Relay => {
                 // A service must read a body before it defers; never hang on it.
                 self.place(facts, status_response(500, "").close(), cx);
                 Some(used)
@@ -252,13 +256,14 @@ impl<P> Conn<P> {
     ) {
         match svc.end(facts.id, pending, body) {
             Decision::Respond(resp) => self.place(facts, resp, cx),
-            Decision::Defer => self.defer(facts, cx),
+            Decision::Defer => self.defer(facts, cx.now + cx.cfg.deferred_timeout, cx),
+            Decision::Relay => self.defer(facts, u64::MAX, cx),
             Decision::ReadBody { .. } => self.place(facts, status_response(500, "").close(), cx),
         }
     }
 
-    pub(super) fn defer(&mut self, facts: Facts, cx: &mut Cx) {
-        let deadline = cx.now + cx.cfg.deferred_timeout;
+    /// The answer comes later; 503 at `deadline` (`u64::MAX`: never).
+    pub(super) fn defer(&mut self, facts: Facts, deadline: u64, cx: &mut Cx) {
         self.queue
             .get_or_insert_with(Default::default)
             .push_pending(facts, deadline);

@@ -2,7 +2,7 @@
 //! queue; releasing queued answers in order; the connection's held bytes (`Spill`).
 #![forbid(unsafe_code)]
 
-use super::{Conn, Facts, FileOut, Hold, InFlight, Reading, Spill, Writing};
+use super::{Conn, Facts, FileOut, Hold, InFlight, Reading, Spill, Tail, Writing};
 use crate::h1::encode::{Encoded, Parts, encode};
 use crate::h1::queue::Entry;
 use crate::h1::service::Cx;
@@ -148,7 +148,9 @@ impl<P> Conn<P> {
     #[inline(always)]
     pub(super) fn after_encode(&mut self, enc: Encoded, body: Body, close: bool, cx: &mut Cx) {
         match body {
-            Body::File(f) if enc.file => self.file = Some(Box::new(FileOut { body: f, sent: 0 })),
+            Body::File(f) if enc.file => {
+                self.tail = Some(Box::new(Tail::File(FileOut { body: f, sent: 0 })))
+            }
             body => crate::response::recycle(body),
         }
         if close {
@@ -174,9 +176,9 @@ impl<P> Conn<P> {
     }
 
     /// Moves ready answers at the front of the queue into the output, up to the next pending
-    /// one or a file body.
+    /// one, a file body or a streamed body still coming.
     pub(super) fn release_queue(&mut self, cx: &mut Cx) {
-        while self.file.is_none() {
+        while self.tail.is_none() {
             let Some(q) = self.queue.as_mut() else {
                 return;
             };
@@ -187,13 +189,20 @@ impl<P> Conn<P> {
             if q.front_pending().is_some() {
                 return;
             }
-            let Some(Entry::Ready { mut bytes, file }) = q.pop() else {
-                return;
-            };
-            self.sink(cx).extend_from_slice(&bytes);
-            cx.pool.put(&mut bytes);
-            if let Some(body) = file {
-                self.file = Some(Box::new(FileOut { body, sent: 0 }));
+            match q.pop() {
+                Some(Entry::Ready { mut bytes, file }) => {
+                    self.sink(cx).extend_from_slice(&bytes);
+                    cx.pool.put(&mut bytes);
+                    if let Some(body) = file {
+                        self.tail = Some(Box::new(Tail::File(FileOut { body, sent: 0 })));
+                    }
+                }
+                Some(Entry::Streaming { mut bytes, out }) => {
+                    self.sink(cx).extend_from_slice(&bytes);
+                    cx.pool.put(&mut bytes);
+                    self.stream_reached_front(*out, cx);
+                }
+                _ => return,
             }
         }
     }

@@ -1,0 +1,770 @@
+//! The worker's outbound side: connections to upstream servers, owned by the same loop,
+//! backend, timer wheel and buffers as the client connections (no thread hop), each one an
+//! `h1c::Conn` state machine; per-worker keep-alive pools; and the relay that carries one
+//! proxied exchange from an upstream connection to the client's connection as a streamed
+//! answer.
+//!
+//! Owns: choosing a server (smooth weighted round-robin, as nginx), the pools (a connection
+//! goes back only after a complete exchange; one of an older upstream set after a reload is
+//! closed instead), the tries (a connect failure goes to the next server; a pooled
+//! connection the upstream closed before answering gets one more try on a fresh connection,
+//! for idempotent methods), the 502/504 answers, and backpressure both ways: an upstream is
+//! read only while the client's answer has room ([`crate::h1::STREAM_ROOM`]); a paused one is
+//! resumed after the client's connection moved its output.
+//!
+//! Slots: an upstream connection takes a slot in the worker's slot table (so the backend's
+//! and the wheel's dense indexes are shared); its token has [`UP`] set, which is how a
+//! completion finds its way here at the cost of one bit test.
+#![forbid(unsafe_code)]
+
+use std::collections::VecDeque;
+
+use linerate_http1::{BodyLength, FieldSpan, ResponseInfo};
+
+use super::backend::{Backend, Completion, Submitted, Token, UpAddr};
+use super::{Shared, Worker};
+use crate::app::access_log::AccessEntry;
+use crate::app::deferred::LogMeta;
+use crate::app::sites::SiteSet;
+use crate::config::{Upstream, UpstreamAddr};
+use crate::h1::{Cx, StreamHead};
+use crate::h1c::{self, ReqBody, Timeouts, UpError};
+use crate::proxy::job::Job;
+use crate::proxy::reply;
+
+/// The token bit that marks an upstream connection (the top of the generation).
+pub(super) const UP: Token = 1 << 63;
+
+/// The upstream connections carrying answers to one client connection.
+#[derive(Default)]
+pub(super) struct Relays(pub Vec<Token>);
+
+/// An upstream connection in its slot.
+pub(super) struct UpLive {
+    conn: h1c::Conn,
+    /// Its upstream (index into the sites' upstreams) and server.
+    group: usize,
+    server: usize,
+    /// The pools' epoch it was made in: one from before a reload is not pooled again.
+    epoch: u32,
+    /// When its wheel entry fires (ms).
+    armed: u64,
+    receiving: bool,
+    /// The exchange in flight.
+    link: Option<Link>,
+}
+
+/// One proxied exchange, as the upstream connection carrying it knows it.
+struct Link {
+    /// The client's connection and the request's number on it.
+    client: Token,
+    id: u64,
+    site: usize,
+    route: usize,
+    /// The request, kept until the response's first byte for another try.
+    job: Option<Box<Job>>,
+    /// The client got the answer's head (a failure now cuts its connection).
+    answered: bool,
+    /// The client's answer is gone (it closed, or reset the stream): drop the exchange.
+    gone: bool,
+    /// The client's answer is full: reading waits for room.
+    paused: bool,
+    status: u16,
+    bytes: u64,
+    head_request: bool,
+    started: u64,
+    log: Option<LogMeta>,
+}
+
+/// A worker's state per upstream: its servers' pools and the requests waiting for a
+/// connection.
+#[derive(Default)]
+pub(super) struct Pools {
+    groups: Vec<Group>,
+    /// Bumped by a reload (new upstream definitions).
+    epoch: u32,
+}
+
+#[derive(Default)]
+struct Group {
+    servers: Vec<ServerState>,
+    /// Requests waiting for a connection (every server at `max_conns`).
+    waiting: VecDeque<Box<Job>>,
+}
+
+#[derive(Default)]
+struct ServerState {
+    /// Pooled connections (tokens; a stale one is skipped when popped).
+    idle: Vec<Token>,
+    /// Connections open (pooled or busy).
+    conns: usize,
+    /// Smooth weighted round-robin's current weight.
+    current: i64,
+}
+
+impl Pools {
+    /// Makes room for `sites`' upstreams (after a start or a reload).
+    fn fit(&mut self, sites: &SiteSet) {
+        if self.groups.len() != sites.upstreams.len()
+            || self
+                .groups
+                .iter()
+                .zip(&sites.upstreams)
+                .any(|(g, u)| g.servers.len() != u.servers.len())
+        {
+            self.groups
+                .resize_with(sites.upstreams.len(), Group::default);
+            for (g, u) in self.groups.iter_mut().zip(&sites.upstreams) {
+                g.servers.resize_with(u.servers.len(), ServerState::default);
+            }
+        }
+    }
+
+    /// A reload replaced the upstreams: the pooled connections, for the caller to close
+    /// (busy ones finish their exchange and close then).
+    pub(super) fn reload(&mut self) -> Vec<Token> {
+        self.epoch = self.epoch.wrapping_add(1);
+        let mut idle = Vec::new();
+        for g in &mut self.groups {
+            for s in &mut g.servers {
+                idle.append(&mut s.idle);
+            }
+        }
+        idle
+    }
+}
+
+/// Smooth weighted round-robin (nginx's): every server gains its weight, the highest is
+/// picked and pays the total, so weights 5:1:1 go a a b a c a a, not a a a a a b c.
+fn pick(group: &mut Group, up: &Upstream) -> usize {
+    if group.servers.len() == 1 {
+        return 0;
+    }
+    let (mut total, mut best, mut max) = (0i64, 0, i64::MIN);
+    for (i, (s, conf)) in group.servers.iter_mut().zip(&up.servers).enumerate() {
+        let w = i64::from(conf.weight.max(1));
+        s.current += w;
+        total += w;
+        if s.current > max {
+            max = s.current;
+            best = i;
+        }
+    }
+    group.servers[best].current -= total;
+    best
+}
+
+/// The upstream connection's timeouts, in milliseconds.
+fn timeouts(up: &Upstream) -> Timeouts {
+    let ms = |d: std::time::Duration| d.as_micros().div_ceil(1000) as u64;
+    Timeouts {
+        connect: ms(up.connect_timeout),
+        send: ms(up.timeout),
+        first_byte: ms(up.timeout),
+        read: ms(up.timeout),
+        idle: ms(up.idle_timeout),
+        tunnel: ms(up.timeout),
+    }
+}
+
+fn up_addr(a: &UpstreamAddr) -> UpAddr {
+    match a {
+        UpstreamAddr::Tcp(a) => UpAddr::Tcp(*a),
+        UpstreamAddr::Unix(p) => UpAddr::Unix(p.clone()),
+    }
+}
+
+/// What the relay left for the driver to do after a call into the upstream connection.
+#[derive(Default)]
+struct After {
+    /// The client's connection has output to move.
+    client: Option<Token>,
+    /// The exchange ended (either way): the client no longer waits on this connection.
+    finished: Option<Token>,
+    /// Try the request again (on a fresh connection when `fresh`).
+    retry: Option<Box<Job>>,
+}
+
+/// The upstream connection's view of the client side during one call.
+struct Relay<'a> {
+    link: &'a mut Option<Link>,
+    slots: &'a mut [super::Slot],
+    cx: &'a mut Cx,
+    sites: &'a SiteSet,
+    log: &'a mut Option<crate::app::access_log::LogBuffer>,
+    counters: Option<&'a crate::stats::Counters>,
+    /// The connection served an exchange before (a close before any byte may be the
+    /// upstream's keep-alive timeout, not this request).
+    reused: bool,
+    tries: u32,
+    after: &'a mut After,
+}
+
+/// The client connection of `token`, if it is still there.
+fn client(slots: &mut [super::Slot], token: Token) -> Option<&mut super::Live> {
+    let slot = slots.get_mut((token & 0xffff_ffff) as usize)?;
+    if slot.generation != (token >> 32) as u32 {
+        return None;
+    }
+    slot.live.as_mut()
+}
+
+impl Relay<'_> {
+    /// Logs and counts the exchange's answer.
+    fn account(&mut self, status: u16, bytes: u64, link: &Link) {
+        let us = crate::sys::monotonic_us().saturating_sub(link.started);
+        if let Some(c) = self.counters {
+            c.answered(status, crate::stats::Kind::Route, us);
+        }
+        if let (Some(log), Some(m)) = (self.log.as_mut(), link.log.as_ref()) {
+            log.push(&AccessEntry {
+                peer: m.peer,
+                method: &m.method,
+                target: &m.target,
+                version: m.version,
+                status,
+                bytes: bytes as usize,
+                referer: m.referer.as_deref(),
+                user_agent: m.user_agent.as_deref(),
+                request_time_us: Some(us),
+            });
+        }
+    }
+}
+
+impl h1c::Exchange for Relay<'_> {
+    fn head(&mut self, info: &ResponseInfo, head: &[u8], spans: &[FieldSpan]) {
+        let Some(link) = self.link.as_mut() else {
+            return;
+        };
+        link.job = None;
+        let default = reply::Policy::default();
+        let policy = self
+            .sites
+            .sites
+            .iter()
+            .nth(link.site)
+            .and_then(|s| s.proxies.get(link.route))
+            .map_or(&default, |r| &r.response);
+        let mut fields: Vec<(&[u8], &[u8])> = reply::fields(head, spans, info, policy).collect();
+        for (n, v) in &policy.set {
+            fields.push((n.as_bytes(), v.as_bytes()));
+        }
+        fields.push((b"Via", reply::via(info.version).as_bytes()));
+        let length = match info.length {
+            BodyLength::Length(n) => Some(n),
+            BodyLength::Empty => Some(0),
+            BodyLength::Chunked | BodyLength::UntilClose => None,
+        };
+        let stream_head = StreamHead {
+            status: info.status,
+            fields: &fields,
+            length,
+        };
+        link.status = info.status;
+        let started = client(self.slots, link.client)
+            .is_some_and(|live| live.conn.start_stream(link.id, &stream_head, self.cx));
+        if started {
+            link.answered = true;
+            self.after.client = Some(link.client);
+        } else {
+            link.gone = true;
+        }
+    }
+
+    fn data(&mut self, data: &[u8]) -> bool {
+        let Some(link) = self.link.as_mut() else {
+            return false;
+        };
+        if link.gone {
+            return false;
+        }
+        let Some(live) = client(self.slots, link.client) else {
+            link.gone = true;
+            return false;
+        };
+        if !live.conn.stream_data(link.id, data, self.cx) {
+            link.gone = true;
+            return false;
+        }
+        link.bytes += data.len() as u64;
+        self.after.client = Some(link.client);
+        let room = live.conn.stream_room(link.id);
+        link.paused = !room;
+        room
+    }
+
+    fn end(&mut self) {
+        let Some(link) = self.link.take() else {
+            return;
+        };
+        if let Some(live) = client(self.slots, link.client) {
+            live.conn.stream_end(link.id, self.cx);
+        }
+        self.after.client = Some(link.client);
+        self.after.finished = Some(link.client);
+        let (status, bytes) = (link.status, if link.head_request { 0 } else { link.bytes });
+        self.account(status, bytes, &link);
+    }
+
+    fn failed(&mut self, error: UpError) {
+        let Some(mut link) = self.link.take() else {
+            return;
+        };
+        self.after.finished = Some(link.client);
+        self.after.client = Some(link.client);
+        if !link.answered && !link.gone {
+            if let Some(mut job) = link.job.take() {
+                let stale = self.reused && error == UpError::Closed && !job.fresh;
+                let again = match error {
+                    UpError::Connect | UpError::Timeout(h1c::Phase::Connect) => true,
+                    UpError::Closed => job.idempotent,
+                    _ => false,
+                };
+                if stale && job.idempotent {
+                    // A pooled connection the upstream closed meanwhile: one more try on a
+                    // fresh one, not counted against the tries.
+                    job.fresh = true;
+                    job.log = link.log.take();
+                    self.after.retry = Some(job);
+                    return;
+                }
+                if again && job.tries + 1 < self.tries {
+                    job.tries += 1;
+                    job.log = link.log.take();
+                    self.after.retry = Some(job);
+                    return;
+                }
+            }
+            let status = match error {
+                UpError::Timeout(_) => 504,
+                _ => 502,
+            };
+            tracing::warn!(error = %error, status, "upstream exchange failed");
+            let resp = self
+                .sites
+                .sites
+                .iter()
+                .nth(link.site)
+                .and_then(|s| s.error_page(status))
+                .unwrap_or_else(|| crate::h1::status_response(status, ""));
+            let bytes = if link.head_request {
+                0
+            } else {
+                resp.body.len()
+            };
+            if let Some(live) = client(self.slots, link.client) {
+                live.conn.complete(link.id, resp, self.cx);
+            }
+            self.account(status, bytes, &link);
+        } else {
+            tracing::warn!(error = %error, "upstream exchange failed after its answer began");
+            if let Some(live) = client(self.slots, link.client) {
+                live.conn.stream_abort(link.id, self.cx);
+            }
+            // The answer is cut: logged as nginx does, with the status the client saw.
+            let (status, bytes) = (link.status, link.bytes);
+            self.account(status, bytes, &link);
+        }
+    }
+}
+
+impl<B: Backend> Worker<B> {
+    /// Sends the proxied requests decided during the last call into a client connection.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn start_jobs(&mut self, sh: &Shared) {
+        let mut jobs = std::mem::take(&mut self.io.app.jobs);
+        for job in jobs.drain(..) {
+            self.dispatch(Box::new(job), sh);
+        }
+        if self.io.app.jobs.is_empty() {
+            self.io.app.jobs = jobs;
+        }
+    }
+
+    /// Sends `job` to a server of its upstream: on a pooled connection, a new one, or into
+    /// the waiting line when every connection allowed is busy.
+    fn dispatch(&mut self, job: Box<Job>, sh: &Shared) {
+        let sites = self.io.sites.clone();
+        self.pools.fit(&sites);
+        let Some(up) = sites.upstreams.get(job.upstream) else {
+            return self.refuse(job, 502, sh);
+        };
+        let gi = job.upstream;
+        let server = pick(&mut self.pools.groups[gi], up);
+        if !job.fresh {
+            while let Some(token) = self.pools.groups[gi].servers[server].idle.pop() {
+                if let Some(idx) = self.up_index(token)
+                    && self.slots[idx as usize]
+                        .up
+                        .as_ref()
+                        .is_some_and(|u| u.conn.is_idle() && u.link.is_none())
+                {
+                    return self.begin(idx, job, sh);
+                }
+            }
+        }
+        let state = &mut self.pools.groups[gi].servers[server];
+        if up.max_conns > 0 && state.conns >= up.max_conns {
+            self.pools.groups[gi].waiting.push_back(job);
+            return;
+        }
+        let (idx, token) = self.alloc_slot(true);
+        let now = self.io.cx.now;
+        let mut conn = h1c::Conn::new(now, timeouts(up));
+        match self
+            .backend
+            .connect(&up_addr(&up.servers[server].addr), token)
+        {
+            Submitted::Done(()) => conn.connected(now),
+            Submitted::Pending => {}
+            Submitted::Failed => {
+                tracing::warn!(server = %up.servers[server].addr, "upstream connect failed");
+                self.backend.detach(token);
+                self.free.push(idx);
+                let mut job = job;
+                if job.tries + 1 < up.tries {
+                    job.tries += 1;
+                    return self.dispatch(job, sh);
+                }
+                return self.refuse(job, 502, sh);
+            }
+        }
+        self.pools.groups[gi].servers[server].conns += 1;
+        self.slots[idx as usize].up = Some(Box::new(UpLive {
+            conn,
+            group: gi,
+            server,
+            epoch: self.pools.epoch,
+            armed: u64::MAX,
+            receiving: false,
+            link: None,
+        }));
+        self.begin(idx, job, sh);
+    }
+
+    /// Answers a job that cannot be sent anywhere.
+    fn refuse(&mut self, job: Box<Job>, status: u16, sh: &Shared) {
+        let resp = self
+            .io
+            .sites
+            .sites
+            .iter()
+            .nth(job.site)
+            .and_then(|s| s.error_page(status))
+            .unwrap_or_else(|| crate::h1::status_response(status, ""));
+        let (client, id) = (job.client, job.id);
+        self.with(client, sh, |live, p| {
+            live.conn.complete(id, resp, p.cx);
+        });
+    }
+
+    /// Starts `job`'s exchange on the free upstream connection in slot `idx`.
+    fn begin(&mut self, idx: u32, mut job: Box<Job>, sh: &Shared) {
+        let now = self.io.cx.now;
+        let token = self.token(idx);
+        let Some(up) = self.slots[idx as usize].up.as_mut() else {
+            return;
+        };
+        let body = match job.forwarded.body {
+            ReqBody::Chunked => ReqBody::Length(job.body.len() as u64),
+            b => b,
+        };
+        up.conn.start(
+            &job.head,
+            body,
+            job.forwarded.head_request,
+            job.forwarded.upgrade,
+            now,
+        );
+        if !job.body.is_empty() {
+            up.conn.body(&job.body);
+        }
+        up.link = Some(Link {
+            client: job.client,
+            id: job.id,
+            site: job.site,
+            route: job.route,
+            answered: false,
+            gone: false,
+            paused: false,
+            status: 0,
+            bytes: 0,
+            head_request: job.forwarded.head_request,
+            started: job.started,
+            log: job.log.take(),
+            job: Some(job),
+        });
+        let client = up.link.as_ref().map_or(0, |l| l.client);
+        if let Some(live) = client_live(&mut self.slots, client) {
+            live.relays
+                .get_or_insert_with(Default::default)
+                .0
+                .push(token);
+        }
+        self.pump_up(idx, sh);
+    }
+
+    /// The slot index of a live upstream connection's token.
+    fn up_index(&self, token: Token) -> Option<u32> {
+        let idx = (token & 0xffff_ffff) as u32;
+        let slot = self.slots.get(idx as usize)?;
+        (slot.generation == (token >> 32) as u32 && slot.up.is_some()).then_some(idx)
+    }
+
+    /// A completion for an upstream connection.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn up_event(&mut self, c: Completion, sh: &Shared) {
+        match c {
+            Completion::Connected { token } => {
+                self.on_up(token, sh, |conn, now, _| conn.connected(now));
+            }
+            Completion::Received { token, buf } => {
+                self.on_up(token, sh, |conn, now, ex| conn.recv(&buf, now, ex));
+                self.backend.recycle(buf);
+            }
+            Completion::Eof { token } => self.on_up(token, sh, |conn, _, ex| conn.eof(ex)),
+            Completion::Sent { token, mut buf } => {
+                self.io.cx.pool.put(&mut buf);
+                self.on_up(token, sh, |conn, now, _| conn.sent(now));
+            }
+            Completion::Failed { token } => self.on_up(token, sh, |conn, _, ex| {
+                if conn.is_connecting() {
+                    conn.connect_failed(ex)
+                } else {
+                    conn.broken(ex)
+                }
+            }),
+            _ => {}
+        }
+    }
+
+    /// A deadline of the upstream connection in slot `idx` passed.
+    pub(super) fn up_timer(&mut self, idx: u32, sh: &Shared) {
+        let token = self.token(idx);
+        if let Some(up) = self.slots[idx as usize].up.as_mut() {
+            up.armed = u64::MAX;
+            if up.conn.deadline() > self.io.cx.now {
+                return self.settle_up(idx);
+            }
+        }
+        self.on_up(token, sh, |conn, now, ex| conn.on_timer(now, ex));
+    }
+
+    /// Runs `f` on the upstream connection of `token` with its exchange's relay, then does
+    /// what that left to do.
+    fn on_up(
+        &mut self,
+        token: Token,
+        sh: &Shared,
+        f: impl FnOnce(&mut h1c::Conn, u64, &mut Relay<'_>),
+    ) {
+        let Some(idx) = self.up_index(token) else {
+            return;
+        };
+        let Some(mut up) = self.slots[idx as usize].up.take() else {
+            return;
+        };
+        let mut after = After::default();
+        let tries = self.io.sites.upstreams.get(up.group).map_or(1, |u| u.tries);
+        let now = self.io.cx.now;
+        {
+            let counters = sh.app.metrics.then_some(&*self.io.app.counters);
+            let mut relay = Relay {
+                link: &mut up.link,
+                slots: &mut self.slots,
+                cx: &mut self.io.cx,
+                sites: &self.io.sites,
+                log: &mut self.io.app.log,
+                counters,
+                reused: up.conn.reused(),
+                tries,
+                after: &mut after,
+            };
+            f(&mut up.conn, now, &mut relay);
+        }
+        let gone = up.link.as_ref().is_some_and(|l| l.gone);
+        self.slots[idx as usize].up = Some(up);
+        if let Some(client) = after.finished
+            && let Some(live) = client_live(&mut self.slots, client)
+            && let Some(r) = live.relays.as_mut()
+        {
+            r.0.retain(|&t| t != token);
+            if r.0.is_empty() {
+                live.relays = None;
+            }
+        }
+        if let Some(client) = after.client {
+            self.with(client, sh, |_, _| {});
+        }
+        if let Some(job) = after.retry {
+            self.dispatch(job, sh);
+        }
+        if gone {
+            // The client's answer is gone: the rest of the response is not read.
+            return self.close_up(idx);
+        }
+        self.pump_up(idx, sh);
+    }
+
+    /// Transmits what the upstream connection has to send; pools it after a whole exchange;
+    /// closes it when it is done.
+    fn pump_up(&mut self, idx: u32, sh: &Shared) {
+        let token = self.token(idx);
+        loop {
+            let Some(up) = self.slots[idx as usize].up.as_mut() else {
+                return;
+            };
+            match up.conn.poll_transmit() {
+                h1c::Transmit::Bytes => {
+                    let buf = up.conn.take_output();
+                    match self.backend.send(token, buf, false) {
+                        Submitted::Done(mut buf) => {
+                            self.io.cx.pool.put(&mut buf);
+                            up.conn.sent(self.io.cx.now);
+                        }
+                        Submitted::Pending => {
+                            up.conn.stalled(self.io.cx.now);
+                            break;
+                        }
+                        Submitted::Failed => {
+                            return self.on_up(token, sh, |conn, _, ex| conn.broken(ex));
+                        }
+                    }
+                }
+                h1c::Transmit::Close => return self.close_up(idx),
+                h1c::Transmit::Idle => break,
+            }
+        }
+        let Some(up) = self.slots[idx as usize].up.as_mut() else {
+            return;
+        };
+        if up.link.is_none() && up.conn.is_idle() {
+            let (gi, si) = (up.group, up.server);
+            if let Some(job) = self
+                .pools
+                .groups
+                .get_mut(gi)
+                .and_then(|g| g.waiting.pop_front())
+            {
+                return self.begin(idx, job, sh);
+            }
+            let keep = self.io.sites.upstreams.get(gi).map_or(0, |u| u.keepalive);
+            let current = up.epoch == self.pools.epoch;
+            match self
+                .pools
+                .groups
+                .get_mut(gi)
+                .and_then(|g| g.servers.get_mut(si))
+            {
+                Some(s) if current && s.idle.len() < keep => {
+                    if !s.idle.contains(&token) {
+                        s.idle.push(token);
+                    }
+                }
+                _ => return self.close_up(idx),
+            }
+        }
+        self.settle_up(idx);
+    }
+
+    /// Arms receiving and the timer as the upstream connection's state asks.
+    fn settle_up(&mut self, idx: u32) {
+        let token = self.token(idx);
+        let Some(up) = self.slots[idx as usize].up.as_mut() else {
+            return;
+        };
+        let want = up.conn.wants_input() && !up.link.as_ref().is_some_and(|l| l.paused);
+        if want != up.receiving {
+            up.receiving = want;
+            self.backend.set_recv(token, want);
+        }
+        let deadline = up.conn.deadline();
+        if deadline < up.armed {
+            up.armed = self.wheel.arm(idx, deadline);
+        }
+    }
+
+    /// Closes the upstream connection in slot `idx` (an exchange still on it is dropped: its
+    /// client is gone).
+    pub(super) fn close_up(&mut self, idx: u32) {
+        let token = self.token(idx);
+        let Some(up) = self.slots[idx as usize].up.take() else {
+            return;
+        };
+        self.backend.detach(token);
+        self.wheel.cancel(idx);
+        if let Some(s) = self
+            .pools
+            .groups
+            .get_mut(up.group)
+            .and_then(|g| g.servers.get_mut(up.server))
+        {
+            s.conns = s.conns.saturating_sub(1);
+            s.idle.retain(|&t| t != token);
+        }
+        if let Some(link) = &up.link
+            && let Some(live) = client_live(&mut self.slots, link.client)
+            && let Some(r) = live.relays.as_mut()
+        {
+            r.0.retain(|&t| t != token);
+        }
+        self.free.push(idx);
+    }
+
+    /// Upstream exchanges waiting for their client's room, after the client moved output.
+    pub(super) fn resume_relays(&mut self, sh: &Shared) {
+        for token in std::mem::take(&mut self.up_ready) {
+            let Some(idx) = self.up_index(token) else {
+                continue;
+            };
+            let Some(up) = self.slots[idx as usize].up.as_ref() else {
+                continue;
+            };
+            let Some(link) = up.link.as_ref().filter(|l| l.paused) else {
+                continue;
+            };
+            let (client, id) = (link.client, link.id);
+            let room = match client_live(&mut self.slots, client) {
+                Some(live) => live.conn.stream_room(id),
+                None => true, // the resume learns it is gone
+            };
+            if !room {
+                continue;
+            }
+            if let Some(l) = self.slots[idx as usize]
+                .up
+                .as_mut()
+                .and_then(|u| u.link.as_mut())
+            {
+                l.paused = false;
+            }
+            self.on_up(token, sh, |conn, now, ex| conn.resume(now, ex));
+        }
+    }
+
+    /// The client connections closed this turn left upstream exchanges behind: close them.
+    pub(super) fn drop_orphans(&mut self) {
+        for token in std::mem::take(&mut self.orphans) {
+            if let Some(idx) = self.up_index(token) {
+                self.close_up(idx);
+            }
+        }
+    }
+
+    /// A reload replaced the upstreams: pooled connections close now.
+    pub(super) fn reload_upstreams(&mut self) {
+        for token in self.pools.reload() {
+            if let Some(idx) = self.up_index(token) {
+                self.close_up(idx);
+            }
+        }
+    }
+}
+
+/// The client connection of `token`, if it is still there.
+fn client_live(slots: &mut [super::Slot], token: Token) -> Option<&mut super::Live> {
+    client(slots, token)
+}

@@ -1,0 +1,363 @@
+//! Answers whose body comes in pieces after the head (a proxied response now; the library's
+//! streaming responses take the same path): the head placed like any answer, each piece
+//! framed for this client as it comes (`Content-Length` when the length is known, else
+//! chunked, or to the close for an HTTP/1.0 client), the end, and the cut-off.
+//!
+//! Backpressure is the caller's: it asks [`Conn::stream_room`] before it reads more, so an
+//! answer holds at most [`STREAM_ROOM`] bytes plus one piece, whether it is sending or waiting
+//! in the queue behind earlier answers. A body cut off never looks whole to the client: the
+//! connection closes with the framing incomplete, or resets when the close itself would end
+//! the body.
+#![forbid(unsafe_code)]
+
+use linerate_http1::{Version, reason, status_has_no_body, write_field};
+
+use super::{Conn, InFlight, Tail, Writing};
+use crate::h1::service::{Cx, StreamHead};
+
+/// Bytes a streamed answer may hold before its source should wait (see
+/// [`Conn::stream_room`]).
+pub(crate) const STREAM_ROOM: usize = 64 * 1024;
+
+/// How a streamed body is framed on this connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Frame {
+    /// No body goes out (HEAD, 1xx, 204, 304): pieces are dropped.
+    None,
+    /// `Content-Length`: this many bytes are still owed.
+    Length(u64),
+    Chunked,
+    /// Delimited by the close (an HTTP/1.0 client and an unknown length).
+    ToClose,
+}
+
+/// A streamed answer after its head.
+#[derive(Debug)]
+pub(crate) struct StreamOut {
+    pub id: u64,
+    frame: Frame,
+    /// Its end has come (it waits in the queue with its last bytes).
+    ended: bool,
+    /// It was cut off (it waits in the queue; the connection ends when it reaches the front).
+    cut: bool,
+}
+
+impl<P> Conn<P> {
+    /// The head of the deferred answer to request `id`; its body follows with
+    /// [`Conn::stream_data`] and [`Conn::stream_end`]. `false` when it is too late (as for
+    /// [`Conn::complete`]): the caller stops producing the body.
+    pub(crate) fn start_stream(&mut self, id: u64, head: &StreamHead<'_>, cx: &mut Cx) -> bool {
+        if !matches!(self.writing, Writing::Open | Writing::Last) {
+            return false;
+        }
+        let Some((i, facts)) = self.queue.as_ref().and_then(|q| q.find_pending(id)) else {
+            return false;
+        };
+        let mut close = Self::closes(&facts, cx);
+        let frame = if facts.framing.head || status_has_no_body(head.status) {
+            Frame::None
+        } else if let Some(n) = head.length {
+            Frame::Length(n)
+        } else if facts.framing.version == Version::Http11 {
+            Frame::Chunked
+        } else {
+            close = true;
+            Frame::ToClose
+        };
+        let out = StreamOut {
+            id,
+            frame,
+            ended: false,
+            cut: false,
+        };
+        let keep_alive_10 = !close && facts.framing.version == Version::Http10;
+        if i == 0 && self.tail.is_none() {
+            if let Some(q) = self.queue.as_mut() {
+                q.pop();
+            }
+            let to_worker = self.out_empty() && self.in_flight == InFlight::None;
+            let Cx {
+                out: worker_out,
+                date,
+                cfg,
+                ..
+            } = cx;
+            let sink = if to_worker {
+                worker_out
+            } else {
+                &mut self.spill().out
+            };
+            let server = cfg.server.as_deref();
+            write_head(sink, head, frame, close, keep_alive_10, date.get(), server);
+            self.tail = Some(Box::new(Tail::Stream(out)));
+            if close {
+                self.close_after(cx);
+                if let Some(q) = self.queue.as_mut() {
+                    for mut b in q.truncate(0) {
+                        cx.pool.put(&mut b);
+                    }
+                }
+            }
+        } else {
+            let mut bytes = cx.pool.get();
+            let server = cx.cfg.server.as_deref();
+            write_head(
+                &mut bytes,
+                head,
+                frame,
+                close,
+                keep_alive_10,
+                cx.date.get(),
+                server,
+            );
+            if close {
+                self.close_after(cx);
+            }
+            if let Some(q) = self.queue.as_mut() {
+                q.fill_stream(i, bytes, Box::new(out));
+                if close {
+                    for mut b in q.truncate(i + 1) {
+                        cx.pool.put(&mut b);
+                    }
+                }
+            }
+        }
+        self.set_timer(cx);
+        true
+    }
+
+    /// A piece of the streamed answer `id`'s body. `false`: the answer is gone (the
+    /// connection ended, or was cut): stop producing it.
+    pub(crate) fn stream_data(&mut self, id: u64, data: &[u8], cx: &mut Cx) -> bool {
+        if !matches!(self.writing, Writing::Open | Writing::Last) {
+            return false;
+        }
+        if let Some(Tail::Stream(s)) = self.tail.as_deref_mut()
+            && s.id == id
+        {
+            let frame = take_piece(&mut s.frame, data.len());
+            put_piece(self.sink(cx), frame, data);
+            return true;
+        }
+        let Some(q) = self.queue.as_mut() else {
+            return false;
+        };
+        let Some((bytes, s)) = q.stream_mut(id) else {
+            return false;
+        };
+        let before = bytes.len();
+        let frame = take_piece(&mut s.frame, data.len());
+        put_piece(bytes, frame, data);
+        let n = bytes.len() - before;
+        q.grew(n);
+        true
+    }
+
+    /// Whether the streamed answer `id` can take another piece now (its held bytes are under
+    /// [`STREAM_ROOM`]). An answer that is gone has room: the next piece learns it is gone.
+    pub(crate) fn stream_room(&self, id: u64) -> bool {
+        if let Some(Tail::Stream(s)) = self.tail.as_deref()
+            && s.id == id
+        {
+            return self.out_len() < STREAM_ROOM;
+        }
+        let Some(q) = self.queue.as_ref() else {
+            return true;
+        };
+        q.stream_len(id).is_none_or(|n| n < STREAM_ROOM)
+    }
+
+    /// The streamed answer `id`'s body is whole. A `Content-Length` body that got fewer bytes
+    /// than it promised is cut off instead. `false` when the answer is gone.
+    pub(crate) fn stream_end(&mut self, id: u64, cx: &mut Cx) -> bool {
+        if !matches!(self.writing, Writing::Open | Writing::Last) {
+            return false;
+        }
+        if let Some(Tail::Stream(s)) = self.tail.as_deref()
+            && s.id == id
+        {
+            match s.frame {
+                Frame::Length(n) if n > 0 => {
+                    self.cut_now(false, cx);
+                    return true;
+                }
+                Frame::Chunked => self.sink(cx).extend_from_slice(b"0\r\n\r\n"),
+                Frame::ToClose => {
+                    // The close ends the body: it was decided with the head.
+                }
+                _ => {}
+            }
+            self.tail = None;
+            self.release_queue(cx);
+            self.set_timer(cx);
+            return true;
+        }
+        let Some(q) = self.queue.as_mut() else {
+            return false;
+        };
+        let Some((bytes, s)) = q.stream_mut(id) else {
+            return false;
+        };
+        match s.frame {
+            Frame::Length(n) if n > 0 => s.cut = true,
+            Frame::Chunked => {
+                bytes.extend_from_slice(b"0\r\n\r\n");
+                q.grew(5);
+            }
+            _ => {}
+        }
+        if let Some((_, s)) = q.stream_mut(id) {
+            s.ended = true;
+        }
+        true
+    }
+
+    /// The streamed answer `id` cannot be completed (its source failed after the head). What
+    /// is already placed goes out; then the connection ends without completing the body, so
+    /// the client cannot take it for whole. `false` when the answer is gone.
+    pub(crate) fn stream_abort(&mut self, id: u64, cx: &mut Cx) -> bool {
+        if !matches!(self.writing, Writing::Open | Writing::Last) {
+            return false;
+        }
+        if let Some(Tail::Stream(s)) = self.tail.as_deref()
+            && s.id == id
+        {
+            let reset = s.frame == Frame::ToClose;
+            self.cut_now(reset, cx);
+            return true;
+        }
+        let Some(q) = self.queue.as_mut() else {
+            return false;
+        };
+        let Some((_, s)) = q.stream_mut(id) else {
+            return false;
+        };
+        s.cut = true;
+        s.ended = true;
+        true
+    }
+
+    /// A streamed answer got to the front of the queue (its bytes so far are in the output).
+    pub(super) fn stream_reached_front(&mut self, out: StreamOut, cx: &mut Cx) {
+        if out.cut {
+            let reset = out.frame == Frame::ToClose;
+            self.cut_now(reset, cx);
+        } else if !out.ended {
+            self.tail = Some(Box::new(Tail::Stream(out)));
+        }
+    }
+
+    /// Ends the connection after what is staged, leaving the streamed body at the front
+    /// incomplete: nothing more is read or answered.
+    fn cut_now(&mut self, reset: bool, cx: &mut Cx) {
+        self.tail = None;
+        self.close_after(cx);
+        if let Some(q) = self.queue.take() {
+            let mut q = q;
+            for mut b in q.truncate(0) {
+                cx.pool.put(&mut b);
+            }
+        }
+        self.writing = if reset {
+            Writing::CutReset
+        } else {
+            Writing::Cut
+        };
+        self.set_timer(cx);
+    }
+}
+
+/// Counts a piece of `len` bytes against the framing; returns the framing to write it with
+/// (a `Content-Length` body takes no more than it promised).
+fn take_piece(frame: &mut Frame, len: usize) -> (Frame, usize) {
+    match frame {
+        Frame::Length(left) => {
+            let n = (len as u64).min(*left);
+            *left -= n;
+            (Frame::Length(n), n as usize)
+        }
+        f => (*f, len),
+    }
+}
+
+/// Writes a piece of body as `frame` says.
+fn put_piece(out: &mut Vec<u8>, (frame, n): (Frame, usize), data: &[u8]) {
+    match frame {
+        Frame::None => {}
+        Frame::Length(_) | Frame::ToClose => out.extend_from_slice(&data[..n]),
+        Frame::Chunked => {
+            if n == 0 {
+                return; // an empty chunk would end the body
+            }
+            let mut hex = [0u8; 16];
+            let mut at = hex.len();
+            let mut v = n;
+            loop {
+                at -= 1;
+                hex[at] = b"0123456789abcdef"[v & 15];
+                v >>= 4;
+                if v == 0 {
+                    break;
+                }
+            }
+            out.extend_from_slice(&hex[at..]);
+            out.extend_from_slice(b"\r\n");
+            out.extend_from_slice(&data[..n]);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+}
+
+/// A streamed answer's head: the status line, `Server` (unless the answer names its own),
+/// `Date`, the answer's fields, the framing and the connection fields.
+fn write_head(
+    out: &mut Vec<u8>,
+    head: &StreamHead<'_>,
+    frame: Frame,
+    close: bool,
+    keep_alive_10: bool,
+    date: &[u8],
+    server: Option<&[u8]>,
+) {
+    let mut status = itoa::Buffer::new();
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(status.format(head.status).as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(reason(head.status).as_bytes());
+    out.extend_from_slice(b"\r\n");
+    if let Some(server) = server
+        && !head
+            .fields
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case(b"server"))
+    {
+        write_field(out, b"Server", server);
+    }
+    write_field(out, b"Date", date);
+    for (name, value) in head.fields {
+        write_field(out, name, value);
+    }
+    match frame {
+        Frame::Length(n) => {
+            let mut b = itoa::Buffer::new();
+            write_field(out, b"Content-Length", b.format(n).as_bytes());
+        }
+        Frame::Chunked => write_field(out, b"Transfer-Encoding", b"chunked"),
+        Frame::ToClose => {}
+        Frame::None => {
+            // A HEAD answer says what GET's would.
+            if let Some(n) = head.length
+                && !status_has_no_body(head.status)
+            {
+                let mut b = itoa::Buffer::new();
+                write_field(out, b"Content-Length", b.format(n).as_bytes());
+            }
+        }
+    }
+    if close {
+        write_field(out, b"Connection", b"close");
+    } else if keep_alive_10 {
+        write_field(out, b"Connection", b"keep-alive");
+    }
+    out.extend_from_slice(b"\r\n");
+}

@@ -1,0 +1,37 @@
+//! A request on its way to an upstream: what the application layer hands the driver once it
+//! has decided a request is proxied and has its whole body (bodies are read before the
+//! upstream is chosen, as nginx's `proxy_request_buffering on` does: a slow uploader holds a
+//! client connection, not an upstream one).
+#![forbid(unsafe_code)]
+
+use super::forward::Forwarded;
+use crate::app::deferred::LogMeta;
+
+/// One proxied request, owned.
+#[derive(Debug)]
+pub(crate) struct Job {
+    /// The client's connection (the driver's token) and the request's number on it.
+    pub client: u64,
+    pub id: u64,
+    /// The site and its proxy route that took it.
+    pub site: usize,
+    pub route: usize,
+    /// Index into the sites' upstreams.
+    pub upstream: usize,
+    /// The upstream request's head, framed by us.
+    pub head: Vec<u8>,
+    pub body: Vec<u8>,
+    pub forwarded: Forwarded,
+    /// Another try may follow a failure after the request went out (a method that means
+    /// the same done twice).
+    pub idempotent: bool,
+    /// Tries made so far.
+    pub tries: u32,
+    /// Send it on a new connection, not a pooled one (it is the retry after a pooled
+    /// connection the upstream had closed).
+    pub fresh: bool,
+    /// When the request's head was in (µs; 0 unless timing).
+    pub started: u64,
+    /// The access-log fields, when the log is on.
+    pub log: Option<LogMeta>,
+}

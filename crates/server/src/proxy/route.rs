@@ -1,0 +1,52 @@
+//! A proxy mount ready to answer: its prefix, the upstream it sends to (by index), and the
+//! rules for the requests it forwards and the answers it returns, built once from the
+//! configuration's [`ProxyMount`].
+#![forbid(unsafe_code)]
+
+use super::forward::{self, HostPolicy};
+use super::reply;
+use crate::config::{ProxyMount, Upstream};
+
+/// One proxy mount of a site.
+#[derive(Clone, Debug)]
+pub(crate) struct Route {
+    pub mount: ProxyMount,
+    /// Index into the server's upstreams.
+    pub upstream: usize,
+    pub request: forward::Policy,
+    pub response: reply::Policy,
+}
+
+impl Route {
+    /// The route for `m`; an error names what is wrong with it.
+    pub(crate) fn build(m: &ProxyMount, upstreams: &[Upstream]) -> Result<Route, String> {
+        let upstream = upstreams
+            .iter()
+            .position(|u| u.name == m.upstream)
+            .ok_or_else(|| format!("no upstream named {:?}", m.upstream))?;
+        Ok(Route {
+            mount: m.clone(),
+            upstream,
+            request: forward::Policy {
+                prefix: if m.rewrite.is_some() {
+                    m.prefix.clone()
+                } else {
+                    String::new()
+                },
+                rewrite: m.rewrite.clone().unwrap_or_default(),
+                host: match &m.host {
+                    Some(h) => HostPolicy::Set(h.clone()),
+                    None => HostPolicy::PassThrough,
+                },
+                forwarded: m.forwarded,
+                trust_forwarded: m.trust_forwarded,
+                set: m.set_request.clone(),
+                remove: m.remove_request.clone(),
+            },
+            response: reply::Policy {
+                set: m.set_response.clone(),
+                remove: m.remove_response.clone(),
+            },
+        })
+    }
+}
