@@ -17,7 +17,9 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use linerate_load::units;
-use linerate_server::config::{Compression, FilesMount};
+use linerate_server::config::{
+    Compression, FilesMount, ForwardedStyle, ProxyMount, Upstream, UpstreamAddr, UpstreamServer,
+};
 use linerate_server::{
     Config, HeaderRule, Listen, ListenAddr, Part, Redirect, Site, TlsConfig, UnixPerms,
 };
@@ -54,6 +56,7 @@ pub struct Places {
     access_log: Option<Place>,
     user: Option<Place>,
     sites: Vec<SitePlaces>,
+    upstreams: Vec<Place>,
 }
 
 #[derive(Debug, Default)]
@@ -62,6 +65,7 @@ struct SitePlaces {
     roots: Vec<Place>,
     error_pages: Vec<Place>,
     redirects: Vec<Place>,
+    proxies: Vec<Place>,
 }
 
 impl Places {
@@ -82,6 +86,8 @@ impl Places {
             Part::Redirect { site: i, index } => {
                 site(i).and_then(|s| s.redirects.get(index).copied())
             }
+            Part::Proxy { site: i, index } => site(i).and_then(|s| s.proxies.get(index).copied()),
+            Part::Upstream(i) => self.upstreams.get(i).copied(),
             _ => None,
         }?;
         Some(ConfError {
@@ -157,6 +163,48 @@ struct Raw {
     listen: Vec<Spanned<RawListen>>,
     #[serde(default)]
     site: Vec<Spanned<RawSite>>,
+    #[serde(default)]
+    upstream: Vec<Spanned<RawUpstream>>,
+}
+
+/// `[[upstream]]`: a group of servers proxy mounts send to.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawUpstream {
+    name: Spanned<String>,
+    /// `"HOST:PORT"`, `"[V6]:PORT"` or `"unix:/PATH"`, each optionally followed by
+    /// ` weight=N`.
+    servers: Spanned<Vec<Spanned<String>>>,
+    max_conns: Option<usize>,
+    keepalive: Option<usize>,
+    idle_timeout: Option<Spanned<String>>,
+    connect_timeout: Option<Spanned<String>>,
+    timeout: Option<Spanned<String>>,
+    tries: Option<Spanned<u32>>,
+    max_fails: Option<u32>,
+    fail_timeout: Option<Spanned<String>>,
+}
+
+/// `[[site.proxy]]`: a path prefix sent to an upstream.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProxy {
+    #[serde(default = "slash")]
+    prefix: Spanned<String>,
+    upstream: Spanned<String>,
+    rewrite: Option<Spanned<String>>,
+    host: Option<Spanned<String>>,
+    forwarded: Option<Spanned<String>>,
+    #[serde(default)]
+    trust_forwarded: bool,
+    #[serde(default = "no_fields")]
+    set_request: Spanned<BTreeMap<String, String>>,
+    #[serde(default)]
+    remove_request: Vec<String>,
+    #[serde(default = "no_fields")]
+    set_response: Spanned<BTreeMap<String, String>>,
+    #[serde(default)]
+    remove_response: Vec<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -229,6 +277,8 @@ struct RawSite {
     #[serde(default)]
     redirect: Vec<Spanned<RawRedirect>>,
     #[serde(default)]
+    proxy: Vec<Spanned<RawProxy>>,
+    #[serde(default)]
     headers: Vec<Spanned<RawHeaders>>,
     #[serde(default)]
     error_pages: BTreeMap<Spanned<String>, Spanned<String>>,
@@ -240,6 +290,10 @@ struct RawRoot {
     #[serde(default = "slash")]
     prefix: Spanned<String>,
     dir: Spanned<String>,
+}
+
+fn no_fields() -> Spanned<BTreeMap<String, String>> {
+    Spanned::new(0..0, BTreeMap::new())
 }
 
 fn slash() -> Spanned<String> {
@@ -460,11 +514,22 @@ impl Cx<'_> {
         if raw.site.is_empty() {
             return Err(self.err(0..0, "no [[site]] section: say what to serve"));
         }
+        for u in &raw.upstream {
+            let upstream = self.upstream(u)?;
+            if c.upstreams.iter().any(|o| o.name == upstream.name) {
+                return Err(self.err(
+                    u.get_ref().name.span(),
+                    format!("a second upstream named {:?}", upstream.name),
+                ));
+            }
+            places.upstreams.push(self.place(u.span()));
+            c.upstreams.push(upstream);
+        }
         let mut demo = false;
         let mut seen: Vec<(String, Range<usize>)> = Vec::new();
         let mut defaults = 0;
         for s in &raw.site {
-            let (site, at) = self.site(s, &mut seen)?;
+            let (site, at) = self.site(s, &mut seen, &c.upstreams)?;
             places.sites.push(at);
             demo |= site.app;
             if site.default {
@@ -644,10 +709,136 @@ impl Cx<'_> {
         Ok(perms)
     }
 
+    fn upstream(&self, u: &Spanned<RawUpstream>) -> Result<Upstream, ConfError> {
+        let raw = u.get_ref();
+        let name = raw.name.get_ref();
+        if name.is_empty() {
+            return Err(self.err(raw.name.span(), "an upstream needs a name"));
+        }
+        if raw.servers.get_ref().is_empty() {
+            return Err(self.err(
+                raw.servers.span(),
+                format!("upstream {name:?} has no server"),
+            ));
+        }
+        let mut servers = Vec::new();
+        for s in raw.servers.get_ref() {
+            servers.push(
+                upstream_server(s.get_ref())
+                    .map_err(|e| self.err(s.span(), format!("upstream server: {e}")))?,
+            );
+        }
+        let mut up = Upstream::new(name, servers);
+        if let Some(n) = raw.max_conns {
+            up.max_conns = n;
+        }
+        if let Some(n) = raw.keepalive {
+            up.keepalive = n;
+        }
+        if let Some(d) = &raw.idle_timeout {
+            up.idle_timeout = self.duration(d, "idle_timeout")?;
+        }
+        if let Some(d) = &raw.connect_timeout {
+            up.connect_timeout = self.duration(d, "connect_timeout")?;
+        }
+        if let Some(d) = &raw.timeout {
+            up.timeout = self.duration(d, "timeout")?;
+        }
+        if let Some(t) = &raw.tries {
+            if *t.get_ref() == 0 {
+                return Err(self.err(t.span(), "tries must be at least 1"));
+            }
+            up.tries = *t.get_ref();
+        }
+        if let Some(n) = raw.max_fails {
+            up.max_fails = n;
+        }
+        if let Some(d) = &raw.fail_timeout {
+            up.fail_timeout = self.duration(d, "fail_timeout")?;
+        }
+        Ok(up)
+    }
+
+    fn proxy(
+        &self,
+        p: &Spanned<RawProxy>,
+        upstreams: &[Upstream],
+    ) -> Result<ProxyMount, ConfError> {
+        let raw = p.get_ref();
+        let prefix = self.prefix(&raw.prefix)?;
+        let name = raw.upstream.get_ref();
+        if !upstreams.iter().any(|u| &u.name == name) {
+            let known: Vec<&str> = upstreams.iter().map(|u| u.name.as_str()).collect();
+            return Err(self.err(
+                raw.upstream.span(),
+                format!(
+                    "no upstream named {name:?} (the [[upstream]] sections name {})",
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        format!("{known:?}")
+                    }
+                ),
+            ));
+        }
+        let forwarded = match raw.forwarded.as_ref().map(|f| (f, f.get_ref().as_str())) {
+            None | Some((_, "x-forwarded")) => ForwardedStyle::XForwarded,
+            Some((_, "forwarded")) => ForwardedStyle::Rfc7239,
+            Some((_, "both")) => ForwardedStyle::Both,
+            Some((_, "none")) => ForwardedStyle::None,
+            Some((f, other)) => {
+                return Err(self.err(
+                    f.span(),
+                    format!(
+                        "forwarded must be \"x-forwarded\", \"forwarded\", \"both\" or \"none\", not {other:?}"
+                    ),
+                ));
+            }
+        };
+        if let Some(r) = &raw.rewrite
+            && !r.get_ref().is_empty()
+        {
+            self.prefix(r)?;
+        }
+        let fields =
+            |map: &Spanned<BTreeMap<String, String>>| -> Result<Vec<(String, String)>, ConfError> {
+                let mut out = Vec::new();
+                for (name, value) in map.get_ref() {
+                    if linerate_server::Response::new(200)
+                        .try_header(name.clone(), value.clone())
+                        .is_err()
+                    {
+                        return Err(self.err(
+                        map.span(),
+                        format!("invalid field {name:?}: {value:?} (a token name, a value without controls)"),
+                    ));
+                    }
+                    out.push((name.clone(), value.clone()));
+                }
+                Ok(out)
+            };
+        Ok(ProxyMount {
+            prefix: prefix.trim_end_matches('/').to_string(),
+            upstream: name.clone(),
+            rewrite: raw
+                .rewrite
+                .as_ref()
+                .map(|r| r.get_ref().trim_end_matches('/').to_string()),
+            host: raw.host.as_ref().map(|h| h.get_ref().clone()),
+            forwarded,
+            trust_forwarded: raw.trust_forwarded,
+            set_request: fields(&raw.set_request)?,
+            remove_request: raw.remove_request.clone(),
+            set_response: fields(&raw.set_response)?,
+            remove_response: raw.remove_response.clone(),
+        })
+    }
+
     fn site(
         &self,
         s: &Spanned<RawSite>,
         seen: &mut Vec<(String, Range<usize>)>,
+        upstreams: &[Upstream],
     ) -> Result<(Site, SitePlaces), ConfError> {
         let raw = s.get_ref();
         let mut places = SitePlaces {
@@ -764,6 +955,10 @@ impl Cx<'_> {
             places.redirects.push(self.place(r.to.span()));
             site.redirects.push(redirect);
         }
+        for p in &raw.proxy {
+            site.proxies.push(self.proxy(p, upstreams)?);
+            places.proxies.push(self.place(p.span()));
+        }
         for h in &raw.headers {
             let h = h.get_ref();
             let prefix = match &h.prefix {
@@ -828,6 +1023,38 @@ impl Cx<'_> {
         }
         Ok(v.clone())
     }
+}
+
+/// One `servers` entry: `HOST:PORT`, `[V6]:PORT` or `unix:/PATH`, then optionally
+/// ` weight=N`. A host name is resolved now (its first address).
+fn upstream_server(s: &str) -> Result<UpstreamServer, String> {
+    let mut words = s.split_whitespace();
+    let addr = words.next().ok_or("empty server")?;
+    let mut weight = 1;
+    for w in words {
+        match w.strip_prefix("weight=").map(str::parse::<u32>) {
+            Some(Ok(n)) if n > 0 => weight = n,
+            _ => return Err(format!("{w:?}: expected weight=N (N at least 1)")),
+        }
+    }
+    let addr = if let Some(path) = addr.strip_prefix("unix:") {
+        if !path.starts_with('/') {
+            return Err(format!("{addr}: a Unix socket's path must be absolute"));
+        }
+        UpstreamAddr::Unix(path.into())
+    } else {
+        if !addr.contains(':') || addr.ends_with(']') {
+            return Err(format!(
+                "{addr}: expected HOST:PORT, [V6]:PORT or unix:/PATH"
+            ));
+        }
+        let found = std::net::ToSocketAddrs::to_socket_addrs(addr)
+            .map_err(|e| format!("{addr}: {e}"))?
+            .next()
+            .ok_or_else(|| format!("{addr}: no address"))?;
+        UpstreamAddr::Tcp(found)
+    };
+    Ok(UpstreamServer { addr, weight })
 }
 
 /// Whether two listeners would claim the same socket: the same Unix path, or the same TCP

@@ -343,6 +343,42 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
             "unknown field `bogus`",
         ),
         (
+            format!("{listen}{site}[[site.proxy]]\nprefix = \"/api\"\nupstream = \"app\"\n"),
+            "7:12",
+            "no upstream named \"app\"",
+        ),
+        (
+            format!("{listen}[[upstream]]\nname = \"app\"\nservers = [\"localhost\"]\n{site}"),
+            "5:12",
+            "upstream server: localhost: expected HOST:PORT",
+        ),
+        (
+            format!(
+                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1 weight=0\"]\n{site}"
+            ),
+            "5:12",
+            "expected weight=N",
+        ),
+        (
+            format!("{listen}[[upstream]]\nname = \"app\"\nservers = []\n{site}"),
+            "5:11",
+            "upstream \"app\" has no server",
+        ),
+        (
+            format!(
+                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\ntimeout = \"soon\"\n{site}"
+            ),
+            "6:11",
+            "timeout: invalid duration",
+        ),
+        (
+            format!(
+                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\n{site}[[site.proxy]]\nupstream = \"app\"\nforwarded = \"x\"\n"
+            ),
+            "10:13",
+            "forwarded must be",
+        ),
+        (
             format!("{listen}{site}[[site.root]]\ndir = 5\n"),
             "6:7",
             "invalid type: integer `5`, expected a string",

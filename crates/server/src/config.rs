@@ -71,6 +71,12 @@ pub const UPSTREAM_KEEPALIVE: usize = 64;
 /// nothing of the request can have been processed (see `Upstream::tries`).
 pub const UPSTREAM_TRIES: u32 = 2;
 
+/// Failures of one server within [`UPSTREAM_FAIL_TIMEOUT`] that take it out of the rotation
+/// for that long (nginx's `max_fails` 1: one failed connect, one timeout).
+pub const UPSTREAM_MAX_FAILS: u32 = 1;
+/// The window failures are counted in, and how long a failed server is left alone.
+pub const UPSTREAM_FAIL_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// An upstream group: the servers a proxy mount sends requests to.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Upstream {
@@ -90,6 +96,11 @@ pub struct Upstream {
     /// after a pooled connection closed before any response byte (idempotent methods only
     /// then: the upstream may have acted on it).
     pub tries: u32,
+    /// Passive health: this many failures (a connect refused or timed out, a timeout, a
+    /// reset or a malformed answer) within `fail_timeout` take a server out for
+    /// `fail_timeout` (0: never). Each worker judges on its own.
+    pub max_fails: u32,
+    pub fail_timeout: Duration,
 }
 
 impl Upstream {
@@ -104,6 +115,8 @@ impl Upstream {
             connect_timeout: UPSTREAM_CONNECT_TIMEOUT,
             timeout: UPSTREAM_TIMEOUT,
             tries: UPSTREAM_TRIES,
+            max_fails: UPSTREAM_MAX_FAILS,
+            fail_timeout: UPSTREAM_FAIL_TIMEOUT,
         }
     }
 }

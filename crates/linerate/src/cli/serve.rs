@@ -815,6 +815,27 @@ fn summary(f: &crate::conf::FileConfig) -> String {
         sites.len(),
         if sites.len() == 1 { "" } else { "s" },
         sites.join("; ")
+    ) + &upstreams_summary(&f.server)
+}
+
+/// `; N upstreams: name (servers)…` when the file has any.
+fn upstreams_summary(c: &Config) -> String {
+    if c.upstreams.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = c
+        .upstreams
+        .iter()
+        .map(|u| {
+            let servers: Vec<String> = u.servers.iter().map(|s| s.addr.to_string()).collect();
+            format!("{} ({})", u.name, servers.join(", "))
+        })
+        .collect();
+    format!(
+        "; {} upstream{}: {}",
+        list.len(),
+        if list.len() == 1 { "" } else { "s" },
+        list.join("; ")
     )
 }
 

@@ -459,6 +459,7 @@ impl<'a> ConnApp<'a> {
             ),
             tries: 0,
             fresh: false,
+            failed_server: None,
             started: self.started,
             log: self.io.log.is_some().then(|| LogMeta {
                 peer: self.peer.copied(),

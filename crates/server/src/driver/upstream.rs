@@ -100,6 +100,31 @@ struct ServerState {
     conns: usize,
     /// Smooth weighted round-robin's current weight.
     current: i64,
+    /// Passive health: failures counted since `since` (ms), and when a server taken out
+    /// comes back.
+    fails: u32,
+    since: u64,
+    down_until: u64,
+}
+
+impl ServerState {
+    /// A failure at `now`: after `max_fails` within the window the server is out for it.
+    fn failed(&mut self, up: &Upstream, now: u64) {
+        if up.max_fails == 0 {
+            return;
+        }
+        let window = up.fail_timeout.as_millis() as u64;
+        if now.saturating_sub(self.since) > window {
+            self.since = now;
+            self.fails = 0;
+        }
+        self.fails += 1;
+        if self.fails >= up.max_fails {
+            self.down_until = now + window;
+            self.fails = 0;
+            tracing::warn!(upstream = %up.name, "an upstream server is taken out for {window} ms after failing");
+        }
+    }
 }
 
 impl Pools {
@@ -135,13 +160,21 @@ impl Pools {
 }
 
 /// Smooth weighted round-robin (nginx's): every server gains its weight, the highest is
-/// picked and pays the total, so weights 5:1:1 go a a b a c a a, not a a a a a b c.
-fn pick(group: &mut Group, up: &Upstream) -> usize {
+/// picked and pays the total, so weights 5:1:1 go a a b a c a a, not a a a a a b c. Servers
+/// taken out by passive health are skipped, unless every one is (then all are tried, as
+/// nginx does, rather than failing without a try). `avoid`: a server that just failed this
+/// request.
+fn pick(group: &mut Group, up: &Upstream, now: u64, avoid: Option<usize>) -> usize {
     if group.servers.len() == 1 {
         return 0;
     }
+    let usable = |i: usize, s: &ServerState| s.down_until <= now && Some(i) != avoid;
+    let any = group.servers.iter().enumerate().any(|(i, s)| usable(i, s));
     let (mut total, mut best, mut max) = (0i64, 0, i64::MIN);
     for (i, (s, conf)) in group.servers.iter_mut().zip(&up.servers).enumerate() {
+        if any && !usable(i, s) {
+            continue;
+        }
         let w = i64::from(conf.weight.max(1));
         s.current += w;
         total += w;
@@ -183,6 +216,8 @@ struct After {
     finished: Option<Token>,
     /// Try the request again (on a fresh connection when `fresh`).
     retry: Option<Box<Job>>,
+    /// The server failed (passive health counts it).
+    server_failed: bool,
 }
 
 /// The upstream connection's view of the client side during one call.
@@ -197,6 +232,8 @@ struct Relay<'a> {
     /// upstream's keep-alive timeout, not this request).
     reused: bool,
     tries: u32,
+    /// The server this connection goes to (its index in the upstream).
+    server: usize,
     after: &'a mut After,
 }
 
@@ -313,6 +350,7 @@ impl h1c::Exchange for Relay<'_> {
         };
         self.after.finished = Some(link.client);
         self.after.client = Some(link.client);
+        self.after.server_failed = !matches!(error, UpError::Unsolicited);
         if !link.answered && !link.gone {
             if let Some(mut job) = link.job.take() {
                 let stale = self.reused && error == UpError::Closed && !job.fresh;
@@ -321,6 +359,10 @@ impl h1c::Exchange for Relay<'_> {
                     UpError::Closed => job.idempotent,
                     _ => false,
                 };
+                if stale {
+                    // Not the server's failure: its keep-alive ended meanwhile.
+                    self.after.server_failed = false;
+                }
                 if stale && job.idempotent {
                     // A pooled connection the upstream closed meanwhile: one more try on a
                     // fresh one, not counted against the tries.
@@ -331,6 +373,7 @@ impl h1c::Exchange for Relay<'_> {
                 }
                 if again && job.tries + 1 < self.tries {
                     job.tries += 1;
+                    job.failed_server = Some(self.server);
                     job.log = link.log.take();
                     self.after.retry = Some(job);
                     return;
@@ -392,7 +435,8 @@ impl<B: Backend> Worker<B> {
             return self.refuse(job, 502, sh);
         };
         let gi = job.upstream;
-        let server = pick(&mut self.pools.groups[gi], up);
+        let now = self.io.cx.now;
+        let server = pick(&mut self.pools.groups[gi], up, now, job.failed_server);
         if !job.fresh {
             while let Some(token) = self.pools.groups[gi].servers[server].idle.pop() {
                 if let Some(idx) = self.up_index(token)
@@ -411,7 +455,6 @@ impl<B: Backend> Worker<B> {
             return;
         }
         let (idx, token) = self.alloc_slot(true);
-        let now = self.io.cx.now;
         let mut conn = h1c::Conn::new(now, timeouts(up));
         match self
             .backend
@@ -423,7 +466,9 @@ impl<B: Backend> Worker<B> {
                 tracing::warn!(server = %up.servers[server].addr, "upstream connect failed");
                 self.backend.detach(token);
                 self.free.push(idx);
+                self.pools.groups[gi].servers[server].failed(up, now);
                 let mut job = job;
+                job.failed_server = Some(server);
                 if job.tries + 1 < up.tries {
                     job.tries += 1;
                     return self.dispatch(job, sh);
@@ -581,11 +626,22 @@ impl<B: Backend> Worker<B> {
                 counters,
                 reused: up.conn.reused(),
                 tries,
+                server: up.server,
                 after: &mut after,
             };
             f(&mut up.conn, now, &mut relay);
         }
         let gone = up.link.as_ref().is_some_and(|l| l.gone);
+        if after.server_failed
+            && let Some(conf) = self.io.sites.upstreams.get(up.group)
+            && let Some(s) = self
+                .pools
+                .groups
+                .get_mut(up.group)
+                .and_then(|g| g.servers.get_mut(up.server))
+        {
+            s.failed(conf, now);
+        }
         self.slots[idx as usize].up = Some(up);
         if let Some(client) = after.finished
             && let Some(live) = client_live(&mut self.slots, client)
@@ -767,4 +823,65 @@ impl<B: Backend> Worker<B> {
 /// The client connection of `token`, if it is still there.
 fn client_live(slots: &mut [super::Slot], token: Token) -> Option<&mut super::Live> {
     client(slots, token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{UpstreamAddr, UpstreamServer};
+
+    fn upstream(weights: &[u32]) -> Upstream {
+        let servers = weights
+            .iter()
+            .enumerate()
+            .map(|(i, &weight)| UpstreamServer {
+                addr: UpstreamAddr::Tcp(([127, 0, 0, 1], 9000 + i as u16).into()),
+                weight,
+            })
+            .collect();
+        Upstream::new("u", servers)
+    }
+
+    fn group(n: usize) -> Group {
+        Group {
+            servers: (0..n).map(|_| ServerState::default()).collect(),
+            waiting: VecDeque::new(),
+        }
+    }
+
+    #[test]
+    fn weighted_round_robin_is_smooth_and_exact() {
+        let up = upstream(&[5, 1, 1]);
+        let mut g = group(3);
+        let order: Vec<usize> = (0..7).map(|_| pick(&mut g, &up, 0, None)).collect();
+        assert_eq!(order, [0, 0, 1, 0, 2, 0, 0], "nginx's sequence for 5:1:1");
+        let up = upstream(&[1, 1]);
+        let mut g = group(2);
+        let order: Vec<usize> = (0..4).map(|_| pick(&mut g, &up, 0, None)).collect();
+        assert_eq!(order, [0, 1, 0, 1]);
+    }
+
+    #[test]
+    fn a_failed_server_is_left_alone_for_the_fail_timeout_unless_all_are_down() {
+        let up = upstream(&[1, 1]);
+        let mut g = group(2);
+        g.servers[0].failed(&up, 1_000);
+        let window = up.fail_timeout.as_millis() as u64;
+        let order: Vec<usize> = (0..4).map(|_| pick(&mut g, &up, 1_500, None)).collect();
+        assert_eq!(order, [1, 1, 1, 1]);
+        // Back after the window.
+        let back: Vec<usize> = (0..4)
+            .map(|_| pick(&mut g, &up, 1_000 + window, None))
+            .collect();
+        assert!(back.contains(&0), "{back:?}");
+        // Every server down: all are tried rather than none.
+        g.servers[0].failed(&up, 50_000);
+        g.servers[1].failed(&up, 50_000);
+        let all: Vec<usize> = (0..2).map(|_| pick(&mut g, &up, 50_001, None)).collect();
+        assert_eq!(all.len(), 2);
+        // The server a try just failed on is avoided when another is up.
+        let mut g = group(2);
+        assert_eq!(pick(&mut g, &up, 0, Some(0)), 1);
+        assert_eq!(pick(&mut g, &up, 0, Some(0)), 1);
+    }
 }

@@ -30,6 +30,8 @@ pub(crate) struct Job {
     /// Send it on a new connection, not a pooled one (it is the retry after a pooled
     /// connection the upstream had closed).
     pub fresh: bool,
+    /// The server the last try failed on (the next try goes elsewhere when it can).
+    pub failed_server: Option<usize>,
     /// When the request's head was in (µs; 0 unless timing).
     pub started: u64,
     /// The access-log fields, when the log is on.
