@@ -37,6 +37,9 @@ pub(crate) struct Policy {
     pub set: Vec<(String, String)>,
     /// Fields removed from every request.
     pub remove: Vec<String>,
+    /// An upgrade is forwarded (the driver can tunnel a 101); otherwise `Upgrade` is a
+    /// hop-by-hop field like any other and the upstream answers the request as plain HTTP.
+    pub upgrade: bool,
 }
 
 /// Facts about the client's connection.
@@ -75,7 +78,8 @@ pub(crate) fn request_head(
     // RFC 9110 §7.8: an upgrade is asked with both Upgrade and Connection: upgrade; over
     // HTTP/1.1 only (an HTTP/2 request cannot carry either).
     let upgrade_to = head.header(buf, "upgrade").filter(|_| {
-        head.method() == Method::Get
+        policy.upgrade
+            && head.method() == Method::Get
             && head.version() == Version::Http11
             && named.iter().any(|t| t == b"upgrade")
     });

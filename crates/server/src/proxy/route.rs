@@ -42,6 +42,8 @@ impl Route {
                 trust_forwarded: m.trust_forwarded,
                 set: m.set_request.clone(),
                 remove: m.remove_request.clone(),
+                // Not until the driver tunnels a 101 (issue 25's next step).
+                upgrade: false,
             },
             response: reply::Policy {
                 set: m.set_response.clone(),

@@ -17,6 +17,7 @@ fn policy() -> Policy {
         trust_forwarded: false,
         set: Vec::new(),
         remove: Vec::new(),
+        upgrade: true,
     }
 }
 
@@ -178,6 +179,16 @@ fn an_upgrade_is_forwarded_only_when_asked_properly() {
         &policy(),
     );
     assert!(!upgrade && !head.contains("Upgrade"), "{head}");
+    // A mount that does not tunnel yet: the upgrade is not asked of the upstream at all.
+    let no_tunnel = Policy {
+        upgrade: false,
+        ..policy()
+    };
+    let (head, _, upgrade) = forward(
+        b"GET /api/ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+        &no_tunnel,
+    );
+    assert!(!upgrade && !head.contains("pgrade"), "{head}");
 }
 
 #[test]
