@@ -81,16 +81,11 @@ impl Service for ConnApp<'_> {
         }
         self.site = self.sites.pick(head, req.buf);
         self.site_app = self.sites.get(self.site);
-        if !self.site_app.proxies.is_empty() && head.method() != Method::Connect {
-            // Every method goes upstream (an application may speak WebDAV), after the
-            // site's redirects.
-            let site = self.site_app;
-            if let Some(resp) = site.redirect(head, req.buf) {
-                return self.respond(head, req.buf, resp);
-            }
-            if let Some(route) = site.proxy(head.path_bytes(req.buf)) {
-                return self.proxy(route, req);
-            }
+        if !self.site_app.proxies.is_empty()
+            && let Some(route) = self.site_app.proxy(head.path_bytes(req.buf))
+            && head.method() != Method::Connect
+        {
+            return self.proxy(route, req);
         }
         match head.method() {
             Method::Other | Method::Connect => {
@@ -399,10 +394,16 @@ impl<'a> ConnApp<'a> {
 
     /// A request below a proxy mount: its body is read whole (up to the site's limit), then
     /// it goes to the driver as a [`Job`](crate::proxy::job::Job).
+    #[cold]
     #[inline(never)]
     fn proxy(&mut self, route: usize, req: Exchange<'_>) -> Decision<Pending> {
         let head = req.head;
         self.kind = Kind::Route;
+        // Every method goes upstream (an application may speak WebDAV), after the site's
+        // redirects.
+        if let Some(resp) = self.site_app.redirect(head, req.buf) {
+            return self.respond(head, req.buf, resp);
+        }
         if let Framing::Length(n) = head.framing()
             && n > self.max_body()
         {
