@@ -404,6 +404,9 @@ impl<'a> ConnApp<'a> {
         if let Some(resp) = self.site_app.redirect(head, req.buf) {
             return self.respond(head, req.buf, resp);
         }
+        if crate::proxy::forward::has_dot_segment(head.path_bytes(req.buf)) {
+            return self.respond(head, req.buf, text_status(400));
+        }
         if let Framing::Length(n) = head.framing()
             && n > self.max_body()
         {

@@ -473,7 +473,7 @@ fn request_host<'b>(head: &RequestHead, buf: &'b [u8]) -> Option<Cow<'b, str>> {
 }
 
 /// The host of `http://host:port/path`.
-fn absolute_authority(target: &[u8]) -> Option<&[u8]> {
+pub(crate) fn absolute_authority(target: &[u8]) -> Option<&[u8]> {
     let rest = target
         .splitn(2, |&b| b == b':')
         .nth(1)?

@@ -37,6 +37,8 @@ pub(crate) struct Policy {
     pub set: Vec<(String, String)>,
     /// Fields removed from every request.
     pub remove: Vec<String>,
+    /// The Host sent when the client gave none (an HTTP/1.0 request): the upstream's name.
+    pub upstream_host: String,
     /// An upgrade is forwarded (the driver can tunnel a 101); otherwise `Upgrade` is a
     /// hop-by-hop field like any other and the upstream answers the request as plain HTTP.
     pub upgrade: bool,
@@ -89,12 +91,19 @@ pub(crate) fn request_head(
     target(head, buf, policy, out);
     out.extend_from_slice(b" HTTP/1.1\r\n");
 
-    let client_host = head.host(buf);
+    // RFC 9112 §3.2.2: an absolute-form target's authority is the request's host, not the
+    // Host field.
+    let client_host = match head.target_form() {
+        TargetForm::Absolute => crate::app::sites::absolute_authority(head.target(buf).as_bytes()),
+        _ => head.host(buf),
+    }
+    .filter(|h| !h.is_empty());
     match &policy.host {
         HostPolicy::PassThrough => {
-            if let Some(h) = client_host {
-                field(out, b"Host", h);
-            }
+            // RFC 9112 §3.2: the HTTP/1.1 request upstream carries Host even when the
+            // client's HTTP/1.0 one had none: the upstream's own name then.
+            let h = client_host.unwrap_or(policy.upstream_host.as_bytes());
+            field(out, b"Host", h);
         }
         HostPolicy::Set(h) => field(out, b"Host", h.as_bytes()),
     }
@@ -247,9 +256,9 @@ fn target(head: &RequestHead, buf: &[u8], policy: &Policy, out: &mut Vec<u8>) {
     let path = if path.is_empty() { "/" } else { path };
     match path.strip_prefix(policy.prefix.as_str()) {
         Some(rest) if !policy.prefix.is_empty() => {
-            // The rewrite and the rest joined by exactly one slash; the prefix alone becomes
-            // the rewrite as written (or `/`).
-            let rest = rest.strip_prefix('/').unwrap_or(rest);
+            // The rewrite and the rest joined by exactly one slash (the client's trailing
+            // slash kept: `/api/` is `/v1/`); the prefix alone becomes the rewrite as written
+            // (or `/`).
             if rest.is_empty() {
                 let alone = if policy.rewrite.is_empty() {
                     "/"
@@ -258,6 +267,7 @@ fn target(head: &RequestHead, buf: &[u8], policy: &Policy, out: &mut Vec<u8>) {
                 };
                 out.extend_from_slice(alone.as_bytes());
             } else {
+                let rest = rest.strip_prefix('/').unwrap_or(rest);
                 out.extend_from_slice(policy.rewrite.trim_end_matches('/').as_bytes());
                 out.push(b'/');
                 out.extend_from_slice(rest.as_bytes());
@@ -269,6 +279,32 @@ fn target(head: &RequestHead, buf: &[u8], policy: &Policy, out: &mut Vec<u8>) {
         out.push(b'?');
         out.extend_from_slice(q.as_bytes());
     }
+}
+
+/// Whether `path` has a `.` or `..` segment, raw or percent-encoded (`%2e`). A proxy
+/// refuses those rather than forwarding them: the upstream would resolve them after the
+/// mount's rewrite (RFC 3986 §5.2.4), so `/api/../admin` under a mount rewritten to `/v1`
+/// would reach `/admin`. Browsers resolve dot segments before they send a request.
+pub(crate) fn has_dot_segment(path: &[u8]) -> bool {
+    path.split(|&b| b == b'/').any(|seg| {
+        let mut dots = 0;
+        let mut i = 0;
+        while i < seg.len() {
+            if seg[i] == b'.' {
+                i += 1;
+            } else if seg[i..].len() >= 3
+                && seg[i] == b'%'
+                && seg[i + 1] == b'2'
+                && seg[i + 2] | 0x20 == b'e'
+            {
+                i += 3;
+            } else {
+                return false;
+            }
+            dots += 1;
+        }
+        dots == 1 || dots == 2
+    })
 }
 
 fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {

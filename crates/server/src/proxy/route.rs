@@ -42,6 +42,7 @@ impl Route {
                 trust_forwarded: m.trust_forwarded,
                 set: m.set_request.clone(),
                 remove: m.remove_request.clone(),
+                upstream_host: upstream_host(&upstreams[upstream]),
                 // Not until the driver tunnels a 101 (issue 25's next step).
                 upgrade: false,
             },
@@ -50,5 +51,14 @@ impl Route {
                 remove: m.remove_response.clone(),
             },
         })
+    }
+}
+
+/// The Host an upstream gets when the client sent none: its first server's address (an
+/// upstream's name need not be a host name).
+fn upstream_host(u: &Upstream) -> String {
+    match u.servers.first().map(|s| &s.addr) {
+        Some(crate::config::UpstreamAddr::Tcp(a)) => a.to_string(),
+        _ => "localhost".to_string(),
     }
 }

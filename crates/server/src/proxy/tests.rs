@@ -17,6 +17,7 @@ fn policy() -> Policy {
         trust_forwarded: false,
         set: Vec::new(),
         remove: Vec::new(),
+        upstream_host: "app.internal:9000".into(),
         upgrade: true,
     }
 }
@@ -230,4 +231,49 @@ fn response_fields_forwarded_byte_for_byte_without_hop_by_hop_or_framing() {
         .map(|(n, _)| n)
         .collect();
     assert_eq!(names, [&b"Upgrade"[..], b"Sec-WebSocket-Accept"]);
+}
+
+#[test]
+fn dot_segments_raw_or_encoded_are_found_and_dotted_names_are_not() {
+    use super::forward::has_dot_segment;
+    for path in [
+        &b"/api/../admin"[..],
+        b"/api/./x",
+        b"/api/%2e%2e/admin",
+        b"/api/.%2E/admin",
+        b"/api/%2e",
+        b"/api/..",
+    ] {
+        assert!(has_dot_segment(path), "{}", String::from_utf8_lossy(path));
+    }
+    for path in [
+        &b"/api/x"[..],
+        b"/api/.well-known/x",
+        b"/a/...",
+        b"/a/..b",
+        b"/a/%2e%2ex",
+        b"/",
+    ] {
+        assert!(!has_dot_segment(path), "{}", String::from_utf8_lossy(path));
+    }
+}
+
+#[test]
+fn host_comes_from_an_absolute_target_else_the_field_else_the_upstream() {
+    let (head, _, _) = forward(
+        b"GET http://other.test/api/x HTTP/1.1\r\nHost: example.test\r\n\r\n",
+        &policy(),
+    );
+    assert!(head.contains("\r\nHost: other.test\r\n"), "{head}");
+    let (head, _, _) = forward(b"GET /api/x HTTP/1.0\r\n\r\n", &policy());
+    assert!(head.contains("\r\nHost: app.internal:9000\r\n"), "{head}");
+    // A trailing slash after the prefix is the client's, and stays.
+    let rewrite = Policy {
+        rewrite: "/v1".into(),
+        ..policy()
+    };
+    let (head, _, _) = forward(b"GET /api/ HTTP/1.1\r\nHost: a\r\n\r\n", &rewrite);
+    assert!(head.starts_with("GET /v1/ HTTP/1.1\r\n"), "{head}");
+    let (head, _, _) = forward(b"GET /api HTTP/1.1\r\nHost: a\r\n\r\n", &rewrite);
+    assert!(head.starts_with("GET /v1 HTTP/1.1\r\n"), "{head}");
 }
