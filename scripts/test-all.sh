@@ -3,8 +3,9 @@
 # over their seed corpus), all tests, a throwaway PostgreSQL 15 started, seeded and checked
 # (scripts/pg.sh selftest), the Http11Probe conformance suite against the demo server
 # (scripts/conformance.sh), h2spec in strict mode against its h2c and TLS listeners
-# (scripts/h2spec.sh), headless Chromium loading browser URLs (scripts/browser.sh), and the
-# kTLS checks in a VM (scripts/ktls-vm.sh). Needs a Rust
+# (scripts/h2spec.sh), headless Chromium loading browser URLs (scripts/browser.sh), Python's
+# websockets client through the proxy (scripts/ws-proxy.sh; pip installs it into target/), and
+# the kTLS checks in a VM (scripts/ktls-vm.sh). Needs a Rust
 # toolchain; the h2spec stage installs h2spec with `go install` into target/tools; the VM stage
 # installs QEMU, busybox-static, cpio and kmod with apt and fetches a Debian kernel package
 # where it can. Both say loudly (without failing) where they cannot.
@@ -72,6 +73,17 @@ case $br in
     0) ;;
     2) echo "!! browser stage NOT RUN: it cannot run on this machine (see the line above)" ;;
     *) exit "$br" ;;
+esac
+
+echo "== WebSocket through the proxy: Python websockets client and echo upstream, ws and wss (scripts/ws-proxy.sh)"
+set +e
+scripts/ws-proxy.sh
+ws=$?
+set -e
+case $ws in
+    0) ;;
+    2) echo "!! WebSocket proxy stage NOT RUN: it cannot run on this machine (see the line above)" ;;
+    *) exit "$ws" ;;
 esac
 
 echo "== kTLS in VMs (Debian 6.1 and trixie-backports kernels under QEMU; scripts/ktls-vm.sh)"

@@ -18,7 +18,8 @@ use toml::Spanned;
 
 use linerate_load::units;
 use linerate_server::config::{
-    Compression, FilesMount, ForwardedStyle, ProxyMount, Upstream, UpstreamAddr, UpstreamServer,
+    Balance, Compression, FilesMount, ForwardAuth, ForwardedStyle, HashKey, HealthCheck,
+    ProxyMount, Upstream, UpstreamAddr, UpstreamServer,
 };
 use linerate_server::{
     Config, HeaderRule, Listen, ListenAddr, Part, Redirect, Site, TlsConfig, UnixPerms,
@@ -183,6 +184,23 @@ struct RawUpstream {
     tries: Option<Spanned<u32>>,
     max_fails: Option<u32>,
     fail_timeout: Option<Spanned<String>>,
+    /// `"round_robin"`, `"least_conn"` or `"hash"` (with `hash_key`).
+    balance: Option<Spanned<String>>,
+    /// `"client"`, `"header:NAME"` or `"cookie:NAME"`.
+    hash_key: Option<Spanned<String>>,
+    health_check: Option<Spanned<RawHealth>>,
+}
+
+/// `health_check = { path, interval, timeout, status, passes, fails }` of an upstream.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHealth {
+    path: Option<Spanned<String>>,
+    interval: Option<Spanned<String>>,
+    timeout: Option<Spanned<String>>,
+    status: Option<Spanned<u16>>,
+    passes: Option<Spanned<u32>>,
+    fails: Option<Spanned<u32>>,
 }
 
 /// `[[site.proxy]]`: a path prefix sent to an upstream.
@@ -205,6 +223,20 @@ struct RawProxy {
     set_response: Spanned<BTreeMap<String, String>>,
     #[serde(default)]
     remove_response: Vec<String>,
+    auth: Option<Spanned<RawAuth>>,
+}
+
+/// `auth = { upstream = "…", path = "/verify", pass = […], copy = […] }` of a proxy mount.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAuth {
+    upstream: Spanned<String>,
+    #[serde(default = "slash")]
+    path: Spanned<String>,
+    #[serde(default)]
+    pass: Vec<String>,
+    #[serde(default)]
+    copy: Vec<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -756,7 +788,99 @@ impl Cx<'_> {
         if let Some(d) = &raw.fail_timeout {
             up.fail_timeout = self.duration(d, "fail_timeout")?;
         }
+        up.balance = self.balance(raw)?;
+        if let Some(h) = &raw.health_check {
+            up.health = Some(self.health(h)?);
+        }
         Ok(up)
+    }
+
+    fn health(&self, h: &Spanned<RawHealth>) -> Result<HealthCheck, ConfError> {
+        let raw = h.get_ref();
+        let mut hc = HealthCheck::default();
+        if let Some(p) = &raw.path {
+            let path = p.get_ref();
+            if !path.starts_with('/') || path.bytes().any(|b| !b.is_ascii_graphic()) {
+                return Err(self.err(
+                    p.span(),
+                    format!("health_check path {path:?}: expected an absolute path (\"/health\")"),
+                ));
+            }
+            hc.path = path.clone();
+        }
+        if let Some(d) = &raw.interval {
+            hc.interval = self.duration(d, "interval")?;
+            if hc.interval.is_zero() {
+                return Err(self.err(d.span(), "interval must be more than 0"));
+            }
+        }
+        if let Some(d) = &raw.timeout {
+            hc.timeout = self.duration(d, "timeout")?;
+        }
+        if let Some(s) = &raw.status {
+            if !(100..=599).contains(s.get_ref()) {
+                return Err(self.err(s.span(), "status must be 100 to 599"));
+            }
+            hc.status = *s.get_ref();
+        }
+        for (v, into, what) in [
+            (&raw.passes, &mut hc.passes, "passes"),
+            (&raw.fails, &mut hc.fails, "fails"),
+        ] {
+            if let Some(n) = v {
+                if *n.get_ref() == 0 {
+                    return Err(self.err(n.span(), format!("{what} must be at least 1")));
+                }
+                *into = *n.get_ref();
+            }
+        }
+        Ok(hc)
+    }
+
+    /// `balance` and `hash_key` of an upstream.
+    fn balance(&self, raw: &RawUpstream) -> Result<Balance, ConfError> {
+        let method = raw.balance.as_ref();
+        let name = method.map_or("round_robin", |m| m.get_ref().as_str());
+        if name != "hash"
+            && let Some(k) = &raw.hash_key
+        {
+            return Err(self.err(k.span(), "hash_key needs balance = \"hash\""));
+        }
+        match name {
+            "round_robin" => Ok(Balance::RoundRobin),
+            "least_conn" => Ok(Balance::LeastConn),
+            "hash" => {
+                let Some(k) = &raw.hash_key else {
+                    let span = method.map(Spanned::span).unwrap_or_default();
+                    return Err(self.err(
+                        span,
+                        "balance = \"hash\" needs a hash_key: \"client\", \"header:NAME\" or \"cookie:NAME\"",
+                    ));
+                };
+                let key = k.get_ref();
+                let named = |rest: &str| {
+                    (!rest.is_empty() && rest.bytes().all(|b| b.is_ascii_graphic() && b != b':'))
+                        .then(|| rest.to_string())
+                };
+                match key.split_once(':') {
+                    None if key == "client" => Ok(Balance::Hash(HashKey::Client)),
+                    Some(("header", rest)) if named(rest).is_some() => {
+                        Ok(Balance::Hash(HashKey::Header(rest.to_string())))
+                    }
+                    Some(("cookie", rest)) if named(rest).is_some() => {
+                        Ok(Balance::Hash(HashKey::Cookie(rest.to_string())))
+                    }
+                    _ => Err(self.err(
+                        k.span(),
+                        format!("hash_key {key:?}: expected \"client\", \"header:NAME\" or \"cookie:NAME\""),
+                    )),
+                }
+            }
+            other => Err(self.err(
+                method.map(Spanned::span).unwrap_or_default(),
+                format!("balance {other:?}: expected \"round_robin\", \"least_conn\" or \"hash\""),
+            )),
+        }
     }
 
     fn proxy(
@@ -831,6 +955,40 @@ impl Cx<'_> {
             remove_request: raw.remove_request.clone(),
             set_response: fields(&raw.set_response)?,
             remove_response: raw.remove_response.clone(),
+            auth: match &raw.auth {
+                Some(a) => Some(self.auth(a, upstreams)?),
+                None => None,
+            },
+        })
+    }
+
+    fn auth(&self, a: &Spanned<RawAuth>, upstreams: &[Upstream]) -> Result<ForwardAuth, ConfError> {
+        let raw = a.get_ref();
+        let name = raw.upstream.get_ref();
+        if !upstreams.iter().any(|u| &u.name == name) {
+            return Err(self.err(raw.upstream.span(), format!("no upstream named {name:?}")));
+        }
+        let path = raw.path.get_ref();
+        if !path.starts_with('/') || path.bytes().any(|b| !b.is_ascii_graphic()) {
+            return Err(self.err(
+                raw.path.span(),
+                format!("auth path {path:?}: expected an absolute path (\"/verify\")"),
+            ));
+        }
+        for f in raw.pass.iter().chain(&raw.copy) {
+            if f.is_empty()
+                || !f
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+            {
+                return Err(self.err(a.span(), format!("auth field {f:?} is not a field name")));
+            }
+        }
+        Ok(ForwardAuth {
+            upstream: name.clone(),
+            path: path.clone(),
+            pass: raw.pass.clone(),
+            copy: raw.copy.clone(),
         })
     }
 

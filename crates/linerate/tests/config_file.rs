@@ -373,6 +373,55 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
         ),
         (
             format!(
+                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\nbalance = \"random\"\n{site}"
+            ),
+            "6:11",
+            "balance \"random\": expected \"round_robin\", \"least_conn\" or \"hash\"",
+        ),
+        (
+            format!(
+                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\nbalance = \"hash\"\n{site}"
+            ),
+            "6:11",
+            "balance = \"hash\" needs a hash_key",
+        ),
+        (
+            format!(
+                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\nbalance = \"hash\"\nhash_key = \"header:\"\n{site}"
+            ),
+            "7:12",
+            "hash_key \"header:\": expected",
+        ),
+        (
+            format!(
+                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\nhash_key = \"client\"\n{site}"
+            ),
+            "6:12",
+            "hash_key needs balance = \"hash\"",
+        ),
+        (
+            format!(
+                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\n{site}[[site.proxy]]\nupstream = \"app\"\nauth = {{ upstream = \"jwt\" }}\n"
+            ),
+            "10:21",
+            "no upstream named \"jwt\"",
+        ),
+        (
+            format!(
+                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\n{site}[[site.proxy]]\nupstream = \"app\"\nauth = {{ upstream = \"app\", path = \"verify\" }}\n"
+            ),
+            "10:35",
+            "auth path \"verify\": expected an absolute path",
+        ),
+        (
+            format!(
+                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\nhealth_check = {{ path = \"/h\", passes = 0 }}\n{site}"
+            ),
+            "6:40",
+            "passes must be at least 1",
+        ),
+        (
+            format!(
                 "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\n{site}[[site.proxy]]\nupstream = \"app\"\nforwarded = \"x\"\n"
             ),
             "10:13",

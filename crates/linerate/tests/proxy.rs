@@ -1773,3 +1773,560 @@ fn an_upstream_dying_mid_body_resets_the_http2_stream_and_the_connection_goes_on
     assert_eq!(a.field(":status"), Some("200"));
     assert_eq!(a.body, b"ok");
 }
+
+// Balancing, from a config file: two scripted servers that say who they are.
+
+/// A proxy in front of `servers` with `balance` lines added to the upstream.
+fn proxy_balanced(servers: &[&Upstream], balance: &str, dir: &TempDir) -> Served {
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let file = dir.0.join("linerate.toml");
+    let list: Vec<String> = servers.iter().map(|u| format!("\"{}\"", u.addr)).collect();
+    std::fs::write(
+        &file,
+        format!(
+            "[[listen]]\naddr = \"127.0.0.1:0\"\n[[upstream]]\nname = \"app\"\nservers = [{}]\n\
+             {balance}\n[[site]]\ndefault = true\napp = \"none\"\n[[site.proxy]]\nprefix = \"/\"\n\
+             upstream = \"app\"\n",
+            list.join(", ")
+        ),
+    )
+    .unwrap();
+    common::bin::serve_as(&["--config", file.to_str().unwrap()])
+}
+
+#[test]
+fn a_hash_on_a_field_sends_each_key_to_one_server_and_uses_both() {
+    let (a, b) = (Upstream::answering(ok("a")), Upstream::answering(ok("b")));
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("linerate-proxy-hash-{}", std::process::id())));
+    let proxy = proxy_balanced(
+        &[&a, &b],
+        "balance = \"hash\"\nhash_key = \"header:X-User\"",
+        &dir,
+    );
+    let mut c = Client::connect(proxy.addr);
+    let mut by_user = std::collections::HashMap::new();
+    for round in 0..3 {
+        // An odd count: round-robin would move every key between rounds.
+        for user in 0..15 {
+            c.send(format!("GET / HTTP/1.1\r\nHost: t\r\nX-User: u{user}\r\n\r\n").as_bytes());
+            let server = c.read_response().text();
+            let first = by_user.entry(user).or_insert_with(|| server.clone());
+            assert_eq!(*first, server, "user {user} moved in round {round}");
+        }
+    }
+    let used: std::collections::HashSet<_> = by_user.values().collect();
+    assert_eq!(used.len(), 2, "15 keys all on one server: {by_user:?}");
+}
+
+#[test]
+fn least_conn_sends_a_request_past_a_server_still_busy_with_one() {
+    // Server a holds its first request until told; with it busy, the next requests (from
+    // another client) go to b, whatever round-robin would say.
+    let (release, hold) = mpsc::channel::<()>();
+    let hold = Mutex::new(hold);
+    let a = Upstream::start(move |got, s| {
+        if got.nth == 0 && got.conn == 0 {
+            let _ = hold.lock().unwrap().recv_timeout(READ_TIMEOUT);
+        }
+        s.write_all(&ok("a")).unwrap();
+        Then::Keep
+    });
+    let b = Upstream::answering(ok("b"));
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("linerate-proxy-lc-{}", std::process::id())));
+    let proxy = proxy_balanced(&[&a, &b], "balance = \"least_conn\"", &dir);
+    // Round-robin would send the first request to a: so does least_conn (a tie).
+    let mut slow = Client::connect(proxy.addr);
+    slow.send(b"GET /slow HTTP/1.1\r\nHost: t\r\n\r\n");
+    common::eventually("a has the first request", || a.seen().len() == 1);
+    let mut c = Client::connect(proxy.addr);
+    for _ in 0..4 {
+        assert_eq!(c.get("/").text(), "b", "a is busy: b has fewer in flight");
+    }
+    release.send(()).unwrap();
+    assert_eq!(slow.read_response().text(), "a");
+    // Both idle again: a gets its turn.
+    let servers: Vec<String> = (0..4).map(|_| c.get("/").text()).collect();
+    assert!(servers.iter().any(|s| s == "a"), "{servers:?}");
+}
+
+// Observability: per-server metrics on the admin listener, and the upstream in the log.
+
+#[test]
+fn upstream_servers_have_their_own_metrics_and_the_log_names_the_server() {
+    let up = Upstream::answering(ok("a"));
+    let dead = dead_addr();
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("linerate-proxy-obs-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let admin = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let log = dir.0.join("access.log");
+    let file = dir.0.join("linerate.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "access_log = \"{}\"\naccess_log_format = \"json\"\n[admin]\naddr = \"{admin}\"\n\
+             [[listen]]\naddr = \"127.0.0.1:0\"\n[[upstream]]\nname = \"app\"\n\
+             servers = [\"{}\", \"{dead}\"]\ntries = 2\nmax_fails = 1\n[[site]]\ndefault = true\n\
+             app = \"none\"\n[[site.proxy]]\nprefix = \"/\"\nupstream = \"app\"\n",
+            log.display(),
+            up.addr
+        ),
+    )
+    .unwrap();
+    let proxy = common::bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let mut c = Client::connect(proxy.addr);
+    for _ in 0..6 {
+        assert_eq!(c.get("/x").text(), "a");
+    }
+    let (live, gone) = (up.addr.to_string(), dead.to_string());
+    let mut scrape = None;
+    common::eventually("the scrape counts six answers", || {
+        let mut s = TcpStream::connect(admin).unwrap();
+        s.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: admin\r\n\r\n")
+            .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        let body = out.split_once("\r\n\r\n").unwrap().1.to_string();
+        let parsed = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string())))
+            .expect("valid exposition");
+        let done = metric(
+            &parsed,
+            "linerate_upstream_requests_total",
+            &[("server", &live), ("class", "2xx")],
+        ) == 6.0;
+        scrape = Some(parsed);
+        done
+    });
+    let scrape = scrape.unwrap();
+    let at = |name: &str, server: &str, extra: &[(&str, &str)]| {
+        let mut labels = vec![("upstream", "app"), ("server", server)];
+        labels.extend_from_slice(extra);
+        metric(&scrape, name, &labels)
+    };
+    assert_eq!(
+        at(
+            "linerate_upstream_requests_total",
+            &gone,
+            &[("class", "2xx")]
+        ),
+        0.0
+    );
+    // The dead server was tried once (round-robin's turn), refused, and taken out.
+    assert_eq!(
+        at(
+            "linerate_upstream_errors_total",
+            &gone,
+            &[("cause", "connect")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        at(
+            "linerate_upstream_errors_total",
+            &live,
+            &[("cause", "connect")]
+        ),
+        0.0
+    );
+    assert_eq!(at("linerate_upstream_down", &gone, &[]), 1.0);
+    assert_eq!(at("linerate_upstream_down", &live, &[]), 0.0);
+    assert_eq!(
+        at("linerate_upstream_connections", &live, &[("state", "idle")]),
+        1.0
+    );
+    assert_eq!(
+        at(
+            "linerate_upstream_connections",
+            &live,
+            &[("state", "active")]
+        ),
+        0.0
+    );
+    assert_eq!(
+        at("linerate_upstream_duration_seconds_count", &live, &[]),
+        6.0
+    );
+
+    let mut lines = Vec::new();
+    common::eventually("six lines logged", || {
+        lines = std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("a JSON line"))
+            .collect();
+        lines.len() == 6
+    });
+    for l in &lines {
+        assert_eq!(l["status"], 200);
+        assert_eq!(l["upstream_addr"], live.as_str(), "{l}");
+        assert!(l["upstream_time_us"].as_u64().is_some(), "{l}");
+    }
+}
+
+/// The value of `name` with exactly these labels.
+fn metric(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let want: Vec<(&str, &str)> = if labels.iter().any(|(k, _)| *k == "upstream") {
+        labels.to_vec()
+    } else {
+        [&[("upstream", "app")], labels].concat()
+    };
+    scrape
+        .samples
+        .iter()
+        .find(|s| {
+            s.metric == name
+                && s.labels.len() == want.len()
+                && want.iter().all(|(k, v)| s.labels.get(k) == Some(v))
+        })
+        .map_or(f64::NAN, |s| match &s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => *v,
+            _ => f64::NAN,
+        })
+}
+
+// Forward auth: a check per request against an auth upstream before forwarding.
+
+fn proxy_with_auth(app: &Upstream, auth: SocketAddr, dir: &TempDir) -> Served {
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let file = dir.0.join("linerate.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[listen]]\naddr = \"127.0.0.1:0\"\n\
+             [[upstream]]\nname = \"app\"\nservers = [\"{}\"]\n\
+             [[upstream]]\nname = \"jwt\"\nservers = [\"{auth}\"]\ntries = 1\n\
+             [[site]]\ndefault = true\napp = \"none\"\n\
+             [[site.proxy]]\nprefix = \"/api\"\nupstream = \"app\"\n\
+             auth = {{ upstream = \"jwt\", path = \"/verify\", pass = [\"Authorization\"], copy = [\"X-User-Id\"] }}\n",
+            app.addr
+        ),
+    )
+    .unwrap();
+    common::bin::serve_as(&["--config", file.to_str().unwrap()])
+}
+
+#[test]
+fn forward_auth_checks_every_request_and_passes_only_what_it_allows() {
+    let app = Upstream::answering(ok("from app"));
+    let auth = Upstream::start(|got, s| {
+        let token = got
+            .fields
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("authorization"))
+            .map(|(_, v)| v.as_str());
+        let answer: &[u8] = match token {
+            Some("Bearer good") => b"HTTP/1.1 200 OK\r\nX-User-Id: 7\r\nContent-Length: 2\r\n\r\nok",
+            Some("Bearer weird") => b"HTTP/1.1 302 Found\r\nLocation: /x\r\nContent-Length: 0\r\n\r\n",
+            _ => b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer\r\nContent-Length: 6\r\n\r\nno way",
+        };
+        s.write_all(answer).unwrap();
+        Then::Keep
+    });
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("linerate-proxy-auth-{}", std::process::id())));
+    let proxy = proxy_with_auth(&app, auth.addr, &dir);
+    let mut c = Client::connect(proxy.addr);
+
+    // Allowed: the answer's X-User-Id reaches the app, never the client's own.
+    for _ in 0..3 {
+        c.send(b"GET /api/me?x=1 HTTP/1.1\r\nHost: shop\r\nAuthorization: Bearer good\r\nX-User-Id: 1\r\n\r\n");
+        let r = c.read_response();
+        assert_eq!((r.status, r.text().as_str()), (200, "from app"));
+    }
+    let seen = app.seen();
+    assert_eq!(seen.len(), 3);
+    for got in &seen {
+        let ids: Vec<&str> = got
+            .fields
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("x-user-id"))
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(ids, ["7"], "{:?}", got.fields);
+        assert_eq!(got.line, "GET /api/me?x=1 HTTP/1.1");
+    }
+    let checks = auth.seen();
+    assert_eq!(checks.len(), 3, "every request is checked, nothing cached");
+    let field = |g: &Got, name: &str| {
+        g.fields
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(checks[0].line, "GET /verify HTTP/1.1");
+    assert_eq!(
+        field(&checks[0], "x-forwarded-uri").as_deref(),
+        Some("/api/me?x=1")
+    );
+    assert_eq!(
+        field(&checks[0], "x-forwarded-method").as_deref(),
+        Some("GET")
+    );
+    assert_eq!(
+        field(&checks[0], "x-user-id"),
+        None,
+        "only the passed fields"
+    );
+
+    // Refused: the auth answer is the client's, and the app never hears of it.
+    c.send(b"POST /api/orders HTTP/1.1\r\nHost: shop\r\nAuthorization: Bearer bad\r\nContent-Length: 3\r\n\r\nabc");
+    let r = c.read_response();
+    assert_eq!((r.status, r.text().as_str()), (401, "no way"));
+    assert_eq!(r.header("www-authenticate"), Some("Bearer"));
+    // Anything else from the auth upstream is a 500.
+    c.send(b"GET /api/me HTTP/1.1\r\nHost: shop\r\nAuthorization: Bearer weird\r\n\r\n");
+    assert_eq!(c.read_response().status, 500);
+    assert_eq!(app.seen().len(), 3, "no refused request reached the app");
+    // Outside the mount, no check.
+    c.send(b"GET /other HTTP/1.1\r\nHost: shop\r\n\r\n");
+    assert_eq!(c.read_response().status, 404);
+    assert_eq!(auth.seen().len(), 5);
+}
+
+#[test]
+fn forward_auth_that_cannot_be_reached_is_a_500() {
+    let app = Upstream::answering(ok("from app"));
+    let dir = TempDir(
+        std::env::temp_dir().join(format!("linerate-proxy-auth-down-{}", std::process::id())),
+    );
+    let proxy = proxy_with_auth(&app, dead_addr(), &dir);
+    let mut c = Client::connect(proxy.addr);
+    c.send(b"GET /api/me HTTP/1.1\r\nHost: shop\r\nAuthorization: Bearer good\r\n\r\n");
+    assert_eq!(c.read_response().status, 500);
+    assert!(app.seen().is_empty());
+}
+
+#[test]
+fn proxy_timeout_flags_set_the_flag_upstreams_timeouts() {
+    // Silent until the proxy gives up; with the default 60 s the answer would not come
+    // within this test's read timeout.
+    let up = Upstream::start(|_, s| {
+        let _ = s.read(&mut [0u8; 1]);
+        Then::Close
+    });
+    let proxy = proxy_with(
+        &[("/", up.url())],
+        &["--proxy-timeout", "200ms", "--proxy-connect-timeout", "1s"],
+    );
+    let mut c = Client::connect(proxy.addr);
+    assert_eq!(c.get("/").status, 504);
+    // They belong to --proxy's upstreams: a file says its own.
+    let (code, err) = common::bin::run_err(&[
+        "serve",
+        "--config",
+        "/nonexistent.toml",
+        "--proxy-timeout",
+        "1s",
+    ]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("--proxy-timeout cannot be combined with --config"),
+        "{err}"
+    );
+}
+
+// Active health checks.
+
+#[test]
+fn an_active_check_takes_a_failing_server_out_and_brings_it_back() {
+    let healthy = Arc::new(AtomicBool::new(true));
+    let flag = healthy.clone();
+    let a = Upstream::start(move |got, s| {
+        let answer = match got.target() {
+            "/health" if flag.load(Ordering::SeqCst) => ok("up"),
+            "/health" => b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n".to_vec(),
+            _ => ok("a"),
+        };
+        s.write_all(&answer).unwrap();
+        Then::Keep
+    });
+    let b = Upstream::answering(ok("b"));
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("linerate-proxy-hc-{}", std::process::id())));
+    let proxy = proxy_balanced(
+        &[&a, &b],
+        "health_check = { path = \"/health\", interval = \"50ms\", timeout = \"1s\", passes = 2, fails = 1 }",
+        &dir,
+    );
+    let mut c = Client::connect(proxy.addr);
+    let answers = |c: &mut Client| (0..6).map(|_| c.get("/").text()).collect::<Vec<_>>();
+    common::eventually("the check probes a", || {
+        a.seen().iter().any(|g| g.target() == "/health")
+    });
+    assert!(answers(&mut c).contains(&"a".to_string()));
+
+    healthy.store(false, Ordering::SeqCst);
+    common::eventually("a is taken out", || {
+        answers(&mut c).iter().all(|s| s == "b")
+    });
+    let checks_then = a.seen().iter().filter(|g| g.target() == "/health").count();
+    assert!(
+        answers(&mut c).iter().all(|s| s == "b"),
+        "a stays out while it fails"
+    );
+
+    healthy.store(true, Ordering::SeqCst);
+    common::eventually("a is back after two passes", || {
+        answers(&mut c).contains(&"a".to_string())
+    });
+    assert!(a.seen().iter().filter(|g| g.target() == "/health").count() >= checks_then + 2);
+    // Checks are GETs of the path on their own connections, never the clients'.
+    assert!(
+        a.seen()
+            .iter()
+            .filter(|g| g.target() == "/health")
+            .all(|g| g.line == "GET /health HTTP/1.1")
+    );
+}
+
+// Scale and reloads.
+
+#[test]
+fn a_thousand_clients_share_eight_upstream_connections() {
+    let demo = serve(&[]);
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("linerate-proxy-1000-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let file = dir.0.join("linerate.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[listen]]\naddr = \"127.0.0.1:0\"\n[[upstream]]\nname = \"app\"\nservers = [\"{}\"]\n\
+             max_conns = 8\nkeepalive = 8\n[[site]]\ndefault = true\napp = \"none\"\n\
+             [[site.proxy]]\nprefix = \"/\"\nupstream = \"app\"\n",
+            demo.addr
+        ),
+    )
+    .unwrap();
+    let px = common::bin::serve_as(&["--config", file.to_str().unwrap()]);
+    // Every request is in flight before any answer is read: 992 wait for one of the 8.
+    let mut clients: Vec<Client> = (0..1000).map(|_| Client::connect(px.addr)).collect();
+    for (i, c) in clients.iter_mut().enumerate() {
+        c.send(format!("GET /baseline11?a={i}&b=1 HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+    }
+    for (i, c) in clients.iter_mut().enumerate() {
+        let r = c.read_response();
+        assert_eq!(
+            (r.status, r.text()),
+            (200, (i + 1).to_string()),
+            "client {i}"
+        );
+    }
+    // The demo saw at most 8 connections from the proxy (one worker).
+    let conns = std::fs::read_to_string(format!("/proc/{}/net/tcp", demo.child.id()))
+        .map(|t| {
+            let port = format!(":{:04X} ", demo.addr.port());
+            t.lines()
+                .filter(|l| {
+                    l.split_whitespace()
+                        .nth(1)
+                        .is_some_and(|a| a.ends_with(port.trim_end()))
+                })
+                .count()
+        })
+        .unwrap_or(0);
+    assert!(
+        conns <= 8 + 1,
+        "{conns} sockets on the demo's port (8 at most, and its listener)"
+    );
+}
+
+#[test]
+fn sighup_adds_and_removes_servers_under_load_without_a_failed_request() {
+    let (a, b) = (Upstream::answering(ok("a")), Upstream::answering(ok("b")));
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("linerate-proxy-hup-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let file = dir.0.join("linerate.toml");
+    let write = |servers: &[&Upstream]| {
+        let list: Vec<String> = servers.iter().map(|u| format!("\"{}\"", u.addr)).collect();
+        std::fs::write(
+            &file,
+            format!(
+                "[[listen]]\naddr = \"127.0.0.1:0\"\n[[upstream]]\nname = \"app\"\nservers = [{}]\n\
+                 [[site]]\ndefault = true\napp = \"none\"\n[[site.proxy]]\nprefix = \"/\"\nupstream = \"app\"\n",
+                list.join(", ")
+            ),
+        )
+        .unwrap();
+    };
+    write(&[&a]);
+    let px = common::bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let addr = px.addr;
+    let stop = Arc::new(AtomicBool::new(false));
+    // Four clients in a loop (bounded in count), counting what each server answered.
+    let load: Vec<_> = (0..4)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut c = Client::connect(addr);
+                let mut seen = Vec::new();
+                for _ in 0..20_000 {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let r = c.get("/");
+                    assert_eq!(r.status, 200, "a request failed during a reload");
+                    seen.push(r.text());
+                }
+                seen
+            })
+        })
+        .collect();
+    let answered_by = |who: &Upstream| who.seen().len();
+    common::eventually("load through a", || answered_by(&a) > 100);
+    write(&[&a, &b]);
+    common::bin::signal(&px.child, rustix::process::Signal::HUP);
+    common::eventually("b joins", || answered_by(&b) > 100);
+    write(&[&b]);
+    common::bin::signal(&px.child, rustix::process::Signal::HUP);
+    common::eventually("a leaves", || {
+        let before = answered_by(&a);
+        let b_before = answered_by(&b);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        answered_by(&a) == before && answered_by(&b) > b_before
+    });
+    stop.store(true, Ordering::SeqCst);
+    let mut total = 0;
+    for t in load {
+        total += t.join().expect("no client saw a failure").len();
+    }
+    assert!(total > 200, "{total} requests in all");
+}
+
+#[test]
+fn an_active_check_takes_out_a_server_that_refuses_connections() {
+    let b = Upstream::answering(ok("b"));
+    let dead = dead_addr();
+    let dir = TempDir(
+        std::env::temp_dir().join(format!("linerate-proxy-hc-dead-{}", std::process::id())),
+    );
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let file = dir.0.join("linerate.toml");
+    // Passive health off (max_fails = 0) and one try: only the active check can keep
+    // requests away from the dead server.
+    std::fs::write(
+        &file,
+        format!(
+            "[[listen]]\naddr = \"127.0.0.1:0\"\n[[upstream]]\nname = \"app\"\nservers = [\"{dead}\", \"{}\"]\n\
+             tries = 1\nmax_fails = 0\n\
+             health_check = {{ path = \"/health\", interval = \"50ms\", timeout = \"1s\", fails = 1 }}\n\
+             [[site]]\ndefault = true\napp = \"none\"\n[[site.proxy]]\nprefix = \"/\"\nupstream = \"app\"\n",
+            b.addr
+        ),
+    )
+    .unwrap();
+    let proxy = common::bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let mut c = Client::connect(proxy.addr);
+    common::eventually("the dead server is out", || {
+        (0..6).all(|_| c.get("/").status == 200)
+    });
+}

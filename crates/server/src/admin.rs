@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use linerate_http1::{Limits, ParseError, Parsed, RequestHead};
 
-use crate::stats::{CLASSES, DURATION_BUCKETS_US, KINDS, Metrics, REFUSALS, Stats, StatsHandle};
+use crate::stats::{
+    CLASSES, DURATION_BUCKETS_US, KINDS, Metrics, REFUSALS, Stats, StatsHandle, UPSTREAM_ERRORS,
+};
 
 /// Longest an admin client may take to send its request, or to read the answer.
 pub const ADMIN_IO_TIMEOUT: Duration = Duration::from_secs(5);
@@ -269,5 +271,112 @@ pub fn render(m: &Metrics, s: &Stats) -> String {
         m.duration_sum_us as f64 / 1e6
     );
     let _ = writeln!(o, "linerate_request_duration_seconds_count {cumulative}");
+    if !m.upstreams.is_empty() {
+        render_upstreams(&mut o, m);
+    }
     o
+}
+
+/// The per-upstream-server families (only when upstreams are configured).
+fn render_upstreams(o: &mut String, m: &Metrics) {
+    let head = |o: &mut String, name: &str, kind: &str, help: &str| {
+        let _ = writeln!(o, "# HELP {name} {help}");
+        let _ = writeln!(o, "# TYPE {name} {kind}");
+    };
+    // Names and addresses come from the configuration; quote them as the format asks.
+    let label = |v: &str| v.replace('\\', "\\\\").replace('"', "\\\"");
+    let who = |u: &crate::stats::UpstreamMetrics| {
+        format!(
+            "upstream=\"{}\",server=\"{}\"",
+            label(&u.upstream),
+            label(&u.server)
+        )
+    };
+    head(
+        o,
+        "linerate_upstream_requests_total",
+        "counter",
+        "Exchanges an upstream server answered, by its status class.",
+    );
+    for u in &m.upstreams {
+        for (c, n) in u.requests.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "linerate_upstream_requests_total{{{},class=\"{}xx\"}} {n}",
+                who(u),
+                c + 1
+            );
+        }
+    }
+    head(
+        o,
+        "linerate_upstream_errors_total",
+        "counter",
+        "Exchanges with an upstream server that failed, by cause.",
+    );
+    for u in &m.upstreams {
+        for (cause, n) in UPSTREAM_ERRORS.iter().zip(&u.errors) {
+            let _ = writeln!(
+                o,
+                "linerate_upstream_errors_total{{{},cause=\"{cause}\"}} {n}",
+                who(u)
+            );
+        }
+    }
+    head(
+        o,
+        "linerate_upstream_connections",
+        "gauge",
+        "Connections to an upstream server: busy with an exchange, and pooled.",
+    );
+    for u in &m.upstreams {
+        for (state, n) in [("active", u.active), ("idle", u.idle)] {
+            let _ = writeln!(
+                o,
+                "linerate_upstream_connections{{{},state=\"{state}\"}} {n}",
+                who(u)
+            );
+        }
+    }
+    head(
+        o,
+        "linerate_upstream_down",
+        "gauge",
+        "Workers whose passive health has the server taken out now.",
+    );
+    for u in &m.upstreams {
+        let _ = writeln!(o, "linerate_upstream_down{{{}}} {}", who(u), u.down_workers);
+    }
+    head(
+        o,
+        "linerate_upstream_duration_seconds",
+        "histogram",
+        "Time from a request sent to an upstream server to its answer's end.",
+    );
+    for u in &m.upstreams {
+        let w = who(u);
+        let mut cumulative = 0;
+        for (i, le) in DURATION_BUCKETS_US.iter().enumerate() {
+            cumulative += u.duration_buckets[i];
+            let _ = writeln!(
+                o,
+                "linerate_upstream_duration_seconds_bucket{{{w},le=\"{}\"}} {cumulative}",
+                *le as f64 / 1e6
+            );
+        }
+        cumulative += u.duration_buckets[DURATION_BUCKETS_US.len()];
+        let _ = writeln!(
+            o,
+            "linerate_upstream_duration_seconds_bucket{{{w},le=\"+Inf\"}} {cumulative}"
+        );
+        let _ = writeln!(
+            o,
+            "linerate_upstream_duration_seconds_sum{{{w}}} {}",
+            u.duration_sum_us as f64 / 1e6
+        );
+        let _ = writeln!(
+            o,
+            "linerate_upstream_duration_seconds_count{{{w}}} {cumulative}"
+        );
+    }
 }

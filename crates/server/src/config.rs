@@ -101,6 +101,64 @@ pub struct Upstream {
     /// `fail_timeout` (0: never). Each worker judges on its own.
     pub max_fails: u32,
     pub fail_timeout: Duration,
+    /// How a server is picked for a request.
+    pub balance: Balance,
+    /// Active health checks (off when `None`).
+    pub health: Option<HealthCheck>,
+}
+
+/// Active health checks: every `interval` each worker sends `GET path` to each server on a
+/// new connection; an answer with `status` within `timeout` is a pass, anything else a
+/// failure. `fails` failures in a row take the server out (for every balancing method, as
+/// passive health does); `passes` passes in a row bring it back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HealthCheck {
+    pub path: String,
+    pub interval: Duration,
+    pub timeout: Duration,
+    pub status: u16,
+    pub passes: u32,
+    pub fails: u32,
+}
+
+impl Default for HealthCheck {
+    fn default() -> HealthCheck {
+        HealthCheck {
+            path: "/".into(),
+            interval: Duration::from_secs(5),
+            timeout: Duration::from_secs(2),
+            status: 200,
+            passes: 2,
+            fails: 1,
+        }
+    }
+}
+
+/// How an upstream's server is picked. Every method skips servers taken out by passive
+/// health (unless all are), and a retry avoids the server that just failed.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum Balance {
+    /// Smooth weighted round-robin (nginx's default).
+    #[default]
+    RoundRobin,
+    /// The fewest requests in flight from this worker, per unit of weight (nginx's
+    /// `least_conn`); ties go round-robin.
+    LeastConn,
+    /// A consistent hash of the key (nginx's `hash … consistent`): a request with the same
+    /// key goes to the same server while it is up, and a server added or removed moves only
+    /// its share of the keys. A request without the key goes round-robin.
+    Hash(HashKey),
+}
+
+/// What a [`Balance::Hash`] hashes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HashKey {
+    /// The client's address.
+    Client,
+    /// A request field's value.
+    Header(String),
+    /// A cookie's value.
+    Cookie(String),
 }
 
 impl Upstream {
@@ -117,6 +175,8 @@ impl Upstream {
             tries: UPSTREAM_TRIES,
             max_fails: UPSTREAM_MAX_FAILS,
             fail_timeout: UPSTREAM_FAIL_TIMEOUT,
+            balance: Balance::RoundRobin,
+            health: None,
         }
     }
 }
@@ -181,6 +241,23 @@ pub struct ProxyMount {
     /// Fields set on the answer (replacing the upstream's), and removed.
     pub set_response: Vec<(String, String)>,
     pub remove_response: Vec<String>,
+    /// A check every request must pass first (nginx's `auth_request`, caddy's
+    /// `forward_auth`).
+    pub auth: Option<ForwardAuth>,
+}
+
+/// Forward auth: before a request is forwarded, a `GET` of `path` goes to `upstream` with
+/// the client's `pass` fields and `X-Forwarded-Method`/`-Uri`/`-Host`/`-Proto`/`-For`.
+/// A 2xx answer lets the request go on, with the answer's `copy` fields set on it (the
+/// client's own fields of those names are always removed); a 401 or 403 is the client's
+/// answer as it came; anything else (another status, a failure) is a 500. Nothing is
+/// cached: every request is checked.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ForwardAuth {
+    pub upstream: String,
+    pub path: String,
+    pub pass: Vec<String>,
+    pub copy: Vec<String>,
 }
 
 impl ProxyMount {

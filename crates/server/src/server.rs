@@ -612,6 +612,11 @@ impl Server {
         if let Some(t) = admin {
             let _ = t.join();
         }
+        // The logger thread outlives the workers (signal handlers hold its sender): wait
+        // for it to write what they handed off last, or a process exit would lose it.
+        if let Some(l) = &logger {
+            l.flush();
+        }
         result
     }
 

@@ -9,8 +9,8 @@
 //! between workers); [`StatsHandle::snapshot`] sums them from any thread at scrape time.
 #![forbid(unsafe_code)]
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, RwLock};
 
 use linerate_http1::ParseError;
 
@@ -30,6 +30,80 @@ pub const DURATION_BUCKETS_US: [u64; 16] = [
     25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000,
     1_000_000, 2_500_000, 10_000_000,
 ];
+
+/// Causes of a failed upstream exchange, counted per server: the connect failed or was
+/// refused; a timeout; the connection closed or reset before any answer; the answer was
+/// malformed (or not asked for); it was cut off after it began.
+pub const UPSTREAM_ERRORS: [&str; 5] = ["connect", "timeout", "reset", "malformed", "cut"];
+
+/// One upstream server's counters in one worker (see [`Counters::set_upstreams`]).
+#[derive(Debug, Default)]
+pub(crate) struct UpCounters {
+    upstream: String,
+    server: String,
+    requests: [AtomicU64; CLASSES],
+    errors: [AtomicU64; UPSTREAM_ERRORS.len()],
+    duration_buckets: [AtomicU64; DURATION_BUCKETS_US.len() + 1],
+    duration_sum_us: AtomicU64,
+    active: AtomicU64,
+    idle: AtomicU64,
+    /// Taken out by passive health until then (coarse monotonic ms; 0: never).
+    down_until_ms: AtomicU64,
+}
+
+impl UpCounters {
+    pub(crate) fn new(upstream: &str, server: String) -> UpCounters {
+        UpCounters {
+            upstream: upstream.to_string(),
+            server,
+            ..UpCounters::default()
+        }
+    }
+
+    /// An exchange answered `status`, `us` microseconds after it was sent.
+    pub(crate) fn answered(&self, status: u16, us: u64) {
+        bump(&self.requests[class(status)], 1);
+        timed(&self.duration_buckets, &self.duration_sum_us, us);
+    }
+
+    /// An exchange failed for [`UPSTREAM_ERRORS`]`[cause]`.
+    pub(crate) fn failed(&self, cause: usize) {
+        if let Some(a) = self.errors.get(cause) {
+            bump(a, 1);
+        }
+    }
+
+    /// This worker's connections to the server: busy with an exchange, and pooled.
+    pub(crate) fn set_conns(&self, active: usize, idle: usize) {
+        self.active.store(active as u64, Relaxed);
+        self.idle.store(idle as u64, Relaxed);
+    }
+
+    /// Passive health took the server out until `ms` (coarse monotonic).
+    pub(crate) fn down_until(&self, ms: u64) {
+        self.down_until_ms.store(ms, Relaxed);
+    }
+}
+
+/// One upstream server's metrics at one moment, summed over workers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UpstreamMetrics {
+    /// The upstream's name and the server's address.
+    pub upstream: String,
+    pub server: String,
+    /// Exchanges answered, by the upstream's status class (1xx..5xx).
+    pub requests: [u64; CLASSES],
+    /// Exchanges failed, by [`UPSTREAM_ERRORS`].
+    pub errors: [u64; UPSTREAM_ERRORS.len()],
+    /// Exchanges by time from sent to answered (as [`Metrics::duration_buckets`]).
+    pub duration_buckets: [u64; DURATION_BUCKETS_US.len() + 1],
+    pub duration_sum_us: u64,
+    /// Connections busy with an exchange, and pooled.
+    pub active: u64,
+    pub idle: u64,
+    /// Workers whose passive health has the server out now.
+    pub down_workers: u64,
+}
 
 /// What answered a request (see [`KINDS`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +132,34 @@ pub(crate) struct Counters {
     handshake_failures: AtomicU64,
     duration_buckets: [AtomicU64; DURATION_BUCKETS_US.len() + 1],
     duration_sum_us: AtomicU64,
+    /// This worker's upstream servers' counters: the worker keeps its own `Arc` and swaps
+    /// this one when its upstreams change (a reload), so a count never takes the lock.
+    upstreams: RwLock<Arc<[UpCounters]>>,
+}
+
+/// The index of `status`'s class (1xx → 0 … 5xx → 4).
+#[inline(always)]
+fn class(status: u16) -> usize {
+    (status / 100).clamp(1, 5) as usize - 1
+}
+
+/// Counts a duration of `us` in a histogram (bucket bounds [`DURATION_BUCKETS_US`]) and its
+/// sum.
+#[inline(always)]
+fn timed(buckets: &[AtomicU64], sum: &AtomicU64, us: u64) {
+    let b = DURATION_BUCKETS_US
+        .iter()
+        .position(|&le| us <= le)
+        .unwrap_or(DURATION_BUCKETS_US.len());
+    bump(&buckets[b], 1);
+    bump(sum, us);
+}
+
+/// Adds each counter of `from` to the total beside it in `into`.
+fn add_all(into: &mut [u64], from: &[AtomicU64]) {
+    for (v, a) in into.iter_mut().zip(from) {
+        *v += a.load(Relaxed);
+    }
 }
 
 /// `a += n` by the one thread that writes `a`: a plain load and store.
@@ -85,14 +187,8 @@ impl Counters {
 
     /// A request answered with `status` by `kind`, `us` microseconds after its head was in.
     pub(crate) fn answered(&self, status: u16, kind: Kind, us: u64) {
-        let class = (status / 100).clamp(1, 5) as usize - 1;
-        bump(&self.requests[class][kind as usize], 1);
-        let b = DURATION_BUCKETS_US
-            .iter()
-            .position(|&le| us <= le)
-            .unwrap_or(DURATION_BUCKETS_US.len());
-        bump(&self.duration_buckets[b], 1);
-        bump(&self.duration_sum_us, us);
+        bump(&self.requests[class(status)][kind as usize], 1);
+        timed(&self.duration_buckets, &self.duration_sum_us, us);
     }
 
     /// The connection answered `status` by itself (a refused or timed-out request), for
@@ -106,8 +202,7 @@ impl Counters {
             .position(|&s| s == status)
             .unwrap_or(REFUSALS.len());
         bump(&self.refusals[i], 1);
-        let class = (status / 100).clamp(1, 5) as usize - 1;
-        bump(&self.requests[class][Kind::Server as usize], 1);
+        bump(&self.requests[class(status)][Kind::Server as usize], 1);
     }
 
     pub(crate) fn bytes_in(&self, n: usize) {
@@ -125,6 +220,11 @@ impl Counters {
         self.idle
             .store(if more { v + 1 } else { v.saturating_sub(1) }, Relaxed);
     }
+    /// The worker's upstream servers are these now.
+    pub(crate) fn set_upstreams(&self, up: Arc<[UpCounters]>) {
+        *self.upstreams.write().unwrap_or_else(|e| e.into_inner()) = up;
+    }
+
     /// A TLS connection closed: its handshake had completed, or not.
     pub(crate) fn tls_closed(&self, handshake_done: bool) {
         if handshake_done {
@@ -154,6 +254,8 @@ pub struct Metrics {
     /// Requests per duration bucket (not cumulative; the last is over every bound).
     pub duration_buckets: [u64; DURATION_BUCKETS_US.len() + 1],
     pub duration_sum_us: u64,
+    /// Per upstream server, in configuration order.
+    pub upstreams: Vec<UpstreamMetrics>,
 }
 
 /// The server's counters at one moment, summed over workers.
@@ -200,19 +302,11 @@ impl StatsHandle {
         let add = |into: &mut u64, a: &AtomicU64| *into += a.load(Relaxed);
         for c in self.workers.iter() {
             for (row, crow) in m.requests.iter_mut().zip(&c.requests) {
-                for (v, a) in row.iter_mut().zip(crow) {
-                    add(v, a);
-                }
+                add_all(row, crow);
             }
-            for (v, a) in m.refusals.iter_mut().zip(&c.refusals) {
-                add(v, a);
-            }
-            for (v, a) in m.parse_errors.iter_mut().zip(&c.parse_errors) {
-                add(v, a);
-            }
-            for (v, a) in m.duration_buckets.iter_mut().zip(&c.duration_buckets) {
-                add(v, a);
-            }
+            add_all(&mut m.refusals, &c.refusals);
+            add_all(&mut m.parse_errors, &c.parse_errors);
+            add_all(&mut m.duration_buckets, &c.duration_buckets);
             add(&mut m.bytes_in, &c.bytes_in);
             add(&mut m.bytes_out, &c.bytes_out);
             add(&mut m.connections_open, &c.open);
@@ -220,6 +314,38 @@ impl StatsHandle {
             add(&mut m.tls_handshakes, &c.handshakes);
             add(&mut m.tls_handshake_failures, &c.handshake_failures);
             add(&mut m.duration_sum_us, &c.duration_sum_us);
+            let ups = c
+                .upstreams
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            let now = crate::sys::coarse_ms(libc::CLOCK_MONOTONIC_COARSE);
+            for u in ups.iter() {
+                // Matched by name: during a reload workers may hold different sets.
+                let i = match m
+                    .upstreams
+                    .iter()
+                    .position(|x| x.upstream == u.upstream && x.server == u.server)
+                {
+                    Some(i) => i,
+                    None => {
+                        m.upstreams.push(UpstreamMetrics {
+                            upstream: u.upstream.clone(),
+                            server: u.server.clone(),
+                            ..UpstreamMetrics::default()
+                        });
+                        m.upstreams.len() - 1
+                    }
+                };
+                let x = &mut m.upstreams[i];
+                add_all(&mut x.requests, &u.requests);
+                add_all(&mut x.errors, &u.errors);
+                add_all(&mut x.duration_buckets, &u.duration_buckets);
+                add(&mut x.duration_sum_us, &u.duration_sum_us);
+                add(&mut x.active, &u.active);
+                add(&mut x.idle, &u.idle);
+                x.down_workers += u64::from(u.down_until_ms.load(Relaxed) > now);
+            }
         }
         m
     }

@@ -110,6 +110,15 @@ pub(crate) struct ServeArgs {
     /// come before the app's routes and the files.
     #[arg(long, value_name = "PREFIX=URL", value_parser = proxy_arg)]
     proxy: Vec<ProxyArg>,
+    /// --proxy upstreams: the most time to establish a connection (then the next try, or
+    /// 502 and the server counted as failing).
+    #[arg(long, value_parser = units::duration, value_name = "DURATION", default_value = "5s")]
+    proxy_connect_timeout: Duration,
+    /// --proxy upstreams: the most time a request waits to be sent, for the first byte of
+    /// the answer (then 504), and between two reads of it (then the client is cut off); also
+    /// how long an upgraded (WebSocket) tunnel may pass no byte.
+    #[arg(long, value_parser = units::duration, value_name = "DURATION", default_value = "60s")]
+    proxy_timeout: Duration,
     /// The application: `demo` (TechEmpower, HttpArena and conformance endpoints) or `none`
     /// (default: demo, or none when --root is given).
     #[arg(long, value_enum)]
@@ -201,7 +210,14 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let file = match &a.config {
         Some(path) => {
-            for flag in ["root", "root_prefix", "app", "proxy"] {
+            for flag in [
+                "root",
+                "root_prefix",
+                "app",
+                "proxy",
+                "proxy_connect_timeout",
+                "proxy_timeout",
+            ] {
                 if a.explicit.iter().any(|e| e == flag) {
                     bail!(
                         "--{} cannot be combined with --config (sites come from the file)",
@@ -664,7 +680,10 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
                 addr: p.addr.clone(),
                 weight: 1,
             };
-            upstreams.push(linerate_server::config::Upstream::new(&name, vec![server]));
+            let mut up = linerate_server::config::Upstream::new(&name, vec![server]);
+            up.connect_timeout = a.proxy_connect_timeout;
+            up.timeout = a.proxy_timeout;
+            upstreams.push(up);
         }
         proxies.push(linerate_server::config::ProxyMount {
             prefix: p.prefix.clone(),

@@ -41,12 +41,18 @@ pub enum LogFormat {
     Json,
 }
 
+/// How long a stopping server waits for its last log lines to be written.
+const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What the logger thread receives.
 pub(crate) enum LogMsg {
     /// A batch of whole lines.
     Lines(String),
     /// Close the file and open its path again (it was renamed or removed).
     Reopen,
+    /// Answer once every batch sent before this is written: the server's last act, so
+    /// the lines of the final requests are in the file when the process exits.
+    Flush(SyncSender<()>),
 }
 
 /// One request's facts for the log line.
@@ -61,6 +67,10 @@ pub(crate) struct AccessEntry<'a> {
     pub user_agent: Option<&'a [u8]>,
     /// From the request head's arrival to its answer, when known.
     pub request_time_us: Option<u64>,
+    /// A proxied request's upstream server and the time from sending it there to its
+    /// answer (µs): appended to a combined line, `upstream_addr` and `upstream_time_us` in
+    /// JSON (nginx's `$upstream_addr`, `$upstream_response_time`).
+    pub upstream: Option<(&'a str, u64)>,
 }
 
 /// A worker's side of the log.
@@ -99,14 +109,18 @@ impl LogBuffer {
                 self.lines.push('"');
                 match e.request_time_us {
                     Some(us) => {
-                        let _ = writeln!(self.lines, " {us}");
+                        let _ = write!(self.lines, " {us}");
                     }
-                    None => self.lines.push_str(" -\n"),
+                    None => self.lines.push_str(" -"),
                 }
+                if let Some((addr, us)) = e.upstream {
+                    let _ = write!(self.lines, " {addr} {us}");
+                }
+                self.lines.push('\n');
             }
             LogFormat::Json => {
                 let text = |v: Option<&[u8]>| v.map(|b| String::from_utf8_lossy(b).into_owned());
-                let line = serde_json::json!({
+                let mut line = serde_json::json!({
                     "time": self.time_local,
                     "remote_addr": e.peer.map(|p| p.ip().to_string()),
                     "method": e.method,
@@ -118,6 +132,10 @@ impl LogBuffer {
                     "user_agent": text(e.user_agent),
                     "request_time_us": e.request_time_us,
                 });
+                if let (Some((addr, us)), Some(o)) = (e.upstream, line.as_object_mut()) {
+                    o.insert("upstream_addr".into(), addr.into());
+                    o.insert("upstream_time_us".into(), us.into());
+                }
                 let _ = writeln!(self.lines, "{line}");
             }
         }
@@ -252,6 +270,9 @@ impl Logger {
                                 tracing::error!(error = %e, "access log write failed");
                             }
                         }
+                        LogMsg::Flush(done) => {
+                            let _ = done.send(());
+                        }
                         LogMsg::Reopen => match open(&path) {
                             Ok(s) => {
                                 sink = s;
@@ -283,6 +304,14 @@ impl Logger {
     /// Asks the writer to reopen the file once the batches before this call are written.
     pub(crate) fn reopen(&self) {
         let _ = self.tx.send(LogMsg::Reopen);
+    }
+
+    /// Waits (at most `FLUSH_WAIT`) until the batches sent before this call are written.
+    pub(crate) fn flush(&self) {
+        let (done, wait) = sync_channel(1);
+        if self.tx.send(LogMsg::Flush(done)).is_ok() && wait.recv_timeout(FLUSH_WAIT).is_err() {
+            tracing::warn!("access log: the last lines were not written in time");
+        }
     }
 
     /// A buffer for one worker.
@@ -343,6 +372,7 @@ mod tests {
             referer: None,
             user_agent: Some(b"curl/8 \"x\""),
             request_time_us: Some(57),
+            upstream: None,
         });
         b.hand_off();
         let LogMsg::Lines(batch) = rx.recv().unwrap() else {
@@ -352,6 +382,40 @@ mod tests {
             batch,
             "127.0.0.1 - - [06/Nov/1994:08:49:37 +0000] \"GET /json HTTP/1.1\" 200 27 \"-\" \"curl/8 \\x22x\\x22\" 57\n"
         );
+    }
+
+    #[test]
+    fn a_proxied_request_names_its_upstream_server_and_time() {
+        for (format, want) in [
+            (
+                LogFormat::Combined,
+                "127.0.0.1 - - [06/Nov/1994:08:49:37 +0000] \"GET /api HTTP/1.1\" 200 2 \"-\" \"-\" 57 10.0.0.2:9000 41\n",
+            ),
+            (
+                LogFormat::Json,
+                "{\"bytes\":2,\"method\":\"GET\",\"referer\":null,\"remote_addr\":\"127.0.0.1\",\"request_time_us\":57,\"status\":200,\"target\":\"/api\",\"time\":\"06/Nov/1994:08:49:37 +0000\",\"upstream_addr\":\"10.0.0.2:9000\",\"upstream_time_us\":41,\"user_agent\":null,\"version\":\"HTTP/1.1\"}\n",
+            ),
+        ] {
+            let (mut b, rx) = buffer(format);
+            b.set_time(b"Sun, 06 Nov 1994 08:49:37 GMT");
+            b.push(&AccessEntry {
+                peer: Some("127.0.0.1:5000".parse().unwrap()),
+                method: "GET",
+                target: "/api",
+                version: Version::Http11,
+                status: 200,
+                bytes: 2,
+                referer: None,
+                user_agent: None,
+                request_time_us: Some(57),
+                upstream: Some(("10.0.0.2:9000", 41)),
+            });
+            b.hand_off();
+            let LogMsg::Lines(batch) = rx.recv().unwrap() else {
+                panic!("a batch")
+            };
+            assert_eq!(batch, want);
+        }
     }
     /// Issue 24: a refused request's access line had `"-"` for its request, so an operator
     /// could not see what was refused (a browser's `?a|b` got 400). The line as it arrived is
@@ -402,6 +466,7 @@ mod tests {
             referer: None,
             user_agent: None,
             request_time_us: None,
+            upstream: None,
         });
         b.hand_off();
         let LogMsg::Lines(batch) = rx.recv().unwrap() else {

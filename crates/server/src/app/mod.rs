@@ -128,6 +128,7 @@ impl AppIo {
                 referer: m.referer.as_deref(),
                 user_agent: m.user_agent.as_deref(),
                 request_time_us: Some(us),
+                upstream: None,
             });
         }
         (token, id, resp)

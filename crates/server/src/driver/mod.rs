@@ -203,6 +203,9 @@ pub(crate) struct Worker<B: Backend> {
     up_ready: Vec<Token>,
     /// Upstream exchanges whose client connection closed (closed at the end of the turn).
     orphans: Vec<Token>,
+    /// The sites have (or had, before a reload) upstreams: only then can a connection have
+    /// relays or a call leave proxy jobs, so a server that proxies nothing tests one flag.
+    proxying: bool,
 }
 
 impl<B: Backend> Worker<B> {
@@ -217,6 +220,7 @@ impl<B: Backend> Worker<B> {
         if let Some(local) = &setup.local {
             backend.watch(local.fd().try_clone_to_owned()?, WAKE_LOCAL)?;
         }
+        let proxying = !setup.sites.upstreams.is_empty();
         Ok(Worker {
             backend,
             slots: Vec::new(),
@@ -253,6 +257,7 @@ impl<B: Backend> Worker<B> {
             pools: upstream::Pools::default(),
             up_ready: Vec::new(),
             orphans: Vec::new(),
+            proxying,
         })
     }
 
@@ -276,6 +281,9 @@ impl<B: Backend> Worker<B> {
             }
             if self.wheel.due(self.io.cx.now) {
                 self.expire(sh);
+            }
+            if self.proxying && self.io.cx.now >= self.pools.next_check {
+                self.health_checks(sh);
             }
             if !self.ready.is_empty() {
                 for idx in std::mem::take(&mut self.ready) {
@@ -306,6 +314,9 @@ impl<B: Backend> Worker<B> {
                     for idx in 0..self.slots.len() as u32 {
                         self.close(idx);
                     }
+                    if let Some(log) = self.io.app.log.as_mut() {
+                        log.hand_off();
+                    }
                     return Ok(());
                 }
             }
@@ -322,6 +333,9 @@ impl<B: Backend> Worker<B> {
         if self.accept_paused_until.is_some() || self.drain_deadline.is_some() {
             let other = [self.accept_paused_until, self.drain_deadline];
             at = other.into_iter().flatten().fold(at, u64::min);
+        }
+        if self.proxying {
+            at = at.min(self.pools.next_check);
         }
         (at != u64::MAX).then(|| Duration::from_millis(at.saturating_sub(self.io.cx.now)))
     }
@@ -356,17 +370,13 @@ impl<B: Backend> Worker<B> {
                 tracing::warn!(error = %e, "accept failed; pausing accepts");
                 self.accept_paused_until = Some(self.io.cx.now + ACCEPT_BACKOFF_MS);
             }
-            c @ (Completion::Received { token, .. }
-            | Completion::Eof { token }
-            | Completion::Sent { token, .. }
-            | Completion::Failed { token }
-            | Completion::Connected { token })
-                if token & upstream::UP != 0 =>
-            {
-                self.up_event(c, sh)
-            }
-            Completion::Connected { .. } => {}
+            // An upstream connection's token has the UP bit: tested in each arm, after the
+            // variant, so that a client's completion pays one bit test.
+            c @ Completion::Connected { .. } => self.up_event(c, sh),
             Completion::Received { token, buf } => {
+                if token & upstream::UP != 0 {
+                    return self.up_event(Completion::Received { token, buf }, sh);
+                }
                 if sh.app.metrics {
                     self.io.app.counters.bytes_in(buf.len());
                 }
@@ -374,13 +384,22 @@ impl<B: Backend> Worker<B> {
                 self.backend.recycle(buf);
             }
             Completion::Record { token, buf } => self.record(token, buf, sh),
-            Completion::Eof { token } => {
+            c @ Completion::Eof { token } => {
+                if token & upstream::UP != 0 {
+                    return self.up_event(c, sh);
+                }
                 self.with(token, sh, |live, p| live.conn.eof(p.cx, &mut p.svc));
             }
             c @ (Completion::Sent { token, .. } | Completion::FileSent { token, .. }) => {
+                if token & upstream::UP != 0 {
+                    return self.up_event(c, sh);
+                }
                 self.with(token, sh, |live, p| p.sent(live, c));
             }
-            Completion::Failed { token } => {
+            c @ Completion::Failed { token } => {
+                if token & upstream::UP != 0 {
+                    return self.up_event(c, sh);
+                }
                 if let Some(idx) = self.index(token) {
                     self.close(idx);
                 }
@@ -453,8 +472,10 @@ impl<B: Backend> Worker<B> {
                 self.io.app.counters.idle(idle);
             }
         }
-        if let Some(relays) = &live.relays {
-            // Output moved: paused upstream exchanges may have room again.
+        let proxying = self.proxying;
+        if proxying && let Some(relays) = &live.relays {
+            // Output moved: paused upstream exchanges may have room again (and a tunnel's
+            // client bytes may go up).
             self.up_ready.extend_from_slice(&relays.0);
         }
         if !keep {
@@ -465,7 +486,7 @@ impl<B: Backend> Worker<B> {
         } else if live.conn.deadline() < live.armed {
             live.armed = self.wheel.arm(idx, live.conn.deadline());
         }
-        if !self.io.app.jobs.is_empty() {
+        if proxying && !self.io.app.jobs.is_empty() {
             self.start_jobs(sh);
         }
     }
@@ -641,6 +662,7 @@ impl<B: Backend> Worker<B> {
         let new = self.reload.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(sites) = new {
             self.io.app.files = sites.for_worker();
+            self.proxying |= !sites.upstreams.is_empty();
             self.io.sites = sites;
             self.reload_upstreams();
         }

@@ -226,6 +226,24 @@ impl Proto {
         }
     }
 
+    /// The client's bytes for a tunnel (HTTP/1.1 after a 101; HTTP/2 has none).
+    pub(crate) fn tunnel_input(&self) -> Option<&[u8]> {
+        match self {
+            Proto::H1(c) => c.tunnel_input(),
+            Proto::H2(_) => None,
+        }
+    }
+
+    pub(crate) fn tunnel_used(&mut self, n: usize, pool: &mut Pool) {
+        if let Proto::H1(c) = self {
+            c.tunnel_used(n, pool);
+        }
+    }
+
+    pub(crate) fn tunnel_ended(&self) -> bool {
+        matches!(self, Proto::H1(c) if c.tunnel_ended())
+    }
+
     pub(crate) fn stream_end(&mut self, id: u64, cx: &mut Cx) -> bool {
         match self {
             Proto::H1(c) => c.stream_end(id, cx),

@@ -26,11 +26,14 @@ use super::{Shared, Worker};
 use crate::app::access_log::AccessEntry;
 use crate::app::deferred::LogMeta;
 use crate::app::sites::SiteSet;
-use crate::config::{Upstream, UpstreamAddr};
+use crate::config::{HealthCheck, Upstream, UpstreamAddr};
 use crate::h1::{Cx, StreamHead};
 use crate::h1c::{self, ReqBody, Timeouts, UpError};
+use crate::proxy::auth;
+use crate::proxy::balance::{self, Ring, ServerLoad};
 use crate::proxy::job::Job;
 use crate::proxy::reply;
+use crate::stats::{Counters, UpCounters};
 
 /// The token bit that marks an upstream connection (the top of the generation).
 pub(super) const UP: Token = 1 << 63;
@@ -52,6 +55,8 @@ pub(super) struct UpLive {
     receiving: bool,
     /// The exchange in flight.
     link: Option<Link>,
+    /// An active health check's connection (never pooled, not counted in `max_conns`).
+    probe: bool,
 }
 
 /// One proxied exchange, as the upstream connection carrying it knows it.
@@ -69,10 +74,18 @@ struct Link {
     gone: bool,
     /// The client's answer is full: reading waits for room.
     paused: bool,
+    /// After a 101: the two connections are a byte tunnel (the client's bytes are moved
+    /// by [`Worker::tunnel_pump`]).
+    tunnel: bool,
+    /// A forward-auth answer that is not the client's: its body is read and dropped (the
+    /// connection stays reusable), and its end leaves the client alone.
+    discard: bool,
     status: u16,
     bytes: u64,
     head_request: bool,
     started: u64,
+    /// When the request went to this connection (µs, for the upstream's time).
+    sent: u64,
     log: Option<LogMeta>,
 }
 
@@ -81,15 +94,27 @@ struct Link {
 #[derive(Default)]
 pub(super) struct Pools {
     groups: Vec<Group>,
+    /// Per-server counters (when metrics are on), flat: group `g`'s server `s` is at
+    /// `offsets[g] + s`.
+    stats: std::sync::Arc<[UpCounters]>,
+    offsets: Vec<usize>,
     /// Bumped by a reload (new upstream definitions).
     epoch: u32,
+    /// When the next active health check is due (ms; `u64::MAX`: none configured).
+    pub(super) next_check: u64,
 }
 
 #[derive(Default)]
 struct Group {
     servers: Vec<ServerState>,
+    /// What picking a server reads, per server (beside `servers`).
+    loads: Vec<ServerLoad>,
+    /// The consistent-hash ring (empty unless the upstream balances by hash).
+    ring: Ring,
     /// Requests waiting for a connection (every server at `max_conns`).
     waiting: VecDeque<Box<Job>>,
+    /// When this upstream's next active health check is due (ms).
+    next_check: u64,
 }
 
 #[derive(Default)]
@@ -98,18 +123,20 @@ struct ServerState {
     idle: Vec<Token>,
     /// Connections open (pooled or busy).
     conns: usize,
-    /// Smooth weighted round-robin's current weight.
-    current: i64,
-    /// Passive health: failures counted since `since` (ms), and when a server taken out
-    /// comes back.
+    /// Passive health: failures counted since `since` (ms); the server's [`ServerLoad`]
+    /// says until when one taken out stays out.
     fails: u32,
     since: u64,
-    down_until: u64,
+    /// Active health: a check is in flight; passes and failures in a row; taken out.
+    probing: bool,
+    passes: u32,
+    check_fails: u32,
+    checked_down: bool,
 }
 
 impl ServerState {
     /// A failure at `now`: after `max_fails` within the window the server is out for it.
-    fn failed(&mut self, up: &Upstream, now: u64) {
+    fn failed(&mut self, load: &mut ServerLoad, up: &Upstream, now: u64) {
         if up.max_fails == 0 {
             return;
         }
@@ -119,29 +146,89 @@ impl ServerState {
             self.fails = 0;
         }
         self.fails += 1;
-        if self.fails >= up.max_fails {
-            self.down_until = now + window;
+        if self.fails >= up.max_fails && !self.checked_down {
+            load.down_until = now + window;
             self.fails = 0;
             tracing::warn!(upstream = %up.name, "an upstream server is taken out for {window} ms after failing");
         }
     }
 }
 
-impl Pools {
-    /// Makes room for `sites`' upstreams (after a start or a reload).
-    fn fit(&mut self, sites: &SiteSet) {
-        if self.groups.len() != sites.upstreams.len()
-            || self
-                .groups
-                .iter()
-                .zip(&sites.upstreams)
-                .any(|(g, u)| g.servers.len() != u.servers.len())
-        {
-            self.groups
-                .resize_with(sites.upstreams.len(), Group::default);
-            for (g, u) in self.groups.iter_mut().zip(&sites.upstreams) {
-                g.servers.resize_with(u.servers.len(), ServerState::default);
+impl ServerState {
+    /// An active check's result: `check.fails` failures in a row take the server out until
+    /// `check.passes` passes in a row bring it back. `true` when that changed.
+    fn checked(&mut self, pass: bool, load: &mut ServerLoad, check: &HealthCheck) -> bool {
+        self.probing = false;
+        if pass {
+            self.check_fails = 0;
+            self.passes += 1;
+            if self.checked_down && self.passes >= check.passes {
+                self.checked_down = false;
+                load.down_until = 0;
+                return true;
             }
+        } else {
+            self.passes = 0;
+            self.check_fails += 1;
+            if !self.checked_down && self.check_fails >= check.fails {
+                self.checked_down = true;
+                load.down_until = u64::MAX;
+                return true;
+            }
+        }
+        false
+    }
+}
+
+impl Pools {
+    /// Makes room for `sites`' upstreams (at the start, and after a reload emptied them);
+    /// publishes their counters to `counters` when metrics are on.
+    fn fit(&mut self, sites: &SiteSet, counters: Option<&Counters>) {
+        if self.groups.len() == sites.upstreams.len() {
+            return;
+        }
+        self.offsets.clear();
+        let mut stats = Vec::new();
+        for u in &sites.upstreams {
+            self.offsets.push(stats.len());
+            if counters.is_some() {
+                stats.extend(
+                    u.servers
+                        .iter()
+                        .map(|s| UpCounters::new(&u.name, s.addr.to_string())),
+                );
+            }
+        }
+        self.stats = stats.into();
+        if let Some(c) = counters {
+            c.set_upstreams(self.stats.clone());
+        }
+        self.groups = sites
+            .upstreams
+            .iter()
+            .map(|u| Group {
+                servers: (0..u.servers.len())
+                    .map(|_| ServerState::default())
+                    .collect(),
+                loads: vec![ServerLoad::default(); u.servers.len()],
+                ring: Ring::build(u),
+                waiting: VecDeque::new(),
+                next_check: 0,
+            })
+            .collect();
+    }
+
+    /// Server `si` of group `gi`'s counters, when metrics are on.
+    fn stats(&self, gi: usize, si: usize) -> Option<&UpCounters> {
+        self.stats.get(self.offsets.get(gi)? + si)
+    }
+
+    /// Publishes server `si` of group `gi`'s connection counts.
+    fn publish(&self, gi: usize, si: usize) {
+        if let (Some(st), Some(g)) = (self.stats(gi, si), self.groups.get(gi))
+            && let (Some(s), Some(l)) = (g.servers.get(si), g.loads.get(si))
+        {
+            st.set_conns(l.active, s.idle.len());
         }
     }
 
@@ -155,36 +242,12 @@ impl Pools {
                 idle.append(&mut s.idle);
             }
         }
+        // Rebuilt for the new definitions at the next request or check (connections of the
+        // old set still busy count against nothing once they close).
+        self.groups.clear();
+        self.next_check = 0;
         idle
     }
-}
-
-/// Smooth weighted round-robin (nginx's): every server gains its weight, the highest is
-/// picked and pays the total, so weights 5:1:1 go a a b a c a a, not a a a a a b c. Servers
-/// taken out by passive health are skipped, unless every one is (then all are tried, as
-/// nginx does, rather than failing without a try). `avoid`: a server that just failed this
-/// request.
-fn pick(group: &mut Group, up: &Upstream, now: u64, avoid: Option<usize>) -> usize {
-    if group.servers.len() == 1 {
-        return 0;
-    }
-    let usable = |i: usize, s: &ServerState| s.down_until <= now && Some(i) != avoid;
-    let any = group.servers.iter().enumerate().any(|(i, s)| usable(i, s));
-    let (mut total, mut best, mut max) = (0i64, 0, i64::MIN);
-    for (i, (s, conf)) in group.servers.iter_mut().zip(&up.servers).enumerate() {
-        if any && !usable(i, s) {
-            continue;
-        }
-        let w = i64::from(conf.weight.max(1));
-        s.current += w;
-        total += w;
-        if s.current > max {
-            max = s.current;
-            best = i;
-        }
-    }
-    group.servers[best].current -= total;
-    best
 }
 
 /// The upstream connection's timeouts, in milliseconds.
@@ -218,6 +281,8 @@ struct After {
     retry: Option<Box<Job>>,
     /// The server failed (passive health counts it).
     server_failed: bool,
+    /// An active check's result.
+    probe: Option<bool>,
 }
 
 /// The upstream connection's view of the client side during one call.
@@ -234,6 +299,12 @@ struct Relay<'a> {
     tries: u32,
     /// The server this connection goes to (its index in the upstream).
     server: usize,
+    /// Its counters, when metrics are on.
+    stats: Option<&'a UpCounters>,
+    /// Its address, for the access log.
+    addr: Option<&'a UpstreamAddr>,
+    /// An active check's connection: the status that passes.
+    probe: Option<u16>,
     after: &'a mut After,
 }
 
@@ -249,11 +320,19 @@ fn client(slots: &mut [super::Slot], token: Token) -> Option<&mut super::Live> {
 impl Relay<'_> {
     /// Logs and counts the exchange's answer.
     fn account(&mut self, status: u16, bytes: u64, link: &Link) {
-        let us = crate::sys::monotonic_us().saturating_sub(link.started);
+        let now = crate::sys::monotonic_us();
+        let us = now.saturating_sub(link.started);
+        let up_us = now.saturating_sub(link.sent);
         if let Some(c) = self.counters {
             c.answered(status, crate::stats::Kind::Route, us);
         }
+        if let Some(st) = self.stats
+            && link.answered
+        {
+            st.answered(link.status, up_us);
+        }
         if let (Some(log), Some(m)) = (self.log.as_mut(), link.log.as_ref()) {
+            let addr = self.addr.map(ToString::to_string);
             log.push(&AccessEntry {
                 peer: m.peer,
                 method: &m.method,
@@ -264,17 +343,86 @@ impl Relay<'_> {
                 referer: m.referer.as_deref(),
                 user_agent: m.user_agent.as_deref(),
                 request_time_us: Some(us),
+                upstream: addr.as_deref().map(|a| (a, up_us)),
             });
         }
     }
 }
 
+impl Relay<'_> {
+    /// Answers the client with `status` (the site's error page when it has one) and logs it.
+    fn answer_error(&mut self, status: u16, link: &Link) {
+        let resp = self
+            .sites
+            .sites
+            .iter()
+            .nth(link.site)
+            .and_then(|s| s.error_page(status))
+            .unwrap_or_else(|| crate::h1::status_response(status, ""));
+        let bytes = if link.head_request {
+            0
+        } else {
+            resp.body.len()
+        };
+        if let Some(live) = client(self.slots, link.client) {
+            live.conn.complete(link.id, resp, self.cx);
+        }
+        self.after.client = Some(link.client);
+        self.account(status, bytes, link);
+    }
+}
+
 impl h1c::Exchange for Relay<'_> {
     fn head(&mut self, info: &ResponseInfo, head: &[u8], spans: &[FieldSpan]) {
+        if let Some(want) = self.probe {
+            self.after.probe.get_or_insert(info.status == want);
+        }
         let Some(link) = self.link.as_mut() else {
             return;
         };
-        link.job = None;
+        if let Some(then) = link.job.take().and_then(|mut j| j.then.take()) {
+            // A forward-auth answer.
+            match auth::verdict(info.status) {
+                auth::Verdict::Allow => {
+                    let mut job = then;
+                    let sites = self.sites;
+                    if let Some(a) = sites
+                        .sites
+                        .iter()
+                        .nth(link.site)
+                        .and_then(|s| s.proxies.get(link.route))
+                        .and_then(|r| r.auth.as_ref())
+                    {
+                        auth::copy_fields(&mut job.head, head, spans, &a.conf.copy);
+                    }
+                    link.discard = true;
+                    self.after.retry = Some(job);
+                    return;
+                }
+                auth::Verdict::Refuse => {
+                    // The client's answer, as it came (below); the request is not sent.
+                    link.log = then.log;
+                    link.head_request = then.forwarded.head_request;
+                }
+                auth::Verdict::Error => {
+                    tracing::warn!(
+                        status = info.status,
+                        "forward auth answered neither 2xx nor 401/403"
+                    );
+                    link.discard = true;
+                    link.log = then.log;
+                    link.head_request = then.forwarded.head_request;
+                    if let Some(l) = self.link.take() {
+                        self.answer_error(500, &l);
+                        *self.link = Some(l);
+                    }
+                    return;
+                }
+            }
+        }
+        let Some(link) = self.link.as_mut() else {
+            return;
+        };
         let default = reply::Policy::default();
         let policy = self
             .sites
@@ -303,6 +451,7 @@ impl h1c::Exchange for Relay<'_> {
             .is_some_and(|live| live.conn.start_stream(link.id, &stream_head, self.cx));
         if started {
             link.answered = true;
+            link.tunnel = info.status == 101;
             self.after.client = Some(link.client);
         } else {
             link.gone = true;
@@ -313,6 +462,9 @@ impl h1c::Exchange for Relay<'_> {
         let Some(link) = self.link.as_mut() else {
             return false;
         };
+        if link.discard {
+            return true;
+        }
         if link.gone {
             return false;
         }
@@ -335,6 +487,11 @@ impl h1c::Exchange for Relay<'_> {
         let Some(link) = self.link.take() else {
             return;
         };
+        if link.discard {
+            // A forward-auth answer: the client's answer is the request's, or was given.
+            self.after.finished = Some(link.client);
+            return;
+        }
         if let Some(live) = client(self.slots, link.client) {
             live.conn.stream_end(link.id, self.cx);
         }
@@ -345,12 +502,29 @@ impl h1c::Exchange for Relay<'_> {
     }
 
     fn failed(&mut self, error: UpError) {
+        if self.probe.is_some() {
+            self.after.probe.get_or_insert(false);
+        }
         let Some(mut link) = self.link.take() else {
             return;
         };
         self.after.finished = Some(link.client);
         self.after.client = Some(link.client);
         self.after.server_failed = !matches!(error, UpError::Unsolicited);
+        if let Some(st) = self.stats {
+            st.failed(match error {
+                UpError::Connect | UpError::Timeout(h1c::Phase::Connect) => 0,
+                UpError::Timeout(_) => 1,
+                UpError::Closed => 2,
+                UpError::Malformed(_) | UpError::Unsolicited => 3,
+                UpError::CutOff => 4,
+            });
+        }
+        if link.discard {
+            // A forward-auth answer whose verdict was acted on already.
+            return;
+        }
+        let auth = link.job.as_ref().is_some_and(|j| j.then.is_some());
         if !link.answered && !link.gone {
             if let Some(mut job) = link.job.take() {
                 let stale = self.reused && error == UpError::Closed && !job.fresh;
@@ -378,28 +552,19 @@ impl h1c::Exchange for Relay<'_> {
                     self.after.retry = Some(job);
                     return;
                 }
+                if let Some(then) = job.then.take() {
+                    link.log = then.log;
+                    link.head_request = then.forwarded.head_request;
+                }
             }
             let status = match error {
+                // Forward auth that cannot answer is the server's failure (nginx's too).
+                _ if auth => 500,
                 UpError::Timeout(_) => 504,
                 _ => 502,
             };
-            tracing::warn!(error = %error, status, "upstream exchange failed");
-            let resp = self
-                .sites
-                .sites
-                .iter()
-                .nth(link.site)
-                .and_then(|s| s.error_page(status))
-                .unwrap_or_else(|| crate::h1::status_response(status, ""));
-            let bytes = if link.head_request {
-                0
-            } else {
-                resp.body.len()
-            };
-            if let Some(live) = client(self.slots, link.client) {
-                live.conn.complete(link.id, resp, self.cx);
-            }
-            self.account(status, bytes, &link);
+            tracing::warn!(error = %error, status, auth, "upstream exchange failed");
+            self.answer_error(status, &link);
         } else {
             tracing::warn!(error = %error, "upstream exchange failed after its answer began");
             if let Some(live) = client(self.slots, link.client) {
@@ -430,13 +595,22 @@ impl<B: Backend> Worker<B> {
     /// the waiting line when every connection allowed is busy.
     fn dispatch(&mut self, job: Box<Job>, sh: &Shared) {
         let sites = self.io.sites.clone();
-        self.pools.fit(&sites);
+        let counters = self.io.app.counters_on.then_some(&*self.io.app.counters);
+        self.pools.fit(&sites, counters);
         let Some(up) = sites.upstreams.get(job.upstream) else {
             return self.refuse(job, 502, sh);
         };
         let gi = job.upstream;
         let now = self.io.cx.now;
-        let server = pick(&mut self.pools.groups[gi], up, now, job.failed_server);
+        let group = &mut self.pools.groups[gi];
+        let server = balance::pick(
+            up,
+            &group.ring,
+            &mut group.loads,
+            now,
+            job.failed_server,
+            job.key,
+        );
         if !job.fresh {
             while let Some(token) = self.pools.groups[gi].servers[server].idle.pop() {
                 if let Some(idx) = self.up_index(token)
@@ -466,7 +640,8 @@ impl<B: Backend> Worker<B> {
                 tracing::warn!(server = %up.servers[server].addr, "upstream connect failed");
                 self.backend.detach(token);
                 self.free.push(idx);
-                self.pools.groups[gi].servers[server].failed(up, now);
+                let g = &mut self.pools.groups[gi];
+                g.servers[server].failed(&mut g.loads[server], up, now);
                 let mut job = job;
                 job.failed_server = Some(server);
                 if job.tries + 1 < up.tries {
@@ -485,6 +660,7 @@ impl<B: Backend> Worker<B> {
             armed: u64::MAX,
             receiving: false,
             link: None,
+            probe: false,
         }));
         self.begin(idx, job, sh);
     }
@@ -512,6 +688,19 @@ impl<B: Backend> Worker<B> {
         let Some(up) = self.slots[idx as usize].up.as_mut() else {
             return;
         };
+        if let Some(load) = self
+            .pools
+            .groups
+            .get_mut(up.group)
+            .and_then(|g| g.loads.get_mut(up.server))
+        {
+            load.active += 1;
+        }
+        let (gi, si) = (up.group, up.server);
+        self.pools.publish(gi, si);
+        let Some(up) = self.slots[idx as usize].up.as_mut() else {
+            return;
+        };
         let body = match job.forwarded.body {
             ReqBody::Chunked => ReqBody::Length(job.body.len() as u64),
             b => b,
@@ -534,10 +723,13 @@ impl<B: Backend> Worker<B> {
             answered: false,
             gone: false,
             paused: false,
+            tunnel: false,
+            discard: false,
             status: 0,
             bytes: 0,
             head_request: job.forwarded.head_request,
             started: job.started,
+            sent: crate::sys::monotonic_us(),
             log: job.log.take(),
             job: Some(job),
         });
@@ -574,6 +766,10 @@ impl<B: Backend> Worker<B> {
             Completion::Sent { token, mut buf } => {
                 self.io.cx.pool.put(&mut buf);
                 self.on_up(token, sh, |conn, now, _| conn.sent(now));
+                if self.is_tunnel(token) {
+                    // Room upstream: the client's held bytes can follow.
+                    self.up_ready.push(token);
+                }
             }
             Completion::Failed { token } => self.on_up(token, sh, |conn, _, ex| {
                 if conn.is_connecting() {
@@ -627,20 +823,57 @@ impl<B: Backend> Worker<B> {
                 reused: up.conn.reused(),
                 tries,
                 server: up.server,
+                stats: self.pools.stats(up.group, up.server),
+                addr: self
+                    .io
+                    .sites
+                    .upstreams
+                    .get(up.group)
+                    .and_then(|u| u.servers.get(up.server))
+                    .map(|s| &s.addr),
+                probe: up.probe.then(|| {
+                    self.io
+                        .sites
+                        .upstreams
+                        .get(up.group)
+                        .and_then(|u| u.health.as_ref())
+                        .map_or(200, |h| h.status)
+                }),
                 after: &mut after,
             };
             f(&mut up.conn, now, &mut relay);
         }
+        if up.probe {
+            let (gi, si) = (up.group, up.server);
+            self.slots[idx as usize].up = Some(up);
+            if let Some(pass) = after.probe {
+                self.check_done(gi, si, pass);
+                return self.close_up(idx); // no second verdict: the check is done
+            }
+            return self.pump_up(idx, sh);
+        }
         let gone = up.link.as_ref().is_some_and(|l| l.gone);
-        if after.server_failed
-            && let Some(conf) = self.io.sites.upstreams.get(up.group)
-            && let Some(s) = self
-                .pools
-                .groups
-                .get_mut(up.group)
-                .and_then(|g| g.servers.get_mut(up.server))
+        if let Some(g) = self.pools.groups.get_mut(up.group)
+            && let (Some(s), Some(load)) =
+                (g.servers.get_mut(up.server), g.loads.get_mut(up.server))
         {
-            s.failed(conf, now);
+            if after.server_failed
+                && let Some(conf) = self.io.sites.upstreams.get(up.group)
+            {
+                s.failed(load, conf, now);
+            }
+            if after.finished.is_some() {
+                load.active = load.active.saturating_sub(1);
+            }
+            if after.server_failed
+                && let Some(st) = self.pools.stats(up.group, up.server)
+            {
+                let load = &self.pools.groups[up.group].loads[up.server];
+                if load.down_until > now {
+                    st.down_until(self.started + load.down_until);
+                }
+            }
+            self.pools.publish(up.group, up.server);
         }
         self.slots[idx as usize].up = Some(up);
         if let Some(client) = after.finished
@@ -697,7 +930,7 @@ impl<B: Backend> Worker<B> {
         let Some(up) = self.slots[idx as usize].up.as_mut() else {
             return;
         };
-        if up.link.is_none() && up.conn.is_idle() {
+        if up.link.is_none() && up.conn.is_idle() && !up.probe {
             let (gi, si) = (up.group, up.server);
             if let Some(job) = self
                 .pools
@@ -719,6 +952,7 @@ impl<B: Backend> Worker<B> {
                     if !s.idle.contains(&token) {
                         s.idle.push(token);
                     }
+                    self.pools.publish(gi, si);
                 }
                 _ => return self.close_up(idx),
             }
@@ -752,6 +986,11 @@ impl<B: Backend> Worker<B> {
         };
         self.backend.detach(token);
         self.wheel.cancel(idx);
+        if up.probe {
+            // A check that ended without a verdict (a timeout, a reset) failed.
+            self.free.push(idx);
+            return self.check_done(up.group, up.server, false);
+        }
         if let Some(s) = self
             .pools
             .groups
@@ -761,6 +1000,16 @@ impl<B: Backend> Worker<B> {
             s.conns = s.conns.saturating_sub(1);
             s.idle.retain(|&t| t != token);
         }
+        if up.link.is_some()
+            && let Some(load) = self
+                .pools
+                .groups
+                .get_mut(up.group)
+                .and_then(|g| g.loads.get_mut(up.server))
+        {
+            load.active = load.active.saturating_sub(1);
+        }
+        self.pools.publish(up.group, up.server);
         if let Some(link) = &up.link
             && let Some(live) = client_live(&mut self.slots, link.client)
             && let Some(r) = live.relays.as_mut()
@@ -770,12 +1019,190 @@ impl<B: Backend> Worker<B> {
         self.free.push(idx);
     }
 
-    /// Upstream exchanges waiting for their client's room, after the client moved output.
+    /// Starts the active health checks that are due; sets when the next ones are.
+    pub(super) fn health_checks(&mut self, sh: &Shared) {
+        let sites = self.io.sites.clone();
+        let counters = self.io.app.counters_on.then_some(&*self.io.app.counters);
+        self.pools.fit(&sites, counters);
+        let now = self.io.cx.now;
+        let mut next = u64::MAX;
+        for (gi, up) in sites.upstreams.iter().enumerate() {
+            let Some(check) = &up.health else {
+                continue;
+            };
+            let due = self.pools.groups.get(gi).map_or(u64::MAX, |g| g.next_check);
+            if due <= now {
+                for si in 0..up.servers.len() {
+                    if !self.pools.groups[gi].servers[si].probing {
+                        self.start_probe(gi, si, up, check, sh);
+                    }
+                }
+                self.pools.groups[gi].next_check = now + check.interval.as_millis() as u64;
+            }
+            next = next.min(self.pools.groups[gi].next_check);
+        }
+        self.pools.next_check = next;
+    }
+
+    /// Sends an active check to server `si` of upstream `gi` on a new connection.
+    fn start_probe(
+        &mut self,
+        gi: usize,
+        si: usize,
+        up: &Upstream,
+        check: &HealthCheck,
+        sh: &Shared,
+    ) {
+        let now = self.io.cx.now;
+        let t = check.timeout.as_millis().max(1) as u64;
+        let timeouts = Timeouts {
+            connect: t,
+            send: t,
+            first_byte: t,
+            read: t,
+            idle: t,
+            tunnel: t,
+        };
+        let (idx, token) = self.alloc_slot(true);
+        let mut conn = h1c::Conn::new(now, timeouts);
+        let server = &up.servers[si];
+        // In flight from here: a connect refused at once is a failed check too.
+        self.pools.groups[gi].servers[si].probing = true;
+        match self.backend.connect(&up_addr(&server.addr), token) {
+            Submitted::Done(()) => conn.connected(now),
+            Submitted::Pending => {}
+            Submitted::Failed => {
+                self.backend.detach(token);
+                self.free.push(idx);
+                return self.check_done(gi, si, false);
+            }
+        }
+        let host = match &server.addr {
+            UpstreamAddr::Tcp(a) => a.to_string(),
+            UpstreamAddr::Unix(_) => "localhost".into(),
+        };
+        let head = format!(
+            "GET {} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: linerate-health-check\r\nConnection: close\r\n\r\n",
+            check.path
+        );
+        conn.start(head.as_bytes(), ReqBody::None, false, false, now);
+        self.slots[idx as usize].up = Some(Box::new(UpLive {
+            conn,
+            group: gi,
+            server: si,
+            epoch: self.pools.epoch,
+            armed: u64::MAX,
+            receiving: false,
+            link: None,
+            probe: true,
+        }));
+        self.pump_up(idx, sh);
+    }
+
+    /// An active check of server `si` of upstream `gi` ended: it passed or not.
+    fn check_done(&mut self, gi: usize, si: usize, pass: bool) {
+        let Some(check) = self
+            .io
+            .sites
+            .upstreams
+            .get(gi)
+            .and_then(|u| u.health.clone())
+        else {
+            return;
+        };
+        let Some(g) = self.pools.groups.get_mut(gi) else {
+            return;
+        };
+        let (Some(s), Some(load)) = (g.servers.get_mut(si), g.loads.get_mut(si)) else {
+            return;
+        };
+        if !s.probing {
+            return;
+        }
+        if s.checked(pass, load, &check) {
+            let server = &self.io.sites.upstreams[gi].servers[si].addr;
+            if s.checked_down {
+                tracing::warn!(%server, "active health check failed {} times: server taken out", check.fails);
+            } else {
+                tracing::info!(%server, "active health check passed {} times: server back", check.passes);
+            }
+            let down = if s.checked_down { u64::MAX } else { 0 };
+            if let Some(st) = self.pools.stats(gi, si) {
+                st.down_until(down);
+            }
+        }
+    }
+
+    /// Whether the upstream connection of `token` carries a tunnel.
+    fn is_tunnel(&self, token: Token) -> bool {
+        self.up_index(token)
+            .and_then(|idx| self.slots[idx as usize].up.as_ref())
+            .and_then(|u| u.link.as_ref())
+            .is_some_and(|l| l.tunnel)
+    }
+
+    /// Moves the client's held tunnel bytes to the upstream connection in slot `idx`, as
+    /// much as its output has room for ([`crate::h1::STREAM_ROOM`]); ends the tunnel's
+    /// upstream side when the client's has ended.
+    fn tunnel_pump(&mut self, idx: u32, sh: &Shared) {
+        let token = self.token(idx);
+        let Some(mut up) = self.slots[idx as usize].up.take() else {
+            return;
+        };
+        let Some(client_token) = up.link.as_ref().map(|l| l.client) else {
+            self.slots[idx as usize].up = Some(up);
+            return;
+        };
+        let room = crate::h1::STREAM_ROOM.saturating_sub(up.conn.out_len());
+        let (moved, ended) = match client(&mut self.slots, client_token) {
+            Some(live) => {
+                let moved = match live.conn.tunnel_input() {
+                    Some(input) => {
+                        let n = input.len().min(room);
+                        up.conn.tunnel_send(&input[..n]);
+                        n
+                    }
+                    None => 0,
+                };
+                live.conn.tunnel_used(moved, &mut self.io.cx.pool);
+                (moved, live.conn.tunnel_ended())
+            }
+            // The client is gone: so is the tunnel.
+            None => (0, true),
+        };
+        self.slots[idx as usize].up = Some(up);
+        if moved > 0 {
+            // The client's input has room again: receiving resumes.
+            self.with(client_token, sh, |_, _| {});
+        }
+        if ended {
+            self.on_up(token, sh, |conn, _, ex| conn.tunnel_close(ex));
+        } else {
+            self.pump_up(idx, sh);
+        }
+    }
+
+    /// Upstream exchanges waiting for their client's room, after the client moved output,
+    /// and tunnels with client bytes to move.
     pub(super) fn resume_relays(&mut self, sh: &Shared) {
         for token in std::mem::take(&mut self.up_ready) {
             let Some(idx) = self.up_index(token) else {
                 continue;
             };
+            let Some(up) = self.slots[idx as usize].up.as_ref() else {
+                continue;
+            };
+            if up.link.as_ref().is_some_and(|l| l.tunnel) {
+                self.tunnel_pump(idx, sh);
+                if !self.slots[idx as usize]
+                    .up
+                    .as_ref()
+                    .and_then(|u| u.link.as_ref())
+                    .is_some_and(|l| l.paused)
+                {
+                    continue;
+                }
+            }
             let Some(up) = self.slots[idx as usize].up.as_ref() else {
                 continue;
             };
@@ -828,25 +1255,30 @@ fn client_live(slots: &mut [super::Slot], token: Token) -> Option<&mut super::Li
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{UpstreamAddr, UpstreamServer};
+    use crate::config::Balance;
 
     fn upstream(weights: &[u32]) -> Upstream {
-        let servers = weights
-            .iter()
-            .enumerate()
-            .map(|(i, &weight)| UpstreamServer {
-                addr: UpstreamAddr::Tcp(([127, 0, 0, 1], 9000 + i as u16).into()),
-                weight,
-            })
-            .collect();
-        Upstream::new("u", servers)
+        crate::proxy::balance::tests::upstream(weights, Balance::RoundRobin)
     }
 
     fn group(n: usize) -> Group {
         Group {
             servers: (0..n).map(|_| ServerState::default()).collect(),
+            loads: vec![ServerLoad::default(); n],
+            ring: Ring::default(),
             waiting: VecDeque::new(),
+            next_check: 0,
         }
+    }
+
+    /// The pick the driver makes for a request without a hash key.
+    fn pick(g: &mut Group, up: &Upstream, now: u64, avoid: Option<usize>) -> usize {
+        balance::pick(up, &g.ring, &mut g.loads, now, avoid, None)
+    }
+
+    /// Server `i` of `g` failed at `now`.
+    fn fail(g: &mut Group, i: usize, up: &Upstream, now: u64) {
+        g.servers[i].failed(&mut g.loads[i], up, now);
     }
 
     #[test]
@@ -865,7 +1297,7 @@ mod tests {
     fn a_failed_server_is_left_alone_for_the_fail_timeout_unless_all_are_down() {
         let up = upstream(&[1, 1]);
         let mut g = group(2);
-        g.servers[0].failed(&up, 1_000);
+        fail(&mut g, 0, &up, 1_000);
         let window = up.fail_timeout.as_millis() as u64;
         let order: Vec<usize> = (0..4).map(|_| pick(&mut g, &up, 1_500, None)).collect();
         assert_eq!(order, [1, 1, 1, 1]);
@@ -875,13 +1307,47 @@ mod tests {
             .collect();
         assert!(back.contains(&0), "{back:?}");
         // Every server down: all are tried rather than none.
-        g.servers[0].failed(&up, 50_000);
-        g.servers[1].failed(&up, 50_000);
+        fail(&mut g, 0, &up, 50_000);
+        fail(&mut g, 1, &up, 50_000);
         let all: Vec<usize> = (0..2).map(|_| pick(&mut g, &up, 50_001, None)).collect();
         assert_eq!(all.len(), 2);
         // The server a try just failed on is avoided when another is up.
         let mut g = group(2);
         assert_eq!(pick(&mut g, &up, 0, Some(0)), 1);
         assert_eq!(pick(&mut g, &up, 0, Some(0)), 1);
+    }
+
+    #[test]
+    fn active_checks_take_out_after_fails_in_a_row_and_bring_back_after_passes() {
+        let check = HealthCheck {
+            passes: 2,
+            fails: 2,
+            ..HealthCheck::default()
+        };
+        let mut s = ServerState::default();
+        let mut load = ServerLoad::default();
+        let mut run = |s: &mut ServerState, pass: bool| {
+            s.probing = true;
+            s.checked(pass, &mut load, &check)
+        };
+        assert!(!run(&mut s, false), "one failure is not enough");
+        assert!(!run(&mut s, true), "a pass resets the failures");
+        assert!(!run(&mut s, false));
+        assert!(run(&mut s, false), "two in a row: out");
+        assert!(s.checked_down);
+        assert!(!run(&mut s, true));
+        assert!(!run(&mut s, false), "a failure resets the passes");
+        assert!(!run(&mut s, true));
+        assert!(run(&mut s, true), "two passes in a row: back");
+        assert!(!s.checked_down && !s.probing);
+        // While out by checks, passive failures do not shorten it.
+        let up = upstream(&[1]);
+        let mut load = ServerLoad {
+            down_until: u64::MAX,
+            ..ServerLoad::default()
+        };
+        s.checked_down = true;
+        s.failed(&mut load, &up, 5);
+        assert_eq!(load.down_until, u64::MAX);
     }
 }

@@ -75,8 +75,10 @@ pub(crate) enum Decision<P> {
     Defer,
     /// The answer comes later from an upstream exchange ([`Conn::complete`] or a streamed
     /// answer), which keeps its own time (its timeouts end it with a 502 or 504): no
-    /// deadline here.
-    Relay,
+    /// deadline here. `upgrade`: the request asked to upgrade and went upstream asking it,
+    /// so nothing after it is read as HTTP until its answer: a 101 makes the connection a
+    /// byte tunnel, any other answer closes it.
+    Relay { upgrade: bool },
 }
 
 /// The application, as the connection sees it.

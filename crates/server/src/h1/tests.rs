@@ -65,6 +65,8 @@ impl Service for App {
                 self.deferred.push(req.id);
                 Decision::Defer
             }
+            ("/upgrade", Some(_)) => Decision::Relay { upgrade: true },
+            ("/relay", Some(_)) => Decision::Relay { upgrade: false },
             ("/echo" | "/defer", None) => Decision::ReadBody {
                 limit: 16,
                 pending: Pending {
@@ -1033,4 +1035,137 @@ fn a_queued_streamed_answer_that_is_cut_ends_the_connection_after_the_earlier_an
     assert!(wire.contains("\r\n\r\none"), "{wire}");
     assert!(wire.ends_with("7\r\npartial\r\n"), "{wire}");
     assert_eq!(h.state(), "closed");
+}
+
+// Upgrades relayed to an upstream: input held until the answer; a 101 makes a byte tunnel.
+
+const UPGRADE: &[u8] =
+    b"GET /upgrade HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n";
+
+fn switching() -> StreamHead<'static> {
+    StreamHead {
+        status: 101,
+        fields: &[(b"Upgrade", b"websocket")],
+        length: None,
+    }
+}
+
+impl Harness {
+    fn tunnel_input(&self) -> Option<Vec<u8>> {
+        self.conn.tunnel_input().map(<[u8]>::to_vec)
+    }
+}
+
+#[test]
+fn input_after_an_upgrade_is_held_unparsed_and_a_101_makes_it_the_tunnels() {
+    let mut h = Harness::new();
+    h.recv(&[UPGRADE, b"early ", X].concat());
+    assert!(
+        h.answers().is_empty(),
+        "nothing after the upgrade is read as HTTP"
+    );
+    assert_eq!(h.tunnel_input(), None, "not a tunnel before the 101");
+    assert!(!h.conn.wants_input(&h.cx.cfg));
+    h.recv(b"more");
+    assert!(h.answers().is_empty());
+
+    assert!(h.start(1, switching()));
+    assert_eq!(
+        h.wire_text(),
+        "HTTP/1.1 101 Switching Protocols\r\nServer: t\r\nDate: Thu, 01 Jan 2026 00:00:00 GMT\r\n\
+         Upgrade: websocket\r\nConnection: upgrade\r\n\r\n"
+    );
+    let held = [b"early ", X, b"more"].concat();
+    assert_eq!(h.tunnel_input(), Some(held.clone()));
+    assert!(h.conn.wants_input(&h.cx.cfg));
+
+    // Both ways, raw: client bytes wait for the driver; upstream bytes go out as they come.
+    h.conn.tunnel_used(6, &mut h.cx.pool);
+    assert_eq!(h.tunnel_input(), Some(held[6..].to_vec()));
+    h.recv(b"GET /x HTTP/1.1\r\n\r\n");
+    assert!(
+        h.answers().is_empty(),
+        "a tunnel's bytes are never requests"
+    );
+    assert!(h.piece(1, b"\x81\x02hi"));
+    assert!(h.piece(1, b""));
+    assert_eq!(h.wire, b"\x81\x02hi");
+    h.wire.clear();
+
+    // The upstream's end shuts the connection down.
+    assert!(h.end(1));
+    assert_eq!(h.state(), "shut");
+}
+
+#[test]
+fn a_tunnel_holds_at_most_its_room_of_client_bytes() {
+    let mut h = Harness::new();
+    h.recv(UPGRADE);
+    h.start(1, switching());
+    h.recv(&vec![b'a'; super::STREAM_ROOM]);
+    assert!(!h.conn.wants_input(&h.cx.cfg), "full: reading stops");
+    h.conn.tunnel_used(1, &mut h.cx.pool);
+    assert!(h.conn.wants_input(&h.cx.cfg));
+}
+
+#[test]
+fn the_clients_eof_ends_the_tunnel_once_its_bytes_are_taken_then_it_closes() {
+    let mut h = Harness::new();
+    h.recv(UPGRADE);
+    h.start(1, switching());
+    h.wire.clear();
+    h.recv(b"last").eof();
+    assert!(!h.conn.tunnel_ended(), "its last bytes are still held");
+    assert_eq!(h.tunnel_input(), Some(b"last".to_vec()));
+    assert_eq!(h.state(), "open", "the upstream's side may still send");
+    h.conn.tunnel_used(4, &mut h.cx.pool);
+    assert!(h.conn.tunnel_ended());
+    assert!(h.piece(1, b"bye"));
+    assert!(h.end(1));
+    assert_eq!(h.wire, b"bye");
+    assert_eq!(h.state(), "closed");
+}
+
+#[test]
+fn any_other_answer_to_an_upgrade_closes_and_what_followed_is_never_read() {
+    let mut h = Harness::new();
+    h.recv(&[UPGRADE, X].concat());
+    assert!(h.complete(1, Response::text("no")));
+    assert_eq!(h.answers(), ["200 no [close]"]);
+    assert_eq!(h.state(), "shut");
+    assert_eq!(h.tunnel_input(), None);
+    // A streamed answer closes the same way.
+    let mut h = Harness::new();
+    h.recv(&[UPGRADE, X].concat());
+    assert!(h.start(1, stream_head(Some(2))));
+    h.piece(1, b"no");
+    h.end(1);
+    assert_eq!(h.answers(), ["200 no [close]"]);
+    assert_eq!(h.state(), "shut");
+}
+
+#[test]
+fn a_101_is_refused_to_a_request_that_did_not_ask_to_upgrade() {
+    let mut h = Harness::new();
+    h.recv(b"GET /relay HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert!(!h.start(1, switching()));
+    assert!(h.wire.is_empty());
+    // An upgrade request behind another relayed one: only it may get the 101.
+    let mut h = Harness::new();
+    h.recv(
+        &[
+            b"GET /relay HTTP/1.1\r\nHost: a\r\n\r\n".as_slice(),
+            UPGRADE,
+        ]
+        .concat(),
+    );
+    assert!(!h.start(1, switching()));
+    assert!(h.start(2, switching()), "queued behind the first answer");
+    assert!(h.wire.is_empty(), "waits for the first answer");
+    assert!(h.complete(1, Response::text("a")));
+    let wire = h.wire_text();
+    assert!(
+        wire.contains("200 OK") && wire.contains("101 Switching Protocols"),
+        "{wire}"
+    );
 }

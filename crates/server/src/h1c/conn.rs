@@ -194,6 +194,8 @@ pub(crate) struct Conn {
     deadline: u64,
     /// Exchanges completed on this connection (a reused connection is older than 0).
     exchanges: u32,
+    /// A tunnel whose client side ended: close once the output is out.
+    closing: bool,
 }
 
 /// What to do with the socket next.
@@ -222,6 +224,7 @@ impl Conn {
             timer: Timer::Connect,
             deadline: now + timeouts.connect,
             exchanges: 0,
+            closing: false,
         }
     }
 
@@ -325,16 +328,28 @@ impl Conn {
     }
 
     /// Bytes for the upstream side of a tunnel.
-    #[allow(dead_code)] // the Upgrade tunnel and streamed request bodies (issue 25's next steps)
     pub(crate) fn tunnel_send(&mut self, data: &[u8]) {
-        if matches!(self.state, State::Tunnel) {
+        if matches!(self.state, State::Tunnel) && !self.closing {
             self.out.extend_from_slice(data);
         }
     }
 
+    /// The client's side of the tunnel ended: the exchange ends now, and the connection
+    /// closes once the bytes already given are out (nothing more is read).
+    pub(crate) fn tunnel_close(&mut self, ex: &mut impl Exchange) {
+        if !matches!(self.state, State::Tunnel) || self.closing {
+            return;
+        }
+        self.closing = true;
+        self.inbuf = Vec::new();
+        if self.out.is_empty() && !self.in_flight {
+            self.close();
+        }
+        ex.end();
+    }
+
     /// Output bytes not yet handed over (the caller stops reading the client while this is
     /// large).
-    #[allow(dead_code)] // the Upgrade tunnel and streamed request bodies (issue 25's next steps)
     pub(crate) fn out_len(&self) -> usize {
         self.out.len()
     }
@@ -353,6 +368,9 @@ impl Conn {
         match self.state {
             State::Closed => Transmit::Close,
             State::Connecting { .. } => Transmit::Idle,
+            State::Tunnel if self.closing && self.out.is_empty() && !self.in_flight => {
+                Transmit::Close
+            }
             _ if !self.out.is_empty() && !self.in_flight => Transmit::Bytes,
             _ => Transmit::Idle,
         }
@@ -382,7 +400,8 @@ impl Conn {
     pub(crate) fn wants_input(&self) -> bool {
         match self.state {
             State::Idle => true,
-            State::Busy(_) | State::Tunnel => !self.paused,
+            State::Busy(_) => !self.paused,
+            State::Tunnel => !self.paused && !self.closing,
             State::Connecting { .. } | State::Closed => false,
         }
     }

@@ -684,7 +684,7 @@ impl<P> Conn<P> {
             Decision::Defer => {
                 self.streams[idx].answer = Answer::Deferred(cx.now + cx.cfg.deferred_timeout);
             }
-            Decision::Relay => self.streams[idx].answer = Answer::Deferred(u64::MAX),
+            Decision::Relay { .. } => self.streams[idx].answer = Answer::Deferred(u64::MAX),
         }
     }
 

@@ -6,7 +6,7 @@
 
 use std::net::IpAddr;
 
-use linerate_http1::{Framing, Method, RequestHead, TargetForm, Version};
+use linerate_http1::{Framing, Method, RequestHead, TargetForm, Version, write_field};
 
 use super::{connection_tokens, hop_by_hop};
 use crate::h1c::ReqBody;
@@ -103,9 +103,9 @@ pub(crate) fn request_head(
             // RFC 9112 §3.2: the HTTP/1.1 request upstream carries Host even when the
             // client's HTTP/1.0 one had none: the upstream's own name then.
             let h = client_host.unwrap_or(policy.upstream_host.as_bytes());
-            field(out, b"Host", h);
+            write_field(out, b"Host", h);
         }
-        HostPolicy::Set(h) => field(out, b"Host", h.as_bytes()),
+        HostPolicy::Set(h) => write_field(out, b"Host", h.as_bytes()),
     }
 
     let set = |name: &[u8]| {
@@ -159,10 +159,10 @@ pub(crate) fn request_head(
             }
             continue;
         }
-        field(out, name, value);
+        write_field(out, name, value);
     }
     for (n, v) in &policy.set {
-        field(out, n.as_bytes(), v.as_bytes());
+        write_field(out, n.as_bytes(), v.as_bytes());
     }
 
     // Via (RFC 9110 §7.6.3): the protocol it was received with, then this server.
@@ -176,25 +176,37 @@ pub(crate) fn request_head(
         out.extend_from_slice(v);
         out.extend_from_slice(b", ");
     }
-    out.extend_from_slice(format!("{received} {VIA_NAME}\r\n").as_bytes());
+    out.extend_from_slice(received.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(VIA_NAME.as_bytes());
+    out.extend_from_slice(b"\r\n");
 
     let proto: &[u8] = if client.tls { b"https" } else { b"http" };
-    let addr = client.addr.map(|a| a.to_string());
     let style = policy.forwarded;
-    if matches!(style, ForwardedStyle::XForwarded | ForwardedStyle::Both) {
-        let mut list = xff.join(&b", "[..]);
-        if let Some(a) = &addr {
-            if !list.is_empty() {
-                list.extend_from_slice(b", ");
+    if matches!(style, ForwardedStyle::XForwarded | ForwardedStyle::Both)
+        && (!xff.is_empty() || client.addr.is_some())
+    {
+        // Written in place: formatting an address through `Display` cost more than the
+        // rest of the head (callgrind, docs/benchmarks.md).
+        out.extend_from_slice(b"X-Forwarded-For: ");
+        for (i, v) in xff.iter().enumerate() {
+            if i > 0 {
+                out.extend_from_slice(b", ");
             }
-            list.extend_from_slice(a.as_bytes());
+            out.extend_from_slice(v);
         }
-        if !list.is_empty() {
-            field(out, b"X-Forwarded-For", &list);
+        if let Some(a) = client.addr {
+            if !xff.is_empty() {
+                out.extend_from_slice(b", ");
+            }
+            write_ip(out, a);
         }
-        field(out, b"X-Forwarded-Proto", xfp.unwrap_or(proto));
+        out.extend_from_slice(b"\r\n");
+    }
+    if matches!(style, ForwardedStyle::XForwarded | ForwardedStyle::Both) {
+        write_field(out, b"X-Forwarded-Proto", xfp.unwrap_or(proto));
         if let Some(h) = xfh.or(client_host) {
-            field(out, b"X-Forwarded-Host", h);
+            write_field(out, b"X-Forwarded-Host", h);
         }
     }
     if matches!(style, ForwardedStyle::Rfc7239 | ForwardedStyle::Both) {
@@ -217,12 +229,12 @@ pub(crate) fn request_head(
             list.extend_from_slice(b", ");
         }
         list.extend_from_slice(element.as_bytes());
-        field(out, b"Forwarded", &list);
+        write_field(out, b"Forwarded", &list);
     }
 
     if let Some(u) = upgrade_to {
-        field(out, b"Connection", b"upgrade");
-        field(out, b"Upgrade", u);
+        write_field(out, b"Connection", b"upgrade");
+        write_field(out, b"Upgrade", u);
     }
     let body = body.unwrap_or(match head.framing() {
         Framing::None => ReqBody::None,
@@ -233,9 +245,9 @@ pub(crate) fn request_head(
         ReqBody::None => {}
         ReqBody::Length(n) => {
             let mut b = itoa::Buffer::new();
-            field(out, b"Content-Length", b.format(n).as_bytes());
+            write_field(out, b"Content-Length", b.format(n).as_bytes());
         }
-        ReqBody::Chunked => field(out, b"Transfer-Encoding", b"chunked"),
+        ReqBody::Chunked => write_field(out, b"Transfer-Encoding", b"chunked"),
     }
     out.extend_from_slice(b"\r\n");
     Forwarded {
@@ -307,9 +319,18 @@ pub(crate) fn has_dot_segment(path: &[u8]) -> bool {
     })
 }
 
-fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-    out.extend_from_slice(name);
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(value);
-    out.extend_from_slice(b"\r\n");
+/// An address as `Display` writes it (dotted quad, or RFC 5952 text for IPv6).
+fn write_ip(out: &mut Vec<u8>, ip: IpAddr) {
+    match ip {
+        IpAddr::V4(v4) => {
+            for (i, o) in v4.octets().iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                let mut b = itoa::Buffer::new();
+                out.extend_from_slice(b.format(*o).as_bytes());
+            }
+        }
+        IpAddr::V6(v6) => out.extend_from_slice(v6.to_string().as_bytes()),
+    }
 }

@@ -32,8 +32,13 @@ pub(crate) struct Job {
     pub fresh: bool,
     /// The server the last try failed on (the next try goes elsewhere when it can).
     pub failed_server: Option<usize>,
+    /// The hash of its balancing key, when its upstream balances by hash and it has one.
+    pub key: Option<u64>,
     /// When the request's head was in (µs; 0 unless timing).
     pub started: u64,
     /// The access-log fields, when the log is on.
     pub log: Option<LogMeta>,
+    /// For a forward-auth subrequest: the request it guards, sent once the auth answers
+    /// 2xx.
+    pub then: Option<Box<Job>>,
 }

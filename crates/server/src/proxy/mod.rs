@@ -1,16 +1,18 @@
 //! The reverse proxy's rules (RFC 9110 §7.6, RFC 9112): what an upstream receives for a
 //! client's request ([`forward`]) and what the client receives of the upstream's response
-//! ([`reply`]). Pure functions over heads and field spans: no sockets, no state. The
-//! connection to the upstream is `crate::h1c`'s state machine.
+//! ([`reply`]), the forward-auth subrequest ([`auth`]), the choice of a server ([`balance`]),
+//! a mount's rules built from the configuration ([`route`]), and the request handed to the
+//! driver ([`job`]). Pure functions over heads and field spans: no sockets, no state. The
+//! connection to the upstream is `crate::h1c`'s state machine; the driver's
+//! `driver/upstream.rs` owns the connections, pools and relays.
 //!
 //! The invariant that matters: every client request becomes exactly one upstream request,
 //! framed by this server — its `Content-Length` or `Transfer-Encoding: chunked` written here
 //! from the body's framing as the client's connection decoded it, never copied — so no
 //! smuggling vector can reach an upstream as two requests.
-//!
-//! Issue 25 builds the proxy in steps; until the driver owns outbound connections, only the
-//! tests call these.
 
+pub(crate) mod auth;
+pub(crate) mod balance;
 pub(crate) mod forward;
 pub(crate) mod job;
 pub(crate) mod reply;

@@ -3,9 +3,10 @@
 //! configuration's [`ProxyMount`].
 #![forbid(unsafe_code)]
 
+use super::auth::AuthRoute;
 use super::forward::{self, HostPolicy};
 use super::reply;
-use crate::config::{ProxyMount, Upstream};
+use crate::config::{Balance, HashKey, ProxyMount, Upstream};
 
 /// One proxy mount of a site.
 #[derive(Clone, Debug)]
@@ -15,6 +16,10 @@ pub(crate) struct Route {
     pub upstream: usize,
     pub request: forward::Policy,
     pub response: reply::Policy,
+    /// What its upstream's hash balancing hashes (`None`: it does not balance by hash).
+    pub hash_key: Option<HashKey>,
+    /// Its forward auth.
+    pub auth: Option<AuthRoute>,
 }
 
 impl Route {
@@ -24,6 +29,25 @@ impl Route {
             .iter()
             .position(|u| u.name == m.upstream)
             .ok_or_else(|| format!("no upstream named {:?}", m.upstream))?;
+        let auth = match &m.auth {
+            Some(a) => {
+                let i = upstreams
+                    .iter()
+                    .position(|u| u.name == a.upstream)
+                    .ok_or_else(|| format!("no upstream named {:?}", a.upstream))?;
+                Some(AuthRoute {
+                    conf: a.clone(),
+                    upstream: i,
+                    host: upstream_host(&upstreams[i]),
+                })
+            }
+            None => None,
+        };
+        // The fields forward auth sets are never the client's.
+        let mut remove = m.remove_request.clone();
+        if let Some(a) = &m.auth {
+            remove.extend(a.copy.iter().cloned());
+        }
         Ok(Route {
             mount: m.clone(),
             upstream,
@@ -41,15 +65,20 @@ impl Route {
                 forwarded: m.forwarded,
                 trust_forwarded: m.trust_forwarded,
                 set: m.set_request.clone(),
-                remove: m.remove_request.clone(),
+                remove,
                 upstream_host: upstream_host(&upstreams[upstream]),
-                // Not until the driver tunnels a 101 (issue 25's next step).
-                upgrade: false,
+                // As caddy: WebSocket passes without a setting (nginx needs two lines).
+                upgrade: true,
             },
             response: reply::Policy {
                 set: m.set_response.clone(),
                 remove: m.remove_response.clone(),
             },
+            hash_key: match &upstreams[upstream].balance {
+                Balance::Hash(k) => Some(k.clone()),
+                _ => None,
+            },
+            auth,
         })
     }
 }

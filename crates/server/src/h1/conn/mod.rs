@@ -17,6 +17,7 @@
 
 mod read;
 mod stream;
+mod tunnel;
 mod write;
 
 pub(crate) use stream::{STREAM_ROOM, StreamOut};
@@ -138,6 +139,12 @@ enum Reading<P> {
     PeerClosed,
     /// The write side is shut: input is discarded until EOF.
     Linger { discarded: usize },
+    /// An upgrade request went upstream: input after it is held, not parsed, until its
+    /// answer (a 101 makes it [`Reading::Tunnel`]; any other answer closes).
+    Upgrade,
+    /// After a 101: input is the tunnel's, held in `inbuf` for the driver
+    /// ([`Conn::tunnel_input`]); `eof`: the client sent its last byte.
+    Tunnel { eof: bool },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -253,7 +260,8 @@ impl<P> Conn<P> {
                         .as_ref()
                         .is_none_or(|q| Self::queue_has_room(q, cfg))
             }
-            Reading::Stopped | Reading::PeerClosed => false,
+            Reading::Stopped | Reading::PeerClosed | Reading::Upgrade => false,
+            Reading::Tunnel { eof } => !eof && self.tunnel_has_room(),
         }
     }
 
@@ -326,6 +334,10 @@ impl<P> Conn<P> {
                 return;
             }
             Reading::Stopped | Reading::PeerClosed => return,
+            Reading::Upgrade | Reading::Tunnel { .. } => {
+                self.hold_input(input, cx);
+                return;
+            }
             Reading::Head | Reading::Body(_) => {}
         }
         if self.inbuf_empty() {
@@ -363,6 +375,8 @@ impl<P> Conn<P> {
     pub(crate) fn eof<S: Service<Pending = P>>(&mut self, cx: &mut Cx, svc: &mut S) {
         match self.reading {
             Reading::Linger { .. } => self.writing = Writing::Closed,
+            // What it sent still goes through the tunnel; the driver ends the other side.
+            Reading::Tunnel { .. } => self.reading = Reading::Tunnel { eof: true },
             _ => {
                 self.reading = Reading::PeerClosed;
                 self.held = Hold::No;
@@ -493,6 +507,7 @@ impl<P> Conn<P> {
             (Writing::Cut, _) => Transmit::Close,
             (Writing::CutReset, _) => Transmit::Reset,
             (Writing::Open | Writing::Last, Reading::PeerClosed) => Transmit::Close,
+            (Writing::Last, Reading::Tunnel { eof: true }) => Transmit::Close,
             (Writing::Last, _) => Transmit::Shutdown,
             _ => Transmit::Idle,
         }

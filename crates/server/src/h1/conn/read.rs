@@ -11,7 +11,21 @@ use crate::h1::service::{Cx, Decision, Exchange, Service};
 impl<P> Conn<P> {
     /// Whether input left after processing is kept.
     pub(super) fn keeps_input(&self) -> bool {
-        matches!(self.reading, Reading::Head | Reading::Body(_))
+        matches!(
+            self.reading,
+            Reading::Head | Reading::Body(_) | Reading::Upgrade | Reading::Tunnel { .. }
+        )
+    }
+
+    /// Keeps `input` for later: an upgrade's answer decides what it is.
+    #[cold]
+    pub(super) fn hold_input(&mut self, input: &[u8], cx: &mut Cx) {
+        let spill = self.spill.get_or_insert_with(Default::default);
+        if spill.inbuf.capacity() == 0 {
+            spill.inbuf = cx.pool.get();
+        }
+        spill.inbuf.extend_from_slice(input);
+        self.set_timer(cx);
     }
 
     /// Processes `inbuf` (which holds earlier input and maybe new bytes).
@@ -148,11 +162,11 @@ impl<P> Conn<P> {
                 self.defer(facts, cx.now + cx.cfg.deferred_timeout, cx);
                 Some(used)
             }
-            Decision::Relay if body.is_some() => {
-                self.defer(facts, u64::MAX, cx);
+            Decision::Relay { upgrade } if body.is_some() => {
+                self.relayed(facts, upgrade, cx);
                 Some(used)
             }
-            Decision::Defer | Decision::Relay => {
+            Decision::Defer | Decision::Relay { .. } => {
                 // A service must read a body before it defers; never hang on it.
                 self.place(facts, status_response(500, "").close(), cx);
                 Some(used)
@@ -257,7 +271,7 @@ impl<P> Conn<P> {
         match svc.end(facts.id, pending, body) {
             Decision::Respond(resp) => self.place(facts, resp, cx),
             Decision::Defer => self.defer(facts, cx.now + cx.cfg.deferred_timeout, cx),
-            Decision::Relay => self.defer(facts, u64::MAX, cx),
+            Decision::Relay { upgrade } => self.relayed(facts, upgrade, cx),
             Decision::ReadBody { .. } => self.place(facts, status_response(500, "").close(), cx),
         }
     }
@@ -272,6 +286,25 @@ impl<P> Conn<P> {
             self.reading = Reading::Stopped;
             self.drop_inbuf(&mut cx.pool);
         }
+    }
+
+    /// The answer comes from an upstream, which keeps the time. After an upgrade request
+    /// nothing more is parsed: a 101 answer makes the connection a tunnel, and any other
+    /// closes it (what the client sent after it is not known to be HTTP).
+    #[cold]
+    #[inline(never)]
+    fn relayed(&mut self, facts: Facts, upgrade: bool, cx: &mut Cx) {
+        if !upgrade {
+            return self.defer(facts, u64::MAX, cx);
+        }
+        let facts = Facts {
+            ends: true,
+            ..facts
+        };
+        self.queue
+            .get_or_insert_with(Default::default)
+            .push_pending(facts, u64::MAX);
+        self.reading = Reading::Upgrade;
     }
 
     /// Answers a request the connection refuses on its own; the connection closes after it.

@@ -12,7 +12,7 @@
 
 use linerate_http1::{Version, reason, status_has_no_body, write_field};
 
-use super::{Conn, InFlight, Tail, Writing};
+use super::{Conn, InFlight, Reading, Tail, Writing};
 use crate::h1::service::{Cx, StreamHead};
 
 /// Bytes a streamed answer may hold before its source should wait (see
@@ -29,6 +29,8 @@ pub(crate) enum Frame {
     Chunked,
     /// Delimited by the close (an HTTP/1.0 client and an unknown length).
     ToClose,
+    /// After a 101: the tunnel's bytes, as they come; its end shuts the connection down.
+    Tunnel,
 }
 
 /// A streamed answer after its head.
@@ -54,7 +56,19 @@ impl<P> Conn<P> {
             return false;
         };
         let mut close = Self::closes(&facts, cx);
-        let frame = if facts.framing.head || status_has_no_body(head.status) {
+        let frame = if head.status == 101 {
+            // Only the upgrade request gets a 101: the last one read, since the input after
+            // it is held ([`Reading::Upgrade`]). That input is now the tunnel's.
+            if !matches!(self.reading, Reading::Upgrade) || id != self.requests {
+                return false;
+            }
+            self.reading = Reading::Tunnel { eof: false };
+            if self.writing == Writing::Open {
+                self.writing = Writing::Last;
+            }
+            close = false;
+            Frame::Tunnel
+        } else if facts.framing.head || status_has_no_body(head.status) {
             Frame::None
         } else if let Some(n) = head.length {
             Frame::Length(n)
@@ -284,7 +298,7 @@ fn take_piece(frame: &mut Frame, len: usize) -> (Frame, usize) {
 fn put_piece(out: &mut Vec<u8>, (frame, n): (Frame, usize), data: &[u8]) {
     match frame {
         Frame::None => {}
-        Frame::Length(_) | Frame::ToClose => out.extend_from_slice(&data[..n]),
+        Frame::Length(_) | Frame::ToClose | Frame::Tunnel => out.extend_from_slice(&data[..n]),
         Frame::Chunked => {
             if n == 0 {
                 return; // an empty chunk would end the body
@@ -344,6 +358,8 @@ fn write_head(
         }
         Frame::Chunked => write_field(out, b"Transfer-Encoding", b"chunked"),
         Frame::ToClose => {}
+        // The source's `Upgrade` field is among the fields; `Connection` is this hop's.
+        Frame::Tunnel => write_field(out, b"Connection", b"upgrade"),
         Frame::None => {
             // A HEAD answer says what GET's would.
             if let Some(n) = head.length

@@ -168,7 +168,10 @@ impl<P> Conn<P> {
         if self.writing == Writing::Open {
             self.writing = Writing::Last;
         }
-        if matches!(self.reading, Reading::Head | Reading::Body(_)) {
+        if matches!(
+            self.reading,
+            Reading::Head | Reading::Body(_) | Reading::Upgrade
+        ) {
             self.reading = Reading::Stopped;
         }
         self.held = Hold::No;
