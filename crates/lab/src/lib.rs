@@ -1,4 +1,4 @@
-//! linerate-lab: the syscall-floor reference server, side-by-side comparisons, the host audit,
+//! linerate-lab: the syscall-floor reference server and its proxy twin ([`relay`]), side-by-side comparisons, the host audit,
 //! core-to-core latency and the first-flight (initial congestion window) check.
 //!
 //! Each tool is one module with a plain `…Args` struct (what it is asked to do, as data); the
@@ -15,3 +15,4 @@ pub mod doctor;
 pub mod firstflight;
 pub mod floor;
 pub mod plot;
+pub mod relay;

@@ -2330,3 +2330,52 @@ fn an_active_check_takes_out_a_server_that_refuses_connections() {
         (0..6).all(|_| c.get("/").status == 200)
     });
 }
+
+/// A proxy at `/` beside a root at `/static`: the longest prefix wins, as between nginx's
+/// `location`s (HttpArena's gateway shape: files from disk, the rest to the application).
+#[test]
+fn a_longer_static_root_wins_over_a_proxy_mount() {
+    let app = Upstream::answering(ok("from app"));
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("linerate-proxy-static-{}", std::process::id())));
+    let www = dir.0.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    std::fs::write(www.join("reset.css"), "body{margin:0}").unwrap();
+    let file = dir.0.join("linerate.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[listen]]\naddr = \"127.0.0.1:0\"\n\
+             [[upstream]]\nname = \"app\"\nservers = [\"{}\"]\n\
+             [[site]]\ndefault = true\n\
+             [[site.root]]\nprefix = \"/static\"\ndir = \"{}\"\n\
+             [[site.proxy]]\nprefix = \"/\"\nupstream = \"app\"\n",
+            app.addr,
+            www.display()
+        ),
+    )
+    .unwrap();
+    let edge = common::bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let mut c = Client::connect(edge.addr);
+    let r = c.get("/static/reset.css");
+    assert_eq!((r.status, r.text().as_str()), (200, "body{margin:0}"));
+    assert_eq!(r.header("content-type"), Some("text/css; charset=utf-8"));
+    assert_eq!(
+        c.get("/static/missing.css").status,
+        404,
+        "a root's miss is its own"
+    );
+    for path in ["/json/50", "/staticx", "/"] {
+        let r = c.get(path);
+        assert_eq!((r.status, r.text().as_str()), (200, "from app"), "{path}");
+    }
+    let seen: Vec<String> = app.seen().into_iter().map(|g| g.line).collect();
+    assert_eq!(
+        seen,
+        [
+            "GET /json/50 HTTP/1.1",
+            "GET /staticx HTTP/1.1",
+            "GET / HTTP/1.1"
+        ]
+    );
+}

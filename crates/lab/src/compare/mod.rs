@@ -218,6 +218,17 @@ fn execute(suite: &Suite, cfg: &Resolved, args: &CompareArgs) -> anyhow::Result<
         let v = suite::expand(v, &base_vars).with_context(|| format!("settings.vars.{k}"))?;
         base_vars.insert(k.clone(), v);
     }
+    // The backends first: the servers' commands name their addresses.
+    let mut backends = Vec::new();
+    for b in &suite.backends {
+        if let Some(p) = b.requires.as_deref().filter(|p| !server::on_path(p)) {
+            bail!("backend {} cannot start: `{p}` is not installed", b.name);
+        }
+        let running = server::start(b, &base_vars, &cfg.load_cpus, cfg.start_timeout)
+            .with_context(|| format!("backend {} cannot start", b.name))?;
+        base_vars.insert(b.name.clone(), running.addr().to_string());
+        backends.push(running);
+    }
     let servers = startable(suite, cfg, &base_vars)?;
     let mut programs: Vec<String> = Vec::new();
     if generator == Generator::Wrk {
@@ -270,6 +281,13 @@ fn execute(suite: &Suite, cfg: &Resolved, args: &CompareArgs) -> anyhow::Result<
                 ));
             }
         }
+    }
+    for mut b in backends {
+        // A backend that died mid-run made every later sample fail or lie: say so.
+        if let Some(why) = b.exited() {
+            eprintln!("warning: backend {} {why}", b.name);
+        }
+        b.stop();
     }
     let names: Vec<String> = servers.iter().map(|s| s.name.clone()).collect();
     let workloads = suite

@@ -14,6 +14,11 @@ use serde::{Deserialize, Serialize};
 /// plaintext).
 pub const DEFAULT_SUITE: &str = include_str!("../../suites/default.toml");
 
+/// The placeholders the lab fills in itself.
+pub const BUILTIN_VARS: &[&str] = &[
+    "linerate", "cpus", "cwd", "fixtures", "port", "tls_port", "rundir", "config",
+];
+
 /// A whole suite file.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -24,6 +29,11 @@ pub struct Suite {
     pub servers: Vec<ServerSpec>,
     #[serde(rename = "workload", default)]
     pub workloads: Vec<Workload>,
+    /// Processes the servers under test talk to (a proxy's upstream), started once before the
+    /// first sample on the load CPUs and stopped after the last. Each one's address,
+    /// `127.0.0.1:PORT`, is the placeholder named after it (`{upstream}`).
+    #[serde(rename = "backend", default)]
+    pub backends: Vec<ServerSpec>,
 }
 
 /// How every sample is measured.
@@ -212,6 +222,24 @@ impl Suite {
             }
         }
         let mut seen = std::collections::HashSet::new();
+        for b in &self.backends {
+            if !seen.insert(&b.name) {
+                bail!("backend {:?} is defined twice", b.name);
+            }
+            if b.command.is_empty() {
+                bail!("backend {:?} has an empty command", b.name);
+            }
+            if b.workloads.is_some() {
+                bail!(
+                    "backend {:?}: a backend runs for every workload (no `workloads`)",
+                    b.name
+                );
+            }
+            if self.settings.vars.contains_key(&b.name) || BUILTIN_VARS.contains(&b.name.as_str()) {
+                bail!("backend {:?}: its name is already a placeholder", b.name);
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
         for w in &self.workloads {
             if !seen.insert(&w.name) {
                 bail!("workload {:?} is defined twice", w.name);
@@ -351,10 +379,43 @@ mod tests {
             ("[settings]\nbaseline = 'nope'\n", "unknown baseline"),
             ("[settings]\nrounds = 0\n", "zero rounds"),
             ("[[server]]\nname='a'\ncommand=['y']\n", "duplicate server"),
+            (
+                "[[backend]]\nname='up'\ncommand=[]\n",
+                "empty backend command",
+            ),
+            (
+                "[[backend]]\nname='up'\ncommand=['y']\n[[backend]]\nname='up'\ncommand=['z']\n",
+                "duplicate backend",
+            ),
+            (
+                "[[backend]]\nname='up'\ncommand=['y']\nworkloads=['w']\n",
+                "a backend for some workloads",
+            ),
+            (
+                "[[backend]]\nname='port'\ncommand=['y']\n",
+                "a backend named as a placeholder",
+            ),
+            (
+                "[settings]\nvars={up='x'}\n[[backend]]\nname='up'\ncommand=['y']\n",
+                "a backend named as a var",
+            ),
         ] {
             assert!(Suite::parse(&format!("{bad}{base}")).is_err(), "{why}");
         }
         assert!(Suite::parse("[[workload]]\nname='w'\npath='/'\n").is_err());
+    }
+
+    #[test]
+    fn shipped_proxy_suite_parses_with_its_backend() {
+        let s = Suite::parse(include_str!("../../../../bench/proxy_peers.toml")).unwrap();
+        let names: Vec<_> = s.backends.iter().map(|b| b.name.as_str()).collect();
+        assert_eq!(names, ["upstream"]);
+        let servers: Vec<_> = s.servers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            servers,
+            ["floor", "linerate", "nginx", "haproxy", "caddy", "h2o"]
+        );
+        assert_eq!(s.baseline(), Some("floor"));
     }
 
     #[test]

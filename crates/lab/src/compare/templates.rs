@@ -22,6 +22,22 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "bench/nginx-tls.conf.in",
         include_str!("../../../../bench/nginx-tls.conf.in"),
     ),
+    (
+        "bench/nginx-proxy.conf.in",
+        include_str!("../../../../bench/nginx-proxy.conf.in"),
+    ),
+    (
+        "bench/haproxy-proxy.cfg.in",
+        include_str!("../../../../bench/haproxy-proxy.cfg.in"),
+    ),
+    (
+        "bench/caddy-proxy.Caddyfile.in",
+        include_str!("../../../../bench/caddy-proxy.Caddyfile.in"),
+    ),
+    (
+        "bench/h2o-proxy.conf.in",
+        include_str!("../../../../bench/h2o-proxy.conf.in"),
+    ),
 ];
 
 /// The built-in template of this path (`./bench/x` and `bench/x` alike), if there is one.
@@ -59,6 +75,7 @@ mod tests {
             include_str!("../../../../bench/tls-unbuffered.toml"),
             include_str!("../../../../bench/core.toml"),
             include_str!("../../../../bench/ops.toml"),
+            include_str!("../../../../bench/proxy_peers.toml"),
         ] {
             for s in Suite::parse(suite).unwrap().servers {
                 if let Some(t) = &s.config_template {

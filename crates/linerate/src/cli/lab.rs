@@ -228,6 +228,10 @@ pub(crate) struct FloorArgs {
     /// Canned response to send.
     #[arg(long, value_enum, default_value_t = FloorBody::Json)]
     response: FloorBody,
+    /// The proxy floor instead: relay every client, byte for byte, to this upstream over a
+    /// connection of its own, kept for the client's life (the least a proxy can cost).
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "response")]
+    proxy: Option<SocketAddr>,
     /// Pin the thread to this CPU.
     #[arg(long)]
     cpu: Option<usize>,
@@ -269,6 +273,14 @@ pub(crate) fn firstflight(args: FirstflightArgs) -> anyhow::Result<ExitCode> {
 /// `linerate lab floor`.
 pub(crate) fn floor(a: &FloorArgs) -> anyhow::Result<ExitCode> {
     super::init_tracing("info");
+    if let Some(upstream) = a.proxy {
+        linerate_lab::relay::run(&linerate_lab::relay::RelayConfig {
+            addr: a.addr,
+            upstream,
+            cpu: a.cpu,
+        })?;
+        return Ok(ExitCode::SUCCESS);
+    }
     linerate_lab::floor::run(&linerate_lab::floor::FloorConfig {
         addr: a.addr,
         response: match a.response {

@@ -46,7 +46,8 @@ enum Command {
 #[derive(Subcommand)]
 enum LabTool {
     /// The syscall-floor reference server: one thread, epoll, recv, count request ends,
-    /// send that many canned responses in one send.
+    /// send that many canned responses in one send; with --proxy, the proxy floor (a byte
+    /// relay to a kept-alive upstream).
     Floor(FloorArgs),
     /// Compare servers side by side: interleaved rounds, req/s, CPU cost per request, latency
     /// at a fixed rate, ratios to the floor; Markdown report, raw JSON and charts.

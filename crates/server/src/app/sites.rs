@@ -362,13 +362,28 @@ impl SiteApp {
         )
     }
 
-    /// The proxy mount for `path`, if one covers it.
+    /// The proxy mount for `path`, if one covers it and no static root covers it with a
+    /// longer prefix: the longest prefix wins between the two, as between nginx's
+    /// `location`s (a proxy at `/` with a root at `/static` serves `/static/…` from disk; a
+    /// tie goes to the proxy).
     #[inline]
     pub(crate) fn proxy(&self, path: &[u8]) -> Option<usize> {
         if self.proxies.is_empty() {
             return None;
         }
-        self.proxies.iter().position(|r| r.mount.covers(path))
+        self.proxy_below_roots(path)
+    }
+
+    /// Out of line, so a site without proxy mounts (the serving path) pays only the test above.
+    #[inline(never)]
+    fn proxy_below_roots(&self, path: &[u8]) -> Option<usize> {
+        let i = self.proxies.iter().position(|r| r.mount.covers(path))?;
+        let len = self.proxies[i].mount.prefix.len();
+        let root_wins = self
+            .mounts
+            .iter()
+            .any(|m| m.prefix.len() > len && m.strip(path).is_some());
+        (!root_wins).then_some(i)
     }
 
     /// The error page's body for `status`, if the site has one.
