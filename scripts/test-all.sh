@@ -4,7 +4,8 @@
 # (scripts/pg.sh selftest), the Http11Probe conformance suite against the demo server
 # (scripts/conformance.sh), h2spec in strict mode against its h2c and TLS listeners
 # (scripts/h2spec.sh), headless Chromium loading browser URLs (scripts/browser.sh), Python's
-# websockets client through the proxy (scripts/ws-proxy.sh; pip installs it into target/), and
+# websockets client through the proxy (scripts/ws-proxy.sh; pip installs it into target/), the
+# gateway shape of docs/gateway/ with HttpArena's gateway-64 checks (scripts/gateway.sh), and
 # the kTLS checks in a VM (scripts/ktls-vm.sh). Needs a Rust
 # toolchain; the h2spec stage installs h2spec with `go install` into target/tools; the VM stage
 # installs QEMU, busybox-static, cpio and kmod with apt and fetches a Debian kernel package
@@ -84,6 +85,17 @@ case $ws in
     0) ;;
     2) echo "!! WebSocket proxy stage NOT RUN: it cannot run on this machine (see the line above)" ;;
     *) exit "$ws" ;;
+esac
+
+echo "== The gateway shape: an HTTPS edge and the demo app from docs/gateway/, HttpArena gateway-64's checks (scripts/gateway.sh)"
+set +e
+scripts/gateway.sh check
+gw=$?
+set -e
+case $gw in
+    0) ;;
+    2) echo "!! gateway stage NOT RUN: it cannot run on this machine (see the line above)" ;;
+    *) exit "$gw" ;;
 esac
 
 echo "== kTLS in VMs (Debian 6.1 and trixie-backports kernels under QEMU; scripts/ktls-vm.sh)"

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Installs the peers the lab compares linerate with, all from Debian (bookworm):
+#   nginx-light, haproxy, caddy, h2o    servers and proxies (bench/*_peers.toml)
+#   wrk, nghttp2-client (h2load)        load generators
+#   openssl, curl                       certificates and checks
+# Then prints each one's version. Nothing is started here, nor by apt (policy-rc.d).
+#
+#   scripts/peers.sh          install what is missing (root on Debian), then list
+#   scripts/peers.sh list     only list what is there
+#
+# Exit 2 with a NOT RUN line where it cannot install (not root, no apt-get); a package that
+# Debian cannot install is named, and the rest still installed.
+set -euo pipefail
+
+say() { echo "peers: $*" >&2; }
+
+# command:package
+peers=(nginx:nginx-light haproxy:haproxy caddy:caddy h2o:h2o wrk:wrk h2load:nghttp2-client
+    openssl:openssl curl:curl)
+
+missing=()
+for p in "${peers[@]}"; do
+    command -v "${p%%:*}" >/dev/null || missing+=("${p#*:}")
+done
+
+if [ "${1:-install}" != list ] && [ ${#missing[@]} != 0 ]; then
+    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+        say "NOT RUN: missing ${missing[*]}, and not root on Debian to install them"
+        exit 2
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    # Debian starts a packaged service on install (nginx on :80…); the lab starts its own, so
+    # a policy-rc.d refuses those starts while apt runs (only if the host has none of its own).
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+        chmod +x /usr/sbin/policy-rc.d
+        trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+    fi
+    log=$(mktemp "${TMPDIR:-/tmp}/linerate-peers-apt.XXXXXX")
+    say "installing ${missing[*]} (apt-get, --no-install-recommends)"
+    if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >"$log" 2>&1; then
+        apt-get update >>"$log" 2>&1 || true
+        for pkg in "${missing[@]}"; do
+            apt-get install -y -q --no-install-recommends "$pkg" >>"$log" 2>&1 \
+                || say "apt-get install $pkg failed (see $log)"
+        done
+    fi
+fi
+
+version() {
+    case $1 in
+        nginx) nginx -v 2>&1 ;;
+        haproxy) haproxy -v 2>&1 | head -1 ;;
+        caddy) caddy version 2>&1 ;;
+        h2o) h2o --version 2>&1 | head -1 ;;
+        wrk) wrk -v 2>&1 | head -1 ;;
+        h2load) h2load --version 2>&1 | head -1 ;;
+        openssl) openssl version ;;
+        curl) curl --version | head -1 ;;
+    esac
+}
+absent=0
+for p in "${peers[@]}"; do
+    c=${p%%:*}
+    if command -v "$c" >/dev/null; then
+        printf '  %-8s %s\n' "$c" "$(version "$c")"
+    else
+        printf '  %-8s absent (%s)\n' "$c" "${p#*:}"
+        absent=1
+    fi
+done
+exit $absent
