@@ -176,47 +176,59 @@ fn parse(
     if let Some(f) = fields.as_deref_mut() {
         f.clear();
     }
-    let Some(end) = head_end(buf, 0) else {
-        return if buf.len() > MAX_RESPONSE_HEAD_BYTES {
-            Err(ResponseError::HeadTooLarge)
-        } else {
-            Ok(None)
-        };
-    };
-    if end > MAX_RESPONSE_HEAD_BYTES {
-        return Err(ResponseError::HeadTooLarge);
-    }
-    let buf = &buf[..end];
-    if strict && memchr::memchr_iter(b'\n', buf).any(|i| i == 0 || buf[i - 1] != b'\r') {
-        return Err(ResponseError::BareLf);
-    }
-    let Some((line, mut at)) = next_line(buf, 0) else {
-        return Err(ResponseError::StatusLine);
-    };
-    let (status, version) = status_line(line)?;
-    let mut facts = Facts {
-        close: version == Version::Http10,
-        http10: version == Version::Http10,
-        ..Facts::default()
-    };
+    // One pass, line by line: a head that ends within the limit has every byte in `scan`.
+    // An error found before the head's end is held until that end is seen (`settle`), so the
+    // verdict never depends on how the bytes were split.
+    let scan = &buf[..buf.len().min(MAX_RESPONSE_HEAD_BYTES)];
+    let settle =
+        |at: usize, ended: bool, e: ResponseError| settle(scan, buf.len(), at, ended, strict, e);
+    let mut at = 0;
+    let mut status_version = None;
+    let mut facts = Facts::default();
     loop {
-        // Every line up to `end` is complete: the head's end was found first.
-        let Some((line, next)) = next_line(buf, at) else {
-            return Err(ResponseError::FieldLine);
+        let Some(lf) = memchr(b'\n', &scan[at..]) else {
+            return incomplete(buf.len());
         };
+        let i = at + lf;
+        let cr = i > at && scan[i - 1] == b'\r';
+        let line = &scan[at..if cr { i - 1 } else { i }];
         let start = at;
-        at = next;
-        if line.is_empty() {
-            break;
+        at = i + 1;
+        let ended = line.is_empty();
+        if strict && !cr {
+            return settle(at, ended, ResponseError::BareLf);
+        }
+        let Some((status, version)) = status_version else {
+            match status_line(line) {
+                Ok((status, version)) => {
+                    status_version = Some((status, version));
+                    facts.close = version == Version::Http10;
+                    facts.http10 = version == Version::Http10;
+                }
+                Err(e) => return settle(at, ended, e),
+            }
+            continue;
+        };
+        if ended {
+            return match facts.length(status) {
+                Ok(length) => Ok(Some(ResponseInfo {
+                    status,
+                    version,
+                    close: facts.close,
+                    length,
+                    head_len: at,
+                })),
+                Err(e) => Err(e),
+            };
         }
         if matches!(line[0], b' ' | b'\t') {
             if strict && facts.any_field {
-                return Err(ResponseError::ObsFold);
+                return settle(at, false, ResponseError::ObsFold);
             }
             // obs-fold (RFC 9112 §5.2): the value goes on; framing fields are never folded
             // by a server that means them, so only the span is kept.
             if !facts.any_field || !chars::is_field_value(line) {
-                return Err(ResponseError::FieldLine);
+                return settle(at, false, ResponseError::FieldLine);
             }
             if let Some(f) = fields.as_deref_mut() {
                 let v = chars::trim_ows(line);
@@ -228,17 +240,24 @@ fn parse(
             }
             continue;
         }
-        let colon = memchr(b':', line).ok_or(ResponseError::FieldLine)?;
+        let Some(colon) = memchr(b':', line) else {
+            return settle(at, false, ResponseError::FieldLine);
+        };
         let name = &line[..colon];
         let raw = &line[colon + 1..];
         if !chars::is_token(name) || !chars::is_field_value(raw) {
-            return Err(ResponseError::FieldLine);
+            return settle(at, false, ResponseError::FieldLine);
         }
         let value = chars::trim_ows(raw);
         facts.any_field = true;
-        facts.field(name, value)?;
-        if strict && name.eq_ignore_ascii_case(b"transfer-encoding") {
-            facts.strict_coding(value)?;
+        if let Err(e) = facts.field(name, value) {
+            return settle(at, false, e);
+        }
+        if strict
+            && name.eq_ignore_ascii_case(b"transfer-encoding")
+            && let Err(e) = facts.strict_coding(value)
+        {
+            return settle(at, false, e);
         }
         if let Some(f) = fields.as_deref_mut() {
             let lead = raw.len() - raw.trim_ascii_start().len();
@@ -249,23 +268,42 @@ fn parse(
             });
         }
     }
-    let length = facts.length(status)?;
-    Ok(Some(ResponseInfo {
-        status,
-        version,
-        close: facts.close,
-        length,
-        head_len: at,
-    }))
 }
 
-/// The next line of `buf` from `at` without its CRLF (or bare LF, RFC 9112 §2.2), and the
-/// offset after it; `None` until its LF has arrived.
-#[inline]
-fn next_line(buf: &[u8], at: usize) -> Option<(&[u8], usize)> {
-    let lf = memchr(b'\n', &buf[at..])?;
-    let raw = &buf[at..at + lf];
-    Some((raw.strip_suffix(b"\r").unwrap_or(raw), at + lf + 1))
+/// No end within the limit yet: wait for more, or refuse a head already over it.
+fn incomplete(len: usize) -> Result<Option<ResponseInfo>, ResponseError> {
+    if len > MAX_RESPONSE_HEAD_BYTES {
+        Err(ResponseError::HeadTooLarge)
+    } else {
+        Ok(None)
+    }
+}
+
+/// `e` was found in the line before `at` (`ended`: that line was the head's empty last
+/// one). It is the verdict once the head's end is in `scan`, unless the head is too large or,
+/// read strictly, a later line ends with a bare LF (which outranks every other error, as if
+/// the whole head had been checked for bare LFs first).
+fn settle(
+    scan: &[u8],
+    len: usize,
+    mut at: usize,
+    mut ended: bool,
+    strict: bool,
+    mut e: ResponseError,
+) -> Result<Option<ResponseInfo>, ResponseError> {
+    while !ended {
+        let Some(lf) = memchr(b'\n', &scan[at..]) else {
+            return incomplete(len);
+        };
+        let i = at + lf;
+        let cr = i > at && scan[i - 1] == b'\r';
+        if strict && !cr {
+            e = ResponseError::BareLf;
+        }
+        ended = i == at || (cr && i == at + 1);
+        at = i + 1;
+    }
+    Err(e)
 }
 
 /// Where the head that starts `buf` ends (just after its empty line: CRLF, or a bare LF), if

@@ -1062,6 +1062,35 @@ fn a_body_over_max_body_bytes_is_413_and_never_goes_upstream() {
     assert_eq!(targets, ["/after"]);
 }
 
+#[test]
+fn a_slow_uploader_holds_its_own_connection_and_no_upstream_one() {
+    // The body is read whole before the upstream is chosen (nginx's request buffering):
+    // while it trickles in, the upstream has seen nothing of it, and other clients are served
+    // on the one connection the worker may open (--proxy-max-conns 1).
+    let up = Upstream::answering(ok("ok"));
+    let px = proxy_with(&[("/", up.url())], &["--proxy-max-conns", "1"]);
+    let mut slow = Client::connect(px.addr);
+    slow.send(b"POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 3000\r\n\r\n");
+    let body = pattern(3000);
+    for piece in body[..2000].chunks(500) {
+        slow.send(piece);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert_eq!(Client::connect(px.addr).get("/meanwhile").status, 200);
+    }
+    assert!(up.seen().iter().all(|g| g.target() == "/meanwhile"));
+    slow.send(&body[2000..]);
+    assert_eq!(slow.read_response().status, 200);
+    let seen = up.seen();
+    let got = seen.iter().find(|g| g.target() == "/upload").unwrap();
+    assert_eq!(got.field("content-length"), Some("3000"));
+    assert_eq!(got.body, body);
+    assert_eq!(
+        up.accepted(),
+        1,
+        "every request took the one pooled connection"
+    );
+}
+
 /// (rule, a request smuggling another behind it). RFC 9112 §6.1, §6.3.
 #[rustfmt::skip]
 const SMUGGLING: &[(&str, &[u8])] = &[
@@ -2131,6 +2160,35 @@ fn proxy_timeout_flags_set_the_flag_upstreams_timeouts() {
         err.contains("--proxy-timeout cannot be combined with --config"),
         "{err}"
     );
+}
+
+#[test]
+fn pool_flags_bound_and_keep_the_flag_upstreams_connections() {
+    // --proxy-keepalive 0: every exchange's connection is closed after it.
+    let up = Upstream::answering(ok("k"));
+    let proxy = proxy_with(&[("/", up.url())], &["--proxy-keepalive", "0"]);
+    let mut c = Client::connect(proxy.addr);
+    for _ in 0..3 {
+        assert_eq!(c.get("/").text(), "k");
+    }
+    assert_eq!(up.accepted(), 3);
+    common::eventually("the proxy closes every upstream connection", || {
+        up.ended().len() == 3
+    });
+
+    // --proxy-max-conns 1: eight requests in flight at once share one connection, in turn.
+    let up = Upstream::answering(ok("m"));
+    let proxy = proxy_with(&[("/", up.url())], &["--proxy-max-conns", "1"]);
+    let mut clients: Vec<Client> = (0..8).map(|_| Client::connect(proxy.addr)).collect();
+    for c in &mut clients {
+        c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    }
+    for c in &mut clients {
+        assert_eq!(c.read_response().text(), "m");
+    }
+    assert_eq!(up.accepted(), 1);
+    assert_eq!(up.seen().len(), 8);
+    assert!(up.ended().is_empty(), "the one connection stays pooled");
 }
 
 // Active health checks.

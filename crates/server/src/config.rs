@@ -66,7 +66,12 @@ pub const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(60);
 /// common application servers' own keep-alive, so we close first).
 pub const UPSTREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Idle keep-alive connections a worker keeps per upstream server (nginx's `keepalive`).
-pub const UPSTREAM_KEEPALIVE: usize = 64;
+/// Pooled connections only ever number the most exchanges that were in flight at once, and
+/// each costs about 1 KiB here (docs/benchmarks.md, "the upstream pool"); a pool smaller than
+/// the load's concurrency closes and reopens connections all the time. 64, nginx's usual
+/// value, did that behind 64 HTTP/2 clients with 32 streams each: 27k instead of 61k proxied
+/// req/s on one core. So the default keeps up to 1024; `max_conns` bounds and queues instead.
+pub const UPSTREAM_KEEPALIVE: usize = 1024;
 /// Tries of one request across an upstream's servers (the first included), each only when
 /// nothing of the request can have been processed (see `Upstream::tries`).
 pub const UPSTREAM_TRIES: u32 = 2;

@@ -260,3 +260,155 @@ fn strict_head_rules() {
         }
     }
 }
+
+// The single-pass reader against the two-pass one it replaced (head end first, then a bare-LF
+// sweep, then the lines), kept here as the reference: the same verdict, length and spans for
+// every row of the tables, every prefix of them, and every one-byte change to them.
+
+#[allow(clippy::needless_pass_by_value)]
+fn reference_parse(
+    buf: &[u8],
+    mut fields: Option<&mut Vec<FieldSpan>>,
+    strict: bool,
+) -> Result<Option<ResponseInfo>, ResponseError> {
+    if let Some(f) = fields.as_deref_mut() {
+        f.clear();
+    }
+    let Some(end) = head_end(buf, 0) else {
+        return if buf.len() > MAX_RESPONSE_HEAD_BYTES {
+            Err(ResponseError::HeadTooLarge)
+        } else {
+            Ok(None)
+        };
+    };
+    if end > MAX_RESPONSE_HEAD_BYTES {
+        return Err(ResponseError::HeadTooLarge);
+    }
+    let buf = &buf[..end];
+    if strict && memchr::memchr_iter(b'\n', buf).any(|i| i == 0 || buf[i - 1] != b'\r') {
+        return Err(ResponseError::BareLf);
+    }
+    let Some((line, mut at)) = next_line(buf, 0) else {
+        return Err(ResponseError::StatusLine);
+    };
+    let (status, version) = status_line(line)?;
+    let mut facts = Facts {
+        close: version == Version::Http10,
+        http10: version == Version::Http10,
+        ..Facts::default()
+    };
+    loop {
+        // Every line up to `end` is complete: the head's end was found first.
+        let Some((line, next)) = next_line(buf, at) else {
+            return Err(ResponseError::FieldLine);
+        };
+        let start = at;
+        at = next;
+        if line.is_empty() {
+            break;
+        }
+        if matches!(line[0], b' ' | b'\t') {
+            if strict && facts.any_field {
+                return Err(ResponseError::ObsFold);
+            }
+            // obs-fold (RFC 9112 §5.2): the value goes on; framing fields are never folded
+            // by a server that means them, so only the span is kept.
+            if !facts.any_field || !chars::is_field_value(line) {
+                return Err(ResponseError::FieldLine);
+            }
+            if let Some(f) = fields.as_deref_mut() {
+                let v = chars::trim_ows(line);
+                let lead = line.len() - line.trim_ascii_start().len();
+                f.push(FieldSpan {
+                    name: start..start,
+                    value: start + lead..start + lead + v.len(),
+                });
+            }
+            continue;
+        }
+        let colon = memchr(b':', line).ok_or(ResponseError::FieldLine)?;
+        let name = &line[..colon];
+        let raw = &line[colon + 1..];
+        if !chars::is_token(name) || !chars::is_field_value(raw) {
+            return Err(ResponseError::FieldLine);
+        }
+        let value = chars::trim_ows(raw);
+        facts.any_field = true;
+        facts.field(name, value)?;
+        if strict && name.eq_ignore_ascii_case(b"transfer-encoding") {
+            facts.strict_coding(value)?;
+        }
+        if let Some(f) = fields.as_deref_mut() {
+            let lead = raw.len() - raw.trim_ascii_start().len();
+            let v0 = start + colon + 1 + lead;
+            f.push(FieldSpan {
+                name: start..start + colon,
+                value: v0..v0 + value.len(),
+            });
+        }
+    }
+    let length = facts.length(status)?;
+    Ok(Some(ResponseInfo {
+        status,
+        version,
+        close: facts.close,
+        length,
+        head_len: at,
+    }))
+}
+
+/// The next line of `buf` from `at` without its CRLF (or bare LF, RFC 9112 §2.2), and the
+/// offset after it; `None` until its LF has arrived.
+fn next_line(buf: &[u8], at: usize) -> Option<(&[u8], usize)> {
+    let lf = memchr(b'\n', &buf[at..])?;
+    let raw = &buf[at..at + lf];
+    Some((raw.strip_suffix(b"\r").unwrap_or(raw), at + lf + 1))
+}
+
+#[test]
+fn one_pass_reads_as_the_two_pass_reference_did() {
+    let mut inputs: Vec<Vec<u8>> = HEADS.iter().map(|(_, b, _)| b.to_vec()).collect();
+    inputs.extend(STRICT.iter().map(|(_, b, _)| b.to_vec()));
+    inputs.push(CL.to_vec());
+    inputs.push(CHUNKED.to_vec());
+    inputs.push(b"\r\nHTTP/1.1 200 OK\r\n\r\n".to_vec());
+    inputs.push(b"\nHTTP/1.1 200 OK\r\n\r\n".to_vec());
+    inputs.push(b"HTTP/1.1 200 OK\r\nX: 1\n\r\nContent-Length: 1\r\n\r\n".to_vec());
+    let mut cases = Vec::new();
+    for input in &inputs {
+        for cut in 0..=input.len() {
+            cases.push(input[..cut].to_vec());
+        }
+        for at in 0..input.len() {
+            for b in [b'\r', b'\n', b' ', b'\t', b':', b'a', 0, 0x7f, b'0'] {
+                let mut v = input.clone();
+                v[at] = b;
+                cases.push(v);
+                let mut v = input.clone();
+                v.insert(at, b);
+                cases.push(v);
+            }
+        }
+    }
+    for case in &cases {
+        for strict in [false, true] {
+            let (mut got_fields, mut want_fields) = (Vec::new(), Vec::new());
+            let got = parse(case, Some(&mut got_fields), strict);
+            let want = reference_parse(case, Some(&mut want_fields), strict);
+            assert_eq!(
+                got,
+                want,
+                "{:?} strict={strict}",
+                String::from_utf8_lossy(case)
+            );
+            if matches!(want, Ok(Some(_))) {
+                assert_eq!(
+                    got_fields,
+                    want_fields,
+                    "{:?}",
+                    String::from_utf8_lossy(case)
+                );
+            }
+        }
+    }
+}

@@ -21,7 +21,7 @@ pub struct Machine {
     pub tools: Vec<(String, String)>,
 }
 
-/// Reads this machine; `programs` are asked for their versions (`-v`, then `--version`).
+/// Reads this machine; `programs` are asked for their versions (`-v`, `--version`, `version`).
 pub fn describe(programs: &[String]) -> Machine {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu_model = cpuinfo
@@ -118,9 +118,10 @@ fn version(program: &str) -> String {
     version_within(program, VERSION_TIMEOUT)
 }
 
-/// The first line of `program -v` (or `--version`), each given `limit`.
+/// The first line of `program -v` (or `--version`, or caddy's `version`), each given `limit`;
+/// an answer that is an error or a usage line means the next flag is tried.
 fn version_within(program: &str, limit: Duration) -> String {
-    for flag in ["-v", "--version"] {
+    for flag in ["-v", "--version", "version"] {
         let text = match probe(program, flag, limit) {
             Probe::Output(t) => t,
             Probe::NotFound => return "not found".into(),
@@ -131,6 +132,7 @@ fn version_within(program: &str, limit: Duration) -> String {
         // wrk -v exits 1 after printing its version; take the first line either way.
         if let Some(line) = text.lines().map(str::trim).find(|l| !l.is_empty())
             && !line.starts_with("Usage")
+            && !line.starts_with("Error")
         {
             // wrk prints "wrk 4.1.0 [epoll] Copyright (C) 2012 Will Glozer".
             return line.split(" Copyright").next().unwrap_or(line).to_string();
@@ -193,6 +195,17 @@ mod tests {
         );
         assert_eq!(super::version(p.to_str().unwrap()), "wrk 4.2.0 [epoll]");
         assert_eq!(super::version("/nonexistent/peer"), "not found");
+        let _ = std::fs::remove_dir_all(p.parent().unwrap());
+    }
+
+    #[test]
+    fn a_flag_answered_with_an_error_tries_the_next() {
+        // caddy refuses -v and --version and answers `caddy version`.
+        let p = script(
+            "caddyish",
+            "[ \"$1\" = version ] && { echo 'v2.6.2 h1:abc='; exit 0; }; echo \"Error: unknown flag: $1\"; exit 1",
+        );
+        assert_eq!(super::version(p.to_str().unwrap()), "v2.6.2 h1:abc=");
         let _ = std::fs::remove_dir_all(p.parent().unwrap());
     }
 

@@ -235,7 +235,8 @@ fn execute(suite: &Suite, cfg: &Resolved, args: &CompareArgs) -> anyhow::Result<
         programs.push("wrk".into());
     }
     for s in &servers {
-        let p = &s.command[0];
+        // The program a server needs names it better than its command (`sh -c …`).
+        let p = s.requires.as_ref().unwrap_or(&s.command[0]);
         if !p.starts_with('{') && !programs.contains(p) {
             programs.push(p.clone());
         }

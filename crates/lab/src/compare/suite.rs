@@ -413,9 +413,22 @@ mod tests {
         let servers: Vec<_> = s.servers.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(
             servers,
-            ["floor", "linerate", "nginx", "haproxy", "caddy", "h2o"]
+            [
+                "floor",
+                "linerate",
+                "linerate_max64",
+                "nginx",
+                "haproxy",
+                "caddy",
+                "h2o"
+            ]
         );
         assert_eq!(s.baseline(), Some("floor"));
+        // The floor speaks no TLS: the TLS h2 workload compares with nginx, without it.
+        let h2tls = s.workloads.iter().find(|w| w.name == "json_h2tls").unwrap();
+        assert_eq!(s.baseline_for(h2tls), Some("nginx"));
+        let floor = s.servers.iter().find(|s| s.name == "floor").unwrap();
+        assert!(floor.runs("json") && !floor.runs("json_h2tls"));
     }
 
     #[test]

@@ -32,10 +32,10 @@ pub struct Cli {
 enum Command {
     /// Serve HTTP/1.1 and HTTP/2, with TLS (the default): static files, sites, and the demo app
     /// (TechEmpower and HttpArena endpoints).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Generate HTTP/1.1 or HTTP/2 load against a URL (wrk-style flags; honest latency with
     /// --rate).
-    Load(load::LoadArgs),
+    Load(Box<load::LoadArgs>),
     /// Run the lab tools.
     Lab {
         #[command(subcommand)]
@@ -85,7 +85,7 @@ impl Cli {
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         None => serve::serve(cli.serve),
-        Some(Command::Serve(args)) => serve::serve(args),
+        Some(Command::Serve(args)) => serve::serve(*args),
         Some(Command::Load(args)) => load::run(&args.into_options()),
         Some(Command::Lab {
             tool: LabTool::Floor(a),

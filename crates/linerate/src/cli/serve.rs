@@ -119,6 +119,16 @@ pub(crate) struct ServeArgs {
     /// how long an upgraded (WebSocket) tunnel may pass no byte.
     #[arg(long, value_parser = units::duration, value_name = "DURATION", default_value = "60s")]
     proxy_timeout: Duration,
+    /// --proxy upstreams: idle keep-alive connections each worker keeps per server (more
+    /// than the exchanges in flight at once is never used; fewer closes and reopens
+    /// connections under load).
+    #[arg(long, value_name = "N", default_value_t = linerate_server::config::UPSTREAM_KEEPALIVE)]
+    proxy_keepalive: usize,
+    /// --proxy upstreams: connections each worker opens per server at most (0: no limit);
+    /// requests over it wait for one to come free. Behind multiplexed (HTTP/2) clients, a
+    /// bound near the upstream's own concurrency is the cheapest setting.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    proxy_max_conns: usize,
     /// The application: `demo` (TechEmpower, HttpArena and conformance endpoints) or `none`
     /// (default: demo, or none when --root is given).
     #[arg(long, value_enum)]
@@ -217,6 +227,8 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
                 "proxy",
                 "proxy_connect_timeout",
                 "proxy_timeout",
+                "proxy_keepalive",
+                "proxy_max_conns",
             ] {
                 if a.explicit.iter().any(|e| e == flag) {
                     bail!(
@@ -683,6 +695,8 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
             let mut up = linerate_server::config::Upstream::new(&name, vec![server]);
             up.connect_timeout = a.proxy_connect_timeout;
             up.timeout = a.proxy_timeout;
+            up.keepalive = a.proxy_keepalive;
+            up.max_conns = a.proxy_max_conns;
             upstreams.push(up);
         }
         proxies.push(linerate_server::config::ProxyMount {
