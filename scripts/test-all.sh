@@ -5,7 +5,8 @@
 # (scripts/conformance.sh), h2spec in strict mode against its h2c and TLS listeners
 # (scripts/h2spec.sh), headless Chromium loading browser URLs (scripts/browser.sh), Python's
 # websockets client through the proxy (scripts/ws-proxy.sh; pip installs it into target/), the
-# gateway shape of docs/gateway/ with HttpArena's gateway-64 checks (scripts/gateway.sh), and
+# gateway shape of docs/gateway/ with HttpArena's gateway-64 checks (scripts/gateway.sh),
+# systemd-analyze verify on dist/'s units, and
 # the kTLS checks in a VM (scripts/ktls-vm.sh). Needs a Rust
 # toolchain; the h2spec stage installs h2spec with `go install` into target/tools; the VM stage
 # installs QEMU, busybox-static, cpio and kmod with apt and fetches a Debian kernel package
@@ -97,6 +98,23 @@ case $gw in
     2) echo "!! gateway stage NOT RUN: it cannot run on this machine (see the line above)" ;;
     *) exit "$gw" ;;
 esac
+
+echo "== The systemd units (dist/linerate.service, .socket): systemd-analyze verify, every warning an error"
+if command -v systemd-analyze >/dev/null; then
+    unit_dir=$(mktemp -d)
+    sed "s#/usr/bin/linerate#$PWD/target/release/linerate#g" dist/linerate.service >"$unit_dir/linerate.service"
+    cp dist/linerate.socket "$unit_dir/linerate.socket"
+    unit_out=$(systemd-analyze verify "$unit_dir/linerate.service" "$unit_dir/linerate.socket" 2>&1) ||
+        unit_out="$unit_out (exit $?)"
+    rm -rf "$unit_dir"
+    if [ -n "$unit_out" ]; then
+        echo "$unit_out"
+        exit 1
+    fi
+    echo "dist/linerate.service and dist/linerate.socket: verified"
+else
+    echo "!! systemd units stage NOT RUN: no systemd-analyze on this machine"
+fi
 
 echo "== kTLS in VMs (Debian 6.1 and trixie-backports kernels under QEMU; scripts/ktls-vm.sh)"
 set +e

@@ -316,3 +316,156 @@ fn sigterm_and_sigint_stop_the_server_with_stderr_closed() {
         assert!(status.success(), "{sig:?}: {status}");
     }
 }
+
+/// The next notification on `rx` that is not a watchdog ping; counts the pings in `pings`.
+fn notification(rx: &std::os::unix::net::UnixDatagram, pings: &mut usize) -> String {
+    let mut buf = [0u8; 256];
+    loop {
+        let n = rx.recv(&mut buf).expect("a notification in time");
+        let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+        if text == "WATCHDOG=1" {
+            *pings += 1;
+        } else {
+            return text;
+        }
+    }
+}
+
+#[test]
+fn systemd_hears_ready_reloading_stopping_and_the_watchdog() {
+    let dir = std::env::temp_dir().join(format!("linerate-sdnotify-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("notify.sock");
+    let _ = std::fs::remove_file(&path);
+    let rx = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    rx.set_read_timeout(Some(common::EVENTUALLY)).unwrap();
+    let child = Command::new(BIN)
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--no-pin",
+            "--log-level",
+            "warn",
+        ])
+        .args(["--workers", "1"])
+        .env("NOTIFY_SOCKET", &path)
+        // No WATCHDOG_PID: the watchdog is this process's. 100 ms: a ping every 50 ms.
+        .env("WATCHDOG_USEC", "100000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = common::bin::Stopped(child);
+    common::bin::banner(&mut child.0).unwrap();
+    let pid = child.0.id();
+    let mut pings = 0;
+    assert_eq!(
+        notification(&rx, &mut pings),
+        format!("READY=1\nMAINPID={pid}")
+    );
+    let mut buf = [0u8; 64];
+    while pings < 3 {
+        let n = rx.recv(&mut buf).expect("watchdog pings keep coming");
+        assert_eq!(&buf[..n], b"WATCHDOG=1");
+        pings += 1;
+    }
+    signal(&child.0, Signal::HUP);
+    let reloading = notification(&rx, &mut pings);
+    let usec = reloading
+        .strip_prefix("RELOADING=1\nMONOTONIC_USEC=")
+        .unwrap_or_else(|| panic!("{reloading:?}"));
+    assert!(usec.parse::<u64>().unwrap() > 0, "{reloading:?}");
+    assert_eq!(
+        notification(&rx, &mut pings),
+        format!("READY=1\nMAINPID={pid}")
+    );
+    signal(&child.0, Signal::TERM);
+    assert_eq!(notification(&rx, &mut pings), "STOPPING=1");
+    assert!(wait_exit(&mut child.0, common::EVENTUALLY).success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A port nothing listens on now (bound to 0 and let go).
+fn free_tcp_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits until something listens on `addr` (the probe connection is closed at once).
+fn listening_eventually(addr: SocketAddr) {
+    common::eventually(&format!("something listens on {addr}"), || {
+        TcpStream::connect(addr).is_ok()
+    });
+}
+
+#[test]
+fn a_socket_passed_by_systemd_is_served_and_a_stray_one_refused() {
+    // systemd-socket-activate (from systemd) binds, waits for the first connection, then
+    // runs the server with the socket as descriptor 3 and LISTEN_FDS/LISTEN_PID set.
+    let port = free_tcp_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let child = Command::new("systemd-socket-activate")
+        .args([
+            "-l",
+            &addr.to_string(),
+            BIN,
+            "serve",
+            "--addr",
+            &addr.to_string(),
+        ])
+        .args(["--no-pin", "--log-level", "warn", "--workers", "2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("systemd-socket-activate (Debian's systemd package) runs");
+    let mut child = common::bin::Stopped(child);
+    // Two connections at once, with two workers sharing the passed socket.
+    listening_eventually(addr);
+    let mut a = Client::connect(addr);
+    let mut b = Client::connect(addr);
+    for c in [&mut a, &mut b] {
+        let r = c.get("/plaintext");
+        assert_eq!((r.status, r.text().as_str()), (200, "Hello, World!"));
+    }
+    signal(&child.0, Signal::TERM);
+    assert!(wait_exit(&mut child.0, common::EVENTUALLY).success());
+
+    // A passed socket that no listener names is refused, naming its address.
+    let stray = free_tcp_port();
+    let stray_addr: SocketAddr = format!("127.0.0.1:{stray}").parse().unwrap();
+    let mut child = common::bin::Stopped(
+        Command::new("systemd-socket-activate")
+            .args([
+                "-l",
+                &stray_addr.to_string(),
+                BIN,
+                "serve",
+                "--addr",
+                "127.0.0.1:0",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    listening_eventually(stray_addr);
+    assert!(!wait_exit(&mut child.0, common::EVENTUALLY).success());
+    let mut err = String::new();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(
+        err.contains(&format!(
+            "LISTEN_FDS: systemd passed a socket on {stray_addr}, which no listener names"
+        )),
+        "{err}"
+    );
+}

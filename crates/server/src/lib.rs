@@ -36,6 +36,7 @@
 //! the worker serves other connections meanwhile. Limits and timeouts are in [`Config`] (see
 //! [`config`] for the defaults).
 
+mod activation;
 pub mod admin;
 mod app;
 pub mod config;
@@ -43,6 +44,7 @@ mod driver;
 mod h1;
 mod h1c;
 mod h2;
+pub mod notify;
 mod pool;
 pub mod privsep;
 mod proxy;

@@ -1,7 +1,8 @@
 //! Starting and stopping the server: listeners (one SO_REUSEPORT socket per worker, and one
 //! more per worker for HTTPS), TLS set-up and kTLS detection, CPU steering, worker threads,
 //! signals (SIGTERM/SIGINT drain, SIGHUP reloads the certificate, SIGUSR1 reopens the access
-//! log) and graceful shutdown. A listen address some other socket already listens on is
+//! log), systemd's notifications and watchdog ([`crate::notify`]) and graceful shutdown. A
+//! listen address some other socket already listens on is
 //! refused: SO_REUSEPORT must never share the port with a stranger.
 //!
 //! Owns the process-level wiring; the request path lives in the workers. Shutdown is a write
@@ -66,6 +67,9 @@ struct Bound {
     tls: bool,
     h2c: bool,
     socks: Vec<OwnedFd>,
+    /// Passed by systemd (socket activation): one socket shared by the workers, not in a
+    /// SO_REUSEPORT group of ours, and a Unix socket's file is the service manager's.
+    passed: bool,
 }
 
 /// Reloads what can change under a running server (SIGHUP) and reopens its log (SIGUSR1),
@@ -206,6 +210,8 @@ impl Server {
         // Every listener: TCP ones get one SO_REUSEPORT socket per worker, a Unix socket is
         // one socket every worker accepts from.
         let mut bound: Vec<Bound> = Vec::new();
+        // Sockets systemd bound for us (socket activation), matched by address below.
+        let mut passed = crate::activation::Passed::take().at(Part::Other)?;
         let mut certs = Vec::new();
         let mut listener_tls = Vec::new();
         let mut listener_h2c = Vec::new();
@@ -229,8 +235,17 @@ impl Server {
                 }
                 None => None,
             };
-            let (addr, socks) = match &l.addr {
-                ListenAddr::Tcp(addr) => {
+            let (addr, socks, was_passed) = match (&l.addr, passed.claim(&l.addr)) {
+                // Passed by systemd: every worker accepts from it.
+                (a, Some(s)) => {
+                    let mut socks = Vec::with_capacity(workers);
+                    for _ in 1..workers {
+                        socks.push(s.try_clone().at(part)?);
+                    }
+                    socks.push(s);
+                    (a.clone(), socks, true)
+                }
+                (ListenAddr::Tcp(addr), None) => {
                     let mut addr = *addr;
                     refuse_shared(addr).at(part)?;
                     let mut socks = Vec::with_capacity(workers);
@@ -244,9 +259,9 @@ impl Server {
                         addr = s.local_addr().at(part)?;
                         socks.push(OwnedFd::from(s));
                     }
-                    (ListenAddr::Tcp(addr), socks)
+                    (ListenAddr::Tcp(addr), socks, false)
                 }
-                ListenAddr::Unix(path) => {
+                (ListenAddr::Unix(path), None) => {
                     let s = listen_unix(path, config.backlog, &l.unix_perms)
                         .map_err(|e| {
                             io::Error::new(
@@ -260,7 +275,7 @@ impl Server {
                         socks.push(s.try_clone()?);
                     }
                     socks.push(s);
-                    (ListenAddr::Unix(path.clone()), socks)
+                    (ListenAddr::Unix(path.clone()), socks, false)
                 }
             };
             listener_tls.push(tls);
@@ -270,7 +285,14 @@ impl Server {
                 tls: l.tls.is_some(),
                 h2c: l.h2c,
                 socks,
+                passed: was_passed,
             });
+        }
+        if let Some(a) = passed.unclaimed() {
+            return Err(StartError::invalid(
+                Part::Other,
+                format!("LISTEN_FDS: systemd passed a socket on {a}, which no listener names"),
+            ));
         }
         let any_tls = config.listen_list().iter().any(|l| l.tls.is_some());
         let ktls_wanted = config
@@ -304,7 +326,7 @@ impl Server {
             let program = crate::sys::cpu_steering_program(&pinned);
             let attached = bound
                 .iter()
-                .filter(|b| matches!(b.addr, ListenAddr::Tcp(_)))
+                .filter(|b| matches!(b.addr, ListenAddr::Tcp(_)) && !b.passed)
                 .try_for_each(|b| crate::sys::attach_reuseport_cbpf(b.socks[0].as_fd(), &program));
             match attached {
                 Ok(()) => steering = true,
@@ -537,11 +559,15 @@ impl Server {
             None => None,
         };
         let mut threads = Vec::new();
+        // Worker threads still running (the watchdog pings only while all are).
+        let alive = Arc::new(std::sync::atomic::AtomicUsize::new(self.workers));
         // Worker i takes socket i of every listener.
         let mut per_worker: Vec<Vec<OwnedFd>> = (0..self.workers).map(|_| Vec::new()).collect();
         let mut unix_paths = Vec::new();
         for b in self.bound {
-            if let ListenAddr::Unix(p) = &b.addr {
+            if let ListenAddr::Unix(p) = &b.addr
+                && !b.passed
+            {
                 unix_paths.push(p.clone());
             }
             for (w, s) in b.socks.into_iter().enumerate() {
@@ -563,9 +589,11 @@ impl Server {
             })));
             let counters = self.counters[i].clone();
             let local_factory = self.local.clone();
+            let alive = Alive(alive.clone());
             let t = std::thread::Builder::new()
                 .name(format!("linerate-w{i}"))
                 .spawn(move || -> io::Result<()> {
+                    let _alive = alive;
                     if let Some(cpu) = cpu {
                         let mut set = rustix::thread::CpuSet::new();
                         set.set(cpu);
@@ -599,6 +627,14 @@ impl Server {
                 })?;
             threads.push(t);
         }
+        let notify = crate::notify::Notifier::from_env();
+        if let Some(n) = &notify {
+            n.ready();
+        }
+        let watchdog = match (notify, crate::notify::watchdog_interval()) {
+            (Some(n), Some(every)) => Some(Watchdog::start(n, every, alive, self.workers)?),
+            _ => None,
+        };
         let mut result = Ok(());
         let _unlink = UnlinkOnDrop(unix_paths);
         for t in threads {
@@ -607,6 +643,9 @@ impl Server {
                 Ok(Err(e)) => result = Err(e),
                 Err(_) => result = Err(io::Error::other("worker thread panicked")),
             }
+        }
+        if let Some(w) = watchdog {
+            w.stop();
         }
         stop_admin.store(true, Ordering::Relaxed);
         if let Some(t) = admin {
@@ -643,6 +682,7 @@ impl Server {
         let handle = self.handle();
         let control = self.control();
         let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR1])?;
+        let notify = crate::notify::Notifier::from_env();
         std::thread::Builder::new()
             .name("linerate-signals".into())
             .spawn(move || {
@@ -656,7 +696,15 @@ impl Server {
                         }
                     };
                     match sig {
-                        SIGHUP => guarded(&|| on_hup(&control)),
+                        SIGHUP => {
+                            if let Some(n) = &notify {
+                                n.reloading();
+                            }
+                            guarded(&|| on_hup(&control));
+                            if let Some(n) = &notify {
+                                n.ready();
+                            }
+                        }
                         SIGUSR1 => guarded(&|| control.reopen_logs()),
                         _ => {
                             // Act first, then say so: nothing a log line does may stand
@@ -664,6 +712,9 @@ impl Server {
                             seen += 1;
                             if seen == 1 {
                                 handle.shutdown();
+                                if let Some(n) = &notify {
+                                    n.stopping();
+                                }
                                 tracing::info!(signal = sig, "shutting down: draining connections");
                             } else {
                                 tracing::warn!("second signal: exiting now");
@@ -674,6 +725,52 @@ impl Server {
                 }
             })?;
         Ok(())
+    }
+}
+
+/// Counts a worker thread as alive until it ends, however it ends.
+struct Alive(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The thread that pings systemd's watchdog while every worker is alive.
+struct Watchdog {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Watchdog {
+    fn start(
+        notify: crate::notify::Notifier,
+        every: std::time::Duration,
+        alive: Arc<std::sync::atomic::AtomicUsize>,
+        workers: usize,
+    ) -> io::Result<Watchdog> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("linerate-watchdog".into())
+            .spawn(move || {
+                while !stopped.load(Ordering::Relaxed) {
+                    if alive.load(Ordering::Relaxed) < workers {
+                        tracing::error!("a worker has ended: no more watchdog pings");
+                        return;
+                    }
+                    notify.tell("WATCHDOG=1");
+                    std::thread::park_timeout(every);
+                }
+            })?;
+        Ok(Watchdog { stop, thread })
+    }
+
+    fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.thread().unpark();
+        let _ = self.thread.join();
     }
 }
 

@@ -8,7 +8,8 @@
 //! switching the process to another user after binding (initgroups, setgid, setuid: glibc
 //! applies them to every thread),
 //! and reading file bytes onto the end of a buffer without zeroing it first (HTTP/2 DATA),
-//! and forking the privilege keeper (privsep.rs) with the set-up its child runs.
+//! and forking the privilege keeper (privsep.rs) with the set-up its child runs,
+//! and taking ownership of the listening sockets systemd passes (socket activation).
 //!
 //! Everything else (epoll, sockets, affinity, eventfd) goes through rustix's safe API. Each
 //! unsafe block carries a SAFETY comment; clippy denies undocumented ones.
@@ -525,6 +526,46 @@ pub(crate) fn send_tls_record(fd: BorrowedFd<'_>, kind: u8, data: &[u8]) -> io::
     } else {
         Ok(n as usize)
     }
+}
+
+/// The first descriptor systemd passes (`SD_LISTEN_FDS_START`).
+const LISTEN_FDS_START: i32 = 3;
+
+/// The listening sockets systemd passed this process (socket activation: `LISTEN_PID` is
+/// ours and `LISTEN_FDS` counts them from descriptor 3), owned, each at most once per
+/// process: a second call returns none.
+pub(crate) fn take_listen_fds() -> Vec<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static TAKEN: AtomicBool = AtomicBool::new(false);
+    let ours = std::env::var("LISTEN_PID")
+        .ok()
+        .and_then(|p| p.parse::<u32>().ok())
+        == Some(std::process::id());
+    let n: i32 = match std::env::var("LISTEN_FDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+    {
+        Some(n) if ours && n > 0 => n,
+        _ => return Vec::new(),
+    };
+    if TAKEN.swap(true, Ordering::SeqCst) {
+        return Vec::new();
+    }
+    (LISTEN_FDS_START..LISTEN_FDS_START + n)
+        .filter(|&fd| {
+            // A descriptor that is not open is skipped rather than owned.
+            // SAFETY: F_GETFD reads a flag of a descriptor number; no memory is involved.
+            (unsafe { libc::fcntl(fd, libc::F_GETFD) }) >= 0
+        })
+        .map(|fd| {
+            // SAFETY: systemd passed descriptors LISTEN_FDS_START.. to this process (LISTEN_PID
+            // is ours) for it to own; nothing else in the process takes them (Rust's standard
+            // library opens none of them, and TAKEN lets this run once), so each becomes
+            // owned exactly once here. The check above found it open.
+            unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }
+        })
+        .collect()
 }
 
 #[cfg(test)]
