@@ -278,6 +278,8 @@ struct RawListen {
     tls: Option<Spanned<RawCert>>,
     /// Cleartext HTTP/2 with prior knowledge only.
     h2c: Option<Spanned<bool>>,
+    /// Every request answered with a 308 to HTTPS.
+    redirect_to_https: Option<Spanned<bool>>,
     /// A Unix socket's owner, group and mode.
     owner: Option<Spanned<String>>,
     group: Option<Spanned<String>>,
@@ -543,6 +545,17 @@ impl Cx<'_> {
             places.listeners.push(self.place(l.span()));
             c.listeners.push(listen);
         }
+        // redirect_to_https goes to the first TLS listener's port (443 with none here: a TLS
+        // terminator in front).
+        let https_port = c.listeners.iter().find_map(|l| match (&l.tls, &l.addr) {
+            (Some(_), ListenAddr::Tcp(a)) => Some(a.port()),
+            _ => None,
+        });
+        for l in c.listeners.iter_mut() {
+            if l.redirect_to_https.is_some() {
+                l.redirect_to_https = Some(https_port.unwrap_or(443));
+            }
+        }
         if raw.site.is_empty() {
             return Err(self.err(0..0, "no [[site]] section: say what to serve"));
         }
@@ -691,12 +704,27 @@ impl Cx<'_> {
             Some(h) => *h.get_ref(),
             None => false,
         };
+        let redirect_to_https = match &raw.redirect_to_https {
+            Some(r)
+                if *r.get_ref()
+                    && (tls.is_some() || h2c || !matches!(addr, ListenAddr::Tcp(_))) =>
+            {
+                return Err(self.err(
+                    r.span(),
+                    "redirect_to_https is for a cleartext HTTP/1.1 TCP listener (addr, no tls, no h2c)",
+                ));
+            }
+            // The port is the first TLS listener's, found once all are read.
+            Some(r) if *r.get_ref() => Some(443),
+            _ => None,
+        };
         let unix_perms = self.unix_perms(raw, &addr)?;
         Ok(Listen {
             addr,
             tls,
             h2c,
             unix_perms,
+            redirect_to_https,
         })
     }
 

@@ -559,6 +559,15 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
             "4:7",
             "h2c is cleartext HTTP/2",
         ),
+        (
+            format!(
+                "[[listen]]\naddr = \"127.0.0.1:0\"\ntls = {{ cert = {:?}, key = {:?} }}\nredirect_to_https = true\n{site}",
+                d.join("cert.pem"),
+                d.join("key.pem")
+            ),
+            "4:21",
+            "redirect_to_https is for a cleartext HTTP/1.1 TCP listener",
+        ),
         // Issue 24, item 4: what start-up would refuse, --check-config refuses, at its place.
         (
             format!(

@@ -361,7 +361,16 @@ fn the_annotated_config_example_checks_and_serves() {
             .is_ok_and(|l| l.concat().contains(": ok (5 listeners")),
         "{checked:?}"
     );
-    // Served: as it says, on the ports it was moved to.
+    // Served: as it says, on the ports it was moved to, except that the first port-80
+    // listener (127.0.0.1 here) serves the sites instead of redirecting to HTTPS, so that a
+    // plain client can see them; the second one ([::1]) redirects, as the example says.
+    let first = text.find("redirect_to_https = true").unwrap();
+    let served = format!(
+        "{}{}",
+        &text[..first],
+        &text[first + "redirect_to_https = true".len()..]
+    );
+    std::fs::write(&file, &served).unwrap();
     let mut child = Stopped(
         Command::new(BIN)
             .args(["serve", "--config", &f])
@@ -379,6 +388,15 @@ fn the_annotated_config_example_checks_and_serves() {
         c.read_response()
     };
     assert_eq!(get("example.com", "/").text(), "<h1>example</h1>\n");
+    let v6: std::net::SocketAddr = format!("[::1]:{p80v6}").parse().unwrap();
+    let mut c = common::Client::connect(v6);
+    c.send(b"GET /a?b HTTP/1.1\r\nHost: www.example.com\r\n\r\n");
+    let moved = c.read_response();
+    assert_eq!(moved.status, 308);
+    assert_eq!(
+        moved.header("location"),
+        Some(format!("https://www.example.com:{p443}/a?b").as_str())
+    );
     let page = get("example.com", "/index.html");
     assert_eq!(page.header("cache-control"), Some("no-cache"), "{page:?}");
     assert_eq!(page.header("x-content-type-options"), Some("nosniff"));

@@ -128,3 +128,37 @@ fn dataset_and_app_mistakes_are_one_line() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn redirect_to_https_sends_the_addr_listener_to_the_tls_port() {
+    let dir = site("to-https");
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, ck.cert.pem()).unwrap();
+    std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
+    let s = serve(&[
+        "--tls-port",
+        "0",
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+        "--redirect-to-https",
+    ]);
+    // The banner names the port the TLS listener got; the redirect goes there.
+    let https = s
+        .banner
+        .iter()
+        .find_map(|l| l.split_whitespace().find(|w| w.starts_with("https://")))
+        .expect("the banner names the HTTPS listener");
+    let port = https.rsplit(':').next().unwrap();
+    let mut c = Client::connect(s.addr);
+    c.send(b"GET /json?x=1 HTTP/1.1\r\nHost: Foo.Test:8080\r\n\r\n");
+    let r = c.read_response();
+    assert_eq!(r.status, 308);
+    assert_eq!(
+        r.header("location"),
+        Some(format!("https://foo.test:{port}/json?x=1").as_str())
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -354,6 +354,64 @@ fn plain_http_port_still_works_alongside() {
     srv.run.stop();
 }
 
+#[test]
+fn a_redirecting_listener_sends_every_request_to_https_where_the_site_answers() {
+    let (dir, anchor) = certs("to-https");
+    let cfg = Config {
+        tls: Some(TlsConfig {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            cert: dir.join("cert.pem"),
+            key: dir.join("key.pem"),
+            ktls: false,
+            key_update_bytes: linerate_server::tls::TLS_KEY_UPDATE_BYTES,
+            http2: true,
+        }),
+        redirect_to_https: true,
+        ..config()
+    };
+    let server = Server::bind(cfg, linerate::demo::router()).expect("bind");
+    let tls_addr = server.tls_addr().unwrap();
+    let (addr, handle, stats) = (server.local_addr(), server.handle(), server.stats());
+    let thread = std::thread::spawn(move || server.run());
+    let run = Running {
+        addr,
+        handle,
+        stats,
+        thread: Some(thread),
+    };
+    let port = tls_addr.port();
+    // (request, Location): the host lowercased and without its port, then the HTTPS port
+    // the TLS listener got; the path and query kept; any method (308 repeats it).
+    #[rustfmt::skip]
+    let rows: &[(&[u8], String)] = &[
+        (b"GET /json?a=1&b=2 HTTP/1.1\r\nHost: Example.COM:8080\r\n\r\n", format!("https://example.com:{port}/json?a=1&b=2")),
+        (b"POST /form HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nabc", format!("https://a.test:{port}/form")),
+        (b"GET http://b.test/p?q HTTP/1.1\r\nHost: b.test\r\n\r\n", format!("https://b.test:{port}/p?q")),
+        (b"OPTIONS * HTTP/1.1\r\nHost: [::1]:80\r\n\r\n", format!("https://[::1]:{port}/")),
+    ];
+    let mut c = Client::connect(run.addr);
+    for (req, location) in rows {
+        c.send(req);
+        let r = c.read_response();
+        assert_eq!(r.status, 308, "{}", String::from_utf8_lossy(req));
+        assert_eq!(r.header("location"), Some(location.as_str()));
+    }
+    // HTTP/1.0 without Host, and a site with no name of its own: nowhere to send it.
+    let mut c = Client::connect(run.addr);
+    c.send(b"GET / HTTP/1.0\r\n\r\n");
+    assert_eq!(c.read_response().status, 400);
+    // Over HTTPS the site itself answers: no redirect, no loop.
+    let mut s = connect(tls_addr, &anchor, &tls13(), "localhost");
+    s.write_all(b"GET /json HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut pending = Vec::new();
+    assert_eq!(
+        read_response(&mut s, &mut pending, false),
+        (200, JSON.to_vec())
+    );
+    run.stop();
+}
+
 /// Reads until EOF (or a reset); panics on a timeout. Returns what arrived.
 fn read_to_close(tcp: &mut TcpStream) -> Vec<u8> {
     let mut got = Vec::new();

@@ -331,6 +331,9 @@ pub struct Config {
     /// HTTP/2 with prior knowledge (h2c) on this address; off by default. Such a listener
     /// speaks only HTTP/2: an HTTP/1.1 request there is a connection error.
     pub h2c: Option<SocketAddr>,
+    /// `addr` answers every request with a 308 to HTTPS on `tls`'s port (443 without `tls`:
+    /// a TLS terminator in front): see [`Listen::redirect_to_https`].
+    pub redirect_to_https: bool,
     /// The listeners, when given (a configuration file): they replace `addr`, `tls` and `h2c`.
     pub listeners: Vec<Listen>,
     /// The admin listener (`/metrics` in the Prometheus text format, `/healthz`), off by
@@ -433,6 +436,10 @@ pub struct Listen {
     pub h2c: bool,
     /// A Unix socket's owner, group and mode (ignored for TCP).
     pub unix_perms: UnixPerms,
+    /// Answer every request here with a 308 to the same host, path and query over HTTPS on
+    /// this port (caddy's HTTP→HTTPS redirect): for a cleartext TCP listener beside a TLS one,
+    /// so that the sites themselves apply only over HTTPS and a redirect cannot loop.
+    pub redirect_to_https: Option<u16>,
 }
 
 /// Who may connect to a Unix-socket listener: the socket file's owner, group and mode, set
@@ -473,6 +480,9 @@ impl Config {
             tls: None,
             h2c: false,
             unix_perms: UnixPerms::default(),
+            redirect_to_https: self
+                .redirect_to_https
+                .then(|| self.tls.as_ref().map_or(443, |t| t.addr.port())),
         }];
         if let Some(t) = &self.tls {
             out.push(Listen {
@@ -480,6 +490,7 @@ impl Config {
                 tls: Some(t.clone()),
                 h2c: false,
                 unix_perms: UnixPerms::default(),
+                redirect_to_https: None,
             });
         }
         if let Some(addr) = self.h2c {
@@ -488,6 +499,7 @@ impl Config {
                 tls: None,
                 h2c: true,
                 unix_perms: UnixPerms::default(),
+                redirect_to_https: None,
             });
         }
         out
@@ -604,6 +616,7 @@ impl Default for Config {
             compression: Compression::default(),
             tls: None,
             h2c: None,
+            redirect_to_https: false,
             listeners: Vec::new(),
             sites: Vec::new(),
             upstreams: Vec::new(),

@@ -215,8 +215,20 @@ impl Server {
         let mut certs = Vec::new();
         let mut listener_tls = Vec::new();
         let mut listener_h2c = Vec::new();
+        let mut listener_redirect = Vec::new();
         for (i, l) in config.listen_list().into_iter().enumerate() {
             let part = Part::Listener(i);
+            if l.redirect_to_https.is_some()
+                && (l.h2c || l.tls.is_some() || matches!(l.addr, ListenAddr::Unix(_)))
+            {
+                return Err(StartError::invalid(
+                    part,
+                    format!(
+                        "{}: redirect_to_https is for a cleartext HTTP/1.1 TCP listener",
+                        l.addr
+                    ),
+                ));
+            }
             if l.h2c && l.tls.is_some() {
                 return Err(StartError::invalid(
                     part,
@@ -280,6 +292,7 @@ impl Server {
             };
             listener_tls.push(tls);
             listener_h2c.push(l.h2c);
+            listener_redirect.push(l.redirect_to_https);
             bound.push(Bound {
                 addr,
                 tls: l.tls.is_some(),
@@ -287,6 +300,17 @@ impl Server {
                 socks,
                 passed: was_passed,
             });
+        }
+        // A redirect to the HTTPS port asked as 0 goes to the port the first TLS listener got.
+        if let Some(port) = bound.iter().find_map(|b| match (&b.addr, b.tls) {
+            (ListenAddr::Tcp(a), true) => Some(a.port()),
+            _ => None,
+        }) {
+            for r in listener_redirect.iter_mut() {
+                if *r == Some(0) {
+                    *r = Some(port);
+                }
+            }
         }
         if let Some(a) = passed.unclaimed() {
             return Err(StartError::invalid(
@@ -384,6 +408,7 @@ impl Server {
                 conn: config.conn(),
                 listener_tls,
                 listener_h2c,
+                listener_redirect,
                 tls_policy: crate::tls::TlsPolicy {
                     kernel: kernel_ciphers,
                     key_update_bytes: config

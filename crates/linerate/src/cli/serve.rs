@@ -172,6 +172,10 @@ pub(crate) struct ServeArgs {
     /// --addr). That port speaks only HTTP/2.
     #[arg(long, value_name = "PORT")]
     h2c_port: Option<u16>,
+    /// --addr answers every request with a 308 to the same URL over HTTPS, on --tls-port
+    /// (443 without it: a TLS terminator in front).
+    #[arg(long)]
+    redirect_to_https: bool,
     /// Offer only HTTP/1.1 in TLS's ALPN (HTTP/2 is offered first by default).
     #[arg(long)]
     no_http2: bool,
@@ -713,6 +717,7 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
         proxies,
         tls,
         h2c: a.h2c_port.map(|p| SocketAddr::new(a.addr.ip(), p)),
+        redirect_to_https: a.redirect_to_https,
         cpus: a.cpus.clone().unwrap_or_default(),
         workers: a.workers.unwrap_or(0),
         pin: !a.no_pin,
@@ -757,9 +762,16 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
 
 /// Whether listening flags were given: then they replace the file's listeners.
 fn listening_flags(explicit: &[String]) -> bool {
-    ["addr", "tls_port", "tls_cert", "tls_key", "h2c_port"]
-        .iter()
-        .any(|f| explicit.iter().any(|e| e == f))
+    [
+        "addr",
+        "tls_port",
+        "tls_cert",
+        "tls_key",
+        "h2c_port",
+        "redirect_to_https",
+    ]
+    .iter()
+    .any(|f| explicit.iter().any(|e| e == f))
 }
 
 /// `file` with the flags given on the command line (`explicit`) laid over it.

@@ -66,6 +66,8 @@ pub(crate) struct ConnApp<'a> {
     pub started: u64,
     /// The connection came over TLS (for `X-Forwarded-Proto`).
     pub tls: bool,
+    /// Its listener redirects every request to HTTPS on this port.
+    pub to_https: Option<u16>,
 }
 
 impl Service for ConnApp<'_> {
@@ -81,6 +83,9 @@ impl Service for ConnApp<'_> {
         }
         self.site = self.sites.pick(head, req.buf);
         self.site_app = self.sites.get(self.site);
+        if let Some(port) = self.to_https {
+            return self.redirect_to_https(port, req);
+        }
         if !self.site_app.proxies.is_empty()
             && let Some(route) = self.site_app.proxy(head.path_bytes(req.buf))
             && head.method() != Method::Connect
@@ -390,6 +395,14 @@ impl<'a> ConnApp<'a> {
                 sink,
             })),
         }
+    }
+
+    /// A request on a listener that sends everything to HTTPS.
+    #[cold]
+    #[inline(never)]
+    fn redirect_to_https(&mut self, port: u16, req: Exchange<'_>) -> Decision<Pending> {
+        let resp = self.site_app.https_redirect(req.head, req.buf, port);
+        self.respond(req.head, req.buf, resp)
     }
 
     /// A request below a proxy mount: its body is read whole (up to the site's limit), then

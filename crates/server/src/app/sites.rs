@@ -340,19 +340,7 @@ impl SiteApp {
             .iter()
             .find(|(r, _)| path.starts_with(r.prefix.as_str()))?;
         let location = t.fill(path, r.prefix.len(), head.query(buf), || {
-            match request_host(head, buf) {
-                Some(h) => h.into_owned(),
-                // HTTP/1.0 without Host: the site's own name, as nginx's $host falls back to
-                // server_name.
-                None => self
-                    .names
-                    .iter()
-                    .find_map(|n| match n {
-                        Name::Exact(e) => Some(e.clone()),
-                        Name::Suffix(_) => None,
-                    })
-                    .unwrap_or_default(),
-            }
+            self.host_of(head, buf)
         });
         // The parser admitted only URI bytes in the path and query: the value is a valid field.
         Some(
@@ -360,6 +348,51 @@ impl SiteApp {
                 .try_header("Location", location)
                 .unwrap_or_else(|_| Response::new(500)),
         )
+    }
+
+    /// The host a request named (lowercase, without its port: nginx's `$host`), or for an
+    /// HTTP/1.0 request without Host the site's first exact name, as `$host` falls back to
+    /// `server_name`.
+    fn host_of(&self, head: &RequestHead, buf: &[u8]) -> String {
+        match request_host(head, buf) {
+            Some(h) => h.into_owned(),
+            None => self
+                .names
+                .iter()
+                .find_map(|n| match n {
+                    Name::Exact(e) => Some(e.clone()),
+                    Name::Suffix(_) => None,
+                })
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The answer of a listener that sends every request to HTTPS (`redirect_to_https`):
+    /// 308, so a method and its body are repeated there, to the same host, path and query
+    /// on `port` (left out when 443). Without a host to name (HTTP/1.0, no Host, a site
+    /// with no exact name) there is nowhere to send it: 400.
+    pub(crate) fn https_redirect(&self, head: &RequestHead, buf: &[u8], port: u16) -> Response {
+        let host = self.host_of(head, buf);
+        if host.is_empty() {
+            return Response::new(400);
+        }
+        // The path and query (an absolute-form target's own); `*` and CONNECT's authority
+        // name no resource: the root.
+        let (path, query) = match head.target_form() {
+            TargetForm::Asterisk | TargetForm::Authority => ("/", None),
+            _ => (head.path(buf), head.query(buf)),
+        };
+        let port = if port == 443 {
+            String::new()
+        } else {
+            format!(":{port}")
+        };
+        let query = query.map_or(String::new(), |q| format!("?{q}"));
+        let location = format!("https://{host}{port}{path}{query}");
+        // The parser admitted only URI bytes in the target and a valid Host.
+        Response::new(308)
+            .try_header("Location", location)
+            .unwrap_or_else(|_| Response::new(500))
     }
 
     /// The proxy mount for `path`, if one covers it and no static root covers it with a

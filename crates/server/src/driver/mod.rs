@@ -67,6 +67,8 @@ pub(crate) struct Shared {
     pub listener_tls: Vec<Option<Arc<rustls::ServerConfig>>>,
     /// Listeners that speak HTTP/2 with prior knowledge (h2c), by listener id.
     pub listener_h2c: Vec<bool>,
+    /// Listeners that answer every request with a redirect to HTTPS on this port.
+    pub listener_redirect: Vec<Option<u16>>,
     /// The ciphers whose sessions are handed to the kernel after the handshake (kTLS, probed
     /// at start; none when it is off or absent).
     pub tls_policy: tls::TlsPolicy,
@@ -105,6 +107,9 @@ struct Live {
     receiving: bool,
     /// Counted as idle in the metrics (only kept while metrics are on).
     idle: bool,
+    /// Every request gets a redirect to HTTPS on this port (its listener's
+    /// `redirect_to_https`).
+    to_https: Option<u16>,
     /// Upstream connections carrying answers to this connection (proxied exchanges);
     /// boxed, so a connection that proxies nothing pays one pointer.
     relays: Option<Box<upstream::Relays>>,
@@ -138,6 +143,7 @@ impl Io {
         peer: Option<&'a SocketAddr>,
         token: Token,
         tls: bool,
+        to_https: Option<u16>,
     ) -> (
         &'a mut Cx,
         ConnApp<'a>,
@@ -164,6 +170,7 @@ impl Io {
                 kind: crate::stats::Kind::Server,
                 started: 0,
                 tls,
+                to_https,
             },
             head,
             plain,
@@ -450,7 +457,7 @@ impl<B: Backend> Worker<B> {
         };
         let peer = self.peers.get(idx as usize).and_then(Option::as_ref);
         let tls = !matches!(live.transport, Transport::Plain);
-        let (cx, svc, head, plain) = self.io.split(sh, peer, token, tls);
+        let (cx, svc, head, plain) = self.io.split(sh, peer, token, tls, live.to_https);
         if let Proto::H2(_) = live.conn {
             cx.sendfile = !live.transport.decrypts();
         }
@@ -535,6 +542,7 @@ impl<B: Backend> Worker<B> {
             armed,
             receiving: true,
             idle: false,
+            to_https: sh.listener_redirect.get(listener).copied().flatten(),
             relays: None,
         });
         self.live += 1;
