@@ -313,6 +313,8 @@ struct RawSite {
     #[serde(default)]
     proxy: Vec<Spanned<RawProxy>>,
     #[serde(default)]
+    access: Vec<Spanned<RawAccess>>,
+    #[serde(default)]
     headers: Vec<Spanned<RawHeaders>>,
     #[serde(default)]
     error_pages: BTreeMap<Spanned<String>, Spanned<String>>,
@@ -332,6 +334,14 @@ fn no_fields() -> Spanned<BTreeMap<String, String>> {
 
 fn slash() -> Spanned<String> {
     Spanned::new(0..0, "/".to_string())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAccess {
+    #[serde(default = "slash")]
+    prefix: Spanned<String>,
+    rules: Spanned<Vec<Spanned<String>>>,
 }
 
 #[derive(Deserialize)]
@@ -1140,6 +1150,45 @@ impl Cx<'_> {
                 .map_err(|e| self.err(r.to.span(), e.to_string()))?;
             places.redirects.push(self.place(r.to.span()));
             site.redirects.push(redirect);
+        }
+        for a in &raw.access {
+            let a = a.get_ref();
+            let prefix = self.prefix(&a.prefix)?;
+            // Matched against the path decoded once with its dot segments removed.
+            if prefix.contains('%')
+                || prefix.contains("//")
+                || prefix.split('/').any(|seg| seg == "." || seg == "..")
+            {
+                return Err(self.err(
+                    a.prefix.span(),
+                    format!(
+                        "access prefix {prefix:?} is matched against the decoded path: write it without %-escapes, // or dot segments"
+                    ),
+                ));
+            }
+            if site.access.iter().any(|o| o.prefix == prefix) {
+                return Err(self.err(
+                    a.prefix.span(),
+                    format!(
+                        "a second [[site.access]] for prefix {prefix:?}: list its rules in one"
+                    ),
+                ));
+            }
+            if a.rules.get_ref().is_empty() {
+                return Err(self.err(
+                    a.rules.span(),
+                    "rules is empty: say who is allowed or denied (e.g. [\"allow 10.0.0.0/8\", \"deny all\"])",
+                ));
+            }
+            let mut rules = Vec::new();
+            for r in a.rules.get_ref() {
+                rules.push(
+                    linerate_server::access::Rule::parse(r.get_ref())
+                        .map_err(|e| self.err(r.span(), e))?,
+                );
+            }
+            site.access
+                .push(linerate_server::access::Access { prefix, rules });
         }
         for p in &raw.proxy {
             site.proxies.push(self.proxy(p, upstreams)?);

@@ -568,6 +568,30 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
             "4:21",
             "redirect_to_https is for a cleartext HTTP/1.1 TCP listener",
         ),
+        (
+            format!(
+                "{listen}{site}[[site.access]]\nrules = [\"allow 10.0.0.0/8\", \"permit all\"]\n"
+            ),
+            "6:30",
+            "a rule is \"allow WHO\" or \"deny WHO\"",
+        ),
+        (
+            format!("{listen}{site}[[site.access]]\nrules = [\"allow 10.0.0.1/8\"]\n"),
+            "6:10",
+            "has bits set past /8 (the network is 10.0.0.0/8)",
+        ),
+        (
+            format!(
+                "{listen}{site}[[site.access]]\nprefix = \"/a/../b\"\nrules = [\"deny all\"]\n"
+            ),
+            "6:10",
+            "is matched against the decoded path",
+        ),
+        (
+            format!("{listen}{site}[[site.access]]\nrules = []\n"),
+            "6:9",
+            "rules is empty",
+        ),
         // Issue 24, item 4: what start-up would refuse, --check-config refuses, at its place.
         (
             format!(
@@ -1227,4 +1251,47 @@ root = [{{ prefix = "/", dir = "two" }}]
         .collect();
     assert_eq!(lines, ["server: custom"], "{h2}");
     let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn access_rules_allow_and_deny_by_address_and_path_however_it_is_spelled() {
+    let d = dir("access");
+    let file = d.join("linerate.toml");
+    std::fs::write(
+        &file,
+        "[[listen]]\naddr = \"127.0.0.1:0\"\n[[listen]]\naddr = \"[::1]:0\"\n\
+         [[site]]\ndefault = true\napp = \"demo\"\n\
+         [[site.access]]\nprefix = \"/plaintext\"\nrules = [\"allow 127.0.0.0/8\", \"deny all\"]\n\
+         [[site.access]]\nprefix = \"/json\"\nrules = [\"deny 127.0.0.1\", \"allow ::1\"]\n",
+    )
+    .unwrap();
+    let s = serve(&["--config", file.to_str().unwrap()]);
+    let v6: SocketAddr = s
+        .banner
+        .iter()
+        .find_map(|l| l.trim().strip_prefix("also on http://"))
+        .expect("the banner names the [::1] listener")
+        .parse()
+        .unwrap();
+    // (client, path, status): the first matching rule decides; no rule for a path allows.
+    #[rustfmt::skip]
+    let rows: &[(SocketAddr, &str, u16)] = &[
+        (s.addr, "/plaintext", 200),
+        (v6, "/plaintext", 403),
+        (s.addr, "/json", 403),
+        (v6, "/json", 200),
+        (v6, "/baseline2?a=1&b=2", 200),
+        // Every spelling of a denied path is the path it means.
+        (v6, "/%70laintext", 403),
+        (v6, "//plaintext", 403),
+        (v6, "/x/../plaintext", 403),
+        (v6, "/./plaintext?x", 403),
+        (v6, "/plaintext/", 403),
+        // A path that cannot be decoded is not let through either.
+        (v6, "/plaintext%zz", 400),
+        (v6, "/%2e%2e/plaintext", 400),
+    ];
+    for (addr, path, status) in rows {
+        assert_eq!(get(*addr, "a.test", path).status, *status, "{addr} {path}");
+    }
 }

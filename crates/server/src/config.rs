@@ -383,6 +383,9 @@ pub struct Site {
     /// Path prefixes proxied to upstreams (the longest matching prefix; before routes and
     /// files).
     pub proxies: Vec<ProxyMount>,
+    /// IP allow/deny rules by path prefix (the longest matching prefix's rules decide;
+    /// before redirects, proxies, routes and files): 403 for a client they deny.
+    pub access: Vec<crate::access::Access>,
 }
 
 /// A redirect: a request whose path starts with `prefix` is answered `status` with a

@@ -36,6 +36,7 @@
 //! the worker serves other connections meanwhile. Limits and timeouts are in [`Config`] (see
 //! [`config`] for the defaults).
 
+pub mod access;
 mod activation;
 pub mod admin;
 mod app;

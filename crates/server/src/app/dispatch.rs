@@ -47,6 +47,14 @@ enum Sink {
     Proxy(Vec<u8>),
 }
 
+/// What [`ConnApp::gate`] decided for a request it does not let go on.
+enum Gate {
+    /// Refused by the site's access rules.
+    Answer(Decision<Pending>),
+    /// Below this proxy mount.
+    Proxy(usize),
+}
+
 /// The application, serving one connection for the length of one driver call.
 pub(crate) struct ConnApp<'a> {
     pub app: &'a App,
@@ -86,11 +94,14 @@ impl Service for ConnApp<'_> {
         if let Some(port) = self.to_https {
             return self.redirect_to_https(port, req);
         }
-        if !self.site_app.proxies.is_empty()
-            && let Some(route) = self.site_app.proxy(head.path_bytes(req.buf))
-            && head.method() != Method::Connect
+        // Access rules and proxy mounts: one test for a site with neither.
+        if self.site_app.gated
+            && let Some(gate) = self.gate(head, req.buf)
         {
-            return self.proxy(route, req);
+            return match gate {
+                Gate::Answer(decided) => decided,
+                Gate::Proxy(route) => self.proxy(route, req),
+            };
         }
         match head.method() {
             Method::Other | Method::Connect => {
@@ -395,6 +406,25 @@ impl<'a> ConnApp<'a> {
                 sink,
             })),
         }
+    }
+
+    /// A site with access rules or proxy mounts: the refusal of a client its rules do not
+    /// let in, or the proxying of a request below a mount (every method but CONNECT); `None`
+    /// when the request goes on to the redirects, routes and files. Out of line: a site with
+    /// neither pays only the test of `gated`.
+    #[cold]
+    #[inline(never)]
+    fn gate(&mut self, head: &RequestHead, buf: &[u8]) -> Option<Gate> {
+        if !self.site_app.access.is_empty() {
+            let peer = self.peer.map(|p| p.ip());
+            if let Some(status) = self.site_app.refuses(head.path_bytes(buf), peer) {
+                return Some(Gate::Answer(self.respond(head, buf, text_status(status))));
+            }
+        }
+        self.site_app
+            .proxy(head.path_bytes(buf))
+            .filter(|_| head.method() != Method::Connect)
+            .map(Gate::Proxy)
     }
 
     /// A request on a listener that sends everything to HTTPS.

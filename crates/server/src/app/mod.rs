@@ -44,7 +44,9 @@ pub(crate) struct App {
     pub max_stream_body_bytes: u64,
     /// Deferred requests one worker may have outstanding; beyond, 503 with Retry-After.
     pub max_deferred_per_worker: usize,
-    /// Keep the peer's address (the access log, and proxies' forwarding fields, use it).
+    /// Keep the peer's address (the access log, proxies' forwarding fields and access rules
+    /// use it; decided at start: rules first added by a reload see no address until a
+    /// restart, so only their `all` rules match).
     pub logs: bool,
     /// Count requests for `/metrics` (an admin listener is on).
     pub metrics: bool,
@@ -58,7 +60,9 @@ impl App {
             router,
             max_stream_body_bytes: config.max_stream_body_bytes,
             max_deferred_per_worker: config.max_deferred_per_worker,
-            logs: config.access_log.is_some() || !config.upstreams.is_empty(),
+            logs: config.access_log.is_some()
+                || !config.upstreams.is_empty()
+                || config.sites.iter().any(|s| !s.access.is_empty()),
             metrics: config.admin.is_some(),
             timing: config.admin.is_some() || config.access_log.is_some(),
         }

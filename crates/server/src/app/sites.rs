@@ -159,6 +159,10 @@ pub(crate) struct SiteApp {
     error_pages: Vec<ErrorPage>,
     /// Some answer here gets fields or a page: [`SiteApp::decorate`] has work to do.
     pub decorates: bool,
+    /// IP allow/deny rules, longest prefix first.
+    pub access: Box<[crate::access::Access]>,
+    /// It has access rules or proxy mounts: requests pass `ConnApp::gate` first.
+    pub gated: bool,
 }
 
 enum Name {
@@ -192,6 +196,8 @@ impl Sites {
                 headers: Vec::new(),
                 error_pages: Vec::new(),
                 decorates: false,
+                access: Box::default(),
+                gated: !config.proxies.is_empty(),
             };
             return Ok(Sites {
                 list: vec![site],
@@ -228,6 +234,8 @@ impl Sites {
             if !s.index.is_empty() {
                 files.index = s.index.clone();
             }
+            let mut access = s.access.clone();
+            access.sort_by_key(|a| std::cmp::Reverse(a.prefix.len()));
             let mut compression = config.compression.clone();
             if let Some(on) = s.compression {
                 compression.enabled = on;
@@ -263,6 +271,8 @@ impl Sites {
                     })
                     .collect::<Result<_, _>>()?,
                 decorates: !s.headers.is_empty() || !error_pages.is_empty(),
+                gated: !access.is_empty() || !s.proxies.is_empty(),
+                access: access.into_boxed_slice(),
                 headers: s.headers.clone(),
                 error_pages,
             });
@@ -348,6 +358,30 @@ impl SiteApp {
                 .try_header("Location", location)
                 .unwrap_or_else(|_| Response::new(500)),
         )
+    }
+
+    /// The status refusing a request to `path` from a client at `peer`, if this site's
+    /// access rules refuse it: 403 when the rules of the longest prefix covering the path
+    /// deny the client, 400 for a path that cannot be decoded (so no spelling of a path —
+    /// `%61dmin`, `//admin`, `/x/../admin` — can get past the rules of the one it means: they
+    /// are matched against the path decoded once, with its dot segments removed, as the file
+    /// server, and the application behind a proxy, would read it).
+    pub(crate) fn refuses(&self, path: &[u8], peer: Option<std::net::IpAddr>) -> Option<u16> {
+        let Ok(n) = super::files::path::normalize(path) else {
+            return Some(400);
+        };
+        let mut path = String::with_capacity(n.rel.len() + 2);
+        path.push('/');
+        path.push_str(&n.rel);
+        if n.dir && !n.rel.is_empty() {
+            path.push('/');
+        }
+        let allowed = self
+            .access
+            .iter()
+            .find(|a| path.starts_with(a.prefix.as_str()))
+            .is_none_or(|a| a.allows(peer));
+        (!allowed).then_some(403)
     }
 
     /// The host a request named (lowercase, without its port: nginx's `$host`), or for an
