@@ -18,7 +18,7 @@ use toml::Spanned;
 
 use linerate_load::units;
 use linerate_server::config::{
-    Balance, Compression, FilesMount, ForwardAuth, ForwardedStyle, HashKey, HealthCheck,
+    Balance, CertFiles, Compression, FilesMount, ForwardAuth, ForwardedStyle, HashKey, HealthCheck,
     ProxyMount, Upstream, UpstreamAddr, UpstreamServer,
 };
 use linerate_server::{
@@ -314,6 +314,8 @@ struct RawSite {
     proxy: Vec<Spanned<RawProxy>>,
     #[serde(default)]
     access: Vec<Spanned<RawAccess>>,
+    /// The certificate for the site's names, chosen by SNI on every TLS listener.
+    tls: Option<Spanned<RawCert>>,
     #[serde(default)]
     headers: Vec<Spanned<RawHeaders>>,
     #[serde(default)]
@@ -583,7 +585,16 @@ impl Cx<'_> {
         let mut demo = false;
         let mut seen: Vec<(String, Range<usize>)> = Vec::new();
         let mut defaults = 0;
+        let tls_listener = c.listeners.iter().any(|l| l.tls.is_some());
         for s in &raw.site {
+            if let Some(t) = &s.get_ref().tls
+                && !tls_listener
+            {
+                return Err(self.err(
+                    t.span(),
+                    "a site's certificate is chosen on a TLS listener, and no [[listen]] has tls",
+                ));
+            }
             let (site, at) = self.site(s, &mut seen, &c.upstreams)?;
             places.sites.push(at);
             demo |= site.app;
@@ -1079,6 +1090,22 @@ impl Cx<'_> {
             }
             seen.push((name.clone(), n.span()));
             site.names.push(name);
+        }
+        if let Some(t) = &raw.tls {
+            if site.names.is_empty() {
+                return Err(self.err(
+                    t.span(),
+                    "a site's certificate is chosen by SNI from its names, and this site has none",
+                ));
+            }
+            let files = CertFiles {
+                cert: self.existing_file(&t.get_ref().cert, "certificate")?,
+                key: self.existing_file(&t.get_ref().key, "private key")?,
+            };
+            if let Err(e) = linerate_server::tls::check_pair(&files) {
+                return Err(self.err(t.span(), e.to_string()));
+            }
+            site.tls = Some(files);
         }
         site.app = match raw.app.as_ref().map(|a| a.get_ref().as_str()) {
             None | Some("none") => false,

@@ -592,6 +592,25 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
             "6:9",
             "rules is empty",
         ),
+        // A site's certificate: on a TLS listener, for its names, a pair that loads.
+        (
+            format!("{listen}{site}tls = {{ cert = \"cert.pem\", key = \"key.pem\" }}\n"),
+            "5:7",
+            "no [[listen]] has tls",
+        ),
+        (
+            "[[listen]]\naddr = \"127.0.0.1:0\"\ntls = { cert = \"cert.pem\", key = \"key.pem\" }\n[[site]]\ntls = { cert = \"cert.pem\", key = \"key.pem\" }\n"
+                .to_string(),
+            "5:7",
+            "chosen by SNI from its names, and this site has none",
+        ),
+        (
+            format!(
+                "[[listen]]\naddr = \"127.0.0.1:0\"\ntls = {{ cert = \"cert.pem\", key = \"key.pem\" }}\n{site}tls = {{ cert = \"404.html\", key = \"key.pem\" }}\n"
+            ),
+            "6:7",
+            "certificate ",
+        ),
         // Issue 24, item 4: what start-up would refuse, --check-config refuses, at its place.
         (
             format!(
@@ -1294,4 +1313,127 @@ fn access_rules_allow_and_deny_by_address_and_path_however_it_is_spelled() {
     for (addr, path, status) in rows {
         assert_eq!(get(*addr, "a.test", path).status, *status, "{addr} {path}");
     }
+}
+
+/// A self-signed certificate for `names`, as `NAME.pem` and `NAME.key` in `d`.
+fn cert_for(d: &Path, file: &str, names: &[&str]) {
+    let ck =
+        rcgen::generate_simple_self_signed(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+            .unwrap();
+    std::fs::write(d.join(format!("{file}.pem")), ck.cert.pem()).unwrap();
+    std::fs::write(
+        d.join(format!("{file}.key")),
+        ck.signing_key.serialize_pem(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn sni_picks_each_sites_certificate_and_http_redirects_to_it_without_a_loop() {
+    let d = dir("sni");
+    // The default certificate also covers a name no site claims (c.test); a wildcard in a
+    // certificate covers one label, a site's wildcard any number of them.
+    cert_for(&d, "default", &["default.test", "c.test"]);
+    cert_for(&d, "a", &["a.test"]);
+    cert_for(&d, "b", &["*.b.test", "*.x.b.test"]);
+    let file = d.join("linerate.toml");
+    std::fs::write(
+        &file,
+        "[[listen]]\naddr = \"127.0.0.1:0\"\nredirect_to_https = true\n\
+         [[listen]]\naddr = \"127.0.0.1:0\"\ntls = { cert = \"default.pem\", key = \"default.key\" }\n\
+         [[site]]\nnames = [\"a.test\"]\napp = \"demo\"\ntls = { cert = \"a.pem\", key = \"a.key\" }\n\
+         [[site]]\nnames = [\"*.b.test\"]\napp = \"demo\"\ntls = { cert = \"b.pem\", key = \"b.key\" }\n\
+         [[site]]\nnames = [\"default.test\"]\ndefault = true\napp = \"demo\"\n",
+    )
+    .unwrap();
+    let s = serve(&["--config", file.to_str().unwrap()]);
+    let https: SocketAddr = s
+        .banner
+        .iter()
+        .find_map(|l| l.split_whitespace().find(|w| w.starts_with("https://")))
+        .expect("https listener in the banner")
+        .trim_start_matches("https://")
+        .parse()
+        .unwrap();
+    let (hp, tp) = (s.addr.port(), https.port());
+    let pem = |f: &str| d.join(format!("{f}.pem")).to_str().unwrap().to_string();
+    // (name, the only certificate curl trusts): each name verifies against its own.
+    for (name, cert) in [
+        ("a.test", "a"),
+        ("x.b.test", "b"),
+        ("deep.x.b.test", "b"),
+        ("c.test", "default"),
+        ("default.test", "default"),
+    ] {
+        let resolve = format!("{name}:{tp}:127.0.0.1");
+        let url = format!("https://{name}:{tp}/json");
+        let body = curl(&["--cacert", &pem(cert), "--resolve", &resolve, &url]);
+        assert_eq!(body, r#"{"message":"Hello, World!"}"#, "{name}");
+        // Trusting another name's certificate only, the handshake fails verification.
+        let other = if cert == "a" { "b" } else { "a" };
+        let out = std::process::Command::new("curl")
+            .args([
+                "-sS",
+                "--max-time",
+                "10",
+                "--cacert",
+                &pem(other),
+                "--resolve",
+                &resolve,
+                &url,
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(60),
+            "{name} verified against {other}.pem"
+        );
+    }
+    // http:// for each name: one 308 to its https:// URL, where its own certificate answers.
+    for (name, cert) in [("a.test", "a"), ("x.b.test", "b"), ("c.test", "default")] {
+        let out = curl(&[
+            "-L",
+            "--max-redirs",
+            "3",
+            "--cacert",
+            &pem(cert),
+            "--resolve",
+            &format!("{name}:{hp}:127.0.0.1"),
+            "--resolve",
+            &format!("{name}:{tp}:127.0.0.1"),
+            "-w",
+            "\n%{num_redirects} %{url_effective}",
+            &format!("http://{name}:{hp}/json?x=1"),
+        ]);
+        assert_eq!(
+            out,
+            format!("{{\"message\":\"Hello, World!\"}}\n1 https://{name}:{tp}/json?x=1"),
+            "{name}"
+        );
+    }
+    // SIGHUP reads the sites' certificates again: a renewed one for a.test is served.
+    let old = std::fs::read(d.join("a.pem")).unwrap();
+    cert_for(&d, "a", &["a.test"]);
+    assert_ne!(std::fs::read(d.join("a.pem")).unwrap(), old);
+    common::bin::signal(&s.child, rustix::process::Signal::HUP);
+    let resolve = format!("a.test:{tp}:127.0.0.1");
+    common::eventually("the renewed certificate is never served", || {
+        std::process::Command::new("curl")
+            .args([
+                "-sS",
+                "--max-time",
+                "10",
+                "--cacert",
+                &pem("a"),
+                "--resolve",
+                &resolve,
+            ])
+            .arg(format!("https://a.test:{tp}/json"))
+            .output()
+            .unwrap()
+            .status
+            .success()
+    });
+    let _ = std::fs::remove_dir_all(&d);
 }

@@ -342,13 +342,15 @@ fn the_annotated_config_example_checks_and_serves() {
     for dir in ["etc/linerate", "run", "var/log/linerate"] {
         std::fs::create_dir_all(d.join(dir)).unwrap();
     }
-    let ck = rcgen::generate_simple_self_signed(vec!["example.com".to_string()]).unwrap();
-    std::fs::write(d.join("etc/linerate/example.com.pem"), ck.cert.pem()).unwrap();
-    std::fs::write(
-        d.join("etc/linerate/example.com.key"),
-        ck.signing_key.serialize_pem(),
-    )
-    .unwrap();
+    for name in ["example.com", "api.example.com"] {
+        let ck = rcgen::generate_simple_self_signed(vec![name.to_string()]).unwrap();
+        std::fs::write(d.join(format!("etc/linerate/{name}.pem")), ck.cert.pem()).unwrap();
+        std::fs::write(
+            d.join(format!("etc/linerate/{name}.key")),
+            ck.signing_key.serialize_pem(),
+        )
+        .unwrap();
+    }
     // The user of the example reads the roots and writes nothing but through the keeper.
     let _ = Command::new("chmod").args(["-R", "a+rX"]).arg(&d).status();
     let file = d.join("etc/linerate/linerate.toml");
@@ -414,6 +416,22 @@ fn the_annotated_config_example_checks_and_serves() {
         (308, Some("/new/a?b=1"))
     );
     assert_eq!(get("api.example.com", "/plaintext").text(), "Hello, World!");
+    // Over TLS each name gets its own certificate: curl trusts only that one.
+    for name in ["example.com", "api.example.com"] {
+        let out = Command::new("curl")
+            .args(["-sS", "--max-time", "10", "--cacert"])
+            .arg(d.join(format!("etc/linerate/{name}.pem")))
+            .arg("--resolve")
+            .arg(format!("{name}:{p443}:127.0.0.1"))
+            .arg(format!("https://{name}:{p443}/plaintext"))
+            .output()
+            .expect("curl runs");
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     let sock = d.join("run/linerate.sock");
     if root() {
         use std::os::unix::fs::MetadataExt;

@@ -386,6 +386,18 @@ pub struct Site {
     /// IP allow/deny rules by path prefix (the longest matching prefix's rules decide;
     /// before redirects, proxies, routes and files): 403 for a client they deny.
     pub access: Vec<crate::access::Access>,
+    /// The certificate a TLS listener answers with when the client's SNI is one of `names`
+    /// (exact names first, then the longest wildcard); the listener's own is the default.
+    pub tls: Option<CertFiles>,
+}
+
+/// A certificate chain and its key, as PEM files.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CertFiles {
+    /// PEM certificate chain, leaf first.
+    pub cert: std::path::PathBuf,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) matching the leaf certificate.
+    pub key: std::path::PathBuf,
 }
 
 /// A redirect: a request whose path starts with `prefix` is answered `status` with a

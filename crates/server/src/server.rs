@@ -106,10 +106,7 @@ impl ControlHandle {
             c.swap(key);
         }
         Ok(Reloaded::Certificates(
-            self.certs
-                .iter()
-                .map(|c| c.cert_path().to_path_buf())
-                .collect(),
+            self.certs.iter().flat_map(|c| c.cert_paths()).collect(),
         ))
     }
 
@@ -117,9 +114,22 @@ impl ControlHandle {
     /// every worker, which answers from them from its next event on: no connection or
     /// request is dropped. On an error (naming the path) the sites in use stay. Only the
     /// sites are taken from `config`; listeners, limits and the rest need a restart.
+    ///
+    /// The certificates go with the sites: every TLS listener's own and those of `config`'s
+    /// sites are read again and checked first, and swapped in only when the sites build too.
     pub fn reload_sites(&self, config: &Config) -> io::Result<()> {
+        let named = crate::tls::named_certs(config);
+        let certs = self
+            .certs
+            .iter()
+            .map(|c| c.read_with(named.clone()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(io::Error::other)?;
         let set = Arc::new(SiteSet::build(config)?);
         set.check_roots()?;
+        for (c, fresh) in self.certs.iter().zip(certs) {
+            c.swap(fresh);
+        }
         for (mailbox, wake) in self.reloads.iter() {
             *mailbox.lock().unwrap_or_else(|e| e.into_inner()) = Some(set.clone());
             let _ = rustix::io::write(wake, &1u64.to_ne_bytes());
@@ -213,6 +223,8 @@ impl Server {
         // Sockets systemd bound for us (socket activation), matched by address below.
         let mut passed = crate::activation::Passed::take().at(Part::Other)?;
         let mut certs = Vec::new();
+        // Sites' own certificates, chosen by SNI on every TLS listener.
+        let named = crate::tls::named_certs(&config);
         let mut listener_tls = Vec::new();
         let mut listener_h2c = Vec::new();
         let mut listener_redirect = Vec::new();
@@ -240,7 +252,7 @@ impl Server {
             }
             let tls = match &l.tls {
                 Some(t) => {
-                    let (tls, store) = crate::tls::server_config_with_store(t)
+                    let (tls, store) = crate::tls::server_config_with_store(t, &named)
                         .map_err(|e| StartError::invalid(part, format!("HTTPS: {e}")))?;
                     certs.push(store);
                     Some(tls)
@@ -460,8 +472,7 @@ impl Server {
             };
             let mut keep = also;
             for c in &self.certs {
-                keep.read.push(c.cert_path().to_path_buf());
-                keep.read.push(c.key_path().to_path_buf());
+                keep.read.extend(c.files());
             }
             keep.read.extend(self.sites.error_page_paths());
             if let Some(p) = self.logger.as_ref().and_then(Logger::file) {

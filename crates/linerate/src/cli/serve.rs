@@ -979,13 +979,14 @@ fn reload_file(
     if f.demo && !demo_mounted {
         tracing::warn!("SIGHUP: app = \"demo\" was not mounted at start; restart to mount it");
     }
-    linerate_server::reload_certificates(control);
     match control.reload_sites(&new) {
         Ok(()) => tracing::info!(
             sites = new.sites.len(),
-            "SIGHUP: sites reloaded from {}",
+            "SIGHUP: sites and certificates reloaded from {}",
             path.display()
         ),
-        Err(e) => tracing::error!("SIGHUP: sites not reloaded, those in use stay: {e}"),
+        Err(e) => {
+            tracing::error!("SIGHUP: sites and certificates not reloaded, those in use stay: {e}")
+        }
     }
 }

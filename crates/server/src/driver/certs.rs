@@ -1,12 +1,14 @@
-//! The HTTPS certificate: read from its PEM files, checked against its key, served to every
-//! handshake through a resolver that a reload (SIGHUP) swaps without touching a connection,
-//! and the rustls server configuration built around it.
+//! The HTTPS certificates: each TLS listener's own (the default) and the sites' (chosen by
+//! the client's SNI from the sites' names), read from their PEM files, checked against their
+//! keys, served to every handshake through a resolver that a reload (SIGHUP) swaps without
+//! touching a connection, and the rustls server configuration built around them.
 //!
-//! Owns the files and the swap. A handshake takes the current certificate with one
-//! uncontended read lock (per connection, never per request); a reload reads both files,
-//! checks them, and only then replaces the certificate, so a bad file keeps the old one.
+//! Owns the files and the swap. A handshake takes the current set with one uncontended read
+//! lock and one name lookup (per connection, never per request); a reload reads every file,
+//! checks them all, and only then replaces the set, so a bad file keeps the old ones.
 #![forbid(unsafe_code)]
 
+use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
@@ -18,7 +20,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
-use crate::config::TlsConfig;
+use crate::config::{CertFiles, Config, TlsConfig};
 
 /// The one application protocol offered in ALPN.
 pub const ALPN_HTTP11: &[u8] = b"http/1.1";
@@ -58,65 +60,200 @@ impl fmt::Display for TlsError {
 
 impl std::error::Error for TlsError {}
 
-/// The certificate every handshake is answered with, and where it is read from.
+/// A certificate for some names, chosen by the client's SNI: a site's `tls`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamedCert {
+    /// Exact names and wildcards (`*.example.com`: any name ending in `.example.com`), as
+    /// the site's names.
+    pub names: Vec<String>,
+    pub files: CertFiles,
+}
+
+/// The certificates named by `config`'s sites, in site order (a name claimed twice keeps
+/// the first site's certificate, as the first site answers it).
+pub fn named_certs(config: &Config) -> Vec<NamedCert> {
+    config
+        .sites
+        .iter()
+        .filter_map(|s| {
+            s.tls.as_ref().map(|files| NamedCert {
+                names: s.names.clone(),
+                files: files.clone(),
+            })
+        })
+        .collect()
+}
+
+/// The certificates a listener answers handshakes with: read, checked, and indexed by name.
+#[derive(Debug)]
+pub struct CertSet {
+    /// Where the named ones were read from (read again on reload).
+    named: Vec<NamedCert>,
+    /// For a client without SNI, or with a name no site's certificate claims.
+    default: Arc<CertifiedKey>,
+    /// Lowercase name → certificate.
+    exact: HashMap<String, Arc<CertifiedKey>>,
+    /// `.example.com` → certificate, longest suffix first.
+    wildcard: Vec<(String, Arc<CertifiedKey>)>,
+}
+
+impl CertSet {
+    /// The certificate for `sni`: an exact name, then the longest wildcard that matches,
+    /// then the default (nginx's and caddy's order).
+    pub fn pick(&self, sni: Option<&str>) -> &Arc<CertifiedKey> {
+        let Some(sni) = sni else {
+            return &self.default;
+        };
+        let name = sni.trim_end_matches('.').to_ascii_lowercase();
+        if let Some(key) = self.exact.get(&name) {
+            return key;
+        }
+        self.wildcard
+            .iter()
+            .find(|(suffix, _)| name.len() > suffix.len() && name.ends_with(suffix.as_str()))
+            .map_or(&self.default, |(_, key)| key)
+    }
+}
+
+/// The certificates every handshake on one listener is answered from, and where they are
+/// read from.
 #[derive(Debug)]
 pub struct CertStore {
-    cert: PathBuf,
-    key: PathBuf,
+    /// The listener's own certificate: the default.
+    default: CertFiles,
     provider: Arc<CryptoProvider>,
-    current: RwLock<Arc<CertifiedKey>>,
+    current: RwLock<Arc<CertSet>>,
 }
 
 impl CertStore {
-    /// Reads and checks the certificate chain and key of `tls`.
-    pub fn load(tls: &TlsConfig, provider: Arc<CryptoProvider>) -> Result<CertStore, TlsError> {
-        let key = read(&tls.cert, &tls.key, &provider)?;
-        Ok(CertStore {
+    /// Reads and checks the certificate chain and key of `tls` (the default) and those of
+    /// `named`.
+    pub fn load(
+        tls: &TlsConfig,
+        named: &[NamedCert],
+        provider: Arc<CryptoProvider>,
+    ) -> Result<CertStore, TlsError> {
+        let default = CertFiles {
             cert: tls.cert.clone(),
             key: tls.key.clone(),
+        };
+        let set = read_set(&default, named.to_vec(), &provider)?;
+        Ok(CertStore {
+            default,
             provider,
-            current: RwLock::new(Arc::new(key)),
+            current: RwLock::new(Arc::new(set)),
         })
     }
 
-    /// Reads both files again and, when they are good, serves them to the next handshake.
-    /// On an error the certificate in use stays.
+    /// Reads every file again and, when all are good, serves them to the next handshake.
+    /// On an error the certificates in use stay.
     pub fn reload(&self) -> Result<(), TlsError> {
-        let key = self.read_again()?;
-        self.swap(key);
+        let set = self.read_again()?;
+        self.swap(set);
         Ok(())
     }
 
-    /// Reads and checks both files again without serving them yet.
-    pub fn read_again(&self) -> Result<CertifiedKey, TlsError> {
-        read(&self.cert, &self.key, &self.provider)
+    /// Reads and checks every file again without serving them yet.
+    pub fn read_again(&self) -> Result<CertSet, TlsError> {
+        let named = self.current().named.clone();
+        self.read_with(named)
     }
 
-    /// Serves `key` to the next handshake.
-    pub fn swap(&self, key: CertifiedKey) {
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(key);
+    /// Reads and checks the default certificate again and `named` in place of the named
+    /// ones in use (the sites of a reloaded configuration), without serving them yet.
+    pub fn read_with(&self, named: Vec<NamedCert>) -> Result<CertSet, TlsError> {
+        read_set(&self.default, named, &self.provider)
     }
 
-    /// The certificate file's path.
-    pub fn cert_path(&self) -> &std::path::Path {
-        &self.cert
+    /// Serves `set` to the next handshake.
+    pub fn swap(&self, set: CertSet) {
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(set);
     }
 
-    /// The private key file's path.
-    pub fn key_path(&self) -> &std::path::Path {
-        &self.key
+    fn current(&self) -> Arc<CertSet> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Every certificate file in use: the default's first, then the named ones'.
+    pub fn cert_paths(&self) -> Vec<PathBuf> {
+        let mut paths = vec![self.default.cert.clone()];
+        for n in &self.current().named {
+            if !paths.contains(&n.files.cert) {
+                paths.push(n.files.cert.clone());
+            }
+        }
+        paths
+    }
+
+    /// Every file read again on reload: each certificate and key.
+    pub fn files(&self) -> Vec<PathBuf> {
+        let mut files = vec![self.default.cert.clone(), self.default.key.clone()];
+        for n in &self.current().named {
+            files.extend([n.files.cert.clone(), n.files.key.clone()]);
+        }
+        files
     }
 }
 
 impl ResolvesServerCert for CertStore {
-    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(
-            self.current
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone(),
-        )
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let set = self.current.read().unwrap_or_else(|e| e.into_inner());
+        Some(set.pick(hello.server_name()).clone())
     }
+}
+
+/// Reads and checks the default pair and every named one, and indexes them by name.
+fn read_set(
+    default: &CertFiles,
+    named: Vec<NamedCert>,
+    provider: &CryptoProvider,
+) -> Result<CertSet, TlsError> {
+    // A pair shared by several sites is read once.
+    let mut read_pairs: HashMap<CertFiles, Arc<CertifiedKey>> = HashMap::new();
+    let mut get = |files: &CertFiles| -> Result<Arc<CertifiedKey>, TlsError> {
+        if let Some(key) = read_pairs.get(files) {
+            return Ok(key.clone());
+        }
+        let key = Arc::new(read(&files.cert, &files.key, provider)?);
+        read_pairs.insert(files.clone(), key.clone());
+        Ok(key)
+    };
+    let default = get(default)?;
+    let mut exact = HashMap::new();
+    let mut wildcard: Vec<(String, Arc<CertifiedKey>)> = Vec::new();
+    for n in &named {
+        let key = get(&n.files)?;
+        for name in &n.names {
+            let name = name.to_ascii_lowercase();
+            match name.strip_prefix('*') {
+                Some(suffix) => {
+                    if !wildcard.iter().any(|(s, _)| s == suffix) {
+                        wildcard.push((suffix.to_string(), key.clone()));
+                    }
+                }
+                None => {
+                    exact.entry(name).or_insert_with(|| key.clone());
+                }
+            }
+        }
+    }
+    // Stable: among equal lengths the first site's stays first.
+    wildcard.sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
+    Ok(CertSet {
+        named,
+        default,
+        exact,
+        wildcard,
+    })
+}
+
+/// Checks that `files` hold a certificate chain and the key that belongs to it.
+pub fn check_pair(files: &CertFiles) -> Result<(), TlsError> {
+    let provider = rustls::crypto::aws_lc_rs::default_provider();
+    read(&files.cert, &files.key, &provider).map(drop)
 }
 
 /// The chain and key from their PEM files, checked to belong together.
@@ -158,15 +295,17 @@ fn read(
 /// Resumption keeps rustls's defaults: a stateful in-memory session cache (TLS 1.2 session
 /// IDs, TLS 1.3 tickets that name a cache entry); no stateless ticket key is set.
 pub fn server_config(tls: &TlsConfig) -> Result<Arc<ServerConfig>, TlsError> {
-    server_config_with_store(tls).map(|(config, _)| config)
+    server_config_with_store(tls, &[]).map(|(config, _)| config)
 }
 
-/// [`server_config`], and the certificate store it answers from (to reload it).
+/// [`server_config`] with the sites' certificates chosen by SNI (`named`), and the
+/// certificate store it answers from (to reload it).
 pub fn server_config_with_store(
     tls: &TlsConfig,
+    named: &[NamedCert],
 ) -> Result<(Arc<ServerConfig>, Arc<CertStore>), TlsError> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let store = Arc::new(CertStore::load(tls, provider.clone())?);
+    let store = Arc::new(CertStore::load(tls, named, provider.clone())?);
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .map_err(TlsError::Rustls)?
@@ -195,14 +334,94 @@ mod tests {
     use super::*;
 
     fn write_pair(dir: &std::path::Path) -> Vec<u8> {
+        std::fs::create_dir_all(dir).unwrap();
         let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
         std::fs::write(dir.join("cert.pem"), ck.cert.pem()).unwrap();
         std::fs::write(dir.join("key.pem"), ck.signing_key.serialize_pem()).unwrap();
         ck.cert.der().to_vec()
     }
 
+    fn files(dir: &std::path::Path) -> CertFiles {
+        CertFiles {
+            cert: dir.join("cert.pem"),
+            key: dir.join("key.pem"),
+        }
+    }
+
+    fn tls_config(dir: &std::path::Path) -> TlsConfig {
+        TlsConfig {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            cert: dir.join("cert.pem"),
+            key: dir.join("key.pem"),
+            ktls: false,
+            key_update_bytes: 1 << 30,
+            http2: true,
+        }
+    }
+
     fn served(store: &CertStore) -> Vec<u8> {
-        store.current.read().unwrap().cert[0].to_vec()
+        store.current().default.cert[0].to_vec()
+    }
+
+    fn picked(store: &CertStore, sni: Option<&str>) -> Vec<u8> {
+        store.current().pick(sni).cert[0].to_vec()
+    }
+
+    #[test]
+    fn sni_picks_an_exact_name_then_the_longest_wildcard_then_the_default() {
+        let dir = std::env::temp_dir().join(format!("linerate-sni-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let default = write_pair(&dir.join("default"));
+        let a = write_pair(&dir.join("a"));
+        let b = write_pair(&dir.join("b"));
+        let xb = write_pair(&dir.join("xb"));
+        let named = |names: &[&str], sub: &str| NamedCert {
+            names: names.iter().map(|n| n.to_string()).collect(),
+            files: files(&dir.join(sub)),
+        };
+        let sites = [
+            named(&["a.test", "www.a.test"], "a"),
+            named(&["*.b.test", "exact.x.b.test"], "b"),
+            named(&["*.x.b.test"], "xb"),
+            // Claimed already: the first site's certificate stays.
+            named(&["a.test", "*.b.test"], "xb"),
+        ];
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let store = CertStore::load(&tls_config(&dir.join("default")), &sites, provider).unwrap();
+        #[rustfmt::skip]
+        let rows: &[(Option<&str>, &Vec<u8>)] = &[
+            (Some("a.test"), &a),
+            (Some("WWW.A.Test."), &a),
+            (Some("y.b.test"), &b),
+            (Some("deep.y.b.test"), &b),
+            (Some("z.x.b.test"), &xb),
+            // An exact name wins over a longer wildcard.
+            (Some("exact.x.b.test"), &b),
+            // A wildcard needs a label before its suffix.
+            (Some("b.test"), &default),
+            (Some("x.test"), &default),
+            (None, &default),
+        ];
+        for (sni, want) in rows {
+            assert_eq!(&picked(&store, *sni), *want, "{sni:?}");
+        }
+        // One pair named by two sites is read once.
+        let set = store.current();
+        assert!(Arc::ptr_eq(
+            &set.exact["exact.x.b.test"],
+            &set.wildcard.iter().find(|(s, _)| s == ".b.test").unwrap().1
+        ));
+
+        // A reload with a broken named pair keeps every certificate in use.
+        std::fs::write(dir.join("b/key.pem"), "garbage").unwrap();
+        assert!(matches!(store.reload(), Err(TlsError::Key { .. })));
+        assert_eq!(picked(&store, Some("y.b.test")), b);
+        // A reloaded configuration's sites replace the named certificates.
+        let set = store.read_with(vec![named(&["*.b.test"], "a")]).unwrap();
+        store.swap(set);
+        assert_eq!(picked(&store, Some("y.b.test")), a);
+        assert_eq!(picked(&store, Some("a.test")), default);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -211,16 +430,8 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let first = write_pair(&dir);
-        let tls = TlsConfig {
-            addr: "127.0.0.1:0".parse().unwrap(),
-            cert: dir.join("cert.pem"),
-            key: dir.join("key.pem"),
-            ktls: false,
-            key_update_bytes: 1 << 30,
-            http2: true,
-        };
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let store = CertStore::load(&tls, provider).unwrap();
+        let store = CertStore::load(&tls_config(&dir), &[], provider).unwrap();
         assert_eq!(served(&store), first);
 
         // Each failure names its file and leaves the first certificate in place.

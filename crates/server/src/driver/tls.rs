@@ -39,7 +39,8 @@ use crate::pool::Pool;
 use crate::sys::{KtlsCrypto, KtlsDirection};
 
 pub use super::certs::{
-    ALPN_H2, ALPN_HTTP11, CertStore, TlsError, server_config, server_config_with_store,
+    ALPN_H2, ALPN_HTTP11, CertSet, CertStore, NamedCert, TlsError, check_pair, named_certs,
+    server_config, server_config_with_store,
 };
 
 /// File bytes read (pread) and encrypted at once over user-space TLS: one full record.
