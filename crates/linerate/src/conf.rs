@@ -215,6 +215,8 @@ struct RawProxy {
     forwarded: Option<Spanned<String>>,
     #[serde(default)]
     trust_forwarded: bool,
+    #[serde(default)]
+    request_buffering: bool,
     #[serde(default = "no_fields")]
     set_request: Spanned<BTreeMap<String, String>>,
     #[serde(default)]
@@ -1000,6 +1002,7 @@ impl Cx<'_> {
             host: raw.host.as_ref().map(|h| h.get_ref().clone()),
             forwarded,
             trust_forwarded: raw.trust_forwarded,
+            request_buffering: raw.request_buffering,
             set_request: fields(&raw.set_request)?,
             remove_request: raw.remove_request.clone(),
             set_response: fields(&raw.set_response)?,

@@ -1025,9 +1025,9 @@ X-Kept: yes\r\n\
 }
 
 #[test]
-fn a_chunked_request_body_goes_upstream_with_a_content_length() {
+fn a_chunked_request_body_goes_upstream_with_a_content_length_when_buffered() {
     let up = Upstream::answering(ok("ok"));
-    let px = proxy(&[("/", up.url())]);
+    let px = proxy_with(&[("/", up.url())], &["--proxy-request-buffering"]);
     let mut c = Client::connect(px.addr);
     c.send(b"POST /up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n");
     assert_eq!(c.read_response().status, 200);
@@ -1063,12 +1063,15 @@ fn a_body_over_max_body_bytes_is_413_and_never_goes_upstream() {
 }
 
 #[test]
-fn a_slow_uploader_holds_its_own_connection_and_no_upstream_one() {
+fn a_buffered_slow_uploader_holds_its_own_connection_and_no_upstream_one() {
     // The body is read whole before the upstream is chosen (nginx's request buffering):
     // while it trickles in, the upstream has seen nothing of it, and other clients are served
     // on the one connection the worker may open (--proxy-max-conns 1).
     let up = Upstream::answering(ok("ok"));
-    let px = proxy_with(&[("/", up.url())], &["--proxy-max-conns", "1"]);
+    let px = proxy_with(
+        &[("/", up.url())],
+        &["--proxy-max-conns", "1", "--proxy-request-buffering"],
+    );
     let mut slow = Client::connect(px.addr);
     slow.send(b"POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 3000\r\n\r\n");
     let body = pattern(3000);
@@ -1089,6 +1092,199 @@ fn a_slow_uploader_holds_its_own_connection_and_no_upstream_one() {
         1,
         "every request took the one pooled connection"
     );
+}
+
+#[test]
+fn a_chunked_body_goes_up_chunked_as_it_arrives_without_buffering() {
+    let up = Upstream::answering(ok("ok"));
+    let px = proxy(&[("/", up.url())]);
+    let mut c = Client::connect(px.addr);
+    c.send(b"POST /up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n");
+    assert_eq!(c.read_response().status, 200);
+    // A length body that came whole with its head still goes with its length.
+    c.send(b"PUT /up HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n\r\nabcd");
+    assert_eq!(c.read_response().status, 200);
+    let seen = up.seen();
+    // Framed by us: chunked again (the extension is not passed on), never the client's.
+    assert_eq!(seen[0].field("transfer-encoding"), Some("chunked"));
+    assert_eq!(seen[0].field("content-length"), None);
+    assert_eq!(seen[0].body, b"hello world");
+    assert_eq!(seen[1].field("content-length"), Some("4"));
+    assert_eq!(seen[1].body, b"abcd");
+}
+
+/// An upstream for one connection that the test drives by hand.
+fn raw_upstream() -> (TcpListener, String) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.set_nonblocking(true).unwrap();
+    let url = http(l.local_addr().unwrap());
+    (l, url)
+}
+
+/// The next connection to a [`raw_upstream`], waited for at most 10 s.
+fn accept(l: &TcpListener) -> TcpStream {
+    for _ in 0..1000 {
+        match l.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(false).unwrap();
+                return s;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => panic!("accept: {e}"),
+        }
+    }
+    panic!("the proxy never connected");
+}
+
+/// Reads from `s` until `buf` holds `n` bytes after the head's end; returns the head.
+fn read_head_and(s: &mut TcpStream, buf: &mut Vec<u8>, n: usize) -> String {
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    loop {
+        if let Some(end) = find(buf, b"\r\n\r\n")
+            && buf.len() >= end + 4 + n
+        {
+            let head = String::from_utf8_lossy(&buf[..end + 4]).into_owned();
+            buf.drain(..end + 4);
+            return head;
+        }
+        fill(s, buf).expect("the proxy sent less than expected");
+    }
+}
+
+#[test]
+fn without_buffering_a_slow_uploaders_bytes_reach_the_upstream_before_its_body_ends() {
+    let (l, url) = raw_upstream();
+    let px = proxy(&[("/", url)]);
+    let mut c = Client::connect(px.addr);
+    let body = pattern(3000);
+    c.send(b"POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 3000\r\n\r\n");
+    c.send(&body[..1000]);
+    // The upstream sees the head and the first 1000 bytes while 2000 are still to come.
+    let mut up = accept(&l);
+    let mut got = Vec::new();
+    let head = read_head_and(&mut up, &mut got, 1000);
+    assert!(head.starts_with("POST /upload HTTP/1.1\r\n"), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-length: 3000\r\n"),
+        "{head}"
+    );
+    c.send(&body[1000..]);
+    while got.len() < 3000 {
+        fill(&mut up, &mut got).unwrap();
+    }
+    assert!(got == body, "the body arrived changed");
+    up.write_all(&ok("stored")).unwrap();
+    let r = c.read_response();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, b"stored");
+}
+
+#[test]
+fn a_large_upload_to_a_slow_upstream_arrives_whole_through_bounded_room() {
+    // 8 MiB against 64 KiB of room between the two connections: the client is read only as
+    // the upstream takes the body, many times over, and every byte arrives in order.
+    let (l, url) = raw_upstream();
+    let px = proxy_with(&[("/", url)], &["--max-body-bytes", "16MiB"]);
+    let body = pattern(8 << 20);
+    let sender = {
+        let body = body.clone();
+        let addr = px.addr;
+        std::thread::spawn(move || {
+            let mut c = Client::connect(addr);
+            c.send(
+                format!(
+                    "POST /big HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
+                    body.len()
+                )
+                .as_bytes(),
+            );
+            c.send(&body);
+            c.read_response()
+        })
+    };
+    let mut up = accept(&l);
+    let mut got = Vec::new();
+    read_head_and(&mut up, &mut got, 0);
+    while got.len() < body.len() {
+        // A slow reader: small reads with pauses at first.
+        if got.len() < 1 << 20 {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        fill(&mut up, &mut got).unwrap();
+    }
+    assert!(got == body, "the body arrived changed");
+    up.write_all(&ok("done")).unwrap();
+    let r = sender.join().unwrap();
+    assert_eq!(r.status, 200);
+}
+
+#[test]
+fn an_upstream_answering_before_the_body_ends_is_passed_on_and_the_connection_goes_on() {
+    let (l, url) = raw_upstream();
+    let px = proxy(&[("/", url.clone())]);
+    let mut c = Client::connect(px.addr);
+    c.send(b"POST /early HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\n\r\n");
+    c.send(&pattern(100));
+    let mut up = accept(&l);
+    let mut got = Vec::new();
+    read_head_and(&mut up, &mut got, 100);
+    // A refusal before reading the rest, then the upstream closes.
+    up.write_all(
+        b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbig!",
+    )
+    .unwrap();
+    drop(up);
+    let r = c.read_response();
+    assert_eq!(r.status, 413);
+    assert_eq!(r.body, b"big!");
+    // The rest of the body is read and dropped; the client's connection goes on.
+    c.send(&pattern(4900));
+    c.send(b"GET /after HTTP/1.1\r\nHost: t\r\n\r\n");
+    let mut up = accept(&l);
+    let mut got = Vec::new();
+    let head = read_head_and(&mut up, &mut got, 0);
+    assert!(head.starts_with("GET /after HTTP/1.1\r\n"), "{head}");
+    up.write_all(&ok("after")).unwrap();
+    assert_eq!(c.read_response().body, b"after");
+}
+
+#[test]
+fn a_client_that_stops_mid_body_takes_its_upstream_exchange_with_it() {
+    let (l, url) = raw_upstream();
+    let px = proxy(&[("/", url)]);
+    let mut c = Client::connect(px.addr);
+    c.send(b"POST /cut HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\n\r\n");
+    c.send(&pattern(100));
+    let mut up = accept(&l);
+    let mut got = Vec::new();
+    read_head_and(&mut up, &mut got, 100);
+    drop(c);
+    // The upstream connection is closed: never left waiting for the rest.
+    up.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut rest = [0u8; 64];
+    match up.read(&mut rest) {
+        Ok(0) | Err(_) => {}
+        Ok(n) => panic!("{n} more bytes after the client went"),
+    }
+}
+
+#[test]
+fn an_http2_body_goes_up_as_it_arrives_and_whole() {
+    let up = Upstream::answering(ok("ok"));
+    let px = proxy_with(&[("/", up.url())], &["--h2c-port", "0"]);
+    let mut c = H2::open(h2c_addr(&px));
+    // Over the 64 KiB of room: its window is held until the upstream took the body.
+    let body = pattern(300_000);
+    let a = c.request(1, "POST", "/h2up", &body);
+    assert_eq!(a.field(":status"), Some("200"));
+    let seen = up.seen();
+    assert_eq!(seen[0].field("transfer-encoding"), Some("chunked"));
+    assert!(seen[0].body == body, "the body arrived changed");
 }
 
 /// (rule, a request smuggling another behind it). RFC 9112 §6.1, §6.3.

@@ -249,6 +249,12 @@ pub struct ProxyMount {
     /// A check every request must pass first (nginx's `auth_request`, caddy's
     /// `forward_auth`).
     pub auth: Option<ForwardAuth>,
+    /// Read a request's body whole before it goes up (nginx's `proxy_request_buffering on`:
+    /// a slow uploader holds no upstream connection, and the upstream always gets a
+    /// `Content-Length`). Off (the default, as caddy, HAProxy and Envoy): a body that did not
+    /// come with its head goes up as it arrives, at most 64 KiB held between the two
+    /// connections (the client is read as fast as the upstream takes it).
+    pub request_buffering: bool,
 }
 
 /// Forward auth: before a request is forwarded, a `GET` of `path` goes to `upstream` with

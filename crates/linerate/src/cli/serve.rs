@@ -129,6 +129,11 @@ pub(crate) struct ServeArgs {
     /// bound near the upstream's own concurrency is the cheapest setting.
     #[arg(long, value_name = "N", default_value_t = 0)]
     proxy_max_conns: usize,
+    /// --proxy mounts read a request's body whole before sending it up (nginx's default:
+    /// a slow uploader holds no upstream connection, and the upstream gets a Content-Length).
+    /// Without it a body goes up as it arrives.
+    #[arg(long)]
+    proxy_request_buffering: bool,
     /// The application: `demo` (TechEmpower, HttpArena and conformance endpoints) or `none`
     /// (default: demo, or none when --root is given).
     #[arg(long, value_enum)]
@@ -233,6 +238,7 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
                 "proxy_timeout",
                 "proxy_keepalive",
                 "proxy_max_conns",
+                "proxy_request_buffering",
             ] {
                 if a.explicit.iter().any(|e| e == flag) {
                     bail!(
@@ -707,6 +713,7 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
             prefix: p.prefix.clone(),
             upstream: name,
             rewrite: p.rewrite.clone(),
+            request_buffering: a.proxy_request_buffering,
             ..Default::default()
         });
     }

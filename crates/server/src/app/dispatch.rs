@@ -24,6 +24,7 @@ use super::sites::{SiteApp, Sites};
 use super::{App, AppIo, body_bytes, compress};
 use crate::config::FilesMount;
 use crate::h1::{Decision, Exchange, Service};
+use crate::proxy::pipe::{PipeIn, PipeOut};
 use crate::stats::Kind;
 
 /// A request whose body is being read: its route, and where the body goes. Boxed, so the
@@ -45,6 +46,8 @@ enum Sink {
     Stream(Box<dyn BodySink>),
     /// A proxied request's body (`route` in [`PendingBody`] is the site's proxy route).
     Proxy(Vec<u8>),
+    /// A proxied request's body going up as it arrives (the request went up already).
+    Relay(PipeIn),
 }
 
 /// What [`ConnApp::gate`] decided for a request it does not let go on.
@@ -132,6 +135,9 @@ impl Service for ConnApp<'_> {
         let pending = &mut *pending.0;
         match &mut pending.sink {
             Sink::Buffer(v) | Sink::Proxy(v) => v.extend_from_slice(data),
+            Sink::Relay(pipe) => {
+                pipe.put(data);
+            }
             Sink::Stream(s) => {
                 if catch_unwind(AssertUnwindSafe(|| s.data(data))).is_err() {
                     tracing::error!("body sink panicked; answering 500");
@@ -144,6 +150,13 @@ impl Service for ConnApp<'_> {
             }
         }
         Ok(())
+    }
+
+    fn room(&self, pending: &Pending) -> bool {
+        match &pending.0.sink {
+            Sink::Relay(pipe) => pipe.has_room(),
+            _ => true,
+        }
     }
 
     fn end(&mut self, id: u64, pending: Pending, body: BodyDecoder) -> Decision<Pending> {
@@ -160,9 +173,15 @@ impl Service for ConnApp<'_> {
         self.site_app = self.sites.get(site);
         self.started = started;
         self.kind = Kind::Route;
-        if let Sink::Proxy(body) = sink {
-            return self.relay(route, &head.head, &head.bytes, id, body);
-        }
+        let sink = match sink {
+            Sink::Proxy(body) => return self.relay(route, &head.head, &head.bytes, id, body, None),
+            Sink::Relay(pipe) => {
+                // Trailers are not forwarded (the upstream's chunked body ends without them).
+                pipe.end();
+                return Decision::Relay { upgrade: false };
+            }
+            sink => sink,
+        };
         let Some(route) = app.router.at(route) else {
             return self.respond(&head.head, &head.bytes, text_status(500).close());
         };
@@ -393,7 +412,7 @@ impl<'a> ConnApp<'a> {
     ) -> Decision<Pending> {
         let limit = match sink {
             Sink::Stream(_) => self.app.max_stream_body_bytes,
-            Sink::Buffer(_) | Sink::Proxy(_) => self.max_body(),
+            Sink::Buffer(_) | Sink::Proxy(_) | Sink::Relay(_) => self.max_body(),
         };
         Decision::ReadBody {
             limit,
@@ -435,8 +454,10 @@ impl<'a> ConnApp<'a> {
         self.respond(req.head, req.buf, resp)
     }
 
-    /// A request below a proxy mount: its body is read whole (up to the site's limit), then
-    /// it goes to the driver as a [`Job`](crate::proxy::job::Job).
+    /// A request below a proxy mount goes to the driver as a [`Job`](crate::proxy::job::Job):
+    /// with its body when that came whole with the head; else at once, its body following
+    /// as it arrives (up to the site's limit) through a pipe. An upgrade request's body, if
+    /// it has one, is read whole first (nothing after it is HTTP).
     #[cold]
     #[inline(never)]
     fn proxy(&mut self, route: usize, req: Exchange<'_>) -> Decision<Pending> {
@@ -456,16 +477,27 @@ impl<'a> ConnApp<'a> {
             return self.respond(head, req.buf, text_status(413).close());
         }
         match req.body {
-            Some(body) => self.relay(route, head, req.buf, req.id, body.to_vec()),
-            None => {
+            Some(body) => self.relay(route, head, req.buf, req.id, body.to_vec(), None),
+            None if buffers_bodies(self.site_app, route)
+                || head.header(req.buf, "upgrade").is_some() =>
+            {
                 let sink = Sink::Proxy(Vec::new());
                 self.read_body(route, Params::default(), head, req.buf, sink)
+            }
+            None => {
+                let (pipe_in, pipe_out) = crate::proxy::pipe::pipe();
+                self.relay(route, head, req.buf, req.id, Vec::new(), Some(pipe_out));
+                let sink = Sink::Relay(pipe_in);
+                match self.read_body(route, Params::default(), head, req.buf, sink) {
+                    Decision::ReadBody { limit, pending } => Decision::RelayBody { limit, pending },
+                    other => other,
+                }
             }
         }
     }
 
-    /// Frames the upstream request for a proxied request with its whole `body` and queues
-    /// it for the driver.
+    /// Frames the upstream request for a proxied request with its whole `body`, or with the
+    /// body still to come through `pipe`, and queues it for the driver.
     fn relay(
         &mut self,
         route: usize,
@@ -473,6 +505,7 @@ impl<'a> ConnApp<'a> {
         buf: &[u8],
         id: u64,
         body: Vec<u8>,
+        pipe: Option<PipeOut>,
     ) -> Decision<Pending> {
         use crate::proxy::forward::{Client, request_head};
         let r = &self.site_app.proxies[route];
@@ -480,8 +513,14 @@ impl<'a> ConnApp<'a> {
             addr: self.peer.map(|p| p.ip()),
             tls: self.tls,
         };
-        let framed = !body.is_empty() || head.framing() != Framing::None;
-        let len = framed.then_some(crate::h1c::ReqBody::Length(body.len() as u64));
+        let len = match (&pipe, head.framing()) {
+            // The length the client declared, or chunks as they come (HTTP/2 DATA without
+            // a content-length, or a chunked HTTP/1.1 body).
+            (Some(_), Framing::Length(n)) => Some(crate::h1c::ReqBody::Length(n)),
+            (Some(_), _) => Some(crate::h1c::ReqBody::Chunked),
+            (None, framing) => (!body.is_empty() || framing != Framing::None)
+                .then_some(crate::h1c::ReqBody::Length(body.len() as u64)),
+        };
         let mut out = Vec::with_capacity(buf.len() + 160);
         let forwarded = request_head(head, buf, client, &r.request, len, &mut out);
         let upgrade = forwarded.upgrade;
@@ -494,6 +533,7 @@ impl<'a> ConnApp<'a> {
             upstream: r.upstream,
             head: out,
             body,
+            pipe,
             forwarded,
             // RFC 9110 §9.2.2.
             idempotent: matches!(
@@ -535,6 +575,7 @@ impl<'a> ConnApp<'a> {
                     upstream: auth.upstream,
                     head: sub,
                     body: Vec::new(),
+                    pipe: None,
                     forwarded: crate::proxy::forward::Forwarded {
                         body: crate::h1c::ReqBody::None,
                         head_request: false,
@@ -756,4 +797,11 @@ fn redirect(location: String) -> Response {
     text_status(301)
         .try_header("Location", location)
         .unwrap_or_else(|_| text_status(400))
+}
+
+/// Whether proxy route `route` of `site` reads bodies whole before sending them up.
+fn buffers_bodies(site: &SiteApp, route: usize) -> bool {
+    site.proxies
+        .get(route)
+        .is_some_and(|r| r.mount.request_buffering)
 }

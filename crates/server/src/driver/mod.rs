@@ -342,6 +342,10 @@ impl<B: Backend> Worker<B> {
             at = other.into_iter().flatten().fold(at, u64::min);
         }
         if self.proxying {
+            if !self.up_ready.is_empty() {
+                // A relay woke a client that read more for its upstream: move it now.
+                return Some(Duration::ZERO);
+            }
             at = at.min(self.pools.next_check);
         }
         (at != u64::MAX).then(|| Duration::from_millis(at.saturating_sub(self.io.cx.now)))
@@ -630,7 +634,10 @@ impl<B: Backend> Worker<B> {
             // Its entry is gone from the wheel.
             live.armed = u64::MAX;
             if live.conn.deadline() > now {
-                live.armed = self.wheel.arm(idx, live.conn.deadline());
+                // `u64::MAX` is no deadline (an answer its upstream keeps the time of).
+                if live.conn.deadline() != u64::MAX {
+                    live.armed = self.wheel.arm(idx, live.conn.deadline());
+                }
                 continue;
             }
             if live.conn.timer() == Timer::Deferred {

@@ -251,6 +251,20 @@ impl Proto {
         }
     }
 
+    /// The upstream that request `id`'s relayed body goes to has room again.
+    pub(crate) fn body_room<S: Service<Pending = Pending>>(
+        &mut self,
+        id: u64,
+        head: &mut RequestHead,
+        cx: &mut Cx,
+        svc: &mut S,
+    ) {
+        match self {
+            Proto::H1(c) => c.body_room(head, cx, svc),
+            Proto::H2(c) => c.body_room(id, cx),
+        }
+    }
+
     pub(crate) fn stream_abort(&mut self, id: u64, cx: &mut Cx) -> bool {
         match self {
             Proto::H1(c) => c.stream_abort(id, cx),

@@ -32,8 +32,13 @@ use crate::h1c::{self, ReqBody, Timeouts, UpError};
 use crate::proxy::auth;
 use crate::proxy::balance::{self, Ring, ServerLoad};
 use crate::proxy::job::Job;
+use crate::proxy::pipe::PipeOut;
 use crate::proxy::reply;
 use crate::stats::{Counters, UpCounters};
+
+/// MAX_FEEDS: rounds of moving a relayed body to its upstream in one pump (each at most
+/// [`crate::h1::STREAM_ROOM`]): what one upload may move before the loop turns.
+const MAX_FEEDS: u32 = 16;
 
 /// The token bit that marks an upstream connection (the top of the generation).
 pub(super) const UP: Token = 1 << 63;
@@ -68,6 +73,9 @@ struct Link {
     route: usize,
     /// The request, kept until the response's first byte for another try.
     job: Option<Box<Job>>,
+    /// Its body still arriving from the client, and whether all of it went out.
+    pipe: Option<PipeOut>,
+    body_done: bool,
     /// The client got the answer's head (a failure now cuts its connection).
     answered: bool,
     /// The client's answer is gone (it closed, or reset the stream): drop the exchange.
@@ -283,6 +291,18 @@ struct After {
     server_failed: bool,
     /// An active check's result.
     probe: Option<bool>,
+    /// A client connection that stopped reading its relayed body for room, and the request:
+    /// the exchange is over, so it reads on (and drops the rest).
+    wake: Option<(Token, u64)>,
+}
+
+/// What feeding a relayed body to its upstream connection left to do.
+enum Feed {
+    Nothing,
+    /// The client's connection has room to read again.
+    Wake(Token, u64),
+    /// The client's body failed (it was refused, or the client went): drop the exchange.
+    Failed,
 }
 
 /// The upstream connection's view of the client side during one call.
@@ -350,6 +370,14 @@ impl Relay<'_> {
 }
 
 impl Relay<'_> {
+    /// The exchange is over while its body may still be arriving: the client's connection
+    /// reads the rest and drops it (woken if it waited for room).
+    fn close_pipe(&mut self, pipe: Option<PipeOut>, client: Token, id: u64) {
+        if pipe.is_some_and(|p| p.close()) {
+            self.after.wake = Some((client, id));
+        }
+    }
+
     /// Answers the client with `status` (the site's error page when it has one) and logs it.
     fn answer_error(&mut self, status: u16, link: &Link) {
         let resp = self
@@ -401,10 +429,19 @@ impl h1c::Exchange for Relay<'_> {
                 }
                 auth::Verdict::Refuse => {
                     // The client's answer, as it came (below); the request is not sent.
-                    link.log = then.log;
+                    let mut then = then;
+                    link.log = then.log.take();
                     link.head_request = then.forwarded.head_request;
+                    let (client, id) = (link.client, link.id);
+                    self.close_pipe(then.pipe.take(), client, id);
                 }
                 auth::Verdict::Error => {
+                    let mut then = then;
+                    let (client, id) = (link.client, link.id);
+                    self.close_pipe(then.pipe.take(), client, id);
+                    let Some(link) = self.link.as_mut() else {
+                        return;
+                    };
                     tracing::warn!(
                         status = info.status,
                         "forward auth answered neither 2xx nor 401/403"
@@ -484,9 +521,10 @@ impl h1c::Exchange for Relay<'_> {
     }
 
     fn end(&mut self) {
-        let Some(link) = self.link.take() else {
+        let Some(mut link) = self.link.take() else {
             return;
         };
+        self.close_pipe(link.pipe.take(), link.client, link.id);
         if link.discard {
             // A forward-auth answer: the client's answer is the request's, or was given.
             self.after.finished = Some(link.client);
@@ -525,14 +563,21 @@ impl h1c::Exchange for Relay<'_> {
             return;
         }
         let auth = link.job.as_ref().is_some_and(|j| j.then.is_some());
+        // A body that went up in part cannot be sent again: no other try.
+        let body_sent = link.pipe.as_ref().is_some_and(|p| p.taken() > 0);
         if !link.answered && !link.gone {
             if let Some(mut job) = link.job.take() {
-                let stale = self.reused && error == UpError::Closed && !job.fresh;
-                let again = match error {
-                    UpError::Connect | UpError::Timeout(h1c::Phase::Connect) => true,
-                    UpError::Closed => job.idempotent,
-                    _ => false,
-                };
+                let stale = self.reused && error == UpError::Closed && !job.fresh && !body_sent;
+                let again = !body_sent
+                    && match error {
+                        UpError::Connect | UpError::Timeout(h1c::Phase::Connect) => true,
+                        UpError::Closed => job.idempotent,
+                        _ => false,
+                    };
+                if (stale && job.idempotent) || (again && job.tries + 1 < self.tries) {
+                    // The body still arriving goes with the next try.
+                    job.pipe = link.pipe.take();
+                }
                 if stale {
                     // Not the server's failure: its keep-alive ended meanwhile.
                     self.after.server_failed = false;
@@ -557,6 +602,7 @@ impl h1c::Exchange for Relay<'_> {
                     link.head_request = then.forwarded.head_request;
                 }
             }
+            self.close_pipe(link.pipe.take(), link.client, link.id);
             let status = match error {
                 // Forward auth that cannot answer is the server's failure (nginx's too).
                 _ if auth => 500,
@@ -567,6 +613,7 @@ impl h1c::Exchange for Relay<'_> {
             self.answer_error(status, &link);
         } else {
             tracing::warn!(error = %error, "upstream exchange failed after its answer began");
+            self.close_pipe(link.pipe.take(), link.client, link.id);
             if let Some(live) = client(self.slots, link.client) {
                 live.conn.stream_abort(link.id, self.cx);
             }
@@ -666,7 +713,7 @@ impl<B: Backend> Worker<B> {
     }
 
     /// Answers a job that cannot be sent anywhere.
-    fn refuse(&mut self, job: Box<Job>, status: u16, sh: &Shared) {
+    fn refuse(&mut self, mut job: Box<Job>, status: u16, sh: &Shared) {
         let resp = self
             .io
             .sites
@@ -676,8 +723,12 @@ impl<B: Backend> Worker<B> {
             .and_then(|s| s.error_page(status))
             .unwrap_or_else(|| crate::h1::status_response(status, ""));
         let (client, id) = (job.client, job.id);
+        let wake = job.pipe.take().is_some_and(|p| p.close());
         self.with(client, sh, |live, p| {
             live.conn.complete(id, resp, p.cx);
+            if wake {
+                live.conn.body_room(id, p.head, p.cx, &mut p.svc);
+            }
         });
     }
 
@@ -701,8 +752,11 @@ impl<B: Backend> Worker<B> {
         let Some(up) = self.slots[idx as usize].up.as_mut() else {
             return;
         };
+        let pipe = job.pipe.take();
         let body = match job.forwarded.body {
-            ReqBody::Chunked => ReqBody::Length(job.body.len() as u64),
+            // A buffered chunked body goes up with its length; one still arriving goes as
+            // the head says (its declared length, or chunked).
+            ReqBody::Chunked if pipe.is_none() => ReqBody::Length(job.body.len() as u64),
             b => b,
         };
         up.conn.start(
@@ -721,6 +775,8 @@ impl<B: Backend> Worker<B> {
             site: job.site,
             route: job.route,
             answered: false,
+            body_done: pipe.is_none(),
+            pipe,
             gone: false,
             paused: false,
             tunnel: false,
@@ -888,6 +944,11 @@ impl<B: Backend> Worker<B> {
         if let Some(client) = after.client {
             self.with(client, sh, |_, _| {});
         }
+        if let Some((client, id)) = after.wake {
+            self.with(client, sh, |live, p| {
+                live.conn.body_room(id, p.head, p.cx, &mut p.svc);
+            });
+        }
         if let Some(job) = after.retry {
             self.dispatch(job, sh);
         }
@@ -902,7 +963,23 @@ impl<B: Backend> Worker<B> {
     /// closes it when it is done.
     fn pump_up(&mut self, idx: u32, sh: &Shared) {
         let token = self.token(idx);
+        let mut feeds = 0;
         loop {
+            // A relayed body: each send done at once makes room for more of it, up to
+            // MAX_FEEDS rounds; the rest goes on next turn, so one upload cannot hold the loop.
+            if feeds == MAX_FEEDS {
+                feeds += 1;
+                self.up_ready.push(token);
+            } else if feeds < MAX_FEEDS {
+                feeds += 1;
+                match self.feed_body(idx) {
+                    Feed::Nothing => {}
+                    Feed::Wake(client, id) => self.with(client, sh, |live, p| {
+                        live.conn.body_room(id, p.head, p.cx, &mut p.svc);
+                    }),
+                    Feed::Failed => return self.close_up(idx),
+                }
+            }
             let Some(up) = self.slots[idx as usize].up.as_mut() else {
                 return;
             };
@@ -958,6 +1035,39 @@ impl<B: Backend> Worker<B> {
             }
         }
         self.settle_up(idx);
+    }
+
+    /// Moves what arrived of the exchange's request body into the upstream connection's
+    /// output, as much as it has room for ([`crate::h1::STREAM_ROOM`]); nothing while it
+    /// connects, so that a failed connect leaves the body whole for another try.
+    fn feed_body(&mut self, idx: u32) -> Feed {
+        let Some(up) = self.slots[idx as usize].up.as_mut() else {
+            return Feed::Nothing;
+        };
+        let conn = &mut up.conn;
+        let Some(link) = up.link.as_mut() else {
+            return Feed::Nothing;
+        };
+        let Some(pipe) = link.pipe.as_ref().filter(|_| !link.body_done) else {
+            return Feed::Nothing;
+        };
+        if conn.is_connecting() {
+            return Feed::Nothing;
+        }
+        let room = crate::h1::STREAM_ROOM.saturating_sub(conn.out_len());
+        let taken = pipe.take(room, |piece| conn.body(piece));
+        if taken.failed {
+            return Feed::Failed;
+        }
+        if taken.ended {
+            conn.body_end();
+            link.body_done = true;
+        }
+        if taken.wake {
+            Feed::Wake(link.client, link.id)
+        } else {
+            Feed::Nothing
+        }
     }
 
     /// Arms receiving and the timer as the upstream connection's state asks.
@@ -1189,6 +1299,17 @@ impl<B: Backend> Worker<B> {
             let Some(idx) = self.up_index(token) else {
                 continue;
             };
+            let Some(up) = self.slots[idx as usize].up.as_ref() else {
+                continue;
+            };
+            if up
+                .link
+                .as_ref()
+                .is_some_and(|l| !l.body_done && l.pipe.as_ref().is_some_and(PipeOut::ready))
+            {
+                // The client's connection read more of the body.
+                self.pump_up(idx, sh);
+            }
             let Some(up) = self.slots[idx as usize].up.as_ref() else {
                 continue;
             };

@@ -79,6 +79,12 @@ pub(crate) enum Decision<P> {
     /// so nothing after it is read as HTTP until its answer: a 101 makes the connection a
     /// byte tunnel, any other answer closes it.
     Relay { upgrade: bool },
+    /// The request went upstream before its body arrived: read the body (up to `limit`, 413
+    /// beyond) into `pending`, which sends it on as it comes, while the answer comes as for
+    /// [`Decision::Relay`] (even before the body ends). While [`Service::room`] says no, the
+    /// connection reads no more of it, until the driver wakes it. [`Service::end`]'s
+    /// decision for it is not used.
+    RelayBody { limit: u64, pending: P },
 }
 
 /// The application, as the connection sees it.
@@ -90,6 +96,8 @@ pub(crate) trait Service {
     /// A piece of the body of the request being read, in order. `Err` answers at once (and
     /// closes: the rest of the body is not read).
     fn data(&mut self, pending: &mut Self::Pending, data: &[u8]) -> Result<(), Response>;
+    /// Whether a body read for [`Decision::RelayBody`] may take more now.
+    fn room(&self, pending: &Self::Pending) -> bool;
     /// The body ended; `body` holds its trailers. Answer now or defer.
     fn end(
         &mut self,

@@ -22,9 +22,16 @@ const DATE_SECS: u64 = 1_767_225_600;
 /// The test application. `/x` answers "x"; `/echo` the body; `/defer` defers (the test
 /// answers with [`Harness::complete`]); `/close` closes; `/file` sends a 5-byte file body;
 /// anything else is 404. Bodies go to a buffer; a `!` in one makes the service fail it.
+/// `/up` goes "upstream" before its body ([`Decision::RelayBody`]): the test plays the
+/// upstream, which takes the body 8 bytes at a time (`taken`) and answers with `complete`.
 #[derive(Default)]
 struct App {
     deferred: Vec<u64>,
+    /// Requests relayed before their body, and their bodies once whole.
+    relayed: Vec<u64>,
+    bodies: Vec<String>,
+    /// Bytes of the relayed body the test's upstream has taken.
+    taken: usize,
     /// Statuses the connection answered on its own.
     own: Vec<u16>,
     /// The parse errors among them.
@@ -36,6 +43,8 @@ struct App {
 struct Pending {
     defer: bool,
     body: Vec<u8>,
+    /// A relayed body ([`Decision::RelayBody`]): the test's upstream takes 8 bytes at most.
+    relay: bool,
 }
 
 fn file() -> FileBody {
@@ -72,8 +81,20 @@ impl Service for App {
                 pending: Pending {
                     defer,
                     body: Vec::new(),
+                    relay: false,
                 },
             },
+            ("/up", None) => {
+                self.relayed.push(req.id);
+                Decision::RelayBody {
+                    limit: 16,
+                    pending: Pending {
+                        defer: false,
+                        body: Vec::new(),
+                        relay: true,
+                    },
+                }
+            }
             _ => send(Response::text("nf").status(404)),
         }
     }
@@ -86,7 +107,16 @@ impl Service for App {
         Ok(())
     }
 
+    fn room(&self, p: &Pending) -> bool {
+        !p.relay || p.body.len() - self.taken < 8
+    }
+
     fn end(&mut self, id: u64, p: Pending, _body: BodyDecoder) -> Decision<Pending> {
+        if p.relay {
+            self.bodies
+                .push(String::from_utf8_lossy(&p.body).into_owned());
+            return Decision::Relay { upgrade: false };
+        }
         if p.defer {
             self.deferred.push(id);
             return Decision::Defer;
@@ -809,6 +839,9 @@ fn method_facts_reach_the_service() {
         fn data(&mut self, _: &mut (), _: &[u8]) -> Result<(), Response> {
             Ok(())
         }
+        fn room(&self, _: &()) -> bool {
+            true
+        }
         fn end(&mut self, _: u64, _: (), _: BodyDecoder) -> Decision<()> {
             Decision::Respond(Response::new(204))
         }
@@ -1168,4 +1201,93 @@ fn a_101_is_refused_to_a_request_that_did_not_ask_to_upgrade() {
         wire.contains("200 OK") && wire.contains("101 Switching Protocols"),
         "{wire}"
     );
+}
+
+impl Harness {
+    /// The test's upstream took `n` more bytes of the relayed body: the driver's wake.
+    fn upstream_took(&mut self, n: usize) -> &mut Self {
+        self.app.taken += n;
+        self.conn
+            .body_room(&mut self.head, &mut self.cx, &mut self.app);
+        self.flush();
+        self
+    }
+
+    fn wants_input(&self) -> bool {
+        self.conn.wants_input(&self.cx.cfg)
+    }
+}
+
+#[test]
+fn a_relayed_body_is_read_only_as_fast_as_the_upstream_takes_it() {
+    let mut h = Harness::new();
+    h.recv(b"POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 16\r\n\r\nabcdefghij");
+    assert_eq!(h.app.relayed, [1], "relayed at its head");
+    assert!(h.wire.is_empty());
+    assert!(!h.wants_input(), "over the upstream's room: reading stops");
+    // Bytes that came anyway wait in the connection, not in the application.
+    h.recv(b"kl");
+    assert!(!h.wants_input());
+    h.upstream_took(10);
+    assert!(h.wants_input(), "room again: reading goes on");
+    h.recv(b"mnop");
+    assert_eq!(h.app.bodies, ["abcdefghijklmnop"]);
+    // The answer comes from the upstream; the connection goes on after it.
+    assert!(h.complete(1, Response::text("up")));
+    h.recv(b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(h.answers(), ["200 up", "200 x"]);
+    assert_eq!(h.state(), "open");
+}
+
+#[test]
+fn a_relayed_body_keeps_being_read_while_an_early_answer_goes_out() {
+    let mut h = Harness::new();
+    h.recv(b"POST /up HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n");
+    // The upstream answers before the body ends (a 413 of its own, a streaming echo …).
+    assert!(h.complete(1, Response::text("early")));
+    assert_eq!(h.answers(), ["200 early"]);
+    assert!(h.wants_input(), "the rest of the body is still read");
+    // Pipelined after the body: answered once the body is through.
+    h.recv(b"2\r\nde\r\n0\r\n\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(h.app.bodies, ["abcde"]);
+    assert_eq!(h.answers(), ["200 x"]);
+    assert_eq!(h.state(), "open");
+}
+
+#[test]
+fn a_relayed_body_refused_midway_answers_in_the_upstreams_place_and_closes() {
+    #[rustfmt::skip]
+    let rows: &[(&str, &[u8], u64, &str)] = &[
+        // RFC 9112 §7.1: a chunk size that is not hex.
+        ("bad chunk", b"POST /up HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nzz\r\n", 0, "400 [close]"),
+        // The limit (16) counted as a chunked body arrives.
+        ("over the limit", b"POST /up HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n11\r\n0123456789abcdefg\r\n", 0, "413 [close]"),
+        // The body timeout (200 ms) with the upstream waiting for the rest.
+        ("too slow", b"POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nab", 250, "408 [close]"),
+    ];
+    for (name, input, at, answer) in rows {
+        let mut h = Harness::new();
+        h.recv(input);
+        h.at(*at);
+        assert_eq!(h.app.relayed, [1], "{name}");
+        assert!(h.app.bodies.is_empty(), "{name}: the body never ends whole");
+        assert_eq!(h.answers(), [*answer], "{name}");
+        assert_eq!(h.app.own.len(), 1, "{name}: logged once");
+        // The upstream's answer, if it still comes, is too late.
+        assert!(!h.complete(1, Response::text("late")), "{name}");
+        assert_ne!(h.state(), "open", "{name}");
+    }
+}
+
+#[test]
+fn a_relayed_body_refused_after_the_upstreams_answer_began_cuts_it() {
+    let mut h = Harness::new();
+    h.recv(b"POST /up HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n");
+    assert!(h.start(1, stream_head(None)));
+    h.recv(b"zz\r\n");
+    let wire = h.wire_text();
+    assert!(wire.starts_with("HTTP/1.1 200"), "{wire}");
+    assert!(!wire.contains("0\r\n\r\n"), "never ended as whole: {wire}");
+    assert!(!wire.contains("400"), "no second answer: {wire}");
+    assert_ne!(h.state(), "open");
 }

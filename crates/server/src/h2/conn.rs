@@ -429,12 +429,20 @@ impl<P> Conn<P> {
             let answer = if s.received > b.limit {
                 Some(status_response(413, "").close())
             } else if !data.is_empty() {
-                svc.data(&mut b.pending, data).err()
+                let refused = svc.data(&mut b.pending, data).err();
+                b.held |= b.relayed && !svc.room(&b.pending);
+                refused
             } else {
                 None
             };
             if let Some(resp) = answer {
+                let relayed = b.relayed;
                 s.body = None;
+                if relayed && !matches!(s.answer, Answer::Deferred(_)) {
+                    // The upstream's answer has begun: it is cut, never completed.
+                    svc.answered(resp.status, None, 0, b"");
+                    return self.stream_error(h.stream, Code::Internal, cx);
+                }
                 s.discard = true;
                 svc.answered(resp.status, None, resp.body.len(), b"");
                 self.answer(idx, resp, cx);
@@ -458,6 +466,14 @@ impl<P> Conn<P> {
         }
         if let Some(b) = s.body.take() {
             let id = s.id;
+            if b.relayed {
+                // The answer is the upstream's, pending or under way already.
+                let _ = svc.end(u64::from(id), b.pending, BodyDecoder::Length(0));
+                if self.streams[idx].closed() {
+                    self.finish(idx, cx);
+                }
+                return;
+            }
             let decision = svc.end(u64::from(id), b.pending, BodyDecoder::Length(0));
             self.decide(idx, decision, cx);
         } else if s.closed() {
@@ -679,7 +695,24 @@ impl<P> Conn<P> {
                     let resp = status_response(413, "");
                     return self.answer(idx, resp, cx);
                 }
-                s.body = Some(BodyIn { pending, limit });
+                s.body = Some(BodyIn {
+                    pending,
+                    limit,
+                    relayed: false,
+                    held: false,
+                });
+            }
+            Decision::RelayBody { limit, pending } => {
+                // The application refused a declared length over the limit before the
+                // request went up; what comes is counted against it as it arrives.
+                let s = &mut self.streams[idx];
+                s.body = Some(BodyIn {
+                    pending,
+                    limit,
+                    relayed: true,
+                    held: false,
+                });
+                s.answer = Answer::Deferred(u64::MAX);
             }
             Decision::Defer => {
                 self.streams[idx].answer = Answer::Deferred(cx.now + cx.cfg.deferred_timeout);
@@ -1015,12 +1048,30 @@ impl<P> Conn<P> {
         }
         for i in 0..self.streams.len() {
             let s = &mut self.streams[i];
-            if !s.remote_closed && !s.discard && s.recv_owed >= STREAM_WINDOW / 2 {
+            if !s.remote_closed
+                && !s.discard
+                && s.recv_owed >= STREAM_WINDOW / 2
+                && !s.body.as_ref().is_some_and(|b| b.held)
+            {
                 let (id, n) = (s.id, s.recv_owed);
                 s.recv_window += n;
                 s.recv_owed = 0;
                 frame::window_update(self.output(cx), id, n as u32);
             }
+        }
+    }
+
+    /// The upstream that stream `id`'s relayed body goes to has room again: its window is
+    /// given back as it is owed.
+    pub(crate) fn body_room(&mut self, id: u64, cx: &mut Cx) {
+        let Some(idx) = u32::try_from(id).ok().and_then(|id| self.find(id)) else {
+            return;
+        };
+        if let Some(b) = self.streams[idx].body.as_mut()
+            && b.held
+        {
+            b.held = false;
+            self.window_updates(cx);
         }
     }
 

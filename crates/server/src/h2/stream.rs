@@ -41,6 +41,12 @@ pub(crate) const REMEMBERED: usize = 32;
 pub(crate) struct BodyIn<P> {
     pub pending: P,
     pub limit: u64,
+    /// The request went upstream already ([`crate::h1::Decision::RelayBody`]): the answer is
+    /// pending, and the body goes up as it comes.
+    pub relayed: bool,
+    /// The upstream has no room: no WINDOW_UPDATE for the stream until the driver says so,
+    /// so the client sends at most the rest of its window ([`STREAM_WINDOW`]).
+    pub held: bool,
 }
 
 /// Where the answer stands.

@@ -111,6 +111,10 @@ impl Service for App {
         Ok(())
     }
 
+    fn room(&self, _: &Pending) -> bool {
+        true
+    }
+
     fn end(&mut self, id: u64, p: Pending, _: BodyDecoder) -> Decision<Pending> {
         if p.defer {
             self.deferred.push(id);

@@ -1,7 +1,7 @@
 //! A request on its way to an upstream: what the application layer hands the driver once it
-//! has decided a request is proxied and has its whole body (bodies are read before the
-//! upstream is chosen, as nginx's `proxy_request_buffering on` does: a slow uploader holds a
-//! client connection, not an upstream one).
+//! has decided a request is proxied. A body that came whole with the head goes in `body`; one
+//! still arriving goes up as it arrives, through `pipe` (nginx's `proxy_request_buffering
+//! off`): the upstream connection is taken at once and the body streams with bounded room.
 #![forbid(unsafe_code)]
 
 use super::forward::Forwarded;
@@ -21,6 +21,9 @@ pub(crate) struct Job {
     /// The upstream request's head, framed by us.
     pub head: Vec<u8>,
     pub body: Vec<u8>,
+    /// The body still arriving (then `body` is empty and `forwarded.body` says how the
+    /// upstream request frames it).
+    pub pipe: Option<super::pipe::PipeOut>,
     pub forwarded: Forwarded,
     /// Another try may follow a failure after the request went out (a method that means
     /// the same done twice).

@@ -1,8 +1,9 @@
 //! The reverse proxy's rules (RFC 9110 §7.6, RFC 9112): what an upstream receives for a
 //! client's request ([`forward`]) and what the client receives of the upstream's response
 //! ([`reply`]), the forward-auth subrequest ([`auth`]), the choice of a server ([`balance`]),
-//! a mount's rules built from the configuration ([`route`]), and the request handed to the
-//! driver ([`job`]). Pure functions over heads and field spans: no sockets, no state. The
+//! a mount's rules built from the configuration ([`route`]), the request handed to the
+//! driver ([`job`]): pure functions over heads and field spans, no sockets. One piece holds
+//! state, a body still arriving on its way up ([`pipe`]), shared by the two connections. The
 //! connection to the upstream is `crate::h1c`'s state machine; the driver's
 //! `driver/upstream.rs` owns the connections, pools and relays.
 //!
@@ -15,6 +16,7 @@ pub(crate) mod auth;
 pub(crate) mod balance;
 pub(crate) mod forward;
 pub(crate) mod job;
+pub(crate) mod pipe;
 pub(crate) mod reply;
 pub(crate) mod route;
 #[cfg(test)]

@@ -113,6 +113,9 @@ struct BodyIn<P> {
     limit: u64,
     /// When reading the body began (ms): with the minimum rate, it bounds the whole body.
     started: u64,
+    /// The request went upstream already ([`Decision::RelayBody`]): its answer is pending in
+    /// the queue, and the body is read while the upstream takes it.
+    relayed: bool,
 }
 
 /// A file body being sent after the bytes before it.
@@ -187,6 +190,9 @@ enum Hold {
     /// The next request's body must be read, and answers before it are outstanding: an
     /// interim 100 or a body error must not overtake them.
     Body,
+    /// A relayed body's upstream has no room: the driver wakes the connection
+    /// ([`Conn::body_room`]).
+    Relay,
 }
 
 /// What a connection holds between calls, rarely: allocated when needed and dropped when both
@@ -250,6 +256,8 @@ impl<P> Conn<P> {
     pub(crate) fn wants_input(&self, cfg: &ConnConfig) -> bool {
         match self.reading {
             Reading::Linger { .. } => true,
+            // Reading a relayed body makes no output: only the upstream's room holds it.
+            Reading::Body(ref b) if b.relayed => self.held == Hold::No,
             Reading::Head | Reading::Body(_) => {
                 self.held == Hold::No
                     && self.in_flight == InFlight::None
@@ -270,7 +278,7 @@ impl<P> Conn<P> {
         let output_out =
             self.in_flight == InFlight::None && self.out_empty() && self.tail.is_none();
         match self.held {
-            Hold::No => false,
+            Hold::No | Hold::Relay => false,
             Hold::Output => output_out,
             Hold::Queue => {
                 output_out
@@ -368,6 +376,18 @@ impl<P> Conn<P> {
         self.set_timer(cx);
     }
 
+    /// The upstream a relayed body goes to has room again: reading goes on.
+    pub(crate) fn body_room<S: Service<Pending = P>>(
+        &mut self,
+        head: &mut RequestHead,
+        cx: &mut Cx,
+        svc: &mut S,
+    ) {
+        if self.held == Hold::Relay {
+            self.resume(head, cx, svc);
+        }
+    }
+
     /// The peer will send nothing more. A request cut short can never complete: what is
     /// owed is answered, then the connection closes — unless answers are still outstanding
     /// with the service: then the client is taken to be gone (as nginx does, status 499 in the
@@ -433,6 +453,9 @@ impl<P> Conn<P> {
                 self.writing = Writing::Closed;
             }
             Timer::Send => self.writing = Writing::Reset,
+            Timer::Body if matches!(&self.reading, Reading::Body(b) if b.relayed) => {
+                self.refuse_relayed(408, "request not received in time", None, cx, svc);
+            }
             Timer::Head | Timer::Body => {
                 self.reading = Reading::Stopped;
                 self.drop_inbuf(&mut cx.pool);
@@ -579,6 +602,18 @@ impl<P> Conn<P> {
     }
 
     /// Picks the deadline for the state the connection is now in.
+    /// A body's deadline: a gap limit, and a whole-body limit that grows with the bytes
+    /// received.
+    fn body_deadline(b: &BodyIn<P>, cx: &Cx) -> u64 {
+        let cfg = &cx.cfg;
+        let gap = cx.now + cfg.body_timeout;
+        let total = match cfg.min_body_rate {
+            0 => u64::MAX,
+            rate => b.started + cfg.body_timeout + b.received.saturating_mul(1000) / rate,
+        };
+        gap.min(total)
+    }
+
     fn set_timer(&mut self, cx: &Cx) {
         let cfg = &cx.cfg;
         let (timer, deadline) = if self.writing == Writing::Shut {
@@ -597,19 +632,20 @@ impl<P> Conn<P> {
             }
             (Timer::Send, cx.now + cfg.send_timeout)
         } else if let Some(at) = self.queue.as_ref().and_then(|q| q.front_deadline()) {
-            (Timer::Deferred, at)
+            match &self.reading {
+                // A relayed body keeps the body's times while the client is read; while the
+                // upstream has no room, its send timeout keeps the time.
+                Reading::Body(b) if b.relayed && self.held != Hold::Relay => {
+                    (Timer::Body, Self::body_deadline(b, cx))
+                }
+                _ => (Timer::Deferred, at),
+            }
         } else if self.tail.is_some() {
             // A streamed body is waiting for its next piece: whoever sends it keeps the time
             // (the upstream's read timeout ends it with `stream_abort`).
             (Timer::Deferred, u64::MAX)
         } else if let Reading::Body(b) = &self.reading {
-            // A gap limit, and a whole-body limit that grows with the bytes received.
-            let gap = cx.now + cfg.body_timeout;
-            let total = match cfg.min_body_rate {
-                0 => u64::MAX,
-                rate => b.started + cfg.body_timeout + b.received.saturating_mul(1000) / rate,
-            };
-            (Timer::Body, gap.min(total))
+            (Timer::Body, Self::body_deadline(b, cx))
         } else if !self.inbuf_empty() && matches!(self.reading, Reading::Head) {
             if self.timer == Timer::Head {
                 return; // the head timer runs from the request's first byte

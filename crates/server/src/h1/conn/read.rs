@@ -171,6 +171,17 @@ impl<P> Conn<P> {
                 self.place(facts, status_response(500, "").close(), cx);
                 Some(used)
             }
+            Decision::RelayBody { limit, pending } => {
+                self.relay_body(
+                    facts,
+                    framing,
+                    limit,
+                    pending,
+                    expect_continue && avail.is_empty(),
+                    cx,
+                );
+                Some(n)
+            }
             Decision::ReadBody { limit, pending } => {
                 let Some(decoder) = BodyDecoder::new(framing) else {
                     self.end_body(facts, pending, BodyDecoder::Length(0), cx, svc);
@@ -194,6 +205,7 @@ impl<P> Conn<P> {
                     received: 0,
                     limit,
                     started: cx.now,
+                    relayed: false,
                 }));
                 Some(n)
             }
@@ -210,10 +222,18 @@ impl<P> Conn<P> {
         let Reading::Body(b) = &mut self.reading else {
             return 0;
         };
+        if self.held == Hold::Relay {
+            return 0; // the upstream has no room: the input waits
+        }
         let mut pos = 0;
         loop {
             let step = match b.decoder.decode(&input[pos..], &cx.cfg.limits) {
                 Ok(step) => step,
+                Err(e) if b.relayed => {
+                    tracing::debug!(error = %e, "rejecting a relayed request body");
+                    self.refuse_relayed(e.status(), &e.to_string(), Some(e), cx, svc);
+                    return input.len();
+                }
                 Err(e) => {
                     let facts = b.facts;
                     let line = svc.request_line_of(&b.pending);
@@ -226,6 +246,10 @@ impl<P> Conn<P> {
             pos += step.consumed;
             if !step.data.is_empty() {
                 b.received += step.data.len() as u64;
+                if b.received > b.limit && b.relayed {
+                    self.refuse_relayed(413, "request body too large", None, cx, svc);
+                    return input.len();
+                }
                 if b.received > b.limit {
                     let facts = b.facts;
                     let line = svc.request_line_of(&b.pending);
@@ -248,9 +272,19 @@ impl<P> Conn<P> {
                     facts,
                     decoder,
                     pending,
+                    relayed,
                     ..
                 } = *b;
-                self.end_body(facts, pending, decoder, cx, svc);
+                if relayed {
+                    // The answer is the upstream's, pending already.
+                    let _ = svc.end(facts.id, pending, decoder);
+                } else {
+                    self.end_body(facts, pending, decoder, cx, svc);
+                }
+                return pos;
+            }
+            if b.relayed && !svc.room(&b.pending) {
+                self.held = Hold::Relay;
                 return pos;
             }
             if pos == input.len() {
@@ -272,7 +306,75 @@ impl<P> Conn<P> {
             Decision::Respond(resp) => self.place(facts, resp, cx),
             Decision::Defer => self.defer(facts, cx.now + cx.cfg.deferred_timeout, cx),
             Decision::Relay { upgrade } => self.relayed(facts, upgrade, cx),
-            Decision::ReadBody { .. } => self.place(facts, status_response(500, "").close(), cx),
+            Decision::ReadBody { .. } | Decision::RelayBody { .. } => {
+                self.place(facts, status_response(500, "").close(), cx)
+            }
+        }
+    }
+
+    /// The request went upstream before its body arrived: its answer is pending from now on
+    /// (it may come before the body ends), and the body is read while the upstream has room.
+    #[cold]
+    #[inline(never)]
+    fn relay_body(
+        &mut self,
+        facts: Facts,
+        framing: Framing,
+        limit: u64,
+        pending: P,
+        expect_continue: bool,
+        cx: &mut Cx,
+    ) {
+        self.queue
+            .get_or_insert_with(Default::default)
+            .push_pending(facts, u64::MAX);
+        // The application refused a length over the limit before sending the request up;
+        // a chunked body's limit is counted as it comes.
+        let decoder = BodyDecoder::new(framing).unwrap_or(BodyDecoder::Length(0));
+        if expect_continue {
+            // RFC 9110 §10.1.1: the client waits for this before sending the body.
+            self.sink(cx).extend_from_slice(CONTINUE_100);
+        }
+        self.reading = Reading::Body(Box::new(BodyIn {
+            facts,
+            decoder,
+            pending,
+            received: 0,
+            limit,
+            started: cx.now,
+            relayed: true,
+        }));
+    }
+
+    /// Refuses the relayed body being read (malformed, over its limit, too slow): the
+    /// upstream exchange is dropped (the pending body's end, dropped unfinished, tells the
+    /// driver) and the client gets `status`, or a cut answer when the upstream's had begun;
+    /// the connection closes after it.
+    pub(super) fn refuse_relayed<S: Service<Pending = P>>(
+        &mut self,
+        status: u16,
+        why: &str,
+        error: Option<ParseError>,
+        cx: &mut Cx,
+        svc: &mut S,
+    ) {
+        let Reading::Body(b) = std::mem::replace(&mut self.reading, Reading::Stopped) else {
+            return;
+        };
+        self.held = Hold::No;
+        self.drop_inbuf(&mut cx.pool);
+        let line = svc.request_line_of(&b.pending);
+        let facts = b.facts;
+        drop(b);
+        let resp = status_response(status, why).close();
+        let send_body = if facts.framing.head {
+            0
+        } else {
+            resp.body.len()
+        };
+        svc.answered(status, error, send_body, &line);
+        if !self.complete(facts.id, resp, cx) {
+            self.stream_abort(facts.id, cx);
         }
     }
 
