@@ -171,11 +171,12 @@ mod tests {
         assert!(!i.put(&[2; 10]), "full past PIPE_ROOM");
         assert!(!i.has_room());
         let mut got = Vec::new();
-        let t = o.take(5, |d| got.extend_from_slice(d));
-        assert_eq!(got, [1; 5]);
+        assert!(!o.take(5, |d| got.extend_from_slice(d)).wake, "still full");
+        let t = o.take(15, |d| got.extend_from_slice(d));
+        assert_eq!(got, [1; 20]);
         assert!(t.wake, "under PIPE_ROOM again: the waiting client is woken");
         assert!(!o.take(0, |_| {}).wake, "woken once");
-        assert_eq!(o.taken(), 5);
+        assert_eq!(o.taken(), 20);
         i.end();
         let t = o.take(usize::MAX, |d| got.extend_from_slice(d));
         assert!(t.ended && !t.failed);

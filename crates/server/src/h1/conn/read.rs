@@ -194,19 +194,8 @@ impl<P> Conn<P> {
                     self.own_answer(413, "request body too large", None, line, facts, cx, svc);
                     return Some(n);
                 }
-                if expect_continue && avail.is_empty() {
-                    // RFC 9110 §10.1.1: the client waits for this before sending the body.
-                    self.sink(cx).extend_from_slice(CONTINUE_100);
-                }
-                self.reading = Reading::Body(Box::new(BodyIn {
-                    facts,
-                    decoder,
-                    pending,
-                    received: 0,
-                    limit,
-                    started: cx.now,
-                    relayed: false,
-                }));
+                let body = (decoder, pending, limit, false);
+                self.read_body(facts, body, expect_continue && avail.is_empty(), cx);
                 Some(n)
             }
         }
@@ -331,7 +320,19 @@ impl<P> Conn<P> {
         // The application refused a length over the limit before sending the request up;
         // a chunked body's limit is counted as it comes.
         let decoder = BodyDecoder::new(framing).unwrap_or(BodyDecoder::Length(0));
-        if expect_continue {
+        self.read_body(facts, (decoder, pending, limit, true), expect_continue, cx);
+    }
+
+    /// Starts reading a request's body: `(decoder, pending, limit, relayed)` as in
+    /// [`BodyIn`]; `continue_100`: the client waits for a 100 before sending it.
+    fn read_body(
+        &mut self,
+        facts: Facts,
+        (decoder, pending, limit, relayed): (BodyDecoder, P, u64, bool),
+        continue_100: bool,
+        cx: &mut Cx,
+    ) {
+        if continue_100 {
             // RFC 9110 §10.1.1: the client waits for this before sending the body.
             self.sink(cx).extend_from_slice(CONTINUE_100);
         }
@@ -342,7 +343,7 @@ impl<P> Conn<P> {
             received: 0,
             limit,
             started: cx.now,
-            relayed: true,
+            relayed,
         }));
     }
 
