@@ -256,21 +256,24 @@ impl<P> Conn<P> {
     pub(crate) fn wants_input(&self, cfg: &ConnConfig) -> bool {
         match self.reading {
             Reading::Linger { .. } => true,
+            Reading::Head => self.held == Hold::No && self.output_calm(cfg),
             // Reading a relayed body makes no output: only the upstream's room holds it.
-            Reading::Body(ref b) if b.relayed => self.held == Hold::No,
-            Reading::Head | Reading::Body(_) => {
-                self.held == Hold::No
-                    && self.in_flight == InFlight::None
-                    && self.out_empty()
-                    && self.tail.is_none()
-                    && self
-                        .queue
-                        .as_ref()
-                        .is_none_or(|q| Self::queue_has_room(q, cfg))
-            }
+            Reading::Body(ref b) => self.held == Hold::No && (b.relayed || self.output_calm(cfg)),
             Reading::Stopped | Reading::PeerClosed | Reading::Upgrade => false,
             Reading::Tunnel { eof } => !eof && self.tunnel_has_room(),
         }
+    }
+
+    /// Nothing waits to go out, and the queue has room: another request may be read.
+    #[inline(always)]
+    fn output_calm(&self, cfg: &ConnConfig) -> bool {
+        self.in_flight == InFlight::None
+            && self.out_empty()
+            && self.tail.is_none()
+            && self
+                .queue
+                .as_ref()
+                .is_none_or(|q| Self::queue_has_room(q, cfg))
     }
 
     /// Processing stopped for backpressure and can go on now: call [`Conn::resume`].
