@@ -34,7 +34,8 @@ done
 "$bin/parse_chunked" fuzz/corpus/parse_chunked/* >/dev/null 2>&1
 "$bin/parse_response" fuzz/corpus/parse_response/* >/dev/null 2>&1
 "$bin/hpack_decode" fuzz/corpus/hpack_decode/* >/dev/null 2>&1
-echo "fuzz targets replayed $(ls fuzz/corpus/parse_request | wc -l) + $(ls fuzz/corpus/parse_chunked | wc -l) + $(ls fuzz/corpus/parse_response | wc -l) + $(ls fuzz/corpus/hpack_decode | wc -l) seeds"
+"$bin/parse_proxy_header" fuzz/corpus/parse_proxy_header/* >/dev/null 2>&1
+echo "fuzz targets replayed $(ls fuzz/corpus/parse_request | wc -l) + $(ls fuzz/corpus/parse_chunked | wc -l) + $(ls fuzz/corpus/parse_response | wc -l) + $(ls fuzz/corpus/hpack_decode | wc -l) + $(ls fuzz/corpus/parse_proxy_header | wc -l) seeds"
 
 echo "== cargo test"
 cargo test --workspace --locked

@@ -7,6 +7,7 @@
 //! every way the bytes can arrive (whole, split in two, one byte at a time). It panics on a
 //! violation and on nothing else; it uses only `std` and `linerate_http1`.
 
+use linerate_http1::proxy_protocol::{self, ProxyError};
 use linerate_http1::{
     BodyDecoder, Counted, Framing, Limits, Method, ParseError, Parsed, RequestHead,
     ResponseCounter, ResponseError, TargetForm, Version, parse_response, parse_response_strict,
@@ -45,6 +46,8 @@ pub enum End {
     Rejected(ParseError),
     /// A response was rejected.
     ResponseRejected(ResponseError),
+    /// A PROXY protocol header was rejected.
+    ProxyRejected(ProxyError),
 }
 
 /// Checks `data` as a stream of pipelined requests under every limit set; returns how the
@@ -64,6 +67,58 @@ pub fn check_chunked(data: &[u8]) -> End {
         BodyEnd::Done(_) => End::Clean,
         BodyEnd::NeedMore => End::Incomplete,
         BodyEnd::Rejected(e) => End::Rejected(e),
+    }
+}
+
+/// Checks `data` as a PROXY protocol header: a complete header is complete for the same
+/// length with more bytes after it and for no shorter prefix (every one asks for more); a
+/// verdict of "more" is given only under the longest header; a refusal stays a refusal
+/// whatever follows.
+pub fn check_proxy_header(data: &[u8]) -> End {
+    let verdict = proxy_protocol::parse(data);
+    let mut longer = data.to_vec();
+    longer.extend_from_slice(b"\r\nGET / HTTP/1.1\r\n\r\n");
+    match verdict {
+        Ok(Some((source, n))) => {
+            assert!(
+                n > 0 && n <= data.len(),
+                "a {n}-byte header in {} bytes",
+                data.len()
+            );
+            assert_eq!(
+                proxy_protocol::parse(&data[..n]),
+                verdict,
+                "the header alone"
+            );
+            assert_eq!(
+                proxy_protocol::parse(&longer),
+                verdict,
+                "with more after it"
+            );
+            for end in 0..n {
+                assert_eq!(
+                    proxy_protocol::parse(&data[..end]),
+                    Ok(None),
+                    "a prefix of {end} bytes of a {n}-byte header ({source:?})"
+                );
+            }
+            End::Clean
+        }
+        Ok(None) => {
+            assert!(
+                data.len() < proxy_protocol::V2_MAX_LEN,
+                "more asked past the longest header"
+            );
+            End::Incomplete
+        }
+        Err(e) => {
+            assert_eq!(
+                proxy_protocol::parse(&longer),
+                Err(e),
+                "a refusal undone by more bytes"
+            );
+            End::ProxyRejected(e)
+        }
     }
 }
 

@@ -30,6 +30,7 @@ mod encode;
 mod error;
 mod head;
 mod limits;
+pub mod proxy_protocol;
 mod response;
 mod simd;
 

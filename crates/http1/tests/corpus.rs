@@ -52,7 +52,10 @@ fn run_seeds(target: &str, check: fn(&[u8]) -> End) {
             assert_eq!(end, End::Clean, "{target}/{name}");
         } else if name.starts_with("reject_") {
             assert!(
-                matches!(end, End::Rejected(_) | End::ResponseRejected(_)),
+                matches!(
+                    end,
+                    End::Rejected(_) | End::ResponseRejected(_) | End::ProxyRejected(_)
+                ),
                 "{target}/{name}: {end:?}"
             );
         }
@@ -72,4 +75,9 @@ fn parse_chunked_seeds_hold_the_invariants() {
 #[test]
 fn parse_response_seeds_hold_the_invariants() {
     run_seeds("parse_response", check::check_response);
+}
+
+#[test]
+fn parse_proxy_header_seeds_hold_the_invariants() {
+    run_seeds("parse_proxy_header", check::check_proxy_header);
 }

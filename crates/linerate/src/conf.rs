@@ -154,6 +154,11 @@ struct Raw {
     access_log: Option<Spanned<String>>,
     access_log_format: Option<Spanned<String>>,
     compression: Option<bool>,
+    /// Proxies whose X-Forwarded-For / Forwarded name the client (CIDR).
+    #[serde(default)]
+    trusted_proxies: Vec<Spanned<String>>,
+    /// "X-Forwarded-For" (default), "Forwarded" or "X-Real-IP".
+    real_ip_field: Option<Spanned<String>>,
     #[serde(default)]
     admin: RawAdmin,
     #[serde(default)]
@@ -255,6 +260,7 @@ struct RawLimits {
     max_body_bytes: Option<Spanned<String>>,
     max_stream_body_bytes: Option<Spanned<String>>,
     max_requests_per_conn: Option<u64>,
+    max_conns_per_client: Option<u32>,
     header_timeout: Option<Spanned<String>>,
     body_timeout: Option<Spanned<String>>,
     min_body_rate: Option<Spanned<String>>,
@@ -282,6 +288,8 @@ struct RawListen {
     h2c: Option<Spanned<bool>>,
     /// Every request answered with a 308 to HTTPS.
     redirect_to_https: Option<Spanned<bool>>,
+    /// Connections start with a PROXY protocol header.
+    proxy_protocol: Option<Spanned<bool>>,
     /// A Unix socket's owner, group and mode.
     owner: Option<Spanned<String>>,
     group: Option<Spanned<String>>,
@@ -530,6 +538,16 @@ impl Cx<'_> {
             ..Compression::default()
         };
         self.limits(&raw.limits, &mut c)?;
+        for t in &raw.trusted_proxies {
+            c.trusted_proxies.ranges.push(
+                linerate_server::access::IpRange::parse(t.get_ref())
+                    .map_err(|e| self.err(t.span(), format!("trusted_proxies: {e}")))?,
+            );
+        }
+        if let Some(f) = &raw.real_ip_field {
+            c.trusted_proxies.field = linerate_server::realip::RealIpField::parse(f.get_ref())
+                .map_err(|e| self.err(f.span(), format!("real_ip_field: {e}")))?;
+        }
         let ktls = raw.tls.ktls.unwrap_or(true);
         let http2 = raw.tls.http2.unwrap_or(true);
         let key_update = match &raw.tls.key_update {
@@ -639,6 +657,9 @@ impl Cx<'_> {
         if let Some(v) = l.max_requests_per_conn {
             c.max_requests_per_conn = v;
         }
+        if let Some(v) = l.max_conns_per_client {
+            c.max_conns_per_client = v;
+        }
         if let Some(v) = &l.min_body_rate {
             c.min_body_rate = self.size(v, "min_body_rate")?;
         }
@@ -741,6 +762,13 @@ impl Cx<'_> {
             Some(r) if *r.get_ref() => Some(443),
             _ => None,
         };
+        let proxy_protocol = match &raw.proxy_protocol {
+            Some(p) if *p.get_ref() && !matches!(addr, ListenAddr::Tcp(_)) => {
+                return Err(self.err(p.span(), "proxy_protocol is for a TCP listener (addr)"));
+            }
+            Some(p) => *p.get_ref(),
+            None => false,
+        };
         let unix_perms = self.unix_perms(raw, &addr)?;
         Ok(Listen {
             addr,
@@ -748,6 +776,7 @@ impl Cx<'_> {
             h2c,
             unix_perms,
             redirect_to_https,
+            proxy_protocol,
         })
     }
 

@@ -16,7 +16,8 @@ use std::time::Duration;
 use linerate_http1::{Limits, ParseError, Parsed, RequestHead};
 
 use crate::stats::{
-    CLASSES, DURATION_BUCKETS_US, KINDS, Metrics, REFUSALS, Stats, StatsHandle, UPSTREAM_ERRORS,
+    CLASSES, CONN_REFUSALS, DURATION_BUCKETS_US, KINDS, Metrics, REFUSALS, Stats, StatsHandle,
+    UPSTREAM_ERRORS,
 };
 
 /// Longest an admin client may take to send its request, or to read the answer.
@@ -171,6 +172,18 @@ pub fn render(m: &Metrics, s: &Stats) -> String {
             o,
             "linerate_parse_errors_total{{kind=\"{}\"}} {n}",
             e.name()
+        );
+    }
+    family(
+        &mut o,
+        "linerate_refused_connections_total",
+        "counter",
+        "Connections closed before their first request: no valid PROXY header, or over the per-client limit.",
+    );
+    for (why, n) in CONN_REFUSALS.iter().zip(&m.connections_refused) {
+        let _ = writeln!(
+            o,
+            "linerate_refused_connections_total{{reason=\"{why}\"}} {n}"
         );
     }
     for (name, help, v) in [

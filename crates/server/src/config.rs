@@ -312,6 +312,10 @@ pub struct Config {
     pub send_timeout: Duration,
     /// See [`MAX_REQUESTS_PER_CONN`].
     pub max_requests_per_conn: u64,
+    /// Most connections one client address may have open at once, over every TCP listener
+    /// and worker (0: no limit); the next one is closed before a byte is read. The address
+    /// is the socket's, or its PROXY protocol header's.
+    pub max_conns_per_client: u32,
     /// See [`DRAIN_TIMEOUT`].
     pub drain_timeout: Duration,
     /// See [`LINGER_TIMEOUT`].
@@ -340,6 +344,12 @@ pub struct Config {
     /// `addr` answers every request with a 308 to HTTPS on `tls`'s port (443 without `tls`:
     /// a TLS terminator in front): see [`Listen::redirect_to_https`].
     pub redirect_to_https: bool,
+    /// Every listener of `addr`, `tls` and `h2c` expects a PROXY protocol header: see
+    /// [`Listen::proxy_protocol`].
+    pub proxy_protocol: bool,
+    /// The proxies in front of this server, whose `X-Forwarded-For` (or `Forwarded`, or
+    /// `X-Real-IP`) names the client. None: the fields are never believed.
+    pub trusted_proxies: crate::realip::TrustedProxies,
     /// The listeners, when given (a configuration file): they replace `addr`, `tls` and `h2c`.
     pub listeners: Vec<Listen>,
     /// The admin listener (`/metrics` in the Prometheus text format, `/healthz`), off by
@@ -461,6 +471,11 @@ pub struct Listen {
     /// this port (caddy's HTTP→HTTPS redirect): for a cleartext TCP listener beside a TLS one,
     /// so that the sites themselves apply only over HTTPS and a redirect cannot loop.
     pub redirect_to_https: Option<u16>,
+    /// Every connection starts with a PROXY protocol header (v1 or v2, from an L4 balancer
+    /// such as HAProxy's `send-proxy-v2`), whose source address is the client's from then on
+    /// (logs, access rules, limits, forwarded fields); a connection without a valid one is
+    /// closed (TCP listeners only).
+    pub proxy_protocol: bool,
 }
 
 /// Who may connect to a Unix-socket listener: the socket file's owner, group and mode, set
@@ -504,6 +519,7 @@ impl Config {
             redirect_to_https: self
                 .redirect_to_https
                 .then(|| self.tls.as_ref().map_or(443, |t| t.addr.port())),
+            proxy_protocol: self.proxy_protocol,
         }];
         if let Some(t) = &self.tls {
             out.push(Listen {
@@ -512,6 +528,7 @@ impl Config {
                 h2c: false,
                 unix_perms: UnixPerms::default(),
                 redirect_to_https: None,
+                proxy_protocol: self.proxy_protocol,
             });
         }
         if let Some(addr) = self.h2c {
@@ -521,6 +538,7 @@ impl Config {
                 h2c: true,
                 unix_perms: UnixPerms::default(),
                 redirect_to_https: None,
+                proxy_protocol: self.proxy_protocol,
             });
         }
         out
@@ -625,6 +643,7 @@ impl Default for Config {
             keepalive_timeout: KEEPALIVE_TIMEOUT,
             send_timeout: SEND_TIMEOUT,
             max_requests_per_conn: MAX_REQUESTS_PER_CONN,
+            max_conns_per_client: 0,
             drain_timeout: DRAIN_TIMEOUT,
             linger_timeout: LINGER_TIMEOUT,
             deferred_timeout: DEFERRED_TIMEOUT,
@@ -638,6 +657,8 @@ impl Default for Config {
             tls: None,
             h2c: None,
             redirect_to_https: false,
+            proxy_protocol: false,
+            trusted_proxies: Default::default(),
             listeners: Vec::new(),
             sites: Vec::new(),
             upstreams: Vec::new(),

@@ -228,8 +228,15 @@ impl Server {
         let mut listener_tls = Vec::new();
         let mut listener_h2c = Vec::new();
         let mut listener_redirect = Vec::new();
+        let mut listener_proxy = Vec::new();
         for (i, l) in config.listen_list().into_iter().enumerate() {
             let part = Part::Listener(i);
+            if l.proxy_protocol && matches!(l.addr, ListenAddr::Unix(_)) {
+                return Err(StartError::invalid(
+                    part,
+                    format!("{}: proxy_protocol is for a TCP listener", l.addr),
+                ));
+            }
             if l.redirect_to_https.is_some()
                 && (l.h2c || l.tls.is_some() || matches!(l.addr, ListenAddr::Unix(_)))
             {
@@ -305,6 +312,7 @@ impl Server {
             listener_tls.push(tls);
             listener_h2c.push(l.h2c);
             listener_redirect.push(l.redirect_to_https);
+            listener_proxy.push(l.proxy_protocol);
             bound.push(Bound {
                 addr,
                 tls: l.tls.is_some(),
@@ -421,6 +429,12 @@ impl Server {
                 listener_tls,
                 listener_h2c,
                 listener_redirect,
+                listener_proxy,
+                client_conns: (config.max_conns_per_client > 0).then(|| {
+                    Arc::new(crate::client_conns::ClientConns::new(
+                        config.max_conns_per_client,
+                    ))
+                }),
                 tls_policy: crate::tls::TlsPolicy {
                     kernel: kernel_ciphers,
                     key_update_bytes: config
@@ -640,6 +654,7 @@ impl Server {
                     let local = local_factory.map(|f| f(i)).transpose()?;
                     let setup = Setup {
                         local,
+                        client_conns: shared.client_conns.clone(),
                         conn: shared.conn.clone(),
                         listeners,
                         shutdown: wake,

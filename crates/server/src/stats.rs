@@ -36,6 +36,14 @@ pub const DURATION_BUCKETS_US: [u64; 16] = [
 /// malformed (or not asked for); it was cut off after it began.
 pub const UPSTREAM_ERRORS: [&str; 5] = ["connect", "timeout", "reset", "malformed", "cut"];
 
+/// Why a connection was closed before its first request: a PROXY protocol header missing or
+/// malformed on a listener that expects one; its client over the per-client connection limit.
+pub const CONN_REFUSALS: [&str; 2] = ["proxy_header", "client_limit"];
+/// Index of [`CONN_REFUSALS`]' "proxy_header".
+pub(crate) const REFUSED_PROXY_HEADER: usize = 0;
+/// Index of [`CONN_REFUSALS`]' "client_limit".
+pub(crate) const REFUSED_CLIENT_LIMIT: usize = 1;
+
 /// One upstream server's counters in one worker (see [`Counters::set_upstreams`]).
 #[derive(Debug, Default)]
 pub(crate) struct UpCounters {
@@ -130,6 +138,7 @@ pub(crate) struct Counters {
     idle: AtomicU64,
     handshakes: AtomicU64,
     handshake_failures: AtomicU64,
+    conn_refusals: [AtomicU64; CONN_REFUSALS.len()],
     duration_buckets: [AtomicU64; DURATION_BUCKETS_US.len() + 1],
     duration_sum_us: AtomicU64,
     /// This worker's upstream servers' counters: the worker keeps its own `Arc` and swaps
@@ -225,6 +234,13 @@ impl Counters {
         *self.upstreams.write().unwrap_or_else(|e| e.into_inner()) = up;
     }
 
+    /// A connection closed before its first request, for [`CONN_REFUSALS`]`[why]`.
+    pub(crate) fn conn_refused(&self, why: usize) {
+        if let Some(a) = self.conn_refusals.get(why) {
+            bump(a, 1);
+        }
+    }
+
     /// A TLS connection closed: its handshake had completed, or not.
     pub(crate) fn tls_closed(&self, handshake_done: bool) {
         if handshake_done {
@@ -251,6 +267,8 @@ pub struct Metrics {
     /// TLS connections closed after their handshake completed, and before.
     pub tls_handshakes: u64,
     pub tls_handshake_failures: u64,
+    /// Connections closed before their first request, by [`CONN_REFUSALS`].
+    pub connections_refused: [u64; CONN_REFUSALS.len()],
     /// Requests per duration bucket (not cumulative; the last is over every bound).
     pub duration_buckets: [u64; DURATION_BUCKETS_US.len() + 1],
     pub duration_sum_us: u64,
@@ -307,6 +325,7 @@ impl StatsHandle {
             add_all(&mut m.refusals, &c.refusals);
             add_all(&mut m.parse_errors, &c.parse_errors);
             add_all(&mut m.duration_buckets, &c.duration_buckets);
+            add_all(&mut m.connections_refused, &c.conn_refusals);
             add(&mut m.bytes_in, &c.bytes_in);
             add(&mut m.bytes_out, &c.bytes_out);
             add(&mut m.connections_open, &c.open);

@@ -86,6 +86,10 @@ pub(crate) struct ServeArgs {
     /// MAX_REQUESTS_PER_CONN: requests per connection before it closes (default: unlimited).
     #[arg(long)]
     max_requests_per_conn: Option<u64>,
+    /// Most connections one client address may have open at once, over every listener and
+    /// worker (0: no limit); the next is closed before a byte is read.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    max_conns_per_client: u32,
     /// DRAIN_TIMEOUT: on SIGTERM/SIGINT, how long in-flight requests may take.
     #[arg(long, value_parser = units::duration, default_value = "10s")]
     drain_timeout: Duration,
@@ -181,6 +185,20 @@ pub(crate) struct ServeArgs {
     /// (443 without it: a TLS terminator in front).
     #[arg(long)]
     redirect_to_https: bool,
+    /// Every connection starts with a PROXY protocol header (v1 or v2) from the L4 balancer
+    /// in front (HAProxy's send-proxy-v2, an AWS NLB…), naming the client; a connection
+    /// without one is closed. With a configuration file: on every one of its listeners.
+    #[arg(long)]
+    proxy_protocol: bool,
+    /// Addresses (CIDR, comma-separated) of the proxies in front whose X-Forwarded-For or
+    /// Forwarded names the client, e.g. 10.0.0.0/8,::1.
+    #[arg(long, value_name = "CIDRS", value_delimiter = ',', value_parser = trusted_proxy)]
+    trusted_proxies: Vec<linerate_server::access::IpRange>,
+    /// The field the --trusted-proxies name the client in: X-Forwarded-For, Forwarded or
+    /// X-Real-IP.
+    #[arg(long, value_name = "FIELD", default_value = "X-Forwarded-For",
+          value_parser = linerate_server::realip::RealIpField::parse)]
+    real_ip_field: linerate_server::realip::RealIpField,
     /// Offer only HTTP/1.1 in TLS's ALPN (HTTP/2 is offered first by default).
     #[arg(long)]
     no_http2: bool,
@@ -725,6 +743,11 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
         tls,
         h2c: a.h2c_port.map(|p| SocketAddr::new(a.addr.ip(), p)),
         redirect_to_https: a.redirect_to_https,
+        proxy_protocol: a.proxy_protocol,
+        trusted_proxies: linerate_server::realip::TrustedProxies {
+            ranges: a.trusted_proxies.clone(),
+            field: a.real_ip_field,
+        },
         cpus: a.cpus.clone().unwrap_or_default(),
         workers: a.workers.unwrap_or(0),
         pin: !a.no_pin,
@@ -744,6 +767,7 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
         max_requests_per_conn: a
             .max_requests_per_conn
             .unwrap_or(defaults::MAX_REQUESTS_PER_CONN),
+        max_conns_per_client: a.max_conns_per_client,
         drain_timeout: a.drain_timeout,
         compression: linerate_server::config::Compression {
             enabled: !a.no_compression,
@@ -781,6 +805,11 @@ fn listening_flags(explicit: &[String]) -> bool {
     .any(|f| explicit.iter().any(|e| e == f))
 }
 
+/// A `--trusted-proxies` entry: an address or CIDR range.
+fn trusted_proxy(s: &str) -> Result<linerate_server::access::IpRange, String> {
+    linerate_server::access::IpRange::parse(s)
+}
+
 /// `file` with the flags given on the command line (`explicit`) laid over it.
 fn overlay(mut file: Config, flags: Config, explicit: &[String]) -> Config {
     let given = |id: &str| explicit.iter().any(|e| e == id);
@@ -789,6 +818,9 @@ fn overlay(mut file: Config, flags: Config, explicit: &[String]) -> Config {
         file.listeners = flags.listen_list();
     }
     for l in &mut file.listeners {
+        if given("proxy_protocol") {
+            l.proxy_protocol = true;
+        }
         if let Some(t) = &mut l.tls {
             if given("no_ktls") {
                 t.ktls = false;
@@ -826,10 +858,13 @@ fn overlay(mut file: Config, flags: Config, explicit: &[String]) -> Config {
         "keepalive_timeout" => keepalive_timeout,
         "send_timeout" => send_timeout,
         "max_requests_per_conn" => max_requests_per_conn,
+        "max_conns_per_client" => max_conns_per_client,
         "drain_timeout" => drain_timeout,
         "access_log" => access_log,
         "access_log_format" => access_log_format,
         "admin" => admin,
+        "trusted_proxies" => trusted_proxies.ranges,
+        "real_ip_field" => trusted_proxies.field,
     }
     file
 }

@@ -64,8 +64,11 @@ pub(crate) struct ConnApp<'a> {
     /// The worker's sites (swapped between events by a reload, never during a call).
     pub sites: &'a Sites,
     pub io: &'a mut AppIo,
-    /// The client's address (kept only when the access log is on).
-    pub peer: Option<&'a SocketAddr>,
+    /// The client's address for the request at hand (kept only when something uses it: see
+    /// `App::logs`): the connection's (`hop`), or the one a trusted proxy in front named.
+    pub peer: Option<SocketAddr>,
+    /// The connection's peer: the socket's address, or its PROXY protocol header's.
+    pub hop: Option<SocketAddr>,
     /// The driver's name for the connection: where deferred answers go.
     pub token: u64,
     /// The site answering the request at hand (see `sites`), and the site itself.
@@ -91,6 +94,11 @@ impl Service for ConnApp<'_> {
         if app.timing {
             self.started = crate::sys::monotonic_us();
             self.kind = Kind::Server;
+        }
+        if !app.trusted.is_empty()
+            && let Some(hop) = self.hop
+        {
+            self.peer = Some(app.trusted.client(hop, head.headers(req.buf)));
         }
         self.site = self.sites.pick(head, req.buf);
         self.site_app = self.sites.get(self.site);
@@ -197,7 +205,7 @@ impl Service for ConnApp<'_> {
                     params: &params,
                     body: &v,
                     trailers: Some(&body),
-                    peer: self.peer,
+                    peer: self.peer.as_ref(),
                 };
                 let resp = call(|| h(&request));
                 self.respond(&head.head, &head.bytes, resp)
@@ -210,7 +218,7 @@ impl Service for ConnApp<'_> {
                     params: &params,
                     body: &[],
                     trailers: Some(&body),
-                    peer: self.peer,
+                    peer: self.peer.as_ref(),
                 };
                 let resp = call(move || sink.finish(&request));
                 self.respond(&head.head, &head.bytes, resp)
@@ -230,12 +238,7 @@ impl Service for ConnApp<'_> {
             self.io.counters.refusal(status, error);
         }
         if let Some(log) = self.io.log.as_mut() {
-            log.push_refusal(
-                self.peer.copied(),
-                request_line,
-                status,
-                body_bytes as usize,
-            );
+            log.push_refusal(self.peer, request_line, status, body_bytes as usize);
         }
     }
 
@@ -343,7 +346,7 @@ impl<'a> ConnApp<'a> {
             params: &params,
             body,
             trailers: None,
-            peer: self.peer,
+            peer: self.peer.as_ref(),
         };
         match &route.handler {
             Handler::Buffered(h) => {
@@ -509,8 +512,15 @@ impl<'a> ConnApp<'a> {
     ) -> Decision<Pending> {
         use crate::proxy::forward::{Client, request_head};
         let r = &self.site_app.proxies[route];
+        // A chain that is extended gets the hop we heard from (each proxy adds its peer); a
+        // field that is replaced names the client, as found behind trusted proxies.
+        let named = if r.request.trust_forwarded {
+            self.hop
+        } else {
+            self.peer
+        };
         let client = Client {
-            addr: self.peer.map(|p| p.ip()),
+            addr: named.map(|p| p.ip()),
             tls: self.tls,
         };
         let len = match (&pipe, head.framing()) {
@@ -553,7 +563,7 @@ impl<'a> ConnApp<'a> {
             }),
             started: self.started,
             log: self.io.log.is_some().then(|| LogMeta {
-                peer: self.peer.copied(),
+                peer: self.peer,
                 method: head.method_str(buf).to_string(),
                 target: head.target(buf).to_string(),
                 version: head.version(),
@@ -627,7 +637,7 @@ impl<'a> ConnApp<'a> {
                 .then(|| h.header(buf, "accept-encoding").map(<[u8]>::to_vec))
                 .flatten(),
             log: self.io.log.is_some().then(|| LogMeta {
-                peer: self.peer.copied(),
+                peer: self.peer,
                 method: h.method_str(buf).to_string(),
                 target: h.target(buf).to_string(),
                 version: h.version(),
@@ -644,7 +654,7 @@ impl<'a> ConnApp<'a> {
             params,
             body,
             trailers,
-            peer: self.peer.copied(),
+            peer: self.peer,
         };
         if catch_unwind(AssertUnwindSafe(|| f(req, responder))).is_err() {
             // Unwinding dropped the Responder: its 500 is on the way.
@@ -682,7 +692,7 @@ impl<'a> ConnApp<'a> {
         }
         if let Some(log) = self.io.log.as_mut() {
             log.push(&AccessEntry {
-                peer: self.peer.copied(),
+                peer: self.peer,
                 method: head.method_str(buf),
                 target: head.target(buf),
                 version: head.version(),

@@ -69,6 +69,10 @@ pub(crate) struct Shared {
     pub listener_h2c: Vec<bool>,
     /// Listeners that answer every request with a redirect to HTTPS on this port.
     pub listener_redirect: Vec<Option<u16>>,
+    /// Listeners whose connections start with a PROXY protocol header.
+    pub listener_proxy: Vec<bool>,
+    /// Open connections per client address (a per-client limit is set).
+    pub client_conns: Option<Arc<crate::client_conns::ClientConns>>,
     /// The ciphers whose sessions are handed to the kernel after the handshake (kTLS, probed
     /// at start; none when it is off or absent).
     pub tls_policy: tls::TlsPolicy,
@@ -93,6 +97,8 @@ pub(crate) struct Setup {
     pub app: AppIo,
     /// The application's work on this worker's thread, run after every turn of the loop.
     pub local: Option<Box<dyn crate::WorkerLocal>>,
+    /// Open connections per client address, shared by the workers (a limit is set).
+    pub client_conns: Option<Arc<crate::client_conns::ClientConns>>,
 }
 
 /// A live connection.
@@ -110,9 +116,19 @@ struct Live {
     /// Every request gets a redirect to HTTPS on this port (its listener's
     /// `redirect_to_https`).
     to_https: Option<u16>,
+    /// Counted in the per-client connection table (under its peer address).
+    counted: bool,
     /// Upstream connections carrying answers to this connection (proxied exchanges);
     /// boxed, so a connection that proxies nothing pays one pointer.
     relays: Option<Box<upstream::Relays>>,
+}
+
+/// A connection's PROXY protocol header, still arriving.
+struct Preamble {
+    /// The slot's generation when it was accepted (see [`Worker::token`]).
+    generation: u32,
+    /// The header's bytes so far (empty until a read leaves it incomplete).
+    buf: Vec<u8>,
 }
 
 /// One entry of the slot table: a client connection (`live`) or an upstream one (`up`),
@@ -163,7 +179,8 @@ impl Io {
                 app: &sh.app,
                 sites: &sites.sites,
                 io: app,
-                peer,
+                peer: peer.copied(),
+                hop: peer.copied(),
                 token,
                 site: 0,
                 site_app: sites.sites.get(0),
@@ -210,6 +227,11 @@ pub(crate) struct Worker<B: Backend> {
     up_ready: Vec<Token>,
     /// Upstream exchanges whose client connection closed (closed at the end of the turn).
     orphans: Vec<Token>,
+    /// Connections whose PROXY protocol header is still arriving, by slot (empty unless a
+    /// listener expects one, so other servers test one length per receive).
+    preambles: std::collections::HashMap<u32, Preamble>,
+    /// Open connections per client address (a per-client limit is set).
+    client_conns: Option<Arc<crate::client_conns::ClientConns>>,
     /// The sites have (or had, before a reload) upstreams: only then can a connection have
     /// relays or a call leave proxy jobs, so a server that proxies nothing tests one flag.
     proxying: bool,
@@ -264,6 +286,8 @@ impl<B: Backend> Worker<B> {
             pools: upstream::Pools::default(),
             up_ready: Vec::new(),
             orphans: Vec::new(),
+            preambles: std::collections::HashMap::new(),
+            client_conns: setup.client_conns,
             proxying,
         })
     }
@@ -391,7 +415,15 @@ impl<B: Backend> Worker<B> {
                 if sh.app.metrics {
                     self.io.app.counters.bytes_in(buf.len());
                 }
-                self.with(token, sh, |live, p| p.received(live, &buf));
+                let mut data = &buf[..];
+                if !self.preambles.is_empty()
+                    && let Some(n) = self.preamble(token, data)
+                {
+                    data = &data[n..];
+                }
+                if !data.is_empty() {
+                    self.with(token, sh, |live, p| p.received(live, data));
+                }
                 self.backend.recycle(buf);
             }
             Completion::Record { token, buf } => self.record(token, buf, sh),
@@ -434,6 +466,95 @@ impl<B: Backend> Worker<B> {
     fn token(&self, idx: u32) -> Token {
         let generation = self.slots.get(idx as usize).map_or(0, |s| s.generation);
         (u64::from(generation) << 32) | u64::from(idx)
+    }
+
+    /// Bytes for a connection that may still owe its PROXY protocol header: `None` when it
+    /// does not (the bytes are the connection's), else how many of `data` the header took
+    /// (all of them while it is incomplete, or when a bad one closed the connection). A
+    /// header's source address replaces the connection's peer address.
+    #[cold]
+    #[inline(never)]
+    fn preamble(&mut self, token: Token, data: &[u8]) -> Option<usize> {
+        use linerate_http1::proxy_protocol::{Source, parse};
+        let idx = (token & 0xffff_ffff) as u32;
+        let pre = self
+            .preambles
+            .get_mut(&idx)
+            .filter(|p| p.generation == (token >> 32) as u32)?;
+        let had = pre.buf.len();
+        let verdict = if had == 0 {
+            parse(data)
+        } else {
+            pre.buf.extend_from_slice(data);
+            parse(&pre.buf)
+        };
+        match verdict {
+            Ok(None) => {
+                if had == 0 {
+                    pre.buf.extend_from_slice(data);
+                }
+                Some(data.len())
+            }
+            Ok(Some((source, len))) => {
+                self.preambles.remove(&idx);
+                if let Some(peer) = self.peers.get_mut(idx as usize) {
+                    match source {
+                        Source::Addr(a) => *peer = Some(a),
+                        Source::Unix => *peer = None,
+                        Source::Connection => {}
+                    }
+                }
+                if !self.count_client(idx) {
+                    self.close(idx);
+                    return Some(data.len());
+                }
+                // The header began in an earlier read, so it ends inside this one.
+                Some(len - had)
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "closing a connection without a valid PROXY header");
+                self.io
+                    .app
+                    .counters
+                    .conn_refused(crate::stats::REFUSED_PROXY_HEADER);
+                self.close(idx);
+                Some(data.len())
+            }
+        }
+    }
+
+    /// Counts the connection in slot `idx` under its client's address when a per-client
+    /// limit is set; `false` when the client is at the limit (counted as refused).
+    fn count_client(&mut self, idx: u32) -> bool {
+        let Some(table) = &self.client_conns else {
+            return true;
+        };
+        let Some(ip) = self
+            .peers
+            .get(idx as usize)
+            .copied()
+            .flatten()
+            .map(|p| p.ip())
+        else {
+            return true;
+        };
+        let Some(live) = self
+            .slots
+            .get_mut(idx as usize)
+            .and_then(|s| s.live.as_mut())
+        else {
+            return true;
+        };
+        if table.open(ip) {
+            live.counted = true;
+            return true;
+        }
+        tracing::debug!(client = %ip, "closing a connection over the per-client limit");
+        self.io
+            .app
+            .counters
+            .conn_refused(crate::stats::REFUSED_CLIENT_LIMIT);
+        false
     }
 
     /// A kernel-TLS control record: rare, so kept out of the completion loop's inlined code.
@@ -533,6 +654,12 @@ impl<B: Backend> Worker<B> {
             Proto::h1(self.io.cx.now, &self.io.cx)
         };
         let armed = self.wheel.arm(idx, conn.deadline());
+        if sh.listener_proxy.get(listener).copied().unwrap_or(false) {
+            // The header shares the connection's first deadline (the header timeout).
+            let generation = (token >> 32) as u32;
+            let buf = Vec::new();
+            self.preambles.insert(idx, Preamble { generation, buf });
+        }
         if sh.app.logs {
             if self.peers.len() <= idx as usize {
                 self.peers.resize(idx as usize + 1, None);
@@ -547,11 +674,19 @@ impl<B: Backend> Worker<B> {
             receiving: true,
             idle: false,
             to_https: sh.listener_redirect.get(listener).copied().flatten(),
+            counted: false,
             relays: None,
         });
         self.live += 1;
         if sh.app.metrics {
             self.io.app.counters.set_open(self.live);
+        }
+        // A connection with a PROXY header is counted once the header names its client.
+        if self.client_conns.is_some()
+            && !self.preambles.contains_key(&idx)
+            && !self.count_client(idx)
+        {
+            self.close(idx);
         }
     }
 
@@ -589,6 +724,15 @@ impl<B: Backend> Worker<B> {
             return;
         };
         if let Some(mut live) = slot.live.take() {
+            if !self.preambles.is_empty() {
+                self.preambles.remove(&idx);
+            }
+            if live.counted
+                && let Some(table) = &self.client_conns
+                && let Some(Some(peer)) = self.peers.get(idx as usize)
+            {
+                table.close(peer.ip());
+            }
             if let Some(relays) = live.relays.take() {
                 self.orphans.extend_from_slice(&relays.0);
             }
