@@ -3,14 +3,16 @@
 # over their seed corpus), all tests, a throwaway PostgreSQL 15 started, seeded and checked
 # (scripts/pg.sh selftest), the Http11Probe conformance suite against the demo server
 # (scripts/conformance.sh), h2spec in strict mode against its h2c and TLS listeners
-# (scripts/h2spec.sh), headless Chromium loading browser URLs (scripts/browser.sh), Python's
-# websockets client through the proxy (scripts/ws-proxy.sh; pip installs it into target/), the
-# gateway shape of docs/gateway/ with HttpArena's gateway-64 checks (scripts/gateway.sh),
-# systemd-analyze verify on dist/'s units, and
-# the kTLS checks in a VM (scripts/ktls-vm.sh). Needs a Rust
-# toolchain; the h2spec stage installs h2spec with `go install` into target/tools; the VM stage
-# installs QEMU, busybox-static, cpio and kmod with apt and fetches a Debian kernel package
-# where it can. Both say loudly (without failing) where they cannot.
+# (scripts/h2spec.sh), PROXY protocol v1 and v2 (plain and TLS) behind Debian's HAProxy, the
+# client's address checked in the access log and an access rule (scripts/proxy-protocol.sh),
+# headless Chromium loading browser URLs (scripts/browser.sh), Python's websockets client
+# through the proxy (scripts/ws-proxy.sh; pip installs it into target/), the gateway shape of
+# docs/gateway/ with HttpArena's gateway-64 checks (scripts/gateway.sh), systemd-analyze verify
+# on dist/'s units, and the kTLS checks in a VM (scripts/ktls-vm.sh). Needs a Rust toolchain;
+# the h2spec stage installs h2spec with `go install` into target/tools; the PROXY protocol
+# stage installs haproxy with apt when missing; the VM stage installs QEMU, busybox-static,
+# cpio and kmod with apt and fetches a Debian kernel package where it can. Each says loudly
+# (without failing) where it cannot.
 # Servers started by tests bind 127.0.0.1 on OS-chosen ports (the VM's, its own loopback).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -65,6 +67,17 @@ case $h2 in
     0) ;;
     2) echo "!! h2spec stage NOT RUN: it cannot run on this machine (see the line above)" ;;
     *) exit "$h2" ;;
+esac
+
+echo "== PROXY protocol behind HAProxy (scripts/proxy-protocol.sh)"
+set +e
+scripts/proxy-protocol.sh
+pp=$?
+set -e
+case $pp in
+    0) ;;
+    2) echo "!! PROXY protocol stage NOT RUN: it cannot run on this machine (see the line above)" ;;
+    *) exit "$pp" ;;
 esac
 
 echo "== Chromium headless against the binary: browser URLs over HTTP/1.1 and HTTPS/HTTP/2 (scripts/browser.sh)"

@@ -18,8 +18,8 @@ use toml::Spanned;
 
 use linerate_load::units;
 use linerate_server::config::{
-    Balance, CertFiles, Compression, FilesMount, ForwardAuth, ForwardedStyle, HashKey, HealthCheck,
-    ProxyMount, Upstream, UpstreamAddr, UpstreamServer,
+    Balance, BasicAuth, CertFiles, Compression, FilesMount, ForwardAuth, ForwardedStyle, HashKey,
+    HealthCheck, ProxyMount, RateKey, RateLimit, Upstream, UpstreamAddr, UpstreamServer,
 };
 use linerate_server::{
     Config, HeaderRule, Listen, ListenAddr, Part, Redirect, Site, TlsConfig, UnixPerms,
@@ -324,6 +324,10 @@ struct RawSite {
     proxy: Vec<Spanned<RawProxy>>,
     #[serde(default)]
     access: Vec<Spanned<RawAccess>>,
+    #[serde(default)]
+    rate_limit: Vec<Spanned<RawRateLimit>>,
+    #[serde(default)]
+    basic_auth: Vec<Spanned<RawBasicAuth>>,
     /// The certificate for the site's names, chosen by SNI on every TLS listener.
     tls: Option<Spanned<RawCert>>,
     #[serde(default)]
@@ -354,6 +358,30 @@ struct RawAccess {
     #[serde(default = "slash")]
     prefix: Spanned<String>,
     rules: Spanned<Vec<Spanned<String>>>,
+}
+
+/// `[[site.rate_limit]]`: requests per key under a prefix.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRateLimit {
+    #[serde(default = "slash")]
+    prefix: Spanned<String>,
+    /// `"10r/s"`, `"30r/m"`.
+    rate: Spanned<String>,
+    #[serde(default)]
+    burst: u32,
+    /// `"client"` (default) or `"header:NAME"`.
+    key: Option<Spanned<String>>,
+}
+
+/// `[[site.basic_auth]]`: users of an htpasswd file under a prefix.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBasicAuth {
+    #[serde(default = "slash")]
+    prefix: Spanned<String>,
+    htpasswd: Spanned<String>,
+    realm: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -1212,19 +1240,7 @@ impl Cx<'_> {
         }
         for a in &raw.access {
             let a = a.get_ref();
-            let prefix = self.prefix(&a.prefix)?;
-            // Matched against the path decoded once with its dot segments removed.
-            if prefix.contains('%')
-                || prefix.contains("//")
-                || prefix.split('/').any(|seg| seg == "." || seg == "..")
-            {
-                return Err(self.err(
-                    a.prefix.span(),
-                    format!(
-                        "access prefix {prefix:?} is matched against the decoded path: write it without %-escapes, // or dot segments"
-                    ),
-                ));
-            }
+            let prefix = self.decoded_prefix(&a.prefix, "access")?;
             if site.access.iter().any(|o| o.prefix == prefix) {
                 return Err(self.err(
                     a.prefix.span(),
@@ -1248,6 +1264,70 @@ impl Cx<'_> {
             }
             site.access
                 .push(linerate_server::access::Access { prefix, rules });
+        }
+        for l in &raw.rate_limit {
+            let l = l.get_ref();
+            let prefix = self.decoded_prefix(&l.prefix, "rate_limit")?;
+            let interval_us = linerate_server::ratelimit::parse_rate(l.rate.get_ref())
+                .map_err(|e| self.err(l.rate.span(), e))?;
+            let key = match &l.key {
+                None => RateKey::Client,
+                Some(k) => match k.get_ref().split_once(':') {
+                    None if k.get_ref() == "client" => RateKey::Client,
+                    Some(("header", name))
+                        if !name.is_empty()
+                            && name
+                                .bytes()
+                                .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b)) =>
+                    {
+                        RateKey::Field(name.to_ascii_lowercase())
+                    }
+                    _ => {
+                        return Err(self.err(
+                            k.span(),
+                            format!(
+                                "key must be \"client\" or \"header:NAME\", not {:?}",
+                                k.get_ref()
+                            ),
+                        ));
+                    }
+                },
+            };
+            site.limits.push(RateLimit {
+                prefix,
+                interval_us,
+                burst: l.burst,
+                key,
+            });
+        }
+        for a in &raw.basic_auth {
+            let a = a.get_ref();
+            let prefix = self.decoded_prefix(&a.prefix, "basic_auth")?;
+            if site.auth.iter().any(|o| o.prefix == prefix) {
+                return Err(self.err(
+                    a.prefix.span(),
+                    format!("a second [[site.basic_auth]] for prefix {prefix:?}"),
+                ));
+            }
+            let htpasswd = self.existing_file(&a.htpasswd, "htpasswd")?;
+            // What start-up would find: a file of users it can check.
+            let text = linerate_server::privsep::read_to_string(&htpasswd).map_err(|e| {
+                self.err(
+                    a.htpasswd.span(),
+                    format!("htpasswd {}: {e}", htpasswd.display()),
+                )
+            })?;
+            linerate_server::basic_auth::Htpasswd::parse(&text).map_err(|e| {
+                self.err(
+                    a.htpasswd.span(),
+                    format!("htpasswd {}: {e}", htpasswd.display()),
+                )
+            })?;
+            site.auth.push(BasicAuth {
+                prefix,
+                realm: a.realm.clone().unwrap_or_else(|| "restricted".to_string()),
+                htpasswd,
+            });
         }
         for p in &raw.proxy {
             site.proxies.push(self.proxy(p, upstreams)?);
@@ -1302,6 +1382,24 @@ impl Cx<'_> {
                 .push((code, self.existing_file(page, "error page")?));
         }
         Ok((site, places))
+    }
+
+    /// A prefix matched against the path decoded once with its dot segments removed (access
+    /// rules, rate limits, basic auth): written without %-escapes, // or dot segments.
+    fn decoded_prefix(&self, p: &Spanned<String>, what: &str) -> Result<String, ConfError> {
+        let prefix = self.prefix(p)?;
+        if prefix.contains('%')
+            || prefix.contains("//")
+            || prefix.split('/').any(|seg| seg == "." || seg == "..")
+        {
+            return Err(self.err(
+                p.span(),
+                format!(
+                    "{what} prefix {prefix:?} is matched against the decoded path: write it without %-escapes, // or dot segments"
+                ),
+            ));
+        }
+        Ok(prefix)
     }
 
     fn prefix(&self, p: &Spanned<String>) -> Result<String, ConfError> {

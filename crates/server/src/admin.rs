@@ -198,6 +198,16 @@ pub fn render(m: &Metrics, s: &Stats) -> String {
             m.bytes_out,
         ),
         (
+            "linerate_rate_limited_total",
+            "Requests refused with 429 by a site's rate limits.",
+            m.rate_limited,
+        ),
+        (
+            "linerate_rate_limit_full_total",
+            "Requests a rate limit let through uncounted: its table of keys was full.",
+            m.rate_limit_full,
+        ),
+        (
             "linerate_tls_handshakes_total",
             "TLS connections closed after a completed handshake.",
             m.tls_handshakes,

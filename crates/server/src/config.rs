@@ -402,9 +402,45 @@ pub struct Site {
     /// IP allow/deny rules by path prefix (the longest matching prefix's rules decide;
     /// before redirects, proxies, routes and files): 403 for a client they deny.
     pub access: Vec<crate::access::Access>,
+    /// Request-rate limits by path prefix: every rule whose prefix covers the path applies
+    /// (after the access rules, before basic auth and everything else): 429 over the rate.
+    pub limits: Vec<RateLimit>,
+    /// HTTP basic auth by path prefix (the longest matching prefix's rule; after the rate
+    /// limits): 401 without a right user and password.
+    pub auth: Vec<BasicAuth>,
     /// The certificate a TLS listener answers with when the client's SNI is one of `names`
     /// (exact names first, then the longest wildcard); the listener's own is the default.
     pub tls: Option<CertFiles>,
+}
+
+/// A request-rate limit (nginx's `limit_req … burst=N nodelay`): each key may make a
+/// request every `interval_us`, and `burst` more at once; beyond, 429 with `Retry-After`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RateLimit {
+    /// The paths it covers (matched against the decoded path, as access rules are).
+    pub prefix: String,
+    /// Microseconds between requests at the rate (`ratelimit::parse_rate`).
+    pub interval_us: u64,
+    pub burst: u32,
+    pub key: RateKey,
+}
+
+/// Whose requests a rate limit counts together.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RateKey {
+    /// The client's address (after a PROXY header or trusted proxies).
+    Client,
+    /// A request field's value (an API key); a request without it is not limited.
+    Field(String),
+}
+
+/// HTTP basic auth for a path prefix, against an htpasswd file of bcrypt hashes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BasicAuth {
+    pub prefix: String,
+    /// Named in the 401's challenge (browsers show it).
+    pub realm: String,
+    pub htpasswd: std::path::PathBuf,
 }
 
 /// A certificate chain and its key, as PEM files.

@@ -488,7 +488,7 @@ impl Server {
             for c in &self.certs {
                 keep.read.extend(c.files());
             }
-            keep.read.extend(self.sites.error_page_paths());
+            keep.read.extend(self.sites.read_paths());
             if let Some(p) = self.logger.as_ref().and_then(Logger::file) {
                 keep.append.push(p.to_path_buf());
             }

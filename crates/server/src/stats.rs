@@ -139,6 +139,8 @@ pub(crate) struct Counters {
     handshakes: AtomicU64,
     handshake_failures: AtomicU64,
     conn_refusals: [AtomicU64; CONN_REFUSALS.len()],
+    rate_limited: AtomicU64,
+    rate_limit_full: AtomicU64,
     duration_buckets: [AtomicU64; DURATION_BUCKETS_US.len() + 1],
     duration_sum_us: AtomicU64,
     /// This worker's upstream servers' counters: the worker keeps its own `Arc` and swaps
@@ -234,6 +236,16 @@ impl Counters {
         *self.upstreams.write().unwrap_or_else(|e| e.into_inner()) = up;
     }
 
+    /// A request refused by a rate limit (429).
+    pub(crate) fn rate_limited(&self) {
+        bump(&self.rate_limited, 1);
+    }
+
+    /// A request a rate limit let through uncounted: its table was full.
+    pub(crate) fn rate_limit_full(&self) {
+        bump(&self.rate_limit_full, 1);
+    }
+
     /// A connection closed before its first request, for [`CONN_REFUSALS`]`[why]`.
     pub(crate) fn conn_refused(&self, why: usize) {
         if let Some(a) = self.conn_refusals.get(why) {
@@ -269,6 +281,10 @@ pub struct Metrics {
     pub tls_handshake_failures: u64,
     /// Connections closed before their first request, by [`CONN_REFUSALS`].
     pub connections_refused: [u64; CONN_REFUSALS.len()],
+    /// Requests refused by a rate limit (429).
+    pub rate_limited: u64,
+    /// Requests a rate limit let through uncounted because its table was full.
+    pub rate_limit_full: u64,
     /// Requests per duration bucket (not cumulative; the last is over every bound).
     pub duration_buckets: [u64; DURATION_BUCKETS_US.len() + 1],
     pub duration_sum_us: u64,
@@ -326,6 +342,8 @@ impl StatsHandle {
             add_all(&mut m.parse_errors, &c.parse_errors);
             add_all(&mut m.duration_buckets, &c.duration_buckets);
             add_all(&mut m.connections_refused, &c.conn_refusals);
+            add(&mut m.rate_limited, &c.rate_limited);
+            add(&mut m.rate_limit_full, &c.rate_limit_full);
             add(&mut m.bytes_in, &c.bytes_in);
             add(&mut m.bytes_out, &c.bytes_out);
             add(&mut m.connections_open, &c.open);

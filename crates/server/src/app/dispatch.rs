@@ -437,10 +437,29 @@ impl<'a> ConnApp<'a> {
     #[cold]
     #[inline(never)]
     fn gate(&mut self, head: &RequestHead, buf: &[u8]) -> Option<Gate> {
-        if !self.site_app.access.is_empty() {
+        if self.site_app.checks {
+            use super::sites::Refusal;
             let peer = self.peer.map(|p| p.ip());
-            if let Some(status) = self.site_app.refuses(head.path_bytes(buf), peer) {
-                return Some(Gate::Answer(self.respond(head, buf, text_status(status))));
+            let counters = &self.io.counters;
+            let admitted = self.site_app.admit(
+                head.path_bytes(buf),
+                peer,
+                |name| head.header(buf, name),
+                || counters.rate_limit_full(),
+            );
+            if let Err(refusal) = admitted {
+                let resp = match refusal {
+                    Refusal::BadPath => text_status(400),
+                    Refusal::Denied => text_status(403),
+                    Refusal::Limited { retry_after_s } => {
+                        counters.rate_limited();
+                        text_status(429).header("Retry-After", retry_after_s.to_string())
+                    }
+                    Refusal::Unauthorized(challenge) => {
+                        text_status(401).header("WWW-Authenticate", challenge)
+                    }
+                };
+                return Some(Gate::Answer(self.respond(head, buf, resp)));
             }
         }
         self.site_app
@@ -740,10 +759,12 @@ pub(crate) fn generated(resp: &Response) -> bool {
 fn status_body(status: u16) -> &'static str {
     match status {
         400 => "Bad Request\n",
+        401 => "Unauthorized\n",
         403 => "Forbidden\n",
         404 => "Not Found\n",
         405 => "Method Not Allowed\n",
         413 => "Content Too Large\n",
+        429 => "Too Many Requests\n",
         500 => "Internal Server Error\n",
         501 => "Not Implemented\n",
         503 => "Service Unavailable\n",

@@ -114,11 +114,14 @@ impl SiteSet {
         Ok(())
     }
 
-    /// The error pages' files (the privilege keeper reads them again for a reload).
-    pub(crate) fn error_page_paths(&self) -> Vec<std::path::PathBuf> {
+    /// The files sites read (error pages, htpasswd), which the privilege keeper reads again for a reload.
+    pub(crate) fn read_paths(&self) -> Vec<std::path::PathBuf> {
         self.sites
             .iter()
-            .flat_map(|s| s.error_pages.iter().map(|p| p.path.clone()))
+            .flat_map(|s| {
+                let pages = s.error_pages.iter().map(|p| p.path.clone());
+                pages.chain(s.auth.iter().map(|a| a.path.clone()))
+            })
             .collect()
     }
 
@@ -161,8 +164,35 @@ pub(crate) struct SiteApp {
     pub decorates: bool,
     /// IP allow/deny rules, longest prefix first.
     pub access: Box<[crate::access::Access]>,
-    /// It has access rules or proxy mounts: requests pass `ConnApp::gate` first.
+    /// Request-rate limits, each with its buckets (every one whose prefix matches applies).
+    pub limits: Box<[RateRule]>,
+    /// Basic-auth rules, longest prefix first.
+    pub auth: Box<[crate::basic_auth::AuthGate]>,
+    /// It has access rules, rate limits or basic auth: requests are checked against the
+    /// path decoded once (`SiteApp::admit`).
+    pub checks: bool,
+    /// It has checks or proxy mounts: requests pass `ConnApp::gate` first.
     pub gated: bool,
+}
+
+/// A rate limit and its buckets, shared by the workers.
+pub(crate) struct RateRule {
+    pub prefix: String,
+    pub key: crate::config::RateKey,
+    pub limiter: crate::ratelimit::Limiter,
+}
+
+/// Why [`SiteApp::admit`] refused a request.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The path cannot be decoded (400).
+    BadPath,
+    /// The access rules deny the client (403).
+    Denied,
+    /// Over a rate limit (429), to be retried in this many seconds.
+    Limited { retry_after_s: u64 },
+    /// Basic auth wants a right user and password (401), with this challenge.
+    Unauthorized(String),
 }
 
 enum Name {
@@ -197,6 +227,9 @@ impl Sites {
                 error_pages: Vec::new(),
                 decorates: false,
                 access: Box::default(),
+                limits: Box::default(),
+                auth: Box::default(),
+                checks: false,
                 gated: !config.proxies.is_empty(),
             };
             return Ok(Sites {
@@ -236,6 +269,43 @@ impl Sites {
             }
             let mut access = s.access.clone();
             access.sort_by_key(|a| std::cmp::Reverse(a.prefix.len()));
+            let limits: Box<[RateRule]> = s
+                .limits
+                .iter()
+                .map(|l| RateRule {
+                    prefix: l.prefix.clone(),
+                    key: l.key.clone(),
+                    limiter: crate::ratelimit::Limiter::new(l.interval_us, l.burst),
+                })
+                .collect();
+            let mut auth = Vec::with_capacity(s.auth.len());
+            for a in &s.auth {
+                // Through the privilege keeper, as error pages: a reload after a drop reads
+                // a root-only file.
+                let text = crate::privsep::read(&a.htpasswd)
+                    .map_err(|e| {
+                        io::Error::new(
+                            e.kind(),
+                            format!("cannot read htpasswd {}: {e}", a.htpasswd.display()),
+                        )
+                    })
+                    .at(Part::Site(si))?;
+                let users = crate::basic_auth::Htpasswd::parse(&String::from_utf8_lossy(&text))
+                    .map_err(|e| {
+                        StartError::invalid(
+                            Part::Site(si),
+                            format!("htpasswd {}: {e}", a.htpasswd.display()),
+                        )
+                    })?;
+                auth.push(crate::basic_auth::AuthGate::new(
+                    a.prefix.clone(),
+                    &a.realm,
+                    a.htpasswd.clone(),
+                    users,
+                ));
+            }
+            auth.sort_by_key(|a| std::cmp::Reverse(a.prefix.len()));
+            let checks = !access.is_empty() || !limits.is_empty() || !auth.is_empty();
             let mut compression = config.compression.clone();
             if let Some(on) = s.compression {
                 compression.enabled = on;
@@ -271,8 +341,11 @@ impl Sites {
                     })
                     .collect::<Result<_, _>>()?,
                 decorates: !s.headers.is_empty() || !error_pages.is_empty(),
-                gated: !access.is_empty() || !s.proxies.is_empty(),
+                gated: checks || !s.proxies.is_empty(),
+                checks,
                 access: access.into_boxed_slice(),
+                limits,
+                auth: auth.into_boxed_slice(),
                 headers: s.headers.clone(),
                 error_pages,
             });
@@ -360,15 +433,23 @@ impl SiteApp {
         )
     }
 
-    /// The status refusing a request to `path` from a client at `peer`, if this site's
-    /// access rules refuse it: 403 when the rules of the longest prefix covering the path
-    /// deny the client, 400 for a path that cannot be decoded (so no spelling of a path —
-    /// `%61dmin`, `//admin`, `/x/../admin` — can get past the rules of the one it means: they
-    /// are matched against the path decoded once, with its dot segments removed, as the file
-    /// server, and the application behind a proxy, would read it).
-    pub(crate) fn refuses(&self, path: &[u8], peer: Option<std::net::IpAddr>) -> Option<u16> {
+    /// Whether this site's checks let a request to `path` from a client at `peer` in: the
+    /// access rules of the longest prefix covering the path (403 when they deny the client),
+    /// then every rate limit whose prefix covers it (429), then the basic auth of the
+    /// longest prefix (401). The path is matched decoded once, with its dot segments removed,
+    /// as the file server and the application behind a proxy read it, so no spelling of a
+    /// path (`%61dmin`, `//admin`, `/x/../admin`) gets past the rules of the one it means; a
+    /// path that cannot be decoded is refused (400). `field` reads a request field (rate keys,
+    /// `Authorization`); `uncounted` is told of a request a full rate table let through.
+    pub(crate) fn admit<'f>(
+        &self,
+        path: &[u8],
+        peer: Option<std::net::IpAddr>,
+        field: impl Fn(&str) -> Option<&'f [u8]>,
+        uncounted: impl Fn(),
+    ) -> Result<(), Refusal> {
         let Ok(n) = super::files::path::normalize(path) else {
-            return Some(400);
+            return Err(Refusal::BadPath);
         };
         let mut path = String::with_capacity(n.rel.len() + 2);
         path.push('/');
@@ -381,7 +462,44 @@ impl SiteApp {
             .iter()
             .find(|a| path.starts_with(a.prefix.as_str()))
             .is_none_or(|a| a.allows(peer));
-        (!allowed).then_some(403)
+        if !allowed {
+            return Err(Refusal::Denied);
+        }
+        if !self.limits.is_empty() {
+            let now = crate::sys::monotonic_us();
+            for rule in self
+                .limits
+                .iter()
+                .filter(|r| path.starts_with(r.prefix.as_str()))
+            {
+                use crate::ratelimit::{Key, Verdict};
+                let key = match &rule.key {
+                    crate::config::RateKey::Client => peer.map(|ip| Key::Addr(ip.to_canonical())),
+                    crate::config::RateKey::Field(name) => {
+                        field(name).map(|v| Key::Bytes(v.into()))
+                    }
+                };
+                let Some(key) = key else { continue };
+                match rule.limiter.check(key, now) {
+                    Verdict::Pass => {}
+                    Verdict::PassUncounted => uncounted(),
+                    Verdict::Refuse { wait_us } => {
+                        return Err(Refusal::Limited {
+                            retry_after_s: wait_us.div_ceil(1_000_000).max(1),
+                        });
+                    }
+                }
+            }
+        }
+        if let Some(gate) = self
+            .auth
+            .iter()
+            .find(|a| path.starts_with(a.prefix.as_str()))
+            && !gate.admits(field("authorization"))
+        {
+            return Err(Refusal::Unauthorized(gate.challenge.clone()));
+        }
+        Ok(())
     }
 
     /// The host a request named (lowercase, without its port: nginx's `$host`), or for an
