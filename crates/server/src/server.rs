@@ -671,6 +671,7 @@ impl Server {
                             counters_on: shared.app.metrics,
                             static_gz: Default::default(),
                             jobs: Vec::new(),
+                            real: None,
                         },
                     };
                     let mut worker = Worker::new(Epoll::new()?, setup)?;

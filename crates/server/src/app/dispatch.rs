@@ -64,11 +64,10 @@ pub(crate) struct ConnApp<'a> {
     /// The worker's sites (swapped between events by a reload, never during a call).
     pub sites: &'a Sites,
     pub io: &'a mut AppIo,
-    /// The client's address for the request at hand (kept only when something uses it: see
-    /// `App::logs`): the connection's (`hop`), or the one a trusted proxy in front named.
-    pub peer: Option<SocketAddr>,
-    /// The connection's peer: the socket's address, or its PROXY protocol header's.
-    pub hop: Option<SocketAddr>,
+    /// The connection's peer (kept only when something uses it: see `App::logs`): the
+    /// socket's address, or its PROXY protocol header's. The request's client is
+    /// [`ConnApp::client`].
+    pub peer: Option<&'a SocketAddr>,
     /// The driver's name for the connection: where deferred answers go.
     pub token: u64,
     /// The site answering the request at hand (see `sites`), and the site itself.
@@ -84,6 +83,19 @@ pub(crate) struct ConnApp<'a> {
     pub to_https: Option<u16>,
 }
 
+impl ConnApp<'_> {
+    /// The client of the request at hand: the connection's peer, or behind trusted proxies
+    /// the one their field named (found when the request began).
+    #[inline(always)]
+    fn client(&self) -> Option<&SocketAddr> {
+        if self.peer.is_none() || self.app.trusted.is_empty() {
+            self.peer
+        } else {
+            self.io.real.as_ref()
+        }
+    }
+}
+
 impl Service for ConnApp<'_> {
     type Pending = Pending;
 
@@ -95,10 +107,12 @@ impl Service for ConnApp<'_> {
             self.started = crate::sys::monotonic_us();
             self.kind = Kind::Server;
         }
-        if !app.trusted.is_empty()
-            && let Some(hop) = self.hop
+        // A peer is kept only when something uses it (trusted proxies among them): the
+        // common server, with none, tests one register here.
+        if let Some(hop) = self.peer
+            && !app.trusted.is_empty()
         {
-            self.peer = Some(app.trusted.client(hop, head.headers(req.buf)));
+            self.io.real = Some(app.trusted.client(*hop, head.headers(req.buf)));
         }
         self.site = self.sites.pick(head, req.buf);
         self.site_app = self.sites.get(self.site);
@@ -205,7 +219,7 @@ impl Service for ConnApp<'_> {
                     params: &params,
                     body: &v,
                     trailers: Some(&body),
-                    peer: self.peer.as_ref(),
+                    peer: self.client(),
                 };
                 let resp = call(|| h(&request));
                 self.respond(&head.head, &head.bytes, resp)
@@ -218,7 +232,7 @@ impl Service for ConnApp<'_> {
                     params: &params,
                     body: &[],
                     trailers: Some(&body),
-                    peer: self.peer.as_ref(),
+                    peer: self.client(),
                 };
                 let resp = call(move || sink.finish(&request));
                 self.respond(&head.head, &head.bytes, resp)
@@ -238,7 +252,12 @@ impl Service for ConnApp<'_> {
             self.io.counters.refusal(status, error);
         }
         if let Some(log) = self.io.log.as_mut() {
-            log.push_refusal(self.peer, request_line, status, body_bytes as usize);
+            log.push_refusal(
+                self.peer.copied(),
+                request_line,
+                status,
+                body_bytes as usize,
+            );
         }
     }
 
@@ -346,7 +365,7 @@ impl<'a> ConnApp<'a> {
             params: &params,
             body,
             trailers: None,
-            peer: self.peer.as_ref(),
+            peer: self.client(),
         };
         match &route.handler {
             Handler::Buffered(h) => {
@@ -439,7 +458,7 @@ impl<'a> ConnApp<'a> {
     fn gate(&mut self, head: &RequestHead, buf: &[u8]) -> Option<Gate> {
         if self.site_app.checks {
             use super::sites::Refusal;
-            let peer = self.peer.map(|p| p.ip());
+            let peer = self.client().map(|p| p.ip());
             let counters = &self.io.counters;
             let admitted = self.site_app.admit(
                 head.path_bytes(buf),
@@ -534,9 +553,9 @@ impl<'a> ConnApp<'a> {
         // A chain that is extended gets the hop we heard from (each proxy adds its peer); a
         // field that is replaced names the client, as found behind trusted proxies.
         let named = if r.request.trust_forwarded {
-            self.hop
-        } else {
             self.peer
+        } else {
+            self.client()
         };
         let client = Client {
             addr: named.map(|p| p.ip()),
@@ -578,11 +597,11 @@ impl<'a> ConnApp<'a> {
             fresh: false,
             failed_server: None,
             key: r.hash_key.as_ref().and_then(|k| {
-                crate::proxy::balance::request_key(k, head, buf, self.peer.map(|p| p.ip()))
+                crate::proxy::balance::request_key(k, head, buf, self.client().map(|p| p.ip()))
             }),
             started: self.started,
             log: self.io.log.is_some().then(|| LogMeta {
-                peer: self.peer,
+                peer: self.client().copied(),
                 method: head.method_str(buf).to_string(),
                 target: head.target(buf).to_string(),
                 version: head.version(),
@@ -656,7 +675,7 @@ impl<'a> ConnApp<'a> {
                 .then(|| h.header(buf, "accept-encoding").map(<[u8]>::to_vec))
                 .flatten(),
             log: self.io.log.is_some().then(|| LogMeta {
-                peer: self.peer,
+                peer: self.client().copied(),
                 method: h.method_str(buf).to_string(),
                 target: h.target(buf).to_string(),
                 version: h.version(),
@@ -673,7 +692,7 @@ impl<'a> ConnApp<'a> {
             params,
             body,
             trailers,
-            peer: self.peer,
+            peer: self.client().copied(),
         };
         if catch_unwind(AssertUnwindSafe(|| f(req, responder))).is_err() {
             // Unwinding dropped the Responder: its 500 is on the way.
@@ -709,9 +728,10 @@ impl<'a> ConnApp<'a> {
         if self.app.metrics {
             self.io.counters.answered(resp.status, self.kind, us);
         }
+        let peer = self.client().copied();
         if let Some(log) = self.io.log.as_mut() {
             log.push(&AccessEntry {
-                peer: self.peer,
+                peer,
                 method: head.method_str(buf),
                 target: head.target(buf),
                 version: head.version(),

@@ -179,8 +179,7 @@ impl Io {
                 app: &sh.app,
                 sites: &sites.sites,
                 io: app,
-                peer: peer.copied(),
-                hop: peer.copied(),
+                peer,
                 token,
                 site: 0,
                 site_app: sites.sites.get(0),
@@ -415,14 +414,10 @@ impl<B: Backend> Worker<B> {
                 if sh.app.metrics {
                     self.io.app.counters.bytes_in(buf.len());
                 }
-                let mut data = &buf[..];
-                if !self.preambles.is_empty()
-                    && let Some(n) = self.preamble(token, data)
-                {
-                    data = &data[n..];
-                }
-                if !data.is_empty() {
-                    self.with(token, sh, |live, p| p.received(live, data));
+                if self.preambles.is_empty() {
+                    self.with(token, sh, |live, p| p.received(live, &buf));
+                } else {
+                    self.received_early(token, &buf, sh);
                 }
                 self.backend.recycle(buf);
             }
@@ -468,12 +463,24 @@ impl<B: Backend> Worker<B> {
         (u64::from(generation) << 32) | u64::from(idx)
     }
 
+    /// Bytes received while some connection owes its PROXY protocol header: the header's
+    /// part is taken, the rest goes to the connection.
+    #[cold]
+    #[inline(never)]
+    fn received_early(&mut self, token: Token, buf: &[u8], sh: &Shared) {
+        let data = match self.preamble(token, buf) {
+            Some(n) => &buf[n..],
+            None => buf,
+        };
+        if !data.is_empty() {
+            self.with(token, sh, |live, p| p.received(live, data));
+        }
+    }
+
     /// Bytes for a connection that may still owe its PROXY protocol header: `None` when it
     /// does not (the bytes are the connection's), else how many of `data` the header took
     /// (all of them while it is incomplete, or when a bad one closed the connection). A
     /// header's source address replaces the connection's peer address.
-    #[cold]
-    #[inline(never)]
     fn preamble(&mut self, token: Token, data: &[u8]) -> Option<usize> {
         use linerate_http1::proxy_protocol::{Source, parse};
         let idx = (token & 0xffff_ffff) as u32;
