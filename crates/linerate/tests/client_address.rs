@@ -245,13 +245,7 @@ fn trusted_proxies_name_the_client_for_the_log_the_rules_and_the_upstream() {
     )
     .unwrap();
     let s = serve(&["--config", file.to_str().unwrap()]);
-    let v6: SocketAddr = s
-        .banner
-        .iter()
-        .find_map(|l| l.trim().strip_prefix("also on http://"))
-        .expect("the banner names the [::1] listener")
-        .parse()
-        .unwrap();
+    let v6 = s.also_on();
     let get = |addr: SocketAddr, path: &str, xff: &str| {
         let mut c = Client::connect(addr);
         c.send(

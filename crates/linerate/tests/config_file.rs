@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use common::bin::{BIN, run_err, serve_as as serve};
-use common::{Client, Resp};
+use common::{Client, Resp, free_port};
 
 fn dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("linerate-conf-{}-{name}", std::process::id()));
@@ -40,15 +40,6 @@ fn tree(d: &Path) {
     let ck = rcgen::generate_simple_self_signed(vec!["one.test".to_string()]).unwrap();
     std::fs::write(d.join("cert.pem"), ck.cert.pem()).unwrap();
     std::fs::write(d.join("key.pem"), ck.signing_key.serialize_pem()).unwrap();
-}
-
-/// A free port on 127.0.0.1 and on ::1 (bound, then released for the server to take).
-fn free_port(ip: &str) -> u16 {
-    TcpListener::bind((ip, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn get(addr: SocketAddr, host: &str, path: &str) -> Resp {
@@ -1285,13 +1276,7 @@ fn access_rules_allow_and_deny_by_address_and_path_however_it_is_spelled() {
     )
     .unwrap();
     let s = serve(&["--config", file.to_str().unwrap()]);
-    let v6: SocketAddr = s
-        .banner
-        .iter()
-        .find_map(|l| l.trim().strip_prefix("also on http://"))
-        .expect("the banner names the [::1] listener")
-        .parse()
-        .unwrap();
+    let v6 = s.also_on();
     // (client, path, status): the first matching rule decides; no rule for a path allows.
     #[rustfmt::skip]
     let rows: &[(SocketAddr, &str, u16)] = &[
@@ -1347,14 +1332,7 @@ fn sni_picks_each_sites_certificate_and_http_redirects_to_it_without_a_loop() {
     )
     .unwrap();
     let s = serve(&["--config", file.to_str().unwrap()]);
-    let https: SocketAddr = s
-        .banner
-        .iter()
-        .find_map(|l| l.split_whitespace().find(|w| w.starts_with("https://")))
-        .expect("https listener in the banner")
-        .trim_start_matches("https://")
-        .parse()
-        .unwrap();
+    let https = https_addr(&s.banner);
     let (hp, tp) = (s.addr.port(), https.port());
     let pem = |f: &str| d.join(format!("{f}.pem")).to_str().unwrap().to_string();
     // (name, the only certificate curl trusts): each name verifies against its own.

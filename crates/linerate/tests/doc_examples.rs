@@ -42,11 +42,7 @@ fn block(text: &str, after: &str, lang: &str) -> String {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    common::free_port("127.0.0.1")
 }
 
 fn fresh(name: &str) -> PathBuf {

@@ -7,26 +7,18 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::bin::{BIN, run_err, serve_as as serve};
-use common::{Client, Resp, eventually};
+use common::{Client, Resp, eventually, free_port};
 
 fn dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("linerate-limits-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn get(addr: SocketAddr, path: &str, fields: &str) -> Resp {
@@ -47,7 +39,9 @@ fn metric(admin: SocketAddr, name: &str) -> u64 {
 #[test]
 fn rate_limits_answer_429_past_the_burst_per_key_and_count_it() {
     let d = dir("rate");
-    let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let admin: SocketAddr = format!("127.0.0.1:{}", free_port("127.0.0.1"))
+        .parse()
+        .unwrap();
     let file = d.join("linerate.toml");
     // One request a minute and bursts of 10 and 1: no bucket refills while the test runs.
     std::fs::write(

@@ -28,6 +28,18 @@ pub struct Served {
     pub banner: Vec<String>,
 }
 
+impl Served {
+    /// The `[::1]` listener the banner names on an "also on http://" line.
+    pub fn also_on(&self) -> SocketAddr {
+        self.banner
+            .iter()
+            .find_map(|l| l.trim().strip_prefix("also on http://"))
+            .expect("the banner names a second listener")
+            .parse()
+            .unwrap()
+    }
+}
+
 impl Drop for Served {
     fn drop(&mut self) {
         let _ = self.child.kill();

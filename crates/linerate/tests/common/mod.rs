@@ -18,6 +18,15 @@ pub fn eventually(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// A free TCP port on `ip` (bound, then released for a server to take).
+pub fn free_port(ip: &str) -> u16 {
+    std::net::TcpListener::bind((ip, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// A gzip body decoded.
 pub fn gunzip(b: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
