@@ -103,6 +103,7 @@ fn start_tls(router: Router, certs: &std::path::Path) -> (Running, SocketAddr) {
             ktls: false,
             key_update_bytes: linerate_server::tls::TLS_KEY_UPDATE_BYTES,
             http2: true,
+            options: Default::default(),
         }),
         ..Config::default()
     };

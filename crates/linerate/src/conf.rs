@@ -276,6 +276,77 @@ struct RawTlsOptions {
     /// Offer `h2` in ALPN (default true).
     http2: Option<bool>,
     key_update: Option<Spanned<String>>,
+    // Defaults for every TLS listener (each can set its own in its `tls = {…}`).
+    min_version: Option<Spanned<String>>,
+    ciphers: Option<Spanned<Vec<String>>>,
+    alpn: Option<Spanned<Vec<String>>>,
+    session_cache: Option<Spanned<usize>>,
+    session_tickets: Option<bool>,
+    session_lifetime: Option<Spanned<String>>,
+    client_ca: Option<Spanned<String>>,
+    client_auth: Option<Spanned<String>>,
+}
+
+/// The handshake options of a listener's `tls = {…}` or of `[tls]`, borrowed.
+#[derive(Default)]
+struct HandshakeKeys<'a> {
+    ocsp: Option<&'a Spanned<String>>,
+    min_version: Option<&'a Spanned<String>>,
+    ciphers: Option<&'a Spanned<Vec<String>>>,
+    alpn: Option<&'a Spanned<Vec<String>>>,
+    session_cache: Option<&'a Spanned<usize>>,
+    session_tickets: Option<bool>,
+    session_lifetime: Option<&'a Spanned<String>>,
+    client_ca: Option<&'a Spanned<String>>,
+    client_auth: Option<&'a Spanned<String>>,
+}
+
+impl<'a> HandshakeKeys<'a> {
+    fn of_listener(t: &'a RawListenTls) -> Self {
+        HandshakeKeys {
+            ocsp: t.ocsp.as_ref(),
+            min_version: t.min_version.as_ref(),
+            ciphers: t.ciphers.as_ref(),
+            alpn: t.alpn.as_ref(),
+            session_cache: t.session_cache.as_ref(),
+            session_tickets: t.session_tickets,
+            session_lifetime: t.session_lifetime.as_ref(),
+            client_ca: t.client_ca.as_ref(),
+            client_auth: t.client_auth.as_ref(),
+        }
+    }
+
+    fn of_defaults(t: &'a RawTlsOptions) -> Self {
+        HandshakeKeys {
+            ocsp: None,
+            min_version: t.min_version.as_ref(),
+            ciphers: t.ciphers.as_ref(),
+            alpn: t.alpn.as_ref(),
+            session_cache: t.session_cache.as_ref(),
+            session_tickets: t.session_tickets,
+            session_lifetime: t.session_lifetime.as_ref(),
+            client_ca: t.client_ca.as_ref(),
+            client_auth: t.client_auth.as_ref(),
+        }
+    }
+}
+
+/// A TLS listener's `tls = { cert, key, … }`: its certificate and its handshake options
+/// (each falling back to `[tls]`'s).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawListenTls {
+    cert: Spanned<String>,
+    key: Spanned<String>,
+    ocsp: Option<Spanned<String>>,
+    min_version: Option<Spanned<String>>,
+    ciphers: Option<Spanned<Vec<String>>>,
+    alpn: Option<Spanned<Vec<String>>>,
+    session_cache: Option<Spanned<usize>>,
+    session_tickets: Option<bool>,
+    session_lifetime: Option<Spanned<String>>,
+    client_ca: Option<Spanned<String>>,
+    client_auth: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -283,7 +354,7 @@ struct RawTlsOptions {
 struct RawListen {
     addr: Option<Spanned<String>>,
     unix: Option<Spanned<String>>,
-    tls: Option<Spanned<RawCert>>,
+    tls: Option<Spanned<RawListenTls>>,
     /// Cleartext HTTP/2 with prior knowledge only.
     h2c: Option<Spanned<bool>>,
     /// Every request answered with a 308 to HTTPS.
@@ -301,6 +372,7 @@ struct RawListen {
 struct RawCert {
     cert: Spanned<String>,
     key: Spanned<String>,
+    ocsp: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -582,11 +654,12 @@ impl Cx<'_> {
             Some(v) => self.size(v, "key_update")?,
             None => linerate_server::tls::TLS_KEY_UPDATE_BYTES,
         };
+        self.tls_options(None, &raw.tls)?;
         if raw.listen.is_empty() {
             return Err(self.err(0..0, "no [[listen]] section: say where to listen"));
         }
         for l in &raw.listen {
-            let listen = self.listen(l, ktls, key_update, http2)?;
+            let listen = self.listen(l, ktls, key_update, http2, &raw.tls)?;
             // What start-up would find: two listeners on one address (or one port, where one
             // of them is the wildcard address of its family).
             if let Some(i) = c
@@ -716,6 +789,7 @@ impl Cx<'_> {
         ktls: bool,
         key_update_bytes: u64,
         http2: bool,
+        defaults: &RawTlsOptions,
     ) -> Result<Listen, ConfError> {
         let raw = l.get_ref();
         let addr = match (&raw.addr, &raw.unix) {
@@ -749,6 +823,7 @@ impl Cx<'_> {
                 }
                 let cert = self.existing_file(&t.get_ref().cert, "certificate")?;
                 let key = self.existing_file(&t.get_ref().key, "private key")?;
+                let options = self.tls_options(Some(t.get_ref()), defaults)?;
                 let tls = TlsConfig {
                     addr: match addr {
                         ListenAddr::Tcp(a) => a,
@@ -758,7 +833,12 @@ impl Cx<'_> {
                     key,
                     ktls,
                     key_update_bytes,
-                    http2,
+                    http2: if options.alpn.is_empty() {
+                        http2
+                    } else {
+                        options.alpn.iter().any(|p| p == "h2")
+                    },
+                    options,
                 };
                 if let Err(e) = linerate_server::tls::server_config(&tls) {
                     return Err(self.err(t.span(), e.to_string()));
@@ -806,6 +886,108 @@ impl Cx<'_> {
             redirect_to_https,
             proxy_protocol,
         })
+    }
+
+    /// A TLS listener's handshake options: its own keys, else `[tls]`'s, else the defaults.
+    /// With no listener, checks `[tls]`'s own (so a mistake there is reported even before
+    /// a TLS listener uses it).
+    fn tls_options(
+        &self,
+        l: Option<&RawListenTls>,
+        d: &RawTlsOptions,
+    ) -> Result<linerate_server::config::TlsOptions, ConfError> {
+        use linerate_server::config::{ClientAuth, TlsOptions, TlsVersion};
+        let l = l.map_or_else(HandshakeKeys::default, HandshakeKeys::of_listener);
+        let d = HandshakeKeys::of_defaults(d);
+        let mut o = TlsOptions::default();
+        if let Some(v) = l.min_version.or(d.min_version) {
+            o.min_version = match v.get_ref().as_str() {
+                "1.2" => TlsVersion::Tls12,
+                "1.3" => TlsVersion::Tls13,
+                other => {
+                    return Err(self.err(
+                        v.span(),
+                        format!("min_version {other:?}: \"1.2\" or \"1.3\""),
+                    ));
+                }
+            };
+        }
+        if let Some(v) = l.ciphers.or(d.ciphers) {
+            if v.get_ref().is_empty() {
+                return Err(self.err(v.span(), "ciphers: name at least one suite"));
+            }
+            let known = linerate_server::tls::cipher_suite_names();
+            for c in v.get_ref() {
+                if !known.iter().any(|k| k.eq_ignore_ascii_case(c)) {
+                    return Err(self.err(
+                        v.span(),
+                        format!("unknown cipher suite {c:?} (known: {})", known.join(", ")),
+                    ));
+                }
+            }
+            o.ciphers = v.get_ref().clone();
+        }
+        if let Some(v) = l.alpn.or(d.alpn) {
+            for p in v.get_ref() {
+                if p != "h2" && p != "http/1.1" {
+                    return Err(self.err(
+                        v.span(),
+                        format!("alpn: {p:?} is not served (\"h2\" and \"http/1.1\" are)"),
+                    ));
+                }
+            }
+            if v.get_ref().is_empty() {
+                return Err(self.err(v.span(), "alpn: offer \"h2\", \"http/1.1\" or both"));
+            }
+            o.alpn = v.get_ref().clone();
+        }
+        if let Some(v) = l.session_cache.or(d.session_cache) {
+            o.session_cache = *v.get_ref();
+        }
+        if let Some(v) = l.session_tickets.or(d.session_tickets) {
+            o.session_tickets = v;
+        }
+        if let Some(v) = l.session_lifetime.or(d.session_lifetime) {
+            let d = self.duration(v, "session_lifetime")?;
+            if !linerate_server::tls::session_lifetime_ok(d) {
+                return Err(self.err(
+                    v.span(),
+                    "session_lifetime: more than 0 and at most 7 days (RFC 8446 §4.6.1)",
+                ));
+            }
+            o.session_lifetime = d;
+        }
+        if let Some(v) = l.ocsp {
+            o.ocsp = Some(self.existing_file(v, "OCSP response")?);
+        }
+        let ca = l.client_ca.or(d.client_ca);
+        let auth = l.client_auth.or(d.client_auth);
+        match (ca, auth) {
+            (Some(ca), auth) => {
+                let required = match auth.map(|a| a.get_ref().as_str()) {
+                    None | Some("required") => true,
+                    Some("optional") => false,
+                    Some(other) => {
+                        return Err(self.err(
+                            auth.expect("matched").span(),
+                            format!("client_auth {other:?}: \"required\" or \"optional\""),
+                        ));
+                    }
+                };
+                o.client_auth = Some(ClientAuth {
+                    ca: self.existing_file(ca, "client CA bundle")?,
+                    required,
+                });
+            }
+            (None, Some(a)) => {
+                return Err(self.err(
+                    a.span(),
+                    "client_auth needs client_ca: the CA bundle client certificates lead to",
+                ));
+            }
+            (None, None) => {}
+        }
+        Ok(o)
     }
 
     /// `owner`, `group` and `mode` of a Unix-socket listener; the names must exist.
@@ -1161,6 +1343,10 @@ impl Cx<'_> {
             let files = CertFiles {
                 cert: self.existing_file(&t.get_ref().cert, "certificate")?,
                 key: self.existing_file(&t.get_ref().key, "private key")?,
+                ocsp: match &t.get_ref().ocsp {
+                    Some(o) => Some(self.existing_file(o, "OCSP response")?),
+                    None => None,
+                },
             };
             if let Err(e) = linerate_server::tls::check_pair(&files) {
                 return Err(self.err(t.span(), e.to_string()));

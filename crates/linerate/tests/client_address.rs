@@ -7,8 +7,8 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -188,49 +188,12 @@ fn a_listener_that_expects_a_proxy_header_closes_a_connection_without_one() {
     assert_eq!(c.get("/json").status, 200);
 }
 
-/// An upstream that answers every request 200 and hands its head to the test.
-fn recording_upstream() -> (SocketAddr, std::sync::mpsc::Receiver<String>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(s) = s else { return };
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                let mut r = BufReader::new(s.try_clone().unwrap());
-                let mut w = s;
-                loop {
-                    let mut head = String::new();
-                    loop {
-                        let mut line = String::new();
-                        if r.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        head.push_str(&line);
-                        if line == "\r\n" {
-                            break;
-                        }
-                    }
-                    let _ = tx.send(head);
-                    if w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-                        .is_err()
-                    {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    (addr, rx)
-}
-
 #[test]
 fn trusted_proxies_name_the_client_for_the_log_the_rules_and_the_upstream() {
     let d = dir("xff");
     let log = d.join("access.log");
     let file = d.join("linerate.toml");
-    let (up, heads) = recording_upstream();
+    let (up, heads) = common::recording_upstream();
     std::fs::write(
         &file,
         format!(

@@ -542,6 +542,60 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
             "access_log_format must be \"combined\" or \"json\"",
         ),
         (
+            format!("[tls]\nmin_version = \"1.1\"\n{listen}{site}"),
+            "2:15",
+            "min_version \"1.1\": \"1.2\" or \"1.3\"",
+        ),
+        (
+            format!("[tls]\nciphers = [\"TLS_RSA_WITH_RC4_128_MD5\"]\n{listen}{site}"),
+            "2:11",
+            "unknown cipher suite \"TLS_RSA_WITH_RC4_128_MD5\" (known: TLS_AES_256_GCM_SHA384",
+        ),
+        (
+            format!("[tls]\nalpn = [\"h3\"]\n{listen}{site}"),
+            "2:8",
+            "alpn: \"h3\" is not served",
+        ),
+        (
+            format!("[tls]\nclient_auth = \"optional\"\n{listen}{site}"),
+            "2:15",
+            "client_auth needs client_ca",
+        ),
+        (
+            format!("[tls]\nsession_lifetime = \"200h\"\n{listen}{site}"),
+            "2:20",
+            "session_lifetime: more than 0 and at most 7 days",
+        ),
+        (
+            format!(
+                "[[listen]]\naddr = \"127.0.0.1:0\"\ntls = {{ cert = {:?}, key = {:?}, ocsp = {:?} }}\n{site}",
+                d.join("cert.pem"),
+                d.join("key.pem"),
+                d.join("cert.pem")
+            ),
+            "3:7",
+            "not a DER OCSP response",
+        ),
+        (
+            format!(
+                "[[listen]]\naddr = \"127.0.0.1:0\"\ntls = {{ cert = {:?}, key = {:?}, client_ca = {:?} }}\n{site}",
+                d.join("cert.pem"),
+                d.join("key.pem"),
+                d.join("key.pem")
+            ),
+            "3:7",
+            "no CERTIFICATE block found",
+        ),
+        (
+            format!(
+                "[[listen]]\naddr = \"127.0.0.1:0\"\ntls = {{ cert = {:?}, key = {:?}, min_version = \"1.3\", ciphers = [\"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256\"] }}\n{site}",
+                d.join("cert.pem"),
+                d.join("key.pem")
+            ),
+            "3:7",
+            "no TLS 1.3 suite",
+        ),
+        (
             format!(
                 "[[listen]]\naddr = \"127.0.0.1:0\"\ntls = {{ cert = {:?}, key = {:?} }}\nh2c = true\n{site}",
                 d.join("cert.pem"),

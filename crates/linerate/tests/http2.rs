@@ -81,6 +81,7 @@ fn serve(name: &str, tweak: impl FnOnce(&mut Config)) -> Srv {
             ktls: true,
             key_update_bytes: linerate_server::tls::TLS_KEY_UPDATE_BYTES,
             http2: true,
+            options: Default::default(),
         }),
         h2c: Some("127.0.0.1:0".parse().unwrap()),
         ..config()

@@ -70,6 +70,7 @@ fn serve(name: &str, tls_h2: bool) -> Served {
             ktls: false,
             key_update_bytes: linerate_server::tls::TLS_KEY_UPDATE_BYTES,
             http2: tls_h2,
+            options: Default::default(),
         }),
         ..common::config()
     };

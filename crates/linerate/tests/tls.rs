@@ -64,6 +64,7 @@ fn serve_with(name: &str, ktls: bool, key_update_bytes: u64) -> Tls {
             ktls,
             key_update_bytes,
             http2: true,
+            options: Default::default(),
         }),
         ..config()
     };
@@ -365,6 +366,7 @@ fn a_redirecting_listener_sends_every_request_to_https_where_the_site_answers() 
             ktls: false,
             key_update_bytes: linerate_server::tls::TLS_KEY_UPDATE_BYTES,
             http2: true,
+            options: Default::default(),
         }),
         redirect_to_https: true,
         ..config()
@@ -528,6 +530,7 @@ fn a_silent_tls_client_is_closed_after_the_header_timeout() {
             ktls: false,
             key_update_bytes: linerate_server::tls::TLS_KEY_UPDATE_BYTES,
             http2: true,
+            options: Default::default(),
         }),
         ..config()
     };
@@ -558,6 +561,7 @@ fn bad_key_files_are_refused_at_bind() {
         ktls: false,
         key_update_bytes: linerate_server::tls::TLS_KEY_UPDATE_BYTES,
         http2: true,
+        options: Default::default(),
     };
     match linerate_server::tls::server_config(&tls("other.pem")) {
         Err(linerate_server::tls::TlsError::KeyMismatch { .. }) => {}

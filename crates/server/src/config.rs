@@ -450,6 +450,10 @@ pub struct CertFiles {
     pub cert: std::path::PathBuf,
     /// PEM private key (PKCS#8, PKCS#1 or SEC1) matching the leaf certificate.
     pub key: std::path::PathBuf,
+    /// A DER OCSP response for the leaf, stapled to every handshake that asks for one
+    /// (read again on reload, as the pair is: a cron job's fresh response goes out after a
+    /// SIGHUP).
+    pub ocsp: Option<std::path::PathBuf>,
 }
 
 /// A redirect: a request whose path starts with `prefix` is answered `status` with a
@@ -622,6 +626,76 @@ pub struct TlsConfig {
     pub key_update_bytes: u64,
     /// Offer HTTP/2 in ALPN (`h2`, then `http/1.1`); `false` offers only `http/1.1`.
     pub http2: bool,
+    /// Versions, suites, resumption, OCSP and client certificates.
+    pub options: TlsOptions,
+}
+
+/// A TLS listener's handshake options beyond its certificate. The default is what rustls
+/// recommends: TLS 1.2 and 1.3, its AEAD suites, a 256-entry session cache, no tickets, no
+/// client certificates.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// The oldest version offered.
+    pub min_version: TlsVersion,
+    /// Cipher suites by IANA name, in the server's order of preference; empty: rustls's
+    /// defaults. [`crate::tls::cipher_suite_names`] lists the ones known.
+    pub ciphers: Vec<String>,
+    /// ALPN protocols in the server's order of preference (`h2`, `http/1.1`); empty: by
+    /// [`TlsConfig::http2`].
+    pub alpn: Vec<String>,
+    /// Sessions remembered for resumption (TLS 1.2 session IDs, TLS 1.3 tickets that name
+    /// an entry); 0 remembers none.
+    pub session_cache: usize,
+    /// Stateless session tickets (keys rotated every 6 h, the previous one kept) in place of
+    /// the cache.
+    pub session_tickets: bool,
+    /// How long a session can be resumed, by the cache or a ticket; tickets are bounded by
+    /// their key rotation too (12 h at most).
+    pub session_lifetime: Duration,
+    /// The listener's own certificate's OCSP response (DER), as [`CertFiles::ocsp`].
+    pub ocsp: Option<std::path::PathBuf>,
+    /// Client certificates (mTLS).
+    pub client_auth: Option<ClientAuth>,
+}
+
+impl Default for TlsOptions {
+    fn default() -> Self {
+        TlsOptions {
+            min_version: TlsVersion::Tls12,
+            ciphers: Vec::new(),
+            alpn: Vec::new(),
+            session_cache: TLS_SESSION_CACHE,
+            session_tickets: false,
+            session_lifetime: TLS_SESSION_LIFETIME,
+            ocsp: None,
+            client_auth: None,
+        }
+    }
+}
+
+/// Sessions a listener's cache remembers by default (rustls's default).
+pub const TLS_SESSION_CACHE: usize = 256;
+/// How long a session can be resumed by default (the lifetime rustls announces for TLS 1.3
+/// tickets from its cache).
+pub const TLS_SESSION_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
+/// The longest session lifetime TLS 1.3 allows (RFC 8446 §4.6.1: seven days).
+pub const TLS_MAX_SESSION_LIFETIME: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
+/// A TLS protocol version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TlsVersion {
+    Tls12,
+    Tls13,
+}
+
+/// Client certificates asked for in the handshake, verified against a CA bundle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientAuth {
+    /// PEM CA certificates a client's chain must lead to (read again on reload).
+    pub ca: std::path::PathBuf,
+    /// A client without a certificate is refused in the handshake; otherwise it is let in
+    /// without an identity (a wrong certificate is refused either way).
+    pub required: bool,
 }
 
 /// A directory served as static files below a path prefix.

@@ -27,6 +27,10 @@ use crate::app::{App, AppIo};
 use crate::config::{Config, ListenAddr};
 use crate::driver::SitesMailbox;
 use crate::driver::certs::CertStore;
+use crate::driver::handshake::ClientCa;
+
+/// A client CA bundle read again, waiting to be swapped in.
+type ClientVerifier = Arc<dyn rustls::server::danger::ClientCertVerifier>;
 use crate::driver::epoll::Epoll;
 use crate::driver::{Setup, Shared, Worker};
 use crate::privsep::Keep;
@@ -52,6 +56,8 @@ pub struct Server {
     logger: Option<Logger>,
     /// Each HTTPS listener's certificate, reloadable.
     certs: Vec<Arc<CertStore>>,
+    /// The client CA bundles of the listeners that ask for client certificates.
+    client_cas: Vec<Arc<ClientCa>>,
     workers: usize,
     /// The admin listener (`/metrics`, `/healthz`), when configured.
     admin: Option<TcpListener>,
@@ -77,6 +83,7 @@ struct Bound {
 #[derive(Clone)]
 pub struct ControlHandle {
     certs: Vec<Arc<CertStore>>,
+    client_cas: Vec<Arc<ClientCa>>,
     reloads: Arc<Vec<(Arc<SitesMailbox>, OwnedFd)>>,
     logger: Option<Logger>,
 }
@@ -102,9 +109,11 @@ impl ControlHandle {
             .iter()
             .map(|c| c.read_again())
             .collect::<Result<Vec<_>, _>>()?;
+        let cas = self.read_cas()?;
         for (c, key) in self.certs.iter().zip(fresh) {
             c.swap(key);
         }
+        self.swap_cas(cas);
         Ok(Reloaded::Certificates(
             self.certs.iter().flat_map(|c| c.cert_paths()).collect(),
         ))
@@ -125,16 +134,29 @@ impl ControlHandle {
             .map(|c| c.read_with(named.clone()))
             .collect::<Result<Vec<_>, _>>()
             .map_err(io::Error::other)?;
+        let cas = self.read_cas().map_err(io::Error::other)?;
         let set = Arc::new(SiteSet::build(config)?);
         set.check_roots()?;
         for (c, fresh) in self.certs.iter().zip(certs) {
             c.swap(fresh);
         }
+        self.swap_cas(cas);
         for (mailbox, wake) in self.reloads.iter() {
             *mailbox.lock().unwrap_or_else(|e| e.into_inner()) = Some(set.clone());
             let _ = rustix::io::write(wake, &1u64.to_ne_bytes());
         }
         Ok(())
+    }
+
+    /// Every client CA bundle read again, none used yet.
+    fn read_cas(&self) -> Result<Vec<ClientVerifier>, crate::tls::TlsError> {
+        self.client_cas.iter().map(|c| c.read_again()).collect()
+    }
+
+    fn swap_cas(&self, cas: Vec<ClientVerifier>) {
+        for (c, v) in self.client_cas.iter().zip(cas) {
+            c.swap(v);
+        }
     }
 
     /// Reopens the access log file (after logrotate renamed it); a no-op without one.
@@ -223,6 +245,7 @@ impl Server {
         // Sockets systemd bound for us (socket activation), matched by address below.
         let mut passed = crate::activation::Passed::take().at(Part::Other)?;
         let mut certs = Vec::new();
+        let mut client_cas = Vec::new();
         // Sites' own certificates, chosen by SNI on every TLS listener.
         let named = crate::tls::named_certs(&config);
         let mut listener_tls = Vec::new();
@@ -259,10 +282,11 @@ impl Server {
             }
             let tls = match &l.tls {
                 Some(t) => {
-                    let (tls, store) = crate::tls::server_config_with_store(t, &named)
+                    let built = crate::tls::server_config_with_store(t, &named)
                         .map_err(|e| StartError::invalid(part, format!("HTTPS: {e}")))?;
-                    certs.push(store);
-                    Some(tls)
+                    certs.push(built.store);
+                    client_cas.extend(built.client_ca);
+                    Some(built.config)
                 }
                 None => None,
             };
@@ -450,6 +474,7 @@ impl Server {
             reloads: Arc::new(reloads),
             logger,
             certs,
+            client_cas,
             local: None,
         })
     }
@@ -488,6 +513,9 @@ impl Server {
             for c in &self.certs {
                 keep.read.extend(c.files());
             }
+            for c in &self.client_cas {
+                keep.read.push(c.path().to_path_buf());
+            }
             keep.read.extend(self.sites.read_paths());
             if let Some(p) = self.logger.as_ref().and_then(Logger::file) {
                 keep.append.push(p.to_path_buf());
@@ -502,6 +530,7 @@ impl Server {
     pub fn control(&self) -> ControlHandle {
         ControlHandle {
             certs: self.certs.clone(),
+            client_cas: self.client_cas.clone(),
             reloads: self.reloads.clone(),
             logger: self.logger.clone(),
         }

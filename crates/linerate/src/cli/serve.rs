@@ -596,6 +596,7 @@ fn tls_config(a: &ServeArgs) -> anyhow::Result<Option<linerate_server::TlsConfig
         ktls: !a.no_ktls,
         key_update_bytes: a.tls_key_update,
         http2: !a.no_http2,
+        options: Default::default(),
     };
     use linerate_server::tls::TlsError;
     match linerate_server::tls::server_config(&tls) {

@@ -239,3 +239,41 @@ impl Client {
         self.read_response()
     }
 }
+
+/// An upstream that answers every request 200 and hands its head to the test.
+pub fn recording_upstream() -> (SocketAddr, std::sync::mpsc::Receiver<String>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { return };
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                use std::io::{BufRead, Write};
+                let mut r = std::io::BufReader::new(s.try_clone().unwrap());
+                let mut w = s;
+                loop {
+                    let mut head = String::new();
+                    loop {
+                        let mut line = String::new();
+                        if r.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        head.push_str(&line);
+                        if line == "\r\n" {
+                            break;
+                        }
+                    }
+                    let _ = tx.send(head);
+                    if w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, rx)
+}

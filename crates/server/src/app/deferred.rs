@@ -45,6 +45,7 @@ pub struct OwnedRequest {
     pub(crate) body: Vec<u8>,
     pub(crate) trailers: Option<BodyDecoder>,
     pub(crate) peer: Option<SocketAddr>,
+    pub(crate) client_cert: Option<Arc<crate::tls::ClientCert>>,
 }
 
 impl OwnedRequest {
@@ -58,6 +59,7 @@ impl OwnedRequest {
             body: &self.body,
             trailers: self.trailers.as_ref(),
             peer: self.peer.as_ref(),
+            client_cert: self.client_cert.as_deref(),
         }
     }
     /// The method.

@@ -81,6 +81,8 @@ pub(crate) struct ConnApp<'a> {
     pub tls: bool,
     /// Its listener redirects every request to HTTPS on this port.
     pub to_https: Option<u16>,
+    /// The client certificate its TLS handshake verified (mTLS).
+    pub client_cert: Option<std::sync::Arc<crate::tls::ClientCert>>,
 }
 
 impl ConnApp<'_> {
@@ -220,6 +222,7 @@ impl Service for ConnApp<'_> {
                     body: &v,
                     trailers: Some(&body),
                     peer: self.client(),
+                    client_cert: self.client_cert.as_deref(),
                 };
                 let resp = call(|| h(&request));
                 self.respond(&head.head, &head.bytes, resp)
@@ -233,6 +236,7 @@ impl Service for ConnApp<'_> {
                     body: &[],
                     trailers: Some(&body),
                     peer: self.client(),
+                    client_cert: self.client_cert.as_deref(),
                 };
                 let resp = call(move || sink.finish(&request));
                 self.respond(&head.head, &head.bytes, resp)
@@ -366,6 +370,7 @@ impl<'a> ConnApp<'a> {
             body,
             trailers: None,
             peer: self.client(),
+            client_cert: self.client_cert.as_deref(),
         };
         match &route.handler {
             Handler::Buffered(h) => {
@@ -560,6 +565,7 @@ impl<'a> ConnApp<'a> {
         let client = Client {
             addr: named.map(|p| p.ip()),
             tls: self.tls,
+            cert: self.client_cert.as_deref(),
         };
         let len = match (&pipe, head.framing()) {
             // The length the client declared, or chunks as they come (HTTP/2 DATA without
@@ -693,6 +699,7 @@ impl<'a> ConnApp<'a> {
             body,
             trailers,
             peer: self.client().copied(),
+            client_cert: self.client_cert.clone(),
         };
         if catch_unwind(AssertUnwindSafe(|| f(req, responder))).is_err() {
             // Unwinding dropped the Responder: its 500 is on the way.

@@ -31,6 +31,7 @@ pub struct Request<'a> {
     /// The finished body decoder, which holds the trailers of a chunked body.
     pub(crate) trailers: Option<&'a BodyDecoder>,
     pub(crate) peer: Option<&'a SocketAddr>,
+    pub(crate) client_cert: Option<&'a crate::tls::ClientCert>,
 }
 
 impl<'a> Request<'a> {
@@ -95,6 +96,12 @@ impl<'a> Request<'a> {
     /// The peer's address.
     pub fn peer(&self) -> Option<SocketAddr> {
         self.peer.copied()
+    }
+    /// The client certificate the TLS handshake verified against the listener's
+    /// `client_ca` (mTLS): its subject and alternative names. `None` over plain HTTP, or
+    /// where client certificates are optional and the client sent none.
+    pub fn client_cert(&self) -> Option<&'a crate::tls::ClientCert> {
+        self.client_cert
     }
 }
 

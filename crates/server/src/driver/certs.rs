@@ -1,7 +1,8 @@
 //! The HTTPS certificates: each TLS listener's own (the default) and the sites' (chosen by
 //! the client's SNI from the sites' names), read from their PEM files, checked against their
 //! keys, served to every handshake through a resolver that a reload (SIGHUP) swaps without
-//! touching a connection, and the rustls server configuration built around them.
+//! touching a connection, with each one's OCSP response to staple. The rustls server
+//! configuration around them is built in `handshake`.
 //!
 //! Owns the files and the swap. A handshake takes the current set with one uncontended read
 //! lock and one name lookup (per connection, never per request); a reload reads every file,
@@ -13,7 +14,6 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
-use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -36,6 +36,12 @@ pub enum TlsError {
     Key { path: PathBuf, why: String },
     /// The private key does not belong to the leaf certificate.
     KeyMismatch { cert: PathBuf, key: PathBuf },
+    /// The OCSP response file could not be read or is not a DER response.
+    Ocsp { path: PathBuf, why: String },
+    /// The client CA bundle could not be read or holds no usable CA certificate.
+    ClientCa { path: PathBuf, why: String },
+    /// The handshake options cannot be served (an unknown suite, no suite for a version).
+    Options(String),
     /// rustls refused the certificate or key for another reason.
     Rustls(rustls::Error),
 }
@@ -53,6 +59,11 @@ impl fmt::Display for TlsError {
                 key.display(),
                 cert.display()
             ),
+            TlsError::Ocsp { path, why } => write!(f, "OCSP response {}: {why}", path.display()),
+            TlsError::ClientCa { path, why } => {
+                write!(f, "client CA bundle {}: {why}", path.display())
+            }
+            TlsError::Options(why) => f.write_str(why),
             TlsError::Rustls(e) => write!(f, "TLS configuration refused: {e}"),
         }
     }
@@ -136,6 +147,7 @@ impl CertStore {
         let default = CertFiles {
             cert: tls.cert.clone(),
             key: tls.key.clone(),
+            ocsp: tls.options.ocsp.clone(),
         };
         let set = read_set(&default, named.to_vec(), &provider)?;
         Ok(CertStore {
@@ -188,11 +200,14 @@ impl CertStore {
         paths
     }
 
-    /// Every file read again on reload: each certificate and key.
+    /// Every file read again on reload: each certificate, key and OCSP response.
     pub fn files(&self) -> Vec<PathBuf> {
-        let mut files = vec![self.default.cert.clone(), self.default.key.clone()];
-        for n in &self.current().named {
-            files.extend([n.files.cert.clone(), n.files.key.clone()]);
+        let current = self.current();
+        let pairs = std::iter::once(&self.default).chain(current.named.iter().map(|n| &n.files));
+        let mut files = Vec::new();
+        for f in pairs {
+            files.extend([f.cert.clone(), f.key.clone()]);
+            files.extend(f.ocsp.clone());
         }
         files
     }
@@ -217,7 +232,7 @@ fn read_set(
         if let Some(key) = read_pairs.get(files) {
             return Ok(key.clone());
         }
-        let key = Arc::new(read(&files.cert, &files.key, provider)?);
+        let key = Arc::new(read(files, provider)?);
         read_pairs.insert(files.clone(), key.clone());
         Ok(key)
     };
@@ -253,15 +268,13 @@ fn read_set(
 /// Checks that `files` hold a certificate chain and the key that belongs to it.
 pub fn check_pair(files: &CertFiles) -> Result<(), TlsError> {
     let provider = rustls::crypto::aws_lc_rs::default_provider();
-    read(&files.cert, &files.key, &provider).map(drop)
+    read(files, &provider).map(drop)
 }
 
-/// The chain and key from their PEM files, checked to belong together.
-fn read(
-    cert: &std::path::Path,
-    key: &std::path::Path,
-    provider: &CryptoProvider,
-) -> Result<CertifiedKey, TlsError> {
+/// The chain and key from their PEM files, checked to belong together, with the OCSP
+/// response to staple.
+fn read(files: &CertFiles, provider: &CryptoProvider) -> Result<CertifiedKey, TlsError> {
+    let (cert, key) = (files.cert.as_path(), files.key.as_path());
     let cert_err = |why: String| TlsError::Cert {
         path: cert.to_path_buf(),
         why,
@@ -281,43 +294,54 @@ fn read(
     };
     let key_pem = crate::privsep::read(key).map_err(|e| key_err(e.to_string()))?;
     let der = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| key_err(pem_why(&e)))?;
-    CertifiedKey::from_der(chain, der, provider).map_err(|e| match e {
+    let mut certified = CertifiedKey::from_der(chain, der, provider).map_err(|e| match e {
         rustls::Error::InconsistentKeys(_) => TlsError::KeyMismatch {
             cert: cert.to_path_buf(),
             key: key.to_path_buf(),
         },
         e => TlsError::Rustls(e),
-    })
+    })?;
+    if let Some(path) = &files.ocsp {
+        certified.ocsp = Some(read_ocsp(path)?);
+    }
+    Ok(certified)
 }
 
-/// Reads the PEM files and builds the rustls server configuration: aws-lc-rs, TLS 1.3 and
-/// 1.2 with their default (AEAD-only) suites, ALPN `http/1.1`, no client certificates.
-/// Resumption keeps rustls's defaults: a stateful in-memory session cache (TLS 1.2 session
-/// IDs, TLS 1.3 tickets that name a cache entry); no stateless ticket key is set.
-pub fn server_config(tls: &TlsConfig) -> Result<Arc<ServerConfig>, TlsError> {
-    server_config_with_store(tls, &[]).map(|(config, _)| config)
-}
-
-/// [`server_config`] with the sites' certificates chosen by SNI (`named`), and the
-/// certificate store it answers from (to reload it).
-pub fn server_config_with_store(
-    tls: &TlsConfig,
-    named: &[NamedCert],
-) -> Result<(Arc<ServerConfig>, Arc<CertStore>), TlsError> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let store = Arc::new(CertStore::load(tls, named, provider.clone())?);
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .map_err(TlsError::Rustls)?
-        .with_no_client_auth()
-        .with_cert_resolver(store.clone());
-    config.alpn_protocols = if tls.http2 {
-        vec![ALPN_H2.to_vec(), ALPN_HTTP11.to_vec()]
-    } else {
-        vec![ALPN_HTTP11.to_vec()]
+/// A DER OCSP response (what `openssl ocsp -respout` writes): read whole and checked to be
+/// one DER SEQUENCE, so a PEM file or a truncated download is refused at its name rather
+/// than stapled for clients to reject.
+fn read_ocsp(path: &std::path::Path) -> Result<Vec<u8>, TlsError> {
+    let err = |why: String| TlsError::Ocsp {
+        path: path.to_path_buf(),
+        why,
     };
-    config.enable_secret_extraction = tls.ktls;
-    Ok((Arc::new(config), store))
+    let der = crate::privsep::read(path).map_err(|e| err(e.to_string()))?;
+    if der_sequence_len(&der) != Some(der.len()) {
+        return Err(err(
+            "not a DER OCSP response (one ASN.1 SEQUENCE filling the file)".into(),
+        ));
+    }
+    Ok(der)
+}
+
+/// The total length of the DER SEQUENCE that `der` starts with (tag, length and contents).
+fn der_sequence_len(der: &[u8]) -> Option<usize> {
+    let (&tag, rest) = der.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    if tag != 0x30 {
+        return None;
+    }
+    let (len, header) = match first {
+        0..=0x7f => (first as usize, 2),
+        0x81..=0x84 => {
+            let n = (first & 0x7f) as usize;
+            let bytes = rest.get(..n)?;
+            let len = bytes.iter().fold(0usize, |acc, &b| (acc << 8) | b as usize);
+            (len, 2 + n)
+        }
+        _ => return None,
+    };
+    header.checked_add(len)
 }
 
 fn pem_why(e: &rustls::pki_types::pem::Error) -> String {
@@ -345,6 +369,7 @@ mod tests {
         CertFiles {
             cert: dir.join("cert.pem"),
             key: dir.join("key.pem"),
+            ocsp: None,
         }
     }
 
@@ -356,6 +381,7 @@ mod tests {
             ktls: false,
             key_update_bytes: 1 << 30,
             http2: true,
+            options: Default::default(),
         }
     }
 
@@ -421,6 +447,35 @@ mod tests {
         store.swap(set);
         assert_eq!(picked(&store, Some("y.b.test")), a);
         assert_eq!(picked(&store, Some("a.test")), default);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_ocsp_response_is_stapled_and_a_bad_one_refused_at_its_name() {
+        let dir = std::env::temp_dir().join(format!("linerate-ocsp-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        write_pair(&dir);
+        // A DER SEQUENCE with a long-form length (what a real response looks like).
+        let mut der = vec![0x30, 0x81, 0x80];
+        der.extend(std::iter::repeat_n(7u8, 0x80));
+        std::fs::write(dir.join("r.ocsp"), &der).unwrap();
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let mut tls = tls_config(&dir);
+        tls.options.ocsp = Some(dir.join("r.ocsp"));
+        let store = CertStore::load(&tls, &[], provider).unwrap();
+        assert_eq!(store.current().default.ocsp.as_deref(), Some(&der[..]));
+        assert!(store.files().contains(&dir.join("r.ocsp")));
+        // PEM, a truncated download, trailing bytes: refused, and the response in use stays.
+        let mut long = der.clone();
+        long.push(0);
+        for bad in [&b"-----BEGIN OCSP-----\n"[..], &der[..40], &long, b""] {
+            std::fs::write(dir.join("r.ocsp"), bad).unwrap();
+            assert!(
+                matches!(store.reload(), Err(TlsError::Ocsp { .. })),
+                "{bad:?}"
+            );
+            assert_eq!(store.current().default.ocsp.as_deref(), Some(&der[..]));
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 

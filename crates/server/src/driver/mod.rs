@@ -13,6 +13,7 @@
 pub(crate) mod backend;
 pub(crate) mod certs;
 pub(crate) mod epoll;
+pub(crate) mod handshake;
 mod proto;
 pub(crate) mod timer;
 pub mod tls;
@@ -160,6 +161,7 @@ impl Io {
         token: Token,
         tls: bool,
         to_https: Option<u16>,
+        client_cert: Option<Arc<crate::tls::ClientCert>>,
     ) -> (
         &'a mut Cx,
         ConnApp<'a>,
@@ -187,6 +189,7 @@ impl Io {
                 started: 0,
                 tls,
                 to_https,
+                client_cert,
             },
             head,
             plain,
@@ -589,7 +592,12 @@ impl<B: Backend> Worker<B> {
         };
         let peer = self.peers.get(idx as usize).and_then(Option::as_ref);
         let tls = !matches!(live.transport, Transport::Plain);
-        let (cx, svc, head, plain) = self.io.split(sh, peer, token, tls, live.to_https);
+        let cert = if tls {
+            live.transport.client_cert()
+        } else {
+            None
+        };
+        let (cx, svc, head, plain) = self.io.split(sh, peer, token, tls, live.to_https, cert);
         if let Proto::H2(_) = live.conn {
             cx.sendfile = !live.transport.decrypts();
         }
@@ -921,6 +929,8 @@ impl<B: Backend> Parts<'_, B> {
     fn negotiated(&mut self, live: &mut Live) {
         if let Some(h2) = live.transport.negotiated_h2() {
             live.alpn = false;
+            live.transport.identify();
+            self.svc.client_cert = live.transport.client_cert();
             if h2 {
                 live.conn.upgrade(self.cx.now, self.cx);
             }

@@ -1,5 +1,6 @@
 //! HTTPS: the per-connection transport (plain TCP, user-space rustls, or kernel TLS after a
-//! hand-off). The certificate, its reload and the rustls configuration are in `certs`.
+//! hand-off). The certificates and their reload are in `certs`, the rustls configuration
+//! and the client's certificate in `handshake`.
 //!
 //! Owns every TLS byte; the connection state machine above sees only plaintext. A transport
 //! carries one operation of the connection at a time (send these bytes, send this file
@@ -40,7 +41,10 @@ use crate::sys::{KtlsCrypto, KtlsDirection};
 
 pub use super::certs::{
     ALPN_H2, ALPN_HTTP11, CertSet, CertStore, NamedCert, TlsError, check_pair, named_certs,
-    server_config, server_config_with_store,
+};
+pub use super::handshake::{
+    ClientCa, ClientCert, Handshake, cipher_suite_names, server_config, server_config_with_store,
+    session_lifetime_ok,
 };
 
 /// File bytes read (pread) and encrypted at once over user-space TLS: one full record.
@@ -251,6 +255,8 @@ pub(crate) struct TlsSession {
     op: Option<TlsOp>,
     /// A ciphertext send is with the backend.
     cipher_in_flight: bool,
+    /// The client certificate the handshake verified (mTLS), read once it completed.
+    client_cert: Option<Arc<ClientCert>>,
 }
 
 enum TlsOp {
@@ -272,6 +278,8 @@ pub(crate) struct KernelSession {
     update_owed: bool,
     /// Key updates the peer has sent on this connection.
     peer_updates: u32,
+    /// The client certificate the handshake verified (mTLS).
+    client_cert: Option<Arc<ClientCert>>,
 }
 
 /// TLS content types (RFC 8446 §5.1) and the messages the kernel path handles itself.
@@ -316,11 +324,31 @@ impl Transport {
             peer_closed: false,
             op: None,
             cipher_in_flight: false,
+            client_cert: None,
         })))
     }
 
-    /// Whether received bytes are ciphertext for [`Transport::receive`] (plain and kernel
-    /// TLS sockets deliver plaintext straight to the connection).
+    /// Once the handshake is done, reads the client certificate it verified (if the client
+    /// sent one) so requests can name the client.
+    pub(crate) fn identify(&mut self) {
+        if let Transport::Tls(s) = self
+            && s.client_cert.is_none()
+            && let Some(leaf) = s.conn.peer_certificates().and_then(|c| c.first())
+        {
+            s.client_cert = ClientCert::from_der(leaf).map(Arc::new);
+        }
+    }
+
+    /// The client certificate the handshake verified.
+    #[inline]
+    pub(crate) fn client_cert(&self) -> Option<Arc<ClientCert>> {
+        match self {
+            Transport::Plain => None,
+            Transport::Tls(s) => s.client_cert.clone(),
+            Transport::Kernel(k) => k.client_cert.clone(),
+        }
+    }
+
     /// For a TLS connection, whether its handshake completed; `None` for plain HTTP.
     pub(crate) fn handshake_done(&self) -> Option<bool> {
         match self {
@@ -569,6 +597,7 @@ impl Transport {
         };
         let policy = s.policy;
         let sent = s.sent;
+        let client_cert = s.client_cert.clone();
         let (secrets, conn) = s.conn.dangerous_into_kernel_connection().map_err(|e| {
             tracing::debug!(error = %e, "TLS session not extractable");
         })?;
@@ -593,6 +622,7 @@ impl Transport {
             sent,
             update_owed: false,
             peer_updates: 0,
+            client_cert,
         }));
         Ok(())
     }

@@ -49,7 +49,7 @@ pub(crate) fn verdict(status: u16) -> Verdict {
 pub(crate) fn subrequest(
     head: &RequestHead,
     buf: &[u8],
-    client: Client,
+    client: Client<'_>,
     auth: &AuthRoute,
     out: &mut Vec<u8>,
 ) {
@@ -67,7 +67,14 @@ pub(crate) fn subrequest(
     if let Some(ip) = client.addr {
         write_field(out, b"X-Forwarded-For", ip.to_string().as_bytes());
     }
+    if let Some(c) = client.cert {
+        write_field(out, b"X-Forwarded-Client-Cert", c.xfcc.as_bytes());
+    }
     for (name, value) in head.headers(buf) {
+        // Only the handshake names a client certificate, never the client.
+        if name.eq_ignore_ascii_case(b"x-forwarded-client-cert") {
+            continue;
+        }
         if auth
             .conf
             .pass
@@ -126,6 +133,7 @@ mod tests {
         let client = Client {
             addr: Some([10, 1, 2, 3].into()),
             tls: true,
+            cert: None,
         };
         subrequest(
             &head,

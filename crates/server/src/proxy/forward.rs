@@ -46,10 +46,13 @@ pub(crate) struct Policy {
 
 /// Facts about the client's connection.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Client {
+pub(crate) struct Client<'a> {
     pub addr: Option<IpAddr>,
     /// It came over TLS.
     pub tls: bool,
+    /// The certificate its handshake verified (mTLS): named to the upstream in
+    /// `X-Forwarded-Client-Cert`.
+    pub cert: Option<&'a crate::tls::ClientCert>,
 }
 
 /// The request as it goes upstream, beside its head.
@@ -70,7 +73,7 @@ const VIA_NAME: &str = "linerate";
 pub(crate) fn request_head(
     head: &RequestHead,
     buf: &[u8],
-    client: Client,
+    client: Client<'_>,
     policy: &Policy,
     body: Option<ReqBody>,
     out: &mut Vec<u8>,
@@ -126,6 +129,7 @@ pub(crate) fn request_head(
             b"x-forwarded-proto",
             b"x-forwarded-host",
             b"forwarded",
+            b"x-forwarded-client-cert",
         ]
         .iter()
         .any(|f| name.eq_ignore_ascii_case(f))
@@ -133,6 +137,7 @@ pub(crate) fn request_head(
     let mut via: Vec<&[u8]> = Vec::new();
     let mut xff: Vec<&[u8]> = Vec::new();
     let mut fwd: Vec<&[u8]> = Vec::new();
+    let mut xfcc: Vec<&[u8]> = Vec::new();
     let (mut xfp, mut xfh) = (None, None);
     for (name, value) in fields() {
         if hop_by_hop(name, &named)
@@ -154,6 +159,7 @@ pub(crate) fn request_head(
                     b"x-forwarded-for" => xff.push(value),
                     b"x-forwarded-proto" => xfp = xfp.or(Some(value)),
                     b"x-forwarded-host" => xfh = xfh.or(Some(value)),
+                    b"x-forwarded-client-cert" => xfcc.push(value),
                     _ => fwd.push(value),
                 }
             }
@@ -230,6 +236,19 @@ pub(crate) fn request_head(
         }
         list.extend_from_slice(element.as_bytes());
         write_field(out, b"Forwarded", &list);
+    }
+
+    // Envoy's field for the client's certificate: a client's own is dropped unless it came
+    // through a trusted proxy (whose element list this one's is appended to).
+    if !xfcc.is_empty() || client.cert.is_some() {
+        let mut list = xfcc.join(&b","[..]);
+        if let Some(c) = client.cert {
+            if !list.is_empty() {
+                list.push(b',');
+            }
+            list.extend_from_slice(c.xfcc.as_bytes());
+        }
+        write_field(out, b"X-Forwarded-Client-Cert", &list);
     }
 
     if let Some(u) = upgrade_to {

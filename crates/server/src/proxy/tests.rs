@@ -25,6 +25,7 @@ fn policy() -> Policy {
 const CLIENT: Client = Client {
     addr: Some(std::net::IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 7))),
     tls: true,
+    cert: None,
 };
 
 /// The upstream head for `request` under `policy`, and its framing facts.
@@ -111,6 +112,53 @@ fn forwarding_fields_from_an_untrusted_client_are_replaced() {
         head.contains("Forwarded: for=10.0.0.1, for=192.0.2.7;proto=https;host=\"a\"\r\n"),
         "{head}"
     );
+}
+
+#[test]
+fn the_client_certificate_field_is_ours_alone_unless_a_trusted_proxy_sent_one() {
+    let der = {
+        let ck = rcgen::generate_simple_self_signed(vec!["alice.test".to_string()]).unwrap();
+        ck.cert.der().to_vec()
+    };
+    let cert = crate::tls::ClientCert::from_der(&der).unwrap();
+    let request = b"GET /api/x HTTP/1.1\r\nHost: a\r\nX-Forwarded-Client-Cert: Hash=00\r\n\r\n";
+    let run = |client: Client<'_>, trust: bool| {
+        let mut head = RequestHead::new();
+        let n = match head.parse(request, &Limits::default()).unwrap() {
+            Parsed::Complete(n) => n,
+            Parsed::Partial => panic!("incomplete"),
+        };
+        let policy = Policy {
+            trust_forwarded: trust,
+            ..policy()
+        };
+        let mut out = Vec::new();
+        request_head(&head, &request[..n], client, &policy, None, &mut out);
+        String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.strip_prefix("X-Forwarded-Client-Cert: "))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let with = Client {
+        cert: Some(&cert),
+        ..CLIENT
+    };
+    #[rustfmt::skip]
+    let rows: [(Client<'_>, bool, Vec<String>); 4] = [
+        // A client cannot claim a certificate: its field is dropped...
+        (CLIENT, false, vec![]),
+        // ...and replaced by the one the handshake verified.
+        (with, false, vec![cert.xfcc.clone()]),
+        // Behind a trusted proxy its element stays, and ours is appended (Envoy's
+        // APPEND_FORWARD).
+        (CLIENT, true, vec!["Hash=00".to_string()]),
+        (with, true, vec![format!("Hash=00,{}", cert.xfcc)]),
+    ];
+    for (client, trust, want) in rows {
+        assert_eq!(run(client, trust), want, "trust {trust}");
+    }
 }
 
 #[test]
