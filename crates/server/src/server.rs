@@ -701,6 +701,7 @@ impl Server {
                             static_gz: Default::default(),
                             jobs: Vec::new(),
                             real: None,
+                            client_cert: None,
                         },
                     };
                     let mut worker = Worker::new(Epoll::new()?, setup)?;

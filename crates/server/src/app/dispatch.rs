@@ -81,8 +81,6 @@ pub(crate) struct ConnApp<'a> {
     pub tls: bool,
     /// Its listener redirects every request to HTTPS on this port.
     pub to_https: Option<u16>,
-    /// The client certificate its TLS handshake verified (mTLS).
-    pub client_cert: Option<std::sync::Arc<crate::tls::ClientCert>>,
 }
 
 impl ConnApp<'_> {
@@ -94,6 +92,16 @@ impl ConnApp<'_> {
             self.peer
         } else {
             self.io.real.as_ref()
+        }
+    }
+
+    /// The client certificate the connection's TLS handshake verified (mTLS).
+    #[inline(always)]
+    fn client_cert(&self) -> Option<&crate::tls::ClientCert> {
+        if self.tls {
+            self.io.client_cert.as_deref()
+        } else {
+            None
         }
     }
 }
@@ -222,7 +230,7 @@ impl Service for ConnApp<'_> {
                     body: &v,
                     trailers: Some(&body),
                     peer: self.client(),
-                    client_cert: self.client_cert.as_deref(),
+                    client_cert: self.client_cert(),
                 };
                 let resp = call(|| h(&request));
                 self.respond(&head.head, &head.bytes, resp)
@@ -236,7 +244,7 @@ impl Service for ConnApp<'_> {
                     body: &[],
                     trailers: Some(&body),
                     peer: self.client(),
-                    client_cert: self.client_cert.as_deref(),
+                    client_cert: self.client_cert(),
                 };
                 let resp = call(move || sink.finish(&request));
                 self.respond(&head.head, &head.bytes, resp)
@@ -370,7 +378,7 @@ impl<'a> ConnApp<'a> {
             body,
             trailers: None,
             peer: self.client(),
-            client_cert: self.client_cert.as_deref(),
+            client_cert: self.client_cert(),
         };
         match &route.handler {
             Handler::Buffered(h) => {
@@ -565,7 +573,7 @@ impl<'a> ConnApp<'a> {
         let client = Client {
             addr: named.map(|p| p.ip()),
             tls: self.tls,
-            cert: self.client_cert.as_deref(),
+            cert: self.client_cert(),
         };
         let len = match (&pipe, head.framing()) {
             // The length the client declared, or chunks as they come (HTTP/2 DATA without
@@ -699,7 +707,11 @@ impl<'a> ConnApp<'a> {
             body,
             trailers,
             peer: self.client().copied(),
-            client_cert: self.client_cert.clone(),
+            client_cert: if self.tls {
+                self.io.client_cert.clone()
+            } else {
+                None
+            },
         };
         if catch_unwind(AssertUnwindSafe(|| f(req, responder))).is_err() {
             // Unwinding dropped the Responder: its 500 is on the way.

@@ -94,6 +94,9 @@ pub(crate) struct AppIo {
     /// The client of the request at hand as trusted proxies named it (set as each request
     /// begins, only when trusted proxies are configured: see `ConnApp::client`).
     pub real: Option<std::net::SocketAddr>,
+    /// The client certificate of the TLS connection at hand (set as each of its events
+    /// begins; stale for a plain one, so read only through `ConnApp::client_cert`).
+    pub client_cert: Option<Arc<crate::tls::ClientCert>>,
 }
 
 impl AppIo {

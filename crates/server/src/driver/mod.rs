@@ -161,7 +161,6 @@ impl Io {
         token: Token,
         tls: bool,
         to_https: Option<u16>,
-        client_cert: Option<Arc<crate::tls::ClientCert>>,
     ) -> (
         &'a mut Cx,
         ConnApp<'a>,
@@ -189,7 +188,6 @@ impl Io {
                 started: 0,
                 tls,
                 to_https,
-                client_cert,
             },
             head,
             plain,
@@ -592,12 +590,11 @@ impl<B: Backend> Worker<B> {
         };
         let peer = self.peers.get(idx as usize).and_then(Option::as_ref);
         let tls = !matches!(live.transport, Transport::Plain);
-        let cert = if tls {
-            live.transport.client_cert()
-        } else {
-            None
-        };
-        let (cx, svc, head, plain) = self.io.split(sh, peer, token, tls, live.to_https, cert);
+        if tls {
+            // Read through `ConnApp::client_cert` only while `tls` holds.
+            self.io.app.client_cert = live.transport.client_cert();
+        }
+        let (cx, svc, head, plain) = self.io.split(sh, peer, token, tls, live.to_https);
         if let Proto::H2(_) = live.conn {
             cx.sendfile = !live.transport.decrypts();
         }
@@ -930,7 +927,7 @@ impl<B: Backend> Parts<'_, B> {
         if let Some(h2) = live.transport.negotiated_h2() {
             live.alpn = false;
             live.transport.identify();
-            self.svc.client_cert = live.transport.client_cert();
+            self.svc.io.client_cert = live.transport.client_cert();
             if h2 {
                 live.conn.upgrade(self.cx.now, self.cx);
             }
