@@ -406,6 +406,9 @@ struct RawSite {
     headers: Vec<Spanned<RawHeaders>>,
     #[serde(default)]
     error_pages: BTreeMap<Spanned<String>, Spanned<String>>,
+    /// Content types by extension: `types = { wasm = "application/wasm" }`.
+    #[serde(default)]
+    types: BTreeMap<Spanned<String>, Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -414,6 +417,11 @@ struct RawRoot {
     #[serde(default = "slash")]
     prefix: Spanned<String>,
     dir: Spanned<String>,
+    /// Paths tried for a request that finds no file (`{path}`, `/index.html`, …).
+    try_files: Option<Spanned<Vec<String>>>,
+    /// List directories without an index.
+    #[serde(default)]
+    listing: bool,
 }
 
 fn no_fields() -> Spanned<BTreeMap<String, String>> {
@@ -1390,10 +1398,61 @@ impl Cx<'_> {
                 }
             }
             places.roots.push(self.place(r.dir.span()));
+            let mut try_files = Vec::new();
+            if let Some(t) = &r.try_files {
+                if t.get_ref().is_empty() {
+                    return Err(self.err(t.span(), "try_files: name at least one path"));
+                }
+                for p in t.get_ref() {
+                    let ok = (p.starts_with('/')
+                        || p.starts_with(linerate_server::files::TRY_PATH))
+                        && !p.bytes().any(|b| b.is_ascii_control() || b == b' ');
+                    if !ok {
+                        return Err(self.err(
+                            t.span(),
+                            format!(
+                                "try_files: {p:?} is neither \"{{path}}…\" nor a path from the root (\"/index.html\")"
+                            ),
+                        ));
+                    }
+                }
+                try_files = t.get_ref().clone();
+            }
             site.mounts.push(FilesMount {
                 prefix: prefix.trim_end_matches('/').to_string(),
                 root: dir,
+                try_files,
+                listing: r.listing,
             });
+        }
+        for (ext, ty) in &raw.types {
+            let e = ext.get_ref().trim_start_matches('.').to_ascii_lowercase();
+            if e.is_empty()
+                || !e
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            {
+                return Err(self.err(
+                    ext.span(),
+                    format!("types: {:?} is not a file extension", ext.get_ref()),
+                ));
+            }
+            let t = ty.get_ref();
+            let valid = t
+                .split(';')
+                .next()
+                .and_then(|m| m.trim().split_once('/'))
+                .is_some_and(|(a, b)| {
+                    !a.is_empty() && !b.is_empty() && !a.contains(' ') && !b.contains(' ')
+                })
+                && !t.bytes().any(|b| b.is_ascii_control());
+            if !valid {
+                return Err(self.err(
+                    ty.span(),
+                    format!("types: {t:?} is not a media type (\"type/subtype\")"),
+                ));
+            }
+            site.types.push((e, t.clone()));
         }
         for r in &raw.redirect {
             let r = r.get_ref();

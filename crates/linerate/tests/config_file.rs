@@ -542,6 +542,16 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
             "access_log_format must be \"combined\" or \"json\"",
         ),
         (
+            format!("{listen}{site}[[site.root]]\ndir = \"one\"\ntry_files = [\"index.html\"]\n"),
+            "7:13",
+            "try_files: \"index.html\" is neither",
+        ),
+        (
+            format!("{listen}{site}types = {{ md = \"markdown\" }}\n"),
+            "5:16",
+            "types: \"markdown\" is not a media type",
+        ),
+        (
             format!("[tls]\nmin_version = \"1.1\"\n{listen}{site}"),
             "2:15",
             "min_version \"1.1\": \"1.2\" or \"1.3\"",

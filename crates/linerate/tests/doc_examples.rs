@@ -330,6 +330,7 @@ fn the_annotated_config_example_checks_and_serves() {
         ("srv/example.com/404.html", "<h1>not here</h1>\n"),
         ("srv/example.com/500.html", "<h1>oops</h1>\n"),
         ("srv/downloads/file.txt", "file\n"),
+        ("srv/app/dist/index.html", "<h1>app</h1>\n"),
     ] {
         let path = d.join(p);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();

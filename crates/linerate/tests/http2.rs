@@ -73,6 +73,7 @@ fn serve(name: &str, tweak: impl FnOnce(&mut Config)) -> Srv {
         files: Some(FilesMount {
             prefix: "/static".into(),
             root: dir.join("www"),
+            ..Default::default()
         }),
         tls: Some(TlsConfig {
             addr: "127.0.0.1:0".parse().unwrap(),

@@ -61,6 +61,7 @@ fn serve(name: &str, tls_h2: bool) -> Served {
         files: Some(FilesMount {
             prefix: "/static".into(),
             root: dir.join("www"),
+            ..Default::default()
         }),
         h2c: Some("127.0.0.1:0".parse().unwrap()),
         tls: Some(TlsConfig {

@@ -149,6 +149,7 @@ fn start_with_admin(root: &std::path::Path) -> (common::Running, SocketAddr) {
         files: Some(FilesMount {
             prefix: "/static".into(),
             root: root.to_path_buf(),
+            ..Default::default()
         }),
         ..config()
     };

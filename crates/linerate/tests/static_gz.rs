@@ -41,6 +41,7 @@ fn a_script_is_compressed_once_and_served_from_the_cache() {
             files: Some(FilesMount {
                 prefix: "/s".into(),
                 root: root.clone(),
+                ..Default::default()
             }),
             ..config()
         },

@@ -35,6 +35,7 @@ fn serve(root: &Path) -> common::Running {
         files: Some(FilesMount {
             prefix: "/static".into(),
             root: root.to_path_buf(),
+            ..Default::default()
         }),
         ..config()
     };

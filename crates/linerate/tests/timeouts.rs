@@ -135,6 +135,7 @@ fn a_client_that_stops_reading_a_large_file_is_reset_at_the_send_timeout() {
             files: Some(linerate_server::config::FilesMount {
                 prefix: String::new(),
                 root: dir.clone(),
+                ..Default::default()
             }),
             ..config()
         },

@@ -56,6 +56,7 @@ fn serve_with(name: &str, ktls: bool, key_update_bytes: u64) -> Tls {
         files: Some(FilesMount {
             prefix: "/static".into(),
             root: dir.join("www"),
+            ..Default::default()
         }),
         tls: Some(TlsConfig {
             addr: "127.0.0.1:0".parse().unwrap(),

@@ -294,10 +294,46 @@ pub fn render(m: &Metrics, s: &Stats) -> String {
         m.duration_sum_us as f64 / 1e6
     );
     let _ = writeln!(o, "linerate_request_duration_seconds_count {cumulative}");
+    if !m.sites.is_empty() {
+        render_sites(&mut o, m);
+    }
     if !m.upstreams.is_empty() {
         render_upstreams(&mut o, m);
     }
     o
+}
+
+/// The per-site families.
+fn render_sites(o: &mut String, m: &Metrics) {
+    let label = |v: &str| v.replace('\\', "\\\\").replace('"', "\\\"");
+    let _ = writeln!(
+        o,
+        "# HELP linerate_site_requests_total Requests a site answered, by status class (site: its first name, _ for none)."
+    );
+    let _ = writeln!(o, "# TYPE linerate_site_requests_total counter");
+    for s in &m.sites {
+        for (c, n) in s.requests.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "linerate_site_requests_total{{site=\"{}\",class=\"{}xx\"}} {n}",
+                label(&s.site),
+                c + 1
+            );
+        }
+    }
+    let _ = writeln!(
+        o,
+        "# HELP linerate_site_sent_bytes_total Body bytes of a site's answers."
+    );
+    let _ = writeln!(o, "# TYPE linerate_site_sent_bytes_total counter");
+    for s in &m.sites {
+        let _ = writeln!(
+            o,
+            "linerate_site_sent_bytes_total{{site=\"{}\"}} {}",
+            label(&s.site),
+            s.bytes_out
+        );
+    }
 }
 
 /// The per-upstream-server families (only when upstreams are configured).

@@ -411,6 +411,9 @@ pub struct Site {
     /// The certificate a TLS listener answers with when the client's SNI is one of `names`
     /// (exact names first, then the longest wildcard); the listener's own is the default.
     pub tls: Option<CertFiles>,
+    /// Content types by file extension (lowercase, no dot) for its static files, before the
+    /// built-in table.
+    pub types: Vec<(String, String)>,
 }
 
 /// A request-rate limit (nginx's `limit_req … burst=N nodelay`): each key may make a
@@ -699,11 +702,18 @@ pub struct ClientAuth {
 }
 
 /// A directory served as static files below a path prefix.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FilesMount {
     /// Path prefix without a trailing slash (`""` mounts at `/`, `"/static"` at `/static/`).
     pub prefix: String,
     pub root: std::path::PathBuf,
+    /// nginx's `try_files`: paths tried in order for a request that finds no file, each
+    /// `{path}` (the request's path below the prefix) with text around it, or a path from
+    /// the root (`/index.html`: a single-page app's fallback). Empty: `{path}` alone.
+    pub try_files: Vec<String>,
+    /// A directory without its index is listed (HTML, or JSON for a client that asks for
+    /// it); off: 404.
+    pub listing: bool,
 }
 
 impl FilesMount {

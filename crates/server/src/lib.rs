@@ -76,7 +76,7 @@ pub use server::{
     ControlHandle, Reloaded, Server, ShutdownHandle, allowed_cpus, reload_certificates,
 };
 pub use start_error::{Part, StartError};
-pub use stats::{Metrics, Stats, StatsHandle, UPSTREAM_ERRORS, UpstreamMetrics};
+pub use stats::{Metrics, SiteMetrics, Stats, StatsHandle, UPSTREAM_ERRORS, UpstreamMetrics};
 
 /// HTTP/2's named limits (each answered as RFC 9113 says: REFUSED_STREAM, or a GOAWAY with
 /// ENHANCE_YOUR_CALM; see `h2/stream.rs`).

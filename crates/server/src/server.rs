@@ -702,6 +702,7 @@ impl Server {
                             jobs: Vec::new(),
                             real: None,
                             client_cert: None,
+                            site_counters: Arc::new([]),
                         },
                     };
                     let mut worker = Worker::new(Epoll::new()?, setup)?;

@@ -44,6 +44,44 @@ pub(crate) const REFUSED_PROXY_HEADER: usize = 0;
 /// Index of [`CONN_REFUSALS`]' "client_limit".
 pub(crate) const REFUSED_CLIENT_LIMIT: usize = 1;
 
+/// One site's counters in one worker (see [`Counters::set_sites`]).
+#[derive(Debug, Default)]
+pub(crate) struct SiteCounters {
+    site: String,
+    requests: [AtomicU64; CLASSES],
+    bytes_out: AtomicU64,
+}
+
+impl SiteCounters {
+    /// A request of this site answered with `status` and `bytes` of body.
+    #[inline(always)]
+    pub(crate) fn answered(&self, status: u16, bytes: u64) {
+        bump(&self.requests[class(status)], 1);
+        bump(&self.bytes_out, bytes);
+    }
+}
+
+/// Counters for `labels` (a worker's sites, in order), carrying over the counts of the
+/// sites in `old` with the same label (a reload keeps a site's count going).
+pub(crate) fn site_counters(labels: &[String], old: &[SiteCounters]) -> Arc<[SiteCounters]> {
+    labels
+        .iter()
+        .map(|l| {
+            let c = SiteCounters {
+                site: l.clone(),
+                ..SiteCounters::default()
+            };
+            if let Some(o) = old.iter().find(|o| &o.site == l) {
+                for (n, v) in c.requests.iter().zip(&o.requests) {
+                    n.store(v.load(Relaxed), Relaxed);
+                }
+                c.bytes_out.store(o.bytes_out.load(Relaxed), Relaxed);
+            }
+            c
+        })
+        .collect()
+}
+
 /// One upstream server's counters in one worker (see [`Counters::set_upstreams`]).
 #[derive(Debug, Default)]
 pub(crate) struct UpCounters {
@@ -146,6 +184,8 @@ pub(crate) struct Counters {
     /// This worker's upstream servers' counters: the worker keeps its own `Arc` and swaps
     /// this one when its upstreams change (a reload), so a count never takes the lock.
     upstreams: RwLock<Arc<[UpCounters]>>,
+    /// This worker's sites' counters, kept the same way.
+    sites: RwLock<Arc<[SiteCounters]>>,
 }
 
 /// The index of `status`'s class (1xx → 0 … 5xx → 4).
@@ -236,6 +276,11 @@ impl Counters {
         *self.upstreams.write().unwrap_or_else(|e| e.into_inner()) = up;
     }
 
+    /// The worker's sites are these now.
+    pub(crate) fn set_sites(&self, sites: Arc<[SiteCounters]>) {
+        *self.sites.write().unwrap_or_else(|e| e.into_inner()) = sites;
+    }
+
     /// A request refused by a rate limit (429).
     pub(crate) fn rate_limited(&self) {
         bump(&self.rate_limited, 1);
@@ -290,6 +335,20 @@ pub struct Metrics {
     pub duration_sum_us: u64,
     /// Per upstream server, in configuration order.
     pub upstreams: Vec<UpstreamMetrics>,
+    /// Per site, in configuration order.
+    pub sites: Vec<SiteMetrics>,
+}
+
+/// One site's metrics at one moment, summed over workers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SiteMetrics {
+    /// The site's first name (`_` for one without names).
+    pub site: String,
+    /// Requests it answered by status class (1xx … 5xx): routes, files, redirects and its
+    /// checks' refusals; not what the connection refused before a site was chosen.
+    pub requests: [u64; CLASSES],
+    /// Body bytes of its answers.
+    pub bytes_out: u64,
 }
 
 /// The server's counters at one moment, summed over workers.
@@ -382,6 +441,22 @@ impl StatsHandle {
                 add(&mut x.active, &u.active);
                 add(&mut x.idle, &u.idle);
                 x.down_workers += u64::from(u.down_until_ms.load(Relaxed) > now);
+            }
+            let sites = c.sites.read().unwrap_or_else(|e| e.into_inner()).clone();
+            for s in sites.iter() {
+                // By name, as upstreams: workers may hold different sets during a reload.
+                let i = match m.sites.iter().position(|x| x.site == s.site) {
+                    Some(i) => i,
+                    None => {
+                        m.sites.push(SiteMetrics {
+                            site: s.site.clone(),
+                            ..SiteMetrics::default()
+                        });
+                        m.sites.len() - 1
+                    }
+                };
+                add_all(&mut m.sites[i].requests, &s.requests);
+                add(&mut m.sites[i].bytes_out, &s.bytes_out);
             }
         }
         m

@@ -711,6 +711,7 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
         .map(|root| linerate_server::config::FilesMount {
             prefix: a.root_prefix.trim_end_matches('/').to_string(),
             root,
+            ..Default::default()
         });
     let mut upstreams: Vec<linerate_server::config::Upstream> = Vec::new();
     let mut proxies = Vec::new();

@@ -746,6 +746,12 @@ impl<'a> ConnApp<'a> {
         let us = crate::sys::monotonic_us().saturating_sub(self.started);
         if self.app.metrics {
             self.io.counters.answered(resp.status, self.kind, us);
+            if let Some(s) = self.io.site_counters.get(self.site) {
+                s.answered(
+                    resp.status,
+                    body_bytes(head.method() == Method::Head, resp) as u64,
+                );
+            }
         }
         let peer = self.client().copied();
         if let Some(log) = self.io.log.as_mut() {
@@ -849,6 +855,9 @@ fn file_response(
         FileAnswer::PreconditionFailed { headers } => fields(Response::new(412), headers),
         FileAnswer::RangeNotSatisfiable { headers } => fields(Response::new(416), headers),
         FileAnswer::Redirect { location } => redirect(location),
+        FileAnswer::Listing { content_type, body } => Response::new(200)
+            .content_type(content_type)
+            .body(Body::Owned(body.into_bytes())),
         FileAnswer::BadRequest => text_status(400),
         FileAnswer::Forbidden => text_status(403),
         FileAnswer::NotFound => text_status(404),

@@ -97,6 +97,8 @@ pub(crate) struct AppIo {
     /// The client certificate of the TLS connection at hand (set as each of its events
     /// begins; stale for a plain one, so read only through `ConnApp::client_cert`).
     pub client_cert: Option<Arc<crate::tls::ClientCert>>,
+    /// This worker's per-site counters, by site index (empty unless metrics are on).
+    pub site_counters: Arc<[crate::stats::SiteCounters]>,
 }
 
 impl AppIo {
@@ -132,6 +134,9 @@ impl AppIo {
         if app.metrics {
             self.counters
                 .answered(resp.status, crate::stats::Kind::Route, us);
+            if let Some(s) = self.site_counters.get(meta.site) {
+                s.answered(resp.status, body_bytes(meta.head, &resp) as u64);
+            }
         }
         if let (Some(log), Some(m)) = (self.log.as_mut(), meta.log.as_ref()) {
             log.push(&AccessEntry {

@@ -66,7 +66,12 @@ impl SiteSet {
                     .and_then(|s| s.mounts.iter().position(|c| c == m))
                     .unwrap_or(0);
                 let part = Part::Root { site: si, mount };
-                let files = StaticFiles::open(&m.root, site.files.clone())
+                let opts = super::files::FilesOptions {
+                    try_files: m.try_files.clone(),
+                    listing: m.listing,
+                    ..site.files.clone()
+                };
+                let files = StaticFiles::open(&m.root, opts)
                     .map_err(|e| {
                         io::Error::new(e.kind(), format!("cannot serve {}: {e}", m.root.display()))
                     })
@@ -262,6 +267,7 @@ impl Sites {
             }
             let mut files = FilesOptions {
                 dotfiles: s.dotfiles,
+                types: s.types.iter().cloned().collect(),
                 ..FilesOptions::default()
             };
             if !s.index.is_empty() {
@@ -396,6 +402,18 @@ impl Sites {
     /// Site `i`; the default site for an index a reload made stale (a request read before
     /// the swap and answered after it).
     #[inline(always)]
+    /// Each site's label in the metrics: its first name as written (`*.example.com` for a
+    /// wildcard), or `_` for a site without names (nginx's catch-all spelling).
+    pub(crate) fn labels(&self) -> Vec<String> {
+        self.iter()
+            .map(|s| match s.names.first() {
+                Some(Name::Exact(n)) => n.clone(),
+                Some(Name::Suffix(n)) => format!("*{n}"),
+                None => "_".to_string(),
+            })
+            .collect()
+    }
+
     pub(crate) fn get(&self, i: usize) -> &SiteApp {
         self.list.get(i).unwrap_or(&self.list[self.default])
     }

@@ -250,7 +250,7 @@ impl<B: Backend> Worker<B> {
             backend.watch(local.fd().try_clone_to_owned()?, WAKE_LOCAL)?;
         }
         let proxying = !setup.sites.upstreams.is_empty();
-        Ok(Worker {
+        let mut worker = Worker {
             backend,
             slots: Vec::new(),
             peers: Vec::new(),
@@ -289,7 +289,12 @@ impl<B: Backend> Worker<B> {
             preambles: std::collections::HashMap::new(),
             client_conns: setup.client_conns,
             proxying,
-        })
+        };
+        if worker.io.app.counters_on {
+            let sites = worker.io.sites.clone();
+            worker.count_sites(&sites);
+        }
+        Ok(worker)
     }
 
     /// Runs until shutdown has drained every connection (or the drain timeout passed).
@@ -833,10 +838,20 @@ impl<B: Backend> Worker<B> {
         let new = self.reload.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(sites) = new {
             self.io.app.files = sites.for_worker();
+            if self.io.app.counters_on {
+                self.count_sites(&sites);
+            }
             self.proxying |= !sites.upstreams.is_empty();
             self.io.sites = sites;
             self.reload_upstreams();
         }
+    }
+
+    /// Per-site counters for `sites`, each site's count carried over by its label.
+    fn count_sites(&mut self, sites: &SiteSet) {
+        let c = crate::stats::site_counters(&sites.sites.labels(), &self.io.app.site_counters);
+        self.io.app.counters.set_sites(c.clone());
+        self.io.app.site_counters = c;
     }
 
     fn begin_drain(&mut self, sh: &Shared) {

@@ -313,6 +313,8 @@ struct Relay<'a> {
     sites: &'a SiteSet,
     log: &'a mut Option<crate::app::access_log::LogBuffer>,
     counters: Option<&'a crate::stats::Counters>,
+    /// The worker's per-site counters (empty unless metrics are on).
+    site_counters: &'a [crate::stats::SiteCounters],
     /// The connection served an exchange before (a close before any byte may be the
     /// upstream's keep-alive timeout, not this request).
     reused: bool,
@@ -345,6 +347,9 @@ impl Relay<'_> {
         let up_us = now.saturating_sub(link.sent);
         if let Some(c) = self.counters {
             c.answered(status, crate::stats::Kind::Route, us);
+            if let Some(s) = self.site_counters.get(link.site) {
+                s.answered(status, bytes);
+            }
         }
         if let Some(st) = self.stats
             && link.answered
@@ -876,6 +881,7 @@ impl<B: Backend> Worker<B> {
                 sites: &self.io.sites,
                 log: &mut self.io.app.log,
                 counters,
+                site_counters: &self.io.app.site_counters,
                 reused: up.conn.reused(),
                 tries,
                 server: up.server,

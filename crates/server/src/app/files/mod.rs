@@ -16,8 +16,11 @@
 //!   all (component-wise `O_NOFOLLOW` walk). Only regular files are served; FIFOs, sockets
 //!   and devices are 404 and are never opened for reading.
 //! - **Directories**: `/dir/` serves `dir/index.html`; `/dir` answers 301 with the relative
-//!   `Location: ./dir/` (correct under any mount prefix; the query is not carried); no
-//!   listings: a directory without index is 404.
+//!   `Location: ./dir/` (correct under any mount prefix; the query is not carried); a
+//!   directory without index is 404, or listed where [`FilesOptions::listing`] is on (see
+//!   [`listing`]).
+//! - **Fallbacks**: [`FilesOptions::try_files`] tries other paths for a request that finds
+//!   nothing (a 404 only: a bad path stays 400, a forbidden file 403).
 //! - **ETag**: strong, `"<size>-<mtime s>.<ns>-<inode>[-br|-gz]"` in hex, distinct per
 //!   coding; Last-Modified is the file's mtime as an IMF-fixdate.
 //! - **Ranges**: one `bytes=` range → 206 or 416; a multi-range set → 200 with the whole
@@ -31,6 +34,7 @@
 
 mod cache;
 pub mod encoding;
+pub mod listing;
 pub mod mime;
 pub mod open;
 pub mod path;
@@ -92,6 +96,14 @@ pub struct FilesOptions {
     /// against the disk. `Duration::ZERO` checks on every request. Changes on disk become
     /// visible within this time.
     pub revalidate_after: Duration,
+    /// Paths tried in order for a request that finds no file: `{path}` stands for the
+    /// request's path (still percent-encoded); anything else is a path from the root. Empty:
+    /// only the request's path.
+    pub try_files: Vec<String>,
+    /// List a directory that has no index (HTML, or JSON when asked), instead of 404.
+    pub listing: bool,
+    /// Content types by extension (lowercase, without the dot), before the built-in table.
+    pub types: Arc<[(String, String)]>,
 }
 
 impl Default for FilesOptions {
@@ -103,6 +115,9 @@ impl Default for FilesOptions {
             symlinks: SymlinkPolicy::FollowBeneath,
             cache_entries: DEFAULT_CACHE_ENTRIES,
             revalidate_after: DEFAULT_REVALIDATE_AFTER,
+            try_files: Vec::new(),
+            listing: false,
+            types: Arc::new([]),
         }
     }
 }
@@ -173,6 +188,11 @@ pub enum FileAnswer {
     MethodNotAllowed,
     /// 500: an I/O failure on the server's side (EMFILE, EIO…); log it, do not send it.
     Error(Errno),
+    /// 200: a directory's listing, rendered.
+    Listing {
+        content_type: &'static str,
+        body: String,
+    },
 }
 
 impl FileAnswer {
@@ -180,6 +200,7 @@ impl FileAnswer {
     pub fn status(&self) -> u16 {
         match self {
             FileAnswer::Send { status, .. } => *status,
+            FileAnswer::Listing { .. } => 200,
             FileAnswer::NotModified { .. } => 304,
             FileAnswer::PreconditionFailed { .. } => 412,
             FileAnswer::RangeNotSatisfiable { .. } => 416,
@@ -305,6 +326,34 @@ impl StaticFiles {
         raw_path: &[u8],
         headers: &H,
     ) -> FileAnswer {
+        if self.opts.try_files.is_empty() {
+            return self.resolve_one(now, method, raw_path, headers);
+        }
+        let mut candidate = Vec::new();
+        for t in &self.opts.try_files {
+            candidate.clear();
+            let mut parts = t.split(TRY_PATH);
+            candidate.extend_from_slice(parts.next().unwrap_or("").as_bytes());
+            for rest in parts {
+                candidate.extend_from_slice(raw_path);
+                candidate.extend_from_slice(rest.as_bytes());
+            }
+            match self.resolve_one(now, method, &candidate, headers) {
+                FileAnswer::NotFound => continue,
+                other => return other,
+            }
+        }
+        FileAnswer::NotFound
+    }
+
+    /// The answer for one path.
+    fn resolve_one<H: RequestHeaders + ?Sized>(
+        &self,
+        now: Instant,
+        method: Method,
+        raw_path: &[u8],
+        headers: &H,
+    ) -> FileAnswer {
         let head_only = match method {
             Method::Get => false,
             Method::Head => true,
@@ -331,6 +380,10 @@ impl StaticFiles {
                 };
                 match cache.lookup(root, how, &index, now, false) {
                     Lookup::File { fd, meta } => (index, fd, meta),
+                    Lookup::Missing if self.opts.listing => {
+                        drop(cache);
+                        return self.list(&path.rel, headers);
+                    }
                     other => return not_a_file(other),
                 }
             }
@@ -363,7 +416,7 @@ impl StaticFiles {
             None => (fd, meta),
         };
         let representation = Representation {
-            content_type: mime::content_type(&file_rel),
+            content_type: self.content_type(&file_rel),
             encoding,
             vary,
             meta,
@@ -373,9 +426,48 @@ impl StaticFiles {
     }
 }
 
+/// What stands for the request's path in a [`FilesOptions::try_files`] entry.
+pub const TRY_PATH: &str = "{path}";
+
+impl StaticFiles {
+    /// The Content-Type for a file: the site's own types first, then the built-in table.
+    fn content_type(&self, rel: &str) -> String {
+        let file = rel.rsplit('/').next().unwrap_or(rel);
+        if let Some((stem, ext)) = file.rsplit_once('.')
+            && !stem.is_empty()
+            && let Some((_, t)) = self
+                .opts
+                .types
+                .iter()
+                .find(|(e, _)| e.eq_ignore_ascii_case(ext))
+        {
+            return t.clone();
+        }
+        mime::content_type(rel).to_string()
+    }
+
+    /// The listing of the directory `rel` (below the root; its title shows it).
+    #[cold]
+    fn list<H: RequestHeaders + ?Sized>(&self, rel: &str, h: &H) -> FileAnswer {
+        match listing::read(self.root.as_fd(), rel, self.confinement) {
+            Ok(l) if listing::wants_json(h.header("accept")) => FileAnswer::Listing {
+                content_type: "application/json",
+                body: listing::json(&l),
+            },
+            Ok(l) => FileAnswer::Listing {
+                content_type: "text/html; charset=utf-8",
+                body: listing::html(&l, &format!("/{rel}/").replace("//", "/")),
+            },
+            Err(open::Probe::Forbidden) => FileAnswer::Forbidden,
+            Err(open::Probe::Error(e)) => FileAnswer::Error(e),
+            Err(_) => FileAnswer::NotFound,
+        }
+    }
+}
+
 /// One selected file and what describes it on the wire.
 struct Representation {
-    content_type: &'static str,
+    content_type: String,
     encoding: Encoding,
     vary: bool,
     meta: open::FileMeta,
@@ -384,7 +476,7 @@ struct Representation {
 
 impl Representation {
     fn answer<H: RequestHeaders + ?Sized>(
-        self,
+        mut self,
         file: Arc<OwnedFd>,
         head_only: bool,
         h: &H,
@@ -434,7 +526,7 @@ impl Representation {
             }
         };
         let mut headers = Vec::with_capacity(8);
-        headers.push(("Content-Type", self.content_type.to_string()));
+        headers.push(("Content-Type", std::mem::take(&mut self.content_type)));
         headers.push(("Content-Length", len.to_string()));
         if status == 206 {
             headers.push(("Content-Range", range::content_range(offset, len, size)));

@@ -115,6 +115,25 @@ pub fn open_read(
     }
 }
 
+/// Opens the directory at `rel` for reading its entries (a listing), under the same
+/// confinement as a file.
+pub fn open_dir(root: BorrowedFd<'_>, rel: &str, how: Confinement) -> Result<OwnedFd, Probe> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NONBLOCK;
+    resolve(root, rel, flags, how).map_err(from_errno)
+}
+
+/// What a listing shows of one entry of a directory opened by [`open_dir`], looked at
+/// without following a link: a regular file (its size and mtime) or a directory; `None` for
+/// links, FIFOs, sockets, devices and what vanished.
+pub fn entry_meta(dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> Option<(bool, FileMeta)> {
+    let st = rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => Some((false, FileMeta::of(&st))),
+        FileType::Directory => Some((true, FileMeta::of(&st))),
+        _ => None,
+    }
+}
+
 fn classify(fd: &OwnedFd) -> Probe {
     let st = match rustix::fs::fstat(fd) {
         Ok(st) => st,
