@@ -248,6 +248,17 @@ host_checks() {
     curl -sk --max-time 30 -o /dev/null "$url/host-done" || true
 }
 
+# boot_checked NAME: boot NAME; when QEMU ended before the guest's init ran (no KTLS-KERNEL
+# line: QEMU could not start, or the kernel stopped while booting), say so, show why, and boot
+# it once more. A guest that reached its init is never booted again: a kTLS check that fails
+# there fails the run.
+boot_checked() {
+    boot "$1" && return 0
+    grep -aq "^KTLS-KERNEL" "$WORK/$1/console.log" && return 1
+    echo "ktls-vm: $1: the guest never reached its init; booting it once more"
+    boot "$1"
+}
+
 # boot NAME
 boot() {
     local dir="$WORK/$1" log="$WORK/$1/console.log" hostlog="$WORK/$1/host.log" qpid verdicts
@@ -285,7 +296,11 @@ boot() {
     verdicts=$(cat "$log" "$hostlog" | grep -a "^KTLS " || true)
     echo "$verdicts"
     grep -a "^KTLS-BENCH\|^KTLS-CRYPTO\|^KTLS-INFO" "$log" | tr -d "\r" || true
-    grep -aq "^KTLS-DONE" "$log" || { echo "ktls-vm: $1 FAIL (no KTLS-DONE)"; return 1; }
+    if ! grep -aq "^KTLS-DONE" "$log"; then
+        echo "ktls-vm: $1 FAIL (no KTLS-DONE); the console's last lines (QEMU's own errors too):"
+        tail -n 25 "$log" | tr -d '\r' | sed 's/\x1b\[[0-9;?]*[A-Za-z]//g; s/^/    /'
+        return 1
+    fi
     [ -n "$verdicts" ] || { echo "ktls-vm: $1 FAIL (no verdicts)"; return 1; }
     if echo "$verdicts" | grep -q "^KTLS [^ ]* FAIL"; then echo "ktls-vm: $1 FAIL"; return 1; fi
     echo "ktls-vm: $1: all $(echo "$verdicts" | grep -c PASS) checks passed"
@@ -302,7 +317,7 @@ for k in $kernels; do
 done
 if [ -n "$bench" ]; then
     # Measuring: one guest at a time, nothing beside it.
-    for k in $kernels; do boot "$k" || status=1; done
+    for k in $kernels; do boot_checked "$k" || status=1; done
 else
     # The guests run side by side: one after the other they kept only ~1.1 of this host's 2
     # cores busy (each waits on its own emulated network and timers much of the time).
@@ -311,7 +326,7 @@ else
     for k in $kernels; do
         # `||`: boot runs without errexit here as in the sequential branch (its hang-up check
         # ends curl with a write error on purpose).
-        { boot "$k" || exit 1; } >"$WORK/$k/verdicts.log" 2>&1 &
+        { boot_checked "$k" || exit 1; } >"$WORK/$k/verdicts.log" 2>&1 &
         pids+=($!)
     done
     i=0
