@@ -98,8 +98,10 @@ fn start_tls(router: Router, certs: &std::path::Path) -> (Running, SocketAddr) {
         },
         tls: Some(linerate_server::TlsConfig {
             addr: "127.0.0.1:0".parse().unwrap(),
-            cert: certs.join("cert.pem"),
-            key: certs.join("key.pem"),
+            cert: Some(linerate_server::config::CertPair {
+                cert: certs.join("cert.pem"),
+                key: certs.join("key.pem"),
+            }),
             ktls: false,
             key_update_bytes: linerate_server::tls::TLS_KEY_UPDATE_BYTES,
             http2: true,

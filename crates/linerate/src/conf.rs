@@ -18,8 +18,9 @@ use toml::Spanned;
 
 use linerate_load::units;
 use linerate_server::config::{
-    Balance, BasicAuth, CertFiles, Compression, FilesMount, ForwardAuth, ForwardedStyle, HashKey,
-    HealthCheck, ProxyMount, RateKey, RateLimit, Upstream, UpstreamAddr, UpstreamServer,
+    AcmeChallenge, AcmeConfig, AcmeEab, Balance, BasicAuth, CertFiles, CertPair, Compression,
+    FilesMount, ForwardAuth, ForwardedStyle, HashKey, HealthCheck, Managed, ProxyMount, RateKey,
+    RateLimit, Upstream, UpstreamAddr, UpstreamServer,
 };
 use linerate_server::{
     Config, HeaderRule, Listen, ListenAddr, Part, Redirect, Site, TlsConfig, UnixPerms,
@@ -165,6 +166,8 @@ struct Raw {
     limits: RawLimits,
     #[serde(default)]
     tls: RawTlsOptions,
+    /// Automatic HTTPS: the ACME CA and where obtained certificates are kept.
+    acme: Option<Spanned<RawAcme>>,
     #[serde(default)]
     listen: Vec<Spanned<RawListen>>,
     #[serde(default)]
@@ -331,13 +334,26 @@ impl<'a> HandshakeKeys<'a> {
     }
 }
 
-/// A TLS listener's `tls = { cert, key, … }`: its certificate and its handshake options
-/// (each falling back to `[tls]`'s).
+/// `[acme]`: the CA that issues the certificates of sites with `tls = "acme"`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAcme {
+    directory: Option<Spanned<String>>,
+    email: Option<Spanned<String>>,
+    storage: Option<Spanned<String>>,
+    ca_roots: Option<Spanned<String>>,
+    challenge: Option<Spanned<String>>,
+    eab_kid: Option<Spanned<String>>,
+    eab_hmac_key: Option<Spanned<String>>,
+}
+
+/// A TLS listener's `tls = { cert, key, … }`: its certificate (none when every name's is a
+/// site's obtained by the server) and its handshake options (each falling back to `[tls]`'s).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawListenTls {
-    cert: Spanned<String>,
-    key: Spanned<String>,
+    cert: Option<Spanned<String>>,
+    key: Option<Spanned<String>>,
     ocsp: Option<Spanned<String>>,
     min_version: Option<Spanned<String>>,
     ciphers: Option<Spanned<Vec<String>>>,
@@ -375,6 +391,32 @@ struct RawCert {
     ocsp: Option<Spanned<String>>,
 }
 
+/// A site's `tls`: `{ cert, key, ocsp }`, or the word "acme" or "internal".
+enum RawSiteTls {
+    Files(RawCert),
+    Managed(String),
+}
+
+impl<'de> Deserialize<'de> for RawSiteTls {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RawSiteTls, D::Error> {
+        struct Either;
+        impl<'de> serde::de::Visitor<'de> for Either {
+            type Value = RawSiteTls;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("\"acme\", \"internal\" or { cert = \"…\", key = \"…\" }")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawSiteTls, E> {
+                Ok(RawSiteTls::Managed(v.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, m: A) -> Result<RawSiteTls, A::Error> {
+                RawCert::deserialize(serde::de::value::MapAccessDeserializer::new(m))
+                    .map(RawSiteTls::Files)
+            }
+        }
+        d.deserialize_any(Either)
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSite {
@@ -400,8 +442,9 @@ struct RawSite {
     rate_limit: Vec<Spanned<RawRateLimit>>,
     #[serde(default)]
     basic_auth: Vec<Spanned<RawBasicAuth>>,
-    /// The certificate for the site's names, chosen by SNI on every TLS listener.
-    tls: Option<Spanned<RawCert>>,
+    /// The certificate for the site's names, chosen by SNI on every TLS listener: files, or
+    /// "acme" / "internal" (obtained by the server).
+    tls: Option<Spanned<RawSiteTls>>,
     #[serde(default)]
     headers: Vec<Spanned<RawHeaders>>,
     #[serde(default)]
@@ -666,8 +709,20 @@ impl Cx<'_> {
         if raw.listen.is_empty() {
             return Err(self.err(0..0, "no [[listen]] section: say where to listen"));
         }
+        // Sites whose certificates the server obtains: a TLS listener needs none of its own.
+        let managed = raw.site.iter().any(|s| {
+            matches!(
+                s.get_ref().tls.as_ref().map(Spanned::get_ref),
+                Some(RawSiteTls::Managed(_))
+            )
+        });
+        c.acme = match &raw.acme {
+            Some(a) => Some(self.acme(a)?),
+            None if managed => Some(linerate_server::config::AcmeConfig::default()),
+            None => None,
+        };
         for l in &raw.listen {
-            let listen = self.listen(l, ktls, key_update, http2, &raw.tls)?;
+            let listen = self.listen(l, ktls, key_update, http2, &raw.tls, managed)?;
             // What start-up would find: two listeners on one address (or one port, where one
             // of them is the wildcard address of its family).
             if let Some(i) = c
@@ -791,6 +846,73 @@ impl Cx<'_> {
         Ok(())
     }
 
+    /// `[acme]`: every key has a default but the EAB, which needs both its keys.
+    fn acme(&self, a: &Spanned<RawAcme>) -> Result<AcmeConfig, ConfError> {
+        let raw = a.get_ref();
+        let mut c = AcmeConfig::default();
+        if let Some(d) = &raw.directory {
+            let url = d.get_ref();
+            if !url.starts_with("https://") || url.len() <= "https://".len() {
+                return Err(self.err(
+                    d.span(),
+                    format!(
+                        "directory must be an https:// URL (an ACME CA's directory), not {url:?}"
+                    ),
+                ));
+            }
+            c.directory = url.clone();
+        }
+        if let Some(e) = &raw.email {
+            let email = e.get_ref();
+            let valid = email.split_once('@').is_some_and(|(user, host)| {
+                !user.is_empty() && host.contains('.') && !email.contains(char::is_whitespace)
+            });
+            if !valid {
+                return Err(self.err(
+                    e.span(),
+                    format!("email {email:?} is not an e-mail address"),
+                ));
+            }
+            c.email = Some(email.clone());
+        }
+        if let Some(s) = &raw.storage {
+            c.storage = self.path(s);
+        }
+        if let Some(r) = &raw.ca_roots {
+            c.ca_roots = Some(self.existing_file(r, "ACME CA roots")?);
+        }
+        if let Some(ch) = &raw.challenge {
+            c.challenge = match ch.get_ref().as_str() {
+                "http-01" => AcmeChallenge::Http01,
+                "tls-alpn-01" => AcmeChallenge::TlsAlpn01,
+                other => {
+                    return Err(self.err(
+                        ch.span(),
+                        format!("challenge must be \"http-01\" or \"tls-alpn-01\", not {other:?}"),
+                    ));
+                }
+            };
+        }
+        c.eab = match (&raw.eab_kid, &raw.eab_hmac_key) {
+            (Some(kid), Some(key)) => {
+                use base64::Engine;
+                let hmac_key = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .decode(key.get_ref().trim_end_matches('='))
+                    .map_err(|e| {
+                        self.err(key.span(), format!("eab_hmac_key is not base64url: {e}"))
+                    })?;
+                Some(AcmeEab {
+                    kid: kid.get_ref().clone(),
+                    hmac_key,
+                })
+            }
+            (None, None) => None,
+            (Some(k), None) => return Err(self.err(k.span(), "eab_kid without eab_hmac_key")),
+            (None, Some(k)) => return Err(self.err(k.span(), "eab_hmac_key without eab_kid")),
+        };
+        Ok(c)
+    }
+
     fn listen(
         &self,
         l: &Spanned<RawListen>,
@@ -798,6 +920,7 @@ impl Cx<'_> {
         key_update_bytes: u64,
         http2: bool,
         defaults: &RawTlsOptions,
+        managed: bool,
     ) -> Result<Listen, ConfError> {
         let raw = l.get_ref();
         let addr = match (&raw.addr, &raw.unix) {
@@ -829,8 +952,21 @@ impl Cx<'_> {
                 if matches!(addr, ListenAddr::Unix(_)) {
                     return Err(self.err(t.span(), "TLS on a Unix socket is not supported"));
                 }
-                let cert = self.existing_file(&t.get_ref().cert, "certificate")?;
-                let key = self.existing_file(&t.get_ref().key, "private key")?;
+                let cert = match (&t.get_ref().cert, &t.get_ref().key) {
+                    (Some(c), Some(k)) => Some(CertPair {
+                        cert: self.existing_file(c, "certificate")?,
+                        key: self.existing_file(k, "private key")?,
+                    }),
+                    (None, None) if managed => None,
+                    (None, None) => {
+                        return Err(self.err(
+                            t.span(),
+                            "a tls listener needs cert and key (they may be left out only when sites have tls = \"acme\" or \"internal\")",
+                        ));
+                    }
+                    (Some(_), None) => return Err(self.err(t.span(), "cert without key")),
+                    (None, Some(_)) => return Err(self.err(t.span(), "key without cert")),
+                };
                 let options = self.tls_options(Some(t.get_ref()), defaults)?;
                 let tls = TlsConfig {
                     addr: match addr {
@@ -838,7 +974,6 @@ impl Cx<'_> {
                         ListenAddr::Unix(_) => unreachable!("refused above"),
                     },
                     cert,
-                    key,
                     ktls,
                     key_update_bytes,
                     http2: if options.alpn.is_empty() {
@@ -1348,18 +1483,45 @@ impl Cx<'_> {
                     "a site's certificate is chosen by SNI from its names, and this site has none",
                 ));
             }
-            let files = CertFiles {
-                cert: self.existing_file(&t.get_ref().cert, "certificate")?,
-                key: self.existing_file(&t.get_ref().key, "private key")?,
-                ocsp: match &t.get_ref().ocsp {
-                    Some(o) => Some(self.existing_file(o, "OCSP response")?),
-                    None => None,
-                },
-            };
-            if let Err(e) = linerate_server::tls::check_pair(&files) {
-                return Err(self.err(t.span(), e.to_string()));
+            match t.get_ref() {
+                RawSiteTls::Files(f) => {
+                    let files = CertFiles {
+                        cert: self.existing_file(&f.cert, "certificate")?,
+                        key: self.existing_file(&f.key, "private key")?,
+                        ocsp: match &f.ocsp {
+                            Some(o) => Some(self.existing_file(o, "OCSP response")?),
+                            None => None,
+                        },
+                    };
+                    if let Err(e) = linerate_server::tls::check_pair(&files) {
+                        return Err(self.err(t.span(), e.to_string()));
+                    }
+                    site.tls = Some(files);
+                }
+                RawSiteTls::Managed(kind) if kind == "internal" => {
+                    site.managed = Some(Managed::Internal);
+                }
+                RawSiteTls::Managed(kind) if kind == "acme" => {
+                    // A wildcard needs DNS-01, which this server cannot answer.
+                    if let Some(w) = site.names.iter().find(|n| n.starts_with("*.")) {
+                        return Err(self.err(
+                            t.span(),
+                            format!(
+                                "tls = \"acme\" cannot cover the wildcard {w:?} (it needs a DNS-01 challenge); give its certificate as files, or use \"internal\""
+                            ),
+                        ));
+                    }
+                    site.managed = Some(Managed::Acme);
+                }
+                RawSiteTls::Managed(other) => {
+                    return Err(self.err(
+                        t.span(),
+                        format!(
+                            "tls must be \"acme\", \"internal\" or {{ cert = \"…\", key = \"…\" }}, not {other:?}"
+                        ),
+                    ));
+                }
             }
-            site.tls = Some(files);
         }
         site.app = match raw.app.as_ref().map(|a| a.get_ref().as_str()) {
             None | Some("none") => false,

@@ -77,8 +77,10 @@ fn serve(name: &str, tweak: impl FnOnce(&mut Config)) -> Srv {
         }),
         tls: Some(TlsConfig {
             addr: "127.0.0.1:0".parse().unwrap(),
-            cert: dir.join("cert.pem"),
-            key: dir.join("key.pem"),
+            cert: Some(linerate_server::config::CertPair {
+                cert: dir.join("cert.pem"),
+                key: dir.join("key.pem"),
+            }),
             ktls: true,
             key_update_bytes: linerate_server::tls::TLS_KEY_UPDATE_BYTES,
             http2: true,

@@ -66,8 +66,10 @@ fn serve(name: &str, tls_h2: bool) -> Served {
         h2c: Some("127.0.0.1:0".parse().unwrap()),
         tls: Some(TlsConfig {
             addr: "127.0.0.1:0".parse().unwrap(),
-            cert: dir.join("cert.pem"),
-            key: dir.join("key.pem"),
+            cert: Some(linerate_server::config::CertPair {
+                cert: dir.join("cert.pem"),
+                key: dir.join("key.pem"),
+            }),
             ktls: false,
             key_update_bytes: linerate_server::tls::TLS_KEY_UPDATE_BYTES,
             http2: tls_h2,

@@ -60,8 +60,10 @@ fn serve_with(name: &str, ktls: bool, key_update_bytes: u64) -> Tls {
         }),
         tls: Some(TlsConfig {
             addr: "127.0.0.1:0".parse().unwrap(),
-            cert: dir.join("cert.pem"),
-            key: dir.join("key.pem"),
+            cert: Some(linerate_server::config::CertPair {
+                cert: dir.join("cert.pem"),
+                key: dir.join("key.pem"),
+            }),
             ktls,
             key_update_bytes,
             http2: true,
@@ -362,8 +364,10 @@ fn a_redirecting_listener_sends_every_request_to_https_where_the_site_answers() 
     let cfg = Config {
         tls: Some(TlsConfig {
             addr: "127.0.0.1:0".parse().unwrap(),
-            cert: dir.join("cert.pem"),
-            key: dir.join("key.pem"),
+            cert: Some(linerate_server::config::CertPair {
+                cert: dir.join("cert.pem"),
+                key: dir.join("key.pem"),
+            }),
             ktls: false,
             key_update_bytes: linerate_server::tls::TLS_KEY_UPDATE_BYTES,
             http2: true,
@@ -526,8 +530,10 @@ fn a_silent_tls_client_is_closed_after_the_header_timeout() {
         header_timeout: std::time::Duration::from_millis(300),
         tls: Some(TlsConfig {
             addr: "127.0.0.1:0".parse().unwrap(),
-            cert: dir.join("cert.pem"),
-            key: dir.join("key.pem"),
+            cert: Some(linerate_server::config::CertPair {
+                cert: dir.join("cert.pem"),
+                key: dir.join("key.pem"),
+            }),
             ktls: false,
             key_update_bytes: linerate_server::tls::TLS_KEY_UPDATE_BYTES,
             http2: true,
@@ -557,8 +563,10 @@ fn bad_key_files_are_refused_at_bind() {
     std::fs::write(dir.join("other.pem"), other.signing_key.serialize_pem()).unwrap();
     let tls = |key: &str| TlsConfig {
         addr: "127.0.0.1:0".parse().unwrap(),
-        cert: dir.join("cert.pem"),
-        key: dir.join(key),
+        cert: Some(linerate_server::config::CertPair {
+            cert: dir.join("cert.pem"),
+            key: dir.join(key),
+        }),
         ktls: false,
         key_update_bytes: linerate_server::tls::TLS_KEY_UPDATE_BYTES,
         http2: true,

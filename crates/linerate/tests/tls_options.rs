@@ -484,8 +484,10 @@ fn a_handler_reads_the_verified_client_certificate() {
     let cfg = Config {
         tls: Some(TlsConfig {
             addr: "127.0.0.1:0".parse().unwrap(),
-            cert: d.join("server.pem"),
-            key: d.join("server.key"),
+            cert: Some(linerate_server::config::CertPair {
+                cert: d.join("server.pem"),
+                key: d.join("server.key"),
+            }),
             ktls: true,
             key_update_bytes: linerate_server::tls::TLS_KEY_UPDATE_BYTES,
             http2: true,

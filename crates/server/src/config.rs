@@ -364,6 +364,80 @@ pub struct Config {
     pub upstreams: Vec<Upstream>,
     /// Proxy mounts of the implicit site (without `sites`).
     pub proxies: Vec<ProxyMount>,
+    /// Where certificates the server obtains itself are kept and which CA issues them: set
+    /// when a site says `tls = "acme"` or `tls = "internal"` ([`Site::managed`]).
+    pub acme: Option<AcmeConfig>,
+}
+
+/// Let's Encrypt's production directory: the ACME CA used unless another is named.
+pub const ACME_DIRECTORY: &str = "https://acme-v02.api.letsencrypt.org/directory";
+/// Where obtained certificates, their keys and the ACME account are kept by default.
+pub const ACME_STORAGE: &str = "/var/lib/linerate/acme";
+
+/// Automatic HTTPS: the ACME CA (RFC 8555) that issues the certificates of sites with
+/// `tls = "acme"`, and the storage shared with the local CA of `tls = "internal"`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AcmeConfig {
+    /// The CA's directory URL ([`ACME_DIRECTORY`] by default).
+    pub directory: String,
+    /// The account's contact (`mailto:`), for the CA's expiry and incident mail.
+    pub email: Option<String>,
+    /// The account, certificates and keys (directories 0700, keys 0600).
+    pub storage: std::path::PathBuf,
+    /// PEM roots to trust for the directory's own HTTPS, in place of the public ones (a
+    /// private CA such as step-ca, or Pebble in tests).
+    pub ca_roots: Option<std::path::PathBuf>,
+    /// How the CA checks that this server answers for a name.
+    pub challenge: AcmeChallenge,
+    /// External Account Binding (RFC 8555 §7.3.4), for a CA that asks for one.
+    pub eab: Option<AcmeEab>,
+}
+
+impl Default for AcmeConfig {
+    fn default() -> AcmeConfig {
+        AcmeConfig {
+            directory: ACME_DIRECTORY.to_string(),
+            email: None,
+            storage: ACME_STORAGE.into(),
+            ca_roots: None,
+            challenge: AcmeChallenge::Http01,
+            eab: None,
+        }
+    }
+}
+
+/// The ACME challenge answered for every name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AcmeChallenge {
+    /// A token under `/.well-known/acme-challenge/` on port 80 (any cleartext listener,
+    /// `redirect_to_https` ones included).
+    Http01,
+    /// A certificate for the `acme-tls/1` protocol on port 443 (RFC 8737).
+    TlsAlpn01,
+}
+
+/// An External Account Binding: the key id and the MAC key the CA gave.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AcmeEab {
+    pub kid: String,
+    pub hmac_key: Vec<u8>,
+}
+
+impl std::fmt::Debug for AcmeEab {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AcmeEab")
+            .field("kid", &self.kid)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Who issues a site's certificate when the server obtains it itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Managed {
+    /// The ACME CA of [`Config::acme`].
+    Acme,
+    /// The server's own local CA (caddy's `tls internal`), for names no public CA issues.
+    Internal,
 }
 
 /// A site: the answers for the Host names it claims.
@@ -411,6 +485,8 @@ pub struct Site {
     /// The certificate a TLS listener answers with when the client's SNI is one of `names`
     /// (exact names first, then the longest wildcard); the listener's own is the default.
     pub tls: Option<CertFiles>,
+    /// The server obtains and renews the site's certificate itself (in place of `tls`).
+    pub managed: Option<Managed>,
     /// Content types by file extension (lowercase, no dot) for its static files, before the
     /// built-in table.
     pub types: Vec<(String, String)>,
@@ -457,6 +533,15 @@ pub struct CertFiles {
     /// (read again on reload, as the pair is: a cron job's fresh response goes out after a
     /// SIGHUP).
     pub ocsp: Option<std::path::PathBuf>,
+}
+
+/// A certificate chain and its key, as PEM files.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CertPair {
+    /// PEM certificate chain, leaf first.
+    pub cert: std::path::PathBuf,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) matching the leaf certificate.
+    pub key: std::path::PathBuf,
 }
 
 /// A redirect: a request whose path starts with `prefix` is answered `status` with a
@@ -617,10 +702,10 @@ impl Default for Compression {
 pub struct TlsConfig {
     /// HTTPS listen address; port 0 picks one.
     pub addr: SocketAddr,
-    /// PEM certificate chain, leaf first.
-    pub cert: std::path::PathBuf,
-    /// PEM private key (PKCS#8, PKCS#1 or SEC1) matching the leaf certificate.
-    pub key: std::path::PathBuf,
+    /// Its own certificate, for clients whose SNI names no site's; none when every name's
+    /// certificate is a site's (obtained by the server itself: a name without one is then
+    /// refused at the handshake).
+    pub cert: Option<CertPair>,
     /// Hand session keys to the kernel after the handshake when it supports kTLS, so file
     /// bodies go out with `sendfile`; user-space encryption otherwise.
     pub ktls: bool,
@@ -785,6 +870,7 @@ impl Default for Config {
             proxies: Vec::new(),
             admin: None,
             access_log_format: crate::access_log::LogFormat::Combined,
+            acme: None,
         }
     }
 }

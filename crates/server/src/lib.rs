@@ -37,6 +37,7 @@
 //! [`config`] for the defaults).
 
 pub mod access;
+pub mod acme;
 mod activation;
 pub mod admin;
 mod app;

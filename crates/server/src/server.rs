@@ -64,6 +64,9 @@ pub struct Server {
     draining: Arc<AtomicBool>,
     /// Makes each worker's [`crate::WorkerLocal`], on its thread.
     local: Option<crate::WorkerLocalFactory>,
+    /// The certificates the server obtains itself, and their thread's work (started by
+    /// `run`).
+    acme: Option<crate::acme::Manager>,
 }
 
 /// One listener after binding: its address (the real port when 0 was asked for), whether it
@@ -248,6 +251,30 @@ impl Server {
         let mut client_cas = Vec::new();
         // Sites' own certificates, chosen by SNI on every TLS listener.
         let named = crate::tls::named_certs(&config);
+        // Certificates obtained by the server: the local CA's are made now (no network), so
+        // the listeners read them below; ACME's come from the thread `run` starts.
+        let acme = crate::acme::Manager::new(&config);
+        if let Some(m) = &acme {
+            m.prepare()
+                .map_err(|e| StartError::invalid(Part::Other, format!("local CA: {e}")))?;
+        }
+        let has_acme = config
+            .sites
+            .iter()
+            .any(|s| s.managed == Some(crate::config::Managed::Acme));
+        let challenge = config
+            .acme
+            .as_ref()
+            .filter(|_| has_acme)
+            .map(|a| a.challenge);
+        let tls_alpn01 = acme
+            .as_ref()
+            .filter(|_| challenge == Some(crate::config::AcmeChallenge::TlsAlpn01))
+            .map(|m| m.challenges.clone());
+        let http01 = acme
+            .as_ref()
+            .filter(|_| challenge == Some(crate::config::AcmeChallenge::Http01))
+            .map(|m| m.challenges.clone());
         let mut listener_tls = Vec::new();
         let mut listener_h2c = Vec::new();
         let mut listener_redirect = Vec::new();
@@ -282,7 +309,7 @@ impl Server {
             }
             let tls = match &l.tls {
                 Some(t) => {
-                    let built = crate::tls::server_config_with_store(t, &named)
+                    let built = crate::tls::server_config_with_store(t, &named, tls_alpn01.clone())
                         .map_err(|e| StartError::invalid(part, format!("HTTPS: {e}")))?;
                     certs.push(built.store);
                     client_cas.extend(built.client_ca);
@@ -448,7 +475,7 @@ impl Server {
             wakes: Arc::new(wakes),
             counters: Arc::new(counters),
             shared: Arc::new(Shared {
-                app: App::new(router, &config),
+                app: App::new(router, &config, http01),
                 conn: config.conn(),
                 listener_tls,
                 listener_h2c,
@@ -476,6 +503,7 @@ impl Server {
             certs,
             client_cas,
             local: None,
+            acme,
         })
     }
 
@@ -617,7 +645,15 @@ impl Server {
     }
 
     /// Runs the workers until a shutdown completes.
-    pub fn run(self) -> io::Result<()> {
+    pub fn run(mut self) -> io::Result<()> {
+        let stop_acme = Arc::new(AtomicBool::new(false));
+        if let Some(m) = self.acme.take() {
+            let control = self.control();
+            m.spawn(
+                Box::new(move || control.reload().map(drop).map_err(|e| e.to_string())),
+                stop_acme.clone(),
+            )?;
+        }
         let logger = self.logger;
         let stop_admin = Arc::new(AtomicBool::new(false));
         let admin = match self.admin {
@@ -731,6 +767,8 @@ impl Server {
             w.stop();
         }
         stop_admin.store(true, Ordering::Relaxed);
+        // Not joined: it may be waiting on the CA; it ends at its next look at the flag.
+        stop_acme.store(true, Ordering::Relaxed);
         if let Some(t) = admin {
             let _ = t.join();
         }

@@ -591,8 +591,7 @@ fn tls_config(a: &ServeArgs) -> anyhow::Result<Option<linerate_server::TlsConfig
     };
     let tls = linerate_server::TlsConfig {
         addr: SocketAddr::new(a.addr.ip(), port),
-        cert,
-        key,
+        cert: Some(linerate_server::config::CertPair { cert, key }),
         ktls: !a.no_ktls,
         key_update_bytes: a.tls_key_update,
         http2: !a.no_http2,
@@ -997,7 +996,7 @@ fn reload_file(
         c.listen_list()
             .iter()
             .map(|l| {
-                let tls = l.tls.as_ref().map(|t| (t.cert.clone(), t.key.clone()));
+                let tls = l.tls.as_ref().map(|t| t.cert.clone());
                 (l.addr.to_string(), tls)
             })
             .collect::<Vec<_>>()

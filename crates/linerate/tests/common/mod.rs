@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod bin;
+pub mod pebble;
 
 /// How long [`eventually`] waits before it calls an effect lost: a bound on a hang, far
 /// above any real wait (the tests assert that an effect happens, never how fast).

@@ -469,6 +469,11 @@ impl<'a> ConnApp<'a> {
     #[cold]
     #[inline(never)]
     fn gate(&mut self, head: &RequestHead, buf: &[u8]) -> Option<Gate> {
+        // The CA's HTTP-01 validation, before the site's rules (a site behind basic auth
+        // or an allow list must still prove itself).
+        if let Some(resp) = self.http01(head, buf) {
+            return Some(Gate::Answer(self.respond(head, buf, resp)));
+        }
         if self.site_app.checks {
             use super::sites::Refusal;
             let peer = self.client().map(|p| p.ip());
@@ -504,8 +509,27 @@ impl<'a> ConnApp<'a> {
     #[cold]
     #[inline(never)]
     fn redirect_to_https(&mut self, port: u16, req: Exchange<'_>) -> Decision<Pending> {
-        let resp = self.site_app.https_redirect(req.head, req.buf, port);
+        let resp = match self.http01(req.head, req.buf) {
+            Some(answer) => answer,
+            None => self.site_app.https_redirect(req.head, req.buf, port),
+        };
         self.respond(req.head, req.buf, resp)
+    }
+
+    /// The key authorization of an HTTP-01 challenge in flight, for a GET or HEAD of
+    /// `/.well-known/acme-challenge/TOKEN` (RFC 8555 §8.3); `None` for anything else, which
+    /// goes on as any request (an operator's own files there included).
+    #[cold]
+    #[inline(never)]
+    fn http01(&self, head: &RequestHead, buf: &[u8]) -> Option<Response> {
+        let challenges = self.app.http01.as_ref()?;
+        if !matches!(head.method(), Method::Get | Method::Head) {
+            return None;
+        }
+        let path = head.path_bytes(buf);
+        let token = path.strip_prefix(crate::acme::HTTP01_PREFIX.as_bytes())?;
+        let key_authorization = challenges.http01(std::str::from_utf8(token).ok()?)?;
+        Some(Response::text_owned(key_authorization).content_type("application/octet-stream"))
     }
 
     /// A request below a proxy mount goes to the driver as a [`Job`](crate::proxy::job::Job):

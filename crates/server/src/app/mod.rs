@@ -54,11 +54,19 @@ pub(crate) struct App {
     pub metrics: bool,
     /// Time requests (metrics or the access log are on).
     pub timing: bool,
+    /// The HTTP-01 challenges in flight, answered below `/.well-known/acme-challenge/` on
+    /// every listener (when the ACME challenge is HTTP-01).
+    pub http01: Option<Arc<crate::acme::Challenges>>,
 }
 
 impl App {
-    pub(crate) fn new(router: Router, config: &Config) -> App {
+    pub(crate) fn new(
+        router: Router,
+        config: &Config,
+        http01: Option<Arc<crate::acme::Challenges>>,
+    ) -> App {
         App {
+            http01,
             router,
             max_stream_body_bytes: config.max_stream_body_bytes,
             max_deferred_per_worker: config.max_deferred_per_worker,

@@ -242,6 +242,14 @@ impl Sites {
                 default: 0,
             });
         }
+        let http01 = config
+            .acme
+            .as_ref()
+            .is_some_and(|a| a.challenge == crate::config::AcmeChallenge::Http01)
+            && config
+                .sites
+                .iter()
+                .any(|s| s.managed == Some(crate::config::Managed::Acme));
         let mut list = Vec::with_capacity(config.sites.len());
         for (si, s) in config.sites.iter().enumerate() {
             let mut mounts = s.mounts.clone();
@@ -347,7 +355,8 @@ impl Sites {
                     })
                     .collect::<Result<_, _>>()?,
                 decorates: !s.headers.is_empty() || !error_pages.is_empty(),
-                gated: checks || !s.proxies.is_empty(),
+                // Every site answers the CA's HTTP-01 requests first.
+                gated: checks || !s.proxies.is_empty() || http01,
                 checks,
                 access: access.into_boxed_slice(),
                 limits,

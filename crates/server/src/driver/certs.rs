@@ -20,6 +20,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
+use crate::acme::{ACME_TLS_ALPN, Challenges};
 use crate::config::{CertFiles, Config, TlsConfig};
 
 /// The one application protocol offered in ALPN.
@@ -78,19 +79,30 @@ pub struct NamedCert {
     /// the site's names.
     pub names: Vec<String>,
     pub files: CertFiles,
+    /// Obtained by the server itself (ACME or the local CA): served only while it is valid
+    /// and names all of `names`, and left out (not an error) while there is none such yet.
+    pub managed: bool,
 }
 
 /// The certificates named by `config`'s sites, in site order (a name claimed twice keeps
 /// the first site's certificate, as the first site answers it).
 pub fn named_certs(config: &Config) -> Vec<NamedCert> {
+    let storage = config.acme.as_ref().map(|a| a.storage.as_path());
     config
         .sites
         .iter()
-        .filter_map(|s| {
-            s.tls.as_ref().map(|files| NamedCert {
+        .filter_map(|s| match (&s.tls, s.managed, storage) {
+            (Some(files), _, _) => Some(NamedCert {
                 names: s.names.clone(),
                 files: files.clone(),
-            })
+                managed: false,
+            }),
+            (None, Some(managed), Some(storage)) => Some(NamedCert {
+                names: s.names.clone(),
+                files: crate::acme::store::files(storage, managed, &s.names),
+                managed: true,
+            }),
+            _ => None,
         })
         .collect()
 }
@@ -100,8 +112,9 @@ pub fn named_certs(config: &Config) -> Vec<NamedCert> {
 pub struct CertSet {
     /// Where the named ones were read from (read again on reload).
     named: Vec<NamedCert>,
-    /// For a client without SNI, or with a name no site's certificate claims.
-    default: Arc<CertifiedKey>,
+    /// For a client without SNI, or with a name no site's certificate claims (none: such a
+    /// handshake is refused).
+    default: Option<Arc<CertifiedKey>>,
     /// Lowercase name → certificate.
     exact: HashMap<String, Arc<CertifiedKey>>,
     /// `.example.com` → certificate, longest suffix first.
@@ -111,18 +124,18 @@ pub struct CertSet {
 impl CertSet {
     /// The certificate for `sni`: an exact name, then the longest wildcard that matches,
     /// then the default (nginx's and caddy's order).
-    pub fn pick(&self, sni: Option<&str>) -> &Arc<CertifiedKey> {
+    pub fn pick(&self, sni: Option<&str>) -> Option<&Arc<CertifiedKey>> {
         let Some(sni) = sni else {
-            return &self.default;
+            return self.default.as_ref();
         };
         let name = sni.trim_end_matches('.').to_ascii_lowercase();
         if let Some(key) = self.exact.get(&name) {
-            return key;
+            return Some(key);
         }
         self.wildcard
             .iter()
             .find(|(suffix, _)| name.len() > suffix.len() && name.ends_with(suffix.as_str()))
-            .map_or(&self.default, |(_, key)| key)
+            .map_or(self.default.as_ref(), |(_, key)| Some(key))
     }
 }
 
@@ -131,9 +144,12 @@ impl CertSet {
 #[derive(Debug)]
 pub struct CertStore {
     /// The listener's own certificate: the default.
-    default: CertFiles,
+    default: Option<CertFiles>,
     provider: Arc<CryptoProvider>,
     current: RwLock<Arc<CertSet>>,
+    /// The TLS-ALPN-01 challenges in flight, answered to handshakes that offer only
+    /// `acme-tls/1` (when the ACME challenge is TLS-ALPN-01).
+    acme: Option<Arc<Challenges>>,
 }
 
 impl CertStore {
@@ -143,17 +159,19 @@ impl CertStore {
         tls: &TlsConfig,
         named: &[NamedCert],
         provider: Arc<CryptoProvider>,
+        acme: Option<Arc<Challenges>>,
     ) -> Result<CertStore, TlsError> {
-        let default = CertFiles {
-            cert: tls.cert.clone(),
-            key: tls.key.clone(),
+        let default = tls.cert.as_ref().map(|pair| CertFiles {
+            cert: pair.cert.clone(),
+            key: pair.key.clone(),
             ocsp: tls.options.ocsp.clone(),
-        };
-        let set = read_set(&default, named.to_vec(), &provider)?;
+        });
+        let set = read_set(default.as_ref(), named.to_vec(), &provider)?;
         Ok(CertStore {
             default,
             provider,
             current: RwLock::new(Arc::new(set)),
+            acme,
         })
     }
 
@@ -174,7 +192,7 @@ impl CertStore {
     /// Reads and checks the default certificate again and `named` in place of the named
     /// ones in use (the sites of a reloaded configuration), without serving them yet.
     pub fn read_with(&self, named: Vec<NamedCert>) -> Result<CertSet, TlsError> {
-        read_set(&self.default, named, &self.provider)
+        read_set(self.default.as_ref(), named, &self.provider)
     }
 
     /// Serves `set` to the next handshake.
@@ -191,7 +209,7 @@ impl CertStore {
 
     /// Every certificate file in use: the default's first, then the named ones'.
     pub fn cert_paths(&self) -> Vec<PathBuf> {
-        let mut paths = vec![self.default.cert.clone()];
+        let mut paths: Vec<PathBuf> = self.default.iter().map(|d| d.cert.clone()).collect();
         for n in &self.current().named {
             if !paths.contains(&n.files.cert) {
                 paths.push(n.files.cert.clone());
@@ -203,7 +221,10 @@ impl CertStore {
     /// Every file read again on reload: each certificate, key and OCSP response.
     pub fn files(&self) -> Vec<PathBuf> {
         let current = self.current();
-        let pairs = std::iter::once(&self.default).chain(current.named.iter().map(|n| &n.files));
+        let pairs = self
+            .default
+            .iter()
+            .chain(current.named.iter().map(|n| &n.files));
         let mut files = Vec::new();
         for f in pairs {
             files.extend([f.cert.clone(), f.key.clone()]);
@@ -215,14 +236,21 @@ impl CertStore {
 
 impl ResolvesServerCert for CertStore {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        if let Some(acme) = &self.acme
+            && let Some(mut offered) = hello.alpn()
+            && offered.any(|p| p == ACME_TLS_ALPN)
+        {
+            // A CA's validation (RFC 8737 §3): only the challenge's certificate, or none.
+            return hello.server_name().and_then(|name| acme.tls_alpn01(name));
+        }
         let set = self.current.read().unwrap_or_else(|e| e.into_inner());
-        Some(set.pick(hello.server_name()).clone())
+        set.pick(hello.server_name()).cloned()
     }
 }
 
 /// Reads and checks the default pair and every named one, and indexes them by name.
 fn read_set(
-    default: &CertFiles,
+    default: Option<&CertFiles>,
     named: Vec<NamedCert>,
     provider: &CryptoProvider,
 ) -> Result<CertSet, TlsError> {
@@ -236,11 +264,25 @@ fn read_set(
         read_pairs.insert(files.clone(), key.clone());
         Ok(key)
     };
-    let default = get(default)?;
+    let default = default.map(&mut get).transpose()?;
     let mut exact = HashMap::new();
     let mut wildcard: Vec<(String, Arc<CertifiedKey>)> = Vec::new();
     for n in &named {
-        let key = get(&n.files)?;
+        let key = if n.managed {
+            // Never an expired one or one for other names; none yet is not an error.
+            match crate::acme::store::stored(&n.files, &n.names)
+                .map_err(|why| why.to_string())
+                .and_then(|_| get(&n.files).map_err(|e| e.to_string()))
+            {
+                Ok(key) => key,
+                Err(why) => {
+                    tracing::debug!(names = ?n.names, "no managed certificate served: {why}");
+                    continue;
+                }
+            }
+        } else {
+            get(&n.files)?
+        };
         for name in &n.names {
             let name = name.to_ascii_lowercase();
             match name.strip_prefix('*') {
@@ -376,8 +418,10 @@ mod tests {
     fn tls_config(dir: &std::path::Path) -> TlsConfig {
         TlsConfig {
             addr: "127.0.0.1:0".parse().unwrap(),
-            cert: dir.join("cert.pem"),
-            key: dir.join("key.pem"),
+            cert: Some(crate::config::CertPair {
+                cert: dir.join("cert.pem"),
+                key: dir.join("key.pem"),
+            }),
             ktls: false,
             key_update_bytes: 1 << 30,
             http2: true,
@@ -386,11 +430,11 @@ mod tests {
     }
 
     fn served(store: &CertStore) -> Vec<u8> {
-        store.current().default.cert[0].to_vec()
+        store.current().default.as_ref().unwrap().cert[0].to_vec()
     }
 
     fn picked(store: &CertStore, sni: Option<&str>) -> Vec<u8> {
-        store.current().pick(sni).cert[0].to_vec()
+        store.current().pick(sni).unwrap().cert[0].to_vec()
     }
 
     #[test]
@@ -404,6 +448,7 @@ mod tests {
         let named = |names: &[&str], sub: &str| NamedCert {
             names: names.iter().map(|n| n.to_string()).collect(),
             files: files(&dir.join(sub)),
+            managed: false,
         };
         let sites = [
             named(&["a.test", "www.a.test"], "a"),
@@ -413,7 +458,8 @@ mod tests {
             named(&["a.test", "*.b.test"], "xb"),
         ];
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let store = CertStore::load(&tls_config(&dir.join("default")), &sites, provider).unwrap();
+        let store =
+            CertStore::load(&tls_config(&dir.join("default")), &sites, provider, None).unwrap();
         #[rustfmt::skip]
         let rows: &[(Option<&str>, &Vec<u8>)] = &[
             (Some("a.test"), &a),
@@ -462,8 +508,11 @@ mod tests {
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let mut tls = tls_config(&dir);
         tls.options.ocsp = Some(dir.join("r.ocsp"));
-        let store = CertStore::load(&tls, &[], provider).unwrap();
-        assert_eq!(store.current().default.ocsp.as_deref(), Some(&der[..]));
+        let store = CertStore::load(&tls, &[], provider, None).unwrap();
+        assert_eq!(
+            store.current().default.as_ref().unwrap().ocsp.as_deref(),
+            Some(&der[..])
+        );
         assert!(store.files().contains(&dir.join("r.ocsp")));
         // PEM, a truncated download, trailing bytes: refused, and the response in use stays.
         let mut long = der.clone();
@@ -474,7 +523,10 @@ mod tests {
                 matches!(store.reload(), Err(TlsError::Ocsp { .. })),
                 "{bad:?}"
             );
-            assert_eq!(store.current().default.ocsp.as_deref(), Some(&der[..]));
+            assert_eq!(
+                store.current().default.as_ref().unwrap().ocsp.as_deref(),
+                Some(&der[..])
+            );
         }
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -486,7 +538,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let first = write_pair(&dir);
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let store = CertStore::load(&tls_config(&dir), &[], provider).unwrap();
+        let store = CertStore::load(&tls_config(&dir), &[], provider, None).unwrap();
         assert_eq!(served(&store), first);
 
         // Each failure names its file and leaves the first certificate in place.

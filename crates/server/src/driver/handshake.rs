@@ -83,27 +83,30 @@ fn provider(options: &TlsOptions) -> Result<CryptoProvider, TlsError> {
     Ok(provider)
 }
 
-/// The ALPN protocols offered, in order.
-fn alpn(tls: &TlsConfig) -> Vec<Vec<u8>> {
-    if !tls.options.alpn.is_empty() {
-        return tls
-            .options
+/// The ALPN protocols offered, in order (`acme-tls/1` last, for the CA's TLS-ALPN-01
+/// validation only, when such challenges are answered here).
+fn alpn(tls: &TlsConfig, acme: bool) -> Vec<Vec<u8>> {
+    let mut protocols = if !tls.options.alpn.is_empty() {
+        tls.options
             .alpn
             .iter()
             .map(|p| p.as_bytes().to_vec())
-            .collect();
-    }
-    if tls.http2 {
+            .collect()
+    } else if tls.http2 {
         vec![ALPN_H2.to_vec(), ALPN_HTTP11.to_vec()]
     } else {
         vec![ALPN_HTTP11.to_vec()]
+    };
+    if acme {
+        protocols.push(crate::acme::ACME_TLS_ALPN.to_vec());
     }
+    protocols
 }
 
 /// Reads the PEM files and builds the rustls server configuration for `tls`: aws-lc-rs,
 /// the versions and suites of its options, ALPN, resumption, client certificates.
 pub fn server_config(tls: &TlsConfig) -> Result<Arc<ServerConfig>, TlsError> {
-    server_config_with_store(tls, &[]).map(|b| b.config)
+    server_config_with_store(tls, &[], None).map(|b| b.config)
 }
 
 /// A listener's rustls configuration and the parts of it a reload reads again.
@@ -116,14 +119,17 @@ pub struct Handshake {
 }
 
 /// [`server_config`] with the sites' certificates chosen by SNI (`named`), with the
-/// certificate store it answers from and its client-CA verifier (to reload them).
+/// certificate store it answers from and its client-CA verifier (to reload them). With
+/// `tls_alpn01`, handshakes for `acme-tls/1` get the ACME challenges' certificates.
 pub fn server_config_with_store(
     tls: &TlsConfig,
     named: &[NamedCert],
+    tls_alpn01: Option<Arc<crate::acme::Challenges>>,
 ) -> Result<Handshake, TlsError> {
     let options = &tls.options;
     let provider = Arc::new(provider(options)?);
-    let store = Arc::new(CertStore::load(tls, named, provider.clone())?);
+    let acme = tls_alpn01.is_some();
+    let store = Arc::new(CertStore::load(tls, named, provider.clone(), tls_alpn01)?);
     let versions: &[&rustls::SupportedProtocolVersion] = match options.min_version {
         TlsVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
         TlsVersion::Tls13 => &[&rustls::version::TLS13],
@@ -139,7 +145,7 @@ pub fn server_config_with_store(
         }
     };
     let mut config = builder.with_cert_resolver(store.clone());
-    config.alpn_protocols = alpn(tls);
+    config.alpn_protocols = alpn(tls, acme);
     config.enable_secret_extraction = tls.ktls;
     // The suites' order is the operator's when they named them (nginx's
     // `ssl_prefer_server_ciphers on`); the client's otherwise.

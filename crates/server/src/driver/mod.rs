@@ -940,6 +940,11 @@ impl<B: Backend> Parts<'_, B> {
     #[cold]
     fn negotiated(&mut self, live: &mut Live) {
         if let Some(h2) = live.transport.negotiated_h2() {
+            if live.transport.negotiated_acme() {
+                // Nothing but the handshake is exchanged: the connection ends here.
+                self.fine = false;
+                return;
+            }
             live.alpn = false;
             live.transport.identify();
             self.svc.io.client_cert = live.transport.client_cert();

@@ -368,6 +368,15 @@ impl Transport {
         }
     }
 
+    /// ALPN chose `acme-tls/1`: a CA's TLS-ALPN-01 validation, which ends with the
+    /// handshake (RFC 8737 §3).
+    pub(crate) fn negotiated_acme(&self) -> bool {
+        match self {
+            Transport::Tls(s) => s.conn.alpn_protocol() == Some(crate::acme::ACME_TLS_ALPN),
+            _ => false,
+        }
+    }
+
     pub(crate) fn decrypts(&self) -> bool {
         matches!(self, Transport::Tls(_))
     }

@@ -1,0 +1,170 @@
+//! One certificate from the ACME CA (RFC 8555) through instant-acme: the account (made
+//! once, its credentials kept 0600), an order for a site's names, each authorization's
+//! HTTP-01 or TLS-ALPN-01 challenge answered through [`Challenges`], a fresh ECDSA P-256 key
+//! and its CSR, and the chain the CA issues.
+//!
+//! Owns the protocol's order of steps; the wire format is instant-acme's. Runs on the ACME
+//! thread's own tokio runtime, never on a worker.
+#![forbid(unsafe_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use instant_acme::{
+    Account, AccountCredentials, AuthorizationStatus, ChallengeType, ExternalAccountKey,
+    Identifier, NewAccount, NewOrder, OrderStatus, RetryPolicy,
+};
+use rustls::pki_types::PrivateKeyDer;
+use rustls::sign::CertifiedKey;
+
+use super::challenges::Challenges;
+use super::store;
+use crate::config::{AcmeChallenge, AcmeConfig};
+
+/// How long the CA may take to validate an order's challenges, and to issue once asked.
+const ORDER_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Why a certificate could not be had this time (the manager retries with backoff).
+#[derive(Debug)]
+pub struct IssueError(pub String);
+
+impl std::fmt::Display for IssueError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<instant_acme::Error> for IssueError {
+    fn from(e: instant_acme::Error) -> IssueError {
+        IssueError(format!("ACME: {e}"))
+    }
+}
+
+fn err(what: impl std::fmt::Display) -> IssueError {
+    IssueError(what.to_string())
+}
+
+/// The account at `config.directory`: the stored one, or a new one (terms agreed, the
+/// e-mail as contact, the EAB when given), stored.
+pub async fn account(config: &AcmeConfig) -> Result<Account, IssueError> {
+    let builder = || match &config.ca_roots {
+        Some(roots) => Account::builder_with_root(roots),
+        None => Account::builder(),
+    };
+    let path = store::account(&config.storage, &config.directory);
+    if let Ok(json) = std::fs::read(&path) {
+        let credentials: AccountCredentials =
+            serde_json::from_slice(&json).map_err(|e| err(format!("{}: {e}", path.display())))?;
+        return Ok(builder()?.from_credentials(credentials).await?);
+    }
+    let contact = config.email.as_ref().map(|e| format!("mailto:{e}"));
+    let contacts: Vec<&str> = contact.iter().map(String::as_str).collect();
+    let eab = config
+        .eab
+        .as_ref()
+        .map(|e| ExternalAccountKey::new(e.kid.clone(), &e.hmac_key));
+    let (account, credentials) = builder()?
+        .create(
+            &NewAccount {
+                contact: &contacts,
+                terms_of_service_agreed: true,
+                only_return_existing: false,
+            },
+            config.directory.clone(),
+            eab.as_ref(),
+        )
+        .await?;
+    let json = serde_json::to_vec(&credentials).map_err(err)?;
+    store::write_file(&path, &json, 0o600).map_err(|e| err(format!("{}: {e}", path.display())))?;
+    tracing::info!(directory = %config.directory, account = %account.id(), "ACME account made");
+    Ok(account)
+}
+
+/// A certificate for `names`: (chain PEM, key PEM).
+pub async fn certificate(
+    account: &Account,
+    names: &[String],
+    kind: AcmeChallenge,
+    challenges: &Challenges,
+) -> Result<(String, String), IssueError> {
+    let identifiers: Vec<Identifier> = names.iter().map(|n| Identifier::Dns(n.clone())).collect();
+    let mut order = account.new_order(&NewOrder::new(&identifiers)).await?;
+    // What this order put in the table, taken out however it ends.
+    let mut tokens = Vec::new();
+    let mut answered = Vec::new();
+    let result = async {
+        let mut authorizations = order.authorizations();
+        while let Some(authz) = authorizations.next().await {
+            let mut authz = authz?;
+            match authz.status {
+                AuthorizationStatus::Valid => continue,
+                AuthorizationStatus::Pending => {}
+                other => return Err(err(format!("authorization is {other:?}"))),
+            }
+            let name = authz.identifier().to_string();
+            let wanted = match kind {
+                AcmeChallenge::Http01 => ChallengeType::Http01,
+                AcmeChallenge::TlsAlpn01 => ChallengeType::TlsAlpn01,
+            };
+            let mut challenge = authz
+                .challenge(wanted.clone())
+                .ok_or_else(|| err(format!("the CA offers no {wanted:?} challenge for {name}")))?;
+            let key_auth = challenge.key_authorization();
+            match kind {
+                AcmeChallenge::Http01 => {
+                    challenges.put_http01(&challenge.token, key_auth.as_str());
+                    tokens.push(challenge.token.clone());
+                }
+                AcmeChallenge::TlsAlpn01 => {
+                    let cert = tls_alpn_cert(&name, key_auth.digest().as_ref())?;
+                    challenges.put_tls_alpn01(&name, Arc::new(cert));
+                    answered.push(name.clone());
+                }
+            }
+            challenge.set_ready().await?;
+        }
+        let polling = RetryPolicy::new()
+            .initial_delay(Duration::from_millis(250))
+            .timeout(ORDER_TIMEOUT);
+        let status = order.poll_ready(&polling).await?;
+        if status != OrderStatus::Ready {
+            return Err(err(format!(
+                "the order is {status:?}{}",
+                order
+                    .state()
+                    .error
+                    .as_ref()
+                    .map(|p| format!(": {p}"))
+                    .unwrap_or_default()
+            )));
+        }
+        let key = rcgen::KeyPair::generate().map_err(err)?;
+        let csr = rcgen::CertificateParams::new(names.to_vec())
+            .map_err(err)?
+            .serialize_request(&key)
+            .map_err(err)?;
+        order.finalize_csr(csr.der()).await?;
+        let chain = order.poll_certificate(&polling).await?;
+        Ok((chain, key.serialize_pem()))
+    }
+    .await;
+    challenges.remove(&tokens, &answered);
+    result
+}
+
+/// The self-signed certificate a TLS-ALPN-01 validation expects for `name`: the name as its
+/// only SAN and the key authorization's SHA-256 in the critical acmeIdentifier extension
+/// (RFC 8737 §3).
+fn tls_alpn_cert(name: &str, digest: &[u8]) -> Result<CertifiedKey, IssueError> {
+    let mut params = rcgen::CertificateParams::new(vec![name.to_string()]).map_err(err)?;
+    params.custom_extensions = vec![rcgen::CustomExtension::new_acme_identifier(digest)];
+    let key = rcgen::KeyPair::generate().map_err(err)?;
+    let cert = params.self_signed(&key).map_err(err)?;
+    let provider = rustls::crypto::aws_lc_rs::default_provider();
+    CertifiedKey::from_der(
+        vec![cert.der().clone()],
+        PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        &provider,
+    )
+    .map_err(err)
+}

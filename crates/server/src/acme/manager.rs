@@ -1,0 +1,224 @@
+//! The thread that keeps managed certificates fresh: at start it finds which stored
+//! certificates can be served, then sleeps until the next one is due (missing, unusable,
+//! or at its renewal time), obtains it (ACME or the local CA), stores it, and has the TLS
+//! listeners read their certificates again. A failure is logged with its reason and tried
+//! again after an exponential backoff; the certificate in use (if any) stays.
+//!
+//! Owns the schedule's state per site. Its ACME traffic runs on a current-thread tokio
+//! runtime of its own; workers never wait for it.
+#![forbid(unsafe_code)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
+
+use super::challenges::Challenges;
+use super::{issue, local_ca, schedule, store};
+use crate::config::{AcmeConfig, CertFiles, Config, Managed};
+
+/// How often the sleeping thread looks at its stop flag.
+const STOP_CHECK: Duration = Duration::from_millis(250);
+
+/// A site whose certificate the server obtains itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManagedSite {
+    /// Its names, every one in the certificate (the first names the storage directory).
+    pub names: Vec<String>,
+    pub managed: Managed,
+    /// Where its certificate and key are kept (what the TLS listeners read).
+    pub files: CertFiles,
+}
+
+/// The managed sites of `config`, in site order.
+pub fn managed_sites(config: &Config) -> Vec<ManagedSite> {
+    let Some(acme) = &config.acme else {
+        return Vec::new();
+    };
+    config
+        .sites
+        .iter()
+        .filter_map(|s| {
+            s.managed.map(|managed| ManagedSite {
+                names: s.names.clone(),
+                managed,
+                files: store::files(&acme.storage, managed, &s.names),
+            })
+        })
+        .collect()
+}
+
+/// What to do next for one site.
+struct Due {
+    site: ManagedSite,
+    at: SystemTime,
+    failures: u32,
+}
+
+/// The managed certificates of a server, and the thread that renews them.
+pub struct Manager {
+    config: AcmeConfig,
+    sites: Vec<ManagedSite>,
+    pub challenges: Arc<Challenges>,
+}
+
+impl Manager {
+    /// The manager of `config`'s managed sites; `None` when it has none.
+    pub fn new(config: &Config) -> Option<Manager> {
+        let sites = managed_sites(config);
+        if sites.is_empty() {
+            return None;
+        }
+        Some(Manager {
+            config: config.acme.clone().unwrap_or_default(),
+            sites,
+            challenges: Arc::default(),
+        })
+    }
+
+    /// The local CA's certificates that cannot be served now are made at once, before the
+    /// listeners read them (no network: a start never waits on it). An error names the path.
+    pub fn prepare(&self) -> Result<(), String> {
+        for s in &self.sites {
+            if s.managed == Managed::Internal && store::stored(&s.files, &s.names).is_err() {
+                obtain_local(&self.config, s)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts the thread. `reload` has the TLS listeners read their certificates again;
+    /// the thread ends soon after `stop` is set.
+    pub fn spawn(
+        self,
+        reload: Box<dyn Fn() -> Result<(), String> + Send>,
+        stop: Arc<AtomicBool>,
+    ) -> std::io::Result<std::thread::JoinHandle<()>> {
+        std::thread::Builder::new()
+            .name("linerate-acme".into())
+            .spawn(move || self.run(reload, &stop))
+    }
+
+    fn run(self, reload: Box<dyn Fn() -> Result<(), String> + Send>, stop: &AtomicBool) {
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!("ACME: no runtime ({e}); certificates will not be renewed");
+                return;
+            }
+        };
+        let now = SystemTime::now();
+        let mut due: Vec<Due> = self
+            .sites
+            .iter()
+            .map(|s| {
+                let at = match store::stored(&s.files, &s.names) {
+                    Ok(leaf) => {
+                        let at = schedule::renew_at(leaf.not_before, leaf.not_after, schedule::jitter());
+                        tracing::info!(
+                            names = ?s.names,
+                            renew_in_s = at.duration_since(now).unwrap_or_default().as_secs(),
+                            "managed certificate in storage is served"
+                        );
+                        at
+                    }
+                    Err(why) => {
+                        if s.managed == Managed::Acme {
+                            tracing::info!(names = ?s.names, "no certificate to serve yet ({why}): asking the CA");
+                        }
+                        now
+                    }
+                };
+                Due {
+                    site: s.clone(),
+                    at,
+                    failures: 0,
+                }
+            })
+            .collect();
+        let mut account = None;
+        while !stop.load(Ordering::Relaxed) {
+            let Some(next) = due.iter_mut().min_by_key(|d| d.at) else {
+                return;
+            };
+            let now = SystemTime::now();
+            if next.at > now {
+                let wait = next.at.duration_since(now).unwrap_or_default();
+                std::thread::sleep(wait.min(STOP_CHECK));
+                continue;
+            }
+            let site = &next.site;
+            let got = match site.managed {
+                Managed::Internal => obtain_local(&self.config, site),
+                Managed::Acme => runtime.block_on(obtain_acme(
+                    &self.config,
+                    &mut account,
+                    site,
+                    &self.challenges,
+                )),
+            };
+            let leaf = got.and_then(|()| {
+                store::stored(&site.files, &site.names)
+                    .map_err(|e| format!("the stored certificate: {e}"))
+            });
+            match leaf {
+                Ok(leaf) => {
+                    next.failures = 0;
+                    next.at =
+                        schedule::renew_at(leaf.not_before, leaf.not_after, schedule::jitter());
+                    match reload() {
+                        Ok(()) => tracing::info!(
+                            names = ?site.names,
+                            renew_in_s = next.at.duration_since(SystemTime::now()).unwrap_or_default().as_secs(),
+                            "certificate obtained and served"
+                        ),
+                        Err(e) => tracing::error!(
+                            names = ?site.names,
+                            "certificate obtained, but the certificates could not be read again: {e}"
+                        ),
+                    }
+                }
+                Err(e) => {
+                    next.failures += 1;
+                    let wait = schedule::retry_after(next.failures);
+                    next.at = SystemTime::now() + wait;
+                    tracing::warn!(
+                        names = ?site.names,
+                        attempt = next.failures,
+                        retry_in_s = wait.as_secs(),
+                        "could not obtain a certificate: {e}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A local-CA certificate for `site`, stored.
+fn obtain_local(config: &AcmeConfig, site: &ManagedSite) -> Result<(), String> {
+    let (chain, key) = local_ca::issue(&config.storage, &site.names, schedule::LOCAL_LIFETIME)?;
+    store::write_pair(&site.files, &chain, &key)
+        .map_err(|e| format!("{}: {e}", site.files.cert.display()))
+}
+
+/// An ACME certificate for `site`, stored (the account is made or loaded on first use).
+async fn obtain_acme(
+    config: &AcmeConfig,
+    account: &mut Option<instant_acme::Account>,
+    site: &ManagedSite,
+    challenges: &Challenges,
+) -> Result<(), String> {
+    if account.is_none() {
+        *account = Some(issue::account(config).await.map_err(|e| e.to_string())?);
+    }
+    let Some(acct) = account.as_ref() else {
+        return Err("no account".into());
+    };
+    let (chain, key) = issue::certificate(acct, &site.names, config.challenge, challenges)
+        .await
+        .map_err(|e| e.to_string())?;
+    store::write_pair(&site.files, &chain, &key)
+        .map_err(|e| format!("{}: {e}", site.files.cert.display()))
+}

@@ -1,0 +1,25 @@
+//! Automatic HTTPS: certificates the server obtains and renews itself, from an ACME CA
+//! (RFC 8555; Let's Encrypt by default) for sites with `tls = "acme"`, or from its own local
+//! CA for sites with `tls = "internal"`.
+//!
+//! The parts, one job each:
+//! - [`store`]: the files on disk and whether a stored certificate may be served;
+//! - [`schedule`]: when to renew, and the backoff after a failure;
+//! - [`challenges`]: the HTTP-01 tokens and TLS-ALPN-01 certificates that workers answer
+//!   the CA's validation with;
+//! - [`issue`]: one ACME order, through instant-acme;
+//! - [`local_ca`]: the local CA;
+//! - [`manager`]: the thread that keeps every managed certificate fresh and has the TLS
+//!   listeners read it again when it changes (a swap between handshakes: no connection is
+//!   touched).
+#![forbid(unsafe_code)]
+
+pub mod challenges;
+pub mod issue;
+pub mod local_ca;
+pub mod manager;
+pub mod schedule;
+pub mod store;
+
+pub use challenges::{ACME_TLS_ALPN, Challenges, HTTP01_PREFIX};
+pub use manager::{ManagedSite, Manager, managed_sites};
