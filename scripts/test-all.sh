@@ -5,6 +5,8 @@
 # (scripts/conformance.sh), h2spec in strict mode against its h2c and TLS listeners
 # (scripts/h2spec.sh), PROXY protocol v1 and v2 (plain and TLS) behind Debian's HAProxy, the
 # client's address checked in the access log and an access rule (scripts/proxy-protocol.sh),
+# automatic HTTPS against Let's Encrypt's test CA Pebble (scripts/acme.sh; `go install`s
+# Pebble into target/tools),
 # headless Chromium loading browser URLs (scripts/browser.sh), Python's websockets client
 # through the proxy (scripts/ws-proxy.sh; pip installs it into target/), the gateway shape of
 # docs/gateway/ with HttpArena's gateway-64 checks (scripts/gateway.sh), systemd-analyze verify
@@ -78,6 +80,17 @@ case $pp in
     0) ;;
     2) echo "!! PROXY protocol stage NOT RUN: it cannot run on this machine (see the line above)" ;;
     *) exit "$pp" ;;
+esac
+
+echo "== ACME against Pebble: HTTP-01, TLS-ALPN-01, renewal, a CA down at start (scripts/acme.sh)"
+set +e
+scripts/acme.sh
+acme=$?
+set -e
+case $acme in
+    0) ;;
+    2) echo "!! ACME stage NOT RUN: it cannot run on this machine (see the line above)" ;;
+    *) exit "$acme" ;;
 esac
 
 echo "== Chromium headless against the binary: browser URLs over HTTP/1.1 and HTTPS/HTTP/2 (scripts/browser.sh)"

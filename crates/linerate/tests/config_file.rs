@@ -319,6 +319,7 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
     tree(&d);
     let listen = "[[listen]]\naddr = \"127.0.0.1:0\"\n";
     let site = "[[site]]\nnames = [\"a.test\"]\n";
+    let tls_listen = "[[listen]]\naddr = \"127.0.0.1:0\"\ntls = {}\n";
     let taken = free_port("127.0.0.1");
     // A FIFO where a certificate should be: refused, never waited on.
     let fifo = std::process::Command::new("mkfifo")
@@ -575,6 +576,41 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
             format!("[tls]\nsession_lifetime = \"200h\"\n{listen}{site}"),
             "2:20",
             "session_lifetime: more than 0 and at most 7 days",
+        ),
+        (
+            format!("{tls_listen}{site}tls = \"acmee\"\n"),
+            "6:7",
+            "tls must be \"acme\", \"internal\" or { cert",
+        ),
+        (
+            format!("{tls_listen}[[site]]\nnames = [\"*.a.test\"]\ntls = \"acme\"\n"),
+            "6:7",
+            "cannot cover the wildcard \"*.a.test\" (it needs a DNS-01 challenge)",
+        ),
+        (
+            format!("[acme]\nchallenge = \"dns-01\"\n{tls_listen}{site}tls = \"acme\"\n"),
+            "2:13",
+            "challenge must be \"http-01\" or \"tls-alpn-01\"",
+        ),
+        (
+            format!("[acme]\ndirectory = \"http://ca/dir\"\n{tls_listen}{site}tls = \"acme\"\n"),
+            "2:13",
+            "directory must be an https:// URL",
+        ),
+        (
+            format!("[acme]\neab_kid = \"k\"\n{tls_listen}{site}tls = \"acme\"\n"),
+            "2:11",
+            "eab_kid without eab_hmac_key",
+        ),
+        (
+            format!("[acme]\nemail = \"nobody\"\n{tls_listen}{site}tls = \"acme\"\n"),
+            "2:9",
+            "email \"nobody\" is not an e-mail address",
+        ),
+        (
+            format!("{tls_listen}{site}"),
+            "3:7",
+            "a tls listener needs cert and key",
         ),
         (
             format!(

@@ -26,7 +26,14 @@ const ORDER_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Why a certificate could not be had this time (the manager retries with backoff).
 #[derive(Debug)]
-pub struct IssueError(pub String);
+pub struct IssueError(pub String, Option<String>);
+
+impl IssueError {
+    /// The CA answered that the account does not exist (RFC 8555 §7.3.1).
+    pub fn account_gone(&self) -> bool {
+        self.1.as_deref() == Some("urn:ietf:params:acme:error:accountDoesNotExist")
+    }
+}
 
 impl std::fmt::Display for IssueError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -36,12 +43,16 @@ impl std::fmt::Display for IssueError {
 
 impl From<instant_acme::Error> for IssueError {
     fn from(e: instant_acme::Error) -> IssueError {
-        IssueError(format!("ACME: {e}"))
+        let kind = match &e {
+            instant_acme::Error::Api(p) => p.r#type.clone(),
+            _ => None,
+        };
+        IssueError(format!("ACME: {e}"), kind)
     }
 }
 
 fn err(what: impl std::fmt::Display) -> IssueError {
-    IssueError(what.to_string())
+    IssueError(what.to_string(), None)
 }
 
 /// The account at `config.directory`: the stored one, or a new one (terms agreed, the
@@ -160,11 +171,42 @@ fn tls_alpn_cert(name: &str, digest: &[u8]) -> Result<CertifiedKey, IssueError> 
     params.custom_extensions = vec![rcgen::CustomExtension::new_acme_identifier(digest)];
     let key = rcgen::KeyPair::generate().map_err(err)?;
     let cert = params.self_signed(&key).map_err(err)?;
-    let provider = rustls::crypto::aws_lc_rs::default_provider();
-    CertifiedKey::from_der(
-        vec![cert.der().clone()],
-        PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-        &provider,
-    )
-    .map_err(err)
+    // Not `CertifiedKey::from_der`: its key check parses the certificate with webpki, which
+    // refuses the critical acmeIdentifier extension (the key is this one by construction).
+    let signer = rustls::crypto::aws_lc_rs::default_provider()
+        .key_provider
+        .load_private_key(PrivateKeyDer::Pkcs8(key.serialize_der().into()))
+        .map_err(err)?;
+    Ok(CertifiedKey::new(vec![cert.der().clone()], signer))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tls_alpn_certificate_carries_the_digest_in_a_critical_extension() {
+        let digest = [7u8; 32];
+        let key = tls_alpn_cert("a.test", &digest).expect("built despite its critical extension");
+        let (_, cert) = x509_parser::parse_x509_certificate(&key.cert[0]).unwrap();
+        // id-pe-acmeIdentifier, 1.3.6.1.5.5.7.1.31 (RFC 8737 §6.1).
+        let ext = cert
+            .extensions()
+            .iter()
+            .find(|e| e.oid.to_id_string() == "1.3.6.1.5.5.7.1.31")
+            .expect("acmeIdentifier");
+        assert!(ext.critical);
+        // An OCTET STRING of the 32-byte digest.
+        assert_eq!(&ext.value[2..], &digest);
+        let names = crate::acme::store::leaf(
+            format!(
+                "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+                base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &key.cert[0])
+            )
+            .as_bytes(),
+        )
+        .unwrap()
+        .names;
+        assert_eq!(names, ["a.test"]);
+    }
 }
