@@ -193,6 +193,23 @@ fn wait_served(
     }
 }
 
+/// Pebble validating against two free ports (linerate's HTTP and HTTPS listeners), issuing
+/// for `cert_lifetime` (Pebble's 90 days when `None`).
+fn start_pebble(cert_lifetime: Option<std::time::Duration>) -> (Pebble, u16, u16) {
+    common::pebble::require_binaries();
+    let (http_port, tls_port) = (
+        common::free_port("127.0.0.1"),
+        common::free_port("127.0.0.1"),
+    );
+    let pebble = Pebble::start(PebbleOptions {
+        http_port,
+        tls_port,
+        cert_lifetime,
+        ..PebbleOptions::default()
+    });
+    (pebble, http_port, tls_port)
+}
+
 fn temp_dir(tag: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("linerate-acme-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -251,17 +268,7 @@ fn mode(p: &std::path::Path) -> u32 {
 #[test]
 #[ignore = "needs Pebble: scripts/acme.sh"]
 fn http01_issues_both_names_and_renews_without_dropping_a_connection() {
-    common::pebble::require_binaries();
-    let (http_port, tls_port) = (
-        common::free_port("127.0.0.1"),
-        common::free_port("127.0.0.1"),
-    );
-    let pebble = Pebble::start(PebbleOptions {
-        http_port,
-        tls_port,
-        cert_lifetime: Some(std::time::Duration::from_secs(30)),
-        ..PebbleOptions::default()
-    });
+    let (pebble, http_port, tls_port) = start_pebble(Some(std::time::Duration::from_secs(30)));
     let dir = temp_dir("http01");
     let names = ["a.example.test", "www.a.example.test"];
     let started = std::time::Instant::now();
@@ -314,16 +321,7 @@ fn http01_issues_both_names_and_renews_without_dropping_a_connection() {
 #[test]
 #[ignore = "needs Pebble: scripts/acme.sh"]
 fn tls_alpn01_issues_through_the_tls_listener() {
-    common::pebble::require_binaries();
-    let (http_port, tls_port) = (
-        common::free_port("127.0.0.1"),
-        common::free_port("127.0.0.1"),
-    );
-    let pebble = Pebble::start(PebbleOptions {
-        http_port,
-        tls_port,
-        ..PebbleOptions::default()
-    });
+    let (pebble, http_port, tls_port) = start_pebble(None);
     let dir = temp_dir("alpn");
     // No cleartext listener at all: Pebble's HTTP-01 port has nothing on it.
     let config = config(
@@ -359,16 +357,7 @@ fn tls_alpn01_issues_through_the_tls_listener() {
 #[test]
 #[ignore = "needs Pebble: scripts/acme.sh"]
 fn a_ca_down_at_start_serves_what_is_stored_and_never_a_wrong_one() {
-    common::pebble::require_binaries();
-    let (http_port, tls_port) = (
-        common::free_port("127.0.0.1"),
-        common::free_port("127.0.0.1"),
-    );
-    let mut pebble = Pebble::start(PebbleOptions {
-        http_port,
-        tls_port,
-        ..PebbleOptions::default()
-    });
+    let (mut pebble, http_port, tls_port) = start_pebble(None);
     let dir = temp_dir("down");
     let base = config(&pebble, http_port, tls_port, "http-01", &["c.example.test"]);
     let server = Linerate::start(&dir, &base);
