@@ -269,6 +269,8 @@ struct RawLimits {
     min_body_rate: Option<Spanned<String>>,
     keepalive_timeout: Option<Spanned<String>>,
     send_timeout: Option<Spanned<String>>,
+    min_send_rate: Option<Spanned<String>>,
+    max_unsent_bytes: Option<Spanned<String>>,
     drain_timeout: Option<Spanned<String>>,
 }
 
@@ -589,6 +591,15 @@ impl Cx<'_> {
             .map_err(|e| self.err(v.span(), format!("{what}: {e} (e.g. \"1MiB\", \"16384\")")))
     }
 
+    fn size_or_zero(&self, v: &Spanned<String>, what: &str) -> Result<u64, ConfError> {
+        units::size_or_zero(v.get_ref()).map_err(|e| {
+            self.err(
+                v.span(),
+                format!("{what}: {e} (e.g. \"1KiB\", or 0 for none)"),
+            )
+        })
+    }
+
     /// A path from the file, relative to its directory.
     fn path(&self, v: &Spanned<String>) -> PathBuf {
         let p = Path::new(v.get_ref());
@@ -825,7 +836,13 @@ impl Cx<'_> {
             c.max_conns_per_client = v;
         }
         if let Some(v) = &l.min_body_rate {
-            c.min_body_rate = self.size(v, "min_body_rate")?;
+            c.min_body_rate = self.size_or_zero(v, "min_body_rate")?;
+        }
+        if let Some(v) = &l.min_send_rate {
+            c.min_send_rate = self.size_or_zero(v, "min_send_rate")?;
+        }
+        if let Some(v) = &l.max_unsent_bytes {
+            c.max_unsent_bytes = self.size_or_zero(v, "max_unsent_bytes")?;
         }
         let timeouts = [
             (&l.header_timeout, "header_timeout", &mut c.header_timeout),

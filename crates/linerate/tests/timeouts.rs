@@ -1,5 +1,6 @@
-//! Slow clients against the timeouts: each ends with the right answer and a clean close, and
-//! a stalled client never holds up others on the same worker.
+//! Slow clients against the timeouts: each ends with the right answer and a clean close, a
+//! stalled client never holds up others on the same worker, and slow readers queue little in
+//! the kernel and are reset.
 
 mod common;
 
@@ -157,6 +158,127 @@ fn a_client_that_stops_reading_a_large_file_is_reset_at_the_send_timeout() {
     };
     assert_eq!(end, "reset", "after {got} of {len} bytes");
     assert!(got < len);
+    server.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The kernel's send queue (bytes written and not yet acknowledged) of each established
+/// connection whose local port is `port`, from /proc/net/tcp.
+fn send_queues(port: u16) -> Vec<u64> {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let local = u16::from_str_radix(f[1].rsplit(':').next()?, 16).ok()?;
+            let tx = u64::from_str_radix(f[4].split(':').next()?, 16).ok()?;
+            (local == port && f[3] == "01").then_some(tx)
+        })
+        .collect()
+}
+
+/// A client with a 4 KiB receive buffer that asks for `/big.bin`.
+fn small_window_get(addr: std::net::SocketAddr) -> std::net::TcpStream {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    s.set_recv_buffer_size(4096).unwrap();
+    s.connect(&addr.into()).unwrap();
+    let mut s: std::net::TcpStream = s.into();
+    std::io::Write::write_all(&mut s, b"GET /big.bin HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    s
+}
+
+#[test]
+fn slow_readers_queue_little_in_the_kernel_and_are_reset() {
+    // A slow-read attack (slowhttptest -X): clients with a small window ask for a large file
+    // and read a few bytes now and then. Each connection's send queue stays near
+    // max_unsent_bytes instead of the whole send buffer (megabytes each, which is how 1,000
+    // of them filled the host's TCP memory), the readers are reset once they fall behind,
+    // and a client that reads gets every byte meanwhile.
+    let dir = std::env::temp_dir().join(format!("linerate-slowread-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let len = 4 << 20;
+    std::fs::write(dir.join("big.bin"), vec![7u8; len]).unwrap();
+    let serve = |unsent: u64| {
+        start(
+            Config {
+                send_timeout: Duration::from_millis(1_000),
+                max_unsent_bytes: unsent,
+                files: Some(linerate_server::config::FilesMount {
+                    prefix: String::new(),
+                    root: dir.clone(),
+                    ..Default::default()
+                }),
+                ..config()
+            },
+            linerate_server::Router::new(),
+        )
+    };
+    let limit = 64 << 10;
+    let readers = 8;
+    let queued = |port: u16| {
+        let mut q = Vec::new();
+        common::eventually("every reader's answer is queued", || {
+            q = send_queues(port);
+            q.len() == readers && q.iter().all(|&b| b >= limit)
+        });
+        q
+    };
+
+    // The kernel's own default, for comparison: far more is queued per reader.
+    let server = serve(0);
+    let _held: Vec<_> = (0..readers)
+        .map(|_| small_window_get(server.addr))
+        .collect();
+    let q = queued(server.addr.port());
+    assert!(q.iter().all(|&b| b > 4 * limit), "{q:?}");
+    server.stop();
+
+    let server = serve(limit);
+    let mut slow: Vec<_> = (0..readers)
+        .map(|_| small_window_get(server.addr))
+        .collect();
+    let q = queued(server.addr.port());
+    // What is unsent, plus what the 4 KiB window lets be in flight.
+    assert!(q.iter().all(|&b| b <= limit + 16 * 1024), "{q:?}");
+
+    let mut good = Client::connect(server.addr);
+    good.send(b"GET /big.bin HTTP/1.1\r\nHost: a\r\n\r\n");
+    let r = good.read_response();
+    assert_eq!((r.status, r.body.len()), (200, len));
+
+    // 16 bytes every 100 ms: each reader is reset well within 30 s.
+    let start_at = std::time::Instant::now();
+    let mut ends = vec![None; readers];
+    while ends.iter().any(Option::is_none) && start_at.elapsed() < Duration::from_secs(30) {
+        for (s, end) in slow
+            .iter_mut()
+            .zip(ends.iter_mut())
+            .filter(|(_, e)| e.is_none())
+        {
+            // A reset is reported once the bytes already received are read: ask for it.
+            if let Ok(Some(e)) = s.take_error() {
+                *end = Some(if e.kind() == std::io::ErrorKind::ConnectionReset {
+                    "reset"
+                } else {
+                    "error"
+                });
+                continue;
+            }
+            s.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
+            match std::io::Read::read(s, &mut [0u8; 16]) {
+                Ok(0) => *end = Some("eof"),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => *end = Some("reset"),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(ends, vec![Some("reset"); readers]);
     server.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }

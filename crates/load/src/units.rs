@@ -93,6 +93,14 @@ pub fn size(s: &str) -> Result<u64, UnitError> {
     }
 }
 
+/// [`size`], where 0 is allowed too (for limits that 0 turns off).
+pub fn size_or_zero(s: &str) -> Result<u64, UnitError> {
+    match s.trim() {
+        "0" | "0B" => Ok(0),
+        _ => size(s),
+    }
+}
+
 /// Parses a CPU list such as `0-3,8,10-11` into sorted, distinct CPU numbers, as the kernel
 /// writes and reads them (`Cpus_allowed_list`, cpusets, taskset -c). Empty text is the empty
 /// list (kernel files such as `isolated` are often empty); flags want [`cpus`].
@@ -200,6 +208,15 @@ mod tests {
         ];
         for (text, want) in rows {
             assert_eq!(size(text).ok(), *want, "{text:?}");
+        }
+        // Where 0 turns a limit off, it is a size; the rest is refused as before.
+        for (text, want) in [
+            ("0", Some(0)),
+            (" 0B", Some(0)),
+            ("1KiB", Some(1024)),
+            ("-0", None),
+        ] {
+            assert_eq!(size_or_zero(text).ok(), want, "{text:?}");
         }
         assert_eq!(
             size("1mb").unwrap_err().to_string(),

@@ -28,6 +28,18 @@ pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Longest a response may wait for the client to read it; then the connection is reset
 /// (`SO_LINGER` 0), so its unsent data is freed at once rather than left queued as an orphan.
 pub const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+/// Slowest average a waiting response may be read at, in bytes per second: once a send has
+/// to wait for its client, the response must be out by `SEND_TIMEOUT` after that plus one
+/// second per `MIN_SEND_RATE` bytes sent since, or the connection is reset. A reader that
+/// takes a few bytes before each `SEND_TIMEOUT` passes cannot hold a connection forever
+/// (a slow-read attack). 0: off.
+pub const MIN_SEND_RATE: u64 = 1024;
+/// Most bytes a TCP connection leaves unsent in the kernel (`TCP_NOTSENT_LOWAT` on the
+/// listeners): the send buffer grows for what is in flight on the network, not for what a
+/// client does not read, so 1,000 slow readers of a large file queue about 1,000 × this
+/// rather than the whole send buffer each (2.2 MiB, which put the host's TCP memory at its
+/// limit). 0: the kernel's default (no limit); 4 GiB or more is the same.
+pub const MAX_UNSENT_BYTES: u64 = 128 * 1024;
 /// Requests served on one connection before it is closed (`Connection: close` on the last).
 pub const MAX_REQUESTS_PER_CONN: u64 = u64::MAX;
 /// On shutdown, how long in-flight requests may take before connections are closed.
@@ -310,6 +322,10 @@ pub struct Config {
     pub keepalive_timeout: Duration,
     /// See [`SEND_TIMEOUT`].
     pub send_timeout: Duration,
+    /// See [`MIN_SEND_RATE`].
+    pub min_send_rate: u64,
+    /// See [`MAX_UNSENT_BYTES`].
+    pub max_unsent_bytes: u64,
     /// See [`MAX_REQUESTS_PER_CONN`].
     pub max_requests_per_conn: u64,
     /// Most connections one client address may have open at once, over every TCP listener
@@ -822,6 +838,7 @@ impl Config {
             min_body_rate: self.min_body_rate,
             keepalive_timeout: ms(self.keepalive_timeout),
             send_timeout: ms(self.send_timeout),
+            min_send_rate: self.min_send_rate,
             linger_timeout: ms(self.linger_timeout),
             deferred_timeout: ms(self.deferred_timeout),
             max_requests: self.max_requests_per_conn,
@@ -847,6 +864,8 @@ impl Default for Config {
             min_body_rate: MIN_BODY_RATE,
             keepalive_timeout: KEEPALIVE_TIMEOUT,
             send_timeout: SEND_TIMEOUT,
+            min_send_rate: MIN_SEND_RATE,
+            max_unsent_bytes: MAX_UNSENT_BYTES,
             max_requests_per_conn: MAX_REQUESTS_PER_CONN,
             max_conns_per_client: 0,
             drain_timeout: DRAIN_TIMEOUT,

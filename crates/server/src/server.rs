@@ -320,6 +320,9 @@ impl Server {
             let (addr, socks, was_passed) = match (&l.addr, passed.claim(&l.addr)) {
                 // Passed by systemd: every worker accepts from it.
                 (a, Some(s)) => {
+                    if matches!(a, ListenAddr::Tcp(_)) {
+                        limit_unsent(&s, config.max_unsent_bytes).at(part)?;
+                    }
                     let mut socks = Vec::with_capacity(workers);
                     for _ in 1..workers {
                         socks.push(s.try_clone().at(part)?);
@@ -332,7 +335,7 @@ impl Server {
                     refuse_shared(addr).at(part)?;
                     let mut socks = Vec::with_capacity(workers);
                     for _ in 0..workers {
-                        let s = listen(addr, config.backlog)
+                        let s = listen(addr, config.backlog, config.max_unsent_bytes)
                             .map_err(|e| {
                                 io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}"))
                             })
@@ -1014,14 +1017,32 @@ fn listen_unix(
     Ok(socket.into())
 }
 
-/// A nonblocking SO_REUSEPORT listener.
-fn listen(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {
+/// `TCP_NOTSENT_LOWAT` on a listener, which its connections inherit (no call per
+/// connection): see [`crate::config::MAX_UNSENT_BYTES`]. 0 leaves the kernel's default.
+fn limit_unsent(listener: &impl AsFd, unsent: u64) -> io::Result<()> {
+    if unsent == 0 {
+        return Ok(());
+    }
+    socket2::SockRef::from(listener)
+        .set_tcp_notsent_lowat(u32::try_from(unsent).unwrap_or(u32::MAX))
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot limit unsent bytes (TCP_NOTSENT_LOWAT): {e}"),
+            )
+        })
+}
+
+/// A nonblocking SO_REUSEPORT listener whose connections leave at most `unsent` bytes unsent
+/// in the kernel.
+fn listen(addr: SocketAddr, backlog: i32, unsent: u64) -> io::Result<TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
     socket.set_reuse_port(true)?;
     if addr.is_ipv6() {
         socket.set_only_v6(true)?;
     }
+    limit_unsent(&socket, unsent)?;
     socket.bind(&addr.into())?;
     socket.listen(backlog)?;
     socket.set_nonblocking(true)?;

@@ -73,7 +73,7 @@ pub(crate) struct ServeArgs {
     /// MIN_BODY_RATE: slowest average a request body may arrive at (bytes/s, e.g. 1KiB); it
     /// must be whole by BODY_TIMEOUT after it starts plus a second per MIN_BODY_RATE bytes
     /// (408 after). 0 turns the minimum off.
-    #[arg(long, value_name = "SIZE", value_parser = units::size,
+    #[arg(long, value_name = "SIZE", value_parser = units::size_or_zero,
           default_value_t = defaults::MIN_BODY_RATE)]
     min_body_rate: u64,
     /// KEEPALIVE_TIMEOUT: how long an idle keep-alive connection stays open.
@@ -83,6 +83,19 @@ pub(crate) struct ServeArgs {
     /// reset, so its unsent data does not stay queued in the kernel.
     #[arg(long, value_parser = units::duration, default_value = "30s")]
     send_timeout: Duration,
+    /// MIN_SEND_RATE: slowest average a response that waits on its client may be read at
+    /// (bytes/s, e.g. 1KiB); it must be out by SEND_TIMEOUT after the wait starts plus a
+    /// second per MIN_SEND_RATE bytes sent since (then the connection is reset). 0 turns the
+    /// minimum off.
+    #[arg(long, value_name = "SIZE", value_parser = units::size_or_zero,
+          default_value_t = defaults::MIN_SEND_RATE)]
+    min_send_rate: u64,
+    /// MAX_UNSENT_BYTES: most bytes a TCP connection leaves unsent in the kernel
+    /// (TCP_NOTSENT_LOWAT), so clients that do not read cannot fill the host's TCP memory.
+    /// 0: the kernel's default (no limit).
+    #[arg(long, value_name = "SIZE", value_parser = units::size_or_zero,
+          default_value_t = defaults::MAX_UNSENT_BYTES)]
+    max_unsent_bytes: u64,
     /// MAX_REQUESTS_PER_CONN: requests per connection before it closes (default: unlimited).
     #[arg(long)]
     max_requests_per_conn: Option<u64>,
@@ -765,6 +778,8 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
         min_body_rate: a.min_body_rate,
         keepalive_timeout: a.keepalive_timeout,
         send_timeout: a.send_timeout,
+        min_send_rate: a.min_send_rate,
+        max_unsent_bytes: a.max_unsent_bytes,
         max_requests_per_conn: a
             .max_requests_per_conn
             .unwrap_or(defaults::MAX_REQUESTS_PER_CONN),
@@ -858,6 +873,8 @@ fn overlay(mut file: Config, flags: Config, explicit: &[String]) -> Config {
         "min_body_rate" => min_body_rate,
         "keepalive_timeout" => keepalive_timeout,
         "send_timeout" => send_timeout,
+        "min_send_rate" => min_send_rate,
+        "max_unsent_bytes" => max_unsent_bytes,
         "max_requests_per_conn" => max_requests_per_conn,
         "max_conns_per_client" => max_conns_per_client,
         "drain_timeout" => drain_timeout,

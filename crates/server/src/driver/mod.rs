@@ -982,8 +982,9 @@ impl<B: Backend> Parts<'_, B> {
         {
             Finished::Nothing => {}
             Finished::Bytes(buf) => {
+                let n = buf.len() as u64;
                 self.give_back(buf);
-                live.conn.sent(self.cx);
+                live.conn.sent(n, self.cx);
             }
             Finished::File(n) => {
                 self.count_out(n);
@@ -1049,8 +1050,9 @@ impl<B: Backend> Parts<'_, B> {
                     let buf = conn.take_output(self.cx);
                     match transport.send(self.backend, self.token, buf, more, &mut self.cx.pool) {
                         Outcome::Done(buf) => {
+                            let n = buf.len() as u64;
                             self.give_back(buf);
-                            conn.sent(self.cx);
+                            conn.sent(n, self.cx);
                         }
                         Outcome::InFlight => {
                             if self.cx.out.capacity() == 0 {

@@ -19,7 +19,7 @@ use crate::response::Response;
 pub(crate) trait Drive {
     fn poll_transmit(&mut self, cx: &mut Cx) -> Transmit<'_>;
     fn take_output(&mut self, cx: &mut Cx) -> Vec<u8>;
-    fn sent(&mut self, cx: &mut Cx);
+    fn sent(&mut self, n: u64, cx: &mut Cx);
     fn stalled(&mut self, cx: &Cx);
     fn file_sent(&mut self, n: u64, cx: &mut Cx);
     fn file_taken(&mut self);
@@ -45,8 +45,8 @@ impl Drive for Conn<Pending> {
         Conn::take_output(self, cx)
     }
     #[inline(always)]
-    fn sent(&mut self, cx: &mut Cx) {
-        Conn::sent(self, cx)
+    fn sent(&mut self, n: u64, cx: &mut Cx) {
+        Conn::sent(self, n, cx)
     }
     fn stalled(&mut self, cx: &Cx) {
         Conn::stalled(self, cx)
@@ -88,8 +88,8 @@ impl Drive for h2::Conn<Pending> {
     fn take_output(&mut self, cx: &mut Cx) -> Vec<u8> {
         h2::Conn::take_output(self, cx)
     }
-    fn sent(&mut self, cx: &mut Cx) {
-        h2::Conn::sent(self, cx)
+    fn sent(&mut self, n: u64, cx: &mut Cx) {
+        h2::Conn::sent(self, n, cx)
     }
     fn stalled(&mut self, cx: &Cx) {
         h2::Conn::stalled(self, cx)
@@ -287,10 +287,10 @@ impl Proto {
     }
 
     #[inline(always)]
-    pub(crate) fn sent(&mut self, cx: &mut Cx) {
+    pub(crate) fn sent(&mut self, n: u64, cx: &mut Cx) {
         match self {
-            Proto::H1(c) => c.sent(cx),
-            Proto::H2(c) => c.sent(cx),
+            Proto::H1(c) => c.sent(n, cx),
+            Proto::H2(c) => c.sent(n, cx),
         }
     }
 

@@ -9,12 +9,14 @@
 //! tagged by request id; the driver (`crate::driver`) moves the bytes.
 //!
 //! Files: `service` (the connection's interface to the driver and the application), `conn`
-//! (the state machine: `conn/read` reads requests, `conn/write` places answers), `queue`
+//! (the state machine: `conn/read` reads requests, `conn/write` places answers), `pace`
+//! (the send timer's gap and minimum rate, shared with HTTP/2), `queue`
 //! (answers held behind an unanswered deferred request), `encode` (response heads), `tests`
 //! (byte tables).
 
 mod conn;
 mod encode;
+mod pace;
 mod queue;
 mod service;
 #[cfg(test)]
@@ -22,4 +24,5 @@ mod tests;
 
 pub(crate) use conn::{Conn, STREAM_ROOM, Timer, Transmit, status_response};
 pub(crate) use encode::names_server;
+pub(crate) use pace::SendPace;
 pub(crate) use service::{ConnConfig, Cx, Decision, Exchange, Service, StreamHead, request_line};

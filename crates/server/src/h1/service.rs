@@ -18,6 +18,9 @@ pub(crate) struct ConnConfig {
     pub min_body_rate: u64,
     pub keepalive_timeout: u64,
     pub send_timeout: u64,
+    /// Bytes per second a waiting response must average (0: no minimum; see
+    /// `config::MIN_SEND_RATE`).
+    pub min_send_rate: u64,
     pub linger_timeout: u64,
     pub deferred_timeout: u64,
     pub max_requests: u64,

@@ -147,6 +147,7 @@ fn cfg() -> ConnConfig {
         min_body_rate: 0,
         keepalive_timeout: 1_000,
         send_timeout: 300,
+        min_send_rate: 0,
         linger_timeout: 50,
         deferred_timeout: 500,
         max_requests: u64::MAX,
@@ -258,7 +259,7 @@ impl Harness {
         self.stalled = false;
         if let Some(buf) = self.in_flight.take() {
             self.wire.extend_from_slice(&buf);
-            self.conn.sent(&mut self.cx);
+            self.conn.sent(buf.len() as u64, &mut self.cx);
         }
         self.flush();
         self
@@ -278,9 +279,10 @@ impl Harness {
                         return;
                     }
                     self.wire.extend_from_slice(&buf);
+                    let n = buf.len() as u64;
                     self.cx.out = buf;
                     self.cx.out.clear();
-                    self.conn.sent(&mut self.cx);
+                    self.conn.sent(n, &mut self.cx);
                 }
                 Transmit::File { offset, len, .. } => {
                     let (offset, len) = (offset, len);
@@ -705,6 +707,62 @@ fn a_client_that_does_not_read_stops_the_reading_and_meets_the_send_timeout() {
     assert_eq!(h.state(), "open");
     h.at(1_200);
     assert_eq!(h.state(), "reset");
+}
+
+// A reader that takes a byte just before each send timeout would hold the connection (and
+// what the kernel queued for it) forever; the minimum rate ends it: after the first send
+// timeout, each byte read earns 1000 / min_send_rate ms more.
+#[test]
+fn a_reader_that_trickles_is_reset_at_the_minimum_send_rate() {
+    let mut h = Harness::new();
+    h.cx.cfg.min_send_rate = 1000; // a millisecond a byte
+    h.stalled = true;
+    h.recv(b"GET /file HTTP/1.1\r\nHost: a\r\n\r\n");
+    let head = h.in_flight.take().expect("the head waits").len() as u64;
+    assert!(head < 250, "{head}");
+    // The client reads the head at 250: the gap alone would allow until 550.
+    h.cx.now = 250;
+    h.conn.sent(head, &mut h.cx);
+    assert_eq!(h.conn.deadline(), 300 + head);
+    // Then the file body a byte at a time, each inside the gap.
+    let Transmit::File { .. } = h.conn.poll_transmit(&h.cx) else {
+        panic!("the file body is next")
+    };
+    h.conn.file_taken();
+    h.conn.stalled(&h.cx);
+    h.cx.now = 300 + head - 1;
+    h.conn.file_sent(1, &mut h.cx);
+    assert_eq!(h.conn.deadline(), 300 + head + 1);
+    h.at(300 + head);
+    assert_eq!(h.state(), "open");
+    h.at(300 + head + 1);
+    assert_eq!(h.state(), "reset");
+
+    // With no minimum, the same reader meets only the gap.
+    let mut h = Harness::new();
+    h.stalled = true;
+    h.recv(b"GET /file HTTP/1.1\r\nHost: a\r\n\r\n");
+    let head = h.in_flight.take().expect("the head waits").len() as u64;
+    h.cx.now = 250;
+    h.conn.sent(head, &mut h.cx);
+    assert_eq!(h.conn.deadline(), 550);
+}
+
+// A client that reads its answer at once never meets the send timer's average: it starts
+// again with each answer that has to wait.
+#[test]
+fn the_minimum_send_rate_counts_from_each_wait() {
+    let mut h = Harness::new();
+    h.cx.cfg.min_send_rate = 1000;
+    for i in 0..3u64 {
+        h.stalled = true;
+        h.at(i * 1_000).recv(b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert_eq!(h.conn.deadline(), i * 1_000 + 300, "answer {i}");
+        h.at(i * 1_000 + 299);
+        h.unstall();
+        assert_eq!(h.answers(), ["200 x"]);
+        assert_eq!(h.state(), "open");
+    }
 }
 
 #[test]

@@ -26,7 +26,7 @@ use super::stream::{
     Answer, BodyIn, CONN_WINDOW, Calm, MAX_BODY_STREAMS, MAX_CONCURRENT_STREAMS, MAX_CONTINUATIONS,
     MAX_HEADER_BLOCK, Ring, STREAM_WINDOW, Stream,
 };
-use crate::h1::{Cx, Decision, Exchange, Service, Timer, Transmit, status_response};
+use crate::h1::{Cx, Decision, Exchange, SendPace, Service, Timer, Transmit, status_response};
 use crate::pool::Pool;
 use crate::response::{Body, FileBody, Response};
 use linerate_hpack as hpack;
@@ -113,6 +113,8 @@ pub(crate) struct Conn<P> {
     calm: Calm,
     timer: Timer,
     deadline: u64,
+    /// The send timer's limits while answers wait on the client (its window or its reads).
+    pace: SendPace,
 }
 
 impl<P> Conn<P> {
@@ -146,6 +148,7 @@ impl<P> Conn<P> {
             calm: Calm::default(),
             timer: Timer::Fresh,
             deadline: now + cx.cfg.header_timeout,
+            pace: SendPace::default(),
         }
     }
 
@@ -1231,16 +1234,22 @@ impl<P> Conn<P> {
         }
     }
 
-    pub(crate) fn sent(&mut self, cx: &mut Cx) {
+    /// Every byte taken with `take_output` (`n` of them) is on its way.
+    pub(crate) fn sent(&mut self, n: u64, cx: &mut Cx) {
         self.in_flight = false;
         if self.timer == Timer::Send {
-            self.deadline = cx.now + cx.cfg.send_timeout;
+            self.deadline = self.pace.progress(n, cx);
         }
         self.set_timer(cx);
     }
 
     pub(crate) fn stalled(&mut self, cx: &Cx) {
         self.set_timer(cx);
+        if self.timer == Timer::Send
+            && let Some(at) = self.pace.stall(cx)
+        {
+            self.deadline = at;
+        }
     }
 
     /// The file payload [`Transmit::File`] asked for is with the transport.
@@ -1262,7 +1271,7 @@ impl<P> Conn<P> {
                 self.out = after;
             }
         }
-        self.sent(cx);
+        self.sent(n, cx);
     }
 
     pub(crate) fn shutdown_taken(&mut self) {
@@ -1291,7 +1300,7 @@ impl<P> Conn<P> {
             if self.timer == Timer::Send {
                 return; // restarted only by progress
             }
-            (Timer::Send, cx.now + cfg.send_timeout)
+            (Timer::Send, self.pace.start(cx))
         } else if let Some((t, at)) = self
             .streams
             .iter()

@@ -145,6 +145,7 @@ fn cfg() -> ConnConfig {
         min_body_rate: 0,
         keepalive_timeout: 1_000,
         send_timeout: 300,
+        min_send_rate: 0,
         linger_timeout: 50,
         deferred_timeout: 500,
         max_requests: u64::MAX,
@@ -303,7 +304,7 @@ impl H {
         self.stalled = false;
         if let Some(b) = self.in_flight.take() {
             self.wire.extend_from_slice(&b);
-            self.conn.sent(&mut self.cx);
+            self.conn.sent(b.len() as u64, &mut self.cx);
         }
         self.flush();
     }
@@ -319,7 +320,7 @@ impl H {
                         return;
                     }
                     self.wire.extend_from_slice(&buf);
-                    self.conn.sent(&mut self.cx);
+                    self.conn.sent(buf.len() as u64, &mut self.cx);
                 }
                 Transmit::Shutdown => {
                     self.shut = true;
@@ -692,6 +693,34 @@ fn a_zero_window_stall_ends_at_the_send_timeout() {
     assert!(!h.reset);
     h.at(300);
     assert!(h.reset);
+}
+
+// A client that opens its window a byte before each send timeout: the minimum send rate
+// ends it once the bytes it let out no longer pay for the time (a slow-read attack through
+// flow control).
+#[test]
+fn a_window_opened_a_byte_at_a_time_meets_the_minimum_send_rate() {
+    let trickle = |rate: u64| {
+        let mut h = H::fresh();
+        h.cx.cfg.min_send_rate = rate;
+        h.preface(&[(setting::INITIAL_WINDOW_SIZE, 0)]);
+        h.recv(&get(1, "/big"));
+        h.frames();
+        let mut t = 0;
+        while !h.reset && t < 3_000 {
+            t += 290;
+            h.at(t);
+            let mut wu = Vec::new();
+            frame::window_update(&mut wu, 1, 1);
+            h.recv(&wu);
+        }
+        (h.reset, t)
+    };
+    // 1,000 bytes a second: each DATA frame of one byte (10 bytes) earns 10 ms past the
+    // first 300, so the update at 580 finds the deadline (310) passed.
+    assert_eq!(trickle(1000), (true, 580));
+    // No minimum: the gap restarts with every frame.
+    assert_eq!(trickle(0), (false, 3_190));
 }
 
 #[test]

@@ -25,6 +25,7 @@ pub(crate) use stream::{STREAM_ROOM, StreamOut};
 use linerate_http1::{BodyDecoder, RequestHead, Version, reason};
 
 use super::encode;
+use super::pace::SendPace;
 use super::queue::Queue;
 use super::service::{ConnConfig, Cx, Service};
 use crate::pool::Pool;
@@ -223,6 +224,8 @@ pub(crate) struct Conn<P> {
     requests: u64,
     timer: Timer,
     deadline: u64,
+    /// The send timer's limits while an answer waits on the client.
+    pace: SendPace,
 }
 
 impl<P> Conn<P> {
@@ -239,6 +242,7 @@ impl<P> Conn<P> {
             requests: 0,
             timer: Timer::Fresh,
             deadline: now + cfg.header_timeout,
+            pace: SendPace::default(),
         }
     }
 
@@ -552,15 +556,20 @@ impl<P> Conn<P> {
         }
     }
 
-    /// Every byte taken with [`Conn::take_output`] is on its way.
-    pub(crate) fn sent(&mut self, cx: &mut Cx) {
+    /// Every byte taken with [`Conn::take_output`] (`n` of them) is on its way.
+    pub(crate) fn sent(&mut self, n: u64, cx: &mut Cx) {
         self.in_flight = InFlight::None;
-        self.progress(cx);
+        self.progress(n, cx);
     }
 
     /// What [`Transmit`] asked for could not go out at once: the client is not reading.
     pub(crate) fn stalled(&mut self, cx: &Cx) {
         self.set_timer(cx);
+        if self.timer == Timer::Send
+            && let Some(at) = self.pace.stall(cx)
+        {
+            self.deadline = at;
+        }
     }
 
     /// The file body [`Transmit::File`] asked for: `n` more bytes are out.
@@ -573,15 +582,16 @@ impl<P> Conn<P> {
                 self.release_queue(cx);
             }
         }
-        self.progress(cx);
+        self.progress(n, cx);
     }
 
-    /// Output moved: a send timer starts again from now. Without one, the timer already
-    /// fits the state (the bytes were sent in the same call that staged them).
+    /// Output moved (`n` bytes): a send timer's gap starts again from now, within its
+    /// minimum rate ([`SendPace`]). Without one, the timer already fits the state (the bytes
+    /// were sent in the same call that staged them).
     #[inline(always)]
-    fn progress(&mut self, cx: &Cx) {
+    fn progress(&mut self, n: u64, cx: &Cx) {
         if self.timer == Timer::Send {
-            self.deadline = cx.now + cx.cfg.send_timeout;
+            self.deadline = self.pace.progress(n, cx);
             self.set_timer(cx);
         }
     }
@@ -633,7 +643,7 @@ impl<P> Conn<P> {
             if self.timer == Timer::Send {
                 return; // restarted only by progress (`sent`, `file_sent`)
             }
-            (Timer::Send, cx.now + cfg.send_timeout)
+            (Timer::Send, self.pace.start(cx))
         } else if let Some(at) = self.queue.as_ref().and_then(|q| q.front_deadline()) {
             match &self.reading {
                 // A relayed body keeps the body's times while the client is read; while the
