@@ -572,6 +572,20 @@ impl Cx<'_> {
         }
     }
 
+    /// The span from byte `at` of a string value, when the file spells the value as is (a
+    /// literal string, or a basic one without escapes); else the whole value's span.
+    fn within(&self, v: &Spanned<String>, at: usize) -> Range<usize> {
+        let span = v.span();
+        let raw = self
+            .text
+            .get(span.start + 1..span.end.saturating_sub(1).max(span.start + 1));
+        if raw == Some(v.get_ref().as_str()) && at <= v.get_ref().len() {
+            span.start + 1 + at..span.end
+        } else {
+            span
+        }
+    }
+
     fn place(&self, span: Range<usize>) -> Place {
         let at = span.start.min(self.text.len());
         let before = &self.text[..at];
@@ -672,16 +686,13 @@ impl Cx<'_> {
             });
         }
         if let Some(f) = &raw.access_log_format {
-            c.access_log_format = match f.get_ref().as_str() {
-                "combined" => linerate_server::access_log::LogFormat::Combined,
-                "json" => linerate_server::access_log::LogFormat::Json,
-                _ => {
-                    return Err(self.err(
-                        f.span(),
-                        "access_log_format must be \"combined\" or \"json\"",
-                    ));
+            use linerate_server::access_log::{LogFormat, LogFormatError};
+            c.access_log_format = LogFormat::parse(f.get_ref()).map_err(|e| match e {
+                LogFormatError::Unknown => self.err(f.span(), format!("access_log_format {e}")),
+                LogFormatError::Template(t) => {
+                    self.err(self.within(f, t.at()), format!("access_log_format: {t}"))
                 }
-            };
+            })?;
         }
         if let Some(a) = &raw.admin.addr {
             places.admin = Some(self.place(a.span()));

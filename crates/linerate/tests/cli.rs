@@ -37,6 +37,14 @@ fn user_mistakes_are_one_line_and_nonzero() {
         (&["--header-timeout", "soon"], "invalid duration"),
         (&["--addr", &busy_addr], "cannot listen"),
         (&["serve", "--log-level", "loud"], "invalid --log-level"),
+        (
+            &["--access-log-format", "$status $bogus"],
+            "'--access-log-format <FORMAT>': unknown field $bogus",
+        ),
+        (
+            &["--access-log-format", "xml"],
+            "'--access-log-format <FORMAT>': must be \"combined\", \"json\" or a template",
+        ),
     ];
     for (args, needle) in cases {
         let (code, stderr) = run_err(args);

@@ -540,7 +540,34 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
         (
             format!("access_log_format = \"xml\"\n{listen}{site}"),
             "1:21",
-            "access_log_format must be \"combined\" or \"json\"",
+            "access_log_format must be \"combined\", \"json\" or a template of $fields",
+        ),
+        // A template's mistakes: at the `$` itself when the value is spelled as is.
+        (
+            format!("access_log_format = '$remote_addr $bogus'\n{listen}{site}"),
+            "1:35",
+            "access_log_format: unknown field $bogus (fields: $remote_addr",
+        ),
+        (
+            format!("# the log\naccess_log_format = \"$status $\"\n{listen}{site}"),
+            "2:30",
+            "access_log_format: \"$\" with no field name after it (a literal \"$\" is \"$$\")",
+        ),
+        (
+            format!("access_log_format = '\"${{status\"'\n{listen}{site}"),
+            "1:23",
+            "access_log_format: \"${\" without its \"}\"",
+        ),
+        // With a TOML escape before it, the value's own place.
+        (
+            format!("access_log_format = \"\\\"$x\\\"\"\n{listen}{site}"),
+            "1:21",
+            "access_log_format: unknown field $x",
+        ),
+        (
+            format!("access_log_format = \"$status\\n$status\"\n{listen}{site}"),
+            "1:21",
+            "access_log_format: a line break in the template",
         ),
         (
             format!("{listen}{site}[[site.root]]\ndir = \"one\"\ntry_files = [\"index.html\"]\n"),
@@ -1195,6 +1222,70 @@ mode = "0660"
     );
     common::bin::signal(&s.child, rustix::process::Signal::TERM);
     assert!(common::bin::wait_exit(&mut s.child, common::EVENTUALLY).success());
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// `access_log_format` as a template (nginx's `log_format`): a served request's and a refused
+/// one's lines carry each field, a user agent holding `"` is escaped so it cannot forge the
+/// rest of a line, and what a request does not have is `-`.
+#[test]
+fn an_access_log_template_from_the_file_writes_each_field_escaped() {
+    let d = dir("log-template");
+    tree(&d);
+    let file = d.join("linerate.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"access_log = "access.log"
+access_log_format = '$remote_addr [$time_local] "$request" $request_method $request_uri $server_protocol $status $body_bytes_sent "$http_referer" "$http_user_agent" ${{request_time_us}}us $request_time $$ $upstream_addr'
+[[listen]]
+addr = "127.0.0.1:0"
+{SITES}"#
+        ),
+    )
+    .unwrap();
+    let s = serve(&["--config", file.to_str().unwrap()]);
+    let mut c = Client::connect(s.addr);
+    c.send(
+        b"GET /index.html?a=1 HTTP/1.1\r\nHost: one.test\r\nReferer: http://r/\r\n\
+          User-Agent: evil\" 200 \"\xc3\xa9\r\n\r\n",
+    );
+    assert_eq!(c.read_response().status, 200);
+    let mut c = Client::connect(s.addr);
+    c.send(b"GET /a<b>?q=\"x\" HTTP/1.1\r\nHost: one.test\r\n\r\n");
+    assert_eq!(c.read_response().status, 400);
+
+    let log = d.join("access.log");
+    let mut text = String::new();
+    common::eventually("two template lines", || {
+        text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.lines().count() >= 2
+    });
+    let lines: Vec<&str> = text.lines().collect();
+    // (line, what it starts with, what follows the request time in µs)
+    for (line, head, tail) in [
+        (
+            lines[0],
+            "\"GET /index.html?a=1 HTTP/1.1\" GET /index.html?a=1 HTTP/1.1 200 13 \"http://r/\" \"evil\\x22 200 \\x22\\xC3\\xA9\" ",
+            "us 0.",
+        ),
+        (
+            lines[1],
+            "\"GET /a<b>?q=\\x22x\\x22 HTTP/1.1\" GET /a<b>?q=\\x22x\\x22 - 400 ",
+            "-us - $ -",
+        ),
+    ] {
+        let (stamp, rest) = line
+            .strip_prefix("127.0.0.1 [")
+            .and_then(|l| l.split_once("] "))
+            .unwrap_or_else(|| panic!("{line}"));
+        assert!(stamp.ends_with(" +0000") && stamp.len() == 26, "{line}");
+        assert!(rest.starts_with(head), "{line}\nwant {head}");
+        assert!(rest.contains(tail), "{line}\nwant {tail}");
+    }
+    assert!(lines[0].ends_with(" $ -"), "{}", lines[0]);
+    assert!(lines[1].contains(" \"-\" \"-\" -us"), "{}", lines[1]);
+    drop(s);
     let _ = std::fs::remove_dir_all(&d);
 }
 

@@ -458,7 +458,7 @@ impl Server {
         sites.check_roots()?;
         let logger = match &config.access_log {
             Some(target) => {
-                Some(Logger::start(target, config.access_log_format).at(Part::AccessLog)?)
+                Some(Logger::start(target, config.access_log_format.clone()).at(Part::AccessLog)?)
             }
             None => None,
         };

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
+use linerate_server::access_log::LogFormat;
 use linerate_server::{Config, LogTarget, Server, config as defaults};
 
 use super::init_tracing;
@@ -110,9 +111,11 @@ pub(crate) struct ServeArgs {
     /// 127.0.0.1:9090. Off by default; never served on a site's listener.
     #[arg(long, value_name = "ADDR")]
     admin: Option<SocketAddr>,
-    /// Access log line format: `combined` (nginx's, then the request time in µs) or `json`.
-    #[arg(long, value_enum, default_value = "combined")]
-    access_log_format: LogFormatArg,
+    /// Access log line format: `combined` (nginx's, then the request time in µs), `json`, or
+    /// a template of nginx-named fields, e.g. '$remote_addr "$request" $status $request_time'
+    /// (every field: docs/config.md).
+    #[arg(long, value_name = "FORMAT", value_parser = log_format, default_value = "combined")]
+    access_log_format: LogFormat,
     /// Write an nginx `combined` access log to this file (`-` for stdout). Off by default.
     #[arg(long)]
     access_log: Option<PathBuf>,
@@ -225,11 +228,10 @@ pub(crate) struct ServeArgs {
     tls_key_update: u64,
 }
 
-/// `--access-log-format`.
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum LogFormatArg {
-    Combined,
-    Json,
+/// `--access-log-format`: a template is checked here, so a mistake is clap's one line
+/// naming the flag.
+fn log_format(s: &str) -> Result<LogFormat, String> {
+    LogFormat::parse(s).map_err(|e| e.to_string())
 }
 
 /// How long a worker waits at start for its own database connections (`--database-driver
@@ -798,10 +800,7 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
             }
         }),
         admin: a.admin,
-        access_log_format: match a.access_log_format {
-            LogFormatArg::Combined => linerate_server::access_log::LogFormat::Combined,
-            LogFormatArg::Json => linerate_server::access_log::LogFormat::Json,
-        },
+        access_log_format: a.access_log_format.clone(),
         ..Config::default()
     };
     Ok(config)

@@ -1,5 +1,6 @@
-//! The access log: nginx `combined` lines followed by the request time in microseconds, or
-//! one JSON object per line; formatted on the worker, written by a logger thread so a slow
+//! The access log: nginx `combined` lines followed by the request time in microseconds, one
+//! JSON object per line, or a template of nginx-named `$fields` (`template.rs`); formatted on
+//! the worker, written by a logger thread so a slow
 //! disk or pipe never blocks a worker; reopened on request (SIGUSR1, after logrotate renamed
 //! the file).
 //!
@@ -16,6 +17,11 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 
 use linerate_http1::Version;
 
+mod template;
+
+use template::Entry;
+pub use template::{Template, TemplateError};
+
 /// Where access log lines go.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LogTarget {
@@ -29,7 +35,7 @@ const CHANNEL_BATCHES: usize = 1024;
 pub(crate) const BATCH_BYTES: usize = 64 * 1024;
 
 /// The line format.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum LogFormat {
     /// nginx `combined`, then the request time in µs:
     /// `127.0.0.1 - - [10/Oct/2000:13:55:36 +0000] "GET / HTTP/1.1" 200 13 "-" "curl/8" 57`.
@@ -39,6 +45,45 @@ pub enum LogFormat {
     /// "target":"/","version":"HTTP/1.1","status":200,"bytes":13,"referer":null,
     /// "user_agent":"curl/8","request_time_us":57}`.
     Json,
+    /// The operator's own line, as nginx's `log_format`:
+    /// `$remote_addr "$request" $status $request_time`.
+    Template(Template),
+}
+
+/// What is wrong with an `access_log_format` value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogFormatError {
+    /// Neither `combined` nor `json`, and no `$` to make it a template.
+    Unknown,
+    /// A template with a mistake.
+    Template(TemplateError),
+}
+
+impl std::fmt::Display for LogFormatError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LogFormatError::Unknown => f.write_str(
+                "must be \"combined\", \"json\" or a template of $fields (e.g. \"$remote_addr $request $status\")",
+            ),
+            LogFormatError::Template(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for LogFormatError {}
+
+impl LogFormat {
+    /// `combined`, `json`, or a template: any value holding a `$`.
+    pub fn parse(s: &str) -> Result<LogFormat, LogFormatError> {
+        match s {
+            "combined" => Ok(LogFormat::Combined),
+            "json" => Ok(LogFormat::Json),
+            t if t.contains('$') => Template::parse(t)
+                .map(LogFormat::Template)
+                .map_err(LogFormatError::Template),
+            _ => Err(LogFormatError::Unknown),
+        }
+    }
 }
 
 /// How long a stopping server waits for its last log lines to be written.
@@ -81,6 +126,8 @@ pub(crate) struct LogBuffer {
     format: LogFormat,
     /// `[10/Oct/2000:13:55:36 +0000]`, refreshed with the Date cache.
     time_local: String,
+    /// `2000-10-10T13:55:36+00:00`, refreshed with it for a template that names it.
+    time_iso8601: String,
 }
 
 impl LogBuffer {
@@ -138,6 +185,12 @@ impl LogBuffer {
                 }
                 let _ = writeln!(self.lines, "{line}");
             }
+            LogFormat::Template(ref t) => t.write(
+                &mut self.lines,
+                &Entry::Served(e),
+                &self.time_local,
+                &self.time_iso8601,
+            ),
         }
         if self.lines.len() >= BATCH_BYTES {
             self.hand_off();
@@ -145,8 +198,9 @@ impl LogBuffer {
     }
 
     /// A request the connection refused on its own (malformed, a limit, a timeout): its
-    /// line as it arrived, escaped (nginx's `$request` is the line as sent), or `-`; in JSON,
-    /// the line's first two words as method and target.
+    /// line as it arrived, escaped (nginx's `$request` is the line as sent), or `-`; in JSON
+    /// (and a template's `$request_method`, `$request_uri`), the line's first two words as
+    /// method and target; a template's other request fields are `-`.
     pub(crate) fn push_refusal(
         &mut self,
         peer: Option<SocketAddr>,
@@ -188,6 +242,17 @@ impl LogBuffer {
                 });
                 let _ = writeln!(self.lines, "{line}");
             }
+            LogFormat::Template(ref t) => t.write(
+                &mut self.lines,
+                &Entry::Refused {
+                    peer,
+                    line: request_line,
+                    status,
+                    bytes,
+                },
+                &self.time_local,
+                &self.time_iso8601,
+            ),
         }
         if self.lines.len() >= BATCH_BYTES {
             self.hand_off();
@@ -214,7 +279,8 @@ impl LogBuffer {
         }
     }
 
-    /// Sets the `$time_local` text from an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
+    /// Sets the `$time_local` text (and `$time_iso8601` for a template that names it) from
+    /// an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
     pub(crate) fn set_time(&mut self, imf: &[u8]) {
         let s = std::str::from_utf8(imf).unwrap_or("");
         if s.len() == 29 {
@@ -225,9 +291,26 @@ impl LogBuffer {
                 &s[12..16],
                 &s[17..25]
             );
+            if let LogFormat::Template(t) = &self.format
+                && t.uses_iso8601()
+                && let Some(m) = MONTHS.iter().position(|&m| m == &s[8..11])
+            {
+                self.time_iso8601 = format!(
+                    "{}-{:02}-{}T{}+00:00",
+                    &s[12..16],
+                    m + 1,
+                    &s[5..7],
+                    &s[17..25]
+                );
+            }
         }
     }
 }
+
+/// The month names of an IMF-fixdate, in order.
+const MONTHS: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
 
 /// nginx escapes `"`, `\` and bytes outside printable ASCII as `\xHH`; absent fields are `-`.
 fn escape_into(out: &mut String, v: Option<&[u8]>) {
@@ -320,8 +403,9 @@ impl Logger {
             lines: String::new(),
             tx: self.tx.clone(),
             dropped: 0,
-            format: self.format,
+            format: self.format.clone(),
             time_local: String::new(),
+            time_iso8601: String::new(),
         }
     }
 }
@@ -354,6 +438,7 @@ mod tests {
             dropped: 0,
             format,
             time_local: String::new(),
+            time_iso8601: String::new(),
         };
         (b, rx)
     }
@@ -448,6 +533,168 @@ mod tests {
                 panic!("a batch")
             };
             assert_eq!(batch.trim_end(), want.trim_end());
+        }
+    }
+
+    /// A served request of `entry()`'s kind: a proxied GET from 127.0.0.1.
+    fn entry() -> AccessEntry<'static> {
+        AccessEntry {
+            peer: Some("127.0.0.1:5000".parse().unwrap()),
+            method: "GET",
+            target: "/api",
+            version: Version::Http11,
+            status: 200,
+            bytes: 2,
+            referer: Some(b"http://r/"),
+            user_agent: Some(b"curl/8"),
+            request_time_us: Some(57_431),
+            upstream: Some(("10.0.0.2:9000", 41_000)),
+        }
+    }
+
+    /// The line `template` writes for `e` (after the worker's clock was set, when `time`).
+    fn template_line(template: &str, e: &AccessEntry<'_>, time: bool) -> String {
+        let format = LogFormat::parse(template).unwrap();
+        assert!(matches!(format, LogFormat::Template(_)), "{template}");
+        let (mut b, rx) = buffer(format);
+        if time {
+            b.set_time(b"Sun, 06 Nov 1994 08:49:37 GMT");
+        }
+        b.push(e);
+        b.hand_off();
+        let LogMsg::Lines(batch) = rx.recv().unwrap() else {
+            panic!("a batch")
+        };
+        batch
+    }
+
+    /// A template's fields written for a served request: values escaped as a combined line
+    /// escapes them (a user agent cannot end the line and forge the next), missing values
+    /// `-`, `$$` a `$`, `${name}` followed by letters.
+    #[test]
+    fn a_template_writes_its_fields_escaped_and_missing_ones_as_dashes() {
+        const EXAMPLE: &str = r#"$remote_addr [$time_local] "$request" $status $body_bytes_sent $request_time_us "$http_user_agent" $upstream_addr"#;
+        let hostile = AccessEntry {
+            user_agent: Some(b"x\" 200\n10.0.0.1 - - [06/Nov/1994] \"GET /admin"),
+            target: "/a\"b\\c",
+            upstream: None,
+            ..entry()
+        };
+        let bare = AccessEntry {
+            peer: None,
+            referer: None,
+            user_agent: None,
+            request_time_us: None,
+            upstream: None,
+            ..entry()
+        };
+        for (template, e, time, want) in [
+            (
+                EXAMPLE,
+                entry(),
+                true,
+                r#"127.0.0.1 [06/Nov/1994:08:49:37 +0000] "GET /api HTTP/1.1" 200 2 57431 "curl/8" 10.0.0.2:9000"#,
+            ),
+            (
+                EXAMPLE,
+                hostile,
+                true,
+                r#"127.0.0.1 [06/Nov/1994:08:49:37 +0000] "GET /a\x22b\x5Cc HTTP/1.1" 200 2 57431 "x\x22 200\x0A10.0.0.1 - - [06/Nov/1994] \x22GET /admin" -"#,
+            ),
+            (
+                "$remote_addr $remote_user [$time_local] $time_iso8601 $http_referer $http_user_agent $request_time $request_time_us $upstream_addr $upstream_response_time $upstream_time_us",
+                bare,
+                false,
+                "- - [-] - - - - - - - -",
+            ),
+            (
+                "$time_iso8601 $request_time $upstream_response_time $upstream_time_us $request_method $request_uri $server_protocol $http_referer",
+                entry(),
+                true,
+                "1994-11-06T08:49:37+00:00 0.057 0.041 41000 GET /api HTTP/1.1 http://r/",
+            ),
+            (
+                "cost: $$5, ${status}x, ${body_bytes_sent}B $$$status",
+                entry(),
+                true,
+                "cost: $5, 200x, 2B $200",
+            ),
+            (
+                "$server_protocol $request",
+                AccessEntry {
+                    version: Version::Http2,
+                    method: "POST",
+                    ..entry()
+                },
+                true,
+                "HTTP/2.0 POST /api HTTP/2.0",
+            ),
+        ] {
+            let line = template_line(template, &e, time);
+            assert_eq!(line, format!("{want}\n"), "{template}");
+        }
+    }
+
+    /// A refusal through a template: its line as it arrived, escaped, its first two words as
+    /// method and URI, and `-` for what a refused request does not have.
+    #[test]
+    fn a_refused_request_goes_through_the_template() {
+        let template = r#"$remote_addr [$time_local] "$request" $request_method $request_uri $server_protocol $status $body_bytes_sent "$http_referer" "$http_user_agent" $request_time $upstream_addr"#;
+        for (line, status, want) in [
+            (
+                &b"GET /a\"b\x01 HTTP/1.1"[..],
+                400,
+                r#"127.0.0.1 [06/Nov/1994:08:49:37 +0000] "GET /a\x22b\x01 HTTP/1.1" GET /a\x22b\x01 - 400 11 "-" "-" - -"#,
+            ),
+            (
+                b"",
+                408,
+                r#"127.0.0.1 [06/Nov/1994:08:49:37 +0000] "-" - - - 408 11 "-" "-" - -"#,
+            ),
+            (
+                b"BREW",
+                501,
+                r#"127.0.0.1 [06/Nov/1994:08:49:37 +0000] "BREW" BREW - - 501 11 "-" "-" - -"#,
+            ),
+        ] {
+            let (mut b, rx) = buffer(LogFormat::parse(template).unwrap());
+            b.set_time(b"Sun, 06 Nov 1994 08:49:37 GMT");
+            b.push_refusal(Some("127.0.0.1:5000".parse().unwrap()), line, status, 11);
+            b.hand_off();
+            let LogMsg::Lines(batch) = rx.recv().unwrap() else {
+                panic!("a batch")
+            };
+            assert_eq!(batch, format!("{want}\n"));
+        }
+    }
+
+    /// `combined` and `json` keep their meaning; a value with a `$` is a template; anything
+    /// else is refused.
+    #[test]
+    fn a_format_is_combined_json_or_a_template() {
+        assert_eq!(LogFormat::parse("combined"), Ok(LogFormat::Combined));
+        assert_eq!(LogFormat::parse("json"), Ok(LogFormat::Json));
+        assert!(matches!(
+            LogFormat::parse("$status"),
+            Ok(LogFormat::Template(_))
+        ));
+        for (value, want) in [
+            ("xml", LogFormatError::Unknown),
+            ("", LogFormatError::Unknown),
+            ("JSON", LogFormatError::Unknown),
+            (
+                "$status $bogus",
+                LogFormatError::Template(TemplateError::UnknownField {
+                    name: "bogus".into(),
+                    at: 8,
+                }),
+            ),
+            (
+                "$status $",
+                LogFormatError::Template(TemplateError::NoName { at: 8 }),
+            ),
+        ] {
+            assert_eq!(LogFormat::parse(value), Err(want), "{value:?}");
         }
     }
 

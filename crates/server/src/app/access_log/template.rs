@@ -1,0 +1,422 @@
+//! Custom access-log lines, as nginx's `log_format`: a template of text and `$fields`, parsed
+//! once when the configuration is read into segments, then written in one pass per request.
+//!
+//! Must not let a client forge a line: every value that comes from the request is escaped as
+//! in a combined line (`\xHH`), and the template itself may hold no line break. A value the
+//! request does not have (no `User-Agent`, not proxied, a refused request's time) is `-`.
+#![forbid(unsafe_code)]
+
+use std::fmt::{self, Write as _};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use linerate_http1::Version;
+
+use super::{AccessEntry, escape_into};
+
+/// A checked template: what `access_log_format` holds when it names `$fields`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Template(Arc<[Segment]>);
+
+/// One piece of a template.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Segment {
+    /// Written as is (`$$` already made `$`).
+    Text(Box<str>),
+    Field(Field),
+}
+
+/// The values a template may name: nginx's names, and only what an access entry carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Field {
+    RemoteAddr,
+    /// Always `-`: no user is logged; kept so nginx's `combined` definition reads as is.
+    RemoteUser,
+    TimeLocal,
+    TimeIso8601,
+    Request,
+    RequestMethod,
+    RequestUri,
+    ServerProtocol,
+    Status,
+    BodyBytesSent,
+    HttpReferer,
+    HttpUserAgent,
+    RequestTime,
+    RequestTimeUs,
+    UpstreamAddr,
+    UpstreamResponseTime,
+    UpstreamTimeUs,
+}
+
+/// Every field by its name, in the order the docs list them.
+const FIELDS: [(&str, Field); 17] = [
+    ("remote_addr", Field::RemoteAddr),
+    ("remote_user", Field::RemoteUser),
+    ("time_local", Field::TimeLocal),
+    ("time_iso8601", Field::TimeIso8601),
+    ("request", Field::Request),
+    ("request_method", Field::RequestMethod),
+    ("request_uri", Field::RequestUri),
+    ("server_protocol", Field::ServerProtocol),
+    ("status", Field::Status),
+    ("body_bytes_sent", Field::BodyBytesSent),
+    ("http_referer", Field::HttpReferer),
+    ("http_user_agent", Field::HttpUserAgent),
+    ("request_time", Field::RequestTime),
+    ("request_time_us", Field::RequestTimeUs),
+    ("upstream_addr", Field::UpstreamAddr),
+    ("upstream_response_time", Field::UpstreamResponseTime),
+    ("upstream_time_us", Field::UpstreamTimeUs),
+];
+
+/// What is wrong with a template; `at` is the byte offset of the `$` (or line break) in it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TemplateError {
+    /// `$name` or `${name}` where `name` is none of the fields.
+    UnknownField { name: String, at: usize },
+    /// A `$` with no name after it (the end, a space, `${}`): a literal `$` is `$$`.
+    NoName { at: usize },
+    /// `${` without its `}`.
+    Unclosed { at: usize },
+    /// A line break: each request is one line.
+    LineBreak { at: usize },
+}
+
+impl TemplateError {
+    /// Where in the template the mistake is (a byte offset).
+    pub fn at(&self) -> usize {
+        match self {
+            TemplateError::UnknownField { at, .. }
+            | TemplateError::NoName { at }
+            | TemplateError::Unclosed { at }
+            | TemplateError::LineBreak { at } => *at,
+        }
+    }
+}
+
+impl fmt::Display for TemplateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TemplateError::UnknownField { name, .. } => {
+                write!(f, "unknown field ${name} (fields:")?;
+                for (n, _) in FIELDS {
+                    write!(f, " ${n}")?;
+                }
+                f.write_str(")")
+            }
+            TemplateError::NoName { .. } => {
+                f.write_str("\"$\" with no field name after it (a literal \"$\" is \"$$\")")
+            }
+            TemplateError::Unclosed { .. } => f.write_str("\"${\" without its \"}\""),
+            TemplateError::LineBreak { .. } => {
+                f.write_str("a line break in the template (each request is one line)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for TemplateError {}
+
+/// What a line is written from: a served request, or one the connection refused on its own.
+pub(crate) enum Entry<'a> {
+    Served(&'a AccessEntry<'a>),
+    /// `line` is the request line as it arrived (empty when none did).
+    Refused {
+        peer: Option<SocketAddr>,
+        line: &'a [u8],
+        status: u16,
+        bytes: usize,
+    },
+}
+
+impl Template {
+    /// Checks `text` and splits it into segments: `$name` or `${name}` (so letters may
+    /// follow), `$$` for a `$`, anything else as is.
+    pub fn parse(text: &str) -> Result<Template, TemplateError> {
+        if let Some(at) = text.find(['\n', '\r']) {
+            return Err(TemplateError::LineBreak { at });
+        }
+        let mut segments = Vec::new();
+        let mut literal = String::new();
+        let mut rest = text;
+        while let Some(d) = rest.find('$') {
+            literal.push_str(&rest[..d]);
+            let at = text.len() - rest.len() + d;
+            let after = &rest[d + 1..];
+            let (name, used) = if let Some(escaped) = after.strip_prefix('$') {
+                literal.push('$');
+                rest = escaped;
+                continue;
+            } else if let Some(braced) = after.strip_prefix('{') {
+                let end = braced.find('}').ok_or(TemplateError::Unclosed { at })?;
+                (&braced[..end], end + 2)
+            } else {
+                let end = after
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(after.len());
+                (&after[..end], end)
+            };
+            if name.is_empty() {
+                return Err(TemplateError::NoName { at });
+            }
+            let field = FIELDS
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|&(_, f)| f)
+                .ok_or_else(|| TemplateError::UnknownField {
+                    name: name.to_string(),
+                    at,
+                })?;
+            if !literal.is_empty() {
+                segments.push(Segment::Text(std::mem::take(&mut literal).into()));
+            }
+            segments.push(Segment::Field(field));
+            rest = &after[used..];
+        }
+        literal.push_str(rest);
+        if !literal.is_empty() {
+            segments.push(Segment::Text(literal.into()));
+        }
+        Ok(Template(segments.into()))
+    }
+
+    /// Whether the template names `$time_iso8601`: its text is kept only for one that does.
+    pub(crate) fn uses_iso8601(&self) -> bool {
+        self.0.contains(&Segment::Field(Field::TimeIso8601))
+    }
+
+    /// Appends `e`'s line and its `\n` to `out`. The times are the worker's cached texts
+    /// (empty before the first is set: then `-`).
+    pub(crate) fn write(&self, out: &mut String, e: &Entry<'_>, local: &str, iso8601: &str) {
+        for s in self.0.iter() {
+            match s {
+                Segment::Text(t) => out.push_str(t),
+                Segment::Field(f) => field(out, *f, e, local, iso8601),
+            }
+        }
+        out.push('\n');
+    }
+}
+
+/// Writes one field's value.
+fn field(out: &mut String, f: Field, e: &Entry<'_>, local: &str, iso8601: &str) {
+    let served = match e {
+        Entry::Served(s) => Some(*s),
+        Entry::Refused { .. } => None,
+    };
+    match f {
+        Field::RemoteAddr => match e {
+            Entry::Served(AccessEntry { peer: Some(p), .. })
+            | Entry::Refused { peer: Some(p), .. } => {
+                let _ = write!(out, "{}", p.ip());
+            }
+            _ => out.push('-'),
+        },
+        Field::RemoteUser => out.push('-'),
+        Field::TimeLocal => text_or_dash(out, local),
+        Field::TimeIso8601 => text_or_dash(out, iso8601),
+        Field::Request => match e {
+            // As a combined line writes it.
+            Entry::Served(s) => {
+                escape_into(out, Some(s.method.as_bytes()));
+                out.push(' ');
+                escape_into(out, Some(s.target.as_bytes()));
+                out.push(' ');
+                out.push_str(protocol(s.version));
+            }
+            Entry::Refused { line, .. } => escape_into(out, (!line.is_empty()).then_some(*line)),
+        },
+        // A refused request's first two words, as the JSON format takes them.
+        Field::RequestMethod => match e {
+            Entry::Served(s) => escape_into(out, Some(s.method.as_bytes())),
+            Entry::Refused { line, .. } => escape_into(out, word(line, 0)),
+        },
+        Field::RequestUri => match e {
+            Entry::Served(s) => escape_into(out, Some(s.target.as_bytes())),
+            Entry::Refused { line, .. } => escape_into(out, word(line, 1)),
+        },
+        Field::ServerProtocol => {
+            text_or_dash(out, served.map_or("", |s| protocol(s.version)));
+        }
+        Field::Status => {
+            let status = match e {
+                Entry::Served(s) => s.status,
+                Entry::Refused { status, .. } => *status,
+            };
+            let _ = write!(out, "{status}");
+        }
+        Field::BodyBytesSent => {
+            let bytes = match e {
+                Entry::Served(s) => s.bytes,
+                Entry::Refused { bytes, .. } => *bytes,
+            };
+            let _ = write!(out, "{bytes}");
+        }
+        Field::HttpReferer => escape_into(out, served.and_then(|s| s.referer)),
+        Field::HttpUserAgent => escape_into(out, served.and_then(|s| s.user_agent)),
+        Field::RequestTime => seconds(out, served.and_then(|s| s.request_time_us)),
+        Field::RequestTimeUs => micros(out, served.and_then(|s| s.request_time_us)),
+        Field::UpstreamAddr => {
+            escape_into(out, served.and_then(|s| s.upstream).map(|u| u.0.as_bytes()));
+        }
+        Field::UpstreamResponseTime => seconds(out, served.and_then(|s| s.upstream).map(|u| u.1)),
+        Field::UpstreamTimeUs => micros(out, served.and_then(|s| s.upstream).map(|u| u.1)),
+    }
+}
+
+fn protocol(v: Version) -> &'static str {
+    match v {
+        Version::Http10 => "HTTP/1.0",
+        Version::Http11 => "HTTP/1.1",
+        Version::Http2 => "HTTP/2.0",
+    }
+}
+
+/// The `n`th space-separated word of a request line, if it has one.
+fn word(line: &[u8], n: usize) -> Option<&[u8]> {
+    line.splitn(3, |&b| b == b' ')
+        .nth(n)
+        .filter(|w| !w.is_empty())
+}
+
+fn text_or_dash(out: &mut String, t: &str) {
+    out.push_str(if t.is_empty() { "-" } else { t });
+}
+
+/// Seconds with milliseconds, as nginx writes `$request_time` (`0.057`); the rest of a
+/// millisecond is dropped, so a request under one is `0.000`, as in nginx.
+fn seconds(out: &mut String, us: Option<u64>) {
+    match us {
+        Some(us) => {
+            let ms = us / 1000;
+            let _ = write!(out, "{}.{:03}", ms / 1000, ms % 1000);
+        }
+        None => out.push('-'),
+    }
+}
+
+fn micros(out: &mut String, us: Option<u64>) {
+    match us {
+        Some(us) => {
+            let _ = write!(out, "{us}");
+        }
+        None => out.push('-'),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(t: &Template) -> Vec<Segment> {
+        t.0.to_vec()
+    }
+
+    #[test]
+    fn templates_split_into_text_and_fields() {
+        use Segment::{Field as F, Text as T};
+        for (text, want) in [
+            ("$status", vec![F(Field::Status)]),
+            (
+                "${status}x $$ a$$b",
+                vec![F(Field::Status), T("x $ a$b".into())],
+            ),
+            (
+                "[$time_local] $request_time_us-$upstream_addr",
+                vec![
+                    T("[".into()),
+                    F(Field::TimeLocal),
+                    T("] ".into()),
+                    F(Field::RequestTimeUs),
+                    T("-".into()),
+                    F(Field::UpstreamAddr),
+                ],
+            ),
+            ("$$", vec![T("$".into())]),
+            (
+                "\t$status;",
+                vec![T("\t".into()), F(Field::Status), T(";".into())],
+            ),
+        ] {
+            assert_eq!(fields(&Template::parse(text).unwrap()), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_template_mistake_names_its_place() {
+        for (text, want) in [
+            (
+                "$status $bogus",
+                TemplateError::UnknownField {
+                    name: "bogus".into(),
+                    at: 8,
+                },
+            ),
+            // nginx's names are lowercase; `$status_x` is one name, not `$status` and `_x`.
+            (
+                "$Status",
+                TemplateError::UnknownField {
+                    name: "Status".into(),
+                    at: 0,
+                },
+            ),
+            (
+                "$status_x",
+                TemplateError::UnknownField {
+                    name: "status_x".into(),
+                    at: 0,
+                },
+            ),
+            (
+                "a ${ status }",
+                TemplateError::UnknownField {
+                    name: " status ".into(),
+                    at: 2,
+                },
+            ),
+            ("$status $", TemplateError::NoName { at: 8 }),
+            ("100$ ", TemplateError::NoName { at: 3 }),
+            ("x ${}", TemplateError::NoName { at: 2 }),
+            ("$-", TemplateError::NoName { at: 0 }),
+            ("${status", TemplateError::Unclosed { at: 0 }),
+            ("$status\n$status", TemplateError::LineBreak { at: 7 }),
+            ("$status\r", TemplateError::LineBreak { at: 7 }),
+        ] {
+            let got = Template::parse(text).unwrap_err();
+            assert_eq!(got, want, "{text:?}");
+            assert_eq!(got.at(), want.at());
+        }
+        let listed = Template::parse("$bogus").unwrap_err().to_string();
+        assert!(
+            listed.starts_with("unknown field $bogus (fields: $remote_addr $remote_user"),
+            "{listed}"
+        );
+    }
+
+    /// docs/config.md lists every field a template may name.
+    #[test]
+    fn every_field_is_in_the_docs() {
+        let docs =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/config.md"))
+                .unwrap();
+        for (name, _) in FIELDS {
+            assert!(docs.contains(&format!("`${name}`")), "${name} not in docs");
+        }
+    }
+
+    #[test]
+    fn seconds_have_milliseconds_as_nginx_writes_them() {
+        for (us, want) in [
+            (Some(57_000), "0.057"),
+            (Some(57), "0.000"),
+            (Some(1_234_567), "1.234"),
+            (Some(12_000_000), "12.000"),
+            (None, "-"),
+        ] {
+            let mut out = String::new();
+            seconds(&mut out, us);
+            assert_eq!(out, want);
+        }
+    }
+}
