@@ -10,9 +10,12 @@
 # headless Chromium loading browser URLs (scripts/browser.sh), Python's websockets client
 # through the proxy (scripts/ws-proxy.sh; pip installs it into target/), the gateway shape of
 # docs/gateway/ with HttpArena's gateway-64 checks (scripts/gateway.sh), systemd-analyze verify
-# on dist/'s units, and the kTLS checks in a VM (scripts/ktls-vm.sh). Needs a Rust toolchain;
+# on dist/'s units, the Debian package built with cargo-deb (pinned, `cargo install`ed into
+# target/tools) and installed into a clean root (scripts/deb.sh), and the kTLS checks in a VM
+# (scripts/ktls-vm.sh). Needs a Rust toolchain;
 # the h2spec stage installs h2spec with `go install` into target/tools; the PROXY protocol
-# stage installs haproxy with apt when missing; the VM stage installs QEMU, busybox-static,
+# stage installs haproxy with apt when missing; the Debian package stage dpkg-dev and a
+# systemd-sysusers where missing; the VM stage installs QEMU, busybox-static,
 # cpio and kmod with apt and fetches a Debian kernel package where it can. Each says loudly
 # (without failing) where it cannot.
 # Servers started by tests bind 127.0.0.1 on OS-chosen ports (the VM's, its own loopback).
@@ -142,6 +145,18 @@ if command -v systemd-analyze >/dev/null; then
 else
     echo "!! systemd units stage NOT RUN: no systemd-analyze on this machine"
 fi
+
+echo "== The Debian package: cargo-deb, dpkg into a clean root, the files, the binary, purge (scripts/deb.sh)"
+set +e
+# target/release/linerate is built above: packaged as it is, not linked again.
+scripts/deb.sh --no-build
+deb=$?
+set -e
+case $deb in
+    0) ;;
+    2) echo "!! Debian package stage NOT RUN: it cannot run on this machine (see the line above)" ;;
+    *) exit "$deb" ;;
+esac
 
 echo "== kTLS in VMs (Debian 6.1 and trixie-backports kernels under QEMU; scripts/ktls-vm.sh)"
 set +e
