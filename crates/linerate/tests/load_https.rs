@@ -378,6 +378,30 @@ fn reconnects_handshake_again_and_resume() {
 }
 
 #[test]
+fn no_resume_makes_every_handshake_a_full_one() {
+    for versions in [all_versions(), vec![&rustls::version::TLS12]] {
+        let s = TlsServer::start(&versions);
+        let r = measure(&[
+            "-k",
+            "-t",
+            "1",
+            "-c",
+            "2",
+            "--reconnect",
+            "5",
+            "--tls-no-resume",
+            "-n",
+            "500",
+            &s.url(),
+        ]);
+        assert_exact(&r, 500);
+        let tls = r.runs[0].tls.as_ref().expect("TLS report");
+        assert!(tls.handshakes >= 100, "{tls:?}");
+        assert_eq!(tls.resumed, 0, "{tls:?}");
+    }
+}
+
+#[test]
 fn plain_http_to_a_tls_port_is_errors_not_a_hang() {
     let s = TlsServer::start(&all_versions());
     let url = format!("http://{}/", s.addr);

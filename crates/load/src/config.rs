@@ -264,6 +264,7 @@ impl Config {
                 (args.tls_version.is_some(), "--tls-version"),
                 (args.tls_cipher.is_some(), "--tls-cipher"),
                 (args.tls_key_update.is_some(), "--tls-key-update"),
+                (args.tls_no_resume, "--tls-no-resume"),
             ];
             return match given.into_iter().find(|(g, _)| *g) {
                 Some((_, name)) => Err(ConfigError::TlsOptionWithoutHttps(name)),
@@ -283,6 +284,7 @@ impl Config {
             version: args.tls_version,
             cipher: args.tls_cipher.clone(),
             key_update_every: args.tls_key_update,
+            no_resume: args.tls_no_resume,
         };
         TlsClient::new(&target.host, verify, choice)
             .map(Some)

@@ -69,6 +69,8 @@ pub struct LoadOptions {
     /// https: send a TLS 1.3 KeyUpdate (update requested) before every Nth send on a
     /// connection, to exercise a server's key updates.
     pub tls_key_update: Option<u32>,
+    /// https: never resume a session (every handshake is a full one).
+    pub tls_no_resume: bool,
     /// The report is wanted as JSON.
     pub json: bool,
     /// Responses other than 2xx/3xx do not fail the run (its exit status); they are still
@@ -112,6 +114,7 @@ impl Default for LoadOptions {
             tls_version: None,
             tls_cipher: None,
             tls_key_update: None,
+            tls_no_resume: false,
             json: false,
             allow_status_errors: false,
         }

@@ -113,6 +113,8 @@ pub struct TlsChoice {
     /// One cipher suite by IANA name (`TLS13_AES_128_GCM_SHA256`, ...).
     pub cipher: Option<String>,
     pub key_update_every: Option<u32>,
+    /// Never resume a session: no session cache, no tickets (every handshake is full).
+    pub no_resume: bool,
 }
 
 /// Everything a connection needs to start a TLS session; cloned per connection cheaply.
@@ -172,6 +174,9 @@ impl TlsClient {
         }
         .with_no_client_auth();
         config.alpn_protocols = vec![if choice.http2 { ALPN_H2 } else { ALPN_HTTP1 }.to_vec()];
+        if choice.no_resume {
+            config.resumption = rustls::client::Resumption::disabled();
+        }
         let server_name = ServerName::try_from(host.to_string())
             .map_err(|_| TlsConfigError::ServerName(host.to_string()))?;
         Ok(TlsClient {

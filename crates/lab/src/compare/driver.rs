@@ -72,6 +72,7 @@ impl Run<'_> {
             && !w.http2
             && w.paths.is_empty()
             && w.reconnect.is_none()
+            && !w.tls_no_resume
             && w.method
                 .as_deref()
                 .is_none_or(|m| m.eq_ignore_ascii_case("GET"));
@@ -114,6 +115,7 @@ impl Run<'_> {
                 .timeout
                 .unwrap_or(linerate_load::options::DEFAULT_TIMEOUT),
             reconnect: w.reconnect,
+            tls_no_resume: w.tls_no_resume,
             requests: self.requests,
             duration: self.requests.is_none().then_some(self.duration),
             raw,
@@ -355,6 +357,14 @@ Transfer/sec:     22.00MB
                     ..base.clone()
                 },
                 "reconnect",
+            ),
+            (
+                Workload {
+                    tls: true,
+                    tls_no_resume: true,
+                    ..base.clone()
+                },
+                "tls_no_resume",
             ),
             (
                 Workload {

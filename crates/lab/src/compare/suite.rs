@@ -136,6 +136,11 @@ pub struct Workload {
     pub streams: usize,
     /// A new connection after this many requests (1: every request pays a handshake).
     pub reconnect: Option<u64>,
+    /// With `tls`: the client never resumes a session, so every handshake is a full one
+    /// (`linerate load --tls-no-resume`); without it, reconnects resume where the server
+    /// allows.
+    #[serde(default)]
+    pub tls_no_resume: bool,
     /// The server this workload's ratios are taken against, when not the suite's (a workload
     /// the floor cannot serve, such as files or HTTPS, compares with nginx).
     pub baseline: Option<String>,

@@ -128,6 +128,11 @@ pub struct LoadArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub tls_key_update: Option<u32>,
 
+    /// https: never resume a TLS session, so every new connection makes a full handshake
+    /// (with --reconnect, to measure a server's full handshakes rather than resumptions).
+    #[arg(long)]
+    pub tls_no_resume: bool,
+
     /// Print the result as JSON on stdout (and nothing else there).
     #[arg(long)]
     pub json: bool,
@@ -172,6 +177,7 @@ impl LoadArgs {
             }),
             tls_cipher: self.tls_cipher,
             tls_key_update: self.tls_key_update,
+            tls_no_resume: self.tls_no_resume,
             json: self.json,
             allow_status_errors: self.allow_status_errors,
         }
