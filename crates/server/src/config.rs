@@ -37,8 +37,8 @@ pub const MIN_SEND_RATE: u64 = 1024;
 /// Most bytes a TCP connection leaves unsent in the kernel (`TCP_NOTSENT_LOWAT` on the
 /// listeners): the send buffer grows for what is in flight on the network, not for what a
 /// client does not read, so 1,000 slow readers of a large file queue about 1,000 × this
-/// rather than the whole send buffer each (2.2 MiB, which put the host's TCP memory at its
-/// limit). 0: the kernel's default (no limit); 4 GiB or more is the same.
+/// rather than the whole autotuned send buffer each (megabytes: 1,000 of them put the host's
+/// TCP memory at its limit). 0: the kernel's default (no limit); 4 GiB or more is the same.
 pub const MAX_UNSENT_BYTES: u64 = 128 * 1024;
 /// Requests served on one connection before it is closed (`Connection: close` on the last).
 pub const MAX_REQUESTS_PER_CONN: u64 = u64::MAX;
