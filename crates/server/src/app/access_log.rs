@@ -132,17 +132,13 @@ pub(crate) struct LogBuffer {
 
 impl LogBuffer {
     pub(crate) fn push(&mut self, e: &AccessEntry<'_>) {
-        let ip = e
-            .peer
-            .map(|p| p.ip().to_string())
-            .unwrap_or_else(|| "-".into());
-        let version = match e.version {
-            Version::Http10 => "HTTP/1.0",
-            Version::Http11 => "HTTP/1.1",
-            Version::Http2 => "HTTP/2.0",
-        };
+        let version = protocol(e.version);
         match self.format {
             LogFormat::Combined => {
+                let ip = e
+                    .peer
+                    .map(|p| p.ip().to_string())
+                    .unwrap_or_else(|| "-".into());
                 // The request line escaped as nginx escapes it: a target may hold `\` (in a
                 // query), which a log reader would take for the start of an escape.
                 let _ = write!(self.lines, "{ip} - - [{}] \"", self.time_local);
@@ -220,14 +216,9 @@ impl LogBuffer {
             }
             LogFormat::Json => {
                 // As for a served request: the text as sent (JSON escapes what it must).
-                let mut words = request_line.splitn(3, |&b| b == b' ');
-                let mut word = || {
-                    words
-                        .next()
-                        .filter(|w| !w.is_empty())
-                        .map(|w| String::from_utf8_lossy(w).into_owned())
-                };
-                let (method, target) = (word(), word());
+                let text = |w: Option<&[u8]>| w.map(|w| String::from_utf8_lossy(w).into_owned());
+                let method = text(word(request_line, 0));
+                let target = text(word(request_line, 1));
                 let line = serde_json::json!({
                     "time": self.time_local,
                     "remote_addr": peer.map(|p| p.ip().to_string()),
@@ -305,6 +296,23 @@ impl LogBuffer {
             }
         }
     }
+}
+
+/// The protocol as a request line names it (`$server_protocol`).
+fn protocol(v: Version) -> &'static str {
+    match v {
+        Version::Http10 => "HTTP/1.0",
+        Version::Http11 => "HTTP/1.1",
+        Version::Http2 => "HTTP/2.0",
+    }
+}
+
+/// The `n`th space-separated word of a request line, if it has one (a refused request's
+/// method and target).
+fn word(line: &[u8], n: usize) -> Option<&[u8]> {
+    line.splitn(3, |&b| b == b' ')
+        .nth(n)
+        .filter(|w| !w.is_empty())
 }
 
 /// The month names of an IMF-fixdate, in order.

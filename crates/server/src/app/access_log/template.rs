@@ -10,9 +10,7 @@ use std::fmt::{self, Write as _};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use linerate_http1::Version;
-
-use super::{AccessEntry, escape_into};
+use super::{AccessEntry, escape_into, protocol, word};
 
 /// A checked template: what `access_log_format` holds when it names `$fields`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -263,21 +261,6 @@ fn field(out: &mut String, f: Field, e: &Entry<'_>, local: &str, iso8601: &str) 
         Field::UpstreamResponseTime => seconds(out, served.and_then(|s| s.upstream).map(|u| u.1)),
         Field::UpstreamTimeUs => micros(out, served.and_then(|s| s.upstream).map(|u| u.1)),
     }
-}
-
-fn protocol(v: Version) -> &'static str {
-    match v {
-        Version::Http10 => "HTTP/1.0",
-        Version::Http11 => "HTTP/1.1",
-        Version::Http2 => "HTTP/2.0",
-    }
-}
-
-/// The `n`th space-separated word of a request line, if it has one.
-fn word(line: &[u8], n: usize) -> Option<&[u8]> {
-    line.splitn(3, |&b| b == b' ')
-        .nth(n)
-        .filter(|w| !w.is_empty())
 }
 
 fn text_or_dash(out: &mut String, t: &str) {
