@@ -606,12 +606,8 @@ impl Cx<'_> {
     }
 
     fn size_or_zero(&self, v: &Spanned<String>, what: &str) -> Result<u64, ConfError> {
-        units::size_or_zero(v.get_ref()).map_err(|e| {
-            self.err(
-                v.span(),
-                format!("{what}: {e} (e.g. \"1KiB\", or 0 for none)"),
-            )
-        })
+        units::size_or_zero(v.get_ref())
+            .map_err(|e| self.err(v.span(), format!("{what}: {e} (or 0 for none)")))
     }
 
     /// A path from the file, relative to its directory.

@@ -450,6 +450,11 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
             "max_body_bytes: invalid size",
         ),
         (
+            format!("[limits]\nmin_send_rate = \"0\"\nmax_unsent_bytes = \"lots\"\n{listen}{site}"),
+            "3:20",
+            "max_unsent_bytes: invalid size \"lots\" (expected e.g. 65536, 64KiB, 1MiB, 32GiB) (or 0 for none)",
+        ),
+        (
             format!("{listen}{site}[[site.root]]\ndir = \"missing\"\n"),
             "6:7",
             "root ",
