@@ -107,6 +107,40 @@ impl Linerate {
     fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+
+    fn hup(&self) {
+        common::bin::signal(&self._child.0, rustix::process::Signal::HUP);
+    }
+}
+
+/// Revokes `leaf` (DER) at `pebble` (reason keyCompromise), signed with the ACME account
+/// linerate stored under `store`.
+fn revoke(pebble: &Pebble, store: &std::path::Path, leaf: &[u8]) {
+    let account = std::fs::read_dir(store.join("acme"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .expect("the account is stored");
+    let credentials: instant_acme::AccountCredentials =
+        serde_json::from_slice(&std::fs::read(&account).unwrap()).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let account = instant_acme::Account::builder_with_root(pebble.wfe_ca_pem())
+            .unwrap()
+            .from_credentials(credentials)
+            .await
+            .expect("the stored account");
+        account
+            .revoke(&instant_acme::RevocationRequest {
+                certificate: &CertificateDer::from(leaf),
+                reason: Some(instant_acme::RevocationReason::KeyCompromise),
+            })
+            .await
+            .expect("the CA revokes the certificate");
+    });
 }
 
 /// A TLS client to 127.0.0.1:`port` with SNI `name`, trusting only `roots` (PEM).
@@ -402,6 +436,67 @@ fn a_ca_down_at_start_serves_what_is_stored_and_never_a_wrong_one() {
     for name in ["d.example.test", "e.example.test"] {
         wait_served(tls_port, name, &roots, None, &what);
     }
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A certificate the CA revoked is replaced as soon as the CA's renewal information (RFC
+/// 9773; Pebble answers a window that has begun for a revoked certificate) is asked: at once
+/// on SIGHUP, and at start. The revoked one is not served again, by the running server nor
+/// by a restarted one (the store holds its replacement).
+#[test]
+#[ignore = "needs Pebble: scripts/acme.sh"]
+fn a_revoked_certificate_is_replaced_and_not_served_again() {
+    let (pebble, http_port, tls_port) = start_pebble(None);
+    let dir = temp_dir("revoked");
+    let name = "f.example.test";
+    let conf = config(&pebble, http_port, tls_port, "http-01", &[name]);
+    let server = Linerate::start(&dir, &conf);
+    let roots = pebble.issuer_roots_pem();
+    let what = || format!("{}\n{}", server.log(), pebble.log());
+    let first = wait_served(tls_port, name, &roots, None, &what);
+    let stored = || std::fs::read(dir.join("store/acme").join(name).join("cert.pem")).unwrap();
+
+    // Valid for 90 days, its window far off: a SIGHUP asks the CA and changes nothing.
+    server.hup();
+    common::eventually("the CA is asked for the renewal window", || {
+        server.log().contains("the CA's renewal window")
+    });
+    assert_eq!(served_leaf(tls_port, name, &roots).unwrap(), first);
+
+    revoke(&pebble, &dir.join("store"), &first);
+    server.hup();
+    let second = wait_served(tls_port, name, &roots, Some(&first), &what);
+    assert!(
+        server
+            .log()
+            .contains("the CA's renewal window brings the renewal forward"),
+        "{}",
+        server.log()
+    );
+    for _ in 0..5 {
+        assert_eq!(served_leaf(tls_port, name, &roots).unwrap(), second);
+    }
+    drop(server);
+
+    // Stopped, its replacement revoked too: a restart asks the CA at once and replaces it.
+    let on_disk = stored();
+    revoke(&pebble, &dir.join("store"), &second);
+    let server = Linerate::start(&dir, &conf);
+    let what = || format!("{}\n{}", server.log(), pebble.log());
+    let third = wait_served(tls_port, name, &roots, Some(&second), &what);
+    assert_ne!(third, first);
+    assert_ne!(stored(), on_disk, "the replacement is stored");
+    drop(server);
+
+    // With the CA down, a restart serves the stored replacement, never a revoked one.
+    let mut pebble = pebble;
+    pebble.stop();
+    let server = Linerate::start(&dir, &conf);
+    assert_eq!(
+        served_leaf(tls_port, name, &roots).expect("the stored certificate is served"),
+        third
+    );
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }

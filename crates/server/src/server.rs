@@ -67,6 +67,8 @@ pub struct Server {
     /// The certificates the server obtains itself, and their thread's work (started by
     /// `run`).
     acme: Option<crate::acme::Manager>,
+    /// Set by a reload: that thread asks the CA again about its certificates.
+    acme_ask_again: Option<Arc<AtomicBool>>,
 }
 
 /// One listener after binding: its address (the real port when 0 was asked for), whether it
@@ -89,6 +91,7 @@ pub struct ControlHandle {
     client_cas: Vec<Arc<ClientCa>>,
     reloads: Arc<Vec<(Arc<SitesMailbox>, OwnedFd)>>,
     logger: Option<Logger>,
+    acme_ask_again: Option<Arc<AtomicBool>>,
 }
 
 /// What a reload did.
@@ -120,6 +123,16 @@ impl ControlHandle {
         Ok(Reloaded::Certificates(
             self.certs.iter().flat_map(|c| c.cert_paths()).collect(),
         ))
+    }
+
+    /// Has the certificate thread ask the CA at once about the renewal window of every
+    /// certificate it obtained (RFC 9773), rather than at the time the CA asked for: a
+    /// certificate the CA revoked or recalls is then replaced without waiting. Nothing when the
+    /// server obtains none.
+    pub fn ask_ca_again(&self) {
+        if let Some(flag) = &self.acme_ask_again {
+            flag.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Builds the sites of `config` (reading error pages, opening roots) and hands them to
@@ -506,6 +519,7 @@ impl Server {
             certs,
             client_cas,
             local: None,
+            acme_ask_again: acme.as_ref().map(|m| m.ask_again()),
             acme,
         })
     }
@@ -564,6 +578,7 @@ impl Server {
             client_cas: self.client_cas.clone(),
             reloads: self.reloads.clone(),
             logger: self.logger.clone(),
+            acme_ask_again: self.acme_ask_again.clone(),
         }
     }
 
@@ -900,6 +915,7 @@ impl Watchdog {
 
 /// SIGHUP's default: read the certificates again, and say what happened.
 pub fn reload_certificates(control: &ControlHandle) {
+    control.ask_ca_again();
     match control.reload() {
         Ok(Reloaded::Certificates(paths)) => {
             tracing::info!(certs = ?paths, "SIGHUP: certificates reloaded")

@@ -991,7 +991,8 @@ fn listeners_and_sites(server: &Server, sites: &[linerate_server::Site]) -> Stri
 
 /// SIGHUP with a configuration file: read it again; swap in its sites and certificates (no
 /// connection or request is dropped); say what else changed and needs a restart. A file with
-/// a mistake changes nothing.
+/// a mistake changes nothing. The CA is asked again about the certificates it issued
+/// (renewal information, RFC 9773), so one it revoked is replaced now.
 fn reload_file(
     path: &std::path::Path,
     flags: &Config,
@@ -1038,6 +1039,7 @@ fn reload_file(
     if f.demo && !demo_mounted {
         tracing::warn!("SIGHUP: app = \"demo\" was not mounted at start; restart to mount it");
     }
+    control.ask_ca_again();
     match control.reload_sites(&new) {
         Ok(()) => tracing::info!(
             sites = new.sites.len(),

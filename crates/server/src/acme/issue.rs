@@ -1,20 +1,21 @@
 //! One certificate from the ACME CA (RFC 8555) through instant-acme: the account (made
 //! once, its credentials kept 0600), an order for a site's names, each authorization's
 //! HTTP-01 or TLS-ALPN-01 challenge answered through [`Challenges`], a fresh ECDSA P-256 key
-//! and its CSR, and the chain the CA issues.
+//! and its CSR, and the chain the CA issues; and the CA's renewal information (ARI, RFC
+//! 9773) for a certificate it issued, whose identifier a replacing order names.
 //!
 //! Owns the protocol's order of steps; the wire format is instant-acme's. Runs on the ACME
 //! thread's own tokio runtime, never on a worker.
 #![forbid(unsafe_code)]
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use instant_acme::{
-    Account, AccountCredentials, AuthorizationStatus, ChallengeType, ExternalAccountKey,
-    Identifier, NewAccount, NewOrder, OrderStatus, RetryPolicy,
+    Account, AccountCredentials, AuthorizationStatus, CertificateIdentifier, ChallengeType,
+    ExternalAccountKey, Identifier, NewAccount, NewOrder, OrderStatus, RetryPolicy,
 };
-use rustls::pki_types::PrivateKeyDer;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 
 use super::challenges::Challenges;
@@ -91,15 +92,76 @@ pub async fn account(config: &AcmeConfig) -> Result<Account, IssueError> {
     Ok(account)
 }
 
-/// A certificate for `names`: (chain PEM, key PEM).
+/// The CA's suggested renewal window for a certificate it issued (RFC 9773 §4.2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RenewalWindow {
+    pub start: SystemTime,
+    pub end: SystemTime,
+    /// When the CA asks to be asked again (its Retry-After, from now).
+    pub retry_after: Duration,
+    /// The CA's page saying why the window is what it is, when it gives one.
+    pub explanation: Option<String>,
+}
+
+/// The CA's renewal window for `leaf` (DER); `None` when the CA publishes no renewal
+/// information, or the certificate has no identifier (no authority key identifier).
+pub async fn renewal_window(
+    account: &Account,
+    leaf: &[u8],
+) -> Result<Option<RenewalWindow>, IssueError> {
+    let der = CertificateDer::from(leaf);
+    let Ok(id) = CertificateIdentifier::try_from(&der) else {
+        return Ok(None);
+    };
+    let (info, retry_after) = match account.renewal_info(&id).await {
+        Err(instant_acme::Error::Unsupported(_)) => return Ok(None),
+        got => got?,
+    };
+    let at = |t: i64| {
+        UNIX_EPOCH
+            + u64::try_from(t)
+                .map(Duration::from_secs)
+                .unwrap_or(Duration::ZERO)
+    };
+    Ok(Some(RenewalWindow {
+        start: at(info.suggested_window.start.unix_timestamp()),
+        end: at(info.suggested_window.end.unix_timestamp()),
+        retry_after,
+        explanation: info.explanation_url,
+    }))
+}
+
+/// A certificate for `names`: (chain PEM, key PEM). `replaces` is the certificate (DER) it
+/// takes over from, named in the order where the CA publishes renewal information (RFC 9773
+/// §5: some CAs exempt such orders from rate limits); an order the CA refuses for that
+/// field is made again without it.
 pub async fn certificate(
     account: &Account,
     names: &[String],
     kind: AcmeChallenge,
     challenges: &Challenges,
+    replaces: Option<&[u8]>,
 ) -> Result<(String, String), IssueError> {
     let identifiers: Vec<Identifier> = names.iter().map(|n| Identifier::Dns(n.clone())).collect();
-    let mut order = account.new_order(&NewOrder::new(&identifiers)).await?;
+    let replaced = replaces.map(CertificateDer::from);
+    let replaced = replaced
+        .as_ref()
+        .and_then(|der| CertificateIdentifier::try_from(der).ok());
+    let mut order = match replaced {
+        Some(id) => match account
+            .new_order(&NewOrder::new(&identifiers).replaces(id))
+            .await
+        {
+            Ok(order) => order,
+            Err(e) => {
+                tracing::debug!(
+                    "ACME: an order naming the certificate it replaces: {e}; again without"
+                );
+                account.new_order(&NewOrder::new(&identifiers)).await?
+            }
+        },
+        None => account.new_order(&NewOrder::new(&identifiers)).await?,
+    };
     // What this order put in the table, taken out however it ends.
     let mut tokens = Vec::new();
     let mut answered = Vec::new();
