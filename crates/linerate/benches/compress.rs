@@ -50,7 +50,56 @@ fn codings() -> Vec<Coding> {
     v
 }
 
+/// A compressor at a fixed level.
+type Compressor = Box<dyn Fn(&[u8]) -> Vec<u8>>;
+
+/// Body sizes for the stall table: how long one worker spends on one large answer at the
+/// default levels (what `COMPRESS_MAX_BYTES` is chosen from).
+const STALL_SIZES_KIB: [usize; 6] = [16, 32, 64, 128, 256, 1024];
+/// Calls per size in the stall table (fewer than `MIN_OF`: a 1 MiB call takes milliseconds).
+const STALL_MIN_OF: u32 = 100;
+
+/// Prints the fastest compression of JSON pages of each of [`STALL_SIZES_KIB`] at the
+/// default gzip level and brotli quality, with the rate it implies.
+fn stall_table() {
+    let dataset: Vec<Item> = serde_json::from_str(DATASET_JSON).expect("dataset");
+    let pages: Vec<u8> = (1..=100)
+        .flat_map(|p| {
+            let page = demo::items_page(&dataset, 50, p).expect("no overflow in the dataset");
+            serde_json::to_vec(&page).expect("json")
+        })
+        .collect();
+    let defaults = linerate_server::config::Compression::default();
+    let (gzip_level, brotli_quality) = (defaults.gzip_level, defaults.brotli_quality);
+    for kib in STALL_SIZES_KIB {
+        let body: Vec<u8> = pages.iter().copied().cycle().take(kib * 1024).collect();
+        let codings: [(&str, Compressor); 2] = [
+            ("gzip", Box::new(move |b| compress::gzip(b, gzip_level))),
+            ("br", Box::new(move |b| compress::brotli(b, brotli_quality))),
+        ];
+        for (coding, f) in codings {
+            let best = (0..STALL_MIN_OF)
+                .map(|_| {
+                    let t = std::time::Instant::now();
+                    std::hint::black_box(f(std::hint::black_box(&body)));
+                    t.elapsed()
+                })
+                .min()
+                .unwrap_or_default();
+            eprintln!(
+                "stall: {kib} KiB {coding} (default level) best of {STALL_MIN_OF} {:.0} µs, {:.0} MB/s",
+                best.as_secs_f64() * 1e6,
+                body.len() as f64 / best.as_secs_f64() / 1e6
+            );
+        }
+    }
+}
+
 fn bench(c: &mut Criterion) {
+    stall_table();
+    if std::env::var_os("STALL_ONLY").is_some() {
+        return;
+    }
     let bodies = bodies();
     for (name, body) in &bodies {
         eprintln!("{name}: identity {} bytes", body.len());

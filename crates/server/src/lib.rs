@@ -28,13 +28,32 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
+//! Every connection speaks HTTP/1.1 or HTTP/2 (h2c by prior knowledge or upgrade, and h2 over
+//! TLS by ALPN) to the same routes. Each method has a shortcut ([`Router::get`], `post`, `put`,
+//! `delete`, `patch`, `head`, `options`, and `…_async` for each); [`Router::route`] takes any.
 //! Unknown paths get 404, known paths with another method 405 with `Allow`, HEAD is served
-//! by GET routes without the body. Streaming request bodies use [`Router::streaming`] with a
-//! [`BodySink`]. A handler that must wait (a database, another service, a slow disk) is
-//! registered with [`Router::deferred`] (it gets an [`OwnedRequest`] and a [`Responder`] that
-//! answers from any thread) or [`Router::get_async`] (an `async` handler on your runtime):
-//! the worker serves other connections meanwhile. Limits and timeouts are in [`Config`] (see
-//! [`config`] for the defaults).
+//! by GET routes without the body (a HEAD route takes over). OPTIONS is answered by an
+//! OPTIONS route at that path when there is one, else by the server: `204` with `Allow`
+//! listing the methods routed there (all of them for `OPTIONS *`), and no CORS fields, so a
+//! CORS preflight needs its own OPTIONS route. Streaming request bodies use
+//! [`Router::streaming`] with a [`BodySink`]. A handler that must wait (a database, another
+//! service, a slow disk) is registered with [`Router::deferred`] (it gets an
+//! [`OwnedRequest`] and a [`Responder`] that answers from any thread) or
+//! [`Router::get_async`] (an `async` handler on your runtime): the worker serves other
+//! connections meanwhile. Limits and timeouts are in [`Config`] (see [`config`] for the
+//! defaults).
+//!
+//! Rails: a handler that panics, sync, deferred or `async`, is answered 500 and its
+//! connection closed, with one log line, and the worker goes on. So is an answer that would
+//! switch protocols without the connection being handed over: a 1xx status (101 included) or
+//! an `Upgrade` field on anything but a 426. Answers held in memory are compressed when the
+//! client asks and they are from [`config::COMPRESS_MIN_BYTES`] to
+//! [`config::COMPRESS_MAX_BYTES`]; a larger one goes out as it is, so one answer never holds
+//! the worker for more than about a millisecond. [`Response`]'s status, fields and body can be
+//! read back ([`Response::field`], [`Response::fields`], [`Response::body_ref`]).
+//!
+//! Not here yet: middleware layers, typed extractors, response bodies produced over time
+//! (a [`Body`] is whole, or a file range), WebSocket and HTTP/3.
 
 pub mod access;
 pub mod acme;
@@ -77,7 +96,10 @@ pub use server::{
     ControlHandle, Reloaded, Server, ShutdownHandle, allowed_cpus, reload_certificates,
 };
 pub use start_error::{Part, StartError};
-pub use stats::{Metrics, SiteMetrics, Stats, StatsHandle, UPSTREAM_ERRORS, UpstreamMetrics};
+pub use stats::{
+    CLASSES, CONN_REFUSALS, DURATION_BUCKETS_US, KINDS, Metrics, PARSE_ERRORS, REFUSALS,
+    SiteMetrics, Stats, StatsHandle, UPSTREAM_ERRORS, UpstreamMetrics,
+};
 
 /// HTTP/2's named limits (each answered as RFC 9113 says: REFUSED_STREAM, or a GOAWAY with
 /// ENHANCE_YOUR_CALM; see `h2/stream.rs`).

@@ -1,7 +1,8 @@
 //! Dynamic response compression: gzip or br for in-memory bodies when the client asks.
 //!
-//! Owns the decision (status 200, compressible Content-Type, body held in memory and at least
-//! `min_bytes`, no Content-Encoding from the handler, no `Cache-Control: no-transform`: a
+//! Owns the decision (status 200, compressible Content-Type, body held in memory, at least
+//! `min_bytes` and at most `max_bytes` (the worker compresses nothing else meanwhile: see
+//! [`COMPRESS_MAX_BYTES`]), no Content-Encoding from the handler, no `Cache-Control: no-transform`: a
 //! route's way to opt out) and the compressing. File bodies are `static_gz`'s (compressed once
 //! per worker and cached, when no precompressed sibling serves); this never
 //! compresses for a request without Accept-Encoding. Every eligible response gets
@@ -40,6 +41,7 @@
 //! set-up (the `/json` columns: 7–21 µs to make the body larger).
 //!
 //! [`COMPRESS_MIN_BYTES`]: crate::config::COMPRESS_MIN_BYTES
+//! [`COMPRESS_MAX_BYTES`]: crate::config::COMPRESS_MAX_BYTES
 #![forbid(unsafe_code)]
 
 use std::borrow::Cow;
@@ -132,6 +134,8 @@ pub(crate) fn add_vary(resp: &mut Response) {
 pub(crate) fn eligible(resp: &Response, cfg: &Compression) -> bool {
     matches!(resp.body, Body::Static(_) | Body::Owned(_))
         && worth_compressing(resp, resp.body.as_bytes().len() as u64, cfg)
+        // Last: most answers are below `min_bytes`, and leave before this.
+        && resp.body.as_bytes().len() <= cfg.max_bytes
 }
 
 /// The rule both kinds of compression share (in-memory bodies here, files in `static_gz`):
@@ -296,6 +300,9 @@ mod tests {
         let rows: Vec<(&str, Response, bool)> = vec![
             ("json at threshold", json(big), true),
             ("json below threshold", json(big - 10), false),
+            // json(n) is n + 2 bytes long for an even n.
+            ("json at the most", json(cfg.max_bytes - 2), true),
+            ("json over the most", json(cfg.max_bytes), false),
             ("not 200", json(big).status(404), false),
             (
                 "no content type",
@@ -342,6 +349,9 @@ mod tests {
         let resp = negotiate(json(4096), Some(ALL.as_bytes()), &off);
         assert_eq!(header(&resp, "content-encoding"), None);
         assert_eq!(header(&resp, "vary"), None, "disabled: nothing varies");
+        let resp = negotiate(json(cfg.max_bytes), Some(ALL.as_bytes()), &cfg);
+        assert_eq!(header(&resp, "vary"), None, "over the most: never varies");
+        assert_eq!(resp.body.len(), cfg.max_bytes as u64 + 2);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //!
 //! Owns the hand-off only. A `Responder` reports exactly once — [`Responder::send`], or, if it
 //! is dropped unanswered, a 500 — so the worker's count of outstanding answers is exact. The
-//! inbox wakes its worker once per batch (the driver's eventfd, behind [`Inbox::new`]'s `wake`),
+//! inbox wakes its worker once per batch (the driver's eventfd, behind `Inbox::new`'s `wake`),
 //! never once per answer under load.
 #![forbid(unsafe_code)]
 

@@ -16,7 +16,7 @@
 pub mod access_log;
 pub mod compress;
 pub mod deferred;
-mod dispatch;
+pub(crate) mod dispatch;
 pub mod files;
 pub(crate) mod redirect;
 pub mod request;
@@ -127,10 +127,16 @@ impl AppIo {
             resp,
             meta,
         } = done;
-        let mut resp = resp.unwrap_or_else(|| {
-            tracing::error!("a deferred handler dropped its Responder without answering");
-            crate::h1::status_response(500, "the handler did not answer")
-        });
+        let mut resp = match resp {
+            Some(mut resp) => {
+                dispatch::guard(&mut resp);
+                resp
+            }
+            None => {
+                tracing::error!("a deferred handler dropped its Responder without answering");
+                crate::h1::status_response(500, "the handler did not answer")
+            }
+        };
         let site = sites.get(meta.site);
         if let Some(path) = &meta.path {
             resp = site.decorate(path, resp, dispatch::generated);

@@ -40,7 +40,7 @@ pub(crate) struct Template {
 pub enum RedirectError {
     /// Empty, or holding a space or a control.
     Invalid,
-    /// `{name}` that is none of [`PLACEHOLDERS`].
+    /// `{name}` that is none of `{path}`, `{rest}`, `{query}` and `{host}`.
     UnknownPlaceholder(String),
     /// A `{` without its `}`, or a `}` alone.
     Unbalanced,

@@ -9,7 +9,9 @@
 #![forbid(unsafe_code)]
 
 use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
+use std::task::Poll;
 
 use linerate_http1::Method;
 
@@ -123,18 +125,16 @@ impl Router {
     {
         self.deferred(method, pattern, move |req, res| {
             let fut = handler(req);
-            spawn.spawn(Box::pin(async move { res.send(fut.await) }));
+            spawn.spawn(Box::pin(async move {
+                match catch_panic(fut).await {
+                    Some(resp) => res.send(resp),
+                    None => {
+                        tracing::error!("async handler panicked; answering 500");
+                        res.send(crate::app::dispatch::text_status(500).close())
+                    }
+                }
+            }));
         })
-    }
-
-    /// `route_async(Method::Get, …)`.
-    pub fn get_async<S, F, Fut>(self, pattern: &str, spawn: S, handler: F) -> Router
-    where
-        S: Spawn,
-        F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Response> + Send + 'static,
-    {
-        self.route_async(Method::Get, pattern, spawn, handler)
     }
 
     /// The route at `index` (from a lookup).
@@ -156,6 +156,118 @@ impl Router {
         F: Fn(&Request<'_>) -> Response + Send + Sync + 'static,
     {
         self.route(Method::Post, pattern, handler)
+    }
+
+    /// `route(Method::Put, …)`.
+    pub fn put<F>(self, pattern: &str, handler: F) -> Router
+    where
+        F: Fn(&Request<'_>) -> Response + Send + Sync + 'static,
+    {
+        self.route(Method::Put, pattern, handler)
+    }
+
+    /// `route(Method::Delete, …)`.
+    pub fn delete<F>(self, pattern: &str, handler: F) -> Router
+    where
+        F: Fn(&Request<'_>) -> Response + Send + Sync + 'static,
+    {
+        self.route(Method::Delete, pattern, handler)
+    }
+
+    /// `route(Method::Patch, …)`.
+    pub fn patch<F>(self, pattern: &str, handler: F) -> Router
+    where
+        F: Fn(&Request<'_>) -> Response + Send + Sync + 'static,
+    {
+        self.route(Method::Patch, pattern, handler)
+    }
+
+    /// `route(Method::Head, …)`: answers HEAD at `pattern` itself instead of the GET route's
+    /// answer without its body.
+    pub fn head<F>(self, pattern: &str, handler: F) -> Router
+    where
+        F: Fn(&Request<'_>) -> Response + Send + Sync + 'static,
+    {
+        self.route(Method::Head, pattern, handler)
+    }
+
+    /// `route(Method::Options, …)`: answers OPTIONS at `pattern` instead of the server
+    /// (which answers `204` with `Allow` listing the methods routed there).
+    pub fn options<F>(self, pattern: &str, handler: F) -> Router
+    where
+        F: Fn(&Request<'_>) -> Response + Send + Sync + 'static,
+    {
+        self.route(Method::Options, pattern, handler)
+    }
+
+    /// `route_async(Method::Get, …)`.
+    pub fn get_async<S, F, Fut>(self, pattern: &str, spawn: S, handler: F) -> Router
+    where
+        S: Spawn,
+        F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Response> + Send + 'static,
+    {
+        self.route_async(Method::Get, pattern, spawn, handler)
+    }
+
+    /// `route_async(Method::Post, …)`.
+    pub fn post_async<S, F, Fut>(self, pattern: &str, spawn: S, handler: F) -> Router
+    where
+        S: Spawn,
+        F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Response> + Send + 'static,
+    {
+        self.route_async(Method::Post, pattern, spawn, handler)
+    }
+
+    /// `route_async(Method::Put, …)`.
+    pub fn put_async<S, F, Fut>(self, pattern: &str, spawn: S, handler: F) -> Router
+    where
+        S: Spawn,
+        F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Response> + Send + 'static,
+    {
+        self.route_async(Method::Put, pattern, spawn, handler)
+    }
+
+    /// `route_async(Method::Delete, …)`.
+    pub fn delete_async<S, F, Fut>(self, pattern: &str, spawn: S, handler: F) -> Router
+    where
+        S: Spawn,
+        F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Response> + Send + 'static,
+    {
+        self.route_async(Method::Delete, pattern, spawn, handler)
+    }
+
+    /// `route_async(Method::Patch, …)`.
+    pub fn patch_async<S, F, Fut>(self, pattern: &str, spawn: S, handler: F) -> Router
+    where
+        S: Spawn,
+        F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Response> + Send + 'static,
+    {
+        self.route_async(Method::Patch, pattern, spawn, handler)
+    }
+
+    /// `route_async(Method::Head, …)`.
+    pub fn head_async<S, F, Fut>(self, pattern: &str, spawn: S, handler: F) -> Router
+    where
+        S: Spawn,
+        F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Response> + Send + 'static,
+    {
+        self.route_async(Method::Head, pattern, spawn, handler)
+    }
+
+    /// `route_async(Method::Options, …)`.
+    pub fn options_async<S, F, Fut>(self, pattern: &str, spawn: S, handler: F) -> Router
+    where
+        S: Spawn,
+        F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Response> + Send + 'static,
+    {
+        self.route_async(Method::Options, pattern, spawn, handler)
     }
 
     fn add(mut self, method: Method, pattern: &str, handler: Handler) -> Router {
@@ -243,6 +355,21 @@ impl Router {
         }
         allow
     }
+}
+
+/// `fut`'s output, or `None` when a poll of it panicked: the panic is caught on the runtime's
+/// thread, so the answer is the sync handlers' 500 and its log line rather than a dropped
+/// `Responder` (no allocation: the future stays pinned in the caller's).
+async fn catch_panic<F: Future>(fut: F) -> Option<F::Output> {
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(
+        |cx| match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Ready(out)) => Poll::Ready(Some(out)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(_) => Poll::Ready(None),
+        },
+    )
+    .await
 }
 
 /// Appends `method` to an `Allow` list unless it is there.
