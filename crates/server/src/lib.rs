@@ -58,6 +58,7 @@ mod server;
 mod start_error;
 mod stats;
 mod sys;
+pub mod testing;
 
 pub use app::{access_log, compress, deferred, files};
 use app::{request, response, router};
