@@ -35,6 +35,14 @@
 //! answers from any thread) or [`Router::get_async`] (an `async` handler on your runtime):
 //! the worker serves other connections meanwhile. Limits and timeouts are in [`Config`] (see
 //! [`config`] for the defaults).
+//!
+//! Tests call a [`Router`] without a socket through [`testing::TestClient`]:
+//! `TestClient::new(router).get("/users/1").send()` serves the request through the same
+//! HTTP/1.1 (or, with `.http2()`, HTTP/2) connection state machine and dispatch a worker
+//! runs, deferred and `async` handlers included, and reads the [`testing::TestResponse`] back
+//! from the bytes the connection sends, so the server's own 404, 405 and 413 are there too.
+//! [`testing::TestServer`] runs the real server on 127.0.0.1 with an OS-chosen port for
+//! end-to-end tests and shuts it down gracefully when dropped.
 
 pub mod access;
 pub mod acme;

@@ -19,8 +19,11 @@ pub enum TestError {
     NoMethodToken,
     /// [`TestRequest::json`](super::TestRequest::json) could not serialize its value.
     Json(serde_json::Error),
-    /// The connection ended before the response did (`reset`: abortively).
-    Closed { reset: bool },
+    /// The connection ended before the response did.
+    Closed {
+        /// It ended abortively (a reset), not with a FIN.
+        reset: bool,
+    },
     /// The HTTP/1.1 response could not be read.
     Response(ResponseError),
     /// HTTP/2: the server reset the request's stream with this error code (RFC 9113 §7).
