@@ -21,6 +21,21 @@ pub const TEST_LINGER_TIMEOUT: Duration = Duration::from_millis(200);
 pub const TEST_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A server running on background threads until it is dropped (or [`TestServer::stop`]ped).
+///
+/// ```
+/// use std::io::{Read, Write};
+/// use linerate_server::{Response, Router};
+/// use linerate_server::testing::TestServer;
+///
+/// let server = TestServer::start(Router::new().get("/", |_| Response::text("hi")))?;
+/// let mut tcp = std::net::TcpStream::connect(server.addr())?;
+/// tcp.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")?;
+/// let mut got = String::new();
+/// tcp.read_to_string(&mut got)?;
+/// assert!(got.starts_with("HTTP/1.1 200 OK") && got.ends_with("hi"));
+/// server.stop()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct TestServer {
     addr: SocketAddr,
     h2c: Option<SocketAddr>,

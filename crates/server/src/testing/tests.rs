@@ -1,6 +1,7 @@
 //! The test client against the real dispatch, over both protocols: one table of requests and
 //! the answers a client must get (handlers of every kind and the server's own statuses), then
 //! what a table cannot say (files, flow control, sites, bounded waits, refusals).
+#![forbid(unsafe_code)]
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
