@@ -52,6 +52,14 @@
 //! the worker for more than about a millisecond. [`Response`]'s status, fields and body can be
 //! read back ([`Response::field`], [`Response::fields`], [`Response::body_ref`]).
 //!
+//! Tests call a [`Router`] without a socket through [`testing::TestClient`]:
+//! `TestClient::new(router).get("/users/1").send()` serves the request through the same
+//! HTTP/1.1 (or, with `.http2()`, HTTP/2) connection state machine and dispatch a worker
+//! runs, deferred and `async` handlers included, and reads the [`testing::TestResponse`] back
+//! from the bytes the connection sends, so the server's own 404, 405 and 413 are there too.
+//! [`testing::TestServer`] runs the real server on 127.0.0.1 with an OS-chosen port for
+//! end-to-end tests and shuts it down gracefully when dropped.
+//!
 //! Not here yet: middleware layers, typed extractors, response bodies produced over time
 //! (a [`Body`] is whole, or a file range), WebSocket and HTTP/3.
 
@@ -77,6 +85,7 @@ mod server;
 mod start_error;
 mod stats;
 mod sys;
+pub mod testing;
 
 pub use app::{access_log, compress, deferred, files};
 use app::{request, response, router};

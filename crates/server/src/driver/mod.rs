@@ -14,7 +14,7 @@ pub(crate) mod backend;
 pub(crate) mod certs;
 pub(crate) mod epoll;
 pub(crate) mod handshake;
-mod proto;
+pub(crate) mod proto;
 pub(crate) mod timer;
 pub mod tls;
 mod upstream;

@@ -9,7 +9,7 @@
 
 mod conn;
 mod fields;
-mod frame;
+pub(crate) mod frame;
 mod stream;
 #[cfg(test)]
 mod tests;

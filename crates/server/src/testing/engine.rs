@@ -1,0 +1,327 @@
+//! The test client's worker: the application (routes, sites, a deferred-answer inbox) and one
+//! connection at a time, driven as `crate::driver` drives a socket's, with a [`Wire`] in the
+//! socket's place.
+//!
+//! Owns the driver's role and nothing more: the same connection state machines
+//! (`driver::proto::Proto` over `h1::Conn` and `h2::Conn`) call the same `app::ConnApp`; their
+//! transmits are pumped to the wire (a file body is read from its range, as `sendfile` would
+//! send it), deferred answers come back through the worker's `Inbox`, and timers fire on a real
+//! clock. A wait never outlasts the connection's next deadline or the exchange's time limit,
+//! so a deferred handler that never answers gets the server's 503 at the deferred timeout.
+#![forbid(unsafe_code)]
+
+use std::net::SocketAddr;
+use std::os::unix::fs::FileExt;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use linerate_http1::{DateCache, HeadRoom, RequestHead};
+
+use super::client::Protocol;
+use super::error::TestError;
+use super::response::TestResponse;
+use super::wire::Wire;
+use crate::app::deferred::Inbox;
+use crate::app::sites::SiteSet;
+use crate::app::{App, AppIo, ConnApp};
+use crate::config::Config;
+use crate::driver::proto::{Drive, Proto};
+use crate::h1::{Cx, Transmit};
+use crate::pool::Pool;
+use crate::response::FileBody;
+use crate::router::Router;
+use crate::start_error::StartError;
+
+/// Most transmits one pump makes before it calls the connection stuck (each moves bytes or
+/// changes state; a 1 GiB body is a few thousand).
+const MAX_TRANSMITS: usize = 1 << 20;
+
+/// The peer address handlers see when the configuration keeps one (`App::logs`): the client
+/// is in process, so it is the loopback address with no port.
+const TEST_PEER: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
+
+/// How a pump left the connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Link {
+    Open,
+    /// The server ended its side: shut down or closed.
+    Ended,
+    /// The server reset the connection.
+    Reset,
+}
+
+/// Wakes the engine when deferred answers arrive (the worker's eventfd, as a condvar).
+#[derive(Default)]
+struct Bell {
+    rung: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Bell {
+    fn ring(&self) {
+        *self.rung.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.cv.notify_all();
+    }
+
+    /// Waits until rung or `at_most` passed, and consumes the ring.
+    fn wait(&self, at_most: Duration) {
+        let end = Instant::now() + at_most;
+        let mut rung = self.rung.lock().unwrap_or_else(|e| e.into_inner());
+        while !*rung {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            rung = self
+                .cv
+                .wait_timeout(rung, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        *rung = false;
+    }
+}
+
+/// One in-process worker.
+pub(crate) struct Engine {
+    app: App,
+    sites: Arc<SiteSet>,
+    io: AppIo,
+    cx: Cx,
+    head: RequestHead,
+    bell: Arc<Bell>,
+    /// `cx.now` counts milliseconds from here.
+    epoch: Instant,
+    /// The last connection's token (each exchange has its own, so a late answer for an
+    /// earlier one is counted and dropped, as a worker drops one for a closed connection).
+    token: u64,
+}
+
+impl Engine {
+    /// The worker's state for `config` (its sites, static roots, limits and timeouts).
+    pub(crate) fn new(config: &Config, router: Router) -> Result<Engine, StartError> {
+        let sites = Arc::new(SiteSet::build(config)?);
+        sites.check_roots()?;
+        let bell = Arc::new(Bell::default());
+        let ring = bell.clone();
+        let app = App::new(router, config, None);
+        let io = AppIo {
+            files: sites.for_worker(),
+            log: None,
+            inbox: Arc::new(Inbox::new(Box::new(move || ring.ring()))),
+            outstanding: 0,
+            counters: Arc::default(),
+            counters_on: app.metrics,
+            static_gz: Default::default(),
+            jobs: Vec::new(),
+            real: None,
+            client_cert: None,
+            site_counters: Arc::new([]),
+        };
+        let cx = Cx {
+            now: 0,
+            cfg: config.conn(),
+            out: Vec::new(),
+            room: HeadRoom::default(),
+            pool: Pool::default(),
+            date: DateCache::new(SystemTime::now()),
+            draining: false,
+            sendfile: true,
+        };
+        Ok(Engine {
+            app,
+            sites,
+            io,
+            cx,
+            head: RequestHead::new(),
+            bell,
+            epoch: Instant::now(),
+            token: 0,
+        })
+    }
+
+    /// Serves one exchange on a new connection: the wire's bytes in, the server's bytes back
+    /// to it, until its response is whole, the connection ends, or `limit` passes.
+    pub(crate) fn exchange(
+        &mut self,
+        protocol: Protocol,
+        wire: &mut dyn Wire,
+        limit: Duration,
+    ) -> Result<TestResponse, TestError> {
+        self.tick();
+        self.token += 1;
+        let mut conn = match protocol {
+            Protocol::Http1 => Proto::h1(self.cx.now, &self.cx),
+            Protocol::Http2 => Proto::h2(self.cx.now, &self.cx),
+        };
+        let result = self.run(&mut conn, wire, Instant::now() + limit, limit);
+        conn.release(&mut self.cx.pool);
+        self.cx.out.clear();
+        self.io.jobs.clear();
+        result
+    }
+
+    fn run(
+        &mut self,
+        conn: &mut Proto,
+        wire: &mut dyn Wire,
+        give_up: Instant,
+        limit: Duration,
+    ) -> Result<TestResponse, TestError> {
+        loop {
+            self.tick();
+            self.answers(conn);
+            if self.cx.now >= conn.deadline() {
+                let (cx, _, mut svc) = self.parts();
+                conn.on_timer(cx, &mut svc);
+            }
+            if wants_input(conn, &self.cx) && wire.has_output() {
+                let input = wire.outgoing();
+                let (cx, head, mut svc) = self.parts();
+                conn.recv(&input, head, cx, &mut svc);
+            }
+            if !self.io.jobs.is_empty() {
+                return Err(TestError::Proxied);
+            }
+            let link = self.pump(conn, wire)?;
+            if let Some(resp) = wire.response() {
+                return Ok(resp);
+            }
+            if link != Link::Open {
+                wire.closed(link == Link::Reset)?;
+                return wire.response().ok_or(TestError::Closed {
+                    reset: link == Link::Reset,
+                });
+            }
+            if wire.has_output() && wants_input(conn, &self.cx) {
+                continue;
+            }
+            let now = Instant::now();
+            if now >= give_up {
+                return Err(TestError::Timeout(limit));
+            }
+            // One more millisecond: the clock reads whole milliseconds, rounded down.
+            let due = conn
+                .deadline()
+                .saturating_sub(self.cx.now)
+                .saturating_add(1);
+            self.bell
+                .wait(Duration::from_millis(due).min(give_up - now));
+        }
+    }
+
+    /// Reads the clock and the Date, as the worker does once per turn of its loop.
+    fn tick(&mut self) {
+        self.cx.now = self.epoch.elapsed().as_millis() as u64;
+        self.cx.date.update(SystemTime::now());
+    }
+
+    /// The connection's share of the worker for one call, as `driver::Io::split` lends it.
+    fn parts(&mut self) -> (&mut Cx, &mut RequestHead, ConnApp<'_>) {
+        let Engine {
+            app,
+            sites,
+            io,
+            cx,
+            head,
+            token,
+            ..
+        } = self;
+        let svc = ConnApp {
+            app,
+            sites: &sites.sites,
+            io,
+            peer: app.logs.then_some(&TEST_PEER),
+            token: *token,
+            site: 0,
+            site_app: sites.sites.get(0),
+            kind: crate::stats::Kind::Server,
+            started: 0,
+            tls: false,
+            to_https: None,
+        };
+        (cx, head, svc)
+    }
+
+    /// Deferred answers that came back go to the connection, as `Worker::answers` hands them
+    /// over; one for an earlier exchange's connection is finished (counted) and dropped.
+    fn answers(&mut self, conn: &mut Proto) {
+        let mut done = Vec::new();
+        self.io.inbox.take(&mut done);
+        for d in done {
+            let (token, id, resp) = self.io.finish(&self.app, &self.sites.sites, d);
+            if token == self.token {
+                conn.complete(id, resp, &mut self.cx);
+            }
+        }
+    }
+
+    /// Transmits what the connection has to send, as `Parts::pump` does.
+    fn pump(&mut self, conn: &mut Proto, wire: &mut dyn Wire) -> Result<Link, TestError> {
+        let (cx, head, mut svc) = self.parts();
+        match conn {
+            Proto::H1(c) => pump_with(c, cx, head, &mut svc, wire),
+            Proto::H2(c) => pump_with(&mut **c, cx, head, &mut svc, wire),
+        }
+    }
+}
+
+fn wants_input(conn: &Proto, cx: &Cx) -> bool {
+    match conn {
+        Proto::H1(c) => Drive::wants_input(c, cx),
+        Proto::H2(c) => Drive::wants_input(&**c, cx),
+    }
+}
+
+fn pump_with<C: Drive>(
+    c: &mut C,
+    cx: &mut Cx,
+    head: &mut RequestHead,
+    svc: &mut ConnApp<'_>,
+    wire: &mut dyn Wire,
+) -> Result<Link, TestError> {
+    for _ in 0..MAX_TRANSMITS {
+        match c.poll_transmit(cx) {
+            Transmit::Bytes { .. } => {
+                let mut buf = c.take_output(cx);
+                let n = buf.len() as u64;
+                let read = wire.incoming(&buf);
+                buf.clear();
+                if cx.out.capacity() == 0 {
+                    cx.out = buf;
+                }
+                c.sent(n, cx);
+                read?;
+            }
+            Transmit::File { file, offset, len } => {
+                let bytes = read_range(file, offset, len)?;
+                c.file_taken();
+                c.file_sent(len, cx);
+                wire.incoming(&bytes)?;
+            }
+            Transmit::Shutdown => {
+                c.shutdown_taken();
+                c.shut(cx);
+                return Ok(Link::Ended);
+            }
+            Transmit::Close => return Ok(Link::Ended),
+            Transmit::Reset => return Ok(Link::Reset),
+            Transmit::Idle => {
+                if !c.can_resume(cx) {
+                    return Ok(Link::Open);
+                }
+                c.resume(head, cx, svc);
+            }
+        }
+    }
+    Err(TestError::Stuck)
+}
+
+/// `len` bytes of a file body from `offset`: what `sendfile` would put on the wire.
+fn read_range(file: &FileBody, offset: u64, len: u64) -> Result<Vec<u8>, TestError> {
+    let f = std::fs::File::from(file.file.try_clone().map_err(TestError::File)?);
+    let mut buf = vec![0; len as usize];
+    f.read_exact_at(&mut buf, offset).map_err(TestError::File)?;
+    Ok(buf)
+}
