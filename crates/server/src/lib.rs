@@ -60,8 +60,18 @@
 //! [`testing::TestServer`] runs the real server on 127.0.0.1 with an OS-chosen port for
 //! end-to-end tests and shuts it down gracefully when dropped.
 //!
-//! Not here yet: middleware layers, typed extractors, response bodies produced over time
-//! (a [`Body`] is whole, or a file range), WebSocket and HTTP/3.
+//! Middleware is a [`Layer`]: its `before` sees each request's head before the handler (it
+//! may attach typed values, [`Extensions`], that handlers read with
+//! [`Request::extension`], or answer at once, e.g. 401), its `after` every answer, the
+//! server's own 404, 405, OPTIONS, 501 and declared-length 413 included.
+//! [`Router::layer`] wraps a router; [`Router::merge`] adds a group of routes with its own
+//! layers inside. Built in: [`layers::Cors`], [`layers::RequestId`], [`layers::Trace`]. A
+//! router without layers runs none of their code. Answers the connection makes before a
+//! request reaches the router (a malformed request's 400, a body that outgrows its limit
+//! while it is read, 408, 431) do not pass through layers.
+//!
+//! Not here yet: typed extractors, response bodies produced over time (a [`Body`] is whole,
+//! or a file range), WebSocket and HTTP/3.
 
 pub mod access;
 pub mod acme;
@@ -87,9 +97,10 @@ mod stats;
 mod sys;
 pub mod testing;
 
-pub use app::{access_log, compress, deferred, files};
+pub use app::{access_log, compress, deferred, files, layer, layers};
 use app::{request, response, router};
 pub use driver::tls;
+pub use layer::{Extensions, Layer};
 
 pub use access_log::LogTarget;
 pub use app::deferred::{

@@ -757,6 +757,7 @@ impl Server {
                             real: None,
                             client_cert: None,
                             site_counters: Arc::new([]),
+                            layered: Default::default(),
                         },
                     };
                     let mut worker = Worker::new(Epoll::new()?, setup)?;

@@ -46,6 +46,8 @@ pub struct OwnedRequest {
     pub(crate) trailers: Option<BodyDecoder>,
     pub(crate) peer: Option<SocketAddr>,
     pub(crate) client_cert: Option<Arc<crate::tls::ClientCert>>,
+    /// What the request's layers attached.
+    pub(crate) ext: crate::layer::Extensions,
 }
 
 impl OwnedRequest {
@@ -60,7 +62,12 @@ impl OwnedRequest {
             trailers: self.trailers.as_ref(),
             peer: self.peer.as_ref(),
             client_cert: self.client_cert.as_deref(),
+            ext: &self.ext,
         }
+    }
+    /// The value of type `T` a [`Layer`](crate::Layer) attached to this request.
+    pub fn extension<T: Send + Sync + 'static>(&self) -> Option<&T> {
+        self.ext.get::<T>()
     }
     /// The method.
     pub fn method(&self) -> Method {
@@ -109,6 +116,8 @@ pub(crate) struct Meta {
     pub path: Option<Vec<u8>>,
     pub accept_encoding: Option<Vec<u8>>,
     pub log: Option<LogMeta>,
+    /// The request's layers, whose `after` hooks see the answer.
+    pub layered: Option<Box<crate::layer::Layered>>,
 }
 
 /// A request's access-log fields, owned.

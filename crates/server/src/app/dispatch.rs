@@ -17,6 +17,7 @@ use linerate_http1::{BodyDecoder, Framing, Method, ParseError, RequestHead, Targ
 use super::access_log::AccessEntry;
 use super::deferred::{LogMeta, Meta, OwnedHead, OwnedRequest, Responder};
 use super::files::{ALLOW, FileAnswer, HeadView, StaticFiles};
+use super::layer::Layered;
 use super::request::{Params, Request};
 use super::response::{Body, FileBody, Response, Unsendable, checked};
 use super::router::{BodySink, DeferredFn, Handler, HandlerFn, Lookup, Route, add_method};
@@ -39,6 +40,8 @@ struct PendingBody {
     params: Params,
     head: OwnedHead,
     sink: Sink,
+    /// The request's layers, whose hooks go on when the body is in.
+    layered: Option<Box<Layered>>,
 }
 
 enum Sink {
@@ -138,29 +141,10 @@ impl Service for ConnApp<'_> {
                 Gate::Proxy(route) => self.proxy(route, req),
             };
         }
-        match head.method() {
-            Method::Other | Method::Connect => {
-                return self.respond(head, req.buf, text_status(501));
-            }
-            Method::Options => return self.options(req),
-            _ => {}
+        if app.layered {
+            return self.dispatch_layered(req);
         }
-        let site = self.site_app;
-        let path = head.path_bytes(req.buf);
-        if let Some(resp) = site.redirect(head, req.buf) {
-            return self.respond(head, req.buf, resp);
-        }
-        let mut params = Params::default();
-        let lookup = if site.app {
-            app.router.lookup(head.method(), path, &mut params)
-        } else {
-            Lookup::NotFound
-        };
-        match lookup {
-            Lookup::Found(index, route) => self.route(index, route, params, req),
-            Lookup::NotFound => self.files(head, req.buf),
-            Lookup::MethodNotAllowed(allow) => self.not_allowed(head, req.buf, allow),
-        }
+        self.dispatch::<false>(req)
     }
 
     fn data(&mut self, pending: &mut Pending, data: &[u8]) -> Result<(), Response> {
@@ -200,7 +184,11 @@ impl Service for ConnApp<'_> {
             params,
             head,
             sink,
+            layered,
         } = *pending.0;
+        if let Some(layered) = layered {
+            self.io.layered = layered;
+        }
         self.site = site;
         self.site_app = self.sites.get(site);
         self.started = started;
@@ -231,6 +219,7 @@ impl Service for ConnApp<'_> {
                     trailers: Some(&body),
                     peer: self.client(),
                     client_cert: self.client_cert(),
+                    ext: &self.io.layered.ext,
                 };
                 let resp = call(|| h(&request));
                 self.respond(&head.head, &head.bytes, resp)
@@ -245,6 +234,7 @@ impl Service for ConnApp<'_> {
                     trailers: Some(&body),
                     peer: self.client(),
                     client_cert: self.client_cert(),
+                    ext: &self.io.layered.ext,
                 };
                 let resp = call(move || sink.finish(&request));
                 self.respond(&head.head, &head.bytes, resp)
@@ -279,6 +269,51 @@ impl Service for ConnApp<'_> {
 }
 
 impl<'a> ConnApp<'a> {
+    /// A request of a router with layers: [`ConnApp::dispatch`] with them. Out of line, so
+    /// a router without layers runs none of their code.
+    #[inline(never)]
+    fn dispatch_layered(&mut self, req: Exchange<'_>) -> Decision<Pending> {
+        self.dispatch::<true>(req)
+    }
+
+    /// The request past its site's checks: the router's layers (`LAYERED`), OPTIONS and
+    /// 501, redirects, then a route, the files or 404/405.
+    #[inline(always)]
+    fn dispatch<const LAYERED: bool>(&mut self, req: Exchange<'_>) -> Decision<Pending> {
+        let app = self.app;
+        let head = req.head;
+        if LAYERED
+            && !app.router.layers.is_empty()
+            && self.site_app.app
+            && let Some(resp) = self.layers_before(&app.router.layers, None, head, req.buf)
+        {
+            return self.respond(head, req.buf, resp);
+        }
+        match head.method() {
+            Method::Other | Method::Connect => {
+                return self.respond(head, req.buf, text_status(501));
+            }
+            Method::Options => return self.options(req),
+            _ => {}
+        }
+        let site = self.site_app;
+        let path = head.path_bytes(req.buf);
+        if let Some(resp) = site.redirect(head, req.buf) {
+            return self.respond(head, req.buf, resp);
+        }
+        let mut params = Params::default();
+        let lookup = if site.app {
+            app.router.lookup(head.method(), path, &mut params)
+        } else {
+            Lookup::NotFound
+        };
+        match lookup {
+            Lookup::Found(index, route) => self.route::<LAYERED>(index, route, params, req),
+            Lookup::NotFound => self.files(head, req.buf),
+            Lookup::MethodNotAllowed(allow) => self.not_allowed(head, req.buf, allow),
+        }
+    }
+
     /// OPTIONS (RFC 9110 §9.3.7): a route registered for it answers; otherwise the server
     /// does — `204` with `Allow` for a path something serves, `200` with every method the
     /// server takes for `OPTIONS *`, `404` for a path nothing serves.
@@ -294,7 +329,7 @@ impl<'a> ConnApp<'a> {
             if let Lookup::Found(index, route) =
                 app.router.lookup(Method::Options, path, &mut params)
             {
-                return self.route(index, route, params, req);
+                return self.route::<true>(index, route, params, req);
             }
         }
         let mut allow = if site.app {
@@ -349,6 +384,51 @@ impl<'a> ConnApp<'a> {
         self.respond(head, buf, resp)
     }
 
+    /// Runs `layers`' `before` hooks for the request at hand (a router's, with `route`
+    /// `None`, or a group's, with its route's parameters), after any that already ran; their
+    /// answer, if one answers. Out of line: a router without layers never calls it.
+    #[cold]
+    #[inline(never)]
+    fn layers_before(
+        &mut self,
+        layers: &[std::sync::Arc<dyn crate::layer::Layer>],
+        route: Option<(&Route, &Params)>,
+        head: &RequestHead,
+        buf: &[u8],
+    ) -> Option<Response> {
+        let no_params = Params::default();
+        let (names, params): (&[String], &Params) = match route {
+            Some((r, p)) => (&r.names, p),
+            None => (&[], &no_params),
+        };
+        // A group's layers go on after the router's; a router's begin a new pass.
+        let mut layered = if route.is_some() {
+            std::mem::take(&mut *self.io.layered)
+        } else {
+            Layered::default()
+        };
+        layered.active = true;
+        let request = Request {
+            head,
+            buf,
+            names,
+            params,
+            body: &[],
+            trailers: None,
+            peer: self.client(),
+            client_cert: self.client_cert(),
+            // Layers are handed theirs as `&mut`.
+            ext: &crate::layer::NO_EXTENSIONS,
+        };
+        let answer = catch_unwind(AssertUnwindSafe(|| layered.before(layers, &request)))
+            .unwrap_or_else(|_| {
+                tracing::error!("layer panicked; answering 500");
+                Some(text_status(500).close())
+            });
+        *self.io.layered = layered;
+        answer
+    }
+
     /// The body limit for buffering and deferred handlers on this request's site.
     fn max_body(&self) -> u64 {
         self.site_app.max_body_bytes
@@ -356,7 +436,7 @@ impl<'a> ConnApp<'a> {
 
     /// Calls the route's handler, or arranges for its body to be read first.
     #[inline(always)]
-    fn route<'b>(
+    fn route<'b, const LAYERED: bool>(
         &mut self,
         index: usize,
         route: &'a Route,
@@ -366,6 +446,13 @@ impl<'a> ConnApp<'a> {
         let app = self.app;
         let head = req.head;
         self.kind = Kind::Route;
+        if LAYERED
+            && !route.layers.is_empty()
+            && let Some(resp) =
+                self.layers_before(&route.layers, Some((route, &params)), head, req.buf)
+        {
+            return self.respond(head, req.buf, resp);
+        }
         let declared = match head.framing() {
             Framing::Length(len) => len,
             _ => 0,
@@ -379,6 +466,7 @@ impl<'a> ConnApp<'a> {
             trailers: None,
             peer: self.client(),
             client_cert: self.client_cert(),
+            ext: &self.io.layered.ext,
         };
         match &route.handler {
             Handler::Buffered(h) => {
@@ -438,7 +526,7 @@ impl<'a> ConnApp<'a> {
 
     /// The body is still to come: the connection reads it into `sink`.
     fn read_body(
-        &self,
+        &mut self,
         route: usize,
         params: Params,
         head: &RequestHead,
@@ -458,6 +546,7 @@ impl<'a> ConnApp<'a> {
                 params,
                 head: OwnedHead::copy(head, buf),
                 sink,
+                layered: self.io.layered.take(),
             })),
         }
     }
@@ -720,7 +809,13 @@ impl<'a> ConnApp<'a> {
                 referer: h.header(buf, "referer").map(<[u8]>::to_vec),
                 user_agent: h.header(buf, "user-agent").map(<[u8]>::to_vec),
             }),
+            layered: self.io.layered.take(),
         });
+        let ext = meta
+            .layered
+            .as_ref()
+            .map(|l| l.ext.clone())
+            .unwrap_or_default();
         self.io.outstanding += 1;
         self.io.counters.set_outstanding(self.io.outstanding);
         let responder = Responder::new(self.io.inbox.clone(), self.token, id, meta);
@@ -736,6 +831,7 @@ impl<'a> ConnApp<'a> {
             } else {
                 None
             },
+            ext,
         };
         if catch_unwind(AssertUnwindSafe(|| f(req, responder))).is_err() {
             // Unwinding dropped the Responder: its 500 is on the way.
@@ -747,6 +843,9 @@ impl<'a> ConnApp<'a> {
     /// An answer decided now: compressed when eligible, logged.
     #[inline(always)]
     fn respond(&mut self, head: &RequestHead, buf: &[u8], mut resp: Response) -> Decision<Pending> {
+        if self.app.layered && self.io.layered.active {
+            self.io.layered.run_after(&mut resp);
+        }
         let site = self.site_app;
         if site.decorates {
             resp = site.decorate(head.path_bytes(buf), resp, generated);

@@ -18,6 +18,8 @@ pub mod compress;
 pub mod deferred;
 pub(crate) mod dispatch;
 pub mod files;
+pub mod layer;
+pub mod layers;
 pub(crate) mod redirect;
 pub mod request;
 pub mod response;
@@ -40,6 +42,9 @@ pub(crate) use dispatch::{ConnApp, Pending};
 /// What every worker shares, read-only: the routes and the settings answers depend on.
 pub(crate) struct App {
     pub router: Router,
+    /// The router or one of its routes has layers: without, the dispatcher runs no layer
+    /// code at all (one test of this per request).
+    pub layered: bool,
     /// Largest body for streaming handlers (a site's `max_body_bytes` is for the others).
     pub max_stream_body_bytes: u64,
     /// Deferred requests one worker may have outstanding; beyond, 503 with Retry-After.
@@ -67,6 +72,7 @@ impl App {
     ) -> App {
         App {
             http01,
+            layered: router.has_layers(),
             router,
             max_stream_body_bytes: config.max_stream_body_bytes,
             max_deferred_per_worker: config.max_deferred_per_worker,
@@ -107,6 +113,8 @@ pub(crate) struct AppIo {
     pub client_cert: Option<Arc<crate::tls::ClientCert>>,
     /// This worker's per-site counters, by site index (empty unless metrics are on).
     pub site_counters: Arc<[crate::stats::SiteCounters]>,
+    /// The request at hand's pass through its layers (inactive and empty without layers).
+    pub layered: Box<layer::Layered>,
 }
 
 impl AppIo {
@@ -137,6 +145,9 @@ impl AppIo {
                 crate::h1::status_response(500, "the handler did not answer")
             }
         };
+        if let Some(layered) = meta.layered {
+            layered.after(&mut resp);
+        }
         let site = sites.get(meta.site);
         if let Some(path) = &meta.path {
             resp = site.decorate(path, resp, dispatch::generated);

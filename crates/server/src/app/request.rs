@@ -32,6 +32,8 @@ pub struct Request<'a> {
     pub(crate) trailers: Option<&'a BodyDecoder>,
     pub(crate) peer: Option<&'a SocketAddr>,
     pub(crate) client_cert: Option<&'a crate::tls::ClientCert>,
+    /// What the request's layers attached (empty without layers).
+    pub(crate) ext: &'a crate::layer::Extensions,
 }
 
 impl<'a> Request<'a> {
@@ -102,6 +104,11 @@ impl<'a> Request<'a> {
     /// where client certificates are optional and the client sent none.
     pub fn client_cert(&self) -> Option<&'a crate::tls::ClientCert> {
         self.client_cert
+    }
+    /// The value of type `T` a [`Layer`](crate::Layer) attached to this request (an
+    /// authenticated user, a request id), if any.
+    pub fn extension<T: Send + Sync + 'static>(&self) -> Option<&'a T> {
+        self.ext.get::<T>()
     }
 }
 

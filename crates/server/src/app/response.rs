@@ -256,6 +256,40 @@ impl Response {
     pub fn closes(&self) -> bool {
         self.close
     }
+
+    /// Sets the status in place (for a [`Layer`](crate::Layer)'s `after`).
+    pub fn set_status(&mut self, status: u16) {
+        self.status = status;
+    }
+
+    /// Sets a field in place, replacing every field of that name (Content-Type included);
+    /// refused as [`Response::try_header`] refuses.
+    pub fn set_header(
+        &mut self,
+        name: impl Into<Cow<'static, str>>,
+        value: impl Into<Cow<'static, str>>,
+    ) -> Result<(), InvalidHeader> {
+        let (name, value) = (name.into(), value.into());
+        if name.eq_ignore_ascii_case("content-type") {
+            if !linerate_http1::is_valid_field_value(value.as_bytes()) {
+                return Err(InvalidHeader);
+            }
+            self.content_type = Some(value);
+            return Ok(());
+        }
+        check_field(&name, &value)?;
+        self.remove_header(&name);
+        self.headers.push((name, value));
+        Ok(())
+    }
+
+    /// Removes every field named `name` (case-insensitive), Content-Type included.
+    pub fn remove_header(&mut self, name: &str) {
+        if name.eq_ignore_ascii_case("content-type") {
+            self.content_type = None;
+        }
+        self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+    }
 }
 
 /// Why a handler's answer cannot go out as it is (see [`checked`]).
@@ -355,6 +389,31 @@ mod tests {
         assert!(matches!(resp.body_ref(), Body::Owned(b) if b == b"[1]"));
         assert!(resp.closes());
         assert!(!Response::new(204).closes());
+    }
+
+    #[test]
+    fn fields_change_in_place() {
+        let mut resp = Response::text("x")
+            .header("Vary", "Origin")
+            .header("vary", "Cookie");
+        resp.set_header("Vary", "Accept").unwrap();
+        resp.set_header("content-type", "text/html").unwrap();
+        resp.set_header("X-New", "1").unwrap();
+        assert!(resp.set_header("X-Bad", "a\r\nb").is_err());
+        assert!(resp.set_header("Content-Length", "1").is_err());
+        resp.set_status(201);
+        assert_eq!(
+            resp.fields().collect::<Vec<_>>(),
+            [
+                ("Content-Type", "text/html"),
+                ("Vary", "Accept"),
+                ("X-New", "1")
+            ]
+        );
+        resp.remove_header("x-new");
+        resp.remove_header("Content-Type");
+        assert_eq!(resp.fields().collect::<Vec<_>>(), [("Vary", "Accept")]);
+        assert_eq!(resp.status_code(), 201);
     }
 
     #[test]

@@ -16,6 +16,7 @@ use std::task::Poll;
 use linerate_http1::Method;
 
 use crate::deferred::{OwnedRequest, Responder, Spawn};
+use crate::layer::Layer;
 use crate::request::{MAX_PARAMS, Params, Request};
 use crate::response::Response;
 
@@ -56,6 +57,9 @@ pub(crate) struct Route {
     segments: Option<Vec<Segment>>,
     pub(crate) names: Arc<[String]>,
     pub(crate) handler: Handler,
+    /// The layers of the groups this route was merged from, outermost first (the router's
+    /// own come before them).
+    pub(crate) layers: Vec<Arc<dyn Layer>>,
 }
 
 /// The route table. Build it once, then hand it to the server (it is shared read-only by
@@ -63,6 +67,8 @@ pub(crate) struct Route {
 #[derive(Default)]
 pub struct Router {
     routes: Vec<Route>,
+    /// Layers every request of the router's sites passes through, in the order added.
+    pub(crate) layers: Vec<Arc<dyn Layer>>,
 }
 
 pub(crate) enum Lookup<'r> {
@@ -76,6 +82,26 @@ impl Router {
     /// An empty table.
     pub fn new() -> Router {
         Router::default()
+    }
+
+    /// Adds a layer that every request of this router passes through: routed or not (the
+    /// server's own 404, 405, OPTIONS and 501 answers, and static files, included). `before`
+    /// hooks run in the order layers are added, `after` hooks in reverse. Merged into another
+    /// router ([`Router::merge`]), this router's layers wrap only its own routes.
+    pub fn layer(mut self, layer: impl Layer) -> Router {
+        self.layers.push(Arc::new(layer));
+        self
+    }
+
+    /// Adds `group`'s routes to this router, each wrapped in `group`'s layers (inside this
+    /// router's own): how a set of routes gets its own middleware, e.g. authentication for
+    /// `/users` only. Routes keep their registration order, this router's first.
+    pub fn merge(mut self, group: Router) -> Router {
+        for mut route in group.routes {
+            route.layers = group.layers.iter().cloned().chain(route.layers).collect();
+            self.routes.push(route);
+        }
+        self
     }
 
     /// Registers `handler` for `method` and `pattern` (e.g. `/json/{count}`).
@@ -135,6 +161,11 @@ impl Router {
                 }
             }));
         })
+    }
+
+    /// Whether the router or any of its routes has layers.
+    pub(crate) fn has_layers(&self) -> bool {
+        !self.layers.is_empty() || self.routes.iter().any(|r| !r.layers.is_empty())
     }
 
     /// The route at `index` (from a lookup).
@@ -307,6 +338,7 @@ impl Router {
             segments,
             names: names.into(),
             handler,
+            layers: Vec::new(),
         });
         self
     }

@@ -118,6 +118,7 @@ impl Engine {
             real: None,
             client_cert: None,
             site_counters: Arc::new([]),
+            layered: Default::default(),
         };
         let cx = Cx {
             now: 0,

@@ -1,0 +1,397 @@
+//! Layers through the in-process test client, over HTTP/1.1 and HTTP/2 framing: the order
+//! of hooks, extensions reaching every kind of handler (sync, with a body, deferred,
+//! `async`), a layer answering at once, a group's layers wrapping only its routes, the
+//! server's own answers (404, 405, OPTIONS, 413) passing through a router's layers, and the
+//! built-in CORS, request-id and trace layers.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use linerate_server::layers::{Cors, RequestId, RequestIdValue, Trace, TraceSpan};
+use linerate_server::testing::{Protocol, TestClient, TestResponse};
+use linerate_server::{Config, Extensions, Layer, Method, Request, Response, Router};
+
+const PROTOCOLS: [Protocol; 2] = [Protocol::Http1, Protocol::Http2];
+
+/// A case: its name, the answer, and the status, body, `X-After` and `X-Auth-After` wanted.
+type Row = (
+    &'static str,
+    TestResponse,
+    u16,
+    &'static str,
+    &'static str,
+    Option<&'static str>,
+);
+
+/// The names of the layers whose `before` ran, in order.
+#[derive(Clone, Default)]
+struct Trail(Vec<&'static str>);
+
+/// Adds its name to the trail before, and to `X-After` after.
+struct Mark(&'static str);
+
+impl Layer for Mark {
+    fn before(&self, _: &Request<'_>, ext: &mut Extensions) -> Option<Response> {
+        let mut trail = ext.get::<Trail>().cloned().unwrap_or_default();
+        trail.0.push(self.0);
+        ext.insert(trail);
+        None
+    }
+
+    fn after(&self, _: &Extensions, resp: &mut Response) {
+        let after = match resp.field("x-after") {
+            Some(v) => format!("{v},{}", self.0),
+            None => self.0.to_string(),
+        };
+        resp.set_header("X-After", after).unwrap();
+    }
+}
+
+/// The authenticated user.
+struct User(&'static str);
+
+/// `Authorization: Bearer good` is alice; anything else is a 401 before the handler.
+struct Auth;
+
+impl Layer for Auth {
+    fn before(&self, req: &Request<'_>, ext: &mut Extensions) -> Option<Response> {
+        match req.header("authorization") {
+            Some(b"Bearer good") => {
+                ext.insert(User("alice"));
+                None
+            }
+            _ => Some(
+                Response::text("no")
+                    .status(401)
+                    .header("WWW-Authenticate", "Bearer"),
+            ),
+        }
+    }
+
+    fn after(&self, _: &Extensions, resp: &mut Response) {
+        resp.set_header("X-Auth-After", "1").unwrap();
+    }
+}
+
+fn trail(req: &Request<'_>) -> String {
+    req.extension::<Trail>()
+        .map(|t| t.0.join(","))
+        .unwrap_or_default()
+}
+
+fn user(user: Option<&User>) -> &'static str {
+    user.map_or("nobody", |u| u.0)
+}
+
+/// A tokio runtime on its own thread, for the async routes.
+fn spawner() -> impl Fn(linerate_server::BoxFuture) + Clone + Send + Sync + 'static {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .expect("runtime");
+    let handle = rt.handle().clone();
+    std::mem::forget(rt);
+    move |f| {
+        handle.spawn(f);
+    }
+}
+
+/// `/open` and `/echo` for everyone; `/users/…` behind `Auth`, as a group; `Mark`s around
+/// everything. `calls` counts handler calls below `/users`.
+fn router(calls: Arc<AtomicUsize>) -> Router {
+    let spawn = spawner();
+    let (c1, c2, c3) = (calls.clone(), calls.clone(), calls);
+    let users = Router::new()
+        .get("/users/{id}", move |req| {
+            c1.fetch_add(1, Ordering::SeqCst);
+            let who = user(req.extension::<User>());
+            Response::text_owned(format!(
+                "{who} {} {}",
+                req.param("id").unwrap_or("?"),
+                trail(req)
+            ))
+        })
+        .deferred(Method::Post, "/users/{id}", move |req, res| {
+            c2.fetch_add(1, Ordering::SeqCst);
+            let who = user(req.extension::<User>());
+            let body = String::from_utf8_lossy(req.body()).into_owned();
+            std::thread::spawn(move || {
+                res.send(Response::text_owned(format!("{who} deferred {body}")))
+            });
+        })
+        .get_async("/users/{id}/async", spawn, move |req| {
+            c3.fetch_add(1, Ordering::SeqCst);
+            let who = user(req.extension::<User>());
+            async move { Response::text_owned(format!("{who} async")) }
+        })
+        .layer(Auth);
+    Router::new()
+        .get("/open", |req| {
+            Response::text_owned(format!("{} {}", user(req.extension::<User>()), trail(req)))
+        })
+        .post("/echo", |req| {
+            Response::text_owned(format!(
+                "{} {}",
+                trail(req),
+                String::from_utf8_lossy(req.body())
+            ))
+        })
+        .merge(users)
+        .layer(Mark("a"))
+        .layer(Mark("b"))
+}
+
+fn client(protocol: Protocol, calls: &Arc<AtomicUsize>) -> TestClient {
+    let config = Config {
+        max_body_bytes: 16,
+        ..Config::default()
+    };
+    TestClient::with_config(config, router(calls.clone()))
+        .expect("client")
+        .protocol(protocol)
+}
+
+#[test]
+fn hooks_run_in_order_and_extensions_reach_every_kind_of_handler() {
+    for protocol in PROTOCOLS {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c = client(protocol, &calls);
+        let good = |r: linerate_server::testing::TestRequest<'_>| {
+            r.header("authorization", "Bearer good").send()
+        };
+        // (response, status, body, X-After, X-Auth-After)
+        let rows: Vec<Row> = vec![
+            (
+                "open",
+                c.get("/open").send(),
+                200,
+                "nobody a,b",
+                "b,a",
+                None,
+            ),
+            (
+                "body read after the hooks",
+                c.post("/echo").body("hi").send(),
+                200,
+                "a,b hi",
+                "b,a",
+                None,
+            ),
+            (
+                "group, sync",
+                good(c.get("/users/7")),
+                200,
+                "alice 7 a,b",
+                "b,a",
+                Some("1"),
+            ),
+            (
+                "group, deferred with a body",
+                good(c.post("/users/7").body("x=1")),
+                200,
+                "alice deferred x=1",
+                "b,a",
+                Some("1"),
+            ),
+            (
+                "group, async",
+                good(c.get("/users/7/async")),
+                200,
+                "alice async",
+                "b,a",
+                Some("1"),
+            ),
+            // Auth answers at once: the handler is not called, its own after is not run, the
+            // router's layers see the 401.
+            ("refused", c.get("/users/7").send(), 401, "no", "b,a", None),
+            (
+                "refused with a body",
+                c.post("/users/7").body("x").send(),
+                401,
+                "no",
+                "b,a",
+                None,
+            ),
+        ];
+        for (name, r, status, body, after, auth_after) in rows {
+            assert_eq!(r.status(), status, "{protocol:?} {name}");
+            assert_eq!(r.text(), body, "{protocol:?} {name}");
+            assert_eq!(r.header("x-after"), Some(after), "{protocol:?} {name}");
+            assert_eq!(r.header("x-auth-after"), auth_after, "{protocol:?} {name}");
+        }
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            3,
+            "{protocol:?}: refused requests never reach the handler"
+        );
+    }
+}
+
+#[test]
+fn the_servers_own_answers_pass_through_the_routers_layers() {
+    for protocol in PROTOCOLS {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c = client(protocol, &calls);
+        let rows: Vec<(&str, TestResponse, u16)> = vec![
+            ("404", c.get("/nothing").send(), 404),
+            ("405", c.delete("/open").send(), 405),
+            ("OPTIONS", c.options("/open").send(), 204),
+            // Declared over max_body_bytes: refused before the body is read.
+            ("413", c.post("/echo").body(vec![b'x'; 64]).send(), 413),
+            // A group's layers do not see what is not theirs.
+            ("405 below the group", c.put("/users/7").send(), 405),
+        ];
+        for (name, r, status) in rows {
+            assert_eq!(r.status(), status, "{protocol:?} {name}");
+            assert_eq!(r.header("x-after"), Some("b,a"), "{protocol:?} {name}");
+            assert_eq!(r.header("x-auth-after"), None, "{protocol:?} {name}");
+        }
+    }
+}
+
+fn cors_router() -> Router {
+    Router::new().get("/api", |_| Response::text("data")).layer(
+        Cors::origins(["https://app.example"])
+            .allow_methods(&[Method::Get, Method::Put])
+            .expose_headers(["X-Total"])
+            .max_age(600),
+    )
+}
+
+#[test]
+fn cors_preflights_are_answered_and_allowed_origins_echoed() {
+    for protocol in PROTOCOLS {
+        let c = TestClient::new(cors_router()).protocol(protocol);
+        let pre = c
+            .options("/api")
+            .header("origin", "https://app.example")
+            .header("access-control-request-method", "PUT")
+            .header(
+                "access-control-request-headers",
+                "content-type, authorization",
+            )
+            .send();
+        assert_eq!(pre.status(), 204, "{protocol:?}");
+        let fields = [
+            ("access-control-allow-origin", Some("https://app.example")),
+            ("access-control-allow-methods", Some("GET, PUT")),
+            (
+                "access-control-allow-headers",
+                Some("content-type, authorization"),
+            ),
+            ("access-control-max-age", Some("600")),
+            (
+                "vary",
+                Some("Origin, Access-Control-Request-Method, Access-Control-Request-Headers"),
+            ),
+            ("allow", None),
+        ];
+        for (name, want) in fields {
+            assert_eq!(pre.header(name), want, "{protocol:?} preflight {name}");
+        }
+
+        // Another origin's preflight is the server's plain OPTIONS answer: no CORS field.
+        let other = c
+            .options("/api")
+            .header("origin", "https://evil.example")
+            .header("access-control-request-method", "PUT")
+            .send();
+        assert_eq!(other.status(), 204, "{protocol:?}");
+        assert_eq!(other.header("access-control-allow-origin"), None);
+        assert_eq!(other.header("allow"), Some("GET, HEAD, OPTIONS"));
+
+        // (origin, path, status, Access-Control-Allow-Origin)
+        let rows: &[(Option<&str>, &str, u16, Option<&str>)] = &[
+            (
+                Some("https://app.example"),
+                "/api",
+                200,
+                Some("https://app.example"),
+            ),
+            (
+                Some("https://app.example"),
+                "/missing",
+                404,
+                Some("https://app.example"),
+            ),
+            (Some("https://evil.example"), "/api", 200, None),
+            (None, "/api", 200, None),
+        ];
+        for &(origin, path, status, allow) in rows {
+            let mut r = c.get(path);
+            if let Some(o) = origin {
+                r = r.header("origin", o);
+            }
+            let r = r.send();
+            assert_eq!(r.status(), status, "{protocol:?} {origin:?} {path}");
+            assert_eq!(
+                r.header("access-control-allow-origin"),
+                allow,
+                "{protocol:?} {origin:?} {path}"
+            );
+            assert_eq!(
+                r.header("vary"),
+                Some("Origin"),
+                "{protocol:?} {origin:?} {path}"
+            );
+            let expose = allow.map(|_| "X-Total");
+            assert_eq!(r.header("access-control-expose-headers"), expose);
+        }
+    }
+}
+
+#[test]
+fn any_origin_is_a_star_unless_credentials_are_allowed() {
+    let star = TestClient::new(
+        Router::new()
+            .get("/", |_| Response::text("x"))
+            .layer(Cors::any_origin()),
+    );
+    let r = star.get("/").header("origin", "https://a.example").send();
+    assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+    assert_eq!(r.header("vary"), None);
+    let creds = TestClient::new(
+        Router::new()
+            .get("/", |_| Response::text("x"))
+            .layer(Cors::any_origin().allow_credentials()),
+    );
+    let r = creds.get("/").header("origin", "https://a.example").send();
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("https://a.example")
+    );
+    assert_eq!(r.header("access-control-allow-credentials"), Some("true"));
+    assert_eq!(r.header("vary"), Some("Origin"));
+}
+
+/// `/id` answers the request id and whether the trace span is there.
+fn id_router() -> Router {
+    Router::new()
+        .get("/id", |req| {
+            let id = req.extension::<RequestIdValue>().map(|v| v.0.clone());
+            let traced = req.extension::<TraceSpan>().is_some();
+            Response::text_owned(format!("{} {traced}", id.unwrap_or_default()))
+        })
+        .layer(RequestId)
+        .layer(Trace)
+}
+
+#[test]
+fn request_ids_are_kept_or_made_and_handlers_see_them_and_the_span() {
+    for protocol in PROTOCOLS {
+        let c = TestClient::new(id_router()).protocol(protocol);
+        let kept = c.get("/id").header("x-request-id", "abc-123").send();
+        assert_eq!(kept.text(), "abc-123 true", "{protocol:?}");
+        assert_eq!(kept.header("x-request-id"), Some("abc-123"));
+        let made = c.get("/id").header("x-request-id", "has space").send();
+        let id = made.header("x-request-id").expect("an id").to_string();
+        assert_ne!(id, "has space");
+        assert_eq!(made.text(), format!("{id} true"), "{protocol:?}");
+        let other = c.get("/id").send();
+        assert_ne!(other.header("x-request-id"), Some(id.as_str()));
+        // The server's own 404 carries one too.
+        let missing = c.get("/none").send();
+        assert_eq!(missing.status(), 404);
+        assert_eq!(missing.header("x-request-id").map(str::len), Some(id.len()));
+    }
+}
