@@ -83,7 +83,9 @@ impl Builder {
         self.specs.id(name)
     }
 
-    /// Starts the pool, blocking on `runtime` (call it outside any async context). With
+    /// Starts the pool, blocking on `runtime` (call it outside any async context). `runtime`
+    /// must be a multi-thread runtime, which drives its I/O on threads of its own (a
+    /// current-thread runtime's handle cannot: refused). With
     /// [`Driver::Runtime`] it opens every connection there, and the runtime goes on driving
     /// them: keep it running as long as the pool is used. With [`Driver::Worker`] it resolves
     /// the URL's hosts (TCP only) and opens [`WORKER_START_CONNECTIONS`] on the runtime, for
@@ -98,6 +100,9 @@ impl Builder {
             Driver::Runtime => None,
             Driver::Worker => Some(tcp_addrs(&config)?),
         };
+        if runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread {
+            return Err(ConnectError::CurrentThreadRuntime);
+        }
         let target = Arc::new(Target {
             config,
             specs: self.specs.clone(),
@@ -202,12 +207,12 @@ mod tests {
 
     #[test]
     fn start_errors_come_before_any_connection() {
-        // No runtime is needed: these are refused before anything is opened. The handle of a
-        // runtime that is never entered proves it (a connection would need it to run).
+        // Refused before anything is opened: the handle is a current-thread runtime's, which
+        // could not drive a connection (and is refused itself, last).
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
-        let cases: [StartCase; 3] = [
+        let cases: [StartCase; 4] = [
             (
                 "postgres://u@127.0.0.1:1/d",
                 Driver::Runtime,
@@ -225,6 +230,12 @@ mod tests {
                 Driver::Worker,
                 &[],
                 "the worker driver needs a TCP host",
+            ),
+            (
+                "postgres://u@127.0.0.1:1/d",
+                Driver::Runtime,
+                &[],
+                "the connections need a multi-thread tokio runtime",
             ),
         ];
         for (url, driver, statements, want) in cases {

@@ -88,6 +88,9 @@ pub enum ConnectError {
     NoHost,
     /// Two statements were registered under this name.
     DuplicateStatement(String),
+    /// The runtime given is a current-thread one, whose handle cannot drive connections (they
+    /// would never open): give a multi-thread runtime.
+    CurrentThreadRuntime,
     /// Connecting (or logging in) failed: the database is down, unreachable or refuses.
     Connect(tokio_postgres::Error),
     /// The database refused to prepare the statement registered under `name`.
@@ -108,6 +111,9 @@ impl fmt::Display for ConnectError {
             ConnectError::NoHost => f.write_str("no host to connect to"),
             ConnectError::DuplicateStatement(name) => {
                 write!(f, "two statements are named {name:?}")
+            }
+            ConnectError::CurrentThreadRuntime => {
+                f.write_str("the connections need a multi-thread tokio runtime")
             }
             ConnectError::Connect(e) => f.write_str(&describe(e)),
             ConnectError::Prepare { name, error } => {
