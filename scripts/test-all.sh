@@ -44,6 +44,8 @@ done
 "$bin/parse_proxy_header" fuzz/corpus/parse_proxy_header/* >/dev/null 2>&1
 echo "fuzz targets replayed $(ls fuzz/corpus/parse_request | wc -l) + $(ls fuzz/corpus/parse_chunked | wc -l) + $(ls fuzz/corpus/parse_response | wc -l) + $(ls fuzz/corpus/hpack_decode | wc -l) + $(ls fuzz/corpus/parse_proxy_header | wc -l) seeds"
 
+# The database tests (crates/linerate/tests/database.rs, crates/postgres/tests/) start their own
+# throwaway PostgreSQL 15 with scripts/pg.sh; where it cannot run they fail saying so.
 echo "== cargo test"
 cargo test --workspace --locked
 

@@ -335,8 +335,8 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         }
         Some(url) => {
             let driver = match a.database_driver {
-                DbDriver::Runtime => crate::db::pool::Driver::Runtime,
-                DbDriver::Worker => crate::db::pool::Driver::Worker,
+                DbDriver::Runtime => crate::db::Driver::Runtime,
+                DbDriver::Worker => crate::db::Driver::Worker,
             };
             let asked = match a.database_connections {
                 Some(n) => Some(n),
@@ -353,8 +353,8 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
             // Unset: 4 on the runtime; one per worker with the worker driver (0 says so).
             let connections = match (asked, driver) {
                 (Some(n), _) => n,
-                (None, crate::db::pool::Driver::Runtime) => 4,
-                (None, crate::db::pool::Driver::Worker) => 0,
+                (None, crate::db::Driver::Runtime) => 4,
+                (None, crate::db::Driver::Worker) => 0,
             };
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
@@ -368,7 +368,7 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
                 driver,
                 runtime.handle(),
             )?);
-            let router = crate::db::mount(router, db.clone(), runtime.handle().clone());
+            let router = crate::db::mount(router, db.clone());
             (router, Some((runtime, db)))
         }
         None => (router, None),

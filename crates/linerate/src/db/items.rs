@@ -12,12 +12,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use linerate_postgres::{Builder, StatementId};
 use linerate_server::{Body, Method, OwnedRequest, Response, Router, Spawn};
 use serde::{Deserialize, Serialize};
 use tokio_postgres::Row;
 
 use super::Db;
-use super::world::DbError;
+use super::world::{DbError, error_response};
 
 /// How long a cached item is served (HttpArena: 200 ms from when it was read).
 pub const ITEM_TTL: Duration = Duration::from_millis(200);
@@ -31,6 +32,55 @@ pub const MAX_LIMIT: i64 = 50;
 /// `/crud/items` list defaults.
 pub const LIST_CATEGORY: &str = "electronics";
 pub const LIST_LIMIT: i64 = 10;
+
+/// The columns [`Item::from_row`] reads, in its order.
+const ITEM_COLUMNS: &str = "id, name, category, price, quantity, active, tags, \
+     rating_score, rating_count";
+
+/// The statements HttpArena's endpoints run, as registered on the pool.
+#[derive(Clone, Copy, Debug)]
+pub struct Statements {
+    /// Items with a price in `$1..=$2`, at most `$3`.
+    pub items_by_price: StatementId,
+    /// One item by id.
+    pub item: StatementId,
+    /// A page of one category's items, by id (`$2` rows from `$3`).
+    pub items_page: StatementId,
+    /// Creates an item, or changes name, price and quantity of an existing one.
+    pub upsert_item: StatementId,
+    /// Changes name, price and quantity of item `$1`; 0 rows when there is none.
+    pub update_item: StatementId,
+}
+
+impl Statements {
+    /// Registers them on `builder`.
+    pub fn register(builder: &mut Builder) -> Statements {
+        let select = format!("SELECT {ITEM_COLUMNS} FROM items");
+        Statements {
+            items_by_price: builder.prepare(
+                "items_by_price",
+                &format!("{select} WHERE price BETWEEN $1 AND $2 LIMIT $3"),
+            ),
+            item: builder.prepare("item", &format!("{select} WHERE id = $1")),
+            items_page: builder.prepare(
+                "items_page",
+                &format!("{select} WHERE category = $1 ORDER BY id LIMIT $2 OFFSET $3"),
+            ),
+            // What the body does not give (active, tags, rating) starts as HttpArena's
+            // reference sets it; an existing item keeps its category, as there.
+            upsert_item: builder.prepare(
+                "upsert_item",
+                "INSERT INTO items (id, name, category, price, quantity, active, tags, \
+                 rating_score, rating_count) VALUES ($1, $2, $3, $4, $5, true, '[\"bench\"]', 0, 0) \
+                 ON CONFLICT (id) DO UPDATE SET name = $2, price = $4, quantity = $5",
+            ),
+            update_item: builder.prepare(
+                "update_item",
+                "UPDATE items SET name = $2, price = $3, quantity = $4 WHERE id = $1",
+            ),
+        }
+    }
+}
 
 /// One item as HttpArena's JSON has it.
 #[derive(Serialize, Debug, PartialEq)]
@@ -53,7 +103,7 @@ pub struct Rating {
 }
 
 impl Item {
-    /// From a row of the pool's item columns.
+    /// From a row of [`ITEM_COLUMNS`].
     fn from_row(r: &Row) -> Item {
         Item {
             id: r.get(0),
@@ -193,8 +243,7 @@ async fn async_db(db: Arc<Db>, min: i32, max: i32, limit: i64) -> Response {
     let found = async {
         let conn = db.pool.get()?;
         let rows = conn
-            .client
-            .query(&conn.st.items_by_price, &[&min, &max, &limit])
+            .query(db.items_st.items_by_price, &[&min, &max, &limit])
             .await?;
         Ok::<_, DbError>(rows.iter().map(Item::from_row).collect::<Vec<_>>())
     }
@@ -202,7 +251,10 @@ async fn async_db(db: Arc<Db>, min: i32, max: i32, limit: i64) -> Response {
     let items = found.unwrap_or_else(|e| {
         // HttpArena's rule: an unreachable database is an empty answer, not an error.
         if let DbError::Query(e) = e {
-            tracing::warn!(error = super::world::describe(&e), "async-db query failed");
+            tracing::warn!(
+                error = linerate_postgres::describe(&e),
+                "async-db query failed"
+            );
         }
         Vec::new()
     });
@@ -219,7 +271,7 @@ async fn read(db: Arc<Db>, id: i32) -> Response {
     }
     let result = async {
         let conn = db.pool.get()?;
-        Ok::<_, DbError>(conn.client.query_opt(&conn.st.item, &[&id]).await?)
+        Ok::<_, DbError>(conn.query_opt(db.items_st.item, &[&id]).await?)
     }
     .await;
     match result {
@@ -233,7 +285,7 @@ async fn read(db: Arc<Db>, id: i32) -> Response {
             json_bytes(&json, "MISS")
         }
         Ok(None) => not_found(),
-        Err(e) => e.response(),
+        Err(e) => error_response(e),
     }
 }
 
@@ -243,8 +295,7 @@ async fn list(db: Arc<Db>, category: String, page: i64, limit: i64) -> Response 
     let result = async {
         let conn = db.pool.get()?;
         let rows = conn
-            .client
-            .query(&conn.st.items_page, &[&category, &limit, &offset])
+            .query(db.items_st.items_page, &[&category, &limit, &offset])
             .await?;
         Ok::<_, DbError>(rows.iter().map(Item::from_row).collect::<Vec<_>>())
     }
@@ -256,7 +307,7 @@ async fn list(db: Arc<Db>, category: String, page: i64, limit: i64) -> Response 
             page,
             limit,
         }),
-        Err(e) => e.response(),
+        Err(e) => error_response(e),
     }
 }
 
@@ -264,7 +315,6 @@ async fn list(db: Arc<Db>, category: String, page: i64, limit: i64) -> Response 
 async fn create(db: Arc<Db>, item: NewItem) -> Response {
     let result = async {
         let conn = db.pool.get()?;
-        let st = &conn.st.upsert_item;
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] = [
             &item.id,
             &item.name,
@@ -272,7 +322,7 @@ async fn create(db: Arc<Db>, item: NewItem) -> Response {
             &item.price,
             &item.quantity,
         ];
-        Ok::<_, DbError>(conn.client.execute(st, &params).await?)
+        Ok::<_, DbError>(conn.execute(db.items_st.upsert_item, &params).await?)
     }
     .await;
     match result {
@@ -280,7 +330,7 @@ async fn create(db: Arc<Db>, item: NewItem) -> Response {
             db.items.forget(item.id);
             Response::json(&item).status(201)
         }
-        Err(e) => e.response(),
+        Err(e) => error_response(e),
     }
 }
 
@@ -288,10 +338,9 @@ async fn create(db: Arc<Db>, item: NewItem) -> Response {
 async fn change(db: Arc<Db>, id: i32, change: ItemChange) -> Response {
     let result = async {
         let conn = db.pool.get()?;
-        let st = &conn.st.update_item;
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
             [&id, &change.name, &change.price, &change.quantity];
-        Ok::<_, DbError>(conn.client.execute(st, &params).await?)
+        Ok::<_, DbError>(conn.execute(db.items_st.update_item, &params).await?)
     }
     .await;
     match result {
@@ -305,7 +354,7 @@ async fn change(db: Arc<Db>, id: i32, change: ItemChange) -> Response {
                 quantity: change.quantity,
             })
         }
-        Err(e) => e.response(),
+        Err(e) => error_response(e),
     }
 }
 

@@ -2,24 +2,24 @@
 //! `/fortunes` and `/cached-queries` ([`world`]) and HttpArena's `/async-db` and `/crud/items`
 //! ([`items`]), on PostgreSQL through tokio-postgres.
 //!
-//! Either driver ([`pool::Driver`]) plugs in through issue E's `route_async`: a worker hands
-//! the request's future over and goes on serving, so a query never blocks it. With `runtime`
-//! the futures run on a runtime beside the HTTP workers (one thread, "linerate-db"); with
-//! `worker` on the worker's own thread, its connections driven by its event loop
-//! ([`local`]). [`pool`] owns the connections and their reconnection.
+//! The connections are the `linerate-postgres` crate's, used as any application would: the
+//! demo registers its statements ([`world::Statements`], [`items::Statements`]) and picks a
+//! driver ([`Driver`]); the futures plug in through issue E's `route_async`, so a query never
+//! blocks a worker. With `runtime` they run on a runtime beside the HTTP workers (one thread,
+//! "linerate-db"); with `worker` on the worker's own thread, its connections driven by its
+//! event loop.
 #![forbid(unsafe_code)]
 
 pub mod items;
-pub mod local;
-pub mod pool;
 pub mod world;
 
 use std::sync::Arc;
 
-use linerate_server::{BoxFuture, OwnedRequest, Response, Router};
+use linerate_postgres::{ConnectError, Pool};
+use linerate_server::{OwnedRequest, Response, Router};
 
-use pool::{Driver, Pool};
-use world::{DbError, Random, WorldCache, query_count};
+pub use linerate_postgres::Driver;
+use world::{DbError, Random, WorldCache, error_response, query_count};
 
 /// Why the database could not be used at start.
 #[derive(Debug)]
@@ -48,6 +48,8 @@ pub fn redact(url: &str) -> String {
 /// The database and what the endpoints keep beside it.
 pub struct Db {
     pool: Pool,
+    world_st: world::Statements,
+    items_st: items::Statements,
     random: Random,
     cache: WorldCache,
     items: items::ItemCache,
@@ -67,28 +69,30 @@ impl Db {
         runtime: &tokio::runtime::Handle,
     ) -> Result<Db, StartError> {
         let fail = |e: &dyn std::fmt::Display| StartError(format!("database {}: {e}", redact(url)));
-        let start_conns = if driver == Driver::Runtime {
-            connections.max(1)
-        } else {
-            1
-        };
-        let pool =
-            Pool::connect(url, start_conns, runtime).map_err(|e| fail(&world::describe(&e)))?;
+        let mut builder = Pool::builder(url);
+        builder.driver(driver).connections(connections);
+        let world_st = world::Statements::register(&mut builder);
+        let items_st = items::Statements::register(&mut builder);
+        let pool = builder.connect(runtime).map_err(|e| match e {
+            ConnectError::UnixSocket => fail(&format_args!(
+                "{e}; for a Unix socket use --database-driver runtime"
+            )),
+            e => fail(&e),
+        })?;
         let cache = runtime
             .block_on(WorldCache::load(&pool))
             .map_err(|e| match e {
                 DbError::Unavailable => fail(&"no connection"),
-                DbError::Query(e) => fail(&world::describe(&e)),
+                DbError::Query(e) => fail(&linerate_postgres::describe(&e)),
             })?;
-        let pool = match driver {
-            Driver::Runtime => pool,
-            Driver::Worker => {
-                pool.close();
-                Pool::per_worker(url, connections).map_err(|e| fail(&e))?
-            }
-        };
+        if driver == Driver::Worker {
+            // The start-up connection has read the cache; each worker opens its own.
+            pool.close();
+        }
         Ok(Db {
             pool,
+            world_st,
+            items_st,
             random: Random::new(0x9e37_79b9_7f4a_7c15),
             cache,
             items: items::ItemCache::new(),
@@ -104,7 +108,7 @@ impl Db {
             ),
             Driver::Worker => format!(
                 "{} connection(s) per worker, driven by the worker's own loop",
-                share(self.pool.connections(), workers)
+                self.pool.per_worker(workers)
             ),
         }
     }
@@ -118,40 +122,14 @@ impl Db {
         workers: usize,
         limit: std::time::Duration,
     ) -> Option<linerate_server::WorkerLocalFactory> {
-        if db.pool.driver() != Driver::Worker {
-            return None;
-        }
-        let db = db.clone();
-        let share = share(db.pool.connections(), workers);
-        Some(Arc::new(move |_worker| {
-            let mut local = local::Local::install()?;
-            db.pool.open_worker_set(&mut local, share, limit);
-            Ok(Box::new(local) as Box<dyn linerate_server::WorkerLocal>)
-        }))
+        db.pool.worker_local(workers, limit)
     }
 }
 
-/// Each worker's connections: an equal share of `total` (0: one), at least one.
-fn share(total: usize, workers: usize) -> usize {
-    match total {
-        0 => 1,
-        n => (n / workers.max(1)).max(1),
-    }
-}
-
-/// `router` with the database endpoints, their futures run on `runtime`.
-pub fn mount(router: Router, db: Arc<Db>, runtime: tokio::runtime::Handle) -> Router {
-    let driver = db.pool.driver();
-    let spawn = move |f: BoxFuture| match driver {
-        Driver::Runtime => {
-            runtime.spawn(f);
-        }
-        Driver::Worker => {
-            if !local::spawn(f) {
-                tracing::error!("no worker-local executor on this thread");
-            }
-        }
-    };
+/// `router` with the database endpoints, their futures run where the pool's connections are
+/// driven.
+pub fn mount(router: Router, db: Arc<Db>) -> Router {
+    let spawn = db.pool.spawner();
     let on = |db: &Arc<Db>| db.clone();
     let (d_db, d_queries, d_updates, d_fortunes, d_cached) =
         (on(&db), on(&db), on(&db), on(&db), on(&db));
@@ -160,9 +138,9 @@ pub fn mount(router: Router, db: Arc<Db>, runtime: tokio::runtime::Handle) -> Ro
             let db = d_db.clone();
             async move {
                 let id = db.random.world_id();
-                match world::worlds(&db.pool, &[id]).await {
+                match world::worlds(&db.pool, &db.world_st, &[id]).await {
                     Ok(rows) => Response::json(&rows[0]),
-                    Err(e) => e.response(),
+                    Err(e) => error_response(e),
                 }
             }
         })
@@ -171,9 +149,9 @@ pub fn mount(router: Router, db: Arc<Db>, runtime: tokio::runtime::Handle) -> Ro
             let n = query_count(req.query_param("queries").as_deref());
             async move {
                 let ids: Vec<i32> = (0..n).map(|_| db.random.world_id()).collect();
-                match world::worlds(&db.pool, &ids).await {
+                match world::worlds(&db.pool, &db.world_st, &ids).await {
                     Ok(rows) => Response::json(&rows),
-                    Err(e) => e.response(),
+                    Err(e) => error_response(e),
                 }
             }
         })
@@ -182,18 +160,18 @@ pub fn mount(router: Router, db: Arc<Db>, runtime: tokio::runtime::Handle) -> Ro
             let n = query_count(req.query_param("queries").as_deref());
             async move {
                 let ids = db.random.distinct_ids(n);
-                match world::update(&db.pool, &db.random, &ids).await {
+                match world::update(&db.pool, &db.world_st, &db.random, &ids).await {
                     Ok(rows) => Response::json(&rows),
-                    Err(e) => e.response(),
+                    Err(e) => error_response(e),
                 }
             }
         })
         .get_async("/fortunes", spawn.clone(), move |_req: OwnedRequest| {
             let db = d_fortunes.clone();
             async move {
-                world::fortunes(&db.pool)
+                world::fortunes(&db.pool, &db.world_st)
                     .await
-                    .unwrap_or_else(DbError::response)
+                    .unwrap_or_else(error_response)
             }
         })
         .get("/cached-queries", move |req| {
@@ -209,20 +187,6 @@ pub fn mount(router: Router, db: Arc<Db>, runtime: tokio::runtime::Handle) -> Ro
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn connections_are_shared_out_among_workers() {
-        for (total, workers, each) in [
-            (0, 4, 1),
-            (1, 4, 1),
-            (4, 1, 4),
-            (4, 2, 2),
-            (256, 16, 16),
-            (5, 2, 2),
-        ] {
-            assert_eq!(share(total, workers), each, "{total} over {workers}");
-        }
-    }
 
     #[test]
     fn redact_hides_the_password() {

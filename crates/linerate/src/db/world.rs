@@ -15,7 +15,9 @@ use askama::Template;
 use futures_util::future::try_join_all;
 use linerate_server::Response;
 
-use super::pool::{Pool, Unavailable};
+use linerate_postgres::{Builder, Pool, StatementId};
+
+pub use linerate_postgres::Error as DbError;
 
 /// Rows in TechEmpower's `world` table.
 pub const WORLD_ROWS: u32 = 10_000;
@@ -31,46 +33,43 @@ pub struct World {
     pub random_number: i32,
 }
 
-/// Why a database request failed.
-#[derive(Debug)]
-pub enum DbError {
-    /// No connection is open.
-    Unavailable,
-    /// The database answered with an error, or the connection broke mid-query.
-    Query(tokio_postgres::Error),
+/// The statements TechEmpower's endpoints run, as registered on the pool.
+#[derive(Clone, Copy, Debug)]
+pub struct Statements {
+    /// `id, randomnumber` of one `world` row by id.
+    pub world: StatementId,
+    /// Every `fortune` row.
+    pub fortunes: StatementId,
+    /// Sets `randomnumber` of the rows whose ids are in the first array to the numbers in the
+    /// second, in one statement.
+    pub update_worlds: StatementId,
 }
 
-impl From<Unavailable> for DbError {
-    fn from(_: Unavailable) -> DbError {
-        DbError::Unavailable
-    }
-}
-
-impl From<tokio_postgres::Error> for DbError {
-    fn from(e: tokio_postgres::Error) -> DbError {
-        DbError::Query(e)
-    }
-}
-
-/// What went wrong, with the database's own message where it sent one (tokio-postgres's
-/// `Display` alone says only "db error").
-pub fn describe(e: &tokio_postgres::Error) -> String {
-    match (e.as_db_error(), std::error::Error::source(e)) {
-        (Some(db), _) => format!("{}: {}", db.severity(), db.message()),
-        (None, Some(cause)) => format!("{e}: {cause}"),
-        (None, None) => e.to_string(),
-    }
-}
-
-impl DbError {
-    /// The answer: 503, the database being unavailable to this request.
-    pub fn response(self) -> Response {
-        match self {
-            DbError::Unavailable => tracing::debug!("no database connection"),
-            DbError::Query(e) => tracing::warn!(error = describe(&e), "database query failed"),
+impl Statements {
+    /// Registers them on `builder`.
+    pub fn register(builder: &mut Builder) -> Statements {
+        Statements {
+            world: builder.prepare("world", "SELECT id, randomnumber FROM world WHERE id = $1"),
+            fortunes: builder.prepare("fortunes", "SELECT id, message FROM fortune"),
+            update_worlds: builder.prepare(
+                "update_worlds",
+                "UPDATE world SET randomnumber = v.r \
+                 FROM unnest($1::int[], $2::int[]) AS v(id, r) WHERE world.id = v.id",
+            ),
         }
-        Response::text("database unavailable\n").status(503)
     }
+}
+
+/// The answer to a failed database request: 503, the database being unavailable to it.
+pub fn error_response(e: DbError) -> Response {
+    match e {
+        DbError::Unavailable => tracing::debug!("no database connection"),
+        DbError::Query(e) => tracing::warn!(
+            error = linerate_postgres::describe(&e),
+            "database query failed"
+        ),
+    }
+    Response::text("database unavailable\n").status(503)
 }
 
 /// TechEmpower's rule for `queries` and `count`: missing or not an integer → 1; below 1 → 1;
@@ -121,12 +120,13 @@ impl Random {
 }
 
 /// The rows of `ids`, one query each, issued together (round-robin over the connections).
-pub async fn worlds(pool: &Pool, ids: &[i32]) -> Result<Vec<World>, DbError> {
+pub async fn worlds(pool: &Pool, st: &Statements, ids: &[i32]) -> Result<Vec<World>, DbError> {
     let mut queries = Vec::with_capacity(ids.len());
+    let world = st.world;
     for id in ids {
         let conn = pool.get()?;
         queries.push(async move {
-            let row = conn.client.query_one(&conn.st.world, &[id]).await?;
+            let row = conn.query_one(world, &[id]).await?;
             Ok::<_, DbError>(World {
                 id: row.get(0),
                 random_number: row.get(1),
@@ -138,8 +138,13 @@ pub async fn worlds(pool: &Pool, ids: &[i32]) -> Result<Vec<World>, DbError> {
 
 /// `/updates`: `ids` read one by one, each given a new random number, all written in one
 /// statement; the rows as written.
-pub async fn update(pool: &Pool, random: &Random, ids: &[i32]) -> Result<Vec<World>, DbError> {
-    let mut rows = worlds(pool, ids).await?;
+pub async fn update(
+    pool: &Pool,
+    st: &Statements,
+    random: &Random,
+    ids: &[i32],
+) -> Result<Vec<World>, DbError> {
+    let mut rows = worlds(pool, st, ids).await?;
     for row in &mut rows {
         let old = row.random_number;
         // A new value, so that every row is really changed.
@@ -153,9 +158,7 @@ pub async fn update(pool: &Pool, random: &Random, ids: &[i32]) -> Result<Vec<Wor
     let (ids, numbers): (Vec<i32>, Vec<i32>) =
         sorted.iter().map(|w| (w.id, w.random_number)).unzip();
     let conn = pool.get()?;
-    conn.client
-        .execute(&conn.st.update_worlds, &[&ids, &numbers])
-        .await?;
+    conn.execute(st.update_worlds, &[&ids, &numbers]).await?;
     Ok(rows)
 }
 
@@ -178,9 +181,9 @@ struct FortunesPage<'a> {
 pub const ADDED_FORTUNE: &str = "Additional fortune added at request time.";
 
 /// `/fortunes`: every fortune plus the one added now, sorted by message, as HTML.
-pub async fn fortunes(pool: &Pool) -> Result<Response, DbError> {
+pub async fn fortunes(pool: &Pool, st: &Statements) -> Result<Response, DbError> {
     let conn = pool.get()?;
-    let rows = conn.client.query(&conn.st.fortunes, &[]).await?;
+    let rows = conn.query(st.fortunes, &[]).await?;
     let mut list: Vec<Fortune> = rows
         .iter()
         .map(|r| Fortune {
@@ -217,7 +220,7 @@ impl WorldCache {
     pub async fn load(pool: &Pool) -> Result<WorldCache, DbError> {
         let conn = pool.get()?;
         let rows = conn
-            .client
+            .client()
             .query("SELECT id, randomnumber FROM world ORDER BY id", &[])
             .await?;
         let mut numbers = vec![0; WORLD_ROWS as usize];

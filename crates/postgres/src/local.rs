@@ -1,13 +1,16 @@
-//! A reactor and an executor on the HTTP worker's own thread (`--database-driver worker`):
-//! the database connections' sockets are watched by an epoll instance of this worker's own,
-//! which the worker's loop watches in turn (issue H's client driven by the worker's event
-//! loop), and the futures waiting on them run here, so a query never crosses threads.
+//! A reactor and an executor on the HTTP worker's own thread ([`Driver::Worker`]): the
+//! database connections' sockets are watched by an epoll instance of this worker's own, which
+//! the worker's loop watches in turn, and the futures waiting on them run here, so a query
+//! never crosses threads.
 //!
 //! Owns the nested epoll, the non-blocking TCP stream tokio-postgres speaks over
 //! ([`LocalTcp`]), a timer for retry backoff ([`sleep`]), the per-thread spawner, and the
 //! [`WorkerLocal`] the server runs after every turn of the worker's loop. Readiness is
 //! edge-triggered: a future that finds its socket not ready leaves its waker and is woken by
-//! the next event, which cannot be missed since both happen on this thread.
+//! the next event, which cannot be missed since both happen on this thread. Knows nothing of
+//! PostgreSQL.
+//!
+//! [`Driver::Worker`]: crate::Driver::Worker
 #![forbid(unsafe_code)]
 
 use std::cell::RefCell;
@@ -145,7 +148,7 @@ fn reactor() -> io::Result<Rc<Reactor>> {
 }
 
 /// Runs `f` on this thread's executor; false when this thread has none (not a worker).
-pub fn spawn(f: impl Future<Output = ()> + 'static) -> bool {
+pub(crate) fn spawn(f: impl Future<Output = ()> + 'static) -> bool {
     THIS.with(|t| match t.borrow().as_ref() {
         Some((_, spawner)) => spawner.spawn_local(f).is_ok(),
         None => false,
@@ -193,11 +196,11 @@ impl<F: AsFd> Drop for Watched<F> {
 }
 
 /// A non-blocking TCP connection driven by this worker's reactor.
-pub struct LocalTcp(Watched<TcpStream>);
+pub(crate) struct LocalTcp(Watched<TcpStream>);
 
 impl LocalTcp {
     /// Connects to `addr` without blocking the thread.
-    pub async fn connect(addr: SocketAddr) -> io::Result<LocalTcp> {
+    pub(crate) async fn connect(addr: SocketAddr) -> io::Result<LocalTcp> {
         use rustix::net::{AddressFamily, SocketFlags, SocketType};
         let family = if addr.is_ipv4() {
             AddressFamily::INET
@@ -272,7 +275,7 @@ impl AsyncWrite for LocalTcp {
 }
 
 /// Waits `d` on this worker's reactor (a timerfd).
-pub async fn sleep(d: Duration) -> io::Result<()> {
+pub(crate) async fn sleep(d: Duration) -> io::Result<()> {
     use rustix::time::{
         Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec, timerfd_create,
         timerfd_settime,
@@ -308,14 +311,14 @@ pub async fn sleep(d: Duration) -> io::Result<()> {
 }
 
 /// This worker's executor and reactor, as the server runs them.
-pub struct Local {
+pub(crate) struct Local {
     pool: LocalPool,
     reactor: Rc<Reactor>,
 }
 
 impl Local {
     /// Makes this thread's reactor and executor, reachable through [`spawn`] from here on.
-    pub fn install() -> io::Result<Local> {
+    pub(crate) fn install() -> io::Result<Local> {
         let reactor = Rc::new(Reactor::new()?);
         let pool = LocalPool::new();
         THIS.with(|t| *t.borrow_mut() = Some((reactor.clone(), pool.spawner())));
@@ -324,7 +327,7 @@ impl Local {
 
     /// Runs what is spawned until `done` says so or `limit` passes (worker start-up: the
     /// connections opened before the worker serves).
-    pub fn run_until(&mut self, limit: Duration, mut done: impl FnMut() -> bool) {
+    pub(crate) fn run_until(&mut self, limit: Duration, mut done: impl FnMut() -> bool) {
         let deadline = Instant::now() + limit;
         loop {
             self.pool.run_until_stalled();

@@ -1,0 +1,361 @@
+//! The connections: a fixed number of tokio-postgres connections, each with the pool's
+//! prepared statements, handed out round-robin ([`Pool::get`]); where their futures run
+//! ([`Pool::spawner`]); and the worker driver's per-worker set-up ([`Pool::worker_local`]).
+//!
+//! Two drivers ([`Driver`]): `Runtime` keeps one set of connections on a tokio runtime beside
+//! the workers (a request crosses to that thread and back); `Worker` gives every HTTP worker
+//! its own set, driven by the worker's own event loop (`local.rs`), so a request never leaves
+//! its thread. A lost connection's slot is emptied and re-opened in the background
+//! (`reconnect.rs`); a request that finds no open slot gets [`Unavailable`] at once.
+//!
+//! The request path ([`Pool::get`]) takes one uncontended lock and clones one `Arc`; it never
+//! allocates and never waits on the network.
+#![forbid(unsafe_code)]
+
+use std::cell::{Cell, RefCell};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use linerate_server::{BoxFuture, Spawn, WorkerLocal, WorkerLocalFactory};
+
+use crate::conn::Conn;
+use crate::error::Unavailable;
+use crate::local;
+use crate::reconnect::{revive, revive_local};
+use crate::statements::{Specs, StatementId};
+
+/// Where the connections live and which thread drives them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Driver {
+    /// One set on a tokio runtime's threads, shared by the workers: a query's future runs
+    /// there, and its answer crosses back to the worker.
+    Runtime,
+    /// A set per HTTP worker, driven by the worker's own event loop (installed with
+    /// [`Pool::worker_local`]): a query never leaves the worker's thread.
+    Worker,
+}
+
+/// What a connection is opened to, and prepares when it opens.
+pub(crate) struct Target {
+    pub(crate) config: tokio_postgres::Config,
+    pub(crate) specs: Specs,
+}
+
+/// One connection's place: the open connection, if any, and its reconnection state.
+pub(crate) struct Slot {
+    pub(crate) conn: Mutex<Option<Arc<Conn>>>,
+    /// A task is re-opening this slot.
+    pub(crate) reconnecting: AtomicBool,
+    /// Closed for good ([`Pool::close`]): not re-opened.
+    pub(crate) closed: AtomicBool,
+}
+
+impl Slot {
+    fn new() -> Arc<Slot> {
+        Arc::new(Slot {
+            conn: Mutex::new(None),
+            reconnecting: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.conn.lock().unwrap().take();
+    }
+}
+
+/// Connections on a tokio runtime: the runtime driver's, and the worker driver's start-up
+/// connection.
+pub(crate) struct RuntimeSet {
+    slots: Vec<Arc<Slot>>,
+    next: AtomicUsize,
+    runtime: tokio::runtime::Handle,
+    target: Arc<Target>,
+}
+
+impl RuntimeSet {
+    /// Opens `count` connections on `runtime`, one after the other; the first error is
+    /// returned (with the index of the statement that did not prepare, if that was it).
+    pub(crate) fn open(
+        target: &Arc<Target>,
+        count: usize,
+        runtime: &tokio::runtime::Handle,
+    ) -> Result<RuntimeSet, crate::error::PgOpenError> {
+        let slots: Vec<Arc<Slot>> = (0..count).map(|_| Slot::new()).collect();
+        runtime.block_on(async {
+            for slot in &slots {
+                let conn = crate::reconnect::open(target, slot).await?;
+                *slot.conn.lock().unwrap() = Some(Arc::new(conn));
+            }
+            Ok::<_, crate::error::PgOpenError>(())
+        })?;
+        Ok(RuntimeSet {
+            slots,
+            next: AtomicUsize::new(0),
+            runtime: runtime.clone(),
+            target: target.clone(),
+        })
+    }
+
+    fn get(&self) -> Result<Arc<Conn>, Unavailable> {
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        pick(&self.slots, start, |slot| {
+            revive(&self.runtime, &self.target, slot)
+        })
+    }
+
+    fn close(&self) {
+        self.slots.iter().for_each(|s| s.close());
+    }
+}
+
+/// A worker's own connections ([`Driver::Worker`]), in its thread's [`WORKER`].
+pub(crate) struct WorkerSet {
+    /// The [`Pool::id`] these belong to.
+    pool: u64,
+    pub(crate) slots: Vec<Arc<Slot>>,
+    next: Cell<usize>,
+    pub(crate) target: Arc<Target>,
+    pub(crate) addrs: Arc<[SocketAddr]>,
+}
+
+thread_local! {
+    static WORKER: RefCell<Option<Rc<WorkerSet>>> = const { RefCell::new(None) };
+}
+
+/// Tells pools apart, so that a worker's set is used only by the pool that opened it.
+static POOL_IDS: AtomicU64 = AtomicU64::new(1);
+
+/// The connections, and the statements prepared on each: made by
+/// [`Builder::connect`](crate::Builder::connect), shared by the handlers (in an `Arc`).
+pub struct Pool {
+    id: u64,
+    connections: usize,
+    target: Arc<Target>,
+    mode: Mode,
+}
+
+enum Mode {
+    Runtime(RuntimeSet),
+    /// Each worker's set is in its thread's [`WORKER`]; `start` serves the threads that have
+    /// none (start-up work on the main thread) until the first worker opens its own.
+    Worker {
+        start: RuntimeSet,
+        addrs: Arc<[SocketAddr]>,
+    },
+}
+
+/// The first open slot from `start` round-robin; closed ones are emptied and `revive`d.
+fn pick(
+    slots: &[Arc<Slot>],
+    start: usize,
+    revive: impl Fn(&Arc<Slot>),
+) -> Result<Arc<Conn>, Unavailable> {
+    let n = slots.len();
+    for i in 0..n {
+        let slot = &slots[(start + i) % n];
+        let mut held = slot.conn.lock().unwrap();
+        if let Some(conn) = held.as_ref() {
+            if !conn.client.is_closed() {
+                return Ok(conn.clone());
+            }
+            *held = None;
+        }
+        drop(held);
+        revive(slot);
+    }
+    Err(Unavailable)
+}
+
+impl Pool {
+    /// A builder for a pool of connections to `url` (a `postgres://` URL or a key=value
+    /// string, as tokio-postgres reads them): register statements, choose the driver, connect.
+    pub fn builder(url: &str) -> crate::Builder {
+        crate::Builder::new(url)
+    }
+
+    pub(crate) fn runtime(connections: usize, target: Arc<Target>, set: RuntimeSet) -> Pool {
+        Pool {
+            id: POOL_IDS.fetch_add(1, Ordering::Relaxed),
+            connections,
+            target,
+            mode: Mode::Runtime(set),
+        }
+    }
+
+    pub(crate) fn worker(
+        connections: usize,
+        target: Arc<Target>,
+        start: RuntimeSet,
+        addrs: Arc<[SocketAddr]>,
+    ) -> Pool {
+        Pool {
+            id: POOL_IDS.fetch_add(1, Ordering::Relaxed),
+            connections,
+            target,
+            mode: Mode::Worker { start, addrs },
+        }
+    }
+
+    /// An open connection: the next one round-robin, or the one after it when that one is
+    /// lost (its reconnection is started). [`Unavailable`] at once when none is open.
+    ///
+    /// With [`Driver::Worker`], call it from a future run by [`Pool::spawner`] on a worker:
+    /// it hands out that worker's own connections. On any other thread it hands out the
+    /// start-up connection until the first worker opens its own, then [`Unavailable`].
+    pub fn get(&self) -> Result<Arc<Conn>, Unavailable> {
+        match &self.mode {
+            Mode::Runtime(set) => set.get(),
+            Mode::Worker { start, .. } => WORKER.with(|w| {
+                let w = w.borrow();
+                match w.as_ref() {
+                    Some(set) if set.pool == self.id => {
+                        let start = set.next.get();
+                        set.next.set(start.wrapping_add(1));
+                        pick(&set.slots, start, |slot| revive_local(set, slot))
+                    }
+                    _ => start.get(),
+                }
+            }),
+        }
+    }
+
+    /// The id of the statement registered as `name`, for code that did not keep the
+    /// [`StatementId`] [`Builder::prepare`](crate::Builder::prepare) returned. A linear
+    /// search: look names up once, not per request.
+    pub fn statement_id(&self, name: &str) -> Option<StatementId> {
+        self.target.specs.id(name)
+    }
+
+    /// What runs the futures that use this pool: for [`Router::get_async`] and
+    /// [`Router::route_async`]. With [`Driver::Runtime`] the pool's runtime; with
+    /// [`Driver::Worker`] the executor of the worker that took the request (installed by
+    /// [`Pool::worker_local`]).
+    ///
+    /// [`Router::get_async`]: linerate_server::Router::get_async
+    /// [`Router::route_async`]: linerate_server::Router::route_async
+    pub fn spawner(&self) -> Spawner {
+        match &self.mode {
+            Mode::Runtime(set) => Spawner(Some(set.runtime.clone())),
+            Mode::Worker { .. } => Spawner(None),
+        }
+    }
+
+    /// The driver of these connections.
+    pub fn driver(&self) -> Driver {
+        match self.mode {
+            Mode::Runtime(_) => Driver::Runtime,
+            Mode::Worker { .. } => Driver::Worker,
+        }
+    }
+
+    /// The connections asked for: with [`Driver::Runtime`] the pool's; with
+    /// [`Driver::Worker`] all the workers' together (0: one per worker).
+    pub fn connections(&self) -> usize {
+        self.connections
+    }
+
+    /// Each worker's share with `workers` workers and [`Driver::Worker`]: an equal share of
+    /// [`Pool::connections`] (0: one), at least one.
+    pub fn per_worker(&self, workers: usize) -> usize {
+        share(self.connections, workers)
+    }
+
+    /// Closes the connections on the runtime for good: all of them with [`Driver::Runtime`];
+    /// the start-up connection with [`Driver::Worker`] (which the first worker to start
+    /// closes anyway). Requests that use them get [`Unavailable`] from then on.
+    pub fn close(&self) {
+        match &self.mode {
+            Mode::Runtime(set) => set.close(),
+            Mode::Worker { start, .. } => start.close(),
+        }
+    }
+
+    /// The worker driver's per-worker set-up, for
+    /// [`Server::with_worker_local`](linerate_server::Server::with_worker_local) (`None` with
+    /// [`Driver::Runtime`]): on its thread, each of the `workers` closes the start-up
+    /// connection (the first one to get there does), installs its reactor and executor, and
+    /// opens its share of the connections ([`Pool::per_worker`]) before it serves, waiting at
+    /// most `limit` for them; the ones not open by then keep trying in the background.
+    ///
+    /// One worker-driver pool per server: the server takes one factory, and this one installs
+    /// the worker's reactor for this pool alone.
+    pub fn worker_local(&self, workers: usize, limit: Duration) -> Option<WorkerLocalFactory> {
+        let Mode::Worker { start, addrs } = &self.mode else {
+            return None;
+        };
+        let start_slots = start.slots.clone();
+        let (id, target, addrs) = (self.id, self.target.clone(), addrs.clone());
+        let count = self.per_worker(workers);
+        Some(Arc::new(move |_worker| {
+            start_slots.iter().for_each(|s| s.close());
+            let mut local = local::Local::install()?;
+            let set = Rc::new(WorkerSet {
+                pool: id,
+                slots: (0..count).map(|_| Slot::new()).collect(),
+                next: Cell::new(0),
+                target: target.clone(),
+                addrs: addrs.clone(),
+            });
+            WORKER.with(|w| *w.borrow_mut() = Some(set.clone()));
+            for slot in &set.slots {
+                revive_local(&set, slot);
+            }
+            local.run_until(limit, || {
+                set.slots.iter().all(|s| s.conn.lock().unwrap().is_some())
+            });
+            Ok(Box::new(local) as Box<dyn WorkerLocal>)
+        }))
+    }
+}
+
+/// Runs the futures of handlers that use a [`Pool`] where its connections are driven; from
+/// [`Pool::spawner`].
+#[derive(Clone, Debug)]
+pub struct Spawner(Option<tokio::runtime::Handle>);
+
+impl Spawn for Spawner {
+    fn spawn(&self, fut: BoxFuture) {
+        match &self.0 {
+            Some(runtime) => {
+                runtime.spawn(fut);
+            }
+            None => {
+                if !local::spawn(fut) {
+                    tracing::error!("no worker-local executor on this thread");
+                }
+            }
+        }
+    }
+}
+
+/// Each worker's connections: an equal share of `total` (0: one), at least one.
+fn share(total: usize, workers: usize) -> usize {
+    match total {
+        0 => 1,
+        n => (n / workers.max(1)).max(1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connections_are_shared_out_among_workers() {
+        for (total, workers, each) in [
+            (0, 4, 1),
+            (1, 4, 1),
+            (4, 1, 4),
+            (4, 2, 2),
+            (256, 16, 16),
+            (5, 2, 2),
+        ] {
+            assert_eq!(share(total, workers), each, "{total} over {workers}");
+        }
+    }
+}
