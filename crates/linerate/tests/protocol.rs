@@ -281,7 +281,7 @@ fn handler_api_params_query_headers_trailers() {
             let merged = req.header("x-sum").is_some();
             Response::text_owned(format!("{}|{:?}|{merged}", req.body().len(), t))
         })
-        .get("/panic", |_| panic!("handler bug"));
+        .get("/panic", |_| -> Response { panic!("handler bug") });
     let server = start(config(), router);
     let mut c = Client::connect(server.addr);
     c.send(b"GET /p/1/q/two?k=a%20b+c HTTP/1.1\r\nHost: a\r\nX-Who: me\r\n\r\n");

@@ -70,8 +70,16 @@
 //! request reaches the router (a malformed request's 400, a body that outgrows its limit
 //! while it is read, 408, 431) do not pass through layers.
 //!
-//! Not here yet: typed extractors, response bodies produced over time (a [`Body`] is whole,
-//! or a file range), WebSocket and HTTP/3.
+//! Handlers return anything [`IntoResponse`]: a [`Response`], text, [`Json`], `(status,
+//! body)`, or a `Result` of two of them, so extraction composes with `?`. Extraction is
+//! opt-in and typed: [`Request::json`] (415, 400, 422), [`Request::form`],
+//! [`Request::query_as`], [`Request::param_as`], [`Request::required_header`] (400), each
+//! failing with a [`Rejection`]; [`ErrorRenderer`] renders a router's rejections and the
+//! server's own error answers its way (JSON, say). Shared state is what the handler closure
+//! captures (an `Arc`), per-request values are [`Extensions`].
+//!
+//! Not here yet: response bodies produced over time (a [`Body`] is whole, or a file range),
+//! WebSocket and HTTP/3.
 
 pub mod access;
 pub mod acme;
@@ -97,9 +105,10 @@ mod stats;
 mod sys;
 pub mod testing;
 
-pub use app::{access_log, compress, deferred, files, layer, layers};
+pub use app::{access_log, compress, deferred, extract, files, layer, layers};
 use app::{request, response, router};
 pub use driver::tls;
+pub use extract::{ErrorRenderer, IntoResponse, Json, Rejection};
 pub use layer::{Extensions, Layer};
 
 pub use access_log::LogTarget;

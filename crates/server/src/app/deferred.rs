@@ -206,7 +206,8 @@ impl Responder {
 
     /// Sends the answer. It goes out in request order on its connection; if the client has
     /// gone, or the request's deadline passed (it was answered 503), it is dropped.
-    pub fn send(mut self, resp: Response) {
+    pub fn send(mut self, resp: impl crate::extract::IntoResponse) {
+        let resp = resp.into_response();
         if let Some(t) = self.ticket.take() {
             t.inbox.push(Done {
                 token: t.token,

@@ -17,6 +17,7 @@ pub mod access_log;
 pub mod compress;
 pub mod deferred;
 pub(crate) mod dispatch;
+pub mod extract;
 pub mod files;
 pub mod layer;
 pub mod layers;

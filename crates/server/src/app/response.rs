@@ -77,6 +77,8 @@ pub struct Response {
     pub(crate) headers: Vec<(Cow<'static, str>, Cow<'static, str>)>,
     pub(crate) body: Body,
     pub(crate) close: bool,
+    /// Made from a [`Rejection`](crate::Rejection): an error renderer may re-render it.
+    pub(crate) rejection: bool,
 }
 
 /// Largest buffer [`recycle`] keeps: one spare per thread, so an occasional large answer does
@@ -121,6 +123,7 @@ impl Response {
             headers: Vec::new(),
             body: Body::Empty,
             close: false,
+            rejection: false,
         }
     }
 
@@ -134,6 +137,7 @@ impl Response {
             headers: Vec::new(),
             body,
             close: false,
+            rejection: false,
         }
     }
 

@@ -16,6 +16,7 @@ use std::task::Poll;
 use linerate_http1::Method;
 
 use crate::deferred::{OwnedRequest, Responder, Spawn};
+use crate::extract::IntoResponse;
 use crate::layer::Layer;
 use crate::request::{MAX_PARAMS, Params, Request};
 use crate::response::Response;
@@ -109,11 +110,16 @@ impl Router {
     /// # Panics
     /// If the pattern does not start with `/`, has an unclosed or empty `{}`, or more than
     /// [`MAX_PARAMS`] parameters — a programming error caught at start-up.
-    pub fn route<F>(self, method: Method, pattern: &str, handler: F) -> Router
+    pub fn route<F, R>(self, method: Method, pattern: &str, handler: F) -> Router
     where
-        F: Fn(&Request<'_>) -> Response + Send + Sync + 'static,
+        F: Fn(&Request<'_>) -> R + Send + Sync + 'static,
+        R: IntoResponse,
     {
-        self.add(method, pattern, Handler::Buffered(Box::new(handler)))
+        self.add(
+            method,
+            pattern,
+            Handler::Buffered(Box::new(move |req| handler(req).into_response())),
+        )
     }
 
     /// Registers a streaming-body handler: `factory` makes a [`BodySink`] per request.
@@ -137,7 +143,7 @@ impl Router {
 
     /// Registers an `async` handler, run on the caller's runtime by `spawn` (for tokio:
     /// `move |f| { handle.spawn(f); }`); its output is the answer.
-    pub fn route_async<S, F, Fut>(
+    pub fn route_async<S, F, Fut, R>(
         self,
         method: Method,
         pattern: &str,
@@ -147,13 +153,14 @@ impl Router {
     where
         S: Spawn,
         F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Response> + Send + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+        R: IntoResponse,
     {
         self.deferred(method, pattern, move |req, res| {
             let fut = handler(req);
             spawn.spawn(Box::pin(async move {
                 match catch_panic(fut).await {
-                    Some(resp) => res.send(resp),
+                    Some(resp) => res.send(resp.into_response()),
                     None => {
                         tracing::error!("async handler panicked; answering 500");
                         res.send(crate::app::dispatch::text_status(500).close())
@@ -174,129 +181,143 @@ impl Router {
     }
 
     /// `route(Method::Get, …)`.
-    pub fn get<F>(self, pattern: &str, handler: F) -> Router
+    pub fn get<F, R>(self, pattern: &str, handler: F) -> Router
     where
-        F: Fn(&Request<'_>) -> Response + Send + Sync + 'static,
+        F: Fn(&Request<'_>) -> R + Send + Sync + 'static,
+        R: IntoResponse,
     {
         self.route(Method::Get, pattern, handler)
     }
 
     /// `route(Method::Post, …)`.
-    pub fn post<F>(self, pattern: &str, handler: F) -> Router
+    pub fn post<F, R>(self, pattern: &str, handler: F) -> Router
     where
-        F: Fn(&Request<'_>) -> Response + Send + Sync + 'static,
+        F: Fn(&Request<'_>) -> R + Send + Sync + 'static,
+        R: IntoResponse,
     {
         self.route(Method::Post, pattern, handler)
     }
 
     /// `route(Method::Put, …)`.
-    pub fn put<F>(self, pattern: &str, handler: F) -> Router
+    pub fn put<F, R>(self, pattern: &str, handler: F) -> Router
     where
-        F: Fn(&Request<'_>) -> Response + Send + Sync + 'static,
+        F: Fn(&Request<'_>) -> R + Send + Sync + 'static,
+        R: IntoResponse,
     {
         self.route(Method::Put, pattern, handler)
     }
 
     /// `route(Method::Delete, …)`.
-    pub fn delete<F>(self, pattern: &str, handler: F) -> Router
+    pub fn delete<F, R>(self, pattern: &str, handler: F) -> Router
     where
-        F: Fn(&Request<'_>) -> Response + Send + Sync + 'static,
+        F: Fn(&Request<'_>) -> R + Send + Sync + 'static,
+        R: IntoResponse,
     {
         self.route(Method::Delete, pattern, handler)
     }
 
     /// `route(Method::Patch, …)`.
-    pub fn patch<F>(self, pattern: &str, handler: F) -> Router
+    pub fn patch<F, R>(self, pattern: &str, handler: F) -> Router
     where
-        F: Fn(&Request<'_>) -> Response + Send + Sync + 'static,
+        F: Fn(&Request<'_>) -> R + Send + Sync + 'static,
+        R: IntoResponse,
     {
         self.route(Method::Patch, pattern, handler)
     }
 
     /// `route(Method::Head, …)`: answers HEAD at `pattern` itself instead of the GET route's
     /// answer without its body.
-    pub fn head<F>(self, pattern: &str, handler: F) -> Router
+    pub fn head<F, R>(self, pattern: &str, handler: F) -> Router
     where
-        F: Fn(&Request<'_>) -> Response + Send + Sync + 'static,
+        F: Fn(&Request<'_>) -> R + Send + Sync + 'static,
+        R: IntoResponse,
     {
         self.route(Method::Head, pattern, handler)
     }
 
     /// `route(Method::Options, …)`: answers OPTIONS at `pattern` instead of the server
     /// (which answers `204` with `Allow` listing the methods routed there).
-    pub fn options<F>(self, pattern: &str, handler: F) -> Router
+    pub fn options<F, R>(self, pattern: &str, handler: F) -> Router
     where
-        F: Fn(&Request<'_>) -> Response + Send + Sync + 'static,
+        F: Fn(&Request<'_>) -> R + Send + Sync + 'static,
+        R: IntoResponse,
     {
         self.route(Method::Options, pattern, handler)
     }
 
     /// `route_async(Method::Get, …)`.
-    pub fn get_async<S, F, Fut>(self, pattern: &str, spawn: S, handler: F) -> Router
+    pub fn get_async<S, F, Fut, R>(self, pattern: &str, spawn: S, handler: F) -> Router
     where
         S: Spawn,
         F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Response> + Send + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+        R: IntoResponse,
     {
         self.route_async(Method::Get, pattern, spawn, handler)
     }
 
     /// `route_async(Method::Post, …)`.
-    pub fn post_async<S, F, Fut>(self, pattern: &str, spawn: S, handler: F) -> Router
+    pub fn post_async<S, F, Fut, R>(self, pattern: &str, spawn: S, handler: F) -> Router
     where
         S: Spawn,
         F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Response> + Send + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+        R: IntoResponse,
     {
         self.route_async(Method::Post, pattern, spawn, handler)
     }
 
     /// `route_async(Method::Put, …)`.
-    pub fn put_async<S, F, Fut>(self, pattern: &str, spawn: S, handler: F) -> Router
+    pub fn put_async<S, F, Fut, R>(self, pattern: &str, spawn: S, handler: F) -> Router
     where
         S: Spawn,
         F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Response> + Send + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+        R: IntoResponse,
     {
         self.route_async(Method::Put, pattern, spawn, handler)
     }
 
     /// `route_async(Method::Delete, …)`.
-    pub fn delete_async<S, F, Fut>(self, pattern: &str, spawn: S, handler: F) -> Router
+    pub fn delete_async<S, F, Fut, R>(self, pattern: &str, spawn: S, handler: F) -> Router
     where
         S: Spawn,
         F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Response> + Send + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+        R: IntoResponse,
     {
         self.route_async(Method::Delete, pattern, spawn, handler)
     }
 
     /// `route_async(Method::Patch, …)`.
-    pub fn patch_async<S, F, Fut>(self, pattern: &str, spawn: S, handler: F) -> Router
+    pub fn patch_async<S, F, Fut, R>(self, pattern: &str, spawn: S, handler: F) -> Router
     where
         S: Spawn,
         F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Response> + Send + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+        R: IntoResponse,
     {
         self.route_async(Method::Patch, pattern, spawn, handler)
     }
 
     /// `route_async(Method::Head, …)`.
-    pub fn head_async<S, F, Fut>(self, pattern: &str, spawn: S, handler: F) -> Router
+    pub fn head_async<S, F, Fut, R>(self, pattern: &str, spawn: S, handler: F) -> Router
     where
         S: Spawn,
         F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Response> + Send + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+        R: IntoResponse,
     {
         self.route_async(Method::Head, pattern, spawn, handler)
     }
 
     /// `route_async(Method::Options, …)`.
-    pub fn options_async<S, F, Fut>(self, pattern: &str, spawn: S, handler: F) -> Router
+    pub fn options_async<S, F, Fut, R>(self, pattern: &str, spawn: S, handler: F) -> Router
     where
         S: Spawn,
         F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Response> + Send + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+        R: IntoResponse,
     {
         self.route_async(Method::Options, pattern, spawn, handler)
     }

@@ -91,7 +91,9 @@ fn router(rt: &tokio::runtime::Runtime) -> Router {
         .deferred(Method::Get, "/never", |_, res| {
             NEVER.lock().unwrap().push(res);
         })
-        .get("/panic", |_| panic!("a handler that panics"))
+        .get("/panic", |_| -> Response {
+            panic!("a handler that panics")
+        })
 }
 
 fn client(rt: &tokio::runtime::Runtime) -> TestClient {

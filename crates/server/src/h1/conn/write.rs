@@ -86,6 +86,7 @@ impl<P> Conn<P> {
             headers,
             body,
             close,
+            ..
         } = resp;
         let close = close || Self::closes(&facts, cx);
         let (server, date) = (cx.cfg.server.as_deref(), cx.date.get());
