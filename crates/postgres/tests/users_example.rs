@@ -1,0 +1,190 @@
+//! `examples/users.rs` end to end, in process: its router through the test client (HTTP/1.1
+//! and HTTP/2 framing) on a real PostgreSQL (`scripts/pg.sh`): the bearer-token group, JSON
+//! errors for rejections, the service's own 404 and 503 and the server's 404/405, CORS, and
+//! request ids.
+
+mod support;
+
+#[path = "../examples/users.rs"]
+#[allow(dead_code)]
+mod users;
+
+use std::sync::Arc;
+
+use linerate_postgres::{Driver, Pool};
+use linerate_server::testing::{Protocol, TestClient, TestResponse};
+use serde::Deserialize;
+
+#[derive(Deserialize, Debug, PartialEq)]
+struct Problem {
+    status: u16,
+    error: String,
+}
+
+#[derive(Deserialize, Debug, PartialEq)]
+struct User {
+    id: i32,
+    name: String,
+}
+
+fn problem(r: &TestResponse) -> Problem {
+    assert_eq!(
+        r.header("content-type"),
+        Some("application/json"),
+        "{}",
+        r.text()
+    );
+    r.json().expect("a JSON problem")
+}
+
+#[test]
+fn the_users_service_end_to_end() {
+    let pg = support::Pg::start();
+    pg.psql(users::SCHEMA);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut builder = Pool::builder(&pg.url);
+    builder.driver(Driver::Runtime);
+    let st = users::prepare(&mut builder);
+    let pool = Arc::new(builder.connect(runtime.handle()).expect("connect"));
+    for protocol in [Protocol::Http1, Protocol::Http2] {
+        let c = TestClient::new(users::app(pool.clone(), st, "secret".into())).protocol(protocol);
+        let auth = "Bearer secret";
+
+        let health = c.get("/health").send();
+        assert_eq!((health.status(), health.text().as_str()), (200, "ok"));
+        assert!(health.header("x-request-id").is_some());
+
+        // The group's layer: no token, no handler.
+        let r = c.get("/users/1").send();
+        assert_eq!(r.status(), 401, "{protocol:?}");
+        assert_eq!(r.header("www-authenticate"), Some("Bearer"));
+        assert_eq!(
+            problem(&r),
+            Problem {
+                status: 401,
+                error: "a bearer token is required".into()
+            }
+        );
+        let r = c
+            .get("/users/1")
+            .header("authorization", "Bearer wrong")
+            .send();
+        assert_eq!(r.status(), 401);
+
+        // Create, then read back.
+        let created = c
+            .post("/users")
+            .header("authorization", auth)
+            .json(&serde_json::json!({"name": "ann"}))
+            .send();
+        assert_eq!(created.status(), 201, "{protocol:?} {}", created.text());
+        let user: User = created.json().expect("the created user");
+        assert_eq!(user.name, "ann");
+        let read = c
+            .get(&format!("/users/{}", user.id))
+            .header("authorization", auth)
+            .send();
+        assert_eq!(read.status(), 200);
+        assert_eq!(read.json::<User>().expect("a user"), user);
+        assert_eq!(
+            pg.psql(&format!("SELECT name FROM users WHERE id = {}", user.id)),
+            "ann"
+        );
+
+        // Errors, all JSON: the service's 404, the extractors' 400/415/422, the server's own.
+        // (path, method, body or none, status)
+        let rows: &[(&str, &str, Option<&str>, u16)] = &[
+            ("/users/999999", "GET", None, 404),
+            ("/users/abc", "GET", None, 400),
+            ("/users", "POST", Some("{\"name\": 7}"), 422),
+            ("/users", "POST", Some("{"), 400),
+            ("/nothing", "GET", None, 404),
+        ];
+        for &(path, method, body, status) in rows {
+            let mut r = match method {
+                "GET" => c.get(path),
+                _ => c.post(path),
+            }
+            .header("authorization", auth);
+            if let Some(b) = body {
+                r = r.header("content-type", "application/json").body(b);
+            }
+            let r = r.send();
+            assert_eq!(r.status(), status, "{protocol:?} {method} {path}");
+            assert_eq!(problem(&r).status, status);
+        }
+        let r = c
+            .post("/users")
+            .header("authorization", auth)
+            .body("name=ann")
+            .send();
+        assert_eq!(r.status(), 415);
+        let r = c.delete("/health").send();
+        assert_eq!(
+            (r.status(), r.header("allow")),
+            (405, Some("GET, HEAD, OPTIONS"))
+        );
+        assert_eq!(problem(&r).error, "Method Not Allowed");
+
+        // A browser application's preflight, answered before the token is asked for.
+        let pre = c
+            .options("/users")
+            .header("origin", users::APP_ORIGIN)
+            .header("access-control-request-method", "POST")
+            .header(
+                "access-control-request-headers",
+                "authorization, content-type",
+            )
+            .send();
+        assert_eq!(pre.status(), 204);
+        assert_eq!(
+            pre.header("access-control-allow-origin"),
+            Some(users::APP_ORIGIN)
+        );
+        assert_eq!(
+            pre.header("access-control-allow-headers"),
+            Some("authorization, content-type")
+        );
+    }
+
+    // The database goes away: the service says so at once, as JSON, and comes back.
+    pg.down();
+    let c = TestClient::new(users::app(pool.clone(), st, "secret".into()));
+    let r = support_eventually(
+        || {
+            c.get("/users/1")
+                .header("authorization", "Bearer secret")
+                .send()
+        },
+        503,
+    );
+    assert_eq!(problem(&r).error, "the database is unavailable");
+    pg.up();
+    let r = support_eventually(
+        || {
+            c.get("/users/1")
+                .header("authorization", "Bearer secret")
+                .send()
+        },
+        200,
+    );
+    assert_eq!(r.json::<User>().expect("user 1").name, "ann");
+}
+
+/// `request` again until it answers `status` (the pool notices an outage, and a restart, on
+/// its own time); bounded by support::EVENTUALLY.
+fn support_eventually(request: impl Fn() -> TestResponse, status: u16) -> TestResponse {
+    let end = std::time::Instant::now() + support::EVENTUALLY;
+    loop {
+        let r = request();
+        if r.status() == status || std::time::Instant::now() > end {
+            assert_eq!(r.status(), status, "{}", r.text());
+            return r;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
