@@ -60,9 +60,7 @@ impl OwnedRequest {
             params: &self.params,
             body: &self.body,
             trailers: self.trailers.as_ref(),
-            peer: self.peer.as_ref(),
-            client_cert: self.client_cert.as_deref(),
-            ext: &self.ext,
+            ctx: self,
         }
     }
     /// The value of type `T` a [`Layer`](crate::Layer) attached to this request.
@@ -100,6 +98,18 @@ impl OwnedRequest {
     /// Takes the body out.
     pub fn into_body(self) -> Vec<u8> {
         self.body
+    }
+}
+
+impl crate::request::Context for OwnedRequest {
+    fn peer(&self) -> Option<SocketAddr> {
+        self.peer
+    }
+    fn client_cert(&self) -> Option<&crate::tls::ClientCert> {
+        self.client_cert.as_deref()
+    }
+    fn extensions(&self) -> &crate::layer::Extensions {
+        &self.ext
     }
 }
 

@@ -109,6 +109,34 @@ impl ConnApp<'_> {
     }
 }
 
+impl crate::request::Context for ConnApp<'_> {
+    fn peer(&self) -> Option<SocketAddr> {
+        self.client().copied()
+    }
+    fn client_cert(&self) -> Option<&crate::tls::ClientCert> {
+        ConnApp::client_cert(self)
+    }
+    fn extensions(&self) -> &crate::layer::Extensions {
+        &self.io.layered.ext
+    }
+}
+
+/// The request as its layers' `before` hooks see it: no extensions (theirs are the `&mut`
+/// beside it).
+struct LayerView<'c, 'a>(&'c ConnApp<'a>);
+
+impl crate::request::Context for LayerView<'_, '_> {
+    fn peer(&self) -> Option<SocketAddr> {
+        self.0.client().copied()
+    }
+    fn client_cert(&self) -> Option<&crate::tls::ClientCert> {
+        self.0.client_cert()
+    }
+    fn extensions(&self) -> &crate::layer::Extensions {
+        &crate::layer::NO_EXTENSIONS
+    }
+}
+
 impl Service for ConnApp<'_> {
     type Pending = Pending;
 
@@ -217,9 +245,7 @@ impl Service for ConnApp<'_> {
                     params: &params,
                     body: &v,
                     trailers: Some(&body),
-                    peer: self.client(),
-                    client_cert: self.client_cert(),
-                    ext: &self.io.layered.ext,
+                    ctx: self,
                 };
                 let resp = call(|| h(&request));
                 self.respond(&head.head, &head.bytes, resp)
@@ -232,9 +258,7 @@ impl Service for ConnApp<'_> {
                     params: &params,
                     body: &[],
                     trailers: Some(&body),
-                    peer: self.client(),
-                    client_cert: self.client_cert(),
-                    ext: &self.io.layered.ext,
+                    ctx: self,
                 };
                 let resp = call(move || sink.finish(&request));
                 self.respond(&head.head, &head.bytes, resp)
@@ -415,10 +439,8 @@ impl<'a> ConnApp<'a> {
             params,
             body: &[],
             trailers: None,
-            peer: self.client(),
-            client_cert: self.client_cert(),
             // Layers are handed theirs as `&mut`.
-            ext: &crate::layer::NO_EXTENSIONS,
+            ctx: &LayerView(self),
         };
         let answer = catch_unwind(AssertUnwindSafe(|| layered.before(layers, &request)))
             .unwrap_or_else(|_| {
@@ -464,9 +486,7 @@ impl<'a> ConnApp<'a> {
             params: &params,
             body,
             trailers: None,
-            peer: self.client(),
-            client_cert: self.client_cert(),
-            ext: &self.io.layered.ext,
+            ctx: self,
         };
         match &route.handler {
             Handler::Buffered(h) => {
