@@ -63,12 +63,13 @@
 //! Middleware is a [`Layer`]: its `before` sees each request's head before the handler (it
 //! may attach typed values, [`Extensions`], that handlers read with
 //! [`Request::extension`], or answer at once, e.g. 401), its `after` every answer, the
-//! server's own 404, 405, OPTIONS, 501 and declared-length 413 included.
+//! server's own 404, 405, OPTIONS, 501 and 413 included (declared, or a body that outgrew
+//! the limit while it was read, and a malformed body's 400).
 //! [`Router::layer`] wraps a router; [`Router::merge`] adds a group of routes with its own
 //! layers inside. Built in: [`layers::Cors`], [`layers::RequestId`], [`layers::Trace`]. A
 //! router without layers runs none of their code. Answers the connection makes before a
-//! request reaches the router (a malformed request's 400, a body that outgrows its limit
-//! while it is read, 408, 431) do not pass through layers.
+//! request reaches the router (a malformed head's 400, 408, 414, 431) do not pass through
+//! layers: no layer has seen that request.
 //!
 //! Handlers return anything [`IntoResponse`]: a [`Response`], text, [`Json`], `(status,
 //! body)`, or a `Result` of two of them, so extraction composes with `?`. Extraction is

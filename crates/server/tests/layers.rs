@@ -238,6 +238,16 @@ fn the_servers_own_answers_pass_through_the_routers_layers() {
             ("OPTIONS", c.options("/open").send(), 204),
             // Declared over max_body_bytes: refused before the body is read.
             ("413", c.post("/echo").body(vec![b'x'; 64]).send(), 413),
+            // Not declared (chunked over HTTP/1.1, DATA without a length over HTTP/2): the
+            // connection refuses it once more than the limit has come.
+            (
+                "413 while reading",
+                c.post("/echo")
+                    .header("transfer-encoding", "chunked")
+                    .body(format!("40\r\n{}\r\n0\r\n\r\n", "x".repeat(64)))
+                    .send(),
+                413,
+            ),
             // A group's layers do not see what is not theirs.
             ("405 below the group", c.put("/users/7").send(), 405),
         ];

@@ -290,6 +290,15 @@ impl Service for ConnApp<'_> {
     fn request_line_of(&self, pending: &Pending) -> Vec<u8> {
         crate::h1::request_line(&pending.0.head.bytes).to_vec()
     }
+
+    /// A body the connection refused (413 past the limit, 400 malformed): the request's
+    /// layers see the answer, as a rejection (so an error renderer renders it).
+    fn refused(&mut self, pending: Pending, resp: &mut Response) {
+        if let Some(layered) = pending.0.layered {
+            resp.rejection = true;
+            layered.after(resp);
+        }
+    }
 }
 
 impl<'a> ConnApp<'a> {

@@ -121,6 +121,12 @@ pub(crate) trait Service {
     /// The request line of the request whose body is being read into `pending` (for the
     /// access line when its body is refused); empty when the service kept none.
     fn request_line_of(&self, pending: &Self::Pending) -> Vec<u8>;
+    /// The connection refuses the request whose body was being read into `pending` (too
+    /// large, or malformed) with `resp`: the service may finish that answer as it finishes
+    /// its own (the application's layers see it). By default it goes out as it is.
+    fn refused(&mut self, pending: Self::Pending, resp: &mut Response) {
+        let _ = (pending, resp);
+    }
 }
 
 /// MAX_LOGGED_LINE: the most of a refused request's line handed to the access log.

@@ -429,7 +429,8 @@ impl<P> Conn<P> {
         }
         s.body_deadline = cx.now + cx.cfg.body_timeout;
         if let Some(b) = s.body.as_mut() {
-            let answer = if s.received > b.limit {
+            let over = s.received > b.limit;
+            let answer = if over {
                 Some(status_response(413, "").close())
             } else if !data.is_empty() {
                 let refused = svc.data(&mut b.pending, data).err();
@@ -438,13 +439,16 @@ impl<P> Conn<P> {
             } else {
                 None
             };
-            if let Some(resp) = answer {
+            if let Some(mut resp) = answer {
                 let relayed = b.relayed;
-                s.body = None;
+                let body = s.body.take();
                 if relayed && !matches!(s.answer, Answer::Deferred(_)) {
                     // The upstream's answer has begun: it is cut, never completed.
                     svc.answered(resp.status, None, 0, b"");
                     return self.stream_error(h.stream, Code::Internal, cx);
+                }
+                if over && let Some(body) = body {
+                    svc.refused(body.pending, &mut resp);
                 }
                 s.discard = true;
                 svc.answered(resp.status, None, resp.body.len(), b"");
@@ -478,7 +482,7 @@ impl<P> Conn<P> {
                 return;
             }
             let decision = svc.end(u64::from(id), b.pending, BodyDecoder::Length(0));
-            self.decide(idx, decision, cx);
+            self.decide(idx, decision, cx, svc);
         } else if s.closed() {
             self.finish(idx, cx);
         }
@@ -656,7 +660,7 @@ impl<P> Conn<P> {
             buf: &self.scratch.head,
             body: c.end_stream.then_some(&[][..]),
         });
-        self.decide(idx, decision, cx);
+        self.decide(idx, decision, cx, svc);
     }
 
     /// The connection answers a request itself (a malformed one, a limit).
@@ -682,7 +686,13 @@ impl<P> Conn<P> {
         self.answer(idx, resp, cx);
     }
 
-    fn decide(&mut self, idx: usize, decision: Decision<P>, cx: &mut Cx) {
+    fn decide<S: Service<Pending = P>>(
+        &mut self,
+        idx: usize,
+        decision: Decision<P>,
+        cx: &mut Cx,
+        svc: &mut S,
+    ) {
         match decision {
             Decision::Respond(resp) => {
                 let s = &mut self.streams[idx];
@@ -695,7 +705,8 @@ impl<P> Conn<P> {
                 let s = &mut self.streams[idx];
                 if s.declared.is_some_and(|d| d > limit) {
                     s.discard = true;
-                    let resp = status_response(413, "");
+                    let mut resp = status_response(413, "");
+                    svc.refused(pending, &mut resp);
                     return self.answer(idx, resp, cx);
                 }
                 s.body = Some(BodyIn {

@@ -191,7 +191,8 @@ impl<P> Conn<P> {
                     && len > limit
                 {
                     let line = crate::h1::request_line(buf);
-                    self.own_answer(413, "request body too large", None, line, facts, cx, svc);
+                    let why = "request body too large";
+                    self.refuse_with(413, why, None, line, facts, Some(pending), cx, svc);
                     return Some(n);
                 }
                 let body = (decoder, pending, limit, false);
@@ -226,9 +227,10 @@ impl<P> Conn<P> {
                 Err(e) => {
                     let facts = b.facts;
                     let line = svc.request_line_of(&b.pending);
-                    self.reading = Reading::Stopped;
+                    let pending = self.stop_reading();
                     tracing::debug!(error = %e, "rejecting request body");
-                    self.own_answer(e.status(), &e.to_string(), Some(e), &line, facts, cx, svc);
+                    let why = e.to_string();
+                    self.refuse_with(e.status(), &why, Some(e), &line, facts, pending, cx, svc);
                     return input.len();
                 }
             };
@@ -242,8 +244,9 @@ impl<P> Conn<P> {
                 if b.received > b.limit {
                     let facts = b.facts;
                     let line = svc.request_line_of(&b.pending);
-                    self.reading = Reading::Stopped;
-                    self.own_answer(413, "request body too large", None, &line, facts, cx, svc);
+                    let pending = self.stop_reading();
+                    let why = "request body too large";
+                    self.refuse_with(413, why, None, &line, facts, pending, cx, svc);
                     return input.len();
                 }
                 if let Err(resp) = svc.data(&mut b.pending, step.data) {
@@ -422,7 +425,27 @@ impl<P> Conn<P> {
         cx: &mut Cx,
         svc: &mut S,
     ) {
-        let resp = status_response(status, why).close();
+        self.refuse_with(status, why, error, request_line, facts, None, cx, svc);
+    }
+
+    /// [`Conn::own_answer`] for a request whose body was being read into `pending`: the
+    /// service finishes the answer first ([`Service::refused`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn refuse_with<S: Service<Pending = P>>(
+        &mut self,
+        status: u16,
+        why: &str,
+        error: Option<ParseError>,
+        request_line: &[u8],
+        facts: Facts,
+        pending: Option<P>,
+        cx: &mut Cx,
+        svc: &mut S,
+    ) {
+        let mut resp = status_response(status, why).close();
+        if let Some(pending) = pending {
+            svc.refused(pending, &mut resp);
+        }
         let send_body = if facts.framing.head {
             0
         } else {
@@ -430,6 +453,14 @@ impl<P> Conn<P> {
         };
         svc.answered(status, error, send_body, request_line);
         self.place(facts, resp, cx);
+    }
+
+    /// Stops reading the request at hand; the pending body it was read into, if any.
+    fn stop_reading(&mut self) -> Option<P> {
+        match std::mem::replace(&mut self.reading, Reading::Stopped) {
+            Reading::Body(b) => Some(b.pending),
+            _ => None,
+        }
     }
 
     pub(super) fn reject<S: Service<Pending = P>>(
