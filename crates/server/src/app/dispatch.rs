@@ -963,11 +963,11 @@ fn unsendable(status: u16, why: Unsendable) -> Response {
     match why {
         Unsendable::Status => tracing::error!(
             status,
-            "handler answered with a status that is not a final answer (a 101 needs the WebSocket API); answering 500"
+            "handler answered with a status that is not a final answer (switching protocols needs an API that hands the connection over, which handlers do not have yet); answering 500"
         ),
         Unsendable::Upgrade => tracing::error!(
             status,
-            "handler set Upgrade on an answer other than 426 (switching protocols needs the WebSocket API); answering 500"
+            "handler set Upgrade on an answer other than 426 (switching protocols needs an API that hands the connection over, which handlers do not have yet); answering 500"
         ),
     }
     text_status(500).close()
