@@ -6,7 +6,7 @@
 //!
 //! ```sh
 //! psql "$DATABASE_URL" -c 'CREATE TABLE IF NOT EXISTS users (id serial PRIMARY KEY, name text NOT NULL)'
-//! DATABASE_URL=postgres://… USERS_TOKEN=secret cargo run --release -p linerate-postgres --example users
+//! DATABASE_URL=postgres://… USERS_TOKEN=secret cargo run --release -p linerate-postgres --example users [ADDR]
 //! curl -H 'authorization: Bearer secret' -H 'content-type: application/json' \
 //!      -d '{"name":"ann"}' http://127.0.0.1:8080/users
 //! ```
@@ -168,6 +168,10 @@ pub fn app(pool: Arc<Pool>, st: Statements, token: String) -> Router {
         .post_async("/users", pool.spawner(), move |req| {
             create_user(post_pool.clone(), st, req)
         })
+        .post(
+            "/echo",
+            |req| -> Result<Json<serde_json::Value>, Rejection> { Ok(Json(req.json()?)) },
+        )
         .layer(BearerAuth { token });
     Router::new()
         .get("/health", |_| "ok")
@@ -197,9 +201,18 @@ pub fn app(pool: Arc<Pool>, st: Statements, token: String) -> Router {
         .layer(Trace)
 }
 
+/// `users [ADDR]` (default 127.0.0.1:8080), with `DATABASE_URL` and `USERS_TOKEN` set; logs
+/// at `RUST_LOG` (default `warn`: the `Trace` layer's per-request events are `info`).
 #[allow(dead_code)]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt::init();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    let addr = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "127.0.0.1:8080".into());
     let url = std::env::var("DATABASE_URL").map_err(|_| "set DATABASE_URL")?;
     let token = std::env::var("USERS_TOKEN").map_err(|_| "set USERS_TOKEN")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -211,7 +224,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let st = prepare(&mut builder);
     let pool = Arc::new(builder.connect(runtime.handle())?);
     let config = Config {
-        addr: "127.0.0.1:8080".parse()?,
+        addr: addr.parse()?,
         ..Config::default()
     };
     let mut server = Server::bind(config, app(pool.clone(), st, token))?;

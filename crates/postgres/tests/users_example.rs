@@ -95,6 +95,18 @@ fn the_users_service_end_to_end() {
             "ann"
         );
 
+        let echoed = c
+            .post("/echo")
+            .header("authorization", auth)
+            .json(&serde_json::json!({"a": [1, 2], "b": "c"}))
+            .send();
+        assert_eq!(echoed.status(), 200);
+        assert_eq!(
+            echoed.json::<serde_json::Value>().expect("JSON"),
+            serde_json::json!({"a": [1, 2], "b": "c"})
+        );
+        assert_eq!(c.post("/echo").json(&1).send().status(), 401);
+
         // Errors, all JSON: the service's 404, the extractors' 400/415/422, the server's own.
         // (path, method, body or none, status)
         let rows: &[(&str, &str, Option<&str>, u16)] = &[

@@ -1,0 +1,165 @@
+//! The users service of crates/postgres/examples/users.rs in axum, written the way axum's
+//! examples write it (`from_fn_with_state` for the token check, tower-http for CORS, request
+//! ids and tracing, `Json` and `Path` extractors, one error type into a JSON response), with
+//! the same database access as the linerate side: tokio-postgres clients with the statements
+//! prepared at start, taken round-robin (axum's own example uses a bb8 pool instead; this keeps
+//! the comparison about the frameworks).
+//!
+//!   axum-users ADDR     with DATABASE_URL and USERS_TOKEN set; one tokio worker thread
+//!                        (the lab pins the process to one CPU)
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use tokio_postgres::{Client, NoTls, Statement};
+use tower_http::cors::CorsLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+const CONNECTIONS: usize = 1;
+
+struct Db {
+    clients: Vec<(Client, Statement, Statement)>,
+    next: AtomicUsize,
+}
+
+impl Db {
+    fn get(&self) -> &(Client, Statement, Statement) {
+        &self.clients[self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len()]
+    }
+}
+
+#[derive(Clone)]
+struct AppState {
+    db: Arc<Db>,
+    token: Arc<str>,
+}
+
+#[derive(Serialize)]
+struct User {
+    id: i32,
+    name: String,
+}
+
+#[derive(Deserialize)]
+struct NewUser {
+    name: String,
+}
+
+enum ApiError {
+    NotFound,
+    Database(tokio_postgres::Error),
+}
+
+impl From<tokio_postgres::Error> for ApiError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        ApiError::Database(e)
+    }
+}
+
+#[derive(Serialize)]
+struct Problem<'a> {
+    status: u16,
+    error: &'a str,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, error) = match self {
+            ApiError::NotFound => (StatusCode::NOT_FOUND, "no such user"),
+            ApiError::Database(e) => {
+                tracing::error!(error = %e, "query failed");
+                (StatusCode::INTERNAL_SERVER_ERROR, "the query failed")
+            }
+        };
+        (status, Json(Problem { status: status.as_u16(), error })).into_response()
+    }
+}
+
+async fn auth(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let expected = format!("Bearer {}", state.token);
+    match req.headers().get(header::AUTHORIZATION) {
+        Some(v) if v.as_bytes() == expected.as_bytes() => next.run(req).await,
+        _ => (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            Json(Problem { status: 401, error: "a bearer token is required" }),
+        )
+            .into_response(),
+    }
+}
+
+async fn get_user(State(state): State<AppState>, Path(id): Path<i32>) -> Result<Json<User>, ApiError> {
+    let (client, by_id, _) = state.db.get();
+    let row = client.query_opt(by_id, &[&id]).await?.ok_or(ApiError::NotFound)?;
+    Ok(Json(User { id: row.get(0), name: row.get(1) }))
+}
+
+async fn create_user(
+    State(state): State<AppState>,
+    Json(new): Json<NewUser>,
+) -> Result<(StatusCode, Json<User>), ApiError> {
+    let (client, _, insert) = state.db.get();
+    let row = client.query_one(insert, &[&new.name]).await?;
+    Ok((StatusCode::CREATED, Json(User { id: row.get(0), name: new.name })))
+}
+
+async fn echo(Json(value): Json<serde_json::Value>) -> Json<serde_json::Value> {
+    Json(value)
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .init();
+    let addr = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:8080".into());
+    let url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
+    let token: Arc<str> = std::env::var("USERS_TOKEN").expect("USERS_TOKEN").into();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async move {
+        let mut clients = Vec::new();
+        for _ in 0..CONNECTIONS {
+            let (client, conn) = tokio_postgres::connect(&url, NoTls).await.expect("connect");
+            tokio::spawn(conn);
+            let by_id = client.prepare("SELECT id, name FROM users WHERE id = $1").await.expect("prepare");
+            let insert = client
+                .prepare("INSERT INTO users (name) VALUES ($1) RETURNING id")
+                .await
+                .expect("prepare");
+            clients.push((client, by_id, insert));
+        }
+        let state = AppState { db: Arc::new(Db { clients, next: AtomicUsize::new(0) }), token };
+        let users = Router::new()
+            .route("/users/{id}", get(get_user))
+            .route("/users", post(create_user))
+            .route("/echo", post(echo))
+            .route_layer(middleware::from_fn_with_state(state.clone(), auth));
+        let app = Router::new()
+            .route("/health", get(|| async { "ok" }))
+            .merge(users)
+            .layer(
+                CorsLayer::new()
+                    .allow_origin(HeaderValue::from_static("https://app.example"))
+                    .allow_methods([Method::GET, Method::POST])
+                    .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
+                    .max_age(std::time::Duration::from_secs(600)),
+            )
+            .layer(PropagateRequestIdLayer::x_request_id())
+            .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+            .layer(TraceLayer::new_for_http())
+            .with_state(state);
+        let listener = tokio::net::TcpListener::bind(&addr).await.expect("bind");
+        axum::serve(listener, app).await.expect("serve");
+    });
+}
