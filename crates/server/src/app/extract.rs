@@ -20,7 +20,7 @@ use serde::de::Deserialize;
 
 use crate::app::dispatch::generated;
 use crate::layer::{Extensions, Layer};
-use crate::request::Request;
+use crate::request::{Request, percent_decode};
 use crate::response::Response;
 
 /// Why a request cannot be served as sent: a status (4xx) and a message for the client.
@@ -194,7 +194,7 @@ impl<'a> Request<'a> {
             tracing::error!(name, "param_as: the route has no such parameter");
             return Err(Rejection::new(500, "no such path parameter"));
         };
-        let decoded = percent_decode(raw)
+        let decoded = percent_decode(raw, false)
             .ok_or_else(|| Rejection::new(400, format!("path parameter {name} is not UTF-8")))?;
         decoded
             .parse()
@@ -209,35 +209,6 @@ impl<'a> Request<'a> {
         std::str::from_utf8(v)
             .map_err(|_| Rejection::new(400, format!("field {name} is not UTF-8")))
     }
-}
-
-/// `s` with `%XX` decoded (a path, so `+` stays); `None` if the result is not UTF-8. A `%`
-/// without two hex digits stays as it is.
-fn percent_decode(s: &str) -> Option<Cow<'_, str>> {
-    if !s.contains('%') {
-        return Some(Cow::Borrowed(s));
-    }
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |d: u8| (d as char).to_digit(16).map(|v| v as u8);
-        match (
-            b[i],
-            b.get(i + 1).copied().and_then(hex),
-            b.get(i + 2).copied().and_then(hex),
-        ) {
-            (b'%', Some(h), Some(l)) => {
-                out.push(h << 4 | l);
-                i += 3;
-            }
-            (c, _, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).ok().map(Cow::Owned)
 }
 
 /// The layer that renders a router's errors its own way: rejections, and the server's own
@@ -289,11 +260,11 @@ mod tests {
 
     #[test]
     fn path_parameters_decode() {
-        assert_eq!(percent_decode("a%20b").as_deref(), Some("a b"));
-        assert_eq!(percent_decode("a+b").as_deref(), Some("a+b"));
-        assert_eq!(percent_decode("100%").as_deref(), Some("100%"));
-        assert_eq!(percent_decode("%e2%82%ac").as_deref(), Some("€"));
-        assert_eq!(percent_decode("%ff"), None);
+        assert_eq!(percent_decode("a%20b", false).as_deref(), Some("a b"));
+        assert_eq!(percent_decode("a+b", false).as_deref(), Some("a+b"));
+        assert_eq!(percent_decode("100%", false).as_deref(), Some("100%"));
+        assert_eq!(percent_decode("%e2%82%ac", false).as_deref(), Some("€"));
+        assert_eq!(percent_decode("%ff", false), None);
     }
 
     #[test]

@@ -125,7 +125,14 @@ impl<'a> Request<'a> {
 /// a space; a `%` not followed by two hex digits stays a `%`, as browsers send `?d=100%`);
 /// `None` if the result is not UTF-8.
 fn decode_component(s: &str) -> Option<Cow<'_, str>> {
-    if !s.bytes().any(|b| b == b'%' || b == b'+') {
+    percent_decode(s, true)
+}
+
+/// Percent-decodes `s` (`%XX`; a `%` without two hex digits stays a `%`), with `+` as a space
+/// when `plus_is_space` (form encoding) or as itself (a path segment); `None` if the result is
+/// not UTF-8.
+pub(crate) fn percent_decode(s: &str, plus_is_space: bool) -> Option<Cow<'_, str>> {
+    if !s.bytes().any(|b| b == b'%' || (plus_is_space && b == b'+')) {
         return Some(Cow::Borrowed(s));
     }
     let b = s.as_bytes();
@@ -133,7 +140,7 @@ fn decode_component(s: &str) -> Option<Cow<'_, str>> {
     let mut i = 0;
     while i < b.len() {
         match b[i] {
-            b'+' => out.push(b' '),
+            b'+' if plus_is_space => out.push(b' '),
             b'%' => match (b.get(i + 1), b.get(i + 2)) {
                 (Some(&h), Some(&l)) if h.is_ascii_hexdigit() && l.is_ascii_hexdigit() => {
                     let hex = |d: u8| (d as char).to_digit(16).unwrap_or(0) as u8;
