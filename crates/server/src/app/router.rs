@@ -180,148 +180,6 @@ impl Router {
         self.routes.get(index)
     }
 
-    /// `route(Method::Get, …)`.
-    pub fn get<F, R>(self, pattern: &str, handler: F) -> Router
-    where
-        F: Fn(&Request<'_>) -> R + Send + Sync + 'static,
-        R: IntoResponse,
-    {
-        self.route(Method::Get, pattern, handler)
-    }
-
-    /// `route(Method::Post, …)`.
-    pub fn post<F, R>(self, pattern: &str, handler: F) -> Router
-    where
-        F: Fn(&Request<'_>) -> R + Send + Sync + 'static,
-        R: IntoResponse,
-    {
-        self.route(Method::Post, pattern, handler)
-    }
-
-    /// `route(Method::Put, …)`.
-    pub fn put<F, R>(self, pattern: &str, handler: F) -> Router
-    where
-        F: Fn(&Request<'_>) -> R + Send + Sync + 'static,
-        R: IntoResponse,
-    {
-        self.route(Method::Put, pattern, handler)
-    }
-
-    /// `route(Method::Delete, …)`.
-    pub fn delete<F, R>(self, pattern: &str, handler: F) -> Router
-    where
-        F: Fn(&Request<'_>) -> R + Send + Sync + 'static,
-        R: IntoResponse,
-    {
-        self.route(Method::Delete, pattern, handler)
-    }
-
-    /// `route(Method::Patch, …)`.
-    pub fn patch<F, R>(self, pattern: &str, handler: F) -> Router
-    where
-        F: Fn(&Request<'_>) -> R + Send + Sync + 'static,
-        R: IntoResponse,
-    {
-        self.route(Method::Patch, pattern, handler)
-    }
-
-    /// `route(Method::Head, …)`: answers HEAD at `pattern` itself instead of the GET route's
-    /// answer without its body.
-    pub fn head<F, R>(self, pattern: &str, handler: F) -> Router
-    where
-        F: Fn(&Request<'_>) -> R + Send + Sync + 'static,
-        R: IntoResponse,
-    {
-        self.route(Method::Head, pattern, handler)
-    }
-
-    /// `route(Method::Options, …)`: answers OPTIONS at `pattern` instead of the server
-    /// (which answers `204` with `Allow` listing the methods routed there).
-    pub fn options<F, R>(self, pattern: &str, handler: F) -> Router
-    where
-        F: Fn(&Request<'_>) -> R + Send + Sync + 'static,
-        R: IntoResponse,
-    {
-        self.route(Method::Options, pattern, handler)
-    }
-
-    /// `route_async(Method::Get, …)`.
-    pub fn get_async<S, F, Fut, R>(self, pattern: &str, spawn: S, handler: F) -> Router
-    where
-        S: Spawn,
-        F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = R> + Send + 'static,
-        R: IntoResponse,
-    {
-        self.route_async(Method::Get, pattern, spawn, handler)
-    }
-
-    /// `route_async(Method::Post, …)`.
-    pub fn post_async<S, F, Fut, R>(self, pattern: &str, spawn: S, handler: F) -> Router
-    where
-        S: Spawn,
-        F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = R> + Send + 'static,
-        R: IntoResponse,
-    {
-        self.route_async(Method::Post, pattern, spawn, handler)
-    }
-
-    /// `route_async(Method::Put, …)`.
-    pub fn put_async<S, F, Fut, R>(self, pattern: &str, spawn: S, handler: F) -> Router
-    where
-        S: Spawn,
-        F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = R> + Send + 'static,
-        R: IntoResponse,
-    {
-        self.route_async(Method::Put, pattern, spawn, handler)
-    }
-
-    /// `route_async(Method::Delete, …)`.
-    pub fn delete_async<S, F, Fut, R>(self, pattern: &str, spawn: S, handler: F) -> Router
-    where
-        S: Spawn,
-        F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = R> + Send + 'static,
-        R: IntoResponse,
-    {
-        self.route_async(Method::Delete, pattern, spawn, handler)
-    }
-
-    /// `route_async(Method::Patch, …)`.
-    pub fn patch_async<S, F, Fut, R>(self, pattern: &str, spawn: S, handler: F) -> Router
-    where
-        S: Spawn,
-        F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = R> + Send + 'static,
-        R: IntoResponse,
-    {
-        self.route_async(Method::Patch, pattern, spawn, handler)
-    }
-
-    /// `route_async(Method::Head, …)`.
-    pub fn head_async<S, F, Fut, R>(self, pattern: &str, spawn: S, handler: F) -> Router
-    where
-        S: Spawn,
-        F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = R> + Send + 'static,
-        R: IntoResponse,
-    {
-        self.route_async(Method::Head, pattern, spawn, handler)
-    }
-
-    /// `route_async(Method::Options, …)`.
-    pub fn options_async<S, F, Fut, R>(self, pattern: &str, spawn: S, handler: F) -> Router
-    where
-        S: Spawn,
-        F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = R> + Send + 'static,
-        R: IntoResponse,
-    {
-        self.route_async(Method::Options, pattern, spawn, handler)
-    }
-
     fn add(mut self, method: Method, pattern: &str, handler: Handler) -> Router {
         assert!(
             pattern.starts_with('/'),
@@ -423,6 +281,53 @@ async fn catch_panic<F: Future>(fut: F) -> Option<F::Output> {
         },
     )
     .await
+}
+
+/// A shortcut per method, sync and `async`: `get(p, h)` is `route(Method::Get, p, h)`,
+/// `get_async(p, s, h)` is `route_async(Method::Get, p, s, h)`. (A HEAD route answers HEAD
+/// itself instead of the GET route's answer without its body; an OPTIONS route answers
+/// OPTIONS instead of the server's `204` with `Allow`.)
+macro_rules! shortcuts {
+    ($($name:ident, $name_async:ident => $method:ident;)*) => {
+        impl Router {
+            $(
+                #[doc = concat!("`route(Method::", stringify!($method), ", …)`.")]
+                pub fn $name<F, R>(self, pattern: &str, handler: F) -> Router
+                where
+                    F: Fn(&Request<'_>) -> R + Send + Sync + 'static,
+                    R: IntoResponse,
+                {
+                    self.route(Method::$method, pattern, handler)
+                }
+
+                #[doc = concat!("`route_async(Method::", stringify!($method), ", …)`.")]
+                pub fn $name_async<S, F, Fut, R>(
+                    self,
+                    pattern: &str,
+                    spawn: S,
+                    handler: F,
+                ) -> Router
+                where
+                    S: Spawn,
+                    F: Fn(OwnedRequest) -> Fut + Send + Sync + 'static,
+                    Fut: Future<Output = R> + Send + 'static,
+                    R: IntoResponse,
+                {
+                    self.route_async(Method::$method, pattern, spawn, handler)
+                }
+            )*
+        }
+    };
+}
+
+shortcuts! {
+    get, get_async => Get;
+    post, post_async => Post;
+    put, put_async => Put;
+    delete, delete_async => Delete;
+    patch, patch_async => Patch;
+    head, head_async => Head;
+    options, options_async => Options;
 }
 
 /// Appends `method` to an `Allow` list unless it is there.
