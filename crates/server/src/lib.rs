@@ -106,7 +106,7 @@ mod stats;
 mod sys;
 pub mod testing;
 
-pub use app::{access_log, compress, deferred, extract, files, layer, layers};
+pub use app::{access_log, compress, deferred, extract, files, layer, layers, sse, streaming};
 use app::{request, response, router};
 pub use driver::tls;
 pub use extract::{ErrorRenderer, IntoResponse, Json, Rejection};

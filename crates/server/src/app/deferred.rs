@@ -155,6 +155,8 @@ pub(crate) struct Done {
 /// One worker's incoming answers. Any thread pushes; the worker takes them in batches.
 pub(crate) struct Inbox {
     queue: Mutex<Vec<Done>>,
+    /// Streamed bodies with something for the worker to take (see `streaming`).
+    streams: Mutex<Vec<Arc<crate::streaming::Chan>>>,
     /// A wake-up is on its way and not yet consumed: later pushes need not send another.
     armed: AtomicBool,
     wake: Box<dyn Fn() + Send + Sync>,
@@ -165,6 +167,7 @@ impl Inbox {
     pub(crate) fn new(wake: Box<dyn Fn() + Send + Sync>) -> Inbox {
         Inbox {
             queue: Mutex::new(Vec::new()),
+            streams: Mutex::new(Vec::new()),
             armed: AtomicBool::new(false),
             wake,
         }
@@ -178,6 +181,24 @@ impl Inbox {
         if !self.armed.swap(true, Ordering::SeqCst) {
             (self.wake)();
         }
+    }
+
+    /// A streamed body has pieces (or its end) for the worker.
+    pub(crate) fn push_stream(&self, chan: Arc<crate::streaming::Chan>) {
+        self.streams
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(chan);
+        if !self.armed.swap(true, Ordering::SeqCst) {
+            (self.wake)();
+        }
+    }
+
+    /// Moves every streamed body waiting for the worker into `into` (after [`Inbox::take`],
+    /// which consumed the wake-up).
+    pub(crate) fn take_streams(&self, into: &mut Vec<Arc<crate::streaming::Chan>>) {
+        let mut q = self.streams.lock().unwrap_or_else(|e| e.into_inner());
+        into.append(&mut q);
     }
 
     /// Moves every waiting answer into `into`. The worker calls this after consuming the

@@ -84,6 +84,8 @@ pub(crate) struct ConnApp<'a> {
     pub tls: bool,
     /// Its listener redirects every request to HTTPS on this port.
     pub to_https: Option<u16>,
+    /// The request at hand's number on its connection (where a streamed answer goes).
+    pub id: u64,
 }
 
 impl ConnApp<'_> {
@@ -144,6 +146,7 @@ impl Service for ConnApp<'_> {
     fn request(&mut self, req: Exchange<'_>) -> Decision<Pending> {
         let app = self.app;
         let head = req.head;
+        self.id = req.id;
         if app.timing {
             self.started = crate::sys::monotonic_us();
             self.kind = Kind::Server;
@@ -221,6 +224,7 @@ impl Service for ConnApp<'_> {
         self.site_app = self.sites.get(site);
         self.started = started;
         self.kind = Kind::Route;
+        self.id = id;
         let sink = match sink {
             Sink::Proxy(body) => return self.relay(route, &head.head, &head.bytes, id, body, None),
             Sink::Relay(pipe) => {
@@ -801,26 +805,11 @@ impl<'a> ConnApp<'a> {
         Decision::Relay { upgrade }
     }
 
-    /// Hands a request with its whole body to a deferred handler.
-    #[allow(clippy::too_many_arguments)]
-    fn defer(
-        &mut self,
-        route: &Route,
-        params: Params,
-        head: OwnedHead,
-        (body, trailers): (Vec<u8>, Option<BodyDecoder>),
-        id: u64,
-        f: &DeferredFn,
-    ) -> Decision<Pending> {
-        if self.io.outstanding >= self.app.max_deferred_per_worker {
-            self.io.counters.refused();
-            let resp = text_status(503).header("Retry-After", "1");
-            return self.respond(&head.head, &head.bytes, resp);
-        }
-        let h = &head.head;
-        let buf = &head.bytes[..];
+    /// What the worker needs to finish an answer that comes back later (see `Meta`); the
+    /// request's layers move into it.
+    fn meta(&mut self, h: &RequestHead, buf: &[u8]) -> Box<Meta> {
         let site = self.site_app;
-        let meta = Box::new(Meta {
+        Box::new(Meta {
             head: h.method() == Method::Head,
             site: self.site,
             started: self.started,
@@ -839,7 +828,26 @@ impl<'a> ConnApp<'a> {
                 user_agent: h.header(buf, "user-agent").map(<[u8]>::to_vec),
             }),
             layered: self.io.layered.take(),
-        });
+        })
+    }
+
+    /// Hands a request with its whole body to a deferred handler.
+    #[allow(clippy::too_many_arguments)]
+    fn defer(
+        &mut self,
+        route: &Route,
+        params: Params,
+        head: OwnedHead,
+        (body, trailers): (Vec<u8>, Option<BodyDecoder>),
+        id: u64,
+        f: &DeferredFn,
+    ) -> Decision<Pending> {
+        if self.io.outstanding >= self.app.max_deferred_per_worker {
+            self.io.counters.refused();
+            let resp = text_status(503).header("Retry-After", "1");
+            return self.respond(&head.head, &head.bytes, resp);
+        }
+        let meta = self.meta(&head.head, &head.bytes);
         let ext = meta
             .layered
             .as_ref()
@@ -872,6 +880,9 @@ impl<'a> ConnApp<'a> {
     /// An answer decided now: compressed when eligible, logged.
     #[inline(always)]
     fn respond(&mut self, head: &RequestHead, buf: &[u8], mut resp: Response) -> Decision<Pending> {
+        if let Body::Stream(_) = resp.body {
+            return self.respond_stream(head, buf, resp);
+        }
         if self.app.layered && self.io.layered.active {
             self.io.layered.run_after(&mut resp);
         }
@@ -889,6 +900,24 @@ impl<'a> ConnApp<'a> {
             self.account(head, buf, &resp);
         }
         Decision::Respond(resp)
+    }
+
+    /// A handler answered with a streamed body: it goes the deferred answers' way (through
+    /// the worker's inbox, where `Worker::answers` places its head and starts taking its
+    /// pieces), so one path finishes every streamed answer.
+    #[cold]
+    #[inline(never)]
+    fn respond_stream(
+        &mut self,
+        head: &RequestHead,
+        buf: &[u8],
+        resp: Response,
+    ) -> Decision<Pending> {
+        let meta = self.meta(head, buf);
+        self.io.outstanding += 1;
+        self.io.counters.set_outstanding(self.io.outstanding);
+        Responder::new(self.io.inbox.clone(), self.token, self.id, meta).send(resp);
+        Decision::Defer
     }
 
     /// Counts the answer (metrics) and writes its access-log line, with the time since the

@@ -26,7 +26,9 @@ pub mod request;
 pub mod response;
 pub mod router;
 pub(crate) mod sites;
+pub mod sse;
 pub(crate) mod static_gz;
+pub mod streaming;
 
 use std::sync::Arc;
 
@@ -119,7 +121,8 @@ pub(crate) struct AppIo {
 }
 
 impl AppIo {
-    /// Turns a deferred answer that came back into the response to send: a dropped
+    /// Turns a deferred answer that came back into the response to send (and whether it
+    /// answers a HEAD request): a dropped
     /// `Responder` is a 500; compression and the access-log line happen here, on the worker,
     /// as for any answer.
     pub(crate) fn finish(
@@ -127,7 +130,7 @@ impl AppIo {
         app: &App,
         sites: &sites::Sites,
         done: Done,
-    ) -> (u64, u64, Response) {
+    ) -> (u64, u64, Response, bool) {
         self.outstanding = self.outstanding.saturating_sub(1);
         self.counters.set_outstanding(self.outstanding);
         let Done {
@@ -178,7 +181,7 @@ impl AppIo {
                 upstream: None,
             });
         }
-        (token, id, resp)
+        (token, id, resp, meta.head)
     }
 }
 

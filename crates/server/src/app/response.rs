@@ -23,6 +23,10 @@ pub enum Body {
     Owned(Vec<u8>),
     /// A byte range of an open file, sent with `sendfile` (never read into user space).
     File(FileBody),
+    /// Produced over time by a [`BodyWriter`](crate::streaming::BodyWriter) (see
+    /// [`Response::stream`]): chunked over HTTP/1.1, DATA frames over HTTP/2. Never
+    /// compressed; the access log counts its bytes as 0.
+    Stream(crate::streaming::StreamBody),
 }
 
 /// `len` bytes of `file` from `offset`, sent from the page cache.
@@ -37,7 +41,7 @@ impl Body {
     /// The body's bytes in memory (none for a file body).
     pub fn as_bytes(&self) -> &[u8] {
         match self {
-            Body::Empty | Body::File(_) => &[],
+            Body::Empty | Body::File(_) | Body::Stream(_) => &[],
             Body::Static(b) => b,
             Body::Owned(v) => v,
         }
@@ -65,6 +69,7 @@ impl Body {
             Body::Owned(v) => (v, v.len() as u64, false),
             Body::Empty => (&[], 0, false),
             Body::File(f) => (&[], f.len, true),
+            Body::Stream(_) => (&[], 0, false),
         }
     }
 }
@@ -185,6 +190,28 @@ impl Response {
     pub fn body(mut self, body: Body) -> Response {
         self.body = body;
         self
+    }
+
+    /// This response with a body produced over time, and the writer that produces it from
+    /// any thread (see [`streaming`](crate::streaming)): return the response from any kind
+    /// of handler and keep the writer.
+    ///
+    /// ```
+    /// use linerate_server::Response;
+    /// let (resp, body) = Response::new(200).content_type("text/plain").stream();
+    /// std::thread::spawn(move || {
+    ///     for i in 0..3 {
+    ///         if body.write(format!("tick {i}\n")).is_err() {
+    ///             return; // full or gone: a real producer waits with `wait_room`
+    ///         }
+    ///     }
+    ///     body.end();
+    /// });
+    /// # drop(resp);
+    /// ```
+    pub fn stream(self) -> (Response, crate::streaming::BodyWriter) {
+        let (body, writer) = crate::streaming::channel();
+        (self.body(Body::Stream(body)), writer)
     }
 
     /// Adds a field; returns an error for a name that is not a token or a value with CR, LF

@@ -15,6 +15,7 @@ pub(crate) mod certs;
 pub(crate) mod epoll;
 pub(crate) mod handshake;
 pub(crate) mod proto;
+pub(crate) mod streams;
 pub(crate) mod timer;
 pub mod tls;
 mod upstream;
@@ -122,6 +123,8 @@ struct Live {
     /// Upstream connections carrying answers to this connection (proxied exchanges);
     /// boxed, so a connection that proxies nothing pays one pointer.
     relays: Option<Box<upstream::Relays>>,
+    /// The library's streamed answers on this connection (see `streams`).
+    streams: Vec<Arc<crate::streaming::Chan>>,
 }
 
 /// A connection's PROXY protocol header, still arriving.
@@ -188,6 +191,7 @@ impl Io {
                 started: 0,
                 tls,
                 to_https,
+                id: 0,
             },
             head,
             plain,
@@ -225,6 +229,8 @@ pub(crate) struct Worker<B: Backend> {
     pools: upstream::Pools,
     /// Paused upstream exchanges whose client moved output (resumed at the end of the turn).
     up_ready: Vec<Token>,
+    /// Streamed answers with something for their connections (read at the end of the turn).
+    stream_ready: Vec<Arc<crate::streaming::Chan>>,
     /// Upstream exchanges whose client connection closed (closed at the end of the turn).
     orphans: Vec<Token>,
     /// Connections whose PROXY protocol header is still arriving, by slot (empty unless a
@@ -285,6 +291,7 @@ impl<B: Backend> Worker<B> {
             drain_deadline: None,
             pools: upstream::Pools::default(),
             up_ready: Vec::new(),
+            stream_ready: Vec::new(),
             orphans: Vec::new(),
             preambles: std::collections::HashMap::new(),
             client_conns: setup.client_conns,
@@ -311,6 +318,9 @@ impl<B: Backend> Worker<B> {
             }
             if !self.up_ready.is_empty() {
                 self.resume_relays(sh);
+            }
+            if !self.stream_ready.is_empty() {
+                self.pump_streams(sh);
             }
             if !self.orphans.is_empty() {
                 self.drop_orphans();
@@ -362,7 +372,7 @@ impl<B: Backend> Worker<B> {
     /// How long the next wait may last.
     #[inline(always)]
     fn timeout(&self) -> Option<Duration> {
-        if !self.ready.is_empty() {
+        if !self.ready.is_empty() || !self.stream_ready.is_empty() {
             return Some(Duration::ZERO);
         }
         let mut at = self.wheel.next_due().unwrap_or(u64::MAX);
@@ -627,6 +637,11 @@ impl<B: Backend> Worker<B> {
             // client bytes may go up).
             self.up_ready.extend_from_slice(&relays.0);
         }
+        if !live.streams.is_empty() {
+            // Output moved (or the writer's end came): read what waits while there is room.
+            let pending = live.streams.iter().filter(|c| c.pending()).cloned();
+            self.stream_ready.extend(pending);
+        }
         if !keep {
             // Output staged for a connection that closes is dropped here: the staging buffer
             // is the worker's, and the next connection must start with it empty.
@@ -693,6 +708,7 @@ impl<B: Backend> Worker<B> {
             to_https: sh.listener_redirect.get(listener).copied().flatten(),
             counted: false,
             relays: None,
+            streams: Vec::new(),
         });
         self.live += 1;
         if sh.app.metrics {
@@ -752,6 +768,9 @@ impl<B: Backend> Worker<B> {
             }
             if let Some(relays) = live.relays.take() {
                 self.orphans.extend_from_slice(&relays.0);
+            }
+            for chan in live.streams.drain(..) {
+                chan.gone();
             }
             let token = (u64::from(slot.generation) << 32) | u64::from(idx);
             let outstanding = live.conn.outstanding();
@@ -818,7 +837,11 @@ impl<B: Backend> Worker<B> {
         let mut done = std::mem::take(&mut self.done);
         self.io.app.inbox.take(&mut done);
         for d in done.drain(..) {
-            let (token, id, resp) = self.io.app.finish(&sh.app, &self.io.sites.sites, d);
+            let (token, id, resp, head) = self.io.app.finish(&sh.app, &self.io.sites.sites, d);
+            if let crate::Body::Stream(_) = resp.body {
+                self.start_stream(token, id, resp, head, sh);
+                continue;
+            }
             let mut taken = false;
             self.with(token, sh, |live, p| {
                 taken = live.conn.complete(id, resp, p.cx);
@@ -828,6 +851,7 @@ impl<B: Backend> Worker<B> {
             }
         }
         self.done = done;
+        self.pump_streams(sh);
     }
 
     /// Shutdown: stop accepting, close idle connections cleanly, let busy ones finish.

@@ -26,11 +26,13 @@ use crate::app::sites::SiteSet;
 use crate::app::{App, AppIo, ConnApp};
 use crate::config::Config;
 use crate::driver::proto::{Drive, Proto};
+use crate::driver::streams;
 use crate::h1::{Cx, Transmit};
 use crate::pool::Pool;
 use crate::response::FileBody;
 use crate::router::Router;
 use crate::start_error::StartError;
+use crate::streaming::Chan;
 
 /// Most transmits one pump makes before it calls the connection stuck (each moves bytes or
 /// changes state; a 1 GiB body is a few thousand).
@@ -96,6 +98,8 @@ pub(crate) struct Engine {
     /// The last connection's token (each exchange has its own, so a late answer for an
     /// earlier one is counted and dropped, as a worker drops one for a closed connection).
     token: u64,
+    /// The connection's streamed answers (`driver::streams`), with their request ids.
+    streams: Vec<(Arc<Chan>, u64)>,
 }
 
 impl Engine {
@@ -139,6 +143,7 @@ impl Engine {
             bell,
             epoch: Instant::now(),
             token: 0,
+            streams: Vec::new(),
         })
     }
 
@@ -157,6 +162,9 @@ impl Engine {
             Protocol::Http2 => Proto::h2(self.cx.now, &self.cx),
         };
         let result = self.run(&mut conn, wire, Instant::now() + limit, limit);
+        for (chan, _) in self.streams.drain(..) {
+            chan.gone();
+        }
         conn.release(&mut self.cx.pool);
         self.cx.out.clear();
         self.io.jobs.clear();
@@ -197,6 +205,13 @@ impl Engine {
             }
             if wire.has_output() && wants_input(conn, &self.cx) {
                 continue;
+            }
+            if self
+                .streams
+                .iter()
+                .any(|(c, id)| c.pending() && conn.stream_room(*id))
+            {
+                continue; // the wire took output: a streamed answer has room again
             }
             let now = Instant::now();
             if now >= give_up {
@@ -241,21 +256,33 @@ impl Engine {
             started: 0,
             tls: false,
             to_https: None,
+            id: 0,
         };
         (cx, head, svc)
     }
 
     /// Deferred answers that came back go to the connection, as `Worker::answers` hands them
-    /// over; one for an earlier exchange's connection is finished (counted) and dropped.
+    /// over (a streamed one's head placed, its pieces moved while the connection has room); one for an earlier exchange's connection is finished (counted) and dropped.
     fn answers(&mut self, conn: &mut Proto) {
         let mut done = Vec::new();
         self.io.inbox.take(&mut done);
         for d in done {
-            let (token, id, resp) = self.io.finish(&self.app, &self.sites.sites, d);
-            if token == self.token {
-                conn.complete(id, resp, &mut self.cx);
+            let (token, id, resp, head) = self.io.finish(&self.app, &self.sites.sites, d);
+            if token != self.token {
+                continue;
+            }
+            let key = (token, id);
+            let inbox = &self.io.inbox;
+            if let Some(chan) = streams::start(conn, key, resp, head, inbox, &mut self.cx) {
+                self.streams.push((chan, id));
             }
         }
+        // Every streamed answer is read each turn (the worker reads those queued to it).
+        let mut queued = Vec::new();
+        self.io.inbox.take_streams(&mut queued);
+        let cx = &mut self.cx;
+        self.streams
+            .retain(|(chan, id)| streams::pump(conn, chan, *id, cx));
     }
 
     /// Transmits what the connection has to send, as `Parts::pump` does.

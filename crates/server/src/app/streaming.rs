@@ -1,0 +1,509 @@
+//! Response bodies produced over time: the [`BodyWriter`] a handler (or any thread, or a
+//! future) writes with, and the [`StreamBody`] its response carries to the worker.
+//!
+//! Owns the channel between the two and its rules, not the framing: the worker hands each
+//! piece to the connection's streamed-answer calls (`start_stream`, `stream_data`,
+//! `stream_end`, `stream_abort`: chunked over HTTP/1.1, DATA over HTTP/2), the same calls a
+//! proxied answer takes.
+//!
+//! - **Backpressure.** The channel holds at most [`STREAM_ROOM`] bytes plus one piece: a
+//!   write past that is refused with [`WriteError::Full`] (the piece is not taken), and
+//!   [`BodyWriter::wait_room`] (blocking) or [`BodyWriter::ready`] (async) waits until the
+//!   worker took what was held. The worker takes only while the connection has room itself,
+//!   so a slow client holds at most two such rooms per answer (this channel and the
+//!   connection's own), whatever the writer does.
+//! - **The end is explicit.** [`BodyWriter::end`] completes the body; [`BodyWriter::abort`],
+//!   or dropping the writer without ending, cuts it off: HTTP/1.1 closes with the chunked
+//!   framing incomplete, HTTP/2 resets the stream. A cut body never looks whole.
+//! - **A client that leaves** (the connection closed, the stream reset, the answer dropped
+//!   before it went out) makes every later write fail with [`WriteError::Gone`], and wakes a
+//!   writer waiting for room.
+//!
+//! The writer wakes the worker through its inbox, once per batch as deferred answers do: a
+//! channel already queued for the worker is not queued again.
+#![forbid(unsafe_code)]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use super::deferred::Inbox;
+
+/// Bytes a streamed body's channel holds before writes are refused (the connection holds as
+/// much again; see the module doc).
+pub const STREAM_ROOM: usize = 64 * 1024;
+
+/// Why a write was not taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteError {
+    /// The channel is full: wait for room ([`BodyWriter::wait_room`], [`BodyWriter::ready`])
+    /// and write the piece again.
+    Full,
+    /// The answer is gone (the client left, the stream was reset, or the answer was never
+    /// sent): stop producing it.
+    Gone,
+}
+
+impl std::fmt::Display for WriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WriteError::Full => "the streamed body is full; wait for room",
+            WriteError::Gone => "the client is gone",
+        })
+    }
+}
+
+impl std::error::Error for WriteError {}
+
+/// The answer is gone: nothing more will be sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gone;
+
+impl std::fmt::Display for Gone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the client is gone")
+    }
+}
+
+impl std::error::Error for Gone {}
+
+/// How the writer finished.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Finish {
+    Open,
+    Ended,
+    Aborted,
+}
+
+/// Where the worker waits for this channel's pieces: set when the answer's head is placed.
+struct Link {
+    inbox: Arc<Inbox>,
+}
+
+struct State {
+    /// Bytes written and not yet taken by the worker.
+    buf: Vec<u8>,
+    finish: Finish,
+    gone: bool,
+    /// The worker has been told (the channel is in its inbox, or it holds it for a turn).
+    queued: bool,
+    link: Option<Link>,
+    /// The connection's token and request id, once the head is placed.
+    at: Option<(u64, u64)>,
+    waker: Option<Waker>,
+    /// For keep-alive comments (SSE): when a piece was last written.
+    last_write: Instant,
+}
+
+/// The channel between a [`BodyWriter`] and the worker.
+pub(crate) struct Chan {
+    state: Mutex<State>,
+    room: Condvar,
+    /// [`StreamBody`] handles still alive and not adopted by a worker: when the last goes,
+    /// the answer was dropped before it went out.
+    bodies: AtomicUsize,
+}
+
+impl Chan {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Appends `data` when there is room; queues the channel for its worker.
+    pub(crate) fn write(self: &Arc<Self>, data: &[u8]) -> Result<(), WriteError> {
+        let mut s = self.lock();
+        if s.gone || s.finish != Finish::Open {
+            return Err(WriteError::Gone);
+        }
+        if s.buf.len() >= STREAM_ROOM {
+            return Err(WriteError::Full);
+        }
+        s.buf.extend_from_slice(data);
+        s.last_write = Instant::now();
+        self.notify(s);
+        Ok(())
+    }
+
+    /// Tells the worker there is something to take (once until it takes it).
+    fn notify(self: &Arc<Self>, mut s: MutexGuard<'_, State>) {
+        if s.queued {
+            return;
+        }
+        let Some(link) = &s.link else {
+            return; // not placed yet: the worker takes what is here when it places the head
+        };
+        let inbox = link.inbox.clone();
+        s.queued = true;
+        drop(s);
+        inbox.push_stream(self.clone());
+    }
+
+    fn finish(self: &Arc<Self>, how: Finish) {
+        let mut s = self.lock();
+        if s.finish != Finish::Open {
+            return;
+        }
+        s.finish = how;
+        self.notify(s);
+    }
+
+    /// The worker: the answer's head is placed; pieces now go to `inbox`'s worker.
+    pub(crate) fn link(&self, inbox: Arc<Inbox>, token: u64, id: u64) {
+        let mut s = self.lock();
+        s.at = Some((token, id));
+        s.link = Some(Link { inbox });
+        s.queued = true; // the worker pumps it right after placing the head
+    }
+
+    /// The worker: the connection and request this channel feeds.
+    pub(crate) fn at(&self) -> Option<(u64, u64)> {
+        self.lock().at
+    }
+
+    /// The worker: takes what was written (swapped with `spare`, an empty buffer) and how the
+    /// writer finished, and wakes a writer waiting for room.
+    pub(crate) fn take(&self, spare: Vec<u8>) -> (Vec<u8>, Finish) {
+        let mut s = self.lock();
+        s.queued = false;
+        let data = std::mem::replace(&mut s.buf, spare);
+        let finish = s.finish;
+        let waker = s.waker.take();
+        drop(s);
+        self.room.notify_all();
+        if let Some(w) = waker {
+            w.wake();
+        }
+        (data, finish)
+    }
+
+    /// The worker: whether there is something to take (bytes, or the end).
+    pub(crate) fn pending(&self) -> bool {
+        let s = self.lock();
+        !s.buf.is_empty() || s.finish != Finish::Open
+    }
+
+    /// The worker (or a dropped body): the answer is gone. Wakes a waiting writer.
+    pub(crate) fn gone(&self) {
+        let mut s = self.lock();
+        s.gone = true;
+        s.buf = Vec::new();
+        let waker = s.waker.take();
+        drop(s);
+        self.room.notify_all();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// Whether the writer wrote nothing for `idle` and the answer is still open: a keep-alive
+    /// comment is due.
+    pub(crate) fn idle_for(&self, idle: Duration) -> bool {
+        let s = self.lock();
+        !s.gone && s.finish == Finish::Open && s.last_write.elapsed() >= idle
+    }
+
+    /// Whether the answer is over (gone, or its writer finished).
+    pub(crate) fn over(&self) -> bool {
+        let s = self.lock();
+        s.gone || s.finish != Finish::Open
+    }
+}
+
+/// Makes a streamed body: the [`StreamBody`] goes in the response
+/// ([`Body::Stream`](crate::Body::Stream)), the [`BodyWriter`] to whoever produces it.
+pub fn channel() -> (StreamBody, BodyWriter) {
+    let chan = Arc::new(Chan {
+        state: Mutex::new(State {
+            buf: Vec::new(),
+            finish: Finish::Open,
+            gone: false,
+            queued: false,
+            link: None,
+            at: None,
+            waker: None,
+            last_write: Instant::now(),
+        }),
+        room: Condvar::new(),
+        bodies: AtomicUsize::new(1),
+    });
+    (
+        StreamBody {
+            chan: Some(chan.clone()),
+        },
+        BodyWriter { chan },
+    )
+}
+
+/// The receiving end of a streamed body, carried by a response. Cloning it shares the
+/// channel (the response sent first takes it); dropping every clone before the answer went
+/// out tells the writer the answer is gone.
+pub struct StreamBody {
+    chan: Option<Arc<Chan>>,
+}
+
+impl StreamBody {
+    /// The worker adopts the channel (this handle no longer counts as a body).
+    pub(crate) fn adopt(&mut self) -> Option<Arc<Chan>> {
+        let chan = self.chan.take()?;
+        chan.bodies.fetch_sub(1, Ordering::AcqRel);
+        Some(chan)
+    }
+}
+
+impl Clone for StreamBody {
+    fn clone(&self) -> Self {
+        if let Some(c) = &self.chan {
+            c.bodies.fetch_add(1, Ordering::AcqRel);
+        }
+        StreamBody {
+            chan: self.chan.clone(),
+        }
+    }
+}
+
+impl Drop for StreamBody {
+    fn drop(&mut self) {
+        if let Some(c) = self.chan.take()
+            && c.bodies.fetch_sub(1, Ordering::AcqRel) == 1
+            && c.at().is_none()
+        {
+            c.gone();
+        }
+    }
+}
+
+impl std::fmt::Debug for StreamBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StreamBody")
+    }
+}
+
+/// Writes a streamed body from any thread. `Send` and `Sync`: keep it in a set of
+/// subscribers, move it into a thread or a future. Dropping it without
+/// [`end`](BodyWriter::end) cuts the body off (see [`abort`](BodyWriter::abort)).
+pub struct BodyWriter {
+    chan: Arc<Chan>,
+}
+
+impl BodyWriter {
+    /// Writes a piece, whole, when the channel has room; [`WriteError::Full`] leaves it
+    /// untaken. A piece of any size is taken while there is room, so keep pieces modest
+    /// (the [`std::io::Write`] impl splits large ones).
+    pub fn write(&self, data: impl AsRef<[u8]>) -> Result<(), WriteError> {
+        self.chan.write(data.as_ref())
+    }
+
+    /// Blocks until the channel has room (or the answer is gone).
+    pub fn wait_room(&self) -> Result<(), Gone> {
+        let mut s = self.chan.lock();
+        loop {
+            if s.gone || s.finish != Finish::Open {
+                return Err(Gone);
+            }
+            if s.buf.len() < STREAM_ROOM {
+                return Ok(());
+            }
+            s = self.chan.room.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Waits, without blocking a thread, until the channel has room (or the answer is gone).
+    pub fn ready(&self) -> Ready<'_> {
+        Ready { chan: &self.chan }
+    }
+
+    /// Writes a piece once there is room (async).
+    pub async fn send(&self, data: impl AsRef<[u8]>) -> Result<(), Gone> {
+        let data = data.as_ref();
+        loop {
+            self.ready().await?;
+            match self.chan.write(data) {
+                Ok(()) => return Ok(()),
+                Err(WriteError::Full) => continue,
+                Err(WriteError::Gone) => return Err(Gone),
+            }
+        }
+    }
+
+    /// Whether the answer is gone (nothing written from now on will be sent).
+    pub fn is_gone(&self) -> bool {
+        self.chan.lock().gone
+    }
+
+    /// Completes the body: what was written goes out, then the end (the last chunk, or
+    /// END_STREAM).
+    pub fn end(self) {
+        self.chan.finish(Finish::Ended);
+    }
+
+    /// Cuts the body off: what was written goes out, then the connection closes (HTTP/1.1)
+    /// or the stream is reset (HTTP/2), so the client cannot take it for whole.
+    pub fn abort(self) {
+        self.chan.finish(Finish::Aborted);
+    }
+
+    pub(crate) fn chan(&self) -> &Arc<Chan> {
+        &self.chan
+    }
+}
+
+impl Drop for BodyWriter {
+    fn drop(&mut self) {
+        self.chan.finish(Finish::Aborted);
+    }
+}
+
+impl std::fmt::Debug for BodyWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BodyWriter")
+            .field("gone", &self.is_gone())
+            .finish()
+    }
+}
+
+/// Blocking writes, for `std::io::copy`, `serde_json::to_writer` and the like: a write waits
+/// for room and takes at most what fits, so a large source never sits whole in memory. A
+/// gone client is [`std::io::ErrorKind::BrokenPipe`].
+impl std::io::Write for BodyWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let mut s = self.chan.lock();
+        loop {
+            if s.gone || s.finish != Finish::Open {
+                return Err(std::io::ErrorKind::BrokenPipe.into());
+            }
+            let room = STREAM_ROOM.saturating_sub(s.buf.len());
+            if room > 0 {
+                let n = room.min(data.len());
+                s.buf.extend_from_slice(&data[..n]);
+                s.last_write = Instant::now();
+                self.chan.notify(s);
+                return Ok(n);
+            }
+            s = self.chan.room.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The future of [`BodyWriter::ready`].
+pub struct Ready<'a> {
+    chan: &'a Arc<Chan>,
+}
+
+impl Future for Ready<'_> {
+    type Output = Result<(), Gone>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut s = self.chan.lock();
+        if s.gone || s.finish != Finish::Open {
+            return Poll::Ready(Err(Gone));
+        }
+        if s.buf.len() < STREAM_ROOM {
+            return Poll::Ready(Ok(()));
+        }
+        s.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write as _;
+
+    fn linked() -> (StreamBody, BodyWriter, Arc<Inbox>, Arc<AtomicUsize>) {
+        let wakes = Arc::new(AtomicUsize::new(0));
+        let w = wakes.clone();
+        let inbox = Arc::new(Inbox::new(Box::new(move || {
+            w.fetch_add(1, Ordering::SeqCst);
+        })));
+        let (mut body, writer) = channel();
+        let chan = body.adopt().unwrap();
+        chan.link(inbox.clone(), 7, 1);
+        chan.take(Vec::new()); // the worker's pump after placing the head
+        (body, writer, inbox, wakes)
+    }
+
+    #[test]
+    fn writes_queue_the_channel_once_per_batch_and_fill_up_to_the_room() {
+        let (_body, w, inbox, wakes) = linked();
+        w.write(b"one").unwrap();
+        w.write(b"two").unwrap();
+        assert_eq!(wakes.load(Ordering::SeqCst), 1);
+        let mut got = Vec::new();
+        inbox.take_streams(&mut got);
+        assert_eq!(got.len(), 1);
+        let (data, finish) = got[0].take(Vec::new());
+        assert_eq!(data, b"onetwo");
+        assert_eq!(finish, Finish::Open);
+        // One piece may pass the room; the next is refused and left untaken.
+        w.write(vec![0u8; STREAM_ROOM + 10]).unwrap();
+        assert_eq!(w.write(b"x"), Err(WriteError::Full));
+        let (data, _) = got[0].take(Vec::new());
+        assert_eq!(data.len(), STREAM_ROOM + 10);
+        w.write(b"x").unwrap();
+    }
+
+    #[test]
+    fn a_dropped_writer_aborts_and_end_is_explicit() {
+        let (_b, w, inbox, _) = linked();
+        w.write(b"part").unwrap();
+        drop(w);
+        let mut got = Vec::new();
+        inbox.take_streams(&mut got);
+        assert_eq!(got[0].take(Vec::new()), (b"part".to_vec(), Finish::Aborted));
+        let (_b, w, inbox, _) = linked();
+        w.end();
+        let mut got = Vec::new();
+        inbox.take_streams(&mut got);
+        assert_eq!(got[0].take(Vec::new()).1, Finish::Ended);
+    }
+
+    #[test]
+    fn a_body_dropped_before_it_went_out_makes_the_writer_see_gone() {
+        let (body, w) = channel();
+        let copy = body.clone();
+        drop(body);
+        assert!(!w.is_gone(), "a clone still holds the answer");
+        drop(copy);
+        assert!(w.is_gone());
+        assert_eq!(w.write(b"x"), Err(WriteError::Gone));
+    }
+
+    #[test]
+    fn a_waiting_writer_wakes_when_the_worker_takes_or_the_client_leaves() {
+        let (mut body, mut w) = channel();
+        let chan = body.adopt().unwrap();
+        let big = vec![1u8; STREAM_ROOM * 3];
+        let t = std::thread::spawn(move || {
+            let r = w.write_all(&big);
+            (r.map_err(|e| e.kind()), w)
+        });
+        let mut taken = 0;
+        while taken < STREAM_ROOM * 2 {
+            let (d, _) = chan.take(Vec::new());
+            assert!(
+                d.len() <= STREAM_ROOM,
+                "the io::Write impl splits to the room"
+            );
+            taken += d.len();
+            std::thread::yield_now();
+        }
+        chan.gone();
+        let (r, w) = t.join().unwrap();
+        // Either it finished before the gone, or it learned it.
+        if r.is_err() {
+            assert_eq!(r, Err(std::io::ErrorKind::BrokenPipe));
+        }
+        assert!(w.wait_room().is_err());
+    }
+}

@@ -1,0 +1,154 @@
+//! The library's streamed answers on the worker: a response whose body is a
+//! [`Body::Stream`] has its head placed with the connection's `start_stream` (the call a
+//! proxied answer's head takes), its channel linked to this worker's inbox, and its pieces
+//! moved into the connection while the connection has room.
+//!
+//! Owns when a channel is read, not the framing (the connections') nor the channel's rules
+//! (`app::streaming`). A channel is read when its writer queued it (through the inbox), and
+//! when its connection's output moved (every event on a connection with streamed answers
+//! re-queues those that hold something); it is never read while the connection has no room,
+//! so a slow client holds the writer back. A connection that closes tells each of its
+//! channels the answer is gone.
+#![forbid(unsafe_code)]
+
+use std::sync::Arc;
+
+use linerate_http1::status_has_no_body;
+
+use super::proto::Proto;
+use super::{Backend, Shared, Worker};
+use crate::app::deferred::Inbox;
+use crate::h1::{Cx, StreamHead};
+use crate::response::{Body, Response};
+use crate::streaming::{Chan, Finish};
+
+/// Places the head of `resp` (its body a stream) as the answer to request `id`, and links the
+/// channel to `inbox`. The channel comes back while a body follows; `None` when the answer is
+/// over already (the request is gone, or a HEAD request or a bodiless status wants no body:
+/// the writer then learns it is gone).
+pub(crate) fn start(
+    conn: &mut Proto,
+    (token, id): (u64, u64),
+    mut resp: Response,
+    head_request: bool,
+    inbox: &Arc<Inbox>,
+    cx: &mut Cx,
+) -> Option<Arc<Chan>> {
+    let Body::Stream(body) = &mut resp.body else {
+        conn.complete(id, resp, cx);
+        return None;
+    };
+    let chan = body.adopt()?;
+    let mut fields: Vec<(&[u8], &[u8])> = Vec::with_capacity(resp.headers.len() + 1);
+    if let Some(ct) = &resp.content_type {
+        fields.push((b"Content-Type", ct.as_bytes()));
+    }
+    for (n, v) in &resp.headers {
+        fields.push((n.as_bytes(), v.as_bytes()));
+    }
+    let head = StreamHead {
+        status: resp.status,
+        fields: &fields,
+        length: None,
+    };
+    if !conn.start_stream(id, &head, cx) {
+        chan.gone();
+        return None;
+    }
+    if head_request || status_has_no_body(resp.status) {
+        conn.stream_end(id, cx);
+        chan.gone();
+        return None;
+    }
+    chan.link(inbox.clone(), token, id);
+    Some(chan)
+}
+
+/// Moves what `chan` holds into the connection, if it has room. `false` once the answer is
+/// over (ended, cut off, or gone).
+pub(crate) fn pump(conn: &mut Proto, chan: &Chan, id: u64, cx: &mut Cx) -> bool {
+    if !conn.stream_room(id) {
+        return true;
+    }
+    let (mut data, finish) = chan.take(cx.pool.get());
+    let gone = !data.is_empty() && !conn.stream_data(id, &data, cx);
+    cx.pool.put(&mut data);
+    if gone {
+        chan.gone();
+        return false;
+    }
+    match finish {
+        Finish::Open => true,
+        Finish::Ended => {
+            if !conn.stream_end(id, cx) {
+                chan.gone();
+            }
+            false
+        }
+        Finish::Aborted => {
+            conn.stream_abort(id, cx);
+            chan.gone();
+            false
+        }
+    }
+}
+
+impl<B: Backend> Worker<B> {
+    /// A deferred answer with a streamed body came back for request `id` of `token`.
+    pub(super) fn start_stream(
+        &mut self,
+        token: u64,
+        id: u64,
+        resp: Response,
+        head_request: bool,
+        sh: &Shared,
+    ) {
+        let inbox = self.io.app.inbox.clone();
+        let mut placed = false;
+        self.with(token, sh, |live, p| {
+            placed = true;
+            let key = (token, id);
+            if let Some(chan) = start(&mut live.conn, key, resp, head_request, &inbox, p.cx)
+                && pump(&mut live.conn, &chan, id, p.cx)
+            {
+                live.streams.push(chan);
+            }
+        });
+        if !placed {
+            self.io.app.counters.late();
+        }
+    }
+
+    /// Channels that have something for their connections (queued by their writers, or by
+    /// an event on their connection): each is read once its connection has room.
+    pub(super) fn pump_streams(&mut self, sh: &Shared) {
+        let mut ready = std::mem::take(&mut self.stream_ready);
+        self.io.app.inbox.take_streams(&mut ready);
+        for chan in ready.drain(..) {
+            let Some((token, id)) = chan.at() else {
+                continue;
+            };
+            let idx = (token & 0xffff_ffff) as usize;
+            let Some(live) = self
+                .slots
+                .get(idx)
+                .filter(|s| s.generation == (token >> 32) as u32)
+                .and_then(|s| s.live.as_ref())
+            else {
+                chan.gone();
+                continue;
+            };
+            if !live.conn.stream_room(id) {
+                continue; // the connection's next event re-queues it
+            }
+            self.with(token, sh, |live, p| {
+                if !pump(&mut live.conn, &chan, id, p.cx) {
+                    live.streams.retain(|c| !Arc::ptr_eq(c, &chan));
+                }
+            });
+        }
+        if self.stream_ready.is_empty() {
+            self.stream_ready = ready;
+        }
+    }
+}
