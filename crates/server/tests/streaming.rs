@@ -11,6 +11,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,6 +22,25 @@ use linerate_server::{Response, Router};
 
 /// Longest any wait in these tests may take (a bound on a hang, not a measurement).
 const LIMIT: Duration = Duration::from_secs(20);
+
+/// How long a writer is watched while nobody reads. An unbounded server lets the writer
+/// finish in a fraction of this; a bounded one never does, however slow the machine, so
+/// this wait cannot fail a correct server.
+const WATCH: Duration = Duration::from_secs(2);
+
+/// Checks that, while nobody reads, the writer of a `total`-byte body is held back: it does
+/// not finish within [`WATCH`], and what it got taken stays under `bound`.
+fn held_back(f: &Fixture, total: usize, bound: usize) {
+    match f.seen.recv_timeout(WATCH) {
+        Err(mpsc::RecvTimeoutError::Timeout) => {}
+        other => panic!("the writer went on while nobody read: {other:?}"),
+    }
+    let taken = f.taken.load(Ordering::SeqCst);
+    assert!(
+        taken < bound,
+        "{taken} of {total} bytes taken while nobody read"
+    );
+}
 
 /// What the writer threads report.
 #[derive(Debug, PartialEq)]
@@ -41,15 +61,18 @@ fn pattern(len: usize) -> Vec<u8> {
 }
 
 /// Writes `total` pattern bytes in 16 KiB pieces, waiting for room when full; reports the
-/// first `Full` and the end (or that the client left).
-fn produce(w: BodyWriter, total: usize, tx: mpsc::Sender<Seen>) {
+/// first `Full` and the end (or that the client left), and keeps `taken` current.
+fn produce(w: BodyWriter, total: usize, tx: mpsc::Sender<Seen>, taken: &AtomicUsize) {
     let data = pattern(total);
     let mut sent = 0;
     let mut reported = false;
     while sent < total {
         let piece = &data[sent..(sent + 16 * 1024).min(total)];
         match w.write(piece) {
-            Ok(()) => sent += piece.len(),
+            Ok(()) => {
+                sent += piece.len();
+                taken.store(sent, Ordering::SeqCst);
+            }
             Err(WriteError::Full) => {
                 if !reported {
                     reported = true;
@@ -76,12 +99,16 @@ fn produce(w: BodyWriter, total: usize, tx: mpsc::Sender<Seen>) {
 struct Fixture {
     server: TestServer,
     seen: mpsc::Receiver<Seen>,
+    /// Bytes `/big`'s writer got taken so far.
+    taken: Arc<AtomicUsize>,
 }
 
 fn fixture(total: usize) -> Fixture {
     let (tx, seen) = mpsc::channel();
     let tx = Arc::new(Mutex::new(tx));
     let (t1, t2) = (tx.clone(), tx.clone());
+    let taken = Arc::new(AtomicUsize::new(0));
+    let counter = taken.clone();
     let router = Router::new()
         .get("/plain", |_| Response::text("plain"))
         .get("/ticks", |_| {
@@ -97,7 +124,8 @@ fn fixture(total: usize) -> Fixture {
         .get("/big", move |_| {
             let (resp, w) = Response::new(200).stream();
             let tx = t1.lock().unwrap().clone();
-            std::thread::spawn(move || produce(w, total, tx));
+            let taken = counter.clone();
+            std::thread::spawn(move || produce(w, total, tx, &taken));
             resp
         })
         .get("/cut", |_| {
@@ -134,6 +162,7 @@ fn fixture(total: usize) -> Fixture {
     Fixture {
         server: TestServer::start_with(config, router).expect("server starts"),
         seen,
+        taken,
     }
 }
 
@@ -230,8 +259,9 @@ fn h1_a_reader_that_reads_nothing_holds_the_writer_back_then_gets_every_byte() {
     };
     // What was taken is bounded by the socket buffers and two rooms (the channel's and the
     // connection's), far below the body.
-    assert!(taken < 16 << 20, "taken {taken} before the first Full");
     assert!(taken >= STREAM_ROOM, "taken {taken}");
+    // Held at the socket buffers plus two rooms (the channel's and the connection's).
+    held_back(&f, TOTAL, 16 << 20);
     let mut r = BufReader::new(s);
     let (_, body, whole) = read_chunked(&mut r);
     assert!(whole);
@@ -354,6 +384,8 @@ fn h2_a_reader_that_reads_nothing_holds_the_writer_back_and_one_that_leaves_is_s
         panic!("the writer should see Full first, saw {first:?}");
     };
     assert!(taken < TOTAL / 2, "taken {taken} before the first Full");
+    // curl's windows and buffers are larger than a socket's: held under half the body.
+    held_back(&f, TOTAL, TOTAL / 2);
     // The client goes away: the waiting writer learns it.
     child.kill().unwrap();
     child.wait().unwrap();
