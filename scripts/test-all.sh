@@ -7,7 +7,7 @@
 # client's address checked in the access log and an access rule (scripts/proxy-protocol.sh),
 # automatic HTTPS against Let's Encrypt's test CA Pebble (scripts/acme.sh; `go install`s
 # Pebble into target/tools),
-# headless Chromium loading browser URLs (scripts/browser.sh), Python's websockets client
+# headless Chromium loading browser URLs (scripts/browser.sh) and reading server-sent events, Python's websockets client
 # through the proxy (scripts/ws-proxy.sh; pip installs it into target/), the gateway shape of
 # docs/gateway/ with HttpArena's gateway-64 checks (scripts/gateway.sh), systemd-analyze verify
 # on dist/'s units, the Debian package built with cargo-deb (pinned, `cargo install`ed into
@@ -48,6 +48,17 @@ echo "fuzz targets replayed $(ls fuzz/corpus/parse_request | wc -l) + $(ls fuzz/
 # throwaway PostgreSQL 15 with scripts/pg.sh; where it cannot run they fail saying so.
 echo "== cargo test"
 cargo test --workspace --locked
+
+# The SSE tests read events with curl -N and headless Chromium's EventSource; a client that is
+# missing makes its test print NOT RUN (which cargo test hides), so they run again here, shown.
+echo "== server-sent events with real clients (curl -N, Chromium EventSource)"
+sse_out=$(cargo test --locked -p linerate-server --test sse -- --nocapture --test-threads 1 2>&1) \
+    || { echo "$sse_out"; exit 1; }
+if grep -q "NOT RUN" <<<"$sse_out"; then
+    grep "NOT RUN" <<<"$sse_out"
+else
+    echo "sse: curl -N and Chromium EventSource read the events"
+fi
 
 cargo build --release --locked -p linerate
 

@@ -1,22 +1,23 @@
 //! A small users service, written the way linerate's docs teach: JSON routes on PostgreSQL
 //! through `linerate-postgres`, a bearer-token layer on the `/users` group, CORS, request ids
 //! and tracing around everything, typed extraction with `?`, and every error (the service's,
-//! the extractors' and the server's own 404/405) rendered as JSON by one `ErrorRenderer`.
-//! Its in-process tests are `tests/users_example.rs`.
+//! the extractors' and the server's own 404/405) rendered as JSON by one `ErrorRenderer`, and
+//! `GET /users/events`: server-sent events, a `user` event for every user created.
+//! Its tests are `tests/users_example.rs`.
 //!
 //! ```sh
 //! psql "$DATABASE_URL" -c 'CREATE TABLE IF NOT EXISTS users (id serial PRIMARY KEY, name text NOT NULL)'
 //! DATABASE_URL=postgres://… USERS_TOKEN=secret cargo run --release -p linerate-postgres --example users [ADDR]
 //! curl -H 'authorization: Bearer secret' -H 'content-type: application/json' \
 //!      -d '{"name":"ann"}' http://127.0.0.1:8080/users
+//! curl -N -H 'authorization: Bearer secret' http://127.0.0.1:8080/users/events
 //! ```
-//!
-//! Not here yet: the issue's SSE endpoint (streaming response bodies are still to come).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use linerate_postgres::{Builder, Driver, Pool, StatementId};
 use linerate_server::layers::{Cors, RequestId, Trace};
+use linerate_server::sse::{Event, EventWriter, Sse};
 use linerate_server::{
     Config, ErrorRenderer, Extensions, IntoResponse, Json, Layer, Method, OwnedRequest, Rejection,
     Request, Response, Router, Server,
@@ -101,6 +102,29 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// The subscribers of `/users/events`.
+#[derive(Default)]
+pub struct Events {
+    subscribers: Mutex<Vec<EventWriter>>,
+}
+
+impl Events {
+    fn subscribe(&self) -> Response {
+        let (resp, events) = Sse::new().start();
+        self.subscribers.lock().unwrap().push(events);
+        resp
+    }
+
+    /// Sends `user` to every subscriber, encoded once. One that left, or cannot keep up
+    /// (its stream is full), is dropped: its stream is cut and its client reconnects.
+    fn publish(&self, user: &User) {
+        let Ok(event) = Event::json(user) else { return };
+        let event = event.event("user").id(&user.id.to_string()).encode();
+        let mut subscribers = self.subscribers.lock().unwrap();
+        subscribers.retain(|s| s.send_encoded(&event).is_ok());
+    }
+}
+
 /// Who called, once the bearer token checked out.
 pub struct Caller;
 
@@ -144,29 +168,32 @@ async fn get_user(
 async fn create_user(
     pool: Arc<Pool>,
     st: Statements,
+    events: Arc<Events>,
     req: OwnedRequest,
 ) -> Result<(u16, Json<User>), ApiError> {
     let new: NewUser = req.request().json()?;
     let conn = pool.get()?;
     let row = conn.query_one(st.insert, &[&new.name]).await?;
-    Ok((
-        201,
-        Json(User {
-            id: row.get(0),
-            name: new.name,
-        }),
-    ))
+    let user = User {
+        id: row.get(0),
+        name: new.name,
+    };
+    events.publish(&user);
+    Ok((201, Json(user)))
 }
 
 /// The service's routes and layers.
 pub fn app(pool: Arc<Pool>, st: Statements, token: String) -> Router {
     let (get_pool, post_pool) = (pool.clone(), pool.clone());
+    let events = Arc::new(Events::default());
+    let hub = events.clone();
     let users = Router::new()
+        .get("/users/events", move |_| hub.subscribe())
         .get_async("/users/{id}", pool.spawner(), move |req| {
             get_user(get_pool.clone(), st, req)
         })
         .post_async("/users", pool.spawner(), move |req| {
-            create_user(post_pool.clone(), st, req)
+            create_user(post_pool.clone(), st, events.clone(), req)
         })
         .post(
             "/echo",

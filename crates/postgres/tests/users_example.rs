@@ -1,7 +1,7 @@
 //! `examples/users.rs` end to end, in process: its router through the test client (HTTP/1.1
 //! and HTTP/2 framing) on a real PostgreSQL (`scripts/pg.sh`): the bearer-token group, JSON
-//! errors for rejections, the service's own 404 and 503 and the server's 404/405, CORS, and
-//! request ids.
+//! errors for rejections, the service's own 404 and 503 and the server's 404/405, CORS,
+//! request ids, and (on a real server) the event stream a created user is published to.
 
 mod support;
 
@@ -12,7 +12,7 @@ mod users;
 use std::sync::Arc;
 
 use linerate_postgres::{Driver, Pool};
-use linerate_server::testing::{Protocol, TestClient, TestResponse};
+use linerate_server::testing::{Protocol, TestClient, TestResponse, TestServer};
 use serde::Deserialize;
 
 #[derive(Deserialize, Debug, PartialEq)]
@@ -163,6 +163,8 @@ fn the_users_service_end_to_end() {
         );
     }
 
+    events_reach_subscribers(&pool, st);
+
     // The database goes away: the service says so at once, as JSON, and comes back.
     pg.down();
     let c = TestClient::new(users::app(pool.clone(), st, "secret".into()));
@@ -185,6 +187,62 @@ fn the_users_service_end_to_end() {
         200,
     );
     assert_eq!(r.json::<User>().expect("user 1").name, "ann");
+}
+
+/// `GET /users/events` on a real server: refused without the token; with it, a user created
+/// by another client arrives as a `user` event on every open subscription.
+fn events_reach_subscribers(pool: &Arc<Pool>, st: users::Statements) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let srv = TestServer::start(users::app(pool.clone(), st, "secret".into())).expect("server");
+    let connect = || {
+        let s = std::net::TcpStream::connect(srv.addr()).expect("connect");
+        s.set_read_timeout(Some(support::EVENTUALLY)).unwrap();
+        s
+    };
+    let mut s = connect();
+    s.write_all(b"GET /users/events HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut refused = String::new();
+    s.read_to_string(&mut refused).unwrap();
+    assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+    let subscribe = || {
+        let mut s = connect();
+        s.write_all(b"GET /users/events HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer secret\r\n\r\n")
+            .unwrap();
+        let mut r = BufReader::new(s);
+        let mut head = String::new();
+        while !head.ends_with("\r\n\r\n") {
+            assert!(r.read_line(&mut head).unwrap() > 0, "{head}");
+        }
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(head.contains("Content-Type: text/event-stream\r\n"), "{head}");
+        r
+    };
+    let mut subs = [subscribe(), subscribe()];
+    let body = r#"{"name":"eve"}"#;
+    let mut post = connect();
+    write!(
+        post,
+        "POST /users HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer secret\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut created = String::new();
+    post.read_to_string(&mut created).unwrap();
+    assert!(created.starts_with("HTTP/1.1 201"), "{created}");
+    let user: User = serde_json::from_str(created.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    let want = format!(
+        "event: user\nid: {}\ndata: {{\"id\":{},\"name\":\"eve\"}}\n\n",
+        user.id, user.id
+    );
+    for r in &mut subs {
+        // One chunk: its size line, the event, the chunk's CRLF.
+        let mut size = String::new();
+        r.read_line(&mut size).unwrap();
+        let mut event = vec![0; usize::from_str_radix(size.trim_end(), 16).unwrap()];
+        r.read_exact(&mut event).unwrap();
+        assert_eq!(String::from_utf8(event).unwrap(), want);
+    }
 }
 
 /// `request` again until it answers `status` (the pool notices an outage, and a restart, on
