@@ -3,18 +3,24 @@
 //! ids and tracing, `Json` and `Path` extractors, one error type into a JSON response), with
 //! the same database access as the linerate side: tokio-postgres clients with the statements
 //! prepared at start, taken round-robin (axum's own example uses a bb8 pool instead; this keeps
-//! the comparison about the frameworks).
+//! the comparison about the frameworks). `GET /users/events` is axum's `Sse` over a tokio
+//! broadcast channel, each created user published once (axum's sse example, with the channel
+//! its chat example uses).
 //!
 //!   axum-users ADDR     with DATABASE_URL and USERS_TOKEN set; one tokio worker thread
 //!                        (the lab pins the process to one CPU)
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use futures_util::stream::{self, Stream};
+use tokio::sync::broadcast;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
@@ -40,6 +46,8 @@ impl Db {
 struct AppState {
     db: Arc<Db>,
     token: Arc<str>,
+    /// Created users, as (id, JSON), to every `/users/events` subscriber.
+    events: broadcast::Sender<(i32, Arc<str>)>,
 }
 
 #[derive(Serialize)]
@@ -108,7 +116,27 @@ async fn create_user(
 ) -> Result<(StatusCode, Json<User>), ApiError> {
     let (client, _, insert) = state.db.get();
     let row = client.query_one(insert, &[&new.name]).await?;
-    Ok((StatusCode::CREATED, Json(User { id: row.get(0), name: new.name })))
+    let user = User { id: row.get(0), name: new.name };
+    if let Ok(json) = serde_json::to_string(&user) {
+        let _ = state.events.send((user.id, json.into()));
+    }
+    Ok((StatusCode::CREATED, Json(user)))
+}
+
+async fn events(State(state): State<AppState>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let stream = stream::unfold(state.events.subscribe(), |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok((id, json)) => {
+                    let event = Event::default().event("user").id(id.to_string()).data(&*json);
+                    return Some((Ok(event), rx));
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    });
+    Sse::new(stream).keep_alive(KeepAlive::default())
 }
 
 async fn echo(Json(value): Json<serde_json::Value>) -> Json<serde_json::Value> {
@@ -139,8 +167,11 @@ fn main() {
                 .expect("prepare");
             clients.push((client, by_id, insert));
         }
-        let state = AppState { db: Arc::new(Db { clients, next: AtomicUsize::new(0) }), token };
+        let (events_tx, _) = broadcast::channel(1024);
+        let state =
+            AppState { db: Arc::new(Db { clients, next: AtomicUsize::new(0) }), token, events: events_tx };
         let users = Router::new()
+            .route("/users/events", get(events))
             .route("/users/{id}", get(get_user))
             .route("/users", post(create_user))
             .route("/echo", post(echo))

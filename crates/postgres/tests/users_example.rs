@@ -207,15 +207,20 @@ fn events_reach_subscribers(pool: &Arc<Pool>, st: users::Statements) {
     assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
     let subscribe = || {
         let mut s = connect();
-        s.write_all(b"GET /users/events HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer secret\r\n\r\n")
-            .unwrap();
+        s.write_all(
+            b"GET /users/events HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer secret\r\n\r\n",
+        )
+        .unwrap();
         let mut r = BufReader::new(s);
         let mut head = String::new();
         while !head.ends_with("\r\n\r\n") {
             assert!(r.read_line(&mut head).unwrap() > 0, "{head}");
         }
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-        assert!(head.contains("Content-Type: text/event-stream\r\n"), "{head}");
+        assert!(
+            head.contains("Content-Type: text/event-stream\r\n"),
+            "{head}"
+        );
         r
     };
     let mut subs = [subscribe(), subscribe()];

@@ -71,7 +71,10 @@ fn block(r: &mut impl BufRead) -> String {
     let mut out = String::new();
     loop {
         let mut line = String::new();
-        assert!(r.read_line(&mut line).unwrap() > 0, "curl's output ended: {out:?}");
+        assert!(
+            r.read_line(&mut line).unwrap() > 0,
+            "curl's output ended: {out:?}"
+        );
         out.push_str(&line);
         if line == "\n" {
             return out;
@@ -149,9 +152,12 @@ fn keep_alive_comments_come_while_nothing_is_sent_and_a_leaver_is_found_out() {
 
 /// Headless Chromium with a fresh profile, loading `url`.
 fn chromium(url: &str, profile: &std::path::Path) -> Option<Kill> {
-    let bin = ["chromium", "chromium-browser"]
-        .into_iter()
-        .find(|b| Command::new(b).arg("--version").output().is_ok_and(|o| o.status.success()));
+    let bin = ["chromium", "chromium-browser"].into_iter().find(|b| {
+        Command::new(b)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
     let Some(bin) = bin else {
         println!("NOT RUN: no chromium (scripts/browser.sh installs Debian's)");
         return None;
@@ -196,7 +202,9 @@ fn chromium_event_source_reads_events_and_reconnects_with_last_event_id() {
     let (sub_tx, subs) = mpsc::channel::<(Option<String>, EventWriter)>();
     let sub_tx = Arc::new(Mutex::new(sub_tx));
     let router = Router::new()
-        .get("/", |_| Response::text(PAGE).content_type("text/html; charset=utf-8"))
+        .get("/", |_| {
+            Response::text(PAGE).content_type("text/html; charset=utf-8")
+        })
         .get("/events", move |req| {
             let last = sse::last_event_id(req).map(str::to_string);
             let (resp, events) = Sse::new().start();
@@ -209,7 +217,8 @@ fn chromium_event_source_reads_events_and_reconnects_with_last_event_id() {
             Response::new(204)
         });
     let srv = TestServer::start(router).expect("server starts");
-    let profile = std::env::temp_dir().join(format!("linerate-sse-chromium-{}", std::process::id()));
+    let profile =
+        std::env::temp_dir().join(format!("linerate-sse-chromium-{}", std::process::id()));
     let Some(_browser) = chromium(&srv.url("/"), &profile) else {
         return;
     };

@@ -94,6 +94,9 @@ struct State {
     /// The connection's token and request id, once the head is placed.
     at: Option<(u64, u64)>,
     waker: Option<Waker>,
+    /// Writers blocked on the condvar (`wait_room`, the `io::Write` impl): only then is it
+    /// notified, since a notify costs a system call.
+    blocked: u32,
     /// For keep-alive comments (SSE): when a piece was last written.
     last_write: Instant,
 }
@@ -163,20 +166,30 @@ impl Chan {
         self.lock().at
     }
 
-    /// The worker: takes what was written (swapped with `spare`, an empty buffer) and how the
-    /// writer finished, and wakes a writer waiting for room.
-    pub(crate) fn take(&self, spare: Vec<u8>) -> (Vec<u8>, Finish) {
+    /// The worker: hands what was written to `put` (under the channel's lock: a copy into the
+    /// connection's output, so the buffer is kept for the next pieces and nothing is
+    /// allocated per piece), empties it, and wakes a writer waiting for room. Returns what
+    /// `put` returned and how the writer finished.
+    pub(crate) fn drain(&self, put: impl FnOnce(&[u8]) -> bool) -> (bool, Finish) {
         let mut s = self.lock();
         s.queued = false;
-        let data = std::mem::replace(&mut s.buf, spare);
+        let taken = put(&s.buf);
+        if s.buf.capacity() > 2 * STREAM_ROOM {
+            s.buf = Vec::new(); // a large piece passed: do not keep its memory
+        } else {
+            s.buf.clear();
+        }
         let finish = s.finish;
         let waker = s.waker.take();
+        let blocked = s.blocked > 0;
         drop(s);
-        self.room.notify_all();
+        if blocked {
+            self.room.notify_all();
+        }
         if let Some(w) = waker {
             w.wake();
         }
-        (data, finish)
+        (taken, finish)
     }
 
     /// The worker: whether there is something to take (bytes, or the end).
@@ -191,8 +204,11 @@ impl Chan {
         s.gone = true;
         s.buf = Vec::new();
         let waker = s.waker.take();
+        let blocked = s.blocked > 0;
         drop(s);
-        self.room.notify_all();
+        if blocked {
+            self.room.notify_all();
+        }
         if let Some(w) = waker {
             w.wake();
         }
@@ -224,6 +240,7 @@ pub fn channel() -> (StreamBody, BodyWriter) {
             link: None,
             at: None,
             waker: None,
+            blocked: 0,
             last_write: Instant::now(),
         }),
         room: Condvar::new(),
@@ -306,7 +323,9 @@ impl BodyWriter {
             if s.buf.len() < STREAM_ROOM {
                 return Ok(());
             }
+            s.blocked += 1;
             s = self.chan.room.wait(s).unwrap_or_else(|e| e.into_inner());
+            s.blocked -= 1;
         }
     }
 
@@ -385,7 +404,9 @@ impl std::io::Write for BodyWriter {
                 self.chan.notify(s);
                 return Ok(n);
             }
+            s.blocked += 1;
             s = self.chan.room.wait(s).unwrap_or_else(|e| e.into_inner());
+            s.blocked -= 1;
         }
     }
 
@@ -420,6 +441,16 @@ mod tests {
     use super::*;
     use std::io::Write as _;
 
+    /// What the worker would copy out, and how the writer finished.
+    fn take(chan: &Chan) -> (Vec<u8>, Finish) {
+        let mut out = Vec::new();
+        let (_, finish) = chan.drain(|d| {
+            out.extend_from_slice(d);
+            true
+        });
+        (out, finish)
+    }
+
     fn linked() -> (StreamBody, BodyWriter, Arc<Inbox>, Arc<AtomicUsize>) {
         let wakes = Arc::new(AtomicUsize::new(0));
         let w = wakes.clone();
@@ -429,7 +460,7 @@ mod tests {
         let (mut body, writer) = channel();
         let chan = body.adopt().unwrap();
         chan.link(inbox.clone(), 7, 1);
-        chan.take(Vec::new()); // the worker's pump after placing the head
+        chan.drain(|_| true); // the worker's pump after placing the head
         (body, writer, inbox, wakes)
     }
 
@@ -442,13 +473,13 @@ mod tests {
         let mut got = Vec::new();
         inbox.take_streams(&mut got);
         assert_eq!(got.len(), 1);
-        let (data, finish) = got[0].take(Vec::new());
+        let (data, finish) = take(&got[0]);
         assert_eq!(data, b"onetwo");
         assert_eq!(finish, Finish::Open);
         // One piece may pass the room; the next is refused and left untaken.
         w.write(vec![0u8; STREAM_ROOM + 10]).unwrap();
         assert_eq!(w.write(b"x"), Err(WriteError::Full));
-        let (data, _) = got[0].take(Vec::new());
+        let (data, _) = take(&got[0]);
         assert_eq!(data.len(), STREAM_ROOM + 10);
         w.write(b"x").unwrap();
     }
@@ -460,12 +491,12 @@ mod tests {
         drop(w);
         let mut got = Vec::new();
         inbox.take_streams(&mut got);
-        assert_eq!(got[0].take(Vec::new()), (b"part".to_vec(), Finish::Aborted));
+        assert_eq!(take(&got[0]), (b"part".to_vec(), Finish::Aborted));
         let (_b, w, inbox, _) = linked();
         w.end();
         let mut got = Vec::new();
         inbox.take_streams(&mut got);
-        assert_eq!(got[0].take(Vec::new()).1, Finish::Ended);
+        assert_eq!(take(&got[0]).1, Finish::Ended);
     }
 
     #[test]
@@ -490,7 +521,7 @@ mod tests {
         });
         let mut taken = 0;
         while taken < STREAM_ROOM * 2 {
-            let (d, _) = chan.take(Vec::new());
+            let (d, _) = take(&chan);
             assert!(
                 d.len() <= STREAM_ROOM,
                 "the io::Write impl splits to the room"

@@ -70,10 +70,8 @@ pub(crate) fn pump(conn: &mut Proto, chan: &Chan, id: u64, cx: &mut Cx) -> bool 
     if !conn.stream_room(id) {
         return true;
     }
-    let (mut data, finish) = chan.take(cx.pool.get());
-    let gone = !data.is_empty() && !conn.stream_data(id, &data, cx);
-    cx.pool.put(&mut data);
-    if gone {
+    let (taken, finish) = chan.drain(|data| data.is_empty() || conn.stream_data(id, data, cx));
+    if !taken {
         chan.gone();
         return false;
     }
@@ -92,6 +90,11 @@ pub(crate) fn pump(conn: &mut Proto, chan: &Chan, id: u64, cx: &mut Cx) -> bool 
         }
     }
 }
+
+/// Streamed answers read per turn of the worker's loop; the rest wait for the next turn, so a
+/// fan-out to thousands of subscribers does not hold up the requests arriving meanwhile, and
+/// what is written to the channels read later goes out together (fewer, larger sends).
+const STREAMS_PER_TURN: usize = 64;
 
 impl<B: Backend> Worker<B> {
     /// A deferred answer with a streamed body came back for request `id` of `token`.
@@ -120,10 +123,16 @@ impl<B: Backend> Worker<B> {
     }
 
     /// Channels that have something for their connections (queued by their writers, or by
-    /// an event on their connection): each is read once its connection has room.
+    /// an event on their connection): each is read once its connection has room, at most
+    /// [`STREAMS_PER_TURN`] in a turn.
     pub(super) fn pump_streams(&mut self, sh: &Shared) {
         let mut ready = std::mem::take(&mut self.stream_ready);
         self.io.app.inbox.take_streams(&mut ready);
+        let mut later = if ready.len() > STREAMS_PER_TURN {
+            ready.split_off(STREAMS_PER_TURN)
+        } else {
+            Vec::new()
+        };
         for chan in ready.drain(..) {
             let Some((token, id)) = chan.at() else {
                 continue;
@@ -147,7 +156,10 @@ impl<B: Backend> Worker<B> {
                 }
             });
         }
-        if self.stream_ready.is_empty() {
+        if !later.is_empty() {
+            later.append(&mut self.stream_ready);
+            self.stream_ready = later;
+        } else if self.stream_ready.is_empty() {
             self.stream_ready = ready;
         }
     }
