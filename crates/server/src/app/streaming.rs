@@ -180,6 +180,13 @@ impl Chan {
             s.buf.clear();
         }
         let finish = s.finish;
+        self.wake_writer(s);
+        (taken, finish)
+    }
+
+    /// Wakes a writer waiting for room: a blocked thread (the condvar is notified only then,
+    /// since a notify costs a system call) and a waiting future.
+    fn wake_writer(&self, mut s: MutexGuard<'_, State>) {
         let waker = s.waker.take();
         let blocked = s.blocked > 0;
         drop(s);
@@ -189,7 +196,6 @@ impl Chan {
         if let Some(w) = waker {
             w.wake();
         }
-        (taken, finish)
     }
 
     /// The worker: whether there is something to take (bytes, or the end).
@@ -203,15 +209,7 @@ impl Chan {
         let mut s = self.lock();
         s.gone = true;
         s.buf = Vec::new();
-        let waker = s.waker.take();
-        let blocked = s.blocked > 0;
-        drop(s);
-        if blocked {
-            self.room.notify_all();
-        }
-        if let Some(w) = waker {
-            w.wake();
-        }
+        self.wake_writer(s);
     }
 
     /// Whether the writer wrote nothing for `idle` and the answer is still open: a keep-alive

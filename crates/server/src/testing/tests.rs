@@ -4,7 +4,7 @@
 #![forbid(unsafe_code)]
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -448,14 +448,17 @@ fn the_clients_time_limit_bounds_a_wait_for_an_answer_that_never_comes() {
         .unwrap()
         .timeout(Duration::from_millis(100));
     for protocol in PROTOCOLS {
-        let started = Instant::now();
         let err = client
             .get("/never")
             .protocol(protocol)
             .try_send()
             .unwrap_err();
-        assert!(matches!(err, TestError::Timeout(_)), "{protocol:?}: {err}");
-        assert!(started.elapsed() < Duration::from_secs(10), "{protocol:?}");
+        // The client's own limit ended the wait (the deferred timeout's 503, 30 s away, would
+        // have been an answer, not this error).
+        assert!(
+            matches!(err, TestError::Timeout(d) if d == Duration::from_millis(100)),
+            "{protocol:?}: {err}"
+        );
         // The client is still usable, and the late answer is not taken for the next one.
         assert_eq!(
             client.get("/hello").protocol(protocol).send().text(),
