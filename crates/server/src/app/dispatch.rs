@@ -84,8 +84,6 @@ pub(crate) struct ConnApp<'a> {
     pub tls: bool,
     /// Its listener redirects every request to HTTPS on this port.
     pub to_https: Option<u16>,
-    /// The request at hand's number on its connection (where a streamed answer goes).
-    pub id: u64,
 }
 
 impl ConnApp<'_> {
@@ -146,7 +144,6 @@ impl Service for ConnApp<'_> {
     fn request(&mut self, req: Exchange<'_>) -> Decision<Pending> {
         let app = self.app;
         let head = req.head;
-        self.id = req.id;
         if app.timing {
             self.started = crate::sys::monotonic_us();
             self.kind = Kind::Server;
@@ -224,7 +221,6 @@ impl Service for ConnApp<'_> {
         self.site_app = self.sites.get(site);
         self.started = started;
         self.kind = Kind::Route;
-        self.id = id;
         let sink = match sink {
             Sink::Proxy(body) => return self.relay(route, &head.head, &head.bytes, id, body, None),
             Sink::Relay(pipe) => {
@@ -252,7 +248,7 @@ impl Service for ConnApp<'_> {
                     ctx: self,
                 };
                 let resp = call(|| h(&request));
-                self.respond(&head.head, &head.bytes, resp)
+                self.answer(id, &head.head, &head.bytes, resp)
             }
             (_, Sink::Stream(sink)) => {
                 let request = Request {
@@ -265,7 +261,7 @@ impl Service for ConnApp<'_> {
                     ctx: self,
                 };
                 let resp = call(move || sink.finish(&request));
-                self.respond(&head.head, &head.bytes, resp)
+                self.answer(id, &head.head, &head.bytes, resp)
             }
             _ => self.respond(&head.head, &head.bytes, text_status(500).close()),
         }
@@ -324,7 +320,7 @@ impl<'a> ConnApp<'a> {
             && self.site_app.app
             && let Some(resp) = self.layers_before(&app.router.layers, None, head, req.buf)
         {
-            return self.respond(head, req.buf, resp);
+            return self.answer(req.id, head, req.buf, resp);
         }
         match head.method() {
             Method::Other | Method::Connect => {
@@ -486,7 +482,7 @@ impl<'a> ConnApp<'a> {
             && let Some(resp) =
                 self.layers_before(&route.layers, Some((route, &params)), head, req.buf)
         {
-            return self.respond(head, req.buf, resp);
+            return self.answer(req.id, head, req.buf, resp);
         }
         let declared = match head.framing() {
             Framing::Length(len) => len,
@@ -509,7 +505,7 @@ impl<'a> ConnApp<'a> {
                 match req.body {
                     Some(body) => {
                         let resp = call_buffered(h, &request(body));
-                        self.respond(head, req.buf, resp)
+                        self.answer(req.id, head, req.buf, resp)
                     }
                     None => {
                         let sink = Sink::Buffer(Vec::with_capacity(declared as usize));
@@ -534,7 +530,7 @@ impl<'a> ConnApp<'a> {
                             return self.respond(head, req.buf, text_status(500).close());
                         }
                         let resp = call(move || sink.finish(&request));
-                        self.respond(head, req.buf, resp)
+                        self.answer(req.id, head, req.buf, resp)
                     }
                     None => self.read_body(index, params, head, req.buf, Sink::Stream(sink)),
                 }
@@ -877,18 +873,36 @@ impl<'a> ConnApp<'a> {
         Decision::Defer
     }
 
-    /// An answer decided now: compressed when eligible, logged.
+    /// A handler's (or a layer's) answer to request `id`: [`ConnApp::respond`], or a
+    /// streamed body's way. Only these can be streamed: the server's own answers never are,
+    /// so their path has no test for it, and neither has [`ConnApp`] the request's number.
+    #[inline(always)]
+    fn answer(
+        &mut self,
+        id: u64,
+        head: &RequestHead,
+        buf: &[u8],
+        resp: Response,
+    ) -> Decision<Pending> {
+        if let Body::Stream(_) = resp.body {
+            return self.respond_stream(id, head, buf, resp);
+        }
+        self.respond(head, buf, resp)
+    }
+
+    /// An answer decided now: compressed when eligible, logged. A layer's `after` hook or
+    /// an error page that turns it into a streamed body is refused with a 500 (they answer
+    /// what is decided, not a body produced later).
     #[inline(always)]
     fn respond(&mut self, head: &RequestHead, buf: &[u8], mut resp: Response) -> Decision<Pending> {
-        if let Body::Stream(_) = resp.body {
-            return self.respond_stream(head, buf, resp);
-        }
         if self.app.layered && self.io.layered.active {
             self.io.layered.run_after(&mut resp);
+            unstream(&mut resp);
         }
         let site = self.site_app;
         if site.decorates {
             resp = site.decorate(head.path_bytes(buf), resp, generated);
+            unstream(&mut resp);
         }
         // HEAD is compressed too, so its Content-Length matches GET's (RFC 9110 §9.3.2).
         // Eligibility first: most responses (small, binary, files) never look up the field.
@@ -909,6 +923,7 @@ impl<'a> ConnApp<'a> {
     #[inline(never)]
     fn respond_stream(
         &mut self,
+        id: u64,
         head: &RequestHead,
         buf: &[u8],
         resp: Response,
@@ -916,7 +931,7 @@ impl<'a> ConnApp<'a> {
         let meta = self.meta(head, buf);
         self.io.outstanding += 1;
         self.io.counters.set_outstanding(self.io.outstanding);
-        Responder::new(self.io.inbox.clone(), self.token, self.id, meta).send(resp);
+        Responder::new(self.io.inbox.clone(), self.token, id, meta).send(resp);
         Decision::Defer
     }
 
@@ -1000,6 +1015,26 @@ fn unsendable(status: u16, why: Unsendable) -> Response {
         ),
     }
     text_status(500).close()
+}
+
+/// A streamed body where only a decided answer can go (a layer's `after` hook, an error
+/// page) becomes a 500 with one log line: sent as it is, it would look like a complete,
+/// empty answer. Its writer learns `Gone` when the body is dropped.
+#[inline(always)]
+fn unstream(resp: &mut Response) {
+    if let Body::Stream(_) = resp.body {
+        unstreamed(resp);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn unstreamed(resp: &mut Response) {
+    tracing::error!(
+        status = resp.status,
+        "a layer or an error page answered with a streamed body, which only a handler can; answering 500"
+    );
+    *resp = text_status(500).close();
 }
 
 /// Calls a buffered handler with [`call`]'s guard, out of line and in one place. Inlined

@@ -191,7 +191,6 @@ impl Io {
                 started: 0,
                 tls,
                 to_https,
-                id: 0,
             },
             head,
             plain,
@@ -241,6 +240,9 @@ pub(crate) struct Worker<B: Backend> {
     /// The sites have (or had, before a reload) upstreams: only then can a connection have
     /// relays or a call leave proxy jobs, so a server that proxies nothing tests one flag.
     proxying: bool,
+    /// `proxying`, or a connection of this worker has had a streamed answer: only then does
+    /// a connection's event look at relays and streams (one test in the common server).
+    extras: bool,
 }
 
 impl<B: Backend> Worker<B> {
@@ -296,6 +298,7 @@ impl<B: Backend> Worker<B> {
             preambles: std::collections::HashMap::new(),
             client_conns: setup.client_conns,
             proxying,
+            extras: proxying,
         };
         if worker.io.app.counters_on {
             let sites = worker.io.sites.clone();
@@ -631,16 +634,19 @@ impl<B: Backend> Worker<B> {
                 self.io.app.counters.idle(idle);
             }
         }
-        let proxying = self.proxying;
-        if proxying && let Some(relays) = &live.relays {
-            // Output moved: paused upstream exchanges may have room again (and a tunnel's
-            // client bytes may go up).
-            self.up_ready.extend_from_slice(&relays.0);
-        }
-        if !live.streams.is_empty() {
-            // Output moved (or the writer's end came): read what waits while there is room.
-            let pending = live.streams.iter().filter(|c| c.pending()).cloned();
-            self.stream_ready.extend(pending);
+        let extras = self.extras;
+        if extras {
+            if let Some(relays) = &live.relays {
+                // Output moved: paused upstream exchanges may have room again (and a
+                // tunnel's client bytes may go up).
+                self.up_ready.extend_from_slice(&relays.0);
+            }
+            if !live.streams.is_empty() {
+                // Output moved (or the writer's end came): read what waits while there is
+                // room.
+                let pending = live.streams.iter().filter(|c| c.pending()).cloned();
+                self.stream_ready.extend(pending);
+            }
         }
         if !keep {
             // Output staged for a connection that closes is dropped here: the staging buffer
@@ -650,7 +656,7 @@ impl<B: Backend> Worker<B> {
         } else if live.conn.deadline() < live.armed {
             live.armed = self.wheel.arm(idx, live.conn.deadline());
         }
-        if proxying && !self.io.app.jobs.is_empty() {
+        if extras && self.proxying && !self.io.app.jobs.is_empty() {
             self.start_jobs(sh);
         }
     }
@@ -866,6 +872,7 @@ impl<B: Backend> Worker<B> {
                 self.count_sites(&sites);
             }
             self.proxying |= !sites.upstreams.is_empty();
+            self.extras |= self.proxying;
             self.io.sites = sites;
             self.reload_upstreams();
         }

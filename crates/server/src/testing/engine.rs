@@ -256,7 +256,6 @@ impl Engine {
             started: 0,
             tls: false,
             to_https: None,
-            id: 0,
         };
         (cx, head, svc)
     }
