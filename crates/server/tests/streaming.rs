@@ -414,3 +414,32 @@ fn the_test_client_reads_a_streamed_answer_over_both_framings() {
         assert_eq!(resp.text(), "tick 0\ntick 1\ntick 2\n", "{protocol:?}");
     }
 }
+
+/// A layer's `after` hook that turns an answer into a streamed body gets a 500, never an
+/// empty answer that looks complete, and the body's writer learns the answer is gone.
+#[test]
+fn a_layer_that_answers_with_a_stream_after_the_handler_gets_a_500() {
+    use linerate_server::{Extensions, Layer, Request};
+    struct Restream(Arc<Mutex<Option<BodyWriter>>>);
+    impl Layer for Restream {
+        fn before(&self, _: &Request<'_>, _: &mut Extensions) -> Option<Response> {
+            None
+        }
+        fn after(&self, _: &Extensions, resp: &mut Response) {
+            let (streamed, writer) = Response::new(200).stream();
+            *resp = streamed;
+            *self.0.lock().unwrap() = Some(writer);
+        }
+    }
+    let kept = Arc::new(Mutex::new(None));
+    let router = Router::new()
+        .get("/plain", |_| Response::text("plain"))
+        .layer(Restream(kept.clone()));
+    let client = TestClient::new(router);
+    for protocol in [Protocol::Http1, Protocol::Http2] {
+        let resp = client.get("/plain").protocol(protocol).send();
+        assert_eq!(resp.status(), 500, "{protocol:?}");
+        let writer = kept.lock().unwrap().take().expect("the layer ran");
+        assert_eq!(writer.write("late"), Err(WriteError::Gone), "{protocol:?}");
+    }
+}
