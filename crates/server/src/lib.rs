@@ -105,6 +105,7 @@ mod start_error;
 mod stats;
 mod sys;
 pub mod testing;
+pub mod ws;
 
 pub use app::{access_log, compress, deferred, extract, files, layer, layers, sse, streaming};
 use app::{request, response, router};
