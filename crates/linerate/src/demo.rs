@@ -135,6 +135,21 @@ pub fn router_with(dataset: Vec<Item>) -> Router {
         .get("/echo", echo_headers)
         .post("/echo", echo_headers)
         .get("/cookie", cookies)
+        // HttpArena's echo-ws profile: text and binary echoed, pings answered, a clean close.
+        .ws("/ws", |_, _| Ok(WsEcho))
+}
+
+/// `/ws`: every message back as it came.
+struct WsEcho;
+
+impl linerate_server::websocket::WsHandler for WsEcho {
+    fn on_message(
+        &mut self,
+        msg: linerate_server::websocket::Message<'_>,
+        out: &mut linerate_server::websocket::WsOut<'_>,
+    ) {
+        out.send(msg);
+    }
 }
 
 /// `a + b` from the query, plus the body's integer for POST.

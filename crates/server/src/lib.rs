@@ -105,9 +105,11 @@ mod start_error;
 mod stats;
 mod sys;
 pub mod testing;
-pub mod ws;
+mod ws;
 
-pub use app::{access_log, compress, deferred, extract, files, layer, layers, sse, streaming};
+pub use app::{
+    access_log, compress, deferred, extract, files, layer, layers, sse, streaming, websocket,
+};
 use app::{request, response, router};
 pub use driver::tls;
 pub use extract::{ErrorRenderer, IntoResponse, Json, Rejection};

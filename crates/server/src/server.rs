@@ -758,6 +758,7 @@ impl Server {
                             client_cert: None,
                             site_counters: Arc::new([]),
                             layered: Default::default(),
+                            upgrade: None,
                         },
                     };
                     let mut worker = Worker::new(Epoll::new()?, setup)?;

@@ -27,9 +27,9 @@ fn frame_heads_read_the_same_whole_and_ask_for_more_on_prefixes() {
     for _ in 0..200_000 {
         let len = (rng.next() % 16) as usize;
         let mut data: Vec<u8> = (0..len).map(|_| rng.byte()).collect();
-        if len > 1 && rng.next() % 4 != 0 {
+        if len > 1 && rng.next() & 3 != 0 {
             data[1] |= 0x80; // mostly masked, so the checks get past the mask bit
-            if rng.next() % 2 == 0 {
+            if rng.next() & 1 == 0 {
                 data[0] &= 0x8F; // and mostly without reserved bits
             }
         }

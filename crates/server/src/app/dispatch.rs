@@ -535,6 +535,7 @@ impl<'a> ConnApp<'a> {
                     None => self.read_body(index, params, head, req.buf, Sink::Stream(sink)),
                 }
             }
+            Handler::WebSocket(ws) => self.websocket(route, &params, req, ws),
             Handler::Deferred(f) => {
                 if declared > 0 && declared > self.max_body() {
                     return self.respond(head, req.buf, text_status(413).close());
@@ -551,6 +552,69 @@ impl<'a> ConnApp<'a> {
                 }
             }
         }
+    }
+
+    /// A WebSocket route's request: the handshake checked, the route's accept function
+    /// asked, and on success the connection handed over (the driver places the 101 once this
+    /// call returns: `AppIo::upgrade`). Out of line: no other route runs its code.
+    #[cold]
+    #[inline(never)]
+    fn websocket(
+        &mut self,
+        route: &Route,
+        params: &Params,
+        req: Exchange<'_>,
+        ws: &crate::websocket::WsRoute,
+    ) -> Decision<Pending> {
+        let head = req.head;
+        // A handshake carries no body (RFC 6455 §4.1: a GET); one that does is refused
+        // rather than read.
+        let bodiless = matches!(head.framing(), Framing::None | Framing::Length(0));
+        let mut hs = match crate::websocket::check(head, req.buf) {
+            Ok(hs) if bodiless && req.body.is_some() => hs,
+            Ok(_) => return self.respond(head, req.buf, text_status(400).close()),
+            Err(refusal) => return self.respond(head, req.buf, refusal),
+        };
+        let request = Request {
+            head,
+            buf: req.buf,
+            names: &route.names,
+            params,
+            body: &[],
+            trailers: None,
+            ctx: self,
+        };
+        let accepted = catch_unwind(AssertUnwindSafe(|| (ws.accept)(&request, &mut hs)));
+        let handler = match accepted {
+            Ok(Ok(handler)) => handler,
+            Ok(Err(resp)) => return self.answer(req.id, head, req.buf, resp),
+            Err(_) => {
+                tracing::error!("WebSocket accept function panicked; answering 500");
+                return self.respond(head, req.buf, text_status(500).close());
+            }
+        };
+        let mut fields = crate::websocket::accepted_fields(hs);
+        // The 101 passes through the route's layers like any answer (a request id, CORS
+        // fields); what they add goes out with it.
+        let mut resp = Response::new(101);
+        if self.app.layered && self.io.layered.active {
+            self.io.layered.run_after(&mut resp);
+            fields.extend(
+                resp.headers
+                    .iter()
+                    .map(|(n, v)| (n.to_string(), v.to_string())),
+            );
+        }
+        if self.app.timing {
+            self.account(head, req.buf, &resp);
+        }
+        self.io.upgrade = Some(Box::new(crate::websocket::Upgrade {
+            id: req.id,
+            handler,
+            fields,
+            limits: ws.limits,
+        }));
+        Decision::Relay { upgrade: true }
     }
 
     /// The body is still to come: the connection reads it into `sink`.

@@ -29,6 +29,7 @@ pub(crate) mod sites;
 pub mod sse;
 pub(crate) mod static_gz;
 pub mod streaming;
+pub mod websocket;
 
 use std::sync::Arc;
 
@@ -118,6 +119,9 @@ pub(crate) struct AppIo {
     pub site_counters: Arc<[crate::stats::SiteCounters]>,
     /// The request at hand's pass through its layers (inactive and empty without layers).
     pub layered: Box<layer::Layered>,
+    /// A WebSocket handshake accepted in this call, for the driver to hand its connection
+    /// over (see `driver::ws`).
+    pub upgrade: Option<Box<websocket::Upgrade>>,
 }
 
 impl AppIo {

@@ -43,6 +43,8 @@ pub(crate) enum Handler {
     Buffered(Box<HandlerFn>),
     Streaming(Box<SinkFactory>),
     Deferred(Box<DeferredFn>),
+    /// A WebSocket route: the handshake answered, the connection handed over.
+    WebSocket(Box<crate::websocket::WsRoute>),
 }
 
 #[derive(Debug)]
@@ -168,6 +170,42 @@ impl Router {
                 }
             }));
         })
+    }
+
+    /// Registers a WebSocket route (RFC 6455) for GET `pattern`: `accept` sees each valid
+    /// handshake request (after the route's layers) and returns the connection's
+    /// [`WsHandler`](crate::websocket::WsHandler), or the answer that refuses it. See
+    /// [`websocket`](crate::websocket) for what is checked and the limits.
+    pub fn ws<F, H>(self, pattern: &str, accept: F) -> Router
+    where
+        F: Fn(&Request<'_>, &mut crate::websocket::Handshake<'_>) -> Result<H, Response>
+            + Send
+            + Sync
+            + 'static,
+        H: crate::websocket::WsHandler,
+    {
+        self.ws_with(pattern, crate::websocket::WsLimits::default(), accept)
+    }
+
+    /// [`Router::ws`] with limits of its own (a larger message, no idle pings…).
+    pub fn ws_with<F, H>(
+        self,
+        pattern: &str,
+        limits: crate::websocket::WsLimits,
+        accept: F,
+    ) -> Router
+    where
+        F: Fn(&Request<'_>, &mut crate::websocket::Handshake<'_>) -> Result<H, Response>
+            + Send
+            + Sync
+            + 'static,
+        H: crate::websocket::WsHandler,
+    {
+        let route = crate::websocket::WsRoute {
+            accept: crate::websocket::accept_fn(accept),
+            limits,
+        };
+        self.add(Method::Get, pattern, Handler::WebSocket(Box::new(route)))
     }
 
     /// Whether the router or any of its routes has layers.

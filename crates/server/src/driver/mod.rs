@@ -19,6 +19,7 @@ pub(crate) mod streams;
 pub(crate) mod timer;
 pub mod tls;
 mod upstream;
+mod ws;
 
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
@@ -626,13 +627,13 @@ impl<B: Backend> Worker<B> {
             fine: true,
         };
         f(live, &mut p);
-        let keep = p.fine && p.pump(live, &mut self.ready, idx);
-        if sh.app.metrics {
-            let idle = live.conn.is_idle();
-            if idle != live.idle {
-                live.idle = idle;
-                self.io.app.counters.idle(idle);
-            }
+        let mut keep = p.fine && p.pump(live, &mut self.ready, idx);
+        if p.svc.io.upgrade.is_some() {
+            // A WebSocket route accepted a handshake: its 101 goes out, and the connection
+            // speaks WebSocket from here on (taken even from a connection that closes, so
+            // the next one starts without it).
+            let handed = ws::hand_over(live, &mut p);
+            keep = keep && handed && p.pump(live, &mut self.ready, idx);
         }
         let extras = self.extras;
         if extras {
@@ -646,6 +647,13 @@ impl<B: Backend> Worker<B> {
                 // room.
                 let pending = live.streams.iter().filter(|c| c.pending()).cloned();
                 self.stream_ready.extend(pending);
+            }
+        }
+        if sh.app.metrics {
+            let idle = live.conn.is_idle();
+            if idle != live.idle {
+                live.idle = idle;
+                self.io.app.counters.idle(idle);
             }
         }
         if !keep {
@@ -1061,6 +1069,7 @@ impl<B: Backend> Parts<'_, B> {
         match conn {
             Proto::H1(c) => self.pump_with(c, transport, receiving, ready, idx),
             Proto::H2(c) => self.pump_with(&mut **c, transport, receiving, ready, idx),
+            Proto::Ws(c) => self.pump_with(&mut **c, transport, receiving, ready, idx),
         }
     }
 

@@ -8,6 +8,7 @@
 
 use linerate_http1::RequestHead;
 
+use super::ws::WsLive;
 use crate::app::Pending;
 use crate::h1::{Conn, Cx, Service, StreamHead, Timer, Transmit};
 use crate::h2;
@@ -124,6 +125,8 @@ impl Drive for h2::Conn<Pending> {
 pub(crate) enum Proto {
     H1(Conn<Pending>),
     H2(Box<h2::Conn<Pending>>),
+    /// After a WebSocket route's 101 (see `driver::ws`).
+    Ws(Box<WsLive>),
 }
 
 impl Proto {
@@ -145,6 +148,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.deadline(),
             Proto::H2(c) => c.deadline(),
+            Proto::Ws(c) => c.deadline(),
         }
     }
 
@@ -152,6 +156,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.timer(),
             Proto::H2(c) => c.timer(),
+            Proto::Ws(_) => Timer::Idle,
         }
     }
 
@@ -159,6 +164,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.is_idle(),
             Proto::H2(c) => c.is_idle(),
+            Proto::Ws(_) => false,
         }
     }
 
@@ -166,6 +172,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.outstanding(),
             Proto::H2(c) => c.outstanding(),
+            Proto::Ws(_) => 0,
         }
     }
 
@@ -173,6 +180,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.release(pool),
             Proto::H2(c) => c.release(pool),
+            Proto::Ws(c) => c.release(pool),
         }
     }
 
@@ -187,6 +195,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.recv(input, head, cx, svc),
             Proto::H2(c) => c.recv(input, head, cx, svc),
+            Proto::Ws(c) => c.recv(input, cx),
         }
     }
 
@@ -194,6 +203,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.eof(cx, svc),
             Proto::H2(c) => c.eof(cx, svc),
+            Proto::Ws(c) => c.eof(),
         }
     }
 
@@ -201,6 +211,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.complete(id, resp, cx),
             Proto::H2(c) => c.complete(id, resp, cx),
+            Proto::Ws(_) => false,
         }
     }
 
@@ -209,6 +220,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.start_stream(id, head, cx),
             Proto::H2(c) => c.start_stream(id, head, cx),
+            Proto::Ws(_) => false,
         }
     }
 
@@ -216,6 +228,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.stream_data(id, data, cx),
             Proto::H2(c) => c.stream_data(id, data, cx),
+            Proto::Ws(_) => false,
         }
     }
 
@@ -223,6 +236,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.stream_room(id),
             Proto::H2(c) => c.stream_room(id),
+            Proto::Ws(_) => false,
         }
     }
 
@@ -230,7 +244,7 @@ impl Proto {
     pub(crate) fn tunnel_input(&self) -> Option<&[u8]> {
         match self {
             Proto::H1(c) => c.tunnel_input(),
-            Proto::H2(_) => None,
+            Proto::H2(_) | Proto::Ws(_) => None,
         }
     }
 
@@ -248,6 +262,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.stream_end(id, cx),
             Proto::H2(c) => c.stream_end(id, cx),
+            Proto::Ws(_) => false,
         }
     }
 
@@ -262,6 +277,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.body_room(head, cx, svc),
             Proto::H2(c) => c.body_room(id, cx),
+            Proto::Ws(_) => {}
         }
     }
 
@@ -269,6 +285,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.stream_abort(id, cx),
             Proto::H2(c) => c.stream_abort(id, cx),
+            Proto::Ws(_) => false,
         }
     }
 
@@ -276,6 +293,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.on_timer(cx, svc),
             Proto::H2(c) => c.on_timer(cx, svc),
+            Proto::Ws(c) => c.on_timer(cx),
         }
     }
 
@@ -283,6 +301,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.drain(cx),
             Proto::H2(c) => c.drain(cx),
+            Proto::Ws(c) => c.drain(cx),
         }
     }
 
@@ -291,6 +310,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.sent(n, cx),
             Proto::H2(c) => c.sent(n, cx),
+            Proto::Ws(c) => Drive::sent(&mut **c, n, cx),
         }
     }
 
@@ -298,6 +318,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.file_sent(n, cx),
             Proto::H2(c) => c.file_sent(n, cx),
+            Proto::Ws(_) => {}
         }
     }
 
@@ -305,6 +326,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.shut(cx),
             Proto::H2(c) => c.shut(cx),
+            Proto::Ws(c) => Drive::shut(&mut **c, cx),
         }
     }
 }

@@ -123,6 +123,7 @@ impl Engine {
             client_cert: None,
             site_counters: Arc::new([]),
             layered: Default::default(),
+            upgrade: None,
         };
         let cx = Cx {
             now: 0,
@@ -286,10 +287,18 @@ impl Engine {
 
     /// Transmits what the connection has to send, as `Parts::pump` does.
     fn pump(&mut self, conn: &mut Proto, wire: &mut dyn Wire) -> Result<Link, TestError> {
+        if let Some(up) = self.io.upgrade.take() {
+            // The test client speaks no WebSocket: an accepted handshake is answered 501
+            // (`TestServer` and a WebSocket client test the route).
+            let why = "the test client does not speak WebSocket; use TestServer\n";
+            let resp = crate::Response::text(why).status(501).close();
+            conn.complete(up.id, resp, &mut self.cx);
+        }
         let (cx, head, mut svc) = self.parts();
         match conn {
             Proto::H1(c) => pump_with(c, cx, head, &mut svc, wire),
             Proto::H2(c) => pump_with(&mut **c, cx, head, &mut svc, wire),
+            Proto::Ws(c) => pump_with(&mut **c, cx, head, &mut svc, wire),
         }
     }
 }
@@ -298,6 +307,7 @@ fn wants_input(conn: &Proto, cx: &Cx) -> bool {
     match conn {
         Proto::H1(c) => Drive::wants_input(c, cx),
         Proto::H2(c) => Drive::wants_input(&**c, cx),
+        Proto::Ws(c) => Drive::wants_input(&**c, cx),
     }
 }
 

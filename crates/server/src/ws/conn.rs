@@ -168,6 +168,12 @@ impl Conn {
         }
     }
 
+    /// The connection starts with `out` staged (the 101 and any answers before it).
+    pub(crate) fn with_output(mut self, out: Vec<u8>) -> Conn {
+        self.send.out = out;
+        self
+    }
+
     /// Input from the client: every byte is taken.
     pub(crate) fn recv<H: Handler>(
         &mut self,
@@ -512,8 +518,10 @@ impl Conn {
             + self.msg.as_ref().map_or(0, |m| m.data.capacity())
     }
 
-    /// The buffers go back to the pool (the connection is dropped).
-    pub(crate) fn release(&mut self, pool: &mut Pool) {
+    /// The buffers go back to the pool (the connection is dropped); the handler hears of
+    /// the end if it has not.
+    pub(crate) fn release<H: Handler>(&mut self, pool: &mut Pool, h: &mut H) {
+        self.tell(None, h);
         pool.put(&mut self.send.out);
         if let Some(mut msg) = self.msg.take() {
             pool.put(&mut msg.data);

@@ -402,7 +402,7 @@ fn idle_holds_nothing() {
     assert_eq!(r.conn.held(), 0);
     r.recv(&frame(0x01, b"half a message"));
     assert!(r.conn.held() > 0);
-    r.conn.release(&mut r.pool);
+    r.conn.release(&mut r.pool, &mut r.echo);
     assert_eq!(r.conn.held(), 0);
     assert!(
         std::mem::size_of::<Conn>() <= 256,

@@ -1,0 +1,197 @@
+//! WebSocket routes (RFC 6455): [`Router::ws`](crate::Router::ws) answers the opening
+//! handshake and hands the connection over to a [`WsHandler`], whose messages arrive on the
+//! worker that serves the connection, whole and checked (text is UTF-8). A handler answers
+//! through [`WsOut`], which writes frames straight into the connection's output.
+//!
+//! ```no_run
+//! use linerate_server::websocket::{Message, WsHandler, WsOut};
+//! use linerate_server::Router;
+//!
+//! struct Echo;
+//! impl WsHandler for Echo {
+//!     fn on_message(&mut self, msg: Message<'_>, out: &mut WsOut<'_>) {
+//!         out.send(msg);
+//!     }
+//! }
+//! let router = Router::new().ws("/ws", |_req, _handshake| Ok(Echo));
+//! # drop(router);
+//! ```
+//!
+//! The handshake is checked strictly: a request without `Upgrade: websocket` gets 426 with
+//! `Upgrade: websocket`; a version other than 13 gets 426 with `Sec-WebSocket-Version: 13`;
+//! a missing or malformed key, a method other than GET, HTTP/1.0 or no `Connection: upgrade`
+//! gets 400. The route's layers run before the handshake is accepted (a 401 from an
+//! authentication layer refuses it), and its accept function may refuse with any answer,
+//! choose one of the offered subprotocols, and check `Origin`.
+//!
+//! The connection's rules are the server's (see the limits in [`WsLimits`]): client frames
+//! masked, reserved bits and opcodes refused, control frames answered between fragments,
+//! invalid text failing the connection at once (1007), frames and messages over their limits
+//! failing it with 1009, pings answered, the close handshake both ways with a timeout, idle
+//! connections pinged, 1001 on shutdown, and reading stopped while the output held reaches
+//! its limit. Not supported yet: permessage-deflate (offers are declined), WebSocket over
+//! HTTP/2 (RFC 8441), and sending from other threads.
+#![forbid(unsafe_code)]
+
+use linerate_http1::RequestHead;
+
+use crate::request::Request;
+use crate::response::Response;
+use crate::ws::Sending;
+use crate::ws::handshake::{self, Offer, Refusal};
+
+pub use crate::ws::close;
+pub use crate::ws::{Message, WsLimits};
+
+/// A WebSocket connection's application: one per connection, called on the worker that
+/// serves it, so it never waits (hand slow work to another thread).
+pub trait WsHandler: Send + 'static {
+    /// A whole message from the client.
+    fn on_message(&mut self, msg: Message<'_>, out: &mut WsOut<'_>);
+
+    /// The connection ended: the client's close code, or `None` when it ended without one
+    /// (a close frame without a code, a connection that dropped, a protocol error, a
+    /// timeout). Called once.
+    fn on_close(&mut self, code: Option<u16>) {
+        let _ = code;
+    }
+}
+
+/// Sends on the connection at hand: each call stages one whole message (a single frame).
+pub struct WsOut<'a> {
+    pub(crate) send: &'a mut Sending,
+}
+
+impl WsOut<'_> {
+    /// Sends a text message; `false` once the connection is closing (nothing is sent).
+    pub fn text(&mut self, text: &str) -> bool {
+        self.send.text(text)
+    }
+
+    /// Sends a binary message; `false` once the connection is closing.
+    pub fn binary(&mut self, data: &[u8]) -> bool {
+        self.send.binary(data)
+    }
+
+    /// Sends `msg` as it is (an echo).
+    pub fn send(&mut self, msg: Message<'_>) -> bool {
+        match msg {
+            Message::Text(t) => self.text(t),
+            Message::Binary(b) => self.binary(b),
+        }
+    }
+
+    /// Starts the close handshake: a close frame with `code` and `reason` (cut to 123
+    /// bytes). The client's close frame is awaited for the close timeout; messages that
+    /// arrive meanwhile are dropped.
+    pub fn close(&mut self, code: u16, reason: &str) {
+        self.send.close(code, reason);
+    }
+
+    /// Bytes staged for this connection and not yet sent: a handler that sends much can
+    /// watch it (reading from the client stops while it is over the output limit).
+    pub fn queued(&self) -> usize {
+        self.send.queued()
+    }
+}
+
+/// The client's offer, for the route's accept function to look at and answer.
+pub struct Handshake<'r> {
+    offer: Offer<'r>,
+    protocol: Option<String>,
+}
+
+impl<'r> Handshake<'r> {
+    /// The subprotocols the client offers (`Sec-WebSocket-Protocol`), in its order.
+    pub fn protocols(&self) -> &[&'r str] {
+        &self.offer.protocols
+    }
+
+    /// `Origin`, as sent (browsers send it; check it against the origins you serve, since a
+    /// page elsewhere can open a WebSocket to your server with the user's cookies).
+    pub fn origin(&self) -> Option<&'r [u8]> {
+        self.offer.origin
+    }
+
+    /// Chooses one of the offered subprotocols; `false` (and nothing chosen) when the
+    /// client did not offer it (RFC 6455 §4.2.2: the server picks from the client's list).
+    pub fn select_protocol(&mut self, protocol: &str) -> bool {
+        let offered = self.offer.protocols.contains(&protocol);
+        if offered {
+            self.protocol = Some(protocol.to_owned());
+        }
+        offered
+    }
+}
+
+/// Decides a handshake: a handler for the connection, or the answer that refuses it.
+pub type WsAcceptFn =
+    dyn Fn(&Request<'_>, &mut Handshake<'_>) -> Result<Box<dyn WsHandler>, Response> + Send + Sync;
+
+/// A WebSocket route's parts.
+pub(crate) struct WsRoute {
+    pub accept: Box<WsAcceptFn>,
+    pub limits: WsLimits,
+}
+
+/// A handshake accepted in this call: the worker places the 101 and hands the connection
+/// over before it goes on (see `driver::ws`).
+pub(crate) struct Upgrade {
+    /// The request's number on its connection (the 101 answers it).
+    pub id: u64,
+    pub handler: Box<dyn WsHandler>,
+    /// The 101's fields beyond `Upgrade` and `Connection`: `Sec-WebSocket-Accept`, the
+    /// chosen subprotocol, and what the route's layers added.
+    pub fields: Vec<(String, String)>,
+    pub limits: WsLimits,
+}
+
+/// Checks the handshake request; the client's offer, or the answer that refuses it.
+pub(crate) fn check<'b>(head: &RequestHead, buf: &'b [u8]) -> Result<Handshake<'b>, Response> {
+    match handshake::check(head, buf) {
+        Ok(offer) => Ok(Handshake {
+            offer,
+            protocol: None,
+        }),
+        Err(refusal) => Err(refusal_response(refusal)),
+    }
+}
+
+/// The 101's fields for an accepted handshake (RFC 6455 §4.2.2 item 5).
+pub(crate) fn accepted_fields(hs: Handshake<'_>) -> Vec<(String, String)> {
+    let mut fields = vec![(
+        "Sec-WebSocket-Accept".to_owned(),
+        handshake::accept(hs.offer.key),
+    )];
+    if let Some(p) = hs.protocol {
+        fields.push(("Sec-WebSocket-Protocol".to_owned(), p));
+    }
+    fields
+}
+
+fn refusal_response(refusal: Refusal) -> Response {
+    let body = format!("{}\n", refusal.reason());
+    let resp = Response::text_owned(body).status(refusal.status());
+    match refusal {
+        // RFC 9110 §15.5.22: a 426 names the protocol to upgrade to.
+        Refusal::NotUpgrade => resp.header("Upgrade", "websocket"),
+        // RFC 6455 §4.2.2: the versions the server speaks.
+        Refusal::Version => resp
+            .header("Upgrade", "websocket")
+            .header("Sec-WebSocket-Version", handshake::VERSION),
+        Refusal::Method | Refusal::Connection | Refusal::Key => resp.close(),
+    }
+}
+
+fn boxed<H: WsHandler>(h: H) -> Box<dyn WsHandler> {
+    Box::new(h)
+}
+
+/// The accept function `Router::ws` stores.
+pub(crate) fn accept_fn<F, H>(f: F) -> Box<WsAcceptFn>
+where
+    F: Fn(&Request<'_>, &mut Handshake<'_>) -> Result<H, Response> + Send + Sync + 'static,
+    H: WsHandler,
+{
+    Box::new(move |req, hs| f(req, hs).map(boxed))
+}

@@ -1,0 +1,168 @@
+//! WebSocket connections on the worker: the hand-over from HTTP/1.1 once a route accepted a
+//! handshake (the 101 placed by the HTTP/1.1 connection, then its output and held input
+//! moved to the WebSocket state machine, `crate::ws::Conn`), and the adapter between that
+//! state machine and the route's [`WsHandler`], whose panics fail the connection with 1011.
+#![forbid(unsafe_code)]
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use super::proto::{Drive, Proto};
+use super::{Live, Parts};
+use crate::app::Pending;
+use crate::h1::{Cx, Service, StreamHead, Transmit};
+use crate::websocket::{WsHandler, WsOut, close};
+use crate::ws::{self, Message, Sending};
+use linerate_http1::RequestHead;
+
+/// A WebSocket connection: the state machine and its handler.
+pub(crate) struct WsLive {
+    conn: ws::Conn,
+    handler: Caught,
+    /// A shutdown (TLS's close_notify) is in flight.
+    shutting: bool,
+}
+
+/// The route's handler, called with panics caught.
+struct Caught {
+    handler: Box<dyn WsHandler>,
+    panicked: bool,
+}
+
+impl ws::Handler for Caught {
+    fn message(&mut self, msg: Message<'_>, out: &mut Sending) {
+        if self.panicked {
+            return;
+        }
+        let handler = &mut self.handler;
+        let called = catch_unwind(AssertUnwindSafe(|| {
+            handler.on_message(msg, &mut WsOut { send: out })
+        }));
+        if called.is_err() {
+            tracing::error!("WebSocket handler panicked; closing its connection with 1011");
+            self.panicked = true;
+            out.close(close::INTERNAL_ERROR, "");
+        }
+    }
+
+    fn closed(&mut self, code: Option<u16>) {
+        if self.panicked {
+            return;
+        }
+        let handler = &mut self.handler;
+        if catch_unwind(AssertUnwindSafe(|| handler.on_close(code))).is_err() {
+            tracing::error!("WebSocket handler panicked in on_close");
+        }
+    }
+}
+
+/// Hands the connection at hand over to the WebSocket route that accepted its handshake in
+/// this call (`AppIo::upgrade`): the 101 is placed, and the HTTP/1.1 state machine gives
+/// way. `false`: the 101 could not be placed (the connection closes).
+#[cold]
+#[inline(never)]
+pub(super) fn hand_over<B: super::Backend>(live: &mut Live, p: &mut Parts<'_, B>) -> bool {
+    let Some(up) = p.svc.io.upgrade.take() else {
+        return true;
+    };
+    let Proto::H1(c) = &mut live.conn else {
+        return false;
+    };
+    let mut fields: Vec<(&[u8], &[u8])> = vec![(b"Upgrade", b"websocket")];
+    fields.extend(up.fields.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())));
+    let head = StreamHead {
+        status: 101,
+        fields: &fields,
+        length: None,
+    };
+    if !c.start_stream(up.id, &head, p.cx) {
+        return false;
+    }
+    let Some((out, input)) = c.take_upgraded(p.cx) else {
+        return false;
+    };
+    c.release(&mut p.cx.pool);
+    let conn = ws::Conn::new(p.cx.now, up.limits).with_output(out);
+    let mut ws = WsLive {
+        conn,
+        handler: Caught {
+            handler: up.handler,
+            panicked: false,
+        },
+        shutting: false,
+    };
+    if !input.is_empty() {
+        ws.conn
+            .recv(&input, p.cx.now, &mut p.cx.pool, &mut ws.handler);
+    }
+    let mut input = input;
+    p.cx.pool.put(&mut input);
+    live.conn = Proto::Ws(Box::new(ws));
+    true
+}
+
+impl WsLive {
+    pub(crate) fn recv(&mut self, input: &[u8], cx: &mut Cx) {
+        self.conn
+            .recv(input, cx.now, &mut cx.pool, &mut self.handler);
+    }
+
+    pub(crate) fn eof(&mut self) {
+        self.conn.eof(&mut self.handler);
+    }
+
+    pub(crate) fn on_timer(&mut self, cx: &mut Cx) {
+        self.conn.on_timer(cx.now, &mut self.handler);
+    }
+
+    /// Shutdown: close 1001, the client's close awaited for the close timeout.
+    pub(crate) fn drain(&mut self, cx: &mut Cx) {
+        self.conn
+            .close(close::GOING_AWAY, "server shutting down", cx.now);
+    }
+
+    pub(crate) fn deadline(&self) -> u64 {
+        self.conn.deadline()
+    }
+
+    pub(crate) fn release(&mut self, cx_pool: &mut crate::pool::Pool) {
+        self.conn.release(cx_pool, &mut self.handler);
+    }
+}
+
+impl Drive for WsLive {
+    fn poll_transmit(&mut self, _: &mut Cx) -> Transmit<'_> {
+        if self.shutting {
+            return Transmit::Idle;
+        }
+        self.conn.poll_transmit()
+    }
+    fn take_output(&mut self, cx: &mut Cx) -> Vec<u8> {
+        self.conn.take_output(&mut cx.pool)
+    }
+    fn sent(&mut self, _: u64, cx: &mut Cx) {
+        self.conn.sent(cx.now, &mut cx.pool);
+    }
+    fn stalled(&mut self, _: &Cx) {}
+    fn file_sent(&mut self, _: u64, _: &mut Cx) {}
+    fn file_taken(&mut self) {}
+    fn shutdown_taken(&mut self) {
+        self.shutting = true;
+    }
+    fn shut(&mut self, cx: &mut Cx) {
+        self.shutting = false;
+        self.conn.shut(cx.now);
+    }
+    fn can_resume(&self, _: &Cx) -> bool {
+        false
+    }
+    fn resume<S: Service<Pending = Pending>>(
+        &mut self,
+        _: &mut RequestHead,
+        _: &mut Cx,
+        _: &mut S,
+    ) {
+    }
+    fn wants_input(&self, _: &Cx) -> bool {
+        self.conn.wants_input()
+    }
+}

@@ -1,0 +1,333 @@
+//! WebSocket routes on a real server, over raw sockets: the handshake accepted (RFC 6455's
+//! own key and accept value) and refused (426, 400), echoes of text and binary messages,
+//! fragments with a ping between them, the close handshake, a protocol error's 1002, a layer
+//! that refuses the handshake, a handler that closes, and the handler told of the end.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use linerate_server::testing::TestServer;
+use linerate_server::websocket::{Message, WsHandler, WsOut};
+use linerate_server::{Extensions, Layer, Request, Response, Router};
+
+const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
+const ACCEPT: &str = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=";
+const MASK: [u8; 4] = [0x37, 0xfa, 0x21, 0x3d];
+
+struct Echo {
+    closed: Arc<Mutex<Vec<Option<u16>>>>,
+}
+
+impl WsHandler for Echo {
+    fn on_message(&mut self, msg: Message<'_>, out: &mut WsOut<'_>) {
+        match msg {
+            Message::Text("close please") => out.close(4000, "as asked"),
+            Message::Text("panic") => panic!("a handler bug"),
+            msg => {
+                out.send(msg);
+            }
+        }
+    }
+    fn on_close(&mut self, code: Option<u16>) {
+        self.closed.lock().unwrap().push(code);
+    }
+}
+
+/// Refuses requests without `Authorization: Bearer ok`.
+struct Auth;
+
+impl Layer for Auth {
+    fn before(&self, req: &Request<'_>, _: &mut Extensions) -> Option<Response> {
+        (req.header("authorization") != Some(&b"Bearer ok"[..]))
+            .then(|| Response::text("no").status(401))
+    }
+    fn after(&self, _: &Extensions, _: &mut Response) {}
+}
+
+struct Fixture {
+    server: TestServer,
+    closed: Arc<Mutex<Vec<Option<u16>>>>,
+}
+
+fn fixture() -> Fixture {
+    let closed = Arc::new(Mutex::new(Vec::new()));
+    let seen = closed.clone();
+    let chat = Router::new()
+        .ws("/private", |_, _| {
+            Ok(Echo {
+                closed: Arc::new(Mutex::new(Vec::new())),
+            })
+        })
+        .layer(Auth);
+    let router = Router::new()
+        .ws("/ws", move |_, hs| {
+            if hs.protocols().contains(&"chat") {
+                hs.select_protocol("chat");
+            }
+            Ok(Echo {
+                closed: seen.clone(),
+            })
+        })
+        .ws("/refused", |_, _| {
+            Err::<Echo, _>(Response::text("not today").status(403))
+        })
+        .get("/plain", |_| Response::text("plain"))
+        .merge(chat);
+    Fixture {
+        server: TestServer::start(router).expect("server starts"),
+        closed,
+    }
+}
+
+fn connect(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s
+}
+
+fn handshake_request(path: &str, extra: &str) -> String {
+    format!(
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {KEY}\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n"
+    )
+}
+
+/// Reads an HTTP response head (to the blank line).
+fn read_head(s: &mut TcpStream) -> String {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if s.read(&mut b).unwrap() == 0 {
+            break;
+        }
+        head.push(b[0]);
+    }
+    String::from_utf8(head).unwrap()
+}
+
+/// Opens a WebSocket on `path` and checks the 101.
+fn open(addr: SocketAddr, path: &str) -> TcpStream {
+    let mut s = connect(addr);
+    s.write_all(handshake_request(path, "").as_bytes()).unwrap();
+    let head = read_head(&mut s);
+    assert!(
+        head.starts_with("HTTP/1.1 101 Switching Protocols\r\n"),
+        "{head}"
+    );
+    s
+}
+
+fn frame(b0: u8, payload: &[u8]) -> Vec<u8> {
+    let mut v = vec![b0];
+    match payload.len() {
+        n if n < 126 => v.push(0x80 | n as u8),
+        n if n <= 0xFFFF => {
+            v.push(0x80 | 126);
+            v.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            v.push(0x80 | 127);
+            v.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    v.extend_from_slice(&MASK);
+    v.extend(payload.iter().enumerate().map(|(i, b)| b ^ MASK[i % 4]));
+    v
+}
+
+/// Reads one server frame: (first byte, payload).
+fn read_frame(s: &mut TcpStream) -> (u8, Vec<u8>) {
+    let mut h = [0u8; 2];
+    s.read_exact(&mut h).unwrap();
+    assert_eq!(h[1] & 0x80, 0, "server frames are not masked");
+    let len = match h[1] & 0x7F {
+        126 => {
+            let mut b = [0u8; 2];
+            s.read_exact(&mut b).unwrap();
+            u16::from_be_bytes(b) as usize
+        }
+        127 => {
+            let mut b = [0u8; 8];
+            s.read_exact(&mut b).unwrap();
+            u64::from_be_bytes(b) as usize
+        }
+        n => n as usize,
+    };
+    let mut payload = vec![0u8; len];
+    s.read_exact(&mut payload).unwrap();
+    (h[0], payload)
+}
+
+/// The connection ends (EOF) after what was read.
+fn assert_ends(s: &mut TcpStream) {
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "nothing after the close: {rest:x?}");
+}
+
+#[test]
+fn the_handshake_is_accepted_with_the_rfc_accept_value_and_a_chosen_subprotocol() {
+    let f = fixture();
+    let mut s = connect(f.server.addr());
+    s.write_all(handshake_request("/ws", "Sec-WebSocket-Protocol: v1, chat\r\n").as_bytes())
+        .unwrap();
+    let head = read_head(&mut s).to_ascii_lowercase();
+    assert!(
+        head.starts_with("http/1.1 101 switching protocols\r\n"),
+        "{head}"
+    );
+    assert!(head.contains("\r\nupgrade: websocket\r\n"), "{head}");
+    assert!(head.contains("\r\nconnection: upgrade\r\n"), "{head}");
+    assert!(
+        head.contains(&format!(
+            "\r\nsec-websocket-accept: {}\r\n",
+            ACCEPT.to_ascii_lowercase()
+        )),
+        "{head}"
+    );
+    assert!(
+        head.contains("\r\nsec-websocket-protocol: chat\r\n"),
+        "{head}"
+    );
+    assert!(
+        !head.contains("content-length") && !head.contains("transfer-encoding"),
+        "{head}"
+    );
+}
+
+#[test]
+fn refused_handshakes_get_426_or_400() {
+    let f = fixture();
+    let addr = f.server.addr();
+    let rows = [
+        // RFC 9110 §15.5.22: a plain GET to a WebSocket route.
+        (
+            "GET /ws HTTP/1.1\r\nHost: a\r\n\r\n".to_owned(),
+            "426",
+            Some("upgrade: websocket"),
+        ),
+        // RFC 6455 §4.2.2: another version.
+        (
+            handshake_request("/ws", "").replace("Version: 13", "Version: 8"),
+            "426",
+            Some("sec-websocket-version: 13"),
+        ),
+        (
+            handshake_request("/ws", "").replace(KEY, "short"),
+            "400",
+            None,
+        ),
+        (
+            handshake_request("/ws", "").replace("Connection: Upgrade", "Connection: close"),
+            "400",
+            None,
+        ),
+        // The accept function's own answer.
+        (handshake_request("/refused", ""), "403", None),
+        // A layer refuses before the handshake is accepted.
+        (handshake_request("/private", ""), "401", None),
+    ];
+    for (request, status, field) in rows {
+        let mut s = connect(addr);
+        s.write_all(request.as_bytes()).unwrap();
+        let head = read_head(&mut s).to_ascii_lowercase();
+        assert!(
+            head.starts_with(&format!("http/1.1 {status} ")),
+            "{request:?}: {head}"
+        );
+        if let Some(field) = field {
+            assert!(head.contains(field), "{request:?}: {head}");
+        }
+    }
+    // The layer lets an authorized handshake through.
+    let mut s = connect(addr);
+    s.write_all(handshake_request("/private", "Authorization: Bearer ok\r\n").as_bytes())
+        .unwrap();
+    assert!(read_head(&mut s).starts_with("HTTP/1.1 101 "));
+}
+
+#[test]
+fn messages_are_echoed_and_a_ping_between_fragments_is_answered() {
+    let f = fixture();
+    let mut s = open(f.server.addr(), "/ws");
+    s.write_all(&frame(0x81, b"Hello")).unwrap();
+    assert_eq!(read_frame(&mut s), (0x81, b"Hello".to_vec()));
+    let big: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
+    s.write_all(&frame(0x82, &big)).unwrap();
+    assert_eq!(read_frame(&mut s), (0x82, big));
+    let mut pieces = frame(0x01, "κόσ".as_bytes());
+    pieces.extend(frame(0x89, b"ping!"));
+    pieces.extend(frame(0x80, "με".as_bytes()));
+    // One byte at a time.
+    for b in pieces {
+        s.write_all(&[b]).unwrap();
+    }
+    assert_eq!(read_frame(&mut s), (0x8A, b"ping!".to_vec()));
+    assert_eq!(read_frame(&mut s), (0x81, "κόσμε".as_bytes().to_vec()));
+    // The client closes: the code is echoed and the server ends the TCP connection.
+    s.write_all(&frame(0x88, &1000u16.to_be_bytes())).unwrap();
+    assert_eq!(read_frame(&mut s), (0x88, 1000u16.to_be_bytes().to_vec()));
+    assert_ends(&mut s);
+    assert_eq!(*f.closed.lock().unwrap(), [Some(1000)]);
+}
+
+#[test]
+fn a_protocol_error_closes_1002_and_invalid_text_1007() {
+    let f = fixture();
+    let mut s = open(f.server.addr(), "/ws");
+    // RFC 6455 §5.1: unmasked.
+    s.write_all(&[0x81, 0x02, b'h', b'i']).unwrap();
+    let (b0, payload) = read_frame(&mut s);
+    assert_eq!((b0, &payload[..2]), (0x88, &1002u16.to_be_bytes()[..]));
+    assert_ends(&mut s);
+    let mut s = open(f.server.addr(), "/ws");
+    s.write_all(&frame(0x81, b"\xce\xba\xff")).unwrap();
+    let (b0, payload) = read_frame(&mut s);
+    assert_eq!((b0, &payload[..2]), (0x88, &1007u16.to_be_bytes()[..]));
+    assert_ends(&mut s);
+}
+
+#[test]
+fn a_handler_closes_and_a_panicking_one_closes_1011_while_the_server_goes_on() {
+    let f = fixture();
+    let mut s = open(f.server.addr(), "/ws");
+    s.write_all(&frame(0x81, b"close please")).unwrap();
+    let (b0, payload) = read_frame(&mut s);
+    assert_eq!(b0, 0x88);
+    assert_eq!(&payload[..2], &4000u16.to_be_bytes());
+    assert_eq!(&payload[2..], b"as asked");
+    // Messages after the server's close are dropped; the client's close ends it.
+    s.write_all(&frame(0x81, b"ignored")).unwrap();
+    s.write_all(&frame(0x88, &4000u16.to_be_bytes())).unwrap();
+    assert_ends(&mut s);
+
+    let mut s = open(f.server.addr(), "/ws");
+    s.write_all(&frame(0x81, b"panic")).unwrap();
+    let (b0, payload) = read_frame(&mut s);
+    assert_eq!((b0, &payload[..2]), (0x88, &1011u16.to_be_bytes()[..]));
+    // The worker goes on serving.
+    let mut s = connect(f.server.addr());
+    s.write_all(b"GET /plain HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut all = String::new();
+    s.read_to_string(&mut all).unwrap();
+    assert!(
+        all.starts_with("HTTP/1.1 200 ") && all.ends_with("plain"),
+        "{all}"
+    );
+}
+
+#[test]
+fn a_client_that_drops_is_reported_to_the_handler() {
+    let f = fixture();
+    let s = open(f.server.addr(), "/ws");
+    drop(s);
+    for _ in 0..200 {
+        if !f.closed.lock().unwrap().is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(*f.closed.lock().unwrap(), [None]);
+}
