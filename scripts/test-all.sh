@@ -132,6 +132,17 @@ case $ws in
     *) exit "$ws" ;;
 esac
 
+echo "== WebSocket: Autobahn|Testsuite's fuzzingclient, every case, against the demo's /ws (scripts/autobahn.sh)"
+set +e
+scripts/autobahn.sh
+ab=$?
+set -e
+case $ab in
+    0) ;;
+    2) echo "!! Autobahn stage NOT RUN: it cannot run on this machine (see the line above)" ;;
+    *) exit "$ab" ;;
+esac
+
 echo "== The gateway shape: an HTTPS edge and the demo app from docs/gateway/, HttpArena gateway-64's checks (scripts/gateway.sh)"
 set +e
 scripts/gateway.sh check

@@ -208,7 +208,15 @@ impl Conn {
         h: &mut H,
     ) -> Result<usize, WsError> {
         let Some(mut reading) = self.frame else {
-            return self.head(input, pool);
+            let used = self.head(input, pool)?;
+            if let Some(r) = self.frame
+                && r.head.len == 0
+            {
+                // No payload to wait for (an empty message, a ping without data).
+                self.frame = None;
+                self.frame_done(r.head, now, pool, h)?;
+            }
+            return Ok(used);
         };
         let left = reading.head.len - reading.taken;
         let n = (left.min(input.len() as u64)) as usize;

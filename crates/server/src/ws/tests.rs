@@ -157,6 +157,22 @@ fn messages_are_echoed_in_any_split() {
     }
 }
 
+/// Autobahn 1.1.1, 1.2.1: a message without payload is whole once its header is in (it
+/// was first answered only when the next bytes came).
+#[test]
+fn empty_messages_are_answered_at_once() {
+    let mut r = Run::new();
+    r.recv(&frame(0x81, b""));
+    assert_eq!(r.output(), server(0x81, b""));
+    r.recv(&frame(0x82, b""));
+    assert_eq!(r.output(), server(0x82, b""));
+    r.recv(&frame(0x89, b""));
+    assert_eq!(r.output(), server(0x8A, b""));
+    r.recv(&[frame(0x01, b""), frame(0x80, b"")].concat());
+    assert_eq!(r.output(), server(0x81, b""));
+    assert_eq!(r.echo.heard, ["text:", "binary:0", "text:"]);
+}
+
 /// RFC 6455 §5.4: fragments make one message; control frames may come between them, and
 /// are answered at once.
 #[test]

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Autobahn|Testsuite, the suite WebSocket implementations are judged by: `wstest -m
+# fuzzingclient` against the demo's /ws echo (every case, 1 to 13), then a summary by
+# behaviour from its report. Fails when a case FAILED, or when the suite ran no case; the
+# NON-STRICT, INFORMATIONAL and UNIMPLEMENTED cases are listed (docs/conformance.md explains
+# them).
+#
+#   scripts/autobahn.sh [path/to/linerate]     (default: target/release/linerate)
+#
+# Autobahn|Testsuite runs on Python 2.7 only: pyenv's 2.7 (~/.pyenv/versions/2.7.*), or
+# python2.7 on the PATH, or $AUTOBAHN_PYTHON. It is installed with that Python's pip into
+# target/tools/autobahn (PyPI). Exit 2 with a NOT RUN line saying why where it cannot run (no
+# Python 2.7, pip cannot install it). The server binds 127.0.0.1 on a free port and is
+# stopped by its PID; the report is left in target/autobahn/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${1:-target/release/linerate}
+
+say() { echo "autobahn: $*" >&2; }
+not_run() { say "NOT RUN: $*"; exit 2; }
+
+[ -x "$bin" ] || { say "no $bin (build it: cargo build --release -p linerate)"; exit 1; }
+
+py2=${AUTOBAHN_PYTHON:-}
+if [ -z "$py2" ]; then
+    for p in "$HOME"/.pyenv/versions/2.7*/bin/python "$(command -v python2.7 || true)"; do
+        if [ -n "$p" ] && [ -x "$p" ]; then py2=$p; break; fi
+    done
+fi
+[ -n "$py2" ] || not_run "no Python 2.7 (Autobahn|Testsuite needs it: pyenv install 2.7.18)"
+"$py2" -c 'import sys; sys.exit(sys.version_info[:2] != (2, 7))' \
+    || not_run "$py2 is not Python 2.7"
+
+tools=$PWD/target/tools/autobahn
+# Only the copy installed here: a user-wide install elsewhere must not stand in for it.
+export PYTHONNOUSERSITE=1
+# A site directory, not PYTHONPATH: zope.interface is a namespace package whose .pth file
+# only a site directory reads.
+site="import site, sys; site.addsitedir('$tools')"
+if ! "$py2" -c "$site; import autobahntestsuite" 2>/dev/null; then
+    say "installing autobahntestsuite into $tools (pip, PyPI)"
+    mkdir -p "$tools"
+    "$py2" -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
+        --target "$tools" autobahntestsuite >&2 \
+        || not_run "pip could not install autobahntestsuite with $py2"
+fi
+
+out=$PWD/target/autobahn
+rm -rf "$out"
+mkdir -p "$out"
+port=$("$py2" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$bin" serve --addr "127.0.0.1:$port" --workers 1 >"$out/server.log" 2>&1 &
+server=$!
+trap 'kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do
+    if "$py2" -c "import socket; socket.create_connection(('127.0.0.1', $port), 1)" 2>/dev/null; then
+        break
+    fi
+    sleep 0.1
+done
+
+cat >"$out/spec.json" <<EOF
+{
+  "outdir": "$out/reports",
+  "servers": [{"agent": "linerate", "url": "ws://127.0.0.1:$port/ws"}],
+  "cases": ["*"],
+  "exclude-cases": [],
+  "exclude-agent-cases": {}
+}
+EOF
+say "wstest -m fuzzingclient against ws://127.0.0.1:$port/ws (every case)"
+(cd "$out" && timeout 1200 "$py2" -c \
+    "$site; from autobahntestsuite.wstest import run; sys.argv[0] = 'wstest'; run()" \
+    -m fuzzingclient -s "$out/spec.json" >"$out/wstest.log" 2>&1) \
+    || { tail -20 "$out/wstest.log" >&2; say "wstest failed (log: $out/wstest.log)"; exit 1; }
+
+# The report: every case's behaviour (and its close behaviour), counted.
+python3 - "$out/reports/index.json" <<'EOF'
+import json, sys
+from collections import Counter
+index = json.load(open(sys.argv[1]))
+cases = index["linerate"]
+def key(case):
+    return [int(p) for p in case.split(".")]
+counts = Counter()
+notes = []
+failed = []
+for case in sorted(cases, key=key):
+    r = cases[case]
+    b, c = r["behavior"], r["behaviorClose"]
+    worst = "FAILED" if "FAILED" in (b, c) else b
+    counts[worst] += 1
+    if worst == "FAILED":
+        failed.append("%s (%s, close %s)" % (case, b, c))
+    elif worst != "OK":
+        notes.append("%s %s" % (case, worst))
+print("autobahn: %d cases: %s" % (len(cases), ", ".join("%s %d" % kv for kv in sorted(counts.items()))))
+groups = Counter(n.split(" ")[1] + " in " + n.split(".")[0] + ".x" for n in notes)
+for g, n in sorted(groups.items()):
+    print("autobahn:   %s: %d" % (g, n))
+if failed:
+    print("autobahn: FAILED: " + ", ".join(failed))
+    sys.exit(1)
+if not cases:
+    print("autobahn: no case ran")
+    sys.exit(1)
+EOF
