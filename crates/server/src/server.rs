@@ -759,6 +759,7 @@ impl Server {
                             site_counters: Arc::new([]),
                             layered: Default::default(),
                             upgrade: None,
+                            extras: false,
                         },
                     };
                     let mut worker = Worker::new(Epoll::new()?, setup)?;

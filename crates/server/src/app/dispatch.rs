@@ -608,6 +608,7 @@ impl<'a> ConnApp<'a> {
         if self.app.timing {
             self.account(head, req.buf, &resp);
         }
+        self.io.extras = true;
         self.io.upgrade = Some(Box::new(crate::websocket::Upgrade {
             id: req.id,
             handler,

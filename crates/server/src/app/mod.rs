@@ -122,6 +122,10 @@ pub(crate) struct AppIo {
     /// A WebSocket handshake accepted in this call, for the driver to hand its connection
     /// over (see `driver::ws`).
     pub upgrade: Option<Box<websocket::Upgrade>>,
+    /// The worker proxies, or one of its connections has had a streamed answer or a
+    /// WebSocket handshake: only then does a connection's event look at relays, streams and
+    /// upgrades (one test in the common server; set where each begins, never cleared).
+    pub extras: bool,
 }
 
 impl AppIo {

@@ -241,9 +241,6 @@ pub(crate) struct Worker<B: Backend> {
     /// The sites have (or had, before a reload) upstreams: only then can a connection have
     /// relays or a call leave proxy jobs, so a server that proxies nothing tests one flag.
     proxying: bool,
-    /// `proxying`, or a connection of this worker has had a streamed answer: only then does
-    /// a connection's event look at relays and streams (one test in the common server).
-    extras: bool,
 }
 
 impl<B: Backend> Worker<B> {
@@ -299,8 +296,8 @@ impl<B: Backend> Worker<B> {
             preambles: std::collections::HashMap::new(),
             client_conns: setup.client_conns,
             proxying,
-            extras: proxying,
         };
+        worker.io.app.extras = proxying;
         if worker.io.app.counters_on {
             let sites = worker.io.sites.clone();
             worker.count_sites(&sites);
@@ -614,7 +611,9 @@ impl<B: Backend> Worker<B> {
             self.io.app.client_cert = live.transport.client_cert();
         }
         let (cx, svc, head, plain) = self.io.split(sh, peer, token, tls, live.to_https);
-        if let Proto::H2(_) = live.conn {
+        if let Proto::Boxed(b) = &live.conn
+            && let proto::Boxed::H2(_) = **b
+        {
             cx.sendfile = !live.transport.decrypts();
         }
         let mut p = Parts {
@@ -628,15 +627,15 @@ impl<B: Backend> Worker<B> {
         };
         f(live, &mut p);
         let mut keep = p.fine && p.pump(live, &mut self.ready, idx);
-        if p.svc.io.upgrade.is_some() {
-            // A WebSocket route accepted a handshake: its 101 goes out, and the connection
-            // speaks WebSocket from here on (taken even from a connection that closes, so
-            // the next one starts without it).
-            let handed = ws::hand_over(live, &mut p);
-            keep = keep && handed && p.pump(live, &mut self.ready, idx);
-        }
-        let extras = self.extras;
+        let extras = p.svc.io.extras;
         if extras {
+            if p.svc.io.upgrade.is_some() {
+                // A WebSocket route accepted a handshake: its 101 goes out, and the
+                // connection speaks WebSocket from here on (taken even from a connection
+                // that closes, so the next one starts without it).
+                let handed = ws::hand_over(live, &mut p);
+                keep = keep && handed && p.pump(live, &mut self.ready, idx);
+            }
             if let Some(relays) = &live.relays {
                 // Output moved: paused upstream exchanges may have room again (and a
                 // tunnel's client bytes may go up).
@@ -880,7 +879,7 @@ impl<B: Backend> Worker<B> {
                 self.count_sites(&sites);
             }
             self.proxying |= !sites.upstreams.is_empty();
-            self.extras |= self.proxying;
+            self.io.app.extras |= self.proxying;
             self.io.sites = sites;
             self.reload_upstreams();
         }
@@ -1068,8 +1067,10 @@ impl<B: Backend> Parts<'_, B> {
         } = live;
         match conn {
             Proto::H1(c) => self.pump_with(c, transport, receiving, ready, idx),
-            Proto::H2(c) => self.pump_with(&mut **c, transport, receiving, ready, idx),
-            Proto::Ws(c) => self.pump_with(&mut **c, transport, receiving, ready, idx),
+            Proto::Boxed(b) => match &mut **b {
+                proto::Boxed::H2(c) => self.pump_with(c, transport, receiving, ready, idx),
+                proto::Boxed::Ws(c) => self.pump_with(c, transport, receiving, ready, idx),
+            },
         }
     }
 

@@ -106,7 +106,7 @@ impl<B: Backend> Worker<B> {
         head_request: bool,
         sh: &Shared,
     ) {
-        self.extras = true;
+        self.io.app.extras = true;
         let inbox = self.io.app.inbox.clone();
         let mut placed = false;
         self.with(token, sh, |live, p| {

@@ -6,7 +6,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use super::proto::{Drive, Proto};
+use super::proto::{Boxed, Drive, Proto};
 use super::{Live, Parts};
 use crate::app::Pending;
 use crate::h1::{Cx, Service, StreamHead, Transmit};
@@ -96,7 +96,7 @@ pub(super) fn hand_over<B: super::Backend>(live: &mut Live, p: &mut Parts<'_, B>
     }
     let mut input = input;
     p.cx.pool.put(&mut input);
-    live.conn = Proto::Ws(Box::new(ws));
+    live.conn = Proto::Boxed(Box::new(Boxed::Ws(ws)));
     true
 }
 

@@ -25,7 +25,7 @@ use crate::app::deferred::Inbox;
 use crate::app::sites::SiteSet;
 use crate::app::{App, AppIo, ConnApp};
 use crate::config::Config;
-use crate::driver::proto::{Drive, Proto};
+use crate::driver::proto::{Boxed, Drive, Proto};
 use crate::driver::streams;
 use crate::h1::{Cx, Transmit};
 use crate::pool::Pool;
@@ -124,6 +124,7 @@ impl Engine {
             site_counters: Arc::new([]),
             layered: Default::default(),
             upgrade: None,
+            extras: false,
         };
         let cx = Cx {
             now: 0,
@@ -297,8 +298,10 @@ impl Engine {
         let (cx, head, mut svc) = self.parts();
         match conn {
             Proto::H1(c) => pump_with(c, cx, head, &mut svc, wire),
-            Proto::H2(c) => pump_with(&mut **c, cx, head, &mut svc, wire),
-            Proto::Ws(c) => pump_with(&mut **c, cx, head, &mut svc, wire),
+            Proto::Boxed(b) => match &mut **b {
+                Boxed::H2(c) => pump_with(c, cx, head, &mut svc, wire),
+                Boxed::Ws(c) => pump_with(c, cx, head, &mut svc, wire),
+            },
         }
     }
 }
@@ -306,8 +309,10 @@ impl Engine {
 fn wants_input(conn: &Proto, cx: &Cx) -> bool {
     match conn {
         Proto::H1(c) => Drive::wants_input(c, cx),
-        Proto::H2(c) => Drive::wants_input(&**c, cx),
-        Proto::Ws(c) => Drive::wants_input(&**c, cx),
+        Proto::Boxed(b) => match &**b {
+            Boxed::H2(c) => Drive::wants_input(c, cx),
+            Boxed::Ws(c) => Drive::wants_input(c, cx),
+        },
     }
 }
 
