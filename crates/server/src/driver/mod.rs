@@ -611,9 +611,7 @@ impl<B: Backend> Worker<B> {
             self.io.app.client_cert = live.transport.client_cert();
         }
         let (cx, svc, head, plain) = self.io.split(sh, peer, token, tls, live.to_https);
-        if let Proto::Boxed(b) = &live.conn
-            && let proto::Boxed::H2(_) = **b
-        {
+        if let Proto::Boxed(proto::Boxed::H2(_)) = live.conn {
             cx.sendfile = !live.transport.decrypts();
         }
         let mut p = Parts {
@@ -1067,10 +1065,12 @@ impl<B: Backend> Parts<'_, B> {
         } = live;
         match conn {
             Proto::H1(c) => self.pump_with(c, transport, receiving, ready, idx),
-            Proto::Boxed(b) => match &mut **b {
-                proto::Boxed::H2(c) => self.pump_with(c, transport, receiving, ready, idx),
-                proto::Boxed::Ws(c) => self.pump_with(c, transport, receiving, ready, idx),
-            },
+            Proto::Boxed(proto::Boxed::H2(c)) => {
+                self.pump_with(&mut **c, transport, receiving, ready, idx)
+            }
+            Proto::Boxed(proto::Boxed::Ws(c)) => {
+                self.pump_with(&mut **c, transport, receiving, ready, idx)
+            }
         }
     }
 

@@ -124,16 +124,16 @@ impl Drive for h2::Conn<Pending> {
 
 pub(crate) enum Proto {
     H1(Conn<Pending>),
-    /// HTTP/2 and WebSocket share one boxed variant, so every call on an HTTP/1.1
-    /// connection stays one test (a third variant cost /json 15 instructions a request in
-    /// the worker's loop, callgrind).
-    Boxed(Box<Boxed>),
+    /// HTTP/2 and WebSocket share one variant, so every call on an HTTP/1.1 connection
+    /// stays one test (a third variant cost /json 15 instructions a request in the worker's
+    /// loop, callgrind). Each is boxed at its own size.
+    Boxed(Boxed),
 }
 
 pub(crate) enum Boxed {
-    H2(h2::Conn<Pending>),
+    H2(Box<h2::Conn<Pending>>),
     /// After a WebSocket route's 101 (see `driver::ws`).
-    Ws(WsLive),
+    Ws(Box<WsLive>),
 }
 
 impl Proto {
@@ -142,7 +142,7 @@ impl Proto {
     }
 
     pub(crate) fn h2(now: u64, cx: &Cx) -> Proto {
-        Proto::Boxed(Box::new(Boxed::H2(h2::Conn::new(now, cx))))
+        Proto::Boxed(Boxed::H2(Box::new(h2::Conn::new(now, cx))))
     }
 
     /// ALPN chose `h2` on a connection that has read nothing yet.
@@ -154,7 +154,7 @@ impl Proto {
     pub(crate) fn deadline(&self) -> u64 {
         match self {
             Proto::H1(c) => c.deadline(),
-            Proto::Boxed(b) => match &**b {
+            Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.deadline(),
                 Boxed::Ws(c) => c.deadline(),
             },
@@ -164,7 +164,7 @@ impl Proto {
     pub(crate) fn timer(&self) -> Timer {
         match self {
             Proto::H1(c) => c.timer(),
-            Proto::Boxed(b) => match &**b {
+            Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.timer(),
                 Boxed::Ws(_) => Timer::Idle,
             },
@@ -174,7 +174,7 @@ impl Proto {
     pub(crate) fn is_idle(&self) -> bool {
         match self {
             Proto::H1(c) => c.is_idle(),
-            Proto::Boxed(b) => match &**b {
+            Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.is_idle(),
                 Boxed::Ws(_) => false,
             },
@@ -184,7 +184,7 @@ impl Proto {
     pub(crate) fn outstanding(&self) -> usize {
         match self {
             Proto::H1(c) => c.outstanding(),
-            Proto::Boxed(b) => match &**b {
+            Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.outstanding(),
                 Boxed::Ws(_) => 0,
             },
@@ -194,7 +194,7 @@ impl Proto {
     pub(crate) fn release(&mut self, pool: &mut Pool) {
         match self {
             Proto::H1(c) => c.release(pool),
-            Proto::Boxed(b) => match &mut **b {
+            Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.release(pool),
                 Boxed::Ws(c) => c.release(pool),
             },
@@ -211,7 +211,7 @@ impl Proto {
     ) {
         match self {
             Proto::H1(c) => c.recv(input, head, cx, svc),
-            Proto::Boxed(b) => match &mut **b {
+            Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.recv(input, head, cx, svc),
                 Boxed::Ws(c) => c.recv(input, cx),
             },
@@ -221,7 +221,7 @@ impl Proto {
     pub(crate) fn eof<S: Service<Pending = Pending>>(&mut self, cx: &mut Cx, svc: &mut S) {
         match self {
             Proto::H1(c) => c.eof(cx, svc),
-            Proto::Boxed(b) => match &mut **b {
+            Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.eof(cx, svc),
                 Boxed::Ws(c) => c.eof(),
             },
@@ -231,7 +231,7 @@ impl Proto {
     pub(crate) fn complete(&mut self, id: u64, resp: Response, cx: &mut Cx) -> bool {
         match self {
             Proto::H1(c) => c.complete(id, resp, cx),
-            Proto::Boxed(b) => match &mut **b {
+            Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.complete(id, resp, cx),
                 Boxed::Ws(_) => false,
             },
@@ -242,7 +242,7 @@ impl Proto {
     pub(crate) fn start_stream(&mut self, id: u64, head: &StreamHead<'_>, cx: &mut Cx) -> bool {
         match self {
             Proto::H1(c) => c.start_stream(id, head, cx),
-            Proto::Boxed(b) => match &mut **b {
+            Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.start_stream(id, head, cx),
                 Boxed::Ws(_) => false,
             },
@@ -252,7 +252,7 @@ impl Proto {
     pub(crate) fn stream_data(&mut self, id: u64, data: &[u8], cx: &mut Cx) -> bool {
         match self {
             Proto::H1(c) => c.stream_data(id, data, cx),
-            Proto::Boxed(b) => match &mut **b {
+            Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.stream_data(id, data, cx),
                 Boxed::Ws(_) => false,
             },
@@ -262,7 +262,7 @@ impl Proto {
     pub(crate) fn stream_room(&self, id: u64) -> bool {
         match self {
             Proto::H1(c) => c.stream_room(id),
-            Proto::Boxed(b) => match &**b {
+            Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.stream_room(id),
                 Boxed::Ws(_) => false,
             },
@@ -290,7 +290,7 @@ impl Proto {
     pub(crate) fn stream_end(&mut self, id: u64, cx: &mut Cx) -> bool {
         match self {
             Proto::H1(c) => c.stream_end(id, cx),
-            Proto::Boxed(b) => match &mut **b {
+            Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.stream_end(id, cx),
                 Boxed::Ws(_) => false,
             },
@@ -308,7 +308,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.body_room(head, cx, svc),
             Proto::Boxed(b) => {
-                if let Boxed::H2(c) = &mut **b {
+                if let Boxed::H2(c) = b {
                     c.body_room(id, cx);
                 }
             }
@@ -318,7 +318,7 @@ impl Proto {
     pub(crate) fn stream_abort(&mut self, id: u64, cx: &mut Cx) -> bool {
         match self {
             Proto::H1(c) => c.stream_abort(id, cx),
-            Proto::Boxed(b) => match &mut **b {
+            Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.stream_abort(id, cx),
                 Boxed::Ws(_) => false,
             },
@@ -328,7 +328,7 @@ impl Proto {
     pub(crate) fn on_timer<S: Service<Pending = Pending>>(&mut self, cx: &mut Cx, svc: &mut S) {
         match self {
             Proto::H1(c) => c.on_timer(cx, svc),
-            Proto::Boxed(b) => match &mut **b {
+            Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.on_timer(cx, svc),
                 Boxed::Ws(c) => c.on_timer(cx),
             },
@@ -338,7 +338,7 @@ impl Proto {
     pub(crate) fn drain(&mut self, cx: &mut Cx) {
         match self {
             Proto::H1(c) => c.drain(cx),
-            Proto::Boxed(b) => match &mut **b {
+            Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.drain(cx),
                 Boxed::Ws(c) => c.drain(cx),
             },
@@ -349,9 +349,9 @@ impl Proto {
     pub(crate) fn sent(&mut self, n: u64, cx: &mut Cx) {
         match self {
             Proto::H1(c) => c.sent(n, cx),
-            Proto::Boxed(b) => match &mut **b {
+            Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.sent(n, cx),
-                Boxed::Ws(c) => Drive::sent(c, n, cx),
+                Boxed::Ws(c) => Drive::sent(&mut **c, n, cx),
             },
         }
     }
@@ -360,7 +360,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.file_sent(n, cx),
             Proto::Boxed(b) => {
-                if let Boxed::H2(c) = &mut **b {
+                if let Boxed::H2(c) = b {
                     c.file_sent(n, cx);
                 }
             }
@@ -370,9 +370,9 @@ impl Proto {
     pub(crate) fn shut(&mut self, cx: &mut Cx) {
         match self {
             Proto::H1(c) => c.shut(cx),
-            Proto::Boxed(b) => match &mut **b {
+            Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.shut(cx),
-                Boxed::Ws(c) => Drive::shut(c, cx),
+                Boxed::Ws(c) => Drive::shut(&mut **c, cx),
             },
         }
     }

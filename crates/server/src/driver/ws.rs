@@ -96,7 +96,7 @@ pub(super) fn hand_over<B: super::Backend>(live: &mut Live, p: &mut Parts<'_, B>
     }
     let mut input = input;
     p.cx.pool.put(&mut input);
-    live.conn = Proto::Boxed(Box::new(Boxed::Ws(ws)));
+    live.conn = Proto::Boxed(Boxed::Ws(Box::new(ws)));
     true
 }
 

@@ -298,10 +298,8 @@ impl Engine {
         let (cx, head, mut svc) = self.parts();
         match conn {
             Proto::H1(c) => pump_with(c, cx, head, &mut svc, wire),
-            Proto::Boxed(b) => match &mut **b {
-                Boxed::H2(c) => pump_with(c, cx, head, &mut svc, wire),
-                Boxed::Ws(c) => pump_with(c, cx, head, &mut svc, wire),
-            },
+            Proto::Boxed(Boxed::H2(c)) => pump_with(&mut **c, cx, head, &mut svc, wire),
+            Proto::Boxed(Boxed::Ws(c)) => pump_with(&mut **c, cx, head, &mut svc, wire),
         }
     }
 }
@@ -309,10 +307,8 @@ impl Engine {
 fn wants_input(conn: &Proto, cx: &Cx) -> bool {
     match conn {
         Proto::H1(c) => Drive::wants_input(c, cx),
-        Proto::Boxed(b) => match &**b {
-            Boxed::H2(c) => Drive::wants_input(c, cx),
-            Boxed::Ws(c) => Drive::wants_input(c, cx),
-        },
+        Proto::Boxed(Boxed::H2(c)) => Drive::wants_input(&**c, cx),
+        Proto::Boxed(Boxed::Ws(c)) => Drive::wants_input(&**c, cx),
     }
 }
 
