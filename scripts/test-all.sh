@@ -61,6 +61,16 @@ else
     echo "sse: curl -N and Chromium EventSource read the events"
 fi
 
+# Chromium's WebSocket client: a missing browser prints NOT RUN in its test, shown here.
+echo "== WebSocket with a real browser (Chromium's WebSocket, headless)"
+ws_out=$(cargo test --locked -p linerate-server --test websocket chromium -- --nocapture 2>&1) \
+    || { echo "$ws_out"; exit 1; }
+if grep -q "NOT RUN" <<<"$ws_out"; then
+    grep "NOT RUN" <<<"$ws_out"
+else
+    echo "websocket: Chromium opened, echoed text and binary, and closed cleanly (1000)"
+fi
+
 cargo build --release --locked -p linerate
 
 echo "== PostgreSQL 15 throwaway cluster: start, seed, check, stop (scripts/pg.sh selftest)"

@@ -331,3 +331,102 @@ fn a_client_that_drops_is_reported_to_the_handler() {
     }
     assert_eq!(*f.closed.lock().unwrap(), [None]);
 }
+
+/// Kills a child when dropped (a failed assertion leaves no browser running).
+struct Kill(std::process::Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+const PAGE: &str = r#"<!doctype html><meta charset="utf-8"><title>ws</title>
+<script>
+const seen = [];
+const ws = new WebSocket("ws://" + location.host + "/ws", ["chat"]);
+ws.binaryType = "arraybuffer";
+ws.onopen = () => {
+  seen.push("open:" + ws.protocol);
+  ws.send("hello κόσμε");
+  ws.send(new Uint8Array([0, 1, 254, 255]).buffer);
+};
+ws.onmessage = e => {
+  if (typeof e.data === "string") {
+    seen.push("text:" + e.data);
+  } else {
+    seen.push("binary:" + Array.from(new Uint8Array(e.data)).join(","));
+    ws.close(1000, "done");
+  }
+};
+ws.onclose = e => {
+  seen.push("close:" + e.code + ":" + e.wasClean);
+  fetch("/report", { method: "POST", body: seen.join("|") });
+};
+</script>"#;
+
+/// Chromium's own WebSocket client (headless): the handshake with a subprotocol, a text
+/// and a binary echo, and a clean close begun by the browser.
+#[test]
+fn chromium_opens_echoes_and_closes_cleanly() {
+    let bin = ["chromium", "chromium-browser"].into_iter().find(|b| {
+        std::process::Command::new(b)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    let Some(bin) = bin else {
+        println!("NOT RUN: no chromium (scripts/browser.sh installs Debian's)");
+        return;
+    };
+    let (tx, report) = std::sync::mpsc::channel::<String>();
+    let tx = Mutex::new(tx);
+    let closed = Arc::new(Mutex::new(Vec::new()));
+    let seen = closed.clone();
+    let router = Router::new()
+        .get("/", |_| {
+            Response::text(PAGE).content_type("text/html; charset=utf-8")
+        })
+        .post("/report", move |req| {
+            let _ = tx
+                .lock()
+                .unwrap()
+                .send(String::from_utf8_lossy(req.body()).into_owned());
+            Response::new(204)
+        })
+        .ws("/ws", move |_, hs| {
+            hs.select_protocol("chat");
+            Ok(Echo {
+                closed: seen.clone(),
+            })
+        });
+    let server = TestServer::start(router).expect("server starts");
+    let profile = std::env::temp_dir().join(format!("linerate-ws-chromium-{}", std::process::id()));
+    let child = std::process::Command::new(bin)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--disable-background-networking",
+            "--no-first-run",
+            "--remote-debugging-port=0",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("http://{}/", server.addr()))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("chromium starts");
+    let _browser = Kill(child);
+    let got = report
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the page reports within the limit");
+    let _ = std::fs::remove_dir_all(&profile);
+    assert_eq!(
+        got,
+        "open:chat|text:hello κόσμε|binary:0,1,254,255|close:1000:true"
+    );
+    assert_eq!(*closed.lock().unwrap(), [Some(1000)]);
+}
