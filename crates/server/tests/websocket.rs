@@ -430,3 +430,117 @@ fn chromium_opens_echoes_and_closes_cleanly() {
     );
     assert_eq!(*closed.lock().unwrap(), [Some(1000)]);
 }
+
+/// A chat room: every member's messages go to every member, through each connection's
+/// `WsSender` (the worker's inbox, as from another thread).
+struct Member {
+    room: Arc<linerate_server::websocket::Broadcast>,
+    left: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl WsHandler for Member {
+    fn on_open(&mut self, out: &mut WsOut<'_>) {
+        self.room.join(out.sender());
+    }
+    fn on_message(&mut self, msg: Message<'_>, _: &mut WsOut<'_>) {
+        if let Message::Text(t) = msg {
+            self.room
+                .send(&linerate_server::websocket::Encoded::text(t));
+        }
+    }
+    fn on_close(&mut self, _: Option<u16>) {
+        self.left.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_broadcast_reaches_every_member_and_drops_those_that_left() {
+    let room = Arc::new(linerate_server::websocket::Broadcast::new());
+    let joined = room.clone();
+    let left = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let leaving = left.clone();
+    let router = Router::new().ws("/chat", move |_, _| {
+        Ok(Member {
+            room: joined.clone(),
+            left: leaving.clone(),
+        })
+    });
+    let server = TestServer::start(router).expect("server starts");
+    let mut a = open(server.addr(), "/chat");
+    let mut b = open(server.addr(), "/chat");
+    let c = open(server.addr(), "/chat");
+    for _ in 0..200 {
+        if room.len() == 3 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(room.len(), 3);
+    drop(c);
+    for _ in 0..200 {
+        if left.load(std::sync::atomic::Ordering::SeqCst) == 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    a.write_all(&frame(0x81, b"hello, room")).unwrap();
+    assert_eq!(read_frame(&mut a), (0x81, b"hello, room".to_vec()));
+    assert_eq!(read_frame(&mut b), (0x81, b"hello, room".to_vec()));
+    b.write_all(&frame(0x81, b"hi a")).unwrap();
+    assert_eq!(read_frame(&mut a), (0x81, b"hi a".to_vec()));
+    assert_eq!(read_frame(&mut b), (0x81, b"hi a".to_vec()));
+    assert_eq!(room.len(), 2, "the member that left is out of the room");
+}
+
+/// A thread sends on a connection with its `WsSender`, then closes it; once the client has
+/// gone, a send is refused with `Gone`.
+#[test]
+fn a_sender_on_another_thread_sends_closes_and_learns_the_client_left() {
+    use linerate_server::streaming::WriteError;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tx = Mutex::new(tx);
+    struct Ticker(Mutex<std::sync::mpsc::Sender<linerate_server::websocket::WsSender>>);
+    impl WsHandler for Ticker {
+        fn on_open(&mut self, out: &mut WsOut<'_>) {
+            let sender = out.sender();
+            let _ = self.0.lock().unwrap().send(sender.clone());
+            std::thread::spawn(move || {
+                for i in 0..3 {
+                    sender.text(&format!("tick {i}")).unwrap();
+                }
+                sender.close();
+            });
+        }
+        fn on_message(&mut self, _: Message<'_>, _: &mut WsOut<'_>) {}
+    }
+    let router = Router::new().ws("/ticks", move |_, _| {
+        let (t, r) = std::sync::mpsc::channel();
+        let _ = tx.lock().unwrap().send(r);
+        Ok(Ticker(Mutex::new(t)))
+    });
+    let server = TestServer::start(router).expect("server starts");
+    let mut s = open(server.addr(), "/ticks");
+    for i in 0..3 {
+        assert_eq!(read_frame(&mut s), (0x81, format!("tick {i}").into_bytes()));
+    }
+    assert_eq!(read_frame(&mut s), (0x88, 1000u16.to_be_bytes().to_vec()));
+    s.write_all(&frame(0x88, &1000u16.to_be_bytes())).unwrap();
+    assert_eq!(read_frame_or_end(&mut s), None);
+    let sender = rx.recv().unwrap().recv().unwrap();
+    for _ in 0..200 {
+        if sender.is_gone() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(sender.text("late"), Err(WriteError::Gone));
+}
+
+/// The next frame, or `None` at the end of the connection.
+fn read_frame_or_end(s: &mut TcpStream) -> Option<(u8, Vec<u8>)> {
+    let mut b = [0u8; 1];
+    match s.read(&mut b) {
+        Ok(0) | Err(_) => None,
+        Ok(_) => Some((b[0], Vec::new())),
+    }
+}

@@ -150,12 +150,25 @@ impl Chan {
         self.notify(s);
     }
 
+    /// Ends the channel (what [`BodyWriter::end`] does) without consuming a writer.
+    pub(crate) fn end_now(self: &Arc<Self>) {
+        self.finish(Finish::Ended);
+    }
+
     /// The worker: the answer's head is placed; pieces now go to `inbox`'s worker.
     pub(crate) fn link(&self, inbox: Arc<Inbox>, token: u64, id: u64) {
         let mut s = self.lock();
         s.at = Some((token, id));
         s.link = Some(Link { inbox });
         s.queued = true; // the worker pumps it right after placing the head
+    }
+
+    /// The worker: as [`Chan::link`], for a channel nobody pumps at once (a WebSocket
+    /// connection's sender): its first write tells the worker.
+    pub(crate) fn attach(&self, inbox: Arc<Inbox>, token: u64, id: u64) {
+        let mut s = self.lock();
+        s.at = Some((token, id));
+        s.link = Some(Link { inbox });
     }
 
     /// The worker: the connection and request this channel feeds.

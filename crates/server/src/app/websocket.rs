@@ -29,14 +29,27 @@
 //! invalid text failing the connection at once (1007), frames and messages over their limits
 //! failing it with 1009, pings answered, the close handshake both ways with a timeout, idle
 //! connections pinged, 1001 on shutdown, and reading stopped while the output held reaches
-//! its limit. Not supported yet: permessage-deflate (offers are declined), WebSocket over
-//! HTTP/2 (RFC 8441), and sending from other threads.
+//! its limit.
+//!
+//! To send from elsewhere (another connection's handler, another thread, a future), take the
+//! connection's [`WsSender`] with [`WsOut::sender`] (in [`WsHandler::on_open`], say): it is
+//! `Send` and cheap to clone, refuses a send with `Full` while 64 KiB of its messages wait
+//! for the connection (backpressure reaches the sender; wait with `wait_room` or `ready`),
+//! and with `Gone` once the connection ended. [`Broadcast`] is a set of senders across
+//! workers that encodes each message once. Not supported yet: permessage-deflate (offers are
+//! declined) and WebSocket over HTTP/2 (RFC 8441).
 #![forbid(unsafe_code)]
 
 use linerate_http1::RequestHead;
 
+use std::sync::{Arc, Mutex};
+
+use linerate_ws::frame::{self, Opcode};
+
+use crate::deferred::Inbox;
 use crate::request::Request;
 use crate::response::Response;
+use crate::streaming::{self, BodyWriter, WriteError};
 use crate::ws::Sending;
 use crate::ws::handshake::{self, Offer, Refusal};
 
@@ -46,6 +59,12 @@ pub use crate::ws::{Message, WsLimits};
 /// A WebSocket connection's application: one per connection, called on the worker that
 /// serves it, so it never waits (hand slow work to another thread).
 pub trait WsHandler: Send + 'static {
+    /// The connection is open (its 101 is placed): the place to take a [`WsSender`] with
+    /// [`WsOut::sender`] and register it (a chat room, a subscription).
+    fn on_open(&mut self, out: &mut WsOut<'_>) {
+        let _ = out;
+    }
+
     /// A whole message from the client.
     fn on_message(&mut self, msg: Message<'_>, out: &mut WsOut<'_>);
 
@@ -60,6 +79,14 @@ pub trait WsHandler: Send + 'static {
 /// Sends on the connection at hand: each call stages one whole message (a single frame).
 pub struct WsOut<'a> {
     pub(crate) send: &'a mut Sending,
+    pub(crate) sender: &'a mut SenderSlot,
+}
+
+/// A connection's [`WsSender`], made on first request, and where it sends to.
+pub(crate) struct SenderSlot {
+    pub sender: Option<WsSender>,
+    pub inbox: Arc<Inbox>,
+    pub token: u64,
 }
 
 impl WsOut<'_> {
@@ -92,6 +119,165 @@ impl WsOut<'_> {
     /// watch it (reading from the client stops while it is over the output limit).
     pub fn queued(&self) -> usize {
         self.send.queued()
+    }
+
+    /// A handle that sends on this connection from anywhere (another connection's handler,
+    /// another thread, a future). The first call makes it; later calls clone it.
+    pub fn sender(&mut self) -> WsSender {
+        let slot = &mut *self.sender;
+        if let Some(s) = &slot.sender {
+            return s.clone();
+        }
+        let (body, writer) = streaming::channel();
+        let chan = body.adopt().expect("a new channel is not taken");
+        // Request id 0: a WebSocket connection has one sender channel.
+        chan.attach(slot.inbox.clone(), slot.token, 0);
+        let sender = WsSender(Arc::new(writer));
+        slot.sender = Some(sender.clone());
+        sender
+    }
+}
+
+/// Sends whole messages on one WebSocket connection from any thread. `Send`, `Sync` and
+/// cheap to clone. Backpressure: a send is refused with [`WriteError::Full`] while 64 KiB
+/// sent through the handle are still waiting for the connection (wait with
+/// [`WsSender::wait_room`] or [`WsSender::ready`]); once the connection has ended, every send
+/// is [`WriteError::Gone`].
+#[derive(Clone)]
+pub struct WsSender(Arc<BodyWriter>);
+
+impl WsSender {
+    /// Sends a text message.
+    pub fn text(&self, text: &str) -> Result<(), WriteError> {
+        self.send_encoded(&Encoded::text(text))
+    }
+
+    /// Sends a binary message.
+    pub fn binary(&self, data: &[u8]) -> Result<(), WriteError> {
+        self.send_encoded(&Encoded::binary(data))
+    }
+
+    /// Sends a message encoded once (see [`Broadcast`]).
+    pub fn send_encoded(&self, msg: &Encoded) -> Result<(), WriteError> {
+        self.0.write(&msg.0)
+    }
+
+    /// Blocks until a send can be taken (or the connection is gone).
+    pub fn wait_room(&self) -> Result<(), streaming::Gone> {
+        self.0.wait_room()
+    }
+
+    /// Waits, without blocking a thread, until a send can be taken.
+    pub fn ready(&self) -> streaming::Ready<'_> {
+        self.0.ready()
+    }
+
+    /// Whether the connection has ended.
+    pub fn is_gone(&self) -> bool {
+        self.0.is_gone()
+    }
+
+    /// Closes the connection (1000) once what was sent before is out.
+    pub fn close(&self) {
+        self.0.chan().end_now();
+    }
+
+    pub(crate) fn chan(&self) -> &Arc<streaming::Chan> {
+        self.0.chan()
+    }
+}
+
+impl std::fmt::Debug for WsSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WsSender")
+            .field("gone", &self.is_gone())
+            .finish()
+    }
+}
+
+/// A message encoded as a server frame once, to be sent on many connections.
+#[derive(Clone, Debug)]
+pub struct Encoded(Vec<u8>);
+
+impl Encoded {
+    /// A text message.
+    pub fn text(text: &str) -> Encoded {
+        Encoded::frame(Opcode::Text, text.as_bytes())
+    }
+
+    /// A binary message.
+    pub fn binary(data: &[u8]) -> Encoded {
+        Encoded::frame(Opcode::Binary, data)
+    }
+
+    fn frame(opcode: Opcode, payload: &[u8]) -> Encoded {
+        let mut v = Vec::with_capacity(payload.len() + 10);
+        frame::write_head(&mut v, true, false, opcode, payload.len());
+        v.extend_from_slice(payload);
+        Encoded(v)
+    }
+}
+
+/// A set of connections a message goes to, across workers: a chat room, a live feed. Each
+/// message is encoded once. A connection that has ended leaves the set; one that is full
+/// (a client that does not read) misses the message, and is counted in the result.
+#[derive(Default)]
+pub struct Broadcast {
+    members: Mutex<Vec<WsSender>>,
+}
+
+/// What one [`Broadcast::send`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Delivered {
+    /// Connections that took the message.
+    pub sent: usize,
+    /// Connections that were full and missed it.
+    pub full: usize,
+    /// Connections that had ended (now out of the set).
+    pub gone: usize,
+}
+
+impl Broadcast {
+    pub fn new() -> Broadcast {
+        Broadcast::default()
+    }
+
+    /// Adds a connection.
+    pub fn join(&self, member: WsSender) {
+        self.lock().push(member);
+    }
+
+    /// Connections in the set.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Sends `msg` to every connection in the set.
+    pub fn send(&self, msg: &Encoded) -> Delivered {
+        let mut d = Delivered::default();
+        self.lock().retain(|m| match m.send_encoded(msg) {
+            Ok(()) => {
+                d.sent += 1;
+                true
+            }
+            Err(WriteError::Full) => {
+                d.full += 1;
+                true
+            }
+            Err(WriteError::Gone) => {
+                d.gone += 1;
+                false
+            }
+        });
+        d
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<WsSender>> {
+        self.members.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

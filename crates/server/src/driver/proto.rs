@@ -254,7 +254,7 @@ impl Proto {
             Proto::H1(c) => c.stream_data(id, data, cx),
             Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.stream_data(id, data, cx),
-                Boxed::Ws(_) => false,
+                Boxed::Ws(c) => c.push_frames(data, cx),
             },
         }
     }
@@ -264,7 +264,7 @@ impl Proto {
             Proto::H1(c) => c.stream_room(id),
             Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.stream_room(id),
-                Boxed::Ws(_) => false,
+                Boxed::Ws(c) => c.sendable(),
             },
         }
     }
@@ -292,7 +292,7 @@ impl Proto {
             Proto::H1(c) => c.stream_end(id, cx),
             Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.stream_end(id, cx),
-                Boxed::Ws(_) => false,
+                Boxed::Ws(c) => c.sender_closed(cx),
             },
         }
     }
@@ -320,7 +320,7 @@ impl Proto {
             Proto::H1(c) => c.stream_abort(id, cx),
             Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.stream_abort(id, cx),
-                Boxed::Ws(_) => false,
+                Boxed::Ws(_) => true,
             },
         }
     }

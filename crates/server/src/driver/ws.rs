@@ -10,7 +10,7 @@ use super::proto::{Boxed, Drive, Proto};
 use super::{Live, Parts};
 use crate::app::Pending;
 use crate::h1::{Cx, Service, StreamHead, Transmit};
-use crate::websocket::{WsHandler, WsOut, close};
+use crate::websocket::{SenderSlot, WsHandler, WsOut, close};
 use crate::ws::{self, Message, Sending};
 use linerate_http1::RequestHead;
 
@@ -22,10 +22,27 @@ pub(crate) struct WsLive {
     shutting: bool,
 }
 
-/// The route's handler, called with panics caught.
+/// The route's handler, called with panics caught, and the connection's sender.
 struct Caught {
     handler: Box<dyn WsHandler>,
     panicked: bool,
+    sender: SenderSlot,
+}
+
+impl Caught {
+    fn open(&mut self, out: &mut Sending) {
+        let (handler, sender) = (&mut self.handler, &mut self.sender);
+        let called = catch_unwind(AssertUnwindSafe(|| {
+            handler.on_open(&mut WsOut { send: out, sender })
+        }));
+        if called.is_err() {
+            tracing::error!(
+                "WebSocket handler panicked in on_open; closing its connection with 1011"
+            );
+            self.panicked = true;
+            out.close(close::INTERNAL_ERROR, "");
+        }
+    }
 }
 
 impl ws::Handler for Caught {
@@ -33,9 +50,9 @@ impl ws::Handler for Caught {
         if self.panicked {
             return;
         }
-        let handler = &mut self.handler;
+        let (handler, sender) = (&mut self.handler, &mut self.sender);
         let called = catch_unwind(AssertUnwindSafe(|| {
-            handler.on_message(msg, &mut WsOut { send: out })
+            handler.on_message(msg, &mut WsOut { send: out, sender })
         }));
         if called.is_err() {
             tracing::error!("WebSocket handler panicked; closing its connection with 1011");
@@ -45,6 +62,10 @@ impl ws::Handler for Caught {
     }
 
     fn closed(&mut self, code: Option<u16>) {
+        // Senders elsewhere learn it at once (`Gone`).
+        if let Some(s) = &self.sender.sender {
+            s.chan().gone();
+        }
         if self.panicked {
             return;
         }
@@ -87,9 +108,17 @@ pub(super) fn hand_over<B: super::Backend>(live: &mut Live, p: &mut Parts<'_, B>
         handler: Caught {
             handler: up.handler,
             panicked: false,
+            sender: SenderSlot {
+                sender: None,
+                inbox: p.svc.io.inbox.clone(),
+                token: p.token,
+            },
         },
         shutting: false,
     };
+    if let Some(out) = ws.conn.sending() {
+        ws.handler.open(out);
+    }
     if !input.is_empty() {
         ws.conn
             .recv(&input, p.cx.now, &mut p.cx.pool, &mut ws.handler);
@@ -124,6 +153,32 @@ impl WsLive {
         self.conn.deadline()
     }
 
+    /// Frames from the connection's [`WsSender`](crate::websocket::WsSender) can be taken.
+    pub(crate) fn sendable(&self) -> bool {
+        self.conn.sendable()
+    }
+
+    /// Frames from the connection's sender, taken.
+    pub(crate) fn push_frames(&mut self, frames: &[u8], cx: &mut Cx) -> bool {
+        self.conn.push_frames(frames, &mut cx.pool)
+    }
+
+    /// The sender closed the connection (1000).
+    pub(crate) fn sender_closed(&mut self, cx: &mut Cx) -> bool {
+        self.conn.close(close::NORMAL, "", cx.now);
+        true
+    }
+
+    /// Output went out: frames the sender wrote while there was no room are read now.
+    fn requeue(&self) {
+        let slot = &self.handler.sender;
+        if let Some(s) = &slot.sender
+            && s.chan().pending()
+        {
+            slot.inbox.push_stream(s.chan().clone());
+        }
+    }
+
     pub(crate) fn release(&mut self, cx_pool: &mut crate::pool::Pool) {
         self.conn.release(cx_pool, &mut self.handler);
     }
@@ -141,6 +196,9 @@ impl Drive for WsLive {
     }
     fn sent(&mut self, _: u64, cx: &mut Cx) {
         self.conn.sent(cx.now, &mut cx.pool);
+        if self.handler.sender.sender.is_some() {
+            self.requeue();
+        }
     }
     fn stalled(&mut self, _: &Cx) {}
     fn file_sent(&mut self, _: u64, _: &mut Cx) {}

@@ -512,6 +512,25 @@ impl Conn {
         };
     }
 
+    /// Whether frames from a sender elsewhere can be taken now (open, output under its
+    /// limit).
+    pub(crate) fn sendable(&self) -> bool {
+        self.life == Life::Open && self.send.out.len() < self.limits.max_queued
+    }
+
+    /// Frames encoded by a sender elsewhere (whole frames, in order); `false` once the
+    /// connection is closing (they are dropped).
+    pub(crate) fn push_frames(&mut self, frames: &[u8], pool: &mut Pool) -> bool {
+        if self.life != Life::Open || self.send.close_sent {
+            return false;
+        }
+        if self.send.out.capacity() == 0 {
+            self.send.out = pool.get();
+        }
+        self.send.out.extend_from_slice(frames);
+        true
+    }
+
     /// Messages can be sent from elsewhere (another connection's handler, another thread's
     /// handle): `None` once the connection is closing.
     pub(crate) fn sending(&mut self) -> Option<&mut Sending> {
