@@ -131,7 +131,7 @@ case $br in
     *) exit "$br" ;;
 esac
 
-echo "== WebSocket through the proxy: Python websockets client and echo upstream, ws and wss (scripts/ws-proxy.sh)"
+echo "== WebSocket with Python's websockets: through the proxy to its echo upstream, and to the demo's /ws; ws and wss (scripts/ws-proxy.sh)"
 set +e
 scripts/ws-proxy.sh
 ws=$?

@@ -2,6 +2,7 @@
 # WebSocket through the proxy with real implementations at both ends: Python's `websockets`
 # (PyPI) as the client and as the echo upstream, `linerate serve --proxy` between them, over
 # plain HTTP/1.1 and over TLS (wss, ALPN http/1.1; a throwaway certificate the client trusts).
+# Then the same client against linerate's own WebSocket server (the demo's /ws), ws and wss.
 # The client checks: the handshake (101, the upstream's subprotocol and Sec-WebSocket-Accept
 # reaching it), text and binary echoes, a 1 MiB message, fragments, a ping answered by the
 # upstream, and a clean close (1000 both ways); then the proxy's access log has the 101.
@@ -135,3 +136,50 @@ done
 n=$(grep -c '"GET /ws/room/7?x=1 HTTP/1.1" 101 ' "$out/access.log" || true)
 [ "$n" -ge 2 ] || { cat "$out/access.log" >&2; say "FAILED: the access log does not show both 101s"; exit 1; }
 say "ok: ws:// and wss:// through the proxy (handshake, text, binary, 1 MiB, fragments, ping, close 1000); 101 logged"
+
+# The same client against linerate's own WebSocket server: the demo's /ws echo, over plain
+# HTTP/1.1 and over TLS.
+direct_port=$(free_port)
+direct_tls=$(free_port)
+"$bin" serve --addr "127.0.0.1:$direct_port" --workers 1 --no-pin --log-level warn \
+    --tls-port "$direct_tls" --tls-cert "$out/cert.pem" --tls-key "$out/key.pem" \
+    >"$out/direct.out" 2>&1 &
+pids+=($!)
+wait_port "$direct_port" || { cat "$out/direct.out" >&2; say "linerate (demo) did not start"; exit 1; }
+wait_port "$direct_tls"
+cat >"$out/direct.py" <<'PY'
+import asyncio, ssl, sys
+from websockets.asyncio.client import connect
+
+async def check(uri, ctx):
+    async with connect(uri, ssl=ctx, max_size=4 << 20) as ws:
+        assert ws.response.status_code == 101, ws.response.status_code
+        await ws.send("hello κόσμε")
+        assert await ws.recv() == "hello κόσμε"
+        await ws.send(b"\x00\x01\xfe\xff")
+        assert await ws.recv() == b"\x00\x01\xfe\xff"
+        big = bytes(i % 251 for i in range(1 << 20))
+        await ws.send(big)
+        assert await ws.recv() == big, "1 MiB message"
+        await ws.send(["frag", "ments"])
+        assert await ws.recv() == "fragments"
+        pong = await ws.ping(b"p")
+        await asyncio.wait_for(pong, 10)
+        await ws.close()
+        assert ws.close_code == 1000, ws.close_code
+        assert ws.protocol.close_rcvd.code == 1000, ws.protocol.close_rcvd
+    print("ok", uri)
+
+async def main():
+    ctx = ssl.create_default_context(cafile=sys.argv[3])
+    await check(f"ws://127.0.0.1:{sys.argv[1]}/ws", None)
+    await check(f"wss://localhost:{sys.argv[2]}/ws", ctx)
+
+asyncio.run(asyncio.wait_for(main(), 60))
+PY
+if ! "$py" "$out/direct.py" "$direct_port" "$direct_tls" "$out/cert.pem"; then
+    say "FAILED against the demo's /ws; the server said:"
+    cat "$out/direct.out" >&2
+    exit 1
+fi
+say "ok: ws:// and wss:// to linerate's own /ws (text, binary, 1 MiB, fragments, ping, close 1000)"
