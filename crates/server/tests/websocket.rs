@@ -544,3 +544,93 @@ fn read_frame_or_end(s: &mut TcpStream) -> Option<(u8, Vec<u8>)> {
         Ok(_) => Some((b[0], Vec::new())),
     }
 }
+
+/// Shutdown closes an open WebSocket with 1001 and waits for the client's close.
+#[test]
+fn shutdown_closes_1001() {
+    let closed = Arc::new(Mutex::new(Vec::new()));
+    let seen = closed.clone();
+    let router = Router::new().ws("/ws", move |_, _| {
+        Ok(Echo {
+            closed: seen.clone(),
+        })
+    });
+    let server = TestServer::start(router).expect("server starts");
+    let mut s = open(server.addr(), "/ws");
+    s.write_all(&frame(0x81, b"before")).unwrap();
+    assert_eq!(read_frame(&mut s), (0x81, b"before".to_vec()));
+    let stopping = std::thread::spawn(move || drop(server));
+    let (b0, payload) = read_frame(&mut s);
+    assert_eq!((b0, &payload[..2]), (0x88, &1001u16.to_be_bytes()[..]));
+    s.write_all(&frame(0x88, &1001u16.to_be_bytes())).unwrap();
+    assert_eq!(read_frame_or_end(&mut s), None);
+    stopping.join().unwrap();
+    assert_eq!(*closed.lock().unwrap(), [Some(1001)]);
+}
+
+/// A client that reads nothing holds its sender back: the thread sending 256 MiB is held
+/// to what the sender's room, the connection's output limit and the sockets take, until the
+/// client leaves and the sender learns it.
+#[test]
+fn a_client_that_reads_nothing_holds_the_sender_back() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    const TOTAL: usize = 256 << 20;
+    const PIECE: usize = 16 << 10;
+    let taken = Arc::new(AtomicUsize::new(0));
+    let ended = Arc::new(Mutex::new(None));
+    struct Flood(Arc<AtomicUsize>, Arc<Mutex<Option<bool>>>);
+    impl WsHandler for Flood {
+        fn on_open(&mut self, out: &mut WsOut<'_>) {
+            let (sender, taken, ended) = (out.sender(), self.0.clone(), self.1.clone());
+            std::thread::spawn(move || {
+                let piece = vec![7u8; PIECE];
+                let mut sent = 0;
+                let gone = loop {
+                    if sent >= TOTAL {
+                        break false;
+                    }
+                    match sender.binary(&piece) {
+                        Ok(()) => {
+                            sent += PIECE;
+                            taken.store(sent, Ordering::SeqCst);
+                        }
+                        Err(linerate_server::streaming::WriteError::Full) => {
+                            if sender.wait_room().is_err() {
+                                break true;
+                            }
+                        }
+                        Err(linerate_server::streaming::WriteError::Gone) => break true,
+                    }
+                };
+                *ended.lock().unwrap() = Some(gone);
+            });
+        }
+        fn on_message(&mut self, _: Message<'_>, _: &mut WsOut<'_>) {}
+    }
+    let (t, e) = (taken.clone(), ended.clone());
+    let router = Router::new().ws("/flood", move |_, _| Ok(Flood(t.clone(), e.clone())));
+    let server = TestServer::start(router).expect("server starts");
+    let s = open(server.addr(), "/flood");
+    // Nothing is read for two seconds: a correct server never lets the sender finish.
+    std::thread::sleep(Duration::from_secs(2));
+    let held = taken.load(Ordering::SeqCst);
+    assert!(held > 0, "the sender sent something");
+    assert!(held < 64 << 20, "{held} bytes taken with nobody reading");
+    assert_eq!(
+        *ended.lock().unwrap(),
+        None,
+        "the sender is still held back"
+    );
+    drop(s);
+    for _ in 0..500 {
+        if ended.lock().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        *ended.lock().unwrap(),
+        Some(true),
+        "the sender learned the client left"
+    );
+}
