@@ -256,6 +256,14 @@ fn messages_are_echoed_and_a_ping_between_fragments_is_answered() {
     let big: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
     s.write_all(&frame(0x82, &big)).unwrap();
     assert_eq!(read_frame(&mut s), (0x82, big));
+    // Five sent back to back (HttpArena's validator does this) come back in order.
+    let burst: Vec<u8> = (0..5)
+        .flat_map(|i| frame(0x81, format!("msg-{i}").as_bytes()))
+        .collect();
+    s.write_all(&burst).unwrap();
+    for i in 0..5 {
+        assert_eq!(read_frame(&mut s), (0x81, format!("msg-{i}").into_bytes()));
+    }
     let mut pieces = frame(0x01, "κόσ".as_bytes());
     pieces.extend(frame(0x89, b"ping!"));
     pieces.extend(frame(0x80, "με".as_bytes()));
