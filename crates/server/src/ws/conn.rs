@@ -235,7 +235,10 @@ impl Conn {
             let at = msg.data.len();
             msg.data.extend_from_slice(piece);
             frame::unmask(&mut msg.data[at..], reading.head.mask, offset);
-            if msg.text {
+            // A text message that arrives whole in one piece is checked once, when it is
+            // handed on; one that comes in pieces is checked as each arrives (fail fast).
+            let whole = at == 0 && reading.head.fin && reading.taken == reading.head.len;
+            if msg.text && !whole {
                 msg.utf8
                     .feed(&msg.data[at..])
                     .map_err(|_| WsError::InvalidUtf8)?;
@@ -351,7 +354,7 @@ impl Conn {
                 }
                 if let Life::Open = self.life {
                     let message = if msg.text {
-                        // Checked piece by piece as it came.
+                        // The whole message's check (its pieces' passed as they came).
                         Message::Text(
                             std::str::from_utf8(&msg.data).map_err(|_| WsError::InvalidUtf8)?,
                         )
