@@ -7,11 +7,14 @@
 //! that a broken server fails instead of hanging.
 
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod common;
+
+use common::{Kill, chromium};
 use linerate_server::sse::{self, Event, EventWriter, Sse};
 use linerate_server::testing::TestServer;
 use linerate_server::{Response, Router};
@@ -30,16 +33,6 @@ fn have(cmd: &str) -> bool {
         println!("NOT RUN: no {cmd}");
     }
     ok
-}
-
-/// Kills a child when dropped (a failed assertion leaves no client running).
-struct Kill(Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// A server with `/events`: an event stream whose writer the test holds (sent over `subs`),
@@ -148,37 +141,6 @@ fn keep_alive_comments_come_while_nothing_is_sent_and_a_leaver_is_found_out() {
         waited += Duration::from_millis(20);
     }
     assert!(events.send(&Event::new("late")).is_err());
-}
-
-/// Headless Chromium with a fresh profile, loading `url`.
-fn chromium(url: &str, profile: &std::path::Path) -> Option<Kill> {
-    let bin = ["chromium", "chromium-browser"].into_iter().find(|b| {
-        Command::new(b)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    let Some(bin) = bin else {
-        println!("NOT RUN: no chromium (scripts/browser.sh installs Debian's)");
-        return None;
-    };
-    let child = Command::new(bin)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--disable-background-networking",
-            "--no-first-run",
-            "--remote-debugging-port=0",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(url)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    Some(Kill(child))
 }
 
 const PAGE: &str = r#"<!doctype html><meta charset="utf-8"><title>sse</title>

@@ -8,6 +8,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod common;
+
 use linerate_server::testing::TestServer;
 use linerate_server::websocket::{Message, WsHandler, WsOut};
 use linerate_server::{Extensions, Layer, Request, Response, Router};
@@ -340,16 +342,6 @@ fn a_client_that_drops_is_reported_to_the_handler() {
     assert_eq!(*f.closed.lock().unwrap(), [None]);
 }
 
-/// Kills a child when dropped (a failed assertion leaves no browser running).
-struct Kill(std::process::Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 const PAGE: &str = r#"<!doctype html><meta charset="utf-8"><title>ws</title>
 <script>
 const seen = [];
@@ -378,16 +370,6 @@ ws.onclose = e => {
 /// and a binary echo, and a clean close begun by the browser.
 #[test]
 fn chromium_opens_echoes_and_closes_cleanly() {
-    let bin = ["chromium", "chromium-browser"].into_iter().find(|b| {
-        std::process::Command::new(b)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    let Some(bin) = bin else {
-        println!("NOT RUN: no chromium (scripts/browser.sh installs Debian's)");
-        return;
-    };
     let (tx, report) = std::sync::mpsc::channel::<String>();
     let tx = Mutex::new(tx);
     let closed = Arc::new(Mutex::new(Vec::new()));
@@ -411,23 +393,9 @@ fn chromium_opens_echoes_and_closes_cleanly() {
         });
     let server = TestServer::start(router).expect("server starts");
     let profile = std::env::temp_dir().join(format!("linerate-ws-chromium-{}", std::process::id()));
-    let child = std::process::Command::new(bin)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--disable-background-networking",
-            "--no-first-run",
-            "--remote-debugging-port=0",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("http://{}/", server.addr()))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("chromium starts");
-    let _browser = Kill(child);
+    let Some(_browser) = common::chromium(&format!("http://{}/", server.addr()), &profile) else {
+        return; // NOT RUN, said
+    };
     let got = report
         .recv_timeout(Duration::from_secs(60))
         .expect("the page reports within the limit");
