@@ -56,6 +56,8 @@ pub fn describe(programs: &[String]) -> Machine {
 pub const VERSION_TIMEOUT: Duration = Duration::from_secs(2);
 /// How often a version probe looks whether the program has exited.
 const VERSION_POLL: Duration = Duration::from_millis(10);
+/// How often a spawn that meets ETXTBSY is tried again, `VERSION_POLL` apart.
+const SPAWN_BUSY_RETRIES: u32 = 50;
 
 /// What a version probe got.
 enum Probe {
@@ -80,13 +82,24 @@ fn probe(program: &str, flag: &str, limit: Duration) -> Probe {
     let Ok(err) = file.try_clone() else {
         return Probe::Output(String::new());
     };
-    let child = Command::new(program)
-        .arg(flag)
+    let mut cmd = Command::new(program);
+    cmd.arg(flag)
         .stdin(Stdio::null())
         .stdout(file)
         .stderr(err)
-        .process_group(0)
-        .spawn();
+        .process_group(0);
+    // ETXTBSY: a program just written is still open for writing in a child that another
+    // thread forked and has not yet exec'd. That lasts microseconds; a few retries outlast it.
+    let mut child = cmd.spawn();
+    for _ in 0..SPAWN_BUSY_RETRIES {
+        match &child {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(VERSION_POLL);
+                child = cmd.spawn();
+            }
+            _ => break,
+        }
+    }
     let Ok(mut child) = child else {
         let _ = std::fs::remove_file(&path);
         return Probe::NotFound;
