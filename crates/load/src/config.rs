@@ -12,6 +12,7 @@ use crate::options::LoadOptions;
 use crate::request::{self, RawError, Template};
 use crate::tls::{TlsChoice, TlsClient, TlsConfigError, Verify};
 use crate::url::{self, Target, UrlError};
+use crate::ws::{self, WsRun};
 
 /// Most requests in flight on one connection.
 pub const MAX_PIPELINE: usize = 1024;
@@ -38,6 +39,9 @@ pub struct Config {
     pub templates: Vec<Template>,
     /// Set for `--http2`: connections speak HTTP/2 instead (`pipeline` is then 1).
     pub http2: Option<Http2>,
+    /// Set for `--ws` (or a `ws[s]://` URL): connections upgrade to WebSocket, and the one
+    /// template is the message they send (`pipeline` of them in flight).
+    pub ws: Option<Ws>,
     pub threads: usize,
     pub connections: usize,
     pub pipeline: usize,
@@ -69,6 +73,14 @@ pub struct Http2 {
     pub requests: Vec<h2::Request>,
 }
 
+/// A WebSocket run.
+#[derive(Clone, Debug)]
+pub struct Ws {
+    pub run: WsRun,
+    /// The masking key of every frame this run sends (random per run).
+    pub mask: [u8; 4],
+}
+
 /// Why the command line was refused.
 #[derive(Debug)]
 pub enum ConfigError {
@@ -96,6 +108,12 @@ pub enum ConfigError {
     StreamsWithoutHttp2,
     /// A connection-specific header with `--http2` (its name).
     Http2Header(String),
+    /// `--message-size` or `--binary` without `--ws`.
+    MessageWithoutWs(&'static str),
+    /// A header the WebSocket upgrade writes itself (its name).
+    WsHeader(String),
+    /// The random key or mask could not be drawn.
+    Random,
 }
 
 impl fmt::Display for ConfigError {
@@ -139,6 +157,14 @@ impl fmt::Display for ConfigError {
                 "--max-concurrent-streams applies to HTTP/2 only; add --http2, or use \
                  --pipeline N for HTTP/1.1",
             ),
+            ConfigError::MessageWithoutWs(opt) => {
+                write!(f, "{opt} applies to WebSocket runs only; add --ws")
+            }
+            ConfigError::WsHeader(name) => write!(
+                f,
+                "header {name:?} is part of the WebSocket upgrade, which --ws writes itself"
+            ),
+            ConfigError::Random => f.write_str("cannot draw random bytes for the WebSocket key"),
             ConfigError::Http2Header(name) => write!(
                 f,
                 "header {name:?} is connection-specific, which HTTP/2 forbids (RFC 9113 §8.2.2)"
@@ -153,7 +179,7 @@ impl Config {
     /// Checks `args`, resolves the URL, reads the files, encodes the requests.
     pub fn from_options(args: &LoadOptions) -> Result<Config, ConfigError> {
         let target = url::parse(&args.url).map_err(ConfigError::Url)?;
-        Self::conflicts(args)?;
+        Self::conflicts(args, args.ws || target.websocket)?;
         let cpus = args.cpus.clone();
         let default_threads = if cpus.is_empty() {
             std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -167,6 +193,9 @@ impl Config {
         check_range("--connections", args.connections, MAX_CONNECTIONS)?;
         check_range("--pipeline", args.pipeline, MAX_PIPELINE)?;
         check_range("--max-concurrent-streams", args.streams, MAX_STREAMS)?;
+        if args.ws || target.websocket {
+            check_range("--message-size", args.message_size, ws::MAX_MESSAGE_SIZE)?;
+        }
         check_range("--runs", args.runs, MAX_RUNS)?;
         if args.connections < threads {
             return Err(ConfigError::FewerConnectionsThanThreads {
@@ -195,7 +224,13 @@ impl Config {
             return Err(ConfigError::Rate(r));
         }
         let tls = Self::tls(args, &target)?;
-        let (templates, http2) = Self::templates(args, &target)?;
+        let (templates, http2, ws) = if args.ws || target.websocket {
+            let (t, w) = Self::websocket(args, &target)?;
+            (t, None, Some(w))
+        } else {
+            let (t, h) = Self::templates(args, &target)?;
+            (t, h, None)
+        };
         let duration = match (args.duration, args.requests) {
             (Some(d), _) => Some(d),
             (None, Some(_)) => None,
@@ -206,6 +241,7 @@ impl Config {
             tls,
             templates,
             http2,
+            ws,
             threads,
             connections: args.connections,
             pipeline: args.pipeline,
@@ -225,7 +261,7 @@ impl Config {
     }
 
     /// What the command line's clap definition also refuses, for callers that are not it.
-    fn conflicts(args: &LoadOptions) -> Result<(), ConfigError> {
+    fn conflicts(args: &LoadOptions, ws: bool) -> Result<(), ConfigError> {
         if args.body.is_some() && args.body_file.is_some() {
             return Err(ConfigError::Conflict("--body", "--body-file"));
         }
@@ -237,6 +273,22 @@ impl Config {
         }
         if !args.http2 && args.streams > 1 {
             return Err(ConfigError::StreamsWithoutHttp2);
+        }
+        if ws {
+            let other = [
+                (args.http2, "--http2"),
+                (!args.raw.is_empty(), "--raw"),
+                (args.method.is_some(), "--method"),
+                (args.body.is_some(), "--body"),
+                (args.body_file.is_some(), "--body-file"),
+            ];
+            if let Some((_, name)) = other.into_iter().find(|(given, _)| *given) {
+                return Err(ConfigError::Conflict("--ws", name));
+            }
+        } else if args.binary {
+            return Err(ConfigError::MessageWithoutWs("--binary"));
+        } else if args.message_size != crate::options::DEFAULT_MESSAGE_SIZE {
+            return Err(ConfigError::MessageWithoutWs("--message-size"));
         }
         if args.http2 && !args.raw.is_empty() {
             // Raw files are HTTP/1.1 bytes.
@@ -348,6 +400,45 @@ impl Config {
             None
         };
         Ok((vec![Template::new(&one, args.pipeline)], http2))
+    }
+
+    /// `--ws`: the upgrade request and the message, encoded once with a random key and mask.
+    fn websocket(args: &LoadOptions, target: &Target) -> Result<(Vec<Template>, Ws), ConfigError> {
+        let headers = args
+            .headers
+            .iter()
+            .map(|h| parse_header(h))
+            .collect::<Result<Vec<_>, _>>()?;
+        const OWN: [&str; 5] = [
+            "host",
+            "upgrade",
+            "connection",
+            "sec-websocket-key",
+            "sec-websocket-version",
+        ];
+        if let Some((name, _)) = headers
+            .iter()
+            .find(|(n, _)| OWN.iter().any(|o| n.eq_ignore_ascii_case(o)))
+        {
+            return Err(ConfigError::WsHeader(name.clone()));
+        }
+        let mut random = [0u8; 20];
+        aws_lc_rs::rand::fill(&mut random).map_err(|_| ConfigError::Random)?;
+        let nonce: [u8; 16] = random[..16].try_into().expect("16 bytes");
+        let mask: [u8; 4] = random[16..].try_into().expect("4 bytes");
+        let (run, message) = WsRun::new(
+            &target.path,
+            &target.authority,
+            &headers,
+            args.message_size,
+            args.binary,
+            nonce,
+            mask,
+        );
+        Ok((
+            vec![Template::new(&message, args.pipeline)],
+            Ws { run, mask },
+        ))
     }
 
     /// Connections of thread `t`: an even share, the first threads taking the remainder.

@@ -29,6 +29,7 @@ pub mod tls;
 pub mod units;
 pub mod url;
 pub mod worker;
+pub mod ws;
 
 use std::sync::atomic::AtomicBool;
 

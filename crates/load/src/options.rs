@@ -9,6 +9,8 @@ use std::time::Duration;
 
 /// Connections when none are asked for.
 pub const DEFAULT_CONNECTIONS: usize = 64;
+/// `--ws`: the payload of each message when none is asked for (HttpArena's echo-ws size).
+pub const DEFAULT_MESSAGE_SIZE: usize = 32;
 /// How long a request may go unanswered before it counts as a timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -35,6 +37,13 @@ pub struct LoadOptions {
     pub http2: bool,
     /// HTTP/2: streams in flight per connection (h2load's `-m`), the counterpart of `pipeline`.
     pub streams: usize,
+    /// Speak WebSocket (RFC 6455): upgrade each connection, then send messages that the
+    /// server echoes; `pipeline` is then the messages in flight per connection.
+    pub ws: bool,
+    /// `ws`: the payload bytes of each message.
+    pub message_size: usize,
+    /// `ws`: binary messages (otherwise text).
+    pub binary: bool,
     /// Request method [None: GET, or POST with a body].
     pub method: Option<String>,
     /// Request body.
@@ -98,6 +107,9 @@ impl Default for LoadOptions {
             pipeline: 1,
             http2: false,
             streams: 1,
+            ws: false,
+            message_size: DEFAULT_MESSAGE_SIZE,
+            binary: false,
             method: None,
             body: None,
             body_file: None,

@@ -27,9 +27,12 @@ pub struct Setup {
     pub threads: usize,
     pub connections: usize,
     pub connections_per_thread: Vec<usize>,
-    /// `HTTP/1.1` or `HTTP/2`.
+    /// `HTTP/1.1`, `HTTP/2` or `WebSocket`.
     #[serde(default = "http1")]
     pub protocol: String,
+    /// WebSocket: each message, e.g. `32-byte text` (`pipeline` of them in flight).
+    #[serde(default)]
+    pub message: Option<String>,
     pub pipeline: usize,
     /// HTTP/2: streams in flight per connection (1 for HTTP/1.1).
     #[serde(default = "one")]
@@ -127,6 +130,9 @@ pub struct Report {
     pub interrupted: bool,
 }
 
+/// `Setup::protocol` of a `--ws` run.
+pub const WEBSOCKET: &str = "WebSocket";
+
 fn http1() -> String {
     "HTTP/1.1".to_string()
 }
@@ -141,10 +147,15 @@ pub fn setup(cfg: &Config) -> Setup {
         threads: cfg.threads,
         connections: cfg.connections,
         connections_per_thread: (0..cfg.threads).map(|t| cfg.connections_of(t)).collect(),
-        protocol: match cfg.http2 {
-            Some(_) => "HTTP/2".to_string(),
-            None => http1(),
+        protocol: match (&cfg.http2, &cfg.ws) {
+            (Some(_), _) => "HTTP/2".to_string(),
+            (_, Some(_)) => WEBSOCKET.to_string(),
+            _ => http1(),
         },
+        message: cfg.ws.as_ref().map(|w| {
+            let kind = if w.run.binary { "binary" } else { "text" };
+            format!("{}-byte {kind}", w.run.message_len)
+        }),
         pipeline: cfg.pipeline,
         streams: cfg.http2.as_ref().map_or(1, |h| h.streams),
         rate: cfg.rate,
@@ -298,6 +309,11 @@ pub fn header_text(s: &Setup) -> String {
     };
     let protocol = if s.protocol == "HTTP/2" {
         format!("HTTP/2, {} per connection", plural(s.streams, "stream"))
+    } else if let Some(m) = &s.message {
+        format!(
+            "{}, {m} messages, {} in flight per connection",
+            s.protocol, s.pipeline
+        )
     } else {
         format!("{}, pipeline {}", s.protocol, s.pipeline)
     };
@@ -351,7 +367,41 @@ pub fn status_codes_text(codes: &BTreeMap<u16, u64>) -> String {
         .join(", ")
 }
 
-pub fn run_text(r: &RunReport, index: usize, total: usize, table: bool) -> String {
+/// What a run's text calls its answers: HTTP's responses to requests, or WebSocket's echoes
+/// of messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Nouns {
+    /// `responses` or `echoes`.
+    pub answers: &'static str,
+    /// `request` or `message`.
+    pub ask: &'static str,
+    /// `Requests/sec` or `Messages/sec`.
+    pub per_sec: &'static str,
+    /// `req/s` or `msg/s`.
+    pub unit: &'static str,
+}
+
+impl Nouns {
+    pub fn of(s: &Setup) -> Nouns {
+        if s.protocol == WEBSOCKET {
+            Nouns {
+                answers: "echoes",
+                ask: "message",
+                per_sec: "Messages/sec",
+                unit: "msg/s",
+            }
+        } else {
+            Nouns {
+                answers: "responses",
+                ask: "request",
+                per_sec: "Requests/sec",
+                unit: "req/s",
+            }
+        }
+    }
+}
+
+pub fn run_text(r: &RunReport, index: usize, total: usize, table: bool, n: Nouns) -> String {
     let mut out = String::new();
     if total > 1 {
         let _ = writeln!(out, "run {}/{total}:", index + 1);
@@ -372,15 +422,22 @@ pub fn run_text(r: &RunReport, index: usize, total: usize, table: bool) -> Strin
     }
     let _ = writeln!(
         out,
-        "  {} responses in {}s ({} not 2xx/3xx), {} requests unanswered, {} bytes read, {} connections opened",
-        r.responses, r.elapsed_s, r.errors.status, r.failed, r.bytes_read, r.connects
+        "  {} {} in {}s ({} not 2xx/3xx), {} {}s unanswered, {} bytes read, {} connections opened",
+        r.responses,
+        n.answers,
+        r.elapsed_s,
+        r.errors.status,
+        r.failed,
+        n.ask,
+        r.bytes_read,
+        r.connects
     );
     let _ = writeln!(
         out,
         "  Status codes: {}",
         status_codes_text(&r.status_codes)
     );
-    let _ = writeln!(out, "  Requests/sec: {}", r.req_per_s);
+    let _ = writeln!(out, "  {}: {}", n.per_sec, r.req_per_s);
     if let Some(t) = &r.tls {
         let _ = writeln!(
             out,
@@ -427,8 +484,9 @@ pub fn run_text(r: &RunReport, index: usize, total: usize, table: bool) -> Strin
     };
     let _ = writeln!(
         out,
-        "  Generator CPU: {}µs/request; threads busy {}{spun}",
+        "  Generator CPU: {}µs/{}; threads busy {}{spun}",
         r.cpu_us_per_request,
+        n.ask,
         busy.join(" ")
     );
     for t in &r.saturated_threads {
@@ -441,15 +499,17 @@ pub fn run_text(r: &RunReport, index: usize, total: usize, table: bool) -> Strin
     out
 }
 
-pub fn median_text(m: &Median) -> String {
+pub fn median_text(m: &Median, n: Nouns) -> String {
     format!(
-        "median of {} runs: {} req/s (min {}, max {}), p99 {}, {}µs CPU/request\n",
+        "median of {} runs: {} {} (min {}, max {}), p99 {}, {}µs CPU/{}\n",
         m.runs,
         m.req_per_s,
+        n.unit,
         m.min_req_per_s,
         m.max_req_per_s,
         format_micros(m.p99_us as f64),
-        m.cpu_us_per_request
+        m.cpu_us_per_request,
+        n.ask
     )
 }
 
@@ -519,7 +579,11 @@ pub fn verdict(r: &Report, allow_status_errors: bool) -> Verdict {
                 status_codes_text(&codes)
             )
         } else {
-            format!("all {responses} responses 2xx/3xx")
+            if r.setup.protocol == WEBSOCKET {
+                format!("all {responses} messages echoed")
+            } else {
+                format!("all {responses} responses 2xx/3xx")
+            }
         };
         format!("Result: ok: {accepted}{socket_note}")
     } else {
@@ -536,10 +600,10 @@ pub fn verdict(r: &Report, allow_status_errors: bool) -> Verdict {
 pub fn text(r: &Report, table: bool) -> String {
     let mut out = header_text(&r.setup);
     for (i, run) in r.runs.iter().enumerate() {
-        out.push_str(&run_text(run, i, r.runs.len(), table));
+        out.push_str(&run_text(run, i, r.runs.len(), table, Nouns::of(&r.setup)));
     }
     if r.runs.len() > 1 {
-        out.push_str(&median_text(&r.median));
+        out.push_str(&median_text(&r.median, Nouns::of(&r.setup)));
     }
     out
 }
@@ -639,7 +703,7 @@ mod tests {
         let mut r = run(&[(200, 10)], 3, None);
         r.errors.read = 0;
         r.errors.reset = 3;
-        let text = run_text(&r, 0, 1, false);
+        let text = run_text(&r, 0, 1, false, Nouns::of(&Setup::default()));
         assert!(text.contains("malformed 0, reset 3\n"), "{text}");
         let v = verdict(&report(vec![r]), false);
         assert!(
@@ -666,7 +730,7 @@ mod tests {
             max_us: 2_340_000,
             ..LatencySummary::default()
         };
-        let text = run_text(&r, 0, 1, false);
+        let text = run_text(&r, 0, 1, false, Nouns::of(&Setup::default()));
         for needle in [
             "Interrupted after 1.5s: stopped by Ctrl-C (SIGINT)",
             "mean 812.4µs  stdev 40µs  p50 790µs  p99 1.50ms  max 2.34s",

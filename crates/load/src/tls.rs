@@ -284,12 +284,24 @@ pub enum SetupFailure {
     HandshakeTimeout,
     /// `--http2`: the server did not choose ALPN `h2` (what it chose, if anything).
     NoHttp2(Option<String>),
+    /// `--ws`: the upgrade was refused or its 101 is not a WebSocket one.
+    Upgrade(crate::ws::WsError),
+    /// `--ws`: the server closed the connection before answering the upgrade.
+    UpgradeClosed,
+    /// `--ws`: no answer to the upgrade within `--timeout`.
+    UpgradeTimeout,
 }
 
 impl SetupFailure {
     /// True for failures of the TLS layer (counted as `tls` errors, not `connect`).
     pub fn is_tls(&self) -> bool {
-        !matches!(self, SetupFailure::Io(_))
+        !matches!(
+            self,
+            SetupFailure::Io(_)
+                | SetupFailure::Upgrade(_)
+                | SetupFailure::UpgradeClosed
+                | SetupFailure::UpgradeTimeout
+        )
     }
 }
 
@@ -317,6 +329,13 @@ impl fmt::Display for SetupFailure {
                 f.write_str("the server closed the connection during the TLS handshake")
             }
             SetupFailure::HandshakeTimeout => f.write_str("TLS handshake timed out"),
+            SetupFailure::Upgrade(e) => e.fmt(f),
+            SetupFailure::UpgradeClosed => f.write_str(
+                "the server closed the connection before answering the WebSocket upgrade",
+            ),
+            SetupFailure::UpgradeTimeout => {
+                f.write_str("the WebSocket upgrade was not answered in time")
+            }
             SetupFailure::NoHttp2(chosen) => {
                 let answer = match chosen {
                     Some(p) => format!("it chose {p:?}"),

@@ -1,4 +1,5 @@
-//! Target URL parsing: `http[s]://host[:port][/path][?query]`, resolved to socket addresses.
+//! Target URL parsing: `http[s]://host[:port][/path][?query]` (or `ws[s]://`, the same with
+//! WebSocket asked for), resolved to socket addresses.
 //! Owns nothing else: it does not connect, and TLS settings live in `tls`.
 #![forbid(unsafe_code)]
 
@@ -15,8 +16,10 @@ pub const DEFAULT_HTTPS_PORT: u16 = 443;
 pub struct Target {
     /// The URL as given.
     pub url: String,
-    /// `https://`: connections speak TLS.
+    /// `https://` or `wss://`: connections speak TLS.
     pub https: bool,
+    /// `ws://` or `wss://`: the URL itself asks for WebSocket.
+    pub websocket: bool,
     /// The host as written, brackets of an IPv6 literal removed (TLS server name).
     pub host: String,
     /// `Host` header value (host, plus `:port` when one was written).
@@ -42,7 +45,10 @@ impl fmt::Display for UrlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             UrlError::Scheme(u) => {
-                write!(f, "bad URL {u:?}: it must start with http:// or https://")
+                write!(
+                    f,
+                    "bad URL {u:?}: it must start with http://, https://, ws:// or wss://"
+                )
             }
             UrlError::NoHost => f.write_str("bad URL: no host"),
             UrlError::Port(p) => write!(f, "bad URL: invalid port {p:?}"),
@@ -57,9 +63,14 @@ impl std::error::Error for UrlError {}
 
 /// Parses and resolves `url`.
 pub fn parse(url: &str) -> Result<Target, UrlError> {
-    let (https, rest) = match (url.get(..7), url.get(..8)) {
-        (Some(s), _) if s.eq_ignore_ascii_case("http://") => (false, &url[7..]),
-        (_, Some(s)) if s.eq_ignore_ascii_case("https://") => (true, &url[8..]),
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| UrlError::Scheme(url.to_string()))?;
+    let (https, websocket) = match scheme.to_ascii_lowercase().as_str() {
+        "http" => (false, false),
+        "https" => (true, false),
+        "ws" => (false, true),
+        "wss" => (true, true),
         _ => return Err(UrlError::Scheme(url.to_string())),
     };
     let split = rest.find(['/', '?']).unwrap_or(rest.len());
@@ -92,6 +103,7 @@ pub fn parse(url: &str) -> Result<Target, UrlError> {
     Ok(Target {
         url: url.to_string(),
         https,
+        websocket,
         host: host.to_string(),
         authority: authority.to_string(),
         path,
@@ -161,6 +173,18 @@ mod tests {
         assert_eq!((t.authority.as_str(), t.path.as_str()), ("[::1]:8443", "/"));
         assert!(matches!(parse("https:/x"), Err(UrlError::Scheme(_))));
         assert!(matches!(parse("httpx://x"), Err(UrlError::Scheme(_))));
+    }
+
+    #[test]
+    fn websocket_schemes_are_http_and_https_with_websocket_asked_for() {
+        let t = parse("ws://127.0.0.1:9/ws").unwrap();
+        assert!(t.websocket && !t.https);
+        assert_eq!((t.addr.port(), t.path.as_str()), (9, "/ws"));
+        let t = parse("WSS://127.0.0.1/").unwrap();
+        assert!(t.websocket && t.https);
+        assert_eq!(t.addr.port(), DEFAULT_HTTPS_PORT);
+        assert!(!parse("http://127.0.0.1/").unwrap().websocket);
+        assert!(matches!(parse("wsx://x"), Err(UrlError::Scheme(_))));
     }
 
     #[test]

@@ -10,6 +10,9 @@
 //! (chosen once per read, in `on_event`); they write through the same `unsent` buffer, which
 //! then also carries the client's acknowledgements, and a request is timed from the writing of
 //! its HEADERS to its END_STREAM.
+//! `--ws` connections write their upgrade once open (`Phase::Upgrading`, not timed, like a TLS
+//! handshake), then send pre-encoded messages through the same `send` as HTTP/1.1 requests
+//! (`pipeline` in flight); `ws::Reader` counts the echoes, each timed from its message's send.
 #![forbid(unsafe_code)]
 
 use std::collections::VecDeque;
@@ -33,6 +36,7 @@ use crate::request::Template;
 use crate::schedule::Schedule;
 use crate::stats::{Interruption, ThreadStats, ns_to_us};
 use crate::tls::{Handshake, IoFailure, SetupFailure, Transport};
+use crate::ws;
 use linerate_http1::{Counted as Response, ResponseCounter};
 
 /// Bytes read per `recv`.
@@ -43,6 +47,10 @@ pub const EVENTS_PER_WAIT: usize = 256;
 pub const TICK: Duration = Duration::from_millis(10);
 /// Timer slack in rate mode (ns): the kernel's default 50 µs would make sends late by that much.
 pub const RATE_TIMER_SLACK_NS: u64 = 1;
+/// `Worker::read`'s protocols.
+const H1: u8 = 0;
+const H2: u8 = 1;
+const WS: u8 = 2;
 /// Epoll token of the rate-mode timerfd (connection tokens are indices).
 const TIMER_TOKEN: u64 = u64::MAX;
 /// Connection attempts that may fail in a row (no success between) before the thread decides
@@ -134,6 +142,10 @@ enum Phase {
     Handshaking {
         since_ns: u64,
     },
+    /// `--ws`: the upgrade request is sent and its 101 awaited (`since_ns`: the `connect()`).
+    Upgrading {
+        since_ns: u64,
+    },
     Open,
 }
 
@@ -157,6 +169,16 @@ struct Conn {
     queued: bool,
     /// `--http2`: the protocol state; `inflight` and `parser` are then unused.
     h2: Option<Box<h2::Client<Sent>>>,
+    /// `--ws`: the upgrade's answer so far, then the echoes' frames; `parser` is unused.
+    ws: Option<Box<WsConn>>,
+}
+
+/// A WebSocket connection's reading state.
+#[derive(Debug, Default)]
+struct WsConn {
+    /// The 101's head, until its blank line.
+    head: Vec<u8>,
+    reader: ws::Reader,
 }
 
 impl Conn {
@@ -172,7 +194,12 @@ impl Conn {
     fn has_room(&self, pipeline: usize) -> bool {
         match &self.h2 {
             Some(h) => h.room() > 0,
-            None => self.unsent.is_empty() && self.inflight.len() < pipeline,
+            // Not before a WebSocket upgrade is through (phase `Open`).
+            None => {
+                self.phase == Phase::Open
+                    && self.unsent.is_empty()
+                    && self.inflight.len() < pipeline
+            }
         }
     }
 }
@@ -250,6 +277,7 @@ pub fn run(
                 .http2
                 .as_ref()
                 .map(|h| Box::new(h2::Client::new(h.streams))),
+            ws: cfg.ws.as_ref().map(|_| Box::default()),
         });
         w.open(i, start_ns);
     }
@@ -524,6 +552,10 @@ impl Worker<'_> {
         if let Some(h) = c.h2.as_deref_mut() {
             h.reset();
         }
+        if let Some(w) = c.ws.as_deref_mut() {
+            w.head.clear();
+            w.reader.reset();
+        }
     }
 
     /// Closes conn `i` and reconnects it at once.
@@ -554,21 +586,24 @@ impl Worker<'_> {
             Phase::Closed => {}
             Phase::Connecting { since_ns } => self.on_connected(i, since_ns),
             Phase::Handshaking { since_ns } => self.handshake(i, since_ns),
-            Phase::Open => {
+            Phase::Open | Phase::Upgrading { .. } => {
                 if flags.contains(epoll::EventFlags::OUT)
                     && (!self.conns[i].unsent.is_empty() || self.conns[i].transport.wants_write())
                 {
                     self.flush(i);
                 }
+                let c = &self.conns[i];
                 if flags.intersects(
                     epoll::EventFlags::IN | epoll::EventFlags::HUP | epoll::EventFlags::ERR,
-                ) && self.conns[i].phase == Phase::Open
+                ) && c.phase != Phase::Closed
                 {
-                    // The one protocol branch on HTTP/1.1's path: once per readiness event.
-                    if self.conns[i].h2.is_some() {
-                        self.read::<true>(i);
+                    // The protocol branch on HTTP/1.1's path: once per readiness event.
+                    if c.h2.is_some() {
+                        self.read::<H2>(i);
+                    } else if c.ws.is_some() {
+                        self.read::<WS>(i);
                     } else {
-                        self.read::<false>(i);
+                        self.read::<H1>(i);
                     }
                 }
             }
@@ -590,14 +625,24 @@ impl Worker<'_> {
             return self.connect_failed(i, e);
         }
         let now = self.now();
-        self.opened(i, now);
+        self.opened(i, since_ns, now);
     }
 
     /// Conn `i` is connected (and through its TLS handshake): requests may flow. An HTTP/2
     /// connection writes its preface and SETTINGS first.
-    fn opened(&mut self, i: usize, now: u64) {
-        self.failures_in_row = 0;
+    /// A WebSocket connection writes its upgrade and waits for the 101 (`since_ns`: its
+    /// `connect()`, for the upgrade's timeout).
+    fn opened(&mut self, i: usize, since_ns: u64, now: u64) {
+        let cfg = self.cfg;
         let c = &mut self.conns[i];
+        if let Some(w) = &cfg.ws {
+            // Not a success yet: a server that refuses every upgrade must end the run.
+            c.phase = Phase::Upgrading { since_ns };
+            c.unsent.extend_from_slice(&w.run.upgrade);
+            self.write_unsent(i, now);
+            return;
+        }
+        self.failures_in_row = 0;
         c.phase = Phase::Open;
         match c.h2.as_deref_mut() {
             Some(h) => {
@@ -645,15 +690,15 @@ impl Worker<'_> {
                 t.handshakes += 1;
                 t.resumed += u64::from(resumed);
                 t.setup_ns += now.saturating_sub(since_ns);
-                self.opened(i, now);
+                self.opened(i, since_ns, now);
             }
             Err(f) => self.setup_failed(i, f),
         }
     }
 
-    /// Reads what conn `i` has; `H2` picks the protocol at compile time, so HTTP/1.1's loop
-    /// carries nothing of HTTP/2's.
-    fn read<const H2: bool>(&mut self, i: usize) {
+    /// Reads what conn `i` has; `P` picks the protocol at compile time, so HTTP/1.1's loop
+    /// carries nothing of the others'.
+    fn read<const P: u8>(&mut self, i: usize) {
         let mut buf = std::mem::take(&mut self.buf);
         loop {
             let c = &mut self.conns[i];
@@ -662,20 +707,20 @@ impl Worker<'_> {
             let now = self.now();
             match got {
                 Ok(0) => {
-                    if H2 {
-                        self.on_eof_h2(i, now);
-                    } else {
-                        self.on_eof(i, now);
+                    match P {
+                        H2 => self.on_eof_h2(i, now),
+                        WS => self.on_eof_ws(i, now),
+                        _ => self.on_eof(i, now),
                     }
                     break;
                 }
                 Ok(n) => {
                     // bytes_read counts what HTTP saw: plaintext, for https.
                     self.stats.bytes_read += n as u64;
-                    let open = if H2 {
-                        self.frame_h2(i, &buf[..n], now)
-                    } else {
-                        self.frame(i, &buf[..n], now)
+                    let open = match P {
+                        H2 => self.frame_h2(i, &buf[..n], now),
+                        WS => self.frame_ws(i, &buf[..n], now),
+                        _ => self.frame(i, &buf[..n], now),
                     };
                     if !open {
                         break;
@@ -683,7 +728,7 @@ impl Worker<'_> {
                     // Level-triggered epoll wakes us again for what the socket still holds,
                     // but not for decrypted bytes a TLS session holds: those are read now.
                     if !self.conns[i].transport.has_buffered() {
-                        if H2 {
+                        if P == H2 {
                             self.after_progress_h2(i, now);
                         } else {
                             self.after_progress(i, now);
@@ -747,15 +792,21 @@ impl Worker<'_> {
         true
     }
 
-    /// Counts a complete response of either protocol: its status and its latency.
+    /// Counts a complete response of either HTTP version: its status and its latency.
     #[inline]
     fn record(&mut self, status: u16, sent: Sent, now: u64) {
-        self.stats.responses += 1;
-        self.resolved += 1;
         self.stats.count_status(status);
         if !(200..400).contains(&status) {
             self.stats.errors.status += 1;
         }
+        self.record_answer(sent, now);
+    }
+
+    /// Counts one answer (a response, or a WebSocket echo) and its latency.
+    #[inline]
+    fn record_answer(&mut self, sent: Sent, now: u64) {
+        self.stats.responses += 1;
+        self.resolved += 1;
         let lat = ns_to_us(now.saturating_sub(sent.intended_ns));
         self.stats.latency.saturating_record(lat);
         if let Some(h) = self.stats.latency_uncorrected.as_mut() {
@@ -790,6 +841,99 @@ impl Worker<'_> {
             return false;
         }
         true
+    }
+
+    /// WebSocket: the 101 first, then the echoes. Returns false if the connection was closed.
+    fn frame_ws(&mut self, i: usize, mut data: &[u8], now: u64) -> bool {
+        let cfg = self.cfg;
+        let w = cfg.ws.as_ref().expect("a WebSocket run");
+        if let Phase::Upgrading { .. } = self.conns[i].phase {
+            let c = &mut self.conns[i];
+            let conn = c.ws.as_deref_mut().expect("a WebSocket connection");
+            // Where the head ends, searched from a little before the new bytes.
+            let from = conn.head.len().saturating_sub(3);
+            conn.head.extend_from_slice(data);
+            let Some(end) = memchr::memmem::find(&conn.head[from..], b"\r\n\r\n") else {
+                if conn.head.len() > ws::MAX_UPGRADE_HEAD {
+                    self.upgrade_failed(i, ws::WsError::HeadTooLong);
+                    return false;
+                }
+                return true;
+            };
+            let end = from + end + 4;
+            if let Err(e) = ws::check_upgrade(&conn.head[..end], &w.run) {
+                self.upgrade_failed(i, e);
+                return false;
+            }
+            // What came after the head is the server's first frames.
+            let after = conn.head.len() - end;
+            data = &data[data.len() - after..];
+            conn.head.clear();
+            c.phase = Phase::Open;
+            self.failures_in_row = 0;
+        }
+        while !data.is_empty() {
+            let c = &mut self.conns[i];
+            let conn = c.ws.as_deref_mut().expect("a WebSocket connection");
+            let (n, ev) = match conn.reader.feed(data, &w.run, w.mask) {
+                Ok(r) => r,
+                Err(_) => {
+                    self.fail(i, Class::Malformed, now);
+                    return false;
+                }
+            };
+            data = &data[n..];
+            match ev {
+                None => {}
+                Some(ws::Event::Message) => {
+                    let Some(sent) = c.inflight.pop_front() else {
+                        // An echo of nothing: the stream cannot be trusted any more.
+                        self.fail(i, Class::Malformed, now);
+                        return false;
+                    };
+                    self.record_answer(sent, now);
+                }
+                Some(ws::Event::Pong(frame)) => {
+                    c.unsent.extend_from_slice(&frame);
+                    if !self.write_unsent(i, now) {
+                        return false;
+                    }
+                }
+                Some(ws::Event::Close(frame)) => {
+                    // Answer the close (best effort), then as for a closed connection.
+                    if let Some(fd) = c.sock.as_ref() {
+                        let _ = c.transport.send(fd, &frame);
+                    }
+                    self.on_eof_ws(i, now);
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// WebSocket: the upgrade was refused or answered wrongly: counted (a refusal by its
+    /// status) and the connection closed, as a failed setup; the next tick tries again.
+    fn upgrade_failed(&mut self, i: usize, e: ws::WsError) {
+        match e {
+            ws::WsError::Refused(code) if code != 0 => {
+                self.stats.count_status(code);
+                self.stats.errors.status += 1;
+            }
+            _ => self.stats.errors.malformed += 1,
+        }
+        self.failures_in_row += 1;
+        self.last_failure = SetupFailure::Upgrade(e);
+        self.drop_socket(i);
+    }
+
+    /// WebSocket: the server closed the connection (or sent a close).
+    fn on_eof_ws(&mut self, i: usize, now: u64) {
+        match self.conns[i].phase {
+            Phase::Upgrading { .. } => self.setup_failed(i, SetupFailure::UpgradeClosed),
+            _ if self.conns[i].inflight.is_empty() => self.reopen(i, now),
+            _ => self.fail(i, Class::Read, now),
+        }
     }
 
     /// HTTP/2: the server closed the connection.
@@ -833,7 +977,7 @@ impl Worker<'_> {
             if h.is_idle() && c.unsent.is_empty() && !c.transport.wants_write() {
                 return self.reopen(i, now);
             }
-            self.write_h2(i, now);
+            self.write_unsent(i, now);
             return;
         }
         if self.schedule.is_some() {
@@ -841,7 +985,7 @@ impl Worker<'_> {
                 c.queued = true;
                 self.ready.push_back(i);
             }
-            self.write_h2(i, now);
+            self.write_unsent(i, now);
             return;
         }
         let mut k = h.room() as u64;
@@ -866,12 +1010,12 @@ impl Worker<'_> {
         }
         c.sent_here += k as u64;
         self.issued += k as u64;
-        self.write_h2(i, now)
+        self.write_unsent(i, now)
     }
 
-    /// HTTP/2: writes what conn `i` has to say, unless it waits for EPOLLOUT already (`flush`
+    /// HTTP/2 and WebSocket: writes what conn `i` has to say, unless it waits for EPOLLOUT already (`flush`
     /// writes it then). Returns false if the connection failed.
-    fn write_h2(&mut self, i: usize, now: u64) -> bool {
+    fn write_unsent(&mut self, i: usize, now: u64) -> bool {
         let c = &mut self.conns[i];
         if c.want_out || c.unsent.is_empty() {
             return true;
@@ -897,6 +1041,10 @@ impl Worker<'_> {
     /// After responses arrived or the connection opened: reconnect, refill, or queue for the rate.
     fn after_progress(&mut self, i: usize, now: u64) {
         let c = &self.conns[i];
+        if c.phase != Phase::Open {
+            // A WebSocket upgrade still awaits its 101.
+            return;
+        }
         if let Some(n) = self.cfg.reconnect
             && c.sent_here >= n
         {
@@ -1027,7 +1175,10 @@ impl Worker<'_> {
                 Phase::Handshaking { since_ns } if now.saturating_sub(since_ns) >= timeout => {
                     self.setup_failed(i, SetupFailure::HandshakeTimeout);
                 }
-                Phase::Connecting { .. } | Phase::Handshaking { .. } => {}
+                Phase::Upgrading { since_ns } if now.saturating_sub(since_ns) >= timeout => {
+                    self.setup_failed(i, SetupFailure::UpgradeTimeout);
+                }
+                Phase::Connecting { .. } | Phase::Handshaking { .. } | Phase::Upgrading { .. } => {}
                 Phase::Open => {
                     let c = &self.conns[i];
                     let oldest = match &c.h2 {

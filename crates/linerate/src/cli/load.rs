@@ -13,11 +13,12 @@ use clap::{Args, Parser};
 use linerate_load::{Config, LoadOptions, report, units};
 use signal_hook::consts::SIGINT;
 
-/// Generate HTTP/1.1 or HTTP/2 load and report throughput and latency (wrk-style options;
-/// h2load's --max-concurrent-streams for HTTP/2).
+/// Generate HTTP/1.1, HTTP/2 or WebSocket load and report throughput and latency (wrk-style
+/// options; h2load's --max-concurrent-streams for HTTP/2; --ws for WebSocket echo round trips).
 #[derive(Args, Clone, Debug)]
 pub struct LoadArgs {
-    /// Target URL, http:// or https:// (TLS 1.2/1.3, ALPN http/1.1, or h2 with --http2).
+    /// Target URL, http:// or https:// (TLS 1.2/1.3, ALPN http/1.1, or h2 with --http2), or
+    /// ws:// or wss:// (the same as --ws).
     pub url: String,
 
     /// Worker threads, each with its own event loop and connections [default: one per CPU,
@@ -58,6 +59,20 @@ pub struct LoadArgs {
     /// the server's SETTINGS_MAX_CONCURRENT_STREAMS.
     #[arg(long, visible_alias = "streams", value_name = "N", default_value_t = 1)]
     pub max_concurrent_streams: usize,
+
+    /// Speak WebSocket (RFC 6455): upgrade every connection, then send messages the server
+    /// echoes, --pipeline of them in flight per connection; each echo is timed from its
+    /// message's send, and its length must be the length sent.
+    #[arg(long)]
+    pub ws: bool,
+
+    /// --ws: the payload of each message, e.g. 32, 4KiB.
+    #[arg(long, value_name = "BYTES", value_parser = units::size, default_value = "32")]
+    pub message_size: u64,
+
+    /// --ws: send binary messages (default: text).
+    #[arg(long)]
+    pub binary: bool,
 
     /// Request method [default: GET, or POST with --body/--body-file].
     #[arg(short = 'm', long)]
@@ -158,6 +173,9 @@ impl LoadArgs {
             pipeline: self.pipeline,
             http2: self.http2,
             streams: self.max_concurrent_streams,
+            ws: self.ws,
+            message_size: usize::try_from(self.message_size).unwrap_or(usize::MAX),
+            binary: self.binary,
             method: self.method,
             body: self.body,
             body_file: self.body_file,
@@ -209,6 +227,7 @@ pub fn run(options: &LoadOptions) -> anyhow::Result<ExitCode> {
     let cfg = Config::from_options(options)?;
     linerate_load::engine::preflight(&cfg)?;
     let setup = report::setup(&cfg);
+    let nouns = report::Nouns::of(&setup);
     let mut stdout = std::io::stdout();
     if !cfg.json {
         write!(stdout, "{}", report::header_text(&setup))?;
@@ -220,7 +239,7 @@ pub fn run(options: &LoadOptions) -> anyhow::Result<ExitCode> {
     signal_hook::flag::register(SIGINT, stop.clone())?;
     let report = linerate_load::measure_each(&cfg, &stop, |i, run| {
         if !cfg.json {
-            let text = report::run_text(run, i, cfg.runs, cfg.latency_table);
+            let text = report::run_text(run, i, cfg.runs, cfg.latency_table, nouns);
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(text.as_bytes());
             let _ = out.flush();
@@ -236,7 +255,7 @@ pub fn run(options: &LoadOptions) -> anyhow::Result<ExitCode> {
         }
     } else {
         if report.runs.len() > 1 {
-            write!(stdout, "{}", report::median_text(&report.median))?;
+            write!(stdout, "{}", report::median_text(&report.median, nouns))?;
         }
         writeln!(stdout, "{}", verdict.line)?;
     }
