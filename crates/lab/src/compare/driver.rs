@@ -63,13 +63,14 @@ impl Run<'_> {
         format!("{scheme}://{}{}", self.addr, self.workload.path)
     }
 
-    /// wrk cannot send bodies or other methods without a script, nor speak HTTP/2; those use
-    /// linerate load.
+    /// wrk cannot send bodies or other methods without a script, nor speak HTTP/2 or
+    /// WebSocket; those use linerate load.
     fn generator(&self) -> Generator {
         let w = self.workload;
         // wrk sends one request to one path over kept-alive connections, nothing else.
         let plain_get = w.body.is_none()
             && !w.http2
+            && !w.websocket
             && w.paths.is_empty()
             && w.reconnect.is_none()
             && !w.tls_no_resume
@@ -110,6 +111,11 @@ impl Run<'_> {
             pipeline: w.pipeline,
             http2: w.http2,
             streams: w.streams,
+            ws: w.websocket,
+            message_size: w
+                .message_size
+                .unwrap_or(linerate_load::options::DEFAULT_MESSAGE_SIZE),
+            binary: w.binary,
             insecure: w.tls,
             timeout: self
                 .timeout
@@ -387,6 +393,13 @@ Transfer/sec:     22.00MB
                 },
                 "http2",
             ),
+            (
+                Workload {
+                    websocket: true,
+                    ..base.clone()
+                },
+                "websocket",
+            ),
         ] {
             assert_eq!(run(&w, None), Generator::Linerate, "{why}");
         }
@@ -420,6 +433,22 @@ Transfer/sec:     22.00MB
         assert_eq!(o.timeout, linerate_load::options::DEFAULT_TIMEOUT);
         let cfg = linerate_load::Config::from_options(&o).expect("the options are valid");
         assert_eq!((cfg.threads, cfg.pipeline), (2, 16));
+
+        let ws: Workload = toml::from_str(
+            "name = 'w'\npath = '/ws'\nwebsocket = true\nmessage_size = 4096\nbinary = true",
+        )
+        .expect("a workload parses");
+        let o = Run {
+            workload: &ws,
+            ..run(None, None)
+        }
+        .load_options(Vec::new());
+        assert!(o.ws && o.binary);
+        assert_eq!(
+            (o.message_size, o.url.as_str()),
+            (4096, "http://127.0.0.1:1/ws")
+        );
+        linerate_load::Config::from_options(&o).expect("the options are valid");
 
         let o = run(Some(500), None).load_options(vec![PathBuf::from("/tmp/0.http")]);
         assert_eq!((o.requests, o.duration), (Some(500), None));

@@ -134,6 +134,15 @@ pub struct Workload {
     /// Concurrent streams per connection with `http2` (h2load's `-m`).
     #[serde(default = "one")]
     pub streams: usize,
+    /// WebSocket echo round trips on `path` (`linerate load --ws`), `pipeline` messages in
+    /// flight per connection; one echoed message counts as one request in the report.
+    #[serde(default)]
+    pub websocket: bool,
+    /// With `websocket`: each message's payload in bytes (default: load's, 32).
+    pub message_size: Option<usize>,
+    /// With `websocket`: binary messages (default: text).
+    #[serde(default)]
+    pub binary: bool,
     /// A new connection after this many requests (1: every request pays a handshake).
     pub reconnect: Option<u64>,
     /// With `tls`: the client never resumes a session, so every handshake is a full one
@@ -254,6 +263,20 @@ impl Suite {
             }
             if w.pipeline == 0 {
                 bail!("workload {:?}: pipeline must be at least 1", w.name);
+            }
+            if w.websocket
+                && (w.http2 || w.body.is_some() || w.method.is_some() || !w.paths.is_empty())
+            {
+                bail!(
+                    "workload {:?}: websocket goes without http2, body, method and paths",
+                    w.name
+                );
+            }
+            if !w.websocket && (w.message_size.is_some() || w.binary) {
+                bail!(
+                    "workload {:?}: message_size and binary go with websocket = true",
+                    w.name
+                );
             }
             if w.streams == 0 || (w.streams > 1 && !w.http2) {
                 bail!(
@@ -408,6 +431,23 @@ mod tests {
             assert!(Suite::parse(&format!("{bad}{base}")).is_err(), "{why}");
         }
         assert!(Suite::parse("[[workload]]\nname='w'\npath='/'\n").is_err());
+        let server = "[[server]]\nname='a'\ncommand=['x']\n[[workload]]\nname='w'\npath='/ws'\n";
+        for (bad, why) in [
+            ("websocket = true\nhttp2 = true\n", "websocket over http2"),
+            ("websocket = true\nbody = 'x'\n", "websocket with a body"),
+            ("message_size = 64\n", "a message size without websocket"),
+            ("binary = true\n", "binary without websocket"),
+        ] {
+            assert!(Suite::parse(&format!("{server}{bad}")).is_err(), "{why}");
+        }
+    }
+
+    #[test]
+    fn shipped_ws_suite_parses() {
+        let s = Suite::parse(include_str!("../../../../bench/ws.toml")).unwrap();
+        assert!(s.workloads.iter().all(|w| w.websocket));
+        let servers: Vec<_> = s.servers.iter().map(|s| s.name.as_str()).collect();
+        assert!(servers.contains(&"linerate") && servers.contains(&"actix"));
     }
 
     #[test]
