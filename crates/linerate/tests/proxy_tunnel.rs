@@ -2,12 +2,14 @@
 //! `Upgrade` and `Connection: upgrade`; a 101 makes the client's connection and the upstream
 //! connection one byte tunnel, both ways, with backpressure; either side's end ends it. Any
 //! other answer closes the client's connection, since what it sent after the request was not
-//! known to be HTTP. Upstreams here are std `TcpListener`s that answer 101 and then echo.
+//! known to be HTTP. Upstreams here are std `TcpListener`s that answer 101 and then echo,
+//! and `linerate serve`'s own WebSocket echo, driven through the proxy by `linerate load --ws`.
 //!
 //! No timing is asserted; every read has a timeout and every process started here is killed
 //! when its guard drops.
 
 mod common;
+mod load_common;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -308,4 +310,22 @@ fn a_request_without_connection_upgrade_is_plain_http_and_upgrade_is_not_forward
     drop(c);
     let seen = seen.recv_timeout(READ_TIMEOUT).unwrap();
     assert_eq!(field(&seen.head, "upgrade"), None, "{}", seen.head);
+}
+
+#[test]
+fn linerate_websocket_behind_the_linerate_proxy_echoes_every_message() {
+    // The upstream is the demo (its `/ws` echo); the proxy tunnels each upgrade to it.
+    let upstream = serve(&[]);
+    let proxy = proxy_to(upstream.addr);
+    let url = format!("ws://{}/ws", proxy.addr);
+    for (n, flags) in [
+        (2000, &["-p", "4"][..]),
+        (200, &["--message-size", "70000", "--binary"][..]),
+    ] {
+        let count = n.to_string();
+        let mut line = vec!["-t", "1", "-c", "8", "-n", &count];
+        line.extend_from_slice(flags);
+        line.push(&url);
+        load_common::assert_exact(&load_common::measure(&line), n);
+    }
 }

@@ -327,6 +327,9 @@ impl Conn {
         match head.opcode {
             Opcode::Ping => {
                 // RFC 6455 §5.5.3: a pong with the ping's data, as soon as practical.
+                if self.send.out.capacity() == 0 {
+                    self.send.out = pool.get();
+                }
                 self.send.control(Opcode::Pong, &self.control);
                 self.control = Vec::new();
             }
@@ -361,7 +364,16 @@ impl Conn {
                     } else {
                         Message::Binary(&msg.data)
                     };
+                    // The answer is staged in a pooled buffer, not one grown from nothing
+                    // (a malloc and a realloc per message); an idle connection still holds
+                    // none.
+                    if self.send.out.capacity() == 0 {
+                        self.send.out = pool.get();
+                    }
                     h.message(message, &mut self.send);
+                    if self.send.out.is_empty() {
+                        pool.put(&mut self.send.out);
+                    }
                     if self.send.close_sent {
                         self.life = Life::Closing {
                             until: now + self.limits.close_timeout,
