@@ -684,8 +684,26 @@ fn compression_is_agreed_where_a_route_turns_it_on() {
             Ok(Echo {
                 closed: Arc::new(Mutex::new(Vec::new())),
             })
-        });
+        })
+        .ws_with(
+            "/fresh",
+            WsOptions {
+                client_no_context_takeover: true,
+                ..compressing()
+            },
+            |_, _| {
+                Ok(Echo {
+                    closed: Arc::new(Mutex::new(Vec::new())),
+                })
+            },
+        );
     let server = TestServer::start(router).expect("server starts");
+    // A route may ask every client to compress each message afresh (RFC 7692 §7.1.1.2).
+    let (_, head) = open_offering(server.addr(), "/fresh", "permessage-deflate");
+    assert!(
+        head.contains("\r\nSec-WebSocket-Extensions: permessage-deflate; server_no_context_takeover; client_no_context_takeover\r\n"),
+        "{head}"
+    );
     let (mut s, head) = open_offering(
         server.addr(),
         "/z",

@@ -168,9 +168,9 @@ pub struct Agreed {
     /// The client asked the server's compressor to keep to a window of 2^n bytes (8 to 15);
     /// `None`: it did not, and the answer does not name it.
     pub server_max_window_bits: Option<u8>,
-    /// The client offered `client_no_context_takeover`: the answer repeats it (§7.1.1.2),
-    /// so each of its messages inflates with an empty window and the inflater is freed
-    /// between messages.
+    /// The answer names `client_no_context_takeover` (§7.1.1.2: the client offered it, or
+    /// the server asks for it), so each of the client's messages inflates with an empty
+    /// window and the inflater is freed between messages.
     pub client_no_context_takeover: bool,
 }
 
@@ -326,10 +326,14 @@ impl Inflate {
                 out.reserve_exact(want - out.len());
             }
             let (used_before, had) = (self.z.total_in(), out.len());
-            let status = self
-                .z
-                .decompress_vec(input, out, FlushDecompress::None)
-                .map_err(|_| WsError::InvalidDeflate)?;
+            let status = match self.z.decompress_vec(input, out, FlushDecompress::None) {
+                Ok(status) => status,
+                // Past the limit before the bad data: the limit's verdict, whatever the
+                // split (found by the fuzzer: a call that filled the output went on to
+                // read a bad block header).
+                Err(_) if out.len() > max => return Err(WsError::TooBig),
+                Err(_) => return Err(WsError::InvalidDeflate),
+            };
             let used = (self.z.total_in() - used_before) as usize;
             input = &input[used..];
             if out.len() > max {
@@ -697,6 +701,20 @@ mod tests {
             Ok(zeros.len())
         );
         assert_eq!(inflate(&[&bomb[..]], zeros.len() - 1), Err(WsError::TooBig));
+    }
+
+    /// Fuzzer find: the output passed the limit and a bad block header followed in the
+    /// same input; whole it was refused as not DEFLATE, split as too big. Too big both ways.
+    #[test]
+    fn output_past_the_limit_then_bad_data_is_too_big_in_any_split() {
+        let mut data = Vec::new();
+        Deflate::new(15).message(&[b'*'; 4097], &mut data);
+        // A stored block whose LEN and NLEN disagree.
+        data.extend_from_slice(&[0x00, 0x05, 0x00, 0x00, 0x00]);
+        for split in 0..=data.len() {
+            let got = inflate(&[&data[..split], &data[split..]], 4096);
+            assert_eq!(got, Err(WsError::TooBig), "split at {split}");
+        }
     }
 
     #[test]

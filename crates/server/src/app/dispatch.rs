@@ -570,7 +570,7 @@ impl<'a> ConnApp<'a> {
         // A handshake carries no body (RFC 6455 §4.1: a GET); one that does is refused
         // rather than read.
         let bodiless = matches!(head.framing(), Framing::None | Framing::Length(0));
-        let mut hs = match crate::websocket::check(head, req.buf, ws.options.compression) {
+        let mut hs = match crate::websocket::check(head, req.buf, &ws.options) {
             Ok(hs) if bodiless && req.body.is_some() => hs,
             Ok(_) => return self.respond(head, req.buf, text_status(400).close()),
             Err(refusal) => return self.respond(head, req.buf, refusal),

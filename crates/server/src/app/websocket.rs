@@ -79,13 +79,19 @@ pub struct WsOptions {
     /// permessage-deflate (RFC 7692): take a client's offer and compress messages both
     /// ways. Off by default (see [the module docs](self) for why).
     pub compression: bool,
+    /// With compression: ask every client to compress each message afresh
+    /// (`client_no_context_takeover`, RFC 7692 §7.1.1.2), so no inflater stays with an
+    /// idle connection (20–48 KiB each otherwise, docs/conformance.md), at the cost of the
+    /// client's ratio on runs of similar messages. Off by default: a client that offers it
+    /// gets it anyway.
+    pub client_no_context_takeover: bool,
 }
 
 impl From<WsLimits> for WsOptions {
     fn from(limits: WsLimits) -> WsOptions {
         WsOptions {
             limits,
-            compression: false,
+            ..WsOptions::default()
         }
     }
 }
@@ -372,6 +378,8 @@ pub struct Handshake<'r> {
     protocol: Option<String>,
     /// The route compresses (and the accept function has not turned it off).
     compression: bool,
+    /// The route asks clients for `client_no_context_takeover`.
+    client_no_context_takeover: bool,
 }
 
 impl<'r> Handshake<'r> {
@@ -433,18 +441,19 @@ pub(crate) struct Upgrade {
     pub deflate: Option<Agreed>,
 }
 
-/// Checks the handshake request; the client's offer, or the answer that refuses it.
-/// `compression`: the route compresses.
+/// Checks the handshake request against a route's settings; the client's offer, or the
+/// answer that refuses it.
 pub(crate) fn check<'b>(
     head: &RequestHead,
     buf: &'b [u8],
-    compression: bool,
+    options: &WsOptions,
 ) -> Result<Handshake<'b>, Response> {
     match handshake::check(head, buf) {
         Ok(offer) => Ok(Handshake {
             offer,
             protocol: None,
-            compression,
+            compression: options.compression,
+            client_no_context_takeover: options.client_no_context_takeover,
         }),
         Err(refusal) => Err(refusal_response(refusal)),
     }
@@ -460,8 +469,10 @@ pub(crate) fn accepted_fields(hs: Handshake<'_>) -> (Vec<(String, String)>, Opti
     if let Some(p) = hs.protocol {
         fields.push(("Sec-WebSocket-Protocol".to_owned(), p));
     }
-    let deflate = hs.offer.deflate.filter(|_| hs.compression);
-    if let Some(agreed) = deflate {
+    let mut deflate = hs.offer.deflate.filter(|_| hs.compression);
+    if let Some(agreed) = &mut deflate {
+        // RFC 7692 §7.1.1.2: the server may ask for it unasked.
+        agreed.client_no_context_takeover |= hs.client_no_context_takeover;
         fields.push(("Sec-WebSocket-Extensions".to_owned(), agreed.response()));
     }
     (fields, deflate)

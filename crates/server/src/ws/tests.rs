@@ -470,7 +470,12 @@ fn close_code(out: &[u8]) -> Option<u16> {
 fn deflate_offers_and_their_answers() {
     use super::handshake::{self, Refusal};
     use linerate_http1::{Limits, RequestHead};
-    let rows: &[(&str, &[&str], Result<Option<&str>, Refusal>)] = &[
+    type Row = (
+        &'static str,
+        &'static [&'static str],
+        Result<Option<&'static str>, Refusal>,
+    );
+    let rows: &[Row] = &[
         ("none", &[], Ok(None)),
         (
             "a browser's",
