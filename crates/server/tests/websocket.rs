@@ -685,6 +685,13 @@ fn compression_is_agreed_where_a_route_turns_it_on() {
                 closed: Arc::new(Mutex::new(Vec::new())),
             })
         })
+        .ws_with("/declined", compressing(), |_, hs| {
+            assert!(hs.compression(), "offered on a compressing route");
+            hs.decline_compression();
+            Ok(Echo {
+                closed: Arc::new(Mutex::new(Vec::new())),
+            })
+        })
         .ws_with(
             "/fresh",
             WsOptions {
@@ -728,6 +735,14 @@ fn compression_is_agreed_where_a_route_turns_it_on() {
     s.write_all(&frame(0x82, &[9; 50])).unwrap();
     assert_eq!(read_frame(&mut s), (0x82, vec![9; 50]));
 
+    // The accept function may decline it for one connection.
+    let (_, head) = open_offering(server.addr(), "/declined", "permessage-deflate");
+    assert!(
+        !head
+            .to_ascii_lowercase()
+            .contains("sec-websocket-extensions"),
+        "{head}"
+    );
     let (mut s, head) = open_offering(server.addr(), "/plain", "permessage-deflate");
     assert!(
         !head

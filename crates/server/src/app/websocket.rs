@@ -19,8 +19,8 @@
 //!
 //! The handshake is checked strictly: a request without `Upgrade: websocket` gets 426 with
 //! `Upgrade: websocket`; a version other than 13 gets 426 with `Sec-WebSocket-Version: 13`;
-//! a missing or malformed key, a method other than GET, HTTP/1.0 or no `Connection: upgrade`
-//! gets 400. The route's layers run before the handshake is accepted (a 401 from an
+//! a missing or malformed key, a malformed `Sec-WebSocket-Extensions`, a method other than
+//! GET, HTTP/1.0 or no `Connection: upgrade` gets 400. The route's layers run before the handshake is accepted (a 401 from an
 //! authentication layer refuses it), and its accept function may refuse with any answer,
 //! choose one of the offered subprotocols, and check `Origin`.
 //!
