@@ -2,10 +2,23 @@
 //! read the same with bytes after it and asks for more on every shorter prefix, and its
 //! length fits what it read; unmasking twice gives the bytes back at any offset; text checked
 //! piece by piece (split where the first byte says, and byte by byte) agrees with the whole;
-//! a close payload read is a code a peer may send and the rest as its reason.
+//! a close payload read is a code a peer may send and the rest as its reason; a
+//! `Sec-WebSocket-Extensions` value agreed to answers the same agreement; DEFLATE data
+//! inflated in two pieces agrees with the whole and never passes the limit.
 #![no_main]
 
-use linerate_ws::{close, frame, utf8::Utf8};
+use linerate_ws::{close, deflate, frame, utf8::Utf8};
+
+fn inflate(pieces: &[&[u8]], max: usize) -> Result<Vec<u8>, linerate_ws::Error> {
+    let mut z = deflate::Inflate::new();
+    let mut out = Vec::new();
+    let got = pieces
+        .iter()
+        .try_for_each(|p| z.piece(p, &mut out, max))
+        .and_then(|()| z.finish(&mut out, max));
+    assert!(out.len() <= max + 1, "output past the limit");
+    got.map(|()| out)
+}
 
 fn pieces_agree(data: &[u8], split: usize) {
     let whole = std::str::from_utf8(data).is_ok();
@@ -52,4 +65,11 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         assert!(close::valid_code(code));
         assert_eq!(reason.len() + 2, data.len());
     }
+    if let Ok(Some(agreed)) = deflate::negotiate([data]) {
+        let answer = agreed.response();
+        assert_eq!(deflate::negotiate([answer.as_bytes()]), Ok(Some(agreed)));
+    }
+    let split = usize::from(first).min(data.len());
+    let whole = inflate(&[data], 4096);
+    assert_eq!(inflate(&[&data[..split], &data[split..]], 4096), whole, "split at {split}");
 });

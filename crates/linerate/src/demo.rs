@@ -136,7 +136,16 @@ pub fn router_with(dataset: Vec<Item>) -> Router {
         .post("/echo", echo_headers)
         .get("/cookie", cookies)
         // HttpArena's echo-ws profile: text and binary echoed, pings answered, a clean close.
-        .ws("/ws", |_, _| Ok(WsEcho))
+        // Compression on: a client that offers permessage-deflate gets it (Autobahn's 12.x
+        // and 13.x run here); HttpArena's clients offer none, so its echo is unchanged.
+        .ws_with(
+            "/ws",
+            linerate_server::websocket::WsOptions {
+                compression: true,
+                ..Default::default()
+            },
+            |_, _| Ok(WsEcho),
+        )
 }
 
 /// `/ws`: every message back as it came.

@@ -1,7 +1,9 @@
 //! WebSocket routes on a real server, over raw sockets: the handshake accepted (RFC 6455's
 //! own key and accept value) and refused (426, 400), echoes of text and binary messages,
 //! fragments with a ping between them, the close handshake, a protocol error's 1002, a layer
-//! that refuses the handshake, a handler that closes, and the handler told of the end.
+//! that refuses the handshake, a handler that closes, and the handler told of the end;
+//! permessage-deflate agreed where a route turns it on (raw frames, Python's `websockets`, a
+//! broadcast compressed once).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -225,6 +227,12 @@ fn refused_handshakes_get_426_or_400() {
             "400",
             None,
         ),
+        // RFC 6455 §9.1: a malformed Sec-WebSocket-Extensions (compressing route or not).
+        (
+            handshake_request("/ws", "Sec-WebSocket-Extensions: permessage-deflate;;\r\n"),
+            "400",
+            None,
+        ),
         // The accept function's own answer.
         (handshake_request("/refused", ""), "403", None),
         // A layer refuses before the handshake is accepted.
@@ -345,15 +353,19 @@ fn a_client_that_drops_is_reported_to_the_handler() {
 const PAGE: &str = r#"<!doctype html><meta charset="utf-8"><title>ws</title>
 <script>
 const seen = [];
+const long = "κόσμε, hello again; ".repeat(100);
 const ws = new WebSocket("ws://" + location.host + "/ws", ["chat"]);
 ws.binaryType = "arraybuffer";
 ws.onopen = () => {
-  seen.push("open:" + ws.protocol);
+  seen.push("open:" + ws.protocol + ":" + ws.extensions);
   ws.send("hello κόσμε");
+  ws.send(long);
   ws.send(new Uint8Array([0, 1, 254, 255]).buffer);
 };
 ws.onmessage = e => {
-  if (typeof e.data === "string") {
+  if (e.data === long) {
+    seen.push("long:" + e.data.length);
+  } else if (typeof e.data === "string") {
     seen.push("text:" + e.data);
   } else {
     seen.push("binary:" + Array.from(new Uint8Array(e.data)).join(","));
@@ -366,8 +378,9 @@ ws.onclose = e => {
 };
 </script>"#;
 
-/// Chromium's own WebSocket client (headless): the handshake with a subprotocol, a text
-/// and a binary echo, and a clean close begun by the browser.
+/// Chromium's own WebSocket client (headless): the handshake with a subprotocol and
+/// permessage-deflate (Chromium offers it), text echoes (a long one compressed both ways)
+/// and a binary one, and a clean close begun by the browser.
 #[test]
 fn chromium_opens_echoes_and_closes_cleanly() {
     let (tx, report) = std::sync::mpsc::channel::<String>();
@@ -385,7 +398,7 @@ fn chromium_opens_echoes_and_closes_cleanly() {
                 .send(String::from_utf8_lossy(req.body()).into_owned());
             Response::new(204)
         })
-        .ws("/ws", move |_, hs| {
+        .ws_with("/ws", compressing(), move |_, hs| {
             hs.select_protocol("chat");
             Ok(Echo {
                 closed: seen.clone(),
@@ -402,7 +415,7 @@ fn chromium_opens_echoes_and_closes_cleanly() {
     let _ = std::fs::remove_dir_all(&profile);
     assert_eq!(
         got,
-        "open:chat|text:hello κόσμε|binary:0,1,254,255|close:1000:true"
+        "open:chat:permessage-deflate; server_no_context_takeover|text:hello κόσμε|long:2000|binary:0,1,254,255|close:1000:true"
     );
     assert_eq!(*closed.lock().unwrap(), [Some(1000)]);
 }
@@ -608,5 +621,229 @@ fn a_client_that_reads_nothing_holds_the_sender_back() {
         *ended.lock().unwrap(),
         Some(true),
         "the sender learned the client left"
+    );
+}
+
+// permessage-deflate (RFC 7692).
+
+use linerate_server::websocket::{Encoded, WsOptions};
+use linerate_ws::deflate::{Deflate, Inflate};
+
+fn compressing() -> WsOptions {
+    WsOptions {
+        compression: true,
+        ..WsOptions::default()
+    }
+}
+
+/// A payload compressed as a client would (no context kept).
+fn deflated(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    Deflate::new(15).message(data, &mut out);
+    out
+}
+
+fn inflated(payload: &[u8]) -> Vec<u8> {
+    let mut z = Inflate::new();
+    let mut out = Vec::new();
+    z.piece(payload, &mut out, 1 << 24).unwrap();
+    z.finish(&mut out, 1 << 24).unwrap();
+    out
+}
+
+/// Opens a WebSocket with `extensions` offered; the 101's head.
+fn open_offering(addr: SocketAddr, path: &str, extensions: &str) -> (TcpStream, String) {
+    let mut s = connect(addr);
+    let extra = format!("Sec-WebSocket-Extensions: {extensions}\r\n");
+    s.write_all(handshake_request(path, &extra).as_bytes())
+        .unwrap();
+    let head = read_head(&mut s);
+    assert!(head.starts_with("HTTP/1.1 101 "), "{head}");
+    (s, head)
+}
+
+fn json(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("{{\"id\":{i},\"name\":\"linerate\",\"tags\":[\"ws\",\"deflate\"]}}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A route that turns compression on answers the offer in its 101, inflates the client's
+/// compressed messages and compresses its own (RSV1) when they are long enough; a route
+/// that leaves it off declines the offer, and RSV1 there fails the connection (1002).
+#[test]
+fn compression_is_agreed_where_a_route_turns_it_on() {
+    let router = Router::new()
+        .ws_with("/z", compressing(), |_, _| {
+            Ok(Echo {
+                closed: Arc::new(Mutex::new(Vec::new())),
+            })
+        })
+        .ws("/plain", |_, _| {
+            Ok(Echo {
+                closed: Arc::new(Mutex::new(Vec::new())),
+            })
+        })
+        .ws_with("/declined", compressing(), |_, hs| {
+            assert!(hs.compression(), "offered on a compressing route");
+            hs.decline_compression();
+            Ok(Echo {
+                closed: Arc::new(Mutex::new(Vec::new())),
+            })
+        })
+        .ws_with(
+            "/fresh",
+            WsOptions {
+                client_no_context_takeover: true,
+                ..compressing()
+            },
+            |_, _| {
+                Ok(Echo {
+                    closed: Arc::new(Mutex::new(Vec::new())),
+                })
+            },
+        );
+    let server = TestServer::start(router).expect("server starts");
+    // A route may ask every client to compress each message afresh (RFC 7692 §7.1.1.2).
+    let (_, head) = open_offering(server.addr(), "/fresh", "permessage-deflate");
+    assert!(
+        head.contains("\r\nSec-WebSocket-Extensions: permessage-deflate; server_no_context_takeover; client_no_context_takeover\r\n"),
+        "{head}"
+    );
+    let (mut s, head) = open_offering(
+        server.addr(),
+        "/z",
+        "permessage-deflate; client_max_window_bits",
+    );
+    assert!(
+        head.contains(
+            "\r\nSec-WebSocket-Extensions: permessage-deflate; server_no_context_takeover\r\n"
+        ),
+        "{head}"
+    );
+    let text = json(100);
+    s.write_all(&frame(0xC1, &deflated(text.as_bytes())))
+        .unwrap();
+    let (b0, payload) = read_frame(&mut s);
+    assert_eq!(b0, 0xC1, "compressed text");
+    assert!(payload.len() < text.len() / 5, "{}", payload.len());
+    assert_eq!(inflated(&payload), text.as_bytes());
+    // Short: echoed as it is, whether it came compressed or not.
+    s.write_all(&frame(0xC1, &deflated(b"short"))).unwrap();
+    assert_eq!(read_frame(&mut s), (0x81, b"short".to_vec()));
+    s.write_all(&frame(0x82, &[9; 50])).unwrap();
+    assert_eq!(read_frame(&mut s), (0x82, vec![9; 50]));
+
+    // The accept function may decline it for one connection.
+    let (_, head) = open_offering(server.addr(), "/declined", "permessage-deflate");
+    assert!(
+        !head
+            .to_ascii_lowercase()
+            .contains("sec-websocket-extensions"),
+        "{head}"
+    );
+    let (mut s, head) = open_offering(server.addr(), "/plain", "permessage-deflate");
+    assert!(
+        !head
+            .to_ascii_lowercase()
+            .contains("sec-websocket-extensions"),
+        "{head}"
+    );
+    s.write_all(&frame(0xC1, &deflated(text.as_bytes())))
+        .unwrap();
+    let (b0, payload) = read_frame(&mut s);
+    assert_eq!((b0, &payload[..2]), (0x88, &1002u16.to_be_bytes()[..]));
+}
+
+/// A broadcast compresses a message once: members that compress with the full window get
+/// the compressed frame, one that asked for a smaller window and one that offered nothing
+/// get it as it is.
+#[test]
+fn a_broadcast_goes_compressed_to_members_that_compress() {
+    let room = Arc::new(linerate_server::websocket::Broadcast::new());
+    let joined = room.clone();
+    let router = Router::new().ws_with("/chat", compressing(), move |_, _| {
+        Ok(Member {
+            room: joined.clone(),
+            left: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        })
+    });
+    let server = TestServer::start(router).expect("server starts");
+    let (mut full, _) = open_offering(server.addr(), "/chat", "permessage-deflate");
+    let (mut small, head) = open_offering(
+        server.addr(),
+        "/chat",
+        "permessage-deflate; server_max_window_bits=10",
+    );
+    assert!(head.contains("server_max_window_bits=10"), "{head}");
+    let mut plain = open(server.addr(), "/chat");
+    for _ in 0..200 {
+        if room.len() == 3 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(room.len(), 3);
+    let text = json(50);
+    plain.write_all(&frame(0x81, text.as_bytes())).unwrap();
+    let (b0, payload) = read_frame(&mut full);
+    assert_eq!(b0, 0xC1);
+    assert_eq!(inflated(&payload), text.as_bytes());
+    assert_eq!(read_frame(&mut small), (0x81, text.clone().into_bytes()));
+    assert_eq!(read_frame(&mut plain), (0x81, text.clone().into_bytes()));
+    // The same encoded message, sent again, is compressed to the same bytes.
+    let encoded = Encoded::text(&text);
+    assert_eq!(room.send(&encoded).sent, 3);
+    assert_eq!(room.send(&encoded).sent, 3);
+    let (_, first) = read_frame(&mut full);
+    assert_eq!(read_frame(&mut full), (0xC1, first.clone()));
+    assert_eq!(first, payload);
+}
+
+/// Python's `websockets` offers permessage-deflate by default: text and binary messages,
+/// long ones compressed both ways (its compressor keeps its context; ours starts each
+/// message afresh), short ones not. NOT RUN without python3 and `websockets`.
+#[test]
+fn python_websockets_exchanges_compressed_messages() {
+    use std::process::Command;
+    let has = Command::new("python3")
+        .args(["-c", "import websockets.sync.client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has {
+        println!("NOT RUN: no python3 with websockets (pip install websockets)");
+        return;
+    }
+    let router = Router::new().ws_with("/ws", compressing(), |_, _| {
+        Ok(Echo {
+            closed: Arc::new(Mutex::new(Vec::new())),
+        })
+    });
+    let server = TestServer::start(router).expect("server starts");
+    let script = r#"
+import json, sys
+from websockets.sync.client import connect
+with connect(sys.argv[1], max_size=2**24, open_timeout=10, close_timeout=10) as ws:
+    text = json.dumps([{"id": i, "name": "linerate", "tags": ["ws", "deflate"]} for i in range(3000)])
+    data = bytes(range(256)) * 800
+    for msg in [text, data, "short", text, b"\x00" * 1000000, text[:500]]:
+        ws.send(msg)
+        got = ws.recv(timeout=10)
+        assert got == msg, (len(got), len(msg))
+    print(ws.response.headers["Sec-WebSocket-Extensions"])
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script, &format!("ws://{}/ws", server.addr())])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "permessage-deflate; server_no_context_takeover"
     );
 }

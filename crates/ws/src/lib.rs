@@ -8,6 +8,8 @@
 //! - [`utf8`]: text checked piece by piece, failing at the first byte no continuation can
 //!   make valid (RFC 6455 §8.1 asks for it; Autobahn's 6.x cases test it).
 //! - [`close`]: close codes a peer may send, and close payloads read.
+//! - [`deflate`]: permessage-deflate (RFC 7692): offers read and answered, a client's
+//!   messages inflated piece by piece within the message limit, the server's compressed.
 //!
 //! Written here rather than taken from `tungstenite`, whose codec reads from `io::Read` into
 //! buffers it owns: the server reads frames straight from its worker's receive buffer and
@@ -15,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 pub mod close;
+pub mod deflate;
 pub mod frame;
 pub mod utf8;
 
@@ -25,8 +28,11 @@ pub enum Error {
     Protocol(&'static str),
     /// Text (or a close reason) that is not UTF-8: 1007.
     InvalidUtf8,
-    /// A frame or message over its limit: 1009.
+    /// A frame or message over its limit (a compressed message: once inflated): 1009.
     TooBig,
+    /// A compressed message that is not valid DEFLATE (RFC 7692 §7.2.2): 1007, its data
+    /// does not match its type.
+    InvalidDeflate,
 }
 
 impl Error {
@@ -34,7 +40,7 @@ impl Error {
     pub fn code(self) -> u16 {
         match self {
             Error::Protocol(_) => close::PROTOCOL_ERROR,
-            Error::InvalidUtf8 => close::INVALID_DATA,
+            Error::InvalidUtf8 | Error::InvalidDeflate => close::INVALID_DATA,
             Error::TooBig => close::TOO_BIG,
         }
     }
@@ -45,6 +51,7 @@ impl Error {
             Error::Protocol(why) => why,
             Error::InvalidUtf8 => "text is not UTF-8",
             Error::TooBig => "message too big",
+            Error::InvalidDeflate => "compressed data is not valid DEFLATE",
         }
     }
 }

@@ -1,9 +1,10 @@
 //! The fuzz target's invariants (fuzz/fuzz_targets/ws_frames.rs) over many pseudo-random
 //! inputs from a fixed seed, so stable CI exercises them beyond the committed seeds: frame
-//! headers whose bytes are mostly plausible (masked, short lengths), and byte strings mixing
-//! ASCII with UTF-8 lead and continuation bytes.
+//! headers whose bytes are mostly plausible (masked, short lengths), byte strings mixing
+//! ASCII with UTF-8 lead and continuation bytes, `Sec-WebSocket-Extensions` values built from
+//! the grammar's pieces, and DEFLATE streams with bytes flipped.
 
-use linerate_ws::{close, frame, utf8::Utf8};
+use linerate_ws::{close, deflate, frame, utf8::Utf8};
 
 /// xorshift64*: a fixed sequence, the same on every run.
 struct Rng(u64);
@@ -121,4 +122,122 @@ fn unmasking_twice_is_the_identity_at_any_offset() {
         frame::unmask(&mut bytes, mask, offset);
         assert_eq!(bytes, data);
     }
+}
+
+/// Extension values from the grammar's pieces: whatever is read, an agreement's answer reads
+/// back as the same agreement, and a well-formed value followed by another offer keeps its
+/// verdict when it had one.
+#[test]
+fn extension_values_answer_what_they_agreed() {
+    let pieces: &[&str] = &[
+        "permessage-deflate",
+        "x-foo",
+        "; ",
+        ";",
+        ", ",
+        ",",
+        " ",
+        "server_no_context_takeover",
+        "client_no_context_takeover",
+        "server_max_window_bits",
+        "client_max_window_bits",
+        "=",
+        "8",
+        "10",
+        "15",
+        "16",
+        "\"",
+        "\\",
+        "09",
+    ];
+    let mut rng = Rng(0x5851_F42D_4C95_7F2D);
+    let (mut agreed, mut malformed) = (0, 0);
+    for _ in 0..100_000 {
+        let n = 1 + (rng.next() % 8) as usize;
+        let mut value = String::new();
+        for i in 0..n {
+            // Mostly an offer's shape: the name first.
+            let p = if i == 0 && rng.next() & 3 != 0 {
+                0
+            } else {
+                (rng.next() % pieces.len() as u64) as usize
+            };
+            value.push_str(pieces[p]);
+        }
+        match deflate::negotiate([value.as_bytes()]) {
+            Ok(Some(a)) => {
+                agreed += 1;
+                let answer = a.response();
+                assert_eq!(
+                    deflate::negotiate([answer.as_bytes()]),
+                    Ok(Some(a)),
+                    "{value}"
+                );
+                let more = format!("{value}, permessage-deflate");
+                assert_eq!(
+                    deflate::negotiate([more.as_bytes()]),
+                    Ok(Some(a)),
+                    "{value}"
+                );
+            }
+            Ok(None) => {}
+            Err(deflate::Malformed) => malformed += 1,
+        }
+    }
+    assert!(
+        agreed > 1_000 && malformed > 1_000,
+        "both verdicts reached ({agreed}, {malformed})"
+    );
+}
+
+/// DEFLATE streams, some with a byte flipped: inflated in two pieces, byte by byte or whole,
+/// the verdict and the output agree, and the output never passes the limit.
+#[test]
+fn inflating_in_pieces_agrees_with_the_whole() {
+    let text: Vec<u8> = b"{\"id\":1,\"name\":\"linerate\",\"tags\":[\"ws\",\"deflate\"]} "
+        .iter()
+        .copied()
+        .cycle()
+        .take(3000)
+        .collect();
+    let mut compressed = Vec::new();
+    deflate::Deflate::new(15).message(&text, &mut compressed);
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let (mut ok, mut failed) = (0, 0);
+    for round in 0..3_000 {
+        let mut data = compressed.clone();
+        if round % 4 != 0 {
+            let at = (rng.next() as usize) % data.len();
+            data[at] ^= 1 << (rng.next() % 8);
+        }
+        let max = if round % 3 == 0 { 2_000 } else { 1 << 16 };
+        let run = |pieces: &[&[u8]]| {
+            let mut z = deflate::Inflate::new();
+            let mut out = Vec::new();
+            let got = pieces
+                .iter()
+                .try_for_each(|p| z.piece(p, &mut out, max))
+                .and_then(|()| z.finish(&mut out, max));
+            assert!(out.len() <= max + 1);
+            got.map(|()| out)
+        };
+        let whole = run(&[&data]);
+        let split = (rng.next() as usize) % (data.len() + 1);
+        assert_eq!(
+            run(&[&data[..split], &data[split..]]),
+            whole,
+            "split at {split}"
+        );
+        let bytes: Vec<&[u8]> = data.chunks(1).collect();
+        assert_eq!(run(&bytes), whole, "byte by byte");
+        if whole.is_ok() {
+            ok += 1;
+        } else {
+            failed += 1;
+        }
+    }
+    assert!(
+        ok > 100 && failed > 100,
+        "both verdicts reached ({ok}, {failed})"
+    );
 }

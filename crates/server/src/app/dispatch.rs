@@ -570,7 +570,7 @@ impl<'a> ConnApp<'a> {
         // A handshake carries no body (RFC 6455 §4.1: a GET); one that does is refused
         // rather than read.
         let bodiless = matches!(head.framing(), Framing::None | Framing::Length(0));
-        let mut hs = match crate::websocket::check(head, req.buf) {
+        let mut hs = match crate::websocket::check(head, req.buf, &ws.options) {
             Ok(hs) if bodiless && req.body.is_some() => hs,
             Ok(_) => return self.respond(head, req.buf, text_status(400).close()),
             Err(refusal) => return self.respond(head, req.buf, refusal),
@@ -593,7 +593,7 @@ impl<'a> ConnApp<'a> {
                 return self.respond(head, req.buf, text_status(500).close());
             }
         };
-        let mut fields = crate::websocket::accepted_fields(hs);
+        let (mut fields, deflate) = crate::websocket::accepted_fields(hs);
         // The 101 passes through the route's layers like any answer (a request id, CORS
         // fields); what they add goes out with it.
         let mut resp = Response::new(101);
@@ -613,7 +613,8 @@ impl<'a> ConnApp<'a> {
             id: req.id,
             handler,
             fields,
-            limits: ws.limits,
+            limits: ws.options.limits,
+            deflate,
         }));
         Decision::Relay { upgrade: true }
     }

@@ -184,14 +184,18 @@ impl Router {
             + 'static,
         H: crate::websocket::WsHandler,
     {
-        self.ws_with(pattern, crate::websocket::WsLimits::default(), accept)
+        self.ws_with(pattern, crate::websocket::WsOptions::default(), accept)
     }
 
-    /// [`Router::ws`] with limits of its own (a larger message, no idle pings…).
+    /// [`Router::ws`] with settings of its own: limits (a larger message, no idle pings…)
+    /// and compression (permessage-deflate, off by default). A [`WsLimits`] alone is taken
+    /// as settings without compression.
+    ///
+    /// [`WsLimits`]: crate::websocket::WsLimits
     pub fn ws_with<F, H>(
         self,
         pattern: &str,
-        limits: crate::websocket::WsLimits,
+        options: impl Into<crate::websocket::WsOptions>,
         accept: F,
     ) -> Router
     where
@@ -203,7 +207,7 @@ impl Router {
     {
         let route = crate::websocket::WsRoute {
             accept: crate::websocket::accept_fn(accept),
-            limits,
+            options: options.into(),
         };
         self.add(Method::Get, pattern, Handler::WebSocket(Box::new(route)))
     }

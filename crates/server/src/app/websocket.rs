@@ -19,8 +19,8 @@
 //!
 //! The handshake is checked strictly: a request without `Upgrade: websocket` gets 426 with
 //! `Upgrade: websocket`; a version other than 13 gets 426 with `Sec-WebSocket-Version: 13`;
-//! a missing or malformed key, a method other than GET, HTTP/1.0 or no `Connection: upgrade`
-//! gets 400. The route's layers run before the handshake is accepted (a 401 from an
+//! a missing or malformed key, a malformed `Sec-WebSocket-Extensions`, a method other than
+//! GET, HTTP/1.0 or no `Connection: upgrade` gets 400. The route's layers run before the handshake is accepted (a 401 from an
 //! authentication layer refuses it), and its accept function may refuse with any answer,
 //! choose one of the offered subprotocols, and check `Origin`.
 //!
@@ -36,13 +36,27 @@
 //! `Send` and cheap to clone, refuses a send with `Full` while 64 KiB of its messages wait
 //! for the connection (backpressure reaches the sender; wait with `wait_room` or `ready`),
 //! and with `Gone` once the connection ended. [`Broadcast`] is a set of senders across
-//! workers that encodes each message once. Not supported yet: permessage-deflate (offers are
-//! declined) and WebSocket over HTTP/2 (RFC 8441).
+//! workers that encodes each message once.
+//!
+//! Compression (permessage-deflate, RFC 7692) is off unless a route turns it on
+//! ([`WsOptions::compression`] in [`Router::ws_with`](crate::Router::ws_with)); then the
+//! client's first acceptable offer is taken and answered in the 101. The server keeps no
+//! compression context between its own messages (it always answers
+//! `server_no_context_takeover`): each thread's compressor serves all its connections, a
+//! [`Broadcast`] compresses a message once for every member, and messages under
+//! [`MIN_DEFLATE_BYTES`] (or that do not shrink) go out as they are. The client's messages
+//! are inflated as they arrive, the message limit applying to the inflated size; an
+//! inflater (~47 KiB) stays with a connection whose client keeps its context between
+//! messages. Off by default: that memory, the CPU, and the risk of compressing secrets
+//! beside what an attacker chooses (CRIME, BREACH) are the application's to weigh, as in
+//! tokio-tungstenite, axum and uWebSockets, which also leave it off.
+//!
+//! Not supported yet: WebSocket over HTTP/2 (RFC 8441).
 #![forbid(unsafe_code)]
 
 use linerate_http1::RequestHead;
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use linerate_ws::frame::{self, Opcode};
 
@@ -51,10 +65,36 @@ use crate::request::Request;
 use crate::response::Response;
 use crate::streaming::{self, BodyWriter, WriteError};
 use crate::ws::Sending;
+use crate::ws::deflate::write_message;
 use crate::ws::handshake::{self, Offer, Refusal};
+use linerate_ws::deflate::{Agreed, MAX_WINDOW_BITS};
 
 pub use crate::ws::close;
-pub use crate::ws::{Message, WsLimits};
+pub use crate::ws::{MIN_DEFLATE_BYTES, Message, WsLimits};
+
+/// A WebSocket route's settings: its limits, and whether it compresses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WsOptions {
+    pub limits: WsLimits,
+    /// permessage-deflate (RFC 7692): take a client's offer and compress messages both
+    /// ways. Off by default (see [the module docs](self) for why).
+    pub compression: bool,
+    /// With compression: ask every client to compress each message afresh
+    /// (`client_no_context_takeover`, RFC 7692 §7.1.1.2), so no inflater stays with an
+    /// idle connection (20–48 KiB each otherwise, docs/conformance.md), at the cost of the
+    /// client's ratio on runs of similar messages. Off by default: a client that offers it
+    /// gets it anyway.
+    pub client_no_context_takeover: bool,
+}
+
+impl From<WsLimits> for WsOptions {
+    fn from(limits: WsLimits) -> WsOptions {
+        WsOptions {
+            limits,
+            ..WsOptions::default()
+        }
+    }
+}
 
 /// A WebSocket connection's application: one per connection, called on the worker that
 /// serves it, so it never waits (hand slow work to another thread).
@@ -87,6 +127,8 @@ pub(crate) struct SenderSlot {
     pub sender: Option<WsSender>,
     pub inbox: Arc<Inbox>,
     pub token: u64,
+    /// The connection's compressor window, where compression was agreed.
+    pub deflate: Option<u8>,
 }
 
 impl WsOut<'_> {
@@ -132,7 +174,10 @@ impl WsOut<'_> {
         let chan = body.adopt().expect("a new channel is not taken");
         // Request id 0: a WebSocket connection has one sender channel.
         chan.attach(slot.inbox.clone(), slot.token, 0);
-        let sender = WsSender(Arc::new(writer));
+        let sender = WsSender {
+            writer: Arc::new(writer),
+            deflate: slot.deflate,
+        };
         slot.sender = Some(sender.clone());
         sender
     }
@@ -142,48 +187,60 @@ impl WsOut<'_> {
 /// cheap to clone. Backpressure: a send is refused with [`WriteError::Full`] while 64 KiB
 /// sent through the handle are still waiting for the connection (wait with
 /// [`WsSender::wait_room`] or [`WsSender::ready`]); once the connection has ended, every send
-/// is [`WriteError::Gone`].
+/// is [`WriteError::Gone`]. On a connection that agreed to compression, messages are
+/// compressed on the thread that sends them.
 #[derive(Clone)]
-pub struct WsSender(Arc<BodyWriter>);
+pub struct WsSender {
+    writer: Arc<BodyWriter>,
+    /// The connection's compressor window, where compression was agreed.
+    deflate: Option<u8>,
+}
 
 impl WsSender {
     /// Sends a text message.
     pub fn text(&self, text: &str) -> Result<(), WriteError> {
-        self.send_encoded(&Encoded::text(text))
+        self.send_frame(Opcode::Text, text.as_bytes())
     }
 
     /// Sends a binary message.
     pub fn binary(&self, data: &[u8]) -> Result<(), WriteError> {
-        self.send_encoded(&Encoded::binary(data))
+        self.send_frame(Opcode::Binary, data)
     }
 
-    /// Sends a message encoded once (see [`Broadcast`]).
+    fn send_frame(&self, opcode: Opcode, payload: &[u8]) -> Result<(), WriteError> {
+        let mut frame = Vec::with_capacity(payload.len() + 10);
+        write_message(&mut frame, opcode, payload, self.deflate);
+        self.writer.write(&frame)
+    }
+
+    /// Sends a message encoded once (see [`Broadcast`]): its compressed form where this
+    /// connection compresses with the full window, as it is otherwise.
     pub fn send_encoded(&self, msg: &Encoded) -> Result<(), WriteError> {
-        self.0.write(&msg.0)
+        self.writer.write(msg.for_window(self.deflate))
     }
 
     /// Blocks until a send can be taken (or the connection is gone).
     pub fn wait_room(&self) -> Result<(), streaming::Gone> {
-        self.0.wait_room()
+        self.writer.wait_room()
     }
 
     /// Waits, without blocking a thread, until a send can be taken.
     pub fn ready(&self) -> streaming::Ready<'_> {
-        self.0.ready()
+        self.writer.ready()
     }
 
     /// Whether the connection has ended.
     pub fn is_gone(&self) -> bool {
-        self.0.is_gone()
+        self.writer.is_gone()
     }
 
     /// Closes the connection (1000) once what was sent before is out.
     pub fn close(&self) {
-        self.0.chan().end_now();
+        self.writer.chan().end_now();
     }
 
     pub(crate) fn chan(&self) -> &Arc<streaming::Chan> {
-        self.0.chan()
+        self.writer.chan()
     }
 }
 
@@ -195,9 +252,19 @@ impl std::fmt::Debug for WsSender {
     }
 }
 
-/// A message encoded as a server frame once, to be sent on many connections.
+/// A message encoded as a server frame once, to be sent on many connections. Its
+/// compressed form is made once too, by the first connection that compresses: the server
+/// keeps no context between messages, so the same bytes are right for every connection that
+/// compresses with the full window (the usual case). A connection whose client asked for a
+/// smaller window gets the message as it is, which is always allowed (RFC 7692 §6).
 #[derive(Clone, Debug)]
-pub struct Encoded(Vec<u8>);
+pub struct Encoded {
+    frame: Vec<u8>,
+    /// The header's length in `frame`.
+    head: usize,
+    /// The frame compressed with the full window; `None` inside when it would not shrink.
+    deflated: OnceLock<Option<Vec<u8>>>,
+}
 
 impl Encoded {
     /// A text message.
@@ -213,8 +280,32 @@ impl Encoded {
     fn frame(opcode: Opcode, payload: &[u8]) -> Encoded {
         let mut v = Vec::with_capacity(payload.len() + 10);
         frame::write_head(&mut v, true, false, opcode, payload.len());
+        let head = v.len();
         v.extend_from_slice(payload);
-        Encoded(v)
+        Encoded {
+            frame: v,
+            head,
+            deflated: OnceLock::new(),
+        }
+    }
+
+    /// The frame for a connection that compresses with a window of `bits` (`None`: it does
+    /// not compress).
+    fn for_window(&self, bits: Option<u8>) -> &[u8] {
+        if bits != Some(MAX_WINDOW_BITS) {
+            return &self.frame;
+        }
+        let deflated = self.deflated.get_or_init(|| {
+            let opcode = if self.frame[0] & 0x0F == Opcode::Text.bits() {
+                Opcode::Text
+            } else {
+                Opcode::Binary
+            };
+            let mut v = Vec::new();
+            write_message(&mut v, opcode, &self.frame[self.head..], bits);
+            (v[0] & 0x40 != 0).then_some(v)
+        });
+        deflated.as_deref().unwrap_or(&self.frame)
     }
 }
 
@@ -285,6 +376,10 @@ impl Broadcast {
 pub struct Handshake<'r> {
     offer: Offer<'r>,
     protocol: Option<String>,
+    /// The route compresses (and the accept function has not turned it off).
+    compression: bool,
+    /// The route asks clients for `client_no_context_takeover`.
+    client_no_context_takeover: bool,
 }
 
 impl<'r> Handshake<'r> {
@@ -297,6 +392,18 @@ impl<'r> Handshake<'r> {
     /// page elsewhere can open a WebSocket to your server with the user's cookies).
     pub fn origin(&self) -> Option<&'r [u8]> {
         self.offer.origin
+    }
+
+    /// Whether this connection will compress: the route compresses, the client offered
+    /// permessage-deflate acceptably, and [`Handshake::decline_compression`] was not called.
+    pub fn compression(&self) -> bool {
+        self.compression && self.offer.deflate.is_some()
+    }
+
+    /// Declines compression for this connection (a client known to compress poorly, a
+    /// connection that will carry secrets beside what others choose).
+    pub fn decline_compression(&mut self) {
+        self.compression = false;
     }
 
     /// Chooses one of the offered subprotocols; `false` (and nothing chosen) when the
@@ -317,7 +424,7 @@ pub type WsAcceptFn =
 /// A WebSocket route's parts.
 pub(crate) struct WsRoute {
     pub accept: Box<WsAcceptFn>,
-    pub limits: WsLimits,
+    pub options: WsOptions,
 }
 
 /// A handshake accepted in this call: the worker places the 101 and hands the connection
@@ -330,21 +437,31 @@ pub(crate) struct Upgrade {
     /// chosen subprotocol, and what the route's layers added.
     pub fields: Vec<(String, String)>,
     pub limits: WsLimits,
+    /// permessage-deflate, agreed.
+    pub deflate: Option<Agreed>,
 }
 
-/// Checks the handshake request; the client's offer, or the answer that refuses it.
-pub(crate) fn check<'b>(head: &RequestHead, buf: &'b [u8]) -> Result<Handshake<'b>, Response> {
+/// Checks the handshake request against a route's settings; the client's offer, or the
+/// answer that refuses it.
+pub(crate) fn check<'b>(
+    head: &RequestHead,
+    buf: &'b [u8],
+    options: &WsOptions,
+) -> Result<Handshake<'b>, Response> {
     match handshake::check(head, buf) {
         Ok(offer) => Ok(Handshake {
             offer,
             protocol: None,
+            compression: options.compression,
+            client_no_context_takeover: options.client_no_context_takeover,
         }),
         Err(refusal) => Err(refusal_response(refusal)),
     }
 }
 
-/// The 101's fields for an accepted handshake (RFC 6455 §4.2.2 item 5).
-pub(crate) fn accepted_fields(hs: Handshake<'_>) -> Vec<(String, String)> {
+/// The 101's fields for an accepted handshake (RFC 6455 §4.2.2 item 5), and the
+/// permessage-deflate parameters agreed, if any.
+pub(crate) fn accepted_fields(hs: Handshake<'_>) -> (Vec<(String, String)>, Option<Agreed>) {
     let mut fields = vec![(
         "Sec-WebSocket-Accept".to_owned(),
         handshake::accept(hs.offer.key),
@@ -352,7 +469,13 @@ pub(crate) fn accepted_fields(hs: Handshake<'_>) -> Vec<(String, String)> {
     if let Some(p) = hs.protocol {
         fields.push(("Sec-WebSocket-Protocol".to_owned(), p));
     }
-    fields
+    let mut deflate = hs.offer.deflate.filter(|_| hs.compression);
+    if let Some(agreed) = &mut deflate {
+        // RFC 7692 §7.1.1.2: the server may ask for it unasked.
+        agreed.client_no_context_takeover |= hs.client_no_context_takeover;
+        fields.push(("Sec-WebSocket-Extensions".to_owned(), agreed.response()));
+    }
+    (fields, deflate)
 }
 
 fn refusal_response(refusal: Refusal) -> Response {
@@ -365,7 +488,7 @@ fn refusal_response(refusal: Refusal) -> Response {
         Refusal::Version => resp
             .header("Upgrade", "websocket")
             .header("Sec-WebSocket-Version", handshake::VERSION),
-        Refusal::Method | Refusal::Connection | Refusal::Key => resp.close(),
+        Refusal::Method | Refusal::Connection | Refusal::Key | Refusal::Extensions => resp.close(),
     }
 }
 

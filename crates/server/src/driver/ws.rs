@@ -102,7 +102,9 @@ pub(super) fn hand_over<B: super::Backend>(live: &mut Live, p: &mut Parts<'_, B>
         return false;
     };
     c.release(&mut p.cx.pool);
-    let conn = ws::Conn::new(p.cx.now, up.limits).with_output(out);
+    let conn = ws::Conn::new(p.cx.now, up.limits)
+        .with_deflate(up.deflate)
+        .with_output(out);
     let mut ws = WsLive {
         conn,
         handler: Caught {
@@ -112,6 +114,7 @@ pub(super) fn hand_over<B: super::Backend>(live: &mut Live, p: &mut Parts<'_, B>
                 sender: None,
                 inbox: p.svc.io.inbox.clone(),
                 token: p.token,
+                deflate: up.deflate.and_then(|a| a.compress_bits()),
             },
         },
         shutting: false,

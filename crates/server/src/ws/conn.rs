@@ -6,12 +6,16 @@
 //! fragmentation with control frames between fragments; text checked as UTF-8 piece by
 //! piece (an invalid byte fails the connection at once, 1007); pings answered; the close
 //! handshake both ways with a timeout; the named limits (frame, message: 1009; output held:
-//! reading stops); server pings on an idle connection and a close when none is answered.
+//! reading stops); server pings on an idle connection and a close when none is answered;
+//! permessage-deflate where it was agreed (RFC 7692: RSV1 on a message's first frame only,
+//! inflated as it comes, the limit on the inflated size, text checked once inflated).
 //! Buffers are the worker's pool's and held only while a frame, a message or output is
-//! unfinished, so an idle connection holds none.
+//! unfinished, so an idle connection holds none (but an inflater, when the client keeps its
+//! compression context between messages).
 #![forbid(unsafe_code)]
 
 use linerate_ws::close;
+use linerate_ws::deflate::{self, Agreed, Inflate};
 use linerate_ws::frame::{self, FrameHead, Opcode};
 use linerate_ws::utf8::Utf8;
 
@@ -34,6 +38,9 @@ pub(crate) trait Handler {
 pub(crate) struct Sending {
     out: Vec<u8>,
     close_sent: bool,
+    /// The compressor's window where permessage-deflate was agreed (see
+    /// [`super::deflate::write_message`]).
+    deflate: Option<u8>,
 }
 
 impl Sending {
@@ -78,8 +85,7 @@ impl Sending {
         if self.close_sent {
             return false;
         }
-        frame::write_head(&mut self.out, true, false, opcode, payload.len());
-        self.out.extend_from_slice(payload);
+        super::deflate::write_message(&mut self.out, opcode, payload, self.deflate);
         true
     }
 
@@ -104,6 +110,8 @@ struct Reading {
 #[derive(Debug)]
 struct Assembling {
     text: bool,
+    /// RSV1 on its first frame: its payload is inflated into `data` as it comes.
+    compressed: bool,
     data: Vec<u8>,
     utf8: Utf8,
 }
@@ -147,6 +155,12 @@ pub(crate) struct Conn {
     last_sent: u64,
     /// The handler heard that the connection ended.
     told: bool,
+    /// permessage-deflate, where the handshake agreed to it.
+    deflate: Option<Agreed>,
+    /// The client's compressed messages' inflater: made for the first one, then kept while
+    /// the client keeps its context between messages (dropped after each message when it
+    /// agreed to `client_no_context_takeover`).
+    inflate: Option<Box<Inflate>>,
 }
 
 impl Conn {
@@ -165,7 +179,16 @@ impl Conn {
             pinged: false,
             last_sent: now,
             told: false,
+            deflate: None,
+            inflate: None,
         }
+    }
+
+    /// permessage-deflate as the handshake agreed (RFC 7692).
+    pub(crate) fn with_deflate(mut self, agreed: Option<Agreed>) -> Conn {
+        self.deflate = agreed;
+        self.send.deflate = agreed.and_then(|a| a.compress_bits());
+        self
     }
 
     /// The connection starts with `out` staged (the 101 and any answers before it).
@@ -227,6 +250,8 @@ impl Conn {
             let at = self.control.len();
             self.control.extend_from_slice(piece);
             frame::unmask(&mut self.control[at..], reading.head.mask, offset);
+        } else if self.msg.as_ref().is_some_and(|m| m.compressed) {
+            self.inflate_piece(piece, reading.head.mask, offset)?;
         } else {
             let msg = self
                 .msg
@@ -253,9 +278,37 @@ impl Conn {
         Ok(n)
     }
 
+    /// A piece of a compressed message's payload, unmasked (through a buffer on the
+    /// stack: the input is the driver's) and inflated onto the message; its text checked as
+    /// it inflates.
+    fn inflate_piece(&mut self, piece: &[u8], mask: [u8; 4], offset: u64) -> Result<(), WsError> {
+        let msg = self
+            .msg
+            .as_mut()
+            .expect("a data frame belongs to a message");
+        let inflate = self.inflate.get_or_insert_with(Box::default);
+        let mut buf = [0u8; 2048];
+        let mut offset = offset;
+        for chunk in piece.chunks(buf.len()) {
+            let plain = &mut buf[..chunk.len()];
+            plain.copy_from_slice(chunk);
+            frame::unmask(plain, mask, offset);
+            offset += chunk.len() as u64;
+            let at = msg.data.len();
+            inflate.piece(plain, &mut msg.data, self.limits.max_message)?;
+            if msg.text {
+                msg.utf8
+                    .feed(&msg.data[at..])
+                    .map_err(|_| WsError::InvalidUtf8)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Reads a frame header, from the stash and `input` or from `input` alone.
     fn head(&mut self, input: &[u8], pool: &mut Pool) -> Result<usize, WsError> {
-        let rsv1_ok = false;
+        // RFC 7692 §6: RSV1 marks a compressed message where permessage-deflate was agreed.
+        let rsv1_ok = self.deflate.is_some();
         let (head, used) = if self.stash.is_empty() {
             match frame::read_head(input, rsv1_ok, self.limits.max_frame)? {
                 Some(head) => (head, head.size),
@@ -289,7 +342,15 @@ impl Conn {
                         "continuation frame with no message begun",
                     ));
                 };
-                if msg.data.len() as u64 + head.len > self.limits.max_message as u64 {
+                // RFC 7692 §6: only a message's first frame says it is compressed.
+                if head.rsv1 {
+                    return Err(WsError::Protocol("RSV1 set on a continuation frame"));
+                }
+                // A compressed message's limit is on what it inflates to (checked as it
+                // inflates); its frames are bounded by the frame limit.
+                if !msg.compressed
+                    && msg.data.len() as u64 + head.len > self.limits.max_message as u64
+                {
                     return Err(WsError::TooBig);
                 }
             }
@@ -297,7 +358,7 @@ impl Conn {
                 if self.msg.is_some() {
                     return Err(WsError::Protocol("new message before the last one ended"));
                 }
-                if head.len > self.limits.max_message as u64 {
+                if !head.rsv1 && head.len > self.limits.max_message as u64 {
                     return Err(WsError::TooBig);
                 }
                 // Room for what was declared, up to a bound: a client that declares a large
@@ -306,6 +367,7 @@ impl Conn {
                 data.reserve((head.len as usize).min(super::RESERVE_BYTES));
                 self.msg = Some(Assembling {
                     text: head.opcode == Opcode::Text,
+                    compressed: head.rsv1,
                     data,
                     utf8: Utf8::default(),
                 });
@@ -352,6 +414,9 @@ impl Conn {
                     return Ok(());
                 }
                 let mut msg = self.msg.take().expect("a data frame belongs to a message");
+                if msg.compressed {
+                    self.inflate_end(&mut msg)?;
+                }
                 if msg.text {
                     msg.utf8.finish().map_err(|_| WsError::InvalidUtf8)?;
                 }
@@ -383,6 +448,23 @@ impl Conn {
                 // Closing: the server said its last word; messages are dropped.
                 pool.put(&mut msg.data);
             }
+        }
+        Ok(())
+    }
+
+    /// A compressed message's payload is all in: the tail inflated (RFC 7692 §7.2.2), and
+    /// the inflater dropped when the client keeps no context.
+    fn inflate_end(&mut self, msg: &mut Assembling) -> Result<(), WsError> {
+        let inflate = self.inflate.get_or_insert_with(Box::default);
+        let at = msg.data.len();
+        inflate.finish(&mut msg.data, self.limits.max_message)?;
+        if msg.text {
+            msg.utf8
+                .feed(&msg.data[at..])
+                .map_err(|_| WsError::InvalidUtf8)?;
+        }
+        if self.deflate.is_some_and(|a| a.client_no_context_takeover) {
+            self.inflate = None;
         }
         Ok(())
     }
@@ -552,18 +634,21 @@ impl Conn {
         (self.life == Life::Open).then_some(&mut self.send)
     }
 
-    /// Bytes of buffers the connection holds beyond its own size (none while idle).
+    /// Bytes of buffers the connection holds beyond its own size (none while idle, but an
+    /// inflater the client's compression context keeps).
     pub(crate) fn held(&self) -> usize {
         self.stash.capacity()
             + self.control.capacity()
             + self.send.out.capacity()
             + self.msg.as_ref().map_or(0, |m| m.data.capacity())
+            + self.inflate.as_ref().map_or(0, |_| deflate::INFLATE_BYTES)
     }
 
     /// The buffers go back to the pool (the connection is dropped); the handler hears of
     /// the end if it has not.
     pub(crate) fn release<H: Handler>(&mut self, pool: &mut Pool, h: &mut H) {
         self.tell(None, h);
+        self.inflate = None;
         pool.put(&mut self.send.out);
         if let Some(mut msg) = self.msg.take() {
             pool.put(&mut msg.data);

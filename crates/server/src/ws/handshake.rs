@@ -1,11 +1,13 @@
 //! The opening handshake's server side (RFC 6455 §4.2): whether an HTTP/1.1 request is a
-//! WebSocket upgrade a server can accept, what it offers (subprotocols, extensions), and the
-//! `Sec-WebSocket-Accept` value. Pure: the caller renders the answer (101, or the refusal's
+//! WebSocket upgrade a server can accept, what it offers (subprotocols, extensions, the
+//! permessage-deflate parameters a server would agree to), and the `Sec-WebSocket-Accept`
+//! value. Pure: the caller renders the answer (101, or the refusal's
 //! status with its fields).
 #![forbid(unsafe_code)]
 
 use base64::Engine;
 use linerate_http1::{Method, RequestHead, Version};
+use linerate_ws::deflate::{self, Agreed};
 
 /// The GUID RFC 6455 §1.3 appends to the key.
 const GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
@@ -28,6 +30,8 @@ pub enum Refusal {
     Version,
     /// `Sec-WebSocket-Key` missing, repeated, or not 16 bytes in base64: 400.
     Key,
+    /// `Sec-WebSocket-Extensions` that breaks RFC 6455 §9.1's grammar: 400.
+    Extensions,
 }
 
 impl Refusal {
@@ -35,7 +39,7 @@ impl Refusal {
     pub fn status(self) -> u16 {
         match self {
             Refusal::NotUpgrade | Refusal::Version => 426,
-            Refusal::Method | Refusal::Connection | Refusal::Key => 400,
+            Refusal::Method | Refusal::Connection | Refusal::Key | Refusal::Extensions => 400,
         }
     }
 
@@ -47,6 +51,7 @@ impl Refusal {
             Refusal::Connection => "a WebSocket handshake needs Connection: upgrade",
             Refusal::Version => "WebSocket version 13 only (Sec-WebSocket-Version: 13)",
             Refusal::Key => "Sec-WebSocket-Key must be 16 bytes in base64",
+            Refusal::Extensions => "Sec-WebSocket-Extensions is malformed",
         }
     }
 }
@@ -60,6 +65,9 @@ pub struct Offer<'a> {
     pub protocols: Vec<&'a str>,
     /// The `Sec-WebSocket-Extensions` values, as sent.
     pub extensions: Vec<&'a [u8]>,
+    /// The first permessage-deflate offer this server can take (RFC 7692 §5), for a route
+    /// that compresses.
+    pub deflate: Option<Agreed>,
     /// `Origin`, as sent (browsers always send it; RFC 6455 §10.2 leaves the policy to the
     /// server).
     pub origin: Option<&'a [u8]>,
@@ -113,10 +121,13 @@ pub fn check<'a>(head: &RequestHead, buf: &'a [u8]) -> Result<Offer<'a>, Refusal
     if !matches!(decoded, Ok(ref nonce) if nonce.len() == 16) {
         return Err(Refusal::Key);
     }
+    let deflate =
+        deflate::negotiate(extensions.iter().copied()).map_err(|_| Refusal::Extensions)?;
     Ok(Offer {
         key,
         protocols,
         extensions,
+        deflate,
         origin,
     })
 }
@@ -180,6 +191,13 @@ mod tests {
         assert_eq!(
             offer.extensions,
             [&b"permessage-deflate; client_max_window_bits"[..]]
+        );
+        assert_eq!(
+            offer.deflate,
+            Some(Agreed {
+                server_max_window_bits: None,
+                client_no_context_takeover: false
+            })
         );
         assert_eq!(offer.origin, Some(&b"http://example.com"[..]));
     }
@@ -257,6 +275,14 @@ mod tests {
                     without("Sec-WebSocket-Key")
                 )),
                 Refusal::Key,
+            ),
+            // RFC 6455 §9.1: the extensions' grammar, whatever the extension.
+            (
+                "malformed extensions",
+                parse(&format!(
+                    "{GOOD}Sec-WebSocket-Extensions: permessage-deflate;\r\n"
+                )),
+                Refusal::Extensions,
             ),
             (
                 "not base64",

@@ -2,19 +2,23 @@
 //! HTTP/1.1 after a valid handshake. Bytes and time in; whole messages to a handler, and
 //! what to transmit and when to be woken, out. No sockets, clocks or routing.
 //!
-//! Files: `handshake` (is a request an upgrade this server takes; `Sec-WebSocket-Accept`),
-//! `conn` (the state machine), `tests` (byte tables). The codec under them (frame headers,
-//! unmasking, UTF-8 piece by piece, close codes) is the `linerate-ws` crate.
+//! Files: `handshake` (is a request an upgrade this server takes; `Sec-WebSocket-Accept`;
+//! the permessage-deflate offer), `conn` (the state machine), `deflate` (server messages as
+//! frames, compressed where agreed, by each thread's compressors), `tests` (byte tables). The
+//! codec under them (frame headers, unmasking, UTF-8 piece by piece, close codes,
+//! permessage-deflate's negotiation and inflater) is the `linerate-ws` crate.
 #![forbid(unsafe_code)]
 // The connection is driven by its byte tables only until the worker hands connections over
 // (the handler API, next).
 #![cfg_attr(not(test), allow(dead_code))]
 
 mod conn;
+pub(crate) mod deflate;
 pub mod handshake;
 #[cfg(test)]
 mod tests;
 
+pub use deflate::MIN_DEFLATE_BYTES;
 pub(crate) use linerate_ws::Error as WsError;
 pub use linerate_ws::close;
 
@@ -24,7 +28,8 @@ pub(crate) use conn::{Conn, Handler, Sending};
 /// The largest frame payload a client may send (16 MiB): a larger one fails the connection
 /// with 1009. Autobahn's largest (case 9.1.6, 9.2.6) is 16 MiB.
 pub const MAX_FRAME_BYTES: u64 = 16 << 20;
-/// The largest message, all its fragments together (16 MiB): 1009 above it.
+/// The largest message, all its fragments together (16 MiB): 1009 above it. A compressed
+/// message's is its inflated size, refused as soon as inflating passes it.
 pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
 /// Output held for a connection before the server stops reading from it (and before a
 /// sender elsewhere is told it is full): 1 MiB.

@@ -426,3 +426,355 @@ fn idle_holds_nothing() {
         std::mem::size_of::<Conn>()
     );
 }
+
+// permessage-deflate (RFC 7692).
+
+use linerate_ws::deflate::{Agreed, Deflate, Inflate};
+
+fn agreed(client_no_context_takeover: bool) -> Option<Agreed> {
+    Some(Agreed {
+        server_max_window_bits: None,
+        client_no_context_takeover,
+    })
+}
+
+impl Run {
+    fn deflate(agreed: Option<Agreed>) -> Run {
+        let mut r = Run::new();
+        r.conn = Conn::new(0, WsLimits::default()).with_deflate(agreed);
+        r
+    }
+    fn deflate_with(limits: WsLimits, agreed: Option<Agreed>) -> Run {
+        let mut r = Run::with(limits);
+        r.conn = Conn::new(0, limits).with_deflate(agreed);
+        r
+    }
+}
+
+/// A client's compressed message (no context kept): its payload, deflated.
+fn deflated(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    Deflate::new(15).message(data, &mut out);
+    out
+}
+
+/// The server's close frame's code, from its output.
+fn close_code(out: &[u8]) -> Option<u16> {
+    (out.len() >= 4 && out[0] == 0x88).then(|| u16::from_be_bytes([out[2], out[3]]))
+}
+
+/// The handshake's offer in, the 101's `Sec-WebSocket-Extensions` (or a refusal) out
+/// (RFC 7692 §5, §7.1): the first acceptable offer is taken, one with a parameter it cannot
+/// take is declined, a malformed field value refuses the handshake (400).
+#[test]
+fn deflate_offers_and_their_answers() {
+    use super::handshake::{self, Refusal};
+    use linerate_http1::{Limits, RequestHead};
+    type Row = (
+        &'static str,
+        &'static [&'static str],
+        Result<Option<&'static str>, Refusal>,
+    );
+    let rows: &[Row] = &[
+        ("none", &[], Ok(None)),
+        (
+            "a browser's",
+            &["permessage-deflate; client_max_window_bits"],
+            Ok(Some("permessage-deflate; server_no_context_takeover")),
+        ),
+        (
+            "Autobahn's default",
+            &["permessage-deflate; client_no_context_takeover; client_max_window_bits"],
+            Ok(Some(
+                "permessage-deflate; server_no_context_takeover; client_no_context_takeover",
+            )),
+        ),
+        // §7.1.2.1: the window asked for is kept (8 by sending messages uncompressed).
+        (
+            "server_max_window_bits=8",
+            &["permessage-deflate; server_max_window_bits=8"],
+            Ok(Some(
+                "permessage-deflate; server_no_context_takeover; server_max_window_bits=8",
+            )),
+        ),
+        // §5: offers in the client's order of preference; §7.1: a bad one is declined.
+        (
+            "the first acceptable of several",
+            &[
+                "permessage-deflate; server_max_window_bits=16",
+                "permessage-deflate; server_max_window_bits=10, permessage-deflate",
+            ],
+            Ok(Some(
+                "permessage-deflate; server_no_context_takeover; server_max_window_bits=10",
+            )),
+        ),
+        (
+            "a repeated parameter: declined",
+            &["permessage-deflate; server_no_context_takeover; server_no_context_takeover"],
+            Ok(None),
+        ),
+        (
+            "an unknown parameter: declined",
+            &["permessage-deflate; level=9"],
+            Ok(None),
+        ),
+        (
+            "unknown extensions: passed over",
+            &["x-foo, y-bar; q=1"],
+            Ok(None),
+        ),
+        // RFC 6455 §9.1's grammar.
+        (
+            "malformed",
+            &["permessage-deflate; =15"],
+            Err(Refusal::Extensions),
+        ),
+    ];
+    for (name, values, want) in rows {
+        let fields: String = values
+            .iter()
+            .map(|v| format!("Sec-WebSocket-Extensions: {v}\r\n"))
+            .collect();
+        let raw = format!(
+            "GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n{fields}\r\n"
+        );
+        let mut head = RequestHead::default();
+        head.parse(raw.as_bytes(), &Limits::default()).unwrap();
+        let got = handshake::check(&head, raw.as_bytes()).map(|o| o.deflate.map(|a| a.response()));
+        assert_eq!(got, want.map(|a| a.map(str::to_owned)), "{name}");
+    }
+}
+
+/// RFC 7692 §7.2.3's examples as client frames (masked), each in every split: "Hello".
+#[test]
+fn the_rfc_7692_examples_are_heard() {
+    let hello = [0xf2, 0x48, 0xcd, 0xc9, 0xc9, 0x07, 0x00];
+    let rows: Vec<(&str, Vec<u8>)> = vec![
+        // §7.2.3.1: one frame (0xc1 0x07 …), and the same message in two fragments.
+        ("one frame", frame(0xC1, &hello)),
+        (
+            "two fragments",
+            [frame(0x41, &hello[..3]), frame(0x80, &hello[3..])].concat(),
+        ),
+        // §7.2.3.3: a stored block (no compression).
+        (
+            "stored",
+            frame(
+                0xC1,
+                &[
+                    0x00, 0x05, 0x00, 0xfa, 0xff, 0x48, 0x65, 0x6c, 0x6c, 0x6f, 0x00,
+                ],
+            ),
+        ),
+        // §7.2.3.4: a block with BFINAL set.
+        (
+            "bfinal",
+            frame(0xC1, &[0xf3, 0x48, 0xcd, 0xc9, 0xc9, 0x07, 0x00, 0x00]),
+        ),
+        // §7.2.3.5: two DEFLATE blocks.
+        (
+            "two blocks",
+            frame(
+                0xC1,
+                &[
+                    0xf2, 0x48, 0x05, 0x00, 0x00, 0x00, 0xff, 0xff, 0xca, 0xc9, 0xc9, 0x07, 0x00,
+                ],
+            ),
+        ),
+        // RFC 6455 §5.4: a ping between the fragments of a compressed message.
+        (
+            "a ping between fragments",
+            [
+                frame(0x41, &hello[..3]),
+                frame(0x89, b""),
+                frame(0x80, &hello[3..]),
+            ]
+            .concat(),
+        ),
+    ];
+    for (name, input) in rows {
+        for step in [input.len(), 1, 2, 5] {
+            let mut r = Run::deflate(agreed(false));
+            for piece in input.chunks(step) {
+                r.recv(piece);
+            }
+            let want = if name.contains("ping") {
+                [server(0x8A, b""), server(0x81, b"Hello")].concat()
+            } else {
+                server(0x81, b"Hello")
+            };
+            // Five bytes are under MIN_DEFLATE_BYTES: the echo goes out uncompressed.
+            assert_eq!(r.output(), want, "{name}, pieces of {step}");
+            assert_eq!(r.echo.heard, ["text:Hello"], "{name}, pieces of {step}");
+        }
+    }
+}
+
+/// §7.2.3.2: the second message refers to the first one's window (context takeover), so
+/// it is heard only where the client keeps its context; where it agreed to
+/// `client_no_context_takeover`, the inflater starts empty and the reference fails (1007).
+#[test]
+fn the_window_is_kept_between_messages_unless_agreed_otherwise() {
+    let input = [
+        frame(0xC1, &[0xf2, 0x48, 0xcd, 0xc9, 0xc9, 0x07, 0x00]),
+        frame(0xC1, &[0xf2, 0x00, 0x11, 0x00, 0x00]),
+    ]
+    .concat();
+    let mut r = Run::deflate(agreed(false));
+    r.recv(&input);
+    assert_eq!(r.echo.heard, ["text:Hello", "text:Hello"]);
+    r.output();
+    assert_eq!(r.conn.held(), linerate_ws::deflate::INFLATE_BYTES);
+    let mut r = Run::deflate(agreed(true));
+    r.recv(&input[..13]);
+    r.output();
+    assert_eq!(r.conn.held(), 0, "no inflater between messages");
+    r.recv(&input[13..]);
+    assert_eq!(r.echo.heard, ["text:Hello"]);
+    assert_eq!(close_code(&r.output()), Some(close::INVALID_DATA));
+}
+
+/// Messages of 128 bytes and more go out compressed (RSV1 on their one frame); each starts
+/// from an empty window (server_no_context_takeover), so each inflates alone.
+#[test]
+fn large_messages_are_echoed_compressed() {
+    let json = br#"{"user":"someone","text":"hello there","room":"lobby"}"#.repeat(40);
+    let binary = vec![7u8; 70_000];
+    let input = [
+        frame(0xC1, &deflated(&json)),
+        frame(0x82, &binary),
+        frame(0xC1, &deflated(&json)),
+    ]
+    .concat();
+    let mut r = Run::deflate(agreed(false));
+    r.recv(&input);
+    let out = r.output();
+    let mut at = 0;
+    for (want_b0, want) in [(0xC1, &json[..]), (0xC2, &binary[..]), (0xC1, &json[..])] {
+        assert_eq!(out[at], want_b0);
+        let (len, head) = match out[at + 1] {
+            126 => (
+                usize::from(u16::from_be_bytes([out[at + 2], out[at + 3]])),
+                4,
+            ),
+            n => (usize::from(n), 2),
+        };
+        let payload = &out[at + head..at + head + len];
+        assert!(len < want.len() / 10, "{len}");
+        let mut z = Inflate::new();
+        let mut plain = Vec::new();
+        z.piece(payload, &mut plain, 1 << 20).unwrap();
+        z.finish(&mut plain, 1 << 20).unwrap();
+        assert_eq!(plain, want);
+        at += head + len;
+    }
+    assert_eq!(at, out.len());
+}
+
+/// A server that agreed to a window of 8 bits sends every message as it is (zlib cannot
+/// compress with it; an uncompressed message keeps to any window).
+#[test]
+fn a_window_of_8_bits_is_kept_by_not_compressing() {
+    let big = vec![b'a'; 1000];
+    let mut r = Run::deflate(Some(Agreed {
+        server_max_window_bits: Some(8),
+        client_no_context_takeover: false,
+    }));
+    r.recv(&frame(0xC2, &deflated(&big)));
+    assert_eq!(r.output(), server(0x82, &big));
+}
+
+/// The defences: RSV1 where it means nothing (RFC 7692 §6), compressed data that is not
+/// DEFLATE, text that is not UTF-8 once inflated (failing before the message ends), and a
+/// decompression bomb stopped at the message limit without inflating the rest.
+#[test]
+fn deflate_failures_close_with_their_codes() {
+    let limits = WsLimits {
+        max_message: 100_000,
+        ..WsLimits::default()
+    };
+    let bomb = deflated(&vec![0u8; 20 << 20]);
+    assert!(bomb.len() < 30_000, "{}", bomb.len());
+    let mut bad_text = deflated("κόσμε".repeat(10).as_bytes());
+    bad_text.extend(deflated(b"\xff more"));
+    let rows: Vec<(&str, Option<Agreed>, Vec<u8>, u16)> = vec![
+        (
+            "RSV1 not agreed",
+            None,
+            frame(0xC1, &deflated(b"x")),
+            close::PROTOCOL_ERROR,
+        ),
+        (
+            "RSV1 on a continuation",
+            agreed(false),
+            [frame(0x01, b"a"), frame(0xC0, b"b")].concat(),
+            close::PROTOCOL_ERROR,
+        ),
+        (
+            "RSV1 on a continuation of a compressed message",
+            agreed(false),
+            [frame(0x41, &[0xf2, 0x48]), frame(0xC0, &[0xcd])].concat(),
+            close::PROTOCOL_ERROR,
+        ),
+        (
+            "RSV1 on a ping",
+            agreed(false),
+            frame(0xC9, b""),
+            close::PROTOCOL_ERROR,
+        ),
+        (
+            "not DEFLATE",
+            agreed(false),
+            frame(0xC2, &[0xff, 0xff, 0xff]),
+            close::INVALID_DATA,
+        ),
+        (
+            "not UTF-8 once inflated",
+            agreed(false),
+            frame(0xC1, &bad_text),
+            close::INVALID_DATA,
+        ),
+        ("a bomb", agreed(false), frame(0xC2, &bomb), close::TOO_BIG),
+        (
+            "a bomb in fragments",
+            agreed(false),
+            [
+                frame(0x42, &bomb[..100]),
+                frame(0x00, &bomb[100..]),
+                frame(0x80, b""),
+            ]
+            .concat(),
+            close::TOO_BIG,
+        ),
+    ];
+    for (name, agreed, input, code) in rows {
+        let mut r = Run::deflate_with(limits, agreed);
+        r.recv(&input);
+        assert_eq!(close_code(&r.output()), Some(code), "{name}");
+        assert_eq!(r.transmit(), "shutdown", "{name}");
+        assert!(r.echo.heard.is_empty(), "{name}: {:?}", r.echo.heard);
+    }
+    // Refused as soon as the inflated size passes the limit: half the bomb's frame is in,
+    // the rest is never inflated.
+    let mut r = Run::deflate_with(limits, agreed(false));
+    let whole = frame(0xC2, &bomb);
+    r.recv(&whole[..whole.len() / 2]);
+    assert_eq!(close_code(&r.output()), Some(close::TOO_BIG));
+}
+
+/// A compressed message at the limit exactly is taken; one byte more is refused (1009).
+#[test]
+fn the_message_limit_is_on_the_inflated_size() {
+    let limits = WsLimits {
+        max_message: 50_000,
+        ..WsLimits::default()
+    };
+    for (len, heard) in [(50_000, true), (50_001, false)] {
+        let mut r = Run::deflate_with(limits, agreed(false));
+        r.recv(&frame(0xC2, &deflated(&vec![1u8; len])));
+        assert_eq!(!r.echo.heard.is_empty(), heard, "{len}");
+        if !heard {
+            assert_eq!(close_code(&r.output()), Some(close::TOO_BIG));
+        }
+    }
+}
