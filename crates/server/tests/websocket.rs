@@ -249,6 +249,13 @@ fn refused_handshakes_get_426_or_400() {
         if let Some(field) = field {
             assert!(head.contains(field), "{request:?}: {head}");
         }
+        if status == "426" {
+            // RFC 9110 §7.8: whoever sends Upgrade lists it in Connection.
+            assert!(
+                head.contains("\r\nconnection: upgrade\r\n"),
+                "{request:?}: {head}"
+            );
+        }
     }
     // The layer lets an authorized handshake through.
     let mut s = connect(addr);

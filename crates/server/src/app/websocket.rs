@@ -482,7 +482,8 @@ fn refusal_response(refusal: Refusal) -> Response {
     let body = format!("{}\n", refusal.reason());
     let resp = Response::text_owned(body).status(refusal.status());
     match refusal {
-        // RFC 9110 §15.5.22: a 426 names the protocol to upgrade to.
+        // RFC 9110 §15.5.22: a 426 names the protocol to upgrade to (the HTTP/1.1 encoder
+        // adds `Connection: upgrade`, §7.8).
         Refusal::NotUpgrade => resp.header("Upgrade", "websocket"),
         // RFC 6455 §4.2.2: the versions the server speaks.
         Refusal::Version => resp

@@ -81,6 +81,16 @@ pub(crate) fn encode(
         for (name, value) in resp.headers {
             write_field(out, name.as_bytes(), value.as_bytes());
         }
+        // RFC 9110 §7.8: the sender of `Upgrade` (only a 426 may carry one: see
+        // `response::checked`) lists it in `Connection`, so intermediaries drop it.
+        if resp.status == 426
+            && resp
+                .headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("upgrade"))
+        {
+            write_field(out, b"Connection", b"upgrade");
+        }
         end_head(out);
         if send_body {
             out.extend_from_slice(body);
