@@ -325,7 +325,7 @@ fn config_error(line: &[&str]) -> String {
 
 #[test]
 fn bad_input_is_one_clear_line() {
-    assert!(config_error(&["ftp://127.0.0.1/"]).contains("http:// or https://"));
+    assert!(config_error(&["ftp://127.0.0.1/"]).contains("http://, https://, ws:// or wss://"));
     assert!(config_error(&["127.0.0.1:80"]).contains("http://"));
     assert!(config_error(&["http://127.0.0.1:70000/"]).contains("port"));
     assert!(

@@ -17,7 +17,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The options of one load run; `Default` is `linerate load URL` with no flags but the URL.
 #[derive(Clone, Debug)]
 pub struct LoadOptions {
-    /// Target URL, http:// or https://.
+    /// Target URL, http:// or https:// (or ws:// or wss://, which ask for WebSocket).
     pub url: String,
     /// Worker threads [None: one per CPU, or one per CPU in `cpus`].
     pub threads: Option<usize>,

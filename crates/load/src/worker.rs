@@ -595,7 +595,7 @@ impl Worker<'_> {
                 let c = &self.conns[i];
                 if flags.intersects(
                     epoll::EventFlags::IN | epoll::EventFlags::HUP | epoll::EventFlags::ERR,
-                ) && c.phase != Phase::Closed
+                ) && matches!(c.phase, Phase::Open | Phase::Upgrading { .. })
                 {
                     // The protocol branch on HTTP/1.1's path: once per readiness event.
                     if c.h2.is_some() {
