@@ -147,7 +147,7 @@ fn serve(mut sock: TcpStream, b: Behavior, c: &Counts, stop: &AtomicBool) {
     assert!(text.contains("\r\nSec-WebSocket-Version: 13\r\n"), "{text}");
     let accept = match b {
         Behavior::BadAccept => "AAAAAAAAAAAAAAAAAAAAAAAAAAA=".to_string(),
-        _ => linerate_load::ws::accept_for(key),
+        _ => linerate_load::ws::accept(key.as_bytes()),
     };
     let answer = match b {
         Behavior::Refuse => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_string(),

@@ -194,12 +194,7 @@ impl Conn {
     fn has_room(&self, pipeline: usize) -> bool {
         match &self.h2 {
             Some(h) => h.room() > 0,
-            // Not before a WebSocket upgrade is through (phase `Open`).
-            None => {
-                self.phase == Phase::Open
-                    && self.unsent.is_empty()
-                    && self.inflight.len() < pipeline
-            }
+            None => self.unsent.is_empty() && self.inflight.len() < pipeline,
         }
     }
 }

@@ -13,14 +13,14 @@ use std::fmt;
 
 use base64::Engine as _;
 
+pub use linerate_ws::accept::accept;
+
 /// The longest 101 response head accepted.
 pub const MAX_UPGRADE_HEAD: usize = 8 * 1024;
 /// The largest message `--message-size` may ask for.
 pub const MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
 /// RFC 6455 §5.5: a control frame's payload.
 const MAX_CONTROL_PAYLOAD: usize = 125;
-/// RFC 6455 §1.3: appended to the key before hashing.
-const ACCEPT_GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
 /// What every connection of a `--ws` run sends, encoded once.
 #[derive(Clone, Debug)]
@@ -59,21 +59,13 @@ impl WsRun {
         upgrade.push_str("\r\n");
         let run = WsRun {
             upgrade: upgrade.into_bytes(),
-            accept: accept_for(&key),
+            accept: accept(key.as_bytes()),
             message_len: size as u64,
             binary,
         };
         let message = masked_frame(if binary { 0x2 } else { 0x1 }, &payload(size), mask);
         (run, message)
     }
-}
-
-/// `Sec-WebSocket-Accept` for `key` (§4.2.2): base64 of SHA-1 of key and GUID.
-pub fn accept_for(key: &str) -> String {
-    let mut ctx = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA1_FOR_LEGACY_USE_ONLY);
-    ctx.update(key.as_bytes());
-    ctx.update(ACCEPT_GUID);
-    base64::engine::general_purpose::STANDARD.encode(ctx.finish().as_ref())
 }
 
 /// `size` bytes of printable ASCII (valid UTF-8 for text messages).
@@ -377,15 +369,6 @@ mod tests {
             }
         }
         Ok(out)
-    }
-
-    #[test]
-    fn rfc_example_key_gives_its_accept() {
-        // RFC 6455 §1.3.
-        assert_eq!(
-            accept_for("dGhlIHNhbXBsZSBub25jZQ=="),
-            "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
-        );
     }
 
     #[test]

@@ -16,6 +16,7 @@
 //! keeps no buffer for an idle connection (the goal: 1 KiB per idle WebSocket).
 #![forbid(unsafe_code)]
 
+pub mod accept;
 pub mod close;
 pub mod deflate;
 pub mod frame;

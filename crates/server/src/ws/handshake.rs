@@ -9,9 +9,6 @@ use base64::Engine;
 use linerate_http1::{Method, RequestHead, Version};
 use linerate_ws::deflate::{self, Agreed};
 
-/// The GUID RFC 6455 §1.3 appends to the key.
-const GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
-
 /// The only version this server speaks (RFC 6455 §4.1).
 pub const VERSION: &str = "13";
 
@@ -132,14 +129,7 @@ pub fn check<'a>(head: &RequestHead, buf: &'a [u8]) -> Result<Offer<'a>, Refusal
     })
 }
 
-/// `Sec-WebSocket-Accept` for `key` (RFC 6455 §4.2.2 item 5.4): base64 of the SHA-1 of the
-/// key and the GUID.
-pub fn accept(key: &[u8]) -> String {
-    let mut ctx = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA1_FOR_LEGACY_USE_ONLY);
-    ctx.update(key);
-    ctx.update(GUID);
-    base64::engine::general_purpose::STANDARD.encode(ctx.finish().as_ref())
-}
+pub use linerate_ws::accept::accept;
 
 /// The comma-separated elements of a field value, trimmed, empty ones left out (RFC 9110
 /// §5.6.1).
