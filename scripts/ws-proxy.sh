@@ -4,7 +4,7 @@
 # plain HTTP/1.1 and over TLS (wss, ALPN http/1.1; a throwaway certificate the client trusts).
 # Then the same client against linerate's own WebSocket server (the demo's /ws), ws and wss.
 # The client checks: the handshake (101, the upstream's subprotocol and Sec-WebSocket-Accept
-# reaching it), text and binary echoes, a 1 MiB message, fragments, a ping answered by the
+# reaching it, permessage-deflate agreed), text and binary echoes, a 1 MiB message, fragments, a ping answered by the
 # upstream, and a clean close (1000 both ways); then the proxy's access log has the 101.
 #
 #   scripts/ws-proxy.sh [path/to/linerate]     (default: target/release/linerate)
@@ -102,6 +102,10 @@ async def check(uri, ctx):
     protocols = ["chat"] if PROXIED else None
     async with connect(uri, subprotocols=protocols, ssl=ctx, max_size=4 << 20) as ws:
         assert ws.response.status_code == 101, ws.response.status_code
+        # The client offers permessage-deflate (its default); the upstream and the demo's
+        # /ws both take it, so every message below goes compressed both ways.
+        ext = ws.response.headers.get("Sec-WebSocket-Extensions", "")
+        assert ext.startswith("permessage-deflate"), f"no compression agreed: {ext!r}"
         if PROXIED:
             assert ws.subprotocol == "chat", ws.subprotocol
             first = await ws.recv()
@@ -143,7 +147,7 @@ for _ in $(seq 50); do
 done
 n=$(grep -c '"GET /ws/room/7?x=1 HTTP/1.1" 101 ' "$out/access.log" || true)
 [ "$n" -ge 2 ] || { cat "$out/access.log" >&2; say "FAILED: the access log does not show both 101s"; exit 1; }
-say "ok: ws:// and wss:// through the proxy (handshake, text, binary, 1 MiB, fragments, ping, close 1000); 101 logged"
+say "ok: ws:// and wss:// through the proxy (handshake, permessage-deflate, text, binary, 1 MiB, fragments, ping, close 1000); 101 logged"
 
 # The same client against linerate's own WebSocket server: the demo's /ws echo, over plain
 # HTTP/1.1 and over TLS.
@@ -160,4 +164,4 @@ if ! "$py" "$out/client.py" direct "$direct_port" "$direct_tls" "$out/cert.pem";
     cat "$out/direct.out" >&2
     exit 1
 fi
-say "ok: ws:// and wss:// to linerate's own /ws (text, binary, 1 MiB, fragments, ping, close 1000)"
+say "ok: ws:// and wss:// to linerate's own /ws (permessage-deflate, text, binary, 1 MiB, fragments, ping, close 1000)"

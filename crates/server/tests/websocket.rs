@@ -3,7 +3,8 @@
 //! fragments with a ping between them, the close handshake, a protocol error's 1002, a layer
 //! that refuses the handshake, a handler that closes, and the handler told of the end;
 //! permessage-deflate agreed where a route turns it on (raw frames, Python's `websockets`, a
-//! broadcast compressed once).
+//! broadcast compressed once); the async variant (a task on a tokio runtime echoes, its queue
+//! stops the reading while full, and dropping its stream closes the connection).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -853,4 +854,148 @@ with connect(sys.argv[1], max_size=2**24, open_timeout=10, close_timeout=10) as 
         String::from_utf8_lossy(&out.stdout).trim(),
         "permessage-deflate; server_no_context_takeover"
     );
+}
+
+// The async variant: connections served by tasks on a tokio runtime.
+
+use linerate_server::websocket::{OwnedMessage, WsStream};
+
+/// A router whose `/ws` connections are each served by `task` on `rt`.
+fn async_router<F, Fut>(rt: &tokio::runtime::Runtime, task: F) -> Router
+where
+    F: Fn(WsStream) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let spawn = rt.handle().clone();
+    Router::new().ws("/ws", move |_, _| {
+        let (handler, ws) = linerate_server::websocket::stream();
+        spawn.spawn(task(ws));
+        Ok(handler)
+    })
+}
+
+#[test]
+fn a_task_on_a_tokio_runtime_echoes_and_hears_the_close() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tx = Arc::new(Mutex::new(tx));
+    let router = async_router(&rt, move |mut ws| {
+        let tx = tx.clone();
+        async move {
+            let mut seen = Vec::new();
+            while let Some(msg) = ws.recv().await {
+                ws.send(msg.as_message()).await.unwrap();
+                seen.push(msg);
+            }
+            let _ = tx.lock().unwrap().send((seen, ws.ended()));
+        }
+    });
+    let server = TestServer::start(router).expect("server starts");
+    let mut s = open(server.addr(), "/ws");
+    s.write_all(&frame(0x81, b"hello")).unwrap();
+    assert_eq!(read_frame(&mut s), (0x81, b"hello".to_vec()));
+    s.write_all(&frame(0x82, &[0, 1, 2, 255])).unwrap();
+    assert_eq!(read_frame(&mut s), (0x82, vec![0, 1, 2, 255]));
+    // Fragmented, a ping between: the task sees one message, the ping is the server's.
+    s.write_all(&frame(0x01, b"hel")).unwrap();
+    s.write_all(&frame(0x89, b"p")).unwrap();
+    s.write_all(&frame(0x80, b"lo again")).unwrap();
+    assert_eq!(read_frame(&mut s), (0x8A, b"p".to_vec()));
+    assert_eq!(read_frame(&mut s), (0x81, b"hello again".to_vec()));
+    s.write_all(&frame(0x88, &1000u16.to_be_bytes())).unwrap();
+    assert_eq!(read_frame(&mut s), (0x88, 1000u16.to_be_bytes().to_vec()));
+    assert_ends(&mut s);
+    let (seen, ended) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(
+        seen,
+        [
+            OwnedMessage::Text("hello".into()),
+            OwnedMessage::Binary(vec![0, 1, 2, 255]),
+            OwnedMessage::Text("hello again".into()),
+        ]
+    );
+    assert_eq!(ended, Some(Some(1000)));
+}
+
+/// A task that does not take its messages holds the client back: the server stops reading
+/// once the queue is full, so a client writing 64 MiB is stuck at what the sockets hold,
+/// and the queue stays near its limit. Once the task reads, every message arrives, in order.
+#[test]
+fn a_task_that_does_not_read_stops_the_reading_until_it_does() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    const MESSAGES: usize = 256;
+    const SIZE: usize = 256 << 10;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let go_rx = Arc::new(Mutex::new(Some(go_rx)));
+    let (queued_tx, queued_rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let router = async_router(&rt, move |mut ws| {
+        let go = go_rx.lock().unwrap().take().expect("one connection");
+        let (queued_tx, done_tx) = (queued_tx.clone(), done_tx.clone());
+        async move {
+            let first = ws.recv().await.expect("a first message");
+            // Hold everything else until the test says so (a blocking wait, on purpose:
+            // nothing on this task runs meanwhile).
+            tokio::task::block_in_place(|| go.recv().unwrap());
+            let _ = queued_tx.send(ws.queued());
+            let mut received = vec![first];
+            while received.len() < MESSAGES {
+                received.push(ws.recv().await.expect("every message"));
+            }
+            let in_order = received.iter().enumerate().all(|(i, m)| {
+                matches!(m, OwnedMessage::Binary(b) if b.len() == SIZE && b.iter().all(|&x| x == i as u8))
+            });
+            let _ = done_tx.send(in_order);
+            ws.text("all in").await.unwrap();
+        }
+    });
+    let server = TestServer::start(router).expect("server starts");
+    let s = open(server.addr(), "/ws");
+    let written = Arc::new(AtomicUsize::new(0));
+    let mut w = s.try_clone().unwrap();
+    let counted = written.clone();
+    let writer = std::thread::spawn(move || {
+        for i in 0..MESSAGES {
+            w.write_all(&frame(0x82, &vec![i as u8; SIZE])).unwrap();
+            counted.fetch_add(SIZE, Ordering::SeqCst);
+        }
+    });
+    // Two seconds for a server that kept reading to take it all.
+    std::thread::sleep(Duration::from_secs(2));
+    let held = written.load(Ordering::SeqCst);
+    assert!(
+        held < MESSAGES * SIZE / 2,
+        "{held} bytes written while the task read one message"
+    );
+    go_tx.send(()).unwrap();
+    let queued = queued_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    // The limit, plus what one read (64 KiB) held, plus the message that crossed it.
+    assert!(
+        queued <= linerate_server::websocket::MAX_INBOUND_BYTES + (64 << 10) + SIZE,
+        "{queued} bytes queued"
+    );
+    assert!(
+        done_rx.recv_timeout(Duration::from_secs(30)).unwrap(),
+        "all in order"
+    );
+    writer.join().unwrap();
+    let mut s = s;
+    assert_eq!(read_frame(&mut s), (0x81, b"all in".to_vec()));
+}
+
+#[test]
+fn a_dropped_stream_closes_its_connection_1000() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let router = async_router(&rt, |mut ws| async move {
+        let msg = ws.recv().await.expect("a message");
+        ws.send(msg.as_message()).await.unwrap();
+    });
+    let server = TestServer::start(router).expect("server starts");
+    let mut s = open(server.addr(), "/ws");
+    s.write_all(&frame(0x81, b"one")).unwrap();
+    assert_eq!(read_frame(&mut s), (0x81, b"one".to_vec()));
+    assert_eq!(read_frame(&mut s), (0x88, 1000u16.to_be_bytes().to_vec()));
+    s.write_all(&frame(0x88, &1000u16.to_be_bytes())).unwrap();
+    assert_ends(&mut s);
 }

@@ -163,6 +163,13 @@ impl Chan {
         s.queued = true; // the worker pumps it right after placing the head
     }
 
+    /// Has the worker visit the connection with nothing to take (a WebSocket handler that
+    /// paused reading may read again: the visit asks it).
+    pub(crate) fn poke(self: &Arc<Self>) {
+        let s = self.lock();
+        self.notify(s);
+    }
+
     /// The worker: as [`Chan::link`], for a channel nobody pumps at once (a WebSocket
     /// connection's sender): its first write tells the worker.
     pub(crate) fn attach(&self, inbox: Arc<Inbox>, token: u64, id: u64) {

@@ -61,6 +61,10 @@ impl ws::Handler for Caught {
         }
     }
 
+    fn paused(&self) -> bool {
+        !self.panicked && self.handler.paused()
+    }
+
     fn closed(&mut self, code: Option<u16>) {
         // Senders elsewhere learn it at once (`Gone`).
         if let Some(s) = &self.sender.sender {
@@ -224,6 +228,9 @@ impl Drive for WsLive {
     ) {
     }
     fn wants_input(&self, _: &Cx) -> bool {
-        self.conn.wants_input()
+        // A paused handler holds the client back (TCP's window) until it resumes
+        // (`WsSender::resume` has the worker ask again); a closing connection is read for
+        // the client's close frame whatever the handler's state.
+        self.conn.wants_input() && !(self.conn.is_open() && ws::Handler::paused(&self.handler))
     }
 }

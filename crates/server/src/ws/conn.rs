@@ -30,6 +30,11 @@ pub(crate) trait Handler {
     /// The connection ended: the client's close code (`None` for a close frame without
     /// one, or for a connection that ended without a close handshake).
     fn closed(&mut self, code: Option<u16>);
+    /// The application takes no more messages for now: the driver stops reading, and an
+    /// idle connection is not pinged meanwhile (its answer could not be read).
+    fn paused(&self) -> bool {
+        false
+    }
 }
 
 /// The sending side: frames staged for the socket, and whether the server's close frame is
@@ -523,6 +528,12 @@ impl Conn {
                 self.life = Life::Gone;
                 self.tell(None, h);
             }
+            Life::Open if h.paused() => {
+                // Not read because the application is full, not because the client is
+                // silent: its liveness is checked once reading resumes.
+                self.last_input = now;
+                self.pinged = false;
+            }
             Life::Open if self.pinged => {
                 // No answer to the ping: nobody is there to read a close frame either.
                 self.life = Life::Gone;
@@ -567,6 +578,12 @@ impl Conn {
             Life::Linger { .. } => true,
             Life::Done | Life::Gone => false,
         }
+    }
+
+    /// Whether messages are still handed to the application (the close handshake has not
+    /// begun).
+    pub(crate) fn is_open(&self) -> bool {
+        self.life == Life::Open
     }
 
     /// What to do with the socket next.

@@ -14,6 +14,8 @@ struct Echo {
     closed: Vec<Option<u16>>,
     /// Answer a message "bye" with a close of its own.
     close_on_bye: bool,
+    /// Takes no more messages for now (`Handler::paused`).
+    paused: bool,
 }
 
 impl Handler for Echo {
@@ -35,6 +37,9 @@ impl Handler for Echo {
     }
     fn closed(&mut self, code: Option<u16>) {
         self.closed.push(code);
+    }
+    fn paused(&self) -> bool {
+        self.paused
     }
 }
 
@@ -382,6 +387,32 @@ fn idle_pings() {
     r.at(3500);
     assert_eq!(r.transmit(), "close");
     assert_eq!(r.echo.closed, [None]);
+}
+
+/// A paused application holds the client back: the idle ping waits (its answer could not
+/// be read), and the connection is not closed for a silence that is the server's; once it
+/// resumes, the ping timer runs again from then.
+#[test]
+fn no_pings_while_the_application_is_paused() {
+    let limits = WsLimits {
+        ping_after: 1000,
+        ..WsLimits::default()
+    };
+    let mut r = Run::with(limits);
+    r.echo.paused = true;
+    r.at(1000);
+    assert_eq!(r.output(), b"");
+    assert_eq!(r.conn.deadline(), 2000);
+    r.at(2000);
+    r.at(3000);
+    assert_eq!(r.output(), b"");
+    assert_eq!(r.transmit(), "idle");
+    assert!(r.echo.closed.is_empty());
+    r.echo.paused = false;
+    r.at(4000);
+    assert_eq!(r.output(), server(0x89, b""));
+    r.at(5000);
+    assert_eq!(r.transmit(), "close");
 }
 
 /// Backpressure: while the output held reaches its limit the connection reads nothing

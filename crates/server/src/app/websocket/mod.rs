@@ -51,6 +51,12 @@
 //! beside what an attacker chooses (CRIME, BREACH) are the application's to weigh, as in
 //! tokio-tungstenite, axum and uWebSockets, which also leave it off.
 //!
+//! To serve a connection from a future on the application's runtime instead (the async
+//! variant), make a [`stream`] pair in the accept function: the [`StreamHandler`] goes to
+//! the server, the [`WsStream`] to a task, which awaits messages with [`WsStream::recv`] and
+//! sends with [`WsStream::send`]. Its queue is bounded: while 64 KiB of messages wait for the
+//! task, the server stops reading from the client.
+//!
 //! Not supported yet: WebSocket over HTTP/2 (RFC 8441).
 #![forbid(unsafe_code)]
 
@@ -69,8 +75,13 @@ use crate::ws::deflate::write_message;
 use crate::ws::handshake::{self, Offer, Refusal};
 use linerate_ws::deflate::{Agreed, MAX_WINDOW_BITS};
 
+mod stream;
+
 pub use crate::ws::close;
 pub use crate::ws::{MIN_DEFLATE_BYTES, Message, WsLimits};
+pub use stream::{
+    MAX_INBOUND_BYTES, OwnedMessage, StreamHandler, WsStream, stream, stream_with_limit,
+};
 
 /// A WebSocket route's settings: its limits, and whether it compresses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -113,6 +124,17 @@ pub trait WsHandler: Send + 'static {
     /// timeout). Called once.
     fn on_close(&mut self, code: Option<u16>) {
         let _ = code;
+    }
+
+    /// Whether the handler takes no more messages for now (it hands them to a queue that is
+    /// full, say). While it is, the server stops reading from this connection, so the
+    /// client is held back by TCP's window and nothing piles up on the server, and the idle
+    /// ping waits. Call [`WsSender::resume`] once it may take messages again: the server
+    /// asks again then (and after each of its own events on the connection). Messages that
+    /// arrived in the same read are still delivered. Asked often: keep it cheap (an atomic
+    /// load). A closing connection is read whatever this says.
+    fn paused(&self) -> bool {
+        false
     }
 }
 
@@ -237,6 +259,12 @@ impl WsSender {
     /// Closes the connection (1000) once what was sent before is out.
     pub fn close(&self) {
         self.writer.chan().end_now();
+    }
+
+    /// Has the connection's worker ask its handler's [`WsHandler::paused`] again, and read
+    /// from the client if it no longer is.
+    pub fn resume(&self) {
+        self.writer.chan().poke();
     }
 
     pub(crate) fn chan(&self) -> &Arc<streaming::Chan> {
