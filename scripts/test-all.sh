@@ -70,6 +70,13 @@ if grep -q "NOT RUN" <<<"$ws_out"; then
 else
     echo "websocket: Chromium opened, echoed text and binary, and closed cleanly (1000)"
 fi
+ws_out=$(cargo test --locked -p linerate-server --test websocket_h2 chromium -- --nocapture 2>&1) \
+    || { echo "$ws_out"; exit 1; }
+if grep -q "NOT RUN" <<<"$ws_out"; then
+    grep "NOT RUN" <<<"$ws_out"
+else
+    echo "websocket over HTTP/2 (RFC 8441): Chromium opened wss:// on its h2 connection, echoed, closed (1000)"
+fi
 
 cargo build --release --locked -p linerate
 

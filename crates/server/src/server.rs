@@ -491,8 +491,11 @@ impl Server {
             wakes: Arc::new(wakes),
             counters: Arc::new(counters),
             shared: Arc::new(Shared {
+                conn: crate::h1::ConnConfig {
+                    extended_connect: router.has_websocket(),
+                    ..config.conn()
+                },
                 app: App::new(router, &config, http01),
-                conn: config.conn(),
                 listener_tls,
                 listener_h2c,
                 listener_redirect,
@@ -758,7 +761,7 @@ impl Server {
                             client_cert: None,
                             site_counters: Arc::new([]),
                             layered: Default::default(),
-                            upgrade: None,
+                            upgrades: Vec::new(),
                             extras: false,
                         },
                     };

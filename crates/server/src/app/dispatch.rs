@@ -323,6 +323,9 @@ impl<'a> ConnApp<'a> {
             return self.answer(req.id, head, req.buf, resp);
         }
         match head.method() {
+            Method::Connect if req.protocol.is_some() => {
+                return self.extended_connect::<LAYERED>(req);
+            }
             Method::Other | Method::Connect => {
                 return self.respond(head, req.buf, text_status(501));
             }
@@ -344,6 +347,35 @@ impl<'a> ConnApp<'a> {
             Lookup::Found(index, route) => self.route::<LAYERED>(index, route, params, req),
             Lookup::NotFound => self.files(head, req.buf),
             Lookup::MethodNotAllowed(allow) => self.not_allowed(head, req.buf, allow),
+        }
+    }
+
+    /// An HTTP/2 extended CONNECT (RFC 8441): `:protocol websocket` to a WebSocket route's
+    /// path opens it as a handshake would; the same path without a WebSocket route is 404
+    /// or 405 (its `Allow` naming what it takes), another protocol 501.
+    #[cold]
+    #[inline(never)]
+    fn extended_connect<const LAYERED: bool>(&mut self, req: Exchange<'_>) -> Decision<Pending> {
+        let (app, head) = (self.app, req.head);
+        if req.protocol != Some(b"websocket") {
+            return self.respond(head, req.buf, text_status(501));
+        }
+        let path = head.path_bytes(req.buf);
+        let mut params = Params::default();
+        let lookup = if self.site_app.app {
+            app.router.lookup(Method::Get, path, &mut params)
+        } else {
+            Lookup::NotFound
+        };
+        match lookup {
+            Lookup::Found(index, route) if matches!(route.handler, Handler::WebSocket(_)) => {
+                self.route::<LAYERED>(index, route, params, req)
+            }
+            Lookup::Found(..) | Lookup::MethodNotAllowed(_) => {
+                let allow = app.router.allowed(Some(path)).join(", ");
+                self.not_allowed(head, req.buf, allow)
+            }
+            Lookup::NotFound => self.respond(head, req.buf, text_status(404)),
         }
     }
 
@@ -568,10 +600,11 @@ impl<'a> ConnApp<'a> {
     ) -> Decision<Pending> {
         let head = req.head;
         // A handshake carries no body (RFC 6455 §4.1: a GET); one that does is refused
-        // rather than read.
+        // rather than read. Over HTTP/2 the stream stays open: what follows is the tunnel's.
+        let http2 = req.protocol.is_some();
         let bodiless = matches!(head.framing(), Framing::None | Framing::Length(0));
         let mut hs = match crate::websocket::check(head, req.buf, &ws.options) {
-            Ok(hs) if bodiless && req.body.is_some() => hs,
+            Ok(hs) if http2 || (bodiless && req.body.is_some()) => hs,
             Ok(_) => return self.respond(head, req.buf, text_status(400).close()),
             Err(refusal) => return self.respond(head, req.buf, refusal),
         };
@@ -594,9 +627,9 @@ impl<'a> ConnApp<'a> {
             }
         };
         let (mut fields, deflate) = crate::websocket::accepted_fields(hs);
-        // The 101 passes through the route's layers like any answer (a request id, CORS
-        // fields); what they add goes out with it.
-        let mut resp = Response::new(101);
+        // The 101 (over HTTP/2 the 200) passes through the route's layers like any answer (a
+        // request id, CORS fields); what they add goes out with it.
+        let mut resp = Response::new(if http2 { 200 } else { 101 });
         if self.app.layered && self.io.layered.active {
             self.io.layered.run_after(&mut resp);
             fields.extend(
@@ -609,13 +642,13 @@ impl<'a> ConnApp<'a> {
             self.account(head, req.buf, &resp);
         }
         self.io.extras = true;
-        self.io.upgrade = Some(Box::new(crate::websocket::Upgrade {
+        self.io.upgrades.push(crate::websocket::Upgrade {
             id: req.id,
             handler,
             fields,
             limits: ws.options.limits,
             deflate,
-        }));
+        });
         Decision::Relay { upgrade: true }
     }
 

@@ -119,9 +119,9 @@ pub(crate) struct AppIo {
     pub site_counters: Arc<[crate::stats::SiteCounters]>,
     /// The request at hand's pass through its layers (inactive and empty without layers).
     pub layered: Box<layer::Layered>,
-    /// A WebSocket handshake accepted in this call, for the driver to hand its connection
-    /// over (see `driver::ws`).
-    pub upgrade: Option<Box<websocket::Upgrade>>,
+    /// WebSocket handshakes accepted in this call, for the driver to hand their connection
+    /// (HTTP/1.1: at most one) or their streams (HTTP/2) over (see `driver::ws`).
+    pub upgrades: Vec<websocket::Upgrade>,
     /// The worker proxies, or one of its connections has had a streamed answer or a
     /// WebSocket handshake: only then does a connection's event look at relays, streams and
     /// upgrades (one test in the common server; set where each begins, never cleared).

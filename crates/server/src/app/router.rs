@@ -217,6 +217,13 @@ impl Router {
         !self.layers.is_empty() || self.routes.iter().any(|r| !r.layers.is_empty())
     }
 
+    /// Whether any route speaks WebSocket (HTTP/2 then announces extended CONNECT).
+    pub(crate) fn has_websocket(&self) -> bool {
+        self.routes
+            .iter()
+            .any(|r| matches!(r.handler, Handler::WebSocket(_)))
+    }
+
     /// The route at `index` (from a lookup).
     pub(crate) fn at(&self, index: usize) -> Option<&Route> {
         self.routes.get(index)

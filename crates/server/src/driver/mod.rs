@@ -18,6 +18,7 @@ pub(crate) mod proto;
 pub(crate) mod streams;
 pub(crate) mod timer;
 pub mod tls;
+mod tunnels;
 mod upstream;
 mod ws;
 
@@ -627,7 +628,7 @@ impl<B: Backend> Worker<B> {
         let mut keep = p.fine && p.pump(live, &mut self.ready, idx);
         let extras = p.svc.io.extras;
         if extras {
-            if p.svc.io.upgrade.is_some() {
+            if !p.svc.io.upgrades.is_empty() {
                 // A WebSocket route accepted a handshake: its 101 goes out, and the
                 // connection speaks WebSocket from here on (taken even from a connection
                 // that closes, so the next one starts without it).

@@ -8,6 +8,7 @@
 
 use linerate_http1::RequestHead;
 
+use super::tunnels::H2Live;
 use super::ws::WsLive;
 use crate::app::Pending;
 use crate::h1::{Conn, Cx, Service, StreamHead, Timer, Transmit};
@@ -82,46 +83,6 @@ impl Drive for Conn<Pending> {
     }
 }
 
-impl Drive for h2::Conn<Pending> {
-    fn poll_transmit(&mut self, cx: &mut Cx) -> Transmit<'_> {
-        h2::Conn::poll_transmit(self, cx)
-    }
-    fn take_output(&mut self, cx: &mut Cx) -> Vec<u8> {
-        h2::Conn::take_output(self, cx)
-    }
-    fn sent(&mut self, n: u64, cx: &mut Cx) {
-        h2::Conn::sent(self, n, cx)
-    }
-    fn stalled(&mut self, cx: &Cx) {
-        h2::Conn::stalled(self, cx)
-    }
-    fn file_sent(&mut self, n: u64, cx: &mut Cx) {
-        h2::Conn::file_sent(self, n, cx)
-    }
-    fn file_taken(&mut self) {
-        h2::Conn::file_taken(self)
-    }
-    fn shutdown_taken(&mut self) {
-        h2::Conn::shutdown_taken(self)
-    }
-    fn shut(&mut self, cx: &mut Cx) {
-        h2::Conn::shut(self, cx)
-    }
-    fn can_resume(&self, _: &Cx) -> bool {
-        false // every frame read is handled at once
-    }
-    fn resume<S: Service<Pending = Pending>>(
-        &mut self,
-        _: &mut RequestHead,
-        _: &mut Cx,
-        _: &mut S,
-    ) {
-    }
-    fn wants_input(&self, _: &Cx) -> bool {
-        h2::Conn::wants_input(self)
-    }
-}
-
 pub(crate) enum Proto {
     H1(Conn<Pending>),
     /// HTTP/2 and WebSocket share one variant, so every call on an HTTP/1.1 connection
@@ -131,7 +92,8 @@ pub(crate) enum Proto {
 }
 
 pub(crate) enum Boxed {
-    H2(Box<h2::Conn<Pending>>),
+    /// HTTP/2, with the WebSocket streams it carries (see `driver::tunnels`).
+    H2(Box<H2Live>),
     /// After a WebSocket route's 101 (see `driver::ws`).
     Ws(Box<WsLive>),
 }
@@ -142,7 +104,7 @@ impl Proto {
     }
 
     pub(crate) fn h2(now: u64, cx: &Cx) -> Proto {
-        Proto::Boxed(Boxed::H2(Box::new(h2::Conn::new(now, cx))))
+        Proto::Boxed(Boxed::H2(Box::new(H2Live::new(h2::Conn::new(now, cx)))))
     }
 
     /// ALPN chose `h2` on a connection that has read nothing yet.
@@ -185,7 +147,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.outstanding(),
             Proto::Boxed(b) => match b {
-                Boxed::H2(c) => c.outstanding(),
+                Boxed::H2(c) => c.conn.outstanding(),
                 Boxed::Ws(_) => 0,
             },
         }
@@ -232,7 +194,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.complete(id, resp, cx),
             Proto::Boxed(b) => match b {
-                Boxed::H2(c) => c.complete(id, resp, cx),
+                Boxed::H2(c) => c.conn.complete(id, resp, cx),
                 Boxed::Ws(_) => false,
             },
         }
@@ -243,7 +205,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.start_stream(id, head, cx),
             Proto::Boxed(b) => match b {
-                Boxed::H2(c) => c.start_stream(id, head, cx),
+                Boxed::H2(c) => c.conn.start_stream(id, head, cx),
                 Boxed::Ws(_) => false,
             },
         }
@@ -309,7 +271,7 @@ impl Proto {
             Proto::H1(c) => c.body_room(head, cx, svc),
             Proto::Boxed(b) => {
                 if let Boxed::H2(c) = b {
-                    c.body_room(id, cx);
+                    c.conn.body_room(id, cx);
                 }
             }
         }
@@ -350,7 +312,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.sent(n, cx),
             Proto::Boxed(b) => match b {
-                Boxed::H2(c) => c.sent(n, cx),
+                Boxed::H2(c) => c.conn.sent(n, cx),
                 Boxed::Ws(c) => Drive::sent(&mut **c, n, cx),
             },
         }
@@ -361,7 +323,7 @@ impl Proto {
             Proto::H1(c) => c.file_sent(n, cx),
             Proto::Boxed(b) => {
                 if let Boxed::H2(c) = b {
-                    c.file_sent(n, cx);
+                    c.conn.file_sent(n, cx);
                 }
             }
         }
@@ -371,7 +333,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.shut(cx),
             Proto::Boxed(b) => match b {
-                Boxed::H2(c) => c.shut(cx),
+                Boxed::H2(c) => c.conn.shut(cx),
                 Boxed::Ws(c) => Drive::shut(&mut **c, cx),
             },
         }

@@ -1,7 +1,8 @@
-//! WebSocket connections on the worker: the hand-over from HTTP/1.1 once a route accepted a
-//! handshake (the 101 placed by the HTTP/1.1 connection, then its output and held input
-//! moved to the WebSocket state machine, `crate::ws::Conn`), and the adapter between that
-//! state machine and the route's [`WsHandler`], whose panics fail the connection with 1011.
+//! WebSocket connections on the worker: the hand-over once a route accepted a handshake
+//! (over HTTP/1.1 the 101 placed by the HTTP/1.1 connection, then its output and held input
+//! moved to the WebSocket state machine, `crate::ws::Conn`; over HTTP/2 the 200 opening a
+//! stream's tunnel, `driver::tunnels`), and the adapter between that state machine and the
+//! route's [`WsHandler`], whose panics fail the connection with 1011.
 #![forbid(unsafe_code)]
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -10,13 +11,13 @@ use super::proto::{Boxed, Drive, Proto};
 use super::{Live, Parts};
 use crate::app::Pending;
 use crate::h1::{Cx, Service, StreamHead, Transmit};
-use crate::websocket::{SenderSlot, WsHandler, WsOut, close};
+use crate::websocket::{SenderSlot, Upgrade, WsHandler, WsOut, close};
 use crate::ws::{self, Message, Sending};
 use linerate_http1::RequestHead;
 
 /// A WebSocket connection: the state machine and its handler.
 pub(crate) struct WsLive {
-    conn: ws::Conn,
+    pub(super) conn: ws::Conn,
     handler: Caught,
     /// A shutdown (TLS's close_notify) is in flight.
     shutting: bool,
@@ -80,15 +81,29 @@ impl ws::Handler for Caught {
     }
 }
 
-/// Hands the connection at hand over to the WebSocket route that accepted its handshake in
-/// this call (`AppIo::upgrade`): the 101 is placed, and the HTTP/1.1 state machine gives
-/// way. `false`: the 101 could not be placed (the connection closes).
+/// Hands the connection at hand (HTTP/1.1), or the streams (HTTP/2), over to the WebSocket
+/// routes that accepted their handshakes in this call (`AppIo::upgrades`). `false`: an
+/// HTTP/1.1 connection's 101 could not be placed (the connection closes).
 #[cold]
 #[inline(never)]
 pub(super) fn hand_over<B: super::Backend>(live: &mut Live, p: &mut Parts<'_, B>) -> bool {
-    let Some(up) = p.svc.io.upgrade.take() else {
-        return true;
-    };
+    for up in std::mem::take(&mut p.svc.io.upgrades) {
+        let handed = match &mut live.conn {
+            Proto::Boxed(Boxed::H2(c)) => {
+                c.open_tunnel(up, p.token, &p.svc.io.inbox, p.cx);
+                true
+            }
+            _ => upgrade_h1(live, up, p),
+        };
+        if !handed {
+            return false;
+        }
+    }
+    true
+}
+
+/// The HTTP/1.1 connection's 101 is placed, and its state machine gives way to WebSocket's.
+fn upgrade_h1<B: super::Backend>(live: &mut Live, up: Upgrade, p: &mut Parts<'_, B>) -> bool {
     let Proto::H1(c) = &mut live.conn else {
         return false;
     };
@@ -106,26 +121,7 @@ pub(super) fn hand_over<B: super::Backend>(live: &mut Live, p: &mut Parts<'_, B>
         return false;
     };
     c.release(&mut p.cx.pool);
-    let conn = ws::Conn::new(p.cx.now, up.limits)
-        .with_deflate(up.deflate)
-        .with_output(out);
-    let mut ws = WsLive {
-        conn,
-        handler: Caught {
-            handler: up.handler,
-            panicked: false,
-            sender: SenderSlot {
-                sender: None,
-                inbox: p.svc.io.inbox.clone(),
-                token: p.token,
-                deflate: up.deflate.and_then(|a| a.compress_bits()),
-            },
-        },
-        shutting: false,
-    };
-    if let Some(out) = ws.conn.sending() {
-        ws.handler.open(out);
-    }
+    let mut ws = WsLive::opened(up, (p.token, 0), &p.svc.io.inbox, out, p.cx);
     if !input.is_empty() {
         ws.conn
             .recv(&input, p.cx.now, &mut p.cx.pool, &mut ws.handler);
@@ -137,6 +133,41 @@ pub(super) fn hand_over<B: super::Backend>(live: &mut Live, p: &mut Parts<'_, B>
 }
 
 impl WsLive {
+    /// The WebSocket side of an accepted handshake, `out` staged before it (the 101 and what
+    /// preceded it over HTTP/1.1; nothing over HTTP/2), its handler told it is open. Its
+    /// sender's frames reach it through `inbox` as request `id` of connection `token` (id 0
+    /// over HTTP/1.1, the stream over HTTP/2).
+    pub(super) fn opened(
+        up: Upgrade,
+        (token, id): (u64, u64),
+        inbox: &std::sync::Arc<crate::app::deferred::Inbox>,
+        out: Vec<u8>,
+        cx: &Cx,
+    ) -> WsLive {
+        let conn = ws::Conn::new(cx.now, up.limits)
+            .with_deflate(up.deflate)
+            .with_output(out);
+        let mut ws = WsLive {
+            conn,
+            handler: Caught {
+                handler: up.handler,
+                panicked: false,
+                sender: SenderSlot {
+                    sender: None,
+                    inbox: inbox.clone(),
+                    token,
+                    id,
+                    deflate: up.deflate.and_then(|a| a.compress_bits()),
+                },
+            },
+            shutting: false,
+        };
+        if let Some(out) = ws.conn.sending() {
+            ws.handler.open(out);
+        }
+        ws
+    }
+
     pub(crate) fn recv(&mut self, input: &[u8], cx: &mut Cx) {
         self.conn
             .recv(input, cx.now, &mut cx.pool, &mut self.handler);
@@ -177,7 +208,7 @@ impl WsLive {
     }
 
     /// Output went out: frames the sender wrote while there was no room are read now.
-    fn requeue(&self) {
+    pub(super) fn requeue(&self) {
         let slot = &self.handler.sender;
         if let Some(s) = &slot.sender
             && s.chan().pending()

@@ -29,6 +29,10 @@ pub(crate) struct ConnConfig {
     pub max_deferred: usize,
     /// `Server` value.
     pub server: Option<Vec<u8>>,
+    /// HTTP/2 connections announce SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 8441) and take
+    /// WebSocket over a stream: set only when the router has a WebSocket route, since
+    /// browsers take the setting as a promise.
+    pub extended_connect: bool,
 }
 
 /// The driver's side of every call: the time, the worker's buffers, the configuration. One
@@ -64,6 +68,9 @@ pub(crate) struct Exchange<'a> {
     /// The whole body when it arrived with the head (empty when there is none); `None` when
     /// it is still to be read.
     pub body: Option<&'a [u8]>,
+    /// An HTTP/2 extended CONNECT's `:protocol` (RFC 8441: `websocket`): the stream is to
+    /// become a tunnel for it. `None` for every other request.
+    pub protocol: Option<&'a [u8]>,
 }
 
 /// What the service does with a request.

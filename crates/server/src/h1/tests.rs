@@ -153,6 +153,7 @@ fn cfg() -> ConnConfig {
         max_requests: u64::MAX,
         max_deferred: 16,
         server: Some(b"t".to_vec()),
+        extended_connect: false,
     }
 }
 

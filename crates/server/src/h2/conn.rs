@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 mod streamed;
+mod tunnel;
 
 use std::collections::VecDeque;
 
@@ -24,7 +25,7 @@ use super::fields::{Malformed, RequestFields, Scratch, TrailerFields};
 use super::frame::{self, Code, Head, flag, kind, setting};
 use super::stream::{
     Answer, BodyIn, CONN_WINDOW, Calm, MAX_BODY_STREAMS, MAX_CONCURRENT_STREAMS, MAX_CONTINUATIONS,
-    MAX_HEADER_BLOCK, Ring, STREAM_WINDOW, Stream,
+    MAX_HEADER_BLOCK, MAX_TUNNEL_STREAMS, Ring, STREAM_WINDOW, Stream,
 };
 use crate::h1::{Cx, Decision, Exchange, SendPace, Service, Timer, Transmit, status_response};
 use crate::pool::Pool;
@@ -220,19 +221,20 @@ impl<P> Conn<P> {
         if !self.started {
             self.started = true;
             let list = cx.cfg.limits.max_head_bytes as u32;
+            let settings = [
+                (
+                    setting::MAX_CONCURRENT_STREAMS,
+                    MAX_CONCURRENT_STREAMS as u32,
+                ),
+                (setting::INITIAL_WINDOW_SIZE, STREAM_WINDOW as u32),
+                (setting::MAX_HEADER_LIST_SIZE, list),
+                (setting::ENABLE_PUSH, 0),
+                (setting::ENABLE_CONNECT_PROTOCOL, 1),
+            ];
+            // RFC 8441 §3: announced only where a WebSocket route can take the stream.
+            let n = if cx.cfg.extended_connect { 5 } else { 4 };
             let out = self.output(cx);
-            frame::settings(
-                out,
-                &[
-                    (
-                        setting::MAX_CONCURRENT_STREAMS,
-                        MAX_CONCURRENT_STREAMS as u32,
-                    ),
-                    (setting::INITIAL_WINDOW_SIZE, STREAM_WINDOW as u32),
-                    (setting::MAX_HEADER_LIST_SIZE, list),
-                    (setting::ENABLE_PUSH, 0),
-                ],
-            );
+            frame::settings(out, &settings[..n]);
             frame::window_update(out, 0, (CONN_WINDOW - frame::DEFAULT_WINDOW) as u32);
         }
         if self.inbuf.is_empty() {
@@ -427,6 +429,21 @@ impl<P> Conn<P> {
         if s.declared.is_some_and(|d| s.received > d) {
             return self.stream_error(h.stream, Code::Protocol, cx);
         }
+        if let Some(held) = s.tunnel.as_mut()
+            && s.body.is_none()
+        {
+            // The tunnel's bytes are owed back only as its reader takes them
+            // (`tunnel_used`): a reader that stops holds the client to one window.
+            s.recv_owed -= data.len() as i64;
+            if held.capacity() == 0 {
+                *held = cx.pool.get();
+            }
+            held.extend_from_slice(data);
+            if end {
+                self.end_stream(idx, cx, svc);
+            }
+            return;
+        }
         s.body_deadline = cx.now + cx.cfg.body_timeout;
         if let Some(b) = s.body.as_mut() {
             let over = s.received > b.limit;
@@ -601,7 +618,7 @@ impl<P> Conn<P> {
             return self.conn_error(code, cx);
         }
         self.last_stream = id;
-        let mut fields = RequestFields::new(&mut self.scratch);
+        let mut fields = RequestFields::new(&mut self.scratch, cx.cfg.extended_connect);
         if self
             .decoder
             .decode(&self.block, |n, v| fields.field(n, v))
@@ -617,10 +634,19 @@ impl<P> Conn<P> {
         if c.self_dependent {
             return self.stream_error(id, Code::Protocol, cx);
         }
-        if self.streams.len() >= MAX_CONCURRENT_STREAMS
-            || (!c.end_stream
-                && self.streams.iter().filter(|s| !s.remote_closed).count() >= MAX_BODY_STREAMS)
-        {
+        let tunnel = checked.is_ok() && !self.scratch.protocol.is_empty();
+        let refused = if tunnel {
+            self.streams.iter().filter(|s| s.tunnel.is_some()).count() >= MAX_TUNNEL_STREAMS
+        } else {
+            !c.end_stream
+                && self
+                    .streams
+                    .iter()
+                    .filter(|s| !s.remote_closed && s.tunnel.is_none())
+                    .count()
+                    >= MAX_BODY_STREAMS
+        };
+        if self.streams.len() >= MAX_CONCURRENT_STREAMS || refused {
             return self.stream_error(id, Code::RefusedStream, cx);
         }
         let declared = match checked {
@@ -632,11 +658,14 @@ impl<P> Conn<P> {
         let mut s = Stream::new(id, self.initial_window);
         s.remote_closed = c.end_stream;
         s.declared = declared;
-        s.body_deadline = if c.end_stream {
+        s.body_deadline = if c.end_stream || tunnel {
             u64::MAX
         } else {
             cx.now + cx.cfg.body_timeout
         };
+        if tunnel {
+            s.tunnel = Some(Vec::new());
+        }
         if c.end_stream && declared.is_some_and(|d| d != 0) {
             return self.stream_error(id, Code::Protocol, cx);
         }
@@ -659,6 +688,7 @@ impl<P> Conn<P> {
             head,
             buf: &self.scratch.head,
             body: c.end_stream.then_some(&[][..]),
+            protocol: tunnel.then_some(&self.scratch.protocol[..]),
         });
         self.decide(idx, decision, cx, svc);
     }

@@ -31,6 +31,7 @@ const METHOD: u8 = 1;
 const SCHEME: u8 = 2;
 const AUTHORITY: u8 = 4;
 const PATH: u8 = 8;
+const PROTOCOL: u8 = 16;
 
 /// The connection's buffers for [`RequestFields`], reused from request to request.
 #[derive(Default)]
@@ -42,6 +43,8 @@ pub(crate) struct Scratch {
     path: Vec<u8>,
     authority: Vec<u8>,
     cookie: Vec<u8>,
+    /// `:protocol` (RFC 8441 §4): empty unless the request is an extended CONNECT.
+    pub protocol: Vec<u8>,
 }
 
 /// Collects one request's fields into the head in [`Scratch::head`].
@@ -54,15 +57,20 @@ pub(crate) struct RequestFields<'a> {
     pub size: usize,
     pub content_length: Option<u64>,
     pub error: Option<Malformed>,
+    /// The connection announced SETTINGS_ENABLE_CONNECT_PROTOCOL: `:protocol` is known.
+    extended_connect: bool,
 }
 
 impl<'a> RequestFields<'a> {
-    pub(crate) fn new(s: &'a mut Scratch) -> RequestFields<'a> {
+    /// `extended_connect`: the server sent SETTINGS_ENABLE_CONNECT_PROTOCOL = 1 (RFC 8441
+    /// §3); otherwise `:protocol` is an unknown pseudo-header, and malformed.
+    pub(crate) fn new(s: &'a mut Scratch, extended_connect: bool) -> RequestFields<'a> {
         s.head.clear();
         s.method.clear();
         s.path.clear();
         s.authority.clear();
         s.cookie.clear();
+        s.protocol.clear();
         RequestFields {
             s,
             pseudo: 0,
@@ -70,6 +78,7 @@ impl<'a> RequestFields<'a> {
             size: 0,
             content_length: None,
             error: None,
+            extended_connect,
         }
     }
 
@@ -135,6 +144,7 @@ impl<'a> RequestFields<'a> {
             b"scheme" => SCHEME,
             b"authority" => AUTHORITY,
             b"path" => PATH,
+            b"protocol" if self.extended_connect && !value.is_empty() => PROTOCOL,
             _ => return self.fail(Malformed::PseudoHeader),
         };
         if self.pseudo & bit != 0 {
@@ -144,6 +154,7 @@ impl<'a> RequestFields<'a> {
             METHOD => self.s.method.extend_from_slice(value),
             AUTHORITY => self.s.authority.extend_from_slice(value),
             PATH => self.s.path.extend_from_slice(value),
+            PROTOCOL => self.s.protocol.extend_from_slice(value),
             _ => {}
         }
         self.pseudo |= bit;
@@ -159,7 +170,14 @@ impl<'a> RequestFields<'a> {
         self.regular = true;
         let s = &mut *self.s;
         let connect = s.method == b"CONNECT";
-        let needed = if connect {
+        let extended = self.pseudo & PROTOCOL != 0;
+        let needed = if extended {
+            // RFC 8441 §4: `:protocol` only with CONNECT, which then names its target with
+            // :scheme, :path and :authority, all present.
+            connect
+                && self.pseudo == METHOD | SCHEME | AUTHORITY | PATH | PROTOCOL
+                && !s.path.is_empty()
+        } else if connect {
             // §8.5: CONNECT has :authority and neither :scheme nor :path.
             self.pseudo == METHOD | AUTHORITY
         } else {
@@ -172,7 +190,13 @@ impl<'a> RequestFields<'a> {
         let h = &mut s.head;
         h.extend_from_slice(&s.method);
         h.push(b' ');
-        h.extend_from_slice(if connect { &s.authority } else { &s.path });
+        // An extended CONNECT's target is its path (origin-form): the routes see it as any
+        // request's.
+        h.extend_from_slice(if connect && !extended {
+            &s.authority
+        } else {
+            &s.path
+        });
         h.extend_from_slice(b" HTTP/1.1\r\n");
         if self.pseudo & AUTHORITY != 0 {
             write_field(h, b"host", &s.authority);
@@ -299,7 +323,7 @@ mod tests {
 
     fn head(fields: &[(&str, &str)]) -> Result<String, Malformed> {
         let mut s = Scratch::default();
-        let mut f = RequestFields::new(&mut s);
+        let mut f = RequestFields::new(&mut s, false);
         for (n, v) in fields {
             f.field(n.as_bytes(), v.as_bytes());
         }
@@ -386,6 +410,89 @@ mod tests {
             assert_eq!(head(&fields), Err(want), "{fields:?}");
         }
         assert!(head(&with(&[("te", "trailers"), ("host", "EXAMPLE.com")])).is_ok());
+    }
+
+    fn extended(fields: &[(&str, &str)], enabled: bool) -> Result<(String, String), Malformed> {
+        let mut s = Scratch::default();
+        let mut f = RequestFields::new(&mut s, enabled);
+        for (n, v) in fields {
+            f.field(n.as_bytes(), v.as_bytes());
+        }
+        f.finish()?;
+        Ok((
+            String::from_utf8(s.head).unwrap(),
+            String::from_utf8(s.protocol).unwrap(),
+        ))
+    }
+
+    const WS: [(&str, &str); 5] = [
+        (":method", "CONNECT"),
+        (":protocol", "websocket"),
+        (":scheme", "https"),
+        (":path", "/chat?room=1"),
+        (":authority", "example.com"),
+    ];
+
+    /// RFC 8441 §4: an extended CONNECT names its target like a GET, and its `:protocol`
+    /// is kept beside the head.
+    #[test]
+    fn an_extended_connect_becomes_a_connect_to_its_path() {
+        let mut fields = WS.to_vec();
+        fields.push(("sec-websocket-version", "13"));
+        assert_eq!(
+            extended(&fields, true),
+            Ok((
+                "CONNECT /chat?room=1 HTTP/1.1\r\nhost: example.com\r\nsec-websocket-version: 13\r\n\r\n"
+                    .into(),
+                "websocket".into()
+            ))
+        );
+        // A plain CONNECT stays in authority-form, with no protocol.
+        let plain = [(":method", "CONNECT"), (":authority", "example.com:443")];
+        assert_eq!(
+            extended(&plain, true),
+            Ok((
+                "CONNECT example.com:443 HTTP/1.1\r\nhost: example.com:443\r\n\r\n".into(),
+                String::new()
+            ))
+        );
+    }
+
+    /// One row per rule of RFC 8441 §3–4.
+    #[test]
+    fn malformed_extended_connects() {
+        use Malformed::*;
+        let without = |name: &str| -> Vec<(&str, &str)> {
+            WS.iter().copied().filter(|(n, _)| *n != name).collect()
+        };
+        let replaced = |name: &str, value: &'static str| -> Vec<(&str, &str)> {
+            WS.iter()
+                .map(|&(n, v)| if n == name { (n, value) } else { (n, v) })
+                .collect()
+        };
+        // The fields, whether the setting was sent, and the error.
+        type Row<'a> = (Vec<(&'a str, &'a str)>, bool, Malformed);
+        let rows: Vec<Row> = vec![
+            // §3: `:protocol` is unknown where the setting was not sent.
+            (WS.to_vec(), false, PseudoHeader),
+            // §4: only with CONNECT.
+            (replaced(":method", "GET"), true, MissingPseudo),
+            // §4: :scheme, :path and :authority are all needed.
+            (without(":scheme"), true, MissingPseudo),
+            (without(":path"), true, MissingPseudo),
+            (without(":authority"), true, MissingPseudo),
+            (replaced(":path", ""), true, MissingPseudo),
+            (replaced(":protocol", ""), true, PseudoHeader),
+            // RFC 9113 §8.3: once, like every pseudo-header.
+            (
+                [WS.as_slice(), &[(":protocol", "websocket")]].concat(),
+                true,
+                PseudoHeader,
+            ),
+        ];
+        for (fields, enabled, want) in rows {
+            assert_eq!(extended(&fields, enabled), Err(want), "{fields:?}");
+        }
     }
 
     #[test]

@@ -49,6 +49,8 @@ pub(crate) mod setting {
     pub const INITIAL_WINDOW_SIZE: u16 = 4;
     pub const MAX_FRAME_SIZE: u16 = 5;
     pub const MAX_HEADER_LIST_SIZE: u16 = 6;
+    /// RFC 8441 §3: the server takes extended CONNECT (`:protocol`), WebSocket over a stream.
+    pub const ENABLE_CONNECT_PROTOCOL: u16 = 8;
 }
 
 /// Error codes (RFC 9113 §7): what a GOAWAY or RST_STREAM says.
@@ -61,6 +63,7 @@ pub(crate) enum Code {
     StreamClosed = 0x5,
     FrameSize = 0x6,
     RefusedStream = 0x7,
+    Cancel = 0x8,
     Compression = 0x9,
     EnhanceYourCalm = 0xb,
 }

@@ -34,6 +34,11 @@ pub const MAX_RESETS_PER_SEC: u32 = 200;
 /// second (each makes the server work or answer and moves no request forward): more ends the
 /// connection with ENHANCE_YOUR_CALM.
 pub const MAX_CONTROL_PER_SEC: u32 = 1000;
+/// Extended CONNECT streams (RFC 8441: WebSocket) one connection may hold open at once; one
+/// more is refused with RST_STREAM(REFUSED_STREAM). Each holds at most [`STREAM_WINDOW`] of
+/// the client's bytes its reader has not taken (the window is given back only as it takes
+/// them), so this bounds what a connection whose handlers all paused can make the server hold.
+pub const MAX_TUNNEL_STREAMS: usize = 32;
 /// Stream ids remembered after they close, to tell a late frame from a bad one.
 pub(crate) const REMEMBERED: usize = 32;
 
@@ -85,6 +90,9 @@ pub(crate) struct Stream<P> {
     pub answer: Answer,
     /// When the body must have moved again (ms; 408 after), while it is being read.
     pub body_deadline: u64,
+    /// An extended CONNECT (RFC 8441): its DATA are a byte stream for the protocol it names,
+    /// held here until the protocol's reader takes them (`Conn::tunnel_input`).
+    pub tunnel: Option<Vec<u8>>,
 }
 
 impl<P> Stream<P> {
@@ -102,6 +110,7 @@ impl<P> Stream<P> {
             body: None,
             answer: Answer::Waiting,
             body_deadline: u64::MAX,
+            tunnel: None,
         }
     }
 

@@ -28,6 +28,8 @@ struct App {
     own: Vec<u16>,
     paths: Vec<String>,
     versions: Vec<Version>,
+    /// The `:protocol` of each extended CONNECT.
+    protocols: Vec<String>,
 }
 
 struct Pending {
@@ -75,6 +77,10 @@ impl Service for App {
         let path = req.head.path(req.buf).to_string();
         self.paths.push(req.head.target(req.buf).to_string());
         self.versions.push(req.head.version());
+        if let Some(p) = req.protocol {
+            self.protocols.push(String::from_utf8_lossy(p).into_owned());
+            return Decision::Relay { upgrade: true };
+        }
         let send = Decision::Respond;
         match (path.as_str(), req.body) {
             ("/x", _) => send(Response::text("x")),
@@ -151,6 +157,7 @@ fn cfg() -> ConnConfig {
         max_requests: u64::MAX,
         max_deferred: 16,
         server: Some(b"t".to_vec()),
+        extended_connect: false,
     }
 }
 
@@ -1386,4 +1393,140 @@ fn a_streamed_answer_to_head_ends_with_its_headers() {
     };
     assert!(fields.contains(&("content-length".into(), "5".into())));
     assert!(!h.piece(1, b"hello"), "no DATA for HEAD: the source stops");
+}
+
+fn connect_block(path: &str) -> Vec<u8> {
+    let mut b = Vec::new();
+    lit(&mut b, ":method", "CONNECT");
+    lit(&mut b, ":protocol", "websocket");
+    lit(&mut b, ":scheme", "https");
+    lit(&mut b, ":authority", "example.com");
+    lit(&mut b, ":path", path);
+    b
+}
+
+/// A connection whose server takes extended CONNECT (RFC 8441 §3): its SETTINGS say so.
+fn extended() -> H {
+    let mut h = H::fresh();
+    h.cx.cfg.extended_connect = true;
+    h.preface(&[]);
+    let got = h.frames();
+    assert!(
+        matches!(&got[0], F::Settings(s) if s.contains(&(setting::ENABLE_CONNECT_PROTOCOL, 1))),
+        "{got:?}"
+    );
+    h
+}
+
+#[test]
+fn extended_connect_is_announced_only_where_it_is_taken() {
+    let mut h = H::fresh();
+    h.preface(&[]);
+    let got = h.frames();
+    assert!(
+        matches!(&got[0], F::Settings(s) if !s.iter().any(|(id, _)| *id == setting::ENABLE_CONNECT_PROTOCOL)),
+        "{got:?}"
+    );
+    // Unannounced, `:protocol` is an unknown pseudo-header: malformed (RFC 9113 §8.3).
+    h.recv(&headers(1, &connect_block("/t"), false));
+    assert_eq!(h.frames(), [F::Rst(1, Code::Protocol as u32)]);
+    assert!(h.app.protocols.is_empty());
+}
+
+/// RFC 8441 §5: a tunnel's DATA are held for its reader, and the stream's window is given
+/// back only as the reader takes them; its answer streams; the client's END_STREAM is seen
+/// once all was taken, and the stream closes once both sides ended.
+#[test]
+fn a_tunnel_holds_the_clients_bytes_until_they_are_taken() {
+    let mut h = extended();
+    h.recv(&headers(1, &connect_block("/chat?x"), false));
+    assert_eq!(h.app.protocols, ["websocket"]);
+    assert_eq!(h.app.paths, ["/chat?x"]);
+    let head = crate::h1::StreamHead {
+        status: 200,
+        fields: &[],
+        length: None,
+    };
+    assert!(h.conn.start_stream(1, &head, &mut h.cx));
+    h.flush();
+    let got = h.frames();
+    assert!(
+        matches!(
+            &got[..],
+            [F::Headers {
+                stream: 1,
+                end: false,
+                ..
+            }]
+        ),
+        "{got:?}"
+    );
+    // 600,000 bytes (more than half the stream's window): none of the window comes back
+    // while the reader has taken nothing.
+    for piece in vec![7u8; 600_000].chunks(16_384) {
+        h.recv(&data(1, piece, false));
+    }
+    assert_eq!(h.frames(), []);
+    assert_eq!(h.conn.tunnel_input(1).map(<[u8]>::len), Some(600_000));
+    assert!(!h.conn.tunnel_ended(1));
+    h.conn.tunnel_used(1, 600_000, &mut h.cx);
+    h.flush();
+    assert_eq!(h.frames(), [F::Window(1, 600_000)]);
+    // The client ends its side: seen once its bytes are taken.
+    h.recv(&data(1, b"bye", true));
+    assert!(!h.conn.tunnel_ended(1));
+    h.conn.tunnel_used(1, 3, &mut h.cx);
+    assert!(h.conn.tunnel_ended(1));
+    // The server's side: DATA, then END_STREAM; the stream is then closed.
+    assert!(h.conn.stream_data(1, b"out", &mut h.cx));
+    assert!(h.conn.stream_end(1, &mut h.cx));
+    h.flush();
+    assert_eq!(
+        h.frames(),
+        [
+            F::Data {
+                stream: 1,
+                end: false,
+                data: b"out".to_vec()
+            },
+            F::Data {
+                stream: 1,
+                end: true,
+                data: Vec::new()
+            }
+        ]
+    );
+    assert_eq!(h.conn.tunnel_input(1), None);
+}
+
+/// A tunnel the client resets, or one its reader gives up on (RST_STREAM(CANCEL)), is gone.
+#[test]
+fn a_tunnel_ends_with_either_sides_reset() {
+    let mut h = extended();
+    h.recv(&headers(1, &connect_block("/a"), false));
+    h.recv(&headers(3, &connect_block("/b"), false));
+    let head = crate::h1::StreamHead {
+        status: 200,
+        fields: &[],
+        length: None,
+    };
+    assert!(h.conn.start_stream(1, &head, &mut h.cx));
+    assert!(h.conn.start_stream(3, &head, &mut h.cx));
+    h.flush();
+    h.frames();
+    h.recv(&raw(
+        kind::RST_STREAM,
+        0,
+        1,
+        &(Code::Cancel as u32).to_be_bytes(),
+    ));
+    assert_eq!(h.conn.tunnel_input(1), None);
+    assert!(h.conn.tunnel_ended(1));
+    h.conn.tunnel_reset(3, &mut h.cx);
+    h.flush();
+    assert_eq!(h.frames(), [F::Rst(3, Code::Cancel as u32)]);
+    assert_eq!(h.conn.tunnel_input(3), None);
+    // A plain request still goes.
+    h.recv(&get(5, "/x"));
+    assert_eq!(status(&h.frames()[0]), Some((5, "200".into())));
 }

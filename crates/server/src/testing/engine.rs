@@ -109,6 +109,7 @@ impl Engine {
         sites.check_roots()?;
         let bell = Arc::new(Bell::default());
         let ring = bell.clone();
+        let extended_connect = router.has_websocket();
         let app = App::new(router, config, None);
         let io = AppIo {
             files: sites.for_worker(),
@@ -123,12 +124,15 @@ impl Engine {
             client_cert: None,
             site_counters: Arc::new([]),
             layered: Default::default(),
-            upgrade: None,
+            upgrades: Vec::new(),
             extras: false,
         };
         let cx = Cx {
             now: 0,
-            cfg: config.conn(),
+            cfg: crate::h1::ConnConfig {
+                extended_connect,
+                ..config.conn()
+            },
             out: Vec::new(),
             room: HeadRoom::default(),
             pool: Pool::default(),
@@ -288,7 +292,7 @@ impl Engine {
 
     /// Transmits what the connection has to send, as `Parts::pump` does.
     fn pump(&mut self, conn: &mut Proto, wire: &mut dyn Wire) -> Result<Link, TestError> {
-        if let Some(up) = self.io.upgrade.take() {
+        for up in std::mem::take(&mut self.io.upgrades) {
             // The test client speaks no WebSocket: an accepted handshake is answered 501
             // (`TestServer` and a WebSocket client test the route).
             let why = "the test client does not speak WebSocket; use TestServer\n";

@@ -39,6 +39,7 @@ pub const TEST_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct TestServer {
     addr: SocketAddr,
     h2c: Option<SocketAddr>,
+    tls: Option<SocketAddr>,
     handle: ShutdownHandle,
     stats: StatsHandle,
     thread: Option<JoinHandle<io::Result<()>>>,
@@ -79,7 +80,7 @@ impl TestServer {
     /// Binds `config`'s listeners (give it port 0) and runs the server on a background thread.
     pub fn start_with(config: Config, router: Router) -> Result<TestServer, StartError> {
         let server = Server::bind(config, router)?;
-        let (addr, h2c) = (server.local_addr(), server.h2c_addr());
+        let (addr, h2c, tls) = (server.local_addr(), server.h2c_addr(), server.tls_addr());
         let (handle, stats) = (server.handle(), server.stats());
         let thread = std::thread::Builder::new()
             .name("linerate-test-server".into())
@@ -88,6 +89,7 @@ impl TestServer {
         Ok(TestServer {
             addr,
             h2c,
+            tls,
             handle,
             stats,
             thread: Some(thread),
@@ -102,6 +104,11 @@ impl TestServer {
     /// The h2c (HTTP/2 with prior knowledge) listener's address, when the configuration has one.
     pub fn h2c_addr(&self) -> Option<SocketAddr> {
         self.h2c
+    }
+
+    /// The HTTPS listener's address, when the configuration has one.
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls
     }
 
     /// `http://ADDR` followed by `path`.

@@ -1,5 +1,6 @@
-//! The opening handshake's server side (RFC 6455 §4.2): whether an HTTP/1.1 request is a
-//! WebSocket upgrade a server can accept, what it offers (subprotocols, extensions, the
+//! The opening handshake's server side (RFC 6455 §4.2, and RFC 8441 §5 over HTTP/2):
+//! whether a request is a WebSocket opening a server can accept (an HTTP/1.1 upgrade, or an
+//! HTTP/2 extended CONNECT), what it offers (subprotocols, extensions, the
 //! permessage-deflate parameters a server would agree to), and the `Sec-WebSocket-Accept`
 //! value. Pure: the caller renders the answer (101, or the refusal's
 //! status with its fields).
@@ -44,7 +45,9 @@ impl Refusal {
     pub fn reason(self) -> &'static str {
         match self {
             Refusal::NotUpgrade => "this resource speaks WebSocket only (Upgrade: websocket)",
-            Refusal::Method => "a WebSocket handshake is a GET over HTTP/1.1",
+            Refusal::Method => {
+                "a WebSocket handshake is a GET over HTTP/1.1 or an extended CONNECT over HTTP/2"
+            }
             Refusal::Connection => "a WebSocket handshake needs Connection: upgrade",
             Refusal::Version => "WebSocket version 13 only (Sec-WebSocket-Version: 13)",
             Refusal::Key => "Sec-WebSocket-Key must be 16 bytes in base64",
@@ -56,8 +59,11 @@ impl Refusal {
 /// A valid handshake request's offer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Offer<'a> {
-    /// `Sec-WebSocket-Key`, as sent.
+    /// `Sec-WebSocket-Key`, as sent (empty over HTTP/2, which has none: RFC 8441 §5).
     pub key: &'a [u8],
+    /// The opening is an HTTP/2 extended CONNECT (RFC 8441): it is answered with a 200 and
+    /// no `Sec-WebSocket-Accept`.
+    pub http2: bool,
     /// The subprotocols the client offers, in its order of preference.
     pub protocols: Vec<&'a str>,
     /// The `Sec-WebSocket-Extensions` values, as sent.
@@ -70,7 +76,9 @@ pub struct Offer<'a> {
     pub origin: Option<&'a [u8]>,
 }
 
-/// Checks a request against RFC 6455 §4.2.1.
+/// Checks a request against RFC 6455 §4.2.1, or, for an HTTP/2 CONNECT (whose `:protocol`
+/// the caller found to be `websocket`), against RFC 8441 §5: the version, subprotocols and
+/// extensions as over HTTP/1.1, and no key.
 pub fn check<'a>(head: &RequestHead, buf: &'a [u8]) -> Result<Offer<'a>, Refusal> {
     let mut upgrade = false;
     let mut connection = false;
@@ -100,28 +108,42 @@ pub fn check<'a>(head: &RequestHead, buf: &'a [u8]) -> Result<Offer<'a>, Refusal
             origin = Some(value);
         }
     }
-    if !upgrade {
-        return Err(Refusal::NotUpgrade);
+    let http2 = head.version() == Version::Http2 && head.method() == Method::Connect;
+    if http2 {
+        // RFC 8441 §5: no Upgrade, Connection or key; the version is still 13.
+        if version != Some(VERSION.as_bytes()) {
+            return Err(Refusal::Version);
+        }
+    } else {
+        if !upgrade {
+            return Err(Refusal::NotUpgrade);
+        }
+        if head.method() != Method::Get || head.version() != Version::Http11 {
+            return Err(Refusal::Method);
+        }
+        if !connection {
+            return Err(Refusal::Connection);
+        }
+        if version != Some(VERSION.as_bytes()) {
+            return Err(Refusal::Version);
+        }
     }
-    if head.method() != Method::Get || head.version() != Version::Http11 {
-        return Err(Refusal::Method);
-    }
-    if !connection {
-        return Err(Refusal::Connection);
-    }
-    if version != Some(VERSION.as_bytes()) {
-        return Err(Refusal::Version);
-    }
-    let key = key.filter(|_| keys == 1).ok_or(Refusal::Key)?;
-    // RFC 6455 §4.2.1 item 5: base64 of a 16-byte nonce (24 characters, "==" at the end).
-    let decoded = base64::engine::general_purpose::STANDARD.decode(key);
-    if !matches!(decoded, Ok(ref nonce) if nonce.len() == 16) {
-        return Err(Refusal::Key);
-    }
+    let key = if http2 {
+        &b""[..]
+    } else {
+        let key = key.filter(|_| keys == 1).ok_or(Refusal::Key)?;
+        // RFC 6455 §4.2.1 item 5: base64 of a 16-byte nonce (24 characters, "==" at the end).
+        let decoded = base64::engine::general_purpose::STANDARD.decode(key);
+        if !matches!(decoded, Ok(ref nonce) if nonce.len() == 16) {
+            return Err(Refusal::Key);
+        }
+        key
+    };
     let deflate =
         deflate::negotiate(extensions.iter().copied()).map_err(|_| Refusal::Extensions)?;
     Ok(Offer {
         key,
+        http2,
         protocols,
         extensions,
         deflate,

@@ -16,6 +16,12 @@ impl Drop for Kill {
 
 /// Headless Chromium with a fresh profile, loading `url`.
 pub fn chromium(url: &str, profile: &std::path::Path) -> Option<Kill> {
+    chromium_with(url, profile, &[])
+}
+
+/// [`chromium`] with `extra` flags (`--ignore-certificate-errors` for a throwaway
+/// certificate).
+pub fn chromium_with(url: &str, profile: &std::path::Path, extra: &[&str]) -> Option<Kill> {
     let bin = ["chromium", "chromium-browser"].into_iter().find(|b| {
         Command::new(b)
             .arg("--version")
@@ -36,6 +42,7 @@ pub fn chromium(url: &str, profile: &std::path::Path) -> Option<Kill> {
             "--no-first-run",
             "--remote-debugging-port=0",
         ])
+        .args(extra)
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg(url)
         .stdout(Stdio::null())

@@ -57,7 +57,14 @@
 //! sends with [`WsStream::send`]. Its queue is bounded: while 64 KiB of messages wait for the
 //! task, the server stops reading from the client.
 //!
-//! Not supported yet: WebSocket over HTTP/2 (RFC 8441).
+//! Over HTTP/2 (RFC 8441), the same routes and handlers serve WebSocket on a stream: where
+//! the router has a WebSocket route, HTTP/2 connections announce
+//! `SETTINGS_ENABLE_CONNECT_PROTOCOL`, and an extended CONNECT (`:protocol websocket`) to the
+//! route's path is checked like a handshake (version 13, subprotocols, extensions, no key)
+//! and answered with a 200; the messages then travel in the stream's DATA, under its flow
+//! control, beside the connection's other streams. An extended CONNECT to a path with no
+//! WebSocket route gets 404 or 405, one naming another protocol 501. A connection holds at
+//! most [`MAX_TUNNEL_STREAMS`](crate::http2::MAX_TUNNEL_STREAMS) of them at once.
 #![forbid(unsafe_code)]
 
 use linerate_http1::RequestHead;
@@ -149,6 +156,9 @@ pub(crate) struct SenderSlot {
     pub sender: Option<WsSender>,
     pub inbox: Arc<Inbox>,
     pub token: u64,
+    /// Which of the connection's exchanges it is: 0 over HTTP/1.1 (the connection has one),
+    /// the stream over HTTP/2.
+    pub id: u64,
     /// The connection's compressor window, where compression was agreed.
     pub deflate: Option<u8>,
 }
@@ -194,8 +204,7 @@ impl WsOut<'_> {
         }
         let (body, writer) = streaming::channel();
         let chan = body.adopt().expect("a new channel is not taken");
-        // Request id 0: a WebSocket connection has one sender channel.
-        chan.attach(slot.inbox.clone(), slot.token, 0);
+        chan.attach(slot.inbox.clone(), slot.token, slot.id);
         let sender = WsSender {
             writer: Arc::new(writer),
             deflate: slot.deflate,
@@ -458,7 +467,7 @@ pub(crate) struct WsRoute {
 /// A handshake accepted in this call: the worker places the 101 and hands the connection
 /// over before it goes on (see `driver::ws`).
 pub(crate) struct Upgrade {
-    /// The request's number on its connection (the 101 answers it).
+    /// The request's number on its connection (the 101 answers it), or its HTTP/2 stream.
     pub id: u64,
     pub handler: Box<dyn WsHandler>,
     /// The 101's fields beyond `Upgrade` and `Connection`: `Sec-WebSocket-Accept`, the
@@ -487,13 +496,17 @@ pub(crate) fn check<'b>(
     }
 }
 
-/// The 101's fields for an accepted handshake (RFC 6455 §4.2.2 item 5), and the
-/// permessage-deflate parameters agreed, if any.
+/// The 101's fields for an accepted handshake (RFC 6455 §4.2.2 item 5; over HTTP/2 the
+/// 200's, with no `Sec-WebSocket-Accept`, RFC 8441 §5), and the permessage-deflate
+/// parameters agreed, if any.
 pub(crate) fn accepted_fields(hs: Handshake<'_>) -> (Vec<(String, String)>, Option<Agreed>) {
-    let mut fields = vec![(
-        "Sec-WebSocket-Accept".to_owned(),
-        handshake::accept(hs.offer.key),
-    )];
+    let mut fields = Vec::with_capacity(3);
+    if !hs.offer.http2 {
+        fields.push((
+            "Sec-WebSocket-Accept".to_owned(),
+            handshake::accept(hs.offer.key),
+        ));
+    }
     if let Some(p) = hs.protocol {
         fields.push(("Sec-WebSocket-Protocol".to_owned(), p));
     }

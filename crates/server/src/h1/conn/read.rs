@@ -150,6 +150,7 @@ impl<P> Conn<P> {
             head,
             buf: &buf[..n],
             body,
+            protocol: None,
         });
         let used = n + body.map_or(0, <[u8]>::len);
         match decision {

@@ -1,0 +1,73 @@
+//! Extended CONNECT streams (RFC 8441): a stream whose DATA carry another protocol's bytes
+//! both ways (WebSocket). The answer's head and the server's bytes take the streamed answer's
+//! path (`start_stream`, `stream_data`, `stream_end`); this file owns the client's side: its
+//! bytes held for the protocol's reader, the window given back as the reader takes them, the
+//! client's END_STREAM seen once they are all taken, and the reset that cuts a tunnel short.
+//!
+//! The protocol's own state machine lives with its driver (`driver::tunnels`); nothing here
+//! reads the bytes.
+#![forbid(unsafe_code)]
+
+use super::Conn;
+use crate::h1::Cx;
+use crate::h2::frame::Code;
+
+impl<P> Conn<P> {
+    /// The open tunnel stream `id`'s index.
+    fn tunnel(&self, id: u64) -> Option<usize> {
+        let id = u32::try_from(id).ok()?;
+        self.streams
+            .iter()
+            .position(|s| s.id == id && s.tunnel.is_some())
+    }
+
+    /// What the client sent on tunnel `id` that its reader has not taken; `None` once the
+    /// stream is gone (reset by either side, closed, or the connection ended).
+    pub(crate) fn tunnel_input(&self, id: u64) -> Option<&[u8]> {
+        let idx = self.tunnel(id)?;
+        self.streams[idx].tunnel.as_deref()
+    }
+
+    /// The reader took the first `n` bytes of [`Conn::tunnel_input`]: they leave the stream's
+    /// buffer, and its window is given back as it is owed.
+    pub(crate) fn tunnel_used(&mut self, id: u64, n: usize, cx: &mut Cx) {
+        let Some(idx) = self.tunnel(id) else {
+            return;
+        };
+        let s = &mut self.streams[idx];
+        if let Some(held) = s.tunnel.as_mut() {
+            let n = n.min(held.len());
+            held.drain(..n);
+            if held.is_empty() {
+                cx.pool.put(held);
+            }
+            s.recv_owed += n as i64;
+        }
+        self.window_updates(cx);
+        self.set_timer(cx);
+    }
+
+    /// The client ended its side of tunnel `id` (END_STREAM) and every byte before it was
+    /// taken. A stream that is gone has ended too.
+    pub(crate) fn tunnel_ended(&self, id: u64) -> bool {
+        self.tunnel(id).is_none_or(|idx| {
+            let s = &self.streams[idx];
+            s.remote_closed && s.tunnel.as_ref().is_none_or(Vec::is_empty)
+        })
+    }
+
+    /// Tunnel `id` ends without a clean close (its protocol gave up on the client):
+    /// RST_STREAM(CANCEL), whatever its answer's state.
+    pub(crate) fn tunnel_reset(&mut self, id: u64, cx: &mut Cx) {
+        let Some(idx) = self.tunnel(id) else {
+            return;
+        };
+        if !matches!(self.writing, super::Writing::Open | super::Writing::Last) || self.errored() {
+            return;
+        }
+        let sid = self.streams[idx].id;
+        self.stream_error(sid, Code::Cancel, cx);
+        self.end_if_done();
+        self.set_timer(cx);
+    }
+}

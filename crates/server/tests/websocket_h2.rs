@@ -1,0 +1,666 @@
+//! WebSocket over HTTP/2 (RFC 8441) on a real server, from a raw h2c client: the setting
+//! announced only where a WebSocket route exists; extended CONNECT opened (200, the chosen
+//! subprotocol, no accept value) and refused (404, 405, 501, 426, and a stream error where
+//! `:protocol` was never announced); echoes on two WebSocket streams and a plain request on
+//! one connection; a large message through both sides' flow control; the close handshake
+//! ending the stream both ways; a client reset told to the handler; a sender on another
+//! thread; and a handler that stops reading holding the client to one stream window.
+//! Chromium (headless) opens `wss://` over the HTTP/2 connection that loaded its page.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+mod common;
+
+use linerate_hpack as hpack;
+use linerate_server::testing::TestServer;
+use linerate_server::websocket::{Message, WsHandler, WsOut};
+use linerate_server::{Response, Router};
+
+const MASK: [u8; 4] = [0x37, 0xfa, 0x21, 0x3d];
+
+const DATA: u8 = 0;
+const HEADERS: u8 = 1;
+const RST_STREAM: u8 = 3;
+const SETTINGS: u8 = 4;
+const GOAWAY: u8 = 7;
+const WINDOW_UPDATE: u8 = 8;
+const END_STREAM: u8 = 1;
+const END_HEADERS: u8 = 4;
+
+type Closed = Arc<Mutex<Vec<Option<u16>>>>;
+
+struct Echo {
+    closed: Closed,
+    paused: Arc<AtomicBool>,
+}
+
+impl WsHandler for Echo {
+    fn on_message(&mut self, msg: Message<'_>, out: &mut WsOut<'_>) {
+        match msg {
+            Message::Text("from a thread") => {
+                let sender = out.sender();
+                std::thread::spawn(move || {
+                    sender.text("sent from a thread").unwrap();
+                });
+            }
+            msg => {
+                out.send(msg);
+            }
+        }
+    }
+    fn paused(&self) -> bool {
+        self.paused.load(Ordering::SeqCst)
+    }
+    fn on_close(&mut self, code: Option<u16>) {
+        self.closed.lock().unwrap().push(code);
+    }
+}
+
+struct Fixture {
+    server: TestServer,
+    closed: Closed,
+    paused: Arc<AtomicBool>,
+}
+
+fn h2c_config() -> linerate_server::Config {
+    linerate_server::Config {
+        h2c: Some("127.0.0.1:0".parse().unwrap()),
+        ..TestServer::config()
+    }
+}
+
+fn fixture() -> Fixture {
+    let closed = Closed::default();
+    let paused = Arc::new(AtomicBool::new(false));
+    let (seen, stop) = (closed.clone(), paused.clone());
+    let router = Router::new()
+        .ws("/ws", move |_, hs| {
+            if hs.protocols().contains(&"chat") {
+                hs.select_protocol("chat");
+            }
+            Ok(Echo {
+                closed: seen.clone(),
+                paused: stop.clone(),
+            })
+        })
+        .get("/plain", |_| Response::text("plain"));
+    Fixture {
+        server: TestServer::start_with(h2c_config(), router).expect("server starts"),
+        closed,
+        paused,
+    }
+}
+
+/// A raw HTTP/2 client connection.
+struct H2 {
+    s: TcpStream,
+    decoder: hpack::Decoder,
+    /// The server's SETTINGS.
+    settings: Vec<(u16, u32)>,
+}
+
+#[derive(Debug)]
+struct Frame {
+    kind: u8,
+    flags: u8,
+    stream: u32,
+    payload: Vec<u8>,
+}
+
+impl H2 {
+    /// Connects and exchanges SETTINGS. The client's stream window is 1 MiB and its
+    /// connection window 16 MiB, so the server's answers are never held by ours.
+    fn connect(addr: SocketAddr) -> H2 {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut c = H2 {
+            s,
+            decoder: hpack::Decoder::new(),
+            settings: Vec::new(),
+        };
+        c.s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
+        let mut settings = Vec::new();
+        settings.extend_from_slice(&4u16.to_be_bytes());
+        settings.extend_from_slice(&(1u32 << 20).to_be_bytes());
+        c.send(SETTINGS, 0, 0, &settings);
+        c.send(WINDOW_UPDATE, 0, 0, &(15u32 << 20).to_be_bytes());
+        loop {
+            let f = c.read();
+            if f.kind == SETTINGS && f.flags & 1 == 0 {
+                c.settings = f
+                    .payload
+                    .chunks_exact(6)
+                    .map(|e| {
+                        (
+                            u16::from_be_bytes([e[0], e[1]]),
+                            u32::from_be_bytes([e[2], e[3], e[4], e[5]]),
+                        )
+                    })
+                    .collect();
+                break;
+            }
+        }
+        c.send(SETTINGS, 1, 0, &[]);
+        c
+    }
+
+    fn send(&mut self, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
+        let mut f = Vec::with_capacity(9 + payload.len());
+        f.extend_from_slice(&(payload.len() as u32).to_be_bytes()[1..]);
+        f.extend_from_slice(&[kind, flags]);
+        f.extend_from_slice(&stream.to_be_bytes());
+        f.extend_from_slice(payload);
+        self.s.write_all(&f).unwrap();
+    }
+
+    fn read(&mut self) -> Frame {
+        let mut h = [0u8; 9];
+        self.s.read_exact(&mut h).unwrap();
+        let len = u32::from_be_bytes([0, h[0], h[1], h[2]]) as usize;
+        let mut payload = vec![0u8; len];
+        self.s.read_exact(&mut payload).unwrap();
+        Frame {
+            kind: h[3],
+            flags: h[4],
+            stream: u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff,
+            payload,
+        }
+    }
+
+    /// The next frame on `stream` (others' frames, SETTINGS acks and window updates are
+    /// passed over).
+    fn next_on(&mut self, stream: u32) -> Frame {
+        loop {
+            let f = self.read();
+            assert_ne!(f.kind, GOAWAY, "the connection ended: {f:?}");
+            if f.stream == stream {
+                return f;
+            }
+        }
+    }
+
+    /// Opens a request on `stream` with `fields` (pseudo-headers first).
+    fn request(&mut self, stream: u32, fields: &[(&str, &str)], end: bool) {
+        let mut block = Vec::new();
+        for (n, v) in fields {
+            hpack::field(&mut block, n.as_bytes(), v.as_bytes());
+        }
+        let flags = END_HEADERS | if end { END_STREAM } else { 0 };
+        self.send(HEADERS, flags, stream, &block);
+    }
+
+    /// The answer's fields on `stream`.
+    fn answer(&mut self, stream: u32) -> Vec<(String, String)> {
+        let f = self.next_on(stream);
+        assert_eq!(f.kind, HEADERS, "{f:?}");
+        let mut fields = Vec::new();
+        self.decoder
+            .decode(&f.payload, |n, v| {
+                fields.push((
+                    String::from_utf8_lossy(n).into_owned(),
+                    String::from_utf8_lossy(v).into_owned(),
+                ))
+            })
+            .unwrap();
+        fields
+    }
+
+    /// Opens a WebSocket on `stream` at `path`: its 200's fields.
+    fn open(&mut self, stream: u32, path: &str, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+        let mut fields = connect_fields(path);
+        fields.extend_from_slice(extra);
+        self.request(stream, &fields, false);
+        self.answer(stream)
+    }
+
+    /// Sends a WebSocket frame on `stream`.
+    fn ws_send(&mut self, stream: u32, b0: u8, payload: &[u8]) {
+        let f = ws_frame(b0, payload);
+        for piece in f.chunks(16_384) {
+            self.send(DATA, 0, stream, piece);
+        }
+    }
+
+    /// Reads one WebSocket frame from `stream`'s DATA: (first byte, payload), or `None` at
+    /// END_STREAM.
+    fn ws_read(&mut self, stream: u32, held: &mut Vec<u8>) -> Option<(u8, Vec<u8>)> {
+        loop {
+            if let Some((b0, payload, used)) = parse_ws(held) {
+                held.drain(..used);
+                return Some((b0, payload));
+            }
+            let f = self.next_on(stream);
+            assert_eq!(f.kind, DATA, "{f:?}");
+            held.extend_from_slice(&f.payload);
+            if f.flags & END_STREAM != 0 && parse_ws(held).is_none() {
+                assert!(held.is_empty(), "a cut frame: {held:x?}");
+                return None;
+            }
+        }
+    }
+}
+
+fn connect_fields(path: &str) -> Vec<(&'static str, &str)> {
+    vec![
+        (":method", "CONNECT"),
+        (":protocol", "websocket"),
+        (":scheme", "http"),
+        (":path", path),
+        (":authority", "localhost"),
+        ("sec-websocket-version", "13"),
+    ]
+}
+
+fn status(fields: &[(String, String)]) -> &str {
+    &fields.iter().find(|(n, _)| n == ":status").unwrap().1
+}
+
+fn has(fields: &[(String, String)], name: &str) -> Option<String> {
+    fields
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.clone())
+}
+
+fn ws_frame(b0: u8, payload: &[u8]) -> Vec<u8> {
+    let mut v = vec![b0];
+    match payload.len() {
+        n if n < 126 => v.push(0x80 | n as u8),
+        n if n <= 0xFFFF => {
+            v.push(0x80 | 126);
+            v.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            v.push(0x80 | 127);
+            v.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    v.extend_from_slice(&MASK);
+    v.extend(payload.iter().enumerate().map(|(i, b)| b ^ MASK[i % 4]));
+    v
+}
+
+/// A whole server frame at the start of `b`: (first byte, payload, bytes used).
+fn parse_ws(b: &[u8]) -> Option<(u8, Vec<u8>, usize)> {
+    if b.len() < 2 {
+        return None;
+    }
+    assert_eq!(b[1] & 0x80, 0, "server frames are not masked");
+    let (len, at) = match b[1] & 0x7f {
+        126 if b.len() >= 4 => (u16::from_be_bytes([b[2], b[3]]) as usize, 4),
+        127 if b.len() >= 10 => (
+            u64::from_be_bytes(b[2..10].try_into().unwrap()) as usize,
+            10,
+        ),
+        126 | 127 => return None,
+        n => (n as usize, 2),
+    };
+    (b.len() >= at + len).then(|| (b[0], b[at..at + len].to_vec(), at + len))
+}
+
+fn wait_for(closed: &Closed, n: usize) -> Vec<Option<u16>> {
+    for _ in 0..500 {
+        let got = closed.lock().unwrap().clone();
+        if got.len() >= n {
+            return got;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    closed.lock().unwrap().clone()
+}
+
+/// RFC 8441 §3: SETTINGS_ENABLE_CONNECT_PROTOCOL = 1 where a WebSocket route exists, and not
+/// at all elsewhere; without it, `:protocol` is an unknown pseudo-header (a stream error).
+#[test]
+fn the_setting_is_announced_only_where_a_websocket_route_exists() {
+    let f = fixture();
+    let c = H2::connect(f.server.h2c_addr().unwrap());
+    assert!(c.settings.contains(&(8, 1)), "{:?}", c.settings);
+
+    let plain = Router::new().get("/plain", |_| Response::text("plain"));
+    let server = TestServer::start_with(h2c_config(), plain).unwrap();
+    let mut c = H2::connect(server.h2c_addr().unwrap());
+    assert!(
+        !c.settings.iter().any(|(id, _)| *id == 8),
+        "{:?}",
+        c.settings
+    );
+    c.request(1, &connect_fields("/plain"), false);
+    let f = c.next_on(1);
+    assert_eq!(
+        (f.kind, f.payload),
+        (RST_STREAM, 1u32.to_be_bytes().to_vec())
+    );
+    // The connection goes on.
+    c.request(
+        3,
+        &[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", "/plain"),
+            (":authority", "localhost"),
+        ],
+        true,
+    );
+    assert_eq!(status(&c.answer(3)), "200");
+}
+
+#[test]
+fn an_extended_connect_opens_a_websocket_that_echoes_beside_other_streams() {
+    let f = fixture();
+    let mut c = H2::connect(f.server.h2c_addr().unwrap());
+    let answer = c.open(1, "/ws", &[("sec-websocket-protocol", "v1, chat")]);
+    assert_eq!(status(&answer), "200", "{answer:?}");
+    assert_eq!(
+        has(&answer, "sec-websocket-protocol").as_deref(),
+        Some("chat")
+    );
+    assert_eq!(has(&answer, "sec-websocket-accept"), None, "{answer:?}");
+    assert_eq!(has(&answer, "content-length"), None, "{answer:?}");
+
+    let mut held1 = Vec::new();
+    c.ws_send(1, 0x81, b"hello");
+    assert_eq!(c.ws_read(1, &mut held1), Some((0x81, b"hello".to_vec())));
+
+    // A second WebSocket and a plain request on the same connection.
+    let answer = c.open(3, "/ws", &[]);
+    assert_eq!(status(&answer), "200");
+    assert_eq!(has(&answer, "sec-websocket-protocol"), None);
+    c.request(
+        5,
+        &[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", "/plain"),
+            (":authority", "localhost"),
+        ],
+        true,
+    );
+    assert_eq!(status(&c.answer(5)), "200");
+    let mut held3 = Vec::new();
+    c.ws_send(3, 0x82, &[0, 1, 2]);
+    c.ws_send(1, 0x81, b"again");
+    assert_eq!(c.ws_read(3, &mut held3), Some((0x82, vec![0, 1, 2])));
+    assert_eq!(c.ws_read(1, &mut held1), Some((0x81, b"again".to_vec())));
+
+    // 300 kB each way: more than either side's initial stream window (65,535 bytes for the
+    // server's sends until our SETTINGS, 1 MiB ours) would hold in one go in DATA frames of
+    // 16 KiB.
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    c.ws_send(3, 0x82, &big);
+    assert_eq!(c.ws_read(3, &mut held3), Some((0x82, big)));
+
+    // A sender on another thread reaches the stream.
+    c.ws_send(1, 0x81, b"from a thread");
+    assert_eq!(
+        c.ws_read(1, &mut held1),
+        Some((0x81, b"sent from a thread".to_vec()))
+    );
+
+    // The close handshake: our close, the server's, its END_STREAM, then ours.
+    c.ws_send(1, 0x88, &1000u16.to_be_bytes());
+    assert_eq!(
+        c.ws_read(1, &mut held1),
+        Some((0x88, 1000u16.to_be_bytes().to_vec()))
+    );
+    assert_eq!(c.ws_read(1, &mut held1), None, "END_STREAM after the close");
+    c.send(DATA, END_STREAM, 1, &[]);
+    assert_eq!(wait_for(&f.closed, 1), [Some(1000)]);
+
+    // A reset from the client is the handler's end, with no code.
+    c.send(RST_STREAM, 0, 3, &8u32.to_be_bytes());
+    assert_eq!(wait_for(&f.closed, 2), [Some(1000), None]);
+
+    // The connection still serves.
+    c.request(
+        7,
+        &[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", "/plain"),
+            (":authority", "localhost"),
+        ],
+        true,
+    );
+    assert_eq!(status(&c.answer(7)), "200");
+}
+
+#[test]
+fn refused_extended_connects() {
+    let f = fixture();
+    let mut c = H2::connect(f.server.h2c_addr().unwrap());
+    // No route at the path: 404; a route that is not WebSocket: 405 naming its methods.
+    let a = c.open(1, "/nothing", &[]);
+    assert_eq!(status(&a), "404", "{a:?}");
+    let a = c.open(3, "/plain", &[]);
+    assert_eq!(status(&a), "405", "{a:?}");
+    assert_eq!(has(&a, "allow").as_deref(), Some("GET, HEAD"), "{a:?}");
+    // Another protocol: 501.
+    let mut fields = connect_fields("/ws");
+    fields[1] = (":protocol", "webtransport");
+    c.request(5, &fields, false);
+    assert_eq!(status(&c.answer(5)), "501");
+    // RFC 8441 §5: the version is 13, as over HTTP/1.1.
+    let mut fields = connect_fields("/ws");
+    fields[5] = ("sec-websocket-version", "8");
+    c.request(7, &fields, false);
+    let a = c.answer(7);
+    assert_eq!(status(&a), "426", "{a:?}");
+    assert_eq!(has(&a, "sec-websocket-version").as_deref(), Some("13"));
+    // RFC 8441 §4: :path is needed (malformed without: a stream error).
+    let fields: Vec<_> = connect_fields("/ws")
+        .into_iter()
+        .filter(|(n, _)| *n != ":path")
+        .collect();
+    c.request(9, &fields, false);
+    let r = c.next_on(9);
+    assert_eq!(
+        (r.kind, r.payload),
+        (RST_STREAM, 1u32.to_be_bytes().to_vec())
+    );
+    // None of these reached the handler.
+    assert!(f.closed.lock().unwrap().is_empty());
+}
+
+/// A handler that stops reading holds the client to the stream's window: the server gives
+/// no window back until it reads again, then everything arrives in order.
+#[test]
+fn a_paused_handler_holds_the_client_to_one_stream_window() {
+    let f = fixture();
+    let mut c = H2::connect(f.server.h2c_addr().unwrap());
+    assert_eq!(status(&c.open(1, "/ws", &[])), "200");
+    f.paused.store(true, Ordering::SeqCst);
+    // 2 MiB in 16 KiB messages, more than the 1 MiB stream window the server announced.
+    let msg = vec![7u8; 16_000];
+    let frames: Vec<u8> = (0..131).flat_map(|_| ws_frame(0x82, &msg)).collect();
+    let window = 1usize << 20;
+    let (tx, rx) = mpsc::channel();
+    let mut writer = c.s.try_clone().unwrap();
+    let first: Vec<u8> = frames[..window].to_vec();
+    std::thread::spawn(move || {
+        for piece in first.chunks(16_384) {
+            let mut f = Vec::new();
+            f.extend_from_slice(&(piece.len() as u32).to_be_bytes()[1..]);
+            f.extend_from_slice(&[DATA, 0, 0, 0, 0, 1]);
+            f.extend_from_slice(piece);
+            writer.write_all(&f).unwrap();
+        }
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(5))
+        .expect("one window is taken");
+    // Nothing comes back while the handler is paused: no echo, no WINDOW_UPDATE for the
+    // stream (the connection's may come).
+    c.s.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut h = [0u8; 9];
+    loop {
+        match c.s.read_exact(&mut h) {
+            Ok(()) => {
+                let len = u32::from_be_bytes([0, h[0], h[1], h[2]]) as usize;
+                let stream = u32::from_be_bytes([h[5], h[6], h[7], h[8]]);
+                let mut p = vec![0u8; len];
+                c.s.read_exact(&mut p).unwrap();
+                assert_ne!(stream, 1, "stream 1 moved while paused: kind {}", h[3]);
+            }
+            Err(e) => {
+                assert!(
+                    matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ),
+                    "{e}"
+                );
+                break;
+            }
+        }
+    }
+    // A byte over the window is a flow-control error: the server never gave more.
+    c.s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    f.paused.store(false, Ordering::SeqCst);
+    // The handler reads again once the worker visits the stream: a ping from our side of
+    // the connection is such a visit.
+    c.send(6, 0, 0, &[0; 8]);
+    // The window comes back, and the rest goes.
+    let mut sent = window;
+    let mut held = Vec::new();
+    let mut echoed = 0;
+    while echoed < 131 {
+        let f = c.read();
+        match (f.kind, f.stream) {
+            (WINDOW_UPDATE, 1) => {
+                let more = u32::from_be_bytes(f.payload[..4].try_into().unwrap()) as usize;
+                let end = (sent + more).min(frames.len());
+                let piece = frames[sent..end].to_vec();
+                for p in piece.chunks(16_384) {
+                    c.send(DATA, 0, 1, p);
+                }
+                sent = end;
+            }
+            (DATA, 1) => {
+                // Our windows given back, so the echo is never held by them.
+                let n = (f.payload.len() as u32).to_be_bytes();
+                if !f.payload.is_empty() {
+                    c.send(WINDOW_UPDATE, 0, 1, &n);
+                    c.send(WINDOW_UPDATE, 0, 0, &n);
+                }
+                held.extend_from_slice(&f.payload);
+                while let Some((b0, payload, used)) = parse_ws(&held) {
+                    assert_eq!((b0, payload.len()), (0x82, 16_000));
+                    held.drain(..used);
+                    echoed += 1;
+                }
+            }
+            (GOAWAY, _) => panic!("the connection ended: {f:?}"),
+            _ => {}
+        }
+    }
+    assert_eq!(sent, frames.len());
+}
+
+const PAGE: &str = r#"<!doctype html><meta charset="utf-8"><title>ws over h2</title>
+<script>
+const seen = [];
+const ws = new WebSocket("wss://" + location.host + "/ws", ["chat"]);
+ws.onopen = () => {
+  seen.push("open:" + ws.protocol);
+  ws.send("hello over h2");
+};
+ws.onmessage = e => {
+  seen.push("text:" + e.data);
+  ws.close(1000, "done");
+};
+ws.onerror = () => seen.push("error");
+ws.onclose = e => {
+  seen.push("close:" + e.code + ":" + e.wasClean);
+  fetch("/report", { method: "POST", body: seen.join("|") });
+};
+</script>"#;
+
+/// A throwaway certificate for 127.0.0.1 (openssl), or `None` with a NOT RUN line.
+fn certificate(dir: &std::path::Path) -> Option<linerate_server::config::CertPair> {
+    std::fs::create_dir_all(dir).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let made = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+        .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
+        .args(["-subj", "/CN=localhost", "-addext"])
+        .arg("subjectAltName=IP:127.0.0.1,DNS:localhost")
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !made {
+        println!("NOT RUN: no openssl to make a throwaway certificate");
+        return None;
+    }
+    Some(linerate_server::config::CertPair { cert, key })
+}
+
+/// Chromium's WebSocket client over HTTP/2: the page comes over HTTPS with ALPN h2, and the
+/// `wss://` it opens to the same origin rides that connection as an extended CONNECT (the
+/// route sees an HTTP/2 request), with a subprotocol, an echo, and a clean close.
+#[test]
+fn chromium_opens_a_websocket_over_its_http2_connection() {
+    let dir = std::env::temp_dir().join(format!("linerate-ws-h2-{}", std::process::id()));
+    let Some(cert) = certificate(&dir) else {
+        return;
+    };
+    let (tx, report) = mpsc::channel::<String>();
+    let tx = Mutex::new(tx);
+    let versions = Arc::new(Mutex::new(Vec::new()));
+    let (seen, closed) = (versions.clone(), Closed::default());
+    let on_close = closed.clone();
+    let router = Router::new()
+        .get("/", |_| {
+            Response::text(PAGE).content_type("text/html; charset=utf-8")
+        })
+        .post("/report", move |req| {
+            let _ = tx
+                .lock()
+                .unwrap()
+                .send(String::from_utf8_lossy(req.body()).into_owned());
+            Response::new(204)
+        })
+        .ws("/ws", move |req, hs| {
+            seen.lock().unwrap().push(format!("{:?}", req.version()));
+            hs.select_protocol("chat");
+            Ok(Echo {
+                closed: on_close.clone(),
+                paused: Arc::default(),
+            })
+        });
+    let config = linerate_server::Config {
+        tls: Some(linerate_server::TlsConfig {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            cert: Some(cert),
+            ktls: false,
+            key_update_bytes: linerate_server::tls::TLS_KEY_UPDATE_BYTES,
+            http2: true,
+            options: Default::default(),
+        }),
+        ..TestServer::config()
+    };
+    let server = TestServer::start_with(config, router).expect("server starts");
+    let url = format!("https://{}/", server.tls_addr().unwrap());
+    let profile = dir.join("profile");
+    let Some(_browser) = common::chromium_with(&url, &profile, &["--ignore-certificate-errors"])
+    else {
+        let _ = std::fs::remove_dir_all(&dir);
+        return; // NOT RUN, said
+    };
+    let got = report
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the page reports within the limit");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(got, "open:chat|text:hello over h2|close:1000:true");
+    assert_eq!(*versions.lock().unwrap(), ["Http2"]);
+    assert_eq!(wait_for(&closed, 1), [Some(1000)]);
+}
