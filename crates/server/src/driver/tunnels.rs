@@ -81,6 +81,7 @@ impl H2Live {
     }
 
     /// Moves every tunnel's bytes both ways; a tunnel that is over is dropped.
+    #[inline(never)]
     fn move_bytes(&mut self, cx: &mut Cx) {
         self.move_bytes_with(cx, true);
     }
@@ -136,7 +137,9 @@ impl H2Live {
         svc: &mut S,
     ) {
         self.conn.recv(input, head, cx, svc);
-        self.move_bytes(cx);
+        if !self.tunnels.is_empty() {
+            self.move_bytes(cx);
+        }
     }
 
     pub(crate) fn eof<S: Service<Pending = Pending>>(&mut self, cx: &mut Cx, svc: &mut S) {
@@ -250,15 +253,18 @@ fn step(conn: &mut h2::Conn<Pending>, t: &mut Tunnel, cx: &mut Cx, requeue: bool
 }
 
 impl Drive for H2Live {
+    #[inline(always)]
     fn poll_transmit(&mut self, cx: &mut Cx) -> Transmit<'_> {
         if !self.tunnels.is_empty() {
             self.move_bytes(cx);
         }
         self.conn.poll_transmit(cx)
     }
+    #[inline(always)]
     fn take_output(&mut self, cx: &mut Cx) -> Vec<u8> {
         self.conn.take_output(cx)
     }
+    #[inline(always)]
     fn sent(&mut self, n: u64, cx: &mut Cx) {
         self.conn.sent(n, cx)
     }

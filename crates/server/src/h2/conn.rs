@@ -91,6 +91,9 @@ pub(crate) struct Conn<P> {
     collect: Option<Collect>,
     /// A response header block being encoded.
     resp: Vec<u8>,
+    /// The client's bytes on tunnel streams (RFC 8441) that their readers have not taken, by
+    /// stream id (see `tunnel`).
+    held: Vec<(u32, Vec<u8>)>,
     /// The peer's SETTINGS_MAX_FRAME_SIZE and SETTINGS_INITIAL_WINDOW_SIZE.
     max_frame: usize,
     initial_window: i64,
@@ -134,6 +137,7 @@ impl<P> Conn<P> {
             block: Vec::new(),
             collect: None,
             resp: Vec::new(),
+            held: Vec::new(),
             max_frame: frame::DEFAULT_MAX_FRAME,
             initial_window: frame::DEFAULT_WINDOW,
             send_window: frame::DEFAULT_WINDOW,
@@ -194,6 +198,9 @@ impl<P> Conn<P> {
         pool.put(&mut self.out);
         for (_, mut after) in self.files.drain(..) {
             pool.put(&mut after);
+        }
+        for (_, mut held) in self.held.drain(..) {
+            pool.put(&mut held);
         }
         self.streams.clear();
     }
@@ -429,16 +436,12 @@ impl<P> Conn<P> {
         if s.declared.is_some_and(|d| s.received > d) {
             return self.stream_error(h.stream, Code::Protocol, cx);
         }
-        if let Some(held) = s.tunnel.as_mut()
-            && s.body.is_none()
-        {
+        if s.tunnel && s.body.is_none() {
             // The tunnel's bytes are owed back only as its reader takes them
             // (`tunnel_used`): a reader that stops holds the client to one window.
             s.recv_owed -= data.len() as i64;
-            if held.capacity() == 0 {
-                *held = cx.pool.get();
-            }
-            held.extend_from_slice(data);
+            let id = s.id;
+            self.hold(id, data, cx);
             if end {
                 self.end_stream(idx, cx, svc);
             }
@@ -634,19 +637,10 @@ impl<P> Conn<P> {
         if c.self_dependent {
             return self.stream_error(id, Code::Protocol, cx);
         }
-        let tunnel = checked.is_ok() && !self.scratch.protocol.is_empty();
-        let refused = if tunnel {
-            self.streams.iter().filter(|s| s.tunnel.is_some()).count() >= MAX_TUNNEL_STREAMS
-        } else {
-            !c.end_stream
-                && self
-                    .streams
-                    .iter()
-                    .filter(|s| !s.remote_closed && s.tunnel.is_none())
-                    .count()
-                    >= MAX_BODY_STREAMS
-        };
-        if self.streams.len() >= MAX_CONCURRENT_STREAMS || refused {
+        let tunnel = !self.scratch.protocol.is_empty();
+        if self.streams.len() >= MAX_CONCURRENT_STREAMS
+            || (!c.end_stream && self.no_room_for(tunnel))
+        {
             return self.stream_error(id, Code::RefusedStream, cx);
         }
         let declared = match checked {
@@ -663,9 +657,7 @@ impl<P> Conn<P> {
         } else {
             cx.now + cx.cfg.body_timeout
         };
-        if tunnel {
-            s.tunnel = Some(Vec::new());
-        }
+        s.tunnel = tunnel;
         if c.end_stream && declared.is_some_and(|d| d != 0) {
             return self.stream_error(id, Code::Protocol, cx);
         }
@@ -691,6 +683,22 @@ impl<P> Conn<P> {
             protocol: tunnel.then_some(&self.scratch.protocol[..]),
         });
         self.decide(idx, decision, cx, svc);
+    }
+
+    /// A stream that will send DATA cannot open: [`MAX_BODY_STREAMS`] bodies are being read,
+    /// or, for a tunnel, [`MAX_TUNNEL_STREAMS`] tunnels are open.
+    fn no_room_for(&self, tunnel: bool) -> bool {
+        let open = |t: bool| {
+            self.streams
+                .iter()
+                .filter(|s| s.tunnel == t && (t || !s.remote_closed))
+                .count()
+        };
+        if tunnel {
+            open(true) >= MAX_TUNNEL_STREAMS
+        } else {
+            open(false) >= MAX_BODY_STREAMS
+        }
     }
 
     /// The connection answers a request itself (a malformed one, a limit).

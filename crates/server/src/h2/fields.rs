@@ -144,8 +144,7 @@ impl<'a> RequestFields<'a> {
             b"scheme" => SCHEME,
             b"authority" => AUTHORITY,
             b"path" => PATH,
-            b"protocol" if self.extended_connect && !value.is_empty() => PROTOCOL,
-            _ => return self.fail(Malformed::PseudoHeader),
+            _ => return self.other_pseudo(name, value),
         };
         if self.pseudo & bit != 0 {
             return self.fail(Malformed::PseudoHeader);
@@ -154,7 +153,6 @@ impl<'a> RequestFields<'a> {
             METHOD => self.s.method.extend_from_slice(value),
             AUTHORITY => self.s.authority.extend_from_slice(value),
             PATH => self.s.path.extend_from_slice(value),
-            PROTOCOL => self.s.protocol.extend_from_slice(value),
             _ => {}
         }
         self.pseudo |= bit;
@@ -162,6 +160,22 @@ impl<'a> RequestFields<'a> {
             // A scheme this server does not serve: the HTTP/1.1 parser would never see it.
             self.fail(Malformed::MissingPseudo);
         }
+    }
+
+    /// A pseudo-header other than the four of every request: `:protocol` where the
+    /// connection announced extended CONNECT (RFC 8441 §4), else malformed. Out of line: the
+    /// common request never reaches it.
+    #[cold]
+    #[inline(never)]
+    fn other_pseudo(&mut self, name: &[u8], value: &[u8]) {
+        if name != b"protocol" || !self.extended_connect || value.is_empty() {
+            return self.fail(Malformed::PseudoHeader);
+        }
+        if self.pseudo & PROTOCOL != 0 {
+            return self.fail(Malformed::PseudoHeader);
+        }
+        self.s.protocol.extend_from_slice(value);
+        self.pseudo |= PROTOCOL;
     }
 
     /// Writes the request line (and Host from `:authority`) once the pseudo-headers are in.

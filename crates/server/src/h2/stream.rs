@@ -91,8 +91,9 @@ pub(crate) struct Stream<P> {
     /// When the body must have moved again (ms; 408 after), while it is being read.
     pub body_deadline: u64,
     /// An extended CONNECT (RFC 8441): its DATA are a byte stream for the protocol it names,
-    /// held here until the protocol's reader takes them (`Conn::tunnel_input`).
-    pub tunnel: Option<Vec<u8>>,
+    /// held by the connection until the protocol's reader takes them (`Conn::tunnel_input`).
+    /// A flag, so a stream stays the size it was (its bytes are held beside the streams).
+    pub tunnel: bool,
 }
 
 impl<P> Stream<P> {
@@ -110,7 +111,7 @@ impl<P> Stream<P> {
             body: None,
             answer: Answer::Waiting,
             body_deadline: u64::MAX,
-            tunnel: None,
+            tunnel: false,
         }
     }
 

@@ -16,16 +16,46 @@ impl<P> Conn<P> {
     /// The open tunnel stream `id`'s index.
     fn tunnel(&self, id: u64) -> Option<usize> {
         let id = u32::try_from(id).ok()?;
-        self.streams
-            .iter()
-            .position(|s| s.id == id && s.tunnel.is_some())
+        self.streams.iter().position(|s| s.id == id && s.tunnel)
+    }
+
+    /// The bytes held for stream `id`.
+    fn held(&self, id: u32) -> Option<&Vec<u8>> {
+        self.held.iter().find(|(i, _)| *i == id).map(|(_, b)| b)
+    }
+
+    /// Tunnel `id`'s DATA payload, held for its reader. Bytes of streams that are gone (reset,
+    /// refused, or closed before their reader took them) are let go first.
+    pub(super) fn hold(&mut self, id: u32, data: &[u8], cx: &mut Cx) {
+        let streams = &self.streams;
+        self.held.retain_mut(|(i, b)| {
+            let open = streams.iter().any(|s| s.id == *i);
+            if !open {
+                cx.pool.put(b);
+            }
+            open
+        });
+        if data.is_empty() {
+            return;
+        }
+        let at = match self.held.iter().position(|(i, _)| *i == id) {
+            Some(at) => at,
+            None => {
+                self.held.push((id, cx.pool.get()));
+                self.held.len() - 1
+            }
+        };
+        self.held[at].1.extend_from_slice(data);
     }
 
     /// What the client sent on tunnel `id` that its reader has not taken; `None` once the
     /// stream is gone (reset by either side, closed, or the connection ended).
     pub(crate) fn tunnel_input(&self, id: u64) -> Option<&[u8]> {
         let idx = self.tunnel(id)?;
-        self.streams[idx].tunnel.as_deref()
+        Some(
+            self.held(self.streams[idx].id)
+                .map_or(&[][..], Vec::as_slice),
+        )
     }
 
     /// The reader took the first `n` bytes of [`Conn::tunnel_input`]: they leave the stream's
@@ -34,15 +64,18 @@ impl<P> Conn<P> {
         let Some(idx) = self.tunnel(id) else {
             return;
         };
-        let s = &mut self.streams[idx];
-        if let Some(held) = s.tunnel.as_mut() {
-            let n = n.min(held.len());
-            held.drain(..n);
-            if held.is_empty() {
-                cx.pool.put(held);
-            }
-            s.recv_owed += n as i64;
+        let sid = self.streams[idx].id;
+        let Some(at) = self.held.iter().position(|(i, _)| *i == sid) else {
+            return;
+        };
+        let held = &mut self.held[at].1;
+        let n = n.min(held.len());
+        held.drain(..n);
+        if held.is_empty() {
+            let (_, mut held) = self.held.swap_remove(at);
+            cx.pool.put(&mut held);
         }
+        self.streams[idx].recv_owed += n as i64;
         self.window_updates(cx);
         self.set_timer(cx);
     }
@@ -52,7 +85,7 @@ impl<P> Conn<P> {
     pub(crate) fn tunnel_ended(&self, id: u64) -> bool {
         self.tunnel(id).is_none_or(|idx| {
             let s = &self.streams[idx];
-            s.remote_closed && s.tunnel.as_ref().is_none_or(Vec::is_empty)
+            s.remote_closed && self.held(s.id).is_none_or(Vec::is_empty)
         })
     }
 
@@ -67,6 +100,7 @@ impl<P> Conn<P> {
         }
         let sid = self.streams[idx].id;
         self.stream_error(sid, Code::Cancel, cx);
+        self.hold(sid, &[], cx);
         self.end_if_done();
         self.set_timer(cx);
     }
