@@ -234,6 +234,9 @@ impl H2 {
                 return Some((b0, payload));
             }
             let f = self.next_on(stream);
+            if f.kind == WINDOW_UPDATE {
+                continue; // the window its reader gave back
+            }
             assert_eq!(f.kind, DATA, "{f:?}");
             held.extend_from_slice(&f.payload);
             if f.flags & END_STREAM != 0 && parse_ws(held).is_none() {
@@ -663,4 +666,51 @@ fn chromium_opens_a_websocket_over_its_http2_connection() {
     assert_eq!(got, "open:chat|text:hello over h2|close:1000:true");
     assert_eq!(*versions.lock().unwrap(), ["Http2"]);
     assert_eq!(wait_for(&closed, 1), [Some(1000)]);
+}
+
+/// The async variant over HTTP/2: a task that holds its messages pauses the stream's reading
+/// (its queue is full, the rest of the client's bytes wait in the stream's window), and its
+/// `recv` resumes it (`WsSender::resume` reaches the tunnel through its sender's channel): with
+/// nothing more from the client, every message still arrives.
+#[test]
+fn a_task_that_reads_late_gets_every_message_through_the_resume() {
+    const MESSAGES: usize = 40;
+    const SIZE: usize = 16_000;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let spawn = rt.handle().clone();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let go_rx = Arc::new(Mutex::new(Some(go_rx)));
+    let router = Router::new().ws("/ws", move |_, _| {
+        let (handler, mut ws) = linerate_server::websocket::stream();
+        let go = go_rx.lock().unwrap().take().expect("one connection");
+        spawn.spawn(async move {
+            tokio::task::block_in_place(|| go.recv().unwrap());
+            let mut n = 0;
+            while n < MESSAGES {
+                match ws.recv().await {
+                    Some(linerate_server::websocket::OwnedMessage::Binary(b)) => {
+                        assert!(b.len() == SIZE && b.iter().all(|&x| x == n as u8));
+                        n += 1;
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+            ws.text("all in").await.unwrap();
+            // Held open until the client closes.
+            while ws.recv().await.is_some() {}
+        });
+        Ok(handler)
+    });
+    let server = TestServer::start_with(h2c_config(), router).expect("server starts");
+    let mut c = H2::connect(server.h2c_addr().unwrap());
+    assert_eq!(status(&c.open(1, "/ws", &[])), "200");
+    for i in 0..MESSAGES {
+        c.ws_send(1, 0x82, &vec![i as u8; SIZE]);
+    }
+    // Everything is with the server before the task reads (so the client's last bytes are
+    // not what wakes the stream); the task's reading is all that can move it then.
+    std::thread::sleep(Duration::from_millis(500));
+    go_tx.send(()).unwrap();
+    let mut held = Vec::new();
+    assert_eq!(c.ws_read(1, &mut held), Some((0x81, b"all in".to_vec())));
 }

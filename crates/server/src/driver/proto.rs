@@ -312,7 +312,7 @@ impl Proto {
         match self {
             Proto::H1(c) => c.sent(n, cx),
             Proto::Boxed(b) => match b {
-                Boxed::H2(c) => c.conn.sent(n, cx),
+                Boxed::H2(c) => Drive::sent(&mut **c, n, cx),
                 Boxed::Ws(c) => Drive::sent(&mut **c, n, cx),
             },
         }
@@ -323,7 +323,7 @@ impl Proto {
             Proto::H1(c) => c.file_sent(n, cx),
             Proto::Boxed(b) => {
                 if let Boxed::H2(c) = b {
-                    c.conn.file_sent(n, cx);
+                    Drive::file_sent(&mut **c, n, cx);
                 }
             }
         }

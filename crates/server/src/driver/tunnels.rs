@@ -11,11 +11,13 @@
 //!   (timeouts) resets the stream with CANCEL;
 //! - the client's END_STREAM, a reset, or the connection's end is the WebSocket side's EOF.
 //!
-//! Bytes move whenever the driver asks what to transmit, so every event on the connection
-//! (input, a timer, a send completing, a sender's frames) moves them. A connection with no
-//! tunnels pays one test.
+//! Bytes move when the driver next asks what to transmit after an event that can move them:
+//! input, a timer, a visit from a tunnel's sender (its frames, or a paused handler's
+//! `resume`), shutdown, and a send completing while a tunnel waited for room. A connection
+//! with no tunnels pays one test.
 #![forbid(unsafe_code)]
 
+use std::cell::Cell;
 use std::sync::Arc;
 
 use linerate_http1::RequestHead;
@@ -33,6 +35,11 @@ use crate::websocket::Upgrade;
 pub(crate) struct H2Live {
     pub(crate) conn: h2::Conn<Pending>,
     tunnels: Vec<Tunnel>,
+    /// Something happened that may move a tunnel's bytes (a `Cell`: a sender's visit is seen
+    /// in `stream_room`, which reads).
+    stir: Cell<bool>,
+    /// A tunnel's output waits for its stream's room: a send completing may make it.
+    waiting: bool,
 }
 
 /// One WebSocket stream.
@@ -47,6 +54,8 @@ impl H2Live {
         H2Live {
             conn,
             tunnels: Vec::new(),
+            stir: Cell::new(false),
+            waiting: false,
         }
     }
 
@@ -90,14 +99,28 @@ impl H2Live {
     /// worker once its connection's output moved (not while the worker is taking its frames:
     /// its channel is locked then, and they are all taken).
     fn move_bytes_with(&mut self, cx: &mut Cx, requeue: bool) {
+        self.stir.set(false);
+        self.waiting = false;
         let mut i = 0;
         while i < self.tunnels.len() {
-            if step(&mut self.conn, &mut self.tunnels[i], cx, requeue) {
-                i += 1;
-            } else {
-                let mut t = self.tunnels.swap_remove(i);
-                t.ws.release(&mut cx.pool);
+            match step(&mut self.conn, &mut self.tunnels[i], cx, requeue) {
+                Step::Open { waiting } => {
+                    self.waiting |= waiting;
+                    i += 1;
+                }
+                Step::Over => {
+                    let mut t = self.tunnels.swap_remove(i);
+                    t.ws.release(&mut cx.pool);
+                }
             }
+        }
+        self.conn.tunnels_moved(cx);
+    }
+
+    /// Bytes may move at the next transmit.
+    fn stir(&self) {
+        if !self.tunnels.is_empty() {
+            self.stir.set(true);
         }
     }
 
@@ -137,14 +160,12 @@ impl H2Live {
         svc: &mut S,
     ) {
         self.conn.recv(input, head, cx, svc);
-        if !self.tunnels.is_empty() {
-            self.move_bytes(cx);
-        }
+        self.stir();
     }
 
     pub(crate) fn eof<S: Service<Pending = Pending>>(&mut self, cx: &mut Cx, svc: &mut S) {
         self.conn.eof(cx, svc);
-        self.move_bytes(cx);
+        self.stir();
     }
 
     pub(crate) fn on_timer<S: Service<Pending = Pending>>(&mut self, cx: &mut Cx, svc: &mut S) {
@@ -156,7 +177,7 @@ impl H2Live {
                 t.ws.on_timer(cx);
             }
         }
-        self.move_bytes(cx);
+        self.stir();
     }
 
     /// Shutdown: GOAWAY, and each WebSocket stream closes with 1001.
@@ -165,7 +186,7 @@ impl H2Live {
         for t in &mut self.tunnels {
             t.ws.drain(cx);
         }
-        self.move_bytes(cx);
+        self.stir();
     }
 
     /// A piece for stream `id`: a tunnel's sender's frames, or a streamed answer's.
@@ -178,9 +199,14 @@ impl H2Live {
         taken
     }
 
+    /// Whether stream `id` takes a piece now. Asked of a tunnel when its sender visits (its
+    /// frames, or a paused handler's `resume`): the tunnel's bytes move at the next transmit.
     pub(crate) fn stream_room(&self, id: u64) -> bool {
         match self.tunnels.iter().find(|t| t.id == id) {
-            Some(t) => t.ws.sendable(),
+            Some(t) => {
+                self.stir.set(true);
+                t.ws.sendable()
+            }
             None => self.conn.stream_room(id),
         }
     }
@@ -202,19 +228,30 @@ impl H2Live {
     }
 }
 
-/// Moves tunnel `t`'s bytes both ways; `false` once it is over.
-fn step(conn: &mut h2::Conn<Pending>, t: &mut Tunnel, cx: &mut Cx, requeue: bool) -> bool {
+/// Where a tunnel is after its bytes moved.
+enum Step {
+    /// `waiting`: its output waits for the stream's room.
+    Open {
+        waiting: bool,
+    },
+    Over,
+}
+
+/// Moves tunnel `t`'s bytes both ways.
+fn step(conn: &mut h2::Conn<Pending>, t: &mut Tunnel, cx: &mut Cx, requeue: bool) -> Step {
     let id = t.id;
     match conn.tunnel_input(id) {
         // Reset by the client, or the connection ended: the WebSocket side's EOF.
         None => t.ws.eof(),
-        Some(input) => {
-            if !input.is_empty() && Drive::wants_input(&t.ws, cx) {
-                let n = input.len();
+        Some((input, ended)) => {
+            let n = input.len();
+            let taken = n > 0 && Drive::wants_input(&t.ws, cx);
+            if taken {
                 t.ws.recv(input, cx);
                 conn.tunnel_used(id, n, cx);
             }
-            if conn.tunnel_ended(id) {
+            // The client's END_STREAM, once every byte before it is taken.
+            if ended && (n == 0 || taken) {
                 t.ws.eof();
             }
         }
@@ -223,10 +260,10 @@ fn step(conn: &mut h2::Conn<Pending>, t: &mut Tunnel, cx: &mut Cx, requeue: bool
         match t.ws.conn.poll_transmit() {
             Transmit::Bytes { .. } => {
                 if !conn.stream_room(id) {
-                    return true; // moved on when the stream's DATA go out
+                    return Step::Open { waiting: true };
                 }
                 let mut out = t.ws.conn.take_output(&mut cx.pool);
-                conn.stream_data(id, &out, cx);
+                conn.tunnel_send(id, &out, cx);
                 cx.pool.put(&mut out);
                 t.ws.conn.sent(cx.now, &mut cx.pool);
                 if requeue {
@@ -245,9 +282,9 @@ fn step(conn: &mut h2::Conn<Pending>, t: &mut Tunnel, cx: &mut Cx, requeue: bool
                 } else {
                     conn.tunnel_reset(id, cx);
                 }
-                return false;
+                return Step::Over;
             }
-            _ => return true,
+            _ => return Step::Open { waiting: false },
         }
     }
 }
@@ -255,7 +292,7 @@ fn step(conn: &mut h2::Conn<Pending>, t: &mut Tunnel, cx: &mut Cx, requeue: bool
 impl Drive for H2Live {
     #[inline(always)]
     fn poll_transmit(&mut self, cx: &mut Cx) -> Transmit<'_> {
-        if !self.tunnels.is_empty() {
+        if self.stir.get() {
             self.move_bytes(cx);
         }
         self.conn.poll_transmit(cx)
@@ -266,13 +303,19 @@ impl Drive for H2Live {
     }
     #[inline(always)]
     fn sent(&mut self, n: u64, cx: &mut Cx) {
-        self.conn.sent(n, cx)
+        self.conn.sent(n, cx);
+        if self.waiting {
+            self.stir.set(true);
+        }
     }
     fn stalled(&mut self, cx: &Cx) {
         self.conn.stalled(cx)
     }
     fn file_sent(&mut self, n: u64, cx: &mut Cx) {
-        self.conn.file_sent(n, cx)
+        self.conn.file_sent(n, cx);
+        if self.waiting {
+            self.stir.set(true);
+        }
     }
     fn file_taken(&mut self) {
         self.conn.file_taken()

@@ -1467,7 +1467,10 @@ fn a_tunnel_holds_the_clients_bytes_until_they_are_taken() {
         h.recv(&data(1, piece, false));
     }
     assert_eq!(h.frames(), []);
-    assert_eq!(h.conn.tunnel_input(1).map(<[u8]>::len), Some(600_000));
+    assert_eq!(
+        h.conn.tunnel_input(1).map(|(b, ended)| (b.len(), ended)),
+        Some((600_000, false))
+    );
     assert!(!h.conn.tunnel_ended(1));
     h.conn.tunnel_used(1, 600_000, &mut h.cx);
     h.flush();

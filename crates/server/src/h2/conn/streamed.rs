@@ -95,6 +95,16 @@ impl<P> Conn<P> {
     /// A piece of stream `id`'s body. `false`: the stream is gone (reset, or the connection
     /// ended): stop producing it.
     pub(crate) fn stream_data(&mut self, id: u64, data: &[u8], cx: &mut Cx) -> bool {
+        let taken = self.stream_piece(id, data, cx);
+        if taken {
+            self.set_timer(cx);
+        }
+        taken
+    }
+
+    /// [`Conn::stream_data`] without the timer's update: for a caller that moves pieces on
+    /// many streams, then settles the timer once (`Conn::tunnels_moved`).
+    pub(super) fn stream_piece(&mut self, id: u64, data: &[u8], cx: &mut Cx) -> bool {
         let Some(idx) = self.streamed(id, false) else {
             return false;
         };
@@ -105,7 +115,6 @@ impl<P> Conn<P> {
             buf.extend_from_slice(data);
         }
         self.send_data(idx, cx);
-        self.set_timer(cx);
         true
     }
 

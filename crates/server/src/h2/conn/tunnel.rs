@@ -24,9 +24,14 @@ impl<P> Conn<P> {
         self.held.iter().find(|(i, _)| *i == id).map(|(_, b)| b)
     }
 
-    /// Tunnel `id`'s DATA payload, held for its reader. Bytes of streams that are gone (reset,
-    /// refused, or closed before their reader took them) are let go first.
+    /// Tunnel `id`'s DATA payload, held for its reader. Before a stream's first bytes are
+    /// held, the bytes of streams that are gone (reset, refused, or closed before their reader
+    /// took them) are let go.
     pub(super) fn hold(&mut self, id: u32, data: &[u8], cx: &mut Cx) {
+        if let Some((_, held)) = self.held.iter_mut().find(|(i, _)| *i == id) {
+            held.extend_from_slice(data);
+            return;
+        }
         let streams = &self.streams;
         self.held.retain_mut(|(i, b)| {
             let open = streams.iter().any(|s| s.id == *i);
@@ -38,28 +43,24 @@ impl<P> Conn<P> {
         if data.is_empty() {
             return;
         }
-        let at = match self.held.iter().position(|(i, _)| *i == id) {
-            Some(at) => at,
-            None => {
-                self.held.push((id, cx.pool.get()));
-                self.held.len() - 1
-            }
-        };
-        self.held[at].1.extend_from_slice(data);
+        let mut held = cx.pool.get();
+        held.extend_from_slice(data);
+        self.held.push((id, held));
     }
 
-    /// What the client sent on tunnel `id` that its reader has not taken; `None` once the
-    /// stream is gone (reset by either side, closed, or the connection ended).
-    pub(crate) fn tunnel_input(&self, id: u64) -> Option<&[u8]> {
+    /// What the client sent on tunnel `id` that its reader has not taken, and whether the
+    /// client ended its side after it (END_STREAM); `None` once the stream is gone (reset by
+    /// either side, closed, or the connection ended).
+    pub(crate) fn tunnel_input(&self, id: u64) -> Option<(&[u8], bool)> {
         let idx = self.tunnel(id)?;
-        Some(
-            self.held(self.streams[idx].id)
-                .map_or(&[][..], Vec::as_slice),
-        )
+        let s = &self.streams[idx];
+        let held = self.held(s.id).map_or(&[][..], Vec::as_slice);
+        Some((held, s.remote_closed))
     }
 
     /// The reader took the first `n` bytes of [`Conn::tunnel_input`]: they leave the stream's
-    /// buffer, and its window is given back as it is owed.
+    /// buffer, and its window is given back as it is owed (the timer is settled by
+    /// [`Conn::tunnels_moved`]).
     pub(crate) fn tunnel_used(&mut self, id: u64, n: usize, cx: &mut Cx) {
         let Some(idx) = self.tunnel(id) else {
             return;
@@ -77,6 +78,17 @@ impl<P> Conn<P> {
         }
         self.streams[idx].recv_owed += n as i64;
         self.window_updates(cx);
+    }
+
+    /// A piece of tunnel `id`'s output, as [`Conn::stream_data`] but leaving the timer to
+    /// [`Conn::tunnels_moved`]. `false`: the stream is gone.
+    pub(crate) fn tunnel_send(&mut self, id: u64, data: &[u8], cx: &mut Cx) -> bool {
+        self.stream_piece(id, data, cx)
+    }
+
+    /// The tunnels' bytes moved (`tunnel_used`, `tunnel_send`): the connection's timer is
+    /// settled once for all of them.
+    pub(crate) fn tunnels_moved(&mut self, cx: &mut Cx) {
         self.set_timer(cx);
     }
 
