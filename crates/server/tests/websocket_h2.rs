@@ -714,3 +714,43 @@ fn a_task_that_reads_late_gets_every_message_through_the_resume() {
     let mut held = Vec::new();
     assert_eq!(c.ws_read(1, &mut held), Some((0x81, b"all in".to_vec())));
 }
+
+/// Shutdown: the connection's GOAWAY, and a close 1001 on each WebSocket stream; the close
+/// handshake ends the stream both ways and the server's drain finishes.
+#[test]
+fn shutdown_sends_goaway_and_closes_each_stream_1001() {
+    let f = fixture();
+    let mut c = H2::connect(f.server.h2c_addr().unwrap());
+    assert_eq!(status(&c.open(1, "/ws", &[])), "200");
+    let mut held = Vec::new();
+    c.ws_send(1, 0x81, b"before");
+    assert_eq!(c.ws_read(1, &mut held), Some((0x81, b"before".to_vec())));
+    let Fixture { server, closed, .. } = f;
+    let stopping = std::thread::spawn(move || server.stop());
+    // GOAWAY (connection-level) and the stream's close frame, in either order.
+    let (mut goaway, mut close) = (false, None);
+    while !(goaway && close.is_some()) {
+        let fr = c.read();
+        match (fr.kind, fr.stream) {
+            (GOAWAY, 0) => {
+                assert_eq!(&fr.payload[4..8], &0u32.to_be_bytes(), "NO_ERROR");
+                goaway = true;
+            }
+            (DATA, 1) => {
+                held.extend_from_slice(&fr.payload);
+                if let Some((b0, payload, used)) = parse_ws(&held) {
+                    held.drain(..used);
+                    close = Some((b0, payload));
+                }
+            }
+            _ => {}
+        }
+    }
+    let (b0, payload) = close.unwrap();
+    assert_eq!((b0, &payload[..2]), (0x88, &1001u16.to_be_bytes()[..]));
+    c.ws_send(1, 0x88, &1001u16.to_be_bytes());
+    assert_eq!(c.ws_read(1, &mut held), None, "END_STREAM after the close");
+    c.send(DATA, END_STREAM, 1, &[]);
+    stopping.join().unwrap().expect("the server stops");
+    assert_eq!(*closed.lock().unwrap(), [Some(1001)]);
+}
