@@ -854,7 +854,7 @@ impl Config {
             max_requests: self.max_requests_per_conn,
             max_deferred: self.max_deferred_per_conn.max(1),
             server: self.server_name.as_ref().map(|s| s.as_bytes().to_vec()),
-            // The router decides (`Router::has_websocket`), where the server is built.
+            // Decided where the server is built (`server::announces_extended_connect`).
             extended_connect: false,
         }
     }

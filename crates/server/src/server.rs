@@ -492,7 +492,7 @@ impl Server {
             counters: Arc::new(counters),
             shared: Arc::new(Shared {
                 conn: crate::h1::ConnConfig {
-                    extended_connect: router.has_websocket(),
+                    extended_connect: announces_extended_connect(&config, &router),
                     ..config.conn()
                 },
                 app: App::new(router, &config, http01),
@@ -1069,4 +1069,60 @@ fn listen(addr: SocketAddr, backlog: i32, unsent: u64) -> io::Result<TcpListener
     socket.listen(backlog)?;
     socket.set_nonblocking(true)?;
     Ok(socket.into())
+}
+
+/// Whether HTTP/2 connections announce extended CONNECT (RFC 8441): where a route can take a
+/// WebSocket stream, and no path is proxied. The proxy carries WebSocket as an HTTP/1.1
+/// upgrade only, and a browser told it may open `wss://` over h2 would do so for a proxied
+/// path too (it falls back to HTTP/1.1 only where the setting is absent).
+pub(crate) fn announces_extended_connect(config: &Config, router: &Router) -> bool {
+    router.has_websocket()
+        && config.proxies.is_empty()
+        && config.sites.iter().all(|s| s.proxies.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::response::Response;
+
+    /// Extended CONNECT is announced where a WebSocket route exists, unless a path (of the
+    /// implicit site or of any site) is proxied.
+    #[test]
+    fn extended_connect_is_announced_only_for_websocket_routes_and_no_proxy() {
+        let ws = || Router::new().ws("/ws", |_, _| Err::<NoWs, _>(Response::new(403)));
+        let plain = Router::new().get("/", |_| Response::text("x"));
+        let proxied = crate::config::ProxyMount {
+            prefix: "/api".into(),
+            upstream: "app".into(),
+            ..Default::default()
+        };
+        let config = Config::default();
+        assert!(announces_extended_connect(&config, &ws()));
+        assert!(!announces_extended_connect(&config, &plain));
+        let with_proxy = Config {
+            proxies: vec![proxied.clone()],
+            ..Config::default()
+        };
+        assert!(!announces_extended_connect(&with_proxy, &ws()));
+        let site = crate::config::Site {
+            proxies: vec![proxied],
+            ..Default::default()
+        };
+        let with_site_proxy = Config {
+            sites: vec![site],
+            ..Config::default()
+        };
+        assert!(!announces_extended_connect(&with_site_proxy, &ws()));
+    }
+
+    struct NoWs;
+    impl crate::websocket::WsHandler for NoWs {
+        fn on_message(
+            &mut self,
+            _: crate::websocket::Message<'_>,
+            _: &mut crate::websocket::WsOut<'_>,
+        ) {
+        }
+    }
 }

@@ -166,6 +166,7 @@ impl Service for ConnApp<'_> {
         {
             return match gate {
                 Gate::Answer(decided) => decided,
+                Gate::Proxy(_) if req.protocol.is_some() => self.tunnel_not_proxied(req),
                 Gate::Proxy(route) => self.proxy(route, req),
             };
         }
@@ -348,6 +349,16 @@ impl<'a> ConnApp<'a> {
             Lookup::NotFound => self.files(head, req.buf),
             Lookup::MethodNotAllowed(allow) => self.not_allowed(head, req.buf, allow),
         }
+    }
+
+    /// An HTTP/2 extended CONNECT to a proxied path: the proxy carries WebSocket as an
+    /// HTTP/1.1 upgrade only, so 501 (the setting is not announced where paths are proxied;
+    /// this answers one that a reload proxied since).
+    #[cold]
+    #[inline(never)]
+    fn tunnel_not_proxied(&mut self, req: Exchange<'_>) -> Decision<Pending> {
+        let why = "WebSocket over HTTP/2 is not proxied; use HTTP/1.1\n";
+        self.respond(req.head, req.buf, Response::text(why).status(501))
     }
 
     /// An HTTP/2 extended CONNECT (RFC 8441): `:protocol websocket` to a WebSocket route's

@@ -30,8 +30,9 @@ pub(crate) struct ConnConfig {
     /// `Server` value.
     pub server: Option<Vec<u8>>,
     /// HTTP/2 connections announce SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 8441) and take
-    /// WebSocket over a stream: set only when the router has a WebSocket route, since
-    /// browsers take the setting as a promise.
+    /// WebSocket over a stream: set only when the router has a WebSocket route and no path is
+    /// proxied, since browsers take the setting as a promise
+    /// (`server::announces_extended_connect`).
     pub extended_connect: bool,
 }
 

@@ -109,7 +109,7 @@ impl Engine {
         sites.check_roots()?;
         let bell = Arc::new(Bell::default());
         let ring = bell.clone();
-        let extended_connect = router.has_websocket();
+        let extended_connect = crate::server::announces_extended_connect(config, &router);
         let app = App::new(router, config, None);
         let io = AppIo {
             files: sites.for_worker(),

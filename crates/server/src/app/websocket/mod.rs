@@ -58,7 +58,7 @@
 //! task, the server stops reading from the client.
 //!
 //! Over HTTP/2 (RFC 8441), the same routes and handlers serve WebSocket on a stream: where
-//! the router has a WebSocket route, HTTP/2 connections announce
+//! the router has a WebSocket route and no path is proxied, HTTP/2 connections announce
 //! `SETTINGS_ENABLE_CONNECT_PROTOCOL`, and an extended CONNECT (`:protocol websocket`) to the
 //! route's path is checked like a handshake (version 13, subprotocols, extensions, no key)
 //! and answered with a 200; the messages then travel in the stream's DATA, under its flow
