@@ -19,7 +19,6 @@ use linerate_server::{Extensions, Layer, Request, Response, Router};
 
 const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
 const ACCEPT: &str = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=";
-const MASK: [u8; 4] = [0x37, 0xfa, 0x21, 0x3d];
 
 struct Echo {
     closed: Arc<Mutex<Vec<Option<u16>>>>,
@@ -123,23 +122,7 @@ fn open(addr: SocketAddr, path: &str) -> TcpStream {
     s
 }
 
-fn frame(b0: u8, payload: &[u8]) -> Vec<u8> {
-    let mut v = vec![b0];
-    match payload.len() {
-        n if n < 126 => v.push(0x80 | n as u8),
-        n if n <= 0xFFFF => {
-            v.push(0x80 | 126);
-            v.extend_from_slice(&(n as u16).to_be_bytes());
-        }
-        n => {
-            v.push(0x80 | 127);
-            v.extend_from_slice(&(n as u64).to_be_bytes());
-        }
-    }
-    v.extend_from_slice(&MASK);
-    v.extend(payload.iter().enumerate().map(|(i, b)| b ^ MASK[i % 4]));
-    v
-}
+use common::masked_frame as frame;
 
 /// Reads one server frame: (first byte, payload).
 fn read_frame(s: &mut TcpStream) -> (u8, Vec<u8>) {

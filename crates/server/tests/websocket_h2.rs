@@ -20,8 +20,6 @@ use linerate_server::testing::TestServer;
 use linerate_server::websocket::{Message, WsHandler, WsOut};
 use linerate_server::{Response, Router};
 
-const MASK: [u8; 4] = [0x37, 0xfa, 0x21, 0x3d];
-
 const DATA: u8 = 0;
 const HEADERS: u8 = 1;
 const RST_STREAM: u8 = 3;
@@ -183,6 +181,17 @@ impl H2 {
         }
     }
 
+    /// `GET /plain` on `stream`, its body-less request ended.
+    fn get_plain(&mut self, stream: u32) {
+        let fields = [
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", "/plain"),
+            (":authority", "localhost"),
+        ];
+        self.request(stream, &fields, true);
+    }
+
     /// Opens a request on `stream` with `fields` (pseudo-headers first).
     fn request(&mut self, stream: u32, fields: &[(&str, &str)], end: bool) {
         let mut block = Vec::new();
@@ -269,23 +278,7 @@ fn has(fields: &[(String, String)], name: &str) -> Option<String> {
         .map(|(_, v)| v.clone())
 }
 
-fn ws_frame(b0: u8, payload: &[u8]) -> Vec<u8> {
-    let mut v = vec![b0];
-    match payload.len() {
-        n if n < 126 => v.push(0x80 | n as u8),
-        n if n <= 0xFFFF => {
-            v.push(0x80 | 126);
-            v.extend_from_slice(&(n as u16).to_be_bytes());
-        }
-        n => {
-            v.push(0x80 | 127);
-            v.extend_from_slice(&(n as u64).to_be_bytes());
-        }
-    }
-    v.extend_from_slice(&MASK);
-    v.extend(payload.iter().enumerate().map(|(i, b)| b ^ MASK[i % 4]));
-    v
-}
+use common::masked_frame as ws_frame;
 
 /// A whole server frame at the start of `b`: (first byte, payload, bytes used).
 fn parse_ws(b: &[u8]) -> Option<(u8, Vec<u8>, usize)> {
@@ -339,16 +332,7 @@ fn the_setting_is_announced_only_where_a_websocket_route_exists() {
         (RST_STREAM, 1u32.to_be_bytes().to_vec())
     );
     // The connection goes on.
-    c.request(
-        3,
-        &[
-            (":method", "GET"),
-            (":scheme", "http"),
-            (":path", "/plain"),
-            (":authority", "localhost"),
-        ],
-        true,
-    );
+    c.get_plain(3);
     assert_eq!(status(&c.answer(3)), "200");
 }
 
@@ -373,16 +357,7 @@ fn an_extended_connect_opens_a_websocket_that_echoes_beside_other_streams() {
     let answer = c.open(3, "/ws", &[]);
     assert_eq!(status(&answer), "200");
     assert_eq!(has(&answer, "sec-websocket-protocol"), None);
-    c.request(
-        5,
-        &[
-            (":method", "GET"),
-            (":scheme", "http"),
-            (":path", "/plain"),
-            (":authority", "localhost"),
-        ],
-        true,
-    );
+    c.get_plain(5);
     assert_eq!(status(&c.answer(5)), "200");
     let mut held3 = Vec::new();
     c.ws_send(3, 0x82, &[0, 1, 2]);
@@ -419,16 +394,7 @@ fn an_extended_connect_opens_a_websocket_that_echoes_beside_other_streams() {
     assert_eq!(wait_for(&f.closed, 2), [Some(1000), None]);
 
     // The connection still serves.
-    c.request(
-        7,
-        &[
-            (":method", "GET"),
-            (":scheme", "http"),
-            (":path", "/plain"),
-            (":authority", "localhost"),
-        ],
-        true,
-    );
+    c.get_plain(7);
     assert_eq!(status(&c.answer(7)), "200");
 }
 

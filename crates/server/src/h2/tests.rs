@@ -1525,6 +1525,8 @@ fn a_tunnel_ends_with_either_sides_reset() {
     ));
     assert_eq!(h.conn.tunnel_input(1), None);
     assert!(h.conn.tunnel_ended(1));
+    // Stream 3 holds bytes its reader never took: they go with the reset.
+    h.recv(&data(3, b"held", false));
     h.conn.tunnel_reset(3, &mut h.cx);
     h.flush();
     assert_eq!(h.frames(), [F::Rst(3, Code::Cancel as u32)]);

@@ -4,6 +4,29 @@
 
 use std::process::{Child, Command, Stdio};
 
+/// The mask of every client frame the WebSocket tests send.
+pub const MASK: [u8; 4] = [0x37, 0xfa, 0x21, 0x3d];
+
+/// A client's WebSocket frame: first byte `b0`, the payload masked with [`MASK`], its length
+/// in the shortest form.
+pub fn masked_frame(b0: u8, payload: &[u8]) -> Vec<u8> {
+    let mut v = vec![b0];
+    match payload.len() {
+        n if n < 126 => v.push(0x80 | n as u8),
+        n if n <= 0xFFFF => {
+            v.push(0x80 | 126);
+            v.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            v.push(0x80 | 127);
+            v.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    v.extend_from_slice(&MASK);
+    v.extend(payload.iter().enumerate().map(|(i, b)| b ^ MASK[i % 4]));
+    v
+}
+
 /// Kills a child when dropped (a failed assertion leaves no client running).
 pub struct Kill(pub Child);
 

@@ -32,6 +32,14 @@ impl<P> Conn<P> {
             held.extend_from_slice(data);
             return;
         }
+        self.let_go(cx);
+        let mut held = cx.pool.get();
+        held.extend_from_slice(data);
+        self.held.push((id, held));
+    }
+
+    /// The bytes held for streams that are gone go back to the pool.
+    fn let_go(&mut self, cx: &mut Cx) {
         let streams = &self.streams;
         self.held.retain_mut(|(i, b)| {
             let open = streams.iter().any(|s| s.id == *i);
@@ -40,12 +48,6 @@ impl<P> Conn<P> {
             }
             open
         });
-        if data.is_empty() {
-            return;
-        }
-        let mut held = cx.pool.get();
-        held.extend_from_slice(data);
-        self.held.push((id, held));
     }
 
     /// What the client sent on tunnel `id` that its reader has not taken, and whether the
@@ -112,7 +114,7 @@ impl<P> Conn<P> {
         }
         let sid = self.streams[idx].id;
         self.stream_error(sid, Code::Cancel, cx);
-        self.hold(sid, &[], cx);
+        self.let_go(cx);
         self.end_if_done();
         self.set_timer(cx);
     }
