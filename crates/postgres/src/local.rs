@@ -37,6 +37,10 @@ const EVENTS: usize = 64;
 struct Interest {
     read: Option<Waker>,
     write: Option<Waker>,
+    /// A read came back short, so the socket held nothing more then; no read is tried again
+    /// until the reactor reports new input (an edge), saving the `recv` that would only say
+    /// EAGAIN.
+    drained: bool,
 }
 
 /// The worker's nested epoll and who waits on what.
@@ -87,6 +91,7 @@ impl Reactor {
                     let f = ev.flags;
                     let broken = f.intersects(epoll::EventFlags::ERR | epoll::EventFlags::HUP);
                     if broken || f.intersects(epoll::EventFlags::IN | epoll::EventFlags::RDHUP) {
+                        w.drained = false;
                         wake.extend(w.read.take());
                     }
                     if broken || f.contains(epoll::EventFlags::OUT) {
@@ -128,6 +133,17 @@ impl Reactor {
         if let Some(Some(w)) = self.waiting.borrow_mut().get_mut(key) {
             let slot = if write { &mut w.write } else { &mut w.read };
             *slot = Some(waker.clone());
+        }
+    }
+
+    /// Whether the last read drained the socket and no input has been reported since.
+    fn drained(&self, key: usize) -> bool {
+        matches!(self.waiting.borrow().get(key), Some(Some(w)) if w.drained)
+    }
+
+    fn set_drained(&self, key: usize) {
+        if let Some(Some(w)) = self.waiting.borrow_mut().get_mut(key) {
+            w.drained = true;
         }
     }
 
@@ -243,14 +259,22 @@ impl AsyncRead for LocalTcp {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let n = match self
-            .0
-            .poll_io(cx, false, |mut s| s.read(buf.initialize_unfilled()))
-        {
+        let w = &self.0;
+        // Edge-triggered: input arriving after the short read below is reported as a new
+        // event, which clears the mark and wakes the waker parked here.
+        if w.reactor.drained(w.key) {
+            w.reactor.park(w.key, false, cx.waker());
+            return Poll::Pending;
+        }
+        let room = buf.remaining();
+        let n = match w.poll_io(cx, false, |mut s| s.read(buf.initialize_unfilled())) {
             Poll::Ready(Ok(n)) => n,
             Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
             Poll::Pending => return Poll::Pending,
         };
+        if n > 0 && n < room {
+            w.reactor.set_drained(w.key);
+        }
         buf.advance(n);
         Poll::Ready(Ok(()))
     }
@@ -353,5 +377,58 @@ impl WorkerLocal for Local {
             tracing::error!(error = %e, "worker-local reactor failed");
         }
         self.pool.run_until_stalled();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// Reads `tcp` to its end, a poll at a time, as tokio-postgres does.
+    async fn read_all(mut tcp: LocalTcp) -> Vec<u8> {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 64];
+        loop {
+            let n = poll_fn(|cx| {
+                let mut rb = ReadBuf::new(&mut buf);
+                Pin::new(&mut tcp)
+                    .poll_read(cx, &mut rb)
+                    .map_ok(|()| rb.filled().len())
+            })
+            .await
+            .expect("read");
+            if n == 0 {
+                return got;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+    }
+
+    #[test]
+    fn input_after_a_short_read_wakes_the_reader_and_the_end_is_seen() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let peer = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            // Each piece is read short (less than the reader's 64 bytes), so the reader
+            // waits on the reactor's next edge, not on a read that says EAGAIN.
+            for piece in [&b"abc"[..], b"def", b"ghi"] {
+                s.write_all(piece).unwrap();
+                std::thread::sleep(Duration::from_millis(30));
+            }
+        });
+        let mut local = Local::install().unwrap();
+        let got = Rc::new(RefCell::new(None));
+        let done = Rc::new(Cell::new(false));
+        let (g, d) = (got.clone(), done.clone());
+        assert!(spawn(async move {
+            let tcp = LocalTcp::connect(addr).await.expect("connect");
+            *g.borrow_mut() = Some(read_all(tcp).await);
+            d.set(true);
+        }));
+        local.run_until(Duration::from_secs(10), || done.get());
+        peer.join().unwrap();
+        assert_eq!(got.borrow().as_deref(), Some(&b"abcdefghi"[..]));
     }
 }

@@ -5,9 +5,12 @@
 //! Owns the hand-off only. A `Responder` reports exactly once — [`Responder::send`], or, if it
 //! is dropped unanswered, a 500 — so the worker's count of outstanding answers is exact. The
 //! inbox wakes its worker once per batch (the driver's eventfd, behind `Inbox::new`'s `wake`),
-//! never once per answer under load.
+//! never once per answer under load; an answer given on the worker's own thread (a future on
+//! its [`WorkerLocal`] executor, a handler that answers at once) wakes nothing: the worker
+//! looks for those itself at the end of each turn ([`Inbox::pushed_here`]).
 #![forbid(unsafe_code)]
 
+use std::cell::Cell;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -152,6 +155,11 @@ pub(crate) struct Done {
     pub meta: Box<Meta>,
 }
 
+thread_local! {
+    /// The address of the inbox whose worker runs on this thread (0: none).
+    static HOME: Cell<usize> = const { Cell::new(0) };
+}
+
 /// One worker's incoming answers. Any thread pushes; the worker takes them in batches.
 pub(crate) struct Inbox {
     queue: Mutex<Vec<Done>>,
@@ -159,6 +167,9 @@ pub(crate) struct Inbox {
     streams: Mutex<Vec<Arc<crate::streaming::Chan>>>,
     /// A wake-up is on its way and not yet consumed: later pushes need not send another.
     armed: AtomicBool,
+    /// The wake-up was due from the worker's own thread, and left to the worker to notice
+    /// (read and written on that thread only).
+    here: AtomicBool,
     wake: Box<dyn Fn() + Send + Sync>,
 }
 
@@ -169,7 +180,30 @@ impl Inbox {
             queue: Mutex::new(Vec::new()),
             streams: Mutex::new(Vec::new()),
             armed: AtomicBool::new(false),
+            here: AtomicBool::new(false),
             wake,
+        }
+    }
+
+    /// Called by the worker on its thread: pushes made on this thread from now on do not
+    /// wake it (an eventfd write, and its read in the next turn); the worker asks
+    /// [`Inbox::pushed_here`] at the end of each turn instead.
+    pub(crate) fn make_home(self: &Arc<Inbox>) {
+        HOME.with(|h| h.set(Arc::as_ptr(self) as usize));
+    }
+
+    /// A push on the worker's own thread left the wake-up to it: take the inbox now.
+    #[inline]
+    pub(crate) fn pushed_here(&self) -> bool {
+        self.here.load(Ordering::Relaxed)
+    }
+
+    /// The first push since the worker last took: wake it, unless this is its own thread.
+    fn wake_up(&self) {
+        if HOME.with(Cell::get) == self as *const Inbox as usize {
+            self.here.store(true, Ordering::Relaxed);
+        } else {
+            (self.wake)();
         }
     }
 
@@ -179,7 +213,7 @@ impl Inbox {
             .unwrap_or_else(|e| e.into_inner())
             .push(done);
         if !self.armed.swap(true, Ordering::SeqCst) {
-            (self.wake)();
+            self.wake_up();
         }
     }
 
@@ -190,7 +224,7 @@ impl Inbox {
             .unwrap_or_else(|e| e.into_inner())
             .push(chan);
         if !self.armed.swap(true, Ordering::SeqCst) {
-            (self.wake)();
+            self.wake_up();
         }
     }
 
@@ -204,6 +238,7 @@ impl Inbox {
     /// Moves every waiting answer into `into`. The worker calls this after consuming the
     /// wake-up, so an answer pushed meanwhile either is taken here or wakes it again.
     pub(crate) fn take(&self, into: &mut Vec<Done>) {
+        self.here.store(false, Ordering::Relaxed);
         self.armed.store(false, Ordering::SeqCst);
         let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         into.append(&mut q);
@@ -277,7 +312,8 @@ impl std::fmt::Debug for Responder {
 /// by the factory given to [`Server::with_worker_local`](crate::Server::with_worker_local).
 pub trait WorkerLocal {
     /// Readable when [`run`](WorkerLocal::run) has work (the worker watches it,
-    /// level-triggered).
+    /// level-triggered, and never reads it: `run` clears what made it readable, as an epoll
+    /// instance's wait does).
     fn fd(&self) -> std::os::fd::BorrowedFd<'_>;
     /// Does what is ready without blocking: called after every turn of the worker's loop
     /// (so also right after handlers that started local work ran); `fd_ready` says whether
@@ -334,6 +370,38 @@ mod tests {
         // Taken: the next push wakes again.
         Responder::new(inbox.clone(), 7, 5, Box::default()).send(Response::new(200));
         assert_eq!(wakes.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_push_on_the_workers_own_thread_wakes_nothing_and_is_left_for_it_to_take() {
+        let (inbox, wakes) = inbox();
+        inbox.make_home();
+        Responder::new(inbox.clone(), 7, 1, Box::default()).send(Response::new(200));
+        drop(Responder::new(inbox.clone(), 7, 2, Box::default()));
+        assert_eq!(wakes.load(Ordering::SeqCst), 0);
+        assert!(inbox.pushed_here());
+        // A push from another thread meanwhile finds the inbox armed: the worker's own
+        // take, due this turn, collects it too.
+        let other = inbox.clone();
+        std::thread::spawn(move || {
+            Responder::new(other, 7, 3, Box::default()).send(Response::new(200))
+        })
+        .join()
+        .unwrap();
+        assert_eq!(wakes.load(Ordering::SeqCst), 0);
+        let mut got = Vec::new();
+        inbox.take(&mut got);
+        assert_eq!(got.iter().map(|d| d.id).collect::<Vec<_>>(), [1, 2, 3]);
+        assert!(!inbox.pushed_here());
+        // Taken: a push from another thread wakes the worker again.
+        let other = inbox.clone();
+        std::thread::spawn(move || {
+            Responder::new(other, 7, 4, Box::default()).send(Response::new(200))
+        })
+        .join()
+        .unwrap();
+        assert_eq!(wakes.load(Ordering::SeqCst), 1);
+        assert!(!inbox.pushed_here());
     }
 
     #[test]

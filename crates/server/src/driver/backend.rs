@@ -111,8 +111,10 @@ pub(crate) trait Backend {
     fn close_listeners(&mut self);
     /// Resumes accepting after [`Completion::AcceptPaused`].
     fn resume_accepting(&mut self);
-    /// Watches an eventfd under `token`.
-    fn watch(&mut self, fd: OwnedFd, token: Token) -> io::Result<()>;
+    /// Watches `fd` under `token`: an eventfd (`counter`: its count is read, which re-arms
+    /// it), or a descriptor whose owner clears its readiness (an epoll instance: reading it
+    /// would only fail).
+    fn watch(&mut self, fd: OwnedFd, token: Token, counter: bool) -> io::Result<()>;
     /// Takes ownership of a connection's socket, with receiving on or off.
     fn attach(&mut self, sock: OwnedFd, token: Token, recv: bool) -> io::Result<()>;
     /// Opens a connection to `addr` and owns it under `token`, receiving off: at once

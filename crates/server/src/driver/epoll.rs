@@ -83,7 +83,8 @@ pub(crate) struct Epoll {
     accepted: usize,
     socks: Vec<Sock>,
     listeners: Vec<Listener>,
-    watched: Vec<(OwnedFd, Token)>,
+    /// Watched descriptors: the fd, its token, and whether it is an eventfd to read.
+    watched: Vec<(OwnedFd, Token, bool)>,
     scratch: Vec<u8>,
     /// Per socket slot: its receive side is kernel TLS, so it is read with `recvmsg` and the
     /// record type (kept apart from [`Sock`], which every idle connection pays for).
@@ -342,14 +343,14 @@ impl Backend for Epoll {
         }
     }
 
-    fn watch(&mut self, fd: OwnedFd, token: Token) -> io::Result<()> {
+    fn watch(&mut self, fd: OwnedFd, token: Token, counter: bool) -> io::Result<()> {
         epoll::add(
             &self.ep,
             &fd,
             epoll::EventData::new_u64(token),
             epoll::EventFlags::IN,
         )?;
-        self.watched.push((fd, token));
+        self.watched.push((fd, token, counter));
         Ok(())
     }
 
@@ -581,9 +582,10 @@ impl Backend for Epoll {
                     continue;
                 }
                 self.at += 1;
-                if let Some((fd, token)) = self.watched.iter().find(|(_, t)| *t == data) {
-                    let mut counter = [0u8; 8];
-                    let _ = rustix::io::read(fd, &mut counter);
+                if let Some((fd, token, counter)) = self.watched.iter().find(|w| w.1 == data) {
+                    if *counter {
+                        let _ = rustix::io::read(fd, &mut [0u8; 8]);
+                    }
                     return Some(Completion::Notified { token: *token });
                 }
                 continue;

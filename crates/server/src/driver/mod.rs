@@ -5,7 +5,8 @@
 //! Per completion: bytes received go to the connection (decrypted first over TLS); the
 //! connection's answers are transmitted at once ([`pump`]); receiving is armed only while the
 //! connection wants input (backpressure); its deadline is filed in the timer wheel. Deferred
-//! answers arrive through the worker's inbox (an eventfd wakes the loop) and are handed to
+//! answers arrive through the worker's inbox (an eventfd wakes the loop; answers given on the
+//! worker's own thread are taken at the end of the turn, with no wake-up) and are handed to
 //! their connection, or counted and dropped when it is gone. Workers share only read-only
 //! state ([`Shared`]): no locks and no shared atomics on the request path.
 #![forbid(unsafe_code)]
@@ -250,11 +251,11 @@ impl<B: Backend> Worker<B> {
         for (id, l) in setup.listeners.into_iter().enumerate() {
             backend.listen(l, id)?;
         }
-        backend.watch(setup.shutdown, WAKE_SHUTDOWN)?;
-        backend.watch(setup.inbox_fd, WAKE_INBOX)?;
-        backend.watch(setup.reload_fd, WAKE_RELOAD)?;
+        backend.watch(setup.shutdown, WAKE_SHUTDOWN, true)?;
+        backend.watch(setup.inbox_fd, WAKE_INBOX, true)?;
+        backend.watch(setup.reload_fd, WAKE_RELOAD, true)?;
         if let Some(local) = &setup.local {
-            backend.watch(local.fd().try_clone_to_owned()?, WAKE_LOCAL)?;
+            backend.watch(local.fd().try_clone_to_owned()?, WAKE_LOCAL, false)?;
         }
         let proxying = !setup.sites.upstreams.is_empty();
         let mut worker = Worker {
@@ -311,6 +312,7 @@ impl<B: Backend> Worker<B> {
         if let Some(log) = self.io.app.log.as_mut() {
             log.set_time(self.io.cx.date.get());
         }
+        self.io.app.inbox.make_home();
         loop {
             let timeout = self.timeout();
             self.backend.wait(timeout)?;
@@ -338,9 +340,7 @@ impl<B: Backend> Worker<B> {
                     self.with(self.token(idx), sh, |_, _| {});
                 }
             }
-            if let Some(local) = self.local.as_mut() {
-                local.run(std::mem::take(&mut self.local_ready));
-            }
+            self.run_local(sh);
             if let Some(t) = self.accept_paused_until
                 && self.io.cx.now >= t
             {
@@ -368,6 +368,23 @@ impl<B: Backend> Worker<B> {
                     return Ok(());
                 }
             }
+        }
+    }
+
+    /// The worker-local work, then the answers given on this thread (by that work, or by a
+    /// handler that answered at once), which woke nothing: taken here, in the turn that made
+    /// them, until neither has more (an answer can release a pipelined request whose
+    /// handler starts more local work).
+    #[inline]
+    fn run_local(&mut self, sh: &Shared) {
+        loop {
+            if let Some(local) = self.local.as_mut() {
+                local.run(std::mem::take(&mut self.local_ready));
+            }
+            if !self.io.app.inbox.pushed_here() {
+                return;
+            }
+            self.answers(sh);
         }
     }
 
