@@ -5,9 +5,10 @@
 //! Owns the hand-off only. A `Responder` reports exactly once — [`Responder::send`], or, if it
 //! is dropped unanswered, a 500 — so the worker's count of outstanding answers is exact. The
 //! inbox wakes its worker once per batch (the driver's eventfd, behind `Inbox::new`'s `wake`),
-//! never once per answer under load; an answer given on the worker's own thread (a future on
-//! its [`WorkerLocal`] executor, a handler that answers at once) wakes nothing: the worker
-//! looks for those itself at the end of each turn ([`Inbox::pushed_here`]).
+//! never once per answer under load. On a worker with a [`WorkerLocal`], an answer given on
+//! the worker's own thread (a future on its executor, a handler that answers at once) wakes
+//! nothing: the worker looks for those itself at the end of each turn
+//! ([`Inbox::pushed_here`]).
 #![forbid(unsafe_code)]
 
 use std::cell::Cell;

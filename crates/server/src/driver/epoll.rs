@@ -161,6 +161,16 @@ impl Epoll {
         }
     }
 
+    /// A watched fd's event (`data`, its token): its count read when it is an eventfd.
+    #[cold]
+    fn notified(&self, data: u64) -> Option<Completion> {
+        let (fd, token, counter) = self.watched.iter().find(|w| w.1 == data)?;
+        if *counter {
+            let _ = rustix::io::read(fd, &mut [0u8; 8]);
+        }
+        Some(Completion::Notified { token: *token })
+    }
+
     /// Receives into the scratch buffer for `s` (`records`: its receive side is kernel TLS).
     #[inline(always)]
     fn recv(scratch: &mut Vec<u8>, s: &Sock, records: bool) -> Option<Completion> {
@@ -582,11 +592,8 @@ impl Backend for Epoll {
                     continue;
                 }
                 self.at += 1;
-                if let Some((fd, token, counter)) = self.watched.iter().find(|w| w.1 == data) {
-                    if *counter {
-                        let _ = rustix::io::read(fd, &mut [0u8; 8]);
-                    }
-                    return Some(Completion::Notified { token: *token });
+                if let Some(c) = self.notified(data) {
+                    return Some(c);
                 }
                 continue;
             }
