@@ -1,8 +1,8 @@
 //! Deferred answers on a real server, by where they are given: at once in the handler, by the
 //! worker's own local work (a [`WorkerLocal`], as the database driver's futures do), or from
-//! another thread. The first two wake nothing (no eventfd write): the worker takes them at
-//! the end of the turn that made them, so a lone request answered that way must still be
-//! answered, and pipelined ones in order.
+//! another thread. On a worker with local work, as here, the first two wake nothing (no
+//! eventfd write): the worker takes them at the end of the turn that made them, so a lone
+//! request answered that way must still be answered, and pipelined ones in order.
 
 use std::cell::RefCell;
 use std::io::{Read, Write};

@@ -5,10 +5,11 @@
 //! Per completion: bytes received go to the connection (decrypted first over TLS); the
 //! connection's answers are transmitted at once ([`pump`]); receiving is armed only while the
 //! connection wants input (backpressure); its deadline is filed in the timer wheel. Deferred
-//! answers arrive through the worker's inbox (an eventfd wakes the loop; where the worker has local work,
-//! answers given on its own thread are taken at the end of the turn, with no wake-up) and are handed to
-//! their connection, or counted and dropped when it is gone. Workers share only read-only
-//! state ([`Shared`]): no locks and no shared atomics on the request path.
+//! answers arrive through the worker's inbox (an eventfd wakes the loop; where the worker has
+//! local work, answers given on its own thread are taken at the end of the turn, with no
+//! wake-up) and are handed to their connection, or counted and dropped when it is gone.
+//! Workers share only read-only state ([`Shared`]): no locks and no shared atomics on the
+//! request path.
 #![forbid(unsafe_code)]
 
 pub(crate) mod backend;
