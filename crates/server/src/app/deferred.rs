@@ -373,6 +373,16 @@ mod tests {
         assert_eq!(wakes.load(Ordering::SeqCst), 2);
     }
 
+    /// Answers request `id` of connection 7 from a thread of its own, and waits for it.
+    fn answer_from_another_thread(inbox: &Arc<Inbox>, id: u64) {
+        let inbox = inbox.clone();
+        std::thread::spawn(move || {
+            Responder::new(inbox, 7, id, Box::default()).send(Response::new(200))
+        })
+        .join()
+        .unwrap();
+    }
+
     #[test]
     fn a_push_on_the_workers_own_thread_wakes_nothing_and_is_left_for_it_to_take() {
         let (inbox, wakes) = inbox();
@@ -383,24 +393,14 @@ mod tests {
         assert!(inbox.pushed_here());
         // A push from another thread meanwhile finds the inbox armed: the worker's own
         // take, due this turn, collects it too.
-        let other = inbox.clone();
-        std::thread::spawn(move || {
-            Responder::new(other, 7, 3, Box::default()).send(Response::new(200))
-        })
-        .join()
-        .unwrap();
+        answer_from_another_thread(&inbox, 3);
         assert_eq!(wakes.load(Ordering::SeqCst), 0);
         let mut got = Vec::new();
         inbox.take(&mut got);
         assert_eq!(got.iter().map(|d| d.id).collect::<Vec<_>>(), [1, 2, 3]);
         assert!(!inbox.pushed_here());
         // Taken: a push from another thread wakes the worker again.
-        let other = inbox.clone();
-        std::thread::spawn(move || {
-            Responder::new(other, 7, 4, Box::default()).send(Response::new(200))
-        })
-        .join()
-        .unwrap();
+        answer_from_another_thread(&inbox, 4);
         assert_eq!(wakes.load(Ordering::SeqCst), 1);
         assert!(!inbox.pushed_here());
     }
