@@ -43,7 +43,9 @@ done
 "$bin/hpack_decode" fuzz/corpus/hpack_decode/* >/dev/null 2>&1
 "$bin/ws_frames" fuzz/corpus/ws_frames/* >/dev/null 2>&1
 "$bin/parse_proxy_header" fuzz/corpus/parse_proxy_header/* >/dev/null 2>&1
-echo "fuzz targets replayed $(ls fuzz/corpus/parse_request | wc -l) + $(ls fuzz/corpus/parse_chunked | wc -l) + $(ls fuzz/corpus/parse_response | wc -l) + $(ls fuzz/corpus/hpack_decode | wc -l) + $(ls fuzz/corpus/parse_proxy_header | wc -l) + $(ls fuzz/corpus/ws_frames | wc -l) seeds"
+"$bin/h3_frames" fuzz/corpus/h3_frames/* >/dev/null 2>&1
+"$bin/qpack_decode" fuzz/corpus/qpack_decode/* >/dev/null 2>&1
+echo "fuzz targets replayed $(ls fuzz/corpus/parse_request | wc -l) + $(ls fuzz/corpus/parse_chunked | wc -l) + $(ls fuzz/corpus/parse_response | wc -l) + $(ls fuzz/corpus/hpack_decode | wc -l) + $(ls fuzz/corpus/parse_proxy_header | wc -l) + $(ls fuzz/corpus/ws_frames | wc -l) + $(ls fuzz/corpus/h3_frames | wc -l) + $(ls fuzz/corpus/qpack_decode | wc -l) seeds"
 
 # The database tests (crates/linerate/tests/database.rs, crates/postgres/tests/) start their own
 # throwaway PostgreSQL 15 with scripts/pg.sh; where it cannot run they fail saying so.
