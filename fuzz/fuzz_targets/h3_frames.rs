@@ -4,7 +4,7 @@
 //! limits, and the same frames and verdict however the bytes arrive.
 #![no_main]
 
-use linerate_h3::frame::{Frame, FrameReader, MAX_CONTROL_FRAME, Role};
+use linerate_h3::frame::{Frame, FrameReader, Role};
 
 #[derive(Debug, PartialEq)]
 enum Ev {
@@ -46,7 +46,6 @@ fn run(role: Role, limit: usize, pieces: &[&[u8]]) -> (Vec<Ev>, bool) {
             }
         }
     }
-    let _ = MAX_CONTROL_FRAME;
     (evs, r.at_boundary())
 }
 
@@ -54,11 +53,19 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let Some((&first, rest)) = data.split_first() else {
         return;
     };
-    let role = if first & 1 == 0 { Role::Request } else { Role::Control };
+    let role = if first & 1 == 0 {
+        Role::Request
+    } else {
+        Role::Control
+    };
     let limit = usize::from(first >> 1) * 8;
     let whole = run(role, limit, &[rest]);
     let mid = rest.len() / 2;
-    assert_eq!(run(role, limit, &[&rest[..mid], &rest[mid..]]), whole, "split in two");
+    assert_eq!(
+        run(role, limit, &[&rest[..mid], &rest[mid..]]),
+        whole,
+        "split in two"
+    );
     let bytes: Vec<&[u8]> = rest.chunks(1).collect();
     assert_eq!(run(role, limit, &bytes), whole, "a byte at a time");
 });

@@ -19,7 +19,11 @@ fn block(d: &mut Decoder, data: &[u8]) -> (bool, Fields) {
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let first = block(&mut Decoder::new(), data);
-    assert_eq!(first, block(&mut Decoder::new(), data), "the same block, the same answer");
+    assert_eq!(
+        first,
+        block(&mut Decoder::new(), data),
+        "the same block, the same answer"
+    );
     let mid = data.len() / 2;
     let mut d = Decoder::new();
     block(&mut d, &data[..mid]);

@@ -29,13 +29,20 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let b = encoder
         .iter()
         .try_for_each(|byte| bytewise.encoder_stream(std::slice::from_ref(byte)));
-    assert_eq!(a, b, "the encoder stream's verdict, whole and a byte at a time");
+    assert_eq!(
+        a, b,
+        "the encoder stream's verdict, whole and a byte at a time"
+    );
     assert!(whole.table_size() <= capacity && bytewise.table_size() <= capacity);
     if a.is_ok() {
         assert_eq!(whole.insert_count(), bytewise.insert_count());
         assert_eq!(whole.table_size(), bytewise.table_size());
     }
     let one = section(&mut whole, sec);
-    assert_eq!(one, section(&mut bytewise, sec), "the same table decodes the same");
+    assert_eq!(
+        one,
+        section(&mut bytewise, sec),
+        "the same table decodes the same"
+    );
     assert_eq!(one, section(&mut whole, sec), "a section changes no table");
 });

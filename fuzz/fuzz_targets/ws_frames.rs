@@ -24,10 +24,16 @@ fn pieces_agree(data: &[u8], split: usize) {
     let whole = std::str::from_utf8(data).is_ok();
     let mut v = Utf8::default();
     let split = split.min(data.len());
-    let got = v.feed(&data[..split]).and_then(|()| v.feed(&data[split..])).and_then(|()| v.finish());
+    let got = v
+        .feed(&data[..split])
+        .and_then(|()| v.feed(&data[split..]))
+        .and_then(|()| v.finish());
     assert_eq!(got.is_ok(), whole, "split at {split}");
     let mut v = Utf8::default();
-    let got = data.iter().try_for_each(|b| v.feed(std::slice::from_ref(b))).and_then(|()| v.finish());
+    let got = data
+        .iter()
+        .try_for_each(|b| v.feed(std::slice::from_ref(b)))
+        .and_then(|()| v.finish());
     assert_eq!(got.is_ok(), whole, "byte by byte");
 }
 
@@ -40,7 +46,11 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
             assert!(h.len <= max);
             assert!(!h.opcode.is_control() || (h.fin && h.len <= frame::MAX_CONTROL_PAYLOAD));
             for n in 0..h.size {
-                assert_eq!(frame::read_head(&data[..n], rsv1_ok, max), Ok(None), "prefix {n}");
+                assert_eq!(
+                    frame::read_head(&data[..n], rsv1_ok, max),
+                    Ok(None),
+                    "prefix {n}"
+                );
             }
             let mut more = data.to_vec();
             more.push(0xAB);
@@ -71,5 +81,9 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     }
     let split = usize::from(first).min(data.len());
     let whole = inflate(&[data], 4096);
-    assert_eq!(inflate(&[&data[..split], &data[split..]], 4096), whole, "split at {split}");
+    assert_eq!(
+        inflate(&[&data[..split], &data[split..]], 4096),
+        whole,
+        "split at {split}"
+    );
 });

@@ -35,9 +35,10 @@ pub fn status(out: &mut Vec<u8>, code: u16) {
         _ => {
             // Literal Field Line with Name Reference to `:status` (static 24).
             write_int(out, 0x50, 4, 24);
-            out.push(3);
             let mut buf = itoa::Buffer::new();
-            out.extend_from_slice(buf.format(code.min(999)).as_bytes());
+            let digits = buf.format(code).as_bytes();
+            out.push(digits.len() as u8);
+            out.extend_from_slice(digits);
             return;
         }
     };
