@@ -279,9 +279,10 @@ fn read_str(block: &[u8], pos: usize, buf: &mut Vec<u8>) -> Result<(Str, usize),
     Ok((Str::Decoded, n + len))
 }
 
-/// Appends an integer with an `prefix`-bit prefix whose other bits are `high` (RFC 7541 §5.1).
+/// Appends an integer with an `prefix`-bit prefix whose other bits are `high` (RFC 7541 §5.1;
+/// QPACK's integers are the same, RFC 9204 §4.1.1).
 #[inline(always)]
-fn integer(out: &mut Vec<u8>, high: u8, prefix: u8, mut v: usize) {
+pub fn integer(out: &mut Vec<u8>, high: u8, prefix: u8, mut v: usize) {
     let max = (1usize << prefix) - 1;
     if v < max {
         out.push(high | v as u8);

@@ -74,20 +74,11 @@ pub(crate) fn string(
     Ok((Str::Decoded, end))
 }
 
-/// Appends `v` with a `prefix`-bit prefix under the bits `high`.
-pub(crate) fn write_int(out: &mut Vec<u8>, high: u8, prefix: u8, mut v: u64) {
-    let max = (1u64 << prefix) - 1;
-    if v < max {
-        out.push(high | v as u8);
-        return;
-    }
-    out.push(high | max as u8);
-    v -= max;
-    while v >= 128 {
-        out.push((v as u8 & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
+/// Appends `v` with a `prefix`-bit prefix under the bits `high` (HPACK's writer: the same
+/// integers).
+#[inline]
+pub(crate) fn write_int(out: &mut Vec<u8>, high: u8, prefix: u8, v: u64) {
+    linerate_hpack::integer(out, high, prefix, v as usize);
 }
 
 #[cfg(test)]
