@@ -1,9 +1,9 @@
 //! QUIC variable-length integers (RFC 9000 §16): the two high bits of the first byte give the
 //! length (1, 2, 4 or 8 bytes), the rest is the value, big-endian, up to 2^62 - 1.
 //!
-//! Decoding accepts any of the encodings of a value (a longer one than needed is allowed:
-//! RFC 9000 §16 only asks senders for the shortest where a frame's type is concerned, and
-//! HTTP/3 frame types are read with [`read`] like every other integer).
+//! Decoding accepts every encoding of a value, the longer ones included: HTTP/3 asks for no
+//! shortest encoding of its frame and stream types (the rule of RFC 9000 §12.4 is for QUIC's
+//! own frame types, which are not read here).
 
 /// The largest value a variable-length integer holds.
 pub const MAX: u64 = (1 << 62) - 1;
