@@ -297,9 +297,10 @@ pub fn integer(out: &mut Vec<u8>, high: u8, prefix: u8, mut v: usize) {
     out.push(v as u8);
 }
 
-/// A string literal without Huffman coding.
+/// A string literal without Huffman coding (QPACK's value strings are the same, RFC 9204
+/// §4.1.2).
 #[inline(always)]
-fn string(out: &mut Vec<u8>, s: &[u8]) {
+pub fn string(out: &mut Vec<u8>, s: &[u8]) {
     integer(out, 0, 7, s.len());
     out.extend_from_slice(s);
 }

@@ -5,6 +5,8 @@
 //! peer's table capacity cannot make it allocate. Values go out unhuffmaned: the encoding
 //! costs a copy.
 
+use linerate_hpack::string;
+
 use super::prim::write_int;
 use super::table::lookup;
 
@@ -36,10 +38,7 @@ pub fn status(out: &mut Vec<u8>, code: u16) {
             // Literal Field Line with Name Reference to `:status` (static 24).
             write_int(out, 0x50, 4, 24);
             let mut buf = itoa::Buffer::new();
-            let digits = buf.format(code).as_bytes();
-            out.push(digits.len() as u8);
-            out.extend_from_slice(digits);
-            return;
+            return string(out, buf.format(code).as_bytes());
         }
     };
     write_int(out, 0xc0, 6, index);
@@ -62,6 +61,5 @@ pub fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
             out.extend_from_slice(name);
         }
     }
-    write_int(out, 0x00, 7, value.len() as u64);
-    out.extend_from_slice(value);
+    string(out, value);
 }
