@@ -7,7 +7,9 @@
 # client's address checked in the access log and an access rule (scripts/proxy-protocol.sh),
 # automatic HTTPS against Let's Encrypt's test CA Pebble (scripts/acme.sh; `go install`s
 # Pebble into target/tools),
-# headless Chromium loading browser URLs (scripts/browser.sh) and reading server-sent events, Python's websockets client
+# headless Chromium loading browser URLs (scripts/browser.sh) and reading server-sent events,
+# aioquic's HTTP/3 client against --quic, its answers compared with HTTP/1.1's and HTTP/2's
+# (scripts/h3-interop.sh; pip installs aioquic where missing), Python's websockets client
 # through the proxy (scripts/ws-proxy.sh; pip installs it into target/), the gateway shape of
 # docs/gateway/ with HttpArena's gateway-64 checks (scripts/gateway.sh), systemd-analyze verify
 # on dist/'s units, the Debian package built with cargo-deb (pinned, `cargo install`ed into
@@ -138,6 +140,17 @@ case $br in
     0) ;;
     2) echo "!! browser stage NOT RUN: it cannot run on this machine (see the line above)" ;;
     *) exit "$br" ;;
+esac
+
+echo "== HTTP/3: aioquic's client against --quic, answers compared with HTTP/1.1's and HTTP/2's (scripts/h3-interop.sh)"
+set +e
+scripts/h3-interop.sh
+h3=$?
+set -e
+case $h3 in
+    0) ;;
+    2) echo "!! HTTP/3 interop stage NOT RUN: it cannot run on this machine (see the line above)" ;;
+    *) exit "$h3" ;;
 esac
 
 echo "== WebSocket with Python's websockets: through the proxy to its echo upstream, and to the demo's /ws; ws and wss (scripts/ws-proxy.sh)"

@@ -74,6 +74,9 @@ pub enum Version {
     /// A request the server read as HTTP/2 frames and hands on as this head
     /// ([`RequestHead::set_version`]); the parser never yields it.
     Http2,
+    /// A request the server read as HTTP/3 frames (RFC 9114) and hands on as this head, as
+    /// for [`Version::Http2`].
+    Http3,
 }
 
 /// How the request body is delimited (RFC 9112 §6.3).

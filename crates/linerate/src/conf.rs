@@ -379,6 +379,8 @@ struct RawListen {
     redirect_to_https: Option<Spanned<bool>>,
     /// Connections start with a PROXY protocol header.
     proxy_protocol: Option<Spanned<bool>>,
+    /// HTTP/3 over QUIC on the same address's UDP port (TLS listeners).
+    quic: Option<Spanned<bool>>,
     /// A Unix socket's owner, group and mode.
     owner: Option<Spanned<String>>,
     group: Option<Spanned<String>>,
@@ -1044,6 +1046,16 @@ impl Cx<'_> {
             Some(p) => *p.get_ref(),
             None => false,
         };
+        let quic = match &raw.quic {
+            Some(q) if *q.get_ref() && (tls.is_none() || !matches!(addr, ListenAddr::Tcp(_))) => {
+                return Err(self.err(
+                    q.span(),
+                    "quic is for a TLS listener on an address (HTTP/3 runs over TLS 1.3)",
+                ));
+            }
+            Some(q) => *q.get_ref(),
+            None => false,
+        };
         let unix_perms = self.unix_perms(raw, &addr)?;
         Ok(Listen {
             addr,
@@ -1052,6 +1064,7 @@ impl Cx<'_> {
             unix_perms,
             redirect_to_https,
             proxy_protocol,
+            quic,
         })
     }
 

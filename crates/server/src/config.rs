@@ -364,6 +364,9 @@ pub struct Config {
     /// HTTP/2 with prior knowledge (h2c) on this address; off by default. Such a listener
     /// speaks only HTTP/2: an HTTP/1.1 request there is a connection error.
     pub h2c: Option<SocketAddr>,
+    /// `tls` also serves HTTP/3 over QUIC on the same address's UDP port (and its HTTPS
+    /// answers announce it with `Alt-Svc`): see [`Listen::quic`].
+    pub quic: bool,
     /// `addr` answers every request with a 308 to HTTPS on `tls`'s port (443 without `tls`:
     /// a TLS terminator in front): see [`Listen::redirect_to_https`].
     pub redirect_to_https: bool,
@@ -627,6 +630,10 @@ pub struct Listen {
     /// (logs, access rules, limits, forwarded fields); a connection without a valid one is
     /// closed (TCP listeners only).
     pub proxy_protocol: bool,
+    /// Also serve HTTP/3 over QUIC (RFC 9114) on the same address's UDP port, with the same
+    /// certificates, sites and limits (TLS listeners only); HTTPS answers over TCP carry
+    /// `Alt-Svc: h3=":PORT"` so browsers move to it.
+    pub quic: bool,
 }
 
 /// Who may connect to a Unix-socket listener: the socket file's owner, group and mode, set
@@ -671,6 +678,7 @@ impl Config {
                 .redirect_to_https
                 .then(|| self.tls.as_ref().map_or(443, |t| t.addr.port())),
             proxy_protocol: self.proxy_protocol,
+            quic: false,
         }];
         if let Some(t) = &self.tls {
             out.push(Listen {
@@ -680,6 +688,7 @@ impl Config {
                 unix_perms: UnixPerms::default(),
                 redirect_to_https: None,
                 proxy_protocol: self.proxy_protocol,
+                quic: self.quic,
             });
         }
         if let Some(addr) = self.h2c {
@@ -690,6 +699,7 @@ impl Config {
                 unix_perms: UnixPerms::default(),
                 redirect_to_https: None,
                 proxy_protocol: self.proxy_protocol,
+                quic: false,
             });
         }
         out
@@ -892,6 +902,7 @@ impl Default for Config {
             compression: Compression::default(),
             tls: None,
             h2c: None,
+            quic: false,
             redirect_to_https: false,
             proxy_protocol: false,
             trusted_proxies: Default::default(),

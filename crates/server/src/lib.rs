@@ -94,6 +94,7 @@ mod driver;
 mod h1;
 mod h1c;
 mod h2;
+mod h3;
 pub mod notify;
 mod pool;
 pub mod privsep;
@@ -140,5 +141,14 @@ pub mod http2 {
     pub use crate::h2::{
         MAX_BODY_STREAMS, MAX_CONCURRENT_STREAMS, MAX_CONTINUATIONS, MAX_CONTROL_PER_SEC,
         MAX_HEADER_BLOCK, MAX_RESETS_PER_SEC, MAX_TUNNEL_STREAMS,
+    };
+}
+
+/// HTTP/3's named limits (RFC 9114, over QUIC).
+pub mod http3 {
+    pub use crate::driver::quic::RETRY_ABOVE;
+    pub use crate::h3::{
+        MAX_BODY_STREAMS, MAX_CONCURRENT_STREAMS, MAX_FIELD_SECTION, MAX_UNI_STREAMS,
+        QPACK_CAPACITY,
     };
 }

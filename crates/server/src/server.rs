@@ -69,6 +69,17 @@ pub struct Server {
     acme: Option<crate::acme::Manager>,
     /// Set by a reload: that thread asks the CA again about its certificates.
     acme_ask_again: Option<Arc<AtomicBool>>,
+    /// The QUIC listeners: each one's UDP sockets (one per worker) and configuration.
+    quic: Vec<QuicBound>,
+}
+
+/// One QUIC listener after binding.
+struct QuicBound {
+    /// Its TCP listener's id.
+    listener: usize,
+    addr: SocketAddr,
+    config: Arc<quinn_proto::ServerConfig>,
+    socks: Vec<std::net::UdpSocket>,
 }
 
 /// One listener after binding: its address (the real port when 0 was asked for), whether it
@@ -292,6 +303,7 @@ impl Server {
         let mut listener_h2c = Vec::new();
         let mut listener_redirect = Vec::new();
         let mut listener_proxy = Vec::new();
+        let mut quic = Vec::new();
         for (i, l) in config.listen_list().into_iter().enumerate() {
             let part = Part::Listener(i);
             if l.proxy_protocol && matches!(l.addr, ListenAddr::Unix(_)) {
@@ -376,6 +388,30 @@ impl Server {
                     (ListenAddr::Unix(path.clone()), socks, false)
                 }
             };
+            if l.quic {
+                let (Some(tls), ListenAddr::Tcp(at)) = (&tls, &addr) else {
+                    return Err(StartError::invalid(
+                        part,
+                        format!("{}: quic is for a TLS listener on an address", l.addr),
+                    ));
+                };
+                let config = crate::driver::quic::server_config(
+                    tls,
+                    config.keepalive_timeout.as_millis() as u64,
+                )
+                .map_err(|e| StartError::invalid(part, format!("{at}: HTTP/3: {e}")))?;
+                let socks = bind_udp(*at, workers)
+                    .map_err(|e| {
+                        io::Error::new(e.kind(), format!("cannot listen on udp {at}: {e}"))
+                    })
+                    .at(part)?;
+                quic.push(QuicBound {
+                    listener: i,
+                    addr: *at,
+                    config,
+                    socks,
+                });
+            }
             listener_tls.push(tls);
             listener_h2c.push(l.h2c);
             listener_redirect.push(l.redirect_to_https);
@@ -443,6 +479,15 @@ impl Server {
                 Ok(()) => steering = true,
                 Err(e) => {
                     tracing::warn!(error = %e, "CPU steering (SO_ATTACH_REUSEPORT_CBPF) unavailable; kernel hashing used")
+                }
+            }
+        }
+        if workers > 1 {
+            // Short-header packets go to the worker their connection ID names.
+            let program = crate::sys::quic_steering_program(workers);
+            for q in &quic {
+                if let Err(e) = crate::sys::attach_reuseport_cbpf(q.socks[0].as_fd(), &program) {
+                    tracing::warn!(addr = %q.addr, error = %e, "QUIC steering (SO_ATTACH_REUSEPORT_CBPF) unavailable: a client whose address changes may lose its connection");
                 }
             }
         }
@@ -524,6 +569,7 @@ impl Server {
             local: None,
             acme_ask_again: acme.as_ref().map(|m| m.ask_again()),
             acme,
+            quic,
         })
     }
 
@@ -605,6 +651,11 @@ impl Server {
             ListenAddr::Tcp(a) if b.tls => Some(a),
             _ => None,
         })
+    }
+
+    /// The UDP addresses HTTP/3 is served on (`quic` listeners).
+    pub fn quic_addrs(&self) -> Vec<SocketAddr> {
+        self.quic.iter().map(|q| q.addr).collect()
     }
 
     /// The first h2c (cleartext HTTP/2 with prior knowledge) TCP address, when one is
@@ -710,7 +761,19 @@ impl Server {
                 per_worker[w].push(s);
             }
         }
-        for (i, listeners) in per_worker.into_iter().enumerate() {
+        let mut quic_per_worker: Vec<Vec<crate::driver::quic::QuicSetup>> =
+            (0..self.workers).map(|_| Vec::new()).collect();
+        for q in std::mem::take(&mut self.quic) {
+            for (w, socket) in q.socks.into_iter().enumerate() {
+                quic_per_worker[w].push(crate::driver::quic::QuicSetup {
+                    socket,
+                    config: q.config.clone(),
+                    listener: q.listener,
+                });
+            }
+        }
+        let workers = self.workers;
+        for ((i, listeners), quic) in per_worker.into_iter().enumerate().zip(quic_per_worker) {
             let shared = self.shared.clone();
             let wake = self.wakes[i].try_clone()?;
             let cpu = self.cpus[i];
@@ -739,6 +802,9 @@ impl Server {
                     }
                     let local = local_factory.map(|f| f(i)).transpose()?;
                     let setup = Setup {
+                        quic,
+                        index: i,
+                        workers,
                         local,
                         client_conns: shared.client_conns.clone(),
                         conn: shared.conn.clone(),
@@ -1069,6 +1135,27 @@ fn listen(addr: SocketAddr, backlog: i32, unsent: u64) -> io::Result<TcpListener
     socket.listen(backlog)?;
     socket.set_nonblocking(true)?;
     Ok(socket.into())
+}
+
+/// `workers` nonblocking UDP sockets on `addr`, one SO_REUSEPORT group (socket `i` is the
+/// group's member `i`, which the QUIC steering program names), with room for bursts.
+fn bind_udp(addr: SocketAddr, workers: usize) -> io::Result<Vec<std::net::UdpSocket>> {
+    (0..workers)
+        .map(|_| {
+            let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+            socket.set_reuse_port(true)?;
+            if addr.is_ipv6() {
+                socket.set_only_v6(true)?;
+            }
+            // Bursts of datagrams wait here while the worker serves others (the kernel caps
+            // it at net.core.rmem_max / wmem_max).
+            let _ = socket.set_recv_buffer_size(4 << 20);
+            let _ = socket.set_send_buffer_size(4 << 20);
+            socket.bind(&addr.into())?;
+            socket.set_nonblocking(true)?;
+            Ok(socket.into())
+        })
+        .collect()
 }
 
 /// Whether HTTP/2 connections announce extended CONNECT (RFC 8441): where a route can take a

@@ -303,6 +303,36 @@ pub(crate) fn cpu_steering_program(cpus: &[usize]) -> Vec<libc::sock_filter> {
     prog
 }
 
+/// Builds a cBPF program that steers QUIC datagrams to the worker whose connection they
+/// belong to: a short-header packet (first bit 0) goes to socket `dcid[0] % workers`, where
+/// `dcid[0]` is the first byte of the connection ID the server chose (`driver::quic` makes
+/// that byte name the worker); a long-header packet returns an index past the group, so the
+/// kernel falls back to its 4-tuple hash (a handshake's packets share their tuple).
+pub(crate) fn quic_steering_program(workers: usize) -> Vec<libc::sock_filter> {
+    let op = |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    };
+    vec![
+        // A = the first byte of the UDP payload.
+        op(libc::BPF_LD | libc::BPF_B | libc::BPF_ABS, 0, 0, 0),
+        // Long header: to the last instruction.
+        op(libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K, 3, 0, 0x80),
+        // A = the destination connection ID's first byte.
+        op(libc::BPF_LD | libc::BPF_B | libc::BPF_ABS, 0, 0, 1),
+        op(
+            libc::BPF_ALU | libc::BPF_MOD | libc::BPF_K,
+            0,
+            0,
+            workers.max(1) as u32,
+        ),
+        op(libc::BPF_RET | libc::BPF_A, 0, 0, 0),
+        op(libc::BPF_RET | libc::BPF_K, 0, 0, u32::MAX),
+    ]
+}
+
 /// Attaches `prog` to the reuseport group `fd` belongs to (SO_ATTACH_REUSEPORT_CBPF, Linux 4.5+).
 pub(crate) fn attach_reuseport_cbpf(
     fd: BorrowedFd<'_>,

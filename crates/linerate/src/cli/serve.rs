@@ -218,6 +218,10 @@ pub(crate) struct ServeArgs {
     /// Offer only HTTP/1.1 in TLS's ALPN (HTTP/2 is offered first by default).
     #[arg(long)]
     no_http2: bool,
+    /// Also serve HTTP/3 over QUIC on --tls-port's UDP port (HTTPS answers announce it with
+    /// Alt-Svc); with a config file, on every TLS listener.
+    #[arg(long)]
+    quic: bool,
     /// Keep TLS encryption in user space even where the kernel offers kTLS.
     #[arg(long)]
     no_ktls: bool,
@@ -458,7 +462,11 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         }
     }) + &server.h2c_addr().map_or(String::new(), |a| {
         format!("  HTTP/2 cleartext (h2c, prior knowledge) on http://{a}\n")
-    });
+    }) + &server
+        .quic_addrs()
+        .iter()
+        .map(|a| format!("  HTTP/3 (QUIC) on https://{a} (udp)\n"))
+        .collect::<String>();
     let db_line = db
         .as_ref()
         .map(|db| format!("  database: {}\n", db.describe(server.workers())));
@@ -719,6 +727,9 @@ fn files_line(url: &str, files: Option<&linerate_server::config::FilesMount>) ->
 /// The configuration the flags alone describe (every flag, given or default).
 fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
     let tls = tls_config(a)?;
+    if a.quic && tls.is_none() && a.config.is_none() {
+        bail!("--quic needs --tls-port, --tls-cert and --tls-key (HTTP/3 runs over TLS 1.3)");
+    }
     let files = a
         .root
         .clone()
@@ -758,6 +769,7 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
         proxies,
         tls,
         h2c: a.h2c_port.map(|p| SocketAddr::new(a.addr.ip(), p)),
+        quic: a.quic,
         redirect_to_https: a.redirect_to_https,
         proxy_protocol: a.proxy_protocol,
         trusted_proxies: linerate_server::realip::TrustedProxies {
@@ -835,6 +847,10 @@ fn overlay(mut file: Config, flags: Config, explicit: &[String]) -> Config {
     for l in &mut file.listeners {
         if given("proxy_protocol") {
             l.proxy_protocol = true;
+        }
+        if given("quic") && l.tls.is_some() && matches!(l.addr, linerate_server::ListenAddr::Tcp(_))
+        {
+            l.quic = true;
         }
         if let Some(t) = &mut l.tls {
             if given("no_ktls") {

@@ -304,6 +304,7 @@ fn protocol(v: Version) -> &'static str {
         Version::Http10 => "HTTP/1.0",
         Version::Http11 => "HTTP/1.1",
         Version::Http2 => "HTTP/2.0",
+        Version::Http3 => "HTTP/3.0",
     }
 }
 

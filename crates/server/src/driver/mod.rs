@@ -17,6 +17,7 @@ pub(crate) mod certs;
 pub(crate) mod epoll;
 pub(crate) mod handshake;
 pub(crate) mod proto;
+pub(crate) mod quic;
 pub(crate) mod streams;
 pub(crate) mod timer;
 pub mod tls;
@@ -61,6 +62,10 @@ const WAKE_INBOX: Token = RESERVED | 2;
 const WAKE_RELOAD: Token = RESERVED | 3;
 /// The worker-local reactor's token (its fd is readable when it has work).
 const WAKE_LOCAL: Token = RESERVED | 4;
+/// The first QUIC socket's token; QUIC listener `i` is `WAKE_QUIC + i`.
+const WAKE_QUIC: Token = RESERVED | 16;
+/// QUIC listeners a server may have (their tokens stay below the listeners').
+const MAX_QUIC_LISTENERS: usize = 256;
 
 /// Where a reload leaves a worker's new sites.
 pub(crate) type SitesMailbox = std::sync::Mutex<Option<Arc<SiteSet>>>;
@@ -105,6 +110,11 @@ pub(crate) struct Setup {
     pub local: Option<Box<dyn crate::WorkerLocal>>,
     /// Open connections per client address, shared by the workers (a limit is set).
     pub client_conns: Option<Arc<crate::client_conns::ClientConns>>,
+    /// This worker's UDP socket of each QUIC listener (none: no HTTP/3).
+    pub quic: Vec<quic::QuicSetup>,
+    /// This worker's index, and how many there are (QUIC's connection IDs name the worker).
+    pub index: usize,
+    pub workers: usize,
 }
 
 /// A live connection.
@@ -244,6 +254,8 @@ pub(crate) struct Worker<B: Backend> {
     /// The sites have (or had, before a reload) upstreams: only then can a connection have
     /// relays or a call leave proxy jobs, so a server that proxies nothing tests one flag.
     proxying: bool,
+    /// HTTP/3: the QUIC listeners' sockets and endpoints (none without a QUIC listener).
+    quic: Option<Box<quic::Quic>>,
 }
 
 impl<B: Backend> Worker<B> {
@@ -259,6 +271,21 @@ impl<B: Backend> Worker<B> {
             backend.watch(local.fd().try_clone_to_owned()?, WAKE_LOCAL, false)?;
         }
         let proxying = !setup.sites.upstreams.is_empty();
+        let started = crate::sys::coarse_ms(libc::CLOCK_MONOTONIC_COARSE);
+        let quic = if setup.quic.is_empty() {
+            None
+        } else {
+            let q = quic::Quic::new(setup.quic, setup.index, setup.workers, 0);
+            for (i, fd) in q
+                .sockets()?
+                .into_iter()
+                .enumerate()
+                .take(MAX_QUIC_LISTENERS)
+            {
+                backend.watch(fd, WAKE_QUIC + i as u64, false)?;
+            }
+            Some(Box::new(q))
+        };
         let mut worker = Worker {
             backend,
             slots: Vec::new(),
@@ -289,7 +316,7 @@ impl<B: Backend> Worker<B> {
             done: Vec::new(),
             local: setup.local,
             local_ready: false,
-            started: crate::sys::coarse_ms(libc::CLOCK_MONOTONIC_COARSE),
+            started,
             accept_paused_until: None,
             drain_deadline: None,
             pools: upstream::Pools::default(),
@@ -299,6 +326,7 @@ impl<B: Backend> Worker<B> {
             preambles: std::collections::HashMap::new(),
             client_conns: setup.client_conns,
             proxying,
+            quic,
         };
         worker.io.app.extras = proxying;
         if worker.io.app.counters_on {
@@ -489,7 +517,89 @@ impl<B: Backend> Worker<B> {
             Completion::Notified { token } if token == WAKE_RELOAD => self.swap_sites(),
             // Its work runs at the end of the turn.
             Completion::Notified { token } if token == WAKE_LOCAL => self.local_ready = true,
+            Completion::Notified { token }
+                if (WAKE_QUIC..WAKE_QUIC + MAX_QUIC_LISTENERS as u64).contains(&token) =>
+            {
+                self.quic_receive((token - WAKE_QUIC) as usize, sh)
+            }
             Completion::Notified { .. } => self.answers(sh),
+        }
+    }
+
+    /// Datagrams arrived on QUIC listener `ep`: each goes to its connection (a new client's
+    /// gets a slot), then every connection they reached moves once (`with`).
+    fn quic_receive(&mut self, ep: usize, sh: &Shared) {
+        let Some(mut q) = self.quic.take() else {
+            return;
+        };
+        for _ in 0..quic::RECV_BUDGET {
+            match q.receive(ep) {
+                None => break,
+                Some(quic::Received::Nothing) => {}
+                Some(quic::Received::Event(slot, ev)) => {
+                    if let Some(Some(Live {
+                        conn: Proto::Boxed(proto::Boxed::H3(h)),
+                        ..
+                    })) = self.slots.get_mut(slot as usize).map(|s| s.live.as_mut())
+                    {
+                        h.quic.handle_event(ev);
+                        q.touch(h, slot);
+                    }
+                }
+                Some(quic::Received::New(incoming, now)) => {
+                    if let Some((live, peer)) = q.accept(ep, *incoming, now) {
+                        self.admit_quic(&mut q, live, peer, sh);
+                    }
+                }
+            }
+        }
+        let touched = std::mem::take(&mut q.touched);
+        self.quic = Some(q);
+        for &slot in &touched {
+            self.with(self.token(slot), sh, |_, _| {});
+        }
+        if let Some(q) = self.quic.as_mut() {
+            let mut touched = touched;
+            touched.clear();
+            if q.touched.is_empty() {
+                q.touched = touched;
+            }
+        }
+    }
+
+    /// A new QUIC connection takes a slot like an accepted TCP one.
+    fn admit_quic(
+        &mut self,
+        q: &mut quic::Quic,
+        mut h: quic::H3Live,
+        peer: SocketAddr,
+        sh: &Shared,
+    ) {
+        let listener = q.listener(h.ep());
+        let (idx, _token) = self.alloc_slot(false);
+        q.bind(&mut h, idx);
+        if sh.app.logs {
+            if self.peers.len() <= idx as usize {
+                self.peers.resize(idx as usize + 1, None);
+            }
+            self.peers[idx as usize] = Some(peer);
+        }
+        let _ = listener;
+        self.slots[idx as usize].live = Some(Live {
+            conn: Proto::Boxed(proto::Boxed::H3(Box::new(h))),
+            transport: Transport::Plain,
+            alpn: false,
+            armed: u64::MAX,
+            receiving: false,
+            idle: false,
+            to_https: None,
+            counted: false,
+            relays: None,
+            streams: Vec::new(),
+        });
+        self.live += 1;
+        if sh.app.metrics {
+            self.io.app.counters.set_open(self.live);
         }
     }
 
@@ -637,8 +747,17 @@ impl<B: Backend> Worker<B> {
             self.io.app.client_cert = live.transport.client_cert();
         }
         let (cx, svc, head, plain) = self.io.split(sh, peer, token, tls, live.to_https);
-        if let Proto::Boxed(proto::Boxed::H2(_)) = live.conn {
-            cx.sendfile = !live.transport.decrypts();
+        let mut svc = svc;
+        if let Proto::Boxed(b) = &live.conn {
+            match b {
+                proto::Boxed::H2(_) => cx.sendfile = !live.transport.decrypts(),
+                // QUIC is TLS 1.3 (its client certificates are not asked for).
+                proto::Boxed::H3(_) => {
+                    svc.tls = true;
+                    svc.io.client_cert = None;
+                }
+                proto::Boxed::Ws(_) => {}
+            }
         }
         let mut p = Parts {
             backend: &mut self.backend,
@@ -651,6 +770,11 @@ impl<B: Backend> Worker<B> {
         };
         f(live, &mut p);
         let mut keep = p.fine && p.pump(live, &mut self.ready, idx);
+        if let Proto::Boxed(proto::Boxed::H3(h)) = &mut live.conn
+            && let Some(q) = self.quic.as_mut()
+        {
+            keep = keep && q.drive(h, p.head, p.cx, &mut p.svc);
+        }
         let extras = p.svc.io.extras;
         if extras {
             if !p.svc.io.upgrades.is_empty() {
@@ -810,6 +934,11 @@ impl<B: Backend> Worker<B> {
                 chan.gone();
             }
             let token = (u64::from(slot.generation) << 32) | u64::from(idx);
+            if let Proto::Boxed(proto::Boxed::H3(h)) = &mut live.conn
+                && let Some(q) = self.quic.as_mut()
+            {
+                q.forget(h);
+            }
             let outstanding = live.conn.outstanding();
             if outstanding > 0 {
                 self.io.app.counters.abandoned(outstanding);
@@ -922,6 +1051,9 @@ impl<B: Backend> Worker<B> {
         }
         self.drain_deadline = Some(self.io.cx.now + sh.drain_timeout.as_millis() as u64);
         self.io.cx.draining = true;
+        if let Some(q) = self.quic.as_mut() {
+            q.drain();
+        }
         // Connections already in the accept queue got in: take them before the listeners
         // close (closing them would reset those connections).
         for id in 0..self.listeners {
@@ -1097,6 +1229,8 @@ impl<B: Backend> Parts<'_, B> {
             Proto::Boxed(proto::Boxed::Ws(c)) => {
                 self.pump_with(&mut **c, transport, receiving, ready, idx)
             }
+            // Its packets go out through the worker's UDP socket (`Worker::with`).
+            Proto::Boxed(proto::Boxed::H3(_)) => true,
         }
     }
 

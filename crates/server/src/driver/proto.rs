@@ -8,6 +8,7 @@
 
 use linerate_http1::RequestHead;
 
+use super::quic::H3Live;
 use super::tunnels::H2Live;
 use super::ws::WsLive;
 use crate::app::Pending;
@@ -96,6 +97,9 @@ pub(crate) enum Boxed {
     H2(Box<H2Live>),
     /// After a WebSocket route's 101 (see `driver::ws`).
     Ws(Box<WsLive>),
+    /// HTTP/3 over a QUIC connection (see `driver::quic`): its packets come and go through
+    /// the worker's UDP socket, not the backend.
+    H3(Box<H3Live>),
 }
 
 impl Proto {
@@ -119,6 +123,7 @@ impl Proto {
             Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.deadline(),
                 Boxed::Ws(c) => c.deadline(),
+                Boxed::H3(c) => c.deadline(),
             },
         }
     }
@@ -129,6 +134,7 @@ impl Proto {
             Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.timer(),
                 Boxed::Ws(_) => Timer::Idle,
+                Boxed::H3(c) => c.timer(),
             },
         }
     }
@@ -139,6 +145,7 @@ impl Proto {
             Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.is_idle(),
                 Boxed::Ws(_) => false,
+                Boxed::H3(c) => c.conn.is_idle(),
             },
         }
     }
@@ -149,6 +156,7 @@ impl Proto {
             Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.conn.outstanding(),
                 Boxed::Ws(_) => 0,
+                Boxed::H3(c) => c.conn.outstanding(),
             },
         }
     }
@@ -159,6 +167,7 @@ impl Proto {
             Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.release(pool),
                 Boxed::Ws(c) => c.release(pool),
+                Boxed::H3(c) => c.release(pool),
             },
         }
     }
@@ -176,6 +185,8 @@ impl Proto {
             Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.recv(input, head, cx, svc),
                 Boxed::Ws(c) => c.recv(input, cx),
+                // Its bytes come through QUIC's streams (`driver::quic`).
+                Boxed::H3(_) => {}
             },
         }
     }
@@ -186,6 +197,7 @@ impl Proto {
             Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.eof(cx, svc),
                 Boxed::Ws(c) => c.eof(),
+                Boxed::H3(_) => {}
             },
         }
     }
@@ -196,6 +208,7 @@ impl Proto {
             Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.conn.complete(id, resp, cx),
                 Boxed::Ws(_) => false,
+                Boxed::H3(c) => c.conn.complete(id, resp, cx),
             },
         }
     }
@@ -207,6 +220,7 @@ impl Proto {
             Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.conn.start_stream(id, head, cx),
                 Boxed::Ws(_) => false,
+                Boxed::H3(c) => c.conn.start_stream(id, head, cx),
             },
         }
     }
@@ -217,6 +231,7 @@ impl Proto {
             Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.stream_data(id, data, cx),
                 Boxed::Ws(c) => c.push_frames(data, cx),
+                Boxed::H3(c) => c.conn.stream_data(id, data, cx),
             },
         }
     }
@@ -227,6 +242,7 @@ impl Proto {
             Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.stream_room(id),
                 Boxed::Ws(c) => c.sendable(),
+                Boxed::H3(c) => c.conn.stream_room(id),
             },
         }
     }
@@ -255,6 +271,7 @@ impl Proto {
             Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.stream_end(id, cx),
                 Boxed::Ws(c) => c.sender_closed(cx),
+                Boxed::H3(c) => c.conn.stream_end(id, cx),
             },
         }
     }
@@ -283,6 +300,7 @@ impl Proto {
             Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.stream_abort(id, cx),
                 Boxed::Ws(_) => true,
+                Boxed::H3(c) => c.conn.stream_abort(id, cx),
             },
         }
     }
@@ -293,6 +311,7 @@ impl Proto {
             Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.on_timer(cx, svc),
                 Boxed::Ws(c) => c.on_timer(cx),
+                Boxed::H3(c) => c.on_timer(cx, svc),
             },
         }
     }
@@ -303,6 +322,7 @@ impl Proto {
             Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.drain(cx),
                 Boxed::Ws(c) => c.drain(cx),
+                Boxed::H3(c) => c.conn.drain(cx),
             },
         }
     }
@@ -314,6 +334,7 @@ impl Proto {
             Proto::Boxed(b) => match b {
                 Boxed::H2(c) => Drive::sent(&mut **c, n, cx),
                 Boxed::Ws(c) => Drive::sent(&mut **c, n, cx),
+                Boxed::H3(_) => {}
             },
         }
     }
@@ -335,6 +356,7 @@ impl Proto {
             Proto::Boxed(b) => match b {
                 Boxed::H2(c) => c.conn.shut(cx),
                 Boxed::Ws(c) => Drive::shut(&mut **c, cx),
+                Boxed::H3(_) => {}
             },
         }
     }

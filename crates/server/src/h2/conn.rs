@@ -1415,7 +1415,7 @@ impl<P> Stream<P> {
 /// `sendfile` cannot carry them: a frame header precedes every piece, and over TLS the
 /// plaintext is encrypted in user space anyway. The read goes into the buffer's spare
 /// capacity (`sys::pread_append`), not zeroed first.
-fn read_file(
+pub(crate) fn read_file(
     f: &crate::response::FileBody,
     at: u64,
     n: usize,

@@ -8,13 +8,13 @@
 //! the `linerate-hpack` crate.
 
 mod conn;
-mod fields;
+pub(crate) mod fields;
 pub(crate) mod frame;
-mod stream;
+pub(crate) mod stream;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use conn::Conn;
+pub(crate) use conn::{Conn, read_file};
 pub use stream::{
     MAX_BODY_STREAMS, MAX_CONCURRENT_STREAMS, MAX_CONTINUATIONS, MAX_CONTROL_PER_SEC,
     MAX_HEADER_BLOCK, MAX_RESETS_PER_SEC, MAX_TUNNEL_STREAMS,

@@ -176,6 +176,7 @@ pub(crate) fn request_head(
         Version::Http10 => "1.0",
         Version::Http11 => "1.1",
         Version::Http2 => "2.0",
+        Version::Http3 => "3",
     };
     out.extend_from_slice(b"Via: ");
     for v in &via {

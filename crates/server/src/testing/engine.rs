@@ -304,6 +304,8 @@ impl Engine {
             Proto::H1(c) => pump_with(c, cx, head, &mut svc, wire),
             Proto::Boxed(Boxed::H2(c)) => pump_with(&mut **c, cx, head, &mut svc, wire),
             Proto::Boxed(Boxed::Ws(c)) => pump_with(&mut **c, cx, head, &mut svc, wire),
+            // The test client speaks HTTP/1.1 and HTTP/2 over its in-memory pipe, never QUIC.
+            Proto::Boxed(Boxed::H3(_)) => Ok(Link::Ended),
         }
     }
 }
@@ -313,6 +315,7 @@ fn wants_input(conn: &Proto, cx: &Cx) -> bool {
         Proto::H1(c) => Drive::wants_input(c, cx),
         Proto::Boxed(Boxed::H2(c)) => Drive::wants_input(&**c, cx),
         Proto::Boxed(Boxed::Ws(c)) => Drive::wants_input(&**c, cx),
+        Proto::Boxed(Boxed::H3(_)) => false,
     }
 }
 

@@ -1,0 +1,680 @@
+//! HTTP/3 on the worker: QUIC connections (quinn-proto, sans I/O) driven by the worker's own
+//! loop, each carrying an `h3::Conn` that serves the same application as TCP.
+//!
+//! Owns the worker's UDP sockets (one per QUIC listener, a member of that port's
+//! SO_REUSEPORT group), the quinn-proto endpoint of each, and the moves between the three
+//! layers: datagrams in → the endpoint → a connection's events → the HTTP/3 streams → the
+//! application; answers → stream writes → packets out (several datagrams per `sendmsg` with
+//! UDP GSO where the kernel has it). A QUIC connection lives in a worker slot like a TCP one
+//! (`Proto::Boxed(Boxed::H3)`), so deferred answers, streamed bodies, the timer wheel and
+//! shutdown reach it the same way.
+//!
+//! Steering: the connection IDs this worker issues carry its index (their first byte is
+//! congruent to it modulo the worker count, the rest random), and a cBPF program on the
+//! reuseport group sends each short-header packet to the socket of that index
+//! (`sys::quic_steering_program`); handshake packets go by the kernel's 4-tuple hash, which
+//! is also where their connection is. A packet that still lands on another worker (no
+//! cBPF) is refused by quinn-proto there as an unknown connection; see docs/architecture.md.
+//!
+//! Address validation: past [`RETRY_ABOVE`] handshakes in progress on a worker, a new
+//! client's Initial gets a Retry (RFC 9000 §8.1.2) and only a client that echoes the token
+//! costs a handshake. Stateless resets use one key per server. 0-RTT is not offered.
+#![forbid(unsafe_code)]
+
+use std::io::{self, IoSlice};
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use linerate_h3::Code;
+use linerate_http1::RequestHead;
+use quinn_proto::{
+    ConnectionHandle, ConnectionId, ConnectionIdGenerator, DatagramEvent, Dir, EndpointConfig,
+    Event, ReadError, Side, StreamEvent, StreamId, VarInt,
+};
+
+use crate::app::Pending;
+use crate::h1::{Cx, Service, Timer};
+use crate::h3;
+use crate::pool::Pool;
+
+/// Handshakes in progress on one worker past which new clients must prove their address
+/// with a Retry round trip before they cost a handshake (a spoofed-source flood then costs
+/// one stateless packet each).
+pub const RETRY_ABOVE: usize = 256;
+/// Connection ID length, the worker's byte first.
+const CID_LEN: usize = 8;
+/// Datagrams one `sendmsg` may carry with UDP GSO (the kernel's limit is 64).
+const GSO_SEGMENTS: usize = 16;
+/// Datagrams read from one socket per readiness before the loop turns (the socket stays
+/// readable, so the rest come next turn).
+pub(crate) const RECV_BUDGET: usize = 256;
+/// The largest datagram read.
+const MAX_DATAGRAM: usize = 65_535;
+/// A connection's receive window per stream and in all (request bodies pace the client,
+/// never memory: they go to the application as they come).
+const STREAM_WINDOW: u32 = 1 << 20;
+const CONN_WINDOW: u32 = 16 << 20;
+/// Bytes of answers the transport holds unacknowledged per connection (the rest waits in
+/// the streams, read from files only as it goes).
+const SEND_WINDOW: u64 = 4 << 20;
+/// RFC 9002 §7.2: the initial window, min(10 × max datagram, max(2 × max datagram, 14,720)).
+const INITIAL_WINDOW: u64 = 14_720;
+
+/// What a worker is given for one QUIC listener.
+pub(crate) struct QuicSetup {
+    pub socket: UdpSocket,
+    pub config: Arc<quinn_proto::ServerConfig>,
+    /// Its TCP listener's id (for the connections' site rules and logs).
+    pub listener: usize,
+}
+
+/// The server's QUIC configuration for one TLS listener: its rustls configuration made
+/// QUIC's (TLS 1.3, ALPN `h3`, no early data), with the transport's limits.
+pub(crate) fn server_config(
+    tls: &Arc<rustls::ServerConfig>,
+    idle_ms: u64,
+) -> Result<Arc<quinn_proto::ServerConfig>, String> {
+    let mut tls = (**tls).clone();
+    tls.alpn_protocols = vec![b"h3".to_vec()];
+    tls.max_early_data_size = 0;
+    let crypto = quinn_proto::crypto::rustls::QuicServerConfig::try_from(tls)
+        .map_err(|e| format!("QUIC needs TLS 1.3 with AES-128-GCM: {e}"))?;
+    let mut t = quinn_proto::TransportConfig::default();
+    t.max_concurrent_bidi_streams(VarInt::from_u32(h3::MAX_CONCURRENT_STREAMS as u32))
+        .max_concurrent_uni_streams(VarInt::from_u32(h3::MAX_UNI_STREAMS as u32))
+        .stream_receive_window(VarInt::from_u32(STREAM_WINDOW))
+        .receive_window(VarInt::from_u32(CONN_WINDOW))
+        .send_window(SEND_WINDOW)
+        .max_idle_timeout(Some(
+            quinn_proto::IdleTimeout::try_from(Duration::from_millis(idle_ms.max(1)))
+                .map_err(|e| e.to_string())?,
+        ));
+    let mut cubic = quinn_proto::congestion::CubicConfig::default();
+    cubic.initial_window(INITIAL_WINDOW);
+    t.congestion_controller_factory(Arc::new(cubic));
+    let mut config = quinn_proto::ServerConfig::with_crypto(Arc::new(crypto));
+    config.transport_config(Arc::new(t));
+    Ok(Arc::new(config))
+}
+
+/// Issues this worker's connection IDs: the first byte ≡ the worker's index (mod the worker
+/// count), so the steering program finds the worker; the rest random.
+struct WorkerCids {
+    worker: u8,
+    workers: u8,
+}
+
+impl ConnectionIdGenerator for WorkerCids {
+    fn generate_cid(&mut self) -> ConnectionId {
+        let mut b = [0u8; CID_LEN];
+        let _ = aws_lc_rs::rand::fill(&mut b);
+        let n = u32::from(self.workers.max(1));
+        // The largest multiple of n that fits a byte, so every worker's values are equally many.
+        let spread = (256 / n) * n;
+        let r = u32::from(b[0]) % (spread / n);
+        b[0] = (r * n + u32::from(self.worker)) as u8;
+        ConnectionId::new(&b)
+    }
+
+    fn cid_len(&self) -> usize {
+        CID_LEN
+    }
+
+    fn cid_lifetime(&self) -> Option<Duration> {
+        None
+    }
+}
+
+/// One QUIC listener on this worker.
+struct Ep {
+    socket: UdpSocket,
+    endpoint: quinn_proto::Endpoint,
+    listener: usize,
+    /// Worker slot of each connection, by quinn-proto's handle.
+    slots: Vec<u32>,
+}
+
+/// The worker's QUIC side.
+pub(crate) struct Quic {
+    eps: Vec<Ep>,
+    /// quinn-proto's clock and the worker's: `epoch` is `epoch_ms` on the worker clock.
+    epoch: Instant,
+    epoch_ms: u64,
+    /// Datagrams going out, and coming in.
+    send: Vec<u8>,
+    recv: Vec<u8>,
+    /// The kernel takes GSO sends (cleared at the first refusal).
+    gso: bool,
+    /// Handshakes in progress.
+    handshakes: usize,
+    /// Connections that datagrams reached this turn (visited once each, after the batch).
+    pub(crate) touched: Vec<u32>,
+    /// Shutting down: new connections are refused.
+    draining: bool,
+    /// Retries sent (a metric).
+    pub(crate) retries: u64,
+}
+
+/// What one datagram was.
+pub(crate) enum Received {
+    /// Nothing for a connection (answered by the endpoint, or dropped).
+    Nothing,
+    /// For the connection in this slot.
+    Event(u32, quinn_proto::ConnectionEvent),
+    /// A new client's Initial (see [`Quic::accept`]).
+    New(Box<quinn_proto::Incoming>, Instant),
+}
+
+/// A live HTTP/3 connection: QUIC's state and HTTP/3's.
+pub(crate) struct H3Live {
+    pub(crate) quic: quinn_proto::Connection,
+    pub(crate) conn: h3::Conn<Pending>,
+    ch: ConnectionHandle,
+    ep: usize,
+    /// The handshake is done (counted out of the handshakes in progress).
+    established: bool,
+    /// CONNECTION_CLOSE was asked for.
+    closing: bool,
+    /// QUIC's next timer on the worker clock (ms).
+    quic_deadline: u64,
+    /// Already in [`Quic::touched`] this turn.
+    touched: bool,
+}
+
+impl H3Live {
+    /// Its QUIC listener (the worker's index of it).
+    pub(crate) fn ep(&self) -> usize {
+        self.ep
+    }
+
+    pub(crate) fn deadline(&self) -> u64 {
+        self.conn.deadline().min(self.quic_deadline)
+    }
+
+    pub(crate) fn timer(&self) -> Timer {
+        if self.conn.deadline() <= self.quic_deadline {
+            self.conn.timer()
+        } else {
+            Timer::Idle
+        }
+    }
+
+    pub(crate) fn release(&mut self, pool: &mut Pool) {
+        self.conn.release(pool);
+    }
+
+    /// Timers that passed: QUIC's (loss detection, acknowledgments, idle) and HTTP/3's
+    /// (deferred answers, bodies).
+    pub(crate) fn on_timer<S: Service<Pending = Pending>>(&mut self, cx: &mut Cx, svc: &mut S) {
+        if self.quic_deadline <= cx.now {
+            self.quic.handle_timeout(Instant::now());
+        }
+        self.conn.on_timer(cx, svc);
+    }
+}
+
+impl Quic {
+    pub(crate) fn new(setups: Vec<QuicSetup>, worker: usize, workers: usize, now_ms: u64) -> Quic {
+        let reset_key = reset_key();
+        let eps = setups
+            .into_iter()
+            .map(|s| {
+                let mut ec = EndpointConfig::new(reset_key.clone());
+                let (w, n) = (worker as u8, workers.min(255) as u8);
+                ec.cid_generator(move || {
+                    Box::new(WorkerCids {
+                        worker: w,
+                        workers: n,
+                    })
+                });
+                let endpoint =
+                    quinn_proto::Endpoint::new(Arc::new(ec), Some(s.config.clone()), true, None);
+                Ep {
+                    socket: s.socket,
+                    endpoint,
+                    listener: s.listener,
+                    slots: Vec::new(),
+                }
+            })
+            .collect();
+        Quic {
+            eps,
+            epoch: Instant::now(),
+            epoch_ms: now_ms,
+            send: Vec::with_capacity(GSO_SEGMENTS * 1500),
+            recv: vec![0; MAX_DATAGRAM],
+            gso: true,
+            handshakes: 0,
+            touched: Vec::new(),
+            draining: false,
+            retries: 0,
+        }
+    }
+
+    /// The sockets, to watch for readiness (cloned descriptors).
+    pub(crate) fn sockets(&self) -> io::Result<Vec<std::os::fd::OwnedFd>> {
+        self.eps
+            .iter()
+            .map(|e| e.socket.try_clone().map(std::os::fd::OwnedFd::from))
+            .collect()
+    }
+
+    pub(crate) fn listener(&self, ep: usize) -> usize {
+        self.eps.get(ep).map_or(0, |e| e.listener)
+    }
+
+    pub(crate) fn drain(&mut self) {
+        self.draining = true;
+    }
+
+    /// `at` on the worker clock (ms), rounded up.
+    fn ms(&self, at: Instant) -> u64 {
+        let d = at.saturating_duration_since(self.epoch);
+        self.epoch_ms
+            + d.as_millis() as u64
+            + u64::from(!d.subsec_nanos().is_multiple_of(1_000_000))
+    }
+
+    /// Reads one datagram from listener `ep`'s socket: `None` when there is none. Answers
+    /// the endpoint gives itself (version negotiation, stateless resets) go out here.
+    pub(crate) fn receive(&mut self, ep: usize) -> Option<Received> {
+        loop {
+            let e = &mut self.eps[ep];
+            let (n, from) = match e.socket.recv_from(&mut self.recv) {
+                Ok(r) => r,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // ICMP errors surface here on some kernels: not this socket's failure.
+                Err(e) => {
+                    tracing::debug!(error = %e, "QUIC receive");
+                    continue;
+                }
+            };
+            let now = Instant::now();
+            let data = BytesMut::from(&self.recv[..n]);
+            self.send.clear();
+            return Some(
+                match e
+                    .endpoint
+                    .handle(now, from, None, None, data, &mut self.send)
+                {
+                    None => Received::Nothing,
+                    Some(DatagramEvent::ConnectionEvent(ch, ev)) => match e.slots.get(ch.0) {
+                        Some(&slot) if slot != u32::MAX => Received::Event(slot, ev),
+                        _ => Received::Nothing,
+                    },
+                    Some(DatagramEvent::Response(t)) => {
+                        let buf = std::mem::take(&mut self.send);
+                        self.transmit(ep, &buf, &t);
+                        self.send = buf;
+                        Received::Nothing
+                    }
+                    Some(DatagramEvent::NewConnection(incoming)) => {
+                        Received::New(Box::new(incoming), now)
+                    }
+                },
+            );
+        }
+    }
+
+    /// A client's first Initial: refused while draining, sent a Retry past
+    /// [`RETRY_ABOVE`] handshakes unless it already proved its address, else accepted (the
+    /// caller gives it a slot and names it with [`Quic::bind`]).
+    pub(crate) fn accept(
+        &mut self,
+        ep: usize,
+        incoming: quinn_proto::Incoming,
+        now: Instant,
+    ) -> Option<(H3Live, SocketAddr)> {
+        let e = &mut self.eps[ep];
+        self.send.clear();
+        if self.draining {
+            let t = e.endpoint.refuse(incoming, &mut self.send);
+            let buf = std::mem::take(&mut self.send);
+            self.transmit(ep, &buf, &t);
+            self.send = buf;
+            return None;
+        }
+        if self.handshakes >= RETRY_ABOVE && !incoming.remote_address_validated() {
+            match e.endpoint.retry(incoming, &mut self.send) {
+                Ok(t) => {
+                    self.retries += 1;
+                    let buf = std::mem::take(&mut self.send);
+                    self.transmit(ep, &buf, &t);
+                    self.send = buf;
+                }
+                Err(err) => e.endpoint.ignore(err.into_incoming()),
+            }
+            return None;
+        }
+        let peer = incoming.remote_address();
+        match e.endpoint.accept(incoming, now, &mut self.send, None) {
+            Ok((ch, quic)) => {
+                self.handshakes += 1;
+                Some((
+                    H3Live {
+                        quic,
+                        conn: h3::Conn::new(),
+                        ch,
+                        ep,
+                        established: false,
+                        closing: false,
+                        quic_deadline: u64::MAX,
+                        touched: false,
+                    },
+                    peer,
+                ))
+            }
+            Err(err) => {
+                if let Some(t) = err.response {
+                    let buf = std::mem::take(&mut self.send);
+                    self.transmit(ep, &buf, &t);
+                    self.send = buf;
+                }
+                None
+            }
+        }
+    }
+
+    /// Connection `live` lives in worker slot `slot` from now on.
+    pub(crate) fn bind(&mut self, live: &mut H3Live, slot: u32) {
+        let e = &mut self.eps[live.ep];
+        if e.slots.len() <= live.ch.0 {
+            e.slots.resize(live.ch.0 + 1, u32::MAX);
+        }
+        e.slots[live.ch.0] = slot;
+        self.touch(live, slot);
+    }
+
+    /// Notes that `live` (in `slot`) has something to move this turn.
+    pub(crate) fn touch(&mut self, live: &mut H3Live, slot: u32) {
+        if !live.touched {
+            live.touched = true;
+            self.touched.push(slot);
+        }
+    }
+
+    /// Moves everything for one connection: its QUIC events into HTTP/3 (and the
+    /// application), HTTP/3's output into its streams, the endpoint's bookkeeping, and its
+    /// packets out. `false` once the connection is gone (drained).
+    pub(crate) fn drive<S: Service<Pending = Pending>>(
+        &mut self,
+        live: &mut H3Live,
+        head: &mut RequestHead,
+        cx: &mut Cx,
+        svc: &mut S,
+    ) -> bool {
+        live.touched = false;
+        let now = Instant::now();
+        while let Some(ev) = live.quic.poll() {
+            match ev {
+                Event::Connected => {
+                    if !live.established {
+                        live.established = true;
+                        self.handshakes = self.handshakes.saturating_sub(1);
+                    }
+                }
+                Event::ConnectionLost { reason } => {
+                    tracing::debug!(%reason, "QUIC connection lost");
+                    if !live.established {
+                        live.established = true;
+                        self.handshakes = self.handshakes.saturating_sub(1);
+                    }
+                }
+                Event::Stream(StreamEvent::Opened { dir }) => {
+                    while let Some(id) = live.quic.streams().accept(dir) {
+                        read(live, u64::from(id), head, cx, svc);
+                    }
+                }
+                Event::Stream(StreamEvent::Readable { id }) => {
+                    read(live, u64::from(id), head, cx, svc)
+                }
+                Event::Stream(StreamEvent::Stopped { id, .. }) => {
+                    live.conn.stopped(u64::from(id), cx, svc)
+                }
+                // Writes are retried on every visit; the rest needs nothing.
+                Event::Stream(_)
+                | Event::HandshakeDataReady
+                | Event::DatagramReceived
+                | Event::DatagramsUnblocked => {}
+            }
+        }
+        if live.established {
+            live.conn.flush(
+                cx,
+                &mut Wire {
+                    quic: &mut live.quic,
+                    now,
+                },
+            );
+        }
+        if live.conn.is_done() && !live.closing {
+            live.closing = true;
+            // An error was closed with its code by `flush`; a finished GOAWAY closes cleanly.
+            if !live.quic.is_closed() {
+                live.quic.close(
+                    now,
+                    VarInt::from_u32(Code::NoError.value() as u32),
+                    Bytes::new(),
+                );
+            }
+        }
+        let e = &mut self.eps[live.ep];
+        while let Some(ev) = live.quic.poll_endpoint_events() {
+            if let Some(back) = e.endpoint.handle_event(live.ch, ev) {
+                live.quic.handle_event(back);
+            }
+        }
+        let segments = if self.gso { GSO_SEGMENTS } else { 1 };
+        loop {
+            self.send.clear();
+            let Some(t) = live.quic.poll_transmit(now, segments, &mut self.send) else {
+                break;
+            };
+            let buf = std::mem::take(&mut self.send);
+            self.transmit(live.ep, &buf, &t);
+            self.send = buf;
+        }
+        live.quic_deadline = live.quic.poll_timeout().map_or(u64::MAX, |at| self.ms(at));
+        if live.quic.is_drained() {
+            self.forget(live);
+            return false;
+        }
+        true
+    }
+
+    /// The connection's slot is freed: the endpoint forgets its handle (and, if it was not
+    /// drained yet, its connection IDs).
+    pub(crate) fn forget(&mut self, live: &mut H3Live) {
+        let e = &mut self.eps[live.ep];
+        if let Some(s) = e.slots.get_mut(live.ch.0) {
+            if *s == u32::MAX {
+                return;
+            }
+            *s = u32::MAX;
+        }
+        if !live.established {
+            live.established = true;
+            self.handshakes = self.handshakes.saturating_sub(1);
+        }
+        if !live.quic.is_drained() {
+            e.endpoint
+                .handle_event(live.ch, quinn_proto::EndpointEvent::drained());
+        }
+    }
+
+    /// Sends one transmit: a datagram, or several of `segment_size` in one `sendmsg` with
+    /// UDP GSO (one by one where the kernel refuses it). A full socket buffer drops them:
+    /// QUIC's loss recovery sends them again.
+    fn transmit(&mut self, ep: usize, buf: &[u8], t: &quinn_proto::Transmit) {
+        let socket = &self.eps[ep].socket;
+        let data = &buf[..t.size];
+        let seg = t.segment_size.filter(|&s| s < t.size);
+        if let Some(seg) = seg
+            && self.gso
+        {
+            match send_gso(socket, data, t.destination, seg as u16) {
+                Ok(()) => return,
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EINVAL | libc::EIO | libc::ENOPROTOOPT)
+                    ) =>
+                {
+                    tracing::info!(error = %e, "UDP GSO refused; sending datagrams one by one");
+                    self.gso = false;
+                }
+                Err(_) => return,
+            }
+        }
+        for d in data.chunks(seg.unwrap_or(t.size).max(1)) {
+            let _ = socket.send_to(d, t.destination);
+        }
+    }
+}
+
+/// One key for stateless reset tokens, made per process: every worker's endpoint signs with
+/// it, so any of them can reset a connection another issued IDs for.
+fn reset_key() -> Arc<dyn quinn_proto::crypto::HmacKey> {
+    use std::sync::OnceLock;
+    static KEY: OnceLock<Arc<aws_lc_rs::hmac::Key>> = OnceLock::new();
+    KEY.get_or_init(|| {
+        let mut secret = [0u8; 32];
+        let _ = aws_lc_rs::rand::fill(&mut secret);
+        Arc::new(aws_lc_rs::hmac::Key::new(
+            aws_lc_rs::hmac::HMAC_SHA256,
+            &secret,
+        ))
+    })
+    .clone()
+}
+
+/// `data` as datagrams of `seg` bytes (the last may be shorter) in one `sendmsg`, with a
+/// UDP_SEGMENT control message (Linux 4.18+).
+fn send_gso(socket: &UdpSocket, data: &[u8], to: SocketAddr, seg: u16) -> io::Result<()> {
+    // struct cmsghdr { size_t cmsg_len; int cmsg_level; int cmsg_type; } then a u16,
+    // padded to CMSG_SPACE(2).
+    const HDR: usize = std::mem::size_of::<usize>() + 8;
+    let mut control = [0u8; HDR + 8];
+    control[..std::mem::size_of::<usize>()].copy_from_slice(&(HDR + 2).to_ne_bytes());
+    let at = std::mem::size_of::<usize>();
+    control[at..at + 4].copy_from_slice(&libc::SOL_UDP.to_ne_bytes());
+    control[at + 4..at + 8].copy_from_slice(&libc::UDP_SEGMENT.to_ne_bytes());
+    control[HDR..HDR + 2].copy_from_slice(&seg.to_ne_bytes());
+    let addr = socket2::SockAddr::from(to);
+    let bufs = [IoSlice::new(data)];
+    let msg = socket2::MsgHdr::new()
+        .with_addr(&addr)
+        .with_buffers(&bufs)
+        .with_control(&control);
+    socket2::SockRef::from(socket).sendmsg(&msg, 0)?;
+    Ok(())
+}
+
+/// Reads what stream `id` has (all of it: its flow-control window bounds it) and hands it to
+/// HTTP/3, with its end or its reset.
+fn read<S: Service<Pending = Pending>>(
+    live: &mut H3Live,
+    id: u64,
+    head: &mut RequestHead,
+    cx: &mut Cx,
+    svc: &mut S,
+) {
+    let sid = stream_id(id);
+    let mut stream = live.quic.recv_stream(sid);
+    let Ok(mut chunks) = stream.read(true) else {
+        return;
+    };
+    let mut first: Option<Bytes> = None;
+    let mut more: Vec<u8> = Vec::new();
+    let mut fin = false;
+    let mut reset = false;
+    loop {
+        match chunks.next(usize::MAX) {
+            Ok(Some(c)) => match &first {
+                None => first = Some(c.bytes),
+                Some(f) => {
+                    if more.is_empty() {
+                        more.extend_from_slice(f);
+                    }
+                    more.extend_from_slice(&c.bytes);
+                }
+            },
+            Ok(None) => {
+                fin = true;
+                break;
+            }
+            Err(ReadError::Blocked) => break,
+            Err(ReadError::Reset(_)) => {
+                reset = true;
+                break;
+            }
+        }
+    }
+    let _ = chunks.finalize();
+    let data: &[u8] = if !more.is_empty() {
+        &more
+    } else {
+        first.as_deref().unwrap_or(&[])
+    };
+    if !data.is_empty() || fin {
+        live.conn.recv(id, data, fin, head, cx, svc);
+    }
+    if reset {
+        live.conn.reset(id, cx, svc);
+    }
+}
+
+/// quinn-proto's name for the stream whose number is `id`.
+fn stream_id(id: u64) -> StreamId {
+    let side = if id & 1 == 0 {
+        Side::Client
+    } else {
+        Side::Server
+    };
+    let dir = if id & 2 == 0 { Dir::Bi } else { Dir::Uni };
+    StreamId::new(side, dir, id >> 2)
+}
+
+/// A connection's streams as HTTP/3 writes to them.
+struct Wire<'a> {
+    quic: &'a mut quinn_proto::Connection,
+    now: Instant,
+}
+
+fn code(c: Code) -> VarInt {
+    VarInt::from_u32(c.value() as u32)
+}
+
+impl h3::Wire for Wire<'_> {
+    fn write(&mut self, id: u64, data: &[u8]) -> usize {
+        match self.quic.send_stream(stream_id(id)).write(data) {
+            Ok(n) => n,
+            Err(quinn_proto::WriteError::Blocked) => 0,
+            // Stopped by the peer, or gone: what was meant for it is dropped.
+            Err(_) => data.len(),
+        }
+    }
+
+    fn finish(&mut self, id: u64) {
+        let _ = self.quic.send_stream(stream_id(id)).finish();
+    }
+
+    fn reset(&mut self, id: u64, c: Code) {
+        let _ = self.quic.send_stream(stream_id(id)).reset(code(c));
+    }
+
+    fn stop(&mut self, id: u64, c: Code) {
+        let _ = self.quic.recv_stream(stream_id(id)).stop(code(c));
+    }
+
+    fn open_uni(&mut self) -> Option<u64> {
+        self.quic.streams().open(Dir::Uni).map(u64::from)
+    }
+
+    fn close(&mut self, c: Code) {
+        self.quic.close(self.now, code(c), Bytes::new());
+    }
+}

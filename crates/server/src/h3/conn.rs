@@ -1,0 +1,1207 @@
+//! One HTTP/3 server connection as a state machine (RFC 9114): the client's stream bytes
+//! and the time in; stream writes, finishes, resets and STOP_SENDINGs out through [`Wire`],
+//! and a deadline.
+//!
+//! Owns the control streams both ways (SETTINGS, GOAWAY), QPACK's streams (the client's
+//! encoder stream into the decoder, Section Acknowledgments and Insert Count Increments out,
+//! the client's decoder stream read), request streams (HEADERS, DATA, trailers, their order
+//! and their ends), and the defences (a field section's size, bodies at once, rapid resets).
+//! Requests go to the same [`Service`] as HTTP/1.1 and HTTP/2, as the HTTP/1.1 head
+//! `h2::fields` writes, named by stream id; answers leave as soon as they are decided.
+//!
+//! Invariants: every field section is decoded in stream order as it arrives, so the QPACK
+//! table stays in step (the server announces QPACK_BLOCKED_STREAMS 0, so a section that
+//! would wait for inserts is QPACK_DECOMPRESSION_FAILED); a connection error is reported
+//! once and nothing more is read; an answer's bytes go to the transport in order and the
+//! stream is finished only after the last.
+#![forbid(unsafe_code)]
+
+use linerate_h3::frame::{self, Frame, FrameReader, Role, kind, setting, stream_type};
+use linerate_h3::{Code, qpack, varint};
+use linerate_http1::{BodyDecoder, Method, Parsed, RequestHead, Version, status_has_no_body};
+
+use super::{MAX_BODY_STREAMS, MAX_FIELD_SECTION, QPACK_CAPACITY};
+use crate::h1::{Cx, Decision, Exchange, STREAM_ROOM, Service, StreamHead, Timer, status_response};
+use crate::h2::fields::{RequestFields, Scratch, TrailerFields};
+use crate::h2::stream::{BodyIn, Calm};
+use crate::pool::Pool;
+use crate::response::{Body, Response};
+
+/// File bytes read for one write to the transport.
+const FILE_CHUNK: usize = 64 * 1024;
+
+/// The QUIC connection's streams, as the HTTP/3 connection drives them.
+pub(crate) trait Wire {
+    /// Writes to stream `id`: the bytes taken, 0 when its flow control or the connection's
+    /// send buffer is full (a stream the peer stopped takes everything, unsent).
+    fn write(&mut self, id: u64, data: &[u8]) -> usize;
+    /// Ends stream `id` after what was written.
+    fn finish(&mut self, id: u64);
+    /// Abandons sending on stream `id` (RESET_STREAM).
+    fn reset(&mut self, id: u64, code: Code);
+    /// Abandons receiving on stream `id` (STOP_SENDING).
+    fn stop(&mut self, id: u64, code: Code);
+    /// Opens a unidirectional stream of ours.
+    fn open_uni(&mut self) -> Option<u64>;
+    /// Closes the connection with an application error (CONNECTION_CLOSE).
+    fn close(&mut self, code: Code);
+}
+
+/// Where a request's answer stands.
+enum Answer {
+    /// Not decided: the body is being read, or the request has not arrived.
+    Waiting,
+    /// The application answers later (503 at this deadline, ms; `u64::MAX`: an upstream
+    /// keeps the time).
+    Deferred(u64),
+    /// HEADERS and the DATA frame's head written; this body's bytes follow.
+    Sending { body: Body, sent: u64 },
+    /// HEADERS written; pieces come as DATA frames until `ended` (then the stream ends).
+    Streaming { ended: bool },
+    /// Everything is written and the stream finished.
+    Done,
+}
+
+/// A request stream the client opened.
+struct Stream<P> {
+    id: u64,
+    reader: FrameReader,
+    /// The stream's end (FIN) arrived.
+    remote_closed: bool,
+    /// The request's HEADERS arrived and was handed on.
+    started: bool,
+    /// The request was HEAD: the answer has no DATA.
+    head: bool,
+    /// Answered before its body ended: the rest is not read (STOP_SENDING).
+    discard: bool,
+    /// Content-Length, checked against the DATA received (RFC 9114 §4.1.2).
+    declared: Option<u64>,
+    received: u64,
+    body: Option<BodyIn<P>>,
+    answer: Answer,
+    /// Bytes for the transport, from `at`: frame heads, field sections, streamed pieces,
+    /// file bytes read.
+    out: Vec<u8>,
+    at: usize,
+    /// When the request (or its body) must have moved again (ms), while it is read.
+    deadline: u64,
+}
+
+impl<P> Stream<P> {
+    fn new(id: u64, deadline: u64) -> Stream<P> {
+        Stream {
+            id,
+            reader: FrameReader::new(Role::Request, MAX_FIELD_SECTION),
+            remote_closed: false,
+            started: false,
+            head: false,
+            discard: false,
+            declared: None,
+            received: 0,
+            body: None,
+            answer: Answer::Waiting,
+            out: Vec::new(),
+            at: 0,
+            deadline,
+        }
+    }
+
+    fn unsent(&self) -> usize {
+        self.out.len() - self.at
+    }
+}
+
+/// What one of the client's unidirectional streams carries (§6.2).
+enum UniKind {
+    /// Its type is not read yet (`held` has its first bytes).
+    Unknown,
+    Control(Box<FrameReader>),
+    /// QPACK's encoder stream: instructions for our decoder.
+    Encoder,
+    /// QPACK's decoder stream: acknowledgments for our (static-only) encoder.
+    Decoder,
+}
+
+struct Uni {
+    id: u64,
+    kind: UniKind,
+    /// Bytes not yet used: a type split across reads, or a decoder instruction.
+    held: Vec<u8>,
+}
+
+/// Which of the client's critical streams have opened.
+const SEEN_CONTROL: u8 = 1;
+const SEEN_ENCODER: u8 = 2;
+const SEEN_DECODER: u8 = 4;
+
+/// One HTTP/3 connection. `P` is the service's per-request body state.
+pub(crate) struct Conn<P> {
+    /// Our control and QPACK decoder streams are open.
+    started: bool,
+    control: Option<u64>,
+    qdecoder: Option<u64>,
+    /// Bytes owed to those two streams.
+    control_out: Vec<u8>,
+    qdecoder_out: Vec<u8>,
+    uni: Vec<Uni>,
+    seen: u8,
+    decoder: qpack::Decoder,
+    scratch: Scratch,
+    /// An encoded field section being composed.
+    resp: Vec<u8>,
+    streams: Vec<Stream<P>>,
+    /// Resets and STOP_SENDINGs for streams already forgotten.
+    actions: Vec<(u64, Action)>,
+    /// Output buffers of forgotten streams, for the worker's pool at the next flush.
+    spare: Vec<Vec<u8>>,
+    /// The lowest client-initiated bidirectional stream id not yet seen.
+    next_id: u64,
+    /// A connection error: reported once through [`Wire::close`], and nothing more is read.
+    error: Option<Code>,
+    error_sent: bool,
+    /// Our GOAWAY: requests on this stream id and above are refused.
+    goaway: Option<u64>,
+    peer_goaway: bool,
+    calm: Calm,
+    timer: Timer,
+    deadline: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Action {
+    Reset(Code),
+    Stop(Code),
+}
+
+impl<P> Conn<P> {
+    pub(crate) fn new() -> Conn<P> {
+        Conn {
+            started: false,
+            control: None,
+            qdecoder: None,
+            control_out: Vec::new(),
+            qdecoder_out: Vec::new(),
+            uni: Vec::new(),
+            seen: 0,
+            decoder: qpack::Decoder::new(QPACK_CAPACITY),
+            scratch: Scratch::default(),
+            resp: Vec::new(),
+            streams: Vec::new(),
+            actions: Vec::new(),
+            spare: Vec::new(),
+            next_id: 0,
+            error: None,
+            error_sent: false,
+            goaway: None,
+            peer_goaway: false,
+            calm: Calm::default(),
+            timer: Timer::Idle,
+            deadline: u64::MAX,
+        }
+    }
+
+    pub(crate) fn deadline(&self) -> u64 {
+        self.deadline
+    }
+
+    pub(crate) fn timer(&self) -> Timer {
+        self.timer
+    }
+
+    pub(crate) fn is_idle(&self) -> bool {
+        self.streams.is_empty()
+    }
+
+    pub(crate) fn outstanding(&self) -> usize {
+        self.streams
+            .iter()
+            .filter(|s| matches!(s.answer, Answer::Deferred(_)))
+            .count()
+    }
+
+    /// The connection has ended at the HTTP/3 layer: an error, or a GOAWAY (either side's)
+    /// with no request left. The transport closes it.
+    pub(crate) fn is_done(&self) -> bool {
+        self.error.is_some()
+            || ((self.goaway.is_some() || self.peer_goaway) && self.streams.is_empty())
+    }
+
+    pub(crate) fn release(&mut self, pool: &mut Pool) {
+        for s in &mut self.streams {
+            pool.put(&mut s.out);
+        }
+        self.streams.clear();
+        for mut b in self.spare.drain(..) {
+            pool.put(&mut b);
+        }
+    }
+
+    /// Opens our control stream (with our SETTINGS, §6.2.1) and QPACK decoder stream.
+    fn start(&mut self, cx: &Cx, wire: &mut impl Wire) {
+        self.started = true;
+        let Some(control) = wire.open_uni() else {
+            return self.conn_error(Code::StreamCreationError);
+        };
+        self.control = Some(control);
+        varint::write(&mut self.control_out, stream_type::CONTROL);
+        frame::write_settings(
+            &mut self.control_out,
+            &[
+                (setting::QPACK_MAX_TABLE_CAPACITY, QPACK_CAPACITY as u64),
+                // Sections that would wait for inserts are refused, so no request waits
+                // on the encoder stream (RFC 9204 §2.1.2).
+                (setting::QPACK_BLOCKED_STREAMS, 0),
+                (
+                    setting::MAX_FIELD_SECTION_SIZE,
+                    cx.cfg.limits.max_head_bytes as u64,
+                ),
+            ],
+        );
+        if let Some(id) = wire.open_uni() {
+            self.qdecoder = Some(id);
+            varint::write(&mut self.qdecoder_out, stream_type::QPACK_DECODER);
+        }
+    }
+
+    /// A connection error (§8): reported once; nothing more is read or answered.
+    fn conn_error(&mut self, code: Code) {
+        if self.error.is_none() {
+            self.error = Some(code);
+        }
+    }
+
+    /// Bytes (and perhaps the end) of stream `id` arrived. `fin` with no bytes is the end
+    /// alone.
+    pub(crate) fn recv<S: Service<Pending = P>>(
+        &mut self,
+        id: u64,
+        data: &[u8],
+        fin: bool,
+        head: &mut RequestHead,
+        cx: &mut Cx,
+        svc: &mut S,
+    ) {
+        if self.error.is_some() {
+            return;
+        }
+        match id & 3 {
+            0 => self.request_bytes(id, data, fin, head, cx, svc),
+            2 => self.uni_bytes(id, data, fin),
+            // The client cannot send on streams we opened (the transport refuses it).
+            _ => {}
+        }
+        self.set_timer(cx);
+    }
+
+    fn find(&self, id: u64) -> Option<usize> {
+        self.streams.iter().position(|s| s.id == id)
+    }
+
+    fn request_bytes<S: Service<Pending = P>>(
+        &mut self,
+        id: u64,
+        data: &[u8],
+        fin: bool,
+        head: &mut RequestHead,
+        cx: &mut Cx,
+        svc: &mut S,
+    ) {
+        let idx = match self.find(id) {
+            Some(idx) => idx,
+            None if id >= self.next_id => {
+                self.next_id = id + 4;
+                if self.goaway.is_some_and(|g| id >= g) {
+                    // §5.2: after our GOAWAY, a new request is refused unprocessed.
+                    self.actions
+                        .push((id, Action::Reset(Code::RequestRejected)));
+                    self.actions.push((id, Action::Stop(Code::RequestRejected)));
+                    return;
+                }
+                self.streams
+                    .push(Stream::new(id, cx.now + cx.cfg.header_timeout));
+                self.streams.len() - 1
+            }
+            // A stream already answered and forgotten: what is left of it is dropped.
+            None => return,
+        };
+        let mut reader = std::mem::replace(
+            &mut self.streams[idx].reader,
+            FrameReader::new(Role::Request, 0),
+        );
+        let mut pos = 0;
+        let mut alive = true;
+        while alive && pos < data.len() && self.error.is_none() {
+            let (used, got) = match reader.read(&data[pos..]) {
+                Ok(r) => r,
+                Err(code) => {
+                    self.conn_error(code);
+                    break;
+                }
+            };
+            pos += used;
+            let last = fin && pos == data.len();
+            match got {
+                None if used == 0 => break,
+                None => {}
+                Some(Frame::Headers(section)) => {
+                    alive = self.section(id, section, last, head, cx, svc);
+                }
+                Some(Frame::HeadersTooLarge(_)) => {
+                    alive = self.too_large(id, cx, svc);
+                }
+                Some(Frame::Data(piece)) => alive = self.data(id, piece, cx, svc),
+                // The reader refuses every other known frame on a request stream.
+                Some(_) => {}
+            }
+        }
+        if self.error.is_some() {
+            return;
+        }
+        let Some(idx) = self.find(id) else {
+            return;
+        };
+        let at_boundary = reader.at_boundary();
+        self.streams[idx].reader = reader;
+        if fin && alive {
+            if !at_boundary {
+                // §7.1: a frame cut by the stream's end.
+                return self.conn_error(Code::FrameError);
+            }
+            self.end_stream(idx, cx, svc);
+        }
+    }
+
+    /// A HEADERS frame's field section on request stream `id`: the request, or its
+    /// trailers. `false` when the stream is gone.
+    fn section<S: Service<Pending = P>>(
+        &mut self,
+        id: u64,
+        section: &[u8],
+        last: bool,
+        head: &mut RequestHead,
+        cx: &mut Cx,
+        svc: &mut S,
+    ) -> bool {
+        let Some(idx) = self.find(id) else {
+            return false;
+        };
+        if self.streams[idx].started {
+            let mut t = TrailerFields::default();
+            if !self.decode(id, section, |n, v| t.field(n, v)) {
+                return false;
+            }
+            if !last || t.error.is_some() {
+                // §4.1: trailers end the message; a malformed one is H3_MESSAGE_ERROR.
+                self.stream_error(idx, Code::MessageError);
+                return false;
+            }
+            return true; // the stream's end follows (`last`)
+        }
+        let mut fields = RequestFields::new(&mut self.scratch, false);
+        let decoded = match self.decoder.decode(section, |n, v| fields.field(n, v)) {
+            Ok(d) => Some(d.required_insert_count),
+            Err(_) => None,
+        };
+        let size = fields.size;
+        let checked = fields.finish();
+        let Some(required) = decoded else {
+            self.conn_error(Code::QpackDecompressionFailed);
+            return false;
+        };
+        if required > 0
+            && let Some(_) = self.qdecoder
+        {
+            qpack::write_section_ack(&mut self.qdecoder_out, id);
+        }
+        if !last && self.no_room_for_body() {
+            self.stream_error(idx, Code::RequestRejected);
+            return false;
+        }
+        self.streams[idx].started = true;
+        let Ok(declared) = checked else {
+            // §4.1.2: a malformed request is a stream error of type H3_MESSAGE_ERROR.
+            self.stream_error(idx, Code::MessageError);
+            return false;
+        };
+        let s = &mut self.streams[idx];
+        s.declared = declared;
+        s.remote_closed = last;
+        s.deadline = if last {
+            u64::MAX
+        } else {
+            cx.now + cx.cfg.body_timeout
+        };
+        if last && declared.is_some_and(|d| d != 0) {
+            self.stream_error(idx, Code::MessageError);
+            return false;
+        }
+        if size > cx.cfg.limits.max_head_bytes {
+            self.own_answer(idx, 431, None, cx, svc);
+            return self.find(id).is_some();
+        }
+        match head.parse(&self.scratch.head, &cx.cfg.limits) {
+            Ok(Parsed::Complete(_)) => {}
+            Ok(Parsed::Partial) => {
+                self.own_answer(idx, 400, None, cx, svc);
+                return self.find(id).is_some();
+            }
+            Err(e) => {
+                self.own_answer(idx, e.status(), Some(e), cx, svc);
+                return self.find(id).is_some();
+            }
+        }
+        head.set_version(Version::Http3);
+        self.streams[idx].head = head.method() == Method::Head;
+        let decision = svc.request(Exchange {
+            id,
+            head,
+            buf: &self.scratch.head,
+            body: last.then_some(&[][..]),
+            protocol: None,
+        });
+        self.decide(idx, decision, cx, svc);
+        self.find(id).is_some()
+    }
+
+    /// Decodes a section that is not a request's (trailers), keeping QPACK in step. `false`
+    /// after a connection error.
+    fn decode(&mut self, id: u64, section: &[u8], field: impl FnMut(&[u8], &[u8])) -> bool {
+        match self.decoder.decode(section, field) {
+            Ok(d) => {
+                if d.required_insert_count > 0 && self.qdecoder.is_some() {
+                    qpack::write_section_ack(&mut self.qdecoder_out, id);
+                }
+                true
+            }
+            Err(_) => {
+                self.conn_error(Code::QpackDecompressionFailed);
+                false
+            }
+        }
+    }
+
+    /// A field section over [`MAX_FIELD_SECTION`]: skipped unread, so answered 431 (or, as
+    /// trailers, the message is malformed). `false` when the stream is gone.
+    fn too_large<S: Service<Pending = P>>(&mut self, id: u64, cx: &mut Cx, svc: &mut S) -> bool {
+        let Some(idx) = self.find(id) else {
+            return false;
+        };
+        // The section was not decoded: the encoder learns its references are released
+        // (RFC 9204 §4.4.2).
+        if self.qdecoder.is_some() {
+            qpack::write_stream_cancellation(&mut self.qdecoder_out, id);
+        }
+        if self.streams[idx].started {
+            self.stream_error(idx, Code::MessageError);
+            return false;
+        }
+        self.streams[idx].started = true;
+        self.scratch.head.clear();
+        self.own_answer(idx, 431, None, cx, svc);
+        self.find(id).is_some()
+    }
+
+    /// Stream `idx` cannot go on: its sending side is reset and its receiving side stopped
+    /// with `code`, and it is forgotten.
+    fn stream_error(&mut self, idx: usize, code: Code) {
+        let s = self.streams.swap_remove(idx);
+        self.actions.push((s.id, Action::Reset(code)));
+        if !s.remote_closed {
+            self.actions.push((s.id, Action::Stop(code)));
+        }
+        self.forget(s);
+    }
+
+    fn forget(&mut self, mut s: Stream<P>) {
+        if s.out.capacity() > 0 {
+            s.out.clear();
+            self.spare.push(std::mem::take(&mut s.out));
+        }
+    }
+
+    /// A stream that will send a body cannot open: [`MAX_BODY_STREAMS`] bodies are being
+    /// read.
+    fn no_room_for_body(&self) -> bool {
+        self.streams
+            .iter()
+            .filter(|s| s.started && !s.remote_closed)
+            .count()
+            >= MAX_BODY_STREAMS
+    }
+
+    /// A piece of a DATA frame on request stream `id`. `false` when the stream is gone.
+    fn data<S: Service<Pending = P>>(
+        &mut self,
+        id: u64,
+        data: &[u8],
+        cx: &mut Cx,
+        svc: &mut S,
+    ) -> bool {
+        let Some(idx) = self.find(id) else {
+            return false;
+        };
+        let s = &mut self.streams[idx];
+        if s.discard {
+            return true;
+        }
+        s.received += data.len() as u64;
+        if s.declared.is_some_and(|d| s.received > d) {
+            self.stream_error(idx, Code::MessageError);
+            return false;
+        }
+        s.deadline = cx.now + cx.cfg.body_timeout;
+        let Some(b) = s.body.as_mut() else {
+            return true;
+        };
+        let over = s.received > b.limit;
+        let answer = if over {
+            Some(status_response(413, "").close())
+        } else {
+            svc.data(&mut b.pending, data).err()
+        };
+        let Some(mut resp) = answer else {
+            return true;
+        };
+        let relayed = b.relayed;
+        let body = s.body.take();
+        if relayed && !matches!(s.answer, Answer::Deferred(_)) {
+            // The upstream's answer has begun: it is cut, never completed.
+            svc.answered(resp.status, None, 0, b"");
+            self.stream_error(idx, Code::InternalError);
+            return false;
+        }
+        if over && let Some(body) = body {
+            svc.refused(body.pending, &mut resp);
+        }
+        s.discard = true;
+        svc.answered(resp.status, None, resp.body.len(), b"");
+        self.answer(idx, resp, cx);
+        self.find(id).is_some()
+    }
+
+    /// The client finished sending on stream `idx`.
+    fn end_stream<S: Service<Pending = P>>(&mut self, idx: usize, cx: &mut Cx, svc: &mut S) {
+        let s = &mut self.streams[idx];
+        if s.remote_closed && s.started {
+            return self.done_if_finished(idx);
+        }
+        s.remote_closed = true;
+        s.deadline = u64::MAX;
+        if !s.started {
+            // §4.1: the stream ended before its request was whole.
+            return self.stream_error(idx, Code::RequestIncomplete);
+        }
+        if s.declared.is_some_and(|d| d != s.received) {
+            return self.stream_error(idx, Code::MessageError);
+        }
+        let id = s.id;
+        if let Some(b) = s.body.take() {
+            let decision = svc.end(id, b.pending, BodyDecoder::Length(0));
+            if b.relayed {
+                // The answer is the upstream's, pending or under way already.
+                return self.done_if_finished(idx);
+            }
+            return self.decide(idx, decision, cx, svc);
+        }
+        self.done_if_finished(idx);
+    }
+
+    /// Forgets stream `idx` once both sides are done.
+    fn done_if_finished(&mut self, idx: usize) {
+        let s = &self.streams[idx];
+        if matches!(s.answer, Answer::Done) && (s.remote_closed || s.discard) {
+            let s = self.streams.swap_remove(idx);
+            if !s.remote_closed {
+                // §4.1.1: the answer is whole; the rest of the request is not needed.
+                self.actions.push((s.id, Action::Stop(Code::NoError)));
+            }
+            self.forget(s);
+        }
+    }
+
+    /// The connection answers a request itself (a malformed one, a limit).
+    fn own_answer<S: Service<Pending = P>>(
+        &mut self,
+        idx: usize,
+        status: u16,
+        error: Option<linerate_http1::ParseError>,
+        cx: &mut Cx,
+        svc: &mut S,
+    ) {
+        let resp = status_response(status, "");
+        let line = crate::h1::request_line(&self.scratch.head);
+        let line = match line.strip_suffix(b" HTTP/1.1") {
+            Some(start) => [start, b" HTTP/3"].concat(),
+            None => line.to_vec(),
+        };
+        svc.answered(status, error, resp.body.len(), &line);
+        let s = &mut self.streams[idx];
+        if !s.remote_closed {
+            s.discard = true;
+        }
+        self.answer(idx, resp, cx);
+    }
+
+    fn decide<S: Service<Pending = P>>(
+        &mut self,
+        idx: usize,
+        decision: Decision<P>,
+        cx: &mut Cx,
+        svc: &mut S,
+    ) {
+        match decision {
+            Decision::Respond(resp) => {
+                let s = &mut self.streams[idx];
+                if !s.remote_closed {
+                    s.discard = true;
+                }
+                self.answer(idx, resp, cx);
+            }
+            Decision::ReadBody { limit, pending } => {
+                let s = &mut self.streams[idx];
+                if s.declared.is_some_and(|d| d > limit) {
+                    s.discard = true;
+                    let mut resp = status_response(413, "");
+                    svc.refused(pending, &mut resp);
+                    return self.answer(idx, resp, cx);
+                }
+                s.body = Some(BodyIn {
+                    pending,
+                    limit,
+                    relayed: false,
+                    held: false,
+                });
+            }
+            Decision::RelayBody { limit, pending } => {
+                let s = &mut self.streams[idx];
+                s.body = Some(BodyIn {
+                    pending,
+                    limit,
+                    relayed: true,
+                    held: false,
+                });
+                s.answer = Answer::Deferred(u64::MAX);
+            }
+            Decision::Defer => {
+                self.streams[idx].answer = Answer::Deferred(cx.now + cx.cfg.deferred_timeout);
+            }
+            Decision::Relay { .. } => self.streams[idx].answer = Answer::Deferred(u64::MAX),
+        }
+    }
+
+    /// Writes `resp`'s HEADERS (and the head of one DATA frame for its whole body) for
+    /// stream `idx`; the body's bytes follow as the transport takes them.
+    fn answer(&mut self, idx: usize, resp: Response, cx: &mut Cx) {
+        let s = &self.streams[idx];
+        let no_body = status_has_no_body(resp.status);
+        let send_body = !s.head && !no_body && !resp.body.is_empty();
+        let r = &mut self.resp;
+        r.clear();
+        qpack::encode::prefix(r);
+        qpack::encode::status(r, resp.status);
+        qpack::encode::field(r, b"date", cx.date.get());
+        if let Some(server) = &cx.cfg.server
+            && !crate::h1::names_server(&resp.headers)
+        {
+            qpack::encode::field(r, b"server", server);
+        }
+        if let Some(ct) = &resp.content_type {
+            qpack::encode::field(r, b"content-type", ct.as_bytes());
+        }
+        if !no_body {
+            let mut n = itoa::Buffer::new();
+            qpack::encode::field(r, b"content-length", n.format(resp.body.len()).as_bytes());
+        }
+        for (name, value) in &resp.headers {
+            let lower = name.to_ascii_lowercase();
+            if is_connection_specific(lower.as_bytes()) {
+                continue;
+            }
+            qpack::encode::field(r, lower.as_bytes(), value.as_bytes());
+        }
+        let s = &mut self.streams[idx];
+        if s.out.capacity() == 0 {
+            s.out = cx.pool.get();
+        }
+        frame::write_head(&mut s.out, kind::HEADERS, r.len() as u64);
+        s.out.extend_from_slice(r);
+        s.answer = if send_body {
+            frame::write_head(&mut s.out, kind::DATA, resp.body.len());
+            Answer::Sending {
+                body: resp.body,
+                sent: 0,
+            }
+        } else {
+            crate::response::recycle(resp.body);
+            Answer::Streaming { ended: true }
+        };
+        if let Some(b) = s.body.take() {
+            // Answered before the body ended (a refusal): the rest is dropped.
+            drop(b);
+            s.discard = true;
+        }
+    }
+
+    /// The deferred answer to stream `id`; `false` when the stream is gone.
+    pub(crate) fn complete(&mut self, id: u64, resp: Response, cx: &mut Cx) -> bool {
+        if self.error.is_some() {
+            return false;
+        }
+        let Some(idx) = self
+            .streams
+            .iter()
+            .position(|s| s.id == id && matches!(s.answer, Answer::Deferred(_)))
+        else {
+            return false;
+        };
+        self.answer(idx, resp, cx);
+        self.set_timer(cx);
+        true
+    }
+
+    /// The head of stream `id`'s deferred answer, whose body follows in pieces
+    /// ([`Conn::stream_data`], [`Conn::stream_end`]). `false` when the stream is gone.
+    pub(crate) fn start_stream(&mut self, id: u64, head: &StreamHead<'_>, cx: &mut Cx) -> bool {
+        if self.error.is_some() {
+            return false;
+        }
+        let Some(idx) = self
+            .streams
+            .iter()
+            .position(|s| s.id == id && matches!(s.answer, Answer::Deferred(_)))
+        else {
+            return false;
+        };
+        let no_body = status_has_no_body(head.status);
+        let send_body = !self.streams[idx].head && !no_body;
+        let r = &mut self.resp;
+        r.clear();
+        qpack::encode::prefix(r);
+        qpack::encode::status(r, head.status);
+        qpack::encode::field(r, b"date", cx.date.get());
+        if let Some(server) = &cx.cfg.server
+            && !head
+                .fields
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case(b"server"))
+        {
+            qpack::encode::field(r, b"server", server);
+        }
+        if let Some(n) = head.length.filter(|_| !no_body) {
+            let mut b = itoa::Buffer::new();
+            qpack::encode::field(r, b"content-length", b.format(n).as_bytes());
+        }
+        for (name, value) in head.fields {
+            let lower = name.to_ascii_lowercase();
+            if is_connection_specific(&lower) || lower == b"content-length" {
+                continue;
+            }
+            qpack::encode::field(r, &lower, value);
+        }
+        let s = &mut self.streams[idx];
+        if s.out.capacity() == 0 {
+            s.out = cx.pool.get();
+        }
+        frame::write_head(&mut s.out, kind::HEADERS, r.len() as u64);
+        s.out.extend_from_slice(r);
+        s.answer = Answer::Streaming { ended: !send_body };
+        self.set_timer(cx);
+        true
+    }
+
+    fn streaming(&self, id: u64) -> Option<usize> {
+        if self.error.is_some() {
+            return None;
+        }
+        self.streams
+            .iter()
+            .position(|s| s.id == id && matches!(s.answer, Answer::Streaming { ended: false }))
+    }
+
+    /// A piece of stream `id`'s streamed body, one DATA frame. `false`: the stream is gone
+    /// (stop producing it).
+    pub(crate) fn stream_data(&mut self, id: u64, data: &[u8], cx: &mut Cx) -> bool {
+        let Some(idx) = self.streaming(id) else {
+            return false;
+        };
+        if !data.is_empty() {
+            let s = &mut self.streams[idx];
+            if s.out.capacity() == 0 {
+                s.out = cx.pool.get();
+            }
+            frame::write_head(&mut s.out, kind::DATA, data.len() as u64);
+            s.out.extend_from_slice(data);
+        }
+        true
+    }
+
+    /// Whether stream `id` can take another piece now. A stream that is gone has room: the
+    /// next piece learns it is gone.
+    pub(crate) fn stream_room(&self, id: u64) -> bool {
+        self.streaming(id)
+            .is_none_or(|idx| self.streams[idx].unsent() < STREAM_ROOM)
+    }
+
+    /// Stream `id`'s streamed body is whole: the stream ends after what is held. `false`
+    /// when the stream is gone.
+    pub(crate) fn stream_end(&mut self, id: u64, cx: &mut Cx) -> bool {
+        let Some(idx) = self.streaming(id) else {
+            return false;
+        };
+        self.streams[idx].answer = Answer::Streaming { ended: true };
+        self.set_timer(cx);
+        true
+    }
+
+    /// Stream `id`'s streamed body cannot be completed: the stream is reset
+    /// (H3_INTERNAL_ERROR), so the client cannot take what it got for whole. `false` when
+    /// the stream is gone.
+    pub(crate) fn stream_abort(&mut self, id: u64, cx: &mut Cx) -> bool {
+        let Some(idx) = self.streaming(id) else {
+            return false;
+        };
+        self.stream_error(idx, Code::InternalError);
+        self.set_timer(cx);
+        true
+    }
+
+    /// The client reset its side of stream `id` (RESET_STREAM): the request is abandoned,
+    /// and so is its answer.
+    pub(crate) fn reset<S: Service<Pending = P>>(&mut self, id: u64, cx: &mut Cx, svc: &mut S) {
+        if self.error.is_some() {
+            return;
+        }
+        if id & 3 == 2 {
+            if self.uni.iter().any(|u| {
+                u.id == id
+                    && matches!(
+                        u.kind,
+                        UniKind::Control(_) | UniKind::Encoder | UniKind::Decoder
+                    )
+            }) {
+                return self.conn_error(Code::ClosedCriticalStream);
+            }
+            self.uni.retain(|u| u.id != id);
+            return;
+        }
+        if id >= self.next_id {
+            self.next_id = id + 4;
+        }
+        if let Some(idx) = self.find(id) {
+            let s = self.streams.swap_remove(idx);
+            if matches!(s.answer, Answer::Deferred(_)) {
+                svc.answered(499, None, 0, b"");
+            }
+            if !s.started && self.qdecoder.is_some() {
+                qpack::write_stream_cancellation(&mut self.qdecoder_out, id);
+            }
+            if !matches!(s.answer, Answer::Done) {
+                self.actions
+                    .push((id, Action::Reset(Code::RequestCancelled)));
+            }
+            self.forget(s);
+        }
+        if !self.calm.reset(cx.now) {
+            self.conn_error(Code::ExcessiveLoad);
+        }
+        self.set_timer(cx);
+    }
+
+    /// The client asked us to stop sending on stream `id` (STOP_SENDING): its answer is
+    /// abandoned (the transport resets it).
+    pub(crate) fn stopped<S: Service<Pending = P>>(&mut self, id: u64, cx: &mut Cx, svc: &mut S) {
+        if let Some(idx) = self.find(id) {
+            let s = self.streams.swap_remove(idx);
+            if matches!(s.answer, Answer::Deferred(_)) {
+                svc.answered(499, None, 0, b"");
+            }
+            self.actions
+                .push((id, Action::Reset(Code::RequestCancelled)));
+            if !s.remote_closed {
+                self.actions
+                    .push((id, Action::Stop(Code::RequestCancelled)));
+            }
+            self.forget(s);
+        }
+        self.set_timer(cx);
+    }
+
+    /// Bytes on one of the client's unidirectional streams (§6.2).
+    fn uni_bytes(&mut self, id: u64, data: &[u8], fin: bool) {
+        let idx = match self.uni.iter().position(|u| u.id == id) {
+            Some(i) => i,
+            None => {
+                self.uni.push(Uni {
+                    id,
+                    kind: UniKind::Unknown,
+                    held: Vec::new(),
+                });
+                self.uni.len() - 1
+            }
+        };
+        let mut input = data;
+        let joined: Vec<u8>;
+        if matches!(self.uni[idx].kind, UniKind::Unknown) {
+            let u = &mut self.uni[idx];
+            u.held.extend_from_slice(data);
+            let Some((ty, n)) = varint::read(&u.held) else {
+                if fin {
+                    // Ended before its type: nothing to do with it.
+                    self.uni.swap_remove(idx);
+                }
+                return;
+            };
+            let mut held = std::mem::take(&mut u.held);
+            held.drain(..n);
+            joined = held;
+            let (kind, bit) = match ty {
+                stream_type::CONTROL => (
+                    UniKind::Control(Box::new(FrameReader::new(Role::Control, 0))),
+                    SEEN_CONTROL,
+                ),
+                stream_type::QPACK_ENCODER => (UniKind::Encoder, SEEN_ENCODER),
+                stream_type::QPACK_DECODER => (UniKind::Decoder, SEEN_DECODER),
+                // §6.2.2: only servers push.
+                stream_type::PUSH => return self.conn_error(Code::StreamCreationError),
+                _ => {
+                    // §6.2.3: unknown (and reserved) types are not read.
+                    self.actions
+                        .push((id, Action::Stop(Code::StreamCreationError)));
+                    self.uni.swap_remove(idx);
+                    return;
+                }
+            };
+            if self.seen & bit != 0 {
+                // §6.2.1, RFC 9204 §4.2: one of each.
+                return self.conn_error(Code::StreamCreationError);
+            }
+            self.seen |= bit;
+            self.uni[idx].kind = kind;
+            input = &joined;
+        }
+        let u = &mut self.uni[idx];
+        match &mut u.kind {
+            UniKind::Control(reader) => {
+                let mut pos = 0;
+                while pos < input.len() {
+                    let (used, got) = match reader.read(&input[pos..]) {
+                        Ok(r) => r,
+                        Err(code) => return self.conn_error(code),
+                    };
+                    pos += used;
+                    match got {
+                        None if used == 0 => break,
+                        // §7.2.4: the client's settings; its QPACK table size does not
+                        // matter to an encoder that never inserts.
+                        Some(Frame::Settings(_)) | None | Some(Frame::MaxPushId(_)) => {}
+                        Some(Frame::Goaway(_)) => self.peer_goaway = true,
+                        // §7.2.3: no push was promised, so no id can be cancelled.
+                        Some(Frame::CancelPush(_)) => return self.conn_error(Code::IdError),
+                        Some(_) => return self.conn_error(Code::FrameUnexpected),
+                    }
+                }
+            }
+            UniKind::Encoder => {
+                if let Err(code) = self.decoder.encoder_stream(input) {
+                    return self.conn_error(code);
+                }
+                if self.qdecoder.is_some() {
+                    self.decoder.write_increment(&mut self.qdecoder_out);
+                }
+            }
+            UniKind::Decoder => {
+                u.held.extend_from_slice(input);
+                match qpack::read_decoder_stream(&u.held) {
+                    Ok(n) => {
+                        u.held.drain(..n);
+                    }
+                    Err(code) => return self.conn_error(code),
+                }
+            }
+            UniKind::Unknown => {}
+        }
+        if fin {
+            // §6.2.1, RFC 9204 §4.2: closing a critical stream ends the connection.
+            self.conn_error(Code::ClosedCriticalStream);
+        }
+    }
+
+    /// Moves what is owed to the transport: our control and QPACK streams' bytes, each
+    /// answer's bytes in order (file bodies read as the transport takes them), finishes,
+    /// resets and STOP_SENDINGs, and a connection error.
+    pub(crate) fn flush(&mut self, cx: &mut Cx, wire: &mut impl Wire) {
+        if !self.started && self.error.is_none() {
+            self.start(cx, wire);
+        }
+        if let Some(code) = self.error {
+            if !self.error_sent {
+                self.error_sent = true;
+                wire.close(code);
+            }
+            return;
+        }
+        if let Some(id) = self.control {
+            write_all(wire, id, &mut self.control_out);
+        }
+        if let Some(id) = self.qdecoder {
+            write_all(wire, id, &mut self.qdecoder_out);
+        }
+        let mut i = 0;
+        while i < self.streams.len() {
+            let s = &mut self.streams[i];
+            let failed = send(s, wire);
+            if failed {
+                tracing::warn!("static file read failed while sending over HTTP/3");
+                self.stream_error(i, Code::InternalError);
+                continue;
+            }
+            let before = self.streams.len();
+            if matches!(self.streams[i].answer, Answer::Done) {
+                self.done_if_finished(i);
+            }
+            if self.streams.len() == before {
+                i += 1;
+            }
+        }
+        for (id, a) in self.actions.drain(..) {
+            match a {
+                Action::Reset(code) => wire.reset(id, code),
+                Action::Stop(code) => wire.stop(id, code),
+            }
+        }
+        while let Some(mut b) = self.spare.pop() {
+            cx.pool.put(&mut b);
+        }
+        self.set_timer(cx);
+    }
+
+    /// Graceful shutdown: GOAWAY naming the first request not served (§5.2); the open
+    /// ones finish, then the connection closes.
+    pub(crate) fn drain(&mut self, cx: &mut Cx) {
+        if self.goaway.is_none() && self.error.is_none() {
+            frame::write_goaway(&mut self.control_out, self.next_id);
+            self.goaway = Some(self.next_id);
+        }
+        self.set_timer(cx);
+    }
+
+    pub(crate) fn on_timer<S: Service<Pending = P>>(&mut self, cx: &mut Cx, svc: &mut S) {
+        if cx.now < self.deadline {
+            return;
+        }
+        let now = cx.now;
+        let mut i = self.streams.len();
+        while i > 0 {
+            i -= 1;
+            let s = &self.streams[i];
+            let status = match s.answer {
+                Answer::Deferred(at) if at <= now => 503,
+                Answer::Waiting if s.deadline <= now && !s.started => {
+                    // The request did not come whole in time.
+                    self.stream_error(i, Code::RequestIncomplete);
+                    continue;
+                }
+                Answer::Waiting if s.deadline <= now => 408,
+                _ => continue,
+            };
+            let why = if status == 503 {
+                "the answer did not come in time"
+            } else {
+                "request not received in time"
+            };
+            let resp = status_response(status, why);
+            svc.answered(status, None, resp.body.len(), b"");
+            let s = &mut self.streams[i];
+            s.body = None;
+            s.deadline = u64::MAX;
+            if !s.remote_closed {
+                s.discard = true;
+            }
+            self.answer(i, resp, cx);
+        }
+        self.set_timer(cx);
+    }
+
+    fn set_timer(&mut self, _cx: &Cx) {
+        let next = self
+            .streams
+            .iter()
+            .filter_map(|s| match s.answer {
+                Answer::Deferred(at) => Some((Timer::Deferred, at)),
+                Answer::Waiting if s.deadline != u64::MAX => Some((Timer::Body, s.deadline)),
+                _ => None,
+            })
+            .min_by_key(|(_, at)| *at);
+        // Idle connections and unread answers are QUIC's to time out (its idle timeout).
+        (self.timer, self.deadline) = next.unwrap_or((Timer::Idle, u64::MAX));
+    }
+}
+
+impl<P> Default for Conn<P> {
+    fn default() -> Self {
+        Conn::new()
+    }
+}
+
+/// RFC 9114 §4.2: connection-specific fields are never sent.
+fn is_connection_specific(lower: &[u8]) -> bool {
+    matches!(
+        lower,
+        b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade"
+    )
+}
+
+/// Writes as much of `buf` to stream `id` as the transport takes; the rest stays.
+fn write_all(wire: &mut impl Wire, id: u64, buf: &mut Vec<u8>) {
+    if !buf.is_empty() {
+        let n = wire.write(id, buf);
+        buf.drain(..n);
+    }
+}
+
+/// Writes stream `s`'s answer as far as the transport takes it, and finishes the stream
+/// after its last byte. `true` when a file body could not be read.
+fn send<P>(s: &mut Stream<P>, wire: &mut impl Wire) -> bool {
+    loop {
+        if s.at < s.out.len() {
+            s.at += wire.write(s.id, &s.out[s.at..]);
+            if s.at < s.out.len() {
+                return false;
+            }
+            s.out.clear();
+            s.at = 0;
+        }
+        match &mut s.answer {
+            Answer::Sending { body, sent } => {
+                let len = body.len();
+                if *sent >= len {
+                    wire.finish(s.id);
+                    s.answer = Answer::Done;
+                    return false;
+                }
+                match body {
+                    Body::File(f) => {
+                        let n = (len - *sent).min(FILE_CHUNK as u64) as usize;
+                        if crate::h2::read_file(f, *sent, n, &mut s.out).is_err() {
+                            return true;
+                        }
+                        *sent += n as u64;
+                    }
+                    b => {
+                        let n = wire.write(s.id, &b.as_bytes()[*sent as usize..]);
+                        *sent += n as u64;
+                        if *sent < len {
+                            return false;
+                        }
+                    }
+                }
+            }
+            Answer::Streaming { ended: true } => {
+                wire.finish(s.id);
+                s.answer = Answer::Done;
+                return false;
+            }
+            _ => return false,
+        }
+    }
+}

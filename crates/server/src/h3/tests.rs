@@ -1,0 +1,734 @@
+//! The HTTP/3 connection as byte tables: stream bytes (and time) in, stream writes, ends,
+//! resets and closes out through a recording [`Wire`], no QUIC. Each test names the rule
+//! (RFC 9114, RFC 9204) or the defence it pins; `scripts/h3-interop.sh` sees the same from
+//! outside with aioquic's client.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use linerate_h3::frame::{self, Frame, FrameReader, Role, kind, setting};
+use linerate_h3::{Code, qpack, varint};
+use linerate_http1::{BodyDecoder, DateCache, HeadRoom, Limits, ParseError, RequestHead, Version};
+
+use super::conn::{Conn, Wire};
+use super::{MAX_BODY_STREAMS, MAX_FIELD_SECTION};
+use crate::h1::{ConnConfig, Cx, Decision, Exchange, Service};
+use crate::h2::MAX_RESETS_PER_SEC;
+use crate::pool::Pool;
+use crate::response::{Body, FileBody, Response};
+
+/// `/x` answers "x"; `/file` a 150,000-byte file; `/echo` the body (16 bytes at most);
+/// `/defer` defers; anything else 404.
+#[derive(Default)]
+struct App {
+    deferred: Vec<u64>,
+    own: Vec<u16>,
+    paths: Vec<String>,
+    versions: Vec<Version>,
+}
+
+struct Pending {
+    defer: bool,
+    body: Vec<u8>,
+}
+
+/// 150,000 bytes, byte i is `i % 251`.
+fn big_file() -> FileBody {
+    let path = std::env::temp_dir().join(format!(
+        "linerate-h3-big-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let bytes: Vec<u8> = (0..150_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::File::create(&path)
+        .unwrap()
+        .write_all(&bytes)
+        .unwrap();
+    let fd: OwnedFd = std::fs::File::open(&path).unwrap().into();
+    let _ = std::fs::remove_file(&path);
+    FileBody {
+        file: Arc::new(fd),
+        offset: 0,
+        len: 150_000,
+    }
+}
+
+impl Service for App {
+    type Pending = Pending;
+
+    fn request(&mut self, req: Exchange<'_>) -> Decision<Pending> {
+        let path = req.head.path(req.buf).to_string();
+        self.paths.push(req.head.target(req.buf).to_string());
+        self.versions.push(req.head.version());
+        match (path.as_str(), req.body) {
+            ("/x", _) => Decision::Respond(Response::text("x")),
+            ("/file", _) => Decision::Respond(Response::new(200).body(Body::File(big_file()))),
+            ("/defer", Some(_)) => {
+                self.deferred.push(req.id);
+                Decision::Defer
+            }
+            ("/echo" | "/defer", None) => Decision::ReadBody {
+                limit: 16,
+                pending: Pending {
+                    defer: path == "/defer",
+                    body: Vec::new(),
+                },
+            },
+            ("/echo", Some(b)) => Decision::Respond(Response::text_owned(
+                String::from_utf8_lossy(b).into_owned(),
+            )),
+            _ => Decision::Respond(Response::text("nf").status(404)),
+        }
+    }
+
+    fn data(&mut self, p: &mut Pending, data: &[u8]) -> Result<(), Response> {
+        p.body.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn room(&self, _: &Pending) -> bool {
+        true
+    }
+
+    fn end(&mut self, id: u64, p: Pending, _: BodyDecoder) -> Decision<Pending> {
+        if p.defer {
+            self.deferred.push(id);
+            return Decision::Defer;
+        }
+        Decision::Respond(Response::text_owned(
+            String::from_utf8_lossy(&p.body).into_owned(),
+        ))
+    }
+
+    fn answered(&mut self, status: u16, _: Option<ParseError>, _: u64, _: &[u8]) {
+        self.own.push(status);
+    }
+
+    fn request_line_of(&self, _: &Pending) -> Vec<u8> {
+        Vec::new()
+    }
+}
+
+/// The QUIC side, recorded: each stream's bytes, ends, resets and STOP_SENDINGs, and the
+/// connection's close. `limit` bytes are taken per write (0: all).
+#[derive(Default)]
+struct Rec {
+    bytes: BTreeMap<u64, Vec<u8>>,
+    finished: Vec<u64>,
+    resets: Vec<(u64, Code)>,
+    stops: Vec<(u64, Code)>,
+    closed: Option<Code>,
+    next_uni: u64,
+    limit: usize,
+}
+
+impl Wire for Rec {
+    fn write(&mut self, id: u64, data: &[u8]) -> usize {
+        assert!(!self.finished.contains(&id), "write after finish on {id}");
+        let n = if self.limit == 0 {
+            data.len()
+        } else {
+            data.len().min(self.limit)
+        };
+        self.bytes
+            .entry(id)
+            .or_default()
+            .extend_from_slice(&data[..n]);
+        n
+    }
+    fn finish(&mut self, id: u64) {
+        assert!(!self.finished.contains(&id), "finished twice: {id}");
+        self.finished.push(id);
+    }
+    fn reset(&mut self, id: u64, code: Code) {
+        self.resets.push((id, code));
+    }
+    fn stop(&mut self, id: u64, code: Code) {
+        self.stops.push((id, code));
+    }
+    fn open_uni(&mut self) -> Option<u64> {
+        let id = 3 + 4 * self.next_uni;
+        self.next_uni += 1;
+        Some(id)
+    }
+    fn close(&mut self, code: Code) {
+        assert!(self.closed.is_none(), "closed twice");
+        self.closed = Some(code);
+    }
+}
+
+struct H {
+    conn: Conn<Pending>,
+    cx: Cx,
+    head: RequestHead,
+    app: App,
+    wire: Rec,
+}
+
+/// The server's control stream and QPACK decoder stream ids (the first two it opens).
+const CONTROL: u64 = 3;
+const QDECODER: u64 = 7;
+
+impl H {
+    fn new() -> H {
+        let cfg = ConnConfig {
+            limits: Limits {
+                max_head_bytes: 512,
+                ..Limits::default()
+            },
+            header_timeout: 100,
+            body_timeout: 200,
+            min_body_rate: 0,
+            keepalive_timeout: 1_000,
+            send_timeout: 300,
+            min_send_rate: 0,
+            linger_timeout: 50,
+            deferred_timeout: 500,
+            max_requests: u64::MAX,
+            max_deferred: 16,
+            server: Some(b"t".to_vec()),
+            extended_connect: false,
+        };
+        let mut h = H {
+            conn: Conn::new(),
+            cx: Cx {
+                now: 0,
+                cfg,
+                out: Vec::new(),
+                room: HeadRoom::default(),
+                pool: Pool::default(),
+                date: DateCache::new(UNIX_EPOCH + Duration::from_secs(1_000_000_000)),
+                draining: false,
+                sendfile: false,
+            },
+            head: RequestHead::new(),
+            app: App::default(),
+            wire: Rec::default(),
+        };
+        h.flush();
+        h
+    }
+
+    fn recv(&mut self, id: u64, data: &[u8], fin: bool) {
+        self.conn
+            .recv(id, data, fin, &mut self.head, &mut self.cx, &mut self.app);
+        self.flush();
+    }
+
+    fn flush(&mut self) {
+        self.conn.flush(&mut self.cx, &mut self.wire);
+    }
+
+    /// A request on stream `id`: its HEADERS (and `body` as one DATA frame), ended.
+    fn request(&mut self, id: u64, fields: &[(&str, &str)], body: Option<&[u8]>) {
+        let mut b = headers(fields);
+        if let Some(body) = body {
+            frame::write_head(&mut b, kind::DATA, body.len() as u64);
+            b.extend_from_slice(body);
+        }
+        self.recv(id, &b, true);
+    }
+
+    fn get(&mut self, id: u64, path: &str) {
+        self.request_owned(id, &get(path), None);
+    }
+
+    /// Stream `id`'s answer as the client reads it: the status, the fields, the body.
+    fn answer(&self, id: u64) -> (u16, Vec<(String, String)>, Vec<u8>) {
+        let bytes = self.wire.bytes.get(&id).cloned().unwrap_or_default();
+        let mut r = FrameReader::new(Role::Request, 1 << 20);
+        let mut d = qpack::Decoder::new(0);
+        let (mut status, mut fields, mut body) = (0, Vec::new(), Vec::new());
+        let mut pos = 0;
+        while pos < bytes.len() {
+            let (used, f) = r
+                .read(&bytes[pos..])
+                .expect("the server's frames are valid");
+            pos += used;
+            match f {
+                Some(Frame::Headers(s)) => {
+                    d.decode(s, |n, v| {
+                        let (n, v) = (
+                            String::from_utf8_lossy(n).into_owned(),
+                            String::from_utf8_lossy(v).into_owned(),
+                        );
+                        if n == ":status" {
+                            status = v.parse().unwrap();
+                        } else {
+                            fields.push((n, v));
+                        }
+                    })
+                    .expect("static-only sections");
+                }
+                Some(Frame::Data(p)) => body.extend_from_slice(p),
+                None if used == 0 => break,
+                _ => {}
+            }
+        }
+        assert!(r.at_boundary(), "a frame is cut");
+        (status, fields, body)
+    }
+
+    fn status(&self, id: u64) -> u16 {
+        self.answer(id).0
+    }
+}
+
+fn get(path: &str) -> Vec<(&'static str, String)> {
+    vec![
+        (":method", "GET".into()),
+        (":scheme", "https".into()),
+        (":authority", "a.test".into()),
+        (":path", path.into()),
+    ]
+}
+
+/// A HEADERS frame of `fields`, encoded against the static table.
+fn headers(fields: &[(&str, &str)]) -> Vec<u8> {
+    let mut s = Vec::new();
+    qpack::encode::prefix(&mut s);
+    for (n, v) in fields {
+        qpack::encode::field(&mut s, n.as_bytes(), v.as_bytes());
+    }
+    let mut b = Vec::new();
+    frame::write_head(&mut b, kind::HEADERS, s.len() as u64);
+    b.extend_from_slice(&s);
+    b
+}
+
+fn owned<'a>(v: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    v.iter().map(|(n, v)| (*n, v.as_str())).collect()
+}
+
+impl H {
+    fn request_owned(&mut self, id: u64, fields: &[(&'static str, String)], body: Option<&[u8]>) {
+        let f = owned(fields);
+        self.request(id, &f, body);
+    }
+}
+
+#[test]
+fn control_and_qpack_streams_open_first() {
+    // §6.2.1: the control stream opens with SETTINGS; RFC 9204 §4.2: the decoder stream.
+    let h = H::new();
+    let ctl = &h.wire.bytes[&CONTROL];
+    let (ty, n) = varint::read(ctl).unwrap();
+    assert_eq!(ty, 0x00);
+    let mut r = FrameReader::new(Role::Control, 1024);
+    let mut pos = n;
+    let s = loop {
+        let (used, f) = r.read(&ctl[pos..]).unwrap();
+        pos += used;
+        match f {
+            Some(Frame::Settings(s)) => break s,
+            None if used > 0 => {}
+            f => panic!("{f:?}"),
+        }
+    };
+    assert_eq!(s.qpack_max_table_capacity, super::QPACK_CAPACITY as u64);
+    assert_eq!(s.qpack_blocked_streams, 0);
+    assert_eq!(s.max_field_section_size, Some(512));
+    assert_eq!(h.wire.bytes[&QDECODER], [0x03]);
+    let _ = setting::QPACK_MAX_TABLE_CAPACITY;
+}
+
+#[test]
+fn a_request_is_answered_on_its_stream_and_the_stream_ends() {
+    let mut h = H::new();
+    h.request_owned(0, &get("/x?q=1"), None);
+    let (status, fields, body) = h.answer(0);
+    assert_eq!(status, 200);
+    assert_eq!(body, b"x");
+    assert!(fields.contains(&("content-length".into(), "1".into())));
+    assert!(fields.contains(&("server".into(), "t".into())));
+    assert_eq!(h.wire.finished, [0]);
+    assert_eq!(h.app.paths, ["/x?q=1"]);
+    assert_eq!(h.app.versions, [Version::Http3]);
+    assert!(h.conn.is_idle());
+}
+
+#[test]
+fn a_body_split_at_every_byte_is_read_whole() {
+    let mut req = headers(&owned(&[
+        (":method", "POST".into()),
+        (":scheme", "https".into()),
+        (":authority", "a.test".into()),
+        (":path", "/echo".into()),
+        ("content-length", "5".into()),
+    ]));
+    frame::write_head(&mut req, kind::DATA, 2);
+    req.extend_from_slice(b"he");
+    frame::write_head(&mut req, kind::DATA, 3);
+    req.extend_from_slice(b"llo");
+    let mut h = H::new();
+    for (i, b) in req.iter().enumerate() {
+        h.recv(4, &[*b], i == req.len() - 1);
+    }
+    assert_eq!(h.answer(4), (200, h.answer(4).1, b"hello".to_vec()));
+}
+
+#[test]
+fn malformed_requests_are_stream_errors() {
+    // §4.1.2, §4.2, §4.3: H3_MESSAGE_ERROR on the stream; the connection goes on.
+    let cases: &[&[(&str, &str)]] = &[
+        &[
+            (":method", "GET"),
+            (":scheme", "https"),
+            (":path", "/x"),
+            ("Upper", "1"),
+        ],
+        &[(":method", "GET"), (":scheme", "https")],
+        &[
+            (":method", "GET"),
+            (":scheme", "https"),
+            (":path", "/x"),
+            ("connection", "x"),
+        ],
+        &[
+            (":method", "GET"),
+            (":path", "/x"),
+            (":scheme", "https"),
+            (":status", "200"),
+        ],
+        &[
+            (":method", "GET"),
+            (":scheme", "https"),
+            (":path", "/x"),
+            ("te", "gzip"),
+        ],
+        &[
+            (":method", "GET"),
+            (":scheme", "https"),
+            (":path", "/x"),
+            ("content-length", "3"),
+        ],
+    ];
+    for (i, fields) in cases.iter().enumerate() {
+        let mut h = H::new();
+        h.request(0, fields, None);
+        assert_eq!(h.wire.resets, [(0, Code::MessageError)], "case {i}");
+        assert!(h.wire.closed.is_none(), "case {i}");
+        h.get(4, "/x");
+        assert_eq!(h.status(4), 200, "case {i}: the connection goes on");
+    }
+}
+
+#[test]
+fn a_body_longer_or_shorter_than_its_content_length_is_malformed() {
+    for body in [&b"abc"[..], b"a"] {
+        let mut h = H::new();
+        let fields = [
+            (":method", "POST"),
+            (":scheme", "https"),
+            (":authority", "a"),
+            (":path", "/echo"),
+            ("content-length", "2"),
+        ];
+        h.request(0, &fields, Some(body));
+        assert_eq!(h.wire.resets, [(0, Code::MessageError)], "{body:?}");
+    }
+}
+
+#[test]
+fn trailers_end_the_request_and_may_not_carry_pseudo_fields() {
+    let post = [
+        (":method", "POST"),
+        (":scheme", "https"),
+        (":authority", "a"),
+        (":path", "/echo"),
+    ];
+    let mut req = headers(&post);
+    frame::write_head(&mut req, kind::DATA, 2);
+    req.extend_from_slice(b"ok");
+    req.extend_from_slice(&headers(&[("x-sum", "1")]));
+    let mut h = H::new();
+    h.recv(0, &req, true);
+    assert_eq!(h.answer(0).2, b"ok");
+
+    let mut bad = headers(&post);
+    bad.extend_from_slice(&headers(&[(":path", "/y")]));
+    let mut h = H::new();
+    h.recv(0, &bad, true);
+    assert_eq!(h.wire.resets, [(0, Code::MessageError)]);
+}
+
+#[test]
+fn frame_order_and_ends_are_enforced() {
+    // §4.1: DATA before HEADERS is H3_FRAME_UNEXPECTED, a connection error.
+    let mut h = H::new();
+    let mut b = Vec::new();
+    frame::write_head(&mut b, kind::DATA, 1);
+    b.push(b'x');
+    h.recv(0, &b, true);
+    assert_eq!(h.wire.closed, Some(Code::FrameUnexpected));
+
+    // §7.1: a frame cut by the stream's end is H3_FRAME_ERROR.
+    let mut h = H::new();
+    let req = headers(&owned(&get("/x")));
+    h.recv(0, &req[..req.len() - 1], true);
+    assert_eq!(h.wire.closed, Some(Code::FrameError));
+
+    // §4.1: a stream that ends without a request is H3_REQUEST_INCOMPLETE.
+    let mut h = H::new();
+    h.recv(0, &[], true);
+    assert_eq!(h.wire.resets, [(0, Code::RequestIncomplete)]);
+    assert!(h.wire.closed.is_none());
+}
+
+#[test]
+fn oversized_field_sections_get_431() {
+    // Over MAX_FIELD_SECTION encoded: skipped unread.
+    let mut h = H::new();
+    let mut b = Vec::new();
+    frame::write_head(&mut b, kind::HEADERS, MAX_FIELD_SECTION as u64 + 1);
+    b.resize(b.len() + MAX_FIELD_SECTION + 1, 0);
+    h.recv(0, &b, true);
+    assert_eq!(h.status(0), 431);
+    // Over max_head_bytes decoded.
+    let mut h = H::new();
+    let long = "v".repeat(600);
+    let mut f = get("/x");
+    f.push(("x-long", long));
+    h.request_owned(0, &f, None);
+    assert_eq!(h.status(0), 431);
+    assert_eq!(h.app.own, [431]);
+}
+
+#[test]
+fn partial_writes_keep_the_answer_in_order_and_end_it_after_the_last_byte() {
+    let mut h = H::new();
+    h.wire.limit = 7;
+    h.get(0, "/file");
+    let mut rounds = 0;
+    while !h.wire.finished.contains(&0) {
+        h.flush();
+        rounds += 1;
+        assert!(rounds < 100_000);
+    }
+    let (status, _, body) = h.answer(0);
+    assert_eq!(status, 200);
+    assert_eq!(body.len(), 150_000);
+    assert!(body.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8));
+}
+
+#[test]
+fn deferred_answers_come_later_and_a_reset_abandons_them() {
+    let mut h = H::new();
+    h.request(
+        0,
+        &[
+            (":method", "POST"),
+            (":scheme", "https"),
+            (":authority", "a"),
+            (":path", "/defer"),
+        ],
+        Some(b""),
+    );
+    assert_eq!(h.app.deferred, [0]);
+    assert!(!h.wire.bytes.contains_key(&0));
+    assert!(h.conn.complete(0, Response::text("later"), &mut h.cx));
+    h.flush();
+    assert_eq!(h.answer(0).2, b"later");
+
+    h.request(
+        4,
+        &[
+            (":method", "POST"),
+            (":scheme", "https"),
+            (":authority", "a"),
+            (":path", "/defer"),
+        ],
+        Some(b""),
+    );
+    h.conn.reset(4, &mut h.cx, &mut h.app);
+    h.flush();
+    assert_eq!(h.app.own, [499]);
+    assert!(!h.conn.complete(4, Response::text("late"), &mut h.cx));
+    assert!(h.wire.resets.contains(&(4, Code::RequestCancelled)));
+}
+
+#[test]
+fn timers_answer_408_and_503_and_drop_requests_that_never_came() {
+    let mut h = H::new();
+    // A request whose HEADERS never completes.
+    h.recv(0, &[0x01], false);
+    // A body that stops coming.
+    let mut b = headers(&[
+        (":method", "POST"),
+        (":scheme", "https"),
+        (":authority", "a"),
+        (":path", "/echo"),
+    ]);
+    frame::write_head(&mut b, kind::DATA, 1);
+    b.push(b'a');
+    h.recv(4, &b, false);
+    // A deferred answer that never comes.
+    h.request(
+        8,
+        &[
+            (":method", "POST"),
+            (":scheme", "https"),
+            (":authority", "a"),
+            (":path", "/defer"),
+        ],
+        Some(b""),
+    );
+    assert_eq!(h.conn.deadline(), 100);
+    h.cx.now = 100;
+    h.conn.on_timer(&mut h.cx, &mut h.app);
+    h.flush();
+    assert!(h.wire.resets.contains(&(0, Code::RequestIncomplete)));
+    h.cx.now = 500;
+    h.conn.on_timer(&mut h.cx, &mut h.app);
+    h.flush();
+    assert_eq!(h.status(4), 408);
+    assert_eq!(h.status(8), 503);
+    // The unread rest of the body is not wanted (§4.1.1).
+    assert!(h.wire.stops.contains(&(4, Code::NoError)));
+}
+
+#[test]
+fn critical_streams_are_one_each_and_never_close() {
+    let ctl = |extra: &[u8]| {
+        let mut b = vec![0x00];
+        frame::write_settings(&mut b, &[]);
+        b.extend_from_slice(extra);
+        b
+    };
+    // A second control stream (§6.2.1), a push stream (§6.2.2): H3_STREAM_CREATION_ERROR.
+    let mut h = H::new();
+    h.recv(2, &ctl(&[]), false);
+    h.recv(6, &ctl(&[]), false);
+    assert_eq!(h.wire.closed, Some(Code::StreamCreationError));
+    let mut h = H::new();
+    h.recv(2, &[0x01], false);
+    assert_eq!(h.wire.closed, Some(Code::StreamCreationError));
+    // Closing one: H3_CLOSED_CRITICAL_STREAM.
+    let mut h = H::new();
+    h.recv(2, &ctl(&[]), true);
+    assert_eq!(h.wire.closed, Some(Code::ClosedCriticalStream));
+    // SETTINGS must come first (§6.2.1).
+    let mut h = H::new();
+    let mut b = vec![0x00];
+    frame::write_goaway(&mut b, 0);
+    h.recv(2, &b, false);
+    assert_eq!(h.wire.closed, Some(Code::MissingSettings));
+    // §7.2.3: no push was promised, so CANCEL_PUSH names an unknown id.
+    let mut h = H::new();
+    h.recv(2, &ctl(&[0x03, 0x01, 0x00]), false);
+    assert_eq!(h.wire.closed, Some(Code::IdError));
+    // §6.2.3: an unknown type is asked to stop; the connection goes on.
+    let mut h = H::new();
+    h.recv(10, &[0x21, 0xff], false);
+    assert_eq!(h.wire.stops, [(10, Code::StreamCreationError)]);
+    assert!(h.wire.closed.is_none());
+}
+
+#[test]
+fn the_dynamic_table_is_filled_acknowledged_and_never_waited_for() {
+    // RFC 9204: the encoder stream sets the capacity and inserts :authority; the request
+    // refers to the entry; the decoder stream acknowledges the insert and the section.
+    let mut h = H::new();
+    let mut enc = vec![0x02, 0x3f, 0xbd, 0x01, 0xc0, 0x0f];
+    enc.extend_from_slice(b"www.example.com");
+    h.recv(10, &enc, false);
+    assert_eq!(
+        h.wire.bytes[&QDECODER],
+        [0x03, 0x01],
+        "Insert Count Increment 1"
+    );
+    let section = [0x02, 0x00, 0x80, 0xd1, 0xd7, 0xc1];
+    let mut req = Vec::new();
+    frame::write_head(&mut req, kind::HEADERS, section.len() as u64);
+    req.extend_from_slice(&section);
+    h.recv(0, &req, true);
+    assert_eq!(h.status(0), 404);
+    assert_eq!(
+        h.wire.bytes[&QDECODER],
+        [0x03, 0x01, 0x80],
+        "Section Acknowledgment"
+    );
+    // A section that needs a second insert would block: QPACK_BLOCKED_STREAMS is 0.
+    let blocked = [0x03, 0x00, 0x80, 0xd1, 0xd7, 0xc1];
+    let mut req = Vec::new();
+    frame::write_head(&mut req, kind::HEADERS, blocked.len() as u64);
+    req.extend_from_slice(&blocked);
+    h.recv(4, &req, true);
+    assert_eq!(h.wire.closed, Some(Code::QpackDecompressionFailed));
+}
+
+#[test]
+fn goaway_drains_open_requests_and_refuses_new_ones() {
+    let mut h = H::new();
+    h.request(
+        0,
+        &[
+            (":method", "POST"),
+            (":scheme", "https"),
+            (":authority", "a"),
+            (":path", "/defer"),
+        ],
+        Some(b""),
+    );
+    h.conn.drain(&mut h.cx);
+    h.flush();
+    let ctl = &h.wire.bytes[&CONTROL];
+    let mut want = Vec::new();
+    frame::write_goaway(&mut want, 4);
+    assert!(ctl.ends_with(&want), "GOAWAY(4) on the control stream");
+    h.get(4, "/x");
+    assert!(h.wire.resets.contains(&(4, Code::RequestRejected)));
+    assert!(!h.conn.is_done(), "stream 0 is still open");
+    assert!(h.conn.complete(0, Response::text("done"), &mut h.cx));
+    h.flush();
+    assert_eq!(h.answer(0).2, b"done");
+    assert!(h.conn.is_done());
+}
+
+#[test]
+fn defences_bodies_at_once_and_rapid_resets() {
+    let mut h = H::new();
+    let post = [
+        (":method", "POST"),
+        (":scheme", "https"),
+        (":authority", "a"),
+        (":path", "/echo"),
+    ];
+    for i in 0..=MAX_BODY_STREAMS as u64 {
+        h.recv(4 * i, &headers(&post), false);
+    }
+    let last = 4 * MAX_BODY_STREAMS as u64;
+    assert_eq!(h.wire.resets, [(last, Code::RequestRejected)]);
+
+    let mut h = H::new();
+    for i in 0..=MAX_RESETS_PER_SEC as u64 {
+        h.recv(4 * i, &[0x01], false);
+        h.conn.reset(4 * i, &mut h.cx, &mut h.app);
+    }
+    h.flush();
+    assert_eq!(h.wire.closed, Some(Code::ExcessiveLoad));
+}
+
+#[test]
+fn an_answer_before_the_body_ends_stops_the_rest() {
+    // §4.1.1: a whole answer may come before the request ends; the rest is not wanted.
+    let mut h = H::new();
+    let mut b = headers(&[
+        (":method", "POST"),
+        (":scheme", "https"),
+        (":authority", "a"),
+        (":path", "/x"),
+    ]);
+    frame::write_head(&mut b, kind::DATA, 1);
+    b.push(b'a');
+    h.recv(0, &b, false);
+    assert_eq!(h.status(0), 200);
+    assert_eq!(h.wire.stops, [(0, Code::NoError)]);
+    // What still comes for it is dropped.
+    h.recv(0, &[0x00, 0x01, b'b'], true);
+    assert!(h.wire.closed.is_none());
+    assert!(h.conn.is_idle());
+}

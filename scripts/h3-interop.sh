@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# HTTP/3 interop: aioquic's HTTP/3 client (PyPI; scripts/h3client.py drives it) against
+# `linerate serve --quic`, every answer compared with the same request's answer over HTTP/1.1
+# and HTTP/2 (curl): the demo's endpoints, static files byte for byte, a range, a 304, a
+# request body, many requests on one connection, and two workers (connection IDs steer each
+# connection's packets to its worker).
+#
+#   scripts/h3-interop.sh [path/to/linerate]     (default: target/release/linerate)
+#
+# Exit 2 with a NOT RUN line where it cannot run (no aioquic and no pip to install it, no curl
+# or openssl). The server binds 127.0.0.1 on free ports and is stopped by its PID.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${1:-target/release/linerate}
+
+say() { echo "h3-interop: $*" >&2; }
+not_run() { say "NOT RUN: $*"; exit 2; }
+
+[ -x "$bin" ] || { say "no $bin (build it first)"; exit 1; }
+command -v openssl >/dev/null || not_run "no openssl to make a throwaway certificate"
+command -v curl >/dev/null || not_run "no curl for the HTTP/1.1 and HTTP/2 answers"
+if ! python3 -c 'import aioquic' 2>/dev/null; then
+    say "installing aioquic from PyPI (pip --user)"
+    python3 -m pip install --user --quiet 'aioquic>=1.2' >/dev/null 2>&1 \
+        || python3 -m pip install --user --quiet --break-system-packages 'aioquic>=1.2' >/dev/null 2>&1 \
+        || not_run "aioquic is not installed and pip could not install it"
+    python3 -c 'import aioquic' 2>/dev/null || not_run "aioquic does not import after pip"
+fi
+
+out=$(mktemp -d "${TMPDIR:-/tmp}/linerate-h3.XXXXXX")
+pid=""
+cleanup() {
+    if [ -n "$pid" ]; then
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    fi
+    rm -rf "$out"
+}
+trap cleanup EXIT
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+mkdir -p "$out/www"
+head -c 300000 /dev/urandom >"$out/www/big.bin"
+head -c 14000 /dev/urandom >"$out/www/first.bin"
+printf 'hello over quic\n' >"$out/www/hello.txt"
+head -c 200000 /dev/urandom >"$out/body.bin"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+    -keyout "$out/key.pem" -out "$out/cert.pem" -days 1 -subj /CN=localhost \
+    -addext subjectAltName=IP:127.0.0.1,DNS:localhost >/dev/null 2>&1
+# start ARGS...: a server with --quic on fresh ports (the previous one stopped).
+start() {
+    if [ -n "$pid" ]; then
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    fi
+    port=$(free_port)
+    tls_port=$(free_port)
+    "$bin" serve --addr "127.0.0.1:$port" --tls-port "$tls_port" --tls-cert "$out/cert.pem" \
+        --tls-key "$out/key.pem" --quic --workers 2 --no-pin --log-level warn "$@" \
+        >"$out/banner.txt" 2>"$out/server.err" &
+    pid=$!
+    for _ in $(seq 1 600); do
+        grep -q "^Stop with" "$out/banner.txt" 2>/dev/null && break
+        kill -0 "$pid" 2>/dev/null || { cat "$out/server.err" >&2; say "the server did not start"; exit 1; }
+        sleep 0.1
+    done
+    grep -q "^Stop with" "$out/banner.txt" || { cat "$out/server.err" >&2; say "no banner in 60 s"; exit 1; }
+}
+
+h3() { timeout 60 python3 scripts/h3client.py -k --timeout 50 "$@"; }
+fail=0
+n=0
+# check PATH [CURL/H3 ARGS...]: the status and body over HTTP/3 are the ones HTTP/1.1 and
+# HTTP/2 (TLS) give.
+check() {
+    local path=$1
+    shift
+    n=$((n + 1))
+    local want1 want2 got
+    # curl leaves -o's file as it was when no body comes (a 304): start empty.
+    : >"$out/c1"
+    : >"$out/c2"
+    want1=$(curl -s -m 30 -o "$out/c1" -w '%{http_code}' "$@" "http://127.0.0.1:$port$path")
+    want1="$want1 $(sha256sum <"$out/c1" | cut -c1-64)"
+    want2=$(curl -sk -m 30 --http2 -o "$out/c2" -w '%{http_code}' "$@" "https://127.0.0.1:$tls_port$path")
+    want2="$want2 $(sha256sum <"$out/c2" | cut -c1-64)"
+    local h3args=()
+    while [ $# -gt 0 ]; do
+        case $1 in
+            -H) h3args+=(-H "$2"); shift 2 ;;
+            --data-binary) h3args+=(-d "${2#@}"); shift 2 ;;
+            *) shift ;;
+        esac
+    done
+    if ! got=$(h3 "${h3args[@]}" "https://127.0.0.1:$tls_port$path" 2>"$out/h3.err"); then
+        echo "  FAIL  $path: the HTTP/3 client failed: $(tail -1 "$out/h3.err")" >&2
+        fail=1
+        return
+    fi
+    local status digest
+    status=$(grep -o 'status=[0-9]*' <<<"$got" | head -1 | cut -d= -f2)
+    digest=$(grep -o 'sha256=[0-9a-f]*' <<<"$got" | head -1 | cut -d= -f2)
+    if [ "$status $digest" = "$want1" ] && [ "$want1" = "$want2" ]; then
+        echo "  ok    $path (${status})"
+    else
+        echo "  FAIL  $path: h3 '$status $digest', h1 '$want1', h2 '$want2'" >&2
+        fail=1
+    fi
+}
+
+echo "the demo's endpoints:"
+start
+check /json
+check /plaintext
+check "/baseline2?a=13&b=42"
+check /upload --data-binary "@$out/body.bin"
+check /nowhere
+
+echo "static files (--root):"
+start --root "$out/www"
+check /big.bin
+check /first.bin
+check /hello.txt
+check /big.bin -H "Range: bytes=1000-1999"
+check /missing.txt
+etag=$(curl -sI "http://127.0.0.1:$port/hello.txt" | tr -d '\r' | awk -F': ' 'tolower($1)=="etag"{print $2}')
+if [ -n "$etag" ]; then
+    check /hello.txt -H "If-None-Match: $etag"
+fi
+
+# Many requests on one connection, 20 in flight: every answer whole.
+start
+n=$((n + 1))
+if got=$(h3 -n 400 -c 20 --expect-status 200 "https://127.0.0.1:$tls_port/json" 2>"$out/h3.err"); then
+    count=$(grep -c 'sha256=8811a6f55cb434d10921bccf7108016db61792083bb929eef0e592e376a0db9a' <<<"$got" || true)
+    if [ "$count" = 400 ]; then
+        echo "  ok    400 requests on one connection, 20 at once"
+    else
+        echo "  FAIL  400 requests on one connection: $count whole answers" >&2
+        fail=1
+    fi
+else
+    echo "  FAIL  400 requests on one connection: $(tail -1 "$out/h3.err")" >&2
+    fail=1
+fi
+
+# Connections from many source ports: both workers serve (each connection's packets reach
+# the worker that owns it).
+n=$((n + 1))
+bad=0
+for i in $(seq 1 12); do
+    h3 --expect-status 200 "https://127.0.0.1:$tls_port/plaintext" >/dev/null 2>&1 || bad=$((bad + 1))
+done
+if [ "$bad" = 0 ]; then
+    echo "  ok    12 connections"
+else
+    echo "  FAIL  $bad of 12 connections failed" >&2
+    fail=1
+fi
+
+kill -0 "$pid" 2>/dev/null || { say "the server died"; cat "$out/server.err" >&2; exit 1; }
+if [ "$fail" != 0 ]; then
+    tail -20 "$out/server.err" >&2
+    say "FAILED"
+    exit 1
+fi
+echo "h3-interop: $n checks passed (aioquic $(python3 -c 'import aioquic; print(aioquic.__version__)'))"
