@@ -320,11 +320,11 @@ fn streams_and_pipelining_belong_to_their_protocols() {
                 "4",
                 "http://127.0.0.1:1/",
             ],
-            "linerate: --max-concurrent-streams applies to HTTP/2 only; add --http2",
+            "linerate: --max-concurrent-streams applies to HTTP/2 and HTTP/3 only; add --http2",
         ),
         (
             vec!["load", "--streams", "4", "http://127.0.0.1:1/"],
-            "linerate: --max-concurrent-streams applies to HTTP/2 only",
+            "linerate: --max-concurrent-streams applies to HTTP/2 and HTTP/3 only",
         ),
         (
             vec![

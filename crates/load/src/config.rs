@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::h2;
+use crate::h3;
 use crate::options::LoadOptions;
 use crate::request::{self, RawError, Template};
 use crate::tls::{TlsChoice, TlsClient, TlsConfigError, Verify};
@@ -39,6 +40,9 @@ pub struct Config {
     pub templates: Vec<Template>,
     /// Set for `--http2`: connections speak HTTP/2 instead (`pipeline` is then 1).
     pub http2: Option<Http2>,
+    /// Set for `--http3`: connections speak HTTP/3 over QUIC instead (`pipeline` is then 1,
+    /// and `tls` holds the TLS 1.3 client QUIC uses).
+    pub http3: Option<Http3>,
     /// Set for `--ws` (or a `ws[s]://` URL): connections upgrade to WebSocket, and the one
     /// template is the message they send (`pipeline` of them in flight).
     pub ws: Option<Ws>,
@@ -73,6 +77,20 @@ pub struct Http2 {
     pub requests: Vec<h2::Request>,
 }
 
+/// The requests as `Config::templates`, `Config::http2` and `Http3::requests` hold them.
+type Requests = (Vec<Template>, Option<Http2>, Option<Vec<h3::Request>>);
+
+/// An HTTP/3 run.
+#[derive(Clone, Debug)]
+pub struct Http3 {
+    /// Streams in flight per connection (fewer if the server's MAX_STREAMS allows fewer).
+    pub streams: usize,
+    /// The QUIC client every connection starts from.
+    pub quic: h3::Quic,
+    /// The requests as HTTP/3 stream bytes, index for index with `Config::templates`.
+    pub requests: Vec<h3::Request>,
+}
+
 /// A WebSocket run.
 #[derive(Clone, Debug)]
 pub struct Ws {
@@ -104,10 +122,16 @@ pub enum ConfigError {
     Conflict(&'static str, &'static str),
     /// `--pipeline` above 1 with `--http2`.
     PipelineWithHttp2,
-    /// `--max-concurrent-streams` above 1 without `--http2`.
+    /// `--max-concurrent-streams` above 1 without `--http2` or `--http3`.
     StreamsWithoutHttp2,
+    /// `--pipeline` above 1 with `--http3`.
+    PipelineWithHttp3,
+    /// `--http3` with an `http://` URL.
+    Http3WithoutHttps,
     /// A connection-specific header with `--http2` (its name).
     Http2Header(String),
+    /// A connection-specific header with `--http3` (its name).
+    Http3Header(String),
     /// `--message-size` or `--binary` without `--ws`.
     MessageWithoutWs(&'static str),
     /// A header the WebSocket upgrade writes itself (its name).
@@ -154,8 +178,15 @@ impl fmt::Display for ConfigError {
                  for N requests in flight per connection",
             ),
             ConfigError::StreamsWithoutHttp2 => f.write_str(
-                "--max-concurrent-streams applies to HTTP/2 only; add --http2, or use \
-                 --pipeline N for HTTP/1.1",
+                "--max-concurrent-streams applies to HTTP/2 and HTTP/3 only; add --http2 or \
+                 --http3, or use --pipeline N for HTTP/1.1",
+            ),
+            ConfigError::PipelineWithHttp3 => f.write_str(
+                "--pipeline is HTTP/1.1 pipelining; with --http3 use --max-concurrent-streams N \
+                 for N requests in flight per connection",
+            ),
+            ConfigError::Http3WithoutHttps => f.write_str(
+                "--http3 needs an https:// URL: HTTP/3 runs over QUIC, which is always TLS",
             ),
             ConfigError::MessageWithoutWs(opt) => {
                 write!(f, "{opt} applies to WebSocket runs only; add --ws")
@@ -169,6 +200,10 @@ impl fmt::Display for ConfigError {
                 f,
                 "header {name:?} is connection-specific, which HTTP/2 forbids (RFC 9113 §8.2.2)"
             ),
+            ConfigError::Http3Header(name) => write!(
+                f,
+                "header {name:?} is connection-specific, which HTTP/3 forbids (RFC 9114 §4.2)"
+            ),
         }
     }
 }
@@ -180,6 +215,9 @@ impl Config {
     pub fn from_options(args: &LoadOptions) -> Result<Config, ConfigError> {
         let target = url::parse(&args.url).map_err(ConfigError::Url)?;
         Self::conflicts(args, args.ws || target.websocket)?;
+        if args.http3 && !target.https {
+            return Err(ConfigError::Http3WithoutHttps);
+        }
         let cpus = args.cpus.clone();
         let default_threads = if cpus.is_empty() {
             std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -224,12 +262,21 @@ impl Config {
             return Err(ConfigError::Rate(r));
         }
         let tls = Self::tls(args, &target)?;
-        let (templates, http2, ws) = if args.ws || target.websocket {
+        let (templates, http2, http3, ws) = if args.ws || target.websocket {
             let (t, w) = Self::websocket(args, &target)?;
-            (t, None, Some(w))
+            (t, None, None, Some(w))
         } else {
-            let (t, h) = Self::templates(args, &target)?;
-            (t, h, None)
+            let (t, h2, h3) = Self::templates(args, &target)?;
+            let http3 = match (h3, &tls) {
+                (Some(requests), Some(tls)) => Some(Http3 {
+                    streams: args.streams,
+                    quic: h3::Quic::new(tls.config.clone(), &target.host)
+                        .map_err(|_| ConfigError::Tls(TlsConfigError::NoQuicInitialSuite))?,
+                    requests,
+                }),
+                _ => None,
+            };
+            (t, h2, http3, None)
         };
         let duration = match (args.duration, args.requests) {
             (Some(d), _) => Some(d),
@@ -241,6 +288,7 @@ impl Config {
             tls,
             templates,
             http2,
+            http3,
             ws,
             threads,
             connections: args.connections,
@@ -271,12 +319,19 @@ impl Config {
         if args.http2 && args.pipeline > 1 {
             return Err(ConfigError::PipelineWithHttp2);
         }
-        if !args.http2 && args.streams > 1 {
+        if args.http2 && args.http3 {
+            return Err(ConfigError::Conflict("--http2", "--http3"));
+        }
+        if args.http3 && args.pipeline > 1 {
+            return Err(ConfigError::PipelineWithHttp3);
+        }
+        if !args.http2 && !args.http3 && args.streams > 1 {
             return Err(ConfigError::StreamsWithoutHttp2);
         }
         if ws {
             let other = [
                 (args.http2, "--http2"),
+                (args.http3, "--http3"),
                 (!args.raw.is_empty(), "--raw"),
                 (args.method.is_some(), "--method"),
                 (args.body.is_some(), "--body"),
@@ -293,6 +348,19 @@ impl Config {
         if args.http2 && !args.raw.is_empty() {
             // Raw files are HTTP/1.1 bytes.
             return Err(ConfigError::Conflict("--raw", "--http2"));
+        }
+        if args.http3 && !args.raw.is_empty() {
+            return Err(ConfigError::Conflict("--raw", "--http3"));
+        }
+        if args.http3 {
+            // QUIC is TLS 1.3 only (RFC 9001 §4.2), and updates its keys itself (§6), with no
+            // TLS KeyUpdate message.
+            if args.tls_version == Some(crate::options::TlsVersion::V12) {
+                return Err(ConfigError::Conflict("--tls-version 1.2", "--http3"));
+            }
+            if args.tls_key_update.is_some() {
+                return Err(ConfigError::Conflict("--tls-key-update", "--http3"));
+            }
         }
         if !args.raw.is_empty() {
             let other = [
@@ -333,6 +401,7 @@ impl Config {
         };
         let choice = TlsChoice {
             http2: args.http2,
+            http3: args.http3,
             version: args.tls_version,
             cipher: args.tls_cipher.clone(),
             key_update_every: args.tls_key_update,
@@ -343,11 +412,9 @@ impl Config {
             .map_err(ConfigError::Tls)
     }
 
-    /// The requests: HTTP/1.1 templates, and with `--http2` the same requests as HTTP/2.
-    fn templates(
-        args: &LoadOptions,
-        target: &Target,
-    ) -> Result<(Vec<Template>, Option<Http2>), ConfigError> {
+    /// The requests: HTTP/1.1 templates, and with `--http2` or `--http3` the same requests
+    /// in that protocol.
+    fn templates(args: &LoadOptions, target: &Target) -> Result<Requests, ConfigError> {
         if !args.raw.is_empty() {
             let templates = args
                 .raw
@@ -358,7 +425,7 @@ impl Config {
                     Ok(Template::new(&bytes, args.pipeline))
                 })
                 .collect::<Result<_, _>>()?;
-            return Ok((templates, None));
+            return Ok((templates, None, None));
         }
         let body = match (&args.body, &args.body_file) {
             (Some(b), _) => b.as_bytes().to_vec(),
@@ -399,7 +466,22 @@ impl Config {
         } else {
             None
         };
-        Ok((vec![Template::new(&one, args.pipeline)], http2))
+        let http3 = if args.http3 {
+            // RFC 9114 §4.2: the same connection-specific fields as HTTP/2 are malformed.
+            if let Some((name, _)) = headers.iter().find(|(n, v)| !http2_allows(n, v)) {
+                return Err(ConfigError::Http3Header(name.clone()));
+            }
+            Some(vec![h3::Request::new(
+                &method,
+                &target.authority,
+                &target.path,
+                &headers,
+                &body,
+            )])
+        } else {
+            None
+        };
+        Ok((vec![Template::new(&one, args.pipeline)], http2, http3))
     }
 
     /// `--ws`: the upgrade request and the message, encoded once with a random key and mask.

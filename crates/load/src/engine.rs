@@ -62,10 +62,16 @@ pub struct RunResult {
     pub merged: Merged,
 }
 
-/// Checks that the target accepts a TCP connection (and, for https, a TLS handshake), so that an
-/// unreachable host or a refused certificate is one clear error before anything is printed.
+/// Checks that the target accepts a TCP connection (and, for https, a TLS handshake; with
+/// `--http3`, a QUIC handshake instead), so that an unreachable host or a refused certificate
+/// is one clear error before anything is printed.
 pub fn preflight(cfg: &Config) -> Result<(), EngineError> {
     let addr = cfg.target.addr;
+    if let Some(h) = &cfg.http3 {
+        // QUIC: a UDP exchange; the server may not listen on TCP at all.
+        return worker::quic_preflight(h, addr, cfg.timeout)
+            .map_err(|e| EngineError::Handshake(addr, e));
+    }
     let sock = TcpStream::connect_timeout(&addr, cfg.timeout)
         .map_err(|e| EngineError::Connect(addr, e))?;
     if let Some(t) = &cfg.tls {

@@ -859,7 +859,7 @@ impl<T: Copy> Client<T> {
 }
 
 /// A `:status` value: three digits, at least 100 (RFC 9110 §15).
-fn parse_status(v: &[u8]) -> Option<u16> {
+pub(crate) fn parse_status(v: &[u8]) -> Option<u16> {
     match v {
         [a, b, c] if v.iter().all(u8::is_ascii_digit) && *a >= b'1' => {
             Some(u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0'))

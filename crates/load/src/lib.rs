@@ -2,7 +2,9 @@
 //! One thread per core, each with its own epoll loop and connections; requests encoded once;
 //! responses framed only as far as counting needs (`linerate_http1::ResponseCounter`); per-thread HdrHistograms merged at the end.
 //! `--http2` connections speak HTTP/2 instead (`h2`, sans I/O: h2c with prior knowledge, or ALPN
-//! `h2` over TLS), with `--max-concurrent-streams` streams in flight each.
+//! `h2` over TLS), with `--max-concurrent-streams` streams in flight each; `--http3` connections
+//! speak HTTP/3 over QUIC (`h3`, sans I/O over quinn-proto, one UDP socket each, driven by the
+//! same loop in `worker::quic`), with as many streams.
 //! Callers fill in `LoadOptions` (the binary from its flags, `lab compare` from a suite), check them
 //! into a `Config` and call `measure` or `measure_each`; rendering the `Report` is theirs.
 //!
@@ -20,6 +22,7 @@
 pub mod config;
 pub mod engine;
 pub mod h2;
+pub mod h3;
 pub mod options;
 pub mod report;
 pub mod request;

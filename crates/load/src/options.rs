@@ -35,7 +35,10 @@ pub struct LoadOptions {
     pub pipeline: usize,
     /// Speak HTTP/2: h2c with prior knowledge for `http://`, ALPN `h2` only for `https://`.
     pub http2: bool,
-    /// HTTP/2: streams in flight per connection (h2load's `-m`), the counterpart of `pipeline`.
+    /// Speak HTTP/3 (QUIC, ALPN `h3`): `https://` only.
+    pub http3: bool,
+    /// HTTP/2 and HTTP/3: streams in flight per connection (h2load's `-m`), the counterpart
+    /// of `pipeline`.
     pub streams: usize,
     /// Speak WebSocket (RFC 6455): upgrade each connection, then send messages that the
     /// server echoes; `pipeline` is then the messages in flight per connection.
@@ -106,6 +109,7 @@ impl Default for LoadOptions {
             latency: false,
             pipeline: 1,
             http2: false,
+            http3: false,
             streams: 1,
             ws: false,
             message_size: DEFAULT_MESSAGE_SIZE,

@@ -27,14 +27,14 @@ pub struct Setup {
     pub threads: usize,
     pub connections: usize,
     pub connections_per_thread: Vec<usize>,
-    /// `HTTP/1.1`, `HTTP/2` or `WebSocket`.
+    /// `HTTP/1.1`, `HTTP/2`, `HTTP/3` or `WebSocket`.
     #[serde(default = "http1")]
     pub protocol: String,
     /// WebSocket: each message, e.g. `32-byte text` (`pipeline` of them in flight).
     #[serde(default)]
     pub message: Option<String>,
     pub pipeline: usize,
-    /// HTTP/2: streams in flight per connection (1 for HTTP/1.1).
+    /// HTTP/2 and HTTP/3: streams in flight per connection (1 for HTTP/1.1).
     #[serde(default = "one")]
     pub streams: usize,
     /// Total req/s asked with `--rate`; None: closed loop (as fast as answers come).
@@ -57,6 +57,10 @@ pub struct Setup {
 /// https: connection setup, apart from request latency.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TlsReport {
+    /// The handshakes were QUIC's (`--http3`): quinn-proto does not tell whether one
+    /// resumed a session, so `resumed` stays 0 and is not shown.
+    #[serde(default)]
+    pub quic: bool,
     /// Handshakes completed (full and resumed).
     pub handshakes: u64,
     /// Of those, abbreviated handshakes that resumed an earlier session.
@@ -130,6 +134,9 @@ pub struct Report {
     pub interrupted: bool,
 }
 
+/// `Setup::protocol` of an `--http3` run.
+pub const HTTP3: &str = "HTTP/3";
+
 /// `Setup::protocol` of a `--ws` run.
 pub const WEBSOCKET: &str = "WebSocket";
 
@@ -147,9 +154,10 @@ pub fn setup(cfg: &Config) -> Setup {
         threads: cfg.threads,
         connections: cfg.connections,
         connections_per_thread: (0..cfg.threads).map(|t| cfg.connections_of(t)).collect(),
-        protocol: match (&cfg.http2, &cfg.ws) {
-            (Some(_), _) => "HTTP/2".to_string(),
-            (_, Some(_)) => WEBSOCKET.to_string(),
+        protocol: match (&cfg.http2, &cfg.http3, &cfg.ws) {
+            (Some(_), _, _) => "HTTP/2".to_string(),
+            (_, Some(_), _) => HTTP3.to_string(),
+            (_, _, Some(_)) => WEBSOCKET.to_string(),
             _ => http1(),
         },
         message: cfg.ws.as_ref().map(|w| {
@@ -157,7 +165,11 @@ pub fn setup(cfg: &Config) -> Setup {
             format!("{}-byte {kind}", w.run.message_len)
         }),
         pipeline: cfg.pipeline,
-        streams: cfg.http2.as_ref().map_or(1, |h| h.streams),
+        streams: match (&cfg.http2, &cfg.http3) {
+            (Some(h), _) => h.streams,
+            (_, Some(h)) => h.streams,
+            _ => 1,
+        },
         rate: cfg.rate,
         duration_s: cfg.duration.map(|d| d.as_secs_f64()),
         requests: cfg.requests,
@@ -216,6 +228,7 @@ pub fn run_report(cfg: &Config, r: &RunResult) -> RunReport {
             .collect(),
         thread_cpu_pct,
         tls: cfg.tls.is_some().then(|| TlsReport {
+            quic: cfg.http3.is_some(),
             handshakes: m.tls.handshakes,
             resumed: m.tls.resumed,
             handshakes_per_s: if secs > 0.0 {
@@ -307,8 +320,12 @@ pub fn header_text(s: &Setup) -> String {
         (None, Some(n)) => format!("{n} requests"),
         (None, None) => "until stopped".to_string(),
     };
-    let protocol = if s.protocol == "HTTP/2" {
-        format!("HTTP/2, {} per connection", plural(s.streams, "stream"))
+    let protocol = if s.protocol == "HTTP/2" || s.protocol == HTTP3 {
+        format!(
+            "{}, {} per connection",
+            s.protocol,
+            plural(s.streams, "stream")
+        )
     } else if let Some(m) = &s.message {
         format!(
             "{}, {m} messages, {} in flight per connection",
@@ -438,7 +455,15 @@ pub fn run_text(r: &RunReport, index: usize, total: usize, table: bool, n: Nouns
         status_codes_text(&r.status_codes)
     );
     let _ = writeln!(out, "  {}: {}", n.per_sec, r.req_per_s);
-    if let Some(t) = &r.tls {
+    if let Some(t) = r.tls.as_ref().filter(|t| t.quic) {
+        let _ = writeln!(
+            out,
+            "  TLS: {} QUIC handshakes, {} handshakes/s, setup mean {} (first datagram + handshake)",
+            t.handshakes,
+            t.handshakes_per_s,
+            format_micros(t.setup_mean_us)
+        );
+    } else if let Some(t) = &r.tls {
         let _ = writeln!(
             out,
             "  TLS: {} handshakes ({} resumed), {} handshakes/s, setup mean {} (connect + handshake)",

@@ -1,5 +1,6 @@
 //! TLS for `https://` targets: the rustls client configuration (roots, `--cacert`, `--insecure`,
-//! ALPN `http/1.1`, or `h2` alone with `--http2`, SNI) and `Transport`, the per-connection layer
+//! ALPN `http/1.1`, or `h2` alone with `--http2`, or TLS 1.3 and `h3` alone for QUIC with
+//! `--http3`, SNI) and `Transport`, the per-connection layer
 //! between the worker and its non-blocking socket. rustls does no I/O of its own; this module
 //! feeds it with `recv`/`send` and never blocks, except in `preflight`, which runs once before
 //! the workers start.
@@ -65,6 +66,8 @@ pub enum TlsConfigError {
     ServerName(String),
     /// `--tls-cipher` names no suite the provider has.
     Cipher(String, Vec<String>),
+    /// `--http3` without TLS13_AES_128_GCM_SHA256, which QUIC's Initial packets need.
+    NoQuicInitialSuite,
 }
 
 impl fmt::Display for TlsConfigError {
@@ -92,6 +95,10 @@ impl fmt::Display for TlsConfigError {
                     known.join(", ")
                 )
             }
+            TlsConfigError::NoQuicInitialSuite => f.write_str(
+                "--http3 needs TLS13_AES_128_GCM_SHA256 among the offered cipher suites (QUIC's \
+                 Initial packets use it, RFC 9001 §5); --tls-cipher left it out",
+            ),
             TlsConfigError::ServerName(h) => {
                 write!(
                     f,
@@ -109,6 +116,9 @@ impl std::error::Error for TlsConfigError {}
 pub struct TlsChoice {
     /// Offer ALPN `h2` only (instead of `http/1.1`) and require the server to choose it.
     pub http2: bool,
+    /// For QUIC (`--http3`): TLS 1.3 only and ALPN `h3` only (the QUIC client checks that
+    /// the server chose it).
+    pub http3: bool,
     pub version: Option<crate::options::TlsVersion>,
     /// One cipher suite by IANA name (`TLS13_AES_128_GCM_SHA256`, ...).
     pub cipher: Option<String>,
@@ -151,6 +161,8 @@ impl TlsClient {
         let provider = Arc::new(provider);
         use crate::options::TlsVersion;
         let versions: &[&'static rustls::SupportedProtocolVersion] = match choice.version {
+            // RFC 9001 §4.2: QUIC is TLS 1.3 or later.
+            _ if choice.http3 => &[&rustls::version::TLS13],
             None => rustls::DEFAULT_VERSIONS,
             Some(TlsVersion::V12) => &[&rustls::version::TLS12],
             Some(TlsVersion::V13) => &[&rustls::version::TLS13],
@@ -173,7 +185,12 @@ impl TlsClient {
                 ))),
         }
         .with_no_client_auth();
-        config.alpn_protocols = vec![if choice.http2 { ALPN_H2 } else { ALPN_HTTP1 }.to_vec()];
+        let alpn = match (choice.http2, choice.http3) {
+            (_, true) => crate::h3::ALPN_H3,
+            (true, false) => ALPN_H2,
+            (false, false) => ALPN_HTTP1,
+        };
+        config.alpn_protocols = vec![alpn.to_vec()];
         if choice.no_resume {
             config.resumption = rustls::client::Resumption::disabled();
         }
@@ -290,6 +307,9 @@ pub enum SetupFailure {
     UpgradeClosed,
     /// `--ws`: no answer to the upgrade within `--timeout`.
     UpgradeTimeout,
+    /// `--http3`: the QUIC connection failed before its handshake was done (its TLS
+    /// handshake included), or the server did not choose `h3`.
+    Http3(crate::h3::H3Error),
 }
 
 impl SetupFailure {
@@ -335,6 +355,18 @@ impl fmt::Display for SetupFailure {
             ),
             SetupFailure::UpgradeTimeout => {
                 f.write_str("the WebSocket upgrade was not answered in time")
+            }
+            SetupFailure::Http3(e) => {
+                let text = e.to_string();
+                if text.contains("certificate") {
+                    write!(
+                        f,
+                        "{text} (use --cacert FILE to trust its CA, or -k/--insecure to skip \
+                         verification)"
+                    )
+                } else {
+                    f.write_str(&text)
+                }
             }
             SetupFailure::NoHttp2(chosen) => {
                 let answer = match chosen {

@@ -13,9 +13,17 @@
 //! `--ws` connections write their upgrade once open (`Phase::Upgrading`, not timed, like a TLS
 //! handshake), then send pre-encoded messages through the same `send` as HTTP/1.1 requests
 //! (`pipeline` in flight); `ws::Reader` counts the echoes, each timed from its message's send.
+//! `--http3` connections are QUIC over a UDP socket each, driven by `quic` (a child of this
+//! module, so the same `Worker`): their handshake is `Phase::Handshaking`, their timers a heap
+//! beside the tick, and a request is timed from the opening of its stream to its end.
 #![forbid(unsafe_code)]
 
-use std::collections::VecDeque;
+mod quic;
+
+pub use quic::preflight as quic_preflight;
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::fmt;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
@@ -32,6 +40,7 @@ use rustix::time::{
 
 use crate::config::Config;
 use crate::h2;
+use crate::h3;
 use crate::request::Template;
 use crate::schedule::Schedule;
 use crate::stats::{Interruption, ThreadStats, ns_to_us};
@@ -171,6 +180,9 @@ struct Conn {
     h2: Option<Box<h2::Client<Sent>>>,
     /// `--ws`: the upgrade's answer so far, then the echoes' frames; `parser` is unused.
     ws: Option<Box<WsConn>>,
+    /// `--http3`: the QUIC connection, while there is one; `inflight`, `parser`, `unsent`
+    /// and `transport` are unused.
+    h3: Option<Box<quic::QuicConn>>,
 }
 
 /// A WebSocket connection's reading state.
@@ -184,6 +196,9 @@ struct WsConn {
 impl Conn {
     /// Requests sent and not answered.
     fn in_flight(&self) -> usize {
+        if let Some(q) = &self.h3 {
+            return q.client.in_flight();
+        }
         match &self.h2 {
             Some(h) => h.in_flight(),
             None => self.inflight.len(),
@@ -192,6 +207,9 @@ impl Conn {
 
     /// Another request may be sent now (rate mode).
     fn has_room(&self, pipeline: usize) -> bool {
+        if let Some(q) = &self.h3 {
+            return q.client.room() > 0;
+        }
         match &self.h2 {
             Some(h) => h.room() > 0,
             None => self.unsent.is_empty() && self.inflight.len() < pipeline,
@@ -254,6 +272,11 @@ pub fn run(
         draining: false,
         spin_until: 0,
         h2_events: Vec::new(),
+        h3_events: Vec::new(),
+        quic_timers: BinaryHeap::new(),
+        quic_due: Vec::new(),
+        tx: Vec::new(),
+        scratch: Vec::new(),
     };
     for i in 0..plan.connections {
         let template = (plan.first_connection + i) % cfg.templates.len();
@@ -273,6 +296,7 @@ pub fn run(
                 .as_ref()
                 .map(|h| Box::new(h2::Client::new(h.streams))),
             ws: cfg.ws.as_ref().map(|_| Box::default()),
+            h3: None,
         });
         w.open(i, start_ns);
     }
@@ -330,6 +354,16 @@ struct Worker<'a> {
     refill_at: usize,
     /// `--http2`: what a read made of requests, reused.
     h2_events: Vec<h2::Event<Sent>>,
+    /// `--http3`: what a connection's input made of requests, reused.
+    h3_events: Vec<h3::Event<Sent>>,
+    /// `--http3`: each connection's next QUIC deadline (ns after `base`, conn index), the
+    /// earliest first; entries a connection has since moved are stale (`quic`).
+    quic_timers: BinaryHeap<Reverse<(u64, usize)>>,
+    /// `--http3`: the connections whose timers came due, reused.
+    quic_due: Vec<usize>,
+    /// `--http3`: datagrams to send, and what the endpoint would answer on its own.
+    tx: Vec<u8>,
+    scratch: Vec<u8>,
 }
 
 impl Worker<'_> {
@@ -405,6 +439,11 @@ impl Worker<'_> {
                 }
                 now = self.now();
             }
+            if self.cfg.http3.is_some()
+                && let Some(t) = self.next_quic_timer()
+            {
+                wake = wake.min(t);
+            }
             // --spin: poll without sleeping for a while after the last events, so the server
             // does not pay to wake this thread for every response.
             let spinning = now < self.spin_until;
@@ -458,6 +497,9 @@ impl Worker<'_> {
                 }
                 self.on_event(token as usize, flags);
             }
+            if self.cfg.http3.is_some() {
+                self.fire_quic_timers(self.now());
+            }
         }
     }
 
@@ -473,6 +515,9 @@ impl Worker<'_> {
 
     /// Starts a connection attempt for conn `i` (whose old socket, if any, is already dropped).
     fn open(&mut self, i: usize, now: u64) {
+        if self.cfg.http3.is_some() {
+            return self.open_quic(i, now);
+        }
         let addr = self.cfg.target.addr;
         let family = if addr.is_ipv4() {
             AddressFamily::INET
@@ -535,6 +580,7 @@ impl Worker<'_> {
 
     /// Forgets conn `i`'s socket and request state; the next tick reconnects it.
     fn drop_socket(&mut self, i: usize) {
+        self.close_quic(i);
         let c = &mut self.conns[i];
         c.sock = None;
         c.transport = Transport::Plain;
@@ -577,6 +623,9 @@ impl Worker<'_> {
     }
 
     fn on_event(&mut self, i: usize, flags: epoll::EventFlags) {
+        if self.cfg.http3.is_some() {
+            return self.on_event_quic(i, flags);
+        }
         match self.conns[i].phase {
             Phase::Closed => {}
             Phase::Connecting { since_ns } => self.on_connected(i, since_ns),
@@ -953,7 +1002,9 @@ impl Worker<'_> {
     /// After responses arrived, the connection opened or its output drained: the step for its
     /// protocol.
     fn progressed(&mut self, i: usize, now: u64) {
-        if self.conns[i].h2.is_some() {
+        if self.cfg.http3.is_some() {
+            self.progressed_quic(i, now);
+        } else if self.conns[i].h2.is_some() {
             self.after_progress_h2(i, now);
         } else {
             self.after_progress(i, now);
@@ -1085,11 +1136,18 @@ impl Worker<'_> {
             if self.cfg.reconnect.is_some_and(|n| c.sent_here >= n) {
                 continue;
             }
+            let sent_now = self.now();
+            // QUIC may refuse the stream (the server's limit): the request then waits for
+            // the next connection with room, still due at its intended time.
+            if self.cfg.http3.is_some() && self.open_quic_streams(i, 1, due, sent_now) == 0 {
+                continue;
+            }
             if let Some(s) = self.schedule.as_mut() {
                 s.advance();
             }
-            let sent_now = self.now();
-            let sent = if self.conns[i].h2.is_some() {
+            let sent = if self.cfg.http3.is_some() {
+                true
+            } else if self.conns[i].h2.is_some() {
                 self.open_h2(i, 1, due, sent_now)
             } else {
                 self.send(i, 1, due, sent_now)
@@ -1176,9 +1234,10 @@ impl Worker<'_> {
                 Phase::Connecting { .. } | Phase::Handshaking { .. } | Phase::Upgrading { .. } => {}
                 Phase::Open => {
                     let c = &self.conns[i];
-                    let oldest = match &c.h2 {
-                        Some(h) => h.oldest(),
-                        None => c.inflight.front(),
+                    let oldest = match (&c.h3, &c.h2) {
+                        (Some(q), _) => q.client.oldest(),
+                        (None, Some(h)) => h.oldest(),
+                        (None, None) => c.inflight.front(),
                     };
                     let stuck = oldest.is_some_and(|s| now.saturating_sub(s.sent_ns) >= timeout);
                     if stuck {

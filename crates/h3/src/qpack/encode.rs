@@ -1,4 +1,5 @@
-//! The server's QPACK encoder: stateless. Response fields refer only to the static table
+//! The stateless QPACK encoder (the server's responses, a client's requests). Fields refer
+//! only to the static table
 //! (a whole field by its index where one matches, else its name by index and the value as a
 //! literal, else both literal), so every section starts with a zero Required Insert Count
 //! and Base (§4.5.1), nothing is ever inserted, the encoder stream carries nothing, and a
@@ -62,4 +63,15 @@ pub fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
         }
     }
     string(out, value);
+}
+
+/// Appends a request's pseudo-header fields (RFC 9114 §4.3.1), in the order HTTP/3 clients
+/// send them: `:method`, `:scheme`, `:authority`, `:path`. The common ones (GET, POST, https,
+/// `/`) are one byte each; the caller writes the section's [`prefix`] first and its regular
+/// fields after.
+pub fn request(out: &mut Vec<u8>, method: &[u8], scheme: &[u8], authority: &[u8], path: &[u8]) {
+    field(out, b":method", method);
+    field(out, b":scheme", scheme);
+    field(out, b":authority", authority);
+    field(out, b":path", path);
 }

@@ -147,6 +147,47 @@ fn encoder_round_trip() {
     assert_eq!(one, [0xd9, 0xee]);
 }
 
+/// A request's pseudo-headers (RFC 9114 §4.3.1): whole static entries where the table has
+/// them (RFC 9204 Appendix A: GET 17, POST 20, http 22, https 23, `/` 1), else the name by
+/// its static index and the value literal; each row decodes back in order.
+#[test]
+fn request_pseudo_headers() {
+    type Row<'a> = (&'a str, &'a str, &'a str, &'a str, &'a str);
+    let rows: &[Row] = &[
+        // (method, scheme, authority, path, the section after its prefix, in hex)
+        ("GET", "https", "a", "/", "d1 d7 50 01 61 c1"),
+        ("POST", "http", "a", "/", "d4 d6 50 01 61 c1"),
+        ("HEAD", "https", "ab", "/x", "d2 d7 50 02 61 62 51 02 2f 78"),
+        (
+            "PATCH",
+            "https",
+            "a",
+            "/",
+            "5f 00 05 50 41 54 43 48 d7 50 01 61 c1",
+        ),
+    ];
+    for &(method, scheme, authority, path, bytes) in rows {
+        let mut out = Vec::new();
+        encode::prefix(&mut out);
+        let at = out.len();
+        encode::request(
+            &mut out,
+            method.as_bytes(),
+            scheme.as_bytes(),
+            authority.as_bytes(),
+            path.as_bytes(),
+        );
+        assert_eq!(out[at..], hex(bytes)[..], "{method} {path}");
+        let want = vec![
+            f(":method", method),
+            f(":scheme", scheme),
+            f(":authority", authority),
+            f(":path", path),
+        ];
+        assert_eq!(decode(&mut Decoder::new(0), &out).unwrap(), (want, 0));
+    }
+}
+
 /// The encoder's look-up agrees with the table: every name is found at its first index,
 /// and every entry with a value is matched whole.
 #[test]

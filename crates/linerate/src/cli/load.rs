@@ -13,12 +13,13 @@ use clap::{Args, Parser};
 use linerate_load::{Config, LoadOptions, report, units};
 use signal_hook::consts::SIGINT;
 
-/// Generate HTTP/1.1, HTTP/2 or WebSocket load and report throughput and latency (wrk-style
-/// options; h2load's --max-concurrent-streams for HTTP/2; --ws for WebSocket echo round trips).
+/// Generate HTTP/1.1, HTTP/2, HTTP/3 or WebSocket load and report throughput and latency
+/// (wrk-style options; h2load's --max-concurrent-streams for HTTP/2 and HTTP/3; --ws for
+/// WebSocket echo round trips).
 #[derive(Args, Clone, Debug)]
 pub struct LoadArgs {
-    /// Target URL, http:// or https:// (TLS 1.2/1.3, ALPN http/1.1, or h2 with --http2), or
-    /// ws:// or wss:// (the same as --ws).
+    /// Target URL, http:// or https:// (TLS 1.2/1.3, ALPN http/1.1, or h2 with --http2, or
+    /// QUIC with --http3), or ws:// or wss:// (the same as --ws).
     pub url: String,
 
     /// Worker threads, each with its own event loop and connections [default: one per CPU,
@@ -52,11 +53,17 @@ pub struct LoadArgs {
 
     /// Speak HTTP/2, as h2load does: h2c with prior knowledge for http://, ALPN h2 only for
     /// https:// (a server that does not choose h2 fails the run).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "http3")]
     pub http2: bool,
 
-    /// HTTP/2: streams in flight per connection (h2load's -m; here -m is --method), capped by
-    /// the server's SETTINGS_MAX_CONCURRENT_STREAMS.
+    /// Speak HTTP/3 over QUIC (https:// URLs only): TLS 1.3 with ALPN h3 only, one UDP
+    /// socket per connection; certificates are checked as for https (--cacert, -k).
+    #[arg(long)]
+    pub http3: bool,
+
+    /// HTTP/2 and HTTP/3: streams in flight per connection (h2load's -m; here -m is
+    /// --method), capped by the server's limit (HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS,
+    /// QUIC's MAX_STREAMS).
     #[arg(long, visible_alias = "streams", value_name = "N", default_value_t = 1)]
     pub max_concurrent_streams: usize,
 
@@ -172,6 +179,7 @@ impl LoadArgs {
             latency: self.latency,
             pipeline: self.pipeline,
             http2: self.http2,
+            http3: self.http3,
             streams: self.max_concurrent_streams,
             ws: self.ws,
             message_size: usize::try_from(self.message_size).unwrap_or(usize::MAX),
