@@ -483,10 +483,10 @@ fn nothing_listening_is_one_error() {
         ..LoadOptions::default()
     };
     let cfg = Config::from_options(&o).unwrap();
-    let started = Instant::now();
     let err = linerate_load::measure(&cfg).unwrap_err().to_string();
     assert!(err.contains("cannot connect"), "{err}");
-    assert!(started.elapsed() < Duration::from_secs(2), "{err}");
+    // The ICMP refusal is reported as such, not waited out as a timeout.
+    assert!(err.to_lowercase().contains("refused"), "{err}");
 }
 
 /// `--http3` is QUIC, so https:// only; and it takes streams, not a pipeline.
