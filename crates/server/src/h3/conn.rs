@@ -696,15 +696,7 @@ impl<P> Conn<P> {
         let no_body = status_has_no_body(resp.status);
         let send_body = !s.head && !no_body && !resp.body.is_empty();
         let r = &mut self.resp;
-        r.clear();
-        qpack::encode::prefix(r);
-        qpack::encode::status(r, resp.status);
-        qpack::encode::field(r, b"date", cx.date.get());
-        if let Some(server) = &cx.cfg.server
-            && !crate::h1::names_server(&resp.headers)
-        {
-            qpack::encode::field(r, b"server", server);
-        }
+        section_start(r, resp.status, crate::h1::names_server(&resp.headers), cx);
         if let Some(ct) = &resp.content_type {
             qpack::encode::field(r, b"content-type", ct.as_bytes());
         }
@@ -720,11 +712,7 @@ impl<P> Conn<P> {
             qpack::encode::field(r, lower.as_bytes(), value.as_bytes());
         }
         let s = &mut self.streams[idx];
-        if s.out.capacity() == 0 {
-            s.out = cx.pool.get();
-        }
-        frame::write_head(&mut s.out, kind::HEADERS, r.len() as u64);
-        s.out.extend_from_slice(r);
+        push_frame(s, kind::HEADERS, r, cx);
         s.answer = if send_body {
             frame::write_head(&mut s.out, kind::DATA, resp.body.len());
             Answer::Sending {
@@ -775,18 +763,11 @@ impl<P> Conn<P> {
         let no_body = status_has_no_body(head.status);
         let send_body = !self.streams[idx].head && !no_body;
         let r = &mut self.resp;
-        r.clear();
-        qpack::encode::prefix(r);
-        qpack::encode::status(r, head.status);
-        qpack::encode::field(r, b"date", cx.date.get());
-        if let Some(server) = &cx.cfg.server
-            && !head
-                .fields
-                .iter()
-                .any(|(n, _)| n.eq_ignore_ascii_case(b"server"))
-        {
-            qpack::encode::field(r, b"server", server);
-        }
+        let names_server = head
+            .fields
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case(b"server"));
+        section_start(r, head.status, names_server, cx);
         if let Some(n) = head.length.filter(|_| !no_body) {
             let mut b = itoa::Buffer::new();
             qpack::encode::field(r, b"content-length", b.format(n).as_bytes());
@@ -798,13 +779,8 @@ impl<P> Conn<P> {
             }
             qpack::encode::field(r, &lower, value);
         }
-        let s = &mut self.streams[idx];
-        if s.out.capacity() == 0 {
-            s.out = cx.pool.get();
-        }
-        frame::write_head(&mut s.out, kind::HEADERS, r.len() as u64);
-        s.out.extend_from_slice(r);
-        s.answer = Answer::Streaming { ended: !send_body };
+        push_frame(&mut self.streams[idx], kind::HEADERS, r, cx);
+        self.streams[idx].answer = Answer::Streaming { ended: !send_body };
         self.set_timer(cx);
         true
     }
@@ -825,12 +801,7 @@ impl<P> Conn<P> {
             return false;
         };
         if !data.is_empty() {
-            let s = &mut self.streams[idx];
-            if s.out.capacity() == 0 {
-                s.out = cx.pool.get();
-            }
-            frame::write_head(&mut s.out, kind::DATA, data.len() as u64);
-            s.out.extend_from_slice(data);
+            push_frame(&mut self.streams[idx], kind::DATA, data, cx);
         }
         true
     }
@@ -1149,6 +1120,27 @@ fn is_connection_specific(lower: &[u8]) -> bool {
         lower,
         b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade"
     )
+}
+
+/// Starts an answer's field section in `r`: the prefix, `:status`, `date`, and `server`
+/// unless the answer names its own.
+fn section_start(r: &mut Vec<u8>, status: u16, names_server: bool, cx: &Cx) {
+    r.clear();
+    qpack::encode::prefix(r);
+    qpack::encode::status(r, status);
+    qpack::encode::field(r, b"date", cx.date.get());
+    if let Some(server) = cx.cfg.server.as_deref().filter(|_| !names_server) {
+        qpack::encode::field(r, b"server", server);
+    }
+}
+
+/// Appends a frame of `kind` carrying `payload` to stream `s`'s output.
+fn push_frame<P>(s: &mut Stream<P>, kind: u64, payload: &[u8], cx: &mut Cx) {
+    if s.out.capacity() == 0 {
+        s.out = cx.pool.get();
+    }
+    frame::write_head(&mut s.out, kind, payload.len() as u64);
+    s.out.extend_from_slice(payload);
 }
 
 /// Writes as much of `buf` to stream `id` as the transport takes; the rest stays.
