@@ -1366,3 +1366,29 @@ fn browser_urls_with_bars_carets_braces_and_stray_percents_are_served() {
     }
     srv.stop();
 }
+
+/// `quic` on the TLS listener: its answers over TCP (HTTP/1.1 and HTTP/2, a route, a file and
+/// a 404) announce HTTP/3 on the same UDP port with `Alt-Svc` (RFC 7838, RFC 9114 §3.1.1);
+/// the cleartext listeners, and a TLS listener without `quic`, announce nothing.
+#[test]
+fn a_tls_listener_with_quic_announces_http3_in_alt_svc() {
+    let srv = serve("alt-svc", |c| c.quic = true);
+    let want = format!("h3=\":{}\"; ma=86400", srv.tls.port());
+    for path in ["/plaintext", "/static/a.txt", "/nowhere"] {
+        let url = format!("https://{}{path}", srv.tls);
+        let h1 = curl_url(&srv.dir, &url, &["--http1.1", "-k"], &[]);
+        let h2 = curl(&srv, Via::H2Tls, path, &[]);
+        for got in [&h1, &h2] {
+            assert_eq!(got.header("alt-svc"), Some(want.as_str()), "{path} {got:?}");
+        }
+        for via in [Via::H1, Via::H2c] {
+            let got = curl(&srv, via, path, &[]);
+            assert_eq!(got.header("alt-svc"), None, "{path} over {via:?}");
+        }
+    }
+    srv.stop();
+    let srv = serve("no-alt-svc", |_| {});
+    let got = curl(&srv, Via::H2Tls, "/plaintext", &[]);
+    assert_eq!((got.status, got.header("alt-svc")), (200, None));
+    srv.stop();
+}

@@ -215,3 +215,81 @@ fn json_access_log_lines_parse() {
     assert_eq!(lines[1]["status"], 404);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The QUIC section: `linerate load --http3`'s connections (the preflight's and the run's),
+/// counted as each ends (a client's CONNECTION_CLOSE, then the drain period): handshakes
+/// completed, none failed, packets sent; no Retry at this load.
+#[test]
+fn quic_connections_are_counted_as_they_end() {
+    let dir = std::env::temp_dir().join(format!("linerate-metrics-quic-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    std::fs::write(dir.join("cert.pem"), ck.cert.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), ck.signing_key.serialize_pem()).unwrap();
+    let cfg = Config {
+        admin: Some("127.0.0.1:0".parse().unwrap()),
+        tls: Some(linerate_server::TlsConfig {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            cert: Some(linerate_server::config::CertPair {
+                cert: dir.join("cert.pem"),
+                key: dir.join("key.pem"),
+            }),
+            ktls: false,
+            key_update_bytes: linerate_server::tls::TLS_KEY_UPDATE_BYTES,
+            http2: true,
+            options: Default::default(),
+        }),
+        quic: true,
+        ..config()
+    };
+    let server = linerate_server::Server::bind(cfg, linerate::demo::router()).expect("bind");
+    let admin = server.admin_addr().expect("admin address");
+    let udp = server.quic_addrs()[0];
+    let (addr, handle, stats) = (server.local_addr(), server.handle(), server.stats());
+    let thread = std::thread::spawn(move || server.run());
+    let running = common::Running {
+        addr,
+        handle,
+        stats,
+        thread: Some(thread),
+    };
+    let o = linerate_load::LoadOptions {
+        url: format!("https://{udp}/plaintext"),
+        http3: true,
+        insecure: true,
+        threads: Some(1),
+        connections: 2,
+        streams: 4,
+        requests: Some(40),
+        timeout: std::time::Duration::from_secs(10),
+        ..linerate_load::LoadOptions::default()
+    };
+    let cfg = linerate_load::Config::from_options(&o).expect("valid options");
+    let report = linerate_load::measure(&cfg).expect("the run");
+    assert_eq!(report.runs[0].responses, 40, "{:?}", report.runs[0]);
+    // Each connection is counted once it is gone (after its drain period: bounded here).
+    let mut scrape = None;
+    for _ in 0..200 {
+        let (status, body) = admin_get(admin, "/metrics");
+        assert_eq!(status, 200);
+        let s = Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).unwrap();
+        if value(&s, "linerate_quic_handshakes_total", &[]) >= 3.0 {
+            scrape = Some(s);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let scrape = scrape.expect("the three QUIC connections ended and were counted");
+    assert_eq!(value(&scrape, "linerate_quic_handshakes_total", &[]), 3.0);
+    assert_eq!(
+        value(&scrape, "linerate_quic_handshake_failures_total", &[]),
+        0.0
+    );
+    assert_eq!(value(&scrape, "linerate_quic_retries_total", &[]), 0.0);
+    // Packets went out (answers and handshake flights; loss is the netem stage's to see).
+    assert!(value(&scrape, "linerate_quic_packets_sent_total", &[]) >= 20.0);
+    value(&scrape, "linerate_quic_packets_lost_total", &[]);
+    running.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -218,6 +218,31 @@ pub fn render(m: &Metrics, s: &Stats) -> String {
             m.tls_handshake_failures,
         ),
         (
+            "linerate_quic_handshakes_total",
+            "QUIC (HTTP/3) connections ended after a completed handshake.",
+            m.quic_handshakes,
+        ),
+        (
+            "linerate_quic_handshake_failures_total",
+            "QUIC connections ended before their handshake completed.",
+            m.quic_handshake_failures,
+        ),
+        (
+            "linerate_quic_retries_total",
+            "QUIC Retry packets sent to validate client addresses under load.",
+            m.quic_retries,
+        ),
+        (
+            "linerate_quic_packets_sent_total",
+            "QUIC packets sent by connections that ended.",
+            m.quic_packets_sent,
+        ),
+        (
+            "linerate_quic_packets_lost_total",
+            "QUIC packets declared lost (RFC 9002) by connections that ended.",
+            m.quic_packets_lost,
+        ),
+        (
             "linerate_deferred_refused_total",
             "Deferred requests answered 503 at the per-worker cap.",
             s.deferred_refused,

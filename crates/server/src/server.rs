@@ -302,6 +302,7 @@ impl Server {
         let mut listener_tls = Vec::new();
         let mut listener_h2c = Vec::new();
         let mut listener_redirect = Vec::new();
+        let mut listener_alt_svc = Vec::new();
         let mut listener_proxy = Vec::new();
         let mut quic = Vec::new();
         for (i, l) in config.listen_list().into_iter().enumerate() {
@@ -415,6 +416,11 @@ impl Server {
             listener_tls.push(tls);
             listener_h2c.push(l.h2c);
             listener_redirect.push(l.redirect_to_https);
+            listener_alt_svc.push(
+                quic.last()
+                    .filter(|q| q.listener == i)
+                    .map(|q| q.addr.port()),
+            );
             listener_proxy.push(l.proxy_protocol);
             bound.push(Bound {
                 addr,
@@ -544,6 +550,7 @@ impl Server {
                 listener_tls,
                 listener_h2c,
                 listener_redirect,
+                listener_alt_svc,
                 listener_proxy,
                 client_conns: (config.max_conns_per_client > 0).then(|| {
                     Arc::new(crate::client_conns::ClientConns::new(
@@ -768,7 +775,6 @@ impl Server {
                 quic_per_worker[w].push(crate::driver::quic::QuicSetup {
                     socket,
                     config: q.config.clone(),
-                    listener: q.listener,
                 });
             }
         }

@@ -2,7 +2,7 @@
 //! out, abandoned by their client, and arriving too late to be sent; and, when metrics are on
 //! (an admin listener), requests by status class and answer kind, requests the connection
 //! refused by status and the parse errors among them by kind, bytes in and out, open and idle connections, TLS handshakes completed
-//! and failed, and a request-duration histogram.
+//! and failed, QUIC handshakes, Retries and packets sent and lost, and a request-duration histogram.
 //!
 //! Owns the counters only. Each worker writes its own (relaxed atomics that only it writes,
 //! so a bump is a plain load and store, never a locked instruction; nothing is shared
@@ -176,6 +176,11 @@ pub(crate) struct Counters {
     idle: AtomicU64,
     handshakes: AtomicU64,
     handshake_failures: AtomicU64,
+    quic_handshakes: AtomicU64,
+    quic_failures: AtomicU64,
+    quic_retries: AtomicU64,
+    quic_sent: AtomicU64,
+    quic_lost: AtomicU64,
     conn_refusals: [AtomicU64; CONN_REFUSALS.len()],
     rate_limited: AtomicU64,
     rate_limit_full: AtomicU64,
@@ -298,6 +303,23 @@ impl Counters {
         }
     }
 
+    /// A QUIC connection ended: its handshake had completed or not, and its packets sent and
+    /// declared lost.
+    pub(crate) fn quic_closed(&self, handshake_done: bool, sent: u64, lost: u64) {
+        if handshake_done {
+            bump(&self.quic_handshakes, 1);
+        } else {
+            bump(&self.quic_failures, 1);
+        }
+        bump(&self.quic_sent, sent);
+        bump(&self.quic_lost, lost);
+    }
+
+    /// The worker's Retry packets so far (its running total).
+    pub(crate) fn set_quic_retries(&self, n: u64) {
+        self.quic_retries.store(n, Relaxed);
+    }
+
     /// A TLS connection closed: its handshake had completed, or not.
     pub(crate) fn tls_closed(&self, handshake_done: bool) {
         if handshake_done {
@@ -324,6 +346,15 @@ pub struct Metrics {
     /// TLS connections closed after their handshake completed, and before.
     pub tls_handshakes: u64,
     pub tls_handshake_failures: u64,
+    /// QUIC (HTTP/3) connections, counted as each ends: handshakes completed, and not.
+    pub quic_handshakes: u64,
+    pub quic_handshake_failures: u64,
+    /// Retry packets sent to validate client addresses (past `http3::RETRY_ABOVE`
+    /// handshakes in progress on a worker).
+    pub quic_retries: u64,
+    /// QUIC packets sent, and declared lost (RFC 9002 §6), by connections that ended.
+    pub quic_packets_sent: u64,
+    pub quic_packets_lost: u64,
     /// Connections closed before their first request, by [`CONN_REFUSALS`].
     pub connections_refused: [u64; CONN_REFUSALS.len()],
     /// Requests refused by a rate limit (429).
@@ -409,6 +440,11 @@ impl StatsHandle {
             add(&mut m.connections_idle, &c.idle);
             add(&mut m.tls_handshakes, &c.handshakes);
             add(&mut m.tls_handshake_failures, &c.handshake_failures);
+            add(&mut m.quic_handshakes, &c.quic_handshakes);
+            add(&mut m.quic_handshake_failures, &c.quic_failures);
+            add(&mut m.quic_retries, &c.quic_retries);
+            add(&mut m.quic_packets_sent, &c.quic_sent);
+            add(&mut m.quic_packets_lost, &c.quic_lost);
             add(&mut m.duration_sum_us, &c.duration_sum_us);
             let ups = c
                 .upstreams

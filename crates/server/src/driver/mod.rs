@@ -80,6 +80,8 @@ pub(crate) struct Shared {
     pub listener_h2c: Vec<bool>,
     /// Listeners that answer every request with a redirect to HTTPS on this port.
     pub listener_redirect: Vec<Option<u16>>,
+    /// By listener: the UDP port HTTP/3 is served on beside it, announced with `Alt-Svc`.
+    pub listener_alt_svc: Vec<Option<u16>>,
     /// Listeners whose connections start with a PROXY protocol header.
     pub listener_proxy: Vec<bool>,
     /// Open connections per client address (a per-client limit is set).
@@ -132,6 +134,8 @@ struct Live {
     /// Every request gets a redirect to HTTPS on this port (its listener's
     /// `redirect_to_https`).
     to_https: Option<u16>,
+    /// Its answers announce HTTP/3 on this UDP port (a TLS listener with `quic`).
+    alt_svc: Option<u16>,
     /// Counted in the per-client connection table (under its peer address).
     counted: bool,
     /// Upstream connections carrying answers to this connection (proxied exchanges);
@@ -303,6 +307,7 @@ impl<B: Backend> Worker<B> {
                     date: DateCache::new(SystemTime::now()),
                     draining: false,
                     sendfile: true,
+                    alt_svc: None,
                 },
                 head: RequestHead::new(),
                 plain: Vec::new(),
@@ -553,6 +558,9 @@ impl<B: Backend> Worker<B> {
                 }
             }
         }
+        if self.io.app.counters_on {
+            self.io.app.counters.set_quic_retries(q.retries);
+        }
         let touched = std::mem::take(&mut q.touched);
         self.quic = Some(q);
         for &slot in &touched {
@@ -575,7 +583,6 @@ impl<B: Backend> Worker<B> {
         peer: SocketAddr,
         sh: &Shared,
     ) {
-        let listener = q.listener(h.ep());
         let (idx, _token) = self.alloc_slot(false);
         q.bind(&mut h, idx);
         if sh.app.logs {
@@ -584,7 +591,6 @@ impl<B: Backend> Worker<B> {
             }
             self.peers[idx as usize] = Some(peer);
         }
-        let _ = listener;
         self.slots[idx as usize].live = Some(Live {
             conn: Proto::Boxed(proto::Boxed::H3(Box::new(h))),
             transport: Transport::Plain,
@@ -593,6 +599,7 @@ impl<B: Backend> Worker<B> {
             receiving: false,
             idle: false,
             to_https: None,
+            alt_svc: None,
             counted: false,
             relays: None,
             streams: Vec::new(),
@@ -747,6 +754,7 @@ impl<B: Backend> Worker<B> {
             self.io.app.client_cert = live.transport.client_cert();
         }
         let (cx, svc, head, plain) = self.io.split(sh, peer, token, tls, live.to_https);
+        cx.alt_svc = live.alt_svc;
         let mut svc = svc;
         if let Proto::Boxed(b) = &live.conn {
             match b {
@@ -867,6 +875,7 @@ impl<B: Backend> Worker<B> {
             receiving: true,
             idle: false,
             to_https: sh.listener_redirect.get(listener).copied().flatten(),
+            alt_svc: sh.listener_alt_svc.get(listener).copied().flatten(),
             counted: false,
             relays: None,
             streams: Vec::new(),
@@ -938,6 +947,9 @@ impl<B: Backend> Worker<B> {
                 && let Some(q) = self.quic.as_mut()
             {
                 q.forget(h);
+                if self.io.app.counters_on {
+                    h.count_close(&self.io.app.counters);
+                }
             }
             let outstanding = live.conn.outstanding();
             if outstanding > 0 {

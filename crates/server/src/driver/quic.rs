@@ -66,8 +66,6 @@ const INITIAL_WINDOW: u64 = 14_720;
 pub(crate) struct QuicSetup {
     pub socket: UdpSocket,
     pub config: Arc<quinn_proto::ServerConfig>,
-    /// Its TCP listener's id (for the connections' site rules and logs).
-    pub listener: usize,
 }
 
 /// The server's QUIC configuration for one TLS listener: its rustls configuration made
@@ -131,7 +129,6 @@ impl ConnectionIdGenerator for WorkerCids {
 struct Ep {
     socket: UdpSocket,
     endpoint: quinn_proto::Endpoint,
-    listener: usize,
     /// Worker slot of each connection, by quinn-proto's handle.
     slots: Vec<u32>,
 }
@@ -173,8 +170,10 @@ pub(crate) struct H3Live {
     pub(crate) conn: h3::Conn<Pending>,
     ch: ConnectionHandle,
     ep: usize,
-    /// The handshake is done (counted out of the handshakes in progress).
+    /// Counted out of the handshakes in progress (done, failed or forgotten).
     established: bool,
+    /// The handshake completed (a metric at the end).
+    connected: bool,
     /// CONNECTION_CLOSE was asked for.
     closing: bool,
     /// QUIC's next timer on the worker clock (ms).
@@ -184,9 +183,11 @@ pub(crate) struct H3Live {
 }
 
 impl H3Live {
-    /// Its QUIC listener (the worker's index of it).
-    pub(crate) fn ep(&self) -> usize {
-        self.ep
+    /// Counts the connection's end in the metrics: whether its handshake completed, and the
+    /// packets it sent and declared lost (RFC 9002 §6).
+    pub(crate) fn count_close(&self, c: &crate::stats::Counters) {
+        let s = self.quic.stats();
+        c.quic_closed(self.connected, s.path.sent_packets, s.path.lost_packets);
     }
 
     pub(crate) fn deadline(&self) -> u64 {
@@ -234,7 +235,6 @@ impl Quic {
                 Ep {
                     socket: s.socket,
                     endpoint,
-                    listener: s.listener,
                     slots: Vec::new(),
                 }
             })
@@ -259,10 +259,6 @@ impl Quic {
             .iter()
             .map(|e| e.socket.try_clone().map(std::os::fd::OwnedFd::from))
             .collect()
-    }
-
-    pub(crate) fn listener(&self, ep: usize) -> usize {
-        self.eps.get(ep).map_or(0, |e| e.listener)
     }
 
     pub(crate) fn drain(&mut self) {
@@ -360,6 +356,7 @@ impl Quic {
                         ch,
                         ep,
                         established: false,
+                        connected: false,
                         closing: false,
                         quic_deadline: u64::MAX,
                         touched: false,
@@ -411,6 +408,7 @@ impl Quic {
         while let Some(ev) = live.quic.poll() {
             match ev {
                 Event::Connected => {
+                    live.connected = true;
                     if !live.established {
                         live.established = true;
                         self.handshakes = self.handshakes.saturating_sub(1);

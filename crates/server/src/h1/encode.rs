@@ -33,6 +33,44 @@ pub(crate) fn names_server(headers: &[(Cow<'static, str>, Cow<'static, str>)]) -
         .any(|(n, _)| n.eq_ignore_ascii_case("server"))
 }
 
+/// Whether `headers` hold a field named `name` (ASCII lowercase).
+pub(crate) fn names_field(headers: &[(Cow<'static, str>, Cow<'static, str>)], name: &str) -> bool {
+    headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
+}
+
+/// The `Alt-Svc` value that announces HTTP/3 on a UDP port (RFC 7838 §3, RFC 9114 §3.1.1),
+/// composed on the stack: `h3=":PORT"; ma=86400` (a day, RFC 7838's default freshness).
+pub(crate) struct AltSvc {
+    buf: [u8; 24],
+    len: usize,
+}
+
+impl AltSvc {
+    pub(crate) fn h3(port: u16) -> AltSvc {
+        let mut buf = [0u8; 24];
+        let mut n = itoa::Buffer::new();
+        let mut len = 0;
+        for part in [&b"h3=\":"[..], n.format(port).as_bytes(), b"\"; ma=86400"] {
+            buf[len..len + part.len()].copy_from_slice(part);
+            len += part.len();
+        }
+        AltSvc { buf, len }
+    }
+
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+/// The fields the server adds to every answer: `Server` (unless the answer names its own),
+/// `Date`, and `Alt-Svc` for a TLS connection whose listener serves HTTP/3 on that UDP port.
+#[derive(Clone, Copy)]
+pub(crate) struct Stamp<'a> {
+    pub server: Option<&'a [u8]>,
+    pub date: &'a [u8],
+    pub alt_svc: Option<u16>,
+}
+
 /// The parts of an answer that go on the wire (a [`Response`] taken apart, so the caller
 /// drops its fields one by one instead of calling the whole struct's drop glue).
 pub(crate) struct Parts<'r> {
@@ -51,9 +89,13 @@ pub(crate) fn encode(
     resp: Parts<'_>,
     req: Framing,
     close: bool,
-    server: Option<&[u8]>,
-    date: &[u8],
+    stamp: Stamp<'_>,
 ) -> Encoded {
+    let Stamp {
+        server,
+        date,
+        alt_svc,
+    } = stamp;
     let send_body = !req.head && !status_has_no_body(resp.status);
     let (body, len, file) = resp.body.parts();
     let head = ResponseHead {
@@ -65,7 +107,7 @@ pub(crate) fn encode(
         close,
         keep_alive_10: !close && req.version == Version::Http10,
     };
-    if resp.headers.is_empty() {
+    if resp.headers.is_empty() && alt_svc.is_none() {
         // The common answer: head and (in-memory) body in one go. A file body follows
         // through `sendfile`, so its in-memory bytes are empty.
         head.write_with_body_in(out, if send_body { body } else { b"" }, room);
@@ -78,6 +120,11 @@ pub(crate) fn encode(
             ..head
         };
         head.write_start(out);
+        if let Some(port) = alt_svc
+            && !names_field(resp.headers, "alt-svc")
+        {
+            write_field(out, b"Alt-Svc", AltSvc::h3(port).as_bytes());
+        }
         for (name, value) in resp.headers {
             write_field(out, name.as_bytes(), value.as_bytes());
         }

@@ -23,6 +23,6 @@ mod service;
 mod tests;
 
 pub(crate) use conn::{Conn, STREAM_ROOM, Timer, Transmit, status_response};
-pub(crate) use encode::names_server;
+pub(crate) use encode::{AltSvc, Stamp, names_field, names_server};
 pub(crate) use pace::SendPace;
 pub(crate) use service::{ConnConfig, Cx, Decision, Exchange, Service, StreamHead, request_line};

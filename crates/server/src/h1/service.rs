@@ -57,6 +57,9 @@ pub(crate) struct Cx {
     /// TLS): HTTP/2 sends DATA payloads of file bodies with `sendfile` then. Set by the driver
     /// before each call.
     pub sendfile: bool,
+    /// The connection at hand came over TLS on a listener that serves HTTP/3 on this UDP
+    /// port: its answers announce it with `Alt-Svc`. Set by the driver before each call.
+    pub alt_svc: Option<u16>,
 }
 
 /// A request head as the service sees it.

@@ -188,6 +188,7 @@ fn cx(cfg: ConnConfig) -> Cx {
         date: DateCache::new(UNIX_EPOCH + Duration::from_secs(DATE_SECS)),
         draining: false,
         sendfile: true,
+        alt_svc: None,
     }
 }
 
@@ -1349,4 +1350,39 @@ fn a_relayed_body_refused_after_the_upstreams_answer_began_cuts_it() {
     assert!(!wire.contains("0\r\n\r\n"), "never ended as whole: {wire}");
     assert!(!wire.contains("400"), "no second answer: {wire}");
     assert_ne!(h.state(), "open");
+}
+
+/// RFC 7838 §3 and RFC 9114 §3.1.1: on a TLS listener that also serves HTTP/3, every answer
+/// over TCP (a whole one and a streamed head alike) names the UDP port in `Alt-Svc`; an
+/// answer that names its own keeps it, and a listener without HTTP/3 announces nothing.
+#[test]
+fn a_listener_with_http3_announces_it_in_each_answer_unless_the_answer_names_its_own() {
+    const ALT: &str = "\r\nAlt-Svc: h3=\":8443\"; ma=86400\r\n";
+    let mut h = Harness::new();
+    h.cx.alt_svc = Some(8443);
+    h.recv(&[X, DEFER, DEFER].concat());
+    assert!(h.start(2, stream_head(Some(2))));
+    assert!(h.piece(2, b"ok"));
+    assert!(h.end(2));
+    assert!(h.complete(
+        3,
+        Response::text("own").header("alt-svc", "h3=\":443\"; ma=60")
+    ));
+    let wire = h.wire_text();
+    assert_eq!(wire.matches(ALT).count(), 2, "{wire}");
+    assert_eq!(wire.matches("Alt-Svc").count(), 2, "{wire}");
+    assert_eq!(
+        wire.to_ascii_lowercase()
+            .matches("alt-svc: h3=\":443\"; ma=60\r\n")
+            .count(),
+        1,
+        "{wire}"
+    );
+
+    let mut h = Harness::new();
+    h.recv(&[X, DEFER].concat());
+    assert!(h.start(2, stream_head(None)));
+    assert!(h.end(2));
+    let wire = h.wire_text();
+    assert!(!wire.to_ascii_lowercase().contains("alt-svc"), "{wire}");
 }

@@ -787,6 +787,11 @@ impl<P> Conn<P> {
         {
             hpack::field(r, b"server", server);
         }
+        if let Some(port) = cx.alt_svc
+            && !crate::h1::names_field(&resp.headers, "alt-svc")
+        {
+            hpack::field(r, b"alt-svc", crate::h1::AltSvc::h3(port).as_bytes());
+        }
         if let Some(ct) = &resp.content_type {
             hpack::field(r, b"content-type", ct.as_bytes());
         }

@@ -232,6 +232,7 @@ impl H {
             date: DateCache::new(UNIX_EPOCH + Duration::from_secs(1_767_225_600)),
             draining: false,
             sendfile: false,
+            alt_svc: None,
         };
         H {
             conn: Conn::new(0, &cx),
@@ -1534,4 +1535,38 @@ fn a_tunnel_ends_with_either_sides_reset() {
     // A plain request still goes.
     h.recv(&get(5, "/x"));
     assert_eq!(status(&h.frames()[0]), Some((5, "200".into())));
+}
+
+/// RFC 7838 §3 and RFC 9114 §3.1.1: over HTTP/2 on a TLS listener that also serves HTTP/3,
+/// a whole answer and a streamed head both carry `alt-svc` naming the UDP port.
+#[test]
+fn a_listener_with_http3_announces_it_in_whole_and_streamed_answers() {
+    let alt = |got: &[F]| -> Vec<(u32, String)> {
+        got.iter()
+            .filter_map(|f| match f {
+                F::Headers { stream, fields, .. } => Some(
+                    fields
+                        .iter()
+                        .filter(|(n, _)| n == "alt-svc")
+                        .map(|(_, v)| (*stream, v.clone()))
+                        .collect::<Vec<_>>(),
+                ),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    };
+    let want = "h3=\":8443\"; ma=86400".to_string();
+    let mut h = H::open();
+    h.cx.alt_svc = Some(8443);
+    h.recv(&get(1, "/x"));
+    h.recv(&get(3, "/defer"));
+    assert!(h.start(3, Some(2)));
+    assert!(h.piece(3, b"ok"));
+    assert!(h.end(3));
+    assert_eq!(alt(&h.frames()), [(1, want.clone()), (3, want)]);
+
+    let mut h = H::open();
+    h.recv(&get(1, "/x"));
+    assert_eq!(alt(&h.frames()), []);
 }

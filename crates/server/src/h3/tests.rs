@@ -203,6 +203,7 @@ impl H {
                 date: DateCache::new(UNIX_EPOCH + Duration::from_secs(1_000_000_000)),
                 draining: false,
                 sendfile: false,
+                alt_svc: None,
             },
             head: RequestHead::new(),
             app: App::default(),

@@ -139,6 +139,7 @@ impl Engine {
             date: DateCache::new(SystemTime::now()),
             draining: false,
             sendfile: true,
+            alt_svc: None,
         };
         Ok(Engine {
             app,

@@ -14,6 +14,7 @@ use linerate_http1::{Version, reason, status_has_no_body, write_field};
 
 use super::{Conn, InFlight, Reading, Tail, Writing};
 use crate::h1::service::{Cx, StreamHead};
+use crate::h1::{AltSvc, Stamp};
 
 /// Bytes a streamed answer may hold before its source should wait (see
 /// [`Conn::stream_room`]).
@@ -94,6 +95,7 @@ impl<P> Conn<P> {
                 out: worker_out,
                 date,
                 cfg,
+                alt_svc,
                 ..
             } = cx;
             let sink = if to_worker {
@@ -101,8 +103,12 @@ impl<P> Conn<P> {
             } else {
                 &mut self.spill().out
             };
-            let server = cfg.server.as_deref();
-            write_head(sink, head, frame, close, keep_alive_10, date.get(), server);
+            let stamp = Stamp {
+                server: cfg.server.as_deref(),
+                date: date.get(),
+                alt_svc: *alt_svc,
+            };
+            write_head(sink, head, frame, close, keep_alive_10, stamp);
             self.tail = Some(Box::new(Tail::Stream(out)));
             if close {
                 self.close_after(cx);
@@ -114,16 +120,12 @@ impl<P> Conn<P> {
             }
         } else {
             let mut bytes = cx.pool.get();
-            let server = cx.cfg.server.as_deref();
-            write_head(
-                &mut bytes,
-                head,
-                frame,
-                close,
-                keep_alive_10,
-                cx.date.get(),
-                server,
-            );
+            let stamp = Stamp {
+                server: cx.cfg.server.as_deref(),
+                date: cx.date.get(),
+                alt_svc: cx.alt_svc,
+            };
+            write_head(&mut bytes, head, frame, close, keep_alive_10, stamp);
             if close {
                 self.close_after(cx);
             }
@@ -330,8 +332,7 @@ fn write_head(
     frame: Frame,
     close: bool,
     keep_alive_10: bool,
-    date: &[u8],
-    server: Option<&[u8]>,
+    stamp: Stamp<'_>,
 ) {
     let mut status = itoa::Buffer::new();
     out.extend_from_slice(b"HTTP/1.1 ");
@@ -339,15 +340,22 @@ fn write_head(
     out.push(b' ');
     out.extend_from_slice(reason(head.status).as_bytes());
     out.extend_from_slice(b"\r\n");
-    if let Some(server) = server
-        && !head
-            .fields
+    let names = |name: &[u8]| {
+        head.fields
             .iter()
-            .any(|(n, _)| n.eq_ignore_ascii_case(b"server"))
+            .any(|(n, _)| n.eq_ignore_ascii_case(name))
+    };
+    if let Some(server) = stamp.server
+        && !names(b"server")
     {
         write_field(out, b"Server", server);
     }
-    write_field(out, b"Date", date);
+    write_field(out, b"Date", stamp.date);
+    if let Some(port) = stamp.alt_svc
+        && !names(b"alt-svc")
+    {
+        write_field(out, b"Alt-Svc", AltSvc::h3(port).as_bytes());
+    }
     for (name, value) in head.fields {
         write_field(out, name, value);
     }

@@ -3,7 +3,7 @@
 #![forbid(unsafe_code)]
 
 use super::{Conn, Facts, FileOut, Hold, InFlight, Reading, Spill, Tail, Writing};
-use crate::h1::encode::{Encoded, Parts, encode};
+use crate::h1::encode::{Encoded, Parts, Stamp, encode};
 use crate::h1::queue::Entry;
 use crate::h1::service::Cx;
 use crate::pool::Pool;
@@ -89,7 +89,11 @@ impl<P> Conn<P> {
             ..
         } = resp;
         let close = close || Self::closes(&facts, cx);
-        let (server, date) = (cx.cfg.server.as_deref(), cx.date.get());
+        let stamp = Stamp {
+            server: cx.cfg.server.as_deref(),
+            date: cx.date.get(),
+            alt_svc: cx.alt_svc,
+        };
         let parts = Parts {
             status,
             content_type: content_type.as_deref(),
@@ -101,7 +105,7 @@ impl<P> Conn<P> {
         } else {
             &mut self.spill().out
         };
-        let enc = encode(out, &mut cx.room, parts, facts.framing, close, server, date);
+        let enc = encode(out, &mut cx.room, parts, facts.framing, close, stamp);
         if headers.capacity() == 0 {
             // Owns nothing: skip the out-of-line drop glue of a Vec of Cow pairs.
             std::mem::forget(headers);
@@ -130,8 +134,11 @@ impl<P> Conn<P> {
             parts,
             facts.framing,
             close,
-            cx.cfg.server.as_deref(),
-            cx.date.get(),
+            Stamp {
+                server: cx.cfg.server.as_deref(),
+                date: cx.date.get(),
+                alt_svc: cx.alt_svc,
+            },
         );
         let file = match resp.body {
             Body::File(f) if enc.file => Some(f),

@@ -44,13 +44,20 @@ impl<P> Conn<P> {
         r.clear();
         hpack::status(r, head.status);
         hpack::field(r, b"date", cx.date.get());
-        if let Some(server) = &cx.cfg.server
-            && !head
-                .fields
+        let names = |name: &[u8]| {
+            head.fields
                 .iter()
-                .any(|(n, _)| n.eq_ignore_ascii_case(b"server"))
+                .any(|(n, _)| n.eq_ignore_ascii_case(name))
+        };
+        if let Some(server) = &cx.cfg.server
+            && !names(b"server")
         {
             hpack::field(r, b"server", server);
+        }
+        if let Some(port) = cx.alt_svc
+            && !names(b"alt-svc")
+        {
+            hpack::field(r, b"alt-svc", crate::h1::AltSvc::h3(port).as_bytes());
         }
         if let Some(n) = head.length.filter(|_| !no_body) {
             let mut b = itoa::Buffer::new();
