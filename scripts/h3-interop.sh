@@ -5,6 +5,13 @@
 # request body, many requests on one connection, and two workers (connection IDs steer each
 # connection's packets to its worker).
 #
+# HttpArena's two HTTP/3 profiles, shaped as HttpArena runs them: static-h3's 20 files under
+# /static/ (the names and sizes of data/static in MDA2AV/HttpArena, our own content; the text
+# ones with a gzip -9 sibling), each fetched plain and with static-h3's Accept-Encoding and
+# checked byte for byte against the file or its .gz; baseline-h3's GET /baseline2?a=1&b=1 and
+# other sums, the body checked to be the sum (baseline-h3 has no POST; the HTTP/1.1 baseline's
+# POST /baseline11 is checked too).
+#
 #   scripts/h3-interop.sh [path/to/linerate]     (default: target/release/linerate)
 #
 # Exit 2 with a NOT RUN line where it cannot run (no aioquic and no pip to install it, no curl
@@ -87,10 +94,10 @@ check() {
     want1="$want1 $(sha256sum <"$out/c1" | cut -c1-64)"
     want2=$(curl -sk -m 30 --http2 -o "$out/c2" -w '%{http_code}' "$@" "https://127.0.0.1:$tls_port$path")
     want2="$want2 $(sha256sum <"$out/c2" | cut -c1-64)"
-    local h3args=()
+    local h3args=() shown=""
     while [ $# -gt 0 ]; do
         case $1 in
-            -H) h3args+=(-H "$2"); shift 2 ;;
+            -H) h3args+=(-H "$2"); shown+=", $2"; shift 2 ;;
             --data-binary) h3args+=(-d "${2#@}"); shift 2 ;;
             *) shift ;;
         esac
@@ -103,10 +110,43 @@ check() {
     local status digest
     status=$(grep -o 'status=[0-9]*' <<<"$got" | head -1 | cut -d= -f2)
     digest=$(grep -o 'sha256=[0-9a-f]*' <<<"$got" | head -1 | cut -d= -f2)
-    if [ "$status $digest" = "$want1" ] && [ "$want1" = "$want2" ]; then
-        echo "  ok    $path (${status})"
+    h3_got="$status $digest"
+    if [ "$h3_got" = "$want1" ] && [ "$want1" = "$want2" ]; then
+        echo "  ok    $path (${status}${shown})"
     else
-        echo "  FAIL  $path: h3 '$status $digest', h1 '$want1', h2 '$want2'" >&2
+        echo "  FAIL  $path: h3 '$h3_got', h1 '$want1', h2 '$want2'" >&2
+        fail=1
+    fi
+}
+
+# check_file PATH FILE [CURL/H3 ARGS...]: check, and the HTTP/3 answer is 200 with FILE's bytes.
+check_file() {
+    local path=$1 file=$2
+    shift 2
+    h3_got=""
+    check "$path" "$@"
+    local want
+    want="200 $(sha256sum <"$file" | cut -c1-64)"
+    if [ "$h3_got" != "$want" ]; then
+        echo "  FAIL  $path: h3 '$h3_got', not ${file##*/} ($want)" >&2
+        fail=1
+    fi
+}
+
+# check_sum A B [POST BODY]: /baseline2?a=A&b=B (or POST /baseline11 with BODY) answers the sum
+# over all three, and the body is that sum.
+check_sum() {
+    local a=$1 b=$2 body=${3:-}
+    if [ -n "$body" ]; then
+        printf '%s' "$body" >"$out/sum-body"
+        check "/baseline11?a=$a&b=$b" --data-binary "@$out/sum-body"
+    else
+        check "/baseline2?a=$a&b=$b"
+    fi
+    local sum=$((a + b + ${body:-0})) seen
+    seen=$(cat "$out/c1")
+    if [ "$seen" != "$sum" ]; then
+        echo "  FAIL  sum of $a, $b${body:+ and $body}: '$seen', want $sum" >&2
         fail=1
     fi
 }
@@ -130,6 +170,58 @@ etag=$(curl -sI "http://127.0.0.1:$port/hello.txt" | tr -d '\r' | awk -F': ' 'to
 if [ -n "$etag" ]; then
     check /hello.txt -H "If-None-Match: $etag"
 fi
+
+echo "HttpArena's static-h3 (its 20 files under /static/, plain and with its Accept-Encoding):"
+mkdir -p "$out/arena/static"
+python3 - "$out/arena/static" <<'PY'
+import os, random, sys
+# data/static in MDA2AV/HttpArena (28606ba): name and size of each of static-h3's 20 files
+# (requests/static-h2-uris.txt).
+FILES = [("reset.css", 8192), ("layout.css", 25600), ("theme.css", 18432),
+         ("components.css", 204800), ("utilities.css", 61440), ("analytics.js", 12288),
+         ("helpers.js", 22528), ("app.js", 204800), ("vendor.js", 307200), ("router.js", 35840),
+         ("header.html", 122880), ("footer.html", 56320), ("regular.woff2", 18432),
+         ("bold.woff2", 22528), ("logo.svg", 15344), ("icon-sprite.svg", 71680),
+         ("hero.webp", 46080), ("thumb1.webp", 8192), ("thumb2.webp", 6144),
+         ("manifest.json", 2883)]
+rng = random.Random(20)
+words = "static file quic stream window packet header body frame push".split()
+for name, size in FILES:
+    if name.endswith((".woff2", ".webp")):
+        data = rng.randbytes(size)
+    else:
+        text = []
+        n = 0
+        while n < size:
+            line = f"{name} {n} {' '.join(rng.choices(words, k=6))} {rng.randrange(1 << 32):08x}\n"
+            text.append(line)
+            n += len(line)
+        data = "".join(text).encode()[:size]
+    with open(os.path.join(sys.argv[1], name), "wb") as f:
+        f.write(data)
+PY
+for f in "$out"/arena/static/*; do
+    case $f in *.woff2 | *.webp) ;; *) gzip -9 -n -k "$f" ;; esac
+done
+# One server for both, as HttpArena runs it: the files under /static/ beside the demo's routes.
+start --root "$out/arena/static" --root-prefix /static --app demo
+arena_ae="Accept-Encoding: br;q=1, gzip;q=0.8"
+arena_files=0
+for file in "$out"/arena/static/*; do
+    [[ $file == *.gz ]] && continue
+    arena_files=$((arena_files + 1))
+    name=${file##*/}
+    check_file "/static/$name" "$file"
+    [ -f "$file.gz" ] && file=$file.gz
+    check_file "/static/$name" "$file" -H "$arena_ae"
+done
+[ "$arena_files" = 20 ] || { echo "  FAIL  $arena_files static-h3 files, not 20" >&2; fail=1; }
+
+echo "HttpArena's baseline-h3 (/baseline2) and the HTTP/1.1 baseline's POST, on the same server:"
+check_sum 1 1
+check_sum 1 2
+check_sum $((RANDOM % 900 + 100)) $((RANDOM % 900 + 100))
+check_sum 13 42 7
 
 # Many requests on one connection, 20 in flight: every answer whole.
 start
