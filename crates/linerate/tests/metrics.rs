@@ -270,17 +270,24 @@ fn quic_connections_are_counted_as_they_end() {
     assert_eq!(report.runs[0].responses, 40, "{:?}", report.runs[0]);
     // Each connection is counted once it is gone (after its drain period: bounded here).
     let mut scrape = None;
+    let mut last = String::new();
     for _ in 0..200 {
         let (status, body) = admin_get(admin, "/metrics");
         assert_eq!(status, 200);
         let s = Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).unwrap();
+        last = body
+            .lines()
+            .filter(|l| l.contains("quic") || l.contains("connections"))
+            .collect::<Vec<_>>()
+            .join("\n");
         if value(&s, "linerate_quic_handshakes_total", &[]) >= 3.0 {
             scrape = Some(s);
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let scrape = scrape.expect("the three QUIC connections ended and were counted");
+    let scrape =
+        scrape.unwrap_or_else(|| panic!("the QUIC connections ended and were counted:\n{last}"));
     assert_eq!(value(&scrape, "linerate_quic_handshakes_total", &[]), 3.0);
     assert_eq!(
         value(&scrape, "linerate_quic_handshake_failures_total", &[]),

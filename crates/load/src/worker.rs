@@ -314,6 +314,11 @@ pub fn run(
         .saturating_sub(w.stats.spin_ns);
     w.stats.wall_ns = elapsed_ns(base).saturating_sub(start_ns);
     w.stats.elapsed_ns = end_ns.saturating_sub(start_ns);
+    // QUIC has no kernel state whose end tells the server (TCP's FIN does): close each
+    // connection, so the server frees it now rather than at its idle timeout.
+    for i in 0..w.conns.len() {
+        w.close_quic(i);
+    }
     Ok(w.stats)
 }
 

@@ -202,7 +202,10 @@ fn serve(sock: UdpSocket, mut ep: Endpoint, seen: &Mutex<Seen>, stop: &AtomicBoo
 fn on_event(c: &mut Conn, ev: Event, seen: &Mutex<Seen>) {
     match ev {
         Event::Connected => {
-            let id = c.conn.streams().open(Dir::Uni).unwrap();
+            // A client that closes as soon as it connected (the preflight) leaves no room.
+            let Some(id) = c.conn.streams().open(Dir::Uni) else {
+                return;
+            };
             let mut out = vec![stream_type::CONTROL as u8];
             frame::write_settings(&mut out, &[]);
             c.conn.send_stream(id).write(&out).unwrap();

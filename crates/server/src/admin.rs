@@ -233,6 +233,11 @@ pub fn render(m: &Metrics, s: &Stats) -> String {
             m.quic_retries,
         ),
         (
+            "linerate_quic_routed_total",
+            "QUIC datagrams that reached another worker than their connection's, routed to it.",
+            m.quic_routed,
+        ),
+        (
             "linerate_quic_packets_sent_total",
             "QUIC packets sent by connections that ended.",
             m.quic_packets_sent,

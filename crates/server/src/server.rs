@@ -488,12 +488,15 @@ impl Server {
                 }
             }
         }
-        if workers > 1 {
+        // LINERATE_QUIC_STEERING=off leaves QUIC to the kernel's 4-tuple hash (to see the
+        // routing between workers carry a connection whose client address changed).
+        let steer = std::env::var_os("LINERATE_QUIC_STEERING").is_none_or(|v| v != "off");
+        if workers > 1 && steer {
             // Short-header packets go to the worker their connection ID names.
             let program = crate::sys::quic_steering_program(workers);
             for q in &quic {
                 if let Err(e) = crate::sys::attach_reuseport_cbpf(q.socks[0].as_fd(), &program) {
-                    tracing::warn!(addr = %q.addr, error = %e, "QUIC steering (SO_ATTACH_REUSEPORT_CBPF) unavailable: a client whose address changes may lose its connection");
+                    tracing::warn!(addr = %q.addr, error = %e, "QUIC steering (SO_ATTACH_REUSEPORT_CBPF) unavailable: packets of a client whose address changes are routed between workers");
                 }
             }
         }
@@ -779,7 +782,16 @@ impl Server {
             }
         }
         let workers = self.workers;
+        let mut relays: Vec<Option<crate::driver::quic::Relay>> = if quic_per_worker[0].is_empty() {
+            Vec::new()
+        } else {
+            crate::driver::quic::Relay::for_workers(workers)?
+                .into_iter()
+                .map(Some)
+                .collect()
+        };
         for ((i, listeners), quic) in per_worker.into_iter().enumerate().zip(quic_per_worker) {
+            let quic_relay = relays.get_mut(i).and_then(Option::take);
             let shared = self.shared.clone();
             let wake = self.wakes[i].try_clone()?;
             let cpu = self.cpus[i];
@@ -809,6 +821,7 @@ impl Server {
                     let local = local_factory.map(|f| f(i)).transpose()?;
                     let setup = Setup {
                         quic,
+                        quic_relay,
                         index: i,
                         workers,
                         local,

@@ -179,6 +179,7 @@ pub(crate) struct Counters {
     quic_handshakes: AtomicU64,
     quic_failures: AtomicU64,
     quic_retries: AtomicU64,
+    quic_routed: AtomicU64,
     quic_sent: AtomicU64,
     quic_lost: AtomicU64,
     conn_refusals: [AtomicU64; CONN_REFUSALS.len()],
@@ -315,9 +316,11 @@ impl Counters {
         bump(&self.quic_lost, lost);
     }
 
-    /// The worker's Retry packets so far (its running total).
-    pub(crate) fn set_quic_retries(&self, n: u64) {
-        self.quic_retries.store(n, Relaxed);
+    /// The worker's Retry packets, and datagrams it routed to the worker owning their
+    /// connection, so far (its running totals).
+    pub(crate) fn set_quic_totals(&self, retries: u64, routed: u64) {
+        self.quic_retries.store(retries, Relaxed);
+        self.quic_routed.store(routed, Relaxed);
     }
 
     /// A TLS connection closed: its handshake had completed, or not.
@@ -352,6 +355,8 @@ pub struct Metrics {
     /// Retry packets sent to validate client addresses (past `http3::RETRY_ABOVE`
     /// handshakes in progress on a worker).
     pub quic_retries: u64,
+    /// Datagrams that reached a worker other than their connection's, routed to it.
+    pub quic_routed: u64,
     /// QUIC packets sent, and declared lost (RFC 9002 §6), by connections that ended.
     pub quic_packets_sent: u64,
     pub quic_packets_lost: u64,
@@ -443,6 +448,7 @@ impl StatsHandle {
             add(&mut m.quic_handshakes, &c.quic_handshakes);
             add(&mut m.quic_handshake_failures, &c.quic_failures);
             add(&mut m.quic_retries, &c.quic_retries);
+            add(&mut m.quic_routed, &c.quic_routed);
             add(&mut m.quic_packets_sent, &c.quic_sent);
             add(&mut m.quic_packets_lost, &c.quic_lost);
             add(&mut m.duration_sum_us, &c.duration_sum_us);

@@ -411,9 +411,11 @@ pub fn preflight(h: &Http3, addr: SocketAddr, timeout: Duration) -> Result<(), S
             .poll(now, req, &mut events)
             .map_err(SetupFailure::Http3)?;
         if client.is_connected() {
+            // The client's Finished first (the server's handshake completes with it), then
+            // the close, a courtesy: the server frees the connection now, not at its idle
+            // timeout.
+            send(&mut client, &mut tx, now)?;
             client.close(now);
-            // The close is a courtesy: the server frees the connection now, not at its
-            // idle timeout.
             let _ = send(&mut client, &mut tx, now);
             return Ok(());
         }

@@ -66,6 +66,8 @@ const WAKE_LOCAL: Token = RESERVED | 4;
 const WAKE_QUIC: Token = RESERVED | 16;
 /// QUIC listeners a server may have (their tokens stay below the listeners').
 const MAX_QUIC_LISTENERS: usize = 256;
+/// The QUIC relay's token: datagrams other workers routed here (see `quic::Relay`).
+const WAKE_QUIC_RELAY: Token = WAKE_QUIC + MAX_QUIC_LISTENERS as u64;
 
 /// Where a reload leaves a worker's new sites.
 pub(crate) type SitesMailbox = std::sync::Mutex<Option<Arc<SiteSet>>>;
@@ -114,6 +116,9 @@ pub(crate) struct Setup {
     pub client_conns: Option<Arc<crate::client_conns::ClientConns>>,
     /// This worker's UDP socket of each QUIC listener (none: no HTTP/3).
     pub quic: Vec<quic::QuicSetup>,
+    /// Where datagrams for this worker's connections come from other workers (with QUIC
+    /// and more than one worker).
+    pub quic_relay: Option<quic::Relay>,
     /// This worker's index, and how many there are (QUIC's connection IDs name the worker).
     pub index: usize,
     pub workers: usize,
@@ -279,7 +284,10 @@ impl<B: Backend> Worker<B> {
         let quic = if setup.quic.is_empty() {
             None
         } else {
-            let q = quic::Quic::new(setup.quic, setup.index, setup.workers, 0);
+            let q = quic::Quic::new(setup.quic, setup.quic_relay, setup.index, setup.workers, 0);
+            if let Some(fd) = q.relay_fd()? {
+                backend.watch(fd, WAKE_QUIC_RELAY, false)?;
+            }
             for (i, fd) in q
                 .sockets()?
                 .into_iter()
@@ -525,23 +533,31 @@ impl<B: Backend> Worker<B> {
             Completion::Notified { token }
                 if (WAKE_QUIC..WAKE_QUIC + MAX_QUIC_LISTENERS as u64).contains(&token) =>
             {
-                self.quic_receive((token - WAKE_QUIC) as usize, sh)
+                self.quic_receive(Some((token - WAKE_QUIC) as usize), sh)
+            }
+            Completion::Notified { token } if token == WAKE_QUIC_RELAY => {
+                self.quic_receive(None, sh)
             }
             Completion::Notified { .. } => self.answers(sh),
         }
     }
 
-    /// Datagrams arrived on QUIC listener `ep`: each goes to its connection (a new client's
-    /// gets a slot), then every connection they reached moves once (`with`).
-    fn quic_receive(&mut self, ep: usize, sh: &Shared) {
+    /// Datagrams arrived on QUIC listener `ep` (`None`: routed here by other workers): each
+    /// goes to its connection (a new client's gets a slot), then every connection they
+    /// reached moves once (`with`).
+    fn quic_receive(&mut self, ep: Option<usize>, sh: &Shared) {
         let Some(mut q) = self.quic.take() else {
             return;
         };
         for _ in 0..quic::RECV_BUDGET {
-            match q.receive(ep) {
+            let got = match ep {
+                Some(ep) => q.receive(ep).map(|r| (ep, r)),
+                None => q.receive_relayed(),
+            };
+            match got {
                 None => break,
-                Some(quic::Received::Nothing) => {}
-                Some(quic::Received::Event(slot, ev)) => {
+                Some((_, quic::Received::Nothing)) => {}
+                Some((_, quic::Received::Event(slot, ev))) => {
                     if let Some(Some(Live {
                         conn: Proto::Boxed(proto::Boxed::H3(h)),
                         ..
@@ -551,7 +567,7 @@ impl<B: Backend> Worker<B> {
                         q.touch(h, slot);
                     }
                 }
-                Some(quic::Received::New(incoming, now)) => {
+                Some((ep, quic::Received::New(incoming, now))) => {
                     if let Some((live, peer)) = q.accept(ep, *incoming, now) {
                         self.admit_quic(&mut q, live, peer, sh);
                     }
@@ -559,7 +575,7 @@ impl<B: Backend> Worker<B> {
             }
         }
         if self.io.app.counters_on {
-            self.io.app.counters.set_quic_retries(q.retries);
+            self.io.app.counters.set_quic_totals(q.retries, q.routed);
         }
         let touched = std::mem::take(&mut q.touched);
         self.quic = Some(q);

@@ -13,8 +13,10 @@
 //! congruent to it modulo the worker count, the rest random), and a cBPF program on the
 //! reuseport group sends each short-header packet to the socket of that index
 //! (`sys::quic_steering_program`); handshake packets go by the kernel's 4-tuple hash, which
-//! is also where their connection is. A packet that still lands on another worker (no
-//! cBPF) is refused by quinn-proto there as an unknown connection; see docs/architecture.md.
+//! is also where their connection is. A packet that still lands on another worker (no cBPF,
+//! or a client's Handshake packet after its address changed) is routed: the worker its
+//! connection ID names gets it through a [`Relay`] (a Unix datagram socket per worker), and
+//! handles it as if it had read it itself.
 //!
 //! Address validation: past [`RETRY_ABOVE`] handshakes in progress on a worker, a new
 //! client's Initial gets a Retry (RFC 9000 §8.1.2) and only a client that echoes the token
@@ -22,7 +24,8 @@
 #![forbid(unsafe_code)]
 
 use std::io::{self, IoSlice};
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::os::unix::net::UnixDatagram;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -125,6 +128,68 @@ impl ConnectionIdGenerator for WorkerCids {
     }
 }
 
+/// The routes between workers for datagrams that reached the wrong one: this worker's
+/// receiving end, and every worker's sending end (by index).
+pub(crate) struct Relay {
+    rx: UnixDatagram,
+    tx: Vec<UnixDatagram>,
+}
+
+impl Relay {
+    /// One relay per worker, each able to send to all (none for a single worker).
+    pub(crate) fn for_workers(workers: usize) -> io::Result<Vec<Relay>> {
+        if workers < 2 {
+            return Ok(Vec::new());
+        }
+        let mut rxs = Vec::with_capacity(workers);
+        let mut txs = Vec::with_capacity(workers);
+        for _ in 0..workers {
+            let (rx, tx) = UnixDatagram::pair()?;
+            rx.set_nonblocking(true)?;
+            tx.set_nonblocking(true)?;
+            rxs.push(rx);
+            txs.push(tx);
+        }
+        rxs.into_iter()
+            .map(|rx| {
+                let tx = txs
+                    .iter()
+                    .map(UnixDatagram::try_clone)
+                    .collect::<io::Result<_>>()?;
+                Ok(Relay { rx, tx })
+            })
+            .collect()
+    }
+
+    /// The receiving end, to watch for readiness.
+    pub(crate) fn fd(&self) -> io::Result<std::os::fd::OwnedFd> {
+        self.rx.try_clone().map(std::os::fd::OwnedFd::from)
+    }
+}
+
+/// A relayed datagram's header: the listener's index, then the client's address (IPv6 or
+/// IPv4-mapped, and the port).
+const RELAY_HEAD: usize = 1 + 16 + 2;
+
+/// The worker whose connection ID a packet is addressed to, where the packet names one of
+/// ours: a short-header packet always does (RFC 9000 §17.3: the ID right after the first
+/// byte), a version 1 Handshake packet too (§17.2.4); a client's Initial and 0-RTT packets
+/// carry an ID of its own choosing, so they stay where the kernel put them.
+pub(crate) fn owner(packet: &[u8], workers: usize) -> Option<usize> {
+    let n = workers.min(255);
+    let first = *packet.first()?;
+    let id_byte = if first & 0x80 == 0 {
+        *packet.get(1)?
+    } else {
+        let handshake = (first >> 4) & 0x3 == 2;
+        if packet.get(1..5)? != [0, 0, 0, 1] || !handshake || *packet.get(5)? as usize != CID_LEN {
+            return None;
+        }
+        *packet.get(6)?
+    };
+    (n > 1).then(|| usize::from(id_byte) % n)
+}
+
 /// One QUIC listener on this worker.
 struct Ep {
     socket: UdpSocket,
@@ -152,6 +217,14 @@ pub(crate) struct Quic {
     draining: bool,
     /// Retries sent (a metric).
     pub(crate) retries: u64,
+    /// This worker's index and the worker count (whose connection IDs are whose).
+    worker: usize,
+    workers: usize,
+    relay: Option<Relay>,
+    /// A routed datagram being composed (its header, then its bytes).
+    relayed: Vec<u8>,
+    /// Datagrams routed to the worker their connection ID names (a metric).
+    pub(crate) routed: u64,
 }
 
 /// What one datagram was.
@@ -217,7 +290,13 @@ impl H3Live {
 }
 
 impl Quic {
-    pub(crate) fn new(setups: Vec<QuicSetup>, worker: usize, workers: usize, now_ms: u64) -> Quic {
+    pub(crate) fn new(
+        setups: Vec<QuicSetup>,
+        relay: Option<Relay>,
+        worker: usize,
+        workers: usize,
+        now_ms: u64,
+    ) -> Quic {
         let reset_key = reset_key();
         let eps = setups
             .into_iter()
@@ -250,7 +329,17 @@ impl Quic {
             touched: Vec::new(),
             draining: false,
             retries: 0,
+            worker,
+            workers,
+            relay,
+            relayed: Vec::new(),
+            routed: 0,
         }
+    }
+
+    /// The relay's receiving end, to watch (none with one worker).
+    pub(crate) fn relay_fd(&self) -> io::Result<Option<std::os::fd::OwnedFd>> {
+        self.relay.as_ref().map(Relay::fd).transpose()
     }
 
     /// The sockets, to watch for readiness (cloned descriptors).
@@ -273,12 +362,12 @@ impl Quic {
             + u64::from(!d.subsec_nanos().is_multiple_of(1_000_000))
     }
 
-    /// Reads one datagram from listener `ep`'s socket: `None` when there is none. Answers
-    /// the endpoint gives itself (version negotiation, stateless resets) go out here.
+    /// Reads one datagram from listener `ep`'s socket: `None` when there is none. One for a
+    /// connection another worker owns goes there (see [`owner`]); answers the endpoint
+    /// gives itself (version negotiation, stateless resets) go out here.
     pub(crate) fn receive(&mut self, ep: usize) -> Option<Received> {
         loop {
-            let e = &mut self.eps[ep];
-            let (n, from) = match e.socket.recv_from(&mut self.recv) {
+            let (n, from) = match self.eps[ep].socket.recv_from(&mut self.recv) {
                 Ok(r) => r,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -288,30 +377,75 @@ impl Quic {
                     continue;
                 }
             };
-            let now = Instant::now();
+            if let Some(relay) = &self.relay
+                && let Some(w) = owner(&self.recv[..n], self.workers)
+                && w != self.worker
+            {
+                let ip = match from.ip() {
+                    IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+                    IpAddr::V6(v6) => v6,
+                };
+                let m = &mut self.relayed;
+                m.clear();
+                m.push(ep as u8);
+                m.extend_from_slice(&ip.octets());
+                m.extend_from_slice(&from.port().to_be_bytes());
+                m.extend_from_slice(&self.recv[..n]);
+                // A full relay drops it, as a full socket buffer would: QUIC sends it again.
+                let _ = relay.tx[w].send(m);
+                self.routed += 1;
+                continue;
+            }
             let data = BytesMut::from(&self.recv[..n]);
-            self.send.clear();
-            return Some(
-                match e
-                    .endpoint
-                    .handle(now, from, None, None, data, &mut self.send)
-                {
-                    None => Received::Nothing,
-                    Some(DatagramEvent::ConnectionEvent(ch, ev)) => match e.slots.get(ch.0) {
-                        Some(&slot) if slot != u32::MAX => Received::Event(slot, ev),
-                        _ => Received::Nothing,
-                    },
-                    Some(DatagramEvent::Response(t)) => {
-                        let buf = std::mem::take(&mut self.send);
-                        self.transmit(ep, &buf, &t);
-                        self.send = buf;
-                        Received::Nothing
-                    }
-                    Some(DatagramEvent::NewConnection(incoming)) => {
-                        Received::New(Box::new(incoming), now)
-                    }
-                },
-            );
+            return Some(self.handle(ep, from, data));
+        }
+    }
+
+    /// Reads one datagram another worker routed here: `None` when there is none.
+    pub(crate) fn receive_relayed(&mut self) -> Option<(usize, Received)> {
+        let relay = self.relay.as_ref()?;
+        loop {
+            let n = match relay.rx.recv(&mut self.recv) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return None,
+            };
+            let (head, body) = self.recv[..n].split_at(n.min(RELAY_HEAD));
+            let ep = usize::from(head[0]);
+            if n <= RELAY_HEAD || ep >= self.eps.len() {
+                continue;
+            }
+            let ip: [u8; 16] = head[1..17].try_into().unwrap_or_default();
+            let ip = Ipv6Addr::from(ip);
+            let ip = ip.to_ipv4_mapped().map_or(IpAddr::V6(ip), IpAddr::V4);
+            let from = SocketAddr::new(ip, u16::from_be_bytes([head[17], head[18]]));
+            let data = BytesMut::from(body);
+            return Some((ep, self.handle(ep, from, data)));
+        }
+    }
+
+    /// Hands `data` to listener `ep`'s endpoint as a datagram from `from`.
+    fn handle(&mut self, ep: usize, from: SocketAddr, data: BytesMut) -> Received {
+        let now = Instant::now();
+        self.send.clear();
+        let e = &mut self.eps[ep];
+        match e
+            .endpoint
+            .handle(now, from, None, None, data, &mut self.send)
+        {
+            None => Received::Nothing,
+            Some(DatagramEvent::ConnectionEvent(ch, ev)) => match e.slots.get(ch.0) {
+                Some(&slot) if slot != u32::MAX => Received::Event(slot, ev),
+                _ => Received::Nothing,
+            },
+            Some(DatagramEvent::Response(t)) => {
+                let buf = std::mem::take(&mut self.send);
+                self.transmit(ep, &buf, &t);
+                self.send = buf;
+                Received::Nothing
+            }
+            Some(DatagramEvent::NewConnection(incoming)) => Received::New(Box::new(incoming), now),
         }
     }
 
@@ -674,5 +808,78 @@ impl h3::Wire for Wire<'_> {
 
     fn close(&mut self, c: Code) {
         self.quic.close(self.now, code(c), Bytes::new());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Packets as (bytes, workers, owner): short headers name the worker in their
+    /// connection ID's first byte; of long headers only a version 1 Handshake packet with
+    /// one of our IDs does; an Initial, 0-RTT, another version or a foreign ID length never
+    /// moves; one worker routes nothing; truncated packets are not read past their end.
+    #[test]
+    fn owner_reads_the_worker_from_our_connection_ids_only() {
+        let id = [7u8, 1, 2, 3, 4, 5, 6, 8];
+        let short = [&[0x40u8][..], &id, b"payload"].concat();
+        let long = |first: u8, version: [u8; 4], len: u8| {
+            [&[first][..], &version, &[len], &id, &[8], &[9u8; 8], b"x"].concat()
+        };
+        #[rustfmt::skip]
+        let rows: &[(Vec<u8>, usize, Option<usize>)] = &[
+            (short.clone(), 2, Some(1)),
+            (short.clone(), 4, Some(3)),
+            (short.clone(), 7, Some(0)),
+            (short.clone(), 1, None),
+            (long(0xe0, [0, 0, 0, 1], 8), 2, Some(1)), // Handshake
+            (long(0xc0, [0, 0, 0, 1], 8), 2, None),    // Initial: the client's own ID
+            (long(0xd0, [0, 0, 0, 1], 8), 2, None),    // 0-RTT
+            (long(0xf0, [0, 0, 0, 1], 8), 2, None),    // Retry (never from a client)
+            (long(0xe0, [0x6b, 0x33, 0x43, 0xcf], 8), 2, None), // QUIC v2
+            (long(0xe0, [0, 0, 0, 1], 20), 2, None),   // not an ID of ours
+            (vec![0x40], 2, None),
+            (vec![0xe0, 0, 0, 1], 2, None),
+            (vec![], 2, None),
+        ];
+        for (packet, workers, want) in rows {
+            assert_eq!(owner(packet, *workers), *want, "{packet:02x?} of {workers}");
+        }
+    }
+
+    /// Every ID a worker issues names that worker, for any worker count.
+    #[test]
+    fn issued_ids_name_their_worker() {
+        for workers in [2u8, 3, 16, 255] {
+            for worker in [0, 1, workers - 1] {
+                let mut g = WorkerCids { worker, workers };
+                for _ in 0..64 {
+                    let cid = g.generate_cid();
+                    let packet = [&[0x41u8][..], &cid[..], b"pp"].concat();
+                    assert_eq!(
+                        owner(&packet, usize::from(workers)),
+                        Some(usize::from(worker))
+                    );
+                }
+            }
+        }
+    }
+
+    /// A relay carries a datagram and its client's address (IPv4 and IPv6) to the worker
+    /// it is sent to, and to no other.
+    #[test]
+    fn relays_reach_the_named_worker() {
+        let relays = Relay::for_workers(3).unwrap();
+        assert!(Relay::for_workers(1).unwrap().is_empty());
+        relays[0].tx[2].send(b"to two").unwrap();
+        let mut buf = [0u8; 64];
+        assert_eq!(relays[2].rx.recv(&mut buf).unwrap(), 6);
+        assert_eq!(&buf[..6], b"to two");
+        for r in &relays {
+            assert_eq!(
+                r.rx.recv(&mut buf).map_err(|e| e.kind()),
+                Err(io::ErrorKind::WouldBlock)
+            );
+        }
     }
 }
