@@ -87,6 +87,22 @@ fn certs(name: &str) -> std::path::PathBuf {
 
 /// [`start`] with an HTTPS port too; returns the server and its HTTPS address.
 fn start_tls(router: Router, certs: &std::path::Path) -> (Running, SocketAddr) {
+    let (running, tls_addr, _) = start_https(router, certs, false);
+    (running, tls_addr)
+}
+
+/// [`start_tls`] serving HTTP/3 too; returns the server and its QUIC (UDP) address.
+fn start_quic(router: Router, certs: &std::path::Path) -> (Running, SocketAddr) {
+    let (running, _, quic) = start_https(router, certs, true);
+    (running, quic.expect("a QUIC address"))
+}
+
+/// The server with HTTPS (and with `quic`, HTTP/3): it, its HTTPS and its QUIC address.
+fn start_https(
+    router: Router,
+    certs: &std::path::Path,
+    quic: bool,
+) -> (Running, SocketAddr, Option<SocketAddr>) {
     let config = Config {
         addr: "127.0.0.1:0".parse().unwrap(),
         workers: 1,
@@ -107,11 +123,13 @@ fn start_tls(router: Router, certs: &std::path::Path) -> (Running, SocketAddr) {
             http2: true,
             options: Default::default(),
         }),
+        quic,
         ..Config::default()
     };
     let server = Server::bind(config, router).expect("bind");
     let addr = server.local_addr();
     let tls_addr = server.tls_addr().expect("TLS address");
+    let quic_addr = server.quic_addrs().first().copied();
     let handle = server.handle();
     let thread = Some(std::thread::spawn(move || server.run()));
     (
@@ -121,6 +139,7 @@ fn start_tls(router: Router, certs: &std::path::Path) -> (Running, SocketAddr) {
             thread,
         },
         tls_addr,
+        quic_addr,
     )
 }
 
@@ -567,4 +586,93 @@ fn errors_are_one_clear_line() {
         }
     }
     drop(silent);
+}
+
+/// `--http3`: the server's first flight of datagrams after the request, nothing acknowledged.
+/// A 1 kB page comes whole in it; a 200 kB one cannot (the window is 14,720 bytes, grown at
+/// most by the handshake's acknowledged bytes), and its burst stays within a bound. No
+/// timing is asserted: the quiet gap only ends the count.
+#[test]
+fn http3_first_flight_small_page_fits_large_page_does_not() {
+    let dir = certs("quic");
+    let (_server, quic_addr) = start_quic(sized_router(), &dir);
+    let opts = Options {
+        verify: linerate_load::tls::Verify::CaFile(dir.join("cert.pem")),
+        ..options()
+    };
+    let window = firstflight::QUIC_INITIAL_WINDOW;
+    let url = |n: u64| format!("https://127.0.0.1:{}/sized/{n}", quic_addr.port());
+
+    let small = firstflight::check_quic(&url(1000), &opts, window).expect("HTTP/3 check");
+    let f = &small.flight;
+    assert_eq!((f.status, f.body_bytes), (200, 1000));
+    assert!(small.fits && f.complete_in_burst, "{f:?}");
+    assert_eq!(f.burst_body_bytes, 1000);
+    assert_eq!(
+        f.burst_stream_bytes, f.stream_bytes,
+        "all of the stream came"
+    );
+    assert!(f.burst.bytes > 1000 && f.burst.bytes < window, "{f:?}");
+    assert_eq!(f.response, f.burst, "nothing came after the first flight");
+    assert!(f.before_request.datagrams > 0, "the handshake was counted");
+    let text = firstflight::report::render_quic(&small);
+    assert!(
+        text.starts_with(&format!(
+            "GET {} over HTTP/3 → 200, body 1000 bytes",
+            url(1000)
+        )),
+        "{text}"
+    );
+    assert!(text.contains("verdict: the whole response came"), "{text}");
+
+    let big = firstflight::check_quic(&url(200_000), &opts, window).expect("HTTP/3 check");
+    let f = &big.flight;
+    assert_eq!((f.status, f.body_bytes), (200, 200_000));
+    assert!(!big.fits && !f.complete_in_burst, "{f:?}");
+    assert!(
+        f.burst.datagrams > 0 && f.burst_body_bytes < 200_000,
+        "{f:?}"
+    );
+    // The window the burst may use: the initial one plus every byte acknowledged before the
+    // request; a probe or two of new data on a stalled machine fits the slack.
+    assert!(
+        f.burst.bytes <= big.grown_window_bound + 4 * f.burst.largest,
+        "{f:?}"
+    );
+    assert!(f.burst.bytes <= 64 * 1024, "{f:?}");
+    assert_ne!(big.window, firstflight::WindowReading::NotReached);
+    assert_eq!(small.window, firstflight::WindowReading::NotReached);
+    assert!(f.response.bytes > 200_000 && f.response.datagrams > f.burst.datagrams);
+    assert!(f.stream_bytes > 200_000 && f.burst_stream_bytes < f.stream_bytes);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn http3_errors_are_one_clear_line() {
+    let dir = certs("quic-errors");
+    let (_server, quic_addr) = start_quic(sized_router(), &dir);
+    let window = firstflight::QUIC_INITIAL_WINDOW;
+    // A UDP port nobody listens on: ICMP says so, read as a refusal.
+    let free = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let rows: Vec<(String, &str)> = vec![
+        (
+            format!("http://127.0.0.1:{}/", quic_addr.port()),
+            "use an https:// URL",
+        ),
+        (format!("https://{free}/"), "connection refused by"),
+        // Verified against the webpki roots, the self-signed certificate is refused.
+        (
+            format!("https://127.0.0.1:{}/sized/1", quic_addr.port()),
+            "certificate",
+        ),
+    ];
+    for (url, msg) in rows {
+        let e = firstflight::check_quic(&url, &options(), window).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains(msg) && !text.contains('\n'), "{url}: {text}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
 }

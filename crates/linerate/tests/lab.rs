@@ -371,6 +371,34 @@ fn firstflight_refused_is_one_line() {
 }
 
 #[test]
+fn firstflight_http3_mistakes_are_one_line() {
+    let out = lab(&["firstflight", "--http3", "http://127.0.0.1:9/"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0));
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("use an https:// URL"), "{stderr}");
+    // The TCP arithmetic's knobs and the QUIC window go with one mode each.
+    for args in [
+        &[
+            "firstflight",
+            "--initial-window",
+            "20000",
+            "https://127.0.0.1:9/",
+        ][..],
+        &[
+            "firstflight",
+            "--http3",
+            "--mss",
+            "1200",
+            "https://127.0.0.1:9/",
+        ][..],
+    ] {
+        let out = lab(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+}
+
+#[test]
 fn c2c_writes_matrix_files() {
     let dir = tmpdir("c2c");
     let out = lab(&[

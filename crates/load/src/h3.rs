@@ -274,6 +274,12 @@ impl<T: Copy> Client<T> {
         self.streams.front().map(|s| &s.tag)
     }
 
+    /// The oldest open request's response so far (see `Response::progress`): what a
+    /// measurement that stops acknowledging mid-response can still read.
+    pub fn progress(&self) -> Option<(u16, u64)> {
+        self.streams.front().map(|s| s.response.progress())
+    }
+
     /// HTTP/3 bytes read from request streams since the last call.
     pub fn take_bytes_read(&mut self) -> u64 {
         std::mem::take(&mut self.bytes_read)

@@ -70,6 +70,7 @@ impl Run<'_> {
         // wrk sends one request to one path over kept-alive connections, nothing else.
         let plain_get = w.body.is_none()
             && !w.http2
+            && !w.http3
             && !w.websocket
             && w.paths.is_empty()
             && w.reconnect.is_none()
@@ -110,6 +111,7 @@ impl Run<'_> {
             cpus: self.cpus.to_vec(),
             pipeline: w.pipeline,
             http2: w.http2,
+            http3: w.http3,
             streams: w.streams,
             ws: w.websocket,
             message_size: w
@@ -395,6 +397,14 @@ Transfer/sec:     22.00MB
             ),
             (
                 Workload {
+                    http3: true,
+                    tls: true,
+                    ..base.clone()
+                },
+                "http3",
+            ),
+            (
+                Workload {
                     websocket: true,
                     ..base.clone()
                 },
@@ -449,6 +459,22 @@ Transfer/sec:     22.00MB
             (4096, "http://127.0.0.1:1/ws")
         );
         linerate_load::Config::from_options(&o).expect("the options are valid");
+
+        let h3: Workload =
+            toml::from_str("name = 'w'\npath = '/f64k.bin'\ntls = true\nhttp3 = true\nstreams = 8")
+                .expect("a workload parses");
+        let o = Run {
+            workload: &h3,
+            ..run(None, None)
+        }
+        .load_options(Vec::new());
+        assert!(o.http3 && o.insecure && !o.http2);
+        assert_eq!(
+            (o.streams, o.url.as_str()),
+            (8, "https://127.0.0.1:1/f64k.bin")
+        );
+        let cfg = linerate_load::Config::from_options(&o).expect("the options are valid");
+        assert!(cfg.http3.is_some());
 
         let o = run(Some(500), None).load_options(vec![PathBuf::from("/tmp/0.http")]);
         assert_eq!((o.requests, o.duration), (Some(500), None));

@@ -1,16 +1,20 @@
 //! Files a comparison's servers serve, made fresh for each run: the `{fixtures}` placeholder.
 //!
-//! Owns writing them and removing them: `static/f64k.bin` (64 KiB that do not compress, for the
-//! file workload), `static/f1m.bin` (1 MiB) and a self-signed certificate with its key in
-//! `tls/cert.pem` and `tls/key.pem` (P-256, for `localhost` and 127.0.0.1, for the HTTPS
-//! workload). The default suite needs nothing prepared by hand, so it runs on a clean host.
+//! Owns writing them and removing them: `static/f1k.bin` (1 KiB, a small answer any peer can
+//! serve), `static/f64k.bin` (64 KiB that do not compress, for the file workload),
+//! `static/f1m.bin` (1 MiB) and a self-signed certificate with its key in `tls/cert.pem` and
+//! `tls/key.pem` (P-256, for `localhost` and 127.0.0.1, for the HTTPS workload). The default suite needs nothing prepared by hand, so it runs on a clean host.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
 /// The sizes of the files under `static/`, by name.
-pub const FILES: &[(&str, usize)] = &[("f64k.bin", 64 * 1024), ("f1m.bin", 1024 * 1024)];
+pub const FILES: &[(&str, usize)] = &[
+    ("f1k.bin", 1024),
+    ("f64k.bin", 64 * 1024),
+    ("f1m.bin", 1024 * 1024),
+];
 
 /// A directory of fixtures, removed when dropped.
 pub struct Fixtures {

@@ -131,7 +131,12 @@ pub struct Workload {
     /// h2c workload's servers listen for HTTP/2 there). Always measured with linerate load.
     #[serde(default)]
     pub http2: bool,
-    /// Concurrent streams per connection with `http2` (h2load's `-m`).
+    /// HTTP/3 over QUIC to the server's `{tls_port}`, as a UDP port (`linerate load
+    /// --http3`; certificates are not verified). Needs `tls = true`; always measured with
+    /// linerate load.
+    #[serde(default)]
+    pub http3: bool,
+    /// Concurrent streams per connection with `http2` or `http3` (h2load's `-m`).
     #[serde(default = "one")]
     pub streams: usize,
     /// WebSocket echo round trips on `path` (`linerate load --ws`), `pipeline` messages in
@@ -278,9 +283,16 @@ impl Suite {
                     w.name
                 );
             }
-            if w.streams == 0 || (w.streams > 1 && !w.http2) {
+            if w.streams == 0 || (w.streams > 1 && !w.http2 && !w.http3) {
                 bail!(
-                    "workload {:?}: streams (at least 1) go with http2 = true",
+                    "workload {:?}: streams (at least 1) go with http2 = true or http3 = true",
+                    w.name
+                );
+            }
+            if w.http3 && (!w.tls || w.http2 || w.websocket || w.pipeline > 1) {
+                bail!(
+                    "workload {:?}: http3 needs tls = true (QUIC is always TLS) and goes \
+                     without http2, websocket and pipeline",
                     w.name
                 );
             }
@@ -437,9 +449,30 @@ mod tests {
             ("websocket = true\nbody = 'x'\n", "websocket with a body"),
             ("message_size = 64\n", "a message size without websocket"),
             ("binary = true\n", "binary without websocket"),
+            ("http3 = true\n", "http3 without tls"),
+            (
+                "http3 = true\ntls = true\nhttp2 = true\n",
+                "http3 with http2",
+            ),
+            (
+                "http3 = true\ntls = true\npipeline = 2\n",
+                "http3 pipelined",
+            ),
         ] {
             assert!(Suite::parse(&format!("{server}{bad}")).is_err(), "{why}");
         }
+    }
+
+    #[test]
+    fn shipped_h3_suite_parses() {
+        let s = Suite::parse(include_str!("../../../../bench/h3.toml")).unwrap();
+        let r = s.resolve().unwrap();
+        assert_eq!((r.server_cpus, r.load_cpus), (vec![0], vec![1]));
+        let h3: Vec<_> = s.workloads.iter().filter(|w| w.http3).collect();
+        assert!(h3.len() >= 2 && h3.iter().all(|w| w.tls && w.streams >= 1));
+        assert!(s.workloads.iter().any(|w| w.http2 && w.tls));
+        let caddy = s.servers.iter().find(|s| s.name == "caddy").unwrap();
+        assert!(!caddy.runs("baseline2_h3") && caddy.runs("file64k_h3"));
     }
 
     #[test]

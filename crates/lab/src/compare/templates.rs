@@ -35,6 +35,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../../../bench/caddy-proxy.Caddyfile.in"),
     ),
     (
+        "bench/caddy-h3.Caddyfile.in",
+        include_str!("../../../../bench/caddy-h3.Caddyfile.in"),
+    ),
+    (
         "bench/h2o-proxy.conf.in",
         include_str!("../../../../bench/h2o-proxy.conf.in"),
     ),

@@ -25,7 +25,7 @@ pub const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 /// Size of each read from the socket.
 const READ_CHUNK: usize = 64 * 1024;
 /// Sent as `User-Agent`.
-const USER_AGENT: &str = concat!("linerate-firstflight/", env!("CARGO_PKG_VERSION"));
+pub(super) const USER_AGENT: &str = concat!("linerate-firstflight/", env!("CARGO_PKG_VERSION"));
 
 /// Time limits for one exchange.
 #[derive(Clone, Copy, Debug)]
@@ -53,6 +53,8 @@ pub enum FetchError {
     TooLarge { url: String },
     /// https: the TLS client could not be set up, or the handshake failed.
     Tls { url: String, why: String },
+    /// `--http3`: the QUIC connection or the HTTP/3 exchange failed.
+    Quic { url: String, why: String },
 }
 
 impl fmt::Display for FetchError {
@@ -81,6 +83,7 @@ impl fmt::Display for FetchError {
             FetchError::Io { url, source } => write!(f, "GET {url}: {source}"),
             FetchError::Frame { url, source } => write!(f, "GET {url}: {source}"),
             FetchError::Tls { url, why } => write!(f, "GET {url}: TLS: {why}"),
+            FetchError::Quic { url, why } => write!(f, "GET {url} over HTTP/3: {why}"),
             FetchError::TooLarge { url } => {
                 write!(
                     f,
@@ -99,9 +102,10 @@ impl std::error::Error for FetchError {
             | FetchError::Connect { source, .. }
             | FetchError::Io { source, .. } => Some(source),
             FetchError::Frame { source, .. } => Some(source),
-            FetchError::Timeout { .. } | FetchError::TooLarge { .. } | FetchError::Tls { .. } => {
-                None
-            }
+            FetchError::Timeout { .. }
+            | FetchError::TooLarge { .. }
+            | FetchError::Tls { .. }
+            | FetchError::Quic { .. } => None,
         }
     }
 }

@@ -5,12 +5,15 @@
 //! read the connection's MSS, judge the bytes at the assumed Internet MSS, scan HTML for
 //! resources and fetch those of the same origin. Never fetches another origin; every
 //! network wait is bounded. Submodules: [`url`], [`frame`] (sans-I/O framing), [`fetch`]
-//! (the socket client), [`coding`], [`html`] (the scanner), [`report`].
+//! (the socket client), [`coding`], [`html`] (the scanner), [`report`]. With `--http3`,
+//! [`quic`] measures instead of computing: the datagrams a QUIC server sends for one response
+//! before it needs an acknowledgement ([`check_quic`]; the page only).
 
 pub mod coding;
 pub mod fetch;
 pub mod frame;
 pub mod html;
+pub mod quic;
 pub mod report;
 pub mod tls;
 pub mod url;
@@ -20,7 +23,10 @@ use std::fmt;
 use std::time::Duration;
 
 pub use fetch::{FetchError, Fetched, Timeouts};
-pub use report::{Exchange, FirstView, Report, Resource, Skipped, Verdict};
+pub use quic::{QUIC_INITIAL_WINDOW, QuicFlight};
+pub use report::{
+    Exchange, FirstView, QuicReport, Report, Resource, Skipped, Verdict, WindowReading,
+};
 pub use url::{HttpUrl, UrlError};
 
 use url::Resolved;
@@ -59,6 +65,11 @@ pub struct FirstflightArgs {
     pub insecure: bool,
     /// https: trust only the CA certificates in this PEM file [None: the webpki roots].
     pub cacert: Option<std::path::PathBuf>,
+    /// Over HTTP/3 (QUIC) instead, measured: the page's first flight of datagrams, sent
+    /// without acknowledgements (see [`quic`]).
+    pub http3: bool,
+    /// With `http3`: the server's initial congestion window in bytes of UDP payload.
+    pub initial_window: u64,
 }
 
 /// What [`check`] does.
@@ -135,6 +146,23 @@ impl std::error::Error for CheckError {
             CheckError::Fetch(e) => e.source(),
         }
     }
+}
+
+/// `--http3`: GETs `url` over QUIC and measures the response's first flight against
+/// `initial_window` (bytes). Only the page: resources are not fetched.
+pub fn check_quic(
+    url: &str,
+    opts: &Options,
+    initial_window: u64,
+) -> Result<QuicReport, CheckError> {
+    let url = HttpUrl::parse(url).map_err(CheckError::Url)?;
+    let ae = opts.accept_encoding.as_deref();
+    let flight = quic::get(&url, ae, opts.timeouts, &opts.verify).map_err(CheckError::Fetch)?;
+    Ok(QuicReport::new(
+        flight,
+        initial_window,
+        opts.accept_encoding.clone(),
+    ))
 }
 
 /// Fetches `url` and, for HTML, its same-origin resources, and judges the bytes.
@@ -317,6 +345,8 @@ mod tests {
             no_resources: true,
             insecure: false,
             cacert: None,
+            http3: false,
+            initial_window: QUIC_INITIAL_WINDOW,
         };
         let o = Options::from(&args);
         assert_eq!(

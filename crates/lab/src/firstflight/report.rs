@@ -265,6 +265,147 @@ fn render_first_view(out: &mut String, report: &Report, view: &FirstView) {
     }
 }
 
+/// `--http3`: one response's first flight over QUIC, measured (see [`super::quic`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct QuicReport {
+    /// The Accept-Encoding sent, if any.
+    pub accept_encoding: Option<String>,
+    #[serde(flatten)]
+    pub flight: super::quic::QuicFlight,
+    /// The server's initial congestion window assumed, in bytes of UDP payload.
+    pub initial_window: u64,
+    /// `burst.bytes - initial_window` when the burst was larger, else 0.
+    pub burst_over_window: u64,
+    /// `initial_window + before_request.bytes`: the window if every acknowledged byte sent
+    /// before the request grew it (slow start does unless the sender was application-limited).
+    pub grown_window_bound: u64,
+    /// What the burst says about the window at the request.
+    pub window: WindowReading,
+    /// The whole response came in the first flight; the exit status follows it.
+    pub fits: bool,
+}
+
+/// What a burst says about the server's congestion window when the request came.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "reading")]
+pub enum WindowReading {
+    /// The response ended before the window did: it says nothing of the window's size.
+    NotReached,
+    /// The burst stopped within the initial window: the handshake's acknowledged bytes had
+    /// not grown it (by less than the next datagram, if at all).
+    NotGrown,
+    /// The burst went past the initial window by this many bytes: the window had grown.
+    Grown { by_at_least: u64 },
+}
+
+impl QuicReport {
+    pub fn new(
+        flight: super::quic::QuicFlight,
+        initial_window: u64,
+        accept_encoding: Option<String>,
+    ) -> QuicReport {
+        QuicReport {
+            accept_encoding,
+            initial_window,
+            burst_over_window: flight.burst.bytes.saturating_sub(initial_window),
+            grown_window_bound: initial_window + flight.before_request.bytes,
+            window: match flight.burst.bytes.checked_sub(initial_window) {
+                _ if flight.complete_in_burst => WindowReading::NotReached,
+                Some(over) if over > 0 => WindowReading::Grown { by_at_least: over },
+                _ => WindowReading::NotGrown,
+            },
+            fits: flight.complete_in_burst,
+            flight,
+        }
+    }
+}
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The human-readable `--http3` report.
+pub fn render_quic(r: &QuicReport) -> String {
+    let f = &r.flight;
+    let mut out = format!(
+        "GET {} over HTTP/3 → {}, body {} bytes; the response took {}, {} bytes of UDP \
+         payload ({} bytes of its stream: HEADERS and DATA frames)\n",
+        f.url,
+        f.status,
+        f.body_bytes,
+        plural(f.response.datagrams, "datagram", "datagrams"),
+        f.response.bytes,
+        f.stream_bytes,
+    );
+    let _ = writeln!(
+        out,
+        "first flight (from the request until {} ms of quiet, nothing acknowledged): {}, {} \
+         bytes (largest {}), carrying {} stream bytes, {} of body — {}",
+        f.gap_ms,
+        plural(f.burst.datagrams, "datagram", "datagrams"),
+        f.burst.bytes,
+        f.burst.largest,
+        f.burst_stream_bytes,
+        f.burst_body_bytes,
+        if r.fits {
+            "the whole response".to_string()
+        } else {
+            format!(
+                "{} of {} body bytes, the rest waits for acknowledgements",
+                f.burst_body_bytes, f.body_bytes
+            )
+        }
+    );
+    let against = if r.burst_over_window > 0 {
+        format!("{} bytes over it", r.burst_over_window)
+    } else {
+        format!("{} bytes to spare", r.initial_window - f.burst.bytes)
+    };
+    let _ = writeln!(
+        out,
+        "  against an initial window of {} bytes: {against}",
+        r.initial_window
+    );
+    let _ = writeln!(
+        out,
+        "  before the request the server sent {}, {} bytes (handshake, HANDSHAKE_DONE, session \
+         tickets, control and QPACK streams, MTU probes), and the client acknowledged them \
+         ({} ms of quiet first): slow start adds acknowledged bytes to the window unless the \
+         sender was application-limited, so from {} bytes it could have grown to {} by the \
+         request",
+        plural(f.before_request.datagrams, "datagram", "datagrams"),
+        f.before_request.bytes,
+        f.settle_ms,
+        r.initial_window,
+        r.grown_window_bound,
+    );
+    let reading = match r.window {
+        WindowReading::NotReached => {
+            "the response ended first, so the burst does not show the window's size".to_string()
+        }
+        WindowReading::NotGrown => format!(
+            "the burst stopped within the initial window, so those acknowledgements had not \
+             grown it (by less than one more {}-byte datagram, if at all)",
+            f.burst.largest
+        ),
+        WindowReading::Grown { by_at_least } => format!(
+            "the burst went {by_at_least} bytes past the initial window, so the window had \
+             grown by at least that, or this server starts with a larger one (--initial-window)"
+        ),
+    };
+    let _ = writeln!(out, "  measured: {reading}");
+    let _ = writeln!(
+        out,
+        "verdict: {}",
+        if r.fits {
+            "the whole response came in the first flight"
+        } else {
+            "the response did not fit the first flight"
+        }
+    );
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,5 +471,46 @@ mod tests {
              the initial window (14442 bytes to spare)\n"
         );
         assert!(report.fits());
+    }
+
+    #[test]
+    fn quic_report_states_the_window_and_what_grew_it() {
+        let d = |datagrams, bytes, largest| super::super::quic::Datagrams {
+            datagrams,
+            bytes,
+            largest,
+        };
+        let flight = super::super::quic::QuicFlight {
+            url: "https://127.0.0.1:8443/big".into(),
+            status: 200,
+            body_bytes: 200_000,
+            stream_bytes: 200_050,
+            before_request: d(6, 5000, 1452),
+            burst: d(14, 19_000, 1452),
+            burst_stream_bytes: 18_500,
+            burst_body_bytes: 18_450,
+            complete_in_burst: false,
+            response: d(150, 210_000, 1452),
+            gap_ms: 10,
+            settle_ms: 100,
+        };
+        let r = QuicReport::new(flight, 14_720, None);
+        assert_eq!(
+            (r.burst_over_window, r.grown_window_bound, r.fits),
+            (4280, 19_720, false)
+        );
+        let text = render_quic(&r);
+        assert!(
+            text.contains("14 datagrams, 19000 bytes (largest 1452)"),
+            "{text}"
+        );
+        assert!(text.contains("4280 bytes over it"), "{text}");
+        assert!(
+            text.contains("from 14720 bytes it could have grown to 19720"),
+            "{text}"
+        );
+        assert_eq!(r.window, WindowReading::Grown { by_at_least: 4280 });
+        assert!(text.contains("had grown by at least that"), "{text}");
+        assert!(text.ends_with("verdict: the response did not fit the first flight\n"));
     }
 }

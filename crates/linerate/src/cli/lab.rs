@@ -15,7 +15,7 @@ use linerate_lab::compare::CompareArgs;
 use linerate_lab::compare::suite::LoadTool;
 use linerate_lab::doctor::DoctorArgs;
 use linerate_lab::firstflight::{
-    DEFAULT_ACCEPT_ENCODING, FirstflightArgs, INTERNET_MSS, RFC6928_INITCWND,
+    DEFAULT_ACCEPT_ENCODING, FirstflightArgs, INTERNET_MSS, QUIC_INITIAL_WINDOW, RFC6928_INITCWND,
 };
 use linerate_load::units;
 
@@ -144,6 +144,16 @@ pub(crate) struct FirstflightFlags {
     /// https: trust only the CA certificates in this PEM file [default: the webpki roots].
     #[arg(long, value_name = "FILE")]
     cacert: Option<std::path::PathBuf>,
+    /// Over HTTP/3 instead (https:// URLs; the page only), measured rather than computed:
+    /// complete the QUIC handshake, send the GET, then acknowledge nothing and count the
+    /// datagrams the server sends until 10 ms of quiet, against --initial-window. The window
+    /// may have grown by the handshake's acknowledged bytes; the report says how much it could.
+    #[arg(long, conflicts_with_all = ["mss", "initcwnd"])]
+    http3: bool,
+    /// With --http3: the server's initial congestion window in bytes of UDP payload
+    /// (RFC 9002 §7.2; what linerate serve --quic uses).
+    #[arg(long, value_name = "BYTES", default_value_t = QUIC_INITIAL_WINDOW, requires = "http3")]
+    initial_window: u64,
 }
 
 /// Which program generates the load (`--load`).
@@ -216,6 +226,8 @@ impl From<FirstflightFlags> for FirstflightArgs {
             no_resources: f.no_resources,
             insecure: f.insecure,
             cacert: f.cacert,
+            http3: f.http3,
+            initial_window: f.initial_window,
         }
     }
 }
@@ -257,6 +269,23 @@ pub(crate) fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
 /// measured fits the initial window at the assumed MSS, 1 when it does not.
 pub(crate) fn firstflight(args: FirstflightArgs) -> anyhow::Result<ExitCode> {
     let options = linerate_lab::firstflight::Options::from(&args);
+    if args.http3 {
+        let report =
+            linerate_lab::firstflight::check_quic(&args.url, &options, args.initial_window)?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            print!(
+                "{}",
+                linerate_lab::firstflight::report::render_quic(&report)
+            );
+        }
+        return Ok(if report.fits {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
+    }
     let report = linerate_lab::firstflight::check(&args.url, &options)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -156,6 +156,12 @@ impl Response {
         Ok(())
     }
 
+    /// What has been read so far: the final status (0 until its HEADERS) and the DATA
+    /// payload bytes.
+    pub fn progress(&self) -> (u16, u64) {
+        (self.status, self.body)
+    }
+
     /// The stream ended: the final status and the body length, or the error (a frame cut
     /// short is H3_FRAME_ERROR, RFC 9114 §7.1; no final response is H3_MESSAGE_ERROR, §4.1.2).
     pub fn finish(&self) -> Result<(u16, u64), Code> {
