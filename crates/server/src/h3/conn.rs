@@ -871,6 +871,12 @@ impl<P> Conn<P> {
                     .push((id, Action::Reset(Code::RequestCancelled)));
             }
             self.forget(s);
+        } else if id & 3 == 0 {
+            // Cancelled before its HEADERS were read, or after its answer was forgotten:
+            // our half is closed too, or the transport keeps the stream (and its credit,
+            // RFC 9000 §4.6) for good. A half already closed makes this a no-op.
+            self.actions
+                .push((id, Action::Reset(Code::RequestCancelled)));
         }
         if !self.calm.reset(cx.now) {
             self.conn_error(Code::ExcessiveLoad);
@@ -893,6 +899,13 @@ impl<P> Conn<P> {
                     .push((id, Action::Stop(Code::RequestCancelled)));
             }
             self.forget(s);
+        } else if id & 3 == 0 {
+            // A request stream not (or no longer) known: both halves closed, as above, so
+            // its HEADERS, if they come, are not read and the stream's credit comes back.
+            self.actions
+                .push((id, Action::Reset(Code::RequestCancelled)));
+            self.actions
+                .push((id, Action::Stop(Code::RequestCancelled)));
         }
         self.set_timer(cx);
     }

@@ -733,3 +733,30 @@ fn an_answer_before_the_body_ends_stops_the_rest() {
     assert!(h.wire.closed.is_none());
     assert!(h.conn.is_idle());
 }
+
+/// RFC 9000 §4.6 and RFC 9114 §4.1.1: a request stream the client cancels before its
+/// HEADERS were read (RESET_STREAM, or STOP_SENDING) is closed on our side too, in both
+/// halves, or the transport would keep it, and its stream credit, for the connection's
+/// life (100 such cancels left a connection that could open no request). A reset of a
+/// stream already answered and forgotten closes our half the same way (a no-op where it is
+/// closed).
+#[test]
+fn requests_cancelled_before_their_headers_are_read_close_both_halves() {
+    let mut h = H::new();
+    h.conn.reset(0, &mut h.cx, &mut h.app);
+    h.conn.stopped(4, &mut h.cx, &mut h.app);
+    h.flush();
+    assert_eq!(
+        h.wire.resets,
+        [(0, Code::RequestCancelled), (4, Code::RequestCancelled)]
+    );
+    assert_eq!(h.wire.stops, [(4, Code::RequestCancelled)]);
+    assert!(h.app.own.is_empty(), "nothing was answered");
+
+    h.get(8, "/x");
+    assert_eq!(h.status(8), 200);
+    h.conn.reset(8, &mut h.cx, &mut h.app);
+    h.flush();
+    assert!(h.wire.resets.contains(&(8, Code::RequestCancelled)));
+    assert!(h.wire.closed.is_none());
+}
