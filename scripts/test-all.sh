@@ -11,7 +11,8 @@
 # headless Chromium forced onto QUIC loading a page of 20 assets, every request logged as
 # HTTP/3.0 (scripts/h3-browser.sh), aioquic's HTTP/3 client against --quic, its answers
 # compared with HTTP/1.1's and HTTP/2's, HttpArena's static-h3 files and baseline-h3 sums
-# among them (scripts/h3-interop.sh; pip installs aioquic where missing), HTTP/3 through a
+# among them (scripts/h3-interop.sh; pip installs aioquic where missing), HTTP/3 connections
+# that move to new source ports, routed to their worker (scripts/h3-migrate.sh), HTTP/3 through a
 # lossy link between two network namespaces (scripts/h3-netem.sh; netem, or a UDP relay where
 # the kernel has none) and under attack (scripts/h3-attacks.sh), Python's websockets client
 # through the proxy (scripts/ws-proxy.sh; pip installs it into target/), the gateway shape of
@@ -166,6 +167,17 @@ case $h3 in
     0) ;;
     2) echo "!! HTTP/3 interop stage NOT RUN: it cannot run on this machine (see the line above)" ;;
     *) exit "$h3" ;;
+esac
+
+echo "== HTTP/3 connections moved to new source ports (NAT rebinding) with 2 and 4 workers, steering off and on, routed between workers (scripts/h3-migrate.sh)"
+set +e
+scripts/h3-migrate.sh
+h3m=$?
+set -e
+case $h3m in
+    0) ;;
+    2) echo "!! HTTP/3 migration stage NOT RUN: it cannot run on this machine (see the line above)" ;;
+    *) exit "$h3m" ;;
 esac
 
 echo "== HTTP/3 over a lossy link: 10 MB byte-exact and a 2 MB body through 3% loss, delay and reordering between two network namespaces (scripts/h3-netem.sh)"
