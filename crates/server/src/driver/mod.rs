@@ -768,9 +768,10 @@ impl<B: Backend> Worker<B> {
         if tls {
             // Read through `ConnApp::client_cert` only while `tls` holds.
             self.io.app.client_cert = live.transport.client_cert();
+            // Cleared again at the end: a cleartext connection never sets it.
+            self.io.cx.alt_svc = live.alt_svc;
         }
         let (cx, svc, head, plain) = self.io.split(sh, peer, token, tls, live.to_https);
-        cx.alt_svc = live.alt_svc;
         let mut svc = svc;
         if let Proto::Boxed(b) = &live.conn {
             match b {
@@ -826,6 +827,9 @@ impl<B: Backend> Worker<B> {
                 live.idle = idle;
                 self.io.app.counters.idle(idle);
             }
+        }
+        if tls {
+            self.io.cx.alt_svc = None;
         }
         if !keep {
             // Output staged for a connection that closes is dropped here: the staging buffer

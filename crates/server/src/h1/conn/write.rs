@@ -3,7 +3,7 @@
 #![forbid(unsafe_code)]
 
 use super::{Conn, Facts, FileOut, Hold, InFlight, Reading, Spill, Tail, Writing};
-use crate::h1::encode::{Encoded, Parts, Stamp, encode};
+use crate::h1::encode::{Encoded, Parts, Stamp, encode, encode_announcing};
 use crate::h1::queue::Entry;
 use crate::h1::service::Cx;
 use crate::pool::Pool;
@@ -89,11 +89,7 @@ impl<P> Conn<P> {
             ..
         } = resp;
         let close = close || Self::closes(&facts, cx);
-        let stamp = Stamp {
-            server: cx.cfg.server.as_deref(),
-            date: cx.date.get(),
-            alt_svc: cx.alt_svc,
-        };
+        let (server, date) = (cx.cfg.server.as_deref(), cx.date.get());
         let parts = Parts {
             status,
             content_type: content_type.as_deref(),
@@ -105,7 +101,17 @@ impl<P> Conn<P> {
         } else {
             &mut self.spill().out
         };
-        let enc = encode(out, &mut cx.room, parts, facts.framing, close, stamp);
+        let enc = match cx.alt_svc {
+            None => encode(out, &mut cx.room, parts, facts.framing, close, server, date),
+            alt_svc => {
+                let stamp = Stamp {
+                    server,
+                    date,
+                    alt_svc,
+                };
+                encode_announcing(out, &mut cx.room, parts, facts.framing, close, stamp)
+            }
+        };
         if headers.capacity() == 0 {
             // Owns nothing: skip the out-of-line drop glue of a Vec of Cow pairs.
             std::mem::forget(headers);
@@ -128,18 +134,19 @@ impl<P> Conn<P> {
             headers: &resp.headers,
             body: &resp.body,
         };
-        let enc = encode(
-            &mut bytes,
-            &mut cx.room,
-            parts,
-            facts.framing,
-            close,
-            Stamp {
-                server: cx.cfg.server.as_deref(),
-                date: cx.date.get(),
-                alt_svc: cx.alt_svc,
-            },
-        );
+        let (server, date) = (cx.cfg.server.as_deref(), cx.date.get());
+        let (out, room, req) = (&mut bytes, &mut cx.room, facts.framing);
+        let enc = match cx.alt_svc {
+            None => encode(out, room, parts, req, close, server, date),
+            alt_svc => {
+                let stamp = Stamp {
+                    server,
+                    date,
+                    alt_svc,
+                };
+                encode_announcing(out, room, parts, req, close, stamp)
+            }
+        };
         let file = match resp.body {
             Body::File(f) if enc.file => Some(f),
             body => {
