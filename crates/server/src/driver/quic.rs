@@ -14,9 +14,11 @@
 //! reuseport group sends each short-header packet to the socket of that index
 //! (`sys::quic_steering_program`); handshake packets go by the kernel's 4-tuple hash, which
 //! is also where their connection is. A packet that still lands on another worker (no cBPF,
-//! or a client's Handshake packet after its address changed) is routed: the worker its
-//! connection ID names gets it through a [`Relay`] (a Unix datagram socket per worker), and
-//! handles it as if it had read it itself.
+//! and a client whose address changed) is routed: the worker its connection ID names gets
+//! it through a [`Relay`] (a Unix datagram socket per worker), and handles it as if it had
+//! read it itself. An address change during the handshake is not survived even so:
+//! quinn-proto discards a handshaking connection's packets from a new address (RFC 9000 §9
+//! lets an endpoint keep the handshake to its first path).
 //!
 //! Address validation: past [`RETRY_ABOVE`] handshakes in progress on a worker, a new
 //! client's Initial gets a Retry (RFC 9000 §8.1.2) and only a client that echoes the token
