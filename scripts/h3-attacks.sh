@@ -20,8 +20,8 @@
 #
 #   scripts/h3-attacks.sh [path/to/linerate]     (default: target/release/linerate)
 #
-# H3_ATTACKS_SKIP="credit-early credit-body" leaves out the checks so named (each says SKIP):
-# for a known server bug, until it is fixed.
+# H3_ATTACKS_SKIP="credit-early credit-body" leaves out the checks so named (each says SKIP),
+# to look at one failure at a time.
 #
 # Exit 2 with a NOT RUN line where it cannot run (no aioquic and no pip to install it, no
 # openssl). The servers bind 127.0.0.1 on free ports and are stopped by their PIDs.
