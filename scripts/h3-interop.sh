@@ -20,19 +20,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-target/release/linerate}
 
-say() { echo "h3-interop: $*" >&2; }
-not_run() { say "NOT RUN: $*"; exit 2; }
+stage=h3-interop
+# shellcheck source=scripts/h3-common.sh
+. scripts/h3-common.sh
 
 [ -x "$bin" ] || { say "no $bin (build it first)"; exit 1; }
-command -v openssl >/dev/null || not_run "no openssl to make a throwaway certificate"
 command -v curl >/dev/null || not_run "no curl for the HTTP/1.1 and HTTP/2 answers"
-if ! python3 -c 'import aioquic' 2>/dev/null; then
-    say "installing aioquic from PyPI (pip --user)"
-    python3 -m pip install --user --quiet 'aioquic>=1.2' >/dev/null 2>&1 \
-        || python3 -m pip install --user --quiet --break-system-packages 'aioquic>=1.2' >/dev/null 2>&1 \
-        || not_run "aioquic is not installed and pip could not install it"
-    python3 -c 'import aioquic' 2>/dev/null || not_run "aioquic does not import after pip"
-fi
+h3_need_aioquic
 
 out=$(mktemp -d "${TMPDIR:-/tmp}/linerate-h3.XXXXXX")
 pid=""
@@ -45,18 +39,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 mkdir -p "$out/www"
 head -c 300000 /dev/urandom >"$out/www/big.bin"
 head -c 14000 /dev/urandom >"$out/www/first.bin"
 printf 'hello over quic\n' >"$out/www/hello.txt"
 head -c 200000 /dev/urandom >"$out/body.bin"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-    -keyout "$out/key.pem" -out "$out/cert.pem" -days 1 -subj /CN=localhost \
-    -addext subjectAltName=IP:127.0.0.1,DNS:localhost >/dev/null 2>&1
+h3_cert "$out" IP:127.0.0.1,DNS:localhost
 # start ARGS...: a server with --quic on fresh ports (the previous one stopped).
 start() {
     if [ -n "$pid" ]; then

@@ -21,18 +21,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-target/release/linerate}
 
-say() { echo "h3-migrate: $*" >&2; }
-not_run() { say "NOT RUN: $*"; exit 2; }
+stage=h3-migrate
+# shellcheck source=scripts/h3-common.sh
+. scripts/h3-common.sh
 
 [ -x "$bin" ] || { say "no $bin (build it first)"; exit 1; }
-command -v openssl >/dev/null || not_run "no openssl to make a throwaway certificate"
-if ! python3 -c 'import aioquic' 2>/dev/null; then
-    say "installing aioquic from PyPI (pip --user)"
-    python3 -m pip install --user --quiet 'aioquic>=1.2' >/dev/null 2>&1 \
-        || python3 -m pip install --user --quiet --break-system-packages 'aioquic>=1.2' >/dev/null 2>&1 \
-        || not_run "aioquic is not installed and pip could not install it"
-    python3 -c 'import aioquic' 2>/dev/null || not_run "aioquic does not import after pip"
-fi
+h3_need_aioquic
 
 out=$(mktemp -d "${TMPDIR:-/tmp}/linerate-h3migrate.XXXXXX")
 pid=""
@@ -49,16 +43,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 mkdir -p "$out/www"
 # Larger than the 3x anti-amplification allowance before the new path is validated.
 head -c 120000 /dev/urandom >"$out/www/blob.bin"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-    -keyout "$out/key.pem" -out "$out/cert.pem" -days 1 -subj /CN=localhost \
-    -addext subjectAltName=IP:127.0.0.1,DNS:localhost >/dev/null 2>&1
+h3_cert "$out" IP:127.0.0.1,DNS:localhost
 
 # start WORKERS: a server with --quic, the demo's routes and the file under /static/, an
 # admin listener; the previous one stopped. The caller's environment passes through.

@@ -16,8 +16,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-target/release/linerate}
 
-say() { echo "h3-netem: $*" >&2; }
-not_run() { say "NOT RUN: $*"; exit 2; }
+stage=h3-netem
+# shellcheck source=scripts/h3-common.sh
+. scripts/h3-common.sh
 
 # The link, each way.
 loss=3%
@@ -28,14 +29,7 @@ reorder=5%
 [ -x "$bin" ] || { say "no $bin (build it first)"; exit 1; }
 [ "$(id -u)" = 0 ] || not_run "not root (network namespaces need it)"
 command -v ip >/dev/null || not_run "no ip (iproute2)"
-command -v openssl >/dev/null || not_run "no openssl to make a throwaway certificate"
-if ! python3 -c 'import aioquic' 2>/dev/null; then
-    say "installing aioquic from PyPI (pip --user)"
-    python3 -m pip install --user --quiet 'aioquic>=1.2' >/dev/null 2>&1 \
-        || python3 -m pip install --user --quiet --break-system-packages 'aioquic>=1.2' >/dev/null 2>&1 \
-        || not_run "aioquic is not installed and pip could not install it"
-    python3 -c 'import aioquic' 2>/dev/null || not_run "aioquic does not import after pip"
-fi
+h3_need_aioquic
 bin=$(realpath "$bin")
 
 ns_s=lrh3s-$$
@@ -83,9 +77,7 @@ mkdir -p "$out/www"
 head -c 10485760 /dev/urandom >"$out/www/big.bin"
 head -c 2097152 /dev/urandom >"$out/body.bin"
 want=$(sha256sum <"$out/www/big.bin" | cut -c1-64)
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-    -keyout "$out/key.pem" -out "$out/cert.pem" -days 1 -subj /CN=localhost \
-    -addext subjectAltName=IP:$addr_s >/dev/null 2>&1
+h3_cert "$out" IP:$addr_s
 
 # serve NAME PORT TLS_PORT ARGS...: a server in the server's namespace (the demo, or files).
 serve() {
