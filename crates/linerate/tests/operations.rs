@@ -386,13 +386,9 @@ fn systemd_hears_ready_reloading_stopping_and_the_watchdog() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A port nothing listens on now (bound to 0 and let go).
+/// A port nothing listens on now (see `common::free_port`).
 fn free_tcp_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    common::free_port("127.0.0.1")
 }
 
 /// Waits until something listens on `addr` (the probe connection is closed at once).

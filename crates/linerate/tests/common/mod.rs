@@ -19,13 +19,29 @@ pub fn eventually(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-/// A free TCP port on `ip` (bound, then released for a server to take).
+/// A free port on `ip` for a server the test starts: free for TCP and UDP now (bound, then
+/// released for the server to take).
+///
+/// It is taken below the kernel's ephemeral range (32768 and up on Linux), from a run of
+/// ports this process walks: a port bound to 0 comes from that range, where any client
+/// socket of any test may take it between the check and the server's bind (an ACME test
+/// once lost its listener that way). Processes start their walks at different places.
 pub fn free_port(ip: &str) -> u16 {
-    std::net::TcpListener::bind((ip, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let start = std::process::id().wrapping_mul(2_654_435_761) % SPAN;
+    let _ = NEXT.compare_exchange(u32::MAX, start, Ordering::Relaxed, Ordering::Relaxed);
+    for _ in 0..SPAN {
+        let port = (LOW + NEXT.fetch_add(1, Ordering::Relaxed) % SPAN) as u16;
+        let tcp = std::net::TcpListener::bind((ip, port));
+        let udp = std::net::UdpSocket::bind((ip, port));
+        if tcp.is_ok() && udp.is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port on {ip} between {LOW} and {}", LOW + SPAN)
 }
 
 /// A gzip body decoded.

@@ -8,24 +8,27 @@
 //! are taken and its datagrams sent (`drive`), and its next deadline is in `quic_timers`
 //! (`arm`), whose stale entries are skipped and which is rebuilt when they pile up.
 //! A datagram the socket does not take (EAGAIN) is dropped like one lost on the wire: QUIC's
-//! loss recovery sends its frames again.
+//! loss recovery sends its frames again. Datagrams are read with quinn-udp, with UDP GRO where
+//! the kernel has it: a burst of the server's datagrams (a GSO batch) comes up as one train,
+//! cut here by its segment size, rather than segmented again in the kernel for this socket.
 #![forbid(unsafe_code)]
 
 use std::cmp::Reverse;
+use std::io::IoSliceMut;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use rustix::event::epoll;
 use rustix::io::Errno;
-use rustix::net::{self, AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
+use rustix::net::{self, AddressFamily, SendFlags, SocketFlags, SocketType};
 
 use super::{Class, Phase, Sent, Worker};
 use crate::config::Http3;
 use crate::h3::{self, H3Error};
 use crate::tls::SetupFailure;
 
-/// Datagrams read per readiness event before the loop moves on (level-triggered epoll
-/// comes back for the rest).
+/// Reads (a datagram, or a GRO train of them) per readiness event before the loop moves on
+/// (level-triggered epoll comes back for the rest).
 pub const DATAGRAMS_PER_READ: usize = 64;
 /// The receive buffer asked for each socket (the kernel caps it at `net.core.rmem_max`):
 /// a connection's responses arrive in bursts of up to a congestion window.
@@ -37,6 +40,8 @@ pub(super) struct QuicConn {
     pub(super) client: h3::Client<Sent>,
     /// The deadline (ns after `base`) last pushed to `quic_timers` for this connection.
     armed: Option<u64>,
+    /// What the kernel offers the socket (GRO), learnt when it opened.
+    udp: quinn_udp::UdpSocketState,
 }
 
 impl Worker<'_> {
@@ -67,15 +72,17 @@ impl Worker<'_> {
             // Best effort: a smaller buffer only drops more under bursts.
             let _ = net::sockopt::set_socket_recv_buffer_size(&fd, SOCKET_RECV_BUFFER);
             net::connect(&fd, &addr)?;
+            let udp = quinn_udp::UdpSocketState::new((&fd).into())
+                .map_err(|e| Errno::from_io_error(&e).unwrap_or(Errno::INVAL))?;
             epoll::add(
                 &self.epoll,
                 &fd,
                 epoll::EventData::new_u64(i as u64),
                 epoll::EventFlags::IN,
             )?;
-            Ok(fd)
+            Ok((fd, udp))
         });
-        let fd = match attempt {
+        let (fd, udp) = match attempt {
             Ok(fd) => fd,
             Err(e) => return self.connect_failed(i, e),
         };
@@ -89,6 +96,7 @@ impl Worker<'_> {
         c.h3 = Some(Box::new(QuicConn {
             client,
             armed: None,
+            udp,
         }));
         c.phase = Phase::Handshaking { since_ns: now };
         self.flush_quic(i, now);
@@ -130,15 +138,26 @@ impl Worker<'_> {
             return;
         };
         let mut failed = None;
+        let mut meta = [quinn_udp::RecvMeta::default()];
         for _ in 0..DATAGRAMS_PER_READ {
-            match net::recv(fd, &mut self.buf[..], RecvFlags::empty()) {
-                Ok((n, _)) => q.client.recv(inst, from, &self.buf[..n], &mut self.scratch),
-                Err(Errno::AGAIN) => break,
-                Err(Errno::INTR) => {}
-                Err(e) => {
-                    failed = Some(e);
-                    break;
+            let mut bufs = [IoSliceMut::new(&mut self.buf[..])];
+            match q.udp.recv(fd.into(), &mut bufs, &mut meta) {
+                Ok(_) => {
+                    let m = &meta[0];
+                    let train = &self.buf[..m.len.min(self.buf.len())];
+                    let stride = if m.stride == 0 { train.len() } else { m.stride };
+                    for d in train.chunks(stride.max(1)) {
+                        q.client.recv(inst, from, d, &mut self.scratch);
+                    }
                 }
+                Err(e) => match Errno::from_io_error(&e) {
+                    Some(Errno::AGAIN) => break,
+                    Some(Errno::INTR) => {}
+                    e => {
+                        failed = Some(e.unwrap_or(Errno::IO));
+                        break;
+                    }
+                },
             }
         }
         // Responses are timed from when their datagrams were read.

@@ -122,9 +122,10 @@ pub(crate) struct AppIo {
     /// WebSocket handshakes accepted in this call, for the driver to hand their connection
     /// (HTTP/1.1: at most one) or their streams (HTTP/2) over (see `driver::ws`).
     pub upgrades: Vec<websocket::Upgrade>,
-    /// The worker proxies, or one of its connections has had a streamed answer or a
-    /// WebSocket handshake: only then does a connection's event look at relays, streams and
-    /// upgrades (one test in the common server; set where each begins, never cleared).
+    /// The worker proxies or serves QUIC, or one of its connections has had a streamed
+    /// answer or a WebSocket handshake: only then does a connection's event look at relays,
+    /// streams, upgrades and HTTP/3 (one test in the common server; set where each begins,
+    /// never cleared).
     pub extras: bool,
 }
 

@@ -284,7 +284,7 @@ impl<B: Backend> Worker<B> {
         let quic = if setup.quic.is_empty() {
             None
         } else {
-            let q = quic::Quic::new(setup.quic, setup.quic_relay, setup.index, setup.workers, 0);
+            let q = quic::Quic::new(setup.quic, setup.quic_relay, setup.index, setup.workers, 0)?;
             if let Some(fd) = q.relay_fd()? {
                 backend.watch(fd, WAKE_QUIC_RELAY, false)?;
             }
@@ -341,7 +341,8 @@ impl<B: Backend> Worker<B> {
             proxying,
             quic,
         };
-        worker.io.app.extras = proxying;
+        // A QUIC connection's packets go out in the `extras` part of `with`.
+        worker.io.app.extras = proxying || worker.quic.is_some();
         if worker.io.app.counters_on {
             let sites = worker.io.sites.clone();
             worker.count_sites(&sites);
@@ -549,10 +550,11 @@ impl<B: Backend> Worker<B> {
         let Some(mut q) = self.quic.take() else {
             return;
         };
-        for _ in 0..quic::RECV_BUDGET {
+        let mut budget = quic::RECV_BUDGET;
+        loop {
             let got = match ep {
-                Some(ep) => q.receive(ep).map(|r| (ep, r)),
-                None => q.receive_relayed(),
+                Some(ep) => q.receive(ep, &mut budget),
+                None => q.receive_relayed(&mut budget),
             };
             match got {
                 None => break,
@@ -795,13 +797,15 @@ impl<B: Backend> Worker<B> {
         };
         f(live, &mut p);
         let mut keep = p.fine && p.pump(live, &mut self.ready, idx);
-        if let Proto::Boxed(proto::Boxed::H3(h)) = &mut live.conn
-            && let Some(q) = self.quic.as_mut()
-        {
-            keep = keep && q.drive(h, p.head, p.cx, &mut p.svc);
-        }
         let extras = p.svc.io.extras;
         if extras {
+            // Set from the start on a worker with QUIC listeners, so that a TCP worker's
+            // common path never tests for HTTP/3.
+            if let Proto::Boxed(proto::Boxed::H3(h)) = &mut live.conn
+                && let Some(q) = self.quic.as_mut()
+            {
+                keep = keep && q.drive(h, p.head, p.cx, &mut p.svc);
+            }
             if !p.svc.io.upgrades.is_empty() {
                 // A WebSocket route accepted a handshake: its 101 goes out, and the
                 // connection speaks WebSocket from here on (taken even from a connection

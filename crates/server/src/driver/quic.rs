@@ -4,8 +4,11 @@
 //! Owns the worker's UDP sockets (one per QUIC listener, a member of that port's
 //! SO_REUSEPORT group), the quinn-proto endpoint of each, and the moves between the three
 //! layers: datagrams in → the endpoint → a connection's events → the HTTP/3 streams → the
-//! application; answers → stream writes → packets out (several datagrams per `sendmsg` with
-//! UDP GSO where the kernel has it). A QUIC connection lives in a worker slot like a TCP one
+//! application; answers → stream writes → packets out. The socket is quinn-udp's: a batch
+//! of datagrams per `recvmmsg`, each buffer a train of one client's datagrams where the
+//! kernel has UDP GRO; several datagrams per `sendmsg` with UDP GSO; each datagram's ECN
+//! marks, and the local address it came to, which its answers leave from (a server bound to
+//! a wildcard address on a host with several). A QUIC connection lives in a worker slot like a TCP one
 //! (`Proto::Boxed(Boxed::H3)`), so deferred answers, streamed bodies, the timer wheel and
 //! shutdown reach it the same way.
 //!
@@ -25,7 +28,8 @@
 //! costs a handshake. Stateless resets use one key per server. 0-RTT is not offered.
 #![forbid(unsafe_code)]
 
-use std::io::{self, IoSlice};
+use std::collections::VecDeque;
+use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::unix::net::UnixDatagram;
 use std::sync::Arc;
@@ -35,9 +39,10 @@ use bytes::{Bytes, BytesMut};
 use linerate_h3::Code;
 use linerate_http1::RequestHead;
 use quinn_proto::{
-    ConnectionHandle, ConnectionId, ConnectionIdGenerator, DatagramEvent, Dir, EndpointConfig,
-    Event, ReadError, Side, StreamEvent, StreamId, VarInt,
+    ConnectionHandle, ConnectionId, ConnectionIdGenerator, DatagramEvent, Dir, EcnCodepoint,
+    EndpointConfig, Event, ReadError, Side, StreamEvent, StreamId, VarInt,
 };
+use quinn_udp::{BATCH_SIZE, RecvMeta, UdpSocketState};
 
 use crate::app::Pending;
 use crate::h1::{Cx, Service, Timer};
@@ -50,13 +55,16 @@ use crate::pool::Pool;
 pub const RETRY_ABOVE: usize = 256;
 /// Connection ID length, the worker's byte first.
 const CID_LEN: usize = 8;
-/// Datagrams one `sendmsg` may carry with UDP GSO (the kernel's limit is 64).
+/// Datagrams one `sendmsg` may carry with UDP GSO (the kernel's limit is 64; fewer where
+/// the socket refused GSO).
 const GSO_SEGMENTS: usize = 16;
-/// Datagrams read from one socket per readiness before the loop turns (the socket stays
-/// readable, so the rest come next turn).
+/// Datagrams read per readiness before the loop turns: reads stop once this many came (the
+/// batch in hand is handled whole; the socket stays readable, so the rest come next turn).
 pub(crate) const RECV_BUDGET: usize = 256;
-/// The largest datagram read.
+/// The largest datagram read from a relay; a receive buffer's size (a GRO train is one
+/// super-datagram of at most 64 KiB).
 const MAX_DATAGRAM: usize = 65_535;
+const RECV_CHUNK: usize = 1 << 16;
 /// A connection's receive window per stream and in all (request bodies pace the client,
 /// never memory: they go to the application as they come).
 const STREAM_WINDOW: u32 = 1 << 20;
@@ -169,9 +177,23 @@ impl Relay {
     }
 }
 
-/// A relayed datagram's header: the listener's index, then the client's address (IPv6 or
-/// IPv4-mapped, and the port).
-const RELAY_HEAD: usize = 1 + 16 + 2;
+/// A relayed datagram's header: the listener's index; the client's address (IPv6 or
+/// IPv4-mapped, and the port); flags (its ECN codepoint in the low bits with [`ECN_SET`],
+/// [`FROM_V4`], [`LOCAL_V4`]); whether the local address it came to is known (1), and that
+/// address (as the client's).
+const RELAY_HEAD: usize = 1 + 16 + 2 + 1 + 1 + 16;
+const ECN_SET: u8 = 0x80;
+/// The address was IPv4 (not IPv4-mapped IPv6, which a dual-stack socket reports).
+const FROM_V4: u8 = 0x40;
+const LOCAL_V4: u8 = 0x20;
+
+/// An address as IPv6 (IPv4-mapped for IPv4).
+fn v6(ip: IpAddr) -> Ipv6Addr {
+    match ip {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+        IpAddr::V6(v6) => v6,
+    }
+}
 
 /// The worker whose connection ID a packet is addressed to, where the packet names one of
 /// ours: a short-header packet always does (RFC 9000 §17.3: the ID right after the first
@@ -195,6 +217,8 @@ pub(crate) fn owner(packet: &[u8], workers: usize) -> Option<usize> {
 /// One QUIC listener on this worker.
 struct Ep {
     socket: UdpSocket,
+    /// What the kernel offers the socket (GSO, GRO, ancillary data), learnt once.
+    state: UdpSocketState,
     endpoint: quinn_proto::Endpoint,
     /// Worker slot of each connection, by quinn-proto's handle.
     slots: Vec<u32>,
@@ -206,11 +230,15 @@ pub(crate) struct Quic {
     /// quinn-proto's clock and the worker's: `epoch` is `epoch_ms` on the worker clock.
     epoch: Instant,
     epoch_ms: u64,
-    /// Datagrams going out, and coming in.
+    /// Datagrams going out.
     send: Vec<u8>,
+    /// One batch's receive buffers ([`BATCH_SIZE`] of [`RECV_CHUNK`] bytes) and what the
+    /// kernel said of each; a relay's one datagram.
     recv: Vec<u8>,
-    /// The kernel takes GSO sends (cleared at the first refusal).
-    gso: bool,
+    meta: Vec<RecvMeta>,
+    relay_buf: Vec<u8>,
+    /// Datagrams read and not handed to their endpoint yet (the rest of a batch).
+    queued: VecDeque<Datagram>,
     /// Handshakes in progress.
     handshakes: usize,
     /// Connections that datagrams reached this turn (visited once each, after the batch).
@@ -227,6 +255,61 @@ pub(crate) struct Quic {
     relayed: Vec<u8>,
     /// Datagrams routed to the worker their connection ID names (a metric).
     pub(crate) routed: u64,
+}
+
+/// A datagram read from a listener's socket (or relayed), with what the kernel said of it.
+struct Datagram {
+    ep: usize,
+    from: SocketAddr,
+    /// The local address it was sent to (answers leave from it).
+    local: Option<IpAddr>,
+    ecn: Option<EcnCodepoint>,
+    data: BytesMut,
+}
+
+impl Datagram {
+    /// The datagram as a relay carries it: [`RELAY_HEAD`]'s fields, then its bytes.
+    fn relayed(&self, m: &mut Vec<u8>) {
+        m.clear();
+        m.push(self.ep as u8);
+        m.extend_from_slice(&v6(self.from.ip()).octets());
+        m.extend_from_slice(&self.from.port().to_be_bytes());
+        let v4 = |ip: Option<IpAddr>| ip.is_some_and(|ip| ip.is_ipv4());
+        let flags = self.ecn.map_or(0, |c| c as u8 | ECN_SET)
+            | if v4(Some(self.from.ip())) { FROM_V4 } else { 0 }
+            | if v4(self.local) { LOCAL_V4 } else { 0 };
+        m.push(flags);
+        m.push(u8::from(self.local.is_some()));
+        m.extend_from_slice(&self.local.map_or(Ipv6Addr::UNSPECIFIED, v6).octets());
+        m.extend_from_slice(&self.data);
+    }
+
+    /// A datagram a relay carried (`None`: too short to be one).
+    fn from_relay(m: &[u8]) -> Option<Datagram> {
+        if m.len() <= RELAY_HEAD {
+            return None;
+        }
+        let (head, body) = m.split_at(RELAY_HEAD);
+        let flags = head[19];
+        // The family it had (a dual-stack socket's IPv4 clients are IPv4-mapped IPv6).
+        let addr = |b: &[u8], v4: bool| {
+            let ip = Ipv6Addr::from(<[u8; 16]>::try_from(b).unwrap_or_default());
+            match ip.to_ipv4_mapped() {
+                Some(ip) if v4 => IpAddr::V4(ip),
+                _ => IpAddr::V6(ip),
+            }
+        };
+        let from = addr(&head[1..17], flags & FROM_V4 != 0);
+        Some(Datagram {
+            ep: usize::from(head[0]),
+            from: SocketAddr::new(from, u16::from_be_bytes([head[17], head[18]])),
+            ecn: (flags & ECN_SET != 0)
+                .then(|| EcnCodepoint::from_bits(flags & 0x3))
+                .flatten(),
+            local: (head[20] == 1).then(|| addr(&head[21..37], flags & LOCAL_V4 != 0)),
+            data: BytesMut::from(body),
+        })
+    }
 }
 
 /// What one datagram was.
@@ -298,11 +381,12 @@ impl Quic {
         worker: usize,
         workers: usize,
         now_ms: u64,
-    ) -> Quic {
+    ) -> io::Result<Quic> {
         let reset_key = reset_key();
         let eps = setups
             .into_iter()
             .map(|s| {
+                let state = UdpSocketState::new((&s.socket).into())?;
                 let mut ec = EndpointConfig::new(reset_key.clone());
                 let (w, n) = (worker as u8, workers.min(255) as u8);
                 ec.cid_generator(move || {
@@ -313,20 +397,23 @@ impl Quic {
                 });
                 let endpoint =
                     quinn_proto::Endpoint::new(Arc::new(ec), Some(s.config.clone()), true, None);
-                Ep {
+                Ok(Ep {
                     socket: s.socket,
+                    state,
                     endpoint,
                     slots: Vec::new(),
-                }
+                })
             })
-            .collect();
-        Quic {
+            .collect::<io::Result<_>>()?;
+        Ok(Quic {
             eps,
             epoch: Instant::now(),
             epoch_ms: now_ms,
             send: Vec::with_capacity(GSO_SEGMENTS * 1500),
-            recv: vec![0; MAX_DATAGRAM],
-            gso: true,
+            recv: vec![0; BATCH_SIZE * RECV_CHUNK],
+            meta: vec![RecvMeta::default(); BATCH_SIZE],
+            relay_buf: vec![0; MAX_DATAGRAM],
+            queued: VecDeque::new(),
             handshakes: 0,
             touched: Vec::new(),
             draining: false,
@@ -336,7 +423,7 @@ impl Quic {
             relay,
             relayed: Vec::new(),
             routed: 0,
-        }
+        })
     }
 
     /// The relay's receiving end, to watch (none with one worker).
@@ -364,77 +451,116 @@ impl Quic {
             + u64::from(!d.subsec_nanos().is_multiple_of(1_000_000))
     }
 
-    /// Reads one datagram from listener `ep`'s socket: `None` when there is none. One for a
-    /// connection another worker owns goes there (see [`owner`]); answers the endpoint
-    /// gives itself (version negotiation, stateless resets) go out here.
-    pub(crate) fn receive(&mut self, ep: usize) -> Option<Received> {
+    /// The next datagram from listener `ep`'s socket, handed to its endpoint, with the
+    /// listener it came to: `None` when the socket has none, or `budget` (datagrams still to
+    /// read this turn) is spent and the batch in hand is handled. One for a connection
+    /// another worker owns goes there (see [`owner`]); answers the endpoint gives itself
+    /// (version negotiation, stateless resets) go out here.
+    pub(crate) fn receive(&mut self, ep: usize, budget: &mut usize) -> Option<(usize, Received)> {
         loop {
-            let (n, from) = match self.eps[ep].socket.recv_from(&mut self.recv) {
-                Ok(r) => r,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // ICMP errors surface here on some kernels: not this socket's failure.
-                Err(e) => {
-                    tracing::debug!(error = %e, "QUIC receive");
-                    continue;
+            let Some(d) = self.queued.pop_front() else {
+                if *budget == 0 {
+                    return None;
                 }
+                let n = self.read_batch(ep);
+                if n == 0 {
+                    return None;
+                }
+                *budget = budget.saturating_sub(n);
+                continue;
             };
             if let Some(relay) = &self.relay
-                && let Some(w) = owner(&self.recv[..n], self.workers)
+                && let Some(w) = owner(&d.data, self.workers)
                 && w != self.worker
             {
-                let ip = match from.ip() {
-                    IpAddr::V4(v4) => v4.to_ipv6_mapped(),
-                    IpAddr::V6(v6) => v6,
-                };
-                let m = &mut self.relayed;
-                m.clear();
-                m.push(ep as u8);
-                m.extend_from_slice(&ip.octets());
-                m.extend_from_slice(&from.port().to_be_bytes());
-                m.extend_from_slice(&self.recv[..n]);
+                d.relayed(&mut self.relayed);
                 // A full relay drops it, as a full socket buffer would: QUIC sends it again.
-                let _ = relay.tx[w].send(m);
+                let _ = relay.tx[w].send(&self.relayed);
                 self.routed += 1;
                 continue;
             }
-            let data = BytesMut::from(&self.recv[..n]);
-            return Some(self.handle(ep, from, data));
+            return Some((d.ep, self.handle(d)));
         }
     }
 
-    /// Reads one datagram another worker routed here: `None` when there is none.
-    pub(crate) fn receive_relayed(&mut self) -> Option<(usize, Received)> {
+    /// Reads one batch from listener `ep`'s socket into [`Quic::queued`], each GRO train cut
+    /// into its datagrams: how many came (0: none waits).
+    fn read_batch(&mut self, ep: usize) -> usize {
+        let e = &self.eps[ep];
+        let mut chunks = self.recv.chunks_mut(RECV_CHUNK);
+        let mut bufs: [IoSliceMut<'_>; BATCH_SIZE] =
+            std::array::from_fn(|_| IoSliceMut::new(chunks.next().unwrap_or(&mut [])));
+        let mut errors = 0;
+        let msgs = loop {
+            match e.state.recv((&e.socket).into(), &mut bufs, &mut self.meta) {
+                Ok(n) => break n,
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return 0,
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                // ICMP errors surface here on some kernels: not this socket's failure, and
+                // each is reported once.
+                Err(err) => {
+                    tracing::debug!(error = %err, "QUIC receive");
+                    errors += 1;
+                    if errors > 8 {
+                        return 0;
+                    }
+                }
+            }
+        };
+        let mut count = 0;
+        for (i, m) in self.meta[..msgs].iter().enumerate() {
+            let at = i * RECV_CHUNK;
+            let mut data = BytesMut::from(&self.recv[at..at + m.len.min(RECV_CHUNK)]);
+            let stride = if m.stride == 0 { data.len() } else { m.stride };
+            let ecn = m.ecn.and_then(|c| EcnCodepoint::from_bits(c as u8));
+            while !data.is_empty() {
+                let one = data.split_to(stride.min(data.len()));
+                self.queued.push_back(Datagram {
+                    ep,
+                    from: m.addr,
+                    local: m.dst_ip,
+                    ecn,
+                    data: one,
+                });
+                count += 1;
+            }
+        }
+        count
+    }
+
+    /// Reads one datagram another worker routed here and hands it to its endpoint: `None`
+    /// when there is none, or `budget` is spent.
+    pub(crate) fn receive_relayed(&mut self, budget: &mut usize) -> Option<(usize, Received)> {
         let relay = self.relay.as_ref()?;
         loop {
-            let n = match relay.rx.recv(&mut self.recv) {
+            if *budget == 0 {
+                return None;
+            }
+            let n = match relay.rx.recv(&mut self.relay_buf) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => return None,
             };
-            let (head, body) = self.recv[..n].split_at(n.min(RELAY_HEAD));
-            let ep = usize::from(head[0]);
-            if n <= RELAY_HEAD || ep >= self.eps.len() {
+            *budget -= 1;
+            let Some(d) = Datagram::from_relay(&self.relay_buf[..n]) else {
+                continue;
+            };
+            if d.ep >= self.eps.len() {
                 continue;
             }
-            let ip: [u8; 16] = head[1..17].try_into().unwrap_or_default();
-            let ip = Ipv6Addr::from(ip);
-            let ip = ip.to_ipv4_mapped().map_or(IpAddr::V6(ip), IpAddr::V4);
-            let from = SocketAddr::new(ip, u16::from_be_bytes([head[17], head[18]]));
-            let data = BytesMut::from(body);
-            return Some((ep, self.handle(ep, from, data)));
+            return Some((d.ep, self.handle(d)));
         }
     }
 
-    /// Hands `data` to listener `ep`'s endpoint as a datagram from `from`.
-    fn handle(&mut self, ep: usize, from: SocketAddr, data: BytesMut) -> Received {
+    /// Hands datagram `d` to its listener's endpoint.
+    fn handle(&mut self, d: Datagram) -> Received {
         let now = Instant::now();
         self.send.clear();
-        let e = &mut self.eps[ep];
+        let e = &mut self.eps[d.ep];
         match e
             .endpoint
-            .handle(now, from, None, None, data, &mut self.send)
+            .handle(now, d.from, d.local, d.ecn, d.data, &mut self.send)
         {
             None => Received::Nothing,
             Some(DatagramEvent::ConnectionEvent(ch, ev)) => match e.slots.get(ch.0) {
@@ -443,7 +569,7 @@ impl Quic {
             },
             Some(DatagramEvent::Response(t)) => {
                 let buf = std::mem::take(&mut self.send);
-                self.transmit(ep, &buf, &t);
+                self.transmit(d.ep, &buf, &t);
                 self.send = buf;
                 Received::Nothing
             }
@@ -601,7 +727,7 @@ impl Quic {
                 live.quic.handle_event(back);
             }
         }
-        let segments = if self.gso { GSO_SEGMENTS } else { 1 };
+        let segments = self.eps[live.ep].state.max_gso_segments().min(GSO_SEGMENTS);
         loop {
             self.send.clear();
             let Some(t) = live.quic.poll_transmit(now, segments, &mut self.send) else {
@@ -640,31 +766,35 @@ impl Quic {
     }
 
     /// Sends one transmit: a datagram, or several of `segment_size` in one `sendmsg` with
-    /// UDP GSO (one by one where the kernel refuses it). A full socket buffer drops them:
-    /// QUIC's loss recovery sends them again.
+    /// UDP GSO, from the local address its connection was reached at. A full socket buffer
+    /// drops them, and so does an error: QUIC's loss recovery sends them again. Where GSO was
+    /// refused (quinn-udp then sends no more GSO batches), the batch goes out one by one.
     fn transmit(&mut self, ep: usize, buf: &[u8], t: &quinn_proto::Transmit) {
-        let socket = &self.eps[ep].socket;
-        let data = &buf[..t.size];
-        let seg = t.segment_size.filter(|&s| s < t.size);
-        if let Some(seg) = seg
-            && self.gso
-        {
-            match send_gso(socket, data, t.destination, seg as u16) {
-                Ok(()) => return,
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::EINVAL | libc::EIO | libc::ENOPROTOOPT)
-                    ) =>
+        let e = &self.eps[ep];
+        let mut out = quinn_udp::Transmit {
+            destination: t.destination,
+            ecn: t
+                .ecn
+                .and_then(|c| quinn_udp::EcnCodepoint::from_bits(c as u8)),
+            contents: &buf[..t.size],
+            segment_size: t.segment_size,
+            src_ip: t.src_ip,
+        };
+        match e.state.try_send((&e.socket).into(), &out) {
+            Ok(()) => {}
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+            Err(err) => {
+                tracing::debug!(error = %err, "QUIC send");
+                if let Some(seg) = t.segment_size.filter(|&s| s < t.size)
+                    && e.state.max_gso_segments() == 1
                 {
-                    tracing::info!(error = %e, "UDP GSO refused; sending datagrams one by one");
-                    self.gso = false;
+                    out.segment_size = None;
+                    for d in buf[..t.size].chunks(seg) {
+                        out.contents = d;
+                        let _ = e.state.try_send((&e.socket).into(), &out);
+                    }
                 }
-                Err(_) => return,
             }
-        }
-        for d in data.chunks(seg.unwrap_or(t.size).max(1)) {
-            let _ = socket.send_to(d, t.destination);
         }
     }
 }
@@ -683,28 +813,6 @@ fn reset_key() -> Arc<dyn quinn_proto::crypto::HmacKey> {
         ))
     })
     .clone()
-}
-
-/// `data` as datagrams of `seg` bytes (the last may be shorter) in one `sendmsg`, with a
-/// UDP_SEGMENT control message (Linux 4.18+).
-fn send_gso(socket: &UdpSocket, data: &[u8], to: SocketAddr, seg: u16) -> io::Result<()> {
-    // struct cmsghdr { size_t cmsg_len; int cmsg_level; int cmsg_type; } then a u16,
-    // padded to CMSG_SPACE(2).
-    const HDR: usize = std::mem::size_of::<usize>() + 8;
-    let mut control = [0u8; HDR + 8];
-    control[..std::mem::size_of::<usize>()].copy_from_slice(&(HDR + 2).to_ne_bytes());
-    let at = std::mem::size_of::<usize>();
-    control[at..at + 4].copy_from_slice(&libc::SOL_UDP.to_ne_bytes());
-    control[at + 4..at + 8].copy_from_slice(&libc::UDP_SEGMENT.to_ne_bytes());
-    control[HDR..HDR + 2].copy_from_slice(&seg.to_ne_bytes());
-    let addr = socket2::SockAddr::from(to);
-    let bufs = [IoSlice::new(data)];
-    let msg = socket2::MsgHdr::new()
-        .with_addr(&addr)
-        .with_buffers(&bufs)
-        .with_control(&control);
-    socket2::SockRef::from(socket).sendmsg(&msg, 0)?;
-    Ok(())
 }
 
 /// Reads what stream `id` has (all of it: its flow-control window bounds it) and hands it to
@@ -792,6 +900,18 @@ impl h3::Wire for Wire<'_> {
         }
     }
 
+    fn write_owned(&mut self, id: u64, data: &mut Bytes) {
+        // quinn-proto keeps what it takes by reference (a partial take leaves the rest).
+        match self
+            .quic
+            .send_stream(stream_id(id))
+            .write_chunks(std::slice::from_mut(data))
+        {
+            Ok(_) | Err(quinn_proto::WriteError::Blocked) => {}
+            Err(_) => data.clear(),
+        }
+    }
+
     fn finish(&mut self, id: u64) {
         let _ = self.quic.send_stream(stream_id(id)).finish();
     }
@@ -847,6 +967,71 @@ mod tests {
         for (packet, workers, want) in rows {
             assert_eq!(owner(packet, *workers), *want, "{packet:02x?} of {workers}");
         }
+    }
+
+    /// A relayed datagram arrives as it was read: listener, client address (IPv4 and IPv6),
+    /// ECN marks, the local address (or none) and the bytes; a relay message too short to
+    /// carry a datagram is none.
+    #[test]
+    fn relayed_datagrams_keep_what_the_kernel_said() {
+        let v4 = |s: &str| s.parse::<SocketAddr>().unwrap();
+        let rows = [
+            (
+                0,
+                v4("192.0.2.7:4433"),
+                None,
+                Some("127.0.0.1"),
+                &b"\x40abc"[..],
+            ),
+            (
+                3,
+                v4("[2001:db8::1]:61000"),
+                Some(EcnCodepoint::Ce),
+                Some("::1"),
+                b"x",
+            ),
+            (
+                1,
+                v4("127.0.0.1:1"),
+                Some(EcnCodepoint::Ect0),
+                None,
+                b"short",
+            ),
+            (
+                2,
+                v4("[::1]:443"),
+                Some(EcnCodepoint::Ect1),
+                Some("10.0.0.1"),
+                b"pp",
+            ),
+            // A dual-stack socket's IPv4 client stays IPv4-mapped.
+            (
+                0,
+                v4("[::ffff:192.0.2.9]:5"),
+                None,
+                Some("::ffff:127.0.0.1"),
+                b"m",
+            ),
+        ];
+        let mut m = Vec::new();
+        for (ep, from, ecn, local, data) in rows {
+            let local = local.map(|l| l.parse::<IpAddr>().unwrap());
+            let d = Datagram {
+                ep,
+                from,
+                local,
+                ecn,
+                data: BytesMut::from(data),
+            };
+            d.relayed(&mut m);
+            let back = Datagram::from_relay(&m).unwrap();
+            assert_eq!(
+                (back.ep, back.from, back.local, back.ecn, &back.data[..]),
+                (ep, from, local, ecn, data)
+            );
+        }
+        assert!(Datagram::from_relay(&m[..RELAY_HEAD]).is_none());
+        assert!(Datagram::from_relay(&[]).is_none());
     }
 
     /// Every ID a worker issues names that worker, for any worker count.
