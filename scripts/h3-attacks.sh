@@ -37,20 +37,7 @@ stage=h3-attacks
 h3_need_aioquic
 retry_above=$(grep -o 'RETRY_ABOVE: usize = [0-9]*' crates/server/src/driver/quic.rs | grep -o '[0-9]*$')
 
-out=$(mktemp -d "${TMPDIR:-/tmp}/linerate-h3a.XXXXXX")
-pid=""
-stop() {
-    if [ -n "$pid" ]; then
-        kill "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-        pid=""
-    fi
-}
-cleanup() {
-    stop
-    rm -rf "$out"
-}
-trap cleanup EXIT
+h3_workdir h3a
 
 
 h3_cert "$out" IP:127.0.0.1,DNS:localhost

@@ -8,6 +8,8 @@
 #                         as DIR/cert.pem and DIR/key.pem
 #   free_port             a free port on 127.0.0.1 (TCP; the same number is free for UDP
 #                         on this loopback in practice, and the server's bind says if not)
+#   h3_workdir TAG        $out, a temporary directory removed at exit, and $pid, the server
+#                         the stage starts: `stop` ends it by its PID, and so does the exit
 
 say() { echo "$stage: $*" >&2; }
 not_run() { say "NOT RUN: $*"; exit 2; }
@@ -30,4 +32,18 @@ h3_cert() {
 
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+h3_workdir() {
+    out=$(mktemp -d "${TMPDIR:-/tmp}/linerate-$1.XXXXXX")
+    pid=""
+    trap 'stop; rm -rf "$out"' EXIT
+}
+
+stop() {
+    if [ -n "$pid" ]; then
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+        pid=""
+    fi
 }

@@ -28,16 +28,7 @@ stage=h3-interop
 command -v curl >/dev/null || not_run "no curl for the HTTP/1.1 and HTTP/2 answers"
 h3_need_aioquic
 
-out=$(mktemp -d "${TMPDIR:-/tmp}/linerate-h3.XXXXXX")
-pid=""
-cleanup() {
-    if [ -n "$pid" ]; then
-        kill "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    fi
-    rm -rf "$out"
-}
-trap cleanup EXIT
+h3_workdir h3
 
 
 mkdir -p "$out/www"
@@ -48,10 +39,7 @@ head -c 200000 /dev/urandom >"$out/body.bin"
 h3_cert "$out" IP:127.0.0.1,DNS:localhost
 # start ARGS...: a server with --quic on fresh ports (the previous one stopped).
 start() {
-    if [ -n "$pid" ]; then
-        kill "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    fi
+    stop
     port=$(free_port)
     tls_port=$(free_port)
     "$bin" serve --addr "127.0.0.1:$port" --tls-port "$tls_port" --tls-cert "$out/cert.pem" \

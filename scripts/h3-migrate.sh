@@ -28,20 +28,7 @@ stage=h3-migrate
 [ -x "$bin" ] || { say "no $bin (build it first)"; exit 1; }
 h3_need_aioquic
 
-out=$(mktemp -d "${TMPDIR:-/tmp}/linerate-h3migrate.XXXXXX")
-pid=""
-stop() {
-    if [ -n "$pid" ]; then
-        kill "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-        pid=""
-    fi
-}
-cleanup() {
-    stop
-    rm -rf "$out"
-}
-trap cleanup EXIT
+h3_workdir h3migrate
 
 
 mkdir -p "$out/www"

@@ -8,7 +8,8 @@
 //! of datagrams per `recvmmsg`, each buffer a train of one client's datagrams where the
 //! kernel has UDP GRO; several datagrams per `sendmsg` with UDP GSO; each datagram's ECN
 //! marks, and the local address it came to, which its answers leave from (a server bound to
-//! a wildcard address on a host with several). A QUIC connection lives in a worker slot like a TCP one
+//! a wildcard address on a host with several). A QUIC connection lives in a worker slot like
+//! a TCP one
 //! (`Proto::Boxed(Boxed::H3)`), so deferred answers, streamed bodies, the timer wheel and
 //! shutdown reach it the same way.
 //!
@@ -61,9 +62,9 @@ const GSO_SEGMENTS: usize = 16;
 /// Datagrams read per readiness before the loop turns: reads stop once this many came (the
 /// batch in hand is handled whole; the socket stays readable, so the rest come next turn).
 pub(crate) const RECV_BUDGET: usize = 256;
-/// The largest datagram read from a relay; a receive buffer's size (a GRO train is one
-/// super-datagram of at most 64 KiB).
+/// The largest datagram read from a relay.
 const MAX_DATAGRAM: usize = 65_535;
+/// One receive buffer of a batch (a GRO train is one super-datagram of at most 64 KiB).
 const RECV_CHUNK: usize = 1 << 16;
 /// A connection's receive window per stream and in all (request bodies pace the client,
 /// never memory: they go to the application as they come).
@@ -274,10 +275,13 @@ impl Datagram {
         m.push(self.ep as u8);
         m.extend_from_slice(&v6(self.from.ip()).octets());
         m.extend_from_slice(&self.from.port().to_be_bytes());
-        let v4 = |ip: Option<IpAddr>| ip.is_some_and(|ip| ip.is_ipv4());
-        let flags = self.ecn.map_or(0, |c| c as u8 | ECN_SET)
-            | if v4(Some(self.from.ip())) { FROM_V4 } else { 0 }
-            | if v4(self.local) { LOCAL_V4 } else { 0 };
+        let mut flags = self.ecn.map_or(0, |c| c as u8 | ECN_SET);
+        if self.from.is_ipv4() {
+            flags |= FROM_V4;
+        }
+        if self.local.is_some_and(|ip| ip.is_ipv4()) {
+            flags |= LOCAL_V4;
+        }
         m.push(flags);
         m.push(u8::from(self.local.is_some()));
         m.extend_from_slice(&self.local.map_or(Ipv6Addr::UNSPECIFIED, v6).octets());
@@ -974,44 +978,15 @@ mod tests {
     /// carry a datagram is none.
     #[test]
     fn relayed_datagrams_keep_what_the_kernel_said() {
-        let v4 = |s: &str| s.parse::<SocketAddr>().unwrap();
+        let addr = |s: &str| s.parse::<SocketAddr>().unwrap();
+        #[rustfmt::skip]
         let rows = [
-            (
-                0,
-                v4("192.0.2.7:4433"),
-                None,
-                Some("127.0.0.1"),
-                &b"\x40abc"[..],
-            ),
-            (
-                3,
-                v4("[2001:db8::1]:61000"),
-                Some(EcnCodepoint::Ce),
-                Some("::1"),
-                b"x",
-            ),
-            (
-                1,
-                v4("127.0.0.1:1"),
-                Some(EcnCodepoint::Ect0),
-                None,
-                b"short",
-            ),
-            (
-                2,
-                v4("[::1]:443"),
-                Some(EcnCodepoint::Ect1),
-                Some("10.0.0.1"),
-                b"pp",
-            ),
+            (0, addr("192.0.2.7:4433"), None, Some("127.0.0.1"), &b"\x40abc"[..]),
+            (3, addr("[2001:db8::1]:61000"), Some(EcnCodepoint::Ce), Some("::1"), b"x"),
+            (1, addr("127.0.0.1:1"), Some(EcnCodepoint::Ect0), None, b"short"),
+            (2, addr("[::1]:443"), Some(EcnCodepoint::Ect1), Some("10.0.0.1"), b"pp"),
             // A dual-stack socket's IPv4 client stays IPv4-mapped.
-            (
-                0,
-                v4("[::ffff:192.0.2.9]:5"),
-                None,
-                Some("::ffff:127.0.0.1"),
-                b"m",
-            ),
+            (0, addr("[::ffff:192.0.2.9]:5"), None, Some("::ffff:127.0.0.1"), b"m"),
         ];
         let mut m = Vec::new();
         for (ep, from, ecn, local, data) in rows {
