@@ -245,6 +245,13 @@ impl FrameReader {
         };
         self.have = 0;
         let frame = self.begin(kind, len)?;
+        // A payload read whole that is all here already is read in place, not held.
+        if let State::Hold { kind, len } = self.state
+            && input.len() - used >= len
+        {
+            self.state = State::Head;
+            return Ok((used + len, Some(held(kind, &input[used..used + len])?)));
+        }
         Ok((used, frame))
     }
 

@@ -410,3 +410,32 @@ fn random_inputs_read_the_same_in_any_split() {
         check(Role::Control, 8, &bytes);
     }
 }
+
+/// A frame read whole (HEADERS, SETTINGS, GOAWAY) that arrives whole comes out of the read
+/// that brings its head, read in place: the bytes used are the whole frame, and the reader
+/// is between frames after it. One that arrives cut is held and comes out of the read that
+/// completes it.
+#[test]
+fn a_whole_frame_in_one_read_is_read_in_place() {
+    let mut out = Vec::new();
+    write_head(&mut out, kind::HEADERS, 3);
+    out.extend_from_slice(b"abc");
+    out.extend_from_slice(&[0x00, 0x01, b'z']); // DATA "z" after it
+    let mut r = FrameReader::new(Role::Request, 64);
+    assert_eq!(r.read(&out), Ok((5, Some(Frame::Headers(b"abc")))));
+    assert!(r.at_boundary());
+    assert_eq!(r.read(&out[5..]), Ok((2, None)));
+    assert_eq!(r.read(&out[7..]), Ok((1, Some(Frame::Data(b"z")))));
+
+    let mut r = FrameReader::new(Role::Request, 64);
+    assert_eq!(r.read(&out[..4]), Ok((2, None)));
+    assert_eq!(r.read(&out[2..4]), Ok((2, None)));
+    assert_eq!(r.read(&out[4..]), Ok((1, Some(Frame::Headers(b"abc")))));
+
+    let mut r = FrameReader::new(Role::Control, 0);
+    let mut c = settings(&[(setting::QPACK_BLOCKED_STREAMS, 0)]);
+    write_goaway(&mut c, 8);
+    let (used, f) = r.read(&c).unwrap();
+    assert_eq!((used, f), (4, Some(Frame::Settings(Settings::default()))));
+    assert_eq!(r.read(&c[4..]), Ok((3, Some(Frame::Goaway(8)))));
+}

@@ -799,33 +799,14 @@ impl<P> Conn<P> {
             let mut n = itoa::Buffer::new();
             hpack::field(r, b"content-length", n.format(resp.body.len()).as_bytes());
         }
-        // Names go out in lowercase (RFC 9113 §8.2.1), lowered on the stack.
-        let mut low = [0u8; 64];
-        for (name, value) in &resp.headers {
-            let name = name.as_bytes();
-            let owned;
-            let lower: &[u8] = if name.len() <= low.len() {
-                let l = &mut low[..name.len()];
-                l.copy_from_slice(name);
-                l.make_ascii_lowercase();
-                l
-            } else {
-                owned = name.to_ascii_lowercase();
-                &owned
-            };
-            // RFC 9113 §8.2.2: connection-specific fields are never sent.
-            if matches!(
-                lower,
-                b"connection"
-                    | b"keep-alive"
-                    | b"proxy-connection"
-                    | b"transfer-encoding"
-                    | b"upgrade"
-            ) {
-                continue;
-            }
-            hpack::field(r, lower, value.as_bytes());
-        }
+        // RFC 9113 §8.2.1, §8.2.2.
+        super::answer_fields::each(
+            resp.headers
+                .iter()
+                .map(|(n, v)| (n.as_bytes(), v.as_bytes())),
+            false,
+            |n, v| hpack::field(r, n, v),
+        );
         let id = s.id;
         let max_frame = self.max_frame;
         let out = sink(&mut self.out, &mut self.files, self.in_flight, cx);

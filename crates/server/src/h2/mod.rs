@@ -4,9 +4,12 @@
 //!
 //! Files: `conn` (the state machine: frames in, streams, flow control, answers out), `stream`
 //! (an open stream, the named limits), `frame` (the wire layout of frames), `fields` (a
-//! request's fields checked and written as the HTTP/1.1 head the application reads). HPACK is
+//! request's fields checked and written as the HTTP/1.1 head the application reads),
+//! `answer_fields` (an answer's fields lowercased, connection-specific ones left out; h3's
+//! too). HPACK is
 //! the `linerate-hpack` crate.
 
+pub(crate) mod answer_fields;
 mod conn;
 pub(crate) mod fields;
 pub(crate) mod frame;

@@ -22,6 +22,7 @@ use linerate_http1::{BodyDecoder, Method, Parsed, RequestHead, Version, status_h
 
 use super::{MAX_BODY_STREAMS, MAX_FIELD_SECTION, QPACK_CAPACITY};
 use crate::h1::{Cx, Decision, Exchange, STREAM_ROOM, Service, StreamHead, Timer, status_response};
+use crate::h2::answer_fields;
 use crate::h2::fields::{RequestFields, Scratch, TrailerFields};
 use crate::h2::stream::{BodyIn, Calm};
 use crate::pool::Pool;
@@ -719,13 +720,14 @@ impl<P> Conn<P> {
             let mut n = itoa::Buffer::new();
             qpack::encode::field(r, b"content-length", n.format(resp.body.len()).as_bytes());
         }
-        for (name, value) in &resp.headers {
-            let lower = name.to_ascii_lowercase();
-            if is_connection_specific(lower.as_bytes()) {
-                continue;
-            }
-            qpack::encode::field(r, lower.as_bytes(), value.as_bytes());
-        }
+        // RFC 9114 §4.2.
+        answer_fields::each(
+            resp.headers
+                .iter()
+                .map(|(n, v)| (n.as_bytes(), v.as_bytes())),
+            false,
+            |n, v| qpack::encode::field(r, n, v),
+        );
         let s = &mut self.streams[idx];
         push_frame(s, kind::HEADERS, r, cx);
         s.answer = if send_body {
@@ -787,13 +789,10 @@ impl<P> Conn<P> {
             let mut b = itoa::Buffer::new();
             qpack::encode::field(r, b"content-length", b.format(n).as_bytes());
         }
-        for (name, value) in head.fields {
-            let lower = name.to_ascii_lowercase();
-            if is_connection_specific(&lower) || lower == b"content-length" {
-                continue;
-            }
-            qpack::encode::field(r, &lower, value);
-        }
+        // RFC 9114 §4.2; the length is the one written above.
+        answer_fields::each(head.fields.iter().copied(), true, |n, v| {
+            qpack::encode::field(r, n, v)
+        });
         push_frame(&mut self.streams[idx], kind::HEADERS, r, cx);
         self.streams[idx].answer = Answer::Streaming { ended: !send_body };
         self.set_timer(cx);
@@ -1142,14 +1141,6 @@ impl<P> Default for Conn<P> {
     }
 }
 
-/// RFC 9114 §4.2: connection-specific fields are never sent.
-fn is_connection_specific(lower: &[u8]) -> bool {
-    matches!(
-        lower,
-        b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade"
-    )
-}
-
 /// Starts an answer's field section in `r`: the prefix, `:status`, `date`, and `server`
 /// unless the answer names its own.
 fn section_start(r: &mut Vec<u8>, status: u16, names_server: bool, cx: &Cx) {
@@ -1183,6 +1174,11 @@ fn write_all(wire: &mut impl Wire, id: u64, buf: &mut Vec<u8>) {
 /// after its last byte. `true` when a file body could not be read.
 fn send<P>(s: &mut Stream<P>, wire: &mut impl Wire) -> bool {
     loop {
+        // The body's next piece joins the frame heads while little waits, so a small answer
+        // is one write (one copy and one allocation in the transport, not one per piece).
+        if s.parked.is_empty() && s.out.len() - s.at < OWNED_READ && fill(s).is_err() {
+            return true;
+        }
         if s.at < s.out.len() {
             s.at += wire.write(s.id, &s.out[s.at..]);
             if s.at < s.out.len() {
@@ -1197,40 +1193,9 @@ fn send<P>(s: &mut Stream<P>, wire: &mut impl Wire) -> bool {
                 return false;
             }
         }
-        match &mut s.answer {
-            Answer::Sending { body, sent } => {
-                let len = body.len();
-                if *sent >= len {
-                    wire.finish(s.id);
-                    s.answer = Answer::Done;
-                    return false;
-                }
-                match body {
-                    Body::File(f) => {
-                        let n = (len - *sent).min(FILE_CHUNK as u64) as usize;
-                        // A small read goes with the frame heads (one copy into the
-                        // transport either way); a large one is handed over as it was read.
-                        let owned = n >= OWNED_READ;
-                        let mut chunk = Vec::new();
-                        let to = if owned { &mut chunk } else { &mut s.out };
-                        if crate::h2::read_file(f, *sent, n, to).is_err() {
-                            return true;
-                        }
-                        *sent += n as u64;
-                        if owned {
-                            s.parked = Bytes::from(chunk);
-                        }
-                    }
-                    b => {
-                        let n = wire.write(s.id, &b.as_bytes()[*sent as usize..]);
-                        *sent += n as u64;
-                        if *sent < len {
-                            return false;
-                        }
-                    }
-                }
-            }
-            Answer::Streaming { ended: true } => {
+        match &s.answer {
+            Answer::Sending { body, sent } if *sent < body.len() => {}
+            Answer::Sending { .. } | Answer::Streaming { ended: true } => {
                 wire.finish(s.id);
                 s.answer = Answer::Done;
                 return false;
@@ -1238,4 +1203,45 @@ fn send<P>(s: &mut Stream<P>, wire: &mut impl Wire) -> bool {
             _ => return false,
         }
     }
+}
+
+/// Takes the next piece of stream `s`'s body: a small one into its output (after what is
+/// there), a large one into `parked`, handed to the transport without a copy (a file read
+/// of [`OWNED_READ`] or more into a buffer of its own; an in-memory body as it is). A file
+/// is read [`FILE_CHUNK`] at a time, only as the transport takes it.
+fn fill<P>(s: &mut Stream<P>) -> std::io::Result<()> {
+    let Answer::Sending { body, sent } = &mut s.answer else {
+        return Ok(());
+    };
+    let len = body.len();
+    if *sent >= len {
+        return Ok(());
+    }
+    match body {
+        Body::File(f) => {
+            let n = (len - *sent).min(FILE_CHUNK as u64) as usize;
+            if n >= OWNED_READ {
+                let mut chunk = Vec::new();
+                crate::h2::read_file(f, *sent, n, &mut chunk)?;
+                s.parked = Bytes::from(chunk);
+            } else {
+                crate::h2::read_file(f, *sent, n, &mut s.out)?;
+            }
+            *sent += n as u64;
+        }
+        b => {
+            let from = *sent as usize;
+            if len - *sent < OWNED_READ as u64 {
+                s.out.extend_from_slice(&b.as_bytes()[from..]);
+            } else {
+                s.parked = match std::mem::take(b) {
+                    Body::Owned(v) => Bytes::from(v).slice(from..),
+                    Body::Static(v) => Bytes::from_static(&v[from..]),
+                    _ => Bytes::new(),
+                };
+            }
+            *sent = len;
+        }
+    }
+    Ok(())
 }

@@ -63,22 +63,10 @@ impl<P> Conn<P> {
             let mut b = itoa::Buffer::new();
             hpack::field(r, b"content-length", b.format(n).as_bytes());
         }
-        for (name, value) in head.fields {
-            let lower = name.to_ascii_lowercase();
-            // RFC 9113 §8.2.2: connection-specific fields are never sent.
-            if matches!(
-                lower.as_slice(),
-                b"connection"
-                    | b"keep-alive"
-                    | b"proxy-connection"
-                    | b"transfer-encoding"
-                    | b"upgrade"
-                    | b"content-length"
-            ) {
-                continue;
-            }
-            hpack::field(r, &lower, value);
-        }
+        // RFC 9113 §8.2.1, §8.2.2; the length is the one written above.
+        crate::h2::answer_fields::each(head.fields.iter().copied(), true, |n, v| {
+            hpack::field(r, n, v)
+        });
         let sid = self.streams[idx].id;
         let max_frame = self.max_frame;
         let out = sink(&mut self.out, &mut self.files, self.in_flight, cx);
