@@ -15,7 +15,11 @@
 #   - bodies at once: request bodies past MAX_BODY_STREAMS are refused with
 #     H3_REQUEST_REJECTED (0x10b), the others answered;
 #   - a field section over MAX_FIELD_SECTION (64 KiB) is answered 431 and the connection
-#     serves the next request.
+#     serves the next request;
+#   - a 32 MiB body proxied to an upstream that reads nothing for a while: the stream credit
+#     the server gives stops growing (held at its buffers and one stream window, well under
+#     half the body: the body waits in the client, not in the server), then the upstream
+#     reads it and it arrives whole.
 # Behaviour only, no timing: every loop is bounded in count and time.
 #
 #   scripts/h3-attacks.sh [path/to/linerate]     (default: target/release/linerate)
@@ -156,6 +160,22 @@ else
     bad "oversized field section: $got (want first=431 second=200 close=open)"
 fi
 served
+alive
+
+echo "a relayed body to a slow upstream:"
+up_port=$(free_port)
+start --workers 1 --proxy "/up=http://127.0.0.1:$up_port" --max-body-bytes 64MiB
+got=$(timeout 120 python3 scripts/h3attack.py upload 127.0.0.1 "$tls_port" \
+    --upstream-port "$up_port" 2>>"$out/attack.err" || echo "exit=$?")
+echo "        $got"
+body=$(field body "$got")
+held=$(field credit-held "$got")
+if [ -n "$body" ] && [ -n "$held" ] && [ "$held" -lt $((body / 2)) ] \
+    && [ "$(field upstream-whole "$got")" = 1 ] && [ "$(field status "$got")" = 200 ]; then
+    ok "the upload waited in the client: $held bytes of stream credit of $body while the upstream read nothing, then all of it arrived whole"
+else
+    bad "relayed body: $got (want credit-held under half the body, the body whole upstream, 200)"
+fi
 alive
 
 if [ "$fail" != 0 ]; then

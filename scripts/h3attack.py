@@ -15,6 +15,11 @@ sans-I/O QuicConnection and H3Connection, each connection pumped by hand over on
   bodies HOST PORT          one connection with more request bodies in flight than allowed
   bigfield HOST PORT        a request whose field section is over 64 KiB, then a normal one
                             on the same connection
+  upload HOST PORT --upstream-port P
+                            a request body through the server's --proxy /up to an upstream
+                            this script runs on P, which reads the head and then nothing
+                            until the client's credit stops growing (the stream credit the
+                            server gave, against the body's size), then reads all of it
   relay LISTEN_PORT HOST PORT --loss P --delay MS --jitter MS --reorder P
                             a UDP relay that drops, delays and reorders datagrams both ways
                             (for h3-netem.sh where the kernel has no netem)
@@ -28,12 +33,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import random
 import select
 import signal
 import socket
 import ssl
 import sys
+import threading
 import time
 
 from aioquic.h3.connection import H3_ALPN, H3Connection
@@ -361,6 +368,91 @@ def cmd_bigfield(a: argparse.Namespace) -> int:
     return 0
 
 
+def slow_upstream(port: int, go: threading.Event, got: dict) -> threading.Thread:
+    """An HTTP/1.1 upstream on 127.0.0.1:`port` for one request: its head read, then nothing
+    until `go` (a small receive buffer, so the server's bytes wait in its own buffers), then
+    the body (Content-Length) read whole and hashed, and 200. Facts go to `got`."""
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+    ls.bind(("127.0.0.1", port))
+    ls.listen(4)
+    ls.settimeout(30)
+
+    def run() -> None:
+        try:
+            s, _ = ls.accept()
+            s.settimeout(60)
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = s.recv(1)
+                if not chunk:
+                    return
+                head += chunk
+            got["head"] = True
+            length = 0
+            for line in head.split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value.strip())
+            go.wait(60)
+            h = hashlib.sha256()
+            n = 0
+            while n < length:
+                chunk = s.recv(min(1 << 16, length - n))
+                if not chunk:
+                    break
+                h.update(chunk)
+                n += len(chunk)
+            got["received"] = n
+            got["sha256"] = h.hexdigest()
+            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nstored")
+            s.close()
+        except OSError as e:
+            got["error"] = str(e)
+        finally:
+            ls.close()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def cmd_upload(a: argparse.Namespace) -> int:
+    go = threading.Event()
+    got: dict = {}
+    up = slow_upstream(a.upstream_port, go, got)
+    body = bytes(random.Random(7).getrandbits(8) for _ in range(1 << 16)) * (a.size >> 16)
+    c = Client(a.host, a.port)
+    c.handshake()
+    sid = c.quic.get_next_available_stream_id()
+    hdrs = request(c.authority, "/up/store", "POST",
+                   [(b"content-length", str(len(body)).encode())])
+    c.h3.send_headers(sid, hdrs, end_stream=False)
+    c.h3.send_data(sid, body, end_stream=True)
+    stream = c.quic._streams[sid]
+    # The upstream reads nothing: the credit the server gives for the body grows while its
+    # buffers fill, then stops. Wait until it has not grown for `quiet` s (or `seconds`).
+    credit, since = stream.max_stream_data_remote, time.monotonic()
+    deadline = time.monotonic() + a.seconds
+    while time.monotonic() < deadline and c.terminated is None and sid not in c.ended:
+        c.pump(0.05)
+        if stream.max_stream_data_remote != credit:
+            credit, since = stream.max_stream_data_remote, time.monotonic()
+        elif got.get("head") and time.monotonic() - since >= a.quiet:
+            break
+    held = credit
+    go.set()
+    c.until(lambda: sid in c.ended or sid in c.server_resets, 60.0)
+    up.join(10)
+    whole = got.get("sha256") == hashlib.sha256(body).hexdigest()
+    print(f"body={len(body)} credit-held={held} upstream-received={got.get('received', 0)} "
+          f"upstream-whole={int(whole)} status={c.status.get(sid, 'none')} "
+          f"close={c.close_code()} {'error=' + got['error'] if 'error' in got else ''}")
+    c.close()
+    return 0
+
+
 async def relay(a: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     rng = random.Random(a.seed)
@@ -431,6 +523,14 @@ def main() -> int:
                        help="credit: cancel with the HEADERS, or a body in flight once read")
         s.add_argument("--batch", type=int, default=4,
                        help="resets --when read: streams opened before each cancel")
+    s = sub.add_parser("upload")
+    s.add_argument("host")
+    s.add_argument("port", type=int)
+    s.add_argument("--upstream-port", type=int, required=True)
+    s.add_argument("--size", type=int, default=32 << 20, help="body bytes (a multiple of 64 KiB)")
+    s.add_argument("--quiet", type=float, default=1.0,
+                   help="the credit is held once it has not grown for this long (s)")
+    s.add_argument("--seconds", type=float, default=20.0, help="bound on the held phase")
     s = sub.add_parser("relay")
     s.add_argument("listen_port", type=int)
     s.add_argument("host")
@@ -447,7 +547,7 @@ def main() -> int:
         asyncio.run(relay(a))
         return 0
     return {"flood": cmd_flood, "resets": cmd_resets, "credit": cmd_credit, "bodies": cmd_bodies,
-            "bigfield": cmd_bigfield}[a.cmd](a)
+            "bigfield": cmd_bigfield, "upload": cmd_upload}[a.cmd](a)
 
 
 if __name__ == "__main__":

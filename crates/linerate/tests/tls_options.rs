@@ -396,6 +396,54 @@ fn rustls_client(d: &Path, client: Option<&str>) -> Arc<rustls::ClientConfig> {
     Arc::new(cfg)
 }
 
+/// One GET over HTTP/3 on a fresh QUIC connection to `addr`'s UDP port, with the client
+/// certificate `client` (or none): the answer's status. Bounded: 5 s in all.
+fn h3_status(addr: SocketAddr, d: &Path, client: Option<&str>, path: &str) -> u16 {
+    use linerate_load::h3::{Client, Event, Quic, Request};
+    use std::time::{Duration, Instant};
+    let mut tls = (*rustls_client(d, client)).clone();
+    tls.alpn_protocols = vec![b"h3".to_vec()];
+    let quic = Quic::new(Arc::new(tls), "localhost").unwrap();
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.connect(addr).unwrap();
+    let req = Request::new("GET", &format!("localhost:{}", addr.port()), path, &[], b"");
+    let mut c: Client<()> = Client::connect(&quic, Instant::now(), addr, 1).unwrap();
+    let (mut tx, mut rx, mut scratch, mut events) =
+        (Vec::new(), vec![0; 65_535], Vec::new(), Vec::new());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut opened = false;
+    while Instant::now() < deadline {
+        let now = Instant::now();
+        c.poll(now, &req, &mut events).expect("HTTP/3 connection");
+        match events.pop() {
+            Some(Event::Response { status, .. }) => return status,
+            Some(other) => panic!("{path}: {other:?}"),
+            None => {}
+        }
+        if !opened && c.room() > 0 {
+            opened = c.open(&req, ());
+        }
+        while let Some(t) = c.transmit(now, &mut tx) {
+            let seg = t.segment_size.unwrap_or(t.size);
+            for one in tx[..t.size].chunks(seg) {
+                sock.send(one).unwrap();
+            }
+        }
+        let wait = c
+            .poll_timeout()
+            .map_or(Duration::from_millis(50), |at| {
+                at.saturating_duration_since(now)
+            })
+            .clamp(Duration::from_millis(1), Duration::from_millis(50));
+        sock.set_read_timeout(Some(wait)).unwrap();
+        match sock.recv(&mut rx) {
+            Ok(n) => c.recv(Instant::now(), addr, &rx[..n], &mut scratch),
+            Err(_) => c.timeout(Instant::now()),
+        }
+    }
+    panic!("{path}: no HTTP/3 answer in 5 s");
+}
+
 /// One GET over a fresh TLS connection: (how the handshake went, the answer's body).
 fn get(
     addr: SocketAddr,
@@ -474,13 +522,21 @@ fn a_handler_reads_the_verified_client_certificate() {
     leaf(&d, "server", &root, None);
     let clients = ca(&d, "clients", "Test Client CA");
     leaf(&d, "alice", &clients, Some("alice"));
-    let router = Router::new().get("/whoami", |req| {
-        let who = match req.client_cert() {
-            Some(c) => format!("{} {}", c.subject, c.uris.join(",")),
-            None => "anonymous".to_string(),
-        };
-        Response::text_owned(who)
-    });
+    let router = Router::new()
+        .get("/whoami", |req| {
+            let who = match req.client_cert() {
+                Some(c) => format!("{} {}", c.subject, c.uris.join(",")),
+                None => "anonymous".to_string(),
+            };
+            Response::text_owned(who)
+        })
+        // The same identity as a status, for the HTTP/3 client (which counts body bytes).
+        .get("/alice", |req| match req.client_cert() {
+            Some(c) if c.subject == "CN=alice" && c.uris == ["spiffe://test/alice"] => {
+                Response::text("alice")
+            }
+            _ => Response::text("who?").status(403),
+        });
     let cfg = Config {
         tls: Some(TlsConfig {
             addr: "127.0.0.1:0".parse().unwrap(),
@@ -499,6 +555,7 @@ fn a_handler_reads_the_verified_client_certificate() {
                 ..TlsOptions::default()
             },
         }),
+        quic: true,
         ..common::config()
     };
     let server = Server::bind(cfg, router).expect("bind");
@@ -509,6 +566,12 @@ fn a_handler_reads_the_verified_client_certificate() {
     assert_eq!(body, "CN=alice spiffe://test/alice");
     let (_, body) = get(addr, &rustls_client(&d, None), "/whoami");
     assert_eq!(body, "anonymous");
+    let (_, body) = get(addr, &rustls_client(&d, Some("alice")), "/alice");
+    assert_eq!(body, "alice");
+    // HTTP/3 on the same port: the QUIC handshake asks for the certificate as TCP's does,
+    // and the handler reads the same identity (it read none before this was carried).
+    assert_eq!(h3_status(addr, &d, Some("alice"), "/alice"), 200);
+    assert_eq!(h3_status(addr, &d, None, "/alice"), 403);
     handle.shutdown();
     thread.join().unwrap().unwrap();
     let _ = std::fs::remove_dir_all(&d);

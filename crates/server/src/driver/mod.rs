@@ -775,13 +775,13 @@ impl<B: Backend> Worker<B> {
         }
         let (cx, svc, head, plain) = self.io.split(sh, peer, token, tls, live.to_https);
         let mut svc = svc;
-        if let Proto::Boxed(b) = &live.conn {
+        if let Proto::Boxed(b) = &mut live.conn {
             match b {
                 proto::Boxed::H2(_) => cx.sendfile = !live.transport.decrypts(),
-                // QUIC is TLS 1.3 (its client certificates are not asked for).
-                proto::Boxed::H3(_) => {
+                // QUIC is TLS 1.3, with the listener's client certificate rules.
+                proto::Boxed::H3(h) => {
                     svc.tls = true;
-                    svc.io.client_cert = None;
+                    svc.io.client_cert = h.client_cert();
                 }
                 proto::Boxed::Ws(_) => {}
             }

@@ -286,11 +286,12 @@ impl Proto {
     ) {
         match self {
             Proto::H1(c) => c.body_room(head, cx, svc),
-            Proto::Boxed(b) => {
-                if let Boxed::H2(c) = b {
-                    c.conn.body_room(id, cx);
-                }
-            }
+            Proto::Boxed(b) => match b {
+                Boxed::H2(c) => c.conn.body_room(id, cx),
+                // Read again by `Quic::drive`, which follows every visit.
+                Boxed::H3(c) => c.conn.body_room(id),
+                Boxed::Ws(_) => {}
+            },
         }
     }
 

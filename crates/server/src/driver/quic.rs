@@ -342,6 +342,10 @@ pub(crate) struct H3Live {
     quic_deadline: u64,
     /// Already in [`Quic::touched`] this turn.
     touched: bool,
+    /// The client's verified certificate (a listener that asks for one), for handlers and
+    /// upstreams as over TCP; read once the handshake is done (`cert_read`).
+    client_cert: Option<Arc<crate::tls::ClientCert>>,
+    cert_read: bool,
 }
 
 impl H3Live {
@@ -354,6 +358,16 @@ impl H3Live {
 
     pub(crate) fn deadline(&self) -> u64 {
         self.conn.deadline().min(self.quic_deadline)
+    }
+
+    /// The client's verified certificate, once the handshake is done (the requests it sends
+    /// come after): the identity handlers and upstreams are given, as over TCP.
+    pub(crate) fn client_cert(&mut self) -> Option<Arc<crate::tls::ClientCert>> {
+        if !self.cert_read && !self.quic.is_handshaking() {
+            self.cert_read = true;
+            self.client_cert = client_cert(&self.quic);
+        }
+        self.client_cert.clone()
     }
 
     pub(crate) fn timer(&self) -> Timer {
@@ -626,6 +640,8 @@ impl Quic {
                         closing: false,
                         quic_deadline: u64::MAX,
                         touched: false,
+                        client_cert: None,
+                        cert_read: false,
                     },
                     peer,
                 ))
@@ -704,6 +720,9 @@ impl Quic {
                 | Event::DatagramReceived
                 | Event::DatagramsUnblocked => {}
             }
+        }
+        while let Some(id) = live.conn.resumed() {
+            read(live, id, head, cx, svc);
         }
         if live.established {
             live.conn.flush(
@@ -819,6 +838,17 @@ fn reset_key() -> Arc<dyn quinn_proto::crypto::HmacKey> {
     .clone()
 }
 
+/// The identity in the certificate the client presented, verified by the listener's
+/// client CAs during the handshake (none asked for, or none given: `None`).
+fn client_cert(quic: &quinn_proto::Connection) -> Option<Arc<crate::tls::ClientCert>> {
+    let chain = quic
+        .crypto_session()
+        .peer_identity()?
+        .downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
+        .ok()?;
+    crate::tls::ClientCert::from_der(chain.first()?).map(Arc::new)
+}
+
 /// Reads what stream `id` has (all of it: its flow-control window bounds it) and hands it to
 /// HTTP/3, with its end or its reset.
 fn read<S: Service<Pending = Pending>>(
@@ -829,6 +859,14 @@ fn read<S: Service<Pending = Pending>>(
     svc: &mut S,
 ) {
     let sid = stream_id(id);
+    if !live.conn.reading(id) {
+        // Its relayed body waits for room upstream: what came stays in QUIC's buffers (no
+        // credit is given back for it), but a reset still ends the request.
+        if let Ok(Some(_)) = live.quic.recv_stream(sid).received_reset() {
+            live.conn.reset(id, cx, svc);
+        }
+        return;
+    }
     let mut stream = live.quic.recv_stream(sid);
     let Ok(mut chunks) = stream.read(true) else {
         return;

@@ -168,6 +168,8 @@ pub(crate) struct Conn<P> {
     streams: Vec<Stream<P>>,
     /// Resets and STOP_SENDINGs for streams already forgotten.
     actions: Vec<(u64, Action)>,
+    /// Streams whose relayed body may be read again (their upstream has room).
+    resumed: Vec<u64>,
     /// Output buffers of forgotten streams, for the worker's pool at the next flush.
     spare: Vec<Vec<u8>>,
     /// The lowest client-initiated bidirectional stream id not yet seen.
@@ -204,6 +206,7 @@ impl<P> Conn<P> {
             resp: Vec::new(),
             streams: Vec::new(),
             actions: Vec::new(),
+            resumed: Vec::new(),
             spare: Vec::new(),
             next_id: 0,
             error: None,
@@ -573,7 +576,11 @@ impl<P> Conn<P> {
         let answer = if over {
             Some(status_response(413, "").close())
         } else {
-            svc.data(&mut b.pending, data).err()
+            let refused = svc.data(&mut b.pending, data).err();
+            // A relayed body whose upstream is full: the stream is not read again until it
+            // has room ([`Conn::body_room`]), so QUIC's stream window holds the client.
+            b.held |= b.relayed && !svc.room(&b.pending);
+            refused
         };
         let Some(mut resp) = answer else {
             return true;
@@ -762,6 +769,30 @@ impl<P> Conn<P> {
         self.answer(idx, resp, cx);
         self.set_timer(cx);
         true
+    }
+
+    /// Whether stream `id` is read: not while its relayed body waits for room upstream
+    /// (what the client sends meanwhile stays in QUIC's buffers, within the stream's window).
+    pub(crate) fn reading(&self, id: u64) -> bool {
+        self.find(id)
+            .is_none_or(|i| !self.streams[i].body.as_ref().is_some_and(|b| b.held))
+    }
+
+    /// The upstream that stream `id`'s relayed body goes to has room again: the stream is
+    /// read again (the driver takes it from [`Conn::resumed`]).
+    pub(crate) fn body_room(&mut self, id: u64) {
+        if let Some(i) = self.find(id)
+            && let Some(b) = self.streams[i].body.as_mut()
+            && b.held
+        {
+            b.held = false;
+            self.resumed.push(id);
+        }
+    }
+
+    /// A stream to read again now (see [`Conn::body_room`]).
+    pub(crate) fn resumed(&mut self) -> Option<u64> {
+        self.resumed.pop()
     }
 
     /// The head of stream `id`'s deferred answer, whose body follows in pieces

@@ -3,9 +3,11 @@
 //! (RFC 9114, RFC 9204) or the defence it pins; `scripts/h3-interop.sh` sees the same from
 //! outside with aioquic's client.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::fd::OwnedFd;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -21,19 +23,25 @@ use crate::pool::Pool;
 use crate::response::{Body, FileBody, Response};
 
 /// `/x` answers "x"; `/file` a 150,000-byte file; `/echo` the body (16 bytes at most);
-/// `/defer` defers; anything else 404.
+/// `/defer` defers; `/relay` relays its body to `upstream`, which holds [`UPSTREAM_ROOM`]
+/// bytes before it has no room; anything else 404.
 #[derive(Default)]
 struct App {
     deferred: Vec<u64>,
     own: Vec<u16>,
     paths: Vec<String>,
     versions: Vec<Version>,
+    upstream: Rc<RefCell<Vec<u8>>>,
 }
 
 struct Pending {
     defer: bool,
     body: Vec<u8>,
+    relay: Option<Rc<RefCell<Vec<u8>>>>,
 }
+
+/// What `/relay`'s upstream takes before it is full.
+const UPSTREAM_ROOM: usize = 8;
 
 /// 150,000 bytes, byte i is `i % 251`.
 fn big_file() -> FileBody {
@@ -75,6 +83,15 @@ impl Service for App {
                 pending: Pending {
                     defer: path == "/defer",
                     body: Vec::new(),
+                    relay: None,
+                },
+            },
+            ("/relay", None) => Decision::RelayBody {
+                limit: 1 << 20,
+                pending: Pending {
+                    defer: false,
+                    body: Vec::new(),
+                    relay: Some(self.upstream.clone()),
                 },
             },
             ("/echo", Some(b)) => Decision::Respond(Response::text_owned(
@@ -85,12 +102,17 @@ impl Service for App {
     }
 
     fn data(&mut self, p: &mut Pending, data: &[u8]) -> Result<(), Response> {
-        p.body.extend_from_slice(data);
+        match &p.relay {
+            Some(up) => up.borrow_mut().extend_from_slice(data),
+            None => p.body.extend_from_slice(data),
+        }
         Ok(())
     }
 
-    fn room(&self, _: &Pending) -> bool {
-        true
+    fn room(&self, p: &Pending) -> bool {
+        p.relay
+            .as_ref()
+            .is_none_or(|up| up.borrow().len() < UPSTREAM_ROOM)
     }
 
     fn end(&mut self, id: u64, p: Pending, _: BodyDecoder) -> Decision<Pending> {
@@ -759,4 +781,53 @@ fn requests_cancelled_before_their_headers_are_read_close_both_halves() {
     h.flush();
     assert!(h.wire.resets.contains(&(8, Code::RequestCancelled)));
     assert!(h.wire.closed.is_none());
+}
+
+/// A relayed body whose upstream is full stops being read (the transport then holds the
+/// client to the stream's window) until the upstream has room, and is read again then; a
+/// body the application reads itself is never held.
+#[test]
+fn a_relayed_body_is_not_read_while_its_upstream_is_full() {
+    let mut h = H::new();
+    let data = |b: &[u8]| {
+        let mut out = Vec::new();
+        frame::write_head(&mut out, kind::DATA, b.len() as u64);
+        out.extend_from_slice(b);
+        out
+    };
+    let post = |path: &str| {
+        let mut f = get(path);
+        f[0].1 = "POST".into();
+        f
+    };
+    h.recv(0, &headers(&owned(&post("/relay"))), false);
+    assert!(h.conn.reading(0));
+    h.recv(0, &data(b"abcd"), false);
+    assert!(h.conn.reading(0), "room for 8 bytes upstream");
+    h.recv(0, &data(b"efghij"), false);
+    assert_eq!(*h.app.upstream.borrow(), b"abcdefghij");
+    assert!(!h.conn.reading(0), "the upstream is full: not read");
+    assert_eq!(h.conn.resumed(), None);
+    // The upstream takes what it held: the stream is read again.
+    h.app.upstream.borrow_mut().clear();
+    h.conn.body_room(0);
+    assert!(h.conn.reading(0));
+    assert_eq!((h.conn.resumed(), h.conn.resumed()), (Some(0), None));
+    h.conn.body_room(0);
+    assert_eq!(
+        h.conn.resumed(),
+        None,
+        "room for a stream not held: nothing to resume"
+    );
+    h.conn.body_room(44);
+    assert_eq!(h.conn.resumed(), None, "an unknown stream");
+    // A body the application reads (not relayed) is never held.
+    h.recv(4, &headers(&owned(&post("/echo"))), false);
+    h.recv(4, &data(b"0123456789abcdef"), false);
+    assert!(h.conn.reading(4));
+    h.recv(4, &[], true);
+    assert_eq!(
+        h.answer(4),
+        (200, h.answer(4).1, b"0123456789abcdef".to_vec())
+    );
 }
