@@ -200,6 +200,39 @@ check_sum 1 2
 check_sum $((RANDOM % 900 + 100)) $((RANDOM % 900 + 100))
 check_sum 13 42 7
 
+echo "request trailers (RFC 9114 §4.1: a HEADERS frame after the body ends the request):"
+printf '7' >"$out/seven"
+# trailer NAME ARGS...: POST /baseline11?a=13&b=42 with body 7 and ARGS (trailers) over HTTP/3.
+trailer() {
+    local what=$1
+    shift
+    n=$((n + 1))
+    h3 --print-body "$@" "https://127.0.0.1:$tls_port/baseline11?a=13&b=42" >"$out/tr.out" 2>"$out/tr.err"
+}
+if trailer body -d "$out/seven" --trailer 'x-checksum: 62' --trailer 'x-more: yes' \
+    && grep -q 'status=200' "$out/tr.out" && [ "$(tail -1 "$out/tr.out")" = 62 ]; then
+    echo "  ok    a body and two trailer fields: 200, the sum of the body's request (62)"
+else
+    echo "  FAIL  a body with trailers: $(cat "$out/tr.out" "$out/tr.err" | tail -2)" >&2
+    fail=1
+fi
+if trailer none --trailer 'x-checksum: 55' && grep -q 'status=200' "$out/tr.out" \
+    && [ "$(tail -1 "$out/tr.out")" = 55 ]; then
+    echo "  ok    trailers after the HEADERS alone (no DATA): 200, 55"
+else
+    echo "  FAIL  trailers without a body: $(cat "$out/tr.out" "$out/tr.err" | tail -2)" >&2
+    fail=1
+fi
+# §4.3: pseudo-header fields never appear in trailers; §4.1.2: a malformed request is a stream
+# error of type H3_MESSAGE_ERROR (0x10e), and the connection serves on.
+if ! trailer pseudo -d "$out/seven" --trailer ':path: /other' \
+    && grep -q 'reset: 0x10e' "$out/tr.out"; then
+    echo "  ok    a pseudo-header in the trailers: the stream reset with H3_MESSAGE_ERROR"
+else
+    echo "  FAIL  a pseudo-header in the trailers: $(cat "$out/tr.out" "$out/tr.err" | tail -2)" >&2
+    fail=1
+fi
+
 # Many requests on one connection, 20 in flight: every answer whole.
 start
 n=$((n + 1))

@@ -2,8 +2,8 @@
 """Minimal HTTP/3 test client built on aioquic.
 
 Sends one request (or N requests over a single QUIC connection, with a configurable number in
-flight) and prints, for every response, the status, the headers, the body length and SHA-256,
-and any trailers.
+flight), with a body and trailers if asked, and prints, for every response, the status, the
+headers, the body length and SHA-256, and any trailers.
 
 Exit status: 0 when every request got a complete response; 1 on connection/stream errors or
 the overall timeout; 2 on usage errors; 3 when --expect-status is given and a status differs.
@@ -53,7 +53,7 @@ class H3ClientProtocol(QuicConnectionProtocol):
 
     async def request(
         self, method: str, authority: str, path: str, headers: list[tuple[bytes, bytes]],
-        body: bytes | None,
+        body: bytes | None, trailers: list[tuple[bytes, bytes]] | None = None,
     ) -> Response:
         stream_id = self._quic.get_next_available_stream_id()
         request_headers = [
@@ -69,9 +69,13 @@ class H3ClientProtocol(QuicConnectionProtocol):
         response = Response(stream_id)
         future: asyncio.Future[Response] = self._loop.create_future()
         self._pending[stream_id] = (response, future)
-        self._http.send_headers(stream_id, request_headers, end_stream=body is None)
+        self._http.send_headers(stream_id, request_headers,
+                                end_stream=body is None and not trailers)
         if body is not None:
-            self._http.send_data(stream_id, body, end_stream=True)
+            self._http.send_data(stream_id, body, end_stream=not trailers)
+        if trailers:
+            # RFC 9114 §4.1: a second HEADERS frame, the trailer section, ends the request.
+            self._http.send_headers(stream_id, trailers, end_stream=True)
         self.transmit()
         return await future
 
@@ -125,7 +129,10 @@ def _quiet_handshake_waiter(loop: asyncio.AbstractEventLoop, context: dict) -> N
 
 
 def parse_header(raw: str) -> tuple[bytes, bytes]:
-    name, sep, value = raw.partition(":")
+    # A pseudo-header (":path: /x") keeps its leading colon: the separator is the next one.
+    pseudo = raw.startswith(":")
+    name, sep, value = raw[pseudo:].partition(":")
+    name = ":" * pseudo + name
     if not sep or not name.strip():
         raise argparse.ArgumentTypeError(f"header must look like 'Name: value', got {raw!r}")
     return name.strip().lower().encode(), value.strip().encode()
@@ -196,7 +203,8 @@ async def run_requests(
 
     async def one() -> Response:
         async with limit:
-            return await client.request(method, authority, path, args.header, body)
+            return await client.request(method, authority, path, args.header, body,
+                                        args.trailer)
 
     results = await asyncio.gather(*(one() for _ in range(args.repeat)), return_exceptions=True)
     failures = 0
@@ -221,6 +229,8 @@ def main() -> int:
     parser.add_argument("-d", "--data", metavar="FILE", help="send FILE as the request body")
     parser.add_argument("-H", "--header", action="append", default=[], type=parse_header,
                         metavar="'Name: value'", help="extra request header (repeatable)")
+    parser.add_argument("--trailer", action="append", default=[], type=parse_header,
+                        help="'Name: value' sent in a trailer section after the body (repeatable)")
     parser.add_argument("-n", "--repeat", type=int, default=1,
                         help="number of requests on one connection (default 1)")
     parser.add_argument("-c", "--concurrency", type=int, default=1,
