@@ -175,7 +175,7 @@ else
     done
 fi
 if [ "$fail" != 0 ]; then
-    tail -20 "$out/files.err" "$out/demo.err" >&2
+    tail -n 20 "$out/files.err" "$out/demo.err" >&2
     say "FAILED"
     exit 1
 fi

@@ -28,7 +28,7 @@ mod ws;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use linerate_http1::{DateCache, HeadRoom, RequestHead};
 
@@ -235,7 +235,10 @@ pub(crate) struct Worker<B: Backend> {
     listeners: usize,
     /// Connections that used their file budget and go on next turn.
     ready: Vec<u32>,
+    /// The slots whose wheel entries (`due`) or QUIC timers (`due_quic`) came due this turn
+    /// (kept for their capacity).
     due: Vec<u32>,
+    due_quic: Vec<u32>,
     done: Vec<Done>,
     /// The application's work on this thread (see [`crate::WorkerLocal`]).
     local: Option<Box<dyn crate::WorkerLocal>>,
@@ -284,7 +287,7 @@ impl<B: Backend> Worker<B> {
         let quic = if setup.quic.is_empty() {
             None
         } else {
-            let q = quic::Quic::new(setup.quic, setup.quic_relay, setup.index, setup.workers, 0)?;
+            let q = quic::Quic::new(setup.quic, setup.quic_relay, setup.index, setup.workers)?;
             if let Some(fd) = q.relay_fd()? {
                 backend.watch(fd, WAKE_QUIC_RELAY, false)?;
             }
@@ -326,6 +329,7 @@ impl<B: Backend> Worker<B> {
             listeners,
             ready: Vec::new(),
             due: Vec::new(),
+            due_quic: Vec::new(),
             done: Vec::new(),
             local: setup.local,
             local_ready: false,
@@ -378,8 +382,14 @@ impl<B: Backend> Worker<B> {
             if self.wheel.due(self.io.cx.now) {
                 self.expire(sh);
             }
-            if self.proxying && self.io.cx.now >= self.pools.next_check {
-                self.health_checks(sh);
+            if self.io.app.extras {
+                // Proxying or QUIC: one test for a worker that does neither.
+                if self.proxying && self.io.cx.now >= self.pools.next_check {
+                    self.health_checks(sh);
+                }
+                if self.quic.as_ref().is_some_and(|q| q.next_timer().is_some()) {
+                    self.quic_timers(sh);
+                }
             }
             if !self.ready.is_empty() {
                 for idx in std::mem::take(&mut self.ready) {
@@ -449,6 +459,16 @@ impl<B: Backend> Worker<B> {
             let other = [self.accept_paused_until, self.drain_deadline];
             at = other.into_iter().flatten().fold(at, u64::min);
         }
+        if self.io.app.extras {
+            return self.extras_timeout(at);
+        }
+        (at != u64::MAX).then(|| Duration::from_millis(at.saturating_sub(self.io.cx.now)))
+    }
+
+    /// [`Worker::timeout`] on a worker that proxies or serves QUIC, given the wheel's next
+    /// deadline (ms): the upstreams' checks, and QUIC's timers to the microsecond.
+    #[inline(never)]
+    fn extras_timeout(&self, mut at: u64) -> Option<Duration> {
         if self.proxying {
             if !self.up_ready.is_empty() {
                 // A relay woke a client that read more for its upstream: move it now.
@@ -456,7 +476,48 @@ impl<B: Backend> Worker<B> {
             }
             at = at.min(self.pools.next_check);
         }
-        (at != u64::MAX).then(|| Duration::from_millis(at.saturating_sub(self.io.cx.now)))
+        let wait =
+            (at != u64::MAX).then(|| Duration::from_millis(at.saturating_sub(self.io.cx.now)));
+        let quic = self.quic.as_ref().and_then(|q| q.next_timer());
+        match (wait, quic) {
+            (w, None) => w,
+            (w, Some(t)) => {
+                let t = t.saturating_duration_since(Instant::now());
+                Some(w.map_or(t, |w| w.min(t)))
+            }
+        }
+    }
+
+    /// QUIC's timers that came due: each connection whose timer has come moves
+    /// (`H3Live::on_timer`); entries whose timer has moved since do nothing.
+    fn quic_timers(&mut self, sh: &Shared) {
+        let now = Instant::now();
+        let mut due = std::mem::take(&mut self.due_quic);
+        if let Some(q) = self.quic.as_mut() {
+            q.expire(now, &mut due);
+        }
+        for &idx in &due {
+            let Some(Live {
+                conn: Proto::Boxed(proto::Boxed::H3(h)),
+                ..
+            }) = self
+                .slots
+                .get_mut(idx as usize)
+                .and_then(|s| s.live.as_mut())
+            else {
+                continue;
+            };
+            if h.quic_due(now) {
+                self.with(self.token(idx), sh, |live, p| {
+                    live.conn.on_timer(p.cx, &mut p.svc)
+                });
+            } else if let Some(q) = self.quic.as_mut() {
+                // The entry was for a time the timer has moved from: file the one it has.
+                q.refile(h);
+            }
+        }
+        due.clear();
+        self.due_quic = due;
     }
 
     /// Reads the clocks once per turn of the loop. The coarse clocks (the kernel's tick,
