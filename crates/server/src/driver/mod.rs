@@ -387,7 +387,9 @@ impl<B: Backend> Worker<B> {
                 if self.proxying && self.io.cx.now >= self.pools.next_check {
                     self.health_checks(sh);
                 }
-                if self.quic.as_ref().is_some_and(|q| q.next_timer().is_some()) {
+                if let Some(q) = &self.quic
+                    && q.timer_due(Instant::now())
+                {
                     self.quic_timers(sh);
                 }
             }
@@ -489,7 +491,8 @@ impl<B: Backend> Worker<B> {
     }
 
     /// QUIC's timers that came due: each connection whose timer has come moves
-    /// (`H3Live::on_timer`); entries whose timer has moved since do nothing.
+    /// (`H3Live::on_timer`, which files its next); one whose timer moved later is filed
+    /// again.
     fn quic_timers(&mut self, sh: &Shared) {
         let now = Instant::now();
         let mut due = std::mem::take(&mut self.due_quic);
@@ -507,13 +510,13 @@ impl<B: Backend> Worker<B> {
             else {
                 continue;
             };
+            if let Some(q) = self.quic.as_mut() {
+                q.fired(h, now);
+            }
             if h.quic_due(now) {
                 self.with(self.token(idx), sh, |live, p| {
                     live.conn.on_timer(p.cx, &mut p.svc)
                 });
-            } else if let Some(q) = self.quic.as_mut() {
-                // The entry was for a time the timer has moved from: file the one it has.
-                q.refile(h);
             }
         }
         due.clear();

@@ -29,8 +29,7 @@
 //! costs a handshake. Stateless resets use one key per server. 0-RTT is not offered.
 #![forbid(unsafe_code)]
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::unix::net::UnixDatagram;
@@ -46,6 +45,7 @@ use quinn_proto::{
 };
 use quinn_udp::{BATCH_SIZE, RecvMeta, UdpSocketState};
 
+use super::timer::Wheel;
 use crate::app::Pending;
 use crate::h1::{Cx, Service, Timer};
 use crate::h3;
@@ -261,9 +261,10 @@ pub(crate) struct Quic {
     relayed: Vec<u8>,
     /// Datagrams routed to the worker their connection ID names (a metric).
     pub(crate) routed: u64,
-    /// QUIC's timers: (when, worker slot), earliest first. An entry whose connection's timer
-    /// has moved is stale: it fires, and finds nothing due.
-    timers: BinaryHeap<Reverse<(Instant, u32)>>,
+    /// QUIC's timers by worker slot, in ms since `epoch` (a timer that moves later keeps its
+    /// entry, which fires early and is filed again; see [`Wheel`]).
+    timers: Wheel<1>,
+    epoch: Instant,
 }
 
 /// A datagram read from a listener's socket (or relayed), with what the kernel said of it.
@@ -346,13 +347,13 @@ pub(crate) struct H3Live {
     connected: bool,
     /// CONNECTION_CLOSE was asked for.
     closing: bool,
-    /// QUIC's next timer (loss detection, pacing, acknowledgments, idle), to the microsecond:
-    /// kept in [`Quic`]'s own queue, not the wheel, whose 8 ms ticks would hold pacing to a
-    /// fraction of the window and delay ACKs past the max_ack_delay we announce.
+    /// QUIC's next timer (loss detection, pacing, acknowledgments, idle): filed in
+    /// [`Quic`]'s wheel of 1 ms ticks, not the connections' wheel, whose 8 ms ticks held
+    /// pacing to a fraction of the window and ACKs past the max_ack_delay we announce.
     quic_timer: Option<Instant>,
-    /// The earliest entry this connection has in that queue (`None`: none pending).
-    filed: Option<Instant>,
-    /// Its worker slot (the queue names connections by it).
+    /// When its entry in that wheel fires (ms on [`Quic`]'s clock; `u64::MAX`: none).
+    armed: u64,
+    /// Its worker slot (the wheel names connections by it).
     slot: u32,
     /// Already in [`Quic::touched`] this turn.
     touched: bool,
@@ -455,31 +456,52 @@ impl Quic {
             relay,
             relayed: Vec::new(),
             routed: 0,
-            timers: BinaryHeap::new(),
+            timers: Wheel::new(0),
+            epoch: Instant::now(),
         })
     }
 
-    /// When the next QUIC timer is due.
+    /// When the next QUIC timer entry fires (perhaps early: see [`Wheel::next_due`]).
     pub(crate) fn next_timer(&self) -> Option<Instant> {
-        self.timers.peek().map(|Reverse((at, _))| *at)
+        let ms = self.timers.next_due()?;
+        Some(self.epoch + Duration::from_millis(ms))
     }
 
-    /// The slots whose QUIC timer entries came due by `now`, into `due`.
+    /// Whether a QUIC timer entry may fire at `now`.
+    pub(crate) fn timer_due(&self, now: Instant) -> bool {
+        self.timers.due(self.ms_at(now))
+    }
+
+    /// The slots whose QUIC timer entries fire at `now`, into `due` (their entries are gone:
+    /// see [`Quic::fired`]).
     pub(crate) fn expire(&mut self, now: Instant, due: &mut Vec<u32>) {
-        while let Some(&Reverse((at, slot))) = self.timers.peek()
-            && at <= now
-        {
-            self.timers.pop();
-            due.push(slot);
+        self.timers.expire(self.ms_at(now), due);
+    }
+
+    /// `live`'s entry fired at `now`: a timer that moved later is filed again (one that is
+    /// due is filed anew by `drive` once the connection has run it).
+    pub(crate) fn fired(&mut self, live: &mut H3Live, now: Instant) {
+        live.armed = u64::MAX;
+        if !live.quic_due(now) {
+            self.arm(live);
         }
     }
 
-    /// Files `live`'s QUIC timer again (its entry fired before it, the timer having moved).
-    pub(crate) fn refile(&mut self, live: &mut H3Live) {
-        live.filed = live.quic_timer;
+    /// Files `live`'s QUIC timer, unless its entry fires at or before it already.
+    fn arm(&mut self, live: &mut H3Live) {
         if let Some(at) = live.quic_timer {
-            self.timers.push(Reverse((at, live.slot)));
+            // Rounded up: an entry never fires before its timer.
+            let d = at.saturating_duration_since(self.epoch);
+            let ms = d.as_millis() as u64 + u64::from(!d.subsec_nanos().is_multiple_of(1_000_000));
+            if ms < live.armed {
+                live.armed = self.timers.arm(live.slot, ms);
+            }
         }
+    }
+
+    /// `now` in ms on the QUIC wheel's clock, rounded down.
+    fn ms_at(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.epoch).as_millis() as u64
     }
 
     /// The relay's receiving end, to watch (none with one worker).
@@ -669,7 +691,7 @@ impl Quic {
                         connected: false,
                         closing: false,
                         quic_timer: None,
-                        filed: None,
+                        armed: u64::MAX,
                         slot: u32::MAX,
                         touched: false,
                         client_cert: None,
@@ -794,14 +816,7 @@ impl Quic {
             self.send = buf;
         }
         live.quic_timer = live.quic.poll_timeout();
-        if let Some(at) = live.quic_timer
-            && live.filed.is_none_or(|f| at < f || f <= now)
-        {
-            // Earlier than what is filed, or what was filed has fired: a new entry (a
-            // deadline that moved later keeps its entry, which fires early once).
-            live.filed = Some(at);
-            self.timers.push(Reverse((at, live.slot)));
-        }
+        self.arm(live);
         if live.quic.is_drained() {
             self.forget(live);
             return false;
@@ -812,6 +827,10 @@ impl Quic {
     /// The connection's slot is freed: the endpoint forgets its handle (and, if it was not
     /// drained yet, its connection IDs).
     pub(crate) fn forget(&mut self, live: &mut H3Live) {
+        if live.armed != u64::MAX {
+            live.armed = u64::MAX;
+            self.timers.cancel(live.slot);
+        }
         let e = &mut self.eps[live.ep];
         if let Some(s) = e.slots.get_mut(live.ch.0) {
             if *s == u32::MAX {

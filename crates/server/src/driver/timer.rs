@@ -8,17 +8,21 @@
 //! old time, the caller sees the connection's real deadline has not come and files it again.
 //! So a busy connection costs one re-file per keep-alive period, not one per request. Deadlines
 //! beyond one revolution stay in their bucket and are skipped until their tick (a hashed wheel).
+//! The connections' wheel ticks every [`TICK_MS`]; QUIC's timers (pacing, ACK delay, loss
+//! detection) go in one of 1 ms ticks (`Wheel<1>`).
 #![forbid(unsafe_code)]
 
-/// Milliseconds per tick: deadlines fire up to this late, never early.
+/// Milliseconds per tick of the connections' wheel: deadlines fire up to this late, never
+/// early.
 pub(crate) const TICK_MS: u64 = 8;
-/// Buckets: one revolution is `SLOTS × TICK_MS` ≈ 32.8 s.
+/// Buckets: one revolution is `SLOTS × TICK` (≈ 32.8 s at 8 ms).
 const SLOTS: usize = 4096;
 const WORDS: usize = SLOTS / 64;
 /// `at` value of a connection with no entry.
 const NONE: (u64, u32) = (u64::MAX, u32::MAX);
 
-pub(crate) struct Wheel {
+/// A wheel of `TICK` ms per tick.
+pub(crate) struct Wheel<const TICK: u64 = TICK_MS> {
     buckets: Vec<Vec<u32>>,
     /// Per connection slot: (tick it is filed under, its index in that bucket), or `NONE`.
     at: Vec<(u64, u32)>,
@@ -32,13 +36,13 @@ pub(crate) struct Wheel {
     next: u64,
 }
 
-impl Wheel {
+impl<const TICK: u64> Wheel<TICK> {
     /// A wheel whose first tick is the one containing `now_ms`.
-    pub(crate) fn new(now_ms: u64) -> Wheel {
+    pub(crate) fn new(now_ms: u64) -> Wheel<TICK> {
         Wheel {
             buckets: (0..SLOTS).map(|_| Vec::new()).collect(),
             at: Vec::new(),
-            done: now_ms / TICK_MS,
+            done: now_ms / TICK,
             occupied: [0; WORDS],
             len: 0,
             next: u64::MAX,
@@ -55,15 +59,15 @@ impl Wheel {
     /// entry fires, so the caller can skip calls that would change nothing (any deadline at
     /// or after it).
     pub(crate) fn arm(&mut self, slot: u32, deadline_ms: u64) -> u64 {
-        let tick = deadline_ms.div_ceil(TICK_MS).max(self.done + 1);
+        let tick = deadline_ms.div_ceil(TICK).max(self.done + 1);
         if let Some(&(filed, _)) = self.at.get(slot as usize)
             && filed <= tick
         {
-            return filed * TICK_MS; // fires earlier; the caller files it again then
+            return filed * TICK; // fires earlier; the caller files it again then
         }
         self.cancel(slot);
         self.file(slot, tick);
-        tick * TICK_MS
+        tick * TICK
     }
 
     /// Removes `slot`'s entry, if any.
@@ -104,13 +108,13 @@ impl Wheel {
     /// call, and something may be filed there).
     #[inline(always)]
     pub(crate) fn due(&self, now_ms: u64) -> bool {
-        let now = now_ms / TICK_MS;
+        let now = now_ms / TICK;
         now > self.done && now >= self.next
     }
 
     /// Takes every entry whose tick has passed at `now_ms` into `due`.
     pub(crate) fn expire(&mut self, now_ms: u64, due: &mut Vec<u32>) {
-        let now = now_ms / TICK_MS;
+        let now = now_ms / TICK;
         if now <= self.done {
             return;
         }
@@ -144,7 +148,7 @@ impl Wheel {
     /// late.
     #[inline]
     pub(crate) fn next_due(&self) -> Option<u64> {
-        (self.len > 0).then(|| self.next.max(self.done + 1) * TICK_MS)
+        (self.len > 0).then(|| self.next.max(self.done + 1) * TICK)
     }
 
     /// The first tick after `done` whose bucket is not empty (`u64::MAX` when none is).

@@ -165,6 +165,8 @@ pub(crate) struct Conn<P> {
     scratch: Scratch,
     /// An encoded field section being composed.
     resp: Vec<u8>,
+    /// The `date` and `server` fields every answer carries, encoded for the second they name.
+    stamp: Stamp,
     streams: Vec<Stream<P>>,
     /// Resets and STOP_SENDINGs for streams already forgotten.
     actions: Vec<(u64, Action)>,
@@ -204,6 +206,7 @@ impl<P> Conn<P> {
             decoder: qpack::Decoder::new(QPACK_CAPACITY),
             scratch: Scratch::default(),
             resp: Vec::new(),
+            stamp: Stamp::default(),
             streams: Vec::new(),
             actions: Vec::new(),
             resumed: Vec::new(),
@@ -719,7 +722,8 @@ impl<P> Conn<P> {
         let no_body = status_has_no_body(resp.status);
         let send_body = !s.head && !no_body && !resp.body.is_empty();
         let r = &mut self.resp;
-        section_start(r, resp.status, crate::h1::names_server(&resp.headers), cx);
+        let names_server = crate::h1::names_server(&resp.headers);
+        section_start(r, resp.status, names_server, &mut self.stamp, cx);
         if let Some(ct) = &resp.content_type {
             qpack::encode::field(r, b"content-type", ct.as_bytes());
         }
@@ -815,7 +819,7 @@ impl<P> Conn<P> {
             .fields
             .iter()
             .any(|(n, _)| n.eq_ignore_ascii_case(b"server"));
-        section_start(r, head.status, names_server, cx);
+        section_start(r, head.status, names_server, &mut self.stamp, cx);
         if let Some(n) = head.length.filter(|_| !no_body) {
             let mut b = itoa::Buffer::new();
             qpack::encode::field(r, b"content-length", b.format(n).as_bytes());
@@ -1172,16 +1176,34 @@ impl<P> Default for Conn<P> {
     }
 }
 
+/// The `date` and `server` fields as QPACK encodes them, kept for the second `date` names:
+/// every answer in that second copies them instead of encoding them again. (A reload that
+/// renames the server shows on a connection's answers from the next second.)
+#[derive(Default)]
+struct Stamp {
+    date: [u8; linerate_http1::DATE_LEN],
+    bytes: Vec<u8>,
+}
+
 /// Starts an answer's field section in `r`: the prefix, `:status`, `date`, and `server`
 /// unless the answer names its own.
-fn section_start(r: &mut Vec<u8>, status: u16, names_server: bool, cx: &Cx) {
+fn section_start(r: &mut Vec<u8>, status: u16, names_server: bool, stamp: &mut Stamp, cx: &Cx) {
     r.clear();
     qpack::encode::prefix(r);
     qpack::encode::status(r, status);
-    qpack::encode::field(r, b"date", cx.date.get());
-    if let Some(server) = cx.cfg.server.as_deref().filter(|_| !names_server) {
-        qpack::encode::field(r, b"server", server);
+    let date = cx.date.get();
+    if names_server {
+        return qpack::encode::field(r, b"date", date);
     }
+    if stamp.bytes.is_empty() || stamp.date != *date {
+        stamp.date = *date;
+        stamp.bytes.clear();
+        qpack::encode::field(&mut stamp.bytes, b"date", date);
+        if let Some(server) = cx.cfg.server.as_deref() {
+            qpack::encode::field(&mut stamp.bytes, b"server", server);
+        }
+    }
+    r.extend_from_slice(&stamp.bytes);
 }
 
 /// Appends a frame of `kind` carrying `payload` to stream `s`'s output.

@@ -22,7 +22,7 @@ use crate::h2::MAX_RESETS_PER_SEC;
 use crate::pool::Pool;
 use crate::response::{Body, FileBody, Response};
 
-/// `/x` answers "x"; `/file` a 150,000-byte file; `/echo` the body (16 bytes at most);
+/// `/x` answers "x" (`/own-server` too, naming its own `Server`); `/file` a 150,000-byte file; `/echo` the body (16 bytes at most);
 /// `/defer` defers; `/relay` relays its body to `upstream`, which holds [`UPSTREAM_ROOM`]
 /// bytes before it has no room; anything else 404.
 #[derive(Default)]
@@ -73,6 +73,7 @@ impl Service for App {
         self.versions.push(req.head.version());
         match (path.as_str(), req.body) {
             ("/x", _) => Decision::Respond(Response::text("x")),
+            ("/own-server", _) => Decision::Respond(Response::text("x").header("Server", "mine")),
             ("/file", _) => Decision::Respond(Response::new(200).body(Body::File(big_file()))),
             ("/defer", Some(_)) => {
                 self.deferred.push(req.id);
@@ -830,4 +831,34 @@ fn a_relayed_body_is_not_read_while_its_upstream_is_full() {
         h.answer(4),
         (200, h.answer(4).1, b"0123456789abcdef".to_vec())
     );
+}
+
+/// Every answer carries the second's `date` and the server's `server` (kept encoded for the
+/// second, so a new second must show); an answer that names its own `server` carries that
+/// one alone.
+#[test]
+fn answers_carry_the_current_date_and_one_server() {
+    let mut h = H::new();
+    let field = |h: &H, id: u64, name: &str| -> Vec<String> {
+        h.answer(id)
+            .1
+            .into_iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| v)
+            .collect()
+    };
+    h.get(0, "/x");
+    h.get(4, "/x");
+    let first = field(&h, 0, "date");
+    assert_eq!(first, ["Sun, 09 Sep 2001 01:46:40 GMT"]);
+    assert_eq!(field(&h, 4, "date"), first);
+    assert_eq!(field(&h, 4, "server"), ["t"]);
+    h.cx.date
+        .update(UNIX_EPOCH + Duration::from_secs(1_000_000_001));
+    h.get(8, "/x");
+    assert_eq!(field(&h, 8, "date"), ["Sun, 09 Sep 2001 01:46:41 GMT"]);
+    assert_eq!(field(&h, 8, "server"), ["t"]);
+    h.get(12, "/own-server");
+    assert_eq!(field(&h, 12, "server"), ["mine"]);
+    assert_eq!(field(&h, 12, "date"), ["Sun, 09 Sep 2001 01:46:41 GMT"]);
 }
