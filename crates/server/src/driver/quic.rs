@@ -9,9 +9,9 @@
 //! kernel has UDP GRO; several datagrams per `sendmsg` with UDP GSO; each datagram's ECN
 //! marks, and the local address it came to, which its answers leave from (a server bound to
 //! a wildcard address on a host with several). A QUIC connection lives in a worker slot like
-//! a TCP one
-//! (`Proto::Boxed(Boxed::H3)`), so deferred answers, streamed bodies, the timer wheel and
-//! shutdown reach it the same way.
+//! a TCP one (`Proto::Boxed(Boxed::H3)`), so deferred answers, streamed bodies, the timer
+//! wheel (HTTP/3's deadlines) and shutdown reach it the same way; QUIC's own timers (pacing,
+//! ACK delay, loss detection, idle) are filed here, in a wheel of 1 ms ticks.
 //!
 //! Steering: the connection IDs this worker issues carry its index (their first byte is
 //! congruent to it modulo the worker count, the rest random), and a cBPF program on the
