@@ -468,7 +468,8 @@ impl<B: Backend> Worker<B> {
     }
 
     /// [`Worker::timeout`] on a worker that proxies or serves QUIC, given the wheel's next
-    /// deadline (ms): the upstreams' checks, and QUIC's timers to the microsecond.
+    /// deadline (ms): the upstreams' checks, and QUIC's timers (their own 1 ms wheel, on the
+    /// precise clock).
     #[inline(never)]
     fn extras_timeout(&self, mut at: u64) -> Option<Duration> {
         if self.proxying {

@@ -371,7 +371,7 @@ impl H3Live {
         c.quic_closed(self.connected, s.path.sent_packets, s.path.lost_packets);
     }
 
-    /// HTTP/3's deadline, for the wheel (QUIC's timers are in [`Quic::next_timer`]'s queue).
+    /// HTTP/3's deadline, for the connections' wheel (QUIC's timers are in [`Quic`]'s own).
     pub(crate) fn deadline(&self) -> u64 {
         self.conn.deadline()
     }
