@@ -7,6 +7,8 @@
 //! exactly the window the client opens, a client that opens none is cut off at the send
 //! timeout, a drain names the open stream in its GOAWAY and lets it finish, and a connection
 //! that ends in the read that brought its request leaves nothing behind for the next one.
+//! A TLS listener with `quic` announces HTTP/3, and sends its datagrams as large as the path
+//! and the client take.
 //!
 //! Request blocks are HPACK literals without indexing and without Huffman (RFC 7541 §6.2.2),
 //! so every byte sent is visible here; answers are decoded by a small decoder below that
@@ -1208,16 +1210,21 @@ fn drain_sends_goaway_naming_the_open_stream_and_lets_it_finish() {
     srv.stop();
 }
 
-/// A TLS connection to `srv` that negotiated `h2`, its handshake done.
-fn tls_h2(srv: &Srv) -> (ClientConnection, TcpStream) {
+/// A rustls client that trusts `srv`'s certificate.
+fn trusting(srv: &Srv) -> ClientConfig {
     let mut roots = RootCertStore::empty();
     roots.add(srv.anchor.clone()).unwrap();
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut cfg = ClientConfig::builder_with_provider(provider)
+    ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap()
         .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_no_client_auth()
+}
+
+/// A TLS connection to `srv` that negotiated `h2`, its handshake done.
+fn tls_h2(srv: &Srv) -> (ClientConnection, TcpStream) {
+    let mut cfg = trusting(srv);
     cfg.alpn_protocols = vec![b"h2".to_vec()];
     let name = ServerName::try_from("localhost").unwrap();
     let mut tls = ClientConnection::new(Arc::new(cfg), name).unwrap();
@@ -1390,5 +1397,44 @@ fn a_tls_listener_with_quic_announces_http3_in_alt_svc() {
     let srv = serve("no-alt-svc", |_| {});
     let got = curl(&srv, Via::H2Tls, "/plaintext", &[]);
     assert_eq!((got.status, got.header("alt-svc")), (200, None));
+    srv.stop();
+}
+
+/// HTTP/3 on loopback: path MTU discovery searches up to what the route carries (the
+/// loopback interface's MTU, not Ethernet's 1,500), so a client that accepts large
+/// datagrams gets a 1 MiB file in datagrams larger than Ethernet's; a client whose
+/// `max_udp_payload_size` is 1,472 bytes (quinn-proto's default) never
+/// gets one larger. Both get every byte.
+#[test]
+fn http3_datagrams_grow_to_what_the_path_and_the_client_take() {
+    let lo: usize = std::fs::read_to_string("/sys/class/net/lo/mtu")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let srv = serve("h3-mtu", |c| c.quic = true);
+    let paths = ["/static/a.txt", "/static/one.bin", "/static/one.bin"];
+    let want = vec![(200, 11), (200, ONE_MIB as u64), (200, ONE_MIB as u64)];
+    let large = common::h3::get(&common::h3::quic(trusting(&srv)), srv.tls, &paths);
+    assert_eq!(large.answers, want);
+    if lo > 1500 {
+        assert!(
+            large.largest_datagram > 1500 - 28,
+            "largest datagram {} on a loopback of MTU {lo}",
+            large.largest_datagram
+        );
+    }
+    assert!(
+        large.largest_datagram <= lo - 28,
+        "{}",
+        large.largest_datagram
+    );
+    let mut small = common::h3::quic(trusting(&srv));
+    let mut endpoint = quinn_proto::EndpointConfig::default();
+    endpoint.max_udp_payload_size(1472).unwrap();
+    small.endpoint = Arc::new(endpoint);
+    let got = common::h3::get(&small, srv.tls, &paths);
+    assert_eq!(got.answers, want);
+    assert!(got.largest_datagram <= 1472, "{}", got.largest_datagram);
     srv.stop();
 }

@@ -397,51 +397,10 @@ fn rustls_client(d: &Path, client: Option<&str>) -> Arc<rustls::ClientConfig> {
 }
 
 /// One GET over HTTP/3 on a fresh QUIC connection to `addr`'s UDP port, with the client
-/// certificate `client` (or none): the answer's status. Bounded: 5 s in all.
+/// certificate `client` (or none): the answer's status.
 fn h3_status(addr: SocketAddr, d: &Path, client: Option<&str>, path: &str) -> u16 {
-    use linerate_load::h3::{Client, Event, Quic, Request};
-    use std::time::{Duration, Instant};
-    let mut tls = (*rustls_client(d, client)).clone();
-    tls.alpn_protocols = vec![b"h3".to_vec()];
-    let quic = Quic::new(Arc::new(tls), "localhost").unwrap();
-    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    sock.connect(addr).unwrap();
-    let req = Request::new("GET", &format!("localhost:{}", addr.port()), path, &[], b"");
-    let mut c: Client<()> = Client::connect(&quic, Instant::now(), addr, 1).unwrap();
-    let (mut tx, mut rx, mut scratch, mut events) =
-        (Vec::new(), vec![0; 65_535], Vec::new(), Vec::new());
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut opened = false;
-    while Instant::now() < deadline {
-        let now = Instant::now();
-        c.poll(now, &req, &mut events).expect("HTTP/3 connection");
-        match events.pop() {
-            Some(Event::Response { status, .. }) => return status,
-            Some(other) => panic!("{path}: {other:?}"),
-            None => {}
-        }
-        if !opened && c.room() > 0 {
-            opened = c.open(&req, ());
-        }
-        while let Some(t) = c.transmit(now, &mut tx) {
-            let seg = t.segment_size.unwrap_or(t.size);
-            for one in tx[..t.size].chunks(seg) {
-                sock.send(one).unwrap();
-            }
-        }
-        let wait = c
-            .poll_timeout()
-            .map_or(Duration::from_millis(50), |at| {
-                at.saturating_duration_since(now)
-            })
-            .clamp(Duration::from_millis(1), Duration::from_millis(50));
-        sock.set_read_timeout(Some(wait)).unwrap();
-        match sock.recv(&mut rx) {
-            Ok(n) => c.recv(Instant::now(), addr, &rx[..n], &mut scratch),
-            Err(_) => c.timeout(Instant::now()),
-        }
-    }
-    panic!("{path}: no HTTP/3 answer in 5 s");
+    let quic = common::h3::quic((*rustls_client(d, client)).clone());
+    common::h3::get(&quic, addr, &[path]).answers[0].0
 }
 
 /// One GET over a fresh TLS connection: (how the handshake went, the answer's body).

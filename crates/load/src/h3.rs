@@ -38,6 +38,9 @@ pub use message::{MAX_FIELD_SECTION, Request, Response};
 pub const ALPN_H3: &[u8] = b"h3";
 /// Most datagrams one `poll_transmit` may return (a GSO batch, split by the worker).
 pub const MAX_DATAGRAMS: usize = 10;
+/// The largest UDP payload the client accepts: QUIC's largest (RFC 9000 §18.2), which
+/// receive buffers of 64 KiB hold.
+pub const MAX_UDP_PAYLOAD: u16 = 65_527;
 /// Unidirectional streams the server may have open: its control and two QPACK streams, and
 /// room for reserved ("grease") ones, which are read and dropped.
 pub const MAX_PEER_UNI_STREAMS: u32 = 16;
@@ -77,9 +80,15 @@ impl Quic {
         transport.max_concurrent_uni_streams(VarInt::from_u32(MAX_PEER_UNI_STREAMS));
         let mut client = ClientConfig::new(Arc::new(crypto));
         client.transport_config(Arc::new(transport));
+        // The server may send datagrams as large as its path carries (RFC 9000 §18.2's default
+        // and largest value): on loopback or a jumbo-frame path, fewer and larger ones.
+        let mut endpoint = EndpointConfig::default();
+        endpoint
+            .max_udp_payload_size(MAX_UDP_PAYLOAD)
+            .expect("65,527 is QUIC's largest UDP payload");
         Ok(Quic {
             client,
-            endpoint: Arc::new(EndpointConfig::default()),
+            endpoint: Arc::new(endpoint),
             server_name: server_name.to_string(),
         })
     }

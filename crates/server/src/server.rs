@@ -78,7 +78,7 @@ struct QuicBound {
     /// Its TCP listener's id.
     listener: usize,
     addr: SocketAddr,
-    config: Arc<quinn_proto::ServerConfig>,
+    config: crate::driver::quic::QuicConfig,
     socks: Vec<std::net::UdpSocket>,
 }
 
@@ -396,7 +396,7 @@ impl Server {
                         format!("{}: quic is for a TLS listener on an address", l.addr),
                     ));
                 };
-                let config = crate::driver::quic::server_config(
+                let config = crate::driver::quic::QuicConfig::new(
                     tls,
                     config.keepalive_timeout.as_millis() as u64,
                 )

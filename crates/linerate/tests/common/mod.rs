@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod bin;
+pub mod h3;
 pub mod pebble;
 
 /// How long [`eventually`] waits before it calls an effect lost: a bound on a hang, far

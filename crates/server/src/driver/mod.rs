@@ -16,6 +16,7 @@ pub(crate) mod backend;
 pub(crate) mod certs;
 pub(crate) mod epoll;
 pub(crate) mod handshake;
+pub(crate) mod path_mtu;
 pub(crate) mod proto;
 pub(crate) mod quic;
 pub(crate) mod streams;

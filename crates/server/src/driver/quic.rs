@@ -8,10 +8,13 @@
 //! of datagrams per `recvmmsg`, each buffer a train of one client's datagrams where the
 //! kernel has UDP GRO; several datagrams per `sendmsg` with UDP GSO; each datagram's ECN
 //! marks, and the local address it came to, which its answers leave from (a server bound to
-//! a wildcard address on a host with several). A QUIC connection lives in a worker slot like
-//! a TCP one (`Proto::Boxed(Boxed::H3)`), so deferred answers, streamed bodies, the timer
-//! wheel (HTTP/3's deadlines) and shutdown reach it the same way; QUIC's own timers (pacing,
-//! ACK delay, loss detection, idle) are filed here, in a wheel of 1 ms ticks.
+//! a wildcard address on a host with several). Each connection's path MTU discovery
+//! searches up to what the route to its client carries (`path_mtu`), so datagrams on a
+//! loopback or jumbo-frame path grow past Ethernet's 1,452 bytes. A QUIC connection lives in
+//! a worker slot like a TCP one (`Proto::Boxed(Boxed::H3)`), so deferred answers, streamed
+//! bodies, the timer wheel (HTTP/3's deadlines) and shutdown reach it the same way; QUIC's
+//! own timers (pacing, ACK delay, loss detection, idle) are filed here, in a wheel of 1 ms
+//! ticks.
 //!
 //! Steering: the connection IDs this worker issues carry its index (their first byte is
 //! congruent to it modulo the worker count, the rest random), and a cBPF program on the
@@ -45,6 +48,7 @@ use quinn_proto::{
 };
 use quinn_udp::{BATCH_SIZE, RecvMeta, UdpSocketState};
 
+use super::path_mtu::{self, Ceiling};
 use super::timer::Wheel;
 use crate::app::Pending;
 use crate::h1::{Cx, Service, Timer};
@@ -60,11 +64,17 @@ const CID_LEN: usize = 8;
 /// Datagrams one `sendmsg` may carry with UDP GSO (the kernel's limit is 64; fewer where
 /// the socket refused GSO).
 const GSO_SEGMENTS: usize = 16;
+/// The bytes one GSO `sendmsg` may carry (its datagrams are cut from one UDP packet, whose
+/// length field is 16 bits), with room for the headers.
+const GSO_BYTES: usize = 65_000;
+/// Ceilings of path MTU discovery a worker makes a configuration for (see `Ep::config_for`).
+const CEILINGS: usize = 8;
 /// Datagrams read per readiness before the loop turns: reads stop once this many came (the
 /// batch in hand is handled whole; the socket stays readable, so the rest come next turn).
 pub(crate) const RECV_BUDGET: usize = 256;
-/// The largest datagram read from a relay.
-const MAX_DATAGRAM: usize = 65_535;
+/// The largest datagram a client sends (what the endpoints advertise), and so the largest
+/// a relay carries, after its head.
+const MAX_DATAGRAM: usize = path_mtu::MAX_PAYLOAD as usize;
 /// One receive buffer of a batch (a GRO train is one super-datagram of at most 64 KiB).
 const RECV_CHUNK: usize = 1 << 16;
 /// A connection's receive window per stream and in all (request bodies pace the client,
@@ -86,37 +96,79 @@ const INITIAL_WINDOW: u64 = 14_720;
 /// What a worker is given for one QUIC listener.
 pub(crate) struct QuicSetup {
     pub socket: UdpSocket,
-    pub config: Arc<quinn_proto::ServerConfig>,
+    pub config: QuicConfig,
 }
 
-/// The server's QUIC configuration for one TLS listener: its rustls configuration made
-/// QUIC's (TLS 1.3, ALPN `h3`, no early data), with the transport's limits.
-pub(crate) fn server_config(
-    tls: &Arc<rustls::ServerConfig>,
-    idle_ms: u64,
-) -> Result<Arc<quinn_proto::ServerConfig>, String> {
-    let mut tls = (**tls).clone();
-    tls.alpn_protocols = vec![b"h3".to_vec()];
-    tls.max_early_data_size = 0;
-    let crypto = quinn_proto::crypto::rustls::QuicServerConfig::try_from(tls)
-        .map_err(|e| format!("QUIC needs TLS 1.3 with AES-128-GCM: {e}"))?;
+/// A QUIC listener's configuration: quinn-proto's, with the ceiling of path MTU discovery
+/// left at its default (1,452 bytes), and what makes the same with another ceiling.
+#[derive(Clone)]
+pub(crate) struct QuicConfig {
+    base: Arc<quinn_proto::ServerConfig>,
+    idle: quinn_proto::IdleTimeout,
+}
+
+impl QuicConfig {
+    /// The configuration for one TLS listener: its rustls configuration made QUIC's (TLS 1.3,
+    /// ALPN `h3`, no early data), with the transport's limits.
+    pub(crate) fn new(tls: &Arc<rustls::ServerConfig>, idle_ms: u64) -> Result<QuicConfig, String> {
+        let mut tls = (**tls).clone();
+        tls.alpn_protocols = vec![b"h3".to_vec()];
+        tls.max_early_data_size = 0;
+        let crypto = quinn_proto::crypto::rustls::QuicServerConfig::try_from(tls)
+            .map_err(|e| format!("QUIC needs TLS 1.3 with AES-128-GCM: {e}"))?;
+        let idle = quinn_proto::IdleTimeout::try_from(Duration::from_millis(idle_ms.max(1)))
+            .map_err(|e| e.to_string())?;
+        let mut base = quinn_proto::ServerConfig::with_crypto(Arc::new(crypto));
+        base.transport_config(Arc::new(transport(idle, None)));
+        Ok(QuicConfig {
+            base: Arc::new(base),
+            idle,
+        })
+    }
+
+    /// The same configuration (its keys for tokens included) with datagrams up to `ceiling`.
+    fn with_ceiling(&self, ceiling: Ceiling) -> Arc<quinn_proto::ServerConfig> {
+        let mut c = (*self.base).clone();
+        c.transport_config(Arc::new(transport(self.idle, Some(ceiling))));
+        Arc::new(c)
+    }
+}
+
+/// The transport's limits; `ceiling` is how large datagrams may grow (path MTU discovery up to
+/// 1,452 bytes, quinn-proto's default, when `None`).
+fn transport(
+    idle: quinn_proto::IdleTimeout,
+    ceiling: Option<Ceiling>,
+) -> quinn_proto::TransportConfig {
     let mut t = quinn_proto::TransportConfig::default();
     t.max_concurrent_bidi_streams(VarInt::from_u32(h3::MAX_CONCURRENT_STREAMS as u32))
         .max_concurrent_uni_streams(VarInt::from_u32(h3::MAX_UNI_STREAMS as u32))
         .stream_receive_window(VarInt::from_u32(STREAM_WINDOW))
         .receive_window(VarInt::from_u32(CONN_WINDOW))
         .send_window(SEND_WINDOW)
-        .max_idle_timeout(Some(
-            quinn_proto::IdleTimeout::try_from(Duration::from_millis(idle_ms.max(1)))
-                .map_err(|e| e.to_string())?,
-        ));
+        .max_idle_timeout(Some(idle));
     t.time_threshold(LOSS_TIME_THRESHOLD);
     let mut cubic = quinn_proto::congestion::CubicConfig::default();
-    cubic.initial_window(INITIAL_WINDOW);
+    // quinn-proto sends while in flight + datagram < window; RFC 9002 §7 allows in flight +
+    // datagram = window. One byte more makes the two the same: ten 1,472-byte datagrams (or
+    // two of 7,360) fill the 14,720 bytes, where quinn-proto alone sends nine (or one).
+    cubic.initial_window(INITIAL_WINDOW + 1);
     t.congestion_controller_factory(Arc::new(cubic));
-    let mut config = quinn_proto::ServerConfig::with_crypto(Arc::new(crypto));
-    config.transport_config(Arc::new(t));
-    Ok(Arc::new(config))
+    match ceiling {
+        Some(Ceiling { bytes, probe: true }) => {
+            let mut mtud = quinn_proto::MtuDiscoveryConfig::default();
+            mtud.upper_bound(bytes);
+            t.mtu_discovery_config(Some(mtud));
+        }
+        Some(Ceiling {
+            bytes,
+            probe: false,
+        }) => {
+            t.initial_mtu(bytes).mtu_discovery_config(None);
+        }
+        None => {}
+    }
+    t
 }
 
 /// Issues this worker's connection IDs: the first byte ≡ the worker's index (mod the worker
@@ -231,6 +283,38 @@ struct Ep {
     endpoint: quinn_proto::Endpoint,
     /// Worker slot of each connection, by quinn-proto's handle.
     slots: Vec<u32>,
+    config: QuicConfig,
+    /// The configuration for each ceiling of path MTU discovery met so far (a few: one per
+    /// kind of route), made on first use.
+    by_ceiling: Vec<(Ceiling, Arc<quinn_proto::ServerConfig>)>,
+    /// The configuration of loopback clients, once made.
+    loopback: Option<Arc<quinn_proto::ServerConfig>>,
+}
+
+impl Ep {
+    /// The configuration for a client at `peer`: datagrams up to what the route to it carries.
+    /// The listener's own (a 1,452-byte ceiling) when the route is unknown, or once
+    /// [`CEILINGS`] others were made. A loopback client's is looked up once.
+    fn config_for(&mut self, peer: SocketAddr) -> Option<Arc<quinn_proto::ServerConfig>> {
+        let loopback = peer.ip().to_canonical().is_loopback();
+        if loopback && let Some(c) = &self.loopback {
+            return Some(c.clone());
+        }
+        let ceiling = path_mtu::ceiling(peer)?;
+        let c = match self.by_ceiling.iter().find(|(m, _)| *m == ceiling) {
+            Some((_, c)) => c.clone(),
+            None if self.by_ceiling.len() >= CEILINGS => return None,
+            None => {
+                let c = self.config.with_ceiling(ceiling);
+                self.by_ceiling.push((ceiling, c.clone()));
+                c
+            }
+        };
+        if loopback {
+            self.loopback = Some(c.clone());
+        }
+        Some(c)
+    }
 }
 
 /// The worker's QUIC side.
@@ -423,6 +507,10 @@ impl Quic {
             .map(|s| {
                 let state = UdpSocketState::new((&s.socket).into())?;
                 let mut ec = EndpointConfig::new(reset_key.clone());
+                // Clients may send datagrams as large as their path carries: a batch's
+                // buffers hold 64 KiB each.
+                ec.max_udp_payload_size(path_mtu::MAX_PAYLOAD)
+                    .map_err(|e| io::Error::other(e.to_string()))?;
                 let (w, n) = (worker as u8, workers.min(255) as u8);
                 ec.cid_generator(move || {
                     Box::new(WorkerCids {
@@ -430,13 +518,20 @@ impl Quic {
                         workers: n,
                     })
                 });
-                let endpoint =
-                    quinn_proto::Endpoint::new(Arc::new(ec), Some(s.config.clone()), true, None);
+                let endpoint = quinn_proto::Endpoint::new(
+                    Arc::new(ec),
+                    Some(s.config.base.clone()),
+                    true,
+                    None,
+                );
                 Ok(Ep {
                     socket: s.socket,
                     state,
                     endpoint,
                     slots: Vec::new(),
+                    config: s.config,
+                    by_ceiling: Vec::new(),
+                    loopback: None,
                 })
             })
             .collect::<io::Result<_>>()?;
@@ -445,7 +540,7 @@ impl Quic {
             send: Vec::with_capacity(GSO_SEGMENTS * 1500),
             recv: vec![0; BATCH_SIZE * RECV_CHUNK],
             meta: vec![RecvMeta::default(); BATCH_SIZE],
-            relay_buf: vec![0; MAX_DATAGRAM],
+            relay_buf: vec![0; RELAY_HEAD + MAX_DATAGRAM],
             queued: VecDeque::new(),
             handshakes: 0,
             touched: Vec::new(),
@@ -678,7 +773,8 @@ impl Quic {
             return None;
         }
         let peer = incoming.remote_address();
-        match e.endpoint.accept(incoming, now, &mut self.send, None) {
+        let config = e.config_for(peer);
+        match e.endpoint.accept(incoming, now, &mut self.send, config) {
             Ok((ch, quic)) => {
                 self.handshakes += 1;
                 Some((
@@ -805,7 +901,13 @@ impl Quic {
                 live.quic.handle_event(back);
             }
         }
-        let segments = self.eps[live.ep].state.max_gso_segments().min(GSO_SEGMENTS);
+        // A GSO batch is one UDP packet to the kernel: at most 64 KiB in all.
+        let fit = (GSO_BYTES / usize::from(live.quic.current_mtu())).max(1);
+        let segments = self.eps[live.ep]
+            .state
+            .max_gso_segments()
+            .min(GSO_SEGMENTS)
+            .min(fit);
         loop {
             self.send.clear();
             let Some(t) = live.quic.poll_transmit(now, segments, &mut self.send) else {
