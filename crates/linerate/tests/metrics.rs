@@ -294,8 +294,12 @@ fn quic_connections_are_counted_as_they_end() {
         0.0
     );
     assert_eq!(value(&scrape, "linerate_quic_retries_total", &[]), 0.0);
-    // Packets went out (answers and handshake flights; loss is the netem stage's to see).
-    assert!(value(&scrape, "linerate_quic_packets_sent_total", &[]) >= 20.0);
+    // Packets went out (loss is the netem stage's to see). At least three a connection: an
+    // Initial and a Handshake packet (packet number spaces of their own, so never one packet),
+    // and a 1-RTT one (HANDSHAKE_DONE, the answers). How many more depends on the datagram
+    // size, which on loopback is large (path_mtu.rs): answers share packets.
+    let sent = value(&scrape, "linerate_quic_packets_sent_total", &[]);
+    assert!(sent >= 3.0 * 3.0, "{sent} packets sent");
     value(&scrape, "linerate_quic_packets_lost_total", &[]);
     running.stop();
     let _ = std::fs::remove_dir_all(&dir);

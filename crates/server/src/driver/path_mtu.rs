@@ -17,7 +17,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use rustix::net::{AddressFamily, SocketType, sockopt};
+use rustix::net::{AddressFamily, SocketFlags, SocketType, sockopt};
 
 /// The smallest datagram every QUIC path carries (RFC 9000 §14).
 pub(crate) const MIN_PAYLOAD: u16 = 1200;
@@ -53,7 +53,8 @@ pub(crate) fn ceiling(peer: SocketAddr) -> Option<Ceiling> {
         IpAddr::V4(_) => (AddressFamily::INET, 20 + 8),
         IpAddr::V6(_) => (AddressFamily::INET6, 40 + 8),
     };
-    let fd = rustix::net::socket(family, SocketType::DGRAM, None).ok()?;
+    let fd =
+        rustix::net::socket_with(family, SocketType::DGRAM, SocketFlags::CLOEXEC, None).ok()?;
     rustix::net::connect(&fd, &peer).ok()?;
     let mtu = match peer {
         SocketAddr::V4(_) => sockopt::ip_mtu(&fd),
