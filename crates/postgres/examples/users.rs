@@ -93,6 +93,9 @@ impl IntoResponse for ApiError {
             ApiError::Database(linerate_postgres::Error::Unavailable) => {
                 Rejection::new(503, "the database is unavailable")
             }
+            ApiError::Database(linerate_postgres::Error::Busy) => {
+                Rejection::new(503, "the database is busy")
+            }
             ApiError::Database(e) => {
                 tracing::error!(error = %e, "query failed");
                 Rejection::new(500, "the query failed")

@@ -6,6 +6,7 @@
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::error::{ConnectError, PgOpenError};
 use crate::pool::{Driver, Pool, RuntimeSet, Target};
@@ -18,6 +19,14 @@ pub const DEFAULT_RUNTIME_CONNECTIONS: usize = 4;
 /// statements (and to serve start-up work until the workers open theirs).
 pub const WORKER_START_CONNECTIONS: usize = 1;
 
+/// Sessions ([`Pool::session`]) open at once in each set (the pool's with [`Driver::Runtime`],
+/// each worker's with [`Driver::Worker`]) when [`Builder::sessions`] is not called.
+pub const DEFAULT_SESSIONS: usize = 4;
+
+/// How long a request waits for a session while all are in use, when
+/// [`Builder::session_wait`] is not called.
+pub const DEFAULT_SESSION_WAIT: Duration = Duration::from_secs(5);
+
 /// PostgreSQL's port when the URL names none.
 const DEFAULT_PORT: u16 = 5432;
 
@@ -27,6 +36,8 @@ pub struct Builder {
     url: String,
     driver: Driver,
     connections: Option<usize>,
+    sessions: usize,
+    session_wait: Duration,
     specs: Specs,
 }
 
@@ -39,6 +50,8 @@ impl Builder {
             url: url.to_string(),
             driver: Driver::Runtime,
             connections: None,
+            sessions: DEFAULT_SESSIONS,
+            session_wait: DEFAULT_SESSION_WAIT,
             specs: Specs::default(),
         }
     }
@@ -57,8 +70,28 @@ impl Builder {
         self
     }
 
+    /// How many sessions ([`Pool::session`]: connections one request holds alone) may be open
+    /// at once in each set: the pool's with [`Driver::Runtime`], each worker's with
+    /// [`Driver::Worker`] (at least one; default [`DEFAULT_SESSIONS`]). They are opened when
+    /// first needed, beside the shared connections, and kept.
+    pub fn sessions(&mut self, sessions: usize) -> &mut Builder {
+        self.sessions = sessions.max(1);
+        self
+    }
+
+    /// How long a request waits for a session while all are in use, before
+    /// [`Error::Busy`](crate::Error::Busy) (default [`DEFAULT_SESSION_WAIT`]).
+    pub fn session_wait(&mut self, wait: Duration) -> &mut Builder {
+        self.session_wait = wait;
+        self
+    }
+
     /// Registers `sql` as statement `name`, to be prepared on every connection when it opens
-    /// (and again when it re-opens). The [`StatementId`] returned finds it on any connection of
+    /// (and again when it re-opens). The shared connections carry several requests'
+    /// statements at once, so a statement that would open or end a transaction or leave state
+    /// on the session (`BEGIN`, `SET`, `LISTEN`, cursors, temporary tables, session advisory
+    /// locks, `set_config`) is refused at [`Builder::connect`]: run those on a
+    /// [`Session`](crate::Session). The [`StatementId`] returned finds it on any connection of
     /// the pool ([`Conn::statement`](crate::Conn::statement)) with one index. Parameters are
     /// `$1`, `$2`…, their types inferred by the server. A name registered twice is refused at
     /// [`Builder::connect`].
@@ -95,6 +128,12 @@ impl Builder {
         if let Some(name) = self.specs.duplicate() {
             return Err(ConnectError::DuplicateStatement(name.to_string()));
         }
+        if let Some((name, what)) = self.specs.session_effect() {
+            return Err(ConnectError::SessionStatement {
+                name: name.to_string(),
+                what,
+            });
+        }
         let config: tokio_postgres::Config = self.url.parse().map_err(ConnectError::Url)?;
         let addrs = match self.driver {
             Driver::Runtime => None,
@@ -106,6 +145,8 @@ impl Builder {
         let target = Arc::new(Target {
             config,
             specs: self.specs.clone(),
+            sessions: self.sessions,
+            session_wait: self.session_wait,
         });
         let start_error = |e: PgOpenError| match e {
             PgOpenError::Connect(e) => ConnectError::Connect(e),
@@ -212,12 +253,26 @@ mod tests {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
-        let cases: [StartCase; 4] = [
+        let cases: [StartCase; 6] = [
             (
                 "postgres://u@127.0.0.1:1/d",
                 Driver::Runtime,
                 &[("a", "SELECT 1"), ("a", "SELECT 2")],
                 "two statements are named \"a\"",
+            ),
+            // The lost write of issue O: a BEGIN on a shared connection took in the
+            // statements other requests pipelined behind it.
+            (
+                "postgres://u@127.0.0.1:1/d",
+                Driver::Worker,
+                &[("open", "BEGIN"), ("add", "INSERT INTO t VALUES ($1)")],
+                "statement \"open\" uses BEGIN",
+            ),
+            (
+                "postgres://u@127.0.0.1:1/d",
+                Driver::Runtime,
+                &[("lock", "SELECT pg_advisory_lock($1)")],
+                "statement \"lock\" uses pg_advisory_lock",
             ),
             (
                 "postgres://u@127.0.0.1:1/d?bogus=1",

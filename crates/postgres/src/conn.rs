@@ -1,8 +1,10 @@
-//! One open connection as a request sees it: the tokio-postgres [`Client`] and the pool's
-//! statements prepared on it. Several requests hold the same connection at once; their
-//! queries are pipelined on it (sent without waiting for the answers before them, answered in
-//! order by the server). Nothing here opens, watches or reopens connections (`reconnect.rs`
-//! does).
+//! One open connection as a request sees it: the pool's statements prepared on it. Several
+//! requests hold the same shared connection at once; their queries are pipelined on it (sent
+//! without waiting for the answers before them, answered in order by the server), so a shared
+//! connection runs the pool's statements and nothing else: no client is handed out, and a
+//! statement that would open a transaction or leave session state is refused at start
+//! (`shared_sql.rs`). A [`Session`](crate::Session) is a `Conn` held by one request alone,
+//! with its client. Nothing here opens, watches or reopens connections (`reconnect.rs` does).
 #![forbid(unsafe_code)]
 
 use tokio_postgres::types::ToSql;
@@ -12,18 +14,23 @@ use crate::statements::StatementId;
 
 /// An open connection and the pool's statements prepared on it, as
 /// [`Pool::get`](crate::Pool::get) hands it out (in an `Arc`: several requests share it).
+///
+/// A shared connection gives out no client: a transaction there would take in the
+/// statements other requests pipeline behind it, and its rollback would undo their
+/// acknowledged writes. Take a [`Session`](crate::Session) for that; this does not compile:
+///
+/// ```compile_fail
+/// # async fn f(pool: &linerate_postgres::Pool) -> Result<(), linerate_postgres::Error> {
+/// pool.get()?.client().batch_execute("BEGIN").await?;
+/// # Ok(())
+/// # }
+/// ```
 pub struct Conn {
     pub(crate) client: Client,
     pub(crate) statements: Box<[Statement]>,
 }
 
 impl Conn {
-    /// The tokio-postgres client, for what the pool's statements do not cover (a one-off
-    /// query, a transaction, `COPY`).
-    pub fn client(&self) -> &Client {
-        &self.client
-    }
-
     /// The statement `id` as prepared on this connection. Panics when `id` is from another
     /// pool's builder and past this pool's statements.
     pub fn statement(&self, id: StatementId) -> &Statement {

@@ -27,6 +27,9 @@ impl std::error::Error for Unavailable {}
 pub enum Error {
     /// No connection is open ([`Unavailable`]).
     Unavailable,
+    /// Every session ([`Pool::session`](crate::Pool::session)) stayed in use for as long as
+    /// [`Builder::session_wait`](crate::Builder::session_wait): answer "busy" (a 503).
+    Busy,
     /// The database answered with an error, or the connection broke mid-query.
     Query(tokio_postgres::Error),
 }
@@ -54,6 +57,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Unavailable => Unavailable.fmt(f),
+            Error::Busy => f.write_str("every database session is in use"),
             Error::Query(e) => f.write_str(&describe(e)),
         }
     }
@@ -62,7 +66,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Unavailable => None,
+            Error::Unavailable | Error::Busy => None,
             Error::Query(e) => Some(e),
         }
     }
@@ -88,6 +92,14 @@ pub enum ConnectError {
     NoHost,
     /// Two statements were registered under this name.
     DuplicateStatement(String),
+    /// A statement registered for the shared connections would open or end a transaction,
+    /// or leave state on the session: it belongs on a [`Session`](crate::Session).
+    SessionStatement {
+        /// The statement's name.
+        name: String,
+        /// What it uses (`BEGIN`, `SET`, `pg_advisory_lock`…).
+        what: &'static str,
+    },
     /// The runtime given is a current-thread one, whose handle cannot drive connections (they
     /// would never open): give a multi-thread runtime.
     CurrentThreadRuntime,
@@ -112,6 +124,11 @@ impl fmt::Display for ConnectError {
             ConnectError::DuplicateStatement(name) => {
                 write!(f, "two statements are named {name:?}")
             }
+            ConnectError::SessionStatement { name, what } => write!(
+                f,
+                "statement {name:?} uses {what}, which would reach other requests' statements \
+                 on a shared connection: run it on a session (Pool::session)"
+            ),
             ConnectError::CurrentThreadRuntime => {
                 f.write_str("the connections need a multi-thread tokio runtime")
             }

@@ -12,6 +12,10 @@
 //!   (installed with [`Pool::worker_local`]), so a query never leaves the worker's thread.
 //! - **Pipelining**: [`Pool::get`] hands out the connections round-robin; several requests
 //!   hold one at once and their queries are in flight together on it.
+//! - **Sessions**: [`Pool::session`] hands out a connection one request holds alone, for a
+//!   transaction ([`Session::transaction`]), session state or a one-off statement. The shared
+//!   connections never carry those: they give out no client, and a registered statement that
+//!   would open a transaction or set session state is refused at start.
 //! - **Outages**: a lost connection is re-opened in the background (waits from
 //!   [`FIRST_RETRY`] doubling to [`MAX_RETRY`]); meanwhile [`Pool::get`] answers
 //!   [`Unavailable`] at once when no connection is open.
@@ -69,13 +73,19 @@ mod error;
 mod local;
 mod pool;
 mod reconnect;
+mod session;
+mod shared_sql;
 mod statements;
 
-pub use builder::{Builder, DEFAULT_RUNTIME_CONNECTIONS, WORKER_START_CONNECTIONS};
+pub use builder::{
+    Builder, DEFAULT_RUNTIME_CONNECTIONS, DEFAULT_SESSION_WAIT, DEFAULT_SESSIONS,
+    WORKER_START_CONNECTIONS,
+};
 pub use conn::Conn;
 pub use error::{ConnectError, Error, Unavailable, describe};
 pub use pool::{Driver, Pool, Spawner};
 pub use reconnect::{FIRST_RETRY, MAX_RETRY};
+pub use session::{RESET, Session, Transaction, TransactionBuilder};
 pub use statements::StatementId;
 /// The tokio-postgres types a user of [`Conn`] meets: rows, parameters, the client.
 pub use tokio_postgres;

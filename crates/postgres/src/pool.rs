@@ -6,7 +6,9 @@
 //! the workers (a request crosses to that thread and back); `Worker` gives every HTTP worker
 //! its own set, driven by the worker's own event loop (`local.rs`), so a request never leaves
 //! its thread. A lost connection's slot is emptied and re-opened in the background
-//! (`reconnect.rs`); a request that finds no open slot gets [`Unavailable`] at once.
+//! (`reconnect.rs`); a request that finds no open slot gets [`Unavailable`] at once. Each set
+//! also has its sessions, connections one request holds alone ([`Pool::session`],
+//! `session.rs`).
 //!
 //! The request path ([`Pool::get`]) takes one uncontended lock and clones one `Arc`; it never
 //! allocates and never waits on the network.
@@ -22,9 +24,10 @@ use std::time::Duration;
 use linerate_server::{BoxFuture, Spawn, WorkerLocal, WorkerLocalFactory};
 
 use crate::conn::Conn;
-use crate::error::Unavailable;
+use crate::error::{Error, OpenError, Unavailable};
 use crate::local;
 use crate::reconnect::{revive, revive_local};
+use crate::session::{Place, Session, Sessions};
 use crate::statements::{Specs, StatementId};
 
 /// Where the connections live and which thread drives them.
@@ -38,10 +41,14 @@ pub enum Driver {
     Worker,
 }
 
-/// What a connection is opened to, and prepares when it opens.
+/// What a connection is opened to, and prepares when it opens; how many sessions a set keeps.
 pub(crate) struct Target {
     pub(crate) config: tokio_postgres::Config,
     pub(crate) specs: Specs,
+    /// Sessions open at once per set ([`Builder::sessions`](crate::Builder::sessions)).
+    pub(crate) sessions: usize,
+    /// How long a request waits for a session when all are in use.
+    pub(crate) session_wait: Duration,
 }
 
 /// One connection's place: the open connection, if any, and its reconnection state.
@@ -72,6 +79,7 @@ impl Slot {
 /// connection.
 pub(crate) struct RuntimeSet {
     slots: Vec<Arc<Slot>>,
+    sessions: Arc<Sessions>,
     next: AtomicUsize,
     runtime: tokio::runtime::Handle,
     target: Arc<Target>,
@@ -93,8 +101,13 @@ impl RuntimeSet {
             }
             Ok::<_, crate::error::PgOpenError>(())
         })?;
+        let place = Place::Runtime {
+            runtime: runtime.clone(),
+            target: target.clone(),
+        };
         Ok(RuntimeSet {
             slots,
+            sessions: Sessions::new(target.sessions, target.session_wait, place),
             next: AtomicUsize::new(0),
             runtime: runtime.clone(),
             target: target.clone(),
@@ -110,6 +123,7 @@ impl RuntimeSet {
 
     fn close(&self) {
         self.slots.iter().for_each(|s| s.close());
+        self.sessions.close();
     }
 }
 
@@ -118,6 +132,7 @@ pub(crate) struct WorkerSet {
     /// The [`Pool::id`] these belong to.
     pool: u64,
     pub(crate) slots: Vec<Arc<Slot>>,
+    sessions: Arc<Sessions>,
     next: Cell<usize>,
     pub(crate) target: Arc<Target>,
     pub(crate) addrs: Arc<[SocketAddr]>,
@@ -224,6 +239,34 @@ impl Pool {
         }
     }
 
+    /// A connection this request holds alone, for a transaction, session state (`SET`,
+    /// `LISTEN`, advisory locks, temporary tables) or any one-off statement: an idle one, or
+    /// a new one while fewer than [`Builder::sessions`](crate::Builder::sessions) are open in
+    /// this set (with [`Driver::Worker`], this worker's). When all are in use the request
+    /// waits its turn, at most [`Builder::session_wait`](crate::Builder::session_wait), then
+    /// gets [`Error::Busy`]; [`Error::Unavailable`] when the database cannot be reached.
+    /// Dropped, the session is reset and kept for the next request.
+    ///
+    /// ```no_run
+    /// # async fn f(pool: &linerate_postgres::Pool) -> Result<(), linerate_postgres::Error> {
+    /// let mut session = pool.session().await?;
+    /// let tx = session.transaction().await?;
+    /// tx.execute("INSERT INTO audit (what) VALUES ($1)", &[&"checkout"]).await?;
+    /// tx.commit().await?; // acknowledged only now; dropped before this, rolled back
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn session(&self) -> impl Future<Output = Result<Session, Error>> + Send + 'static {
+        let sessions = match &self.mode {
+            Mode::Runtime(set) => set.sessions.clone(),
+            Mode::Worker { start, .. } => WORKER.with(|w| match w.borrow().as_ref() {
+                Some(set) if set.pool == self.id => set.sessions.clone(),
+                _ => start.sessions.clone(),
+            }),
+        };
+        sessions.take()
+    }
+
     /// The id of the statement registered as `name`, for code that did not keep the
     /// [`StatementId`] [`Builder::prepare`](crate::Builder::prepare) returned. A linear
     /// search: look names up once, not per request.
@@ -289,14 +332,21 @@ impl Pool {
             return None;
         };
         let start_slots = start.slots.clone();
+        let start_sessions = start.sessions.clone();
         let (id, target, addrs) = (self.id, self.target.clone(), addrs.clone());
         let count = self.per_worker(workers);
         Some(Arc::new(move |_worker| {
             start_slots.iter().for_each(|s| s.close());
+            start_sessions.close();
             let mut local = local::Local::install()?;
             let set = Rc::new(WorkerSet {
                 pool: id,
                 slots: (0..count).map(|_| Slot::new()).collect(),
+                sessions: Sessions::new(
+                    target.sessions,
+                    target.session_wait,
+                    Place::Worker { pool: id },
+                ),
                 next: Cell::new(0),
                 target: target.clone(),
                 addrs: addrs.clone(),
@@ -310,6 +360,21 @@ impl Pool {
             });
             Ok(Box::new(local) as Box<dyn WorkerLocal>)
         }))
+    }
+}
+
+/// Opens a session connection for this thread's worker set of pool `pool`; the outcome goes to
+/// `done` (dropped unsent where this thread has no such set).
+pub(crate) fn open_worker_session(
+    pool: u64,
+    done: tokio::sync::oneshot::Sender<Result<Conn, OpenError>>,
+) {
+    let set = WORKER.with(|w| w.borrow().as_ref().filter(|s| s.pool == pool).cloned());
+    if let Some(set) = set {
+        local::spawn(async move {
+            let opened = crate::reconnect::open_worker(&set.target, &set.addrs, || {}).await;
+            let _ = done.send(opened);
+        });
     }
 }
 

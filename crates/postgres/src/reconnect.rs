@@ -96,18 +96,30 @@ pub(crate) fn revive(runtime: &tokio::runtime::Handle, target: &Arc<Target>, slo
 /// Opens one connection for `slot` on the current tokio runtime, prepares the statements, and
 /// watches it: when it ends, the slot is emptied and re-opened.
 pub(crate) async fn open(target: &Arc<Target>, slot: &Arc<Slot>) -> Result<Conn, PgOpenError> {
-    let (client, connection) = target.config.connect(NoTls).await?;
     let (watch_target, watch_slot) = (target.clone(), slot.clone());
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::warn!(error = describe(&e), "database connection ended");
-        }
+    open_runtime(target, move || {
         forget_closed(&watch_slot);
         revive(
             &tokio::runtime::Handle::current(),
             &watch_target,
             &watch_slot,
         );
+    })
+    .await
+}
+
+/// Opens one connection on the current tokio runtime and prepares the statements; `ended`
+/// runs there when the connection's task ends.
+pub(crate) async fn open_runtime(
+    target: &Arc<Target>,
+    ended: impl FnOnce() + Send + 'static,
+) -> Result<Conn, PgOpenError> {
+    let (client, connection) = target.config.connect(NoTls).await?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::warn!(error = describe(&e), "database connection ended");
+        }
+        ended();
     });
     let statements = target.specs.prepare(&client).await?;
     Ok(Conn { client, statements })
@@ -137,12 +149,27 @@ pub(crate) fn revive_local(set: &Rc<WorkerSet>, slot: &Arc<Slot>) {
     ));
 }
 
-/// Opens one connection for a worker's `slot` over the worker's reactor (the first address
-/// that answers), prepares the statements and watches it.
+/// Opens one connection for a worker's `slot` over the worker's reactor, prepares the
+/// statements and watches it: when it ends, the slot is emptied and re-opened.
 async fn open_local(set: &Rc<WorkerSet>, slot: &Arc<Slot>) -> Result<Conn, OpenError> {
+    let (watch_set, watch_slot) = (set.clone(), slot.clone());
+    open_worker(&set.target, &set.addrs, move || {
+        forget_closed(&watch_slot);
+        revive_local(&watch_set, &watch_slot);
+    })
+    .await
+}
+
+/// Opens one connection over this worker's reactor (the first of `addrs` that answers) and
+/// prepares the statements; `ended` runs on this thread when the connection's task ends.
+pub(crate) async fn open_worker(
+    target: &Target,
+    addrs: &[std::net::SocketAddr],
+    ended: impl FnOnce() + 'static,
+) -> Result<Conn, OpenError> {
     let mut last = None;
     let mut tcp = None;
-    for addr in set.addrs.iter() {
+    for addr in addrs {
         match local::LocalTcp::connect(*addr).await {
             Ok(t) => {
                 tcp = Some(t);
@@ -157,16 +184,14 @@ async fn open_local(set: &Rc<WorkerSet>, slot: &Arc<Slot>) -> Result<Conn, OpenE
             return Err(last.map_or_else(|| std::io::Error::other("no address").into(), Into::into));
         }
     };
-    let (client, connection) = set.target.config.connect_raw(tcp, NoTls).await?;
-    let (watch_set, watch_slot) = (set.clone(), slot.clone());
+    let (client, connection) = target.config.connect_raw(tcp, NoTls).await?;
     local::spawn(async move {
         if let Err(e) = connection.await {
             tracing::warn!(error = describe(&e), "database connection ended");
         }
-        forget_closed(&watch_slot);
-        revive_local(&watch_set, &watch_slot);
+        ended();
     });
-    let statements = set.target.specs.prepare(&client).await?;
+    let statements = target.specs.prepare(&client).await?;
     Ok(Conn { client, statements })
 }
 

@@ -62,6 +62,14 @@ impl Specs {
         })
     }
 
+    /// The first statement that would open a transaction or leave session state on a shared
+    /// connection, with what it uses (`shared_sql.rs`).
+    pub(crate) fn session_effect(&self) -> Option<(&str, &'static str)> {
+        self.0
+            .iter()
+            .find_map(|s| crate::shared_sql::session_effect(&s.sql).map(|what| (&*s.name, what)))
+    }
+
     /// The name of statement `index`.
     pub(crate) fn name(&self, index: usize) -> &str {
         &self.0[index].name

@@ -80,9 +80,10 @@ impl Db {
             e => fail(&e),
         })?;
         let cache = runtime
-            .block_on(WorldCache::load(&pool))
+            .block_on(WorldCache::load(&pool, &world_st))
             .map_err(|e| match e {
                 DbError::Unavailable => fail(&"no connection"),
+                DbError::Busy => fail(&"no session free"),
                 DbError::Query(e) => fail(&linerate_postgres::describe(&e)),
             })?;
         if driver == Driver::Worker {

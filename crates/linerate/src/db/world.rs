@@ -43,6 +43,8 @@ pub struct Statements {
     /// Sets `randomnumber` of the rows whose ids are in the first array to the numbers in the
     /// second, in one statement.
     pub update_worlds: StatementId,
+    /// Every `world` row, by id (read once, for `/cached-queries`).
+    pub all_worlds: StatementId,
 }
 
 impl Statements {
@@ -56,6 +58,10 @@ impl Statements {
                 "UPDATE world SET randomnumber = v.r \
                  FROM unnest($1::int[], $2::int[]) AS v(id, r) WHERE world.id = v.id",
             ),
+            all_worlds: builder.prepare(
+                "all_worlds",
+                "SELECT id, randomnumber FROM world ORDER BY id",
+            ),
         }
     }
 }
@@ -64,6 +70,7 @@ impl Statements {
 pub fn error_response(e: DbError) -> Response {
     match e {
         DbError::Unavailable => tracing::debug!("no database connection"),
+        DbError::Busy => tracing::debug!("every database session in use"),
         DbError::Query(e) => tracing::warn!(
             error = linerate_postgres::describe(&e),
             "database query failed"
@@ -217,12 +224,8 @@ pub struct WorldCache {
 
 impl WorldCache {
     /// Reads the whole table (at start).
-    pub async fn load(pool: &Pool) -> Result<WorldCache, DbError> {
-        let conn = pool.get()?;
-        let rows = conn
-            .client()
-            .query("SELECT id, randomnumber FROM world ORDER BY id", &[])
-            .await?;
+    pub async fn load(pool: &Pool, st: &Statements) -> Result<WorldCache, DbError> {
+        let rows = pool.get()?.query(st.all_worlds, &[]).await?;
         let mut numbers = vec![0; WORLD_ROWS as usize];
         for r in rows {
             let id: i32 = r.get(0);
