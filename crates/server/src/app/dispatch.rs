@@ -874,6 +874,11 @@ impl<'a> ConnApp<'a> {
                 referer: head.header(buf, "referer").map(<[u8]>::to_vec),
                 user_agent: head.header(buf, "user-agent").map(<[u8]>::to_vec),
             }),
+            // A HEAD answer has no body to compress: it only learns that answers vary.
+            coding: self.site_app.compression.enabled.then(|| match method {
+                Method::Head => crate::files::encoding::Encoding::Identity,
+                _ => crate::files::encoding::choose(head.header(buf, "accept-encoding"), |_| true),
+            }),
             then: None,
         };
         let job = match &r.auth {
@@ -902,6 +907,7 @@ impl<'a> ConnApp<'a> {
                     key: None,
                     started: job.started,
                     log: None,
+                    coding: None,
                     then: Some(Box::new(job)),
                 }
             }

@@ -15,6 +15,7 @@
 
 pub mod access_log;
 pub mod compress;
+pub(crate) mod compress_stream;
 pub mod deferred;
 pub(crate) mod dispatch;
 pub mod extract;

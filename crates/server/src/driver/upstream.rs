@@ -24,6 +24,7 @@ use linerate_http1::{BodyLength, FieldSpan, ResponseInfo};
 use super::backend::{Backend, Completion, Submitted, Token, UpAddr};
 use super::{Shared, Worker};
 use crate::app::access_log::AccessEntry;
+use crate::app::compress_stream::{Plan, Rewrite, StreamEncoder};
 use crate::app::deferred::LogMeta;
 use crate::app::sites::SiteSet;
 use crate::config::{HealthCheck, Upstream, UpstreamAddr};
@@ -95,6 +96,10 @@ struct Link {
     /// When the request went to this connection (µs, for the upstream's time).
     sent: u64,
     log: Option<LogMeta>,
+    /// The coding the client chose, where the site compresses (`Job::coding`).
+    coding: Option<crate::files::encoding::Encoding>,
+    /// The answer's body is compressed as it is relayed.
+    encoder: Option<StreamEncoder>,
 }
 
 /// A worker's state per upstream: its servers' pools and the requests waiting for a
@@ -466,23 +471,46 @@ impl h1c::Exchange for Relay<'_> {
             return;
         };
         let default = reply::Policy::default();
-        let policy = self
-            .sites
-            .sites
-            .iter()
-            .nth(link.site)
+        let site = self.sites.sites.iter().nth(link.site);
+        let policy = site
             .and_then(|s| s.proxies.get(link.route))
             .map_or(&default, |r| &r.response);
         let mut fields: Vec<(&[u8], &[u8])> = reply::fields(head, spans, info, policy).collect();
         for (n, v) in &policy.set {
             fields.push((n.as_bytes(), v.as_bytes()));
         }
-        fields.push((b"Via", reply::via(info.version).as_bytes()));
-        let length = match info.length {
+        let mut length = match info.length {
             BodyLength::Length(n) => Some(n),
             BodyLength::Empty => Some(0),
             BodyLength::Chunked | BodyLength::UntilClose => None,
         };
+        // The site's compression (a request from a site that compresses carries its coding).
+        let plan = match (site, link.coding) {
+            (Some(s), Some(_)) => crate::app::compress_stream::plan(
+                link.coding,
+                info.status,
+                &fields,
+                length,
+                &s.compression,
+            ),
+            _ => Plan::AsIs,
+        };
+        let rewrite = (plan != Plan::AsIs).then(|| Rewrite::new(plan, &fields));
+        if let Some(r) = &rewrite {
+            fields.retain(|(n, _)| r.keeps(n));
+            if let Some(etag) = &r.etag {
+                fields.push((b"ETag", etag));
+            }
+            if let (Some(name), Plan::Encode(coding), Some(s)) = (r.encoding, plan, site) {
+                link.encoder = StreamEncoder::new(coding, length, &s.compression);
+                fields.push((b"Content-Encoding", name.as_bytes()));
+                length = None;
+            }
+            if r.vary {
+                fields.push((b"Vary", b"Accept-Encoding"));
+            }
+        }
+        fields.push((b"Via", reply::via(info.version).as_bytes()));
         let stream_head = StreamHead {
             status: info.status,
             fields: &fields,
@@ -514,11 +542,15 @@ impl h1c::Exchange for Relay<'_> {
             link.gone = true;
             return false;
         };
-        if !live.conn.stream_data(link.id, data, self.cx) {
+        let piece = match link.encoder.as_mut() {
+            Some(e) => e.push(data),
+            None => data,
+        };
+        if !piece.is_empty() && !live.conn.stream_data(link.id, piece, self.cx) {
             link.gone = true;
             return false;
         }
-        link.bytes += data.len() as u64;
+        link.bytes += piece.len() as u64;
         self.after.client = Some(link.client);
         let room = live.conn.stream_room(link.id);
         link.paused = !room;
@@ -536,6 +568,13 @@ impl h1c::Exchange for Relay<'_> {
             return;
         }
         if let Some(live) = client(self.slots, link.client) {
+            if let Some(tail) = link.encoder.take().map(StreamEncoder::finish)
+                && !tail.is_empty()
+                && !link.gone
+                && live.conn.stream_data(link.id, &tail, self.cx)
+            {
+                link.bytes += tail.len() as u64;
+            }
             live.conn.stream_end(link.id, self.cx);
         }
         self.after.client = Some(link.client);
@@ -792,6 +831,8 @@ impl<B: Backend> Worker<B> {
             started: job.started,
             sent: crate::sys::monotonic_us(),
             log: job.log.take(),
+            coding: job.coding,
+            encoder: None,
             job: Some(job),
         });
         let client = up.link.as_ref().map_or(0, |l| l.client);

@@ -41,6 +41,9 @@ pub(crate) struct Job {
     pub started: u64,
     /// The access-log fields, when the log is on.
     pub log: Option<LogMeta>,
+    /// The coding the client's Accept-Encoding chose for a compressible answer (identity:
+    /// none it takes); `None` where the site does not compress (`app::compress_stream`).
+    pub coding: Option<crate::files::encoding::Encoding>,
     /// For a forward-auth subrequest: the request it guards, sent once the auth answers
     /// 2xx.
     pub then: Option<Box<Job>>,
