@@ -6,7 +6,7 @@
 # placeholder page through the shipped configuration, `systemd-analyze verify` of the installed
 # units, an edited conffile kept across a reinstallation, and a purge that removes it all.
 #
-#   scripts/deb.sh [--no-build]   --no-build: package target/release/linerate as it is
+#   scripts/deb.sh [--no-build]   --no-build: package target/release/linerate (or $LINERATE_BIN) as it is
 #                                 (scripts/test-all.sh builds it just before); otherwise
 #                                 cargo-deb runs `cargo build --release --locked` itself
 #
@@ -46,12 +46,14 @@ esac
 pids=()
 root=""
 work=""
+bin_target=""
 cleanup() {
     local p
     for p in ${pids[@]+"${pids[@]}"}; do kill "$p" 2>/dev/null || true; done
     for p in ${pids[@]+"${pids[@]}"}; do wait "$p" 2>/dev/null || true; done
     if [ -n "$root" ]; then rm -rf "$root"; fi
     if [ -n "$work" ]; then rm -rf "$work"; fi
+    if [ -n "$bin_target" ]; then rm -rf "$bin_target"; fi
 }
 trap cleanup EXIT
 
@@ -105,6 +107,16 @@ if [ "$("$cargo_deb" --version 2>/dev/null)" != "cargo-deb $CARGO_DEB_VERSION" ]
 fi
 
 target=${CARGO_TARGET_DIR:-target}
+# --no-build with LINERATE_BIN (scripts/test-all.sh: the `ci` profile's binary): that binary is
+# packaged, laid where cargo-deb looks for it in a target directory of its own.
+if [ -z "$build" ] && [ -n "${LINERATE_BIN:-}" ]; then
+    [ -x "$LINERATE_BIN" ] || { say "no binary at LINERATE_BIN=$LINERATE_BIN"; exit 1; }
+    target=$(mktemp -d "${TMPDIR:-/tmp}/linerate-deb-target.XXXXXX")
+    bin_target=$target
+    mkdir -p "$target/release"
+    cp "$LINERATE_BIN" "$target/release/linerate"
+    export CARGO_TARGET_DIR=$target
+fi
 if [ -z "$build" ] && [ ! -x "$target/release/linerate" ]; then
     say "no binary at $target/release/linerate (cargo build --release --locked -p linerate)"
     exit 1

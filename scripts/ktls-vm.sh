@@ -38,7 +38,8 @@ DEADLINE_S=${KTLS_VM_DEADLINE_S:-240}
 WORK=target/ktls-vm
 BOOKWORM_GLOB='linux-image-6.1.0-*-amd64'
 BACKPORTS_INDEX=${KTLS_VM_MIRROR:-http://deb.debian.org/debian}/dists/trixie-backports/main/binary-amd64/Packages.xz
-BIN=target/release/linerate
+# LINERATE_BIN: the binary to boot with (scripts/test-all.sh names the `ci` profile's).
+BIN=${LINERATE_BIN:-target/release/linerate}
 keep=0
 bench=""
 kernels="bookworm trixie-backports"

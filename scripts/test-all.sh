@@ -26,251 +26,184 @@
 # cpio and kmod with apt and fetches a Debian kernel package where it can. Each says loudly
 # (without failing) where it cannot.
 # Servers started by tests bind 127.0.0.1 on OS-chosen ports (the VM's, its own loopback).
+#
+# Each stage's wall time is printed when it ends, and a table of every stage (seconds, passed,
+# NOT RUN or FAILED) at the end, also when a stage fails. The stages run the binary of the `ci`
+# profile (Cargo.toml: release's optimisation without fat LTO, which only links slower; no
+# figure depends on it), built in target/ci-build at low priority while the tests run, and
+# named to every script by LINERATE_BIN. Figures come from `cargo build --release` alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== cargo fmt --check"
-cargo fmt --all --check
+# --- stage bookkeeping -------------------------------------------------------------------------
+STAGE_ROWS=()
+RUN_START=$SECONDS
 
-echo "== cargo clippy -D warnings"
-cargo clippy --workspace --all-targets --locked -- -D warnings
-
-echo "== fuzz targets: build and replay the seed corpus"
-fuzz/build.sh
-bin=""
-for dir in "${CARGO_TARGET_DIR:-fuzz/target}" fuzz/target; do
-    for sub in x86_64-unknown-linux-gnu/release release; do
-        if [ -z "$bin" ] && [ -x "$dir/$sub/parse_request" ]; then bin="$dir/$sub"; fi
+summary() {
+    local rc=$?
+    echo
+    echo "== stages (wall seconds)"
+    printf '%-34s %7s  %s\n' stage seconds result
+    local row
+    for row in "${STAGE_ROWS[@]}"; do
+        IFS='|' read -r name secs result <<<"$row"
+        printf '%-34s %7s  %s\n' "$name" "$secs" "$result"
     done
-done
-[ -n "$bin" ] || { echo "fuzz targets were not built" >&2; exit 1; }
-"$bin/parse_request" fuzz/corpus/parse_request/* >/dev/null 2>&1
-"$bin/parse_chunked" fuzz/corpus/parse_chunked/* >/dev/null 2>&1
-"$bin/parse_response" fuzz/corpus/parse_response/* >/dev/null 2>&1
-"$bin/hpack_decode" fuzz/corpus/hpack_decode/* >/dev/null 2>&1
-"$bin/ws_frames" fuzz/corpus/ws_frames/* >/dev/null 2>&1
-"$bin/parse_proxy_header" fuzz/corpus/parse_proxy_header/* >/dev/null 2>&1
-"$bin/h3_frames" fuzz/corpus/h3_frames/* >/dev/null 2>&1
-"$bin/qpack_decode" fuzz/corpus/qpack_decode/* >/dev/null 2>&1
-echo "fuzz targets replayed $(ls fuzz/corpus/parse_request | wc -l) + $(ls fuzz/corpus/parse_chunked | wc -l) + $(ls fuzz/corpus/parse_response | wc -l) + $(ls fuzz/corpus/hpack_decode | wc -l) + $(ls fuzz/corpus/parse_proxy_header | wc -l) + $(ls fuzz/corpus/ws_frames | wc -l) + $(ls fuzz/corpus/h3_frames | wc -l) + $(ls fuzz/corpus/qpack_decode | wc -l) seeds"
+    printf '%-34s %7s  %s\n' total $((SECONDS - RUN_START)) "$([ "$rc" = 0 ] && echo passed || echo "FAILED (exit $rc)")"
+}
+trap summary EXIT
+
+# must NAME CMD…: a stage that passes or fails (any non-zero exit fails the run).
+must() {
+    local name=$1 t0=$SECONDS rc
+    shift
+    echo "== $name"
+    set +e
+    (set -e; "$@")
+    rc=$?
+    set -e
+    STAGE_ROWS+=("$name|$((SECONDS - t0))|$([ $rc = 0 ] && echo passed || echo "FAILED ($rc)")")
+    echo "-- $name: $((SECONDS - t0)) s"
+    [ $rc = 0 ] || exit $rc
+}
+
+# may NAME CMD…: a stage that may not be able to run here: exit 2 is NOT RUN (said loudly,
+# never a pass), any other non-zero exit fails the run.
+may() {
+    local name=$1 t0=$SECONDS rc
+    shift
+    echo "== $name"
+    set +e
+    (set -e; "$@")
+    rc=$?
+    set -e
+    local result=passed
+    case $rc in
+        0) ;;
+        2) result="NOT RUN"; echo "!! $name stage NOT RUN: it cannot run on this machine (see the line above)" ;;
+        *) result="FAILED ($rc)" ;;
+    esac
+    STAGE_ROWS+=("$name|$((SECONDS - t0))|$result")
+    echo "-- $name: $((SECONDS - t0)) s"
+    case $rc in 0 | 2) ;; *) exit $rc ;; esac
+}
+
+# --- the stages --------------------------------------------------------------------------------
+must "cargo fmt --check" cargo fmt --all --check
+
+must "cargo clippy -D warnings" cargo clippy --workspace --all-targets --locked -- -D warnings
+
+fuzz_replay() {
+    fuzz/build.sh
+    local bin="" dir sub
+    for dir in "${CARGO_TARGET_DIR:-fuzz/target}" fuzz/target; do
+        for sub in x86_64-unknown-linux-gnu/release release; do
+            if [ -z "$bin" ] && [ -x "$dir/$sub/parse_request" ]; then bin="$dir/$sub"; fi
+        done
+    done
+    [ -n "$bin" ] || { echo "fuzz targets were not built" >&2; return 1; }
+    local t
+    for t in parse_request parse_chunked parse_response hpack_decode ws_frames parse_proxy_header h3_frames qpack_decode; do
+        "$bin/$t" fuzz/corpus/$t/* >/dev/null 2>&1
+    done
+    echo "fuzz targets replayed $(ls fuzz/corpus/parse_request | wc -l) + $(ls fuzz/corpus/parse_chunked | wc -l) + $(ls fuzz/corpus/parse_response | wc -l) + $(ls fuzz/corpus/hpack_decode | wc -l) + $(ls fuzz/corpus/parse_proxy_header | wc -l) + $(ls fuzz/corpus/ws_frames | wc -l) + $(ls fuzz/corpus/h3_frames | wc -l) + $(ls fuzz/corpus/qpack_decode | wc -l) seeds"
+}
+must "fuzz targets: build, replay seeds" fuzz_replay
 
 # The database tests (crates/linerate/tests/database.rs, crates/postgres/tests/) start their own
 # throwaway PostgreSQL 15 with scripts/pg.sh; where it cannot run they fail saying so.
-echo "== cargo test"
-cargo test --workspace --locked
+must "cargo test: build" cargo test --workspace --locked --no-run
+
+# The stages' binary builds while the tests run, at the lowest priority so that the tests keep
+# the CPU they ask for (its output is shown when it is waited for).
+CI_TARGET=target/ci-build
+export LINERATE_BIN=$CI_TARGET/ci/linerate
+ci_build_log=$(mktemp)
+ci_build_t0=$SECONDS
+nice -n 19 cargo build --profile ci --locked -p linerate --target-dir "$CI_TARGET" >"$ci_build_log" 2>&1 &
+ci_build_pid=$!
+
+must "cargo test" cargo test --workspace --locked
 
 # The SSE tests read events with curl -N and headless Chromium's EventSource; a client that is
 # missing makes its test print NOT RUN (which cargo test hides), so they run again here, shown.
-echo "== server-sent events with real clients (curl -N, Chromium EventSource)"
-sse_out=$(cargo test --locked -p linerate-server --test sse -- --nocapture --test-threads 1 2>&1) \
-    || { echo "$sse_out"; exit 1; }
-if grep -q "NOT RUN" <<<"$sse_out"; then
-    grep "NOT RUN" <<<"$sse_out"
-else
-    echo "sse: curl -N and Chromium EventSource read the events"
-fi
+sse_clients() {
+    local out
+    out=$(cargo test --locked -p linerate-server --test sse -- --nocapture --test-threads 1 2>&1) \
+        || { echo "$out"; return 1; }
+    if grep -q "NOT RUN" <<<"$out"; then
+        grep "NOT RUN" <<<"$out"
+    else
+        echo "sse: curl -N and Chromium EventSource read the events"
+    fi
+}
+must "server-sent events: curl -N, Chromium" sse_clients
 
 # Chromium's WebSocket client: a missing browser prints NOT RUN in its test, shown here.
-echo "== WebSocket with a real browser (Chromium's WebSocket, headless)"
-ws_out=$(cargo test --locked -p linerate-server --test websocket chromium -- --nocapture 2>&1) \
-    || { echo "$ws_out"; exit 1; }
-if grep -q "NOT RUN" <<<"$ws_out"; then
-    grep "NOT RUN" <<<"$ws_out"
-else
-    echo "websocket: Chromium opened, echoed text and binary, and closed cleanly (1000)"
-fi
-ws_out=$(cargo test --locked -p linerate-server --test websocket_h2 chromium -- --nocapture 2>&1) \
-    || { echo "$ws_out"; exit 1; }
-if grep -q "NOT RUN" <<<"$ws_out"; then
-    grep "NOT RUN" <<<"$ws_out"
-else
-    echo "websocket over HTTP/2 (RFC 8441): Chromium opened wss:// on its h2 connection, echoed, closed (1000)"
-fi
+ws_browser() {
+    local out
+    out=$(cargo test --locked -p linerate-server --test websocket chromium -- --nocapture 2>&1) \
+        || { echo "$out"; return 1; }
+    if grep -q "NOT RUN" <<<"$out"; then
+        grep "NOT RUN" <<<"$out"
+    else
+        echo "websocket: Chromium opened, echoed text and binary, and closed cleanly (1000)"
+    fi
+    out=$(cargo test --locked -p linerate-server --test websocket_h2 chromium -- --nocapture 2>&1) \
+        || { echo "$out"; return 1; }
+    if grep -q "NOT RUN" <<<"$out"; then
+        grep "NOT RUN" <<<"$out"
+    else
+        echo "websocket over HTTP/2 (RFC 8441): Chromium opened wss:// on its h2 connection, echoed, closed (1000)"
+    fi
+}
+must "WebSocket: Chromium (h1, h2)" ws_browser
 
-cargo build --release --locked -p linerate
+ci_build_wait() {
+    local rc=0
+    wait "$ci_build_pid" || rc=$?
+    tail -3 "$ci_build_log"
+    rm -f "$ci_build_log"
+    echo "(started $((SECONDS - ci_build_t0)) s ago, beside the tests)"
+    return $rc
+}
+must "binary for the stages (profile ci)" ci_build_wait
 
-echo "== PostgreSQL 15 throwaway cluster: start, seed, check, stop (scripts/pg.sh selftest)"
-set +e
-scripts/pg.sh selftest
-pg=$?
-set -e
-case $pg in
-    0) ;;
-    2) echo "!! PostgreSQL stage NOT RUN: it cannot run on this machine (see the line above)" ;;
-    *) exit "$pg" ;;
-esac
+may "PostgreSQL 15: start, seed, check, stop" scripts/pg.sh selftest
+must "Http11Probe conformance" scripts/conformance.sh "$LINERATE_BIN"
+may "h2spec --strict (h2c, TLS)" scripts/h2spec.sh "$LINERATE_BIN"
+may "PROXY protocol behind HAProxy" scripts/proxy-protocol.sh "$LINERATE_BIN"
+may "ACME against Pebble" scripts/acme.sh
+may "Chromium: HTTP/1.1, HTTPS/HTTP/2" scripts/browser.sh "$LINERATE_BIN"
+may "Chromium forced onto QUIC (h3)" scripts/h3-browser.sh "$LINERATE_BIN"
+may "HTTP/3: aioquic interop" scripts/h3-interop.sh "$LINERATE_BIN"
+may "HTTP/3: migration (NAT rebinding)" scripts/h3-migrate.sh "$LINERATE_BIN"
+may "HTTP/3: lossy link (netem)" scripts/h3-netem.sh "$LINERATE_BIN"
+may "HTTP/3: attacks" scripts/h3-attacks.sh "$LINERATE_BIN"
+may "WebSocket: websockets via proxy" scripts/ws-proxy.sh "$LINERATE_BIN"
+may "WebSocket: Autobahn fuzzingclient" scripts/autobahn.sh "$LINERATE_BIN"
+may "gateway shape (gateway-64 checks)" scripts/gateway.sh check "$LINERATE_BIN"
 
-echo "== Http11Probe conformance against the demo server (scripts/conformance.sh)"
-scripts/conformance.sh
-
-echo "== h2spec --strict against the demo's h2c and TLS listeners (scripts/h2spec.sh)"
-set +e
-scripts/h2spec.sh
-h2=$?
-set -e
-case $h2 in
-    0) ;;
-    2) echo "!! h2spec stage NOT RUN: it cannot run on this machine (see the line above)" ;;
-    *) exit "$h2" ;;
-esac
-
-echo "== PROXY protocol behind HAProxy (scripts/proxy-protocol.sh)"
-set +e
-scripts/proxy-protocol.sh
-pp=$?
-set -e
-case $pp in
-    0) ;;
-    2) echo "!! PROXY protocol stage NOT RUN: it cannot run on this machine (see the line above)" ;;
-    *) exit "$pp" ;;
-esac
-
-echo "== ACME against Pebble: HTTP-01, TLS-ALPN-01, renewal, a CA down at start (scripts/acme.sh)"
-set +e
-scripts/acme.sh
-acme=$?
-set -e
-case $acme in
-    0) ;;
-    2) echo "!! ACME stage NOT RUN: it cannot run on this machine (see the line above)" ;;
-    *) exit "$acme" ;;
-esac
-
-echo "== Chromium headless against the binary: browser URLs over HTTP/1.1 and HTTPS/HTTP/2 (scripts/browser.sh)"
-set +e
-scripts/browser.sh
-br=$?
-set -e
-case $br in
-    0) ;;
-    2) echo "!! browser stage NOT RUN: it cannot run on this machine (see the line above)" ;;
-    *) exit "$br" ;;
-esac
-
-echo "== Chromium headless forced onto QUIC: a page and 20 assets over HTTP/3, the access log checked (scripts/h3-browser.sh)"
-set +e
-scripts/h3-browser.sh
-h3br=$?
-set -e
-case $h3br in
-    0) ;;
-    2) echo "!! HTTP/3 browser stage NOT RUN: it cannot run on this machine (see the line above)" ;;
-    *) exit "$h3br" ;;
-esac
-
-echo "== HTTP/3: aioquic's client against --quic, answers compared with HTTP/1.1's and HTTP/2's, HttpArena's static-h3 and baseline-h3 (scripts/h3-interop.sh)"
-set +e
-scripts/h3-interop.sh
-h3=$?
-set -e
-case $h3 in
-    0) ;;
-    2) echo "!! HTTP/3 interop stage NOT RUN: it cannot run on this machine (see the line above)" ;;
-    *) exit "$h3" ;;
-esac
-
-echo "== HTTP/3 connections moved to new source ports (NAT rebinding) with 2 and 4 workers, steering off and on, routed between workers (scripts/h3-migrate.sh)"
-set +e
-scripts/h3-migrate.sh
-h3m=$?
-set -e
-case $h3m in
-    0) ;;
-    2) echo "!! HTTP/3 migration stage NOT RUN: it cannot run on this machine (see the line above)" ;;
-    *) exit "$h3m" ;;
-esac
-
-echo "== HTTP/3 over a lossy link: 10 MB byte-exact and a 2 MB body through 3% loss, delay and reordering between two network namespaces (scripts/h3-netem.sh)"
-set +e
-scripts/h3-netem.sh
-h3n=$?
-set -e
-case $h3n in
-    0) ;;
-    2) echo "!! HTTP/3 lossy-link stage NOT RUN: it cannot run on this machine (see the line above)" ;;
-    *) exit "$h3n" ;;
-esac
-
-echo "== HTTP/3 attacks: handshake flood (Retry), rapid reset (H3_EXCESSIVE_LOAD), cancelled streams' credit, bodies at once, an oversized field section (scripts/h3-attacks.sh)"
-set +e
-scripts/h3-attacks.sh
-h3a=$?
-set -e
-case $h3a in
-    0) ;;
-    2) echo "!! HTTP/3 attacks stage NOT RUN: it cannot run on this machine (see the line above)" ;;
-    *) exit "$h3a" ;;
-esac
-
-echo "== WebSocket with Python's websockets: through the proxy to its echo upstream, and to the demo's /ws; ws and wss (scripts/ws-proxy.sh)"
-set +e
-scripts/ws-proxy.sh
-ws=$?
-set -e
-case $ws in
-    0) ;;
-    2) echo "!! WebSocket proxy stage NOT RUN: it cannot run on this machine (see the line above)" ;;
-    *) exit "$ws" ;;
-esac
-
-echo "== WebSocket: Autobahn|Testsuite's fuzzingclient, every case, against the demo's /ws (scripts/autobahn.sh)"
-set +e
-scripts/autobahn.sh
-ab=$?
-set -e
-case $ab in
-    0) ;;
-    2) echo "!! Autobahn stage NOT RUN: it cannot run on this machine (see the line above)" ;;
-    *) exit "$ab" ;;
-esac
-
-echo "== The gateway shape: an HTTPS edge and the demo app from docs/gateway/, HttpArena gateway-64's checks (scripts/gateway.sh)"
-set +e
-scripts/gateway.sh check
-gw=$?
-set -e
-case $gw in
-    0) ;;
-    2) echo "!! gateway stage NOT RUN: it cannot run on this machine (see the line above)" ;;
-    *) exit "$gw" ;;
-esac
-
-echo "== The systemd units (dist/linerate.service, .socket): systemd-analyze verify, every warning an error"
-if command -v systemd-analyze >/dev/null; then
+systemd_units() {
+    if ! command -v systemd-analyze >/dev/null; then
+        echo "no systemd-analyze on this machine"
+        return 2
+    fi
+    local unit_dir unit_out
     unit_dir=$(mktemp -d)
-    sed "s#/usr/bin/linerate#$PWD/target/release/linerate#g" dist/linerate.service >"$unit_dir/linerate.service"
+    sed "s#/usr/bin/linerate#$PWD/$LINERATE_BIN#g" dist/linerate.service >"$unit_dir/linerate.service"
     cp dist/linerate.socket "$unit_dir/linerate.socket"
     unit_out=$(systemd-analyze verify "$unit_dir/linerate.service" "$unit_dir/linerate.socket" 2>&1) ||
         unit_out="$unit_out (exit $?)"
     rm -rf "$unit_dir"
     if [ -n "$unit_out" ]; then
         echo "$unit_out"
-        exit 1
+        return 1
     fi
     echo "dist/linerate.service and dist/linerate.socket: verified"
-else
-    echo "!! systemd units stage NOT RUN: no systemd-analyze on this machine"
-fi
+}
+may "systemd units: systemd-analyze verify" systemd_units
 
-echo "== The Debian package: cargo-deb, dpkg into a clean root, the files, the binary, purge (scripts/deb.sh)"
-set +e
-# target/release/linerate is built above: packaged as it is, not linked again.
-scripts/deb.sh --no-build
-deb=$?
-set -e
-case $deb in
-    0) ;;
-    2) echo "!! Debian package stage NOT RUN: it cannot run on this machine (see the line above)" ;;
-    *) exit "$deb" ;;
-esac
-
-echo "== kTLS in VMs (Debian 6.1 and trixie-backports kernels under QEMU; scripts/ktls-vm.sh)"
-set +e
-scripts/ktls-vm.sh
-vm=$?
-set -e
-case $vm in
-    0) ;;
-    2) echo "!! kTLS VM stage NOT RUN: it cannot run on this machine (see the line above)" ;;
-    *) exit "$vm" ;;
-esac
+# The stages' binary is packaged as it is, not linked again.
+may "Debian package (cargo-deb, dpkg)" scripts/deb.sh --no-build
+may "kTLS in VMs (Debian 6.1, trixie)" scripts/ktls-vm.sh
