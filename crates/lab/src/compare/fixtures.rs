@@ -2,7 +2,8 @@
 //!
 //! Owns writing them and removing them: `static/f1k.bin` (1 KiB, a small answer any peer can
 //! serve), `static/f64k.bin` (64 KiB that do not compress, for the file workload),
-//! `static/f1m.bin` (1 MiB) and a self-signed certificate with its key in `tls/cert.pem` and
+//! `static/f1m.bin` (1 MiB), `static/t58k.txt` (58,000 bytes of text that compress about as
+//! prose does, for the compression workloads) and a self-signed certificate with its key in `tls/cert.pem` and
 //! `tls/key.pem` (P-256, for `localhost` and 127.0.0.1, for the HTTPS workload). The default suite needs nothing prepared by hand, so it runs on a clean host.
 
 use std::path::{Path, PathBuf};
@@ -15,6 +16,9 @@ pub const FILES: &[(&str, usize)] = &[
     ("f64k.bin", 64 * 1024),
     ("f1m.bin", 1024 * 1024),
 ];
+
+/// The text files under `static/`, by name and size: words drawn from a fixed vocabulary.
+pub const TEXT_FILES: &[(&str, usize)] = &[("t58k.txt", 58_000)];
 
 /// A directory of fixtures, removed when dropped.
 pub struct Fixtures {
@@ -49,6 +53,9 @@ impl Fixtures {
         for (name, len) in FILES {
             std::fs::write(files.join(name), noise(*len))?;
         }
+        for (name, len) in TEXT_FILES {
+            std::fs::write(files.join(name), text(*len))?;
+        }
         let tls = self.dir.join("tls");
         std::fs::create_dir_all(&tls)?;
         let names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
@@ -79,6 +86,37 @@ fn noise(len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// `len` bytes of lines of words picked by the same xorshift sequence from a vocabulary of 64:
+/// the same every run, compressible (gzip 1 makes it about a third) but not trivially.
+fn text(len: usize) -> Vec<u8> {
+    const WORDS: [&str; 64] = [
+        "the", "of", "and", "to", "in", "a", "is", "that", "for", "it", "as", "was", "with",
+        "be", "by", "on", "not", "he", "this", "are", "or", "his", "from", "at", "which", "but",
+        "have", "an", "had", "they", "you", "were", "server", "request", "answer", "proxy",
+        "cache", "latency", "connection", "header", "field", "stream", "window", "buffer",
+        "worker", "socket", "kernel", "packet", "segment", "client", "upstream", "status",
+        "length", "chunk", "frame", "table", "index", "value", "token", "route", "site",
+        "file", "byte", "line",
+    ];
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut out = Vec::with_capacity(len + 16);
+    let mut col = 0;
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let w = WORDS[(x >> 58) as usize];
+        out.extend_from_slice(w.as_bytes());
+        col += w.len() + 1;
+        out.push(if col > 72 { b'\n' } else { b' ' });
+        if col > 72 {
+            col = 0;
+        }
+    }
+    out.truncate(len);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,6 +128,11 @@ mod tests {
         for (name, len) in FILES {
             let bytes = std::fs::read(dir.join("static").join(name)).unwrap();
             assert_eq!(bytes.len(), *len);
+        }
+        for (name, len) in TEXT_FILES {
+            let text = std::fs::read_to_string(dir.join("static").join(name)).unwrap();
+            assert_eq!(text.len(), *len);
+            assert!(text.lines().count() > *len / 100, "lines of words: {name}");
         }
         let cert = std::fs::read_to_string(dir.join("tls/cert.pem")).unwrap();
         let key = std::fs::read_to_string(dir.join("tls/key.pem")).unwrap();
