@@ -144,7 +144,12 @@ impl Sessions {
                 match select(acquire, self.place.timer(self.wait)).await {
                     Either::Left((Ok(p), _)) => p,
                     Either::Left((Err(_), _)) => return Err(Error::Unavailable),
-                    Either::Right(_) => return Err(Error::Busy),
+                    Either::Right((Ok(()), _)) => return Err(Error::Busy),
+                    // No timer could run here (no executor or no time driver): wait without one.
+                    Either::Right((Err(_), acquire)) => match acquire.await {
+                        Ok(p) => p,
+                        Err(_) => return Err(Error::Unavailable),
+                    },
                 }
             }
         };
