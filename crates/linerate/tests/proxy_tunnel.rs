@@ -329,3 +329,28 @@ fn linerate_websocket_behind_the_linerate_proxy_echoes_every_message() {
         load_common::assert_exact(&load_common::measure(&line), n);
     }
 }
+
+/// Issue 50, §2 item 8: a refused CONNECT left the connection open, and the client's tunnel
+/// bytes behind it were read as a request and proxied.
+#[test]
+fn bytes_after_a_refused_connect_are_never_read_as_a_request() {
+    const OK: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    let (up, _seen) = upstream(OK, None);
+    let proxy = proxy_to(up);
+    let mut c = connect(proxy.addr);
+    // RFC 9110 §9.3.6: a client may send the tunnel's bytes before the answer.
+    c.write_all(
+        b"CONNECT internal.example:80 HTTP/1.1\r\nHost: internal.example:80\r\n\r\n\
+          GET /admin HTTP/1.1\r\nHost: internal.example\r\n\r\n",
+    )
+    .unwrap();
+    let (head, rest) = read_head(&mut c);
+    assert!(head.starts_with("HTTP/1.1 501"), "{head}");
+    assert_eq!(field(&head, "connection"), Some("close"));
+    let len: usize = field(&head, "content-length").unwrap().parse().unwrap();
+    read_exact_from(&mut c, rest, len);
+    assert!(
+        closed(&mut c),
+        "the bytes after the CONNECT got an answer of their own"
+    );
+}
