@@ -130,6 +130,9 @@ pub(crate) fn request_head(
             b"x-forwarded-host",
             b"forwarded",
             b"x-forwarded-client-cert",
+            // nginx's common `proxy_set_header X-Real-IP`: applications read it as the
+            // client's address, so a client must not be able to write it.
+            b"x-real-ip",
         ]
         .iter()
         .any(|f| name.eq_ignore_ascii_case(f))
@@ -160,6 +163,8 @@ pub(crate) fn request_head(
                     b"x-forwarded-proto" => xfp = xfp.or(Some(value)),
                     b"x-forwarded-host" => xfh = xfh.or(Some(value)),
                     b"x-forwarded-client-cert" => xfcc.push(value),
+                    // One address, the trusted proxy's finding: passed as it came.
+                    b"x-real-ip" => write_field(out, name, value),
                     _ => fwd.push(value),
                 }
             }

@@ -114,6 +114,30 @@ fn forwarding_fields_from_an_untrusted_client_are_replaced() {
     );
 }
 
+/// Issue 50, §2 item 10: a client's `X-Real-IP` reached the application unchanged.
+#[test]
+fn x_real_ip_from_an_untrusted_client_is_dropped() {
+    let request = b"GET /api/ HTTP/1.1\r\nHost: a\r\nX-Real-IP: 10.0.0.1\r\n\r\n";
+    let mut p = policy();
+    for style in [
+        ForwardedStyle::XForwarded,
+        ForwardedStyle::Rfc7239,
+        ForwardedStyle::Both,
+        ForwardedStyle::None,
+    ] {
+        p.forwarded = style;
+        let (head, _, _) = forward(request, &p);
+        assert!(
+            !head.contains("10.0.0.1"),
+            "a client cannot claim an address ({style:?}): {head}"
+        );
+    }
+    // Trusted (a proxy of ours is in front and found the client): passed on.
+    p.trust_forwarded = true;
+    let (head, _, _) = forward(request, &p);
+    assert!(head.contains("\r\nX-Real-IP: 10.0.0.1\r\n"), "{head}");
+}
+
 #[test]
 fn the_client_certificate_field_is_ours_alone_unless_a_trusted_proxy_sent_one() {
     let der = {
