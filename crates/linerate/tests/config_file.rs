@@ -1611,3 +1611,63 @@ fn sni_picks_each_sites_certificate_and_http_redirects_to_it_without_a_loop() {
     });
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Issue 50, §2 item 6: the http→https 308 carried the site's HSTS over plain HTTP (RFC 6797
+/// §7.2 forbids it) and its `immutable` Cache-Control; the HTTPS answers keep both.
+#[test]
+fn the_https_redirect_carries_none_of_the_sites_fields() {
+    let d = dir("redirect-fields");
+    cert_for(&d, "one", &["one.test"]);
+    std::fs::create_dir_all(d.join("root/assets")).unwrap();
+    std::fs::write(d.join("root/assets/app.js"), "x\n").unwrap();
+    let file = d.join("linerate.toml");
+    std::fs::write(
+        &file,
+        "[[listen]]\naddr = \"127.0.0.1:0\"\nredirect_to_https = true\n\
+         [[listen]]\naddr = \"127.0.0.1:0\"\ntls = { cert = \"one.pem\", key = \"one.key\" }\n\
+         [[site]]\nnames = [\"one.test\"]\nroot = [{ prefix = \"/\", dir = \"root\" }]\n\
+         [[site.headers]]\nprefix = \"/assets/\"\n\
+         fields = { \"Cache-Control\" = \"public, max-age=31536000, immutable\" }\n\
+         [[site.headers]]\nfields = { \"Strict-Transport-Security\" = \"max-age=63072000\" }\n",
+    )
+    .unwrap();
+    let s = serve(&["--config", file.to_str().unwrap()]);
+    let r = get(s.addr, "one.test", "/assets/app.js");
+    assert_eq!(r.status, 308);
+    assert_eq!(
+        r.header("location"),
+        Some(
+            format!(
+                "https://one.test:{}/assets/app.js",
+                https_addr(&s.banner).port()
+            )
+            .as_str()
+        )
+    );
+    assert_eq!(
+        r.header("strict-transport-security"),
+        None,
+        "HSTS over HTTP"
+    );
+    assert_eq!(r.header("cache-control"), None, "an immutable redirect");
+    // Over HTTPS the site's fields are there.
+    let tp = https_addr(&s.banner).port();
+    let out = curl(&[
+        "-D",
+        "-",
+        "-o",
+        "/dev/null",
+        "--cacert",
+        d.join("one.pem").to_str().unwrap(),
+        "--resolve",
+        &format!("one.test:{tp}:127.0.0.1"),
+        &format!("https://one.test:{tp}/assets/app.js"),
+    ])
+    .to_ascii_lowercase();
+    assert!(
+        out.contains("strict-transport-security: max-age=63072000"),
+        "{out}"
+    );
+    assert!(out.contains("immutable"), "{out}");
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -733,7 +733,9 @@ impl<'a> ConnApp<'a> {
             .map(Gate::Proxy)
     }
 
-    /// A request on a listener that sends everything to HTTPS.
+    /// A request on a listener that sends everything to HTTPS. The answer is not the site's:
+    /// its fields are for its HTTPS answers (HSTS over plain HTTP is forbidden, RFC 6797
+    /// §7.2, and an `immutable` Cache-Control would pin the redirect), so none are added.
     #[cold]
     #[inline(never)]
     fn redirect_to_https(&mut self, port: u16, req: Exchange<'_>) -> Decision<Pending> {
@@ -741,7 +743,10 @@ impl<'a> ConnApp<'a> {
             Some(answer) => answer,
             None => self.site_app.https_redirect(req.head, req.buf, port),
         };
-        self.respond(req.head, req.buf, resp)
+        if self.app.timing {
+            self.account(req.head, req.buf, &resp);
+        }
+        Decision::Respond(resp)
     }
 
     /// The key authorization of an HTTP-01 challenge in flight, for a GET or HEAD of
