@@ -234,6 +234,7 @@ struct RawProxy {
     #[serde(default)]
     remove_response: Vec<String>,
     auth: Option<Spanned<RawAuth>>,
+    upgrades: Option<Spanned<Vec<String>>>,
 }
 
 /// `auth = { upstream = "…", path = "/verify", pass = […], copy = […] }` of a proxy mount.
@@ -1430,7 +1431,29 @@ impl Cx<'_> {
                 Some(a) => Some(self.auth(a, upstreams)?),
                 None => None,
             },
+            upgrades: match &raw.upgrades {
+                Some(u) => self.upgrades(u)?,
+                None => ProxyMount::default().upgrades,
+            },
         })
+    }
+
+    /// `upgrades` of a proxy mount: protocol names (RFC 9110 §7.8: tokens, no version).
+    fn upgrades(&self, u: &Spanned<Vec<String>>) -> Result<Vec<String>, ConfError> {
+        let token = |p: &str| {
+            !p.is_empty()
+                && p.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        };
+        match u.get_ref().iter().find(|p| !token(p)) {
+            Some(bad) => Err(self.err(
+                u.span(),
+                format!(
+                    "upgrades: {bad:?} is not a protocol name (a token, such as \"websocket\")"
+                ),
+            )),
+            None => Ok(u.get_ref().iter().map(|p| p.to_ascii_lowercase()).collect()),
+        }
     }
 
     fn auth(&self, a: &Spanned<RawAuth>, upstreams: &[Upstream]) -> Result<ForwardAuth, ConfError> {

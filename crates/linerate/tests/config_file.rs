@@ -420,6 +420,13 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
             "forwarded must be",
         ),
         (
+            format!(
+                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\n{site}[[site.proxy]]\nupstream = \"app\"\nupgrades = [\"websocket/13\"]\n"
+            ),
+            "10:12",
+            "upgrades: \"websocket/13\" is not a protocol name",
+        ),
+        (
             format!("{listen}{site}[[site.root]]\ndir = 5\n"),
             "6:7",
             "invalid type: integer `5`, expected a string",
