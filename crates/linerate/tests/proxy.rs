@@ -2633,3 +2633,52 @@ fn a_longer_static_root_wins_over_a_proxy_mount() {
         ]
     );
 }
+
+/// Issue 50, §2 item 2: any `[[site.access]]`, `[[site.rate_limit]]` or `[[site.basic_auth]]`,
+/// even on an unrelated prefix, made `%2F` (GitLab's project paths) a 400 for the whole
+/// site. It goes up exactly as sent; the rules still hold against every spelling of a path.
+#[test]
+fn an_encoded_slash_passes_a_site_with_rules_and_the_rules_still_hold() {
+    let app = Upstream::answering(ok("from app"));
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("linerate-proxy-slash-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let file = dir.0.join("linerate.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[listen]]\naddr = \"127.0.0.1:0\"\n\
+             [[upstream]]\nname = \"app\"\nservers = [\"{}\"]\n\
+             [[site]]\ndefault = true\n\
+             [[site.access]]\nprefix = \"/private\"\nrules = [\"deny all\"]\n\
+             [[site.proxy]]\nprefix = \"/\"\nupstream = \"app\"\n",
+            app.addr
+        ),
+    )
+    .unwrap();
+    let edge = common::bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let mut c = Client::connect(edge.addr);
+    for path in ["/projects/group%2Fproject", "/api/v4/projects/a%2fb/issues"] {
+        let r = c.get(path);
+        assert_eq!((r.status, r.text().as_str()), (200, "from app"), "{path}");
+    }
+    for path in [
+        "/private",
+        "/%70rivate",
+        "//private",
+        "/private%2Fx",
+        "/%2Fprivate/x",
+        "/x%2F..%2Fprivate",
+    ] {
+        let r = c.get(path);
+        assert!(matches!(r.status, 400 | 403), "{path}: {}", r.status);
+    }
+    let seen: Vec<String> = app.seen().into_iter().map(|g| g.line).collect();
+    assert_eq!(
+        seen,
+        [
+            "GET /projects/group%2Fproject HTTP/1.1",
+            "GET /api/v4/projects/a%2fb/issues HTTP/1.1"
+        ]
+    );
+}

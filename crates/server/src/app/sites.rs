@@ -465,8 +465,9 @@ impl SiteApp {
     /// then every rate limit whose prefix covers it (429), then the basic auth of the
     /// longest prefix (401). The path is matched decoded once, with its dot segments removed,
     /// as the file server and the application behind a proxy read it, so no spelling of a
-    /// path (`%61dmin`, `//admin`, `/x/../admin`) gets past the rules of the one it means; a
-    /// path that cannot be decoded is refused (400). `field` reads a request field (rate keys,
+    /// path (`%61dmin`, `//admin`, `/x/../admin`, `/x%2Fadmin`) gets past the rules of the one
+    /// it means; a path that cannot be decoded is refused (400), and so is one whose dot
+    /// segments meet an encoded slash (`files::path::normalize_for_rules`). `field` reads a request field (rate keys,
     /// `Authorization`); `uncounted` is told of a request a full rate table let through.
     pub(crate) fn admit<'f>(
         &self,
@@ -475,7 +476,7 @@ impl SiteApp {
         field: impl Fn(&str) -> Option<&'f [u8]>,
         uncounted: impl Fn(),
     ) -> Result<(), Refusal> {
-        let Ok(n) = super::files::path::normalize(path) else {
+        let Ok(n) = super::files::path::normalize_for_rules(path) else {
             return Err(Refusal::BadPath);
         };
         let mut path = String::with_capacity(n.rel.len() + 2);
