@@ -476,6 +476,10 @@ fn no_fields() -> Spanned<BTreeMap<String, String>> {
     Spanned::new(0..0, BTreeMap::new())
 }
 
+fn yes() -> bool {
+    true
+}
+
 fn slash() -> Spanned<String> {
     Spanned::new(0..0, "/".to_string())
 }
@@ -527,6 +531,8 @@ struct RawHeaders {
     #[serde(default)]
     extensions: Vec<String>,
     fields: Spanned<BTreeMap<String, String>>,
+    #[serde(default = "yes")]
+    proxied: bool,
 }
 
 /// Reads and checks `path` (through the privilege keeper, so a server that dropped root
@@ -1827,6 +1833,7 @@ impl Cx<'_> {
                     .map(|e| e.trim_start_matches('.').to_string())
                     .collect(),
                 fields,
+                not_proxied: !h.proxied,
             });
         }
         for (status, page) in &raw.error_pages {

@@ -611,12 +611,14 @@ pub struct Redirect {
 }
 
 /// Fields added to every answer whose path starts with `prefix` (when given) and ends in one
-/// of `extensions` (when any are given).
+/// of `extensions` (when any are given), proxied answers included unless `not_proxied`.
 #[derive(Clone, Debug, Default)]
 pub struct HeaderRule {
     pub prefix: Option<String>,
     pub extensions: Vec<String>,
     pub fields: Vec<(String, String)>,
+    /// Left off answers from an upstream (`proxied = false`), whose application sets its own.
+    pub not_proxied: bool,
 }
 
 /// Where a listener listens.

@@ -879,6 +879,10 @@ impl<'a> ConnApp<'a> {
                 referer: head.header(buf, "referer").map(<[u8]>::to_vec),
                 user_agent: head.header(buf, "user-agent").map(<[u8]>::to_vec),
             }),
+            path: self
+                .site_app
+                .adds_proxied_fields()
+                .then(|| head.path_bytes(buf).into()),
             then: None,
         };
         let job = match &r.auth {
@@ -907,6 +911,7 @@ impl<'a> ConnApp<'a> {
                     key: None,
                     started: job.started,
                     log: None,
+                    path: job.path.clone(),
                     then: Some(Box::new(job)),
                 }
             }

@@ -599,6 +599,24 @@ impl SiteApp {
         (!root_wins).then_some(i)
     }
 
+    /// Whether `[[site.headers]]` may add fields to proxied answers: the proxy carries the
+    /// request's path for [`SiteApp::proxied_fields`] only then.
+    pub(crate) fn adds_proxied_fields(&self) -> bool {
+        self.headers.iter().any(|r| !r.not_proxied)
+    }
+
+    /// The fields `[[site.headers]]` add to a proxied answer (or the proxy's own 502/504)
+    /// for a request to `path`, as [`SiteApp::decorate`] adds them to every other answer:
+    /// nginx's `add_header … always`, so HSTS covers an application-only site.
+    pub(crate) fn proxied_fields<'s>(&'s self, path: &[u8]) -> Vec<(&'s str, &'s str)> {
+        let path = std::str::from_utf8(path).unwrap_or("");
+        let rules = self.headers.iter();
+        rules
+            .filter(|r| !r.not_proxied && rule_matches(r, path))
+            .flat_map(|r| r.fields.iter().map(|(n, v)| (n.as_str(), v.as_str())))
+            .collect()
+    }
+
     /// The error page's body for `status`, if the site has one.
     pub(crate) fn error_page(&self, status: u16) -> Option<Response> {
         let page = self.error_pages.iter().find(|p| p.status == status)?;
@@ -788,6 +806,7 @@ mod tests {
             prefix: prefix.map(str::to_string),
             extensions: ext.iter().map(|e| e.to_string()).collect(),
             fields: Vec::new(),
+            not_proxied: false,
         };
         let cases = [
             (rule(Some("/assets/"), &[]), "/assets/a.js", true),

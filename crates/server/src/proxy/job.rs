@@ -41,6 +41,8 @@ pub(crate) struct Job {
     pub started: u64,
     /// The access-log fields, when the log is on.
     pub log: Option<LogMeta>,
+    /// The client's path, when its site's `[[site.headers]]` may add fields to the answer.
+    pub path: Option<Box<[u8]>>,
     /// For a forward-auth subrequest: the request it guards, sent once the auth answers
     /// 2xx.
     pub then: Option<Box<Job>>,
