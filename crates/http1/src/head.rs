@@ -408,6 +408,12 @@ impl RequestHead {
                 Some(_) => return Err(ParseError::InvalidMethod),
             }
             self.method = Method::classify(&w[start..i]);
+            if self.method == Method::Connect {
+                // RFC 9110 §9.3.6: a client may send a tunnel's bytes right behind its
+                // CONNECT. Whatever the answer, what follows is not known to be a request:
+                // the connection ends with it (GET, the common method, never comes here).
+                self.conn_close = true;
+            }
             i
         };
         self.method_span = Span::new(start..i);
@@ -708,7 +714,8 @@ impl RequestHead {
     pub fn framing(&self) -> Framing {
         self.framing
     }
-    /// Whether the connection may stay open after this request (RFC 9112 §9.3).
+    /// Whether the connection may stay open after this request (RFC 9112 §9.3); never after
+    /// a CONNECT, whose following bytes may be its tunnel's (RFC 9110 §9.3.6).
     pub fn keep_alive(&self) -> bool {
         self.keep_alive
     }

@@ -322,6 +322,15 @@ fn keep_alive_defaults_per_version() {
             b"GET / HTTP/1.0\r\nConnection: foo, Keep-Alive\r\n\r\n",
             true,
         ),
+        // RFC 9110 §9.3.6: bytes after a CONNECT may be the tunnel's, never a request.
+        (
+            b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
+            false,
+        ),
+        (
+            b"CONNECT example.com:443 HTTP/1.1\r\nHost: a\r\nConnection: keep-alive\r\n\r\n",
+            false,
+        ),
     ];
     for (buf, ka) in cases {
         let mut h = RequestHead::new();

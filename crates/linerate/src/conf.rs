@@ -234,6 +234,7 @@ struct RawProxy {
     #[serde(default)]
     remove_response: Vec<String>,
     auth: Option<Spanned<RawAuth>>,
+    upgrades: Option<Spanned<Vec<String>>>,
 }
 
 /// `auth = { upstream = "…", path = "/verify", pass = […], copy = […] }` of a proxy mount.
@@ -475,6 +476,10 @@ fn no_fields() -> Spanned<BTreeMap<String, String>> {
     Spanned::new(0..0, BTreeMap::new())
 }
 
+fn yes() -> bool {
+    true
+}
+
 fn slash() -> Spanned<String> {
     Spanned::new(0..0, "/".to_string())
 }
@@ -526,6 +531,8 @@ struct RawHeaders {
     #[serde(default)]
     extensions: Vec<String>,
     fields: Spanned<BTreeMap<String, String>>,
+    #[serde(default = "yes")]
+    proxied: bool,
 }
 
 /// Reads and checks `path` (through the privilege keeper, so a server that dropped root
@@ -1430,7 +1437,29 @@ impl Cx<'_> {
                 Some(a) => Some(self.auth(a, upstreams)?),
                 None => None,
             },
+            upgrades: match &raw.upgrades {
+                Some(u) => self.upgrades(u)?,
+                None => ProxyMount::default().upgrades,
+            },
         })
+    }
+
+    /// `upgrades` of a proxy mount: protocol names (RFC 9110 §7.8: tokens, no version).
+    fn upgrades(&self, u: &Spanned<Vec<String>>) -> Result<Vec<String>, ConfError> {
+        let token = |p: &str| {
+            !p.is_empty()
+                && p.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        };
+        match u.get_ref().iter().find(|p| !token(p)) {
+            Some(bad) => Err(self.err(
+                u.span(),
+                format!(
+                    "upgrades: {bad:?} is not a protocol name (a token, such as \"websocket\")"
+                ),
+            )),
+            None => Ok(u.get_ref().iter().map(|p| p.to_ascii_lowercase()).collect()),
+        }
     }
 
     fn auth(&self, a: &Spanned<RawAuth>, upstreams: &[Upstream]) -> Result<ForwardAuth, ConfError> {
@@ -1804,6 +1833,7 @@ impl Cx<'_> {
                     .map(|e| e.trim_start_matches('.').to_string())
                     .collect(),
                 fields,
+                not_proxied: !h.proxied,
             });
         }
         for (status, page) in &raw.error_pages {

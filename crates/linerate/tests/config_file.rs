@@ -420,6 +420,13 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
             "forwarded must be",
         ),
         (
+            format!(
+                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\n{site}[[site.proxy]]\nupstream = \"app\"\nupgrades = [\"websocket/13\"]\n"
+            ),
+            "10:12",
+            "upgrades: \"websocket/13\" is not a protocol name",
+        ),
+        (
             format!("{listen}{site}[[site.root]]\ndir = 5\n"),
             "6:7",
             "invalid type: integer `5`, expected a string",
@@ -1609,5 +1616,65 @@ fn sni_picks_each_sites_certificate_and_http_redirects_to_it_without_a_loop() {
             .status
             .success()
     });
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Issue 50, §2 item 6: the http→https 308 carried the site's HSTS over plain HTTP (RFC 6797
+/// §7.2 forbids it) and its `immutable` Cache-Control; the HTTPS answers keep both.
+#[test]
+fn the_https_redirect_carries_none_of_the_sites_fields() {
+    let d = dir("redirect-fields");
+    cert_for(&d, "one", &["one.test"]);
+    std::fs::create_dir_all(d.join("root/assets")).unwrap();
+    std::fs::write(d.join("root/assets/app.js"), "x\n").unwrap();
+    let file = d.join("linerate.toml");
+    std::fs::write(
+        &file,
+        "[[listen]]\naddr = \"127.0.0.1:0\"\nredirect_to_https = true\n\
+         [[listen]]\naddr = \"127.0.0.1:0\"\ntls = { cert = \"one.pem\", key = \"one.key\" }\n\
+         [[site]]\nnames = [\"one.test\"]\nroot = [{ prefix = \"/\", dir = \"root\" }]\n\
+         [[site.headers]]\nprefix = \"/assets/\"\n\
+         fields = { \"Cache-Control\" = \"public, max-age=31536000, immutable\" }\n\
+         [[site.headers]]\nfields = { \"Strict-Transport-Security\" = \"max-age=63072000\" }\n",
+    )
+    .unwrap();
+    let s = serve(&["--config", file.to_str().unwrap()]);
+    let r = get(s.addr, "one.test", "/assets/app.js");
+    assert_eq!(r.status, 308);
+    assert_eq!(
+        r.header("location"),
+        Some(
+            format!(
+                "https://one.test:{}/assets/app.js",
+                https_addr(&s.banner).port()
+            )
+            .as_str()
+        )
+    );
+    assert_eq!(
+        r.header("strict-transport-security"),
+        None,
+        "HSTS over HTTP"
+    );
+    assert_eq!(r.header("cache-control"), None, "an immutable redirect");
+    // Over HTTPS the site's fields are there.
+    let tp = https_addr(&s.banner).port();
+    let out = curl(&[
+        "-D",
+        "-",
+        "-o",
+        "/dev/null",
+        "--cacert",
+        d.join("one.pem").to_str().unwrap(),
+        "--resolve",
+        &format!("one.test:{tp}:127.0.0.1"),
+        &format!("https://one.test:{tp}/assets/app.js"),
+    ])
+    .to_ascii_lowercase();
+    assert!(
+        out.contains("strict-transport-security: max-age=63072000"),
+        "{out}"
+    );
+    assert!(out.contains("immutable"), "{out}");
     let _ = std::fs::remove_dir_all(&d);
 }

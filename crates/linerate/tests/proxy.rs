@@ -2633,3 +2633,156 @@ fn a_longer_static_root_wins_over_a_proxy_mount() {
         ]
     );
 }
+
+/// Issue 50, §2 item 2: any `[[site.access]]`, `[[site.rate_limit]]` or `[[site.basic_auth]]`,
+/// even on an unrelated prefix, made `%2F` (GitLab's project paths) a 400 for the whole
+/// site. It goes up exactly as sent; the rules still hold against every spelling of a path.
+#[test]
+fn an_encoded_slash_passes_a_site_with_rules_and_the_rules_still_hold() {
+    let app = Upstream::answering(ok("from app"));
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("linerate-proxy-slash-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let file = dir.0.join("linerate.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[listen]]\naddr = \"127.0.0.1:0\"\n\
+             [[upstream]]\nname = \"app\"\nservers = [\"{}\"]\n\
+             [[site]]\ndefault = true\n\
+             [[site.access]]\nprefix = \"/private\"\nrules = [\"deny all\"]\n\
+             [[site.proxy]]\nprefix = \"/\"\nupstream = \"app\"\n",
+            app.addr
+        ),
+    )
+    .unwrap();
+    let edge = common::bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let mut c = Client::connect(edge.addr);
+    for path in ["/projects/group%2Fproject", "/api/v4/projects/a%2fb/issues"] {
+        let r = c.get(path);
+        assert_eq!((r.status, r.text().as_str()), (200, "from app"), "{path}");
+    }
+    for path in [
+        "/private",
+        "/%70rivate",
+        "//private",
+        "/private%2Fx",
+        "/%2Fprivate/x",
+        "/x%2F..%2Fprivate",
+    ] {
+        let r = c.get(path);
+        assert!(matches!(r.status, 400 | 403), "{path}: {}", r.status);
+    }
+    let seen: Vec<String> = app.seen().into_iter().map(|g| g.line).collect();
+    assert_eq!(
+        seen,
+        [
+            "GET /projects/group%2Fproject HTTP/1.1",
+            "GET /api/v4/projects/a%2fb/issues HTTP/1.1"
+        ]
+    );
+}
+
+/// Issue 50, §2 item 1: proxied answers got none of the site's `[[site.headers]]` (HSTS) and
+/// no `Alt-Svc` from a QUIC listener, so an application-only site never sent HSTS and never
+/// advertised HTTP/3. Both are on every answer now (the site's field replacing the
+/// upstream's, as on static answers), the proxy's own 502 included; a rule with
+/// `proxied = false` stays off proxied answers.
+#[test]
+fn proxied_answers_carry_the_sites_fields_and_alt_svc() {
+    let app = Upstream::answering(
+        b"HTTP/1.1 200 OK\r\nStrict-Transport-Security: max-age=1\r\nContent-Length: 8\r\n\r\nfrom app"
+            .to_vec(),
+    );
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("linerate-proxy-fields-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    std::fs::write(dir.0.join("cert.pem"), ck.cert.pem()).unwrap();
+    std::fs::write(dir.0.join("key.pem"), ck.signing_key.serialize_pem()).unwrap();
+    let file = dir.0.join("linerate.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[listen]]\naddr = \"127.0.0.1:0\"\n\
+             [[listen]]\naddr = \"127.0.0.1:0\"\ntls = {{ cert = \"cert.pem\", key = \"key.pem\" }}\nquic = true\n\
+             [[upstream]]\nname = \"app\"\nservers = [\"{}\"]\n\
+             [[upstream]]\nname = \"dead\"\nservers = [\"{}\"]\n\
+             [[site]]\ndefault = true\n\
+             [[site.headers]]\nfields = {{ \"Strict-Transport-Security\" = \"max-age=63072000\" }}\n\
+             [[site.headers]]\nprefix = \"/assets/\"\nproxied = false\n\
+             fields = {{ \"Cache-Control\" = \"public, max-age=31536000, immutable\" }}\n\
+             [[site.proxy]]\nprefix = \"/dead\"\nupstream = \"dead\"\n\
+             [[site.proxy]]\nprefix = \"/\"\nupstream = \"app\"\n",
+            app.addr,
+            dead_addr()
+        ),
+    )
+    .unwrap();
+    let edge = common::bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let hsts = "max-age=63072000";
+    let mut c = Client::connect(edge.addr);
+    let r = c.get("/x");
+    assert_eq!((r.status, r.text().as_str()), (200, "from app"));
+    let all: Vec<&str> = r
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("strict-transport-security"))
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(all, [hsts], "the site's field replaces the upstream's");
+    assert_eq!(
+        r.header("alt-svc"),
+        None,
+        "a plain listener announces nothing"
+    );
+    let r = c.get("/assets/app.js");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("cache-control"), None, "proxied = false");
+    assert_eq!(r.header("strict-transport-security"), Some(hsts));
+    let r = c.get("/dead/x");
+    assert_eq!(r.status, 502);
+    assert_eq!(r.header("strict-transport-security"), Some(hsts));
+
+    // Over the TLS listener with quic, HTTP/1.1 and HTTP/2 both announce HTTP/3.
+    let tls: SocketAddr = edge
+        .banner
+        .iter()
+        .find_map(|l| {
+            l.split_whitespace()
+                .find_map(|w| w.strip_prefix("https://"))
+        })
+        .expect("an https listener in the banner")
+        .trim_end_matches('/')
+        .parse()
+        .unwrap();
+    let alt_svc = format!("alt-svc: h3=\":{}\"; ma=86400", tls.port());
+    for (version, path) in [
+        ("--http1.1", "/x"),
+        ("--http2", "/x"),
+        ("--http2", "/dead/x"),
+    ] {
+        let out = Command::new("curl")
+            .args([
+                "-sS",
+                "--max-time",
+                "10",
+                "-k",
+                "-D",
+                "-",
+                "-o",
+                "/dev/null",
+            ])
+            .arg(version)
+            .arg(format!("https://localhost:{}{path}", tls.port()))
+            .args(["--resolve", &format!("localhost:{}:127.0.0.1", tls.port())])
+            .output()
+            .unwrap();
+        let head = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
+        assert!(head.contains(&alt_svc), "{version} {path}: {head}");
+        assert!(
+            head.contains(&format!("strict-transport-security: {hsts}")),
+            "{version} {path}: {head}"
+        );
+    }
+}

@@ -329,3 +329,89 @@ fn linerate_websocket_behind_the_linerate_proxy_echoes_every_message() {
         load_common::assert_exact(&load_common::measure(&line), n);
     }
 }
+
+/// Issue 50, §2 item 8: a refused CONNECT left the connection open, and the client's tunnel
+/// bytes behind it were read as a request and proxied.
+#[test]
+fn bytes_after_a_refused_connect_are_never_read_as_a_request() {
+    const OK: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    let (up, _seen) = upstream(OK, None);
+    let proxy = proxy_to(up);
+    let mut c = connect(proxy.addr);
+    // RFC 9110 §9.3.6: a client may send the tunnel's bytes before the answer.
+    c.write_all(
+        b"CONNECT internal.example:80 HTTP/1.1\r\nHost: internal.example:80\r\n\r\n\
+          GET /admin HTTP/1.1\r\nHost: internal.example\r\n\r\n",
+    )
+    .unwrap();
+    let (head, rest) = read_head(&mut c);
+    assert!(head.starts_with("HTTP/1.1 501"), "{head}");
+    assert_eq!(field(&head, "connection"), Some("close"));
+    let len: usize = field(&head, "content-length").unwrap().parse().unwrap();
+    read_exact_from(&mut c, rest, len);
+    assert!(
+        closed(&mut c),
+        "the bytes after the CONNECT got an answer of their own"
+    );
+}
+
+const H2C_SWITCHING: &[u8] =
+    b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n";
+
+fn h2c_request() -> &'static [u8] {
+    b"GET / HTTP/1.1\r\nHost: edge\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n\
+      HTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n"
+}
+
+/// Issue 50, §2 item 7: `Upgrade: h2c` went upstream, and a lenient upstream's 101 made a
+/// tunnel: the client's later requests reached it raw, without Via, X-Forwarded-For or
+/// forward auth. Only the mount's `upgrades` (default: websocket) go up; h2c is asked as
+/// plain HTTP, so an upstream's 101 to it is refused here.
+#[test]
+fn an_h2c_upgrade_is_not_forwarded_unless_the_mount_allows_it() {
+    let (up, seen) = upstream(H2C_SWITCHING, None);
+    let proxy = proxy_to(up);
+    let mut c = connect(proxy.addr);
+    c.write_all(h2c_request()).unwrap();
+    let (head, _) = read_head(&mut c);
+    assert!(!head.starts_with("HTTP/1.1 101"), "a tunnel: {head}");
+    assert!(head.starts_with("HTTP/1.1 502"), "{head}");
+    let seen = seen.recv_timeout(READ_TIMEOUT).unwrap();
+    assert_eq!(field(&seen.head, "upgrade"), None, "{}", seen.head);
+    assert!(
+        !seen.head.to_ascii_lowercase().contains("http2-settings"),
+        "{}",
+        seen.head
+    );
+    drop(c);
+
+    // A mount that lists it tunnels it (`upgrades` in the config file).
+    let (up, seen) = upstream(H2C_SWITCHING, None);
+    let d = std::env::temp_dir().join(format!("linerate-h2c-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let file = d.join("linerate.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[listen]]\naddr = \"127.0.0.1:0\"\n\
+             [[upstream]]\nname = \"app\"\nservers = [\"{up}\"]\n\
+             [[site]]\n[[site.proxy]]\nprefix = \"/\"\nupstream = \"app\"\n\
+             upgrades = [\"websocket\", \"H2C\"]\n"
+        ),
+    )
+    .unwrap();
+    let proxy = common::bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let mut c = connect(proxy.addr);
+    c.write_all(h2c_request()).unwrap();
+    let (head, rest) = read_head(&mut c);
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    c.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
+    assert_eq!(
+        read_exact_from(&mut c, rest, 24),
+        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+    );
+    c.shutdown(Shutdown::Write).unwrap();
+    let seen = seen.recv_timeout(READ_TIMEOUT).unwrap();
+    assert_eq!(field(&seen.head, "upgrade"), Some("h2c"), "{}", seen.head);
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -243,7 +243,7 @@ pub enum ForwardedStyle {
 }
 
 /// A path prefix whose requests go to an upstream.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProxyMount {
     /// Path prefix without a trailing slash (`""` is everything), as for [`FilesMount`].
     pub prefix: String,
@@ -274,6 +274,33 @@ pub struct ProxyMount {
     /// come with its head goes up as it arrives, at most 64 KiB held between the two
     /// connections (the client is read as fast as the upstream takes it).
     pub request_buffering: bool,
+    /// The protocols a client's `Upgrade` may ask the upstream for (RFC 9110 §7.8; a 101
+    /// makes a byte tunnel); others are not forwarded. [`DEFAULT_UPGRADES`] by default.
+    pub upgrades: Vec<String>,
+}
+
+/// The protocols a proxy mount tunnels unless configured otherwise: WebSocket only. h2c
+/// (deprecated by RFC 9113 §3.1) would carry requests past the proxy's rules unseen.
+pub const DEFAULT_UPGRADES: &[&str] = &["websocket"];
+
+impl Default for ProxyMount {
+    fn default() -> ProxyMount {
+        ProxyMount {
+            prefix: String::new(),
+            upstream: String::new(),
+            rewrite: None,
+            host: None,
+            forwarded: ForwardedStyle::default(),
+            trust_forwarded: false,
+            set_request: Vec::new(),
+            remove_request: Vec::new(),
+            set_response: Vec::new(),
+            remove_response: Vec::new(),
+            auth: None,
+            request_buffering: false,
+            upgrades: DEFAULT_UPGRADES.iter().map(|u| u.to_string()).collect(),
+        }
+    }
 }
 
 /// Forward auth: before a request is forwarded, a `GET` of `path` goes to `upstream` with
@@ -584,12 +611,14 @@ pub struct Redirect {
 }
 
 /// Fields added to every answer whose path starts with `prefix` (when given) and ends in one
-/// of `extensions` (when any are given).
+/// of `extensions` (when any are given), proxied answers included unless `not_proxied`.
 #[derive(Clone, Debug, Default)]
 pub struct HeaderRule {
     pub prefix: Option<String>,
     pub extensions: Vec<String>,
     pub fields: Vec<(String, String)>,
+    /// Left off answers from an upstream (`proxied = false`), whose application sets its own.
+    pub not_proxied: bool,
 }
 
 /// Where a listener listens.

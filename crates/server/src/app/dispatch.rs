@@ -733,7 +733,9 @@ impl<'a> ConnApp<'a> {
             .map(Gate::Proxy)
     }
 
-    /// A request on a listener that sends everything to HTTPS.
+    /// A request on a listener that sends everything to HTTPS. The answer is not the site's:
+    /// its fields are for its HTTPS answers (HSTS over plain HTTP is forbidden, RFC 6797
+    /// §7.2, and an `immutable` Cache-Control would pin the redirect), so none are added.
     #[cold]
     #[inline(never)]
     fn redirect_to_https(&mut self, port: u16, req: Exchange<'_>) -> Decision<Pending> {
@@ -741,7 +743,10 @@ impl<'a> ConnApp<'a> {
             Some(answer) => answer,
             None => self.site_app.https_redirect(req.head, req.buf, port),
         };
-        self.respond(req.head, req.buf, resp)
+        if self.app.timing {
+            self.account(req.head, req.buf, &resp);
+        }
+        Decision::Respond(resp)
     }
 
     /// The key authorization of an HTTP-01 challenge in flight, for a GET or HEAD of
@@ -879,6 +884,10 @@ impl<'a> ConnApp<'a> {
                 Method::Head => crate::files::encoding::Encoding::Identity,
                 _ => crate::files::encoding::choose(head.header(buf, "accept-encoding"), |_| true),
             }),
+            path: self
+                .site_app
+                .adds_proxied_fields()
+                .then(|| head.path_bytes(buf).into()),
             then: None,
         };
         let job = match &r.auth {
@@ -908,6 +917,7 @@ impl<'a> ConnApp<'a> {
                     started: job.started,
                     log: None,
                     coding: None,
+                    path: job.path.clone(),
                     then: Some(Box::new(job)),
                 }
             }

@@ -465,8 +465,9 @@ impl SiteApp {
     /// then every rate limit whose prefix covers it (429), then the basic auth of the
     /// longest prefix (401). The path is matched decoded once, with its dot segments removed,
     /// as the file server and the application behind a proxy read it, so no spelling of a
-    /// path (`%61dmin`, `//admin`, `/x/../admin`) gets past the rules of the one it means; a
-    /// path that cannot be decoded is refused (400). `field` reads a request field (rate keys,
+    /// path (`%61dmin`, `//admin`, `/x/../admin`, `/x%2Fadmin`) gets past the rules of the one
+    /// it means; a path that cannot be decoded is refused (400), and so is one whose dot
+    /// segments meet an encoded slash (`files::path::normalize_for_rules`). `field` reads a request field (rate keys,
     /// `Authorization`); `uncounted` is told of a request a full rate table let through.
     pub(crate) fn admit<'f>(
         &self,
@@ -475,7 +476,7 @@ impl SiteApp {
         field: impl Fn(&str) -> Option<&'f [u8]>,
         uncounted: impl Fn(),
     ) -> Result<(), Refusal> {
-        let Ok(n) = super::files::path::normalize(path) else {
+        let Ok(n) = super::files::path::normalize_for_rules(path) else {
             return Err(Refusal::BadPath);
         };
         let mut path = String::with_capacity(n.rel.len() + 2);
@@ -596,6 +597,24 @@ impl SiteApp {
             .iter()
             .any(|m| m.prefix.len() > len && m.strip(path).is_some());
         (!root_wins).then_some(i)
+    }
+
+    /// Whether `[[site.headers]]` may add fields to proxied answers: the proxy carries the
+    /// request's path for [`SiteApp::proxied_fields`] only then.
+    pub(crate) fn adds_proxied_fields(&self) -> bool {
+        self.headers.iter().any(|r| !r.not_proxied)
+    }
+
+    /// The fields `[[site.headers]]` add to a proxied answer (or the proxy's own 502/504)
+    /// for a request to `path`, as [`SiteApp::decorate`] adds them to every other answer:
+    /// nginx's `add_header … always`, so HSTS covers an application-only site.
+    pub(crate) fn proxied_fields<'s>(&'s self, path: &[u8]) -> Vec<(&'s str, &'s str)> {
+        let path = std::str::from_utf8(path).unwrap_or("");
+        let rules = self.headers.iter();
+        rules
+            .filter(|r| !r.not_proxied && rule_matches(r, path))
+            .flat_map(|r| r.fields.iter().map(|(n, v)| (n.as_str(), v.as_str())))
+            .collect()
     }
 
     /// The error page's body for `status`, if the site has one.
@@ -787,6 +806,7 @@ mod tests {
             prefix: prefix.map(str::to_string),
             extensions: ext.iter().map(|e| e.to_string()).collect(),
             fields: Vec::new(),
+            not_proxied: false,
         };
         let cases = [
             (rule(Some("/assets/"), &[]), "/assets/a.js", true),

@@ -257,6 +257,8 @@ pub(crate) struct TlsSession {
     cipher_in_flight: bool,
     /// The client certificate the handshake verified (mTLS), read once it completed.
     client_cert: Option<Arc<ClientCert>>,
+    /// No byte has arrived yet: the first ones may be plain HTTP ([`plain_http`]).
+    fresh: bool,
 }
 
 enum TlsOp {
@@ -303,6 +305,18 @@ pub const TLS_KEY_UPDATE_BYTES: u64 = 32 << 30;
 /// TLS 1.3 record overhead: header (5) + inner content type (1) + AEAD tag (16); TLS 1.2
 /// AES-GCM adds an 8-byte explicit nonce instead of the type. Sized up for one encryption.
 const RECORD_OVERHEAD: usize = 32;
+/// The answer to plain HTTP on a TLS listener (nginx's words), sent unencrypted; the
+/// connection closes after it.
+const PLAIN_HTTP_ANSWER: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n\
+    Content-Length: 46\r\nConnection: close\r\n\r\nThe plain HTTP request was sent to HTTPS port\n";
+
+/// Whether a connection's first bytes are a plain HTTP request (a method's first letter)
+/// rather than TLS: a record starts with its content type (20 to 24, RFC 8446 §5.1), an
+/// SSLv2-style hello with a byte of 128 or more, never a letter.
+fn plain_http(first: &[u8]) -> bool {
+    first.first().is_some_and(u8::is_ascii_uppercase)
+}
+
 /// Most receive-buffer capacity a connection keeps once all its ciphertext is consumed.
 const IDLE_INCOMING_CAPACITY: usize = 4096;
 /// Largest plaintext in one record.
@@ -325,6 +339,7 @@ impl Transport {
             op: None,
             cipher_in_flight: false,
             client_cert: None,
+            fresh: true,
         })))
     }
 
@@ -520,6 +535,15 @@ impl Transport {
     pub(crate) fn receive(&mut self, data: &[u8], plain: &mut Vec<u8>) -> Result<Input, ()> {
         match self {
             Transport::Tls(s) => {
+                if s.fresh {
+                    s.fresh = false;
+                    if plain_http(data) {
+                        // Answered in plain text, as nginx does, in place of rustls's alert
+                        // (which a browser or curl shows as an opaque error); then closed.
+                        s.pending.extend_from_slice(PLAIN_HTTP_ANSWER);
+                        return Err(());
+                    }
+                }
                 s.incoming.extend_from_slice(data);
                 s.process(plain)
             }
@@ -1110,6 +1134,38 @@ mod tests {
         assert!(only_aes128.any());
         assert!(!KernelCiphers::default().any());
         assert!(!KernelCiphers::default().takes(C::TLS13_AES_128_GCM_SHA256));
+    }
+
+    /// Issue 50, §2 item 11: plain HTTP to a TLS port got a raw TLS alert.
+    #[test]
+    fn plain_http_is_told_from_tls_by_its_first_byte() {
+        let rows: &[(&[u8], bool)] = &[
+            (b"GET / HTTP/1.1\r\n", true),
+            (b"POST", true),
+            (b"P", true),
+            // RFC 9113 §3.3: prior knowledge's preface is plain text too.
+            (b"PRI * HTTP/2.0\r\n", true),
+            // RFC 8446 §5.1: a handshake record (a ClientHello, ACME's TLS-ALPN-01 too).
+            (b"\x16\x03\x01\x02\x00", false),
+            (b"\x15\x03\x03", false),
+            // An SSLv2-style ClientHello.
+            (b"\x80\x2e\x01", false),
+            (b"", false),
+            (b"get / HTTP/1.1", false),
+        ];
+        for (first, want) in rows {
+            assert_eq!(plain_http(first), *want, "{first:?}");
+        }
+        let body = PLAIN_HTTP_ANSWER
+            .split(|&b| b == b'\n')
+            .next_back()
+            .unwrap();
+        assert!(body.is_empty(), "the answer ends with its body's newline");
+        let at = PLAIN_HTTP_ANSWER
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .unwrap();
+        assert_eq!(PLAIN_HTTP_ANSWER.len() - at - 4, 46, "Content-Length");
     }
 
     #[test]

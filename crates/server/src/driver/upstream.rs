@@ -17,6 +17,7 @@
 //! completion finds its way here at the cost of one bit test.
 #![forbid(unsafe_code)]
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use linerate_http1::{BodyLength, FieldSpan, ResponseInfo};
@@ -100,6 +101,8 @@ struct Link {
     coding: Option<crate::files::encoding::Encoding>,
     /// The answer's body is compressed as it is relayed.
     encoder: Option<StreamEncoder>,
+    /// The client's path, when its site's `[[site.headers]]` may add fields to the answer.
+    path: Option<Box<[u8]>>,
 }
 
 /// A worker's state per upstream: its servers' pools and the requests waiting for a
@@ -390,20 +393,28 @@ impl Relay<'_> {
 
     /// Answers the client with `status` (the site's error page when it has one) and logs it.
     fn answer_error(&mut self, status: u16, link: &Link) {
-        let resp = self
-            .sites
-            .sites
-            .iter()
-            .nth(link.site)
+        let site = self.sites.sites.iter().nth(link.site);
+        let mut resp = site
             .and_then(|s| s.error_page(status))
             .unwrap_or_else(|| crate::h1::status_response(status, ""));
+        if let (Some(site), Some(path)) = (site, &link.path) {
+            for (name, value) in site.proxied_fields(path) {
+                resp.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+                let field = (Cow::Owned(name.to_string()), Cow::Owned(value.to_string()));
+                resp.headers.push(field);
+            }
+        }
         let bytes = if link.head_request {
             0
         } else {
             resp.body.len()
         };
         if let Some(live) = client(self.slots, link.client) {
+            // The client's listener announces HTTP/3 on every answer (set only here: the
+            // driver's `with` sets it for calls it makes, and this is not one).
+            self.cx.alt_svc = live.alt_svc;
             live.conn.complete(link.id, resp, self.cx);
+            self.cx.alt_svc = None;
         }
         self.after.client = Some(link.client);
         self.account(status, bytes, link);
@@ -476,6 +487,20 @@ impl h1c::Exchange for Relay<'_> {
             .and_then(|s| s.proxies.get(link.route))
             .map_or(&default, |r| &r.response);
         let mut fields: Vec<(&[u8], &[u8])> = reply::fields(head, spans, info, policy).collect();
+        if let Some(path) = &link.path
+            && let Some(site) = site
+        {
+            // The site's fields replace the upstream's of the same name, as on every answer
+            // of the site; the mount's own `set_response`/`remove_response` win over them.
+            let mut added = site.proxied_fields(path);
+            added.retain(|(n, _)| !policy.names(n.as_bytes()));
+            fields.retain(|(n, _)| {
+                !added
+                    .iter()
+                    .any(|(a, _)| n.eq_ignore_ascii_case(a.as_bytes()))
+            });
+            fields.extend(added.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())));
+        }
         for (n, v) in &policy.set {
             fields.push((n.as_bytes(), v.as_bytes()));
         }
@@ -517,8 +542,14 @@ impl h1c::Exchange for Relay<'_> {
             length,
         };
         link.status = info.status;
-        let started = client(self.slots, link.client)
-            .is_some_and(|live| live.conn.start_stream(link.id, &stream_head, self.cx));
+        let cx = &mut *self.cx;
+        let started = client(self.slots, link.client).is_some_and(|live| {
+            // The client's listener announces HTTP/3 on every answer, proxied ones too.
+            cx.alt_svc = live.alt_svc;
+            let started = live.conn.start_stream(link.id, &stream_head, cx);
+            cx.alt_svc = None;
+            started
+        });
         if started {
             link.answered = true;
             link.tunnel = info.status == 101;
@@ -833,6 +864,7 @@ impl<B: Backend> Worker<B> {
             log: job.log.take(),
             coding: job.coding,
             encoder: None,
+            path: job.path.clone(),
             job: Some(job),
         });
         let client = up.link.as_ref().map_or(0, |l| l.client);

@@ -39,9 +39,10 @@ pub(crate) struct Policy {
     pub remove: Vec<String>,
     /// The Host sent when the client gave none (an HTTP/1.0 request): the upstream's name.
     pub upstream_host: String,
-    /// An upgrade is forwarded (the driver can tunnel a 101); otherwise `Upgrade` is a
-    /// hop-by-hop field like any other and the upstream answers the request as plain HTTP.
-    pub upgrade: bool,
+    /// The protocols an upgrade may ask for (lowercase names): `Upgrade` goes upstream with
+    /// only these (the driver tunnels a 101); a request offering none of them is plain HTTP,
+    /// its `Upgrade` a hop-by-hop field like any other.
+    pub upgrades: Vec<String>,
 }
 
 /// Facts about the client's connection.
@@ -82,12 +83,15 @@ pub(crate) fn request_head(
     let named = connection_tokens(fields());
     // RFC 9110 §7.8: an upgrade is asked with both Upgrade and Connection: upgrade; over
     // HTTP/1.1 only (an HTTP/2 request cannot carry either).
-    let upgrade_to = head.header(buf, "upgrade").filter(|_| {
-        policy.upgrade
-            && head.method() == Method::Get
-            && head.version() == Version::Http11
-            && named.iter().any(|t| t == b"upgrade")
-    });
+    let upgrade_to = head
+        .header(buf, "upgrade")
+        .filter(|_| {
+            !policy.upgrades.is_empty()
+                && head.method() == Method::Get
+                && head.version() == Version::Http11
+                && named.iter().any(|t| t == b"upgrade")
+        })
+        .and_then(|offered| allowed_upgrades(offered, &policy.upgrades));
     let method = head.method_str(buf);
     out.extend_from_slice(method.as_bytes());
     out.push(b' ');
@@ -130,6 +134,9 @@ pub(crate) fn request_head(
             b"x-forwarded-host",
             b"forwarded",
             b"x-forwarded-client-cert",
+            // nginx's common `proxy_set_header X-Real-IP`: applications read it as the
+            // client's address, so a client must not be able to write it.
+            b"x-real-ip",
         ]
         .iter()
         .any(|f| name.eq_ignore_ascii_case(f))
@@ -160,6 +167,8 @@ pub(crate) fn request_head(
                     b"x-forwarded-proto" => xfp = xfp.or(Some(value)),
                     b"x-forwarded-host" => xfh = xfh.or(Some(value)),
                     b"x-forwarded-client-cert" => xfcc.push(value),
+                    // One address, the trusted proxy's finding: passed as it came.
+                    b"x-real-ip" => write_field(out, name, value),
                     _ => fwd.push(value),
                 }
             }
@@ -252,7 +261,7 @@ pub(crate) fn request_head(
         write_field(out, b"X-Forwarded-Client-Cert", &list);
     }
 
-    if let Some(u) = upgrade_to {
+    if let Some(u) = &upgrade_to {
         write_field(out, b"Connection", b"upgrade");
         write_field(out, b"Upgrade", u);
     }
@@ -275,6 +284,28 @@ pub(crate) fn request_head(
         head_request: head.method() == Method::Head,
         upgrade: upgrade_to.is_some(),
     }
+}
+
+/// The protocols of an `Upgrade` value (RFC 9110 §7.8: `#protocol`, each `name[/version]`)
+/// that `allowed` names, in the client's order; `None` when none is. h2c is not among the
+/// defaults: RFC 9113 §3.1 deprecates it, and a tunnelled h2c connection's requests would
+/// pass without this server's forwarding fields or forward auth.
+fn allowed_upgrades(offered: &[u8], allowed: &[String]) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    for protocol in offered.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+        let name = protocol.split(|&b| b == b'/').next().unwrap_or_default();
+        if !name.is_empty()
+            && allowed
+                .iter()
+                .any(|a| name.eq_ignore_ascii_case(a.as_bytes()))
+        {
+            if !out.is_empty() {
+                out.extend_from_slice(b", ");
+            }
+            out.extend_from_slice(protocol);
+        }
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 /// The upstream's request target: the path with the mount's prefix replaced, and the query,

@@ -44,6 +44,8 @@ pub(crate) struct Job {
     /// The coding the client's Accept-Encoding chose for a compressible answer (identity:
     /// none it takes); `None` where the site does not compress (`app::compress_stream`).
     pub coding: Option<crate::files::encoding::Encoding>,
+    /// The client's path, when its site's `[[site.headers]]` may add fields to the answer.
+    pub path: Option<Box<[u8]>>,
     /// For a forward-auth subrequest: the request it guards, sent once the auth answers
     /// 2xx.
     pub then: Option<Box<Job>>,

@@ -17,6 +17,16 @@ pub(crate) struct Policy {
     pub remove: Vec<String>,
 }
 
+impl Policy {
+    /// Whether the mount sets or removes the field `name` on every answer.
+    pub(crate) fn names(&self, name: &[u8]) -> bool {
+        self.remove
+            .iter()
+            .chain(self.set.iter().map(|(n, _)| n))
+            .any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
+    }
+}
+
 /// The upstream's fields as they are forwarded, in order: `(name, value)` slices of `head`.
 /// Hop-by-hop fields (and those `Connection` names), the framing, `Date` and `Server` are
 /// left out, as are the mount's removed and set ones; after a 101 the `Upgrade` field stays
@@ -40,11 +50,7 @@ pub(crate) fn fields<'h>(
             || !(hop_by_hop(name, &named)
                 || name.eq_ignore_ascii_case(b"date")
                 || name.eq_ignore_ascii_case(b"server")
-                || policy
-                    .remove
-                    .iter()
-                    .chain(policy.set.iter().map(|(n, _)| n))
-                    .any(|n| name.eq_ignore_ascii_case(n.as_bytes())))
+                || policy.names(name))
     })
 }
 

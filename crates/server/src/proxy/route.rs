@@ -68,7 +68,7 @@ impl Route {
                 remove,
                 upstream_host: upstream_host(&upstreams[upstream]),
                 // As caddy: WebSocket passes without a setting (nginx needs two lines).
-                upgrade: true,
+                upgrades: m.upgrades.iter().map(|u| u.to_ascii_lowercase()).collect(),
             },
             response: reply::Policy {
                 set: m.set_response.clone(),

@@ -18,7 +18,7 @@ fn policy() -> Policy {
         set: Vec::new(),
         remove: Vec::new(),
         upstream_host: "app.internal:9000".into(),
-        upgrade: true,
+        upgrades: vec!["websocket".into()],
     }
 }
 
@@ -112,6 +112,30 @@ fn forwarding_fields_from_an_untrusted_client_are_replaced() {
         head.contains("Forwarded: for=10.0.0.1, for=192.0.2.7;proto=https;host=\"a\"\r\n"),
         "{head}"
     );
+}
+
+/// Issue 50, §2 item 10: a client's `X-Real-IP` reached the application unchanged.
+#[test]
+fn x_real_ip_from_an_untrusted_client_is_dropped() {
+    let request = b"GET /api/ HTTP/1.1\r\nHost: a\r\nX-Real-IP: 10.0.0.1\r\n\r\n";
+    let mut p = policy();
+    for style in [
+        ForwardedStyle::XForwarded,
+        ForwardedStyle::Rfc7239,
+        ForwardedStyle::Both,
+        ForwardedStyle::None,
+    ] {
+        p.forwarded = style;
+        let (head, _, _) = forward(request, &p);
+        assert!(
+            !head.contains("10.0.0.1"),
+            "a client cannot claim an address ({style:?}): {head}"
+        );
+    }
+    // Trusted (a proxy of ours is in front and found the client): passed on.
+    p.trust_forwarded = true;
+    let (head, _, _) = forward(request, &p);
+    assert!(head.contains("\r\nX-Real-IP: 10.0.0.1\r\n"), "{head}");
 }
 
 #[test]
@@ -230,7 +254,7 @@ fn an_upgrade_is_forwarded_only_when_asked_properly() {
     assert!(!upgrade && !head.contains("Upgrade"), "{head}");
     // A mount that does not tunnel yet: the upgrade is not asked of the upstream at all.
     let no_tunnel = Policy {
-        upgrade: false,
+        upgrades: Vec::new(),
         ..policy()
     };
     let (head, _, upgrade) = forward(
@@ -238,6 +262,49 @@ fn an_upgrade_is_forwarded_only_when_asked_properly() {
         &no_tunnel,
     );
     assert!(!upgrade && !head.contains("pgrade"), "{head}");
+}
+
+/// Issue 50, §2 item 7: `Upgrade: h2c` was forwarded, and a lenient upstream's 101 made a
+/// tunnel whose requests passed without Via, X-Forwarded-For or forward auth. Only the
+/// protocols on the mount's list go up (RFC 9110 §7.8's list, each `name[/version]`).
+#[test]
+fn only_upgrades_on_the_allow_list_are_forwarded() {
+    let ask = |upgrade: &str, allowed: &[&str]| {
+        let request = format!(
+            "GET /api/x HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\n\
+             Upgrade: {upgrade}\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n"
+        );
+        let p = Policy {
+            upgrades: allowed.iter().map(|a| a.to_string()).collect(),
+            ..policy()
+        };
+        let (head, _, upgrade) = forward(request.as_bytes(), &p);
+        assert_eq!(upgrade, head.contains("\r\nUpgrade: "), "{head}");
+        assert!(
+            !head.contains("HTTP2-Settings"),
+            "named by Connection: {head}"
+        );
+        head.split("\r\n")
+            .find_map(|l| l.strip_prefix("Upgrade: "))
+            .map(str::to_string)
+    };
+    let ws = &["websocket"][..];
+    let rows: &[(&str, &[&str], Option<&str>)] = &[
+        ("h2c", ws, None),
+        ("websocket", ws, Some("websocket")),
+        ("WebSocket", ws, Some("WebSocket")),
+        ("h2c, websocket", ws, Some("websocket")),
+        ("websocket/13, h2c", ws, Some("websocket/13")),
+        ("h2c", &["websocket", "h2c"], Some("h2c")),
+        ("websocket", &[], None),
+    ];
+    for (offered, allowed, want) in rows {
+        assert_eq!(
+            ask(offered, allowed).as_deref(),
+            *want,
+            "{offered} with {allowed:?}"
+        );
+    }
 }
 
 #[test]

@@ -50,8 +50,32 @@ pub struct Normalized {
 /// Empty segments (`//`) are merged, so `//etc/passwd` is `etc/passwd` below the root. A
 /// missing leading slash is tolerated: the integration may strip a prefix either way.
 pub fn normalize(raw: &[u8]) -> Result<Normalized, PathError> {
-    let decoded = percent_decode(raw)?;
+    let decoded = percent_decode(raw, false)?;
+    segments(String::from_utf8(decoded).map_err(|_| PathError::NotUtf8)?)
+}
+
+/// The path a site's rules (access, rate limits, basic auth) are matched against: as
+/// [`normalize`], except that `%2F` is read as the slash it encodes instead of refused, so
+/// `/projects/group%2Fproject` passes on to an upstream that takes it (GitLab's API), and a
+/// rule on `/a/b/` still covers `/a%2Fb/x`, whichever way the upstream reads it. Such a
+/// path must have no dot segment, raw or decoded: an upstream that keeps `%2F` inside a
+/// segment reads `/a/b/..%2F..%2Fc` under `/a/b/`, one that decodes it reads `/c`, and no
+/// one path could hold the rules of both.
+pub fn normalize_for_rules(raw: &[u8]) -> Result<Normalized, PathError> {
+    match normalize(raw) {
+        Err(PathError::EncodedSlash) => {}
+        other => return other,
+    }
+    let decoded = percent_decode(raw, true)?;
     let text = String::from_utf8(decoded).map_err(|_| PathError::NotUtf8)?;
+    if text.split('/').any(|s| s == "." || s == "..") {
+        return Err(PathError::EncodedSlash);
+    }
+    segments(text)
+}
+
+/// Removes the dot segments of a decoded path and merges its empty ones.
+fn segments(text: String) -> Result<Normalized, PathError> {
     let mut segments: Vec<&str> = Vec::new();
     // A path without segments ("" or "/") names the root directory.
     let mut dir = true;
@@ -92,8 +116,9 @@ pub fn hidden(rel: &str) -> bool {
     rest.split('/').any(|s| s.starts_with('.'))
 }
 
-/// Percent-decodes once, refusing escapes that would change the path's structure.
-fn percent_decode(raw: &[u8]) -> Result<Vec<u8>, PathError> {
+/// Percent-decodes once, refusing escapes that would change the path's structure (`%2F`
+/// taken as a slash when `slashes`; `%5C` never).
+fn percent_decode(raw: &[u8], slashes: bool) -> Result<Vec<u8>, PathError> {
     let mut out = Vec::with_capacity(raw.len());
     let mut i = 0;
     while i < raw.len() {
@@ -107,6 +132,10 @@ fn percent_decode(raw: &[u8]) -> Result<Vec<u8>, PathError> {
             };
             i += 3;
             let decoded = hi << 4 | lo;
+            if decoded == b'/' && slashes {
+                out.push(b'/');
+                continue;
+            }
             if decoded == b'/' || decoded == b'\\' {
                 return Err(PathError::EncodedSlash);
             }
@@ -223,6 +252,43 @@ mod tests {
         ];
         for (raw, want) in rows {
             assert_eq!(&normalize(raw), want, "{:?}", String::from_utf8_lossy(raw));
+        }
+    }
+
+    /// Issue 50, §2 item 2: any site rule made `%2F` a 400 for the whole site. The rules'
+    /// path reads it as a slash; every spelling of a path still means that path.
+    #[test]
+    fn the_rules_path_reads_an_encoded_slash_as_one() {
+        let rows: &[(&[u8], Result<Normalized, PathError>)] = &[
+            (
+                b"/projects/group%2Fproject",
+                ok("projects/group/project", false),
+            ),
+            (
+                b"/projects/group%2fproject/",
+                ok("projects/group/project", true),
+            ),
+            (b"/private%2Fx", ok("private/x", false)),
+            (b"/%2Fprivate", ok("private", false)),
+            (b"/a%2F%2Fb", ok("a/b", false)),
+            // As `normalize` without an encoded slash.
+            (b"/%70rivate", ok("private", false)),
+            (b"//private", ok("private", false)),
+            (b"/x/../private", ok("private", false)),
+            (b"/..", Err(PathError::AboveRoot)),
+            // A dot segment beside an encoded slash: upstreams disagree on what it climbs.
+            (b"/a/b/..%2F..%2Fc", Err(PathError::EncodedSlash)),
+            (b"/a%2F../b", Err(PathError::EncodedSlash)),
+            (b"/a%2F%2e%2e/b", Err(PathError::EncodedSlash)),
+            (b"/a%2F./b", Err(PathError::EncodedSlash)),
+            // A backslash is a separator to some upstreams: still refused.
+            (b"/a%5Cb", Err(PathError::EncodedSlash)),
+            (b"/a%2Fb%00", Err(PathError::BadByte)),
+            (b"/a%2Fb%", Err(PathError::BadEscape)),
+        ];
+        for (raw, want) in rows {
+            let got = normalize_for_rules(raw);
+            assert_eq!(&got, want, "{:?}", String::from_utf8_lossy(raw));
         }
     }
 
