@@ -405,3 +405,49 @@ fn request_ids_are_kept_or_made_and_handlers_see_them_and_the_span() {
         assert_eq!(missing.header("x-request-id").map(str::len), Some(id.len()));
     }
 }
+
+/// Records the fields of every span made while it is the thread's subscriber.
+#[derive(Default)]
+struct SpanFields(std::sync::Mutex<Vec<String>>);
+
+/// Writes a span's fields as `name=value` pairs.
+struct Fields(String);
+
+impl tracing::field::Visit for Fields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!("{}={value:?} ", field.name()));
+    }
+}
+
+impl tracing::Subscriber for SpanFields {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        let mut fields = Fields(String::new());
+        span.record(&mut fields);
+        let mut spans = self.0.lock().unwrap();
+        spans.push(fields.0);
+        tracing::span::Id::from_u64(spans.len() as u64)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, _: &tracing::Event<'_>) {}
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// Issue 50 §3.1: the trace span's `client` field was empty unless the configuration kept
+/// peers (an access log, trusted proxies, an upstream, a per-client limit).
+#[test]
+fn the_trace_span_names_the_client_without_an_access_log() {
+    let spans = Arc::new(SpanFields::default());
+    let c = TestClient::new(id_router());
+    let res = tracing::subscriber::with_default(spans.clone(), || c.get("/id").send());
+    assert_eq!(res.status(), 200);
+    let spans = spans.0.lock().unwrap();
+    assert!(
+        spans.iter().any(|s| s.contains("client=\"127.0.0.1\"")),
+        "{spans:?}"
+    );
+}

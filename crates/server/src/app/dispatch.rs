@@ -67,9 +67,8 @@ pub(crate) struct ConnApp<'a> {
     /// The worker's sites (swapped between events by a reload, never during a call).
     pub sites: &'a Sites,
     pub io: &'a mut AppIo,
-    /// The connection's peer (kept only when something uses it: see `App::logs`): the
-    /// socket's address, or its PROXY protocol header's. The request's client is
-    /// [`ConnApp::client`].
+    /// The connection's peer: the socket's address (kept at accept), or its PROXY protocol
+    /// header's; `None` on a Unix socket. The request's client is [`ConnApp::client`].
     pub peer: Option<&'a SocketAddr>,
     /// The driver's name for the connection: where deferred answers go.
     pub token: u64,
@@ -148,10 +147,9 @@ impl Service for ConnApp<'_> {
             self.started = crate::sys::monotonic_us();
             self.kind = Kind::Server;
         }
-        // A peer is kept only when something uses it (trusted proxies among them): the
-        // common server, with none, tests one register here.
-        if let Some(hop) = self.peer
-            && !app.trusted.is_empty()
+        // The common server, with no trusted proxies, tests one register here.
+        if !app.trusted.is_empty()
+            && let Some(hop) = self.peer
         {
             self.io.real = Some(app.trusted.client(*hop, head.headers(req.buf)));
         }

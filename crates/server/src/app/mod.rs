@@ -53,10 +53,6 @@ pub(crate) struct App {
     pub max_stream_body_bytes: u64,
     /// Deferred requests one worker may have outstanding; beyond, 503 with Retry-After.
     pub max_deferred_per_worker: usize,
-    /// Keep the peer's address (the access log, proxies' forwarding fields, access rules,
-    /// PROXY protocol headers and trusted proxies use it; decided at start: rules first added by a reload see no address until a
-    /// restart, so only their `all` rules match).
-    pub logs: bool,
     /// The proxies whose fields name the client (none: the connection's peer is the client).
     pub trusted: crate::realip::TrustedProxies,
     /// Count requests for `/metrics` (an admin listener is on).
@@ -80,12 +76,6 @@ impl App {
             router,
             max_stream_body_bytes: config.max_stream_body_bytes,
             max_deferred_per_worker: config.max_deferred_per_worker,
-            logs: config.access_log.is_some()
-                || !config.upstreams.is_empty()
-                || !config.trusted_proxies.is_empty()
-                || config.max_conns_per_client > 0
-                || config.listen_list().iter().any(|l| l.proxy_protocol)
-                || config.sites.iter().any(|s| !s.access.is_empty()),
             trusted: config.trusted_proxies.clone(),
             metrics: config.admin.is_some(),
             timing: config.admin.is_some() || config.access_log.is_some(),

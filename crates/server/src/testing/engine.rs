@@ -38,8 +38,8 @@ use crate::streaming::Chan;
 /// changes state; a 1 GiB body is a few thousand).
 const MAX_TRANSMITS: usize = 1 << 20;
 
-/// The peer address handlers see when the configuration keeps one (`App::logs`): the client
-/// is in process, so it is the loopback address with no port.
+/// The peer address handlers see: the client is in process, so it is the loopback address
+/// with no port.
 const TEST_PEER: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
 
@@ -255,7 +255,7 @@ impl Engine {
             app,
             sites: &sites.sites,
             io,
-            peer: app.logs.then_some(&TEST_PEER),
+            peer: Some(&TEST_PEER),
             token: *token,
             site: 0,
             site_app: sites.sites.get(0),
