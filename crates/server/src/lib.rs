@@ -31,6 +31,10 @@
 //! Every connection speaks HTTP/1.1 or HTTP/2 (h2c by prior knowledge or upgrade, and h2 over
 //! TLS by ALPN) to the same routes. Each method has a shortcut ([`Router::get`], `post`, `put`,
 //! `delete`, `patch`, `head`, `options`, and `…_async` for each); [`Router::route`] takes any.
+//! The most specific pattern matching a path answers whatever the registration order: a
+//! literal segment beats a parameter (`/todos/events` before `/todos/{id}`). A method and
+//! pattern registered twice (a merged group's included) make [`Server::bind`] fail with
+//! [`Part::Routes`] ([`DuplicateRoute`]): registering stays a chain of infallible calls.
 //! Unknown paths get 404, known paths with another method 405 with `Allow`, HEAD is served
 //! by GET routes without the body (a HEAD route takes over). OPTIONS is answered by an
 //! OPTIONS route at that path when there is one, else by the server: `204` with `Allow`
@@ -125,7 +129,7 @@ pub use config::{Config, HeaderRule, Listen, ListenAddr, Redirect, Site, TlsConf
 pub use linerate_http1::{Method, Version};
 pub use request::{MAX_PARAMS, Request};
 pub use response::{Body, FileBody, InvalidHeader, Response};
-pub use router::{BodySink, Router};
+pub use router::{BodySink, DuplicateRoute, Router};
 pub use server::{
     ControlHandle, Reloaded, Server, ShutdownHandle, allowed_cpus, reload_certificates,
 };

@@ -104,7 +104,10 @@ pub(crate) struct Engine {
 
 impl Engine {
     /// The worker's state for `config` (its sites, static roots, limits and timeouts).
-    pub(crate) fn new(config: &Config, router: Router) -> Result<Engine, StartError> {
+    pub(crate) fn new(config: &Config, mut router: Router) -> Result<Engine, StartError> {
+        router
+            .finish()
+            .map_err(|e| StartError::invalid(crate::Part::Routes, e.to_string()))?;
         let sites = Arc::new(SiteSet::build(config)?);
         sites.check_roots()?;
         let bell = Arc::new(Bell::default());
