@@ -288,3 +288,52 @@ fn an_error_renderer_renders_rejections_and_the_servers_own_answers() {
         assert_eq!(c.put("/users").send().text(), "put");
     }
 }
+
+/// A field that may hold an escaped string: borrowed when it can be, owned when it must.
+#[derive(Deserialize)]
+struct Note<'a> {
+    #[serde(borrow)]
+    text: std::borrow::Cow<'a, str>,
+}
+
+/// Issue 50 §3.6: `req.json::<T<'a>>()` with a `&str` field answers 422 on any escaped
+/// string; a `Cow<'a, str>` field (`#[serde(borrow)]`) takes it, unescaped, and borrows
+/// when there is nothing to unescape. The `&str` limit stays, documented on `json`.
+#[test]
+fn json_cow_fields_take_escaped_strings_and_str_fields_do_not() {
+    let router = Router::new()
+        .post("/cow", |req| -> Result<String, Rejection> {
+            let note: Note<'_> = req.json()?;
+            let kind = match note.text {
+                std::borrow::Cow::Borrowed(_) => "borrowed",
+                std::borrow::Cow::Owned(_) => "owned",
+            };
+            Ok(format!("{kind} {}", note.text))
+        })
+        .post("/users", create);
+    let c = TestClient::new(router);
+    let post = |path: &str, body: &str| {
+        let res = c
+            .post(path)
+            .header("content-type", "application/json")
+            .body(body)
+            .send();
+        (res.status(), res.text())
+    };
+    let rows: &[(&str, &str, u16, &str)] = &[
+        ("/cow", r#"{"text":"plain"}"#, 200, "borrowed plain"),
+        (
+            "/cow",
+            r#"{"text":"say \"hi\"\n"}"#,
+            200,
+            "owned say \"hi\"\n",
+        ),
+        ("/cow", r#"{"text":"caf\u00e9"}"#, 200, "owned café"),
+        ("/users", r#"{"name":"ann","age":3}"#, 201, "ann 3"),
+    ];
+    for (path, body, status, text) in rows {
+        assert_eq!(post(path, body), (*status, text.to_string()), "{body}");
+    }
+    let (status, text) = post("/users", r#"{"name":"a\"b","age":3}"#);
+    assert_eq!(status, 422, "{text}");
+}
