@@ -337,3 +337,57 @@ fn json_cow_fields_take_escaped_strings_and_str_fields_do_not() {
     let (status, text) = post("/users", r#"{"name":"a\"b","age":3}"#);
     assert_eq!(status, 422, "{text}");
 }
+
+/// Issue 50 §3.5: a 413 read "Content Too Large" when the length was declared over the
+/// limit, "413 Content Too Large: request body too large" when the body outgrew it while it
+/// was read (HTTP/1.1 chunked), "413 Content Too Large" over HTTP/2. One message now, plain
+/// and through an error renderer.
+#[test]
+fn a_413_reads_the_same_whether_the_length_was_declared_or_not() {
+    let echo = || {
+        Router::new().post("/echo", |req| {
+            Response::text_owned(format!("{}", req.body().len()))
+        })
+    };
+    let config = || linerate_server::Config {
+        max_body_bytes: 16,
+        ..Default::default()
+    };
+    let rendered = || {
+        echo().layer(ErrorRenderer(|status: u16, message: &str| {
+            Response::text_owned(format!("[{message}]")).status(status)
+        }))
+    };
+    let big = "x".repeat(64);
+    let chunked = format!("40\r\n{big}\r\n0\r\n\r\n");
+    for protocol in PROTOCOLS {
+        for (router, want) in [
+            (echo(), "Content Too Large\n"),
+            (rendered(), "[Content Too Large]"),
+        ] {
+            let c = TestClient::with_config(config(), router)
+                .expect("client")
+                .protocol(protocol);
+            let declared = c.post("/echo").body(big.clone()).send();
+            // No Content-Length: chunked over HTTP/1.1, DATA frames alone over HTTP/2.
+            let undeclared = match protocol {
+                Protocol::Http1 => c
+                    .post("/echo")
+                    .header("transfer-encoding", "chunked")
+                    .body(chunked.clone()),
+                Protocol::Http2 => c
+                    .post("/echo")
+                    .header("transfer-encoding", "chunked")
+                    .body(big.clone()),
+            }
+            .send();
+            for (how, res) in [("declared", declared), ("undeclared", undeclared)] {
+                assert_eq!(
+                    (res.status(), res.text().as_str()),
+                    (413, want),
+                    "{protocol:?} {how}"
+                );
+            }
+        }
+    }
+}

@@ -1173,7 +1173,7 @@ fn status_body(status: u16) -> &'static str {
         403 => "Forbidden\n",
         404 => "Not Found\n",
         405 => "Method Not Allowed\n",
-        413 => "Content Too Large\n",
+        413 => crate::h1::TOO_LARGE,
         429 => "Too Many Requests\n",
         500 => "Internal Server Error\n",
         501 => "Not Implemented\n",
