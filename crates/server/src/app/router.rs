@@ -108,7 +108,8 @@ pub(crate) struct Route {
 #[derive(Default)]
 pub struct Router {
     routes: Vec<Route>,
-    /// Layers every request of the router's sites passes through, in the order added.
+    /// Layers every request of the router's sites passes through, outermost (last added)
+    /// first.
     pub(crate) layers: Vec<Arc<dyn Layer>>,
 }
 
@@ -125,12 +126,19 @@ impl Router {
         Router::default()
     }
 
-    /// Adds a layer that every request of this router passes through: routed or not (the
-    /// server's own 404, 405, OPTIONS and 501 answers, and static files, included). `before`
-    /// hooks run in the order layers are added, `after` hooks in reverse. Merged into another
-    /// router ([`Router::merge`]), this router's layers wrap only its own routes.
+    /// Wraps this router in `layer`: every request of it passes through, routed or not (the
+    /// server's own 404, 405, OPTIONS, 413, 501 and 503 answers, and static files, included).
+    ///
+    /// **Each call wraps what is there so far, so the last layer added is the outermost**, as
+    /// with tower and axum: in `.layer(Cors).layer(RequestId).layer(Trace)`, `Trace`'s
+    /// `before` runs first and its `after` last, so it sees every request (a preflight `Cors`
+    /// answers included) and the answer exactly as it is sent; `RequestId` tags them all. Put
+    /// [`ErrorRenderer`](crate::ErrorRenderer) first (innermost), the observers last.
+    /// Merged into another router ([`Router::merge`]), this router's layers wrap only its own
+    /// routes, inside the other's.
     pub fn layer(mut self, layer: impl Layer) -> Router {
-        self.layers.push(Arc::new(layer));
+        // Kept outermost first, the order their `before` hooks run in.
+        self.layers.insert(0, Arc::new(layer));
         self
     }
 
