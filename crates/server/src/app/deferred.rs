@@ -8,7 +8,7 @@
 //! never once per answer under load. On a worker with a [`WorkerLocal`], an answer given on
 //! the worker's own thread (a future on its executor, a handler that answers at once) wakes
 //! nothing: the worker looks for those itself at the end of each turn
-//! ([`Inbox::pushed_here`]).
+//! (`Inbox::pushed_here`).
 #![forbid(unsafe_code)]
 
 use std::cell::Cell;
