@@ -70,7 +70,9 @@
 //! may attach typed values, [`Extensions`], that handlers read with
 //! [`Request::extension`], or answer at once, e.g. 401), its `after` every answer, the
 //! server's own 404, 405, OPTIONS, 501 and 413 included (declared, or a body that outgrew
-//! the limit while it was read, and a malformed body's 400).
+//! the limit while it was read, and a malformed body's 400), and the 503 of a deferred
+//! answer that did not come within `deferred_timeout` (whose `async` handler's future is
+//! dropped then; a thread can ask [`Responder::is_cancelled`]).
 //! [`Router::layer`] wraps a router, each call around what is there so far, so **the last
 //! layer added is the outermost** (as in tower and axum): write
 //! `.layer(ErrorRenderer(…)).layer(Cors…).layer(RequestId).layer(Trace)` so that `Trace` sees

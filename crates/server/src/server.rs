@@ -842,6 +842,7 @@ impl Server {
                             log,
                             inbox,
                             outstanding: 0,
+                            waiting: Default::default(),
                             counters,
                             counters_on: shared.app.metrics,
                             static_gz: Default::default(),

@@ -517,3 +517,90 @@ fn the_last_layer_added_is_the_outermost_so_trace_sees_everything_as_sent() {
         );
     }
 }
+
+/// Sets its flag when dropped: whether a handler's future was dropped.
+struct DropFlag(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Issue 50 §3.3: the 503 a deferred request gets at `deferred_timeout` skipped the layers
+/// (no JSON from the error renderer, no `X-Request-Id`, no CORS fields, no trace line), and
+/// the handler's future went on running. Now the 503 passes through the request's layers,
+/// an `async` handler's future is dropped, and a thread's `Responder` says it is cancelled.
+#[test]
+fn a_deferred_timeout_503_passes_through_the_layers_and_drops_the_handler() {
+    for protocol in PROTOCOLS {
+        let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = dropped.clone();
+        let (held_tx, held_rx) = std::sync::mpsc::channel::<linerate_server::Responder>();
+        let held_tx = std::sync::Mutex::new(held_tx);
+        let router = Router::new()
+            .get_async("/never", spawner(), move |_| {
+                let guard = DropFlag(flag.clone());
+                async move {
+                    let _guard = guard;
+                    std::future::pending::<Response>().await
+                }
+            })
+            .deferred(Method::Get, "/held", move |_, res| {
+                held_tx.lock().unwrap().send(res).unwrap();
+            })
+            .layer(linerate_server::ErrorRenderer(
+                |status: u16, message: &str| {
+                    Response::text_owned(format!("{{\"status\":{status},\"error\":\"{message}\"}}"))
+                        .status(status)
+                        .content_type("application/json")
+                },
+            ))
+            .layer(Cors::any_origin())
+            .layer(RequestId)
+            .layer(Trace);
+        let config = Config {
+            deferred_timeout: std::time::Duration::from_millis(100),
+            ..Config::default()
+        };
+        let c = TestClient::with_config(config, router)
+            .expect("client")
+            .protocol(protocol);
+        let spans = Arc::new(SpanFields::default());
+        let (never, held) = tracing::subscriber::with_default(spans.clone(), || {
+            let never = c.get("/never").header("origin", "https://a.example").send();
+            let held = c.get("/held").send();
+            (never, held)
+        });
+        for (name, r) in [("async", &never), ("thread", &held)] {
+            assert_eq!(r.status(), 503, "{protocol:?} {name}");
+            assert_eq!(r.header("content-type"), Some("application/json"), "{name}");
+            assert!(
+                r.text().starts_with("{\"status\":503,"),
+                "{name}: {}",
+                r.text()
+            );
+            assert!(r.header("x-request-id").is_some(), "{protocol:?} {name}");
+        }
+        assert_eq!(never.header("access-control-allow-origin"), Some("*"));
+        let spans = spans.0.lock().unwrap();
+        assert_eq!(
+            spans.iter().filter(|s| s.contains("status=503")).count(),
+            2,
+            "{protocol:?}: both traced: {spans:?}"
+        );
+        // The runtime's thread drops the future once woken; bounded, not timed.
+        let mut polls = 0;
+        while !dropped.load(Ordering::SeqCst) && polls < 1000 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            polls += 1;
+        }
+        assert!(
+            dropped.load(Ordering::SeqCst),
+            "{protocol:?}: the future was dropped"
+        );
+        let res = held_rx.try_recv().expect("the thread's Responder");
+        assert!(res.is_cancelled(), "{protocol:?}");
+        assert!(held_rx.try_recv().is_err());
+    }
+}

@@ -36,7 +36,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::stats::Counters;
 use access_log::{AccessEntry, LogBuffer};
-use deferred::{Done, Inbox};
+use deferred::{Done, Inbox, Waiting};
 use files::StaticFiles;
 use response::Response;
 use router::Router;
@@ -92,6 +92,9 @@ pub(crate) struct AppIo {
     pub inbox: Arc<Inbox>,
     /// Responders handed out and not yet reported back.
     pub outstanding: usize,
+    /// The deferred requests still waited for, by (connection token, request id): removed
+    /// by their answer or by their timeout's 503, whichever comes first.
+    pub waiting: std::collections::HashMap<(u64, u64), Waiting>,
     pub counters: Arc<Counters>,
     /// Metrics are on (`App::metrics`, kept here for the driver's close path).
     pub counters_on: bool,
@@ -136,19 +139,28 @@ impl AppIo {
             token,
             id,
             resp,
-            meta,
+            mut meta,
         } = done;
+        // A deferred request's layers wait here, unless its timeout took them (then this
+        // answer is late: the connection drops it).
+        let layered = match meta.cancel {
+            Some(_) => self.waiting.remove(&(token, id)).and_then(|w| w.layered),
+            None => meta.layered.take(),
+        };
+        let given_up = meta.cancel.as_ref().is_some_and(|c| c.is_given_up());
         let mut resp = match resp {
             Some(mut resp) => {
                 dispatch::guard(&mut resp);
                 resp
             }
             None => {
-                tracing::error!("a deferred handler dropped its Responder without answering");
+                if !given_up {
+                    tracing::error!("a deferred handler dropped its Responder without answering");
+                }
                 crate::h1::status_response(500, "the handler did not answer")
             }
         };
-        if let Some(layered) = meta.layered {
+        if let Some(layered) = layered {
             layered.after(&mut resp);
         }
         let site = sites.get(meta.site);

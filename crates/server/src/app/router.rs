@@ -181,7 +181,9 @@ impl Router {
     /// Registers a deferred handler: it receives the request (with its whole body) and a
     /// [`Responder`], and may answer from any thread. The worker goes on serving other
     /// connections meanwhile; answers on one connection still leave in request order. An
-    /// answer that does not come within `Config::deferred_timeout` is a 503 (and a close).
+    /// answer that does not come within `Config::deferred_timeout` is a 503 (and a close),
+    /// which passes through the request's layers; from then on
+    /// [`Responder::is_cancelled`] is true, and the answer would be dropped.
     pub fn deferred<F>(self, method: Method, pattern: &str, handler: F) -> Router
     where
         F: Fn(OwnedRequest, Responder) + Send + Sync + 'static,
@@ -190,7 +192,8 @@ impl Router {
     }
 
     /// Registers an `async` handler, run on the caller's runtime by `spawn` (for tokio:
-    /// `move |f| { handle.spawn(f); }`); its output is the answer.
+    /// `move |f| { handle.spawn(f); }`); its output is the answer. A future still running
+    /// when `Config::deferred_timeout` answers its request 503 is dropped then.
     pub fn route_async<S, F, Fut, R>(
         self,
         method: Method,
@@ -207,12 +210,14 @@ impl Router {
         self.deferred(method, pattern, move |req, res| {
             let fut = handler(req);
             spawn.spawn(Box::pin(async move {
-                match catch_panic(fut).await {
-                    Some(resp) => res.send(resp.into_response()),
-                    None => {
+                match res.until_cancelled(catch_panic(fut)).await {
+                    Some(Some(resp)) => res.send(resp.into_response()),
+                    Some(None) => {
                         tracing::error!("async handler panicked; answering 500");
                         res.send(crate::app::dispatch::text_status(500).close())
                     }
+                    // The deadline passed (answered 503): the future is dropped unfinished.
+                    None => {}
                 }
             }));
         })

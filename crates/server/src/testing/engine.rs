@@ -119,6 +119,7 @@ impl Engine {
             log: None,
             inbox: Arc::new(Inbox::new(Box::new(move || ring.ring()))),
             outstanding: 0,
+            waiting: Default::default(),
             counters: Arc::default(),
             counters_on: app.metrics,
             static_gz: Default::default(),

@@ -482,7 +482,8 @@ impl<P> Conn<P> {
                     self.set_timer(cx);
                     return;
                 };
-                let resp = status_response(503, "the answer did not come in time").close();
+                let mut resp = status_response(503, "the answer did not come in time").close();
+                svc.timed_out(facts.id, &mut resp);
                 svc.answered(503, None, resp.body.len(), b"");
                 if let Some(q) = self.queue.as_mut() {
                     q.pop();
