@@ -95,6 +95,12 @@
 //! [`streaming::BodyWriter`]; [`sse`] makes an event stream of it). WebSocket routes are
 //! [`Router::ws`] (see [`websocket`]), over HTTP/1.1 and HTTP/2 (RFC 8441).
 
+/// The README's Rust examples, compiled and run with the other doctests (`cargo test
+/// --doc`), so that they cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
+
 pub mod access;
 pub mod acme;
 mod activation;
