@@ -122,7 +122,7 @@ fn props(d: &Path) {
 /// it (the nested ones too), once per alternative of an `a|b` value.
 #[test]
 fn the_readme_serve_synopsis_runs_as_written() {
-    let synopsis = block(&doc("README.md"), "## `linerate serve`", "");
+    let synopsis = block(&doc("README.md"), "## `linerate serve`", "text");
     // The top-level bracket groups, each as its (flag, value) pairs.
     let mut groups: Vec<Vec<(String, Option<String>)>> = Vec::new();
     let mut depth = 0usize;

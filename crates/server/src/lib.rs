@@ -28,9 +28,15 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
-//! Every connection speaks HTTP/1.1 or HTTP/2 (h2c by prior knowledge or upgrade, and h2 over
-//! TLS by ALPN) to the same routes. Each method has a shortcut ([`Router::get`], `post`, `put`,
+//! Every protocol serves the same routes: HTTP/1.1; HTTP/2 over TLS (ALPN `h2`) and in
+//! cleartext by prior knowledge on an h2c listener ([`Config::h2c`], [`Listen::h2c`]; the
+//! `Upgrade: h2c` path from HTTP/1.1 is not offered, as RFC 9113 deprecates it); and HTTP/3
+//! over QUIC beside a TLS listener ([`Config::quic`], [`Listen::quic`]). Each method has a shortcut ([`Router::get`], `post`, `put`,
 //! `delete`, `patch`, `head`, `options`, and `…_async` for each); [`Router::route`] takes any.
+//! The most specific pattern matching a path answers whatever the registration order: a
+//! literal segment beats a parameter (`/todos/events` before `/todos/{id}`). A method and
+//! pattern registered twice (a merged group's included) make [`Server::bind`] fail with
+//! [`Part::Routes`] ([`DuplicateRoute`]): registering stays a chain of infallible calls.
 //! Unknown paths get 404, known paths with another method 405 with `Allow`, HEAD is served
 //! by GET routes without the body (a HEAD route takes over). OPTIONS is answered by an
 //! OPTIONS route at that path when there is one, else by the server: `204` with `Allow`
@@ -64,9 +70,15 @@
 //! may attach typed values, [`Extensions`], that handlers read with
 //! [`Request::extension`], or answer at once, e.g. 401), its `after` every answer, the
 //! server's own 404, 405, OPTIONS, 501 and 413 included (declared, or a body that outgrew
-//! the limit while it was read, and a malformed body's 400).
-//! [`Router::layer`] wraps a router; [`Router::merge`] adds a group of routes with its own
-//! layers inside. Built in: [`layers::Cors`], [`layers::RequestId`], [`layers::Trace`]. A
+//! the limit while it was read, and a malformed body's 400), and the 503 of a deferred
+//! answer that did not come within `deferred_timeout` (whose `async` handler's future is
+//! dropped then; a thread can ask [`Responder::is_cancelled`]).
+//! [`Router::layer`] wraps a router, each call around what is there so far, so **the last
+//! layer added is the outermost** (as in tower and axum): write
+//! `.layer(ErrorRenderer(…)).layer(Cors…).layer(RequestId).layer(Trace)` so that `Trace` sees
+//! every request, preflights included, and the bytes as sent. [`Router::merge`] adds a group
+//! of routes with its own layers inside. Built in: [`layers::Cors`], [`layers::RequestId`],
+//! [`layers::Trace`]. A
 //! router without layers runs none of their code. Answers the connection makes before a
 //! request reaches the router (a malformed head's 400, 408, 414, 431) do not pass through
 //! layers: no layer has seen that request.
@@ -79,8 +91,15 @@
 //! server's own error answers its way (JSON, say). Shared state is what the handler closure
 //! captures (an `Arc`), per-request values are [`Extensions`].
 //!
-//! Not here yet: response bodies produced over time (a [`Body`] is whole, or a file range),
-//! WebSocket and HTTP/3.
+//! A body produced over time is [`Response::stream`] (written from any thread through a
+//! [`streaming::BodyWriter`]; [`sse`] makes an event stream of it). WebSocket routes are
+//! [`Router::ws`] (see [`websocket`]), over HTTP/1.1 and HTTP/2 (RFC 8441).
+
+/// The README's Rust examples, compiled and run with the other doctests (`cargo test
+/// --doc`), so that they cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
 
 pub mod access;
 pub mod acme;
@@ -125,7 +144,7 @@ pub use config::{Config, HeaderRule, Listen, ListenAddr, Redirect, Site, TlsConf
 pub use linerate_http1::{Method, Version};
 pub use request::{MAX_PARAMS, Request};
 pub use response::{Body, FileBody, InvalidHeader, Response};
-pub use router::{BodySink, Router};
+pub use router::{BodySink, DuplicateRoute, Router};
 pub use server::{
     ControlHandle, Reloaded, Server, ShutdownHandle, allowed_cpus, reload_certificates,
 };

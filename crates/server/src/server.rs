@@ -244,8 +244,12 @@ pub fn allowed_cpus() -> Vec<usize> {
 
 impl Server {
     /// Binds one listener per worker and prepares the workers. An error says which part of
-    /// `config` it is about ([`StartError::part`]); it converts into an `io::Error`.
-    pub fn bind(config: Config, router: Router) -> Result<Server, StartError> {
+    /// `config` it is about ([`StartError::part`]); it converts into an `io::Error`. A
+    /// router with a method and pattern registered twice is refused ([`Part::Routes`]).
+    pub fn bind(config: Config, mut router: Router) -> Result<Server, StartError> {
+        router
+            .finish()
+            .map_err(|e| StartError::invalid(Part::Routes, e.to_string()))?;
         let allowed = allowed_cpus();
         if let Some(bad) = config.cpus.iter().find(|c| !allowed.contains(c)) {
             return Err(StartError::invalid(
@@ -838,6 +842,7 @@ impl Server {
                             log,
                             inbox,
                             outstanding: 0,
+                            waiting: Default::default(),
                             counters,
                             counters_on: shared.app.metrics,
                             static_gz: Default::default(),

@@ -34,6 +34,8 @@ pub enum Part {
     Proxy { site: usize, index: usize },
     /// `Config::upstreams[i]`: it has no server, or a name used twice.
     Upstream(usize),
+    /// The [`Router`](crate::Router): a method and pattern registered twice.
+    Routes,
     /// The user to switch to.
     User,
     /// Nothing the configuration names (an eventfd, a thread).

@@ -288,3 +288,106 @@ fn an_error_renderer_renders_rejections_and_the_servers_own_answers() {
         assert_eq!(c.put("/users").send().text(), "put");
     }
 }
+
+/// A field that may hold an escaped string: borrowed when it can be, owned when it must.
+#[derive(Deserialize)]
+struct Note<'a> {
+    #[serde(borrow)]
+    text: std::borrow::Cow<'a, str>,
+}
+
+/// Issue 50 §3.6: `req.json::<T<'a>>()` with a `&str` field answers 422 on any escaped
+/// string; a `Cow<'a, str>` field (`#[serde(borrow)]`) takes it, unescaped, and borrows
+/// when there is nothing to unescape. The `&str` limit stays, documented on `json`.
+#[test]
+fn json_cow_fields_take_escaped_strings_and_str_fields_do_not() {
+    let router = Router::new()
+        .post("/cow", |req| -> Result<String, Rejection> {
+            let note: Note<'_> = req.json()?;
+            let kind = match note.text {
+                std::borrow::Cow::Borrowed(_) => "borrowed",
+                std::borrow::Cow::Owned(_) => "owned",
+            };
+            Ok(format!("{kind} {}", note.text))
+        })
+        .post("/users", create);
+    let c = TestClient::new(router);
+    let post = |path: &str, body: &str| {
+        let res = c
+            .post(path)
+            .header("content-type", "application/json")
+            .body(body)
+            .send();
+        (res.status(), res.text())
+    };
+    let rows: &[(&str, &str, u16, &str)] = &[
+        ("/cow", r#"{"text":"plain"}"#, 200, "borrowed plain"),
+        (
+            "/cow",
+            r#"{"text":"say \"hi\"\n"}"#,
+            200,
+            "owned say \"hi\"\n",
+        ),
+        ("/cow", r#"{"text":"caf\u00e9"}"#, 200, "owned café"),
+        ("/users", r#"{"name":"ann","age":3}"#, 201, "ann 3"),
+    ];
+    for (path, body, status, text) in rows {
+        assert_eq!(post(path, body), (*status, text.to_string()), "{body}");
+    }
+    let (status, text) = post("/users", r#"{"name":"a\"b","age":3}"#);
+    assert_eq!(status, 422, "{text}");
+}
+
+/// Issue 50 §3.5: a 413 read "Content Too Large" when the length was declared over the
+/// limit, "413 Content Too Large: request body too large" when the body outgrew it while it
+/// was read (HTTP/1.1 chunked), "413 Content Too Large" over HTTP/2. One message now, plain
+/// and through an error renderer.
+#[test]
+fn a_413_reads_the_same_whether_the_length_was_declared_or_not() {
+    let echo = || {
+        Router::new().post("/echo", |req| {
+            Response::text_owned(format!("{}", req.body().len()))
+        })
+    };
+    let config = || linerate_server::Config {
+        max_body_bytes: 16,
+        ..Default::default()
+    };
+    let rendered = || {
+        echo().layer(ErrorRenderer(|status: u16, message: &str| {
+            Response::text_owned(format!("[{message}]")).status(status)
+        }))
+    };
+    let big = "x".repeat(64);
+    let chunked = format!("40\r\n{big}\r\n0\r\n\r\n");
+    for protocol in PROTOCOLS {
+        for (router, want) in [
+            (echo(), "Content Too Large\n"),
+            (rendered(), "[Content Too Large]"),
+        ] {
+            let c = TestClient::with_config(config(), router)
+                .expect("client")
+                .protocol(protocol);
+            let declared = c.post("/echo").body(big.clone()).send();
+            // No Content-Length: chunked over HTTP/1.1, DATA frames alone over HTTP/2.
+            let undeclared = match protocol {
+                Protocol::Http1 => c
+                    .post("/echo")
+                    .header("transfer-encoding", "chunked")
+                    .body(chunked.clone()),
+                Protocol::Http2 => c
+                    .post("/echo")
+                    .header("transfer-encoding", "chunked")
+                    .body(big.clone()),
+            }
+            .send();
+            for (how, res) in [("declared", declared), ("undeclared", undeclared)] {
+                assert_eq!(
+                    (res.status(), res.text().as_str()),
+                    (413, want),
+                    "{protocol:?} {how}"
+                );
+            }
+        }
+    }
+}

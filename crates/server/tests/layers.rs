@@ -138,6 +138,7 @@ fn router(calls: Arc<AtomicUsize>) -> Router {
         })
         .merge(users)
         .layer(Mark("a"))
+        // Added last: the outermost (its `before` first, its `after` last).
         .layer(Mark("b"))
 }
 
@@ -165,24 +166,24 @@ fn hooks_run_in_order_and_extensions_reach_every_kind_of_handler() {
                 "open",
                 c.get("/open").send(),
                 200,
-                "nobody a,b",
-                "b,a",
+                "nobody b,a",
+                "a,b",
                 None,
             ),
             (
                 "body read after the hooks",
                 c.post("/echo").body("hi").send(),
                 200,
-                "a,b hi",
-                "b,a",
+                "b,a hi",
+                "a,b",
                 None,
             ),
             (
                 "group, sync",
                 good(c.get("/users/7")),
                 200,
-                "alice 7 a,b",
-                "b,a",
+                "alice 7 b,a",
+                "a,b",
                 Some("1"),
             ),
             (
@@ -190,7 +191,7 @@ fn hooks_run_in_order_and_extensions_reach_every_kind_of_handler() {
                 good(c.post("/users/7").body("x=1")),
                 200,
                 "alice deferred x=1",
-                "b,a",
+                "a,b",
                 Some("1"),
             ),
             (
@@ -198,18 +199,18 @@ fn hooks_run_in_order_and_extensions_reach_every_kind_of_handler() {
                 good(c.get("/users/7/async")),
                 200,
                 "alice async",
-                "b,a",
+                "a,b",
                 Some("1"),
             ),
             // Auth answers at once: the handler is not called, its own after is not run, the
             // router's layers see the 401.
-            ("refused", c.get("/users/7").send(), 401, "no", "b,a", None),
+            ("refused", c.get("/users/7").send(), 401, "no", "a,b", None),
             (
                 "refused with a body",
                 c.post("/users/7").body("x").send(),
                 401,
                 "no",
-                "b,a",
+                "a,b",
                 None,
             ),
         ];
@@ -253,7 +254,7 @@ fn the_servers_own_answers_pass_through_the_routers_layers() {
         ];
         for (name, r, status) in rows {
             assert_eq!(r.status(), status, "{protocol:?} {name}");
-            assert_eq!(r.header("x-after"), Some("b,a"), "{protocol:?} {name}");
+            assert_eq!(r.header("x-after"), Some("a,b"), "{protocol:?} {name}");
             assert_eq!(r.header("x-auth-after"), None, "{protocol:?} {name}");
         }
     }
@@ -403,5 +404,203 @@ fn request_ids_are_kept_or_made_and_handlers_see_them_and_the_span() {
         let missing = c.get("/none").send();
         assert_eq!(missing.status(), 404);
         assert_eq!(missing.header("x-request-id").map(str::len), Some(id.len()));
+    }
+}
+
+/// Records the fields of every span made while it is the thread's subscriber.
+#[derive(Default)]
+struct SpanFields(std::sync::Mutex<Vec<String>>);
+
+/// Writes a span's fields as `name=value` pairs.
+struct Fields(String);
+
+impl tracing::field::Visit for Fields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!("{}={value:?} ", field.name()));
+    }
+}
+
+impl tracing::Subscriber for SpanFields {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        let mut fields = Fields(String::new());
+        span.record(&mut fields);
+        let mut spans = self.0.lock().unwrap();
+        spans.push(fields.0);
+        tracing::span::Id::from_u64(spans.len() as u64)
+    }
+    fn record(&self, span: &tracing::span::Id, values: &tracing::span::Record<'_>) {
+        let mut fields = Fields(String::new());
+        values.record(&mut fields);
+        let mut spans = self.0.lock().unwrap();
+        if let Some(s) = spans.get_mut(span.into_u64() as usize - 1) {
+            s.push_str(&fields.0);
+        }
+    }
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, _: &tracing::Event<'_>) {}
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// Issue 50 §3.1: the trace span's `client` field was empty unless the configuration kept
+/// peers (an access log, trusted proxies, an upstream, a per-client limit).
+#[test]
+fn the_trace_span_names_the_client_without_an_access_log() {
+    let spans = Arc::new(SpanFields::default());
+    let c = TestClient::new(id_router());
+    let res = tracing::subscriber::with_default(spans.clone(), || c.get("/id").send());
+    assert_eq!(res.status(), 200);
+    let spans = spans.0.lock().unwrap();
+    assert!(
+        spans.iter().any(|s| s.contains("client=\"127.0.0.1\"")),
+        "{spans:?}"
+    );
+}
+
+/// Issue 50 §3.4: in the README's and the users example's order (`Trace` added last), `Trace`
+/// was the innermost layer: a CORS preflight was neither traced nor given a request id, and
+/// the traced bytes were not those sent (a rendered 413: 18 bytes logged, 42 sent). The last
+/// layer added is now the outermost, as in tower.
+#[test]
+fn the_last_layer_added_is_the_outermost_so_trace_sees_everything_as_sent() {
+    let router = || {
+        Router::new()
+            .post("/api", |_| Response::text("data"))
+            .layer(linerate_server::ErrorRenderer(
+                |status: u16, message: &str| {
+                    Response::text_owned(format!("{{\"status\":{status},\"error\":\"{message}\"}}"))
+                        .status(status)
+                        .content_type("application/json")
+                },
+            ))
+            .layer(Cors::origins(["https://a.example"]))
+            .layer(RequestId)
+            .layer(Trace)
+    };
+    for protocol in PROTOCOLS {
+        let config = Config {
+            max_body_bytes: 16,
+            ..Config::default()
+        };
+        let c = TestClient::with_config(config, router())
+            .expect("client")
+            .protocol(protocol);
+        let spans = Arc::new(SpanFields::default());
+        let (pre, big) = tracing::subscriber::with_default(spans.clone(), || {
+            let pre = c
+                .options("/api")
+                .header("origin", "https://a.example")
+                .header("access-control-request-method", "POST")
+                .send();
+            let big = c.post("/api").body(vec![b'x'; 64]).send();
+            (pre, big)
+        });
+        assert_eq!(pre.status(), 204, "{protocol:?}");
+        assert!(
+            pre.header("x-request-id").is_some(),
+            "{protocol:?}: preflight has an id"
+        );
+        assert_eq!(big.status(), 413, "{protocol:?}");
+        assert!(big.header("x-request-id").is_some(), "{protocol:?}");
+        assert_eq!(big.header("content-type"), Some("application/json"));
+        let sent = big.text().len();
+        let spans = spans.0.lock().unwrap();
+        assert_eq!(spans.len(), 2, "{protocol:?}: both traced: {spans:?}");
+        assert!(spans[0].contains("method=\"OPTIONS\""), "{spans:?}");
+        assert!(spans[0].contains("status=204"), "{spans:?}");
+        assert!(
+            spans[1].contains(&format!("status=413 bytes={sent} ")),
+            "{protocol:?}: traced bytes are the {sent} sent: {spans:?}"
+        );
+    }
+}
+
+/// Sets its flag when dropped: whether a handler's future was dropped.
+struct DropFlag(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Issue 50 §3.3: the 503 a deferred request gets at `deferred_timeout` skipped the layers
+/// (no JSON from the error renderer, no `X-Request-Id`, no CORS fields, no trace line), and
+/// the handler's future went on running. Now the 503 passes through the request's layers,
+/// an `async` handler's future is dropped, and a thread's `Responder` says it is cancelled.
+#[test]
+fn a_deferred_timeout_503_passes_through_the_layers_and_drops_the_handler() {
+    for protocol in PROTOCOLS {
+        let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = dropped.clone();
+        let (held_tx, held_rx) = std::sync::mpsc::channel::<linerate_server::Responder>();
+        let held_tx = std::sync::Mutex::new(held_tx);
+        let router = Router::new()
+            .get_async("/never", spawner(), move |_| {
+                let guard = DropFlag(flag.clone());
+                async move {
+                    let _guard = guard;
+                    std::future::pending::<Response>().await
+                }
+            })
+            .deferred(Method::Get, "/held", move |_, res| {
+                held_tx.lock().unwrap().send(res).unwrap();
+            })
+            .layer(linerate_server::ErrorRenderer(
+                |status: u16, message: &str| {
+                    Response::text_owned(format!("{{\"status\":{status},\"error\":\"{message}\"}}"))
+                        .status(status)
+                        .content_type("application/json")
+                },
+            ))
+            .layer(Cors::any_origin())
+            .layer(RequestId)
+            .layer(Trace);
+        let config = Config {
+            deferred_timeout: std::time::Duration::from_millis(100),
+            ..Config::default()
+        };
+        let c = TestClient::with_config(config, router)
+            .expect("client")
+            .protocol(protocol);
+        let spans = Arc::new(SpanFields::default());
+        let (never, held) = tracing::subscriber::with_default(spans.clone(), || {
+            let never = c.get("/never").header("origin", "https://a.example").send();
+            let held = c.get("/held").send();
+            (never, held)
+        });
+        for (name, r) in [("async", &never), ("thread", &held)] {
+            assert_eq!(r.status(), 503, "{protocol:?} {name}");
+            assert_eq!(r.header("content-type"), Some("application/json"), "{name}");
+            assert!(
+                r.text().starts_with("{\"status\":503,"),
+                "{name}: {}",
+                r.text()
+            );
+            assert!(r.header("x-request-id").is_some(), "{protocol:?} {name}");
+        }
+        assert_eq!(never.header("access-control-allow-origin"), Some("*"));
+        let spans = spans.0.lock().unwrap();
+        assert_eq!(
+            spans.iter().filter(|s| s.contains("status=503")).count(),
+            2,
+            "{protocol:?}: both traced: {spans:?}"
+        );
+        // The runtime's thread drops the future once woken; bounded, not timed.
+        let mut polls = 0;
+        while !dropped.load(Ordering::SeqCst) && polls < 1000 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            polls += 1;
+        }
+        assert!(
+            dropped.load(Ordering::SeqCst),
+            "{protocol:?}: the future was dropped"
+        );
+        let res = held_rx.try_recv().expect("the thread's Responder");
+        assert!(res.is_cancelled(), "{protocol:?}");
+        assert!(held_rx.try_recv().is_err());
     }
 }

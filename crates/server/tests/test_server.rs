@@ -87,3 +87,41 @@ fn the_test_client_gets_what_a_tcp_client_gets() {
         assert_eq!(undated(&in_process), undated(&over_tcp), "{target}");
     }
 }
+
+/// Issue 50 §3.1: `Request::peer()` was `None` unless an access log, trusted proxies, an
+/// upstream or a per-client limit was configured. With none of them, a handler (sync and
+/// deferred) still sees the address the connection came from.
+#[test]
+fn request_peer_is_known_without_an_access_log() {
+    let router = Router::new()
+        .get("/peer", |req| {
+            Response::text_owned(format!("{:?}", req.peer()))
+        })
+        .deferred(linerate_server::Method::Get, "/later", |req, res| {
+            let peer = req.request().peer();
+            std::thread::spawn(move || res.send(Response::text_owned(format!("{peer:?}"))));
+        });
+    let server = TestServer::start(router).expect("start");
+    for target in ["/peer", "/later"] {
+        let mut s = TcpStream::connect(server.addr()).expect("connect");
+        s.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        let me = s.local_addr().unwrap();
+        let request = format!("GET {target} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+        s.write_all(request.as_bytes()).unwrap();
+        let mut got = String::new();
+        s.read_to_string(&mut got).expect("read to the close");
+        assert!(
+            got.ends_with(&format!("\r\n\r\nSome({me})")),
+            "{target}: {got}"
+        );
+    }
+    // The in-process client's peer is the loopback address too.
+    let res = TestClient::new(router_with_peer()).get("/peer").send();
+    assert_eq!(res.text(), "Some(127.0.0.1:0)");
+}
+
+fn router_with_peer() -> Router {
+    Router::new().get("/peer", |req| {
+        Response::text_owned(format!("{:?}", req.peer()))
+    })
+}

@@ -3,12 +3,14 @@
 //! through.
 //!
 //! Owns the hand-off only. A `Responder` reports exactly once — [`Responder::send`], or, if it
-//! is dropped unanswered, a 500 — so the worker's count of outstanding answers is exact. The
+//! is dropped unanswered, a 500 — so the worker's count of outstanding answers is exact. When
+//! the deferred timeout answers a request first (503), the worker gives it up (`Cancel`): an
+//! `async` handler's future is dropped, and a thread can ask [`Responder::is_cancelled`]. The
 //! inbox wakes its worker once per batch (the driver's eventfd, behind `Inbox::new`'s `wake`),
 //! never once per answer under load. On a worker with a [`WorkerLocal`], an answer given on
 //! the worker's own thread (a future on its executor, a handler that answers at once) wakes
 //! nothing: the worker looks for those itself at the end of each turn
-//! ([`Inbox::pushed_here`]).
+//! (`Inbox::pushed_here`).
 #![forbid(unsafe_code)]
 
 use std::cell::Cell;
@@ -17,6 +19,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
 
 use linerate_http1::{BodyDecoder, Method, RequestHead, Version};
 
@@ -130,8 +133,52 @@ pub(crate) struct Meta {
     pub path: Option<Vec<u8>>,
     pub accept_encoding: Option<Vec<u8>>,
     pub log: Option<LogMeta>,
-    /// The request's layers, whose `after` hooks see the answer.
+    /// The request's layers, whose `after` hooks see the answer (a deferred request's wait
+    /// in the worker's [`Waiting`] instead, where its timeout finds them).
     pub layered: Option<Box<crate::layer::Layered>>,
+    /// Whether the worker still waits for the answer (deferred requests only).
+    pub cancel: Option<Arc<Cancel>>,
+}
+
+/// A deferred request the worker waits for, by (connection token, request id): what its
+/// answer, or its timeout's 503, is finished with.
+pub(crate) struct Waiting {
+    pub cancel: Arc<Cancel>,
+    /// The request's layers, whose `after` hooks see whichever answer comes first.
+    pub layered: Option<Box<crate::layer::Layered>>,
+}
+
+/// Whether the worker still waits for a deferred answer. Shared by the request's
+/// [`Responder`] and the worker, which gives up when the deferred timeout answers the request
+/// (503) and wakes the future waiting in [`Responder::until_cancelled`].
+#[derive(Debug, Default)]
+pub(crate) struct Cancel {
+    given_up: AtomicBool,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl Cancel {
+    /// The answer is no longer wanted: wakes the handler's future, if one waits.
+    pub(crate) fn give_up(&self) {
+        self.given_up.store(true, Ordering::Release);
+        let waker = self.waker.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    pub(crate) fn is_given_up(&self) -> bool {
+        self.given_up.load(Ordering::Acquire)
+    }
+
+    /// Wakes `waker` on [`Cancel::give_up`]. Registered before the flag is read, so a give-up
+    /// between the two still wakes the task.
+    fn register(&self, waker: &Waker) {
+        let mut slot = self.waker.lock().unwrap_or_else(|e| e.into_inner());
+        if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            *slot = Some(waker.clone());
+        }
+    }
 }
 
 /// A request's access-log fields, owned.
@@ -269,6 +316,36 @@ impl Responder {
                 meta,
             }),
         }
+    }
+
+    /// Whether the request's deadline passed (`Config::deferred_timeout`): it was answered
+    /// 503, an answer now would be dropped, and work still to do for it may stop.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel().is_some_and(|c| c.is_given_up())
+    }
+
+    /// Runs `fut` to its output, or until the request's deadline passes (`None`: `fut` is
+    /// dropped unfinished, as soon as the worker answers 503). [`Router::route_async`]
+    /// (`get_async`…) runs every handler future in it.
+    ///
+    /// [`Router::route_async`]: crate::Router::route_async
+    pub async fn until_cancelled<F: Future>(&self, fut: F) -> Option<F::Output> {
+        let mut fut = std::pin::pin!(fut);
+        let cancel = self.cancel().cloned();
+        std::future::poll_fn(|cx| {
+            if let Some(c) = &cancel {
+                c.register(cx.waker());
+                if c.is_given_up() {
+                    return Poll::Ready(None);
+                }
+            }
+            fut.as_mut().poll(cx).map(Some)
+        })
+        .await
+    }
+
+    fn cancel(&self) -> Option<&Arc<Cancel>> {
+        self.ticket.as_ref().and_then(|t| t.meta.cancel.as_ref())
     }
 
     /// Sends the answer. It goes out in request order on its connection; if the client has

@@ -15,7 +15,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use linerate_http1::{BodyDecoder, Framing, Method, ParseError, RequestHead, TargetForm};
 
 use super::access_log::AccessEntry;
-use super::deferred::{LogMeta, Meta, OwnedHead, OwnedRequest, Responder};
+use super::deferred::{Cancel, LogMeta, Meta, OwnedHead, OwnedRequest, Responder, Waiting};
 use super::files::{ALLOW, FileAnswer, HeadView, StaticFiles};
 use super::layer::Layered;
 use super::request::{Params, Request};
@@ -67,9 +67,8 @@ pub(crate) struct ConnApp<'a> {
     /// The worker's sites (swapped between events by a reload, never during a call).
     pub sites: &'a Sites,
     pub io: &'a mut AppIo,
-    /// The connection's peer (kept only when something uses it: see `App::logs`): the
-    /// socket's address, or its PROXY protocol header's. The request's client is
-    /// [`ConnApp::client`].
+    /// The connection's peer: the socket's address (kept at accept), or its PROXY protocol
+    /// header's; `None` on a Unix socket. The request's client is [`ConnApp::client`].
     pub peer: Option<&'a SocketAddr>,
     /// The driver's name for the connection: where deferred answers go.
     pub token: u64,
@@ -148,10 +147,9 @@ impl Service for ConnApp<'_> {
             self.started = crate::sys::monotonic_us();
             self.kind = Kind::Server;
         }
-        // A peer is kept only when something uses it (trusted proxies among them): the
-        // common server, with none, tests one register here.
-        if let Some(hop) = self.peer
-            && !app.trusted.is_empty()
+        // The common server, with no trusted proxies, tests one register here.
+        if !app.trusted.is_empty()
+            && let Some(hop) = self.peer
         {
             self.io.real = Some(app.trusted.client(*hop, head.headers(req.buf)));
         }
@@ -290,6 +288,22 @@ impl Service for ConnApp<'_> {
 
     fn request_line_of(&self, pending: &Pending) -> Vec<u8> {
         crate::h1::request_line(&pending.0.head.bytes).to_vec()
+    }
+
+    /// A deferred request's deadline passed: its layers see the connection's 503 (as a
+    /// rejection, so an error renderer renders it), and its handler is given up (an `async`
+    /// one's future is dropped; a late answer is dropped by the connection).
+    #[cold]
+    fn timed_out(&mut self, id: u64, resp: &mut Response) {
+        let Some(waiting) = self.io.waiting.remove(&(self.token, id)) else {
+            return;
+        };
+        waiting.cancel.give_up();
+        if let Some(layered) = waiting.layered {
+            resp.rejection = true;
+            layered.after(resp);
+            unstream(resp);
+        }
     }
 
     /// A body the connection refused (413 past the limit, 400 malformed): the request's
@@ -950,6 +964,7 @@ impl<'a> ConnApp<'a> {
                 user_agent: h.header(buf, "user-agent").map(<[u8]>::to_vec),
             }),
             layered: self.io.layered.take(),
+            cancel: None,
         })
     }
 
@@ -969,12 +984,19 @@ impl<'a> ConnApp<'a> {
             let resp = text_status(503).header("Retry-After", "1");
             return self.respond(&head.head, &head.bytes, resp);
         }
-        let meta = self.meta(&head.head, &head.bytes);
+        let mut meta = self.meta(&head.head, &head.bytes);
         let ext = meta
             .layered
             .as_ref()
             .map(|l| l.ext.clone())
             .unwrap_or_default();
+        // The worker keeps the request's layers, for the answer or the timeout's 503.
+        let cancel = std::sync::Arc::new(Cancel::default());
+        meta.cancel = Some(cancel.clone());
+        let layered = meta.layered.take();
+        self.io
+            .waiting
+            .insert((self.token, id), Waiting { cancel, layered });
         self.io.outstanding += 1;
         self.io.counters.set_outstanding(self.io.outstanding);
         let responder = Responder::new(self.io.inbox.clone(), self.token, id, meta);
@@ -1191,7 +1213,7 @@ fn status_body(status: u16) -> &'static str {
         403 => "Forbidden\n",
         404 => "Not Found\n",
         405 => "Method Not Allowed\n",
-        413 => "Content Too Large\n",
+        413 => crate::h1::TOO_LARGE,
         429 => "Too Many Requests\n",
         500 => "Internal Server Error\n",
         501 => "Not Implemented\n",

@@ -140,9 +140,35 @@ fn is_json(media: &[u8]) -> bool {
 }
 
 impl<'a> Request<'a> {
-    /// The body as JSON, borrowed from the request where `T` borrows (`&str` fields). 415
-    /// unless Content-Type is JSON; 400 for a body that is not JSON; 422 for JSON of
-    /// another shape.
+    /// The body as JSON, borrowed from the request where `T` borrows. 415 unless
+    /// Content-Type is JSON; 400 for a body that is not JSON; 422 for JSON of another shape.
+    ///
+    /// A `&str` field can only borrow a string sent without escapes (`\"`, `\n`, `\u00e9`):
+    /// any escaped string is a 422, as for a string where a number belongs. For text that
+    /// may be escaped, use `String`, or `Cow<'a, str>` with `#[serde(borrow)]`, which borrows
+    /// when it can and owns the unescaped copy when it must:
+    ///
+    /// ```
+    /// use std::borrow::Cow;
+    /// use linerate_server::{Rejection, Router, testing::TestClient};
+    ///
+    /// #[derive(serde::Deserialize)]
+    /// struct Note<'a> {
+    ///     #[serde(borrow)]
+    ///     text: Cow<'a, str>,
+    /// }
+    ///
+    /// let router = Router::new().post("/notes", |req| -> Result<String, Rejection> {
+    ///     let note: Note<'_> = req.json()?;
+    ///     Ok(note.text.into_owned())
+    /// });
+    /// let res = TestClient::new(router)
+    ///     .post("/notes")
+    ///     .header("content-type", "application/json")
+    ///     .body(r#"{"text":"say \"hi\""}"#)
+    ///     .send();
+    /// assert_eq!(res.text(), r#"say "hi""#);
+    /// ```
     pub fn json<T: Deserialize<'a>>(&self) -> Result<T, Rejection> {
         match media_type(self) {
             Some(m) if is_json(m) => {}

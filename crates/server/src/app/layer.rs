@@ -3,7 +3,8 @@
 //!
 //! Owns the hook trait, the typed extension map, and one request's run through its layers
 //! (`Layered`: which layers' `before` ran, in order, so their `after` runs in reverse on
-//! whatever answer comes — the handler's, deferred or not, or the server's own). A router's
+//! whatever answer comes — the handler's, deferred or not, or the server's own). The last
+//! layer a router is given is its outermost (`Router::layer`, as in tower). A router's
 //! layers see every request of the sites it serves, routed or not (404, 405, OPTIONS, 501,
 //! files); a group's layers (a router [`merge`](crate::Router::merge)d into another) see only
 //! the requests of its routes. Nothing here runs for a router without layers: the dispatcher

@@ -37,7 +37,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::stats::Counters;
 use access_log::{AccessEntry, LogBuffer};
-use deferred::{Done, Inbox};
+use deferred::{Done, Inbox, Waiting};
 use files::StaticFiles;
 use response::Response;
 use router::Router;
@@ -54,10 +54,6 @@ pub(crate) struct App {
     pub max_stream_body_bytes: u64,
     /// Deferred requests one worker may have outstanding; beyond, 503 with Retry-After.
     pub max_deferred_per_worker: usize,
-    /// Keep the peer's address (the access log, proxies' forwarding fields, access rules,
-    /// PROXY protocol headers and trusted proxies use it; decided at start: rules first added by a reload see no address until a
-    /// restart, so only their `all` rules match).
-    pub logs: bool,
     /// The proxies whose fields name the client (none: the connection's peer is the client).
     pub trusted: crate::realip::TrustedProxies,
     /// Count requests for `/metrics` (an admin listener is on).
@@ -81,12 +77,6 @@ impl App {
             router,
             max_stream_body_bytes: config.max_stream_body_bytes,
             max_deferred_per_worker: config.max_deferred_per_worker,
-            logs: config.access_log.is_some()
-                || !config.upstreams.is_empty()
-                || !config.trusted_proxies.is_empty()
-                || config.max_conns_per_client > 0
-                || config.listen_list().iter().any(|l| l.proxy_protocol)
-                || config.sites.iter().any(|s| !s.access.is_empty()),
             trusted: config.trusted_proxies.clone(),
             metrics: config.admin.is_some(),
             timing: config.admin.is_some() || config.access_log.is_some(),
@@ -103,6 +93,9 @@ pub(crate) struct AppIo {
     pub inbox: Arc<Inbox>,
     /// Responders handed out and not yet reported back.
     pub outstanding: usize,
+    /// The deferred requests still waited for, by (connection token, request id): removed
+    /// by their answer or by their timeout's 503, whichever comes first.
+    pub waiting: std::collections::HashMap<(u64, u64), Waiting>,
     pub counters: Arc<Counters>,
     /// Metrics are on (`App::metrics`, kept here for the driver's close path).
     pub counters_on: bool,
@@ -147,19 +140,28 @@ impl AppIo {
             token,
             id,
             resp,
-            meta,
+            mut meta,
         } = done;
+        // A deferred request's layers wait here, unless its timeout took them (then this
+        // answer is late: the connection drops it).
+        let layered = match meta.cancel {
+            Some(_) => self.waiting.remove(&(token, id)).and_then(|w| w.layered),
+            None => meta.layered.take(),
+        };
+        let given_up = meta.cancel.as_ref().is_some_and(|c| c.is_given_up());
         let mut resp = match resp {
             Some(mut resp) => {
                 dispatch::guard(&mut resp);
                 resp
             }
             None => {
-                tracing::error!("a deferred handler dropped its Responder without answering");
+                if !given_up {
+                    tracing::error!("a deferred handler dropped its Responder without answering");
+                }
                 crate::h1::status_response(500, "the handler did not answer")
             }
         };
-        if let Some(layered) = meta.layered {
+        if let Some(layered) = layered {
             layered.after(&mut resp);
         }
         let site = sites.get(meta.site);

@@ -3,9 +3,13 @@
 //! Owns registration and lookup. Three kinds of handler: buffered (the whole body, an answer
 //! at once), streaming (a [`BodySink`] per request) and deferred (an owned request and a
 //! [`Responder`] that answers later from any thread; [`Router::route_async`] runs an
-//! `async` handler on the caller's runtime through it). Lookup allocates nothing on a hit; a path that matches no
-//! route is 404, a path that matches only with other methods is 405 with an `Allow` list
-//! (HEAD is served by GET routes, RFC 9110 §9.3.2). Patterns are checked at registration.
+//! `async` handler on the caller's runtime through it). Lookup allocates nothing on a hit.
+//! The most specific pattern matching the path wins whatever the registration order (a
+//! literal segment beats a parameter, segment by segment from the left, as matchit does);
+//! then the method: a path whose pattern has routes for other methods only is 405 with an
+//! `Allow` list (HEAD is served by GET routes, RFC 9110 §9.3.2), one matching no pattern 404.
+//! Patterns are checked at registration; a method and pattern registered twice are refused
+//! when the table is finished (`Server::bind`, `TestClient`), since a merge can add them.
 #![forbid(unsafe_code)]
 
 use std::future::Future;
@@ -47,17 +51,51 @@ pub(crate) enum Handler {
     WebSocket(Box<crate::websocket::WsRoute>),
 }
 
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 enum Segment {
     Literal(String),
     Param,
 }
+
+/// A method and pattern registered twice (the second may come from a merged group): which
+/// handler should answer is ambiguous, so the table is refused when it is finished.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DuplicateRoute {
+    /// The method both routes take.
+    pub method: Method,
+    /// The pattern registered first.
+    pub first: String,
+    /// The pattern registered later that matches the same paths (it may name its
+    /// parameters otherwise).
+    pub second: String,
+}
+
+impl std::fmt::Display for DuplicateRoute {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "route {} {} is registered twice",
+            self.method.as_str(),
+            self.first
+        )?;
+        if self.first != self.second {
+            write!(f, " (again as {})", self.second)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for DuplicateRoute {}
 
 pub(crate) struct Route {
     method: Method,
     pattern: String,
     /// `None` for a pattern without parameters (compared as a whole string).
     segments: Option<Vec<Segment>>,
+    /// The route's specificity group once the table is finished (see [`Router::finish`]):
+    /// routes of one group have the same literal/parameter sequence, groups are ordered
+    /// most specific first, and parameter-free patterns are all group 0.
+    rank: u32,
     pub(crate) names: Arc<[String]>,
     pub(crate) handler: Handler,
     /// The layers of the groups this route was merged from, outermost first (the router's
@@ -70,7 +108,8 @@ pub(crate) struct Route {
 #[derive(Default)]
 pub struct Router {
     routes: Vec<Route>,
-    /// Layers every request of the router's sites passes through, in the order added.
+    /// Layers every request of the router's sites passes through, outermost (last added)
+    /// first.
     pub(crate) layers: Vec<Arc<dyn Layer>>,
 }
 
@@ -87,12 +126,19 @@ impl Router {
         Router::default()
     }
 
-    /// Adds a layer that every request of this router passes through: routed or not (the
-    /// server's own 404, 405, OPTIONS and 501 answers, and static files, included). `before`
-    /// hooks run in the order layers are added, `after` hooks in reverse. Merged into another
-    /// router ([`Router::merge`]), this router's layers wrap only its own routes.
+    /// Wraps this router in `layer`: every request of it passes through, routed or not (the
+    /// server's own 404, 405, OPTIONS, 413, 501 and 503 answers, and static files, included).
+    ///
+    /// **Each call wraps what is there so far, so the last layer added is the outermost**, as
+    /// with tower and axum: in `.layer(Cors).layer(RequestId).layer(Trace)`, `Trace`'s
+    /// `before` runs first and its `after` last, so it sees every request (a preflight `Cors`
+    /// answers included) and the answer exactly as it is sent; `RequestId` tags them all. Put
+    /// [`ErrorRenderer`](crate::ErrorRenderer) first (innermost), the observers last.
+    /// Merged into another router ([`Router::merge`]), this router's layers wrap only its own
+    /// routes, inside the other's.
     pub fn layer(mut self, layer: impl Layer) -> Router {
-        self.layers.push(Arc::new(layer));
+        // Kept outermost first, the order their `before` hooks run in.
+        self.layers.insert(0, Arc::new(layer));
         self
     }
 
@@ -135,7 +181,9 @@ impl Router {
     /// Registers a deferred handler: it receives the request (with its whole body) and a
     /// [`Responder`], and may answer from any thread. The worker goes on serving other
     /// connections meanwhile; answers on one connection still leave in request order. An
-    /// answer that does not come within `Config::deferred_timeout` is a 503 (and a close).
+    /// answer that does not come within `Config::deferred_timeout` is a 503 (and a close),
+    /// which passes through the request's layers; from then on
+    /// [`Responder::is_cancelled`] is true, and the answer would be dropped.
     pub fn deferred<F>(self, method: Method, pattern: &str, handler: F) -> Router
     where
         F: Fn(OwnedRequest, Responder) + Send + Sync + 'static,
@@ -144,7 +192,8 @@ impl Router {
     }
 
     /// Registers an `async` handler, run on the caller's runtime by `spawn` (for tokio:
-    /// `move |f| { handle.spawn(f); }`); its output is the answer.
+    /// `move |f| { handle.spawn(f); }`); its output is the answer. A future still running
+    /// when `Config::deferred_timeout` answers its request 503 is dropped then.
     pub fn route_async<S, F, Fut, R>(
         self,
         method: Method,
@@ -161,12 +210,14 @@ impl Router {
         self.deferred(method, pattern, move |req, res| {
             let fut = handler(req);
             spawn.spawn(Box::pin(async move {
-                match catch_panic(fut).await {
-                    Some(resp) => res.send(resp.into_response()),
-                    None => {
+                match res.until_cancelled(catch_panic(fut)).await {
+                    Some(Some(resp)) => res.send(resp.into_response()),
+                    Some(None) => {
                         tracing::error!("async handler panicked; answering 500");
                         res.send(crate::app::dispatch::text_status(500).close())
                     }
+                    // The deadline passed (answered 503): the future is dropped unfinished.
+                    None => {}
                 }
             }));
         })
@@ -264,6 +315,7 @@ impl Router {
             method,
             pattern: pattern.to_string(),
             segments,
+            rank: 0,
             names: names.into(),
             handler,
             layers: Vec::new(),
@@ -271,20 +323,72 @@ impl Router {
         self
     }
 
-    /// Finds the route for `method` and `path`, capturing parameters into `params`.
+    /// Finishes the table before it serves: refuses a method and pattern registered twice,
+    /// then orders the routes most specific first (parameter-free patterns, in registration
+    /// order, then the others by their literal/parameter sequence, a literal first), so that
+    /// the first pattern [`Router::lookup`] finds matching a path is its most specific one.
+    /// Registration stays infallible (`get(…)` chains), and a merge can bring a duplicate
+    /// in: only the whole table can be checked.
+    pub(crate) fn finish(&mut self) -> Result<(), DuplicateRoute> {
+        for (i, later) in self.routes.iter().enumerate() {
+            if let Some(first) = self.routes[..i]
+                .iter()
+                .find(|r| r.method == later.method && r.same_paths(later))
+            {
+                return Err(DuplicateRoute {
+                    method: later.method,
+                    first: first.pattern.clone(),
+                    second: later.pattern.clone(),
+                });
+            }
+        }
+        // A stable sort: routes of one group keep their registration order.
+        self.routes.sort_by(|a, b| a.kinds().cmp(b.kinds()));
+        let mut rank = 0;
+        for i in 1..self.routes.len() {
+            if self.routes[i].kinds().ne(self.routes[i - 1].kinds()) {
+                rank += 1;
+            }
+            self.routes[i].rank = rank;
+        }
+        Ok(())
+    }
+
+    /// Finds the route for `method` and `path`, capturing parameters into `params`: the
+    /// first route whose pattern matches has the most specific one ([`Router::finish`]
+    /// ordered them); when it takes another method, its group decides.
     #[inline(always)]
     pub(crate) fn lookup(&self, method: Method, path: &[u8], params: &mut Params) -> Lookup<'_> {
-        let mut path_matched = false;
-        let mut head_fallback = None;
         for (i, route) in self.routes.iter().enumerate() {
-            if !route.matches(path, params) {
-                continue;
+            if route.matches(path, params) {
+                if route.method == method {
+                    return Lookup::Found(i, route);
+                }
+                return self.lookup_method(i, method, path, params);
             }
-            path_matched = true;
+        }
+        Lookup::NotFound
+    }
+
+    /// The route for `method` among those with the pattern of route `first`, the most
+    /// specific match of `path`, which takes another method: the one for `method`, the GET
+    /// one for HEAD, or 405 with the methods there. Out of line: a hit on the first match
+    /// (most requests) never comes here.
+    #[inline(never)]
+    fn lookup_method(
+        &self,
+        first: usize,
+        method: Method,
+        path: &[u8],
+        params: &mut Params,
+    ) -> Lookup<'_> {
+        let mut head_fallback = None;
+        for (i, route) in self.same_pattern(first, path) {
             if route.method == method {
+                route.matches(path, params);
                 return Lookup::Found(i, route);
             }
-            if method == Method::Head && route.method == Method::Get && head_fallback.is_none() {
+            if method == Method::Head && route.method == Method::Get {
                 head_fallback = Some((i, route));
             }
         }
@@ -292,24 +396,49 @@ impl Router {
             route.matches(path, params);
             return Lookup::Found(i, route);
         }
-        if !path_matched {
-            return Lookup::NotFound;
-        }
         let mut allow = self.allowed(Some(path));
         add_method(&mut allow, "OPTIONS");
         Lookup::MethodNotAllowed(allow.join(", "))
     }
 
-    /// The methods routes take at `path` (HEAD wherever GET is), in registration order; with
-    /// `None`, the methods any route takes (`OPTIONS *`). Cold: 405 and OPTIONS only.
+    /// The routes from index `first` on whose pattern is `first`'s and matches `path` (one
+    /// group: [`Router::finish`]).
+    fn same_pattern<'r>(
+        &'r self,
+        first: usize,
+        path: &[u8],
+    ) -> impl Iterator<Item = (usize, &'r Route)> {
+        let rank = self.routes.get(first).map_or(0, |r| r.rank);
+        let mut scratch = Params::default();
+        self.routes
+            .iter()
+            .enumerate()
+            .skip(first)
+            .take_while(move |(_, r)| r.rank == rank)
+            .filter(move |(_, r)| r.matches(path, &mut scratch))
+    }
+
+    /// The methods routes take at `path` (HEAD wherever GET is), in registration order, from
+    /// its most specific pattern; with `None`, the methods any route takes (`OPTIONS *`).
+    /// Cold: 405 and OPTIONS only.
     pub(crate) fn allowed(&self, path: Option<&[u8]>) -> Vec<&'static str> {
         let mut allow = Vec::new();
-        let mut scratch = Params::default();
-        for route in &self.routes {
-            if path.is_none_or(|p| route.matches(p, &mut scratch)) {
-                add_method(&mut allow, route.method.as_str());
-                if route.method == Method::Get {
-                    add_method(&mut allow, "HEAD");
+        let mut add = |route: &Route| {
+            add_method(&mut allow, route.method.as_str());
+            if route.method == Method::Get {
+                add_method(&mut allow, "HEAD");
+            }
+        };
+        match path {
+            None => self.routes.iter().for_each(add),
+            Some(path) => {
+                let mut scratch = Params::default();
+                if let Some(first) = self
+                    .routes
+                    .iter()
+                    .position(|r| r.matches(path, &mut scratch))
+                {
+                    self.same_pattern(first, path).for_each(|(_, r)| add(r));
                 }
             }
         }
@@ -387,6 +516,26 @@ pub(crate) fn add_method(allow: &mut Vec<&'static str>, method: &'static str) {
 }
 
 impl Route {
+    /// The pattern's literal/parameter sequence (`false` for a literal), its specificity:
+    /// compared left to right, a literal is more specific than a parameter. Parameter-free
+    /// patterns are one empty sequence, first of all.
+    fn kinds(&self) -> impl Iterator<Item = bool> + '_ {
+        self.segments
+            .iter()
+            .flatten()
+            .map(|s| matches!(s, Segment::Param))
+    }
+
+    /// Whether `other`'s pattern matches exactly the paths this one does (the parameters'
+    /// names aside).
+    fn same_paths(&self, other: &Route) -> bool {
+        match (&self.segments, &other.segments) {
+            (None, None) => self.pattern == other.pattern,
+            (Some(a), Some(b)) => a == b,
+            _ => false,
+        }
+    }
+
     /// Whether `path` matches, capturing parameters into `params`. A parameter-free pattern is
     /// one length test and one comparison, inlined into the lookup loop (callgrind: the
     /// lookup of `/plaintext`, the second route, went from 128 to 78 instructions).
@@ -438,17 +587,40 @@ mod tests {
     use super::*;
 
     fn router() -> Router {
-        Router::new()
-            .get("/json", |_| Response::text("j"))
-            .get("/json/{count}", |_| Response::text("c"))
-            .post("/json/{count}", |_| Response::text("p"))
-            .get("/a/{x}/b/{y}", |_| Response::text("ab"))
+        finished(
+            Router::new()
+                .get("/json", |_| Response::text("j"))
+                .get("/json/{count}", |_| Response::text("c"))
+                .post("/json/{count}", |_| Response::text("p"))
+                .get("/a/{x}/b/{y}", |_| Response::text("ab"))
+                // Issue 50 §3.2: registered before the literals they must give way to.
+                .get("/todos/{id}", |_| Response::text("t"))
+                .get("/todos/events", |_| Response::text("e"))
+                .get("/{x}/b", |_| Response::text("xb"))
+                .get("/a/{x}", |_| Response::text("ax"))
+                .get("/{x}/{y}/c", |_| Response::text("xyc"))
+                .post("/items/new", |_| Response::text("n"))
+                .get("/items/{id}", |_| Response::text("i")),
+        )
+    }
+
+    fn finished(mut router: Router) -> Router {
+        router.finish().expect("no duplicates");
+        router
+    }
+
+    fn found(r: &Router, m: Method, path: &str) -> String {
+        let mut p = Params::default();
+        match r.lookup(m, path.as_bytes(), &mut p) {
+            Lookup::Found(_, route) => format!("found {}", route.pattern),
+            Lookup::NotFound => "404".into(),
+            Lookup::MethodNotAllowed(a) => format!("405 {a}"),
+        }
     }
 
     #[test]
     fn lookup_table() {
         let r = router();
-        let mut p = Params::default();
         let cases: &[(Method, &str, &str)] = &[
             (Method::Get, "/json", "found /json"),
             (Method::Head, "/json", "found /json"),
@@ -460,15 +632,63 @@ mod tests {
             (Method::Put, "/json/3", "405 GET, HEAD, POST, OPTIONS"),
             (Method::Get, "/a/1/b/2", "found /a/{x}/b/{y}"),
             (Method::Get, "/a/1/c/2", "404"),
+            // The most specific pattern wins whatever the order (issue 50 §3.2): a literal
+            // beats a parameter, the leftmost difference deciding.
+            (Method::Get, "/todos/events", "found /todos/events"),
+            (Method::Get, "/todos/7", "found /todos/{id}"),
+            (Method::Get, "/a/b", "found /a/{x}"),
+            (Method::Get, "/z/b", "found /{x}/b"),
+            (Method::Get, "/json/b", "found /json/{count}"),
+            (Method::Head, "/todos/events", "found /todos/events"),
+            // The pattern decides before the method (as axum): `/items/new` is POST's only.
+            (Method::Get, "/items/new", "405 POST, OPTIONS"),
+            (Method::Get, "/items/3", "found /items/{id}"),
         ];
         for (m, path, want) in cases {
-            let got = match r.lookup(*m, path.as_bytes(), &mut p) {
-                Lookup::Found(_, route) => format!("found {}", route.pattern),
-                Lookup::NotFound => "404".into(),
-                Lookup::MethodNotAllowed(a) => format!("405 {a}"),
-            };
-            assert_eq!(&got, want, "{m:?} {path}");
+            assert_eq!(&found(&r, *m, path), want, "{m:?} {path}");
         }
+    }
+
+    #[test]
+    fn the_most_specific_pattern_wins_in_either_registration_order() {
+        let h = |_: &Request<'_>| Response::text("");
+        let forward = finished(Router::new().get("/t/{id}", h).get("/t/events", h));
+        let backward = finished(Router::new().get("/t/events", h).get("/t/{id}", h));
+        for r in [&forward, &backward] {
+            assert_eq!(found(r, Method::Get, "/t/events"), "found /t/events");
+            assert_eq!(found(r, Method::Get, "/t/1"), "found /t/{id}");
+        }
+    }
+
+    #[test]
+    fn a_method_and_pattern_registered_twice_is_refused_when_finished() {
+        let h = |_: &Request<'_>| Response::text("");
+        let dup = |r: Router| {
+            let mut r = r;
+            r.finish().map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            dup(Router::new().get("/a", h).post("/a", h).get("/a", h)),
+            Err("route GET /a is registered twice".into())
+        );
+        assert_eq!(
+            dup(Router::new().get("/u/{id}", h).get("/u/{name}", h)),
+            Err("route GET /u/{id} is registered twice (again as /u/{name})".into())
+        );
+        // A merged group's route counts as registered.
+        let group = Router::new().put("/u/{id}", h);
+        assert_eq!(
+            dup(Router::new().put("/u/{x}", h).merge(group)),
+            Err("route PUT /u/{x} is registered twice (again as /u/{id})".into())
+        );
+        // Other methods, a HEAD beside a GET, other literals: all fine.
+        let fine = Router::new()
+            .get("/u/{id}", h)
+            .head("/u/{id}", h)
+            .delete("/u/{id}", h)
+            .get("/u/me", h)
+            .get("/v/{id}", h);
+        assert_eq!(dup(fine), Ok(()));
     }
 
     #[test]

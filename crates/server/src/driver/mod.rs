@@ -225,8 +225,9 @@ impl Io {
 pub(crate) struct Worker<B: Backend> {
     backend: B,
     slots: Vec<Slot>,
-    /// The clients' addresses by slot, kept only when the access log is on (so a connection
-    /// costs no memory for them otherwise).
+    /// The clients' addresses by slot, as `accept` (or the QUIC handshake) gave them: one
+    /// store per connection, never a syscall per request (`Request::peer`, the access log,
+    /// access rules and proxies read them).
     peers: Vec<Option<SocketAddr>>,
     free: Vec<u32>,
     live: usize,
@@ -669,12 +670,7 @@ impl<B: Backend> Worker<B> {
     ) {
         let (idx, _token) = self.alloc_slot(false);
         q.bind(&mut h, idx);
-        if sh.app.logs {
-            if self.peers.len() <= idx as usize {
-                self.peers.resize(idx as usize + 1, None);
-            }
-            self.peers[idx as usize] = Some(peer);
-        }
+        keep_peer(&mut self.peers, idx, Some(peer));
         self.slots[idx as usize].live = Some(Live {
             conn: Proto::Boxed(proto::Boxed::H3(Box::new(h))),
             transport: Transport::Plain,
@@ -951,12 +947,7 @@ impl<B: Backend> Worker<B> {
             let buf = Vec::new();
             self.preambles.insert(idx, Preamble { generation, buf });
         }
-        if sh.app.logs {
-            if self.peers.len() <= idx as usize {
-                self.peers.resize(idx as usize + 1, None);
-            }
-            self.peers[idx as usize] = peer;
-        }
+        keep_peer(&mut self.peers, idx, peer);
         slot.live = Some(Live {
             conn,
             transport,
@@ -1426,4 +1417,15 @@ impl<B: Backend> Parts<'_, B> {
         }
         true
     }
+}
+
+/// Keeps the address of the client in slot `idx` (`None` on a Unix socket): one store per
+/// connection, so every request can be told its peer without a syscall.
+#[inline]
+fn keep_peer(peers: &mut Vec<Option<SocketAddr>>, idx: u32, peer: Option<SocketAddr>) {
+    let idx = idx as usize;
+    if peers.len() <= idx {
+        peers.resize(idx + 1, None);
+    }
+    peers[idx] = peer;
 }

@@ -22,7 +22,7 @@ mod service;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use conn::{Conn, STREAM_ROOM, Timer, Transmit, status_response};
+pub(crate) use conn::{Conn, STREAM_ROOM, TOO_LARGE, Timer, Transmit, status_response};
 pub(crate) use encode::{AltSvc, Stamp, names_field, names_server};
 pub(crate) use pace::SendPace;
 pub(crate) use service::{ConnConfig, Cx, Decision, Exchange, Service, StreamHead, request_line};

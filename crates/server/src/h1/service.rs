@@ -138,6 +138,12 @@ pub(crate) trait Service {
     fn refused(&mut self, pending: Self::Pending, resp: &mut Response) {
         let _ = (pending, resp);
     }
+    /// Deferred request `id` got no answer within the deferred timeout: the connection
+    /// answers it `resp` (a 503). The service finishes that answer as it would the handler's
+    /// (its layers see it) and gives up on the handler, whose answer would come too late.
+    fn timed_out(&mut self, id: u64, resp: &mut Response) {
+        let _ = (id, resp);
+    }
 }
 
 /// MAX_LOGGED_LINE: the most of a refused request's line handed to the access log.

@@ -440,10 +440,10 @@ const ROWS: &[Row] = &[
         &[b"POST /nope HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"],
         &["404 nf [close]"], "shut"),
     ("Content-Length over the body limit: 413 without reading it",
-        &[b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 17\r\n\r\n"], &["413 [close]"], "shut"),
+        &[b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 17\r\n\r\n"], &["413 Content Too Large\n [close]"], "shut"),
     ("chunked body over the limit: 413",
         &[b"POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n11\r\naaaaaaaaaaaaaaaaa\r\n0\r\n\r\n"],
-        &["413 [close]"], "shut"),
+        &["413 Content Too Large\n [close]"], "shut"),
     ("the service fails a body: its answer closes",
         &[b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\n", b"a!b"], &["500 sink failed [close]"], "shut"),
     ("a file body follows its head; the next request waits for it",
@@ -1321,7 +1321,7 @@ fn a_relayed_body_refused_midway_answers_in_the_upstreams_place_and_closes() {
         // RFC 9112 §7.1: a chunk size that is not hex.
         ("bad chunk", b"POST /up HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nzz\r\n", 0, "400 [close]"),
         // The limit (16) counted as a chunked body arrives.
-        ("over the limit", b"POST /up HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n11\r\n0123456789abcdefg\r\n", 0, "413 [close]"),
+        ("over the limit", b"POST /up HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n11\r\n0123456789abcdefg\r\n", 0, "413 Content Too Large\n [close]"),
         // The body timeout (200 ms) with the upstream waiting for the rest.
         ("too slow", b"POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nab", 250, "408 [close]"),
     ];

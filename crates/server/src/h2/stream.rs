@@ -35,9 +35,10 @@ pub const MAX_RESETS_PER_SEC: u32 = 200;
 /// connection with ENHANCE_YOUR_CALM.
 pub const MAX_CONTROL_PER_SEC: u32 = 1000;
 /// Extended CONNECT streams (RFC 8441: WebSocket) one connection may hold open at once; one
-/// more is refused with RST_STREAM(REFUSED_STREAM). Each holds at most [`STREAM_WINDOW`] of
-/// the client's bytes its reader has not taken (the window is given back only as it takes
-/// them), so this bounds what a connection whose handlers all paused can make the server hold.
+/// more is refused with RST_STREAM(REFUSED_STREAM). Each holds at most its stream window
+/// (1 MiB) of the client's bytes its reader has not taken (the window is given back only as
+/// it takes them), so this bounds what a connection whose handlers all paused can make the
+/// server hold.
 pub const MAX_TUNNEL_STREAMS: usize = 32;
 /// Stream ids remembered after they close, to tell a late frame from a bad one.
 pub(crate) const REMEMBERED: usize = 32;

@@ -1142,7 +1142,10 @@ impl<P> Conn<P> {
             } else {
                 "request not received in time"
             };
-            let resp = status_response(status, why);
+            let mut resp = status_response(status, why);
+            if status == 503 {
+                svc.timed_out(self.streams[i].id, &mut resp);
+            }
             svc.answered(status, None, resp.body.len(), b"");
             let s = &mut self.streams[i];
             s.body = None;

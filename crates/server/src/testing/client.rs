@@ -60,9 +60,13 @@ impl std::fmt::Debug for TestClient {
 
 impl TestClient {
     /// A client of `router` served with the default [`Config`], over HTTP/1.1.
+    ///
+    /// # Panics
+    /// If `router` has a method and pattern registered twice (the error
+    /// [`TestClient::with_config`] returns).
     pub fn new(router: Router) -> TestClient {
         TestClient::with_config(Config::default(), router)
-            .expect("the default configuration has no site or root that could fail")
+            .unwrap_or_else(|e| panic!("TestClient::new: {e}"))
     }
 
     /// A client of `router` served with `config`: its limits, timeouts, sites (chosen by the
@@ -70,7 +74,7 @@ impl TestClient {
     /// another thread is not there: TLS, listener redirects to HTTPS, PROXY headers, access
     /// logs, metrics counters and proxy mounts (a request for one is
     /// [`TestError::Proxied`]). Errors are the server's start errors (a missing root, a bad
-    /// site).
+    /// site, a route registered twice).
     pub fn with_config(config: Config, router: Router) -> Result<TestClient, StartError> {
         Ok(TestClient {
             engine: RefCell::new(Engine::new(&config, router)?),

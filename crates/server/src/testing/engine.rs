@@ -38,8 +38,8 @@ use crate::streaming::Chan;
 /// changes state; a 1 GiB body is a few thousand).
 const MAX_TRANSMITS: usize = 1 << 20;
 
-/// The peer address handlers see when the configuration keeps one (`App::logs`): the client
-/// is in process, so it is the loopback address with no port.
+/// The peer address handlers see: the client is in process, so it is the loopback address
+/// with no port.
 const TEST_PEER: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
 
@@ -104,7 +104,10 @@ pub(crate) struct Engine {
 
 impl Engine {
     /// The worker's state for `config` (its sites, static roots, limits and timeouts).
-    pub(crate) fn new(config: &Config, router: Router) -> Result<Engine, StartError> {
+    pub(crate) fn new(config: &Config, mut router: Router) -> Result<Engine, StartError> {
+        router
+            .finish()
+            .map_err(|e| StartError::invalid(crate::Part::Routes, e.to_string()))?;
         let sites = Arc::new(SiteSet::build(config)?);
         sites.check_roots()?;
         let bell = Arc::new(Bell::default());
@@ -116,6 +119,7 @@ impl Engine {
             log: None,
             inbox: Arc::new(Inbox::new(Box::new(move || ring.ring()))),
             outstanding: 0,
+            waiting: Default::default(),
             counters: Arc::default(),
             counters_on: app.metrics,
             static_gz: Default::default(),
@@ -255,7 +259,7 @@ impl Engine {
             app,
             sites: &sites.sites,
             io,
-            peer: app.logs.then_some(&TEST_PEER),
+            peer: Some(&TEST_PEER),
             token: *token,
             site: 0,
             site_app: sites.sites.get(0),

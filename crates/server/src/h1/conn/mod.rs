@@ -482,7 +482,8 @@ impl<P> Conn<P> {
                     self.set_timer(cx);
                     return;
                 };
-                let resp = status_response(503, "the answer did not come in time").close();
+                let mut resp = status_response(503, "the answer did not come in time").close();
+                svc.timed_out(facts.id, &mut resp);
                 svc.answered(503, None, resp.body.len(), b"");
                 if let Some(q) = self.queue.as_mut() {
                     q.pop();
@@ -674,8 +675,17 @@ impl<P> Conn<P> {
     }
 }
 
-/// A plain-text response whose body names the status (and why, when given).
+/// The body of every 413: a request body over its limit, declared or found while it was
+/// read, refused by the connection (HTTP/1.1, /2 or /3) or by the application. One message,
+/// so that clients and error renderers see one (it read three ways: issue 50 §3.5).
+pub(crate) const TOO_LARGE: &str = "Content Too Large\n";
+
+/// A plain-text response whose body names the status (and why, when given); a 413 is
+/// always [`TOO_LARGE`].
 pub(crate) fn status_response(status: u16, why: &str) -> Response {
+    if status == 413 {
+        return Response::text(TOO_LARGE).status(413);
+    }
     let body = if why.is_empty() {
         format!("{status} {}\n", reason(status))
     } else {

@@ -192,8 +192,7 @@ impl<P> Conn<P> {
                     && len > limit
                 {
                     let line = crate::h1::request_line(buf);
-                    let why = "request body too large";
-                    self.refuse_with(413, why, None, line, facts, Some(pending), cx, svc);
+                    self.refuse_with(413, "", None, line, facts, Some(pending), cx, svc);
                     return Some(n);
                 }
                 let body = (decoder, pending, limit, false);
@@ -239,15 +238,14 @@ impl<P> Conn<P> {
             if !step.data.is_empty() {
                 b.received += step.data.len() as u64;
                 if b.received > b.limit && b.relayed {
-                    self.refuse_relayed(413, "request body too large", None, cx, svc);
+                    self.refuse_relayed(413, "", None, cx, svc);
                     return input.len();
                 }
                 if b.received > b.limit {
                     let facts = b.facts;
                     let line = svc.request_line_of(&b.pending);
                     let pending = self.stop_reading();
-                    let why = "request body too large";
-                    self.refuse_with(413, why, None, &line, facts, pending, cx, svc);
+                    self.refuse_with(413, "", None, &line, facts, pending, cx, svc);
                     return input.len();
                 }
                 if let Err(resp) = svc.data(&mut b.pending, step.data) {
