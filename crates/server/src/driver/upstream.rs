@@ -190,7 +190,8 @@ impl ServerState {
 
 impl Pools {
     /// Makes room for `sites`' upstreams (at the start, and after a reload emptied them);
-    /// publishes their counters to `counters` when metrics are on.
+    /// publishes their counters to `counters` when metrics are on. A server still there after
+    /// a reload (same upstream name and address) keeps its counts.
     fn fit(&mut self, sites: &SiteSet, counters: Option<&Counters>) {
         if self.groups.len() == sites.upstreams.len() {
             return;
@@ -203,7 +204,7 @@ impl Pools {
                 stats.extend(
                     u.servers
                         .iter()
-                        .map(|s| UpCounters::new(&u.name, s.addr.to_string())),
+                        .map(|s| UpCounters::carried(&u.name, s.addr.to_string(), &self.stats)),
                 );
             }
         }
@@ -553,7 +554,7 @@ impl h1c::Exchange for Relay<'_> {
         };
         self.after.finished = Some(link.client);
         self.after.client = Some(link.client);
-        self.after.server_failed = !matches!(error, UpError::Unsolicited);
+        self.after.server_failed = error.counts_against_server(link.answered);
         if let Some(st) = self.stats {
             st.failed(match error {
                 UpError::Connect | UpError::Timeout(h1c::Phase::Connect) => 0,
