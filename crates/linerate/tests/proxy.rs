@@ -2220,6 +2220,85 @@ fn upstream_servers_have_their_own_metrics_and_the_log_names_the_server() {
     }
 }
 
+/// Issue 50, §4 item 4: passive health logged the upstream without the server, active checks
+/// the server without the upstream. Both name both.
+#[test]
+fn passive_and_active_health_log_the_upstream_and_the_server() {
+    let (dead_p, dead_a) = (dead_addr(), dead_addr());
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("linerate-proxy-hlog-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let file = dir.0.join("linerate.toml");
+    // "p" has passive health only, "a" active checks only: each line comes from one of them.
+    std::fs::write(
+        &file,
+        format!(
+            "[[listen]]\naddr = \"127.0.0.1:0\"\n\
+             [[upstream]]\nname = \"p\"\nservers = [\"{dead_p}\"]\ntries = 1\nmax_fails = 1\n\
+             [[upstream]]\nname = \"a\"\nservers = [\"{dead_a}\"]\nmax_fails = 0\n\
+             health_check = {{ path = \"/health\", interval = \"50ms\", fails = 1 }}\n\
+             [[site]]\ndefault = true\napp = \"none\"\n\
+             [[site.proxy]]\nprefix = \"/p\"\nupstream = \"p\"\n\
+             [[site.proxy]]\nprefix = \"/a\"\nupstream = \"a\"\n"
+        ),
+    )
+    .unwrap();
+    let child = Command::new(common::bin::BIN)
+        .args([
+            "serve",
+            "--no-pin",
+            "--workers",
+            "1",
+            "--log-level",
+            "info",
+            "--config",
+        ])
+        .arg(&file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = Stopped(child);
+    let stderr = std::io::BufReader::new(child.0.stderr.take().unwrap());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(stderr) {
+            if tx.send(line.unwrap_or_default()).is_err() {
+                break;
+            }
+        }
+    });
+    let banner = common::bin::banner(&mut child.0).expect("the server starts");
+    let addr: SocketAddr = banner[0]
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http://"))
+        .expect("banner has the URL")
+        .parse()
+        .unwrap();
+    assert_eq!(Client::connect(addr).get("/p").status, 502);
+    let (mut passive, mut active) = (None, None);
+    while passive.is_none() || active.is_none() {
+        let line = rx
+            .recv_timeout(common::EVENTUALLY)
+            .unwrap_or_else(|e| panic!("no health line ({e}): {passive:?} {active:?}"));
+        if line.contains("passive health") {
+            passive = Some(line);
+        } else if line.contains("active health check failed") {
+            active = Some(line);
+        }
+    }
+    let (passive, active) = (passive.unwrap(), active.unwrap());
+    assert!(
+        passive.contains("upstream=p") && passive.contains(&format!("server={dead_p}")),
+        "{passive}"
+    );
+    assert!(
+        active.contains("upstream=a") && active.contains(&format!("server={dead_a}")),
+        "{active}"
+    );
+}
+
 /// The admin listener's `/metrics`, parsed.
 fn scrape_metrics(admin: SocketAddr) -> prometheus_parse::Scrape {
     let mut s = TcpStream::connect(admin).unwrap();
