@@ -514,7 +514,9 @@ struct RawBasicAuth {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRedirect {
-    prefix: Spanned<String>,
+    /// Requests whose path starts with this, or (`path`) is exactly this.
+    prefix: Option<Spanned<String>>,
+    path: Option<Spanned<String>>,
     to: Spanned<String>,
     status: Option<Spanned<u16>>,
 }
@@ -1679,9 +1681,24 @@ impl Cx<'_> {
             }
             site.types.push((e, t.clone()));
         }
-        for r in &raw.redirect {
-            let r = r.get_ref();
-            let prefix = self.prefix(&r.prefix)?;
+        for rs in &raw.redirect {
+            let r = rs.get_ref();
+            let (prefix, exact) = match (&r.prefix, &r.path) {
+                (Some(p), None) => (self.prefix(p)?, false),
+                (None, Some(p)) => (self.prefix(p)?, true),
+                (Some(_), Some(p)) => {
+                    return Err(self.err(
+                        p.span(),
+                        "a redirect has prefix (paths starting with it) or path (exactly it), not both",
+                    ));
+                }
+                (None, None) => {
+                    return Err(self.err(
+                        rs.span(),
+                        "a redirect needs prefix = \"/old/\" or path = \"/\" (exactly that path)",
+                    ));
+                }
+            };
             let status = match &r.status {
                 None => 301,
                 Some(st) if [301, 302, 303, 307, 308].contains(st.get_ref()) => *st.get_ref(),
@@ -1697,6 +1714,7 @@ impl Cx<'_> {
             };
             let redirect = Redirect {
                 prefix,
+                exact,
                 to: r.to.get_ref().clone(),
                 status,
             };

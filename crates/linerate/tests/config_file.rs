@@ -1537,6 +1537,50 @@ to = "https://{host}/new/{rest}{query}"
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// Issue 50, §4 item 3: an exact path (nginx's `location = / { return 302 /app/; }`):
+/// `path = "/"` redirects `/` and nothing below it.
+#[test]
+fn a_redirect_at_an_exact_path_answers_that_path_only() {
+    let d = dir("redirect-exact");
+    tree(&d);
+    let file = d.join("linerate.toml");
+    std::fs::write(
+        &file,
+        r#"[[listen]]
+addr = "127.0.0.1:0"
+[[site]]
+names = ["one.test"]
+root = [{ prefix = "/", dir = "one" }]
+[[site.redirect]]
+path = "/"
+to = "/app/{query}"
+status = 302
+"#,
+    )
+    .unwrap();
+    let s = serve(&["--config", file.to_str().unwrap()]);
+    let r = get(s.addr, "one.test", "/?a=1");
+    assert_eq!((r.status, r.header("location")), (302, Some("/app/?a=1")));
+    for below in ["/index.html", "/app/", "/x"] {
+        let r = get(s.addr, "one.test", below);
+        assert_ne!(r.status, 302, "{below}: {r:?}");
+    }
+    // prefix and path together, or neither, is a mistake at its place.
+    let bad = d.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[[listen]]\naddr = \"127.0.0.1:0\"\n[[site]]\n[[site.redirect]]\nprefix = \"/a\"\npath = \"/b\"\nto = \"/c\"\n",
+    )
+    .unwrap();
+    let (code, stderr) = run_err(&["serve", "--check-config", bad.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains(&format!("{}:6:8: a redirect has prefix", bad.display())),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// Issue 24, item 5: a site field `"Server" = "custom"` sent two `Server:` fields, though the
 /// docs say a rule's field replaces one of the same name. One field, the site's, over
 /// HTTP/1.1 and HTTP/2 (curl, h2c listener); other sites keep the server's own.
