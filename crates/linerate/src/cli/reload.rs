@@ -227,8 +227,10 @@ mod tests {
     /// "workers, limits, timeouts… restart to apply them".
     #[test]
     fn each_changed_key_is_named_once_as_applied_now_or_after_a_restart() {
-        let mut running = Config::default();
-        running.upstreams = vec![Upstream::new("app", Vec::new())];
+        let running = Config {
+            upstreams: vec![Upstream::new("app", Vec::new())],
+            ..Config::default()
+        };
         assert_eq!(changes(&running, &running.clone()), Changes::default());
 
         let mut new = running.clone();
