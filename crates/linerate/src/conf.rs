@@ -519,7 +519,9 @@ struct RawBasicAuth {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRedirect {
-    prefix: Spanned<String>,
+    /// Requests whose path starts with this, or (`path`) is exactly this.
+    prefix: Option<Spanned<String>>,
+    path: Option<Spanned<String>>,
     to: Spanned<String>,
     status: Option<Spanned<u16>>,
 }
@@ -604,14 +606,29 @@ impl Cx<'_> {
         }
     }
 
-    fn duration(&self, v: &Spanned<String>, what: &str) -> Result<std::time::Duration, ConfError> {
-        units::duration(v.get_ref())
-            .map_err(|e| self.err(v.span(), format!("{what}: {e} (e.g. \"10s\", \"500ms\")")))
+    /// A timeout: more than 0 (a zero would expire at once). `instead` says what to write
+    /// for what a zero might have meant ("" when nothing).
+    fn timeout(
+        &self,
+        v: &Spanned<String>,
+        what: &str,
+        instead: &str,
+    ) -> Result<std::time::Duration, ConfError> {
+        units::timeout(v.get_ref()).map_err(|e| self.err(v.span(), format!("{what}: {e}{instead}")))
+    }
+
+    /// A duration where 0 has a meaning of its own (the key's documentation says which).
+    fn duration_or_zero(
+        &self,
+        v: &Spanned<String>,
+        what: &str,
+    ) -> Result<std::time::Duration, ConfError> {
+        units::duration(v.get_ref()).map_err(|e| self.err(v.span(), format!("{what}: {e}")))
     }
 
     fn size(&self, v: &Spanned<String>, what: &str) -> Result<u64, ConfError> {
-        units::size(v.get_ref())
-            .map_err(|e| self.err(v.span(), format!("{what}: {e} (e.g. \"1MiB\", \"16384\")")))
+        // The error has its own example: one hint, not two.
+        units::size(v.get_ref()).map_err(|e| self.err(v.span(), format!("{what}: {e}")))
     }
 
     fn size_or_zero(&self, v: &Spanned<String>, what: &str) -> Result<u64, ConfError> {
@@ -861,20 +878,29 @@ impl Cx<'_> {
             c.max_unsent_bytes = self.size_or_zero(v, "max_unsent_bytes")?;
         }
         let timeouts = [
-            (&l.header_timeout, "header_timeout", &mut c.header_timeout),
-            (&l.body_timeout, "body_timeout", &mut c.body_timeout),
+            (
+                &l.header_timeout,
+                "header_timeout",
+                &mut c.header_timeout,
+                "",
+            ),
+            (&l.body_timeout, "body_timeout", &mut c.body_timeout, ""),
             (
                 &l.keepalive_timeout,
                 "keepalive_timeout",
                 &mut c.keepalive_timeout,
+                "; max_requests_per_conn = 1 closes each connection after its answer",
             ),
-            (&l.send_timeout, "send_timeout", &mut c.send_timeout),
-            (&l.drain_timeout, "drain_timeout", &mut c.drain_timeout),
+            (&l.send_timeout, "send_timeout", &mut c.send_timeout, ""),
         ];
-        for (v, what, into) in timeouts {
+        for (v, what, into, instead) in timeouts {
             if let Some(v) = v {
-                *into = self.duration(v, what)?;
+                *into = self.timeout(v, what, instead)?;
             }
+        }
+        // 0: exit at SIGTERM without waiting for requests in flight.
+        if let Some(v) = &l.drain_timeout {
+            c.drain_timeout = self.duration_or_zero(v, "drain_timeout")?;
         }
         Ok(())
     }
@@ -1135,7 +1161,7 @@ impl Cx<'_> {
             o.session_tickets = v;
         }
         if let Some(v) = l.session_lifetime.or(d.session_lifetime) {
-            let d = self.duration(v, "session_lifetime")?;
+            let d = self.timeout(v, "session_lifetime", "; session_cache = 0 resumes none")?;
             if !linerate_server::tls::session_lifetime_ok(d) {
                 return Err(self.err(
                     v.span(),
@@ -1245,13 +1271,14 @@ impl Cx<'_> {
             up.keepalive = n;
         }
         if let Some(d) = &raw.idle_timeout {
-            up.idle_timeout = self.duration(d, "idle_timeout")?;
+            up.idle_timeout =
+                self.timeout(d, "idle_timeout", "; keepalive = 0 pools no connection")?;
         }
         if let Some(d) = &raw.connect_timeout {
-            up.connect_timeout = self.duration(d, "connect_timeout")?;
+            up.connect_timeout = self.timeout(d, "connect_timeout", "")?;
         }
         if let Some(d) = &raw.timeout {
-            up.timeout = self.duration(d, "timeout")?;
+            up.timeout = self.timeout(d, "timeout", "")?;
         }
         if let Some(t) = &raw.tries {
             if *t.get_ref() == 0 {
@@ -1263,7 +1290,11 @@ impl Cx<'_> {
             up.max_fails = n;
         }
         if let Some(d) = &raw.fail_timeout {
-            up.fail_timeout = self.duration(d, "fail_timeout")?;
+            up.fail_timeout = self.timeout(
+                d,
+                "fail_timeout",
+                "; max_fails = 0 turns passive health off",
+            )?;
         }
         up.balance = self.balance(raw)?;
         if let Some(h) = &raw.health_check {
@@ -1286,13 +1317,10 @@ impl Cx<'_> {
             hc.path = path.clone();
         }
         if let Some(d) = &raw.interval {
-            hc.interval = self.duration(d, "interval")?;
-            if hc.interval.is_zero() {
-                return Err(self.err(d.span(), "interval must be more than 0"));
-            }
+            hc.interval = self.timeout(d, "health_check interval", "")?;
         }
         if let Some(d) = &raw.timeout {
-            hc.timeout = self.duration(d, "timeout")?;
+            hc.timeout = self.timeout(d, "health_check timeout", "")?;
         }
         if let Some(s) = &raw.status {
             if !(100..=599).contains(s.get_ref()) {
@@ -1682,9 +1710,24 @@ impl Cx<'_> {
             }
             site.types.push((e, t.clone()));
         }
-        for r in &raw.redirect {
-            let r = r.get_ref();
-            let prefix = self.prefix(&r.prefix)?;
+        for rs in &raw.redirect {
+            let r = rs.get_ref();
+            let (prefix, exact) = match (&r.prefix, &r.path) {
+                (Some(p), None) => (self.prefix(p)?, false),
+                (None, Some(p)) => (self.prefix(p)?, true),
+                (Some(_), Some(p)) => {
+                    return Err(self.err(
+                        p.span(),
+                        "a redirect has prefix (paths starting with it) or path (exactly it), not both",
+                    ));
+                }
+                (None, None) => {
+                    return Err(self.err(
+                        rs.span(),
+                        "a redirect needs prefix = \"/old/\" or path = \"/\" (exactly that path)",
+                    ));
+                }
+            };
             let status = match &r.status {
                 None => 301,
                 Some(st) if [301, 302, 303, 307, 308].contains(st.get_ref()) => *st.get_ref(),
@@ -1700,6 +1743,7 @@ impl Cx<'_> {
             };
             let redirect = Redirect {
                 prefix,
+                exact,
                 to: r.to.get_ref().clone(),
                 status,
             };
@@ -1896,6 +1940,12 @@ impl Cx<'_> {
 fn upstream_server(s: &str) -> Result<UpstreamServer, String> {
     let mut words = s.split_whitespace();
     let addr = words.next().ok_or("empty server")?;
+    if addr.contains("://") {
+        // A URL is what --proxy takes; here it would reach a DNS lookup of "http".
+        return Err(format!(
+            "{addr}: not HOST:PORT (write the address without a scheme, e.g. \"127.0.0.1:9000\")"
+        ));
+    }
     let mut weight = 1;
     for w in words {
         match w.strip_prefix("weight=").map(str::parse::<u32>) {

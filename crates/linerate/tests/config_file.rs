@@ -292,7 +292,7 @@ fn check_config_says_ok_with_a_summary() {
     let file = d.join("linerate.toml");
     std::fs::write(
         &file,
-        format!("[[listen]]\naddr = \"127.0.0.1:8080\"\n[[listen]]\naddr = \"[::]:8443\"\ntls = {{ cert = \"cert.pem\", key = \"key.pem\" }}\n{SITES}"),
+        format!("[[listen]]\naddr = \"127.0.0.1:8080\"\n[[listen]]\naddr = \"[::]:8443\"\ntls = {{ cert = \"cert.pem\", key = \"key.pem\" }}\n[[listen]]\naddr = \"127.0.0.1:8443\"\ntls = {{ cert = \"cert.pem\", key = \"key.pem\" }}\nquic = true\n{SITES}"),
     )
     .unwrap();
     let out = std::process::Command::new(BIN)
@@ -307,7 +307,7 @@ fn check_config_says_ok_with_a_summary() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains(": ok (2 listeners: 127.0.0.1:8080, [::]:8443 (TLS); 2 sites: one.test *.one.test; two.test [default])"),
+        text.contains(": ok (3 listeners: 127.0.0.1:8080, [::]:8443 (TLS), 127.0.0.1:8443 (TLS, HTTP/3); 2 sites: one.test *.one.test; two.test [default])"),
         "{text}"
     );
     let _ = std::fs::remove_dir_all(&d);
@@ -343,6 +343,12 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
             format!("{listen}[[upstream]]\nname = \"app\"\nservers = [\"localhost\"]\n{site}"),
             "5:12",
             "upstream server: localhost: expected HOST:PORT",
+        ),
+        (
+            // Issue 50, §4 item 5: a URL was looked up in DNS ("failed to lookup address").
+            format!("{listen}[[upstream]]\nname = \"app\"\nservers = [\"http://127.0.0.1:9000\"]\n{site}"),
+            "5:12",
+            "upstream server: http://127.0.0.1:9000: not HOST:PORT",
         ),
         (
             format!(
@@ -830,6 +836,138 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join(""));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Issue 50, §2 item 5: `timeout = "0"` on an upstream passed `--check-config`, then every
+/// request got 504 at once. Every timeout refuses 0 at its place; `drain_timeout` alone
+/// takes it (exit without waiting).
+#[test]
+fn a_zero_timeout_is_refused_at_its_place_for_every_duration_key() {
+    let d = dir("zero");
+    tree(&d);
+    let head = "[[listen]]\naddr = \"127.0.0.1:0\"\n";
+    let up = "[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\n";
+    let site = "[[site]]\nnames = [\"a.test\"]\n";
+    // (the file with a zero in it, line:column of the zero, the key named)
+    let cases: Vec<(String, &str, &str)> = vec![
+        (
+            format!("{head}{up}timeout = \"0\"\n{site}"),
+            "6:11",
+            "timeout",
+        ),
+        (
+            format!("{head}{up}connect_timeout = \"0s\"\n{site}"),
+            "6:19",
+            "connect_timeout",
+        ),
+        (
+            format!("{head}{up}idle_timeout = \"0ms\"\n{site}"),
+            "6:16",
+            "idle_timeout",
+        ),
+        (
+            format!("{head}{up}fail_timeout = \"0\"\n{site}"),
+            "6:16",
+            "fail_timeout",
+        ),
+        (
+            format!("{head}{up}health_check = {{ path = \"/h\", timeout = \"0\" }}\n{site}"),
+            "6:41",
+            "health_check timeout",
+        ),
+        (
+            format!("{head}{up}health_check = {{ path = \"/h\", interval = \"0\" }}\n{site}"),
+            "6:42",
+            "health_check interval",
+        ),
+        (
+            format!("[limits]\nheader_timeout = \"0\"\n{head}{site}"),
+            "2:18",
+            "header_timeout",
+        ),
+        (
+            format!("[limits]\nbody_timeout = \"0\"\n{head}{site}"),
+            "2:16",
+            "body_timeout",
+        ),
+        (
+            format!("[limits]\nsend_timeout = \"0\"\n{head}{site}"),
+            "2:16",
+            "send_timeout",
+        ),
+        (
+            format!("[limits]\nkeepalive_timeout = \"0\"\n{head}{site}"),
+            "2:21",
+            "keepalive_timeout",
+        ),
+        (
+            format!("[tls]\nsession_lifetime = \"0\"\n{head}{site}"),
+            "2:20",
+            "session_lifetime",
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (i, (text, at, key)) in cases.iter().enumerate() {
+        let file = d.join(format!("zero{i}.toml"));
+        std::fs::write(&file, text).unwrap();
+        let (code, stderr) = run_err(&["serve", "--check-config", file.to_str().unwrap()]);
+        let want = format!("{}:{at}: {key}: ", file.display());
+        if code == 0
+            || stderr.trim_end().lines().count() != 1
+            || !stderr.contains(&want)
+            || !stderr.contains("a timeout of 0 would expire at once")
+        {
+            wrong.push(format!("case {i}: want {want}…, got {code} {stderr}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // drain_timeout = 0: SIGTERM exits without waiting, a meaning of its own.
+    let file = d.join("drain.toml");
+    std::fs::write(
+        &file,
+        format!("[limits]\ndrain_timeout = \"0\"\n{head}{site}"),
+    )
+    .unwrap();
+    let (code, stderr) = run_err(&["serve", "--check-config", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    // The flags say the same, in one line naming the flag.
+    for flag in [
+        "--proxy-timeout",
+        "--proxy-connect-timeout",
+        "--header-timeout",
+    ] {
+        let (code, stderr) = run_err(&["serve", "--addr", "127.0.0.1:0", flag, "0"]);
+        assert_ne!(code, 0, "{flag}");
+        assert!(
+            stderr.contains(flag) && stderr.contains("a timeout of 0 would expire at once"),
+            "{flag}: {stderr}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Issue 50, §4 item 5: a bad size or duration printed its example twice
+/// ("(expected e.g. 65536, …) (e.g. \"1MiB\", …)").
+#[test]
+fn a_bad_size_or_duration_gives_its_hint_once() {
+    let d = dir("hint");
+    tree(&d);
+    let rest = "[[listen]]\naddr = \"127.0.0.1:0\"\n[[site]]\nnames = [\"a.test\"]\n";
+    for (i, limit) in ["max_body_bytes = \"1mb\"", "header_timeout = \"soon\""]
+        .iter()
+        .enumerate()
+    {
+        let file = d.join(format!("hint{i}.toml"));
+        std::fs::write(&file, format!("[limits]\n{limit}\n{rest}")).unwrap();
+        let (code, stderr) = run_err(&["serve", "--check-config", file.to_str().unwrap()]);
+        assert_ne!(code, 0);
+        assert!(
+            stderr.contains(&format!("{}:2:", file.display())),
+            "{stderr}"
+        );
+        assert_eq!(stderr.matches("e.g.").count(), 1, "{stderr}");
+    }
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -1402,6 +1540,50 @@ to = "https://{host}/new/{rest}{query}"
         r.header("location"),
         Some("https://one.test/new/a/{x}?q=1"),
         "{r:?}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Issue 50, §4 item 3: an exact path (nginx's `location = / { return 302 /app/; }`):
+/// `path = "/"` redirects `/` and nothing below it.
+#[test]
+fn a_redirect_at_an_exact_path_answers_that_path_only() {
+    let d = dir("redirect-exact");
+    tree(&d);
+    let file = d.join("linerate.toml");
+    std::fs::write(
+        &file,
+        r#"[[listen]]
+addr = "127.0.0.1:0"
+[[site]]
+names = ["one.test"]
+root = [{ prefix = "/", dir = "one" }]
+[[site.redirect]]
+path = "/"
+to = "/app/{query}"
+status = 302
+"#,
+    )
+    .unwrap();
+    let s = serve(&["--config", file.to_str().unwrap()]);
+    let r = get(s.addr, "one.test", "/?a=1");
+    assert_eq!((r.status, r.header("location")), (302, Some("/app/?a=1")));
+    for below in ["/index.html", "/app/", "/x"] {
+        let r = get(s.addr, "one.test", below);
+        assert_ne!(r.status, 302, "{below}: {r:?}");
+    }
+    // prefix and path together, or neither, is a mistake at its place.
+    let bad = d.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[[listen]]\naddr = \"127.0.0.1:0\"\n[[site]]\n[[site.redirect]]\nprefix = \"/a\"\npath = \"/b\"\nto = \"/c\"\n",
+    )
+    .unwrap();
+    let (code, stderr) = run_err(&["serve", "--check-config", bad.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains(&format!("{}:6:8: a redirect has prefix", bad.display())),
+        "{stderr}"
     );
     let _ = std::fs::remove_dir_all(&d);
 }

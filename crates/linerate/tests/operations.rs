@@ -272,6 +272,91 @@ fn a_log_that_is_not_a_terminal_has_no_ansi_codes() {
     assert!(!log.contains('\x1b'), "ANSI escape in {log:?}");
 }
 
+/// Issue 50, §2 item 4: changing an upstream's `timeout` logged "workers, limits,
+/// timeouts… restart to apply them", yet the new timeout applied at once. The log names each
+/// key that changed, as applied now or needing a restart.
+#[test]
+fn sighup_names_each_changed_key_and_which_need_a_restart() {
+    let d = dir("reload-log");
+    let file = d.join("linerate.toml");
+    let write = |timeout: &str, header_timeout: &str| {
+        std::fs::write(
+            &file,
+            format!(
+                "[limits]\nheader_timeout = \"{header_timeout}\"\n[[listen]]\naddr = \"127.0.0.1:0\"\n\
+                 [[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\ntimeout = \"{timeout}\"\n\
+                 [[site]]\ndefault = true\n[[site.proxy]]\nprefix = \"/\"\nupstream = \"app\"\n"
+            ),
+        )
+        .unwrap();
+    };
+    write("60s", "10s");
+    let child = Command::new(BIN)
+        .args([
+            "serve",
+            "--no-pin",
+            "--workers",
+            "1",
+            "--log-level",
+            "info",
+            "--config",
+        ])
+        .arg(&file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = common::bin::Stopped(child);
+    // Signals are handled once the banner's first line is out.
+    let mut stdout = std::io::BufReader::new(child.0.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    // The log's lines through a channel, so that a line that never comes fails the test
+    // after a bounded wait instead of hanging it.
+    let stderr = std::io::BufReader::new(child.0.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(stderr) {
+            if tx.send(line.unwrap_or_default()).is_err() {
+                break;
+            }
+        }
+    });
+    let until = |needle: &str| {
+        let mut log = String::new();
+        while !log.contains(needle) {
+            match rx.recv_timeout(common::EVENTUALLY) {
+                Ok(line) => log.push_str(&(line + "\n")),
+                Err(e) => panic!("no {needle:?} ({e}): {log}"),
+            }
+        }
+        log
+    };
+    // Only the upstream's timeout: applied now, and no restart asked for.
+    write("5s", "10s");
+    signal(&child.0, Signal::HUP);
+    let log = until("sites and certificates reloaded");
+    let log = log + &until("SIGHUP: applied now");
+    assert!(
+        log.contains("applied now: upstream \"app\" timeout"),
+        "{log}"
+    );
+    // Then a key the workers were built with too: it alone waits for a restart.
+    write("5s", "20s");
+    signal(&child.0, Signal::HUP);
+    let log = until("restart to apply");
+    assert!(
+        log.contains("restart to apply (in use until then): limits.header_timeout\n"),
+        "{log}"
+    );
+    assert!(!log.contains("applied now"), "nothing else changed: {log}");
+    signal(&child.0, Signal::TERM);
+    assert!(wait_exit(&mut child.0, Duration::from_secs(15)).success());
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// Issue 24, item 1: with stderr a pipe whose reader has gone (`linerate serve 2>&1 | head
 /// -1`), SIGTERM and SIGINT were ignored. tracing-subscriber reported the failed write of the
 /// "shutting down" line with `eprintln!`, which panicked in the signal thread before it

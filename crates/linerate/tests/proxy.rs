@@ -2044,6 +2044,40 @@ fn a_hash_on_a_field_sends_each_key_to_one_server_and_uses_both() {
     assert_eq!(used.len(), 2, "15 keys all on one server: {by_user:?}");
 }
 
+/// Issue 50, §2 item 9: one malformed answer took its server out for `fail_timeout` with
+/// `max_fails = 1`, so a client that could make one path answer badly took healthy servers
+/// out one by one. A malformed answer is the client's 502, and no failure of the server's
+/// (nginx's default `proxy_next_upstream error timeout`, without `invalid_header`).
+#[test]
+fn a_client_cannot_take_servers_out_with_a_path_that_answers_malformed() {
+    let bad = |name: &'static str| {
+        Upstream::start(move |got, s| {
+            if got.target() == "/bad" {
+                s.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok!",
+                )
+                .unwrap();
+                return Then::Close;
+            }
+            s.write_all(&ok(name)).unwrap();
+            Then::Keep
+        })
+    };
+    let (a, b, c) = (bad("a"), bad("b"), bad("c"));
+    let dir = TempDir(
+        std::env::temp_dir().join(format!("linerate-proxy-malformed-{}", std::process::id())),
+    );
+    let proxy = proxy_balanced(&[&a, &b, &c], "max_fails = 1\nfail_timeout = \"1h\"", &dir);
+    let mut client = Client::connect(proxy.addr);
+    // The attack: one bad answer from each of two servers (round-robin's first two turns).
+    for _ in 0..2 {
+        assert_eq!(client.get("/bad").status, 502);
+    }
+    let served: std::collections::HashSet<String> =
+        (0..6).map(|_| client.get("/good").text()).collect();
+    assert_eq!(served.len(), 3, "every server still serves: {served:?}");
+}
+
 #[test]
 fn least_conn_sends_a_request_past_a_server_still_busy_with_one() {
     // Server a holds its first request until told; with it busy, the next requests (from
@@ -2111,15 +2145,7 @@ fn upstream_servers_have_their_own_metrics_and_the_log_names_the_server() {
     let (live, gone) = (up.addr.to_string(), dead.to_string());
     let mut scrape = None;
     common::eventually("the scrape counts six answers", || {
-        let mut s = TcpStream::connect(admin).unwrap();
-        s.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: admin\r\n\r\n")
-            .unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        let body = out.split_once("\r\n\r\n").unwrap().1.to_string();
-        let parsed = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string())))
-            .expect("valid exposition");
+        let parsed = scrape_metrics(admin);
         let done = metric(
             &parsed,
             "linerate_upstream_requests_total",
@@ -2192,6 +2218,161 @@ fn upstream_servers_have_their_own_metrics_and_the_log_names_the_server() {
         assert_eq!(l["upstream_addr"], live.as_str(), "{l}");
         assert!(l["upstream_time_us"].as_u64().is_some(), "{l}");
     }
+}
+
+/// Issue 50, §4 item 4: passive health logged the upstream without the server, active checks
+/// the server without the upstream. Both name both.
+#[test]
+fn passive_and_active_health_log_the_upstream_and_the_server() {
+    let (dead_p, dead_a) = (dead_addr(), dead_addr());
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("linerate-proxy-hlog-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let file = dir.0.join("linerate.toml");
+    // "p" has passive health only, "a" active checks only: each line comes from one of them.
+    std::fs::write(
+        &file,
+        format!(
+            "[[listen]]\naddr = \"127.0.0.1:0\"\n\
+             [[upstream]]\nname = \"p\"\nservers = [\"{dead_p}\"]\ntries = 1\nmax_fails = 1\n\
+             [[upstream]]\nname = \"a\"\nservers = [\"{dead_a}\"]\nmax_fails = 0\n\
+             health_check = {{ path = \"/health\", interval = \"50ms\", fails = 1 }}\n\
+             [[site]]\ndefault = true\napp = \"none\"\n\
+             [[site.proxy]]\nprefix = \"/p\"\nupstream = \"p\"\n\
+             [[site.proxy]]\nprefix = \"/a\"\nupstream = \"a\"\n"
+        ),
+    )
+    .unwrap();
+    let child = Command::new(common::bin::BIN)
+        .args([
+            "serve",
+            "--no-pin",
+            "--workers",
+            "1",
+            "--log-level",
+            "info",
+            "--config",
+        ])
+        .arg(&file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = Stopped(child);
+    let stderr = std::io::BufReader::new(child.0.stderr.take().unwrap());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(stderr) {
+            if tx.send(line.unwrap_or_default()).is_err() {
+                break;
+            }
+        }
+    });
+    let banner = common::bin::banner(&mut child.0).expect("the server starts");
+    let addr: SocketAddr = banner[0]
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http://"))
+        .expect("banner has the URL")
+        .parse()
+        .unwrap();
+    assert_eq!(Client::connect(addr).get("/p").status, 502);
+    let (mut passive, mut active) = (None, None);
+    while passive.is_none() || active.is_none() {
+        let line = rx
+            .recv_timeout(common::EVENTUALLY)
+            .unwrap_or_else(|e| panic!("no health line ({e}): {passive:?} {active:?}"));
+        if line.contains("passive health") {
+            passive = Some(line);
+        } else if line.contains("active health check failed") {
+            active = Some(line);
+        }
+    }
+    let (passive, active) = (passive.unwrap(), active.unwrap());
+    assert!(
+        passive.contains("upstream=p") && passive.contains(&format!("server={dead_p}")),
+        "{passive}"
+    );
+    assert!(
+        active.contains("upstream=a") && active.contains(&format!("server={dead_a}")),
+        "{active}"
+    );
+}
+
+/// The admin listener's `/metrics`, parsed.
+fn scrape_metrics(admin: SocketAddr) -> prometheus_parse::Scrape {
+    let mut s = TcpStream::connect(admin).unwrap();
+    s.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: admin\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let body = out.split_once("\r\n\r\n").unwrap().1.to_string();
+    prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string())))
+        .expect("valid exposition")
+}
+
+/// Issue 50, §2 item 3: every `linerate_upstream_*` counter and histogram went back to 0 on
+/// SIGHUP, even for a server the new file still names (site counters survived).
+#[test]
+fn a_reload_keeps_the_counts_of_an_upstream_server_that_is_still_there() {
+    let (a, b) = (Upstream::answering(ok("a")), Upstream::answering(ok("b")));
+    let dir = TempDir(
+        std::env::temp_dir().join(format!("linerate-proxy-hup-metrics-{}", std::process::id())),
+    );
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let admin = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let file = dir.0.join("linerate.toml");
+    let write = |servers: &[&Upstream]| {
+        let list: Vec<String> = servers.iter().map(|u| format!("\"{}\"", u.addr)).collect();
+        std::fs::write(
+            &file,
+            format!(
+                "[admin]\naddr = \"{admin}\"\n[[listen]]\naddr = \"127.0.0.1:0\"\n\
+                 [[upstream]]\nname = \"app\"\nservers = [{}]\n\
+                 [[site]]\ndefault = true\napp = \"none\"\n[[site.proxy]]\nprefix = \"/\"\nupstream = \"app\"\n",
+                list.join(", ")
+            ),
+        )
+        .unwrap();
+    };
+    write(&[&a]);
+    let px = common::bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let mut c = Client::connect(px.addr);
+    for _ in 0..3 {
+        assert_eq!(c.get("/").text(), "a");
+    }
+    // The same server, and a second one: b answering shows the new file is in use.
+    write(&[&a, &b]);
+    common::bin::signal(&px.child, rustix::process::Signal::HUP);
+    common::eventually("b joins", || c.get("/").text() == "b");
+    let live = a.addr.to_string();
+    let answered = a.seen().len() as f64;
+    assert!(answered >= 3.0);
+    let mut scrape = None;
+    common::eventually("every answer of a counted", || {
+        let s = scrape_metrics(admin);
+        let done = metric(
+            &s,
+            "linerate_upstream_duration_seconds_count",
+            &[("server", &live)],
+        ) == answered;
+        scrape = Some(s);
+        done
+    });
+    let scrape = scrape.unwrap();
+    assert_eq!(
+        metric(
+            &scrape,
+            "linerate_upstream_requests_total",
+            &[("server", &live), ("class", "2xx")]
+        ),
+        answered,
+        "a's answers before the reload are still counted"
+    );
 }
 
 /// The value of `name` with exactly these labels.

@@ -162,3 +162,17 @@ fn redirect_to_https_sends_the_addr_listener_to_the_tls_port() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 50, §4 item 5: HTTP/3 was served but named nowhere in the help.
+#[test]
+fn help_names_http3() {
+    for args in [&["serve", "--help"][..], &["--help"][..]] {
+        let out = std::process::Command::new(common::bin::BIN)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("HTTP/3"), "{args:?}: {text}");
+    }
+}

@@ -17,6 +17,8 @@ pub const MAX_CPU: usize = 1023;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum UnitError {
     Duration(String),
+    /// A timeout of 0, which would expire at once (see [`timeout`]).
+    ZeroTimeout(String),
     CpuList(String),
     /// A CPU number past [`MAX_CPU`]: no Linux process can run there.
     CpuTooHigh(String, usize),
@@ -29,6 +31,12 @@ impl fmt::Display for UnitError {
         match self {
             UnitError::Duration(s) => {
                 write!(f, "invalid duration {s:?} (expected e.g. 10s, 500ms, 2m)")
+            }
+            UnitError::ZeroTimeout(s) => {
+                write!(
+                    f,
+                    "{s:?} is no time: a timeout of 0 would expire at once (expected more than 0, e.g. 10s)"
+                )
             }
             UnitError::CpuList(s) => {
                 write!(f, "invalid CPU list {s:?} (expected e.g. 1 or 0,2-3)")
@@ -69,6 +77,17 @@ pub fn duration(s: &str) -> Result<Duration, UnitError> {
         _ => return Err(bad()),
     };
     Duration::try_from_secs_f64(n * scale).map_err(|_| bad())
+}
+
+/// A timeout: a [`duration`] more than 0. Zero is refused rather than read as "expire at
+/// once" (every request would fail) or as "off" (a peer could then hold a connection
+/// forever); a key whose 0 means something says so and parses with [`duration`].
+pub fn timeout(s: &str) -> Result<Duration, UnitError> {
+    let d = duration(s)?;
+    if d.is_zero() {
+        return Err(UnitError::ZeroTimeout(s.to_owned()));
+    }
+    Ok(d)
 }
 
 /// Parses a byte count: a bare number of bytes, or one with `KiB`, `MiB`, `GiB`, `TiB` (also
@@ -255,6 +274,20 @@ mod tests {
             duration("5d").unwrap_err().to_string(),
             "invalid duration \"5d\" (expected e.g. 10s, 500ms, 2m)"
         );
+    }
+
+    /// A timeout of 0 would expire at once: refused, however it is written.
+    #[test]
+    fn timeouts_are_durations_more_than_zero() {
+        for zero in ["0", "0s", "0ms", "0.0s", "0us"] {
+            assert!(
+                matches!(timeout(zero), Err(UnitError::ZeroTimeout(_))),
+                "{zero:?}"
+            );
+        }
+        assert_eq!(timeout("1us").ok(), Some(Duration::from_micros(1)));
+        assert_eq!(timeout("5s").ok(), Some(Duration::from_secs(5)));
+        assert!(matches!(timeout("5d"), Err(UnitError::Duration(_))));
     }
 
     #[test]

@@ -605,6 +605,8 @@ pub struct CertPair {
 #[derive(Clone, Debug)]
 pub struct Redirect {
     pub prefix: String,
+    /// The path must be `prefix` exactly (nginx's `location = /`), not merely start with it.
+    pub exact: bool,
     pub to: String,
     /// 301, 302, 303, 307 or 308.
     pub status: u16,

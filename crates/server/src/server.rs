@@ -465,7 +465,7 @@ impl Server {
         if any_tls {
             tracing::info!(
                 ktls,
-                ciphers = ?kernel_ciphers,
+                ciphers = %kernel_ciphers,
                 "HTTPS: {}",
                 if ktls {
                     "kernel TLS after each handshake (sendfile for files)"

@@ -72,9 +72,7 @@ pub(crate) fn site_counters(labels: &[String], old: &[SiteCounters]) -> Arc<[Sit
                 ..SiteCounters::default()
             };
             if let Some(o) = old.iter().find(|o| &o.site == l) {
-                for (n, v) in c.requests.iter().zip(&o.requests) {
-                    n.store(v.load(Relaxed), Relaxed);
-                }
+                copy_all(&c.requests, &o.requests);
                 c.bytes_out.store(o.bytes_out.load(Relaxed), Relaxed);
             }
             c
@@ -104,6 +102,25 @@ impl UpCounters {
             server,
             ..UpCounters::default()
         }
+    }
+
+    /// Counters for `server` of `upstream` that go on from the same server's counts in
+    /// `old` (a reload keeps a server that is still there counting, as it keeps a site's):
+    /// its answers, errors and histogram. Its connection gauges and health are the new
+    /// pools' to publish.
+    pub(crate) fn carried(upstream: &str, server: String, old: &[UpCounters]) -> UpCounters {
+        let c = UpCounters::new(upstream, server);
+        if let Some(o) = old
+            .iter()
+            .find(|o| o.upstream == c.upstream && o.server == c.server)
+        {
+            copy_all(&c.requests, &o.requests);
+            copy_all(&c.errors, &o.errors);
+            copy_all(&c.duration_buckets, &o.duration_buckets);
+            c.duration_sum_us
+                .store(o.duration_sum_us.load(Relaxed), Relaxed);
+        }
+        c
     }
 
     /// An exchange answered `status`, `us` microseconds after it was sent.
@@ -216,6 +233,13 @@ fn timed(buckets: &[AtomicU64], sum: &AtomicU64, us: u64) {
 fn add_all(into: &mut [u64], from: &[AtomicU64]) {
     for (v, a) in into.iter_mut().zip(from) {
         *v += a.load(Relaxed);
+    }
+}
+
+/// Each counter of `into` set to the one beside it in `from` (counts carried over a reload).
+fn copy_all(into: &[AtomicU64], from: &[AtomicU64]) {
+    for (n, v) in into.iter().zip(from) {
+        n.store(v.load(Relaxed), Relaxed);
     }
 }
 

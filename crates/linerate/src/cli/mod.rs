@@ -5,6 +5,7 @@
 
 mod lab;
 pub mod load;
+mod reload;
 mod serve;
 
 use std::process::ExitCode;
@@ -18,7 +19,7 @@ use serve::ServeArgs;
 #[command(
     name = "linerate",
     version,
-    about = "A fast, strict HTTP/1.1 and HTTP/2 server, load generator and lab",
+    about = "A fast, strict HTTP/1.1, HTTP/2 and HTTP/3 server, load generator and lab",
     args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
@@ -30,8 +31,8 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve HTTP/1.1 and HTTP/2, with TLS (the default): static files, sites, and the demo app
-    /// (TechEmpower and HttpArena endpoints).
+    /// Serve HTTP/1.1, HTTP/2 and HTTP/3 (QUIC, with --quic), with TLS (the default): static
+    /// files, sites, a reverse proxy, and the demo app (TechEmpower and HttpArena endpoints).
     Serve(Box<ServeArgs>),
     /// Generate HTTP/1.1 or HTTP/2 load against a URL (wrk-style flags; honest latency with
     /// --rate).

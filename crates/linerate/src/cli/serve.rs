@@ -66,10 +66,10 @@ pub(crate) struct ServeArgs {
           default_value_t = defaults::MAX_STREAM_BODY_BYTES)]
     max_stream_body_bytes: u64,
     /// HEADER_TIMEOUT: from a request's first byte to the end of its head (408 after), e.g. 10s.
-    #[arg(long, value_parser = units::duration, default_value = "10s")]
+    #[arg(long, value_parser = units::timeout, default_value = "10s")]
     header_timeout: Duration,
     /// BODY_TIMEOUT: longest gap between reads of a request body (408 after).
-    #[arg(long, value_parser = units::duration, default_value = "30s")]
+    #[arg(long, value_parser = units::timeout, default_value = "30s")]
     body_timeout: Duration,
     /// MIN_BODY_RATE: slowest average a request body may arrive at (bytes/s, e.g. 1KiB); it
     /// must be whole by BODY_TIMEOUT after it starts plus a second per MIN_BODY_RATE bytes
@@ -78,11 +78,11 @@ pub(crate) struct ServeArgs {
           default_value_t = defaults::MIN_BODY_RATE)]
     min_body_rate: u64,
     /// KEEPALIVE_TIMEOUT: how long an idle keep-alive connection stays open.
-    #[arg(long, value_parser = units::duration, default_value = "60s")]
+    #[arg(long, value_parser = units::timeout, default_value = "60s")]
     keepalive_timeout: Duration,
     /// SEND_TIMEOUT: longest wait for a client to read a response; then the connection is
     /// reset, so its unsent data does not stay queued in the kernel.
-    #[arg(long, value_parser = units::duration, default_value = "30s")]
+    #[arg(long, value_parser = units::timeout, default_value = "30s")]
     send_timeout: Duration,
     /// MIN_SEND_RATE: slowest average a response that waits on its client may be read at
     /// (bytes/s, e.g. 1KiB); it must be out by SEND_TIMEOUT after the wait starts plus a
@@ -104,7 +104,8 @@ pub(crate) struct ServeArgs {
     /// worker (0: no limit); the next is closed before a byte is read.
     #[arg(long, value_name = "N", default_value_t = 0)]
     max_conns_per_client: u32,
-    /// DRAIN_TIMEOUT: on SIGTERM/SIGINT, how long in-flight requests may take.
+    /// DRAIN_TIMEOUT: on SIGTERM/SIGINT, how long in-flight requests may take (0: exit
+    /// without waiting).
     #[arg(long, value_parser = units::duration, default_value = "10s")]
     drain_timeout: Duration,
     /// Admin listener for `/metrics` (Prometheus text format) and `/healthz`, e.g.
@@ -132,12 +133,12 @@ pub(crate) struct ServeArgs {
     proxy: Vec<ProxyArg>,
     /// --proxy upstreams: the most time to establish a connection (then the next try, or
     /// 502 and the server counted as failing).
-    #[arg(long, value_parser = units::duration, value_name = "DURATION", default_value = "5s")]
+    #[arg(long, value_parser = units::timeout, value_name = "DURATION", default_value = "5s")]
     proxy_connect_timeout: Duration,
     /// --proxy upstreams: the most time a request waits to be sent, for the first byte of
     /// the answer (then 504), and between two reads of it (then the client is cut off); also
     /// how long an upgraded (WebSocket) tunnel may pass no byte.
-    #[arg(long, value_parser = units::duration, value_name = "DURATION", default_value = "60s")]
+    #[arg(long, value_parser = units::timeout, value_name = "DURATION", default_value = "60s")]
     proxy_timeout: Duration,
     /// --proxy upstreams: idle keep-alive connections each worker keeps per server (more
     /// than the exchanges in flight at once is never used; fewer closes and reopens
@@ -289,6 +290,7 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let explicit = |flag: &str| a.explicit.iter().any(|e| e == flag);
+    let file_log_level = file.as_ref().and_then(|f| f.log_level.clone());
     let log_level = match &file {
         Some(f) if !explicit("log_level") => f.log_level.clone().unwrap_or(a.log_level.clone()),
         _ => a.log_level.clone(),
@@ -418,9 +420,22 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     // certificates); without one, the certificates.
     let on_hup: Box<dyn Fn(&linerate_server::ControlHandle) + Send> = match &a.config {
         Some(path) => {
-            let (path, explicit, running) = (path.clone(), a.explicit.clone(), config.clone());
+            let (path, explicit) = (path.clone(), a.explicit.clone());
+            let running = std::sync::Mutex::new(Running {
+                config: config.clone(),
+                log_level: file_log_level.clone(),
+                user: user.clone(),
+            });
             Box::new(move |control| {
-                reload_file(&path, &flags, &explicit, &running, demo_mounted, control)
+                let mut running = running.lock().unwrap_or_else(|e| e.into_inner());
+                reload_file(
+                    &path,
+                    &flags,
+                    &explicit,
+                    &mut running,
+                    demo_mounted,
+                    control,
+                )
             })
         }
         None => Box::new(linerate_server::reload_certificates),
@@ -908,7 +923,14 @@ fn summary(f: &crate::conf::FileConfig) -> String {
         .server
         .listeners
         .iter()
-        .map(|l| format!("{}{}", l.addr, if l.tls.is_some() { " (TLS)" } else { "" }))
+        .map(|l| {
+            let kind = match (&l.tls, l.quic) {
+                (Some(_), true) => " (TLS, HTTP/3)",
+                (Some(_), false) => " (TLS)",
+                (None, _) => "",
+            };
+            format!("{}{kind}", l.addr)
+        })
         .collect();
     let sites: Vec<String> = f
         .server
@@ -1005,15 +1027,24 @@ fn listeners_and_sites(server: &Server, sites: &[linerate_server::Site]) -> Stri
     out
 }
 
+/// What a reload compares the file with: the configuration in use (its sites and upstreams
+/// as the last good reload left them) and the file's keys that only the binary reads.
+struct Running {
+    config: Config,
+    log_level: Option<String>,
+    user: Option<String>,
+}
+
 /// SIGHUP with a configuration file: read it again; swap in its sites and certificates (no
-/// connection or request is dropped); say what else changed and needs a restart. A file with
-/// a mistake changes nothing. The CA is asked again about the certificates it issued
-/// (renewal information, RFC 9773), so one it revoked is replaced now.
+/// connection or request is dropped); name each key that changed, as applied now or needing
+/// a restart (`cli/reload.rs`). A file with a mistake changes nothing. The CA is asked again
+/// about the certificates it issued (renewal information, RFC 9773), so one it revoked is
+/// replaced now.
 fn reload_file(
     path: &std::path::Path,
     flags: &Config,
     explicit: &[String],
-    running: &Config,
+    running: &mut Running,
     demo_mounted: bool,
     control: &linerate_server::ControlHandle,
 ) {
@@ -1025,45 +1056,45 @@ fn reload_file(
         }
     };
     let new = overlay(f.server, flags.clone(), explicit);
-    let listeners = |c: &Config| {
-        c.listen_list()
-            .iter()
-            .map(|l| {
-                let tls = l.tls.as_ref().map(|t| t.cert.clone());
-                (l.addr.to_string(), tls)
-            })
-            .collect::<Vec<_>>()
-    };
-    if listeners(&new) != listeners(running) {
-        tracing::warn!(
-            "SIGHUP: the listeners in {} changed; restart to apply them (those in use stay)",
-            path.display()
-        );
+    let mut changes = super::reload::changes(&running.config, &new);
+    if f.log_level != running.log_level && !explicit.iter().any(|e| e == "log_level") {
+        changes.restart.push("log_level".to_string());
     }
-    let rest = |c: &Config| {
-        let mut c = c.clone();
-        c.sites.clear();
-        c.listeners.clear();
-        format!("{c:?}")
-    };
-    if rest(&new) != rest(running) {
-        tracing::warn!(
-            "SIGHUP: workers, limits, timeouts, logs or admin changed in {}; restart to apply them",
-            path.display()
-        );
+    if f.user != running.user {
+        changes.restart.push("user".to_string());
     }
     if f.demo && !demo_mounted {
-        tracing::warn!("SIGHUP: app = \"demo\" was not mounted at start; restart to mount it");
+        changes
+            .restart
+            .push("app = \"demo\" (not mounted at start)".to_string());
     }
     control.ask_ca_again();
     match control.reload_sites(&new) {
-        Ok(()) => tracing::info!(
-            sites = new.sites.len(),
-            "SIGHUP: sites and certificates reloaded from {}",
-            path.display()
-        ),
+        Ok(()) => {
+            tracing::info!(
+                sites = new.sites.len(),
+                "SIGHUP: sites and certificates reloaded from {}",
+                path.display()
+            );
+            if !changes.now.is_empty() {
+                tracing::info!("SIGHUP: applied now: {}", changes.now.join(", "));
+            }
+            let c = &mut running.config;
+            c.sites = new.sites;
+            c.upstreams = new.upstreams;
+            c.proxies = new.proxies;
+            c.compression = new.compression;
+            c.max_body_bytes = new.max_body_bytes;
+        }
         Err(e) => {
             tracing::error!("SIGHUP: sites and certificates not reloaded, those in use stay: {e}")
         }
+    }
+    if !changes.restart.is_empty() {
+        tracing::warn!(
+            "SIGHUP: changed in {}, restart to apply (in use until then): {}",
+            path.display(),
+            changes.restart.join(", ")
+        );
     }
 }

@@ -445,10 +445,13 @@ impl SiteApp {
     #[cold]
     fn find_redirect(&self, head: &RequestHead, buf: &[u8]) -> Option<Response> {
         let path = std::str::from_utf8(head.path_bytes(buf)).ok()?;
-        let (r, t) = self
-            .redirects
-            .iter()
-            .find(|(r, _)| path.starts_with(r.prefix.as_str()))?;
+        let (r, t) = self.redirects.iter().find(|(r, _)| {
+            if r.exact {
+                path == r.prefix
+            } else {
+                path.starts_with(r.prefix.as_str())
+            }
+        })?;
         let location = t.fill(path, r.prefix.len(), head.query(buf), || {
             self.host_of(head, buf)
         });

@@ -110,6 +110,29 @@ impl KernelCiphers {
     }
 }
 
+/// The ciphers in words for the log (`AES-128-GCM, AES-256-GCM, ChaCha20-Poly1305, key
+/// updates`; `none`), never the struct's Debug form.
+impl std::fmt::Display for KernelCiphers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let named = [
+            (self.aes_128_gcm, "AES-128-GCM"),
+            (self.aes_256_gcm, "AES-256-GCM"),
+            (self.chacha20_poly1305, "ChaCha20-Poly1305"),
+            (self.rekey, "key updates"),
+        ];
+        let mut first = true;
+        for (_, name) in named.iter().filter(|(on, _)| *on) {
+            f.write_str(if first { "" } else { ", " })?;
+            f.write_str(name)?;
+            first = false;
+        }
+        if first {
+            f.write_str("none")?;
+        }
+        Ok(())
+    }
+}
+
 /// Which ciphers the kernel takes: on a loopback connection per cipher, attach the ULP and
 /// install a throwaway key for TX and RX (which also makes the kernel load the crypto modules
 /// the cipher needs, as a real hand-off would). A kernel whose `tls` module loads but whose
@@ -1112,6 +1135,28 @@ fn kernel_crypto(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 50, §4 item 4: the start-up line read `ciphers=KernelCiphers { aes_128_gcm:
+    /// false, … }`.
+    #[test]
+    fn kernel_ciphers_read_as_words_in_the_log() {
+        let all = KernelCiphers {
+            aes_128_gcm: true,
+            aes_256_gcm: true,
+            chacha20_poly1305: true,
+            rekey: true,
+        };
+        let aes = KernelCiphers {
+            aes_256_gcm: true,
+            ..KernelCiphers::default()
+        };
+        assert_eq!(
+            all.to_string(),
+            "AES-128-GCM, AES-256-GCM, ChaCha20-Poly1305, key updates"
+        );
+        assert_eq!(aes.to_string(), "AES-256-GCM");
+        assert_eq!(KernelCiphers::default().to_string(), "none");
+    }
 
     #[test]
     fn a_session_goes_to_the_kernel_only_with_a_cipher_it_takes() {

@@ -151,8 +151,9 @@ struct ServerState {
 }
 
 impl ServerState {
-    /// A failure at `now`: after `max_fails` within the window the server is out for it.
-    fn failed(&mut self, load: &mut ServerLoad, up: &Upstream, now: u64) {
+    /// A failure of server `si` of `up` at `now`: after `max_fails` within the window the
+    /// server is out for it.
+    fn failed(&mut self, load: &mut ServerLoad, up: &Upstream, si: usize, now: u64) {
         if up.max_fails == 0 {
             return;
         }
@@ -165,7 +166,17 @@ impl ServerState {
         if self.fails >= up.max_fails && !self.checked_down {
             load.down_until = now + window;
             self.fails = 0;
-            tracing::warn!(upstream = %up.name, "an upstream server is taken out for {window} ms after failing");
+            // The same fields as the active checks' lines: which upstream, which server.
+            let server = up
+                .servers
+                .get(si)
+                .map_or_else(|| "-".to_string(), |s| s.addr.to_string());
+            tracing::warn!(
+                upstream = %up.name,
+                %server,
+                "passive health: server taken out for {window} ms after {} failures",
+                up.max_fails
+            );
         }
     }
 }
@@ -198,7 +209,8 @@ impl ServerState {
 
 impl Pools {
     /// Makes room for `sites`' upstreams (at the start, and after a reload emptied them);
-    /// publishes their counters to `counters` when metrics are on.
+    /// publishes their counters to `counters` when metrics are on. A server still there after
+    /// a reload (same upstream name and address) keeps its counts.
     fn fit(&mut self, sites: &SiteSet, counters: Option<&Counters>) {
         if self.groups.len() == sites.upstreams.len() {
             return;
@@ -211,7 +223,7 @@ impl Pools {
                 stats.extend(
                     u.servers
                         .iter()
-                        .map(|s| UpCounters::new(&u.name, s.addr.to_string())),
+                        .map(|s| UpCounters::carried(&u.name, s.addr.to_string(), &self.stats)),
                 );
             }
         }
@@ -331,8 +343,9 @@ struct Relay<'a> {
     server: usize,
     /// Its counters, when metrics are on.
     stats: Option<&'a UpCounters>,
-    /// Its address, for the access log.
+    /// Its address, for the access log; its upstream's name, for the error log.
     addr: Option<&'a UpstreamAddr>,
+    upstream: &'a str,
     /// An active check's connection: the status that passes.
     probe: Option<u16>,
     after: &'a mut After,
@@ -348,6 +361,11 @@ fn client(slots: &mut [super::Slot], token: Token) -> Option<&mut super::Live> {
 }
 
 impl Relay<'_> {
+    /// The server's address for the error log (`-` when the reload removed it).
+    fn server_name(&self) -> String {
+        self.addr.map_or_else(|| "-".to_string(), |a| a.to_string())
+    }
+
     /// Logs and counts the exchange's answer.
     fn account(&mut self, status: u16, bytes: u64, link: &Link) {
         let now = crate::sys::monotonic_us();
@@ -623,7 +641,7 @@ impl h1c::Exchange for Relay<'_> {
         };
         self.after.finished = Some(link.client);
         self.after.client = Some(link.client);
-        self.after.server_failed = !matches!(error, UpError::Unsolicited);
+        self.after.server_failed = error.counts_against_server(link.answered);
         if let Some(st) = self.stats {
             st.failed(match error {
                 UpError::Connect | UpError::Timeout(h1c::Phase::Connect) => 0,
@@ -684,10 +702,10 @@ impl h1c::Exchange for Relay<'_> {
                 UpError::Timeout(_) => 504,
                 _ => 502,
             };
-            tracing::warn!(error = %error, status, auth, "upstream exchange failed");
+            tracing::warn!(upstream = %self.upstream, server = %self.server_name(), error = %error, status, auth, "upstream exchange failed");
             self.answer_error(status, &link);
         } else {
-            tracing::warn!(error = %error, "upstream exchange failed after its answer began");
+            tracing::warn!(upstream = %self.upstream, server = %self.server_name(), error = %error, "upstream exchange failed after its answer began");
             self.close_pipe(link.pipe.take(), link.client, link.id);
             if let Some(live) = client(self.slots, link.client) {
                 live.conn.stream_abort(link.id, self.cx);
@@ -759,11 +777,11 @@ impl<B: Backend> Worker<B> {
             Submitted::Done(()) => conn.connected(now),
             Submitted::Pending => {}
             Submitted::Failed => {
-                tracing::warn!(server = %up.servers[server].addr, "upstream connect failed");
+                tracing::warn!(upstream = %up.name, server = %up.servers[server].addr, "upstream connect failed");
                 self.backend.detach(token);
                 self.free.push(idx);
                 let g = &mut self.pools.groups[gi];
-                g.servers[server].failed(&mut g.loads[server], up, now);
+                g.servers[server].failed(&mut g.loads[server], up, server, now);
                 let mut job = job;
                 job.failed_server = Some(server);
                 if job.tries + 1 < up.tries {
@@ -966,6 +984,12 @@ impl<B: Backend> Worker<B> {
                     .get(up.group)
                     .and_then(|u| u.servers.get(up.server))
                     .map(|s| &s.addr),
+                upstream: self
+                    .io
+                    .sites
+                    .upstreams
+                    .get(up.group)
+                    .map_or("-", |u| u.name.as_str()),
                 probe: up.probe.then(|| {
                     self.io
                         .sites
@@ -995,7 +1019,7 @@ impl<B: Backend> Worker<B> {
             if after.server_failed
                 && let Some(conf) = self.io.sites.upstreams.get(up.group)
             {
-                s.failed(load, conf, now);
+                s.failed(load, conf, up.server, now);
             }
             if after.finished.is_some() {
                 load.active = load.active.saturating_sub(1);
@@ -1309,11 +1333,12 @@ impl<B: Backend> Worker<B> {
             return;
         }
         if s.checked(pass, load, &check) {
-            let server = &self.io.sites.upstreams[gi].servers[si].addr;
+            let up = &self.io.sites.upstreams[gi];
+            let (upstream, server) = (&up.name, &up.servers[si].addr);
             if s.checked_down {
-                tracing::warn!(%server, "active health check failed {} times: server taken out", check.fails);
+                tracing::warn!(%upstream, %server, "active health check failed {} times: server taken out", check.fails);
             } else {
-                tracing::info!(%server, "active health check passed {} times: server back", check.passes);
+                tracing::info!(%upstream, %server, "active health check passed {} times: server back", check.passes);
             }
             let down = if s.checked_down { u64::MAX } else { 0 };
             if let Some(st) = self.pools.stats(gi, si) {
@@ -1478,7 +1503,7 @@ mod tests {
 
     /// Server `i` of `g` failed at `now`.
     fn fail(g: &mut Group, i: usize, up: &Upstream, now: u64) {
-        g.servers[i].failed(&mut g.loads[i], up, now);
+        g.servers[i].failed(&mut g.loads[i], up, i, now);
     }
 
     #[test]
@@ -1547,7 +1572,7 @@ mod tests {
             ..ServerLoad::default()
         };
         s.checked_down = true;
-        s.failed(&mut load, &up, 5);
+        s.failed(&mut load, &up, 0, 5);
         assert_eq!(load.down_until, u64::MAX);
     }
 }

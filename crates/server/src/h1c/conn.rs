@@ -75,6 +75,20 @@ pub(crate) enum UpError {
 }
 
 impl UpError {
+    /// Whether this failure counts against the server for passive health (`max_fails`), as
+    /// nginx's default `proxy_next_upstream error timeout`: the server could not be reached,
+    /// did not answer in time, or closed before answering. A malformed or unsolicited answer
+    /// (nginx's `invalid_header`) is not: it is this request's answer, and a client that can
+    /// make one path answer badly must not take healthy servers out one by one. An answer
+    /// cut after it began is not either (the caller passes `answered`).
+    pub(crate) fn counts_against_server(self, answered: bool) -> bool {
+        !answered
+            && matches!(
+                self,
+                UpError::Connect | UpError::Timeout(_) | UpError::Closed
+            )
+    }
+
     /// Whether nothing of a response arrived, so the request got no answer at all.
     #[allow(dead_code)] // the Upgrade tunnel and streamed request bodies (issue 25's next steps)
     pub(crate) fn unanswered(self) -> bool {

@@ -437,3 +437,30 @@ fn a_head_over_the_limit_is_malformed() {
         )]
     );
 }
+
+/// Passive health counts what nginx's default `proxy_next_upstream error timeout` counts:
+/// an unreachable, silent or closing server; never an answer that is malformed, unasked for
+/// or cut after it began (issue 50, §2 item 9).
+#[test]
+fn only_errors_and_timeouts_before_an_answer_count_against_a_server() {
+    #[rustfmt::skip]
+    let table = [
+        (UpError::Connect, false, true),
+        (UpError::Timeout(Phase::Connect), false, true),
+        (UpError::Timeout(Phase::Send), false, true),
+        (UpError::Timeout(Phase::FirstByte), false, true),
+        (UpError::Closed, false, true),
+        (UpError::Malformed(ResponseError::StatusLine), false, false),
+        (UpError::Malformed(ResponseError::ContentLength), false, false),
+        (UpError::Unsolicited, false, false),
+        (UpError::CutOff, true, false),
+        (UpError::Timeout(Phase::Read), true, false),
+    ];
+    for (error, answered, counts) in table {
+        assert_eq!(
+            error.counts_against_server(answered),
+            counts,
+            "{error} (answered: {answered})"
+        );
+    }
+}
