@@ -35,7 +35,7 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::stats::Counters;
-use access_log::{AccessEntry, LogBuffer};
+use access_log::LogBuffer;
 use deferred::{Done, Inbox};
 use files::StaticFiles;
 use response::Response;
@@ -80,7 +80,7 @@ impl App {
             router,
             max_stream_body_bytes: config.max_stream_body_bytes,
             max_deferred_per_worker: config.max_deferred_per_worker,
-            logs: config.access_log.is_some()
+            logs: config.logs()
                 || !config.upstreams.is_empty()
                 || !config.trusted_proxies.is_empty()
                 || config.max_conns_per_client > 0
@@ -88,7 +88,7 @@ impl App {
                 || config.sites.iter().any(|s| !s.access.is_empty()),
             trusted: config.trusted_proxies.clone(),
             metrics: config.admin.is_some(),
-            timing: config.admin.is_some() || config.access_log.is_some(),
+            timing: config.admin.is_some() || config.logs(),
         }
     }
 }
@@ -176,19 +176,12 @@ impl AppIo {
                 s.answered(resp.status, body_bytes(meta.head, &resp) as u64);
             }
         }
-        if let (Some(log), Some(m)) = (self.log.as_mut(), meta.log.as_ref()) {
-            log.push(&AccessEntry {
-                peer: m.peer,
-                method: &m.method,
-                target: &m.target,
-                version: m.version,
-                status: resp.status,
-                bytes: body_bytes(meta.head, &resp),
-                referer: m.referer.as_deref(),
-                user_agent: m.user_agent.as_deref(),
-                request_time_us: Some(us),
-                upstream: None,
-            });
+        if let (Some(log), Some(m), Some(sink)) = (self.log.as_mut(), meta.log.as_ref(), site.log) {
+            let bytes = body_bytes(meta.head, &resp);
+            log.push(
+                sink,
+                &m.entry(resp.status, bytes, us, &site.server_name, None),
+            );
         }
         (token, id, resp, meta.head)
     }
