@@ -837,7 +837,7 @@ mod tests {
         ] {
             let mut head = RequestHead::new();
             head.parse(req, &Default::default()).unwrap();
-            let upstream = proxied.then(|| UpstreamEntry {
+            let upstream = proxied.then_some(UpstreamEntry {
                 addr: &UP,
                 status: 504,
                 time_us: 41_000,
@@ -871,6 +871,12 @@ mod tests {
             },
         );
         assert_eq!(batch(b, &rx), "https://- - - - - - -\n");
+        // HTTP/3 is https, on a connection not marked as TLS.
+        let h3 = AccessEntry {
+            version: Version::Http3,
+            ..PLAIN
+        };
+        assert_eq!(template_line("$scheme", &h3, false), "https\n");
     }
 
     /// A buffer keeps, for an answer given later, only what its templates write.

@@ -720,7 +720,7 @@ impl<B: Backend> Worker<B> {
     /// Answers a job that cannot be sent anywhere, and logs it (with the server whose
     /// connection failed last, when one did).
     fn refuse(&mut self, mut job: Box<Job>, status: u16, sh: &Shared) {
-        let sites = self.io.sites.clone();
+        let sites = &self.io.sites;
         let site = sites.sites.get(job.site);
         let resp = site
             .error_page(status)

@@ -9,6 +9,8 @@
 use std::fmt::{self, Write as _};
 use std::sync::Arc;
 
+use linerate_http1::Version;
+
 use super::{AccessEntry, Clock, Fields, RefusedEntry, escape_byte, escape_into, protocol, word};
 
 /// A checked template: what `access_log_format` holds when it names `$fields`.
@@ -309,7 +311,8 @@ fn field(out: &mut String, f: &Field, e: &Entry<'_>, clock: &Clock, kept: &[Box<
         }
         Field::Scheme => {
             let tls = match e {
-                Entry::Served(s) => s.tls,
+                // QUIC is always TLS (its connections are not marked as TLS ones are).
+                Entry::Served(s) => s.tls || s.version == Version::Http3,
                 Entry::Refused(r) => r.tls,
             };
             out.push_str(if tls { "https" } else { "http" });
