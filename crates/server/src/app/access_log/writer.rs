@@ -229,3 +229,51 @@ fn open(target: &LogTarget) -> std::io::Result<Box<dyn std::io::Write + Send>> {
         })?),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Site;
+
+    /// Each site logs to its own log, else the server's; a reload's site log that was not
+    /// open at start is refused, naming the site; sites naming one file share its writer.
+    #[test]
+    fn sites_route_to_their_own_log_else_the_servers() {
+        let d = std::env::temp_dir().join(format!("linerate-logs-route-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let file = |n: &str| LogTarget::File(d.join(n));
+        let site = |log: Option<&str>, format: Option<LogFormat>| Site {
+            access_log: log.map(file),
+            access_log_format: format,
+            ..Site::default()
+        };
+        let mut config = Config {
+            access_log: Some(file("all.log")),
+            sites: vec![
+                site(None, None),
+                site(Some("a.log"), None),
+                site(None, Some(LogFormat::Json)),
+                site(Some("a.log"), None),
+            ],
+            ..Config::default()
+        };
+        let logs = Logs::start(&config).unwrap().unwrap();
+        // all.log (combined), a.log (combined), all.log (json): two files, three sinks.
+        assert_eq!(logs.writers.len(), 2);
+        assert_eq!(logs.sinks.len(), 3);
+        assert_eq!(
+            logs.route(&config).unwrap(),
+            vec![Some(0), Some(1), Some(2), Some(1)]
+        );
+        config.sites[0] = site(Some("new.log"), None);
+        let e = logs.route(&config).unwrap_err();
+        assert_eq!(e.part, Part::SiteLog(0));
+        assert!(e.to_string().contains("was not open at start"), "{e}");
+        // Without a log of the server's, a site without its own is not logged.
+        config.access_log = None;
+        config.sites = vec![site(None, None), site(Some("a.log"), None)];
+        let logs = Logs::start(&config).unwrap().unwrap();
+        assert_eq!(logs.route(&config).unwrap(), vec![None, Some(0)]);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
