@@ -64,6 +64,7 @@ pub struct Places {
 #[derive(Debug, Default)]
 struct SitePlaces {
     at: Place,
+    access_log: Option<Place>,
     roots: Vec<Place>,
     error_pages: Vec<Place>,
     redirects: Vec<Place>,
@@ -81,6 +82,7 @@ impl Places {
             Part::AccessLog => self.access_log,
             Part::User => self.user,
             Part::Site(i) => site(i).map(|s| s.at),
+            Part::SiteLog(i) => site(i).map(|s| s.access_log.unwrap_or(s.at)),
             Part::Root { site: i, mount } => site(i).and_then(|s| s.roots.get(mount).copied()),
             Part::ErrorPage { site: i, index } => {
                 site(i).and_then(|s| s.error_pages.get(index).copied())
@@ -457,6 +459,9 @@ struct RawSite {
     /// Content types by extension: `types = { wasm = "application/wasm" }`.
     #[serde(default)]
     types: BTreeMap<Spanned<String>, Spanned<String>>,
+    /// The site's own access log (instead of the server's), and its format.
+    access_log: Option<Spanned<String>>,
+    access_log_format: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -637,6 +642,29 @@ impl Cx<'_> {
     }
 
     /// A path from the file, relative to its directory.
+    /// An `access_log` value: `-` for stdout, else a file.
+    fn log_target(&self, v: &Spanned<String>) -> linerate_server::LogTarget {
+        if v.get_ref() == "-" {
+            linerate_server::LogTarget::Stdout
+        } else {
+            linerate_server::LogTarget::File(self.path(v))
+        }
+    }
+
+    /// An `access_log_format` value; a template's mistake names its place in the value.
+    fn log_format(
+        &self,
+        f: &Spanned<String>,
+    ) -> Result<linerate_server::access_log::LogFormat, ConfError> {
+        use linerate_server::access_log::{LogFormat, LogFormatError};
+        LogFormat::parse(f.get_ref()).map_err(|e| match e {
+            LogFormatError::Unknown => self.err(f.span(), format!("access_log_format {e}")),
+            LogFormatError::Template(t) => {
+                self.err(self.within(f, t.at()), format!("access_log_format: {t}"))
+            }
+        })
+    }
+
     fn path(&self, v: &Spanned<String>) -> PathBuf {
         let p = Path::new(v.get_ref());
         if p.is_absolute() {
@@ -701,20 +729,10 @@ impl Cx<'_> {
         }
         if let Some(log) = &raw.access_log {
             places.access_log = Some(self.place(log.span()));
-            c.access_log = Some(if log.get_ref() == "-" {
-                linerate_server::LogTarget::Stdout
-            } else {
-                linerate_server::LogTarget::File(self.path(log))
-            });
+            c.access_log = Some(self.log_target(log));
         }
         if let Some(f) = &raw.access_log_format {
-            use linerate_server::access_log::{LogFormat, LogFormatError};
-            c.access_log_format = LogFormat::parse(f.get_ref()).map_err(|e| match e {
-                LogFormatError::Unknown => self.err(f.span(), format!("access_log_format {e}")),
-                LogFormatError::Template(t) => {
-                    self.err(self.within(f, t.at()), format!("access_log_format: {t}"))
-                }
-            })?;
+            c.access_log_format = self.log_format(f)?;
         }
         if let Some(a) = &raw.admin.addr {
             places.admin = Some(self.place(a.span()));
@@ -1569,6 +1587,14 @@ impl Cx<'_> {
             }
             seen.push((name.clone(), n.span()));
             site.names.push(name);
+        }
+        if let Some(log) = &raw.access_log {
+            places.access_log = Some(self.place(log.span()));
+            site.access_log = Some(self.log_target(log));
+        }
+        if let Some(f) = &raw.access_log_format {
+            places.access_log.get_or_insert(self.place(f.span()));
+            site.access_log_format = Some(self.log_format(f)?);
         }
         if let Some(t) = &raw.tls {
             if site.names.is_empty() {

@@ -1439,6 +1439,93 @@ addr = "127.0.0.1:0"
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// Whether `t` is an RFC 3339 UTC time to the second: `1994-11-06T08:49:37+00:00`.
+fn rfc3339(t: &str) -> bool {
+    let digits = |r: std::ops::Range<usize>| {
+        t.get(r)
+            .is_some_and(|d| d.bytes().all(|b| b.is_ascii_digit()))
+    };
+    t.len() == 25
+        && digits(0..4)
+        && &t[4..5] == "-"
+        && digits(5..7)
+        && &t[7..8] == "-"
+        && digits(8..10)
+        && &t[10..11] == "T"
+        && digits(11..13)
+        && &t[13..14] == ":"
+        && digits(14..16)
+        && &t[16..17] == ":"
+        && digits(17..19)
+        && &t[19..] == "+00:00"
+}
+
+/// Issue 50, section 4 item 2: a `[[site]]` could not have its own access log (the key was
+/// refused). Its requests go to its own file, in its own format, instead of the server's
+/// log; the other site's requests and a refused one (the default site's) go to the server's
+/// JSON log, whose `time` is RFC 3339 (it was `06/Nov/1994:08:49:37 +0000`).
+#[test]
+fn a_site_logs_to_its_own_access_log_instead_of_the_servers() {
+    let d = dir("site-log");
+    tree(&d);
+    let file = d.join("linerate.toml");
+    std::fs::write(
+        &file,
+        r#"access_log = "access.log"
+access_log_format = "json"
+[[listen]]
+addr = "127.0.0.1:0"
+[[site]]
+names = ["one.test"]
+root = [{ prefix = "/", dir = "one" }]
+access_log = "one.log"
+access_log_format = '$host $scheme "$request" $status $http_x_request_id $upstream_status'
+[[site]]
+names = ["two.test"]
+default = true
+root = [{ prefix = "/", dir = "two" }]
+"#,
+    )
+    .unwrap();
+    let mut s = serve(&["--config", file.to_str().unwrap()]);
+    let mut c = Client::connect(s.addr);
+    c.send(b"GET /index.html HTTP/1.1\r\nHost: ONE.test:8080\r\nX-Request-ID: r-1\r\n\r\n");
+    assert_eq!(c.read_response().status, 200);
+    assert_eq!(get(s.addr, "two.test", "/").status, 200);
+    let mut c = Client::connect(s.addr);
+    c.send(b"GET /a<b> HTTP/1.1\r\nHost: one.test\r\n\r\n");
+    assert_eq!(c.read_response().status, 400);
+
+    // Stopped gracefully, the server writes every line before it exits.
+    common::bin::signal(&s.child, rustix::process::Signal::TERM);
+    assert!(common::bin::wait_exit(&mut s.child, common::EVENTUALLY).success());
+    let (one, all) = (d.join("one.log"), d.join("access.log"));
+    let site = std::fs::read_to_string(&one).unwrap();
+    assert_eq!(
+        site, "one.test http \"GET /index.html HTTP/1.1\" 200 r-1 -\n",
+        "the site's log"
+    );
+    let text = std::fs::read_to_string(&all).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(
+        (&lines[0]["target"], &lines[0]["status"]),
+        (&serde_json::json!("/"), &serde_json::json!(200))
+    );
+    assert_eq!(
+        (&lines[1]["target"], &lines[1]["status"]),
+        (&serde_json::json!("/a<b>"), &serde_json::json!(400))
+    );
+    for l in &lines {
+        let time = l["time"].as_str().unwrap_or_default();
+        assert!(rfc3339(time), "{l}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// Issue 24, item 4: a start-up refusal of a configured value named no place in the file (a
 /// port another process holds; `cpus` blamed `--cpus`, a flag never given). Each names
 /// FILE:LINE:COLUMN now, in one line; so does a root the server could not search (item 5: it
@@ -1482,6 +1569,12 @@ fn start_up_refusals_name_the_file_line_and_column() {
             format!("{user}{listen}{site}[[site.root]]\ndir = \"locked\"\n"),
             format!("{line}:7"),
             "cannot be read",
+        ),
+        // Issue 50: a site's own access log that cannot be opened names its place.
+        (
+            format!("{listen}{site}access_log = \"no-such-dir/site.log\"\n"),
+            "5:14".into(),
+            "cannot open access log",
         ),
     ];
     let mut wrong = Vec::new();

@@ -441,6 +441,26 @@ fn the_annotated_config_example_checks_and_serves() {
     }
     signal(&child.0, rustix::process::Signal::TERM);
     assert!(wait_exit(&mut child.0, common::EVENTUALLY).success());
+    // api.example.com's requests went to its own log, in its own format, and not to the
+    // server's.
+    let api = std::fs::read_to_string(d.join("var/log/linerate/api.log")).unwrap();
+    assert_eq!(
+        api,
+        "api.example.com http \"GET /plaintext HTTP/1.1\" 200 - -\n\
+         api.example.com https \"GET /plaintext HTTP/2.0\" 200 - -\n"
+    );
+    let all = std::fs::read_to_string(d.join("var/log/linerate/access.log")).unwrap();
+    let plaintext: Vec<u64> = all
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["target"] == "/plaintext")
+        .map(|v| v["status"].as_u64().unwrap())
+        .collect();
+    // example.com's (no such file there), never api.example.com's 200s.
+    assert!(
+        !plaintext.is_empty() && plaintext.iter().all(|status| *status == 404),
+        "{all}"
+    );
     let _ = std::fs::remove_dir_all(&d);
 }
 

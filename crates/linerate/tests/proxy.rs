@@ -2112,6 +2112,82 @@ fn least_conn_sends_a_request_past_a_server_still_busy_with_one() {
 
 // Observability: per-server metrics on the admin listener, and the upstream in the log.
 
+/// Issue 50, section 4 item 2: a template could not name `$upstream_status`, `$scheme`,
+/// `$host` or a request field (`$http_NAME`), and a request whose only server refused the
+/// connection was not logged at all. Each proxied line names its server, that server's
+/// status (the proxy's 502 when none came), its time in seconds with milliseconds, and the
+/// fields kept from the request for the answer that came later.
+#[test]
+fn the_access_log_names_the_upstream_status_and_the_request_fields() {
+    let up = Upstream::answering(ok("a"));
+    let dead = dead_addr();
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("linerate-proxy-log-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let log = dir.0.join("access.log");
+    // A socket file that is not there: the connection fails before the connect returns.
+    let nowhere = format!("unix:{}", dir.0.join("missing.sock").display());
+    let file = dir.0.join("linerate.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "access_log = \"{}\"\naccess_log_format = '$request_uri $status $upstream_addr \
+             $upstream_status $upstream_response_time $http_x_request_id $scheme $host'\n\
+             [[listen]]\naddr = \"127.0.0.1:0\"\n\
+             [[upstream]]\nname = \"app\"\nservers = [\"{}\"]\n\
+             [[upstream]]\nname = \"gone\"\nservers = [\"{dead}\"]\n\
+             [[upstream]]\nname = \"nowhere\"\nservers = [\"{nowhere}\"]\n\
+             [[site]]\nnames = [\"app.test\"]\napp = \"none\"\n\
+             [[site.proxy]]\nprefix = \"/gone/\"\nupstream = \"gone\"\n\
+             [[site.proxy]]\nprefix = \"/nowhere/\"\nupstream = \"nowhere\"\n\
+             [[site.proxy]]\nprefix = \"/\"\nupstream = \"app\"\n",
+            log.display(),
+            up.addr
+        ),
+    )
+    .unwrap();
+    let mut proxy = common::bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let mut c = Client::connect(proxy.addr);
+    c.send(b"GET /x HTTP/1.1\r\nHost: App.Test:81\r\nX-Request-ID: q-1\r\n\r\n");
+    assert_eq!(c.read_response().text(), "a");
+    c.send(b"GET /gone/y HTTP/1.1\r\nHost: app.test\r\n\r\n");
+    assert_eq!(c.read_response().status, 502);
+    c.send(b"GET /nowhere/z HTTP/1.1\r\nHost: app.test\r\n\r\n");
+    assert_eq!(c.read_response().status, 502);
+    // Stopped gracefully, the server writes every line before it exits.
+    common::bin::signal(&proxy.child, rustix::process::Signal::TERM);
+    assert!(common::bin::wait_exit(&mut proxy.child, common::EVENTUALLY).success());
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split(' ').collect()).collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    let (live, gone) = (up.addr.to_string(), dead.to_string());
+    for (line, want) in lines.iter().zip([
+        ["/x", "200", &live, "200", "q-1", "http", "app.test"],
+        ["/gone/y", "502", &gone, "502", "-", "http", "app.test"],
+        [
+            "/nowhere/z",
+            "502",
+            &nowhere,
+            "502",
+            "-",
+            "http",
+            "app.test",
+        ],
+    ]) {
+        // Seconds with milliseconds, as nginx writes them.
+        let time = line[4];
+        assert!(
+            time.len() >= 5
+                && time.split_once('.').is_some_and(|(s, ms)| !s.is_empty()
+                    && ms.len() == 3
+                    && (s.to_string() + ms).bytes().all(|b| b.is_ascii_digit())),
+            "{text}"
+        );
+        let rest: Vec<&str> = line[..4].iter().chain(&line[5..]).copied().collect();
+        assert_eq!(rest, want, "{text}");
+    }
+}
+
 #[test]
 fn upstream_servers_have_their_own_metrics_and_the_log_names_the_server() {
     let up = Upstream::answering(ok("a"));

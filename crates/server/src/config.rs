@@ -380,7 +380,8 @@ pub struct Config {
     pub backlog: i32,
     /// Value of the `Server` header; `None` sends none.
     pub server_name: Option<String>,
-    /// Write an nginx `combined` access log to this sink.
+    /// Write an access log (`access_log_format`) to this sink: every site's requests, but
+    /// those of a site with a log of its own ([`Site::access_log`]).
     pub access_log: Option<crate::access_log::LogTarget>,
     /// Static files served below a path prefix (routes take precedence); off by default.
     pub files: Option<FilesMount>,
@@ -543,6 +544,12 @@ pub struct Site {
     /// Content types by file extension (lowercase, no dot) for its static files, before the
     /// built-in table.
     pub types: Vec<(String, String)>,
+    /// Its own access log: its requests are written there instead of the server's
+    /// `access_log` (nginx's `access_log` in a server block).
+    pub access_log: Option<crate::access_log::LogTarget>,
+    /// Its log's format (`None`: the server's `access_log_format`). Set alone, the site's
+    /// lines go to the server's log in this format.
+    pub access_log_format: Option<crate::access_log::LogFormat>,
 }
 
 /// A request-rate limit (nginx's `limit_req … burst=N nodelay`): each key may make a
@@ -695,6 +702,11 @@ impl Default for UnixPerms {
 }
 
 impl Config {
+    /// Some request is logged: the server or a site has an access log.
+    pub(crate) fn logs(&self) -> bool {
+        self.access_log.is_some() || self.sites.iter().any(|s| s.access_log.is_some())
+    }
+
     /// The listeners to bind: `listeners` when given, else `addr` and, with `tls`, its port.
     pub fn listen_list(&self) -> Vec<Listen> {
         if !self.listeners.is_empty() {

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rustix::event::{EventfdFlags, eventfd};
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::access_log::Logger;
+use crate::access_log::Logs;
 use crate::app::deferred::Inbox;
 use crate::app::sites::SiteSet;
 use crate::app::{App, AppIo};
@@ -52,8 +52,8 @@ pub struct Server {
     sites: Arc<SiteSet>,
     /// Each worker's reload mailbox and the eventfd that wakes it.
     reloads: Arc<Vec<(Arc<SitesMailbox>, OwnedFd)>>,
-    /// The access log's writer, opened at bind so a bad path fails before the banner.
-    logger: Option<Logger>,
+    /// The access logs' writers, opened at bind so a bad path fails before the banner.
+    logs: Option<Logs>,
     /// Each HTTPS listener's certificate, reloadable.
     certs: Vec<Arc<CertStore>>,
     /// The client CA bundles of the listeners that ask for client certificates.
@@ -101,7 +101,7 @@ pub struct ControlHandle {
     certs: Vec<Arc<CertStore>>,
     client_cas: Vec<Arc<ClientCa>>,
     reloads: Arc<Vec<(Arc<SitesMailbox>, OwnedFd)>>,
-    logger: Option<Logger>,
+    logs: Option<Logs>,
     acme_ask_again: Option<Arc<AtomicBool>>,
 }
 
@@ -162,7 +162,11 @@ impl ControlHandle {
             .collect::<Result<Vec<_>, _>>()
             .map_err(io::Error::other)?;
         let cas = self.read_cas().map_err(io::Error::other)?;
-        let set = Arc::new(SiteSet::build(config)?);
+        let mut set = SiteSet::build(config)?;
+        if let Some(logs) = &self.logs {
+            set.route_logs(&logs.route(config)?);
+        }
+        let set = Arc::new(set);
         set.check_roots()?;
         for (c, fresh) in self.certs.iter().zip(certs) {
             c.swap(fresh);
@@ -186,9 +190,9 @@ impl ControlHandle {
         }
     }
 
-    /// Reopens the access log file (after logrotate renamed it); a no-op without one.
+    /// Reopens the access log files (after logrotate renamed them); a no-op without one.
     pub fn reopen_logs(&self) {
-        if let Some(l) = &self.logger {
+        if let Some(l) = &self.logs {
             l.reopen();
         }
     }
@@ -525,14 +529,13 @@ impl Server {
             }
             None => None,
         };
-        let sites = Arc::new(SiteSet::build(&config)?);
+        let mut sites = SiteSet::build(&config)?;
+        let logs = Logs::start(&config)?;
+        if let Some(logs) = &logs {
+            sites.route_logs(&logs.route(&config)?);
+        }
+        let sites = Arc::new(sites);
         sites.check_roots()?;
-        let logger = match &config.access_log {
-            Some(target) => {
-                Some(Logger::start(target, config.access_log_format.clone()).at(Part::AccessLog)?)
-            }
-            None => None,
-        };
         let counters = (0..workers).map(|_| Arc::default()).collect();
         let reloads = (0..workers)
             .map(|_| {
@@ -577,7 +580,7 @@ impl Server {
             steering,
             sites,
             reloads: Arc::new(reloads),
-            logger,
+            logs,
             certs,
             client_cas,
             local: None,
@@ -625,8 +628,9 @@ impl Server {
                 keep.read.push(c.path().to_path_buf());
             }
             keep.read.extend(self.sites.read_paths());
-            if let Some(p) = self.logger.as_ref().and_then(Logger::file) {
-                keep.append.push(p.to_path_buf());
+            if let Some(logs) = &self.logs {
+                keep.append
+                    .extend(logs.files().map(std::path::Path::to_path_buf));
             }
             crate::privsep::start(&keep, &target).at(Part::User)?;
         }
@@ -640,7 +644,7 @@ impl Server {
             certs: self.certs.clone(),
             client_cas: self.client_cas.clone(),
             reloads: self.reloads.clone(),
-            logger: self.logger.clone(),
+            logs: self.logs.clone(),
             acme_ask_again: self.acme_ask_again.clone(),
         }
     }
@@ -740,7 +744,7 @@ impl Server {
                 stop_acme.clone(),
             )?;
         }
-        let logger = self.logger;
+        let logs = self.logs;
         let stop_admin = Arc::new(AtomicBool::new(false));
         let admin = match self.admin {
             Some(listener) => {
@@ -799,7 +803,7 @@ impl Server {
             let shared = self.shared.clone();
             let wake = self.wakes[i].try_clone()?;
             let cpu = self.cpus[i];
-            let log = logger.as_ref().map(Logger::buffer);
+            let log = logs.as_ref().map(Logs::buffer);
             let files = self.sites.for_worker();
             let (reload, reload_fd) = (self.reloads[i].0.clone(), self.reloads[i].1.try_clone()?);
             let sites = self.sites.clone();
@@ -888,7 +892,7 @@ impl Server {
         }
         // The logger thread outlives the workers (signal handlers hold its sender): wait
         // for it to write what they handed off last, or a process exit would lose it.
-        if let Some(l) = &logger {
+        if let Some(l) = &logs {
             l.flush();
         }
         result

@@ -23,6 +23,8 @@ pub enum Part {
     AccessLog,
     /// `Config::sites[site]` as a whole.
     Site(usize),
+    /// `Config::sites[site].access_log`: it cannot be opened (or, on a reload, was not open).
+    SiteLog(usize),
     /// `Config::sites[site].mounts[mount]`: its root cannot be opened or searched.
     Root { site: usize, mount: usize },
     /// `Config::sites[site].error_pages[index]`.

@@ -1,26 +1,31 @@
 //! The access log: nginx `combined` lines followed by the request time in microseconds, one
 //! JSON object per line, or a template of nginx-named `$fields` (`template.rs`); formatted on
-//! the worker, written by a logger thread so a slow
-//! disk or pipe never blocks a worker; reopened on request (SIGUSR1, after logrotate renamed
-//! the file).
+//! the worker, written by a logger thread per file (`writer.rs`) so a slow disk or pipe never
+//! blocks a worker; reopened on request (SIGUSR1, after logrotate renamed the file). A site
+//! may have its own log, written instead of the server's.
 //!
-//! Owns formatting and hand-off. Each worker appends lines to its own buffer and hands the
-//! whole buffer over a bounded channel once per event-loop turn; if the logger falls behind,
-//! batches are dropped and counted rather than blocking the worker. Off by default.
+//! Owns formatting and hand-off. Each worker appends lines to its own buffer (one batch per
+//! log and format) and hands the batches over bounded channels once per event-loop turn; if
+//! a logger falls behind, batches are dropped and counted rather than blocking the worker.
+//! Off by default.
 #![forbid(unsafe_code)]
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::Arc;
+use std::sync::mpsc::{SyncSender, TrySendError};
 
-use linerate_http1::Version;
+use linerate_http1::{RequestHead, Version};
+
+use crate::config::UpstreamAddr;
 
 mod template;
+mod writer;
 
 use template::Entry;
 pub use template::{Template, TemplateError};
+pub(crate) use writer::Logs;
 
 /// Where access log lines go.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,9 +46,9 @@ pub enum LogFormat {
     /// `127.0.0.1 - - [10/Oct/2000:13:55:36 +0000] "GET / HTTP/1.1" 200 13 "-" "curl/8" 57`.
     #[default]
     Combined,
-    /// One JSON object per line: `{"time":"…","remote_addr":"127.0.0.1","method":"GET",
-    /// "target":"/","version":"HTTP/1.1","status":200,"bytes":13,"referer":null,
-    /// "user_agent":"curl/8","request_time_us":57}`.
+    /// One JSON object per line: `{"time":"2000-10-10T13:55:36+00:00",
+    /// "remote_addr":"127.0.0.1","method":"GET","target":"/","version":"HTTP/1.1",
+    /// "status":200,"bytes":13,"referer":null,"user_agent":"curl/8","request_time_us":57}`.
     Json,
     /// The operator's own line, as nginx's `log_format`:
     /// `$remote_addr "$request" $status $request_time`.
@@ -86,9 +91,6 @@ impl LogFormat {
     }
 }
 
-/// How long a stopping server waits for its last log lines to be written.
-const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-
 /// What the logger thread receives.
 pub(crate) enum LogMsg {
     /// A batch of whole lines.
@@ -112,28 +114,114 @@ pub(crate) struct AccessEntry<'a> {
     pub user_agent: Option<&'a [u8]>,
     /// From the request head's arrival to its answer, when known.
     pub request_time_us: Option<u64>,
-    /// A proxied request's upstream server and the time from sending it there to its
-    /// answer (µs): appended to a combined line, `upstream_addr` and `upstream_time_us` in
-    /// JSON (nginx's `$upstream_addr`, `$upstream_response_time`).
-    pub upstream: Option<(&'a str, u64)>,
+    /// It came over TLS (`$scheme`).
+    pub tls: bool,
+    /// The host it named, without port or trailing dot, as sent (`$host` writes it
+    /// lowercase; see `sites::request_host_bytes`).
+    pub host: Option<&'a [u8]>,
+    /// Its site's first name: `$host` of a request that named no host.
+    pub server_name: &'a str,
+    /// Its fields, for `$http_NAME`.
+    pub fields: Fields<'a>,
+    /// A proxied request's upstream side: appended to a combined line (address and time in
+    /// µs), `upstream_addr`, `upstream_status` and `upstream_time_us` in JSON.
+    pub upstream: Option<UpstreamEntry<'a>>,
 }
 
-/// A worker's side of the log.
+/// What a proxied request's line says of its upstream (nginx's `$upstream_addr`,
+/// `$upstream_status`, `$upstream_response_time`).
+#[derive(Clone, Copy)]
+pub(crate) struct UpstreamEntry<'a> {
+    /// The server tried last.
+    pub addr: &'a UpstreamAddr,
+    /// Its answer's status; when it sent none, the one the proxy answered with (502, 504),
+    /// as nginx logs it.
+    pub status: u16,
+    /// From sending the request there to the answer's end (µs).
+    pub time_us: u64,
+}
+
+/// Where `$http_NAME` finds a request's fields.
+#[derive(Clone, Copy)]
+pub(crate) enum Fields<'a> {
+    /// The request's head in its buffer (an answer given at once).
+    Head(&'a RequestHead, &'a [u8]),
+    /// The values kept for an answer given later ([`LogBuffer::kept`]'s names, in order).
+    Kept(&'a [Option<Box<[u8]>>]),
+}
+
+/// A request the connection refused on its own (malformed, a limit, a timeout).
+pub(crate) struct RefusedEntry<'a> {
+    pub peer: Option<SocketAddr>,
+    /// Its request line as it arrived (empty when none did).
+    pub line: &'a [u8],
+    pub status: u16,
+    pub bytes: usize,
+    pub tls: bool,
+    /// The default site's first name (`$host`: the request was not read as far as a site).
+    pub server_name: &'a str,
+}
+
+/// A worker's side of the logs.
 pub(crate) struct LogBuffer {
+    /// One batch per log and format (`Logs`' sinks, in order).
+    sinks: Box<[Sink]>,
+    /// The field names (`$http_NAME`: lowercase, `-` for `_`) some template writes: an
+    /// answer given later keeps their values.
+    kept: Arc<[Box<str>]>,
+    /// Some template writes `$host`: an answer given later keeps it.
+    keeps_host: bool,
+    clock: Clock,
+}
+
+/// Lines on their way to one log in one format.
+struct Sink {
     lines: String,
     tx: SyncSender<LogMsg>,
     dropped: u64,
     format: LogFormat,
-    /// `[10/Oct/2000:13:55:36 +0000]`, refreshed with the Date cache.
-    time_local: String,
-    /// `2000-10-10T13:55:36+00:00`, refreshed with it for a template that names it.
-    time_iso8601: String,
+}
+
+/// The time texts lines carry, refreshed with the Date cache (once a second).
+#[derive(Default)]
+pub(crate) struct Clock {
+    /// `10/Oct/2000:13:55:36 +0000`.
+    local: String,
+    /// `2000-10-10T13:55:36+00:00` (ISO 8601 and RFC 3339).
+    iso8601: String,
 }
 
 impl LogBuffer {
-    pub(crate) fn push(&mut self, e: &AccessEntry<'_>) {
+    /// A worker's buffer writing each of `sinks`.
+    fn new(sinks: Vec<Sink>) -> LogBuffer {
+        // The request fields a template names, kept for an answer given later.
+        let mut kept: Vec<Box<str>> = Vec::new();
+        let mut keeps_host = false;
+        for s in &sinks {
+            if let LogFormat::Template(t) = &s.format {
+                keeps_host |= t.uses_host();
+                for name in t.fields_named() {
+                    if !kept.iter().any(|k| **k == *name) {
+                        kept.push(name.into());
+                    }
+                }
+            }
+        }
+        LogBuffer {
+            sinks: sinks.into_boxed_slice(),
+            kept: Arc::from(kept),
+            keeps_host,
+            clock: Clock::default(),
+        }
+    }
+
+    /// Formats a served request's line into `sink`'s batch.
+    pub(crate) fn push(&mut self, sink: usize, e: &AccessEntry<'_>) {
+        let Some(s) = self.sinks.get_mut(sink) else {
+            return;
+        };
         let version = protocol(e.version);
-        match self.format {
+        match s.format {
             LogFormat::Combined => {
                 let ip = e
                     .peer
@@ -141,30 +229,30 @@ impl LogBuffer {
                     .unwrap_or_else(|| "-".into());
                 // The request line escaped as nginx escapes it: a target may hold `\` (in a
                 // query), which a log reader would take for the start of an escape.
-                let _ = write!(self.lines, "{ip} - - [{}] \"", self.time_local);
-                escape_into(&mut self.lines, Some(e.method.as_bytes()));
-                self.lines.push(' ');
-                escape_into(&mut self.lines, Some(e.target.as_bytes()));
-                let _ = write!(self.lines, " {version}\" {} {} \"", e.status, e.bytes);
-                escape_into(&mut self.lines, e.referer);
-                self.lines.push_str("\" \"");
-                escape_into(&mut self.lines, e.user_agent);
-                self.lines.push('"');
+                let _ = write!(s.lines, "{ip} - - [{}] \"", self.clock.local);
+                escape_into(&mut s.lines, Some(e.method.as_bytes()));
+                s.lines.push(' ');
+                escape_into(&mut s.lines, Some(e.target.as_bytes()));
+                let _ = write!(s.lines, " {version}\" {} {} \"", e.status, e.bytes);
+                escape_into(&mut s.lines, e.referer);
+                s.lines.push_str("\" \"");
+                escape_into(&mut s.lines, e.user_agent);
+                s.lines.push('"');
                 match e.request_time_us {
                     Some(us) => {
-                        let _ = write!(self.lines, " {us}");
+                        let _ = write!(s.lines, " {us}");
                     }
-                    None => self.lines.push_str(" -"),
+                    None => s.lines.push_str(" -"),
                 }
-                if let Some((addr, us)) = e.upstream {
-                    let _ = write!(self.lines, " {addr} {us}");
+                if let Some(u) = e.upstream {
+                    let _ = write!(s.lines, " {} {}", u.addr, u.time_us);
                 }
-                self.lines.push('\n');
+                s.lines.push('\n');
             }
             LogFormat::Json => {
                 let text = |v: Option<&[u8]>| v.map(|b| String::from_utf8_lossy(b).into_owned());
                 let mut line = serde_json::json!({
-                    "time": self.time_local,
+                    "time": self.clock.iso8601,
                     "remote_addr": e.peer.map(|p| p.ip().to_string()),
                     "method": e.method,
                     "target": e.target,
@@ -175,83 +263,103 @@ impl LogBuffer {
                     "user_agent": text(e.user_agent),
                     "request_time_us": e.request_time_us,
                 });
-                if let (Some((addr, us)), Some(o)) = (e.upstream, line.as_object_mut()) {
-                    o.insert("upstream_addr".into(), addr.into());
-                    o.insert("upstream_time_us".into(), us.into());
+                if let (Some(u), Some(o)) = (e.upstream, line.as_object_mut()) {
+                    o.insert("upstream_addr".into(), u.addr.to_string().into());
+                    o.insert("upstream_status".into(), u.status.into());
+                    o.insert("upstream_time_us".into(), u.time_us.into());
                 }
-                let _ = writeln!(self.lines, "{line}");
+                let _ = writeln!(s.lines, "{line}");
             }
-            LogFormat::Template(ref t) => t.write(
-                &mut self.lines,
-                &Entry::Served(e),
-                &self.time_local,
-                &self.time_iso8601,
-            ),
+            LogFormat::Template(ref t) => {
+                t.write(&mut s.lines, &Entry::Served(e), &self.clock, &self.kept)
+            }
         }
-        if self.lines.len() >= BATCH_BYTES {
-            self.hand_off();
+        if s.lines.len() >= BATCH_BYTES {
+            s.hand_off();
         }
     }
 
-    /// A request the connection refused on its own (malformed, a limit, a timeout): its
-    /// line as it arrived, escaped (nginx's `$request` is the line as sent), or `-`; in JSON
-    /// (and a template's `$request_method`, `$request_uri`), the line's first two words as
-    /// method and target; a template's other request fields are `-`.
-    pub(crate) fn push_refusal(
-        &mut self,
-        peer: Option<SocketAddr>,
-        request_line: &[u8],
-        status: u16,
-        bytes: usize,
-    ) {
-        let ip = peer
-            .map(|p| p.ip().to_string())
-            .unwrap_or_else(|| "-".into());
-        let line = (!request_line.is_empty()).then_some(request_line);
-        match self.format {
+    /// A request the connection refused on its own: its line as it arrived, escaped
+    /// (nginx's `$request` is the line as sent), or `-`; in JSON (and a template's
+    /// `$request_method`, `$request_uri`), the line's first two words as method and target;
+    /// a template's other request fields are `-`.
+    pub(crate) fn push_refusal(&mut self, sink: usize, r: &RefusedEntry<'_>) {
+        let Some(s) = self.sinks.get_mut(sink) else {
+            return;
+        };
+        let line = (!r.line.is_empty()).then_some(r.line);
+        match s.format {
             LogFormat::Combined => {
-                let _ = write!(self.lines, "{ip} - - [{}] \"", self.time_local);
-                escape_into(&mut self.lines, line);
-                let _ = writeln!(self.lines, "\" {status} {bytes} \"-\" \"-\" -");
+                let ip = r
+                    .peer
+                    .map(|p| p.ip().to_string())
+                    .unwrap_or_else(|| "-".into());
+                let _ = write!(s.lines, "{ip} - - [{}] \"", self.clock.local);
+                escape_into(&mut s.lines, line);
+                let _ = writeln!(s.lines, "\" {} {} \"-\" \"-\" -", r.status, r.bytes);
             }
             LogFormat::Json => {
                 // As for a served request: the text as sent (JSON escapes what it must).
                 let text = |w: Option<&[u8]>| w.map(|w| String::from_utf8_lossy(w).into_owned());
-                let method = text(word(request_line, 0));
-                let target = text(word(request_line, 1));
                 let line = serde_json::json!({
-                    "time": self.time_local,
-                    "remote_addr": peer.map(|p| p.ip().to_string()),
-                    "method": method,
-                    "target": target,
+                    "time": self.clock.iso8601,
+                    "remote_addr": r.peer.map(|p| p.ip().to_string()),
+                    "method": text(word(r.line, 0)),
+                    "target": text(word(r.line, 1)),
                     "version": serde_json::Value::Null,
-                    "status": status,
-                    "bytes": bytes,
+                    "status": r.status,
+                    "bytes": r.bytes,
                     "referer": serde_json::Value::Null,
                     "user_agent": serde_json::Value::Null,
                     "request_time_us": serde_json::Value::Null,
                 });
-                let _ = writeln!(self.lines, "{line}");
+                let _ = writeln!(s.lines, "{line}");
             }
-            LogFormat::Template(ref t) => t.write(
-                &mut self.lines,
-                &Entry::Refused {
-                    peer,
-                    line: request_line,
-                    status,
-                    bytes,
-                },
-                &self.time_local,
-                &self.time_iso8601,
-            ),
+            LogFormat::Template(ref t) => {
+                t.write(&mut s.lines, &Entry::Refused(r), &self.clock, &self.kept)
+            }
         }
-        if self.lines.len() >= BATCH_BYTES {
-            self.hand_off();
+        if s.lines.len() >= BATCH_BYTES {
+            s.hand_off();
         }
     }
 
-    /// Sends the batch to the logger without blocking.
+    /// Sends every batch to its logger without blocking.
     pub(crate) fn hand_off(&mut self) {
+        for s in self.sinks.iter_mut() {
+            s.hand_off();
+        }
+    }
+
+    /// The field names whose values an answer given later keeps ([`Fields::Kept`]).
+    pub(crate) fn kept(&self) -> &[Box<str>] {
+        &self.kept
+    }
+
+    /// Whether an answer given later keeps its request's host.
+    pub(crate) fn keeps_host(&self) -> bool {
+        self.keeps_host
+    }
+
+    /// Sets the `$time_local` and `$time_iso8601` texts from an IMF-fixdate
+    /// (`Sun, 06 Nov 1994 08:49:37 GMT`).
+    pub(crate) fn set_time(&mut self, imf: &[u8]) {
+        let s = std::str::from_utf8(imf).unwrap_or("");
+        if s.len() == 29
+            && let Some(m) = MONTHS.iter().position(|&m| m == &s[8..11])
+        {
+            let (day, month, year, time) = (&s[5..7], &s[8..11], &s[12..16], &s[17..25]);
+            self.clock.local.clear();
+            let _ = write!(self.clock.local, "{day}/{month}/{year}:{time} +0000");
+            self.clock.iso8601.clear();
+            let _ = write!(self.clock.iso8601, "{year}-{:02}-{day}T{time}+00:00", m + 1);
+        }
+    }
+}
+
+impl Sink {
+    /// Sends the batch to the logger without blocking.
+    fn hand_off(&mut self) {
         if self.lines.is_empty() {
             return;
         }
@@ -266,33 +374,6 @@ impl LogBuffer {
                         "access log falling behind; batches dropped"
                     );
                 }
-            }
-        }
-    }
-
-    /// Sets the `$time_local` text (and `$time_iso8601` for a template that names it) from
-    /// an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
-    pub(crate) fn set_time(&mut self, imf: &[u8]) {
-        let s = std::str::from_utf8(imf).unwrap_or("");
-        if s.len() == 29 {
-            self.time_local = format!(
-                "{}/{}/{}:{} +0000",
-                &s[5..7],
-                &s[8..11],
-                &s[12..16],
-                &s[17..25]
-            );
-            if let LogFormat::Template(t) = &self.format
-                && t.uses_iso8601()
-                && let Some(m) = MONTHS.iter().position(|&m| m == &s[8..11])
-            {
-                self.time_iso8601 = format!(
-                    "{}-{:02}-{}T{}+00:00",
-                    &s[12..16],
-                    m + 1,
-                    &s[5..7],
-                    &s[17..25]
-                );
             }
         }
     }
@@ -328,146 +409,89 @@ fn escape_into(out: &mut String, v: Option<&[u8]>) {
         return;
     };
     for &b in v {
-        if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
-            let _ = write!(out, "\\x{b:02X}");
-        } else {
-            out.push(b as char);
-        }
+        escape_byte(out, b);
     }
 }
 
-/// The logger: one thread that writes batches to the target.
-#[derive(Clone)]
-pub(crate) struct Logger {
-    tx: SyncSender<LogMsg>,
-    format: LogFormat,
-    target: LogTarget,
-}
-
-impl Logger {
-    /// Opens the target (an error names the path) and starts the writer thread.
-    pub(crate) fn start(target: &LogTarget, format: LogFormat) -> std::io::Result<Logger> {
-        let mut sink = open(target)?;
-        let path = target.clone();
-        let (tx, rx): (SyncSender<LogMsg>, Receiver<LogMsg>) = sync_channel(CHANNEL_BATCHES);
-        std::thread::Builder::new()
-            .name("linerate-log".into())
-            .spawn(move || {
-                for msg in rx {
-                    match msg {
-                        LogMsg::Lines(batch) => {
-                            if let Err(e) =
-                                sink.write_all(batch.as_bytes()).and_then(|_| sink.flush())
-                            {
-                                tracing::error!(error = %e, "access log write failed");
-                            }
-                        }
-                        LogMsg::Flush(done) => {
-                            let _ = done.send(());
-                        }
-                        LogMsg::Reopen => match open(&path) {
-                            Ok(s) => {
-                                sink = s;
-                                tracing::info!("access log reopened");
-                            }
-                            Err(e) => tracing::error!(
-                                error = %e,
-                                "access log not reopened; still writing to the old file"
-                            ),
-                        },
-                    }
-                }
-            })?;
-        Ok(Logger {
-            tx,
-            format,
-            target: target.clone(),
-        })
+fn escape_byte(out: &mut String, b: u8) {
+    if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
+        let _ = write!(out, "\\x{b:02X}");
+    } else {
+        out.push(b as char);
     }
-
-    /// The file it writes, if it writes one.
-    pub(crate) fn file(&self) -> Option<&std::path::Path> {
-        match &self.target {
-            LogTarget::File(p) => Some(p),
-            LogTarget::Stdout => None,
-        }
-    }
-
-    /// Asks the writer to reopen the file once the batches before this call are written.
-    pub(crate) fn reopen(&self) {
-        let _ = self.tx.send(LogMsg::Reopen);
-    }
-
-    /// Waits (at most `FLUSH_WAIT`) until the batches sent before this call are written.
-    pub(crate) fn flush(&self) {
-        let (done, wait) = sync_channel(1);
-        if self.tx.send(LogMsg::Flush(done)).is_ok() && wait.recv_timeout(FLUSH_WAIT).is_err() {
-            tracing::warn!("access log: the last lines were not written in time");
-        }
-    }
-
-    /// A buffer for one worker.
-    pub(crate) fn buffer(&self) -> LogBuffer {
-        LogBuffer {
-            lines: String::new(),
-            tx: self.tx.clone(),
-            dropped: 0,
-            format: self.format.clone(),
-            time_local: String::new(),
-            time_iso8601: String::new(),
-        }
-    }
-}
-
-/// Opens a log target for appending; the error names the path.
-fn open(target: &LogTarget) -> std::io::Result<Box<dyn std::io::Write + Send>> {
-    Ok(match target {
-        LogTarget::Stdout => Box::new(std::io::stdout()),
-        // Through the privilege keeper: after a drop to another user, SIGUSR1 still reopens a
-        // log in root's directory.
-        LogTarget::File(p) => Box::new(crate::privsep::open_append(p).map_err(|e| {
-            std::io::Error::new(
-                e.kind(),
-                format!("cannot open access log {}: {e}", p.display()),
-            )
-        })?),
-    })
 }
 
 #[cfg(test)]
 mod tests {
+    use std::net::{Ipv4Addr, SocketAddrV4};
+    use std::sync::mpsc::{Receiver, sync_channel};
+
     use super::*;
 
     /// A worker's buffer writing `format`, and the logger's end of its channel.
     fn buffer(format: LogFormat) -> (LogBuffer, Receiver<LogMsg>) {
         let (tx, rx) = sync_channel(4);
-        let b = LogBuffer {
+        let b = LogBuffer::new(vec![Sink {
             lines: String::new(),
             tx,
             dropped: 0,
             format,
-            time_local: String::new(),
-            time_iso8601: String::new(),
-        };
+        }]);
         (b, rx)
+    }
+
+    /// The upstream server of the proxied entries.
+    static UP: UpstreamAddr = UpstreamAddr::Tcp(SocketAddr::V4(SocketAddrV4::new(
+        Ipv4Addr::new(10, 0, 0, 2),
+        9000,
+    )));
+
+    /// A request that `entry()`'s fields say nothing more of.
+    const PLAIN: AccessEntry<'static> = AccessEntry {
+        peer: None,
+        method: "GET",
+        target: "/",
+        version: Version::Http11,
+        status: 200,
+        bytes: 0,
+        referer: None,
+        user_agent: None,
+        request_time_us: None,
+        tls: false,
+        host: None,
+        server_name: "",
+        fields: Fields::Kept(&[]),
+        upstream: None,
+    };
+
+    /// The one batch `b` hands off.
+    fn batch(mut b: LogBuffer, rx: &Receiver<LogMsg>) -> String {
+        b.hand_off();
+        let LogMsg::Lines(batch) = rx.recv().unwrap() else {
+            panic!("a batch")
+        };
+        batch
     }
 
     #[test]
     fn combined_format_line() {
         let (mut b, rx) = buffer(LogFormat::Combined);
         b.set_time(b"Sun, 06 Nov 1994 08:49:37 GMT");
-        b.push(&AccessEntry {
-            peer: Some("127.0.0.1:5000".parse().unwrap()),
-            method: "GET",
-            target: "/json",
-            version: Version::Http11,
-            status: 200,
-            bytes: 27,
-            referer: None,
-            user_agent: Some(b"curl/8 \"x\""),
-            request_time_us: Some(57),
-            upstream: None,
-        });
+        b.push(
+            0,
+            &AccessEntry {
+                peer: Some("127.0.0.1:5000".parse().unwrap()),
+                method: "GET",
+                target: "/json",
+                version: Version::Http11,
+                status: 200,
+                bytes: 27,
+                referer: None,
+                user_agent: Some(b"curl/8 \"x\""),
+                request_time_us: Some(57),
+                ..PLAIN
+            },
+        );
         b.hand_off();
         let LogMsg::Lines(batch) = rx.recv().unwrap() else {
             panic!("a batch")
@@ -487,23 +511,31 @@ mod tests {
             ),
             (
                 LogFormat::Json,
-                "{\"bytes\":2,\"method\":\"GET\",\"referer\":null,\"remote_addr\":\"127.0.0.1\",\"request_time_us\":57,\"status\":200,\"target\":\"/api\",\"time\":\"06/Nov/1994:08:49:37 +0000\",\"upstream_addr\":\"10.0.0.2:9000\",\"upstream_time_us\":41,\"user_agent\":null,\"version\":\"HTTP/1.1\"}\n",
+                "{\"bytes\":2,\"method\":\"GET\",\"referer\":null,\"remote_addr\":\"127.0.0.1\",\"request_time_us\":57,\"status\":200,\"target\":\"/api\",\"time\":\"1994-11-06T08:49:37+00:00\",\"upstream_addr\":\"10.0.0.2:9000\",\"upstream_status\":200,\"upstream_time_us\":41,\"user_agent\":null,\"version\":\"HTTP/1.1\"}\n",
             ),
         ] {
             let (mut b, rx) = buffer(format);
             b.set_time(b"Sun, 06 Nov 1994 08:49:37 GMT");
-            b.push(&AccessEntry {
-                peer: Some("127.0.0.1:5000".parse().unwrap()),
-                method: "GET",
-                target: "/api",
-                version: Version::Http11,
-                status: 200,
-                bytes: 2,
-                referer: None,
-                user_agent: None,
-                request_time_us: Some(57),
-                upstream: Some(("10.0.0.2:9000", 41)),
-            });
+            b.push(
+                0,
+                &AccessEntry {
+                    peer: Some("127.0.0.1:5000".parse().unwrap()),
+                    method: "GET",
+                    target: "/api",
+                    version: Version::Http11,
+                    status: 200,
+                    bytes: 2,
+                    referer: None,
+                    user_agent: None,
+                    request_time_us: Some(57),
+                    upstream: Some(UpstreamEntry {
+                        addr: &UP,
+                        status: 200,
+                        time_us: 41,
+                    }),
+                    ..PLAIN
+                },
+            );
             b.hand_off();
             let LogMsg::Lines(batch) = rx.recv().unwrap() else {
                 panic!("a batch")
@@ -530,13 +562,23 @@ mod tests {
             (
                 LogFormat::Json,
                 b"GET /a\"b HTTP/1.1",
-                r#"{"bytes":11,"method":"GET","referer":null,"remote_addr":"127.0.0.1","request_time_us":null,"status":400,"target":"/a\"b","time":"06/Nov/1994:08:49:37 +0000","user_agent":null,"version":null}"#,
+                r#"{"bytes":11,"method":"GET","referer":null,"remote_addr":"127.0.0.1","request_time_us":null,"status":400,"target":"/a\"b","time":"1994-11-06T08:49:37+00:00","user_agent":null,"version":null}"#,
             ),
         ] {
             let (mut b, rx) = buffer(format);
             b.set_time(b"Sun, 06 Nov 1994 08:49:37 GMT");
             let status = if line.is_empty() { 408 } else { 400 };
-            b.push_refusal(Some("127.0.0.1:5000".parse().unwrap()), line, status, 11);
+            b.push_refusal(
+                0,
+                &RefusedEntry {
+                    peer: Some("127.0.0.1:5000".parse().unwrap()),
+                    line,
+                    status,
+                    bytes: 11,
+                    tls: false,
+                    server_name: "",
+                },
+            );
             b.hand_off();
             let LogMsg::Lines(batch) = rx.recv().unwrap() else {
                 panic!("a batch")
@@ -557,7 +599,12 @@ mod tests {
             referer: Some(b"http://r/"),
             user_agent: Some(b"curl/8"),
             request_time_us: Some(57_431),
-            upstream: Some(("10.0.0.2:9000", 41_000)),
+            upstream: Some(UpstreamEntry {
+                addr: &UP,
+                status: 504,
+                time_us: 41_000,
+            }),
+            ..PLAIN
         }
     }
 
@@ -569,7 +616,7 @@ mod tests {
         if time {
             b.set_time(b"Sun, 06 Nov 1994 08:49:37 GMT");
         }
-        b.push(e);
+        b.push(0, e);
         b.hand_off();
         let LogMsg::Lines(batch) = rx.recv().unwrap() else {
             panic!("a batch")
@@ -668,7 +715,17 @@ mod tests {
         ] {
             let (mut b, rx) = buffer(LogFormat::parse(template).unwrap());
             b.set_time(b"Sun, 06 Nov 1994 08:49:37 GMT");
-            b.push_refusal(Some("127.0.0.1:5000".parse().unwrap()), line, status, 11);
+            b.push_refusal(
+                0,
+                &RefusedEntry {
+                    peer: Some("127.0.0.1:5000".parse().unwrap()),
+                    line,
+                    status,
+                    bytes: 11,
+                    tls: false,
+                    server_name: "",
+                },
+            );
             b.hand_off();
             let LogMsg::Lines(batch) = rx.recv().unwrap() else {
                 panic!("a batch")
@@ -707,23 +764,164 @@ mod tests {
         }
     }
 
+    /// Issue 50: the JSON log's `time` was `06/Nov/1994:08:49:37 +0000` (nginx's
+    /// `$time_local`), which no JSON consumer reads as a time. It is ISO 8601 / RFC 3339
+    /// now, for served and refused requests, in every month.
+    #[test]
+    fn the_json_time_is_rfc_3339() {
+        for (imf, want) in [
+            (
+                &b"Sun, 06 Nov 1994 08:49:37 GMT"[..],
+                "1994-11-06T08:49:37+00:00",
+            ),
+            (
+                b"Thu, 01 Jan 2026 00:00:00 GMT",
+                "2026-01-01T00:00:00+00:00",
+            ),
+            (
+                b"Thu, 31 Dec 2026 23:59:59 GMT",
+                "2026-12-31T23:59:59+00:00",
+            ),
+        ] {
+            let (mut b, rx) = buffer(LogFormat::Json);
+            b.set_time(imf);
+            b.push(0, &PLAIN);
+            b.push_refusal(
+                0,
+                &RefusedEntry {
+                    peer: None,
+                    line: b"",
+                    status: 408,
+                    bytes: 0,
+                    tls: false,
+                    server_name: "",
+                },
+            );
+            let lines = batch(b, &rx);
+            for line in lines.lines() {
+                let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                assert_eq!(v["time"], want, "{line}");
+            }
+            assert_eq!(lines.lines().count(), 2);
+        }
+    }
+
+    /// Issue 50: `$host`, `$scheme`, `$http_NAME` and `$upstream_status` were unknown
+    /// fields. `$host` is nginx's: the target's or Host's name without port, lowercase, else
+    /// the site's name; `$http_NAME` any request field (`_` for `-`, any case). An answer
+    /// given later (deferred, proxied) writes the same line from what it kept.
+    #[test]
+    fn a_template_writes_host_scheme_request_fields_and_the_upstream_status() {
+        const TEMPLATE: &str = "$scheme://$host $http_x_request_id $http_X_REQUEST_ID $http_accept $http_missing $upstream_status $upstream_response_time";
+        for (req, tls, proxied, want) in [
+            (
+                &b"GET /api HTTP/1.1\r\nHost: API.Example.COM:8443\r\nX-Request-ID: a\"1\r\nAccept: */*\r\n\r\n"[..],
+                true,
+                true,
+                r#"https://api.example.com a\x221 a\x221 */* - 504 0.041"#,
+            ),
+            // The absolute-form target's host wins over Host (RFC 9112 §3.2.2).
+            (
+                b"GET http://Abs.Test:81/x HTTP/1.1\r\nHost: other.test\r\n\r\n",
+                false,
+                false,
+                "http://abs.test - - - - - -",
+            ),
+            // No host named: the site's name.
+            (
+                b"GET / HTTP/1.0\r\n\r\n",
+                false,
+                false,
+                "http://site.test - - - - - -",
+            ),
+        ] {
+            let mut head = RequestHead::new();
+            head.parse(req, &Default::default()).unwrap();
+            let upstream = proxied.then_some(UpstreamEntry {
+                addr: &UP,
+                status: 504,
+                time_us: 41_000,
+            });
+            let now = AccessEntry {
+                tls,
+                host: crate::app::sites::request_host_bytes(&head, req),
+                server_name: "site.test",
+                fields: Fields::Head(&head, req),
+                upstream,
+                ..PLAIN
+            };
+            assert_eq!(template_line(TEMPLATE, &now, true), format!("{want}\n"));
+            // Kept for later, by the buffer that writes it.
+            let (mut b, rx) = buffer(LogFormat::parse(TEMPLATE).unwrap());
+            let meta = crate::app::deferred::LogMeta::keep(&b, None, tls, &head, req);
+            b.push(0, &meta.entry(200, 0, 1, "site.test", upstream));
+            assert_eq!(batch(b, &rx), format!("{want}\n"));
+        }
+        // A refused request: its connection's scheme, the default site's name.
+        let (mut b, rx) = buffer(LogFormat::parse(TEMPLATE).unwrap());
+        b.push_refusal(
+            0,
+            &RefusedEntry {
+                peer: None,
+                line: b"GET / HTTP/1.1",
+                status: 400,
+                bytes: 0,
+                tls: true,
+                server_name: "",
+            },
+        );
+        assert_eq!(batch(b, &rx), "https://- - - - - - -\n");
+        // HTTP/3 is https, on a connection not marked as TLS.
+        let h3 = AccessEntry {
+            version: Version::Http3,
+            ..PLAIN
+        };
+        assert_eq!(template_line("$scheme", &h3, false), "https\n");
+    }
+
+    /// A buffer keeps, for an answer given later, only what its templates write.
+    #[test]
+    fn only_the_fields_a_template_writes_are_kept() {
+        let req = b"GET / HTTP/1.1\r\nHost: a.test\r\nX-A: 1\r\nX-B: 2\r\n\r\n";
+        let mut head = RequestHead::new();
+        head.parse(req, &Default::default()).unwrap();
+        for (format, host, fields) in [
+            (LogFormat::Combined, None, vec![]),
+            (LogFormat::Json, None, vec![]),
+            (
+                LogFormat::parse("$host $http_x_b $http_x_B $http_x_c").unwrap(),
+                Some(&b"a.test"[..]),
+                vec![Some(&b"2"[..]), None],
+            ),
+        ] {
+            let (b, _rx) = buffer(format);
+            let meta = crate::app::deferred::LogMeta::keep(&b, None, false, &head, req);
+            assert_eq!(meta.host.as_deref(), host);
+            let kept: Vec<Option<&[u8]>> = meta.fields.iter().map(|f| f.as_deref()).collect();
+            assert_eq!(kept, fields);
+        }
+    }
+
     /// A query may hold `\` now (browsers send it raw): written as nginx writes it, `\x5C`,
     /// so no target can forge an escape (`\x22`, a quote) for whoever decodes the log.
     #[test]
     fn a_backslash_in_a_served_target_is_escaped() {
         let (mut b, rx) = buffer(LogFormat::Combined);
-        b.push(&AccessEntry {
-            peer: None,
-            method: "GET",
-            target: "/?a=\\x22",
-            version: Version::Http11,
-            status: 200,
-            bytes: 1,
-            referer: None,
-            user_agent: None,
-            request_time_us: None,
-            upstream: None,
-        });
+        b.push(
+            0,
+            &AccessEntry {
+                peer: None,
+                method: "GET",
+                target: "/?a=\\x22",
+                version: Version::Http11,
+                status: 200,
+                bytes: 1,
+                referer: None,
+                user_agent: None,
+                request_time_us: None,
+                ..PLAIN
+            },
+        );
         b.hand_off();
         let LogMsg::Lines(batch) = rx.recv().unwrap() else {
             panic!("a batch")

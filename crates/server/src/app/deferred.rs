@@ -190,6 +190,71 @@ pub(crate) struct LogMeta {
     pub version: Version,
     pub referer: Option<Vec<u8>>,
     pub user_agent: Option<Vec<u8>>,
+    pub tls: bool,
+    /// Its host (see `AccessEntry::host`), kept only when a template writes `$host`.
+    pub host: Option<Box<[u8]>>,
+    /// The values of the fields templates name (`LogBuffer::kept`; empty when none does).
+    pub fields: Box<[Option<Box<[u8]>>]>,
+}
+
+impl LogMeta {
+    /// Copies what `log`'s lines will need of the request in `head`.
+    pub(crate) fn keep(
+        log: &crate::access_log::LogBuffer,
+        peer: Option<SocketAddr>,
+        tls: bool,
+        head: &RequestHead,
+        buf: &[u8],
+    ) -> LogMeta {
+        let host = if log.keeps_host() {
+            crate::app::sites::request_host_bytes(head, buf).map(Box::from)
+        } else {
+            None
+        };
+        LogMeta {
+            peer,
+            method: head.method_str(buf).to_string(),
+            target: head.target(buf).to_string(),
+            version: head.version(),
+            referer: head.header(buf, "referer").map(<[u8]>::to_vec),
+            user_agent: head.header(buf, "user-agent").map(<[u8]>::to_vec),
+            tls,
+            host,
+            fields: log
+                .kept()
+                .iter()
+                .map(|name| head.header(buf, name).map(Box::from))
+                .collect(),
+        }
+    }
+
+    /// Its line's facts, for an answer with `status` and `bytes` of body, `us` after the
+    /// request's head was in, from a site whose first name is `server_name`.
+    pub(crate) fn entry<'a>(
+        &'a self,
+        status: u16,
+        bytes: usize,
+        us: u64,
+        server_name: &'a str,
+        upstream: Option<crate::access_log::UpstreamEntry<'a>>,
+    ) -> crate::access_log::AccessEntry<'a> {
+        crate::access_log::AccessEntry {
+            peer: self.peer,
+            method: &self.method,
+            target: &self.target,
+            version: self.version,
+            status,
+            bytes,
+            referer: self.referer.as_deref(),
+            user_agent: self.user_agent.as_deref(),
+            request_time_us: Some(us),
+            tls: self.tls,
+            host: self.host.as_deref(),
+            server_name,
+            fields: crate::access_log::Fields::Kept(&self.fields),
+            upstream,
+        }
+    }
 }
 
 /// An answer on its way back to its worker.

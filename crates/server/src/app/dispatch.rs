@@ -14,7 +14,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use linerate_http1::{BodyDecoder, Framing, Method, ParseError, RequestHead, TargetForm};
 
-use super::access_log::AccessEntry;
+use super::access_log::{AccessEntry, Fields, RefusedEntry};
 use super::deferred::{Cancel, LogMeta, Meta, OwnedHead, OwnedRequest, Responder, Waiting};
 use super::files::{ALLOW, FileAnswer, HeadView, StaticFiles};
 use super::layer::Layered;
@@ -276,12 +276,19 @@ impl Service for ConnApp<'_> {
         if self.app.metrics {
             self.io.counters.refusal(status, error);
         }
-        if let Some(log) = self.io.log.as_mut() {
+        // Refused before a site took it: the default site's log (nginx's default server).
+        let site = self.sites.default_site();
+        if let (Some(log), Some(sink)) = (self.io.log.as_mut(), site.log) {
             log.push_refusal(
-                self.peer.copied(),
-                request_line,
-                status,
-                body_bytes as usize,
+                sink,
+                &RefusedEntry {
+                    peer: self.peer.copied(),
+                    line: request_line,
+                    status,
+                    bytes: body_bytes as usize,
+                    tls: self.tls,
+                    server_name: &site.server_name,
+                },
             );
         }
     }
@@ -885,14 +892,7 @@ impl<'a> ConnApp<'a> {
                 crate::proxy::balance::request_key(k, head, buf, self.client().map(|p| p.ip()))
             }),
             started: self.started,
-            log: self.io.log.is_some().then(|| LogMeta {
-                peer: self.client().copied(),
-                method: head.method_str(buf).to_string(),
-                target: head.target(buf).to_string(),
-                version: head.version(),
-                referer: head.header(buf, "referer").map(<[u8]>::to_vec),
-                user_agent: head.header(buf, "user-agent").map(<[u8]>::to_vec),
-            }),
+            log: self.log_meta(head, buf),
             // A HEAD answer has no body to compress: it only learns that answers vary.
             coding: self.site_app.compression.enabled.then(|| match method {
                 Method::Head => crate::files::encoding::Encoding::Identity,
@@ -955,17 +955,17 @@ impl<'a> ConnApp<'a> {
                 .enabled
                 .then(|| h.header(buf, "accept-encoding").map(<[u8]>::to_vec))
                 .flatten(),
-            log: self.io.log.is_some().then(|| LogMeta {
-                peer: self.client().copied(),
-                method: h.method_str(buf).to_string(),
-                target: h.target(buf).to_string(),
-                version: h.version(),
-                referer: h.header(buf, "referer").map(<[u8]>::to_vec),
-                user_agent: h.header(buf, "user-agent").map(<[u8]>::to_vec),
-            }),
+            log: self.log_meta(h, buf),
             layered: self.io.layered.take(),
             cancel: None,
         })
+    }
+
+    /// What the access log needs of a request answered later, when its site logs.
+    fn log_meta(&self, h: &RequestHead, buf: &[u8]) -> Option<LogMeta> {
+        self.site_app.log?;
+        let log = self.io.log.as_ref()?;
+        Some(LogMeta::keep(log, self.client().copied(), self.tls, h, buf))
     }
 
     /// Hands a request with its whole body to a deferred handler.
@@ -1098,19 +1098,27 @@ impl<'a> ConnApp<'a> {
             }
         }
         let peer = self.client().copied();
-        if let Some(log) = self.io.log.as_mut() {
-            log.push(&AccessEntry {
-                peer,
-                method: head.method_str(buf),
-                target: head.target(buf),
-                version: head.version(),
-                status: resp.status,
-                bytes: body_bytes(head.method() == Method::Head, resp),
-                referer: head.header(buf, "referer"),
-                user_agent: head.header(buf, "user-agent"),
-                request_time_us: Some(us),
-                upstream: None,
-            });
+        let site = self.site_app;
+        if let (Some(log), Some(sink)) = (self.io.log.as_mut(), site.log) {
+            log.push(
+                sink,
+                &AccessEntry {
+                    peer,
+                    method: head.method_str(buf),
+                    target: head.target(buf),
+                    version: head.version(),
+                    status: resp.status,
+                    bytes: body_bytes(head.method() == Method::Head, resp),
+                    referer: head.header(buf, "referer"),
+                    user_agent: head.header(buf, "user-agent"),
+                    request_time_us: Some(us),
+                    tls: self.tls,
+                    host: super::sites::request_host_bytes(head, buf),
+                    server_name: &site.server_name,
+                    fields: Fields::Head(head, buf),
+                    upstream: None,
+                },
+            );
         }
     }
 }

@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::stats::Counters;
-use access_log::{AccessEntry, LogBuffer};
+use access_log::LogBuffer;
 use deferred::{Done, Inbox, Waiting};
 use files::StaticFiles;
 use response::Response;
@@ -79,7 +79,7 @@ impl App {
             max_deferred_per_worker: config.max_deferred_per_worker,
             trusted: config.trusted_proxies.clone(),
             metrics: config.admin.is_some(),
-            timing: config.admin.is_some() || config.access_log.is_some(),
+            timing: config.admin.is_some() || config.logs(),
         }
     }
 }
@@ -179,19 +179,12 @@ impl AppIo {
                 s.answered(resp.status, body_bytes(meta.head, &resp) as u64);
             }
         }
-        if let (Some(log), Some(m)) = (self.log.as_mut(), meta.log.as_ref()) {
-            log.push(&AccessEntry {
-                peer: m.peer,
-                method: &m.method,
-                target: &m.target,
-                version: m.version,
-                status: resp.status,
-                bytes: body_bytes(meta.head, &resp),
-                referer: m.referer.as_deref(),
-                user_agent: m.user_agent.as_deref(),
-                request_time_us: Some(us),
-                upstream: None,
-            });
+        if let (Some(log), Some(m), Some(sink)) = (self.log.as_mut(), meta.log.as_ref(), site.log) {
+            let bytes = body_bytes(meta.head, &resp);
+            log.push(
+                sink,
+                &m.entry(resp.status, bytes, us, &site.server_name, None),
+            );
         }
         (token, id, resp, meta.head)
     }

@@ -119,6 +119,13 @@ impl SiteSet {
         Ok(())
     }
 
+    /// Points each site at its access log (`Logs::route`'s answer, by site index).
+    pub(crate) fn route_logs(&mut self, logs: &[Option<usize>]) {
+        for (site, log) in self.sites.list.iter_mut().zip(logs) {
+            site.log = *log;
+        }
+    }
+
     /// The files sites read (error pages, htpasswd), which the privilege keeper reads again for a reload.
     pub(crate) fn read_paths(&self) -> Vec<std::path::PathBuf> {
         self.sites
@@ -178,6 +185,11 @@ pub(crate) struct SiteApp {
     pub checks: bool,
     /// It has checks or proxy mounts: requests pass `ConnApp::gate` first.
     pub gated: bool,
+    /// Its first name as written (lowercase), or empty: `$host` of a request naming none.
+    pub server_name: Box<str>,
+    /// The access log its requests go to (an index into the worker's `LogBuffer`): its
+    /// own, else the server's; `None`: not logged. Set by [`SiteSet::route_logs`].
+    pub log: Option<usize>,
 }
 
 /// A rate limit and its buckets, shared by the workers.
@@ -236,6 +248,8 @@ impl Sites {
                 auth: Box::default(),
                 checks: false,
                 gated: !config.proxies.is_empty(),
+                server_name: Box::default(),
+                log: None,
             };
             return Ok(Sites {
                 list: vec![site],
@@ -363,6 +377,11 @@ impl Sites {
                 auth: auth.into_boxed_slice(),
                 headers: s.headers.clone(),
                 error_pages,
+                server_name: s
+                    .names
+                    .first()
+                    .map_or_else(Box::default, |n| n.to_ascii_lowercase().into()),
+                log: None,
             });
         }
         let default = config.sites.iter().position(|s| s.default).unwrap_or(0);
@@ -421,6 +440,12 @@ impl Sites {
                 None => "_".to_string(),
             })
             .collect()
+    }
+
+    /// The default site: where the requests no site took (those refused before their
+    /// Host was read) are logged.
+    pub(crate) fn default_site(&self) -> &SiteApp {
+        &self.list[self.default]
     }
 
     pub(crate) fn get(&self, i: usize) -> &SiteApp {
@@ -707,18 +732,22 @@ fn rule_matches(rule: &HeaderRule, path: &str) -> bool {
 /// The host a request names: the authority of an absolute-form target (RFC 9112 §3.2.2: it
 /// wins over Host), else Host; lowercase, without port or trailing dot (nginx's `$host`).
 fn request_host<'b>(head: &RequestHead, buf: &'b [u8]) -> Option<Cow<'b, str>> {
-    let authority = match head.target_form() {
-        TargetForm::Absolute => absolute_authority(head.target(buf).as_bytes()),
-        _ => head.host(buf),
-    }?;
-    let host = strip_port(authority);
-    let host = host.strip_suffix(b".").unwrap_or(host);
-    let host = std::str::from_utf8(host).ok()?;
+    let host = std::str::from_utf8(request_host_bytes(head, buf)?).ok()?;
     Some(if host.bytes().any(|b| b.is_ascii_uppercase()) {
         Cow::Owned(host.to_ascii_lowercase())
     } else {
         Cow::Borrowed(host)
     })
+}
+
+/// The host a request names (see [`request_host`]) as sent: its case kept.
+pub(crate) fn request_host_bytes<'b>(head: &RequestHead, buf: &'b [u8]) -> Option<&'b [u8]> {
+    let authority = match head.target_form() {
+        TargetForm::Absolute => absolute_authority(head.target(buf).as_bytes()),
+        _ => head.host(buf),
+    }?;
+    let host = strip_port(authority);
+    Some(host.strip_suffix(b".").unwrap_or(host))
 }
 
 /// The host of `http://host:port/path`.

@@ -24,7 +24,7 @@ use linerate_http1::{BodyLength, FieldSpan, ResponseInfo};
 
 use super::backend::{Backend, Completion, Submitted, Token, UpAddr};
 use super::{Shared, Worker};
-use crate::app::access_log::AccessEntry;
+use crate::app::access_log::UpstreamEntry;
 use crate::app::compress_stream::{Plan, Rewrite, StreamEncoder};
 use crate::app::deferred::LogMeta;
 use crate::app::sites::SiteSet;
@@ -382,20 +382,20 @@ impl Relay<'_> {
         {
             st.answered(link.status, up_us);
         }
-        if let (Some(log), Some(m)) = (self.log.as_mut(), link.log.as_ref()) {
-            let addr = self.addr.map(ToString::to_string);
-            log.push(&AccessEntry {
-                peer: m.peer,
-                method: &m.method,
-                target: &m.target,
-                version: m.version,
-                status,
-                bytes: bytes as usize,
-                referer: m.referer.as_deref(),
-                user_agent: m.user_agent.as_deref(),
-                request_time_us: Some(us),
-                upstream: addr.as_deref().map(|a| (a, up_us)),
+        let site = self.sites.sites.get(link.site);
+        if let (Some(log), Some(m), Some(sink)) = (self.log.as_mut(), link.log.as_ref(), site.log) {
+            let upstream = self.addr.map(|addr| UpstreamEntry {
+                addr,
+                // No answer came (a failure before its head): the status the proxy gave.
+                status: if link.status == 0 {
+                    status
+                } else {
+                    link.status
+                },
+                time_us: up_us,
             });
+            let entry = m.entry(status, bytes as usize, us, &site.server_name, upstream);
+            log.push(sink, &entry);
         }
     }
 }
@@ -805,16 +805,37 @@ impl<B: Backend> Worker<B> {
         self.begin(idx, job, sh);
     }
 
-    /// Answers a job that cannot be sent anywhere.
+    /// Answers a job that cannot be sent anywhere, and logs it (with the server whose
+    /// connection failed last, when one did).
     fn refuse(&mut self, mut job: Box<Job>, status: u16, sh: &Shared) {
-        let resp = self
-            .io
-            .sites
-            .sites
-            .iter()
-            .nth(job.site)
-            .and_then(|s| s.error_page(status))
+        let sites = &self.io.sites;
+        let site = sites.sites.get(job.site);
+        let resp = site
+            .error_page(status)
             .unwrap_or_else(|| crate::h1::status_response(status, ""));
+        if let (Some(log), Some(m), Some(sink)) =
+            (self.io.app.log.as_mut(), job.log.as_ref(), site.log)
+        {
+            let addr = job
+                .failed_server
+                .and_then(|s| sites.upstreams.get(job.upstream)?.servers.get(s));
+            let upstream = addr.map(|s| UpstreamEntry {
+                addr: &s.addr,
+                status,
+                // The connection was refused at once.
+                time_us: 0,
+            });
+            let us = crate::sys::monotonic_us().saturating_sub(job.started);
+            let bytes = if job.forwarded.head_request {
+                0
+            } else {
+                resp.body.len() as usize
+            };
+            log.push(
+                sink,
+                &m.entry(status, bytes, us, &site.server_name, upstream),
+            );
+        }
         let (client, id) = (job.client, job.id);
         let wake = job.pipe.take().is_some_and(|p| p.close());
         self.with(client, sh, |live, p| {

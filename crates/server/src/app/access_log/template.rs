@@ -7,10 +7,11 @@
 #![forbid(unsafe_code)]
 
 use std::fmt::{self, Write as _};
-use std::net::SocketAddr;
 use std::sync::Arc;
 
-use super::{AccessEntry, escape_into, protocol, word};
+use linerate_http1::Version;
+
+use super::{AccessEntry, Clock, Fields, RefusedEntry, escape_byte, escape_into, protocol, word};
 
 /// A checked template: what `access_log_format` holds when it names `$fields`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,7 +26,7 @@ enum Segment {
 }
 
 /// The values a template may name: nginx's names, and only what an access entry carries.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum Field {
     RemoteAddr,
     /// Always `-`: no user is logged; kept so nginx's `combined` definition reads as is.
@@ -43,12 +44,24 @@ enum Field {
     RequestTime,
     RequestTimeUs,
     UpstreamAddr,
+    UpstreamStatus,
     UpstreamResponseTime,
     UpstreamTimeUs,
+    /// nginx's `$host`: the host the request named (absolute-form target, else Host),
+    /// lowercase, without port; else its site's first name.
+    Host,
+    /// `http` or `https`.
+    Scheme,
+    /// `$http_NAME`: the request's first field `NAME` (`_` for `-`, any case), lowercase
+    /// with `-` here, as field names are compared.
+    Http(Box<str>),
 }
 
-/// Every field by its name, in the order the docs list them.
-const FIELDS: [(&str, Field); 17] = [
+/// The prefix of `$http_NAME`.
+const HTTP_PREFIX: &str = "http_";
+
+/// Every field by its name, in the order the docs list them (`$http_NAME` besides).
+const FIELDS: [(&str, Field); 20] = [
     ("remote_addr", Field::RemoteAddr),
     ("remote_user", Field::RemoteUser),
     ("time_local", Field::TimeLocal),
@@ -64,8 +77,11 @@ const FIELDS: [(&str, Field); 17] = [
     ("request_time", Field::RequestTime),
     ("request_time_us", Field::RequestTimeUs),
     ("upstream_addr", Field::UpstreamAddr),
+    ("upstream_status", Field::UpstreamStatus),
     ("upstream_response_time", Field::UpstreamResponseTime),
     ("upstream_time_us", Field::UpstreamTimeUs),
+    ("host", Field::Host),
+    ("scheme", Field::Scheme),
 ];
 
 /// What is wrong with a template; `at` is the byte offset of the `$` (or line break) in it.
@@ -101,7 +117,7 @@ impl fmt::Display for TemplateError {
                 for (n, _) in FIELDS {
                     write!(f, " ${n}")?;
                 }
-                f.write_str(")")
+                f.write_str(" $http_NAME)")
             }
             TemplateError::NoName { .. } => {
                 f.write_str("\"$\" with no field name after it (a literal \"$\" is \"$$\")")
@@ -119,13 +135,7 @@ impl std::error::Error for TemplateError {}
 /// What a line is written from: a served request, or one the connection refused on its own.
 pub(crate) enum Entry<'a> {
     Served(&'a AccessEntry<'a>),
-    /// `line` is the request line as it arrived (empty when none did).
-    Refused {
-        peer: Option<SocketAddr>,
-        line: &'a [u8],
-        status: u16,
-        bytes: usize,
-    },
+    Refused(&'a RefusedEntry<'a>),
 }
 
 impl Template {
@@ -161,7 +171,13 @@ impl Template {
             let field = FIELDS
                 .iter()
                 .find(|(n, _)| *n == name)
-                .map(|&(_, f)| f)
+                .map(|(_, f)| f.clone())
+                .or_else(|| {
+                    let field = name.strip_prefix(HTTP_PREFIX).filter(|f| !f.is_empty())?;
+                    Some(Field::Http(
+                        field.to_ascii_lowercase().replace('_', "-").into(),
+                    ))
+                })
                 .ok_or_else(|| TemplateError::UnknownField {
                     name: name.to_string(),
                     at,
@@ -179,18 +195,27 @@ impl Template {
         Ok(Template(segments.into()))
     }
 
-    /// Whether the template names `$time_iso8601`: its text is kept only for one that does.
-    pub(crate) fn uses_iso8601(&self) -> bool {
-        self.0.contains(&Segment::Field(Field::TimeIso8601))
+    /// Whether the template names `$host` (an answer given later keeps the host for it).
+    pub(crate) fn uses_host(&self) -> bool {
+        self.0.contains(&Segment::Field(Field::Host))
+    }
+
+    /// The request fields it names (`$http_NAME`), lowercase with `-`.
+    pub(crate) fn fields_named(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().filter_map(|s| match s {
+            Segment::Field(Field::Http(name)) => Some(&**name),
+            _ => None,
+        })
     }
 
     /// Appends `e`'s line and its `\n` to `out`. The times are the worker's cached texts
-    /// (empty before the first is set: then `-`).
-    pub(crate) fn write(&self, out: &mut String, e: &Entry<'_>, local: &str, iso8601: &str) {
+    /// (empty before the first is set: then `-`); `kept` names the values of
+    /// [`Fields::Kept`].
+    pub(crate) fn write(&self, out: &mut String, e: &Entry<'_>, clock: &Clock, kept: &[Box<str>]) {
         for s in self.0.iter() {
             match s {
                 Segment::Text(t) => out.push_str(t),
-                Segment::Field(f) => field(out, *f, e, local, iso8601),
+                Segment::Field(f) => field(out, f, e, clock, kept),
             }
         }
         out.push('\n');
@@ -198,22 +223,22 @@ impl Template {
 }
 
 /// Writes one field's value.
-fn field(out: &mut String, f: Field, e: &Entry<'_>, local: &str, iso8601: &str) {
+fn field(out: &mut String, f: &Field, e: &Entry<'_>, clock: &Clock, kept: &[Box<str>]) {
     let served = match e {
         Entry::Served(s) => Some(*s),
-        Entry::Refused { .. } => None,
+        Entry::Refused(_) => None,
     };
     match f {
         Field::RemoteAddr => match e {
             Entry::Served(AccessEntry { peer: Some(p), .. })
-            | Entry::Refused { peer: Some(p), .. } => {
+            | Entry::Refused(RefusedEntry { peer: Some(p), .. }) => {
                 let _ = write!(out, "{}", p.ip());
             }
             _ => out.push('-'),
         },
         Field::RemoteUser => out.push('-'),
-        Field::TimeLocal => text_or_dash(out, local),
-        Field::TimeIso8601 => text_or_dash(out, iso8601),
+        Field::TimeLocal => text_or_dash(out, &clock.local),
+        Field::TimeIso8601 => text_or_dash(out, &clock.iso8601),
         Field::Request => match e {
             // As a combined line writes it.
             Entry::Served(s) => {
@@ -223,16 +248,16 @@ fn field(out: &mut String, f: Field, e: &Entry<'_>, local: &str, iso8601: &str) 
                 out.push(' ');
                 out.push_str(protocol(s.version));
             }
-            Entry::Refused { line, .. } => escape_into(out, (!line.is_empty()).then_some(*line)),
+            Entry::Refused(r) => escape_into(out, (!r.line.is_empty()).then_some(r.line)),
         },
         // A refused request's first two words, as the JSON format takes them.
         Field::RequestMethod => match e {
             Entry::Served(s) => escape_into(out, Some(s.method.as_bytes())),
-            Entry::Refused { line, .. } => escape_into(out, word(line, 0)),
+            Entry::Refused(r) => escape_into(out, word(r.line, 0)),
         },
         Field::RequestUri => match e {
             Entry::Served(s) => escape_into(out, Some(s.target.as_bytes())),
-            Entry::Refused { line, .. } => escape_into(out, word(line, 1)),
+            Entry::Refused(r) => escape_into(out, word(r.line, 1)),
         },
         Field::ServerProtocol => {
             text_or_dash(out, served.map_or("", |s| protocol(s.version)));
@@ -240,14 +265,14 @@ fn field(out: &mut String, f: Field, e: &Entry<'_>, local: &str, iso8601: &str) 
         Field::Status => {
             let status = match e {
                 Entry::Served(s) => s.status,
-                Entry::Refused { status, .. } => *status,
+                Entry::Refused(r) => r.status,
             };
             let _ = write!(out, "{status}");
         }
         Field::BodyBytesSent => {
             let bytes = match e {
                 Entry::Served(s) => s.bytes,
-                Entry::Refused { bytes, .. } => *bytes,
+                Entry::Refused(r) => r.bytes,
             };
             let _ = write!(out, "{bytes}");
         }
@@ -255,11 +280,53 @@ fn field(out: &mut String, f: Field, e: &Entry<'_>, local: &str, iso8601: &str) 
         Field::HttpUserAgent => escape_into(out, served.and_then(|s| s.user_agent)),
         Field::RequestTime => seconds(out, served.and_then(|s| s.request_time_us)),
         Field::RequestTimeUs => micros(out, served.and_then(|s| s.request_time_us)),
-        Field::UpstreamAddr => {
-            escape_into(out, served.and_then(|s| s.upstream).map(|u| u.0.as_bytes()));
+        Field::UpstreamAddr => match served.and_then(|s| s.upstream) {
+            // The operator's own text (the configured address), not the client's.
+            Some(u) => {
+                let _ = write!(out, "{}", u.addr);
+            }
+            None => out.push('-'),
+        },
+        Field::UpstreamStatus => match served.and_then(|s| s.upstream) {
+            Some(u) => {
+                let _ = write!(out, "{}", u.status);
+            }
+            None => out.push('-'),
+        },
+        Field::UpstreamResponseTime => {
+            seconds(out, served.and_then(|s| s.upstream).map(|u| u.time_us))
         }
-        Field::UpstreamResponseTime => seconds(out, served.and_then(|s| s.upstream).map(|u| u.1)),
-        Field::UpstreamTimeUs => micros(out, served.and_then(|s| s.upstream).map(|u| u.1)),
+        Field::UpstreamTimeUs => micros(out, served.and_then(|s| s.upstream).map(|u| u.time_us)),
+        Field::Host => {
+            let (host, name) = match e {
+                Entry::Served(s) => (s.host, s.server_name),
+                Entry::Refused(r) => (None, r.server_name),
+            };
+            match host.filter(|h| !h.is_empty()) {
+                Some(h) => h
+                    .iter()
+                    .for_each(|b| escape_byte(out, b.to_ascii_lowercase())),
+                None => escape_into(out, (!name.is_empty()).then_some(name.as_bytes())),
+            }
+        }
+        Field::Scheme => {
+            let tls = match e {
+                // QUIC is always TLS (its connections are not marked as TLS ones are).
+                Entry::Served(s) => s.tls || s.version == Version::Http3,
+                Entry::Refused(r) => r.tls,
+            };
+            out.push_str(if tls { "https" } else { "http" });
+        }
+        Field::Http(name) => {
+            let value = served.and_then(|s| match s.fields {
+                Fields::Head(head, buf) => head.header(buf, name),
+                Fields::Kept(values) => kept
+                    .iter()
+                    .position(|k| k == name)
+                    .and_then(|i| values.get(i)?.as_deref()),
+            });
+            escape_into(out, value);
+        }
     }
 }
 
@@ -317,6 +384,16 @@ mod tests {
                 ],
             ),
             ("$$", vec![T("$".into())]),
+            // nginx's `$http_NAME`: the field's name with `-` for `_`, compared without case.
+            (
+                "$http_X_Request_Id;$http_accept",
+                vec![
+                    F(Field::Http("x-request-id".into())),
+                    T(";".into()),
+                    F(Field::Http("accept".into())),
+                ],
+            ),
+            ("$host$scheme", vec![F(Field::Host), F(Field::Scheme)]),
             (
                 "\t$status;",
                 vec![T("\t".into()), F(Field::Status), T(";".into())],
@@ -356,6 +433,13 @@ mod tests {
                 TemplateError::UnknownField {
                     name: " status ".into(),
                     at: 2,
+                },
+            ),
+            (
+                "$http_",
+                TemplateError::UnknownField {
+                    name: "http_".into(),
+                    at: 0,
                 },
             ),
             ("$status $", TemplateError::NoName { at: 8 }),
