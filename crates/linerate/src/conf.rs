@@ -23,7 +23,7 @@ use linerate_server::config::{
     RateLimit, Upstream, UpstreamAddr, UpstreamServer,
 };
 use linerate_server::{
-    Config, HeaderRule, Listen, ListenAddr, Part, Redirect, Site, TlsConfig, UnixPerms,
+    Config, FixedAnswer, HeaderRule, Listen, ListenAddr, Part, Redirect, Site, TlsConfig, UnixPerms,
 };
 
 /// What the file says, as the server library's configuration plus what only the binary
@@ -441,6 +441,8 @@ struct RawSite {
     root: Vec<Spanned<RawRoot>>,
     #[serde(default)]
     redirect: Vec<Spanned<RawRedirect>>,
+    #[serde(default, rename = "return")]
+    returns: Vec<Spanned<RawReturn>>,
     #[serde(default)]
     proxy: Vec<Spanned<RawProxy>>,
     #[serde(default)]
@@ -529,6 +531,18 @@ struct RawRedirect {
     path: Option<Spanned<String>>,
     to: Spanned<String>,
     status: Option<Spanned<u16>>,
+}
+
+/// `[[site.return]]`: a fixed answer at a path or below a prefix.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawReturn {
+    prefix: Option<Spanned<String>>,
+    path: Option<Spanned<String>>,
+    status: Option<Spanned<u16>>,
+    #[serde(default)]
+    body: String,
+    content_type: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -1781,6 +1795,9 @@ impl Cx<'_> {
             places.redirects.push(self.place(r.to.span()));
             site.redirects.push(redirect);
         }
+        for rs in &raw.returns {
+            site.returns.push(self.fixed_answer(rs)?);
+        }
         for a in &raw.access {
             let a = a.get_ref();
             let prefix = self.decoded_prefix(&a.prefix, "access")?;
@@ -1944,6 +1961,69 @@ impl Cx<'_> {
             ));
         }
         Ok(prefix)
+    }
+
+    /// A `[[site.return]]`: where it answers, and a status that is an answer of its own (a
+    /// 3xx would need a `Location`: that is `[[site.redirect]]`).
+    fn fixed_answer(&self, rs: &Spanned<RawReturn>) -> Result<FixedAnswer, ConfError> {
+        let r = rs.get_ref();
+        let (prefix, exact) = match (&r.prefix, &r.path) {
+            (Some(p), None) => (self.prefix(p)?, false),
+            (None, Some(p)) => (self.prefix(p)?, true),
+            (Some(_), Some(p)) => {
+                return Err(self.err(
+                    p.span(),
+                    "a return has prefix (paths starting with it) or path (exactly it), not both",
+                ));
+            }
+            (None, None) => {
+                return Err(self.err(
+                    rs.span(),
+                    "a return needs prefix = \"/old/\" or path = \"/\" (exactly that path)",
+                ));
+            }
+        };
+        let status = match &r.status {
+            None => 200,
+            Some(st) if (200..300).contains(st.get_ref()) || (400..600).contains(st.get_ref()) => {
+                *st.get_ref()
+            }
+            Some(st) => {
+                return Err(self.err(
+                    st.span(),
+                    format!(
+                        "return status must be 200-299 or 400-599 (a redirect is \
+                         [[site.redirect]]), not {}",
+                        st.get_ref()
+                    ),
+                ));
+            }
+        };
+        let content_type = match &r.content_type {
+            None => "text/plain; charset=utf-8".to_string(),
+            Some(t)
+                if t.get_ref().contains('/')
+                    && !t.get_ref().bytes().any(|b| b.is_ascii_control()) =>
+            {
+                t.get_ref().clone()
+            }
+            Some(t) => {
+                return Err(self.err(
+                    t.span(),
+                    format!(
+                        "content_type must be a media type (\"type/subtype\"), not {:?}",
+                        t.get_ref()
+                    ),
+                ));
+            }
+        };
+        Ok(FixedAnswer {
+            prefix,
+            exact,
+            status,
+            body: r.body.clone(),
+            content_type,
+        })
     }
 
     fn prefix(&self, p: &Spanned<String>) -> Result<String, ConfError> {

@@ -1681,6 +1681,69 @@ status = 302
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// Issue O, 4.3: a fixed answer at an exact path or below a prefix (nginx's `location = /health
+/// { return 200 "ok"; }`, caddy's `respond`), after the redirects; its status checked where it
+/// is written.
+#[test]
+fn a_return_answers_its_path_with_its_status_and_body() {
+    let d = dir("return-fixed");
+    tree(&d);
+    let file = d.join("linerate.toml");
+    std::fs::write(
+        &file,
+        r#"[[listen]]
+addr = "127.0.0.1:0"
+[[site]]
+names = ["one.test"]
+root = [{ prefix = "/", dir = "one" }]
+[[site.redirect]]
+path = "/"
+to = "/app/"
+status = 302
+[[site.return]]
+path = "/health"
+body = "ok\n"
+[[site.return]]
+prefix = "/internal/"
+status = 403
+body = '{"error":"not here"}'
+content_type = "application/json"
+[[site.return]]
+prefix = "/"
+status = 410
+"#,
+    )
+    .unwrap();
+    let s = serve(&["--config", file.to_str().unwrap()]);
+    let r = get(s.addr, "one.test", "/health");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.body, b"ok\n");
+    assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
+    let r = get(s.addr, "one.test", "/internal/x");
+    assert_eq!(r.status, 403, "{r:?}");
+    assert_eq!(r.body, br#"{"error":"not here"}"#);
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    // The redirect comes first; the exact path is that path only; the last rule takes the rest.
+    assert_eq!(get(s.addr, "one.test", "/").status, 302);
+    for (path, status) in [("/health/", 410), ("/healthz", 410), ("/other", 410)] {
+        assert_eq!(get(s.addr, "one.test", path).status, status, "{path}");
+    }
+    // A 3xx is a redirect's (it needs a Location): refused at its place.
+    let bad = d.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[[listen]]\naddr = \"127.0.0.1:0\"\n[[site]]\n[[site.return]]\npath = \"/a\"\nstatus = 301\n",
+    )
+    .unwrap();
+    let (code, stderr) = run_err(&["serve", "--check-config", bad.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains(&format!("{}:6:10: return status must be", bad.display())),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// Issue 24, item 5: a site field `"Server" = "custom"` sent two `Server:` fields, though the
 /// docs say a rule's field replaces one of the same name. One field, the site's, over
 /// HTTP/1.1 and HTTP/2 (curl, h2c listener); other sites keep the server's own.

@@ -513,6 +513,8 @@ pub struct Site {
     pub dotfiles: bool,
     /// Redirects, tried in order before anything else.
     pub redirects: Vec<Redirect>,
+    /// Fixed answers (nginx's `return 200 "…"`), tried in order after the redirects.
+    pub returns: Vec<FixedAnswer>,
     /// Fields added to answers, by path prefix or file extension.
     pub headers: Vec<HeaderRule>,
     /// A file's contents answered in place of the server's own body for a status.
@@ -617,6 +619,19 @@ pub struct Redirect {
     pub to: String,
     /// 301, 302, 303, 307 or 308.
     pub status: u16,
+}
+
+/// A fixed answer: a request whose path starts with `prefix` (or is exactly it) is answered
+/// `status` with `body` of `content_type`, as nginx's `return 200 "text"` and caddy's `respond`.
+#[derive(Clone, Debug)]
+pub struct FixedAnswer {
+    pub prefix: String,
+    /// The path must be `prefix` exactly (nginx's `location = /`).
+    pub exact: bool,
+    /// 200–599 less the redirects' 3xx (those are `Redirect`s, which carry a `Location`).
+    pub status: u16,
+    pub body: String,
+    pub content_type: String,
 }
 
 /// Fields added to every answer whose path starts with `prefix` (when given) and ends in one

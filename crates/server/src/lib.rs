@@ -140,7 +140,9 @@ pub use app::deferred::{
     BoxFuture, OwnedRequest, Responder, Spawn, WorkerLocal, WorkerLocalFactory,
 };
 pub use app::redirect::RedirectError;
-pub use config::{Config, HeaderRule, Listen, ListenAddr, Redirect, Site, TlsConfig, UnixPerms};
+pub use config::{
+    Config, FixedAnswer, HeaderRule, Listen, ListenAddr, Redirect, Site, TlsConfig, UnixPerms,
+};
 pub use linerate_http1::{Method, Version};
 pub use request::{MAX_PARAMS, Request};
 pub use response::{Body, FileBody, InvalidHeader, Response};

@@ -17,7 +17,7 @@ use linerate_http1::{RequestHead, TargetForm};
 use super::files::{FilesOptions, StaticFiles};
 use super::redirect::Template;
 use super::response::{Body, Response};
-use crate::config::{Compression, Config, FilesMount, HeaderRule, Redirect};
+use crate::config::{Compression, Config, FilesMount, FixedAnswer, HeaderRule, Redirect};
 use crate::start_error::{AtPart, Part, StartError};
 
 /// The sites and their static roots, opened: what a worker answers from, and what a reload
@@ -170,6 +170,7 @@ pub(crate) struct SiteApp {
     /// Largest body for buffering and deferred handlers (413 beyond).
     pub max_body_bytes: u64,
     redirects: Vec<(Redirect, Template)>,
+    returns: Vec<FixedAnswer>,
     headers: Vec<HeaderRule>,
     error_pages: Vec<ErrorPage>,
     /// Some answer here gets fields or a page: [`SiteApp::decorate`] has work to do.
@@ -240,6 +241,7 @@ impl Sites {
                 compression: config.compression.clone(),
                 max_body_bytes: config.max_body_bytes,
                 redirects: Vec::new(),
+                returns: Vec::new(),
                 headers: Vec::new(),
                 error_pages: Vec::new(),
                 decorates: false,
@@ -368,6 +370,7 @@ impl Sites {
                         )),
                     })
                     .collect::<Result<_, _>>()?,
+                returns: s.returns.clone(),
                 decorates: !s.headers.is_empty() || !error_pages.is_empty(),
                 // Every site answers the CA's HTTP-01 requests first.
                 gated: checks || !s.proxies.is_empty() || http01,
@@ -458,13 +461,31 @@ impl Sites {
 }
 
 impl SiteApp {
-    /// A redirect for this path, when one applies.
+    /// A redirect for this path, or else a fixed answer, when one applies.
     #[inline]
     pub(crate) fn redirect(&self, head: &RequestHead, buf: &[u8]) -> Option<Response> {
-        if self.redirects.is_empty() {
+        if self.redirects.is_empty() && self.returns.is_empty() {
             return None;
         }
         self.find_redirect(head, buf)
+            .or_else(|| self.find_return(head, buf))
+    }
+
+    #[cold]
+    fn find_return(&self, head: &RequestHead, buf: &[u8]) -> Option<Response> {
+        let path = head.path_bytes(buf);
+        let r = self.returns.iter().find(|r| {
+            if r.exact {
+                path == r.prefix.as_bytes()
+            } else {
+                path.starts_with(r.prefix.as_bytes())
+            }
+        })?;
+        Some(
+            Response::text_owned(r.body.clone())
+                .status(r.status)
+                .content_type(r.content_type.clone()),
+        )
     }
 
     #[cold]
