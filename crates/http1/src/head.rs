@@ -79,6 +79,18 @@ pub enum Version {
     Http3,
 }
 
+impl Version {
+    /// The protocol as a request line (and an access log's `$server_protocol`) names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Version::Http10 => "HTTP/1.0",
+            Version::Http11 => "HTTP/1.1",
+            Version::Http2 => "HTTP/2.0",
+            Version::Http3 => "HTTP/3.0",
+        }
+    }
+}
+
 /// How the request body is delimited (RFC 9112 §6.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Framing {

@@ -1018,7 +1018,8 @@ pub fn reload_certificates(control: &ControlHandle) {
     control.ask_ca_again();
     match control.reload() {
         Ok(Reloaded::Certificates(paths)) => {
-            tracing::info!(certs = ?paths, "SIGHUP: certificates reloaded")
+            let certs: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+            tracing::info!(certs = %certs.join(", "), "SIGHUP: certificates reloaded")
         }
         Ok(Reloaded::Nothing) => {
             tracing::info!("SIGHUP: nothing to reload (no certificate, no configuration file)")

@@ -458,6 +458,11 @@ fn the_trace_span_names_the_client_without_an_access_log() {
         spans.iter().any(|s| s.contains("client=\"127.0.0.1\"")),
         "{spans:?}"
     );
+    // Issue O, 4.4: the version in words, as a request line names it, not Rust's `Http11`.
+    assert!(
+        spans.iter().any(|s| s.contains("version=\"HTTP/1.1\"")),
+        "{spans:?}"
+    );
 }
 
 /// Issue 50 §3.4: in the README's and the users example's order (`Trace` added last), `Trace`

@@ -158,7 +158,7 @@ impl Manager {
                     }
                     Err(why) => {
                         if s.managed == Managed::Acme {
-                            tracing::info!(names = ?s.names, "no certificate to serve yet ({why}): asking the CA");
+                            tracing::info!(names = %s.names.join(", "), "no certificate to serve yet ({why}): asking the CA");
                         }
                         (now, None)
                     }
@@ -268,7 +268,7 @@ async fn ask_window(config: &AcmeConfig, account: &mut Option<instant_acme::Acco
     match asked {
         Ok(None) => {
             d.ask_at = None;
-            tracing::debug!(names = ?d.site.names, "the CA publishes no renewal information");
+            tracing::debug!(names = %d.site.names.join(", "), "the CA publishes no renewal information");
         }
         Ok(Some(window)) => {
             d.ask_failures = 0;

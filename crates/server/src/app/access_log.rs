@@ -381,12 +381,7 @@ impl Sink {
 
 /// The protocol as a request line names it (`$server_protocol`).
 fn protocol(v: Version) -> &'static str {
-    match v {
-        Version::Http10 => "HTTP/1.0",
-        Version::Http11 => "HTTP/1.1",
-        Version::Http2 => "HTTP/2.0",
-        Version::Http3 => "HTTP/3.0",
-    }
+    v.as_str()
 }
 
 /// The `n`th space-separated word of a request line, if it has one (a refused request's

@@ -276,7 +276,7 @@ fn read_set(
             {
                 Ok(key) => key,
                 Err(why) => {
-                    tracing::debug!(names = ?n.names, "no managed certificate served: {why}");
+                    tracing::debug!(names = %n.names.join(", "), "no managed certificate served: {why}");
                     continue;
                 }
             }

@@ -31,7 +31,7 @@ impl Layer for Trace {
             "request",
             method = req.method_str(),
             target = req.target(),
-            version = ?req.version(),
+            version = req.version().as_str(),
             client = req.peer().map(|p| p.ip().to_string()),
             referer = req.header("referer").map(String::from_utf8_lossy).as_deref(),
             user_agent = req.header("user-agent").map(String::from_utf8_lossy).as_deref(),
