@@ -360,16 +360,22 @@ impl<'a> ConnApp<'a> {
             return self.respond(head, req.buf, resp);
         }
         let mut params = Params::default();
-        let lookup = if site.app {
-            app.router.lookup(head.method(), path, &mut params)
-        } else {
-            Lookup::NotFound
-        };
-        match lookup {
-            Lookup::Found(index, route) => self.route::<LAYERED>(index, route, params, req),
-            Lookup::NotFound => self.files(head, req.buf),
-            Lookup::MethodNotAllowed(allow) => self.not_allowed(head, req.buf, allow),
+        if site.app
+            && let Some((index, route)) = app.router.first_match(path, &mut params)
+        {
+            if route.method == head.method() {
+                return self.route::<LAYERED>(index, route, params, req);
+            }
+            return match app
+                .router
+                .lookup_method(index, head.method(), path, &mut params)
+            {
+                Lookup::Found(index, route) => self.route::<LAYERED>(index, route, params, req),
+                Lookup::NotFound => self.files(head, req.buf),
+                Lookup::MethodNotAllowed(allow) => self.not_allowed(head, req.buf, allow),
+            };
         }
+        self.files(head, req.buf)
     }
 
     /// An HTTP/2 extended CONNECT to a proxied path: the proxy carries WebSocket as an

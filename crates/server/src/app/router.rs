@@ -88,7 +88,7 @@ impl std::fmt::Display for DuplicateRoute {
 impl std::error::Error for DuplicateRoute {}
 
 pub(crate) struct Route {
-    method: Method,
+    pub(crate) method: Method,
     pattern: String,
     /// `None` for a pattern without parameters (compared as a whole string).
     segments: Option<Vec<Segment>>,
@@ -359,15 +359,23 @@ impl Router {
     /// ordered them); when it takes another method, its group decides.
     #[inline(always)]
     pub(crate) fn lookup(&self, method: Method, path: &[u8], params: &mut Params) -> Lookup<'_> {
-        for (i, route) in self.routes.iter().enumerate() {
-            if route.matches(path, params) {
-                if route.method == method {
-                    return Lookup::Found(i, route);
-                }
-                return self.lookup_method(i, method, path, params);
-            }
+        match self.first_match(path, params) {
+            Some((i, route)) if route.method == method => Lookup::Found(i, route),
+            Some((i, _)) => self.lookup_method(i, method, path, params),
+            None => Lookup::NotFound,
         }
-        Lookup::NotFound
+    }
+
+    /// The first route whose pattern matches `path` (the most specific: [`Router::finish`]
+    /// ordered them) and its index, whatever its method; parameters captured into `params`.
+    /// The request path's way in: an `Option` of two words comes back in registers, where a
+    /// [`Lookup`] is written to memory and read back (8 instructions a request).
+    #[inline(always)]
+    pub(crate) fn first_match(&self, path: &[u8], params: &mut Params) -> Option<(usize, &Route)> {
+        self.routes
+            .iter()
+            .enumerate()
+            .find(|(_, route)| route.matches(path, params))
     }
 
     /// The route for `method` among those with the pattern of route `first`, the most
@@ -375,7 +383,7 @@ impl Router {
     /// one for HEAD, or 405 with the methods there. Out of line: a hit on the first match
     /// (most requests) never comes here.
     #[inline(never)]
-    fn lookup_method(
+    pub(crate) fn lookup_method(
         &self,
         first: usize,
         method: Method,

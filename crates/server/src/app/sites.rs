@@ -169,8 +169,9 @@ pub(crate) struct SiteApp {
     pub compression: Compression,
     /// Largest body for buffering and deferred handlers (413 beyond).
     pub max_body_bytes: u64,
-    redirects: Vec<(Redirect, Template)>,
-    returns: Vec<FixedAnswer>,
+    /// The redirects, then the fixed answers, each in the file's order: what answers before
+    /// anything else (one length test for a site that has none).
+    rules: Vec<Rule>,
     headers: Vec<HeaderRule>,
     error_pages: Vec<ErrorPage>,
     /// Some answer here gets fields or a page: [`SiteApp::decorate`] has work to do.
@@ -240,8 +241,7 @@ impl Sites {
                 files: FilesOptions::default(),
                 compression: config.compression.clone(),
                 max_body_bytes: config.max_body_bytes,
-                redirects: Vec::new(),
-                returns: Vec::new(),
+                rules: Vec::new(),
                 headers: Vec::new(),
                 error_pages: Vec::new(),
                 decorates: false,
@@ -358,19 +358,19 @@ impl Sites {
                 files,
                 compression,
                 max_body_bytes: s.max_body_bytes.unwrap_or(config.max_body_bytes),
-                redirects: s
+                rules: s
                     .redirects
                     .iter()
                     .enumerate()
                     .map(|(index, r)| match Template::parse(&r.to) {
-                        Ok(t) => Ok((r.clone(), t)),
+                        Ok(t) => Ok(Rule::Redirect(r.clone(), t)),
                         Err(e) => Err(StartError::invalid(
                             Part::Redirect { site: si, index },
                             format!("redirect to {:?}: {e}", r.to),
                         )),
                     })
+                    .chain(s.returns.iter().cloned().map(Rule::Answer).map(Ok))
                     .collect::<Result<_, _>>()?,
-                returns: s.returns.clone(),
                 decorates: !s.headers.is_empty() || !error_pages.is_empty(),
                 // Every site answers the CA's HTTP-01 requests first.
                 gated: checks || !s.proxies.is_empty() || http01,
@@ -460,53 +460,64 @@ impl Sites {
     }
 }
 
+/// A rule that answers before anything else: a redirect (with its checked `Location`
+/// template) or a fixed answer.
+#[derive(Clone, Debug)]
+enum Rule {
+    Redirect(Redirect, Template),
+    Answer(FixedAnswer),
+}
+
+impl Rule {
+    /// Where it applies: its prefix, and whether the path must be exactly that.
+    fn place(&self) -> (&str, bool) {
+        match self {
+            Rule::Redirect(r, _) => (&r.prefix, r.exact),
+            Rule::Answer(a) => (&a.prefix, a.exact),
+        }
+    }
+}
+
 impl SiteApp {
-    /// A redirect for this path, or else a fixed answer, when one applies.
+    /// A redirect or a fixed answer for this path, when one applies.
     #[inline]
     pub(crate) fn redirect(&self, head: &RequestHead, buf: &[u8]) -> Option<Response> {
-        if self.redirects.is_empty() && self.returns.is_empty() {
+        if self.rules.is_empty() {
             return None;
         }
-        self.find_redirect(head, buf)
-            .or_else(|| self.find_return(head, buf))
+        self.find_rule(head, buf)
     }
 
     #[cold]
-    fn find_return(&self, head: &RequestHead, buf: &[u8]) -> Option<Response> {
-        let path = head.path_bytes(buf);
-        let r = self.returns.iter().find(|r| {
-            if r.exact {
-                path == r.prefix.as_bytes()
-            } else {
-                path.starts_with(r.prefix.as_bytes())
-            }
-        })?;
-        Some(
-            Response::text_owned(r.body.clone())
-                .status(r.status)
-                .content_type(r.content_type.clone()),
-        )
-    }
-
-    #[cold]
-    fn find_redirect(&self, head: &RequestHead, buf: &[u8]) -> Option<Response> {
+    fn find_rule(&self, head: &RequestHead, buf: &[u8]) -> Option<Response> {
         let path = std::str::from_utf8(head.path_bytes(buf)).ok()?;
-        let (r, t) = self.redirects.iter().find(|(r, _)| {
-            if r.exact {
-                path == r.prefix
+        let rule = self.rules.iter().find(|rule| {
+            let (prefix, exact) = rule.place();
+            if exact {
+                path == prefix
             } else {
-                path.starts_with(r.prefix.as_str())
+                path.starts_with(prefix)
             }
         })?;
-        let location = t.fill(path, r.prefix.len(), head.query(buf), || {
-            self.host_of(head, buf)
-        });
-        // The parser admitted only URI bytes in the path and query: the value is a valid field.
-        Some(
-            Response::new(r.status)
-                .try_header("Location", location)
-                .unwrap_or_else(|_| Response::new(500)),
-        )
+        match rule {
+            Rule::Redirect(r, t) => {
+                let location = t.fill(path, r.prefix.len(), head.query(buf), || {
+                    self.host_of(head, buf)
+                });
+                // The parser admitted only URI bytes in the path and query: the value is a
+                // valid field.
+                Some(
+                    Response::new(r.status)
+                        .try_header("Location", location)
+                        .unwrap_or_else(|_| Response::new(500)),
+                )
+            }
+            Rule::Answer(a) => Some(
+                Response::text_owned(a.body.clone())
+                    .status(a.status)
+                    .content_type(a.content_type.clone()),
+            ),
+        }
     }
 
     /// Whether this site's checks let a request to `path` from a client at `peer` in: the
