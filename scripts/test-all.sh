@@ -53,6 +53,12 @@ summary() {
 }
 trap summary EXIT
 
+# record NAME SECONDS RC: a stage's row in the table, and its line.
+record() {
+    STAGE_ROWS+=("$1|$2|$([ "$3" = 0 ] && echo passed || echo "FAILED ($3)")")
+    echo "-- $1: $2 s"
+}
+
 # must NAME CMD…: a stage that passes or fails (any non-zero exit fails the run).
 must() {
     local name=$1 t0=$SECONDS rc
@@ -62,8 +68,7 @@ must() {
     (set -e; "$@")
     rc=$?
     set -e
-    STAGE_ROWS+=("$name|$((SECONDS - t0))|$([ $rc = 0 ] && echo passed || echo "FAILED ($rc)")")
-    echo "-- $name: $((SECONDS - t0)) s"
+    record "$name" $((SECONDS - t0)) $rc
     [ $rc = 0 ] || exit $rc
 }
 
@@ -125,6 +130,25 @@ ci_build_pid=$!
 
 must "cargo test" cargo test --workspace --locked
 
+# The stages' binary: waited for here, in this shell (its builder is this shell's child).
+echo "== binary for the stages (profile ci, built beside the tests)"
+ci_wait_t0=$SECONDS
+ci_build_rc=0
+wait "$ci_build_pid" || ci_build_rc=$?
+tail -3 "$ci_build_log"
+rm -f "$ci_build_log"
+echo "(its build started $((SECONDS - ci_build_t0)) s ago; waited for it $((SECONDS - ci_wait_t0)) s)"
+record "binary for the stages (ci profile)" $((SECONDS - ci_wait_t0)) $ci_build_rc
+[ $ci_build_rc = 0 ] || exit $ci_build_rc
+
+may "PostgreSQL 15: start, seed, check, stop" scripts/pg.sh selftest
+must "Http11Probe conformance" scripts/conformance.sh "$LINERATE_BIN"
+may "h2spec --strict (h2c, TLS)" scripts/h2spec.sh "$LINERATE_BIN"
+may "PROXY protocol behind HAProxy" scripts/proxy-protocol.sh "$LINERATE_BIN"
+may "ACME against Pebble" scripts/acme.sh
+may "Chromium: HTTP/1.1, HTTPS/HTTP/2" scripts/browser.sh "$LINERATE_BIN"
+
+# After the browser stage, which installs Chromium where it can.
 # The SSE tests read events with curl -N and headless Chromium's EventSource; a client that is
 # missing makes its test print NOT RUN (which cargo test hides), so they run again here, shown.
 sse_clients() {
@@ -159,22 +183,6 @@ ws_browser() {
 }
 must "WebSocket: Chromium (h1, h2)" ws_browser
 
-ci_build_wait() {
-    local rc=0
-    wait "$ci_build_pid" || rc=$?
-    tail -3 "$ci_build_log"
-    rm -f "$ci_build_log"
-    echo "(started $((SECONDS - ci_build_t0)) s ago, beside the tests)"
-    return $rc
-}
-must "binary for the stages (profile ci)" ci_build_wait
-
-may "PostgreSQL 15: start, seed, check, stop" scripts/pg.sh selftest
-must "Http11Probe conformance" scripts/conformance.sh "$LINERATE_BIN"
-may "h2spec --strict (h2c, TLS)" scripts/h2spec.sh "$LINERATE_BIN"
-may "PROXY protocol behind HAProxy" scripts/proxy-protocol.sh "$LINERATE_BIN"
-may "ACME against Pebble" scripts/acme.sh
-may "Chromium: HTTP/1.1, HTTPS/HTTP/2" scripts/browser.sh "$LINERATE_BIN"
 may "Chromium forced onto QUIC (h3)" scripts/h3-browser.sh "$LINERATE_BIN"
 may "HTTP/3: aioquic interop" scripts/h3-interop.sh "$LINERATE_BIN"
 may "HTTP/3: migration (NAT rebinding)" scripts/h3-migrate.sh "$LINERATE_BIN"

@@ -1752,22 +1752,7 @@ impl Cx<'_> {
         }
         for rs in &raw.redirect {
             let r = rs.get_ref();
-            let (prefix, exact) = match (&r.prefix, &r.path) {
-                (Some(p), None) => (self.prefix(p)?, false),
-                (None, Some(p)) => (self.prefix(p)?, true),
-                (Some(_), Some(p)) => {
-                    return Err(self.err(
-                        p.span(),
-                        "a redirect has prefix (paths starting with it) or path (exactly it), not both",
-                    ));
-                }
-                (None, None) => {
-                    return Err(self.err(
-                        rs.span(),
-                        "a redirect needs prefix = \"/old/\" or path = \"/\" (exactly that path)",
-                    ));
-                }
-            };
+            let (prefix, exact) = self.rule_place("redirect", &r.prefix, &r.path, rs.span())?;
             let status = match &r.status {
                 None => 301,
                 Some(st) if [301, 302, 303, 307, 308].contains(st.get_ref()) => *st.get_ref(),
@@ -1967,22 +1952,7 @@ impl Cx<'_> {
     /// 3xx would need a `Location`: that is `[[site.redirect]]`).
     fn fixed_answer(&self, rs: &Spanned<RawReturn>) -> Result<FixedAnswer, ConfError> {
         let r = rs.get_ref();
-        let (prefix, exact) = match (&r.prefix, &r.path) {
-            (Some(p), None) => (self.prefix(p)?, false),
-            (None, Some(p)) => (self.prefix(p)?, true),
-            (Some(_), Some(p)) => {
-                return Err(self.err(
-                    p.span(),
-                    "a return has prefix (paths starting with it) or path (exactly it), not both",
-                ));
-            }
-            (None, None) => {
-                return Err(self.err(
-                    rs.span(),
-                    "a return needs prefix = \"/old/\" or path = \"/\" (exactly that path)",
-                ));
-            }
-        };
+        let (prefix, exact) = self.rule_place("return", &r.prefix, &r.path, rs.span())?;
         let status = match &r.status {
             None => 200,
             Some(st) if (200..300).contains(st.get_ref()) || (400..600).contains(st.get_ref()) => {
@@ -2024,6 +1994,31 @@ impl Cx<'_> {
             body: r.body.clone(),
             content_type,
         })
+    }
+
+    /// Where a `what` rule (a redirect, a fixed answer) applies: `prefix` (paths starting
+    /// with it) or `path` (exactly it, nginx's `location =`), one of the two; whether exact.
+    fn rule_place(
+        &self,
+        what: &str,
+        prefix: &Option<Spanned<String>>,
+        path: &Option<Spanned<String>>,
+        rule: Range<usize>,
+    ) -> Result<(String, bool), ConfError> {
+        match (prefix, path) {
+            (Some(p), None) => Ok((self.prefix(p)?, false)),
+            (None, Some(p)) => Ok((self.prefix(p)?, true)),
+            (Some(_), Some(p)) => Err(self.err(
+                p.span(),
+                format!(
+                    "a {what} has prefix (paths starting with it) or path (exactly it), not both"
+                ),
+            )),
+            (None, None) => Err(self.err(
+                rule,
+                format!("a {what} needs prefix = \"/old/\" or path = \"/\" (exactly that path)"),
+            )),
+        }
     }
 
     fn prefix(&self, p: &Spanned<String>) -> Result<String, ConfError> {
