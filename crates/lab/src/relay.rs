@@ -270,14 +270,18 @@ impl Worker {
         // Read only while the partner has nothing waiting: that is the backpressure. A hang-up
         // cannot be masked, so what a hung-up side still holds is taken at once (no more can
         // come, so that is bounded by its receive buffer).
-        if ok && !pair[side].ended {
-            if pair[side ^ 1].pending.is_empty() {
-                if flags.contains(epoll::EventFlags::IN) || hup {
-                    ok = relay(pair, side, &mut self.rbuf);
-                }
-            } else if hup {
-                ok = take_rest(pair, side, &mut self.rbuf);
-            }
+        if ok
+            && !pair[side].ended
+            && pair[side ^ 1].pending.is_empty()
+            && (flags.contains(epoll::EventFlags::IN) || hup)
+        {
+            ok = relay(pair, side, &mut self.rbuf);
+        }
+        // `relay` stops when the partner cannot take more; after a hang-up the rest is taken
+        // now, or the pair would be closed below with it unread (the echo test lost half its
+        // bytes that way when the client's buffer filled just as the upstream hung up).
+        if ok && hup && !pair[side].ended {
+            ok = take_rest(pair, side, &mut self.rbuf);
         }
         // A hang-up is reported whatever the interest: it is the normal end of a finished side
         // (which then leaves the epoll set), otherwise a reset that ends the pair.
