@@ -40,10 +40,11 @@ impl Notifier {
                 "NOTIFY_SOCKET is neither an absolute path nor @name",
             ));
         };
-        Ok(Notifier {
-            sock: UnixDatagram::unbound()?,
-            addr,
-        })
+        // Never blocks the thread that tells (the signal thread tells STOPPING before it
+        // shuts down): a notification a full socket cannot take is lost, and logged.
+        let sock = UnixDatagram::unbound()?;
+        sock.set_nonblocking(true)?;
+        Ok(Notifier { sock, addr })
     }
 
     /// Sends one notification (newline-separated `KEY=VALUE` assignments).

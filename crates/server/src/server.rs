@@ -946,14 +946,16 @@ impl Server {
                         }
                         SIGUSR1 => guarded(&|| control.reopen_logs()),
                         _ => {
-                            // Act first, then say so: nothing a log line does may stand
-                            // between a signal and the shutdown it asks for.
+                            // STOPPING=1 goes first (one datagram that never blocks): once
+                            // the workers are told, the process may end before this thread
+                            // runs again, and systemd would never hear it (seen in CI under
+                            // load). Nothing a log line does may stand before the shutdown.
                             seen += 1;
                             if seen == 1 {
-                                handle.shutdown();
                                 if let Some(n) = &notify {
                                     n.stopping();
                                 }
+                                handle.shutdown();
                                 tracing::info!(signal = sig, "shutting down: draining connections");
                             } else {
                                 tracing::warn!("second signal: exiting now");
