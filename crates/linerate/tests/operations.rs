@@ -291,23 +291,7 @@ fn sighup_names_each_changed_key_and_which_need_a_restart() {
         .unwrap();
     };
     write("60s", "10s");
-    let child = Command::new(BIN)
-        .args([
-            "serve",
-            "--no-pin",
-            "--workers",
-            "1",
-            "--log-level",
-            "info",
-            "--config",
-        ])
-        .arg(&file)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = common::bin::Stopped(child);
+    let mut child = common::bin::serve_config_logged(&file);
     // Signals are handled once the banner's first line is out.
     let mut stdout = std::io::BufReader::new(child.0.stdout.take().unwrap());
     let mut line = String::new();

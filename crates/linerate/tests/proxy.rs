@@ -2319,23 +2319,7 @@ fn passive_and_active_health_log_the_upstream_and_the_server() {
         ),
     )
     .unwrap();
-    let child = Command::new(common::bin::BIN)
-        .args([
-            "serve",
-            "--no-pin",
-            "--workers",
-            "1",
-            "--log-level",
-            "info",
-            "--config",
-        ])
-        .arg(&file)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = Stopped(child);
+    let mut child = common::bin::serve_config_logged(&file);
     let stderr = std::io::BufReader::new(child.0.stderr.take().unwrap());
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {

@@ -113,6 +113,28 @@ pub fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus
     }
 }
 
+/// `serve --config FILE` with one worker and `info` logs, stdout and stderr piped to the test
+/// (which reads the log lines it waits for), killed when the test ends.
+pub fn serve_config_logged(file: &std::path::Path) -> Stopped {
+    let child = Command::new(BIN)
+        .args([
+            "serve",
+            "--no-pin",
+            "--workers",
+            "1",
+            "--log-level",
+            "info",
+            "--config",
+        ])
+        .arg(file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    Stopped(child)
+}
+
 /// A child that is killed when the test ends, however it ends (a failed assertion included):
 /// a server left running would hold the test harness's output pipe open.
 pub struct Stopped(pub Child);
