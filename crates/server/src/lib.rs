@@ -120,6 +120,7 @@ pub mod privsep;
 mod proxy;
 pub mod ratelimit;
 pub mod realip;
+pub mod runtime;
 mod server;
 mod start_error;
 mod stats;
@@ -147,6 +148,7 @@ pub use linerate_http1::{Method, Version};
 pub use request::{MAX_PARAMS, Request};
 pub use response::{Body, FileBody, InvalidHeader, Response};
 pub use router::{BodySink, DuplicateRoute, Router};
+pub use runtime::{OnWorker, WorkerStart};
 pub use server::{
     ControlHandle, Reloaded, Server, ShutdownHandle, allowed_cpus, reload_certificates,
 };

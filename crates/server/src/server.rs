@@ -64,6 +64,8 @@ pub struct Server {
     draining: Arc<AtomicBool>,
     /// Makes each worker's [`crate::WorkerLocal`], on its thread.
     local: Option<crate::WorkerLocalFactory>,
+    /// Runs on each worker's thread, in its runtime's context, before it serves.
+    worker_start: Option<crate::WorkerStart>,
     /// The certificates the server obtains itself, and their thread's work (started by
     /// `run`).
     acme: Option<crate::acme::Manager>,
@@ -584,6 +586,7 @@ impl Server {
             certs,
             client_cas,
             local: None,
+            worker_start: None,
             acme_ask_again: acme.as_ref().map(|m| m.ask_again()),
             acme,
             quic,
@@ -596,6 +599,16 @@ impl Server {
     /// others have stopped.
     pub fn with_worker_local(mut self, factory: crate::WorkerLocalFactory) -> Server {
         self.local = Some(factory);
+        self
+    }
+
+    /// Runs `start` on each worker's thread before it serves, with the worker's index, inside
+    /// the worker's tokio runtime's context: it may open what the worker's handlers will use
+    /// (connections that [`crate::OnWorker`]'s futures reach) and wait for it with
+    /// [`crate::runtime::block_on`]. An error ends that worker, and [`Server::run`] returns
+    /// it once the others have stopped.
+    pub fn with_worker_start(mut self, start: crate::WorkerStart) -> Server {
+        self.worker_start = Some(start);
         self
     }
 
@@ -814,6 +827,7 @@ impl Server {
             })));
             let counters = self.counters[i].clone();
             let local_factory = self.local.clone();
+            let worker_start = self.worker_start.clone();
             let alive = Alive(alive.clone());
             let t = std::thread::Builder::new()
                 .name(format!("linerate-w{i}"))
@@ -826,41 +840,54 @@ impl Server {
                             tracing::warn!(cpu, error = %e, "cannot pin worker");
                         }
                     }
-                    let local = local_factory.map(|f| f(i)).transpose()?;
-                    let setup = Setup {
-                        quic,
-                        quic_relay,
-                        index: i,
-                        workers,
-                        local,
-                        client_conns: shared.client_conns.clone(),
-                        conn: shared.conn.clone(),
-                        listeners,
-                        shutdown: wake,
-                        inbox_fd,
-                        reload_fd,
-                        reload,
-                        sites,
-                        app: AppIo {
-                            files,
-                            log,
-                            inbox,
-                            outstanding: 0,
-                            waiting: Default::default(),
-                            counters,
-                            counters_on: shared.app.metrics,
-                            static_gz: Default::default(),
-                            jobs: Vec::new(),
-                            real: None,
-                            client_cert: None,
-                            site_counters: Arc::new([]),
-                            layered: Default::default(),
-                            upgrades: Vec::new(),
-                            extras: false,
-                        },
-                    };
-                    let mut worker = Worker::new(Epoll::new()?, setup)?;
-                    worker.run(&shared)
+                    // The worker's tokio runtime, entered for the thread's whole service
+                    // (`crate::runtime`), and dropped after the worker, before the thread ends.
+                    let rt = crate::runtime::Local::install()?;
+                    let handle = rt.handle().clone();
+                    let served = (move || {
+                        let _enter = handle.enter();
+                        if let Some(start) = &worker_start {
+                            start(i)?;
+                        }
+                        let local = local_factory.map(|f| f(i)).transpose()?;
+                        let setup = Setup {
+                            rt,
+                            quic,
+                            quic_relay,
+                            index: i,
+                            workers,
+                            local,
+                            client_conns: shared.client_conns.clone(),
+                            conn: shared.conn.clone(),
+                            listeners,
+                            shutdown: wake,
+                            inbox_fd,
+                            reload_fd,
+                            reload,
+                            sites,
+                            app: AppIo {
+                                files,
+                                log,
+                                inbox,
+                                outstanding: 0,
+                                waiting: Default::default(),
+                                counters,
+                                counters_on: shared.app.metrics,
+                                static_gz: Default::default(),
+                                jobs: Vec::new(),
+                                real: None,
+                                client_cert: None,
+                                site_counters: Arc::new([]),
+                                layered: Default::default(),
+                                upgrades: Vec::new(),
+                                extras: false,
+                            },
+                        };
+                        let mut worker = Worker::new(Epoll::new()?, setup)?;
+                        worker.run(&shared)
+                    })();
+                    crate::runtime::uninstall();
+                    served
                 })?;
             threads.push(t);
         }

@@ -9,7 +9,9 @@
 //! applies them to every thread),
 //! and reading file bytes onto the end of a buffer without zeroing it first (HTTP/2 DATA),
 //! and forking the privilege keeper (privsep.rs) with the set-up its child runs,
-//! and taking ownership of the listening sockets systemd passes (socket activation).
+//! and taking ownership of the listening sockets systemd passes (socket activation),
+//! and registering a worker's epoll instance in its tokio runtime's reactor (tokio 1.54 made
+//! `AsyncFd`'s registration `unsafe`: the fd must stay open while registered).
 //!
 //! Everything else (epoll, sockets, affinity, eventfd) goes through rustix's safe API. Each
 //! unsafe block carries a SAFETY comment; clippy denies undocumented ones.
@@ -18,6 +20,19 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
+
+/// Registers `fd` (a worker's epoll instance, duplicated) for readability in the current
+/// tokio runtime's reactor (`crate::runtime`).
+pub(crate) fn watch_in_tokio(
+    fd: std::os::fd::OwnedFd,
+) -> io::Result<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>> {
+    // SAFETY: the `AsyncFd` owns the descriptor: it is neither closed nor replaced while
+    // registered, and is deregistered when the `AsyncFd` is dropped, before it closes.
+    let registered = unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+    };
+    registered.map_err(io::Error::from)
+}
 
 /// Reads up to `n` bytes of `fd` from `offset` onto the end of `buf`, into its spare capacity
 /// (no zeroing first: HTTP/2 copies file bodies into DATA frames, and zeroing each 16 KiB

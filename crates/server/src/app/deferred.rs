@@ -315,6 +315,8 @@ impl Inbox {
     fn wake_up(&self) {
         if HOME.with(Cell::get) == self as *const Inbox as usize {
             self.here.store(true, Ordering::Relaxed);
+            // A worker parked in its runtime (a task of its own answered) goes back to its loop.
+            crate::runtime::wake_parked();
         } else {
             (self.wake)();
         }

@@ -147,6 +147,11 @@ pub(crate) trait Backend {
     fn shutdown_write(&mut self, token: Token) -> io::Result<()>;
     /// Waits until a completion is ready or `timeout` passed (`None`: no limit).
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()>;
+    /// Whether the last `wait` found anything (a completion may still be ready).
+    fn found(&self) -> bool;
+    /// The descriptor that is readable while completions are ready (the epoll instance),
+    /// for a worker that waits inside its tokio runtime (`crate::runtime`).
+    fn poll_fd(&self) -> BorrowedFd<'_>;
     /// The next completion since the last `wait`.
     fn next(&mut self) -> Option<Completion>;
     /// Gives back a buffer lent by `Received`.

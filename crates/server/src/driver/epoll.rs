@@ -572,6 +572,14 @@ impl Backend for Epoll {
         }
     }
 
+    fn found(&self) -> bool {
+        !self.raw.is_empty()
+    }
+
+    fn poll_fd(&self) -> BorrowedFd<'_> {
+        self.ep.as_fd()
+    }
+
     #[inline(always)]
     fn next(&mut self) -> Option<Completion> {
         while self.at < self.raw.len() {

@@ -28,6 +28,7 @@ mod ws;
 
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -113,6 +114,8 @@ pub(crate) struct Setup {
     pub app: AppIo,
     /// The application's work on this worker's thread, run after every turn of the loop.
     pub local: Option<Box<dyn crate::WorkerLocal>>,
+    /// This worker's tokio runtime (`crate::runtime`), installed on its thread.
+    pub rt: Rc<crate::runtime::Local>,
     /// Open connections per client address, shared by the workers (a limit is set).
     pub client_conns: Option<Arc<crate::client_conns::ClientConns>>,
     /// This worker's UDP socket of each QUIC listener (none: no HTTP/3).
@@ -246,6 +249,12 @@ pub(crate) struct Worker<B: Backend> {
     local: Option<Box<dyn crate::WorkerLocal>>,
     /// Its fd was reported readable this turn.
     local_ready: bool,
+    /// The worker's tokio runtime, for [`crate::OnWorker`]'s futures.
+    rt: Rc<crate::runtime::Local>,
+    /// The inbox was made this thread's home (`Inbox::make_home`).
+    homed: bool,
+    /// The runtime's reactor watches the backend's epoll instance (`runtime::Local::watch`).
+    watching: bool,
     /// The monotonic clock at start (ms); `io.now` counts from it.
     started: u64,
     accept_paused_until: Option<u64>,
@@ -335,6 +344,9 @@ impl<B: Backend> Worker<B> {
             done: Vec::new(),
             local: setup.local,
             local_ready: false,
+            rt: setup.rt,
+            homed: false,
+            watching: false,
             started,
             accept_paused_until: None,
             drain_deadline: None,
@@ -364,10 +376,15 @@ impl<B: Backend> Worker<B> {
         if self.local.is_some() {
             // Its futures answer on this thread: see `run_local`.
             self.io.app.inbox.make_home();
+            self.homed = true;
         }
         loop {
             let timeout = self.timeout();
-            self.backend.wait(timeout)?;
+            if crate::runtime::Local::used() {
+                self.wait_in_runtime(timeout)?;
+            } else {
+                self.backend.wait(timeout)?;
+            }
             self.tick();
             while let Some(c) = self.backend.next() {
                 self.complete(c, sh);
@@ -400,7 +417,7 @@ impl<B: Backend> Worker<B> {
                     self.with(self.token(idx), sh, |_, _| {});
                 }
             }
-            if self.local.is_some() {
+            if self.homed {
                 self.run_local(sh);
             }
             if let Some(t) = self.accept_paused_until
@@ -450,6 +467,38 @@ impl<B: Backend> Worker<B> {
             }
             self.answers(sh);
         }
+    }
+
+    /// The wait of a worker whose tokio runtime was handed futures ([`crate::OnWorker`]):
+    /// while the runtime has tasks, events are taken without waiting and the runtime runs
+    /// what is ready; when neither has anything, the worker waits inside the runtime (its
+    /// epoll instance watched by tokio's reactor), so tokio's timers and sockets wake it as
+    /// its own events do. With no task, the worker waits as any other.
+    #[inline(never)]
+    fn wait_in_runtime(&mut self, timeout: Option<Duration>) -> std::io::Result<()> {
+        if !self.homed {
+            // Answers its futures give on this thread wake nothing: see `run_local`.
+            self.io.app.inbox.make_home();
+            self.homed = true;
+        }
+        if !self.watching {
+            self.rt.watch(self.backend.poll_fd())?;
+            self.watching = true;
+        }
+        if !self.rt.busy() {
+            return self.backend.wait(timeout);
+        }
+        self.backend.wait(Some(Duration::ZERO))?;
+        if self.backend.found()
+            || timeout == Some(Duration::ZERO)
+            || self.io.app.inbox.pushed_here()
+        {
+            self.rt.turn();
+            return Ok(());
+        }
+        let inbox = self.io.app.inbox.clone();
+        self.rt.park(timeout, |_| inbox.pushed_here());
+        self.backend.wait(Some(Duration::ZERO))
     }
 
     /// How long the next wait may last.

@@ -53,17 +53,32 @@ enum Link {
     Reset,
 }
 
-/// Wakes the engine when deferred answers arrive (the worker's eventfd, as a condvar).
+/// Wakes the engine when deferred answers arrive (the worker's eventfd, as a condvar, or the
+/// waker of the engine parked in its runtime).
 #[derive(Default)]
 struct Bell {
     rung: Mutex<bool>,
     cv: Condvar,
+    parked: Mutex<Option<std::task::Waker>>,
 }
 
 impl Bell {
     fn ring(&self) {
         *self.rung.lock().unwrap_or_else(|e| e.into_inner()) = true;
         self.cv.notify_all();
+        if let Some(w) = self.parked.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            w.wake();
+        }
+    }
+
+    /// Consumes a ring, or leaves `waker` to be woken by the next.
+    fn rung_or_wake(&self, waker: &std::task::Waker) -> bool {
+        let mut rung = self.rung.lock().unwrap_or_else(|e| e.into_inner());
+        if std::mem::take(&mut *rung) {
+            return true;
+        }
+        *self.parked.lock().unwrap_or_else(|e| e.into_inner()) = Some(waker.clone());
+        false
     }
 
     /// Waits until rung or `at_most` passed, and consumes the ring.
@@ -95,6 +110,9 @@ pub(crate) struct Engine {
     bell: Arc<Bell>,
     /// `cx.now` counts milliseconds from here.
     epoch: Instant,
+    /// The worker's tokio runtime, installed on the calling thread for each exchange (see
+    /// `crate::runtime`): [`crate::OnWorker`]'s futures run on it.
+    rt: std::rc::Rc<crate::runtime::Local>,
     /// The last connection's token (each exchange has its own, so a late answer for an
     /// earlier one is counted and dropped, as a worker drops one for a closed connection).
     token: u64,
@@ -153,6 +171,8 @@ impl Engine {
             head: RequestHead::new(),
             bell,
             epoch: Instant::now(),
+            rt: crate::runtime::Local::new()
+                .map_err(|e| StartError::invalid(crate::Part::Other, format!("runtime: {e}")))?,
             token: 0,
             streams: Vec::new(),
         })
@@ -172,7 +192,8 @@ impl Engine {
             Protocol::Http1 => Proto::h1(self.cx.now, &self.cx),
             Protocol::Http2 => Proto::h2(self.cx.now, &self.cx),
         };
-        let result = self.run(&mut conn, wire, Instant::now() + limit, limit);
+        let rt = self.rt.clone();
+        let result = rt.serving(|| self.run(&mut conn, wire, Instant::now() + limit, limit));
         for (chan, _) in self.streams.drain(..) {
             chan.gone();
         }
@@ -233,8 +254,13 @@ impl Engine {
                 .deadline()
                 .saturating_sub(self.cx.now)
                 .saturating_add(1);
-            self.bell
-                .wait(Duration::from_millis(due).min(give_up - now));
+            let wait = Duration::from_millis(due).min(give_up - now);
+            if crate::runtime::Local::used() && self.rt.busy() {
+                let bell = &self.bell;
+                self.rt.park(Some(wait), |w| bell.rung_or_wake(w));
+            } else {
+                self.bell.wait(wait);
+            }
         }
     }
 

@@ -1,0 +1,244 @@
+//! Each worker's tokio runtime: a current-thread runtime made on the worker's thread and
+//! driven by the worker's own loop, so that an `async` handler run by [`OnWorker`] finds a
+//! tokio context (timers, `tokio::net`, reqwest, tokio-based SDKs) with no thread hop.
+//!
+//! Owns the runtime, the futures [`OnWorker`] hands it, and the two ways the worker's loop
+//! lets it run: [`Local::turn`] (run what is ready, without waiting) and [`Local::park`] (wait
+//! for the worker's own epoll instance, a deadline or an answer, inside the runtime, so that
+//! tokio's I/O and timers wake the thread too). A worker whose runtime has no task never
+//! enters it: it waits in its own `epoll_wait`, as before, and pays one thread-local test per
+//! turn. Knows nothing of HTTP.
+#![forbid(unsafe_code)]
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::os::fd::OwnedFd;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use tokio::io::unix::AsyncFd;
+
+use crate::deferred::{BoxFuture, Spawn};
+
+thread_local! {
+    /// This thread's worker runtime, while a worker (or the test client) serves on it.
+    static LOCAL: RefCell<Option<Rc<Local>>> = const { RefCell::new(None) };
+    /// A future was handed to this thread's runtime: from then on the worker's loop asks it
+    /// for work each turn (read once per turn, so a worker that never uses it pays that only).
+    static USED: Cell<bool> = const { Cell::new(false) };
+    /// The worker parked in its runtime: an answer given on this thread wakes it.
+    static PARKED: RefCell<Option<Waker>> = const { RefCell::new(None) };
+}
+
+/// One worker's runtime and the futures waiting to become its tasks.
+pub(crate) struct Local {
+    rt: tokio::runtime::Runtime,
+    /// Handler futures that did not finish in their first poll, spawned inside the runtime at
+    /// its next turn (a spawn from outside it would write the runtime's eventfd each time).
+    queued: RefCell<Vec<BoxFuture>>,
+    /// The worker's epoll instance (a duplicate), watched by the runtime's reactor while the
+    /// worker is parked in it; registered at the first park.
+    watched: RefCell<Option<AsyncFd<OwnedFd>>>,
+}
+
+impl Local {
+    /// Makes a runtime for this thread.
+    pub(crate) fn new() -> std::io::Result<Rc<Local>> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        Ok(Rc::new(Local {
+            rt,
+            queued: RefCell::new(Vec::new()),
+            watched: RefCell::new(None),
+        }))
+    }
+
+    /// Makes this thread's runtime and installs it, for [`OnWorker`] and [`block_on`].
+    pub(crate) fn install() -> std::io::Result<Rc<Local>> {
+        let local = Local::new()?;
+        LOCAL.with(|l| *l.borrow_mut() = Some(local.clone()));
+        Ok(local)
+    }
+
+    /// Runs `f` with this runtime installed and entered on this thread (the test client's
+    /// exchanges), then puts back what was installed before.
+    pub(crate) fn serving<R>(self: &Rc<Local>, f: impl FnOnce() -> R) -> R {
+        let before = LOCAL.with(|l| l.borrow_mut().replace(self.clone()));
+        let result = {
+            let _enter = self.rt.enter();
+            f()
+        };
+        LOCAL.with(|l| *l.borrow_mut() = before);
+        result
+    }
+
+    /// The runtime's handle: enter it for the thread's whole service, so that a handler's
+    /// first poll (inline, outside the runtime) finds a tokio context.
+    pub(crate) fn handle(&self) -> &tokio::runtime::Handle {
+        self.rt.handle()
+    }
+
+    /// Whether futures were ever handed to this thread's runtime.
+    #[inline(always)]
+    pub(crate) fn used() -> bool {
+        USED.with(Cell::get)
+    }
+
+    /// Whether the runtime has work: futures to spawn or tasks alive (waiting on tokio's
+    /// timers or I/O, or ready to run).
+    pub(crate) fn busy(&self) -> bool {
+        !self.queued.borrow().is_empty() || self.rt.metrics().num_alive_tasks() > 0
+    }
+
+    /// Runs what is ready — the queued futures' first turns, woken tasks, tokio's timers and
+    /// I/O — and returns without waiting.
+    pub(crate) fn turn(&self) {
+        self.rt.block_on(async {
+            self.spawn_queued();
+            tokio::task::yield_now().await;
+        });
+    }
+
+    /// Has the runtime's reactor watch `epoll` (the worker's own instance) while the worker
+    /// is parked in it.
+    pub(crate) fn watch(&self, epoll: std::os::fd::BorrowedFd<'_>) -> std::io::Result<()> {
+        let _enter = self.rt.enter();
+        let afd = crate::sys::watch_in_tokio(epoll.try_clone_to_owned()?)?;
+        *self.watched.borrow_mut() = Some(afd);
+        Ok(())
+    }
+
+    /// Runs what is ready, then waits inside the runtime until the watched epoll instance has
+    /// events, `timeout` passes (`None`: no limit), `ready` says an answer is waiting
+    /// (asked at each wake, with the waker an answer from another thread should wake), or an
+    /// answer is given on this thread.
+    pub(crate) fn park(&self, timeout: Option<Duration>, mut ready: impl FnMut(&Waker) -> bool) {
+        let watched = self.watched.borrow();
+        self.rt.block_on(async {
+            self.spawn_queued();
+            tokio::task::yield_now().await;
+            let mut sleep = timeout.map(|t| Box::pin(tokio::time::sleep(t)));
+            std::future::poll_fn(|cx| {
+                PARKED.with(|p| *p.borrow_mut() = Some(cx.waker().clone()));
+                if ready(cx.waker()) {
+                    return Poll::Ready(());
+                }
+                if let Some(afd) = watched.as_ref()
+                    && let Poll::Ready(got) = afd.poll_read_ready(cx)
+                {
+                    // Edge-triggered in tokio's reactor: the worker's wait that follows takes
+                    // what is there; a stale readiness costs one empty turn.
+                    if let Ok(mut guard) = got {
+                        guard.clear_ready();
+                    }
+                    return Poll::Ready(());
+                }
+                if let Some(s) = sleep.as_mut()
+                    && s.as_mut().poll(cx).is_ready()
+                {
+                    return Poll::Ready(());
+                }
+                Poll::Pending
+            })
+            .await;
+            PARKED.with(|p| p.borrow_mut().take());
+        });
+    }
+
+    /// Spawns the queued futures; called inside the runtime, where a spawn is a push on its
+    /// own queue.
+    fn spawn_queued(&self) {
+        let queued = std::mem::take(&mut *self.queued.borrow_mut());
+        for fut in queued {
+            tokio::spawn(fut);
+        }
+    }
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        // The reactor registration goes before the runtime it belongs to.
+        self.watched.get_mut().take();
+    }
+}
+
+/// Uninstalls this thread's runtime (its tasks are dropped with it).
+pub(crate) fn uninstall() {
+    let local = LOCAL.with(|l| l.borrow_mut().take());
+    drop(local);
+}
+
+/// An answer was given on this thread: a worker parked in its runtime goes back to its loop.
+pub(crate) fn wake_parked() {
+    PARKED.with(|p| {
+        if let Some(w) = p.borrow().as_ref() {
+            w.wake_by_ref();
+        }
+    });
+}
+
+/// Runs futures on the HTTP worker that took the request, in that worker's tokio runtime:
+/// the spawner for [`Router::route_async`](crate::Router::route_async) and `get_async`…
+/// when handlers should stay on the worker's thread (no thread hop, no lock) and still use
+/// tokio (timers, `tokio::net`, reqwest, tokio-based clients).
+///
+/// A future is polled once at once, where the handler was called: one that awaits nothing
+/// answers in that poll and never becomes a task. One that waits becomes a task of the
+/// worker's current-thread runtime, which the worker drives between its own events. Its
+/// tasks run on that worker only: what blocks the thread blocks the worker's connections
+/// too, so CPU-heavy or blocking work belongs in `tokio::task::spawn_blocking`.
+///
+/// On a thread that is no worker of this server (start-up code, a thread of the
+/// application's), the future goes to the tokio runtime current there, if any; with none it
+/// is dropped and an error logged (a handler's future dropped unanswered answers 500).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OnWorker;
+
+impl Spawn for OnWorker {
+    fn spawn(&self, fut: BoxFuture) {
+        spawn(fut);
+    }
+}
+
+/// Polls `fut` once on this thread, then queues it for the runtime if it waits.
+fn spawn(mut fut: BoxFuture) {
+    let local = LOCAL.with(|l| l.borrow().clone());
+    let Some(local) = local else {
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn(fut);
+            }
+            Err(_) => tracing::error!("OnWorker: not on a worker thread nor in a tokio runtime"),
+        }
+        return;
+    };
+    USED.with(|u| u.set(true));
+    let mut cx = Context::from_waker(Waker::noop());
+    match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx))) {
+        Ok(Poll::Ready(())) => {}
+        Ok(Poll::Pending) => local.queued.borrow_mut().push(fut),
+        Err(_) => tracing::error!("a future panicked in its first poll on the worker; dropped"),
+    }
+}
+
+/// Runs `fut` to its end on this worker's runtime: for start-up work on a worker's thread
+/// (opening connections before it serves, see [`Server::with_worker_start`]). `None` on a
+/// thread with no worker runtime.
+///
+/// [`Server::with_worker_start`]: crate::Server::with_worker_start
+pub fn block_on<F: Future>(fut: F) -> Option<F::Output> {
+    let local = LOCAL.with(|l| l.borrow().clone())?;
+    Some(local.rt.block_on(async {
+        local.spawn_queued();
+        fut.await
+    }))
+}
+
+/// A worker's start-up work on its own thread, in its runtime's context, before it serves:
+/// given the worker's index; an error ends that worker (see [`Server::with_worker_start`]).
+///
+/// [`Server::with_worker_start`]: crate::Server::with_worker_start
+pub type WorkerStart = std::sync::Arc<dyn Fn(usize) -> std::io::Result<()> + Send + Sync>;
