@@ -258,8 +258,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..Config::default()
     };
     let mut server = Server::bind(config, app(pool.clone(), st, token))?;
-    if let Some(local) = pool.worker_local(server.workers(), std::time::Duration::from_secs(5)) {
-        server = server.with_worker_local(local);
+    if let Some(start) = pool.worker_start(server.workers(), std::time::Duration::from_secs(5)) {
+        server = server.with_worker_start(start);
     }
     println!("users service on http://{}", server.local_addr());
     server.run_until_signal()?;

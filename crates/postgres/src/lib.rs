@@ -9,7 +9,7 @@
 //!   and again when it re-opens.
 //! - **Drivers** ([`Driver`]): `Runtime`, one set of connections on a tokio runtime shared by
 //!   the workers; `Worker`, a set per HTTP worker whose sockets the worker's own loop watches
-//!   (installed with [`Pool::worker_local`]), so a query never leaves the worker's thread.
+//!   (opened by [`Pool::worker_start`]), so a query never leaves the worker's thread.
 //! - **Pipelining**: [`Pool::get`] hands out the connections round-robin; several requests
 //!   hold one at once and their queries are in flight together on it.
 //! - **Sessions**: [`Pool::session`] hands out a connection one request holds alone, for a
@@ -57,8 +57,8 @@
 //! });
 //! let config = Config { addr: "127.0.0.1:0".parse()?, ..Config::default() };
 //! let mut server = Server::bind(config, router)?;
-//! if let Some(local) = pool.worker_local(server.workers(), Duration::from_secs(5)) {
-//!     server = server.with_worker_local(local);
+//! if let Some(start) = pool.worker_start(server.workers(), Duration::from_secs(5)) {
+//!     server = server.with_worker_start(start);
 //! }
 //! server.run_until_signal()?;
 //! # Ok(())
@@ -70,7 +70,6 @@
 mod builder;
 mod conn;
 mod error;
-mod local;
 mod pool;
 mod reconnect;
 mod session;

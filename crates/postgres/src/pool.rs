@@ -1,10 +1,11 @@
 //! The connections: a fixed number of tokio-postgres connections, each with the pool's
 //! prepared statements, handed out round-robin ([`Pool::get`]); where their futures run
-//! ([`Pool::spawner`]); and the worker driver's per-worker set-up ([`Pool::worker_local`]).
+//! ([`Pool::spawner`]); and the worker driver's per-worker set-up ([`Pool::worker_start`]).
 //!
 //! Two drivers ([`Driver`]): `Runtime` keeps one set of connections on a tokio runtime beside
 //! the workers (a request crosses to that thread and back); `Worker` gives every HTTP worker
-//! its own set, driven by the worker's own event loop (`local.rs`), so a request never leaves
+//! its own set, driven by the worker's own tokio runtime (`linerate_server::runtime`, which the
+//! worker's loop drives), so a request never leaves
 //! its thread. A lost connection's slot is emptied and re-opened in the background
 //! (`reconnect.rs`); a request that finds no open slot gets [`Unavailable`] at once. Each set
 //! also has its sessions, connections one request holds alone ([`Pool::session`],
@@ -21,11 +22,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use linerate_server::{BoxFuture, Spawn, WorkerLocal, WorkerLocalFactory};
+use linerate_server::{BoxFuture, Spawn, WorkerStart};
 
 use crate::conn::Conn;
 use crate::error::{Error, OpenError, Unavailable};
-use crate::local;
 use crate::reconnect::{revive, revive_local};
 use crate::session::{Place, Session, Sessions};
 use crate::statements::{Specs, StatementId};
@@ -36,8 +36,8 @@ pub enum Driver {
     /// One set on a tokio runtime's threads, shared by the workers: a query's future runs
     /// there, and its answer crosses back to the worker.
     Runtime,
-    /// A set per HTTP worker, driven by the worker's own event loop (installed with
-    /// [`Pool::worker_local`]): a query never leaves the worker's thread.
+    /// A set per HTTP worker, on the worker's own tokio runtime, which its event loop drives
+    /// (opened by [`Pool::worker_start`]): a query never leaves the worker's thread.
     Worker,
 }
 
@@ -141,6 +141,9 @@ pub(crate) struct WorkerSet {
 thread_local! {
     static WORKER: RefCell<Option<Rc<WorkerSet>>> = const { RefCell::new(None) };
 }
+
+/// How often a worker at start looks whether its connections are open.
+const START_LOOK: Duration = Duration::from_millis(5);
 
 /// Tells pools apart, so that a worker's set is used only by the pool that opened it.
 static POOL_IDS: AtomicU64 = AtomicU64::new(1);
@@ -276,8 +279,8 @@ impl Pool {
 
     /// What runs the futures that use this pool: for [`Router::get_async`] and
     /// [`Router::route_async`]. With [`Driver::Runtime`] the pool's runtime; with
-    /// [`Driver::Worker`] the executor of the worker that took the request (installed by
-    /// [`Pool::worker_local`]).
+    /// [`Driver::Worker`] the runtime of the worker that took the request
+    /// ([`linerate_server::OnWorker`]).
     ///
     /// [`Router::get_async`]: linerate_server::Router::get_async
     /// [`Router::route_async`]: linerate_server::Router::route_async
@@ -319,15 +322,14 @@ impl Pool {
     }
 
     /// The worker driver's per-worker set-up, for
-    /// [`Server::with_worker_local`](linerate_server::Server::with_worker_local) (`None` with
+    /// [`Server::with_worker_start`](linerate_server::Server::with_worker_start) (`None` with
     /// [`Driver::Runtime`]): on its thread, each of the `workers` closes the start-up
-    /// connection (the first one to get there does), installs its reactor and executor, and
-    /// opens its share of the connections ([`Pool::per_worker`]) before it serves, waiting at
-    /// most `limit` for them; the ones not open by then keep trying in the background.
+    /// connection (the first one to get there does) and opens its share of the connections
+    /// ([`Pool::per_worker`]) on its runtime before it serves, waiting at most `limit` for
+    /// them; the ones not open by then keep trying in the background.
     ///
-    /// One worker-driver pool per server: the server takes one factory, and this one installs
-    /// the worker's reactor for this pool alone.
-    pub fn worker_local(&self, workers: usize, limit: Duration) -> Option<WorkerLocalFactory> {
+    /// One worker-driver pool per server: the server takes one start-up function.
+    pub fn worker_start(&self, workers: usize, limit: Duration) -> Option<WorkerStart> {
         let Mode::Worker { start, addrs } = &self.mode else {
             return None;
         };
@@ -338,7 +340,6 @@ impl Pool {
         Some(Arc::new(move |_worker| {
             start_slots.iter().for_each(|s| s.close());
             start_sessions.close();
-            let mut local = local::Local::install()?;
             let set = Rc::new(WorkerSet {
                 pool: id,
                 slots: (0..count).map(|_| Slot::new()).collect(),
@@ -355,10 +356,19 @@ impl Pool {
             for slot in &set.slots {
                 revive_local(&set, slot);
             }
-            local.run_until(limit, || {
-                set.slots.iter().all(|s| s.conn.lock().unwrap().is_some())
-            });
-            Ok(Box::new(local) as Box<dyn WorkerLocal>)
+            // Waits, on the worker's runtime, for the connections just started (a look every
+            // few milliseconds: this is start-up, once per worker).
+            linerate_server::runtime::block_on(async {
+                let opened = || set.slots.iter().all(|s| s.conn.lock().unwrap().is_some());
+                let _ = tokio::time::timeout(limit, async {
+                    while !opened() {
+                        tokio::time::sleep(START_LOOK).await;
+                    }
+                })
+                .await;
+            })
+            .ok_or_else(|| std::io::Error::other("no worker runtime on this thread"))?;
+            Ok(())
         }))
     }
 }
@@ -371,7 +381,7 @@ pub(crate) fn open_worker_session(
 ) {
     let set = WORKER.with(|w| w.borrow().as_ref().filter(|s| s.pool == pool).cloned());
     if let Some(set) = set {
-        local::spawn(async move {
+        linerate_server::runtime::spawn_local(async move {
             let opened = crate::reconnect::open_worker(&set.target, &set.addrs, || {}).await;
             let _ = done.send(opened);
         });
@@ -389,11 +399,7 @@ impl Spawn for Spawner {
             Some(runtime) => {
                 runtime.spawn(fut);
             }
-            None => {
-                if !local::spawn(fut) {
-                    tracing::error!("no worker-local executor on this thread");
-                }
-            }
+            None => linerate_server::OnWorker.spawn(fut),
         }
     }
 }

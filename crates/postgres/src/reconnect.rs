@@ -2,7 +2,8 @@
 //! statements), watch (when the connection's task ends, its slot is emptied and re-opened),
 //! and re-open with a backoff doubling from [`FIRST_RETRY`] to [`MAX_RETRY`], saying the
 //! outage once. The same loop serves both drivers: on the runtime with tokio's socket and
-//! timer, on a worker with the worker's own (`local.rs`).
+//! timer, on a worker with the same on the worker's own runtime
+//! (`linerate_server::runtime`).
 //!
 //! Never on the request path: a request that finds a slot empty only starts its re-opening
 //! (at most one task per slot, [`claim`]) and goes on to the next slot or [`Unavailable`].
@@ -19,7 +20,6 @@ use tokio_postgres::NoTls;
 
 use crate::conn::Conn;
 use crate::error::{OpenError, PgOpenError, describe};
-use crate::local;
 use crate::pool::{Slot, Target, WorkerSet};
 
 /// The first wait before opening a lost connection again.
@@ -139,13 +139,16 @@ pub(crate) fn revive_local(set: &Rc<WorkerSet>, slot: &Arc<Slot>) {
         return;
     }
     let (set, target) = (set.clone(), slot.clone());
-    local::spawn(reopen(
+    linerate_server::runtime::spawn_local(reopen(
         slot.clone(),
         move || {
             let (set, target) = (set.clone(), target.clone());
             async move { open_local(&set, &target).await }
         },
-        |wait| async move { local::sleep(wait).await.is_ok() },
+        |wait| async move {
+            tokio::time::sleep(wait).await;
+            true
+        },
     ));
 }
 
@@ -170,8 +173,10 @@ pub(crate) async fn open_worker(
     let mut last = None;
     let mut tcp = None;
     for addr in addrs {
-        match local::LocalTcp::connect(*addr).await {
+        match tokio::net::TcpStream::connect(*addr).await {
             Ok(t) => {
+                // Queries are small messages answered one by one: no Nagle wait.
+                t.set_nodelay(true)?;
                 tcp = Some(t);
                 break;
             }
@@ -185,7 +190,7 @@ pub(crate) async fn open_worker(
         }
     };
     let (client, connection) = target.config.connect_raw(tcp, NoTls).await?;
-    local::spawn(async move {
+    linerate_server::runtime::spawn_local(async move {
         if let Err(e) = connection.await {
             tracing::warn!(error = describe(&e), "database connection ended");
         }

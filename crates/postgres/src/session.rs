@@ -26,7 +26,6 @@ use tokio_postgres::{Client, IsolationLevel, Row, Statement};
 
 use crate::conn::Conn;
 use crate::error::{Error, OpenError};
-use crate::local;
 use crate::pool::Target;
 use crate::statements::StatementId;
 
@@ -44,7 +43,7 @@ pub(crate) enum Place {
         runtime: tokio::runtime::Handle,
         target: Arc<Target>,
     },
-    /// On the worker thread of pool `pool`, over the worker's reactor (`local.rs`).
+    /// On the worker thread of pool `pool`, on the worker's runtime (`linerate_server::runtime`).
     Worker { pool: u64 },
 }
 
@@ -56,7 +55,7 @@ impl Place {
                 runtime.spawn(fut);
                 true
             }
-            Place::Worker { .. } => local::spawn(fut),
+            Place::Worker { .. } => linerate_server::runtime::spawn_local(fut),
         }
     }
 
@@ -93,10 +92,9 @@ impl Place {
                 });
                 true
             }
-            Place::Worker { .. } => local::spawn(async move {
-                if local::sleep(wait).await.is_ok() {
-                    ring.await;
-                }
+            Place::Worker { .. } => linerate_server::runtime::spawn_local(async move {
+                tokio::time::sleep(wait).await;
+                ring.await;
             }),
         };
         if !ok {

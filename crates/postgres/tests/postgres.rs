@@ -67,6 +67,16 @@ fn own_statements(pg: &Pg, driver: Driver) {
         });
         assert_eq!(got.unwrap().as_deref(), want, "user {id}");
     }
+    // A tokio timer and a query in one future, on either driver: the worker driver's futures
+    // run on the worker's tokio runtime.
+    let pool = d.pool.clone();
+    let got = d.run(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        let conn = pool.get()?;
+        let row = conn.query_one(by_id, &[&1i32]).await?;
+        Ok::<_, Error>(row.get::<_, String>(0))
+    });
+    assert_eq!(got.unwrap(), "ada");
     // Many rows, in order.
     for (pattern, want) in [("%a%", vec![1, 2, 4]), ("c%", vec![3]), ("z%", vec![])] {
         let pool = d.pool.clone();

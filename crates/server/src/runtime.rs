@@ -14,6 +14,7 @@ use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::os::fd::OwnedFd;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -28,19 +29,32 @@ thread_local! {
     /// A future was handed to this thread's runtime: from then on the worker's loop asks it
     /// for work each turn (read once per turn, so a worker that never uses it pays that only).
     static USED: Cell<bool> = const { Cell::new(false) };
+    /// The thread is inside its runtime (a turn, a park or [`block_on`]): a future handed to
+    /// it becomes a task at once.
+    static INSIDE: Cell<bool> = const { Cell::new(false) };
     /// The worker parked in its runtime: an answer given on this thread wakes it.
     static PARKED: RefCell<Option<Waker>> = const { RefCell::new(None) };
 }
 
+/// A future for the worker's thread alone (it may hold `Rc`s).
+type LocalFuture = Pin<Box<dyn Future<Output = ()> + 'static>>;
+
 /// One worker's runtime and the futures waiting to become its tasks.
 pub(crate) struct Local {
-    rt: tokio::runtime::Runtime,
-    /// Handler futures that did not finish in their first poll, spawned inside the runtime at
-    /// its next turn (a spawn from outside it would write the runtime's eventfd each time).
-    queued: RefCell<Vec<BoxFuture>>,
+    /// The worker's own tasks ([`OnWorker`]'s and [`spawn_local`]'s): a `LocalSet`, so they
+    /// need not be `Send`; run whenever the worker turns or parks in the runtime.
+    tasks: tokio::task::LocalSet,
+    /// Futures that did not finish in their first poll (or never were polled), spawned inside
+    /// the runtime at its next turn (a spawn from outside it would wake the runtime's
+    /// eventfd each time).
+    queued: RefCell<Vec<LocalFuture>>,
+    /// Tasks of `tasks` not yet ended (the `LocalSet` does not count them).
+    live: Rc<Cell<usize>>,
     /// The worker's epoll instance (a duplicate), watched by the runtime's reactor while the
     /// worker is parked in it; registered at the first park.
     watched: RefCell<Option<AsyncFd<OwnedFd>>>,
+    /// Declared last, so dropped last: the tasks and the registration above go first.
+    rt: tokio::runtime::Runtime,
 }
 
 impl Local {
@@ -51,7 +65,9 @@ impl Local {
             .build()?;
         Ok(Rc::new(Local {
             rt,
+            tasks: tokio::task::LocalSet::new(),
             queued: RefCell::new(Vec::new()),
+            live: Rc::new(Cell::new(0)),
             watched: RefCell::new(None),
         }))
     }
@@ -90,16 +106,15 @@ impl Local {
     /// Whether the runtime has work: futures to spawn or tasks alive (waiting on tokio's
     /// timers or I/O, or ready to run).
     pub(crate) fn busy(&self) -> bool {
-        !self.queued.borrow().is_empty() || self.rt.metrics().num_alive_tasks() > 0
+        self.live.get() > 0
+            || !self.queued.borrow().is_empty()
+            || self.rt.metrics().num_alive_tasks() > 0
     }
 
     /// Runs what is ready — the queued futures' first turns, woken tasks, tokio's timers and
     /// I/O — and returns without waiting.
     pub(crate) fn turn(&self) {
-        self.rt.block_on(async {
-            self.spawn_queued();
-            tokio::task::yield_now().await;
-        });
+        self.run(tokio::task::yield_now());
     }
 
     /// Has the runtime's reactor watch `epoll` (the worker's own instance) while the worker
@@ -117,8 +132,7 @@ impl Local {
     /// answer is given on this thread.
     pub(crate) fn park(&self, timeout: Option<Duration>, mut ready: impl FnMut(&Waker) -> bool) {
         let watched = self.watched.borrow();
-        self.rt.block_on(async {
-            self.spawn_queued();
+        self.run(async {
             tokio::task::yield_now().await;
             let mut sleep = timeout.map(|t| Box::pin(tokio::time::sleep(t)));
             std::future::poll_fn(|cx| {
@@ -151,18 +165,89 @@ impl Local {
     /// Spawns the queued futures; called inside the runtime, where a spawn is a push on its
     /// own queue.
     fn spawn_queued(&self) {
+        INSIDE.with(|i| i.set(true));
         let queued = std::mem::take(&mut *self.queued.borrow_mut());
         for fut in queued {
-            tokio::spawn(fut);
+            self.start(fut);
         }
+    }
+
+    /// Makes `fut` a task (inside the runtime), counted while it lives.
+    fn start(&self, fut: LocalFuture) {
+        let live = Live::count(&self.live);
+        self.tasks.spawn_local(async move {
+            let _live = live;
+            fut.await
+        });
+    }
+
+    /// Makes `fut` a task now when inside the runtime, else at its next turn.
+    fn hand(&self, fut: LocalFuture) {
+        if INSIDE.with(Cell::get) {
+            self.start(fut);
+        } else {
+            self.queued.borrow_mut().push(fut);
+        }
+    }
+
+    /// Runs `fut` to its end in the runtime, with the worker's tasks.
+    fn run<F: Future>(&self, fut: F) -> F::Output {
+        let outside = !INSIDE.with(|i| i.replace(true));
+        let out = self.rt.block_on(self.tasks.run_until(async {
+            self.spawn_queued();
+            fut.await
+        }));
+        if outside {
+            INSIDE.with(|i| i.set(false));
+        }
+        out
     }
 }
 
-impl Drop for Local {
-    fn drop(&mut self) {
-        // The reactor registration goes before the runtime it belongs to.
-        self.watched.get_mut().take();
+/// Counts one task of the worker's while it lives.
+struct Live(Rc<Cell<usize>>);
+
+impl Live {
+    fn count(live: &Rc<Cell<usize>>) -> Live {
+        live.set(live.get() + 1);
+        Live(live.clone())
     }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
+    }
+}
+
+/// A worker runtime installed on a thread that stands in for a worker (a test driving a
+/// library's worker-side code, a tool): [`OnWorker`], [`spawn_local`] and [`block_on`] use it
+/// on this thread; [`block_on`] drives it. Dropped, it is uninstalled with its tasks.
+pub struct Installed(Rc<Local>);
+
+impl Installed {
+    /// Enters the runtime's context (tokio's types need it outside [`block_on`], as a
+    /// future's first poll in [`OnWorker`] is).
+    pub fn enter(&self) -> tokio::runtime::EnterGuard<'_> {
+        self.0.rt.enter()
+    }
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        uninstall();
+    }
+}
+
+impl std::fmt::Debug for Installed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Installed")
+    }
+}
+
+/// Installs a worker runtime on this thread (see [`Installed`]).
+pub fn install_here() -> std::io::Result<Installed> {
+    Local::install().map(Installed)
 }
 
 /// Uninstalls this thread's runtime (its tasks are dropped with it).
@@ -219,9 +304,27 @@ fn spawn(mut fut: BoxFuture) {
     let mut cx = Context::from_waker(Waker::noop());
     match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx))) {
         Ok(Poll::Ready(())) => {}
-        Ok(Poll::Pending) => local.queued.borrow_mut().push(fut),
+        Ok(Poll::Pending) => local.hand(fut),
         Err(_) => tracing::error!("a future panicked in its first poll on the worker; dropped"),
     }
+}
+
+/// Runs `fut` as a task of this thread's worker runtime (it need not be `Send`: it stays on
+/// this worker): for a library's own work beside the handlers, such as a database
+/// connection's task. Returns false, dropping `fut`, on a thread with no worker runtime.
+pub fn spawn_local(fut: impl Future<Output = ()> + 'static) -> bool {
+    let local = LOCAL.with(|l| l.borrow().clone());
+    let Some(local) = local else {
+        return false;
+    };
+    USED.with(|u| u.set(true));
+    local.hand(Box::pin(fut));
+    true
+}
+
+/// Whether this thread has a worker runtime ([`OnWorker`] and [`spawn_local`] run there).
+pub fn on_worker() -> bool {
+    LOCAL.with(|l| l.borrow().is_some())
 }
 
 /// Runs `fut` to its end on this worker's runtime: for start-up work on a worker's thread
@@ -231,10 +334,7 @@ fn spawn(mut fut: BoxFuture) {
 /// [`Server::with_worker_start`]: crate::Server::with_worker_start
 pub fn block_on<F: Future>(fut: F) -> Option<F::Output> {
     let local = LOCAL.with(|l| l.borrow().clone())?;
-    Some(local.rt.block_on(async {
-        local.spawn_queued();
-        fut.await
-    }))
+    Some(local.run(fut))
 }
 
 /// A worker's start-up work on its own thread, in its runtime's context, before it serves:

@@ -444,11 +444,11 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     // and its place in the file when it came from one.
     let sites = config.sites.clone();
     let mut server = Server::bind(config, router).map_err(start_error)?;
-    if let Some(local) = db
+    if let Some(start) = db
         .as_ref()
-        .and_then(|db| crate::db::Db::worker_local(db, server.workers(), DB_WORKER_START))
+        .and_then(|db| crate::db::Db::worker_start(db, server.workers(), DB_WORKER_START))
     {
-        server = server.with_worker_local(local);
+        server = server.with_worker_start(start);
     }
     if let Some(user) = &user {
         // The keeper keeps the configuration file readable for SIGHUP, beside what the server

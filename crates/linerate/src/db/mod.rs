@@ -114,16 +114,16 @@ impl Db {
         }
     }
 
-    /// The worker driver's per-worker set-up, for `Server::with_worker_local` (`None` with the
-    /// runtime driver): each of the `workers` installs its reactor and opens its share of the
-    /// connections (an equal share, at least one) before it serves, waiting at most `limit`
+    /// The worker driver's per-worker set-up, for `Server::with_worker_start` (`None` with
+    /// the runtime driver): each of the `workers` opens its share of the connections (an
+    /// equal share, at least one) on its runtime before it serves, waiting at most `limit`
     /// for them.
-    pub fn worker_local(
+    pub fn worker_start(
         db: &Arc<Db>,
         workers: usize,
         limit: std::time::Duration,
-    ) -> Option<linerate_server::WorkerLocalFactory> {
-        db.pool.worker_local(workers, limit)
+    ) -> Option<linerate_server::WorkerStart> {
+        db.pool.worker_start(workers, limit)
     }
 }
 

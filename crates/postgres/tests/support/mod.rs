@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use linerate_postgres::{Builder, Driver, Pool};
-use linerate_server::{Spawn, WorkerLocal};
+use linerate_server::Spawn;
+use linerate_server::runtime::{Installed, install_here};
 
 /// A bound on a hang, far above any real wait: the tests assert that something happens (and
 /// in which order), never how fast.
@@ -106,7 +107,8 @@ impl Drop for Pg {
 /// standing in for an HTTP worker.
 pub struct Driven {
     pub pool: Arc<Pool>,
-    local: Option<Box<dyn WorkerLocal>>,
+    /// The worker driver's runtime, installed on this thread as on a worker's.
+    local: Option<Installed>,
     // Dropped last: it runs the runtime driver's connections.
     _runtime: tokio::runtime::Runtime,
 }
@@ -122,9 +124,12 @@ impl Driven {
             .unwrap();
         builder.driver(driver);
         let pool = Arc::new(builder.connect(runtime.handle()).expect("connect"));
-        let local = pool
-            .worker_local(1, EVENTUALLY)
-            .map(|factory| factory(0).expect("the worker's set-up"));
+        let local = pool.worker_start(1, EVENTUALLY).map(|start| {
+            let installed = install_here().expect("a worker runtime");
+            let _enter = installed.enter();
+            start(0).expect("the worker's set-up");
+            installed
+        });
         Driven {
             pool,
             local,
@@ -134,6 +139,7 @@ impl Driven {
 
     /// Starts `fut` where the pool runs its futures (as a handler's would be).
     pub fn spawn(&self, fut: impl Future<Output = ()> + Send + 'static) {
+        let _enter = self.local.as_ref().map(Installed::enter);
         self.pool.spawner().spawn(Box::pin(fut));
     }
 
@@ -141,9 +147,9 @@ impl Driven {
     pub fn until(&mut self, what: &str, mut done: impl FnMut() -> bool) {
         let deadline = Instant::now() + EVENTUALLY;
         loop {
-            if let Some(local) = self.local.as_mut() {
+            if self.local.is_some() {
                 // What is ready to run without waiting (a future just spawned).
-                local.run(false);
+                linerate_server::runtime::block_on(tokio::task::yield_now());
             }
             if done() {
                 return;
@@ -153,26 +159,14 @@ impl Driven {
         }
     }
 
-    /// One turn of the worker's loop, as the server runs it: wait on the fd (at most [`TURN`]),
-    /// then run what is ready. With the runtime driver, a pause of [`TURN`].
+    /// One turn of the worker's loop, as the server runs it: the worker's runtime runs for
+    /// [`TURN`] (its tasks, timers and sockets). With the runtime driver, a pause of [`TURN`].
     pub fn turn(&mut self) {
-        let Some(local) = self.local.as_mut() else {
+        if self.local.is_none() {
             std::thread::sleep(TURN);
             return;
-        };
-        let wait = rustix::time::Timespec {
-            tv_sec: 0,
-            tv_nsec: TURN.as_nanos() as i64,
-        };
-        let ready = {
-            let fd = local.fd();
-            let mut fds = [rustix::event::PollFd::new(
-                &fd,
-                rustix::event::PollFlags::IN,
-            )];
-            rustix::event::poll(&mut fds, Some(&wait)).unwrap() > 0
-        };
-        local.run(ready);
+        }
+        linerate_server::runtime::block_on(async { tokio::time::sleep(TURN).await });
     }
 
     /// Runs `fut` where the pool runs its futures and waits for its output.
