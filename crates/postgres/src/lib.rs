@@ -70,7 +70,11 @@
 mod builder;
 mod conn;
 mod error;
+mod listen;
 mod local;
+mod metrics;
+mod names;
+mod notices;
 mod pool;
 mod reconnect;
 mod session;
@@ -83,6 +87,10 @@ pub use builder::{
 };
 pub use conn::Conn;
 pub use error::{ConnectError, Error, Unavailable, describe};
+pub use listen::{Listener, Notice};
+pub use metrics::Metrics;
+pub use names::MAX_NAME_BYTES;
+pub use notices::LISTEN_BUFFER;
 pub use pool::{Driver, Pool, Spawner};
 pub use reconnect::{FIRST_RETRY, MAX_RETRY};
 pub use session::{RESET, Session, Transaction, TransactionBuilder};
