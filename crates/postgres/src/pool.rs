@@ -8,7 +8,9 @@
 //! its thread. A lost connection's slot is emptied and re-opened in the background
 //! (`reconnect.rs`); a request that finds no open slot gets [`Unavailable`] at once. Each set
 //! also has its sessions, connections one request holds alone ([`Pool::session`],
-//! `session.rs`).
+//! `session.rs`; [`Pool::transaction`] on one). Listeners ([`Pool::listen`], `listen.rs`) have
+//! connections of their own on the runtime; [`Pool::metrics`] reads the counters
+//! (`metrics.rs`).
 //!
 //! The request path ([`Pool::get`]) takes one uncontended lock and clones one `Arc`; it never
 //! allocates and never waits on the network.

@@ -2,7 +2,9 @@
 //! shared pipelined connections must never carry: a transaction, session state (`SET`,
 //! `LISTEN`, advisory locks, temporary tables), a one-off statement. A set of them per pool
 //! (runtime driver) or per worker (worker driver), at most [`Builder::sessions`] open, opened
-//! when first needed and kept for the next request.
+//! when first needed and kept for the next request. On a session: transactions as a guard
+//! ([`Session::transaction`]) or as an async closure ([`TransactionBuilder::run`]: commit on
+//! `Ok`, rollback on `Err`, a panic or a drop), and savepoints ([`Transaction::savepoint`]).
 //!
 //! Invariant: a connection goes back to the set only after [`RESET`] ran on it (whatever the
 //! request left open is rolled back, whatever it set is undone); one whose reset fails is
