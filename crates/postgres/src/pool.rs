@@ -408,7 +408,8 @@ impl Pool {
 
     /// Closes the connections on the runtime for good: all of them with [`Driver::Runtime`];
     /// the start-up connection with [`Driver::Worker`] (which the first worker to start
-    /// closes anyway). Requests that use them get [`Unavailable`] from then on.
+    /// closes anyway). Requests that use them get [`Unavailable`] from then on. Listeners
+    /// ([`Pool::listen`]) are not closed: each closes its connection when dropped.
     pub fn close(&self) {
         match &self.mode {
             Mode::Runtime(set) => set.close(),
