@@ -147,6 +147,7 @@ impl Builder {
             specs: self.specs.clone(),
             sessions: self.sessions,
             session_wait: self.session_wait,
+            counters: Default::default(),
         });
         let start_error = |e: PgOpenError| match e {
             PgOpenError::Connect(e) => ConnectError::Connect(e),

@@ -32,6 +32,16 @@ pub enum Error {
     Busy,
     /// The database answered with an error, or the connection broke mid-query.
     Query(tokio_postgres::Error),
+    /// A channel ([`Pool::listen`](crate::Pool::listen)) or savepoint
+    /// ([`Transaction::savepoint`](crate::Transaction::savepoint)) name PostgreSQL would not
+    /// keep as given: nothing was sent. A mistake in the caller (a 500), never the database's.
+    BadName {
+        /// The name as given.
+        name: String,
+        /// Why it is refused: empty, longer than
+        /// [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES), or holding a NUL.
+        why: &'static str,
+    },
 }
 
 impl Error {
@@ -59,6 +69,7 @@ impl fmt::Display for Error {
             Error::Unavailable => Unavailable.fmt(f),
             Error::Busy => f.write_str("every database session is in use"),
             Error::Query(e) => f.write_str(&describe(e)),
+            Error::BadName { name, why } => write!(f, "name {name:?} refused: {why}"),
         }
     }
 }
@@ -66,7 +77,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Unavailable | Error::Busy => None,
+            Error::Unavailable | Error::Busy | Error::BadName { .. } => None,
             Error::Query(e) => Some(e),
         }
     }
@@ -180,7 +191,7 @@ impl From<tokio_postgres::Error> for PgOpenError {
 /// once per outage.
 #[derive(Debug)]
 pub(crate) enum OpenError {
-    /// The TCP connect on the worker's reactor failed.
+    /// The TCP connect on the worker's runtime failed.
     Io(std::io::Error),
     /// Logging in or preparing failed.
     Pg(PgOpenError),

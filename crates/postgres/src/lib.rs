@@ -15,7 +15,24 @@
 //! - **Sessions**: [`Pool::session`] hands out a connection one request holds alone, for a
 //!   transaction ([`Session::transaction`]), session state or a one-off statement. The shared
 //!   connections never carry those: they give out no client, and a registered statement that
-//!   would open a transaction or set session state is refused at start.
+//!   would open a transaction or set session state is refused at start. Each set (the pool's
+//!   with `Runtime`, each worker's with `Worker`) keeps at most [`Builder::sessions`] of them
+//!   (default [`DEFAULT_SESSIONS`]), opened when first needed and kept open, idle, for the next
+//!   request; so a worker holds its share of the shared connections plus up to that many.
+//!   When all are in use a request waits its turn (first come, first served) at most
+//!   [`Builder::session_wait`] (default [`DEFAULT_SESSION_WAIT`]), then gets [`Error::Busy`]
+//!   (answer 503); a returned session runs [`RESET`] before the next request gets it.
+//! - **Transactions**: [`Pool::transaction`] runs an async closure on a session of its own:
+//!   `COMMIT` when it returns `Ok` (the value comes back once the commit is acknowledged),
+//!   `ROLLBACK` when it returns `Err` or panics (the panic then goes on), and a rollback by the
+//!   session's reset when the request's future is dropped (the client gone). Isolation level,
+//!   read-only, deferrable: [`Session::build_transaction`] then [`TransactionBuilder::run`].
+//!   Savepoints: [`Transaction::savepoint`], rolled back to when dropped, released on commit.
+//! - **Notifications**: [`Pool::listen`] gives a [`Listener`], a stream of [`Notice`]s on a
+//!   connection of its own (neither a session nor a shared one), re-listening after a loss
+//!   and marking where some may have been missed.
+//! - **Metrics**: [`Pool::metrics`]: sessions in use and waited for, connections open,
+//!   reconnects, busy refusals; atomics, nothing counted on the request path.
 //! - **Outages**: a lost connection is re-opened in the background (waits from
 //!   [`FIRST_RETRY`] doubling to [`MAX_RETRY`]); meanwhile [`Pool::get`] answers
 //!   [`Unavailable`] at once when no connection is open.
@@ -70,6 +87,10 @@
 mod builder;
 mod conn;
 mod error;
+mod listen;
+mod metrics;
+mod names;
+mod notices;
 mod pool;
 mod reconnect;
 mod session;
@@ -82,6 +103,10 @@ pub use builder::{
 };
 pub use conn::Conn;
 pub use error::{ConnectError, Error, Unavailable, describe};
+pub use listen::{Listener, Notice};
+pub use metrics::Metrics;
+pub use names::MAX_NAME_BYTES;
+pub use notices::LISTEN_BUFFER;
 pub use pool::{Driver, Pool, Spawner};
 pub use reconnect::{FIRST_RETRY, MAX_RETRY};
 pub use session::{RESET, Session, Transaction, TransactionBuilder};

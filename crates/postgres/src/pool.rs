@@ -9,7 +9,9 @@
 //! its thread. A lost connection's slot is emptied and re-opened in the background
 //! (`reconnect.rs`); a request that finds no open slot gets [`Unavailable`] at once. Each set
 //! also has its sessions, connections one request holds alone ([`Pool::session`],
-//! `session.rs`).
+//! `session.rs`; [`Pool::transaction`] on one). Listeners ([`Pool::listen`], `listen.rs`) have
+//! connections of their own on the runtime; [`Pool::metrics`] reads the counters
+//! (`metrics.rs`).
 //!
 //! The request path ([`Pool::get`]) takes one uncontended lock and clones one `Arc`; it never
 //! allocates and never waits on the network.
@@ -26,8 +28,9 @@ use linerate_server::{BoxFuture, Spawn, WorkerStart};
 
 use crate::conn::Conn;
 use crate::error::{Error, OpenError, Unavailable};
+use crate::metrics::{Counters, Gauge, Metrics};
 use crate::reconnect::{revive, revive_local};
-use crate::session::{Place, Session, Sessions};
+use crate::session::{Place, Session, Sessions, Transaction};
 use crate::statements::{Specs, StatementId};
 
 /// Where the connections live and which thread drives them.
@@ -49,6 +52,8 @@ pub(crate) struct Target {
     pub(crate) sessions: usize,
     /// How long a request waits for a session when all are in use.
     pub(crate) session_wait: Duration,
+    /// The pool's counters, shared by all its sets.
+    pub(crate) counters: Arc<Counters>,
 }
 
 /// One connection's place: the open connection, if any, and its reconnection state.
@@ -58,6 +63,8 @@ pub(crate) struct Slot {
     pub(crate) reconnecting: AtomicBool,
     /// Closed for good ([`Pool::close`]): not re-opened.
     pub(crate) closed: AtomicBool,
+    /// Has had a connection: opening it again is a reconnect ([`Metrics::reconnects`]).
+    pub(crate) opened: AtomicBool,
 }
 
 impl Slot {
@@ -66,6 +73,7 @@ impl Slot {
             conn: Mutex::new(None),
             reconnecting: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            opened: AtomicBool::new(false),
         })
     }
 
@@ -98,6 +106,7 @@ impl RuntimeSet {
             for slot in &slots {
                 let conn = crate::reconnect::open(target, slot).await?;
                 *slot.conn.lock().unwrap() = Some(Arc::new(conn));
+                slot.opened.store(true, Ordering::Release);
             }
             Ok::<_, crate::error::PgOpenError>(())
         })?;
@@ -107,7 +116,7 @@ impl RuntimeSet {
         };
         Ok(RuntimeSet {
             slots,
-            sessions: Sessions::new(target.sessions, target.session_wait, place),
+            sessions: Sessions::new(target, place),
             next: AtomicUsize::new(0),
             runtime: runtime.clone(),
             target: target.clone(),
@@ -270,6 +279,95 @@ impl Pool {
         sessions.take()
     }
 
+    /// The pool's counters now, every worker's set together: sessions in use, requests
+    /// waiting for one, connections open by kind, reconnects and busy refusals so far. Cheap
+    /// (a few atomic loads); the request path itself counts nothing.
+    pub fn metrics(&self) -> Metrics {
+        self.target.counters.snapshot()
+    }
+
+    /// Runs `f` in a transaction on a session of its own ([`Pool::session`], then
+    /// [`Session::run_transaction`]): `COMMIT` when `f` returns `Ok`, and the value returned
+    /// only once the commit is acknowledged; `ROLLBACK` when it returns `Err`, when it panics
+    /// (the panic then goes on), or when this future is dropped (the client gone: the
+    /// session's reset rolls back before any other request gets the connection).
+    /// [`Error::Busy`] or [`Error::Unavailable`] (converted into `E`) when no session is had.
+    /// For an isolation level or a read-only transaction, take the session and use
+    /// [`Session::build_transaction`] and [`TransactionBuilder::run`](crate::TransactionBuilder::run).
+    ///
+    /// `f` is an async closure taking the transaction by `&mut`: it runs statements on it
+    /// (the pool's, by id, or any SQL), and may open savepoints; it cannot commit or roll back
+    /// itself, so each way out of it has one outcome. `E` is the caller's error type; it
+    /// needs `From<Error>` (as [`Error`] has, with `From<tokio_postgres::Error>`), and Rust
+    /// infers it from the closure's `Ok::<_, E>(…)`.
+    ///
+    /// ```no_run
+    /// # async fn f(pool: &linerate_postgres::Pool, debit: linerate_postgres::StatementId,
+    /// #     credit: linerate_postgres::StatementId) -> Result<(), linerate_postgres::Error> {
+    /// use linerate_postgres::Error;
+    /// let (from, to, amount) = (1i32, 2i32, 500i64);
+    /// let balance: i64 = pool
+    ///     .transaction(async |tx| {
+    ///         let row = tx.query_id(debit, &[&from, &amount]).await?;
+    ///         tx.execute_id(credit, &[&to, &amount]).await?;
+    ///         Ok::<_, Error>(row[0].get(0))
+    ///     })
+    ///     .await?; // committed once this is Ok
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn transaction<T, E>(
+        &self,
+        f: impl AsyncFnOnce(&mut Transaction<'_>) -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<Error>,
+    {
+        let mut session = self.session().await?;
+        session.run_transaction(f).await
+    }
+
+    /// A [`Listener`](crate::Listener) on `channels` (`LISTEN`, each name quoted: taken
+    /// exactly as given, as `pg_notify` takes it), listening before this returns: a stream of
+    /// the notifications sent on them once their transactions commit, in order, and a
+    /// [`Notice::Missed`](crate::Notice::Missed) mark where some may have been lost (the
+    /// connection lost and opened again, or the reader [`LISTEN_BUFFER`](crate::LISTEN_BUFFER)
+    /// behind). Each listener is one more connection to the database, opened and driven on
+    /// the pool's runtime with either driver: it takes no session (it lives as long as its
+    /// reader, an SSE stream say, and would hold one from transactions) and no shared
+    /// connection (notifications come only between statements). Dropped, it closes its
+    /// connection; many readers of the same channels are best served by one listener whose
+    /// notices are passed on (a broadcast channel).
+    ///
+    /// [`Error::BadName`] for a channel name PostgreSQL would not keep (empty, longer than
+    /// [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES), or holding a NUL), [`Error::Unavailable`]
+    /// when the database cannot be reached, [`Error::Query`] when it refuses the `LISTEN`.
+    ///
+    /// ```no_run
+    /// # async fn f(pool: &linerate_postgres::Pool) -> Result<(), linerate_postgres::Error> {
+    /// use futures_util::StreamExt;
+    /// use linerate_postgres::Notice;
+    /// let mut orders = pool.listen(&["orders"]).await?;
+    /// while let Some(notice) = orders.next().await {
+    ///     match notice {
+    ///         Notice::Notification(n) => println!("{}: {}", n.channel(), n.payload()),
+    ///         Notice::Missed => println!("read the orders again"),
+    ///     }
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn listen(
+        &self,
+        channels: &[&str],
+    ) -> impl Future<Output = Result<crate::Listener, Error>> + Send + 'static {
+        let runtime = match &self.mode {
+            Mode::Runtime(set) => &set.runtime,
+            Mode::Worker { start, .. } => &start.runtime,
+        };
+        crate::listen::start(runtime, &self.target, channels)
+    }
+
     /// The id of the statement registered as `name`, for code that did not keep the
     /// [`StatementId`] [`Builder::prepare`](crate::Builder::prepare) returned. A linear
     /// search: look names up once, not per request.
@@ -313,7 +411,8 @@ impl Pool {
 
     /// Closes the connections on the runtime for good: all of them with [`Driver::Runtime`];
     /// the start-up connection with [`Driver::Worker`] (which the first worker to start
-    /// closes anyway). Requests that use them get [`Unavailable`] from then on.
+    /// closes anyway). Requests that use them get [`Unavailable`] from then on. Listeners
+    /// ([`Pool::listen`]) are not closed: each closes its connection when dropped.
     pub fn close(&self) {
         match &self.mode {
             Mode::Runtime(set) => set.close(),
@@ -343,11 +442,7 @@ impl Pool {
             let set = Rc::new(WorkerSet {
                 pool: id,
                 slots: (0..count).map(|_| Slot::new()).collect(),
-                sessions: Sessions::new(
-                    target.sessions,
-                    target.session_wait,
-                    Place::Worker { pool: id },
-                ),
+                sessions: Sessions::new(&target, Place::Worker { pool: id }),
                 next: Cell::new(0),
                 target: target.clone(),
                 addrs: addrs.clone(),
@@ -382,7 +477,9 @@ pub(crate) fn open_worker_session(
     let set = WORKER.with(|w| w.borrow().as_ref().filter(|s| s.pool == pool).cloned());
     if let Some(set) = set {
         linerate_server::runtime::spawn_local(async move {
-            let opened = crate::reconnect::open_worker(&set.target, &set.addrs, || {}).await;
+            let opened =
+                crate::reconnect::open_worker(&set.target, &set.addrs, Gauge::SessionsOpen, || {})
+                    .await;
             let _ = done.send(opened);
         });
     }

@@ -20,6 +20,7 @@ use tokio_postgres::NoTls;
 
 use crate::conn::Conn;
 use crate::error::{OpenError, PgOpenError, describe};
+use crate::metrics::{Counters, Gauge};
 use crate::pool::{Slot, Target, WorkerSet};
 
 /// The first wait before opening a lost connection again.
@@ -33,14 +34,16 @@ fn claim(slot: &Slot) -> bool {
 }
 
 /// The wait after a failed try that waited `wait`: doubled, at most [`MAX_RETRY`].
-fn next_wait(wait: Duration) -> Duration {
+pub(crate) fn next_wait(wait: Duration) -> Duration {
     (wait * 2).min(MAX_RETRY)
 }
 
 /// Re-opens `slot` with `open` until it succeeds, waiting with `sleep` (false: give up) between
-/// tries, the wait doubling from [`FIRST_RETRY`] to [`MAX_RETRY`]; says the outage once.
+/// tries, the wait doubling from [`FIRST_RETRY`] to [`MAX_RETRY`]; says the outage once. A slot
+/// that had a connection before counts a reconnect.
 async fn reopen<E, O, S>(
     slot: Arc<Slot>,
+    counters: Arc<Counters>,
     mut open: impl FnMut() -> O,
     sleep: impl Fn(Duration) -> S,
 ) where
@@ -54,6 +57,9 @@ async fn reopen<E, O, S>(
         match open().await {
             Ok(conn) => {
                 *slot.conn.lock().unwrap() = Some(Arc::new(conn));
+                if slot.opened.swap(true, Ordering::AcqRel) {
+                    counters.reconnected();
+                }
                 if said {
                     tracing::info!("database connection open again");
                 }
@@ -82,6 +88,7 @@ pub(crate) fn revive(runtime: &tokio::runtime::Handle, target: &Arc<Target>, slo
     let (target, watched) = (target.clone(), slot.clone());
     runtime.spawn(reopen(
         slot.clone(),
+        target.counters.clone(),
         move || {
             let (target, watched) = (target.clone(), watched.clone());
             async move { open(&target, &watched).await }
@@ -97,7 +104,7 @@ pub(crate) fn revive(runtime: &tokio::runtime::Handle, target: &Arc<Target>, slo
 /// watches it: when it ends, the slot is emptied and re-opened.
 pub(crate) async fn open(target: &Arc<Target>, slot: &Arc<Slot>) -> Result<Conn, PgOpenError> {
     let (watch_target, watch_slot) = (target.clone(), slot.clone());
-    open_runtime(target, move || {
+    open_runtime(target, Gauge::SharedOpen, move || {
         forget_closed(&watch_slot);
         revive(
             &tokio::runtime::Handle::current(),
@@ -108,14 +115,17 @@ pub(crate) async fn open(target: &Arc<Target>, slot: &Arc<Slot>) -> Result<Conn,
     .await
 }
 
-/// Opens one connection on the current tokio runtime and prepares the statements; `ended`
-/// runs there when the connection's task ends.
+/// Opens one connection on the current tokio runtime and prepares the statements; it counts
+/// under `gauge` while open, and `ended` runs there when the connection's task ends.
 pub(crate) async fn open_runtime(
     target: &Arc<Target>,
+    gauge: Gauge,
     ended: impl FnOnce() + Send + 'static,
 ) -> Result<Conn, PgOpenError> {
     let (client, connection) = target.config.connect(NoTls).await?;
+    let open = target.counters.hold(gauge);
     tokio::spawn(async move {
+        let _open = open;
         if let Err(e) = connection.await {
             tracing::warn!(error = describe(&e), "database connection ended");
         }
@@ -141,6 +151,7 @@ pub(crate) fn revive_local(set: &Rc<WorkerSet>, slot: &Arc<Slot>) {
     let (set, target) = (set.clone(), slot.clone());
     linerate_server::runtime::spawn_local(reopen(
         slot.clone(),
+        set.target.counters.clone(),
         move || {
             let (set, target) = (set.clone(), target.clone());
             async move { open_local(&set, &target).await }
@@ -152,22 +163,24 @@ pub(crate) fn revive_local(set: &Rc<WorkerSet>, slot: &Arc<Slot>) {
     ));
 }
 
-/// Opens one connection for a worker's `slot` over the worker's reactor, prepares the
+/// Opens one connection for a worker's `slot` on the worker's runtime, prepares the
 /// statements and watches it: when it ends, the slot is emptied and re-opened.
 async fn open_local(set: &Rc<WorkerSet>, slot: &Arc<Slot>) -> Result<Conn, OpenError> {
     let (watch_set, watch_slot) = (set.clone(), slot.clone());
-    open_worker(&set.target, &set.addrs, move || {
+    open_worker(&set.target, &set.addrs, Gauge::SharedOpen, move || {
         forget_closed(&watch_slot);
         revive_local(&watch_set, &watch_slot);
     })
     .await
 }
 
-/// Opens one connection over this worker's reactor (the first of `addrs` that answers) and
-/// prepares the statements; `ended` runs on this thread when the connection's task ends.
+/// Opens one connection on this worker's runtime (the first of `addrs` that answers) and
+/// prepares the statements; it counts under `gauge` while open, and `ended` runs on this
+/// thread when the connection's task ends.
 pub(crate) async fn open_worker(
     target: &Target,
     addrs: &[std::net::SocketAddr],
+    gauge: Gauge,
     ended: impl FnOnce() + 'static,
 ) -> Result<Conn, OpenError> {
     let mut last = None;
@@ -190,7 +203,9 @@ pub(crate) async fn open_worker(
         }
     };
     let (client, connection) = target.config.connect_raw(tcp, NoTls).await?;
+    let open = target.counters.hold(gauge);
     linerate_server::runtime::spawn_local(async move {
+        let _open = open;
         if let Err(e) = connection.await {
             tracing::warn!(error = describe(&e), "database connection ended");
         }

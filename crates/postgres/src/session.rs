@@ -2,7 +2,9 @@
 //! shared pipelined connections must never carry: a transaction, session state (`SET`,
 //! `LISTEN`, advisory locks, temporary tables), a one-off statement. A set of them per pool
 //! (runtime driver) or per worker (worker driver), at most [`Builder::sessions`] open, opened
-//! when first needed and kept for the next request.
+//! when first needed and kept for the next request. On a session: transactions as a guard
+//! ([`Session::transaction`]) or as an async closure ([`TransactionBuilder::run`]: commit on
+//! `Ok`, rollback on `Err`, a panic or a drop), and savepoints ([`Transaction::savepoint`]).
 //!
 //! Invariant: a connection goes back to the set only after [`RESET`] ran on it (whatever the
 //! request left open is rolled back, whatever it set is undone); one whose reset fails is
@@ -15,8 +17,10 @@
 #![forbid(unsafe_code)]
 
 use std::ops::{Deref, DerefMut};
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
 
 use futures_util::future::{Either, select};
@@ -26,6 +30,7 @@ use tokio_postgres::{Client, IsolationLevel, Row, Statement};
 
 use crate::conn::Conn;
 use crate::error::{Error, OpenError};
+use crate::metrics::{Counters, Gauge, Held};
 use crate::pool::Target;
 use crate::statements::StatementId;
 
@@ -67,7 +72,8 @@ impl Place {
             Place::Runtime { runtime, target } => {
                 let target = target.clone();
                 runtime.spawn(async move {
-                    let opened = crate::reconnect::open_runtime(&target, || {}).await;
+                    let opened =
+                        crate::reconnect::open_runtime(&target, Gauge::SessionsOpen, || {}).await;
                     let _ = tx.send(opened.map_err(OpenError::Pg));
                 });
             }
@@ -111,16 +117,27 @@ pub(crate) struct Sessions {
     closed: AtomicBool,
     wait: Duration,
     place: Place,
+    counters: Arc<Counters>,
+}
+
+/// A session's right to be in use: its semaphore permit, counted in
+/// [`Metrics::sessions_in_use`](crate::Metrics::sessions_in_use) until given back.
+struct Permit {
+    _permit: OwnedSemaphorePermit,
+    _in_use: Held,
 }
 
 impl Sessions {
-    pub(crate) fn new(limit: usize, wait: Duration, place: Place) -> Arc<Sessions> {
+    /// The set `target` asks for ([`Target::sessions`] of them at most, waited on for
+    /// [`Target::session_wait`]), opened and run at `place`.
+    pub(crate) fn new(target: &Arc<Target>, place: Place) -> Arc<Sessions> {
         Arc::new(Sessions {
-            permits: Arc::new(Semaphore::new(limit.max(1))),
+            permits: Arc::new(Semaphore::new(target.sessions.max(1))),
             idle: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
-            wait,
+            wait: target.session_wait,
             place,
+            counters: target.counters.clone(),
         })
     }
 
@@ -138,11 +155,16 @@ impl Sessions {
         let permit = match self.permits.clone().try_acquire_owned() {
             Ok(p) => p,
             Err(_) => {
+                // Counted until this request has its permit, gives up, or goes away.
+                let _waiting = self.counters.hold(Gauge::SessionsWaiting);
                 let acquire = Box::pin(self.permits.clone().acquire_owned());
                 match select(acquire, self.place.timer(self.wait)).await {
                     Either::Left((Ok(p), _)) => p,
                     Either::Left((Err(_), _)) => return Err(Error::Unavailable),
-                    Either::Right((Ok(()), _)) => return Err(Error::Busy),
+                    Either::Right((Ok(()), _)) => {
+                        self.counters.busy();
+                        return Err(Error::Busy);
+                    }
                     // No timer could run here (no executor or no time driver): wait without one.
                     Either::Right((Err(_), acquire)) => match acquire.await {
                         Ok(p) => p,
@@ -150,6 +172,10 @@ impl Sessions {
                     },
                 }
             }
+        };
+        let permit = Permit {
+            _permit: permit,
+            _in_use: self.counters.hold(Gauge::SessionsInUse),
         };
         let idle = {
             let mut idle = self.idle.lock().unwrap();
@@ -176,7 +202,7 @@ impl Sessions {
 
     /// Takes back `conn` after its reset; its permit is given back only then, so the next
     /// request finds it idle.
-    fn give_back(self: Arc<Sessions>, conn: Conn, permit: OwnedSemaphorePermit) {
+    fn give_back(self: Arc<Sessions>, conn: Conn, permit: Permit) {
         let home = self.clone();
         let reset = async move {
             match conn.client.batch_execute(RESET).await {
@@ -202,7 +228,7 @@ impl Sessions {
 /// rolled back, session state undone) and kept for the next request.
 pub struct Session {
     conn: Option<Conn>,
-    permit: Option<OwnedSemaphorePermit>,
+    permit: Option<Permit>,
     home: Arc<Sessions>,
 }
 
@@ -221,6 +247,18 @@ impl Session {
     /// The client, for tokio-postgres's own `transaction()` and `build_transaction()`.
     pub fn client_mut(&mut self) -> &mut Client {
         &mut self.conn_mut().client
+    }
+
+    /// Runs `f` in a transaction (`BEGIN`; `COMMIT` on `Ok`, `ROLLBACK` on `Err`, a panic, or
+    /// this future dropped): [`TransactionBuilder::run`] with the default options.
+    pub async fn run_transaction<T, E>(
+        &mut self,
+        f: impl AsyncFnOnce(&mut Transaction<'_>) -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<Error>,
+    {
+        self.build_transaction().run(f).await
     }
 
     /// Starts a transaction (`BEGIN`): committed by [`Transaction::commit`]; rolled back by
@@ -293,6 +331,74 @@ impl<'a> TransactionBuilder<'a> {
             statements: self.statements,
         })
     }
+
+    /// Runs `f` in a transaction with these options: `BEGIN`, then `f`, then `COMMIT` when it
+    /// returns `Ok` (its value is returned once the commit is acknowledged) or `ROLLBACK` when
+    /// it returns `Err` (that error is returned once the rollback is done). A panic in `f` is
+    /// caught, the transaction rolled back, and the panic resumed: it stays a bug, answered as
+    /// any handler's panic. When this future is dropped mid-way (the client gone, a timeout),
+    /// the transaction is rolled back by the session's reset before any other request gets
+    /// the connection. The pool's errors (`BEGIN` or `COMMIT` refused, the connection lost)
+    /// reach the caller as `E` ([`Error`] converts into it), so `f` may use its own error
+    /// type, with `?` on both tokio-postgres's errors and the pool's where `E` converts from
+    /// them (as [`Error`] itself does).
+    ///
+    /// ```no_run
+    /// # async fn f(pool: &linerate_postgres::Pool) -> Result<(), linerate_postgres::Error> {
+    /// use linerate_postgres::{Error, tokio_postgres::IsolationLevel};
+    /// let mut session = pool.session().await?;
+    /// let total: i64 = session
+    ///     .build_transaction()
+    ///     .isolation_level(IsolationLevel::Serializable)
+    ///     .read_only(true)
+    ///     .run(async |tx| {
+    ///         let row = tx.query_one("SELECT sum(amount) FROM ledger", &[]).await?;
+    ///         Ok::<_, Error>(row.get(0))
+    ///     })
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn run<T, E>(
+        self,
+        f: impl AsyncFnOnce(&mut Transaction<'_>) -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<Error>,
+    {
+        let mut tx = self.start().await.map_err(|e| E::from(Error::Query(e)))?;
+        match caught(f(&mut tx)).await {
+            Ok(Ok(value)) => {
+                tx.commit().await.map_err(|e| E::from(Error::Query(e)))?;
+                Ok(value)
+            }
+            Ok(Err(e)) => {
+                // A rollback that fails leaves a broken connection, which the reset closes.
+                if let Err(rb) = tx.rollback().await {
+                    tracing::debug!(error = crate::describe(&rb), "rollback failed");
+                }
+                Err(e)
+            }
+            Err(panic) => {
+                let _ = tx.rollback().await;
+                std::panic::resume_unwind(panic)
+            }
+        }
+    }
+}
+
+/// `fut`'s output, or the panic that one of its polls raised (the future is dropped then).
+async fn caught<F: Future>(fut: F) -> std::thread::Result<F::Output> {
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(move |cx| {
+        // The future is never polled again after a panic, so no broken state is seen.
+        match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Ready(out)) => Poll::Ready(Ok(out)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(panic) => Poll::Ready(Err(panic)),
+        }
+    })
+    .await
 }
 
 /// A transaction on a [`Session`]: tokio-postgres's (through `Deref`: `query`, `execute`,
@@ -334,6 +440,20 @@ impl<'a> Transaction<'a> {
     /// Rolls back (`ROLLBACK`).
     pub async fn rollback(self) -> Result<(), tokio_postgres::Error> {
         self.inner.rollback().await
+    }
+
+    /// A savepoint `name` in this transaction (`SAVEPOINT "name"`; the name is quoted, so any
+    /// text is safe): a nested transaction, with the pool's statements, that
+    /// [`Transaction::commit`] releases (`RELEASE`: its writes join this transaction's) and
+    /// that is rolled back to (`ROLLBACK TO`: its writes undone, this transaction's kept and
+    /// usable again) by [`Transaction::rollback`] or when it is dropped unfinished, an error
+    /// returned with `?` included. [`Error::BadName`] for a name PostgreSQL would not keep.
+    pub async fn savepoint(&mut self, name: &str) -> Result<Transaction<'_>, Error> {
+        let name = crate::names::quote(name)?;
+        Ok(Transaction {
+            inner: self.inner.savepoint(name).await?,
+            statements: self.statements,
+        })
     }
 }
 

@@ -212,6 +212,7 @@ fn restart(pg: &Pg, driver: Driver) {
             Err(Error::Unavailable) => break,
             Err(Error::Query(_)) => {}
             Err(Error::Busy) => panic!("busy: the shared connections need no session"),
+            Err(e @ Error::BadName { .. }) => panic!("{e}"),
             Ok(answer) => panic!("answered while the database is down: {answer:?}"),
         }
         assert!(Instant::now() < deadline, "never Unavailable");

@@ -84,6 +84,7 @@ impl Db {
             .map_err(|e| match e {
                 DbError::Unavailable => fail(&"no connection"),
                 DbError::Busy => fail(&"no session free"),
+                e @ DbError::BadName { .. } => fail(&e),
                 DbError::Query(e) => fail(&linerate_postgres::describe(&e)),
             })?;
         if driver == Driver::Worker {

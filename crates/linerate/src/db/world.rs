@@ -71,6 +71,7 @@ pub fn error_response(e: DbError) -> Response {
     match e {
         DbError::Unavailable => tracing::debug!("no database connection"),
         DbError::Busy => tracing::debug!("every database session in use"),
+        DbError::BadName { .. } => tracing::error!(error = %e, "database name refused"),
         DbError::Query(e) => tracing::warn!(
             error = linerate_postgres::describe(&e),
             "database query failed"
