@@ -473,9 +473,9 @@ pub type WorkerLocalFactory =
 /// A future an async handler's answer is computed in.
 pub type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
-/// Runs futures on the caller's async runtime (linerate's workers run none). Implemented
-/// for every `Fn(BoxFuture)`, e.g. `move |f| { handle.spawn(f); }` with a tokio
-/// `runtime::Handle`.
+/// Runs an async handler's future: [`OnWorker`](crate::OnWorker) on the worker's own tokio
+/// runtime, or any runtime of the caller's. Implemented for every `Fn(BoxFuture)`, e.g.
+/// `move |f| { handle.spawn(f); }` with a tokio `runtime::Handle`.
 pub trait Spawn: Send + Sync + 'static {
     fn spawn(&self, fut: BoxFuture);
 }

@@ -3,7 +3,8 @@
 //! Owns registration and lookup. Three kinds of handler: buffered (the whole body, an answer
 //! at once), streaming (a [`BodySink`] per request) and deferred (an owned request and a
 //! [`Responder`] that answers later from any thread; [`Router::route_async`] runs an
-//! `async` handler on the caller's runtime through it). Lookup allocates nothing on a hit.
+//! `async` handler through it where its spawner says: the worker's own runtime with
+//! [`OnWorker`](crate::OnWorker), or any runtime of the caller's). Lookup allocates nothing on a hit.
 //! The most specific pattern matching the path wins whatever the registration order (a
 //! literal segment beats a parameter, segment by segment from the left, as matchit does);
 //! then the method: a path whose pattern has routes for other methods only is 405 with an
@@ -191,7 +192,8 @@ impl Router {
         self.add(method, pattern, Handler::Deferred(Box::new(handler)))
     }
 
-    /// Registers an `async` handler, run on the caller's runtime by `spawn` (for tokio:
+    /// Registers an `async` handler, run by `spawn`: [`OnWorker`](crate::OnWorker) on the
+    /// worker's own tokio runtime (no thread hop), or the caller's runtime (for tokio:
     /// `move |f| { handle.spawn(f); }`); its output is the answer. A future still running
     /// when `Config::deferred_timeout` answers its request 503 is dropped then.
     pub fn route_async<S, F, Fut, R>(
