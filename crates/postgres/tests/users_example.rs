@@ -1,5 +1,6 @@
 //! `examples/users.rs` end to end, in process: its router through the test client (HTTP/1.1
-//! and HTTP/2 framing) on a real PostgreSQL (`scripts/pg.sh`): the bearer-token group, JSON
+//! and HTTP/2 framing) on a real PostgreSQL (`scripts/pg.sh`), with the runtime driver and
+//! (create, read, 404) the worker driver on the client's own worker runtime: the bearer-token group, JSON
 //! errors for rejections, the service's own 404 and 503 and the server's 404/405, CORS,
 //! request ids, and (on a real server) the event stream a created user is published to.
 
@@ -161,6 +162,37 @@ fn the_users_service_end_to_end() {
             pre.header("access-control-allow-headers"),
             Some("authorization, content-type")
         );
+    }
+
+    // The same service on the worker driver, in process: the client's worker runtime opens the
+    // pool's connections (as a worker does before it serves) and runs the handlers' futures.
+    let mut wb = Pool::builder(&pg.url);
+    wb.driver(Driver::Worker);
+    let wst = users::prepare(&mut wb);
+    let wpool = Arc::new(wb.connect(runtime.handle()).expect("connect"));
+    for protocol in [Protocol::Http1, Protocol::Http2] {
+        let start = wpool
+            .worker_start(1, support::EVENTUALLY)
+            .expect("the worker driver's start");
+        let c = TestClient::new(users::app(wpool.clone(), wst, "secret".into()))
+            .protocol(protocol)
+            .with_worker_start(start)
+            .expect("the worker's start");
+        let auth = "Bearer secret";
+        let created = c
+            .post("/users")
+            .header("authorization", auth)
+            .json(&serde_json::json!({"name": "bea"}))
+            .send();
+        assert_eq!(created.status(), 201, "{protocol:?} {}", created.text());
+        let user: User = created.json().expect("the created user");
+        let read = c
+            .get(&format!("/users/{}", user.id))
+            .header("authorization", auth)
+            .send();
+        assert_eq!(read.json::<User>().expect("a user"), user, "{protocol:?}");
+        let r = c.get("/users/999999").header("authorization", auth).send();
+        assert_eq!(problem(&r).status, 404, "{protocol:?}");
     }
 
     events_reach_subscribers(&pool, st);

@@ -39,9 +39,10 @@ pub enum Protocol {
 ///
 /// Each request is served on a new connection: its bytes go in, the response is read back from
 /// the bytes the connection sends. Deferred and `async` handlers are waited for (at most the
-/// configured deferred timeout, then the server's 503); an `async` handler's runtime must run
-/// while the test thread waits (a multi-threaded one, not the test's own current-thread
-/// runtime). The client holds what a worker holds on its own thread, so it is neither `Send`
+/// configured deferred timeout, then the server's 503). The client has a worker's own tokio
+/// runtime, which runs [`OnWorker`](crate::OnWorker)'s futures on the test's thread while it
+/// waits, as a worker does; another runtime a handler spawns on must run meanwhile (a
+/// multi-threaded one, not the test's own current-thread runtime). The client holds what a worker holds on its own thread, so it is neither `Send`
 /// nor `Sync`: make one per test thread (it costs what the routes and sites cost to build).
 pub struct TestClient {
     engine: RefCell<Engine>,
@@ -81,6 +82,16 @@ impl TestClient {
             protocol: Protocol::Http1,
             timeout: EXCHANGE_TIMEOUT,
         })
+    }
+
+    /// Runs `start` as each worker runs it before it serves
+    /// ([`Server::with_worker_start`](crate::Server::with_worker_start)): on this thread, in
+    /// the client's runtime, as worker 0 — so a library's worker-side set-up (linerate-postgres's
+    /// worker driver: `Pool::worker_start`) serves the client's handlers as it serves a worker's.
+    pub fn with_worker_start(self, start: crate::WorkerStart) -> std::io::Result<TestClient> {
+        let rt = self.engine.borrow().runtime();
+        rt.serving(|| start(0))?;
+        Ok(self)
     }
 
     /// Sends requests over HTTP/2 framing (`protocol(Protocol::Http2)`).

@@ -178,6 +178,11 @@ impl Engine {
         })
     }
 
+    /// The engine's worker runtime.
+    pub(crate) fn runtime(&self) -> std::rc::Rc<crate::runtime::Local> {
+        self.rt.clone()
+    }
+
     /// Serves one exchange on a new connection: the wire's bytes in, the server's bytes back
     /// to it, until its response is whole, the connection ends, or `limit` passes.
     pub(crate) fn exchange(
