@@ -125,14 +125,18 @@ mod start_error;
 mod stats;
 mod sys;
 pub mod testing;
+#[cfg(feature = "tower")]
+pub mod tower;
 mod ws;
 
 pub use app::{
-    access_log, compress, deferred, extract, files, layer, layers, sse, streaming, websocket,
+    access_log, compress, deferred, extract, files, incoming, layer, layers, sse, streaming,
+    websocket,
 };
 use app::{request, response, router};
 pub use driver::tls;
 pub use extract::{ErrorRenderer, IntoResponse, Json, Rejection};
+pub use incoming::IncomingBody;
 pub use layer::{Extensions, Layer};
 
 pub use access_log::LogTarget;

@@ -20,6 +20,7 @@ pub mod deferred;
 pub(crate) mod dispatch;
 pub mod extract;
 pub mod files;
+pub mod incoming;
 pub mod layer;
 pub mod layers;
 pub(crate) mod redirect;
