@@ -154,8 +154,9 @@ async fn whoami(
     headers: HeaderMap,
 ) -> String {
     format!(
-        "peer={} uri={} original={} host={}",
+        "peer={} scheme={} uri={} original={} host={}",
         peer.ip(),
+        uri.scheme_str().unwrap_or("-"),
         uri.path(),
         original.path(),
         headers
@@ -507,7 +508,7 @@ fn a_mount_takes_its_prefix_off_and_the_routes_beside_it_answer_first() {
     assert_eq!(a.status, 200);
     assert_eq!(
         a.text(),
-        "peer=127.0.0.1 uri=/whoami original=/api/whoami host=t"
+        "peer=127.0.0.1 scheme=http uri=/whoami original=/api/whoami host=t"
     );
     // Outside the mount: the engine's 404, not the app's.
     let a = c.request("GET", "/apix/whoami", "", b"");
@@ -673,7 +674,7 @@ impl tower_service::Service<http::Request<linerate_server::tower::Body>> for Slo
         Pin<Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        if self.polls.fetch_add(1, Ordering::SeqCst) % 2 == 0 {
+        if self.polls.fetch_add(1, Ordering::SeqCst).is_multiple_of(2) {
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
@@ -906,8 +907,14 @@ fn the_same_app_answers_over_http2_in_cleartext_and_over_tls() {
 
         let got = curl(&srv, via, "/api/whoami", &[]);
         // The authority is HTTP/2's `:authority`, handed on as Host.
-        let want = "peer=127.0.0.1 uri=/whoami original=/api/whoami host=127.0.0.1:";
-        assert!(got.text().starts_with(want), "{via:?}: {}", got.text());
+        let scheme = match via {
+            Via::H2c => "http",
+            Via::H2Tls => "https",
+        };
+        let want = format!(
+            "peer=127.0.0.1 scheme={scheme} uri=/whoami original=/api/whoami host=127.0.0.1:"
+        );
+        assert!(got.text().starts_with(&want), "{via:?}: {}", got.text());
     }
     assert!(srv.probe.spans.load(Ordering::SeqCst) >= 12);
     srv.stop();

@@ -257,7 +257,7 @@ fn request(
         Some(q) => format!("{path}?{q}"),
         None => path.to_string(),
     };
-    let scheme = if req.tls { "https" } else { "http" };
+    let scheme = if req.is_tls() { "https" } else { "http" };
     let uri = |path: &str| -> Result<http::Uri, &'static str> {
         let mut b = http::Uri::builder();
         if let Some(host) = head.host(buf).filter(|h| !h.is_empty()) {

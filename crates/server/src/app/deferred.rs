@@ -84,6 +84,10 @@ impl OwnedRequest {
     pub fn version(&self) -> Version {
         self.head.head.version()
     }
+    /// Whether the request came over TLS (HTTP/3's QUIC included).
+    pub fn is_tls(&self) -> bool {
+        self.tls
+    }
     /// The path, still percent-encoded.
     pub fn path(&self) -> &str {
         self.head.head.path(&self.head.bytes)
