@@ -10,7 +10,7 @@
 //!
 //! - **The request**: method, URI (scheme and authority from Host or `:authority`, then the
 //!   path with the mount's prefix taken off, as axum's `nest` does, and the query), version
-//!   and every field. Extensions: the client's [`SocketAddr`] (read it in axum with
+//!   and every field. Extensions: the client's [`SocketAddr`](std::net::SocketAddr) (read it in axum with
 //!   `Extension<SocketAddr>`; behind trusted proxies, the client they name), the TLS client
 //!   certificate as `Arc<`[`ClientCert`](crate::tls::ClientCert)`>` when one was verified, and [`OriginalUri`] (the
 //!   URI before the prefix came off). The body is a [`Body`] that yields pieces as they

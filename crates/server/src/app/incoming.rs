@@ -1,13 +1,13 @@
 //! A request body on its way from its connection to a handler that runs elsewhere (a future
 //! on a runtime, a thread): the connection puts the decoded pieces in as they arrive
-//! ([`Feed`], held by the request's pending body), the handler takes them out
+//! (`Feed`, held by the request's pending body), the handler takes them out
 //! ([`IncomingBody`], `Send`), before the client has sent the rest.
 //!
 //! Owns the hand-off and its backpressure, not the framing (the connections decode it). At
 //! most [`INCOMING_ROOM`] bytes plus one piece are held: past that the connection reads no
 //! more of the body (`Service::room`), and the handler's next take asks its worker, through
 //! the inbox, to read again. Either end dropped tells the other: the connection's end dropped
-//! before [`Feed::end`] is a body cut off (the handler sees [`BodyError`]), the handler's
+//! before `Feed::end` is a body cut off (the handler sees [`BodyError`]), the handler's
 //! end dropped makes the connection read the rest and throw it away.
 #![forbid(unsafe_code)]
 

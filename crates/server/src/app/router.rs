@@ -206,7 +206,7 @@ impl Router {
     /// `Config::max_stream_body_bytes`; the connection reads only as fast as the handler
     /// takes), and the answer may come before the body ends. Unlike [`Router::deferred`],
     /// no deadline answers for it: a handler that may wait long keeps its own timeout.
-    /// What [`tower`](crate::tower) serves a `Service` with.
+    /// What the `tower` module (cargo feature `tower`) serves a `Service` with.
     pub fn deferred_incoming<F>(self, method: Method, pattern: &str, handler: F) -> Router
     where
         F: Fn(OwnedRequest, IncomingBody, Responder) + Send + Sync + 'static,
