@@ -44,6 +44,8 @@ struct Probe {
     first_piece: Mutex<Option<mpsc::Sender<usize>>>,
     /// The ticking answer may make its second piece.
     tick: tokio::sync::Notify,
+    /// Upload bodies that ended cut off.
+    cut: AtomicUsize,
     /// The trace layer's span and response hooks ran.
     spans: AtomicUsize,
     responses: AtomicUsize,
@@ -115,6 +117,7 @@ async fn upload(State(probe): State<Arc<Probe>>, body: AxumBody) -> String {
     let mut n = 0;
     while let Some(piece) = stream.next().await {
         let Ok(piece) = piece else {
+            probe.cut.fetch_add(1, Ordering::SeqCst);
             return "cut off".into();
         };
         if n == 0
@@ -222,6 +225,11 @@ impl Srv {
 }
 
 fn serve(name: &str) -> Srv {
+    serve_with(name, |_| {})
+}
+
+/// [`serve`] with `tweak` applied to the config.
+fn serve_with(name: &str, tweak: impl FnOnce(&mut Config)) -> Srv {
     let dir = std::env::temp_dir().join(format!("linerate-tower-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -256,6 +264,8 @@ fn serve(name: &str) -> Srv {
         quic: true,
         ..config()
     };
+    let mut cfg = cfg;
+    tweak(&mut cfg);
     let server = Server::bind(cfg, router).expect("bind");
     let h2c = server.h2c_addr().expect("h2c address");
     let tls = server.tls_addr().expect("TLS address");
@@ -616,6 +626,42 @@ fn a_large_upload_is_counted_whole_through_the_bodys_backpressure() {
             "{via:?}"
         );
     }
+    srv.stop();
+}
+
+#[test]
+fn a_body_over_the_stream_limit_is_refused_413_declared_or_as_it_grows() {
+    let srv = serve_with("limit", |c| c.max_stream_body_bytes = 100_000);
+    // Declared: refused before the service is called.
+    let mut c = H1::connect(srv.run.addr);
+    c.send(b"POST /api/upload HTTP/1.1\r\nHost: t\r\nContent-Length: 100001\r\n\r\n");
+    let a = c.answer(false);
+    assert_eq!(a.status, 413);
+    assert_eq!(a.field("connection"), Some("close"));
+    assert_eq!(
+        srv.probe.spans.load(Ordering::SeqCst),
+        0,
+        "the service never saw it"
+    );
+    // Chunked: the connection answers 413 once it outgrows the limit, and closes; the
+    // service's body ends cut off.
+    let mut c = H1::connect(srv.run.addr);
+    c.send(b"POST /api/upload HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+    let piece = vec![1u8; 50_000];
+    for _ in 0..3 {
+        c.send(format!("{:x}\r\n", piece.len()).as_bytes());
+        c.send(&piece);
+        c.send(b"\r\n");
+    }
+    let a = c.answer(false);
+    assert_eq!(a.status, 413);
+    assert!(!c.fill(), "the connection closes after the 413");
+    common::eventually("the service's body ended cut off", || {
+        srv.probe.cut.load(Ordering::SeqCst) == 1
+    });
+    // The server goes on.
+    let mut c = H1::connect(srv.run.addr);
+    assert_eq!(c.request("GET", "/native", "", b"").text(), "native");
     srv.stop();
 }
 

@@ -32,6 +32,9 @@
 //!
 //! No deadline applies (as for a proxied request): wrap the service in a timeout layer if it
 //! may wait long. A request still running counts against `Config::max_deferred_per_worker`.
+//! A mount at `/` takes every path, so the site's static files answer none. Upgrades are not
+//! carried through a service (its 101 is answered 500, as any handler's): serve WebSocket
+//! with [`Router::ws`] beside the mount.
 #![forbid(unsafe_code)]
 
 use std::borrow::Cow;
@@ -361,10 +364,18 @@ where
         let declared = parts
             .headers
             .get(http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
-            .filter(|&n| n <= INLINE_BODY_BYTES);
-        if let Some(n) = declared {
-            return res.send(out.body(crate::Body::Owned(vec![0; n])));
+            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+        match declared {
+            Some(n) if n <= INLINE_BODY_BYTES => {
+                return res.send(out.body(crate::Body::Owned(vec![0; n])));
+            }
+            // Too long to stand in for: said chunked rather than a wrong length.
+            Some(_) => {
+                let (out, writer) = out.stream();
+                res.send(out);
+                return writer.end();
+            }
+            None => {}
         }
     }
     if body.is_end_stream() {
