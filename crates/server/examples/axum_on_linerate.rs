@@ -8,7 +8,7 @@
 //! ```
 //!
 //! `--hyper` serves it with `axum::serve` (hyper on a tokio multi-thread runtime); without it
-//! linerate's engine serves it (`linerate_server::tower::router`), the handlers' futures on a
+//! linerate's engine serves it (`linerate_server::tower::serve`), the handlers' futures on a
 //! tokio multi-thread runtime of the same size.
 
 use std::collections::BTreeMap;
@@ -126,14 +126,12 @@ fn main() -> std::io::Result<()> {
         });
     }
     let handle = rt.handle().clone();
-    let router = linerate_server::tower::router(app(), move |f| {
-        handle.spawn(f);
-    });
     let config = linerate_server::Config {
         addr,
         ..Default::default()
     };
-    let server = linerate_server::Server::bind(config, router)?;
-    println!("linerate on http://{}", server.local_addr());
-    server.run_until_signal()
+    println!("linerate on http://{addr}");
+    linerate_server::tower::serve(config, app(), move |f| {
+        handle.spawn(f);
+    })
 }

@@ -1,6 +1,6 @@
 //! Serving a tower `Service<http::Request<Body>>` (an axum `Router`, a tower-http stack) on
 //! the engine: [`Router::service`] mounts one under a path prefix, for every method;
-//! [`router`] (or [`Router::from_service`]) serves one alone. Enabled by the `tower` cargo
+//! [`router`] (or [`Router::from_service`]) makes a router of one alone, [`serve`] serves it. Enabled by the `tower` cargo
 //! feature; axum is not a dependency (any service of the `http` 1 types fits).
 //!
 //! Owns the translation both ways, nothing of the protocol: the engine reads and frames the
@@ -196,6 +196,21 @@ where
     B::Error: Into<BoxError>,
 {
     Router::from_service(svc, spawn)
+}
+
+/// Serves `svc` alone with `config` until SIGINT or SIGTERM (a graceful shutdown): what
+/// [`router`], [`Server::bind`](crate::Server::bind) and
+/// [`run_until_signal`](crate::Server::run_until_signal) do together.
+pub fn serve<S, B>(config: crate::Config, svc: S, spawn: impl Spawn) -> std::io::Result<()>
+where
+    S: Service<http::Request<Body>, Response = http::Response<B>> + Clone + Send + Sync + 'static,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    crate::Server::bind(config, router(svc, spawn))?.run_until_signal()
 }
 
 impl<S, B, Sp> Mount<S, Sp>
