@@ -5,8 +5,9 @@
 //! last; a large upload counted whole through the body's backpressure; a CORS preflight, a
 //! gzip answer decoded here, the trace layer's hooks called; the prefix a mount takes off and
 //! the routes beside it; HEAD; hop-by-hop fields dropped; `poll_ready` awaited; a failing
-//! service (500) and a body failing mid-answer (cut off). Over HTTP/1.1 (raw socket),
-//! HTTP/2 (curl, h2c and TLS) and HTTP/3 (the load generator's client).
+//! service (500) and a body failing mid-answer (cut off); a body over the limit (413). Over
+//! HTTP/1.1 (raw socket), HTTP/2 (curl, h2c and TLS) and HTTP/3 (the load generator's client:
+//! GETs, a JSON POST and an upload, each answer's status and length).
 //!
 //! The handlers' futures run on a tokio multi-thread runtime, through `Spawn`.
 
@@ -111,14 +112,19 @@ async fn rename(Path(id): Path<u64>, Json(v): Json<serde_json::Value>) -> impl I
     )
 }
 
-/// Counts the body's bytes as they arrive, telling the test when the first came.
-async fn upload(State(probe): State<Arc<Probe>>, body: AxumBody) -> String {
+/// Counts the body's bytes as they arrive, telling the test when the first came; with
+/// `x-expect-bytes`, a count other than that is a 400 (for clients that see only a length).
+async fn upload(
+    State(probe): State<Arc<Probe>>,
+    headers: HeaderMap,
+    body: AxumBody,
+) -> (StatusCode, String) {
     let mut stream = body.into_data_stream();
     let mut n = 0;
     while let Some(piece) = stream.next().await {
         let Ok(piece) = piece else {
             probe.cut.fetch_add(1, Ordering::SeqCst);
-            return "cut off".into();
+            return (StatusCode::BAD_REQUEST, "cut off".into());
         };
         if n == 0
             && let Some(tx) = probe.first_piece.lock().unwrap().as_ref()
@@ -129,7 +135,13 @@ async fn upload(State(probe): State<Arc<Probe>>, body: AxumBody) -> String {
         // Slower than the client: the body's room fills and the connection is held.
         tokio::task::yield_now().await;
     }
-    n.to_string()
+    let expected = headers
+        .get("x-expect-bytes")
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    match expected {
+        Some(want) if want != n => (StatusCode::BAD_REQUEST, format!("{n} != {want}")),
+        _ => (StatusCode::OK, n.to_string()),
+    }
 }
 
 /// `first` now; `second` only once the test says it has read `first`.
@@ -987,6 +999,84 @@ fn the_same_app_answers_over_http3() {
         got.answers,
         [(200, 24), (200, BIG as u64), (404, 0), (200, 6)]
     );
-    assert!(srv.probe.spans.load(Ordering::SeqCst) >= 3);
+    // Bodies both ways over HTTP/3: JSON in and out, and an upload counted whole.
+    let upload = vec![5u8; 300_000];
+    let json = br#"{"name":"cy"}"#;
+    let answers = h3_requests(
+        &quic,
+        srv.tls,
+        &[
+            ("POST", "/api/users/4", json),
+            ("POST", "/api/upload", &upload),
+        ],
+    );
+    let created = r#"{"id":4,"name":"CY"}"#.len() as u64;
+    assert_eq!(answers, [(201, created), (200, "300000".len() as u64)]);
+    assert!(srv.probe.spans.load(Ordering::SeqCst) >= 5);
     srv.stop();
+}
+
+/// `requests` (method, path, JSON body) one after another on one HTTP/3 connection: each
+/// answer's status and body length (what the load generator's client reports).
+fn h3_requests(
+    quic: &linerate_load::h3::Quic,
+    addr: SocketAddr,
+    requests: &[(&str, &str, &[u8])],
+) -> Vec<(u16, u64)> {
+    use linerate_load::h3::{Client, Event, Request};
+    use std::time::Instant;
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.connect(addr).unwrap();
+    let host = format!("localhost:{}", addr.port());
+    let make = |i: usize| {
+        let (method, path, body) = requests[i];
+        let fields = [
+            ("content-type".to_string(), "application/json".to_string()),
+            ("x-expect-bytes".to_string(), body.len().to_string()),
+        ];
+        Request::new(method, &host, path, &fields, body)
+    };
+    let mut c: Client<usize> = Client::connect(quic, Instant::now(), addr, 1).unwrap();
+    let (mut tx, mut rx, mut scratch, mut events) =
+        (Vec::new(), vec![0; 65_535], Vec::new(), Vec::new());
+    let mut answers = Vec::new();
+    let mut opened = 0;
+    let deadline = Instant::now() + READ_TIMEOUT;
+    while answers.len() < requests.len() {
+        assert!(Instant::now() < deadline, "no HTTP/3 answers: {answers:?}");
+        let now = Instant::now();
+        c.poll(now, &make(answers.len()), &mut events)
+            .expect("HTTP/3 connection");
+        for e in events.drain(..) {
+            match e {
+                Event::Response { status, body, .. } => answers.push((status, body)),
+                other => panic!("{other:?}"),
+            }
+        }
+        if opened == answers.len()
+            && opened < requests.len()
+            && c.room() > 0
+            && c.open(&make(opened), opened)
+        {
+            opened += 1;
+        }
+        while let Some(t) = c.transmit(now, &mut tx) {
+            let seg = t.segment_size.unwrap_or(t.size);
+            for one in tx[..t.size].chunks(seg) {
+                sock.send(one).unwrap();
+            }
+        }
+        let wait = c
+            .poll_timeout()
+            .map_or(Duration::from_millis(50), |at| {
+                at.saturating_duration_since(now)
+            })
+            .clamp(Duration::from_millis(1), Duration::from_millis(50));
+        sock.set_read_timeout(Some(wait)).unwrap();
+        match sock.recv(&mut rx) {
+            Ok(n) => c.recv(Instant::now(), addr, &rx[..n], &mut scratch),
+            Err(_) => c.timeout(Instant::now()),
+        }
+    }
+    answers
 }
