@@ -64,6 +64,7 @@ fn app(probe: Arc<Probe>) -> Axum {
     Axum::new()
         .route("/users/{id}", get(user).post(rename))
         .route("/upload", post(upload))
+        .route("/trailers", post(trailers))
         .route("/ticks", get(ticks))
         .route("/big", get(|| async { big_text() }))
         .route("/whoami", get(whoami))
@@ -142,6 +143,23 @@ async fn upload(
         Some(want) if want != n => (StatusCode::BAD_REQUEST, format!("{n} != {want}")),
         _ => (StatusCode::OK, n.to_string()),
     }
+}
+
+/// The body's length and its `checksum` trailer, read frame by frame.
+async fn trailers(body: AxumBody) -> String {
+    let mut body = std::pin::pin!(body);
+    let (mut n, mut checksum) = (0, String::from("none"));
+    while let Some(frame) =
+        std::future::poll_fn(|cx| http_body::Body::poll_frame(body.as_mut(), cx)).await
+    {
+        let frame = frame.expect("a whole body");
+        if let Some(t) = frame.trailers_ref() {
+            checksum = t["checksum"].to_str().unwrap().to_string();
+        } else if let Ok(data) = frame.into_data() {
+            n += data.len();
+        }
+    }
+    format!("n={n} checksum={checksum}")
 }
 
 /// `first` now; `second` only once the test says it has read `first`.
@@ -541,6 +559,21 @@ fn a_mount_takes_its_prefix_off_and_the_routes_beside_it_answer_first() {
     assert_eq!(head.status, 200);
     assert_eq!(head.field("content-length"), get.field("content-length"));
     assert_eq!(c.request("GET", "/native", "", b"").text(), "native");
+    srv.stop();
+}
+
+#[test]
+fn a_chunked_bodys_trailer_fields_reach_the_service_as_its_last_frame() {
+    let srv = serve("trailers");
+    let mut c = H1::connect(srv.run.addr);
+    c.send(
+        b"POST /api/trailers HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n\
+          5\r\nhello\r\n0\r\nChecksum: abc\r\n\r\n",
+    );
+    assert_eq!(c.answer(false).text(), "n=5 checksum=abc");
+    // Without trailers, none.
+    let a = c.request("POST", "/api/trailers", "", b"hey");
+    assert_eq!(a.text(), "n=3 checksum=none");
     srv.stop();
 }
 

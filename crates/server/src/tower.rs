@@ -15,7 +15,7 @@
 //!   certificate as `Arc<`[`ClientCert`](crate::tls::ClientCert)`>` when one was verified, and [`OriginalUri`] (the
 //!   URI before the prefix came off). The body is a [`Body`] that yields pieces as they
 //!   arrive: the connection reads only as fast as the service takes (backpressure), up to
-//!   `Config::max_stream_body_bytes`. Trailers are not passed on.
+//!   `Config::max_stream_body_bytes`; a chunked body's trailer fields come as its last frame.
 //! - **The answer**: status and fields, hop-by-hop fields dropped (RFC 9110 §7.6.1:
 //!   Connection and those it names, Keep-Alive, Proxy-Connection, TE, Transfer-Encoding,
 //!   Upgrade; Content-Length and Date are the engine's). A body that is over at once, or says
@@ -86,9 +86,22 @@ impl http_body::Body for Body {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        self.0
-            .poll_chunk(cx)
-            .map(|piece| piece.map(|r| r.map(Frame::data)))
+        match self.0.poll_chunk(cx) {
+            Poll::Ready(None) => {
+                let mut fields = http::HeaderMap::new();
+                for (name, value) in self.0.take_trailers() {
+                    // The parser admitted tokens and field values: both convert.
+                    if let (Ok(n), Ok(v)) = (
+                        http::HeaderName::from_bytes(&name),
+                        http::HeaderValue::from_bytes(&value),
+                    ) {
+                        fields.append(n, v);
+                    }
+                }
+                Poll::Ready((!fields.is_empty()).then(|| Ok(Frame::trailers(fields))))
+            }
+            other => other.map(|piece| piece.map(|r| r.map(Frame::data))),
+        }
     }
 
     fn is_end_stream(&self) -> bool {

@@ -237,7 +237,7 @@ impl Service for ConnApp<'_> {
             }
             Sink::Incoming(feed) => {
                 // The handler has the request: its answer is pending already.
-                feed.end();
+                feed.end(body.trailers().iter());
                 return Decision::Relay { upgrade: false };
             }
             sink => sink,
@@ -1103,7 +1103,7 @@ impl<'a> ConnApp<'a> {
         let feed = match req.body {
             Some(whole) => {
                 feed.put(whole);
-                feed.end();
+                feed.end(std::iter::empty());
                 None
             }
             None => Some(feed),

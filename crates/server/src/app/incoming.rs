@@ -60,6 +60,8 @@ struct State {
     held: bool,
     waker: Option<Waker>,
     link: Option<Link>,
+    /// The body's trailer fields (a chunked body's), from its end until taken.
+    trailers: Vec<(Box<[u8]>, Box<[u8]>)>,
     /// The length the request declared (Content-Length), and what came so far.
     declared: Option<u64>,
     received: u64,
@@ -109,6 +111,7 @@ pub(crate) fn incoming(
         held: false,
         waker: None,
         link: link.map(|(inbox, token, id)| Link { inbox, token, id }),
+        trailers: Vec::new(),
         declared,
         received: 0,
     })));
@@ -139,10 +142,11 @@ impl Feed {
         room
     }
 
-    /// The body ended whole.
-    pub(crate) fn end(self) {
+    /// The body ended whole, with `trailers` (name, value) after it.
+    pub(crate) fn end<'t>(self, trailers: impl Iterator<Item = (&'t [u8], &'t [u8])>) {
         let mut s = self.0.lock();
         s.end = End::Ended;
+        s.trailers = trailers.map(|(n, v)| (n.into(), v.into())).collect();
         Shared::wake(s);
     }
 }
@@ -192,10 +196,22 @@ impl IncomingBody {
         poll_fn(|cx| self.poll_chunk(cx)).await
     }
 
-    /// Whether the body is over and taken (nothing more will come).
+    /// Whether the body is over and taken (nothing more will come, trailers included).
     pub fn is_end(&self) -> bool {
         let s = self.0.lock();
-        s.buf.is_empty() && s.end == End::Ended
+        s.buf.is_empty() && s.end == End::Ended && s.trailers.is_empty()
+    }
+
+    /// The trailer fields (name, value) that ended a chunked body, once
+    /// [`poll_chunk`](IncomingBody::poll_chunk) said the end: taken once (empty before the
+    /// end, and for a body without any).
+    pub fn take_trailers(&mut self) -> Vec<(Box<[u8]>, Box<[u8]>)> {
+        let mut s = self.0.lock();
+        if s.end == End::Ended && s.buf.is_empty() {
+            std::mem::take(&mut s.trailers)
+        } else {
+            Vec::new()
+        }
     }
 
     /// The bytes still to come when the request declared its length (Content-Length).
@@ -255,13 +271,23 @@ mod tests {
         assert_eq!(body.remaining(), Some(3));
         feed.put(b"de");
         feed.put(b"f");
-        feed.end();
+        let trailers: [(&[u8], &[u8]); 1] = [(b"checksum", b"abc")];
+        feed.end(trailers.into_iter());
+        assert!(
+            body.take_trailers().is_empty(),
+            "not before the data is taken"
+        );
         assert_eq!(
             poll(&mut body, &w),
             Poll::Ready(Some(Ok(Bytes::from("def"))))
         );
         assert_eq!(poll(&mut body, &w), Poll::Ready(None));
+        assert!(!body.is_end(), "its trailers are still to take");
+        let t = body.take_trailers();
+        assert_eq!(t.len(), 1);
+        assert_eq!((&*t[0].0, &*t[0].1), (&b"checksum"[..], &b"abc"[..]));
         assert!(body.is_end());
+        assert!(body.take_trailers().is_empty(), "taken once");
     }
 
     #[test]
