@@ -24,6 +24,9 @@ use super::deferred::Inbox;
 /// instead of filling memory).
 pub const INCOMING_ROOM: usize = 64 * 1024;
 
+/// A trailer field: name and value, as the client sent them.
+pub type Trailer = (Box<[u8]>, Box<[u8]>);
+
 /// Why a request body stopped before its end: the client left, its framing was malformed,
 /// or it outgrew the body limit (the connection answered that itself).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,7 +64,7 @@ struct State {
     waker: Option<Waker>,
     link: Option<Link>,
     /// The body's trailer fields (a chunked body's), from its end until taken.
-    trailers: Vec<(Box<[u8]>, Box<[u8]>)>,
+    trailers: Vec<Trailer>,
     /// The length the request declared (Content-Length), and what came so far.
     declared: Option<u64>,
     received: u64,
@@ -205,7 +208,7 @@ impl IncomingBody {
     /// The trailer fields (name, value) that ended a chunked body, once
     /// [`poll_chunk`](IncomingBody::poll_chunk) said the end: taken once (empty before the
     /// end, and for a body without any).
-    pub fn take_trailers(&mut self) -> Vec<(Box<[u8]>, Box<[u8]>)> {
+    pub fn take_trailers(&mut self) -> Vec<Trailer> {
         let mut s = self.0.lock();
         if s.end == End::Ended && s.buf.is_empty() {
             std::mem::take(&mut s.trailers)
