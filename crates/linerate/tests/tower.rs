@@ -67,6 +67,11 @@ fn app(probe: Arc<Probe>) -> Axum {
         .route("/trailers", post(trailers))
         .route("/ticks", get(ticks))
         .route("/big", get(|| async { big_text() }))
+        .route("/large", get(|| async { large() }))
+        .route(
+            "/lying",
+            get(|| async { AxumBody::new(Lying(vec![Bytes::from(vec![1u8; 70_000])])) }),
+        )
         .route("/whoami", get(whoami))
         .route("/hop", get(hop))
         .route("/fail-mid", get(fail_mid))
@@ -99,6 +104,32 @@ fn app(probe: Arc<Probe>) -> Axum {
                     },
                 ),
         )
+}
+
+const LARGE: usize = 200_000;
+
+/// More than a body sent whole: streamed, with the size it says.
+fn large() -> Vec<u8> {
+    (0..LARGE).map(|i| (i % 253) as u8).collect()
+}
+
+/// A body that says it has 100,000 bytes and has fewer.
+struct Lying(Vec<Bytes>);
+
+impl http_body::Body for Lying {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
+        Poll::Ready(self.0.pop().map(|b| Ok(http_body::Frame::data(b))))
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(100_000)
+    }
 }
 
 async fn user(Path(id): Path<u64>) -> Json<serde_json::Value> {
@@ -574,6 +605,32 @@ fn a_chunked_bodys_trailer_fields_reach_the_service_as_its_last_frame() {
     // Without trailers, none.
     let a = c.request("POST", "/api/trailers", "", b"hey");
     assert_eq!(a.text(), "n=3 checksum=none");
+    srv.stop();
+}
+
+#[test]
+fn a_large_body_of_known_size_keeps_its_length_and_one_that_lies_is_cut_off() {
+    let srv = serve("sized");
+    let mut c = H1::connect(srv.run.addr);
+    let a = c.request("GET", "/api/large", "", b"");
+    assert_eq!(a.status, 200);
+    assert_eq!(a.field("content-length"), Some("200000"));
+    assert_eq!(a.field("transfer-encoding"), None);
+    assert!(a.whole);
+    assert_eq!(a.body, large());
+    // HEAD: the same length, no body (the next answer on the connection reads clean).
+    let head = c.request("HEAD", "/api/large", "", b"");
+    assert_eq!(head.field("content-length"), Some("200000"));
+    assert_eq!(c.request("GET", "/native", "", b"").text(), "native");
+    // It said 100,000 bytes and ended at 70,000: the connection closes short of the length.
+    let a = c.request("GET", "/api/lying", "", b"");
+    assert_eq!(a.field("content-length"), Some("100000"));
+    assert!(!a.whole, "a body short of its length must not look whole");
+    for via in [Via::H2c, Via::H2Tls] {
+        let got = curl(&srv, via, "/api/large", &[]);
+        assert_eq!(got.header("content-length"), Some("200000"), "{via:?}");
+        assert_eq!(got.body, large(), "{via:?}");
+    }
     srv.stop();
 }
 

@@ -21,9 +21,11 @@
 //!   Upgrade; Content-Length and Date are the engine's). A body that is over at once, or says
 //!   its exact size and is at most [`INLINE_BODY_BYTES`], is sent whole with its
 //!   Content-Length (and the site's compression may apply); any other is streamed piece by
-//!   piece as the service produces it (chunked on HTTP/1.1, DATA frames on HTTP/2 and
-//!   HTTP/3), the head going out before the first piece is ready. HEAD requests reach the
-//!   service; the engine sends no body for them. Response trailers are dropped.
+//!   piece as the service produces it (with its Content-Length when it says its exact size,
+//!   else chunked on HTTP/1.1; DATA frames on HTTP/2 and HTTP/3), the head going out before
+//!   the first piece is ready; one that runs over or ends short of its size is cut off.
+//!   HEAD requests reach the service; the engine sends the head only, with the
+//!   Content-Length the service declared. Response trailers are dropped.
 //! - **Failures**: a service error, a panic, or a body error before the head is a 500; a body
 //!   error after it cuts the answer off (HTTP/1.1 closes with the chunked body incomplete,
 //!   HTTP/2 and HTTP/3 reset the stream), so a client never takes it for whole.
@@ -350,8 +352,7 @@ fn dropped(name: &http::HeaderName, connection: &[http::HeaderValue]) -> bool {
 
 /// Sends the service's answer: its head, then its body whole or streamed. To a HEAD
 /// request (`head`), the length the service declared is kept (RFC 9110 §9.3.2: the fields
-/// GET would have): the engine sends no body for HEAD, so a stand-in of that length (up to
-/// [`INLINE_BODY_BYTES`]) carries it.
+/// GET would have).
 async fn send<B>(res: Responder, resp: http::Response<B>, head: bool)
 where
     B: http_body::Body + Send + 'static,
@@ -392,27 +393,19 @@ where
         let declared = parts
             .headers
             .get(http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-        match declared {
-            Some(n) if n <= INLINE_BODY_BYTES => {
-                return res.send(out.body(crate::Body::Owned(vec![0; n])));
-            }
-            // Too long to stand in for: said chunked rather than a wrong length.
-            Some(_) => {
-                let (out, writer) = out.stream();
-                res.send(out);
-                return writer.end();
-            }
-            None => {}
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if let Some(n) = declared {
+            // A streamed answer of that length: the engine sends its head only.
+            let (out, writer) = out.stream_sized(n);
+            res.send(out);
+            return drop(writer);
         }
     }
     if body.is_end_stream() {
         return res.send(out);
     }
-    let small = body
-        .size_hint()
-        .exact()
-        .is_some_and(|n| n <= INLINE_BODY_BYTES as u64);
+    let exact = body.size_hint().exact();
+    let small = exact.is_some_and(|n| n <= INLINE_BODY_BYTES as u64);
     let mut whole = Vec::new();
     // Pieces that are ready now: all of a small body of known size, else as long as they
     // come without waiting (the head goes out before a piece the service is still making).
@@ -448,10 +441,15 @@ where
             None => break,
         }
     }
-    let (out, writer) = out.stream();
+    // A body that said its exact size keeps it (Content-Length); the writer cuts it off if
+    // it then runs over or ends short.
+    let (out, writer) = match exact {
+        Some(n) => out.stream_sized(n),
+        None => out.stream(),
+    };
     res.send(out);
     if !whole.is_empty() && writer.send(&whole).await.is_err() {
-        return; // the client is gone: the body is dropped unfinished
+        return; // the client is gone (or the size was wrong): the body is dropped unfinished
     }
     drop(whole);
     loop {
