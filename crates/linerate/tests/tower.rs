@@ -65,6 +65,7 @@ fn app(probe: Arc<Probe>) -> Axum {
         .route("/users/{id}", get(user).post(rename))
         .route("/upload", post(upload))
         .route("/trailers", post(trailers))
+        .route("/refuse", post(|| async { StatusCode::UNAUTHORIZED }))
         .route("/ticks", get(ticks))
         .route("/big", get(|| async { big_text() }))
         .route("/large", get(|| async { large() }))
@@ -671,6 +672,30 @@ fn the_service_sees_the_first_piece_of_a_body_before_the_client_sent_the_rest() 
     let a = c.answer(false);
     assert_eq!(a.status, 200);
     assert_eq!(a.text(), total.to_string());
+    srv.stop();
+}
+
+#[test]
+fn an_answer_before_the_body_is_read_leaves_the_connection_to_read_the_rest_and_go_on() {
+    // The service answers 401 without taking the body: the rest is read and thrown away,
+    // and the next request on the connection is answered.
+    let srv = serve("refuse");
+    let mut c = H1::connect(srv.run.addr);
+    let total = 4 << 20;
+    let writer = {
+        let mut s = c.s.try_clone().unwrap();
+        std::thread::spawn(move || {
+            s.write_all(
+                format!("POST /api/refuse HTTP/1.1\r\nHost: t\r\nContent-Length: {total}\r\n\r\n")
+                    .as_bytes(),
+            )
+            .unwrap();
+            s.write_all(&vec![9u8; total]).unwrap();
+        })
+    };
+    assert_eq!(c.answer(false).status, 401);
+    writer.join().unwrap();
+    assert_eq!(c.request("GET", "/native", "", b"").text(), "native");
     srv.stop();
 }
 
