@@ -56,7 +56,7 @@ use crate::router::{Router, catch_panic};
 use crate::{Method, Version};
 
 /// Errors of services and bodies, as logged.
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 pub use crate::incoming::BodyError;
 
@@ -118,6 +118,43 @@ impl http_body::Body for Body {
     }
 }
 
+/// What a mount serves: a tower service of `http` requests with a [`Body`], answering with
+/// an [`AnswerBody`], cloned for each request (hence `Clone`; `Sync`, as an axum `Router` is,
+/// since every worker clones it: wrap a service that is not in tower's
+/// `BoxCloneSyncService`). Implemented for every such service.
+pub trait HttpService<B>:
+    Service<
+        http::Request<Body>,
+        Response = http::Response<B>,
+        Error: Into<BoxError>,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S, B> HttpService<B> for S where
+    S: Service<
+            http::Request<Body>,
+            Response = http::Response<B>,
+            Error: Into<BoxError>,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// An answer's body a mount can send: any [`http_body::Body`] that may move to the runtime's
+/// threads. Implemented for every such body.
+pub trait AnswerBody: http_body::Body<Data: Send, Error: Into<BoxError>> + Send + 'static {}
+
+impl<B> AnswerBody for B where B: http_body::Body<Data: Send, Error: Into<BoxError>> + Send + 'static
+{}
+
 /// The request's URI before the mount's prefix was taken off (an extension on every request;
 /// the service's own URI is the rest).
 #[derive(Clone, Debug)]
@@ -143,16 +180,8 @@ impl Router {
     /// a `{` or `}`: a programming error caught at start-up.
     pub fn service<S, B>(mut self, prefix: &str, svc: S, spawn: impl Spawn) -> Router
     where
-        S: Service<http::Request<Body>, Response = http::Response<B>>
-            + Clone
-            + Send
-            + Sync
-            + 'static,
-        S::Error: Into<BoxError>,
-        S::Future: Send + 'static,
-        B: http_body::Body + Send + 'static,
-        B::Data: Send,
-        B::Error: Into<BoxError>,
+        S: HttpService<B>,
+        B: AnswerBody,
     {
         assert!(
             prefix.starts_with('/')
@@ -175,7 +204,7 @@ impl Router {
             for method in METHODS {
                 let mount = mount.clone();
                 self = self.deferred_incoming(method, pattern, move |req, body, res| {
-                    mount.call(req, body, res)
+                    mount.call::<B>(req, body, res)
                 });
             }
         }
@@ -185,16 +214,8 @@ impl Router {
     /// A router that sends every request to `svc` (see [`Router::service`]).
     pub fn from_service<S, B>(svc: S, spawn: impl Spawn) -> Router
     where
-        S: Service<http::Request<Body>, Response = http::Response<B>>
-            + Clone
-            + Send
-            + Sync
-            + 'static,
-        S::Error: Into<BoxError>,
-        S::Future: Send + 'static,
-        B: http_body::Body + Send + 'static,
-        B::Data: Send,
-        B::Error: Into<BoxError>,
+        S: HttpService<B>,
+        B: AnswerBody,
     {
         Router::new().service("/", svc, spawn)
     }
@@ -203,12 +224,8 @@ impl Router {
 /// [`Router::from_service`]: a router that sends every request to `svc`.
 pub fn router<S, B>(svc: S, spawn: impl Spawn) -> Router
 where
-    S: Service<http::Request<Body>, Response = http::Response<B>> + Clone + Send + Sync + 'static,
-    S::Error: Into<BoxError>,
-    S::Future: Send + 'static,
-    B: http_body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
+    S: HttpService<B>,
+    B: AnswerBody,
 {
     Router::from_service(svc, spawn)
 }
@@ -218,28 +235,18 @@ where
 /// [`run_until_signal`](crate::Server::run_until_signal) do together.
 pub fn serve<S, B>(config: crate::Config, svc: S, spawn: impl Spawn) -> std::io::Result<()>
 where
-    S: Service<http::Request<Body>, Response = http::Response<B>> + Clone + Send + Sync + 'static,
-    S::Error: Into<BoxError>,
-    S::Future: Send + 'static,
-    B: http_body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
+    S: HttpService<B>,
+    B: AnswerBody,
 {
     crate::Server::bind(config, router(svc, spawn))?.run_until_signal()
 }
 
-impl<S, B, Sp> Mount<S, Sp>
-where
-    S: Service<http::Request<Body>, Response = http::Response<B>> + Clone + Send + Sync + 'static,
-    S::Error: Into<BoxError>,
-    S::Future: Send + 'static,
-    B: http_body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
-    Sp: Spawn,
-{
+impl<S, Sp: Spawn> Mount<S, Sp> {
     /// On the worker: the request made, the service cloned, its future spawned.
-    fn call(&self, req: OwnedRequest, body: IncomingBody, res: Responder) {
+    fn call<B: AnswerBody>(&self, req: OwnedRequest, body: IncomingBody, res: Responder)
+    where
+        S: HttpService<B>,
+    {
         let head = req.method() == Method::Head;
         let req = match request(&req, body, self.strip) {
             Ok(req) => req,
@@ -353,12 +360,7 @@ fn dropped(name: &http::HeaderName, connection: &[http::HeaderValue]) -> bool {
 /// Sends the service's answer: its head, then its body whole or streamed. To a HEAD
 /// request (`head`), the length the service declared is kept (RFC 9110 §9.3.2: the fields
 /// GET would have).
-async fn send<B>(res: Responder, resp: http::Response<B>, head: bool)
-where
-    B: http_body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
-{
+async fn send<B: AnswerBody>(res: Responder, resp: http::Response<B>, head: bool) {
     let (parts, body) = resp.into_parts();
     let mut out = Response::new(parts.status.as_u16());
     let connection: Vec<http::HeaderValue> = parts
