@@ -119,9 +119,9 @@ impl http_body::Body for Body {
 }
 
 /// What a mount serves: a tower service of `http` requests with a [`Body`], answering with
-/// an [`AnswerBody`], cloned for each request (hence `Clone`; `Sync`, as an axum `Router` is,
-/// since every worker clones it: wrap a service that is not in tower's
-/// `BoxCloneSyncService`). Implemented for every such service.
+/// an [`AnswerBody`], cloned for each request (hence `Clone`, and `Sync` since every worker
+/// clones the one it was given: an axum `Router` is, and so are tower-http's layers over
+/// one). Implemented for every such service.
 pub trait HttpService<B>:
     Service<
         http::Request<Body>,
