@@ -173,7 +173,8 @@ impl Router {
     /// `prefix` or below goes to the service with the prefix taken off its path (`/api/users`
     /// under `/api` reaches it as `/users`, and `/api` as `/`), as axum's `nest` does; its
     /// future runs through `spawn` (for tokio: `move |f| { handle.spawn(f); }`). Routes of
-    /// this router with more specific patterns answer first, whatever the order.
+    /// this router with more specific patterns answer first, whatever the order: a path one
+    /// of them matches is theirs, for every method (another method there is their 405).
     ///
     /// # Panics
     /// If `prefix` does not start with `/`, ends with one (other than `/` itself), or holds

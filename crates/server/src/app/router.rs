@@ -1,4 +1,5 @@
-//! Routes: method + path pattern → handler, with `{name}` path parameters.
+//! Routes: method + path pattern → handler, with `{name}` path parameters and a last
+//! `{*name}` that takes the rest of the path.
 //!
 //! Owns registration and lookup. Three kinds of handler: buffered (the whole body, an answer
 //! at once), streaming (a [`BodySink`] per request) and deferred (an owned request and a
@@ -163,11 +164,14 @@ impl Router {
         self
     }
 
-    /// Registers `handler` for `method` and `pattern` (e.g. `/json/{count}`).
+    /// Registers `handler` for `method` and `pattern` (e.g. `/json/{count}`; a last segment
+    /// `{*name}` takes the rest of the path, slashes included and maybe empty, and gives way
+    /// to every other pattern that matches).
     ///
     /// # Panics
-    /// If the pattern does not start with `/`, has an unclosed or empty `{}`, or more than
-    /// [`MAX_PARAMS`] parameters — a programming error caught at start-up.
+    /// If the pattern does not start with `/`, has an unclosed or empty `{}`, a `{*name}`
+    /// before its last segment, or more than [`MAX_PARAMS`] parameters — a programming error
+    /// caught at start-up.
     pub fn route<F, R>(self, method: Method, pattern: &str, handler: F) -> Router
     where
         F: Fn(&Request<'_>) -> R + Send + Sync + 'static,
