@@ -92,8 +92,14 @@
 //! captures (an `Arc`), per-request values are [`Extensions`].
 //!
 //! A body produced over time is [`Response::stream`] (written from any thread through a
-//! [`streaming::BodyWriter`]; [`sse`] makes an event stream of it). WebSocket routes are
-//! [`Router::ws`] (see [`websocket`]), over HTTP/1.1 and HTTP/2 (RFC 8441).
+//! [`streaming::BodyWriter`]; [`sse`] makes an event stream of it). A request body taken as
+//! it arrives by a handler on another thread is [`Router::deferred_incoming`] (an
+//! [`IncomingBody`], with backpressure). WebSocket routes are [`Router::ws`] (see
+//! [`websocket`]), over HTTP/1.1 and HTTP/2 (RFC 8441).
+//!
+//! With the `tower` cargo feature, `tower` serves any tower `Service<http::Request<_>>` (an
+//! axum `Router`) on the engine: `Router::service(prefix, svc, spawn)` mounts one,
+//! `tower::router(svc, spawn)` serves one alone (see the module's docs).
 
 /// The README's Rust examples, compiled and run with the other doctests (`cargo test
 /// --doc`), so that they cannot go stale.
@@ -126,14 +132,18 @@ mod start_error;
 mod stats;
 mod sys;
 pub mod testing;
+#[cfg(feature = "tower")]
+pub mod tower;
 mod ws;
 
 pub use app::{
-    access_log, compress, deferred, extract, files, layer, layers, sse, streaming, websocket,
+    access_log, compress, deferred, extract, files, incoming, layer, layers, sse, streaming,
+    websocket,
 };
 use app::{request, response, router};
 pub use driver::tls;
 pub use extract::{ErrorRenderer, IntoResponse, Json, Rejection};
+pub use incoming::IncomingBody;
 pub use layer::{Extensions, Layer};
 
 pub use access_log::LogTarget;

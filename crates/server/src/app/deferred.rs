@@ -53,6 +53,8 @@ pub struct OwnedRequest {
     pub(crate) trailers: Option<BodyDecoder>,
     pub(crate) peer: Option<SocketAddr>,
     pub(crate) client_cert: Option<Arc<crate::tls::ClientCert>>,
+    /// The request came over TLS (QUIC included).
+    pub(crate) tls: bool,
     /// What the request's layers attached.
     pub(crate) ext: crate::layer::Extensions,
 }
@@ -81,6 +83,10 @@ impl OwnedRequest {
     /// The HTTP version.
     pub fn version(&self) -> Version {
         self.head.head.version()
+    }
+    /// Whether the request came over TLS (HTTP/3's QUIC included).
+    pub fn is_tls(&self) -> bool {
+        self.tls
     }
     /// The path, still percent-encoded.
     pub fn path(&self) -> &str {
@@ -278,6 +284,9 @@ pub(crate) struct Inbox {
     queue: Mutex<Vec<Done>>,
     /// Streamed bodies with something for the worker to take (see `streaming`).
     streams: Mutex<Vec<Arc<crate::streaming::Chan>>>,
+    /// Requests (connection token, request id) whose handler took the body the connection
+    /// held for room: it may read on (see `incoming`).
+    rooms: Mutex<Vec<(u64, u64)>>,
     /// A wake-up is on its way and not yet consumed: later pushes need not send another.
     armed: AtomicBool,
     /// The wake-up was due from the worker's own thread, and left to the worker to notice
@@ -292,6 +301,7 @@ impl Inbox {
         Inbox {
             queue: Mutex::new(Vec::new()),
             streams: Mutex::new(Vec::new()),
+            rooms: Mutex::new(Vec::new()),
             armed: AtomicBool::new(false),
             here: AtomicBool::new(false),
             wake,
@@ -341,6 +351,24 @@ impl Inbox {
         if !self.armed.swap(true, Ordering::SeqCst) {
             self.wake_up();
         }
+    }
+
+    /// A request body held for room was taken by its handler (see `incoming`).
+    pub(crate) fn push_room(&self, token: u64, id: u64) {
+        self.rooms
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((token, id));
+        if !self.armed.swap(true, Ordering::SeqCst) {
+            self.wake_up();
+        }
+    }
+
+    /// Moves every request that may read its body again into `into` (after
+    /// [`Inbox::take`], which consumed the wake-up).
+    pub(crate) fn take_rooms(&self, into: &mut Vec<(u64, u64)>) {
+        let mut q = self.rooms.lock().unwrap_or_else(|e| e.into_inner());
+        into.append(&mut q);
     }
 
     /// Moves every streamed body waiting for the worker into `into` (after [`Inbox::take`],

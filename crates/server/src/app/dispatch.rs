@@ -17,10 +17,13 @@ use linerate_http1::{BodyDecoder, Framing, Method, ParseError, RequestHead, Targ
 use super::access_log::{AccessEntry, Fields, RefusedEntry};
 use super::deferred::{Cancel, LogMeta, Meta, OwnedHead, OwnedRequest, Responder, Waiting};
 use super::files::{ALLOW, FileAnswer, HeadView, StaticFiles};
+use super::incoming::Feed;
 use super::layer::Layered;
 use super::request::{Params, Request};
 use super::response::{Body, FileBody, Response, Unsendable, checked};
-use super::router::{BodySink, DeferredFn, Handler, HandlerFn, Lookup, Route, add_method};
+use super::router::{
+    BodySink, DeferredFn, Handler, HandlerFn, IncomingFn, Lookup, Route, add_method,
+};
 use super::sites::{SiteApp, Sites};
 use super::{App, AppIo, body_bytes, compress};
 use crate::config::FilesMount;
@@ -51,6 +54,9 @@ enum Sink {
     Proxy(Vec<u8>),
     /// A proxied request's body going up as it arrives (the request went up already).
     Relay(PipeIn),
+    /// A [`Router::deferred_incoming`](super::router::Router::deferred_incoming) handler's
+    /// body, going to it as it arrives (the handler has the request already).
+    Incoming(Feed),
 }
 
 /// What [`ConnApp::gate`] decided for a request it does not let go on.
@@ -181,6 +187,7 @@ impl Service for ConnApp<'_> {
             Sink::Relay(pipe) => {
                 pipe.put(data);
             }
+            Sink::Incoming(feed) => feed.put(data),
             Sink::Stream(s) => {
                 if catch_unwind(AssertUnwindSafe(|| s.data(data))).is_err() {
                     tracing::error!("body sink panicked; answering 500");
@@ -198,6 +205,7 @@ impl Service for ConnApp<'_> {
     fn room(&self, pending: &Pending) -> bool {
         match &pending.0.sink {
             Sink::Relay(pipe) => pipe.has_room(),
+            Sink::Incoming(feed) => feed.has_room(),
             _ => true,
         }
     }
@@ -225,6 +233,11 @@ impl Service for ConnApp<'_> {
             Sink::Relay(pipe) => {
                 // Trailers are not forwarded (the upstream's chunked body ends without them).
                 pipe.end();
+                return Decision::Relay { upgrade: false };
+            }
+            Sink::Incoming(feed) => {
+                // The handler has the request: its answer is pending already.
+                feed.end(body.trailers().iter());
                 return Decision::Relay { upgrade: false };
             }
             sink => sink,
@@ -606,6 +619,7 @@ impl<'a> ConnApp<'a> {
                 }
             }
             Handler::WebSocket(ws) => self.websocket(route, &params, req, ws),
+            Handler::Incoming(f) => self.incoming(index, route, params, req, f),
             Handler::Deferred(f) => {
                 if declared > 0 && declared > self.max_body() {
                     return self.respond(head, req.buf, text_status(413).close());
@@ -700,7 +714,7 @@ impl<'a> ConnApp<'a> {
         sink: Sink,
     ) -> Decision<Pending> {
         let limit = match sink {
-            Sink::Stream(_) => self.app.max_stream_body_bytes,
+            Sink::Stream(_) | Sink::Incoming(_) => self.app.max_stream_body_bytes,
             Sink::Buffer(_) | Sink::Proxy(_) | Sink::Relay(_) => self.max_body(),
         };
         Decision::ReadBody {
@@ -1018,6 +1032,7 @@ impl<'a> ConnApp<'a> {
             } else {
                 None
             },
+            tls: self.tls,
             ext,
         };
         if catch_unwind(AssertUnwindSafe(|| f(req, responder))).is_err() {
@@ -1025,6 +1040,85 @@ impl<'a> ConnApp<'a> {
             tracing::error!("deferred handler panicked; answering 500");
         }
         Decision::Defer
+    }
+
+    /// A [`Handler::Incoming`] route's request: its handler is called now, with the body
+    /// that came with the head or, while the body is still to come, the end the connection
+    /// feeds as it reads (`Decision::RelayBody`: the answer may come before the body ends).
+    /// No deadline: a proxied request's way (the handler keeps its own time). Out of line:
+    /// no other route runs its code.
+    #[cold]
+    #[inline(never)]
+    fn incoming(
+        &mut self,
+        index: usize,
+        route: &Route,
+        params: Params,
+        req: Exchange<'_>,
+        f: &IncomingFn,
+    ) -> Decision<Pending> {
+        let head = req.head;
+        let declared = match head.framing() {
+            Framing::Length(len) => Some(len),
+            Framing::None => Some(0),
+            _ => None,
+        };
+        if declared.unwrap_or(0) > self.app.max_stream_body_bytes {
+            return self.respond(head, req.buf, text_status(413).close());
+        }
+        if self.io.outstanding >= self.app.max_deferred_per_worker {
+            self.io.counters.refused();
+            let resp = text_status(503).header("Retry-After", "1");
+            return self.respond(head, req.buf, resp);
+        }
+        let link = req
+            .body
+            .is_none()
+            .then(|| (self.io.inbox.clone(), self.token, req.id));
+        let (feed, body) = super::incoming::incoming(declared, link);
+        let meta = self.meta(head, req.buf);
+        let ext = meta
+            .layered
+            .as_ref()
+            .map(|l| l.ext.clone())
+            .unwrap_or_default();
+        self.io.outstanding += 1;
+        self.io.counters.set_outstanding(self.io.outstanding);
+        let responder = Responder::new(self.io.inbox.clone(), self.token, req.id, meta);
+        let owned = OwnedRequest {
+            head: OwnedHead::copy(head, req.buf),
+            names: route.names.clone(),
+            params,
+            body: Vec::new(),
+            trailers: None,
+            peer: self.client().copied(),
+            client_cert: if self.tls {
+                self.io.client_cert.clone()
+            } else {
+                None
+            },
+            tls: self.tls,
+            ext,
+        };
+        let feed = match req.body {
+            Some(whole) => {
+                feed.put(whole);
+                feed.end(std::iter::empty());
+                None
+            }
+            None => Some(feed),
+        };
+        if catch_unwind(AssertUnwindSafe(|| f(owned, body, responder))).is_err() {
+            // Unwinding dropped the Responder: its 500 is on the way.
+            tracing::error!("deferred handler panicked; answering 500");
+        }
+        let Some(feed) = feed else {
+            return Decision::Relay { upgrade: false };
+        };
+        match self.read_body(index, params, head, req.buf, Sink::Incoming(feed)) {
+            Decision::ReadBody { limit, pending } => Decision::RelayBody { limit, pending },
+            other => other,
+        }
     }
 
     /// A handler's (or a layer's) answer to request `id`: [`ConnApp::respond`], or a

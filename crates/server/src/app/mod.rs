@@ -11,7 +11,8 @@
 //!
 //! Files: `dispatch` (the per-connection service: routing, bodies, deferral), `router`,
 //! `request`/`response` (the handler API), `deferred` (owned requests, `Responder`, the
-//! inbox), `files` (static files), `compress`, `access_log`.
+//! inbox), `incoming` (a request body streamed to a handler elsewhere), `files` (static
+//! files), `compress`, `access_log`.
 
 pub mod access_log;
 pub mod compress;
@@ -20,6 +21,7 @@ pub mod deferred;
 pub(crate) mod dispatch;
 pub mod extract;
 pub mod files;
+pub mod incoming;
 pub mod layer;
 pub mod layers;
 pub(crate) mod redirect;

@@ -214,6 +214,15 @@ impl Response {
         (self.body(Body::Stream(body)), writer)
     }
 
+    /// [`Response::stream`] for a body of `length` bytes known before they come: sent with
+    /// `Content-Length` rather than chunked (see [`streaming::channel_sized`]).
+    ///
+    /// [`streaming::channel_sized`]: crate::streaming::channel_sized
+    pub fn stream_sized(self, length: u64) -> (Response, crate::streaming::BodyWriter) {
+        let (body, writer) = crate::streaming::channel_sized(length);
+        (self.body(Body::Stream(body)), writer)
+    }
+
     /// Adds a field; returns an error for a name that is not a token or a value with CR, LF
     /// or other controls. Content-Length, Transfer-Encoding, Connection and Date are managed
     /// by the server and refused here too.

@@ -1,4 +1,5 @@
-//! Routes: method + path pattern → handler, with `{name}` path parameters.
+//! Routes: method + path pattern → handler, with `{name}` path parameters and a last
+//! `{*name}` that takes the rest of the path.
 //!
 //! Owns registration and lookup. Three kinds of handler: buffered (the whole body, an answer
 //! at once), streaming (a [`BodySink`] per request) and deferred (an owned request and a
@@ -22,6 +23,7 @@ use linerate_http1::Method;
 
 use crate::deferred::{OwnedRequest, Responder, Spawn};
 use crate::extract::IntoResponse;
+use crate::incoming::IncomingBody;
 use crate::layer::Layer;
 use crate::request::{MAX_PARAMS, Params, Request};
 use crate::response::Response;
@@ -44,10 +46,16 @@ pub type SinkFactory = dyn Fn(&Request<'_>) -> Box<dyn BodySink> + Send + Sync;
 /// [`Responder`] to answer it with, now or later, from any thread.
 pub type DeferredFn = dyn Fn(OwnedRequest, Responder) + Send + Sync;
 
+/// A deferred handler called at the request's head: its body (empty in the
+/// [`OwnedRequest`]) follows through the [`IncomingBody`] as it arrives.
+pub type IncomingFn = dyn Fn(OwnedRequest, IncomingBody, Responder) + Send + Sync;
+
 pub(crate) enum Handler {
     Buffered(Box<HandlerFn>),
     Streaming(Box<SinkFactory>),
     Deferred(Box<DeferredFn>),
+    /// Deferred at the head, the body streamed in ([`Router::deferred_incoming`]).
+    Incoming(Box<IncomingFn>),
     /// A WebSocket route: the handshake answered, the connection handed over.
     WebSocket(Box<crate::websocket::WsRoute>),
 }
@@ -56,6 +64,9 @@ pub(crate) enum Handler {
 enum Segment {
     Literal(String),
     Param,
+    /// `{*name}`, the pattern's last segment: the rest of the path, slashes included, maybe
+    /// empty.
+    Rest,
 }
 
 /// A method and pattern registered twice (the second may come from a merged group): which
@@ -154,11 +165,14 @@ impl Router {
         self
     }
 
-    /// Registers `handler` for `method` and `pattern` (e.g. `/json/{count}`).
+    /// Registers `handler` for `method` and `pattern` (e.g. `/json/{count}`; a last segment
+    /// `{*name}` takes the rest of the path, slashes included and maybe empty, and gives way
+    /// to every other pattern that matches).
     ///
     /// # Panics
-    /// If the pattern does not start with `/`, has an unclosed or empty `{}`, or more than
-    /// [`MAX_PARAMS`] parameters — a programming error caught at start-up.
+    /// If the pattern does not start with `/`, has an unclosed or empty `{}`, a `{*name}`
+    /// before its last segment, or more than [`MAX_PARAMS`] parameters — a programming error
+    /// caught at start-up.
     pub fn route<F, R>(self, method: Method, pattern: &str, handler: F) -> Router
     where
         F: Fn(&Request<'_>) -> R + Send + Sync + 'static,
@@ -190,6 +204,19 @@ impl Router {
         F: Fn(OwnedRequest, Responder) + Send + Sync + 'static,
     {
         self.add(method, pattern, Handler::Deferred(Box::new(handler)))
+    }
+
+    /// Registers a deferred handler called as soon as the request's head is in: its body
+    /// follows through the [`IncomingBody`] as the client sends it (up to
+    /// `Config::max_stream_body_bytes`; the connection reads only as fast as the handler
+    /// takes), and the answer may come before the body ends. Unlike [`Router::deferred`],
+    /// no deadline answers for it: a handler that may wait long keeps its own timeout.
+    /// What the `tower` module (cargo feature `tower`) serves a `Service` with.
+    pub fn deferred_incoming<F>(self, method: Method, pattern: &str, handler: F) -> Router
+    where
+        F: Fn(OwnedRequest, IncomingBody, Responder) + Send + Sync + 'static,
+    {
+        self.add(method, pattern, Handler::Incoming(Box::new(handler)))
     }
 
     /// Registers an `async` handler, run by `spawn`: [`OnWorker`](crate::OnWorker) on the
@@ -293,6 +320,15 @@ impl Router {
             .split('/')
             .map(
                 |s| match s.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                    Some(name) if name.starts_with('*') => {
+                        let name = &name[1..];
+                        assert!(
+                            !name.is_empty() && !name.contains(['{', '}', '*']),
+                            "bad parameter in {pattern:?}"
+                        );
+                        names.push(name.to_string());
+                        Segment::Rest
+                    }
                     Some(name) => {
                         assert!(
                             !name.is_empty() && !name.contains(['{', '}']),
@@ -308,6 +344,10 @@ impl Router {
                 },
             )
             .collect();
+        assert!(
+            !segments[..segments.len() - 1].contains(&Segment::Rest),
+            "{{*name}} must be the last segment of {pattern:?}"
+        );
         assert!(
             names.len() <= MAX_PARAMS,
             "more than {MAX_PARAMS} parameters in {pattern:?}"
@@ -459,7 +499,7 @@ impl Router {
 /// `fut`'s output, or `None` when a poll of it panicked: the panic is caught on the runtime's
 /// thread, so the answer is the sync handlers' 500 and its log line rather than a dropped
 /// `Responder` (no allocation: the future stays pinned in the caller's).
-async fn catch_panic<F: Future>(fut: F) -> Option<F::Output> {
+pub(crate) async fn catch_panic<F: Future>(fut: F) -> Option<F::Output> {
     let mut fut = std::pin::pin!(fut);
     std::future::poll_fn(
         |cx| match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
@@ -526,14 +566,16 @@ pub(crate) fn add_method(allow: &mut Vec<&'static str>, method: &'static str) {
 }
 
 impl Route {
-    /// The pattern's literal/parameter sequence (`false` for a literal), its specificity:
-    /// compared left to right, a literal is more specific than a parameter. Parameter-free
-    /// patterns are one empty sequence, first of all.
-    fn kinds(&self) -> impl Iterator<Item = bool> + '_ {
-        self.segments
-            .iter()
-            .flatten()
-            .map(|s| matches!(s, Segment::Param))
+    /// The pattern's literal/parameter sequence (0 for a literal, 1 a parameter, 2 the
+    /// rest), its specificity: compared left to right, a literal is more specific than a
+    /// parameter, a parameter than the rest. Parameter-free patterns are one empty sequence,
+    /// first of all.
+    fn kinds(&self) -> impl Iterator<Item = u8> + '_ {
+        self.segments.iter().flatten().map(|s| match s {
+            Segment::Literal(_) => 0,
+            Segment::Param => 1,
+            Segment::Rest => 2,
+        })
     }
 
     /// Whether `other`'s pattern matches exactly the paths this one does (the parameters'
@@ -570,6 +612,12 @@ impl Route {
         let mut offset = 1;
         for (i, seg) in segments.iter().enumerate() {
             let last = i + 1 == segments.len();
+            if let Segment::Rest = seg {
+                // The last segment (checked at registration): the rest of the path.
+                params.spans[params.len] = (offset as u16, path.len() as u16);
+                params.len += 1;
+                return true;
+            }
             let (part, next) = match rest.find('/') {
                 Some(p) if !last => (&rest[..p], &rest[p + 1..]),
                 Some(_) => return false,
@@ -584,6 +632,7 @@ impl Route {
                     params.spans[params.len] = (offset as u16, (offset + part.len()) as u16);
                     params.len += 1;
                 }
+                Segment::Rest => unreachable!("taken above"),
             }
             offset += part.len() + 1;
             rest = next;
@@ -717,6 +766,44 @@ mod tests {
             &"/a/xyz/b/7"[p.spans[1].0 as usize..p.spans[1].1 as usize],
             "7"
         );
+    }
+
+    #[test]
+    fn a_rest_parameter_takes_the_rest_of_the_path_and_gives_way_to_any_other_pattern() {
+        let h = |_: &Request<'_>| Response::text("");
+        let r = finished(
+            Router::new()
+                .get("/{*all}", h)
+                .get("/api/{*rest}", h)
+                .get("/api", h)
+                .get("/api/{id}", h)
+                .get("/api/users/me", h),
+        );
+        let cases: &[(&str, &str, &str)] = &[
+            ("/", "found /{*all}", ""),
+            ("/x/y/z", "found /{*all}", "x/y/z"),
+            ("/api", "found /api", ""),
+            ("/api/", "found /api/{*rest}", ""),
+            ("/api/7", "found /api/{id}", "7"),
+            ("/api/users/me", "found /api/users/me", ""),
+            ("/api/users/7", "found /api/{*rest}", "users/7"),
+            ("/apix/1", "found /{*all}", "apix/1"),
+        ];
+        for (path, want, captured) in cases {
+            assert_eq!(&found(&r, Method::Get, path), want, "{path}");
+            let mut p = Params::default();
+            r.lookup(Method::Get, path.as_bytes(), &mut p);
+            if p.len > 0 {
+                let (s, e) = p.spans[p.len - 1];
+                assert_eq!(&path[s as usize..e as usize], *captured, "{path}");
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "must be the last segment")]
+    fn a_rest_parameter_before_the_end_is_caught_at_registration() {
+        let _ = Router::new().get("/{*rest}/x", |_| Response::text(""));
     }
 
     #[test]

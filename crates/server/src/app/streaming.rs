@@ -99,6 +99,26 @@ struct State {
     blocked: u32,
     /// For keep-alive comments (SSE): when a piece was last written.
     last_write: Instant,
+    /// Bytes the writer may still write, for a body of known length ([`channel_sized`]).
+    owed: Option<u64>,
+}
+
+impl State {
+    /// Takes `n` bytes off what a body of known length owes; `false` when they are more than
+    /// it owes (the body is then cut off: its length would lie).
+    fn owe(&mut self, n: usize) -> bool {
+        match &mut self.owed {
+            Some(owed) if n as u64 > *owed => {
+                self.finish = Finish::Aborted;
+                false
+            }
+            Some(owed) => {
+                *owed -= n as u64;
+                true
+            }
+            None => true,
+        }
+    }
 }
 
 /// The channel between a [`BodyWriter`] and the worker.
@@ -120,6 +140,10 @@ impl Chan {
         }
         if s.buf.len() >= STREAM_ROOM {
             return Err(WriteError::Full);
+        }
+        if !s.owe(data.len()) {
+            self.notify(s);
+            return Err(WriteError::Gone);
         }
         s.buf.extend_from_slice(data);
         s.last_write = Instant::now();
@@ -146,7 +170,11 @@ impl Chan {
         if s.finish != Finish::Open {
             return;
         }
-        s.finish = how;
+        // A body of known length ended short is cut off: its length would lie.
+        s.finish = match how {
+            Finish::Ended if s.owed.is_some_and(|n| n > 0) => Finish::Aborted,
+            how => how,
+        };
         self.notify(s);
     }
 
@@ -246,6 +274,17 @@ impl Chan {
 /// Makes a streamed body: the [`StreamBody`] goes in the response
 /// ([`Body::Stream`](crate::Body::Stream)), the [`BodyWriter`] to whoever produces it.
 pub fn channel() -> (StreamBody, BodyWriter) {
+    channel_of(None)
+}
+
+/// [`channel`] for a body whose length is known before it comes: the answer says it
+/// (`Content-Length`, also to a HEAD request) instead of chunking. The writer must write
+/// exactly `length` bytes: a body ended short is cut off, and bytes past it are not sent.
+pub fn channel_sized(length: u64) -> (StreamBody, BodyWriter) {
+    channel_of(Some(length))
+}
+
+fn channel_of(length: Option<u64>) -> (StreamBody, BodyWriter) {
     let chan = Arc::new(Chan {
         state: Mutex::new(State {
             buf: Vec::new(),
@@ -257,12 +296,14 @@ pub fn channel() -> (StreamBody, BodyWriter) {
             waker: None,
             blocked: 0,
             last_write: Instant::now(),
+            owed: length,
         }),
         room: Condvar::new(),
     });
     let claim = Claim {
         chan: chan.clone(),
         taken: AtomicBool::new(false),
+        length,
     };
     (StreamBody(Arc::new(claim)), BodyWriter { chan })
 }
@@ -279,6 +320,8 @@ pub struct StreamBody(Arc<Claim>);
 struct Claim {
     chan: Arc<Chan>,
     taken: AtomicBool,
+    /// The body's length, when known before it comes ([`channel_sized`]).
+    length: Option<u64>,
 }
 
 impl Drop for Claim {
@@ -293,6 +336,11 @@ impl StreamBody {
     /// The worker takes the channel; `None` if a clone of this body already went out.
     pub(crate) fn adopt(&self) -> Option<Arc<Chan>> {
         (!self.0.taken.swap(true, Ordering::AcqRel)).then(|| self.0.chan.clone())
+    }
+
+    /// The body's length, when known before it comes ([`channel_sized`]).
+    pub fn length(&self) -> Option<u64> {
+        self.0.length
     }
 }
 
@@ -403,6 +451,10 @@ impl std::io::Write for BodyWriter {
             let room = STREAM_ROOM.saturating_sub(s.buf.len());
             if room > 0 {
                 let n = room.min(data.len());
+                if !s.owe(n) {
+                    self.chan.notify(s);
+                    return Err(std::io::ErrorKind::InvalidInput.into());
+                }
                 s.buf.extend_from_slice(&data[..n]);
                 s.last_write = Instant::now();
                 self.chan.notify(s);
@@ -491,6 +543,30 @@ mod tests {
         let (data, _) = take(&got[0]);
         assert_eq!(data.len(), STREAM_ROOM + 10);
         w.write(b"x").unwrap();
+    }
+
+    #[test]
+    fn a_body_of_known_length_is_cut_off_when_it_ends_short_or_runs_over() {
+        let linked_sized = |n| {
+            let (body, w) = channel_sized(n);
+            assert_eq!(body.length(), Some(n));
+            let chan = body.adopt().unwrap();
+            (body, w, chan)
+        };
+        let (_b, w, chan) = linked_sized(6);
+        w.write(b"abc").unwrap();
+        w.write(b"def").unwrap();
+        w.end();
+        assert_eq!(take(&chan), (b"abcdef".to_vec(), Finish::Ended));
+        let (_b, w, chan) = linked_sized(6);
+        w.write(b"abc").unwrap();
+        w.end();
+        assert_eq!(take(&chan), (b"abc".to_vec(), Finish::Aborted), "short");
+        let (_b, w, chan) = linked_sized(4);
+        w.write(b"abc").unwrap();
+        assert_eq!(w.write(b"de"), Err(WriteError::Gone), "past the length");
+        assert_eq!(take(&chan), (b"abc".to_vec(), Finish::Aborted));
+        assert_eq!(channel().0.length(), None);
     }
 
     #[test]

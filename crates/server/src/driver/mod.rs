@@ -1159,7 +1159,20 @@ impl<B: Backend> Worker<B> {
             }
         }
         self.done = done;
+        self.body_rooms(sh);
         self.pump_streams(sh);
+    }
+
+    /// Request bodies held for room whose handlers took what was held: their connections
+    /// read on (see `app::incoming`).
+    fn body_rooms(&mut self, sh: &Shared) {
+        let mut rooms = Vec::new();
+        self.io.app.inbox.take_rooms(&mut rooms);
+        for (token, id) in rooms {
+            self.with(token, sh, |live, p| {
+                live.conn.body_room(id, p.head, p.cx, &mut p.svc);
+            });
+        }
     }
 
     /// Shutdown: stop accepting, close idle connections cleanly, let busy ones finish.

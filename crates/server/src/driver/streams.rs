@@ -38,6 +38,7 @@ pub(crate) fn start(
         conn.complete(id, resp, cx);
         return None;
     };
+    let length = body.length();
     let chan = body.adopt()?;
     let mut fields: Vec<(&[u8], &[u8])> = Vec::with_capacity(resp.headers.len() + 1);
     if let Some(ct) = &resp.content_type {
@@ -49,7 +50,7 @@ pub(crate) fn start(
     let head = StreamHead {
         status: resp.status,
         fields: &fields,
-        length: None,
+        length,
     };
     if !conn.start_stream(id, &head, cx) {
         chan.gone();

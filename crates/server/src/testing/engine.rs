@@ -318,6 +318,16 @@ impl Engine {
                 self.streams.push((chan, id));
             }
         }
+        // Bodies held for room that their handlers took: reading goes on, as
+        // `Worker::body_rooms` does.
+        let mut rooms = Vec::new();
+        self.io.inbox.take_rooms(&mut rooms);
+        for (token, id) in rooms {
+            if token == self.token {
+                let (cx, head, mut svc) = self.parts();
+                conn.body_room(id, head, cx, &mut svc);
+            }
+        }
         // Every streamed answer is read each turn (the worker reads those queued to it).
         let mut queued = Vec::new();
         self.io.inbox.take_streams(&mut queued);

@@ -401,6 +401,43 @@ fn a_body_larger_than_the_http2_windows_is_sent_as_the_server_opens_them() {
 }
 
 #[test]
+fn a_body_streamed_to_a_handler_elsewhere_goes_through_its_room_to_the_end() {
+    // Past the body's room (`incoming::INCOMING_ROOM`) many times over: the connection is held
+    // and read on as the handler, a future on a runtime, takes the pieces.
+    let body: Vec<u8> = (0..1_500_000u32).map(|i| (i % 241) as u8).collect();
+    let rt = runtime();
+    let handle = rt.handle().clone();
+    let router =
+        Router::new().deferred_incoming(Method::Post, "/count", move |_, mut body, res| {
+            handle.spawn(async move {
+                let (mut n, mut sum) = (0usize, 0u64);
+                while let Some(piece) = body.chunk().await {
+                    let Ok(piece) = piece else {
+                        return res.send(Response::text("cut off").status(400));
+                    };
+                    n += piece.len();
+                    sum += piece.iter().map(|&b| u64::from(b)).sum::<u64>();
+                }
+                res.send(Response::text_owned(format!("{n} {sum}")));
+            });
+        });
+    let client = TestClient::with_config(Config::default(), router).unwrap();
+    let want = format!(
+        "{} {}",
+        body.len(),
+        body.iter().map(|&b| u64::from(b)).sum::<u64>()
+    );
+    for protocol in PROTOCOLS {
+        let res = client
+            .post("/count")
+            .body(body.clone())
+            .protocol(protocol)
+            .send();
+        assert_eq!(res.text(), want, "{protocol:?}");
+    }
+}
+
+#[test]
 fn sites_are_chosen_by_the_host_field() {
     let config = Config {
         sites: vec![
