@@ -129,9 +129,11 @@ pub mod testing;
 mod ws;
 
 pub use app::{
-    access_log, compress, deferred, extract, files, layer, layers, sse, streaming, websocket,
+    access_log, around, compress, deferred, extract, files, layer, layers, sse, streaming,
+    websocket,
 };
 use app::{request, response, router};
+pub use around::{Around, Next};
 pub use driver::tls;
 pub use extract::{ErrorRenderer, IntoResponse, Json, Rejection};
 pub use layer::{Extensions, Layer};

@@ -55,6 +55,8 @@ pub struct OwnedRequest {
     pub(crate) client_cert: Option<Arc<crate::tls::ClientCert>>,
     /// What the request's layers attached.
     pub(crate) ext: crate::layer::Extensions,
+    /// The application's state (`Router::with_state`).
+    pub(crate) state: Arc<crate::layer::Extensions>,
 }
 
 impl OwnedRequest {
@@ -73,6 +75,15 @@ impl OwnedRequest {
     /// The value of type `T` a [`Layer`](crate::Layer) attached to this request.
     pub fn extension<T: Send + Sync + 'static>(&self) -> Option<&T> {
         self.ext.get::<T>()
+    }
+    /// The values this request's layers attached, to attach more: how an async
+    /// [`Around`](crate::Around) layer hands a value (the authenticated user) to the handler.
+    pub fn extensions_mut(&mut self) -> &mut crate::layer::Extensions {
+        &mut self.ext
+    }
+    /// The application's state of type `T` (see [`Request::state`], which panics alike).
+    pub fn state<T: Send + Sync + 'static>(&self) -> &T {
+        crate::request::state_of(&self.state)
     }
     /// The method.
     pub fn method(&self) -> Method {
@@ -117,6 +128,9 @@ impl crate::request::Context for OwnedRequest {
     }
     fn extensions(&self) -> &crate::layer::Extensions {
         &self.ext
+    }
+    fn state(&self) -> &crate::layer::Extensions {
+        &self.state
     }
 }
 

@@ -65,6 +65,18 @@ impl Extensions {
             .and_then(|(_, v)| v.downcast_ref())
     }
 
+    /// Each value with its type (a router's state merged into another's).
+    pub(crate) fn entries(&self) -> &[(TypeId, Arc<dyn Any + Send + Sync>)] {
+        &self.0
+    }
+
+    /// Attaches a value of type `id` already shared, unless one of that type is there.
+    pub(crate) fn insert_shared(&mut self, id: TypeId, value: Arc<dyn Any + Send + Sync>) {
+        if !self.0.iter().any(|(t, _)| *t == id) {
+            self.0.push((id, value));
+        }
+    }
+
     /// Whether nothing is attached.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

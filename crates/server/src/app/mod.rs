@@ -10,10 +10,11 @@
 //! writer thread writes the lines the workers format.
 //!
 //! Files: `dispatch` (the per-connection service: routing, bodies, deferral), `router`,
-//! `request`/`response` (the handler API), `deferred` (owned requests, `Responder`, the
+//! `request`/`response` (the handler API), `around` (async layers, route timeouts), `deferred` (owned requests, `Responder`, the
 //! inbox), `files` (static files), `compress`, `access_log`.
 
 pub mod access_log;
+pub mod around;
 pub mod compress;
 pub(crate) mod compress_stream;
 pub mod deferred;
