@@ -283,12 +283,32 @@ impl Layer for Outer {
     }
 }
 
+/// Counts a streamed body's bytes and answers with the count.
+#[derive(Default)]
+struct Count(usize);
+
+impl linerate_server::BodySink for Count {
+    fn data(&mut self, chunk: &[u8]) {
+        self.0 += chunk.len();
+    }
+    fn finish(self: Box<Self>, _: &Request<'_>) -> Response {
+        Response::text_owned(self.0.to_string())
+    }
+}
+
 fn limits_client(protocol: Protocol) -> TestClient {
     let echo = |req: &Request<'_>| Response::text_owned(req.body().len().to_string());
     let router = Router::new()
         .post("/default", echo)
         .group(|g| g.post("/big", echo).body_limit(64))
         .group(|g| g.post("/small", echo).body_limit(4))
+        // Below `max_stream_body_bytes` (1 GiB by default).
+        .group(|g| {
+            g.streaming(linerate_server::Method::Post, "/stream", |_| {
+                Box::new(Count::default())
+            })
+            .body_limit(8)
+        })
         .group(|g| {
             g.post_async("/big-async", OnWorker, |req: OwnedRequest| async move {
                 req.body().len().to_string()
@@ -319,6 +339,8 @@ fn a_route_body_limit_above_or_below_the_sites_is_checked_by_length() {
             ("/big-async", 65, 413),
             ("/small", 4, 200),
             ("/small", 5, 413),
+            ("/stream", 8, 200),
+            ("/stream", 9, 413),
         ];
         for &(path, len, status) in cases {
             let r = c.post(path).body(vec![b'x'; len]).send();
@@ -364,6 +386,8 @@ fn a_route_body_limit_above_or_below_the_sites_is_checked_while_a_chunked_body_i
         ("/big-async", 72, 413),
         ("/small", 4, 200),
         ("/small", 8, 413),
+        ("/stream", 8, 200),
+        ("/stream", 16, 413),
     ];
     for &(path, len, status) in cases {
         let r = c

@@ -55,8 +55,9 @@ pub struct OwnedRequest {
     pub(crate) client_cert: Option<Arc<crate::tls::ClientCert>>,
     /// What the request's layers attached.
     pub(crate) ext: crate::layer::Extensions,
-    /// The application's state (`Router::with_state`).
-    pub(crate) state: Arc<crate::layer::Extensions>,
+    /// The application's state (`Router::with_state`); `None` when it has none, so a
+    /// request of a stateless application costs no reference count.
+    pub(crate) state: Option<Arc<crate::layer::Extensions>>,
 }
 
 impl OwnedRequest {
@@ -83,7 +84,7 @@ impl OwnedRequest {
     }
     /// The application's state of type `T` (see [`Request::state`], which panics alike).
     pub fn state<T: Send + Sync + 'static>(&self) -> &T {
-        crate::request::state_of(&self.state)
+        crate::request::state_of(crate::request::Context::state(self))
     }
     /// The method.
     pub fn method(&self) -> Method {
@@ -130,7 +131,9 @@ impl crate::request::Context for OwnedRequest {
         &self.ext
     }
     fn state(&self) -> &crate::layer::Extensions {
-        &self.state
+        self.state
+            .as_deref()
+            .unwrap_or(&crate::layer::NO_EXTENSIONS)
     }
 }
 

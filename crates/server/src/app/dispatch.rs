@@ -1034,7 +1034,7 @@ impl<'a> ConnApp<'a> {
                 None
             },
             ext,
-            state: self.app.router.state.clone(),
+            state: self.app.stateful.then(|| self.app.router.state.clone()),
         };
         if catch_unwind(AssertUnwindSafe(|| f(req, responder))).is_err() {
             // Unwinding dropped the Responder: its 500 is on the way.

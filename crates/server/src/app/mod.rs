@@ -51,6 +51,8 @@ pub(crate) struct App {
     /// The router or one of its routes has layers: without, the dispatcher runs no layer
     /// code at all (one test of this per request).
     pub layered: bool,
+    /// The router has state (`Router::with_state`), which deferred requests carry.
+    pub stateful: bool,
     /// Largest body for streaming handlers (a site's `max_body_bytes` is for the others).
     pub max_stream_body_bytes: u64,
     /// Deferred requests one worker may have outstanding; beyond, 503 with Retry-After.
@@ -75,6 +77,7 @@ impl App {
         App {
             http01,
             layered: router.has_layers(),
+            stateful: !router.state.is_empty(),
             router,
             max_stream_body_bytes: config.max_stream_body_bytes,
             max_deferred_per_worker: config.max_deferred_per_worker,

@@ -320,17 +320,20 @@ impl Router {
         Fut: Future<Output = R> + Send + 'static,
         R: IntoResponse,
     {
+        // Shared with the chain's way in (boxed, dynamic), which only a route under an async
+        // layer takes; the deferred handler below calls them statically, the future unboxed.
+        let (handler, spawn) = (Arc::new(handler), Arc::new(spawn));
+        let h = handler.clone();
         let f: Arc<AsyncFn> = Arc::new(move |req| {
-            let fut = handler(req);
+            let fut = h(req);
             Box::pin(async move { fut.await.into_response() })
         });
-        let spawn: Arc<dyn Spawn> = Arc::new(spawn);
-        let (g, s) = (f.clone(), spawn.clone());
+        let s = spawn.clone();
         let mut router = self.deferred(method, pattern, move |req, res| {
-            let fut = g(req);
+            let fut = handler(req);
             s.spawn(Box::pin(async move {
                 match res.until_cancelled(catch_panic(fut)).await {
-                    Some(Some(resp)) => res.send(resp),
+                    Some(Some(resp)) => res.send(resp.into_response()),
                     Some(None) => {
                         tracing::error!("async handler panicked; answering 500");
                         res.send(crate::app::dispatch::text_status(500).close())
@@ -341,7 +344,7 @@ impl Router {
             }));
         });
         if let Some(route) = router.routes.last_mut() {
-            route.async_fn = Some((spawn, f));
+            route.async_fn = Some((spawn as Arc<dyn Spawn>, f));
         }
         router
     }
