@@ -77,7 +77,7 @@
 //! layer added is the outermost** (as in tower and axum): write
 //! `.layer(ErrorRenderer(…)).layer(Cors…).layer(RequestId).layer(Trace)` so that `Trace` sees
 //! every request, preflights included, and the bytes as sent. [`Router::merge`] adds a group
-//! of routes with its own layers inside ([`Router::group`] makes one in place). Built in:
+//! of routes with its own layers inside ([`Router::group`] makes one in place, [`Router::nest`] puts one below a prefix). Built in:
 //! [`layers::Cors`], [`layers::RequestId`], [`layers::Trace`].
 //!
 //! Middleware that must wait is an [`Around`] layer ([`Router::around`]): an

@@ -500,8 +500,35 @@ fn the_most_specific_route_wins_across_groups_and_duplicates_across_them_are_ref
                 format!("id {}", req.param("id").unwrap_or(""))
             })
             .group(|g| g.get("/t/events", |_| "events").around(group_mark))
-            .get("/t/{id}/x", |_| "x");
+            .get("/t/{id}/x", |_| "x")
+            // A nested group: its patterns below the prefix, its layer on them only.
+            .get("/api/t/events", |_| "root events")
+            .nest(
+                "/api",
+                Router::new()
+                    .get("/", |_| "api")
+                    .get("/t/{id}", |req| {
+                        format!("api {}", req.param("id").unwrap_or(""))
+                    })
+                    .around(group_mark),
+            );
         let c = TestClient::new(router).protocol(protocol);
+        let api = c.get("/api").send();
+        assert_eq!(
+            (api.text().as_str(), api.header("x-group")),
+            ("api", Some("admin"))
+        );
+        let nested = c.get("/api/t/3").send();
+        assert_eq!(
+            (nested.text().as_str(), nested.header("x-group")),
+            ("api 3", Some("admin"))
+        );
+        // The root's literal beats the nested parameter.
+        let literal = c.get("/api/t/events").send();
+        assert_eq!(
+            (literal.text().as_str(), literal.header("x-group")),
+            ("root events", None)
+        );
         let events = c.get("/t/events").send();
         assert_eq!(
             (events.text().as_str(), events.header("x-group")),
@@ -519,6 +546,15 @@ fn the_most_specific_route_wins_across_groups_and_duplicates_across_them_are_ref
     assert!(
         err.to_string()
             .contains("route GET /u/{id} is registered twice"),
+        "{err}"
+    );
+    let nested = Router::new()
+        .post("/api/x", |_| "root")
+        .nest("/api", Router::new().post("/x", |_| "nested"));
+    let err = TestClient::with_config(Config::default(), nested).expect_err("duplicate");
+    assert!(
+        err.to_string()
+            .contains("route POST /api/x is registered twice"),
         "{err}"
     );
 }

@@ -204,6 +204,28 @@ impl Router {
         self
     }
 
+    /// [`Router::merge`] with each of `group`'s patterns below `prefix` (`/api` and `/users/{id}`
+    /// make `/api/users/{id}`; the group's `/` is `prefix` itself), as axum's `nest`.
+    ///
+    /// # Panics
+    /// If `prefix` does not start with `/`, ends with one, or makes a pattern
+    /// [`Router::route`] refuses.
+    pub fn nest(self, prefix: &str, mut group: Router) -> Router {
+        assert!(
+            prefix.starts_with('/') && !prefix.ends_with('/'),
+            "nest prefix {prefix:?} must start with '/' and not end with one"
+        );
+        for route in &mut group.routes {
+            let pattern = match route.pattern.as_str() {
+                "/" => prefix.to_string(),
+                p => format!("{prefix}{p}"),
+            };
+            (route.segments, route.names) = parse(&pattern);
+            route.pattern = pattern;
+        }
+        self.merge(group)
+    }
+
     /// Adds a group of routes made by `f` from an empty router: `f`'s layers, async layers,
     /// timeout and body limit apply to the group's routes only (inside this router's own).
     /// The same as [`Router::merge`] of that router; a group of one route is how one route
@@ -407,42 +429,14 @@ impl Router {
     }
 
     fn add(mut self, method: Method, pattern: &str, handler: Handler) -> Router {
-        assert!(
-            pattern.starts_with('/'),
-            "route pattern {pattern:?} must start with '/'"
-        );
         assert!(method != Method::Other, "routes take a standard method");
-        let mut names = Vec::new();
-        let segments: Vec<Segment> = pattern[1..]
-            .split('/')
-            .map(
-                |s| match s.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
-                    Some(name) => {
-                        assert!(
-                            !name.is_empty() && !name.contains(['{', '}']),
-                            "bad parameter in {pattern:?}"
-                        );
-                        names.push(name.to_string());
-                        Segment::Param
-                    }
-                    None => {
-                        assert!(!s.contains(['{', '}']), "unbalanced braces in {pattern:?}");
-                        Segment::Literal(s.to_string())
-                    }
-                },
-            )
-            .collect();
-        assert!(
-            names.len() <= MAX_PARAMS,
-            "more than {MAX_PARAMS} parameters in {pattern:?}"
-        );
-        let segments = (!names.is_empty()).then_some(segments);
+        let (segments, names) = parse(pattern);
         self.routes.push(Route {
             method,
             pattern: pattern.to_string(),
             segments,
             rank: 0,
-            names: names.into(),
+            names,
             handler,
             layers: Vec::new(),
             around: Vec::new(),
@@ -670,6 +664,43 @@ shortcuts! {
     patch, patch_async => Patch;
     head, head_async => Head;
     options, options_async => Options;
+}
+
+/// A pattern's segments (`None` without parameters: compared as a whole string) and its
+/// parameters' names.
+///
+/// # Panics
+/// On a pattern [`Router::route`] refuses.
+fn parse(pattern: &str) -> (Option<Vec<Segment>>, Arc<[String]>) {
+    assert!(
+        pattern.starts_with('/'),
+        "route pattern {pattern:?} must start with '/'"
+    );
+    let mut names = Vec::new();
+    let segments: Vec<Segment> = pattern[1..]
+        .split('/')
+        .map(
+            |s| match s.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                Some(name) => {
+                    assert!(
+                        !name.is_empty() && !name.contains(['{', '}']),
+                        "bad parameter in {pattern:?}"
+                    );
+                    names.push(name.to_string());
+                    Segment::Param
+                }
+                None => {
+                    assert!(!s.contains(['{', '}']), "unbalanced braces in {pattern:?}");
+                    Segment::Literal(s.to_string())
+                }
+            },
+        )
+        .collect();
+    assert!(
+        names.len() <= MAX_PARAMS,
+        "more than {MAX_PARAMS} parameters in {pattern:?}"
+    );
+    ((!names.is_empty()).then_some(segments), names.into())
 }
 
 /// Appends `method` to an `Allow` list unless it is there.
