@@ -589,3 +589,71 @@ fn routes_that_cannot_be_waited_for_under_an_async_layer_are_refused() {
         "{err}"
     );
 }
+
+/// The whole answer to `request` from the server at `addr` (the connection closes after it).
+fn exchange(addr: std::net::SocketAddr, request: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got)
+        .expect("the whole answer within the read timeout");
+    String::from_utf8(got).unwrap()
+}
+
+#[test]
+fn on_a_real_server_async_layers_wait_time_out_and_limit_bodies_on_the_worker() {
+    let dropped = Arc::new(AtomicBool::new(false));
+    let flag = dropped.clone();
+    let router = Router::new()
+        .group(|g| {
+            g.get("/me", |req| {
+                req.extension::<User>().map_or("nobody", |u| u.0)
+            })
+            .around(auth)
+        })
+        .group(|g| {
+            g.get_async("/never", OnWorker, move |_| {
+                let guard = DropFlag(flag.clone());
+                async move {
+                    let _guard = guard;
+                    std::future::pending::<Response>().await
+                }
+            })
+            .timeout(Duration::from_millis(20))
+        })
+        .group(|g| {
+            g.post("/small", |req| req.body().len().to_string())
+                .body_limit(4)
+        })
+        .around(outer)
+        .with_state(users());
+    let server = linerate_server::testing::TestServer::start(router).expect("start");
+    let addr = server.addr();
+    let me = exchange(
+        addr,
+        "GET /me HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer good\r\nConnection: close\r\n\r\n",
+    );
+    assert!(me.starts_with("HTTP/1.1 200 OK\r\n"), "{me}");
+    assert!(me.contains("\r\nX-User: alice\r\n"), "{me}");
+    assert!(me.contains("\r\nX-Outer: 200\r\n"), "{me}");
+    assert!(me.ends_with("\r\n\r\nalice"), "{me}");
+    let never = exchange(
+        addr,
+        "GET /never HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert!(never.starts_with("HTTP/1.1 503 "), "{never}");
+    assert!(never.contains("\r\nX-Outer: 503\r\n"), "{never}");
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the handler's future was dropped"
+    );
+    let small = exchange(
+        addr,
+        "POST /small HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nConnection: close\r\n\r\nxxxxx",
+    );
+    assert!(small.starts_with("HTTP/1.1 413 "), "{small}");
+    assert!(small.ends_with("\r\n\r\nContent Too Large\n"), "{small}");
+    server.stop().unwrap();
+}
