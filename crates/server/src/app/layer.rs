@@ -8,7 +8,8 @@
 //! layers see every request of the sites it serves, routed or not (404, 405, OPTIONS, 501,
 //! files); a group's layers (a router [`merge`](crate::Router::merge)d into another) see only
 //! the requests of its routes. Nothing here runs for a router without layers: the dispatcher
-//! tests one flag.
+//! tests one flag. Middleware that must wait is an async layer (`around.rs`), which runs
+//! inside all of these.
 #![forbid(unsafe_code)]
 
 use std::any::{Any, TypeId};

@@ -188,9 +188,11 @@ impl Router {
         self
     }
 
-    /// Adds `group`'s routes to this router, each wrapped in `group`'s layers (inside this
-    /// router's own): how a set of routes gets its own middleware, e.g. authentication for
-    /// `/users` only. Routes keep their registration order, this router's first.
+    /// Adds `group`'s routes to this router, each wrapped in `group`'s layers, sync and async
+    /// (inside this router's own), with `group`'s timeout and body limit: how a set of routes
+    /// gets its own middleware, e.g. authentication for `/users` only. `group`'s state joins
+    /// this router's (this router's value of a type is kept). Routes keep their
+    /// registration order, this router's first.
     pub fn merge(mut self, group: Router) -> Router {
         for mut route in group.routes {
             route.layers = group.layers.iter().cloned().chain(route.layers).collect();
