@@ -77,8 +77,18 @@
 //! layer added is the outermost** (as in tower and axum): write
 //! `.layer(ErrorRenderer(…)).layer(Cors…).layer(RequestId).layer(Trace)` so that `Trace` sees
 //! every request, preflights included, and the bytes as sent. [`Router::merge`] adds a group
-//! of routes with its own layers inside. Built in: [`layers::Cors`], [`layers::RequestId`],
-//! [`layers::Trace`]. A
+//! of routes with its own layers inside ([`Router::group`] makes one in place, [`Router::nest`] puts one below a prefix). Built in:
+//! [`layers::Cors`], [`layers::RequestId`], [`layers::Trace`].
+//!
+//! Middleware that must wait is an [`Around`] layer ([`Router::around`]): an
+//! `async fn(OwnedRequest, Next) -> impl IntoResponse` that runs code before and after
+//! [`Next::run`], may answer without calling it, and may await anything on the worker's
+//! tokio runtime; a route under one is served the deferred way, sync and `async` handlers
+//! alike, and routes under none keep the sync path. A router's sync layers are outside all
+//! async ones. A group (or a group of one route) has its own [`Router::timeout`] (the future
+//! inside dropped, a 503 that the layers outside see; a sync handler is not interrupted)
+//! and [`Router::body_limit`] (instead of the site's `max_body_bytes`, larger or smaller).
+//! A
 //! router without layers runs none of their code. Answers the connection makes before a
 //! request reaches the router (a malformed head's 400, 408, 414, 431) do not pass through
 //! layers: no layer has seen that request.
@@ -89,7 +99,8 @@
 //! [`Request::query_as`], [`Request::param_as`], [`Request::required_header`] (400), each
 //! failing with a [`Rejection`]; [`ErrorRenderer`] renders a router's rejections and the
 //! server's own error answers its way (JSON, say). Shared state is what the handler closure
-//! captures (an `Arc`), per-request values are [`Extensions`].
+//! captures, or the application's state ([`Router::with_state`], read with
+//! [`Request::state`] in handlers and layers); per-request values are [`Extensions`].
 //!
 //! A body produced over time is [`Response::stream`] (written from any thread through a
 //! [`streaming::BodyWriter`]; [`sse`] makes an event stream of it). A request body taken as
@@ -137,10 +148,11 @@ pub mod tower;
 mod ws;
 
 pub use app::{
-    access_log, compress, deferred, extract, files, incoming, layer, layers, sse, streaming,
-    websocket,
+    access_log, around, compress, deferred, extract, files, incoming, layer, layers, sse,
+    streaming, websocket,
 };
 use app::{request, response, router};
+pub use around::{Around, Next};
 pub use driver::tls;
 pub use extract::{ErrorRenderer, IntoResponse, Json, Rejection};
 pub use incoming::IncomingBody;

@@ -3,7 +3,7 @@
 //! tokio context (timers, `tokio::net`, reqwest, tokio-based SDKs) with no thread hop.
 //!
 //! Owns the runtime, the futures [`OnWorker`] hands it, and the two ways the worker's loop
-//! lets it run: [`Local::turn`] (run what is ready, without waiting) and [`Local::park`] (wait
+//! lets it run: `Local::turn` (run what is ready, without waiting) and `Local::park` (wait
 //! for the worker's own epoll instance, a deadline or an answer, inside the runtime, so that
 //! tokio's I/O and timers wake the thread too). A worker whose runtime has no task never
 //! enters it: it waits in its own `epoll_wait`, as before, and pays one thread-local test per

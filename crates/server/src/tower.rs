@@ -49,10 +49,11 @@ use bytes::{Buf, Bytes};
 use http_body::{Frame, SizeHint};
 use tower_service::Service;
 
+use crate::around::catch_panic;
 use crate::deferred::{OwnedRequest, Responder, Spawn};
 use crate::incoming::IncomingBody;
 use crate::response::Response;
-use crate::router::{Router, catch_panic};
+use crate::router::Router;
 use crate::{Method, Version};
 
 /// Errors of services and bodies, as logged.

@@ -57,6 +57,9 @@ pub struct OwnedRequest {
     pub(crate) tls: bool,
     /// What the request's layers attached.
     pub(crate) ext: crate::layer::Extensions,
+    /// The application's state (`Router::with_state`); `None` when it has none, so a
+    /// request of a stateless application costs no reference count.
+    pub(crate) state: Option<Arc<crate::layer::Extensions>>,
 }
 
 impl OwnedRequest {
@@ -75,6 +78,15 @@ impl OwnedRequest {
     /// The value of type `T` a [`Layer`](crate::Layer) attached to this request.
     pub fn extension<T: Send + Sync + 'static>(&self) -> Option<&T> {
         self.ext.get::<T>()
+    }
+    /// The values this request's layers attached, to attach more: how an async
+    /// [`Around`](crate::Around) layer hands a value (the authenticated user) to the handler.
+    pub fn extensions_mut(&mut self) -> &mut crate::layer::Extensions {
+        &mut self.ext
+    }
+    /// The application's state of type `T` (see [`Request::state`], which panics alike).
+    pub fn state<T: Send + Sync + 'static>(&self) -> &T {
+        crate::request::state_of(crate::request::Context::state(self))
     }
     /// The method.
     pub fn method(&self) -> Method {
@@ -123,6 +135,11 @@ impl crate::request::Context for OwnedRequest {
     }
     fn extensions(&self) -> &crate::layer::Extensions {
         &self.ext
+    }
+    fn state(&self) -> &crate::layer::Extensions {
+        self.state
+            .as_deref()
+            .unwrap_or(&crate::layer::NO_EXTENSIONS)
     }
 }
 

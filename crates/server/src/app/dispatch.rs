@@ -124,6 +124,9 @@ impl crate::request::Context for ConnApp<'_> {
     fn extensions(&self) -> &crate::layer::Extensions {
         &self.io.layered.ext
     }
+    fn state(&self) -> &crate::layer::Extensions {
+        &self.app.router.state
+    }
 }
 
 /// The request as its layers' `before` hooks see it: no extensions (theirs are the `&mut`
@@ -139,6 +142,9 @@ impl crate::request::Context for LayerView<'_, '_> {
     }
     fn extensions(&self) -> &crate::layer::Extensions {
         &crate::layer::NO_EXTENSIONS
+    }
+    fn state(&self) -> &crate::layer::Extensions {
+        &self.0.app.router.state
     }
 }
 
@@ -548,6 +554,12 @@ impl<'a> ConnApp<'a> {
         self.site_app.max_body_bytes
     }
 
+    /// The body limit of `route` (a buffering or deferred one): its own
+    /// ([`Router::body_limit`](crate::Router::body_limit)), or the site's.
+    fn route_limit(&self, route: &Route) -> u64 {
+        route.body_limit.unwrap_or(self.site_app.max_body_bytes)
+    }
+
     /// Calls the route's handler, or arranges for its body to be read first.
     #[inline(always)]
     fn route<'b, const LAYERED: bool>(
@@ -582,7 +594,7 @@ impl<'a> ConnApp<'a> {
         };
         match &route.handler {
             Handler::Buffered(h) => {
-                if declared > 0 && declared > self.max_body() {
+                if declared > 0 && declared > self.route_limit(route) {
                     return self.respond(head, req.buf, text_status(413).close());
                 }
                 match req.body {
@@ -597,7 +609,7 @@ impl<'a> ConnApp<'a> {
                 }
             }
             Handler::Streaming(factory) => {
-                if declared > app.max_stream_body_bytes {
+                if declared > route.body_limit.unwrap_or(app.max_stream_body_bytes) {
                     return self.respond(head, req.buf, text_status(413).close());
                 }
                 let request = request(&[]);
@@ -621,7 +633,7 @@ impl<'a> ConnApp<'a> {
             Handler::WebSocket(ws) => self.websocket(route, &params, req, ws),
             Handler::Incoming(f) => self.incoming(index, route, params, req, f),
             Handler::Deferred(f) => {
-                if declared > 0 && declared > self.max_body() {
+                if declared > 0 && declared > self.route_limit(route) {
                     return self.respond(head, req.buf, text_status(413).close());
                 }
                 match req.body {
@@ -713,9 +725,12 @@ impl<'a> ConnApp<'a> {
         buf: &[u8],
         sink: Sink,
     ) -> Decision<Pending> {
+        // `route` is a route of the router for a handler's body, a proxy route for the rest.
+        let own = || self.app.router.at(route).and_then(|r| r.body_limit);
         let limit = match sink {
-            Sink::Stream(_) | Sink::Incoming(_) => self.app.max_stream_body_bytes,
-            Sink::Buffer(_) | Sink::Proxy(_) | Sink::Relay(_) => self.max_body(),
+            Sink::Stream(_) | Sink::Incoming(_) => own().unwrap_or(self.app.max_stream_body_bytes),
+            Sink::Buffer(_) => own().unwrap_or_else(|| self.max_body()),
+            Sink::Proxy(_) | Sink::Relay(_) => self.max_body(),
         };
         Decision::ReadBody {
             limit,
@@ -1034,6 +1049,7 @@ impl<'a> ConnApp<'a> {
             },
             tls: self.tls,
             ext,
+            state: self.app.stateful.then(|| self.app.router.state.clone()),
         };
         if catch_unwind(AssertUnwindSafe(|| f(req, responder))).is_err() {
             // Unwinding dropped the Responder: its 500 is on the way.
@@ -1099,6 +1115,7 @@ impl<'a> ConnApp<'a> {
             },
             tls: self.tls,
             ext,
+            state: self.app.stateful.then(|| self.app.router.state.clone()),
         };
         let feed = match req.body {
             Some(whole) => {

@@ -8,7 +8,8 @@
 //! layers see every request of the sites it serves, routed or not (404, 405, OPTIONS, 501,
 //! files); a group's layers (a router [`merge`](crate::Router::merge)d into another) see only
 //! the requests of its routes. Nothing here runs for a router without layers: the dispatcher
-//! tests one flag.
+//! tests one flag. Middleware that must wait is an async layer (`around.rs`), which runs
+//! inside all of these.
 #![forbid(unsafe_code)]
 
 use std::any::{Any, TypeId};
@@ -63,6 +64,18 @@ impl Extensions {
             .iter()
             .find(|(t, _)| *t == id)
             .and_then(|(_, v)| v.downcast_ref())
+    }
+
+    /// Each value with its type (a router's state merged into another's).
+    pub(crate) fn entries(&self) -> &[(TypeId, Arc<dyn Any + Send + Sync>)] {
+        &self.0
+    }
+
+    /// Attaches a value of type `id` already shared, unless one of that type is there.
+    pub(crate) fn insert_shared(&mut self, id: TypeId, value: Arc<dyn Any + Send + Sync>) {
+        if !self.0.iter().any(|(t, _)| *t == id) {
+            self.0.push((id, value));
+        }
     }
 
     /// Whether nothing is attached.

@@ -10,11 +10,12 @@
 //! writer thread writes the lines the workers format.
 //!
 //! Files: `dispatch` (the per-connection service: routing, bodies, deferral), `router`,
-//! `request`/`response` (the handler API), `deferred` (owned requests, `Responder`, the
-//! inbox), `incoming` (a request body streamed to a handler elsewhere), `files` (static
-//! files), `compress`, `access_log`.
+//! `request`/`response` (the handler API), `around` (async layers, route timeouts),
+//! `deferred` (owned requests, `Responder`, the inbox), `incoming` (a request body streamed to
+//! a handler elsewhere), `files` (static files), `compress`, `access_log`.
 
 pub mod access_log;
+pub mod around;
 pub mod compress;
 pub(crate) mod compress_stream;
 pub mod deferred;
@@ -52,6 +53,8 @@ pub(crate) struct App {
     /// The router or one of its routes has layers: without, the dispatcher runs no layer
     /// code at all (one test of this per request).
     pub layered: bool,
+    /// The router has state (`Router::with_state`), which deferred requests carry.
+    pub stateful: bool,
     /// Largest body for streaming handlers (a site's `max_body_bytes` is for the others).
     pub max_stream_body_bytes: u64,
     /// Deferred requests one worker may have outstanding; beyond, 503 with Retry-After.
@@ -76,6 +79,7 @@ impl App {
         App {
             http01,
             layered: router.has_layers(),
+            stateful: !router.state.is_empty(),
             router,
             max_stream_body_bytes: config.max_stream_body_bytes,
             max_deferred_per_worker: config.max_deferred_per_worker,

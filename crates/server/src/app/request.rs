@@ -43,6 +43,8 @@ pub(crate) trait Context {
     fn peer(&self) -> Option<SocketAddr>;
     fn client_cert(&self) -> Option<&crate::tls::ClientCert>;
     fn extensions(&self) -> &crate::layer::Extensions;
+    /// The application's state ([`Router::with_state`](crate::Router::with_state)).
+    fn state(&self) -> &crate::layer::Extensions;
 }
 
 impl<'a> Request<'a> {
@@ -118,6 +120,26 @@ impl<'a> Request<'a> {
     /// authenticated user, a request id), if any.
     pub fn extension<T: Send + Sync + 'static>(&self) -> Option<&'a T> {
         self.ctx.extensions().get::<T>()
+    }
+    /// The application's state of type `T`, given with
+    /// [`Router::with_state`](crate::Router::with_state).
+    ///
+    /// # Panics
+    /// When the router was given no state of type `T`: a programming error, which the
+    /// handler's panic rail answers 500 with a log line naming the type.
+    pub fn state<T: Send + Sync + 'static>(&self) -> &'a T {
+        state_of(self.ctx.state())
+    }
+}
+
+/// The state of type `T` in `state`, or the panic [`Request::state`] documents.
+pub(crate) fn state_of<T: Send + Sync + 'static>(state: &crate::layer::Extensions) -> &T {
+    match state.get::<T>() {
+        Some(t) => t,
+        None => panic!(
+            "no state of type {} (give it with Router::with_state)",
+            std::any::type_name::<T>()
+        ),
     }
 }
 

@@ -15,16 +15,16 @@
 #![forbid(unsafe_code)]
 
 use std::future::Future;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::task::Poll;
+use std::time::Duration;
 
 use linerate_http1::Method;
 
+use crate::around::{Around, AsyncFn, Chain, Endpoint, Timeout, catch_panic};
 use crate::deferred::{OwnedRequest, Responder, Spawn};
 use crate::extract::IntoResponse;
 use crate::incoming::IncomingBody;
-use crate::layer::Layer;
+use crate::layer::{Extensions, Layer};
 use crate::request::{MAX_PARAMS, Params, Request};
 use crate::response::Response;
 
@@ -99,6 +99,37 @@ impl std::fmt::Display for DuplicateRoute {
 
 impl std::error::Error for DuplicateRoute {}
 
+/// Why a finished table cannot serve ([`Router::finish`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum RouteError {
+    Duplicate(DuplicateRoute),
+    /// A deferred, streaming or WebSocket route under an async layer: none of them has an
+    /// answer a chain could wait for (`kind` names which).
+    NotUnderAround {
+        method: Method,
+        pattern: String,
+        kind: &'static str,
+    },
+}
+
+impl std::fmt::Display for RouteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RouteError::Duplicate(d) => d.fmt(f),
+            RouteError::NotUnderAround {
+                method,
+                pattern,
+                kind,
+            } => write!(
+                f,
+                "route {} {pattern} is a {kind} route under an async layer (Router::around, \
+                 Router::timeout), which takes sync and async handlers only",
+                method.as_str()
+            ),
+        }
+    }
+}
+
 pub(crate) struct Route {
     pub(crate) method: Method,
     pattern: String,
@@ -113,6 +144,15 @@ pub(crate) struct Route {
     /// The layers of the groups this route was merged from, outermost first (the router's
     /// own come before them).
     pub(crate) layers: Vec<Arc<dyn Layer>>,
+    /// The async layers (and timeouts) of the groups this route was merged from, outermost
+    /// first; the router's own go before them when the table is finished, which makes the
+    /// route's handler a chain of them (see `around`).
+    around: Vec<Arc<dyn Around>>,
+    /// The body limit of the innermost group that set one (the router's, once finished);
+    /// `None`: the site's `max_body_bytes` (`max_stream_body_bytes` for a streaming route).
+    pub(crate) body_limit: Option<u64>,
+    /// An `async` handler's spawner and function, for a chain to call.
+    async_fn: Option<(Arc<dyn Spawn>, Arc<AsyncFn>)>,
 }
 
 /// The route table. Build it once, then hand it to the server (it is shared read-only by
@@ -123,6 +163,12 @@ pub struct Router {
     /// Layers every request of the router's sites passes through, outermost (last added)
     /// first.
     pub(crate) layers: Vec<Arc<dyn Layer>>,
+    /// Async layers (and timeouts) around each of this router's routes, outermost first.
+    around: Vec<Arc<dyn Around>>,
+    /// The body limit of this router's routes (those of merged groups that set none).
+    body_limit: Option<u64>,
+    /// The application's state, by type ([`Router::with_state`]).
+    pub(crate) state: Arc<Extensions>,
 }
 
 pub(crate) enum Lookup<'r> {
@@ -154,14 +200,105 @@ impl Router {
         self
     }
 
-    /// Adds `group`'s routes to this router, each wrapped in `group`'s layers (inside this
-    /// router's own): how a set of routes gets its own middleware, e.g. authentication for
-    /// `/users` only. Routes keep their registration order, this router's first.
+    /// Adds `group`'s routes to this router, each wrapped in `group`'s layers, sync and async
+    /// (inside this router's own), with `group`'s timeout and body limit: how a set of routes
+    /// gets its own middleware, e.g. authentication for `/users` only. `group`'s state joins
+    /// this router's (this router's value of a type is kept). Routes keep their
+    /// registration order, this router's first.
     pub fn merge(mut self, group: Router) -> Router {
         for mut route in group.routes {
             route.layers = group.layers.iter().cloned().chain(route.layers).collect();
+            route.around = group.around.iter().cloned().chain(route.around).collect();
+            route.body_limit = route.body_limit.or(group.body_limit);
             self.routes.push(route);
         }
+        for (id, value) in group.state.entries() {
+            Arc::make_mut(&mut self.state).insert_shared(*id, value.clone());
+        }
+        self
+    }
+
+    /// [`Router::merge`] with each of `group`'s patterns below `prefix` (`/api` and `/users/{id}`
+    /// make `/api/users/{id}`; the group's `/` is `prefix` itself), as axum's `nest`.
+    ///
+    /// # Panics
+    /// If `prefix` does not start with `/`, ends with one, or makes a pattern
+    /// [`Router::route`] refuses.
+    pub fn nest(self, prefix: &str, mut group: Router) -> Router {
+        assert!(
+            prefix.starts_with('/') && !prefix.ends_with('/'),
+            "nest prefix {prefix:?} must start with '/' and not end with one"
+        );
+        for route in &mut group.routes {
+            let pattern = match route.pattern.as_str() {
+                "/" => prefix.to_string(),
+                p => format!("{prefix}{p}"),
+            };
+            (route.segments, route.names) = parse(&pattern);
+            route.pattern = pattern;
+        }
+        self.merge(group)
+    }
+
+    /// Adds a group of routes made by `f` from an empty router: `f`'s layers, async layers,
+    /// timeout and body limit apply to the group's routes only (inside this router's own).
+    /// The same as [`Router::merge`] of that router; a group of one route is how one route
+    /// gets settings of its own:
+    /// `.group(|g| g.post("/upload", upload).body_limit(64 << 20))`.
+    pub fn group(self, f: impl FnOnce(Router) -> Router) -> Router {
+        self.merge(f(Router::new()))
+    }
+
+    /// Wraps each of this router's routes in the async layer `layer`: an
+    /// `async fn(req: OwnedRequest, next: Next) -> impl IntoResponse` that may run code before
+    /// `next.run(req).await` and after it, answer without calling it, and await anything
+    /// (it runs on the worker's tokio runtime, as [`OnWorker`](crate::OnWorker) handlers do).
+    ///
+    /// The order is tower's, as for [`Router::layer`]: the last added is the outermost, and a
+    /// router's async layers are outside those of the groups merged into it. A router's sync
+    /// layers ([`Router::layer`]) are outside all async layers: they see the request before
+    /// its body is read and the answer last, the async layers' included.
+    ///
+    /// A route under an async layer is served the deferred way: its body is read whole (up
+    /// to its limit), then the chain runs; sync and `async` handlers both work there (the
+    /// last `next` calls them). Deferred, streaming and WebSocket routes cannot be under an
+    /// async layer: such a table is refused when it is finished (`Server::bind`). Async
+    /// layers see routed requests only, not the server's own 404, 405, OPTIONS or 413
+    /// (sync layers do). A panic in a layer is a 500, as for a handler.
+    pub fn around(mut self, layer: impl Around) -> Router {
+        self.around.insert(0, Arc::new(layer));
+        self
+    }
+
+    /// Gives each of this router's routes `limit` to answer, as an async layer added at this
+    /// point (so the layers added after it are outside it, and see its answer): past the
+    /// limit, the future of the rest of the chain (the async layers inside and an `async`
+    /// handler) is dropped, and the answer is **503** with the server's body, which an
+    /// [`ErrorRenderer`](crate::ErrorRenderer) renders. 503 rather than 504, as the
+    /// server's own deferred timeout: 504 says a gateway's upstream did not answer, and
+    /// here no upstream is involved. A sync handler cannot be interrupted: it runs to its
+    /// end, and its answer is sent, late or not. `Config::deferred_timeout` still bounds
+    /// every deferred request: a route timeout longer than it is cut by its 503 (and close).
+    pub fn timeout(self, limit: Duration) -> Router {
+        self.around(Timeout(limit))
+    }
+
+    /// The largest request body this router's routes take, in bytes, instead of the site's
+    /// `max_body_bytes` (or `Config::max_stream_body_bytes` for a streaming route), larger
+    /// or smaller; a group's own limit wins for its routes. A body over it is refused 413
+    /// as any: before it is read when Content-Length declares it, as soon as it passes the
+    /// limit while a chunked one is read.
+    pub fn body_limit(mut self, bytes: u64) -> Router {
+        self.body_limit = Some(bytes);
+        self
+    }
+
+    /// Adds `state` to the application's state, one value per type, shared by every worker
+    /// and request: handlers, sync and `async`, and layers, sync and async, read it with
+    /// [`Request::state`] (or [`OwnedRequest::state`]) instead of capturing a clone each.
+    /// A group's state is the application's too.
+    pub fn with_state<T: Send + Sync + 'static>(mut self, state: T) -> Router {
+        Arc::make_mut(&mut self.state).insert(state);
         self
     }
 
@@ -236,9 +373,18 @@ impl Router {
         Fut: Future<Output = R> + Send + 'static,
         R: IntoResponse,
     {
-        self.deferred(method, pattern, move |req, res| {
+        // Shared with the chain's way in (boxed, dynamic), which only a route under an async
+        // layer takes; the deferred handler below calls them statically, the future unboxed.
+        let (handler, spawn) = (Arc::new(handler), Arc::new(spawn));
+        let h = handler.clone();
+        let f: Arc<AsyncFn> = Arc::new(move |req| {
+            let fut = h(req);
+            Box::pin(async move { fut.await.into_response() })
+        });
+        let s = spawn.clone();
+        let mut router = self.deferred(method, pattern, move |req, res| {
             let fut = handler(req);
-            spawn.spawn(Box::pin(async move {
+            s.spawn(Box::pin(async move {
                 match res.until_cancelled(catch_panic(fut)).await {
                     Some(Some(resp)) => res.send(resp.into_response()),
                     Some(None) => {
@@ -249,7 +395,11 @@ impl Router {
                     None => {}
                 }
             }));
-        })
+        });
+        if let Some(route) = router.routes.last_mut() {
+            route.async_fn = Some((spawn as Arc<dyn Spawn>, f));
+        }
+        router
     }
 
     /// Registers a WebSocket route (RFC 6455) for GET `pattern`: `accept` sees each valid
@@ -310,57 +460,19 @@ impl Router {
     }
 
     fn add(mut self, method: Method, pattern: &str, handler: Handler) -> Router {
-        assert!(
-            pattern.starts_with('/'),
-            "route pattern {pattern:?} must start with '/'"
-        );
         assert!(method != Method::Other, "routes take a standard method");
-        let mut names = Vec::new();
-        let segments: Vec<Segment> = pattern[1..]
-            .split('/')
-            .map(
-                |s| match s.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
-                    Some(name) if name.starts_with('*') => {
-                        let name = &name[1..];
-                        assert!(
-                            !name.is_empty() && !name.contains(['{', '}', '*']),
-                            "bad parameter in {pattern:?}"
-                        );
-                        names.push(name.to_string());
-                        Segment::Rest
-                    }
-                    Some(name) => {
-                        assert!(
-                            !name.is_empty() && !name.contains(['{', '}']),
-                            "bad parameter in {pattern:?}"
-                        );
-                        names.push(name.to_string());
-                        Segment::Param
-                    }
-                    None => {
-                        assert!(!s.contains(['{', '}']), "unbalanced braces in {pattern:?}");
-                        Segment::Literal(s.to_string())
-                    }
-                },
-            )
-            .collect();
-        assert!(
-            !segments[..segments.len() - 1].contains(&Segment::Rest),
-            "{{*name}} must be the last segment of {pattern:?}"
-        );
-        assert!(
-            names.len() <= MAX_PARAMS,
-            "more than {MAX_PARAMS} parameters in {pattern:?}"
-        );
-        let segments = (!names.is_empty()).then_some(segments);
+        let (segments, names) = parse(pattern);
         self.routes.push(Route {
             method,
             pattern: pattern.to_string(),
             segments,
             rank: 0,
-            names: names.into(),
+            names,
             handler,
             layers: Vec::new(),
+            around: Vec::new(),
+            body_limit: None,
+            async_fn: None,
         });
         self
     }
@@ -371,19 +483,20 @@ impl Router {
     /// the first pattern [`Router::lookup`] finds matching a path is its most specific one.
     /// Registration stays infallible (`get(…)` chains), and a merge can bring a duplicate
     /// in: only the whole table can be checked.
-    pub(crate) fn finish(&mut self) -> Result<(), DuplicateRoute> {
+    pub(crate) fn finish(&mut self) -> Result<(), RouteError> {
         for (i, later) in self.routes.iter().enumerate() {
             if let Some(first) = self.routes[..i]
                 .iter()
                 .find(|r| r.method == later.method && r.same_paths(later))
             {
-                return Err(DuplicateRoute {
+                return Err(RouteError::Duplicate(DuplicateRoute {
                     method: later.method,
                     first: first.pattern.clone(),
                     second: later.pattern.clone(),
-                });
+                }));
             }
         }
+        self.chain_routes()?;
         // A stable sort: routes of one group keep their registration order.
         self.routes.sort_by(|a, b| a.kinds().cmp(b.kinds()));
         let mut rank = 0;
@@ -392,6 +505,48 @@ impl Router {
                 rank += 1;
             }
             self.routes[i].rank = rank;
+        }
+        Ok(())
+    }
+
+    /// Makes each route under async layers (the router's own, outermost, then its groups')
+    /// a chain of them ending in its handler, served the deferred way, and gives the
+    /// router's body limit to routes without one. The layers are taken, so a table finished
+    /// twice is not chained twice.
+    fn chain_routes(&mut self) -> Result<(), RouteError> {
+        let outer = std::mem::take(&mut self.around);
+        for route in &mut self.routes {
+            route.body_limit = route.body_limit.or(self.body_limit);
+            let inner = std::mem::take(&mut route.around);
+            if outer.is_empty() && inner.is_empty() {
+                continue;
+            }
+            let placeholder = Handler::Deferred(Box::new(|_, _| {}));
+            let endpoint = match (
+                std::mem::replace(&mut route.handler, placeholder),
+                &route.async_fn,
+            ) {
+                (Handler::Buffered(h), _) => Endpoint::Sync(h),
+                (Handler::Deferred(_), Some((spawn, f))) => {
+                    Endpoint::Async(spawn.clone(), f.clone())
+                }
+                (handler, _) => {
+                    let kind = match handler {
+                        Handler::Streaming(_) => "streaming",
+                        Handler::WebSocket(_) => "WebSocket",
+                        Handler::Incoming(_) => "streamed-body deferred",
+                        Handler::Buffered(_) | Handler::Deferred(_) => "deferred",
+                    };
+                    route.handler = handler;
+                    return Err(RouteError::NotUnderAround {
+                        method: route.method,
+                        pattern: route.pattern.clone(),
+                        kind,
+                    });
+                }
+            };
+            let layers = outer.iter().cloned().chain(inner).collect();
+            route.handler = Handler::Deferred(Chain { layers, endpoint }.into_deferred());
         }
         Ok(())
     }
@@ -496,21 +651,6 @@ impl Router {
     }
 }
 
-/// `fut`'s output, or `None` when a poll of it panicked: the panic is caught on the runtime's
-/// thread, so the answer is the sync handlers' 500 and its log line rather than a dropped
-/// `Responder` (no allocation: the future stays pinned in the caller's).
-pub(crate) async fn catch_panic<F: Future>(fut: F) -> Option<F::Output> {
-    let mut fut = std::pin::pin!(fut);
-    std::future::poll_fn(
-        |cx| match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
-            Ok(Poll::Ready(out)) => Poll::Ready(Some(out)),
-            Ok(Poll::Pending) => Poll::Pending,
-            Err(_) => Poll::Ready(None),
-        },
-    )
-    .await
-}
-
 /// A shortcut per method, sync and `async`: `get(p, h)` is `route(Method::Get, p, h)`,
 /// `get_async(p, s, h)` is `route_async(Method::Get, p, s, h)`. (A HEAD route answers HEAD
 /// itself instead of the GET route's answer without its body; an OPTIONS route answers
@@ -556,6 +696,56 @@ shortcuts! {
     patch, patch_async => Patch;
     head, head_async => Head;
     options, options_async => Options;
+}
+
+/// A pattern's segments (`None` without parameters: compared as a whole string) and its
+/// parameters' names.
+///
+/// # Panics
+/// On a pattern [`Router::route`] refuses.
+fn parse(pattern: &str) -> (Option<Vec<Segment>>, Arc<[String]>) {
+    assert!(
+        pattern.starts_with('/'),
+        "route pattern {pattern:?} must start with '/'"
+    );
+    let mut names = Vec::new();
+    let segments: Vec<Segment> = pattern[1..]
+        .split('/')
+        .map(
+            |s| match s.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                Some(name) if name.starts_with('*') => {
+                    let name = &name[1..];
+                    assert!(
+                        !name.is_empty() && !name.contains(['{', '}', '*']),
+                        "bad parameter in {pattern:?}"
+                    );
+                    names.push(name.to_string());
+                    Segment::Rest
+                }
+                Some(name) => {
+                    assert!(
+                        !name.is_empty() && !name.contains(['{', '}']),
+                        "bad parameter in {pattern:?}"
+                    );
+                    names.push(name.to_string());
+                    Segment::Param
+                }
+                None => {
+                    assert!(!s.contains(['{', '}']), "unbalanced braces in {pattern:?}");
+                    Segment::Literal(s.to_string())
+                }
+            },
+        )
+        .collect();
+    assert!(
+        !segments[..segments.len() - 1].contains(&Segment::Rest),
+        "{{*name}} must be the last segment of {pattern:?}"
+    );
+    assert!(
+        names.len() <= MAX_PARAMS,
+        "more than {MAX_PARAMS} parameters in {pattern:?}"
+    );
+    ((!names.is_empty()).then_some(segments), names.into())
 }
 
 /// Appends `method` to an `Allow` list unless it is there.
