@@ -106,10 +106,15 @@ pub mod acme;
 mod activation;
 pub mod admin;
 mod app;
+#[cfg(feature = "basic-auth")]
 pub mod basic_auth;
+#[cfg(not(feature = "basic-auth"))]
+#[path = "basic_auth_off.rs"]
+mod basic_auth;
 mod client_conns;
 pub mod config;
 mod driver;
+pub mod features;
 mod h1;
 mod h1c;
 mod h2;

@@ -154,6 +154,7 @@ impl ControlHandle {
     /// The certificates go with the sites: every TLS listener's own and those of `config`'s
     /// sites are read again and checked first, and swapped in only when the sites build too.
     pub fn reload_sites(&self, config: &Config) -> io::Result<()> {
+        crate::features::check_sites(config)?;
         let named = crate::tls::named_certs(config);
         let certs = self
             .certs
@@ -254,6 +255,7 @@ impl Server {
         router
             .finish()
             .map_err(|e| StartError::invalid(Part::Routes, e.to_string()))?;
+        crate::features::check(&config)?;
         let allowed = allowed_cpus();
         if let Some(bad) = config.cpus.iter().find(|c| !allowed.contains(c)) {
             return Err(StartError::invalid(

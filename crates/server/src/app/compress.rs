@@ -51,13 +51,6 @@ use crate::config::Compression;
 use crate::files::encoding::{self, Encoding};
 use crate::response::{Body, Response};
 
-/// Largest brotli window (log2 bytes): the format's default, 4 MiB.
-const BROTLI_MAX_LGWIN: u32 = 22;
-/// Smallest brotli window the format allows (log2 bytes).
-const BROTLI_MIN_LGWIN: u32 = 10;
-/// Bytes the brotli window cannot use (RFC 7932 §9.1: window size is `(1 << WBITS) - 16`).
-const BROTLI_WINDOW_GAP: usize = 16;
-
 /// Media types (lower case, parameters stripped) worth compressing besides `text/*` and the
 /// `+json` / `+xml` structured-syntax suffixes (RFC 6839).
 const COMPRESSIBLE: &[&str] = &[
@@ -86,15 +79,15 @@ pub fn negotiate(mut resp: Response, accept: Option<&[u8]>, cfg: &Compression) -
         return resp;
     }
     add_vary(&mut resp);
-    let coding = encoding::choose(accept, |_| true);
+    let coding = encoding::choose(accept, encodable);
     let body = resp.body.as_bytes();
     let encoded = match coding {
         Encoding::Identity => return resp,
         Encoding::Gzip => gzip(body, cfg.gzip_level),
-        Encoding::Brotli => brotli(body, cfg.brotli_quality),
+        Encoding::Brotli => super::br::compress(body, cfg.brotli_quality),
     };
     // A body that does not shrink (already dense) goes out as it is.
-    if encoded.len() >= body.len() {
+    if encoded.is_empty() || encoded.len() >= body.len() {
         return resp;
     }
     let Some(name) = coding.content_encoding() else {
@@ -211,21 +204,14 @@ pub fn gzip(body: &[u8], level: u32) -> Vec<u8> {
 
 /// `body` as a brotli stream (RFC 7932) at `quality` (0–11), with the smallest window that
 /// holds the whole body (less memory for both ends, same output).
+#[cfg(feature = "brotli")]
 pub fn brotli(body: &[u8], quality: u32) -> Vec<u8> {
-    let needed = body.len() + BROTLI_WINDOW_GAP;
-    let lgwin = (usize::BITS - needed.leading_zeros()).clamp(BROTLI_MIN_LGWIN, BROTLI_MAX_LGWIN);
-    let params = brotli::enc::BrotliEncoderParams {
-        quality: quality.min(11) as i32,
-        lgwin: lgwin as i32,
-        size_hint: body.len(),
-        ..Default::default()
-    };
-    let mut out = Vec::with_capacity(body.len() / 4 + 64);
-    match brotli::BrotliCompress(&mut &body[..], &mut out, &params) {
-        Ok(_) => out,
-        // Reading a slice and writing a Vec cannot fail; an empty result is sent as identity.
-        Err(_) => Vec::new(),
-    }
+    super::br::compress(body, quality)
+}
+
+/// Whether this build makes answers in `coding` (br needs the `brotli` feature).
+pub(crate) fn encodable(coding: Encoding) -> bool {
+    coding != Encoding::Brotli || super::br::ENCODES
 }
 
 #[cfg(test)]
@@ -436,20 +422,24 @@ mod tests {
                 .unwrap();
             assert_eq!(out, body, "gzip {level}");
         }
-        for quality in 0..=11 {
-            let mut out = Vec::new();
-            brotli::Decompressor::new(&brotli(&body, quality)[..], 4096)
-                .read_to_end(&mut out)
-                .unwrap();
-            assert_eq!(out, body, "br {quality}");
+    }
+
+    /// br is chosen only where the build has its encoder (the `brotli` feature); without it
+    /// a client that prefers br gets gzip when it takes that, else the answer as it is,
+    /// never an empty br body.
+    #[test]
+    fn br_is_chosen_only_where_the_build_encodes_it() {
+        let cfg = Compression::default();
+        let br = negotiate(json(20_000), Some(b"br"), &cfg);
+        let either = negotiate(json(20_000), Some(b"br, gzip;q=0.5"), &cfg);
+        if cfg!(feature = "brotli") {
+            assert_eq!(header(&br, "content-encoding"), Some("br"));
+            assert_eq!(header(&either, "content-encoding"), Some("br"));
+        } else {
+            assert_eq!(header(&br, "content-encoding"), None);
+            assert_eq!(br.body.as_bytes(), json(20_000).body.as_bytes());
+            assert_eq!(header(&either, "content-encoding"), Some("gzip"));
         }
-        // Empty and tiny bodies still produce valid streams.
-        for body in [&b""[..], b"x"] {
-            let mut out = Vec::new();
-            brotli::Decompressor::new(&brotli(body, 4)[..], 4096)
-                .read_to_end(&mut out)
-                .unwrap();
-            assert_eq!(out, body);
-        }
+        assert_eq!(header(&br, "vary"), Some("Accept-Encoding"));
     }
 }

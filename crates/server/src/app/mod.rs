@@ -14,6 +14,11 @@
 //! inbox), `files` (static files), `compress`, `access_log`.
 
 pub mod access_log;
+#[cfg(feature = "brotli")]
+mod br;
+#[cfg(not(feature = "brotli"))]
+#[path = "br_off.rs"]
+mod br;
 pub mod compress;
 pub(crate) mod compress_stream;
 pub mod deferred;
