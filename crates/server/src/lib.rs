@@ -118,6 +118,7 @@ pub mod features;
 mod h1;
 mod h1c;
 mod h2;
+#[cfg(feature = "http3")]
 mod h3;
 pub mod notify;
 mod pool;
@@ -171,6 +172,7 @@ pub mod http2 {
 }
 
 /// HTTP/3's named limits (RFC 9114, over QUIC).
+#[cfg(feature = "http3")]
 pub mod http3 {
     pub use crate::driver::quic::RETRY_ABOVE;
     pub use crate::h3::{

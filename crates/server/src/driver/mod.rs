@@ -16,8 +16,13 @@ pub(crate) mod backend;
 pub(crate) mod certs;
 pub(crate) mod epoll;
 pub(crate) mod handshake;
+#[cfg(feature = "http3")]
 pub(crate) mod path_mtu;
 pub(crate) mod proto;
+#[cfg(feature = "http3")]
+pub(crate) mod quic;
+#[cfg(not(feature = "http3"))]
+#[path = "quic_off.rs"]
 pub(crate) mod quic;
 pub(crate) mod streams;
 pub(crate) mod timer;
