@@ -26,17 +26,13 @@ use crate::app::sites::SiteSet;
 use crate::app::{App, AppIo};
 use crate::config::{Config, ListenAddr};
 use crate::driver::SitesMailbox;
-use crate::driver::certs::CertStore;
-use crate::driver::handshake::ClientCa;
-
-/// A client CA bundle read again, waiting to be swapped in.
-type ClientVerifier = Arc<dyn rustls::server::danger::ClientCertVerifier>;
 use crate::driver::epoll::Epoll;
 use crate::driver::{Setup, Shared, Worker};
 use crate::privsep::Keep;
 use crate::router::Router;
 use crate::start_error::{AtPart, Part, StartError};
 use crate::stats::{Counters, StatsHandle};
+use crate::tls::{CertStore, ClientCa, ClientVerifier};
 
 /// A bound server, ready to run.
 pub struct Server {

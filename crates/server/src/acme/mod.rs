@@ -13,12 +13,13 @@
 //!   listeners read it again when it changes (a swap between handshakes: no connection is
 //!   touched).
 //!
-//! Without the `acme` feature only the challenge table and the store stay (the TLS listeners
-//! name them), and [`off`] stands in for the manager: a configuration with managed sites is
-//! refused at start (`crate::features`), so none is ever made.
+//! Without the `acme` feature only the store stays (the TLS listeners read managed
+//! certificates through it), and `off.rs` stands in for the manager and the challenge table:
+//! a configuration with managed sites is refused at start (`crate::features`), so neither is
+//! ever made.
 #![forbid(unsafe_code)]
 
-#[cfg(feature = "tls")]
+#[cfg(feature = "acme")]
 pub mod challenges;
 #[cfg(feature = "acme")]
 pub mod issue;
@@ -38,5 +39,5 @@ pub use challenges::{ACME_TLS_ALPN, Challenges, HTTP01_PREFIX};
 pub use manager::{ManagedSite, Manager, managed_sites};
 #[cfg(not(feature = "acme"))]
 pub use off::Manager;
-#[cfg(not(feature = "tls"))]
+#[cfg(not(feature = "acme"))]
 use off::challenges;

@@ -1,7 +1,7 @@
 //! The ACME manager in a build without the `acme` feature: a type that cannot be made, so
 //! that `Server` keeps one shape and every path that would start the renewal thread is dead
 //! code. `crate::features` refuses a configuration with managed sites before one could be
-//! wanted. Without `tls` either, the challenge table is uninhabited too (no CA can validate).
+//! wanted. The challenge table cannot be made either: no CA validates anything here.
 #![forbid(unsafe_code)]
 
 use std::sync::Arc;
@@ -39,8 +39,7 @@ impl Manager {
     }
 }
 
-/// The challenge table without TLS: uninhabited, as no challenge can be in flight.
-#[cfg(not(feature = "tls"))]
+/// The challenge table: uninhabited, as no challenge can be in flight.
 pub mod challenges {
     /// Where the CA fetches HTTP-01 tokens (RFC 8555 §8.3).
     pub const HTTP01_PREFIX: &str = "/.well-known/acme-challenge/";
@@ -53,6 +52,14 @@ pub mod challenges {
 
     impl Challenges {
         pub fn http01(&self, _token: &str) -> Option<String> {
+            match *self {}
+        }
+
+        #[cfg(feature = "tls")]
+        pub fn tls_alpn01(
+            &self,
+            _name: &str,
+        ) -> Option<std::sync::Arc<rustls::sign::CertifiedKey>> {
             match *self {}
         }
     }

@@ -44,7 +44,7 @@ impl Clone for QuicConfig {
 
 impl QuicConfig {
     pub(crate) fn new(
-        _tls: &Arc<rustls::ServerConfig>,
+        _tls: &Arc<crate::tls::ServerConfig>,
         _idle_ms: u64,
     ) -> Result<QuicConfig, String> {
         Err("linerate-server was built without feature `http3`".into())
