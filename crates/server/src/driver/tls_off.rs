@@ -40,7 +40,9 @@ impl std::error::Error for TlsError {}
 
 /// The ciphers the kernel takes for TLS: none asked for here.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct KernelCiphers;
+pub struct KernelCiphers {
+    _none: (),
+}
 
 impl KernelCiphers {
     pub fn any(&self) -> bool {
@@ -56,7 +58,7 @@ impl std::fmt::Display for KernelCiphers {
 
 /// Never probed: nothing is handed to the kernel.
 pub fn ktls_ciphers() -> KernelCiphers {
-    KernelCiphers
+    KernelCiphers::default()
 }
 
 /// What a TLS session is handed to the kernel with (unused here).
