@@ -19,6 +19,7 @@ if [ -z "$root" ]; then
     root=$(mktemp -d)
     trap 'rm -rf "$root"' EXIT
 fi
+mkdir -p "$root"
 
 printf '%-22s %12s %12s %9s\n' build "bytes" "stripped" "build s"
 # NAME PROJECT CARGO-FLAGS…

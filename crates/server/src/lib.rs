@@ -94,6 +94,12 @@
 //! A body produced over time is [`Response::stream`] (written from any thread through a
 //! [`streaming::BodyWriter`]; [`sse`] makes an event stream of it). WebSocket routes are
 //! [`Router::ws`] (see [`websocket`]), over HTTP/1.1 and HTTP/2 (RFC 8441).
+//!
+//! TLS, HTTP/3, ACME, brotli and basic auth are cargo features, all on by default; a service
+//! that needs none of them takes the crate with `default-features = false` and links none of
+//! their crates. A [`Config`] that asks for a feature the build lacks is refused by
+//! [`Server::bind`] with one line naming it ("built without feature `tls`"); see
+//! [`features`].
 
 /// The README's Rust examples, compiled and run with the other doctests (`cargo test
 /// --doc`), so that they cannot go stale.

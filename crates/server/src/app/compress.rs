@@ -1,4 +1,5 @@
-//! Dynamic response compression: gzip or br for in-memory bodies when the client asks.
+//! Dynamic response compression: gzip or br (br with the `brotli` feature: `app/br.rs`) for
+//! in-memory bodies when the client asks.
 //!
 //! Owns the decision (status 200, compressible Content-Type, body held in memory, at least
 //! `min_bytes` and at most `max_bytes` (the worker compresses nothing else meanwhile: see
