@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every check linerate's CI runs: formatting, clippy, the fuzz targets (built and replayed
+# Runs every check linerate's CI runs: formatting, clippy, linerate-server's cargo features (none,
+# each alone, all; its unit tests without any), the fuzz targets (built and replayed
 # over their seed corpus), all tests, a throwaway PostgreSQL 15 started, seeded and checked
 # (scripts/pg.sh selftest), the Http11Probe conformance suite against the demo server
 # (scripts/conformance.sh), h2spec in strict mode against its h2c and TLS listeners
