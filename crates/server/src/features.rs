@@ -182,6 +182,28 @@ mod tests {
         }
     }
 
+    /// `Server::bind` runs the check before it binds anything: a build without `tls` refuses
+    /// an HTTPS listener there with the one line; a build with it gets past the check.
+    #[test]
+    fn bind_refuses_a_listener_the_build_cannot_serve() {
+        let config = Config {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            tls: Some(tls()),
+            ..Config::default()
+        };
+        match crate::Server::bind(config, crate::Router::new()) {
+            Err(e) if !enabled("tls") => {
+                assert_eq!(e.part, Part::Listener(1));
+                assert_eq!(
+                    e.to_string(),
+                    "HTTPS (tls): linerate-server was built without feature `tls`"
+                );
+            }
+            Err(e) => assert!(!e.to_string().contains("without feature"), "{e}"),
+            Ok(_) => assert!(enabled("tls"), "an HTTPS listener bound without TLS"),
+        }
+    }
+
     #[test]
     fn a_plain_configuration_needs_no_feature() {
         assert!(check(&Config::default()).is_ok());
