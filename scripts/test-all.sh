@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every check linerate's CI runs: formatting, clippy, the fuzz targets (built and replayed
+# Runs every check linerate's CI runs: formatting, clippy, linerate-server's cargo features (none,
+# each alone, all; its unit tests without any), the fuzz targets (built and replayed
 # over their seed corpus), all tests, a throwaway PostgreSQL 15 started, seeded and checked
 # (scripts/pg.sh selftest), the Http11Probe conformance suite against the demo server
 # (scripts/conformance.sh), h2spec in strict mode against its h2c and TLS listeners
@@ -118,6 +119,23 @@ must "fuzz targets: build, replay seeds" fuzz_replay
 # The database tests (crates/linerate/tests/database.rs, crates/postgres/tests/) start their own
 # throwaway PostgreSQL 15 with scripts/pg.sh; where it cannot run they fail saying so.
 must "cargo test: build" cargo test --workspace --locked --no-run
+
+# linerate-server's optional features (crates/server/Cargo.toml: tls, http3, acme, brotli,
+# basic-auth; the workspace builds it with all of them): a service may take it with
+# `default-features = false` and any subset. clippy -D warnings with none and with all, a check
+# of each alone, and the unit tests with none (the refusals of `features.rs`, br left out of
+# negotiation, and every protocol test over the plain transport). Shares target/, after the
+# test build so that the dependencies it needs are built already: about 70 s.
+server_features() {
+    local f
+    cargo clippy -p linerate-server --all-targets --locked --no-default-features -- -D warnings
+    cargo clippy -p linerate-server --all-targets --locked --all-features -- -D warnings
+    for f in tls http3 acme brotli basic-auth; do
+        cargo check -p linerate-server --all-targets --locked --no-default-features --features "$f"
+    done
+    cargo test -p linerate-server --lib --locked --no-default-features
+}
+must "server features: none, each, all" server_features
 
 # The stages' binary builds while the tests run, at the lowest priority so that the tests keep
 # the CPU they ask for (its output is shown when it is waited for).

@@ -111,6 +111,12 @@
 //! With the `tower` cargo feature, `tower` serves any tower `Service<http::Request<_>>` (an
 //! axum `Router`) on the engine: `Router::service(prefix, svc, spawn)` mounts one,
 //! `tower::router(svc, spawn)` serves one alone (see the module's docs).
+//!
+//! TLS, HTTP/3, ACME, brotli and basic auth are cargo features, all on by default; a service
+//! that needs none of them takes the crate with `default-features = false` and links none of
+//! their crates. A [`Config`] that asks for a feature the build lacks is refused by
+//! [`Server::bind`] with one line naming it ("built without feature `tls`"); see
+//! [`features`].
 
 /// The README's Rust examples, compiled and run with the other doctests (`cargo test
 /// --doc`), so that they cannot go stale.
@@ -123,13 +129,19 @@ pub mod acme;
 mod activation;
 pub mod admin;
 mod app;
+#[cfg(feature = "basic-auth")]
 pub mod basic_auth;
+#[cfg(not(feature = "basic-auth"))]
+#[path = "basic_auth_off.rs"]
+mod basic_auth;
 mod client_conns;
 pub mod config;
 mod driver;
+pub mod features;
 mod h1;
 mod h1c;
 mod h2;
+#[cfg(feature = "http3")]
 mod h3;
 pub mod notify;
 mod pool;
@@ -190,6 +202,7 @@ pub mod http2 {
 }
 
 /// HTTP/3's named limits (RFC 9114, over QUIC).
+#[cfg(feature = "http3")]
 pub mod http3 {
     pub use crate::driver::quic::RETRY_ABOVE;
     pub use crate::h3::{

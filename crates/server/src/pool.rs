@@ -22,6 +22,7 @@ pub(crate) struct Pool {
     /// gets one whose bytes are already initialized, so `resize` zeroes only what it grows.
     /// Zeroing 16 KiB before every record cost more instructions than the encryption's own
     /// copies (docs/benchmarks.md, issue F).
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))] // Only TLS fills buffers.
     filled: Vec<Vec<u8>>,
 }
 
@@ -47,12 +48,14 @@ impl Pool {
 
     /// A buffer to write into after `resize`: its length is whatever its last user left
     /// (stale bytes; the caller overwrites and truncates to what it wrote).
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
     pub(crate) fn get_filled(&mut self) -> Vec<u8> {
         self.filled.pop().unwrap_or_else(|| self.get())
     }
 
     /// Returns a buffer keeping its length, for [`Pool::get_filled`]; leaves an empty,
     /// unallocated Vec in its place.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
     pub(crate) fn put_filled(&mut self, buf: &mut Vec<u8>) {
         let buf = std::mem::take(buf);
         if buf.capacity() == 0 {

@@ -26,17 +26,13 @@ use crate::app::sites::SiteSet;
 use crate::app::{App, AppIo};
 use crate::config::{Config, ListenAddr};
 use crate::driver::SitesMailbox;
-use crate::driver::certs::CertStore;
-use crate::driver::handshake::ClientCa;
-
-/// A client CA bundle read again, waiting to be swapped in.
-type ClientVerifier = Arc<dyn rustls::server::danger::ClientCertVerifier>;
 use crate::driver::epoll::Epoll;
 use crate::driver::{Setup, Shared, Worker};
 use crate::privsep::Keep;
 use crate::router::Router;
 use crate::start_error::{AtPart, Part, StartError};
 use crate::stats::{Counters, StatsHandle};
+use crate::tls::{CertStore, ClientCa, ClientVerifier};
 
 /// A bound server, ready to run.
 pub struct Server {
@@ -156,6 +152,7 @@ impl ControlHandle {
     /// The certificates go with the sites: every TLS listener's own and those of `config`'s
     /// sites are read again and checked first, and swapped in only when the sites build too.
     pub fn reload_sites(&self, config: &Config) -> io::Result<()> {
+        crate::features::check_sites(config)?;
         let named = crate::tls::named_certs(config);
         let certs = self
             .certs
@@ -256,6 +253,7 @@ impl Server {
         router
             .finish()
             .map_err(|e| StartError::invalid(Part::Routes, e.to_string()))?;
+        crate::features::check(&config)?;
         let allowed = allowed_cpus();
         if let Some(bad) = config.cpus.iter().find(|c| !allowed.contains(c)) {
             return Err(StartError::invalid(

@@ -330,6 +330,7 @@ impl Counters {
 
     /// A QUIC connection ended: its handshake had completed or not, and its packets sent and
     /// declared lost.
+    #[cfg(feature = "http3")]
     pub(crate) fn quic_closed(&self, handshake_done: bool, sent: u64, lost: u64) {
         if handshake_done {
             bump(&self.quic_handshakes, 1);

@@ -407,9 +407,11 @@ pub(crate) fn coarse_ms(clock: libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
 }
 
+#[cfg(feature = "tls")] // kTLS: only the TLS transport hands sessions over.
 /// Name of the kernel's TLS upper-layer protocol.
 const TLS_ULP: &[u8] = b"tls";
 
+#[cfg(feature = "tls")]
 /// One direction's kTLS cipher state (`linux/tls.h`), built by the TLS module from the
 /// secrets rustls hands over.
 pub(crate) enum KtlsCrypto {
@@ -418,6 +420,7 @@ pub(crate) enum KtlsCrypto {
     Chacha20Poly1305(libc::tls12_crypto_info_chacha20_poly1305),
 }
 
+#[cfg(feature = "tls")]
 /// Which direction of a kTLS socket a cipher state configures.
 #[derive(Clone, Copy)]
 pub(crate) enum KtlsDirection {
@@ -425,6 +428,7 @@ pub(crate) enum KtlsDirection {
     Rx,
 }
 
+#[cfg(feature = "tls")]
 /// Attaches the kernel TLS upper-layer protocol to a TCP socket. An established socket on a
 /// kernel with kTLS succeeds; an unconnected one fails with ENOTCONN (the probe uses that);
 /// a kernel without it fails with ENOENT.
@@ -447,6 +451,7 @@ pub(crate) fn set_tls_ulp(fd: BorrowedFd<'_>) -> io::Result<()> {
     }
 }
 
+#[cfg(feature = "tls")]
 /// Installs one direction's cipher state on a socket that has the TLS ULP attached; from
 /// then on the kernel encrypts (TX) or decrypts (RX) records for that direction.
 pub(crate) fn set_ktls_crypto(
@@ -537,6 +542,7 @@ pub(crate) fn recv_tls_record(fd: BorrowedFd<'_>, buf: &mut Vec<u8>) -> io::Resu
     Ok((n, kind))
 }
 
+#[cfg(feature = "tls")]
 /// Sends `data` as one record of type `kind` (an alert or a handshake message) on a socket
 /// whose send side is kernel TLS: the kernel closes any open data record first, then
 /// encrypts this one with the current key. Returns the bytes taken (all of them, or an error).
@@ -658,6 +664,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "tls")]
     fn tls_ulp_on_an_unconnected_socket_never_succeeds() {
         let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
         use std::os::fd::AsFd;

@@ -12,14 +12,32 @@
 //! - [`manager`]: the thread that keeps every managed certificate fresh and has the TLS
 //!   listeners read it again when it changes (a swap between handshakes: no connection is
 //!   touched).
+//!
+//! Without the `acme` feature only the store stays (the TLS listeners read managed
+//! certificates through it), and `off.rs` stands in for the manager and the challenge table:
+//! a configuration with managed sites is refused at start (`crate::features`), so neither is
+//! ever made.
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "acme")]
 pub mod challenges;
+#[cfg(feature = "acme")]
 pub mod issue;
+#[cfg(feature = "acme")]
 pub mod local_ca;
+#[cfg(feature = "acme")]
 pub mod manager;
+#[cfg(not(feature = "acme"))]
+mod off;
+#[cfg(feature = "acme")]
 pub mod schedule;
+#[cfg(feature = "tls")]
 pub mod store;
 
 pub use challenges::{ACME_TLS_ALPN, Challenges, HTTP01_PREFIX};
+#[cfg(feature = "acme")]
 pub use manager::{ManagedSite, Manager, managed_sites};
+#[cfg(not(feature = "acme"))]
+pub use off::Manager;
+#[cfg(not(feature = "acme"))]
+use off::challenges;

@@ -1,4 +1,5 @@
-//! Dynamic response compression: gzip or br for in-memory bodies when the client asks.
+//! Dynamic response compression: gzip or br (br with the `brotli` feature: `app/br.rs`) for
+//! in-memory bodies when the client asks.
 //!
 //! Owns the decision (status 200, compressible Content-Type, body held in memory, at least
 //! `min_bytes` and at most `max_bytes` (the worker compresses nothing else meanwhile: see
@@ -51,13 +52,6 @@ use crate::config::Compression;
 use crate::files::encoding::{self, Encoding};
 use crate::response::{Body, Response};
 
-/// Largest brotli window (log2 bytes): the format's default, 4 MiB.
-const BROTLI_MAX_LGWIN: u32 = 22;
-/// Smallest brotli window the format allows (log2 bytes).
-const BROTLI_MIN_LGWIN: u32 = 10;
-/// Bytes the brotli window cannot use (RFC 7932 §9.1: window size is `(1 << WBITS) - 16`).
-const BROTLI_WINDOW_GAP: usize = 16;
-
 /// Media types (lower case, parameters stripped) worth compressing besides `text/*` and the
 /// `+json` / `+xml` structured-syntax suffixes (RFC 6839).
 const COMPRESSIBLE: &[&str] = &[
@@ -86,15 +80,15 @@ pub fn negotiate(mut resp: Response, accept: Option<&[u8]>, cfg: &Compression) -
         return resp;
     }
     add_vary(&mut resp);
-    let coding = encoding::choose(accept, |_| true);
+    let coding = encoding::choose(accept, encodable);
     let body = resp.body.as_bytes();
     let encoded = match coding {
         Encoding::Identity => return resp,
         Encoding::Gzip => gzip(body, cfg.gzip_level),
-        Encoding::Brotli => brotli(body, cfg.brotli_quality),
+        Encoding::Brotli => super::br::compress(body, cfg.brotli_quality),
     };
     // A body that does not shrink (already dense) goes out as it is.
-    if encoded.len() >= body.len() {
+    if encoded.is_empty() || encoded.len() >= body.len() {
         return resp;
     }
     let Some(name) = coding.content_encoding() else {
@@ -211,21 +205,14 @@ pub fn gzip(body: &[u8], level: u32) -> Vec<u8> {
 
 /// `body` as a brotli stream (RFC 7932) at `quality` (0–11), with the smallest window that
 /// holds the whole body (less memory for both ends, same output).
+#[cfg(feature = "brotli")]
 pub fn brotli(body: &[u8], quality: u32) -> Vec<u8> {
-    let needed = body.len() + BROTLI_WINDOW_GAP;
-    let lgwin = (usize::BITS - needed.leading_zeros()).clamp(BROTLI_MIN_LGWIN, BROTLI_MAX_LGWIN);
-    let params = brotli::enc::BrotliEncoderParams {
-        quality: quality.min(11) as i32,
-        lgwin: lgwin as i32,
-        size_hint: body.len(),
-        ..Default::default()
-    };
-    let mut out = Vec::with_capacity(body.len() / 4 + 64);
-    match brotli::BrotliCompress(&mut &body[..], &mut out, &params) {
-        Ok(_) => out,
-        // Reading a slice and writing a Vec cannot fail; an empty result is sent as identity.
-        Err(_) => Vec::new(),
-    }
+    super::br::compress(body, quality)
+}
+
+/// Whether this build makes answers in `coding` (br needs the `brotli` feature).
+pub(crate) fn encodable(coding: Encoding) -> bool {
+    coding != Encoding::Brotli || super::br::ENCODES
 }
 
 #[cfg(test)]
@@ -261,33 +248,40 @@ mod tests {
 
     #[test]
     fn accept_encoding_table() {
-        // (Accept-Encoding, Content-Encoding sent)
-        let rows: &[(Option<&str>, Option<&str>)] = &[
+        // (Accept-Encoding, Content-Encoding sent, sent by a build without the `brotli`
+        // feature, which never chooses br)
+        type Row<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>);
+        let rows: &[Row] = &[
             // RFC 9110 §12.5.3: no field — the server may not assume any coding.
-            (None, None),
+            (None, None, None),
             // An empty value: identity only.
-            (Some(""), None),
-            (Some("gzip"), Some("gzip")),
-            (Some("x-gzip"), Some("gzip")),
-            (Some("br"), Some("br")),
+            (Some(""), None, None),
+            (Some("gzip"), Some("gzip"), Some("gzip")),
+            (Some("x-gzip"), Some("gzip"), Some("gzip")),
+            (Some("br"), Some("br"), None),
             // Equal q: br is smaller for the same cost (see module doc).
-            (Some("gzip, br"), Some("br")),
-            (Some("gzip, deflate, br, zstd"), Some("br")),
+            (Some("gzip, br"), Some("br"), Some("gzip")),
+            (Some("gzip, deflate, br, zstd"), Some("br"), Some("gzip")),
             // RFC 9110 §12.4.2: q=0 means "not acceptable".
-            (Some("gzip;q=0, br;q=0"), None),
-            (Some("br;q=0, gzip"), Some("gzip")),
-            (Some("br;q=0.5, gzip;q=0.8"), Some("gzip")),
+            (Some("gzip;q=0, br;q=0"), None, None),
+            (Some("br;q=0, gzip"), Some("gzip"), Some("gzip")),
+            (Some("br;q=0.5, gzip;q=0.8"), Some("gzip"), Some("gzip")),
             // `*` matches any coding not listed.
-            (Some("*"), Some("br")),
-            (Some("*;q=0.5, br;q=0"), Some("gzip")),
-            (Some("*;q=0"), None),
+            (Some("*"), Some("br"), Some("gzip")),
+            (Some("*;q=0.5, br;q=0"), Some("gzip"), Some("gzip")),
+            (Some("*;q=0"), None, None),
             // identity preferred over the codings offered.
-            (Some("identity, gzip;q=0.5"), None),
-            (Some("identity;q=0, gzip;q=0.1"), Some("gzip")),
+            (Some("identity, gzip;q=0.5"), None, None),
+            (Some("identity;q=0, gzip;q=0.1"), Some("gzip"), Some("gzip")),
             // Codings we do not produce are ignored.
-            (Some("deflate, zstd"), None),
+            (Some("deflate, zstd"), None, None),
         ];
-        for &(accept, want) in rows {
+        for &(accept, with_br, without_br) in rows {
+            let want = if cfg!(feature = "brotli") {
+                with_br
+            } else {
+                without_br
+            };
             assert_eq!(coding(accept).as_deref(), want, "{accept:?}");
         }
     }
@@ -338,8 +332,16 @@ mod tests {
             ),
         ];
         for (name, resp, want) in rows {
+            // The handler's own Content-Encoding is not ours.
+            let handlers = header(&resp, "content-encoding").is_some();
             let resp = negotiate(resp, Some(ALL.as_bytes()), &cfg);
-            let got = header(&resp, "content-encoding") == Some("br");
+            // `ALL` offers both: br where the build makes it, else gzip.
+            let coding = if cfg!(feature = "brotli") {
+                "br"
+            } else {
+                "gzip"
+            };
+            let got = !handlers && header(&resp, "content-encoding") == Some(coding);
             assert_eq!(got, want, "{name}");
         }
         let off = Compression {
@@ -436,20 +438,24 @@ mod tests {
                 .unwrap();
             assert_eq!(out, body, "gzip {level}");
         }
-        for quality in 0..=11 {
-            let mut out = Vec::new();
-            brotli::Decompressor::new(&brotli(&body, quality)[..], 4096)
-                .read_to_end(&mut out)
-                .unwrap();
-            assert_eq!(out, body, "br {quality}");
+    }
+
+    /// br is chosen only where the build has its encoder (the `brotli` feature); without it
+    /// a client that prefers br gets gzip when it takes that, else the answer as it is,
+    /// never an empty br body.
+    #[test]
+    fn br_is_chosen_only_where_the_build_encodes_it() {
+        let cfg = Compression::default();
+        let br = negotiate(json(20_000), Some(b"br"), &cfg);
+        let either = negotiate(json(20_000), Some(b"br, gzip;q=0.5"), &cfg);
+        if cfg!(feature = "brotli") {
+            assert_eq!(header(&br, "content-encoding"), Some("br"));
+            assert_eq!(header(&either, "content-encoding"), Some("br"));
+        } else {
+            assert_eq!(header(&br, "content-encoding"), None);
+            assert_eq!(br.body.as_bytes(), json(20_000).body.as_bytes());
+            assert_eq!(header(&either, "content-encoding"), Some("gzip"));
         }
-        // Empty and tiny bodies still produce valid streams.
-        for body in [&b""[..], b"x"] {
-            let mut out = Vec::new();
-            brotli::Decompressor::new(&brotli(body, 4)[..], 4096)
-                .read_to_end(&mut out)
-                .unwrap();
-            assert_eq!(out, body);
-        }
+        assert_eq!(header(&br, "vary"), Some("Accept-Encoding"));
     }
 }

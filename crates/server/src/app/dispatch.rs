@@ -931,7 +931,10 @@ impl<'a> ConnApp<'a> {
             // A HEAD answer has no body to compress: it only learns that answers vary.
             coding: self.site_app.compression.enabled.then(|| match method {
                 Method::Head => crate::files::encoding::Encoding::Identity,
-                _ => crate::files::encoding::choose(head.header(buf, "accept-encoding"), |_| true),
+                _ => crate::files::encoding::choose(
+                    head.header(buf, "accept-encoding"),
+                    crate::compress::encodable,
+                ),
             }),
             path: self
                 .site_app

@@ -16,6 +16,11 @@
 
 pub mod access_log;
 pub mod around;
+#[cfg(feature = "brotli")]
+mod br;
+#[cfg(not(feature = "brotli"))]
+#[path = "br_off.rs"]
+mod br;
 pub mod compress;
 pub(crate) mod compress_stream;
 pub mod deferred;

@@ -56,7 +56,7 @@ impl StaticGz {
         else {
             return resp;
         };
-        let coding = encoding::choose(accept(), |_| true);
+        let coding = encoding::choose(accept(), compress::encodable);
         if coding == Encoding::Identity {
             let mut resp = resp;
             compress::add_vary(&mut resp);
@@ -86,7 +86,7 @@ impl StaticGz {
         }
         let encoded = match coding {
             Encoding::Gzip => compress::gzip(&plain, cfg.gzip_level),
-            Encoding::Brotli => compress::brotli(&plain, cfg.brotli_quality),
+            Encoding::Brotli => super::br::compress(&plain, cfg.brotli_quality),
             Encoding::Identity => unreachable!("identity returned above"),
         };
         if encoded.is_empty() || encoded.len() >= plain.len() {

@@ -127,6 +127,7 @@ pub(crate) trait Backend {
     fn fd(&self, token: Token) -> Option<BorrowedFd<'_>>;
     /// From now on the socket's receive side is kernel TLS: reads learn each record's type,
     /// and records other than application data complete as [`Completion::Record`].
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))] // Only kernel TLS asks for it.
     fn read_records(&mut self, token: Token);
     /// Turns receiving on or off.
     fn set_recv(&mut self, token: Token, on: bool);

@@ -10,7 +10,6 @@
 #![forbid(unsafe_code)]
 
 use std::fmt;
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -27,6 +26,7 @@ use rustls::server::{
 use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig};
 
 use super::certs::{ALPN_H2, ALPN_HTTP11, CertStore, NamedCert, TlsError};
+pub use super::client_cert::ClientCert;
 use crate::config::{ClientAuth, TlsConfig, TlsOptions, TlsVersion};
 
 /// The cipher suites a listener can name in `ciphers`, by IANA name, TLS 1.3 ones first.
@@ -249,6 +249,9 @@ impl ProducesTickets for AgedTickets {
     }
 }
 
+/// A client CA bundle read again, waiting to be swapped in.
+pub(crate) type ClientVerifier = Arc<dyn ClientCertVerifier>;
+
 /// The client-certificate verifier of a listener: rustls's WebPKI verifier over the CA
 /// bundle, read again on reload (a bad bundle keeps the one in use). The CA names offered
 /// to clients as hints are the bundle's at start.
@@ -380,98 +383,6 @@ impl ClientCertVerifier for ClientCa {
     }
 }
 
-/// A client certificate the handshake verified against the listener's CA bundle: who the
-/// client is, for handlers ([`crate::Request::client_cert`]) and upstreams (the
-/// `X-Forwarded-Client-Cert` field).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ClientCert {
-    /// The subject's distinguished name, RFC 4514 style (`CN=alice, O=Example`).
-    pub subject: String,
-    /// Subject alternative names by kind.
-    pub dns: Vec<String>,
-    pub uris: Vec<String>,
-    pub emails: Vec<String>,
-    pub ips: Vec<IpAddr>,
-    /// SHA-256 of the leaf certificate's DER, lowercase hex.
-    pub sha256: String,
-    /// The `X-Forwarded-Client-Cert` element (Envoy's format), made once.
-    pub(crate) xfcc: String,
-}
-
-impl ClientCert {
-    /// The identity in a verified leaf certificate (`None` when it does not parse, which a
-    /// certificate WebPKI accepted does).
-    pub fn from_der(der: &[u8]) -> Option<ClientCert> {
-        use x509_parser::extensions::GeneralName;
-        let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-        let subject = cert.subject().to_string();
-        let (mut dns, mut uris, mut emails, mut ips) = (vec![], vec![], vec![], vec![]);
-        if let Ok(Some(san)) = cert.subject_alternative_name() {
-            for name in &san.value.general_names {
-                match name {
-                    GeneralName::DNSName(n) => dns.push(n.to_string()),
-                    GeneralName::URI(u) => uris.push(u.to_string()),
-                    GeneralName::RFC822Name(e) => emails.push(e.to_string()),
-                    GeneralName::IPAddress(b) => match b.len() {
-                        4 => ips.push(IpAddr::from(<[u8; 4]>::try_from(*b).ok()?)),
-                        16 => ips.push(IpAddr::from(<[u8; 16]>::try_from(*b).ok()?)),
-                        _ => {}
-                    },
-                    _ => {}
-                }
-            }
-        }
-        let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, der);
-        let sha256: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-        let mut c = ClientCert {
-            subject,
-            dns,
-            uris,
-            emails,
-            ips,
-            sha256,
-            xfcc: String::new(),
-        };
-        c.xfcc = c.xfcc_element();
-        Some(c)
-    }
-
-    /// Envoy's `x-forwarded-client-cert` element: `Hash=…;Subject="…";URI=…;DNS=…`, a
-    /// value holding `,`, `;`, `=` or `"` quoted (with `"` and `\` escaped).
-    fn xfcc_element(&self) -> String {
-        fn value(out: &mut String, v: &str, always_quote: bool) {
-            if always_quote || v.contains([',', ';', '=', '"', '\\']) {
-                out.push('"');
-                for c in v.chars() {
-                    if c == '"' || c == '\\' {
-                        out.push('\\');
-                    }
-                    out.push(c);
-                }
-                out.push('"');
-            } else {
-                out.push_str(v);
-            }
-        }
-        // A field value cannot carry control characters: a name holding one is left out.
-        let clean = |v: &str| !v.chars().any(|c| c.is_control());
-        let mut out = format!("Hash={}", self.sha256);
-        if clean(&self.subject) {
-            out.push_str(";Subject=");
-            value(&mut out, &self.subject, true);
-        }
-        for u in self.uris.iter().filter(|u| clean(u)) {
-            out.push_str(";URI=");
-            value(&mut out, u, false);
-        }
-        for d in self.dns.iter().filter(|d| clean(d)) {
-            out.push_str(";DNS=");
-            value(&mut out, d, false);
-        }
-        out
-    }
-}
-
 /// How long a session lives at most, as a check for the configuration.
 pub fn session_lifetime_ok(d: Duration) -> bool {
     d > Duration::ZERO && d <= crate::config::TLS_MAX_SESSION_LIFETIME
@@ -479,6 +390,8 @@ pub fn session_lifetime_ok(d: Duration) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::net::IpAddr;
+
     use super::*;
 
     #[test]

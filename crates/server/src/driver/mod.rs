@@ -13,15 +13,28 @@
 #![forbid(unsafe_code)]
 
 pub(crate) mod backend;
+#[cfg(feature = "tls")]
 pub(crate) mod certs;
+mod client_cert;
 pub(crate) mod epoll;
+#[cfg(feature = "tls")]
 pub(crate) mod handshake;
+#[cfg(feature = "http3")]
 pub(crate) mod path_mtu;
 pub(crate) mod proto;
+#[cfg(feature = "http3")]
+pub(crate) mod quic;
+#[cfg(not(feature = "http3"))]
+#[path = "quic_off.rs"]
 pub(crate) mod quic;
 pub(crate) mod streams;
 pub(crate) mod timer;
+#[cfg(feature = "tls")]
 pub mod tls;
+#[cfg(not(feature = "tls"))]
+#[path = "tls_off.rs"]
+pub mod tls;
+mod transport;
 mod tunnels;
 mod upstream;
 mod ws;
@@ -79,7 +92,7 @@ pub(crate) struct Shared {
     pub app: App,
     pub conn: ConnConfig,
     /// Each listener's HTTPS configuration (`None`: plain HTTP), by listener id.
-    pub listener_tls: Vec<Option<Arc<rustls::ServerConfig>>>,
+    pub listener_tls: Vec<Option<Arc<tls::ServerConfig>>>,
     /// Listeners that speak HTTP/2 with prior knowledge (h2c), by listener id.
     pub listener_h2c: Vec<bool>,
     /// Listeners that answer every request with a redirect to HTTPS on this port.

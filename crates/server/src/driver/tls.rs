@@ -27,21 +27,25 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
 use rustix::io::Errno;
+pub(crate) use rustls::ServerConfig;
 use rustls::kernel::KernelConnection;
 use rustls::server::{ServerConnectionData, UnbufferedServerConnection};
 use rustls::unbuffered::{
     ConnectionState, EncodeError, EncodeTlsData, EncryptError, InsufficientSizeError,
     UnbufferedStatus,
 };
-use rustls::{ConnectionTrafficSecrets, ProtocolVersion, ServerConfig};
+use rustls::{ConnectionTrafficSecrets, ProtocolVersion};
 
 use super::backend::{Backend, Completion, Submitted, Token};
+use super::transport::submitted;
+pub(crate) use super::transport::{Finished, Input, Outcome};
 use crate::pool::Pool;
 use crate::sys::{KtlsCrypto, KtlsDirection};
 
 pub use super::certs::{
     ALPN_H2, ALPN_HTTP11, CertSet, CertStore, NamedCert, TlsError, check_pair, named_certs,
 };
+pub(crate) use super::handshake::ClientVerifier;
 pub use super::handshake::{
     ClientCa, ClientCert, Handshake, cipher_suite_names, server_config, server_config_with_store,
     session_lifetime_ok,
@@ -219,40 +223,6 @@ pub(crate) enum Transport {
     /// TLS encrypted by the kernel: the socket reads and writes plaintext, `sendfile` works;
     /// rustls still owns the key schedule (key updates) through its kernel connection.
     Kernel(Box<KernelSession>),
-}
-
-/// How an operation the connection asked for went.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Outcome<T> {
-    /// Finished at once.
-    Done(T),
-    /// Finishes later: a backend completion for the connection brings it ([`Transport::completed`]).
-    InFlight,
-    /// The connection is broken.
-    Failed,
-}
-
-/// What a backend completion finished, at the connection's level.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Finished {
-    /// Nothing the connection asked for (TLS's own records went out).
-    Nothing,
-    /// The bytes of [`Transport::send`] are out; the buffer comes back.
-    Bytes(Vec<u8>),
-    /// `n` bytes of the file range of [`Transport::sendfile`] are out.
-    File(u64),
-    /// [`Transport::shutdown`] is done.
-    Shut,
-    Failed,
-}
-
-/// What [`Transport::receive`] or [`Transport::record`] found besides plaintext.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Input {
-    More,
-    /// No more input: the peer's close_notify, or (kernel TLS without rekeying) a key update
-    /// the kernel cannot follow.
-    End,
 }
 
 /// One rustls server session (the unbuffered API: records are encrypted straight into the
@@ -681,14 +651,6 @@ impl Transport {
             client_cert,
         }));
         Ok(())
-    }
-}
-
-fn submitted<T>(s: Submitted<T>) -> Outcome<T> {
-    match s {
-        Submitted::Done(t) => Outcome::Done(t),
-        Submitted::Pending => Outcome::InFlight,
-        Submitted::Failed => Outcome::Failed,
     }
 }
 

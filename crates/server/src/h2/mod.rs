@@ -17,7 +17,9 @@ pub(crate) mod stream;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use conn::{Conn, read_file};
+pub(crate) use conn::Conn;
+#[cfg(feature = "http3")]
+pub(crate) use conn::read_file;
 pub use stream::{
     MAX_BODY_STREAMS, MAX_CONCURRENT_STREAMS, MAX_CONTINUATIONS, MAX_CONTROL_PER_SEC,
     MAX_HEADER_BLOCK, MAX_RESETS_PER_SEC, MAX_TUNNEL_STREAMS,

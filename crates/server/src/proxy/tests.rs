@@ -139,6 +139,7 @@ fn x_real_ip_from_an_untrusted_client_is_dropped() {
 }
 
 #[test]
+#[cfg(feature = "tls")] // A client certificate is read only with TLS.
 fn the_client_certificate_field_is_ours_alone_unless_a_trusted_proxy_sent_one() {
     let der = {
         let ck = rcgen::generate_simple_self_signed(vec!["alice.test".to_string()]).unwrap();

@@ -1,0 +1,211 @@
+//! The optional cargo features a configuration can ask for, and the refusal at start of one
+//! that asks for a feature this build lacks: one line naming the part and the feature
+//! ("built without feature `tls`"), never a setting silently ignored.
+//!
+//! Owns only the check (on `Server::bind`, and on a sites reload for the sites' parts); each
+//! feature's code lives in its own module, gated whole in `lib.rs` or its parent `mod.rs`.
+#![forbid(unsafe_code)]
+
+use crate::config::{BROTLI_QUALITY, Config, Listen};
+use crate::start_error::{Part, StartError};
+
+/// The features of this build, each with whether it is compiled in.
+pub const FEATURES: [(&str, bool); 5] = [
+    ("tls", cfg!(feature = "tls")),
+    ("http3", cfg!(feature = "http3")),
+    ("acme", cfg!(feature = "acme")),
+    ("brotli", cfg!(feature = "brotli")),
+    ("basic-auth", cfg!(feature = "basic-auth")),
+];
+
+fn enabled(feature: &str) -> bool {
+    FEATURES.iter().any(|&(f, on)| f == feature && on)
+}
+
+/// The first part of `config` that needs a feature this build lacks.
+pub(crate) fn check(config: &Config) -> Result<(), StartError> {
+    for (i, l) in config.listen_list().iter().enumerate() {
+        need(listener_needs(l), Part::Listener(i))?;
+    }
+    if config.acme.is_some() {
+        need(Some(("the [acme] settings", "acme")), Part::Other)?;
+    }
+    if config.compression.brotli_quality != BROTLI_QUALITY {
+        need(Some(("brotli_quality", "brotli")), Part::Other)?;
+    }
+    check_sites(config)
+}
+
+/// The first site of `config` that needs a feature this build lacks (checked again on a
+/// sites reload, which takes only the sites).
+pub(crate) fn check_sites(config: &Config) -> Result<(), StartError> {
+    for (i, s) in config.sites.iter().enumerate() {
+        let wants = [
+            (s.tls.is_some(), ("its certificate (tls)", "tls")),
+            (
+                s.managed.is_some(),
+                ("its managed certificate (tls = acme|internal)", "acme"),
+            ),
+            (!s.auth.is_empty(), ("basic auth (auth)", "basic-auth")),
+        ];
+        for (asks, what) in wants {
+            need(asks.then_some(what), Part::Site(i))?;
+        }
+    }
+    Ok(())
+}
+
+/// What a listener asks for that needs a feature, and that feature.
+fn listener_needs(l: &Listen) -> Option<(&'static str, &'static str)> {
+    if l.quic {
+        Some(("HTTP/3 (quic)", "http3"))
+    } else if l.tls.is_some() {
+        Some(("HTTPS (tls)", "tls"))
+    } else {
+        None
+    }
+}
+
+fn need(want: Option<(&str, &str)>, part: Part) -> Result<(), StartError> {
+    match want {
+        Some((what, feature)) if !enabled(feature) => Err(StartError::invalid(
+            part,
+            format!("{what}: linerate-server was built without feature `{feature}`"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{BasicAuth, CertFiles, Managed, Site, TlsConfig};
+
+    fn tls() -> TlsConfig {
+        TlsConfig {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            cert: None,
+            ktls: false,
+            key_update_bytes: 0,
+            http2: true,
+            options: Default::default(),
+        }
+    }
+
+    fn site(f: impl FnOnce(&mut Site)) -> Config {
+        let mut s = Site::default();
+        f(&mut s);
+        Config {
+            sites: vec![s],
+            ..Config::default()
+        }
+    }
+
+    /// One row per setting that needs a feature: with the feature it passes this check,
+    /// without it the start is refused naming the part and the feature.
+    #[test]
+    fn a_setting_needing_a_missing_feature_is_refused_naming_it() {
+        let files = CertFiles {
+            cert: "c.pem".into(),
+            key: "k.pem".into(),
+            ocsp: None,
+        };
+        let rows: Vec<(&str, Config, Part)> = vec![
+            (
+                "tls",
+                Config {
+                    tls: Some(tls()),
+                    ..Config::default()
+                },
+                Part::Listener(1),
+            ),
+            (
+                "http3",
+                Config {
+                    tls: Some(tls()),
+                    quic: true,
+                    ..Config::default()
+                },
+                Part::Listener(1),
+            ),
+            (
+                "acme",
+                Config {
+                    acme: Some(Default::default()),
+                    ..Config::default()
+                },
+                Part::Other,
+            ),
+            (
+                "acme",
+                site(|s| s.managed = Some(Managed::Internal)),
+                Part::Site(0),
+            ),
+            ("tls", site(|s| s.tls = Some(files.clone())), Part::Site(0)),
+            (
+                "basic-auth",
+                site(|s| {
+                    s.auth = vec![BasicAuth {
+                        prefix: "/".into(),
+                        realm: "r".into(),
+                        htpasswd: "h".into(),
+                    }]
+                }),
+                Part::Site(0),
+            ),
+            (
+                "brotli",
+                Config {
+                    compression: crate::config::Compression {
+                        brotli_quality: 5,
+                        ..Default::default()
+                    },
+                    ..Config::default()
+                },
+                Part::Other,
+            ),
+        ];
+        for (feature, config, part) in rows {
+            match check(&config) {
+                Ok(()) => assert!(enabled(feature), "{feature}: accepted without it"),
+                Err(e) => {
+                    assert!(!enabled(feature), "{feature}: refused with it: {e}");
+                    assert_eq!(e.part, part, "{feature}");
+                    let line = e.to_string();
+                    assert!(
+                        line.contains(&format!("without feature `{feature}`")),
+                        "{line}"
+                    );
+                    assert!(!line.contains('\n'), "{line}");
+                }
+            }
+        }
+    }
+
+    /// `Server::bind` runs the check before it binds anything: a build without `tls` refuses
+    /// an HTTPS listener there with the one line; a build with it gets past the check.
+    #[test]
+    fn bind_refuses_a_listener_the_build_cannot_serve() {
+        let config = Config {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            tls: Some(tls()),
+            ..Config::default()
+        };
+        match crate::Server::bind(config, crate::Router::new()) {
+            Err(e) if !enabled("tls") => {
+                assert_eq!(e.part, Part::Listener(1));
+                assert_eq!(
+                    e.to_string(),
+                    "HTTPS (tls): linerate-server was built without feature `tls`"
+                );
+            }
+            Err(e) => assert!(!e.to_string().contains("without feature"), "{e}"),
+            Ok(_) => assert!(enabled("tls"), "an HTTPS listener bound without TLS"),
+        }
+    }
+
+    #[test]
+    fn a_plain_configuration_needs_no_feature() {
+        assert!(check(&Config::default()).is_ok());
+    }
+}
