@@ -971,17 +971,17 @@ impl Server {
                         }
                         SIGUSR1 => guarded(&|| control.reopen_logs()),
                         _ => {
-                            // STOPPING=1 goes first (one datagram that never blocks): once
-                            // the workers are told, the process may end before this thread
-                            // runs again, and systemd would never hear it (seen in CI under
-                            // load). Nothing a log line does may stand before the shutdown.
+                            // STOPPING=1 and the log line go first: once the workers are
+                            // told, the process may end before this thread runs again, and
+                            // systemd would never hear it, nor the log show the drain (both
+                            // seen under load in CI).
                             seen += 1;
                             if seen == 1 {
                                 if let Some(n) = &notify {
                                     n.stopping();
                                 }
-                                handle.shutdown();
                                 tracing::info!(signal = sig, "shutting down: draining connections");
+                                handle.shutdown();
                             } else {
                                 tracing::warn!("second signal: exiting now");
                                 std::process::exit(130);
