@@ -106,7 +106,7 @@ pub(crate) struct AppIo {
     pub outstanding: usize,
     /// The deferred requests still waited for, by (connection token, request id): removed
     /// by their answer or by their timeout's 503, whichever comes first.
-    pub waiting: std::collections::HashMap<(u64, u64), Waiting>,
+    pub waiting: rustc_hash::FxHashMap<(u64, u64), Waiting>,
     pub counters: Arc<Counters>,
     /// Metrics are on (`App::metrics`, kept here for the driver's close path).
     pub counters_on: bool,
