@@ -39,16 +39,25 @@ thread_local! {
 /// A future for the worker's thread alone (it may hold `Rc`s).
 type LocalFuture = Pin<Box<dyn Future<Output = ()> + 'static>>;
 
+/// A future waiting to become a task: a handler's (`Send`: a task of the runtime's own
+/// scheduler, which a timer or socket wakes without a lock) or a library's `!Send` one (a task
+/// of the worker's `LocalSet`).
+enum Queued {
+    Send(BoxFuture),
+    Local(LocalFuture),
+}
+
 /// One worker's runtime and the futures waiting to become its tasks.
 pub(crate) struct Local {
-    /// The worker's own tasks ([`OnWorker`]'s and [`spawn_local`]'s): a `LocalSet`, so they
-    /// need not be `Send`; run whenever the worker turns or parks in the runtime.
+    /// The worker's `!Send` tasks ([`spawn_local`]'s), run whenever the worker turns or parks
+    /// in the runtime ([`OnWorker`]'s futures are tasks of the runtime's own scheduler).
     tasks: tokio::task::LocalSet,
     /// Futures that did not finish in their first poll (or never were polled), spawned inside
     /// the runtime at its next turn (a spawn from outside it would wake the runtime's
     /// eventfd each time).
-    queued: RefCell<Vec<LocalFuture>>,
-    /// Tasks of `tasks` not yet ended (the `LocalSet` does not count them).
+    queued: RefCell<Vec<Queued>>,
+    /// Tasks of `tasks` not yet ended (the `LocalSet` does not count them; the runtime counts
+    /// its own).
     live: Rc<Cell<usize>>,
     /// The worker's epoll instance (a duplicate), watched by the runtime's reactor while the
     /// worker is parked in it; registered at the first park.
@@ -173,16 +182,23 @@ impl Local {
     }
 
     /// Makes `fut` a task (inside the runtime), counted while it lives.
-    fn start(&self, fut: LocalFuture) {
-        let live = Live::count(&self.live);
-        self.tasks.spawn_local(async move {
-            let _live = live;
-            fut.await
-        });
+    fn start(&self, fut: Queued) {
+        match fut {
+            Queued::Send(fut) => {
+                tokio::spawn(fut);
+            }
+            Queued::Local(fut) => {
+                let live = Live::count(&self.live);
+                self.tasks.spawn_local(async move {
+                    let _live = live;
+                    fut.await
+                });
+            }
+        }
     }
 
     /// Makes `fut` a task now when inside the runtime, else at its next turn.
-    fn hand(&self, fut: LocalFuture) {
+    fn hand(&self, fut: Queued) {
         if INSIDE.with(Cell::get) {
             self.start(fut);
         } else {
@@ -304,7 +320,7 @@ fn spawn(mut fut: BoxFuture) {
     let mut cx = Context::from_waker(Waker::noop());
     match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx))) {
         Ok(Poll::Ready(())) => {}
-        Ok(Poll::Pending) => local.hand(fut),
+        Ok(Poll::Pending) => local.hand(Queued::Send(fut)),
         Err(_) => tracing::error!("a future panicked in its first poll on the worker; dropped"),
     }
 }
@@ -318,7 +334,7 @@ pub fn spawn_local(fut: impl Future<Output = ()> + 'static) -> bool {
         return false;
     };
     USED.with(|u| u.set(true));
-    local.hand(Box::pin(fut));
+    local.hand(Queued::Local(Box::pin(fut)));
     true
 }
 
