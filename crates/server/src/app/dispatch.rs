@@ -19,6 +19,7 @@ use linerate_http1::{BodyDecoder, Method, ParseError};
 
 use super::phase::access::Gate;
 use super::phase::content::body::{PendingBody, Sink};
+use super::phase::headers::unstream;
 use super::response::Response;
 use super::sites::{SiteApp, Sites};
 use super::{App, AppIo};
@@ -27,7 +28,6 @@ use crate::stats::Kind;
 
 pub(crate) use super::phase::content::body::Pending;
 // The server's own answers and the handler guard, where the rest of the crate finds them.
-use super::phase::headers::unstream;
 pub(crate) use super::phase::headers::{generated, guard, text_status};
 
 /// The application, serving one connection for the length of one driver call.
