@@ -9,7 +9,8 @@
 //! root (with a per-worker cache that serves hits without a syscall), and the access log's
 //! writer thread writes the lines the workers format.
 //!
-//! Files: `dispatch` (the per-connection service: routing, bodies, deferral), `router`,
+//! Files: `dispatch` (the per-connection service: the sequence of a request's phases), `phase/`
+//! (one file per phase: accept, site, access, layers, rewrite, content, headers, log), `router`,
 //! `request`/`response` (the handler API), `around` (async layers, route timeouts),
 //! `deferred` (owned requests, `Responder`, the inbox), `incoming` (a request body streamed to
 //! a handler elsewhere), `files` (static files), `compress`, `access_log`.
@@ -30,6 +31,7 @@ pub mod files;
 pub mod incoming;
 pub mod layer;
 pub mod layers;
+pub(crate) mod phase;
 pub(crate) mod redirect;
 pub mod request;
 pub mod response;

@@ -4,8 +4,8 @@
 //!
 //! Owns the per-site rules as read-only data built at start, or at a reload ([`SiteSet`]: the
 //! sites with their opened roots, swapped into each worker whole between two events); the
-//! dispatcher asks. A server without configured sites has one implicit site (the
-//! application, and the `files` mount), and picking it costs one length test.
+//! request's phases ask (`app/phase/`). A server without configured sites has one implicit
+//! site (the application, and the `files` mount), and picking it costs one length test.
 #![forbid(unsafe_code)]
 
 use std::borrow::Cow;

@@ -1,0 +1,206 @@
+//! Proxy mounts: a request below one (after the site's redirects) framed for its upstream and
+//! queued for the driver as a `Job` — with its whole body, or at once with its body following
+//! through a pipe — behind a forward-auth subrequest when the mount has one.
+//!
+//! Owns the upstream request's head and the job; must not touch a socket (the driver sends
+//! it, `driver/upstream.rs`).
+#![forbid(unsafe_code)]
+
+use linerate_http1::{Framing, Method, RequestHead};
+
+use super::body::Sink;
+use crate::app::ConnApp;
+use crate::app::dispatch::Pending;
+use crate::app::phase::headers::text_status;
+use crate::app::request::Params;
+use crate::app::response::Response;
+use crate::app::sites::SiteApp;
+use crate::h1::{Decision, Exchange};
+use crate::proxy::pipe::PipeOut;
+use crate::stats::Kind;
+
+impl<'a> ConnApp<'a> {
+    /// The proxy mount of the site at hand that the request's path lies below, if any (every
+    /// method but CONNECT goes up). Asked by the access phase's one out-of-line call.
+    #[inline(always)]
+    pub(crate) fn proxy_mount(&self, head: &RequestHead, buf: &[u8]) -> Option<usize> {
+        self.site_app
+            .proxy(head.path_bytes(buf))
+            .filter(|_| head.method() != Method::Connect)
+    }
+
+    /// An HTTP/2 extended CONNECT to a proxied path: the proxy carries WebSocket as an
+    /// HTTP/1.1 upgrade only, so 501 (the setting is not announced where paths are proxied;
+    /// this answers one that a reload proxied since).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn tunnel_not_proxied(&mut self, req: Exchange<'_>) -> Decision<Pending> {
+        let why = "WebSocket over HTTP/2 is not proxied; use HTTP/1.1\n";
+        self.respond(req.head, req.buf, Response::text(why).status(501))
+    }
+
+    /// A request below a proxy mount goes to the driver as a [`Job`](crate::proxy::job::Job):
+    /// with its body when that came whole with the head; else at once, its body following
+    /// as it arrives (up to the site's limit) through a pipe. An upgrade request's body, if
+    /// it has one, is read whole first (nothing after it is HTTP).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn proxy(&mut self, route: usize, req: Exchange<'_>) -> Decision<Pending> {
+        let head = req.head;
+        self.kind = Kind::Route;
+        // Every method goes upstream (an application may speak WebDAV), after the site's
+        // redirects.
+        if let Some(resp) = self.rewrite(head, req.buf) {
+            return self.respond(head, req.buf, resp);
+        }
+        if crate::proxy::forward::has_dot_segment(head.path_bytes(req.buf)) {
+            return self.respond(head, req.buf, text_status(400));
+        }
+        if let Framing::Length(n) = head.framing()
+            && n > self.max_body()
+        {
+            return self.respond(head, req.buf, text_status(413).close());
+        }
+        match req.body {
+            Some(body) => self.relay(route, head, req.buf, req.id, body.to_vec(), None),
+            None if buffers_bodies(self.site_app, route)
+                || head.header(req.buf, "upgrade").is_some() =>
+            {
+                let sink = Sink::Proxy(Vec::new());
+                self.read_body(route, Params::default(), head, req.buf, sink)
+            }
+            None => {
+                let (pipe_in, pipe_out) = crate::proxy::pipe::pipe();
+                self.relay(route, head, req.buf, req.id, Vec::new(), Some(pipe_out));
+                let sink = Sink::Relay(pipe_in);
+                match self.read_body(route, Params::default(), head, req.buf, sink) {
+                    Decision::ReadBody { limit, pending } => Decision::RelayBody { limit, pending },
+                    other => other,
+                }
+            }
+        }
+    }
+
+    /// Frames the upstream request for a proxied request with its whole `body`, or with the
+    /// body still to come through `pipe`, and queues it for the driver.
+    pub(crate) fn relay(
+        &mut self,
+        route: usize,
+        head: &RequestHead,
+        buf: &[u8],
+        id: u64,
+        body: Vec<u8>,
+        pipe: Option<PipeOut>,
+    ) -> Decision<Pending> {
+        use crate::proxy::forward::{Client, request_head};
+        let r = &self.site_app.proxies[route];
+        // A chain that is extended gets the hop we heard from (each proxy adds its peer); a
+        // field that is replaced names the client, as found behind trusted proxies.
+        let named = if r.request.trust_forwarded {
+            self.peer
+        } else {
+            self.client()
+        };
+        let client = Client {
+            addr: named.map(|p| p.ip()),
+            tls: self.tls,
+            cert: self.client_cert(),
+        };
+        let len = match (&pipe, head.framing()) {
+            // The length the client declared, or chunks as they come (HTTP/2 DATA without
+            // a content-length, or a chunked HTTP/1.1 body).
+            (Some(_), Framing::Length(n)) => Some(crate::h1c::ReqBody::Length(n)),
+            (Some(_), _) => Some(crate::h1c::ReqBody::Chunked),
+            (None, framing) => (!body.is_empty() || framing != Framing::None)
+                .then_some(crate::h1c::ReqBody::Length(body.len() as u64)),
+        };
+        let mut out = Vec::with_capacity(buf.len() + 160);
+        let forwarded = request_head(head, buf, client, &r.request, len, &mut out);
+        let upgrade = forwarded.upgrade;
+        let method = head.method();
+        let job = crate::proxy::job::Job {
+            client: self.token,
+            id,
+            site: self.site,
+            route,
+            upstream: r.upstream,
+            head: out,
+            body,
+            pipe,
+            forwarded,
+            // RFC 9110 §9.2.2.
+            idempotent: matches!(
+                method,
+                Method::Get
+                    | Method::Head
+                    | Method::Options
+                    | Method::Put
+                    | Method::Delete
+                    | Method::Trace
+            ),
+            tries: 0,
+            fresh: false,
+            failed_server: None,
+            key: r.hash_key.as_ref().and_then(|k| {
+                crate::proxy::balance::request_key(k, head, buf, self.client().map(|p| p.ip()))
+            }),
+            started: self.started,
+            log: self.log_meta(head, buf),
+            // A HEAD answer has no body to compress: it only learns that answers vary.
+            coding: self.site_app.compression.enabled.then(|| match method {
+                Method::Head => crate::files::encoding::Encoding::Identity,
+                _ => crate::files::encoding::choose(
+                    head.header(buf, "accept-encoding"),
+                    crate::compress::encodable,
+                ),
+            }),
+            path: self
+                .site_app
+                .adds_proxied_fields()
+                .then(|| head.path_bytes(buf).into()),
+            then: None,
+        };
+        let job = match &r.auth {
+            // The auth subrequest goes first, carrying the request it guards.
+            Some(auth) => {
+                let mut sub = Vec::with_capacity(256);
+                crate::proxy::auth::subrequest(head, buf, client, auth, &mut sub);
+                crate::proxy::job::Job {
+                    client: job.client,
+                    id: job.id,
+                    site: job.site,
+                    route: job.route,
+                    upstream: auth.upstream,
+                    head: sub,
+                    body: Vec::new(),
+                    pipe: None,
+                    forwarded: crate::proxy::forward::Forwarded {
+                        body: crate::h1c::ReqBody::None,
+                        head_request: false,
+                        upgrade: false,
+                    },
+                    idempotent: true,
+                    tries: 0,
+                    fresh: false,
+                    failed_server: None,
+                    key: None,
+                    started: job.started,
+                    log: None,
+                    coding: None,
+                    path: job.path.clone(),
+                    then: Some(Box::new(job)),
+                }
+            }
+            None => job,
+        };
+        self.io.jobs.push(job);
+        Decision::Relay { upgrade }
+    }
+}
+
+/// Whether proxy route `route` of `site` reads bodies whole before sending them up.
+fn buffers_bodies(site: &SiteApp, route: usize) -> bool {
+    site.proxies
+        .get(route)
+        .is_some_and(|r| r.mount.request_buffering)
+}
