@@ -7,8 +7,12 @@
 //! broadcast channel, each created user published once (axum's sse example, with the channel
 //! its chat example uses).
 //!
-//!   axum-users ADDR     with DATABASE_URL and USERS_TOKEN set; one tokio worker thread
-//!                        (the lab pins the process to one CPU)
+//!   axum-users ADDR [--linerate]
+//!                        with DATABASE_URL and USERS_TOKEN set; one tokio worker thread
+//!                        (the lab pins the process to one CPU). With --linerate the same
+//!                        Router is served by linerate's engine (linerate_server::tower, one
+//!                        worker, the handlers on the worker's runtime; the database
+//!                        connections stay on the tokio runtime thread) instead of axum::serve.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -155,7 +159,8 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    rt.block_on(async move {
+    // The application, built on the runtime that drives its database connections.
+    let app = rt.block_on(async move {
         let mut clients = Vec::new();
         for _ in 0..CONNECTIONS {
             let (client, conn) = tokio_postgres::connect(&url, NoTls).await.expect("connect");
@@ -190,6 +195,16 @@ fn main() {
             .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
             .layer(TraceLayer::new_for_http())
             .with_state(state);
+        app
+    });
+    if std::env::args().nth(2).as_deref() == Some("--linerate") {
+        // The same Router on linerate's engine: one worker, the handlers on its own runtime;
+        // the database connections' tasks stay on the runtime above.
+        let config = linerate_server::Config { addr: addr.parse().expect("address"), workers: 1, ..Default::default() };
+        println!("axum-users on linerate on http://{addr}");
+        return linerate_server::tower::serve(config, app, linerate_server::OnWorker).expect("serve");
+    }
+    rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&addr).await.expect("bind");
         axum::serve(listener, app).await.expect("serve");
     });
