@@ -18,12 +18,11 @@ mod common;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use common::curl::{Got, curl_url};
 use common::{READ_TIMEOUT, Running, config};
 use linerate_server::config::FilesMount;
 use linerate_server::{Config, Server, TlsConfig};
@@ -129,27 +128,6 @@ enum Via {
 
 const H2: [Via; 2] = [Via::H2c, Via::H2Tls];
 
-#[derive(Debug)]
-struct Got {
-    /// `%{http_version}`: "1.1" or "2".
-    version: String,
-    status: u16,
-    /// The final response's fields (after any 100 Continue).
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Got {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-static CURL_RUNS: AtomicUsize = AtomicUsize::new(0);
-
 /// `curl ARGS URL` with the version flags of `via`; bounded by `--max-time`.
 fn curl(srv: &Srv, via: Via, path: &str, args: &[&str]) -> Got {
     let (url, flags): (String, &[&str]) = match via {
@@ -161,58 +139,6 @@ fn curl(srv: &Srv, via: Via, path: &str, args: &[&str]) -> Got {
         Via::H2Tls => (format!("https://{}{path}", srv.tls), &["--http2", "-k"]),
     };
     curl_url(&srv.dir, &url, flags, args)
-}
-
-fn curl_url(dir: &Path, url: &str, flags: &[&str], args: &[&str]) -> Got {
-    let n = CURL_RUNS.fetch_add(1, Ordering::Relaxed);
-    let body = dir.join(format!("curl-{n}.body"));
-    let head = dir.join(format!("curl-{n}.head"));
-    let out = Command::new("curl")
-        .args(["-sS", "--max-time", "60", "-o"])
-        .arg(&body)
-        .arg("-D")
-        .arg(&head)
-        .args(["-w", "%{http_version} %{response_code}"])
-        .args(flags)
-        .args(args)
-        .arg(url)
-        .output()
-        .expect("curl (with HTTP/2 support) must be installed for these tests");
-    assert!(
-        out.status.success(),
-        "curl {url} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let w = String::from_utf8(out.stdout).unwrap();
-    let (version, status) = w.split_once(' ').expect("curl -w output");
-    let head = std::fs::read_to_string(&head).unwrap();
-    // With a 100 Continue first there are two heads: the last is the answer.
-    let last = head
-        .split("\r\n\r\n")
-        .filter(|h| !h.trim().is_empty())
-        .last()
-        .unwrap_or("");
-    let headers = last
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.to_string(), v.trim().to_string()))
-        .collect();
-    // With -I (HEAD) curl writes the head where the body would go, and reads no body.
-    let head_only = args.contains(&"-I");
-    let got = Got {
-        version: version.to_string(),
-        status: status.parse().unwrap(),
-        headers,
-        body: if head_only {
-            Vec::new()
-        } else {
-            std::fs::read(&body).unwrap_or_default()
-        },
-    };
-    let _ = std::fs::remove_file(&body);
-    let _ = std::fs::remove_file(&head);
-    got
 }
 
 /// Asserts `got` (over HTTP/2) is the same answer as `reference` (HTTP/1.1): status, body,

@@ -15,9 +15,8 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path as FsPath, PathBuf};
+use std::path::PathBuf;
 use std::pin::Pin;
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::task::{Context, Poll};
@@ -29,6 +28,7 @@ use axum::http::{self, HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router as Axum};
+use common::curl::{Got, curl_url};
 use common::{READ_TIMEOUT, Running, config};
 use futures_util::StreamExt;
 use linerate_server::tower::OriginalUri;
@@ -947,27 +947,6 @@ enum Via {
     H2Tls,
 }
 
-struct Got {
-    version: String,
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Got {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-}
-
-static CURL_RUNS: AtomicUsize = AtomicUsize::new(0);
-
 fn curl(srv: &Srv, via: Via, path: &str, args: &[&str]) -> Got {
     let (url, flags): (String, &[&str]) = match via {
         Via::H2c => (
@@ -977,48 +956,6 @@ fn curl(srv: &Srv, via: Via, path: &str, args: &[&str]) -> Got {
         Via::H2Tls => (format!("https://{}{path}", srv.tls), &["--http2", "-k"]),
     };
     curl_url(&srv.dir, &url, flags, args)
-}
-
-fn curl_url(dir: &FsPath, url: &str, flags: &[&str], args: &[&str]) -> Got {
-    let n = CURL_RUNS.fetch_add(1, Ordering::Relaxed);
-    let body = dir.join(format!("curl-{n}.body"));
-    let head = dir.join(format!("curl-{n}.head"));
-    let out = Command::new("curl")
-        .args(["-sS", "--max-time", "60", "-o"])
-        .arg(&body)
-        .arg("-D")
-        .arg(&head)
-        .args(["-w", "%{http_version} %{response_code}"])
-        .args(flags)
-        .args(args)
-        .arg(url)
-        .output()
-        .expect("curl (with HTTP/2 support) must be installed for these tests");
-    assert!(
-        out.status.success(),
-        "curl {url} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let w = String::from_utf8(out.stdout).unwrap();
-    let (version, status) = w.split_once(' ').expect("curl -w output");
-    let head = std::fs::read_to_string(&head).unwrap();
-    let last = head
-        .split("\r\n\r\n")
-        .filter(|h| !h.trim().is_empty())
-        .last()
-        .unwrap_or("");
-    let headers = last
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.to_string(), v.trim().to_string()))
-        .collect();
-    Got {
-        version: version.to_string(),
-        status: status.parse().unwrap(),
-        headers,
-        body: std::fs::read(&body).unwrap_or_default(),
-    }
 }
 
 #[test]

@@ -1,0 +1,85 @@
+//! curl as the tests' HTTP/2 client: one request, its final answer's version, status,
+//! fields and body (files under the test's own directory, removed after reading).
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// One answer curl read.
+#[derive(Debug)]
+pub struct Got {
+    /// `%{http_version}`: "1.1" or "2".
+    pub version: String,
+    pub status: u16,
+    /// The final response's fields (after any 100 Continue).
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Got {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+static CURL_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+/// `curl FLAGS ARGS URL`, bounded by `--max-time`; its files go in `dir`.
+pub fn curl_url(dir: &Path, url: &str, flags: &[&str], args: &[&str]) -> Got {
+    let n = CURL_RUNS.fetch_add(1, Ordering::Relaxed);
+    let body = dir.join(format!("curl-{n}.body"));
+    let head = dir.join(format!("curl-{n}.head"));
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "60", "-o"])
+        .arg(&body)
+        .arg("-D")
+        .arg(&head)
+        .args(["-w", "%{http_version} %{response_code}"])
+        .args(flags)
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("curl (with HTTP/2 support) must be installed for these tests");
+    assert!(
+        out.status.success(),
+        "curl {url} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let w = String::from_utf8(out.stdout).unwrap();
+    let (version, status) = w.split_once(' ').expect("curl -w output");
+    let head = std::fs::read_to_string(&head).unwrap();
+    // With a 100 Continue first there are two heads: the last is the answer.
+    let last = head
+        .split("\r\n\r\n")
+        .filter(|h| !h.trim().is_empty())
+        .last()
+        .unwrap_or("");
+    let headers = last
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.to_string(), v.trim().to_string()))
+        .collect();
+    // With -I (HEAD) curl writes the head where the body would go, and reads no body.
+    let head_only = args.contains(&"-I");
+    let got = Got {
+        version: version.to_string(),
+        status: status.parse().unwrap(),
+        headers,
+        body: if head_only {
+            Vec::new()
+        } else {
+            std::fs::read(&body).unwrap_or_default()
+        },
+    };
+    let _ = std::fs::remove_file(&body);
+    let _ = std::fs::remove_file(&head);
+    got
+}
