@@ -1054,81 +1054,25 @@ fn the_same_app_answers_over_http3() {
     // Bodies both ways over HTTP/3: JSON in and out, and an upload counted whole.
     let upload = vec![5u8; 300_000];
     let json = br#"{"name":"cy"}"#;
-    let answers = h3_requests(
+    // The upload handler checks x-expect-bytes: the client reports only lengths.
+    let fields = |body: &[u8]| {
+        [
+            ("content-type".to_string(), "application/json".to_string()),
+            ("x-expect-bytes".to_string(), body.len().to_string()),
+        ]
+    };
+    let (json_fields, upload_fields) = (fields(json), fields(&upload));
+    let answers = common::h3::send(
         &quic,
         srv.tls,
         &[
-            ("POST", "/api/users/4", json),
-            ("POST", "/api/upload", &upload),
+            ("POST", "/api/users/4", &json_fields, json),
+            ("POST", "/api/upload", &upload_fields, &upload),
         ],
-    );
+    )
+    .answers;
     let created = r#"{"id":4,"name":"CY"}"#.len() as u64;
     assert_eq!(answers, [(201, created), (200, "300000".len() as u64)]);
     assert!(srv.probe.spans.load(Ordering::SeqCst) >= 5);
     srv.stop();
-}
-
-/// `requests` (method, path, JSON body) one after another on one HTTP/3 connection: each
-/// answer's status and body length (what the load generator's client reports).
-fn h3_requests(
-    quic: &linerate_load::h3::Quic,
-    addr: SocketAddr,
-    requests: &[(&str, &str, &[u8])],
-) -> Vec<(u16, u64)> {
-    use linerate_load::h3::{Client, Event, Request};
-    use std::time::Instant;
-    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    sock.connect(addr).unwrap();
-    let host = format!("localhost:{}", addr.port());
-    let make = |i: usize| {
-        let (method, path, body) = requests[i];
-        let fields = [
-            ("content-type".to_string(), "application/json".to_string()),
-            ("x-expect-bytes".to_string(), body.len().to_string()),
-        ];
-        Request::new(method, &host, path, &fields, body)
-    };
-    let mut c: Client<usize> = Client::connect(quic, Instant::now(), addr, 1).unwrap();
-    let (mut tx, mut rx, mut scratch, mut events) =
-        (Vec::new(), vec![0; 65_535], Vec::new(), Vec::new());
-    let mut answers = Vec::new();
-    let mut opened = 0;
-    let deadline = Instant::now() + READ_TIMEOUT;
-    while answers.len() < requests.len() {
-        assert!(Instant::now() < deadline, "no HTTP/3 answers: {answers:?}");
-        let now = Instant::now();
-        c.poll(now, &make(answers.len()), &mut events)
-            .expect("HTTP/3 connection");
-        for e in events.drain(..) {
-            match e {
-                Event::Response { status, body, .. } => answers.push((status, body)),
-                other => panic!("{other:?}"),
-            }
-        }
-        if opened == answers.len()
-            && opened < requests.len()
-            && c.room() > 0
-            && c.open(&make(opened), opened)
-        {
-            opened += 1;
-        }
-        while let Some(t) = c.transmit(now, &mut tx) {
-            let seg = t.segment_size.unwrap_or(t.size);
-            for one in tx[..t.size].chunks(seg) {
-                sock.send(one).unwrap();
-            }
-        }
-        let wait = c
-            .poll_timeout()
-            .map_or(Duration::from_millis(50), |at| {
-                at.saturating_duration_since(now)
-            })
-            .clamp(Duration::from_millis(1), Duration::from_millis(50));
-        sock.set_read_timeout(Some(wait)).unwrap();
-        match sock.recv(&mut rx) {
-            Ok(n) => c.recv(Instant::now(), addr, &rx[..n], &mut scratch),
-            Err(_) => c.timeout(Instant::now()),
-        }
-    }
-    answers
 }

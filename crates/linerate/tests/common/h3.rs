@@ -1,6 +1,7 @@
-//! An HTTP/3 client for the tests: GETs, one after another, on one QUIC connection (the load
-//! generator's client, driven by a blocking UDP socket), with what came back and the largest
-//! datagram the server sent. Bounded: 10 s in all.
+//! An HTTP/3 client for the tests: requests (GETs, or any method with fields and a body), one
+//! after another, on one QUIC connection (the load generator's client, driven by a blocking
+//! UDP socket), with what came back and the largest datagram the server sent. Bounded: 10 s in
+//! all.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
@@ -23,8 +24,20 @@ pub fn quic(mut tls: rustls::ClientConfig) -> Quic {
     Quic::new(Arc::new(tls), "localhost").unwrap()
 }
 
+/// One request: method, path, fields, body.
+pub type Ask<'a> = (&'a str, &'a str, &'a [(String, String)], &'a [u8]);
+
 /// GETs `paths` one after another on one connection to `addr`'s UDP port.
 pub fn get(quic: &Quic, addr: SocketAddr, paths: &[&str]) -> Got {
+    let asks: Vec<Ask<'_>> = paths
+        .iter()
+        .map(|p| ("GET", *p, &[][..], &b""[..]))
+        .collect();
+    send(quic, addr, &asks)
+}
+
+/// Sends `asks` one after another on one connection to `addr`'s UDP port.
+pub fn send(quic: &Quic, addr: SocketAddr, asks: &[Ask<'_>]) -> Got {
     let sock = UdpSocket::bind(if addr.is_ipv4() {
         "127.0.0.1:0"
     } else {
@@ -33,6 +46,10 @@ pub fn get(quic: &Quic, addr: SocketAddr, paths: &[&str]) -> Got {
     .unwrap();
     sock.connect(addr).unwrap();
     let host = format!("localhost:{}", addr.port());
+    let make = |i: usize| {
+        let (method, path, fields, body) = asks[i];
+        Request::new(method, &host, path, fields, body)
+    };
     let mut c: Client<usize> = Client::connect(quic, Instant::now(), addr, 1).unwrap();
     let (mut tx, mut rx, mut scratch, mut events) =
         (Vec::new(), vec![0; 65_535], Vec::new(), Vec::new());
@@ -42,25 +59,26 @@ pub fn get(quic: &Quic, addr: SocketAddr, paths: &[&str]) -> Got {
     };
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut opened = 0;
-    while got.answers.len() < paths.len() {
+    while got.answers.len() < asks.len() {
         assert!(
             Instant::now() < deadline,
             "no HTTP/3 answers in 10 s: {got:?}"
         );
         let now = Instant::now();
-        let req = Request::new("GET", &host, paths[got.answers.len()], &[], b"");
-        c.poll(now, &req, &mut events).expect("HTTP/3 connection");
+        c.poll(now, &make(got.answers.len()), &mut events)
+            .expect("HTTP/3 connection");
         for e in events.drain(..) {
             match e {
                 Event::Response { status, body, .. } => got.answers.push((status, body)),
-                other => panic!("{paths:?}: {other:?}"),
+                other => panic!("{other:?}"),
             }
         }
-        if opened == got.answers.len() && opened < paths.len() && c.room() > 0 {
-            let req = Request::new("GET", &host, paths[opened], &[], b"");
-            if c.open(&req, opened) {
-                opened += 1;
-            }
+        if opened == got.answers.len()
+            && opened < asks.len()
+            && c.room() > 0
+            && c.open(&make(opened), opened)
+        {
+            opened += 1;
         }
         while let Some(t) = c.transmit(now, &mut tx) {
             let seg = t.segment_size.unwrap_or(t.size);
