@@ -505,6 +505,7 @@ impl<B: Backend> Worker<B> {
         if self.backend.found()
             || timeout == Some(Duration::ZERO)
             || self.io.app.inbox.pushed_here()
+            || self.rt.has_ready()
         {
             self.rt.turn();
             return Ok(());

@@ -2,7 +2,8 @@
 //! driven by the worker's own loop, so that an `async` handler run by [`OnWorker`] finds a
 //! tokio context (timers, `tokio::net`, reqwest, tokio-based SDKs) with no thread hop.
 //!
-//! Owns the runtime, the futures [`OnWorker`] hands it, and the two ways the worker's loop
+//! Owns the runtime, the futures [`OnWorker`] and [`spawn_local`] hand it (kept and polled by
+//! the worker's own executor, `tasks.rs`), and the two ways the worker's loop
 //! lets it run: `Local::turn` (run what is ready, without waiting) and `Local::park` (wait
 //! for the worker's own epoll instance, a deadline or an answer, inside the runtime, so that
 //! tokio's I/O and timers wake the thread too). A worker whose runtime has no task never
@@ -13,8 +14,6 @@
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::os::fd::OwnedFd;
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -23,46 +22,62 @@ use tokio::io::unix::AsyncFd;
 
 use crate::deferred::{BoxFuture, Spawn};
 
+mod tasks;
+
+use tasks::Tasks;
+
 thread_local! {
     /// This thread's worker runtime, while a worker (or the test client) serves on it.
     static LOCAL: RefCell<Option<Rc<Local>>> = const { RefCell::new(None) };
+    /// What the wakers of `LOCAL`'s executor point at ([`Tasks::id`]; null with none): a wake
+    /// on this thread for that executor is a push on its list.
+    static HERE: Cell<*const ()> = const { Cell::new(std::ptr::null()) };
     /// A future was handed to this thread's runtime: from then on the worker's loop asks it
     /// for work each turn (read once per turn, so a worker that never uses it pays that only).
     static USED: Cell<bool> = const { Cell::new(false) };
-    /// The thread is inside its runtime (a turn, a park or [`block_on`]): a future handed to
-    /// it becomes a task at once.
+    /// The thread is inside its runtime (a turn, a park or [`block_on`]): the executor's
+    /// runner is a task there, woken at once.
     static INSIDE: Cell<bool> = const { Cell::new(false) };
     /// The worker parked in its runtime: an answer given on this thread wakes it.
     static PARKED: RefCell<Option<Waker>> = const { RefCell::new(None) };
 }
 
-/// A future for the worker's thread alone (it may hold `Rc`s).
-type LocalFuture = Pin<Box<dyn Future<Output = ()> + 'static>>;
-
-/// A future waiting to become a task: a handler's (`Send`: a task of the runtime's own
-/// scheduler, which a timer or socket wakes without a lock) or a library's `!Send` one (a task
-/// of the worker's `LocalSet`).
-enum Queued {
-    Send(BoxFuture),
-    Local(LocalFuture),
+/// Installs `local` as this thread's runtime (`None`: none), returning what was there.
+fn set_local(local: Option<Rc<Local>>) -> Option<Rc<Local>> {
+    HERE.with(|h| h.set(local.as_ref().map_or(std::ptr::null(), |l| l.tasks.id())));
+    LOCAL.with(|l| std::mem::replace(&mut *l.borrow_mut(), local))
 }
 
-/// One worker's runtime and the futures waiting to become its tasks.
+/// Runs `f` on this thread's executor when it is the one `id` names.
+fn with_here<R>(id: *const (), f: impl FnOnce(&Tasks) -> R) -> Option<R> {
+    if HERE.with(Cell::get) != id.cast() {
+        return None;
+    }
+    LOCAL.with(|l| l.borrow().as_ref().map(|local| f(&local.tasks)))
+}
+
+/// Whether the thread is inside its runtime.
+fn inside() -> bool {
+    INSIDE.with(Cell::get)
+}
+
+/// The executor's runner, a task of the runtime: polls this thread's woken futures.
+fn run_tasks(cx: &mut Context<'_>) -> Poll<()> {
+    match LOCAL.with(|l| l.borrow().clone()) {
+        Some(local) => local.tasks.run(cx),
+        None => Poll::Ready(()),
+    }
+}
+
+/// One worker's runtime and the futures it runs.
 pub(crate) struct Local {
-    /// The worker's `!Send` tasks ([`spawn_local`]'s), run whenever the worker turns or parks
-    /// in the runtime ([`OnWorker`]'s futures are tasks of the runtime's own scheduler).
-    tasks: tokio::task::LocalSet,
-    /// Futures that did not finish in their first poll (or never were polled), spawned inside
-    /// the runtime at its next turn (a spawn from outside it would wake the runtime's
-    /// eventfd each time).
-    queued: RefCell<Vec<Queued>>,
-    /// Tasks of `tasks` not yet ended (the `LocalSet` does not count them; the runtime counts
-    /// its own).
-    live: Rc<Cell<usize>>,
+    /// The futures [`OnWorker`] and [`spawn_local`] handed the worker: polled on its thread
+    /// by an executor of its own, woken by tokio's timers and sockets.
+    tasks: Tasks,
     /// The worker's epoll instance (a duplicate), watched by the runtime's reactor while the
     /// worker is parked in it; registered at the first park.
     watched: RefCell<Option<AsyncFd<OwnedFd>>>,
-    /// Declared last, so dropped last: the tasks and the registration above go first.
+    /// Declared last, so dropped last: the futures and the registration above go first.
     rt: tokio::runtime::Runtime,
 }
 
@@ -74,9 +89,7 @@ impl Local {
             .build()?;
         Ok(Rc::new(Local {
             rt,
-            tasks: tokio::task::LocalSet::new(),
-            queued: RefCell::new(Vec::new()),
-            live: Rc::new(Cell::new(0)),
+            tasks: Tasks::new(),
             watched: RefCell::new(None),
         }))
     }
@@ -84,19 +97,19 @@ impl Local {
     /// Makes this thread's runtime and installs it, for [`OnWorker`] and [`block_on`].
     pub(crate) fn install() -> std::io::Result<Rc<Local>> {
         let local = Local::new()?;
-        LOCAL.with(|l| *l.borrow_mut() = Some(local.clone()));
+        set_local(Some(local.clone()));
         Ok(local)
     }
 
     /// Runs `f` with this runtime installed and entered on this thread (the test client's
     /// exchanges), then puts back what was installed before.
     pub(crate) fn serving<R>(self: &Rc<Local>, f: impl FnOnce() -> R) -> R {
-        let before = LOCAL.with(|l| l.borrow_mut().replace(self.clone()));
+        let before = set_local(Some(self.clone()));
         let result = {
             let _enter = self.rt.enter();
             f()
         };
-        LOCAL.with(|l| *l.borrow_mut() = before);
+        set_local(before);
         result
     }
 
@@ -112,20 +125,22 @@ impl Local {
         USED.with(Cell::get)
     }
 
-    /// Whether the runtime has work: futures to spawn or tasks alive (waiting on tokio's
-    /// timers or I/O, or ready to run).
+    /// Whether the runtime has work: futures alive (waiting on tokio's timers or I/O, or
+    /// ready to run), or tasks of tokio's own.
     pub(crate) fn busy(&self) -> bool {
-        self.live.get() > 0
-            || !self.queued.borrow().is_empty()
-            || self.rt.metrics().num_alive_tasks() > 0
+        self.tasks.live() > 0 || self.rt.metrics().num_alive_tasks() > 0
     }
 
-    /// Runs what is ready — the queued futures' first turns, woken tasks, tokio's timers and
-    /// I/O — and returns without waiting.
-    pub(crate) fn turn(&self) {
+    /// Whether futures were woken outside the runtime and wait for a turn.
+    pub(crate) fn has_ready(&self) -> bool {
+        self.tasks.has_ready()
+    }
+
+    /// Runs what is ready — woken futures, tokio's tasks, timers and I/O — and returns
+    /// without waiting.
+    pub(crate) fn turn(self: &Rc<Local>) {
         self.run(tokio::task::yield_now());
     }
-
     /// Has the runtime's reactor watch `epoll` (the worker's own instance) while the worker
     /// is parked in it.
     pub(crate) fn watch(&self, epoll: std::os::fd::BorrowedFd<'_>) -> std::io::Result<()> {
@@ -139,7 +154,11 @@ impl Local {
     /// events, `timeout` passes (`None`: no limit), `ready` says an answer is waiting
     /// (asked at each wake, with the waker an answer from another thread should wake), or an
     /// answer is given on this thread.
-    pub(crate) fn park(&self, timeout: Option<Duration>, mut ready: impl FnMut(&Waker) -> bool) {
+    pub(crate) fn park(
+        self: &Rc<Local>,
+        timeout: Option<Duration>,
+        mut ready: impl FnMut(&Waker) -> bool,
+    ) {
         let watched = self.watched.borrow();
         self.run(async {
             tokio::task::yield_now().await;
@@ -171,68 +190,23 @@ impl Local {
         });
     }
 
-    /// Spawns the queued futures; called inside the runtime, where a spawn is a push on its
-    /// own queue.
-    fn spawn_queued(&self) {
-        INSIDE.with(|i| i.set(true));
-        let queued = std::mem::take(&mut *self.queued.borrow_mut());
-        for fut in queued {
-            self.start(fut);
-        }
-    }
-
-    /// Makes `fut` a task (inside the runtime), counted while it lives.
-    fn start(&self, fut: Queued) {
-        match fut {
-            Queued::Send(fut) => {
-                tokio::spawn(fut);
-            }
-            Queued::Local(fut) => {
-                let live = Live::count(&self.live);
-                self.tasks.spawn_local(async move {
-                    let _live = live;
-                    fut.await
-                });
-            }
-        }
-    }
-
-    /// Makes `fut` a task now when inside the runtime, else at its next turn.
-    fn hand(&self, fut: Queued) {
-        if INSIDE.with(Cell::get) {
-            self.start(fut);
-        } else {
-            self.queued.borrow_mut().push(fut);
-        }
-    }
-
-    /// Runs `fut` to its end in the runtime, with the worker's tasks.
-    fn run<F: Future>(&self, fut: F) -> F::Output {
+    /// Runs `fut` to its end in the runtime, with the worker's futures (installed on this
+    /// thread for the while, so that its runner finds them).
+    fn run<F: Future>(self: &Rc<Local>, fut: F) -> F::Output {
+        let swapped = !LOCAL.with(|l| l.borrow().as_ref().is_some_and(|l| Rc::ptr_eq(l, self)));
+        let before = swapped.then(|| set_local(Some(self.clone())));
         let outside = !INSIDE.with(|i| i.replace(true));
-        let out = self.rt.block_on(self.tasks.run_until(async {
-            self.spawn_queued();
+        let out = self.rt.block_on(async {
+            self.tasks.enter();
             fut.await
-        }));
+        });
         if outside {
             INSIDE.with(|i| i.set(false));
         }
+        if let Some(before) = before {
+            set_local(before);
+        }
         out
-    }
-}
-
-/// Counts one task of the worker's while it lives.
-struct Live(Rc<Cell<usize>>);
-
-impl Live {
-    fn count(live: &Rc<Cell<usize>>) -> Live {
-        live.set(live.get() + 1);
-        Live(live.clone())
-    }
-}
-
-impl Drop for Live {
-    fn drop(&mut self) {
-        self.0.set(self.0.get() - 1);
     }
 }
 
@@ -268,7 +242,7 @@ pub fn install_here() -> std::io::Result<Installed> {
 
 /// Uninstalls this thread's runtime (its tasks are dropped with it).
 pub(crate) fn uninstall() {
-    let local = LOCAL.with(|l| l.borrow_mut().take());
+    let local = set_local(None);
     drop(local);
 }
 
@@ -287,10 +261,13 @@ pub(crate) fn wake_parked() {
 /// tokio (timers, `tokio::net`, reqwest, tokio-based clients).
 ///
 /// A future is polled once at once, where the handler was called: one that awaits nothing
-/// answers in that poll and never becomes a task. One that waits becomes a task of the
-/// worker's current-thread runtime, which the worker drives between its own events. Its
-/// tasks run on that worker only: what blocks the thread blocks the worker's connections
-/// too, so CPU-heavy or blocking work belongs in `tokio::task::spawn_blocking`.
+/// answers in that poll. One that waits stays on the worker's own executor, polled again
+/// on the worker's thread when tokio's timers or sockets (or anything else) wake it, while
+/// the worker drives its current-thread runtime between its own events. It runs on that
+/// worker only: what blocks the thread blocks the worker's connections too, so CPU-heavy
+/// or blocking work belongs in `tokio::task::spawn_blocking`. (`tokio::spawn` inside it
+/// makes a task of that runtime, as usual; `tokio::task::spawn_local` has no `LocalSet`
+/// there: use [`spawn_local`].)
 ///
 /// On a thread that is no worker of this server (start-up code, a thread of the
 /// application's), the future goes to the tokio runtime current there, if any; with none it
@@ -304,8 +281,8 @@ impl Spawn for OnWorker {
     }
 }
 
-/// Polls `fut` once on this thread, then queues it for the runtime if it waits.
-fn spawn(mut fut: BoxFuture) {
+/// Polls `fut` once on this thread, and keeps it on the worker's executor if it waits.
+fn spawn(fut: BoxFuture) {
     let local = LOCAL.with(|l| l.borrow().clone());
     let Some(local) = local else {
         match tokio::runtime::Handle::try_current() {
@@ -317,24 +294,20 @@ fn spawn(mut fut: BoxFuture) {
         return;
     };
     USED.with(|u| u.set(true));
-    let mut cx = Context::from_waker(Waker::noop());
-    match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx))) {
-        Ok(Poll::Ready(())) => {}
-        Ok(Poll::Pending) => local.hand(Queued::Send(fut)),
-        Err(_) => tracing::error!("a future panicked in its first poll on the worker; dropped"),
-    }
+    local.tasks.start(fut, true, inside());
 }
 
-/// Runs `fut` as a task of this thread's worker runtime (it need not be `Send`: it stays on
-/// this worker): for a library's own work beside the handlers, such as a database
-/// connection's task. Returns false, dropping `fut`, on a thread with no worker runtime.
+/// Runs `fut` on this thread's worker runtime (it need not be `Send`: it stays on this
+/// worker), first polled at the runtime's next turn: for a library's own work beside the
+/// handlers, such as a database connection's task. Returns false, dropping `fut`, on a
+/// thread with no worker runtime.
 pub fn spawn_local(fut: impl Future<Output = ()> + 'static) -> bool {
     let local = LOCAL.with(|l| l.borrow().clone());
     let Some(local) = local else {
         return false;
     };
     USED.with(|u| u.set(true));
-    local.hand(Queued::Local(Box::pin(fut)));
+    local.tasks.start(Box::pin(fut), false, inside());
     true
 }
 
