@@ -817,6 +817,11 @@ fn absolute_path_start(t: &[u8]) -> Result<usize, ParseError> {
 /// RFC 9112 §6.3: `Content-Length = 1*DIGIT`; a list of identical values is accepted. Both
 /// roles read it through this (requests here, responses in `response`).
 pub(crate) fn parse_content_length(value: &[u8]) -> Result<u64, ParseError> {
+    // The usual value, one number of at most 19 digits (under 10^19, so no overflow): read
+    // without the list's splitting and the checked arithmetic.
+    if (1..=19).contains(&value.len()) && value.iter().all(u8::is_ascii_digit) {
+        return Ok(value.iter().fold(0, |n, &b| n * 10 + u64::from(b - b'0')));
+    }
     let mut result = None;
     for member in value.split(|&b| b == b',') {
         let member = chars::trim_ows(member);

@@ -176,6 +176,23 @@ fn parse(
     if let Some(f) = fields.as_deref_mut() {
         f.clear();
     }
+    let scan = &buf[..buf.len().min(MAX_RESPONSE_HEAD_BYTES)];
+    if let Some(verdict) = fast::parse(scan, fields.as_deref_mut(), strict) {
+        return verdict.map(Some);
+    }
+    if let Some(f) = fields.as_deref_mut() {
+        f.clear();
+    }
+    parse_lines(buf, fields, strict)
+}
+
+/// The line by line reader: every head [`fast::parse`] gives up on (and, in tests, any head,
+/// as the reference the fast reader is held to).
+fn parse_lines(
+    buf: &[u8],
+    mut fields: Option<&mut Vec<FieldSpan>>,
+    strict: bool,
+) -> Result<Option<ResponseInfo>, ResponseError> {
     // One pass, line by line: a head that ends within the limit has every byte in `scan`.
     // An error found before the head's end is held until that end is seen (`settle`), so the
     // verdict never depends on how the bytes were split.
@@ -254,7 +271,7 @@ fn parse(
             return settle(at, false, e);
         }
         if strict
-            && name.eq_ignore_ascii_case(b"transfer-encoding")
+            && chars::token_eq_lower(name, b"transfer-encoding")
             && let Err(e) = facts.strict_coding(value)
         {
             return settle(at, false, e);
@@ -368,8 +385,9 @@ struct Facts {
 }
 
 impl Facts {
+    /// `name` is a token (both readers check that first).
     fn field(&mut self, name: &[u8], value: &[u8]) -> Result<(), ResponseError> {
-        let is = |lit: &[u8]| name.eq_ignore_ascii_case(lit);
+        let is = |lit: &[u8]| chars::token_eq_lower(name, lit);
         match name.len() {
             14 if is(b"content-length") => {
                 // §6.3 rule 5, read as a request's is; differing field lines are an error too.
@@ -686,5 +704,6 @@ impl ResponseCounter {
     }
 }
 
+mod fast;
 #[cfg(test)]
 mod tests;

@@ -526,3 +526,21 @@ fn content_length_body_stops_at_length() {
     let s = dec.decode(b"loGET", &limits).unwrap();
     assert_eq!((s.consumed, s.data, s.done), (2, &b"lo"[..], true));
 }
+
+/// Content-Length values (RFC 9110 §8.6: 1*DIGIT; RFC 9112 §6.3 rule 5: a list of one repeated
+/// value is that value): the one-number fast path and the list reader agree at the edges.
+#[test]
+fn content_length_values_at_the_edges_of_the_fast_path() {
+    use crate::head::parse_content_length as cl;
+    assert_eq!(cl(b"0"), Ok(0));
+    assert_eq!(cl(b"0005"), Ok(5));
+    assert_eq!(cl(b"9999999999999999999"), Ok(9_999_999_999_999_999_999));
+    assert_eq!(cl(b"18446744073709551615"), Ok(u64::MAX));
+    assert!(cl(b"18446744073709551616").is_err());
+    assert!(cl(b"99999999999999999999").is_err());
+    assert_eq!(cl(b"27, 27"), Ok(27));
+    assert!(cl(b"27, 28").is_err());
+    for bad in [&b""[..], b"+1", b"-1", b"1 2", b"0x10", b"1.0", b"\xff"] {
+        assert!(cl(bad).is_err(), "{bad:?}");
+    }
+}

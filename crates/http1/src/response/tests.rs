@@ -412,3 +412,65 @@ fn one_pass_reads_as_the_two_pass_reference_did() {
         }
     }
 }
+
+/// The one-pass reader (`fast.rs`) against the line by line one, which it must never contradict:
+/// heads from the table above and a field-rich one, mutated at random (bytes that matter to
+/// the grammar put in, swapped or taken out) and cut at every length, read leniently and
+/// strictly; the verdict and every field span must be the same either way.
+#[test]
+fn the_one_pass_reader_agrees_with_the_line_by_line_one_on_every_mutated_head() {
+    const RICH: &[u8] = b"HTTP/1.1 200 OK\r\nServer: linerate\r\nDate: Thu, 26 Nov 2026 15:13:25 GMT\r\nContent-Type: application/json\r\nX-Empty:\r\nX-Ows: \t v \t\r\nConnection: keep-alive, Close\r\nContent-Length: 27\r\n\r\n{\"message\":\"Hello, World!\"}";
+    const BYTES: &[u8] = b"\r\n \t:\x00\x7f\x80,aZ09-";
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rand = move |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    let bases: Vec<&[u8]> = HEADS
+        .iter()
+        .map(|(_, h, _)| *h)
+        .chain([RICH, CL, CHUNKED])
+        .collect();
+    let (mut fast_answered, mut cases) = (0, 0);
+    for round in 0..4_000 {
+        let mut head = bases[round % bases.len()].to_vec();
+        for _ in 0..rand(3) {
+            let at = rand(head.len() + 1);
+            match rand(3) {
+                0 => head.insert(at, BYTES[rand(BYTES.len())]),
+                1 if at < head.len() => head[at] = BYTES[rand(BYTES.len())],
+                _ if at < head.len() => {
+                    head.remove(at);
+                }
+                _ => {}
+            }
+        }
+        for len in (0..=head.len()).rev().step_by(1 + rand(4)) {
+            for strict in [false, true] {
+                let buf = &head[..len];
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                let got = parse(buf, Some(&mut a), strict);
+                let want = parse_lines(buf, Some(&mut b), strict);
+                assert_eq!(
+                    got,
+                    want,
+                    "verdict for {:?} (strict {strict})",
+                    String::from_utf8_lossy(buf)
+                );
+                if want.is_ok_and(|w| w.is_some()) {
+                    assert_eq!(a, b, "spans for {:?}", String::from_utf8_lossy(buf));
+                }
+                let scan = &buf[..buf.len().min(MAX_RESPONSE_HEAD_BYTES)];
+                fast_answered += usize::from(fast::parse(scan, None, strict).is_some());
+                cases += 1;
+            }
+        }
+    }
+    // Both readers were exercised: the fast one answered many, and gave up on many.
+    assert!(
+        fast_answered > 5_000 && fast_answered < cases,
+        "{fast_answered} of {cases}"
+    );
+}
