@@ -2,7 +2,9 @@
 //!
 //! Owns reusing byte buffers so that idle connections hold none: a connection borrows a
 //! buffer only while it has a partial request or unsent output and gives it back as soon as
-//! that is gone. Single-threaded (one pool per worker): no locks, no atomics.
+//! that is gone. The same for the HTTP/1.1 connection's queue of answers held behind a
+//! deferred one (a proxied request, an async handler's): borrowed while a request is
+//! deferred, given back empty. Single-threaded (one pool per worker): no locks, no atomics.
 #![forbid(unsafe_code)]
 
 /// Capacity of a fresh pooled buffer.
@@ -13,9 +15,16 @@ const MAX_POOLED: usize = 256;
 /// pin memory forever.
 const MAX_POOLED_CAPACITY: usize = 64 * 1024;
 
-/// A free list of empty buffers, and one of filled ones.
+/// Answer queues kept for reuse; more are freed.
+const MAX_POOLED_QUEUES: usize = 256;
+
+/// A free list of empty buffers, one of filled ones, and one of empty answer queues.
 #[derive(Default)]
 pub(crate) struct Pool {
+    /// Empty answer queues: a deferred request took an allocation for its connection's
+    /// queue and another as the queue grew, each time (callgrind: ~330 instructions of every
+    /// proxied request, docs/benchmarks.md issue Q).
+    queues: Vec<Box<crate::h1::queue::Queue>>,
     free: Vec<Vec<u8>>,
     /// Buffers given back with their length kept ([`Pool::put_filled`]): whoever needs a
     /// buffer of a given length to write into (TLS records, a file chunk read with `pread`)
@@ -27,6 +36,18 @@ pub(crate) struct Pool {
 }
 
 impl Pool {
+    /// An empty answer queue.
+    pub(crate) fn get_queue(&mut self) -> Box<crate::h1::queue::Queue> {
+        self.queues.pop().unwrap_or_default()
+    }
+
+    /// Returns an answer queue, emptied; one that grew past a pipelining burst is freed.
+    pub(crate) fn put_queue(&mut self, q: Box<crate::h1::queue::Queue>) {
+        if q.reusable() && self.queues.len() < MAX_POOLED_QUEUES {
+            self.queues.push(q);
+        }
+    }
+
     /// An empty buffer with at least [`BUF_SIZE`] capacity.
     pub(crate) fn get(&mut self) -> Vec<u8> {
         self.free
@@ -97,6 +118,27 @@ mod tests {
         assert!(
             p.get_filled().is_empty(),
             "an oversized buffer is freed, not pooled"
+        );
+    }
+
+    #[test]
+    fn an_empty_queue_is_reused_and_one_still_holding_answers_never() {
+        let mut p = Pool::default();
+        let q = p.get_queue();
+        let at: *const crate::h1::queue::Queue = &*q;
+        p.put_queue(q);
+        let again = p.get_queue();
+        assert!(
+            std::ptr::eq(at, &*again),
+            "the emptied queue was not reused"
+        );
+        let mut held = again;
+        held.push_ready(b"HTTP/1.1 200 OK\r\n\r\n".to_vec(), None);
+        p.put_queue(held);
+        assert_eq!(
+            p.get_queue().len(),
+            0,
+            "a queue holding an answer came back from the pool"
         );
     }
 }

@@ -161,7 +161,8 @@ struct Live {
     /// Counted in the per-client connection table (under its peer address).
     counted: bool,
     /// Upstream connections carrying answers to this connection (proxied exchanges);
-    /// boxed, so a connection that proxies nothing pays one pointer.
+    /// boxed, so a connection that proxies nothing pays one pointer; kept, empty, between
+    /// its proxied requests (two allocations less each).
     relays: Option<Box<upstream::Relays>>,
     /// The library's streamed answers on this connection (see `streams`).
     streams: Vec<Arc<crate::streaming::Chan>>,

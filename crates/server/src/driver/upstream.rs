@@ -1060,10 +1060,8 @@ impl<B: Backend> Worker<B> {
             && let Some(live) = client_live(&mut self.slots, client)
             && let Some(r) = live.relays.as_mut()
         {
+            // Kept when empty: the connection's next proxied request reuses it.
             r.0.retain(|&t| t != token);
-            if r.0.is_empty() {
-                live.relays = None;
-            }
         }
         if let Some(client) = after.client {
             self.with(client, sh, |_, _| {});

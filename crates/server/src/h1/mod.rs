@@ -17,7 +17,7 @@
 mod conn;
 mod encode;
 mod pace;
-mod queue;
+pub(crate) mod queue;
 mod service;
 #[cfg(test)]
 mod tests;

@@ -32,9 +32,17 @@ pub(crate) struct Queue {
     bytes: usize,
 }
 
+/// Entries a pooled queue may have room for: a pipelining burst's worth.
+const SMALL_QUEUE: usize = 64;
+
 impl Queue {
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
+    }
+
+    /// Empty, and with room small enough to keep in the worker's pool.
+    pub(crate) fn reusable(&self) -> bool {
+        self.entries.is_empty() && self.bytes == 0 && self.entries.capacity() <= SMALL_QUEUE
     }
 
     /// Entries still waiting for the service.

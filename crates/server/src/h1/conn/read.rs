@@ -317,7 +317,7 @@ impl<P> Conn<P> {
         cx: &mut Cx,
     ) {
         self.queue
-            .get_or_insert_with(Default::default)
+            .get_or_insert_with(|| cx.pool.get_queue())
             .push_pending(facts, u64::MAX);
         // The application refused a length over the limit before sending the request up;
         // a chunked body's limit is counted as it comes.
@@ -384,7 +384,7 @@ impl<P> Conn<P> {
     /// The answer comes later; 503 at `deadline` (`u64::MAX`: never).
     pub(super) fn defer(&mut self, facts: Facts, deadline: u64, cx: &mut Cx) {
         self.queue
-            .get_or_insert_with(Default::default)
+            .get_or_insert_with(|| cx.pool.get_queue())
             .push_pending(facts, deadline);
         if facts.ends {
             // No request after this one will be read; its answer decides the close.
@@ -407,7 +407,7 @@ impl<P> Conn<P> {
             ..facts
         };
         self.queue
-            .get_or_insert_with(Default::default)
+            .get_or_insert_with(|| cx.pool.get_queue())
             .push_pending(facts, u64::MAX);
         self.reading = Reading::Upgrade;
     }

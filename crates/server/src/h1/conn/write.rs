@@ -201,7 +201,9 @@ impl<P> Conn<P> {
                 return;
             };
             if q.len() == 0 {
-                self.queue = None;
+                if let Some(q) = self.queue.take() {
+                    cx.pool.put_queue(q);
+                }
                 return;
             }
             if q.front_pending().is_some() {
