@@ -24,12 +24,15 @@ where
 }
 
 /// The first value of `name`, if any line has it.
-pub fn first<'f, N, V>(fields: &'f [(N, V)], name: &'f [u8]) -> Option<&'f [u8]>
+pub fn first<'f, N, V>(fields: &'f [(N, V)], name: &[u8]) -> Option<&'f [u8]>
 where
     N: AsRef<[u8]>,
     V: AsRef<[u8]>,
 {
-    values(fields, name).next()
+    fields
+        .iter()
+        .find(|(n, _)| n.as_ref().eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_ref())
 }
 
 /// Whether any line carries `name`.
