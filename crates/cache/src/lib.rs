@@ -20,8 +20,11 @@ pub mod entry;
 pub mod facts;
 pub mod fields;
 pub mod freshness;
+pub mod invalidate;
 pub mod key;
+pub mod status;
 pub mod storable;
+pub mod validate;
 
 pub use entry::{Entry, Timing};
 pub use facts::{Method, Request, RequestFacts, Response, ResponseFacts};
