@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cache_control;
+pub mod collapse;
 pub mod entry;
 pub mod facts;
 pub mod fields;
@@ -24,6 +25,7 @@ pub mod invalidate;
 pub mod key;
 pub mod status;
 pub mod storable;
+pub mod store;
 pub mod validate;
 
 pub use entry::{Entry, Timing};
