@@ -11,6 +11,7 @@
 //! - [`status`]: the Cache-Status field (RFC 9211).
 //! - [`store`]: the bounded memory store (S3-FIFO) and its [`Counters`](store::Counters).
 //! - [`collapse`]: collapsed-forwarding bookkeeping (one leader per key, the rest wait).
+//! - [`policy`]: [`plan`] before going upstream and [`after`] the answer, composed from the above.
 //!
 //! docs/cache.md describes the design and what the server does with it.
 #![forbid(unsafe_code)]
@@ -23,6 +24,7 @@ pub mod fields;
 pub mod freshness;
 pub mod invalidate;
 pub mod key;
+pub mod policy;
 pub mod status;
 pub mod storable;
 pub mod store;
@@ -32,6 +34,7 @@ pub use entry::{Entry, Timing};
 pub use facts::{Method, Request, RequestFacts, Response, ResponseFacts};
 pub use freshness::{Reuse, Why};
 pub use key::{Key, NoKey, Variant, Vary};
+pub use policy::{After, Bypass, Plan, after, plan};
 pub use storable::NotStored;
 
 /// An instant, in whole seconds since the Unix epoch: HTTP dates and ages have one-second

@@ -195,7 +195,8 @@ impl Store {
         self.shard(key).get(key, fields)
     }
 
-    pub fn insert(&self, entry: Entry) -> Inserted {
+    pub fn insert(&self, entry: impl Into<Arc<Entry>>) -> Inserted {
+        let entry = entry.into();
         let key = entry.key.clone();
         self.shard(&key).insert(entry)
     }
@@ -308,7 +309,8 @@ impl Shard {
         Lookup::VaryMiss
     }
 
-    pub fn insert(&mut self, entry: Entry) -> Inserted {
+    pub fn insert(&mut self, entry: impl Into<Arc<Entry>>) -> Inserted {
+        let entry: Arc<Entry> = entry.into();
         let size = entry.size();
         if size > self.limits.max_object || size > self.limits.capacity {
             return Inserted::TooBig;
@@ -348,7 +350,7 @@ impl Shard {
         let id = match self.free.pop() {
             Some(id) => {
                 let s = &mut self.slots[id as usize];
-                s.entry = Some(Arc::new(entry));
+                s.entry = Some(entry);
                 s.freq = 0;
                 s.queue = queue;
                 s.size = size;
@@ -356,7 +358,7 @@ impl Shard {
             }
             None => {
                 self.slots.push(Slot {
-                    entry: Some(Arc::new(entry)),
+                    entry: Some(entry),
                     generation: 0,
                     freq: 0,
                     queue,
