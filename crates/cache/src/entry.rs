@@ -78,8 +78,62 @@ impl Entry {
         ENTRY_OVERHEAD + self.key.as_bytes().len() + self.variant.size() + head + self.body.len()
     }
 
+    /// The stored fields to send on an answer from the cache: all but Age, which the cache
+    /// replaces with its own (§5.1: [`crate::freshness::age_field`] of the current age).
+    pub fn answer_fields(&self) -> impl Iterator<Item = &OwnedField> {
+        self.fields
+            .iter()
+            .filter(|(n, _)| !n.eq_ignore_ascii_case(b"age"))
+    }
+
     /// The first value of a stored field.
     pub fn field(&self, name: &[u8]) -> Option<&[u8]> {
         first(&self.fields, name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fields::Field;
+
+    #[test]
+    fn answers_carry_the_caches_age_not_the_stored_one() {
+        // RFC 9111 §5.1: the stored Age is replaced by the current age.
+        let fields: &[Field] = &[
+            (b"Age", b"100"),
+            (b"ETag", b"\"a\""),
+            (b"Connection", b"close"),
+        ];
+        let t = Timing {
+            request_time: Time(0),
+            response_time: Time(0),
+        };
+        let key = Key::new(b"http", b"a", b"/").unwrap();
+        let e = Entry::new(
+            key,
+            Variant::default(),
+            &Response {
+                status: 200,
+                fields,
+            },
+            Arc::from(&b""[..]),
+            t,
+        );
+        assert_eq!(e.facts.age, 100, "read for the age calculation");
+        let sent: Vec<&[u8]> = e.answer_fields().map(|(n, _)| &n[..]).collect();
+        assert_eq!(
+            sent,
+            [&b"ETag"[..]],
+            "no Age; Connection never stored (§3.1)"
+        );
+    }
+
+    #[test]
+    fn the_shared_parts_can_cross_threads() {
+        fn shared<T: Send + Sync>() {}
+        shared::<Entry>();
+        shared::<crate::store::Store>();
+        shared::<crate::collapse::Flights<u64>>();
     }
 }

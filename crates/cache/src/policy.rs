@@ -32,7 +32,8 @@ pub enum Bypass {
 pub enum Plan {
     /// Forward as is; the answer is not stored.
     Bypass(Bypass),
-    /// Answer from `entry` (with `Age: age`; a 304 instead when `not_modified`). When
+    /// Answer from `entry` ([`Entry::answer_fields`] and `Age: age`; a 304 with
+    /// [`crate::validate::not_modified_fields`] instead when `not_modified`). When
     /// `revalidate` is set (stale-while-revalidate), also start one background validation,
     /// collapsed with any other for the key.
     Answer {
