@@ -8,6 +8,7 @@
 //! - [`storable`]: may it be stored (§3); [`freshness`]: lifetime, age, may it be used (§4.2).
 //! - [`validate`]: conditional requests upstream, 304 updates (§4.3), 304s to the client.
 //! - [`invalidate`]: what an unsafe method's success invalidates (§4.4).
+//! - [`range`]: one byte range of a stored whole (RFC 9110 §14).
 //! - [`status`]: the Cache-Status field (RFC 9211).
 //! - [`store`]: the bounded memory store (S3-FIFO) and its [`Counters`](store::Counters).
 //! - [`collapse`]: collapsed-forwarding bookkeeping (one leader per key, the rest wait).
@@ -25,6 +26,7 @@ pub mod freshness;
 pub mod invalidate;
 pub mod key;
 pub mod policy;
+pub mod range;
 pub mod status;
 pub mod storable;
 pub mod store;
