@@ -4,7 +4,7 @@
 //! response's `Vary` names (§4.1), normalised. Nothing else from the request is in the key, so
 //! no other field (X-Forwarded-Host, a second Host, X-Original-URL…) can change what is stored.
 
-use crate::fields::{Field, elements, trim, values};
+use crate::fields::{Field, elements, is_ows, values};
 
 /// The primary cache key: `scheme://authority` then the origin-form target, as bytes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -227,7 +227,7 @@ impl Variant {
     pub fn matches(&self, request_fields: &[Field<'_>]) -> bool {
         self.0
             .iter()
-            .all(|(name, want)| normalise(name, request_fields).as_deref() == want.as_deref())
+            .all(|(name, want)| same_value(name, want.as_deref(), request_fields))
     }
 
     /// The bytes this variant holds, for the store's accounting.
@@ -250,11 +250,11 @@ fn normalise(name: &[u8], fields: &[Field<'_>]) -> Option<Box<[u8]>> {
         .map(|e| {
             if unordered {
                 e.iter()
-                    .filter(|b| !b.is_ascii_whitespace())
+                    .filter(|b| !is_ows(**b))
                     .map(u8::to_ascii_lowercase)
                     .collect()
             } else {
-                trim(e).to_vec()
+                e.to_vec()
             }
         })
         .collect();
@@ -262,6 +262,65 @@ fn normalise(name: &[u8], fields: &[Field<'_>]) -> Option<Box<[u8]>> {
         parts.sort_unstable();
     }
     Some(parts.join(&b","[..]).into_boxed_slice())
+}
+
+/// Whether `normalise(name, fields)` equals `want`, without building it: this runs on every
+/// lookup of a Vary'd entry (Accept-Encoding on most compressed answers), so it allocates
+/// nothing. Lists with quoted strings take the building path (a comma inside quotes would
+/// make the stored form's pieces differ from the elements).
+fn same_value(name: &[u8], want: Option<&[u8]>, fields: &[Field<'_>]) -> bool {
+    let present = values(fields, name).next().is_some();
+    let Some(want) = want else {
+        return !present;
+    };
+    if !present {
+        return false;
+    }
+    if !UNORDERED_LISTS.contains(&name) {
+        // The elements, in order, each followed by a comma but the last.
+        let mut rest = want;
+        for (i, e) in values(fields, name).flat_map(elements).enumerate() {
+            if i > 0 {
+                match rest.split_first() {
+                    Some((b',', r)) => rest = r,
+                    _ => return false,
+                }
+            }
+            match rest.strip_prefix(e) {
+                Some(r) => rest = r,
+                None => return false,
+            }
+        }
+        return rest.is_empty();
+    }
+    let pieces = || want.split(|b| *b == b',').filter(|_| !want.is_empty());
+    let n = pieces().count();
+    if n > 64 || want.contains(&b'"') || values(fields, name).any(|v| v.contains(&b'"')) {
+        return normalise(name, fields).as_deref() == Some(want);
+    }
+    // The same elements in any order: each request element takes one unused equal piece.
+    let mut used = 0u64;
+    let mut count = 0;
+    for e in values(fields, name).flat_map(elements) {
+        count += 1;
+        let free = pieces()
+            .enumerate()
+            .position(|(i, p)| used & (1 << i) == 0 && folded_eq(e, p));
+        match free {
+            Some(i) => used |= 1 << i,
+            None => return false,
+        }
+    }
+    count == n
+}
+
+/// Whether element `e`, lower-cased and without OWS, is `piece`.
+fn folded_eq(e: &[u8], piece: &[u8]) -> bool {
+    let mut folded = e
+        .iter()
+        .filter(|b| !is_ows(**b))
+        .map(u8::to_ascii_lowercase);
+    piece.iter().all(|b| folded.next() == Some(*b)) && folded.next().is_none()
 }
 
 #[cfg(test)]
@@ -504,5 +563,81 @@ mod tests {
         let none = Variant::of(&vary, &[(b"Accept-Language", b"en")]);
         assert!(none.matches(&[(b"Accept-Language", b"en")]));
         assert!(!none.matches(&[(b"Accept-Language", b"en"), (b"foo", b"")]));
+    }
+
+    #[test]
+    fn element_boundaries_are_part_of_the_value() {
+        // §4.1: "a b" (one element) is not "a, b" (two), nor "axb" "a,b".
+        type Row<'a> = (&'a [u8], &'a [u8], &'a [u8], bool);
+        let rows: &[Row] = &[
+            (b"x-foo", b"a b", b"a, b", false),
+            (b"x-foo", b"axb", b"a,b", false),
+            (b"x-foo", b"a, b", b"a,b", true),
+            (b"accept-language", b"a b", b"a, b", false),
+            (b"accept-language", b"en,de", b"de , EN", true),
+            (b"accept-language", b"en,en", b"en", false),
+            (b"accept-language", b"en", b"en,en", false),
+        ];
+        for (name, stored, request, want) in rows {
+            let stored = normalise(name, &[(name, stored)]);
+            assert_eq!(
+                same_value(name, stored.as_deref(), &[(name, request)]),
+                *want,
+                "{stored:?} / {request:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn property_matching_without_allocation_agrees_with_normalising() {
+        // `same_value` must say exactly what comparing the normalised forms says, for any
+        // pair of requests, on both the ordered and the unordered path.
+        const PIECES: &[&str] = &[
+            "en", "EN", "de", " ", ",", "\t", "\"", "gzip", "br;q=0.5", "a b", "a", "b", "axb", "",
+        ];
+        let mut g: u64 = 0x5eed;
+        let mut next = move |n: usize| {
+            g ^= g << 13;
+            g ^= g >> 7;
+            g ^= g << 17;
+            (g % n as u64) as usize
+        };
+        let (mut equal, mut differ) = (0, 0);
+        for _ in 0..30_000 {
+            let lines = |next: &mut dyn FnMut(usize) -> usize| -> Vec<String> {
+                let count = next(3);
+                (0..count)
+                    .map(|_| (0..next(6)).map(|_| PIECES[next(PIECES.len())]).collect())
+                    .collect()
+            };
+            let a = lines(&mut next);
+            // Half the time the second request is the first one's lines, rejoined: often
+            // equal after normalising, sometimes not.
+            let b = if next(2) == 0 {
+                lines(&mut next)
+            } else {
+                vec![a.concat()]
+            };
+            for name in [&b"accept-language"[..], b"x-foo"] {
+                let fa: Vec<Field> = a.iter().map(|v| (name, v.as_bytes())).collect();
+                let fb: Vec<Field> = b.iter().map(|v| (name, v.as_bytes())).collect();
+                let stored = normalise(name, &fa);
+                let want = normalise(name, &fb) == stored;
+                if want {
+                    equal += 1
+                } else {
+                    differ += 1
+                }
+                assert_eq!(
+                    same_value(name, stored.as_deref(), &fb),
+                    want,
+                    "{a:?} vs {b:?}"
+                );
+            }
+        }
+        assert!(
+            equal > 5_000 && differ > 5_000,
+            "both outcomes exercised: {equal} / {differ}"
+        );
     }
 }
