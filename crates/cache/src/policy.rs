@@ -2,6 +2,30 @@
 //! going upstream (answer from the store, forward, validate, or 504), and [`after`] once the
 //! upstream head is in (store it, freshen from a 304, serve stale on error, invalidate). The
 //! server's content phase calls these two and does the I/O; nothing here reads a clock.
+//!
+//! ```
+//! use linerate_cache::store::{Limits, Store};
+//! use linerate_cache::{After, Entry, Options, Plan, Request, Response, Time, Timing, after, plan};
+//!
+//! let store = Store::new(Limits::default());
+//! let opts = Options::default();
+//! let req = Request { method: b"GET", scheme: b"https", authority: b"example.com",
+//!                     target: b"/a", fields: &[] };
+//! let now = Time(1_700_000_000);
+//! // A miss: go upstream.
+//! assert!(matches!(plan(&req, &store, now, &opts), Plan::Forward { validate: None, .. }));
+//! let resp = Response { status: 200, fields: &[(b"Cache-Control", b"max-age=60")] };
+//! let timing = Timing { request_time: now, response_time: now };
+//! if let After::Store { key, variant } = after(&req, Some(&resp), None, timing, &store, &opts) {
+//!     // ... once the body is whole (and under the limit):
+//!     store.insert(Entry::new(key, variant, &resp, b"hello"[..].into(), timing));
+//! }
+//! // Ten seconds later: a hit, Age: 10.
+//! match plan(&req, &store, Time(now.0 + 10), &opts) {
+//!     Plan::Answer { entry, age, .. } => assert_eq!((&*entry.body, age), (&b"hello"[..], 10)),
+//!     other => panic!("{other:?}"),
+//! }
+//! ```
 
 use std::sync::Arc;
 
