@@ -30,7 +30,7 @@ pub fn conditional_fields(entry: &Entry) -> Vec<(&'static [u8], &[u8])> {
 /// Content-Length describes the stored body, not the 304's (cache-tests requires it), and a
 /// Content-Encoding or Content-Range from a 304 would no longer describe the bytes kept
 /// (§3.2 allows keeping fields "necessary to assure integrity of the stored response").
-const KEPT_ON_UPDATE: &[&[u8]] = &[b"content-length", b"content-encoding", b"content-range"];
+pub const KEPT_ON_UPDATE: &[&[u8]] = &[b"content-length", b"content-encoding", b"content-range"];
 
 /// Why a 304 does not freshen the entry it answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
