@@ -11,6 +11,7 @@
 //! - [`range`]: one byte range of a stored whole (RFC 9110 §14).
 //! - [`status`]: the Cache-Status field (RFC 9211).
 //! - [`store`]: the bounded memory store (S3-FIFO) and its [`Counters`](store::Counters).
+//! - [`fill`]: a body collected for the store while it streams, dropped past the limit.
 //! - [`collapse`]: collapsed-forwarding bookkeeping (one leader per key, the rest wait).
 //! - [`policy`]: [`plan`] before going upstream and [`after`] the answer, composed from the above.
 //!
@@ -22,6 +23,7 @@ pub mod collapse;
 pub mod entry;
 pub mod facts;
 pub mod fields;
+pub mod fill;
 pub mod freshness;
 pub mod invalidate;
 pub mod key;
