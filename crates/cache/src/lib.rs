@@ -60,6 +60,23 @@ pub struct Options {
     /// an origin that says nothing about caching has not agreed to stale answers, and
     /// cache-tests' many tests assume a cache that does not invent lifetimes.
     pub heuristic: Option<Heuristic>,
+    /// What lets an answer with Set-Cookie be stored.
+    pub set_cookie: SetCookie,
+}
+
+/// What lets a shared cache store an answer that sets a cookie (RFC 9111 does not forbid it;
+/// see [`NotStored::SetCookie`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SetCookie {
+    /// `public` or `s-maxage`: the grant §3.5 asks of answers to authorized requests, the
+    /// origin saying shared caches in particular may keep it. nginx, Varnish and most CDNs
+    /// refuse such answers by default. Costs cache-tests' `headers-store-Set-Cookie` and
+    /// `headers-store-Set-Cookie2` (required) and `other-set-cookie` (optimal).
+    #[default]
+    SharedGrant,
+    /// Any explicit freshness (`max-age`, `s-maxage`, `Expires`) or `public`: RFC 9111's
+    /// reading, minus answers stored on a validator or heuristics alone.
+    Explicit,
 }
 
 /// Heuristic freshness: a fraction of the time since Last-Modified (§4.2.2), capped.

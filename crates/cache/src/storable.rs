@@ -6,7 +6,7 @@ use crate::cache_control::Delta;
 use crate::facts::{Method, RequestFacts, ResponseFacts};
 use crate::freshness::lifetime;
 use crate::key::Vary;
-use crate::{Options, Time};
+use crate::{Options, SetCookie, Time};
 
 /// Why a response is not stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,10 +27,10 @@ pub enum NotStored {
     /// The request had Authorization and the answer has none of `public`, `s-maxage`,
     /// `must-revalidate` (§3.5).
     Authorization,
-    /// The answer sets a cookie and has neither `public` nor `s-maxage`. RFC 9111 does not
-    /// forbid it, but a Set-Cookie marks an answer made for one client: storing it would
-    /// hand that client's cookie (and usually its page: web cache deception, `/account/x.css`)
-    /// to everyone. Only an origin that says shared caches may keep it is believed.
+    /// The answer sets a cookie without the grant [`Options::set_cookie`] asks for (by
+    /// default `public` or `s-maxage`). RFC 9111 does not forbid storing it, but a
+    /// Set-Cookie marks an answer made for one client: storing it would hand that client's
+    /// cookie (and usually its page: web cache deception, `/account/x.css`) to everyone.
     SetCookie,
     /// `Vary: *` never matches a later request (§4.1), or a Vary too long to key on.
     Vary,
@@ -87,15 +87,19 @@ pub fn storable(
     if req.authorization && !(shared_grant || cc.must_revalidate) {
         return Err(NotStored::Authorization);
     }
-    if resp.set_cookie && !shared_grant {
+    let explicit = cc.max_age != Delta::Absent
+        || cc.s_maxage != Delta::Absent
+        || resp.expires != crate::facts::Expires::Absent;
+    let cookie_grant = match opts.set_cookie {
+        SetCookie::SharedGrant => shared_grant,
+        SetCookie::Explicit => explicit || cc.public,
+    };
+    if resp.set_cookie && !cookie_grant {
         return Err(NotStored::SetCookie);
     }
     if matches!(resp.vary, Vary::Star | Vary::TooMany) {
         return Err(NotStored::Vary);
     }
-    let explicit = cc.max_age != Delta::Absent
-        || cc.s_maxage != Delta::Absent
-        || resp.expires != crate::facts::Expires::Absent;
     let by_default =
         heuristically_cacheable(resp.status) && (opts.heuristic.is_some() || resp.has_validator());
     if !(explicit || by_default || cc.public) {
@@ -412,6 +416,40 @@ mod tests {
     }
 
     #[test]
+    fn set_cookie_with_explicit_freshness_when_asked() {
+        // Options::set_cookie = Explicit: RFC 9111's own reading (Set-Cookie does not inhibit
+        // caching), which cache-tests' headers-store-Set-Cookie requires; still not stored
+        // on a validator or heuristics alone.
+        let explicit = Options {
+            set_cookie: SetCookie::Explicit,
+            ..Options::default()
+        };
+        let with = |cc: &'static [u8]| -> Vec<Field<'static>> {
+            vec![(b"Set-Cookie", b"s=1"), (b"Cache-Control", cc)]
+        };
+        assert_eq!(
+            check("GET", &[], 200, &with(b"max-age=60"), &explicit),
+            Ok(())
+        );
+        assert_eq!(
+            check("GET", &[], 200, &with(b"max-age=60"), &Options::default()),
+            Err(NotStored::SetCookie)
+        );
+        let lm: &[Field] = &[
+            (b"Set-Cookie", b"s=1"),
+            (b"Last-Modified", b"Sun, 06 Nov 1994 08:49:37 GMT"),
+        ];
+        assert_eq!(
+            check("GET", &[], 200, lm, &explicit),
+            Err(NotStored::SetCookie)
+        );
+        assert_eq!(
+            check("GET", &[], 200, &with(b"private, max-age=60"), &explicit),
+            Err(NotStored::Private)
+        );
+    }
+
+    #[test]
     fn account_css_deception_is_not_stored() {
         // Issue Q: `/account/x.css` answered with the account page. Whatever the path looks
         // like, the answer decides: private or a cookie keeps it out.
@@ -437,6 +475,7 @@ mod tests {
         // §4.2.2: only heuristically cacheable statuses.
         let on = Options {
             heuristic: Some(Heuristic::default()),
+            ..Options::default()
         };
         let lm: &[Field] = &[(b"Last-Modified", b"Sun, 06 Nov 1994 08:49:37 GMT")];
         assert_eq!(check("GET", &[], 200, lm, &on), Ok(()));

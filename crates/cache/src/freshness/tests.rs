@@ -58,6 +58,7 @@ fn lifetime_table() {
             percent: 10,
             max: 3600,
         }),
+        ..Options::default()
     };
     type Row<'a> = (Vec<(&'a str, String)>, &'a Options, u64, &'a str);
     let rows: Vec<Row> = vec![
