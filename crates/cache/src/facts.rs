@@ -119,7 +119,8 @@ impl ResponseFacts {
             last_modified: first(fields, b"last-modified").and_then(parse_date),
             etag: has(fields, b"etag"),
             vary: Vary::parse(fields),
-            set_cookie: has(fields, b"set-cookie") || has(fields, b"set-cookie2"),
+            // Not Set-Cookie2: obsolete (RFC 6265 §9.4), and no browser keeps it.
+            set_cookie: has(fields, b"set-cookie"),
         }
     }
 

@@ -70,8 +70,8 @@ pub struct Options {
 pub enum SetCookie {
     /// `public` or `s-maxage`: the grant §3.5 asks of answers to authorized requests, the
     /// origin saying shared caches in particular may keep it. nginx, Varnish and most CDNs
-    /// refuse such answers by default. Costs cache-tests' `headers-store-Set-Cookie` and
-    /// `headers-store-Set-Cookie2` (required) and `other-set-cookie` (optimal).
+    /// refuse such answers by default. Costs cache-tests' `headers-store-Set-Cookie`
+    /// (required) and `other-set-cookie` (optimal), as it does nginx's, Varnish's and Squid's.
     #[default]
     SharedGrant,
     /// Any explicit freshness (`max-age`, `s-maxage`, `Expires`) or `public`: RFC 9111's

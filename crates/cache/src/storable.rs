@@ -450,6 +450,13 @@ mod tests {
     }
 
     #[test]
+    fn set_cookie2_is_not_a_cookie() {
+        // RFC 6265 §9.4 obsoletes it; cache-tests' required headers-store-Set-Cookie2.
+        let resp: &[Field] = &[(b"Set-Cookie2", b"a=b"), (b"Cache-Control", b"max-age=60")];
+        assert_eq!(check("GET", &[], 200, resp, &Options::default()), Ok(()));
+    }
+
+    #[test]
     fn account_css_deception_is_not_stored() {
         // Issue Q: `/account/x.css` answered with the account page. Whatever the path looks
         // like, the answer decides: private or a cookie keeps it out.
