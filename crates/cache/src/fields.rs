@@ -99,17 +99,10 @@ pub(crate) fn is_tchar(b: u8) -> bool {
 }
 
 /// An HTTP date (RFC 9110 §5.6.7: IMF-fixdate, and the obsolete RFC 850 and asctime forms a
-/// recipient must read), as seconds since the Unix epoch; `None` when it is none of them.
+/// recipient must read), as seconds since the Unix epoch; `None` when it is none of them
+/// (see [`crate::date`]).
 pub fn parse_date(value: &[u8]) -> Option<Time> {
-    let text = std::str::from_utf8(trim(value)).ok()?;
-    let at = httpdate::parse_http_date(text).ok()?;
-    let secs = at.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
-    Some(Time(secs))
-}
-
-/// Formats `t` as an IMF-fixdate (for If-Modified-Since built from a stored date).
-pub fn format_date(t: Time) -> String {
-    httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_secs(t.0))
+    crate::date::parse(trim(value))
 }
 
 /// Hop-by-hop fields a cache must not store or take from a 304 (RFC 9111 §3.1, RFC 9110
@@ -169,10 +162,6 @@ mod tests {
         assert_eq!(parse_date(b"Sun Nov  6 08:49:37 1994"), t);
         assert_eq!(parse_date(b"0"), None);
         assert_eq!(parse_date(b"\xff"), None);
-        assert_eq!(
-            format_date(Time(784_111_777)),
-            "Sun, 06 Nov 1994 08:49:37 GMT"
-        );
     }
 
     #[test]

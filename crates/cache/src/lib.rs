@@ -20,6 +20,7 @@
 
 pub mod cache_control;
 pub mod collapse;
+pub mod date;
 pub mod entry;
 pub mod facts;
 pub mod fields;

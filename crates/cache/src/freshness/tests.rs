@@ -3,7 +3,7 @@
 use super::*;
 use crate::entry::Entry;
 use crate::facts::Request;
-use crate::fields::{Field, format_date};
+use crate::fields::Field;
 use crate::key::{Key, Variant};
 use crate::{Heuristic, Response};
 
@@ -11,7 +11,7 @@ use crate::{Heuristic, Response};
 const T0: Time = Time(1_700_000_000);
 
 fn date(t: Time) -> String {
-    format_date(t)
+    httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_secs(t.0))
 }
 
 fn entry(fields: &[(&str, String)], timing: Timing) -> Entry {
