@@ -1,8 +1,9 @@
 //! Fuzzes linerate-cache's field readers over arbitrary bytes. The input's lines are
-//! Cache-Control lines (and, in turn, Age, Expires, Vary and a key's authority/target). It
-//! asserts (HTTP dates included, read by crates/cache/src/date.rs): no panic; every item's name is a token; every lifetime at most 2^31; a restricting
-//! directive put before or after any line is never lost; without quotes or escapes, lines
-//! combined with ", " read the same as apart (RFC 9110 §5.3); a key made has no control bytes.
+//! Cache-Control lines and, in turn, Age, Expires, Date, Last-Modified (crates/cache's date
+//! reader), Vary and a key's authority/target. It asserts: no panic; every item's name is a
+//! token; every lifetime at most 2^31; a restricting directive put before or after any line
+//! is never lost; without quotes or escapes, lines combined with ", " read the same as apart
+//! (RFC 9110 §5.3); a key made has no control bytes.
 #![no_main]
 
 use linerate_cache::cache_control::{
