@@ -93,7 +93,8 @@ pub fn freshen(
 
 /// Whether the cache answers a client's GET or HEAD with 304 from `entry` (RFC 9110
 /// §13.2.2): If-None-Match decides when present (weak comparison, `*` matches any); else
-/// If-Modified-Since, against the entry's Last-Modified, when it is one valid date.
+/// If-Modified-Since, when it is one valid date, against the entry's Last-Modified (or Date,
+/// or the time it was received: RFC 9111 §4.3.2).
 pub fn not_modified(request: &[Field<'_>], entry: &Entry) -> bool {
     if values(request, b"if-none-match").next().is_some() {
         let Some(etag) = entry.field(b"etag") else {
@@ -110,13 +111,14 @@ pub fn not_modified(request: &[Field<'_>], entry: &Entry) -> bool {
     let (Some(ims), None) = (ims.next(), ims.next()) else {
         return false;
     };
-    match (
-        parse_date(ims),
-        entry.field(b"last-modified").and_then(parse_date),
-    ) {
-        (Some(since), Some(lm)) => lm <= since,
-        _ => false,
-    }
+    // RFC 9111 §4.3.2: the stored response's Last-Modified, else its Date, else the time
+    // it was received.
+    let modified = entry
+        .facts
+        .last_modified
+        .or(entry.facts.date)
+        .unwrap_or(entry.timing.response_time);
+    parse_date(ims).is_some_and(|since| modified <= since)
 }
 
 /// Weak comparison of two entity-tags (RFC 9110 §8.8.3.2): the opaque tags equal, either
@@ -340,9 +342,21 @@ mod tests {
         for (req, want, rule) in rows {
             assert_eq!(not_modified(req, &e), *want, "{req:?} ({rule})");
         }
+        // RFC 9111 §4.3.2: without Last-Modified, the Date; without Date, the time received
+        // (Time(10) here, long before LM).
+        let dated = entry(&[(b"Date", b"Thu, 02 Jan 2020 00:00:00 GMT")]);
         assert!(
-            !not_modified(&[(b"If-Modified-Since", LM)], &entry(&[])),
-            "no Last-Modified"
+            !not_modified(&[(b"If-Modified-Since", LM)], &dated),
+            "Date after IMS"
+        );
+        let dated = entry(&[(b"Date", b"Tue, 31 Dec 2019 00:00:00 GMT")]);
+        assert!(
+            not_modified(&[(b"If-Modified-Since", LM)], &dated),
+            "Date before IMS"
+        );
+        assert!(
+            not_modified(&[(b"If-Modified-Since", LM)], &entry(&[])),
+            "time received"
         );
     }
 
