@@ -1,0 +1,139 @@
+//! A stored response: its head (less the fields never stored, §3.1), body, the facts read from
+//! it, the secondary key it was chosen by and when it was requested and received (§4.2.3).
+//! Immutable once made: a 304 makes a new entry that shares the body (§4.3.4).
+
+use std::sync::Arc;
+
+use crate::Time;
+use crate::facts::{Response, ResponseFacts};
+use crate::fields::{OwnedField, first, to_stored};
+use crate::key::{Key, Variant};
+
+/// Memory an entry costs beyond its bytes (the entry, its `Arc`, the map and queue slots),
+/// counted so that a store of many tiny objects still stays under its limit.
+pub const ENTRY_OVERHEAD: usize = 256;
+
+/// When the request that fetched a response was sent, and when its head arrived (§4.2.3's
+/// `request_time` and `response_time`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timing {
+    pub request_time: Time,
+    pub response_time: Time,
+}
+
+#[derive(Debug)]
+pub struct Entry {
+    pub key: Key,
+    pub variant: Variant,
+    pub status: u16,
+    pub fields: Vec<OwnedField>,
+    pub body: Arc<[u8]>,
+    pub facts: ResponseFacts,
+    pub timing: Timing,
+}
+
+impl Entry {
+    /// An entry for `response` to a request with secondary key `variant`; hop-by-hop and
+    /// Connection-named fields are dropped (§3.1).
+    pub fn new(
+        key: Key,
+        variant: Variant,
+        response: &Response<'_>,
+        body: Arc<[u8]>,
+        timing: Timing,
+    ) -> Entry {
+        Entry::from_stored(
+            key,
+            variant,
+            response.status,
+            to_stored(response.fields),
+            body,
+            timing,
+        )
+    }
+
+    pub(crate) fn from_stored(
+        key: Key,
+        variant: Variant,
+        status: u16,
+        fields: Vec<OwnedField>,
+        body: Arc<[u8]>,
+        timing: Timing,
+    ) -> Entry {
+        let facts = ResponseFacts::of(status, &fields);
+        Entry {
+            key,
+            variant,
+            status,
+            fields,
+            body,
+            facts,
+            timing,
+        }
+    }
+
+    /// The bytes this entry holds in memory, for the store's limit.
+    pub fn size(&self) -> usize {
+        let head: usize = self.fields.iter().map(|(n, v)| n.len() + v.len() + 4).sum();
+        ENTRY_OVERHEAD + self.key.as_bytes().len() + self.variant.size() + head + self.body.len()
+    }
+
+    /// The stored fields to send on an answer from the cache: all but Age, which the cache
+    /// replaces with its own (§5.1: [`crate::freshness::age_field`] of the current age).
+    pub fn answer_fields(&self) -> impl Iterator<Item = &OwnedField> {
+        self.fields
+            .iter()
+            .filter(|(n, _)| !n.eq_ignore_ascii_case(b"age"))
+    }
+
+    /// The first value of a stored field.
+    pub fn field(&self, name: &[u8]) -> Option<&[u8]> {
+        first(&self.fields, name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fields::Field;
+
+    #[test]
+    fn answers_carry_the_caches_age_not_the_stored_one() {
+        // RFC 9111 §5.1: the stored Age is replaced by the current age.
+        let fields: &[Field] = &[
+            (b"Age", b"100"),
+            (b"ETag", b"\"a\""),
+            (b"Connection", b"close"),
+        ];
+        let t = Timing {
+            request_time: Time(0),
+            response_time: Time(0),
+        };
+        let key = Key::new(b"http", b"a", b"/").unwrap();
+        let e = Entry::new(
+            key,
+            Variant::default(),
+            &Response {
+                status: 200,
+                fields,
+            },
+            Arc::from(&b""[..]),
+            t,
+        );
+        assert_eq!(e.facts.age, 100, "read for the age calculation");
+        let sent: Vec<&[u8]> = e.answer_fields().map(|(n, _)| &n[..]).collect();
+        assert_eq!(
+            sent,
+            [&b"ETag"[..]],
+            "no Age; Connection never stored (§3.1)"
+        );
+    }
+
+    #[test]
+    fn the_shared_parts_can_cross_threads() {
+        fn shared<T: Send + Sync>() {}
+        shared::<Entry>();
+        shared::<crate::store::Store>();
+        shared::<crate::collapse::Flights<u64>>();
+    }
+}

@@ -1,0 +1,216 @@
+//! What the cache needs from a request and a response head, read once: directives, dates,
+//! Age, validators, Vary, Set-Cookie, Authorization, conditionals. The rules that read them
+//! (storable, freshness, reuse, validation) live in their own modules; this one only reads.
+
+use crate::Time;
+use crate::cache_control::{MAX_DELTA, RequestDirectives, ResponseDirectives};
+use crate::fields::{Field, elements, first, has, parse_date, trim, values};
+use crate::key::Vary;
+
+/// A request's method, as the cache sorts them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Head,
+    /// OPTIONS and TRACE (RFC 9110 §9.2.1): never cached, invalidate nothing.
+    OtherSafe,
+    /// Everything else (POST, PUT, DELETE, PATCH, unknown): invalidates on success (§4.4).
+    Unsafe,
+}
+
+impl Method {
+    pub fn of(method: &[u8]) -> Method {
+        // Methods are case-sensitive (RFC 9110 §9.1).
+        match method {
+            b"GET" => Method::Get,
+            b"HEAD" => Method::Head,
+            b"OPTIONS" | b"TRACE" => Method::OtherSafe,
+            _ => Method::Unsafe,
+        }
+    }
+}
+
+/// A request head as the caller hands it in.
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    pub method: &'a [u8],
+    /// `http` or `https`: how the client reached us.
+    pub scheme: &'a [u8],
+    /// Host, or HTTP/2 and HTTP/3's `:authority`.
+    pub authority: &'a [u8],
+    /// The request target as received: origin-form or absolute-form.
+    pub target: &'a [u8],
+    pub fields: &'a [Field<'a>],
+}
+
+/// A response head as the caller hands it in.
+#[derive(Clone, Copy, Debug)]
+pub struct Response<'a> {
+    pub status: u16,
+    pub fields: &'a [Field<'a>],
+}
+
+/// What the cache reads from a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestFacts {
+    pub method: Method,
+    pub cc: RequestDirectives,
+    pub authorization: bool,
+    /// If-None-Match or If-Modified-Since: the cache can answer these itself (RFC 9110 §13).
+    pub validates: bool,
+    /// If-Match, If-Unmodified-Since or If-Range: passed upstream (the origin judges them).
+    pub other_preconditions: bool,
+}
+
+impl RequestFacts {
+    pub fn of(req: &Request<'_>) -> RequestFacts {
+        let f = req.fields;
+        RequestFacts {
+            method: Method::of(req.method),
+            cc: RequestDirectives::parse(f),
+            authorization: has(f, b"authorization"),
+            validates: has(f, b"if-none-match") || has(f, b"if-modified-since"),
+            other_preconditions: has(f, b"if-match")
+                || has(f, b"if-unmodified-since")
+                || has(f, b"if-range"),
+        }
+    }
+}
+
+/// The Expires field as read (RFC 9111 §5.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expires {
+    Absent,
+    At(Time),
+    /// Invalid ("0" and the like) or given twice: already expired (§5.3, §4.2.1).
+    Past,
+}
+
+/// What the cache reads from a response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResponseFacts {
+    pub status: u16,
+    pub cc: ResponseDirectives,
+    /// The first valid Date, if any.
+    pub date: Option<Time>,
+    pub expires: Expires,
+    /// The Age field's first member when it is delta-seconds (§5.1), else 0; at most 2^31.
+    pub age: u64,
+    pub last_modified: Option<Time>,
+    pub etag: bool,
+    pub vary: Vary,
+    pub set_cookie: bool,
+}
+
+impl ResponseFacts {
+    pub fn of<N: AsRef<[u8]>, V: AsRef<[u8]>>(status: u16, fields: &[(N, V)]) -> ResponseFacts {
+        let mut expires = values(fields, b"expires");
+        let expires = match (expires.next(), expires.next()) {
+            (None, _) => Expires::Absent,
+            (Some(v), None) => parse_date(v).map_or(Expires::Past, Expires::At),
+            (Some(_), Some(_)) => Expires::Past,
+        };
+        ResponseFacts {
+            status,
+            cc: ResponseDirectives::parse(fields),
+            date: first(fields, b"date").and_then(parse_date),
+            expires,
+            age: age(fields),
+            last_modified: first(fields, b"last-modified").and_then(parse_date),
+            etag: has(fields, b"etag"),
+            vary: Vary::parse(fields),
+            // Not Set-Cookie2: obsolete (RFC 6265 §9.4), and no browser keeps it.
+            set_cookie: has(fields, b"set-cookie"),
+        }
+    }
+
+    /// Whether the response carries a validator (RFC 9110 §8.8) the cache can send back.
+    pub fn has_validator(&self) -> bool {
+        self.etag || self.last_modified.is_some()
+    }
+}
+
+/// The Age field (RFC 9111 §5.1): the first member of the first line, when it is
+/// delta-seconds; anything else (negative, fractional, words, parameters) is ignored, as
+/// cache-tests' age-parse rows expect. Saturates at 2^31 (§1.2.2).
+fn age<N: AsRef<[u8]>, V: AsRef<[u8]>>(fields: &[(N, V)]) -> u64 {
+    let Some(member) = values(fields, b"age").flat_map(elements).next() else {
+        return 0;
+    };
+    let member = trim(member);
+    if member.is_empty() || !member.iter().all(u8::is_ascii_digit) {
+        return 0;
+    }
+    member.iter().fold(0u64, |n, d| {
+        (n * 10 + u64::from(d - b'0')).min(u64::from(MAX_DELTA))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn age_table() {
+        // RFC 9111 §5.1 and cache-tests' age-parse.
+        let rows: &[(&[&str], u64)] = &[
+            (&["7200"], 7200),
+            (&["abc"], 0),
+            (&["-7200"], 0),
+            (&["7200.0"], 0),
+            (&["2147483647"], 2_147_483_647),
+            (&["2147483649"], 1 << 31),
+            (&["99999999999999999999999"], 1 << 31),
+            (&["7200, 0"], 7200),
+            (&["0, 7200"], 0),
+            (&["7200", "0"], 7200),
+            (&["0", "7200"], 0),
+            (&["7200;foo=bar"], 0),
+            (&[], 0),
+        ];
+        for (lines, want) in rows {
+            let fields: Vec<Field> = lines.iter().map(|v| (&b"Age"[..], v.as_bytes())).collect();
+            assert_eq!(age(&fields), *want, "{lines:?}");
+        }
+    }
+
+    #[test]
+    fn expires_table() {
+        // RFC 9111 §5.3: invalid dates, "0" included, are in the past; §4.2.1: two are stale.
+        let rows: &[(&[&str], Expires)] = &[
+            (
+                &["Sun, 06 Nov 1994 08:49:37 GMT"],
+                Expires::At(Time(784_111_777)),
+            ),
+            (&["0"], Expires::Past),
+            (&["-1"], Expires::Past),
+            (
+                &[
+                    "Sun, 06 Nov 1994 08:49:37 GMT",
+                    "Sun, 06 Nov 1994 08:49:37 GMT",
+                ],
+                Expires::Past,
+            ),
+            (&[], Expires::Absent),
+        ];
+        for (lines, want) in rows {
+            let fields: Vec<Field> = lines
+                .iter()
+                .map(|v| (&b"Expires"[..], v.as_bytes()))
+                .collect();
+            assert_eq!(ResponseFacts::of(200, &fields).expires, *want, "{lines:?}");
+        }
+    }
+
+    #[test]
+    fn methods() {
+        assert_eq!(Method::of(b"GET"), Method::Get);
+        assert_eq!(
+            Method::of(b"get"),
+            Method::Unsafe,
+            "RFC 9110 §9.1: case-sensitive"
+        );
+        assert_eq!(Method::of(b"OPTIONS"), Method::OtherSafe);
+        assert_eq!(Method::of(b"PURGE"), Method::Unsafe);
+    }
+}

@@ -1,0 +1,99 @@
+//! HTTP caching (RFC 9111) for linerate, sans I/O: what a shared cache decides, and a bounded
+//! memory store. Request and response heads come in as plain data (method, scheme, authority,
+//! target, `(name, value)` fields, status) with "now" passed in; decisions come out. No
+//! sockets, clocks, threads or async here, and no dependency on the server.
+//!
+//! - [`key`]: the primary key (scheme, host, path, query) and `Vary`'s secondary keys.
+//! - [`cache_control`], [`facts`]: the heads read once.
+//! - [`storable`]: may it be stored (§3); [`freshness`]: lifetime, age, may it be used (§4.2).
+//! - [`validate`]: conditional requests upstream, 304 updates (§4.3), 304s to the client.
+//! - [`invalidate`]: what an unsafe method's success invalidates (§4.4).
+//! - [`range`]: one byte range of a stored whole (RFC 9110 §14).
+//! - [`status`]: the Cache-Status field (RFC 9211).
+//! - [`store`]: the bounded memory store (S3-FIFO) and its [`Counters`](store::Counters).
+//! - [`fill`]: a body collected for the store while it streams, dropped past the limit.
+//! - [`collapse`]: collapsed-forwarding bookkeeping (one leader per key, the rest wait).
+//! - [`policy`]: [`plan`] before going upstream and [`after`] the answer, composed from the above.
+//!
+//! docs/cache.md describes the design and what the server does with it.
+#![forbid(unsafe_code)]
+
+pub mod cache_control;
+pub mod collapse;
+pub mod date;
+pub mod entry;
+pub mod facts;
+pub mod fields;
+pub mod fill;
+pub mod freshness;
+pub mod invalidate;
+pub mod key;
+pub mod policy;
+pub mod range;
+pub mod status;
+pub mod storable;
+pub mod store;
+pub mod validate;
+
+pub use entry::{Entry, Timing};
+pub use facts::{Method, Request, RequestFacts, Response, ResponseFacts};
+pub use freshness::{Reuse, Why};
+pub use key::{Key, NoKey, Variant, Vary};
+pub use policy::{After, Bypass, Plan, after, plan};
+pub use storable::NotStored;
+
+/// An instant, in whole seconds since the Unix epoch: HTTP dates and ages have one-second
+/// resolution (RFC 9110 §5.6.7, RFC 9111 §1.2.2). The caller reads the clock and passes it in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Time(pub u64);
+
+impl Time {
+    /// `self - earlier` in seconds, 0 when `earlier` is later.
+    pub fn since(self, earlier: Time) -> u64 {
+        self.0.saturating_sub(earlier.0)
+    }
+}
+
+/// The cache's policy choices.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Heuristic freshness (§4.2.2) for responses without explicit freshness; off by default:
+    /// an origin that says nothing about caching has not agreed to stale answers, and
+    /// cache-tests' many tests assume a cache that does not invent lifetimes.
+    pub heuristic: Option<Heuristic>,
+    /// What lets an answer with Set-Cookie be stored.
+    pub set_cookie: SetCookie,
+}
+
+/// What lets a shared cache store an answer that sets a cookie (RFC 9111 does not forbid it;
+/// see [`NotStored::SetCookie`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SetCookie {
+    /// `public` or `s-maxage`: the grant §3.5 asks of answers to authorized requests, the
+    /// origin saying shared caches in particular may keep it. nginx, Varnish and most CDNs
+    /// refuse such answers by default. Costs cache-tests' `headers-store-Set-Cookie`
+    /// (required) and `other-set-cookie` (optimal), as it does nginx's, Varnish's and Squid's.
+    #[default]
+    SharedGrant,
+    /// Any explicit freshness (`max-age`, `s-maxage`, `Expires`) or `public`: RFC 9111's
+    /// reading, minus answers stored on a validator or heuristics alone.
+    Explicit,
+}
+
+/// Heuristic freshness: a fraction of the time since Last-Modified (§4.2.2), capped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Heuristic {
+    /// The percentage of (Date − Last-Modified) taken as the lifetime; 10 is typical (§4.2.2).
+    pub percent: u8,
+    /// The longest heuristic lifetime, in seconds.
+    pub max: u32,
+}
+
+impl Default for Heuristic {
+    fn default() -> Self {
+        Heuristic {
+            percent: 10,
+            max: 24 * 3600,
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! The cache's two decisions for one request, composed from the rule modules: [`plan`] before
+//! going upstream (answer from the store, forward, validate, or 504), and [`after`] once the
+//! upstream head is in (store it, freshen from a 304, serve stale on error, invalidate). The
+//! server's content phase calls these two and does the I/O; nothing here reads a clock.
+//!
+//! ```
+//! use linerate_cache::store::{Limits, Store};
+//! use linerate_cache::{After, Entry, Options, Plan, Request, Response, Time, Timing, after, plan};
+//!
+//! let store = Store::new(Limits::default());
+//! let opts = Options::default();
+//! let req = Request { method: b"GET", scheme: b"https", authority: b"example.com",
+//!                     target: b"/a", fields: &[] };
+//! let now = Time(1_700_000_000);
+//! // A miss: go upstream.
+//! assert!(matches!(plan(&req, &store, now, &opts), Plan::Forward { validate: None, .. }));
+//! let resp = Response { status: 200, fields: &[(b"Cache-Control", b"max-age=60")] };
+//! let timing = Timing { request_time: now, response_time: now };
+//! if let After::Store { key, variant } = after(&req, Some(&resp), None, timing, &store, &opts) {
+//!     // ... once the body is whole (and under the limit):
+//!     store.insert(Entry::new(key, variant, &resp, b"hello"[..].into(), timing));
+//! }
+//! // Ten seconds later: a hit, Age: 10.
+//! match plan(&req, &store, Time(now.0 + 10), &opts) {
+//!     Plan::Answer { entry, age, .. } => assert_eq!((&*entry.body, age), (&b"hello"[..], 10)),
+//!     other => panic!("{other:?}"),
+//! }
+//! ```
+
+use std::sync::Arc;
+
+use crate::entry::{Entry, Timing};
+use crate::facts::{Method, Request, RequestFacts, Response, ResponseFacts};
+use crate::freshness::{Reuse, Why, age_field, is_error_status, reuse, stale_if_error};
+use crate::invalidate::invalidated;
+use crate::key::{Key, NoKey, Variant};
+use crate::status::Fwd;
+use crate::storable::{NotStored, storable};
+use crate::store::{Lookup, Store};
+use crate::validate::{Mismatch, freshen, not_modified};
+use crate::{Options, Time};
+
+/// Why a request is not handled by the cache at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bypass {
+    /// Not GET or HEAD. An unsafe method still invalidates: call [`after`].
+    Method,
+    /// The request has no trustworthy key (see [`NoKey`]).
+    NoKey(NoKey),
+    /// If-Match, If-Unmodified-Since or If-Range: the origin judges them.
+    Preconditions,
+}
+
+/// What to do with a request before going upstream.
+#[derive(Debug)]
+pub enum Plan {
+    /// Forward as is; the answer is not stored.
+    Bypass(Bypass),
+    /// Answer from `entry` ([`Entry::answer_fields`] and `Age: age`; a 304 with
+    /// [`crate::validate::not_modified_fields`] instead when `not_modified`). When
+    /// `revalidate` is set (stale-while-revalidate), also start one background validation,
+    /// collapsed with any other for the key.
+    Answer {
+        entry: Arc<Entry>,
+        age: u64,
+        ttl: i64,
+        not_modified: bool,
+        revalidate: bool,
+    },
+    /// Forward (the client's If-None-Match / If-Modified-Since removed:
+    /// [`crate::validate::CLIENT_CONDITIONALS`]); with `validate`, add that entry's
+    /// validators ([`crate::validate::conditional_fields`]). A miss or a validation joins
+    /// the key's flight ([`crate::collapse`]) unless `fwd` is `Request` (the client asked to
+    /// skip the cache: its answer is its own).
+    Forward {
+        key: Key,
+        validate: Option<Arc<Entry>>,
+        fwd: Fwd,
+    },
+    /// `only-if-cached` and nothing usable stored: answer 504 (§5.2.1.7).
+    GatewayTimeout,
+}
+
+/// Decides how to serve `req` at `now` from `store`.
+pub fn plan(req: &Request<'_>, store: &Store, now: Time, opts: &Options) -> Plan {
+    let facts = RequestFacts::of(req);
+    if !matches!(facts.method, Method::Get | Method::Head) {
+        return Plan::Bypass(Bypass::Method);
+    }
+    let key = match Key::new(req.scheme, req.authority, req.target) {
+        Ok(k) => k,
+        Err(e) => return Plan::Bypass(Bypass::NoKey(e)),
+    };
+    if facts.other_preconditions {
+        return Plan::Bypass(Bypass::Preconditions);
+    }
+    let (entry, fwd) = match store.get(&key, req.fields) {
+        Lookup::Found(e) => (e, Fwd::Stale),
+        Lookup::VaryMiss | Lookup::UriMiss if facts.cc.only_if_cached => {
+            return Plan::GatewayTimeout;
+        }
+        Lookup::VaryMiss => {
+            return Plan::Forward {
+                key,
+                validate: None,
+                fwd: Fwd::VaryMiss,
+            };
+        }
+        Lookup::UriMiss => {
+            return Plan::Forward {
+                key,
+                validate: None,
+                fwd: Fwd::UriMiss,
+            };
+        }
+    };
+    let answer = |entry: Arc<Entry>, age: u64, ttl: i64, revalidate: bool| {
+        let not_modified = facts.validates && not_modified(req.fields, &entry);
+        Plan::Answer {
+            entry,
+            age: age_field(age),
+            ttl,
+            not_modified,
+            revalidate,
+        }
+    };
+    match reuse(&facts, &entry, now, opts) {
+        Reuse::Fresh { age, ttl } => answer(entry, age, ttl as i64, false),
+        Reuse::StaleAllowed { age, stale } => answer(entry, age, -(stale as i64), false),
+        Reuse::StaleWhileRevalidate { age, stale } => answer(entry, age, -(stale as i64), true),
+        Reuse::Validate(_) if facts.cc.only_if_cached => Plan::GatewayTimeout,
+        Reuse::Validate(why) => {
+            let fwd = match why {
+                Why::RequestNoCache | Why::RequestMaxAge | Why::MinFresh => Fwd::Request,
+                Why::ResponseNoCache | Why::Stale { .. } => fwd,
+            };
+            Plan::Forward {
+                key,
+                validate: Some(entry),
+                fwd,
+            }
+        }
+    }
+}
+
+/// What to do with the upstream answer.
+#[derive(Debug)]
+pub enum After {
+    /// Store the answer once its body is whole (an [`Entry`] of it: [`Entry::new`]) and
+    /// pass it on; a body over the store's limit passes on whole, unstored.
+    Store { key: Key, variant: Variant },
+    /// A 304 freshened the entry (already stored): answer the client from it (a 304 if its
+    /// own conditions match, else the stored 200).
+    Freshened(Arc<Entry>),
+    /// The origin failed and the entry may be served stale (stale-if-error, RFC 5861 §4).
+    ServeStale(Arc<Entry>),
+    /// Pass the answer on, unstored.
+    PassOn(Option<NotStored>),
+    /// A 304 for another representation: send the request again, unconditionally.
+    Refetch,
+}
+
+/// Decides what the upstream answer `resp` (to `req`, timed by `timing`; `validated` is the
+/// entry a conditional request was sent for) means for the store, and applies what needs no
+/// body: invalidation (§4.4) and 304 freshening (§4.3.4). `resp` is `None` when no answer
+/// came (connection refused, reset, timeout): only stale-if-error applies.
+pub fn after(
+    req: &Request<'_>,
+    resp: Option<&Response<'_>>,
+    validated: Option<&Arc<Entry>>,
+    timing: Timing,
+    store: &Store,
+    opts: &Options,
+) -> After {
+    let facts = RequestFacts::of(req);
+    let key = Key::new(req.scheme, req.authority, req.target);
+    let Some(resp) = resp else {
+        return match validated {
+            Some(e) if stale_if_error(&facts, e, timing.response_time, opts) => {
+                After::ServeStale(Arc::clone(e))
+            }
+            _ => After::PassOn(None),
+        };
+    };
+    if let Ok(target) = &key {
+        for k in invalidated(facts.method, resp.status, target, resp.fields) {
+            store.remove(&k);
+        }
+    }
+    let Ok(key) = key else {
+        return After::PassOn(None);
+    };
+    if let Some(entry) = validated {
+        if resp.status == 304 {
+            return match freshen(entry, resp.fields, timing) {
+                Ok(fresh) => {
+                    let fresh = Arc::new(fresh);
+                    store.insert(Arc::clone(&fresh));
+                    After::Freshened(fresh)
+                }
+                Err(Mismatch::Validator) => After::Refetch,
+            };
+        }
+        if is_error_status(resp.status) && stale_if_error(&facts, entry, timing.response_time, opts)
+        {
+            return After::ServeStale(Arc::clone(entry));
+        }
+    }
+    let resp_facts = ResponseFacts::of(resp.status, resp.fields);
+    match storable(&facts, &resp_facts, timing.response_time, opts) {
+        Ok(()) => After::Store {
+            key,
+            variant: Variant::of(&resp_facts.vary, req.fields),
+        },
+        Err(why) => {
+            // The stored entry was just replaced upstream by an answer that may not be kept
+            // (§4.3.3): the older one is no longer the current representation, so it goes.
+            if validated.is_some() {
+                store.remove(&key);
+            }
+            After::PassOn(Some(why))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

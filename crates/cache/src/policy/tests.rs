@@ -1,0 +1,465 @@
+//! Whole request lives through [`plan`] and [`after`] against a real [`Store`]: miss, store,
+//! hit, stale, validation, 304, stale-if-error, invalidation, and the poisoning and deception
+//! shapes issue Q lists.
+
+use super::*;
+use crate::fields::Field;
+use crate::store::Limits;
+
+const T0: Time = Time(1_700_000_000);
+
+fn get<'a>(target: &'a str, fields: &'a [Field<'a>]) -> Request<'a> {
+    Request {
+        method: b"GET",
+        scheme: b"https",
+        authority: b"shop.example",
+        target: target.as_bytes(),
+        fields,
+    }
+}
+
+fn at(t: Time) -> Timing {
+    Timing {
+        request_time: t,
+        response_time: t,
+    }
+}
+
+fn store() -> Store {
+    Store::new(Limits {
+        capacity: 1 << 20,
+        max_object: 1 << 16,
+        shards: 2,
+    })
+}
+
+/// Runs a miss through `after` and stores the answer as the server would; what `after` said.
+fn fill(store: &Store, req: &Request, status: u16, fields: &[Field], t: Time) -> After {
+    let resp = Response { status, fields };
+    let got = after(req, Some(&resp), None, at(t), store, &Options::default());
+    if let After::Store { key, variant } = &got {
+        store.insert(Entry::new(
+            key.clone(),
+            variant.clone(),
+            &resp,
+            b"body"[..].into(),
+            at(t),
+        ));
+    }
+    got
+}
+
+fn plan_at(store: &Store, req: &Request, t: Time) -> Plan {
+    plan(req, store, t, &Options::default())
+}
+
+#[test]
+fn miss_store_hit_with_age() {
+    let s = store();
+    let req = get("/p?id=1", &[]);
+    assert!(matches!(
+        plan_at(&s, &req, T0),
+        Plan::Forward {
+            validate: None,
+            fwd: Fwd::UriMiss,
+            ..
+        }
+    ));
+    let cc: &[Field] = &[(b"Cache-Control", b"max-age=60")];
+    assert!(matches!(fill(&s, &req, 200, cc, T0), After::Store { .. }));
+    match plan_at(&s, &req, Time(T0.0 + 10)) {
+        Plan::Answer {
+            age: 10,
+            ttl: 50,
+            not_modified: false,
+            revalidate: false,
+            ..
+        } => {}
+        p => panic!("{p:?}"),
+    }
+    // A HEAD is answered from the GET's entry (§4.3.5's other direction: same key).
+    let head = Request {
+        method: b"HEAD",
+        ..req
+    };
+    assert!(matches!(plan_at(&s, &head, T0), Plan::Answer { .. }));
+}
+
+#[test]
+fn headers_outside_the_key_cannot_change_what_is_served() {
+    // Issue Q, poisoning: a response filled by a request carrying X-Forwarded-Host (and
+    // friends) is the same entry every other request gets; those fields never pick another.
+    let s = store();
+    let evil: &[Field] = &[
+        (b"X-Forwarded-Host", b"evil.example"),
+        (b"X-Forwarded-Scheme", b"http"),
+        (b"X-Original-URL", b"/admin"),
+    ];
+    let poisoned = get("/", evil);
+    let clean = get("/", &[]);
+    fill(&s, &poisoned, 200, &[(b"Cache-Control", b"max-age=60")], T0);
+    let (Plan::Answer { entry: a, .. }, Plan::Answer { entry: b, .. }) =
+        (plan_at(&s, &poisoned, T0), plan_at(&s, &clean, T0))
+    else {
+        panic!("both hit")
+    };
+    assert!(Arc::ptr_eq(&a, &b), "one key: the fields are not in it");
+    assert_eq!(a.key.as_bytes(), b"https://shop.example/");
+}
+
+#[test]
+fn an_absolute_target_that_disagrees_with_host_never_fills_the_cache() {
+    // Issue Q, poisoning: absolute-form for another host than Host.
+    let s = store();
+    let req = get("https://evil.example/", &[]);
+    assert!(matches!(
+        plan_at(&s, &req, T0),
+        Plan::Bypass(Bypass::NoKey(NoKey::Disagrees))
+    ));
+    assert!(matches!(
+        fill(&s, &req, 200, &[(b"Cache-Control", b"max-age=60")], T0),
+        After::PassOn(None)
+    ));
+    assert_eq!(s.counters().snapshot().objects, 0);
+}
+
+#[test]
+fn account_css_with_a_cookie_or_private_is_not_stored() {
+    // Issue Q, web cache deception: the path looks static, the answer decides.
+    for fields in [
+        &[
+            (&b"Cache-Control"[..], &b"max-age=600"[..]),
+            (b"Set-Cookie", b"sid=1"),
+        ][..],
+        &[(b"Cache-Control", b"private, max-age=600")],
+        &[(b"Content-Type", b"text/css")],
+    ] {
+        let s = store();
+        let req = get("/account/x.css", &[]);
+        assert!(
+            matches!(fill(&s, &req, 200, fields, T0), After::PassOn(Some(_))),
+            "{fields:?}"
+        );
+        assert!(matches!(
+            plan_at(&s, &req, T0),
+            Plan::Forward {
+                fwd: Fwd::UriMiss,
+                ..
+            }
+        ));
+    }
+}
+
+#[test]
+fn vary_star_is_never_served() {
+    let s = store();
+    let req = get("/v", &[]);
+    let got = fill(
+        &s,
+        &req,
+        200,
+        &[(b"Cache-Control", b"max-age=60"), (b"Vary", b"*")],
+        T0,
+    );
+    assert!(matches!(got, After::PassOn(Some(NotStored::Vary))));
+    assert!(matches!(plan_at(&s, &req, T0), Plan::Forward { .. }));
+}
+
+#[test]
+fn authorization_follows_section_3_5() {
+    let s = store();
+    let auth: &[Field] = &[(b"Authorization", b"Bearer t")];
+    let req = get("/me", auth);
+    let got = fill(&s, &req, 200, &[(b"Cache-Control", b"max-age=60")], T0);
+    assert!(matches!(got, After::PassOn(Some(NotStored::Authorization))));
+    let got = fill(&s, &req, 200, &[(b"Cache-Control", b"s-maxage=60")], T0);
+    assert!(matches!(got, After::Store { .. }));
+}
+
+#[test]
+fn stale_validated_by_304_is_fresh_again() {
+    let s = store();
+    let req = get("/doc", &[]);
+    fill(
+        &s,
+        &req,
+        200,
+        &[
+            (b"Cache-Control", b"max-age=10"),
+            (b"ETag", b"\"v1\""),
+            (b"X-A", b"1"),
+        ],
+        T0,
+    );
+    let later = Time(T0.0 + 20);
+    let Plan::Forward {
+        validate: Some(entry),
+        fwd: Fwd::Stale,
+        ..
+    } = plan_at(&s, &req, later)
+    else {
+        panic!("stale: validate")
+    };
+    let resp = Response {
+        status: 304,
+        fields: &[(b"ETag", b"\"v1\""), (b"X-A", b"2")],
+    };
+    let After::Freshened(fresh) = after(
+        &req,
+        Some(&resp),
+        Some(&entry),
+        at(later),
+        &s,
+        &Options::default(),
+    ) else {
+        panic!("freshened")
+    };
+    assert_eq!(fresh.field(b"x-a"), Some(&b"2"[..]));
+    assert!(matches!(
+        plan_at(&s, &req, Time(later.0 + 5)),
+        Plan::Answer { age: 5, .. }
+    ));
+    s.counters().record(crate::store::Event::Revalidated);
+    assert_eq!(s.counters().snapshot().revalidated, 1);
+    // A 304 for another representation: fetch again.
+    let other = Response {
+        status: 304,
+        fields: &[(b"ETag", b"\"v9\"")],
+    };
+    assert!(matches!(
+        after(
+            &req,
+            Some(&other),
+            Some(&entry),
+            at(later),
+            &s,
+            &Options::default()
+        ),
+        After::Refetch
+    ));
+}
+
+#[test]
+fn stale_if_error_on_5xx_and_on_no_answer() {
+    let s = store();
+    let req = get("/e", &[]);
+    fill(
+        &s,
+        &req,
+        200,
+        &[
+            (b"Cache-Control", b"max-age=10, stale-if-error=60"),
+            (b"ETag", b"\"v\""),
+        ],
+        T0,
+    );
+    let later = Time(T0.0 + 30);
+    let Plan::Forward {
+        validate: Some(entry),
+        ..
+    } = plan_at(&s, &req, later)
+    else {
+        panic!()
+    };
+    let d = Options::default();
+    let err = Response {
+        status: 503,
+        fields: &[],
+    };
+    assert!(matches!(
+        after(&req, Some(&err), Some(&entry), at(later), &s, &d),
+        After::ServeStale(_)
+    ));
+    assert!(matches!(
+        after(&req, None, Some(&entry), at(later), &s, &d),
+        After::ServeStale(_)
+    ));
+    let too_late = Time(T0.0 + 100);
+    assert!(matches!(
+        after(&req, None, Some(&entry), at(too_late), &s, &d),
+        After::PassOn(None)
+    ));
+}
+
+#[test]
+fn the_clients_own_conditional_gets_a_304_from_a_fresh_entry() {
+    // RFC 9110 §13.2.2 answered by the cache.
+    let s = store();
+    fill(
+        &s,
+        &get("/c", &[]),
+        200,
+        &[(b"Cache-Control", b"max-age=60"), (b"ETag", b"\"v1\"")],
+        T0,
+    );
+    let cond: &[Field] = &[(b"If-None-Match", b"\"v1\"")];
+    assert!(matches!(
+        plan_at(&s, &get("/c", cond), T0),
+        Plan::Answer {
+            not_modified: true,
+            ..
+        }
+    ));
+    let other: &[Field] = &[(b"If-None-Match", b"\"v0\"")];
+    assert!(matches!(
+        plan_at(&s, &get("/c", other), T0),
+        Plan::Answer {
+            not_modified: false,
+            ..
+        }
+    ));
+    let pre: &[Field] = &[(b"If-Match", b"\"v1\"")];
+    assert!(matches!(
+        plan_at(&s, &get("/c", pre), T0),
+        Plan::Bypass(Bypass::Preconditions)
+    ));
+}
+
+#[test]
+fn request_directives_steer_the_plan() {
+    let s = store();
+    fill(
+        &s,
+        &get("/r", &[]),
+        200,
+        &[
+            (b"Cache-Control", b"max-age=60, stale-while-revalidate=30"),
+            (b"ETag", b"\"v\""),
+        ],
+        T0,
+    );
+    let no_cache: &[Field] = &[(b"Cache-Control", b"no-cache")];
+    assert!(
+        matches!(
+            plan_at(&s, &get("/r", no_cache), T0),
+            Plan::Forward {
+                validate: Some(_),
+                fwd: Fwd::Request,
+                ..
+            }
+        ),
+        "§5.2.1.4"
+    );
+    let oic: &[Field] = &[(b"Cache-Control", b"only-if-cached")];
+    assert!(
+        matches!(plan_at(&s, &get("/other", oic), T0), Plan::GatewayTimeout),
+        "§5.2.1.7"
+    );
+    assert!(
+        matches!(plan_at(&s, &get("/r", oic), T0), Plan::Answer { .. }),
+        "§5.2.1.7: stored and fresh"
+    );
+    let swr = Time(T0.0 + 70);
+    assert!(
+        matches!(
+            plan_at(&s, &get("/r", &[]), swr),
+            Plan::Answer {
+                revalidate: true,
+                ttl: -10,
+                ..
+            }
+        ),
+        "RFC 5861 §3"
+    );
+    assert!(
+        matches!(
+            plan_at(&s, &get("/r", oic), Time(T0.0 + 200)),
+            Plan::GatewayTimeout
+        ),
+        "§5.2.1.7: stale"
+    );
+}
+
+#[test]
+fn unsafe_methods_invalidate_and_are_never_stored() {
+    let s = store();
+    fill(
+        &s,
+        &get("/items/1", &[]),
+        200,
+        &[(b"Cache-Control", b"max-age=60")],
+        T0,
+    );
+    fill(
+        &s,
+        &get("/items/2", &[]),
+        200,
+        &[(b"Cache-Control", b"max-age=60")],
+        T0,
+    );
+    let put = Request {
+        method: b"PUT",
+        ..get("/items/1", &[])
+    };
+    assert!(matches!(
+        plan_at(&s, &put, T0),
+        Plan::Bypass(Bypass::Method)
+    ));
+    let resp = Response {
+        status: 204,
+        fields: &[(b"Content-Location", b"/items/2")],
+    };
+    let got = after(&put, Some(&resp), None, at(T0), &s, &Options::default());
+    assert!(matches!(got, After::PassOn(Some(NotStored::Method))));
+    assert!(
+        matches!(
+            plan_at(&s, &get("/items/1", &[]), T0),
+            Plan::Forward {
+                fwd: Fwd::UriMiss,
+                ..
+            }
+        ),
+        "§4.4"
+    );
+    assert!(
+        matches!(
+            plan_at(&s, &get("/items/2", &[]), T0),
+            Plan::Forward {
+                fwd: Fwd::UriMiss,
+                ..
+            }
+        ),
+        "§4.4"
+    );
+}
+
+#[test]
+fn a_validated_entry_replaced_by_an_unstorable_answer_goes() {
+    let s = store();
+    let req = get("/n", &[]);
+    fill(
+        &s,
+        &req,
+        200,
+        &[(b"Cache-Control", b"max-age=1"), (b"ETag", b"\"v\"")],
+        T0,
+    );
+    let later = Time(T0.0 + 5);
+    let Plan::Forward {
+        validate: Some(entry),
+        ..
+    } = plan_at(&s, &req, later)
+    else {
+        panic!()
+    };
+    let resp = Response {
+        status: 200,
+        fields: &[(b"Cache-Control", b"no-store")],
+    };
+    let got = after(
+        &req,
+        Some(&resp),
+        Some(&entry),
+        at(later),
+        &s,
+        &Options::default(),
+    );
+    assert!(matches!(got, After::PassOn(Some(NotStored::NoStore))));
+    assert!(matches!(
+        plan_at(&s, &req, later),
+        Plan::Forward {
+            fwd: Fwd::UriMiss,
+            ..
+        }
+    ));
+}

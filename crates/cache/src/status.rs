@@ -1,0 +1,175 @@
+//! The Cache-Status field (RFC 9211): one member naming this cache, with `hit` or
+//! `fwd=<why>`, and the parameters that say more (`fwd-status`, `ttl`, `stored`, `collapsed`,
+//! `detail`). Formats a value; whether the field is sent is the server's option.
+
+use std::fmt::Write;
+
+/// Why the request went forward (RFC 9211 §2.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fwd {
+    /// The cache was configured not to handle this request, or it could not be keyed.
+    Bypass,
+    /// The method is not cacheable.
+    Method,
+    /// No stored response for the URI.
+    UriMiss,
+    /// Stored responses for the URI, none for these Vary values.
+    VaryMiss,
+    /// A stored response that was unusable for another reason (e.g. a 304 mismatch).
+    Miss,
+    /// The request's directives asked for it (no-cache, max-age, min-fresh).
+    Request,
+    /// The stored response was stale and had to be validated.
+    Stale,
+}
+
+impl Fwd {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fwd::Bypass => "bypass",
+            Fwd::Method => "method",
+            Fwd::UriMiss => "uri-miss",
+            Fwd::VaryMiss => "vary-miss",
+            Fwd::Miss => "miss",
+            Fwd::Request => "request",
+            Fwd::Stale => "stale",
+        }
+    }
+}
+
+/// One Cache-Status member.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheStatus<'a> {
+    /// The cache's name (an sf-token or it is quoted): the server's name for itself.
+    pub name: &'a str,
+    /// `None`: a hit (the answer came from the cache without going forward).
+    pub fwd: Option<Fwd>,
+    /// The status the next hop answered the forwarded request with.
+    pub fwd_status: Option<u16>,
+    /// Freshness left, in seconds; negative when served stale.
+    pub ttl: Option<i64>,
+    /// The forwarded answer was stored.
+    pub stored: bool,
+    /// The request waited on another's forwarded request (collapsed).
+    pub collapsed: bool,
+    /// Free text for people: why it was not stored, say (an sf-token or quoted).
+    pub detail: Option<&'a str>,
+}
+
+impl<'a> CacheStatus<'a> {
+    pub fn hit(name: &'a str, ttl: i64) -> Self {
+        CacheStatus {
+            name,
+            fwd: None,
+            fwd_status: None,
+            ttl: Some(ttl),
+            stored: false,
+            collapsed: false,
+            detail: None,
+        }
+    }
+
+    pub fn forward(name: &'a str, why: Fwd) -> Self {
+        CacheStatus {
+            name,
+            fwd: Some(why),
+            fwd_status: None,
+            ttl: None,
+            stored: false,
+            collapsed: false,
+            detail: None,
+        }
+    }
+
+    /// The field value, as RFC 9211 §2 and RFC 8941 (structured fields) write it.
+    pub fn value(&self) -> String {
+        let mut v = String::with_capacity(48);
+        item(&mut v, self.name);
+        match self.fwd {
+            None => v.push_str("; hit"),
+            Some(f) => {
+                v.push_str("; fwd=");
+                v.push_str(f.as_str());
+            }
+        }
+        if let Some(s) = self.fwd_status {
+            let _ = write!(v, "; fwd-status={s}");
+        }
+        if let Some(t) = self.ttl {
+            let _ = write!(v, "; ttl={t}");
+        }
+        if self.stored {
+            v.push_str("; stored");
+        }
+        if self.collapsed {
+            v.push_str("; collapsed");
+        }
+        if let Some(d) = self.detail {
+            v.push_str("; detail=");
+            item(&mut v, d);
+        }
+        v
+    }
+}
+
+/// An sf-token when `s` is one (RFC 8941 §3.3.4), else an sf-string with `"` and `\` escaped
+/// and anything outside printable ASCII left out.
+fn item(out: &mut String, s: &str) {
+    let token = s
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '*')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~:/".contains(c));
+    if token {
+        out.push_str(s);
+        return;
+    }
+    out.push('"');
+    for c in s.chars().filter(|c| (' '..='~').contains(c)) {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_status_values() {
+        // RFC 9211 §2 and its examples.
+        assert_eq!(
+            CacheStatus::hit("linerate", 376).value(),
+            "linerate; hit; ttl=376"
+        );
+        let miss = CacheStatus {
+            fwd_status: Some(200),
+            stored: true,
+            ..CacheStatus::forward("linerate", Fwd::UriMiss)
+        };
+        assert_eq!(
+            miss.value(),
+            "linerate; fwd=uri-miss; fwd-status=200; stored"
+        );
+        let stale = CacheStatus {
+            ttl: Some(-5),
+            collapsed: true,
+            ..CacheStatus::forward("linerate", Fwd::Stale)
+        };
+        assert_eq!(stale.value(), "linerate; fwd=stale; ttl=-5; collapsed");
+        let detail = CacheStatus {
+            detail: Some("set-cookie"),
+            ..CacheStatus::forward("edge 1", Fwd::Bypass)
+        };
+        assert_eq!(detail.value(), "\"edge 1\"; fwd=bypass; detail=set-cookie");
+        let quoted = CacheStatus {
+            detail: Some("a \"b\"\n"),
+            ..CacheStatus::forward("x", Fwd::Method)
+        };
+        assert_eq!(quoted.value(), "x; fwd=method; detail=\"a \\\"b\\\"\"");
+    }
+}

@@ -1,0 +1,541 @@
+//! The memory store: entries by key and variant, bounded in bytes, with a maximum object
+//! size, evicting by S3-FIFO; and the cache's counters. A plain data structure: no clock, no
+//! threads (the shared [`Store`] is shards behind mutexes, held only for a lookup or an insert,
+//! never across I/O; a hit clones an `Arc` and leaves the lock).
+//!
+//! **Why S3-FIFO** (Yang et al., SOSP 2023): a new object enters a small FIFO (10% of the
+//! bytes); one that was hit again while there moves to the main FIFO when it reaches the head,
+//! the rest are evicted, their keys remembered in a ghost queue so that a quick return goes
+//! straight to main. The main FIFO gives each object one more lap per hit (up to 3). So:
+//! - a hit writes one small counter, no list relinking: the lock is held for a hash lookup,
+//!   which matters when every worker shares one store (LRU moves a node on every hit);
+//! - one-hit wonders — most objects in web and CDN traces — leave through the small queue
+//!   without pushing popular objects out, which LRU and CLOCK let a scan do;
+//! - on the paper's CDN and web traces its miss ratio is as good as or better than LRU,
+//!   ARC and W-TinyLFU's, with none of TinyLFU's sketch or window to size and age.
+
+use std::collections::hash_map::RandomState;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::entry::Entry;
+use crate::fields::Field;
+use crate::key::Key;
+
+/// The most variants (`Vary` secondary keys) kept per key; a new one evicts the oldest.
+/// Bounds what a client cycling through Accept-Language values can make one URL hold.
+pub const MAX_VARIANTS: usize = 8;
+
+/// The small FIFO's share of a shard's bytes, in percent (the paper's 10%).
+pub const SMALL_PERCENT: usize = 10;
+
+/// The most a main-queue entry's hit counter counts: laps it may survive without a hit.
+const MAX_FREQ: u8 = 3;
+
+/// The store's bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes all entries may take together ([`Entry::size`]: head, body, key, overhead).
+    pub capacity: usize,
+    /// The largest entry stored; larger answers pass through uncached. Effectively at most a
+    /// shard's share of `capacity`; keep it under the small queue's share of that
+    /// ([`SMALL_PERCENT`]) or a new large object is the first thing the next insert evicts.
+    pub max_object: usize,
+    /// Independent parts, each with its own lock, queues and `capacity / shards` bytes.
+    pub shards: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            capacity: 256 << 20,
+            max_object: 8 << 20,
+            shards: 16,
+        }
+    }
+}
+
+/// What a lookup found.
+#[derive(Clone, Debug)]
+pub enum Lookup {
+    /// The most recently stored variant the request selects (§4.1).
+    Found(Arc<Entry>),
+    /// Entries for the key, none for this request's Vary values.
+    VaryMiss,
+    /// Nothing for the key.
+    UriMiss,
+}
+
+/// What an insert did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inserted {
+    Stored,
+    /// Over [`Limits::max_object`] (or a shard's bytes): not stored, nothing evicted.
+    TooBig,
+}
+
+/// The cache's counters: plain atomics, written with relaxed ordering (each is a count on its
+/// own; no reader needs two to agree).
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Answered from the store without going forward (fresh, or stale as allowed).
+    pub hits: AtomicU64,
+    /// Went forward with nothing usable stored.
+    pub misses: AtomicU64,
+    /// Answered stale (max-stale, stale-while-revalidate, stale-if-error).
+    pub stale: AtomicU64,
+    /// Validated with the origin, which answered 304.
+    pub revalidated: AtomicU64,
+    /// Not handled by the cache (method, no key, request no-store…).
+    pub bypass: AtomicU64,
+    /// Entries stored.
+    pub stored: AtomicU64,
+    /// Entries evicted for room (not those replaced or invalidated).
+    pub evictions: AtomicU64,
+    /// Bytes held now.
+    pub bytes: AtomicU64,
+    /// Entries held now.
+    pub objects: AtomicU64,
+}
+
+/// One outcome the server counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    Hit,
+    Miss,
+    Stale,
+    Revalidated,
+    Bypass,
+}
+
+/// The counters' values at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub hits: u64,
+    pub misses: u64,
+    pub stale: u64,
+    pub revalidated: u64,
+    pub bypass: u64,
+    pub stored: u64,
+    pub evictions: u64,
+    pub bytes: u64,
+    pub objects: u64,
+}
+
+impl Counters {
+    pub fn record(&self, event: Event) {
+        let c = match event {
+            Event::Hit => &self.hits,
+            Event::Miss => &self.misses,
+            Event::Stale => &self.stale,
+            Event::Revalidated => &self.revalidated,
+            Event::Bypass => &self.bypass,
+        };
+        c.fetch_add(1, Relaxed);
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            hits: self.hits.load(Relaxed),
+            misses: self.misses.load(Relaxed),
+            stale: self.stale.load(Relaxed),
+            revalidated: self.revalidated.load(Relaxed),
+            bypass: self.bypass.load(Relaxed),
+            stored: self.stored.load(Relaxed),
+            evictions: self.evictions.load(Relaxed),
+            bytes: self.bytes.load(Relaxed),
+            objects: self.objects.load(Relaxed),
+        }
+    }
+}
+
+/// The store shared by every worker: [`Shard`]s chosen by the key's hash (SipHash with a
+/// random key: clients choose URLs, so no flooding one shard or one bucket).
+#[derive(Debug)]
+pub struct Store {
+    shards: Box<[Mutex<Shard>]>,
+    hasher: RandomState,
+    counters: Arc<Counters>,
+}
+
+impl Store {
+    pub fn new(limits: Limits) -> Store {
+        let n = limits.shards.max(1);
+        let per = Limits {
+            capacity: limits.capacity / n,
+            max_object: limits.max_object,
+            shards: 1,
+        };
+        let counters = Arc::new(Counters::default());
+        Store {
+            shards: (0..n)
+                .map(|_| Mutex::new(Shard::new(per, Arc::clone(&counters))))
+                .collect(),
+            hasher: RandomState::new(),
+            counters,
+        }
+    }
+
+    pub fn counters(&self) -> &Arc<Counters> {
+        &self.counters
+    }
+
+    fn shard(&self, key: &Key) -> MutexGuard<'_, Shard> {
+        let i = (self.hasher.hash_one(key) % self.shards.len() as u64) as usize;
+        // A panic while a shard was held cannot leave it inconsistent in a way a later
+        // lookup trusts wrongly (every step keeps bytes and queues in agreement before the
+        // next can panic), so a poisoned lock is taken over, not propagated.
+        self.shards[i].lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The variant of `key` that a request with `fields` selects.
+    pub fn get(&self, key: &Key, fields: &[Field<'_>]) -> Lookup {
+        self.shard(key).get(key, fields)
+    }
+
+    pub fn insert(&self, entry: impl Into<Arc<Entry>>) -> Inserted {
+        let entry = entry.into();
+        let key = entry.key.clone();
+        self.shard(&key).insert(entry)
+    }
+
+    /// Removes every variant of `key` (§4.4, or a purge); whether there was any.
+    pub fn remove(&self, key: &Key) -> bool {
+        self.shard(key).remove(key)
+    }
+
+    /// Removes every key that starts with `prefix` (a purge by prefix); how many keys.
+    pub fn remove_prefix(&self, prefix: &[u8]) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                s.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove_prefix(prefix)
+            })
+            .sum()
+    }
+}
+
+/// Which FIFO an entry is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Queue {
+    Small,
+    Main,
+}
+
+#[derive(Debug)]
+struct Slot {
+    entry: Option<Arc<Entry>>,
+    /// Bumped when the slot is emptied, so queue positions of its old entry are skipped.
+    generation: u32,
+    freq: u8,
+    queue: Queue,
+    size: usize,
+}
+
+/// A position in a FIFO: a slot and the generation it was queued under.
+type Place = (u32, u32);
+
+/// One part of the store: a map from key to its variants' slots, two FIFOs and a ghost queue,
+/// for one thread at a time. INVARIANT: `small_bytes` / `main_bytes` are the sizes of the live
+/// entries in each queue; every live slot is queued once under its generation.
+#[derive(Debug)]
+pub struct Shard {
+    limits: Limits,
+    map: HashMap<Key, Vec<u32>>,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    small: VecDeque<Place>,
+    main: VecDeque<Place>,
+    small_bytes: usize,
+    main_bytes: usize,
+    live: usize,
+    /// Hashes of keys recently evicted from the small queue, oldest first.
+    ghost: VecDeque<u64>,
+    ghost_set: HashSet<u64>,
+    hasher: RandomState,
+    counters: Arc<Counters>,
+}
+
+impl Shard {
+    pub fn new(limits: Limits, counters: Arc<Counters>) -> Shard {
+        Shard {
+            limits,
+            map: HashMap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            small: VecDeque::new(),
+            main: VecDeque::new(),
+            small_bytes: 0,
+            main_bytes: 0,
+            live: 0,
+            ghost: VecDeque::new(),
+            ghost_set: HashSet::new(),
+            hasher: RandomState::new(),
+            counters,
+        }
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.small_bytes + self.main_bytes
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    pub fn get(&mut self, key: &Key, fields: &[Field<'_>]) -> Lookup {
+        let Some(ids) = self.map.get(key) else {
+            return Lookup::UriMiss;
+        };
+        // Newest first: the most recent matching response is the one to use (§4.1).
+        for &id in ids.iter().rev() {
+            let slot = &mut self.slots[id as usize];
+            let entry = slot.entry.as_ref().expect("mapped slots are live");
+            if entry.variant.matches(fields) {
+                slot.freq = (slot.freq + 1).min(MAX_FREQ);
+                return Lookup::Found(Arc::clone(entry));
+            }
+        }
+        Lookup::VaryMiss
+    }
+
+    pub fn insert(&mut self, entry: impl Into<Arc<Entry>>) -> Inserted {
+        let entry: Arc<Entry> = entry.into();
+        let size = entry.size();
+        if size > self.limits.max_object || size > self.limits.capacity {
+            return Inserted::TooBig;
+        }
+        // §4.1 / §4.3.4: the new response replaces a stored one for the same variant.
+        let same: Vec<u32> = self
+            .map
+            .get(&entry.key)
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|&id| {
+                self.slots[id as usize]
+                    .entry
+                    .as_ref()
+                    .is_some_and(|e| e.variant == entry.variant)
+            })
+            .collect();
+        for id in same {
+            self.free_slot(id);
+        }
+        if self
+            .map
+            .get(&entry.key)
+            .is_some_and(|ids| ids.len() >= MAX_VARIANTS)
+        {
+            let oldest = self.map[&entry.key][0];
+            self.free_slot(oldest);
+        }
+        let hash = self.hasher.hash_one(&entry.key);
+        let queue = if self.ghost_set.remove(&hash) {
+            Queue::Main
+        } else {
+            Queue::Small
+        };
+        let key = entry.key.clone();
+        let id = match self.free.pop() {
+            Some(id) => {
+                let s = &mut self.slots[id as usize];
+                s.entry = Some(entry);
+                s.freq = 0;
+                s.queue = queue;
+                s.size = size;
+                id
+            }
+            None => {
+                self.slots.push(Slot {
+                    entry: Some(entry),
+                    generation: 0,
+                    freq: 0,
+                    queue,
+                    size,
+                });
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let place = (id, self.slots[id as usize].generation);
+        match queue {
+            Queue::Small => {
+                self.small.push_back(place);
+                self.small_bytes += size;
+            }
+            Queue::Main => {
+                self.main.push_back(place);
+                self.main_bytes += size;
+            }
+        }
+        self.map.entry(key).or_default().push(id);
+        self.live += 1;
+        self.counters.stored.fetch_add(1, Relaxed);
+        self.counters.objects.fetch_add(1, Relaxed);
+        self.counters.bytes.fetch_add(size as u64, Relaxed);
+        while self.bytes() > self.limits.capacity {
+            self.evict_one();
+        }
+        self.compact();
+        Inserted::Stored
+    }
+
+    pub fn remove(&mut self, key: &Key) -> bool {
+        let Some(ids) = self.map.get(key).cloned() else {
+            return false;
+        };
+        for id in ids {
+            self.free_slot(id);
+        }
+        self.compact();
+        true
+    }
+
+    pub fn remove_prefix(&mut self, prefix: &[u8]) -> usize {
+        let keys: Vec<Key> = self
+            .map
+            .keys()
+            .filter(|k| k.starts_with(prefix))
+            .cloned()
+            .collect();
+        for k in &keys {
+            self.remove(k);
+        }
+        keys.len()
+    }
+
+    /// Evicts one entry: from the small FIFO while it holds more than its share (or main is
+    /// empty), else from main. Loops only over queue positions, each popped once or
+    /// re-queued with a lower counter, so it ends.
+    fn evict_one(&mut self) {
+        let small_share = self.limits.capacity * SMALL_PERCENT / 100;
+        if self.small_bytes > small_share || self.main_bytes == 0 {
+            while let Some(place) = self.small.pop_front() {
+                let Some(slot) = self.live_slot(place) else {
+                    continue;
+                };
+                let (freq, size) = (slot.freq, slot.size);
+                if freq > 0 {
+                    // Hit while in the small queue: promoted, its count spent.
+                    let slot = &mut self.slots[place.0 as usize];
+                    slot.freq = 0;
+                    slot.queue = Queue::Main;
+                    self.small_bytes -= size;
+                    self.main_bytes += size;
+                    self.main.push_back(place);
+                    if self.small_bytes <= small_share {
+                        return self.evict_main();
+                    }
+                    continue;
+                }
+                let hash = self.hasher.hash_one(
+                    &self.slots[place.0 as usize]
+                        .entry
+                        .as_ref()
+                        .expect("live")
+                        .key,
+                );
+                self.remember(hash);
+                self.evict(place.0);
+                return;
+            }
+        }
+        self.evict_main();
+    }
+
+    fn evict_main(&mut self) {
+        while let Some(place) = self.main.pop_front() {
+            let Some(slot) = self.live_slot(place) else {
+                continue;
+            };
+            if slot.freq > 0 {
+                self.slots[place.0 as usize].freq -= 1;
+                self.main.push_back(place);
+                continue;
+            }
+            self.evict(place.0);
+            return;
+        }
+        // Main empty: whatever is left is in the small queue.
+        while let Some(place) = self.small.pop_front() {
+            if self.live_slot(place).is_some() {
+                self.evict(place.0);
+                return;
+            }
+        }
+    }
+
+    fn evict(&mut self, id: u32) {
+        self.free_slot(id);
+        self.counters.evictions.fetch_add(1, Relaxed);
+    }
+
+    fn live_slot(&self, (id, generation): Place) -> Option<&Slot> {
+        let s = &self.slots[id as usize];
+        (s.generation == generation && s.entry.is_some()).then_some(s)
+    }
+
+    /// Remembers an evicted key's hash; the ghost queue holds as many as the shard has
+    /// entries (the paper's size for it), at least 64.
+    fn remember(&mut self, hash: u64) {
+        if self.ghost_set.insert(hash) {
+            self.ghost.push_back(hash);
+        }
+        while self.ghost.len() > self.live.max(64) {
+            if let Some(old) = self.ghost.pop_front() {
+                self.ghost_set.remove(&old);
+            }
+        }
+    }
+
+    /// Empties a slot: out of the map, its bytes out of its queue's count, its queue
+    /// positions made stale by the new generation.
+    fn free_slot(&mut self, id: u32) {
+        let slot = &mut self.slots[id as usize];
+        let Some(entry) = slot.entry.take() else {
+            return;
+        };
+        slot.generation = slot.generation.wrapping_add(1);
+        match slot.queue {
+            Queue::Small => self.small_bytes -= slot.size,
+            Queue::Main => self.main_bytes -= slot.size,
+        }
+        self.counters.bytes.fetch_sub(slot.size as u64, Relaxed);
+        self.counters.objects.fetch_sub(1, Relaxed);
+        self.live -= 1;
+        if let Some(ids) = self.map.get_mut(&entry.key) {
+            ids.retain(|i| *i != id);
+            if ids.is_empty() {
+                self.map.remove(&entry.key);
+            }
+        }
+        self.free.push(id);
+    }
+
+    /// Drops stale queue positions once they outnumber the live ones (replacements and
+    /// invalidations leave them behind when nothing is evicted).
+    fn compact(&mut self) {
+        if self.small.len() + self.main.len() > 2 * self.live + 64 {
+            let slots = &self.slots;
+            let live = |(id, g): &Place| {
+                let s = &slots[*id as usize];
+                s.generation == *g && s.entry.is_some()
+            };
+            self.small.retain(live);
+            self.main.retain(live);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

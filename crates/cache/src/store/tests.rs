@@ -1,0 +1,285 @@
+//! The store: lookups by key and variant, limits, S3-FIFO's scan resistance and ghost, and
+//! its accounting checked after every step of generated operation sequences.
+
+use super::*;
+use crate::Time;
+use crate::entry::{ENTRY_OVERHEAD, Timing};
+use crate::facts::Response;
+use crate::key::{Variant, Vary};
+
+fn key(path: &str) -> Key {
+    Key::new(b"http", b"a.example", path.as_bytes()).unwrap()
+}
+
+fn entry_with(path: &str, body: usize, vary: &Vary, req: &[Field]) -> Entry {
+    let resp = Response {
+        status: 200,
+        fields: &[(b"Cache-Control", b"max-age=60")],
+    };
+    let t = Timing {
+        request_time: Time(1),
+        response_time: Time(1),
+    };
+    Entry::new(
+        key(path),
+        Variant::of(vary, req),
+        &resp,
+        vec![0u8; body].into(),
+        t,
+    )
+}
+
+fn entry(path: &str, body: usize) -> Entry {
+    entry_with(path, body, &Vary::None, &[])
+}
+
+fn shard(capacity: usize) -> Shard {
+    Shard::new(
+        Limits {
+            capacity,
+            max_object: capacity,
+            shards: 1,
+        },
+        Arc::default(),
+    )
+}
+
+fn found(s: &mut Shard, path: &str) -> bool {
+    matches!(s.get(&key(path), &[]), Lookup::Found(_))
+}
+
+/// Checks the shard's bookkeeping against its slots (the INVARIANT on `Shard`).
+fn check(s: &Shard) {
+    let live: Vec<&Slot> = s.slots.iter().filter(|x| x.entry.is_some()).collect();
+    let bytes = |q| {
+        live.iter()
+            .filter(|x| x.queue == q)
+            .map(|x| x.size)
+            .sum::<usize>()
+    };
+    assert_eq!(s.small_bytes, bytes(Queue::Small));
+    assert_eq!(s.main_bytes, bytes(Queue::Main));
+    assert_eq!(s.live, live.len());
+    assert!(s.bytes() <= s.limits.capacity, "over capacity");
+    assert_eq!(s.counters.bytes.load(Relaxed), s.bytes() as u64);
+    assert_eq!(s.counters.objects.load(Relaxed), s.live as u64);
+    let queued = s
+        .small
+        .iter()
+        .chain(&s.main)
+        .filter(|p| s.live_slot(**p).is_some())
+        .count();
+    assert_eq!(queued, s.live, "every live slot queued once");
+    let mapped: usize = s.map.values().map(Vec::len).sum();
+    assert_eq!(mapped, s.live);
+    assert!(
+        s.small.len() + s.main.len() <= 2 * s.live + 65,
+        "stale positions compacted"
+    );
+}
+
+#[test]
+fn lookup_by_key_and_variant() {
+    let mut s = shard(1 << 20);
+    assert!(matches!(s.get(&key("/x"), &[]), Lookup::UriMiss));
+    let vary = Vary::Fields(vec![b"accept-language"[..].into()]);
+    s.insert(entry_with("/x", 10, &vary, &[(b"Accept-Language", b"en")]));
+    s.insert(entry_with("/x", 20, &vary, &[(b"Accept-Language", b"de")]));
+    let got = |s: &mut Shard, lang: &[u8]| match s.get(&key("/x"), &[(b"accept-language", lang)]) {
+        Lookup::Found(e) => Some(e.body.len()),
+        Lookup::VaryMiss => None,
+        Lookup::UriMiss => panic!("uri miss"),
+    };
+    assert_eq!(got(&mut s, b"en"), Some(10), "§4.1");
+    assert_eq!(got(&mut s, b"DE"), Some(20), "§4.1: normalised");
+    assert_eq!(got(&mut s, b"fr"), None, "§4.1: vary miss");
+    // The same variant again replaces (§4.3.4), others stay.
+    s.insert(entry_with("/x", 30, &vary, &[(b"Accept-Language", b"en")]));
+    assert_eq!(got(&mut s, b"en"), Some(30));
+    assert_eq!(s.len(), 2);
+    check(&s);
+}
+
+#[test]
+fn newest_matching_variant_wins() {
+    // §4.1: when more than one stored response matches, the most recent is used. A response
+    // without Vary stored after one with Vary matches every request.
+    let mut s = shard(1 << 20);
+    let vary = Vary::Fields(vec![b"foo"[..].into()]);
+    s.insert(entry_with("/x", 10, &vary, &[(b"foo", b"1")]));
+    s.insert(entry("/x", 20));
+    let Lookup::Found(e) = s.get(&key("/x"), &[(b"foo", b"1")]) else {
+        panic!()
+    };
+    assert_eq!(e.body.len(), 20);
+}
+
+#[test]
+fn variants_per_key_are_bounded() {
+    let mut s = shard(1 << 22);
+    let vary = Vary::Fields(vec![b"foo"[..].into()]);
+    for i in 0..MAX_VARIANTS + 5 {
+        s.insert(entry_with(
+            "/x",
+            1,
+            &vary,
+            &[(b"foo", i.to_string().as_bytes())],
+        ));
+    }
+    assert_eq!(s.len(), MAX_VARIANTS);
+    assert!(
+        matches!(s.get(&key("/x"), &[(b"foo", b"0")]), Lookup::VaryMiss),
+        "oldest went"
+    );
+    let last = (MAX_VARIANTS + 4).to_string();
+    assert!(matches!(
+        s.get(&key("/x"), &[(b"foo", last.as_bytes())]),
+        Lookup::Found(_)
+    ));
+    check(&s);
+}
+
+#[test]
+fn objects_over_the_limit_are_not_stored() {
+    let mut s = Shard::new(
+        Limits {
+            capacity: 1 << 20,
+            max_object: 1000,
+            shards: 1,
+        },
+        Arc::default(),
+    );
+    assert_eq!(s.insert(entry("/big", 1000)), Inserted::TooBig);
+    assert_eq!(s.insert(entry("/ok", 10)), Inserted::Stored);
+    assert!(!found(&mut s, "/big") && found(&mut s, "/ok"));
+    assert!(
+        entry("/ok", 10).size() > ENTRY_OVERHEAD + 10,
+        "head and key count too"
+    );
+    check(&s);
+}
+
+#[test]
+fn bytes_stay_under_capacity_and_evictions_are_counted() {
+    let one = entry("/0000", 1000).size();
+    let mut s = shard(one * 10);
+    for i in 0..100 {
+        s.insert(entry(&format!("/{i:04}"), 1000));
+        check(&s);
+    }
+    assert_eq!(s.len(), 10);
+    assert_eq!(s.counters.evictions.load(Relaxed), 90);
+    assert_eq!(s.counters.stored.load(Relaxed), 100);
+}
+
+#[test]
+fn a_scan_of_one_hit_objects_does_not_evict_the_hot_set() {
+    // S3-FIFO's point: 20 objects hit again survive 2,000 objects seen once. (Under LRU the
+    // scan would have pushed every one of them out: it is 20 times the capacity.)
+    let one = entry("/hot00", 100).size();
+    let mut s = shard(one * 100);
+    for i in 0..20 {
+        s.insert(entry(&format!("/hot{i:02}"), 100));
+    }
+    for i in 0..20 {
+        assert!(found(&mut s, &format!("/hot{i:02}")));
+    }
+    for i in 0..2000 {
+        s.insert(entry(&format!("/s{i:04}"), 100));
+        check(&s);
+    }
+    for i in 0..20 {
+        assert!(
+            found(&mut s, &format!("/hot{i:02}")),
+            "hot{i:02} evicted by a scan"
+        );
+    }
+}
+
+#[test]
+fn a_key_back_soon_after_eviction_goes_to_main() {
+    // The ghost queue: an object evicted from the small queue and inserted again is placed
+    // in main, where the next scan cannot reach it before its lap.
+    let one = entry("/a", 100).size();
+    let mut s = shard(one * 20);
+    s.insert(entry("/a", 100));
+    for i in 0..30 {
+        s.insert(entry(&format!("/s{i:02}"), 100));
+    }
+    assert!(!found(&mut s, "/a"));
+    s.insert(entry("/a", 100));
+    let id = s.map[&key("/a")][0];
+    assert_eq!(s.slots[id as usize].queue, Queue::Main);
+    check(&s);
+}
+
+#[test]
+fn remove_and_remove_prefix() {
+    let mut s = shard(1 << 20);
+    for p in ["/items/1", "/items/2", "/users/1"] {
+        s.insert(entry(p, 10));
+    }
+    assert!(s.remove(&key("/items/1")));
+    assert!(!s.remove(&key("/items/1")));
+    assert_eq!(s.remove_prefix(b"http://a.example/items/"), 1);
+    assert!(found(&mut s, "/users/1") && s.len() == 1);
+    check(&s);
+}
+
+#[test]
+fn replacing_one_key_forever_keeps_the_queues_small() {
+    // Replacement without eviction leaves stale queue positions; compaction bounds them.
+    let mut s = shard(1 << 24);
+    for _ in 0..10_000 {
+        s.insert(entry("/same", 10));
+    }
+    assert_eq!(s.len(), 1);
+    check(&s);
+}
+
+#[test]
+fn property_generated_operations_keep_the_accounting() {
+    let mut g: u64 = 0x1234_5678;
+    let mut next = || {
+        g ^= g << 13;
+        g ^= g >> 7;
+        g ^= g << 17;
+        g
+    };
+    let mut s = shard(entry("/k00", 0).size() * 40 + 5000);
+    for _ in 0..20_000 {
+        let path = format!("/k{:02}", next() % 80);
+        match next() % 10 {
+            0..=4 => {
+                s.insert(entry(&path, (next() % 400) as usize));
+            }
+            5..=8 => {
+                s.get(&key(&path), &[]);
+            }
+            _ => {
+                s.remove(&key(&path));
+            }
+        }
+        check(&s);
+    }
+}
+
+#[test]
+fn shared_store_shards_and_counters() {
+    let store = Store::new(Limits {
+        capacity: 1 << 20,
+        max_object: 1 << 16,
+        shards: 4,
+    });
+    for i in 0..100 {
+        assert_eq!(store.insert(entry(&format!("/{i}"), 10)), Inserted::Stored);
+    }
+    assert!(matches!(store.get(&key("/7"), &[]), Lookup::Found(_)));
+    assert_eq!(store.remove_prefix(b"http://a.example/1"), 11);
+    let snap = store.counters().snapshot();
+    assert_eq!((snap.stored, snap.objects), (100, 89));
+    store.counters().record(Event::Hit);
+    store.counters().record(Event::Bypass);
+    let snap = store.counters().snapshot();
+    assert_eq!((snap.hits, snap.bypass, snap.misses), (1, 1, 0));
+}
