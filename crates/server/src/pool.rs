@@ -24,6 +24,7 @@ pub(crate) struct Pool {
     /// Empty answer queues: a deferred request took an allocation for its connection's
     /// queue and another as the queue grew, each time (callgrind: ~330 instructions of every
     /// proxied request, docs/benchmarks.md issue Q).
+    #[allow(clippy::vec_box)] // A connection holds its queue boxed: the box is what is reused.
     queues: Vec<Box<crate::h1::queue::Queue>>,
     free: Vec<Vec<u8>>,
     /// Buffers given back with their length kept ([`Pool::put_filled`]): whoever needs a
