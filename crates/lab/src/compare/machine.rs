@@ -134,7 +134,14 @@ fn version(program: &str) -> String {
 /// The first line of `program -v` (or `--version`, or caddy's `version`), each given `limit`;
 /// an answer that is an error or a usage line means the next flag is tried.
 fn version_within(program: &str, limit: Duration) -> String {
-    for flag in ["-v", "--version", "version"] {
+    // memcached's -v is "verbose": it would start serving (on its default port) and, as root,
+    // refuse to with a line that is no version.
+    let flags: &[&str] = if program.ends_with("memcached") {
+        &["--version"]
+    } else {
+        &["-v", "--version", "version"]
+    };
+    for &flag in flags {
         let text = match probe(program, flag, limit) {
             Probe::Output(t) => t,
             Probe::NotFound => return "not found".into(),
