@@ -240,7 +240,9 @@ pub fn markdown(r: &CacheRecord, image_prefix: &str) -> String {
         "GET and SET workloads: {} keys (`key:` and ten digits, 14 bytes), uniformly drawn; a GET \
          run first stores every key, and a GET that misses counts as an error. Every request \
          waits for its reply on its connection, {} in flight per connection (closed loop); the \
-         latency runs offer a fixed rate instead. Ratios are to {}.\n",
+         latency runs offer a fixed rate instead. Throughput per server core is 10⁶ ÷ the cost \
+         in µs (the cost counts all of the server CPUs' busy time, softirq included). Ratios \
+         are to {}.\n",
         st.keys,
         st.pipeline,
         order.first().map_or("–", |s| s.as_str())
