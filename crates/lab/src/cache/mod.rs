@@ -43,6 +43,10 @@ pub const FILL_LIMIT: Duration = Duration::from_secs(600);
 /// Connections and pipeline depth of the fills (not measured: only fast).
 const FILL_CONNECTIONS: usize = 8;
 const FILL_PIPELINE: usize = 32;
+/// Values up to this size are offered `--latency-rate` requests per second in the latency
+/// runs; larger ones the same bytes per second (a 64 KiB GET at 20k/s is 1.3 GB/s, past what
+/// one core serves, and latency past saturation measures only the queue's growth).
+pub const FULL_RATE_MAX_VALUE: usize = 4096;
 /// How long a server gets to accept connections after it is started.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -384,6 +388,12 @@ fn progress(s: &Sample) -> String {
     }
 }
 
+/// The latency run's offered rate for `size`-byte values: `rate`, scaled down past
+/// [`FULL_RATE_MAX_VALUE`] to the same bytes per second.
+pub fn latency_rate(rate: Option<f64>, size: usize) -> Option<f64> {
+    rate.map(|r| r * (FULL_RATE_MAX_VALUE as f64 / size.max(1) as f64).min(1.0))
+}
+
 /// A job against `addr` with the run's connections, pipeline and load CPUs.
 fn job(
     args: &CacheArgs,
@@ -544,7 +554,7 @@ fn measure(args: &CacheArgs, s: &CacheServer, w: &Workload) -> anyhow::Result<Me
                     .map_or(String::new(), |e| format!(" ({e})"))
             );
         }
-        if let Some(rate) = args.latency_rate {
+        if let Some(rate) = latency_rate(args.latency_rate, w.size) {
             let l = client::run(&Job {
                 rate: Some(rate),
                 seed: 2,
@@ -665,6 +675,14 @@ mod tests {
             .map(|w| w.name)
             .collect();
         assert_eq!(names, ["get-100B", "set-100B", "get-4KiB", "set-4KiB"]);
+    }
+
+    #[test]
+    fn large_values_are_offered_the_same_bytes_per_second() {
+        assert_eq!(latency_rate(Some(20_000.0), 100), Some(20_000.0));
+        assert_eq!(latency_rate(Some(20_000.0), 4096), Some(20_000.0));
+        assert_eq!(latency_rate(Some(20_000.0), 65536), Some(1250.0));
+        assert_eq!(latency_rate(None, 100), None);
     }
 
     #[test]

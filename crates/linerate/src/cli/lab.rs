@@ -98,7 +98,8 @@ pub(crate) struct CacheFlags {
     /// Load before each sample, not counted.
     #[arg(long, default_value = "1s", value_parser = units::duration)]
     warmup: Duration,
-    /// Requests per second of the latency runs (timed from the intended send); 0: none.
+    /// Requests per second of the latency runs (timed from the intended send); values over
+    /// 4 KiB get the same bytes per second instead; 0: no latency runs.
     #[arg(long, default_value_t = 20_000.0)]
     latency_rate: f64,
     /// Connections (shared by the load CPUs).
