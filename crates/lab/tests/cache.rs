@@ -1,6 +1,6 @@
 //! `lab cache`'s client against real servers: Debian's redis-server and memcached, each started
 //! on a loopback port it picks by `scripts/cache-servers.sh` (and stopped by PID), and against
-//! a fake server that answers garbage. Where a server is not installed its test prints
+//! fake servers (one that speaks a little of the meta protocol, one that answers garbage). Where a server is not installed its test prints
 //! "NOT RUN: …" and passes (CI installs both: scripts/test-all.sh).
 
 use std::io::{Read as _, Write as _};
@@ -218,5 +218,95 @@ fn an_unreadable_reply_is_counted_not_a_panic() {
             "{o:?}"
         );
         server.join().unwrap();
+    }
+}
+
+/// A fake memcached that knows nothing: every `mg` misses (`EN`), every `ms` is stored (`HD`).
+/// Serves `conns` connections, each until the client closes it; returns the requests seen.
+fn forgetful_memcached(conns: usize) -> (SocketAddr, std::thread::JoinHandle<u64>) {
+    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let addr = l.local_addr().unwrap();
+    let h = std::thread::spawn(move || {
+        let mut handles = Vec::new();
+        for _ in 0..conns {
+            let (mut c, _) = l.accept().unwrap();
+            handles.push(std::thread::spawn(move || {
+                let mut seen = 0u64;
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 65536];
+                loop {
+                    let n = match c.read(&mut chunk) {
+                        Ok(0) | Err(_) => return seen,
+                        Ok(n) => n,
+                    };
+                    buf.extend_from_slice(&chunk[..n]);
+                    let mut out = Vec::new();
+                    let mut at = 0;
+                    while let Some(end) = buf[at..].windows(2).position(|w| w == b"\r\n") {
+                        let line = std::str::from_utf8(&buf[at..at + end]).unwrap().to_string();
+                        let words: Vec<&str> = line.split(' ').collect();
+                        let take = match words[0] {
+                            "mg" => {
+                                out.extend_from_slice(b"EN\r\n");
+                                end + 2
+                            }
+                            "ms" => {
+                                let size: usize = words[2].parse().unwrap();
+                                if buf.len() - at < end + 2 + size + 2 {
+                                    break;
+                                }
+                                out.extend_from_slice(b"HD\r\n");
+                                end + 2 + size + 2
+                            }
+                            other => panic!("unexpected {other}"),
+                        };
+                        at += take;
+                        seen += 1;
+                    }
+                    buf.drain(..at);
+                    if c.write_all(&out).is_err() {
+                        return seen;
+                    }
+                }
+            }));
+        }
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    (addr, h)
+}
+
+/// Cache-aside against a cache that never hits: every GET misses and is followed by exactly
+/// one SET of its key, the count mode answers exactly the requests asked for, pipelined on
+/// several connections, at a fixed rate as in a closed loop.
+#[test]
+fn cache_aside_sets_once_per_miss_and_counts_exactly() {
+    for rate in [None, Some(5000.0)] {
+        let (addr, server) = forgetful_memcached(3);
+        let mut j = job(
+            addr,
+            Protocol::Meta,
+            Mix::GetOrSet,
+            Keys::Uniform { n: 50 },
+            Until::Count {
+                requests: 500,
+                limit: COUNT_LIMIT,
+            },
+        );
+        j.connections = 3;
+        j.rate = rate;
+        let o = client::run(&j).unwrap();
+        assert_eq!(
+            (o.hits, o.misses, o.stored),
+            (0, 500, 500),
+            "{rate:?}: {o:?}"
+        );
+        assert_eq!((o.replies, o.errors()), (1000, 0), "{rate:?}: {o:?}");
+        assert_eq!(o.latency.len(), 1000, "every reply timed");
+        assert_eq!(o.hit_ratio(), Some(0.0));
+        assert_eq!(
+            server.join().unwrap(),
+            1000,
+            "the server saw each request once"
+        );
     }
 }

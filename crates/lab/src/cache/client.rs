@@ -108,7 +108,7 @@ pub struct Job {
 }
 
 /// What a run counted.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Outcome {
     /// Replies read (every kind).
     pub replies: u64,
@@ -130,6 +130,27 @@ pub struct Outcome {
     pub latency: Histogram<u64>,
     /// From the start to the last reply counted.
     pub elapsed: Duration,
+}
+
+impl std::fmt::Debug for Outcome {
+    /// The counts, and the latency histogram by its count and percentiles only (its buckets
+    /// are thousands of numbers).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outcome")
+            .field("replies", &self.replies)
+            .field("hits", &self.hits)
+            .field("misses", &self.misses)
+            .field("stored", &self.stored)
+            .field("not_stored", &self.not_stored)
+            .field("error_replies", &self.error_replies)
+            .field("proto_errors", &self.proto_errors)
+            .field("io_errors", &self.io_errors)
+            .field("unanswered", &self.unanswered)
+            .field("first_error", &self.first_error)
+            .field("latency", &linerate_load::stats::summarize(&self.latency))
+            .field("elapsed", &self.elapsed)
+            .finish()
+    }
 }
 
 impl Outcome {
