@@ -175,7 +175,8 @@ lab_cache_smoke() {
     out=$(mktemp -d)
     [ "$(nproc)" -ge 2 ] || cpus=(--server-cpus 0 --load-cpus 0)
     if ! "$LINERATE_BIN" lab cache --objects 5000 --keys 200 --rounds 1 --duration 200ms \
-        --warmup 100ms --latency-rate 2000 --limit-mb 8 "${cpus[@]}" --out "$out/report" \
+        --warmup 100ms --latency-rate 2000 --limit-mb 8 --evict-value-bytes 16384 "${cpus[@]}" \
+        --out "$out/report" \
         >"$out/stdout" 2>"$out/stderr"; then
         tail -20 "$out/stderr"
         rm -rf "$out"

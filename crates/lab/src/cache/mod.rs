@@ -47,6 +47,9 @@ const FILL_PIPELINE: usize = 32;
 /// runs; larger ones the same bytes per second (a 64 KiB GET at 20k/s is 1.3 GB/s, past what
 /// one core serves, and latency past saturation measures only the queue's growth).
 pub const FULL_RATE_MAX_VALUE: usize = 4096;
+/// The run at the limit first stores this percentage of its limit in objects, so that the
+/// server is full (and evicting) when the measured run starts.
+pub const FILL_PAST_LIMIT_PERCENT: u64 = 150;
 /// How long a server gets to accept connections after it is started.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -297,7 +300,7 @@ pub fn run(args: &CacheArgs) -> anyhow::Result<ExitCode> {
     let compare = Record {
         machine: machine::describe(&programs),
         command: std::env::args().collect::<Vec<_>>().join(" "),
-        generator: "the lab's cache client (RESP2 to Redis, meta protocol to memcached)".into(),
+        generator: "lab cache's own client: RESP2 to Redis, meta protocol to memcached".into(),
         setup: Setup {
             rounds: args.rounds,
             duration_s: args.duration.as_secs_f64(),
@@ -619,12 +622,27 @@ fn measure_eviction(
             Keys::Zipf { cdf: zipf.clone() },
             args.evict_value_bytes,
         );
-        // The warm-up fills the cache to its limit, so the measured run sees a full one.
-        client::run(&Job {
-            until: Until::Elapsed(args.warmup.max(Duration::from_millis(100))),
-            ..base.clone()
-        })
-        .context("warm-up")?;
+        // Filled past its limit first (the hottest keys, 0 up: Zipf's rank r is key r), so
+        // that the run starts from a full cache whatever the server's speed; then warmed up.
+        let past_limit = (args.limit_mb << 20) * FILL_PAST_LIMIT_PERCENT
+            / 100
+            / args.evict_value_bytes.max(1) as u64
+            + 1;
+        fill(
+            args,
+            s,
+            addr,
+            past_limit.min(args.objects),
+            args.evict_value_bytes,
+        )
+        .context("filling to the limit")?;
+        if !args.warmup.is_zero() {
+            client::run(&Job {
+                until: Until::Elapsed(args.warmup),
+                ..base.clone()
+            })
+            .context("warm-up")?;
+        }
         let c0 = admin::counters(addr, s.protocol())?;
         let b = Bracket::open(&args.server_cpus, pgrp)?;
         let o = client::run(&base)?;

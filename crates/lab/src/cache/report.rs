@@ -268,14 +268,16 @@ pub fn markdown(r: &CacheRecord, image_prefix: &str) -> String {
         o,
         "## Memory per stored object\n\n{} objects of {} B values (and 14-byte keys) stored \
          into each server started empty with a {} MB limit; RSS is the server's resident memory \
-         (/proc), median (min–max) over rounds.\n",
+         (/proc), median (min–max) over rounds. The server's own count is Redis's `used_memory` \
+         (all it allocated, through jemalloc) and memcached's `bytes` (its items' sizes, slab \
+         rounding and unused slab space left out).\n",
         st.objects, size, st.memory_mb
     );
     let _ = writeln!(
         o,
-        "| server | RSS MiB | RSS ÷ objects, B | (RSS − empty RSS) ÷ objects, B | objects held | evicted |"
+        "| server | RSS MiB | RSS ÷ objects, B | (RSS − empty RSS) ÷ objects, B | server's own count ÷ objects, B | objects held | evicted |"
     );
-    let _ = writeln!(o, "|---|---|---|---|---|---|");
+    let _ = writeln!(o, "|---|---|---|---|---|---|---|");
     let mib = |v: f64| format!("{:.1}", v / 1048576.0);
     let bytes = |v: f64| format!("{v:.0}");
     for s in order {
@@ -289,10 +291,14 @@ pub fn markdown(r: &CacheRecord, image_prefix: &str) -> String {
         let evicted = ms.iter().map(|m| m.counters.evictions).max();
         let _ = writeln!(
             o,
-            "| {s} | {} | {} | {} | {} | {} |",
+            "| {s} | {} | {} | {} | {} | {} | {} |",
             spread(f(|m| Some(m.rss_full as f64)), mib),
             spread(f(MemorySample::per_object), bytes),
             spread(f(MemorySample::growth_per_object), bytes),
+            spread(
+                f(|m| Some(m.counters.used_bytes as f64 / m.objects.max(1) as f64)),
+                bytes
+            ),
             held.map_or("–".into(), |v| v.to_string()),
             evicted.map_or("–".into(), |v| v.to_string()),
         );
@@ -302,8 +308,9 @@ pub fn markdown(r: &CacheRecord, image_prefix: &str) -> String {
         o,
         "## At the memory limit\n\nEach server with a {} MB limit (Redis: `maxmemory` with \
          `allkeys-lru`; memcached: `-m`, its segmented LRU), {} keys of {} B values drawn from \
-         Zipf({}): a GET, and after a miss a SET of that key (cache-aside). Evictions are the \
-         server's own count during the measured run.\n",
+         Zipf({}): a GET, and after a miss a SET of that key (cache-aside). Each server is first \
+         filled to 1.5× its limit (the hottest keys), then warmed up, then measured. Evictions \
+         are the server's own count during the measured run.\n",
         st.limit_mb, st.objects, st.evict_value_bytes, st.zipf
     );
     let _ = writeln!(
@@ -311,6 +318,7 @@ pub fn markdown(r: &CacheRecord, image_prefix: &str) -> String {
         "| server | hit ratio | evictions/s | req/s | cost µs/req | RSS MiB | objects held | errors |"
     );
     let _ = writeln!(o, "|---|---|---|---|---|---|---|---|");
+    let mut short = false;
     for s in order {
         let es: Vec<&EvictionSample> = r
             .eviction
@@ -318,10 +326,14 @@ pub fn markdown(r: &CacheRecord, image_prefix: &str) -> String {
             .filter(|e| &e.server == s && e.error.is_none())
             .collect();
         let f = |g: fn(&EvictionSample) -> Option<f64>| Spread::of(es.iter().filter_map(|e| g(e)));
+        // A run without an eviction never reached the limit: its hit ratio is not one at it.
+        let never_full = es.iter().any(|e| e.evictions == 0);
+        short |= never_full;
         let _ = writeln!(
             o,
-            "| {s} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {s} | {}{} | {} | {} | {} | {} | {} | {} |",
             spread(f(|e| e.hit_ratio), |v| format!("{v:.3}")),
+            if never_full { " ‡" } else { "" },
             spread(f(|e| Some(e.evictions_per_s)), human),
             spread(f(|e| Some(e.req_per_s)), human),
             spread(f(|e| Some(e.cost_us)), |v| format!("{v:.2}")),
@@ -331,6 +343,14 @@ pub fn markdown(r: &CacheRecord, image_prefix: &str) -> String {
                 .max()
                 .map_or("–".into(), |v| v.to_string()),
             es.iter().map(|e| e.errors).sum::<u64>(),
+        );
+    }
+    if short {
+        let _ = writeln!(
+            o,
+            "\n‡ no eviction during a measured run: that server was not evicting (every key it \
+             was asked for fitted, or too few misses came in the run), so its hit ratio is not \
+             one at the limit."
         );
     }
     let _ = writeln!(
@@ -403,6 +423,11 @@ mod tests {
                     value_bytes: 100,
                     rss_empty: 1 << 20,
                     rss_full: 2 << 20,
+                    counters: Counters {
+                        items: 1000,
+                        evictions: 0,
+                        used_bytes: 150_000,
+                    },
                     ..Default::default()
                 },
                 MemorySample {
@@ -419,10 +444,11 @@ mod tests {
         };
         let md = markdown(&r, "");
         assert!(
-            md.contains("| memcached-t2 | 2.0 (2.0–2.0) | 2097 (2097–2097) | 1049 (1049–1049) |"),
+            md.contains("| memcached-t2 | 2.0 (2.0–2.0) | 2097 (2097–2097) | 1049 (1049–1049) | 150 (150–150) | 1000 |"),
             "{md}"
         );
-        assert!(md.contains("| redis | 0.750 (0.750–0.750) |"), "{md}");
+        assert!(md.contains("| redis | 0.750 (0.750–0.750) ‡ |"), "{md}");
+        assert!(md.contains("‡ no eviction during a measured run"), "{md}");
         assert!(
             md.contains("- redis / memory, round 1: the server exited"),
             "{md}"
