@@ -230,6 +230,19 @@ mod tests {
     }
 
     #[test]
+    fn memcached_is_asked_with_dash_dash_version() {
+        // memcached's -v is "verbose": as root it refuses to start with a line that is no
+        // version, as anyone else it starts serving on its default port.
+        let p = script(
+            "memcached",
+            "[ \"$1\" = --version ] && { echo 'memcached 1.6.18'; exit 0; }; \
+             echo \"can't run as root without the -u switch\"; exit 64",
+        );
+        assert_eq!(super::version(p.to_str().unwrap()), "memcached 1.6.18");
+        let _ = std::fs::remove_dir_all(p.parent().unwrap());
+    }
+
+    #[test]
     fn utc_formatting() {
         assert_eq!(super::format_utc(0), "1970-01-01 00:00:00 UTC");
         assert_eq!(super::format_utc(1_795_305_600), "2026-11-22 00:00:00 UTC");
