@@ -400,6 +400,7 @@ impl Loop<'_> {
                 // Every request now due goes out on the next connection with room; when none
                 // has room it waits, keeping its intended time (so the wait is in its latency).
                 let n = self.conns.len();
+                let mut full = false;
                 'due: while s.next_due() <= now && self.budget > 0 {
                     for k in 0..n {
                         let i = (cursor + k) % n;
@@ -411,9 +412,13 @@ impl Loop<'_> {
                             continue 'due;
                         }
                     }
+                    full = true;
                     break;
                 }
-                wake = wake.min(s.next_due().max(now + 1));
+                // Every pipeline full: a reply frees room (epoll wakes us), not the clock.
+                if !full {
+                    wake = wake.min(s.next_due().max(now + 1));
+                }
             }
             let wait = Duration::from_nanos(wake.saturating_sub(now));
             let ts = Timespec {
