@@ -197,6 +197,13 @@ fn check(args: &CacheArgs) -> anyhow::Result<()> {
     if args.objects == 0 {
         bail!("--objects must be at least 1");
     }
+    // 0 would mean no limit to Redis (maxmemory 0) and the default 64 MB to memcached.
+    if args.memory_mb == 0 || args.limit_mb == 0 || args.evict_value_bytes == 0 {
+        bail!("--memory-mb, --limit-mb and --evict-value-bytes must be at least 1");
+    }
+    if !(args.zipf.is_finite() && args.zipf >= 0.0) {
+        bail!("--zipf must be a number of at least 0 (0: uniform)");
+    }
     if args.connections < args.load_cpus.len() {
         bail!("fewer connections than load CPUs");
     }
@@ -718,5 +725,21 @@ mod tests {
         };
         let e = check(&args).unwrap_err().to_string();
         assert!(e.contains("--memory-mb 64 is too small"), "{e}");
+        for bad in [
+            CacheArgs {
+                limit_mb: 0,
+                ..Default::default()
+            },
+            CacheArgs {
+                zipf: f64::NAN,
+                ..Default::default()
+            },
+            CacheArgs {
+                zipf: -1.0,
+                ..Default::default()
+            },
+        ] {
+            assert!(check(&bad).is_err(), "{bad:?}");
+        }
     }
 }
