@@ -3,7 +3,8 @@
 # each alone, all; its unit tests without any), the fuzz targets (built and replayed
 # over their seed corpus), all tests, a throwaway PostgreSQL 15 started, seeded and checked
 # (scripts/pg.sh selftest), the Http11Probe conformance suite against the demo server
-# (scripts/conformance.sh), h2spec in strict mode against its h2c and TLS listeners
+# (scripts/conformance.sh), Redis and memcached installed and checked (scripts/cache-servers.sh)
+# and `linerate lab cache` run end to end on tiny figures, h2spec in strict mode against its h2c and TLS listeners
 # (scripts/h2spec.sh), PROXY protocol v1 and v2 (plain and TLS) behind Debian's HAProxy, the
 # client's address checked in the access log and an access rule (scripts/proxy-protocol.sh),
 # automatic HTTPS against Let's Encrypt's test CA Pebble (scripts/acme.sh; `go install`s
@@ -116,6 +117,10 @@ fuzz_replay() {
 }
 must "fuzz targets: build, replay seeds" fuzz_replay
 
+# Redis and memcached before the tests: crates/lab/tests/cache.rs starts them through
+# scripts/cache-servers.sh (and says NOT RUN, which cargo test hides, where they are missing).
+may "Redis, memcached: install" scripts/cache-servers.sh install
+
 # The database tests (crates/linerate/tests/database.rs, crates/postgres/tests/) start their own
 # throwaway PostgreSQL 15 with scripts/pg.sh; where it cannot run they fail saying so.
 must "cargo test: build" cargo test --workspace --locked --no-run
@@ -160,6 +165,33 @@ record "binary for the stages (ci profile)" $((SECONDS - ci_wait_t0)) $ci_build_
 [ $ci_build_rc = 0 ] || exit $ci_build_rc
 
 may "PostgreSQL 15: start, seed, check, stop" scripts/pg.sh selftest
+
+# `linerate lab cache` end to end on tiny figures (a few thousand objects, sub-second rounds):
+# every phase runs on every server and the report, raw JSON and charts are written. Proves the
+# command works, measures nothing (CI's machine is shared). NOT RUN where the servers are not.
+lab_cache_smoke() {
+    scripts/cache-servers.sh selftest
+    local out cpus=()
+    out=$(mktemp -d)
+    [ "$(nproc)" -ge 2 ] || cpus=(--server-cpus 0 --load-cpus 0)
+    if ! "$LINERATE_BIN" lab cache --objects 5000 --keys 200 --rounds 1 --duration 200ms \
+        --warmup 100ms --latency-rate 2000 --limit-mb 8 --evict-value-bytes 16384 "${cpus[@]}" \
+        --out "$out/report" \
+        >"$out/stdout" 2>"$out/stderr"; then
+        tail -20 "$out/stderr"
+        rm -rf "$out"
+        return 1
+    fi
+    local missing=""
+    for f in report.md runs.json memory.png limit-hit-ratio.png get-100B-latency.png set-64KiB-cost.png; do
+        [ -s "$out/report/$f" ] || missing="$missing $f"
+    done
+    grep -q "^## At the memory limit" "$out/report/report.md" || missing="$missing (limit table)"
+    rm -rf "$out"
+    [ -z "$missing" ] || { echo "lab cache: missing from its output:$missing"; return 1; }
+    echo "lab cache: report, runs.json and charts written for memcached, redis and redis with I/O threads"
+}
+may "lab cache: Redis vs memcached smoke" lab_cache_smoke
 must "Http11Probe conformance" scripts/conformance.sh "$LINERATE_BIN"
 may "h2spec --strict (h2c, TLS)" scripts/h2spec.sh "$LINERATE_BIN"
 may "PROXY protocol behind HAProxy" scripts/proxy-protocol.sh "$LINERATE_BIN"

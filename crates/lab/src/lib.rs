@@ -10,6 +10,7 @@
 //! text on a machine without fonts.
 
 pub mod c2c;
+pub mod cache;
 pub mod compare;
 pub mod doctor;
 pub mod firstflight;

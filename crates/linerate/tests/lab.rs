@@ -344,6 +344,60 @@ fn compare_mistakes_are_one_line() {
     }
 }
 
+/// `lab cache` refuses what it cannot run before starting anything, in one line.
+#[test]
+fn cache_mistakes_are_one_line() {
+    let out_dir = tmpdir("cache-mistakes");
+    let out = out_dir.to_str().unwrap();
+    for (args, needle) in [
+        (
+            &["cache", "--servers", "valkey", "--out", out][..],
+            "unknown server \"valkey\"",
+        ),
+        (
+            &[
+                "cache",
+                "--redis-server",
+                "/nonexistent/redis-server",
+                "--servers",
+                "redis",
+                "--out",
+                out,
+            ][..],
+            "`/nonexistent/redis-server` is not installed",
+        ),
+        (
+            &[
+                "cache",
+                "--keys",
+                "100000",
+                "--memory-mb",
+                "64",
+                "--out",
+                out,
+            ][..],
+            "--memory-mb 64 is too small",
+        ),
+        (
+            &["cache", "--sizes", "0", "--out", out][..],
+            "none of them 0",
+        ),
+        (&["cache", "--objects", "0"][..], "--objects"),
+    ] {
+        // CPUs this process may use, so that no refusal is about them.
+        let (s, l) = cpus();
+        let (s, l) = (s.to_string(), l.to_string());
+        let mut args = args.to_vec();
+        args.extend(["--server-cpus", &s, "--load-cpus", &l]);
+        let out = lab(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{args:?}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&out_dir);
+}
+
 #[test]
 fn doctor_runs_on_this_host() {
     let out = lab(&["doctor", "--json"]);

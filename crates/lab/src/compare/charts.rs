@@ -244,6 +244,30 @@ pub fn human(v: f64) -> String {
     }
 }
 
+/// Writes one bar chart (`<stem>.png` and `.svg`: each server's median with its min–max) into
+/// `dir`; returns the PNG's path. `order` is the servers' order, for their colours.
+pub fn bars(
+    dir: &Path,
+    stem: &str,
+    title: String,
+    y_label: &str,
+    named: Vec<(&str, Spread)>,
+    order: &[String],
+) -> anyhow::Result<PathBuf> {
+    let (names, values) = named.into_iter().unzip();
+    write(
+        dir,
+        stem,
+        &Bars {
+            title,
+            y_label,
+            names,
+            values,
+            order,
+        },
+    )
+}
+
 /// Writes the workload's charts into `dir`; returns the PNG paths written. `order` is the
 /// suite's servers: each keeps its colour across charts and workloads.
 pub fn workload_charts(

@@ -134,7 +134,14 @@ fn version(program: &str) -> String {
 /// The first line of `program -v` (or `--version`, or caddy's `version`), each given `limit`;
 /// an answer that is an error or a usage line means the next flag is tried.
 fn version_within(program: &str, limit: Duration) -> String {
-    for flag in ["-v", "--version", "version"] {
+    // memcached's -v is "verbose": it would start serving (on its default port) and, as root,
+    // refuse to with a line that is no version.
+    let flags: &[&str] = if program.ends_with("memcached") {
+        &["--version"]
+    } else {
+        &["-v", "--version", "version"]
+    };
+    for &flag in flags {
         let text = match probe(program, flag, limit) {
             Probe::Output(t) => t,
             Probe::NotFound => return "not found".into(),
@@ -219,6 +226,19 @@ mod tests {
             "[ \"$1\" = version ] && { echo 'v2.6.2 h1:abc='; exit 0; }; echo \"Error: unknown flag: $1\"; exit 1",
         );
         assert_eq!(super::version(p.to_str().unwrap()), "v2.6.2 h1:abc=");
+        let _ = std::fs::remove_dir_all(p.parent().unwrap());
+    }
+
+    #[test]
+    fn memcached_is_asked_with_dash_dash_version() {
+        // memcached's -v is "verbose": as root it refuses to start with a line that is no
+        // version, as anyone else it starts serving on its default port.
+        let p = script(
+            "memcached",
+            "[ \"$1\" = --version ] && { echo 'memcached 1.6.18'; exit 0; }; \
+             echo \"can't run as root without the -u switch\"; exit 64",
+        );
+        assert_eq!(super::version(p.to_str().unwrap()), "memcached 1.6.18");
         let _ = std::fs::remove_dir_all(p.parent().unwrap());
     }
 

@@ -112,11 +112,17 @@ fn ratio(r: Option<f64>) -> String {
 /// The report; chart links are prefixed with `image_prefix` (e.g. a path from a docs file to the
 /// output directory).
 pub fn markdown(r: &Record, image_prefix: &str) -> String {
+    markdown_titled(r, image_prefix, "linerate lab compare", "linerate load")
+}
+
+/// [`markdown`] under another top heading, naming the tool that measured the latencies
+/// (`lab cache` reuses these tables for its own servers and client).
+pub fn markdown_titled(r: &Record, image_prefix: &str, heading: &str, latency_by: &str) -> String {
     let m = &r.machine;
     let s = &r.setup;
     let base = s.baseline.as_deref().unwrap_or("baseline");
     let mut o = String::new();
-    let _ = writeln!(o, "# linerate lab compare\n");
+    let _ = writeln!(o, "# {heading}\n");
     let _ = writeln!(
         o,
         "- Machine: {}, {} CPUs online (this run may use {}), {}",
@@ -220,7 +226,7 @@ pub fn markdown(r: &Record, image_prefix: &str) -> String {
             let labels = latency_labels();
             let _ = writeln!(
                 o,
-                "\nLatency at a fixed {} req/s (linerate load, timed from each request's intended \
+                "\nLatency at a fixed {} req/s ({latency_by}, timed from each request's intended \
                  send time, so no coordinated omission), µs, median over rounds:\n",
                 human(rate)
             );

@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use linerate_lab::c2c::{C2cArgs, DEFAULT_BUDGET, DEFAULT_OUT, DEFAULT_SAMPLES, MIN_SAMPLES};
+use linerate_lab::cache::CacheArgs;
 use linerate_lab::compare::CompareArgs;
 use linerate_lab::compare::suite::LoadTool;
 use linerate_lab::doctor::DoctorArgs;
@@ -71,6 +72,101 @@ pub(crate) struct CompareFlags {
     /// Splice the report into this Markdown file between the lab's markers (appended if absent).
     #[arg(long)]
     update_docs: Option<PathBuf>,
+}
+
+/// Options of `linerate lab cache`: Redis against memcached with the same client and objects.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct CacheFlags {
+    /// Only these servers (comma-separated: memcached-tN, redis, redis-ioN).
+    #[arg(long, value_delimiter = ',')]
+    servers: Vec<String>,
+    /// Value sizes of the GET and SET workloads, bytes (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = linerate_lab::cache::DEFAULT_SIZES)]
+    sizes: Vec<usize>,
+    /// Objects stored for memory per object, and keys of the memory-limit run.
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    objects: u64,
+    /// Keys of the GET and SET workloads (each GET run stores them all first).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    keys: u64,
+    /// Interleaved rounds.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Measured load per sample, e.g. 5s.
+    #[arg(long, default_value = "5s", value_parser = units::duration)]
+    duration: Duration,
+    /// Load before each sample, not counted.
+    #[arg(long, default_value = "1s", value_parser = units::duration)]
+    warmup: Duration,
+    /// Requests per second of the latency runs (timed from the intended send); values over
+    /// 4 KiB get the same bytes per second instead; 0: no latency runs.
+    #[arg(long, default_value_t = 20_000.0)]
+    latency_rate: f64,
+    /// Connections (shared by the load CPUs).
+    #[arg(short = 'c', long, default_value_t = 32)]
+    connections: usize,
+    /// Requests in flight per connection.
+    #[arg(long, default_value_t = 1)]
+    pipeline: usize,
+    /// memcached's threads (-t) and Redis's I/O threads [default: the server CPUs, at least 2].
+    #[arg(long)]
+    threads: Option<usize>,
+    /// CPUs the servers are pinned to.
+    #[arg(long, default_value = "0", value_parser = units::cpus)]
+    server_cpus: super::CpuList,
+    /// CPUs of the load client (one thread each).
+    #[arg(long, default_value = "1", value_parser = units::cpus)]
+    load_cpus: super::CpuList,
+    /// Memory limit of the GET/SET and memory runs, MB.
+    #[arg(long, default_value_t = 1024)]
+    memory_mb: u64,
+    /// Memory limit of the run at the limit (evictions, hit ratio), MB.
+    #[arg(long, default_value_t = 64)]
+    limit_mb: u64,
+    /// Zipf exponent of the keys in the run at the limit.
+    #[arg(long, default_value_t = 0.99)]
+    zipf: f64,
+    /// Value size of the run at the limit, bytes.
+    #[arg(long, default_value_t = 4096)]
+    evict_value_bytes: usize,
+    /// The redis-server program.
+    #[arg(long, default_value = "redis-server")]
+    redis_server: String,
+    /// The memcached program.
+    #[arg(long, default_value = "memcached")]
+    memcached: String,
+    /// Output directory [default: lab-out/cache-<UTC date-time>].
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+impl From<CacheFlags> for CacheArgs {
+    fn from(f: CacheFlags) -> CacheArgs {
+        CacheArgs {
+            servers: f.servers,
+            sizes: f.sizes,
+            objects: f.objects,
+            keys: f.keys,
+            rounds: f.rounds,
+            duration: f.duration,
+            warmup: f.warmup,
+            latency_rate: (f.latency_rate > 0.0).then_some(f.latency_rate),
+            connections: f.connections,
+            pipeline: f.pipeline,
+            threads: f.threads,
+            server_cpus: f.server_cpus,
+            load_cpus: f.load_cpus,
+            memory_mb: f.memory_mb,
+            limit_mb: f.limit_mb,
+            zipf: f.zipf,
+            evict_value_bytes: f.evict_value_bytes,
+            programs: linerate_lab::cache::servers::Programs {
+                redis: f.redis_server,
+                memcached: f.memcached,
+            },
+            out: f.out,
+        }
+    }
 }
 
 /// `linerate lab doctor`: audit this host (read-only) against the nine tuning steps.

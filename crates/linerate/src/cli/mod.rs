@@ -53,6 +53,10 @@ enum LabTool {
     /// Compare servers side by side: interleaved rounds, req/s, CPU cost per request, latency
     /// at a fixed rate, ratios to the floor; Markdown report, raw JSON and charts.
     Compare(Box<lab::CompareFlags>),
+    /// Redis against memcached with the same client and objects: GET/SET latency and CPU per
+    /// request at 100 B, 4 KiB and 64 KiB, memory per stored object, hit ratio and evictions
+    /// at a memory limit under Zipf; Markdown report, raw JSON and charts.
+    Cache(Box<lab::CacheFlags>),
     /// Audit this host (read-only) against the nine tuning steps, kTLS, io_uring and limits.
     Doctor(lab::DoctorFlags),
     /// Core-to-core latency matrix (CAS ping-pong per CPU pair), CSV and PNG heatmap, and
@@ -94,6 +98,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Lab {
             tool: LabTool::Compare(a),
         }) => linerate_lab::compare::run(&(*a).into()),
+        Some(Command::Lab {
+            tool: LabTool::Cache(a),
+        }) => linerate_lab::cache::run(&(*a).into()),
         Some(Command::Lab {
             tool: LabTool::Doctor(a),
         }) => lab::doctor(a.into()),
