@@ -29,7 +29,7 @@ use anyhow::{Context as _, bail};
 
 use crate::compare::report::{Record, Setup, WorkloadResult};
 use crate::compare::stats::{Measured, Outcome, Sample};
-use crate::compare::{charts, machine, procfs, server, stats};
+use crate::compare::{machine, procfs, server, stats};
 use client::{Job, Mix, Until};
 use codec::Op;
 use keys::Keys;
@@ -281,7 +281,7 @@ pub fn run(args: &CacheArgs) -> anyhow::Result<ExitCode> {
                     round,
                     outcome,
                 };
-                tick(progress(&sample));
+                tick(crate::compare::progress(&sample));
                 samples.push(sample);
             }
         }
@@ -373,29 +373,6 @@ pub fn run(args: &CacheArgs) -> anyhow::Result<ExitCode> {
 fn in_round_order<T>(servers: &[T], round: usize) -> impl Iterator<Item = &T> {
     let n = servers.len();
     (0..n).map(move |k| &servers[(k + round) % n])
-}
-
-fn progress(s: &Sample) -> String {
-    match &s.outcome {
-        Outcome::Ok(m) => format!(
-            "round {} {} {}: {} req/s, {:.2} µs/req{}",
-            s.round + 1,
-            s.workload,
-            s.server,
-            charts::human(m.req_per_s),
-            m.cost_us,
-            m.latency.as_ref().map_or(String::new(), |l| format!(
-                ", p99 {} µs at the fixed rate",
-                l.p99_us
-            ))
-        ),
-        Outcome::Failed { error } => format!(
-            "round {} {} {}: FAILED: {error}",
-            s.round + 1,
-            s.workload,
-            s.server
-        ),
-    }
 }
 
 /// The latency run's offered rate for `size`-byte values: `rate`, scaled down past

@@ -412,7 +412,8 @@ fn workload_vars(
     Ok(vars)
 }
 
-fn progress(s: &Sample) -> String {
+/// One sample's progress line (`lab compare`'s and `lab cache`'s).
+pub(crate) fn progress(s: &Sample) -> String {
     match &s.outcome {
         Outcome::Ok(m) => format!(
             "round {} {} {}: {} req/s, {:.2} µs/req{}",
