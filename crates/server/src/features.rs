@@ -10,12 +10,13 @@ use crate::config::{BROTLI_QUALITY, Config, Listen};
 use crate::start_error::{Part, StartError};
 
 /// The features of this build, each with whether it is compiled in.
-pub const FEATURES: [(&str, bool); 5] = [
+pub const FEATURES: [(&str, bool); 6] = [
     ("tls", cfg!(feature = "tls")),
     ("http3", cfg!(feature = "http3")),
     ("acme", cfg!(feature = "acme")),
     ("brotli", cfg!(feature = "brotli")),
     ("basic-auth", cfg!(feature = "basic-auth")),
+    ("proxy", cfg!(feature = "proxy")),
 ];
 
 fn enabled(feature: &str) -> bool {
@@ -37,8 +38,24 @@ pub(crate) fn check(config: &Config) -> Result<(), StartError> {
 }
 
 /// The first site of `config` that needs a feature this build lacks (checked again on a
-/// sites reload, which takes only the sites).
+/// sites reload, which takes only the sites and their upstreams).
 pub(crate) fn check_sites(config: &Config) -> Result<(), StartError> {
+    let mount = ("a proxy mount (proxy)", "proxy");
+    if !config.proxies.is_empty() {
+        need(Some(mount), Part::Proxy { site: 0, index: 0 })?;
+    }
+    for (i, s) in config.sites.iter().enumerate() {
+        need(
+            (!s.proxies.is_empty()).then_some(mount),
+            Part::Proxy { site: i, index: 0 },
+        )?;
+    }
+    if !config.upstreams.is_empty() {
+        need(
+            Some(("an upstream ([[upstream]])", "proxy")),
+            Part::Upstream(0),
+        )?;
+    }
     for (i, s) in config.sites.iter().enumerate() {
         let wants = [
             (s.tls.is_some(), ("its certificate (tls)", "tls")),
@@ -79,7 +96,10 @@ fn need(want: Option<(&str, &str)>, part: Part) -> Result<(), StartError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{BasicAuth, CertFiles, Managed, Site, TlsConfig};
+    use crate::config::{
+        BasicAuth, CertFiles, Managed, ProxyMount, Site, TlsConfig, Upstream, UpstreamAddr,
+        UpstreamServer,
+    };
 
     fn tls() -> TlsConfig {
         TlsConfig {
@@ -90,6 +110,19 @@ mod tests {
             http2: true,
             options: Default::default(),
         }
+    }
+
+    fn mount() -> ProxyMount {
+        ProxyMount {
+            prefix: "/api".into(),
+            upstream: "app".into(),
+            ..Default::default()
+        }
+    }
+
+    fn upstream() -> Upstream {
+        let addr = UpstreamAddr::Tcp("127.0.0.1:9".parse().unwrap());
+        Upstream::new("app", vec![UpstreamServer { addr, weight: 1 }])
     }
 
     fn site(f: impl FnOnce(&mut Site)) -> Config {
@@ -152,6 +185,29 @@ mod tests {
                     }]
                 }),
                 Part::Site(0),
+            ),
+            (
+                "proxy",
+                Config {
+                    proxies: vec![mount()],
+                    upstreams: vec![upstream()],
+                    ..Config::default()
+                },
+                Part::Proxy { site: 0, index: 0 },
+            ),
+            (
+                "proxy",
+                site(|s| s.proxies = vec![mount()]),
+                Part::Proxy { site: 0, index: 0 },
+            ),
+            (
+                "proxy",
+                Config {
+                    sites: vec![Site::default(), Site::default()],
+                    upstreams: vec![upstream()],
+                    ..Config::default()
+                },
+                Part::Upstream(0),
             ),
             (
                 "brotli",

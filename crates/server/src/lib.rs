@@ -112,7 +112,8 @@
 //! axum `Router`) on the engine: `Router::service(prefix, svc, spawn)` mounts one,
 //! `tower::router(svc, spawn)` serves one alone (see the module's docs).
 //!
-//! TLS, HTTP/3, ACME, brotli and basic auth are cargo features, all on by default; a service
+//! TLS, HTTP/3, ACME, brotli, basic auth and the reverse proxy are cargo features, all on by
+//! default; a service
 //! that needs none of them takes the crate with `default-features = false` and links none of
 //! their crates. A [`Config`] that asks for a feature the build lacks is refused by
 //! [`Server::bind`] with one line naming it ("built without feature `tls`"); see
@@ -139,6 +140,7 @@ pub mod config;
 mod driver;
 pub mod features;
 mod h1;
+#[cfg(feature = "proxy")]
 mod h1c;
 mod h2;
 #[cfg(feature = "http3")]
@@ -146,6 +148,10 @@ mod h3;
 pub mod notify;
 mod pool;
 pub mod privsep;
+#[cfg(feature = "proxy")]
+mod proxy;
+#[cfg(not(feature = "proxy"))]
+#[path = "proxy/off.rs"]
 mod proxy;
 pub mod ratelimit;
 pub mod realip;

@@ -23,6 +23,7 @@ mod br;
 #[path = "br_off.rs"]
 mod br;
 pub mod compress;
+#[cfg(feature = "proxy")]
 pub(crate) mod compress_stream;
 pub mod deferred;
 pub(crate) mod dispatch;

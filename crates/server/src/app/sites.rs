@@ -164,6 +164,7 @@ pub(crate) struct SiteApp {
     /// Longest prefix first.
     pub mounts: Vec<FilesMount>,
     /// Proxy mounts, longest prefix first.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub proxies: Vec<crate::proxy::route::Route>,
     pub files: FilesOptions,
     pub compression: Compression,
@@ -640,6 +641,7 @@ impl SiteApp {
     /// `location`s (a proxy at `/` with a root at `/static` serves `/static/…` from disk; a
     /// tie goes to the proxy).
     #[inline]
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn proxy(&self, path: &[u8]) -> Option<usize> {
         if self.proxies.is_empty() {
             return None;
@@ -649,6 +651,7 @@ impl SiteApp {
 
     /// Out of line, so a site without proxy mounts (the serving path) pays only the test above.
     #[inline(never)]
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     fn proxy_below_roots(&self, path: &[u8]) -> Option<usize> {
         let i = self.proxies.iter().position(|r| r.mount.covers(path))?;
         let len = self.proxies[i].mount.prefix.len();
@@ -661,6 +664,7 @@ impl SiteApp {
 
     /// Whether `[[site.headers]]` may add fields to proxied answers: the proxy carries the
     /// request's path for [`SiteApp::proxied_fields`] only then.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn adds_proxied_fields(&self) -> bool {
         self.headers.iter().any(|r| !r.not_proxied)
     }
@@ -668,6 +672,7 @@ impl SiteApp {
     /// The fields `[[site.headers]]` add to a proxied answer (or the proxy's own 502/504)
     /// for a request to `path`, as [`SiteApp::decorate`] adds them to every other answer:
     /// nginx's `add_header … always`, so HSTS covers an application-only site.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn proxied_fields<'s>(&'s self, path: &[u8]) -> Vec<(&'s str, &'s str)> {
         let path = std::str::from_utf8(path).unwrap_or("");
         let rules = self.headers.iter();
@@ -678,6 +683,7 @@ impl SiteApp {
     }
 
     /// The error page's body for `status`, if the site has one.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn error_page(&self, status: u16) -> Option<Response> {
         let page = self.error_pages.iter().find(|p| p.status == status)?;
         Some(

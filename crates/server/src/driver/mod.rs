@@ -36,6 +36,10 @@ pub mod tls;
 pub mod tls;
 mod transport;
 mod tunnels;
+#[cfg(feature = "proxy")]
+mod upstream;
+#[cfg(not(feature = "proxy"))]
+#[path = "upstream_off.rs"]
 mod upstream;
 mod ws;
 
@@ -622,7 +626,7 @@ impl<B: Backend> Worker<B> {
             // variant, so that a client's completion pays one bit test.
             c @ Completion::Connected { .. } => self.up_event(c, sh),
             Completion::Received { token, buf } => {
-                if token & upstream::UP != 0 {
+                if upstream::is_up(token) {
                     return self.up_event(Completion::Received { token, buf }, sh);
                 }
                 if sh.app.metrics {
@@ -637,19 +641,19 @@ impl<B: Backend> Worker<B> {
             }
             Completion::Record { token, buf } => self.record(token, buf, sh),
             c @ Completion::Eof { token } => {
-                if token & upstream::UP != 0 {
+                if upstream::is_up(token) {
                     return self.up_event(c, sh);
                 }
                 self.with(token, sh, |live, p| live.conn.eof(p.cx, &mut p.svc));
             }
             c @ (Completion::Sent { token, .. } | Completion::FileSent { token, .. }) => {
-                if token & upstream::UP != 0 {
+                if upstream::is_up(token) {
                     return self.up_event(c, sh);
                 }
                 self.with(token, sh, |live, p| p.sent(live, c));
             }
             c @ Completion::Failed { token } => {
-                if token & upstream::UP != 0 {
+                if upstream::is_up(token) {
                     return self.up_event(c, sh);
                 }
                 if let Some(idx) = self.index(token) {

@@ -248,6 +248,7 @@ impl Proto {
     }
 
     /// The client's bytes for a tunnel (HTTP/1.1 after a 101; HTTP/2 has none).
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn tunnel_input(&self) -> Option<&[u8]> {
         match self {
             Proto::H1(c) => c.tunnel_input(),
@@ -255,12 +256,14 @@ impl Proto {
         }
     }
 
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn tunnel_used(&mut self, n: usize, pool: &mut Pool) {
         if let Proto::H1(c) = self {
             c.tunnel_used(n, pool);
         }
     }
 
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn tunnel_ended(&self) -> bool {
         matches!(self, Proto::H1(c) if c.tunnel_ended())
     }

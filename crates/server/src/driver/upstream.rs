@@ -45,6 +45,12 @@ const MAX_FEEDS: u32 = 16;
 /// The token bit that marks an upstream connection (the top of the generation).
 pub(super) const UP: Token = 1 << 63;
 
+/// Whether `token` is an upstream connection's: one bit test.
+#[inline(always)]
+pub(super) const fn is_up(token: Token) -> bool {
+    token & UP != 0
+}
+
 /// The upstream connections carrying answers to one client connection.
 #[derive(Default)]
 pub(super) struct Relays(pub Vec<Token>);

@@ -19,6 +19,7 @@ use crate::pool::Pool;
 
 impl<P> Conn<P> {
     /// The client's bytes waiting to go upstream, when the connection is a tunnel.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn tunnel_input(&self) -> Option<&[u8]> {
         match self.reading {
             Reading::Tunnel { .. } => Some(self.spill.as_ref().map_or(&[], |s| &s.inbuf[..])),
@@ -27,6 +28,7 @@ impl<P> Conn<P> {
     }
 
     /// The first `n` bytes of [`Conn::tunnel_input`] went upstream.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn tunnel_used(&mut self, n: usize, pool: &mut Pool) {
         let Some(s) = self.spill.as_mut() else {
             return;
@@ -40,6 +42,7 @@ impl<P> Conn<P> {
     }
 
     /// The client finished sending and every byte it sent was taken.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn tunnel_ended(&self) -> bool {
         matches!(self.reading, Reading::Tunnel { eof: true }) && self.inbuf_empty()
     }

@@ -11,6 +11,10 @@ pub(crate) mod body;
 pub(crate) mod defer;
 pub(crate) mod files;
 pub(crate) mod methods;
+#[cfg(feature = "proxy")]
+pub(crate) mod proxy;
+#[cfg(not(feature = "proxy"))]
+#[path = "proxy_off.rs"]
 pub(crate) mod proxy;
 pub(crate) mod route;
 pub(crate) mod websocket;
