@@ -2,6 +2,9 @@
 //! that asks for a feature this build lacks: one line naming the part and the feature
 //! ("built without feature `tls`"), never a setting silently ignored.
 //!
+//! `websocket` and `tower` are not in the configuration (a build without them has no
+//! `Router::ws` or `tower` to call), so nothing here refuses them.
+//!
 //! Owns only the check (on `Server::bind`, and on a sites reload for the sites' parts); each
 //! feature's code lives in its own module, gated whole in `lib.rs` or its parent `mod.rs`.
 #![forbid(unsafe_code)]
@@ -10,13 +13,14 @@ use crate::config::{BROTLI_QUALITY, Config, Listen};
 use crate::start_error::{Part, StartError};
 
 /// The features of this build, each with whether it is compiled in.
-pub const FEATURES: [(&str, bool); 6] = [
+pub const FEATURES: [(&str, bool); 7] = [
     ("tls", cfg!(feature = "tls")),
     ("http3", cfg!(feature = "http3")),
     ("acme", cfg!(feature = "acme")),
     ("brotli", cfg!(feature = "brotli")),
     ("basic-auth", cfg!(feature = "basic-auth")),
     ("proxy", cfg!(feature = "proxy")),
+    ("websocket", cfg!(feature = "websocket")),
 ];
 
 fn enabled(feature: &str) -> bool {

@@ -112,11 +112,11 @@
 //! axum `Router`) on the engine: `Router::service(prefix, svc, spawn)` mounts one,
 //! `tower::router(svc, spawn)` serves one alone (see the module's docs).
 //!
-//! TLS, HTTP/3, ACME, brotli, basic auth and the reverse proxy are cargo features, all on by
-//! default; a service that needs none of them takes the crate with `default-features = false`
-//! and links none of their code. A [`Config`] that asks for a feature the build lacks is refused by
-//! [`Server::bind`] with one line naming it ("built without feature `tls`"); see
-//! [`features`].
+//! TLS, HTTP/3, ACME, brotli, basic auth, the reverse proxy and WebSocket are cargo features,
+//! all on by default; a service that needs none of them takes the crate with
+//! `default-features = false` and links none of their code. A [`Config`] that asks for a
+//! feature the build lacks is refused by [`Server::bind`] with one line naming it ("built
+//! without feature `tls`"); see [`features`].
 
 /// The README's Rust examples, compiled and run with the other doctests (`cargo test
 /// --doc`), so that they cannot go stale.
@@ -162,11 +162,15 @@ mod sys;
 pub mod testing;
 #[cfg(feature = "tower")]
 pub mod tower;
+#[cfg(feature = "websocket")]
 mod ws;
 
+#[cfg(feature = "websocket")]
+pub use app::websocket;
+#[cfg(not(feature = "websocket"))]
+use app::websocket;
 pub use app::{
-    access_log, around, compress, deferred, extract, files, incoming, layer, layers, sse,
-    streaming, websocket,
+    access_log, around, compress, deferred, extract, files, incoming, layer, layers, sse, streaming,
 };
 use app::{request, response, router};
 pub use around::{Around, Next};

@@ -41,7 +41,11 @@ pub(crate) mod sites;
 pub mod sse;
 pub(crate) mod static_gz;
 pub mod streaming;
+#[cfg(feature = "websocket")]
 pub mod websocket;
+#[cfg(not(feature = "websocket"))]
+#[path = "websocket/off.rs"]
+pub(crate) mod websocket;
 
 use std::sync::Arc;
 

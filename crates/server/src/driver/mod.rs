@@ -41,6 +41,10 @@ mod upstream;
 #[cfg(not(feature = "proxy"))]
 #[path = "upstream_off.rs"]
 mod upstream;
+#[cfg(feature = "websocket")]
+mod ws;
+#[cfg(not(feature = "websocket"))]
+#[path = "ws_off.rs"]
 mod ws;
 
 use std::net::SocketAddr;

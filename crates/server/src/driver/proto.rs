@@ -96,6 +96,7 @@ pub(crate) enum Boxed {
     /// HTTP/2, with the WebSocket streams it carries (see `driver::tunnels`).
     H2(Box<H2Live>),
     /// After a WebSocket route's 101 (see `driver::ws`).
+    #[cfg_attr(not(feature = "websocket"), allow(dead_code))]
     Ws(Box<WsLive>),
     /// HTTP/3 over a QUIC connection (see `driver::quic`): its packets come and go through
     /// the worker's UDP socket, not the backend.

@@ -61,6 +61,7 @@ impl H2Live {
 
     /// A WebSocket route accepted stream `up.id`'s extended CONNECT: its 200 opens the
     /// tunnel. A stream gone meanwhile (reset with the request) drops the handler unopened.
+    #[cfg_attr(not(feature = "websocket"), allow(dead_code))]
     pub(crate) fn open_tunnel(&mut self, up: Upgrade, token: u64, inbox: &Arc<Inbox>, cx: &mut Cx) {
         let fields: Vec<(&[u8], &[u8])> = up
             .fields
@@ -257,15 +258,15 @@ fn step(conn: &mut h2::Conn<Pending>, t: &mut Tunnel, cx: &mut Cx, requeue: bool
         }
     }
     loop {
-        match t.ws.conn.poll_transmit() {
+        match t.ws.tunnel_transmit() {
             Transmit::Bytes { .. } => {
                 if !conn.stream_room(id) {
                     return Step::Open { waiting: true };
                 }
-                let mut out = t.ws.conn.take_output(&mut cx.pool);
+                let mut out = t.ws.tunnel_output(cx);
                 conn.tunnel_send(id, &out, cx);
                 cx.pool.put(&mut out);
-                t.ws.conn.sent(cx.now, &mut cx.pool);
+                t.ws.tunnel_sent(cx);
                 if requeue {
                     t.ws.requeue();
                 }
@@ -274,7 +275,7 @@ fn step(conn: &mut h2::Conn<Pending>, t: &mut Tunnel, cx: &mut Cx, requeue: bool
                 // The close handshake is done (or the connection failed): END_STREAM, then
                 // the client's is awaited for the close timeout.
                 conn.stream_end(id, cx);
-                t.ws.conn.shut(cx.now);
+                t.ws.tunnel_shut(cx);
             }
             Transmit::Close => {
                 if conn.tunnel_ended(id) {

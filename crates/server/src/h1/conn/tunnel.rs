@@ -59,6 +59,7 @@ impl<P> Conn<P> {
     /// client's bytes after the handshake, for the new protocol's state machine; the HTTP/1.1
     /// connection is done with. `None` when the 101 could not go out at once (answers before
     /// it still pending, or output in flight): the caller closes the connection.
+    #[cfg_attr(not(feature = "websocket"), allow(dead_code))]
     pub(crate) fn take_upgraded(&mut self, cx: &mut Cx) -> Option<(Vec<u8>, Vec<u8>)> {
         let placed = matches!(self.reading, Reading::Tunnel { eof: false })
             && matches!(self.tail.as_deref(), Some(Tail::Stream(_)))

@@ -17,6 +17,10 @@ pub(crate) mod proxy;
 #[path = "proxy_off.rs"]
 pub(crate) mod proxy;
 pub(crate) mod route;
+#[cfg(feature = "websocket")]
+pub(crate) mod websocket;
+#[cfg(not(feature = "websocket"))]
+#[path = "websocket_off.rs"]
 pub(crate) mod websocket;
 
 use crate::app::ConnApp;
