@@ -9,11 +9,11 @@
 //! feature's code lives in its own module, gated whole in `lib.rs` or its parent `mod.rs`.
 #![forbid(unsafe_code)]
 
-use crate::config::{BROTLI_QUALITY, Config, Listen};
+use crate::config::{BROTLI_QUALITY, Config, GZIP_LEVEL, Listen};
 use crate::start_error::{Part, StartError};
 
 /// The features of this build, each with whether it is compiled in.
-pub const FEATURES: [(&str, bool); 7] = [
+pub const FEATURES: [(&str, bool); 8] = [
     ("tls", cfg!(feature = "tls")),
     ("http3", cfg!(feature = "http3")),
     ("acme", cfg!(feature = "acme")),
@@ -21,6 +21,7 @@ pub const FEATURES: [(&str, bool); 7] = [
     ("basic-auth", cfg!(feature = "basic-auth")),
     ("proxy", cfg!(feature = "proxy")),
     ("websocket", cfg!(feature = "websocket")),
+    ("gzip", cfg!(feature = "gzip")),
 ];
 
 fn enabled(feature: &str) -> bool {
@@ -37,6 +38,9 @@ pub(crate) fn check(config: &Config) -> Result<(), StartError> {
     }
     if config.compression.brotli_quality != BROTLI_QUALITY {
         need(Some(("brotli_quality", "brotli")), Part::Other)?;
+    }
+    if config.compression.gzip_level != GZIP_LEVEL {
+        need(Some(("gzip_level", "gzip")), Part::Other)?;
     }
     check_sites(config)
 }
@@ -212,6 +216,17 @@ mod tests {
                     ..Config::default()
                 },
                 Part::Upstream(0),
+            ),
+            (
+                "gzip",
+                Config {
+                    compression: crate::config::Compression {
+                        gzip_level: 9,
+                        ..Default::default()
+                    },
+                    ..Config::default()
+                },
+                Part::Other,
             ),
             (
                 "brotli",

@@ -112,8 +112,8 @@
 //! axum `Router`) on the engine: `Router::service(prefix, svc, spawn)` mounts one,
 //! `tower::router(svc, spawn)` serves one alone (see the module's docs).
 //!
-//! TLS, HTTP/3, ACME, brotli, basic auth, the reverse proxy and WebSocket are cargo features,
-//! all on by default; a service that needs none of them takes the crate with
+//! TLS, HTTP/3, ACME, brotli, gzip, basic auth, the reverse proxy and WebSocket are cargo
+//! features, all on by default; a service that needs none of them takes the crate with
 //! `default-features = false` and links none of their code. A [`Config`] that asks for a
 //! feature the build lacks is refused by [`Server::bind`] with one line naming it ("built
 //! without feature `tls`"); see [`features`].

@@ -29,6 +29,11 @@ pub mod deferred;
 pub(crate) mod dispatch;
 pub mod extract;
 pub mod files;
+#[cfg(feature = "gzip")]
+mod gz;
+#[cfg(not(feature = "gzip"))]
+#[path = "gz_off.rs"]
+mod gz;
 pub mod incoming;
 pub mod layer;
 pub mod layers;
