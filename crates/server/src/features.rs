@@ -13,8 +13,9 @@ use crate::config::{BROTLI_QUALITY, Config, GZIP_LEVEL, Listen};
 use crate::start_error::{Part, StartError};
 
 /// The features of this build, each with whether it is compiled in.
-pub const FEATURES: [(&str, bool); 8] = [
+pub const FEATURES: [(&str, bool); 9] = [
     ("tls", cfg!(feature = "tls")),
+    ("http2", cfg!(feature = "http2")),
     ("http3", cfg!(feature = "http3")),
     ("acme", cfg!(feature = "acme")),
     ("brotli", cfg!(feature = "brotli")),
@@ -86,6 +87,8 @@ fn listener_needs(l: &Listen) -> Option<(&'static str, &'static str)> {
         Some(("HTTP/3 (quic)", "http3"))
     } else if l.tls.is_some() {
         Some(("HTTPS (tls)", "tls"))
+    } else if l.h2c {
+        Some(("HTTP/2 cleartext (h2c)", "http2"))
     } else {
         None
     }
@@ -165,6 +168,14 @@ mod tests {
                 Config {
                     tls: Some(tls()),
                     quic: true,
+                    ..Config::default()
+                },
+                Part::Listener(1),
+            ),
+            (
+                "http2",
+                Config {
+                    h2c: Some("127.0.0.1:0".parse().unwrap()),
                     ..Config::default()
                 },
                 Part::Listener(1),

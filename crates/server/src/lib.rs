@@ -112,8 +112,8 @@
 //! axum `Router`) on the engine: `Router::service(prefix, svc, spawn)` mounts one,
 //! `tower::router(svc, spawn)` serves one alone (see the module's docs).
 //!
-//! TLS, HTTP/3, ACME, brotli, gzip, basic auth, the reverse proxy and WebSocket are cargo
-//! features, all on by default; a service that needs none of them takes the crate with
+//! TLS, HTTP/2, HTTP/3, ACME, brotli, gzip, basic auth, the reverse proxy and WebSocket are
+//! cargo features, all on by default; a service that needs none of them takes the crate with
 //! `default-features = false` and links none of their code. A [`Config`] that asks for a
 //! feature the build lacks is refused by [`Server::bind`] with one line naming it ("built
 //! without feature `tls`"); see [`features`].
@@ -141,6 +141,7 @@ pub mod features;
 mod h1;
 #[cfg(feature = "proxy")]
 mod h1c;
+#[cfg(feature = "http2")]
 mod h2;
 #[cfg(feature = "http3")]
 mod h3;
@@ -203,6 +204,7 @@ pub use stats::{
 
 /// HTTP/2's named limits (each answered as RFC 9113 says: REFUSED_STREAM, or a GOAWAY with
 /// ENHANCE_YOUR_CALM; see `h2/stream.rs`).
+#[cfg(feature = "http2")]
 pub mod http2 {
     pub use crate::h2::{
         MAX_BODY_STREAMS, MAX_CONCURRENT_STREAMS, MAX_CONTINUATIONS, MAX_CONTROL_PER_SEC,

@@ -35,6 +35,10 @@ pub mod tls;
 #[path = "tls_off.rs"]
 pub mod tls;
 mod transport;
+#[cfg(feature = "http2")]
+mod tunnels;
+#[cfg(not(feature = "http2"))]
+#[path = "tunnels_off.rs"]
 mod tunnels;
 #[cfg(feature = "proxy")]
 mod upstream;

@@ -13,7 +13,6 @@ use super::tunnels::H2Live;
 use super::ws::WsLive;
 use crate::app::Pending;
 use crate::h1::{Conn, Cx, Service, StreamHead, Timer, Transmit};
-use crate::h2;
 use crate::pool::Pool;
 use crate::response::Response;
 
@@ -94,6 +93,7 @@ pub(crate) enum Proto {
 
 pub(crate) enum Boxed {
     /// HTTP/2, with the WebSocket streams it carries (see `driver::tunnels`).
+    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
     H2(Box<H2Live>),
     /// After a WebSocket route's 101 (see `driver::ws`).
     #[cfg_attr(not(feature = "websocket"), allow(dead_code))]
@@ -106,10 +106,6 @@ pub(crate) enum Boxed {
 impl Proto {
     pub(crate) fn h1(now: u64, cx: &Cx) -> Proto {
         Proto::H1(Conn::new(now, &cx.cfg))
-    }
-
-    pub(crate) fn h2(now: u64, cx: &Cx) -> Proto {
-        Proto::Boxed(Boxed::H2(Box::new(H2Live::new(h2::Conn::new(now, cx)))))
     }
 
     /// ALPN chose `h2` on a connection that has read nothing yet.

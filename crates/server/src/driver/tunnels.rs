@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use linerate_http1::RequestHead;
 
-use super::proto::Drive;
+use super::proto::{Boxed, Drive, Proto};
 use super::ws::WsLive;
 use crate::app::Pending;
 use crate::app::deferred::Inbox;
@@ -40,6 +40,13 @@ pub(crate) struct H2Live {
     stir: Cell<bool>,
     /// A tunnel's output waits for its stream's room: a send completing may make it.
     waiting: bool,
+}
+
+impl Proto {
+    /// An HTTP/2 connection (an h2c listener's, or ALPN chose `h2`).
+    pub(crate) fn h2(now: u64, cx: &Cx) -> Proto {
+        Proto::Boxed(Boxed::H2(Box::new(H2Live::new(h2::Conn::new(now, cx)))))
+    }
 }
 
 /// One WebSocket stream.

@@ -223,21 +223,25 @@ impl WsLive {
 
     /// Over HTTP/2 (`driver::tunnels`): what the WebSocket side has to transmit, which the
     /// stream carries (no TLS shutdown of its own, unlike [`Drive::poll_transmit`]).
+    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
     pub(super) fn tunnel_transmit(&mut self) -> Transmit<'_> {
         self.conn.poll_transmit()
     }
 
     /// Over HTTP/2: the frames to put in the stream's DATA.
+    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
     pub(super) fn tunnel_output(&mut self, cx: &mut Cx) -> Vec<u8> {
         self.conn.take_output(&mut cx.pool)
     }
 
     /// Over HTTP/2: the frames taken went into the stream.
+    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
     pub(super) fn tunnel_sent(&mut self, cx: &mut Cx) {
         self.conn.sent(cx.now, &mut cx.pool);
     }
 
     /// Over HTTP/2: the stream's END_STREAM went out.
+    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
     pub(super) fn tunnel_shut(&mut self, cx: &mut Cx) {
         self.conn.shut(cx.now);
     }

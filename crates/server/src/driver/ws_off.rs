@@ -74,6 +74,7 @@ impl WsLive {
         match self.never {}
     }
 
+    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
     pub(super) fn requeue(&self) {
         match self.never {}
     }
@@ -82,18 +83,22 @@ impl WsLive {
         match self.never {}
     }
 
+    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
     pub(super) fn tunnel_transmit(&mut self) -> Transmit<'_> {
         match self.never {}
     }
 
+    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
     pub(super) fn tunnel_output(&mut self, _cx: &mut Cx) -> Vec<u8> {
         match self.never {}
     }
 
+    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
     pub(super) fn tunnel_sent(&mut self, _cx: &mut Cx) {
         match self.never {}
     }
 
+    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
     pub(super) fn tunnel_shut(&mut self, _cx: &mut Cx) {
         match self.never {}
     }
