@@ -2,20 +2,27 @@
 //! that asks for a feature this build lacks: one line naming the part and the feature
 //! ("built without feature `tls`"), never a setting silently ignored.
 //!
+//! `websocket` and `tower` are not in the configuration (a build without them has no
+//! `Router::ws` or `tower` to call), so nothing here refuses them.
+//!
 //! Owns only the check (on `Server::bind`, and on a sites reload for the sites' parts); each
 //! feature's code lives in its own module, gated whole in `lib.rs` or its parent `mod.rs`.
 #![forbid(unsafe_code)]
 
-use crate::config::{BROTLI_QUALITY, Config, Listen};
+use crate::config::{BROTLI_QUALITY, Config, GZIP_LEVEL, Listen};
 use crate::start_error::{Part, StartError};
 
 /// The features of this build, each with whether it is compiled in.
-pub const FEATURES: [(&str, bool); 5] = [
+pub const FEATURES: [(&str, bool); 9] = [
     ("tls", cfg!(feature = "tls")),
+    ("http2", cfg!(feature = "http2")),
     ("http3", cfg!(feature = "http3")),
     ("acme", cfg!(feature = "acme")),
     ("brotli", cfg!(feature = "brotli")),
     ("basic-auth", cfg!(feature = "basic-auth")),
+    ("proxy", cfg!(feature = "proxy")),
+    ("websocket", cfg!(feature = "websocket")),
+    ("gzip", cfg!(feature = "gzip")),
 ];
 
 fn enabled(feature: &str) -> bool {
@@ -33,12 +40,31 @@ pub(crate) fn check(config: &Config) -> Result<(), StartError> {
     if config.compression.brotli_quality != BROTLI_QUALITY {
         need(Some(("brotli_quality", "brotli")), Part::Other)?;
     }
+    if config.compression.gzip_level != GZIP_LEVEL {
+        need(Some(("gzip_level", "gzip")), Part::Other)?;
+    }
     check_sites(config)
 }
 
 /// The first site of `config` that needs a feature this build lacks (checked again on a
-/// sites reload, which takes only the sites).
+/// sites reload, which takes only the sites and their upstreams).
 pub(crate) fn check_sites(config: &Config) -> Result<(), StartError> {
+    let mount = ("a proxy mount (proxy)", "proxy");
+    if !config.proxies.is_empty() {
+        need(Some(mount), Part::Proxy { site: 0, index: 0 })?;
+    }
+    for (i, s) in config.sites.iter().enumerate() {
+        need(
+            (!s.proxies.is_empty()).then_some(mount),
+            Part::Proxy { site: i, index: 0 },
+        )?;
+    }
+    if !config.upstreams.is_empty() {
+        need(
+            Some(("an upstream ([[upstream]])", "proxy")),
+            Part::Upstream(0),
+        )?;
+    }
     for (i, s) in config.sites.iter().enumerate() {
         let wants = [
             (s.tls.is_some(), ("its certificate (tls)", "tls")),
@@ -61,6 +87,8 @@ fn listener_needs(l: &Listen) -> Option<(&'static str, &'static str)> {
         Some(("HTTP/3 (quic)", "http3"))
     } else if l.tls.is_some() {
         Some(("HTTPS (tls)", "tls"))
+    } else if l.h2c {
+        Some(("HTTP/2 cleartext (h2c)", "http2"))
     } else {
         None
     }
@@ -79,7 +107,10 @@ fn need(want: Option<(&str, &str)>, part: Part) -> Result<(), StartError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{BasicAuth, CertFiles, Managed, Site, TlsConfig};
+    use crate::config::{
+        BasicAuth, CertFiles, Managed, ProxyMount, Site, TlsConfig, Upstream, UpstreamAddr,
+        UpstreamServer,
+    };
 
     fn tls() -> TlsConfig {
         TlsConfig {
@@ -90,6 +121,19 @@ mod tests {
             http2: true,
             options: Default::default(),
         }
+    }
+
+    fn mount() -> ProxyMount {
+        ProxyMount {
+            prefix: "/api".into(),
+            upstream: "app".into(),
+            ..Default::default()
+        }
+    }
+
+    fn upstream() -> Upstream {
+        let addr = UpstreamAddr::Tcp("127.0.0.1:9".parse().unwrap());
+        Upstream::new("app", vec![UpstreamServer { addr, weight: 1 }])
     }
 
     fn site(f: impl FnOnce(&mut Site)) -> Config {
@@ -129,6 +173,14 @@ mod tests {
                 Part::Listener(1),
             ),
             (
+                "http2",
+                Config {
+                    h2c: Some("127.0.0.1:0".parse().unwrap()),
+                    ..Config::default()
+                },
+                Part::Listener(1),
+            ),
+            (
                 "acme",
                 Config {
                     acme: Some(Default::default()),
@@ -152,6 +204,40 @@ mod tests {
                     }]
                 }),
                 Part::Site(0),
+            ),
+            (
+                "proxy",
+                Config {
+                    proxies: vec![mount()],
+                    upstreams: vec![upstream()],
+                    ..Config::default()
+                },
+                Part::Proxy { site: 0, index: 0 },
+            ),
+            (
+                "proxy",
+                site(|s| s.proxies = vec![mount()]),
+                Part::Proxy { site: 0, index: 0 },
+            ),
+            (
+                "proxy",
+                Config {
+                    sites: vec![Site::default(), Site::default()],
+                    upstreams: vec![upstream()],
+                    ..Config::default()
+                },
+                Part::Upstream(0),
+            ),
+            (
+                "gzip",
+                Config {
+                    compression: crate::config::Compression {
+                        gzip_level: 9,
+                        ..Default::default()
+                    },
+                    ..Config::default()
+                },
+                Part::Other,
             ),
             (
                 "brotli",

@@ -112,11 +112,11 @@
 //! axum `Router`) on the engine: `Router::service(prefix, svc, spawn)` mounts one,
 //! `tower::router(svc, spawn)` serves one alone (see the module's docs).
 //!
-//! TLS, HTTP/3, ACME, brotli and basic auth are cargo features, all on by default; a service
-//! that needs none of them takes the crate with `default-features = false` and links none of
-//! their crates. A [`Config`] that asks for a feature the build lacks is refused by
-//! [`Server::bind`] with one line naming it ("built without feature `tls`"); see
-//! [`features`].
+//! TLS, HTTP/2, HTTP/3, ACME, brotli, gzip, basic auth, the reverse proxy and WebSocket are
+//! cargo features, all on by default; a service that needs none of them takes the crate with
+//! `default-features = false` and links none of their code. A [`Config`] that asks for a
+//! feature the build lacks is refused by [`Server::bind`] with one line naming it ("built
+//! without feature `tls`"); see [`features`].
 
 /// The README's Rust examples, compiled and run with the other doctests (`cargo test
 /// --doc`), so that they cannot go stale.
@@ -139,13 +139,19 @@ pub mod config;
 mod driver;
 pub mod features;
 mod h1;
+#[cfg(feature = "proxy")]
 mod h1c;
+#[cfg(feature = "http2")]
 mod h2;
 #[cfg(feature = "http3")]
 mod h3;
 pub mod notify;
 mod pool;
 pub mod privsep;
+#[cfg(feature = "proxy")]
+mod proxy;
+#[cfg(not(feature = "proxy"))]
+#[path = "proxy/off.rs"]
 mod proxy;
 pub mod ratelimit;
 pub mod realip;
@@ -157,11 +163,15 @@ mod sys;
 pub mod testing;
 #[cfg(feature = "tower")]
 pub mod tower;
+#[cfg(feature = "websocket")]
 mod ws;
 
+#[cfg(feature = "websocket")]
+pub use app::websocket;
+#[cfg(not(feature = "websocket"))]
+use app::websocket;
 pub use app::{
-    access_log, around, compress, deferred, extract, files, incoming, layer, layers, sse,
-    streaming, websocket,
+    access_log, around, compress, deferred, extract, files, incoming, layer, layers, sse, streaming,
 };
 use app::{request, response, router};
 pub use around::{Around, Next};
@@ -194,6 +204,7 @@ pub use stats::{
 
 /// HTTP/2's named limits (each answered as RFC 9113 says: REFUSED_STREAM, or a GOAWAY with
 /// ENHANCE_YOUR_CALM; see `h2/stream.rs`).
+#[cfg(feature = "http2")]
 pub mod http2 {
     pub use crate::h2::{
         MAX_BODY_STREAMS, MAX_CONCURRENT_STREAMS, MAX_CONTINUATIONS, MAX_CONTROL_PER_SEC,

@@ -1224,7 +1224,8 @@ pub(crate) fn announces_extended_connect(config: &Config, router: &Router) -> bo
         && config.sites.iter().all(|s| s.proxies.is_empty())
 }
 
-#[cfg(test)]
+// A WebSocket route is what makes a server announce extended CONNECT.
+#[cfg(all(test, feature = "websocket"))]
 mod tests {
     use super::*;
     use crate::response::Response;

@@ -32,9 +32,11 @@ pub enum Part {
     /// `Config::sites[site].redirects[index]`: its target is not valid.
     Redirect { site: usize, index: usize },
     /// `Config::sites[site].proxies[index]` (`site` 0 is the implicit site's
-    /// `Config::proxies` when there are no sites): its upstream is unknown.
+    /// `Config::proxies` when there are no sites): its upstream is unknown, or the build has
+    /// no `proxy` feature.
     Proxy { site: usize, index: usize },
-    /// `Config::upstreams[i]`: it has no server, or a name used twice.
+    /// `Config::upstreams[i]`: it has no server, a name used twice, or the build has no
+    /// `proxy` feature.
     Upstream(usize),
     /// The [`Router`](crate::Router): a method and pattern registered twice.
     Routes,

@@ -95,6 +95,7 @@ pub(crate) struct UpCounters {
     down_until_ms: AtomicU64,
 }
 
+#[cfg_attr(not(feature = "proxy"), allow(dead_code))]
 impl UpCounters {
     pub(crate) fn new(upstream: &str, server: String) -> UpCounters {
         UpCounters {
@@ -302,6 +303,7 @@ impl Counters {
             .store(if more { v + 1 } else { v.saturating_sub(1) }, Relaxed);
     }
     /// The worker's upstream servers are these now.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn set_upstreams(&self, up: Arc<[UpCounters]>) {
         *self.upstreams.write().unwrap_or_else(|e| e.into_inner()) = up;
     }

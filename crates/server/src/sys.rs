@@ -37,6 +37,7 @@ pub(crate) fn watch_in_tokio(
 /// Reads up to `n` bytes of `fd` from `offset` onto the end of `buf`, into its spare capacity
 /// (no zeroing first: HTTP/2 copies file bodies into DATA frames, and zeroing each 16 KiB
 /// frame before the read overwrote it cost as much as the copy). Returns the bytes read.
+#[cfg_attr(not(feature = "http2"), allow(dead_code))]
 pub(crate) fn pread_append(
     fd: BorrowedFd<'_>,
     buf: &mut Vec<u8>,

@@ -41,8 +41,10 @@ pub fn compress(body: &[u8], quality: u32) -> Vec<u8> {
 }
 
 /// A brotli stream fed one piece at a time, each flushed through.
+#[cfg_attr(not(feature = "proxy"), allow(dead_code))]
 pub struct Stream(brotli::CompressorWriter<Vec<u8>>);
 
+#[cfg_attr(not(feature = "proxy"), allow(dead_code))]
 impl Stream {
     /// A stream for a body of `length` when known (the window fits it, at most
     /// [`STREAM_MAX_LGWIN`]); always one here (`None` only where the build has no encoder).

@@ -13,8 +13,10 @@ pub fn compress(_body: &[u8], _quality: u32) -> Vec<u8> {
 }
 
 /// Cannot be made (see the module doc).
+#[cfg_attr(not(feature = "proxy"), allow(dead_code))]
 pub enum Stream {}
 
+#[cfg_attr(not(feature = "proxy"), allow(dead_code))]
 impl Stream {
     pub fn new(_length: Option<u64>, _quality: u32) -> Option<Stream> {
         None

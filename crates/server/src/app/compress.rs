@@ -1,5 +1,5 @@
-//! Dynamic response compression: gzip or br (br with the `brotli` feature: `app/br.rs`) for
-//! in-memory bodies when the client asks.
+//! Dynamic response compression: gzip or br (gzip with the `gzip` feature: `app/gz.rs`; br
+//! with the `brotli` feature: `app/br.rs`) for in-memory bodies when the client asks.
 //!
 //! Owns the decision (status 200, compressible Content-Type, body held in memory, at least
 //! `min_bytes` and at most `max_bytes` (the worker compresses nothing else meanwhile: see
@@ -46,7 +46,6 @@
 #![forbid(unsafe_code)]
 
 use std::borrow::Cow;
-use std::io::Write;
 
 use crate::config::Compression;
 use crate::files::encoding::{self, Encoding};
@@ -84,7 +83,7 @@ pub fn negotiate(mut resp: Response, accept: Option<&[u8]>, cfg: &Compression) -
     let body = resp.body.as_bytes();
     let encoded = match coding {
         Encoding::Identity => return resp,
-        Encoding::Gzip => gzip(body, cfg.gzip_level),
+        Encoding::Gzip => super::gz::compress(body, cfg.gzip_level),
         Encoding::Brotli => super::br::compress(body, cfg.brotli_quality),
     };
     // A body that does not shrink (already dense) goes out as it is.
@@ -194,13 +193,9 @@ fn weaken_etag(resp: &mut Response) {
 }
 
 /// `body` as a gzip member (RFC 1952) at `level` (0–9).
+#[cfg(feature = "gzip")]
 pub fn gzip(body: &[u8], level: u32) -> Vec<u8> {
-    let out = Vec::with_capacity(body.len() / 4 + 64);
-    let mut enc = flate2::write::GzEncoder::new(out, flate2::Compression::new(level.min(9)));
-    // Writing into a Vec cannot fail.
-    enc.write_all(body)
-        .and_then(|()| enc.finish())
-        .unwrap_or_default()
+    super::gz::compress(body, level)
 }
 
 /// `body` as a brotli stream (RFC 7932) at `quality` (0–11), with the smallest window that
@@ -210,15 +205,18 @@ pub fn brotli(body: &[u8], quality: u32) -> Vec<u8> {
     super::br::compress(body, quality)
 }
 
-/// Whether this build makes answers in `coding` (br needs the `brotli` feature).
+/// Whether this build makes answers in `coding` (gzip needs the `gzip` feature, br the
+/// `brotli` one).
 pub(crate) fn encodable(coding: Encoding) -> bool {
-    coding != Encoding::Brotli || super::br::ENCODES
+    match coding {
+        Encoding::Identity => true,
+        Encoding::Gzip => super::gz::ENCODES,
+        Encoding::Brotli => super::br::ENCODES,
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::io::Read;
-
     use super::*;
 
     const ALL: &str = "gzip, br";
@@ -248,39 +246,47 @@ mod tests {
 
     #[test]
     fn accept_encoding_table() {
-        // (Accept-Encoding, Content-Encoding sent, sent by a build without the `brotli`
-        // feature, which never chooses br)
-        type Row<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>);
+        // (Accept-Encoding, Content-Encoding sent by a build with both encoders, with gzip
+        // only (no `brotli`), with br only (no `gzip`); a build with neither sends none)
+        type Row<'a> = (
+            Option<&'a str>,
+            Option<&'a str>,
+            Option<&'a str>,
+            Option<&'a str>,
+        );
+        const GZ: Option<&str> = Some("gzip");
+        const BR: Option<&str> = Some("br");
         let rows: &[Row] = &[
             // RFC 9110 §12.5.3: no field — the server may not assume any coding.
-            (None, None, None),
+            (None, None, None, None),
             // An empty value: identity only.
-            (Some(""), None, None),
-            (Some("gzip"), Some("gzip"), Some("gzip")),
-            (Some("x-gzip"), Some("gzip"), Some("gzip")),
-            (Some("br"), Some("br"), None),
+            (Some(""), None, None, None),
+            (Some("gzip"), GZ, GZ, None),
+            (Some("x-gzip"), GZ, GZ, None),
+            (Some("br"), BR, None, BR),
             // Equal q: br is smaller for the same cost (see module doc).
-            (Some("gzip, br"), Some("br"), Some("gzip")),
-            (Some("gzip, deflate, br, zstd"), Some("br"), Some("gzip")),
+            (Some("gzip, br"), BR, GZ, BR),
+            (Some("gzip, deflate, br, zstd"), BR, GZ, BR),
             // RFC 9110 §12.4.2: q=0 means "not acceptable".
-            (Some("gzip;q=0, br;q=0"), None, None),
-            (Some("br;q=0, gzip"), Some("gzip"), Some("gzip")),
-            (Some("br;q=0.5, gzip;q=0.8"), Some("gzip"), Some("gzip")),
+            (Some("gzip;q=0, br;q=0"), None, None, None),
+            (Some("br;q=0, gzip"), GZ, GZ, None),
+            (Some("br;q=0.5, gzip;q=0.8"), GZ, GZ, BR),
             // `*` matches any coding not listed.
-            (Some("*"), Some("br"), Some("gzip")),
-            (Some("*;q=0.5, br;q=0"), Some("gzip"), Some("gzip")),
-            (Some("*;q=0"), None, None),
+            (Some("*"), BR, GZ, BR),
+            (Some("*;q=0.5, br;q=0"), GZ, GZ, None),
+            (Some("*;q=0"), None, None, None),
             // identity preferred over the codings offered.
-            (Some("identity, gzip;q=0.5"), None, None),
-            (Some("identity;q=0, gzip;q=0.1"), Some("gzip"), Some("gzip")),
+            (Some("identity, gzip;q=0.5"), None, None, None),
+            (Some("identity;q=0, gzip;q=0.1"), GZ, GZ, None),
             // Codings we do not produce are ignored.
-            (Some("deflate, zstd"), None, None),
+            (Some("deflate, zstd"), None, None, None),
         ];
-        for &(accept, with_br, without_br) in rows {
-            let want = if cfg!(feature = "brotli") {
-                with_br
-            } else {
-                without_br
+        for &(accept, both, gzip_only, br_only) in rows {
+            let want = match (cfg!(feature = "gzip"), cfg!(feature = "brotli")) {
+                (true, true) => both,
+                (true, false) => gzip_only,
+                (false, true) => br_only,
+                (false, false) => None,
             };
             assert_eq!(coding(accept).as_deref(), want, "{accept:?}");
         }
@@ -335,14 +341,16 @@ mod tests {
             // The handler's own Content-Encoding is not ours.
             let handlers = header(&resp, "content-encoding").is_some();
             let resp = negotiate(resp, Some(ALL.as_bytes()), &cfg);
-            // `ALL` offers both: br where the build makes it, else gzip.
+            // `ALL` offers both: br where the build makes it, else gzip, else neither.
             let coding = if cfg!(feature = "brotli") {
-                "br"
+                Some("br")
+            } else if cfg!(feature = "gzip") {
+                Some("gzip")
             } else {
-                "gzip"
+                None
             };
-            let got = !handlers && header(&resp, "content-encoding") == Some(coding);
-            assert_eq!(got, want, "{name}");
+            let got = !handlers && coding.is_some() && header(&resp, "content-encoding") == coding;
+            assert_eq!(got, want && coding.is_some(), "{name}");
         }
         let off = Compression {
             enabled: false,
@@ -382,7 +390,13 @@ mod tests {
         let cfg = Compression::default();
         let resp = json(4096).header("ETag", "\"abc\"");
         let resp = negotiate(resp, Some(b"gzip"), &cfg);
-        assert_eq!(header(&resp, "etag"), Some("W/\"abc\""));
+        // Compressed only where the build has gzip.
+        let want = if cfg!(feature = "gzip") {
+            "W/\"abc\""
+        } else {
+            "\"abc\""
+        };
+        assert_eq!(header(&resp, "etag"), Some(want));
         let resp = json(4096).header("ETag", "\"abc\"");
         let resp = negotiate(resp, None, &cfg);
         assert_eq!(header(&resp, "etag"), Some("\"abc\""));
@@ -428,8 +442,10 @@ mod tests {
         assert_eq!(header(&resp, "vary"), Some("Accept-Encoding"));
     }
 
+    #[cfg(feature = "gzip")]
     #[test]
     fn round_trips_every_level() {
+        use std::io::Read;
         let body = json(20_000).body.as_bytes().to_vec();
         for level in 0..=9 {
             let mut out = Vec::new();
@@ -454,8 +470,28 @@ mod tests {
         } else {
             assert_eq!(header(&br, "content-encoding"), None);
             assert_eq!(br.body.as_bytes(), json(20_000).body.as_bytes());
-            assert_eq!(header(&either, "content-encoding"), Some("gzip"));
+            let gzip = cfg!(feature = "gzip").then_some("gzip");
+            assert_eq!(header(&either, "content-encoding"), gzip);
         }
         assert_eq!(header(&br, "vary"), Some("Accept-Encoding"));
+    }
+
+    /// gzip is chosen only where the build has its encoder (the `gzip` feature); without it
+    /// a client that asks for gzip gets the answer as it is, never an empty gzip body, and
+    /// the answer still varies on Accept-Encoding.
+    #[test]
+    fn gzip_is_chosen_only_where_the_build_encodes_it() {
+        let cfg = Compression::default();
+        let body = json(20_000).body.as_bytes().to_vec();
+        assert_eq!(encodable(Encoding::Gzip), cfg!(feature = "gzip"));
+        let gz = negotiate(json(20_000), Some(b"gzip"), &cfg);
+        if cfg!(feature = "gzip") {
+            assert_eq!(header(&gz, "content-encoding"), Some("gzip"));
+            assert!(gz.body.len() < body.len() as u64);
+        } else {
+            assert_eq!(header(&gz, "content-encoding"), None);
+            assert_eq!(gz.body.as_bytes(), &body[..]);
+        }
+        assert_eq!(header(&gz, "vary"), Some("Accept-Encoding"));
     }
 }

@@ -9,8 +9,6 @@
 //! as it arrives, and never holds the whole body.
 #![forbid(unsafe_code)]
 
-use std::io::Write;
-
 use crate::config::Compression;
 use crate::files::encoding::Encoding;
 
@@ -117,7 +115,7 @@ impl Rewrite {
 /// A gzip or brotli encoder fed one piece at a time, each piece flushed through. Boxed: a
 /// link to an upstream carries an `Option` of it, empty for most answers.
 pub(crate) enum StreamEncoder {
-    Gzip(Box<flate2::write::GzEncoder<Vec<u8>>>),
+    Gzip(Box<super::gz::Stream>),
     Brotli(Box<super::br::Stream>),
 }
 
@@ -131,12 +129,9 @@ impl StreamEncoder {
     ) -> Option<StreamEncoder> {
         match coding {
             Encoding::Identity => None,
-            Encoding::Gzip => Some(StreamEncoder::Gzip(Box::new(
-                flate2::write::GzEncoder::new(
-                    Vec::new(),
-                    flate2::Compression::new(cfg.gzip_level.min(9)),
-                ),
-            ))),
+            Encoding::Gzip => {
+                super::gz::Stream::new(cfg.gzip_level).map(|s| StreamEncoder::Gzip(Box::new(s)))
+            }
             Encoding::Brotli => super::br::Stream::new(length, cfg.brotli_quality)
                 .map(|s| StreamEncoder::Brotli(Box::new(s))),
         }
@@ -147,11 +142,7 @@ impl StreamEncoder {
     pub(crate) fn push(&mut self, piece: &[u8]) -> &[u8] {
         // Writing into a Vec cannot fail; neither can flushing into one.
         match self {
-            StreamEncoder::Gzip(e) => {
-                e.get_mut().clear();
-                let _ = e.write_all(piece).and_then(|()| e.flush());
-                e.get_ref()
-            }
+            StreamEncoder::Gzip(e) => e.push(piece),
             StreamEncoder::Brotli(e) => e.push(piece),
         }
     }
@@ -159,10 +150,7 @@ impl StreamEncoder {
     /// The end of the stream (gzip's trailer, brotli's last block).
     pub(crate) fn finish(self) -> Vec<u8> {
         match self {
-            StreamEncoder::Gzip(mut e) => {
-                e.get_mut().clear();
-                (*e).finish().unwrap_or_default()
-            }
+            StreamEncoder::Gzip(e) => e.finish(),
             StreamEncoder::Brotli(e) => e.finish(),
         }
     }

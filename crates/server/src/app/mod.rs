@@ -23,11 +23,17 @@ mod br;
 #[path = "br_off.rs"]
 mod br;
 pub mod compress;
+#[cfg(feature = "proxy")]
 pub(crate) mod compress_stream;
 pub mod deferred;
 pub(crate) mod dispatch;
 pub mod extract;
 pub mod files;
+#[cfg(feature = "gzip")]
+mod gz;
+#[cfg(not(feature = "gzip"))]
+#[path = "gz_off.rs"]
+mod gz;
 pub mod incoming;
 pub mod layer;
 pub mod layers;
@@ -40,7 +46,11 @@ pub(crate) mod sites;
 pub mod sse;
 pub(crate) mod static_gz;
 pub mod streaming;
+#[cfg(feature = "websocket")]
 pub mod websocket;
+#[cfg(not(feature = "websocket"))]
+#[path = "websocket/off.rs"]
+pub(crate) mod websocket;
 
 use std::sync::Arc;
 

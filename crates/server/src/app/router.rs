@@ -57,6 +57,7 @@ pub(crate) enum Handler {
     /// Deferred at the head, the body streamed in ([`Router::deferred_incoming`]).
     Incoming(Box<IncomingFn>),
     /// A WebSocket route: the handshake answered, the connection handed over.
+    #[cfg_attr(not(feature = "websocket"), allow(dead_code))]
     WebSocket(Box<crate::websocket::WsRoute>),
 }
 
@@ -405,7 +406,9 @@ impl Router {
     /// Registers a WebSocket route (RFC 6455) for GET `pattern`: `accept` sees each valid
     /// handshake request (after the route's layers) and returns the connection's
     /// [`WsHandler`](crate::websocket::WsHandler), or the answer that refuses it. See
-    /// [`websocket`](crate::websocket) for what is checked and the limits.
+    /// [`websocket`](crate::websocket) for what is checked and the limits. With the
+    /// `websocket` cargo feature (on by default).
+    #[cfg(feature = "websocket")]
     pub fn ws<F, H>(self, pattern: &str, accept: F) -> Router
     where
         F: Fn(&Request<'_>, &mut crate::websocket::Handshake<'_>) -> Result<H, Response>
@@ -422,6 +425,7 @@ impl Router {
     /// as settings without compression.
     ///
     /// [`WsLimits`]: crate::websocket::WsLimits
+    #[cfg(feature = "websocket")]
     pub fn ws_with<F, H>(
         self,
         pattern: &str,

@@ -164,6 +164,7 @@ pub(crate) struct SiteApp {
     /// Longest prefix first.
     pub mounts: Vec<FilesMount>,
     /// Proxy mounts, longest prefix first.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub proxies: Vec<crate::proxy::route::Route>,
     pub files: FilesOptions,
     pub compression: Compression,
@@ -269,7 +270,7 @@ impl Sites {
         let mut list = Vec::with_capacity(config.sites.len());
         for (si, s) in config.sites.iter().enumerate() {
             let mut mounts = s.mounts.clone();
-            mounts.sort_by_key(|m| std::cmp::Reverse(m.prefix.len()));
+            longest_first(&mut mounts, |m| m.prefix.len());
             let mut error_pages = Vec::new();
             for (index, (status, path)) in s.error_pages.iter().enumerate() {
                 // Through the privilege keeper: a reload after a drop reads root's pages.
@@ -298,7 +299,7 @@ impl Sites {
                 files.index = s.index.clone();
             }
             let mut access = s.access.clone();
-            access.sort_by_key(|a| std::cmp::Reverse(a.prefix.len()));
+            longest_first(&mut access, |a| a.prefix.len());
             let limits: Box<[RateRule]> = s
                 .limits
                 .iter()
@@ -334,7 +335,7 @@ impl Sites {
                     users,
                 ));
             }
-            auth.sort_by_key(|a| std::cmp::Reverse(a.prefix.len()));
+            longest_first(&mut auth, |a| a.prefix.len());
             let checks = !access.is_empty() || !limits.is_empty() || !auth.is_empty();
             let mut compression = config.compression.clone();
             if let Some(on) = s.compression {
@@ -640,6 +641,7 @@ impl SiteApp {
     /// `location`s (a proxy at `/` with a root at `/static` serves `/static/…` from disk; a
     /// tie goes to the proxy).
     #[inline]
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn proxy(&self, path: &[u8]) -> Option<usize> {
         if self.proxies.is_empty() {
             return None;
@@ -649,6 +651,7 @@ impl SiteApp {
 
     /// Out of line, so a site without proxy mounts (the serving path) pays only the test above.
     #[inline(never)]
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     fn proxy_below_roots(&self, path: &[u8]) -> Option<usize> {
         let i = self.proxies.iter().position(|r| r.mount.covers(path))?;
         let len = self.proxies[i].mount.prefix.len();
@@ -661,6 +664,7 @@ impl SiteApp {
 
     /// Whether `[[site.headers]]` may add fields to proxied answers: the proxy carries the
     /// request's path for [`SiteApp::proxied_fields`] only then.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn adds_proxied_fields(&self) -> bool {
         self.headers.iter().any(|r| !r.not_proxied)
     }
@@ -668,6 +672,7 @@ impl SiteApp {
     /// The fields `[[site.headers]]` add to a proxied answer (or the proxy's own 502/504)
     /// for a request to `path`, as [`SiteApp::decorate`] adds them to every other answer:
     /// nginx's `add_header … always`, so HSTS covers an application-only site.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn proxied_fields<'s>(&'s self, path: &[u8]) -> Vec<(&'s str, &'s str)> {
         let path = std::str::from_utf8(path).unwrap_or("");
         let rules = self.headers.iter();
@@ -678,6 +683,7 @@ impl SiteApp {
     }
 
     /// The error page's body for `status`, if the site has one.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn error_page(&self, status: u16) -> Option<Response> {
         let page = self.error_pages.iter().find(|p| p.status == status)?;
         Some(
@@ -742,8 +748,24 @@ fn proxies(
                 .map_err(|e| StartError::invalid(Part::Proxy { site, index }, e))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    routes.sort_by_key(|r| std::cmp::Reverse(r.mount.prefix.len()));
+    longest_first(&mut routes, |r| r.mount.prefix.len());
     Ok(routes)
+}
+
+/// Sorts `v` longest `len` first, equal lengths in their order (a stable sort), through one
+/// sort of `(length, index)` pairs shared by every caller: a stable `sort_by_key` per element
+/// type linked about 6 KB of sort code each.
+pub(crate) fn longest_first<T>(v: &mut Vec<T>, len: impl Fn(&T) -> usize) {
+    let mut order: Vec<(std::cmp::Reverse<usize>, usize)> = v
+        .iter()
+        .enumerate()
+        .map(|(i, x)| (std::cmp::Reverse(len(x)), i))
+        .collect();
+    // The pairs are distinct (the indexes are), so an unstable sort keeps equal lengths in
+    // their order.
+    order.sort_unstable();
+    let mut slots: Vec<Option<T>> = v.drain(..).map(Some).collect();
+    v.extend(order.into_iter().filter_map(|(_, i)| slots[i].take()));
 }
 
 /// Whether `rule` applies to `path`.
@@ -813,6 +835,22 @@ fn strip_port(authority: &[u8]) -> &[u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Mounts, access rules and auth prefixes are tried longest first, and equal prefixes in
+    /// the configuration's order (the first of two `/api` rules wins).
+    #[test]
+    fn longest_first_keeps_equal_lengths_in_their_order() {
+        let mut v = vec!["/a", "/api", "/", "/b", "/app", "/api", "/c"];
+        let mut t: Vec<(usize, &str)> = v.iter().copied().enumerate().collect();
+        longest_first(&mut t, |(_, p)| p.len());
+        let order: Vec<usize> = t.iter().map(|&(i, _)| i).collect();
+        assert_eq!(order, [1, 4, 5, 0, 3, 6, 2]);
+        longest_first(&mut v, |p| p.len());
+        assert_eq!(v, ["/api", "/app", "/api", "/a", "/b", "/c", "/"]);
+        let mut empty: Vec<&str> = Vec::new();
+        longest_first(&mut empty, |p| p.len());
+        assert!(empty.is_empty());
+    }
     use crate::config::Site;
 
     fn sites() -> Sites {

@@ -85,7 +85,7 @@ impl StaticGz {
             return resp;
         }
         let encoded = match coding {
-            Encoding::Gzip => compress::gzip(&plain, cfg.gzip_level),
+            Encoding::Gzip => super::gz::compress(&plain, cfg.gzip_level),
             Encoding::Brotli => super::br::compress(&plain, cfg.brotli_quality),
             Encoding::Identity => unreachable!("identity returned above"),
         };

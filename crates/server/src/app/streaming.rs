@@ -179,6 +179,7 @@ impl Chan {
     }
 
     /// Ends the channel (what [`BodyWriter::end`] does) without consuming a writer.
+    #[cfg_attr(not(feature = "websocket"), allow(dead_code))]
     pub(crate) fn end_now(self: &Arc<Self>) {
         self.finish(Finish::Ended);
     }
@@ -193,6 +194,7 @@ impl Chan {
 
     /// Has the worker visit the connection with nothing to take (a WebSocket handler that
     /// paused reading may read again: the visit asks it).
+    #[cfg_attr(not(feature = "websocket"), allow(dead_code))]
     pub(crate) fn poke(self: &Arc<Self>) {
         let s = self.lock();
         self.notify(s);
@@ -200,6 +202,7 @@ impl Chan {
 
     /// The worker: as [`Chan::link`], for a channel nobody pumps at once (a WebSocket
     /// connection's sender): its first write tells the worker.
+    #[cfg_attr(not(feature = "websocket"), allow(dead_code))]
     pub(crate) fn attach(&self, inbox: Arc<Inbox>, token: u64, id: u64) {
         let mut s = self.lock();
         s.at = Some((token, id));

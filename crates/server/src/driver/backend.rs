@@ -42,6 +42,7 @@ pub(crate) type Token = u64;
 
 /// Where an outbound connection goes (an upstream server).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "proxy"), allow(dead_code))]
 pub(crate) enum UpAddr {
     Tcp(std::net::SocketAddr),
     Unix(std::path::PathBuf),
@@ -69,6 +70,7 @@ pub(crate) enum Completion {
     /// paused until [`Backend::resume_accepting`].
     AcceptPaused(io::Error),
     /// A connection [`Backend::connect`] started is established.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     Connected { token: Token },
     /// Bytes arrived (`buf` is not empty; give it back with [`Backend::recycle`]).
     Received { token: Token, buf: Vec<u8> },
@@ -120,6 +122,7 @@ pub(crate) trait Backend {
     /// Opens a connection to `addr` and owns it under `token`, receiving off: at once
     /// ([`Submitted::Done`]) or later (a [`Completion::Connected`], or `Failed` when it could
     /// not be made); `Failed` now when it cannot even start (refused at once, no socket).
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     fn connect(&mut self, addr: &UpAddr, token: Token) -> Submitted<()>;
     /// Closes a connection's socket and forgets its operations.
     fn detach(&mut self, token: Token);

@@ -298,7 +298,7 @@ fn read_set(
         }
     }
     // Stable: among equal lengths the first site's stays first.
-    wildcard.sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
+    crate::app::sites::longest_first(&mut wildcard, |(s, _)| s.len());
     Ok(CertSet {
         named,
         default,

@@ -49,6 +49,7 @@ enum Op {
         len: u64,
     },
     /// A connect under way: writable means it finished (`SO_ERROR` says how).
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     Connect,
 }
 

@@ -35,8 +35,20 @@ pub mod tls;
 #[path = "tls_off.rs"]
 pub mod tls;
 mod transport;
+#[cfg(feature = "http2")]
 mod tunnels;
+#[cfg(not(feature = "http2"))]
+#[path = "tunnels_off.rs"]
+mod tunnels;
+#[cfg(feature = "proxy")]
 mod upstream;
+#[cfg(not(feature = "proxy"))]
+#[path = "upstream_off.rs"]
+mod upstream;
+#[cfg(feature = "websocket")]
+mod ws;
+#[cfg(not(feature = "websocket"))]
+#[path = "ws_off.rs"]
 mod ws;
 
 use std::net::SocketAddr;
@@ -624,7 +636,7 @@ impl<B: Backend> Worker<B> {
             // variant, so that a client's completion pays one bit test.
             c @ Completion::Connected { .. } => self.up_event(c, sh),
             Completion::Received { token, buf } => {
-                if token & upstream::UP != 0 {
+                if upstream::is_up(token) {
                     return self.up_event(Completion::Received { token, buf }, sh);
                 }
                 if sh.app.metrics {
@@ -639,19 +651,19 @@ impl<B: Backend> Worker<B> {
             }
             Completion::Record { token, buf } => self.record(token, buf, sh),
             c @ Completion::Eof { token } => {
-                if token & upstream::UP != 0 {
+                if upstream::is_up(token) {
                     return self.up_event(c, sh);
                 }
                 self.with(token, sh, |live, p| live.conn.eof(p.cx, &mut p.svc));
             }
             c @ (Completion::Sent { token, .. } | Completion::FileSent { token, .. }) => {
-                if token & upstream::UP != 0 {
+                if upstream::is_up(token) {
                     return self.up_event(c, sh);
                 }
                 self.with(token, sh, |live, p| p.sent(live, c));
             }
             c @ Completion::Failed { token } => {
-                if token & upstream::UP != 0 {
+                if upstream::is_up(token) {
                     return self.up_event(c, sh);
                 }
                 if let Some(idx) = self.index(token) {

@@ -13,7 +13,6 @@ use super::tunnels::H2Live;
 use super::ws::WsLive;
 use crate::app::Pending;
 use crate::h1::{Conn, Cx, Service, StreamHead, Timer, Transmit};
-use crate::h2;
 use crate::pool::Pool;
 use crate::response::Response;
 
@@ -94,8 +93,10 @@ pub(crate) enum Proto {
 
 pub(crate) enum Boxed {
     /// HTTP/2, with the WebSocket streams it carries (see `driver::tunnels`).
+    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
     H2(Box<H2Live>),
     /// After a WebSocket route's 101 (see `driver::ws`).
+    #[cfg_attr(not(feature = "websocket"), allow(dead_code))]
     Ws(Box<WsLive>),
     /// HTTP/3 over a QUIC connection (see `driver::quic`): its packets come and go through
     /// the worker's UDP socket, not the backend.
@@ -105,10 +106,6 @@ pub(crate) enum Boxed {
 impl Proto {
     pub(crate) fn h1(now: u64, cx: &Cx) -> Proto {
         Proto::H1(Conn::new(now, &cx.cfg))
-    }
-
-    pub(crate) fn h2(now: u64, cx: &Cx) -> Proto {
-        Proto::Boxed(Boxed::H2(Box::new(H2Live::new(h2::Conn::new(now, cx)))))
     }
 
     /// ALPN chose `h2` on a connection that has read nothing yet.
@@ -248,6 +245,7 @@ impl Proto {
     }
 
     /// The client's bytes for a tunnel (HTTP/1.1 after a 101; HTTP/2 has none).
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn tunnel_input(&self) -> Option<&[u8]> {
         match self {
             Proto::H1(c) => c.tunnel_input(),
@@ -255,12 +253,14 @@ impl Proto {
         }
     }
 
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn tunnel_used(&mut self, n: usize, pool: &mut Pool) {
         if let Proto::H1(c) = self {
             c.tunnel_used(n, pool);
         }
     }
 
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn tunnel_ended(&self) -> bool {
         matches!(self, Proto::H1(c) if c.tunnel_ended())
     }

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use linerate_http1::RequestHead;
 
-use super::proto::Drive;
+use super::proto::{Boxed, Drive, Proto};
 use super::ws::WsLive;
 use crate::app::Pending;
 use crate::app::deferred::Inbox;
@@ -40,6 +40,13 @@ pub(crate) struct H2Live {
     stir: Cell<bool>,
     /// A tunnel's output waits for its stream's room: a send completing may make it.
     waiting: bool,
+}
+
+impl Proto {
+    /// An HTTP/2 connection (an h2c listener's, or ALPN chose `h2`).
+    pub(crate) fn h2(now: u64, cx: &Cx) -> Proto {
+        Proto::Boxed(Boxed::H2(Box::new(H2Live::new(h2::Conn::new(now, cx)))))
+    }
 }
 
 /// One WebSocket stream.
@@ -61,6 +68,7 @@ impl H2Live {
 
     /// A WebSocket route accepted stream `up.id`'s extended CONNECT: its 200 opens the
     /// tunnel. A stream gone meanwhile (reset with the request) drops the handler unopened.
+    #[cfg_attr(not(feature = "websocket"), allow(dead_code))]
     pub(crate) fn open_tunnel(&mut self, up: Upgrade, token: u64, inbox: &Arc<Inbox>, cx: &mut Cx) {
         let fields: Vec<(&[u8], &[u8])> = up
             .fields
@@ -257,15 +265,15 @@ fn step(conn: &mut h2::Conn<Pending>, t: &mut Tunnel, cx: &mut Cx, requeue: bool
         }
     }
     loop {
-        match t.ws.conn.poll_transmit() {
+        match t.ws.tunnel_transmit() {
             Transmit::Bytes { .. } => {
                 if !conn.stream_room(id) {
                     return Step::Open { waiting: true };
                 }
-                let mut out = t.ws.conn.take_output(&mut cx.pool);
+                let mut out = t.ws.tunnel_output(cx);
                 conn.tunnel_send(id, &out, cx);
                 cx.pool.put(&mut out);
-                t.ws.conn.sent(cx.now, &mut cx.pool);
+                t.ws.tunnel_sent(cx);
                 if requeue {
                     t.ws.requeue();
                 }
@@ -274,7 +282,7 @@ fn step(conn: &mut h2::Conn<Pending>, t: &mut Tunnel, cx: &mut Cx, requeue: bool
                 // The close handshake is done (or the connection failed): END_STREAM, then
                 // the client's is awaited for the close timeout.
                 conn.stream_end(id, cx);
-                t.ws.conn.shut(cx.now);
+                t.ws.tunnel_shut(cx);
             }
             Transmit::Close => {
                 if conn.tunnel_ended(id) {

@@ -17,7 +17,7 @@ use linerate_http1::RequestHead;
 
 /// A WebSocket connection: the state machine and its handler.
 pub(crate) struct WsLive {
-    pub(super) conn: ws::Conn,
+    conn: ws::Conn,
     handler: Caught,
     /// A shutdown (TLS's close_notify) is in flight.
     shutting: bool,
@@ -219,6 +219,31 @@ impl WsLive {
 
     pub(crate) fn release(&mut self, cx_pool: &mut crate::pool::Pool) {
         self.conn.release(cx_pool, &mut self.handler);
+    }
+
+    /// Over HTTP/2 (`driver::tunnels`): what the WebSocket side has to transmit, which the
+    /// stream carries (no TLS shutdown of its own, unlike [`Drive::poll_transmit`]).
+    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
+    pub(super) fn tunnel_transmit(&mut self) -> Transmit<'_> {
+        self.conn.poll_transmit()
+    }
+
+    /// Over HTTP/2: the frames to put in the stream's DATA.
+    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
+    pub(super) fn tunnel_output(&mut self, cx: &mut Cx) -> Vec<u8> {
+        self.conn.take_output(&mut cx.pool)
+    }
+
+    /// Over HTTP/2: the frames taken went into the stream.
+    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
+    pub(super) fn tunnel_sent(&mut self, cx: &mut Cx) {
+        self.conn.sent(cx.now, &mut cx.pool);
+    }
+
+    /// Over HTTP/2: the stream's END_STREAM went out.
+    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
+    pub(super) fn tunnel_shut(&mut self, cx: &mut Cx) {
+        self.conn.shut(cx.now);
     }
 }
 

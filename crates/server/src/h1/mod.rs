@@ -22,7 +22,10 @@ mod service;
 #[cfg(test)]
 mod tests;
 
+#[cfg_attr(not(feature = "http2"), allow(unused_imports))]
 pub(crate) use conn::{Conn, STREAM_ROOM, TOO_LARGE, Timer, Transmit, status_response};
+#[cfg_attr(not(feature = "http2"), allow(unused_imports))]
 pub(crate) use encode::{AltSvc, Stamp, names_field, names_server};
+#[cfg_attr(not(feature = "http2"), allow(unused_imports))]
 pub(crate) use pace::SendPace;
 pub(crate) use service::{ConnConfig, Cx, Decision, Exchange, Service, StreamHead, request_line};

@@ -33,6 +33,7 @@ pub(crate) struct ConnConfig {
     /// WebSocket over a stream: set only when the router has a WebSocket route and no path is
     /// proxied, since browsers take the setting as a promise
     /// (`server::announces_extended_connect`).
+    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
     pub extended_connect: bool,
 }
 

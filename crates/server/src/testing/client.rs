@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::engine::Engine;
 use super::error::TestError;
 use super::response::TestResponse;
-use super::wire::{H1Wire, H2Wire, Outgoing, Wire};
+use super::wire::{H1Wire, Outgoing, Wire};
 use crate::config::Config;
 use crate::router::Router;
 use crate::start_error::StartError;
@@ -30,7 +30,9 @@ pub enum Protocol {
     /// HTTP/1.1, one request per connection.
     #[default]
     Http1,
-    /// HTTP/2 with prior knowledge (as on an h2c listener), one stream per connection.
+    /// HTTP/2 with prior knowledge (as on an h2c listener), one stream per connection. With
+    /// the `http2` cargo feature.
+    #[cfg(feature = "http2")]
     Http2,
 }
 
@@ -95,6 +97,7 @@ impl TestClient {
     }
 
     /// Sends requests over HTTP/2 framing (`protocol(Protocol::Http2)`).
+    #[cfg(feature = "http2")]
     pub fn http2(self) -> TestClient {
         self.protocol(Protocol::Http2)
     }
@@ -223,6 +226,7 @@ impl TestRequest<'_> {
     }
 
     /// Sends this request over HTTP/2 framing.
+    #[cfg(feature = "http2")]
     pub fn http2(self) -> Self {
         self.protocol(Protocol::Http2)
     }
@@ -260,7 +264,8 @@ impl TestRequest<'_> {
         };
         let mut wire: Box<dyn Wire> = match self.protocol {
             Protocol::Http1 => Box::new(H1Wire::new(&req)),
-            Protocol::Http2 => Box::new(H2Wire::new(&req)),
+            #[cfg(feature = "http2")]
+            Protocol::Http2 => Box::new(super::wire::H2Wire::new(&req)),
         };
         let client = self.client;
         client

@@ -195,6 +195,7 @@ impl Engine {
         self.token += 1;
         let mut conn = match protocol {
             Protocol::Http1 => Proto::h1(self.cx.now, &self.cx),
+            #[cfg(feature = "http2")]
             Protocol::Http2 => Proto::h2(self.cx.now, &self.cx),
         };
         let rt = self.rt.clone();

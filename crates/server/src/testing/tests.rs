@@ -6,13 +6,17 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::*;
 use crate::config::{Config, FilesMount, Site};
 use crate::{Body, Method, Responder, Response, Router};
 
-const PROTOCOLS: [Protocol; 2] = [Protocol::Http1, Protocol::Http2];
+const PROTOCOLS: &[Protocol] = &[
+    Protocol::Http1,
+    #[cfg(feature = "http2")]
+    Protocol::Http2,
+];
 
 /// The deferred timeout of [`client`]: `/never`'s 503 comes after it.
 const DEFERRED: Duration = Duration::from_millis(300);
@@ -261,7 +265,7 @@ fn every_row_over_both_protocols() {
     let rt = runtime();
     let client = client(&rt);
     for row in ROWS {
-        for protocol in PROTOCOLS {
+        for &protocol in PROTOCOLS {
             let what = format!("{} over {protocol:?}", row.name);
             let res = (row.build)(&client)
                 .protocol(protocol)
@@ -277,13 +281,17 @@ fn every_row_over_both_protocols() {
     }
 }
 
+#[cfg(feature = "http2")]
 #[test]
 fn json_helpers_round_trip() {
     let rt = runtime();
     let client = client(&rt).http2();
     let res = client.post("/sum").json(&json!([4, 5])).send();
     assert_eq!(res.protocol(), Protocol::Http2);
-    assert_eq!(res.json::<Value>().unwrap(), json!({ "sum": 9 }));
+    assert_eq!(
+        res.json::<serde_json::Value>().unwrap(),
+        json!({ "sum": 9 })
+    );
     let res = client.post("/sum").body("{").send();
     assert_eq!(
         (res.status(), res.text().as_str()),
@@ -293,6 +301,7 @@ fn json_helpers_round_trip() {
 
 /// What a response says whatever the protocol: the status, the body, and the fields but
 /// the Date, with lowercase names.
+#[cfg(feature = "http2")]
 fn comparable(res: &TestResponse) -> (u16, Vec<u8>, Vec<(String, String)>) {
     let mut fields: Vec<_> = res
         .headers()
@@ -304,6 +313,7 @@ fn comparable(res: &TestResponse) -> (u16, Vec<u8>, Vec<(String, String)>) {
     (res.status(), res.body().to_vec(), fields)
 }
 
+#[cfg(feature = "http2")]
 #[test]
 fn both_protocols_get_the_same_answer() {
     let rt = runtime();
@@ -352,7 +362,7 @@ fn static_file_bodies_are_read_from_their_range() {
         ..Config::default()
     };
     let client = TestClient::with_config(config, Router::new()).unwrap();
-    for protocol in PROTOCOLS {
+    for &protocol in PROTOCOLS {
         let res = client.get("/static/a.txt").protocol(protocol).send();
         assert_eq!((res.status(), res.text().as_str()), (200, "0123456789"));
         // RFC 9110 §14.2: a range is the file's bytes from its offset.
@@ -389,7 +399,7 @@ fn a_body_larger_than_the_http2_windows_is_sent_as_the_server_opens_them() {
         Response::text_owned(format!("{} {}", req.body().len(), req.body()[1_000_000]))
     });
     let client = TestClient::with_config(config, router).unwrap();
-    for protocol in PROTOCOLS {
+    for &protocol in PROTOCOLS {
         let res = client
             .post("/len")
             .body(body.clone())
@@ -427,7 +437,7 @@ fn a_body_streamed_to_a_handler_elsewhere_goes_through_its_room_to_the_end() {
         body.len(),
         body.iter().map(|&b| u64::from(b)).sum::<u64>()
     );
-    for protocol in PROTOCOLS {
+    for &protocol in PROTOCOLS {
         let res = client
             .post("/count")
             .body(body.clone())
@@ -464,7 +474,7 @@ fn sites_are_chosen_by_the_host_field() {
         (Some("other.test"), 404),
     ];
     for (host, status) in table {
-        for protocol in PROTOCOLS {
+        for &protocol in PROTOCOLS {
             let mut req = client.get("/hello").protocol(protocol);
             if let Some(h) = host {
                 req = req.header("host", h);
@@ -484,7 +494,7 @@ fn the_clients_time_limit_bounds_a_wait_for_an_answer_that_never_comes() {
     let client = TestClient::with_config(config, router(&rt))
         .unwrap()
         .timeout(Duration::from_millis(100));
-    for protocol in PROTOCOLS {
+    for &protocol in PROTOCOLS {
         let err = client
             .get("/never")
             .protocol(protocol)
@@ -538,7 +548,7 @@ fn requests_that_would_not_frame_are_refused_before_sending() {
 fn a_malformed_target_gets_the_servers_400() {
     let client = TestClient::new(Router::new());
     // RFC 9112 §3.2 and RFC 9113 §8.3.1: a space is no part of a request target.
-    for protocol in PROTOCOLS {
+    for &protocol in PROTOCOLS {
         let res = client.get("/a b").protocol(protocol).send();
         assert_eq!(res.status(), 400, "{protocol:?}");
     }

@@ -19,6 +19,7 @@ use crate::pool::Pool;
 
 impl<P> Conn<P> {
     /// The client's bytes waiting to go upstream, when the connection is a tunnel.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn tunnel_input(&self) -> Option<&[u8]> {
         match self.reading {
             Reading::Tunnel { .. } => Some(self.spill.as_ref().map_or(&[], |s| &s.inbuf[..])),
@@ -27,6 +28,7 @@ impl<P> Conn<P> {
     }
 
     /// The first `n` bytes of [`Conn::tunnel_input`] went upstream.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn tunnel_used(&mut self, n: usize, pool: &mut Pool) {
         let Some(s) = self.spill.as_mut() else {
             return;
@@ -40,6 +42,7 @@ impl<P> Conn<P> {
     }
 
     /// The client finished sending and every byte it sent was taken.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn tunnel_ended(&self) -> bool {
         matches!(self.reading, Reading::Tunnel { eof: true }) && self.inbuf_empty()
     }
@@ -56,6 +59,7 @@ impl<P> Conn<P> {
     /// client's bytes after the handshake, for the new protocol's state machine; the HTTP/1.1
     /// connection is done with. `None` when the 101 could not go out at once (answers before
     /// it still pending, or output in flight): the caller closes the connection.
+    #[cfg_attr(not(feature = "websocket"), allow(dead_code))]
     pub(crate) fn take_upgraded(&mut self, cx: &mut Cx) -> Option<(Vec<u8>, Vec<u8>)> {
         let placed = matches!(self.reading, Reading::Tunnel { eof: false })
             && matches!(self.tail.as_deref(), Some(Tail::Stream(_)))

@@ -7,9 +7,11 @@
 #![forbid(unsafe_code)]
 
 mod h1;
+#[cfg(feature = "http2")]
 mod h2;
 
 pub(crate) use h1::H1Wire;
+#[cfg(feature = "http2")]
 pub(crate) use h2::H2Wire;
 
 use super::error::TestError;

@@ -37,8 +37,10 @@ pub(crate) enum Sink {
     Buffer(Vec<u8>),
     Stream(Box<dyn BodySink>),
     /// A proxied request's body (`route` in [`PendingBody`] is the site's proxy route).
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     Proxy(Vec<u8>),
     /// A proxied request's body going up as it arrives (the request went up already).
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     Relay(PipeIn),
     /// A [`Router::deferred_incoming`](super::router::Router::deferred_incoming) handler's
     /// body, going to it as it arrives (the handler has the request already).

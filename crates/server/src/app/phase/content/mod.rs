@@ -11,8 +11,16 @@ pub(crate) mod body;
 pub(crate) mod defer;
 pub(crate) mod files;
 pub(crate) mod methods;
+#[cfg(feature = "proxy")]
+pub(crate) mod proxy;
+#[cfg(not(feature = "proxy"))]
+#[path = "proxy_off.rs"]
 pub(crate) mod proxy;
 pub(crate) mod route;
+#[cfg(feature = "websocket")]
+pub(crate) mod websocket;
+#[cfg(not(feature = "websocket"))]
+#[path = "websocket_off.rs"]
 pub(crate) mod websocket;
 
 use crate::app::ConnApp;
