@@ -12,7 +12,7 @@ use linerate_http1::{BodyDecoder, Framing};
 
 use super::body::Sink;
 use crate::app::ConnApp;
-use crate::app::deferred::{Cancel, OwnedHead, OwnedRequest, Responder, Waiting};
+use crate::app::deferred::{OwnedHead, OwnedRequest, Responder, Waiting};
 use crate::app::dispatch::Pending;
 use crate::app::phase::headers::text_status;
 use crate::app::request::Params;
@@ -43,7 +43,7 @@ impl<'a> ConnApp<'a> {
             .map(|l| l.ext.clone())
             .unwrap_or_default();
         // The worker keeps the request's layers, for the answer or the timeout's 503.
-        let cancel = std::sync::Arc::new(Cancel::default());
+        let cancel = self.io.cancels.take();
         meta.cancel = Some(cancel.clone());
         let layered = meta.layered.take();
         self.io
