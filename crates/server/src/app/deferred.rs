@@ -45,6 +45,19 @@ impl OwnedHead {
     }
 }
 
+/// A request read in place on the worker, for the crate's own handlers called at the head
+/// (the tower adapter), which copy only what they keep, before the worker's buffers move on.
+#[cfg_attr(not(feature = "tower"), allow(dead_code))]
+pub(crate) struct HeadView<'a> {
+    pub head: &'a RequestHead,
+    /// The head's bytes (the spans in `head` point into them).
+    pub buf: &'a [u8],
+    pub peer: Option<SocketAddr>,
+    pub client_cert: Option<&'a Arc<crate::tls::ClientCert>>,
+    /// The request came over TLS (QUIC included).
+    pub tls: bool,
+}
+
 /// A request a deferred handler owns: head, path parameters, query, fields, body and
 /// trailers, free of the worker's buffers, so it can move to another thread.
 pub struct OwnedRequest {
