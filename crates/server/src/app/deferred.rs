@@ -35,12 +35,34 @@ pub(crate) struct OwnedHead {
     pub bytes: Vec<u8>,
 }
 
+/// Largest head buffer kept for reuse (one per thread: see `SPARE_HEAD_BYTES`).
+const MAX_SPARE_HEAD_BYTES: usize = 16 * 1024;
+
+thread_local! {
+    /// The buffer of the last owned head dropped on this thread: the next copy made here
+    /// reuses it (a worker's own futures drop their requests on its thread).
+    static SPARE_HEAD_BYTES: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
 impl OwnedHead {
     /// Copies the head's bytes; the parsed spans are kept, so nothing is parsed again.
     pub(crate) fn copy(head: &RequestHead, buf: &[u8]) -> OwnedHead {
+        let mut bytes = SPARE_HEAD_BYTES.try_with(Cell::take).unwrap_or_default();
+        bytes.clear();
+        bytes.extend_from_slice(buf);
         OwnedHead {
             head: head.clone(),
-            bytes: buf.to_vec(),
+            bytes,
+        }
+    }
+}
+
+impl Drop for OwnedHead {
+    fn drop(&mut self) {
+        if self.bytes.capacity() <= MAX_SPARE_HEAD_BYTES {
+            let bytes = std::mem::take(&mut self.bytes);
+            // At the thread's exit the spare is gone: the buffer is simply freed.
+            let _ = SPARE_HEAD_BYTES.try_with(|s| s.set(bytes));
         }
     }
 }
@@ -713,6 +735,23 @@ mod tests {
         let again = cancels.take();
         assert!(!again.is_given_up(), "reused fresh");
         assert!(cancels.0.is_empty());
+    }
+
+    #[test]
+    fn an_owned_head_dropped_on_a_thread_lends_its_buffer_to_the_next_copy_there() {
+        let raw = b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n";
+        let mut head = RequestHead::new();
+        head.parse(raw, &Default::default()).unwrap();
+        let first = OwnedHead::copy(&head, raw);
+        let at = first.bytes.as_ptr();
+        drop(first);
+        // Had the buffer been freed, the allocator would hand its memory out here.
+        let taken = raw.to_vec();
+        let second = OwnedHead::copy(&head, raw);
+        assert_ne!(taken.as_ptr(), at);
+        assert_eq!(second.bytes.as_ptr(), at, "the same buffer, not a new one");
+        assert_eq!(second.bytes, raw);
+        assert_eq!(second.head.path(&second.bytes), "/a");
     }
 
     #[test]
