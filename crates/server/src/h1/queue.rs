@@ -7,6 +7,7 @@
 //! into the output at once.
 #![forbid(unsafe_code)]
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 
 use super::conn::{Facts, StreamOut};
@@ -32,7 +33,29 @@ pub(crate) struct Queue {
     bytes: usize,
 }
 
+/// Most entries an empty queue may have room for and still be kept for reuse (see `SPARE`).
+const MAX_SPARE_ENTRIES: usize = 64;
+
+thread_local! {
+    /// This thread's empty queue, kept for the next connection that defers an answer: a
+    /// queue made and dropped around each deferred answer cost three allocations.
+    static SPARE: Cell<Option<Box<Queue>>> = const { Cell::new(None) };
+}
+
 impl Queue {
+    /// An empty queue: this thread's spare, or a new one.
+    pub(crate) fn take() -> Box<Queue> {
+        SPARE.with(Cell::take).unwrap_or_default()
+    }
+
+    /// Keeps `q`, once empty, as this thread's spare (a large one is freed).
+    pub(crate) fn recycle(q: Box<Queue>) {
+        if q.entries.is_empty() && q.entries.capacity() <= MAX_SPARE_ENTRIES {
+            debug_assert_eq!(q.bytes, 0, "an empty queue holds no bytes");
+            let _ = SPARE.try_with(|s| s.set(Some(q)));
+        }
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
@@ -135,5 +158,36 @@ impl Queue {
                 Some(bytes)
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_emptied_queue_is_the_next_one_taken_on_its_thread_with_its_room() {
+        let mut q = Queue::take();
+        q.push_ready(b"abc".to_vec(), None);
+        let room = q.entries.capacity();
+        let at: *const Queue = &*q;
+        assert!(matches!(q.pop(), Some(Entry::Ready { .. })));
+        Queue::recycle(q);
+        let again = Queue::take();
+        assert_eq!(&*again as *const Queue, at, "the same queue");
+        assert_eq!(
+            (again.len(), again.bytes(), again.entries.capacity()),
+            (0, 0, room)
+        );
+        // Only one spare: the next is new.
+        assert_ne!(&*Queue::take() as *const Queue, at);
+    }
+
+    #[test]
+    fn a_queue_with_entries_is_never_kept() {
+        let mut q = Queue::take();
+        q.push_ready(b"abc".to_vec(), None);
+        Queue::recycle(q);
+        assert_eq!(Queue::take().len(), 0);
     }
 }

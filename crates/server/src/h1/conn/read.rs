@@ -6,6 +6,7 @@
 use linerate_http1::{BodyDecoder, CONTINUE_100, Framing, Method, ParseError, Parsed, RequestHead};
 
 use super::{BodyIn, Conn, Facts, Hold, OUT_HIGH_WATER, Reading, Timer, encode, status_response};
+use crate::h1::queue::Queue;
 use crate::h1::service::{Cx, Decision, Exchange, Service};
 
 impl<P> Conn<P> {
@@ -317,7 +318,7 @@ impl<P> Conn<P> {
         cx: &mut Cx,
     ) {
         self.queue
-            .get_or_insert_with(Default::default)
+            .get_or_insert_with(Queue::take)
             .push_pending(facts, u64::MAX);
         // The application refused a length over the limit before sending the request up;
         // a chunked body's limit is counted as it comes.
@@ -384,7 +385,7 @@ impl<P> Conn<P> {
     /// The answer comes later; 503 at `deadline` (`u64::MAX`: never).
     pub(super) fn defer(&mut self, facts: Facts, deadline: u64, cx: &mut Cx) {
         self.queue
-            .get_or_insert_with(Default::default)
+            .get_or_insert_with(Queue::take)
             .push_pending(facts, deadline);
         if facts.ends {
             // No request after this one will be read; its answer decides the close.
@@ -407,7 +408,7 @@ impl<P> Conn<P> {
             ..facts
         };
         self.queue
-            .get_or_insert_with(Default::default)
+            .get_or_insert_with(Queue::take)
             .push_pending(facts, u64::MAX);
         self.reading = Reading::Upgrade;
     }

@@ -4,7 +4,7 @@
 
 use super::{Conn, Facts, FileOut, Hold, InFlight, Reading, Spill, Tail, Writing};
 use crate::h1::encode::{Encoded, Parts, Stamp, encode, encode_announcing};
-use crate::h1::queue::Entry;
+use crate::h1::queue::{Entry, Queue};
 use crate::h1::service::Cx;
 use crate::pool::Pool;
 use crate::response::{Body, FileBody, Response};
@@ -201,7 +201,9 @@ impl<P> Conn<P> {
                 return;
             };
             if q.len() == 0 {
-                self.queue = None;
+                if let Some(q) = self.queue.take() {
+                    Queue::recycle(q);
+                }
                 return;
             }
             if q.front_pending().is_some() {
