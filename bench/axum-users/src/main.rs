@@ -11,9 +11,12 @@
 //!                        with DATABASE_URL and USERS_TOKEN set; one tokio worker thread
 //!                        (the lab pins the process to one CPU). With --linerate the same
 //!                        Router is served by linerate's engine (linerate_server::tower, one
-//!                        worker, the handlers on the worker's runtime; the database
-//!                        connections stay on the tokio runtime thread) instead of axum::serve.
+//!                        worker, the handlers on the worker's runtime) instead of axum::serve,
+//!                        and each worker opens its own database connections on its runtime
+//!                        when it starts (`Server::with_worker_start`), so a query never
+//!                        leaves the worker's thread, as it never leaves axum's one thread.
 
+use std::cell::Cell;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -35,15 +38,43 @@ use tower_http::trace::TraceLayer;
 
 const CONNECTIONS: usize = 1;
 
+type Conn = (Client, Statement, Statement);
+
 struct Db {
-    clients: Vec<(Client, Statement, Statement)>,
+    /// The connections on the application's runtime (axum::serve); none with --linerate,
+    /// where each worker uses its own (`WORKER_CLIENTS`).
+    clients: Vec<Conn>,
     next: AtomicUsize,
 }
 
+thread_local! {
+    /// With --linerate: this worker's connections, opened on its runtime when it started
+    /// (kept for the worker's life, hence leaked).
+    static WORKER_CLIENTS: Cell<Option<&'static [Conn]>> = const { Cell::new(None) };
+}
+
 impl Db {
-    fn get(&self) -> &(Client, Statement, Statement) {
-        &self.clients[self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len()]
+    fn get(&self) -> &Conn {
+        let clients = WORKER_CLIENTS.get().unwrap_or(&self.clients);
+        &clients[self.next.fetch_add(1, Ordering::Relaxed) % clients.len()]
     }
+}
+
+/// Opens `CONNECTIONS` connections to `url` with the statements prepared; each connection's
+/// task goes to `spawn`.
+async fn connect(url: &str, spawn: fn(tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>)) -> Vec<Conn> {
+    let mut clients = Vec::new();
+    for _ in 0..CONNECTIONS {
+        let (client, conn) = tokio_postgres::connect(url, NoTls).await.expect("connect");
+        spawn(conn);
+        let by_id = client.prepare("SELECT id, name FROM users WHERE id = $1").await.expect("prepare");
+        let insert = client
+            .prepare("INSERT INTO users (name) VALUES ($1) RETURNING id")
+            .await
+            .expect("prepare");
+        clients.push((client, by_id, insert));
+    }
+    clients
 }
 
 #[derive(Clone)]
@@ -154,24 +185,24 @@ fn main() {
     let addr = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:8080".into());
     let url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
     let token: Arc<str> = std::env::var("USERS_TOKEN").expect("USERS_TOKEN").into();
+    let linerate = std::env::args().nth(2).as_deref() == Some("--linerate");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .expect("runtime");
-    // The application, built on the runtime that drives its database connections.
+    // The application, built on the runtime that drives its database connections (with
+    // --linerate, each worker's runtime drives its own: see below).
+    let app_url = url.clone();
     let app = rt.block_on(async move {
-        let mut clients = Vec::new();
-        for _ in 0..CONNECTIONS {
-            let (client, conn) = tokio_postgres::connect(&url, NoTls).await.expect("connect");
-            tokio::spawn(conn);
-            let by_id = client.prepare("SELECT id, name FROM users WHERE id = $1").await.expect("prepare");
-            let insert = client
-                .prepare("INSERT INTO users (name) VALUES ($1) RETURNING id")
-                .await
-                .expect("prepare");
-            clients.push((client, by_id, insert));
-        }
+        let clients = if linerate {
+            Vec::new()
+        } else {
+            connect(&app_url, |conn| {
+                tokio::spawn(conn);
+            })
+            .await
+        };
         let (events_tx, _) = broadcast::channel(1024);
         let state =
             AppState { db: Arc::new(Db { clients, next: AtomicUsize::new(0) }), token, events: events_tx };
@@ -197,12 +228,27 @@ fn main() {
             .with_state(state);
         app
     });
-    if std::env::args().nth(2).as_deref() == Some("--linerate") {
-        // The same Router on linerate's engine: one worker, the handlers on its own runtime;
-        // the database connections' tasks stay on the runtime above.
+    if linerate {
+        // The same Router on linerate's engine: one worker, the handlers on its own runtime,
+        // and the worker's database connections opened on that runtime as it starts (their
+        // tasks run there too), so the handlers' queries stay on the worker's thread.
         let config = linerate_server::Config { addr: addr.parse().expect("address"), workers: 1, ..Default::default() };
+        let start: linerate_server::WorkerStart = Arc::new(move |_| {
+            let clients = linerate_server::runtime::block_on(connect(&url, |conn| {
+                linerate_server::runtime::spawn_local(async move {
+                    if let Err(e) = conn.await {
+                        tracing::error!(error = %e, "database connection failed");
+                    }
+                });
+            }))
+            .ok_or_else(|| std::io::Error::other("not on a worker's thread"))?;
+            WORKER_CLIENTS.set(Some(Vec::leak(clients)));
+            Ok(())
+        });
+        let router = linerate_server::tower::router(app, linerate_server::OnWorker);
+        let server = linerate_server::Server::bind(config, router).expect("bind").with_worker_start(start);
         println!("axum-users on linerate on http://{addr}");
-        return linerate_server::tower::serve(config, app, linerate_server::OnWorker).expect("serve");
+        return server.run_until_signal().expect("serve");
     }
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&addr).await.expect("bind");

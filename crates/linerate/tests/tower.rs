@@ -867,7 +867,7 @@ impl tower_service::Service<http::Request<linerate_server::tower::Body>> for Slo
 }
 
 #[test]
-fn poll_ready_is_awaited_on_a_clone_per_request_and_an_error_is_a_500() {
+fn poll_ready_is_awaited_before_each_call_and_an_error_is_a_500() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .build()
@@ -888,6 +888,102 @@ fn poll_ready_is_awaited_on_a_clone_per_request_and_an_error_is_a_500() {
         assert_eq!((a.status, a.text()), (200, format!("ready /r{i}")));
     }
     assert_eq!(polls.load(Ordering::SeqCst), 6, "two polls per request");
+    run.stop();
+    rt.shutdown_background();
+}
+
+/// A service whose clones are ready once its gate opens (a concurrency limit's shape: the
+/// readiness is shared, each clone polls for its own), counting its clones and polls.
+struct Gated {
+    gate: Arc<Gate>,
+}
+
+#[derive(Default)]
+struct Gate {
+    open: std::sync::atomic::AtomicBool,
+    waiters: Mutex<Vec<std::task::Waker>>,
+    clones: AtomicUsize,
+    polls: AtomicUsize,
+}
+
+impl Gate {
+    fn open(&self) {
+        self.open.store(true, Ordering::SeqCst);
+        for w in self.waiters.lock().unwrap().drain(..) {
+            w.wake();
+        }
+    }
+}
+
+impl Clone for Gated {
+    fn clone(&self) -> Gated {
+        self.gate.clones.fetch_add(1, Ordering::SeqCst);
+        Gated {
+            gate: self.gate.clone(),
+        }
+    }
+}
+
+impl tower_service::Service<http::Request<linerate_server::tower::Body>> for Gated {
+    type Response = http::Response<String>;
+    type Error = std::io::Error;
+    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.gate.polls.fetch_add(1, Ordering::SeqCst);
+        let mut waiters = self.gate.waiters.lock().unwrap();
+        if self.gate.open.load(Ordering::SeqCst) {
+            return Poll::Ready(Ok(()));
+        }
+        waiters.push(cx.waker().clone());
+        Poll::Pending
+    }
+
+    fn call(&mut self, req: http::Request<linerate_server::tower::Body>) -> Self::Future {
+        std::future::ready(Ok(http::Response::new(format!("ok {}", req.uri().path()))))
+    }
+}
+
+#[test]
+fn a_worker_calls_its_one_ready_clone_and_one_not_ready_waits_in_its_requests_own_task() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    let handle = rt.handle().clone();
+    let gate = Arc::new(Gate::default());
+    let svc = Gated { gate: gate.clone() };
+    let router = linerate_server::tower::router(svc, move |f| {
+        handle.spawn(f);
+    });
+    let run = common::start(config(), router);
+    let addr = run.addr;
+    // The first request finds its clone not ready: it waits, and holds nothing else up.
+    let first = std::thread::spawn(move || H1::connect(addr).request("GET", "/a", "", b""));
+    for _ in 0..500 {
+        if gate.polls.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        gate.polls.load(Ordering::SeqCst) > 0,
+        "the first request was polled for"
+    );
+    gate.open();
+    let a = first.join().unwrap();
+    assert_eq!((a.status, a.text()), (200, "ok /a".to_string()));
+    // The rest are called on the worker's one clone, ready each time.
+    let mut c = H1::connect(addr);
+    for path in ["/b", "/c", "/d", "/e"] {
+        let a = c.request("GET", path, "", b"");
+        assert_eq!((a.status, a.text()), (200, format!("ok {path}")));
+    }
+    assert_eq!(
+        gate.clones.load(Ordering::SeqCst),
+        2,
+        "the clone that was not ready went with its request; the worker's next one was kept"
+    );
     run.stop();
     rt.shutdown_background();
 }

@@ -869,6 +869,7 @@ impl Server {
                                 inbox,
                                 outstanding: 0,
                                 waiting: Default::default(),
+                                cancels: Default::default(),
                                 counters,
                                 counters_on: shared.app.metrics,
                                 static_gz: Default::default(),

@@ -8,9 +8,10 @@
 //! its head ([`Router::deferred_incoming`]); the service's future runs on the caller's
 //! runtime through [`Spawn`]; its answer goes back through the request's [`Responder`].
 //!
-//! - **The request**: method, URI (scheme and authority from Host or `:authority`, then the
-//!   path with the mount's prefix taken off, as axum's `nest` does, and the query), version
-//!   and every field. Extensions: the client's [`SocketAddr`](std::net::SocketAddr) (read it in axum with
+//! - **The request**: method, URI (scheme and authority from an absolute-form target, else
+//!   Host or `:authority`, then the path with the mount's prefix taken off, as axum's `nest`
+//!   does, and the query), version and every field, made on the worker from the parsed head:
+//!   its bytes copied once, the URI's parts and the field values slices of that copy. Extensions: the client's [`SocketAddr`](std::net::SocketAddr) (read it in axum with
 //!   `Extension<SocketAddr>`; behind trusted proxies, the client they name), the TLS client
 //!   certificate as `Arc<`[`ClientCert`](crate::tls::ClientCert)`>` when one was verified, and [`OriginalUri`] (the
 //!   URI before the prefix came off). The body is a [`Body`] that yields pieces as they
@@ -29,8 +30,16 @@
 //! - **Failures**: a service error, a panic, or a body error before the head is a 500; a body
 //!   error after it cuts the answer off (HTTP/1.1 closes with the chunked body incomplete,
 //!   HTTP/2 and HTTP/3 reset the stream), so a client never takes it for whole.
-//! - **Readiness**: each request gets a clone of the service (as hyper does), whose
-//!   `poll_ready` is awaited before `call`.
+//! - **Readiness**: `poll_ready` says ready before each `call`, on the same clone. hyper keeps
+//!   a clone per connection and awaits its readiness there, holding that connection's next
+//!   requests back. Here each worker keeps one clone and uses it for request after request:
+//!   polled on the worker (its waker a no-op), and when ready, called there at once (so the
+//!   synchronous part of `call` runs on the worker; the future it returns runs through
+//!   [`Spawn`]). A clone that is not ready leaves with the request it was polled for, whose own
+//!   task awaits its `poll_ready` (a place it took in a queue, a concurrency limit's, goes
+//!   with it rather than waiting on a worker that may get no further request), and the next
+//!   request gets a new clone: a clone that is not ready holds up no other request. A clone
+//!   whose `poll_ready` fails, or that panics, is dropped (tower: a failed service is discarded).
 //!
 //! No deadline applies (as for a proxied request): wrap the service in a timeout layer if it
 //! may wait long. A request still running counts against `Config::max_deferred_per_worker`.
@@ -39,18 +48,23 @@
 //! with [`Router::ws`] beside the mount.
 #![forbid(unsafe_code)]
 
+use std::any::Any;
 use std::borrow::Cow;
-use std::future::poll_fn;
+use std::cell::RefCell;
+use std::future::{Future, poll_fn};
+use std::ops::Range;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll, Waker};
 
 use bytes::{Buf, Bytes};
+use http::uri::{Authority, PathAndQuery, Scheme};
 use http_body::{Frame, SizeHint};
 use tower_service::Service;
 
 use crate::around::catch_panic;
-use crate::deferred::{OwnedRequest, Responder, Spawn};
+use crate::deferred::{HeadView, Responder, Spawn};
 use crate::incoming::IncomingBody;
 use crate::response::Response;
 use crate::router::Router;
@@ -120,9 +134,10 @@ impl http_body::Body for Body {
 }
 
 /// What a mount serves: a tower service of `http` requests with a [`Body`], answering with
-/// an [`AnswerBody`], cloned for each request (hence `Clone`, and `Sync` since every worker
-/// clones the one it was given: an axum `Router` is, and so are tower-http's layers over
-/// one). Implemented for every such service.
+/// an [`AnswerBody`], cloned for each worker and for each request that finds its worker's
+/// clone not ready (hence `Clone`, and `Sync` since every worker clones the one it was given:
+/// an axum `Router` is, and so are tower-http's layers over one). Implemented for every such
+/// service.
 pub trait HttpService<B>:
     Service<
         http::Request<Body>,
@@ -205,7 +220,7 @@ impl Router {
         for pattern in &patterns {
             for method in METHODS {
                 let mount = mount.clone();
-                self = self.deferred_incoming(method, pattern, move |req, body, res| {
+                self = self.incoming_in_place(method, pattern, move |req, body, res| {
                     mount.call::<B>(req, body, res)
                 });
             }
@@ -243,120 +258,318 @@ where
     crate::Server::bind(config, router(svc, spawn))?.run_until_signal()
 }
 
-impl<S, Sp: Spawn> Mount<S, Sp> {
-    /// On the worker: the request made, the service cloned, its future spawned.
-    fn call<B: AnswerBody>(&self, req: OwnedRequest, body: IncomingBody, res: Responder)
+thread_local! {
+    /// This thread's clone of each mount's service, ready to be polled for the next request
+    /// (see the module doc's readiness): one per worker. A mount that is gone leaves its
+    /// entry until the next mount seen on this thread prunes it.
+    static CLONES: RefCell<Vec<Kept>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A worker's clone of one mount's service.
+struct Kept {
+    /// The mount (its address is the key; held weakly, so the address stays its own).
+    mount: Weak<dyn Any + Send + Sync>,
+    /// Out while a request polls and calls it (or gone with a request that awaits it).
+    svc: Option<Box<dyn Any>>,
+}
+
+impl<S, Sp> Mount<S, Sp>
+where
+    S: Clone + Send + Sync + 'static,
+    Sp: Spawn,
+{
+    /// This thread's clone of the service, taken out (a new one when there is none).
+    fn take_clone(self: &Arc<Self>) -> Box<dyn Any> {
+        let key = Arc::as_ptr(self) as *const ();
+        let kept = CLONES.with(|c| {
+            let mut c = c.borrow_mut();
+            let k = c
+                .iter_mut()
+                .find(|k| k.mount.as_ptr() as *const () == key)?;
+            k.svc.take()
+        });
+        kept.unwrap_or_else(|| Box::new(self.svc.clone()))
+    }
+
+    /// Keeps `svc` as this thread's clone of the service.
+    fn keep(self: &Arc<Self>, svc: Box<dyn Any>) {
+        let key = Arc::as_ptr(self) as *const ();
+        CLONES.with(|c| {
+            let mut c = c.borrow_mut();
+            if let Some(k) = c.iter_mut().find(|k| k.mount.as_ptr() as *const () == key) {
+                k.svc = Some(svc);
+                return;
+            }
+            c.retain(|k| k.mount.strong_count() > 0);
+            let mount: Weak<Self> = Arc::downgrade(self);
+            c.push(Kept {
+                mount: mount as Weak<dyn Any + Send + Sync>,
+                svc: Some(svc),
+            });
+        });
+    }
+
+    /// On the worker: the request made, the worker's clone of the service polled and, when
+    /// ready, called; the answer's future spawned.
+    fn call<B: AnswerBody>(self: &Arc<Self>, view: HeadView<'_>, body: IncomingBody, res: Responder)
     where
         S: HttpService<B>,
     {
-        let head = req.method() == Method::Head;
-        let req = match request(&req, body, self.strip) {
+        let head = view.head.method() == Method::Head;
+        let req = match request(&view, body, self.strip) {
             Ok(req) => req,
             Err(why) => {
                 tracing::debug!(why, "request not representable for the service; 400");
                 return res.send(crate::app::dispatch::text_status(400));
             }
         };
-        let mut svc = self.svc.clone();
-        self.spawn.spawn(Box::pin(async move {
-            let answer = catch_panic(async move {
-                poll_fn(|cx| svc.poll_ready(cx))
-                    .await
-                    .map_err(Into::<BoxError>::into)?;
-                svc.call(req).await.map_err(Into::<BoxError>::into)
-            });
-            match answer.await {
-                Some(Ok(resp)) => send(res, resp, head).await,
-                Some(Err(e)) => {
-                    tracing::error!(error = %e, "service failed; answering 500");
-                    res.send(crate::app::dispatch::text_status(500));
-                }
-                None => {
-                    tracing::error!("service panicked; answering 500");
-                    res.send(crate::app::dispatch::text_status(500).close());
-                }
+        let mut kept = self.take_clone();
+        let Some(svc) = kept.downcast_mut::<S>() else {
+            unreachable!("a mount's clones are of its service's type")
+        };
+        let mut cx = Context::from_waker(Waker::noop());
+        let called = match catch_unwind(AssertUnwindSafe(|| svc.poll_ready(&mut cx))) {
+            Ok(Poll::Ready(Ok(()))) => catch_unwind(AssertUnwindSafe(|| svc.call(req))),
+            Ok(Poll::Ready(Err(e))) => {
+                let e: BoxError = e.into();
+                tracing::error!(error = %e, "service failed; answering 500");
+                return res.send(crate::app::dispatch::text_status(500));
             }
-        }));
+            Ok(Poll::Pending) => {
+                // It waits in the request's own task, with whatever place its poll took.
+                let Ok(svc) = kept.downcast::<S>() else {
+                    unreachable!("a mount's clones are of its service's type")
+                };
+                let mut svc = *svc;
+                let fut = async move {
+                    poll_fn(|cx| svc.poll_ready(cx))
+                        .await
+                        .map_err(Into::<BoxError>::into)?;
+                    svc.call(req).await.map_err(Into::<BoxError>::into)
+                };
+                return self.spawn.spawn(Box::pin(answer(Box::pin(fut), res, head)));
+            }
+            Err(e) => Err(e),
+        };
+        let Ok(fut) = called else {
+            tracing::error!("service panicked; answering 500");
+            return res.send(crate::app::dispatch::text_status(500).close());
+        };
+        self.keep(kept);
+        let fut = async move { fut.await.map_err(Into::<BoxError>::into) };
+        self.spawn.spawn(Box::pin(answer(Box::pin(fut), res, head)));
     }
 }
 
-/// The `http` request for `req`, its body to come through `body`, its path without the
-/// mount's first `strip` bytes.
+/// Awaits the service's answer (a panic caught: a 500 that closes) and sends it. The
+/// service's future comes boxed: held inline (twice: as the argument and as awaited), it made
+/// this future pass 1 KiB, an allocation for which glibc's malloc sweeps its fast bins
+/// (`malloc_consolidate`) every time; two smaller ones cost less (callgrind).
+async fn answer<B: AnswerBody>(
+    fut: Pin<Box<impl Future<Output = Result<http::Response<B>, BoxError>>>>,
+    res: Responder,
+    head: bool,
+) {
+    match catch_panic(fut).await {
+        Some(Ok(resp)) => send(res, resp, head).await,
+        Some(Err(e)) => {
+            tracing::error!(error = %e, "service failed; answering 500");
+            res.send(crate::app::dispatch::text_status(500));
+        }
+        None => {
+            tracing::error!("service panicked; answering 500");
+            res.send(crate::app::dispatch::text_status(500).close());
+        }
+    }
+}
+
+/// The `http` request for `view`, its body to come through `body`, its path without the
+/// mount's first `strip` bytes. The head's bytes are copied once; the URI's parts and the
+/// field values are slices of that copy.
 fn request(
-    req: &OwnedRequest,
+    view: &HeadView<'_>,
     body: IncomingBody,
     strip: usize,
 ) -> Result<http::Request<Body>, &'static str> {
-    let head = &req.head.head;
-    let buf = &req.head.bytes;
+    let head = view.head;
+    let bytes = Bytes::copy_from_slice(view.buf);
+    let buf = &bytes[..];
     let path = head.path(buf);
     let rest = match path.get(strip..) {
         Some("") | None => "/",
         Some(rest) => rest,
     };
     let query = head.query(buf);
-    let path_and_query = |path: &str| match query {
-        Some(q) => format!("{path}?{q}"),
-        None => path.to_string(),
-    };
-    let scheme = if req.is_tls() { "https" } else { "http" };
-    let uri = |path: &str| -> Result<http::Uri, &'static str> {
-        let mut b = http::Uri::builder();
-        if let Some(host) = head.host(buf).filter(|h| !h.is_empty()) {
-            b = b.scheme(scheme).authority(host);
+    // RFC 9112 §3.2.2: an absolute-form target's authority overrides Host (as sites do).
+    let host = match head.target_form() {
+        linerate_http1::TargetForm::Absolute => {
+            crate::app::sites::absolute_authority(head.target(buf).as_bytes())
         }
-        b.path_and_query(path_and_query(path))
-            .build()
-            .map_err(|_| "URI")
+        _ => head.host(buf),
     };
-    let mut out = http::Request::builder()
-        .method(http::Method::from_bytes(head.method_str(buf).as_bytes()).map_err(|_| "method")?)
-        .uri(uri(rest)?)
-        .version(match head.version() {
-            Version::Http10 => http::Version::HTTP_10,
-            Version::Http11 => http::Version::HTTP_11,
-            Version::Http2 => http::Version::HTTP_2,
-            Version::Http3 => http::Version::HTTP_3,
-        })
-        .body(Body(body))
-        .map_err(|_| "head")?;
-    let fields = out.headers_mut();
-    fields.reserve(head.header_count());
+    let (scheme, authority) = match host.filter(|h| !h.is_empty()) {
+        Some(host) => {
+            let scheme = if view.tls {
+                Scheme::HTTPS
+            } else {
+                Scheme::HTTP
+            };
+            let authority = Authority::from_maybe_shared(share(&bytes, host)).map_err(|_| "URI")?;
+            (Some(scheme), Some(authority))
+        }
+        None => (None, None),
+    };
+    let method = match head.method() {
+        Method::Get => http::Method::GET,
+        Method::Head => http::Method::HEAD,
+        Method::Post => http::Method::POST,
+        Method::Put => http::Method::PUT,
+        Method::Delete => http::Method::DELETE,
+        Method::Options => http::Method::OPTIONS,
+        Method::Patch => http::Method::PATCH,
+        Method::Trace => http::Method::TRACE,
+        _ => http::Method::from_bytes(head.method_str(buf).as_bytes()).map_err(|_| "method")?,
+    };
+    let mut fields = http::HeaderMap::with_capacity(head.header_count());
     for (name, value) in head.headers(buf) {
         let name = http::HeaderName::from_bytes(name).map_err(|_| "field name")?;
-        let value = http::HeaderValue::from_bytes(value).map_err(|_| "field value")?;
+        let value = http::HeaderValue::from_maybe_shared(share(&bytes, value))
+            .map_err(|_| "field value")?;
         fields.append(name, value);
     }
+    let uri = uri(&bytes, scheme.clone(), authority.clone(), rest, query)?;
     let original = if strip == 0 {
-        out.uri().clone()
+        uri.clone()
     } else {
-        uri(path)?
+        self::uri(&bytes, scheme, authority, path, query)?
     };
+    let mut out = http::Request::new(Body(body));
+    *out.method_mut() = method;
+    *out.uri_mut() = uri;
+    *out.version_mut() = match head.version() {
+        Version::Http10 => http::Version::HTTP_10,
+        Version::Http11 => http::Version::HTTP_11,
+        Version::Http2 => http::Version::HTTP_2,
+        Version::Http3 => http::Version::HTTP_3,
+    };
+    *out.headers_mut() = fields;
     let ext = out.extensions_mut();
-    if let Some(peer) = req.peer {
+    if let Some(peer) = view.peer {
         ext.insert(peer);
     }
-    if let Some(cert) = &req.client_cert {
+    if let Some(cert) = view.client_cert {
         ext.insert(cert.clone());
     }
     ext.insert(OriginalUri(original));
     Ok(out)
 }
 
-/// Fields the service may not set: hop-by-hop (RFC 9110 §7.6.1) or the engine's own.
-fn dropped(name: &http::HeaderName, connection: &[http::HeaderValue]) -> bool {
+/// The URI of `path` and `query` (slices of `bytes`, or not: the path may be a `/` of
+/// our own), with `scheme` and `authority` when the request named its host.
+fn uri(
+    bytes: &Bytes,
+    scheme: Option<Scheme>,
+    authority: Option<Authority>,
+    path: &str,
+    query: Option<&str>,
+) -> Result<http::Uri, &'static str> {
+    // `path?query` as the request sent it, when both lie in `bytes` that way; else joined.
+    let sent = match (span(bytes, path.as_bytes()), query) {
+        (Some(p), None) => Some(p),
+        (Some(p), Some(q)) => span(bytes, q.as_bytes())
+            .filter(|q| q.start == p.end + 1)
+            .map(|q| p.start..q.end),
+        (None, _) => None,
+    };
+    let path_and_query = match sent {
+        Some(range) => PathAndQuery::from_maybe_shared(bytes.slice(range)),
+        None => match query {
+            Some(q) => PathAndQuery::try_from(format!("{path}?{q}")),
+            None => PathAndQuery::try_from(path),
+        },
+    }
+    .map_err(|_| "URI")?;
+    let mut parts = http::uri::Parts::default();
+    parts.scheme = scheme;
+    parts.authority = authority;
+    parts.path_and_query = Some(path_and_query);
+    http::Uri::from_parts(parts).map_err(|_| "URI")
+}
+
+/// Where `s` lies in `bytes`, when it is a slice of them.
+fn span(bytes: &[u8], s: &[u8]) -> Option<Range<usize>> {
+    let start = (s.as_ptr() as usize).checked_sub(bytes.as_ptr() as usize)?;
+    (start + s.len() <= bytes.len()).then_some(start..start + s.len())
+}
+
+/// `s` as a slice of `bytes` (no copy), or copied when it is not one.
+fn share(bytes: &Bytes, s: &[u8]) -> Bytes {
+    match span(bytes, s) {
+        Some(range) => bytes.slice(range),
+        None => Bytes::copy_from_slice(s),
+    }
+}
+
+/// Fields the service may not set: hop-by-hop (RFC 9110 §7.6.1) or the engine's own;
+/// `connection` is the answer's Connection fields.
+fn dropped<'v>(
+    name: &http::HeaderName,
+    mut connection: impl Iterator<Item = &'v http::HeaderValue>,
+) -> bool {
     use http::header::*;
     matches!(
         *name,
         CONNECTION | TE | TRANSFER_ENCODING | UPGRADE | CONTENT_LENGTH | DATE
     ) || name == "keep-alive"
         || name == "proxy-connection"
-        || connection.iter().any(|v| {
+        || connection.any(|v| {
             v.to_str().is_ok_and(|v| {
                 v.split(',')
                     .any(|t| t.trim().eq_ignore_ascii_case(name.as_str()))
             })
         })
+}
+
+/// `name` as a `'static` string when it is one of the fields answers commonly carry (no
+/// copy), else copied.
+fn field_name(name: &http::HeaderName) -> Cow<'static, str> {
+    Cow::Borrowed(match name.as_str() {
+        "access-control-allow-credentials" => "access-control-allow-credentials",
+        "access-control-allow-headers" => "access-control-allow-headers",
+        "access-control-allow-methods" => "access-control-allow-methods",
+        "access-control-allow-origin" => "access-control-allow-origin",
+        "access-control-expose-headers" => "access-control-expose-headers",
+        "access-control-max-age" => "access-control-max-age",
+        "allow" => "allow",
+        "cache-control" => "cache-control",
+        "content-disposition" => "content-disposition",
+        "content-encoding" => "content-encoding",
+        "content-language" => "content-language",
+        "etag" => "etag",
+        "expires" => "expires",
+        "last-modified" => "last-modified",
+        "link" => "link",
+        "location" => "location",
+        "retry-after" => "retry-after",
+        "set-cookie" => "set-cookie",
+        "vary" => "vary",
+        "www-authenticate" => "www-authenticate",
+        "x-content-type-options" => "x-content-type-options",
+        "x-request-id" => "x-request-id",
+        other => return Cow::Owned(other.to_string()),
+    })
+}
+
+/// `value` as a `'static` string when it is a Content-Type answers commonly carry (no
+/// copy), else copied.
+fn content_type(value: &str) -> Cow<'static, str> {
+    Cow::Borrowed(match value {
+        "application/json" => "application/json",
+        "text/plain; charset=utf-8" => "text/plain; charset=utf-8",
+        "text/html; charset=utf-8" => "text/html; charset=utf-8",
+        "application/octet-stream" => "application/octet-stream",
+        other => return Cow::Owned(other.to_string()),
+    })
 }
 
 /// Sends the service's answer: its head, then its body whole or streamed. To a HEAD
@@ -365,14 +578,9 @@ fn dropped(name: &http::HeaderName, connection: &[http::HeaderValue]) -> bool {
 async fn send<B: AnswerBody>(res: Responder, resp: http::Response<B>, head: bool) {
     let (parts, body) = resp.into_parts();
     let mut out = Response::new(parts.status.as_u16());
-    let connection: Vec<http::HeaderValue> = parts
-        .headers
-        .get_all(http::header::CONNECTION)
-        .iter()
-        .cloned()
-        .collect();
+    let connection = parts.headers.get_all(http::header::CONNECTION);
     for (name, value) in &parts.headers {
-        if dropped(name, &connection) {
+        if dropped(name, connection.iter()) {
             continue;
         }
         let Ok(value) = std::str::from_utf8(value.as_bytes()) else {
@@ -380,10 +588,10 @@ async fn send<B: AnswerBody>(res: Responder, resp: http::Response<B>, head: bool
             continue;
         };
         if name == http::header::CONTENT_TYPE {
-            out = out.content_type(value.to_string());
+            out = out.content_type(content_type(value));
             continue;
         }
-        out = match out.try_header(Cow::Owned(name.as_str().to_string()), value.to_string()) {
+        out = match out.try_header(field_name(name), value.to_string()) {
             Ok(out) => out,
             Err(e) => {
                 // `try_header` consumed the answer: rebuild it is not possible, so refuse.
@@ -392,7 +600,7 @@ async fn send<B: AnswerBody>(res: Responder, resp: http::Response<B>, head: bool
             }
         };
     }
-    let mut body = Box::pin(body);
+    let mut body = std::pin::pin!(body);
     if head {
         let declared = parts
             .headers
@@ -487,6 +695,119 @@ async fn send<B: AnswerBody>(res: Responder, resp: http::Response<B>, head: bool
 mod tests {
     use super::*;
 
+    /// The `http` request the adapter makes of `raw` under a mount that takes `strip` bytes.
+    fn made(raw: &str, strip: usize, tls: bool) -> http::Request<Body> {
+        let mut head = linerate_http1::RequestHead::new();
+        let n = match head.parse(raw.as_bytes(), &Default::default()) {
+            Ok(linerate_http1::Parsed::Complete(n)) => n,
+            other => panic!("{raw:?}: {other:?}"),
+        };
+        let view = HeadView {
+            head: &head,
+            buf: &raw.as_bytes()[..n],
+            peer: None,
+            client_cert: None,
+            tls,
+        };
+        let (_feed, body) = crate::app::incoming::incoming(Some(0), None);
+        request(&view, body, strip).expect("representable")
+    }
+
+    #[test]
+    fn the_request_uri_is_the_target_without_the_prefix_with_scheme_and_authority() {
+        // (request, prefix length, TLS, the service's URI, OriginalUri)
+        let cases = [
+            (
+                "GET /a/b?x=1 HTTP/1.1\r\nHost: h.test\r\n\r\n",
+                0,
+                false,
+                "http://h.test/a/b?x=1",
+                "http://h.test/a/b?x=1",
+            ),
+            (
+                "GET /api/users/1 HTTP/1.1\r\nHost: h.test:8443\r\n\r\n",
+                4,
+                true,
+                "https://h.test:8443/users/1",
+                "https://h.test:8443/api/users/1",
+            ),
+            // The mount's own path is `/` to the service (as axum's `nest`), its query kept.
+            (
+                "GET /api?q=%20 HTTP/1.1\r\nHost: h.test\r\n\r\n",
+                4,
+                false,
+                "http://h.test/?q=%20",
+                "http://h.test/api?q=%20",
+            ),
+            (
+                "GET /api HTTP/1.1\r\nHost: h.test\r\n\r\n",
+                4,
+                false,
+                "http://h.test/",
+                "http://h.test/api",
+            ),
+            // RFC 9112 §3.2.2: an absolute-form target's authority is the host.
+            (
+                "GET http://abs.test/p?k HTTP/1.1\r\nHost: h.test\r\n\r\n",
+                0,
+                false,
+                "http://abs.test/p?k",
+                "http://abs.test/p?k",
+            ),
+            (
+                "GET http://abs.test HTTP/1.1\r\nHost: h.test\r\n\r\n",
+                0,
+                false,
+                "http://abs.test/",
+                "http://abs.test/",
+            ),
+            // HTTP/1.0 without Host: the path alone.
+            ("GET /old?v HTTP/1.0\r\n\r\n", 0, false, "/old?v", "/old?v"),
+        ];
+        for (raw, strip, tls, want, original) in cases {
+            let req = made(raw, strip, tls);
+            assert_eq!(req.uri().to_string(), want, "{raw:?}");
+            let got = req
+                .extensions()
+                .get::<OriginalUri>()
+                .map(|o| o.0.to_string());
+            assert_eq!(got.as_deref(), Some(original), "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn the_request_carries_method_version_and_every_field_in_order() {
+        let raw = "PUT /u HTTP/1.1\r\nHost: h.test\r\nX-Id: a\r\nAccept: */*\r\nx-id: b\r\nContent-Length: 0\r\n\r\n";
+        let req = made(raw, 0, false);
+        assert_eq!(req.method(), http::Method::PUT);
+        assert_eq!(req.version(), http::Version::HTTP_11);
+        let ids: Vec<_> = req.headers().get_all("x-id").iter().collect();
+        assert_eq!(ids, ["a", "b"]);
+        assert_eq!(req.headers()["accept"], "*/*");
+        assert_eq!(req.headers()["host"], "h.test");
+        assert_eq!(req.headers().len(), 5);
+    }
+
+    #[test]
+    fn common_answer_field_names_and_content_types_are_not_copied() {
+        for name in [
+            "vary",
+            "access-control-allow-origin",
+            "x-request-id",
+            "set-cookie",
+        ] {
+            let got = field_name(&http::HeaderName::from_static(name));
+            assert!(matches!(got, Cow::Borrowed(n) if n == name), "{name}");
+        }
+        let got = field_name(&http::HeaderName::from_static("x-other"));
+        assert!(matches!(got, Cow::Owned(ref n) if n == "x-other"));
+        assert!(matches!(
+            content_type("application/json"),
+            Cow::Borrowed("application/json")
+        ));
+        assert!(matches!(content_type("text/csv"), Cow::Owned(ref v) if v == "text/csv"));
+    }
+
     #[test]
     fn hop_by_hop_fields_and_those_connection_names_are_dropped() {
         // RFC 9110 §7.6.1.
@@ -508,7 +829,7 @@ mod tests {
         ];
         for (name, want) in cases {
             let name = http::HeaderName::from_static(name);
-            assert_eq!(dropped(&name, &conn), want, "{name}");
+            assert_eq!(dropped(&name, conn.iter()), want, "{name}");
         }
     }
 }

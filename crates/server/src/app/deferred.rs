@@ -19,7 +19,9 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Poll, Waker};
+use std::task::Poll;
+
+use atomic_waker::AtomicWaker;
 
 use linerate_http1::{BodyDecoder, Method, RequestHead, Version};
 
@@ -33,14 +35,49 @@ pub(crate) struct OwnedHead {
     pub bytes: Vec<u8>,
 }
 
+/// Largest head buffer kept for reuse (one per thread: see `SPARE_HEAD_BYTES`).
+const MAX_SPARE_HEAD_BYTES: usize = 16 * 1024;
+
+thread_local! {
+    /// The buffer of the last owned head dropped on this thread: the next copy made here
+    /// reuses it (a worker's own futures drop their requests on its thread).
+    static SPARE_HEAD_BYTES: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
 impl OwnedHead {
     /// Copies the head's bytes; the parsed spans are kept, so nothing is parsed again.
     pub(crate) fn copy(head: &RequestHead, buf: &[u8]) -> OwnedHead {
+        let mut bytes = SPARE_HEAD_BYTES.try_with(Cell::take).unwrap_or_default();
+        bytes.clear();
+        bytes.extend_from_slice(buf);
         OwnedHead {
             head: head.clone(),
-            bytes: buf.to_vec(),
+            bytes,
         }
     }
+}
+
+impl Drop for OwnedHead {
+    fn drop(&mut self) {
+        if self.bytes.capacity() <= MAX_SPARE_HEAD_BYTES {
+            let bytes = std::mem::take(&mut self.bytes);
+            // At the thread's exit the spare is gone: the buffer is simply freed.
+            let _ = SPARE_HEAD_BYTES.try_with(|s| s.set(bytes));
+        }
+    }
+}
+
+/// A request read in place on the worker, for the crate's own handlers called at the head
+/// (the tower adapter), which copy only what they keep, before the worker's buffers move on.
+#[cfg_attr(not(feature = "tower"), allow(dead_code))]
+pub(crate) struct HeadView<'a> {
+    pub head: &'a RequestHead,
+    /// The head's bytes (the spans in `head` point into them).
+    pub buf: &'a [u8],
+    pub peer: Option<SocketAddr>,
+    pub client_cert: Option<&'a Arc<crate::tls::ClientCert>>,
+    /// The request came over TLS (QUIC included).
+    pub tls: bool,
 }
 
 /// A request a deferred handler owns: head, path parameters, query, fields, body and
@@ -144,7 +181,9 @@ impl crate::request::Context for OwnedRequest {
 }
 
 /// What the worker needs to finish an answer that comes back: the request's
-/// Accept-Encoding (for compression) and its access-log fields (when logging).
+/// Accept-Encoding (for compression) and its access-log fields (when logging). Carried by
+/// value in the `Responder` and its `Done` (no allocation of its own: what only some
+/// configurations keep is boxed or `None`).
 #[derive(Debug, Default)]
 pub(crate) struct Meta {
     pub head: bool,
@@ -155,7 +194,7 @@ pub(crate) struct Meta {
     /// The request's path, when the site decorates answers (fields by path).
     pub path: Option<Vec<u8>>,
     pub accept_encoding: Option<Vec<u8>>,
-    pub log: Option<LogMeta>,
+    pub log: Option<Box<LogMeta>>,
     /// The request's layers, whose `after` hooks see the answer (a deferred request's wait
     /// in the worker's [`Waiting`] instead, where its timeout finds them).
     pub layered: Option<Box<crate::layer::Layered>>,
@@ -173,33 +212,55 @@ pub(crate) struct Waiting {
 
 /// Whether the worker still waits for a deferred answer. Shared by the request's
 /// [`Responder`] and the worker, which gives up when the deferred timeout answers the request
-/// (503) and wakes the future waiting in [`Responder::until_cancelled`].
+/// (503) and wakes the future waiting in [`Responder::until_cancelled`]. The worker reuses
+/// them (`Cancels`), so a deferred request allocates none.
 #[derive(Debug, Default)]
 pub(crate) struct Cancel {
     given_up: AtomicBool,
-    waker: Mutex<Option<Waker>>,
+    waker: AtomicWaker,
 }
 
 impl Cancel {
     /// The answer is no longer wanted: wakes the handler's future, if one waits.
     pub(crate) fn give_up(&self) {
         self.given_up.store(true, Ordering::Release);
-        let waker = self.waker.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(w) = waker {
-            w.wake();
-        }
+        self.waker.wake();
     }
 
     pub(crate) fn is_given_up(&self) -> bool {
         self.given_up.load(Ordering::Acquire)
     }
 
-    /// Wakes `waker` on [`Cancel::give_up`]. Registered before the flag is read, so a give-up
-    /// between the two still wakes the task.
-    fn register(&self, waker: &Waker) {
-        let mut slot = self.waker.lock().unwrap_or_else(|e| e.into_inner());
-        if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
-            *slot = Some(waker.clone());
+    /// Wakes `waker` on [`Cancel::give_up`]. Registered before the flag is read again, so a
+    /// give-up between the two still wakes the task.
+    fn register(&self, waker: &std::task::Waker) {
+        self.waker.register(waker);
+    }
+}
+
+/// Most `Cancel`s a worker keeps for reuse (as many as its deferred requests in flight at
+/// once, up to this; the rest are freed).
+const MAX_SPARE_CANCELS: usize = 256;
+
+/// A worker's `Cancel`s, reused: one is handed out with each deferred request and taken back
+/// when its answer (or its `Responder`'s drop) comes home, if nothing else holds it then.
+#[derive(Debug, Default)]
+pub(crate) struct Cancels(Vec<Arc<Cancel>>);
+
+impl Cancels {
+    /// A fresh `Cancel` (not given up, no waker).
+    pub(crate) fn take(&mut self) -> Arc<Cancel> {
+        self.0.pop().unwrap_or_default()
+    }
+
+    /// Takes `cancel` back for reuse once it is the last reference to it (its `Responder`
+    /// is gone, and the worker's `Waiting` entry dropped its own).
+    pub(crate) fn put(&mut self, mut cancel: Arc<Cancel>) {
+        if self.0.len() < MAX_SPARE_CANCELS
+            && let Some(c) = Arc::get_mut(&mut cancel)
+        {
+            *c = Cancel::default();
+            self.0.push(cancel);
         }
     }
 }
@@ -288,7 +349,7 @@ pub(crate) struct Done {
     pub id: u64,
     /// `None`: the `Responder` was dropped without answering (500).
     pub resp: Option<Response>,
-    pub meta: Box<Meta>,
+    pub meta: Meta,
 }
 
 thread_local! {
@@ -415,11 +476,11 @@ struct Ticket {
     inbox: Arc<Inbox>,
     token: u64,
     id: u64,
-    meta: Box<Meta>,
+    meta: Meta,
 }
 
 impl Responder {
-    pub(crate) fn new(inbox: Arc<Inbox>, token: u64, id: u64, meta: Box<Meta>) -> Responder {
+    pub(crate) fn new(inbox: Arc<Inbox>, token: u64, id: u64, meta: Meta) -> Responder {
         Responder {
             ticket: Some(Ticket {
                 inbox,
@@ -443,15 +504,27 @@ impl Responder {
     /// [`Router::route_async`]: crate::Router::route_async
     pub async fn until_cancelled<F: Future>(&self, fut: F) -> Option<F::Output> {
         let mut fut = std::pin::pin!(fut);
-        let cancel = self.cancel().cloned();
+        let cancel = self.cancel();
         std::future::poll_fn(|cx| {
-            if let Some(c) = &cancel {
-                c.register(cx.waker());
-                if c.is_given_up() {
-                    return Poll::Ready(None);
-                }
+            if cancel.is_some_and(|c| c.is_given_up()) {
+                return Poll::Ready(None);
             }
-            fut.as_mut().poll(cx).map(Some)
+            if let Poll::Ready(out) = fut.as_mut().poll(cx) {
+                return Poll::Ready(Some(out));
+            }
+            // Only a future that waits registers (most answer in their first poll): then the
+            // flag is read again, so a give-up since the first read still wakes it.
+            match cancel {
+                Some(c) => {
+                    c.register(cx.waker());
+                    if c.is_given_up() {
+                        Poll::Ready(None)
+                    } else {
+                        Poll::Pending
+                    }
+                }
+                None => Poll::Pending,
+            }
         })
         .await
     }
@@ -549,16 +622,16 @@ mod tests {
     fn a_batch_wakes_once_and_a_dropped_responder_reports_without_an_answer() {
         let (inbox, wakes) = inbox();
         for id in 1..=3 {
-            Responder::new(inbox.clone(), 7, id, Box::default()).send(Response::new(200));
+            Responder::new(inbox.clone(), 7, id, Meta::default()).send(Response::new(200));
         }
-        drop(Responder::new(inbox.clone(), 7, 4, Box::default()));
+        drop(Responder::new(inbox.clone(), 7, 4, Meta::default()));
         assert_eq!(wakes.load(Ordering::SeqCst), 1);
         let mut got = Vec::new();
         inbox.take(&mut got);
         let ids: Vec<_> = got.iter().map(|d| (d.id, d.resp.is_some())).collect();
         assert_eq!(ids, [(1, true), (2, true), (3, true), (4, false)]);
         // Taken: the next push wakes again.
-        Responder::new(inbox.clone(), 7, 5, Box::default()).send(Response::new(200));
+        Responder::new(inbox.clone(), 7, 5, Meta::default()).send(Response::new(200));
         assert_eq!(wakes.load(Ordering::SeqCst), 2);
     }
 
@@ -566,7 +639,7 @@ mod tests {
     fn answer_from_another_thread(inbox: &Arc<Inbox>, id: u64) {
         let inbox = inbox.clone();
         std::thread::spawn(move || {
-            Responder::new(inbox, 7, id, Box::default()).send(Response::new(200))
+            Responder::new(inbox, 7, id, Meta::default()).send(Response::new(200))
         })
         .join()
         .unwrap();
@@ -576,8 +649,8 @@ mod tests {
     fn a_push_on_the_workers_own_thread_wakes_nothing_and_is_left_for_it_to_take() {
         let (inbox, wakes) = inbox();
         inbox.make_home();
-        Responder::new(inbox.clone(), 7, 1, Box::default()).send(Response::new(200));
-        drop(Responder::new(inbox.clone(), 7, 2, Box::default()));
+        Responder::new(inbox.clone(), 7, 1, Meta::default()).send(Response::new(200));
+        drop(Responder::new(inbox.clone(), 7, 2, Meta::default()));
         assert_eq!(wakes.load(Ordering::SeqCst), 0);
         assert!(inbox.pushed_here());
         // A push from another thread meanwhile finds the inbox armed: the worker's own
@@ -594,6 +667,93 @@ mod tests {
         assert!(!inbox.pushed_here());
     }
 
+    /// A waker that counts its wakes (its clones show in its `Arc`'s count).
+    #[derive(Default)]
+    struct Wakes(AtomicUsize);
+
+    impl std::task::Wake for Wakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn deferred_responder(inbox: &Arc<Inbox>, cancel: &Arc<Cancel>) -> Responder {
+        let meta = Meta {
+            cancel: Some(cancel.clone()),
+            ..Meta::default()
+        };
+        Responder::new(inbox.clone(), 7, 1, meta)
+    }
+
+    #[test]
+    fn a_give_up_wakes_the_future_waiting_in_until_cancelled_and_drops_it() {
+        let (inbox, _) = inbox();
+        let cancel = Arc::new(Cancel::default());
+        let res = deferred_responder(&inbox, &cancel);
+        let wakes = Arc::new(Wakes::default());
+        let waker = std::task::Waker::from(wakes.clone());
+        let mut cx = std::task::Context::from_waker(&waker);
+        let mut fut = std::pin::pin!(res.until_cancelled(std::future::pending::<()>()));
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        assert!(
+            fut.as_mut().poll(&mut cx).is_pending(),
+            "polled again: one waker kept"
+        );
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 0);
+        cancel.give_up();
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 1, "the give-up woke it");
+        assert_eq!(fut.as_mut().poll(&mut cx), Poll::Ready(None));
+        assert!(res.is_cancelled());
+    }
+
+    #[test]
+    fn a_future_that_answers_in_its_first_poll_registers_no_waker() {
+        // Most async handlers answer at once: registering their waker (a clone) was
+        // wasted work on every one of them.
+        let (inbox, _) = inbox();
+        let cancel = Arc::new(Cancel::default());
+        let res = deferred_responder(&inbox, &cancel);
+        let wakes = Arc::new(Wakes::default());
+        let waker = std::task::Waker::from(wakes.clone());
+        let mut cx = std::task::Context::from_waker(&waker);
+        let mut fut = std::pin::pin!(res.until_cancelled(async { 5 }));
+        assert_eq!(fut.as_mut().poll(&mut cx), Poll::Ready(Some(5)));
+        // The test's `Arc` and the waker's: no clone was kept.
+        assert_eq!(Arc::strong_count(&wakes), 2);
+    }
+
+    #[test]
+    fn a_cancel_is_reused_only_once_nothing_else_holds_it_and_comes_back_fresh() {
+        let mut cancels = Cancels::default();
+        let held = cancels.take();
+        held.give_up();
+        let other = held.clone();
+        cancels.put(held);
+        assert!(cancels.0.is_empty(), "still held elsewhere: not reused");
+        cancels.put(other);
+        assert_eq!(cancels.0.len(), 1);
+        let again = cancels.take();
+        assert!(!again.is_given_up(), "reused fresh");
+        assert!(cancels.0.is_empty());
+    }
+
+    #[test]
+    fn an_owned_head_dropped_on_a_thread_lends_its_buffer_to_the_next_copy_there() {
+        let raw = b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n";
+        let mut head = RequestHead::new();
+        head.parse(raw, &Default::default()).unwrap();
+        let first = OwnedHead::copy(&head, raw);
+        let at = first.bytes.as_ptr();
+        drop(first);
+        // Had the buffer been freed, the allocator would hand its memory out here.
+        let taken = raw.to_vec();
+        let second = OwnedHead::copy(&head, raw);
+        assert_ne!(taken.as_ptr(), at);
+        assert_eq!(second.bytes.as_ptr(), at, "the same buffer, not a new one");
+        assert_eq!(second.bytes, raw);
+        assert_eq!(second.head.path(&second.bytes), "/a");
+    }
+
     #[test]
     fn answers_from_many_threads_all_arrive() {
         let (inbox, _) = inbox();
@@ -602,7 +762,7 @@ mod tests {
                 let inbox = inbox.clone();
                 std::thread::spawn(move || {
                     for i in 0..250 {
-                        Responder::new(inbox.clone(), t, i, Box::default())
+                        Responder::new(inbox.clone(), t, i, Meta::default())
                             .send(Response::new(200));
                     }
                 })

@@ -119,6 +119,8 @@ pub(crate) struct AppIo {
     /// The deferred requests still waited for, by (connection token, request id): removed
     /// by their answer or by their timeout's 503, whichever comes first.
     pub waiting: rustc_hash::FxHashMap<(u64, u64), Waiting>,
+    /// The `Cancel`s of deferred requests answered, for the next ones.
+    pub cancels: deferred::Cancels,
     pub counters: Arc<Counters>,
     /// Metrics are on (`App::metrics`, kept here for the driver's close path).
     pub counters_on: bool,
@@ -167,11 +169,15 @@ impl AppIo {
         } = done;
         // A deferred request's layers wait here, unless its timeout took them (then this
         // answer is late: the connection drops it).
-        let layered = match meta.cancel {
-            Some(_) => self.waiting.remove(&(token, id)).and_then(|w| w.layered),
-            None => meta.layered.take(),
+        let (layered, given_up) = match meta.cancel.take() {
+            Some(cancel) => {
+                let layered = self.waiting.remove(&(token, id)).and_then(|w| w.layered);
+                let given_up = cancel.is_given_up();
+                self.cancels.put(cancel);
+                (layered, given_up)
+            }
+            None => (meta.layered.take(), false),
         };
-        let given_up = meta.cancel.as_ref().is_some_and(|c| c.is_given_up());
         let mut resp = match resp {
             Some(mut resp) => {
                 dispatch::guard(&mut resp);

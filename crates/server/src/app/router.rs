@@ -21,7 +21,7 @@ use std::time::Duration;
 use linerate_http1::Method;
 
 use crate::around::{Around, AsyncFn, Chain, Endpoint, Timeout, catch_panic};
-use crate::deferred::{OwnedRequest, Responder, Spawn};
+use crate::deferred::{HeadView, OwnedRequest, Responder, Spawn};
 use crate::extract::IntoResponse;
 use crate::incoming::IncomingBody;
 use crate::layer::{Extensions, Layer};
@@ -50,12 +50,25 @@ pub type DeferredFn = dyn Fn(OwnedRequest, Responder) + Send + Sync;
 /// [`OwnedRequest`]) follows through the [`IncomingBody`] as it arrives.
 pub type IncomingFn = dyn Fn(OwnedRequest, IncomingBody, Responder) + Send + Sync;
 
+/// The crate's own handler called at the head that reads the request in place on the worker
+/// (the tower adapter builds its `http::Request` from it), so no owned copy is made first.
+pub(crate) type InPlaceFn = dyn Fn(HeadView<'_>, IncomingBody, Responder) + Send + Sync;
+
+/// A handler called at the request's head (see [`Router::deferred_incoming`]).
+pub(crate) enum Incoming {
+    /// The application's: it gets an [`OwnedRequest`].
+    Owned(Box<IncomingFn>),
+    /// The crate's own, reading the request in place.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    InPlace(Box<InPlaceFn>),
+}
+
 pub(crate) enum Handler {
     Buffered(Box<HandlerFn>),
     Streaming(Box<SinkFactory>),
     Deferred(Box<DeferredFn>),
     /// Deferred at the head, the body streamed in ([`Router::deferred_incoming`]).
-    Incoming(Box<IncomingFn>),
+    Incoming(Incoming),
     /// A WebSocket route: the handshake answered, the connection handed over.
     #[cfg_attr(not(feature = "websocket"), allow(dead_code))]
     WebSocket(Box<crate::websocket::WsRoute>),
@@ -354,7 +367,19 @@ impl Router {
     where
         F: Fn(OwnedRequest, IncomingBody, Responder) + Send + Sync + 'static,
     {
-        self.add(method, pattern, Handler::Incoming(Box::new(handler)))
+        let handler = Incoming::Owned(Box::new(handler));
+        self.add(method, pattern, Handler::Incoming(handler))
+    }
+
+    /// [`Router::deferred_incoming`] for the crate's own handlers that read the request in
+    /// place (the tower adapter).
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    pub(crate) fn incoming_in_place<F>(self, method: Method, pattern: &str, handler: F) -> Router
+    where
+        F: Fn(HeadView<'_>, IncomingBody, Responder) + Send + Sync + 'static,
+    {
+        let handler = Incoming::InPlace(Box::new(handler));
+        self.add(method, pattern, Handler::Incoming(handler))
     }
 
     /// Registers an `async` handler, run by `spawn`: [`OnWorker`](crate::OnWorker) on the

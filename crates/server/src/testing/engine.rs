@@ -138,6 +138,7 @@ impl Engine {
             inbox: Arc::new(Inbox::new(Box::new(move || ring.ring()))),
             outstanding: 0,
             waiting: Default::default(),
+            cancels: Default::default(),
             counters: Arc::default(),
             counters_on: app.metrics,
             static_gz: Default::default(),

@@ -86,9 +86,9 @@ impl<'a> ConnApp<'a> {
 
     /// What the worker needs to finish an answer that comes back later (see `Meta`); the
     /// request's layers move into it.
-    pub(crate) fn meta(&mut self, h: &RequestHead, buf: &[u8]) -> Box<Meta> {
+    pub(crate) fn meta(&mut self, h: &RequestHead, buf: &[u8]) -> Meta {
         let site = self.site_app;
-        Box::new(Meta {
+        Meta {
             head: h.method() == Method::Head,
             site: self.site,
             started: self.started,
@@ -98,10 +98,10 @@ impl<'a> ConnApp<'a> {
                 .enabled
                 .then(|| h.header(buf, "accept-encoding").map(<[u8]>::to_vec))
                 .flatten(),
-            log: self.log_meta(h, buf),
+            log: self.log_meta(h, buf).map(Box::new),
             layered: self.io.layered.take(),
             cancel: None,
-        })
+        }
     }
 }
 

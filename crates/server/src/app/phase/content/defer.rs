@@ -12,11 +12,11 @@ use linerate_http1::{BodyDecoder, Framing};
 
 use super::body::Sink;
 use crate::app::ConnApp;
-use crate::app::deferred::{Cancel, OwnedHead, OwnedRequest, Responder, Waiting};
+use crate::app::deferred::{HeadView, OwnedHead, OwnedRequest, Responder, Waiting};
 use crate::app::dispatch::Pending;
 use crate::app::phase::headers::text_status;
 use crate::app::request::Params;
-use crate::app::router::{DeferredFn, IncomingFn, Route};
+use crate::app::router::{DeferredFn, Incoming, Route};
 use crate::h1::{Decision, Exchange};
 
 impl<'a> ConnApp<'a> {
@@ -43,7 +43,7 @@ impl<'a> ConnApp<'a> {
             .map(|l| l.ext.clone())
             .unwrap_or_default();
         // The worker keeps the request's layers, for the answer or the timeout's 503.
-        let cancel = std::sync::Arc::new(Cancel::default());
+        let cancel = self.io.cancels.take();
         meta.cancel = Some(cancel.clone());
         let layered = meta.layered.take();
         self.io
@@ -88,7 +88,7 @@ impl<'a> ConnApp<'a> {
         route: &Route,
         params: Params,
         req: Exchange<'_>,
-        f: &IncomingFn,
+        f: &Incoming,
     ) -> Decision<Pending> {
         let head = req.head;
         let declared = match head.framing() {
@@ -118,22 +118,6 @@ impl<'a> ConnApp<'a> {
         self.io.outstanding += 1;
         self.io.counters.set_outstanding(self.io.outstanding);
         let responder = Responder::new(self.io.inbox.clone(), self.token, req.id, meta);
-        let owned = OwnedRequest {
-            head: OwnedHead::copy(head, req.buf),
-            names: route.names.clone(),
-            params,
-            body: Vec::new(),
-            trailers: None,
-            peer: self.client().copied(),
-            client_cert: if self.tls {
-                self.io.client_cert.clone()
-            } else {
-                None
-            },
-            tls: self.tls,
-            ext,
-            state: self.app.stateful.then(|| self.app.router.state.clone()),
-        };
         let feed = match req.body {
             Some(whole) => {
                 feed.put(whole);
@@ -142,7 +126,39 @@ impl<'a> ConnApp<'a> {
             }
             None => Some(feed),
         };
-        if catch_unwind(AssertUnwindSafe(|| f(owned, body, responder))).is_err() {
+        let client_cert = if self.tls {
+            self.io.client_cert.as_ref()
+        } else {
+            None
+        };
+        let called = match f {
+            Incoming::Owned(f) => {
+                let owned = OwnedRequest {
+                    head: OwnedHead::copy(head, req.buf),
+                    names: route.names.clone(),
+                    params,
+                    body: Vec::new(),
+                    trailers: None,
+                    peer: self.client().copied(),
+                    client_cert: client_cert.cloned(),
+                    tls: self.tls,
+                    ext,
+                    state: self.app.stateful.then(|| self.app.router.state.clone()),
+                };
+                catch_unwind(AssertUnwindSafe(|| f(owned, body, responder)))
+            }
+            Incoming::InPlace(f) => {
+                let view = HeadView {
+                    head,
+                    buf: req.buf,
+                    peer: self.client().copied(),
+                    client_cert,
+                    tls: self.tls,
+                };
+                catch_unwind(AssertUnwindSafe(|| f(view, body, responder)))
+            }
+        };
+        if called.is_err() {
             // Unwinding dropped the Responder: its 500 is on the way.
             tracing::error!("deferred handler panicked; answering 500");
         }
