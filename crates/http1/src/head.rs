@@ -691,6 +691,10 @@ impl RequestHead {
     pub fn method_str<'b>(&self, buf: &'b [u8]) -> &'b str {
         ascii(self.method_span.of(buf))
     }
+    /// The method token as sent, as bytes (no UTF-8 check): what a proxy copies.
+    pub fn method_bytes<'b>(&self, buf: &'b [u8]) -> &'b [u8] {
+        self.method_span.of(buf)
+    }
     /// The request-target as sent.
     pub fn target<'b>(&self, buf: &'b [u8]) -> &'b str {
         ascii(self.target.of(buf))
@@ -712,6 +716,10 @@ impl RequestHead {
     /// The query without its `?`, if the target has one.
     pub fn query<'b>(&self, buf: &'b [u8]) -> Option<&'b str> {
         self.query.map(|q| ascii(q.of(buf)))
+    }
+    /// The query as bytes (no UTF-8 check), if the target has one: what a proxy copies.
+    pub fn query_bytes<'b>(&self, buf: &'b [u8]) -> Option<&'b [u8]> {
+        self.query.map(|q| q.of(buf))
     }
     /// The version semantics.
     pub fn version(&self) -> Version {

@@ -92,8 +92,7 @@ pub(crate) fn request_head(
                 && named.iter().any(|t| t == b"upgrade")
         })
         .and_then(|offered| allowed_upgrades(offered, &policy.upgrades));
-    let method = head.method_str(buf);
-    out.extend_from_slice(method.as_bytes());
+    out.extend_from_slice(head.method_bytes(buf));
     out.push(b' ');
     target(head, buf, policy, out);
     out.extend_from_slice(b" HTTP/1.1\r\n");
@@ -315,9 +314,9 @@ fn target(head: &RequestHead, buf: &[u8], policy: &Policy, out: &mut Vec<u8>) {
         out.push(b'*');
         return;
     }
-    let path = head.path(buf);
-    let path = if path.is_empty() { "/" } else { path };
-    match path.strip_prefix(policy.prefix.as_str()) {
+    // Bytes throughout: the parser checked them, and they are copied as they came.
+    let path = head.path_bytes(buf);
+    match path.strip_prefix(policy.prefix.as_bytes()) {
         Some(rest) if !policy.prefix.is_empty() => {
             // The rewrite and the rest joined by exactly one slash (the client's trailing
             // slash kept: `/api/` is `/v1/`); the prefix alone becomes the rewrite as written
@@ -330,17 +329,17 @@ fn target(head: &RequestHead, buf: &[u8], policy: &Policy, out: &mut Vec<u8>) {
                 };
                 out.extend_from_slice(alone.as_bytes());
             } else {
-                let rest = rest.strip_prefix('/').unwrap_or(rest);
+                let rest = rest.strip_prefix(b"/").unwrap_or(rest);
                 out.extend_from_slice(policy.rewrite.trim_end_matches('/').as_bytes());
                 out.push(b'/');
-                out.extend_from_slice(rest.as_bytes());
+                out.extend_from_slice(rest);
             }
         }
-        _ => out.extend_from_slice(path.as_bytes()),
+        _ => out.extend_from_slice(path),
     }
-    if let Some(q) = head.query(buf) {
+    if let Some(q) = head.query_bytes(buf) {
         out.push(b'?');
-        out.extend_from_slice(q.as_bytes());
+        out.extend_from_slice(q);
     }
 }
 
