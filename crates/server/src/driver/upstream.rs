@@ -70,6 +70,9 @@ pub(super) struct UpLive {
     link: Option<Link>,
     /// An active health check's connection (never pooled, not counted in `max_conns`).
     probe: bool,
+    /// Its token is in its server's idle list (so it is put there once, without a search
+    /// of the list on every return).
+    pooled: bool,
 }
 
 /// One proxied exchange, as the upstream connection carrying it knows it.
@@ -759,12 +762,14 @@ impl<B: Backend> Worker<B> {
         );
         if !job.fresh {
             while let Some(token) = self.pools.groups[gi].servers[server].idle.pop() {
-                if let Some(idx) = self.up_index(token)
-                    && self.slots[idx as usize]
-                        .up
-                        .as_ref()
-                        .is_some_and(|u| u.conn.is_idle() && u.link.is_none())
-                {
+                let Some(idx) = self.up_index(token) else {
+                    continue;
+                };
+                let Some(u) = self.slots[idx as usize].up.as_mut() else {
+                    continue;
+                };
+                u.pooled = false;
+                if u.conn.is_idle() && u.link.is_none() {
                     return self.begin(idx, job, sh);
                 }
             }
@@ -807,6 +812,7 @@ impl<B: Backend> Worker<B> {
             receiving: false,
             link: None,
             probe: false,
+            pooled: false,
         }));
         self.begin(idx, job, sh);
     }
@@ -1155,7 +1161,8 @@ impl<B: Backend> Worker<B> {
                 .and_then(|g| g.servers.get_mut(si))
             {
                 Some(s) if current && s.idle.len() < keep => {
-                    if !s.idle.contains(&token) {
+                    if !up.pooled {
+                        up.pooled = true;
                         s.idle.push(token);
                     }
                     self.pools.publish(gi, si);
@@ -1334,6 +1341,7 @@ impl<B: Backend> Worker<B> {
             receiving: false,
             link: None,
             probe: true,
+            pooled: false,
         }));
         self.pump_up(idx, sh);
     }
