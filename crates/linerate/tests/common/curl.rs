@@ -5,27 +5,22 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// One answer curl read.
+use super::Resp;
+
+/// One answer curl read: its version beside the answer ([`Resp`]: status, fields, body,
+/// `header`, `text`).
 #[derive(Debug)]
 pub struct Got {
     /// `%{http_version}`: "1.1" or "2".
     pub version: String,
-    pub status: u16,
-    /// The final response's fields (after any 100 Continue).
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
+    /// The final answer (after any 100 Continue).
+    pub resp: Resp,
 }
 
-impl Got {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
+impl std::ops::Deref for Got {
+    type Target = Resp;
+    fn deref(&self) -> &Resp {
+        &self.resp
     }
 }
 
@@ -71,12 +66,14 @@ pub fn curl_url(dir: &Path, url: &str, flags: &[&str], args: &[&str]) -> Got {
     let head_only = args.contains(&"-I");
     let got = Got {
         version: version.to_string(),
-        status: status.parse().unwrap(),
-        headers,
-        body: if head_only {
-            Vec::new()
-        } else {
-            std::fs::read(&body).unwrap_or_default()
+        resp: Resp {
+            status: status.parse().unwrap(),
+            headers,
+            body: if head_only {
+                Vec::new()
+            } else {
+                std::fs::read(&body).unwrap_or_default()
+            },
         },
     };
     let _ = std::fs::remove_file(&body);
