@@ -457,31 +457,8 @@ impl Worker<'_> {
             } else {
                 Duration::from_nanos(wake.saturating_sub(now))
             };
-            let ts = Timespec {
-                tv_sec: wait.as_secs() as _,
-                tv_nsec: wait.subsec_nanos() as _,
-            };
-            if let Some(t) = &self.timer
-                && !wait.is_zero()
-            {
-                // One-shot, relative, to the nanosecond; epoll's timeout stays as a backstop.
-                let spec = Itimerspec {
-                    it_interval: Timespec {
-                        tv_sec: 0,
-                        tv_nsec: 0,
-                    },
-                    it_value: ts,
-                };
-                let _ = timerfd_settime(t, TimerfdTimerFlags::empty(), &spec);
-            }
-            events.clear();
-            match epoll::wait(
-                &self.epoll,
-                rustix::buffer::spare_capacity(&mut events),
-                Some(&ts),
-            ) {
-                Ok(_) | Err(Errno::INTR) => {}
-                Err(e) => return Err(WorkerError::Epoll(e)),
+            if let Err(e) = wait_precisely(&self.epoll, self.timer.as_ref(), &mut events, wait) {
+                return Err(WorkerError::Epoll(e));
             }
             if !events.is_empty() {
                 if spin > 0 {
@@ -1251,5 +1228,38 @@ impl Worker<'_> {
                 }
             }
         }
+    }
+}
+
+/// Waits on `epoll` for events (into `events`, cleared first) at most `wait`: a timerfd in the
+/// set (`timer`) is armed one-shot to the nanosecond for it, epoll's own millisecond timeout
+/// staying as a backstop. An interrupted wait is an empty one. Used by the lab's cache client
+/// too.
+pub fn wait_precisely(
+    epoll: &OwnedFd,
+    timer: Option<&OwnedFd>,
+    events: &mut Vec<epoll::Event>,
+    wait: Duration,
+) -> rustix::io::Result<()> {
+    let ts = Timespec {
+        tv_sec: wait.as_secs() as _,
+        tv_nsec: wait.subsec_nanos() as _,
+    };
+    if let Some(t) = timer
+        && !wait.is_zero()
+    {
+        let spec = Itimerspec {
+            it_interval: Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: ts,
+        };
+        let _ = timerfd_settime(t, TimerfdTimerFlags::empty(), &spec);
+    }
+    events.clear();
+    match epoll::wait(epoll, rustix::buffer::spare_capacity(events), Some(&ts)) {
+        Ok(_) | Err(Errno::INTR) => Ok(()),
+        Err(e) => Err(e),
     }
 }

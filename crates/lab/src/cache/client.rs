@@ -23,11 +23,7 @@ use hdrhistogram::Histogram;
 use linerate_load::schedule::Schedule;
 use linerate_load::stats::{new_histogram, ns_to_us};
 use rustix::event::epoll;
-use rustix::io::Errno;
-use rustix::time::{
-    Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec, timerfd_create,
-    timerfd_settime,
-};
+use rustix::time::{TimerfdClockId, TimerfdFlags, timerfd_create};
 
 use super::codec::{Decoded, Op, ProtoError, Reply};
 use super::keys::{Keys, Rng, key};
@@ -421,29 +417,7 @@ impl Loop<'_> {
                 }
             }
             let wait = Duration::from_nanos(wake.saturating_sub(now));
-            let ts = Timespec {
-                tv_sec: wait.as_secs() as _,
-                tv_nsec: wait.subsec_nanos() as _,
-            };
-            if let Some(fd) = &timer {
-                let spec = Itimerspec {
-                    it_interval: Timespec {
-                        tv_sec: 0,
-                        tv_nsec: 0,
-                    },
-                    it_value: ts,
-                };
-                let _ = timerfd_settime(fd, TimerfdTimerFlags::empty(), &spec);
-            }
-            events.clear();
-            match epoll::wait(
-                &self.epoll,
-                rustix::buffer::spare_capacity(&mut events),
-                Some(&ts),
-            ) {
-                Ok(_) | Err(Errno::INTR) => {}
-                Err(e) => return Err(e.into()),
-            }
+            linerate_load::worker::wait_precisely(&self.epoll, timer.as_ref(), &mut events, wait)?;
             for ev in &events {
                 let token = ev.data.u64();
                 if token == TIMER_TOKEN {
