@@ -110,9 +110,17 @@ impl ResponseFacts {
             (Some(v), None) => parse_date(v).map_or(Expires::Past, Expires::At),
             (Some(_), Some(_)) => Expires::Past,
         };
+        // A valid CDN-Cache-Control replaces Cache-Control and Expires for this cache (RFC
+        // 9213 §2.1); they still go on to the client.
+        let cdn = crate::targeted::cdn_directives(fields);
+        let expires = if cdn.is_some() {
+            Expires::Absent
+        } else {
+            expires
+        };
         ResponseFacts {
             status,
-            cc: ResponseDirectives::parse(fields),
+            cc: cdn.unwrap_or_else(|| ResponseDirectives::parse(fields)),
             date: first(fields, b"date").and_then(parse_date),
             expires,
             age: age(fields),

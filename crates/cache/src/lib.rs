@@ -4,7 +4,8 @@
 //! sockets, clocks, threads or async here, and no dependency on the server.
 //!
 //! - [`key`]: the primary key (scheme, host, path, query) and `Vary`'s secondary keys.
-//! - [`cache_control`], [`facts`]: the heads read once.
+//! - [`cache_control`], [`facts`]: the heads read once; [`targeted`]: `CDN-Cache-Control`
+//!   (RFC 9213), which this gateway cache obeys before `Cache-Control`.
 //! - [`storable`]: may it be stored (§3); [`freshness`]: lifetime, age, may it be used (§4.2).
 //! - [`validate`]: conditional requests upstream, 304 updates (§4.3), 304s to the client.
 //! - [`invalidate`]: what an unsafe method's success invalidates (§4.4).
@@ -33,6 +34,7 @@ pub mod range;
 pub mod status;
 pub mod storable;
 pub mod store;
+pub mod targeted;
 pub mod validate;
 
 pub use entry::{Entry, Timing};

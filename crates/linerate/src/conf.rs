@@ -237,6 +237,23 @@ struct RawProxy {
     remove_response: Vec<String>,
     auth: Option<Spanned<RawAuth>>,
     upgrades: Option<Spanned<Vec<String>>>,
+    cache: Option<Spanned<RawCache>>,
+}
+
+/// `cache = { size, max_object, heuristic, status, set_cookie, lock_timeout }` of a proxy
+/// mount (`cache = {}` takes every default).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCache {
+    size: Option<Spanned<String>>,
+    max_object: Option<Spanned<String>>,
+    #[serde(default)]
+    heuristic: bool,
+    /// The name in `Cache-Status`, or `false` for no field.
+    status: Option<Spanned<toml::Value>>,
+    /// `"shared"` (the default) or `"explicit"`.
+    set_cookie: Option<Spanned<String>>,
+    lock_timeout: Option<Spanned<String>>,
 }
 
 /// `auth = { upstream = "…", path = "/verify", pass = […], copy = […] }` of a proxy mount.
@@ -1501,7 +1518,56 @@ impl Cx<'_> {
                 Some(u) => self.upgrades(u)?,
                 None => ProxyMount::default().upgrades,
             },
+            cache: match &raw.cache {
+                Some(c) => Some(self.cache(c.get_ref())?),
+                None => None,
+            },
         })
+    }
+
+    /// `cache = { … }` of a proxy mount.
+    fn cache(&self, raw: &RawCache) -> Result<linerate_server::config::ProxyCache, ConfError> {
+        let mut c = linerate_server::config::ProxyCache::default();
+        if let Some(v) = &raw.size {
+            c.size = self.size(v, "cache size")?;
+        }
+        if let Some(v) = &raw.max_object {
+            c.max_object = self.size(v, "cache max_object")?;
+        }
+        c.heuristic = raw.heuristic;
+        match raw.status.as_ref().map(|s| (s, s.get_ref())) {
+            None => {}
+            Some((_, toml::Value::Boolean(false))) => c.status = None,
+            Some((_, toml::Value::Boolean(true))) => {}
+            Some((_, toml::Value::String(name)))
+                if !name.is_empty()
+                    && name.bytes().all(|b| {
+                        b.is_ascii_alphanumeric() || b"-._:/*!#$%&'+^`|~".contains(&b)
+                    }) =>
+            {
+                c.status = Some(name.clone());
+            }
+            Some((s, _)) => {
+                return Err(self.err(
+                    s.span(),
+                    "cache status must be a name (a token, as \"edge-1\") or false".to_string(),
+                ));
+            }
+        }
+        match raw.set_cookie.as_ref().map(|s| (s, s.get_ref().as_str())) {
+            None | Some((_, "shared")) => {}
+            Some((_, "explicit")) => c.set_cookie_explicit = true,
+            Some((s, other)) => {
+                return Err(self.err(
+                    s.span(),
+                    format!("cache set_cookie must be \"shared\" or \"explicit\", not {other:?}"),
+                ));
+            }
+        }
+        if let Some(v) = &raw.lock_timeout {
+            c.lock_timeout = self.timeout(v, "cache lock_timeout", "")?;
+        }
+        Ok(c)
     }
 
     /// `upgrades` of a proxy mount: protocol names (RFC 9110 §7.8: tokens, no version).

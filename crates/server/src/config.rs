@@ -277,6 +277,42 @@ pub struct ProxyMount {
     /// The protocols a client's `Upgrade` may ask the upstream for (RFC 9110 §7.8; a 101
     /// makes a byte tunnel); others are not forwarded. [`DEFAULT_UPGRADES`] by default.
     pub upgrades: Vec<String>,
+    /// An HTTP cache in front of the upstream (RFC 9111); off by default.
+    pub cache: Option<ProxyCache>,
+}
+
+/// A proxy mount's HTTP cache (RFC 9111, `docs/cache.md`): answers kept in memory, shared by
+/// the workers, keyed by scheme, host, path and query (and the fields `Vary` names).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProxyCache {
+    /// The memory the stored answers may take, in bytes (S3-FIFO evicts past it).
+    pub size: u64,
+    /// The largest body stored, in bytes; a larger one streams through unstored.
+    pub max_object: u64,
+    /// Heuristic freshness (RFC 9111 §4.2.2) for answers without explicit freshness: off by
+    /// default (an origin that says nothing has not agreed to stale answers).
+    pub heuristic: bool,
+    /// The name this cache gives itself in `Cache-Status` (RFC 9211); `None`: no field.
+    pub status: Option<String>,
+    /// Store answers that set cookies on any explicit freshness (RFC 9111's reading), not
+    /// only with `public` or `s-maxage` (the default, as nginx and Varnish).
+    pub set_cookie_explicit: bool,
+    /// How long concurrent misses for one key wait on the first one's answer before going
+    /// upstream themselves (nginx's `proxy_cache_lock_timeout`).
+    pub lock_timeout: std::time::Duration,
+}
+
+impl Default for ProxyCache {
+    fn default() -> ProxyCache {
+        ProxyCache {
+            size: 64 << 20,
+            max_object: 1 << 20,
+            heuristic: false,
+            status: Some("linerate".to_string()),
+            set_cookie_explicit: false,
+            lock_timeout: std::time::Duration::from_secs(5),
+        }
+    }
 }
 
 /// The protocols a proxy mount tunnels unless configured otherwise: WebSocket only. h2c
@@ -299,6 +335,7 @@ impl Default for ProxyMount {
             auth: None,
             request_buffering: false,
             upgrades: DEFAULT_UPGRADES.iter().map(|u| u.to_string()).collect(),
+            cache: None,
         }
     }
 }

@@ -155,6 +155,10 @@ pub(crate) struct ServeArgs {
     /// Without it a body goes up as it arrives.
     #[arg(long)]
     proxy_request_buffering: bool,
+    /// --proxy mounts keep answers in an HTTP cache (RFC 9111) of this much memory, shared by
+    /// the workers, e.g. `64MiB` (the config file's `cache = { … }` has the other settings).
+    #[arg(long, value_name = "SIZE", value_parser = units::size)]
+    proxy_cache: Option<u64>,
     /// The application: `demo` (TechEmpower, HttpArena and conformance endpoints) or `none`
     /// (default: demo, or none when --root is given).
     #[arg(long, value_enum)]
@@ -277,6 +281,7 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
                 "proxy_keepalive",
                 "proxy_max_conns",
                 "proxy_request_buffering",
+                "proxy_cache",
             ] {
                 if a.explicit.iter().any(|e| e == flag) {
                     bail!(
@@ -774,6 +779,12 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
             upstream: name,
             rewrite: p.rewrite.clone(),
             request_buffering: a.proxy_request_buffering,
+            cache: a
+                .proxy_cache
+                .map(|size| linerate_server::config::ProxyCache {
+                    size,
+                    ..Default::default()
+                }),
             ..Default::default()
         });
     }

@@ -365,6 +365,10 @@ pub(crate) struct Inbox {
     /// Requests (connection token, request id) whose handler took the body the connection
     /// held for room: it may read on (see `incoming`).
     rooms: Mutex<Vec<(u64, u64)>>,
+    /// Proxied requests parked on another request's cache flight that landed (their park
+    /// numbers): they look in the cache again (see `proxy::cache`).
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
+    landed: Mutex<Vec<u64>>,
     /// A wake-up is on its way and not yet consumed: later pushes need not send another.
     armed: AtomicBool,
     /// The wake-up was due from the worker's own thread, and left to the worker to notice
@@ -380,6 +384,7 @@ impl Inbox {
             queue: Mutex::new(Vec::new()),
             streams: Mutex::new(Vec::new()),
             rooms: Mutex::new(Vec::new()),
+            landed: Mutex::new(Vec::new()),
             armed: AtomicBool::new(false),
             here: AtomicBool::new(false),
             wake,
@@ -440,6 +445,26 @@ impl Inbox {
         if !self.armed.swap(true, Ordering::SeqCst) {
             self.wake_up();
         }
+    }
+
+    /// A request parked on a cache flight may look in the cache again.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
+    pub(crate) fn push_landed(&self, park: u64) {
+        self.landed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(park);
+        if !self.armed.swap(true, Ordering::SeqCst) {
+            self.wake_up();
+        }
+    }
+
+    /// Moves every parked request whose flight landed into `into` (after [`Inbox::take`],
+    /// which consumed the wake-up).
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
+    pub(crate) fn take_landed(&self, into: &mut Vec<u64>) {
+        let mut q = self.landed.lock().unwrap_or_else(|e| e.into_inner());
+        into.append(&mut q);
     }
 
     /// Moves every request that may read its body again into `into` (after

@@ -13,6 +13,8 @@
 #![forbid(unsafe_code)]
 
 pub(crate) mod backend;
+#[cfg(feature = "proxy")]
+mod cache;
 #[cfg(feature = "tls")]
 pub(crate) mod certs;
 mod client_cert;
@@ -1187,6 +1189,9 @@ impl<B: Backend> Worker<B> {
         }
         self.done = done;
         self.body_rooms(sh);
+        if self.proxying {
+            self.cache_landed(sh);
+        }
         self.pump_streams(sh);
     }
 

@@ -51,6 +51,7 @@ pub(crate) fn start(
         status: resp.status,
         fields: &fields,
         length,
+        date: None,
     };
     if !conn.start_stream(id, &head, cx) {
         chan.gone();

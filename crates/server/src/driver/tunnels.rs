@@ -79,6 +79,7 @@ impl H2Live {
             status: 200,
             fields: &fields,
             length: None,
+            date: None,
         };
         if !self.conn.start_stream(up.id, &head, cx) {
             return;

@@ -33,6 +33,7 @@ use crate::h1::{Cx, StreamHead};
 use crate::h1c::{self, ReqBody, Timeouts, UpError};
 use crate::proxy::auth;
 use crate::proxy::balance::{self, Ring, ServerLoad};
+use crate::proxy::cache::{AfterHead, Exchange, Hit};
 use crate::proxy::job::Job;
 use crate::proxy::pipe::PipeOut;
 use crate::proxy::reply;
@@ -112,6 +113,9 @@ struct Link {
     encoder: Option<StreamEncoder>,
     /// The client's path, when its site's `[[site.headers]]` may add fields to the answer.
     path: Option<Box<[u8]>>,
+    /// Its mount's cache's state for it, from the answer's head on (before that it is the
+    /// job's, which a retry takes along).
+    cache: Option<Box<Exchange>>,
 }
 
 /// A worker's state per upstream: its servers' pools and the requests waiting for a
@@ -127,6 +131,9 @@ pub(super) struct Pools {
     epoch: u32,
     /// When the next active health check is due (ms; `u64::MAX`: none configured).
     pub(super) next_check: u64,
+    /// Requests waiting on another request's cache flight, by park number.
+    pub(super) parked: std::collections::HashMap<u64, Box<Job>>,
+    pub(super) next_park: u64,
 }
 
 #[derive(Default)]
@@ -448,6 +455,38 @@ impl Relay<'_> {
     }
 }
 
+impl Relay<'_> {
+    /// Answers the exchange's client from the store (a validation freshened the entry, or
+    /// the upstream failed and a stale answer may be used), and logs it.
+    fn answer_hit(&mut self, hit: Hit) {
+        let Some(link) = self.link.as_mut() else {
+            return;
+        };
+        let site = self.sites.sites.iter().nth(link.site);
+        let fields = super::cache::hit_fields(&hit, site, link.route, link.path.as_deref());
+        let mut bytes = 0;
+        if let Some(live) = client(self.slots, link.client) {
+            self.cx.alt_svc = live.alt_svc;
+            let cx = &mut *self.cx;
+            bytes = super::cache::send_hit(
+                &mut live.conn,
+                link.id,
+                &hit,
+                &fields,
+                link.head_request,
+                cx,
+            );
+            self.cx.alt_svc = None;
+            link.answered = true;
+        }
+        self.after.client = Some(link.client);
+        if let Some(l) = self.link.take() {
+            self.account(hit.status, bytes, &l);
+            *self.link = Some(l);
+        }
+    }
+}
+
 impl h1c::Exchange for Relay<'_> {
     fn head(&mut self, info: &ResponseInfo, head: &[u8], spans: &[FieldSpan]) {
         if let Some(want) = self.probe {
@@ -456,7 +495,8 @@ impl h1c::Exchange for Relay<'_> {
         let Some(link) = self.link.as_mut() else {
             return;
         };
-        if let Some(then) = link.job.take().and_then(|mut j| j.then.take()) {
+        let mut job = link.job.take();
+        if let Some(then) = job.as_mut().and_then(|j| j.then.take()) {
             // A forward-auth answer.
             match auth::verdict(info.status) {
                 auth::Verdict::Allow => {
@@ -508,6 +548,33 @@ impl h1c::Exchange for Relay<'_> {
         let Some(link) = self.link.as_mut() else {
             return;
         };
+        link.cache = job.as_mut().and_then(|j| j.cache.take());
+        let mut cache_fields = Vec::new();
+        if let Some(x) = link.cache.as_mut() {
+            let length = match info.length {
+                BodyLength::Length(n) => Some(n),
+                BodyLength::Empty => Some(0),
+                BodyLength::Chunked | BodyLength::UntilClose => None,
+            };
+            match x.after_head(info.status, head, spans, length) {
+                AfterHead::Relay(extra) => cache_fields = extra,
+                AfterHead::Answer(hit) => {
+                    // The upstream's body (a 304's is empty) is read and dropped.
+                    link.discard = true;
+                    link.status = hit.status;
+                    return self.answer_hit(hit);
+                }
+                AfterHead::Refetch => {
+                    if let Some(mut job) = job {
+                        crate::proxy::cache::strip_validators(&mut job.head);
+                        job.cache = link.cache.take();
+                        link.discard = true;
+                        self.after.retry = Some(job);
+                    }
+                    return;
+                }
+            }
+        }
         let default = reply::Policy::default();
         let site = self.sites.sites.iter().nth(link.site);
         let policy = site
@@ -563,10 +630,12 @@ impl h1c::Exchange for Relay<'_> {
             }
         }
         fields.push((b"Via", reply::via(info.version).as_bytes()));
+        fields.extend(cache_fields.iter().map(|(n, v)| (*n, &v[..])));
         let stream_head = StreamHead {
             status: info.status,
             fields: &fields,
             length,
+            date: None,
         };
         link.status = info.status;
         let cx = &mut *self.cx;
@@ -592,6 +661,9 @@ impl h1c::Exchange for Relay<'_> {
         };
         if link.discard {
             return true;
+        }
+        if let Some(x) = link.cache.as_mut() {
+            x.data(data);
         }
         if link.gone {
             return false;
@@ -619,6 +691,9 @@ impl h1c::Exchange for Relay<'_> {
         let Some(mut link) = self.link.take() else {
             return;
         };
+        if let Some(x) = link.cache.as_mut() {
+            x.end();
+        }
         self.close_pipe(link.pipe.take(), link.client, link.id);
         if link.discard {
             // A forward-auth answer: the client's answer is the request's, or was given.
@@ -668,6 +743,7 @@ impl h1c::Exchange for Relay<'_> {
         // A body that went up in part cannot be sent again: no other try.
         let body_sent = link.pipe.as_ref().is_some_and(|p| p.taken() > 0);
         if !link.answered && !link.gone {
+            let mut cache = None;
             if let Some(mut job) = link.job.take() {
                 let stale = self.reused && error == UpError::Closed && !job.fresh && !body_sent;
                 let again = !body_sent
@@ -703,8 +779,18 @@ impl h1c::Exchange for Relay<'_> {
                     link.log = then.log;
                     link.head_request = then.forwarded.head_request;
                 }
+                cache = job.cache.take();
             }
             self.close_pipe(link.pipe.take(), link.client, link.id);
+            if let Some(hit) = cache.as_mut().and_then(|x| x.failed()) {
+                // stale-if-error (RFC 5861 §4): the stored answer instead of the error.
+                tracing::warn!(upstream = %self.upstream, server = %self.server_name(), error = %error, "upstream exchange failed; a stale answer was used");
+                link.status = hit.status;
+                *self.link = Some(link);
+                self.answer_hit(hit);
+                *self.link = None;
+                return;
+            }
             let status = match error {
                 // Forward auth that cannot answer is the server's failure (nginx's too).
                 _ if auth => 500,
@@ -742,7 +828,13 @@ impl<B: Backend> Worker<B> {
 
     /// Sends `job` to a server of its upstream: on a pooled connection, a new one, or into
     /// the waiting line when every connection allowed is busy.
-    fn dispatch(&mut self, job: Box<Job>, sh: &Shared) {
+    pub(super) fn dispatch(&mut self, job: Box<Job>, sh: &Shared) {
+        if job.cache.as_ref().is_some_and(|c| !c.planned) {
+            if let Some(job) = self.cache_before(job, sh) {
+                self.dispatch(job, sh);
+            }
+            return;
+        }
         let sites = self.io.sites.clone();
         let counters = self.io.app.counters_on.then_some(&*self.io.app.counters);
         self.pools.fit(&sites, counters);
@@ -819,7 +911,7 @@ impl<B: Backend> Worker<B> {
 
     /// Answers a job that cannot be sent anywhere, and logs it (with the server whose
     /// connection failed last, when one did).
-    fn refuse(&mut self, mut job: Box<Job>, status: u16, sh: &Shared) {
+    pub(super) fn refuse(&mut self, mut job: Box<Job>, status: u16, sh: &Shared) {
         let sites = &self.io.sites;
         let site = sites.sites.get(job.site);
         let resp = site
@@ -916,6 +1008,7 @@ impl<B: Backend> Worker<B> {
             coding: job.coding,
             encoder: None,
             path: job.path.clone(),
+            cache: None,
             job: Some(job),
         });
         let client = up.link.as_ref().map_or(0, |l| l.client);
@@ -1271,7 +1364,7 @@ impl<B: Backend> Worker<B> {
         let counters = self.io.app.counters_on.then_some(&*self.io.app.counters);
         self.pools.fit(&sites, counters);
         let now = self.io.cx.now;
-        let mut next = u64::MAX;
+        let mut next = self.expire_flights();
         for (gi, up) in sites.upstreams.iter().enumerate() {
             let Some(check) = &up.health else {
                 continue;

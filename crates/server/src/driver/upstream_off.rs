@@ -50,6 +50,9 @@ impl<B: Backend> Worker<B> {
     /// No upstream has checks.
     pub(super) fn health_checks(&mut self, _sh: &Shared) {}
 
+    /// No request waits on a cache flight (no proxy, no cache).
+    pub(super) fn cache_landed(&mut self, _sh: &Shared) {}
+
     /// No relay pauses.
     pub(super) fn resume_relays(&mut self, _sh: &Shared) {
         self.up_ready.clear();

@@ -113,6 +113,7 @@ fn upgrade_h1<B: super::Backend>(live: &mut Live, up: Upgrade, p: &mut Parts<'_,
         status: 101,
         fields: &fields,
         length: None,
+        date: None,
     };
     if !c.start_stream(up.id, &head, p.cx) {
         return false;

@@ -171,4 +171,7 @@ pub(crate) struct StreamHead<'a> {
     pub fields: &'a [(&'a [u8], &'a [u8])],
     /// The body's length, when known before it comes.
     pub length: Option<u64>,
+    /// The answer's own `Date` (a stored answer's, which a cache does not update); `None`:
+    /// the connection writes the current one.
+    pub date: Option<&'a [u8]>,
 }

@@ -936,6 +936,7 @@ fn stream_head(length: Option<u64>) -> StreamHead<'static> {
         status: 200,
         fields: FIELDS,
         length,
+        date: None,
     }
 }
 
@@ -1140,6 +1141,7 @@ fn switching() -> StreamHead<'static> {
         status: 101,
         fields: &[(b"Upgrade", b"websocket")],
         length: None,
+        date: None,
     }
 }
 

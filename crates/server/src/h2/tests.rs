@@ -1242,6 +1242,7 @@ fn up_head(length: Option<u64>) -> StreamHead<'static> {
         status: 200,
         fields: UP_FIELDS,
         length,
+        date: None,
     }
 }
 
@@ -1447,6 +1448,7 @@ fn a_tunnel_holds_the_clients_bytes_until_they_are_taken() {
         status: 200,
         fields: &[],
         length: None,
+        date: None,
     };
     assert!(h.conn.start_stream(1, &head, &mut h.cx));
     h.flush();
@@ -1513,6 +1515,7 @@ fn a_tunnel_ends_with_either_sides_reset() {
         status: 200,
         fields: &[],
         length: None,
+        date: None,
     };
     assert!(h.conn.start_stream(1, &head, &mut h.cx));
     assert!(h.conn.start_stream(3, &head, &mut h.cx));

@@ -819,7 +819,19 @@ impl<P> Conn<P> {
             .fields
             .iter()
             .any(|(n, _)| n.eq_ignore_ascii_case(b"server"));
-        section_start(r, head.status, names_server, &mut self.stamp, cx);
+        match head.date {
+            // A stored answer's own Date (then `server` as `section_start` writes it).
+            Some(date) => {
+                r.clear();
+                qpack::encode::prefix(r);
+                qpack::encode::status(r, head.status);
+                qpack::encode::field(r, b"date", date);
+                if let (Some(server), false) = (cx.cfg.server.as_deref(), names_server) {
+                    qpack::encode::field(r, b"server", server);
+                }
+            }
+            None => section_start(r, head.status, names_server, &mut self.stamp, cx),
+        }
         if let Some(n) = head.length.filter(|_| !no_body) {
             let mut b = itoa::Buffer::new();
             qpack::encode::field(r, b"content-length", b.format(n).as_bytes());

@@ -49,4 +49,6 @@ pub(crate) struct Job {
     /// For a forward-auth subrequest: the request it guards, sent once the auth answers
     /// 2xx.
     pub then: Option<Box<Job>>,
+    /// Its mount's HTTP cache's state for it, when the mount caches.
+    pub cache: Option<Box<super::cache::Exchange>>,
 }

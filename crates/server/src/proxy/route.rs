@@ -20,6 +20,8 @@ pub(crate) struct Route {
     pub hash_key: Option<HashKey>,
     /// Its forward auth.
     pub auth: Option<AuthRoute>,
+    /// Its HTTP cache, shared by the workers.
+    pub cache: Option<std::sync::Arc<super::cache::MountCache>>,
 }
 
 impl Route {
@@ -79,6 +81,10 @@ impl Route {
                 _ => None,
             },
             auth,
+            cache: m
+                .cache
+                .as_ref()
+                .map(|c| std::sync::Arc::new(super::cache::MountCache::new(c))),
         })
     }
 }

@@ -350,7 +350,7 @@ fn write_head(
     {
         write_field(out, b"Server", server);
     }
-    write_field(out, b"Date", stamp.date);
+    write_field(out, b"Date", head.date.unwrap_or(stamp.date));
     if let Some(port) = stamp.alt_svc
         && !names(b"alt-svc")
     {

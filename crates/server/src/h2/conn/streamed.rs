@@ -43,7 +43,7 @@ impl<P> Conn<P> {
         let r = &mut self.resp;
         r.clear();
         hpack::status(r, head.status);
-        hpack::field(r, b"date", cx.date.get());
+        hpack::field(r, b"date", head.date.unwrap_or(&cx.date.get()[..]));
         let names = |name: &[u8]| {
             head.fields
                 .iter()

@@ -159,6 +159,12 @@ impl<'a> ConnApp<'a> {
                 .adds_proxied_fields()
                 .then(|| head.path_bytes(buf).into()),
             then: None,
+            // The cache plans it in the driver, after its forward auth if it has one: an
+            // answer from the cache must pass the same check as one from upstream.
+            cache: r.cache.as_ref().map(|c| {
+                let req = crate::proxy::cache::CacheReq::copy(head, buf, self.tls);
+                Box::new(crate::proxy::cache::Exchange::new(c.clone(), req))
+            }),
         };
         let job = match &r.auth {
             // The auth subrequest goes first, carrying the request it guards.
@@ -189,6 +195,7 @@ impl<'a> ConnApp<'a> {
                     coding: None,
                     path: job.path.clone(),
                     then: Some(Box::new(job)),
+                    cache: None,
                 }
             }
             None => job,

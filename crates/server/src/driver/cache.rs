@@ -1,0 +1,186 @@
+//! The proxy cache's I/O, on the worker: a proxied request's plan made when the driver takes
+//! its job (after its forward auth), an answer from the store written to the client's
+//! connection, requests parked on another request's flight and woken when it lands or
+//! expires. The decisions are `proxy::cache`'s (and linerate-cache's); this file only moves
+//! jobs and bytes.
+#![forbid(unsafe_code)]
+
+use super::backend::Backend;
+use super::{Shared, Worker};
+use crate::app::sites::SiteApp as Site;
+use crate::h1::{Cx, StreamHead};
+use crate::proxy::cache::{Before, Hit, Waiter};
+use crate::proxy::job::Job;
+use crate::proxy::reply;
+
+/// How often a worker with parked requests looks for flights past their deadline (ms).
+const FLIGHT_TICK_MS: u64 = 250;
+
+/// The fields of an answer from the store, as the client gets them: the stored ones less
+/// what the mount removes or sets, the mount's and the site's own, and `Via` (the same
+/// rules as a relayed answer's).
+pub(super) fn hit_fields<'a>(
+    hit: &'a Hit,
+    site: Option<&'a Site>,
+    route: usize,
+    path: Option<&[u8]>,
+) -> Vec<(&'a [u8], &'a [u8])> {
+    static NONE: std::sync::OnceLock<reply::Policy> = std::sync::OnceLock::new();
+    let policy = site
+        .and_then(|s| s.proxies.get(route))
+        .map_or_else(|| NONE.get_or_init(Default::default), |r| &r.response);
+    let added: Vec<(&str, &str)> = match (site, path) {
+        (Some(s), Some(p)) => {
+            let mut a = s.proxied_fields(p);
+            a.retain(|(n, _)| !policy.names(n.as_bytes()));
+            a
+        }
+        _ => Vec::new(),
+    };
+    let mut fields = hit.fields(|n| {
+        policy.names(n)
+            || added
+                .iter()
+                .any(|(a, _)| n.eq_ignore_ascii_case(a.as_bytes()))
+    });
+    fields.extend(added.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())));
+    fields.extend(policy.set.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())));
+    fields.push((
+        b"Via",
+        reply::via(linerate_http1::Version::Http11).as_bytes(),
+    ));
+    fields
+}
+
+/// Writes `hit` as the answer to request `id` of `conn`; the body bytes sent (0 for HEAD).
+pub(super) fn send_hit(
+    conn: &mut super::proto::Proto,
+    id: u64,
+    hit: &Hit,
+    fields: &[(&[u8], &[u8])],
+    head_request: bool,
+    cx: &mut Cx,
+) -> u64 {
+    let body = hit.body();
+    let head = StreamHead {
+        status: hit.status,
+        fields,
+        length: Some(body.len() as u64),
+        // A cache does not update the stored Date (RFC 9110 §6.6.1; cache-tests'
+        // `other-date-update`): with Age, it tells how old the answer is.
+        date: hit.entry.field(b"date"),
+    };
+    if !conn.start_stream(id, &head, cx) {
+        return 0;
+    }
+    let mut sent = 0;
+    if !head_request && !body.is_empty() && conn.stream_data(id, body, cx) {
+        sent = body.len() as u64;
+    }
+    conn.stream_end(id, cx);
+    sent
+}
+
+impl<B: Backend> Worker<B> {
+    /// Plans a job whose mount caches: the job to send on, or `None` when it was answered
+    /// from the store, refused, or parked on another request's flight.
+    pub(super) fn cache_before(&mut self, mut job: Box<Job>, sh: &Shared) -> Option<Box<Job>> {
+        let mut x = job.cache.take()?;
+        let park = self.pools.next_park;
+        let inbox = &self.io.app.inbox;
+        let before = x.before(&mut job.head, crate::proxy::cache::now(), || Waiter {
+            inbox: inbox.clone(),
+            park,
+        });
+        job.cache = Some(x);
+        match before {
+            Before::Forward => Some(job),
+            Before::Wait => {
+                self.pools.next_park += 1;
+                self.pools.parked.insert(park, job);
+                let tick = self.io.cx.now + FLIGHT_TICK_MS;
+                self.pools.next_check = self.pools.next_check.min(tick);
+                None
+            }
+            Before::GatewayTimeout => {
+                self.refuse(job, 504, sh);
+                None
+            }
+            Before::Answer(hit) => {
+                self.answer_job(job, &hit, sh);
+                None
+            }
+        }
+    }
+
+    /// Answers `job`'s client from the store, and logs and counts it.
+    fn answer_job(&mut self, mut job: Box<Job>, hit: &Hit, sh: &Shared) {
+        let sites = self.io.sites.clone();
+        let site = sites.sites.iter().nth(job.site);
+        let fields = hit_fields(hit, site, job.route, job.path.as_deref());
+        let head_request = job.forwarded.head_request;
+        let (client, id) = (job.client, job.id);
+        let wake = job.pipe.take().is_some_and(|p| p.close());
+        let mut bytes = 0;
+        self.with(client, sh, |live, p| {
+            bytes = send_hit(&mut live.conn, id, hit, &fields, head_request, p.cx);
+            if wake {
+                live.conn.body_room(id, p.head, p.cx, &mut p.svc);
+            }
+        });
+        let us = crate::sys::monotonic_us().saturating_sub(job.started);
+        if self.io.app.counters_on {
+            self.io
+                .app
+                .counters
+                .answered(hit.status, crate::stats::Kind::Route, us);
+            if let Some(s) = self.io.app.site_counters.get(job.site) {
+                s.answered(hit.status, bytes);
+            }
+        }
+        if let (Some(log), Some(m), Some(site)) = (self.io.app.log.as_mut(), job.log.as_ref(), site)
+            && let Some(sink) = site.log
+        {
+            log.push(
+                sink,
+                &m.entry(hit.status, bytes as usize, us, &site.server_name, None),
+            );
+        }
+    }
+
+    /// Requests parked on flights that landed (or expired): each looks in the store again
+    /// and, missing, goes up alone.
+    pub(super) fn cache_landed(&mut self, sh: &Shared) {
+        if self.pools.parked.is_empty() {
+            return;
+        }
+        let mut landed = Vec::new();
+        self.io.app.inbox.take_landed(&mut landed);
+        for park in landed {
+            if let Some(mut job) = self.pools.parked.remove(&park) {
+                if let Some(x) = job.cache.as_mut() {
+                    x.woken();
+                }
+                self.dispatch(job, sh);
+            }
+        }
+    }
+
+    /// With requests parked: releases the waiters of flights past their deadline (their
+    /// leader's answer is late), and comes back in a while.
+    pub(super) fn expire_flights(&mut self) -> u64 {
+        if self.pools.parked.is_empty() {
+            return u64::MAX;
+        }
+        let now = crate::proxy::cache::now();
+        let sites = self.io.sites.clone();
+        for site in sites.sites.iter() {
+            for r in &site.proxies {
+                if let Some(c) = &r.cache {
+                    c.expire(now);
+                }
+            }
+        }
+        self.io.cx.now + FLIGHT_TICK_MS
+    }
+}

@@ -1,0 +1,618 @@
+//! The proxy's HTTP cache at work (RFC 9111; the rules are linerate-cache's, `docs/cache.md`):
+//! a mount's store and flights, shared by the workers; the client's request as the cache
+//! reads it, owned so that it outlives the connection's buffer; and one request's cache state
+//! from its plan to its stored answer ([`Exchange`]), which turns linerate-cache's decisions
+//! into what the driver does: answer from the store, forward (with validators), wait on
+//! another request's flight, store the answer as it streams.
+//!
+//! Owns no socket and no clock: the driver (`driver/upstream.rs`) passes the time in and
+//! writes what comes out. A flight is landed whenever its leader's [`Exchange`] ends, stored
+//! or not, however it ends (its `Drop`), so no waiter is left behind a leader that is gone.
+#![forbid(unsafe_code)]
+
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use linerate_cache::collapse::{FlightId, Flights, Role};
+use linerate_cache::fields::OwnedField;
+use linerate_cache::range::{RangeAnswer, range};
+use linerate_cache::status::{CacheStatus, Fwd};
+use linerate_cache::store::{Event, Limits, Store};
+use linerate_cache::{After, Entry, Key, Plan, Time, Timing, Variant, validate};
+use linerate_http1::{FieldSpan, RequestHead};
+
+use crate::app::deferred::Inbox;
+use crate::config::ProxyCache;
+
+/// A request waiting on another's flight: the worker that holds it, and its place there.
+pub(crate) struct Waiter {
+    pub inbox: Arc<Inbox>,
+    pub park: u64,
+}
+
+impl std::fmt::Debug for Waiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Waiter({})", self.park)
+    }
+}
+
+/// A mount's cache: one store and its flights, shared by every worker.
+#[derive(Debug)]
+pub(crate) struct MountCache {
+    pub store: Store,
+    pub flights: Mutex<Flights<Waiter>>,
+    pub opts: linerate_cache::Options,
+    /// The name in `Cache-Status`, when the field is sent.
+    pub status: Option<Box<str>>,
+    /// The largest body stored.
+    max_object: usize,
+}
+
+impl MountCache {
+    pub(crate) fn new(conf: &ProxyCache) -> MountCache {
+        MountCache {
+            store: Store::new(Limits {
+                capacity: usize::try_from(conf.size).unwrap_or(usize::MAX),
+                max_object: usize::try_from(conf.max_object).unwrap_or(usize::MAX),
+                ..Limits::default()
+            }),
+            flights: Mutex::new(Flights::new(conf.lock_timeout.as_secs().max(1))),
+            opts: linerate_cache::Options {
+                heuristic: conf.heuristic.then(linerate_cache::Heuristic::default),
+                set_cookie: if conf.set_cookie_explicit {
+                    linerate_cache::SetCookie::Explicit
+                } else {
+                    linerate_cache::SetCookie::SharedGrant
+                },
+            },
+            status: conf.status.as_deref().map(Into::into),
+            max_object: usize::try_from(conf.max_object).unwrap_or(usize::MAX),
+        }
+    }
+
+    fn flights(&self) -> std::sync::MutexGuard<'_, Flights<Waiter>> {
+        self.flights.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Releases the waiters of flights past their deadline (they go upstream alone).
+    pub(crate) fn expire(&self, now: Time) {
+        let expired = self.flights().expired(now);
+        for (_, waiters) in expired {
+            wake(waiters);
+        }
+    }
+}
+
+/// Wakes waiters: each looks in the store again on its own worker.
+fn wake(waiters: Vec<Waiter>) {
+    for w in waiters {
+        w.inbox.push_landed(w.park);
+    }
+}
+
+/// The wall clock in whole seconds, as HTTP dates count.
+pub(crate) fn now() -> Time {
+    Time(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+    )
+}
+
+/// The client's request as the cache reads it, in one buffer.
+#[derive(Debug)]
+pub(crate) struct CacheReq {
+    buf: Vec<u8>,
+    method: Range<usize>,
+    scheme: &'static [u8],
+    authority: Range<usize>,
+    target: Range<usize>,
+    fields: Vec<(Range<usize>, Range<usize>)>,
+}
+
+impl CacheReq {
+    /// Copies what the cache reads of `head` (the target as received: the key is the
+    /// client's URL, whatever the mount rewrites upstream). The authority is Host (HTTP/2
+    /// and HTTP/3 give `:authority` as Host); none makes the request unkeyed.
+    pub(crate) fn copy(head: &RequestHead, buf: &[u8], tls: bool) -> CacheReq {
+        let mut out = Vec::with_capacity(256);
+        let mut put = |b: &[u8]| {
+            let start = out.len();
+            out.extend_from_slice(b);
+            start..out.len()
+        };
+        let method = put(head.method_bytes(buf));
+        let authority = put(head.host(buf).unwrap_or_default());
+        let target = put(head.target(buf).as_bytes());
+        let fields = head.headers(buf).map(|(n, v)| (put(n), put(v))).collect();
+        CacheReq {
+            buf: out,
+            method,
+            scheme: if tls { b"https" } else { b"http" },
+            authority,
+            target,
+            fields,
+        }
+    }
+
+    fn fields(&self) -> Vec<(&[u8], &[u8])> {
+        self.fields
+            .iter()
+            .map(|(n, v)| (&self.buf[n.clone()], &self.buf[v.clone()]))
+            .collect()
+    }
+
+    /// Calls `f` with the request as linerate-cache takes it.
+    fn with<R>(&self, f: impl FnOnce(&linerate_cache::Request<'_>) -> R) -> R {
+        let fields = self.fields();
+        f(&linerate_cache::Request {
+            method: &self.buf[self.method.clone()],
+            scheme: self.scheme,
+            authority: &self.buf[self.authority.clone()],
+            target: &self.buf[self.target.clone()],
+            fields: &fields,
+        })
+    }
+
+    fn is_head(&self) -> bool {
+        &self.buf[self.method.clone()] == b"HEAD"
+    }
+
+    fn is_get(&self) -> bool {
+        &self.buf[self.method.clone()] == b"GET"
+    }
+}
+
+/// An answer from the store.
+#[derive(Debug)]
+pub(crate) struct Hit {
+    pub entry: Arc<Entry>,
+    pub status: u16,
+    /// The fields this answer adds to the stored ones (Age, Content-Range, Cache-Status).
+    pub extra: Vec<(&'static [u8], Vec<u8>)>,
+    /// The part of the stored body sent (none for a 304, a 416 or HEAD).
+    pub body: Range<usize>,
+    /// Only the fields a 304 carries (RFC 9110 §15.4.5).
+    pub not_modified: bool,
+}
+
+impl Hit {
+    /// The answer's fields, in order: the stored ones this server does not write itself
+    /// (framing, Date, Server) less those `drop` names, then the extra ones.
+    pub(crate) fn fields(&self, drop: impl Fn(&[u8]) -> bool) -> Vec<(&[u8], &[u8])> {
+        let stored: Box<dyn Iterator<Item = &OwnedField>> = if self.not_modified {
+            Box::new(validate::not_modified_fields(&self.entry))
+        } else {
+            Box::new(self.entry.answer_fields())
+        };
+        let mut out: Vec<(&[u8], &[u8])> = stored
+            .map(|(n, v)| (&n[..], &v[..]))
+            .filter(|(n, _)| {
+                !(n.eq_ignore_ascii_case(b"content-length")
+                    || n.eq_ignore_ascii_case(b"transfer-encoding")
+                    || n.eq_ignore_ascii_case(b"date")
+                    || n.eq_ignore_ascii_case(b"server")
+                    || (self.status != 200 && n.eq_ignore_ascii_case(b"content-range"))
+                    || drop(n))
+            })
+            .collect();
+        out.extend(self.extra.iter().map(|(n, v)| (*n, &v[..])));
+        out
+    }
+
+    /// The body's bytes.
+    pub(crate) fn body(&self) -> &[u8] {
+        &self.entry.body[self.body.clone()]
+    }
+}
+
+/// What to do with a request before it goes upstream.
+#[derive(Debug)]
+pub(crate) enum Before {
+    /// Answer from the store.
+    Answer(Hit),
+    /// Send it (its head was changed for validation where that applies).
+    Forward,
+    /// Wait on another request's flight: the waiter went in, the caller parks the request.
+    Wait,
+    /// `only-if-cached` with nothing usable stored (RFC 9111 §5.2.1.7).
+    GatewayTimeout,
+}
+
+/// What to do with an upstream answer's head.
+#[derive(Debug)]
+pub(crate) enum AfterHead {
+    /// Relay it, with these extra fields (Cache-Status); its body is stored if `storing`.
+    Relay(Vec<(&'static [u8], Vec<u8>)>),
+    /// Answer the client from the store instead (a 304 freshened it, or it failed and a stale
+    /// answer may be used); the upstream's body is read and dropped.
+    Answer(Hit),
+    /// A 304 for another representation: send the request again without validators.
+    Refetch,
+}
+
+/// The answer being stored while it streams.
+#[derive(Debug)]
+struct Storing {
+    key: Key,
+    variant: Variant,
+    status: u16,
+    fields: Vec<(Vec<u8>, Vec<u8>)>,
+    fill: linerate_cache::fill::Fill,
+    timing: Timing,
+}
+
+/// One proxied request's cache state, from its plan to the end of its answer.
+#[derive(Debug)]
+pub(crate) struct Exchange {
+    pub mount: Arc<MountCache>,
+    req: CacheReq,
+    /// The plan was made (a request that waited is planned again).
+    pub planned: bool,
+    /// It waited on a flight that landed without a usable answer: it goes up alone.
+    alone: bool,
+    collapsed: bool,
+    /// Why it went forward, for Cache-Status (`None`: the cache does not handle it).
+    fwd: Option<Fwd>,
+    validate: Option<Arc<Entry>>,
+    /// The flight it leads.
+    flight: Option<(Key, FlightId)>,
+    request_time: Time,
+    storing: Option<Storing>,
+}
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        if let Some((key, id)) = self.flight.take() {
+            let waiters = self.mount.flights().land(&key, id);
+            wake(waiters);
+        }
+    }
+}
+
+impl Exchange {
+    pub(crate) fn new(mount: Arc<MountCache>, req: CacheReq) -> Exchange {
+        Exchange {
+            mount,
+            req,
+            planned: false,
+            alone: false,
+            collapsed: false,
+            fwd: None,
+            validate: None,
+            flight: None,
+            request_time: Time(0),
+            storing: None,
+        }
+    }
+
+    /// The request waited, and its flight landed or expired: it looks in the store again
+    /// and, missing, goes up alone.
+    pub(crate) fn woken(&mut self) {
+        self.planned = false;
+        self.alone = true;
+        self.collapsed = true;
+    }
+
+    /// Plans the request at `now`; `head` is the upstream request's head, changed here for
+    /// validation (the client's own validators are the cache's to judge; the stored entry's
+    /// go up). `park` names the request if it must wait.
+    pub(crate) fn before(
+        &mut self,
+        head: &mut Vec<u8>,
+        now: Time,
+        park: impl FnOnce() -> Waiter,
+    ) -> Before {
+        self.planned = true;
+        self.request_time = now;
+        let mount = Arc::clone(&self.mount);
+        let plan = self
+            .req
+            .with(|r| linerate_cache::plan(r, &mount.store, now, &mount.opts));
+        let counters = mount.store.counters();
+        match plan {
+            Plan::Bypass(why) => {
+                counters.record(Event::Bypass);
+                self.fwd = Some(match why {
+                    linerate_cache::Bypass::Method => Fwd::Method,
+                    _ => Fwd::Bypass,
+                });
+                Before::Forward
+            }
+            Plan::GatewayTimeout => Before::GatewayTimeout,
+            Plan::Answer {
+                entry,
+                age,
+                ttl,
+                not_modified,
+                revalidate: _,
+            } => {
+                counters.record(if ttl < 0 { Event::Stale } else { Event::Hit });
+                let status = self.status_value(|name| CacheStatus {
+                    collapsed: false,
+                    ..CacheStatus::hit(name, ttl)
+                });
+                Before::Answer(self.hit(entry, age, not_modified, status))
+            }
+            Plan::Forward { key, validate, fwd } => {
+                counters.record(Event::Miss);
+                strip_fields(head, validate::CLIENT_CONDITIONALS);
+                if let Some(e) = &validate {
+                    add_fields(head, &validate::conditional_fields(e));
+                }
+                self.validate = validate;
+                self.fwd = Some(fwd);
+                if fwd == Fwd::Request || self.alone {
+                    return Before::Forward;
+                }
+                let role = mount.flights().join(&key, park(), now);
+                match role {
+                    Role::Lead(id) => {
+                        self.flight = Some((key, id));
+                        Before::Forward
+                    }
+                    Role::Wait(_) => Before::Wait,
+                    Role::Alone(_) => Before::Forward,
+                }
+            }
+        }
+    }
+
+    /// The Cache-Status value `make` describes, when the mount sends the field.
+    fn status_value<'a>(
+        &'a self,
+        make: impl FnOnce(&'a str) -> CacheStatus<'a>,
+    ) -> Option<Vec<u8>> {
+        let name = self.mount.status.as_deref()?;
+        Some(make(name).value().into_bytes())
+    }
+
+    /// The answer from `entry`, `age` seconds old, for this request.
+    fn hit(
+        &self,
+        entry: Arc<Entry>,
+        age: u64,
+        not_modified: bool,
+        status_field: Option<Vec<u8>>,
+    ) -> Hit {
+        let mut extra: Vec<(&'static [u8], Vec<u8>)> = Vec::with_capacity(3);
+        extra.push((b"Age", age.to_string().into_bytes()));
+        let len = entry.body.len();
+        let (status, body) = if not_modified {
+            (304, 0..0)
+        } else if self.req.is_get() {
+            let fields = self.req.fields();
+            let answer = range(&fields, entry.status, len as u64);
+            if let Some(cr) = answer.content_range(len as u64) {
+                extra.push((b"Content-Range", cr.into_bytes()));
+            }
+            match answer {
+                RangeAnswer::Whole => (entry.status, 0..len),
+                RangeAnswer::Part { start, end } => (206, start as usize..end as usize + 1),
+                RangeAnswer::Unsatisfiable => (416, 0..0),
+            }
+        } else {
+            (entry.status, 0..0)
+        };
+        if let Some(s) = status_field {
+            extra.push((b"Cache-Status", s));
+        }
+        Hit {
+            entry,
+            status,
+            extra,
+            body,
+            not_modified,
+        }
+    }
+
+    /// The upstream's answer head is in (`spans` of `head`); `length` is its body's length
+    /// when known.
+    pub(crate) fn after_head(
+        &mut self,
+        status: u16,
+        head: &[u8],
+        spans: &[FieldSpan],
+        length: Option<u64>,
+    ) -> AfterHead {
+        let now = now();
+        let timing = Timing {
+            request_time: self.request_time,
+            response_time: now,
+        };
+        let fields: Vec<(&[u8], &[u8])> = spans
+            .iter()
+            .map(|f| (&head[f.name.clone()], &head[f.value.clone()]))
+            .collect();
+        let resp = linerate_cache::Response {
+            status,
+            fields: &fields,
+        };
+        let mount = Arc::clone(&self.mount);
+        let after = self.req.with(|r| {
+            linerate_cache::after(
+                r,
+                Some(&resp),
+                self.validate.as_ref(),
+                timing,
+                &mount.store,
+                &mount.opts,
+            )
+        });
+        let Some(fwd) = self.fwd else {
+            return AfterHead::Relay(Vec::new());
+        };
+        fn relay<'a>(
+            this: &'a Exchange,
+            status: u16,
+            fwd: Fwd,
+            stored: bool,
+            detail: Option<&'a str>,
+        ) -> Vec<(&'static [u8], Vec<u8>)> {
+            let mut extra = Vec::new();
+            if let Some(v) = this.status_value(|name| CacheStatus {
+                fwd_status: Some(status),
+                stored,
+                collapsed: this.collapsed,
+                detail,
+                ..CacheStatus::forward(name, fwd)
+            }) {
+                extra.push((&b"Cache-Status"[..], v));
+            }
+            extra
+        }
+        match after {
+            After::Store { key, variant } => {
+                let max = mount.max_object;
+                self.storing = Some(Storing {
+                    key,
+                    variant,
+                    status,
+                    fields: fields
+                        .iter()
+                        .map(|(n, v)| (n.to_vec(), v.to_vec()))
+                        .collect(),
+                    fill: linerate_cache::fill::Fill::new(max, length),
+                    timing,
+                });
+                AfterHead::Relay(relay(self, status, fwd, true, None))
+            }
+            After::PassOn(why) => {
+                let detail = why.map(|w| format!("{w:?}").to_ascii_lowercase());
+                AfterHead::Relay(relay(self, status, fwd, false, detail.as_deref()))
+            }
+            After::Refetch => {
+                self.validate = None;
+                AfterHead::Refetch
+            }
+            After::Freshened(entry) => {
+                mount.store.counters().record(Event::Revalidated);
+                AfterHead::Answer(self.answer_validated(entry, now, fwd))
+            }
+            After::ServeStale(entry) => {
+                mount.store.counters().record(Event::Stale);
+                AfterHead::Answer(self.answer_validated(entry, now, fwd))
+            }
+        }
+    }
+
+    /// No answer came from upstream (refused, reset, timed out): a stored answer the origin
+    /// allows to be used stale on error (RFC 5861 §4), if there is one.
+    pub(crate) fn failed(&mut self) -> Option<Hit> {
+        let entry = self.validate.clone()?;
+        let now = now();
+        let timing = Timing {
+            request_time: self.request_time,
+            response_time: now,
+        };
+        let mount = Arc::clone(&self.mount);
+        let after = self.req.with(|r| {
+            linerate_cache::after(r, None, Some(&entry), timing, &mount.store, &mount.opts)
+        });
+        match after {
+            After::ServeStale(e) => {
+                mount.store.counters().record(Event::Stale);
+                Some(self.answer_validated(e, now, self.fwd.unwrap_or(Fwd::Stale)))
+            }
+            _ => None,
+        }
+    }
+
+    /// The answer from an entry a validation or a failure left to use.
+    fn answer_validated(&self, entry: Arc<Entry>, now: Time, fwd: Fwd) -> Hit {
+        let age = linerate_cache::freshness::age_field(linerate_cache::freshness::current_age(
+            &entry.facts,
+            entry.timing,
+            now,
+        ));
+        let not_modified = self.req.with(|r| validate::not_modified(r.fields, &entry))
+            && !self.req.is_head()
+            && self.req.fields().iter().any(|(n, _)| {
+                validate::CLIENT_CONDITIONALS
+                    .iter()
+                    .any(|c| n.eq_ignore_ascii_case(c))
+            });
+        let status = self.status_value(|name| CacheStatus {
+            collapsed: self.collapsed,
+            ..CacheStatus::forward(name, fwd)
+        });
+        self.hit(entry, age, not_modified, status)
+    }
+
+    /// A piece of the answer's body, as it came from upstream.
+    pub(crate) fn data(&mut self, piece: &[u8]) {
+        if let Some(s) = self.storing.as_mut() {
+            s.fill.push(piece);
+        }
+    }
+
+    /// The answer's body ended cleanly: it is stored if it was whole and under the limit.
+    pub(crate) fn end(&mut self) {
+        let Some(s) = self.storing.take() else {
+            return;
+        };
+        let Some(body) = s.fill.finish(true) else {
+            return;
+        };
+        let fields: Vec<(&[u8], &[u8])> = s.fields.iter().map(|(n, v)| (&n[..], &v[..])).collect();
+        let resp = linerate_cache::Response {
+            status: s.status,
+            fields: &fields,
+        };
+        self.mount
+            .store
+            .insert(Entry::new(s.key, s.variant, &resp, body, s.timing));
+    }
+}
+
+/// Removes the lines of `names` (lowercase) from a head this server framed (`name: value`
+/// lines ending in CRLF, the request line first, an empty line last).
+fn strip_fields(head: &mut Vec<u8>, names: &[&[u8]]) {
+    let mut out = Vec::with_capacity(head.len());
+    let mut first = true;
+    for line in head.split_inclusive(|&b| b == b'\n') {
+        let name = line.split(|&b| b == b':').next().unwrap_or_default();
+        if first || !names.iter().any(|n| name.eq_ignore_ascii_case(n)) {
+            out.extend_from_slice(line);
+        }
+        first = false;
+    }
+    *head = out;
+}
+
+/// Adds `fields` at the end of a head this server framed (before its empty line).
+fn add_fields(head: &mut Vec<u8>, fields: &[(&[u8], &[u8])]) {
+    if !head.ends_with(b"\r\n\r\n") {
+        return;
+    }
+    head.truncate(head.len() - 2);
+    for (n, v) in fields {
+        head.extend_from_slice(n);
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(v);
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(b"\r\n");
+}
+
+/// Removes the validators a validation added (before sending the request again whole).
+pub(crate) fn strip_validators(head: &mut Vec<u8>) {
+    strip_fields(head, validate::CLIENT_CONDITIONALS);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validators_are_replaced_in_a_framed_head() {
+        let mut head = b"GET /a HTTP/1.1\r\nHost: x\r\nIf-None-Match: \"c\"\r\nIF-MODIFIED-SINCE: y\r\nAccept: */*\r\n\r\n".to_vec();
+        strip_fields(&mut head, validate::CLIENT_CONDITIONALS);
+        assert_eq!(head, b"GET /a HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n");
+        add_fields(&mut head, &[(b"If-None-Match", b"\"s\"")]);
+        assert_eq!(
+            head,
+            b"GET /a HTTP/1.1\r\nHost: x\r\nAccept: */*\r\nIf-None-Match: \"s\"\r\n\r\n"
+        );
+    }
+}
