@@ -97,19 +97,138 @@ fn route(
     draining: &AtomicBool,
 ) -> (u16, &'static str, String) {
     use linerate_http1::Method;
+    if head.method() == Method::Post && head.path(buf) == "/purge" {
+        return purge(head.query(buf).unwrap_or(""), stats);
+    }
     if !matches!(head.method(), Method::Get | Method::Head) {
-        return (405, "text/plain", "GET or HEAD\n".into());
+        return (405, "text/plain", "GET or HEAD (POST for /purge)\n".into());
     }
     match head.path(buf) {
         "/metrics" => (
             200,
             "text/plain; version=0.0.4; charset=utf-8",
-            render(&stats.metrics(), &stats.snapshot()),
+            render(&stats.metrics(), &stats.snapshot()) + &render_caches(&stats.caches()),
         ),
         "/healthz" if draining.load(Ordering::Relaxed) => (503, "text/plain", "draining\n".into()),
         "/healthz" => (200, "text/plain", "ok\n".into()),
         _ => (404, "text/plain", "/metrics or /healthz\n".into()),
     }
+}
+
+/// `POST /purge?url=URL` removes that URL's answers (every variant) from every proxy cache;
+/// `POST /purge?prefix=URL`, every answer whose URL starts with it. The URL is
+/// percent-encoded in the query (`http%3A%2F%2Fexample.com%2Fa`) or plain.
+fn purge(query: &str, stats: &StatsHandle) -> (u16, &'static str, String) {
+    let (name, value) = query.split_once('=').unwrap_or((query, ""));
+    let prefix = match name {
+        "url" => false,
+        "prefix" => true,
+        _ => {
+            return (
+                400,
+                "text/plain",
+                "POST /purge?url=URL or ?prefix=URL\n".into(),
+            );
+        }
+    };
+    let url = percent_decode(value);
+    match stats.purge(&url, prefix) {
+        Some(n) => (200, "text/plain", format!("purged {n}\n")),
+        None => (400, "text/plain", format!("not an http(s) URL: {url:?}\n")),
+    }
+}
+
+/// `%XX` decoded (an invalid escape stays as it is).
+fn percent_decode(v: &str) -> String {
+    let b = v.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (
+            b[i],
+            b.get(i + 1).copied().and_then(hex),
+            b.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The proxy caches' families: answers by outcome, and what each holds.
+fn render_caches(caches: &[(String, crate::stats::CacheCounts)]) -> String {
+    let mut o = String::new();
+    if caches.is_empty() {
+        return o;
+    }
+    let quote = |l: &str| l.replace('\\', "\\\\").replace('"', "\\\"");
+    let _ = writeln!(
+        o,
+        "# HELP linerate_cache_requests_total Proxied requests by what the cache did: hit, stale (served stale), miss (forwarded), revalidated (a 304 freshened a stored answer), bypass (not cacheable)."
+    );
+    let _ = writeln!(o, "# TYPE linerate_cache_requests_total counter");
+    for (label, c) in caches {
+        for (outcome, n) in [
+            ("hit", c.hits),
+            ("stale", c.stale),
+            ("miss", c.misses),
+            ("revalidated", c.revalidated),
+            ("bypass", c.bypass),
+        ] {
+            let _ = writeln!(
+                o,
+                "linerate_cache_requests_total{{cache=\"{}\",outcome=\"{outcome}\"}} {n}",
+                quote(label)
+            );
+        }
+    }
+    for (name, kind, help, get) in [
+        (
+            "linerate_cache_stored_total",
+            "counter",
+            "Answers stored.",
+            (|c: &crate::stats::CacheCounts| c.stored) as fn(&crate::stats::CacheCounts) -> u64,
+        ),
+        (
+            "linerate_cache_evictions_total",
+            "counter",
+            "Answers evicted for room (S3-FIFO).",
+            |c| c.evictions,
+        ),
+        (
+            "linerate_cache_bytes",
+            "gauge",
+            "Memory the stored answers take.",
+            |c| c.bytes,
+        ),
+        (
+            "linerate_cache_objects",
+            "gauge",
+            "Answers stored now.",
+            |c| c.objects,
+        ),
+        (
+            "linerate_cache_waiting",
+            "gauge",
+            "Requests waiting on another request's upstream answer for the same key (collapsed forwarding).",
+            |c| c.waiting,
+        ),
+    ] {
+        let _ = writeln!(o, "# HELP {name} {help}");
+        let _ = writeln!(o, "# TYPE {name} {kind}");
+        for (label, c) in caches {
+            let _ = writeln!(o, "{name}{{cache=\"{}\"}} {}", quote(label), get(c));
+        }
+    }
+    o
 }
 
 fn reason(status: u16) -> &'static str {

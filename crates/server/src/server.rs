@@ -41,6 +41,8 @@ pub struct Server {
     cpus: Vec<Option<usize>>,
     wakes: Arc<Vec<OwnedFd>>,
     counters: Arc<Vec<Arc<Counters>>>,
+    /// The proxy caches of the sites now (for `/metrics` and purges).
+    caches: crate::stats::Caches,
     shared: Arc<Shared>,
     steering: bool,
     /// The static-file root, opened once; each worker gets its own cache from it.
@@ -101,6 +103,7 @@ pub struct ControlHandle {
     reloads: Arc<Vec<(Arc<SitesMailbox>, OwnedFd)>>,
     logs: Option<Logs>,
     acme_ask_again: Option<Arc<AtomicBool>>,
+    caches: crate::stats::Caches,
 }
 
 /// What a reload did.
@@ -167,6 +170,8 @@ impl ControlHandle {
         }
         let set = Arc::new(set);
         set.check_roots()?;
+        *self.caches.lock().unwrap_or_else(|e| e.into_inner()) =
+            crate::proxy::cache::admin_views(&set);
         for (c, fresh) in self.certs.iter().zip(certs) {
             c.swap(fresh);
         }
@@ -537,6 +542,9 @@ impl Server {
         let sites = Arc::new(sites);
         sites.check_roots()?;
         let counters = (0..workers).map(|_| Arc::default()).collect();
+        let caches = Arc::new(std::sync::Mutex::new(crate::proxy::cache::admin_views(
+            &sites,
+        )));
         let reloads = (0..workers)
             .map(|_| {
                 let fd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
@@ -551,6 +559,7 @@ impl Server {
             cpus: worker_cpus,
             wakes: Arc::new(wakes),
             counters: Arc::new(counters),
+            caches,
             shared: Arc::new(Shared {
                 conn: crate::h1::ConnConfig {
                     extended_connect: announces_extended_connect(&config, &router),
@@ -657,6 +666,7 @@ impl Server {
             reloads: self.reloads.clone(),
             logs: self.logs.clone(),
             acme_ask_again: self.acme_ask_again.clone(),
+            caches: self.caches.clone(),
         }
     }
 
@@ -729,6 +739,7 @@ impl Server {
     pub fn stats(&self) -> StatsHandle {
         StatsHandle {
             workers: self.counters.clone(),
+            caches: self.caches.clone(),
         }
     }
 
@@ -762,6 +773,7 @@ impl Server {
                 let (stats, stop, draining) = (
                     StatsHandle {
                         workers: self.counters.clone(),
+                        caches: self.caches.clone(),
                     },
                     stop_admin.clone(),
                     self.draining.clone(),

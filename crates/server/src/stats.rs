@@ -436,9 +436,62 @@ pub struct Stats {
 #[derive(Clone, Debug)]
 pub struct StatsHandle {
     pub(crate) workers: Arc<Vec<Arc<Counters>>>,
+    /// The proxy mounts' caches, as the sites have them now (a reload replaces them).
+    pub(crate) caches: Caches,
+}
+
+/// A proxy mount's cache as the admin listener sees it: its counters, and purges.
+pub(crate) trait CacheAdmin: Send + Sync + std::fmt::Debug {
+    /// `site prefix`, as the metrics label it.
+    fn label(&self) -> &str;
+    fn counts(&self) -> CacheCounts;
+    /// Removes what `url` names (`http://host/path?query`, every variant), or every answer
+    /// whose URL starts with it when `prefix`; how many went, or `None` when `url` is not
+    /// an http(s) URL.
+    fn purge(&self, url: &str, prefix: bool) -> Option<usize>;
+}
+
+/// The proxy caches, shared with the admin listener.
+pub(crate) type Caches = Arc<std::sync::Mutex<Vec<Arc<dyn CacheAdmin>>>>;
+
+/// One proxy cache's counters at scrape time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheCounts {
+    pub hits: u64,
+    pub misses: u64,
+    pub stale: u64,
+    pub revalidated: u64,
+    pub bypass: u64,
+    pub stored: u64,
+    pub evictions: u64,
+    /// Bytes and answers held now.
+    pub bytes: u64,
+    pub objects: u64,
+    /// Requests waiting on another request's upstream answer for the same key now.
+    pub waiting: u64,
 }
 
 impl StatsHandle {
+    /// Each proxy cache's label and counters now.
+    pub fn caches(&self) -> Vec<(String, CacheCounts)> {
+        let caches = self.caches.lock().unwrap_or_else(|e| e.into_inner());
+        caches
+            .iter()
+            .map(|c| (c.label().to_string(), c.counts()))
+            .collect()
+    }
+
+    /// Purges `url` (or every URL below it when `prefix`) from every proxy cache: how many
+    /// answers went, or `None` when `url` is not an http(s) URL.
+    pub fn purge(&self, url: &str, prefix: bool) -> Option<usize> {
+        let caches = self.caches.lock().unwrap_or_else(|e| e.into_inner());
+        let mut n = 0;
+        for c in caches.iter() {
+            n += c.purge(url, prefix)?;
+        }
+        Some(n)
+    }
+
     /// The counters now, summed over workers.
     pub fn snapshot(&self) -> Stats {
         let mut s = Stats::default();

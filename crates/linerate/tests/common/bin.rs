@@ -55,11 +55,19 @@ pub fn serve(extra: &[&str]) -> Served {
     serve_as(&args)
 }
 
-/// Starts `linerate serve --no-pin --log-level warn --workers 1 ARGS…` (no `--addr`: a
+/// Starts `linerate serve --no-pin --log-level warn --workers 1 ARGS…` (`--workers` from
+/// `ARGS` when it is there; no `--addr`: a
 /// `--config` file's listeners stay) and reads its banner.
 pub fn serve_as(args: &[&str]) -> Served {
+    // One worker unless the test asks for more.
+    let workers: &[&str] = if args.contains(&"--workers") {
+        &[]
+    } else {
+        &["--workers", "1"]
+    };
     let mut child = Command::new(BIN)
-        .args(["serve", "--no-pin", "--log-level", "warn", "--workers", "1"])
+        .args(["serve", "--no-pin", "--log-level", "warn"])
+        .args(workers)
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

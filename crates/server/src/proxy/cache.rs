@@ -24,6 +24,24 @@ use linerate_http1::{FieldSpan, RequestHead};
 use crate::app::deferred::Inbox;
 use crate::config::ProxyCache;
 
+/// Request fields that some applications and frameworks read in place of the URL, the
+/// method, the host or the scheme, and that no cache key holds: a request carrying one could
+/// make the upstream answer something else under the same key, stored for everyone (web
+/// cache poisoning, the "unkeyed input" class). A caching mount never forwards them; the
+/// `X-Forwarded-*` fields this server writes itself are the client's only when the mount
+/// trusts them (`trust_forwarded`).
+pub(crate) const UNKEYED_OVERRIDES: &[&str] = &[
+    "x-original-url",
+    "x-rewrite-url",
+    "x-forwarded-scheme",
+    "x-forwarded-server",
+    "x-forwarded-prefix",
+    "x-host",
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+];
+
 /// A request waiting on another's flight: the worker that holds it, and its place there.
 pub(crate) struct Waiter {
     pub inbox: Arc<Inbox>,
@@ -46,6 +64,8 @@ pub(crate) struct MountCache {
     pub status: Option<Box<str>>,
     /// The largest body stored.
     max_object: usize,
+    /// Requests parked on a flight now (for `/metrics`).
+    pub waiting: std::sync::atomic::AtomicU64,
 }
 
 impl MountCache {
@@ -67,6 +87,7 @@ impl MountCache {
             },
             status: conf.status.as_deref().map(Into::into),
             max_object: usize::try_from(conf.max_object).unwrap_or(usize::MAX),
+            waiting: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -81,6 +102,84 @@ impl MountCache {
             wake(waiters);
         }
     }
+}
+
+/// A mount's cache with its metrics label, for the admin listener.
+#[derive(Debug)]
+struct View {
+    label: String,
+    cache: Arc<MountCache>,
+}
+
+impl crate::stats::CacheAdmin for View {
+    fn label(&self) -> &str {
+        &self.label
+    }
+
+    fn counts(&self) -> crate::stats::CacheCounts {
+        let s = self.cache.store.counters().snapshot();
+        crate::stats::CacheCounts {
+            hits: s.hits,
+            misses: s.misses,
+            stale: s.stale,
+            revalidated: s.revalidated,
+            bypass: s.bypass,
+            stored: s.stored,
+            evictions: s.evictions,
+            bytes: s.bytes,
+            objects: s.objects,
+            waiting: self
+                .cache
+                .waiting
+                .load(std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+
+    fn purge(&self, url: &str, prefix: bool) -> Option<usize> {
+        let (scheme, rest) = url.split_once("://")?;
+        let scheme = scheme.to_ascii_lowercase();
+        if scheme != "http" && scheme != "https" {
+            return None;
+        }
+        let (authority, target) = match rest.find('/') {
+            Some(i) => rest.split_at(i),
+            None => (rest, "/"),
+        };
+        if prefix {
+            // The key's form: scheme and host lowercased, the default port left out.
+            let key = Key::new(scheme.as_bytes(), authority.as_bytes(), b"/").ok()?;
+            let origin = key.origin();
+            let mut p = origin.to_vec();
+            p.extend_from_slice(target.as_bytes());
+            return Some(self.cache.store.remove_prefix(&p));
+        }
+        let key = Key::new(scheme.as_bytes(), authority.as_bytes(), target.as_bytes()).ok()?;
+        Some(usize::from(self.cache.store.remove(&key)))
+    }
+}
+
+/// The caches of `sites`' proxy mounts, labelled `site prefix`.
+pub(crate) fn admin_views(
+    sites: &crate::app::sites::SiteSet,
+) -> Vec<Arc<dyn crate::stats::CacheAdmin>> {
+    let labels = sites.sites.labels();
+    let mut out: Vec<Arc<dyn crate::stats::CacheAdmin>> = Vec::new();
+    for (site, label) in sites.sites.iter().zip(labels) {
+        for r in &site.proxies {
+            if let Some(c) = &r.cache {
+                let prefix = if r.mount.prefix.is_empty() {
+                    "/"
+                } else {
+                    &r.mount.prefix
+                };
+                out.push(Arc::new(View {
+                    label: format!("{label} {prefix}"),
+                    cache: Arc::clone(c),
+                }));
+            }
+        }
+    }
+    out
 }
 
 /// Wakes waiters: each looks in the store again on its own worker.
@@ -289,6 +388,9 @@ impl Exchange {
     /// The request waited, and its flight landed or expired: it looks in the store again
     /// and, missing, goes up alone.
     pub(crate) fn woken(&mut self) {
+        self.mount
+            .waiting
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         self.planned = false;
         self.alone = true;
         self.collapsed = true;
@@ -351,7 +453,12 @@ impl Exchange {
                         self.flight = Some((key, id));
                         Before::Forward
                     }
-                    Role::Wait(_) => Before::Wait,
+                    Role::Wait(_) => {
+                        mount
+                            .waiting
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        Before::Wait
+                    }
                     Role::Alone(_) => Before::Forward,
                 }
             }

@@ -58,3 +58,12 @@ pub(crate) mod pipe {
     /// Cannot be made: the upstream's end of a pipe that cannot be made.
     pub(crate) enum PipeOut {}
 }
+
+pub(crate) mod cache {
+    /// No proxy mount, so no cache.
+    pub(crate) fn admin_views(
+        _sites: &crate::app::sites::SiteSet,
+    ) -> Vec<std::sync::Arc<dyn crate::stats::CacheAdmin>> {
+        Vec::new()
+    }
+}

@@ -50,6 +50,13 @@ impl Route {
         if let Some(a) = &m.auth {
             remove.extend(a.copy.iter().cloned());
         }
+        if m.cache.is_some() {
+            remove.extend(
+                super::cache::UNKEYED_OVERRIDES
+                    .iter()
+                    .map(|f| f.to_string()),
+            );
+        }
         Ok(Route {
             mount: m.clone(),
             upstream,

@@ -1,0 +1,460 @@
+//! The proxy's HTTP cache (`serve --proxy … --proxy-cache SIZE`, RFC 9111) over real sockets,
+//! in front of a scripted upstream on a std `TcpListener` that counts the requests it gets
+//! and answers each path as the test says: hits, the poisoning and deception table of issue
+//! Q, refused requests that must never fill the cache, an object over the size limit that
+//! streams through whole, collapsed forwarding of 1,000 concurrent clients, and the admin
+//! listener's counters and purge.
+//!
+//! No timing is asserted: the collapsed-forwarding upstream holds its answer until the
+//! server's own `/metrics` says every other client is waiting.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Condvar, Mutex};
+
+use common::bin::{Served, serve};
+use common::{Client, READ_TIMEOUT, eventually};
+
+/// What the scripted upstream saw: requests per path, and each request's head.
+#[derive(Default)]
+struct Seen {
+    count: HashMap<String, usize>,
+    heads: Vec<String>,
+}
+
+type Answer = Arc<dyn Fn(&str, &str) -> Vec<u8> + Send + Sync>;
+
+/// An upstream that answers `answer(path, head)` on keep-alive connections, and a gate that
+/// holds every answer while it is shut.
+struct Upstream {
+    addr: SocketAddr,
+    seen: Arc<Mutex<Seen>>,
+    gate: Arc<(Mutex<bool>, Condvar)>,
+}
+
+impl Upstream {
+    fn start(answer: impl Fn(&str, &str) -> Vec<u8> + Send + Sync + 'static) -> Upstream {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let gate = Arc::new((Mutex::new(true), Condvar::new()));
+        let answer: Answer = Arc::new(answer);
+        let (s, g) = (seen.clone(), gate.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { return };
+                let (s, g, answer) = (s.clone(), g.clone(), answer.clone());
+                std::thread::spawn(move || serve_conn(conn, &s, &g, &answer));
+            }
+        });
+        Upstream { addr, seen, gate }
+    }
+
+    fn count(&self, path: &str) -> usize {
+        *self.seen.lock().unwrap().count.get(path).unwrap_or(&0)
+    }
+
+    fn heads(&self) -> Vec<String> {
+        self.seen.lock().unwrap().heads.clone()
+    }
+
+    fn set_open(&self, open: bool) {
+        *self.gate.0.lock().unwrap() = open;
+        self.gate.1.notify_all();
+    }
+}
+
+fn serve_conn(conn: TcpStream, seen: &Mutex<Seen>, gate: &(Mutex<bool>, Condvar), answer: &Answer) {
+    conn.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    let mut w = conn.try_clone().unwrap();
+    let mut r = BufReader::new(conn);
+    loop {
+        let mut head = String::new();
+        loop {
+            let mut line = String::new();
+            match r.read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            let end = line == "\r\n";
+            head.push_str(&line);
+            if end {
+                break;
+            }
+        }
+        let len = head
+            .lines()
+            .find_map(|l| {
+                let (n, v) = l.split_once(':')?;
+                n.eq_ignore_ascii_case("content-length")
+                    .then(|| v.trim().parse::<usize>().ok())?
+            })
+            .unwrap_or(0);
+        let mut body = vec![0; len];
+        if r.read_exact(&mut body).is_err() {
+            return;
+        }
+        let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
+        {
+            let mut s = seen.lock().unwrap();
+            *s.count.entry(path.clone()).or_default() += 1;
+            s.heads.push(head.clone());
+        }
+        let (lock, cv) = gate;
+        let mut open = lock.lock().unwrap();
+        while !*open {
+            open = cv.wait(open).unwrap();
+        }
+        drop(open);
+        if w.write_all(&answer(&path, &head)).is_err() {
+            return;
+        }
+    }
+}
+
+/// A 200 with `fields` (CRLF-ended lines) and `body`.
+fn ok_with(fields: &str, body: &[u8]) -> Vec<u8> {
+    let mut v = format!(
+        "HTTP/1.1 200 OK\r\n{fields}Content-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    v.extend_from_slice(body);
+    v
+}
+
+/// `serve --app none --proxy /=UPSTREAM --proxy-cache 4MiB EXTRA…`.
+fn cache_in_front(up: &Upstream, extra: &[&str]) -> Served {
+    let spec = format!("/=http://{}", up.addr);
+    let mut args = vec![
+        "--app",
+        "none",
+        "--proxy",
+        spec.as_str(),
+        "--proxy-cache",
+        "4MiB",
+    ];
+    args.extend_from_slice(extra);
+    serve(&args)
+}
+
+fn get(addr: SocketAddr, path: &str, fields: &str) -> common::Resp {
+    let mut c = Client::connect(addr);
+    c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n{fields}\r\n").as_bytes());
+    c.read_response()
+}
+
+#[test]
+fn a_fresh_answer_is_served_from_the_cache_with_age_and_cache_status() {
+    let up = Upstream::start(|_, _| ok_with("Cache-Control: max-age=60\r\n", b"stored"));
+    let s = cache_in_front(&up, &[]);
+    let first = get(s.addr, "/a", "");
+    assert_eq!((first.status, first.text().as_str()), (200, "stored"));
+    assert!(
+        first
+            .header("cache-status")
+            .unwrap()
+            .contains("fwd=uri-miss")
+    );
+    assert!(first.header("cache-status").unwrap().contains("stored"));
+    let second = get(s.addr, "/a", "");
+    assert_eq!((second.status, second.text().as_str()), (200, "stored"));
+    assert!(second.header("age").is_some(), "{:?}", second.headers);
+    assert!(second.header("cache-status").unwrap().contains("hit"));
+    assert_eq!(up.count("/a"), 1);
+    // HEAD and a range come from the stored whole.
+    let mut c = Client::connect(s.addr);
+    c.send(b"GET /a HTTP/1.1\r\nHost: t\r\nRange: bytes=1-3\r\n\r\n");
+    let part = c.read_response();
+    assert_eq!((part.status, part.text().as_str()), (206, "tor"));
+    assert_eq!(part.header("content-range"), Some("bytes 1-3/6"));
+    assert_eq!(up.count("/a"), 1);
+}
+
+/// Issue Q: no field outside the key changes what is stored for everyone.
+#[test]
+fn unkeyed_fields_never_reach_the_upstream_of_a_caching_mount() {
+    // The upstream reflects every override a framework might honour into its answer.
+    let up = Upstream::start(|_, head| {
+        let reflected: Vec<&str> = head
+            .lines()
+            .filter(|l| {
+                let l = l.to_ascii_lowercase();
+                [
+                    "x-original-url",
+                    "x-rewrite-url",
+                    "x-forwarded-scheme",
+                    "x-host",
+                    "x-forwarded-host",
+                ]
+                .iter()
+                .any(|f| l.starts_with(f))
+            })
+            .collect();
+        ok_with(
+            "Cache-Control: max-age=60\r\n",
+            reflected.join("|").as_bytes(),
+        )
+    });
+    let s = cache_in_front(&up, &[]);
+    let poisoned = get(
+        s.addr,
+        "/page",
+        "X-Original-URL: /admin\r\nX-Rewrite-URL: /admin\r\nX-Forwarded-Scheme: nothttps\r\nX-Host: evil.example\r\nX-Forwarded-Host: evil.example\r\n",
+    );
+    assert_eq!(poisoned.status, 200);
+    let clean = get(s.addr, "/page", "");
+    for body in [poisoned.text(), clean.text()] {
+        assert!(
+            !body.contains("admin") && !body.contains("evil") && !body.contains("nothttps"),
+            "{body}"
+        );
+    }
+    for head in up.heads() {
+        let h = head.to_ascii_lowercase();
+        assert!(
+            !h.contains("x-original-url") && !h.contains("x-rewrite-url") && !h.contains("evil"),
+            "{head}"
+        );
+    }
+    // A second Host is refused (RFC 9112 §3.2) and never goes up or into the cache.
+    let mut c = Client::connect(s.addr);
+    c.send(b"GET /two HTTP/1.1\r\nHost: t\r\nHost: evil.example\r\n\r\n");
+    assert_eq!(c.read_response().status, 400);
+    assert_eq!(up.count("/two"), 0);
+    // An absolute-form target that disagrees with Host is not keyed: it goes up alone, and
+    // what it brings back is never served for the Host's URL.
+    let mut c = Client::connect(s.addr);
+    c.send(b"GET http://evil.example/abs HTTP/1.1\r\nHost: t\r\n\r\n");
+    let _ = c.read_response();
+    let before = up.count("http://evil.example/abs") + up.count("/abs");
+    let _ = get(s.addr, "/abs", "");
+    assert_eq!(
+        up.count("http://evil.example/abs") + up.count("/abs"),
+        before + 1
+    );
+}
+
+/// Issue Q: web cache deception: a private answer under a static-looking path is not stored
+/// unless the answer says it may be; neither is one that sets a cookie; `Vary: *` never
+/// matches; an answer to a request with Authorization follows RFC 9111 §3.5.
+#[test]
+fn private_personal_and_unmatchable_answers_are_not_stored() {
+    let up = Upstream::start(|path, _| match path {
+        "/account/x.css" => ok_with("Cache-Control: private, max-age=60\r\n", b"mine"),
+        "/cookie.css" => ok_with("Cache-Control: max-age=60\r\nSet-Cookie: s=1\r\n", b"mine"),
+        "/shared-cookie" => ok_with(
+            "Cache-Control: public, max-age=60\r\nSet-Cookie: s=1\r\n",
+            b"ok",
+        ),
+        "/vary-star" => ok_with("Cache-Control: max-age=60\r\nVary: *\r\n", b"v"),
+        "/authz" => ok_with("Cache-Control: max-age=60\r\n", b"a"),
+        "/authz-public" => ok_with("Cache-Control: public, max-age=60\r\n", b"a"),
+        _ => ok_with("", b"?"),
+    });
+    let s = cache_in_front(&up, &[]);
+    for path in ["/account/x.css", "/cookie.css", "/vary-star"] {
+        get(s.addr, path, "");
+        get(s.addr, path, "");
+        assert_eq!(up.count(path), 2, "{path} was served from the cache");
+    }
+    get(s.addr, "/shared-cookie", "");
+    get(s.addr, "/shared-cookie", "");
+    assert_eq!(
+        up.count("/shared-cookie"),
+        1,
+        "public grants storing a Set-Cookie answer"
+    );
+    get(s.addr, "/authz", "Authorization: Bearer x\r\n");
+    get(s.addr, "/authz", "Authorization: Bearer x\r\n");
+    assert_eq!(
+        up.count("/authz"),
+        2,
+        "§3.5: max-age alone does not allow it"
+    );
+    get(s.addr, "/authz-public", "Authorization: Bearer x\r\n");
+    get(s.addr, "/authz-public", "");
+    assert_eq!(up.count("/authz-public"), 1, "§3.5: public allows it");
+}
+
+/// Issue Q: a smuggled or refused request never fills the cache.
+#[test]
+fn a_refused_request_never_fills_the_cache() {
+    let up = Upstream::start(|_, _| ok_with("Cache-Control: max-age=60\r\n", b"real"));
+    let s = cache_in_front(&up, &[]);
+    let mut c = Client::connect(s.addr);
+    // Both framings (RFC 9112 §6.1): refused with 400, connection closed.
+    c.send(b"GET /s HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /s HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(c.read_response().status, 400);
+    assert_eq!(up.count("/s"), 0);
+    let r = get(s.addr, "/s", "");
+    assert_eq!((r.status, r.text().as_str()), (200, "real"));
+    assert_eq!(up.count("/s"), 1);
+}
+
+/// Issue Q: an object over the size limit streams through uncached, its bytes never cut —
+/// declared over the limit by Content-Length, or passing it in chunks.
+#[test]
+fn an_object_over_the_limit_streams_whole_and_is_not_stored() {
+    let big: Vec<u8> = (0..3 << 20).map(|i: usize| (i % 251) as u8).collect();
+    let b2 = big.clone();
+    let up = Upstream::start(move |path, _| match path {
+        "/big" => ok_with("Cache-Control: max-age=60\r\n", &b2),
+        _ => {
+            let mut v = b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+            for piece in b2.chunks(100_000) {
+                v.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
+                v.extend_from_slice(piece);
+                v.extend_from_slice(b"\r\n");
+            }
+            v.extend_from_slice(b"0\r\n\r\n");
+            v
+        }
+    });
+    let s = cache_in_front(&up, &[]);
+    for path in ["/big", "/chunked"] {
+        for _ in 0..2 {
+            let body = get_body(s.addr, path);
+            assert!(body == big, "{path}: {} bytes of {}", body.len(), big.len());
+        }
+        assert_eq!(
+            up.count(path),
+            2,
+            "{path} over the 1 MiB object limit was stored"
+        );
+    }
+}
+
+/// Issue Q: 1,000 concurrent clients for one cold key make exactly one upstream request.
+#[test]
+fn a_thousand_concurrent_misses_make_one_upstream_request() {
+    let up = Upstream::start(|_, _| ok_with("Cache-Control: max-age=60\r\n", b"once"));
+    let admin_port = common::free_port("127.0.0.1");
+    let admin = format!("127.0.0.1:{admin_port}");
+    // Two workers: the clients' connections spread over both, so waiters on the worker that
+    // does not lead are woken across threads (through their worker's inbox).
+    let s = cache_in_front(&up, &["--admin", admin.as_str(), "--workers", "2"]);
+    up.set_open(false);
+    const CLIENTS: usize = 1000;
+    let mut clients: Vec<Client> = (0..CLIENTS).map(|_| Client::connect(s.addr)).collect();
+    for c in clients.iter_mut() {
+        c.send(b"GET /cold HTTP/1.1\r\nHost: t\r\n\r\n");
+    }
+    // Held until every other client waits on the first one's flight.
+    eventually("999 requests wait on the flight", || {
+        metric(&admin, "linerate_cache_waiting") == Some(CLIENTS as u64 - 1)
+    });
+    assert_eq!(up.count("/cold"), 1);
+    up.set_open(true);
+    for c in clients.iter_mut() {
+        let r = c.read_response();
+        assert_eq!((r.status, r.text().as_str()), (200, "once"));
+    }
+    assert_eq!(up.count("/cold"), 1);
+    assert_eq!(metric(&admin, "linerate_cache_waiting"), Some(0));
+}
+
+/// The admin listener: counters by outcome, and a purge of a URL and of a prefix.
+#[test]
+fn metrics_count_outcomes_and_a_purge_empties_what_it_names() {
+    let up = Upstream::start(|_, _| ok_with("Cache-Control: max-age=60\r\n", b"x"));
+    let admin_port = common::free_port("127.0.0.1");
+    let admin = format!("127.0.0.1:{admin_port}");
+    let s = cache_in_front(&up, &["--admin", admin.as_str()]);
+    for p in ["/p/1", "/p/2", "/q", "/p/1", "/q"] {
+        get(s.addr, p, "");
+    }
+    let line = |outcome: &str| {
+        let m = scrape(&admin);
+        m.lines()
+            .find(|l| {
+                l.starts_with("linerate_cache_requests_total")
+                    && l.contains(&format!("outcome=\"{outcome}\""))
+            })
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+    };
+    assert_eq!((line("hit"), line("miss")), (Some(2), Some(3)));
+    assert_eq!(metric(&admin, "linerate_cache_objects"), Some(3));
+    assert_eq!(
+        post(&admin, "/purge?url=http%3A%2F%2Ft%2Fq"),
+        (200, "purged 1\n".to_string())
+    );
+    assert_eq!(
+        post(&admin, "/purge?prefix=http://t/p/"),
+        (200, "purged 2\n".to_string())
+    );
+    assert_eq!(post(&admin, "/purge?url=ftp://t/q").0, 400);
+    get(s.addr, "/q", "");
+    get(s.addr, "/p/1", "");
+    assert_eq!((up.count("/q"), up.count("/p/1")), (2, 2));
+}
+
+/// The body of a 200 to `GET path` on its own connection (closed after it), chunks decoded.
+fn get_body(addr: SocketAddr, path: &str) -> Vec<u8> {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    c.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut all = Vec::new();
+    c.read_to_end(&mut all).unwrap();
+    let end = all.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8_lossy(&all[..end]).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    let mut rest = &all[end..];
+    if !head.contains("transfer-encoding: chunked") {
+        return rest.to_vec();
+    }
+    let mut body = Vec::new();
+    loop {
+        let eol = rest.windows(2).position(|w| w == b"\r\n").unwrap();
+        let size = usize::from_str_radix(std::str::from_utf8(&rest[..eol]).unwrap(), 16).unwrap();
+        rest = &rest[eol + 2..];
+        if size == 0 {
+            return body;
+        }
+        body.extend_from_slice(&rest[..size]);
+        rest = &rest[size + 2..];
+    }
+}
+
+fn scrape(admin: &str) -> String {
+    let mut c = TcpStream::connect(admin).unwrap();
+    c.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    let _ = c.read_to_string(&mut out);
+    out
+}
+
+/// The first sample of `name` in `/metrics`.
+fn metric(admin: &str, name: &str) -> Option<u64> {
+    scrape(admin)
+        .lines()
+        .find(|l| l.starts_with(name) && !l.starts_with('#'))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+fn post(admin: &str, target: &str) -> (u16, String) {
+    let mut c = TcpStream::connect(admin).unwrap();
+    c.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    c.write_all(
+        format!("POST {target} HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n").as_bytes(),
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = c.read_to_string(&mut out);
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = out
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    (status, body)
+}
