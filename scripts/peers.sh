@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the peers the lab compares linerate with, all from Debian (bookworm):
 #   nginx-light, haproxy, caddy, h2o    servers and proxies (bench/*_peers.toml)
+#   varnish                             the HTTP cache peer (bench/proxy_cache.toml)
 #   wrk, nghttp2-client (h2load)        load generators
 #   openssl, curl                       certificates and checks
 # Then prints each one's version. Nothing is started here, nor by apt (policy-rc.d).
@@ -15,7 +16,7 @@ set -euo pipefail
 say() { echo "peers: $*" >&2; }
 
 # command:package
-peers=(nginx:nginx-light haproxy:haproxy caddy:caddy h2o:h2o wrk:wrk h2load:nghttp2-client
+peers=(nginx:nginx-light haproxy:haproxy caddy:caddy h2o:h2o varnishd:varnish wrk:wrk h2load:nghttp2-client
     openssl:openssl curl:curl)
 
 missing=()
@@ -53,6 +54,7 @@ version() {
         haproxy) haproxy -v 2>&1 | head -1 ;;
         caddy) caddy version 2>&1 ;;
         h2o) h2o --version 2>&1 | head -1 ;;
+        varnishd) varnishd -V 2>&1 | head -1 ;;
         wrk) wrk -v 2>&1 | head -1 ;;
         h2load) h2load --version 2>&1 | head -1 ;;
         openssl) openssl version ;;

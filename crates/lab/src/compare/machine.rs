@@ -138,6 +138,9 @@ fn version_within(program: &str, limit: Duration) -> String {
     // refuse to with a line that is no version.
     let flags: &[&str] = if program.ends_with("memcached") {
         &["--version"]
+    } else if program.ends_with("varnishd") {
+        // varnishd's version flag is -V; -v is refused with an error line.
+        &["-V"]
     } else {
         &["-v", "--version", "version"]
     };
