@@ -65,6 +65,20 @@ impl<T> Flights<T> {
             f.waiters.push(waiter);
             return Role::Wait(f.id);
         }
+        Role::Lead(self.join_new(key, now))
+    }
+
+    /// A flight for `key` led by a request nobody waits on (a background validation,
+    /// stale-while-revalidate): its id, or `None` when one is in progress already (then no
+    /// second request goes up).
+    pub fn lead_if_idle(&mut self, key: &Key, now: Time) -> Option<FlightId> {
+        if self.flights.contains_key(key) {
+            return None;
+        }
+        Some(self.join_new(key, now))
+    }
+
+    fn join_new(&mut self, key: &Key, now: Time) -> FlightId {
         let id = FlightId(self.next);
         self.next += 1;
         let deadline = Time(now.0.saturating_add(self.timeout));
@@ -76,7 +90,7 @@ impl<T> Flights<T> {
                 waiters: Vec::new(),
             },
         );
-        Role::Lead(id)
+        id
     }
 
     /// The leader of flight `id` for `key` is done: its waiters, to look in the store again
@@ -124,6 +138,17 @@ impl<T> Flights<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_background_leader_starts_only_when_no_flight_is_in_progress() {
+        let mut f: Flights<u32> = Flights::new(5);
+        let id = f.lead_if_idle(&key("/a"), Time(0)).unwrap();
+        assert_eq!(f.lead_if_idle(&key("/a"), Time(0)), None);
+        // A miss meanwhile waits on it.
+        assert!(matches!(f.join(&key("/a"), 7, Time(0)), Role::Wait(_)));
+        assert_eq!(f.land(&key("/a"), id), vec![7]);
+        assert!(f.lead_if_idle(&key("/a"), Time(1)).is_some());
+    }
 
     fn key(p: &str) -> Key {
         Key::new(b"http", b"a", p.as_bytes()).unwrap()

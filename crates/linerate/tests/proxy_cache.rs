@@ -174,6 +174,43 @@ fn a_fresh_answer_is_served_from_the_cache_with_age_and_cache_status() {
     assert_eq!(up.count("/a"), 1);
 }
 
+/// RFC 5861 §3: a stale answer within `stale-while-revalidate` is served at once, and one
+/// validation goes up in the background, with the stored validator.
+#[test]
+fn stale_while_revalidate_answers_at_once_and_validates_in_the_background() {
+    // Already 10 s old on arrival: stale (max-age=1), within stale-while-revalidate.
+    let up = Upstream::start(|_, head| {
+        if head.to_ascii_lowercase().contains("if-none-match: \"v1\"") {
+            b"HTTP/1.1 304 Not Modified\r\nETag: \"v1\"\r\nCache-Control: max-age=1, stale-while-revalidate=600\r\nAge: 10\r\n\r\n".to_vec()
+        } else {
+            ok_with(
+                "Cache-Control: max-age=1, stale-while-revalidate=600\r\nAge: 10\r\nETag: \"v1\"\r\n",
+                b"kept",
+            )
+        }
+    });
+    let s = cache_in_front(&up, &[]);
+    assert_eq!(get(s.addr, "/swr", "").text(), "kept");
+    let stale = get(s.addr, "/swr", "");
+    assert_eq!((stale.status, stale.text().as_str()), (200, "kept"));
+    let status = stale.header("cache-status").unwrap().to_string();
+    assert!(
+        status.contains("hit") && status.contains("ttl=-"),
+        "{status}"
+    );
+    eventually("the background validation went up", || {
+        up.count("/swr") == 2
+    });
+    let heads = up.heads();
+    assert!(
+        heads[1]
+            .to_ascii_lowercase()
+            .contains("if-none-match: \"v1\""),
+        "{}",
+        heads[1]
+    );
+}
+
 /// Issue Q: no field outside the key changes what is stored for everyone.
 #[test]
 fn unkeyed_fields_never_reach_the_upstream_of_a_caching_mount() {

@@ -106,8 +106,15 @@ impl<B: Backend> Worker<B> {
                 self.refuse(job, 504, sh);
                 None
             }
-            Before::Answer(hit) => {
-                self.answer_job(job, &hit, sh);
+            Before::Answer(hit, background) => {
+                if let Some(x) = background {
+                    let head = x.validation_head(&job.head);
+                    let validation = Box::new(job.validation(head, x));
+                    self.answer_job(job, &hit, sh);
+                    self.dispatch(validation, sh);
+                } else {
+                    self.answer_job(job, &hit, sh);
+                }
                 None
             }
         }

@@ -116,6 +116,8 @@ struct Link {
     /// Its mount's cache's state for it, from the answer's head on (before that it is the
     /// job's, which a retry takes along).
     cache: Option<Box<Exchange>>,
+    /// A background validation: the answer goes to the store, never to the client.
+    background: bool,
 }
 
 /// A worker's state per upstream: its servers' pools and the requests waiting for a
@@ -556,7 +558,15 @@ impl h1c::Exchange for Relay<'_> {
                 BodyLength::Empty => Some(0),
                 BodyLength::Chunked | BodyLength::UntilClose => None,
             };
-            match x.after_head(info.status, head, spans, length) {
+            let after = x.after_head(info.status, head, spans, length);
+            if link.background {
+                // Only the store hears the answer; its body, if stored, is collected as it is
+                // read and dropped.
+                link.discard = true;
+                link.status = info.status;
+                return;
+            }
+            match after {
                 AfterHead::Relay(extra) => cache_fields = extra,
                 AfterHead::Answer(hit) => {
                     // The upstream's body (a 304's is empty) is read and dropped.
@@ -659,11 +669,11 @@ impl h1c::Exchange for Relay<'_> {
         let Some(link) = self.link.as_mut() else {
             return false;
         };
-        if link.discard {
-            return true;
-        }
         if let Some(x) = link.cache.as_mut() {
             x.data(data);
+        }
+        if link.discard {
+            return true;
         }
         if link.gone {
             return false;
@@ -1009,10 +1019,12 @@ impl<B: Backend> Worker<B> {
             encoder: None,
             path: job.path.clone(),
             cache: None,
+            background: job.background,
             job: Some(job),
         });
         let client = up.link.as_ref().map_or(0, |l| l.client);
-        if let Some(live) = client_live(&mut self.slots, client) {
+        let background = up.link.as_ref().is_some_and(|l| l.background);
+        if !background && let Some(live) = client_live(&mut self.slots, client) {
             live.relays
                 .get_or_insert_with(Default::default)
                 .0

@@ -199,7 +199,7 @@ pub(crate) fn now() -> Time {
 }
 
 /// The client's request as the cache reads it, in one buffer.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct CacheReq {
     buf: Vec<u8>,
     method: Range<usize>,
@@ -308,8 +308,9 @@ impl Hit {
 /// What to do with a request before it goes upstream.
 #[derive(Debug)]
 pub(crate) enum Before {
-    /// Answer from the store.
-    Answer(Hit),
+    /// Answer from the store; with a stale answer within `stale-while-revalidate` (RFC 5861
+    /// §3), also send this validation up in the background, unless one is on its way.
+    Answer(Hit, Option<Box<Exchange>>),
     /// Send it (its head was changed for validation where that applies).
     Forward,
     /// Wait on another request's flight: the waiter went in, the caller parks the request.
@@ -387,6 +388,17 @@ impl Exchange {
 
     /// The request waited, and its flight landed or expired: it looks in the store again
     /// and, missing, goes up alone.
+    /// The upstream request head of a background validation, from the client's request's
+    /// `head`: its validators replace the client's.
+    pub(crate) fn validation_head(&self, head: &[u8]) -> Vec<u8> {
+        let mut h = head.to_vec();
+        strip_fields(&mut h, validate::CLIENT_CONDITIONALS);
+        if let Some(e) = &self.validate {
+            add_fields(&mut h, &validate::conditional_fields(e));
+        }
+        h
+    }
+
     pub(crate) fn woken(&mut self) {
         self.mount
             .waiting
@@ -427,14 +439,31 @@ impl Exchange {
                 age,
                 ttl,
                 not_modified,
-                revalidate: _,
+                revalidate,
             } => {
                 counters.record(if ttl < 0 { Event::Stale } else { Event::Hit });
                 let status = self.status_value(|name| CacheStatus {
                     collapsed: false,
                     ..CacheStatus::hit(name, ttl)
                 });
-                Before::Answer(self.hit(entry, age, not_modified, status))
+                let background = (revalidate && self.req.is_get())
+                    .then(|| mount.flights().lead_if_idle(&entry.key, now))
+                    .flatten()
+                    .map(|id| {
+                        Box::new(Exchange {
+                            mount: Arc::clone(&mount),
+                            req: self.req.clone(),
+                            planned: true,
+                            alone: true,
+                            collapsed: false,
+                            fwd: Some(Fwd::Stale),
+                            validate: Some(Arc::clone(&entry)),
+                            flight: Some((entry.key.clone(), id)),
+                            request_time: now,
+                            storing: None,
+                        })
+                    });
+                Before::Answer(self.hit(entry, age, not_modified, status), background)
             }
             Plan::Forward { key, validate, fwd } => {
                 counters.record(Event::Miss);

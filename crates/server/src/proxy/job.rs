@@ -51,4 +51,41 @@ pub(crate) struct Job {
     pub then: Option<Box<Job>>,
     /// Its mount's HTTP cache's state for it, when the mount caches.
     pub cache: Option<Box<super::cache::Exchange>>,
+    /// A validation the cache sends on its own (stale-while-revalidate): its answer goes to
+    /// the store only, never to a client.
+    pub background: bool,
+}
+
+impl Job {
+    /// A background validation for the request of `self` (a GET already answered from the
+    /// store), with the upstream head `head` and its cache state.
+    pub(crate) fn validation(&self, head: Vec<u8>, cache: Box<super::cache::Exchange>) -> Job {
+        Job {
+            client: self.client,
+            id: self.id,
+            site: self.site,
+            route: self.route,
+            upstream: self.upstream,
+            head,
+            body: Vec::new(),
+            pipe: None,
+            forwarded: Forwarded {
+                body: crate::h1c::ReqBody::None,
+                head_request: false,
+                upgrade: false,
+            },
+            idempotent: true,
+            tries: 0,
+            fresh: false,
+            failed_server: None,
+            key: self.key,
+            started: self.started,
+            log: None,
+            coding: None,
+            path: None,
+            then: None,
+            cache: Some(cache),
+            background: true,
+        }
+    }
 }

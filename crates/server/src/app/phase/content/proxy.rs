@@ -165,6 +165,7 @@ impl<'a> ConnApp<'a> {
                 let req = crate::proxy::cache::CacheReq::copy(head, buf, self.tls);
                 Box::new(crate::proxy::cache::Exchange::new(c.clone(), req))
             }),
+            background: false,
         };
         let job = match &r.auth {
             // The auth subrequest goes first, carrying the request it guards.
@@ -196,6 +197,7 @@ impl<'a> ConnApp<'a> {
                     path: job.path.clone(),
                     then: Some(Box::new(job)),
                     cache: None,
+                    background: false,
                 }
             }
             None => job,
