@@ -37,18 +37,22 @@ fn now() -> u64 {
 
 /// `/json` and `/api` behind the file's secret (issuer `auth`, `sub` required); the proxy
 /// mount `/up` behind the environment's secret (audience `edge`); `/plaintext` open.
-fn config(d: &Path, upstream: SocketAddr) -> PathBuf {
+/// With `h2c`, a second listener there for HTTP/2 with prior knowledge.
+fn config(d: &Path, upstream: SocketAddr, h2c: Option<u16>) -> PathBuf {
     std::fs::write(d.join("secret"), format!("{FILE_SECRET}\n")).unwrap();
     let file = d.join("linerate.toml");
     std::fs::write(
         &file,
         format!(
             "[[upstream]]\nname = \"app\"\nservers = [\"{upstream}\"]\n\
-             [[listen]]\naddr = \"127.0.0.1:0\"\n\
+             [[listen]]\naddr = \"127.0.0.1:0\"\n{}\
              [[site]]\ndefault = true\napp = \"demo\"\n\
              [[site.proxy]]\nprefix = \"/up\"\nupstream = \"app\"\n\
              [[site.jwt]]\nprefix = \"/json\"\nsecret_file = \"secret\"\nissuer = \"auth\"\nrequire = [\"sub\"]\n\
-             [[site.jwt]]\nprefix = \"/up\"\nsecret_env = \"LINERATE_TEST_JWT_SECRET\"\naudience = \"edge\"\nrealm = \"edge\"\n"
+             [[site.jwt]]\nprefix = \"/up\"\nsecret_env = \"LINERATE_TEST_JWT_SECRET\"\naudience = \"edge\"\nrealm = \"edge\"\n",
+            h2c.map_or(String::new(), |p| format!(
+                "[[listen]]\naddr = \"127.0.0.1:{p}\"\nh2c = true\n"
+            )),
         ),
     )
     .unwrap();
@@ -102,7 +106,7 @@ fn up_token() -> String {
 fn jwt_guards_app_routes_and_proxy_mounts_before_their_content() {
     let d = dir("guard");
     let (up, seen) = recording_upstream();
-    let (_server, addr) = serve(&config(&d, up));
+    let (_server, addr) = serve(&config(&d, up, None));
     let challenge = "Bearer realm=\"restricted\"";
     let invalid = "Bearer realm=\"restricted\", error=\"invalid_token\"";
     let good = json_token("");
@@ -183,6 +187,39 @@ fn jwt_guards_app_routes_and_proxy_mounts_before_their_content() {
     assert_eq!(c.read_response().status, 200);
     let head = seen.recv_timeout(common::EVENTUALLY).unwrap();
     assert!(head.starts_with("GET /up/b "), "{head}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// HTTP/2 requests pass the same access phase: curl with prior knowledge.
+#[test]
+fn jwt_guards_http2_requests_too() {
+    let d = dir("h2");
+    let (up, seen) = recording_upstream();
+    let port = common::free_port("127.0.0.1");
+    let (_server, _) = serve(&config(&d, up, Some(port)));
+    let url = |path: &str| format!("http://127.0.0.1:{port}{path}");
+    let h2 = ["--http2-prior-knowledge"];
+    let token = format!("Authorization: Bearer {}", json_token(""));
+    let r = common::curl::curl_url(&d, &url("/json"), &h2, &[]);
+    assert_eq!((r.version.as_str(), r.status), ("2", 401));
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some("Bearer realm=\"restricted\"")
+    );
+    let r = common::curl::curl_url(&d, &url("/json"), &h2, &["-H", &token]);
+    assert_eq!((r.version.as_str(), r.status), ("2", 200));
+    let r = common::curl::curl_url(&d, &url("/json"), &h2, &["-H", &token, "-H", &token]);
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some("Bearer realm=\"restricted\", error=\"invalid_request\"")
+    );
+    let r = common::curl::curl_url(&d, &url("/up/x"), &h2, &[]);
+    assert_eq!(r.status, 401);
+    assert!(
+        seen.try_recv().is_err(),
+        "a refused request reached the upstream"
+    );
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -282,7 +319,7 @@ fn tokens_made_by_pyjwt_are_checked_as_made() {
         }
     };
     let (up, _seen) = recording_upstream();
-    let (_server, addr) = serve(&config(&d, up));
+    let (_server, addr) = serve(&config(&d, up, None));
     let rows = python(&target, MAKE, &[]);
     assert_eq!(rows.len(), 14, "{rows:?}");
     for row in &rows {
