@@ -190,6 +190,27 @@ fn jwt_guards_app_routes_and_proxy_mounts_before_their_content() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// SIGHUP reads the secret file again: a token of the old secret is refused after it, one of
+/// the new taken.
+#[test]
+fn a_reload_reads_the_secret_file_again() {
+    let d = dir("reload");
+    let (up, _seen) = recording_upstream();
+    let (server, addr) = serve(&config(&d, up, None));
+    let old = json_token("");
+    assert_eq!(get(addr, "/json", &bearer(&old)).status, 200);
+    let new_secret = "a-new-secret-after-the-rotation-42";
+    std::fs::write(d.join("secret"), new_secret).unwrap();
+    common::bin::signal(&server.0, rustix::process::Signal::HUP);
+    let claims = format!(r#"{{"iss":"auth","sub":"u1","exp":{}}}"#, now() + 60);
+    let new = sign_hs256(HS256, &claims, new_secret.as_bytes());
+    common::eventually("the new secret is used after SIGHUP", || {
+        get(addr, "/json", &bearer(&new)).status == 200
+    });
+    assert_eq!(get(addr, "/json", &bearer(&old)).status, 401);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// HTTP/2 requests pass the same access phase: curl with prior knowledge.
 #[test]
 fn jwt_guards_http2_requests_too() {
