@@ -374,6 +374,18 @@ fn a_jwt_rule_that_cannot_be_used_is_refused_at_its_place() {
             "needs one of secret_file or secret_env",
         ),
         ("secret_file = \"long\"\nleeway = \"soon\"", "jwt leeway"),
+        (
+            "secret_file = \"long\"\n[[site.jwt]]\nsecret_file = \"long\"",
+            "a second [[site.jwt]] for prefix \"/\"",
+        ),
+        (
+            "secret_file = \"long\"\nrequire = [\"\"]",
+            "an empty claim name",
+        ),
+        (
+            "secret_file = \"long\"\nprefix = \"/%61pi\"",
+            "jwt prefix \"/%61pi\" is matched against the decoded path",
+        ),
     ];
     for (keys, says) in rows {
         let file = d.join("linerate.toml");
@@ -396,5 +408,51 @@ fn a_jwt_rule_that_cannot_be_used_is_refused_at_its_place() {
         );
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Each key of `[[site.jwt]]` lands where the server reads it, and the defaults are the
+/// documented ones (realm "restricted", exp required, a 30 s leeway, no iss or aud). (An
+/// environment secret is read by the live server above.)
+#[test]
+fn the_keys_of_a_jwt_rule_are_read_as_documented() {
+    use linerate_server::config::{JWT_LEEWAY_S, JwtAuth, JwtSecret};
+    let d = dir("keys");
+    std::fs::write(d.join("secret"), FILE_SECRET).unwrap();
+    let file = d.join("linerate.toml");
+    let text = "[[listen]]\naddr = \"127.0.0.1:0\"\n[[site]]\napp = \"demo\"\n\
+        [[site.jwt]]\nsecret_file = \"secret\"\n\
+        [[site.jwt]]\nprefix = \"/api\"\nsecret_file = \"secret\"\nrealm = \"api\"\n\
+        issuer = \"auth\"\naudience = \"edge\"\nrequire = [\"sub\", \"role\"]\n\
+        require_exp = false\nleeway = \"2m\"\n";
+    let parsed = linerate::conf::parse(text, &file).unwrap();
+    let jwt = &parsed.server.sites[0].jwt;
+    let secret = JwtSecret::File(d.join("secret"));
+    assert_eq!(JWT_LEEWAY_S, 30);
+    assert_eq!(
+        jwt[..],
+        [
+            JwtAuth {
+                prefix: "/".into(),
+                realm: "restricted".into(),
+                secret: secret.clone(),
+                issuer: None,
+                audience: None,
+                require: Vec::new(),
+                require_exp: true,
+                leeway_s: JWT_LEEWAY_S,
+            },
+            JwtAuth {
+                prefix: "/api".into(),
+                realm: "api".into(),
+                secret,
+                issuer: Some("auth".into()),
+                audience: Some("edge".into()),
+                require: vec!["sub".into(), "role".into()],
+                require_exp: false,
+                leeway_s: 120,
+            },
+        ]
+    );
     let _ = std::fs::remove_dir_all(&d);
 }
