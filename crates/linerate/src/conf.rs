@@ -1982,6 +1982,13 @@ impl Cx<'_> {
         linerate_server::jwt::read_secret(&secret)
             .and_then(|bytes| linerate_server::jwt::check_secret(&bytes))
             .map_err(|e| self.err(at, format!("jwt: {e}")))?;
+        let realm = raw
+            .realm
+            .clone()
+            .unwrap_or_else(|| "restricted".to_string());
+        if realm.chars().any(char::is_control) {
+            return Err(self.err(j.span(), "jwt realm: a control character"));
+        }
         for name in &raw.require {
             if name.is_empty() {
                 return Err(self.err(j.span(), "jwt require: an empty claim name"));
@@ -1993,10 +2000,7 @@ impl Cx<'_> {
         };
         Ok(JwtAuth {
             prefix,
-            realm: raw
-                .realm
-                .clone()
-                .unwrap_or_else(|| "restricted".to_string()),
+            realm,
             secret,
             issuer: raw.issuer.clone(),
             audience: raw.audience.clone(),

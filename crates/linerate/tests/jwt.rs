@@ -379,6 +379,10 @@ fn a_jwt_rule_that_cannot_be_used_is_refused_at_its_place() {
             "a second [[site.jwt]] for prefix \"/\"",
         ),
         (
+            "secret_file = \"long\"\nrealm = \"a\\r\\nX-Injected: 1\"",
+            "jwt realm: a control character",
+        ),
+        (
             "secret_file = \"long\"\nrequire = [\"\"]",
             "an empty claim name",
         ),
