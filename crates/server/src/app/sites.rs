@@ -126,7 +126,8 @@ impl SiteSet {
         }
     }
 
-    /// The files sites read (error pages, htpasswd, JWT secrets), which the privilege keeper reads again for a reload.
+    /// The files sites read (error pages, htpasswd, JWT secrets), which the privilege keeper
+    /// reads again for a reload.
     pub(crate) fn read_paths(&self) -> Vec<std::path::PathBuf> {
         self.sites
             .iter()
@@ -188,8 +189,8 @@ pub(crate) struct SiteApp {
     pub auth: Box<[crate::basic_auth::AuthGate]>,
     /// JWT checks, longest prefix first.
     pub jwt: Box<[crate::jwt::JwtGate]>,
-    /// It has access rules, rate limits, basic auth or JWT checks: requests are checked against the
-    /// path decoded once (`SiteApp::admit`).
+    /// It has access rules, rate limits, basic auth or JWT checks: requests are checked
+    /// against the path decoded once (`SiteApp::admit`).
     pub checks: bool,
     /// It has checks or proxy mounts: requests pass `ConnApp::gate` first.
     pub gated: bool,
@@ -546,8 +547,8 @@ impl SiteApp {
     /// access rules of the longest prefix covering the path (403 when they deny the client),
     /// then every rate limit whose prefix covers it (429), then the basic auth of the
     /// longest prefix (401), then the JWT check of the longest prefix (401, or 400 for two
-    /// `Authorization` fields). The path is matched decoded once, with its dot segments removed,
-    /// as the file server and the application behind a proxy read it, so no spelling of a
+    /// `Authorization` fields). The path is matched decoded once, with its dot segments
+    /// removed, as the file server and the application behind a proxy read it, so no spelling of a
     /// path (`%61dmin`, `//admin`, `/x/../admin`, `/x%2Fadmin`) gets past the rules of the one
     /// it means; a path that cannot be decoded is refused (400), and so is one whose dot
     /// segments meet an encoded slash (`files::path::normalize_for_rules`). `field` reads a request field (rate keys,

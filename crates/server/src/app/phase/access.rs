@@ -1,7 +1,7 @@
 //! The access phase: whether the client may go on — the CA's HTTP-01 validation first (a site
 //! behind basic auth or an allow list must still prove itself), then the site's access rules,
-//! rate limits, basic auth and JWT checks — and, in the same out-of-line call, whether the path is below
-//! one of the site's proxy mounts (which `content/proxy.rs` owns).
+//! rate limits, basic auth and JWT checks — and, in the same out-of-line call, whether the path
+//! is below one of the site's proxy mounts (which `content/proxy.rs` owns).
 //!
 //! Owns refusals (400, 401, 403, 429); must not route or rewrite. A site with neither rules
 //! nor proxy mounts pays one test (`SiteApp::gated`).
