@@ -244,9 +244,23 @@ fn jwt_guards_http2_requests_too() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// PyJWT installed into a folder of its own (`pip install --target`); `None` with why not.
+/// A folder for `PYTHONPATH` where PyJWT 2 can be imported: none needed where python3 has it
+/// already (Debian's python3-jwt), else PyJWT installed into a folder of its own (`pip
+/// install --target`, which reaches PyPI); `Err` with why not.
 fn pyjwt(d: &Path) -> Result<PathBuf, String> {
     let target = d.join("pyjwt");
+    let has = Command::new("python3")
+        .args([
+            "-c",
+            "import jwt, sys; sys.exit(int(jwt.__version__.split('.')[0]) < 2)",
+        ])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if has {
+        return Ok(target);
+    }
     let out = Command::new("python3")
         .args([
             "-m",
