@@ -127,7 +127,7 @@ may "Redis, memcached: install" scripts/cache-servers.sh install
 must "cargo test: build" cargo test --workspace --locked --no-run
 
 # linerate-server's optional features (crates/server/Cargo.toml: tls, http3, acme, brotli,
-# basic-auth, proxy, websocket, gzip, http2; the workspace builds it with all of them): a service may take it with
+# basic-auth, jwt, proxy, websocket, gzip, http2; the workspace builds it with all of them): a service may take it with
 # `default-features = false` and any subset. clippy -D warnings with none and with all, a check
 # of each alone, and the unit tests with none (the refusals of `features.rs`, br left out of
 # negotiation, and every protocol test over the plain transport). Shares target/, after the
@@ -136,7 +136,7 @@ server_features() {
     local f
     cargo clippy -p linerate-server --all-targets --locked --no-default-features -- -D warnings
     cargo clippy -p linerate-server --all-targets --locked --all-features -- -D warnings
-    for f in http2 tls http3 acme brotli gzip basic-auth proxy websocket; do
+    for f in http2 tls http3 acme brotli gzip basic-auth jwt proxy websocket; do
         cargo check -p linerate-server --all-targets --locked --no-default-features --features "$f"
     done
     cargo test -p linerate-server --lib --locked --no-default-features

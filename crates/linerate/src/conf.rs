@@ -19,8 +19,8 @@ use toml::Spanned;
 use linerate_load::units;
 use linerate_server::config::{
     AcmeChallenge, AcmeConfig, AcmeEab, Balance, BasicAuth, CertFiles, CertPair, Compression,
-    FilesMount, ForwardAuth, ForwardedStyle, HashKey, HealthCheck, Managed, ProxyMount, RateKey,
-    RateLimit, Upstream, UpstreamAddr, UpstreamServer,
+    FilesMount, ForwardAuth, ForwardedStyle, HashKey, HealthCheck, JWT_LEEWAY_S, JwtAuth,
+    JwtSecret, Managed, ProxyMount, RateKey, RateLimit, Upstream, UpstreamAddr, UpstreamServer,
 };
 use linerate_server::{
     Config, FixedAnswer, HeaderRule, Listen, ListenAddr, Part, Redirect, Site, TlsConfig, UnixPerms,
@@ -468,6 +468,8 @@ struct RawSite {
     rate_limit: Vec<Spanned<RawRateLimit>>,
     #[serde(default)]
     basic_auth: Vec<Spanned<RawBasicAuth>>,
+    #[serde(default)]
+    jwt: Vec<Spanned<RawJwt>>,
     /// The certificate for the site's names, chosen by SNI on every TLS listener: files, or
     /// "acme" / "internal" (obtained by the server).
     tls: Option<Spanned<RawSiteTls>>,
@@ -538,6 +540,26 @@ struct RawBasicAuth {
     prefix: Spanned<String>,
     htpasswd: Spanned<String>,
     realm: Option<String>,
+}
+
+/// `[[site.jwt]]`: HS256 bearer tokens under a prefix.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawJwt {
+    #[serde(default = "slash")]
+    prefix: Spanned<String>,
+    /// Exactly one of the two: a file, or an environment variable's name.
+    secret_file: Option<Spanned<String>>,
+    secret_env: Option<Spanned<String>>,
+    realm: Option<String>,
+    issuer: Option<String>,
+    audience: Option<String>,
+    #[serde(default)]
+    require: Vec<String>,
+    #[serde(default = "yes")]
+    require_exp: bool,
+    /// `"30s"` (the default), `"0s"`.
+    leeway: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -1940,6 +1962,9 @@ impl Cx<'_> {
                 htpasswd,
             });
         }
+        for j in &raw.jwt {
+            site.jwt.push(self.jwt(j, &site.jwt)?);
+        }
         for p in &raw.proxy {
             site.proxies.push(self.proxy(p, upstreams)?);
             places.proxies.push(self.place(p.span()));
@@ -1994,6 +2019,61 @@ impl Cx<'_> {
                 .push((code, self.existing_file(page, "error page")?));
         }
         Ok((site, places))
+    }
+
+    /// A `[[site.jwt]]`: its secret read and checked now (`--check-config` says what start-up
+    /// would), never written into an error.
+    fn jwt(&self, j: &Spanned<RawJwt>, earlier: &[JwtAuth]) -> Result<JwtAuth, ConfError> {
+        let raw = j.get_ref();
+        let prefix = self.decoded_prefix(&raw.prefix, "jwt")?;
+        if earlier.iter().any(|o| o.prefix == prefix) {
+            return Err(self.err(
+                raw.prefix.span(),
+                format!("a second [[site.jwt]] for prefix {prefix:?}"),
+            ));
+        }
+        let (secret, at) = match (&raw.secret_file, &raw.secret_env) {
+            (Some(f), None) => (
+                JwtSecret::File(self.existing_file(f, "jwt secret_file")?),
+                f.span(),
+            ),
+            (None, Some(v)) => (JwtSecret::Env(v.get_ref().clone()), v.span()),
+            _ => {
+                return Err(self.err(
+                    j.span(),
+                    "[[site.jwt]] needs one of secret_file or secret_env (the secret is never written in this file)",
+                ));
+            }
+        };
+        linerate_server::jwt::read_secret(&secret)
+            .and_then(|bytes| linerate_server::jwt::check_secret(&bytes))
+            .map_err(|e| self.err(at, format!("jwt: {e}")))?;
+        let realm = raw
+            .realm
+            .clone()
+            .unwrap_or_else(|| "restricted".to_string());
+        if realm.chars().any(char::is_control) {
+            return Err(self.err(j.span(), "jwt realm: a control character"));
+        }
+        for name in &raw.require {
+            if name.is_empty() {
+                return Err(self.err(j.span(), "jwt require: an empty claim name"));
+            }
+        }
+        let leeway_s = match &raw.leeway {
+            Some(v) => self.duration_or_zero(v, "jwt leeway")?.as_secs(),
+            None => JWT_LEEWAY_S,
+        };
+        Ok(JwtAuth {
+            prefix,
+            realm,
+            secret,
+            issuer: raw.issuer.clone(),
+            audience: raw.audience.clone(),
+            require: raw.require.clone(),
+            require_exp: raw.require_exp,
+            leeway_s,
+        })
     }
 
     /// A prefix matched against the path decoded once with its dot segments removed (access

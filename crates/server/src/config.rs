@@ -575,6 +575,9 @@ pub struct Site {
     /// HTTP basic auth by path prefix (the longest matching prefix's rule; after the rate
     /// limits): 401 without a right user and password.
     pub auth: Vec<BasicAuth>,
+    /// Edge JWT checks by path prefix (the longest matching prefix's rule; after basic
+    /// auth): 401 without a valid HS256 bearer token.
+    pub jwt: Vec<JwtAuth>,
     /// The certificate a TLS listener answers with when the client's SNI is one of `names`
     /// (exact names first, then the longest wildcard); the listener's own is the default.
     pub tls: Option<CertFiles>,
@@ -619,6 +622,40 @@ pub struct BasicAuth {
     /// Named in the 401's challenge (browsers show it).
     pub realm: String,
     pub htpasswd: std::path::PathBuf,
+}
+
+/// An edge JWT check for a path prefix (`crate::jwt`): every request below it needs
+/// `Authorization: Bearer` with an HS256 token made with the secret, verified each time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JwtAuth {
+    pub prefix: String,
+    /// Named in the 401's challenge.
+    pub realm: String,
+    /// Where the secret is (never the secret itself, so this can be logged).
+    pub secret: JwtSecret,
+    /// `iss` must be exactly this.
+    pub issuer: Option<String>,
+    /// `aud` must be this, or an array holding it.
+    pub audience: Option<String>,
+    /// Claims that must be present (`sub`, …).
+    pub require: Vec<String>,
+    /// A token without `exp` is refused (the default).
+    pub require_exp: bool,
+    /// Seconds of clock difference forgiven on `exp` and `nbf`.
+    pub leeway_s: u64,
+}
+
+/// Seconds of clock difference a JWT check forgives on `exp` and `nbf` unless configured
+/// otherwise (RFC 7519 §4.1.4 allows "a small leeway"): a token made by an issuer whose
+/// clock runs a little ahead is not refused for its `nbf` the moment it arrives.
+pub const JWT_LEEWAY_S: u64 = 30;
+
+/// Where a JWT check's secret is read from: its raw bytes, less one trailing newline.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JwtSecret {
+    File(std::path::PathBuf),
+    /// An environment variable's name.
+    Env(String),
 }
 
 /// A certificate chain and its key, as PEM files.

@@ -13,13 +13,14 @@ use crate::config::{BROTLI_QUALITY, Config, GZIP_LEVEL, Listen};
 use crate::start_error::{Part, StartError};
 
 /// The features of this build, each with whether it is compiled in.
-pub const FEATURES: [(&str, bool); 9] = [
+pub const FEATURES: [(&str, bool); 10] = [
     ("tls", cfg!(feature = "tls")),
     ("http2", cfg!(feature = "http2")),
     ("http3", cfg!(feature = "http3")),
     ("acme", cfg!(feature = "acme")),
     ("brotli", cfg!(feature = "brotli")),
     ("basic-auth", cfg!(feature = "basic-auth")),
+    ("jwt", cfg!(feature = "jwt")),
     ("proxy", cfg!(feature = "proxy")),
     ("websocket", cfg!(feature = "websocket")),
     ("gzip", cfg!(feature = "gzip")),
@@ -73,6 +74,7 @@ pub(crate) fn check_sites(config: &Config) -> Result<(), StartError> {
                 ("its managed certificate (tls = acme|internal)", "acme"),
             ),
             (!s.auth.is_empty(), ("basic auth (auth)", "basic-auth")),
+            (!s.jwt.is_empty(), ("a JWT check (jwt)", "jwt")),
         ];
         for (asks, what) in wants {
             need(asks.then_some(what), Part::Site(i))?;
@@ -108,8 +110,8 @@ fn need(want: Option<(&str, &str)>, part: Part) -> Result<(), StartError> {
 mod tests {
     use super::*;
     use crate::config::{
-        BasicAuth, CertFiles, Managed, ProxyMount, Site, TlsConfig, Upstream, UpstreamAddr,
-        UpstreamServer,
+        BasicAuth, CertFiles, JwtAuth, JwtSecret, Managed, ProxyMount, Site, TlsConfig, Upstream,
+        UpstreamAddr, UpstreamServer,
     };
 
     fn tls() -> TlsConfig {
@@ -201,6 +203,22 @@ mod tests {
                         prefix: "/".into(),
                         realm: "r".into(),
                         htpasswd: "h".into(),
+                    }]
+                }),
+                Part::Site(0),
+            ),
+            (
+                "jwt",
+                site(|s| {
+                    s.jwt = vec![JwtAuth {
+                        prefix: "/".into(),
+                        realm: "r".into(),
+                        secret: JwtSecret::Env("S".into()),
+                        issuer: None,
+                        audience: None,
+                        require: Vec::new(),
+                        require_exp: true,
+                        leeway_s: 0,
                     }]
                 }),
                 Part::Site(0),

@@ -145,6 +145,11 @@ mod h1c;
 mod h2;
 #[cfg(feature = "http3")]
 mod h3;
+#[cfg(feature = "jwt")]
+pub mod jwt;
+#[cfg(not(feature = "jwt"))]
+#[path = "jwt_off.rs"]
+pub mod jwt;
 pub mod notify;
 mod pool;
 pub mod privsep;

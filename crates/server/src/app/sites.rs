@@ -126,13 +126,17 @@ impl SiteSet {
         }
     }
 
-    /// The files sites read (error pages, htpasswd), which the privilege keeper reads again for a reload.
+    /// The files sites read (error pages, htpasswd, JWT secrets), which the privilege keeper
+    /// reads again for a reload.
     pub(crate) fn read_paths(&self) -> Vec<std::path::PathBuf> {
         self.sites
             .iter()
             .flat_map(|s| {
                 let pages = s.error_pages.iter().map(|p| p.path.clone());
-                pages.chain(s.auth.iter().map(|a| a.path.clone()))
+                let secrets = s.jwt.iter().filter_map(|j| j.secret_file.clone());
+                pages
+                    .chain(s.auth.iter().map(|a| a.path.clone()))
+                    .chain(secrets)
             })
             .collect()
     }
@@ -183,8 +187,10 @@ pub(crate) struct SiteApp {
     pub limits: Box<[RateRule]>,
     /// Basic-auth rules, longest prefix first.
     pub auth: Box<[crate::basic_auth::AuthGate]>,
-    /// It has access rules, rate limits or basic auth: requests are checked against the
-    /// path decoded once (`SiteApp::admit`).
+    /// JWT checks, longest prefix first.
+    pub jwt: Box<[crate::jwt::JwtGate]>,
+    /// It has access rules, rate limits, basic auth or JWT checks: requests are checked
+    /// against the path decoded once (`SiteApp::admit`).
     pub checks: bool,
     /// It has checks or proxy mounts: requests pass `ConnApp::gate` first.
     pub gated: bool,
@@ -213,6 +219,9 @@ pub(crate) enum Refusal {
     Limited { retry_after_s: u64 },
     /// Basic auth wants a right user and password (401), with this challenge.
     Unauthorized(String),
+    /// A JWT check refused the bearer token: this status (401, or 400 for a request with
+    /// two `Authorization` fields) and this `WWW-Authenticate` (RFC 6750 §3).
+    Bearer { status: u16, challenge: String },
 }
 
 enum Name {
@@ -249,6 +258,7 @@ impl Sites {
                 access: Box::default(),
                 limits: Box::default(),
                 auth: Box::default(),
+                jwt: Box::default(),
                 checks: false,
                 gated: !config.proxies.is_empty(),
                 server_name: Box::default(),
@@ -336,7 +346,18 @@ impl Sites {
                 ));
             }
             longest_first(&mut auth, |a| a.prefix.len());
-            let checks = !access.is_empty() || !limits.is_empty() || !auth.is_empty();
+            let mut jwt = Vec::with_capacity(s.jwt.len());
+            for j in &s.jwt {
+                let gate = crate::jwt::read_secret(&j.secret)
+                    .and_then(|secret| crate::jwt::JwtGate::new(j, &secret))
+                    .map_err(|e| {
+                        StartError::invalid(Part::Site(si), format!("jwt {:?}: {e}", j.prefix))
+                    })?;
+                jwt.push(gate);
+            }
+            longest_first(&mut jwt, |j| j.prefix.len());
+            let checks =
+                !access.is_empty() || !limits.is_empty() || !auth.is_empty() || !jwt.is_empty();
             let mut compression = config.compression.clone();
             if let Some(on) = s.compression {
                 compression.enabled = on;
@@ -379,6 +400,7 @@ impl Sites {
                 access: access.into_boxed_slice(),
                 limits,
                 auth: auth.into_boxed_slice(),
+                jwt: jwt.into_boxed_slice(),
                 headers: s.headers.clone(),
                 error_pages,
                 server_name: s
@@ -524,17 +546,20 @@ impl SiteApp {
     /// Whether this site's checks let a request to `path` from a client at `peer` in: the
     /// access rules of the longest prefix covering the path (403 when they deny the client),
     /// then every rate limit whose prefix covers it (429), then the basic auth of the
-    /// longest prefix (401). The path is matched decoded once, with its dot segments removed,
-    /// as the file server and the application behind a proxy read it, so no spelling of a
+    /// longest prefix (401), then the JWT check of the longest prefix (401, or 400 for two
+    /// `Authorization` fields). The path is matched decoded once, with its dot segments
+    /// removed, as the file server and the application behind a proxy read it, so no spelling of a
     /// path (`%61dmin`, `//admin`, `/x/../admin`, `/x%2Fadmin`) gets past the rules of the one
     /// it means; a path that cannot be decoded is refused (400), and so is one whose dot
     /// segments meet an encoded slash (`files::path::normalize_for_rules`). `field` reads a request field (rate keys,
-    /// `Authorization`); `uncounted` is told of a request a full rate table let through.
+    /// `Authorization`), `repeated` says whether a field comes more than once;
+    /// `uncounted` is told of a request a full rate table let through.
     pub(crate) fn admit<'f>(
         &self,
         path: &[u8],
         peer: Option<std::net::IpAddr>,
         field: impl Fn(&str) -> Option<&'f [u8]>,
+        repeated: impl Fn(&str) -> bool,
         uncounted: impl Fn(),
     ) -> Result<(), Refusal> {
         let Ok(n) = super::files::path::normalize_for_rules(path) else {
@@ -587,6 +612,22 @@ impl SiteApp {
             && !gate.admits(field("authorization"))
         {
             return Err(Refusal::Unauthorized(gate.challenge.clone()));
+        }
+        if let Some(gate) = self
+            .jwt
+            .iter()
+            .find(|j| path.starts_with(j.prefix.as_str()))
+        {
+            // Checked on every request, nothing remembered: a token that expired is refused
+            // the second it does.
+            let now_s = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            gate.admits(field("authorization"), repeated("authorization"), now_s)
+                .map_err(|(status, challenge)| Refusal::Bearer {
+                    status,
+                    challenge: challenge.to_string(),
+                })?;
         }
         Ok(())
     }

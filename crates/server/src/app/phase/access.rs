@@ -1,7 +1,7 @@
 //! The access phase: whether the client may go on — the CA's HTTP-01 validation first (a site
 //! behind basic auth or an allow list must still prove itself), then the site's access rules,
-//! rate limits and basic auth — and, in the same out-of-line call, whether the path is below
-//! one of the site's proxy mounts (which `content/proxy.rs` owns).
+//! rate limits, basic auth and JWT checks — and, in the same out-of-line call, whether the path
+//! is below one of the site's proxy mounts (which `content/proxy.rs` owns).
 //!
 //! Owns refusals (400, 401, 403, 429); must not route or rewrite. A site with neither rules
 //! nor proxy mounts pays one test (`SiteApp::gated`).
@@ -44,6 +44,12 @@ impl<'a> ConnApp<'a> {
                 head.path_bytes(buf),
                 peer,
                 |name| head.header(buf, name),
+                |name| {
+                    let mut named = head
+                        .headers(buf)
+                        .filter(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()));
+                    named.next().is_some() && named.next().is_some()
+                },
                 || counters.rate_limit_full(),
             );
             if let Err(refusal) = admitted {
@@ -56,6 +62,9 @@ impl<'a> ConnApp<'a> {
                     }
                     Refusal::Unauthorized(challenge) => {
                         text_status(401).header("WWW-Authenticate", challenge)
+                    }
+                    Refusal::Bearer { status, challenge } => {
+                        text_status(status).header("WWW-Authenticate", challenge)
                     }
                 };
                 return Some(Gate::Answer(self.respond(head, buf, resp)));
