@@ -145,6 +145,8 @@ mod h1c;
 mod h2;
 #[cfg(feature = "http3")]
 mod h3;
+#[cfg(feature = "kv")]
+pub mod kv;
 pub mod notify;
 mod pool;
 pub mod privsep;
