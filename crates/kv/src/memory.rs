@@ -75,6 +75,13 @@ impl Memory {
         self.cache.invalidate(key);
     }
 
+    /// The bytes held (keys, values and [`ENTRY_OVERHEAD`]), once moka has applied the
+    /// evictions it has pending.
+    pub fn bytes(&self) -> u64 {
+        self.cache.run_pending_tasks();
+        self.cache.weighted_size()
+    }
+
     /// Drops every entry.
     pub fn clear(&self) {
         self.cache.invalidate_all();
@@ -99,6 +106,33 @@ mod tests {
         m.insert("b", Arc::from(&b"1"[..]), Duration::from_secs(60));
         m.clear();
         assert_eq!(m.get("b"), None);
+    }
+
+    #[test]
+    fn it_stays_under_its_byte_limit_and_keeps_the_popular() {
+        const CAPACITY: u64 = 64 << 10;
+        let m = Memory::new(CAPACITY);
+        let value: Arc<[u8]> = vec![0u8; 1000].into();
+        // A popular key, read often, then ten times the capacity of one-off keys.
+        m.insert("hot", value.clone(), Duration::from_secs(60));
+        for i in 0..700 {
+            assert!(m.get("hot").is_some() || i > 0);
+            m.insert(&format!("k{i}"), value.clone(), Duration::from_secs(60));
+            m.get("hot");
+        }
+        assert!(m.bytes() <= CAPACITY, "{} bytes held", m.bytes());
+        assert!(
+            m.bytes() > CAPACITY / 2,
+            "it should be near full: {}",
+            m.bytes()
+        );
+        assert!(m.get("hot").is_some(), "TinyLFU keeps the key that is read");
+        // Not all one-offs fit: TinyLFU turned some away at the door (a scan does not push
+        // out what is read) or evicted them.
+        let held = (0..700)
+            .filter(|i| m.get(&format!("k{i}")).is_some())
+            .count();
+        assert!(held < 700, "{held} of 700 held in {CAPACITY} bytes");
     }
 
     #[test]

@@ -827,19 +827,23 @@ fn crud_items_with_a_redis_or_memcached_tier() {
 fn crud_with_tier(pg: &Pg, tier: &mut TierServer) {
     eprintln!("--cache-tier {}", tier.url());
     let url = tier.url();
-    let edge = || {
+    // Edge A with the worker driver (the tier awaited on the worker's own runtime), B with
+    // the database runtime.
+    let edge = |driver: &str| {
         serve(&[
             "--database-url",
             &pg.url,
             "--database-connections",
             "2",
+            "--database-driver",
+            driver,
             "--cache-tier",
             &url,
             "--cache-tier-timeout-ms",
             "1000",
         ])
     };
-    let (a, b) = (edge(), edge());
+    let (a, b) = (edge("worker"), edge("runtime"));
     assert!(
         a.banner
             .iter()
