@@ -312,7 +312,7 @@ fn a_stopped_server_costs_each_call_the_timeout_not_a_hang() {
 fn a_full_server_evicts_and_never_refuses_a_set() {
     // Five times the memory limit, in 10 KiB values.
     let value = vec![b'x'; 10 << 10];
-    let n = (MEMORY_MB as usize * 5) << 20 >> 14;
+    let n = ((MEMORY_MB as usize * 5) << 20) / value.len();
     for engine in ENGINES {
         let Some(server) = Server::start(engine, "full") else {
             continue;
