@@ -11,6 +11,11 @@ use redis::{AsyncConnectionConfig, Client};
 
 use crate::endpoint::BadUrl;
 
+/// The longest TTL given to Redis (30 days, as for memcached): Redis refuses an expiry past
+/// its own bound as an error, which would count as an outage; the frame's expiry still ends
+/// the value on time.
+pub const MAX_TTL_MS: u64 = 30 * 24 * 3600 * 1000;
+
 pub(crate) struct Redis {
     client: Client,
     config: AsyncConnectionConfig,
@@ -56,7 +61,7 @@ impl Redis {
     /// docs ask), a full server makes room rather than refusing.
     pub async fn set(&self, key: &str, value: &[u8], ttl: Duration) -> redis::RedisResult<()> {
         let mut c = self.conn().await?;
-        let ms = ttl.as_millis().clamp(1, u64::MAX as u128) as u64;
+        let ms = ttl.as_millis().clamp(1, MAX_TTL_MS as u128) as u64;
         redis::cmd("SET")
             .arg(key)
             .arg(value)
