@@ -129,19 +129,18 @@ impl Tier {
     /// down or slow).
     pub async fn get(&self, key: &str) -> Option<(Duration, Vec<u8>)> {
         let c = &self.inner.counters;
-        let found = match self.accepts(key) {
-            true => {
-                let key = key.to_string();
-                self.call(move |i| async move {
-                    Ok(match &i.backend {
-                        Backend::Redis(r) => r.get(&key).await?,
-                        Backend::Memcached(m) => m.get(&key).await?,
-                    })
+        let found = if self.accepts(key) {
+            let key = key.to_string();
+            self.call(move |i| async move {
+                Ok(match &i.backend {
+                    Backend::Redis(r) => r.get(&key).await?,
+                    Backend::Memcached(m) => m.get(&key).await?,
                 })
-                .await
-                .flatten()
-            }
-            false => None,
+            })
+            .await
+            .flatten()
+        } else {
+            None
         };
         match found
             .as_deref()
