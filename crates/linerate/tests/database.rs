@@ -255,6 +255,46 @@ fn a_database_that_is_down_at_start_is_one_line_without_the_password() {
 }
 
 #[test]
+fn cache_tier_is_refused_in_one_line_without_a_database_or_with_a_bad_url() {
+    let no_db = run_err(&[
+        "serve",
+        "--addr",
+        "127.0.0.1:0",
+        "--cache-tier",
+        "redis://127.0.0.1:1",
+    ]);
+    assert_ne!(no_db.0, 0);
+    assert!(
+        no_db.1.contains("--cache-tier needs --database-url"),
+        "{}",
+        no_db.1
+    );
+    // Refused at start, before any connection: nothing listens on port 1.
+    for (url, why) in [
+        ("http://127.0.0.1:1", "the scheme must be"),
+        ("memcached://127.0.0.1:port", "the port is not a number"),
+        ("rediss://127.0.0.1:1", "not supported"),
+    ] {
+        let (code, stderr) = run_err(&[
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--database-url",
+            "postgres://u@127.0.0.1:1/d",
+            "--cache-tier",
+            url,
+        ]);
+        assert_ne!(code, 0);
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{stderr}");
+        assert!(
+            lines[0].contains(why) && lines[0].contains(url),
+            "{url}: {stderr}"
+        );
+    }
+}
+
+#[test]
 fn database_url_needs_the_demo() {
     let (code, stderr) = run_err(&[
         "serve",
@@ -651,4 +691,241 @@ fn slow_query(pg: &Pg, driver: &str) {
     worlds(&r.text());
     let _ = locker.wait();
     drop(s);
+}
+
+/// A `redis-server` or `memcached` this test started on 127.0.0.1 on a port it picked (no
+/// persistence, a small memory limit), killed by PID when dropped.
+struct TierServer {
+    program: &'static str,
+    port: u16,
+    child: std::process::Child,
+}
+
+impl TierServer {
+    /// `None` after a NOT RUN line where the program is missing.
+    fn start(program: &'static str) -> Option<TierServer> {
+        let missing = Command::new(program)
+            .arg("--version")
+            .stdout(std::process::Stdio::null())
+            .status()
+            .is_err();
+        if missing {
+            eprintln!(
+                "NOT RUN: the {program} tier: not installed (scripts/cache-servers.sh install)"
+            );
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Self::spawn(program, port);
+        Some(TierServer {
+            program,
+            port,
+            child,
+        })
+    }
+
+    fn spawn(program: &str, port: u16) -> std::process::Child {
+        let port_s = port.to_string();
+        let mut cmd = Command::new(program);
+        if program == "redis-server" {
+            cmd.args([
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                &port_s,
+                "--save",
+                "",
+                "--appendonly",
+            ])
+            .args([
+                "no",
+                "--maxmemory",
+                "8mb",
+                "--maxmemory-policy",
+                "allkeys-lru",
+            ]);
+        } else {
+            cmd.args(["-l", "127.0.0.1", "-p", &port_s, "-U", "0", "-m", "8"]);
+            if is_root() {
+                cmd.args(["-u", "root"]);
+            }
+        }
+        let mut child = cmd
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        for _ in 0..400 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return child;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("{program} did not listen on {port}");
+    }
+
+    fn url(&self) -> String {
+        match self.program {
+            "redis-server" => format!("redis://127.0.0.1:{}", self.port),
+            _ => format!("memcached://127.0.0.1:{}", self.port),
+        }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn restart(&mut self) {
+        self.kill();
+        self.child = Self::spawn(self.program, self.port);
+    }
+}
+
+/// Whether this process runs as root (memcached then needs `-u root`).
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|v| v.split_whitespace().next().map(|u| u == "0"))
+            .unwrap_or(false)
+    })
+}
+
+impl Drop for TierServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// HttpArena's crud profile with its cache sidecar: `serve --cache-tier` with Redis and with
+/// memcached. An item is a MISS, then a HIT; a PUT drops it from both tiers (the next read is
+/// a MISS with the change); a second linerate on the same tier answers HIT for what the first
+/// stored; the tier killed mid-run leaves every read a 200 (a MISS), and once it is back it
+/// is used again.
+#[test]
+fn crud_items_with_a_redis_or_memcached_tier() {
+    let mut tiers: Vec<TierServer> = ["redis-server", "memcached"]
+        .into_iter()
+        .filter_map(TierServer::start)
+        .collect();
+    if tiers.is_empty() {
+        return;
+    }
+    let pg = Pg::start();
+    for tier in &mut tiers {
+        crud_with_tier(&pg, tier);
+    }
+}
+
+fn crud_with_tier(pg: &Pg, tier: &mut TierServer) {
+    eprintln!("--cache-tier {}", tier.url());
+    let url = tier.url();
+    // Edge A with the worker driver (the tier awaited on the worker's own runtime), B with
+    // the database runtime.
+    let edge = |driver: &str| {
+        serve(&[
+            "--database-url",
+            &pg.url,
+            "--database-connections",
+            "2",
+            "--database-driver",
+            driver,
+            "--cache-tier",
+            &url,
+            "--cache-tier-timeout-ms",
+            "1000",
+        ])
+    };
+    let (a, b) = (edge("worker"), edge("runtime"));
+    assert!(
+        a.banner
+            .iter()
+            .any(|l| l.contains("/crud/items cached in memory and")),
+        "{:?}",
+        a.banner
+    );
+    let mut c = Client::connect(a.addr);
+    let get = |c: &mut Client, id: u32| c.get(&format!("/crud/items/{id}"));
+
+    // MISS, then HIT; the same bytes.
+    let first = get(&mut c, 77);
+    let second = get(&mut c, 77);
+    assert_eq!(first.status, 200);
+    assert_eq!(first.header("x-cache"), Some("MISS"), "{}", tier.program);
+    assert_eq!(second.header("x-cache"), Some("HIT"));
+    assert_eq!(first.body, second.body);
+    // Stored through A, a HIT on B: from the shared tier.
+    let on_b = Client::connect(b.addr).get("/crud/items/77");
+    assert_eq!(
+        on_b.header("x-cache"),
+        Some("HIT"),
+        "{}: B did not find A's item",
+        tier.program
+    );
+    assert_eq!(on_b.body, first.body);
+
+    // PUT: dropped from both tiers; the next read is a MISS with the change, then a HIT.
+    get(&mut c, 300001);
+    let r = send(
+        &mut c,
+        "POST",
+        "/crud/items",
+        r#"{"id":300001,"name":"Tiered","category":"test","price":1,"quantity":1}"#,
+    );
+    assert_eq!(r.status, 201);
+    assert_eq!(get(&mut c, 300001).header("x-cache"), Some("MISS"));
+    assert_eq!(get(&mut c, 300001).header("x-cache"), Some("HIT"));
+    let r = send(
+        &mut c,
+        "PUT",
+        "/crud/items/300001",
+        r#"{"name":"Changed","category":"test","price":2,"quantity":2}"#,
+    );
+    assert_eq!(r.status, 200);
+    let r = get(&mut c, 300001);
+    assert_eq!(r.header("x-cache"), Some("MISS"));
+    assert_eq!(json(&r)["name"], "Changed");
+    assert_eq!(get(&mut c, 300001).header("x-cache"), Some("HIT"));
+
+    // The tier killed: every read is still a 200 (from the database, a MISS where the memory
+    // tier has nothing); writes go on too.
+    tier.kill();
+    for id in 1..=20 {
+        let r = get(&mut c, 1000 + id);
+        assert_eq!(r.status, 200, "{}: {}", tier.program, r.text());
+        assert_eq!(r.header("x-cache"), Some("MISS"));
+    }
+    let r = send(
+        &mut c,
+        "PUT",
+        "/crud/items/300001",
+        r#"{"name":"WhileDown","category":"test","price":3,"quantity":3}"#,
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(json(&get(&mut c, 300001))["name"], "WhileDown");
+    // Back: what A stores, B finds again (bounded: the tier is probed again after a pause).
+    tier.restart();
+    let mut shared = false;
+    for i in 0..400 {
+        let id = 2000 + i;
+        get(&mut c, id);
+        if Client::connect(b.addr)
+            .get(&format!("/crud/items/{id}"))
+            .header("x-cache")
+            == Some("HIT")
+        {
+            shared = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    assert!(shared, "{}: the tier was not used again", tier.program);
+    drop((a, b));
 }

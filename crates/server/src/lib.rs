@@ -112,6 +112,9 @@
 //! axum `Router`) on the engine: `Router::service(prefix, svc, spawn)` mounts one,
 //! `tower::router(svc, spawn)` serves one alone (see the module's docs).
 //!
+//! With the `kv` cargo feature, `kv` is the cache-aside for handlers: a memory tier and an
+//! optional shared Redis/Valkey or memcached tier, and `X-Cache` on the answer (`kv::aside`).
+//!
 //! TLS, HTTP/2, HTTP/3, ACME, brotli, gzip, basic auth, the reverse proxy and WebSocket are
 //! cargo features, all on by default; a service that needs none of them takes the crate with
 //! `default-features = false` and links none of their code. A [`Config`] that asks for a
@@ -150,6 +153,8 @@ pub mod jwt;
 #[cfg(not(feature = "jwt"))]
 #[path = "jwt_off.rs"]
 pub mod jwt;
+#[cfg(feature = "kv")]
+pub mod kv;
 pub mod notify;
 mod pool;
 pub mod privsep;

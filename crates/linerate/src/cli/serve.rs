@@ -183,6 +183,16 @@ pub(crate) struct ServeArgs {
     /// event loop, so a request never crosses threads.
     #[arg(long, value_enum, default_value = "worker", value_name = "DRIVER")]
     database_driver: DbDriver,
+    /// A shared second cache tier behind the demo's /crud/items memory cache, shared by every
+    /// linerate pointed at it: redis://HOST:PORT (or valkey://) or memcached://HOST:PORT.
+    /// It is used from the first request; while it is down or slow its calls are misses
+    /// (logged once per outage), never errors. Needs --database-url.
+    #[arg(long, value_name = "URL")]
+    cache_tier: Option<String>,
+    /// How long one call to --cache-tier may take, connecting included, before it counts as
+    /// a miss.
+    #[arg(long, value_name = "MS", default_value_t = 50)]
+    cache_tier_timeout_ms: u64,
     /// Path prefix the --root directory is served under, e.g. /static.
     #[arg(long, default_value = "/", value_name = "PREFIX")]
     root_prefix: String,
@@ -340,6 +350,20 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         .database_url
         .clone()
         .or_else(|| std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()));
+    let cache_tier = match &a.cache_tier {
+        Some(_) if database_url.is_none() => {
+            bail!("--cache-tier needs --database-url (the demo's /crud/items uses it)")
+        }
+        Some(url) => {
+            if a.cache_tier_timeout_ms == 0 {
+                bail!("--cache-tier-timeout-ms must be at least 1");
+            }
+            let mut tier = linerate_server::kv::TierConfig::parse(url)?;
+            tier.timeout = std::time::Duration::from_millis(a.cache_tier_timeout_ms);
+            Some(tier)
+        }
+        None => None,
+    };
     let (router, db_runtime) = match database_url {
         Some(_) if app != AppKind::Demo => {
             bail!("--database-url needs the demo app (its database endpoints use it)")
@@ -378,6 +402,7 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
                 connections,
                 driver,
                 runtime.handle(),
+                cache_tier,
             )?);
             let router = crate::db::mount(router, db.clone());
             (router, Some((runtime, db)))

@@ -1,19 +1,20 @@
 //! HttpArena's database endpoints over its `items` table: `GET /async-db?min=&max=&limit=`
 //! (items in a price range; an empty list, not an error, when the database is unreachable)
-//! and `/crud/items` (a page of a category, one item through a 200 ms cache shared by every
-//! worker with `X-Cache: MISS|HIT`, `POST` upsert → 201, `PUT` → 200 and the cached copy
+//! and `/crud/items` (a page of a category, one item through a 200 ms cache-aside with
+//! `X-Cache: MISS|HIT` — the library's `linerate_server::kv`, in memory and, with `serve
+//! --cache`, in Redis or memcached — `POST` upsert → 201, `PUT` → 200 and the cached copy
 //! dropped).
 //!
 //! Owns the parameter rules, the item JSON (`rating_score`/`rating_count` as
 //! `rating.{score,count}`, `tags` as the JSON array the table holds) and the cache.
 #![forbid(unsafe_code)]
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use linerate_postgres::{Builder, StatementId};
-use linerate_server::{Body, Method, OwnedRequest, Response, Router, Spawn};
+use linerate_server::kv::{Cache, TierConfig, aside};
+use linerate_server::{Method, OwnedRequest, Response, Router, Spawn};
 use serde::{Deserialize, Serialize};
 use tokio_postgres::Row;
 
@@ -22,9 +23,10 @@ use super::world::{DbError, error_response};
 
 /// How long a cached item is served (HttpArena: 200 ms from when it was read).
 pub const ITEM_TTL: Duration = Duration::from_millis(200);
-/// Cached items beyond which expired ones are dropped on the next insert (and all, if every
-/// one is still fresh).
-pub const MAX_CACHED_ITEMS: usize = 65_536;
+/// The item cache's memory tier, in bytes (an item's JSON is about 200 bytes).
+pub const ITEM_CACHE_BYTES: u64 = 32 << 20;
+/// The item cache's namespace in a shared tier (its keys are `crud-items:GENERATION:ID`).
+pub const CACHE_NAMESPACE: &str = "crud-items";
 /// `/async-db` defaults and the `limit` bound (HttpArena).
 pub const ASYNC_DB_MIN: i32 = 10;
 pub const ASYNC_DB_MAX: i32 = 50;
@@ -177,57 +179,14 @@ fn clamp_i32(v: i64) -> i32 {
     v.clamp(i32::MIN as i64, i32::MAX as i64) as i32
 }
 
-/// A cached item: when it was read, and its JSON.
-type Cached = (Instant, Arc<[u8]>);
-
-/// The item cache: serialized items by id, with when they were read; shared by every worker.
-pub struct ItemCache {
-    map: Mutex<HashMap<i32, Cached>>,
-}
-
-impl Default for ItemCache {
-    fn default() -> ItemCache {
-        ItemCache::new()
+/// The item cache: the library's cache-aside (`linerate_server::kv`), memory only or in front
+/// of the Redis/memcached tier `serve --cache` names; keys are item ids.
+pub fn item_cache(tier: Option<TierConfig>) -> std::io::Result<Cache> {
+    let mut b = Cache::builder(CACHE_NAMESPACE).memory_bytes(ITEM_CACHE_BYTES);
+    if let Some(t) = tier {
+        b = b.tier(t);
     }
-}
-
-impl ItemCache {
-    pub fn new() -> ItemCache {
-        ItemCache {
-            map: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// The item's JSON if it was read less than [`ITEM_TTL`] before `now`.
-    pub fn get(&self, id: i32, now: Instant) -> Option<Arc<[u8]>> {
-        let map = self.map.lock().unwrap();
-        let (at, json) = map.get(&id)?;
-        (now.duration_since(*at) < ITEM_TTL).then(|| json.clone())
-    }
-
-    /// Keeps `json` for `id`, read at `at`.
-    pub fn put(&self, id: i32, json: Arc<[u8]>, at: Instant) {
-        let mut map = self.map.lock().unwrap();
-        if map.len() >= MAX_CACHED_ITEMS {
-            map.retain(|_, (t, _)| at.duration_since(*t) < ITEM_TTL);
-            if map.len() >= MAX_CACHED_ITEMS {
-                map.clear();
-            }
-        }
-        map.insert(id, (at, json));
-    }
-
-    /// Drops `id` (it changed).
-    pub fn forget(&self, id: i32) {
-        self.map.lock().unwrap().remove(&id);
-    }
-}
-
-fn json_bytes(bytes: &[u8], cache: &'static str) -> Response {
-    Response::new(200)
-        .content_type("application/json")
-        .header("x-cache", cache)
-        .body(Body::Owned(bytes.to_vec()))
+    b.build()
 }
 
 fn not_found() -> Response {
@@ -264,29 +223,25 @@ async fn async_db(db: Arc<Db>, min: i32, max: i32, limit: i64) -> Response {
     })
 }
 
-/// `GET /crud/items/{id}`.
+/// `GET /crud/items/{id}`: from the cache (`X-Cache: HIT`) or the database (`MISS`, then kept
+/// for [`ITEM_TTL`]). A cache tier that is down is a miss, never an error.
 async fn read(db: Arc<Db>, id: i32) -> Response {
-    if let Some(json) = db.items.get(id, Instant::now()) {
-        return json_bytes(&json, "HIT");
-    }
-    let result = async {
-        let conn = db.pool.get()?;
-        Ok::<_, DbError>(conn.query_opt(db.items_st.item, &[&id]).await?)
-    }
-    .await;
-    match result {
-        Ok(Some(row)) => {
-            let at = Instant::now();
-            let json: Arc<[u8]> = match serde_json::to_vec(&Item::from_row(&row)) {
-                Ok(v) => v.into(),
-                Err(_) => return Response::new(500),
-            };
-            db.items.put(id, json.clone(), at);
-            json_bytes(&json, "MISS")
+    let key = id.to_string();
+    aside(&db.items, &key, ITEM_TTL, "application/json", || async {
+        let result = async {
+            let conn = db.pool.get()?;
+            Ok::<_, DbError>(conn.query_opt(db.items_st.item, &[&id]).await?)
         }
-        Ok(None) => not_found(),
-        Err(e) => error_response(e),
-    }
+        .await;
+        match result {
+            Ok(Some(row)) => {
+                serde_json::to_vec(&Item::from_row(&row)).map_err(|_| Response::new(500))
+            }
+            Ok(None) => Err(not_found()),
+            Err(e) => Err(error_response(e)),
+        }
+    })
+    .await
 }
 
 /// `GET /crud/items`.
@@ -327,7 +282,7 @@ async fn create(db: Arc<Db>, item: NewItem) -> Response {
     .await;
     match result {
         Ok(_) => {
-            db.items.forget(item.id);
+            db.items.invalidate(&item.id.to_string()).await;
             Response::json(&item).status(201)
         }
         Err(e) => error_response(e),
@@ -346,7 +301,7 @@ async fn change(db: Arc<Db>, id: i32, change: ItemChange) -> Response {
     match result {
         Ok(0) => not_found(),
         Ok(_) => {
-            db.items.forget(id);
+            db.items.invalidate(&id.to_string()).await;
             Response::json(&Changed {
                 id,
                 name: &change.name,
@@ -454,40 +409,6 @@ pub fn mount<S: Spawn + Clone>(router: Router, db: Arc<Db>, spawn: S) -> Router 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cached_items_expire_and_can_be_forgotten() {
-        let cache = ItemCache::new();
-        let t0 = Instant::now();
-        cache.put(42, Arc::from(&b"{}"[..]), t0);
-        assert!(cache.get(42, t0).is_some());
-        assert!(
-            cache
-                .get(42, t0 + ITEM_TTL - Duration::from_millis(1))
-                .is_some()
-        );
-        assert!(cache.get(42, t0 + ITEM_TTL).is_none());
-        assert!(cache.get(7, t0).is_none());
-        cache.forget(42);
-        assert!(cache.get(42, t0).is_none());
-    }
-
-    #[test]
-    fn a_full_cache_drops_the_expired_first() {
-        let cache = ItemCache::new();
-        let t0 = Instant::now();
-        for id in 0..MAX_CACHED_ITEMS as i32 - 1 {
-            cache.put(id, Arc::from(&b"{}"[..]), t0);
-        }
-        let later = t0 + ITEM_TTL / 2;
-        cache.put(-1, Arc::from(&b"{}"[..]), later);
-        // Full now; the next insert drops every entry older than the TTL.
-        let expired = t0 + ITEM_TTL + Duration::from_millis(1);
-        cache.put(-2, Arc::from(&b"{}"[..]), expired);
-        assert!(cache.get(-1, expired).is_some());
-        assert!(cache.get(-2, expired).is_some());
-        assert_eq!(cache.map.lock().unwrap().len(), 2);
-    }
 
     #[test]
     fn items_serialize_as_httparena_shows_them() {

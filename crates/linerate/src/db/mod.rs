@@ -52,7 +52,7 @@ pub struct Db {
     items_st: items::Statements,
     random: Random,
     cache: WorldCache,
-    items: items::ItemCache,
+    items: linerate_server::kv::Cache,
 }
 
 impl Db {
@@ -61,12 +61,14 @@ impl Db {
     /// prepares
     /// the statements and reads the `world` cache, on `runtime`. A database that is down or
     /// refuses is an error here (said at start); later outages are answered per request and
-    /// the connections come back.
+    /// the connections come back. `cache_tier`: the shared tier behind `/crud/items`' memory
+    /// cache (`serve --cache`); it connects on first use, and one that is down is a miss.
     pub fn connect(
         url: &str,
         connections: usize,
         driver: Driver,
         runtime: &tokio::runtime::Handle,
+        cache_tier: Option<linerate_server::kv::TierConfig>,
     ) -> Result<Db, StartError> {
         let fail = |e: &dyn std::fmt::Display| StartError(format!("database {}: {e}", redact(url)));
         let mut builder = Pool::builder(url);
@@ -97,13 +99,14 @@ impl Db {
             items_st,
             random: Random::new(0x9e37_79b9_7f4a_7c15),
             cache,
-            items: items::ItemCache::new(),
+            items: items::item_cache(cache_tier)
+                .map_err(|e| StartError(format!("cannot start the cache tier: {e}")))?,
         })
     }
 
     /// For the banner: the driver and the connections, with `workers` workers.
     pub fn describe(&self, workers: usize) -> String {
-        match self.pool.driver() {
+        let conns = match self.pool.driver() {
             Driver::Runtime => format!(
                 "{} connections on the database thread (--database-driver runtime)",
                 self.pool.connections()
@@ -112,6 +115,13 @@ impl Db {
                 "{} connection(s) per worker, driven by the worker's own loop",
                 self.pool.per_worker(workers)
             ),
+        };
+        match self.items.tier() {
+            Some(tier) => format!(
+                "{conns}; /crud/items cached in memory and {}",
+                tier.endpoint()
+            ),
+            None => conns,
         }
     }
 

@@ -1,0 +1,27 @@
+//! linerate's cache-aside for handlers (issue Q): a per-process memory tier ([`Memory`]) in
+//! front of an optional shared second tier in Redis/Valkey or memcached ([`Tier`]), together
+//! as [`Cache`]. The tier clients are well-kept crates (`redis`, `async-memcached`); this
+//! crate adds what the issue asks of them: every call bounded by a timeout, a tier that is
+//! down answered as a miss (counted, logged once per outage, probed until it is back), an
+//! exact TTL on every engine ([`frame`]), and a purge that reaches every edge through a
+//! generation number kept in the tier.
+//!
+//! The sans-I/O parts ([`health`], [`frame`], [`endpoint`]) are tested without sockets;
+//! tests/ runs the clients against real `redis-server` and `memcached` processes.
+#![forbid(unsafe_code)]
+
+mod cache;
+pub mod endpoint;
+pub mod frame;
+pub mod health;
+mod memcached;
+mod memory;
+mod redis;
+pub mod stats;
+mod tier;
+
+pub use cache::{Cache, CacheBuilder, CacheStats, Hit, Source};
+pub use endpoint::{BadUrl, Endpoint, TierConfig};
+pub use memory::Memory;
+pub use stats::Snapshot;
+pub use tier::Tier;

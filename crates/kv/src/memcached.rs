@@ -1,0 +1,146 @@
+//! The memcached driver: Shopify's `async-memcached` client (tokio), one connection per call
+//! in flight from a small pool of idle ones. A connection a call holds is owned by that call,
+//! so a call cut by the timeout drops it (and its half-read reply) with it; after any failure
+//! the idle ones are closed too, since the server they reached may be gone. The caller
+//! ([`crate::tier`]) bounds each call and keeps the health.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_memcached::{AsciiProtocol, Client, Error, Status};
+
+/// Idle connections kept for the next calls; more in flight at once are opened and closed.
+pub const MAX_IDLE: usize = 16;
+/// memcached's key limit (and no spaces or control bytes): a longer key is not sent.
+pub const MAX_KEY: usize = 250;
+/// memcached reads an expiry above 30 days as a Unix time: longer TTLs are capped there (the
+/// frame's own expiry still ends the value on time).
+pub const MAX_TTL_SECS: u64 = 30 * 24 * 3600;
+
+pub(crate) struct Memcached {
+    addr: String,
+    idle: Mutex<Vec<Client>>,
+}
+
+/// Whether memcached takes `key`.
+pub fn valid_key(key: &str) -> bool {
+    (1..=MAX_KEY).contains(&key.len()) && key.bytes().all(|b| b > b' ' && b != 0x7f)
+}
+
+impl Memcached {
+    pub fn new(addr: &str) -> Memcached {
+        Memcached {
+            addr: addr.to_string(),
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    async fn take(&self) -> Result<Client, Error> {
+        if let Some(c) = self.idle.lock().unwrap().pop() {
+            return Ok(c);
+        }
+        Client::new(format!("tcp://{}", self.addr)).await
+    }
+
+    fn give_back(&self, c: Client) {
+        let mut idle = self.idle.lock().unwrap();
+        if idle.len() < MAX_IDLE && !c.is_closed() {
+            idle.push(c);
+        }
+    }
+
+    /// Closes the idle connections (after a failure).
+    pub fn reset(&self) {
+        self.idle.lock().unwrap().clear();
+    }
+
+    pub async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+        let mut c = self.take().await?;
+        let v = c.get(key).await?;
+        self.give_back(c);
+        Ok(v.and_then(|v| v.data))
+    }
+
+    pub async fn set(&self, key: &str, value: &[u8], ttl: Duration) -> Result<(), Error> {
+        let mut c = self.take().await?;
+        // Whole seconds, rounded up: the frame's expiry is the exact one.
+        let secs = ttl
+            .as_millis()
+            .div_ceil(1000)
+            .clamp(1, MAX_TTL_SECS as u128) as i64;
+        c.set(key, value, Some(secs), None).await?;
+        self.give_back(c);
+        Ok(())
+    }
+
+    pub async fn delete(&self, key: &str) -> Result<(), Error> {
+        let mut c = self.take().await?;
+        match c.delete(key).await {
+            Ok(()) | Err(Error::Protocol(Status::NotFound)) => {}
+            Err(e) => return Err(e),
+        }
+        self.give_back(c);
+        Ok(())
+    }
+
+    /// The counter at `key`, added as `init` where it is missing.
+    pub async fn counter(&self, key: &str, init: u64) -> Result<u64, Error> {
+        let mut c = self.take().await?;
+        let v = match c.get(key).await? {
+            Some(v) => parse_counter(v.data)?,
+            None => {
+                add(&mut c, key, init).await?;
+                match c.get(key).await? {
+                    Some(v) => parse_counter(v.data)?,
+                    None => init,
+                }
+            }
+        };
+        self.give_back(c);
+        Ok(v)
+    }
+
+    /// The counter at `key` plus one, from `init` where it is missing.
+    pub async fn bump(&self, key: &str, init: u64) -> Result<u64, Error> {
+        let mut c = self.take().await?;
+        let v = match c.increment(key, 1).await {
+            Ok(v) => v,
+            Err(Error::Protocol(Status::NotFound)) => {
+                add(&mut c, key, init).await?;
+                c.increment(key, 1).await?
+            }
+            Err(e) => return Err(e),
+        };
+        self.give_back(c);
+        Ok(v)
+    }
+}
+
+/// `add` with no expiry: NOT_STORED (another edge added it first) is fine.
+async fn add(c: &mut Client, key: &str, init: u64) -> Result<(), Error> {
+    match c.add(key, init.to_string().as_str(), None, None).await {
+        Ok(()) | Err(Error::Protocol(Status::NotStored)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+fn parse_counter(data: Option<Vec<u8>>) -> Result<u64, Error> {
+    data.as_deref()
+        .and_then(|d| std::str::from_utf8(d).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .ok_or(Error::Protocol(Status::NotFound))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_memcached_takes() {
+        assert!(valid_key("ns:1:item:42"));
+        assert!(valid_key(&"k".repeat(MAX_KEY)));
+        for bad in ["", "a b", "a\r\nget x", "a\u{7f}", &"k".repeat(MAX_KEY + 1)] {
+            assert!(!valid_key(bad), "{bad:?}");
+        }
+    }
+}

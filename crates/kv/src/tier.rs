@@ -1,0 +1,297 @@
+//! A shared second tier (Redis/Valkey or memcached) as the application sees it: get, set with
+//! a TTL, delete, and a namespace's generation, each answered as a value or a miss and never
+//! as an error. Owns the tier's thread (a current-thread tokio runtime, "linerate-kv", where
+//! every call runs, so that a caller on any executor can await it), the timeout on each call,
+//! the health ([`crate::health`]), the counters and the one log line per outage.
+//!
+//! Must not: fail or hang a caller. A call the tier cannot answer in time is a miss.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::endpoint::{Endpoint, TierConfig};
+use crate::frame;
+use crate::health::{Admit, Change, Health};
+use crate::memcached::{self, Memcached};
+use crate::redis::Redis;
+use crate::stats::{Counters, Snapshot};
+
+enum Backend {
+    // Boxed: the redis client's settings make it five times memcached's size.
+    Redis(Box<Redis>),
+    Memcached(Memcached),
+}
+
+/// How a call went wrong, for the log; `timeout`: the client's own timeout ended it.
+struct Failure {
+    why: String,
+    timeout: bool,
+}
+
+impl From<::redis::RedisError> for Failure {
+    fn from(e: ::redis::RedisError) -> Failure {
+        Failure {
+            timeout: e.is_timeout(),
+            why: e.to_string(),
+        }
+    }
+}
+
+impl From<async_memcached::Error> for Failure {
+    fn from(e: async_memcached::Error) -> Failure {
+        Failure {
+            why: e.to_string(),
+            timeout: false,
+        }
+    }
+}
+
+struct Inner {
+    config: TierConfig,
+    backend: Backend,
+    health: Mutex<Health>,
+    counters: Counters,
+    runtime: tokio::runtime::Handle,
+    /// Dropped with the last handle: the tier's thread then ends.
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+/// A handle on one tier; clones share it.
+#[derive(Clone)]
+pub struct Tier {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tier({})", self.inner.config.endpoint)
+    }
+}
+
+impl Tier {
+    /// Starts the tier's thread. Connects on first use, not here: a tier that is down at
+    /// start is a tier that is down (misses, and one log line), not a refusal to start.
+    pub fn start(config: TierConfig) -> std::io::Result<Tier> {
+        let backend = match &config.endpoint {
+            Endpoint::Redis(url) => {
+                Backend::Redis(Box::new(Redis::new(url, config.timeout).map_err(|e| {
+                    std::io::Error::new(std::io::ErrorKind::InvalidInput, e)
+                })?))
+            }
+            Endpoint::Memcached(addr) => Backend::Memcached(Memcached::new(addr)),
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let runtime = rt.handle().clone();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name("linerate-kv".into())
+            .spawn(move || {
+                let _ = rt.block_on(stopped);
+            })?;
+        Ok(Tier {
+            inner: Arc::new(Inner {
+                health: Mutex::new(Health::new(config.retry_after)),
+                config,
+                backend,
+                counters: Counters::default(),
+                runtime,
+                _stop: stop,
+            }),
+        })
+    }
+
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.inner.config.endpoint
+    }
+
+    pub fn counters(&self) -> Snapshot {
+        self.inner.counters.snapshot()
+    }
+
+    /// Whether the last call succeeded (a tier not yet used is up).
+    pub fn is_up(&self) -> bool {
+        self.inner.health.lock().unwrap().is_up()
+    }
+
+    /// Whether the engine takes `key` (memcached: at most 250 bytes, no spaces or control
+    /// bytes). A key it does not take is a miss here and not stored, never sent.
+    pub fn accepts(&self, key: &str) -> bool {
+        match self.inner.backend {
+            Backend::Redis(_) => !key.is_empty(),
+            Backend::Memcached(_) => memcached::valid_key(key),
+        }
+    }
+
+    /// The value at `key` and how long it has left, or a miss (absent, expired, the tier
+    /// down or slow).
+    pub async fn get(&self, key: &str) -> Option<(Duration, Vec<u8>)> {
+        let c = &self.inner.counters;
+        let found = if self.accepts(key) {
+            let key = key.to_string();
+            self.call(move |i| async move {
+                Ok(match &i.backend {
+                    Backend::Redis(r) => r.get(&key).await?,
+                    Backend::Memcached(m) => m.get(&key).await?,
+                })
+            })
+            .await
+            .flatten()
+        } else {
+            None
+        };
+        match found
+            .as_deref()
+            .and_then(|v| frame::decode(v, frame::now_ms()))
+        {
+            Some((left, v)) => {
+                Counters::add(&c.hits);
+                Some((left, v.to_vec()))
+            }
+            None => {
+                Counters::add(&c.misses);
+                None
+            }
+        }
+    }
+
+    /// Stores `value` at `key` for `ttl`; whether the tier took it.
+    pub async fn set(&self, key: &str, value: &[u8], ttl: Duration) -> bool {
+        if !self.accepts(key) || ttl.is_zero() {
+            return false;
+        }
+        let key = key.to_string();
+        let framed = frame::encode(value, ttl, frame::now_ms());
+        let done = self
+            .call(move |i| async move {
+                match &i.backend {
+                    Backend::Redis(r) => r.set(&key, &framed, ttl).await?,
+                    Backend::Memcached(m) => m.set(&key, &framed, ttl).await?,
+                }
+                Counters::add(&i.counters.sets);
+                Ok(())
+            })
+            .await;
+        done.is_some()
+    }
+
+    /// Deletes `key`; whether the tier was reached.
+    pub async fn delete(&self, key: &str) -> bool {
+        if !self.accepts(key) {
+            return false;
+        }
+        let key = key.to_string();
+        self.call(move |i| async move {
+            match &i.backend {
+                Backend::Redis(r) => r.delete(&key).await?,
+                Backend::Memcached(m) => m.delete(&key).await?,
+            }
+            Ok(())
+        })
+        .await
+        .is_some()
+    }
+
+    /// The generation counter at `key`, made where missing. Its first value is the current
+    /// Unix time in milliseconds, not 0: a counter the server evicted and made again is
+    /// then still above every value it had (short of a thousand purges a second), so an
+    /// old generation's keys never come back.
+    pub async fn generation(&self, key: &str) -> Option<u64> {
+        self.counter(key, false).await
+    }
+
+    /// The generation counter at `key` plus one: every key of the old generation is then
+    /// unreachable, on every edge that reads the counter.
+    pub async fn bump_generation(&self, key: &str) -> Option<u64> {
+        self.counter(key, true).await
+    }
+
+    async fn counter(&self, key: &str, bump: bool) -> Option<u64> {
+        if !self.accepts(key) {
+            return None;
+        }
+        let key = key.to_string();
+        let init = frame::now_ms();
+        self.call(move |i| async move {
+            Ok(match (&i.backend, bump) {
+                (Backend::Redis(r), false) => r.counter(&key, init).await?,
+                (Backend::Redis(r), true) => r.bump(&key, init).await?,
+                (Backend::Memcached(m), false) => m.counter(&key, init).await?,
+                (Backend::Memcached(m), true) => m.bump(&key, init).await?,
+            })
+        })
+        .await
+    }
+
+    /// Runs `op` on the tier's thread within the timeout, keeping the health and the
+    /// counters; `None` where it was skipped, failed or timed out.
+    async fn call<T, F, Fut>(&self, op: F) -> Option<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Inner>) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, Failure>> + Send,
+    {
+        let inner = &self.inner;
+        let admit = inner.health.lock().unwrap().admit(Instant::now());
+        if admit == Admit::Skip {
+            Counters::add(&inner.counters.skipped);
+            return None;
+        }
+        let i = inner.clone();
+        // The task does its own accounting, so a caller that gives up (a dropped request)
+        // still leaves the health right.
+        let task = inner.runtime.spawn(async move {
+            let outcome = tokio::time::timeout(i.config.timeout, op(i.clone())).await;
+            let failed = match &outcome {
+                Ok(Ok(_)) => None,
+                Ok(Err(Failure {
+                    why,
+                    timeout: false,
+                })) => {
+                    Counters::add(&i.counters.errors);
+                    Some(why.clone())
+                }
+                // The redis crate's own response timeout (the same length) may fire first.
+                Ok(Err(Failure { timeout: true, .. })) | Err(_) => {
+                    Counters::add(&i.counters.timeouts);
+                    Some(format!("no answer within {:?}", i.config.timeout))
+                }
+            };
+            i.report(failed);
+            outcome.ok().and_then(Result::ok)
+        });
+        task.await.ok().flatten()
+    }
+}
+
+impl Inner {
+    /// Records a call's outcome: logs the start and the end of an outage, once each.
+    fn report(&self, failed: Option<String>) {
+        let change = match &failed {
+            None => self.health.lock().unwrap().succeeded(),
+            Some(_) => {
+                // The server may be gone: the next call connects anew.
+                match &self.backend {
+                    Backend::Redis(r) => r.reset(),
+                    Backend::Memcached(m) => m.reset(),
+                }
+                self.health.lock().unwrap().failed(Instant::now())
+            }
+        };
+        let endpoint = &self.config.endpoint;
+        match change {
+            Change::None => {}
+            Change::WentDown => {
+                Counters::add(&self.counters.outages);
+                tracing::warn!(
+                    tier = %endpoint,
+                    error = failed.as_deref().unwrap_or(""),
+                    "cache tier down: its calls are misses until it answers again"
+                );
+            }
+            Change::CameBack => tracing::info!(tier = %endpoint, "cache tier back"),
+        }
+    }
+}

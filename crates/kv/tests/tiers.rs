@@ -1,0 +1,414 @@
+//! The second tier against real servers: Debian's `redis-server` and `memcached`, each started
+//! by the test on 127.0.0.1 on a port it picks, with a small memory limit and nothing written
+//! to disk; "NOT RUN: why" where the program is missing. Fault injection: the server killed
+//! mid-run (misses, one outage), restarted (used again), stopped with SIGSTOP (each call
+//! bounded by the timeout), full (evicts, sets never refused). Behaviour only: no durations
+//! are asserted.
+
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use linerate_kv::{Cache, Endpoint, Source, Tier, TierConfig};
+use rustix::process::{Pid, Signal, kill_process};
+
+/// The timeout the tests give each call: long enough that a loaded CI machine does not turn
+/// a live server's answer into a miss, short enough that a stopped server costs little.
+const TIMEOUT: Duration = Duration::from_millis(500);
+/// The memory limit (MB) of the servers; small, so the eviction test fills it quickly.
+const MEMORY_MB: u32 = 4;
+/// Bounded waits: tries, and the pause between them.
+const TRIES: usize = 400;
+const PAUSE: Duration = Duration::from_millis(25);
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Engine {
+    Redis,
+    Memcached,
+}
+
+/// A server the test started, stopped by PID when dropped.
+struct Server {
+    engine: Engine,
+    port: u16,
+    child: Child,
+    dir: std::path::PathBuf,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn installed(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+impl Server {
+    /// Starts `engine` on a free port, or `None` after a NOT RUN line.
+    fn start(engine: Engine, test: &str) -> Option<Server> {
+        let program = match engine {
+            Engine::Redis => "redis-server",
+            Engine::Memcached => "memcached",
+        };
+        if !installed(program) {
+            eprintln!(
+                "NOT RUN: {test}: {program} is not installed (scripts/cache-servers.sh install)"
+            );
+            return None;
+        }
+        let dir = std::env::temp_dir().join(format!(
+            "linerate-kv-{}-{}-{test}",
+            std::process::id(),
+            program
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Some(Server::run(engine, free_port(), dir))
+    }
+
+    fn run(engine: Engine, port: u16, dir: std::path::PathBuf) -> Server {
+        let child = spawn(engine, port, &dir);
+        let server = Server {
+            engine,
+            port,
+            child,
+            dir,
+        };
+        server.wait_listening();
+        server
+    }
+
+    fn wait_listening(&self) {
+        for _ in 0..TRIES {
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            std::thread::sleep(PAUSE);
+        }
+        panic!("{:?} did not listen on {}", self.engine, self.port);
+    }
+
+    fn url(&self) -> String {
+        match self.engine {
+            Engine::Redis => format!("redis://127.0.0.1:{}", self.port),
+            Engine::Memcached => format!("memcached://127.0.0.1:{}", self.port),
+        }
+    }
+
+    fn config(&self) -> TierConfig {
+        let mut c = TierConfig::new(Endpoint::parse(&self.url()).unwrap());
+        c.timeout = TIMEOUT;
+        c.retry_after = Duration::from_millis(20);
+        c
+    }
+
+    fn signal(&self, s: Signal) {
+        let pid = Pid::from_raw(self.child.id() as i32).unwrap();
+        kill_process(pid, s).unwrap();
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Killed, then started again on the same port (empty).
+    fn restart(&mut self) {
+        self.kill();
+        self.child = spawn(self.engine, self.port, &self.dir);
+        self.wait_listening();
+    }
+}
+
+fn spawn(engine: Engine, port: u16, dir: &std::path::Path) -> Child {
+    let mut cmd = match engine {
+        Engine::Redis => {
+            let mut c = Command::new("redis-server");
+            c.args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+                .args(["--protected-mode", "no", "--save", "", "--appendonly", "no"])
+                .arg("--dir")
+                .arg(dir)
+                .args(["--maxmemory", &format!("{MEMORY_MB}mb")])
+                .args(["--maxmemory-policy", "allkeys-lru"]);
+            c
+        }
+        Engine::Memcached => {
+            let mut c = Command::new("memcached");
+            c.args(["-l", "127.0.0.1", "-p", &port.to_string(), "-U", "0"])
+                .args(["-m", &MEMORY_MB.to_string()]);
+            // memcached refuses to run as root unless told which user to be.
+            if rustix::process::geteuid().is_root() {
+                c.args(["-u", "root"]);
+            }
+            c
+        }
+    };
+    cmd.stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the server")
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // A stopped server would not die of SIGTERM; SIGKILL does.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+const ENGINES: [Engine; 2] = [Engine::Redis, Engine::Memcached];
+const LONG: Duration = Duration::from_secs(60);
+
+/// Sets and reads `key` until the tier answers (bounded): it came back.
+async fn until_used_again(tier: &Tier, key: &str) -> bool {
+    for _ in 0..TRIES {
+        if tier.set(key, b"again", LONG).await
+            && tier.get(key).await.map(|v| v.1) == Some(b"again".to_vec())
+        {
+            return true;
+        }
+        tokio::time::sleep(PAUSE).await;
+    }
+    false
+}
+
+#[test]
+fn get_set_delete_and_the_generation() {
+    for engine in ENGINES {
+        let Some(server) = Server::start(engine, "basics") else {
+            continue;
+        };
+        block_on(async {
+            let tier = Tier::start(server.config()).unwrap();
+            assert_eq!(tier.get("k").await, None, "{engine:?}");
+            assert!(tier.set("k", b"value", LONG).await);
+            let (left, v) = tier.get("k").await.unwrap();
+            assert_eq!(v, b"value");
+            assert!(left <= LONG);
+            assert!(tier.delete("k").await);
+            assert!(
+                tier.delete("k").await,
+                "{engine:?}: deleting a missing key is fine"
+            );
+            assert_eq!(tier.get("k").await, None);
+            // A value past its TTL is a miss, whatever the server's own expiry (whole
+            // seconds in memcached).
+            assert!(tier.set("short", b"v", Duration::from_millis(1)).await);
+            let mut expired = false;
+            for _ in 0..TRIES {
+                if tier.get("short").await.is_none() {
+                    expired = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            assert!(expired, "{engine:?}");
+            // A TTL past what the engine takes is capped, not an error (nor an outage).
+            assert!(tier.set("forever", b"v", Duration::MAX).await, "{engine:?}");
+            assert!(tier.get("forever").await.is_some());
+            // The generation: made on first read, one more on each bump.
+            let g = tier.generation("ns:gen").await.unwrap();
+            assert!(g > 0);
+            assert_eq!(tier.generation("ns:gen").await, Some(g));
+            assert_eq!(tier.bump_generation("ns:gen").await, Some(g + 1));
+            assert_eq!(tier.generation("ns:gen").await, Some(g + 1));
+            // A key memcached cannot take is never sent (a space would start a command).
+            if engine == Engine::Memcached {
+                assert!(!tier.set("a b", b"x", LONG).await);
+                assert_eq!(tier.get("a b").await, None);
+            }
+            let c = tier.counters();
+            assert_eq!((c.errors, c.timeouts, c.outages), (0, 0, 0), "{engine:?}");
+            assert!(c.sets >= 2 && c.hits >= 1);
+        });
+    }
+}
+
+#[test]
+fn a_killed_server_is_a_miss_logged_once_and_used_again_when_back() {
+    for engine in ENGINES {
+        let Some(mut server) = Server::start(engine, "killed") else {
+            continue;
+        };
+        block_on(async {
+            let tier = Tier::start(server.config()).unwrap();
+            assert!(tier.set("k", b"v", LONG).await);
+            assert!(tier.get("k").await.is_some());
+            server.kill();
+            // Every call goes on: a miss, not an error and not a hang.
+            for i in 0..50 {
+                assert_eq!(tier.get("k").await, None, "{engine:?} call {i}");
+                assert!(!tier.set("k", b"v", LONG).await);
+            }
+            let down = tier.counters();
+            assert!(!tier.is_up());
+            assert_eq!(
+                down.outages, 1,
+                "{engine:?}: one outage, however many calls: {down:?}"
+            );
+            assert!(down.errors >= 1 && down.misses >= 50, "{down:?}");
+            // Back: used again, by itself.
+            server.restart();
+            assert!(
+                until_used_again(&tier, "k2").await,
+                "{engine:?} not used again"
+            );
+            assert!(tier.is_up());
+            assert_eq!(tier.counters().outages, 1);
+            // Down again: a second outage, logged again.
+            server.kill();
+            assert_eq!(tier.get("k2").await, None);
+            assert_eq!(tier.counters().outages, 2, "{engine:?}");
+        });
+    }
+}
+
+#[test]
+fn a_stopped_server_costs_each_call_the_timeout_not_a_hang() {
+    for engine in ENGINES {
+        let Some(server) = Server::start(engine, "stopped") else {
+            continue;
+        };
+        block_on(async {
+            let tier = Tier::start(server.config()).unwrap();
+            assert!(tier.set("k", b"v", LONG).await);
+            server.signal(Signal::STOP);
+            // The connection is up and the server silent: only the timeout ends these calls
+            // (without it this test never finishes).
+            assert_eq!(tier.get("k").await, None, "{engine:?}");
+            let c = tier.counters();
+            assert_eq!((c.timeouts, c.outages), (1, 1), "{engine:?}: {c:?}");
+            // Probes time out too, and the rest are skipped meanwhile.
+            for _ in 0..5 {
+                assert_eq!(tier.get("k").await, None);
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            server.signal(Signal::CONT);
+            assert!(
+                until_used_again(&tier, "k3").await,
+                "{engine:?} not used again"
+            );
+            assert_eq!(tier.counters().outages, 1);
+        });
+    }
+}
+
+#[test]
+fn a_full_server_evicts_and_never_refuses_a_set() {
+    // Five times the memory limit, in 10 KiB values.
+    let value = vec![b'x'; 10 << 10];
+    let n = ((MEMORY_MB as usize * 5) << 20) / value.len();
+    for engine in ENGINES {
+        let Some(server) = Server::start(engine, "full") else {
+            continue;
+        };
+        block_on(async {
+            let tier = Tier::start(server.config()).unwrap();
+            for i in 0..n {
+                assert!(
+                    tier.set(&format!("k{i}"), &value, LONG).await,
+                    "{engine:?} set {i} refused"
+                );
+            }
+            let c = tier.counters();
+            assert_eq!(
+                (c.sets, c.errors, c.timeouts),
+                (n as u64, 0, 0),
+                "{engine:?}"
+            );
+            // The oldest made room; the newest is there.
+            assert_eq!(tier.get("k0").await, None, "{engine:?} did not evict");
+            assert!(tier.get(&format!("k{}", n - 1)).await.is_some());
+        });
+    }
+}
+
+#[test]
+fn two_edges_share_the_tier_and_a_purge_reaches_both() {
+    for engine in ENGINES {
+        let Some(server) = Server::start(engine, "edges") else {
+            continue;
+        };
+        block_on(async {
+            let edge = || {
+                Cache::builder("items")
+                    .tier(server.config())
+                    .generation_refresh(Duration::ZERO)
+                    .build()
+                    .unwrap()
+            };
+            let (a, b) = (edge(), edge());
+            assert!(b.get("1").await.is_none());
+            a.set("1", &b"one"[..], LONG).await;
+            // Stored through A, a hit on B from the tier, then from B's memory.
+            let hit = b.get("1").await.unwrap();
+            assert_eq!(
+                (&*hit.value, hit.source),
+                (&b"one"[..], Source::Tier),
+                "{engine:?}"
+            );
+            assert_eq!(b.get("1").await.unwrap().source, Source::Memory);
+            // A purge on A: B misses (its memory's keys carry the old generation).
+            assert!(a.purge().await);
+            assert!(
+                b.get("1").await.is_none(),
+                "{engine:?}: B served a purged value"
+            );
+            assert!(a.get("1").await.is_none());
+            // An invalidation on A reaches the tier (B's memory keeps a copy for at most its
+            // memory TTL; here B never had one).
+            a.set("2", &b"two"[..], LONG).await;
+            assert!(a.invalidate("2").await);
+            assert!(b.get("2").await.is_none());
+            let s = b.stats();
+            assert_eq!((s.tier_hits, s.memory_hits), (1, 1), "{s:?}");
+        });
+    }
+}
+
+#[test]
+fn a_cache_whose_tier_is_down_still_answers_from_memory() {
+    // A port nothing listens on: refused at once.
+    let port = free_port();
+    for url in [
+        format!("redis://127.0.0.1:{port}"),
+        format!("memcached://127.0.0.1:{port}"),
+    ] {
+        block_on(async {
+            let mut config = TierConfig::parse(&url).unwrap();
+            config.timeout = TIMEOUT;
+            let c = Cache::builder("down").tier(config).build().unwrap();
+            assert!(c.get("k").await.is_none());
+            c.set("k", &b"v"[..], LONG).await;
+            assert_eq!(c.get("k").await.unwrap().source, Source::Memory, "{url}");
+            let t = c.tier().unwrap().counters();
+            assert_eq!(t.outages, 1, "{url}: {t:?}");
+            assert!(
+                !c.purge().await,
+                "{url}: a purge that did not reach the tier says so"
+            );
+            assert!(
+                c.get("k").await.is_none(),
+                "the local memory is purged anyway"
+            );
+        });
+    }
+}
