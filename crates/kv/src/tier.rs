@@ -103,6 +103,12 @@ impl Tier {
         })
     }
 
+    /// Runs `task` on the tier's thread: how a caller without an executor of its own (the
+    /// proxy's worker loop) awaits the calls above, handing their results back itself.
+    pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        self.inner.runtime.spawn(task);
+    }
+
     pub fn endpoint(&self) -> &Endpoint {
         &self.inner.config.endpoint
     }

@@ -240,8 +240,8 @@ struct RawProxy {
     cache: Option<Spanned<RawCache>>,
 }
 
-/// `cache = { size, max_object, heuristic, status, set_cookie, lock_timeout }` of a proxy
-/// mount (`cache = {}` takes every default).
+/// `cache = { size, max_object, heuristic, status, set_cookie, lock_timeout, tier,
+/// tier_timeout }` of a proxy mount (`cache = {}` takes every default).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawCache {
@@ -254,6 +254,9 @@ struct RawCache {
     /// `"shared"` (the default) or `"explicit"`.
     set_cookie: Option<Spanned<String>>,
     lock_timeout: Option<Spanned<String>>,
+    /// A shared second tier: `redis://…`, `valkey://…` or `memcached://…`.
+    tier: Option<Spanned<String>>,
+    tier_timeout: Option<Spanned<String>>,
 }
 
 /// `auth = { upstream = "…", path = "/verify", pass = […], copy = […] }` of a proxy mount.
@@ -1588,6 +1591,14 @@ impl Cx<'_> {
         }
         if let Some(v) = &raw.lock_timeout {
             c.lock_timeout = self.timeout(v, "cache lock_timeout", "")?;
+        }
+        if let Some(v) = &raw.tier {
+            linerate_server::kv::TierConfig::parse(v.get_ref())
+                .map_err(|e| self.err(v.span(), format!("cache tier: {e}")))?;
+            c.tier = Some(v.get_ref().clone());
+        }
+        if let Some(v) = &raw.tier_timeout {
+            c.tier_timeout = self.timeout(v, "cache tier_timeout", "")?;
         }
         Ok(c)
     }

@@ -457,6 +457,17 @@ fn get_body(addr: SocketAddr, path: &str) -> Vec<u8> {
     }
 }
 
+/// Answers edge `admin` has stored in its shared tier.
+fn tier_stored(admin: &str) -> u64 {
+    scrape(admin)
+        .lines()
+        .find(|l| {
+            l.starts_with("linerate_cache_tier_requests_total") && l.contains("outcome=\"stored\"")
+        })
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 fn scrape(admin: &str) -> String {
     let mut c = TcpStream::connect(admin).unwrap();
     c.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
@@ -494,4 +505,104 @@ fn post(admin: &str, target: &str) -> (u16, String) {
         .map_or("", |(_, b)| b)
         .to_string();
     (status, body)
+}
+
+/// Issue Q's fleet: three edges on 127.0.0.2–4 share one Redis (then one memcached). An
+/// answer cached through edge A is a hit on edges B and C without going upstream; a purge on
+/// one edge is seen by all (the tier's generation, read each second by every edge); a tier
+/// killed mid-run leaves every request answered, and once back it is shared again.
+#[test]
+fn three_edges_share_one_tier_and_a_purge_on_one_reaches_all() {
+    for program in ["redis-server", "memcached"] {
+        let Some(mut tier) = common::tier::TierServer::start(program) else {
+            continue;
+        };
+        let up = Upstream::start(|path, _| {
+            ok_with("Cache-Control: public, max-age=600\r\n", path.as_bytes())
+        });
+        let spec = format!("/=http://{}", up.addr);
+        let url = tier.url();
+        let admin_port = common::free_port("127.0.0.1");
+        let admin = format!("127.0.0.1:{admin_port}");
+        let edges: Vec<Served> = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+            .iter()
+            .enumerate()
+            .map(|(i, ip)| {
+                let addr = format!("{ip}:0");
+                let mut args = vec![
+                    "--addr",
+                    addr.as_str(),
+                    "--app",
+                    "none",
+                    "--proxy",
+                    spec.as_str(),
+                    "--proxy-cache",
+                    "4MiB",
+                    "--proxy-cache-tier",
+                    url.as_str(),
+                ];
+                if i == 0 {
+                    args.extend(["--admin", admin.as_str()]);
+                }
+                common::bin::serve_as(&args)
+            })
+            .collect();
+        // A stores in the tier after its answer, on the tier's thread; each edge reads the
+        // tier's generation first (it leaves the tier alone until then). So: until A's
+        // answer is in the tier (A's `stored` count), ask nothing of B.
+        let stored = || tier_stored(&admin);
+        let mut n = 0;
+        eventually(&format!("{program}: edge A stores in the tier"), || {
+            n += 1;
+            let before = stored();
+            get(edges[0].addr, &format!("/warm{n}"), "");
+            std::iter::repeat_n((), 50).any(|_| {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                stored() > before
+            })
+        });
+        let before = stored();
+        let a = get(edges[0].addr, "/shared", "");
+        assert_eq!(a.text(), "/shared");
+        eventually("A's answer is in the tier", || stored() > before);
+        for e in &edges[1..] {
+            let r = get(e.addr, "/shared", "");
+            assert_eq!(r.text(), "/shared");
+            assert!(
+                r.header("cache-status").unwrap().contains("hit"),
+                "{:?}",
+                r.headers
+            );
+        }
+        assert_eq!(up.count("/shared"), 1, "{program}: B and C went upstream");
+        // A purge on A: every edge forgets, within a generation read.
+        assert_eq!(post(&admin, "/purge?url=http://t/shared").0, 200);
+        eventually(&format!("{program}: the purge reached edge C"), || {
+            get(edges[2].addr, "/shared", "");
+            up.count("/shared") >= 2
+        });
+        // The tier killed: every request still answered (a miss there, counted).
+        tier.kill();
+        for (i, e) in edges.iter().enumerate() {
+            let r = get(e.addr, &format!("/down{i}"), "");
+            assert_eq!((r.status, r.text()), (200, format!("/down{i}")));
+        }
+        // Back: shared again.
+        tier.restart();
+        let mut n = 0;
+        eventually(&format!("{program}: shared again after a restart"), || {
+            n += 1;
+            let path = format!("/back{n}");
+            let before = stored();
+            get(edges[0].addr, &path, "");
+            if !std::iter::repeat_n((), 50).any(|_| {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                stored() > before
+            }) {
+                return false;
+            }
+            let c = get(edges[2].addr, &path, "");
+            c.header("cache-status").is_some_and(|s| s.contains("hit")) && up.count(&path) == 1
+        });
+    }
 }

@@ -190,6 +190,24 @@ fn render_caches(caches: &[(String, crate::stats::CacheCounts)]) -> String {
             );
         }
     }
+    if caches.iter().any(|(_, c)| c.tier.is_some()) {
+        let _ = writeln!(
+            o,
+            "# HELP linerate_cache_tier_requests_total Calls to the shared second tier (Redis, memcached) by outcome: hit, miss, error (failed or timed out: a miss too), stored."
+        );
+        let _ = writeln!(o, "# TYPE linerate_cache_tier_requests_total counter");
+        for (label, c) in caches {
+            if let Some(t) = c.tier {
+                for (outcome, n) in ["hit", "miss", "error", "stored"].iter().zip(t) {
+                    let _ = writeln!(
+                        o,
+                        "linerate_cache_tier_requests_total{{cache=\"{}\",outcome=\"{outcome}\"}} {n}",
+                        quote(label)
+                    );
+                }
+            }
+        }
+    }
     for (name, kind, help, get) in [
         (
             "linerate_cache_stored_total",

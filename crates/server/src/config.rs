@@ -300,6 +300,11 @@ pub struct ProxyCache {
     /// How long concurrent misses for one key wait on the first one's answer before going
     /// upstream themselves (nginx's `proxy_cache_lock_timeout`).
     pub lock_timeout: std::time::Duration,
+    /// A shared second tier behind the memory store: `redis://HOST:PORT`,
+    /// `valkey://HOST:PORT` or `memcached://HOST:PORT` (needs the `kv` feature).
+    pub tier: Option<String>,
+    /// The longest one call to the tier may take (then it is a miss).
+    pub tier_timeout: std::time::Duration,
 }
 
 impl Default for ProxyCache {
@@ -311,6 +316,8 @@ impl Default for ProxyCache {
             status: Some("linerate".to_string()),
             set_cookie_explicit: false,
             lock_timeout: std::time::Duration::from_secs(5),
+            tier: None,
+            tier_timeout: std::time::Duration::from_millis(50),
         }
     }
 }

@@ -13,7 +13,7 @@ use crate::config::{BROTLI_QUALITY, Config, GZIP_LEVEL, Listen};
 use crate::start_error::{Part, StartError};
 
 /// The features of this build, each with whether it is compiled in.
-pub const FEATURES: [(&str, bool); 10] = [
+pub const FEATURES: [(&str, bool); 11] = [
     ("tls", cfg!(feature = "tls")),
     ("http2", cfg!(feature = "http2")),
     ("http3", cfg!(feature = "http3")),
@@ -24,6 +24,7 @@ pub const FEATURES: [(&str, bool); 10] = [
     ("proxy", cfg!(feature = "proxy")),
     ("websocket", cfg!(feature = "websocket")),
     ("gzip", cfg!(feature = "gzip")),
+    ("kv", cfg!(feature = "kv")),
 ];
 
 fn enabled(feature: &str) -> bool {
@@ -65,6 +66,19 @@ pub(crate) fn check_sites(config: &Config) -> Result<(), StartError> {
             Some(("an upstream ([[upstream]])", "proxy")),
             Part::Upstream(0),
         )?;
+    }
+    let tiered = |p: &[crate::config::ProxyMount]| {
+        p.iter()
+            .position(|m| m.cache.as_ref().is_some_and(|c| c.tier.is_some()))
+    };
+    let tier = ("a shared cache tier (cache tier)", "kv");
+    if let Some(index) = tiered(&config.proxies) {
+        need(Some(tier), Part::Proxy { site: 0, index })?;
+    }
+    for (i, s) in config.sites.iter().enumerate() {
+        if let Some(index) = tiered(&s.proxies) {
+            need(Some(tier), Part::Proxy { site: i, index })?;
+        }
     }
     for (i, s) in config.sites.iter().enumerate() {
         let wants = [

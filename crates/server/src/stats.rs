@@ -469,6 +469,9 @@ pub struct CacheCounts {
     pub objects: u64,
     /// Requests waiting on another request's upstream answer for the same key now.
     pub waiting: u64,
+    /// The shared second tier's hits, misses, failed calls and answers stored, when the
+    /// cache has one.
+    pub tier: Option<[u64; 4]>,
 }
 
 impl StatsHandle {

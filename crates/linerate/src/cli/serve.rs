@@ -159,6 +159,11 @@ pub(crate) struct ServeArgs {
     /// the workers, e.g. `64MiB` (the config file's `cache = { … }` has the other settings).
     #[arg(long, value_name = "SIZE", value_parser = units::size)]
     proxy_cache: Option<u64>,
+    /// --proxy-cache: a second tier every linerate pointed at it shares, behind each one's
+    /// memory (`redis://HOST:PORT`, `valkey://HOST:PORT`, `memcached://HOST:PORT`); a tier
+    /// that is down or slow is a miss, never a failed request.
+    #[arg(long, value_name = "URL", requires = "proxy_cache")]
+    proxy_cache_tier: Option<String>,
     /// The application: `demo` (TechEmpower, HttpArena and conformance endpoints) or `none`
     /// (default: demo, or none when --root is given).
     #[arg(long, value_enum)]
@@ -292,6 +297,7 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
                 "proxy_max_conns",
                 "proxy_request_buffering",
                 "proxy_cache",
+                "proxy_cache_tier",
             ] {
                 if a.explicit.iter().any(|e| e == flag) {
                     bail!(
@@ -808,6 +814,7 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
                 .proxy_cache
                 .map(|size| linerate_server::config::ProxyCache {
                     size,
+                    tier: a.proxy_cache_tier.clone(),
                     ..Default::default()
                 }),
             ..Default::default()

@@ -6,6 +6,7 @@ pub mod bin;
 pub mod curl;
 pub mod h3;
 pub mod pebble;
+pub mod tier;
 
 /// How long [`eventually`] waits before it calls an effect lost: a bound on a hang, far
 /// above any real wait (the tests assert that an effect happens, never how fast).

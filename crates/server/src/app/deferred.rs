@@ -369,6 +369,9 @@ pub(crate) struct Inbox {
     /// numbers): they look in the cache again (see `proxy::cache`).
     #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     landed: Mutex<Vec<u64>>,
+    /// Proxied requests parked on a question to the cache's second tier, and its answer.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
+    tiered: Mutex<Vec<(u64, Option<Vec<u8>>)>>,
     /// A wake-up is on its way and not yet consumed: later pushes need not send another.
     armed: AtomicBool,
     /// The wake-up was due from the worker's own thread, and left to the worker to notice
@@ -385,6 +388,7 @@ impl Inbox {
             streams: Mutex::new(Vec::new()),
             rooms: Mutex::new(Vec::new()),
             landed: Mutex::new(Vec::new()),
+            tiered: Mutex::new(Vec::new()),
             armed: AtomicBool::new(false),
             here: AtomicBool::new(false),
             wake,
@@ -457,6 +461,25 @@ impl Inbox {
         if !self.armed.swap(true, Ordering::SeqCst) {
             self.wake_up();
         }
+    }
+
+    /// The second tier answered the request parked as `park`.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
+    pub(crate) fn push_tiered(&self, park: u64, stored: Option<Vec<u8>>) {
+        self.tiered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((park, stored));
+        if !self.armed.swap(true, Ordering::SeqCst) {
+            self.wake_up();
+        }
+    }
+
+    /// Moves every second-tier answer into `into` (after [`Inbox::take`]).
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
+    pub(crate) fn take_tiered(&self, into: &mut Vec<(u64, Option<Vec<u8>>)>) {
+        let mut q = self.tiered.lock().unwrap_or_else(|e| e.into_inner());
+        into.append(&mut q);
     }
 
     /// Moves every parked request whose flight landed into `into` (after [`Inbox::take`],

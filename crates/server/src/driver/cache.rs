@@ -106,6 +106,15 @@ impl<B: Backend> Worker<B> {
                 self.refuse(job, 504, sh);
                 None
             }
+            Before::Tier => {
+                self.pools.next_park += 1;
+                let inbox = self.io.app.inbox.clone();
+                if let Some(x) = job.cache.as_ref() {
+                    x.tier_fetch(move |stored| inbox.push_tiered(park, stored));
+                }
+                self.pools.parked.insert(park, job);
+                None
+            }
             Before::Answer(hit, background) => {
                 if let Some(x) = background {
                     let head = x.validation_head(&job.head);
@@ -167,6 +176,16 @@ impl<B: Backend> Worker<B> {
             if let Some(mut job) = self.pools.parked.remove(&park) {
                 if let Some(x) = job.cache.as_mut() {
                     x.woken();
+                }
+                self.dispatch(job, sh);
+            }
+        }
+        let mut tiered = Vec::new();
+        self.io.app.inbox.take_tiered(&mut tiered);
+        for (park, stored) in tiered {
+            if let Some(mut job) = self.pools.parked.remove(&park) {
+                if let Some(x) = job.cache.as_mut() {
+                    x.tier_answer(stored);
                 }
                 self.dispatch(job, sh);
             }

@@ -66,10 +66,35 @@ pub(crate) struct MountCache {
     max_object: usize,
     /// Requests parked on a flight now (for `/metrics`).
     pub waiting: std::sync::atomic::AtomicU64,
+    /// The shared second tier (Redis, memcached), when the mount has one.
+    pub tier: Option<super::tier::SharedTier>,
 }
 
 impl MountCache {
-    pub(crate) fn new(conf: &ProxyCache) -> MountCache {
+    /// The cache `conf` describes; its second tier's client started when it names one (an
+    /// error: the tier's URL is not one linerate-kv takes).
+    pub(crate) fn start(conf: &ProxyCache) -> Result<Arc<MountCache>, String> {
+        let tier = match conf.tier.as_deref() {
+            Some(url) => Some(
+                super::tier::SharedTier::start(url, conf.tier_timeout)
+                    .map_err(|e| format!("cache tier {url:?}: {e}"))?,
+            ),
+            None => None,
+        };
+        let cache = Arc::new(MountCache {
+            tier,
+            ..MountCache::new(conf)
+        });
+        if let Some(t) = &cache.tier {
+            t.watch(Arc::downgrade(&cache), |m: &MountCache| {
+                // A purge on some edge: everything this one holds may be what it purged.
+                m.store.remove_prefix(b"");
+            });
+        }
+        Ok(cache)
+    }
+
+    fn new(conf: &ProxyCache) -> MountCache {
         MountCache {
             store: Store::new(Limits {
                 capacity: usize::try_from(conf.size).unwrap_or(usize::MAX),
@@ -88,6 +113,7 @@ impl MountCache {
             status: conf.status.as_deref().map(Into::into),
             max_object: usize::try_from(conf.max_object).unwrap_or(usize::MAX),
             waiting: std::sync::atomic::AtomicU64::new(0),
+            tier: None,
         }
     }
 
@@ -132,10 +158,22 @@ impl crate::stats::CacheAdmin for View {
                 .cache
                 .waiting
                 .load(std::sync::atomic::Ordering::Relaxed),
+            tier: self.cache.tier.as_ref().map(|t| t.counts()),
         }
     }
 
     fn purge(&self, url: &str, prefix: bool) -> Option<usize> {
+        let n = self.purge_here(url, prefix)?;
+        if let Some(t) = &self.cache.tier {
+            // Every edge sharing the tier forgets too (a generation; docs/cache.md).
+            t.purge();
+        }
+        Some(n)
+    }
+}
+
+impl View {
+    fn purge_here(&self, url: &str, prefix: bool) -> Option<usize> {
         let (scheme, rest) = url.split_once("://")?;
         let scheme = scheme.to_ascii_lowercase();
         if scheme != "http" && scheme != "https" {
@@ -317,6 +355,9 @@ pub(crate) enum Before {
     Wait,
     /// `only-if-cached` with nothing usable stored (RFC 9111 §5.2.1.7).
     GatewayTimeout,
+    /// A leader's miss in memory: ask the second tier first ([`Exchange::tier_fetch`]); the
+    /// caller parks the request until [`Exchange::tier_answer`].
+    Tier,
 }
 
 /// What to do with an upstream answer's head.
@@ -359,6 +400,8 @@ pub(crate) struct Exchange {
     flight: Option<(Key, FlightId)>,
     request_time: Time,
     storing: Option<Storing>,
+    /// The second tier was asked (a leader asks once).
+    tier_checked: bool,
 }
 
 impl Drop for Exchange {
@@ -383,6 +426,7 @@ impl Exchange {
             flight: None,
             request_time: Time(0),
             storing: None,
+            tier_checked: false,
         }
     }
 
@@ -397,6 +441,32 @@ impl Exchange {
             add_fields(&mut h, &validate::conditional_fields(e));
         }
         h
+    }
+
+    /// Asks the second tier for the key this request leads; `done` gets its bytes.
+    pub(crate) fn tier_fetch(&self, done: impl FnOnce(Option<Vec<u8>>) + Send + 'static) {
+        match (&self.mount.tier, &self.flight) {
+            (Some(t), Some((key, _))) => t.fetch(key, done),
+            _ => done(None),
+        }
+    }
+
+    /// The second tier's answer: an entry it held goes into memory, and the request (and
+    /// every one waiting on it) is planned again from there; nothing usable, and it goes up.
+    pub(crate) fn tier_answer(&mut self, stored: Option<Vec<u8>>) {
+        self.tier_checked = true;
+        let Some((key, id)) = self.flight.take() else {
+            return;
+        };
+        match stored.and_then(|b| super::tier::decode(&b, &key)) {
+            Some(entry) => {
+                self.mount.store.insert(entry);
+                let waiters = self.mount.flights().land(&key, id);
+                wake(waiters);
+                self.planned = false;
+            }
+            None => self.flight = Some((key, id)),
+        }
     }
 
     pub(crate) fn woken(&mut self) {
@@ -461,6 +531,7 @@ impl Exchange {
                             flight: Some((entry.key.clone(), id)),
                             request_time: now,
                             storing: None,
+                            tier_checked: true,
                         })
                     });
                 Before::Answer(self.hit(entry, age, not_modified, status), background)
@@ -480,6 +551,9 @@ impl Exchange {
                 match role {
                     Role::Lead(id) => {
                         self.flight = Some((key, id));
+                        if self.validate.is_none() && mount.tier.is_some() && !self.tier_checked {
+                            return Before::Tier;
+                        }
                         Before::Forward
                     }
                     Role::Wait(_) => {
@@ -695,9 +769,11 @@ impl Exchange {
             status: s.status,
             fields: &fields,
         };
-        self.mount
-            .store
-            .insert(Entry::new(s.key, s.variant, &resp, body, s.timing));
+        let entry = Arc::new(Entry::new(s.key, s.variant, &resp, body, s.timing));
+        if let Some(t) = &self.mount.tier {
+            t.put(&entry, &self.req.fields(), &self.mount.opts);
+        }
+        self.mount.store.insert(entry);
     }
 }
 

@@ -22,6 +22,11 @@ pub(crate) mod reply;
 pub(crate) mod route;
 #[cfg(test)]
 mod tests;
+#[cfg(feature = "kv")]
+pub(crate) mod tier;
+#[cfg(not(feature = "kv"))]
+#[path = "tier_off.rs"]
+pub(crate) mod tier;
 
 /// The fields a proxy never forwards as they are, in either direction (RFC 9110 §7.6.1:
 /// connection-specific; the ones `Connection` names are removed too). `Transfer-Encoding`

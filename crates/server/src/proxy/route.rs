@@ -88,10 +88,10 @@ impl Route {
                 _ => None,
             },
             auth,
-            cache: m
-                .cache
-                .as_ref()
-                .map(|c| std::sync::Arc::new(super::cache::MountCache::new(c))),
+            cache: match &m.cache {
+                Some(c) => Some(super::cache::MountCache::start(c)?),
+                None => None,
+            },
         })
     }
 }

@@ -1,0 +1,336 @@
+//! The proxy cache's shared second tier (issue Q): a Redis/Valkey or memcached that every
+//! linerate edge pointed at it shares, behind each edge's memory store. A memory miss asks it
+//! before going upstream (the key's flight leader only, so one question per key); an answer
+//! stored in memory is also stored there. A purge bumps a generation kept in the tier, which
+//! every edge reads each second: an edge that sees it change empties its memory store, so a
+//! purge on one edge reaches all.
+//!
+//! Owns the stored form of an entry (versioned, bounds-checked on the way in) and the tier
+//! keys. The calls are linerate-kv's (a timeout on each; a tier that is down is a miss, logged
+//! once per outage); results come back through the caller's callback on the tier's thread.
+#![forbid(unsafe_code)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use linerate_cache::entry::Entry;
+use linerate_cache::key::{Key, Variant, Vary};
+use linerate_cache::{Response, Time, Timing};
+use linerate_kv::{Tier, TierConfig};
+
+/// The namespace of every key this cache writes (its generation counter included).
+const NAMESPACE: &str = "linerate-http";
+/// How often an edge reads the generation (the most a purge elsewhere takes to reach it).
+const GENERATION_EVERY: Duration = Duration::from_secs(1);
+/// The longest key sent: memcached takes at most 250 bytes. A URL longer than this once
+/// encoded is kept in memory only.
+const MAX_TIER_KEY: usize = 250;
+/// How long an answer with a validator stays in the tier past its freshness (and stale
+/// grants), so that another edge can still validate it rather than fetch it whole.
+const KEEP_FOR_VALIDATION: u64 = 3600;
+/// The longest an answer is kept in the tier.
+const MAX_TTL: u64 = 7 * 24 * 3600;
+/// The stored form's version.
+const MAGIC: &[u8; 4] = b"LRC1";
+
+/// One mount's second tier.
+pub(crate) struct SharedTier {
+    tier: Tier,
+    /// The generation read last (0: not read yet; the tier is then left alone).
+    generation: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for SharedTier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SharedTier({:?})", self.tier)
+    }
+}
+
+impl SharedTier {
+    /// Starts the tier's client for `url` (it connects on first use).
+    pub(crate) fn start(url: &str, timeout: Duration) -> std::io::Result<SharedTier> {
+        let mut config = TierConfig::parse(url)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
+        config.timeout = timeout;
+        Ok(SharedTier {
+            tier: Tier::start(config)?,
+            generation: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// Reads the generation now and every [`GENERATION_EVERY`]; `cleared` is called on the
+    /// tier's thread whenever it changes after the first read (a purge on some edge). The
+    /// watch ends when `alive` can no longer be upgraded (the mount was replaced by a
+    /// reload), so it is started once `alive` is made.
+    pub(crate) fn watch<T: Send + Sync + 'static>(
+        &self,
+        alive: Weak<T>,
+        cleared: impl Fn(&T) + Send + 'static,
+    ) {
+        let (t, g) = (self.tier.clone(), self.generation.clone());
+        self.tier.spawn(async move {
+            let key = format!("{NAMESPACE}:generation");
+            loop {
+                let Some(owner) = alive.upgrade() else {
+                    return;
+                };
+                if let Some(now) = t.generation(&key).await {
+                    let before = g.swap(now, Ordering::Relaxed);
+                    if before != 0 && before != now {
+                        cleared(&owner);
+                    }
+                }
+                drop(owner);
+                tokio::time::sleep(GENERATION_EVERY).await;
+            }
+        });
+    }
+
+    /// The tier key of `key` in the current generation, if there is one and it fits.
+    fn tier_key(&self, key: &Key) -> Option<String> {
+        let generation = self.generation.load(Ordering::Relaxed);
+        if generation == 0 {
+            return None;
+        }
+        let mut k = format!("{NAMESPACE}:{generation}:");
+        for &b in key.as_bytes() {
+            if b <= b' ' || b >= 0x7f || b == b'%' {
+                k.push_str(&format!("%{b:02X}"));
+            } else {
+                k.push(b as char);
+            }
+        }
+        (k.len() <= MAX_TIER_KEY).then_some(k)
+    }
+
+    /// Asks the tier for `key`; `done` gets the stored bytes (or `None`: a miss, the tier
+    /// down or slow, or a key it cannot hold) on the tier's thread, or at once.
+    pub(crate) fn fetch(&self, key: &Key, done: impl FnOnce(Option<Vec<u8>>) + Send + 'static) {
+        let Some(k) = self.tier_key(key) else {
+            return done(None);
+        };
+        let t = self.tier.clone();
+        self.tier.spawn(async move {
+            done(t.get(&k).await.map(|(_, v)| v));
+        });
+    }
+
+    /// Stores `entry` (answered to a request whose fields are `request_fields`) for as long
+    /// as it may serve or be validated.
+    pub(crate) fn put(
+        &self,
+        entry: &Entry,
+        request_fields: &[(&[u8], &[u8])],
+        opts: &linerate_cache::Options,
+    ) {
+        let Some(k) = self.tier_key(&entry.key) else {
+            return;
+        };
+        let lifetime =
+            linerate_cache::freshness::lifetime(&entry.facts, entry.timing.response_time, opts);
+        let cc = &entry.facts.cc;
+        let grace = [cc.stale_while_revalidate, cc.stale_if_error]
+            .iter()
+            .filter_map(|d| match d {
+                linerate_cache::cache_control::Delta::Secs(s) => Some(u64::from(*s)),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        let keep = if entry.facts.has_validator() {
+            KEEP_FOR_VALIDATION
+        } else {
+            0
+        };
+        let age = linerate_cache::freshness::current_age(
+            &entry.facts,
+            entry.timing,
+            entry.timing.response_time,
+        );
+        let ttl = (lifetime + grace + keep).saturating_sub(age).min(MAX_TTL);
+        if ttl == 0 {
+            return;
+        }
+        let value = encode(entry, request_fields);
+        let t = self.tier.clone();
+        self.tier.spawn(async move {
+            t.set(&k, &value, Duration::from_secs(ttl)).await;
+        });
+    }
+
+    /// Every answer in the tier, on every edge, is forgotten: the generation moves on, and
+    /// each edge empties its memory store when it reads it.
+    pub(crate) fn purge(&self) {
+        let (t, g) = (self.tier.clone(), self.generation.clone());
+        self.tier.spawn(async move {
+            if let Some(now) = t.bump_generation(&format!("{NAMESPACE}:generation")).await {
+                g.store(now, Ordering::Relaxed);
+            }
+        });
+    }
+
+    /// Hits, misses, calls that failed or timed out, and answers stored.
+    pub(crate) fn counts(&self) -> [u64; 4] {
+        let c = self.tier.counters();
+        [c.hits, c.misses, c.errors + c.timeouts, c.sets]
+    }
+}
+
+/// The stored form: the key (checked on the way back), the status, the timing, the request
+/// fields the answer's `Vary` names (its secondary key), the answer's fields and its body.
+pub(crate) fn encode(entry: &Entry, request_fields: &[(&[u8], &[u8])]) -> Vec<u8> {
+    let vary_names: Vec<Box<[u8]>> = match Vary::parse(&entry.fields) {
+        Vary::Fields(names) => names,
+        _ => Vec::new(),
+    };
+    let selecting: Vec<&(&[u8], &[u8])> = request_fields
+        .iter()
+        .filter(|(n, _)| vary_names.iter().any(|v| n.eq_ignore_ascii_case(v)))
+        .collect();
+    let mut out = Vec::with_capacity(64 + entry.size());
+    out.extend_from_slice(MAGIC);
+    put_bytes(&mut out, entry.key.as_bytes());
+    out.extend_from_slice(&entry.status.to_be_bytes());
+    out.extend_from_slice(&entry.timing.request_time.0.to_be_bytes());
+    out.extend_from_slice(&entry.timing.response_time.0.to_be_bytes());
+    out.extend_from_slice(&(selecting.len() as u32).to_be_bytes());
+    for (n, v) in selecting {
+        put_bytes(&mut out, n);
+        put_bytes(&mut out, v);
+    }
+    out.extend_from_slice(&(entry.fields.len() as u32).to_be_bytes());
+    for (n, v) in &entry.fields {
+        put_bytes(&mut out, n);
+        put_bytes(&mut out, v);
+    }
+    put_bytes(&mut out, &entry.body);
+    out
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+    out.extend_from_slice(b);
+}
+
+/// Reads bytes [`encode`] wrote, back into an entry for `key`; `None` for anything else
+/// (another version, another key, a cut or malformed value).
+pub(crate) fn decode(stored: &[u8], key: &Key) -> Option<Entry> {
+    let mut r = Reader(stored);
+    if r.take(4)? != MAGIC || r.bytes()? != key.as_bytes() {
+        return None;
+    }
+    let status = u16::from_be_bytes(r.take(2)?.try_into().ok()?);
+    let request_time = Time(r.u64()?);
+    let response_time = Time(r.u64()?);
+    let n = r.u32()? as usize;
+    let mut selecting = Vec::with_capacity(n.min(64));
+    for _ in 0..n {
+        selecting.push((r.bytes()?, r.bytes()?));
+    }
+    let n = r.u32()? as usize;
+    let mut fields = Vec::with_capacity(n.min(256));
+    for _ in 0..n {
+        fields.push((r.bytes()?, r.bytes()?));
+    }
+    let body: Arc<[u8]> = r.bytes()?.into();
+    if !r.0.is_empty() {
+        return None;
+    }
+    let variant = Variant::of(&Vary::parse(&fields), &selecting);
+    Some(Entry::new(
+        key.clone(),
+        variant,
+        &Response {
+            status,
+            fields: &fields,
+        },
+        body,
+        Timing {
+            request_time,
+            response_time,
+        },
+    ))
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Some(a)
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_be_bytes(self.take(4)?.try_into().ok()?))
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_be_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_comes_back_as_it_went_and_nothing_else_is_taken() {
+        let key = Key::new(b"http", b"a.example", b"/x?y").unwrap();
+        let fields: Vec<(&[u8], &[u8])> = vec![
+            (b"Cache-Control", b"max-age=60"),
+            (b"Vary", b"Accept-Language"),
+            (b"ETag", b"\"v1\""),
+        ];
+        let req: Vec<(&[u8], &[u8])> = vec![(b"Accept-Language", b"fr"), (b"Cookie", b"secret")];
+        let timing = Timing {
+            request_time: Time(100),
+            response_time: Time(101),
+        };
+        let entry = Entry::new(
+            key.clone(),
+            Variant::of(&Vary::parse(&fields), &req),
+            &Response {
+                status: 200,
+                fields: &fields,
+            },
+            b"body"[..].into(),
+            timing,
+        );
+        let stored = encode(&entry, &req);
+        // Only the field Vary names goes with it: never the client's cookie.
+        assert!(!stored.windows(6).any(|w| w == b"secret"));
+        let back = decode(&stored, &key).unwrap();
+        assert_eq!(
+            (
+                back.status,
+                &*back.body,
+                back.timing,
+                &back.variant,
+                &back.fields
+            ),
+            (200, &b"body"[..], timing, &entry.variant, &entry.fields)
+        );
+        // Another key, another version, a cut value, a byte too many: nothing.
+        let other = Key::new(b"http", b"a.example", b"/other").unwrap();
+        assert!(decode(&stored, &other).is_none());
+        let mut v2 = stored.clone();
+        v2[3] = b'2';
+        assert!(decode(&v2, &key).is_none());
+        for cut in [0, 3, 10, stored.len() - 1] {
+            assert!(decode(&stored[..cut], &key).is_none(), "cut at {cut}");
+        }
+        let mut longer = stored.clone();
+        longer.push(0);
+        assert!(decode(&longer, &key).is_none());
+    }
+}

@@ -1,0 +1,57 @@
+//! The proxy cache's shared second tier in a build without the `kv` feature: it cannot be
+//! made (a configuration naming one is refused at start, `crate::features`), so every path
+//! into it is dead code. Each item has its counterpart's signature in `proxy/tier.rs`.
+#![forbid(unsafe_code)]
+
+use std::sync::Weak;
+use std::time::Duration;
+
+use linerate_cache::entry::Entry;
+use linerate_cache::key::Key;
+
+/// Cannot be made.
+#[derive(Debug)]
+pub(crate) enum SharedTier {}
+
+impl SharedTier {
+    /// Always the missing feature.
+    pub(crate) fn start(_url: &str, _timeout: Duration) -> std::io::Result<SharedTier> {
+        Err(std::io::Error::other(
+            "a cache tier: linerate-server was built without feature `kv`",
+        ))
+    }
+
+    pub(crate) fn watch<T: Send + Sync + 'static>(
+        &self,
+        _alive: Weak<T>,
+        _cleared: impl Fn(&T) + Send + 'static,
+    ) {
+        match *self {}
+    }
+
+    pub(crate) fn fetch(&self, _key: &Key, _done: impl FnOnce(Option<Vec<u8>>) + Send + 'static) {
+        match *self {}
+    }
+
+    pub(crate) fn put(
+        &self,
+        _entry: &Entry,
+        _request_fields: &[(&[u8], &[u8])],
+        _opts: &linerate_cache::Options,
+    ) {
+        match *self {}
+    }
+
+    pub(crate) fn purge(&self) {
+        match *self {}
+    }
+
+    pub(crate) fn counts(&self) -> [u64; 4] {
+        match *self {}
+    }
+}
+
+/// Never called: no tier holds bytes.
+pub(crate) fn decode(_stored: &[u8], _key: &Key) -> Option<Entry> {
+    None
+}
