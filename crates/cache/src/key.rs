@@ -97,6 +97,25 @@ impl Key {
     }
 }
 
+/// The bytes a host may hold (RFC 3986 §3.2.2: unreserved, sub-delims, pct-encoded, and an
+/// IP literal's brackets and colons), as a table: one load per byte.
+const HOST_BYTES: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric();
+        b += 1;
+    }
+    let extra = b"-._~!$&'()*+,;=%[]:";
+    let mut i = 0;
+    while i < extra.len() {
+        t[extra[i] as usize] = true;
+        i += 1;
+    }
+    t
+};
+
 /// `(host, port)` of an authority: no userinfo, a reg-name or IP literal, an optional port.
 fn split_authority(a: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
     if a.is_empty() || a.contains(&b'@') {
@@ -116,10 +135,7 @@ fn split_authority(a: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
             None => (a, None),
         }
     };
-    let host_ok = !host.is_empty()
-        && host
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%[]:".contains(b));
+    let host_ok = !host.is_empty() && host.iter().all(|&b| HOST_BYTES[b as usize]);
     let port_ok = port.is_none_or(|p| p.iter().all(u8::is_ascii_digit));
     (host_ok && port_ok).then_some((host, port))
 }

@@ -151,12 +151,15 @@ impl Counters {
     }
 }
 
-/// The store shared by every worker: [`Shard`]s chosen by the key's hash (SipHash with a
-/// random key: clients choose URLs, so no flooding one shard or one bucket).
+/// The store shared by every worker: [`Shard`]s chosen by a cheap hash of the key's bytes
+/// (FNV-1a with a random start), each shard's map keyed by SipHash with a random key: clients
+/// choose URLs, so no flooding one bucket. Skewing the shard choice can only make one lock
+/// busier, never a lookup slower, so it need not cost a second SipHash per request.
 #[derive(Debug)]
 pub struct Store {
     shards: Box<[Mutex<Shard>]>,
-    hasher: RandomState,
+    /// The FNV-1a offset basis, randomised per store.
+    seed: u64,
     counters: Arc<Counters>,
 }
 
@@ -173,7 +176,7 @@ impl Store {
             shards: (0..n)
                 .map(|_| Mutex::new(Shard::new(per, Arc::clone(&counters))))
                 .collect(),
-            hasher: RandomState::new(),
+            seed: RandomState::new().hash_one(0u64) | 1,
             counters,
         }
     }
@@ -183,7 +186,11 @@ impl Store {
     }
 
     fn shard(&self, key: &Key) -> MutexGuard<'_, Shard> {
-        let i = (self.hasher.hash_one(key) % self.shards.len() as u64) as usize;
+        let mut h = self.seed;
+        for &b in key.as_bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        let i = (h % self.shards.len() as u64) as usize;
         // A panic while a shard was held cannot leave it inconsistent in a way a later
         // lookup trusts wrongly (every step keeps bytes and queues in agreement before the
         // next can panic), so a poisoned lock is taken over, not propagated.

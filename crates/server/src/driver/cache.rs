@@ -37,7 +37,8 @@ pub(super) fn hit_fields<'a>(
         }
         _ => Vec::new(),
     };
-    let mut fields = hit.fields(|n| {
+    let room = added.len() + policy.set.len() + 1;
+    let mut fields = hit.fields(room, |n| {
         policy.names(n)
             || added
                 .iter()
@@ -130,7 +131,7 @@ impl<B: Backend> Worker<B> {
     }
 
     /// Answers `job`'s client from the store, and logs and counts it.
-    fn answer_job(&mut self, mut job: Box<Job>, hit: &Hit, sh: &Shared) {
+    pub(super) fn answer_job(&mut self, mut job: Box<Job>, hit: &Hit, sh: &Shared) {
         let sites = self.io.sites.clone();
         let site = sites.sites.iter().nth(job.site);
         let fields = hit_fields(hit, site, job.route, job.path.as_deref());

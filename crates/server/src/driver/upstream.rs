@@ -838,7 +838,10 @@ impl<B: Backend> Worker<B> {
 
     /// Sends `job` to a server of its upstream: on a pooled connection, a new one, or into
     /// the waiting line when every connection allowed is busy.
-    pub(super) fn dispatch(&mut self, job: Box<Job>, sh: &Shared) {
+    pub(super) fn dispatch(&mut self, mut job: Box<Job>, sh: &Shared) {
+        if let Some(hit) = job.hit.take() {
+            return self.answer_job(job, &hit, sh);
+        }
         if job.cache.as_ref().is_some_and(|c| !c.planned) {
             if let Some(job) = self.cache_before(job, sh) {
                 self.dispatch(job, sh);

@@ -305,8 +305,12 @@ impl CacheReq {
 pub(crate) struct Hit {
     pub entry: Arc<Entry>,
     pub status: u16,
-    /// The fields this answer adds to the stored ones (Age, Content-Range, Cache-Status).
-    pub extra: Vec<(&'static [u8], Vec<u8>)>,
+    /// The Age value's digits (`age_len` of them), kept inline: no allocation per hit.
+    age: [u8; 20],
+    age_len: u8,
+    /// Content-Range for a 206 or 416, and the Cache-Status value.
+    content_range: Option<String>,
+    cache_status: Option<Vec<u8>>,
     /// The part of the stored body sent (none for a 304, a 416 or HEAD).
     pub body: Range<usize>,
     /// Only the fields a 304 carries (RFC 9110 §15.4.5).
@@ -316,24 +320,34 @@ pub(crate) struct Hit {
 impl Hit {
     /// The answer's fields, in order: the stored ones this server does not write itself
     /// (framing, Date, Server) less those `drop` names, then the extra ones.
-    pub(crate) fn fields(&self, drop: impl Fn(&[u8]) -> bool) -> Vec<(&[u8], &[u8])> {
-        let stored: Box<dyn Iterator<Item = &OwnedField>> = if self.not_modified {
-            Box::new(validate::not_modified_fields(&self.entry))
-        } else {
-            Box::new(self.entry.answer_fields())
+    pub(crate) fn fields(&self, room: usize, drop: impl Fn(&[u8]) -> bool) -> Vec<(&[u8], &[u8])> {
+        let mut out: Vec<(&[u8], &[u8])> = Vec::with_capacity(self.entry.fields.len() + 3 + room);
+        let keep = |(n, _): &&OwnedField| {
+            !(self.status != 200 && n.eq_ignore_ascii_case(b"content-range"))
+                && !written_here(n)
+                && !drop(n)
         };
-        let mut out: Vec<(&[u8], &[u8])> = stored
-            .map(|(n, v)| (&n[..], &v[..]))
-            .filter(|(n, _)| {
-                !(n.eq_ignore_ascii_case(b"content-length")
-                    || n.eq_ignore_ascii_case(b"transfer-encoding")
-                    || n.eq_ignore_ascii_case(b"date")
-                    || n.eq_ignore_ascii_case(b"server")
-                    || (self.status != 200 && n.eq_ignore_ascii_case(b"content-range"))
-                    || drop(n))
-            })
-            .collect();
-        out.extend(self.extra.iter().map(|(n, v)| (*n, &v[..])));
+        if self.not_modified {
+            out.extend(
+                validate::not_modified_fields(&self.entry)
+                    .filter(keep)
+                    .map(|(n, v)| (&n[..], &v[..])),
+            );
+        } else {
+            out.extend(
+                self.entry
+                    .answer_fields()
+                    .filter(keep)
+                    .map(|(n, v)| (&n[..], &v[..])),
+            );
+        }
+        out.push((b"Age", &self.age[..usize::from(self.age_len)]));
+        if let Some(cr) = &self.content_range {
+            out.push((b"Content-Range", cr.as_bytes()));
+        }
+        if let Some(cs) = &self.cache_status {
+            out.push((b"Cache-Status", cs));
+        }
         out
     }
 
@@ -341,6 +355,106 @@ impl Hit {
     pub(crate) fn body(&self) -> &[u8] {
         &self.entry.body[self.body.clone()]
     }
+}
+
+/// Whether a stored field is one this server writes itself on every answer (framing, Date,
+/// Server): the names compared by length first, so most fields cost one compare.
+fn written_here(name: &[u8]) -> bool {
+    match name.len() {
+        4 => name.eq_ignore_ascii_case(b"date"),
+        6 => name.eq_ignore_ascii_case(b"server"),
+        14 => name.eq_ignore_ascii_case(b"content-length"),
+        17 => name.eq_ignore_ascii_case(b"transfer-encoding"),
+        _ => false,
+    }
+}
+
+/// The answer from `entry`, `age` seconds old, for `req`: a 304 when `not_modified`, a
+/// range cut from the stored whole for a GET that asks for one, no body for HEAD.
+fn answer(
+    req: &linerate_cache::Request<'_>,
+    entry: Arc<Entry>,
+    age: u64,
+    not_modified: bool,
+    status_field: Option<Vec<u8>>,
+) -> Hit {
+    let mut digits = [0u8; 20];
+    let mut itoa = itoa::Buffer::new();
+    let a = itoa.format(age).as_bytes();
+    digits[..a.len()].copy_from_slice(a);
+    let mut content_range = None;
+    let len = entry.body.len();
+    let (status, body) = if not_modified {
+        (304, 0..0)
+    } else if req.method == b"GET" {
+        let answer = range(req.fields, entry.status, len as u64);
+        content_range = answer.content_range(len as u64);
+        match answer {
+            RangeAnswer::Whole => (entry.status, 0..len),
+            RangeAnswer::Part { start, end } => (206, start as usize..end as usize + 1),
+            RangeAnswer::Unsatisfiable => (416, 0..0),
+        }
+    } else {
+        (entry.status, 0..0)
+    };
+    Hit {
+        entry,
+        status,
+        age: digits,
+        age_len: a.len() as u8,
+        content_range,
+        cache_status: status_field,
+        body,
+        not_modified,
+    }
+}
+
+/// What the content phase did with a request below a caching mount without forward auth:
+/// answered it from the store, or planned it for the driver (which then need not look
+/// again).
+pub(crate) enum Here {
+    Hit(Hit),
+    Planned(Box<Exchange>),
+}
+
+/// Plans `head` (in `buf`) below `mount` in the content phase, before the upstream request
+/// is framed: a fresh hit needs no job framed, no copy of the request and no second look.
+/// A hit that also revalidates in the background, and every other plan, go to the driver.
+pub(crate) fn plan_here(
+    mount: &Arc<MountCache>,
+    head: &RequestHead,
+    buf: &[u8],
+    tls: bool,
+) -> Here {
+    let fields: Vec<(&[u8], &[u8])> = head.headers(buf).collect();
+    let req = linerate_cache::Request {
+        method: head.method_bytes(buf),
+        scheme: if tls { b"https" } else { b"http" },
+        authority: head.host(buf).unwrap_or_default(),
+        target: head.target(buf).as_bytes(),
+        fields: &fields,
+    };
+    let now = now();
+    let plan = linerate_cache::plan(&req, &mount.store, now, &mount.opts);
+    if let Plan::Answer {
+        entry,
+        age,
+        ttl,
+        not_modified,
+        revalidate: false,
+    } = plan
+    {
+        let counters = mount.store.counters();
+        counters.record(if ttl < 0 { Event::Stale } else { Event::Hit });
+        let status = mount
+            .status
+            .as_deref()
+            .map(|name| CacheStatus::hit(name, ttl).value().into_bytes());
+        return Here::Hit(answer(&req, entry, age, not_modified, status));
+    }
+    let mut x = Exchange::new(Arc::clone(mount), CacheReq::copy(head, buf, tls));
+    x.pending = Some((plan, now));
+    Here::Planned(Box::new(x))
 }
 
 /// What to do with a request before it goes upstream.
@@ -402,6 +516,9 @@ pub(crate) struct Exchange {
     storing: Option<Storing>,
     /// The second tier was asked (a leader asks once).
     tier_checked: bool,
+    /// The plan the content phase made, and when (the driver acts on it without a second
+    /// look).
+    pending: Option<(Plan, Time)>,
 }
 
 impl Drop for Exchange {
@@ -427,6 +544,7 @@ impl Exchange {
             request_time: Time(0),
             storing: None,
             tier_checked: false,
+            pending: None,
         }
     }
 
@@ -488,11 +606,16 @@ impl Exchange {
         park: impl FnOnce() -> Waiter,
     ) -> Before {
         self.planned = true;
-        self.request_time = now;
         let mount = Arc::clone(&self.mount);
-        let plan = self
-            .req
-            .with(|r| linerate_cache::plan(r, &mount.store, now, &mount.opts));
+        let (plan, now) = match self.pending.take() {
+            Some(made) => made,
+            None => (
+                self.req
+                    .with(|r| linerate_cache::plan(r, &mount.store, now, &mount.opts)),
+                now,
+            ),
+        };
+        self.request_time = now;
         let counters = mount.store.counters();
         match plan {
             Plan::Bypass(why) => {
@@ -532,6 +655,7 @@ impl Exchange {
                             request_time: now,
                             storing: None,
                             tier_checked: true,
+                            pending: None,
                         })
                     });
                 Before::Answer(self.hit(entry, age, not_modified, status), background)
@@ -585,35 +709,8 @@ impl Exchange {
         not_modified: bool,
         status_field: Option<Vec<u8>>,
     ) -> Hit {
-        let mut extra: Vec<(&'static [u8], Vec<u8>)> = Vec::with_capacity(3);
-        extra.push((b"Age", age.to_string().into_bytes()));
-        let len = entry.body.len();
-        let (status, body) = if not_modified {
-            (304, 0..0)
-        } else if self.req.is_get() {
-            let fields = self.req.fields();
-            let answer = range(&fields, entry.status, len as u64);
-            if let Some(cr) = answer.content_range(len as u64) {
-                extra.push((b"Content-Range", cr.into_bytes()));
-            }
-            match answer {
-                RangeAnswer::Whole => (entry.status, 0..len),
-                RangeAnswer::Part { start, end } => (206, start as usize..end as usize + 1),
-                RangeAnswer::Unsatisfiable => (416, 0..0),
-            }
-        } else {
-            (entry.status, 0..0)
-        };
-        if let Some(s) = status_field {
-            extra.push((b"Cache-Status", s));
-        }
-        Hit {
-            entry,
-            status,
-            extra,
-            body,
-            not_modified,
-        }
+        self.req
+            .with(|r| answer(r, entry, age, not_modified, status_field))
     }
 
     /// The upstream's answer head is in (`spans` of `head`); `length` is its body's length

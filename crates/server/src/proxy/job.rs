@@ -54,6 +54,9 @@ pub(crate) struct Job {
     /// A validation the cache sends on its own (stale-while-revalidate): its answer goes to
     /// the store only, never to a client.
     pub background: bool,
+    /// Answered from the cache in the content phase: nothing goes upstream, the driver only
+    /// writes this into the client's connection.
+    pub hit: Option<super::cache::Hit>,
 }
 
 impl Job {
@@ -86,6 +89,7 @@ impl Job {
             then: None,
             cache: Some(cache),
             background: true,
+            hit: None,
         }
     }
 }

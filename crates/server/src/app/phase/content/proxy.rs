@@ -106,6 +106,19 @@ impl<'a> ConnApp<'a> {
             tls: self.tls,
             cert: self.client_cert(),
         };
+        // A caching mount without forward auth looks in its store first: a hit needs no
+        // upstream request framed (with forward auth, the driver looks after the check).
+        let mut cache = None;
+        if let Some(c) = &r.cache
+            && r.auth.is_none()
+        {
+            match crate::proxy::cache::plan_here(c, head, buf, self.tls) {
+                crate::proxy::cache::Here::Hit(hit) => {
+                    return self.relay_hit(route, head, buf, id, hit, pipe);
+                }
+                crate::proxy::cache::Here::Planned(x) => cache = Some(x),
+            }
+        }
         let len = match (&pipe, head.framing()) {
             // The length the client declared, or chunks as they come (HTTP/2 DATA without
             // a content-length, or a chunked HTTP/1.1 body).
@@ -159,13 +172,16 @@ impl<'a> ConnApp<'a> {
                 .adds_proxied_fields()
                 .then(|| head.path_bytes(buf).into()),
             then: None,
-            // The cache plans it in the driver, after its forward auth if it has one: an
+            // With forward auth, the cache plans it in the driver after the check: an
             // answer from the cache must pass the same check as one from upstream.
-            cache: r.cache.as_ref().map(|c| {
-                let req = crate::proxy::cache::CacheReq::copy(head, buf, self.tls);
-                Box::new(crate::proxy::cache::Exchange::new(c.clone(), req))
+            cache: cache.or_else(|| {
+                r.cache.as_ref().map(|c| {
+                    let req = crate::proxy::cache::CacheReq::copy(head, buf, self.tls);
+                    Box::new(crate::proxy::cache::Exchange::new(c.clone(), req))
+                })
             }),
             background: false,
+            hit: None,
         };
         let job = match &r.auth {
             // The auth subrequest goes first, carrying the request it guards.
@@ -198,12 +214,63 @@ impl<'a> ConnApp<'a> {
                     then: Some(Box::new(job)),
                     cache: None,
                     background: false,
+                    hit: None,
                 }
             }
             None => job,
         };
         self.io.jobs.push(job);
         Decision::Relay { upgrade }
+    }
+}
+
+impl<'a> ConnApp<'a> {
+    /// A request the mount's cache answered: a job that carries the answer, for the driver to
+    /// write into this connection (nothing goes upstream).
+    #[cold]
+    #[inline(never)]
+    fn relay_hit(
+        &mut self,
+        route: usize,
+        head: &RequestHead,
+        buf: &[u8],
+        id: u64,
+        hit: crate::proxy::cache::Hit,
+        pipe: Option<PipeOut>,
+    ) -> Decision<Pending> {
+        let r = &self.site_app.proxies[route];
+        self.io.jobs.push(crate::proxy::job::Job {
+            client: self.token,
+            id,
+            site: self.site,
+            route,
+            upstream: r.upstream,
+            head: Vec::new(),
+            body: Vec::new(),
+            pipe,
+            forwarded: crate::proxy::forward::Forwarded {
+                body: crate::h1c::ReqBody::None,
+                head_request: head.method() == Method::Head,
+                upgrade: false,
+            },
+            idempotent: true,
+            tries: 0,
+            fresh: false,
+            failed_server: None,
+            key: None,
+            started: self.started,
+            log: self.log_meta(head, buf),
+            coding: None,
+            path: self
+                .site_app
+                .adds_proxied_fields()
+                .then(|| head.path_bytes(buf).into()),
+            then: None,
+            cache: None,
+            background: false,
+            hit: Some(hit),
+        });
+        Decision::Relay { upgrade: false }
     }
 }
 
