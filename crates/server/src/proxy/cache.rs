@@ -323,9 +323,9 @@ impl Hit {
     pub(crate) fn fields(&self, room: usize, drop: impl Fn(&[u8]) -> bool) -> Vec<(&[u8], &[u8])> {
         let mut out: Vec<(&[u8], &[u8])> = Vec::with_capacity(self.entry.fields.len() + 3 + room);
         let keep = |(n, _): &&OwnedField| {
-            !(self.status != 200 && n.eq_ignore_ascii_case(b"content-range"))
-                && !written_here(n)
-                && !drop(n)
+            !(written_here(n)
+                || drop(n)
+                || (self.status != 200 && n.eq_ignore_ascii_case(b"content-range")))
         };
         if self.not_modified {
             out.extend(
