@@ -606,3 +606,50 @@ fn three_edges_share_one_tier_and_a_purge_on_one_reaches_all() {
         });
     }
 }
+
+/// A hit over HTTP/2 (h2c, curl with prior knowledge): the stored answer with its stored
+/// Date, Age and Cache-Status, as over HTTP/1.1; a HEAD has the fields and no body.
+#[test]
+fn an_http2_client_gets_the_stored_answer_too() {
+    let up = Upstream::start(|_, _| {
+        ok_with(
+            "Cache-Control: max-age=60\r\nDate: Thu, 01 Jan 2099 00:00:00 GMT\r\n",
+            b"over h2",
+        )
+    });
+    let h2c = common::free_port("127.0.0.1").to_string();
+    let s = cache_in_front(&up, &["--h2c-port", h2c.as_str()]);
+    let dir = tempfile_dir();
+    let url = format!("http://127.0.0.1:{h2c}/h2");
+    let first = common::curl::curl_url(&dir, &url, &["--http2-prior-knowledge"], &[]);
+    let hit = common::curl::curl_url(&dir, &url, &["--http2-prior-knowledge"], &[]);
+    assert_eq!(hit.version, "2");
+    assert_eq!((hit.status, hit.text().as_str()), (200, "over h2"));
+    assert!(
+        hit.header("cache-status").unwrap().contains("hit"),
+        "{:?}",
+        hit.headers
+    );
+    // The stored Date, not the time of this answer (RFC 9110 §6.6.1, cache-tests'
+    // other-date-update); the miss before it was relayed with ours, as every proxied answer.
+    assert_eq!(
+        first.header("cache-status").map(|s| s.contains("stored")),
+        Some(true)
+    );
+    assert_eq!(hit.header("date"), Some("Thu, 01 Jan 2099 00:00:00 GMT"));
+    assert!(hit.header("age").is_some());
+    let head = common::curl::curl_url(&dir, &url, &["--http2-prior-knowledge", "-I"], &[]);
+    // curl -I writes the head where the body would go: no byte of the body follows it.
+    assert_eq!(head.status, 200);
+    assert!(!head.text().contains("over h2"), "{}", head.text());
+    assert!(head.header("cache-status").unwrap().contains("hit"));
+    assert_eq!(up.count("/h2"), 1);
+    drop(s);
+}
+
+/// A directory of this test process's own for curl's files.
+fn tempfile_dir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("linerate-proxy-cache-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
