@@ -653,3 +653,52 @@ fn tempfile_dir() -> std::path::PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// A reload (SIGHUP) keeps what a cache holds when the mount's cache settings did not change,
+/// as nginx's and Varnish's caches outlive a reload; changed settings start it empty.
+#[test]
+fn a_reload_keeps_the_cache_unless_its_settings_changed() {
+    let up = Upstream::start(|_, _| ok_with("Cache-Control: max-age=600\r\n", b"kept"));
+    let dir = tempfile_dir().join("reload");
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = common::free_port("127.0.0.1");
+    let file = dir.join("linerate.toml");
+    let write = |generation: u32, size: &str| {
+        std::fs::write(
+            &file,
+            format!(
+                "[[listen]]\naddr = \"127.0.0.1:{port}\"\n\n[[upstream]]\nname = \"app\"\nservers = [\"{}\"]\n\n[[site]]\ndefault = true\n\n[[site.proxy]]\nprefix = \"/\"\nupstream = \"app\"\nset_response = {{ \"X-Generation\" = \"{generation}\" }}\ncache = {{ size = \"{size}\" }}\n",
+                up.addr
+            ),
+        )
+        .unwrap();
+    };
+    write(1, "4MiB");
+    let s = common::bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    get(addr, "/k", "");
+    assert!(
+        get(addr, "/k", "")
+            .header("cache-status")
+            .unwrap()
+            .contains("hit")
+    );
+    // Another response field, the same cache settings: still a hit after the reload.
+    write(2, "4MiB");
+    common::bin::signal(&s.child, rustix::process::Signal::HUP);
+    eventually("the reload took effect", || {
+        get(addr, "/k", "").header("x-generation") == Some("2")
+    });
+    assert_eq!(
+        up.count("/k"),
+        1,
+        "the reload emptied a cache whose settings are the same"
+    );
+    // Another size: a cache of its own, empty.
+    write(3, "8MiB");
+    common::bin::signal(&s.child, rustix::process::Signal::HUP);
+    eventually("the second reload took effect", || {
+        get(addr, "/k", "").header("x-generation") == Some("3")
+    });
+    assert_eq!(up.count("/k"), 2);
+}

@@ -168,6 +168,10 @@ impl ControlHandle {
         if let Some(logs) = &self.logs {
             set.route_logs(&logs.route(config)?);
         }
+        {
+            let old = self.caches.lock().unwrap_or_else(|e| e.into_inner());
+            crate::proxy::cache::carry_over(&old, &mut set);
+        }
         let set = Arc::new(set);
         set.check_roots()?;
         *self.caches.lock().unwrap_or_else(|e| e.into_inner()) =

@@ -456,6 +456,12 @@ impl Sites {
     /// Site `i`; the default site for an index a reload made stale (a request read before
     /// the swap and answered after it).
     #[inline(always)]
+    /// Every site, to change before the set is shared (a reload's carried-over caches).
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut SiteApp> {
+        self.list.iter_mut()
+    }
+
     /// Each site's label in the metrics: its first name as written (`*.example.com` for a
     /// wildcard), or `_` for a site without names (nginx's catch-all spelling).
     pub(crate) fn labels(&self) -> Vec<String> {

@@ -68,6 +68,8 @@ pub(crate) struct MountCache {
     pub waiting: std::sync::atomic::AtomicU64,
     /// The shared second tier (Redis, memcached), when the mount has one.
     pub tier: Option<super::tier::SharedTier>,
+    /// The settings it was made with (a reload keeps a cache whose settings did not change).
+    conf: ProxyCache,
 }
 
 impl MountCache {
@@ -114,6 +116,7 @@ impl MountCache {
             max_object: usize::try_from(conf.max_object).unwrap_or(usize::MAX),
             waiting: std::sync::atomic::AtomicU64::new(0),
             tier: None,
+            conf: conf.clone(),
         }
     }
 
@@ -170,9 +173,22 @@ impl crate::stats::CacheAdmin for View {
         }
         Some(n)
     }
+
+    fn shared(&self) -> Arc<dyn std::any::Any + Send + Sync> {
+        Arc::clone(&self.cache) as Arc<dyn std::any::Any + Send + Sync>
+    }
 }
 
 impl View {
+    fn label_of(site: &str, route: &super::route::Route) -> String {
+        let prefix = if route.mount.prefix.is_empty() {
+            "/"
+        } else {
+            &route.mount.prefix
+        };
+        format!("{site} {prefix}")
+    }
+
     fn purge_here(&self, url: &str, prefix: bool) -> Option<usize> {
         let (scheme, rest) = url.split_once("://")?;
         let scheme = scheme.to_ascii_lowercase();
@@ -205,19 +221,40 @@ pub(crate) fn admin_views(
     for (site, label) in sites.sites.iter().zip(labels) {
         for r in &site.proxies {
             if let Some(c) = &r.cache {
-                let prefix = if r.mount.prefix.is_empty() {
-                    "/"
-                } else {
-                    &r.mount.prefix
-                };
                 out.push(Arc::new(View {
-                    label: format!("{label} {prefix}"),
+                    label: View::label_of(&label, r),
                     cache: Arc::clone(c),
                 }));
             }
         }
     }
     out
+}
+
+/// A reload keeps what each cache holds: a mount of the new `sites` with the same site, prefix
+/// and cache settings as one of `old` takes over its cache (store, flights, tier), as nginx's
+/// and Varnish's caches outlive a reload. Changed settings start an empty cache.
+pub(crate) fn carry_over(
+    old: &[Arc<dyn crate::stats::CacheAdmin>],
+    sites: &mut crate::app::sites::SiteSet,
+) {
+    let labels = sites.sites.labels();
+    for (site, label) in sites.sites.iter_mut().zip(labels) {
+        for r in &mut site.proxies {
+            let Some(new) = &r.cache else {
+                continue;
+            };
+            let wanted = View::label_of(&label, r);
+            let kept = old
+                .iter()
+                .filter(|v| v.label() == wanted)
+                .filter_map(|v| v.shared().downcast::<MountCache>().ok())
+                .find(|c| c.conf == new.conf);
+            if let Some(c) = kept {
+                r.cache = Some(c);
+            }
+        }
+    }
 }
 
 /// Wakes waiters: each looks in the store again on its own worker.

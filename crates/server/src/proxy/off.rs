@@ -60,6 +60,13 @@ pub(crate) mod pipe {
 }
 
 pub(crate) mod cache {
+    /// No proxy mount, so no cache to keep.
+    pub(crate) fn carry_over(
+        _old: &[std::sync::Arc<dyn crate::stats::CacheAdmin>],
+        _sites: &mut crate::app::sites::SiteSet,
+    ) {
+    }
+
     /// No proxy mount, so no cache.
     pub(crate) fn admin_views(
         _sites: &crate::app::sites::SiteSet,
