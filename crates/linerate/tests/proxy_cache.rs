@@ -510,7 +510,8 @@ fn post(admin: &str, target: &str) -> (u16, String) {
 /// Issue Q's fleet: three edges on 127.0.0.2–4 share one Redis (then one memcached). An
 /// answer cached through edge A is a hit on edges B and C without going upstream; a purge on
 /// one edge is seen by all (the tier's generation, read each second by every edge); a tier
-/// killed mid-run leaves every request answered, and once back it is shared again.
+/// stopped (SIGSTOP) or killed mid-run leaves every request answered, and once back it is
+/// shared again.
 #[test]
 fn three_edges_share_one_tier_and_a_purge_on_one_reaches_all() {
     for program in ["redis-server", "memcached"] {
@@ -581,6 +582,14 @@ fn three_edges_share_one_tier_and_a_purge_on_one_reaches_all() {
             get(edges[2].addr, "/shared", "");
             up.count("/shared") >= 2
         });
+        // The tier stopped (it takes connections and never answers): each call ends at the
+        // tier's timeout as a miss, and every request is answered.
+        tier.signal(rustix::process::Signal::STOP);
+        for (i, e) in edges.iter().enumerate() {
+            let r = get(e.addr, &format!("/stopped{i}"), "");
+            assert_eq!((r.status, r.text()), (200, format!("/stopped{i}")));
+        }
+        tier.signal(rustix::process::Signal::CONT);
         // The tier killed: every request still answered (a miss there, counted).
         tier.kill();
         for (i, e) in edges.iter().enumerate() {

@@ -88,6 +88,12 @@ impl TierServer {
         }
     }
 
+    /// Sends `sig` to the server (SIGSTOP: a tier that takes connections and never answers).
+    pub fn signal(&self, sig: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).unwrap();
+        rustix::process::kill_process(pid, sig).unwrap();
+    }
+
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
