@@ -8,7 +8,7 @@ use std::net::IpAddr;
 
 use linerate_http1::{Framing, Method, RequestHead, TargetForm, Version, write_field};
 
-use super::{connection_tokens, hop_by_hop};
+use super::{Name, Named};
 use crate::h1c::ReqBody;
 
 /// What `Host` the upstream gets.
@@ -80,17 +80,16 @@ pub(crate) fn request_head(
     out: &mut Vec<u8>,
 ) -> Forwarded {
     let fields = || head.headers(buf);
-    let named = connection_tokens(fields());
+    let named = Named::of(fields());
     // RFC 9110 §7.8: an upgrade is asked with both Upgrade and Connection: upgrade; over
-    // HTTP/1.1 only (an HTTP/2 request cannot carry either).
-    let upgrade_to = head
-        .header(buf, "upgrade")
-        .filter(|_| {
-            !policy.upgrades.is_empty()
-                && head.method() == Method::Get
-                && head.version() == Version::Http11
-                && named.iter().any(|t| t == b"upgrade")
-        })
+    // HTTP/1.1 only (an HTTP/2 request cannot carry either). `Connection` is looked at first:
+    // a request without it is no upgrade, and its fields are not searched for `Upgrade`.
+    let upgrade_to = (named.lists(b"upgrade")
+        && !policy.upgrades.is_empty()
+        && head.method() == Method::Get
+        && head.version() == Version::Http11)
+        .then(|| head.header(buf, "upgrade"))
+        .flatten()
         .and_then(|offered| allowed_upgrades(offered, &policy.upgrades));
     out.extend_from_slice(head.method_bytes(buf));
     out.push(b' ');
@@ -126,54 +125,45 @@ pub(crate) fn request_head(
             .iter()
             .any(|n| n.as_bytes().eq_ignore_ascii_case(name))
     };
-    let forwarding = |name: &[u8]| {
-        [
-            &b"x-forwarded-for"[..],
-            b"x-forwarded-proto",
-            b"x-forwarded-host",
-            b"forwarded",
-            b"x-forwarded-client-cert",
-            // nginx's common `proxy_set_header X-Real-IP`: applications read it as the
-            // client's address, so a client must not be able to write it.
-            b"x-real-ip",
-        ]
-        .iter()
-        .any(|f| name.eq_ignore_ascii_case(f))
-    };
     let mut via: Vec<&[u8]> = Vec::new();
     let mut xff: Vec<&[u8]> = Vec::new();
     let mut fwd: Vec<&[u8]> = Vec::new();
     let mut xfcc: Vec<&[u8]> = Vec::new();
     let (mut xfp, mut xfh) = (None, None);
     for (name, value) in fields() {
-        if hop_by_hop(name, &named)
-            || name.eq_ignore_ascii_case(b"host")
+        let kind = Name::of(name);
+        if kind.hop_by_hop()
+            || named.lists(name)
+            || kind == Name::Host
             // This server answers `Expect: 100-continue` itself when it reads the body.
-            || name.eq_ignore_ascii_case(b"expect")
+            || kind == Name::Expect
             || set(name)
             || removed(name)
         {
             continue;
         }
-        if name.eq_ignore_ascii_case(b"via") {
-            via.push(value);
-            continue;
+        match kind {
+            Name::Via => via.push(value),
+            // The forwarding fields, and nginx's common `proxy_set_header X-Real-IP`:
+            // applications read it as the client's address, so a client must not be able
+            // to write it. A client's are dropped (this server writes its own below); a
+            // trusted proxy's are extended, or passed.
+            Name::XForwardedFor
+            | Name::XForwardedProto
+            | Name::XForwardedHost
+            | Name::Forwarded
+            | Name::XForwardedClientCert
+            | Name::XRealIp
+                if !policy.trust_forwarded => {}
+            Name::XForwardedFor => xff.push(value),
+            Name::XForwardedProto => xfp = xfp.or(Some(value)),
+            Name::XForwardedHost => xfh = xfh.or(Some(value)),
+            Name::XForwardedClientCert => xfcc.push(value),
+            Name::Forwarded => fwd.push(value),
+            // One address, the trusted proxy's finding: passed as it came.
+            Name::XRealIp => write_field(out, name, value),
+            _ => write_field(out, name, value),
         }
-        if forwarding(name) {
-            if policy.trust_forwarded {
-                match name.to_ascii_lowercase().as_slice() {
-                    b"x-forwarded-for" => xff.push(value),
-                    b"x-forwarded-proto" => xfp = xfp.or(Some(value)),
-                    b"x-forwarded-host" => xfh = xfh.or(Some(value)),
-                    b"x-forwarded-client-cert" => xfcc.push(value),
-                    // One address, the trusted proxy's finding: passed as it came.
-                    b"x-real-ip" => write_field(out, name, value),
-                    _ => fwd.push(value),
-                }
-            }
-            continue;
-        }
-        write_field(out, name, value);
     }
     for (n, v) in &policy.set {
         write_field(out, n.as_bytes(), v.as_bytes());
