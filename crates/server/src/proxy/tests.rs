@@ -587,3 +587,18 @@ fn fields_a_connection_field_names_are_dropped_in_both_directions_even_forwardin
         .collect();
     assert_eq!(names, [&b"X-B"[..]]);
 }
+
+#[test]
+fn a_word_is_folded_to_lower_case_as_each_of_its_bytes_is() {
+    // Every byte value in every lane, beside letters and bytes next to the letters' edges.
+    for b in 0..=255u8 {
+        for lane in 0..8 {
+            for fill in [b'A', b'z', b'@', b'[', b'`', b'{', 0x00, 0xc1] {
+                let mut bytes = [fill; 8];
+                bytes[lane] = b;
+                let want = u64::from_le_bytes(bytes.map(|c| c.to_ascii_lowercase()));
+                assert_eq!(super::fold(u64::from_le_bytes(bytes)), want, "{bytes:x?}");
+            }
+        }
+    }
+}
