@@ -2,7 +2,7 @@
 //! response head in, the forwarded fields out. One row per rule, with the rule cited.
 #![forbid(unsafe_code)]
 
-use linerate_http1::{Limits, Parsed, RequestHead, parse_response_strict};
+use linerate_http1::{Limits, Parsed, RequestHead, Version, parse_response_strict};
 
 use super::forward::{Client, ForwardedStyle, HostPolicy, Policy, request_head};
 use super::{Name, Named, reply};
@@ -600,5 +600,47 @@ fn a_word_is_folded_to_lower_case_as_each_of_its_bytes_is() {
                 assert_eq!(super::fold(u64::from_le_bytes(bytes)), want, "{bytes:x?}");
             }
         }
+    }
+}
+
+#[test]
+fn an_address_is_written_as_display_writes_it() {
+    // X-Forwarded-For's address: every octet value in every position, and IPv6 (RFC 5952).
+    let mut addrs: Vec<std::net::IpAddr> = Vec::new();
+    for pos in 0..4 {
+        for o in 0..=255u8 {
+            let mut octets = [10, 0, 200, 7];
+            octets[pos] = o;
+            addrs.push(std::net::Ipv4Addr::from(octets).into());
+        }
+    }
+    addrs.push(std::net::Ipv4Addr::BROADCAST.into());
+    addrs.push(std::net::Ipv4Addr::UNSPECIFIED.into());
+    addrs.push("2001:db8::1".parse().unwrap());
+    addrs.push("::ffff:192.0.2.7".parse().unwrap());
+    for a in addrs {
+        let mut out = b"x".to_vec();
+        super::forward::write_ip(&mut out, a);
+        assert_eq!(out, format!("x{a}").into_bytes(), "{a}");
+    }
+}
+
+#[test]
+fn via_names_the_protocol_the_request_came_with() {
+    // RFC 9110 §7.6.3: received-protocol is the version, its name omitted for HTTP.
+    let request = b"GET /api/x HTTP/1.1\r\nHost: a\r\n\r\n";
+    for (version, via) in [
+        (Version::Http10, "Via: 1.0 linerate\r\n"),
+        (Version::Http11, "Via: 1.1 linerate\r\n"),
+        (Version::Http2, "Via: 2.0 linerate\r\n"),
+        (Version::Http3, "Via: 3 linerate\r\n"),
+    ] {
+        let mut head = RequestHead::new();
+        head.parse(request, &Limits::default()).unwrap();
+        head.set_version(version);
+        let mut out = Vec::new();
+        request_head(&head, request, CLIENT, &policy(), None, &mut out);
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.contains(&format!("\r\n{via}")), "{out}");
     }
 }
