@@ -341,10 +341,7 @@ impl Pieces for Cursor<'_> {
 }
 
 /// Appends `name: value\r\n`.
-///
-/// Always inlined: most callers name the field with a literal, whose copy then needs no call
-/// to `memcpy`; called, it cost ~87 instructions a field (callgrind, docs/benchmarks.md).
-#[inline(always)]
+#[inline]
 pub fn write_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.reserve(name.len() + value.len() + 4);
     out.extend_from_slice(name);
