@@ -156,9 +156,13 @@ fn no_transform(value: &str) -> bool {
 
 /// Whether a Content-Type names a media type that compresses well (text, JSON, XML, SVG…).
 pub fn compressible(content_type: &str) -> bool {
+    compressible_bytes(content_type.as_bytes())
+}
+
+/// [`compressible`] on the bytes of a Content-Type value (a proxied answer's, read as bytes).
+pub(crate) fn compressible_bytes(b: &[u8]) -> bool {
     // Byte slices and a length test before each comparison: this runs for every static-file
     // answer when compression is on, so declining `application/octet-stream` must be cheap.
-    let b = content_type.as_bytes();
     let essence = b[..memchr::memchr(b';', b).unwrap_or(b.len())].trim_ascii();
     let ends = |suffix: &[u8]| {
         essence.len() > suffix.len()

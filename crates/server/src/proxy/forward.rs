@@ -8,7 +8,7 @@ use std::net::IpAddr;
 
 use linerate_http1::{Framing, Method, RequestHead, TargetForm, Version, write_field};
 
-use super::{connection_tokens, hop_by_hop};
+use super::{Name, Named};
 use crate::h1c::ReqBody;
 
 /// What `Host` the upstream gets.
@@ -65,9 +65,6 @@ pub(crate) struct Forwarded {
     pub upgrade: bool,
 }
 
-/// The name this server goes by in `Via`.
-const VIA_NAME: &str = "linerate";
-
 /// Writes the upstream request head for the client's request `head` (in `buf`) into `out`.
 /// `body`: how the body goes upstream when the caller knows (it read the body whole: its
 /// length); `None` derives it from the client's framing (chunked stays chunked).
@@ -80,17 +77,16 @@ pub(crate) fn request_head(
     out: &mut Vec<u8>,
 ) -> Forwarded {
     let fields = || head.headers(buf);
-    let named = connection_tokens(fields());
+    let named = Named::of(fields());
     // RFC 9110 §7.8: an upgrade is asked with both Upgrade and Connection: upgrade; over
-    // HTTP/1.1 only (an HTTP/2 request cannot carry either).
-    let upgrade_to = head
-        .header(buf, "upgrade")
-        .filter(|_| {
-            !policy.upgrades.is_empty()
-                && head.method() == Method::Get
-                && head.version() == Version::Http11
-                && named.iter().any(|t| t == b"upgrade")
-        })
+    // HTTP/1.1 only (an HTTP/2 request cannot carry either). `Connection` is looked at first:
+    // a request without it is no upgrade, and its fields are not searched for `Upgrade`.
+    let upgrade_to = (named.lists(b"upgrade")
+        && !policy.upgrades.is_empty()
+        && head.method() == Method::Get
+        && head.version() == Version::Http11)
+        .then(|| head.header(buf, "upgrade"))
+        .flatten()
         .and_then(|offered| allowed_upgrades(offered, &policy.upgrades));
     out.extend_from_slice(head.method_bytes(buf));
     out.push(b' ');
@@ -109,9 +105,9 @@ pub(crate) fn request_head(
             // RFC 9112 §3.2: the HTTP/1.1 request upstream carries Host even when the
             // client's HTTP/1.0 one had none: the upstream's own name then.
             let h = client_host.unwrap_or(policy.upstream_host.as_bytes());
-            write_field(out, b"Host", h);
+            literal_field(out, b"Host", h);
         }
-        HostPolicy::Set(h) => write_field(out, b"Host", h.as_bytes()),
+        HostPolicy::Set(h) => literal_field(out, b"Host", h.as_bytes()),
     }
 
     let set = |name: &[u8]| {
@@ -126,75 +122,64 @@ pub(crate) fn request_head(
             .iter()
             .any(|n| n.as_bytes().eq_ignore_ascii_case(name))
     };
-    let forwarding = |name: &[u8]| {
-        [
-            &b"x-forwarded-for"[..],
-            b"x-forwarded-proto",
-            b"x-forwarded-host",
-            b"forwarded",
-            b"x-forwarded-client-cert",
-            // nginx's common `proxy_set_header X-Real-IP`: applications read it as the
-            // client's address, so a client must not be able to write it.
-            b"x-real-ip",
-        ]
-        .iter()
-        .any(|f| name.eq_ignore_ascii_case(f))
-    };
     let mut via: Vec<&[u8]> = Vec::new();
     let mut xff: Vec<&[u8]> = Vec::new();
     let mut fwd: Vec<&[u8]> = Vec::new();
     let mut xfcc: Vec<&[u8]> = Vec::new();
     let (mut xfp, mut xfh) = (None, None);
     for (name, value) in fields() {
-        if hop_by_hop(name, &named)
-            || name.eq_ignore_ascii_case(b"host")
+        let kind = Name::of(name);
+        if kind.hop_by_hop()
+            || named.lists(name)
+            || kind == Name::Host
             // This server answers `Expect: 100-continue` itself when it reads the body.
-            || name.eq_ignore_ascii_case(b"expect")
+            || kind == Name::Expect
             || set(name)
             || removed(name)
         {
             continue;
         }
-        if name.eq_ignore_ascii_case(b"via") {
-            via.push(value);
-            continue;
+        match kind {
+            Name::Via => via.push(value),
+            // The forwarding fields, and nginx's common `proxy_set_header X-Real-IP`:
+            // applications read it as the client's address, so a client must not be able
+            // to write it. A client's are dropped (this server writes its own below); a
+            // trusted proxy's are extended, or passed.
+            Name::XForwardedFor
+            | Name::XForwardedProto
+            | Name::XForwardedHost
+            | Name::Forwarded
+            | Name::XForwardedClientCert
+            | Name::XRealIp
+                if !policy.trust_forwarded => {}
+            Name::XForwardedFor => xff.push(value),
+            Name::XForwardedProto => xfp = xfp.or(Some(value)),
+            Name::XForwardedHost => xfh = xfh.or(Some(value)),
+            Name::XForwardedClientCert => xfcc.push(value),
+            Name::Forwarded => fwd.push(value),
+            // One address, the trusted proxy's finding: passed as it came.
+            Name::XRealIp => write_field(out, name, value),
+            _ => write_field(out, name, value),
         }
-        if forwarding(name) {
-            if policy.trust_forwarded {
-                match name.to_ascii_lowercase().as_slice() {
-                    b"x-forwarded-for" => xff.push(value),
-                    b"x-forwarded-proto" => xfp = xfp.or(Some(value)),
-                    b"x-forwarded-host" => xfh = xfh.or(Some(value)),
-                    b"x-forwarded-client-cert" => xfcc.push(value),
-                    // One address, the trusted proxy's finding: passed as it came.
-                    b"x-real-ip" => write_field(out, name, value),
-                    _ => fwd.push(value),
-                }
-            }
-            continue;
-        }
-        write_field(out, name, value);
     }
     for (n, v) in &policy.set {
         write_field(out, n.as_bytes(), v.as_bytes());
     }
 
-    // Via (RFC 9110 §7.6.3): the protocol it was received with, then this server.
-    let received = match head.version() {
-        Version::Http10 => "1.0",
-        Version::Http11 => "1.1",
-        Version::Http2 => "2.0",
-        Version::Http3 => "3",
+    // Via (RFC 9110 §7.6.3): the protocol it was received with, then this server's name
+    // (each whole, one copy).
+    let received: &[u8] = match head.version() {
+        Version::Http10 => b"1.0 linerate\r\n",
+        Version::Http11 => b"1.1 linerate\r\n",
+        Version::Http2 => b"2.0 linerate\r\n",
+        Version::Http3 => b"3 linerate\r\n",
     };
     out.extend_from_slice(b"Via: ");
     for v in &via {
         out.extend_from_slice(v);
         out.extend_from_slice(b", ");
     }
-    out.extend_from_slice(received.as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(VIA_NAME.as_bytes());
-    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(received);
 
     let proto: &[u8] = if client.tls { b"https" } else { b"http" };
     let style = policy.forwarded;
@@ -219,9 +204,9 @@ pub(crate) fn request_head(
         out.extend_from_slice(b"\r\n");
     }
     if matches!(style, ForwardedStyle::XForwarded | ForwardedStyle::Both) {
-        write_field(out, b"X-Forwarded-Proto", xfp.unwrap_or(proto));
+        literal_field(out, b"X-Forwarded-Proto", xfp.unwrap_or(proto));
         if let Some(h) = xfh.or(client_host) {
-            write_field(out, b"X-Forwarded-Host", h);
+            literal_field(out, b"X-Forwarded-Host", h);
         }
     }
     if matches!(style, ForwardedStyle::Rfc7239 | ForwardedStyle::Both) {
@@ -244,7 +229,7 @@ pub(crate) fn request_head(
             list.extend_from_slice(b", ");
         }
         list.extend_from_slice(element.as_bytes());
-        write_field(out, b"Forwarded", &list);
+        literal_field(out, b"Forwarded", &list);
     }
 
     // Envoy's field for the client's certificate: a client's own is dropped unless it came
@@ -257,12 +242,12 @@ pub(crate) fn request_head(
             }
             list.extend_from_slice(c.xfcc.as_bytes());
         }
-        write_field(out, b"X-Forwarded-Client-Cert", &list);
+        literal_field(out, b"X-Forwarded-Client-Cert", &list);
     }
 
     if let Some(u) = &upgrade_to {
-        write_field(out, b"Connection", b"upgrade");
-        write_field(out, b"Upgrade", u);
+        literal_field(out, b"Connection", b"upgrade");
+        literal_field(out, b"Upgrade", u);
     }
     let body = body.unwrap_or(match head.framing() {
         Framing::None => ReqBody::None,
@@ -273,9 +258,9 @@ pub(crate) fn request_head(
         ReqBody::None => {}
         ReqBody::Length(n) => {
             let mut b = itoa::Buffer::new();
-            write_field(out, b"Content-Length", b.format(n).as_bytes());
+            literal_field(out, b"Content-Length", b.format(n).as_bytes());
         }
-        ReqBody::Chunked => write_field(out, b"Transfer-Encoding", b"chunked"),
+        ReqBody::Chunked => literal_field(out, b"Transfer-Encoding", b"chunked"),
     }
     out.extend_from_slice(b"\r\n");
     Forwarded {
@@ -283,6 +268,18 @@ pub(crate) fn request_head(
         head_request: head.method() == Method::Head,
         upgrade: upgrade_to.is_some(),
     }
+}
+
+/// `write_field` for a name written here as a literal, inlined so that the name's copy
+/// needs no call to `memcpy` (~30 instructions a field). `write_field` itself stays a call:
+/// inlined everywhere, it made the server's own answers cost more (docs/benchmarks.md).
+#[inline(always)]
+fn literal_field(out: &mut Vec<u8>, name: &'static [u8], value: &[u8]) {
+    out.reserve(name.len() + value.len() + 4);
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
 }
 
 /// The protocols of an `Upgrade` value (RFC 9110 §7.8: `#protocol`, each `name[/version]`)
@@ -370,16 +367,30 @@ pub(crate) fn has_dot_segment(path: &[u8]) -> bool {
 }
 
 /// An address as `Display` writes it (dotted quad, or RFC 5952 text for IPv6).
-fn write_ip(out: &mut Vec<u8>, ip: IpAddr) {
+pub(super) fn write_ip(out: &mut Vec<u8>, ip: IpAddr) {
     match ip {
         IpAddr::V4(v4) => {
-            for (i, o) in v4.octets().iter().enumerate() {
+            // Composed on the stack and copied once: a copy per octet cost ~100 instructions
+            // a request (callgrind, docs/benchmarks.md).
+            let mut text = [0u8; 15];
+            let mut n = 0;
+            for (i, o) in v4.octets().into_iter().enumerate() {
                 if i > 0 {
-                    out.push(b'.');
+                    text[n] = b'.';
+                    n += 1;
                 }
-                let mut b = itoa::Buffer::new();
-                out.extend_from_slice(b.format(*o).as_bytes());
+                if o >= 100 {
+                    text[n] = b'0' + o / 100;
+                    n += 1;
+                }
+                if o >= 10 {
+                    text[n] = b'0' + o / 10 % 10;
+                    n += 1;
+                }
+                text[n] = b'0' + o % 10;
+                n += 1;
             }
+            out.extend_from_slice(&text[..n]);
         }
         IpAddr::V6(v6) => out.extend_from_slice(v6.to_string().as_bytes()),
     }

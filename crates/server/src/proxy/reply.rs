@@ -6,7 +6,7 @@
 
 use linerate_http1::{FieldSpan, ResponseInfo, Version};
 
-use super::{connection_tokens, hop_by_hop};
+use super::{Name, Named};
 
 /// A mount's rules for responses.
 #[derive(Clone, Debug, Default)]
@@ -42,14 +42,15 @@ pub(crate) fn fields<'h>(
             .iter()
             .map(move |f| (&head[f.name.clone()], &head[f.value.clone()]))
     };
-    let named = connection_tokens(all());
+    let named = Named::of(all());
     let upgraded = info.status == 101;
     all().filter(move |(name, _)| {
-        let keep_upgrade = upgraded && name.eq_ignore_ascii_case(b"upgrade");
-        keep_upgrade
-            || !(hop_by_hop(name, &named)
-                || name.eq_ignore_ascii_case(b"date")
-                || name.eq_ignore_ascii_case(b"server")
+        let kind = Name::of(name);
+        (upgraded && kind == Name::Upgrade)
+            || !(kind.hop_by_hop()
+                || kind == Name::Date
+                || kind == Name::Server
+                || named.lists(name)
                 || policy.names(name))
     })
 }

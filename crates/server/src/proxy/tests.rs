@@ -2,10 +2,10 @@
 //! response head in, the forwarded fields out. One row per rule, with the rule cited.
 #![forbid(unsafe_code)]
 
-use linerate_http1::{Limits, Parsed, RequestHead, parse_response_strict};
+use linerate_http1::{Limits, Parsed, RequestHead, Version, parse_response_strict};
 
 use super::forward::{Client, ForwardedStyle, HostPolicy, Policy, request_head};
-use super::reply;
+use super::{Name, Named, reply};
 use crate::h1c::ReqBody;
 
 fn policy() -> Policy {
@@ -392,4 +392,255 @@ fn host_comes_from_an_absolute_target_else_the_field_else_the_upstream() {
     assert!(head.starts_with("GET /v1/ HTTP/1.1\r\n"), "{head}");
     let (head, _, _) = forward(b"GET /api HTTP/1.1\r\nHost: a\r\n\r\n", &rewrite);
     assert!(head.starts_with("GET /v1 HTTP/1.1\r\n"), "{head}");
+}
+
+/// The names the proxy's rules single out, as the rules were first written: one
+/// `eq_ignore_ascii_case` compare per rule name (RFC 9110 §7.6.1's hop-by-hop fields and the
+/// framing; `Host`, `Expect`, `Via`, the forwarding fields, `Date`, `Server`). [`Name::of`]
+/// must agree with them on every name.
+const RULE_NAMES: &[(&str, Name)] = &[
+    ("connection", Name::Connection),
+    ("keep-alive", Name::HopByHop),
+    ("proxy-connection", Name::HopByHop),
+    ("te", Name::HopByHop),
+    ("transfer-encoding", Name::HopByHop),
+    ("upgrade", Name::Upgrade),
+    ("proxy-authenticate", Name::HopByHop),
+    ("proxy-authorization", Name::HopByHop),
+    ("content-length", Name::HopByHop),
+    ("host", Name::Host),
+    ("expect", Name::Expect),
+    ("via", Name::Via),
+    ("date", Name::Date),
+    ("server", Name::Server),
+    ("x-forwarded-for", Name::XForwardedFor),
+    ("x-forwarded-proto", Name::XForwardedProto),
+    ("x-forwarded-host", Name::XForwardedHost),
+    ("forwarded", Name::Forwarded),
+    ("x-forwarded-client-cert", Name::XForwardedClientCert),
+    ("x-real-ip", Name::XRealIp),
+];
+
+/// The first version's rule: the first listed name `name` equals, ignoring ASCII case.
+fn name_by_compares(name: &[u8]) -> Name {
+    RULE_NAMES
+        .iter()
+        .find(|(n, _)| name.eq_ignore_ascii_case(n.as_bytes()))
+        .map_or(Name::Other, |&(_, kind)| kind)
+}
+
+/// The first version's `Connection` tokens: every field's elements, trimmed, lowercased,
+/// empty ones dropped; a name is listed when it equals one ignoring ASCII case.
+fn tokens_by_copies(values: &[&[u8]]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for value in values {
+        for t in value.split(|&b| b == b',') {
+            let t = t.trim_ascii();
+            if !t.is_empty() {
+                out.push(t.to_ascii_lowercase());
+            }
+        }
+    }
+    out
+}
+
+/// Every rule name in three cases, cut, lengthened, and with each byte replaced by bytes that
+/// fold near it (`\r` | 0x20 is `-`, 0xC0..: not ASCII, never folded), and other names.
+fn candidate_names() -> Vec<Vec<u8>> {
+    let mut out: Vec<Vec<u8>> = [
+        &b""[..],
+        b"x",
+        b"accept",
+        b"user-agent",
+        b"content-type",
+        b"cookie",
+        b"set-cookie",
+        b"x-forwarded",
+        b"forwarded-for",
+    ]
+    .iter()
+    .map(|n| n.to_vec())
+    .collect();
+    for (n, _) in RULE_NAMES {
+        let n = n.as_bytes();
+        let mixed: Vec<u8> = n
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                if i % 2 == 0 {
+                    b.to_ascii_uppercase()
+                } else {
+                    *b
+                }
+            })
+            .collect();
+        for base in [n.to_vec(), n.to_ascii_uppercase(), mixed] {
+            out.push(base[..base.len() - 1].to_vec());
+            out.push([&base[..], b"s"].concat());
+            for at in 0..base.len() {
+                for b in [b'x', b'_', b'\r', b'\t', 0x0d ^ 0x20, 0xc0, 0xe0, 0xff] {
+                    let mut m = base.clone();
+                    m[at] = b;
+                    out.push(m);
+                }
+            }
+            out.push(base);
+        }
+    }
+    out
+}
+
+#[test]
+fn the_name_rules_read_once_agree_with_a_compare_per_rule_name() {
+    // RFC 9110 §5.1: field names are case-insensitive; the rules' names in any case, and no
+    // other name, are told apart.
+    let names = candidate_names();
+    assert!(names.len() > 2_000, "{}", names.len());
+    for name in &names {
+        assert_eq!(
+            Name::of(name),
+            name_by_compares(name),
+            "{:?}",
+            String::from_utf8_lossy(name)
+        );
+    }
+    for (n, kind) in RULE_NAMES {
+        let hop = matches!(*kind, Name::HopByHop | Name::Connection | Name::Upgrade);
+        assert_eq!(kind.hop_by_hop(), hop, "{n}");
+    }
+}
+
+#[test]
+fn connection_listed_names_agree_with_the_lowercased_token_copies() {
+    // RFC 9110 §7.6.1: the names a Connection field lists, in any of its fields, are
+    // hop-by-hop; its list elements are trimmed, and empty ones name nothing.
+    let values: &[&[&[u8]]] = &[
+        &[],
+        &[b"keep-alive"],
+        &[b"close"],
+        &[b"Upgrade"],
+        &[b"X-Secret, keep-alive"],
+        &[b" , ,X-A ,\tX-B\t, "],
+        &[b"te", b"X-Forwarded-For, Via"],
+        &[b""],
+        &[b",,"],
+        &[b"caf\xe9, X-\xc0"],
+    ];
+    let mut names = candidate_names();
+    names.extend(
+        [
+            &b"x-secret"[..],
+            b"X-A",
+            b"x-b",
+            b"caf\xe9",
+            b"CAF\xe9",
+            b"x-\xc0",
+            b"X-\xe0",
+        ]
+        .iter()
+        .map(|n| n.to_vec()),
+    );
+    for fields in values {
+        let named = Named::of(fields.iter().map(|v| (&b"Connection"[..], *v)));
+        let tokens = tokens_by_copies(fields);
+        for name in &names {
+            let want = tokens.iter().any(|t| name.eq_ignore_ascii_case(t));
+            assert_eq!(named.lists(name), want, "{fields:?} {name:?}");
+        }
+    }
+    // Only `Connection` fields count, in any case.
+    let fields: [(&[u8], &[u8]); 3] = [
+        (b"CONNECTION", b"x-one"),
+        (b"Connections", b"x-two"),
+        (b"Keep-Alive", b"x-three"),
+    ];
+    let named = Named::of(fields.into_iter());
+    assert!(named.lists(b"X-One"));
+    assert!(!named.lists(b"x-two") && !named.lists(b"x-three"));
+}
+
+#[test]
+fn fields_a_connection_field_names_are_dropped_in_both_directions_even_forwarding_ones() {
+    // RFC 9110 §7.6.1; from a trusted proxy, a forwarding field its Connection names is its
+    // own hop's, and is not extended.
+    let mut p = policy();
+    p.trust_forwarded = true;
+    let (head, _, _) = forward(
+        b"GET /api/ HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 10.0.0.1\r\nX-Keep: 1\r\n\
+          Connection: x-forwarded-for\r\nconnection: X-KEEP\r\nX-Other: 2\r\n\r\n",
+        &p,
+    );
+    assert_eq!(
+        head,
+        "GET / HTTP/1.1\r\nHost: a\r\nX-Other: 2\r\nVia: 1.1 linerate\r\n\
+         X-Forwarded-For: 192.0.2.7\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: a\r\n\r\n"
+    );
+    let head: &[u8] = b"HTTP/1.1 200 OK\r\nX-A: 1\r\nCONNECTION: x-a\r\nX-B: 2\r\n\
+        Content-Length: 0\r\n\r\n";
+    let mut spans = Vec::new();
+    let info = parse_response_strict(head, Some(&mut spans))
+        .unwrap()
+        .unwrap();
+    let none = reply::Policy::default();
+    let names: Vec<&[u8]> = reply::fields(head, &spans, &info, &none)
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(names, [&b"X-B"[..]]);
+}
+
+#[test]
+fn a_word_is_folded_to_lower_case_as_each_of_its_bytes_is() {
+    // Every byte value in every lane, beside letters and bytes next to the letters' edges.
+    for b in 0..=255u8 {
+        for lane in 0..8 {
+            for fill in [b'A', b'z', b'@', b'[', b'`', b'{', 0x00, 0xc1] {
+                let mut bytes = [fill; 8];
+                bytes[lane] = b;
+                let want = u64::from_le_bytes(bytes.map(|c| c.to_ascii_lowercase()));
+                assert_eq!(super::fold(u64::from_le_bytes(bytes)), want, "{bytes:x?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn an_address_is_written_as_display_writes_it() {
+    // X-Forwarded-For's address: every octet value in every position, and IPv6 (RFC 5952).
+    let mut addrs: Vec<std::net::IpAddr> = Vec::new();
+    for pos in 0..4 {
+        for o in 0..=255u8 {
+            let mut octets = [10, 0, 200, 7];
+            octets[pos] = o;
+            addrs.push(std::net::Ipv4Addr::from(octets).into());
+        }
+    }
+    addrs.push(std::net::Ipv4Addr::BROADCAST.into());
+    addrs.push(std::net::Ipv4Addr::UNSPECIFIED.into());
+    addrs.push("2001:db8::1".parse().unwrap());
+    addrs.push("::ffff:192.0.2.7".parse().unwrap());
+    for a in addrs {
+        let mut out = b"x".to_vec();
+        super::forward::write_ip(&mut out, a);
+        assert_eq!(out, format!("x{a}").into_bytes(), "{a}");
+    }
+}
+
+#[test]
+fn via_names_the_protocol_the_request_came_with() {
+    // RFC 9110 §7.6.3: received-protocol is the version, its name omitted for HTTP.
+    let request = b"GET /api/x HTTP/1.1\r\nHost: a\r\n\r\n";
+    for (version, via) in [
+        (Version::Http10, "Via: 1.0 linerate\r\n"),
+        (Version::Http11, "Via: 1.1 linerate\r\n"),
+        (Version::Http2, "Via: 2.0 linerate\r\n"),
+        (Version::Http3, "Via: 3 linerate\r\n"),
+    ] {
+        let mut head = RequestHead::new();
+        head.parse(request, &Limits::default()).unwrap();
+        head.set_version(version);
+        let mut out = Vec::new();
+        request_head(&head, request, CLIENT, &policy(), None, &mut out);
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.contains(&format!("\r\n{via}")), "{out}");
+    }
 }
