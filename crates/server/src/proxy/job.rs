@@ -56,7 +56,7 @@ pub(crate) struct Job {
     pub background: bool,
     /// Answered from the cache in the content phase: nothing goes upstream, the driver only
     /// writes this into the client's connection.
-    pub hit: Option<super::cache::Hit>,
+    pub hit: Option<Box<super::cache::Hit>>,
 }
 
 impl Job {

@@ -268,7 +268,7 @@ impl<'a> ConnApp<'a> {
             then: None,
             cache: None,
             background: false,
-            hit: Some(hit),
+            hit: Some(Box::new(hit)),
         });
         Decision::Relay { upgrade: false }
     }
