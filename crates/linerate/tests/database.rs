@@ -698,7 +698,8 @@ fn slow_query(pg: &Pg, driver: &str) {
 /// HttpArena's crud profile with its cache sidecar: `serve --cache-tier` with Redis and with
 /// memcached. An item is a MISS, then a HIT; a PUT drops it from both tiers (the next read is
 /// a MISS with the change); a second linerate on the same tier answers HIT for what the first
-/// stored; the tier killed mid-run leaves every read a 200 (a MISS), and once it is back it
+/// stored (production-stack's `/api/items/{id}` too, and its POST drops the tier's copy); the
+/// tier killed mid-run leaves every read a 200 (a MISS), and once it is back it
 /// is used again.
 #[test]
 fn crud_items_with_a_redis_or_memcached_tier() {
@@ -785,6 +786,28 @@ fn crud_with_tier(pg: &Pg, tier: &mut TierServer) {
     assert_eq!(json(&r)["name"], "Changed");
     assert_eq!(get(&mut c, 300001).header("x-cache"), Some("HIT"));
 
+    // production-stack's /api/items/{id} through the same tier: stored through A, a HIT on
+    // B; a POST on A drops the tier's copy, so B's first read after it is a MISS with it.
+    let api = |addr, id: u32| Client::connect(addr).get(&format!("/api/items/{id}"));
+    assert_eq!(api(a.addr, 88).header("x-cache"), Some("MISS"));
+    assert_eq!(
+        api(b.addr, 88).header("x-cache"),
+        Some("HIT"),
+        "{}",
+        tier.program
+    );
+    assert_eq!(api(a.addr, 89).header("x-cache"), Some("MISS"));
+    let r = send(
+        &mut c,
+        "POST",
+        "/api/items/89",
+        r#"{"name":"TierPost","price":4,"quantity":4}"#,
+    );
+    assert_eq!(r.status, 204);
+    let r = api(b.addr, 89);
+    assert_eq!(r.header("x-cache"), Some("MISS"), "{}", tier.program);
+    assert_eq!(json(&r)["name"], "TierPost");
+
     // The tier killed: every read is still a 200 (from the database, a MISS where the memory
     // tier has nothing); writes go on too.
     tier.kill();
@@ -821,7 +844,7 @@ fn crud_with_tier(pg: &Pg, tier: &mut TierServer) {
     drop((a, b));
 }
 
-/// HttpArena production-stack's secret length rule is the edge's (at least 32 bytes).
+/// HttpArena production-stack's `JWT_SECRET` (over the edge's 32-byte minimum).
 const STACK_SECRET: &str = "httparena-bench-secret-do-not-use-in-production";
 
 /// HttpArena's production-stack app endpoints behind the edge's `[[site.jwt]]` on `/api`, by
