@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A throwaway PostgreSQL 15 for tests, development and the lab: a cluster in a new temporary
 # directory, owned by an unprivileged user, listening on 127.0.0.1 on a free port, seeded with
-# TechEmpower's world (10,000 rows) and fortune (12) tables and HttpArena's items (100,000;
-# scripts/pg/schema.sql, scripts/pg/items.py).
+# TechEmpower's world (10,000 rows) and fortune (12) tables and HttpArena's items (100,000)
+# and users (4) (scripts/pg/schema.sql, scripts/pg/items.py).
 #
 #   scripts/pg.sh start      start one; prints DATABASE_URL=… and PG_DIR=… (also in $PG_DIR/env)
 #   scripts/pg.sh stop DIR   stop the cluster in DIR (pg_ctl, then its postmaster by PID) and
@@ -162,6 +162,7 @@ selftest() {
     check fortune_utf8 "SELECT message FROM fortune WHERE id = 12" "フレームワークのベンチマーク"
     check items "SELECT count(*), min(price) >= 1, max(price) <= 500 FROM items" "100000|t|t"
     check items_tags "SELECT count(*) FROM items WHERE jsonb_array_length(tags) BETWEEN 1 AND 4" "100000"
+    check users "SELECT count(*), max(name) FILTER (WHERE id = 42) FROM users" "4|Alice Chen"
     check durability_off "SHOW fsync" "off"
     down "$dir"
     if "$PG_BIN/pg_isready" -h 127.0.0.1 -p "$port" >/dev/null 2>&1; then

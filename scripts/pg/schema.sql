@@ -41,3 +41,17 @@ CREATE TABLE items (
     rating_score integer NOT NULL,
     rating_count integer NOT NULL
 );
+
+-- HttpArena (production-stack): the users `/api/me` reads by the token's `sub` (its
+-- validation signs `sub` 42); four rows, as its seed has.
+CREATE TABLE users (
+    id integer PRIMARY KEY,
+    name text NOT NULL,
+    email text NOT NULL,
+    plan text NOT NULL
+);
+INSERT INTO users (id, name, email, plan) VALUES
+    (1, 'Demo Admin', 'admin@example.com', 'enterprise'),
+    (7, 'Bob Rivera', 'bob@example.com', 'free'),
+    (42, 'Alice Chen', 'alice@example.com', 'pro'),
+    (1000, 'Load Tester', 'load@example.com', 'team');

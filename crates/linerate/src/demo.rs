@@ -1,6 +1,7 @@
 //! The demo application `linerate serve` runs by default: the TechEmpower contract
 //! (`/json`, `/plaintext`), the HttpArena contract (`/baseline11`, `/pipeline`,
-//! `/json/{count}`, `/upload`) and the endpoints the public conformance suites assume
+//! `/json/{count}`, `/upload`, production-stack's `/public/baseline` and `/public/json/{count}`)
+//! and the endpoints the public conformance suites assume
 //! (`GET /` a page listing the endpoints, `POST /` echoes its body, `GET|POST /echo` the
 //! request's header fields one per line, `GET /cookie` the parsed cookies).
 //!
@@ -111,6 +112,7 @@ pub fn router() -> Router {
 /// The demo routes over `dataset`.
 pub fn router_with(dataset: Vec<Item>) -> Router {
     let dataset = Arc::new(dataset);
+    let public_dataset = dataset.clone();
     // Routes are tried in order: the benchmarked ones first.
     Router::new()
         .get("/json", |_| {
@@ -135,6 +137,11 @@ pub fn router_with(dataset: Vec<Item>) -> Router {
         .get("/echo", echo_headers)
         .post("/echo", echo_headers)
         .get("/cookie", cookies)
+        // HttpArena's production-stack: the edge passes `/public/*` on without a token.
+        .get("/public/baseline", |req| baseline(req, None))
+        .get("/public/json/{count}", move |req| {
+            items(req, &public_dataset)
+        })
         // HttpArena's echo-ws profile: text and binary echoed, pings answered, a clean close.
         // Compression on: a client that offers permessage-deflate gets it (Autobahn's 12.x
         // and 13.x run here); HttpArena's clients offer none, so its echo is unchanged.
@@ -242,6 +249,7 @@ const INDEX_HTML: &str = "<!DOCTYPE html>
 <tr><td>GET</td><td><a href=\"/baseline2?a=13&amp;b=42\">/baseline2?a=13&amp;b=42</a></td><td>a + b (HttpArena's HTTP/2 profiles)</td></tr>
 <tr><td>GET</td><td><a href=\"/pipeline\">/pipeline</a></td><td>ok (HttpArena)</td></tr>
 <tr><td>GET</td><td><a href=\"/json/10?m=2\">/json/{count}?m=M</a></td><td>the first count (1-50) dataset items with totals (HttpArena)</td></tr>
+<tr><td>GET</td><td><a href=\"/public/baseline?a=13&amp;b=42\">/public/baseline</a>, /public/json/{count}</td><td>the same, as HttpArena's production-stack names them</td></tr>
 <tr><td>POST</td><td>/upload</td><td>the number of body bytes received (HttpArena)</td></tr>
 <tr><td>POST</td><td>/</td><td>the request body, echoed</td></tr>
 <tr><td>GET, POST</td><td><a href=\"/echo\">/echo</a></td><td>the request's header fields, one per line</td></tr>

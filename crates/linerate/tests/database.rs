@@ -698,7 +698,8 @@ fn slow_query(pg: &Pg, driver: &str) {
 /// HttpArena's crud profile with its cache sidecar: `serve --cache-tier` with Redis and with
 /// memcached. An item is a MISS, then a HIT; a PUT drops it from both tiers (the next read is
 /// a MISS with the change); a second linerate on the same tier answers HIT for what the first
-/// stored; the tier killed mid-run leaves every read a 200 (a MISS), and once it is back it
+/// stored (production-stack's `/api/items/{id}` too, and its POST drops the tier's copy); the
+/// tier killed mid-run leaves every read a 200 (a MISS), and once it is back it
 /// is used again.
 #[test]
 fn crud_items_with_a_redis_or_memcached_tier() {
@@ -785,6 +786,28 @@ fn crud_with_tier(pg: &Pg, tier: &mut TierServer) {
     assert_eq!(json(&r)["name"], "Changed");
     assert_eq!(get(&mut c, 300001).header("x-cache"), Some("HIT"));
 
+    // production-stack's /api/items/{id} through the same tier: stored through A, a HIT on
+    // B; a POST on A drops the tier's copy, so B's first read after it is a MISS with it.
+    let api = |addr, id: u32| Client::connect(addr).get(&format!("/api/items/{id}"));
+    assert_eq!(api(a.addr, 88).header("x-cache"), Some("MISS"));
+    assert_eq!(
+        api(b.addr, 88).header("x-cache"),
+        Some("HIT"),
+        "{}",
+        tier.program
+    );
+    assert_eq!(api(a.addr, 89).header("x-cache"), Some("MISS"));
+    let r = send(
+        &mut c,
+        "POST",
+        "/api/items/89",
+        r#"{"name":"TierPost","price":4,"quantity":4}"#,
+    );
+    assert_eq!(r.status, 204);
+    let r = api(b.addr, 89);
+    assert_eq!(r.header("x-cache"), Some("MISS"), "{}", tier.program);
+    assert_eq!(json(&r)["name"], "TierPost");
+
     // The tier killed: every read is still a 200 (from the database, a MISS where the memory
     // tier has nothing); writes go on too.
     tier.kill();
@@ -819,4 +842,276 @@ fn crud_with_tier(pg: &Pg, tier: &mut TierServer) {
     }
     assert!(shared, "{}: the tier was not used again", tier.program);
     drop((a, b));
+}
+
+/// HttpArena production-stack's `JWT_SECRET` (over the edge's 32-byte minimum).
+const STACK_SECRET: &str = "httparena-bench-secret-do-not-use-in-production";
+
+/// HttpArena's production-stack app endpoints behind the edge's `[[site.jwt]]` on `/api`, by
+/// its validation checks: no token or a bad one is the edge's 401 (also for POST, and the
+/// table keeps its row); `/api/items/{id}` answers the row, MISS then HIT; POST is a 204 that
+/// drops the cached copy (the next read is a MISS with the change), under `/crud/items` too
+/// and the other way round; `/api/me` is the row of the token's `sub`, cached; `/public/*`
+/// needs no token. Each driver; then `/api/me` without an edge rule or a token: 401.
+#[test]
+fn production_stack_app_endpoints() {
+    let pg = Pg::start();
+    let d = std::env::temp_dir().join(format!("linerate-stack-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("secret"), format!("{STACK_SECRET}\n")).unwrap();
+    let file = d.join("linerate.toml");
+    std::fs::write(
+        &file,
+        "[[listen]]\naddr = \"127.0.0.1:0\"\n\
+         [[site]]\ndefault = true\napp = \"demo\"\n\
+         [[site.jwt]]\nprefix = \"/api\"\nsecret_file = \"secret\"\nrequire = [\"sub\"]\n",
+    )
+    .unwrap();
+    for (n, driver) in DRIVERS.into_iter().enumerate() {
+        production_stack(&pg, &file, driver, n as i32 * 100);
+    }
+    let _ = std::fs::remove_dir_all(&d);
+    // Without an edge rule, `/api/me` still needs a bearer token to read a `sub` from.
+    let s = serve_db(&pg, "worker", 1);
+    let r = Client::connect(s.addr).get("/api/me");
+    assert_eq!(r.status, 401);
+    assert_eq!(r.header("www-authenticate"), Some("Bearer"));
+}
+
+/// A token the edge takes: HS256 with [`STACK_SECRET`], `sub` and an `exp` an hour on.
+fn stack_token(sub: &str) -> String {
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 3600;
+    linerate_server::jwt::sign_hs256(
+        r#"{"alg":"HS256","typ":"JWT"}"#,
+        &format!(r#"{{"sub":"{sub}","name":"Alice Chen","exp":{exp}}}"#),
+        STACK_SECRET.as_bytes(),
+    )
+}
+
+/// `method path` with `authorization` (none: no field) and a JSON `body` for POST.
+fn authed(
+    c: &mut Client,
+    method: &str,
+    path: &str,
+    authorization: Option<&str>,
+    body: &str,
+) -> common::Resp {
+    let auth = authorization.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+    let body_fields = if method == "POST" {
+        format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        )
+    } else {
+        String::new()
+    };
+    c.send(
+        format!("{method} {path} HTTP/1.1\r\nHost: t\r\n{auth}{body_fields}\r\n{body}").as_bytes(),
+    );
+    c.read_response()
+}
+
+fn production_stack(pg: &Pg, file: &std::path::Path, driver: &str, base: i32) {
+    eprintln!("--database-driver {driver}");
+    let s = common::bin::serve_as(&[
+        "--config",
+        file.to_str().unwrap(),
+        "--database-url",
+        &pg.url,
+        "--database-connections",
+        "2",
+        "--database-driver",
+        driver,
+    ]);
+    let bearer = format!("Bearer {}", stack_token("42"));
+    let ok = Some(bearer.as_str());
+    let mut c = Client::connect(s.addr);
+    let row = |id: i32| {
+        pg.value(&format!(
+            "SELECT name || ':' || price || ':' || quantity FROM items WHERE id = {id}"
+        ))
+    };
+
+    // The auth wall (validation checks 7-10): the edge's 401, for reads and writes; the
+    // refused POST changed nothing.
+    let before = row(1);
+    for auth in [None, Some("Bearer invalid.token.here")] {
+        let r = authed(&mut c, "GET", "/api/items/1", auth, "");
+        assert_eq!(r.status, 401, "{auth:?}");
+        assert!(r.header("www-authenticate").unwrap().starts_with("Bearer"));
+        let r = authed(
+            &mut c,
+            "POST",
+            "/api/items/1",
+            auth,
+            r#"{"name":"unauth","price":1,"quantity":1}"#,
+        );
+        assert_eq!(r.status, 401, "{auth:?}");
+        let r = authed(&mut c, "GET", "/api/me", auth, "");
+        assert_eq!(r.status, 401, "{auth:?}");
+    }
+    assert_eq!(row(1), before);
+
+    // One item, as the table has it (check 11).
+    let r = authed(&mut c, "GET", "/api/items/1", ok, "");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = json(&r);
+    assert_eq!(v["id"], 1);
+    check_item(&v);
+    assert_eq!(
+        format!(
+            "{}:{}:{}",
+            v["name"].as_str().unwrap(),
+            v["price"],
+            v["quantity"]
+        ),
+        row(1)
+    );
+
+    // Cache-aside (check 12): MISS, then HIT from another connection; the same bytes.
+    let id = 7 + base;
+    let path = format!("/api/items/{id}");
+    let first = authed(&mut Client::connect(s.addr), "GET", &path, ok, "");
+    let second = authed(&mut Client::connect(s.addr), "GET", &path, ok, "");
+    assert_eq!(first.header("x-cache"), Some("MISS"));
+    assert_eq!(second.header("x-cache"), Some("HIT"));
+    assert_eq!(first.body, second.body);
+    assert_eq!(
+        authed(&mut c, "GET", "/api/items/999999", ok, "").status,
+        404
+    );
+    assert_eq!(authed(&mut c, "GET", "/api/items/abc", ok, "").status, 404);
+
+    // POST (checks 13-14): 204, the row changed, the cached copy dropped: the next read is a
+    // MISS with the change, then a HIT.
+    let id = 3 + base;
+    let path = format!("/api/items/{id}");
+    authed(&mut c, "GET", &path, ok, "");
+    assert_eq!(
+        authed(&mut c, "GET", &path, ok, "").header("x-cache"),
+        Some("HIT")
+    );
+    let r = authed(
+        &mut c,
+        "POST",
+        &path,
+        ok,
+        r#"{"name":"validate-invalidated","price":111,"quantity":22}"#,
+    );
+    assert_eq!(r.status, 204, "{}", r.text());
+    assert!(r.body.is_empty());
+    assert_eq!(row(id), "validate-invalidated:111:22");
+    let r = authed(&mut c, "GET", &path, ok, "");
+    assert_eq!(r.header("x-cache"), Some("MISS"));
+    let v = json(&r);
+    assert_eq!(
+        (
+            v["name"].as_str(),
+            v["price"].as_i64(),
+            v["quantity"].as_i64()
+        ),
+        (Some("validate-invalidated"), Some(111), Some(22))
+    );
+    assert_eq!(
+        authed(&mut c, "GET", &path, ok, "").header("x-cache"),
+        Some("HIT")
+    );
+
+    // One item, two caches: a POST here drops /crud/items' copy, a PUT there drops this one.
+    let id = 5 + base;
+    c.get(&format!("/crud/items/{id}"));
+    assert_eq!(
+        c.get(&format!("/crud/items/{id}")).header("x-cache"),
+        Some("HIT")
+    );
+    let r = authed(
+        &mut c,
+        "POST",
+        &format!("/api/items/{id}"),
+        ok,
+        r#"{"name":"via-api","price":5,"quantity":6}"#,
+    );
+    assert_eq!(r.status, 204);
+    let r = c.get(&format!("/crud/items/{id}"));
+    assert_eq!(r.header("x-cache"), Some("MISS"));
+    assert_eq!(json(&r)["name"], "via-api");
+    authed(&mut c, "GET", &format!("/api/items/{id}"), ok, "");
+    let r = send(
+        &mut c,
+        "PUT",
+        &format!("/crud/items/{id}"),
+        r#"{"name":"via-crud","price":7,"quantity":8}"#,
+    );
+    assert_eq!(r.status, 200);
+    let r = authed(&mut c, "GET", &format!("/api/items/{id}"), ok, "");
+    assert_eq!(r.header("x-cache"), Some("MISS"));
+    assert_eq!(json(&r)["name"], "via-crud");
+
+    // Bad writes: not JSON of the three fields (400), no such item (404); nothing changed.
+    let before = row(1);
+    assert_eq!(authed(&mut c, "POST", "/api/items/1", ok, "{").status, 400);
+    assert_eq!(
+        authed(&mut c, "POST", "/api/items/1", ok, r#"{"name":"x"}"#).status,
+        400
+    );
+    assert_eq!(row(1), before);
+    let r = authed(
+        &mut c,
+        "POST",
+        "/api/items/999999",
+        ok,
+        r#"{"name":"x","price":1,"quantity":1}"#,
+    );
+    assert_eq!(r.status, 404);
+
+    // /api/me (check 15): the token's sub's row, cached; another sub, another row; a sub
+    // with no row, 404.
+    let r = authed(&mut c, "GET", "/api/me", ok, "");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("x-cache"), Some("MISS"));
+    let v = json(&r);
+    assert_eq!(v["id"], 42);
+    assert_eq!(
+        format!(
+            "{}|{}|{}",
+            v["name"].as_str().unwrap(),
+            v["email"].as_str().unwrap(),
+            v["plan"].as_str().unwrap()
+        ),
+        pg.value("SELECT name || '|' || email || '|' || plan FROM users WHERE id = 42")
+    );
+    assert_eq!(v.as_object().unwrap().len(), 4, "{v}");
+    let r = authed(&mut c, "GET", "/api/me", ok, "");
+    assert_eq!(r.header("x-cache"), Some("HIT"));
+    assert_eq!(json(&r)["id"], 42);
+    let seven = format!("Bearer {}", stack_token("7"));
+    assert_eq!(
+        json(&authed(&mut c, "GET", "/api/me", Some(&seven), ""))["id"],
+        7
+    );
+    let nobody = format!("Bearer {}", stack_token("5"));
+    assert_eq!(
+        authed(&mut c, "GET", "/api/me", Some(&nobody), "").status,
+        404
+    );
+
+    // /public/* (checks 4-6): no token needed.
+    let r = c.get("/public/baseline?a=13&b=42");
+    assert_eq!((r.status, r.text()), (200, "55".to_string()));
+    let v = json(&c.get("/public/json/25"));
+    let items = v["items"].as_array().unwrap();
+    assert_eq!((items.len(), v["count"].as_i64()), (25, Some(25)));
+    for item in items {
+        assert_eq!(
+            item["total"].as_i64(),
+            Some(item["price"].as_i64().unwrap() * item["quantity"].as_i64().unwrap()),
+            "{item}"
+        );
+    }
+    drop(s);
 }

@@ -173,7 +173,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     dataset: Option<PathBuf>,
     /// PostgreSQL for the demo's database endpoints (TechEmpower's /db, /queries, /updates,
-    /// /fortunes, /cached-queries; HttpArena's /async-db, /crud/items), e.g.
+    /// /fortunes, /cached-queries; HttpArena's /async-db, /crud/items, /api/items, /api/me), e.g.
     /// postgres://user:password@127.0.0.1:5432/db (default: $DATABASE_URL; without either,
     /// those routes are not mounted). `scripts/pg.sh start` makes a seeded one.
     #[arg(long, value_name = "URL")]
@@ -188,7 +188,7 @@ pub(crate) struct ServeArgs {
     /// event loop, so a request never crosses threads.
     #[arg(long, value_enum, default_value = "worker", value_name = "DRIVER")]
     database_driver: DbDriver,
-    /// A shared second cache tier behind the demo's /crud/items memory cache, shared by every
+    /// A shared second cache tier behind the demo's /crud/items and /api/* memory caches, shared by every
     /// linerate pointed at it: redis://HOST:PORT (or valkey://) or memcached://HOST:PORT.
     /// It is used from the first request; while it is down or slow its calls are misses
     /// (logged once per outage), never errors. Needs --database-url.
@@ -605,6 +605,11 @@ const DB_ROUTES: &[(&str, &str, &str)] = &[
         "GET",
         "/crud/items/{id}",
         "an item (also ?category=&page=&limit=, POST, PUT)",
+    ),
+    (
+        "GET",
+        "/api/items/{id}",
+        "an item, cached 1 s; POST changes it; /api/me the token's user (HttpArena)",
     ),
 ];
 

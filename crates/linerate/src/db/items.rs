@@ -106,7 +106,7 @@ pub struct Rating {
 
 impl Item {
     /// From a row of [`ITEM_COLUMNS`].
-    fn from_row(r: &Row) -> Item {
+    pub(super) fn from_row(r: &Row) -> Item {
         Item {
             id: r.get(0),
             name: r.get(1),
@@ -150,10 +150,10 @@ struct NewItem {
 /// `PUT /crud/items/{id}`'s body (a `category` is accepted and, as in HttpArena's reference,
 /// not changed).
 #[derive(Deserialize)]
-struct ItemChange {
-    name: String,
-    price: i32,
-    quantity: i32,
+pub(super) struct ItemChange {
+    pub(super) name: String,
+    pub(super) price: i32,
+    pub(super) quantity: i32,
 }
 
 #[derive(Serialize)]
@@ -189,11 +189,11 @@ pub fn item_cache(tier: Option<TierConfig>) -> std::io::Result<Cache> {
     b.build()
 }
 
-fn not_found() -> Response {
+pub(super) fn not_found() -> Response {
     Response::text("no such item\n").status(404)
 }
 
-fn bad_json(e: serde_json::Error) -> Response {
+pub(super) fn bad_json(e: serde_json::Error) -> Response {
     Response::text_owned(format!("not a valid item: {e}\n")).status(400)
 }
 
@@ -282,7 +282,7 @@ async fn create(db: Arc<Db>, item: NewItem) -> Response {
     .await;
     match result {
         Ok(_) => {
-            db.items.invalidate(&item.id.to_string()).await;
+            db.invalidate_item(item.id).await;
             Response::json(&item).status(201)
         }
         Err(e) => error_response(e),
@@ -301,7 +301,7 @@ async fn change(db: Arc<Db>, id: i32, change: ItemChange) -> Response {
     match result {
         Ok(0) => not_found(),
         Ok(_) => {
-            db.items.invalidate(&id.to_string()).await;
+            db.invalidate_item(id).await;
             Response::json(&Changed {
                 id,
                 name: &change.name,
@@ -314,7 +314,7 @@ async fn change(db: Arc<Db>, id: i32, change: ItemChange) -> Response {
 }
 
 /// The item id in the path: an `i32`, else no such item.
-fn path_id(req: &OwnedRequest) -> Option<i32> {
+pub(super) fn path_id(req: &OwnedRequest) -> Option<i32> {
     req.param("id")?.parse().ok()
 }
 

@@ -1,6 +1,7 @@
 //! The demo's database endpoints (issue H): TechEmpower's `/db`, `/queries`, `/updates`,
-//! `/fortunes` and `/cached-queries` ([`world`]) and HttpArena's `/async-db` and `/crud/items`
-//! ([`items`]), on PostgreSQL through tokio-postgres.
+//! `/fortunes` and `/cached-queries` ([`world`]), HttpArena's `/async-db` and `/crud/items`
+//! ([`items`]) and its production-stack app endpoints `/api/items/{id}` and `/api/me`
+//! ([`stack`]), on PostgreSQL through tokio-postgres.
 //!
 //! The connections are the `linerate-postgres` crate's, used as any application would: the
 //! demo registers its statements ([`world::Statements`], [`items::Statements`]) and picks a
@@ -11,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod items;
+pub mod stack;
 pub mod world;
 
 use std::sync::Arc;
@@ -50,9 +52,12 @@ pub struct Db {
     pool: Pool,
     world_st: world::Statements,
     items_st: items::Statements,
+    stack_st: stack::Statements,
     random: Random,
     cache: WorldCache,
     items: linerate_server::kv::Cache,
+    /// `/api/items/{id}` and `/api/me`'s cache.
+    stack: linerate_server::kv::Cache,
 }
 
 impl Db {
@@ -61,8 +66,8 @@ impl Db {
     /// prepares
     /// the statements and reads the `world` cache, on `runtime`. A database that is down or
     /// refuses is an error here (said at start); later outages are answered per request and
-    /// the connections come back. `cache_tier`: the shared tier behind `/crud/items`' memory
-    /// cache (`serve --cache`); it connects on first use, and one that is down is a miss.
+    /// the connections come back. `cache_tier`: the shared tier behind the memory caches of
+    /// `/crud/items` and `/api/*` (`serve --cache-tier`); it connects on first use, and one that is down is a miss.
     pub fn connect(
         url: &str,
         connections: usize,
@@ -75,6 +80,7 @@ impl Db {
         builder.driver(driver).connections(connections);
         let world_st = world::Statements::register(&mut builder);
         let items_st = items::Statements::register(&mut builder);
+        let stack_st = stack::Statements::register(&mut builder);
         let pool = builder.connect(runtime).map_err(|e| match e {
             ConnectError::UnixSocket => fail(&format_args!(
                 "{e}; for a Unix socket use --database-driver runtime"
@@ -97,9 +103,12 @@ impl Db {
             pool,
             world_st,
             items_st,
+            stack_st,
             random: Random::new(0x9e37_79b9_7f4a_7c15),
             cache,
-            items: items::item_cache(cache_tier)
+            items: items::item_cache(cache_tier.clone())
+                .map_err(|e| StartError(format!("cannot start the cache tier: {e}")))?,
+            stack: stack::stack_cache(cache_tier)
                 .map_err(|e| StartError(format!("cannot start the cache tier: {e}")))?,
         })
     }
@@ -118,11 +127,18 @@ impl Db {
         };
         match self.items.tier() {
             Some(tier) => format!(
-                "{conns}; /crud/items cached in memory and {}",
+                "{conns}; /crud/items cached in memory and {} (so are /api/*)",
                 tier.endpoint()
             ),
             None => conns,
         }
+    }
+
+    /// Drops item `id`'s cached copies, under `/crud/items` and `/api/items` alike, after a
+    /// write through either (the next read of both is a MISS with the new row).
+    async fn invalidate_item(&self, id: i32) {
+        self.items.invalidate(&id.to_string()).await;
+        self.stack.invalidate(&stack::item_key(id)).await;
     }
 
     /// The worker driver's per-worker set-up, for `Server::with_worker_start` (`None` with
@@ -193,7 +209,8 @@ pub fn mount(router: Router, db: Arc<Db>) -> Router {
                 .collect();
             Response::json(&rows)
         });
-    items::mount(router, db, spawn)
+    let router = items::mount(router, db.clone(), spawn.clone());
+    stack::mount(router, db, spawn)
 }
 
 #[cfg(test)]
