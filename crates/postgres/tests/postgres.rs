@@ -15,9 +15,10 @@ use std::time::Instant;
 use linerate_postgres::{ConnectError, Driver, Error, Pool};
 use support::{DRIVERS, Driven, EVENTUALLY, Pg, on_thread};
 
-/// The users table the tests' own statements read and write.
-const USERS: &str = "CREATE TABLE users (id int PRIMARY KEY, name text NOT NULL); \
-     INSERT INTO users VALUES (1, 'ada'), (2, 'brian'), (3, 'chris'), (4, 'dana')";
+/// The table the tests' own statements read and write (not `users`: the demo's seed,
+/// scripts/pg/schema.sql, has one of its own in the same database).
+const USERS: &str = "CREATE TABLE test_users (id int PRIMARY KEY, name text NOT NULL); \
+     INSERT INTO test_users VALUES (1, 'ada'), (2, 'brian'), (3, 'chris'), (4, 'dana')";
 
 #[test]
 fn the_users_own_statements_return_their_rows() {
@@ -32,13 +33,13 @@ fn the_users_own_statements_return_their_rows() {
 fn own_statements(pg: &Pg, driver: Driver) {
     let mut b = Pool::builder(&pg.url);
     b.connections(1);
-    let by_id = b.prepare("user_by_id", "SELECT name FROM users WHERE id = $1");
+    let by_id = b.prepare("user_by_id", "SELECT name FROM test_users WHERE id = $1");
     let ids = b.prepare_all([
         (
             "users_like",
-            "SELECT id FROM users WHERE name LIKE $1 ORDER BY id",
+            "SELECT id FROM test_users WHERE name LIKE $1 ORDER BY id",
         ),
-        ("rename", "UPDATE users SET name = $2 WHERE id = $1"),
+        ("rename", "UPDATE test_users SET name = $2 WHERE id = $1"),
         ("backend_pid", "SELECT pg_backend_pid()"),
     ]);
     let [like, rename, pid] = ids[..] else {
@@ -97,7 +98,7 @@ fn own_statements(pg: &Pg, driver: Driver) {
         });
         assert_eq!(got.unwrap(), changed, "rename {id}");
     }
-    assert_eq!(pg.psql("SELECT name FROM users WHERE id = 2"), name);
+    assert_eq!(pg.psql("SELECT name FROM test_users WHERE id = 2"), name);
 
     // Pipelined: fifty queries in flight together on the one connection, each answered right.
     let pool = d.pool.clone();
@@ -195,7 +196,7 @@ fn ask(
 fn restart(pg: &Pg, driver: Driver) {
     let mut b = Pool::builder(&pg.url);
     b.connections(2);
-    let by_id = b.prepare("user_by_id", "SELECT name FROM users WHERE id = $1");
+    let by_id = b.prepare("user_by_id", "SELECT name FROM test_users WHERE id = $1");
     let pid = b.prepare("backend_pid", "SELECT pg_backend_pid()");
     let mut d = Driven::connect(&mut b, driver);
 

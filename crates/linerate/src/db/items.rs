@@ -227,24 +227,40 @@ async fn async_db(db: Arc<Db>, min: i32, max: i32, limit: i64) -> Response {
 /// for [`ITEM_TTL`]). A cache tier that is down is a miss, never an error.
 async fn read(db: Arc<Db>, id: i32) -> Response {
     let key = id.to_string();
-    aside(&db.items, &key, ITEM_TTL, "application/json", || async {
-        let result = async {
-            let conn = db.pool.get()?;
-            Ok::<_, DbError>(conn.query_opt(db.items_st.item, &[&id]).await?)
-        }
-        .await;
-        match result {
-            Ok(Some(row)) => {
-                serde_json::to_vec(&Item::from_row(&row)).map_err(|_| Response::new(500))
-            }
-            Ok(None) => Err(not_found()),
-            Err(e) => Err(error_response(e)),
-        }
+    aside(&db.items, &key, ITEM_TTL, "application/json", || {
+        item_json(&db, id)
     })
     .await
 }
 
-/// `GET /crud/items`.
+/// Item `id` as JSON, read from the database: what both item caches fill with (a 404
+/// answer when there is no such item).
+pub(super) async fn item_json(db: &Db, id: i32) -> Result<Vec<u8>, Response> {
+    let result = async {
+        let conn = db.pool.get()?;
+        Ok::<_, DbError>(conn.query_opt(db.items_st.item, &[&id]).await?)
+    }
+    .await;
+    match result {
+        Ok(Some(row)) => serde_json::to_vec(&Item::from_row(&row)).map_err(|_| Response::new(500)),
+        Ok(None) => Err(not_found()),
+        Err(e) => Err(error_response(e)),
+    }
+}
+
+/// Writes `change` to item `id` and, when a row changed, drops the item from every cache:
+/// how many rows changed (0: no such item).
+pub(super) async fn update(db: &Db, id: i32, change: &ItemChange) -> Result<u64, DbError> {
+    let conn = db.pool.get()?;
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+        [&id, &change.name, &change.price, &change.quantity];
+    let n = conn.execute(db.items_st.update_item, &params).await?;
+    if n > 0 {
+        db.invalidate_item(id).await;
+    }
+    Ok(n)
+}
+
 async fn list(db: Arc<Db>, category: String, page: i64, limit: i64) -> Response {
     let offset = (page - 1) * limit;
     let result = async {
@@ -291,24 +307,14 @@ async fn create(db: Arc<Db>, item: NewItem) -> Response {
 
 /// `PUT /crud/items/{id}`.
 async fn change(db: Arc<Db>, id: i32, change: ItemChange) -> Response {
-    let result = async {
-        let conn = db.pool.get()?;
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
-            [&id, &change.name, &change.price, &change.quantity];
-        Ok::<_, DbError>(conn.execute(db.items_st.update_item, &params).await?)
-    }
-    .await;
-    match result {
+    match update(&db, id, &change).await {
         Ok(0) => not_found(),
-        Ok(_) => {
-            db.invalidate_item(id).await;
-            Response::json(&Changed {
-                id,
-                name: &change.name,
-                price: change.price,
-                quantity: change.quantity,
-            })
-        }
+        Ok(_) => Response::json(&Changed {
+            id,
+            name: &change.name,
+            price: change.price,
+            quantity: change.quantity,
+        }),
         Err(e) => error_response(e),
     }
 }

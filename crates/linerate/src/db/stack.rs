@@ -19,7 +19,7 @@ use serde::Serialize;
 use tokio_postgres::Row;
 
 use super::Db;
-use super::items::{Item, ItemChange, bad_json, not_found, path_id};
+use super::items::{ItemChange, bad_json, not_found, path_id};
 use super::world::{DbError, error_response};
 
 /// How long a cached item is served (HttpArena: at most 1 s).
@@ -139,39 +139,16 @@ async fn read_item(db: Arc<Db>, id: i32) -> Response {
         &item_key(id),
         API_ITEM_TTL,
         "application/json",
-        || async {
-            let result = async {
-                let conn = db.pool.get()?;
-                Ok::<_, DbError>(conn.query_opt(db.items_st.item, &[&id]).await?)
-            }
-            .await;
-            match result {
-                Ok(Some(row)) => {
-                    serde_json::to_vec(&Item::from_row(&row)).map_err(|_| Response::new(500))
-                }
-                Ok(None) => Err(not_found()),
-                Err(e) => Err(error_response(e)),
-            }
-        },
+        || super::items::item_json(&db, id),
     )
     .await
 }
 
 /// `POST /api/items/{id}`: 204, or 404 when there is no such item.
 async fn write_item(db: Arc<Db>, id: i32, change: ItemChange) -> Response {
-    let result = async {
-        let conn = db.pool.get()?;
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
-            [&id, &change.name, &change.price, &change.quantity];
-        Ok::<_, DbError>(conn.execute(db.items_st.update_item, &params).await?)
-    }
-    .await;
-    match result {
+    match super::items::update(&db, id, &change).await {
         Ok(0) => not_found(),
-        Ok(_) => {
-            db.invalidate_item(id).await;
-            Response::new(204)
-        }
+        Ok(_) => Response::new(204),
         Err(e) => error_response(e),
     }
 }

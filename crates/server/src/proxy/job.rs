@@ -60,16 +60,17 @@ pub(crate) struct Job {
 }
 
 impl Job {
-    /// A background validation for the request of `self` (a GET already answered from the
-    /// store), with the upstream head `head` and its cache state.
-    pub(crate) fn validation(&self, head: Vec<u8>, cache: Box<super::cache::Exchange>) -> Job {
+    /// A job for request `id` of connection `client` (site `site`, its proxy route `route`) to
+    /// `upstream`, with nothing framed yet and every other setting at its default: each kind
+    /// of job sets what it carries over this.
+    pub(crate) fn blank(client: u64, id: u64, site: usize, route: usize, upstream: usize) -> Job {
         Job {
-            client: self.client,
-            id: self.id,
-            site: self.site,
-            route: self.route,
-            upstream: self.upstream,
-            head,
+            client,
+            id,
+            site,
+            route,
+            upstream,
+            head: Vec::new(),
             body: Vec::new(),
             pipe: None,
             forwarded: Forwarded {
@@ -81,15 +82,28 @@ impl Job {
             tries: 0,
             fresh: false,
             failed_server: None,
-            key: self.key,
-            started: self.started,
+            key: None,
+            started: 0,
             log: None,
             coding: None,
             path: None,
             then: None,
+            cache: None,
+            background: false,
+            hit: None,
+        }
+    }
+
+    /// A background validation for the request of `self` (a GET already answered from the
+    /// store), with the upstream head `head` and its cache state.
+    pub(crate) fn validation(&self, head: Vec<u8>, cache: Box<super::cache::Exchange>) -> Job {
+        Job {
+            head,
+            key: self.key,
+            started: self.started,
             cache: Some(cache),
             background: true,
-            hit: None,
+            ..Job::blank(self.client, self.id, self.site, self.route, self.upstream)
         }
     }
 }

@@ -188,33 +188,19 @@ impl<'a> ConnApp<'a> {
             Some(auth) => {
                 let mut sub = Vec::with_capacity(256);
                 crate::proxy::auth::subrequest(head, buf, client, auth, &mut sub);
+                let blank = crate::proxy::job::Job::blank(
+                    job.client,
+                    job.id,
+                    job.site,
+                    job.route,
+                    auth.upstream,
+                );
                 crate::proxy::job::Job {
-                    client: job.client,
-                    id: job.id,
-                    site: job.site,
-                    route: job.route,
-                    upstream: auth.upstream,
                     head: sub,
-                    body: Vec::new(),
-                    pipe: None,
-                    forwarded: crate::proxy::forward::Forwarded {
-                        body: crate::h1c::ReqBody::None,
-                        head_request: false,
-                        upgrade: false,
-                    },
-                    idempotent: true,
-                    tries: 0,
-                    fresh: false,
-                    failed_server: None,
-                    key: None,
                     started: job.started,
-                    log: None,
-                    coding: None,
                     path: job.path.clone(),
                     then: Some(Box::new(job)),
-                    cache: None,
-                    background: false,
-                    hit: None,
+                    ..blank
                 }
             }
             None => job,
@@ -239,36 +225,22 @@ impl<'a> ConnApp<'a> {
         pipe: Option<PipeOut>,
     ) -> Decision<Pending> {
         let r = &self.site_app.proxies[route];
+        let blank = crate::proxy::job::Job::blank(self.token, id, self.site, route, r.upstream);
         self.io.jobs.push(crate::proxy::job::Job {
-            client: self.token,
-            id,
-            site: self.site,
-            route,
-            upstream: r.upstream,
-            head: Vec::new(),
-            body: Vec::new(),
             pipe,
             forwarded: crate::proxy::forward::Forwarded {
                 body: crate::h1c::ReqBody::None,
                 head_request: head.method() == Method::Head,
                 upgrade: false,
             },
-            idempotent: true,
-            tries: 0,
-            fresh: false,
-            failed_server: None,
-            key: None,
             started: self.started,
             log: self.log_meta(head, buf),
-            coding: None,
             path: self
                 .site_app
                 .adds_proxied_fields()
                 .then(|| head.path_bytes(buf).into()),
-            then: None,
-            cache: None,
-            background: false,
             hit: Some(Box::new(hit)),
+            ..blank
         });
         Decision::Relay { upgrade: false }
     }
