@@ -170,12 +170,12 @@ impl ControlHandle {
         }
         {
             let old = self.caches.lock().unwrap_or_else(|e| e.into_inner());
-            crate::proxy::cache::carry_over(&old, &mut set);
+            crate::proxy::cache_admin::carry_over(&old, &mut set);
         }
         let set = Arc::new(set);
         set.check_roots()?;
         *self.caches.lock().unwrap_or_else(|e| e.into_inner()) =
-            crate::proxy::cache::admin_views(&set);
+            crate::proxy::cache_admin::admin_views(&set);
         for (c, fresh) in self.certs.iter().zip(certs) {
             c.swap(fresh);
         }
@@ -546,9 +546,9 @@ impl Server {
         let sites = Arc::new(sites);
         sites.check_roots()?;
         let counters = (0..workers).map(|_| Arc::default()).collect();
-        let caches = Arc::new(std::sync::Mutex::new(crate::proxy::cache::admin_views(
-            &sites,
-        )));
+        let caches = Arc::new(std::sync::Mutex::new(
+            crate::proxy::cache_admin::admin_views(&sites),
+        ));
         let reloads = (0..workers)
             .map(|_| {
                 let fd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;

@@ -449,7 +449,7 @@ pub(crate) trait CacheAdmin: Send + Sync + std::fmt::Debug {
     /// whose URL starts with it when `prefix`; how many went, or `None` when `url` is not
     /// an http(s) URL.
     fn purge(&self, url: &str, prefix: bool) -> Option<usize>;
-    /// The cache itself, for a reload that keeps it (`proxy::cache::carry_over`).
+    /// The cache itself, for a reload that keeps it (`proxy::cache_admin::carry_over`).
     #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     fn shared(&self) -> Arc<dyn std::any::Any + Send + Sync>;
 }

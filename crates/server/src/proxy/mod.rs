@@ -15,6 +15,7 @@
 pub(crate) mod auth;
 pub(crate) mod balance;
 pub(crate) mod cache;
+pub(crate) mod cache_admin;
 pub(crate) mod forward;
 pub(crate) mod job;
 pub(crate) mod pipe;

@@ -59,7 +59,7 @@ pub(crate) mod pipe {
     pub(crate) enum PipeOut {}
 }
 
-pub(crate) mod cache {
+pub(crate) mod cache_admin {
     /// No proxy mount, so no cache to keep.
     pub(crate) fn carry_over(
         _old: &[std::sync::Arc<dyn crate::stats::CacheAdmin>],

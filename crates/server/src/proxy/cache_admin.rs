@@ -1,0 +1,135 @@
+//! The proxy caches as the admin listener and a reload see them: each mount's cache labelled
+//! `SITE PREFIX`, its counters for `/metrics`, purges by URL or prefix (and through the
+//! shared tier, on every edge), and a reload's hand-over of the caches whose settings did not
+//! change. No request passes here.
+#![forbid(unsafe_code)]
+
+use std::sync::Arc;
+
+use linerate_cache::Key;
+
+use super::cache::MountCache;
+
+/// A mount's cache with its metrics label, for the admin listener.
+#[derive(Debug)]
+struct View {
+    label: String,
+    cache: Arc<MountCache>,
+}
+
+impl crate::stats::CacheAdmin for View {
+    fn label(&self) -> &str {
+        &self.label
+    }
+
+    fn counts(&self) -> crate::stats::CacheCounts {
+        let s = self.cache.store.counters().snapshot();
+        crate::stats::CacheCounts {
+            hits: s.hits,
+            misses: s.misses,
+            stale: s.stale,
+            revalidated: s.revalidated,
+            bypass: s.bypass,
+            stored: s.stored,
+            evictions: s.evictions,
+            bytes: s.bytes,
+            objects: s.objects,
+            waiting: self
+                .cache
+                .waiting
+                .load(std::sync::atomic::Ordering::Relaxed),
+            tier: self.cache.tier.as_ref().map(|t| t.counts()),
+        }
+    }
+
+    fn purge(&self, url: &str, prefix: bool) -> Option<usize> {
+        let n = self.purge_here(url, prefix)?;
+        if let Some(t) = &self.cache.tier {
+            // Every edge sharing the tier forgets too (a generation; docs/cache.md).
+            t.purge();
+        }
+        Some(n)
+    }
+
+    fn shared(&self) -> Arc<dyn std::any::Any + Send + Sync> {
+        Arc::clone(&self.cache) as Arc<dyn std::any::Any + Send + Sync>
+    }
+}
+
+impl View {
+    fn label_of(site: &str, route: &super::route::Route) -> String {
+        let prefix = if route.mount.prefix.is_empty() {
+            "/"
+        } else {
+            &route.mount.prefix
+        };
+        format!("{site} {prefix}")
+    }
+
+    fn purge_here(&self, url: &str, prefix: bool) -> Option<usize> {
+        let (scheme, rest) = url.split_once("://")?;
+        let scheme = scheme.to_ascii_lowercase();
+        if scheme != "http" && scheme != "https" {
+            return None;
+        }
+        let (authority, target) = match rest.find('/') {
+            Some(i) => rest.split_at(i),
+            None => (rest, "/"),
+        };
+        if prefix {
+            // The key's form: scheme and host lowercased, the default port left out.
+            let key = Key::new(scheme.as_bytes(), authority.as_bytes(), b"/").ok()?;
+            let origin = key.origin();
+            let mut p = origin.to_vec();
+            p.extend_from_slice(target.as_bytes());
+            return Some(self.cache.store.remove_prefix(&p));
+        }
+        let key = Key::new(scheme.as_bytes(), authority.as_bytes(), target.as_bytes()).ok()?;
+        Some(usize::from(self.cache.store.remove(&key)))
+    }
+}
+
+/// The caches of `sites`' proxy mounts, labelled `site prefix`.
+pub(crate) fn admin_views(
+    sites: &crate::app::sites::SiteSet,
+) -> Vec<Arc<dyn crate::stats::CacheAdmin>> {
+    let labels = sites.sites.labels();
+    let mut out: Vec<Arc<dyn crate::stats::CacheAdmin>> = Vec::new();
+    for (site, label) in sites.sites.iter().zip(labels) {
+        for r in &site.proxies {
+            if let Some(c) = &r.cache {
+                out.push(Arc::new(View {
+                    label: View::label_of(&label, r),
+                    cache: Arc::clone(c),
+                }));
+            }
+        }
+    }
+    out
+}
+
+/// A reload keeps what each cache holds: a mount of the new `sites` with the same site, prefix
+/// and cache settings as one of `old` takes over its cache (store, flights, tier), as nginx's
+/// and Varnish's caches outlive a reload. Changed settings start an empty cache.
+pub(crate) fn carry_over(
+    old: &[Arc<dyn crate::stats::CacheAdmin>],
+    sites: &mut crate::app::sites::SiteSet,
+) {
+    let labels = sites.sites.labels();
+    for (site, label) in sites.sites.iter_mut().zip(labels) {
+        for r in &mut site.proxies {
+            let Some(new) = &r.cache else {
+                continue;
+            };
+            let wanted = View::label_of(&label, r);
+            let kept = old
+                .iter()
+                .filter(|v| v.label() == wanted)
+                .filter_map(|v| v.shared().downcast::<MountCache>().ok())
+                .find(|c| c.conf == new.conf);
+            if let Some(c) = kept {
+                r.cache = Some(c);
+            }
+        }
+    }
+}
