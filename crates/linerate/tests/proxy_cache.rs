@@ -711,3 +711,29 @@ fn a_reload_keeps_the_cache_unless_its_settings_changed() {
     });
     assert_eq!(up.count("/k"), 2);
 }
+
+/// A request asking to upgrade (WebSocket) is the upstream's to answer even when its URL is
+/// cached: the cache neither answers it nor stores what comes back.
+#[test]
+fn an_upgrade_request_goes_upstream_past_a_cached_answer() {
+    let up = Upstream::start(|_, head| {
+        if head.to_ascii_lowercase().contains("upgrade: websocket") {
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n".to_vec()
+        } else {
+            ok_with("Cache-Control: max-age=600\r\n", b"page")
+        }
+    });
+    let s = cache_in_front(&up, &[]);
+    get(s.addr, "/ws", "");
+    assert!(
+        get(s.addr, "/ws", "")
+            .header("cache-status")
+            .unwrap()
+            .contains("hit")
+    );
+    let mut c = Client::connect(s.addr);
+    c.send(b"GET /ws HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n");
+    let r = c.read_response_opt(true).expect("an answer");
+    assert_eq!(r.status, 101);
+    assert_eq!(up.count("/ws"), 2);
+}

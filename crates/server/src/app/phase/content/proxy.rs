@@ -107,9 +107,15 @@ impl<'a> ConnApp<'a> {
             cert: self.client_cert(),
         };
         // A caching mount without forward auth looks in its store first: a hit needs no
-        // upstream request framed (with forward auth, the driver looks after the check).
+        // upstream request framed (with forward auth, the driver looks after the check). A
+        // request asking to upgrade is the upstream's to answer (a tunnel is never a stored
+        // answer), so the cache leaves it alone.
+        let caching = r
+            .cache
+            .as_ref()
+            .filter(|_| head.header(buf, "upgrade").is_none());
         let mut cache = None;
-        if let Some(c) = &r.cache
+        if let Some(c) = caching
             && r.auth.is_none()
         {
             match crate::proxy::cache::plan_here(c, head, buf, self.tls) {
@@ -175,7 +181,7 @@ impl<'a> ConnApp<'a> {
             // With forward auth, the cache plans it in the driver after the check: an
             // answer from the cache must pass the same check as one from upstream.
             cache: cache.or_else(|| {
-                r.cache.as_ref().map(|c| {
+                caching.map(|c| {
                     let req = crate::proxy::cache::CacheReq::copy(head, buf, self.tls);
                     Box::new(crate::proxy::cache::Exchange::new(c.clone(), req))
                 })
