@@ -43,15 +43,18 @@ CREATE TABLE items (
 );
 
 -- HttpArena (production-stack): the users `/api/me` reads by the token's `sub` (its
--- validation signs `sub` 42); four rows, as its seed has.
+-- validation signs `sub` 42); four rows, as its seed has. Ids come from a sequence and email
+-- and plan have defaults, so the library's users example and the bench's users service
+-- (`users (id serial, name)`, created IF NOT EXISTS) work on this table too.
 CREATE TABLE users (
-    id integer PRIMARY KEY,
+    id serial PRIMARY KEY,
     name text NOT NULL,
-    email text NOT NULL,
-    plan text NOT NULL
+    email text NOT NULL DEFAULT '',
+    plan text NOT NULL DEFAULT 'free'
 );
 INSERT INTO users (id, name, email, plan) VALUES
     (1, 'Demo Admin', 'admin@example.com', 'enterprise'),
     (7, 'Bob Rivera', 'bob@example.com', 'free'),
     (42, 'Alice Chen', 'alice@example.com', 'pro'),
     (1000, 'Load Tester', 'load@example.com', 'team');
+SELECT setval('users_id_seq', 1000);

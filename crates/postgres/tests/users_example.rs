@@ -41,6 +41,9 @@ fn problem(r: &TestResponse) -> Problem {
 #[test]
 fn the_users_service_end_to_end() {
     let pg = support::Pg::start();
+    // The example's own table, empty: the demo's seed (scripts/pg/schema.sql) has a users
+    // table of its own in the same throwaway cluster.
+    pg.psql("DROP TABLE users");
     pg.psql(users::SCHEMA);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
