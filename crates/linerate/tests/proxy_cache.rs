@@ -457,6 +457,17 @@ fn get_body(addr: SocketAddr, path: &str) -> Vec<u8> {
     }
 }
 
+/// Whether `ask` made edge `admin` store an answer in its shared tier (it does so on the
+/// tier's thread after the answer: looked for a bounded number of times).
+fn stores_through(admin: &str, ask: impl FnOnce()) -> bool {
+    let before = tier_stored(admin);
+    ask();
+    std::iter::repeat_n((), 50).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        tier_stored(admin) > before
+    })
+}
+
 /// Answers edge `admin` has stored in its shared tier.
 fn tier_stored(admin: &str) -> u64 {
     scrape(admin)
@@ -555,11 +566,8 @@ fn three_edges_share_one_tier_and_a_purge_on_one_reaches_all() {
         let mut n = 0;
         eventually(&format!("{program}: edge A stores in the tier"), || {
             n += 1;
-            let before = stored();
-            get(edges[0].addr, &format!("/warm{n}"), "");
-            std::iter::repeat_n((), 50).any(|_| {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-                stored() > before
+            stores_through(&admin, || {
+                get(edges[0].addr, &format!("/warm{n}"), "");
             })
         });
         let before = stored();
@@ -602,11 +610,8 @@ fn three_edges_share_one_tier_and_a_purge_on_one_reaches_all() {
         eventually(&format!("{program}: shared again after a restart"), || {
             n += 1;
             let path = format!("/back{n}");
-            let before = stored();
-            get(edges[0].addr, &path, "");
-            if !std::iter::repeat_n((), 50).any(|_| {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-                stored() > before
+            if !stores_through(&admin, || {
+                get(edges[0].addr, &path, "");
             }) {
                 return false;
             }
