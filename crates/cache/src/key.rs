@@ -55,18 +55,25 @@ impl Key {
             }
             None => return Err(NoKey::Target),
         };
-        if path.contains(&b'#') || path.iter().any(|b| *b <= b' ' || *b == 0x7f) {
+        if path.iter().any(|&b| b <= b' ' || b == 0x7f || b == b'#') {
             return Err(NoKey::Target);
         }
-        let mut k = Vec::with_capacity(scheme_lower.len() + 3 + authority.len() + path.len());
+        let port = match port {
+            None | Some([]) => None,
+            Some(p) => Some(parse_port(p).ok_or(NoKey::Authority)?),
+        }
+        .filter(|p| Some(*p) != default_port(scheme_lower));
+        let mut digits = [0u8; 5];
+        let digits = port.map_or(&[][..], |p| decimal(p, &mut digits));
+        let len = scheme_lower.len() + 3 + host.len() + 1 + digits.len() + path.len();
+        let mut k = Vec::with_capacity(len);
         k.extend_from_slice(scheme_lower);
         k.extend_from_slice(b"://");
-        k.extend(host.iter().map(u8::to_ascii_lowercase));
-        if let Some(p) =
-            effective_port(scheme_lower, port).filter(|p| Some(*p) != default_port(scheme_lower))
-        {
+        k.extend_from_slice(host);
+        k[scheme_lower.len() + 3..].make_ascii_lowercase();
+        if !digits.is_empty() {
             k.push(b':');
-            k.extend_from_slice(p.to_string().as_bytes());
+            k.extend_from_slice(digits);
         }
         k.extend_from_slice(path);
         Ok(Key(k.into_boxed_slice()))
@@ -118,10 +125,7 @@ const HOST_BYTES: [bool; 256] = {
 
 /// `(host, port)` of an authority: no userinfo, a reg-name or IP literal, an optional port.
 fn split_authority(a: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
-    if a.is_empty() || a.contains(&b'@') {
-        return None;
-    }
-    let (host, port) = if a[0] == b'[' {
+    let (host, port) = if a.first() == Some(&b'[') {
         let close = a.iter().position(|b| *b == b']')?;
         let rest = &a[close + 1..];
         match rest {
@@ -130,12 +134,25 @@ fn split_authority(a: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
             _ => return None,
         }
     } else {
-        match a.iter().position(|b| *b == b':') {
+        // One pass: every byte a host byte (`@`, userinfo's mark, is not one), the first
+        // colon the port's.
+        let mut colon = None;
+        for (i, &b) in a.iter().enumerate() {
+            if !HOST_BYTES[b as usize] {
+                return None;
+            }
+            if b == b':' {
+                colon = Some(i);
+                break;
+            }
+        }
+        match colon {
             Some(i) => (&a[..i], Some(&a[i + 1..])),
             None => (a, None),
         }
     };
-    let host_ok = !host.is_empty() && host.iter().all(|&b| HOST_BYTES[b as usize]);
+    let host_ok =
+        !host.is_empty() && (host[0] != b'[' || host.iter().all(|&b| HOST_BYTES[b as usize]));
     let port_ok = port.is_none_or(|p| p.iter().all(u8::is_ascii_digit));
     (host_ok && port_ok).then_some((host, port))
 }
@@ -169,7 +186,35 @@ fn default_port(scheme: &[u8]) -> Option<u16> {
 fn effective_port(scheme: &[u8], port: Option<&[u8]>) -> Option<u16> {
     match port {
         None | Some([]) => default_port(scheme),
-        Some(p) => std::str::from_utf8(p).ok()?.parse().ok(),
+        Some(p) => parse_port(p),
+    }
+}
+
+/// A port's digits as a number: `None` past 65535 (or for anything but digits).
+fn parse_port(p: &[u8]) -> Option<u16> {
+    let mut n: u32 = 0;
+    for &b in p {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + u32::from(b - b'0');
+        if n > u32::from(u16::MAX) {
+            return None;
+        }
+    }
+    u16::try_from(n).ok()
+}
+
+/// `n` in decimal, written at the end of `buf`.
+fn decimal(mut n: u16, buf: &mut [u8; 5]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[i..];
+        }
     }
 }
 
@@ -388,6 +433,48 @@ mod tests {
                 "/",
                 Ok("http://example.com:8080/"),
                 "§2: port kept",
+            ),
+            (
+                "http",
+                "example.com:08080",
+                "/",
+                Ok("http://example.com:8080/"),
+                "RFC 3986 §6.2.2: leading zeros are the same port",
+            ),
+            (
+                "http",
+                "example.com:080",
+                "/",
+                Ok("http://example.com/"),
+                "RFC 3986 §6.2.3: the default port, written long",
+            ),
+            (
+                "http",
+                "example.com:65536",
+                "/",
+                Err(NoKey::Authority),
+                "a port past 65535 is no port: never keyed as the default one",
+            ),
+            (
+                "http",
+                "a:b:c",
+                "/",
+                Err(NoKey::Authority),
+                "RFC 3986 §3.2.3: a port is digits",
+            ),
+            (
+                "http",
+                "user@example.com",
+                "/",
+                Err(NoKey::Authority),
+                "RFC 9110 §4.2.4: no userinfo",
+            ),
+            (
+                "http",
+                "example.com:80@evil",
+                "/",
+                Err(NoKey::Authority),
+                "RFC 9110 §4.2.4: no userinfo, after the colon either",
             ),
             (
                 "http",

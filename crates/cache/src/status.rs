@@ -2,8 +2,6 @@
 //! `fwd=<why>`, and the parameters that say more (`fwd-status`, `ttl`, `stored`, `collapsed`,
 //! `detail`). Formats a value; whether the field is sent is the server's option.
 
-use std::fmt::Write;
-
 /// Why the request went forward (RFC 9211 §2.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fwd {
@@ -93,10 +91,15 @@ impl<'a> CacheStatus<'a> {
             }
         }
         if let Some(s) = self.fwd_status {
-            let _ = write!(v, "; fwd-status={s}");
+            v.push_str("; fwd-status=");
+            decimal(&mut v, u64::from(s));
         }
         if let Some(t) = self.ttl {
-            let _ = write!(v, "; ttl={t}");
+            v.push_str("; ttl=");
+            if t < 0 {
+                v.push('-');
+            }
+            decimal(&mut v, t.unsigned_abs());
         }
         if self.stored {
             v.push_str("; stored");
@@ -112,15 +115,47 @@ impl<'a> CacheStatus<'a> {
     }
 }
 
+/// `n` in decimal, without `fmt`'s machinery (this runs on every hit).
+fn decimal(out: &mut String, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(buf[i..].iter().map(|&b| char::from(b)));
+}
+
+/// The bytes of an sf-token after its first (RFC 8941 §3.3.4: tchar, `:` and `/`), as a
+/// table: one load per byte.
+const TOKEN_BYTES: [bool; 128] = {
+    let mut t = [false; 128];
+    let mut b = 0;
+    while b < 128 {
+        t[b] = (b as u8).is_ascii_alphanumeric();
+        b += 1;
+    }
+    let extra = b"!#$%&'*+-.^_`|~:/";
+    let mut i = 0;
+    while i < extra.len() {
+        t[extra[i] as usize] = true;
+        i += 1;
+    }
+    t
+};
+
 /// An sf-token when `s` is one (RFC 8941 §3.3.4), else an sf-string with `"` and `\` escaped
 /// and anything outside printable ASCII left out.
 fn item(out: &mut String, s: &str) {
-    let token = s
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '*')
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~:/".contains(c));
+    let b = s.as_bytes();
+    let token = b
+        .first()
+        .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'*')
+        && b.iter().all(|&c| c < 128 && TOKEN_BYTES[c as usize]);
     if token {
         out.push_str(s);
         return;
