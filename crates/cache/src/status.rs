@@ -81,34 +81,39 @@ impl<'a> CacheStatus<'a> {
 
     /// The field value, as RFC 9211 §2 and RFC 8941 (structured fields) write it.
     pub fn value(&self) -> String {
-        let mut v = String::with_capacity(48);
+        String::from_utf8(self.bytes()).expect("only printable ASCII is written")
+    }
+
+    /// The field value as bytes (what a server sends; [`CacheStatus::value`] as a `String`).
+    pub fn bytes(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(48);
         item(&mut v, self.name);
         match self.fwd {
-            None => v.push_str("; hit"),
+            None => v.extend_from_slice(b"; hit"),
             Some(f) => {
-                v.push_str("; fwd=");
-                v.push_str(f.as_str());
+                v.extend_from_slice(b"; fwd=");
+                v.extend_from_slice(f.as_str().as_bytes());
             }
         }
         if let Some(s) = self.fwd_status {
-            v.push_str("; fwd-status=");
+            v.extend_from_slice(b"; fwd-status=");
             decimal(&mut v, u64::from(s));
         }
         if let Some(t) = self.ttl {
-            v.push_str("; ttl=");
+            v.extend_from_slice(b"; ttl=");
             if t < 0 {
-                v.push('-');
+                v.push(b'-');
             }
             decimal(&mut v, t.unsigned_abs());
         }
         if self.stored {
-            v.push_str("; stored");
+            v.extend_from_slice(b"; stored");
         }
         if self.collapsed {
-            v.push_str("; collapsed");
+            v.extend_from_slice(b"; collapsed");
         }
         if let Some(d) = self.detail {
-            v.push_str("; detail=");
+            v.extend_from_slice(b"; detail=");
             item(&mut v, d);
         }
         v
@@ -116,7 +121,7 @@ impl<'a> CacheStatus<'a> {
 }
 
 /// `n` in decimal, without `fmt`'s machinery (this runs on every hit).
-fn decimal(out: &mut String, mut n: u64) {
+fn decimal(out: &mut Vec<u8>, mut n: u64) {
     let mut buf = [0u8; 20];
     let mut i = buf.len();
     loop {
@@ -127,7 +132,7 @@ fn decimal(out: &mut String, mut n: u64) {
             break;
         }
     }
-    out.extend(buf[i..].iter().map(|&b| char::from(b)));
+    out.extend_from_slice(&buf[i..]);
 }
 
 /// The bytes of an sf-token after its first (RFC 8941 §3.3.4: tchar, `:` and `/`), as a
@@ -150,24 +155,24 @@ const TOKEN_BYTES: [bool; 128] = {
 
 /// An sf-token when `s` is one (RFC 8941 §3.3.4), else an sf-string with `"` and `\` escaped
 /// and anything outside printable ASCII left out.
-fn item(out: &mut String, s: &str) {
+fn item(out: &mut Vec<u8>, s: &str) {
     let b = s.as_bytes();
     let token = b
         .first()
         .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'*')
         && b.iter().all(|&c| c < 128 && TOKEN_BYTES[c as usize]);
     if token {
-        out.push_str(s);
+        out.extend_from_slice(b);
         return;
     }
-    out.push('"');
-    for c in s.chars().filter(|c| (' '..='~').contains(c)) {
-        if c == '"' || c == '\\' {
-            out.push('\\');
+    out.push(b'"');
+    for &c in b.iter().filter(|c| (b' '..=b'~').contains(*c)) {
+        if c == b'"' || c == b'\\' {
+            out.push(b'\\');
         }
         out.push(c);
     }
-    out.push('"');
+    out.push(b'"');
 }
 
 #[cfg(test)]

@@ -38,11 +38,14 @@ pub(super) fn hit_fields<'a>(
         _ => Vec::new(),
     };
     let room = added.len() + policy.set.len() + 1;
+    // Most mounts remove, set and add nothing: one test per hit, not one per stored field.
+    let plain = added.is_empty() && policy.remove.is_empty() && policy.set.is_empty();
     let mut fields = hit.fields(room, |n| {
-        policy.names(n)
-            || added
-                .iter()
-                .any(|(a, _)| n.eq_ignore_ascii_case(a.as_bytes()))
+        !plain
+            && (policy.names(n)
+                || added
+                    .iter()
+                    .any(|(a, _)| n.eq_ignore_ascii_case(a.as_bytes())))
     });
     fields.extend(added.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())));
     fields.extend(policy.set.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())));

@@ -235,10 +235,9 @@ impl Hit {
     /// (framing, Date, Server) less those `drop` names, then the extra ones.
     pub(crate) fn fields(&self, room: usize, drop: impl Fn(&[u8]) -> bool) -> Vec<(&[u8], &[u8])> {
         let mut out: Vec<(&[u8], &[u8])> = Vec::with_capacity(self.entry.fields.len() + 3 + room);
+        let ranged = self.status != 200;
         let keep = |(n, _): &&OwnedField| {
-            !(written_here(n)
-                || drop(n)
-                || (self.status != 200 && n.eq_ignore_ascii_case(b"content-range")))
+            !(written_here(n) || drop(n) || (ranged && n.eq_ignore_ascii_case(b"content-range")))
         };
         if self.not_modified {
             out.extend(
@@ -247,9 +246,12 @@ impl Hit {
                     .map(|(n, v)| (&n[..], &v[..])),
             );
         } else {
+            // The stored Age is replaced by the current one (RFC 9111 §5.1): `written_here`
+            // names it too.
             out.extend(
                 self.entry
-                    .answer_fields()
+                    .fields
+                    .iter()
                     .filter(keep)
                     .map(|(n, v)| (&n[..], &v[..])),
             );
@@ -271,9 +273,11 @@ impl Hit {
 }
 
 /// Whether a stored field is one this server writes itself on every answer (framing, Date,
-/// Server): the names compared by length first, so most fields cost one compare.
+/// Server, and the hit's own Age): the names compared by length first, so most fields cost
+/// one compare.
 fn written_here(name: &[u8]) -> bool {
     match name.len() {
+        3 => name.eq_ignore_ascii_case(b"age"),
         4 => name.eq_ignore_ascii_case(b"date"),
         6 => name.eq_ignore_ascii_case(b"server"),
         14 => name.eq_ignore_ascii_case(b"content-length"),
@@ -362,7 +366,7 @@ pub(crate) fn plan_here(
         let status = mount
             .status
             .as_deref()
-            .map(|name| CacheStatus::hit(name, ttl).value().into_bytes());
+            .map(|name| CacheStatus::hit(name, ttl).bytes());
         return Here::Hit(answer(&req, entry, age, not_modified, status));
     }
     let mut x = Exchange::new(Arc::clone(mount), CacheReq::copy(head, buf, tls));
@@ -611,7 +615,7 @@ impl Exchange {
         make: impl FnOnce(&'a str) -> CacheStatus<'a>,
     ) -> Option<Vec<u8>> {
         let name = self.mount.status.as_deref()?;
-        Some(make(name).value().into_bytes())
+        Some(make(name).bytes())
     }
 
     /// The answer from `entry`, `age` seconds old, for this request.
