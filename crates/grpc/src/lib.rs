@@ -9,11 +9,13 @@
 #![forbid(unsafe_code)]
 
 pub mod code;
+pub mod compress;
 pub mod frame;
 pub mod metadata;
 pub mod proto;
 pub mod status;
 pub mod timeout;
+pub mod web;
 
 pub use code::Code;
 pub use status::Status;
