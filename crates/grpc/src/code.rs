@@ -134,12 +134,13 @@ impl Code {
     }
 
     /// The code a gRPC client gives an answer without `grpc-status` whose HTTP status is
-    /// `status` (http-grpc-status-mapping.md): an intermediary's error page, not the server's
-    /// own status. 200 without `grpc-status` is not in the table and is UNKNOWN, as every
-    /// status the table does not list.
+    /// `status` (http-grpc-status-mapping.md): an intermediary's error page. For clients
+    /// only ("Servers must not use this table to determine an HTTP status code"); a 1xx is
+    /// skipped before this, and 200 without `grpc-status` is UNKNOWN, as every status the
+    /// table does not list.
     pub const fn from_http_status(status: u16) -> Code {
         match status {
-            400 => Code::Internal,
+            400 | 431 => Code::Internal,
             401 => Code::Unauthenticated,
             403 => Code::PermissionDenied,
             404 => Code::Unimplemented,
@@ -228,6 +229,7 @@ mod tests {
             (403, Code::PermissionDenied),
             (404, Code::Unimplemented),
             (429, Code::Unavailable),
+            (431, Code::Internal),
             (502, Code::Unavailable),
             (503, Code::Unavailable),
             (504, Code::Unavailable),

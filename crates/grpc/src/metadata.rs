@@ -23,20 +23,16 @@ const WRITE_BIN: GeneralPurpose = GeneralPurpose::new(
     GeneralPurposeConfig::new().with_encode_padding(false),
 );
 
-/// A metadata field this side refuses.
+/// A metadata field this side cannot read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MetadataError {
-    /// A `-bin` value that is not base64.
+    /// A `-bin` value that is not base64: INTERNAL, as grpc-go answers it ("malformed binary
+    /// metadata"), when the value is the request's; a peer's trailer is dropped instead.
     BadBase64,
-    /// An ASCII value with a byte outside 0x20–0x7E.
-    BadValue,
-    /// A name with a byte outside `0-9 a-z _ - .`.
-    BadName,
 }
 
 impl MetadataError {
-    /// The status a server ends the call with: INTERNAL, as grpc-go answers a field it
-    /// cannot read (a malformed request, not the application's argument).
+    /// The status a server ends the call with.
     pub const fn code(self) -> Code {
         Code::Internal
     }
@@ -44,11 +40,7 @@ impl MetadataError {
 
 impl fmt::Display for MetadataError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            MetadataError::BadBase64 => "a -bin metadata value is not base64",
-            MetadataError::BadValue => "a metadata value has a byte outside 0x20-0x7E",
-            MetadataError::BadName => "a metadata name has a byte outside 0-9 a-z _ - .",
-        })
+        f.write_str("a -bin metadata value is not base64")
     }
 }
 
@@ -86,18 +78,14 @@ pub fn is_reserved(name: &[u8]) -> bool {
     )
 }
 
-/// Checks a metadata name: `Header-Name → 1*( %x30-39 / %x61-7A / "_" / "-" / ".")`
-/// (PROTOCOL-HTTP2.md; lowercase only: HTTP/2 field names are).
-pub fn check_name(name: &[u8]) -> Result<(), MetadataError> {
-    let ok = !name.is_empty()
+/// Whether `name` is a metadata name: `Header-Name → 1*( %x30-39 / %x61-7A / "_" / "-" /
+/// ".")` (PROTOCOL-HTTP2.md; lowercase only). For names an application sends: a request's
+/// names were already judged as HTTP field names.
+pub fn is_valid_name(name: &[u8]) -> bool {
+    !name.is_empty()
         && name
             .iter()
-            .all(|&b| matches!(b, b'0'..=b'9' | b'a'..=b'z' | b'_' | b'-' | b'.'));
-    if ok {
-        Ok(())
-    } else {
-        Err(MetadataError::BadName)
-    }
+            .all(|&b| matches!(b, b'0'..=b'9' | b'a'..=b'z' | b'_' | b'-' | b'.'))
 }
 
 /// Whether a metadata name is binary (`-bin`): its values are base64 on the wire.
@@ -105,25 +93,26 @@ pub fn is_binary(name: &[u8]) -> bool {
     name.ends_with(b"-bin")
 }
 
-/// Checks an ASCII metadata value: `ASCII-Value → 1*( %x20-%x7E ) ; space and printable
-/// ASCII` (PROTOCOL-HTTP2.md). An empty value is accepted: HTTP allows it and grpc-go
-/// passes it.
-pub fn check_ascii_value(value: &[u8]) -> Result<(), MetadataError> {
-    if value.iter().all(|&b| matches!(b, 0x20..=0x7E)) {
-        Ok(())
-    } else {
-        Err(MetadataError::BadValue)
-    }
+/// Whether `value` is an ASCII metadata value: `ASCII-Value → 1*( %x20-%x7E ) ; space and
+/// printable ASCII` (PROTOCOL-HTTP2.md; an empty value is let through: HTTP allows it and
+/// grpc-go passes it). A received value outside this that is a valid HTTP field value must
+/// not fail the call ("Implementations must not error due to receiving an invalid
+/// ASCII-Value that's a valid field-value in HTTP"): the caller drops it (so an application
+/// echoing its metadata back cannot fail on it); a value an application sends is refused.
+pub fn is_ascii_value(value: &[u8]) -> bool {
+    value.iter().all(|&b| matches!(b, 0x20..=0x7E))
 }
 
-/// Decodes a `-bin` value, padded or not. Several values joined by commas in one field (an
-/// intermediary may join repeated fields so) are split first with [`bin_values`].
+/// Decodes one `-bin` value, padded or not. A field may hold several joined by commas: split
+/// it first with [`bin_values`].
 pub fn decode_bin(value: &[u8]) -> Result<Vec<u8>, MetadataError> {
     READ_BIN.decode(value).map_err(|_| MetadataError::BadBase64)
 }
 
-/// The values of a `-bin` field that an intermediary may have joined with `,` (base64 has no
-/// commas, so the split is exact), each with optional whitespace around it trimmed.
+/// The values of a `-bin` field, which may be several joined with `,` (PROTOCOL-HTTP2.md:
+/// "Implementations must split Binary-Headers on "," before decoding the Base64-encoded
+/// values"; base64 has no commas, so the split is exact), each with whitespace around it
+/// trimmed.
 pub fn bin_values(field: &[u8]) -> impl Iterator<Item = &[u8]> {
     field.split(|&b| b == b',').map(<[u8]>::trim_ascii)
 }
@@ -184,16 +173,16 @@ mod tests {
     fn names_and_values() {
         // Header-Name → 1*( %x30-39 / %x61-7A / "_" / "-" / "."); ASCII-Value → %x20-%x7E.
         for name in [&b"x-a_b.c-9"[..], b"k"] {
-            assert_eq!(check_name(name), Ok(()));
+            assert!(is_valid_name(name), "{name:?}");
         }
         for name in [&b""[..], b"X-Upper", b"sp ace", b"colon:", b"\xc3\xa9"] {
-            assert_eq!(check_name(name), Err(MetadataError::BadName));
+            assert!(!is_valid_name(name), "{name:?}");
         }
         for value in [&b""[..], b" spaces and ~ tilde ", b"!"] {
-            assert_eq!(check_ascii_value(value), Ok(()));
+            assert!(is_ascii_value(value), "{value:?}");
         }
         for value in [&b"tab\t"[..], b"del\x7f", b"nl\n", b"\xc3\xa9", b"\x00"] {
-            assert_eq!(check_ascii_value(value), Err(MetadataError::BadValue));
+            assert!(!is_ascii_value(value), "{value:?}");
         }
         assert!(is_binary(b"x-trace-bin"));
         assert!(!is_binary(b"x-binary"));
@@ -222,6 +211,7 @@ mod tests {
         for bad in [&b"A"[..], b"q8-_", b"q8 0", b"AA===", b"AB=="] {
             assert_eq!(decode_bin(bad), Err(MetadataError::BadBase64), "{bad:?}");
         }
+        // "Implementations must split Binary-Headers on "," before decoding".
         let split: Vec<_> = bin_values(b"q80, AA==,3q2+7w").collect();
         assert_eq!(split, [&b"q80"[..], b"AA==", b"3q2+7w"]);
     }
