@@ -17,12 +17,17 @@ use linerate_grpc::web::{self, TextDecoder, WebError};
 /// Inputs up to this long are also fed one byte at a time.
 const BYTEWISE_MAX: usize = 4096;
 
-/// The messages (compressed flag, bytes) a decoder gave, and its verdict at the body's end.
-pub type Frames = (Vec<(bool, Vec<u8>)>, Result<(), FrameError>);
+/// The messages (flag byte, bytes) a decoder gave, and its verdict at the body's end.
+pub type Frames = (Vec<(u8, Vec<u8>)>, Result<(), FrameError>);
 
-/// Feeds `pieces` to one decoder, as a driver does.
-pub fn frames(pieces: &[&[u8]], max: usize, compression: bool) -> Frames {
-    let mut d = Decoder::new(max, compression);
+/// Feeds `pieces` to one decoder, as a driver does: a request's, or a gRPC-Web answer's
+/// (`web`).
+pub fn frames(pieces: &[&[u8]], max: usize, compression: bool, web: bool) -> Frames {
+    let mut d = if web {
+        Decoder::web_answer(max, compression)
+    } else {
+        Decoder::new(max, compression)
+    };
     let mut got = Vec::new();
     for piece in pieces {
         let mut input = *piece;
@@ -32,7 +37,8 @@ pub fn frames(pieces: &[&[u8]], max: usize, compression: bool) -> Frames {
                 Ok(Some(m)) => {
                     // Every message ends with a byte of this piece (its prefix's last byte at
                     // least): a message given without progress could repeat forever.
-                    let message = (m.compressed, m.data.to_vec());
+                    let flag = u8::from(m.compressed) | if m.trailers { 0x80 } else { 0 };
+                    let message = (flag, m.data.to_vec());
                     assert!(input.len() < before, "a message without progress");
                     got.push(message);
                 }
@@ -47,9 +53,10 @@ pub fn frames(pieces: &[&[u8]], max: usize, compression: bool) -> Frames {
     (got, d.finish())
 }
 
-/// Checks `data` as a request body: its first byte picks whether the call has a
-/// grpc-encoding (bit 0), the limit (bit 1: 64 bytes, else the default) and a split point
-/// (the other bits); the rest is the body. Returns the verdict.
+/// Checks `data` as a body: its first byte picks whether the call has a grpc-encoding (bit
+/// 0), the limit (bit 1: 64 bytes, else the default), a gRPC-Web answer rather than a
+/// request (bit 2) and a split point (the other bits); the rest is the body. Returns the
+/// verdict.
 pub fn check_frames(data: &[u8]) -> Result<(), FrameError> {
     let Some((&first, body)) = data.split_first() else {
         return Ok(());
@@ -60,27 +67,45 @@ pub fn check_frames(data: &[u8]) -> Result<(), FrameError> {
     } else {
         64
     };
-    let split = usize::from(first >> 2).min(body.len());
-    let whole = frames(&[body], max, compression);
+    let web = first & 4 != 0;
+    let split = usize::from(first >> 3).min(body.len());
+    let whole = frames(&[body], max, compression, web);
     let (a, b) = body.split_at(split);
-    assert_eq!(frames(&[a, b], max, compression), whole, "split at {split}");
+    assert_eq!(
+        frames(&[a, b], max, compression, web),
+        whole,
+        "split at {split}"
+    );
     if body.len() <= BYTEWISE_MAX {
         let bytes: Vec<&[u8]> = body.chunks(1).collect();
-        assert_eq!(frames(&bytes, max, compression), whole, "byte by byte");
+        assert_eq!(frames(&bytes, max, compression, web), whole, "byte by byte");
     }
     // Re-encoded, the messages are the very bytes of the body they came from.
     let mut again = Vec::new();
-    for (compressed, m) in &whole.0 {
+    for (flag, m) in &whole.0 {
         assert!(m.len() <= max, "a message over the limit");
-        assert!(compression || !compressed, "compressed without an encoding");
-        frame::encode_raw(m, *compressed, &mut again);
+        assert!(
+            compression || flag & 1 == 0,
+            "compressed without an encoding"
+        );
+        assert!(web || flag & 0x80 == 0, "a trailer frame in a request");
+        let at = again.len();
+        frame::encode_raw(m, flag & 1 == 1, &mut again);
+        again[at] = *flag;
     }
     assert_eq!(again[..], body[..again.len()], "re-encoded messages differ");
     if whole.1.is_ok() {
         assert_eq!(again.len(), body.len(), "a clean end with bytes left");
     }
+    // A trailer block reads as fields whose names hold no `:` and no line break.
+    for (_, m) in whole.0.iter().filter(|(flag, _)| flag & 0x80 != 0) {
+        for (name, value) in web::trailer_fields(m) {
+            assert!(!name.contains(&b':') && !name.contains(&b'\n'), "{name:?}");
+            assert!(!value.contains(&b'\n'), "{value:?}");
+        }
+    }
     // A compressed message inflates within the limit or is refused with nothing kept.
-    for (_, m) in whole.0.iter().filter(|(c, _)| *c) {
+    for (_, m) in whole.0.iter().filter(|(flag, _)| flag & 1 == 1) {
         let mut out = Vec::new();
         match compress::decompress(Encoding::Gzip, m, max, &mut out) {
             Ok(()) => assert!(out.len() <= max),
@@ -127,7 +152,7 @@ pub fn check_web_text(data: &[u8]) -> Result<Vec<u8>, WebError> {
         if data.len().is_multiple_of(4) && !data.contains(&b'=') {
             assert_eq!(enc, data, "canonical base64 re-encodes to itself");
         }
-        let _ = frames(&[out], frame::DEFAULT_MAX_MESSAGE, false);
+        let _ = frames(&[out], frame::DEFAULT_MAX_MESSAGE, false, false);
     }
     whole
 }

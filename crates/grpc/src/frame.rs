@@ -71,6 +71,9 @@ impl std::error::Error for FrameError {}
 pub struct Message<'a> {
     /// Compressed-Flag 1: `data` is compressed with the call's `grpc-encoding`.
     pub compressed: bool,
+    /// A gRPC-Web trailer frame (flag bit 0x80), only from [`Decoder::web_answer`]: `data` is
+    /// the trailer block ([`crate::web::trailer_fields`]).
+    pub trailers: bool,
     /// The message's bytes, without the prefix.
     pub data: &'a [u8],
 }
@@ -81,7 +84,11 @@ enum State {
     /// Between messages, or inside a prefix: `have` bytes of it in `prefix`.
     Prefix { have: u8 },
     /// Inside a message of `len` bytes, some of it in `held`.
-    Body { compressed: bool, len: usize },
+    Body {
+        compressed: bool,
+        trailers: bool,
+        len: usize,
+    },
     /// A whole message was given from `held`; it is emptied on the next call.
     Given,
 }
@@ -100,6 +107,8 @@ pub struct Decoder {
     held: Vec<u8>,
     max_message: usize,
     compression: bool,
+    /// Flag bit 0x80 marks gRPC-Web's trailer frame (reading an answer, not a request).
+    web_trailers: bool,
 }
 
 impl Decoder {
@@ -112,6 +121,17 @@ impl Decoder {
             held: Vec::new(),
             max_message,
             compression,
+            web_trailers: false,
+        }
+    }
+
+    /// A decoder for a gRPC-Web answer's body, as a client or a translating proxy reads it:
+    /// as [`Decoder::new`], and a frame flagged 0x80 (0x81: compressed) is the trailer frame
+    /// (PROTOCOL-WEB.md "Message framing"), given with [`Message::trailers`] set.
+    pub fn web_answer(max_message: usize, compression: bool) -> Decoder {
+        Decoder {
+            web_trailers: true,
+            ..Decoder::new(max_message, compression)
         }
     }
 
@@ -129,13 +149,21 @@ impl Decoder {
             && let Some((head, rest)) = input.split_first_chunk::<PREFIX_LEN>()
         {
             // The fast path: a prefix whole in this piece, read in place.
-            let (compressed, len) = self.judge(head)?;
+            let (compressed, trailers, len) = self.judge(head)?;
             if let Some((data, after)) = rest.split_at_checked(len) {
                 *input = after;
-                return Ok(Some(Message { compressed, data }));
+                return Ok(Some(Message {
+                    compressed,
+                    trailers,
+                    data,
+                }));
             }
             *input = rest;
-            self.state = State::Body { compressed, len };
+            self.state = State::Body {
+                compressed,
+                trailers,
+                len,
+            };
         }
         if let State::Prefix { have } = self.state {
             let have = usize::from(have);
@@ -149,10 +177,19 @@ impl Decoder {
                 return Ok(None);
             }
             let prefix = self.prefix;
-            let (compressed, len) = self.judge(&prefix)?;
-            self.state = State::Body { compressed, len };
+            let (compressed, trailers, len) = self.judge(&prefix)?;
+            self.state = State::Body {
+                compressed,
+                trailers,
+                len,
+            };
         }
-        let State::Body { compressed, len } = self.state else {
+        let State::Body {
+            compressed,
+            trailers,
+            len,
+        } = self.state
+        else {
             unreachable!("Given and Prefix are handled above");
         };
         let take = (len - self.held.len()).min(input.len());
@@ -164,6 +201,7 @@ impl Decoder {
         self.state = State::Given;
         Ok(Some(Message {
             compressed,
+            trailers,
             data: &self.held,
         }))
     }
@@ -181,16 +219,19 @@ impl Decoder {
         matches!(self.state, State::Prefix { have: 0 } | State::Given)
     }
 
-    fn judge(&self, prefix: &[u8; PREFIX_LEN]) -> Result<(bool, usize), FrameError> {
-        let compressed = match prefix[0] {
+    /// The prefix's (compressed, trailers, length), or why the body is refused.
+    fn judge(&self, prefix: &[u8; PREFIX_LEN]) -> Result<(bool, bool, usize), FrameError> {
+        let flag = prefix[0];
+        let trailers = flag & 0x80 != 0 && self.web_trailers;
+        let compressed = match flag & if trailers { 0x7F } else { 0xFF } {
             0 => false,
             1 if self.compression => true,
             1 => return Err(FrameError::CompressedWithoutEncoding),
-            b => return Err(FrameError::BadFlag(b)),
+            _ => return Err(FrameError::BadFlag(flag)),
         };
         let len = u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]);
         match usize::try_from(len) {
-            Ok(n) if n <= self.max_message => Ok((compressed, n)),
+            Ok(n) if n <= self.max_message => Ok((compressed, trailers, n)),
             _ => Err(FrameError::TooLarge {
                 len,
                 max: self.max_message,

@@ -171,26 +171,65 @@ fn decode_run(run: &[u8], out: &mut Vec<u8>) -> Result<(), WebError> {
 
 /// Appends the trailer frame that ends a gRPC-Web answer, or that is all of a trailers-only
 /// one: flag 0x80, the length, then `grpc-status`, `grpc-message`, `grpc-status-details-bin`
-/// and the application's trailing `metadata` as `name:value\r\n` lines, names lowercased
-/// (PROTOCOL-WEB.md: "Key-value pairs encoded as a HTTP/1 headers block (without the
-/// terminating newline)"; "use lower-case header/trailer names"). Metadata values go as given:
-/// a `-bin` value already base64 (PROTOCOL-WEB.md skips that for `-text`, but the whole
-/// frame is base64 then and a raw value could hold CR LF, so it is base64 in both).
+/// and the application's trailing `metadata` (see [`encode_trailer_fields`]).
+///
+/// A trailers-only answer may instead carry these in its HTTP header block (PROTOCOL-WEB.md:
+/// "Trailers may be sent together with response headers, with no message in the body"); the
+/// frame works with every client, so the caller may send it in both cases.
 pub fn encode_trailers(status: &Status, metadata: &[(&str, &[u8])], out: &mut Vec<u8>) {
+    let start = begin_trailers(out);
+    status.fields(|name, value| trailer_line(name.as_bytes(), value, out));
+    for &(name, value) in metadata {
+        trailer_line(name.as_bytes(), value, out);
+    }
+    end_trailers(out, start);
+}
+
+/// Appends a trailer frame holding `fields` as they are (a translating proxy's case: the
+/// upstream's HTTP trailers, `grpc-status` and all) as `name:value\r\n` lines, names
+/// lowercased (PROTOCOL-WEB.md: "Key-value pairs encoded as a HTTP/1 headers block (without
+/// the terminating newline)"; "use lower-case header/trailer names"). Values go as given: a
+/// `-bin` value stays base64 (PROTOCOL-WEB.md skips that for `-text`, but there the whole
+/// frame is base64 and a raw value could hold CR LF, which would break the block).
+pub fn encode_trailer_fields<'f>(
+    fields: impl IntoIterator<Item = (&'f [u8], &'f [u8])>,
+    out: &mut Vec<u8>,
+) {
+    let start = begin_trailers(out);
+    for (name, value) in fields {
+        trailer_line(name, value, out);
+    }
+    end_trailers(out, start);
+}
+
+fn begin_trailers(out: &mut Vec<u8>) -> usize {
     let start = out.len();
     out.extend_from_slice(&[0; frame::PREFIX_LEN]);
-    let mut line = |name: &str, value: &[u8]| {
-        out.extend(name.bytes().map(|b| b.to_ascii_lowercase()));
-        out.push(b':');
-        out.extend_from_slice(value);
-        out.extend_from_slice(b"\r\n");
-    };
-    status.fields(&mut line);
-    for &(name, value) in metadata {
-        line(name, value);
-    }
+    start
+}
+
+fn trailer_line(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
+    out.extend(name.iter().map(u8::to_ascii_lowercase));
+    out.push(b':');
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+fn end_trailers(out: &mut [u8], start: usize) {
     frame::patch(out, start, false);
     out[start] = TRAILER_FLAG;
+}
+
+/// The fields of a trailer frame's block (from [`frame::Decoder::web_answer`]), as a client
+/// reads them: lines split at CR LF (or a bare LF), each at its first `:`, the value's
+/// surrounding spaces and tabs trimmed (the spec's example writes `key1: foo`). Names come as
+/// sent (compare them without case); empty lines and lines without `:` are skipped.
+pub fn trailer_fields(block: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    block.split(|&b| b == b'\n').filter_map(|line| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let colon = line.iter().position(|&b| b == b':')?;
+        Some((line[..colon].trim_ascii(), line[colon + 1..].trim_ascii()))
+    })
 }
 
 /// Appends `bytes` base64-encoded with padding: one flush of a `-text` answer. Each flush is

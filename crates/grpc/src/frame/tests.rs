@@ -116,6 +116,7 @@ fn errors_in_any_split() {
         ),
         // Compressed-Flag → 0 / 1: nothing else (grpc-go: "unexpected payload format").
         (&[2, 0, 0, 0, 0], 16, true, 0, FrameError::BadFlag(2)),
+        // A request has no trailer frame: 0x80 is gRPC-Web's, in answers only.
         (&[0x80, 0, 0, 0, 0], 16, true, 0, FrameError::BadFlag(0x80)),
         (
             &[0, 0, 0, 0, 1, 9, 0xff, 0, 0, 0, 0],
@@ -213,4 +214,29 @@ fn httparena_get_sum_frames() {
         &mut out,
     );
     assert_eq!(out, [0, 0, 0, 0, 2, 0x08, 0x03]);
+}
+
+#[test]
+fn web_answer_flags() {
+    // PROTOCOL-WEB.md: "10000000b: an uncompressed trailer", "10000001b: a compressed
+    // trailer"; other bits stay refused.
+    type Row = (u8, bool, Result<(bool, bool), FrameError>);
+    let table: &[Row] = &[
+        (0x00, false, Ok((false, false))),
+        (0x80, false, Ok((false, true))),
+        (0x81, true, Ok((true, true))),
+        (0x81, false, Err(FrameError::CompressedWithoutEncoding)),
+        (0x82, true, Err(FrameError::BadFlag(0x82))),
+        (0x40, true, Err(FrameError::BadFlag(0x40))),
+    ];
+    for &(flag, compression, want) in table {
+        let body = [flag, 0, 0, 0, 1, b'k'];
+        let mut d = Decoder::web_answer(16, compression);
+        let mut input = &body[..];
+        let got = d.next(&mut input).map(|m| {
+            let m = m.unwrap();
+            (m.compressed, m.trailers)
+        });
+        assert_eq!(got, want, "{flag:#x}");
+    }
 }

@@ -140,3 +140,67 @@ fn text_answers() {
     }
     assert_eq!(text(&[&all]), Ok(plain));
 }
+
+#[test]
+fn answers_read_back() {
+    // A whole gRPC-Web answer: two messages, then the trailer frame; read at every split by
+    // the answer's decoder, whose trailer block gives the status back.
+    let mut body = Vec::new();
+    frame::encode_raw(b"one", false, &mut body);
+    frame::encode_raw(b"", false, &mut body);
+    let status = Status::new(Code::Unavailable, "try later: 50%");
+    encode_trailers(&status, &[("x-retry", b"3")], &mut body);
+    for i in 0..=body.len() {
+        let mut d = frame::Decoder::web_answer(1024, false);
+        let mut got = Vec::new();
+        for piece in [&body[..i], &body[i..]] {
+            let mut input = piece;
+            while let Some(m) = d.next(&mut input).unwrap() {
+                got.push((m.trailers, m.data.to_vec()));
+            }
+        }
+        assert_eq!(d.finish(), Ok(()));
+        assert_eq!(got.len(), 3, "split at {i}");
+        assert_eq!(got[0], (false, b"one".to_vec()));
+        assert_eq!(got[1], (false, Vec::new()));
+        assert!(got[2].0);
+        let fields: Vec<_> = trailer_fields(&got[2].1).collect();
+        let get = |n: &[u8]| fields.iter().find(|f| f.0 == n).map(|f| f.1);
+        let back = Status::from_fields(get(b"grpc-status"), get(b"grpc-message"), None);
+        assert_eq!(back, status);
+        assert_eq!(get(b"x-retry"), Some(&b"3"[..]));
+    }
+    // A request decoder refuses the trailer flag (PROTOCOL-HTTP2.md: Compressed-Flag → 0 / 1).
+    let mut d = frame::Decoder::new(1024, false);
+    let mut trailer_frame = &body[13..];
+    assert_eq!(
+        d.next(&mut trailer_frame),
+        Err(frame::FrameError::BadFlag(0x80))
+    );
+}
+
+#[test]
+fn trailer_blocks() {
+    // PROTOCOL-WEB.md: "key1: foo\r\nkey2: bar\r\n".
+    type Fields = Vec<(&'static [u8], &'static [u8])>;
+    let table: &[(&[u8], Fields)] = &[
+        (
+            b"key1: foo\r\nkey2: bar\r\n",
+            vec![(b"key1", b"foo"), (b"key2", b"bar")],
+        ),
+        (b"grpc-status:0\r\n", vec![(b"grpc-status", b"0")]),
+        (
+            b"Grpc-Status: 5 \nx:a:b",
+            vec![(b"Grpc-Status", b"5"), (b"x", b"a:b")],
+        ),
+        (b"\r\nno colon\r\nk:\r\n", vec![(b"k", b"")]),
+        (b"", vec![]),
+    ];
+    for (block, want) in table {
+        let got: Vec<_> = trailer_fields(block).collect();
+        assert_eq!(&got, want, "{:?}", String::from_utf8_lossy(block));
+    }
+    let mut out = Vec::new();
+    encode_trailer_fields([(&b"Grpc-Status"[..], &b"0"[..]), (b"x-a", b"b")], &mut out);
+    assert_eq!(out, b"\x80\x00\x00\x00\x16grpc-status:0\r\nx-a:b\r\n");
+}
