@@ -103,7 +103,12 @@
 //! [`Request::state`] in handlers and layers); per-request values are [`Extensions`].
 //!
 //! A body produced over time is [`Response::stream`] (written from any thread through a
-//! [`streaming::BodyWriter`]; [`sse`] makes an event stream of it). A request body taken as
+//! [`streaming::BodyWriter`]; [`sse`] makes an event stream of it). Trailer fields (gRPC's
+//! `grpc-status`) follow the body with [`Response::trailer`] / [`Response::try_trailer`],
+//! or [`streaming::BodyWriter::end_with_trailers`] for a streamed one: a HEADERS frame after
+//! the last DATA over HTTP/2 and HTTP/3, a chunked body's trailer section over HTTP/1.1
+//! (none to an HTTP/1.0 client); layers read them with [`Response::trailers`], and a name
+//! that may not be a trailer (RFC 9110 §6.5.1) makes the answer a 500. A request body taken as
 //! it arrives by a handler on another thread is [`Router::deferred_incoming`] (an
 //! [`IncomingBody`], with backpressure). WebSocket routes are [`Router::ws`] (see
 //! [`websocket`]), over HTTP/1.1 and HTTP/2 (RFC 8441).
@@ -200,7 +205,7 @@ pub use config::{
 };
 pub use linerate_http1::{Method, Version};
 pub use request::{MAX_PARAMS, Request};
-pub use response::{Body, FileBody, InvalidHeader, Response};
+pub use response::{Body, FileBody, InvalidHeader, Response, Trailers};
 pub use router::{BodySink, DuplicateRoute, Router};
 pub use runtime::{OnWorker, WorkerStart};
 pub use server::{

@@ -1,8 +1,9 @@
 //! The response a handler returns: status, content type, extra fields, body.
 //!
 //! Owns building responses and guarding them: field names must be tokens and values may not
-//! hold CR, LF or NUL, so a handler cannot split a response. Encoding to bytes is the
-//! dispatcher's job (with `linerate_http1::ResponseHead`).
+//! hold CR, LF or NUL, so a handler cannot split a response, and trailer fields may not be
+//! ones RFC 9110 §6.5.1 keeps out of trailers. Encoding to bytes is the dispatcher's job
+//! (with `linerate_http1::ResponseHead`).
 #![forbid(unsafe_code)]
 
 use std::borrow::Cow;
@@ -84,7 +85,18 @@ pub struct Response {
     pub(crate) close: bool,
     /// Made from a [`Rejection`](crate::Rejection): an error renderer may re-render it.
     pub(crate) rejection: bool,
+    /// Trailer fields sent after the body (RFC 9110 §6.5), boxed so an answer without them
+    /// (nearly all) stays one pointer larger and pays one test.
+    pub(crate) trailers: Option<Box<Trailers>>,
 }
+
+/// Trailer fields, (name, value) in the order they go out: what [`Response::trailer`] adds
+/// and [`BodyWriter::end_with_trailers`](crate::streaming::BodyWriter::end_with_trailers)
+/// takes.
+pub type Trailers = Vec<Field>;
+
+/// A field as an answer holds it: (name, value).
+pub(crate) type Field = (Cow<'static, str>, Cow<'static, str>);
 
 /// Largest buffer [`recycle`] keeps: one spare per thread, so an occasional large answer does
 /// not pin its memory.
@@ -129,6 +141,7 @@ impl Response {
             body: Body::Empty,
             close: false,
             rejection: false,
+            trailers: None,
         }
     }
 
@@ -143,6 +156,7 @@ impl Response {
             body,
             close: false,
             rejection: false,
+            trailers: None,
         }
     }
 
@@ -249,6 +263,49 @@ impl Response {
         self
     }
 
+    /// Adds a trailer field, sent after the body (RFC 9110 §6.5; gRPC's `grpc-status` and
+    /// `grpc-message` go here): in a HEADERS frame after the last DATA over HTTP/2 and
+    /// HTTP/3, after the last chunk over HTTP/1.1 (the answer is then chunked, without
+    /// Content-Length). An HTTP/1.0 client, a HEAD request and a status without content get
+    /// the answer without them, and so does a file body. A field that may not be a trailer
+    /// (framing, routing, authentication, caching and content fields: RFC 9110 §6.5.1), or
+    /// an invalid one, makes the answer the server's 500 (logged).
+    ///
+    /// ```
+    /// use linerate_server::Response;
+    /// let resp = Response::new(200)
+    ///     .content_type("application/grpc")
+    ///     .body(linerate_server::Body::Static(b"\0\0\0\0\0"))
+    ///     .trailer("grpc-status", "0");
+    /// assert_eq!(resp.trailers(), [("grpc-status".into(), "0".into())]);
+    /// ```
+    pub fn trailer(mut self, name: &'static str, value: impl Into<Cow<'static, str>>) -> Response {
+        self.trailers
+            .get_or_insert_with(Box::default)
+            .push((Cow::Borrowed(name), value.into()));
+        self
+    }
+
+    /// Adds a trailer field ([`Response::trailer`]); returns an error for an invalid field
+    /// (as [`Response::try_header`]) or a name that may not be a trailer (RFC 9110 §6.5.1).
+    pub fn try_trailer(
+        mut self,
+        name: impl Into<Cow<'static, str>>,
+        value: impl Into<Cow<'static, str>>,
+    ) -> Result<Response, InvalidHeader> {
+        let (name, value) = (name.into(), value.into());
+        check_trailer(&name, &value)?;
+        self.trailers
+            .get_or_insert_with(Box::default)
+            .push((name, value));
+        Ok(self)
+    }
+
+    /// The trailer fields, in the order they go out (empty for most answers).
+    pub fn trailers(&self) -> &[(Cow<'static, str>, Cow<'static, str>)] {
+        self.trailers.as_deref().map_or(&[], Vec::as_slice)
+    }
+
     /// Closes the connection after this response.
     pub fn close(mut self) -> Response {
         self.close = true;
@@ -341,6 +398,8 @@ pub(crate) enum Unsendable {
     /// An `Upgrade` field on an answer other than 426: switching protocols needs an API that
     /// hands the connection over, which the handler did not use.
     Upgrade,
+    /// A trailer field that is invalid or may not be a trailer (RFC 9110 §6.5.1).
+    Trailer,
 }
 
 /// A handler's answer as the server sends it: unchanged, or `None` with the reason when it
@@ -361,7 +420,70 @@ pub(crate) fn checked(resp: &Response) -> Result<(), Unsendable> {
     {
         return Err(Unsendable::Upgrade);
     }
+    if let Some(t) = &resp.trailers
+        && t.iter().any(|(n, v)| check_trailer(n, v).is_err())
+    {
+        return Err(Unsendable::Trailer);
+    }
     Ok(())
+}
+
+/// Fields a sender must not put in a trailer section, as RFC 9110 §6.5.1 lists their kinds:
+/// framing (and the connection's own fields), routing, request modifiers (controls,
+/// conditionals, ranges), authentication, response control data (§10.2, caching) and what
+/// says how to process the content. A recipient may merge trailers into the head, so any of
+/// these would change what the head said.
+const NOT_TRAILERS: &[&str] = &[
+    // framing, and the fields of one connection
+    "content-length",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "upgrade",
+    // routing
+    "host",
+    // request modifiers
+    "cache-control",
+    "expect",
+    "max-forwards",
+    "pragma",
+    "range",
+    "if-match",
+    "if-none-match",
+    "if-modified-since",
+    "if-unmodified-since",
+    "if-range",
+    // authentication
+    "authorization",
+    "proxy-authorization",
+    "www-authenticate",
+    "proxy-authenticate",
+    "set-cookie",
+    "cookie",
+    // response control data
+    "age",
+    "date",
+    "expires",
+    "location",
+    "retry-after",
+    "vary",
+    "warning",
+    // how to process the content
+    "content-encoding",
+    "content-type",
+    "content-range",
+];
+
+/// A trailer field as [`check_field`] checks a field, and not one of [`NOT_TRAILERS`]
+/// (pseudo-fields are no tokens, so they fail the name's check).
+pub(crate) fn check_trailer(name: &str, value: &str) -> Result<(), InvalidHeader> {
+    if NOT_TRAILERS.iter().any(|n| name.eq_ignore_ascii_case(n)) {
+        return Err(InvalidHeader);
+    }
+    check_field(name, value)
 }
 
 fn check_field(name: &str, value: &str) -> Result<(), InvalidHeader> {
@@ -454,6 +576,45 @@ mod tests {
         resp.remove_header("Content-Type");
         assert_eq!(resp.fields().collect::<Vec<_>>(), [("Vary", "Accept")]);
         assert_eq!(resp.status_code(), 201);
+    }
+
+    /// RFC 9110 §6.5.1: framing, routing, request modifiers, authentication, response
+    /// control data and content fields may not be trailers; pseudo-fields are no tokens.
+    #[test]
+    fn fields_that_may_not_be_trailers_are_refused() {
+        #[rustfmt::skip]
+        let refused = [
+            "Content-Length", "transfer-encoding", "Trailer", "TE", "host", "Connection",
+            "upgrade", "authorization", "www-authenticate", "cache-control", "expires",
+            "location", "vary", "content-encoding", "Content-Type", "content-range", "date",
+            ":status", "grpc status", "",
+        ];
+        for name in refused {
+            assert!(
+                Response::new(200).try_trailer(name, "1").is_err(),
+                "{name:?}"
+            );
+            let resp = Response::new(200).trailer("ok", "1");
+            let mut resp = resp;
+            resp.trailers
+                .as_mut()
+                .unwrap()
+                .push((name.into(), "1".into()));
+            assert_eq!(checked(&resp), Err(Unsendable::Trailer), "{name:?}");
+        }
+        assert!(Response::new(200).try_trailer("x", "a\r\nb").is_err());
+        assert_eq!(
+            checked(&Response::new(200).trailer("grpc-message", "bad\nvalue")),
+            Err(Unsendable::Trailer)
+        );
+        let ok = Response::new(200)
+            .try_trailer("grpc-status", "0")
+            .unwrap()
+            .trailer("Server-Timing", "db;dur=1")
+            .trailer("grpc-message", "");
+        assert_eq!(checked(&ok), Ok(()));
+        assert_eq!(ok.trailers().len(), 3);
+        assert!(Response::new(200).trailers().is_empty());
     }
 
     #[test]

@@ -31,6 +31,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use super::deferred::Inbox;
+use super::response::{InvalidHeader, Trailers, check_trailer};
 
 /// Bytes a streamed body's channel holds before writes are refused (the connection holds as
 /// much again; see the module doc).
@@ -101,6 +102,8 @@ struct State {
     last_write: Instant,
     /// Bytes the writer may still write, for a body of known length ([`channel_sized`]).
     owed: Option<u64>,
+    /// The trailer fields the writer ended with ([`BodyWriter::end_with_trailers`]).
+    trailers: Option<Box<Trailers>>,
 }
 
 impl State {
@@ -246,6 +249,11 @@ impl Chan {
         }
     }
 
+    /// The worker: the trailer fields the body ended with, once it ended.
+    pub(crate) fn take_trailers(&self) -> Option<Box<Trailers>> {
+        self.lock().trailers.take()
+    }
+
     /// The worker: whether there is something to take (bytes, or the end).
     pub(crate) fn pending(&self) -> bool {
         let s = self.lock();
@@ -300,6 +308,7 @@ fn channel_of(length: Option<u64>) -> (StreamBody, BodyWriter) {
             blocked: 0,
             last_write: Instant::now(),
             owed: length,
+            trailers: None,
         }),
         room: Condvar::new(),
     });
@@ -411,6 +420,40 @@ impl BodyWriter {
     /// END_STREAM).
     pub fn end(self) {
         self.chan.finish(Finish::Ended);
+    }
+
+    /// Completes the body with trailer fields after it (RFC 9110 §6.5): after the last
+    /// chunk over HTTP/1.1, a HEADERS frame after the last DATA over HTTP/2 and HTTP/3.
+    /// An HTTP/1.0 client and a body of known length over HTTP/1.1
+    /// ([`Response::stream_sized`](crate::Response::stream_sized), sent with
+    /// `Content-Length`) get the body without them. A field that is invalid or may not be a
+    /// trailer ([`Response::try_trailer`](crate::Response::try_trailer)'s rule) cuts the body
+    /// off instead (as [`BodyWriter::abort`]: the head is out, so no 500 can replace it) and
+    /// is returned as the error.
+    ///
+    /// ```
+    /// use std::borrow::Cow;
+    /// use linerate_server::Response;
+    /// let (resp, body) = Response::new(200).content_type("application/grpc").stream();
+    /// body.write(b"\0\0\0\0\0").unwrap();
+    /// body.end_with_trailers(vec![(Cow::Borrowed("grpc-status"), Cow::Borrowed("0"))])
+    ///     .unwrap();
+    /// # drop(resp);
+    /// ```
+    pub fn end_with_trailers(self, trailers: Trailers) -> Result<(), InvalidHeader> {
+        if let Some((name, _)) = trailers.iter().find(|(n, v)| check_trailer(n, v).is_err()) {
+            tracing::error!(%name, "streamed body ended with a field that may not be a trailer; cut off");
+            self.chan.finish(Finish::Aborted);
+            return Err(InvalidHeader);
+        }
+        if !trailers.is_empty() {
+            let mut s = self.chan.lock();
+            if s.finish == Finish::Open {
+                s.trailers = Some(Box::new(trailers));
+            }
+        }
+        self.chan.finish(Finish::Ended);
+        Ok(())
     }
 
     /// Cuts the body off: what was written goes out, then the connection closes (HTTP/1.1)

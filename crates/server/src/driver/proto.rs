@@ -14,7 +14,7 @@ use super::ws::WsLive;
 use crate::app::Pending;
 use crate::h1::{Conn, Cx, Service, StreamHead, Timer, Transmit};
 use crate::pool::Pool;
-use crate::response::Response;
+use crate::response::{Field, Response};
 
 /// The calls the transmit loop (`Parts::pump`) makes, so it is compiled once per protocol and
 /// dispatches on the protocol once per pump instead of once per call.
@@ -266,12 +266,18 @@ impl Proto {
     }
 
     pub(crate) fn stream_end(&mut self, id: u64, cx: &mut Cx) -> bool {
+        self.stream_end_with(id, &[], cx)
+    }
+
+    /// [`Proto::stream_end`] with trailer fields after the body (a library streamed answer's
+    /// [`BodyWriter::end_with_trailers`](crate::streaming::BodyWriter::end_with_trailers)).
+    pub(crate) fn stream_end_with(&mut self, id: u64, trailers: &[Field], cx: &mut Cx) -> bool {
         match self {
-            Proto::H1(c) => c.stream_end(id, cx),
+            Proto::H1(c) => c.stream_end_with(id, trailers, cx),
             Proto::Boxed(b) => match b {
-                Boxed::H2(c) => c.stream_end(id, cx),
+                Boxed::H2(c) => c.stream_end_with(id, trailers, cx),
                 Boxed::Ws(c) => c.sender_closed(cx),
-                Boxed::H3(c) => c.conn.stream_end(id, cx),
+                Boxed::H3(c) => c.conn.stream_end_with(id, trailers, cx),
             },
         }
     }

@@ -80,7 +80,9 @@ pub(crate) fn pump(conn: &mut Proto, chan: &Chan, id: u64, cx: &mut Cx) -> bool 
     match finish {
         Finish::Open => true,
         Finish::Ended => {
-            if !conn.stream_end(id, cx) {
+            let trailers = chan.take_trailers();
+            let trailers = trailers.as_deref().map_or(&[][..], Vec::as_slice);
+            if !conn.stream_end_with(id, trailers, cx) {
                 chan.gone();
             }
             false

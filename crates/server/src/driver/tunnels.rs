@@ -220,9 +220,15 @@ impl H2Live {
         }
     }
 
-    pub(crate) fn stream_end(&mut self, id: u64, cx: &mut Cx) -> bool {
+    /// The end of stream `id`'s answer, with trailer fields (none for a tunnel).
+    pub(crate) fn stream_end_with(
+        &mut self,
+        id: u64,
+        trailers: &[crate::response::Field],
+        cx: &mut Cx,
+    ) -> bool {
         let Some(ws) = self.tunnel(id) else {
-            return self.conn.stream_end(id, cx);
+            return self.conn.stream_end_with(id, trailers, cx);
         };
         ws.sender_closed(cx);
         self.move_bytes_with(cx, false);

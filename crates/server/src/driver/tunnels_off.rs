@@ -115,7 +115,12 @@ impl H2Live {
         match self.conn {}
     }
 
-    pub(crate) fn stream_end(&mut self, _id: u64, _cx: &mut Cx) -> bool {
+    pub(crate) fn stream_end_with(
+        &mut self,
+        _id: u64,
+        _trailers: &[crate::response::Field],
+        _cx: &mut Cx,
+    ) -> bool {
         match self.conn {}
     }
 

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 use linerate_http1::{HeadRoom, ResponseHead, Version, end_head, status_has_no_body, write_field};
 
-use crate::response::Body;
+use crate::response::{Body, Field};
 
 /// The facts of a request that its answer's framing depends on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,6 +78,8 @@ pub(crate) struct Parts<'r> {
     pub content_type: Option<&'r str>,
     pub headers: &'r [(Cow<'static, str>, Cow<'static, str>)],
     pub body: &'r Body,
+    /// Trailer fields (RFC 9110 §6.5): the answer goes chunked to carry them.
+    pub trailers: Option<&'r [Field]>,
 }
 
 /// Appends `resp` to `out`. `close` adds `Connection: close`; an HTTP/1.0 request that stays
@@ -94,6 +96,26 @@ pub(crate) fn encode(
 ) -> Encoded {
     let send_body = !req.head && !status_has_no_body(resp.status);
     let (body, len, file) = resp.body.parts();
+    if let Some(trailers) = resp.trailers
+        && send_body
+        && !file
+        && req.version == Version::Http11
+    {
+        // RFC 9112 §7.1.2: only a chunked body carries a trailer section. An HTTP/1.0
+        // client (no chunked coding), HEAD, a status without content and a file body
+        // (sent with `sendfile`) get the answer below, without them.
+        let head = ResponseHead {
+            status: resp.status,
+            server: server.filter(|_| !names_server(resp.headers)),
+            date,
+            content_type: resp.content_type.map(str::as_bytes),
+            content_length: len,
+            close,
+            keep_alive_10: false,
+        };
+        super::conn::encode_chunked(out, &head, resp.headers, body, trailers);
+        return Encoded { file: false };
+    }
     let head = ResponseHead {
         status: resp.status,
         server,

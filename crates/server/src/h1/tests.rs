@@ -952,7 +952,7 @@ impl Harness {
         ok
     }
     fn end(&mut self, id: u64) -> bool {
-        let ok = self.conn.stream_end(id, &mut self.cx);
+        let ok = self.conn.stream_end_with(id, &[], &mut self.cx);
         self.flush();
         ok
     }
@@ -1387,4 +1387,98 @@ fn a_listener_with_http3_announces_it_in_each_answer_unless_the_answer_names_its
     assert!(h.end(2));
     let wire = h.wire_text();
     assert!(!wire.to_ascii_lowercase().contains("alt-svc"), "{wire}");
+}
+
+// Trailer fields (RFC 9110 §6.5): a chunked body's trailer section, or none at all.
+
+/// `hi` with the trailers gRPC sends.
+fn with_trailers(body: &'static str) -> Response {
+    Response::text(body)
+        .trailer("grpc-status", "0")
+        .trailer("grpc-message", "ok")
+}
+
+const HEAD_TEXT: &str = "HTTP/1.1 200 OK\r\nServer: t\r\nDate: Thu, 01 Jan 2026 00:00:00 GMT\r\nContent-Type: text/plain\r\n";
+const TRAILER_SECTION: &str = "0\r\ngrpc-status: 0\r\ngrpc-message: ok\r\n\r\n";
+
+#[test]
+fn an_answer_with_trailers_is_chunked_to_http11_and_plain_to_the_rest() {
+    #[rustfmt::skip]
+    let rows: &[(&str, &[u8], &'static str, String)] = &[
+        // RFC 9112 §7.1.2: the trailer section follows the last chunk; no Content-Length.
+        ("HTTP/1.1 GET", DEFER, "hi",
+         format!("{HEAD_TEXT}Transfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n{TRAILER_SECTION}")),
+        // An empty body is the last chunk alone (a zero-size chunk would end it anyway).
+        ("HTTP/1.1, empty body", DEFER, "",
+         format!("{HEAD_TEXT}Transfer-Encoding: chunked\r\n\r\n{TRAILER_SECTION}")),
+        // RFC 9112 §7.1: HTTP/1.0 has no chunked coding, so no place for trailers.
+        ("HTTP/1.0", b"GET /defer HTTP/1.0\r\n\r\n", "hi",
+         format!("{HEAD_TEXT}Content-Length: 2\r\nConnection: close\r\n\r\nhi")),
+        // RFC 9110 §9.3.2: no content, so no trailers either.
+        ("HEAD", b"HEAD /defer HTTP/1.1\r\nHost: a\r\n\r\n", "hi",
+         format!("{HEAD_TEXT}Content-Length: 2\r\n\r\n")),
+    ];
+    for (what, req, body, want) in rows {
+        let mut h = Harness::new();
+        h.recv(req);
+        assert!(h.complete(1, with_trailers(body)), "{what}");
+        assert_eq!(&h.wire_text(), want, "{what}");
+    }
+}
+
+#[test]
+fn an_answer_with_trailers_queued_behind_a_deferred_one_keeps_them() {
+    let mut h = Harness::new();
+    h.recv(&[DEFER, DEFER].concat());
+    h.complete(2, with_trailers("two"));
+    assert_eq!(h.wire_text(), "", "request 1 is answered first");
+    h.complete(1, Response::text("one"));
+    let wire = h.wire_text();
+    let second = wire.split_at(wire.find("one").unwrap() + 3).1;
+    assert_eq!(
+        second,
+        format!("{HEAD_TEXT}Transfer-Encoding: chunked\r\n\r\n3\r\ntwo\r\n{TRAILER_SECTION}")
+    );
+    assert!(h.conn.is_idle(), "the connection stays open");
+}
+
+#[test]
+fn a_streamed_body_ends_with_its_trailer_section_where_chunked() {
+    use std::borrow::Cow;
+    let trailers = [(Cow::Borrowed("grpc-status"), Cow::Borrowed("0"))];
+    // RFC 9112 §7.1.2: after the last chunk.
+    let mut h = Harness::new();
+    h.recv(DEFER);
+    h.start(1, stream_head(None));
+    h.piece(1, b"abc");
+    assert!(h.conn.stream_end_with(1, &trailers, &mut h.cx));
+    h.flush();
+    assert_eq!(
+        h.wire_text(),
+        format!(
+            "{HEAD_11}Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\ngrpc-status: 0\r\n\r\n"
+        )
+    );
+    // Queued behind a pending answer, the section waits with it.
+    let mut h = Harness::new();
+    h.recv(&[DEFER, DEFER].concat());
+    h.start(2, stream_head(None));
+    assert!(h.conn.stream_end_with(2, &trailers, &mut h.cx));
+    h.complete(1, Response::text("one"));
+    let wire = h.wire_text();
+    assert!(
+        wire.ends_with("chunked\r\n\r\n0\r\ngrpc-status: 0\r\n\r\n"),
+        "{wire}"
+    );
+    // A body of known length has no place for them.
+    let mut h = Harness::new();
+    h.recv(DEFER);
+    h.start(1, stream_head(Some(3)));
+    h.piece(1, b"abc");
+    assert!(h.conn.stream_end_with(1, &trailers, &mut h.cx));
+    h.flush();
+    assert_eq!(
+        h.wire_text(),
+        format!("{HEAD_11}Content-Length: 3\r\n\r\nabc")
+    );
 }

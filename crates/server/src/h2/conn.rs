@@ -29,7 +29,7 @@ use super::stream::{
 };
 use crate::h1::{Cx, Decision, Exchange, SendPace, Service, Timer, Transmit, status_response};
 use crate::pool::Pool;
-use crate::response::{Body, FileBody, Response};
+use crate::response::{Body, Field, FileBody, Response};
 use linerate_hpack as hpack;
 
 /// Most output staged at once from bodies (more is written as the transport takes it).
@@ -809,6 +809,27 @@ impl<P> Conn<P> {
         );
         let id = s.id;
         let max_frame = self.max_frame;
+        if resp.trailers.is_some() && !s.head && !no_body && !matches!(resp.body, Body::File(_)) {
+            // RFC 9113 §8.1: HEADERS, the DATA, then the trailers' HEADERS with END_STREAM.
+            let out = sink(&mut self.out, &mut self.files, self.in_flight, cx);
+            frame::headers(out, id, &self.resp, false, max_frame);
+            let mut buf = Vec::new();
+            if !resp.body.is_empty() {
+                buf = cx.pool.get();
+                buf.extend_from_slice(resp.body.as_bytes());
+            }
+            crate::response::recycle(resp.body);
+            self.streams[idx].answer = Answer::Streaming {
+                buf,
+                ended: true,
+                trailers: resp.trailers,
+            };
+            self.send_data(idx, cx);
+            if self.streams[idx].answer_done() {
+                self.finish(idx, cx);
+            }
+            return;
+        }
         let out = sink(&mut self.out, &mut self.files, self.in_flight, cx);
         frame::headers(out, id, &self.resp, !send_body, max_frame);
         let s = &mut self.streams[idx];
@@ -1326,7 +1347,7 @@ impl<P> Conn<P> {
         let cfg = &cx.cfg;
         let blocked = self.streams.iter().any(|s| match &s.answer {
             Answer::Sending { .. } => true,
-            Answer::Streaming { buf, ended } => !buf.is_empty() || *ended,
+            Answer::Streaming { buf, ended, .. } => !buf.is_empty() || *ended,
             _ => false,
         });
         let (timer, deadline) = if self.writing == Writing::Shut {
@@ -1392,6 +1413,18 @@ fn sink<'a>(
         *buf = cx.pool.get();
     }
     buf
+}
+
+/// Appends trailer fields as a HEADERS frame with END_STREAM (RFC 9113 §8.1: no
+/// pseudo-headers; names lowercase, connection-specific fields left out, as in a head).
+pub(crate) fn trailers_frame(out: &mut Vec<u8>, id: u32, trailers: &[Field], max_frame: usize) {
+    let mut block = Vec::new();
+    super::answer_fields::each(
+        trailers.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())),
+        false,
+        |n, v| hpack::field(&mut block, n, v),
+    );
+    frame::headers(out, id, &block, true, max_frame);
 }
 
 impl<P> Stream<P> {

@@ -6,7 +6,7 @@
 //! from frames on streams that never were.
 #![forbid(unsafe_code)]
 
-use crate::response::Body;
+use crate::response::{Body, Trailers};
 
 /// SETTINGS_MAX_CONCURRENT_STREAMS the server announces: a HEADERS opening one more is refused
 /// with RST_STREAM(REFUSED_STREAM).
@@ -64,8 +64,14 @@ pub(crate) enum Answer {
     /// HEADERS sent; this body is going out as flow control allows.
     Sending { body: Body, sent: u64 },
     /// HEADERS sent; the body comes in pieces (`buf` holds what flow control held back) until
-    /// `ended`.
-    Streaming { buf: Vec<u8>, ended: bool },
+    /// `ended`; then `trailers` in a HEADERS frame with END_STREAM, when the answer has any
+    /// (an in-memory answer with trailers takes this way too, its body in `buf`). Boxed, one
+    /// word, so a stream stays the size it was.
+    Streaming {
+        buf: Vec<u8>,
+        ended: bool,
+        trailers: Option<Box<Trailers>>,
+    },
     /// Everything is sent.
     Done,
 }

@@ -1573,3 +1573,159 @@ fn a_listener_with_http3_announces_it_in_whole_and_streamed_answers() {
     h.recv(&get(1, "/x"));
     assert_eq!(alt(&h.frames()), []);
 }
+
+// Trailer fields (RFC 9113 §8.1): a HEADERS frame with END_STREAM after the last DATA,
+// no pseudo-header in it; not flow-controlled, but never before the DATA it follows.
+
+fn grpc_trailers() -> Vec<(String, String)> {
+    vec![
+        ("grpc-status".into(), "0".into()),
+        ("grpc-message".into(), "ok".into()),
+    ]
+}
+
+fn with_trailers(body: &'static str) -> Response {
+    Response::text(body)
+        .trailer("grpc-status", "0")
+        .trailer("Grpc-Message", "ok")
+}
+
+fn head_fields(f: &F) -> Vec<(String, String)> {
+    match f {
+        F::Headers { fields, .. } => fields.clone(),
+        f => panic!("{f:?}"),
+    }
+}
+
+#[test]
+fn an_answer_with_trailers_ends_with_a_headers_frame_after_its_data() {
+    let mut h = H::open();
+    h.recv(&get(1, "/defer"));
+    assert!(h.complete(1, with_trailers("hi")));
+    // The trailing HEADERS exactly: END_STREAM | END_HEADERS, literal fields, lowercase.
+    let mut block = Vec::new();
+    linerate_hpack::field(&mut block, b"grpc-status", b"0");
+    linerate_hpack::field(&mut block, b"grpc-message", b"ok");
+    let mut want_tail = Vec::new();
+    frame::headers(&mut want_tail, 1, &block, true, 16_384);
+    assert!(h.wire.ends_with(&want_tail), "{:?}", h.wire);
+    let got = h.frames();
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert!(matches!(got[0], F::Headers { end: false, .. }));
+    assert!(head_fields(&got[0]).contains(&("content-length".into(), "2".into())));
+    assert_eq!(
+        got[1],
+        F::Data {
+            stream: 1,
+            end: false,
+            data: b"hi".to_vec()
+        }
+    );
+    assert_eq!(
+        got[2],
+        F::Headers {
+            stream: 1,
+            end: true,
+            fields: grpc_trailers()
+        }
+    );
+    assert!(h.conn.is_idle());
+}
+
+#[test]
+fn an_empty_answer_with_trailers_is_two_headers_frames_and_head_gets_none() {
+    let mut h = H::open();
+    h.recv(&get(1, "/defer"));
+    h.complete(1, with_trailers(""));
+    let got = h.frames();
+    assert_eq!(got.len(), 2, "no DATA, not even an empty one: {got:?}");
+    assert!(matches!(got[0], F::Headers { end: false, .. }));
+    assert_eq!(
+        got[1],
+        F::Headers {
+            stream: 1,
+            end: true,
+            fields: grpc_trailers()
+        }
+    );
+
+    // RFC 9110 §9.3.2: HEAD has no content, and no trailers either.
+    let mut h = H::open();
+    h.recv(&headers(1, &block("HEAD", "/defer", &[]), true));
+    h.complete(1, with_trailers("hi"));
+    let got = h.frames();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(matches!(got[0], F::Headers { end: true, .. }));
+}
+
+#[test]
+fn trailers_wait_for_the_data_before_them_not_for_the_window() {
+    let mut h = H::fresh();
+    h.preface(&[(setting::INITIAL_WINDOW_SIZE, 0)]);
+    h.frames();
+    h.recv(&get(1, "/defer"));
+    h.complete(1, with_trailers("hi"));
+    let got = h.frames();
+    assert_eq!(got.len(), 1, "HEADERS only, the trailers wait: {got:?}");
+    let mut wu = Vec::new();
+    frame::window_update(&mut wu, 1, 1);
+    h.recv(&wu);
+    assert_eq!(
+        h.frames(),
+        [F::Data {
+            stream: 1,
+            end: false,
+            data: b"h".to_vec()
+        }]
+    );
+    let mut wu = Vec::new();
+    frame::window_update(&mut wu, 1, 1);
+    h.recv(&wu);
+    assert_eq!(
+        h.frames(),
+        [
+            F::Data {
+                stream: 1,
+                end: false,
+                data: b"i".to_vec()
+            },
+            F::Headers {
+                stream: 1,
+                end: true,
+                fields: grpc_trailers()
+            }
+        ]
+    );
+}
+
+#[test]
+fn a_streamed_answer_ends_with_its_trailers() {
+    use std::borrow::Cow;
+    let trailers = [
+        (Cow::Borrowed("grpc-status"), Cow::Borrowed("0")),
+        (Cow::Borrowed("grpc-message"), Cow::Borrowed("ok")),
+    ];
+    let mut h = H::open();
+    h.recv(&get(1, "/defer"));
+    h.start(1, None);
+    h.frames();
+    h.piece(1, b"abc");
+    assert!(h.conn.stream_end_with(1, &trailers, &mut h.cx));
+    h.flush();
+    assert_eq!(
+        h.frames(),
+        [
+            F::Data {
+                stream: 1,
+                end: false,
+                data: b"abc".to_vec()
+            },
+            F::Headers {
+                stream: 1,
+                end: true,
+                fields: grpc_trailers()
+            }
+        ]
+    );
+    assert!(h.conn.is_idle());
+}

@@ -26,7 +26,7 @@ use crate::h2::answer_fields;
 use crate::h2::fields::{RequestFields, Scratch, TrailerFields};
 use crate::h2::stream::{BodyIn, Calm};
 use crate::pool::Pool;
-use crate::response::{Body, Response};
+use crate::response::{Body, Field, Response};
 use bytes::{Buf, Bytes};
 
 /// File bytes read for one write to the transport.
@@ -741,16 +741,30 @@ impl<P> Conn<P> {
         );
         let s = &mut self.streams[idx];
         push_frame(s, kind::HEADERS, r, cx);
-        s.answer = if send_body {
-            frame::write_head(&mut s.out, kind::DATA, resp.body.len());
-            Answer::Sending {
-                body: resp.body,
-                sent: 0,
+        if let Some(trailers) = &resp.trailers
+            && !s.head
+            && !no_body
+            && !matches!(resp.body, Body::File(_))
+        {
+            // RFC 9114 §4.1: HEADERS, DATA, then the trailers' HEADERS, then the stream's end.
+            if !resp.body.is_empty() {
+                push_frame(s, kind::DATA, resp.body.as_bytes(), cx);
             }
-        } else {
+            push_trailers(s, &mut self.resp, trailers, cx);
             crate::response::recycle(resp.body);
-            Answer::Streaming { ended: true }
-        };
+            s.answer = Answer::Streaming { ended: true };
+        } else {
+            s.answer = if send_body {
+                frame::write_head(&mut s.out, kind::DATA, resp.body.len());
+                Answer::Sending {
+                    body: resp.body,
+                    sent: 0,
+                }
+            } else {
+                crate::response::recycle(resp.body);
+                Answer::Streaming { ended: true }
+            };
+        }
         if let Some(b) = s.body.take() {
             // Answered before the body ended (a refusal): the rest is dropped.
             drop(b);
@@ -800,7 +814,7 @@ impl<P> Conn<P> {
     }
 
     /// The head of stream `id`'s deferred answer, whose body follows in pieces
-    /// ([`Conn::stream_data`], [`Conn::stream_end`]). `false` when the stream is gone.
+    /// ([`Conn::stream_data`], [`Conn::stream_end_with`]). `false` when the stream is gone.
     pub(crate) fn start_stream(&mut self, id: u64, head: &StreamHead<'_>, cx: &mut Cx) -> bool {
         if self.error.is_some() {
             return false;
@@ -874,12 +888,16 @@ impl<P> Conn<P> {
             .is_none_or(|idx| self.streams[idx].unsent() < STREAM_ROOM)
     }
 
-    /// Stream `id`'s streamed body is whole: the stream ends after what is held. `false`
-    /// when the stream is gone.
-    pub(crate) fn stream_end(&mut self, id: u64, cx: &mut Cx) -> bool {
+    /// Stream `id`'s streamed body is whole: the stream ends after what is held, and after
+    /// a HEADERS frame carrying `trailers` when there are any (RFC 9114 §4.1). `false` when
+    /// the stream is gone.
+    pub(crate) fn stream_end_with(&mut self, id: u64, trailers: &[Field], cx: &mut Cx) -> bool {
         let Some(idx) = self.streaming(id) else {
             return false;
         };
+        if !trailers.is_empty() {
+            push_trailers(&mut self.streams[idx], &mut self.resp, trailers, cx);
+        }
         self.streams[idx].answer = Answer::Streaming { ended: true };
         self.set_timer(cx);
         true
@@ -1228,6 +1246,19 @@ fn push_frame<P>(s: &mut Stream<P>, kind: u64, payload: &[u8], cx: &mut Cx) {
     }
     frame::write_head(&mut s.out, kind, payload.len() as u64);
     s.out.extend_from_slice(payload);
+}
+
+/// Appends a HEADERS frame carrying `trailers` (QPACK-encoded in `r`, like a head: names
+/// lowercase, no pseudo-fields, no connection-specific fields) to stream `s`'s output.
+fn push_trailers<P>(s: &mut Stream<P>, r: &mut Vec<u8>, trailers: &[Field], cx: &mut Cx) {
+    r.clear();
+    qpack::encode::prefix(r);
+    answer_fields::each(
+        trailers.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())),
+        false,
+        |n, v| qpack::encode::field(r, n, v),
+    );
+    push_frame(s, kind::HEADERS, r, cx);
 }
 
 /// Writes as much of `buf` to stream `id` as the transport takes; the rest stays.

@@ -862,3 +862,92 @@ fn answers_carry_the_current_date_and_one_server() {
     assert_eq!(field(&h, 12, "server"), ["mine"]);
     assert_eq!(field(&h, 12, "date"), ["Sun, 09 Sep 2001 01:46:41 GMT"]);
 }
+
+// Trailer fields (RFC 9114 §4.1): a HEADERS frame after the last DATA, then the stream's end.
+
+/// The HEADERS frame the server writes for the gRPC trailers: QPACK against the static
+/// table only, names lowercase.
+fn trailer_frame() -> Vec<u8> {
+    headers(&[("grpc-status", "0"), ("grpc-message", "ok")])
+}
+
+fn data_frame(body: &[u8]) -> Vec<u8> {
+    let mut b = Vec::new();
+    frame::write_head(&mut b, kind::DATA, body.len() as u64);
+    b.extend_from_slice(body);
+    b
+}
+
+fn with_trailers(body: &'static str) -> Response {
+    Response::text(body)
+        .trailer("grpc-status", "0")
+        .trailer("Grpc-Message", "ok")
+}
+
+#[test]
+fn an_answer_with_trailers_ends_with_a_headers_frame_after_its_data() {
+    let mut h = H::new();
+    h.get(0, "/defer");
+    assert!(h.conn.complete(0, with_trailers("hi"), &mut h.cx));
+    h.flush();
+    let bytes = &h.wire.bytes[&0];
+    let tail = [data_frame(b"hi"), trailer_frame()].concat();
+    assert!(bytes.ends_with(&tail), "{bytes:?}");
+    assert!(h.wire.finished.contains(&0), "the stream ends after them");
+    let (status, fields, body) = h.answer(0);
+    assert_eq!((status, body.as_slice()), (200, &b"hi"[..]));
+    assert!(fields.ends_with(&[
+        ("grpc-status".into(), "0".into()),
+        ("grpc-message".into(), "ok".into())
+    ]));
+
+    // An empty body: HEADERS, then the trailers' HEADERS.
+    h.get(4, "/defer");
+    h.conn.complete(4, with_trailers(""), &mut h.cx);
+    h.flush();
+    let bytes = &h.wire.bytes[&4];
+    assert!(bytes.ends_with(&trailer_frame()), "{bytes:?}");
+    assert!(!bytes.ends_with(&[data_frame(b""), trailer_frame()].concat()));
+
+    // RFC 9110 §9.3.2: HEAD gets neither content nor trailers.
+    h.request(
+        8,
+        &[
+            (":method", "HEAD"),
+            (":scheme", "https"),
+            (":authority", "a"),
+            (":path", "/defer"),
+        ],
+        None,
+    );
+    h.conn.complete(8, with_trailers("hi"), &mut h.cx);
+    h.flush();
+    let bytes = &h.wire.bytes[&8];
+    assert!(!bytes.ends_with(&trailer_frame()), "{bytes:?}");
+    assert!(h.wire.finished.contains(&8));
+}
+
+#[test]
+fn a_streamed_answer_ends_with_its_trailers() {
+    use std::borrow::Cow;
+    let trailers = [
+        (Cow::Borrowed("grpc-status"), Cow::Borrowed("0")),
+        (Cow::Borrowed("grpc-message"), Cow::Borrowed("ok")),
+    ];
+    let mut h = H::new();
+    h.get(0, "/defer");
+    let head = crate::h1::StreamHead {
+        status: 200,
+        fields: &[],
+        length: None,
+        date: None,
+    };
+    assert!(h.conn.start_stream(0, &head, &mut h.cx));
+    assert!(h.conn.stream_data(0, b"abc", &mut h.cx));
+    assert!(h.conn.stream_end_with(0, &trailers, &mut h.cx));
+    h.flush();
+    let bytes = &h.wire.bytes[&0];
+    let tail = [data_frame(b"abc"), trailer_frame()].concat();
+    assert!(bytes.ends_with(&tail), "{bytes:?}");
+    assert!(h.wire.finished.contains(&0));
+}

@@ -13,6 +13,9 @@ pub struct TestResponse {
     pub(crate) status: u16,
     pub(crate) headers: Vec<(String, String)>,
     pub(crate) body: Vec<u8>,
+    /// The trailer fields after the body (a chunked body's trailer section, HTTP/2's
+    /// trailing HEADERS).
+    pub(crate) trailers: Vec<(String, String)>,
 }
 
 impl TestResponse {
@@ -32,6 +35,20 @@ impl TestResponse {
     /// Every field, in the order received (over HTTP/2 without the `:status` pseudo-field).
     pub fn headers(&self) -> &[(String, String)] {
         &self.headers
+    }
+
+    /// The first trailer field named `name` (case-insensitive): one sent after the body
+    /// (RFC 9110 §6.5), never one of the head's.
+    pub fn trailer(&self, name: &str) -> Option<&str> {
+        self.trailers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Every trailer field, in the order received.
+    pub fn trailers(&self) -> &[(String, String)] {
+        &self.trailers
     }
 
     /// The body: decoded from its framing (Content-Length, chunked, DATA frames), never from

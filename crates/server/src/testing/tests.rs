@@ -553,3 +553,99 @@ fn a_malformed_target_gets_the_servers_400() {
         assert_eq!(res.status(), 400, "{protocol:?}");
     }
 }
+
+/// Counts the trailers a layer's `after` sees, in a field of the head.
+struct SeesTrailers;
+
+impl crate::Layer for SeesTrailers {
+    fn after(&self, _: &crate::Extensions, resp: &mut Response) {
+        let n = resp.trailers().len();
+        if n > 0 {
+            resp.set_header("x-trailers-seen", n.to_string()).unwrap();
+        }
+    }
+}
+
+/// Every way an answer can carry trailers, and one that may not.
+fn trailer_router() -> Router {
+    let grpc = |body: &'static [u8]| {
+        Response::new(200)
+            .content_type("application/grpc")
+            .body(Body::Static(body))
+            .trailer("grpc-status", "0")
+            .trailer("grpc-message", "ok")
+    };
+    Router::new()
+        .get("/grpc", move |_| grpc(b"\0\0\0\0\0"))
+        .get("/trailers-only", move |_| grpc(b""))
+        .get("/text", |_| {
+            Response::text_owned("compressible text ".repeat(100)).trailer("checksum", "abc")
+        })
+        .deferred(Method::Get, "/deferred", move |_, res| {
+            std::thread::spawn(move || res.send(grpc(b"later")));
+        })
+        .get("/streamed", |_| {
+            let (resp, body) = Response::new(200).stream();
+            std::thread::spawn(move || {
+                body.write(b"piece").unwrap();
+                body.end_with_trailers(vec![("grpc-status".into(), "0".into())])
+                    .unwrap();
+            });
+            resp
+        })
+        // RFC 9110 §6.5.1: framing may not be a trailer; the answer is the server's 500.
+        .get("/bad", |_| {
+            Response::text("x").trailer("content-length", "5")
+        })
+        .layer(SeesTrailers)
+}
+
+#[test]
+fn trailers_reach_the_client_over_both_protocols() {
+    let client = TestClient::new(trailer_router());
+    for &p in PROTOCOLS {
+        let send = |target: &str| {
+            let req = client.get(target);
+            let req = match p {
+                #[cfg(feature = "http2")]
+                Protocol::Http2 => req.http2(),
+                _ => req,
+            };
+            req.header("accept-encoding", "gzip").send()
+        };
+        for target in ["/grpc", "/trailers-only", "/deferred"] {
+            let res = send(target);
+            assert_eq!(res.status(), 200, "{p:?} {target}");
+            assert_eq!(res.trailer("grpc-status"), Some("0"), "{p:?} {target}");
+            assert_eq!(res.trailer("Grpc-Message"), Some("ok"), "{p:?} {target}");
+            assert_eq!(res.header("grpc-status"), None, "not in the head");
+            assert_eq!(
+                res.header("x-trailers-seen"),
+                Some("2"),
+                "a layer's after sees them: {p:?} {target}"
+            );
+        }
+        assert_eq!(send("/grpc").body(), b"\0\0\0\0\0");
+        assert_eq!(send("/deferred").body(), b"later");
+
+        let res = send("/streamed");
+        assert_eq!(
+            (res.body(), res.trailer("grpc-status")),
+            (&b"piece"[..], Some("0")),
+            "{p:?}"
+        );
+
+        let res = send("/text");
+        #[cfg(feature = "gzip")]
+        assert_eq!(res.header("content-encoding"), Some("gzip"), "{p:?}");
+        assert_eq!(
+            res.trailer("checksum"),
+            Some("abc"),
+            "compressed, kept: {p:?}"
+        );
+
+        let res = send("/bad");
+        assert_eq!(res.status(), 500, "{p:?}");
+        assert!(res.trailers().is_empty(), "{p:?}");
+    }
+}

@@ -20,6 +20,7 @@ mod stream;
 mod tunnel;
 mod write;
 
+pub(in crate::h1) use stream::encode_chunked;
 pub(crate) use stream::{STREAM_ROOM, StreamOut};
 
 use linerate_http1::{BodyDecoder, RequestHead, Version, reason};

@@ -10,11 +10,12 @@
 //! the body.
 #![forbid(unsafe_code)]
 
-use linerate_http1::{Version, reason, status_has_no_body, write_field};
+use linerate_http1::{ResponseHead, Version, reason, status_has_no_body, write_field};
 
 use super::{Conn, InFlight, Reading, Tail, Writing};
 use crate::h1::service::{Cx, StreamHead};
 use crate::h1::{AltSvc, Stamp};
+use crate::response::Field;
 
 /// Bytes a streamed answer may hold before its source should wait (see
 /// [`Conn::stream_room`]).
@@ -47,7 +48,7 @@ pub(crate) struct StreamOut {
 
 impl<P> Conn<P> {
     /// The head of the deferred answer to request `id`; its body follows with
-    /// [`Conn::stream_data`] and [`Conn::stream_end`]. `false` when it is too late (as for
+    /// [`Conn::stream_data`] and [`Conn::stream_end_with`]. `false` when it is too late (as for
     /// [`Conn::complete`]): the caller stops producing the body.
     pub(crate) fn start_stream(&mut self, id: u64, head: &StreamHead<'_>, cx: &mut Cx) -> bool {
         if !matches!(self.writing, Writing::Open | Writing::Last) {
@@ -183,9 +184,11 @@ impl<P> Conn<P> {
         q.stream_len(id).is_none_or(|n| n < STREAM_ROOM)
     }
 
-    /// The streamed answer `id`'s body is whole. A `Content-Length` body that got fewer bytes
-    /// than it promised is cut off instead. `false` when the answer is gone.
-    pub(crate) fn stream_end(&mut self, id: u64, cx: &mut Cx) -> bool {
+    /// The streamed answer `id`'s body is whole, with `trailers` after it in a chunked
+    /// body's trailer section (RFC 9112 §7.1.2; any other framing has no place for them and
+    /// ends without). A `Content-Length` body that got fewer bytes than it promised is cut
+    /// off instead. `false` when the answer is gone.
+    pub(crate) fn stream_end_with(&mut self, id: u64, trailers: &[Field], cx: &mut Cx) -> bool {
         if !matches!(self.writing, Writing::Open | Writing::Last) {
             return false;
         }
@@ -197,7 +200,7 @@ impl<P> Conn<P> {
                     self.cut_now(false, cx);
                     return true;
                 }
-                Frame::Chunked => self.sink(cx).extend_from_slice(b"0\r\n\r\n"),
+                Frame::Chunked => last_chunk(self.sink(cx), trailers),
                 Frame::ToClose => {
                     // The close ends the body: it was decided with the head.
                 }
@@ -217,8 +220,10 @@ impl<P> Conn<P> {
         match s.frame {
             Frame::Length(n) if n > 0 => s.cut = true,
             Frame::Chunked => {
-                bytes.extend_from_slice(b"0\r\n\r\n");
-                q.grew(5);
+                let before = bytes.len();
+                last_chunk(bytes, trailers);
+                let n = bytes.len() - before;
+                q.grew(n);
             }
             _ => {}
         }
@@ -322,6 +327,48 @@ fn put_piece(out: &mut Vec<u8>, (frame, n): (Frame, usize), data: &[u8]) {
             out.extend_from_slice(b"\r\n");
         }
     }
+}
+
+/// The last chunk and the trailer section that ends a chunked body (RFC 9112 §7.1.2).
+fn last_chunk(out: &mut Vec<u8>, trailers: &[Field]) {
+    out.extend_from_slice(b"0\r\n");
+    for (name, value) in trailers {
+        write_field(out, name.as_bytes(), value.as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// An in-memory answer with trailer fields, for an HTTP/1.1 client: `head`'s status line
+/// and fields, `fields`, `Transfer-Encoding: chunked` in place of the length, the body as
+/// one chunk, and the trailer section. Out of line: few answers carry trailers.
+#[cold]
+#[inline(never)]
+pub(in crate::h1) fn encode_chunked(
+    out: &mut Vec<u8>,
+    head: &ResponseHead<'_>,
+    fields: &[Field],
+    body: &[u8],
+    trailers: &[Field],
+) {
+    let ct = head.content_type.map(|v| (&b"Content-Type"[..], v));
+    let fields: Vec<(&[u8], &[u8])> = ct
+        .into_iter()
+        .chain(fields.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())))
+        .collect();
+    let stream_head = StreamHead {
+        status: head.status,
+        fields: &fields,
+        length: None,
+        date: Some(head.date),
+    };
+    let stamp = Stamp {
+        server: head.server,
+        date: head.date,
+        alt_svc: None, // `encode_announcing` put it among the fields
+    };
+    write_head(out, &stream_head, Frame::Chunked, head.close, false, stamp);
+    put_piece(out, (Frame::Chunked, body.len()), body);
+    last_chunk(out, trailers);
 }
 
 /// A streamed answer's head: the status line, `Server` (unless the answer names its own),

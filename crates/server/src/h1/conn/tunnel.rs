@@ -8,7 +8,7 @@
 //! A tunnel this server ends itself (a WebSocket route's 101) leaves the connection instead:
 //! [`Conn::take_upgraded`] hands over what it staged and what it holds.
 //!
-//! The ends: the upstream's end ([`Conn::stream_end`]) shuts the connection down once its
+//! The ends: the upstream's end ([`Conn::stream_end_with`]) shuts the connection down once its
 //! bytes are out; the client's EOF is reported by [`Conn::tunnel_ended`] once its last bytes
 //! were taken, and the connection closes when the upstream's side ends too.
 #![forbid(unsafe_code)]

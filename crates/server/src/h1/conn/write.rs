@@ -86,6 +86,7 @@ impl<P> Conn<P> {
             headers,
             body,
             close,
+            trailers,
             ..
         } = resp;
         let close = close || Self::closes(&facts, cx);
@@ -95,6 +96,7 @@ impl<P> Conn<P> {
             content_type: content_type.as_deref(),
             headers: &headers,
             body: &body,
+            trailers: trailers.as_deref().map(Vec::as_slice),
         };
         let out = if self.out_empty() && self.in_flight == InFlight::None {
             &mut cx.out
@@ -133,6 +135,7 @@ impl<P> Conn<P> {
             content_type: resp.content_type.as_deref(),
             headers: &resp.headers,
             body: &resp.body,
+            trailers: resp.trailers.as_deref().map(Vec::as_slice),
         };
         let (server, date) = (cx.cfg.server.as_deref(), cx.date.get());
         let (out, room, req) = (&mut bytes, &mut cx.room, facts.framing);

@@ -11,10 +11,11 @@
 use linerate_hpack as hpack;
 use linerate_http1::status_has_no_body;
 
-use super::{Conn, Writing, sink};
+use super::{Conn, Writing, sink, trailers_frame};
 use crate::h1::{Cx, STREAM_ROOM, StreamHead};
 use crate::h2::frame::{self, Code, flag, kind};
 use crate::h2::stream::Answer;
+use crate::response::Field;
 
 impl<P> Conn<P> {
     /// The stream waiting for `id`'s streamed answer (deferred, or streaming).
@@ -75,6 +76,7 @@ impl<P> Conn<P> {
             self.streams[idx].answer = Answer::Streaming {
                 buf: Vec::new(),
                 ended: false,
+                trailers: None,
             };
         } else {
             // No DATA will follow: the pieces that come are dropped (`stream_data` finds no
@@ -124,11 +126,23 @@ impl<P> Conn<P> {
     /// Stream `id`'s body is whole: END_STREAM once what is held is out. `false` when the
     /// stream is gone.
     pub(crate) fn stream_end(&mut self, id: u64, cx: &mut Cx) -> bool {
+        self.stream_end_with(id, &[], cx)
+    }
+
+    /// [`Conn::stream_end`] with trailer fields: after the last DATA (once the windows let
+    /// it go), a HEADERS frame with END_STREAM carries them (RFC 9113 §8.1).
+    pub(crate) fn stream_end_with(&mut self, id: u64, fields: &[Field], cx: &mut Cx) -> bool {
         let Some(idx) = self.streamed(id, false) else {
             return false;
         };
-        if let Answer::Streaming { ended, .. } = &mut self.streams[idx].answer {
+        if let Answer::Streaming {
+            ended, trailers, ..
+        } = &mut self.streams[idx].answer
+        {
             *ended = true;
+            if !fields.is_empty() {
+                *trailers = Some(Box::new(fields.to_vec()));
+            }
         }
         self.send_data(idx, cx);
         if self.streams[idx].answer_done() {
@@ -162,7 +176,12 @@ impl<P> Conn<P> {
         loop {
             let conn_window = self.send_window;
             let s = &mut self.streams[idx];
-            let Answer::Streaming { buf, ended } = &mut s.answer else {
+            let Answer::Streaming {
+                buf,
+                ended,
+                trailers,
+            } = &mut s.answer
+            else {
                 return;
             };
             let n = (buf.len() as i64)
@@ -175,13 +194,24 @@ impl<P> Conn<P> {
                 return;
             }
             let out = sink(&mut self.out, &mut self.files, self.in_flight, cx);
-            let flags = if last { flag::END_STREAM } else { 0 };
-            frame::head(out, n, kind::DATA, flags, s.id);
-            out.extend_from_slice(&buf[..n]);
+            // With trailers, their HEADERS ends the stream (and no empty DATA comes before).
+            let flags = if last && trailers.is_none() {
+                flag::END_STREAM
+            } else {
+                0
+            };
+            if n > 0 || flags != 0 {
+                frame::head(out, n, kind::DATA, flags, s.id);
+                out.extend_from_slice(&buf[..n]);
+            }
             buf.drain(..n);
             s.send_window -= n as i64;
             self.send_window -= n as i64;
             if last {
+                if let Some(fields) = trailers.take() {
+                    // Not flow-controlled: it waits for the DATA before it, not for window.
+                    trailers_frame(out, s.id, &fields, max_frame as usize);
+                }
                 cx.pool.put(buf);
                 s.answer = Answer::Done;
                 return;

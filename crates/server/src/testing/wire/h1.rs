@@ -3,7 +3,7 @@
 //! interim 1xx answers skipped.
 #![forbid(unsafe_code)]
 
-use linerate_http1::{FieldSpan, Limits, ResponseBody, parse_response};
+use linerate_http1::{FieldSpan, Limits, ResponseBody, ResponseError, parse_response};
 
 use super::{DEFAULT_HOST, Outgoing, Wire};
 use crate::testing::client::Protocol;
@@ -17,6 +17,8 @@ enum Reading {
         headers: Vec<(String, String)>,
         body: ResponseBody,
         data: Vec<u8>,
+        /// A chunked body's trailer section, once read.
+        trailers: Vec<(String, String)>,
     },
     Done(TestResponse),
     Taken,
@@ -79,14 +81,37 @@ impl H1Wire {
                         headers,
                         body: ResponseBody::new(info.body_length(self.head_request)),
                         data: Vec::new(),
+                        trailers: Vec::new(),
                     };
                 }
-                Reading::Body { body, data, .. } => {
-                    let step = body
-                        .decode(&self.inbuf, &Limits::default())
-                        .map_err(TestError::Response)?;
-                    data.extend_from_slice(step.data);
-                    let (consumed, done) = (step.consumed, step.done);
+                Reading::Body {
+                    body,
+                    data,
+                    trailers,
+                    ..
+                } => {
+                    let limits = Limits::default();
+                    let (consumed, done) = match body {
+                        // Decoded here, not by `ResponseBody`, which forgets the chunked
+                        // decoder (and the trailer section it read) at the end.
+                        ResponseBody::Chunked(c) => {
+                            let step = c
+                                .decode(&self.inbuf, &limits)
+                                .map_err(|e| TestError::Response(ResponseError::Chunked(e)))?;
+                            data.extend_from_slice(step.data);
+                            if step.done {
+                                *trailers = c.trailers().iter().map(text_pair).collect();
+                            }
+                            (step.consumed, step.done)
+                        }
+                        body => {
+                            let step = body
+                                .decode(&self.inbuf, &limits)
+                                .map_err(TestError::Response)?;
+                            data.extend_from_slice(step.data);
+                            (step.consumed, step.done)
+                        }
+                    };
                     self.inbuf.drain(..consumed);
                     if done {
                         self.finish();
@@ -104,6 +129,7 @@ impl H1Wire {
             status,
             headers,
             data,
+            trailers,
             ..
         } = std::mem::replace(&mut self.reading, Reading::Taken)
         {
@@ -112,9 +138,18 @@ impl H1Wire {
                 status,
                 headers,
                 body: data,
+                trailers,
             });
         }
     }
+}
+
+/// A field's name and value as text.
+fn text_pair((n, v): (&[u8], &[u8])) -> (String, String) {
+    (
+        String::from_utf8_lossy(n).into_owned(),
+        String::from_utf8_lossy(v).into_owned(),
+    )
 }
 
 /// The head's fields as text; an obs-fold continuation joins the field before it with a space

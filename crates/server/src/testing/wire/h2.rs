@@ -49,6 +49,8 @@ pub(crate) struct H2Wire {
     status: Option<u16>,
     headers: Vec<(String, String)>,
     data: Vec<u8>,
+    /// A header block after the response's head (RFC 9113 §8.1).
+    trailers: Vec<(String, String)>,
     done: bool,
     taken: bool,
 }
@@ -99,6 +101,7 @@ impl H2Wire {
             status: None,
             headers: Vec::new(),
             data: Vec::new(),
+            trailers: Vec::new(),
             done: false,
             taken: false,
         }
@@ -218,8 +221,7 @@ impl H2Wire {
         Ok(())
     }
 
-    /// A whole header block: the response's head, an interim 1xx (skipped) or trailers
-    /// (ignored).
+    /// A whole header block: the response's head, an interim 1xx (skipped) or trailers.
     fn end_block(&mut self) -> Result<(), TestError> {
         let Some((block, end_stream)) = self.block.take() else {
             return Ok(());
@@ -244,6 +246,12 @@ impl H2Wire {
             }
             self.status = Some(status);
             self.headers = fields.into_iter().filter(|(n, _)| n != ":status").collect();
+        } else {
+            // RFC 9113 §8.1: trailers end the stream and carry no pseudo-header.
+            if !end_stream || fields.iter().any(|(n, _)| n.starts_with(':')) {
+                return Err(TestError::Frame("malformed trailers"));
+            }
+            self.trailers = fields;
         }
         if end_stream {
             self.done = true;
@@ -296,6 +304,7 @@ impl Wire for H2Wire {
             status: self.status?,
             headers: std::mem::take(&mut self.headers),
             body: std::mem::take(&mut self.data),
+            trailers: std::mem::take(&mut self.trailers),
         })
     }
 }
