@@ -153,6 +153,9 @@ pub fn router_with(dataset: Vec<Item>) -> Router {
             },
             |_, _| Ok(WsEcho),
         )
+        // HttpArena's unary-grpc profiles, and gRPC's interop test service.
+        .grpc(crate::grpc::Benchmark)
+        .grpc(crate::grpc::TestService)
 }
 
 /// `/ws`: every message back as it came.

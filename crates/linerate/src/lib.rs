@@ -7,3 +7,4 @@ pub mod cli;
 pub mod conf;
 pub mod db;
 pub mod demo;
+pub mod grpc;

@@ -146,6 +146,11 @@ mod client_conns;
 pub mod config;
 mod driver;
 pub mod features;
+#[cfg(feature = "grpc")]
+pub mod grpc;
+#[cfg(not(feature = "grpc"))]
+#[path = "grpc/off.rs"]
+mod grpc;
 mod h1;
 #[cfg(feature = "proxy")]
 mod h1c;

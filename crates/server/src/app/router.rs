@@ -72,6 +72,10 @@ pub(crate) enum Handler {
     /// A WebSocket route: the handshake answered, the connection handed over.
     #[cfg_attr(not(feature = "websocket"), allow(dead_code))]
     WebSocket(Box<crate::websocket::WsRoute>),
+    /// A unary gRPC method ([`Router::grpc`]): its body read whole, then called on the
+    /// worker (`phase/content/grpc.rs`).
+    #[cfg_attr(not(feature = "grpc"), allow(dead_code))]
+    Grpc(Arc<crate::grpc::Unary>),
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -183,6 +187,9 @@ pub struct Router {
     body_limit: Option<u64>,
     /// The application's state, by type ([`Router::with_state`]).
     pub(crate) state: Arc<Extensions>,
+    /// The gRPC services of [`Router::grpc`] (none: a gRPC call to an unknown path is a 404
+    /// like any request).
+    pub(crate) grpc: crate::grpc::Services,
 }
 
 pub(crate) enum Lookup<'r> {
@@ -229,6 +236,7 @@ impl Router {
         for (id, value) in group.state.entries() {
             Arc::make_mut(&mut self.state).insert_shared(*id, value.clone());
         }
+        self.grpc.merge(&group.grpc);
         self
     }
 
@@ -471,6 +479,43 @@ impl Router {
         self.add(Method::Get, pattern, Handler::WebSocket(Box::new(route)))
     }
 
+    /// Serves a gRPC service: each of its methods is a POST route at its path
+    /// (`/package.Service/Method`); a gRPC call to a method or service the router lacks is
+    /// answered UNIMPLEMENTED. See [`grpc`](crate::grpc). With the `grpc` cargo feature (on
+    /// by default).
+    #[cfg(feature = "grpc")]
+    pub fn grpc(mut self, service: impl crate::grpc::Service) -> Router {
+        self.grpc.add(service.name());
+        for method in service.methods() {
+            self = match method.kind {
+                crate::grpc::Kind::Unary(u) => {
+                    // The body is read whole, up to one message and its prefix: a larger
+                    // one is refused before it is held.
+                    let limit =
+                        (crate::grpc::MAX_MESSAGE + linerate_grpc::frame::PREFIX_LEN) as u64;
+                    let router = self.add(Method::Post, method.path, Handler::Grpc(u));
+                    router.limit_last(limit)
+                }
+                crate::grpc::Kind::Streaming(f) => {
+                    let handler = Incoming::InPlace(Box::new(crate::grpc::streaming(f)));
+                    // A stream's total is unbounded (each message is bounded).
+                    self.add(Method::Post, method.path, Handler::Incoming(handler))
+                        .limit_last(u64::MAX)
+                }
+            };
+        }
+        self
+    }
+
+    /// Sets the body limit of the route registered last.
+    #[cfg(feature = "grpc")]
+    fn limit_last(mut self, limit: u64) -> Router {
+        if let Some(route) = self.routes.last_mut() {
+            route.body_limit = Some(limit);
+        }
+        self
+    }
+
     /// Whether the router or any of its routes has layers.
     pub(crate) fn has_layers(&self) -> bool {
         !self.layers.is_empty() || self.routes.iter().any(|r| !r.layers.is_empty())
@@ -564,6 +609,7 @@ impl Router {
                         Handler::Streaming(_) => "streaming",
                         Handler::WebSocket(_) => "WebSocket",
                         Handler::Incoming(_) => "streamed-body deferred",
+                        Handler::Grpc(_) => "gRPC",
                         Handler::Buffered(_) | Handler::Deferred(_) => "deferred",
                     };
                     route.handler = handler;

@@ -1,7 +1,8 @@
 //! The content phase: what produces the answer — a route's handler (`route.rs`, answering
 //! later: `defer.rs`), a WebSocket route (`websocket.rs`), the site's static files
-//! (`files.rs`), the server's answers about methods (`methods.rs`) or a proxy mount
-//! (`proxy.rs`); `body.rs` is a body still to come and where it goes.
+//! (`files.rs`), the server's answers about methods (`methods.rs`), a unary gRPC call
+//! (`grpc.rs`) or a proxy mount (`proxy.rs`); `body.rs` is a body still to come and where it
+//! goes.
 //!
 //! Owns the choice between them; must not finish an answer (`headers.rs` does). A new content
 //! handler (gRPC, a cache hit) is one more file here and one more arm in this choice.
@@ -10,6 +11,11 @@
 pub(crate) mod body;
 pub(crate) mod defer;
 pub(crate) mod files;
+#[cfg(feature = "grpc")]
+pub(crate) mod grpc;
+#[cfg(not(feature = "grpc"))]
+#[path = "grpc_off.rs"]
+pub(crate) mod grpc;
 pub(crate) mod methods;
 #[cfg(feature = "proxy")]
 pub(crate) mod proxy;
@@ -49,10 +55,10 @@ impl<'a> ConnApp<'a> {
                 .lookup_method(index, head.method(), path, &mut params)
             {
                 Lookup::Found(index, route) => self.route::<LAYERED>(index, route, params, req),
-                Lookup::NotFound => self.files(head, req.buf),
+                Lookup::NotFound => self.unrouted(head, req.buf),
                 Lookup::MethodNotAllowed(allow) => self.not_allowed(head, req.buf, allow),
             };
         }
-        self.files(head, req.buf)
+        self.unrouted(head, req.buf)
     }
 }

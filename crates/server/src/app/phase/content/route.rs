@@ -93,6 +93,7 @@ impl<'a> ConnApp<'a> {
                 }
             }
             Handler::WebSocket(ws) => self.websocket(route, &params, req, ws),
+            Handler::Grpc(unary) => self.grpc(index, params, req, unary),
             Handler::Incoming(f) => self.incoming(index, route, params, req, f),
             Handler::Deferred(f) => {
                 if declared > 0 && declared > self.route_limit(route) {
@@ -131,6 +132,9 @@ impl<'a> ConnApp<'a> {
         match (&route.handler, sink) {
             (Handler::Deferred(f), Sink::Buffer(v)) => {
                 self.defer(route, params, head, (v, Some(body)), id, f)
+            }
+            (Handler::Grpc(unary), Sink::Buffer(v)) => {
+                self.grpc_unary(id, &head.head, &head.bytes, &v, unary)
             }
             (Handler::Buffered(h), Sink::Buffer(v)) => {
                 let request = Request {

@@ -1,0 +1,117 @@
+//! gRPC in the content phase: a unary method's call once its body is in — read, handler
+//! called, its future polled once on the worker and answered at once when ready (the
+//! synchronous route's cost), else run on the worker's runtime and answered later — and the
+//! UNIMPLEMENTED answer to a gRPC call no route takes. Streaming methods are
+//! `deferred_incoming` routes (`grpc/run.rs`).
+//!
+//! Owns where a unary call runs; not the protocol (`crate::grpc`).
+#![forbid(unsafe_code)]
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use linerate_http1::{Method, RequestHead};
+
+use super::body::Sink;
+use crate::app::ConnApp;
+use crate::app::deferred::Responder;
+use crate::app::dispatch::Pending;
+use crate::app::request::Params;
+use crate::grpc::{self, Call, Code, Metadata, Status, Unary};
+use crate::h1::{Decision, Exchange};
+
+impl<'a> ConnApp<'a> {
+    /// A unary method's request: called now when its body came with the head, else once it
+    /// is read (`route_end`).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn grpc(
+        &mut self,
+        index: usize,
+        params: Params,
+        req: Exchange<'_>,
+        unary: &Arc<Unary>,
+    ) -> Decision<Pending> {
+        match req.body {
+            Some(body) => self.grpc_unary(req.id, req.head, req.buf, body, unary),
+            None => {
+                let sink = Sink::Buffer(Vec::new());
+                self.read_body(index, params, req.head, req.buf, sink)
+            }
+        }
+    }
+
+    /// A unary call with its whole body: answered now when the handler's future is ready at
+    /// its first poll, else run on the worker's runtime (`Decision::Relay`: the call keeps
+    /// its own deadline).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn grpc_unary(
+        &mut self,
+        id: u64,
+        head: &RequestHead,
+        buf: &[u8],
+        body: &[u8],
+        unary: &Arc<Unary>,
+    ) -> Decision<Pending> {
+        let call = match Call::read(head, buf, self.client().copied()) {
+            Ok(c) => c,
+            Err(refused) => return self.answer(id, head, buf, refused),
+        };
+        let fail = |s: Status| grpc::trailers_only(&s, &Metadata::new(), &Metadata::new());
+        if call.expired() {
+            return self.answer(id, head, buf, fail(grpc::deadline_exceeded()));
+        }
+        let deadline = call.deadline;
+        let call_head = call.head;
+        let called = grpc::read_unary(body, &call_head, |bytes| {
+            catch_unwind(AssertUnwindSafe(|| (unary.0)(call, bytes)))
+        });
+        let mut fut = match called {
+            Ok(Ok(Ok(fut))) => fut,
+            Ok(Ok(Err(status))) | Err(status) => return self.answer(id, head, buf, fail(status)),
+            Ok(Err(_)) => return self.answer(id, head, buf, fail(grpc::panicked())),
+        };
+        let mut cx = Context::from_waker(Waker::noop());
+        match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx))) {
+            Ok(Poll::Ready(result)) => self.answer(id, head, buf, grpc::unary_answer(result)),
+            Err(_) => self.answer(id, head, buf, fail(grpc::panicked())),
+            Ok(Poll::Pending) => {
+                if self.io.outstanding >= self.app.max_deferred_per_worker {
+                    self.io.counters.refused();
+                    let busy = Status::new(Code::ResourceExhausted, "too many calls waiting");
+                    return self.answer(id, head, buf, fail(busy));
+                }
+                self.io.outstanding += 1;
+                self.io.counters.set_outstanding(self.io.outstanding);
+                let meta = self.meta(head, buf);
+                let responder = Responder::new(self.io.inbox.clone(), self.token, id, meta);
+                grpc::unary_later(fut, deadline, responder);
+                Decision::Relay { upgrade: false }
+            }
+        }
+    }
+
+    /// A request no route takes: a gRPC call, on a router serving gRPC, is UNIMPLEMENTED
+    /// (its service or method is not here); anything else goes to the static files.
+    #[inline(always)]
+    pub(crate) fn unrouted(&mut self, head: &RequestHead, buf: &[u8]) -> Decision<Pending> {
+        if self.app.router.grpc.any() {
+            return self.grpc_unimplemented(head, buf);
+        }
+        self.files(head, buf)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grpc_unimplemented(&mut self, head: &RequestHead, buf: &[u8]) -> Decision<Pending> {
+        if head.method() != Method::Post || !grpc::is_grpc(head.header(buf, "content-type")) {
+            return self.files(head, buf);
+        }
+        let path = String::from_utf8_lossy(head.path_bytes(buf));
+        let status = Status::new(Code::Unimplemented, format!("unknown method {path}"));
+        let resp = grpc::trailers_only(&status, &Metadata::new(), &Metadata::new());
+        self.respond(head, buf, resp)
+    }
+}

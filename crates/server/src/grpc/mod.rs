@@ -1,0 +1,108 @@
+//! gRPC services on the engine (cargo feature `grpc`): [`Router::grpc`] serves a [`Service`]'s
+//! methods over HTTP/2 (h2c and TLS) and HTTP/3, on the same worker, routes and layers as
+//! every other request.
+//!
+//! A service is a set of [`Method`]s, one per RPC, each made from a typed function:
+//! [`Method::unary`], [`Method::server_streaming`], [`Method::client_streaming`] and
+//! [`Method::bidi_streaming`]. Messages are prost types; [`Request`] and [`Response`] carry
+//! them with their [`Metadata`]; a client's stream of messages is a [`Streaming`], a stream
+//! of answers a [`Sink`] (backpressure: [`Sink::send`] waits while the client reads slowly,
+//! so the server never buffers without bound).
+//!
+//! What the engine does for every call (gRPC's PROTOCOL-HTTP2.md):
+//! - **The request**: `content-type: application/grpc[+proto]` (anything else: HTTP 415),
+//!   `grpc-timeout` (a deadline: past it the handler's future is dropped and the call ends
+//!   DEADLINE_EXCEEDED; a deadline of 0 is answered at once), `grpc-encoding: gzip`
+//!   (decompressed up to the message limit; another coding: UNIMPLEMENTED), custom metadata
+//!   (`-bin` values base64-decoded). Messages are read from length-prefixed frames, with the
+//!   limit [`MAX_MESSAGE`] judged on the prefix (RESOURCE_EXHAUSTED); a malformed frame, a
+//!   compressed flag without an encoding or a body cut inside a message is INTERNAL; a unary
+//!   call with no message or two is INTERNAL.
+//! - **The answer**: HTTP 200 with `content-type: application/grpc`, the initial metadata,
+//!   the messages, then trailers with `grpc-status`, `grpc-message` (percent-encoded) and the
+//!   trailing metadata; a call that fails before any message is a trailers-only answer (one
+//!   HEADERS frame). A handler that panics ends its call UNKNOWN; a method the service does
+//!   not have, or a service the router does not have, is UNIMPLEMENTED.
+//! - **A unary call** whose future is ready when first polled (no await that waits) is
+//!   answered on the worker at once, like a synchronous route; one that waits runs on the
+//!   worker's tokio runtime ([`OnWorker`](crate::OnWorker)). Streaming calls always run
+//!   there, their body fed as it arrives; a client that resets its stream cuts the call's
+//!   [`Streaming`] off and makes [`Sink::send`] fail CANCELLED.
+#![forbid(unsafe_code)]
+
+mod answer;
+mod call;
+mod message;
+mod metadata;
+mod method;
+mod run;
+mod stream;
+
+use std::sync::Arc;
+
+pub use linerate_grpc::{Code, Status};
+
+pub use message::{Request, Response};
+pub use metadata::{InvalidMetadata, Metadata};
+pub use method::Method;
+pub(crate) use method::{Kind, Unary};
+pub use stream::{Sink, Streaming};
+
+pub(crate) use answer::{refusal, trailers_only, unary_answer};
+pub(crate) use call::{Call, deadline_exceeded, read_unary};
+pub(crate) use run::{panicked, streaming, unary_later};
+
+/// The largest message a call receives (the prefix announcing more is RESOURCE_EXHAUSTED),
+/// as grpc-go's and grpc-core's default `MaxRecvMsgSize`.
+pub const MAX_MESSAGE: usize = linerate_grpc::frame::DEFAULT_MAX_MESSAGE;
+
+/// A gRPC service: its name and methods. Code generated from a `.proto` file implements it
+/// for a server type wrapping the service's trait; a hand-written service lists its
+/// [`Method`]s itself.
+pub trait Service {
+    /// The service's full name, `package.Service`.
+    fn name(&self) -> &'static str;
+    /// Its methods, each with its path (`/package.Service/Method`).
+    fn methods(self) -> Vec<Method>;
+}
+
+/// What a router serves of gRPC: the services' names, for reflection and the UNIMPLEMENTED
+/// answer to an unknown one.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Services {
+    pub(crate) names: Arc<Vec<&'static str>>,
+}
+
+impl Services {
+    pub(crate) fn add(&mut self, name: &'static str) {
+        if !self.names.contains(&name) {
+            Arc::make_mut(&mut self.names).push(name);
+        }
+    }
+
+    /// A merged group's services.
+    pub(crate) fn merge(&mut self, other: &Services) {
+        for name in other.names.iter() {
+            self.add(name);
+        }
+    }
+
+    /// Whether the router serves any: then a gRPC call to an unknown path is UNIMPLEMENTED.
+    #[inline(always)]
+    pub(crate) fn any(&self) -> bool {
+        !self.names.is_empty()
+    }
+}
+
+/// Whether a request is a gRPC call by its content type (PROTOCOL-HTTP2.md:
+/// `application/grpc` and its `+format` forms).
+pub(crate) fn is_grpc(content_type: Option<&[u8]>) -> bool {
+    content_type.is_some_and(|ct| {
+        ct.len() >= 16
+            && ct[..16].eq_ignore_ascii_case(b"application/grpc")
+            && matches!(ct.get(16), None | Some(b'+' | b';'))
+    })
+}
+
+#[cfg(test)]
+mod tests;

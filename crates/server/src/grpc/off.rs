@@ -1,0 +1,20 @@
+//! Stands in for `grpc/` in a build without the `grpc` feature: no unary method can be made
+//! (`Unary` holds `Infallible`) and a router serves no service, so the content phase's gRPC
+//! arms are dead code the compiler drops.
+#![forbid(unsafe_code)]
+
+/// A unary method's handler; none can be made without the feature.
+pub(crate) struct Unary(pub(crate) std::convert::Infallible);
+
+/// A router's gRPC services: always none.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Services;
+
+impl Services {
+    pub(crate) fn merge(&mut self, _: &Services) {}
+
+    #[inline(always)]
+    pub(crate) fn any(&self) -> bool {
+        false
+    }
+}

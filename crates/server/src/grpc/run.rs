@@ -1,0 +1,73 @@
+//! Running a call on the worker's tokio runtime: a streaming call from its head, a unary
+//! call whose future waited at its first poll; each under the call's deadline (its future
+//! dropped past it: DEADLINE_EXCEEDED) and a panic's guard (UNKNOWN).
+//!
+//! Owns when a call ends; not what its answer looks like (`answer.rs`, `stream.rs`).
+#![forbid(unsafe_code)]
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::call::{Call, deadline_exceeded};
+use super::method::{StreamFn, UnaryFuture};
+use super::stream::{RawSink, RawStream};
+use super::{Code, Status, answer};
+use crate::app::around::catch_panic;
+use crate::app::deferred::{HeadView, Responder, Spawn};
+use crate::app::incoming::IncomingBody;
+
+/// A streaming method's handler at the request's head: reads the call, then runs it.
+pub(crate) fn streaming(
+    f: Arc<StreamFn>,
+) -> impl Fn(HeadView<'_>, IncomingBody, Responder) + Send + Sync + 'static {
+    move |view, body, responder| {
+        let call = match Call::read(view.head, view.buf, view.peer) {
+            Ok(c) => c,
+            Err(refused) => return responder.send(refused),
+        };
+        let sink = RawSink::new(responder, call.deadline);
+        if call.expired() {
+            return sink.finish(Err(deadline_exceeded()));
+        }
+        let input = RawStream::new(body, call.head.encoding);
+        let deadline = call.deadline;
+        let fut = f(call, input, sink);
+        crate::OnWorker.spawn(Box::pin(async move {
+            // Past the deadline, or on a panic, the future (and the sink in it) is dropped:
+            // the sink's drop ends the call with DEADLINE_EXCEEDED or UNKNOWN.
+            match until(deadline, catch_panic(fut)).await {
+                Some(Some((outcome, sink))) => sink.finish(outcome),
+                Some(None) => tracing::error!("gRPC handler panicked; the call ends UNKNOWN"),
+                None => {}
+            }
+        }));
+    }
+}
+
+/// A unary call whose future waited: run on the worker's runtime, answered through
+/// `responder`.
+pub(crate) fn unary_later(fut: UnaryFuture, deadline: Option<Instant>, responder: Responder) {
+    crate::OnWorker.spawn(Box::pin(async move {
+        let result = match until(deadline, catch_panic(fut)).await {
+            Some(Some(result)) => result,
+            Some(None) => Err(panicked()),
+            None => Err(deadline_exceeded()),
+        };
+        responder.send(answer::unary_answer(result));
+    }));
+}
+
+/// The status of a call whose handler panicked.
+pub(crate) fn panicked() -> Status {
+    tracing::error!("gRPC handler panicked; the call ends UNKNOWN");
+    Status::new(Code::Unknown, "the handler panicked")
+}
+
+/// `fut`'s output, or `None` once `deadline` passed (the future dropped unfinished).
+async fn until<F: Future>(deadline: Option<Instant>, fut: F) -> Option<F::Output> {
+    match deadline {
+        None => Some(fut.await),
+        Some(d) => tokio::time::timeout_at(d.into(), fut).await.ok(),
+    }
+}

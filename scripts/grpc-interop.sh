@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Runs gRPC's official interop client (grpc-go's, pinned) against the demo's
+# grpc.testing.TestService over linerate's two HTTP/2 listeners — cleartext with prior
+# knowledge (--h2c-port) and TLS with ALPN h2 (--tls-port, a throwaway self-signed
+# certificate) — and fails unless every one of the 16 core cases passes on both. Builds
+# nothing: target/release/linerate must exist (scripts/test-all.sh builds it first).
+#
+#   scripts/grpc-interop.sh [path/to/linerate]
+#
+# The cases (doc/interop-test-descriptions.md): empty_unary, large_unary, client_streaming,
+# server_streaming, ping_pong, empty_stream, timeout_on_sleeping_server, cancel_after_begin,
+# cancel_after_first_response, status_code_and_message, special_status_message,
+# custom_metadata, unimplemented_method, unimplemented_service, rpc_soak and channel_soak (the
+# soaks shortened to 20 iterations). Skipped: the cases that need several backends, ORCA,
+# compression negotiation tests outside the core list, or Google credentials.
+#
+# The client is installed into target/tools with `go install` from the Go module proxy. The
+# server binds 127.0.0.1 (OS-chosen ports) and is stopped by its PID. Exit 2, with a line
+# saying why, where it cannot run (no client and no Go to install it with, no openssl).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GRPC_MODULE=google.golang.org/grpc
+GRPC_VERSION=v1.85.0
+tools=$PWD/target/tools
+client=$tools/grpc-interop-client
+
+CASES=(empty_unary large_unary client_streaming server_streaming ping_pong empty_stream
+    timeout_on_sleeping_server cancel_after_begin cancel_after_first_response
+    status_code_and_message special_status_message custom_metadata unimplemented_method
+    unimplemented_service rpc_soak channel_soak)
+
+say() { echo "grpc-interop: $*" >&2; }
+not_run() { say "NOT RUN: $*"; exit 2; }
+
+# The pinned interop client in target/tools, installed when missing or another version.
+install_client() {
+    if [ -x "$client" ]; then
+        if ! command -v go >/dev/null \
+            || go version -m "$client" 2>/dev/null | grep -q "$GRPC_MODULE[[:space:]]*$GRPC_VERSION"; then
+            return 0
+        fi
+    fi
+    command -v go >/dev/null || not_run "no $client and no Go toolchain to install it with"
+    mkdir -p "$tools/grpc-gobin"
+    say "installing grpc-go's interop client $GRPC_VERSION into $tools"
+    GOBIN=$tools/grpc-gobin go install "$GRPC_MODULE/interop/client@$GRPC_VERSION" \
+        >"$tools/grpc-interop-install.log" 2>&1 \
+        || { cat "$tools/grpc-interop-install.log" >&2; not_run "go install $GRPC_MODULE/interop/client@$GRPC_VERSION failed"; }
+    mv "$tools/grpc-gobin/client" "$client"
+}
+
+out=$(mktemp -d "${TMPDIR:-/tmp}/linerate-grpc.XXXXXX")
+pid=""
+cleanup() {
+    if [ -n "$pid" ]; then
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    fi
+    rm -rf "$out"
+}
+trap cleanup EXIT
+
+bin=${1:-${CARGO_TARGET_DIR:-target}/release/linerate}
+[ -x "$bin" ] || { say "no $bin: build it first (cargo build --release -p linerate)"; exit 1; }
+command -v openssl >/dev/null || not_run "no openssl to make a throwaway certificate"
+install_client
+
+# A throwaway CA and a leaf it signs: Go's verifier takes no self-signed leaf as its own CA.
+{
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+        -keyout "$out/ca-key.pem" -out "$out/ca.pem" -days 1 -subj "/CN=linerate test CA" \
+        -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign &&
+        openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+            -keyout "$out/key.pem" -out "$out/leaf.csr" -subj /CN=localhost &&
+        printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n' >"$out/leaf.ext" &&
+        openssl x509 -req -in "$out/leaf.csr" -CA "$out/ca.pem" -CAkey "$out/ca-key.pem" \
+            -CAcreateserial -days 1 -extfile "$out/leaf.ext" -out "$out/cert.pem"
+} >"$out/openssl.log" 2>&1 \
+    || { cat "$out/openssl.log" >&2; say "openssl could not make a certificate"; exit 1; }
+
+"$bin" serve --addr 127.0.0.1:0 --h2c-port 0 --tls-port 0 --tls-cert "$out/cert.pem" \
+    --tls-key "$out/key.pem" --workers 1 --no-pin --log-level warn >"$out/banner" 2>"$out/stderr" &
+pid=$!
+h2c="" tls=""
+for _ in $(seq 100); do
+    h2c=$(sed -n 's|.*(h2c, prior knowledge) on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$out/banner")
+    tls=$(sed -n 's|.*HTTPS on https://127\.0\.0\.1:\([0-9]*\) .*|\1|p' "$out/banner")
+    [ -n "$h2c" ] && [ -n "$tls" ] && break
+    kill -0 "$pid" 2>/dev/null || { cat "$out/stderr" >&2; say "the server did not start"; exit 1; }
+    sleep 0.1
+done
+[ -n "$h2c" ] && [ -n "$tls" ] || { cat "$out/banner" "$out/stderr" >&2; say "no h2c/HTTPS ports in the banner"; exit 1; }
+
+# run_cases NAME PORT [FLAGS…]: every case once; prints NAME's pass count, adds failures.
+failed=0
+run_cases() {
+    local name=$1 port=$2
+    shift 2
+    local passed=0 c log
+    for c in "${CASES[@]}"; do
+        log="$out/$name-$c.log"
+        if timeout 120 "$client" --server_host 127.0.0.1 --server_port "$port" --test_case "$c" \
+            --soak_iterations 20 "$@" >"$log" 2>&1; then
+            passed=$((passed + 1))
+        else
+            say "$name: $c FAILED"
+            tail -5 "$log" >&2
+            failed=$((failed + 1))
+        fi
+    done
+    printf '%-18s %d of %d cases passed\n' "$name" "$passed" "${#CASES[@]}"
+}
+
+run_cases "interop h2c" "$h2c" --use_tls=false
+# --use_test_ca: take --ca_file as the only root (without it the client trusts the system's).
+run_cases "interop TLS" "$tls" --use_tls=true --use_test_ca --ca_file "$out/ca.pem" \
+    --server_host_override localhost
+kill -0 "$pid" 2>/dev/null || { cat "$out/stderr" >&2; say "the server died during the cases"; exit 1; }
+[ "$failed" = 0 ] || { say "$failed case runs failed"; exit 1; }
