@@ -112,6 +112,12 @@ impl Service for ConnApp<'_> {
                 pipe.put(data);
             }
             Sink::Incoming(feed) => feed.put(data),
+            Sink::Grpc(v) => {
+                v.extend_from_slice(data);
+                if let Some(resp) = crate::grpc::over_limit(v) {
+                    return Err(resp);
+                }
+            }
             Sink::Stream(s) => {
                 if catch_unwind(AssertUnwindSafe(|| s.data(data))).is_err() {
                     tracing::error!("body sink panicked; answering 500");

@@ -94,6 +94,20 @@ impl Services {
     }
 }
 
+/// A unary call's body so far, refused as soon as its first prefix announces a message over
+/// [`MAX_MESSAGE`] (RESOURCE_EXHAUSTED, before the message is held).
+pub(crate) fn over_limit(body: &[u8]) -> Option<crate::response::Response> {
+    let prefix = body.get(..linerate_grpc::frame::PREFIX_LEN)?;
+    let len = u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize;
+    (len > MAX_MESSAGE).then(|| {
+        let status = Status::new(
+            Code::ResourceExhausted,
+            format!("received message larger than max ({len} vs. {MAX_MESSAGE})"),
+        );
+        trailers_only(&status, &Metadata::new(), &Metadata::new())
+    })
+}
+
 /// Whether a request is a gRPC call by its content type (PROTOCOL-HTTP2.md:
 /// `application/grpc` and its `+format` forms).
 pub(crate) fn is_grpc(content_type: Option<&[u8]>) -> bool {

@@ -6,6 +6,11 @@
 /// A unary method's handler; none can be made without the feature.
 pub(crate) struct Unary(pub(crate) std::convert::Infallible);
 
+/// A unary call's body over the limit: never, as no call is made.
+pub(crate) fn over_limit(_: &[u8]) -> Option<crate::response::Response> {
+    None
+}
+
 /// A router's gRPC services: always none.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Services;

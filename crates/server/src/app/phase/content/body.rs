@@ -45,6 +45,10 @@ pub(crate) enum Sink {
     /// A [`Router::deferred_incoming`](super::router::Router::deferred_incoming) handler's
     /// body, going to it as it arrives (the handler has the request already).
     Incoming(Feed),
+    /// A unary gRPC call's body, read whole; its first message's prefix is judged as soon as
+    /// it arrives, so a message over the limit is refused before it is held.
+    #[cfg_attr(not(feature = "grpc"), allow(dead_code))]
+    Grpc(Vec<u8>),
 }
 
 impl<'a> ConnApp<'a> {
@@ -72,7 +76,7 @@ impl<'a> ConnApp<'a> {
         let own = || self.app.router.at(route).and_then(|r| r.body_limit);
         let limit = match sink {
             Sink::Stream(_) | Sink::Incoming(_) => own().unwrap_or(self.app.max_stream_body_bytes),
-            Sink::Buffer(_) => own().unwrap_or_else(|| self.max_body()),
+            Sink::Buffer(_) | Sink::Grpc(_) => own().unwrap_or_else(|| self.max_body()),
             Sink::Proxy(_) | Sink::Relay(_) => self.max_body(),
         };
         Decision::ReadBody {

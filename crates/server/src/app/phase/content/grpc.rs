@@ -11,7 +11,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use linerate_http1::{Method, RequestHead};
+use linerate_http1::{Framing, Method, RequestHead};
 
 use super::body::Sink;
 use crate::app::ConnApp;
@@ -33,10 +33,18 @@ impl<'a> ConnApp<'a> {
         req: Exchange<'_>,
         unary: &Arc<Unary>,
     ) -> Decision<Pending> {
+        // A declared length past one message: RESOURCE_EXHAUSTED, as the prefix would be.
+        if let Framing::Length(n) = req.head.framing()
+            && n > (grpc::MAX_MESSAGE + linerate_grpc::frame::PREFIX_LEN) as u64
+        {
+            let status = Status::new(Code::ResourceExhausted, "the call's body is over the limit");
+            let resp = grpc::trailers_only(&status, &Metadata::new(), &Metadata::new());
+            return self.respond(req.head, req.buf, resp);
+        }
         match req.body {
             Some(body) => self.grpc_unary(req.id, req.head, req.buf, body, unary),
             None => {
-                let sink = Sink::Buffer(Vec::new());
+                let sink = Sink::Grpc(Vec::new());
                 self.read_body(index, params, req.head, req.buf, sink)
             }
         }

@@ -133,7 +133,7 @@ impl<'a> ConnApp<'a> {
             (Handler::Deferred(f), Sink::Buffer(v)) => {
                 self.defer(route, params, head, (v, Some(body)), id, f)
             }
-            (Handler::Grpc(unary), Sink::Buffer(v)) => {
+            (Handler::Grpc(unary), Sink::Grpc(v)) => {
                 self.grpc_unary(id, &head.head, &head.bytes, &v, unary)
             }
             (Handler::Buffered(h), Sink::Buffer(v)) => {
