@@ -146,6 +146,8 @@ mod h1;
 mod h1c;
 #[cfg(feature = "http2")]
 mod h2;
+#[cfg(all(feature = "proxy", feature = "http2"))]
+mod h2u;
 #[cfg(feature = "http3")]
 mod h3;
 #[cfg(feature = "jwt")]
