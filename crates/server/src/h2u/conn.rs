@@ -268,7 +268,9 @@ impl Conn {
     /// A connection established at `now`: the preface, our SETTINGS and the connection window
     /// are written at once (RFC 9113 §3.4: the client speaks first, requests may follow
     /// before the server's SETTINGS).
-    pub(crate) fn new(now: u64, settings: Settings) -> Conn {
+    pub(crate) fn new(now: u64, mut settings: Settings) -> Conn {
+        // §6.9.2: the connection window starts at 65,535 and SETTINGS cannot lower it.
+        settings.conn_window = settings.conn_window.max(frame::DEFAULT_WINDOW as u32);
         let mut out = Vec::with_capacity(64);
         out.extend_from_slice(frame::PREFACE);
         frame::settings(
@@ -302,7 +304,7 @@ impl Conn {
             peer_table_size: hpack::HEADER_TABLE_SIZE as u32,
             table_update: false,
             send_window: frame::DEFAULT_WINDOW,
-            recv_window: frame::DEFAULT_WINDOW.max(i64::from(settings.conn_window)),
+            recv_window: i64::from(settings.conn_window),
             recv_owed: 0,
             streams: Vec::new(),
             draining: Vec::new(),

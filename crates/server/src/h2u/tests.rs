@@ -175,10 +175,11 @@ impl T {
     }
 }
 
-/// Settings small enough for tables: 100-byte stream windows, a 1000-byte connection window.
+/// Settings small enough for tables: 100-byte stream windows (the connection's stays the
+/// protocol's smallest, 65,535).
 const SMALL: Settings = Settings {
     stream_window: 100,
-    conn_window: 1000,
+    conn_window: 65_535,
     max_frame: frame::DEFAULT_MAX_FRAME as u32,
     max_header_list: 200,
     settings_timeout: 50,
@@ -429,4 +430,417 @@ fn responses_whole_and_byte_by_byte() {
             assert_eq!(t.out(), want_out, "{rule}, in pieces of {step}");
         }
     }
+}
+
+/// A connection past the handshake with nothing open.
+fn started(server_settings: &[(u16, u32)]) -> T {
+    let mut t = T::new(SMALL);
+    t.out();
+    t.recv(&cat(&[settings(server_settings), settings_ack()]));
+    t.out();
+    t
+}
+
+fn post<'a>(fields: &'a [(&'a [u8], &'a [u8])]) -> Request<'a> {
+    Request {
+        method: b"POST",
+        scheme: b"http",
+        authority: b"up",
+        path: b"/p",
+        fields,
+    }
+}
+
+#[test]
+fn a_request_with_a_body_and_trailers() {
+    // RFC 9113 §8.1: HEADERS, DATA, then a trailer block with END_STREAM.
+    let mut t = started(&[]);
+    let id = t.c.open(&post(&[(b"TE", b"trailers")]), false).unwrap();
+    assert_eq!(t.c.send(id, b"abc", false), 3);
+    t.c.trailers(id, &[(b"X-Sum", b"6")]);
+    assert_eq!(
+        t.out(),
+        [
+            "HEADERS 1 [:method: POST, :scheme: http, :authority: up, :path: /p, te: trailers]",
+            "DATA 1 abc",
+            "HEADERS 1 ES [x-sum: 6]",
+        ]
+    );
+    assert_eq!(
+        t.c.send(id, b"late", true),
+        0,
+        "nothing after the body's end"
+    );
+    t.recv(&headers(1, Some("200"), &[], true));
+    assert_eq!(t.events(), ["head 1 200 []", "end 1"]);
+    assert!(t.c.is_idle());
+}
+
+#[test]
+fn the_body_waits_for_both_send_windows() {
+    // RFC 9113 §6.9: DATA within the stream's and the connection's windows; §6.9.2: the
+    // server's INITIAL_WINDOW_SIZE sets the stream's, and moves open streams' by the change.
+    let mut t = started(&[(4, 4)]);
+    let id = t.c.open(&post(&[]), false).unwrap();
+    t.out();
+    assert_eq!(t.c.send_room(id), 4);
+    assert_eq!(t.c.send(id, b"abcdef", true), 4, "the stream window");
+    assert_eq!(t.out(), ["DATA 1 abcd"]);
+    assert_eq!(t.c.send(id, b"ef", true), 0);
+    assert_eq!(t.events(), Vec::<String>::new());
+    // §6.9.2: a larger INITIAL_WINDOW_SIZE opens the stream's window by the difference.
+    t.recv(&settings(&[(4, 5)]));
+    assert_eq!(t.events(), ["writable 1"]);
+    assert_eq!(t.out(), ["SETTINGS ACK"]);
+    assert_eq!(t.c.send(id, b"ef", true), 1);
+    // §6.9.2: a smaller one can make it negative; a WINDOW_UPDATE must cover that first.
+    t.recv(&settings(&[(4, 2)]));
+    assert_eq!(t.out(), ["DATA 1 e", "SETTINGS ACK"]);
+    t.recv(&window_update(1, 3));
+    assert_eq!(t.c.send_room(id), 0, "5 sent, 2 - 5 + 3 = 0");
+    assert_eq!(t.events(), Vec::<String>::new());
+    t.recv(&window_update(1, 1));
+    assert_eq!(t.events(), ["writable 1"]);
+    assert_eq!(t.c.send(id, b"f", true), 1);
+    assert_eq!(t.out(), ["DATA 1 ES f"]);
+}
+
+#[test]
+fn the_connection_window_is_shared() {
+    // RFC 9113 §6.9.1: the connection's send window (65,535 at the start) bounds all streams.
+    let mut t = started(&[(4, 1 << 20)]);
+    let a = t.c.open(&post(&[]), false).unwrap();
+    let b = t.c.open(&post(&[]), false).unwrap();
+    t.out();
+    let big = vec![b'x'; 40_000];
+    assert_eq!(t.c.send(a, &big, false), 40_000);
+    assert_eq!(t.c.send(b, &big, false), 65_535 - 40_000);
+    t.out();
+    assert_eq!(t.c.send_room(a), 0);
+    assert_eq!(
+        t.c.send(a, b"more", false),
+        0,
+        "no room: told when there is"
+    );
+    t.recv(&window_update(0, 100));
+    let mut woke = t.events();
+    woke.sort();
+    assert_eq!(woke, ["writable 1", "writable 3"]);
+    assert_eq!(t.c.send_room(a), 100);
+}
+
+#[test]
+fn data_frames_follow_the_servers_max_frame_size() {
+    // RFC 9113 §4.2: no frame over the peer's SETTINGS_MAX_FRAME_SIZE (16,384 by default);
+    // §6.10: a header block over it continues in CONTINUATION frames.
+    let mut t = started(&[(4, 1 << 20)]);
+    let long = "v".repeat(20_000);
+    let fields: &[(&[u8], &[u8])] = &[(b"x-long", long.as_bytes())];
+    let id = t.c.open(&post(fields), false).unwrap();
+    let out = t.out();
+    assert_eq!(out.len(), 2, "{:?}", &out[0][..20]);
+    assert!(
+        out[0].starts_with("HEADERS 1 (16384 bytes)"),
+        "{}",
+        &out[0][..30]
+    );
+    assert!(out[1].starts_with("CONTINUATION 1 [:method: POST"));
+    assert_eq!(t.c.send(id, &vec![b'y'; 20_000], true), 20_000);
+    let frames = t.out();
+    assert_eq!(frames.len(), 2);
+    assert_eq!(frames[0].len(), "DATA 1 ".len() + 16_384);
+    assert!(frames[1].starts_with("DATA 1 ES "));
+    // A larger MAX_FRAME_SIZE from the server is used.
+    let mut t = started(&[(4, 1 << 20), (5, 20_000)]);
+    let id = t.c.open(&post(&[]), false).unwrap();
+    t.out();
+    t.c.send(id, &vec![b'y'; 20_000], true);
+    assert_eq!(t.out().len(), 1);
+}
+
+#[test]
+fn a_header_table_size_change_is_acknowledged_in_the_next_block() {
+    // RFC 7541 §4.2, RFC 9113 §6.5.2: the server's SETTINGS_HEADER_TABLE_SIZE changes; our
+    // next header block starts with a size update (to 0: we never index).
+    let mut t = started(&[(1, 0)]);
+    t.c.open(&get("/"), true).unwrap();
+    let mut all = Vec::new();
+    while t.c.poll_transmit() == Transmit::Bytes {
+        all.extend(t.c.take_output());
+        t.c.sent(&mut t.h);
+    }
+    assert_eq!(all[frame::HEAD_LEN], 0x20, "a size update first");
+    t.c.open(&get("/b"), true).unwrap();
+    let second = t.c.take_output();
+    assert_ne!(second[frame::HEAD_LEN], 0x20, "only once");
+}
+
+#[test]
+fn max_concurrent_streams_is_honoured() {
+    // RFC 9113 §5.1.2: no stream beyond the server's SETTINGS_MAX_CONCURRENT_STREAMS: "no
+    // room", so the caller waits or takes another connection.
+    let mut t = started(&[(3, 2)]);
+    let a = t.c.open(&get("/a"), true).unwrap();
+    t.c.open(&get("/b"), true).unwrap();
+    assert_eq!(t.c.open(&get("/c"), true), Err(OpenError::NoRoom));
+    assert!(!t.c.can_open());
+    t.out();
+    t.recv(&headers(a, Some("200"), &[], true));
+    assert_eq!(t.events(), ["head 1 200 []", "end 1"]);
+    assert!(t.c.can_open());
+    assert_eq!(t.c.open(&get("/c"), true), Ok(5));
+    // Before the server's SETTINGS, ASSUMED_MAX_STREAMS.
+    let mut t = T::new(SMALL);
+    for _ in 0..ASSUMED_MAX_STREAMS {
+        t.c.open(&get("/"), true).unwrap();
+    }
+    assert_eq!(t.c.open(&get("/"), true), Err(OpenError::NoRoom));
+}
+
+#[test]
+fn a_head_larger_than_the_servers_list_limit_is_not_sent() {
+    // RFC 9113 §6.5.2 SETTINGS_MAX_HEADER_LIST_SIZE.
+    let mut t = started(&[(6, 200)]);
+    let v = "v".repeat(100);
+    let fields: &[(&[u8], &[u8])] = &[(b"x", v.as_bytes())];
+    assert_eq!(t.c.open(&post(fields), true), Err(OpenError::TooLarge));
+    assert_eq!(t.out(), Vec::<String>::new());
+    assert_eq!(t.c.open(&get("/"), true), Ok(1), "the id was not used");
+}
+
+#[test]
+fn receive_windows_reopen_only_as_the_caller_consumes() {
+    // RFC 9113 §6.9: the server may send a stream window's worth (100 bytes here); the
+    // WINDOW_UPDATE comes only as the caller says it passed bytes on (half a window at a
+    // time), for the stream and the connection alike. A slow consumer holds the server to
+    // one window.
+    let mut t = ready();
+    t.recv(&cat(&[
+        headers(1, Some("200"), &[], false),
+        data(1, &"a".repeat(100), false),
+    ]));
+    assert_eq!(t.events().len(), 2);
+    assert_eq!(t.out(), Vec::<String>::new(), "nothing given back unasked");
+    t.recv(&data(1, "b", false));
+    assert_eq!(t.events(), ["failed 1 FlowControl"], "past the window");
+    assert_eq!(t.out(), ["RST_STREAM 1 3"]);
+
+    let mut t = ready();
+    t.recv(&cat(&[
+        headers(1, Some("200"), &[], false),
+        data(1, &"a".repeat(100), false),
+    ]));
+    t.events();
+    t.c.consumed(1, 49);
+    assert_eq!(t.out(), Vec::<String>::new(), "less than half a window");
+    t.c.consumed(1, 1);
+    assert_eq!(t.out(), ["WINDOW_UPDATE 1 +50"]);
+    t.recv(&data(1, &"c".repeat(50), true));
+    assert_eq!(
+        t.events(),
+        [format!("data 1 {}", "c".repeat(50)), "end 1".into()]
+    );
+}
+
+/// The smallest connection window (RFC 9113 §6.9.2: 65,535, which SETTINGS cannot lower)
+/// shared by four streams of 16,384: the fourth has one byte less than its own window.
+const WIDE: Settings = Settings {
+    stream_window: 16_384,
+    conn_window: 65_535,
+    ..SMALL
+};
+
+/// A connection with four GETs open (1, 3, 5, 7), each answered with `sizes[i]` bytes of DATA
+/// (END_STREAM when `end`).
+fn four_answered(sizes: [usize; 4], end: bool) -> T {
+    let mut t = T::new(WIDE);
+    t.recv(&cat(&[settings(&[]), settings_ack()]));
+    for _ in 0..4 {
+        t.c.open(&get("/"), true).unwrap();
+    }
+    t.out();
+    for (i, n) in sizes.iter().enumerate() {
+        let id = 2 * i as u32 + 1;
+        t.recv(&cat(&[
+            headers(id, Some("200"), &[], false),
+            data(id, &"z".repeat(*n), end),
+        ]));
+    }
+    t.events();
+    t
+}
+
+#[test]
+fn the_connection_window_is_shut_when_full() {
+    // RFC 9113 §6.9.1: DATA past the connection window is a FLOW_CONTROL_ERROR, though each
+    // stream's own window has room.
+    let mut t = four_answered([16_384, 16_384, 16_384, 16_383], false);
+    t.recv(&data(7, "x", false));
+    let mut failed = t.events();
+    failed.sort();
+    assert_eq!(
+        failed,
+        [1, 3, 5, 7].map(|id| format!("failed {id} Connection(Protocol(FlowControl))"))
+    );
+    assert_eq!(t.out(), ["GOAWAY 0 3"]);
+}
+
+#[test]
+fn the_connection_window_reopens_at_half() {
+    // RFC 9113 §6.9: the connection window reopens by what the caller consumed, once half of
+    // it is owed, also for streams that have ended (their bytes are still the caller's).
+    let mut t = four_answered([16_384, 16_384, 16_384, 16_383], true);
+    t.c.consumed(1, 16_384);
+    assert_eq!(t.out(), Vec::<String>::new());
+    t.c.consumed(7, 16_383);
+    assert_eq!(t.out(), ["WINDOW_UPDATE 0 +32767"]);
+    t.c.consumed(7, 1);
+    t.c.consumed(1, 1);
+    assert_eq!(
+        t.out(),
+        Vec::<String>::new(),
+        "no more than was handed over"
+    );
+}
+
+#[test]
+fn a_cancel_resets_the_stream_and_returns_its_window() {
+    // RFC 9113 §6.4, §8.7: RST_STREAM(CANCEL) for a request no longer wanted; §5.4.2: its
+    // late frames are ignored; their bytes still count against the connection window (§6.9)
+    // and come back at once, with the bytes the caller held and dropped.
+    let mut t = four_answered([16_384, 0, 0, 0], false);
+    t.c.cancel(1);
+    assert_eq!(t.out(), ["RST_STREAM 1 8"]);
+    assert_eq!(t.c.open_streams(), 3);
+    t.recv(&cat(&[
+        data(1, &"b".repeat(16_382), false),
+        headers(1, None, &[("x", "1")], true),
+    ]));
+    assert_eq!(t.events(), Vec::<String>::new());
+    assert_eq!(t.out(), Vec::<String>::new());
+    t.recv(&data(1, "b", false));
+    assert_eq!(
+        t.out(),
+        ["WINDOW_UPDATE 0 +32767"],
+        "16,384 held and 16,383 late"
+    );
+}
+
+#[test]
+fn frames_after_the_end_are_stream_closed() {
+    // RFC 9113 §5.1: DATA after END_STREAM on a closed stream is STREAM_CLOSED.
+    let mut t = ready();
+    t.recv(&headers(1, Some("200"), &[], true));
+    t.events();
+    t.recv(&data(1, "x", false));
+    assert_eq!(t.out(), ["GOAWAY 0 5"]);
+}
+
+#[test]
+fn pings_both_ways() {
+    // RFC 9113 §6.7: ours is answered with the same payload (an event); a wrong payload is not
+    // ours; no answer by the deadline ends the connection.
+    let mut t = ready();
+    assert!(t.c.ping(10));
+    assert!(!t.c.ping(11), "one at a time");
+    assert_eq!(t.out(), ["PING [0, 0, 0, 0, 0, 0, 0, 1]"]);
+    assert_eq!(t.c.deadline(), 10 + SMALL.ping_timeout);
+    t.recv(&raw(8, kind::PING, flag::ACK, 0, &[0, 0, 0, 0, 0, 0, 0, 9]));
+    assert_eq!(t.events(), Vec::<String>::new());
+    t.recv(&raw(8, kind::PING, flag::ACK, 0, &[0, 0, 0, 0, 0, 0, 0, 1]));
+    assert_eq!(t.events(), ["pong"]);
+    assert_eq!(t.c.deadline(), u64::MAX);
+
+    assert!(t.c.ping(100));
+    t.out();
+    t.c.on_timer(100 + SMALL.ping_timeout - 1, &mut t.h);
+    assert_eq!(t.events(), Vec::<String>::new());
+    t.c.on_timer(100 + SMALL.ping_timeout, &mut t.h);
+    assert_eq!(t.events(), ["failed 1 Connection(Timeout)"]);
+    assert_eq!(t.c.poll_transmit(), Transmit::Close);
+}
+
+#[test]
+fn unacknowledged_settings_time_out() {
+    // RFC 9113 §6.5.3: SETTINGS_TIMEOUT (4) once the ACK is late.
+    let mut t = T::new(SMALL);
+    t.out();
+    t.c.open(&get("/"), true).unwrap();
+    t.recv(&settings(&[]));
+    t.out();
+    assert_eq!(t.c.deadline(), SMALL.settings_timeout);
+    t.c.on_timer(SMALL.settings_timeout, &mut t.h);
+    assert_eq!(t.events(), ["failed 1 Connection(Timeout)"]);
+    assert_eq!(t.out(), ["GOAWAY 0 4"]);
+    assert_eq!(t.c.poll_transmit(), Transmit::Close);
+}
+
+#[test]
+fn the_servers_first_frame_must_be_settings() {
+    // RFC 9113 §3.4.
+    let mut t = T::new(SMALL);
+    t.out();
+    t.recv(&raw(8, kind::PING, 0, 0, &[0; 8]));
+    assert_eq!(t.out(), ["GOAWAY 0 1"]);
+    assert_eq!(t.c.poll_transmit(), Transmit::Close);
+}
+
+#[test]
+fn control_floods_end_the_connection() {
+    // The server's own bound (MAX_CONTROL_PER_SEC), applied to a server: PING or SETTINGS
+    // floods end with ENHANCE_YOUR_CALM (11).
+    let mut t = ready();
+    let ping = raw(8, kind::PING, 0, 0, &[0; 8]);
+    let flood: Vec<u8> = (0..=crate::h2::MAX_CONTROL_PER_SEC)
+        .flat_map(|_| ping.clone())
+        .collect();
+    t.recv(&flood);
+    assert_eq!(
+        t.events(),
+        ["failed 1 Connection(Protocol(EnhanceYourCalm))"]
+    );
+    assert_eq!(t.out().last().unwrap(), "GOAWAY 0 11");
+}
+
+#[test]
+fn our_goaway_lets_open_streams_finish() {
+    // RFC 9113 §6.8: GOAWAY(NO_ERROR) at close; no new stream; the open one finishes, then
+    // the connection closes.
+    let mut t = ready();
+    t.c.goaway();
+    assert_eq!(t.out(), ["GOAWAY 0 0"]);
+    assert_eq!(t.c.open(&get("/"), true), Err(OpenError::Closing));
+    assert_eq!(t.c.poll_transmit(), Transmit::Idle);
+    t.recv(&headers(1, Some("200"), &[], true));
+    assert_eq!(t.events(), ["head 1 200 []", "end 1"]);
+    assert_eq!(t.c.poll_transmit(), Transmit::Close);
+}
+
+#[test]
+fn eof_fails_what_is_open() {
+    let mut t = ready();
+    t.c.eof(&mut t.h);
+    assert_eq!(t.events(), ["failed 1 Connection(Closed)"]);
+    assert_eq!(t.c.poll_transmit(), Transmit::Close);
+    assert!(!t.c.wants_input());
+}
+
+#[test]
+fn a_slow_consumer_holds_the_server_to_the_window() {
+    // What the caller is handed and has not consumed never exceeds the stream window, so a
+    // slow client downstream bounds this connection's memory (the caller holds the bytes).
+    let mut t = ready();
+    t.recv(&headers(1, Some("200"), &[], false));
+    let mut handed = 0;
+    for _ in 0..10 {
+        t.recv(&data(1, &"q".repeat(10), false));
+    }
+    for e in t.events() {
+        if let Some(d) = e.strip_prefix("data 1 ") {
+            handed += d.len();
+        }
+    }
+    assert_eq!(handed, 100);
+    t.recv(&data(1, "q", false));
+    assert_eq!(t.events(), ["failed 1 FlowControl"]);
 }
