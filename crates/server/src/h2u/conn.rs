@@ -783,26 +783,33 @@ impl Conn {
         self.give_back_conn(flen - data.len() as i64);
         let s = &mut self.streams[idx];
         let id = s.id;
-        match s.recv {
-            Recv::Done => {
-                return self.stream_error(id, Code::StreamClosed, StreamError::Closed, ev);
+        let malformed = |m| Some((Code::Protocol, StreamError::Malformed(m)));
+        let refused = match s.recv {
+            Recv::Done => Some((Code::StreamClosed, StreamError::Closed)),
+            Recv::Head => malformed(Malformed::UnexpectedData),
+            Recv::Body if flen > s.recv_window => {
+                Some((Code::FlowControl, StreamError::FlowControl))
             }
-            Recv::Head => return self.malformed(id, Malformed::UnexpectedData, ev),
-            Recv::Body => {}
+            Recv::Body => {
+                s.recv_window -= flen;
+                // The padding of a stream's DATA is owed back with its next update.
+                s.recv_owed += flen - data.len() as i64;
+                s.received += data.len() as u64;
+                if !data.is_empty() && s.no_content {
+                    malformed(Malformed::UnexpectedData)
+                } else if s.declared.is_some_and(|d| s.received > d) {
+                    malformed(Malformed::LengthMismatch)
+                } else {
+                    None
+                }
+            }
+        };
+        if let Some((code, why)) = refused {
+            // Never handed over: back to the connection window at once.
+            self.give_back_conn(data.len() as i64);
+            return self.stream_error(id, code, why, ev);
         }
-        if flen > s.recv_window {
-            return self.stream_error(id, Code::FlowControl, StreamError::FlowControl, ev);
-        }
-        s.recv_window -= flen;
-        // The padding of a stream's DATA is owed back with the stream's next update.
-        s.recv_owed += flen - data.len() as i64;
-        s.received += data.len() as u64;
-        if !data.is_empty() && s.no_content {
-            return self.malformed(id, Malformed::UnexpectedData, ev);
-        }
-        if s.declared.is_some_and(|d| s.received > d) {
-            return self.malformed(id, Malformed::LengthMismatch, ev);
-        }
+        let s = &mut self.streams[idx];
         if !data.is_empty() {
             s.unconsumed += data.len() as i64;
             ev.data(id, data);

@@ -844,3 +844,23 @@ fn a_slow_consumer_holds_the_server_to_the_window() {
     t.recv(&data(1, "q", false));
     assert_eq!(t.events(), ["failed 1 FlowControl"]);
 }
+
+#[test]
+fn data_refused_on_a_stream_still_returns_the_connection_window() {
+    // RFC 9113 §6.9: DATA count against the connection window even when the stream rejects
+    // them; bytes never handed to the caller come back at once, or a few bad streams would
+    // shut the connection for all.
+    let mut t = T::new(WIDE);
+    t.recv(&cat(&[settings(&[]), settings_ack()]));
+    for _ in 0..2 {
+        t.c.open(&get("/"), true).unwrap();
+    }
+    t.out();
+    t.recv(&data(1, &"a".repeat(16_384), false));
+    assert_eq!(t.events(), ["failed 1 Malformed(UnexpectedData)"]);
+    t.recv(&cat(&[headers(3, Some("200"), &[], false), data(3, &"b".repeat(16_383), true)]));
+    t.events();
+    assert_eq!(t.out(), ["RST_STREAM 1 1"]);
+    t.c.consumed(3, 16_383);
+    assert_eq!(t.out(), ["WINDOW_UPDATE 0 +32767"]);
+}
