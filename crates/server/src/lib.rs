@@ -224,6 +224,14 @@ pub mod http2 {
     };
 }
 
+/// The checks the fuzz targets in `fuzz/` run on this crate's state machines (not an API).
+#[cfg(all(feature = "proxy", feature = "http2"))]
+#[doc(hidden)]
+pub mod fuzzing {
+    /// The upstream HTTP/2 connection reading arbitrary server bytes (`h2u/fuzz.rs`).
+    pub use crate::h2u::fuzz::check as h2u_frames;
+}
+
 /// HTTP/3's named limits (RFC 9114, over QUIC).
 #[cfg(feature = "http3")]
 pub mod http3 {

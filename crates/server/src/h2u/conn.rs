@@ -700,16 +700,33 @@ impl Conn {
             return;
         }
         frame::goaway(&mut self.out, 0, code);
-        self.fail_all(why, ev);
+        // Nothing is written after the GOAWAY (no window given back for failed streams).
         self.state = State::Last;
+        self.fail_all(why, ev);
         self.inbuf = Vec::new();
         self.collect = None;
         self.draining.clear();
     }
 
     fn fail_all(&mut self, why: ConnError, ev: &mut impl Events) {
-        for s in std::mem::take(&mut self.streams) {
-            ev.failed(s.id, StreamError::Connection(why));
+        while let Some(last) = self.streams.len().checked_sub(1) {
+            self.drop_stream(last, StreamError::Connection(why), ev);
+        }
+    }
+
+    /// Stream `idx` leaves the table for `why`. One still reading its response hears it, and
+    /// the bytes it held return to the connection window (the caller drops them); one whose
+    /// response ended heard [`Events::end`] already, so it hears nothing more and its bytes
+    /// stay owed until consumed.
+    fn drop_stream(&mut self, idx: usize, why: StreamError, ev: &mut impl Events) {
+        let s = self.streams.swap_remove(idx);
+        if s.recv == Recv::Done {
+            if s.unconsumed > 0 {
+                self.draining.push((s.id, s.unconsumed));
+            }
+        } else {
+            self.give_back_conn(s.unconsumed);
+            ev.failed(s.id, why);
         }
     }
 
@@ -719,9 +736,7 @@ impl Conn {
         frame::rst(&mut self.out, id, code);
         self.reset.push(id);
         if let Some(idx) = self.find(id) {
-            let s = self.streams.swap_remove(idx);
-            self.give_back_conn(s.unconsumed);
-            ev.failed(id, why);
+            self.drop_stream(idx, why, ev);
         }
     }
 
@@ -994,23 +1009,15 @@ impl Conn {
         let Some(idx) = self.find(h.stream) else {
             return;
         };
-        let s = self.streams.swap_remove(idx);
-        self.closed.push(s.id);
-        if s.recv == Recv::Done {
-            // §8.1: the answer was whole; the server needs no more of our body (NO_ERROR),
-            // or resets what it has answered. The caller heard `end` already.
-            if s.unconsumed > 0 {
-                self.draining.push((s.id, s.unconsumed));
-            }
-            return;
-        }
-        self.give_back_conn(s.unconsumed);
+        self.closed.push(h.stream);
+        // §8.1: after a whole answer, the server needs no more of our body (NO_ERROR): the
+        // caller heard `end` already and hears nothing more.
         let why = if code == Code::RefusedStream as u32 {
             StreamError::Refused
         } else {
             StreamError::Reset(code)
         };
-        ev.failed(s.id, why);
+        self.drop_stream(idx, why, ev);
     }
 
     fn settings(&mut self, h: Head, p: &[u8], now: u64, ev: &mut impl Events) {
@@ -1122,10 +1129,8 @@ impl Conn {
                 i += 1;
                 continue;
             };
-            let s = self.streams.swap_remove(i);
             self.reset.push(s.id);
-            self.give_back_conn(s.unconsumed);
-            ev.failed(s.id, why);
+            self.drop_stream(i, why, ev);
         }
         if !self.goaway_in {
             self.goaway_in = true;

@@ -18,6 +18,8 @@
 
 mod conn;
 mod fields;
+/// The fuzz target's checks (`fuzz/fuzz_targets/h2u_frames.rs`), run on the seeds by tests.
+pub(crate) mod fuzz;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

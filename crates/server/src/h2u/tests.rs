@@ -858,9 +858,36 @@ fn data_refused_on_a_stream_still_returns_the_connection_window() {
     t.out();
     t.recv(&data(1, &"a".repeat(16_384), false));
     assert_eq!(t.events(), ["failed 1 Malformed(UnexpectedData)"]);
-    t.recv(&cat(&[headers(3, Some("200"), &[], false), data(3, &"b".repeat(16_383), true)]));
+    t.recv(&cat(&[
+        headers(3, Some("200"), &[], false),
+        data(3, &"b".repeat(16_383), true),
+    ]));
     t.events();
     assert_eq!(t.out(), ["RST_STREAM 1 1"]);
     t.c.consumed(3, 16_383);
     assert_eq!(t.out(), ["WINDOW_UPDATE 0 +32767"]);
+}
+
+#[test]
+fn a_stream_answered_while_its_body_goes_up_ends_once() {
+    // RFC 9113 §8.1: the server may answer before the request's body ends; the stream heard
+    // `end`, so neither its RST_STREAM(NO_ERROR) nor the connection's end fail it afterwards
+    // (each stream hears exactly one ending).
+    for last in [rst(1, 0), goaway(0, 2)] {
+        let mut t = started(&[]);
+        let id = t.c.open(&post(&[]), false).unwrap();
+        t.c.send(id, b"part", false);
+        t.out();
+        t.recv(&headers(1, Some("200"), &[], true));
+        assert_eq!(t.events(), ["head 1 200 []", "end 1"]);
+        assert_eq!(t.c.send_room(id), 65_531, "the body may still go up");
+        t.recv(&last);
+        t.c.eof(&mut t.h);
+        let events = t.events();
+        assert!(
+            !events.iter().any(|e| e.starts_with("failed")),
+            "{events:?}"
+        );
+        assert_eq!(t.c.send(id, b"more", true), 0, "the stream is gone");
+    }
 }

@@ -323,14 +323,14 @@ fn one_grpc_empty_call_against_grpc_go() {
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let started = Instant::now();
     while TcpStream::connect(addr).is_err() {
-        assert!(started.elapsed() < LOOP_LIMIT, "grpc-go's server never listened");
+        assert!(
+            started.elapsed() < LOOP_LIMIT,
+            "grpc-go's server never listened"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let mut w = Wire::connect(addr, Settings::default());
-    let fields: &[(&[u8], &[u8])] = &[
-        (b"content-type", b"application/grpc"),
-        (b"te", b"trailers"),
-    ];
+    let fields: &[(&[u8], &[u8])] = &[(b"content-type", b"application/grpc"), (b"te", b"trailers")];
     let call = Request {
         method: b"POST",
         scheme: b"http",
