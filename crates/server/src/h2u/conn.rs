@@ -1136,6 +1136,7 @@ impl Conn {
             self.goaway_in = true;
             ev.goaway();
         }
+        self.end_if_done();
     }
 
     fn window_update(&mut self, h: Head, p: &[u8], ev: &mut impl Events) {
