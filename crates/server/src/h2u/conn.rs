@@ -91,14 +91,13 @@ pub(crate) enum StreamError {
     Refused,
     /// The server reset the stream with this code (RFC 9113 §6.4).
     Reset(u32),
-    /// The response was malformed: we reset the stream with PROTOCOL_ERROR (or
-    /// FLOW_CONTROL_ERROR / STREAM_CLOSED where §5.1, §6.9 say so).
+    /// The response was malformed (§8.1.1): we reset the stream with PROTOCOL_ERROR.
     Malformed(Malformed),
-    /// The server sent more than the stream's window (§6.9.1): reset with
-    /// FLOW_CONTROL_ERROR.
-    FlowControl,
-    /// A frame on the stream after its END_STREAM (§5.1): reset with STREAM_CLOSED.
-    Closed,
+    /// The server broke a stream rule; we reset the stream with this code: FLOW_CONTROL_ERROR
+    /// (more than the window, §6.9.1), STREAM_CLOSED (a frame after its END_STREAM, §5.1),
+    /// PROTOCOL_ERROR (a WINDOW_UPDATE of 0, §6.9), FRAME_SIZE_ERROR (a PRIORITY not 5 bytes,
+    /// §6.3).
+    Protocol(Code),
     Connection(ConnError),
 }
 
@@ -115,8 +114,7 @@ impl std::fmt::Display for StreamError {
             StreamError::Refused => f.write_str("refused by the upstream"),
             StreamError::Reset(c) => write!(f, "reset by the upstream (code {c:#x})"),
             StreamError::Malformed(m) => write!(f, "malformed response: {m}"),
-            StreamError::FlowControl => f.write_str("the upstream overran the window"),
-            StreamError::Closed => f.write_str("frames after the stream ended"),
+            StreamError::Protocol(c) => write!(f, "the upstream broke a stream rule ({c:?})"),
             StreamError::Connection(ConnError::Protocol(c)) => {
                 write!(f, "the upstream broke HTTP/2 ({c:?})")
             }
@@ -800,10 +798,13 @@ impl Conn {
         let id = s.id;
         let malformed = |m| Some((Code::Protocol, StreamError::Malformed(m)));
         let refused = match s.recv {
-            Recv::Done => Some((Code::StreamClosed, StreamError::Closed)),
+            Recv::Done => Some((
+                Code::StreamClosed,
+                StreamError::Protocol(Code::StreamClosed),
+            )),
             Recv::Head => malformed(Malformed::UnexpectedData),
             Recv::Body if flen > s.recv_window => {
-                Some((Code::FlowControl, StreamError::FlowControl))
+                Some((Code::FlowControl, StreamError::Protocol(Code::FlowControl)))
             }
             Recv::Body => {
                 s.recv_window -= flen;
@@ -937,7 +938,12 @@ impl Conn {
         }
         let checked = rf.finish();
         match recv {
-            Recv::Done => self.stream_error(id, Code::StreamClosed, StreamError::Closed, ev),
+            Recv::Done => self.stream_error(
+                id,
+                Code::StreamClosed,
+                StreamError::Protocol(Code::StreamClosed),
+                ev,
+            ),
             Recv::Head => {
                 let checked = match checked {
                     Ok(c) => c,
@@ -988,7 +994,7 @@ impl Conn {
         }
         if p.len() != 5 && self.find(h.stream).is_some() {
             // §6.3: a stream error of type FRAME_SIZE_ERROR.
-            let why = StreamError::Connection(ConnError::Protocol(Code::FrameSize));
+            let why = StreamError::Protocol(Code::FrameSize);
             self.stream_error(h.stream, Code::FrameSize, why, ev);
         }
         // Otherwise ignored: RFC 9113 deprecates the priority tree.
@@ -1044,11 +1050,9 @@ impl Conn {
             let id = u16::from_be_bytes([e[0], e[1]]);
             let v = u32::from_be_bytes([e[2], e[3], e[4], e[5]]);
             match id {
-                HEADER_TABLE_SIZE => {
-                    if v != self.peer_table_size {
-                        self.peer_table_size = v;
-                        self.table_update = true;
-                    }
+                HEADER_TABLE_SIZE if v != self.peer_table_size => {
+                    self.peer_table_size = v;
+                    self.table_update = true;
                 }
                 // §6.5.2: a server MUST NOT set ENABLE_PUSH to anything but 0.
                 setting::ENABLE_PUSH if v != 0 => return self.protocol_error(ev),
@@ -1163,13 +1167,14 @@ impl Conn {
             return; // a closed stream: allowed for a while (§6.9)
         };
         if inc == 0 {
-            let why = StreamError::Connection(ConnError::Protocol(Code::Protocol));
+            let why = StreamError::Protocol(Code::Protocol);
             return self.stream_error(h.stream, Code::Protocol, why, ev);
         }
         let s = &mut self.streams[idx];
         s.send_window += inc;
         if s.send_window > frame::MAX_WINDOW {
-            return self.stream_error(h.stream, Code::FlowControl, StreamError::FlowControl, ev);
+            let why = StreamError::Protocol(Code::FlowControl);
+            self.stream_error(h.stream, Code::FlowControl, why, ev);
         }
     }
 

@@ -289,8 +289,14 @@ mod tests {
                 content_length,
             })
         };
+        type Row<'a> = (
+            &'a str,
+            &'a [(&'a str, &'a str)],
+            bool,
+            Result<Checked, Malformed>,
+        );
         #[rustfmt::skip]
-        let rows: &[(&str, &[(&str, &str)], bool, Result<Checked, Malformed>)] = &[
+        let rows: &[Row] = &[
             ("a plain head", &[(":status", "200"), ("content-type", "text/plain")], false, ok(200, None)),
             ("content-length read", &[(":status", "200"), ("content-length", "5")], false, ok(200, Some(5))),
             ("the same length twice is one (RFC 9110 §8.6)", &[(":status", "200"), ("content-length", "5"), ("content-length", "5")], false, ok(200, Some(5))),

@@ -295,9 +295,11 @@ fn the_start_is_preface_settings_and_window() {
     assert!(t.c.is_idle());
 }
 
-/// (rule, the server's bytes after `ready`, events, our frames after).
+/// A table row: (rule, the server's bytes after `ready`, events, our frames after).
+type Row = (&'static str, Vec<u8>, Vec<&'static str>, Vec<&'static str>);
+
 #[rustfmt::skip]
-fn rows() -> Vec<(&'static str, Vec<u8>, Vec<&'static str>, Vec<&'static str>)> {
+fn rows() -> Vec<Row> {
     vec![
         ("a response: head, DATA, end (§8.1)",
          cat(&[headers(1, Some("200"), &[("content-type", "text/plain")], false), data(1, "hello", true)]),
@@ -368,7 +370,7 @@ fn rows() -> Vec<(&'static str, Vec<u8>, Vec<&'static str>, Vec<&'static str>)> 
          data(0, "x", false), vec!["failed 1 Connection(Protocol(Protocol))"], vec!["GOAWAY 0 1"]),
         ("DATA past the stream window: FLOW_CONTROL_ERROR (§6.9.1)",
          cat(&[headers(1, Some("200"), &[], false), data(1, &"x".repeat(101), false)]),
-         vec!["head 1 200 []", "failed 1 FlowControl"], vec!["RST_STREAM 1 3"]),
+         vec!["head 1 200 []", "failed 1 Protocol(FlowControl)"], vec!["RST_STREAM 1 3"]),
         ("a frame over our MAX_FRAME_SIZE (§4.2)",
          raw(16_385, kind::DATA, 0, 1, &[0; 16_385]),
          vec!["failed 1 Connection(Protocol(FrameSize))"], vec!["GOAWAY 0 6"]),
@@ -406,7 +408,7 @@ fn rows() -> Vec<(&'static str, Vec<u8>, Vec<&'static str>, Vec<&'static str>)> 
         ("WINDOW_UPDATE overflowing the connection window (§6.9.1)",
          window_update(0, (1 << 31) - 1), vec!["failed 1 Connection(Protocol(FlowControl))"], vec!["GOAWAY 0 3"]),
         ("WINDOW_UPDATE overflowing a stream window (§6.9.1)",
-         window_update(1, (1 << 31) - 1), vec!["failed 1 FlowControl"], vec!["RST_STREAM 1 3"]),
+         window_update(1, (1 << 31) - 1), vec!["failed 1 Protocol(FlowControl)"], vec!["RST_STREAM 1 3"]),
         ("RST_STREAM on an idle stream (§6.4)",
          rst(9, 8), vec!["failed 1 Connection(Protocol(Protocol))"], vec!["GOAWAY 0 1"]),
         ("padded DATA: the padding is given back at once (§6.1)",
@@ -622,7 +624,11 @@ fn receive_windows_reopen_only_as_the_caller_consumes() {
     assert_eq!(t.events().len(), 2);
     assert_eq!(t.out(), Vec::<String>::new(), "nothing given back unasked");
     t.recv(&data(1, "b", false));
-    assert_eq!(t.events(), ["failed 1 FlowControl"], "past the window");
+    assert_eq!(
+        t.events(),
+        ["failed 1 Protocol(FlowControl)"],
+        "past the window"
+    );
     assert_eq!(t.out(), ["RST_STREAM 1 3"]);
 
     let mut t = ready();
@@ -842,7 +848,7 @@ fn a_slow_consumer_holds_the_server_to_the_window() {
     }
     assert_eq!(handed, 100);
     t.recv(&data(1, "q", false));
-    assert_eq!(t.events(), ["failed 1 FlowControl"]);
+    assert_eq!(t.events(), ["failed 1 Protocol(FlowControl)"]);
 }
 
 #[test]
