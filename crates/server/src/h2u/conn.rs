@@ -143,7 +143,9 @@ pub(crate) enum OpenError {
 
 /// The owner of the streams: hears each one's response, by stream id.
 pub(crate) trait Events {
-    /// A response head: an informational one (1xx, any number of them) or the final one.
+    /// A response head: an informational one (1xx, any number of them) or the final one. A
+    /// final head with END_STREAM (gRPC's Trailers-Only) is followed by [`Events::end`] at
+    /// once: its fields are the trailers too.
     fn head(&mut self, id: u32, status: u16, fields: &Fields);
     /// A piece of the response body, in order. Its bytes count against the windows until
     /// [`Conn::consumed`] says they were passed on.
@@ -332,6 +334,12 @@ impl Conn {
             return Some(OpenError::Closing);
         }
         (self.streams.len() >= self.peer_max_streams as usize).then_some(OpenError::NoRoom)
+    }
+
+    /// Whether stream `id` is still open (its body may go on; a stream whose response ended
+    /// and that the server then reset, or that failed, is not).
+    pub(crate) fn is_open(&self, id: u32) -> bool {
+        self.find(id).is_some()
     }
 
     /// Streams open (counted against the server's SETTINGS_MAX_CONCURRENT_STREAMS).

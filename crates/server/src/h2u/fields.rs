@@ -234,8 +234,12 @@ pub(crate) fn encode_request(out: &mut Vec<u8>, req: &Request<'_>, table_update:
     }
     let fields = req.fields.iter().map(|&(n, v)| (n, v));
     answer_fields::each(fields, false, |name, value| {
-        // §8.3.1: `:authority` carries the host; §8.2.2: `te` only as `trailers`.
-        if name == b"host" || (name == b"te" && !value.eq_ignore_ascii_case(b"trailers")) {
+        // §8.3.1: `:authority` carries the host; §8.2.2: `te` only as `trailers`; §8.3: the
+        // pseudo-headers are the four above.
+        if name == b"host"
+            || name.first() == Some(&b':')
+            || (name == b"te" && !value.eq_ignore_ascii_case(b"trailers"))
+        {
             return;
         }
         hpack::field(out, name, value);
@@ -256,7 +260,7 @@ pub(crate) fn encode_trailers(
     }
     let mut size = 0;
     answer_fields::each(fields.iter().map(|&(n, v)| (n, v)), false, |name, value| {
-        if name == b"te" || name == b"host" {
+        if name == b"te" || name == b"host" || name.first() == Some(&b':') {
             return;
         }
         hpack::field(out, name, value);
@@ -349,6 +353,7 @@ mod tests {
             (b"TE", b"trailers"),
             (b"Connection", b"keep-alive"),
             (b"Host", b"other"),
+            (b":protocol", b"websocket"),
             (b"X-Id", b"7"),
         ];
         let req = Request {
