@@ -897,3 +897,42 @@ fn a_stream_answered_while_its_body_goes_up_ends_once() {
         assert_eq!(t.c.send(id, b"more", true), 0, "the stream is gone");
     }
 }
+
+#[test]
+fn a_head_request_has_no_content_whatever_its_length_says() {
+    // RFC 9113 §8.1.1: a response to HEAD may carry a non-zero Content-Length and no DATA;
+    // DATA with content on it is malformed.
+    let head = Request {
+        method: b"HEAD",
+        ..get("/")
+    };
+    let mut t = started(&[]);
+    t.c.open(&head, true).unwrap();
+    t.out();
+    t.recv(&headers(1, Some("200"), &[("content-length", "5")], true));
+    assert_eq!(t.events(), ["head 1 200 [content-length: 5]", "end 1"]);
+    t.c.open(&head, true).unwrap();
+    t.out();
+    t.recv(&cat(&[
+        headers(3, Some("200"), &[], false),
+        data(3, "x", true),
+    ]));
+    assert_eq!(
+        t.events(),
+        ["head 3 200 []", "failed 3 Malformed(UnexpectedData)"]
+    );
+}
+
+#[test]
+fn only_a_refusal_is_retryable() {
+    // RFC 9113 §8.7: REFUSED_STREAM and streams above a GOAWAY's last id were not processed.
+    assert!(StreamError::Refused.retryable());
+    for e in [
+        StreamError::Reset(2),
+        StreamError::Protocol(crate::h2::frame::Code::FlowControl),
+        StreamError::Connection(ConnError::GoAway(2)),
+        StreamError::Connection(ConnError::Closed),
+    ] {
+        assert!(!e.retryable(), "{e}");
+    }
+}
