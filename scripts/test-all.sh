@@ -111,10 +111,12 @@ fuzz_replay() {
     done
     [ -n "$bin" ] || { echo "fuzz targets were not built" >&2; return 1; }
     local t
-    for t in parse_request parse_chunked parse_response hpack_decode ws_frames parse_proxy_header h3_frames qpack_decode cache_control grpc_frames grpc_web_text; do
+    local n=0
+    for t in parse_request parse_chunked parse_response hpack_decode ws_frames parse_proxy_header h3_frames qpack_decode cache_control grpc_frames grpc_web_text h2u_frames; do
         "$bin/$t" fuzz/corpus/$t/* >/dev/null 2>&1
+        n=$((n + $(ls fuzz/corpus/$t | wc -l)))
     done
-    echo "fuzz targets replayed $(ls fuzz/corpus/parse_request | wc -l) + $(ls fuzz/corpus/parse_chunked | wc -l) + $(ls fuzz/corpus/parse_response | wc -l) + $(ls fuzz/corpus/hpack_decode | wc -l) + $(ls fuzz/corpus/parse_proxy_header | wc -l) + $(ls fuzz/corpus/ws_frames | wc -l) + $(ls fuzz/corpus/h3_frames | wc -l) + $(ls fuzz/corpus/qpack_decode | wc -l) + $(ls fuzz/corpus/cache_control | wc -l) + $(ls fuzz/corpus/grpc_frames | wc -l) + $(ls fuzz/corpus/grpc_web_text | wc -l) seeds"
+    echo "fuzz targets replayed $n seeds"
 }
 must "fuzz targets: build, replay seeds" fuzz_replay
 

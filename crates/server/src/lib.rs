@@ -156,6 +156,8 @@ mod h1;
 mod h1c;
 #[cfg(feature = "http2")]
 mod h2;
+#[cfg(all(feature = "proxy", feature = "http2"))]
+mod h2u;
 #[cfg(feature = "http3")]
 mod h3;
 #[cfg(feature = "jwt")]
@@ -230,6 +232,14 @@ pub mod http2 {
         MAX_BODY_STREAMS, MAX_CONCURRENT_STREAMS, MAX_CONTINUATIONS, MAX_CONTROL_PER_SEC,
         MAX_HEADER_BLOCK, MAX_RESETS_PER_SEC, MAX_TUNNEL_STREAMS,
     };
+}
+
+/// The checks the fuzz targets in `fuzz/` run on this crate's state machines (not an API).
+#[cfg(all(feature = "proxy", feature = "http2"))]
+#[doc(hidden)]
+pub mod fuzzing {
+    /// The upstream HTTP/2 connection reading arbitrary server bytes (`h2u/fuzz.rs`).
+    pub use crate::h2u::fuzz::check as h2u_frames;
 }
 
 /// HTTP/3's named limits (RFC 9114, over QUIC).

@@ -248,20 +248,25 @@ impl TrailerFields {
         if self.error.is_some() {
             return;
         }
-        let checked = check_value(value).and_then(|()| {
-            if name.starts_with(b":") {
-                return Err(Malformed::PseudoHeader);
-            }
-            check_name(name)?;
-            match name {
-                b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding"
-                | b"upgrade" | b"te" => Err(Malformed::ConnectionSpecific),
-                _ => Ok(()),
-            }
-        });
-        if let Err(e) = checked {
+        if let Err(e) = check_regular(name, value) {
             self.error = Some(e);
         }
+    }
+}
+
+/// A field that is neither a pseudo-header nor allowed only in requests (`te`): a trailer's,
+/// or a response's (`h2u` reads the upstream's with it). §8.2.1 names and values, §8.2.2 no
+/// connection-specific field.
+pub(crate) fn check_regular(name: &[u8], value: &[u8]) -> Result<(), Malformed> {
+    check_value(value)?;
+    if name.starts_with(b":") {
+        return Err(Malformed::PseudoHeader);
+    }
+    check_name(name)?;
+    match name {
+        b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade"
+        | b"te" => Err(Malformed::ConnectionSpecific),
+        _ => Ok(()),
     }
 }
 
@@ -324,7 +329,7 @@ fn check_value(v: &[u8]) -> Result<(), Malformed> {
 }
 
 /// A Content-Length value: digits only.
-fn parse_length(v: &[u8]) -> Option<u64> {
+pub(crate) fn parse_length(v: &[u8]) -> Option<u64> {
     if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
         return None;
     }

@@ -60,6 +60,9 @@ pub(crate) enum Code {
     Protocol = 0x1,
     Internal = 0x2,
     FlowControl = 0x3,
+    /// Our SETTINGS went unacknowledged (RFC 9113 §6.5.3); only the client (`h2u`) sends it.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))] // `h2u` is built with `proxy`
+    SettingsTimeout = 0x4,
     StreamClosed = 0x5,
     FrameSize = 0x6,
     RefusedStream = 0x7,
@@ -118,6 +121,21 @@ pub(crate) fn settings_ack(out: &mut Vec<u8>) {
 
 pub(crate) fn ping_ack(out: &mut Vec<u8>, data: &[u8]) {
     head(out, 8, kind::PING, flag::ACK, 0);
+    out.extend_from_slice(data);
+}
+
+/// A PING of ours (the client's keepalive, `h2u`); the server only answers them.
+#[cfg_attr(not(feature = "proxy"), allow(dead_code))] // `h2u` is built with `proxy`
+pub(crate) fn ping(out: &mut Vec<u8>, data: &[u8; 8]) {
+    head(out, 8, kind::PING, 0, 0);
+    out.extend_from_slice(data);
+}
+
+/// DATA carrying `data` (at most the peer's frame size; the caller splits).
+#[cfg_attr(not(feature = "proxy"), allow(dead_code))] // `h2u` is built with `proxy`
+pub(crate) fn data(out: &mut Vec<u8>, stream: u32, data: &[u8], end_stream: bool) {
+    let es = if end_stream { flag::END_STREAM } else { 0 };
+    head(out, data.len(), kind::DATA, es, stream);
     out.extend_from_slice(data);
 }
 
