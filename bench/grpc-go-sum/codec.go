@@ -6,8 +6,8 @@ package main
 import (
 	"fmt"
 
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // SumRequest { int32 a = 1; int32 b = 2; }
