@@ -8,12 +8,37 @@
 #
 #   scripts/peers.sh          install what is missing (root on Debian), then list
 #   scripts/peers.sh list     only list what is there
+#   scripts/peers.sh grpc     build issue 53's gRPC peers (bench/grpc.toml, bench/grpc_proxy.toml):
+#                             bench/tonic-grpc (tonic 0.14, cargo --release --locked; no protoc
+#                             needed) and bench/grpc-go-sum (grpc-go v1.85.0, go build; GOPROXY)
 #
-# Exit 2 with a NOT RUN line where it cannot install (not root, no apt-get); a package that
-# Debian cannot install is named, and the rest still installed.
+# Exit 2 with a NOT RUN line where it cannot install (not root, no apt-get) or build (no cargo,
+# no go); a package that Debian cannot install is named, and the rest still installed.
 set -euo pipefail
 
 say() { echo "peers: $*" >&2; }
+
+if [ "${1:-}" = grpc ]; then
+    root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+    GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
+    status=0
+    if command -v cargo >/dev/null; then
+        say "building bench/tonic-grpc (cargo build --release --locked)"
+        (cd "$root/bench/tonic-grpc" && cargo build --release --locked) || status=1
+    else
+        say "NOT RUN: bench/tonic-grpc: cargo is not installed (https://rustup.rs)"
+        status=2
+    fi
+    if [ -x "$GO" ]; then
+        say "building bench/grpc-go-sum ($GO build)"
+        (cd "$root/bench/grpc-go-sum" && "$GO" build -o grpc-go-sum .) || status=1
+    else
+        say "NOT RUN: bench/grpc-go-sum: go is not on PATH nor at /usr/local/go/bin/go (set GO=)"
+        [ $status = 1 ] || status=2
+    fi
+    [ $status != 0 ] || say "grpc peers built: bench/tonic-grpc/target/release/tonic-grpc, bench/grpc-go-sum/grpc-go-sum"
+    exit $status
+fi
 
 # command:package
 peers=(nginx:nginx-light haproxy:haproxy caddy:caddy h2o:h2o varnishd:varnish wrk:wrk h2load:nghttp2-client

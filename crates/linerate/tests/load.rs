@@ -363,3 +363,31 @@ fn unknown_flag_is_refused() {
     assert!(parse(&["--frobnicate", "http://127.0.0.1/"]).is_err());
     assert!(parse(&["-d", "ten", "http://127.0.0.1/"]).is_err());
 }
+
+#[test]
+fn grpc_flags_parse_and_need_grpc() {
+    let parse = |line: &[&str]| linerate::cli::load::options_from(line.iter().copied());
+    let o = parse(&[
+        "--grpc",
+        "--body-file",
+        "sum.bin",
+        "--max-concurrent-streams",
+        "100",
+        "--expect-body",
+        "00 00 00 00 02 08 03",
+        "http://127.0.0.1/benchmark.BenchmarkService/GetSum",
+    ])
+    .expect("valid");
+    assert!(
+        o.grpc && !o.http2,
+        "--grpc implies --http2 when checked, not in the flags"
+    );
+    assert_eq!(o.streams, 100);
+    assert_eq!(o.expect_body.as_deref(), Some("00 00 00 00 02 08 03"));
+    // The expected bytes mean nothing without --grpc; --grpc goes with neither --ws nor
+    // --http3.
+    assert!(parse(&["--expect-body", "00", "http://127.0.0.1/"]).is_err());
+    assert!(parse(&["--expect-body-file", "x", "http://127.0.0.1/"]).is_err());
+    assert!(parse(&["--grpc", "--http3", "-b", "x", "https://127.0.0.1/"]).is_err());
+    assert!(parse(&["--grpc", "--ws", "ws://127.0.0.1/"]).is_err());
+}

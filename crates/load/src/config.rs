@@ -75,6 +75,8 @@ pub struct Http2 {
     pub streams: usize,
     /// The requests as HTTP/2 frames, index for index with `Config::templates`.
     pub requests: Vec<h2::Request>,
+    /// `--grpc`: what each answer is held to; None for plain HTTP/2.
+    pub grpc: Option<h2::grpc::Expect>,
 }
 
 /// The requests as `Config::templates`, `Config::http2` and `Http3::requests` hold them.
@@ -138,6 +140,14 @@ pub enum ConfigError {
     WsHeader(String),
     /// The random key or mask could not be drawn.
     Random,
+    /// `--expect-body` or `--expect-body-file` without `--grpc` (the flag's name).
+    ExpectWithoutGrpc(&'static str),
+    /// `--expect-body` is not hex.
+    ExpectHex(String),
+    /// `--grpc` without a request message.
+    GrpcWithoutBody,
+    /// `--grpc`'s body is not whole length-prefixed messages (where it came from).
+    GrpcBody(String),
 }
 
 impl fmt::Display for ConfigError {
@@ -200,6 +210,22 @@ impl fmt::Display for ConfigError {
                 f,
                 "header {name:?} is connection-specific, which HTTP/2 forbids (RFC 9113 §8.2.2)"
             ),
+            ConfigError::ExpectWithoutGrpc(opt) => {
+                write!(f, "{opt} applies to gRPC runs only; add --grpc")
+            }
+            ConfigError::ExpectHex(v) => write!(
+                f,
+                "--expect-body {v:?} is not hex bytes (e.g. \"00 00 00 00 02 08 03\")"
+            ),
+            ConfigError::GrpcWithoutBody => f.write_str(
+                "--grpc needs the request message: --body-file FILE holding one length-prefixed \
+                 frame (flag byte, 4-byte length, the protobuf bytes)",
+            ),
+            ConfigError::GrpcBody(from) => write!(
+                f,
+                "{from} is not whole gRPC messages (each a flag byte 0 or 1, a 4-byte \
+                 big-endian length, then that many bytes)"
+            ),
             ConfigError::Http3Header(name) => write!(
                 f,
                 "header {name:?} is connection-specific, which HTTP/3 forbids (RFC 9114 §4.2)"
@@ -213,6 +239,20 @@ impl std::error::Error for ConfigError {}
 impl Config {
     /// Checks `args`, resolves the URL, reads the files, encodes the requests.
     pub fn from_options(args: &LoadOptions) -> Result<Config, ConfigError> {
+        // gRPC runs over HTTP/2 (`--grpc` implies `--http2`).
+        if args.grpc && args.http3 {
+            return Err(ConfigError::Conflict("--grpc", "--http3"));
+        }
+        let grpc_args;
+        let args = if args.grpc && !args.http2 {
+            grpc_args = LoadOptions {
+                http2: true,
+                ..args.clone()
+            };
+            &grpc_args
+        } else {
+            args
+        };
         let target = url::parse(&args.url).map_err(ConfigError::Url)?;
         Self::conflicts(args, args.ws || target.websocket)?;
         if args.http3 && !target.https {
@@ -345,6 +385,28 @@ impl Config {
         } else if args.message_size != crate::options::DEFAULT_MESSAGE_SIZE {
             return Err(ConfigError::MessageWithoutWs("--message-size"));
         }
+        if args.grpc {
+            let other = [
+                (args.http3, "--http3"),
+                (!args.raw.is_empty(), "--raw"),
+                (
+                    args.method
+                        .as_deref()
+                        .is_some_and(|m| !m.eq_ignore_ascii_case("POST")),
+                    "--method other than POST",
+                ),
+            ];
+            if let Some((_, name)) = other.into_iter().find(|(given, _)| *given) {
+                return Err(ConfigError::Conflict("--grpc", name));
+            }
+        } else if args.expect_body.is_some() {
+            return Err(ConfigError::ExpectWithoutGrpc("--expect-body"));
+        } else if args.expect_body_file.is_some() {
+            return Err(ConfigError::ExpectWithoutGrpc("--expect-body-file"));
+        }
+        if args.expect_body.is_some() && args.expect_body_file.is_some() {
+            return Err(ConfigError::Conflict("--expect-body", "--expect-body-file"));
+        }
         if args.http2 && !args.raw.is_empty() {
             // Raw files are HTTP/1.1 bytes.
             return Err(ConfigError::Conflict("--raw", "--http2"));
@@ -441,11 +503,16 @@ impl Config {
         if method.is_empty() || !method.bytes().all(is_tchar) {
             return Err(ConfigError::Method(method));
         }
-        let headers = args
+        let mut headers = args
             .headers
             .iter()
             .map(|h| parse_header(h))
             .collect::<Result<Vec<_>, _>>()?;
+        let grpc = if args.grpc {
+            Some(Self::grpc(args, &body, &mut headers)?)
+        } else {
+            None
+        };
         let one = request::encode(&method, &target.path, &target.authority, &headers, &body);
         let http2 = if args.http2 {
             if let Some((name, _)) = headers.iter().find(|(n, v)| !http2_allows(n, v)) {
@@ -462,6 +529,7 @@ impl Config {
                     &headers,
                     &body,
                 )],
+                grpc,
             })
         } else {
             None
@@ -482,6 +550,41 @@ impl Config {
             None
         };
         Ok((vec![Template::new(&one, args.pipeline)], http2, http3))
+    }
+
+    /// `--grpc`: the body checked as gRPC messages, the fields gRPC asks for added where the
+    /// user gave none (`content-type: application/grpc`, `te: trailers`), and the answer
+    /// expected.
+    fn grpc(
+        args: &LoadOptions,
+        body: &[u8],
+        headers: &mut Vec<(String, String)>,
+    ) -> Result<h2::grpc::Expect, ConfigError> {
+        let from = match &args.body_file {
+            Some(p) => p.display().to_string(),
+            None => "--body".to_string(),
+        };
+        if args.body.is_none() && args.body_file.is_none() {
+            return Err(ConfigError::GrpcWithoutBody);
+        }
+        if !whole_messages(body) {
+            return Err(ConfigError::GrpcBody(from));
+        }
+        for (name, value) in [("content-type", "application/grpc"), ("te", "trailers")] {
+            if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+                headers.push((name.to_string(), value.to_string()));
+            }
+        }
+        let expected = match (&args.expect_body, &args.expect_body_file) {
+            (Some(hex), _) => {
+                Some(parse_hex(hex).ok_or_else(|| ConfigError::ExpectHex(hex.clone()))?)
+            }
+            (None, Some(p)) => Some(std::fs::read(p).map_err(|e| ConfigError::Read(p.clone(), e))?),
+            (None, None) => None,
+        };
+        Ok(h2::grpc::Expect {
+            body: expected.map(std::sync::Arc::from),
+        })
     }
 
     /// `--ws`: the upgrade request and the message, encoded once with a random key and mask.
@@ -559,6 +662,34 @@ fn http2_allows(name: &str, value: &str) -> bool {
     !CONNECTION_SPECIFIC
         .iter()
         .any(|c| name.eq_ignore_ascii_case(c))
+}
+
+/// Bytes that are whole gRPC messages: each a compressed flag of 0 or 1, a 4-byte big-endian
+/// length and that many bytes (gRPC over HTTP/2's Length-Prefixed-Message).
+fn whole_messages(mut b: &[u8]) -> bool {
+    while !b.is_empty() {
+        let Some(p) = b.get(..h2::grpc::PREFIX) else {
+            return false;
+        };
+        let len = u32::from_be_bytes([p[1], p[2], p[3], p[4]]) as usize;
+        if p[0] > 1 || b.len() - h2::grpc::PREFIX < len {
+            return false;
+        }
+        b = &b[h2::grpc::PREFIX + len..];
+    }
+    true
+}
+
+/// Hex digits in pairs, spaces between them allowed (`00 00 00 00 02 08 03`).
+fn parse_hex(s: &str) -> Option<Vec<u8>> {
+    let digits: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+    if !digits.len().is_multiple_of(2) || !digits.iter().all(u8::is_ascii_hexdigit) {
+        return None;
+    }
+    digits
+        .chunks(2)
+        .map(|d| u8::from_str_radix(std::str::from_utf8(d).ok()?, 16).ok())
+        .collect()
 }
 
 /// RFC 9110 §5.6.2 tchar.

@@ -5,6 +5,9 @@
 //! in; bytes to write and events out. No sockets, no clock: each stream carries its caller's tag.
 //! Invariant: every header block the server sends goes through the connection's one HPACK
 //! decoder, in order, so its dynamic table stays in step with the server's.
+//! `--grpc` (`Client::grpc`): each answer is also held to gRPC's rules (`grpc`) and reported
+//! as `Event::Grpc`; DATA is then read rather than skipped. Plain runs pay one flag test per
+//! header block and per DATA frame header for it.
 #![forbid(unsafe_code)]
 
 use std::collections::VecDeque;
@@ -108,6 +111,14 @@ pub enum Event<T> {
     Reset { tag: T, code: u32 },
     /// The stream is above the last stream id of the server's GOAWAY: it was never processed.
     Refused { tag: T },
+    /// `--grpc`: the call's answer is complete (END_STREAM): its HTTP status, whether it met
+    /// gRPC's rules (`grpc::Answer::verdict`), and its whole messages.
+    Grpc {
+        tag: T,
+        status: u16,
+        verdict: Result<(), grpc::Fault>,
+        messages: u32,
+    },
 }
 
 /// Appends a frame header.
@@ -173,6 +184,8 @@ struct Stream<T> {
     body: u64,
     /// Request body bytes not sent yet (flow control holds them back).
     left: usize,
+    /// `--grpc`: the answer as gRPC sees it (untouched otherwise).
+    grpc: grpc::Answer,
     send_window: i64,
     recv_window: i64,
     /// Bytes received since the last WINDOW_UPDATE for this stream.
@@ -190,6 +203,8 @@ struct Collect {
 pub struct Client<T> {
     /// Streams the caller allows in flight (`--max-concurrent-streams`).
     max_streams: usize,
+    /// `--grpc`: what each answer is held to; None for plain HTTP/2.
+    grpc: Option<grpc::Expect>,
     /// The server's SETTINGS_MAX_CONCURRENT_STREAMS (`ASSUMED_MAX_STREAMS` until known).
     peer_max_streams: usize,
     /// The server's SETTINGS arrived.
@@ -241,6 +256,7 @@ impl<T: Copy> Client<T> {
     pub fn new(max_streams: usize) -> Client<T> {
         Client {
             max_streams,
+            grpc: None,
             peer_max_streams: ASSUMED_MAX_STREAMS,
             peer_settings: false,
             peer_window: DEFAULT_WINDOW,
@@ -270,12 +286,21 @@ impl<T: Copy> Client<T> {
         streams.clear();
         pending.clear();
         block.clear();
+        let grpc = self.grpc.take();
         *self = Client {
             streams,
             pending,
             block,
+            grpc,
             ..Client::new(self.max_streams)
         };
+    }
+
+    /// Holds every answer to gRPC's rules and `expect` (`--grpc`): completions are then
+    /// reported as `Event::Grpc`.
+    pub fn grpc(mut self, expect: grpc::Expect) -> Client<T> {
+        self.grpc = Some(expect);
+        self
     }
 
     /// The connection's first bytes: the preface, SETTINGS (no push; a 16 MiB stream window)
@@ -346,6 +371,7 @@ impl<T: Copy> Client<T> {
             status: 0,
             body: 0,
             left: req.body.len(),
+            grpc: grpc::Answer::default(),
             send_window: self.peer_window,
             recv_window: RECV_WINDOW,
             recv_owed: 0,
@@ -447,7 +473,8 @@ impl<T: Copy> Client<T> {
                 "a header block is interrupted by another frame (RFC 9113 §6.10)",
             ));
         }
-        if h.kind == kind::DATA && !h.has(flag::PADDED) {
+        // `--grpc` reads DATA (`frame`) to check it; a plain run only counts it.
+        if h.kind == kind::DATA && !h.has(flag::PADDED) && self.grpc.is_none() {
             let end = h.has(flag::END_STREAM);
             self.data(h, h.len, out)?;
             if h.len > 0 {
@@ -524,10 +551,18 @@ impl<T: Copy> Client<T> {
         let s = &mut self.streams[idx];
         s.answered = true;
         self.in_flight -= 1;
-        events.push(Event::Response {
-            tag: s.tag,
-            status: s.status,
-            body: s.body,
+        events.push(match &self.grpc {
+            None => Event::Response {
+                tag: s.tag,
+                status: s.status,
+                body: s.body,
+            },
+            Some(expect) => Event::Grpc {
+                tag: s.tag,
+                status: s.status,
+                verdict: s.grpc.verdict(s.status, expect),
+                messages: s.grpc.messages(),
+            },
         });
         if s.left == 0 {
             self.streams.remove(idx);
@@ -604,6 +639,12 @@ impl<T: Copy> Client<T> {
             kind::DATA => {
                 let (from, to) = Self::unpad(&h, p)?;
                 self.data(h, to - from, out)?;
+                if let Some(expect) = &self.grpc
+                    && let Some(idx) = self.find(h.stream)
+                {
+                    // `data` has checked that the stream is open.
+                    self.streams[idx].grpc.data(&p[from..to], expect);
+                }
                 if h.has(flag::END_STREAM) {
                     self.end_stream(h.stream, events);
                 }
@@ -750,18 +791,29 @@ impl<T: Copy> Client<T> {
     }
 
     /// A complete header block for `c.stream`: decoded (always: the table must stay in step),
-    /// then the final status taken; 1xx heads are skipped, trailers end the stream.
+    /// then the final status taken; 1xx heads are skipped, trailers end the stream. `--grpc`
+    /// also takes gRPC's fields from the final head and the trailers.
     fn headers(&mut self, c: Collect, events: &mut Vec<Event<T>>) -> Result<(), H2Error> {
         let mut status: Option<u16> = None;
         let mut first = true;
-        self.decoder
-            .decode(&self.block, |name, value| {
+        let mut fields = grpc::Fields::default();
+        let decoded = match self.grpc {
+            None => self.decoder.decode(&self.block, |name, value| {
                 if first && name == b":status" {
                     status = parse_status(value);
                 }
                 first = false;
-            })
-            .map_err(|_| H2Error::Compression)?;
+            }),
+            Some(_) => self.decoder.decode(&self.block, |name, value| {
+                if first && name == b":status" {
+                    status = parse_status(value);
+                }
+                first = false;
+                fields.field(name, value);
+            }),
+        };
+        decoded.map_err(|_| H2Error::Compression)?;
+        let grpc = self.grpc.is_some();
         let Some(idx) = self.find(c.stream).filter(|&i| !self.streams[i].answered) else {
             return Err(H2Error::Protocol(
                 "HEADERS on a stream that is not open (RFC 9113 §5.1)",
@@ -778,10 +830,15 @@ impl<T: Copy> Client<T> {
                 };
             }
             s.status = status;
+            if grpc {
+                s.grpc.head(fields, c.end_stream);
+            }
         } else if !c.end_stream {
             return Err(H2Error::Protocol(
                 "trailers without END_STREAM (RFC 9113 §8.1)",
             ));
+        } else if grpc {
+            s.grpc.trailers(fields);
         }
         if c.end_stream {
             self.end_stream(c.stream, events);
@@ -868,6 +925,7 @@ pub(crate) fn parse_status(v: &[u8]) -> Option<u16> {
     }
 }
 
+pub mod grpc;
 mod request;
 #[cfg(test)]
 mod tests;

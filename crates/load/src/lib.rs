@@ -5,6 +5,7 @@
 //! `h2` over TLS), with `--max-concurrent-streams` streams in flight each; `--http3` connections
 //! speak HTTP/3 over QUIC (`h3`, sans I/O over quinn-proto, one UDP socket each, driven by the
 //! same loop in `worker::quic`), with as many streams.
+//! `--grpc` runs are HTTP/2 runs whose answers are also held to gRPC's rules (`h2::grpc`).
 //! Callers fill in `LoadOptions` (the binary from its flags, `lab compare` from a suite), check them
 //! into a `Config` and call `measure` or `measure_each`; rendering the `Report` is theirs.
 //!

@@ -85,9 +85,17 @@ pub struct LoadOptions {
     pub tls_no_resume: bool,
     /// The report is wanted as JSON.
     pub json: bool,
-    /// Responses other than 2xx/3xx do not fail the run (its exit status); they are still
-    /// counted and reported.
+    /// Responses other than 2xx/3xx (and with `grpc`, calls that fail gRPC's checks) do not
+    /// fail the run (its exit status); they are still counted and reported.
     pub allow_status_errors: bool,
+    /// Unary gRPC calls (implies `http2`): POST with `content-type: application/grpc` and
+    /// `te: trailers`, the body (one length-prefixed message) from `body`/`body_file`; each
+    /// answer must be HTTP 200, application/grpc, with `grpc-status: 0`.
+    pub grpc: bool,
+    /// `grpc`: each answer's DATA bytes must be exactly these, given in hex (spaces allowed).
+    pub expect_body: Option<String>,
+    /// `grpc`: each answer's DATA bytes must be exactly this file's.
+    pub expect_body_file: Option<PathBuf>,
 }
 
 /// A TLS protocol version `--tls-version` can pin.
@@ -133,6 +141,9 @@ impl Default for LoadOptions {
             tls_no_resume: false,
             json: false,
             allow_status_errors: false,
+            grpc: false,
+            expect_body: None,
+            expect_body_file: None,
         }
     }
 }

@@ -52,6 +52,20 @@ pub struct Setup {
     /// https: how the server's certificate is checked; None for http.
     #[serde(default)]
     pub tls: Option<String>,
+    /// `--grpc`: unary gRPC calls over HTTP/2, each answer checked.
+    #[serde(default)]
+    pub grpc: bool,
+}
+
+/// `--grpc`: the calls as gRPC saw them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GrpcReport {
+    /// Whole length-prefixed messages received, over all answers.
+    pub messages: u64,
+    pub messages_per_s: f64,
+    /// Calls that failed gRPC's checks (`errors.grpc`), by the first rule each broke; only
+    /// the rules broken.
+    pub failed: BTreeMap<String, u64>,
 }
 
 /// https: connection setup, apart from request latency.
@@ -110,6 +124,9 @@ pub struct RunReport {
     /// Why, when `interrupted`.
     #[serde(default)]
     pub interrupted_by: Option<Interruption>,
+    /// `--grpc` only.
+    #[serde(default)]
+    pub grpc: Option<GrpcReport>,
 }
 
 /// Median over `--runs`.
@@ -180,7 +197,12 @@ pub fn setup(cfg: &Config) -> Setup {
         engine: "epoll".to_string(),
         spin_s: cfg.spin.as_secs_f64(),
         tls: cfg.tls.as_ref().map(|t| t.verify.to_string()),
+        grpc: is_grpc(cfg),
     }
+}
+
+fn is_grpc(cfg: &Config) -> bool {
+    cfg.http2.as_ref().is_some_and(|h| h.grpc.is_some())
 }
 
 pub fn run_report(cfg: &Config, r: &RunResult) -> RunReport {
@@ -243,6 +265,19 @@ pub fn run_report(cfg: &Config, r: &RunResult) -> RunReport {
             },
         }),
         status_codes: m.statuses.clone(),
+        grpc: is_grpc(cfg).then(|| GrpcReport {
+            messages: m.grpc.messages,
+            messages_per_s: if secs > 0.0 {
+                round2(m.grpc.messages as f64 / secs)
+            } else {
+                0.0
+            },
+            failed: crate::h2::grpc::Fault::ALL
+                .iter()
+                .map(|f| (f.name().to_string(), m.grpc.faults[f.index()]))
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+        }),
         interrupted: m.interrupted.is_some(),
         interrupted_by: m.interrupted.clone(),
     }
@@ -322,7 +357,8 @@ pub fn header_text(s: &Setup) -> String {
     };
     let protocol = if s.protocol == "HTTP/2" || s.protocol == HTTP3 {
         format!(
-            "{}, {} per connection",
+            "{}{}, {} per connection",
+            if s.grpc { "gRPC over " } else { "" },
             s.protocol,
             plural(s.streams, "stream")
         )
@@ -455,6 +491,23 @@ pub fn run_text(r: &RunReport, index: usize, total: usize, table: bool, n: Nouns
         status_codes_text(&r.status_codes)
     );
     let _ = writeln!(out, "  {}: {}", n.per_sec, r.req_per_s);
+    if let Some(g) = &r.grpc {
+        let failed = if g.failed.is_empty() {
+            "every 2xx/3xx answer passed gRPC's checks".to_string()
+        } else {
+            let by: Vec<String> = g.failed.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+            format!(
+                "{} calls failed gRPC's checks ({})",
+                r.errors.grpc,
+                by.join(", ")
+            )
+        };
+        let _ = writeln!(
+            out,
+            "  gRPC: {} messages received ({}/s); {failed}",
+            g.messages, g.messages_per_s
+        );
+    }
     if let Some(t) = r.tls.as_ref().filter(|t| t.quic) {
         let _ = writeln!(
             out,
@@ -490,7 +543,7 @@ pub fn run_text(r: &RunReport, index: usize, total: usize, table: bool, n: Nouns
         };
         let _ = writeln!(
             out,
-            "  Errors: connect {}, read {}, write {}, timeout {}, status {}, malformed {}{}{}",
+            "  Errors: connect {}, read {}, write {}, timeout {}, status {}, malformed {}{}{}{}",
             e.connect,
             e.read,
             e.write,
@@ -498,7 +551,8 @@ pub fn run_text(r: &RunReport, index: usize, total: usize, table: bool, n: Nouns
             e.status,
             e.malformed,
             shown_if(e.tls, "tls"),
-            shown_if(e.reset, "reset")
+            shown_if(e.reset, "reset"),
+            shown_if(e.grpc, "grpc")
         );
     }
     let busy: Vec<String> = r.thread_cpu_pct.iter().map(|p| format!("{p}%")).collect();
@@ -548,16 +602,17 @@ pub struct Verdict {
     pub exit: u8,
 }
 
-/// The verdict on `r`: responses other than 2xx/3xx fail the run unless `allow_status_errors`;
-/// so do a run with no response at all and a target that went away; a Ctrl-C is reported as
+/// The verdict on `r`: responses other than 2xx/3xx, and `--grpc` calls that failed gRPC's
+/// checks, fail the run unless `allow_status_errors`; so do a run with no response at all and a target that went away; a Ctrl-C is reported as
 /// such (exit 130), the figures still printed.
 pub fn verdict(r: &Report, allow_status_errors: bool) -> Verdict {
     let responses: u64 = r.runs.iter().map(|x| x.responses).sum();
     let bad: u64 = r.runs.iter().map(|x| x.errors.status).sum();
+    let bad_grpc: u64 = r.runs.iter().map(|x| x.errors.grpc).sum();
     let socket: u64 = r
         .runs
         .iter()
-        .map(|x| x.errors.total() - x.errors.status)
+        .map(|x| x.errors.total() - x.errors.answers())
         .sum();
     let mut codes: BTreeMap<u16, u64> = BTreeMap::new();
     for run in &r.runs {
@@ -567,7 +622,7 @@ pub fn verdict(r: &Report, allow_status_errors: bool) -> Verdict {
     }
     codes.retain(|c, _| !(200..400).contains(c));
     let why = r.runs.last().and_then(|x| x.interrupted_by.as_ref());
-    let bad_status = responses > 0 && bad > 0 && !allow_status_errors;
+    let bad_status = responses > 0 && bad + bad_grpc > 0 && !allow_status_errors;
     let exit = if responses == 0 || bad_status || matches!(why, Some(Interruption::TargetLost(_))) {
         1
     } else if why.is_some() {
@@ -586,10 +641,17 @@ pub fn verdict(r: &Report, allow_status_errors: bool) -> Verdict {
     if responses == 0 {
         problems.push("no request was answered".into());
     }
-    if bad_status {
+    if bad_status && bad > 0 {
         problems.push(format!(
             "{bad} of {responses} responses were not 2xx/3xx ({}); --allow-status-errors accepts them",
             status_codes_text(&codes)
+        ));
+    }
+    if bad_status && bad_grpc > 0 {
+        problems.push(format!(
+            "{bad_grpc} of {responses} gRPC calls failed gRPC's checks ({}); \
+             --allow-status-errors accepts them",
+            grpc_failed_text(&r.runs)
         ));
     }
     let socket_note = if socket > 0 {
@@ -598,13 +660,25 @@ pub fn verdict(r: &Report, allow_status_errors: bool) -> Verdict {
         String::new()
     };
     let line = if problems.is_empty() {
-        let accepted = if bad > 0 {
-            format!(
-                "{bad} of {responses} responses not 2xx/3xx ({}), accepted by --allow-status-errors",
-                status_codes_text(&codes)
-            )
+        let accepted = if bad > 0 || bad_grpc > 0 {
+            let mut parts = Vec::new();
+            if bad > 0 {
+                parts.push(format!(
+                    "{bad} of {responses} responses not 2xx/3xx ({})",
+                    status_codes_text(&codes)
+                ));
+            }
+            if bad_grpc > 0 {
+                parts.push(format!(
+                    "{bad_grpc} of {responses} gRPC calls failed gRPC's checks ({})",
+                    grpc_failed_text(&r.runs)
+                ));
+            }
+            format!("{}, accepted by --allow-status-errors", parts.join(", "))
         } else {
-            if r.setup.protocol == WEBSOCKET {
+            if r.setup.grpc {
+                format!("all {responses} gRPC calls OK (HTTP 200, grpc-status 0)")
+            } else if r.setup.protocol == WEBSOCKET {
                 format!("all {responses} messages echoed")
             } else {
                 format!("all {responses} responses 2xx/3xx")
@@ -619,6 +693,18 @@ pub fn verdict(r: &Report, allow_status_errors: bool) -> Verdict {
         )
     };
     Verdict { line, exit }
+}
+
+/// The rules `--grpc` calls broke, over all runs: `grpc-status not 0: 100, …`.
+fn grpc_failed_text(runs: &[RunReport]) -> String {
+    let mut by: BTreeMap<&str, u64> = BTreeMap::new();
+    for g in runs.iter().filter_map(|r| r.grpc.as_ref()) {
+        for (k, n) in &g.failed {
+            *by.entry(k).or_default() += n;
+        }
+    }
+    let parts: Vec<String> = by.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+    parts.join(", ")
 }
 
 /// The full text form of a report.

@@ -6,6 +6,8 @@
 use std::collections::BTreeMap;
 
 use hdrhistogram::Histogram;
+
+use crate::h2::grpc::Fault;
 use serde::Serialize;
 
 /// Lowest latency tracked, in microseconds.
@@ -38,6 +40,11 @@ pub struct ErrorCounts {
     /// complete, or left unprocessed (above the last stream id of its GOAWAY).
     #[serde(default)]
     pub reset: u64,
+    /// `--grpc`: complete 2xx/3xx answers that failed gRPC's checks (not HTTP 200, not
+    /// application/grpc, no `grpc-status: 0`, a message cut short, or not the expected bytes);
+    /// like `status`, they still count as responses.
+    #[serde(default)]
+    pub grpc: u64,
 }
 
 impl ErrorCounts {
@@ -50,6 +57,12 @@ impl ErrorCounts {
             + self.malformed
             + self.tls
             + self.reset
+            + self.grpc
+    }
+
+    /// Complete responses that were not good answers: `status` and `grpc`.
+    pub fn answers(&self) -> u64 {
+        self.status + self.grpc
     }
 
     fn add(&mut self, o: &ErrorCounts) {
@@ -61,6 +74,7 @@ impl ErrorCounts {
         self.malformed += o.malformed;
         self.tls += o.tls;
         self.reset += o.reset;
+        self.grpc += o.grpc;
     }
 }
 
@@ -156,8 +170,27 @@ pub struct ThreadStats {
     pub elapsed_ns: u64,
     /// Complete responses by status code (index: the status).
     pub statuses: Box<[u64; STATUS_SLOTS]>,
+    /// `--grpc`: what each call's messages and failures were.
+    pub grpc: GrpcCounts,
     /// Set when the phase ended early.
     pub interrupted: Option<Interruption>,
+}
+
+/// `--grpc`: whole messages received, and failed calls by the rule they broke
+/// (`h2::grpc::Fault::index`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GrpcCounts {
+    pub messages: u64,
+    pub faults: [u64; Fault::ALL.len()],
+}
+
+impl GrpcCounts {
+    fn add(&mut self, o: &GrpcCounts) {
+        self.messages += o.messages;
+        for (a, b) in self.faults.iter_mut().zip(o.faults) {
+            *a += b;
+        }
+    }
 }
 
 impl ThreadStats {
@@ -176,6 +209,7 @@ impl ThreadStats {
             wall_ns: 0,
             elapsed_ns: 0,
             statuses: Box::new([0; STATUS_SLOTS]),
+            grpc: GrpcCounts::default(),
             interrupted: None,
         }
     }
@@ -206,6 +240,7 @@ pub struct Merged {
     pub threads: Vec<(u64, u64)>,
     /// Complete responses by status code, only the codes seen.
     pub statuses: BTreeMap<u16, u64>,
+    pub grpc: GrpcCounts,
     /// Set when any thread's phase ended early (a lost target over a stop).
     pub interrupted: Option<Interruption>,
 }
@@ -226,6 +261,7 @@ pub fn merge(all: Vec<ThreadStats>) -> Merged {
         spin_ns: 0,
         threads: Vec::with_capacity(all.len()),
         statuses: BTreeMap::new(),
+        grpc: GrpcCounts::default(),
         interrupted: None,
     };
     for t in all {
@@ -248,6 +284,7 @@ pub fn merge(all: Vec<ThreadStats>) -> Merged {
         for (code, n) in t.statuses.iter().enumerate().filter(|(_, n)| **n > 0) {
             *m.statuses.entry(code as u16).or_default() += n;
         }
+        m.grpc.add(&t.grpc);
         m.interrupted = Interruption::worse(m.interrupted.take(), t.interrupted);
     }
     m

@@ -291,10 +291,13 @@ pub fn run(
             unsent: Vec::new(),
             want_out: false,
             queued: false,
-            h2: cfg
-                .http2
-                .as_ref()
-                .map(|h| Box::new(h2::Client::new(h.streams))),
+            h2: cfg.http2.as_ref().map(|h| {
+                let c = h2::Client::new(h.streams);
+                Box::new(match &h.grpc {
+                    Some(expect) => c.grpc(expect.clone()),
+                    None => c,
+                })
+            }),
             ws: cfg.ws.as_ref().map(|_| Box::default()),
             h3: None,
         });
@@ -852,6 +855,23 @@ impl Worker<'_> {
         for ev in events.drain(..) {
             match ev {
                 h2::Event::Response { tag, status, .. } => self.record(status, tag, now),
+                h2::Event::Grpc {
+                    tag,
+                    status,
+                    verdict,
+                    messages,
+                } => {
+                    self.stats.grpc.messages += u64::from(messages);
+                    // A status other than 2xx/3xx is a status error (`record`); a 2xx/3xx
+                    // that breaks gRPC's rules is a gRPC error.
+                    if let Err(fault) = verdict
+                        && (200..400).contains(&status)
+                    {
+                        self.stats.errors.grpc += 1;
+                        self.stats.grpc.faults[fault.index()] += 1;
+                    }
+                    self.record(status, tag, now);
+                }
                 // A reset or refused stream is lost like a request on a lost connection:
                 // counted, and the closed loop sends another.
                 h2::Event::Reset { .. } | h2::Event::Refused { .. } => {

@@ -69,6 +69,8 @@ impl Run<'_> {
         let w = self.workload;
         // wrk sends one request to one path over kept-alive connections, nothing else.
         let plain_get = w.body.is_none()
+            && w.body_file.is_none()
+            && !w.grpc
             && !w.http2
             && !w.http3
             && !w.websocket
@@ -110,7 +112,7 @@ impl Run<'_> {
             threads: Some(self.cpus.len().max(1)),
             cpus: self.cpus.to_vec(),
             pipeline: w.pipeline,
-            http2: w.http2,
+            http2: w.http2 || w.grpc,
             http3: w.http3,
             streams: w.streams,
             ws: w.websocket,
@@ -130,6 +132,9 @@ impl Run<'_> {
             method,
             headers,
             body: w.body.clone(),
+            body_file: w.body_file.as_ref().map(PathBuf::from),
+            grpc: w.grpc,
+            expect_body_file: w.expect_body_file.as_ref().map(PathBuf::from),
             rate: self.rate,
             ..LoadOptions::default()
         }
@@ -180,8 +185,9 @@ impl Run<'_> {
         Ok(LoadResult {
             requests: run.responses,
             req_per_s: run.req_per_s,
-            // As wrk's figure: requests without an answer plus answers other than 2xx/3xx.
-            errors: run.failed + run.errors.status,
+            // As wrk's figure: requests without an answer plus answers other than 2xx/3xx
+            // (and with `grpc`, calls that failed gRPC's checks).
+            errors: run.failed + run.errors.answers(),
             elapsed_s: run.elapsed_s,
             latency: self.rate.map(|_| run.latency.clone()),
         })
@@ -361,6 +367,21 @@ Transfer/sec:     22.00MB
             ),
             (
                 Workload {
+                    grpc: true,
+                    body_file: Some("sum.bin".into()),
+                    ..base.clone()
+                },
+                "grpc",
+            ),
+            (
+                Workload {
+                    body_file: Some("body.bin".into()),
+                    ..base.clone()
+                },
+                "body_file",
+            ),
+            (
+                Workload {
                     reconnect: Some(1),
                     ..base.clone()
                 },
@@ -475,6 +496,28 @@ Transfer/sec:     22.00MB
         );
         let cfg = linerate_load::Config::from_options(&o).expect("the options are valid");
         assert!(cfg.http3.is_some());
+
+        // A gRPC workload: HTTP/2 implied, the frame and the expected answer from files.
+        let dir = std::env::temp_dir().join(format!("linerate-lab-grpc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("sum.bin"), [0, 0, 0, 0, 4, 8, 1, 16, 2]).unwrap();
+        std::fs::write(dir.join("sum.expect"), [0, 0, 0, 0, 2, 8, 3]).unwrap();
+        let grpc: Workload = toml::from_str(&format!(
+            "name = 'w'\npath = '/benchmark.BenchmarkService/GetSum'\ngrpc = true\nstreams = 100\n\
+             body_file = '{0}/sum.bin'\nexpect_body_file = '{0}/sum.expect'",
+            dir.display()
+        ))
+        .expect("a workload parses");
+        let o = Run {
+            workload: &grpc,
+            ..run(None, None)
+        }
+        .load_options(Vec::new());
+        assert!(o.grpc && o.http2 && o.expect_body_file.is_some());
+        assert_eq!(o.streams, 100);
+        let cfg = linerate_load::Config::from_options(&o).expect("the options are valid");
+        assert!(cfg.http2.as_ref().is_some_and(|h| h.grpc.is_some()));
+        let _ = std::fs::remove_dir_all(dir);
 
         let o = run(Some(500), None).load_options(vec![PathBuf::from("/tmp/0.http")]);
         assert_eq!((o.requests, o.duration), (Some(500), None));

@@ -161,6 +161,17 @@ pub struct Workload {
     /// Requests for `--instructions` on this workload (default: the settings'); fewer for
     /// large responses, whose every byte callgrind runs slowly.
     pub instruction_requests: Option<u64>,
+    /// Unary gRPC calls (`linerate load --grpc`): HTTP/2 (cleartext to `{port}`, or ALPN h2
+    /// with `tls`), POST of `body_file`, every answer checked (HTTP 200, application/grpc,
+    /// `grpc-status: 0`, and `expect_body_file`'s bytes where given); a failed check counts
+    /// as an error. Always measured with linerate load.
+    #[serde(default)]
+    pub grpc: bool,
+    /// The request body read from this file (relative to where the lab runs), e.g. a
+    /// prebuilt gRPC frame (`bench/grpc_frames.py`).
+    pub body_file: Option<String>,
+    /// With `grpc`: each answer's DATA bytes must be exactly this file's.
+    pub expect_body_file: Option<String>,
     #[serde(default)]
     pub vars: BTreeMap<String, String>,
 }
@@ -283,7 +294,23 @@ impl Suite {
                     w.name
                 );
             }
-            if w.streams == 0 || (w.streams > 1 && !w.http2 && !w.http3) {
+            if w.grpc && (w.body_file.is_none() || w.body.is_some() || w.websocket || w.http3) {
+                bail!(
+                    "workload {:?}: grpc needs body_file (one length-prefixed request) and goes \
+                     without body, websocket and http3",
+                    w.name
+                );
+            }
+            if w.expect_body_file.is_some() && !w.grpc {
+                bail!(
+                    "workload {:?}: expect_body_file goes with grpc = true",
+                    w.name
+                );
+            }
+            if w.body.is_some() && w.body_file.is_some() {
+                bail!("workload {:?}: body and body_file, not both", w.name);
+            }
+            if w.streams == 0 || (w.streams > 1 && !w.http2 && !w.http3 && !w.grpc) {
                 bail!(
                     "workload {:?}: streams (at least 1) go with http2 = true or http3 = true",
                     w.name
@@ -458,6 +485,17 @@ mod tests {
                 "http3 = true\ntls = true\npipeline = 2\n",
                 "http3 pipelined",
             ),
+            ("grpc = true\n", "grpc without a body file"),
+            (
+                "grpc = true\nbody_file = 'a'\nbody = 'x'\n",
+                "grpc with a body string",
+            ),
+            (
+                "grpc = true\nbody_file = 'a'\nwebsocket = true\n",
+                "grpc over websocket",
+            ),
+            ("expect_body_file = 'a'\n", "expected bytes without grpc"),
+            ("body = 'x'\nbody_file = 'a'\n", "two bodies"),
         ] {
             assert!(Suite::parse(&format!("{server}{bad}")).is_err(), "{why}");
         }
@@ -507,6 +545,32 @@ mod tests {
         assert_eq!(s.baseline_for(h2tls), Some("nginx"));
         let floor = s.servers.iter().find(|s| s.name == "floor").unwrap();
         assert!(floor.runs("json") && !floor.runs("json_h2tls"));
+    }
+
+    #[test]
+    fn shipped_grpc_suites_parse() {
+        let s = Suite::parse(include_str!("../../../../bench/grpc.toml")).unwrap();
+        let servers: Vec<_> = s.servers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(servers, ["tonic", "grpc-go", "linerate"]);
+        assert_eq!(s.baseline(), Some("tonic"));
+        assert!(
+            s.workloads
+                .iter()
+                .all(|w| w.grpc && w.expect_body_file.is_some())
+        );
+        let unary = s.workloads.iter().find(|w| w.name == "unary").unwrap();
+        assert_eq!(unary.streams, 100);
+        let r = s.resolve().unwrap();
+        assert_eq!(
+            (r.server_cpus, r.load_cpus, r.connections),
+            (vec![0], vec![1], 64)
+        );
+
+        let p = Suite::parse(include_str!("../../../../bench/grpc_proxy.toml")).unwrap();
+        let names: Vec<_> = p.backends.iter().map(|b| b.name.as_str()).collect();
+        assert_eq!(names, ["upstream"]);
+        assert_eq!(p.baseline(), Some("haproxy"));
+        assert!(p.workloads.iter().all(|w| w.grpc && w.streams == 100));
     }
 
     #[test]

@@ -31,6 +31,14 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../../../bench/haproxy-proxy.cfg.in"),
     ),
     (
+        "bench/haproxy-grpc.cfg.in",
+        include_str!("../../../../bench/haproxy-grpc.cfg.in"),
+    ),
+    (
+        "bench/nginx-grpc.conf.in",
+        include_str!("../../../../bench/nginx-grpc.conf.in"),
+    ),
+    (
         "bench/caddy-proxy.Caddyfile.in",
         include_str!("../../../../bench/caddy-proxy.Caddyfile.in"),
     ),
@@ -80,6 +88,8 @@ mod tests {
             include_str!("../../../../bench/core.toml"),
             include_str!("../../../../bench/ops.toml"),
             include_str!("../../../../bench/proxy_peers.toml"),
+            include_str!("../../../../bench/grpc.toml"),
+            include_str!("../../../../bench/grpc_proxy.toml"),
         ] {
             for s in Suite::parse(suite).unwrap().servers {
                 if let Some(t) = &s.config_template {

@@ -164,6 +164,29 @@ pub struct LoadArgs {
     /// target that goes away mid-run; Ctrl-C prints what was measured and exits 130.
     #[arg(long)]
     pub allow_status_errors: bool,
+
+    /// Unary gRPC calls, as h2load -m N does with a prebuilt frame but checked: implies
+    /// --http2; POST with content-type: application/grpc and te: trailers; the request is
+    /// --body-file (one length-prefixed message, e.g. HttpArena's GetSum a=1 b=2:
+    /// 00 00 00 00 04 08 01 10 02). Each answer must be HTTP 200, application/grpc, with
+    /// grpc-status 0 in its trailers (or in a trailers-only answer): others count as gRPC
+    /// errors and fail the run like non-2xx answers. Messages received are counted.
+    #[arg(long, conflicts_with_all = ["http3", "ws", "raw"])]
+    pub grpc: bool,
+
+    /// --grpc: each answer's DATA bytes must be exactly these, in hex (spaces allowed),
+    /// e.g. "00 00 00 00 02 08 03" for GetSum's SumReply { result: 3 }.
+    #[arg(
+        long,
+        value_name = "HEX",
+        requires = "grpc",
+        conflicts_with = "expect_body_file"
+    )]
+    pub expect_body: Option<String>,
+
+    /// --grpc: each answer's DATA bytes must be exactly this file's.
+    #[arg(long, value_name = "FILE", requires = "grpc")]
+    pub expect_body_file: Option<PathBuf>,
 }
 
 impl LoadArgs {
@@ -206,6 +229,9 @@ impl LoadArgs {
             tls_no_resume: self.tls_no_resume,
             json: self.json,
             allow_status_errors: self.allow_status_errors,
+            grpc: self.grpc,
+            expect_body: self.expect_body,
+            expect_body_file: self.expect_body_file,
         }
     }
 }

@@ -632,3 +632,210 @@ fn protocol_violations_end_the_connection() {
         assert!(!want.to_string().contains('\n'), "{rule}: one line");
     }
 }
+
+/// HttpArena's GetSum request (a=1, b=2) and answer (result 3), as length-prefixed messages.
+const GET_SUM: &[u8] = &[0, 0, 0, 0, 4, 0x08, 0x01, 0x10, 0x02];
+const SUM3: &[u8] = &[0, 0, 0, 0, 2, 0x08, 0x03];
+
+fn grpc_call() -> Request {
+    Request::new(
+        "POST",
+        "http",
+        "h:1",
+        "/benchmark.BenchmarkService/GetSum",
+        &[
+            ("content-type".into(), "application/grpc".into()),
+            ("te".into(), "trailers".into()),
+        ],
+        GET_SUM,
+    )
+}
+
+/// A `--grpc` client (expecting `body` where given) with `n` calls open, tagged 0..n.
+fn grpc_opened(n: u32, body: Option<&[u8]>, req: &Request) -> C {
+    let mut c = C::new(8).grpc(grpc::Expect {
+        body: body.map(std::sync::Arc::from),
+    });
+    c.start(&mut Vec::new());
+    for tag in 0..n {
+        c.open(req, tag, &mut Vec::new());
+    }
+    c
+}
+
+/// One answer on `stream`: a head of `head`'s fields after `:status`, `body` as one DATA
+/// frame, then trailers (None: a trailers-only answer, the head ending the stream).
+fn answer(
+    stream: u32,
+    head: &[(&str, &str)],
+    body: &[u8],
+    trailers: Option<&[(&str, &str)]>,
+) -> Vec<u8> {
+    let end = if trailers.is_none() {
+        flag::END_STREAM
+    } else {
+        0
+    };
+    let mut out = frame(kind::HEADERS, flag::END_HEADERS | end, stream, &block(head));
+    if let Some(t) = trailers {
+        if !body.is_empty() {
+            out.extend(data(stream, body, false));
+        }
+        out.extend(frame(
+            kind::HEADERS,
+            flag::END_HEADERS | flag::END_STREAM,
+            stream,
+            &block(t),
+        ));
+    }
+    out
+}
+
+#[test]
+fn grpc_answers_are_checked_from_head_data_and_trailers() {
+    // gRPC over HTTP/2: Response → Response-Headers *Length-Prefixed-Message Trailers, or
+    // Trailers-Only; the call succeeded only with grpc-status 0 (and here, the bytes expected).
+    const OK_HEAD: &[(&str, &str)] = &[(":status", "200"), ("content-type", "application/grpc")];
+    const OK: &[(&str, &str)] = &[("grpc-status", "0")];
+    let rows: Vec<(Vec<u8>, Result<(), grpc::Fault>, u32)> = vec![
+        (answer(1, OK_HEAD, SUM3, Some(OK)), Ok(()), 1),
+        // The right status with the wrong bytes: h2load would count this as a success.
+        (
+            answer(1, OK_HEAD, &[0, 0, 0, 0, 2, 0x08, 0x04], Some(OK)),
+            Err(grpc::Fault::Body),
+            1,
+        ),
+        (
+            answer(
+                1,
+                OK_HEAD,
+                SUM3,
+                Some(&[("grpc-status", "13"), ("grpc-message", "x")]),
+            ),
+            Err(grpc::Fault::GrpcStatus),
+            1,
+        ),
+        // Trailers-only: UNIMPLEMENTED in the one header block.
+        (
+            answer(
+                1,
+                &[
+                    (":status", "200"),
+                    ("content-type", "application/grpc"),
+                    ("grpc-status", "12"),
+                ],
+                &[],
+                None,
+            ),
+            Err(grpc::Fault::GrpcStatus),
+            0,
+        ),
+        (
+            answer(1, OK_HEAD, SUM3, Some(&[])),
+            Err(grpc::Fault::NoGrpcStatus),
+            1,
+        ),
+        (
+            answer(
+                1,
+                &[(":status", "200"), ("content-type", "text/plain")],
+                SUM3,
+                Some(OK),
+            ),
+            Err(grpc::Fault::ContentType),
+            1,
+        ),
+        (
+            answer(
+                1,
+                &[(":status", "503"), ("content-type", "application/grpc")],
+                &[],
+                Some(OK),
+            ),
+            Err(grpc::Fault::HttpStatus),
+            0,
+        ),
+    ];
+    let req = grpc_call();
+    for (i, (input, verdict, messages)) in rows.into_iter().enumerate() {
+        for feeder in [feed, feed_bytewise] {
+            let mut c = grpc_opened(1, Some(SUM3), &req);
+            let (_, events) = feeder(&mut c, &req, &input).unwrap();
+            let status = if i == 6 { 503 } else { 200 };
+            assert_eq!(
+                events,
+                [Event::Grpc {
+                    tag: 0,
+                    status,
+                    verdict,
+                    messages
+                }],
+                "row {i}"
+            );
+            assert!(c.is_idle(), "row {i}");
+        }
+    }
+}
+
+#[test]
+fn grpc_data_is_read_across_frames_and_padding() {
+    // Two messages in three DATA frames, one of them padded (RFC 9113 §6.1).
+    let req = grpc_call();
+    let two: Vec<u8> = [SUM3, SUM3].concat();
+    let mut input = frame(
+        kind::HEADERS,
+        flag::END_HEADERS,
+        1,
+        &block(&[
+            (":status", "200"),
+            ("content-type", "application/grpc+proto"),
+        ]),
+    );
+    input.extend(data(1, &two[..3], false));
+    let mut padded = vec![2];
+    padded.extend_from_slice(&two[3..10]);
+    padded.extend([0, 0]);
+    input.extend(frame(kind::DATA, flag::PADDED, 1, &padded));
+    input.extend(data(1, &two[10..], false));
+    input.extend(frame(
+        kind::HEADERS,
+        flag::END_HEADERS | flag::END_STREAM,
+        1,
+        &block(&[("grpc-status", "0")]),
+    ));
+    for feeder in [feed, feed_bytewise] {
+        let mut c = grpc_opened(1, Some(&two), &req);
+        let (_, events) = feeder(&mut c, &req, &input).unwrap();
+        assert_eq!(
+            events,
+            [Event::Grpc {
+                tag: 0,
+                status: 200,
+                verdict: Ok(()),
+                messages: 2
+            }]
+        );
+    }
+}
+
+#[test]
+fn a_plain_client_reports_grpc_answers_as_responses() {
+    // Without `grpc`, a gRPC error is just a 200 (what h2load counts): the check is opt-in.
+    let req = grpc_call();
+    let mut c = opened(8, 1, &req);
+    let input = answer(
+        1,
+        &[(":status", "200"), ("content-type", "application/grpc")],
+        SUM3,
+        Some(&[("grpc-status", "13")]),
+    );
+    let (_, events) = feed(&mut c, &req, &input).unwrap();
+    assert_eq!(
+        events,
+        [Event::Response {
+            tag: 0,
+            status: 200,
+            body: SUM3.len() as u64
+        }]
+    );
+}
