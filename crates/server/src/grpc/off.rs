@@ -17,9 +17,4 @@ pub(crate) struct Services;
 
 impl Services {
     pub(crate) fn merge(&mut self, _: &Services) {}
-
-    #[inline(always)]
-    pub(crate) fn any(&self) -> bool {
-        false
-    }
 }
