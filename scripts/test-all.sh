@@ -6,7 +6,8 @@
 # (scripts/conformance.sh), http-tests/cache-tests against the proxy cache (scripts/cache-tests.sh),
 # Redis and memcached installed and checked (scripts/cache-servers.sh)
 # and `linerate lab cache` run end to end on tiny figures, h2spec in strict mode against its h2c and TLS listeners
-# (scripts/h2spec.sh), PROXY protocol v1 and v2 (plain and TLS) behind Debian's HAProxy, the
+# (scripts/h2spec.sh), grpc-go's interop client's 16 core cases over h2c and TLS
+# (scripts/grpc-interop.sh), PROXY protocol v1 and v2 (plain and TLS) behind Debian's HAProxy, the
 # client's address checked in the access log and an access rule (scripts/proxy-protocol.sh),
 # automatic HTTPS against Let's Encrypt's test CA Pebble (scripts/acme.sh; `go install`s
 # Pebble into target/tools),
@@ -23,7 +24,8 @@
 # on dist/'s units, the Debian package built with cargo-deb (pinned, `cargo install`ed into
 # target/tools) and installed into a clean root (scripts/deb.sh), and the kTLS checks in a VM
 # (scripts/ktls-vm.sh). Needs a Rust toolchain;
-# the h2spec stage installs h2spec with `go install` into target/tools; the PROXY protocol
+# the h2spec and gRPC interop stages install h2spec and grpc-go's interop client with `go
+# install` into target/tools; the PROXY protocol
 # stage installs haproxy with apt when missing; the Debian package stage dpkg-dev and a
 # systemd-sysusers where missing; the VM stage installs QEMU, busybox-static,
 # cpio and kmod with apt and fetches a Debian kernel package where it can. Each says loudly
@@ -138,7 +140,7 @@ server_features() {
     local f
     cargo clippy -p linerate-server --all-targets --locked --no-default-features -- -D warnings
     cargo clippy -p linerate-server --all-targets --locked --all-features -- -D warnings
-    for f in http2 tls http3 acme brotli gzip basic-auth jwt proxy websocket; do
+    for f in http2 tls http3 acme brotli gzip basic-auth jwt proxy websocket grpc; do
         cargo check -p linerate-server --all-targets --locked --no-default-features --features "$f"
     done
     cargo test -p linerate-server --lib --locked --no-default-features
@@ -199,6 +201,8 @@ must "Http11Probe conformance" scripts/conformance.sh "$LINERATE_BIN"
 # http-tests/cache-tests (RFC 9111) against the proxy cache; fails below issue Q's goal.
 may "cache-tests (RFC 9111): the proxy cache" scripts/cache-tests.sh "$LINERATE_BIN"
 may "h2spec --strict (h2c, TLS)" scripts/h2spec.sh "$LINERATE_BIN"
+# grpc-go's interop client, its 16 core cases over h2c and TLS (installs it with `go install`).
+may "gRPC interop (grpc-go 1.85 client, h2c and TLS)" scripts/grpc-interop.sh "$LINERATE_BIN"
 may "PROXY protocol behind HAProxy" scripts/proxy-protocol.sh "$LINERATE_BIN"
 may "ACME against Pebble" scripts/acme.sh
 may "Chromium: HTTP/1.1, HTTPS/HTTP/2" scripts/browser.sh "$LINERATE_BIN"
