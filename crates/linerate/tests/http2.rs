@@ -1364,3 +1364,74 @@ fn http3_datagrams_grow_to_what_the_path_and_the_client_take() {
     assert!(got.largest_datagram <= 1472, "{}", got.largest_datagram);
     srv.stop();
 }
+
+/// gRPC HEADERS for a bidirectional call left open (its body to come).
+fn grpc_call(path: &str) -> Vec<(&str, &str)> {
+    request(
+        "POST",
+        path,
+        &[("content-type", "application/grpc"), ("te", "trailers")],
+    )
+}
+
+#[test]
+fn ten_thousand_grpc_calls_opened_and_reset_leave_nothing_behind() {
+    // Issue 53's abuse row: 10,000 streaming calls (the demo's interop FullDuplexCall, each
+    // a future on the worker's runtime) opened and reset at once, 200 a connection over 50
+    // connections (the most MAX_RESETS_PER_SEC lets one connection reset in a second). Each
+    // connection goes on (its PING answered, no GOAWAY), every call's future ends (nothing
+    // outstanding), and a new client's call is answered.
+    let srv = serve("grpc-resets", |_| {});
+    let fields = block(&grpc_call("/grpc.testing.TestService/FullDuplexCall"));
+    let mut burst = Vec::new();
+    for i in 0..200u32 {
+        let id = 2 * i + 1;
+        burst.extend(frame(HEADERS, END_HEADERS, id, &fields));
+        burst.extend(frame(RST_STREAM, 0, id, &CANCEL.to_be_bytes()));
+    }
+    let mut conns: Vec<H2> = (0..50).map(|_| H2::open(srv.h2c, &[])).collect();
+    for c in &mut conns {
+        c.send(&burst);
+    }
+    for (n, c) in conns.iter_mut().enumerate() {
+        let before = c.barrier(n as u64);
+        assert!(
+            before.iter().all(|f| f.kind != GOAWAY),
+            "connection {n}: {before:?}"
+        );
+    }
+    for _ in 0..2_000 {
+        if srv.run.stats.snapshot().deferred_outstanding == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(
+        srv.run.stats.snapshot().deferred_outstanding,
+        0,
+        "calls left running"
+    );
+    // Another client, and one of the 50, are served: HttpArena's GetSum frame, its answer.
+    let get_sum = [0u8, 0, 0, 0, 4, 8, 1, 16, 2];
+    for c in [&mut H2::open(srv.h2c, &[]), &mut conns[0]] {
+        let id = 1001;
+        c.headers(id, &grpc_call("/benchmark.BenchmarkService/GetSum"), false);
+        c.send(&frame(DATA, END_STREAM, id, &get_sum));
+        let head = c.frame();
+        assert_eq!((head.kind, head.stream), (HEADERS, id), "{head:?}");
+        let data = c.frame();
+        assert_eq!(
+            (data.kind, data.payload.as_slice()),
+            (DATA, &[0u8, 0, 0, 0, 2, 8, 3][..])
+        );
+        let trailers = c.frame();
+        assert_eq!(trailers.kind, HEADERS);
+        assert!(trailers.has(END_STREAM));
+        let fields = c.decoder.decode(&trailers.payload);
+        assert!(
+            fields.contains(&("grpc-status".into(), "0".into())),
+            "{fields:?}"
+        );
+    }
+    srv.stop();
+}
