@@ -398,6 +398,8 @@ struct RawListen {
     tls: Option<Spanned<RawListenTls>>,
     /// Cleartext HTTP/2 with prior knowledge only.
     h2c: Option<Spanned<bool>>,
+    /// HTTP/1.1, and HTTP/2 with prior knowledge for a connection opening with its preface.
+    h2c_preface: Option<Spanned<bool>>,
     /// Every request answered with a 308 to HTTPS.
     redirect_to_https: Option<Spanned<bool>>,
     /// Connections start with a PROXY protocol header.
@@ -1132,6 +1134,16 @@ impl Cx<'_> {
             Some(h) => *h.get_ref(),
             None => false,
         };
+        let h2c_preface = match &raw.h2c_preface {
+            Some(h) if *h.get_ref() && (tls.is_some() || h2c) => {
+                return Err(self.err(
+                    h.span(),
+                    "h2c_preface is for a cleartext HTTP/1.1 listener (a tls listener offers h2 through ALPN; an h2c one speaks only HTTP/2)",
+                ));
+            }
+            Some(h) => *h.get_ref(),
+            None => false,
+        };
         let redirect_to_https = match &raw.redirect_to_https {
             Some(r)
                 if *r.get_ref()
@@ -1168,6 +1180,7 @@ impl Cx<'_> {
             addr,
             tls,
             h2c,
+            h2c_preface,
             unix_perms,
             redirect_to_https,
             proxy_protocol,

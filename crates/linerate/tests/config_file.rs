@@ -697,6 +697,25 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
         ),
         (
             format!(
+                "[[listen]]\naddr = \"127.0.0.1:0\"\ntls = {{ cert = {:?}, key = {:?} }}\nh2c_preface = true\n{site}",
+                d.join("cert.pem"),
+                d.join("key.pem")
+            ),
+            "4:15",
+            "h2c_preface is for a cleartext HTTP/1.1 listener",
+        ),
+        (
+            format!("{listen}h2c = true\nh2c_preface = true\n{site}"),
+            "4:15",
+            "h2c_preface is for a cleartext HTTP/1.1 listener",
+        ),
+        (
+            format!("{listen}h2c_preface = \"yes\"\n{site}"),
+            "3:15",
+            "invalid type",
+        ),
+        (
+            format!(
                 "[[listen]]\naddr = \"127.0.0.1:0\"\ntls = {{ cert = {:?}, key = {:?} }}\nredirect_to_https = true\n{site}",
                 d.join("cert.pem"),
                 d.join("key.pem")
@@ -1230,6 +1249,42 @@ fn an_h2c_listener_from_the_file_speaks_http2_only() {
     let mut got = Vec::new();
     let _ = c.read_to_end(&mut got);
     assert!(!got.starts_with(b"HTTP/1.1"), "{got:?}");
+    drop(s);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// `h2c_preface` on a `[[listen]]`: that port serves HTTP/1.1 and HTTP/2 with prior
+/// knowledge; a listener without it stays HTTP/1.1 only.
+#[test]
+fn a_listener_with_h2c_preface_serves_http11_and_http2_on_one_port() {
+    let d = dir("h2c-preface");
+    tree(&d);
+    let (p1, p2) = (free_port("127.0.0.1"), free_port("127.0.0.1"));
+    let file = d.join("h2c-preface.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[listen]]\naddr = \"127.0.0.1:{p1}\"\nh2c_preface = true\n[[listen]]\n\
+             addr = \"127.0.0.1:{p2}\"\n[[site]]\nnames = [\"one.test\"]\napp = \"demo\"\n"
+        ),
+    )
+    .unwrap();
+    let s = serve(&["--config", file.to_str().unwrap()]);
+    let both = format!("http://127.0.0.1:{p1}/plaintext");
+    let h2 = ["--http2-prior-knowledge", "-w", " %{http_version}"];
+    assert_eq!(curl(&[&h2[..], &[&both]].concat()), "Hello, World! 2");
+    assert_eq!(
+        curl(&["-w", " %{http_version}", &both]),
+        "Hello, World! 1.1"
+    );
+    // The other listener answers the preface as HTTP/1.1 does: 505.
+    let mut c = TcpStream::connect(("127.0.0.1", p2)).unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    c.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    let _ = c.read_to_end(&mut got);
+    assert!(got.starts_with(b"HTTP/1.1 505 "), "{got:?}");
     drop(s);
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -176,3 +176,48 @@ fn help_names_http3() {
         assert!(text.contains("HTTP/3"), "{args:?}: {text}");
     }
 }
+
+/// `curl -sS ARGS URL` with the answer's HTTP version after its body.
+fn curl_version(args: &[&str], url: &str) -> String {
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "10", "-w", " %{http_version}"])
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("curl is needed by this test (apt-get install curl)");
+    assert!(
+        out.status.success(),
+        "curl {args:?} {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// HttpArena's shape: the demo's one port serves HTTP/1.1 and HTTP/2 with prior knowledge
+/// (gRPC's h2c); `--no-h2c-preface` leaves it HTTP/1.1 only, where the preface gets 505.
+#[test]
+fn the_demo_port_serves_http11_and_h2c_prior_knowledge() {
+    let s = serve(&[]);
+    assert!(
+        s.banner
+            .iter()
+            .any(|l| l.contains("HTTP/2 with prior knowledge (h2c) too on the same port")),
+        "{:?}",
+        s.banner
+    );
+    let url = format!("http://{}/plaintext", s.addr);
+    assert_eq!(curl_version(&[], &url), "Hello, World! 1.1");
+    assert_eq!(
+        curl_version(&["--http2-prior-knowledge"], &url),
+        "Hello, World! 2"
+    );
+
+    let s = serve(&["--no-h2c-preface"]);
+    let mut c = std::net::TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    std::io::Write::write_all(&mut c, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut c, &mut got);
+    assert!(got.starts_with(b"HTTP/1.1 505 "), "{got:?}");
+}

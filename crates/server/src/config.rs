@@ -436,6 +436,9 @@ pub struct Config {
     /// HTTP/2 with prior knowledge (h2c) on this address; off by default. Such a listener
     /// speaks only HTTP/2: an HTTP/1.1 request there is a connection error.
     pub h2c: Option<SocketAddr>,
+    /// `addr` also takes HTTP/2 with prior knowledge beside HTTP/1.1: see
+    /// [`Listen::h2c_preface`]. Off by default (`linerate serve` turns it on).
+    pub h2c_preface: bool,
     /// `tls` also serves HTTP/3 over QUIC on the same address's UDP port (and its HTTPS
     /// answers announce it with `Alt-Svc`): see [`Listen::quic`].
     pub quic: bool,
@@ -753,6 +756,13 @@ pub struct Listen {
     pub tls: Option<TlsConfig>,
     /// Cleartext HTTP/2 with prior knowledge only (never with `tls`).
     pub h2c: bool,
+    /// A cleartext HTTP/1.1 listener that also takes HTTP/2 with prior knowledge: a
+    /// connection whose first bytes are the HTTP/2 client preface (RFC 9113 §3.4) is HTTP/2,
+    /// any other is HTTP/1.1 from its first byte that differs (so HTTP/1.1 waits for
+    /// nothing). What nginx's `http2 on` does on a plain listener, and how one port serves
+    /// HTTP/1.1 and gRPC. Off by default; never with `tls` (ALPN chooses there) or `h2c`;
+    /// needs the `http2` feature.
+    pub h2c_preface: bool,
     /// A Unix socket's owner, group and mode (ignored for TCP).
     pub unix_perms: UnixPerms,
     /// Answer every request here with a 308 to the same host, path and query over HTTPS on
@@ -812,6 +822,7 @@ impl Config {
             addr: ListenAddr::Tcp(self.addr),
             tls: None,
             h2c: false,
+            h2c_preface: self.h2c_preface,
             unix_perms: UnixPerms::default(),
             redirect_to_https: self
                 .redirect_to_https
@@ -824,6 +835,7 @@ impl Config {
                 addr: ListenAddr::Tcp(t.addr),
                 tls: Some(t.clone()),
                 h2c: false,
+                h2c_preface: false,
                 unix_perms: UnixPerms::default(),
                 redirect_to_https: None,
                 proxy_protocol: self.proxy_protocol,
@@ -835,6 +847,7 @@ impl Config {
                 addr: ListenAddr::Tcp(addr),
                 tls: None,
                 h2c: true,
+                h2c_preface: false,
                 unix_perms: UnixPerms::default(),
                 redirect_to_https: None,
                 proxy_protocol: self.proxy_protocol,
@@ -1041,6 +1054,7 @@ impl Default for Config {
             compression: Compression::default(),
             tls: None,
             h2c: None,
+            h2c_preface: false,
             quic: false,
             redirect_to_https: false,
             proxy_protocol: false,

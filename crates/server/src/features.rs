@@ -105,6 +105,11 @@ fn listener_needs(l: &Listen) -> Option<(&'static str, &'static str)> {
         Some(("HTTPS (tls)", "tls"))
     } else if l.h2c {
         Some(("HTTP/2 cleartext (h2c)", "http2"))
+    } else if l.h2c_preface {
+        Some((
+            "HTTP/2 with prior knowledge beside HTTP/1.1 (h2c_preface)",
+            "http2",
+        ))
     } else {
         None
     }
@@ -195,6 +200,14 @@ mod tests {
                     ..Config::default()
                 },
                 Part::Listener(1),
+            ),
+            (
+                "http2",
+                Config {
+                    h2c_preface: true,
+                    ..Config::default()
+                },
+                Part::Listener(0),
             ),
             (
                 "acme",

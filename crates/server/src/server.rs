@@ -321,6 +321,7 @@ impl Server {
         let mut listener_redirect = Vec::new();
         let mut listener_alt_svc = Vec::new();
         let mut listener_proxy = Vec::new();
+        let mut listener_h2c_preface = Vec::new();
         let mut quic = Vec::new();
         for (i, l) in config.listen_list().into_iter().enumerate() {
             let part = Part::Listener(i);
@@ -337,6 +338,15 @@ impl Server {
                     part,
                     format!(
                         "{}: redirect_to_https is for a cleartext HTTP/1.1 TCP listener",
+                        l.addr
+                    ),
+                ));
+            }
+            if l.h2c_preface && (l.h2c || l.tls.is_some()) {
+                return Err(StartError::invalid(
+                    part,
+                    format!(
+                        "{}: h2c_preface is for a cleartext HTTP/1.1 listener (no tls: ALPN offers h2 there; no h2c: it speaks only HTTP/2)",
                         l.addr
                     ),
                 ));
@@ -439,6 +449,7 @@ impl Server {
                     .map(|q| q.addr.port()),
             );
             listener_proxy.push(l.proxy_protocol);
+            listener_h2c_preface.push(l.h2c_preface);
             bound.push(Bound {
                 addr,
                 tls: l.tls.is_some(),
@@ -575,6 +586,7 @@ impl Server {
                 listener_redirect,
                 listener_alt_svc,
                 listener_proxy,
+                listener_h2c_preface,
                 client_conns: (config.max_conns_per_client > 0).then(|| {
                     Arc::new(crate::client_conns::ClientConns::new(
                         config.max_conns_per_client,

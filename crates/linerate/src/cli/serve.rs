@@ -217,6 +217,12 @@ pub(crate) struct ServeArgs {
     /// --addr). That port speaks only HTTP/2.
     #[arg(long, value_name = "PORT")]
     h2c_port: Option<u16>,
+    /// --addr speaks only HTTP/1.1. By default a connection there that opens with the HTTP/2
+    /// preface is HTTP/2 with prior knowledge (h2c), so one port serves HTTP/1.1 and gRPC
+    /// (nginx's `http2 on` on a plain listener); with a configuration file, `h2c_preface` on
+    /// a `[[listen]]` says it per listener.
+    #[arg(long)]
+    no_h2c_preface: bool,
     /// --addr answers every request with a 308 to the same URL over HTTPS, on --tls-port
     /// (443 without it: a TLS terminator in front).
     #[arg(long)]
@@ -479,6 +485,7 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     // Every error names its address or path (listen address, certificate, root, access log),
     // and its place in the file when it came from one.
     let sites = config.sites.clone();
+    let h2c_preface = config.h2c_preface && !from_file;
     let mut server = Server::bind(config, router).map_err(start_error)?;
     if let Some(start) = db
         .as_ref()
@@ -513,7 +520,11 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         }
     }) + &server.h2c_addr().map_or(String::new(), |a| {
         format!("  HTTP/2 cleartext (h2c, prior knowledge) on http://{a}\n")
-    }) + &server
+    }) + if h2c_preface {
+        "  HTTP/2 with prior knowledge (h2c) too on the same port\n"
+    } else {
+        ""
+    } + &server
         .quic_addrs()
         .iter()
         .map(|a| format!("  HTTP/3 (QUIC) on https://{a} (udp)\n"))
@@ -832,6 +843,7 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
         proxies,
         tls,
         h2c: a.h2c_port.map(|p| SocketAddr::new(a.addr.ip(), p)),
+        h2c_preface: !a.no_h2c_preface,
         quic: a.quic,
         redirect_to_https: a.redirect_to_https,
         proxy_protocol: a.proxy_protocol,
@@ -889,6 +901,7 @@ fn listening_flags(explicit: &[String]) -> bool {
         "tls_cert",
         "tls_key",
         "h2c_port",
+        "no_h2c_preface",
         "redirect_to_https",
     ]
     .iter()

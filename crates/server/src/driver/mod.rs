@@ -23,6 +23,7 @@ pub(crate) mod epoll;
 pub(crate) mod handshake;
 #[cfg(feature = "http3")]
 pub(crate) mod path_mtu;
+pub(crate) mod preface;
 pub(crate) mod proto;
 #[cfg(feature = "http3")]
 pub(crate) mod quic;
@@ -115,6 +116,9 @@ pub(crate) struct Shared {
     pub listener_alt_svc: Vec<Option<u16>>,
     /// Listeners whose connections start with a PROXY protocol header.
     pub listener_proxy: Vec<bool>,
+    /// Cleartext HTTP/1.1 listeners where a connection opening with the HTTP/2 preface is
+    /// HTTP/2 (`Listen::h2c_preface`; see `preface`).
+    pub listener_h2c_preface: Vec<bool>,
     /// Open connections per client address (a per-client limit is set).
     pub client_conns: Option<Arc<crate::client_conns::ClientConns>>,
     /// The ciphers whose sessions are handed to the kernel after the handshake (kTLS, probed
@@ -182,12 +186,18 @@ struct Live {
     streams: Vec<Arc<crate::streaming::Chan>>,
 }
 
-/// A connection's PROXY protocol header, still arriving.
+/// What a connection owes before its protocol reads it: a PROXY protocol header still
+/// arriving, and/or first bytes that may be the HTTP/2 preface (`preface`).
 struct Preamble {
     /// The slot's generation when it was accepted (see [`Worker::token`]).
     generation: u32,
-    /// The header's bytes so far (empty until a read leaves it incomplete).
+    /// The header's bytes so far, or the preface's start (empty until a read leaves either
+    /// incomplete).
     buf: Vec<u8>,
+    /// The PROXY protocol header is still owed.
+    proxy: bool,
+    /// Then the first bytes decide between HTTP/1.1 and HTTP/2 (`preface::sniff`).
+    sniff: bool,
 }
 
 /// One entry of the slot table: a client connection (`live`) or an upstream one (`up`),
@@ -656,6 +666,9 @@ impl<B: Backend> Worker<B> {
                 if upstream::is_up(token) {
                     return self.up_event(c, sh);
                 }
+                if !self.preambles.is_empty() {
+                    self.sniff_ended(token, sh);
+                }
                 self.with(token, sh, |live, p| live.conn.eof(p.cx, &mut p.svc));
             }
             c @ (Completion::Sent { token, .. } | Completion::FileSent { token, .. }) => {
@@ -781,8 +794,9 @@ impl<B: Backend> Worker<B> {
         (u64::from(generation) << 32) | u64::from(idx)
     }
 
-    /// Bytes received while some connection owes its PROXY protocol header: the header's
-    /// part is taken, the rest goes to the connection.
+    /// Bytes received while some connection owes its PROXY protocol header or its first
+    /// bytes' verdict: the header's part is taken, the preface's start held, the rest goes
+    /// to the connection.
     #[cold]
     #[inline(never)]
     fn received_early(&mut self, token: Token, buf: &[u8], sh: &Shared) {
@@ -790,7 +804,7 @@ impl<B: Backend> Worker<B> {
             Some(n) => &buf[n..],
             None => buf,
         };
-        if !data.is_empty() {
+        if !data.is_empty() && !self.sniffed(token, data, sh) {
             self.with(token, sh, |live, p| p.received(live, data));
         }
     }
@@ -805,7 +819,7 @@ impl<B: Backend> Worker<B> {
         let pre = self
             .preambles
             .get_mut(&idx)
-            .filter(|p| p.generation == (token >> 32) as u32)?;
+            .filter(|p| p.generation == (token >> 32) as u32 && p.proxy)?;
         let had = pre.buf.len();
         let verdict = if had == 0 {
             parse(data)
@@ -821,7 +835,13 @@ impl<B: Backend> Worker<B> {
                 Some(data.len())
             }
             Ok(Some((source, len))) => {
-                self.preambles.remove(&idx);
+                if pre.sniff {
+                    // The first bytes after the header decide the protocol.
+                    pre.proxy = false;
+                    pre.buf = Vec::new();
+                } else {
+                    self.preambles.remove(&idx);
+                }
                 if let Some(peer) = self.peers.get_mut(idx as usize) {
                     match source {
                         Source::Addr(a) => *peer = Some(a),
@@ -1019,11 +1039,26 @@ impl<B: Backend> Worker<B> {
             Proto::h1(self.io.cx.now, &self.io.cx)
         };
         let armed = self.wheel.arm(idx, conn.deadline());
-        if sh.listener_proxy.get(listener).copied().unwrap_or(false) {
-            // The header shares the connection's first deadline (the header timeout).
+        let proxy = sh.listener_proxy.get(listener).copied().unwrap_or(false);
+        let sniff = sh
+            .listener_h2c_preface
+            .get(listener)
+            .copied()
+            .unwrap_or(false);
+        if proxy || sniff {
+            // The header and the preface share the connection's first deadline (the header
+            // timeout).
             let generation = (token >> 32) as u32;
             let buf = Vec::new();
-            self.preambles.insert(idx, Preamble { generation, buf });
+            self.preambles.insert(
+                idx,
+                Preamble {
+                    generation,
+                    buf,
+                    proxy,
+                    sniff,
+                },
+            );
         }
         keep_peer(&mut self.peers, idx, peer);
         slot.live = Some(Live {
@@ -1045,7 +1080,7 @@ impl<B: Backend> Worker<B> {
         }
         // A connection with a PROXY header is counted once the header names its client.
         if self.client_conns.is_some()
-            && !self.preambles.contains_key(&idx)
+            && !self.preambles.get(&idx).is_some_and(|p| p.proxy)
             && !self.count_client(idx)
         {
             self.close(idx);

@@ -7,7 +7,7 @@ use crate::h1::encode::{Encoded, Parts, Stamp, encode, encode_announcing};
 use crate::h1::queue::Entry;
 use crate::h1::service::Cx;
 use crate::pool::Pool;
-use crate::response::{Body, FileBody, Response};
+use crate::response::{Body, Field, FileBody, Response};
 
 impl<P> Conn<P> {
     /// The buffer new output goes to: the worker's, unless earlier output is still here.
@@ -77,16 +77,37 @@ impl<P> Conn<P> {
         facts.ends || cx.draining
     }
 
-    /// Encodes an answer into the output.
+    /// Encodes an answer into the output. One with trailer fields (few) goes out of line, so
+    /// this path tests for them once and carries none.
     #[inline(always)]
     pub(super) fn place_now(&mut self, facts: Facts, resp: Response, cx: &mut Cx) {
+        if resp.trailers.is_some() {
+            return self.place_trailered(facts, resp, cx);
+        }
+        self.place_parts(facts, resp, None, cx);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn place_trailered(&mut self, facts: Facts, mut resp: Response, cx: &mut Cx) {
+        let trailers = resp.trailers.take();
+        self.place_parts(facts, resp, trailers.as_deref().map(Vec::as_slice), cx);
+    }
+
+    #[inline(always)]
+    fn place_parts(
+        &mut self,
+        facts: Facts,
+        resp: Response,
+        trailers: Option<&[Field]>,
+        cx: &mut Cx,
+    ) {
         let Response {
             status,
             content_type,
             headers,
             body,
             close,
-            trailers,
             ..
         } = resp;
         let close = close || Self::closes(&facts, cx);
@@ -96,7 +117,7 @@ impl<P> Conn<P> {
             content_type: content_type.as_deref(),
             headers: &headers,
             body: &body,
-            trailers: trailers.as_deref().map(Vec::as_slice),
+            trailers,
         };
         let out = if self.out_empty() && self.in_flight == InFlight::None {
             &mut cx.out
