@@ -69,6 +69,15 @@ impl CallHead {
     pub fn read<'f>(
         fields: impl IntoIterator<Item = (&'f [u8], &'f [u8])>,
     ) -> Result<CallHead, CallError> {
+        CallHead::read_with(fields, |_, _| {})
+    }
+
+    /// [`CallHead::read`], handing every field it does not read to `other` (the caller's
+    /// metadata), so a request's fields are gone through once.
+    pub fn read_with<'f>(
+        fields: impl IntoIterator<Item = (&'f [u8], &'f [u8])>,
+        mut other: impl FnMut(&'f [u8], &'f [u8]),
+    ) -> Result<CallHead, CallError> {
         let mut protocol = None;
         let mut timeout = None;
         let mut encoding = Encoding::Identity;
@@ -85,7 +94,7 @@ impl CallHead {
                 b"grpc-accept-encoding" => {
                     accepts_gzip = compress::accepts(Some(value), Encoding::Gzip);
                 }
-                _ => {}
+                _ => other(name, value),
             }
         }
         let protocol = protocol.ok_or(CallError::UnsupportedMediaType)?;
@@ -195,5 +204,23 @@ mod tests {
             assert_eq!(read(fields), Err(err), "{fields:?}");
             assert_eq!(err.code(), code);
         }
+    }
+
+    #[test]
+    fn fields_not_read_go_to_the_caller_once_each() {
+        let fields: &[(&[u8], &[u8])] = &[
+            (b"content-type", b"application/grpc"),
+            (b"x-user", b"ada"),
+            (b"grpc-timeout", b"1S"),
+            (b"te", b"trailers"),
+        ];
+        let mut others = Vec::new();
+        let call = CallHead::read_with(fields.iter().copied(), |n, v| others.push((n, v))).unwrap();
+        assert_eq!(call.protocol, Protocol::Grpc);
+        assert_eq!(call.timeout, Some(Duration::from_secs(1)));
+        assert_eq!(
+            others,
+            [(&b"x-user"[..], &b"ada"[..]), (b"te", b"trailers")]
+        );
     }
 }

@@ -37,6 +37,10 @@ impl Protocol {
     /// included: this server reads protobuf only, and PROTOCOL-HTTP2.md has a server answer
     /// a content type it does not serve with HTTP 415.
     pub fn from_content_type(value: &[u8]) -> Option<Protocol> {
+        if value == b"application/grpc" {
+            // What nearly every client sends: no split, no case folding.
+            return Some(Protocol::Grpc);
+        }
         let media = value
             .split(|&b| b == b';')
             .next()

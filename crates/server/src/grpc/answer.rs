@@ -60,6 +60,10 @@ pub(crate) fn trailers_only(status: &Status, initial: &Metadata, trailers: &Meta
 
 /// `resp` ending with the status and trailing metadata.
 pub(crate) fn with_trailers(mut resp: Response, status: &Status, trailers: &Metadata) -> Response {
+    if status.code == Code::Ok && status.message.is_empty() && trailers.is_empty() {
+        // Every successful unary call: one static field, checked as the answer leaves.
+        return resp.trailer(GRPC_STATUS, Code::Ok.as_str());
+    }
     for (name, value) in status_fields(status).chain(trailers.fields()) {
         resp = match resp.try_trailer(name, value) {
             Ok(r) => r,

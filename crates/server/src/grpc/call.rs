@@ -33,22 +33,35 @@ impl Call {
         buf: &[u8],
         peer: Option<SocketAddr>,
     ) -> Result<Call, Response> {
-        // HTTP/2 and HTTP/3 names are lowercase; an HTTP/1.1 client's (gRPC-Web) may not be.
-        let upper = head
-            .headers(buf)
-            .any(|(n, _)| n.iter().any(u8::is_ascii_uppercase));
+        // HTTP/2 and HTTP/3 names are lowercase (their parsers refuse others); an HTTP/1.1
+        // client's (gRPC-Web) may not be.
+        use linerate_http1::Version;
+        let upper = matches!(head.version(), Version::Http10 | Version::Http11)
+            && head
+                .headers(buf)
+                .any(|(n, _)| n.iter().any(u8::is_ascii_uppercase));
+        let mut metadata = Metadata::new();
+        let mut bad = None;
+        let mut take = |n: &[u8], v: &[u8]| {
+            if let Err(s) = metadata.take_field(n, v) {
+                bad.get_or_insert(s);
+            }
+        };
         let call = if upper {
             let lower: Vec<(Vec<u8>, &[u8])> = head
                 .headers(buf)
                 .map(|(n, v)| (n.to_ascii_lowercase(), v))
                 .collect();
-            CallHead::read(lower.iter().map(|(n, v)| (n.as_slice(), *v)))
+            CallHead::read_with(lower.iter().map(|(n, v)| (n.as_slice(), *v)), |n, v| {
+                take(n, v)
+            })
         } else {
-            CallHead::read(head.headers(buf))
+            CallHead::read_with(head.headers(buf), take)
         };
         let call = call.map_err(super::refusal)?;
-        let metadata = Metadata::from_fields(head.headers(buf))
-            .map_err(|s| super::trailers_only(&s, &Metadata::new(), &Metadata::new()))?;
+        if let Some(s) = bad {
+            return Err(super::trailers_only(&s, &Metadata::new(), &Metadata::new()));
+        }
         Ok(Call {
             deadline: call.timeout.map(deadline_in),
             head: call,

@@ -108,39 +108,28 @@ impl Metadata {
         })
     }
 
-    /// A request's metadata from its fields: reserved ones left out, names lowercased,
-    /// `-bin` values decoded (each comma-separated value one entry), ASCII values outside
-    /// 0x20–0x7E dropped (the spec: they must not fail the call). A `-bin` value that is not
-    /// base64 is INTERNAL.
-    pub(crate) fn from_fields<'f>(
-        fields: impl Iterator<Item = (&'f [u8], &'f [u8])>,
-    ) -> Result<Metadata, Status> {
-        let mut md = Metadata::new();
-        for (name, value) in fields {
-            // HTTP/2 and HTTP/3 names are lowercase already; HTTP/1.1's may not be.
-            let name: Cow<'_, [u8]> = if name.iter().any(u8::is_ascii_uppercase) {
-                Cow::Owned(name.to_ascii_lowercase())
-            } else {
-                Cow::Borrowed(name)
-            };
-            if wire::is_reserved(&name) || !wire::is_valid_name(&name) {
-                continue;
-            }
-            let name = String::from_utf8_lossy(&name).into_owned();
-            if wire::is_binary(name.as_bytes()) {
-                for v in wire::bin_values(value) {
-                    let bytes = wire::decode_bin(v).map_err(|_| {
-                        Status::new(Code::Internal, format!("metadata {name}: not base64"))
-                    })?;
-                    md.entries
-                        .push((Cow::Owned(name.clone()), Value::Binary(bytes)));
-                }
-            } else if wire::is_ascii_value(value) {
-                let value = String::from_utf8_lossy(value).into_owned();
-                md.entries.push((Cow::Owned(name), Value::Ascii(value)));
-            }
+    /// Takes one of a request's fields (name lowercase) if it is metadata: reserved ones
+    /// are left out, `-bin` values decoded (each comma-separated value one entry), ASCII
+    /// values outside 0x20–0x7E dropped (the spec: they must not fail the call). A `-bin`
+    /// value that is not base64 is INTERNAL.
+    pub(crate) fn take_field(&mut self, name: &[u8], value: &[u8]) -> Result<(), Status> {
+        if wire::is_reserved(name) || !wire::is_valid_name(name) {
+            return Ok(());
         }
-        Ok(md)
+        let name = String::from_utf8_lossy(name).into_owned();
+        if wire::is_binary(name.as_bytes()) {
+            for v in wire::bin_values(value) {
+                let bytes = wire::decode_bin(v).map_err(|_| {
+                    Status::new(Code::Internal, format!("metadata {name}: not base64"))
+                })?;
+                self.entries
+                    .push((Cow::Owned(name.clone()), Value::Binary(bytes)));
+            }
+        } else if wire::is_ascii_value(value) {
+            let value = String::from_utf8_lossy(value).into_owned();
+            self.entries.push((Cow::Owned(name), Value::Ascii(value)));
+        }
+        Ok(())
     }
 
     /// The entries as fields to send: binary values base64-encoded (unpadded).
