@@ -41,7 +41,7 @@ pub use entry::{Entry, Timing};
 pub use facts::{Method, Request, RequestFacts, Response, ResponseFacts};
 pub use freshness::{Reuse, Why};
 pub use key::{Key, NoKey, Variant, Vary};
-pub use policy::{After, Bypass, Plan, after, plan};
+pub use policy::{After, Bypass, Plan, after, plan, plan_with};
 pub use storable::NotStored;
 
 /// An instant, in whole seconds since the Unix epoch: HTTP dates and ages have one-second

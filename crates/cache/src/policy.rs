@@ -83,6 +83,20 @@ pub enum Plan {
 
 /// Decides how to serve `req` at `now` from `store`.
 pub fn plan(req: &Request<'_>, store: &Store, now: Time, opts: &Options) -> Plan {
+    plan_with(req, store, None, now, opts)
+}
+
+/// [`plan`], with `held` an entry this request holds apart from the store (a shared second
+/// tier's answer to it): chosen as a stored one would be (same key, its Vary matching the
+/// request) when the store has none, so the request is answered from it even when the store
+/// could not keep it.
+pub fn plan_with(
+    req: &Request<'_>,
+    store: &Store,
+    held: Option<&Arc<Entry>>,
+    now: Time,
+    opts: &Options,
+) -> Plan {
     let facts = RequestFacts::of(req);
     if !matches!(facts.method, Method::Get | Method::Head) {
         return Plan::Bypass(Bypass::Method);
@@ -94,7 +108,14 @@ pub fn plan(req: &Request<'_>, store: &Store, now: Time, opts: &Options) -> Plan
     if facts.other_preconditions {
         return Plan::Bypass(Bypass::Preconditions);
     }
-    let (entry, fwd) = match store.get(&key, req.fields) {
+    let mut lookup = store.get(&key, req.fields);
+    if let (Lookup::UriMiss | Lookup::VaryMiss, Some(e)) = (&lookup, held)
+        && e.key == key
+        && e.variant.matches(req.fields)
+    {
+        lookup = Lookup::Found(Arc::clone(e));
+    }
+    let (entry, fwd) = match lookup {
         Lookup::Found(e) => (e, Fwd::Stale),
         Lookup::VaryMiss | Lookup::UriMiss if facts.cc.only_if_cached => {
             return Plan::GatewayTimeout;

@@ -623,6 +623,57 @@ fn three_edges_share_one_tier_and_a_purge_on_one_reaches_all() {
 
 /// A hit over HTTP/2 (h2c, curl with prior knowledge): the stored answer with its stored
 /// Date, Age and Cache-Status, as over HTTP/1.1; a HEAD has the fields and no body.
+/// A tier hit is answered from the tier's entry even when the memory store cannot keep it
+/// (a store smaller than the working set; here smaller than the one answer): before, the
+/// entry went into memory, the request was planned again from memory, missed, and went
+/// upstream too — every request paid the tier and the upstream.
+#[test]
+fn a_tier_hit_is_answered_when_memory_cannot_keep_the_entry() {
+    let Some(tier) = common::tier::TierServer::start("redis-server") else {
+        return;
+    };
+    let body = vec![b'x'; 4096];
+    let up = Upstream::start(move |_, _| ok_with("Cache-Control: public, max-age=600\r\n", &body));
+    let spec = format!("/=http://{}", up.addr);
+    let url = tier.url();
+    let admin = format!("127.0.0.1:{}", common::free_port("127.0.0.1"));
+    let args = [
+        "--addr",
+        "127.0.0.1:0",
+        "--app",
+        "none",
+        "--proxy",
+        spec.as_str(),
+        "--proxy-cache",
+        "1KiB",
+        "--proxy-cache-tier",
+        url.as_str(),
+        "--admin",
+        admin.as_str(),
+    ];
+    let edge = common::bin::serve_as(&args);
+    let mut n = 0;
+    eventually("the edge stores in the tier", || {
+        n += 1;
+        stores_through(&admin, || {
+            get(edge.addr, &format!("/warm{n}"), "");
+        })
+    });
+    let before = tier_stored(&admin);
+    assert_eq!(get(edge.addr, "/big", "").body.len(), 4096);
+    eventually("the answer is in the tier", || tier_stored(&admin) > before);
+    for _ in 0..3 {
+        let r = get(edge.addr, "/big", "");
+        assert_eq!(r.body.len(), 4096);
+        assert!(
+            r.header("cache-status").unwrap().contains("hit"),
+            "{:?}",
+            r.headers
+        );
+    }
+    assert_eq!(up.count("/big"), 1, "tier hits went upstream");
+}
+
 #[test]
 fn an_http2_client_gets_the_stored_answer_too() {
     let up = Upstream::start(|_, _| {

@@ -433,6 +433,9 @@ pub(crate) struct Exchange {
     storing: Option<Storing>,
     /// The second tier was asked (a leader asks once).
     tier_checked: bool,
+    /// The second tier's entry for this request, planned from even when the memory store
+    /// could not keep it (a store smaller than the working set).
+    tier_entry: Option<Arc<Entry>>,
     /// The plan the content phase made, and when (the driver acts on it without a second
     /// look).
     pending: Option<(Plan, Time)>,
@@ -461,6 +464,7 @@ impl Exchange {
             request_time: Time(0),
             storing: None,
             tier_checked: false,
+            tier_entry: None,
             pending: None,
         }
     }
@@ -495,7 +499,9 @@ impl Exchange {
         };
         match stored.and_then(|b| super::tier::decode(&b, &key)) {
             Some(entry) => {
-                self.mount.store.insert(entry);
+                let entry = Arc::new(entry);
+                self.mount.store.insert(Arc::clone(&entry));
+                self.tier_entry = Some(entry);
                 let waiters = self.mount.flights().land(&key, id);
                 wake(waiters);
                 self.planned = false;
@@ -527,8 +533,10 @@ impl Exchange {
         let (plan, now) = match self.pending.take() {
             Some(made) => made,
             None => (
-                self.req
-                    .with(|r| linerate_cache::plan(r, &mount.store, now, &mount.opts)),
+                self.req.with(|r| {
+                    let held = self.tier_entry.as_ref();
+                    linerate_cache::plan_with(r, &mount.store, held, now, &mount.opts)
+                }),
                 now,
             ),
         };
@@ -572,6 +580,7 @@ impl Exchange {
                             request_time: now,
                             storing: None,
                             tier_checked: true,
+                            tier_entry: None,
                             pending: None,
                         })
                     });
