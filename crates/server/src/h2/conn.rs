@@ -25,7 +25,7 @@ use super::fields::{Malformed, RequestFields, Scratch, TrailerFields};
 use super::frame::{self, Code, Head, flag, kind, setting};
 use super::stream::{
     Answer, BodyIn, CONN_WINDOW, Calm, MAX_BODY_STREAMS, MAX_CONCURRENT_STREAMS, MAX_CONTINUATIONS,
-    MAX_HEADER_BLOCK, MAX_TUNNEL_STREAMS, Ring, STREAM_WINDOW, Stream,
+    MAX_HEADER_BLOCK, MAX_TUNNEL_STREAMS, Ring, SMALL_BODY, STREAM_WINDOW, Stream,
 };
 use crate::h1::{Cx, Decision, Exchange, SendPace, Service, Timer, Transmit, status_response};
 use crate::pool::Pool;
@@ -432,10 +432,19 @@ impl<P> Conn<P> {
         }
         s.recv_window -= flen;
         s.recv_owed += flen;
+        let was_large = s.large_body();
         s.received += data.len() as u64;
         if s.declared.is_some_and(|d| s.received > d) {
             return self.stream_error(h.stream, Code::Protocol, cx);
         }
+        if !s.tunnel && !end && !was_large && s.large_body() {
+            // Its body just outgrew SMALL_BODY: it counts among MAX_BODY_STREAMS from now, or,
+            // one too many, is refused (no handler has had its whole body).
+            if self.large_bodies() > MAX_BODY_STREAMS {
+                return self.stream_error(h.stream, Code::RefusedStream, cx);
+            }
+        }
+        let s = &mut self.streams[idx];
         if s.tunnel && s.body.is_none() {
             // The tunnel's bytes are owed back only as its reader takes them
             // (`tunnel_used`): a reader that stops holds the client to one window.
@@ -638,8 +647,11 @@ impl<P> Conn<P> {
             return self.stream_error(id, Code::Protocol, cx);
         }
         let tunnel = !self.scratch.protocol.is_empty();
+        let large = checked
+            .as_ref()
+            .is_ok_and(|d| d.is_some_and(|d| d > SMALL_BODY));
         if self.streams.len() >= MAX_CONCURRENT_STREAMS
-            || (!c.end_stream && self.no_room_for(tunnel))
+            || (!c.end_stream && self.no_room_for(tunnel, large))
         {
             return self.stream_error(id, Code::RefusedStream, cx);
         }
@@ -685,20 +697,24 @@ impl<P> Conn<P> {
         self.decide(idx, decision, cx, svc);
     }
 
-    /// A stream that will send DATA cannot open: [`MAX_BODY_STREAMS`] bodies are being read,
-    /// or, for a tunnel, [`MAX_TUNNEL_STREAMS`] tunnels are open.
-    fn no_room_for(&self, tunnel: bool) -> bool {
-        let open = |t: bool| {
-            self.streams
-                .iter()
-                .filter(|s| s.tunnel == t && (t || !s.remote_closed))
-                .count()
-        };
+    /// A stream that will send DATA cannot open: it declares a body over [`SMALL_BODY`] and
+    /// [`MAX_BODY_STREAMS`] such bodies are being read, or, for a tunnel,
+    /// [`MAX_TUNNEL_STREAMS`] tunnels are open.
+    fn no_room_for(&self, tunnel: bool, large: bool) -> bool {
         if tunnel {
-            open(true) >= MAX_TUNNEL_STREAMS
+            let open = self.streams.iter().filter(|s| s.tunnel).count();
+            open >= MAX_TUNNEL_STREAMS
         } else {
-            open(false) >= MAX_BODY_STREAMS
+            large && self.large_bodies() >= MAX_BODY_STREAMS
         }
+    }
+
+    /// Bodies being read that are (or are declared) over [`SMALL_BODY`].
+    fn large_bodies(&self) -> usize {
+        self.streams
+            .iter()
+            .filter(|s| !s.tunnel && !s.remote_closed && s.large_body())
+            .count()
     }
 
     /// The connection answers a request itself (a malformed one, a limit).

@@ -11,11 +11,18 @@ use crate::response::{Body, Trailers};
 /// SETTINGS_MAX_CONCURRENT_STREAMS the server announces: a HEADERS opening one more is refused
 /// with RST_STREAM(REFUSED_STREAM).
 pub const MAX_CONCURRENT_STREAMS: usize = 100;
-/// Streams of one connection that may be sending request bodies at once; one more is refused
-/// with RST_STREAM(REFUSED_STREAM), which a client may retry. Buffering handlers hold a body
-/// up to the site's body limit, so this bounds what one connection can make the server hold
-/// (8 × 1 MiB by default) where HTTP/1.1 reads one body at a time.
+/// Streams of one connection that may be sending request bodies larger than [`SMALL_BODY`]
+/// at once; one more is refused with RST_STREAM(REFUSED_STREAM), which a client may retry: at
+/// its HEADERS when it declares such a length, else when its DATA first takes it past
+/// [`SMALL_BODY`] (before any handler has its whole body). Buffering handlers hold a body up to
+/// the site's body limit, so this bounds what one connection can make the server hold (8 × 1
+/// MiB by default, plus [`SMALL_BODY`] for each other open stream) where HTTP/1.1 reads one
+/// body at a time.
 pub const MAX_BODY_STREAMS: usize = 8;
+/// A request body up to this size does not count among [`MAX_BODY_STREAMS`]: a connection may
+/// send many small bodies at once (gRPC's unary calls: h2load `-m 100` sends each stream's
+/// HEADERS before any DATA), and holds at most this much of each.
+pub const SMALL_BODY: u64 = 16 * 1024;
 /// SETTINGS_INITIAL_WINDOW_SIZE the server announces for request bodies. Bodies are handed to
 /// the application as they arrive, so the window only paces the client, never memory.
 pub(crate) const STREAM_WINDOW: i64 = 1 << 20;
@@ -104,6 +111,12 @@ pub(crate) struct Stream<P> {
 }
 
 impl<P> Stream<P> {
+    /// Whether its body is (or is declared) over [`SMALL_BODY`]: it counts among
+    /// [`MAX_BODY_STREAMS`].
+    pub(crate) fn large_body(&self) -> bool {
+        self.received > SMALL_BODY || self.declared.is_some_and(|d| d > SMALL_BODY)
+    }
+
     pub(crate) fn new(id: u32, send_window: i64) -> Stream<P> {
         Stream {
             id,

@@ -13,7 +13,7 @@ use super::conn::Conn;
 use super::frame::{self, Code, Head, flag, kind, setting};
 use super::stream::{
     MAX_BODY_STREAMS, MAX_CONCURRENT_STREAMS, MAX_CONTINUATIONS, MAX_CONTROL_PER_SEC,
-    MAX_RESETS_PER_SEC,
+    MAX_RESETS_PER_SEC, SMALL_BODY,
 };
 use crate::h1::{ConnConfig, Cx, Decision, Exchange, Service, Transmit};
 use crate::pool::Pool;
@@ -911,25 +911,68 @@ fn the_stream_beyond_the_concurrency_limit_is_refused() {
     assert_eq!(h.frames(), [F::Rst(next, Code::RefusedStream as u32)]);
 }
 
-// One connection may send MAX_BODY_STREAMS bodies at once; one more is refused (retryable),
-// and a request without a body still gets in.
+// One connection may send MAX_BODY_STREAMS bodies over SMALL_BODY at once; one more is
+// refused (retryable) — at its HEADERS when it declares its length, else when its DATA first
+// takes it past SMALL_BODY — and a request without a body, or with a small one, still gets in.
 #[test]
 fn bodies_in_flight_per_connection_are_bounded() {
     let mut h = H::open();
+    let big = (SMALL_BODY + 1).to_string();
+    let declared = [("content-length", big.as_str())];
     for i in 0..MAX_BODY_STREAMS as u32 {
-        h.recv(&headers(2 * i + 1, &block("POST", "/echo", &[]), false));
+        h.recv(&headers(
+            2 * i + 1,
+            &block("POST", "/sink", &declared),
+            false,
+        ));
     }
     assert!(h.frames().is_empty());
     let next = 2 * MAX_BODY_STREAMS as u32 + 1;
-    h.recv(&headers(next, &block("POST", "/echo", &[]), false));
+    h.recv(&headers(next, &block("POST", "/sink", &declared), false));
     assert_eq!(h.frames(), [F::Rst(next, Code::RefusedStream as u32)]);
     h.recv(&get(next + 2, "/x"));
     assert_eq!(status(&h.frames()[0]), Some((next + 2, "200".into())));
-    // one body finishes: another may start
-    h.recv(&data(1, b"ok", true));
+    // A body of undeclared length opens; past SMALL_BODY it is one too many and refused.
+    let undeclared = next + 4;
+    h.recv(&headers(undeclared, &block("POST", "/sink", &[]), false));
+    h.recv(&data(undeclared, &vec![b'a'; SMALL_BODY as usize], false));
+    assert!(h.frames().is_empty(), "small so far");
+    h.recv(&data(undeclared, b"a", false));
+    assert_eq!(h.frames(), [F::Rst(undeclared, Code::RefusedStream as u32)]);
+    // A small body is answered while the large ones go on.
+    let small = undeclared + 2;
+    h.recv(&headers(small, &block("POST", "/echo", &[]), false));
+    h.recv(&data(small, b"ok", true));
+    assert_eq!(status(&h.frames()[0]), Some((small, "200".into())));
+    // one large body finishes: another may start
+    h.recv(&data(1, &vec![b'b'; SMALL_BODY as usize + 1], true));
     h.frames();
-    h.recv(&headers(next + 4, &block("POST", "/echo", &[]), false));
+    h.recv(&headers(
+        small + 2,
+        &block("POST", "/sink", &declared),
+        false,
+    ));
     assert!(h.frames().is_empty());
+}
+
+// gRPC's unary calls as h2load -m 100 sends them: every stream's HEADERS, then every DATA.
+// Small bodies do not count among MAX_BODY_STREAMS: all 100 are answered.
+#[test]
+fn a_hundred_small_bodies_sent_after_their_headers_are_all_answered() {
+    let mut h = H::open();
+    for i in 0..MAX_CONCURRENT_STREAMS as u32 {
+        h.recv(&headers(2 * i + 1, &block("POST", "/echo", &[]), false));
+    }
+    assert!(h.frames().is_empty(), "none refused");
+    for i in 0..MAX_CONCURRENT_STREAMS as u32 {
+        h.recv(&data(2 * i + 1, b"123456789", true));
+    }
+    let answered = h
+        .frames()
+        .iter()
+        .filter(|f| status(f).is_some_and(|(_, s)| s == "200"))
+        .count();
+    assert_eq!(answered, MAX_CONCURRENT_STREAMS);
 }
 
 #[test]
