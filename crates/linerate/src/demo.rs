@@ -154,8 +154,10 @@ pub fn router_with(dataset: Vec<Item>) -> Router {
             |_, _| Ok(WsEcho),
         )
         // HttpArena's unary-grpc profiles, and gRPC's interop test service.
-        .grpc(crate::grpc::Benchmark)
-        .grpc(crate::grpc::TestService)
+        .grpc(crate::grpc::BenchmarkServiceServer::new(
+            crate::grpc::Benchmark,
+        ))
+        .grpc(crate::grpc::TestServiceServer::new(crate::grpc::Interop))
 }
 
 /// `/ws`: every message back as it came.
