@@ -32,20 +32,24 @@
 
 mod answer;
 mod call;
+pub mod health;
 mod message;
 mod metadata;
 mod method;
+pub mod reflection;
 mod run;
 mod stream;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 pub use linerate_grpc::{Code, Status};
 
+pub use health::Health;
 pub use message::{Request, Response};
 pub use metadata::{InvalidMetadata, Metadata};
 pub use method::Method;
 pub(crate) use method::{Kind, Unary};
+pub use reflection::Reflection;
 pub use stream::{Sink, Streaming};
 
 pub(crate) use answer::{refusal, trailers_only, unary_answer};
@@ -64,6 +68,33 @@ pub trait Service {
     fn name(&self) -> &'static str;
     /// Its methods, each with its path (`/package.Service/Method`).
     fn methods(self) -> Vec<Method>;
+    /// Told, before [`methods`](Service::methods), the list of services the router serves
+    /// (it grows as more are added): what [`Reflection`] lists. Others ignore it.
+    fn served_by(&mut self, services: &ServiceList) {
+        let _ = services;
+    }
+}
+
+/// The services a router serves, by full name, in the order added; shared with the services
+/// that asked ([`Service::served_by`]), so one added later is listed too.
+#[derive(Clone, Debug, Default)]
+pub struct ServiceList(Arc<Mutex<Vec<&'static str>>>);
+
+impl ServiceList {
+    /// The names, now.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn add(&self, name: &'static str) {
+        let mut names = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
 }
 
 /// What a router serves of gRPC: the services' names, for reflection and the UNIMPLEMENTED
@@ -71,12 +102,16 @@ pub trait Service {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Services {
     pub(crate) names: Arc<Vec<&'static str>>,
+    /// The same names, for the services that list them (apart from `names`: the request
+    /// path reads that one without a lock).
+    pub(crate) list: ServiceList,
 }
 
 impl Services {
     pub(crate) fn add(&mut self, name: &'static str) {
         if !self.names.contains(&name) {
             Arc::make_mut(&mut self.names).push(name);
+            self.list.add(name);
         }
     }
 
@@ -92,6 +127,12 @@ impl Services {
     pub(crate) fn any(&self) -> bool {
         !self.names.is_empty()
     }
+}
+
+/// The service a method's path names: `/package.Service/Method` → `package.Service`.
+pub(crate) fn service_of(path: &'static str) -> Option<&'static str> {
+    let rest = path.strip_prefix('/')?;
+    Some(&rest[..rest.find('/')?])
 }
 
 /// Whether a request is a gRPC call by its content type (PROTOCOL-HTTP2.md:
