@@ -158,6 +158,10 @@ pub fn router_with(dataset: Vec<Item>) -> Router {
             crate::grpc::Benchmark,
         ))
         .grpc(crate::grpc::TestServiceServer::new(crate::grpc::Interop))
+        // The standard services, so grpcurl-style tools list, describe and check the demo:
+        // health (everything SERVING) and reflection over linerate-grpc's descriptors.
+        .grpc(linerate_server::grpc::Health::new())
+        .grpc(linerate_server::grpc::Reflection::new())
 }
 
 /// `/ws`: every message back as it came.
