@@ -1,8 +1,8 @@
 //! The standard gRPC services on a real server (`TestServer`, one worker, an h2c listener),
-//! called by an independent HTTP/2 client (hyperium's h2) with raw gRPC frames: health (grpc/doc/health-checking.md: Check, Watch and its changes, NOT_FOUND and
-//! SERVICE_UNKNOWN) and server reflection v1 and v1alpha (list_services from the router,
-//! files by name and by symbol with their imports, a registered descriptor set, NOT_FOUND
-//! answers).
+//! called by an independent HTTP/2 client (hyperium's h2) with raw gRPC frames: health
+//! (grpc/doc/health-checking.md: Check, Watch and its changes, NOT_FOUND and SERVICE_UNKNOWN)
+//! and server reflection v1 and v1alpha (list_services from the router, files by name and by
+//! symbol with their imports, a registered descriptor set, NOT_FOUND answers).
 
 use std::net::SocketAddr;
 use std::time::Duration;

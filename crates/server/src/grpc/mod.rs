@@ -9,6 +9,48 @@
 //! of answers a [`Sink`] (backpressure: [`Sink::send`] waits while the client reads slowly,
 //! so the server never buffers without bound).
 //!
+//! **From a `.proto` file**, as with tonic: linerate-grpc's `build` feature generates, per
+//! service, a trait with one method per RPC and a server that implements [`Service`] for it
+//! (the messages are prost's). In `build.rs`, with `linerate-grpc = { features = ["build"] }`
+//! under `[build-dependencies]` (no `protoc` needed: protox compiles the files):
+//!
+//! ```ignore
+//! linerate_grpc::build::configure()
+//!     .file_descriptor_set("hello.bin") // for Reflection::register
+//!     .compile(&["proto/hello.proto"], &["proto"])?;
+//! ```
+//!
+//! then, for `service Greeter { rpc SayHello(HelloRequest) returns (HelloReply); }`:
+//!
+//! ```ignore
+//! mod hello { include!(concat!(env!("OUT_DIR"), "/hello.rs")); }
+//! use hello::greeter_server::{Greeter, GreeterServer};
+//!
+//! struct MyGreeter;
+//! impl Greeter for MyGreeter {
+//!     async fn say_hello(&self, req: Request<HelloRequest>) -> Result<Response<HelloReply>, Status> {
+//!         Ok(Response::new(HelloReply { message: format!("hello {}", req.get_ref().name) }))
+//!     }
+//! }
+//! let router = Router::new()
+//!     .grpc(GreeterServer::new(MyGreeter))
+//!     .grpc(Health::new())
+//!     .grpc(Reflection::new().register(include_bytes!(concat!(env!("OUT_DIR"), "/hello.bin")))?);
+//! ```
+//!
+//! The four shapes of a trait method: unary `(Request<Req>) -> Result<Response<Resp>,
+//! Status>`; server streaming `(Request<Req>, &mut Sink<Resp>) -> Result<(), Status>`; client
+//! streaming `(Request<Streaming<Req>>) -> Result<Response<Resp>, Status>`; bidirectional
+//! `(Request<Streaming<Req>>, &mut Sink<Resp>) -> Result<(), Status>`. Each returns a `Send`
+//! future (write it `async fn`, or return `std::future::ready(…)` for an answer that waits
+//! on nothing: then the call is answered on the worker at once); a method left out answers
+//! UNIMPLEMENTED. The generated code names `::linerate_server::grpc` (`server_path` changes it).
+//!
+//! **The standard services**: [`Health`] (`grpc.health.v1.Health`: Check and Watch, its
+//! handle sets each service's status at run time, `""` the server's) and [`Reflection`]
+//! (`grpc.reflection.v1` and `v1alpha`: the router's services, and the files of the
+//! descriptor sets it is given), so grpcurl-style tools list, describe and call a server.
+//!
 //! What the engine does for every call (gRPC's PROTOCOL-HTTP2.md):
 //! - **The request**: `content-type: application/grpc[+proto]` (anything else: HTTP 415),
 //!   `grpc-timeout` (a deadline: past it the handler's future is dropped and the call ends
