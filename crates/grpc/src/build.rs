@@ -18,13 +18,11 @@
 //!   `Router::new().grpc(GreeterServer::new(MyGreeter))`.
 //!
 //! ```no_run
-//! // build.rs
-//! fn main() {
-//!     linerate_grpc::build::configure()
-//!         .file_descriptor_set("hello_descriptor.bin")
-//!         .compile(&["proto/hello.proto"], &["proto"])
-//!         .unwrap_or_else(|e| panic!("{e}"));
-//! }
+//! // build.rs's main
+//! linerate_grpc::build::configure()
+//!     .file_descriptor_set("hello_descriptor.bin")
+//!     .compile(&["proto/hello.proto"], &["proto"])
+//!     .unwrap_or_else(|e| panic!("{e}"));
 //! ```
 
 use std::fmt::{self, Write as _};
