@@ -339,7 +339,8 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Proto(e) => write!(f, "{e}"),
+            // protox's Debug is `FILE:LINE:COLUMN: message`; its Display only the message.
+            Error::Proto(e) => write!(f, "{e:?}"),
             Error::Io(path, e) => write!(f, "{}: {e}", path.display()),
             Error::NoOutDir => {
                 f.write_str("OUT_DIR is not set: call from a build script or set out_dir")
@@ -349,3 +350,107 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_paths_from_the_service_module() {
+        // The service's module sits one below its package's: relative paths climb once;
+        // extern (absolute) paths and google.protobuf.Empty's `()` stay as they are.
+        let table = [
+            ("HelloRequest", "super::HelloRequest"),
+            ("super::other::Msg", "super::super::other::Msg"),
+            (
+                "::linerate_grpc::proto::benchmark::SumRequest",
+                "::linerate_grpc::proto::benchmark::SumRequest",
+            ),
+            ("crate::pb::Msg", "crate::pb::Msg"),
+            ("()", "()"),
+        ];
+        for (given, want) in table {
+            assert_eq!(from_inner(given), want, "{given}");
+        }
+        assert_eq!(snake("BenchmarkService"), "benchmark_service");
+        assert_eq!(snake("Greeter"), "greeter");
+    }
+
+    /// A scratch directory of this test's own under the system's temporary one.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("linerate-grpc-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_broken_proto_is_one_error_naming_its_place() {
+        let dir = scratch("broken");
+        std::fs::write(
+            dir.join("bad.proto"),
+            "syntax = \"proto3\";\nmessage M {\n  int32 x = ;\n}\n",
+        )
+        .unwrap();
+        let err = configure()
+            .out_dir(&dir)
+            .compile(&["bad.proto"], &[&dir])
+            .unwrap_err();
+        assert!(matches!(err, Error::Proto(_)), "{err:?}");
+        let line = err.to_string();
+        assert!(line.contains("bad.proto:3:"), "{line}");
+        assert!(!line.contains('\n'), "one line: {line}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn every_shape_is_generated_with_its_signature() {
+        let dir = scratch("shapes");
+        std::fs::write(
+            dir.join("s.proto"),
+            "syntax = \"proto3\";\npackage p;\nmessage A {}\n// Says.\nservice Svc {\n  \
+             rpc U(A) returns (A);\n  rpc S(A) returns (stream A);\n  \
+             rpc C(stream A) returns (A);\n  rpc B(stream A) returns (stream A);\n}\n",
+        )
+        .unwrap();
+        configure()
+            .out_dir(&dir)
+            .server_path("crate::g")
+            .file_descriptor_set("s.bin")
+            .compile(&["s.proto"], &[&dir])
+            .unwrap();
+        let code: String = std::fs::read_to_string(dir.join("p.rs"))
+            .unwrap()
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect::<String>()
+            // Whether the formatter leaves a trailing comma is no matter here.
+            .replace(",>", ">")
+            .replace(",)", ")");
+        for want in [
+            "pubmodsvc_server{",
+            "pubconstSERVICE_NAME:&str=\"p.Svc\";",
+            "///Says.",
+            "pubtraitSvc:Send+Sync+'static{",
+            "fnu(&self,request:crate::g::Request<super::A>)->impl::core::future::Future<Output=::core::result::Result<crate::g::Response<super::A>,crate::g::Status>>+Send",
+            "fns(&self,request:crate::g::Request<super::A>,out:&mutcrate::g::Sink<super::A>)->impl::core::future::Future<Output=::core::result::Result<(),crate::g::Status>>+Send",
+            "fnc(&self,request:crate::g::Request<crate::g::Streaming<super::A>>)->impl::core::future::Future<Output=::core::result::Result<crate::g::Response<super::A>,crate::g::Status>>+Send",
+            "fnb(&self,request:crate::g::Request<crate::g::Streaming<super::A>>,out:&mutcrate::g::Sink<super::A>)->impl::core::future::Future<Output=::core::result::Result<(),crate::g::Status>>+Send",
+            "crate::g::Code::Unimplemented,\"/p.Svc/Uisnotimplemented\")",
+            "pubstructSvcServer<T>{inner:Arc<T>,}",
+            "impl<T:Svc>crate::g::ServiceforSvcServer<T>",
+            "crate::g::Method::unary(\"/p.Svc/U\"",
+            "crate::g::Method::server_streaming(\"/p.Svc/S\"",
+            "crate::g::Method::client_streaming(\"/p.Svc/C\"",
+            "crate::g::Method::bidi_streaming(\"/p.Svc/B\"",
+        ] {
+            assert!(code.contains(want), "missing {want}\nin {code}");
+        }
+        let set =
+            prost_types::FileDescriptorSet::decode(&std::fs::read(dir.join("s.bin")).unwrap()[..])
+                .unwrap();
+        assert_eq!(set.file.len(), 1);
+        assert_eq!(set.file[0].service[0].method.len(), 4);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
