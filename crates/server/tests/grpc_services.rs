@@ -240,30 +240,70 @@ fn health_watch_streams_service_unknown_then_every_change() {
     let server = server(&health);
     runtime().block_on(async {
         let mut client = connect(h2c(&server)).await;
-        let mut watch = Call::start(&mut client, WATCH, &[check("later.Svc")]).await;
+        let mut later = Call::start(&mut client, WATCH, &[check("later.Svc")]).await;
         // An unknown service: SERVICE_UNKNOWN, and the call stays open.
-        let got: HealthCheckResponse = watch.next().await.unwrap();
+        let got: HealthCheckResponse = later.next().await.unwrap();
         assert_eq!(got.status(), ServingStatus::ServiceUnknown);
         health.set("later.Svc", ServingStatus::Serving);
-        let got: HealthCheckResponse = watch.next().await.unwrap();
+        let got: HealthCheckResponse = later.next().await.unwrap();
         assert_eq!(got.status(), ServingStatus::Serving);
         health.set("later.Svc", ServingStatus::NotServing);
-        let got: HealthCheckResponse = watch.next().await.unwrap();
+        let got: HealthCheckResponse = later.next().await.unwrap();
         assert_eq!(got.status(), ServingStatus::NotServing);
         // The same status again sends nothing; the next change does (it would be the
         // repeat's message otherwise).
         health.set("later.Svc", ServingStatus::NotServing);
         health.remove("later.Svc");
-        let got: HealthCheckResponse = watch.next().await.unwrap();
+        let got: HealthCheckResponse = later.next().await.unwrap();
         assert_eq!(got.status(), ServingStatus::ServiceUnknown);
 
         // A watch of a known service starts with its status; the connection still serves.
+        let mut watch_all = Call::start(&mut client, WATCH, &[check("")]).await;
+        let got: HealthCheckResponse = watch_all.next().await.unwrap();
+        assert_eq!(got.status(), ServingStatus::Serving);
         let mut watch = Call::start(&mut client, WATCH, &[check("")]).await;
         let got: HealthCheckResponse = watch.next().await.unwrap();
         assert_eq!(got.status(), ServingStatus::Serving);
         let call = Call::start(&mut client, CHECK, &[check("")]).await;
         assert_eq!(call.status().await, "0");
+
+        // A client that leaves (closes its connection) ends its Watch at once, without a
+        // status change; the others go on. (A stream reset alone is noticed at the next
+        // change: the engine tells an idle streamed answer of a reset only when it writes.)
+        assert_eq!(health.watchers(), 3);
+        {
+            let mut other = connect(h2c(&server)).await;
+            let mut gone = Call::start(&mut other, WATCH, &[check("")]).await;
+            let got: HealthCheckResponse = gone.next().await.unwrap();
+            assert_eq!(got.status(), ServingStatus::Serving);
+            assert_eq!(health.watchers(), 4);
+        }
+        assert!(
+            until(|| health.watchers() == 3).await,
+            "the departed client's Watch still runs"
+        );
+        drop(watch);
+        health.set("", ServingStatus::NotServing);
+        let got: HealthCheckResponse = watch_all.next().await.unwrap();
+        assert_eq!(got.status(), ServingStatus::NotServing);
+        // The reset Watch's send of that change failed: it ended CANCELLED.
+        assert!(
+            until(|| health.watchers() == 2).await,
+            "the reset Watch still runs"
+        );
     });
+}
+
+/// Waits (bounded by [`LIMIT`]) until `done`; whether it came.
+async fn until(done: impl Fn() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    while !done() {
+        if start.elapsed() > LIMIT {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    true
 }
 
 fn reflect(request: MessageRequest) -> Bytes {

@@ -416,6 +416,12 @@ impl BodyWriter {
         self.chan.lock().gone
     }
 
+    /// Waits until the answer is gone (the client left, or the worker dropped the body): for
+    /// a writer with nothing to write now that must still notice a departed client.
+    pub(crate) fn gone(&self) -> GoneWait<'_> {
+        GoneWait { chan: &self.chan }
+    }
+
     /// Completes the body: what was written goes out, then the end (the last chunk, or
     /// END_STREAM).
     pub fn end(self) {
@@ -532,6 +538,25 @@ impl Future for Ready<'_> {
         }
         if s.buf.len() < STREAM_ROOM {
             return Poll::Ready(Ok(()));
+        }
+        s.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+/// The future of `BodyWriter::gone`. It shares the writer's one waker slot with [`Ready`]:
+/// both are the writer's own task, which polls one or the other.
+pub(crate) struct GoneWait<'a> {
+    chan: &'a Arc<Chan>,
+}
+
+impl Future for GoneWait<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut s = self.chan.lock();
+        if s.gone {
+            return Poll::Ready(());
         }
         s.waker = Some(cx.waker().clone());
         Poll::Pending

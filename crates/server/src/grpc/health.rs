@@ -4,13 +4,17 @@
 //!
 //! Owns the statuses and their watchers; `Check` answers the current status (an unknown
 //! service is NOT_FOUND), `Watch` streams it and each change (an unknown service is
-//! SERVICE_UNKNOWN, and the stream stays open). Never blocks the worker: a watcher waits on
-//! a `Notify`.
+//! SERVICE_UNKNOWN, and the stream stays open until the client leaves). Never blocks the
+//! worker: a watcher waits on a `Notify` and on its client's leaving (a closed connection
+//! wakes it; a reset stream alone shows at the next change, when the send fails).
 #![forbid(unsafe_code)]
 
 use std::collections::HashMap;
+use std::future::{Future, poll_fn};
+use std::pin::pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::task::Poll;
 
 use linerate_grpc::proto::grpc::health::v1::{
     HealthCheckRequest, HealthCheckResponse, health_methods,
@@ -20,10 +24,6 @@ use tokio::sync::Notify;
 pub use linerate_grpc::proto::grpc::health::v1::health_check_response::ServingStatus;
 
 use super::{Code, Method, Request, Response, Service, Sink, Status};
-
-/// How often a `Watch` with no change to send looks whether its client left (a reset stream
-/// does not wake it): bounds how long a departed watcher's task lingers.
-const WATCH_RECHECK: Duration = Duration::from_secs(10);
 
 /// The health service and the handle that sets its statuses (clones share them). A new one
 /// reports the server (`""`) SERVING and knows no other service.
@@ -37,6 +37,8 @@ struct Shared {
     statuses: Mutex<HashMap<String, ServingStatus>>,
     /// Woken at each change; a watcher then reads its service's status again.
     changed: Notify,
+    /// Open Watch calls.
+    watchers: AtomicUsize,
 }
 
 impl Default for Health {
@@ -98,6 +100,7 @@ impl Health {
         service: &str,
         out: &mut Sink<HealthCheckResponse>,
     ) -> Result<(), Status> {
+        let _watching = Watching::new(&self.shared.watchers);
         let mut last = None;
         loop {
             // Made before the status is read, so a change in between still wakes it.
@@ -108,10 +111,41 @@ impl Health {
                     .await?;
                 last = Some(now);
             }
-            if tokio::time::timeout(WATCH_RECHECK, changed).await.is_err() && out.is_cancelled() {
+            // A reset stream wakes nobody else: wait on the client's leaving too.
+            let mut changed = pin!(changed);
+            let mut gone = pin!(out.cancelled());
+            let left = poll_fn(|cx| {
+                if gone.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(true);
+                }
+                changed.as_mut().poll(cx).map(|()| false)
+            })
+            .await;
+            if left {
                 return Err(super::stream::cancelled());
             }
         }
+    }
+
+    /// How many Watch calls are open now.
+    pub fn watchers(&self) -> usize {
+        self.shared.watchers.load(Ordering::Relaxed)
+    }
+}
+
+/// Counts an open Watch for as long as it lives.
+struct Watching<'a>(&'a AtomicUsize);
+
+impl<'a> Watching<'a> {
+    fn new(count: &'a AtomicUsize) -> Watching<'a> {
+        count.fetch_add(1, Ordering::Relaxed);
+        Watching(count)
+    }
+}
+
+impl Drop for Watching<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

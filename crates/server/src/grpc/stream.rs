@@ -257,6 +257,16 @@ impl<T: prost::Message> Sink<T> {
         self.raw.writer.as_ref().is_some_and(BodyWriter::is_gone)
     }
 
+    /// Waits until the client is gone; once a message was sent (before, the answer's head is
+    /// not out and this never resolves). For a call that waits on something else between
+    /// messages (health's Watch) and must end when its client leaves.
+    pub(crate) async fn cancelled(&self) {
+        match &self.raw.writer {
+            Some(writer) => writer.gone().await,
+            None => std::future::pending().await,
+        }
+    }
+
     /// The initial metadata, sent with the first message (or in a trailers-only answer's
     /// head when none is sent); what is set after the first message is not sent.
     pub fn metadata_mut(&mut self) -> &mut Metadata {
