@@ -417,7 +417,9 @@ impl BodyWriter {
     }
 
     /// Waits until the answer is gone (the client left, or the worker dropped the body): for
-    /// a writer with nothing to write now that must still notice a departed client.
+    /// a writer with nothing to write now that must still notice a departed client (gRPC's
+    /// health Watch).
+    #[cfg_attr(not(feature = "grpc"), allow(dead_code))]
     pub(crate) fn gone(&self) -> GoneWait<'_> {
         GoneWait { chan: &self.chan }
     }
@@ -546,6 +548,7 @@ impl Future for Ready<'_> {
 
 /// The future of `BodyWriter::gone`. It shares the writer's one waker slot with [`Ready`]:
 /// both are the writer's own task, which polls one or the other.
+#[cfg_attr(not(feature = "grpc"), allow(dead_code))]
 pub(crate) struct GoneWait<'a> {
     chan: &'a Arc<Chan>,
 }
@@ -664,6 +667,29 @@ mod tests {
         drop(copy);
         assert!(w.is_gone());
         assert_eq!(w.write(b"x"), Err(WriteError::Gone));
+    }
+
+    #[test]
+    fn waiting_for_gone_wakes_when_the_answer_is_gone() {
+        struct Flag(std::sync::atomic::AtomicBool);
+        impl std::task::Wake for Flag {
+            fn wake(self: Arc<Self>) {
+                self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        let (body, w) = channel();
+        let chan = body.adopt().unwrap();
+        let flag = Arc::new(Flag(AtomicBool::new(false)));
+        let waker = Waker::from(flag.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut wait = std::pin::pin!(w.gone());
+        // Room and writes do not end the wait; only the answer's end does.
+        assert!(wait.as_mut().poll(&mut cx).is_pending());
+        w.write(b"x").unwrap();
+        assert!(wait.as_mut().poll(&mut cx).is_pending());
+        chan.gone();
+        assert!(flag.0.load(std::sync::atomic::Ordering::SeqCst), "woken");
+        assert!(wait.as_mut().poll(&mut cx).is_ready());
     }
 
     #[test]
