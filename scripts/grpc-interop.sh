@@ -14,6 +14,11 @@
 # soaks shortened to 20 iterations). Skipped: the cases that need several backends, ORCA,
 # compression negotiation tests outside the core list, or Google credentials.
 #
+# Then grpcurl (fullstorydev's, pinned), through the demo's reflection and health services:
+# `list`, `describe`, a health Check and a GetSum encoded from reflected descriptors, over
+# h2c and TLS. Where grpcurl cannot be installed that stage says NOT RUN and the interop
+# result stands.
+#
 # The client is installed into target/tools with `go install` from the Go module proxy. The
 # server binds 127.0.0.1 (OS-chosen ports) and is stopped by its PID. Exit 2, with a line
 # saying why, where it cannot run (no client and no Go to install it with, no openssl).
@@ -21,8 +26,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 GRPC_MODULE=google.golang.org/grpc
 GRPC_VERSION=v1.85.0
+GRPCURL_MODULE=github.com/fullstorydev/grpcurl
+GRPCURL_VERSION=v1.9.3
 tools=$PWD/target/tools
 client=$tools/grpc-interop-client
+grpcurl=$tools/grpcurl
 
 CASES=(empty_unary large_unary client_streaming server_streaming ping_pong empty_stream
     timeout_on_sleeping_server cancel_after_begin cancel_after_first_response
@@ -47,6 +55,22 @@ install_client() {
         >"$tools/grpc-interop-install.log" 2>&1 \
         || { cat "$tools/grpc-interop-install.log" >&2; not_run "go install $GRPC_MODULE/interop/client@$GRPC_VERSION failed"; }
     mv "$tools/grpc-gobin/client" "$client"
+}
+
+# grpcurl in target/tools, installed when missing or another version; 1 when it cannot be.
+install_grpcurl() {
+    if [ -x "$grpcurl" ]; then
+        if ! command -v go >/dev/null \
+            || go version -m "$grpcurl" 2>/dev/null | grep -q "$GRPCURL_MODULE[[:space:]]*$GRPCURL_VERSION"; then
+            return 0
+        fi
+    fi
+    command -v go >/dev/null || return 1
+    mkdir -p "$tools/grpc-gobin"
+    say "installing grpcurl $GRPCURL_VERSION into $tools"
+    GOBIN=$tools/grpc-gobin go install "$GRPCURL_MODULE/cmd/grpcurl@$GRPCURL_VERSION" \
+        >"$tools/grpcurl-install.log" 2>&1 || return 1
+    mv "$tools/grpc-gobin/grpcurl" "$grpcurl"
 }
 
 out=$(mktemp -d "${TMPDIR:-/tmp}/linerate-grpc.XXXXXX")
@@ -116,4 +140,43 @@ run_cases "interop h2c" "$h2c" --use_tls=false
 run_cases "interop TLS" "$tls" --use_tls=true --use_test_ca --ca_file "$out/ca.pem" \
     --server_host_override localhost
 kill -0 "$pid" 2>/dev/null || { cat "$out/stderr" >&2; say "the server died during the cases"; exit 1; }
-[ "$failed" = 0 ] || { say "$failed case runs failed"; exit 1; }
+
+# expect NAME WANT ARGS…: grpcurl ARGS must succeed and print WANT (a fixed string).
+expect() {
+    local name=$1 want=$2 log="$out/grpcurl-$1.log"
+    shift 2
+    if timeout 60 "$grpcurl" "$@" >"$log" 2>&1 && grep -qF -- "$want" "$log"; then
+        return 0
+    fi
+    say "grpcurl $name FAILED (wanted: $want)"
+    cat "$log" >&2
+    failed=$((failed + 1))
+}
+
+# grpcurl_checks NAME FLAGS… ADDRESS: the tool's view of the server through reflection.
+grpcurl_checks() {
+    local name=$1 before=$failed
+    shift
+    local services
+    for services in benchmark.BenchmarkService grpc.testing.TestService grpc.health.v1.Health \
+        grpc.reflection.v1.ServerReflection grpc.reflection.v1alpha.ServerReflection; do
+        expect "$name-list-$services" "$services" "$@" list
+    done
+    expect "$name-describe" "rpc FullDuplexCall ( stream .grpc.testing.StreamingOutputCallRequest ) returns ( stream .grpc.testing.StreamingOutputCallResponse );" \
+        "$@" describe grpc.testing.TestService
+    expect "$name-describe-message" "int32 response_size = 2;" "$@" describe grpc.testing.SimpleRequest
+    expect "$name-health" '"status": "SERVING"' -d '{"service": ""}' "$@" grpc.health.v1.Health/Check
+    expect "$name-getsum" '"result": 5' -d '{"a": 2, "b": 3}' "$@" benchmark.BenchmarkService/GetSum
+    [ "$failed" = "$before" ] && printf '%-18s list, describe, health Check, GetSum: passed\n' "$name"
+    return 0
+}
+
+if install_grpcurl; then
+    grpcurl_checks "grpcurl h2c" -plaintext "127.0.0.1:$h2c"
+    grpcurl_checks "grpcurl TLS" -cacert "$out/ca.pem" -authority localhost "127.0.0.1:$tls"
+else
+    [ -f "$tools/grpcurl-install.log" ] && tail -5 "$tools/grpcurl-install.log" >&2
+    say "grpcurl: NOT RUN: no Go toolchain, or go install $GRPCURL_MODULE/cmd/grpcurl@$GRPCURL_VERSION failed"
+fi
+kill -0 "$pid" 2>/dev/null || { cat "$out/stderr" >&2; say "the server died during the checks"; exit 1; }
+[ "$failed" = 0 ] || { say "$failed case runs or checks failed"; exit 1; }

@@ -25,8 +25,9 @@ fn main() {
     let fds = match protox::compile(FILES, ["proto"]) {
         Ok(fds) => fds,
         Err(e) => {
-            // One clear line (protox's error names FILE:LINE:COLUMN), not a backtrace.
-            eprintln!("linerate-grpc: {e}");
+            // One clear line, not a backtrace: protox's Debug names FILE:LINE:COLUMN (its
+            // Display only the message).
+            eprintln!("linerate-grpc: {e:?}");
             std::process::exit(1);
         }
     };

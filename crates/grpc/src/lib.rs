@@ -2,13 +2,16 @@
 //! messages ([`frame`]), status codes and the trailers that carry them ([`code`],
 //! [`status`]), `grpc-timeout` ([`timeout`]), custom metadata ([`metadata`]), message
 //! compression ([`compress`]), gRPC-Web ([`web`]) and the protobuf messages of the services
-//! linerate serves ([`proto`]). Bytes in, facts out: no sockets, threads, clocks or server
+//! linerate serves ([`proto`]); with the `build` feature, code generation for build scripts
+//! ([`build`](mod@build)). Bytes in, facts out: no sockets, threads, clocks or server
 //! types; the server's service layer drives these.
 //!
 //! The specifications: gRPC's doc/PROTOCOL-HTTP2.md, PROTOCOL-WEB.md, statuscodes.md,
 //! http-grpc-status-mapping.md and compression.md (github.com/grpc/grpc).
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "build")]
+pub mod build;
 pub mod call;
 pub mod code;
 pub mod compress;

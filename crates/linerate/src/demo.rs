@@ -154,8 +154,14 @@ pub fn router_with(dataset: Vec<Item>) -> Router {
             |_, _| Ok(WsEcho),
         )
         // HttpArena's unary-grpc profiles, and gRPC's interop test service.
-        .grpc(crate::grpc::Benchmark)
-        .grpc(crate::grpc::TestService)
+        .grpc(crate::grpc::BenchmarkServiceServer::new(
+            crate::grpc::Benchmark,
+        ))
+        .grpc(crate::grpc::TestServiceServer::new(crate::grpc::Interop))
+        // The standard services, so grpcurl-style tools list, describe and check the demo:
+        // health (everything SERVING) and reflection over linerate-grpc's descriptors.
+        .grpc(linerate_server::grpc::Health::new())
+        .grpc(linerate_server::grpc::Reflection::new())
 }
 
 /// `/ws`: every message back as it came.

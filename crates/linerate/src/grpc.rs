@@ -9,15 +9,32 @@
 
 use std::time::Duration;
 
-use linerate_grpc::proto::benchmark::{SumReply, SumRequest, benchmark_service_methods};
+use linerate_grpc::proto::benchmark::{SumReply, SumRequest};
 use linerate_grpc::proto::grpc::testing::{
     EchoStatus, Empty, Payload, SimpleRequest, SimpleResponse, StreamingInputCallRequest,
     StreamingInputCallResponse, StreamingOutputCallRequest, StreamingOutputCallResponse,
-    test_service_methods,
 };
-use linerate_server::grpc::{
-    Code, Metadata, Method, Request, Response, Service, Sink, Status, Streaming,
+use linerate_server::grpc::{Code, Metadata, Request, Response, Sink, Status, Streaming};
+
+/// The service traits and servers build.rs generates from linerate-grpc's .proto files (the
+/// messages are linerate-grpc's).
+mod generated {
+    /// `benchmark`.
+    pub mod benchmark {
+        include!(concat!(env!("OUT_DIR"), "/benchmark.rs"));
+    }
+    /// `grpc.testing`: `UnimplementedService` is generated too, and served by nobody (the
+    /// unimplemented_service case calls it).
+    #[allow(dead_code)]
+    pub mod testing {
+        include!(concat!(env!("OUT_DIR"), "/grpc.testing.rs"));
+    }
+}
+
+pub use generated::benchmark::benchmark_service_server::{
+    BenchmarkService, BenchmarkServiceServer,
 };
+pub use generated::testing::test_service_server::{TestService, TestServiceServer};
 
 /// The largest payload a test call may ask for (the interop cases ask for at most 314,159
 /// bytes; a client asking for more is refused rather than served gigabytes).
@@ -26,83 +43,81 @@ const MAX_PAYLOAD: i32 = 4 << 20;
 /// HttpArena's unary-grpc service: `GetSum(a, b)` is `a + b`.
 pub struct Benchmark;
 
-impl Service for Benchmark {
-    fn name(&self) -> &'static str {
-        benchmark_service_methods::SERVICE.name
-    }
-
-    fn methods(self) -> Vec<Method> {
-        vec![Method::unary(
-            benchmark_service_methods::GET_SUM.path,
-            |req: Request<SumRequest>| {
-                let m = req.get_ref();
-                let result = m.a.wrapping_add(m.b);
-                std::future::ready(Ok(Response::new(SumReply { result })))
-            },
-        )]
+impl BenchmarkService for Benchmark {
+    fn get_sum(
+        &self,
+        req: Request<SumRequest>,
+    ) -> impl Future<Output = Result<Response<SumReply>, Status>> + Send {
+        let m = req.get_ref();
+        let result = m.a.wrapping_add(m.b);
+        std::future::ready(Ok(Response::new(SumReply { result })))
     }
 }
 
 /// gRPC's interop test service (the server side of doc/interop-test-descriptions.md).
-pub struct TestService;
+/// `UnimplementedCall` keeps the generated default: UNIMPLEMENTED, as the
+/// unimplemented_method case expects.
+pub struct Interop;
 
-impl Service for TestService {
-    fn name(&self) -> &'static str {
-        test_service_methods::SERVICE.name
+impl TestService for Interop {
+    fn empty_call(
+        &self,
+        _: Request<Empty>,
+    ) -> impl Future<Output = Result<Response<Empty>, Status>> + Send {
+        std::future::ready(Ok(Response::new(Empty {})))
     }
 
-    fn methods(self) -> Vec<Method> {
-        use test_service_methods as m;
-        vec![
-            Method::unary(m::EMPTY_CALL.path, |_: Request<Empty>| {
-                std::future::ready(Ok(Response::new(Empty {})))
-            }),
-            Method::unary(m::UNARY_CALL.path, |req| std::future::ready(unary(req))),
-            Method::unary(m::CACHEABLE_UNARY_CALL.path, |req| {
-                std::future::ready(unary(req))
-            }),
-            Method::server_streaming(
-                m::STREAMING_OUTPUT_CALL.path,
-                |req: Request<StreamingOutputCallRequest>, mut out| async move {
-                    let outcome = respond(req.get_ref(), &mut out).await;
-                    (outcome, out)
-                },
-            ),
-            Method::client_streaming(
-                m::STREAMING_INPUT_CALL.path,
-                |mut req: Request<Streaming<StreamingInputCallRequest>>| async move {
-                    let mut total: i64 = 0;
-                    while let Some(m) = req.get_mut().message().await? {
-                        total += m.payload.map_or(0, |p| p.body.len() as i64);
-                    }
-                    let aggregated_payload_size = i32::try_from(total)
-                        .map_err(|_| Status::new(Code::OutOfRange, "the payloads sum past 2^31"))?;
-                    Ok(Response::new(StreamingInputCallResponse {
-                        aggregated_payload_size,
-                    }))
-                },
-            ),
-            Method::bidi_streaming(
-                m::FULL_DUPLEX_CALL.path,
-                |req: Request<Streaming<StreamingOutputCallRequest>>, mut out| async move {
-                    let outcome = full_duplex(req, &mut out).await;
-                    (outcome, out)
-                },
-            ),
-            Method::bidi_streaming(
-                m::HALF_DUPLEX_CALL.path,
-                |req: Request<Streaming<StreamingOutputCallRequest>>, mut out| async move {
-                    let outcome = half_duplex(req, &mut out).await;
-                    (outcome, out)
-                },
-            ),
-            Method::unary(m::UNIMPLEMENTED_CALL.path, |_: Request<Empty>| {
-                std::future::ready(Err::<Response<Empty>, _>(Status::new(
-                    Code::Unimplemented,
-                    "UnimplementedCall is not implemented",
-                )))
-            }),
-        ]
+    fn unary_call(
+        &self,
+        req: Request<SimpleRequest>,
+    ) -> impl Future<Output = Result<Response<SimpleResponse>, Status>> + Send {
+        std::future::ready(unary(req))
+    }
+
+    fn cacheable_unary_call(
+        &self,
+        req: Request<SimpleRequest>,
+    ) -> impl Future<Output = Result<Response<SimpleResponse>, Status>> + Send {
+        std::future::ready(unary(req))
+    }
+
+    async fn streaming_output_call(
+        &self,
+        req: Request<StreamingOutputCallRequest>,
+        out: &mut Sink<StreamingOutputCallResponse>,
+    ) -> Result<(), Status> {
+        respond(req.get_ref(), out).await
+    }
+
+    async fn streaming_input_call(
+        &self,
+        mut req: Request<Streaming<StreamingInputCallRequest>>,
+    ) -> Result<Response<StreamingInputCallResponse>, Status> {
+        let mut total: i64 = 0;
+        while let Some(m) = req.get_mut().message().await? {
+            total += m.payload.map_or(0, |p| p.body.len() as i64);
+        }
+        let aggregated_payload_size = i32::try_from(total)
+            .map_err(|_| Status::new(Code::OutOfRange, "the payloads sum past 2^31"))?;
+        Ok(Response::new(StreamingInputCallResponse {
+            aggregated_payload_size,
+        }))
+    }
+
+    async fn full_duplex_call(
+        &self,
+        req: Request<Streaming<StreamingOutputCallRequest>>,
+        out: &mut Sink<StreamingOutputCallResponse>,
+    ) -> Result<(), Status> {
+        full_duplex(req, out).await
+    }
+
+    async fn half_duplex_call(
+        &self,
+        req: Request<Streaming<StreamingOutputCallRequest>>,
+        out: &mut Sink<StreamingOutputCallResponse>,
+    ) -> Result<(), Status> {
+        half_duplex(req, out).await
     }
 }
 

@@ -484,9 +484,14 @@ impl Router {
     /// answered UNIMPLEMENTED. See [`grpc`](crate::grpc). With the `grpc` cargo feature (on
     /// by default).
     #[cfg(feature = "grpc")]
-    pub fn grpc(mut self, service: impl crate::grpc::Service) -> Router {
+    pub fn grpc(mut self, mut service: impl crate::grpc::Service) -> Router {
         self.grpc.add(service.name());
+        service.served_by(&self.grpc.list);
         for method in service.methods() {
+            // A service may serve another's paths too (reflection's v1alpha twin): listed.
+            if let Some(name) = crate::grpc::service_of(method.path) {
+                self.grpc.add(name);
+            }
             self = match method.kind {
                 crate::grpc::Kind::Unary(u) => {
                     // The body is read whole, up to one message and its prefix: a larger

@@ -416,6 +416,14 @@ impl BodyWriter {
         self.chan.lock().gone
     }
 
+    /// Waits until the answer is gone (the client left, or the worker dropped the body): for
+    /// a writer with nothing to write now that must still notice a departed client (gRPC's
+    /// health Watch).
+    #[cfg_attr(not(feature = "grpc"), allow(dead_code))]
+    pub(crate) fn gone(&self) -> GoneWait<'_> {
+        GoneWait { chan: &self.chan }
+    }
+
     /// Completes the body: what was written goes out, then the end (the last chunk, or
     /// END_STREAM).
     pub fn end(self) {
@@ -538,6 +546,26 @@ impl Future for Ready<'_> {
     }
 }
 
+/// The future of `BodyWriter::gone`. It shares the writer's one waker slot with [`Ready`]:
+/// both are the writer's own task, which polls one or the other.
+#[cfg_attr(not(feature = "grpc"), allow(dead_code))]
+pub(crate) struct GoneWait<'a> {
+    chan: &'a Arc<Chan>,
+}
+
+impl Future for GoneWait<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut s = self.chan.lock();
+        if s.gone {
+            return Poll::Ready(());
+        }
+        s.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -639,6 +667,29 @@ mod tests {
         drop(copy);
         assert!(w.is_gone());
         assert_eq!(w.write(b"x"), Err(WriteError::Gone));
+    }
+
+    #[test]
+    fn waiting_for_gone_wakes_when_the_answer_is_gone() {
+        struct Flag(std::sync::atomic::AtomicBool);
+        impl std::task::Wake for Flag {
+            fn wake(self: Arc<Self>) {
+                self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        let (body, w) = channel();
+        let chan = body.adopt().unwrap();
+        let flag = Arc::new(Flag(AtomicBool::new(false)));
+        let waker = Waker::from(flag.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut wait = std::pin::pin!(w.gone());
+        // Room and writes do not end the wait; only the answer's end does.
+        assert!(wait.as_mut().poll(&mut cx).is_pending());
+        w.write(b"x").unwrap();
+        assert!(wait.as_mut().poll(&mut cx).is_pending());
+        chan.gone();
+        assert!(flag.0.load(std::sync::atomic::Ordering::SeqCst), "woken");
+        assert!(wait.as_mut().poll(&mut cx).is_ready());
     }
 
     #[test]

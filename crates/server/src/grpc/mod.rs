@@ -9,6 +9,48 @@
 //! of answers a [`Sink`] (backpressure: [`Sink::send`] waits while the client reads slowly,
 //! so the server never buffers without bound).
 //!
+//! **From a `.proto` file**, as with tonic: linerate-grpc's `build` feature generates, per
+//! service, a trait with one method per RPC and a server that implements [`Service`] for it
+//! (the messages are prost's). In `build.rs`, with `linerate-grpc = { features = ["build"] }`
+//! under `[build-dependencies]` (no `protoc` needed: protox compiles the files):
+//!
+//! ```ignore
+//! linerate_grpc::build::configure()
+//!     .file_descriptor_set("hello.bin") // for Reflection::register
+//!     .compile(&["proto/hello.proto"], &["proto"])?;
+//! ```
+//!
+//! then, for `service Greeter { rpc SayHello(HelloRequest) returns (HelloReply); }`:
+//!
+//! ```ignore
+//! mod hello { include!(concat!(env!("OUT_DIR"), "/hello.rs")); }
+//! use hello::greeter_server::{Greeter, GreeterServer};
+//!
+//! struct MyGreeter;
+//! impl Greeter for MyGreeter {
+//!     async fn say_hello(&self, req: Request<HelloRequest>) -> Result<Response<HelloReply>, Status> {
+//!         Ok(Response::new(HelloReply { message: format!("hello {}", req.get_ref().name) }))
+//!     }
+//! }
+//! let router = Router::new()
+//!     .grpc(GreeterServer::new(MyGreeter))
+//!     .grpc(Health::new())
+//!     .grpc(Reflection::new().register(include_bytes!(concat!(env!("OUT_DIR"), "/hello.bin")))?);
+//! ```
+//!
+//! The four shapes of a trait method: unary `(Request<Req>) -> Result<Response<Resp>,
+//! Status>`; server streaming `(Request<Req>, &mut Sink<Resp>) -> Result<(), Status>`; client
+//! streaming `(Request<Streaming<Req>>) -> Result<Response<Resp>, Status>`; bidirectional
+//! `(Request<Streaming<Req>>, &mut Sink<Resp>) -> Result<(), Status>`. Each returns a `Send`
+//! future (write it `async fn`, or return `std::future::ready(…)` for an answer that waits
+//! on nothing: then the call is answered on the worker at once); a method left out answers
+//! UNIMPLEMENTED. The generated code names `::linerate_server::grpc` (`server_path` changes it).
+//!
+//! **The standard services**: [`Health`] (`grpc.health.v1.Health`: Check and Watch, its
+//! handle sets each service's status at run time, `""` the server's) and [`Reflection`]
+//! (`grpc.reflection.v1` and `v1alpha`: the router's services, and the files of the
+//! descriptor sets it is given), so grpcurl-style tools list, describe and call a server.
+//!
 //! What the engine does for every call (gRPC's PROTOCOL-HTTP2.md):
 //! - **The request**: `content-type: application/grpc[+proto]` (anything else: HTTP 415),
 //!   `grpc-timeout` (a deadline: past it the handler's future is dropped and the call ends
@@ -32,20 +74,24 @@
 
 mod answer;
 mod call;
+pub mod health;
 mod message;
 mod metadata;
 mod method;
+pub mod reflection;
 mod run;
 mod stream;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 pub use linerate_grpc::{Code, Status};
 
+pub use health::Health;
 pub use message::{Request, Response};
 pub use metadata::{InvalidMetadata, Metadata};
 pub use method::Method;
 pub(crate) use method::{Kind, Unary};
+pub use reflection::Reflection;
 pub use stream::{Sink, Streaming};
 
 pub(crate) use answer::{refusal, trailers_only, unary_answer};
@@ -64,6 +110,33 @@ pub trait Service {
     fn name(&self) -> &'static str;
     /// Its methods, each with its path (`/package.Service/Method`).
     fn methods(self) -> Vec<Method>;
+    /// Told, before [`methods`](Service::methods), the list of services the router serves
+    /// (it grows as more are added): what [`Reflection`] lists. Others ignore it.
+    fn served_by(&mut self, services: &ServiceList) {
+        let _ = services;
+    }
+}
+
+/// The services a router serves, by full name, in the order added; shared with the services
+/// that asked ([`Service::served_by`]), so one added later is listed too.
+#[derive(Clone, Debug, Default)]
+pub struct ServiceList(Arc<Mutex<Vec<&'static str>>>);
+
+impl ServiceList {
+    /// The names, now.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn add(&self, name: &'static str) {
+        let mut names = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
 }
 
 /// What a router serves of gRPC: the services' names, for reflection and the UNIMPLEMENTED
@@ -71,12 +144,16 @@ pub trait Service {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Services {
     pub(crate) names: Arc<Vec<&'static str>>,
+    /// The same names, for the services that list them (apart from `names`: the request
+    /// path reads that one without a lock).
+    pub(crate) list: ServiceList,
 }
 
 impl Services {
     pub(crate) fn add(&mut self, name: &'static str) {
         if !self.names.contains(&name) {
             Arc::make_mut(&mut self.names).push(name);
+            self.list.add(name);
         }
     }
 
@@ -106,6 +183,12 @@ pub(crate) fn over_limit(body: &[u8]) -> Option<crate::response::Response> {
         );
         trailers_only(&status, &Metadata::new(), &Metadata::new())
     })
+}
+
+/// The service a method's path names: `/package.Service/Method` → `package.Service`.
+pub(crate) fn service_of(path: &'static str) -> Option<&'static str> {
+    let rest = path.strip_prefix('/')?;
+    Some(&rest[..rest.find('/')?])
 }
 
 /// Whether a request is a gRPC call by its content type (PROTOCOL-HTTP2.md:

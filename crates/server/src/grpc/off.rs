@@ -1,6 +1,6 @@
 //! Stands in for `grpc/` in a build without the `grpc` feature: no unary method can be made
-//! (`Unary` holds `Infallible`) and a router serves no service, so the content phase's gRPC
-//! arms are dead code the compiler drops.
+//! (`Unary` holds `Infallible`) and a router serves no service (`content/grpc_off.rs` never
+//! asks), so the content phase's gRPC arms are dead code the compiler drops.
 #![forbid(unsafe_code)]
 
 /// A unary method's handler; none can be made without the feature.

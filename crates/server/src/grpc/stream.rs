@@ -21,7 +21,7 @@ use crate::app::incoming::IncomingBody;
 use crate::streaming::BodyWriter;
 
 /// The status of a call whose client went away (reset its stream, closed its connection).
-fn cancelled() -> Status {
+pub(crate) fn cancelled() -> Status {
     Status::new(Code::Cancelled, "the client cancelled the call")
 }
 
@@ -249,6 +249,22 @@ impl<T: prost::Message> Sink<T> {
     /// than a window's worth). `Err(CANCELLED)` once the client is gone: end the call.
     pub async fn send(&mut self, message: &T) -> Result<(), Status> {
         self.raw.send(message).await
+    }
+
+    /// Whether the client is gone (reset its stream or closed its connection): nothing sent
+    /// from now on arrives. Known only once a message was sent; before, `false`.
+    pub fn is_cancelled(&self) -> bool {
+        self.raw.writer.as_ref().is_some_and(BodyWriter::is_gone)
+    }
+
+    /// Waits until the client is gone; once a message was sent (before, the answer's head is
+    /// not out and this never resolves). For a call that waits on something else between
+    /// messages (health's Watch) and must end when its client leaves.
+    pub(crate) async fn cancelled(&self) {
+        match &self.raw.writer {
+            Some(writer) => writer.gone().await,
+            None => std::future::pending().await,
+        }
     }
 
     /// The initial metadata, sent with the first message (or in a trailers-only answer's

@@ -1,0 +1,456 @@
+//! Code generation for build scripts (cargo feature `build`): [`Generator`], a prost-build
+//! `ServiceGenerator` writing each service's trait and server for `linerate_server::grpc`,
+//! and [`Builder`] / [`compile_protos`], which compile `.proto` files with protox (a protobuf
+//! compiler in pure Rust: no `protoc`) and prost-build, and can keep the encoded
+//! `FileDescriptorSet` for the reflection service. Writes Rust source only; serves nothing.
+//!
+//! For `service Greeter { rpc SayHello(HelloRequest) returns (HelloReply); }` in package
+//! `hello`, the module `hello` gets `greeter_server::{Greeter, GreeterServer, SERVICE_NAME}`
+//! beside the messages, as tonic-build names them:
+//! - `trait Greeter: Send + Sync + 'static`, one method per RPC, each answering UNIMPLEMENTED
+//!   unless the application writes it. The four shapes, for `rpc M(Req) returns (Resp)`:
+//!   unary `fn m(&self, Request<Req>) -> impl Future<Output = Result<Response<Resp>, Status>>`;
+//!   server streaming `fn m(&self, Request<Req>, &mut Sink<Resp>) -> impl Future<Output =
+//!   Result<(), Status>>`; client streaming `Request<Streaming<Req>>` in, `Response<Resp>`
+//!   out; bidirectional `Request<Streaming<Req>>` and `&mut Sink<Resp>` in. Every future is
+//!   `Send`.
+//! - `struct GreeterServer<T>` holding an `Arc<T>`, a `linerate_server::grpc::Service`:
+//!   `Router::new().grpc(GreeterServer::new(MyGreeter))`.
+//!
+//! ```no_run
+//! // build.rs's main
+//! linerate_grpc::build::configure()
+//!     .file_descriptor_set("hello_descriptor.bin")
+//!     .compile(&["proto/hello.proto"], &["proto"])
+//!     .unwrap_or_else(|e| panic!("{e}"));
+//! ```
+
+use std::fmt::{self, Write as _};
+use std::path::{Path, PathBuf};
+
+use prost::Message as _;
+
+/// Where the generated code finds the service layer by default (the path a user's crate
+/// names `linerate-server` by).
+pub const SERVER_PATH: &str = "::linerate_server::grpc";
+
+/// A prost-build `ServiceGenerator` writing, per service, its trait and its server (see the
+/// module doc). Give it to `prost_build::Config::service_generator`, or use [`Builder`].
+#[derive(Clone, Debug)]
+pub struct Generator {
+    server_path: String,
+}
+
+impl Default for Generator {
+    fn default() -> Generator {
+        Generator {
+            server_path: SERVER_PATH.to_string(),
+        }
+    }
+}
+
+impl Generator {
+    /// A generator naming [`SERVER_PATH`].
+    pub fn new() -> Generator {
+        Generator::default()
+    }
+
+    /// Names the service layer by `path` instead (a crate that renames `linerate-server`,
+    /// or re-exports its `grpc` module).
+    pub fn server_path(mut self, path: impl Into<String>) -> Generator {
+        self.server_path = path.into();
+        self
+    }
+}
+
+/// One RPC's streaming shape.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Unary,
+    ServerStreaming,
+    ClientStreaming,
+    Bidi,
+}
+
+impl Shape {
+    fn of(m: &prost_build::Method) -> Shape {
+        match (m.client_streaming, m.server_streaming) {
+            (false, false) => Shape::Unary,
+            (false, true) => Shape::ServerStreaming,
+            (true, false) => Shape::ClientStreaming,
+            (true, true) => Shape::Bidi,
+        }
+    }
+
+    /// The `Method` constructor of `linerate_server::grpc` for this shape.
+    fn constructor(self) -> &'static str {
+        match self {
+            Shape::Unary => "unary",
+            Shape::ServerStreaming => "server_streaming",
+            Shape::ClientStreaming => "client_streaming",
+            Shape::Bidi => "bidi_streaming",
+        }
+    }
+}
+
+/// A message type as seen from the service's module, one level below the messages': a
+/// relative path gains `super::`; absolute paths and `()` (`google.protobuf.Empty`) stay.
+fn from_inner(ty: &str) -> String {
+    if ty.starts_with("::") || ty.starts_with("crate::") || ty == "()" {
+        ty.to_string()
+    } else {
+        format!("super::{ty}")
+    }
+}
+
+/// `Greeter` → `greeter`, `BenchmarkService` → `benchmark_service`.
+fn snake(name: &str) -> String {
+    let mut s = String::with_capacity(name.len() + 4);
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                s.push('_');
+            }
+            s.push(c.to_ascii_lowercase());
+        } else {
+            s.push(c);
+        }
+    }
+    s
+}
+
+impl prost_build::ServiceGenerator for Generator {
+    fn generate(&mut self, service: prost_build::Service, buf: &mut String) {
+        // `write!` to a String cannot fail; the results are ignored below for that reason.
+        let g = &self.server_path;
+        let full = if service.package.is_empty() {
+            service.proto_name.clone()
+        } else {
+            format!("{}.{}", service.package, service.proto_name)
+        };
+        let module = format!("{}_server", snake(&service.name));
+        let name = &service.name;
+        let server = format!("{name}Server");
+        let _ = writeln!(
+            buf,
+            "/// `{full}`: the trait to implement ([`{module}::{name}`]) and the server that \
+             serves it ([`{module}::{server}`]).\npub mod {module} {{\n    \
+             #![allow(unused_imports, clippy::all)]\n    use ::std::sync::Arc;\n\n    \
+             /// The service's full name.\n    pub const SERVICE_NAME: &str = \"{full}\";\n"
+        );
+        // The trait: one method per RPC, UNIMPLEMENTED unless written.
+        service.comments.append_with_indent(1, buf);
+        if !service.comments.leading.is_empty() {
+            buf.push_str("    ///\n");
+        }
+        let _ = writeln!(
+            buf,
+            "    /// Generated from `{full}`; each method left out answers \
+             UNIMPLEMENTED.\n    pub trait {name}: Send + Sync + 'static {{"
+        );
+        for m in &service.methods {
+            let shape = Shape::of(m);
+            let req = from_inner(&m.input_type);
+            let resp = from_inner(&m.output_type);
+            let input = match shape {
+                Shape::Unary | Shape::ServerStreaming => format!("{g}::Request<{req}>"),
+                Shape::ClientStreaming | Shape::Bidi => {
+                    format!("{g}::Request<{g}::Streaming<{req}>>")
+                }
+            };
+            let (sink, output) = match shape {
+                Shape::Unary | Shape::ClientStreaming => {
+                    (String::new(), format!("{g}::Response<{resp}>"))
+                }
+                Shape::ServerStreaming | Shape::Bidi => {
+                    (format!(", out: &mut {g}::Sink<{resp}>"), "()".to_string())
+                }
+            };
+            let unused = if sink.is_empty() {
+                "request"
+            } else {
+                "(request, out)"
+            };
+            m.comments.append_with_indent(2, buf);
+            let _ = writeln!(
+                buf,
+                "        /// `/{full}/{proto}`.\n        fn {rust}(\n            &self,\n            \
+                 request: {input}{sink},\n        ) -> impl ::core::future::Future<Output = \
+                 ::core::result::Result<{output}, {g}::Status>> + Send {{\n            \
+                 let _ = {unused};\n            ::core::future::ready(::core::result::Result::Err(\
+                 {g}::Status::new(\n                {g}::Code::Unimplemented,\n                \
+                 \"/{full}/{proto} is not implemented\",\n            )))\n        }}",
+                proto = m.proto_name,
+                rust = m.name,
+            );
+        }
+        let _ = writeln!(buf, "    }}\n");
+        // The server: the trait's methods as `Method`s.
+        let _ = writeln!(
+            buf,
+            "    /// Serves a [`{name}`]: `Router::new().grpc({server}::new(service))`.\n    \
+             #[derive(Debug)]\n    pub struct {server}<T> {{\n        inner: Arc<T>,\n    }}\n\n    \
+             impl<T: {name}> {server}<T> {{\n        /// Serves `inner`.\n        \
+             pub fn new(inner: T) -> Self {{\n            Self::from_arc(Arc::new(inner))\n        \
+             }}\n\n        /// Serves a service shared with the rest of the application.\n        \
+             pub fn from_arc(inner: Arc<T>) -> Self {{\n            Self {{ inner }}\n        }}\n    \
+             }}\n\n    impl<T> Clone for {server}<T> {{\n        fn clone(&self) -> Self {{\n            \
+             Self {{ inner: self.inner.clone() }}\n        }}\n    }}\n\n    \
+             impl<T: {name}> {g}::Service for {server}<T> {{\n        \
+             fn name(&self) -> &'static str {{\n            SERVICE_NAME\n        }}\n\n        \
+             fn methods(self) -> ::std::vec::Vec<{g}::Method> {{\n            \
+             ::std::vec![",
+        );
+        for m in &service.methods {
+            let shape = Shape::of(m);
+            let path = format!("/{full}/{}", m.proto_name);
+            let rust = &m.name;
+            // The call's future owns a clone of the Arc (the trait's future borrows it):
+            // two atomic operations, no allocation beyond the one `Method` makes.
+            let body = match shape {
+                Shape::Unary | Shape::ClientStreaming => format!(
+                    "move |request| {{\n                        let inner = inner.clone();\n                        \
+                     async move {{ inner.{rust}(request).await }}\n                    }}"
+                ),
+                Shape::ServerStreaming | Shape::Bidi => format!(
+                    "move |request, mut out| {{\n                        let inner = inner.clone();\n                        \
+                     async move {{\n                            \
+                     let outcome = inner.{rust}(request, &mut out).await;\n                            \
+                     (outcome, out)\n                        }}\n                    }}"
+                ),
+            };
+            let _ = writeln!(
+                buf,
+                "                {{\n                    let inner = self.inner.clone();\n                    \
+                 {g}::Method::{ctor}(\"{path}\", {body})\n                }},",
+                ctor = shape.constructor(),
+            );
+        }
+        let _ = writeln!(buf, "            ]\n        }}\n    }}\n}}");
+    }
+}
+
+/// Compiles `.proto` files with protox and prost-build into `$OUT_DIR` (one `<package>.rs`
+/// per package, services by [`Generator`]). Made by [`configure`].
+#[derive(Debug, Default)]
+pub struct Builder {
+    generator: Generator,
+    extern_paths: Vec<(String, String)>,
+    descriptor_set: Option<PathBuf>,
+    out_dir: Option<PathBuf>,
+}
+
+/// A [`Builder`] with the defaults: services for [`SERVER_PATH`], no descriptor set kept,
+/// output in `$OUT_DIR`.
+pub fn configure() -> Builder {
+    Builder::default()
+}
+
+/// Compiles `protos` (found under `includes`) with the defaults; see [`Builder::compile`].
+pub fn compile_protos(
+    protos: &[impl AsRef<Path>],
+    includes: &[impl AsRef<Path>],
+) -> Result<(), Error> {
+    configure().compile(protos, includes)
+}
+
+impl Builder {
+    /// Names the service layer by `path` ([`Generator::server_path`]).
+    pub fn server_path(mut self, path: impl Into<String>) -> Builder {
+        self.generator = self.generator.server_path(path);
+        self
+    }
+
+    /// Uses the Rust types at `rust_path` for the protobuf package or message `proto_path`
+    /// (`.grpc.testing` → `::linerate_grpc::proto::grpc::testing`) instead of generating
+    /// them: only the services are written for a package whose messages another crate has.
+    pub fn extern_path(
+        mut self,
+        proto_path: impl Into<String>,
+        rust_path: impl Into<String>,
+    ) -> Builder {
+        self.extern_paths
+            .push((proto_path.into(), rust_path.into()));
+        self
+    }
+
+    /// Also writes the encoded `FileDescriptorSet` of the files and their imports (without
+    /// source info) to `path`, relative to the output directory: what the reflection service
+    /// answers from (`include_bytes!(concat!(env!("OUT_DIR"), "/<path>"))`).
+    pub fn file_descriptor_set(mut self, path: impl Into<PathBuf>) -> Builder {
+        self.descriptor_set = Some(path.into());
+        self
+    }
+
+    /// Writes to `dir` instead of `$OUT_DIR`.
+    pub fn out_dir(mut self, dir: impl Into<PathBuf>) -> Builder {
+        self.out_dir = Some(dir.into());
+        self
+    }
+
+    /// Compiles `protos` (paths under one of `includes`, or named relative to one) and their
+    /// imports, and tells cargo to rerun the build script when any of them changes.
+    pub fn compile(
+        self,
+        protos: &[impl AsRef<Path>],
+        includes: &[impl AsRef<Path>],
+    ) -> Result<(), Error> {
+        let out = match self.out_dir {
+            Some(dir) => dir,
+            None => std::env::var_os("OUT_DIR")
+                .map(PathBuf::from)
+                .ok_or(Error::NoOutDir)?,
+        };
+        for include in includes {
+            println!("cargo:rerun-if-changed={}", include.as_ref().display());
+        }
+        let fds = protox::compile(protos, includes).map_err(|e| Error::Proto(Box::new(e)))?;
+        if let Some(name) = &self.descriptor_set {
+            let mut bare = fds.clone();
+            for file in &mut bare.file {
+                file.source_code_info = None;
+            }
+            let path = out.join(name);
+            std::fs::write(&path, bare.encode_to_vec()).map_err(|e| Error::Io(path, e))?;
+        }
+        let mut config = prost_build::Config::new();
+        config.out_dir(&out);
+        config.service_generator(Box::new(self.generator));
+        for (proto, rust) in &self.extern_paths {
+            config.extern_path(proto, rust);
+        }
+        config
+            .compile_fds(fds)
+            .map_err(|e| Error::Io(out.clone(), e))
+    }
+}
+
+/// Why [`Builder::compile`] failed.
+#[derive(Debug)]
+pub enum Error {
+    /// A `.proto` file did not parse or resolve (the message names FILE:LINE:COLUMN).
+    Proto(Box<protox::Error>),
+    /// Writing the output failed (the path written to).
+    Io(PathBuf, std::io::Error),
+    /// Not in a build script, and no [`Builder::out_dir`] given.
+    NoOutDir,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            // protox's Debug is `FILE:LINE:COLUMN: message`; its Display only the message.
+            Error::Proto(e) => write!(f, "{e:?}"),
+            Error::Io(path, e) => write!(f, "{}: {e}", path.display()),
+            Error::NoOutDir => {
+                f.write_str("OUT_DIR is not set: call from a build script or set out_dir")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_paths_from_the_service_module() {
+        // The service's module sits one below its package's: relative paths climb once;
+        // extern (absolute) paths and google.protobuf.Empty's `()` stay as they are.
+        let table = [
+            ("HelloRequest", "super::HelloRequest"),
+            ("super::other::Msg", "super::super::other::Msg"),
+            (
+                "::linerate_grpc::proto::benchmark::SumRequest",
+                "::linerate_grpc::proto::benchmark::SumRequest",
+            ),
+            ("crate::pb::Msg", "crate::pb::Msg"),
+            ("()", "()"),
+        ];
+        for (given, want) in table {
+            assert_eq!(from_inner(given), want, "{given}");
+        }
+        assert_eq!(snake("BenchmarkService"), "benchmark_service");
+        assert_eq!(snake("Greeter"), "greeter");
+    }
+
+    /// A scratch directory of this test's own under the system's temporary one.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("linerate-grpc-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_broken_proto_is_one_error_naming_its_place() {
+        let dir = scratch("broken");
+        std::fs::write(
+            dir.join("bad.proto"),
+            "syntax = \"proto3\";\nmessage M {\n  int32 x = ;\n}\n",
+        )
+        .unwrap();
+        let err = configure()
+            .out_dir(&dir)
+            .compile(&["bad.proto"], &[&dir])
+            .unwrap_err();
+        assert!(matches!(err, Error::Proto(_)), "{err:?}");
+        let line = err.to_string();
+        assert!(line.contains("bad.proto:3:"), "{line}");
+        assert!(!line.contains('\n'), "one line: {line}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn every_shape_is_generated_with_its_signature() {
+        let dir = scratch("shapes");
+        std::fs::write(
+            dir.join("s.proto"),
+            "syntax = \"proto3\";\npackage p;\nmessage A {}\n// Says.\nservice Svc {\n  \
+             rpc U(A) returns (A);\n  rpc S(A) returns (stream A);\n  \
+             rpc C(stream A) returns (A);\n  rpc B(stream A) returns (stream A);\n}\n",
+        )
+        .unwrap();
+        configure()
+            .out_dir(&dir)
+            .server_path("crate::g")
+            .file_descriptor_set("s.bin")
+            .compile(&["s.proto"], &[&dir])
+            .unwrap();
+        let code: String = std::fs::read_to_string(dir.join("p.rs"))
+            .unwrap()
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect::<String>()
+            // Whether the formatter leaves a trailing comma is no matter here.
+            .replace(",>", ">")
+            .replace(",)", ")");
+        for want in [
+            "pubmodsvc_server{",
+            "pubconstSERVICE_NAME:&str=\"p.Svc\";",
+            "///Says.",
+            "pubtraitSvc:Send+Sync+'static{",
+            "fnu(&self,request:crate::g::Request<super::A>)->impl::core::future::Future<Output=::core::result::Result<crate::g::Response<super::A>,crate::g::Status>>+Send",
+            "fns(&self,request:crate::g::Request<super::A>,out:&mutcrate::g::Sink<super::A>)->impl::core::future::Future<Output=::core::result::Result<(),crate::g::Status>>+Send",
+            "fnc(&self,request:crate::g::Request<crate::g::Streaming<super::A>>)->impl::core::future::Future<Output=::core::result::Result<crate::g::Response<super::A>,crate::g::Status>>+Send",
+            "fnb(&self,request:crate::g::Request<crate::g::Streaming<super::A>>,out:&mutcrate::g::Sink<super::A>)->impl::core::future::Future<Output=::core::result::Result<(),crate::g::Status>>+Send",
+            "crate::g::Code::Unimplemented,\"/p.Svc/Uisnotimplemented\")",
+            "pubstructSvcServer<T>{inner:Arc<T>,}",
+            "impl<T:Svc>crate::g::ServiceforSvcServer<T>",
+            "crate::g::Method::unary(\"/p.Svc/U\"",
+            "crate::g::Method::server_streaming(\"/p.Svc/S\"",
+            "crate::g::Method::client_streaming(\"/p.Svc/C\"",
+            "crate::g::Method::bidi_streaming(\"/p.Svc/B\"",
+        ] {
+            assert!(code.contains(want), "missing {want}\nin {code}");
+        }
+        let set =
+            prost_types::FileDescriptorSet::decode(&std::fs::read(dir.join("s.bin")).unwrap()[..])
+                .unwrap();
+        assert_eq!(set.file.len(), 1);
+        assert_eq!(set.file[0].service[0].method.len(), 4);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
