@@ -178,5 +178,35 @@ else
     [ -f "$tools/grpcurl-install.log" ] && tail -5 "$tools/grpcurl-install.log" >&2
     say "grpcurl: NOT RUN: no Go toolchain, or go install $GRPCURL_MODULE/cmd/grpcurl@$GRPCURL_VERSION failed"
 fi
+
+# HttpArena's unary-grpc shape: h2load -m 100 POSTing its prebuilt GetSum frame to the demo's
+# HTTP/1.1 port (h2c by its preface, as HttpArena's port 8080) and its TLS port. h2load counts a
+# gRPC error as a 2xx, so the answers' DATA must be exactly 7 bytes a call (`00 00 00 00 02 08
+# 03`) and every call must succeed.
+h2load_grpc() {
+    local name=$1 url=$2 log="$out/h2load-$1.txt" n=2000
+    printf '\x00\x00\x00\x00\x04\x08\x01\x10\x02' >"$out/getsum.bin"
+    timeout 60 h2load -n "$n" -c 4 -m 100 -d "$out/getsum.bin" -H 'content-type: application/grpc' \
+        -H 'te: trailers' "$url/benchmark.BenchmarkService/GetSum" >"$log" 2>&1 || true
+    if grep -q "^requests: $n total, $n started, $n done, $n succeeded" "$log" \
+        && grep -qE "^traffic: .*\($((7 * n))\) data" "$log"; then
+        printf '%-18s %d calls -m 100, all succeeded, %d bytes of answers (7 each)\n' "$name" "$n" $((7 * n))
+    else
+        tail -8 "$log" >&2
+        say "$name: the h2load -m 100 GetSum run failed"
+        failed=$((failed + 1))
+    fi
+}
+plain=$(sed -n 's|^linerate serving on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$out/banner")
+if ! command -v h2load >/dev/null; then
+    say "h2load GetSum: NOT RUN: no h2load (apt-get install nghttp2-client)"
+elif [ -z "$plain" ]; then
+    cat "$out/banner" >&2
+    say "no HTTP/1.1 port in the banner"
+    failed=$((failed + 1))
+else
+    h2load_grpc "h2load h2c :8080" "http://127.0.0.1:$plain"
+    h2load_grpc "h2load TLS" "https://127.0.0.1:$tls"
+fi
 kill -0 "$pid" 2>/dev/null || { cat "$out/stderr" >&2; say "the server died during the checks"; exit 1; }
 [ "$failed" = 0 ] || { say "$failed case runs or checks failed"; exit 1; }
