@@ -67,6 +67,16 @@ pub(crate) fn check_sites(config: &Config) -> Result<(), StartError> {
             Part::Upstream(0),
         )?;
     }
+    if let Some(i) = config
+        .upstreams
+        .iter()
+        .position(|u| u.protocol == crate::config::UpstreamProtocol::H2c)
+    {
+        need(
+            Some(("an HTTP/2 upstream (protocol = \"h2c\")", "http2")),
+            Part::Upstream(i),
+        )?;
+    }
     let tiered = |p: &[crate::config::ProxyMount]| {
         p.iter()
             .position(|m| m.cache.as_ref().is_some_and(|c| c.tier.is_some()))
