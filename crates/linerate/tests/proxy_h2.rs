@@ -59,6 +59,8 @@ struct Answer {
     headers: http::HeaderMap,
     body: Vec<u8>,
     trailers: Option<http::HeaderMap>,
+    /// The head's HEADERS frame ended the stream (a Trailers-Only answer).
+    ended_with_head: bool,
 }
 
 /// An h2 client connection to `addr` (the connection is driven on the runtime).
@@ -98,6 +100,7 @@ async fn call(
 
 async fn read_answer(resp: http::Response<h2::RecvStream>) -> Answer {
     let (head, mut recv) = resp.into_parts();
+    let ended_with_head = recv.is_end_stream();
     let mut body = Vec::new();
     while let Some(piece) = recv.data().await {
         let piece = piece.unwrap();
@@ -110,6 +113,7 @@ async fn read_answer(resp: http::Response<h2::RecvStream>) -> Answer {
         headers: head.headers,
         body,
         trailers,
+        ended_with_head,
     }
 }
 
@@ -272,6 +276,7 @@ fn a_failed_grpc_call_keeps_its_trailers_only_answer() {
         "UNIMPLEMENTED in the head: {a:?}"
     );
     assert!(a.body.is_empty());
+    assert!(a.ended_with_head, "one HEADERS frame with END_STREAM: {a:?}");
 }
 
 #[test]
