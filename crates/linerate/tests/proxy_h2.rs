@@ -127,6 +127,8 @@ enum Script {
     HeadThenReadBody,
     /// Drops the connection at the first request, unanswered.
     Die,
+    /// Takes every request and never answers.
+    Silent,
 }
 
 /// A test HTTP/2 upstream on 127.0.0.1 (its own thread and runtime, gone with the test
@@ -163,6 +165,7 @@ impl H2Upstream {
                         while let Some(Ok((req, respond))) = conn.accept().await {
                             match script {
                                 Script::Die => return,
+                                Script::Silent => waiting.lock().unwrap().push(respond),
                                 Script::AnswerWhenAllIn(n) => {
                                     let mut w = waiting.lock().unwrap();
                                     w.push(respond);
@@ -276,7 +279,10 @@ fn a_failed_grpc_call_keeps_its_trailers_only_answer() {
         "UNIMPLEMENTED in the head: {a:?}"
     );
     assert!(a.body.is_empty());
-    assert!(a.ended_with_head, "one HEADERS frame with END_STREAM: {a:?}");
+    assert!(
+        a.ended_with_head,
+        "one HEADERS frame with END_STREAM: {a:?}"
+    );
 }
 
 #[test]
@@ -394,4 +400,43 @@ fn an_http11_client_gets_an_h2c_upstreams_answer() {
     assert_eq!(r.status, 200);
     assert_eq!(r.body, b"Hello, World!");
     assert_eq!(r.header("via"), Some("2 linerate"));
+}
+
+#[test]
+fn a_configured_h2c_upstream_silent_past_its_timeout_is_504() {
+    let up = H2Upstream::start(Script::Silent);
+    let file = std::env::temp_dir().join(format!("linerate-proxy-h2-{}.toml", std::process::id()));
+    std::fs::write(
+        &file,
+        format!(
+            r#"
+[[listen]]
+addr = "127.0.0.1:0"
+[[upstream]]
+name = "grpc"
+servers = ["{}"]
+protocol = "h2c"
+timeout = "1s"
+tries = 1
+[[site]]
+default = true
+app = "none"
+[[site.proxy]]
+prefix = "/"
+upstream = "grpc"
+"#,
+            up.addr
+        ),
+    )
+    .unwrap();
+    let proxy = common::bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&file);
+    let mut c = common::Client::connect(proxy.addr);
+    let r = c.get("/slow");
+    assert_eq!(r.status, 504);
+    assert_eq!(
+        up.accepted(),
+        1,
+        "the request reached the upstream over HTTP/2"
+    );
 }

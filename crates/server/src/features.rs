@@ -293,6 +293,20 @@ mod tests {
                 Part::Other,
             ),
         ];
+        let mut rows = rows;
+        if enabled("proxy") {
+            // An upstream needs `proxy` first; past it, an h2c one needs `http2`.
+            let mut h2c = upstream();
+            h2c.protocol = crate::config::UpstreamProtocol::H2c;
+            rows.push((
+                "http2",
+                Config {
+                    upstreams: vec![upstream(), h2c],
+                    ..Config::default()
+                },
+                Part::Upstream(1),
+            ));
+        }
         for (feature, config, part) in rows {
             match check(&config) {
                 Ok(()) => assert!(enabled(feature), "{feature}: accepted without it"),

@@ -1037,3 +1037,54 @@ fn feed_bodies(conn: &mut h2u::Conn, links: &mut [Link], after: &mut After) -> b
     }
     woke
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn translated(head: &str, body: ReqBody) -> H2Head {
+        let mut job = Job::blank(1, 1, 0, 0, 0);
+        job.head = head.as_bytes().to_vec();
+        job.forwarded.body = body;
+        h2_request(&job).expect("a head this server framed")
+    }
+
+    #[test]
+    fn the_forwarded_head_becomes_pseudo_headers_and_fields() {
+        let (method, path, authority, fields) = translated(
+            "POST /pkg.Svc/Call?x=1 HTTP/1.1\r\nHost: api.test:8080\r\nContent-Type: application/grpc\r\n\
+             X-Forwarded-For: 10.0.0.1\r\nContent-Length: 9\r\n\r\n",
+            ReqBody::Length(9),
+        );
+        assert_eq!(method, b"POST");
+        assert_eq!(path, b"/pkg.Svc/Call?x=1");
+        // RFC 9113 §8.3.1: the host goes as :authority, not as a field.
+        assert_eq!(authority, b"api.test:8080");
+        let names: Vec<&[u8]> = fields.iter().map(|(n, _)| &n[..]).collect();
+        assert_eq!(
+            names,
+            [
+                &b"content-type"[..],
+                b"x-forwarded-for",
+                b"content-length",
+                b"te"
+            ]
+        );
+        assert_eq!(
+            fields[3].1, b"trailers",
+            "the answer's trailers are relayed"
+        );
+    }
+
+    #[test]
+    fn connection_specific_fields_never_go_up() {
+        // RFC 9113 §8.2.2: Connection, Keep-Alive, Proxy-Connection, Transfer-Encoding and
+        // Upgrade are malformed in HTTP/2; TE only as "trailers" (ours).
+        let (_, _, _, fields) = translated(
+            "POST / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nKeep-Alive: 5\r\n\
+             Proxy-Connection: x\r\nTransfer-Encoding: chunked\r\nUpgrade: h2c\r\nTE: gzip\r\n\r\n",
+            ReqBody::Chunked,
+        );
+        assert_eq!(fields, [(b"te".to_vec(), b"trailers".to_vec())]);
+    }
+}
