@@ -129,6 +129,9 @@ enum Script {
     Die,
     /// Takes every request and never answers.
     Silent,
+    /// Answers whole at once (`200 ok`, a trailer), then reads the body and reports how it
+    /// ended.
+    AnswerThenReadBody,
 }
 
 /// A test HTTP/2 upstream on 127.0.0.1 (its own thread and runtime, gone with the test
@@ -177,7 +180,11 @@ impl H2Upstream {
                                 }
                                 Script::HeadThenReadBody => {
                                     let tx = tx.clone();
-                                    tokio::spawn(read_body(req, respond, tx));
+                                    tokio::spawn(read_body(req, respond, tx, false));
+                                }
+                                Script::AnswerThenReadBody => {
+                                    let tx = tx.clone();
+                                    tokio::spawn(read_body(req, respond, tx, true));
                                 }
                             }
                         }
@@ -211,9 +218,15 @@ async fn read_body(
     req: http::Request<h2::RecvStream>,
     mut respond: h2::server::SendResponse<Bytes>,
     tx: mpsc::Sender<Result<usize, Option<h2::Reason>>>,
+    whole: bool,
 ) {
-    let resp = http::Response::builder().status(200).body(()).unwrap();
-    let _send = respond.send_response(resp, false).unwrap();
+    let _send = if whole {
+        answer_ok(&mut respond);
+        None
+    } else {
+        let resp = http::Response::builder().status(200).body(()).unwrap();
+        Some(respond.send_response(resp, false).unwrap())
+    };
     let mut body = req.into_body();
     let mut n = 0;
     loop {
@@ -439,4 +452,34 @@ upstream = "grpc"
         1,
         "the request reached the upstream over HTTP/2"
     );
+}
+
+#[test]
+fn an_upstream_answering_before_the_body_ends_gets_its_stream_cancelled() {
+    // RFC 9113 §8.1: the answer is whole while the client still sends; the proxy relays it
+    // and gives up the upstream stream, which would otherwise stay open (half-closed)
+    // against the server's concurrent streams for as long as the client sends.
+    let up = H2Upstream::start(Script::AnswerThenReadBody);
+    let proxy = proxy_to(up.addr, &[]);
+    runtime().block_on(async {
+        let client = connect(h2c_addr(&proxy)).await;
+        let mut client = client.ready().await.unwrap();
+        let req = http::Request::builder()
+            .method("POST")
+            .uri("http://proxied/early")
+            .body(())
+            .unwrap();
+        let (answer, mut send) = client.send_request(req, false).unwrap();
+        send.send_data(Bytes::from_static(b"part of a body"), false)
+            .unwrap();
+        let a = read_answer(answer.await.unwrap()).await;
+        assert_eq!((a.status, &a.body[..]), (200, &b"ok"[..]));
+        assert_eq!(a.trailers.expect("trailers")["x-end"], "yes");
+        let ended = tokio::task::spawn_blocking(move || up.bodies.recv_timeout(WAIT))
+            .await
+            .unwrap()
+            .expect("the upstream's stream ended");
+        assert_eq!(ended, Err(Some(h2::Reason::CANCEL)));
+        drop(send);
+    });
 }

@@ -291,6 +291,19 @@ impl Relay<'_> {
         }
     }
 
+    /// A link whose answer is whole leaves its stream: bytes still owed are given back (the
+    /// stream adds no more to the client's answer), and a request body not yet all sent is
+    /// given up (RST_STREAM CANCEL: the server answered early, RFC 9113 §8.1), or the
+    /// stream would stay open against the server's MAX_CONCURRENT_STREAMS.
+    fn release(&mut self, link: &Link) {
+        if link.owed > 0 {
+            self.after.consumed.push((link.stream, link.owed));
+        }
+        if !link.body_done {
+            self.after.cancel.push(link.stream);
+        }
+    }
+
     /// Link `i`'s client is gone: its stream is cancelled.
     fn gone(&mut self, i: usize) {
         let mut link = self.links.swap_remove(i);
@@ -469,6 +482,7 @@ impl h2u::Events for Relay<'_> {
                 .push((Cow::Borrowed("via"), Cow::Borrowed("2 linerate")));
             let mut link = self.links.swap_remove(i);
             link.answered = true;
+            self.release(&link);
             self.close_pipe(&mut link);
             if let Some(live) = client(self.slots, link.client) {
                 self.cx.alt_svc = live.alt_svc;
@@ -536,6 +550,7 @@ impl Relay<'_> {
     /// Link `i`'s answer is whole: the client's stream ends (with `trailers`).
     fn finish(&mut self, i: usize, trailers: &[Field]) {
         let mut link = self.links.swap_remove(i);
+        self.release(&link);
         self.close_pipe(&mut link);
         if let Some(live) = client(self.slots, link.client) {
             live.conn.stream_end_with(link.id, trailers, self.cx);
