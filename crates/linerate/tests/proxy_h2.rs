@@ -132,6 +132,8 @@ enum Script {
     /// Answers whole at once (`200 ok`, a trailer), then reads the body and reports how it
     /// ended.
     AnswerThenReadBody,
+    /// Answers this many bytes as fast as its windows let it, counting them in `sent`.
+    Stream(usize),
 }
 
 /// A test HTTP/2 upstream on 127.0.0.1 (its own thread and runtime, gone with the test
@@ -141,6 +143,8 @@ struct H2Upstream {
     addr: SocketAddr,
     accepted: Arc<Mutex<usize>>,
     bodies: mpsc::Receiver<Result<usize, Option<h2::Reason>>>,
+    /// Bytes a `Stream` script could send so far.
+    sent: Arc<Mutex<usize>>,
 }
 
 impl H2Upstream {
@@ -151,6 +155,8 @@ impl H2Upstream {
         let accepted = Arc::new(Mutex::new(0));
         let (tx, bodies) = mpsc::channel();
         let counted = accepted.clone();
+        let sent = Arc::new(Mutex::new(0));
+        let sent_here = sent.clone();
         std::thread::spawn(move || {
             runtime().block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(listener).unwrap();
@@ -161,6 +167,7 @@ impl H2Upstream {
                     };
                     *counted.lock().unwrap() += 1;
                     let (tx, waiting) = (tx.clone(), waiting.clone());
+                    let sent = sent_here.clone();
                     tokio::spawn(async move {
                         let Ok(mut conn) = h2::server::handshake(tcp).await else {
                             return;
@@ -182,6 +189,9 @@ impl H2Upstream {
                                     let tx = tx.clone();
                                     tokio::spawn(read_body(req, respond, tx, false));
                                 }
+                                Script::Stream(total) => {
+                                    tokio::spawn(stream_out(respond, total, sent.clone()));
+                                }
                                 Script::AnswerThenReadBody => {
                                     let tx = tx.clone();
                                     tokio::spawn(read_body(req, respond, tx, true));
@@ -196,11 +206,39 @@ impl H2Upstream {
             addr,
             accepted,
             bodies,
+            sent,
         }
     }
 
     fn accepted(&self) -> usize {
         *self.accepted.lock().unwrap()
+    }
+}
+
+/// `200` and `total` bytes (the pattern `i % 251`), each piece sent as soon as the stream's
+/// window has room for it, counted in `sent`.
+async fn stream_out(
+    mut respond: h2::server::SendResponse<Bytes>,
+    total: usize,
+    sent: Arc<Mutex<usize>>,
+) {
+    let resp = http::Response::builder().status(200).body(()).unwrap();
+    let mut send = respond.send_response(resp, false).unwrap();
+    let body: Vec<u8> = (0..total).map(|i| (i % 251) as u8).collect();
+    let mut at = 0;
+    while at < total {
+        send.reserve_capacity((total - at).min(64 * 1024));
+        let Some(Ok(room)) = std::future::poll_fn(|cx| send.poll_capacity(cx)).await else {
+            return;
+        };
+        let n = room.min(total - at);
+        if n == 0 {
+            continue;
+        }
+        send.send_data(Bytes::copy_from_slice(&body[at..at + n]), at + n == total)
+            .unwrap();
+        at += n;
+        *sent.lock().unwrap() = at;
     }
 }
 
@@ -481,5 +519,45 @@ fn an_upstream_answering_before_the_body_ends_gets_its_stream_cancelled() {
             .expect("the upstream's stream ended");
         assert_eq!(ended, Err(Some(h2::Reason::CANCEL)));
         drop(send);
+    });
+}
+
+#[test]
+fn a_client_that_does_not_read_holds_its_upstream_stream_to_a_window() {
+    const TOTAL: usize = 8 << 20;
+    let up = H2Upstream::start(Script::Stream(TOTAL));
+    let proxy = proxy_to(up.addr, &[]);
+    runtime().block_on(async {
+        let client = connect(h2c_addr(&proxy)).await;
+        let mut client = client.ready().await.unwrap();
+        let req = http::Request::builder()
+            .method("GET")
+            .uri("http://proxied/big")
+            .body(())
+            .unwrap();
+        let (answer, _send) = client.send_request(req, true).unwrap();
+        let resp = answer.await.unwrap();
+        assert_eq!(resp.status(), 200);
+        // Nothing is read: the upstream is held once the windows on the way are full. Wait
+        // until its count stops moving (polled, bounded), then look at it.
+        let mut last = usize::MAX;
+        for _ in 0..200 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let now = *up.sent.lock().unwrap();
+            if now == last {
+                break;
+            }
+            last = now;
+        }
+        // The proxy's stream window (1 MiB), the client's answer room (64 KiB) and the
+        // client's own window (64 KiB): the rest stays upstream.
+        assert!(
+            last < 2 << 20,
+            "a client reading nothing let the upstream send {last} bytes"
+        );
+        // Reading it all moves it all.
+        let a = read_answer(resp).await;
+        let want: Vec<u8> = (0..TOTAL).map(|i| (i % 251) as u8).collect();
+        assert!(a.body == want, "{} bytes came", a.body.len());
     });
 }
