@@ -561,3 +561,21 @@ fn a_client_that_does_not_read_holds_its_upstream_stream_to_a_window() {
         assert!(a.body == want, "{} bytes came", a.body.len());
     });
 }
+
+#[test]
+fn proxy_urls_other_than_http_h2c_and_unix_are_refused_in_one_line() {
+    for (url, says) in [
+        ("https://127.0.0.1:1", "http://, h2c:// or unix:"),
+        (
+            "grpc://127.0.0.1:1",
+            "expected http://HOST:PORT, h2c://HOST:PORT or unix:/PATH",
+        ),
+        ("h2c://127.0.0.1", "the upstream needs a port"),
+    ] {
+        let arg = format!("/={url}");
+        let (code, err) = common::bin::run_err(&["serve", "--proxy", &arg]);
+        assert_eq!(code, 2, "{url}: {err}");
+        assert!(err.contains(says), "{url}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
