@@ -134,6 +134,9 @@ enum Script {
     AnswerThenReadBody,
     /// Answers this many bytes as fast as its windows let it, counting them in `sent`.
     Stream(usize),
+    /// Never answers; reports `Ok(0)` when a request is in, then `Err(reason)` when its
+    /// stream is reset.
+    WatchReset,
 }
 
 /// A test HTTP/2 upstream on 127.0.0.1 (its own thread and runtime, gone with the test
@@ -188,6 +191,16 @@ impl H2Upstream {
                                 Script::HeadThenReadBody => {
                                     let tx = tx.clone();
                                     tokio::spawn(read_body(req, respond, tx, false));
+                                }
+                                Script::WatchReset => {
+                                    let tx = tx.clone();
+                                    tokio::spawn(async move {
+                                        let mut respond = respond;
+                                        let _ = tx.send(Ok(0));
+                                        let reason =
+                                            std::future::poll_fn(|cx| respond.poll_reset(cx)).await;
+                                        let _ = tx.send(Err(reason.ok()));
+                                    });
                                 }
                                 Script::Stream(total) => {
                                     tokio::spawn(stream_out(respond, total, sent.clone()));
@@ -578,4 +591,34 @@ fn proxy_urls_other_than_http_h2c_and_unix_are_refused_in_one_line() {
         assert!(err.contains(says), "{url}: {err}");
         assert!(!err.contains("panicked"), "{err}");
     }
+}
+
+#[test]
+fn a_client_resetting_a_call_that_waits_for_its_answer_cancels_the_upstream_stream() {
+    // The request went up whole; the upstream is slow to answer. The client's RST_STREAM
+    // (a cancelled gRPC call) reaches the upstream as one: it stops working on it.
+    let up = H2Upstream::start(Script::WatchReset);
+    let proxy = proxy_to(up.addr, &[]);
+    runtime().block_on(async {
+        let client = connect(h2c_addr(&proxy)).await;
+        let mut client = client.ready().await.unwrap();
+        let req = http::Request::builder()
+            .method("GET")
+            .uri("http://proxied/slow")
+            .body(())
+            .unwrap();
+        let (_answer, mut send) = client.send_request(req, true).unwrap();
+        let bodies = up.bodies;
+        let (got, bodies) =
+            tokio::task::spawn_blocking(move || (bodies.recv_timeout(WAIT), bodies))
+                .await
+                .unwrap();
+        assert_eq!(got, Ok(Ok(0)), "the request reached the upstream");
+        send.send_reset(h2::Reason::CANCEL);
+        let ended = tokio::task::spawn_blocking(move || bodies.recv_timeout(WAIT))
+            .await
+            .unwrap()
+            .expect("the upstream's stream was reset");
+        assert_eq!(ended, Err(Some(h2::Reason::CANCEL)));
+    });
 }

@@ -1000,7 +1000,9 @@ impl<B: Backend> Worker<B> {
             while i < ev.links.len() {
                 let link = &mut ev.links[i];
                 let (client_token, id) = (link.client, link.id);
-                let Some(live) = client(ev.slots, client_token) else {
+                let Some(live) = client(ev.slots, client_token).filter(|l| l.conn.awaits(id))
+                else {
+                    // The client's connection closed, or it reset its stream.
                     ev.gone(i);
                     continue;
                 };
