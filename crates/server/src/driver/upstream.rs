@@ -298,6 +298,16 @@ impl Pools {
         }
     }
 
+    /// Server `si` of group `gi` has `delta` more exchanges in flight (`least_conn` reads
+    /// them; the connection counts are published).
+    #[cfg(feature = "http2")]
+    pub(super) fn in_flight(&mut self, gi: usize, si: usize, delta: isize) {
+        if let Some(load) = self.groups.get_mut(gi).and_then(|g| g.loads.get_mut(si)) {
+            load.active = load.active.saturating_add_signed(delta);
+        }
+        self.publish(gi, si);
+    }
+
     /// The epoch: bumped by each reload.
     #[cfg(feature = "http2")]
     pub(super) fn epoch(&self) -> u32 {

@@ -129,6 +129,8 @@ struct After {
     wake: Vec<(Token, u64)>,
     /// The server failed (passive health counts it).
     server_failed: bool,
+    /// Exchanges that left the connection (no longer in flight for `least_conn`).
+    ended: usize,
 }
 
 /// The upstream connection's view of the client side during one call.
@@ -196,6 +198,12 @@ fn h2_request(job: &Job) -> Option<H2Head> {
 impl Relay<'_> {
     fn link(&mut self, stream: u32) -> Option<usize> {
         self.links.iter().position(|l| l.stream == stream)
+    }
+
+    /// Link `i` leaves the connection (its exchange is over, or goes elsewhere).
+    fn take(&mut self, i: usize) -> Link {
+        self.after.ended += 1;
+        self.links.swap_remove(i)
     }
 
     /// Logs and counts an exchange's answer.
@@ -306,7 +314,7 @@ impl Relay<'_> {
 
     /// Link `i`'s client is gone: its stream is cancelled.
     fn gone(&mut self, i: usize) {
-        let mut link = self.links.swap_remove(i);
+        let mut link = self.take(i);
         self.after.cancel.push(link.stream);
         self.close_pipe(&mut link);
         let (status, bytes) = (link.status, link.bytes);
@@ -330,7 +338,7 @@ impl Relay<'_> {
 
     /// Link `i` fails with `status` (no answer yet) or is cut (answered).
     fn fail(&mut self, i: usize, status: u16, why: &dyn std::fmt::Display) {
-        let mut link = self.links.swap_remove(i);
+        let mut link = self.take(i);
         if link.answered {
             tracing::warn!(upstream = %self.upstream, error = %why, "HTTP/2 upstream stream failed after its answer began");
             self.close_pipe(&mut link);
@@ -480,7 +488,7 @@ impl h2u::Events for Relay<'_> {
             }
             resp.headers
                 .push((Cow::Borrowed("via"), Cow::Borrowed("2 linerate")));
-            let mut link = self.links.swap_remove(i);
+            let mut link = self.take(i);
             link.answered = true;
             self.release(&link);
             self.close_pipe(&mut link);
@@ -521,7 +529,7 @@ impl h2u::Events for Relay<'_> {
             });
         }
         if again {
-            let mut link = self.links.swap_remove(i);
+            let mut link = self.take(i);
             if let Some(mut job) = link.job.take() {
                 job.tries += 1;
                 job.failed_server = (!error.retryable()).then_some(self.server);
@@ -549,7 +557,7 @@ impl h2u::Events for Relay<'_> {
 impl Relay<'_> {
     /// Link `i`'s answer is whole: the client's stream ends (with `trailers`).
     fn finish(&mut self, i: usize, trailers: &[Field]) {
-        let mut link = self.links.swap_remove(i);
+        let mut link = self.take(i);
         self.release(&link);
         self.close_pipe(&mut link);
         if let Some(live) = client(self.slots, link.client) {
@@ -698,6 +706,8 @@ impl<B: Backend> Worker<B> {
             job: Some(job),
         });
         let client_token = h2.links.last().map_or(0, |l| l.client);
+        let (gi, si) = (h2.group, h2.server);
+        self.pools.in_flight(gi, si, 1);
         if let Some(live) = client(&mut self.slots, client_token) {
             // The client's output moving wakes this connection's paused streams; its close
             // cancels its streams (`drop_orphans`). Listed once per connection.
@@ -885,6 +895,9 @@ impl<B: Backend> Worker<B> {
         {
             self.pools.server_failed(gi, si, &up, now);
         }
+        if after.ended > 0 {
+            self.pools.in_flight(gi, si, -(after.ended as isize));
+        }
         after.clients.dedup();
         for client in after.clients {
             self.with(client, sh, |_, _| {});
@@ -976,6 +989,8 @@ impl<B: Backend> Worker<B> {
         self.backend.detach(token);
         self.wheel.cancel(idx);
         self.pools.h2.retain(|&t| t != token);
+        self.pools
+            .in_flight(h2.group, h2.server, -(h2.links.len() as isize));
         for link in h2.links.drain(..) {
             if let Some(live) = client(&mut self.slots, link.client) {
                 if link.answered {
