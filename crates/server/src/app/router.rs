@@ -489,10 +489,9 @@ impl Router {
         for method in service.methods() {
             self = match method.kind {
                 crate::grpc::Kind::Unary(u) => {
-                    // The body is read whole, up to one message and its prefix: a larger
-                    // one is refused before it is held.
-                    let limit =
-                        (crate::grpc::MAX_MESSAGE + linerate_grpc::frame::PREFIX_LEN) as u64;
+                    // The body is read whole, up to one message and its prefix (base64 for
+                    // gRPC-Web text): a larger one is refused before it is held.
+                    let limit = crate::grpc::UNARY_BODY_LIMIT;
                     let router = self.add(Method::Post, method.path, Handler::Grpc(u));
                     router.limit_last(limit)
                 }

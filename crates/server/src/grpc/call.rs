@@ -46,9 +46,9 @@ impl Call {
         } else {
             CallHead::read(head.headers(buf))
         };
-        let call = call.map_err(super::refusal)?;
+        let call = call.map_err(|e| super::web::refusal(e, head.header(buf, "content-type")))?;
         let metadata = Metadata::from_fields(head.headers(buf))
-            .map_err(|s| super::trailers_only(&s, &Metadata::new(), &Metadata::new()))?;
+            .map_err(|s| super::web::failed(call.protocol, &s))?;
         Ok(Call {
             deadline: call.timeout.map(deadline_in),
             head: call,

@@ -7,7 +7,10 @@
 pub(crate) struct Unary(pub(crate) std::convert::Infallible);
 
 /// A unary call's body over the limit: never, as no call is made.
-pub(crate) fn over_limit(_: &[u8]) -> Option<crate::response::Response> {
+pub(crate) fn over_limit<'h>(
+    _: &[u8],
+    _: impl FnOnce() -> Option<&'h [u8]>,
+) -> Option<crate::response::Response> {
     None
 }
 

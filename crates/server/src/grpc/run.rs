@@ -12,7 +12,7 @@ use std::time::Instant;
 use super::call::{Call, deadline_exceeded};
 use super::method::{StreamFn, UnaryFuture};
 use super::stream::{RawSink, RawStream};
-use super::{Code, Status, answer};
+use super::{Code, Protocol, Status, web};
 use crate::app::around::catch_panic;
 use crate::app::deferred::{HeadView, Responder, Spawn};
 use crate::app::incoming::IncomingBody;
@@ -26,11 +26,11 @@ pub(crate) fn streaming(
             Ok(c) => c,
             Err(refused) => return responder.send(refused),
         };
-        let sink = RawSink::new(responder, call.deadline);
+        let sink = RawSink::new(responder, call.deadline, call.head.protocol);
         if call.expired() {
             return sink.finish(Err(deadline_exceeded()));
         }
-        let input = RawStream::new(body, call.head.encoding);
+        let input = RawStream::new(body, &call.head);
         let deadline = call.deadline;
         let fut = f(call, input, sink);
         crate::OnWorker.spawn(Box::pin(async move {
@@ -47,14 +47,19 @@ pub(crate) fn streaming(
 
 /// A unary call whose future waited: run on the worker's runtime, answered through
 /// `responder`.
-pub(crate) fn unary_later(fut: UnaryFuture, deadline: Option<Instant>, responder: Responder) {
+pub(crate) fn unary_later(
+    fut: UnaryFuture,
+    deadline: Option<Instant>,
+    protocol: Protocol,
+    responder: Responder,
+) {
     crate::OnWorker.spawn(Box::pin(async move {
         let result = match until(deadline, catch_panic(fut)).await {
             Some(Some(result)) => result,
             Some(None) => Err(panicked()),
             None => Err(deadline_exceeded()),
         };
-        responder.send(answer::unary_answer(result));
+        responder.send(web::unary_answer(protocol, result));
     }));
 }
 

@@ -18,7 +18,7 @@ use crate::app::ConnApp;
 use crate::app::deferred::Responder;
 use crate::app::dispatch::Pending;
 use crate::app::request::Params;
-use crate::grpc::{self, Call, Code, Metadata, Status, Unary};
+use crate::grpc::{self, Call, Code, Protocol, Status, Unary};
 use crate::h1::{Decision, Exchange};
 
 impl<'a> ConnApp<'a> {
@@ -36,9 +36,8 @@ impl<'a> ConnApp<'a> {
         // A declared length past one message: RESOURCE_EXHAUSTED, as the prefix would be.
         if let Framing::Length(n) = req.head.framing()
             && n > (grpc::MAX_MESSAGE + linerate_grpc::frame::PREFIX_LEN) as u64
+            && let Some(resp) = over_declared(n, req.head.header(req.buf, "content-type"))
         {
-            let status = Status::new(Code::ResourceExhausted, "the call's body is over the limit");
-            let resp = grpc::trailers_only(&status, &Metadata::new(), &Metadata::new());
             return self.respond(req.head, req.buf, resp);
         }
         match req.body {
@@ -67,10 +66,22 @@ impl<'a> ConnApp<'a> {
             Ok(c) => c,
             Err(refused) => return self.answer(id, head, buf, refused),
         };
-        let fail = |s: Status| grpc::trailers_only(&s, &Metadata::new(), &Metadata::new());
+        // gRPC-Web: the same call, its answer in the request's protocol (`grpc/web.rs`).
+        let protocol = call.head.protocol;
+        let fail = |s: Status| grpc::failed(protocol, &s);
         if call.expired() {
             return self.answer(id, head, buf, fail(grpc::deadline_exceeded()));
         }
+        let text;
+        let body = if protocol == Protocol::WebText {
+            text = match grpc::decode_text(body) {
+                Ok(t) => t,
+                Err(s) => return self.answer(id, head, buf, fail(s)),
+            };
+            &text[..]
+        } else {
+            body
+        };
         let deadline = call.deadline;
         let call_head = call.head;
         let called = grpc::read_unary(body, &call_head, |bytes| {
@@ -83,7 +94,9 @@ impl<'a> ConnApp<'a> {
         };
         let mut cx = Context::from_waker(Waker::noop());
         match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx))) {
-            Ok(Poll::Ready(result)) => self.answer(id, head, buf, grpc::unary_answer(result)),
+            Ok(Poll::Ready(result)) => {
+                self.answer(id, head, buf, grpc::unary_answer(protocol, result))
+            }
             Err(_) => self.answer(id, head, buf, fail(grpc::panicked())),
             Ok(Poll::Pending) => {
                 if self.io.outstanding >= self.app.max_deferred_per_worker {
@@ -95,7 +108,7 @@ impl<'a> ConnApp<'a> {
                 self.io.counters.set_outstanding(self.io.outstanding);
                 let meta = self.meta(head, buf);
                 let responder = Responder::new(self.io.inbox.clone(), self.token, id, meta);
-                grpc::unary_later(fut, deadline, responder);
+                grpc::unary_later(fut, deadline, protocol, responder);
                 Decision::Relay { upgrade: false }
             }
         }
@@ -114,12 +127,33 @@ impl<'a> ConnApp<'a> {
     #[cold]
     #[inline(never)]
     fn grpc_unimplemented(&mut self, head: &RequestHead, buf: &[u8]) -> Decision<Pending> {
-        if head.method() != Method::Post || !grpc::is_grpc(head.header(buf, "content-type")) {
+        let content_type = head.header(buf, "content-type");
+        // gRPC's content types (`+json` too: its method is as unknown), or gRPC-Web's.
+        let protocol = match grpc::protocol_of(content_type) {
+            Some(p) => p,
+            None if grpc::is_grpc(content_type) => Protocol::Grpc,
+            None => return self.files(head, buf),
+        };
+        if head.method() != Method::Post {
             return self.files(head, buf);
         }
         let path = String::from_utf8_lossy(head.path_bytes(buf));
         let status = Status::new(Code::Unimplemented, format!("unknown method {path}"));
-        let resp = grpc::trailers_only(&status, &Metadata::new(), &Metadata::new());
+        let resp = grpc::failed(protocol, &status);
         self.respond(head, buf, resp)
     }
+}
+
+/// The answer to a unary call whose declared length is past one message and its prefix
+/// (RESOURCE_EXHAUSTED, as the prefix would be), in the call's protocol; `None` for a
+/// `-text` body within the same message's base64.
+#[cold]
+#[inline(never)]
+fn over_declared(n: u64, content_type: Option<&[u8]>) -> Option<crate::response::Response> {
+    let protocol = grpc::protocol_of(content_type).unwrap_or(Protocol::Grpc);
+    if protocol == Protocol::WebText && n <= grpc::UNARY_BODY_LIMIT {
+        return None;
+    }
+    let status = Status::new(Code::ResourceExhausted, "the call's body is over the limit");
+    Some(grpc::failed(protocol, &status))
 }
