@@ -118,6 +118,7 @@ impl Service for ConnApp<'_> {
                 if let Some(resp) =
                     crate::grpc::over_limit(v, || head.head.header(&head.bytes, "content-type"))
                 {
+                    self.grpc_over_limit(pending.route, pending.started);
                     return Err(resp);
                 }
             }

@@ -487,6 +487,7 @@ impl Router {
     pub fn grpc(mut self, service: impl crate::grpc::Service) -> Router {
         self.grpc.add(service.name());
         for method in service.methods() {
+            self.grpc.calls.methods.push(method.stats.clone());
             self = match method.kind {
                 crate::grpc::Kind::Unary(u) => {
                     // The body is read whole, up to one message and its prefix (base64 for
@@ -496,7 +497,8 @@ impl Router {
                     router.limit_last(limit)
                 }
                 crate::grpc::Kind::Streaming(f) => {
-                    let handler = Incoming::InPlace(Box::new(crate::grpc::streaming(f)));
+                    let handler =
+                        Incoming::InPlace(Box::new(crate::grpc::streaming(f, method.stats)));
                     // A stream's total is unbounded (each message is bounded).
                     self.add(Method::Post, method.path, Handler::Incoming(handler))
                         .limit_last(u64::MAX)

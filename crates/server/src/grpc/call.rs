@@ -27,12 +27,13 @@ pub(crate) struct Call {
 }
 
 impl Call {
-    /// Reads a call from its request head; `Err`: the answer that refuses it.
+    /// Reads a call from its request head; `Err`: the answer that refuses it, and the status
+    /// it ends the call with (`None`: HTTP 415, not a gRPC call).
     pub(crate) fn read(
         head: &RequestHead,
         buf: &[u8],
         peer: Option<SocketAddr>,
-    ) -> Result<Call, Response> {
+    ) -> Result<Call, (Option<Code>, Response)> {
         // HTTP/2 and HTTP/3 names are lowercase; an HTTP/1.1 client's (gRPC-Web) may not be.
         let upper = head
             .headers(buf)
@@ -46,9 +47,14 @@ impl Call {
         } else {
             CallHead::read(head.headers(buf))
         };
-        let call = call.map_err(|e| super::web::refusal(e, head.header(buf, "content-type")))?;
+        let call = call.map_err(|e| {
+            (
+                e.code(),
+                super::web::refusal(e, head.header(buf, "content-type")),
+            )
+        })?;
         let metadata = Metadata::from_fields(head.headers(buf))
-            .map_err(|s| super::web::failed(call.protocol, &s))?;
+            .map_err(|s| (Some(s.code), super::web::failed(call.protocol, &s)))?;
         Ok(Call {
             deadline: call.timeout.map(deadline_in),
             head: call,

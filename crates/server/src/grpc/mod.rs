@@ -45,6 +45,7 @@ mod call;
 mod message;
 mod metadata;
 mod method;
+mod metrics;
 mod run;
 mod stream;
 mod web;
@@ -61,6 +62,7 @@ pub use stream::{Sink, Streaming};
 
 pub(crate) use call::{Call, deadline_exceeded, read_unary};
 pub(crate) use linerate_grpc::web::Protocol;
+pub(crate) use metrics::{CallStats, MethodStats};
 pub(crate) use run::{panicked, streaming, unary_later};
 pub(crate) use web::{decode_text, failed, protocol_of, unary_answer};
 
@@ -83,6 +85,8 @@ pub trait Service {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Services {
     pub(crate) names: Arc<Vec<&'static str>>,
+    /// Each method's call counters, and the unknown paths' (`/metrics`).
+    pub(crate) calls: CallStats,
 }
 
 impl Services {
@@ -97,6 +101,9 @@ impl Services {
         for name in other.names.iter() {
             self.add(name);
         }
+        self.calls
+            .methods
+            .extend(other.calls.methods.iter().cloned());
     }
 
     /// Whether the router serves any: then a gRPC call to an unknown path is UNIMPLEMENTED.

@@ -16,8 +16,20 @@ pub(crate) fn over_limit<'h>(
 
 /// A router's gRPC services: always none.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Services;
+pub(crate) struct Services {
+    pub(crate) calls: CallStats,
+}
 
 impl Services {
     pub(crate) fn merge(&mut self, _: &Services) {}
+}
+
+/// A router's gRPC call counters: none.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CallStats;
+
+impl CallStats {
+    pub(crate) fn turn_on(&self) {}
+
+    pub(crate) fn render(&self, _: &mut String) {}
 }

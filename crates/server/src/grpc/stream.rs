@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -16,7 +17,7 @@ use linerate_grpc::compress::{self, Encoding};
 use linerate_grpc::frame::{self, Decoder};
 use linerate_grpc::web::{Protocol, TextDecoder};
 
-use super::{Code, MAX_MESSAGE, Metadata, Status};
+use super::{Code, MAX_MESSAGE, Metadata, MethodStats, Status};
 use super::{answer, web};
 use crate::app::deferred::Responder;
 use crate::app::incoming::IncomingBody;
@@ -186,6 +187,8 @@ pub(crate) struct RawSink {
     deadline: Option<Instant>,
     /// gRPC, or gRPC-Web: the status in a trailer frame, the body base64 for `-text`.
     protocol: Protocol,
+    /// The method's counters and the call's start, when calls are counted.
+    counted: Option<(Arc<MethodStats>, u64)>,
     frame: Vec<u8>,
     done: bool,
 }
@@ -195,6 +198,7 @@ impl RawSink {
         responder: Responder,
         deadline: Option<Instant>,
         protocol: Protocol,
+        counted: Option<(Arc<MethodStats>, u64)>,
     ) -> RawSink {
         RawSink {
             responder: Some(responder),
@@ -203,6 +207,7 @@ impl RawSink {
             trailers: Metadata::new(),
             deadline,
             protocol,
+            counted,
             frame: Vec::new(),
             done: false,
         }
@@ -237,6 +242,9 @@ impl RawSink {
     fn end(&mut self, status: &Status) {
         if std::mem::replace(&mut self.done, true) {
             return;
+        }
+        if let Some((stats, started)) = &self.counted {
+            stats.ended(Some(*started), status.code);
         }
         if let Some(responder) = self.responder.take() {
             responder.send(web::trailers_only(
