@@ -33,3 +33,8 @@ impl CallStats {
 
     pub(crate) fn render(&self, _: &mut String) {}
 }
+
+/// An answer's `grpc-status` for the log: none without the feature.
+pub(crate) fn logged_status(_: &crate::response::Response) -> Option<&'static str> {
+    None
+}

@@ -118,5 +118,53 @@ pub(crate) fn text_prefix(body: &[u8]) -> Option<[u8; linerate_grpc::frame::PREF
     Some(prefix)
 }
 
+/// The `grpc-status` an answer carries, for the access log: in its head (trailers-only), its
+/// trailers, or a gRPC-Web body's trailer frame. `None` for an answer that is not gRPC's and
+/// for a streamed one (its status comes after the line is written; `/metrics` counts it).
+pub(crate) fn logged_status(resp: &Response) -> Option<&'static str> {
+    let ct = resp.content_type.as_deref()?;
+    if !ct.starts_with("application/grpc") {
+        return None;
+    }
+    let value = resp
+        .field(linerate_grpc::status::GRPC_STATUS)
+        .or_else(|| {
+            resp.trailers.as_ref().and_then(|t| {
+                t.iter()
+                    .find(|(n, _)| n == linerate_grpc::status::GRPC_STATUS)
+                    .map(|(_, v)| v.as_ref())
+            })
+        })
+        .map(|v| v.as_bytes().to_vec())
+        .or_else(|| {
+            let Body::Owned(body) = &resp.body else {
+                return None;
+            };
+            let protocol = Protocol::from_content_type(ct.as_bytes())?;
+            match protocol {
+                Protocol::Grpc => None,
+                Protocol::Web => trailer_status(body),
+                Protocol::WebText => trailer_status(&decode_text(body).ok()?),
+            }
+        })?;
+    Some(Code::parse(&value)?.as_str())
+}
+
+/// The `grpc-status` value in a gRPC-Web body's trailer frame.
+fn trailer_status(body: &[u8]) -> Option<Vec<u8>> {
+    let mut d = linerate_grpc::frame::Decoder::web_answer(usize::MAX >> 1, false);
+    let mut input = body;
+    while let Some(m) = d.next(&mut input).ok()? {
+        if m.trailers {
+            return wire::trailer_fields(m.data)
+                .find(|(n, _)| {
+                    n.eq_ignore_ascii_case(linerate_grpc::status::GRPC_STATUS.as_bytes())
+                })
+                .map(|(_, v)| v.to_vec());
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests;

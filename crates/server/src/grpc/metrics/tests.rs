@@ -1,7 +1,7 @@
 //! The call counters through a real server (HTTP/1.1 gRPC-Web calls on 127.0.0.1): every
 //! way a call ends — the unary fast path, a call answered later, a deadline, a panic, a
 //! stream, an unknown path — counted under its method with the status it ended with, as
-//! `/metrics` renders them.
+//! `/metrics` renders them; and each call's `grpc-status` in its access-log line.
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
@@ -147,4 +147,38 @@ fn nothing_is_counted_without_metrics() {
     assert!(!s.is_empty(), "the methods are listed");
     assert!(s.iter().all(|&(_, _, v)| v == 0.0), "{text}");
     server.stop().unwrap();
+}
+
+#[test]
+fn the_access_log_has_each_calls_grpc_status() {
+    let dir = std::env::temp_dir().join(format!("linerate-grpc-log-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("access.log");
+    let mut config = TestServer::config();
+    config.access_log = Some(crate::access_log::LogTarget::File(path.clone()));
+    config.access_log_format =
+        crate::access_log::LogFormat::parse("$request_uri $grpc_status").unwrap();
+    let router = Router::new()
+        .grpc(Sums {
+            called: Arc::new(AtomicUsize::new(0)),
+        })
+        .get("/plain", |_| crate::Response::text("plain"));
+    let server = TestServer::start_with(config, router).unwrap();
+    let addr = server.addr();
+    let one = frames(&[ab(1, 2)]);
+    call(addr, SUM, &one, ""); // 0, in the trailer frame (gRPC-Web)
+    call(addr, FAIL, &one, ""); // 5, the frame alone
+    call(addr, SLOW_SUM, &frames(&[ab(1, 1)]), ""); // answered later: 0
+    call(addr, "/no.Such/Thing", &one, ""); // 12
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /plain HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        .unwrap();
+    s.read_to_end(&mut Vec::new()).unwrap();
+    server.stop().unwrap();
+    let log = std::fs::read_to_string(&path).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        log,
+        format!("{SUM} 0\n{FAIL} 5\n{SLOW_SUM} 0\n/no.Such/Thing 12\n/plain -\n"),
+    );
 }

@@ -391,3 +391,57 @@ fn a_browser_preflight_and_call_pass_the_cors_layer() {
         }
     }
 }
+
+#[test]
+fn the_logged_status_is_read_from_every_kind_of_answer() {
+    use super::super::method::Reply;
+    let not_found = || Status::new(Code::NotFound, "gone");
+    let ok = || {
+        Ok(Reply {
+            frame: vec![0, 0, 0, 0, 2, 8, 3],
+            metadata: Metadata::new(),
+            trailers: Metadata::new(),
+        })
+    };
+    let rows: Vec<(crate::response::Response, Option<&str>, &str)> = vec![
+        (
+            unary_answer(Protocol::Grpc, ok()),
+            Some("0"),
+            "gRPC, in trailers",
+        ),
+        (
+            failed(Protocol::Grpc, &not_found()),
+            Some("5"),
+            "gRPC trailers-only",
+        ),
+        (
+            unary_answer(Protocol::Web, ok()),
+            Some("0"),
+            "web, the trailer frame",
+        ),
+        (
+            failed(Protocol::Web, &not_found()),
+            Some("5"),
+            "web, the frame alone",
+        ),
+        (
+            unary_answer(Protocol::WebText, ok()),
+            Some("0"),
+            "text, base64",
+        ),
+        (
+            failed(Protocol::WebText, &not_found()),
+            Some("5"),
+            "text, the frame alone",
+        ),
+        (
+            answer::head(&Metadata::new()).stream().0,
+            None,
+            "a stream: its status comes later",
+        ),
+        (crate::response::Response::text("plain"), None, "not gRPC"),
+    ];
+    for (resp, want, why) in rows {
+        assert_eq!(logged_status(&resp), want, "{why}");
+    }
+}
