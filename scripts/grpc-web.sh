@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # gRPC-Web against a real server (issue 53): the demo's benchmark.BenchmarkService/GetSum
-# called with curl over HTTP/1.1 (application/grpc-web+proto, and -text: base64 both ways),
+# called with curl over HTTP/1.1 and over h2c with prior knowledge (application/grpc-web+proto,
+# and -text: base64 both ways),
 # each answer checked byte for byte (the message, then the trailer frame with grpc-status 0);
 # then @connectrpc/connect-node's grpc-web transport (scripts/grpc-web/client.mjs, the
 # packages installed from npm into target/tools/grpc-web-node). Builds nothing: pass the
@@ -30,17 +31,19 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$bin" serve --addr 127.0.0.1:0 --workers 1 --no-pin --log-level warn >"$out/banner" 2>"$out/stderr" &
+"$bin" serve --addr 127.0.0.1:0 --h2c-port 0 --workers 1 --no-pin --log-level warn \
+    >"$out/banner" 2>"$out/stderr" &
 pid=$!
-port=""
+port="" h2c=""
 for _ in $(seq 100); do
     port=$(sed -n 's|.*http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$out/banner" | head -1)
-    [ -n "$port" ] && break
+    h2c=$(sed -n 's|.*(h2c, prior knowledge) on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$out/banner")
+    [ -n "$port" ] && [ -n "$h2c" ] && break
     kill -0 "$pid" 2>/dev/null || { cat "$out/stderr" >&2; say "the server did not start"; exit 1; }
     sleep 0.1
 done
 [ -n "$port" ] || { cat "$out/banner" >&2; say "no port in the banner"; exit 1; }
-url=http://127.0.0.1:$port/benchmark.BenchmarkService/GetSum
+path=/benchmark.BenchmarkService/GetSum
 
 # HttpArena's frame: GetSum(a=1, b=2). The answer: SumReply{result: 3}, then the trailer frame.
 printf '\x00\x00\x00\x00\x04\x08\x01\x10\x02' >"$out/frame"
@@ -53,16 +56,20 @@ check() { # NAME GOT WANT
         say "curl $1: FAILED"; od -c "$2" | head -5 >&2; failed=$((failed + 1))
     fi
 }
-curl -sS --http1.1 -o "$out/got" -D "$out/head" --data-binary @"$out/frame" \
-    -H 'content-type: application/grpc-web+proto' -H 'x-grpc-web: 1' "$url"
-check "grpc-web+proto" "$out/got" "$out/want"
-grep -qi '^content-type: application/grpc-web+proto' "$out/head" || { say "binary: wrong content-type"; failed=$((failed + 1)); }
 base64 -w0 "$out/frame" >"$out/frame.txt"
-curl -sS --http1.1 -o "$out/got.txt" -D "$out/head.txt" --data-binary @"$out/frame.txt" \
-    -H 'content-type: application/grpc-web-text' -H 'x-grpc-web: 1' "$url"
-base64 -d "$out/got.txt" >"$out/got.dec" 2>/dev/null || true
-check "grpc-web-text" "$out/got.dec" "$out/want"
-grep -qi '^content-type: application/grpc-web-text+proto' "$out/head.txt" || { say "text: wrong content-type"; failed=$((failed + 1)); }
+for how in "--http1.1 http://127.0.0.1:$port" "--http2-prior-knowledge http://127.0.0.1:$h2c"; do
+    set -- $how
+    flag=$1 url=$2$path
+    curl -sS "$flag" -o "$out/got" -D "$out/head" --data-binary @"$out/frame" \
+        -H 'content-type: application/grpc-web+proto' -H 'x-grpc-web: 1' "$url"
+    check "$flag grpc-web+proto" "$out/got" "$out/want"
+    grep -qi '^content-type: application/grpc-web+proto' "$out/head" || { say "$flag binary: wrong content-type"; failed=$((failed + 1)); }
+    curl -sS "$flag" -o "$out/got.txt" -D "$out/head.txt" --data-binary @"$out/frame.txt" \
+        -H 'content-type: application/grpc-web-text' -H 'x-grpc-web: 1' "$url"
+    base64 -d "$out/got.txt" >"$out/got.dec" 2>/dev/null || true
+    check "$flag grpc-web-text" "$out/got.dec" "$out/want"
+    grep -qi '^content-type: application/grpc-web-text+proto' "$out/head.txt" || { say "$flag text: wrong content-type"; failed=$((failed + 1)); }
+done
 [ "$failed" = 0 ] || { say "$failed curl checks failed"; exit 1; }
 
 # connect-node's grpc-web transport.
