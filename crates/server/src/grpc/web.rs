@@ -22,10 +22,17 @@ pub(crate) fn protocol_of(content_type: Option<&[u8]>) -> Option<Protocol> {
 }
 
 /// A unary call's answer in `protocol`: gRPC's, or the message and the trailer frame.
+#[inline(always)]
 pub(crate) fn unary_answer(protocol: Protocol, result: Result<Reply, Status>) -> Response {
-    if !protocol.is_web() {
-        return answer::unary_answer(result);
+    if protocol.is_web() {
+        return web_unary_answer(protocol, result);
     }
+    answer::unary_answer(result)
+}
+
+#[cold]
+#[inline(never)]
+fn web_unary_answer(protocol: Protocol, result: Result<Reply, Status>) -> Response {
     match result {
         Ok(reply) => {
             let mut body = reply.frame;

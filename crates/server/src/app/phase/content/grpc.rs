@@ -110,9 +110,11 @@ impl<'a> ConnApp<'a> {
         let mut cx = Context::from_waker(Waker::noop());
         match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx))) {
             Ok(Poll::Ready(result)) => {
-                let code = result.as_ref().map_or_else(|s| s.code, |_| Code::Ok);
-                let resp = grpc::unary_answer(protocol, result);
-                self.grpc_end(id, head, buf, stats, Some(code), resp)
+                if self.app.metrics {
+                    let code = result.as_ref().map_or_else(|s| s.code, |_| Code::Ok);
+                    stats.ended(Some(self.started), code);
+                }
+                self.answer(id, head, buf, grpc::unary_answer(protocol, result))
             }
             Err(_) => {
                 let (code, resp) = fail(grpc::panicked());
