@@ -79,6 +79,26 @@ fn calls_are_counted_by_method_and_the_status_they_ended_with() {
     call(addr, COUNT_UP, &[], ""); // a stream without its message: INTERNAL
     call(addr, "/test.Sum/Nope", &one, ""); // unknown
     call(addr, "/no.Such/Thing", &one, ""); // unknown too, under the same label
+    // A body without a declared length whose prefix is over the limit, refused as it
+    // arrives (`dispatch.rs`): RESOURCE_EXHAUSTED.
+    let over = ((crate::grpc::MAX_MESSAGE + 1) as u32).to_be_bytes();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut req = format!(
+        "POST {SUM} HTTP/1.1\r\nhost: x\r\ncontent-type: application/grpc-web+proto\r\n\
+         transfer-encoding: chunked\r\nconnection: close\r\n\r\n5\r\n"
+    )
+    .into_bytes();
+    req.extend_from_slice(&[0, over[0], over[1], over[2], over[3]]);
+    req.extend_from_slice(b"\r\n");
+    s.write_all(&req).unwrap();
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    assert!(
+        answer.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
     // Each call was counted before its answer went out, and every answer has been read.
     let text = server.stats().grpc_metrics();
     let s = samples(&text);
@@ -92,6 +112,7 @@ fn calls_are_counted_by_method_and_the_status_they_ended_with() {
     let rows = [
         (SUM, "OK", 3.0),
         (SUM, "DEADLINE_EXCEEDED", 1.0),
+        (SUM, "RESOURCE_EXHAUSTED", 1.0),
         (FAIL, "NOT_FOUND", 1.0),
         (PANIC, "UNKNOWN", 1.0),
         (SLOW_SUM, "OK", 1.0),
