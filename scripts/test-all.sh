@@ -7,7 +7,8 @@
 # Redis and memcached installed and checked (scripts/cache-servers.sh)
 # and `linerate lab cache` run end to end on tiny figures, h2spec in strict mode against its h2c and TLS listeners
 # (scripts/h2spec.sh), grpc-go's interop client's 16 core cases over h2c and TLS
-# (scripts/grpc-interop.sh), PROXY protocol v1 and v2 (plain and TLS) behind Debian's HAProxy, the
+# (scripts/grpc-interop.sh), gRPC-Web with curl and @connectrpc/connect-node from npm
+# (scripts/grpc-web.sh), PROXY protocol v1 and v2 (plain and TLS) behind Debian's HAProxy, the
 # client's address checked in the access log and an access rule (scripts/proxy-protocol.sh),
 # automatic HTTPS against Let's Encrypt's test CA Pebble (scripts/acme.sh; `go install`s
 # Pebble into target/tools),
@@ -203,6 +204,8 @@ may "cache-tests (RFC 9111): the proxy cache" scripts/cache-tests.sh "$LINERATE_
 may "h2spec --strict (h2c, TLS)" scripts/h2spec.sh "$LINERATE_BIN"
 # grpc-go's interop client, its 16 core cases over h2c and TLS (installs it with `go install`).
 may "gRPC interop (grpc-go 1.85 client, h2c and TLS)" scripts/grpc-interop.sh "$LINERATE_BIN"
+# gRPC-Web: curl (binary and -text) and connect-node (npm install into target/tools).
+may "gRPC-Web (curl, connect-node)" scripts/grpc-web.sh "$LINERATE_BIN"
 may "PROXY protocol behind HAProxy" scripts/proxy-protocol.sh "$LINERATE_BIN"
 may "ACME against Pebble" scripts/acme.sh
 may "Chromium: HTTP/1.1, HTTPS/HTTP/2" scripts/browser.sh "$LINERATE_BIN"

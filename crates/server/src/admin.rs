@@ -107,7 +107,9 @@ fn route(
         "/metrics" => (
             200,
             "text/plain; version=0.0.4; charset=utf-8",
-            render(&stats.metrics(), &stats.snapshot()) + &render_caches(&stats.caches()),
+            render(&stats.metrics(), &stats.snapshot())
+                + &render_caches(&stats.caches())
+                + &stats.grpc_metrics(),
         ),
         "/healthz" if draining.load(Ordering::Relaxed) => (503, "text/plain", "draining\n".into()),
         "/healthz" => (200, "text/plain", "ok\n".into()),

@@ -43,6 +43,8 @@ pub struct Server {
     counters: Arc<Vec<Arc<Counters>>>,
     /// The proxy caches of the sites now (for `/metrics` and purges).
     caches: crate::stats::Caches,
+    /// The router's gRPC call counters (for `/metrics`).
+    grpc: crate::grpc::CallStats,
     shared: Arc<Shared>,
     steering: bool,
     /// The static-file root, opened once; each worker gets its own cache from it.
@@ -557,6 +559,10 @@ impl Server {
         let sites = Arc::new(sites);
         sites.check_roots()?;
         let counters = (0..workers).map(|_| Arc::default()).collect();
+        let grpc = router.grpc.calls.clone();
+        if config.admin.is_some() {
+            grpc.turn_on();
+        }
         let caches = Arc::new(std::sync::Mutex::new(
             crate::proxy::cache_admin::admin_views(&sites),
         ));
@@ -575,6 +581,7 @@ impl Server {
             wakes: Arc::new(wakes),
             counters: Arc::new(counters),
             caches,
+            grpc,
             shared: Arc::new(Shared {
                 conn: crate::h1::ConnConfig {
                     extended_connect: announces_extended_connect(&config, &router),
@@ -756,6 +763,7 @@ impl Server {
         StatsHandle {
             workers: self.counters.clone(),
             caches: self.caches.clone(),
+            grpc: self.grpc.clone(),
         }
     }
 
@@ -790,6 +798,7 @@ impl Server {
                     StatsHandle {
                         workers: self.counters.clone(),
                         caches: self.caches.clone(),
+                        grpc: self.grpc.clone(),
                     },
                     stop_admin.clone(),
                     self.draining.clone(),

@@ -438,6 +438,8 @@ pub struct StatsHandle {
     pub(crate) workers: Arc<Vec<Arc<Counters>>>,
     /// The proxy mounts' caches, as the sites have them now (a reload replaces them).
     pub(crate) caches: Caches,
+    /// The router's gRPC methods' call counters.
+    pub(crate) grpc: crate::grpc::CallStats,
 }
 
 /// A proxy mount's cache as the admin listener sees it: its counters, and purges.
@@ -509,6 +511,13 @@ impl StatsHandle {
             s.deferred_abandoned += c.abandoned.load(Relaxed);
         }
         s
+    }
+
+    /// The gRPC calls' counters now, as `/metrics` text (empty without gRPC services).
+    pub fn grpc_metrics(&self) -> String {
+        let mut o = String::new();
+        self.grpc.render(&mut o);
+        o
     }
 
     /// The metrics now, summed over workers.

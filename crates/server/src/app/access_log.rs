@@ -126,6 +126,9 @@ pub(crate) struct AccessEntry<'a> {
     /// A proxied request's upstream side: appended to a combined line (address and time in
     /// µs), `upstream_addr`, `upstream_status` and `upstream_time_us` in JSON.
     pub upstream: Option<UpstreamEntry<'a>>,
+    /// A gRPC call's `grpc-status` when its answer carries it (`grpc_status` in JSON, only
+    /// then; `$grpc_status`).
+    pub grpc_status: Option<&'static str>,
 }
 
 /// What a proxied request's line says of its upstream (nginx's `$upstream_addr`,
@@ -267,6 +270,10 @@ impl LogBuffer {
                     o.insert("upstream_addr".into(), u.addr.to_string().into());
                     o.insert("upstream_status".into(), u.status.into());
                     o.insert("upstream_time_us".into(), u.time_us.into());
+                }
+                if let (Some(g), Some(o)) = (e.grpc_status, line.as_object_mut()) {
+                    // The number as a number, as `status` is.
+                    o.insert("grpc_status".into(), g.parse::<u32>().unwrap_or(2).into());
                 }
                 let _ = writeln!(s.lines, "{line}");
             }
@@ -457,6 +464,7 @@ mod tests {
         server_name: "",
         fields: Fields::Kept(&[]),
         upstream: None,
+        grpc_status: None,
     };
 
     /// The one batch `b` hands off.
@@ -922,5 +930,32 @@ mod tests {
             panic!("a batch")
         };
         assert!(batch.contains("\"GET /?a=\\x5Cx22 HTTP/1.1\""), "{batch}");
+    }
+
+    /// Issue 53: a gRPC call's `grpc-status` in JSON (only for gRPC answers, a number) and
+    /// as `$grpc_status` (`-` when there is none).
+    #[test]
+    fn a_grpc_call_logs_its_grpc_status() {
+        let call = AccessEntry {
+            method: "POST",
+            target: "/test.Sum/Fail",
+            grpc_status: Some("5"),
+            ..PLAIN
+        };
+        let (mut b, rx) = buffer(LogFormat::Json);
+        b.push(0, &call);
+        b.push(0, &PLAIN);
+        let lines = batch(b, &rx);
+        let mut lines = lines
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap());
+        assert_eq!(lines.next().unwrap()["grpc_status"], 5);
+        assert!(
+            lines.next().unwrap().get("grpc_status").is_none(),
+            "not a gRPC call"
+        );
+        let t = "$request_uri $status $grpc_status";
+        assert_eq!(template_line(t, &call, false), "/test.Sum/Fail 200 5\n");
+        assert_eq!(template_line(t, &PLAIN, false), "/ 200 -\n");
     }
 }

@@ -337,6 +337,7 @@ impl LogMeta {
             server_name,
             fields: crate::access_log::Fields::Kept(&self.fields),
             upstream,
+            grpc_status: None,
         }
     }
 }

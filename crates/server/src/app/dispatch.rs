@@ -114,7 +114,11 @@ impl Service for ConnApp<'_> {
             Sink::Incoming(feed) => feed.put(data),
             Sink::Grpc(v) => {
                 v.extend_from_slice(data);
-                if let Some(resp) = crate::grpc::over_limit(v) {
+                let head = &pending.head;
+                if let Some(resp) =
+                    crate::grpc::over_limit(v, || head.head.header(&head.bytes, "content-type"))
+                {
+                    self.grpc_over_limit(pending.route, pending.started);
                     return Err(resp);
                 }
             }

@@ -210,10 +210,9 @@ impl AppIo {
         }
         if let (Some(log), Some(m), Some(sink)) = (self.log.as_mut(), meta.log.as_ref(), site.log) {
             let bytes = body_bytes(meta.head, &resp);
-            log.push(
-                sink,
-                &m.entry(resp.status, bytes, us, &site.server_name, None),
-            );
+            let mut entry = m.entry(resp.status, bytes, us, &site.server_name, None);
+            entry.grpc_status = crate::grpc::logged_status(&resp);
+            log.push(sink, &entry);
         }
         (token, id, resp, meta.head)
     }

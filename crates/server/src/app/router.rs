@@ -492,17 +492,18 @@ impl Router {
             if let Some(name) = crate::grpc::service_of(method.path) {
                 self.grpc.add(name);
             }
+            self.grpc.calls.methods.push(method.stats.clone());
             self = match method.kind {
                 crate::grpc::Kind::Unary(u) => {
-                    // The body is read whole, up to one message and its prefix: a larger
-                    // one is refused before it is held.
-                    let limit =
-                        (crate::grpc::MAX_MESSAGE + linerate_grpc::frame::PREFIX_LEN) as u64;
+                    // The body is read whole, up to one message and its prefix (base64 for
+                    // gRPC-Web text): a larger one is refused before it is held.
+                    let limit = crate::grpc::UNARY_BODY_LIMIT;
                     let router = self.add(Method::Post, method.path, Handler::Grpc(u));
                     router.limit_last(limit)
                 }
                 crate::grpc::Kind::Streaming(f) => {
-                    let handler = Incoming::InPlace(Box::new(crate::grpc::streaming(f)));
+                    let handler =
+                        Incoming::InPlace(Box::new(crate::grpc::streaming(f, method.stats)));
                     // A stream's total is unbounded (each message is bounded).
                     self.add(Method::Post, method.path, Handler::Incoming(handler))
                         .limit_last(u64::MAX)

@@ -19,7 +19,12 @@ pub(crate) const CONTENT_TYPE: &str = "application/grpc";
 
 /// The head of an answer with messages: 200, the content type, the initial metadata.
 pub(crate) fn head(metadata: &Metadata) -> Response {
-    let mut resp = Response::new(200).content_type(CONTENT_TYPE);
+    head_typed(CONTENT_TYPE, metadata)
+}
+
+/// The head of an answer with messages, of `content_type` (gRPC-Web's, `web.rs`).
+pub(crate) fn head_typed(content_type: &'static str, metadata: &Metadata) -> Response {
+    let mut resp = Response::new(200).content_type(content_type);
     for (name, value) in metadata.fields() {
         // Names and values were checked when the handler set them.
         resp = match resp.try_header(name, value) {

@@ -27,12 +27,13 @@ pub(crate) struct Call {
 }
 
 impl Call {
-    /// Reads a call from its request head; `Err`: the answer that refuses it.
+    /// Reads a call from its request head; `Err`: the answer that refuses it, and the status
+    /// it ends the call with (`None`: HTTP 415, not a gRPC call).
     pub(crate) fn read(
         head: &RequestHead,
         buf: &[u8],
         peer: Option<SocketAddr>,
-    ) -> Result<Call, Response> {
+    ) -> Result<Call, (Option<Code>, Response)> {
         // HTTP/2 and HTTP/3 names are lowercase (their parsers refuse others); an HTTP/1.1
         // client's (gRPC-Web) may not be.
         use linerate_http1::Version;
@@ -58,9 +59,14 @@ impl Call {
         } else {
             CallHead::read_with(head.headers(buf), take)
         };
-        let call = call.map_err(super::refusal)?;
+        let call = call.map_err(|e| {
+            (
+                e.code(),
+                super::web::refusal(e, head.header(buf, "content-type")),
+            )
+        })?;
         if let Some(s) = bad {
-            return Err(super::trailers_only(&s, &Metadata::new(), &Metadata::new()));
+            return Err((Some(s.code), super::web::failed(call.protocol, &s)));
         }
         Ok(Call {
             deadline: call.timeout.map(deadline_in),

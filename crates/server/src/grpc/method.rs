@@ -12,12 +12,14 @@ use std::sync::Arc;
 
 use super::call::Call;
 use super::stream::{RawSink, RawStream, decode};
-use super::{Metadata, Request, Response, Sink, Status, Streaming};
+use super::{Metadata, MethodStats, Request, Response, Sink, Status, Streaming};
 
 /// One RPC of a service: its path (`/package.Service/Method`) and handler.
 pub struct Method {
     pub(crate) path: &'static str,
     pub(crate) kind: Kind,
+    /// Its calls' counters (`/metrics`).
+    pub(crate) stats: Arc<MethodStats>,
 }
 
 impl std::fmt::Debug for Method {
@@ -43,8 +45,8 @@ pub(crate) enum Kind {
 }
 
 /// A unary handler, untyped: the call and its message's bytes in, the encoded answer's
-/// future out (`Err`: the message did not decode).
-pub(crate) struct Unary(pub(crate) Box<UnaryFn>);
+/// future out (`Err`: the message did not decode); and the method's call counters.
+pub(crate) struct Unary(pub(crate) Box<UnaryFn>, pub(crate) Arc<MethodStats>);
 
 pub(crate) type UnaryFn = dyn Fn(Call, &[u8]) -> Result<UnaryFuture, Status> + Send + Sync;
 
@@ -90,9 +92,11 @@ impl Method {
             let fut = handler(call.request(message));
             Ok(Box::pin(async move { fut.await.map(Reply::of) }))
         };
+        let stats = MethodStats::new(path);
         Method {
             path,
-            kind: Kind::Unary(Arc::new(Unary(Box::new(f)))),
+            kind: Kind::Unary(Arc::new(Unary(Box::new(f), stats.clone()))),
+            stats,
         }
     }
 
@@ -121,6 +125,7 @@ impl Method {
         Method {
             path,
             kind: Kind::Streaming(Arc::new(f)),
+            stats: MethodStats::new(path),
         }
     }
 
@@ -149,6 +154,7 @@ impl Method {
         Method {
             path,
             kind: Kind::Streaming(Arc::new(f)),
+            stats: MethodStats::new(path),
         }
     }
 
@@ -171,6 +177,7 @@ impl Method {
         Method {
             path,
             kind: Kind::Streaming(Arc::new(f)),
+            stats: MethodStats::new(path),
         }
     }
 

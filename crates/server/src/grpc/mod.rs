@@ -70,6 +70,16 @@
 //!   worker's tokio runtime ([`OnWorker`](crate::OnWorker)). Streaming calls always run
 //!   there, their body fed as it arrives; a client that resets its stream cuts the call's
 //!   [`Streaming`] off and makes [`Sink::send`] fail CANCELLED.
+//! - **gRPC-Web** (PROTOCOL-WEB.md, what browsers send): `application/grpc-web[+proto]` and
+//!   `application/grpc-web-text[+proto]`, over HTTP/1.1, HTTP/2 or HTTP/3, reach the same
+//!   methods. The answer has the request's protocol as its content type (`+proto`), its
+//!   messages, then a trailer frame (flag 0x80: `grpc-status`, `grpc-message`, the trailing
+//!   metadata) in the body, never HTTP trailers; a call that fails before any message is
+//!   that frame alone. `-text` bodies are base64 both ways (a request's decoded as it
+//!   arrives, padded segments allowed). CORS is the application's: a
+//!   [`Cors`](crate::layers::Cors) layer answers a browser's preflight; allow the request
+//!   fields `content-type`, `x-grpc-web`, `x-user-agent`, `grpc-timeout` (and the
+//!   metadata the page sends) and expose `grpc-status`, `grpc-message`.
 #![forbid(unsafe_code)]
 
 mod answer;
@@ -78,9 +88,11 @@ pub mod health;
 mod message;
 mod metadata;
 mod method;
+mod metrics;
 pub mod reflection;
 mod run;
 mod stream;
+mod web;
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -94,9 +106,11 @@ pub(crate) use method::{Kind, Unary};
 pub use reflection::Reflection;
 pub use stream::{Sink, Streaming};
 
-pub(crate) use answer::{refusal, trailers_only, unary_answer};
 pub(crate) use call::{Call, deadline_exceeded, read_unary};
+pub(crate) use linerate_grpc::web::Protocol;
+pub(crate) use metrics::{CallStats, MethodStats};
 pub(crate) use run::{panicked, streaming, unary_later};
+pub(crate) use web::{decode_text, failed, logged_status, protocol_of, unary_answer};
 
 /// The largest message a call receives (the prefix announcing more is RESOURCE_EXHAUSTED),
 /// as grpc-go's and grpc-core's default `MaxRecvMsgSize`.
@@ -147,6 +161,8 @@ pub(crate) struct Services {
     /// The same names, for the services that list them (apart from `names`: the request
     /// path reads that one without a lock).
     pub(crate) list: ServiceList,
+    /// Each method's call counters, and the unknown paths' (`/metrics`).
+    pub(crate) calls: CallStats,
 }
 
 impl Services {
@@ -162,6 +178,9 @@ impl Services {
         for name in other.names.iter() {
             self.add(name);
         }
+        self.calls
+            .methods
+            .extend(other.calls.methods.iter().cloned());
     }
 
     /// Whether the router serves any: then a gRPC call to an unknown path is UNIMPLEMENTED.
@@ -172,16 +191,42 @@ impl Services {
 }
 
 /// A unary call's body so far, refused as soon as its first prefix announces a message over
-/// [`MAX_MESSAGE`] (RESOURCE_EXHAUSTED, before the message is held).
-pub(crate) fn over_limit(body: &[u8]) -> Option<crate::response::Response> {
+/// [`MAX_MESSAGE`] (RESOURCE_EXHAUSTED, before the message is held). `content_type` is looked
+/// up only past the binary check: a `-text` body's prefix is base64 (its characters read as
+/// a binary length are always over the limit), judged once its first 8 characters are in.
+#[inline(always)]
+pub(crate) fn over_limit<'h>(
+    body: &[u8],
+    content_type: impl FnOnce() -> Option<&'h [u8]>,
+) -> Option<crate::response::Response> {
     let prefix = body.get(..linerate_grpc::frame::PREFIX_LEN)?;
     let len = u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize;
+    if len <= MAX_MESSAGE {
+        return None;
+    }
+    over_limit_as(
+        body,
+        len,
+        protocol_of(content_type()).unwrap_or(Protocol::Grpc),
+    )
+}
+
+#[cold]
+#[inline(never)]
+fn over_limit_as(body: &[u8], len: usize, protocol: Protocol) -> Option<crate::response::Response> {
+    let len = match protocol {
+        Protocol::WebText => {
+            let p = web::text_prefix(body)?;
+            u32::from_be_bytes([p[1], p[2], p[3], p[4]]) as usize
+        }
+        _ => len,
+    };
     (len > MAX_MESSAGE).then(|| {
         let status = Status::new(
             Code::ResourceExhausted,
             format!("received message larger than max ({len} vs. {MAX_MESSAGE})"),
         );
-        trailers_only(&status, &Metadata::new(), &Metadata::new())
+        web::failed(protocol, &status)
     })
 }
 
@@ -190,6 +235,11 @@ pub(crate) fn service_of(path: &'static str) -> Option<&'static str> {
     let rest = path.strip_prefix('/')?;
     Some(&rest[..rest.find('/')?])
 }
+/// The raw body limit of a unary route: one message and its prefix, base64 for `-text`
+/// (4 characters per 3 bytes); a binary body's own limit is judged on its prefix and
+/// declared length.
+pub(crate) const UNARY_BODY_LIMIT: u64 =
+    ((MAX_MESSAGE + linerate_grpc::frame::PREFIX_LEN).div_ceil(3) * 4) as u64;
 
 /// Whether a request is a gRPC call by its content type (PROTOCOL-HTTP2.md:
 /// `application/grpc` and its `+format` forms).

@@ -7,14 +7,34 @@
 pub(crate) struct Unary(pub(crate) std::convert::Infallible);
 
 /// A unary call's body over the limit: never, as no call is made.
-pub(crate) fn over_limit(_: &[u8]) -> Option<crate::response::Response> {
+pub(crate) fn over_limit<'h>(
+    _: &[u8],
+    _: impl FnOnce() -> Option<&'h [u8]>,
+) -> Option<crate::response::Response> {
     None
 }
 
 /// A router's gRPC services: always none.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Services;
+pub(crate) struct Services {
+    pub(crate) calls: CallStats,
+}
 
 impl Services {
     pub(crate) fn merge(&mut self, _: &Services) {}
+}
+
+/// A router's gRPC call counters: none.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CallStats;
+
+impl CallStats {
+    pub(crate) fn turn_on(&self) {}
+
+    pub(crate) fn render(&self, _: &mut String) {}
+}
+
+/// An answer's `grpc-status` for the log: none without the feature.
+pub(crate) fn logged_status(_: &crate::response::Response) -> Option<&'static str> {
+    None
 }

@@ -12,7 +12,7 @@ use std::time::Instant;
 use super::call::{Call, deadline_exceeded};
 use super::method::{StreamFn, UnaryFuture};
 use super::stream::{RawSink, RawStream};
-use super::{Code, Status, answer};
+use super::{Code, MethodStats, Protocol, Status, web};
 use crate::app::around::catch_panic;
 use crate::app::deferred::{HeadView, Responder, Spawn};
 use crate::app::incoming::IncomingBody;
@@ -20,17 +20,25 @@ use crate::app::incoming::IncomingBody;
 /// A streaming method's handler at the request's head: reads the call, then runs it.
 pub(crate) fn streaming(
     f: Arc<StreamFn>,
+    stats: Arc<MethodStats>,
 ) -> impl Fn(HeadView<'_>, IncomingBody, Responder) + Send + Sync + 'static {
     move |view, body, responder| {
+        let started = stats.start();
         let call = match Call::read(view.head, view.buf, view.peer) {
             Ok(c) => c,
-            Err(refused) => return responder.send(refused),
+            Err((code, refused)) => {
+                if let Some(code) = code {
+                    stats.ended(started, code);
+                }
+                return responder.send(refused);
+            }
         };
-        let sink = RawSink::new(responder, call.deadline);
+        let counted = started.map(|t| (stats.clone(), t));
+        let sink = RawSink::new(responder, call.deadline, call.head.protocol, counted);
         if call.expired() {
             return sink.finish(Err(deadline_exceeded()));
         }
-        let input = RawStream::new(body, call.head.encoding);
+        let input = RawStream::new(body, &call.head);
         let deadline = call.deadline;
         let fut = f(call, input, sink);
         crate::OnWorker.spawn(Box::pin(async move {
@@ -47,14 +55,24 @@ pub(crate) fn streaming(
 
 /// A unary call whose future waited: run on the worker's runtime, answered through
 /// `responder`.
-pub(crate) fn unary_later(fut: UnaryFuture, deadline: Option<Instant>, responder: Responder) {
+pub(crate) fn unary_later(
+    fut: UnaryFuture,
+    deadline: Option<Instant>,
+    protocol: Protocol,
+    counted: Option<(Arc<MethodStats>, u64)>,
+    responder: Responder,
+) {
     crate::OnWorker.spawn(Box::pin(async move {
         let result = match until(deadline, catch_panic(fut)).await {
             Some(Some(result)) => result,
             Some(None) => Err(panicked()),
             None => Err(deadline_exceeded()),
         };
-        responder.send(answer::unary_answer(result));
+        if let Some((stats, started)) = counted {
+            let code = result.as_ref().map_or_else(|s| s.code, |_| Code::Ok);
+            stats.ended(Some(started), code);
+        }
+        responder.send(web::unary_answer(protocol, result));
     }));
 }
 

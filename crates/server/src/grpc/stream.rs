@@ -8,14 +8,17 @@
 #![forbid(unsafe_code)]
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use linerate_grpc::call::CallHead;
 use linerate_grpc::compress::{self, Encoding};
 use linerate_grpc::frame::{self, Decoder};
+use linerate_grpc::web::{Protocol, TextDecoder};
 
-use super::answer;
-use super::{Code, MAX_MESSAGE, Metadata, Status};
+use super::{Code, MAX_MESSAGE, Metadata, MethodStats, Status};
+use super::{answer, web};
 use crate::app::deferred::Responder;
 use crate::app::incoming::IncomingBody;
 use crate::streaming::BodyWriter;
@@ -35,11 +38,14 @@ pub(crate) struct RawStream {
     at: usize,
     /// Decompressed messages land here.
     plain: Vec<u8>,
+    /// A gRPC-Web text body's base64, decoded piece by piece (`None` once it ended).
+    text: Option<TextDecoder>,
     done: bool,
 }
 
 impl RawStream {
-    pub(crate) fn new(body: IncomingBody, encoding: Encoding) -> RawStream {
+    pub(crate) fn new(body: IncomingBody, call: &CallHead) -> RawStream {
+        let encoding = call.encoding;
         RawStream {
             body,
             decoder: Decoder::new(MAX_MESSAGE, encoding.compresses()),
@@ -47,8 +53,19 @@ impl RawStream {
             piece: Bytes::new(),
             at: 0,
             plain: Vec::new(),
+            text: (call.protocol == Protocol::WebText).then(TextDecoder::new),
             done: false,
         }
+    }
+
+    /// A piece of the body as frames: as it came, or decoded from `-text` base64.
+    fn frames(&mut self, piece: Bytes) -> Result<Bytes, Status> {
+        let Some(text) = &mut self.text else {
+            return Ok(piece);
+        };
+        let mut out = Vec::with_capacity(piece.len() / 4 * 3 + 3);
+        text.feed(&piece, &mut out).map_err(web_status)?;
+        Ok(out.into())
     }
 
     /// The next message given to `f`; `None` at the end of the client's stream. A body cut
@@ -80,10 +97,19 @@ impl RawStream {
             self.at += used;
             match self.body.chunk().await {
                 Some(Ok(piece)) => {
-                    self.piece = piece;
+                    self.piece = self.frames(piece)?;
                     self.at = 0;
                 }
                 Some(Err(_)) => return Err(cancelled()),
+                None if self.text.is_some() => {
+                    // The text's last, unpadded quantum, then the end as for any body.
+                    let mut rest = Vec::new();
+                    if let Some(mut text) = self.text.take() {
+                        text.finish(&mut rest).map_err(web_status)?;
+                    }
+                    self.piece = rest.into();
+                    self.at = 0;
+                }
                 None => {
                     self.done = true;
                     self.decoder.finish().map_err(frame_status)?;
@@ -106,6 +132,11 @@ impl RawStream {
         }
         message
     }
+}
+
+/// A `-text` body that is not base64: INTERNAL.
+fn web_status(e: linerate_grpc::web::WebError) -> Status {
+    Status::new(e.code(), e.to_string())
 }
 
 /// A message decoded; a malformed one is INTERNAL.
@@ -154,18 +185,29 @@ pub(crate) struct RawSink {
     pub(crate) metadata: Metadata,
     pub(crate) trailers: Metadata,
     deadline: Option<Instant>,
+    /// gRPC, or gRPC-Web: the status in a trailer frame, the body base64 for `-text`.
+    protocol: Protocol,
+    /// The method's counters and the call's start, when calls are counted.
+    counted: Option<(Arc<MethodStats>, u64)>,
     frame: Vec<u8>,
     done: bool,
 }
 
 impl RawSink {
-    pub(crate) fn new(responder: Responder, deadline: Option<Instant>) -> RawSink {
+    pub(crate) fn new(
+        responder: Responder,
+        deadline: Option<Instant>,
+        protocol: Protocol,
+        counted: Option<(Arc<MethodStats>, u64)>,
+    ) -> RawSink {
         RawSink {
             responder: Some(responder),
             writer: None,
             metadata: Metadata::new(),
             trailers: Metadata::new(),
             deadline,
+            protocol,
+            counted,
             frame: Vec::new(),
             done: false,
         }
@@ -174,12 +216,16 @@ impl RawSink {
     /// Sends one message (the head first, once); CANCELLED when the client is gone.
     pub(crate) async fn send<T: prost::Message>(&mut self, message: &T) -> Result<(), Status> {
         if let Some(responder) = self.responder.take() {
-            let (resp, writer) = answer::head(&self.metadata).stream();
+            let head = answer::head_typed(self.protocol.content_type(), &self.metadata);
+            let (resp, writer) = head.stream();
             responder.send(resp);
             self.writer = Some(writer);
         }
         self.frame.clear();
         frame::encode(message, &mut self.frame);
+        if self.protocol == Protocol::WebText {
+            self.frame = web::encoded(self.protocol, std::mem::take(&mut self.frame));
+        }
         let Some(writer) = &self.writer else {
             return Err(cancelled());
         };
@@ -197,16 +243,44 @@ impl RawSink {
         if std::mem::replace(&mut self.done, true) {
             return;
         }
+        if let Some((stats, started)) = &self.counted {
+            stats.ended(Some(*started), status.code);
+        }
         if let Some(responder) = self.responder.take() {
-            responder.send(answer::trailers_only(
+            responder.send(web::trailers_only(
+                self.protocol,
                 status,
                 &self.metadata,
                 &self.trailers,
             ));
+        } else if self.protocol.is_web()
+            && let Some(writer) = self.writer.take()
+        {
+            let mut trailer = Vec::new();
+            web::trailer_frame(status, &self.trailers, &mut trailer);
+            end_web(writer, web::encoded(self.protocol, trailer));
         } else if let Some(writer) = self.writer.take() {
             // The fields were checked when set; a refusal cuts the answer off, which the
             // client reads as a failed call.
             let _ = writer.end_with_trailers(answer::trailer_fields(status, &self.trailers));
+        }
+    }
+}
+
+/// Ends a gRPC-Web answer with its trailer frame: written now when the channel has room, else
+/// once it has (on the worker's runtime; the call's end may come from a drop, which cannot
+/// wait).
+fn end_web(writer: BodyWriter, trailer: Vec<u8>) {
+    match writer.write(&trailer) {
+        Ok(()) => writer.end(),
+        Err(crate::streaming::WriteError::Gone) => {}
+        Err(crate::streaming::WriteError::Full) => {
+            use crate::app::deferred::Spawn as _;
+            crate::OnWorker.spawn(Box::pin(async move {
+                if writer.send(&trailer).await.is_ok() {
+                    writer.end();
+                }
+            }));
         }
     }
 }

@@ -12,19 +12,19 @@ use super::*;
 use crate::Router;
 use crate::testing::{TestClient, TestResponse};
 
-const SUM: &str = "/test.Sum/Add";
-const SLOW_SUM: &str = "/test.Sum/SlowAdd";
-const FAIL: &str = "/test.Sum/Fail";
-const PANIC: &str = "/test.Sum/Panic";
-const ECHO_MD: &str = "/test.Sum/EchoMetadata";
-const COUNT_UP: &str = "/test.Sum/CountUp";
-const TOTAL: &str = "/test.Sum/Total";
-const RUNNING: &str = "/test.Sum/Running";
+pub(super) const SUM: &str = "/test.Sum/Add";
+pub(super) const SLOW_SUM: &str = "/test.Sum/SlowAdd";
+pub(super) const FAIL: &str = "/test.Sum/Fail";
+pub(super) const PANIC: &str = "/test.Sum/Panic";
+pub(super) const ECHO_MD: &str = "/test.Sum/EchoMetadata";
+pub(super) const COUNT_UP: &str = "/test.Sum/CountUp";
+pub(super) const TOTAL: &str = "/test.Sum/Total";
+pub(super) const RUNNING: &str = "/test.Sum/Running";
 
 /// A test service: sums, failures, metadata and the three streaming kinds over
 /// `SumRequest`/`SumReply`; `called` counts the calls that reached a handler.
-struct Sums {
-    called: Arc<AtomicUsize>,
+pub(super) struct Sums {
+    pub(super) called: Arc<AtomicUsize>,
 }
 
 fn sum(r: &SumRequest) -> SumReply {
@@ -127,7 +127,7 @@ fn client() -> (TestClient, Arc<AtomicUsize>) {
 }
 
 /// Length-prefixed frames of `messages`.
-fn frames(messages: &[SumRequest]) -> Vec<u8> {
+pub(super) fn frames(messages: &[SumRequest]) -> Vec<u8> {
     let mut out = Vec::new();
     for m in messages {
         linerate_grpc::frame::encode(m, &mut out);
@@ -146,7 +146,7 @@ fn call(c: &TestClient, path: &str, body: Vec<u8>, fields: &[(&str, &str)]) -> T
     req.body(body).send()
 }
 
-fn ab(a: i32, b: i32) -> SumRequest {
+pub(super) fn ab(a: i32, b: i32) -> SumRequest {
     SumRequest { a, b }
 }
 
@@ -407,17 +407,17 @@ fn client_and_bidirectional_streams_read_every_message() {
 fn a_body_is_refused_as_soon_as_its_prefix_is_over_the_limit() {
     let over = ((MAX_MESSAGE + 1) as u32).to_be_bytes();
     assert!(
-        over_limit(&[0, over[0], over[1]]).is_none(),
+        over_limit(&[0, over[0], over[1]], || None).is_none(),
         "not judged before the prefix"
     );
-    let resp = over_limit(&[0, over[0], over[1], over[2], over[3]]).expect("refused");
+    let resp = over_limit(&[0, over[0], over[1], over[2], over[3]], || None).expect("refused");
     assert_eq!(
         resp.field("grpc-status"),
         Some(Code::ResourceExhausted.as_str())
     );
     let at = (MAX_MESSAGE as u32).to_be_bytes();
     assert!(
-        over_limit(&[0, at[0], at[1], at[2], at[3], 1, 2]).is_none(),
+        over_limit(&[0, at[0], at[1], at[2], at[3], 1, 2], || None).is_none(),
         "the limit itself is fine"
     );
 }

@@ -45,6 +45,8 @@ enum Field {
     RequestTimeUs,
     UpstreamAddr,
     UpstreamStatus,
+    /// A gRPC call's `grpc-status` (`-` for other requests and streamed calls).
+    GrpcStatus,
     UpstreamResponseTime,
     UpstreamTimeUs,
     /// nginx's `$host`: the host the request named (absolute-form target, else Host),
@@ -61,7 +63,7 @@ enum Field {
 const HTTP_PREFIX: &str = "http_";
 
 /// Every field by its name, in the order the docs list them (`$http_NAME` besides).
-const FIELDS: [(&str, Field); 20] = [
+const FIELDS: [(&str, Field); 21] = [
     ("remote_addr", Field::RemoteAddr),
     ("remote_user", Field::RemoteUser),
     ("time_local", Field::TimeLocal),
@@ -78,6 +80,7 @@ const FIELDS: [(&str, Field); 20] = [
     ("request_time_us", Field::RequestTimeUs),
     ("upstream_addr", Field::UpstreamAddr),
     ("upstream_status", Field::UpstreamStatus),
+    ("grpc_status", Field::GrpcStatus),
     ("upstream_response_time", Field::UpstreamResponseTime),
     ("upstream_time_us", Field::UpstreamTimeUs),
     ("host", Field::Host),
@@ -293,6 +296,7 @@ fn field(out: &mut String, f: &Field, e: &Entry<'_>, clock: &Clock, kept: &[Box<
             }
             None => out.push('-'),
         },
+        Field::GrpcStatus => out.push_str(served.and_then(|s| s.grpc_status).unwrap_or("-")),
         Field::UpstreamResponseTime => {
             seconds(out, served.and_then(|s| s.upstream).map(|u| u.time_us))
         }

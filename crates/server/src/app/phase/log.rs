@@ -50,6 +50,7 @@ impl<'a> ConnApp<'a> {
                     server_name: &site.server_name,
                     fields: Fields::Head(head, buf),
                     upstream: None,
+                    grpc_status: crate::grpc::logged_status(resp),
                 },
             );
         }

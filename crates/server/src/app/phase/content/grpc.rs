@@ -18,7 +18,8 @@ use crate::app::ConnApp;
 use crate::app::deferred::Responder;
 use crate::app::dispatch::Pending;
 use crate::app::request::Params;
-use crate::grpc::{self, Call, Code, Metadata, Status, Unary};
+use crate::app::router::Handler;
+use crate::grpc::{self, Call, Code, MethodStats, Protocol, Status, Unary};
 use crate::h1::{Decision, Exchange};
 
 impl<'a> ConnApp<'a> {
@@ -36,9 +37,11 @@ impl<'a> ConnApp<'a> {
         // A declared length past one message: RESOURCE_EXHAUSTED, as the prefix would be.
         if let Framing::Length(n) = req.head.framing()
             && n > (grpc::MAX_MESSAGE + linerate_grpc::frame::PREFIX_LEN) as u64
+            && let Some(resp) = over_declared(n, req.head.header(req.buf, "content-type"))
         {
-            let status = Status::new(Code::ResourceExhausted, "the call's body is over the limit");
-            let resp = grpc::trailers_only(&status, &Metadata::new(), &Metadata::new());
+            if self.app.metrics {
+                unary.1.ended(Some(self.started), Code::ResourceExhausted);
+            }
             return self.respond(req.head, req.buf, resp);
         }
         match req.body {
@@ -63,14 +66,31 @@ impl<'a> ConnApp<'a> {
         body: &[u8],
         unary: &Arc<Unary>,
     ) -> Decision<Pending> {
+        let stats = &unary.1;
         let call = match Call::read(head, buf, self.client().copied()) {
             Ok(c) => c,
-            Err(refused) => return self.answer(id, head, buf, refused),
+            Err((code, refused)) => return self.grpc_end(id, head, buf, stats, code, refused),
         };
-        let fail = |s: Status| grpc::trailers_only(&s, &Metadata::new(), &Metadata::new());
+        // gRPC-Web: the same call, its answer in the request's protocol (`grpc/web.rs`).
+        let protocol = call.head.protocol;
+        let fail = |s: Status| (Some(s.code), grpc::failed(protocol, &s));
         if call.expired() {
-            return self.answer(id, head, buf, fail(grpc::deadline_exceeded()));
+            let (code, resp) = fail(grpc::deadline_exceeded());
+            return self.grpc_end(id, head, buf, stats, code, resp);
         }
+        let text;
+        let body = if protocol == Protocol::WebText {
+            text = match grpc::decode_text(body) {
+                Ok(t) => t,
+                Err(s) => {
+                    let (code, resp) = fail(s);
+                    return self.grpc_end(id, head, buf, stats, code, resp);
+                }
+            };
+            &text[..]
+        } else {
+            body
+        };
         let deadline = call.deadline;
         let call_head = call.head;
         let called = grpc::read_unary(body, &call_head, |bytes| {
@@ -78,26 +98,74 @@ impl<'a> ConnApp<'a> {
         });
         let mut fut = match called {
             Ok(Ok(Ok(fut))) => fut,
-            Ok(Ok(Err(status))) | Err(status) => return self.answer(id, head, buf, fail(status)),
-            Ok(Err(_)) => return self.answer(id, head, buf, fail(grpc::panicked())),
+            Ok(Ok(Err(status))) | Err(status) => {
+                let (code, resp) = fail(status);
+                return self.grpc_end(id, head, buf, stats, code, resp);
+            }
+            Ok(Err(_)) => {
+                let (code, resp) = fail(grpc::panicked());
+                return self.grpc_end(id, head, buf, stats, code, resp);
+            }
         };
         let mut cx = Context::from_waker(Waker::noop());
         match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx))) {
-            Ok(Poll::Ready(result)) => self.answer(id, head, buf, grpc::unary_answer(result)),
-            Err(_) => self.answer(id, head, buf, fail(grpc::panicked())),
+            Ok(Poll::Ready(result)) => {
+                if self.app.metrics {
+                    let code = result.as_ref().map_or_else(|s| s.code, |_| Code::Ok);
+                    stats.ended(Some(self.started), code);
+                }
+                self.answer(id, head, buf, grpc::unary_answer(protocol, result))
+            }
+            Err(_) => {
+                let (code, resp) = fail(grpc::panicked());
+                self.grpc_end(id, head, buf, stats, code, resp)
+            }
             Ok(Poll::Pending) => {
                 if self.io.outstanding >= self.app.max_deferred_per_worker {
                     self.io.counters.refused();
                     let busy = Status::new(Code::ResourceExhausted, "too many calls waiting");
-                    return self.answer(id, head, buf, fail(busy));
+                    let (code, resp) = fail(busy);
+                    return self.grpc_end(id, head, buf, stats, code, resp);
                 }
                 self.io.outstanding += 1;
                 self.io.counters.set_outstanding(self.io.outstanding);
                 let meta = self.meta(head, buf);
                 let responder = Responder::new(self.io.inbox.clone(), self.token, id, meta);
-                grpc::unary_later(fut, deadline, responder);
+                let counted = self.app.metrics.then(|| (stats.clone(), self.started));
+                grpc::unary_later(fut, deadline, protocol, counted, responder);
                 Decision::Relay { upgrade: false }
             }
+        }
+    }
+
+    /// A unary call's answer, the call counted with `code` (`None`: not a gRPC call, HTTP
+    /// 415) when metrics are on.
+    #[inline(always)]
+    fn grpc_end(
+        &mut self,
+        id: u64,
+        head: &RequestHead,
+        buf: &[u8],
+        stats: &MethodStats,
+        code: Option<Code>,
+        resp: crate::response::Response,
+    ) -> Decision<Pending> {
+        if self.app.metrics
+            && let Some(code) = code
+        {
+            stats.ended(Some(self.started), code);
+        }
+        self.answer(id, head, buf, resp)
+    }
+
+    /// A unary call whose body's prefix was over the limit as it arrived (`dispatch.rs`):
+    /// counted RESOURCE_EXHAUSTED.
+    #[cold]
+    pub(crate) fn grpc_over_limit(&self, route: usize, started: u64) {
+        if self.app.metrics
+            && let Some(Handler::Grpc(unary)) = self.app.router.at(route).map(|r| &r.handler)
+        {
+            unary.1.ended(Some(started), Code::ResourceExhausted);
         }
     }
 
@@ -114,12 +182,37 @@ impl<'a> ConnApp<'a> {
     #[cold]
     #[inline(never)]
     fn grpc_unimplemented(&mut self, head: &RequestHead, buf: &[u8]) -> Decision<Pending> {
-        if head.method() != Method::Post || !grpc::is_grpc(head.header(buf, "content-type")) {
+        let content_type = head.header(buf, "content-type");
+        // gRPC's content types (`+json` too: its method is as unknown), or gRPC-Web's.
+        let protocol = match grpc::protocol_of(content_type) {
+            Some(p) => p,
+            None if grpc::is_grpc(content_type) => Protocol::Grpc,
+            None => return self.files(head, buf),
+        };
+        if head.method() != Method::Post {
             return self.files(head, buf);
         }
         let path = String::from_utf8_lossy(head.path_bytes(buf));
         let status = Status::new(Code::Unimplemented, format!("unknown method {path}"));
-        let resp = grpc::trailers_only(&status, &Metadata::new(), &Metadata::new());
+        let resp = grpc::failed(protocol, &status);
+        if self.app.metrics {
+            let unknown = &self.app.router.grpc.calls.unknown;
+            unknown.ended(Some(self.started), Code::Unimplemented);
+        }
         self.respond(head, buf, resp)
     }
+}
+
+/// The answer to a unary call whose declared length is past one message and its prefix
+/// (RESOURCE_EXHAUSTED, as the prefix would be), in the call's protocol; `None` for a
+/// `-text` body within the same message's base64.
+#[cold]
+#[inline(never)]
+fn over_declared(n: u64, content_type: Option<&[u8]>) -> Option<crate::response::Response> {
+    let protocol = grpc::protocol_of(content_type).unwrap_or(Protocol::Grpc);
+    if protocol == Protocol::WebText && n <= grpc::UNARY_BODY_LIMIT {
+        return None;
+    }
+    let status = Status::new(Code::ResourceExhausted, "the call's body is over the limit");
+    Some(grpc::failed(protocol, &status))
 }

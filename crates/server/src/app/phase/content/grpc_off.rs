@@ -34,6 +34,10 @@ impl<'a> ConnApp<'a> {
         match unary.0 {}
     }
 
+    /// No gRPC call is counted.
+    #[inline(always)]
+    pub(crate) fn grpc_over_limit(&self, _: usize, _: u64) {}
+
     #[inline(always)]
     pub(crate) fn unrouted(&mut self, head: &RequestHead, buf: &[u8]) -> Decision<Pending> {
         self.files(head, buf)
