@@ -139,6 +139,20 @@ pub fn to_stored<N: AsRef<[u8]>, V: AsRef<[u8]>>(fields: &[(N, V)]) -> Vec<Owned
         .collect()
 }
 
+/// `n` in decimal, written at the end of `buf` (without `fmt`'s machinery: a hit's port and
+/// Cache-Status numbers are written on every request).
+pub(crate) fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[i..];
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -63,8 +63,10 @@ impl Key {
             Some(p) => Some(parse_port(p).ok_or(NoKey::Authority)?),
         }
         .filter(|p| Some(*p) != default_port(scheme_lower));
-        let mut digits = [0u8; 5];
-        let digits = port.map_or(&[][..], |p| decimal(p, &mut digits));
+        let mut digits = [0u8; 20];
+        let digits = port.map_or(&[][..], |p| {
+            crate::fields::decimal(u64::from(p), &mut digits)
+        });
         let len = scheme_lower.len() + 3 + host.len() + 1 + digits.len() + path.len();
         let mut k = Vec::with_capacity(len);
         k.extend_from_slice(scheme_lower);
@@ -203,19 +205,6 @@ fn parse_port(p: &[u8]) -> Option<u16> {
         }
     }
     u16::try_from(n).ok()
-}
-
-/// `n` in decimal, written at the end of `buf`.
-fn decimal(mut n: u16, buf: &mut [u8; 5]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return &buf[i..];
-        }
-    }
 }
 
 /// Fields whose values are case-insensitive lists where order carries no meaning of its own

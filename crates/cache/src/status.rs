@@ -97,14 +97,14 @@ impl<'a> CacheStatus<'a> {
         }
         if let Some(s) = self.fwd_status {
             v.extend_from_slice(b"; fwd-status=");
-            decimal(&mut v, u64::from(s));
+            v.extend_from_slice(crate::fields::decimal(u64::from(s), &mut [0; 20]));
         }
         if let Some(t) = self.ttl {
             v.extend_from_slice(b"; ttl=");
             if t < 0 {
                 v.push(b'-');
             }
-            decimal(&mut v, t.unsigned_abs());
+            v.extend_from_slice(crate::fields::decimal(t.unsigned_abs(), &mut [0; 20]));
         }
         if self.stored {
             v.extend_from_slice(b"; stored");
@@ -118,21 +118,6 @@ impl<'a> CacheStatus<'a> {
         }
         v
     }
-}
-
-/// `n` in decimal, without `fmt`'s machinery (this runs on every hit).
-fn decimal(out: &mut Vec<u8>, mut n: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&buf[i..]);
 }
 
 /// The bytes of an sf-token after its first (RFC 8941 §3.3.4: tchar, `:` and `/`), as a
