@@ -2,7 +2,11 @@
 # Runs gRPC's official interop client (grpc-go's, pinned) against the demo's
 # grpc.testing.TestService over linerate's two HTTP/2 listeners — cleartext with prior
 # knowledge (--h2c-port) and TLS with ALPN h2 (--tls-port, a throwaway self-signed
-# certificate) — and fails unless every one of the 16 core cases passes on both. Builds
+# certificate) — then through linerate's reverse proxy (an h2c listener, `--proxy
+# /=h2c://…` to the demo's h2c port), and through the proxy to grpc-go's own interop server
+# when one is at target/tools/grpc-interop-server (GOBIN=… go install
+# google.golang.org/grpc/interop/server@v1.85.0; or GRPC_INTEROP_SERVER=PATH; skipped with a
+# line otherwise). Fails unless every one of the 16 core cases passes on each. Builds
 # nothing: target/release/linerate must exist (scripts/test-all.sh builds it first).
 #
 #   scripts/grpc-interop.sh [path/to/linerate]
@@ -40,21 +44,27 @@ CASES=(empty_unary large_unary client_streaming server_streaming ping_pong empty
 say() { echo "grpc-interop: $*" >&2; }
 not_run() { say "NOT RUN: $*"; exit 2; }
 
-# The pinned interop client in target/tools, installed when missing or another version.
-install_client() {
-    if [ -x "$client" ]; then
+# install_interop KIND PATH: grpc-go's pinned interop client or server (KIND) at PATH in
+# target/tools, installed when missing or another version; 1 when it cannot be.
+install_interop() {
+    local kind=$1 path=$2
+    if [ -x "$path" ]; then
         if ! command -v go >/dev/null \
-            || go version -m "$client" 2>/dev/null | grep -q "$GRPC_MODULE[[:space:]]*$GRPC_VERSION"; then
+            || go version -m "$path" 2>/dev/null | grep -q "$GRPC_MODULE[[:space:]]*$GRPC_VERSION"; then
             return 0
         fi
     fi
-    command -v go >/dev/null || not_run "no $client and no Go toolchain to install it with"
+    command -v go >/dev/null || { say "no $path and no Go toolchain to install it with"; return 1; }
     mkdir -p "$tools/grpc-gobin"
-    say "installing grpc-go's interop client $GRPC_VERSION into $tools"
-    GOBIN=$tools/grpc-gobin go install "$GRPC_MODULE/interop/client@$GRPC_VERSION" \
-        >"$tools/grpc-interop-install.log" 2>&1 \
-        || { cat "$tools/grpc-interop-install.log" >&2; not_run "go install $GRPC_MODULE/interop/client@$GRPC_VERSION failed"; }
-    mv "$tools/grpc-gobin/client" "$client"
+    say "installing grpc-go's interop $kind $GRPC_VERSION into $tools"
+    GOBIN=$tools/grpc-gobin go install "$GRPC_MODULE/interop/$kind@$GRPC_VERSION" \
+        >"$tools/grpc-interop-$kind-install.log" 2>&1 \
+        || { cat "$tools/grpc-interop-$kind-install.log" >&2; say "go install $GRPC_MODULE/interop/$kind@$GRPC_VERSION failed"; return 1; }
+    mv "$tools/grpc-gobin/$kind" "$path"
+}
+
+install_client() {
+    install_interop client "$client" || not_run "grpc-go's interop client cannot be installed"
 }
 
 # grpcurl in target/tools, installed when missing or another version; 1 when it cannot be.
@@ -74,12 +84,15 @@ install_grpcurl() {
 }
 
 out=$(mktemp -d "${TMPDIR:-/tmp}/linerate-grpc.XXXXXX")
-pid=""
+pid="" proxy_pid="" gs_pid="" gproxy_pid=""
 cleanup() {
-    if [ -n "$pid" ]; then
-        kill "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    fi
+    local p
+    for p in "$gproxy_pid" "$gs_pid" "$proxy_pid" "$pid"; do
+        if [ -n "$p" ]; then
+            kill "$p" 2>/dev/null || true
+            wait "$p" 2>/dev/null || true
+        fi
+    done
     rm -rf "$out"
 }
 trap cleanup EXIT
@@ -209,4 +222,48 @@ else
     h2load_grpc "h2load TLS" "https://127.0.0.1:$tls"
 fi
 kill -0 "$pid" 2>/dev/null || { cat "$out/stderr" >&2; say "the server died during the checks"; exit 1; }
+
+# start_proxy NAME UPSTREAM_PORT: `linerate serve --app none` with an h2c listener proxying
+# everything to 127.0.0.1:UPSTREAM_PORT over h2c; sets proxy_port and last_pid.
+start_proxy() {
+    local name=$1 up=$2
+    "$bin" serve --app none --addr 127.0.0.1:0 --h2c-port 0 --proxy "/=h2c://127.0.0.1:$up" \
+        --workers 1 --no-pin --log-level warn >"$out/$name.banner" 2>"$out/$name.stderr" &
+    last_pid=$!
+    proxy_port=""
+    for _ in $(seq 100); do
+        proxy_port=$(sed -n 's|.*(h2c, prior knowledge) on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$out/$name.banner")
+        [ -n "$proxy_port" ] && return 0
+        kill -0 "$last_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    cat "$out/$name.banner" "$out/$name.stderr" >&2
+    say "the $name proxy did not start"
+    exit 1
+}
+
+# Through the proxy to the demo's TestService.
+start_proxy proxy "$h2c"
+proxy_pid=$last_pid
+run_cases "proxy to linerate" "$proxy_port" --use_tls=false
+kill -0 "$proxy_pid" 2>/dev/null || { cat "$out/proxy.stderr" >&2; say "the proxy died during the cases"; exit 1; }
+
+# Through the proxy to grpc-go's interop server, where one is built.
+gserver=${GRPC_INTEROP_SERVER:-$tools/grpc-interop-server}
+if [ -x "$gserver" ] || install_interop server "$gserver"; then
+    gport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    "$gserver" --port "$gport" --use_tls=false >"$out/grpc-go-server.log" 2>&1 &
+    gs_pid=$!
+    for _ in $(seq 100); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$gport") 2>/dev/null && break
+        kill -0 "$gs_pid" 2>/dev/null || { cat "$out/grpc-go-server.log" >&2; say "grpc-go's server did not start"; exit 1; }
+        sleep 0.1
+    done
+    start_proxy gproxy "$gport"
+    gproxy_pid=$last_pid
+    run_cases "proxy to grpc-go" "$proxy_port" --use_tls=false
+    kill -0 "$gproxy_pid" 2>/dev/null || { cat "$out/gproxy.stderr" >&2; say "the proxy died during the cases"; exit 1; }
+else
+    say "NOT RUN: the proxy to grpc-go's interop server (no $gserver, and it cannot be installed)"
+fi
 [ "$failed" = 0 ] || { say "$failed case runs or checks failed"; exit 1; }

@@ -20,7 +20,8 @@ use linerate_load::units;
 use linerate_server::config::{
     AcmeChallenge, AcmeConfig, AcmeEab, Balance, BasicAuth, CertFiles, CertPair, Compression,
     FilesMount, ForwardAuth, ForwardedStyle, HashKey, HealthCheck, JWT_LEEWAY_S, JwtAuth,
-    JwtSecret, Managed, ProxyMount, RateKey, RateLimit, Upstream, UpstreamAddr, UpstreamServer,
+    JwtSecret, Managed, ProxyMount, RateKey, RateLimit, Upstream, UpstreamAddr, UpstreamProtocol,
+    UpstreamServer,
 };
 use linerate_server::{
     Config, FixedAnswer, HeaderRule, Listen, ListenAddr, Part, Redirect, Site, TlsConfig, UnixPerms,
@@ -199,6 +200,8 @@ struct RawUpstream {
     /// `"client"`, `"header:NAME"` or `"cookie:NAME"`.
     hash_key: Option<Spanned<String>>,
     health_check: Option<Spanned<RawHealth>>,
+    /// `"h1"` (the default) or `"h2c"`.
+    protocol: Option<Spanned<String>>,
 }
 
 /// `health_check = { path, interval, timeout, status, passes, fails }` of an upstream.
@@ -1386,6 +1389,32 @@ impl Cx<'_> {
         up.balance = self.balance(raw)?;
         if let Some(h) = &raw.health_check {
             up.health = Some(self.health(h)?);
+        }
+        if let Some(p) = &raw.protocol {
+            up.protocol = match p.get_ref().as_str() {
+                "h1" => UpstreamProtocol::Http1,
+                "h2c" => UpstreamProtocol::H2c,
+                "h2" => {
+                    return Err(self.err(
+                        p.span(),
+                        "protocol \"h2\" (HTTP/2 over TLS) is not supported yet: upstreams \
+                         speak \"h1\" or \"h2c\" without TLS",
+                    ));
+                }
+                other => {
+                    return Err(self.err(
+                        p.span(),
+                        format!("protocol {other:?}: expected \"h1\" or \"h2c\""),
+                    ));
+                }
+            };
+            if up.protocol == UpstreamProtocol::H2c && up.health.is_some() {
+                return Err(self.err(
+                    p.span(),
+                    "health_check is for HTTP/1.1 upstreams; an \"h2c\" upstream has passive \
+                     health only (max_fails, fail_timeout)",
+                ));
+            }
         }
         Ok(up)
     }

@@ -399,6 +399,27 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
         ),
         (
             format!(
+                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\nprotocol = \"h2\"\n{site}"
+            ),
+            "6:12",
+            "protocol \"h2\" (HTTP/2 over TLS) is not supported yet",
+        ),
+        (
+            format!(
+                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\nprotocol = \"http2\"\n{site}"
+            ),
+            "6:12",
+            "protocol \"http2\": expected \"h1\" or \"h2c\"",
+        ),
+        (
+            format!(
+                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\nhealth_check = {{ path = \"/h\" }}\nprotocol = \"h2c\"\n{site}"
+            ),
+            "7:12",
+            "health_check is for HTTP/1.1 upstreams",
+        ),
+        (
+            format!(
                 "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\n{site}[[site.proxy]]\nupstream = \"app\"\nauth = {{ upstream = \"jwt\" }}\n"
             ),
             "10:21",

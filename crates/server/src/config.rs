@@ -129,6 +129,19 @@ pub struct Upstream {
     pub balance: Balance,
     /// Active health checks (off when `None`).
     pub health: Option<HealthCheck>,
+    /// The protocol its servers speak.
+    pub protocol: UpstreamProtocol,
+}
+
+/// The protocol an upstream's servers speak.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum UpstreamProtocol {
+    /// HTTP/1.1 with keep-alive connections, one exchange on a connection at a time.
+    #[default]
+    Http1,
+    /// HTTP/2 without TLS, by prior knowledge (RFC 9113 §3.3): a few connections per worker
+    /// and server, each carrying many requests at once (gRPC's upstreams). Needs `http2`.
+    H2c,
 }
 
 /// Active health checks: every `interval` each worker sends `GET path` to each server on a
@@ -198,6 +211,7 @@ impl Upstream {
             timeout: UPSTREAM_TIMEOUT,
             tries: UPSTREAM_TRIES,
             max_fails: UPSTREAM_MAX_FAILS,
+            protocol: UpstreamProtocol::Http1,
             fail_timeout: UPSTREAM_FAIL_TIMEOUT,
             balance: Balance::RoundRobin,
             health: None,

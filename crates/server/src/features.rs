@@ -67,6 +67,16 @@ pub(crate) fn check_sites(config: &Config) -> Result<(), StartError> {
             Part::Upstream(0),
         )?;
     }
+    if let Some(i) = config
+        .upstreams
+        .iter()
+        .position(|u| u.protocol == crate::config::UpstreamProtocol::H2c)
+    {
+        need(
+            Some(("an HTTP/2 upstream (protocol = \"h2c\")", "http2")),
+            Part::Upstream(i),
+        )?;
+    }
     let tiered = |p: &[crate::config::ProxyMount]| {
         p.iter()
             .position(|m| m.cache.as_ref().is_some_and(|c| c.tier.is_some()))
@@ -296,6 +306,20 @@ mod tests {
                 Part::Other,
             ),
         ];
+        let mut rows = rows;
+        if enabled("proxy") {
+            // An upstream needs `proxy` first; past it, an h2c one needs `http2`.
+            let mut h2c = upstream();
+            h2c.protocol = crate::config::UpstreamProtocol::H2c;
+            rows.push((
+                "http2",
+                Config {
+                    upstreams: vec![upstream(), h2c],
+                    ..Config::default()
+                },
+                Part::Upstream(1),
+            ));
+        }
         for (feature, config, part) in rows {
             match check(&config) {
                 Ok(()) => assert!(enabled(feature), "{feature}: accepted without it"),

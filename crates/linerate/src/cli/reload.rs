@@ -195,6 +195,7 @@ fn upstreams(running: &[Upstream], new: &[Upstream], out: &mut Vec<String>) {
         key("fail_timeout", o.fail_timeout != u.fail_timeout);
         key("balance", o.balance != u.balance);
         key("health_check", o.health != u.health);
+        key("protocol", o.protocol != u.protocol);
         // Anything named nowhere above.
         let rest = Upstream {
             servers: u.servers.clone(),
@@ -208,6 +209,7 @@ fn upstreams(running: &[Upstream], new: &[Upstream], out: &mut Vec<String>) {
             fail_timeout: u.fail_timeout,
             balance: u.balance.clone(),
             health: u.health.clone(),
+            protocol: u.protocol,
             ..o.clone()
         };
         key("other settings", rest != *u);

@@ -127,8 +127,9 @@ pub(crate) struct ServeArgs {
     root: Option<PathBuf>,
     /// Proxy a path prefix to an HTTP/1.1 upstream: `/api=http://127.0.0.1:9000` (the path
     /// goes as it came), `/api=http://127.0.0.1:9000/` (the prefix is replaced by the URL's
-    /// path, as nginx's proxy_pass), `/=unix:/run/app.sock`. Repeatable; proxied prefixes
-    /// come before the app's routes and the files.
+    /// path, as nginx's proxy_pass), `/=unix:/run/app.sock`; or to an HTTP/2 one by prior
+    /// knowledge (gRPC): `/=h2c://127.0.0.1:50051`. Repeatable; proxied prefixes come before
+    /// the app's routes and the files.
     #[arg(long, value_name = "PREFIX=URL", value_parser = proxy_arg)]
     proxy: Vec<ProxyArg>,
     /// --proxy upstreams: the most time to establish a connection (then the next try, or
@@ -707,6 +708,8 @@ pub(crate) struct ProxyArg {
     prefix: String,
     addr: linerate_server::config::UpstreamAddr,
     rewrite: Option<String>,
+    /// `h2c://`: HTTP/2 by prior knowledge.
+    h2c: bool,
 }
 
 /// Parses `--proxy PREFIX=URL`: the prefix starts with `/` (`/` is everything); the URL is
@@ -728,15 +731,22 @@ fn proxy_arg(s: &str) -> Result<ProxyArg, String> {
             prefix,
             addr: UpstreamAddr::Unix(path.into()),
             rewrite: None,
+            h2c: false,
         });
     }
-    let rest = url.strip_prefix("http://").ok_or_else(|| {
-        if url.starts_with("https://") {
-            format!("{url}: upstreams speak HTTP/1.1 without TLS (http:// or unix:)")
-        } else {
-            format!("{url}: expected http://HOST:PORT or unix:/PATH")
-        }
-    })?;
+    let h2c = url.starts_with("h2c://");
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("h2c://"))
+        .ok_or_else(|| {
+            if url.starts_with("https://") {
+                format!(
+                    "{url}: upstreams speak HTTP/1.1 or h2c without TLS (http://, h2c:// or unix:)"
+                )
+            } else {
+                format!("{url}: expected http://HOST:PORT, h2c://HOST:PORT or unix:/PATH")
+            }
+        })?;
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], Some(&rest[i..])),
         None => (rest, None),
@@ -752,6 +762,7 @@ fn proxy_arg(s: &str) -> Result<ProxyArg, String> {
         prefix,
         addr: UpstreamAddr::Tcp(addr),
         rewrite: path.map(|p| p.trim_end_matches('/').to_string()),
+        h2c,
     })
 }
 
@@ -808,7 +819,12 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
     let mut upstreams: Vec<linerate_server::config::Upstream> = Vec::new();
     let mut proxies = Vec::new();
     for p in &a.proxy {
-        let name = p.addr.to_string();
+        // `h2c://` and `http://` to one address are two upstreams.
+        let name = if p.h2c {
+            format!("h2c://{}", p.addr)
+        } else {
+            p.addr.to_string()
+        };
         if !upstreams.iter().any(|u| u.name == name) {
             let server = linerate_server::config::UpstreamServer {
                 addr: p.addr.clone(),
@@ -819,6 +835,9 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
             up.timeout = a.proxy_timeout;
             up.keepalive = a.proxy_keepalive;
             up.max_conns = a.proxy_max_conns;
+            if p.h2c {
+                up.protocol = linerate_server::config::UpstreamProtocol::H2c;
+            }
             upstreams.push(up);
         }
         proxies.push(linerate_server::config::ProxyMount {

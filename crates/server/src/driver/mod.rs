@@ -48,6 +48,8 @@ mod upstream;
 #[cfg(not(feature = "proxy"))]
 #[path = "upstream_off.rs"]
 mod upstream;
+#[cfg(all(feature = "proxy", feature = "http2"))]
+mod upstream_h2;
 #[cfg(feature = "websocket")]
 mod ws;
 #[cfg(not(feature = "websocket"))]
@@ -206,6 +208,20 @@ struct Slot {
     generation: u32,
     live: Option<Live>,
     up: Option<Box<upstream::UpLive>>,
+    /// An HTTP/2 upstream connection (`upstream_h2.rs`).
+    #[cfg(all(feature = "proxy", feature = "http2"))]
+    h2: Option<Box<upstream_h2::H2Live>>,
+}
+
+impl Slot {
+    /// Whether an upstream connection (either protocol) holds it.
+    fn upstream(&self) -> bool {
+        #[cfg(all(feature = "proxy", feature = "http2"))]
+        if self.h2.is_some() {
+            return true;
+        }
+        self.up.is_some()
+    }
 }
 
 /// The worker's buffers and clock ([`Cx`], lent to each connection in turn), its parser and
@@ -434,7 +450,7 @@ impl<B: Backend> Worker<B> {
                 self.pump_streams(sh);
             }
             if !self.orphans.is_empty() {
-                self.drop_orphans();
+                self.drop_orphans(sh);
             }
             if self.wheel.due(self.io.cx.now) {
                 self.expire(sh);
@@ -1097,6 +1113,8 @@ impl<B: Backend> Worker<B> {
                     generation: 0,
                     live: None,
                     up: None,
+                    #[cfg(all(feature = "proxy", feature = "http2"))]
+                    h2: None,
                 });
                 (self.slots.len() - 1) as u32
             }
@@ -1178,7 +1196,7 @@ impl<B: Backend> Worker<B> {
                 .get_mut(idx as usize)
                 .and_then(|s| s.live.as_mut())
             else {
-                if self.slots.get(idx as usize).is_some_and(|s| s.up.is_some()) {
+                if self.slots.get(idx as usize).is_some_and(Slot::upstream) {
                     self.up_timer(idx, sh);
                 }
                 continue;

@@ -208,6 +208,12 @@ impl H2Live {
         taken
     }
 
+    /// Whether request `id` still waits for its answer (see `h2::Conn::awaits`).
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
+    pub(crate) fn awaits(&self, id: u64) -> bool {
+        self.tunnels.iter().any(|t| t.id == id) || self.conn.awaits(id)
+    }
+
     /// Whether stream `id` takes a piece now. Asked of a tunnel when its sender visits (its
     /// frames, or a paused handler's `resume`): the tunnel's bytes move at the next transmit.
     pub(crate) fn stream_room(&self, id: u64) -> bool {

@@ -28,7 +28,7 @@ use crate::app::access_log::UpstreamEntry;
 use crate::app::compress_stream::{Plan, Rewrite, StreamEncoder};
 use crate::app::deferred::LogMeta;
 use crate::app::sites::SiteSet;
-use crate::config::{HealthCheck, Upstream, UpstreamAddr};
+use crate::config::{HealthCheck, Upstream, UpstreamAddr, UpstreamProtocol};
 use crate::h1::{Cx, StreamHead};
 use crate::h1c::{self, ReqBody, Timeouts, UpError};
 use crate::proxy::auth;
@@ -136,6 +136,9 @@ pub(super) struct Pools {
     /// Requests waiting on another request's cache flight, by park number.
     pub(super) parked: std::collections::HashMap<u64, Box<Job>>,
     pub(super) next_park: u64,
+    /// The HTTP/2 upstream connections open (tokens; `upstream_h2.rs`).
+    #[cfg(feature = "http2")]
+    pub(super) h2: Vec<Token>,
 }
 
 #[derive(Default)]
@@ -265,7 +268,7 @@ impl Pools {
     }
 
     /// Server `si` of group `gi`'s counters, when metrics are on.
-    fn stats(&self, gi: usize, si: usize) -> Option<&UpCounters> {
+    pub(super) fn stats(&self, gi: usize, si: usize) -> Option<&UpCounters> {
         self.stats.get(self.offsets.get(gi)? + si)
     }
 
@@ -276,6 +279,39 @@ impl Pools {
         {
             st.set_conns(l.active, s.idle.len());
         }
+    }
+
+    /// Picks the server of group `gi` (upstream `up`) for `job`, as for every request.
+    #[cfg(feature = "http2")]
+    pub(super) fn pick(&mut self, gi: usize, up: &Upstream, now: u64, job: &Job) -> usize {
+        let g = &mut self.groups[gi];
+        balance::pick(up, &g.ring, &mut g.loads, now, job.failed_server, job.key)
+    }
+
+    /// Server `si` of group `gi` failed at `now` (passive health).
+    #[cfg(feature = "http2")]
+    pub(super) fn server_failed(&mut self, gi: usize, si: usize, up: &Upstream, now: u64) {
+        if let Some(g) = self.groups.get_mut(gi)
+            && let (Some(s), Some(load)) = (g.servers.get_mut(si), g.loads.get_mut(si))
+        {
+            s.failed(load, up, si, now);
+        }
+    }
+
+    /// Server `si` of group `gi` has `delta` more exchanges in flight (`least_conn` reads
+    /// them; the connection counts are published).
+    #[cfg(feature = "http2")]
+    pub(super) fn in_flight(&mut self, gi: usize, si: usize, delta: isize) {
+        if let Some(load) = self.groups.get_mut(gi).and_then(|g| g.loads.get_mut(si)) {
+            load.active = load.active.saturating_add_signed(delta);
+        }
+        self.publish(gi, si);
+    }
+
+    /// The epoch: bumped by each reload.
+    #[cfg(feature = "http2")]
+    pub(super) fn epoch(&self) -> u32 {
+        self.epoch
     }
 
     /// A reload replaced the upstreams: the pooled connections, for the caller to close
@@ -309,7 +345,7 @@ fn timeouts(up: &Upstream) -> Timeouts {
     }
 }
 
-fn up_addr(a: &UpstreamAddr) -> UpAddr {
+pub(super) fn up_addr(a: &UpstreamAddr) -> UpAddr {
     match a {
         UpstreamAddr::Tcp(a) => UpAddr::Tcp(*a),
         UpstreamAddr::Unix(p) => UpAddr::Unix(p.clone()),
@@ -854,6 +890,13 @@ impl<B: Backend> Worker<B> {
         let Some(up) = sites.upstreams.get(job.upstream) else {
             return self.refuse(job, 502, sh);
         };
+        if up.protocol != UpstreamProtocol::Http1 {
+            #[cfg(feature = "http2")]
+            return self.dispatch_h2(job, up, sh);
+            // Refused at start (`features::check`) without `http2`.
+            #[cfg(not(feature = "http2"))]
+            return self.refuse(job, 502, sh);
+        }
         let gi = job.upstream;
         let now = self.io.cx.now;
         let group = &mut self.pools.groups[gi];
@@ -1047,6 +1090,16 @@ impl<B: Backend> Worker<B> {
     #[cold]
     #[inline(never)]
     pub(super) fn up_event(&mut self, c: Completion, sh: &Shared) {
+        #[cfg(feature = "http2")]
+        if let Completion::Connected { token }
+        | Completion::Received { token, .. }
+        | Completion::Eof { token }
+        | Completion::Sent { token, .. }
+        | Completion::Failed { token } = &c
+            && self.is_h2((token & 0xffff_ffff) as u32)
+        {
+            return self.h2_event(c, sh);
+        }
         match c {
             Completion::Connected { token } => {
                 self.on_up(token, sh, &mut |conn, now, _| conn.connected(now));
@@ -1077,6 +1130,10 @@ impl<B: Backend> Worker<B> {
 
     /// A deadline of the upstream connection in slot `idx` passed.
     pub(super) fn up_timer(&mut self, idx: u32, sh: &Shared) {
+        #[cfg(feature = "http2")]
+        if self.is_h2(idx) {
+            return self.h2_timer(idx, sh);
+        }
         let token = self.token(idx);
         if let Some(up) = self.slots[idx as usize].up.as_mut() {
             up.armed = u64::MAX;
@@ -1381,7 +1438,11 @@ impl<B: Backend> Worker<B> {
         let now = self.io.cx.now;
         let mut next = self.expire_flights();
         for (gi, up) in sites.upstreams.iter().enumerate() {
-            let Some(check) = &up.health else {
+            let Some(check) = up
+                .health
+                .as_ref()
+                .filter(|_| up.protocol == UpstreamProtocol::Http1)
+            else {
                 continue;
             };
             let due = self.pools.groups.get(gi).map_or(u64::MAX, |g| g.next_check);
@@ -1542,6 +1603,13 @@ impl<B: Backend> Worker<B> {
     /// and tunnels with client bytes to move.
     pub(super) fn resume_relays(&mut self, sh: &Shared) {
         for token in std::mem::take(&mut self.up_ready) {
+            #[cfg(feature = "http2")]
+            if self.h2_token(token).is_some_and(|idx| {
+                self.resume_h2(idx, sh);
+                true
+            }) {
+                continue;
+            }
             let Some(idx) = self.up_index(token) else {
                 continue;
             };
@@ -1596,8 +1664,15 @@ impl<B: Backend> Worker<B> {
     }
 
     /// The client connections closed this turn left upstream exchanges behind: close them.
-    pub(super) fn drop_orphans(&mut self) {
+    pub(super) fn drop_orphans(&mut self, sh: &Shared) {
         for token in std::mem::take(&mut self.orphans) {
+            #[cfg(feature = "http2")]
+            if let Some(idx) = self.h2_token(token) {
+                // Only the streams of the client that closed end.
+                self.resume_h2(idx, sh);
+                continue;
+            }
+            let _ = sh;
             if let Some(idx) = self.up_index(token) {
                 self.close_up(idx);
             }

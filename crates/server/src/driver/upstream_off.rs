@@ -59,7 +59,7 @@ impl<B: Backend> Worker<B> {
     }
 
     /// No client leaves relays behind.
-    pub(super) fn drop_orphans(&mut self) {
+    pub(super) fn drop_orphans(&mut self, _sh: &Shared) {
         self.orphans.clear();
     }
 

@@ -11,10 +11,9 @@
 //! window, never this connection's memory. Responses are read as strictly as the server reads
 //! requests (`fields`), and the server's defences apply to the upstream (`h2::stream`'s limits).
 //!
-//! Issue 53 builds HTTP/2 upstreams in steps; this state machine and its tests are the first.
-//! Until the driver owns these connections (`driver/upstream.rs`, the next step), only the
-//! tests call it.
-#![allow(dead_code)] // until `driver/upstream.rs` drives it (see above)
+//! The driver owns these connections in `driver/upstream_h2.rs` (an upstream with
+//! `protocol = "h2c"`).
+#![allow(dead_code)] // parts of the API only the tests and the fuzz target use (PING, trailers up)
 
 mod conn;
 mod fields;

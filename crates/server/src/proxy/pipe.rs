@@ -118,6 +118,12 @@ impl PipeOut {
         }
     }
 
+    /// The client's body failed (it was refused, or the client went): drop the exchange.
+    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
+    pub(crate) fn failed(&self) -> bool {
+        self.0.borrow().failed
+    }
+
     /// Bytes of the body handed on so far.
     pub(crate) fn taken(&self) -> u64 {
         self.0.borrow().taken

@@ -117,6 +117,16 @@ impl<P> Conn<P> {
 
     /// Whether stream `id` can take another piece now. A stream that is gone has room: the
     /// next piece learns it is gone.
+    /// Whether request `id` still waits for its answer, or is receiving it: `false` once the
+    /// client reset its stream or the connection failed (a proxy then gives up its upstream
+    /// stream).
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
+    pub(crate) fn awaits(&self, id: u64) -> bool {
+        self.streamed(id, true)
+            .or_else(|| self.streamed(id, false))
+            .is_some()
+    }
+
     pub(crate) fn stream_room(&self, id: u64) -> bool {
         self.streamed(id, false).is_none_or(|idx| {
             matches!(&self.streams[idx].answer, Answer::Streaming { buf, .. } if buf.len() < STREAM_ROOM)

@@ -1,0 +1,624 @@
+//! The reverse proxy to HTTP/2 upstreams (`--proxy /=h2c://…`, `protocol = "h2c"`), against
+//! real servers on 127.0.0.1: linerate's own h2c listener (the demo's gRPC GetSum and its
+//! echo), and test upstreams written with hyperium's `h2` that count their connections and
+//! see how their streams end. The client side is `h2` too, over the proxy's h2c listener.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::bin::{Served, serve};
+
+/// How long a test waits for something that must happen (never a measured duration).
+const WAIT: Duration = Duration::from_secs(20);
+
+/// HttpArena's prebuilt GetSum call (a = 1, b = 2) and its answer's message (result = 3).
+const GET_SUM: &[u8] = &[0, 0, 0, 0, 4, 0x08, 1, 0x10, 2];
+const GET_SUM_ANSWER: &[u8] = &[0, 0, 0, 0, 2, 0x08, 3];
+
+/// The h2c port on a banner's "(h2c, prior knowledge) on http://ADDR" line.
+fn h2c_addr(s: &Served) -> SocketAddr {
+    s.banner
+        .iter()
+        .find_map(|l| l.split("(h2c, prior knowledge) on http://").nth(1))
+        .expect("the banner names the h2c listener")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// The demo with an h2c listener: the upstream.
+fn demo_upstream() -> Served {
+    serve(&["--h2c-port", "0"])
+}
+
+/// A proxy (no app) sending everything to the h2c upstream at `up`, with its own h2c
+/// listener for the clients.
+fn proxy_to(up: SocketAddr, extra: &[&str]) -> Served {
+    let target = format!("/=h2c://{up}");
+    let mut args = vec!["--app", "none", "--h2c-port", "0", "--proxy", &target];
+    args.extend_from_slice(extra);
+    serve(&args)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// An answer as the client saw it.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    headers: http::HeaderMap,
+    body: Vec<u8>,
+    trailers: Option<http::HeaderMap>,
+    /// The head's HEADERS frame ended the stream (a Trailers-Only answer).
+    ended_with_head: bool,
+}
+
+/// An h2 client connection to `addr` (the connection is driven on the runtime).
+async fn connect(addr: SocketAddr) -> h2::client::SendRequest<Bytes> {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (client, conn) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    client
+}
+
+/// `method path` with `fields` and `body` on `client`, and its whole answer.
+async fn call(
+    client: &h2::client::SendRequest<Bytes>,
+    method: &str,
+    path: &str,
+    fields: &[(&str, &str)],
+    body: &[u8],
+) -> Answer {
+    let mut req = http::Request::builder()
+        .method(method)
+        .uri(format!("http://proxied{path}"));
+    for (n, v) in fields {
+        req = req.header(*n, *v);
+    }
+    let mut client = client.clone().ready().await.unwrap();
+    let (answer, mut send) = client
+        .send_request(req.body(()).unwrap(), body.is_empty())
+        .unwrap();
+    if !body.is_empty() {
+        // Buffered by h2 and sent as the windows allow.
+        send.send_data(Bytes::copy_from_slice(body), true).unwrap();
+    }
+    read_answer(answer.await.unwrap()).await
+}
+
+async fn read_answer(resp: http::Response<h2::RecvStream>) -> Answer {
+    let (head, mut recv) = resp.into_parts();
+    let ended_with_head = recv.is_end_stream();
+    let mut body = Vec::new();
+    while let Some(piece) = recv.data().await {
+        let piece = piece.unwrap();
+        let _ = recv.flow_control().release_capacity(piece.len());
+        body.extend_from_slice(&piece);
+    }
+    let trailers = recv.trailers().await.unwrap();
+    Answer {
+        status: head.status.as_u16(),
+        headers: head.headers,
+        body,
+        trailers,
+        ended_with_head,
+    }
+}
+
+/// What a test upstream does with each request.
+#[derive(Clone, Copy)]
+enum Script {
+    /// Holds every answer until this many requests are in, then answers each `200 ok`
+    /// with a trailer: only concurrent requests complete.
+    AnswerWhenAllIn(usize),
+    /// Answers the head at once, then reads the body to its end and reports how it ended.
+    HeadThenReadBody,
+    /// Drops the connection at the first request, unanswered.
+    Die,
+    /// Takes every request and never answers.
+    Silent,
+    /// Answers whole at once (`200 ok`, a trailer), then reads the body and reports how it
+    /// ended.
+    AnswerThenReadBody,
+    /// Answers this many bytes as fast as its windows let it, counting them in `sent`.
+    Stream(usize),
+    /// Never answers; reports `Ok(0)` when a request is in, then `Err(reason)` when its
+    /// stream is reset.
+    WatchReset,
+}
+
+/// A test HTTP/2 upstream on 127.0.0.1 (its own thread and runtime, gone with the test
+/// process): its address, the connections it accepted, and how the request bodies ended
+/// (`Ok(bytes)` at their end, `Err(reason)` reset).
+struct H2Upstream {
+    addr: SocketAddr,
+    accepted: Arc<Mutex<usize>>,
+    bodies: mpsc::Receiver<Result<usize, Option<h2::Reason>>>,
+    /// Bytes a `Stream` script could send so far.
+    sent: Arc<Mutex<usize>>,
+}
+
+impl H2Upstream {
+    fn start(script: Script) -> H2Upstream {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(Mutex::new(0));
+        let (tx, bodies) = mpsc::channel();
+        let counted = accepted.clone();
+        let sent = Arc::new(Mutex::new(0));
+        let sent_here = sent.clone();
+        std::thread::spawn(move || {
+            runtime().block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                let waiting = Arc::new(Mutex::new(Vec::new()));
+                loop {
+                    let Ok((tcp, _)) = listener.accept().await else {
+                        return;
+                    };
+                    *counted.lock().unwrap() += 1;
+                    let (tx, waiting) = (tx.clone(), waiting.clone());
+                    let sent = sent_here.clone();
+                    tokio::spawn(async move {
+                        let Ok(mut conn) = h2::server::handshake(tcp).await else {
+                            return;
+                        };
+                        while let Some(Ok((req, respond))) = conn.accept().await {
+                            match script {
+                                Script::Die => return,
+                                Script::Silent => waiting.lock().unwrap().push(respond),
+                                Script::AnswerWhenAllIn(n) => {
+                                    let mut w = waiting.lock().unwrap();
+                                    w.push(respond);
+                                    if w.len() == n {
+                                        for mut r in w.drain(..) {
+                                            answer_ok(&mut r);
+                                        }
+                                    }
+                                }
+                                Script::HeadThenReadBody => {
+                                    let tx = tx.clone();
+                                    tokio::spawn(read_body(req, respond, tx, false));
+                                }
+                                Script::WatchReset => {
+                                    let tx = tx.clone();
+                                    tokio::spawn(async move {
+                                        let mut respond = respond;
+                                        let _ = tx.send(Ok(0));
+                                        let reason =
+                                            std::future::poll_fn(|cx| respond.poll_reset(cx)).await;
+                                        let _ = tx.send(Err(reason.ok()));
+                                    });
+                                }
+                                Script::Stream(total) => {
+                                    tokio::spawn(stream_out(respond, total, sent.clone()));
+                                }
+                                Script::AnswerThenReadBody => {
+                                    let tx = tx.clone();
+                                    tokio::spawn(read_body(req, respond, tx, true));
+                                }
+                            }
+                        }
+                    });
+                }
+            });
+        });
+        H2Upstream {
+            addr,
+            accepted,
+            bodies,
+            sent,
+        }
+    }
+
+    fn accepted(&self) -> usize {
+        *self.accepted.lock().unwrap()
+    }
+}
+
+/// `200` and `total` bytes (the pattern `i % 251`), each piece sent as soon as the stream's
+/// window has room for it, counted in `sent`.
+async fn stream_out(
+    mut respond: h2::server::SendResponse<Bytes>,
+    total: usize,
+    sent: Arc<Mutex<usize>>,
+) {
+    let resp = http::Response::builder().status(200).body(()).unwrap();
+    let mut send = respond.send_response(resp, false).unwrap();
+    let body: Vec<u8> = (0..total).map(|i| (i % 251) as u8).collect();
+    let mut at = 0;
+    while at < total {
+        send.reserve_capacity((total - at).min(64 * 1024));
+        let Some(Ok(room)) = std::future::poll_fn(|cx| send.poll_capacity(cx)).await else {
+            return;
+        };
+        let n = room.min(total - at);
+        if n == 0 {
+            continue;
+        }
+        send.send_data(Bytes::copy_from_slice(&body[at..at + n]), at + n == total)
+            .unwrap();
+        at += n;
+        *sent.lock().unwrap() = at;
+    }
+}
+
+/// `200`, the body `ok`, and the trailer `x-end: yes`.
+fn answer_ok(respond: &mut h2::server::SendResponse<Bytes>) {
+    let resp = http::Response::builder().status(200).body(()).unwrap();
+    let mut send = respond.send_response(resp, false).unwrap();
+    send.send_data(Bytes::from_static(b"ok"), false).unwrap();
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("x-end", "yes".parse().unwrap());
+    send.send_trailers(trailers).unwrap();
+}
+
+async fn read_body(
+    req: http::Request<h2::RecvStream>,
+    mut respond: h2::server::SendResponse<Bytes>,
+    tx: mpsc::Sender<Result<usize, Option<h2::Reason>>>,
+    whole: bool,
+) {
+    let _send = if whole {
+        answer_ok(&mut respond);
+        None
+    } else {
+        let resp = http::Response::builder().status(200).body(()).unwrap();
+        Some(respond.send_response(resp, false).unwrap())
+    };
+    let mut body = req.into_body();
+    let mut n = 0;
+    loop {
+        match body.data().await {
+            Some(Ok(piece)) => {
+                n += piece.len();
+                let _ = body.flow_control().release_capacity(piece.len());
+            }
+            Some(Err(e)) => {
+                let _ = tx.send(Err(e.reason()));
+                return;
+            }
+            None => {
+                let _ = tx.send(Ok(n));
+                return;
+            }
+        }
+    }
+}
+
+#[test]
+fn a_grpc_unary_call_through_the_proxy_gets_its_message_and_its_trailers() {
+    let up = demo_upstream();
+    let proxy = proxy_to(h2c_addr(&up), &[]);
+    let a = runtime().block_on(async {
+        let client = connect(h2c_addr(&proxy)).await;
+        call(
+            &client,
+            "POST",
+            "/benchmark.BenchmarkService/GetSum",
+            &[("content-type", "application/grpc"), ("te", "trailers")],
+            GET_SUM,
+        )
+        .await
+    });
+    assert_eq!(a.status, 200, "{a:?}");
+    assert_eq!(a.headers["content-type"], "application/grpc");
+    assert_eq!(a.body, GET_SUM_ANSWER);
+    let trailers = a.trailers.expect("the answer's trailers are relayed");
+    assert_eq!(trailers["grpc-status"], "0");
+}
+
+#[test]
+fn a_failed_grpc_call_keeps_its_trailers_only_answer() {
+    // An unknown method: UNIMPLEMENTED in a Trailers-Only answer (one HEADERS, END_STREAM),
+    // which the proxy must not turn into a head followed by an empty end.
+    let up = demo_upstream();
+    let proxy = proxy_to(h2c_addr(&up), &[]);
+    let a = runtime().block_on(async {
+        let client = connect(h2c_addr(&proxy)).await;
+        call(
+            &client,
+            "POST",
+            "/benchmark.BenchmarkService/NoSuchMethod",
+            &[("content-type", "application/grpc"), ("te", "trailers")],
+            GET_SUM,
+        )
+        .await
+    });
+    assert_eq!(a.status, 200, "{a:?}");
+    assert_eq!(
+        a.headers["grpc-status"], "12",
+        "UNIMPLEMENTED in the head: {a:?}"
+    );
+    assert!(a.body.is_empty());
+    assert!(
+        a.ended_with_head,
+        "one HEADERS frame with END_STREAM: {a:?}"
+    );
+}
+
+#[test]
+fn many_concurrent_streams_share_one_upstream_connection() {
+    const CALLS: usize = 40;
+    let up = H2Upstream::start(Script::AnswerWhenAllIn(CALLS));
+    let proxy = proxy_to(up.addr, &[]);
+    let answers = runtime().block_on(async {
+        let client = connect(h2c_addr(&proxy)).await;
+        let calls: Vec<_> = (0..CALLS)
+            .map(|i| {
+                let client = client.clone();
+                tokio::spawn(async move {
+                    let path = format!("/call/{i}");
+                    call(&client, "GET", &path, &[], b"").await
+                })
+            })
+            .collect();
+        let mut answers = Vec::new();
+        for c in calls {
+            answers.push(c.await.unwrap());
+        }
+        answers
+    });
+    // The upstream answers nothing until all are in at once: each answer proves they were
+    // all in flight together.
+    for a in &answers {
+        assert_eq!((a.status, &a.body[..]), (200, &b"ok"[..]), "{a:?}");
+        assert_eq!(a.trailers.as_ref().expect("trailers")["x-end"], "yes");
+    }
+    assert_eq!(
+        up.accepted(),
+        1,
+        "{CALLS} streams in flight on one upstream connection"
+    );
+}
+
+#[test]
+fn a_large_body_goes_up_and_comes_back_whole_both_ways() {
+    // max_body_bytes bounds a proxied body too, and the demo's echo reads it whole.
+    let up = serve(&["--h2c-port", "0", "--max-body-bytes", "4MiB"]);
+    let proxy = proxy_to(h2c_addr(&up), &["--max-body-bytes", "4MiB"]);
+    // Past every window on both hops (STREAM_WINDOW is 1 MiB, the server's 64 KiB at first).
+    let body: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    let a = runtime().block_on(async {
+        let client = connect(h2c_addr(&proxy)).await;
+        call(&client, "POST", "/", &[], &body).await
+    });
+    assert_eq!(a.status, 200);
+    assert!(
+        a.body == body,
+        "the demo's echo came back whole ({} bytes)",
+        a.body.len()
+    );
+}
+
+#[test]
+fn a_client_resetting_its_stream_cancels_the_upstream_stream() {
+    let up = H2Upstream::start(Script::HeadThenReadBody);
+    let proxy = proxy_to(up.addr, &[]);
+    runtime().block_on(async {
+        let client = connect(h2c_addr(&proxy)).await;
+        let mut client = client.ready().await.unwrap();
+        let req = http::Request::builder()
+            .method("POST")
+            .uri("http://proxied/upload")
+            .body(())
+            .unwrap();
+        let (answer, mut send) = client.send_request(req, false).unwrap();
+        send.send_data(Bytes::from_static(b"a first piece"), false)
+            .unwrap();
+        let resp = answer.await.unwrap();
+        assert_eq!(resp.status(), 200, "the upstream's head came through");
+        send.send_reset(h2::Reason::CANCEL);
+        // The upstream hears it as a reset of its stream, not as a body that ended.
+        let ended = tokio::task::spawn_blocking(move || up.bodies.recv_timeout(WAIT))
+            .await
+            .unwrap()
+            .expect("the upstream's stream ended");
+        assert_eq!(ended, Err(Some(h2::Reason::CANCEL)));
+    });
+}
+
+#[test]
+fn an_upstream_that_dies_before_answering_is_502_and_the_client_goes_on() {
+    let up = H2Upstream::start(Script::Die);
+    let proxy = proxy_to(up.addr, &[]);
+    runtime().block_on(async {
+        let client = connect(h2c_addr(&proxy)).await;
+        let a = call(&client, "GET", "/x", &[], b"").await;
+        assert_eq!(a.status, 502, "{a:?}");
+        // The same client connection goes on (and the next try dies the same way).
+        let a = call(&client, "POST", "/y", &[], b"body").await;
+        assert_eq!(a.status, 502, "{a:?}");
+    });
+}
+
+#[test]
+fn an_upstream_nobody_listens_on_is_502() {
+    let port = common::free_port("127.0.0.1");
+    let proxy = proxy_to(format!("127.0.0.1:{port}").parse().unwrap(), &[]);
+    let a = runtime().block_on(async {
+        let client = connect(h2c_addr(&proxy)).await;
+        call(&client, "GET", "/", &[], b"").await
+    });
+    assert_eq!(a.status, 502, "{a:?}");
+}
+
+#[test]
+fn an_http11_client_gets_an_h2c_upstreams_answer() {
+    let up = demo_upstream();
+    let proxy = proxy_to(h2c_addr(&up), &[]);
+    let mut c = common::Client::connect(proxy.addr);
+    let r = c.get("/plaintext");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, b"Hello, World!");
+    assert_eq!(r.header("via"), Some("2 linerate"));
+}
+
+#[test]
+fn a_configured_h2c_upstream_silent_past_its_timeout_is_504() {
+    let up = H2Upstream::start(Script::Silent);
+    let file = std::env::temp_dir().join(format!("linerate-proxy-h2-{}.toml", std::process::id()));
+    std::fs::write(
+        &file,
+        format!(
+            r#"
+[[listen]]
+addr = "127.0.0.1:0"
+[[upstream]]
+name = "grpc"
+servers = ["{}"]
+protocol = "h2c"
+timeout = "1s"
+tries = 1
+[[site]]
+default = true
+app = "none"
+[[site.proxy]]
+prefix = "/"
+upstream = "grpc"
+"#,
+            up.addr
+        ),
+    )
+    .unwrap();
+    let proxy = common::bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&file);
+    let mut c = common::Client::connect(proxy.addr);
+    let r = c.get("/slow");
+    assert_eq!(r.status, 504);
+    assert_eq!(
+        up.accepted(),
+        1,
+        "the request reached the upstream over HTTP/2"
+    );
+}
+
+#[test]
+fn an_upstream_answering_before_the_body_ends_gets_its_stream_cancelled() {
+    // RFC 9113 §8.1: the answer is whole while the client still sends; the proxy relays it
+    // and gives up the upstream stream, which would otherwise stay open (half-closed)
+    // against the server's concurrent streams for as long as the client sends.
+    let up = H2Upstream::start(Script::AnswerThenReadBody);
+    let proxy = proxy_to(up.addr, &[]);
+    runtime().block_on(async {
+        let client = connect(h2c_addr(&proxy)).await;
+        let mut client = client.ready().await.unwrap();
+        let req = http::Request::builder()
+            .method("POST")
+            .uri("http://proxied/early")
+            .body(())
+            .unwrap();
+        let (answer, mut send) = client.send_request(req, false).unwrap();
+        send.send_data(Bytes::from_static(b"part of a body"), false)
+            .unwrap();
+        let a = read_answer(answer.await.unwrap()).await;
+        assert_eq!((a.status, &a.body[..]), (200, &b"ok"[..]));
+        assert_eq!(a.trailers.expect("trailers")["x-end"], "yes");
+        let ended = tokio::task::spawn_blocking(move || up.bodies.recv_timeout(WAIT))
+            .await
+            .unwrap()
+            .expect("the upstream's stream ended");
+        assert_eq!(ended, Err(Some(h2::Reason::CANCEL)));
+        drop(send);
+    });
+}
+
+#[test]
+fn a_client_that_does_not_read_holds_its_upstream_stream_to_a_window() {
+    const TOTAL: usize = 8 << 20;
+    let up = H2Upstream::start(Script::Stream(TOTAL));
+    let proxy = proxy_to(up.addr, &[]);
+    runtime().block_on(async {
+        let client = connect(h2c_addr(&proxy)).await;
+        let mut client = client.ready().await.unwrap();
+        let req = http::Request::builder()
+            .method("GET")
+            .uri("http://proxied/big")
+            .body(())
+            .unwrap();
+        let (answer, _send) = client.send_request(req, true).unwrap();
+        let resp = answer.await.unwrap();
+        assert_eq!(resp.status(), 200);
+        // Nothing is read: the upstream is held once the windows on the way are full. Wait
+        // until its count stops moving (polled, bounded), then look at it.
+        let mut last = usize::MAX;
+        for _ in 0..200 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let now = *up.sent.lock().unwrap();
+            if now == last {
+                break;
+            }
+            last = now;
+        }
+        // The proxy's stream window (1 MiB), the client's answer room (64 KiB) and the
+        // client's own window (64 KiB): the rest stays upstream.
+        assert!(
+            last < 2 << 20,
+            "a client reading nothing let the upstream send {last} bytes"
+        );
+        // Reading it all moves it all.
+        let a = read_answer(resp).await;
+        let want: Vec<u8> = (0..TOTAL).map(|i| (i % 251) as u8).collect();
+        assert!(a.body == want, "{} bytes came", a.body.len());
+    });
+}
+
+#[test]
+fn proxy_urls_other_than_http_h2c_and_unix_are_refused_in_one_line() {
+    for (url, says) in [
+        ("https://127.0.0.1:1", "http://, h2c:// or unix:"),
+        (
+            "grpc://127.0.0.1:1",
+            "expected http://HOST:PORT, h2c://HOST:PORT or unix:/PATH",
+        ),
+        ("h2c://127.0.0.1", "the upstream needs a port"),
+    ] {
+        let arg = format!("/={url}");
+        let (code, err) = common::bin::run_err(&["serve", "--proxy", &arg]);
+        assert_eq!(code, 2, "{url}: {err}");
+        assert!(err.contains(says), "{url}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn a_client_resetting_a_call_that_waits_for_its_answer_cancels_the_upstream_stream() {
+    // The request went up whole; the upstream is slow to answer. The client's RST_STREAM
+    // (a cancelled gRPC call) reaches the upstream as one: it stops working on it.
+    let up = H2Upstream::start(Script::WatchReset);
+    let proxy = proxy_to(up.addr, &[]);
+    runtime().block_on(async {
+        let client = connect(h2c_addr(&proxy)).await;
+        let mut client = client.ready().await.unwrap();
+        let req = http::Request::builder()
+            .method("GET")
+            .uri("http://proxied/slow")
+            .body(())
+            .unwrap();
+        let (_answer, mut send) = client.send_request(req, true).unwrap();
+        let bodies = up.bodies;
+        let (got, bodies) =
+            tokio::task::spawn_blocking(move || (bodies.recv_timeout(WAIT), bodies))
+                .await
+                .unwrap();
+        assert_eq!(got, Ok(Ok(0)), "the request reached the upstream");
+        send.send_reset(h2::Reason::CANCEL);
+        let ended = tokio::task::spawn_blocking(move || bodies.recv_timeout(WAIT))
+            .await
+            .unwrap()
+            .expect("the upstream's stream was reset");
+        assert_eq!(ended, Err(Some(h2::Reason::CANCEL)));
+    });
+}

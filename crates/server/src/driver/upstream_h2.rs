@@ -1,0 +1,1122 @@
+//! HTTP/2 upstreams (`protocol = "h2c"`): per worker and server, a few `h2u::Conn`s, each
+//! carrying many proxied requests at once as streams, owned by the same loop, backend and
+//! timer wheel as the HTTP/1.1 upstream connections (`upstream.rs`, which hands a job here
+//! when its upstream speaks HTTP/2).
+//!
+//! Owns: which connection takes a request (the first of its server's with room; a new one
+//! only when none has, `OpenError::NoRoom`, or they are closing), the request's head as
+//! pseudo-headers and fields, its body sent as both windows allow, the answer's head, DATA
+//! and trailers relayed to the client, flow control end to end (a stream's bytes are
+//! reported consumed only while the client's answer has room, so a slow client holds one
+//! stream window, never more), cancellation (the client gone: RST_STREAM(CANCEL)), and the
+//! failures: 502 before the head (another try when the server refused the stream or the
+//! connection never came up), 504 for the connect and first-byte timeouts, a cut answer
+//! after it. It must not block, and it makes no syscall but through the backend.
+#![forbid(unsafe_code)]
+
+use std::borrow::Cow;
+
+use super::backend::{Backend, Completion, Submitted, Token};
+use super::{Shared, Worker};
+use crate::app::access_log::UpstreamEntry;
+use crate::app::deferred::LogMeta;
+use crate::app::sites::SiteSet;
+use crate::config::{Upstream, UpstreamAddr};
+use crate::h1::{Cx, StreamHead};
+use crate::h1c::{self, ReqBody};
+use crate::h2u::{self, Fields, OpenError, StreamError};
+use crate::proxy::job::Job;
+use crate::proxy::pipe::PipeOut;
+use crate::response::{Field, Response};
+use crate::stats::UpCounters;
+
+/// An HTTP/2 upstream connection in its slot.
+pub(super) struct H2Live {
+    conn: h2u::Conn,
+    /// Its upstream (index into the sites' upstreams) and server.
+    group: usize,
+    server: usize,
+    /// The pools' epoch it was made in: one from before a reload takes no new stream.
+    epoch: u32,
+    /// The connect completed (nothing is sent before).
+    connected: bool,
+    /// The connection broke or ended: nothing more is sent, and it closes.
+    dead: bool,
+    /// When connecting gives up (ms).
+    connect_by: u64,
+    /// When its wheel entry fires (ms).
+    armed: u64,
+    receiving: bool,
+    /// The first-byte and between-reads timeout of its streams (ms).
+    timeout: u64,
+    /// How long it stays open without a stream (the upstream's `idle_timeout`, ms), and
+    /// until when it may now (`u64::MAX`: streams are open).
+    idle: u64,
+    idle_by: u64,
+    /// The exchanges on it, one per open stream (few: a linear search is the cheapest).
+    links: Vec<Link>,
+}
+
+impl H2Live {
+    /// Whether a request may open a stream on it now.
+    fn takes(&self, group: usize, server: usize, epoch: u32) -> bool {
+        self.group == group
+            && self.server == server
+            && self.epoch == epoch
+            && !self.dead
+            && self.conn.can_open()
+    }
+}
+
+/// One proxied exchange on a stream.
+struct Link {
+    stream: u32,
+    /// The client's connection and the request's number on it.
+    client: Token,
+    id: u64,
+    site: usize,
+    route: usize,
+    /// The request, kept until the answer's head for another try.
+    job: Option<Box<Job>>,
+    /// A body that came whole with the head, and how much of it is sent.
+    body: Vec<u8>,
+    sent_body: usize,
+    /// The body still arriving from the client.
+    pipe: Option<PipeOut>,
+    body_done: bool,
+    /// The answer's final head, held until this read's events are all in: a head that ends
+    /// the stream (gRPC's Trailers-Only) goes to the client as one block with END_STREAM.
+    head: Option<Held>,
+    /// The client got the answer's head (a failure now cuts it).
+    answered: bool,
+    status: u16,
+    bytes: u64,
+    /// Bytes passed to the client's answer while it was full: reported consumed once it
+    /// has room again.
+    owed: usize,
+    paused: bool,
+    head_request: bool,
+    /// When the request's head was in, and when it went upstream (µs).
+    started: u64,
+    sent: u64,
+    /// When the first byte, or the next, must have come (ms).
+    deadline: u64,
+    log: Option<LogMeta>,
+    path: Option<Box<[u8]>>,
+}
+
+/// An answer's head on its way to the client: status, fields, the body's length if known.
+type Held = (u16, Vec<(Vec<u8>, Vec<u8>)>, Option<u64>);
+
+/// A request's method, path, authority and fields, as HTTP/2 sends them.
+type H2Head = (Vec<u8>, Vec<u8>, Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>);
+
+/// What the events of one call left for the driver.
+#[derive(Default)]
+struct After {
+    /// Client connections with output to move.
+    clients: Vec<Token>,
+    /// Streams to cancel (their client is gone).
+    cancel: Vec<u32>,
+    /// (stream, bytes) the client's connection took.
+    consumed: Vec<(u32, usize)>,
+    /// Streams whose body may go on.
+    writable: Vec<u32>,
+    /// Requests to send again (on another connection).
+    #[allow(clippy::vec_box)] // jobs travel boxed: `dispatch` takes them so
+    retry: Vec<Box<Job>>,
+    /// Client connections that stopped reading a relayed body for room, and the request.
+    wake: Vec<(Token, u64)>,
+    /// The server failed (passive health counts it).
+    server_failed: bool,
+    /// Exchanges that left the connection (no longer in flight for `least_conn`).
+    ended: usize,
+}
+
+/// The upstream connection's view of the client side during one call.
+struct Relay<'a> {
+    links: &'a mut Vec<Link>,
+    slots: &'a mut [super::Slot],
+    cx: &'a mut Cx,
+    sites: &'a SiteSet,
+    log: &'a mut Option<crate::app::access_log::LogBuffer>,
+    counters: Option<&'a crate::stats::Counters>,
+    site_counters: &'a [crate::stats::SiteCounters],
+    stats: Option<&'a UpCounters>,
+    addr: Option<&'a UpstreamAddr>,
+    upstream: &'a str,
+    /// The connection was established (a failure before is a connect failure: retried).
+    connected: bool,
+    tries: u32,
+    server: usize,
+    timeout: u64,
+    after: &'a mut After,
+}
+
+/// The client connection of `token`, if it is still there.
+fn client(slots: &mut [super::Slot], token: Token) -> Option<&mut super::Live> {
+    let slot = slots.get_mut((token & 0xffff_ffff) as usize)?;
+    if slot.generation != (token >> 32) as u32 {
+        return None;
+    }
+    slot.live.as_mut()
+}
+
+/// The upstream request of `job` as HTTP/2: its head (framed as HTTP/1.1 by
+/// `proxy::forward`, with the same fields rules) read back into the method, the target, the
+/// authority (`Host`) and the fields; the connection-specific fields are left out (RFC 9113
+/// §8.2.2) and `te: trailers` is sent, since the answer's trailers are relayed (gRPC servers
+/// ask for it).
+fn h2_request(job: &Job) -> Option<H2Head> {
+    let head = &job.head;
+    let line_end = head.windows(2).position(|w| w == b"\r\n")?;
+    let mut parts = head[..line_end].split(|&b| b == b' ');
+    let method = parts.next()?.to_vec();
+    let target = parts.next()?.to_vec();
+    let mut authority = Vec::new();
+    let mut fields = Vec::new();
+    for line in head[line_end + 2..].split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        let name = line[..colon].to_ascii_lowercase();
+        let value = line[colon + 1..].trim_ascii().to_vec();
+        match &name[..] {
+            b"host" => authority = value,
+            b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding"
+            | b"upgrade" | b"te" => {}
+            // The length is the body's as it goes up: none for one still arriving chunked.
+            b"content-length" if !matches!(job.forwarded.body, ReqBody::Length(_)) => {}
+            _ => fields.push((name, value)),
+        }
+    }
+    fields.push((b"te".to_vec(), b"trailers".to_vec()));
+    Some((method, target, authority, fields))
+}
+
+impl Relay<'_> {
+    fn link(&mut self, stream: u32) -> Option<usize> {
+        self.links.iter().position(|l| l.stream == stream)
+    }
+
+    /// Link `i` leaves the connection (its exchange is over, or goes elsewhere).
+    fn take(&mut self, i: usize) -> Link {
+        self.after.ended += 1;
+        self.links.swap_remove(i)
+    }
+
+    /// Logs and counts an exchange's answer.
+    fn account(&mut self, status: u16, bytes: u64, link: &Link) {
+        let now = crate::sys::monotonic_us();
+        let us = now.saturating_sub(link.started);
+        let up_us = now.saturating_sub(link.sent);
+        if let Some(c) = self.counters {
+            c.answered(status, crate::stats::Kind::Route, us);
+            if let Some(s) = self.site_counters.get(link.site) {
+                s.answered(status, bytes);
+            }
+        }
+        if let Some(st) = self.stats
+            && link.answered
+        {
+            st.answered(link.status, up_us);
+        }
+        let site = self.sites.sites.get(link.site);
+        if let (Some(log), Some(m), Some(sink)) = (self.log.as_mut(), link.log.as_ref(), site.log) {
+            let upstream = self.addr.map(|addr| UpstreamEntry {
+                addr,
+                status: if link.status == 0 {
+                    status
+                } else {
+                    link.status
+                },
+                time_us: up_us,
+            });
+            let entry = m.entry(status, bytes as usize, us, &site.server_name, upstream);
+            log.push(sink, &entry);
+        }
+    }
+
+    /// The exchange is over while its body may still be arriving: the client's connection
+    /// reads the rest and drops it.
+    fn close_pipe(&mut self, link: &mut Link) {
+        if link.pipe.take().is_some_and(|p| p.close()) {
+            self.after.wake.push((link.client, link.id));
+        }
+    }
+
+    /// Answers the client with `status` (the site's error page when it has one) and logs it.
+    fn answer_error(&mut self, status: u16, link: &mut Link) {
+        self.close_pipe(link);
+        let site = self.sites.sites.iter().nth(link.site);
+        let resp = site
+            .and_then(|s| s.error_page(status))
+            .unwrap_or_else(|| crate::h1::status_response(status, ""));
+        let bytes = if link.head_request {
+            0
+        } else {
+            resp.body.len()
+        };
+        if let Some(live) = client(self.slots, link.client) {
+            self.cx.alt_svc = live.alt_svc;
+            live.conn.complete(link.id, resp, self.cx);
+            self.cx.alt_svc = None;
+        }
+        self.after.clients.push(link.client);
+        self.account(status, bytes, link);
+    }
+
+    /// Sends link `i`'s held head to the client as the head of a streamed answer.
+    fn flush_head(&mut self, i: usize) {
+        let link = &mut self.links[i];
+        let Some((status, fields, length)) = link.head.take() else {
+            return;
+        };
+        let fields: Vec<(&[u8], &[u8])> = fields
+            .iter()
+            .map(|(n, v)| (&n[..], &v[..]))
+            .chain([(&b"via"[..], &b"2 linerate"[..])])
+            .collect();
+        let head = StreamHead {
+            status,
+            fields: &fields,
+            length,
+            date: None,
+        };
+        let cx = &mut *self.cx;
+        let started = client(self.slots, link.client).is_some_and(|live| {
+            cx.alt_svc = live.alt_svc;
+            let started = live.conn.start_stream(link.id, &head, cx);
+            cx.alt_svc = None;
+            started
+        });
+        link.answered = true;
+        if started {
+            self.after.clients.push(link.client);
+        } else {
+            self.gone(i);
+        }
+    }
+
+    /// A link whose answer is whole leaves its stream: bytes still owed are given back (the
+    /// stream adds no more to the client's answer), and a request body not yet all sent is
+    /// given up (RST_STREAM CANCEL: the server answered early, RFC 9113 §8.1), or the
+    /// stream would stay open against the server's MAX_CONCURRENT_STREAMS.
+    fn release(&mut self, link: &Link) {
+        if link.owed > 0 {
+            self.after.consumed.push((link.stream, link.owed));
+        }
+        if !link.body_done {
+            self.after.cancel.push(link.stream);
+        }
+    }
+
+    /// Link `i`'s client is gone: its stream is cancelled.
+    fn gone(&mut self, i: usize) {
+        let mut link = self.take(i);
+        self.after.cancel.push(link.stream);
+        self.close_pipe(&mut link);
+        let (status, bytes) = (link.status, link.bytes);
+        self.account(status, bytes, &link);
+    }
+
+    /// Sends every held head (the read's events are all in: none of them ended its stream).
+    fn flush_heads(&mut self) {
+        let mut i = 0;
+        while i < self.links.len() {
+            if self.links[i].head.is_some() {
+                let n = self.links.len();
+                self.flush_head(i);
+                if self.links.len() < n {
+                    continue;
+                }
+            }
+            i += 1;
+        }
+    }
+
+    /// Link `i` fails with `status` (no answer yet) or is cut (answered).
+    fn fail(&mut self, i: usize, status: u16, why: &dyn std::fmt::Display) {
+        let mut link = self.take(i);
+        if link.answered {
+            tracing::warn!(upstream = %self.upstream, error = %why, "HTTP/2 upstream stream failed after its answer began");
+            self.close_pipe(&mut link);
+            if let Some(live) = client(self.slots, link.client) {
+                live.conn.stream_abort(link.id, self.cx);
+            }
+            self.after.clients.push(link.client);
+            let (status, bytes) = (link.status, link.bytes);
+            self.account(status, bytes, &link);
+        } else {
+            tracing::warn!(upstream = %self.upstream, error = %why, status, "HTTP/2 upstream stream failed");
+            self.answer_error(status, &mut link);
+        }
+    }
+}
+
+impl h2u::Events for Relay<'_> {
+    fn head(&mut self, stream: u32, status: u16, fields: &Fields) {
+        let Some(i) = self.link(stream) else {
+            return;
+        };
+        let link = &mut self.links[i];
+        if status < 200 {
+            // Interim answers are this hop's (as for HTTP/1.1 upstreams).
+            link.deadline = self.cx.now + self.timeout;
+            return;
+        }
+        link.job = None;
+        link.status = status;
+        link.deadline = self.cx.now + self.timeout;
+        let site = self.sites.sites.iter().nth(link.site);
+        let default = crate::proxy::reply::Policy::default();
+        let policy = site
+            .and_then(|s| s.proxies.get(link.route))
+            .map_or(&default, |r| &r.response);
+        let mut length = None;
+        let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(fields.len() + 2);
+        for (n, v) in fields.iter() {
+            match n {
+                // Framing, `Date` and `Server` are this server's to write (as nginx does).
+                b"content-length" => {
+                    length = std::str::from_utf8(v).ok().and_then(|s| s.parse().ok());
+                }
+                b"date" | b"server" => {}
+                _ if policy.names(n) => {}
+                _ => out.push((n.to_vec(), v.to_vec())),
+            }
+        }
+        if let (Some(site), Some(path)) = (site, &link.path) {
+            let added = site.proxied_fields(path);
+            out.retain(|(n, _)| {
+                !added
+                    .iter()
+                    .any(|(a, _)| n.eq_ignore_ascii_case(a.as_bytes()))
+            });
+            out.extend(
+                added
+                    .iter()
+                    .filter(|(n, _)| !policy.names(n.as_bytes()))
+                    .map(|(n, v)| (n.as_bytes().to_vec(), v.as_bytes().to_vec())),
+            );
+        }
+        for (n, v) in &policy.set {
+            out.push((n.as_bytes().to_vec(), v.as_bytes().to_vec()));
+        }
+        if link.head_request {
+            length = Some(0);
+        }
+        link.head = Some((status, out, length));
+    }
+
+    fn data(&mut self, stream: u32, data: &[u8]) {
+        let Some(mut i) = self.link(stream) else {
+            return;
+        };
+        if self.links[i].head.is_some() {
+            let n = self.links.len();
+            self.flush_head(i);
+            if self.links.len() < n {
+                return;
+            }
+            i = self.link(stream).unwrap_or(i);
+        }
+        let link = &mut self.links[i];
+        link.deadline = self.cx.now + self.timeout;
+        let Some(live) = client(self.slots, link.client) else {
+            return self.gone(i);
+        };
+        if !data.is_empty() && !live.conn.stream_data(link.id, data, self.cx) {
+            return self.gone(i);
+        }
+        link.bytes += data.len() as u64;
+        self.after.clients.push(link.client);
+        if live.conn.stream_room(link.id) {
+            self.after.consumed.push((stream, data.len()));
+        } else {
+            // Held against this stream's window until the client takes it.
+            link.owed += data.len();
+            link.paused = true;
+        }
+    }
+
+    fn trailers(&mut self, stream: u32, fields: &Fields) {
+        let Some(i) = self.link(stream) else {
+            return;
+        };
+        if self.links[i].head.is_some() {
+            let n = self.links.len();
+            self.flush_head(i);
+            if self.links.len() < n {
+                return;
+            }
+        }
+        let Some(i) = self.link(stream) else {
+            return;
+        };
+        let trailers: Vec<Field> = fields
+            .iter()
+            .map(|(n, v)| {
+                (
+                    Cow::Owned(String::from_utf8_lossy(n).into_owned()),
+                    Cow::Owned(String::from_utf8_lossy(v).into_owned()),
+                )
+            })
+            .collect();
+        self.finish(i, &trailers);
+    }
+
+    fn end(&mut self, stream: u32) {
+        let Some(i) = self.link(stream) else {
+            return;
+        };
+        let link = &mut self.links[i];
+        if let Some((status, fields, _)) = link.head.take() {
+            // A head that ends the stream (gRPC's Trailers-Only): one block to the client.
+            let mut resp = Response::new(status);
+            for (n, v) in fields {
+                let (n, v) = (
+                    String::from_utf8_lossy(&n).into_owned(),
+                    String::from_utf8_lossy(&v).into_owned(),
+                );
+                if n == "content-type" {
+                    resp = resp.content_type(v);
+                } else {
+                    resp.headers.push((Cow::Owned(n), Cow::Owned(v)));
+                }
+            }
+            resp.headers
+                .push((Cow::Borrowed("via"), Cow::Borrowed("2 linerate")));
+            let mut link = self.take(i);
+            link.answered = true;
+            self.release(&link);
+            self.close_pipe(&mut link);
+            if let Some(live) = client(self.slots, link.client) {
+                self.cx.alt_svc = live.alt_svc;
+                live.conn.complete(link.id, resp, self.cx);
+                self.cx.alt_svc = None;
+            }
+            self.after.clients.push(link.client);
+            let status = link.status;
+            self.account(status, 0, &link);
+            return;
+        }
+        self.finish(i, &[]);
+    }
+
+    fn failed(&mut self, stream: u32, error: StreamError) {
+        let Some(i) = self.link(stream) else {
+            return;
+        };
+        let link = &mut self.links[i];
+        let body_sent = link.sent_body > 0 || link.pipe.as_ref().is_some_and(|p| p.taken() > 0);
+        // A stream the server refused did nothing (RFC 9113 §8.7), nor did one on a
+        // connection that never came up: another connection may take it as it is.
+        let again = !link.answered
+            && !body_sent
+            && (error.retryable() || !self.connected)
+            && link.job.as_ref().is_some_and(|j| j.tries + 1 < self.tries);
+        if !error.retryable() {
+            self.after.server_failed = true;
+        }
+        if let Some(st) = self.stats {
+            // The causes `UpCounters::failed` counts (connect, timeout, closed, malformed).
+            st.failed(match error {
+                _ if !self.connected => 0,
+                StreamError::Malformed(_) | StreamError::Protocol(_) => 3,
+                _ => 2,
+            });
+        }
+        if again {
+            let mut link = self.take(i);
+            if let Some(mut job) = link.job.take() {
+                job.tries += 1;
+                job.failed_server = (!error.retryable()).then_some(self.server);
+                job.log = link.log.take();
+                job.pipe = link.pipe.take();
+                if !link.body.is_empty() {
+                    job.body = std::mem::take(&mut link.body);
+                }
+                self.after.retry.push(job);
+            }
+            return;
+        }
+        self.fail(i, 502, &error);
+    }
+
+    fn writable(&mut self, stream: u32) {
+        self.after.writable.push(stream);
+    }
+
+    fn pong(&mut self) {}
+
+    fn goaway(&mut self) {}
+}
+
+impl Relay<'_> {
+    /// Link `i`'s answer is whole: the client's stream ends (with `trailers`).
+    fn finish(&mut self, i: usize, trailers: &[Field]) {
+        let mut link = self.take(i);
+        self.release(&link);
+        self.close_pipe(&mut link);
+        if let Some(live) = client(self.slots, link.client) {
+            live.conn.stream_end_with(link.id, trailers, self.cx);
+        }
+        self.after.clients.push(link.client);
+        let (status, bytes) = (link.status, if link.head_request { 0 } else { link.bytes });
+        self.account(status, bytes, &link);
+    }
+}
+
+impl<B: Backend> Worker<B> {
+    /// Sends `job` to its HTTP/2 upstream: on a stream of an open connection to the server
+    /// picked, or of a new one when those have no room.
+    pub(super) fn dispatch_h2(&mut self, mut job: Box<Job>, up: &Upstream, sh: &Shared) {
+        // Not stored by the cache (HTTP/2 upstreams answer as streams, relayed only).
+        job.cache = None;
+        let gi = job.upstream;
+        let now = self.io.cx.now;
+        let server = self.pools.pick(gi, up, now, &job);
+        let epoch = self.pools.epoch();
+        let found = self.pools.h2.iter().find_map(|&token| {
+            let idx = (token & 0xffff_ffff) as u32;
+            let slot = self.slots.get(idx as usize)?;
+            (slot.generation == (token >> 32) as u32 && slot.h2.as_ref()?.takes(gi, server, epoch))
+                .then_some(idx)
+        });
+        let idx = match found {
+            Some(idx) => idx,
+            None => match self.connect_h2(gi, server, up) {
+                Some(idx) => idx,
+                None => {
+                    self.pools.server_failed(gi, server, up, now);
+                    job.failed_server = Some(server);
+                    if job.tries + 1 < up.tries {
+                        job.tries += 1;
+                        return self.dispatch(job, sh);
+                    }
+                    return self.refuse(job, 502, sh);
+                }
+            },
+        };
+        self.open_h2(idx, job, sh);
+    }
+
+    /// A new connection to server `server` of upstream `gi`, in its slot.
+    fn connect_h2(&mut self, gi: usize, server: usize, up: &Upstream) -> Option<u32> {
+        let now = self.io.cx.now;
+        let ms = |d: std::time::Duration| d.as_micros().div_ceil(1000) as u64;
+        let (idx, token) = self.alloc_slot(true);
+        let addr = super::upstream::up_addr(&up.servers[server].addr);
+        let connected = match self.backend.connect(&addr, token) {
+            Submitted::Done(()) => true,
+            Submitted::Pending => false,
+            Submitted::Failed => {
+                tracing::warn!(upstream = %up.name, server = %up.servers[server].addr, "upstream connect failed");
+                self.backend.detach(token);
+                self.free.push(idx);
+                return None;
+            }
+        };
+        self.slots[idx as usize].h2 = Some(Box::new(H2Live {
+            conn: h2u::Conn::new(now, h2u::Settings::default()),
+            group: gi,
+            server,
+            epoch: self.pools.epoch(),
+            connected,
+            dead: false,
+            connect_by: if connected {
+                u64::MAX
+            } else {
+                now + ms(up.connect_timeout)
+            },
+            armed: u64::MAX,
+            receiving: false,
+            timeout: ms(up.timeout),
+            idle: ms(up.idle_timeout),
+            idle_by: u64::MAX,
+            links: Vec::new(),
+        }));
+        self.pools.h2.push(token);
+        Some(idx)
+    }
+
+    /// Opens a stream for `job` on the HTTP/2 connection in slot `idx` (another connection
+    /// when this one has no room after all).
+    fn open_h2(&mut self, idx: u32, mut job: Box<Job>, sh: &Shared) {
+        let token = self.token(idx);
+        let Some((method, target, authority, fields)) = h2_request(&job) else {
+            return self.refuse(job, 502, sh);
+        };
+        let Some(h2) = self.slots[idx as usize].h2.as_mut() else {
+            return;
+        };
+        let field_refs: Vec<(&[u8], &[u8])> =
+            fields.iter().map(|(n, v)| (&n[..], &v[..])).collect();
+        let req = h2u::Request {
+            method: &method,
+            scheme: b"http",
+            authority: &authority,
+            path: &target,
+            fields: &field_refs,
+        };
+        let pipe = job.pipe.take();
+        let no_body = pipe.is_none() && job.body.is_empty();
+        let stream = match h2.conn.open(&req, no_body) {
+            Ok(s) => s,
+            Err(OpenError::NoRoom | OpenError::Closing) => {
+                // Filled or closing since it was picked: a new connection takes it.
+                job.pipe = pipe;
+                let (gi, si) = (h2.group, h2.server);
+                let Some(up) = self.io.sites.upstreams.get(gi).cloned() else {
+                    return self.refuse(job, 502, sh);
+                };
+                return match self.connect_h2(gi, si, &up) {
+                    Some(idx) => self.open_h2(idx, job, sh),
+                    None => self.refuse(job, 502, sh),
+                };
+            }
+            Err(OpenError::TooLarge) => return self.refuse(job, 502, sh),
+        };
+        let now = self.io.cx.now;
+        let body = std::mem::take(&mut job.body);
+        h2.links.push(Link {
+            stream,
+            client: job.client,
+            id: job.id,
+            site: job.site,
+            route: job.route,
+            body_done: pipe.is_none(),
+            body,
+            sent_body: 0,
+            pipe,
+            head: None,
+            answered: false,
+            status: 0,
+            bytes: 0,
+            owed: 0,
+            paused: false,
+            head_request: job.forwarded.head_request,
+            started: job.started,
+            sent: crate::sys::monotonic_us(),
+            deadline: now + h2.timeout,
+            log: job.log.take(),
+            path: job.path.clone(),
+            job: Some(job),
+        });
+        let client_token = h2.links.last().map_or(0, |l| l.client);
+        let (gi, si) = (h2.group, h2.server);
+        self.pools.in_flight(gi, si, 1);
+        if let Some(live) = client(&mut self.slots, client_token) {
+            // The client's output moving wakes this connection's paused streams; its close
+            // cancels its streams (`drop_orphans`). Listed once per connection.
+            let relays = live.relays.get_or_insert_with(Default::default);
+            if !relays.0.contains(&token) {
+                relays.0.push(token);
+            }
+        }
+        self.h2_call(idx, sh, &mut |_, _, _| {});
+    }
+
+    /// Fails the streams still on the HTTP/2 connection in slot `idx`, which is closing.
+    fn fail_h2(&mut self, idx: u32, sh: &Shared) {
+        let Some(h2) = self.slots[idx as usize].h2.as_mut() else {
+            return;
+        };
+        // Nothing more goes out; every stream still open fails (each client hears it).
+        h2.dead = true;
+        if !h2.links.is_empty() {
+            self.h2_call(idx, sh, &mut |conn, _, ev| conn.eof(ev));
+        }
+    }
+
+    /// The slot index of an HTTP/2 upstream connection's token.
+    pub(super) fn h2_token(&self, token: Token) -> Option<u32> {
+        let idx = (token & 0xffff_ffff) as u32;
+        let slot = self.slots.get(idx as usize)?;
+        (slot.generation == (token >> 32) as u32 && slot.h2.is_some()).then_some(idx)
+    }
+
+    /// Whether slot `idx` holds an HTTP/2 upstream connection.
+    pub(super) fn is_h2(&self, idx: u32) -> bool {
+        self.slots.get(idx as usize).is_some_and(|s| s.h2.is_some())
+    }
+
+    /// A completion for an HTTP/2 upstream connection.
+    pub(super) fn h2_event(&mut self, c: Completion, sh: &Shared) {
+        let (token, idx) = match &c {
+            Completion::Connected { token }
+            | Completion::Received { token, .. }
+            | Completion::Eof { token }
+            | Completion::Sent { token, .. }
+            | Completion::Failed { token } => (*token, (*token & 0xffff_ffff) as u32),
+            _ => return,
+        };
+        if self.slots.get(idx as usize).map(|s| s.generation) != Some((token >> 32) as u32) {
+            return;
+        }
+        match c {
+            Completion::Connected { .. } => {
+                if let Some(h2) = self.slots[idx as usize].h2.as_mut() {
+                    h2.connected = true;
+                    h2.connect_by = u64::MAX;
+                }
+                self.h2_call(idx, sh, &mut |_, _, _| {});
+            }
+            Completion::Received { buf, .. } => {
+                self.h2_call(idx, sh, &mut |conn, now, ev| conn.recv(&buf, now, ev));
+                self.backend.recycle(buf);
+            }
+            Completion::Sent { mut buf, .. } => {
+                self.io.cx.pool.put(&mut buf);
+                self.h2_call(idx, sh, &mut |conn, _, ev| conn.sent(ev));
+            }
+            Completion::Eof { .. } | Completion::Failed { .. } => {
+                self.fail_h2(idx, sh);
+                self.close_h2(idx);
+            }
+            _ => {}
+        }
+    }
+
+    /// A deadline of the HTTP/2 upstream connection in slot `idx` passed: connecting too
+    /// long, a stream's first byte or next one too late (504 before its head, cut after),
+    /// or the connection's own (SETTINGS, PING).
+    pub(super) fn h2_timer(&mut self, idx: u32, sh: &Shared) {
+        let now = self.io.cx.now;
+        let Some(h2) = self.slots[idx as usize].h2.as_mut() else {
+            return;
+        };
+        h2.armed = u64::MAX;
+        if h2.links.is_empty() && h2.idle_by <= now {
+            // Idle for the upstream's idle_timeout: GOAWAY, then closed once it is out.
+            h2.conn.goaway();
+            h2.idle_by = u64::MAX;
+            return self.pump_h2(idx, sh);
+        }
+        if h2.connect_by <= now {
+            tracing::warn!("HTTP/2 upstream connect timed out");
+            let (gi, si) = (h2.group, h2.server);
+            if let Some(up) = self.io.sites.upstreams.get(gi).cloned() {
+                self.pools.server_failed(gi, si, &up, now);
+            }
+            // Its streams never went out: each may try again elsewhere (`failed`).
+            self.fail_h2(idx, sh);
+            return self.close_h2(idx);
+        }
+        let late: Vec<u32> = h2
+            .links
+            .iter()
+            .filter(|l| l.deadline <= now)
+            .map(|l| l.stream)
+            .collect();
+        self.h2_call(idx, sh, &mut |conn, now, ev| {
+            for &stream in &late {
+                if let Some(i) = ev.link(stream) {
+                    let status = if ev.links[i].answered { 502 } else { 504 };
+                    ev.fail(i, status, &"timed out");
+                    ev.after.cancel.push(stream);
+                }
+            }
+            conn.on_timer(now, ev);
+        });
+    }
+
+    /// Runs `f` on the HTTP/2 connection in slot `idx` with its relay, then does what that
+    /// left to do and transmits.
+    fn h2_call(
+        &mut self,
+        idx: u32,
+        sh: &Shared,
+        f: &mut dyn FnMut(&mut h2u::Conn, u64, &mut Relay<'_>),
+    ) {
+        let Some(mut h2) = self.slots[idx as usize].h2.take() else {
+            return;
+        };
+        let mut after = After::default();
+        let now = self.io.cx.now;
+        let up = self.io.sites.upstreams.get(h2.group);
+        let tries = up.map_or(1, |u| u.tries);
+        {
+            let counters = sh.app.metrics.then_some(&*self.io.app.counters);
+            let mut relay = Relay {
+                links: &mut h2.links,
+                slots: &mut self.slots,
+                cx: &mut self.io.cx,
+                sites: &self.io.sites,
+                log: &mut self.io.app.log,
+                counters,
+                site_counters: &self.io.app.site_counters,
+                stats: self.pools.stats(h2.group, h2.server),
+                addr: up.and_then(|u| u.servers.get(h2.server)).map(|s| &s.addr),
+                upstream: up.map_or("-", |u| u.name.as_str()),
+                connected: h2.connected,
+                tries,
+                server: h2.server,
+                timeout: h2.timeout,
+                after: &mut after,
+            };
+            f(&mut h2.conn, now, &mut relay);
+            relay.flush_heads();
+            // The body pieces that may go now (after `writable`, or new room).
+            let mut rounds = 0;
+            loop {
+                rounds += 1;
+                let woke = feed_bodies(&mut h2.conn, relay.links, relay.after);
+                if !woke || rounds > 4 {
+                    break;
+                }
+            }
+            // A body that failed (the client went, or reset its stream, or the body was
+            // refused): its stream is cancelled.
+            let failed: Vec<u32> = relay
+                .links
+                .iter()
+                .filter(|l| !l.body_done && l.pipe.as_ref().is_some_and(PipeOut::failed))
+                .map(|l| l.stream)
+                .collect();
+            for stream in failed {
+                if let Some(i) = relay.link(stream) {
+                    relay.gone(i);
+                }
+            }
+        }
+        for &stream in &after.cancel {
+            h2.conn.cancel(stream);
+        }
+        for &(stream, n) in &after.consumed {
+            h2.conn.consumed(stream, n);
+        }
+        let (gi, si) = (h2.group, h2.server);
+        self.slots[idx as usize].h2 = Some(h2);
+        if after.server_failed
+            && let Some(up) = self.io.sites.upstreams.get(gi).cloned()
+        {
+            self.pools.server_failed(gi, si, &up, now);
+        }
+        if after.ended > 0 {
+            self.pools.in_flight(gi, si, -(after.ended as isize));
+        }
+        after.clients.dedup();
+        for client in after.clients {
+            self.with(client, sh, |_, _| {});
+        }
+        for (client, id) in after.wake {
+            self.with(client, sh, |live, p| {
+                live.conn.body_room(id, p.head, p.cx, &mut p.svc);
+            });
+        }
+        for job in after.retry {
+            self.dispatch(job, sh);
+        }
+        self.pump_h2(idx, sh);
+    }
+
+    /// Transmits what the HTTP/2 connection in slot `idx` has to send; closes it when it is
+    /// done; arms receiving and the timer.
+    fn pump_h2(&mut self, idx: u32, sh: &Shared) {
+        let token = self.token(idx);
+        let Some(h2) = self.slots[idx as usize].h2.as_mut() else {
+            return;
+        };
+        // Nothing goes out before the connect completes.
+        let transmit = if h2.connected && !h2.dead {
+            h2.conn.poll_transmit()
+        } else {
+            h1c::Transmit::Idle
+        };
+        match transmit {
+            h1c::Transmit::Bytes => {
+                let buf = h2.conn.take_output();
+                match self.backend.send(token, buf, false) {
+                    Submitted::Done(mut buf) => {
+                        self.io.cx.pool.put(&mut buf);
+                        // Sent: streams waiting for the output's room go on, and what they
+                        // add goes out in turn (bounded by the send windows).
+                        return self.h2_call(idx, sh, &mut |conn, _, ev| conn.sent(ev));
+                    }
+                    Submitted::Pending => {}
+                    Submitted::Failed => {
+                        self.fail_h2(idx, sh);
+                        return self.close_h2(idx);
+                    }
+                }
+            }
+            h1c::Transmit::Close => {
+                // Its streams fail first (each client hears it), then it closes.
+                self.fail_h2(idx, sh);
+                return self.close_h2(idx);
+            }
+            h1c::Transmit::Idle => {}
+        }
+        let epoch = self.pools.epoch();
+        let Some(h2) = self.slots[idx as usize].h2.as_mut() else {
+            return;
+        };
+        if h2.links.is_empty() && h2.epoch != epoch && h2.conn.is_idle() {
+            // From before a reload: its last stream is done.
+            h2.conn.goaway();
+        }
+        if !h2.links.is_empty() {
+            h2.idle_by = u64::MAX;
+        } else if h2.idle_by == u64::MAX {
+            h2.idle_by = self.io.cx.now + h2.idle;
+        }
+        let want = h2.connected && !h2.dead && h2.conn.wants_input();
+        if want != h2.receiving {
+            h2.receiving = want;
+            self.backend.set_recv(token, want);
+        }
+        let deadline = h2
+            .links
+            .iter()
+            .map(|l| l.deadline)
+            .chain([h2.conn.deadline(), h2.connect_by, h2.idle_by])
+            .min()
+            .unwrap_or(u64::MAX);
+        if deadline < h2.armed {
+            h2.armed = self.wheel.arm(idx, deadline);
+        }
+    }
+
+    /// Closes the HTTP/2 connection in slot `idx`; an exchange still on it is cut.
+    pub(super) fn close_h2(&mut self, idx: u32) {
+        let token = self.token(idx);
+        let Some(mut h2) = self.slots[idx as usize].h2.take() else {
+            return;
+        };
+        self.backend.detach(token);
+        self.wheel.cancel(idx);
+        self.pools.h2.retain(|&t| t != token);
+        self.pools
+            .in_flight(h2.group, h2.server, -(h2.links.len() as isize));
+        for link in h2.links.drain(..) {
+            if let Some(live) = client(&mut self.slots, link.client) {
+                if link.answered {
+                    live.conn.stream_abort(link.id, &mut self.io.cx);
+                } else {
+                    live.conn.complete(
+                        link.id,
+                        crate::h1::status_response(502, ""),
+                        &mut self.io.cx,
+                    );
+                }
+            }
+        }
+        self.free.push(idx);
+    }
+
+    /// The HTTP/2 connection in slot `idx`: streams whose client's answer has room again
+    /// report what it took; streams whose client is gone are cancelled.
+    pub(super) fn resume_h2(&mut self, idx: u32, sh: &Shared) {
+        self.h2_call(idx, sh, &mut |_, _, ev| {
+            let mut i = 0;
+            while i < ev.links.len() {
+                let link = &mut ev.links[i];
+                let (client_token, id) = (link.client, link.id);
+                let Some(live) = client(ev.slots, client_token).filter(|l| l.conn.awaits(id))
+                else {
+                    // The client's connection closed, or it reset its stream.
+                    ev.gone(i);
+                    continue;
+                };
+                if link.paused && live.conn.stream_room(id) {
+                    link.paused = false;
+                    ev.after
+                        .consumed
+                        .push((link.stream, std::mem::take(&mut link.owed)));
+                }
+                i += 1;
+            }
+        });
+    }
+}
+
+/// Moves each stream's body into its connection as the windows allow; `true` when some
+/// stream's client waited for room and was woken (more may follow at once).
+fn feed_bodies(conn: &mut h2u::Conn, links: &mut [Link], after: &mut After) -> bool {
+    let mut woke = false;
+    for l in links.iter_mut().filter(|l| !l.body_done) {
+        let room = conn.send_room(l.stream);
+        if l.sent_body < l.body.len() {
+            let n = room.min(l.body.len() - l.sent_body);
+            let last = l.pipe.is_none() && l.sent_body + n == l.body.len();
+            let taken = conn.send(l.stream, &l.body[l.sent_body..l.sent_body + n], last);
+            l.sent_body += taken;
+            if last && taken == n {
+                l.body_done = true;
+            }
+            continue;
+        }
+        let Some(pipe) = l.pipe.as_ref() else {
+            continue;
+        };
+        let taken = pipe.take(room, |piece| {
+            conn.send(l.stream, piece, false);
+        });
+        if taken.failed {
+            continue; // seen by the caller
+        }
+        if taken.ended {
+            conn.send(l.stream, &[], true);
+            l.body_done = true;
+        }
+        if taken.wake {
+            woke = true;
+            after.wake.push((l.client, l.id));
+        }
+    }
+    woke
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn translated(head: &str, body: ReqBody) -> H2Head {
+        let mut job = Job::blank(1, 1, 0, 0, 0);
+        job.head = head.as_bytes().to_vec();
+        job.forwarded.body = body;
+        h2_request(&job).expect("a head this server framed")
+    }
+
+    #[test]
+    fn the_forwarded_head_becomes_pseudo_headers_and_fields() {
+        let (method, path, authority, fields) = translated(
+            "POST /pkg.Svc/Call?x=1 HTTP/1.1\r\nHost: api.test:8080\r\nContent-Type: application/grpc\r\n\
+             X-Forwarded-For: 10.0.0.1\r\nContent-Length: 9\r\n\r\n",
+            ReqBody::Length(9),
+        );
+        assert_eq!(method, b"POST");
+        assert_eq!(path, b"/pkg.Svc/Call?x=1");
+        // RFC 9113 §8.3.1: the host goes as :authority, not as a field.
+        assert_eq!(authority, b"api.test:8080");
+        let names: Vec<&[u8]> = fields.iter().map(|(n, _)| &n[..]).collect();
+        assert_eq!(
+            names,
+            [
+                &b"content-type"[..],
+                b"x-forwarded-for",
+                b"content-length",
+                b"te"
+            ]
+        );
+        assert_eq!(
+            fields[3].1, b"trailers",
+            "the answer's trailers are relayed"
+        );
+    }
+
+    #[test]
+    fn connection_specific_fields_never_go_up() {
+        // RFC 9113 §8.2.2: Connection, Keep-Alive, Proxy-Connection, Transfer-Encoding and
+        // Upgrade are malformed in HTTP/2; TE only as "trailers" (ours).
+        let (_, _, _, fields) = translated(
+            "POST / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nKeep-Alive: 5\r\n\
+             Proxy-Connection: x\r\nTransfer-Encoding: chunked\r\nUpgrade: h2c\r\nTE: gzip\r\n\r\n",
+            ReqBody::Chunked,
+        );
+        assert_eq!(fields, [(b"te".to_vec(), b"trailers".to_vec())]);
+    }
+}
