@@ -123,6 +123,10 @@ enum Script {
     /// Holds every answer until this many requests are in, then answers each `200 ok`
     /// with a trailer: only concurrent requests complete.
     AnswerWhenAllIn(usize),
+    /// Holds every request until this many are in, then answers each `200` with its own
+    /// request's path as the body (and a trailer), all at once: the answers for the
+    /// streams of every client reach the proxy together.
+    EchoWhenAllIn(usize),
     /// Answers the head at once, then reads the body to its end and reports how it ended.
     HeadThenReadBody,
     /// Drops the connection at the first request, unanswered.
@@ -164,12 +168,14 @@ impl H2Upstream {
             runtime().block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(listener).unwrap();
                 let waiting = Arc::new(Mutex::new(Vec::new()));
+                let echoes = Arc::new(Mutex::new(Vec::new()));
                 loop {
                     let Ok((tcp, _)) = listener.accept().await else {
                         return;
                     };
                     *counted.lock().unwrap() += 1;
                     let (tx, waiting) = (tx.clone(), waiting.clone());
+                    let echoes = echoes.clone();
                     let sent = sent_here.clone();
                     tokio::spawn(async move {
                         let Ok(mut conn) = h2::server::handshake(tcp).await else {
@@ -187,6 +193,9 @@ impl H2Upstream {
                                             answer_ok(&mut r);
                                         }
                                     }
+                                }
+                                Script::EchoWhenAllIn(n) => {
+                                    tokio::spawn(echo_when_all_in(req, respond, echoes.clone(), n));
                                 }
                                 Script::HeadThenReadBody => {
                                     let tx = tx.clone();
@@ -252,6 +261,35 @@ async fn stream_out(
             .unwrap();
         at += n;
         *sent.lock().unwrap() = at;
+    }
+}
+
+/// The requests held so far, with their paths, by `Script::EchoWhenAllIn`.
+type Echoes = Arc<Mutex<Vec<(h2::server::SendResponse<Bytes>, Vec<u8>)>>>;
+
+/// Holds `req`; the `n`th request in answers every one held with its own path.
+async fn echo_when_all_in(
+    req: http::Request<h2::RecvStream>,
+    respond: h2::server::SendResponse<Bytes>,
+    echoes: Echoes,
+    n: usize,
+) {
+    let got = req.uri().path().as_bytes().to_vec();
+    let mut held = echoes.lock().unwrap();
+    held.push((respond, got));
+    if held.len() == n {
+        for (mut respond, got) in held.drain(..) {
+            let resp = http::Response::builder()
+                .status(200)
+                .header("content-length", got.len())
+                .body(())
+                .unwrap();
+            let mut send = respond.send_response(resp, false).unwrap();
+            send.send_data(Bytes::from(got), false).unwrap();
+            let mut trailers = http::HeaderMap::new();
+            trailers.insert("x-end", "yes".parse().unwrap());
+            send.send_trailers(trailers).unwrap();
+        }
     }
 }
 
@@ -382,6 +420,73 @@ fn many_concurrent_streams_share_one_upstream_connection() {
         1,
         "{CALLS} streams in flight on one upstream connection"
     );
+}
+
+#[test]
+fn concurrent_calls_from_two_clients_each_get_their_own_answer() {
+    // Two client connections, each with many calls in flight on one upstream connection;
+    // the upstream answers them all together, so one read of the proxy's carries answers
+    // for both clients. Each answer must be its own request's (the upstream echoes the
+    // path), never the other client's, and each stream must end whole.
+    const PER_CLIENT: usize = 30;
+    let up = H2Upstream::start(Script::EchoWhenAllIn(2 * PER_CLIENT));
+    let proxy = proxy_to(up.addr, &[]);
+    let answers = runtime().block_on(async {
+        let mut calls = Vec::new();
+        for c in 0..2 {
+            let client = connect(h2c_addr(&proxy)).await;
+            for i in 0..PER_CLIENT {
+                let client = client.clone();
+                calls.push(tokio::spawn(async move {
+                    let path = format!("/client/{c}/call/{i}");
+                    let a = tokio::time::timeout(WAIT, call(&client, "GET", &path, &[], b""))
+                        .await
+                        .unwrap_or_else(|_| panic!("{path}: no answer"));
+                    (path, a)
+                }));
+            }
+        }
+        let mut answers = Vec::new();
+        for c in calls {
+            answers.push(c.await.unwrap());
+        }
+        answers
+    });
+    for (path, a) in &answers {
+        assert_eq!(a.status, 200, "{path}: {a:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&a.body),
+            *path,
+            "each call gets its own answer"
+        );
+        assert_eq!(a.trailers.as_ref().expect("trailers")["x-end"], "yes");
+    }
+    assert_eq!(up.accepted(), 1, "all on one upstream connection");
+}
+
+#[test]
+fn http11_clients_waiting_together_each_get_their_own_answer() {
+    // As above for HTTP/1.1 clients: their answers come from one upstream read too (the
+    // length is given, so each answer is framed by Content-Length).
+    const CLIENTS: usize = 6;
+    let up = H2Upstream::start(Script::EchoWhenAllIn(CLIENTS));
+    let proxy = proxy_to(up.addr, &[]);
+    let mut clients: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let mut c = common::Client::connect(proxy.addr);
+            c.send(format!("GET /client/{i} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
+            c
+        })
+        .collect();
+    for (i, c) in clients.iter_mut().enumerate() {
+        let r = c.read_response();
+        assert_eq!(r.status, 200, "client {i}");
+        assert_eq!(
+            r.text(),
+            format!("/client/{i}"),
+            "each client gets its own answer"
+        );
+    }
 }
 
 #[test]

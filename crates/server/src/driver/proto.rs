@@ -244,6 +244,19 @@ impl Proto {
         }
     }
 
+    /// Keeps what the last write staged in the worker's `cx.out` as this connection's own
+    /// output: for a caller that writes to several client connections before transmitting
+    /// any (an HTTP/2 upstream's relay). WebSocket connections take no such writes, and
+    /// HTTP/3's packets leave through the worker's UDP socket.
+    #[cfg_attr(not(all(feature = "proxy", feature = "http2")), allow(dead_code))]
+    pub(crate) fn keep_output(&mut self, cx: &mut Cx) {
+        match self {
+            Proto::H1(c) => c.keep_output(cx),
+            Proto::Boxed(Boxed::H2(c)) => c.keep_output(cx),
+            Proto::Boxed(Boxed::Ws(_) | Boxed::H3(_)) => {}
+        }
+    }
+
     pub(crate) fn stream_room(&self, id: u64) -> bool {
         match self {
             Proto::H1(c) => c.stream_room(id),

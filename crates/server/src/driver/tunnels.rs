@@ -214,6 +214,11 @@ impl H2Live {
         self.tunnels.iter().any(|t| t.id == id) || self.conn.awaits(id)
     }
 
+    /// See `h2::Conn::keep_output`.
+    pub(crate) fn keep_output(&mut self, cx: &mut Cx) {
+        self.conn.keep_output(cx);
+    }
+
     /// Whether stream `id` takes a piece now. Asked of a tunnel when its sender visits (its
     /// frames, or a paused handler's `resume`): the tunnel's bytes move at the next transmit.
     pub(crate) fn stream_room(&self, id: u64) -> bool {

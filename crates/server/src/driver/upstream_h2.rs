@@ -162,6 +162,22 @@ fn client(slots: &mut [super::Slot], token: Token) -> Option<&mut super::Live> {
     slot.live.as_mut()
 }
 
+/// Runs `write` on the client connection of `token`, if it is still there, and keeps what
+/// it staged as that connection's own output. One call relays answers to many clients
+/// before any of them transmits: a byte left in the worker's `cx.out` would go out on
+/// whichever client connection transmits first (another client's answer).
+fn to_client<R>(
+    slots: &mut [super::Slot],
+    token: Token,
+    cx: &mut Cx,
+    write: impl FnOnce(&mut super::Live, &mut Cx) -> R,
+) -> Option<R> {
+    let live = client(slots, token)?;
+    let r = write(live, cx);
+    live.conn.keep_output(cx);
+    Some(r)
+}
+
 /// The upstream request of `job` as HTTP/2: its head (framed as HTTP/1.1 by
 /// `proxy::forward`, with the same fields rules) read back into the method, the target, the
 /// authority (`Host`) and the fields; the connection-specific fields are left out (RFC 9113
@@ -258,11 +274,11 @@ impl Relay<'_> {
         } else {
             resp.body.len()
         };
-        if let Some(live) = client(self.slots, link.client) {
-            self.cx.alt_svc = live.alt_svc;
-            live.conn.complete(link.id, resp, self.cx);
-            self.cx.alt_svc = None;
-        }
+        to_client(self.slots, link.client, self.cx, |live, cx| {
+            cx.alt_svc = live.alt_svc;
+            live.conn.complete(link.id, resp, cx);
+            cx.alt_svc = None;
+        });
         self.after.clients.push(link.client);
         self.account(status, bytes, link);
     }
@@ -284,13 +300,13 @@ impl Relay<'_> {
             length,
             date: None,
         };
-        let cx = &mut *self.cx;
-        let started = client(self.slots, link.client).is_some_and(|live| {
+        let started = to_client(self.slots, link.client, self.cx, |live, cx| {
             cx.alt_svc = live.alt_svc;
             let started = live.conn.start_stream(link.id, &head, cx);
             cx.alt_svc = None;
             started
-        });
+        })
+        .unwrap_or(false);
         link.answered = true;
         if started {
             self.after.clients.push(link.client);
@@ -342,9 +358,9 @@ impl Relay<'_> {
         if link.answered {
             tracing::warn!(upstream = %self.upstream, error = %why, "HTTP/2 upstream stream failed after its answer began");
             self.close_pipe(&mut link);
-            if let Some(live) = client(self.slots, link.client) {
-                live.conn.stream_abort(link.id, self.cx);
-            }
+            to_client(self.slots, link.client, self.cx, |live, cx| {
+                live.conn.stream_abort(link.id, cx);
+            });
             self.after.clients.push(link.client);
             let (status, bytes) = (link.status, link.bytes);
             self.account(status, bytes, &link);
@@ -427,8 +443,12 @@ impl h2u::Events for Relay<'_> {
         let Some(live) = client(self.slots, link.client) else {
             return self.gone(i);
         };
-        if !data.is_empty() && !live.conn.stream_data(link.id, data, self.cx) {
-            return self.gone(i);
+        if !data.is_empty() {
+            let taken = live.conn.stream_data(link.id, data, self.cx);
+            live.conn.keep_output(self.cx);
+            if !taken {
+                return self.gone(i);
+            }
         }
         link.bytes += data.len() as u64;
         self.after.clients.push(link.client);
@@ -492,11 +512,11 @@ impl h2u::Events for Relay<'_> {
             link.answered = true;
             self.release(&link);
             self.close_pipe(&mut link);
-            if let Some(live) = client(self.slots, link.client) {
-                self.cx.alt_svc = live.alt_svc;
-                live.conn.complete(link.id, resp, self.cx);
-                self.cx.alt_svc = None;
-            }
+            to_client(self.slots, link.client, self.cx, |live, cx| {
+                cx.alt_svc = live.alt_svc;
+                live.conn.complete(link.id, resp, cx);
+                cx.alt_svc = None;
+            });
             self.after.clients.push(link.client);
             let status = link.status;
             self.account(status, 0, &link);
@@ -560,9 +580,9 @@ impl Relay<'_> {
         let mut link = self.take(i);
         self.release(&link);
         self.close_pipe(&mut link);
-        if let Some(live) = client(self.slots, link.client) {
-            live.conn.stream_end_with(link.id, trailers, self.cx);
-        }
+        to_client(self.slots, link.client, self.cx, |live, cx| {
+            live.conn.stream_end_with(link.id, trailers, cx);
+        });
         self.after.clients.push(link.client);
         let (status, bytes) = (link.status, if link.head_request { 0 } else { link.bytes });
         self.account(status, bytes, &link);
@@ -992,16 +1012,17 @@ impl<B: Backend> Worker<B> {
         self.pools
             .in_flight(h2.group, h2.server, -(h2.links.len() as isize));
         for link in h2.links.drain(..) {
-            if let Some(live) = client(&mut self.slots, link.client) {
+            let written = to_client(&mut self.slots, link.client, &mut self.io.cx, |live, cx| {
                 if link.answered {
-                    live.conn.stream_abort(link.id, &mut self.io.cx);
+                    live.conn.stream_abort(link.id, cx);
                 } else {
-                    live.conn.complete(
-                        link.id,
-                        crate::h1::status_response(502, ""),
-                        &mut self.io.cx,
-                    );
+                    live.conn
+                        .complete(link.id, crate::h1::status_response(502, ""), cx);
                 }
+            });
+            if written.is_some() {
+                // Its client transmits what it was told at the loop's next turn.
+                self.ready.push((link.client & 0xffff_ffff) as u32);
             }
         }
         self.free.push(idx);

@@ -1300,6 +1300,26 @@ impl<P> Conn<P> {
         }
     }
 
+    /// Keeps what the last write staged in the worker's `cx.out` as this connection's own
+    /// output. For a caller that writes to several connections before transmitting any (an
+    /// HTTP/2 upstream relaying answers to many clients): staged bytes left in `cx.out`
+    /// would go out on whichever connection transmits next.
+    pub(crate) fn keep_output(&mut self, cx: &mut Cx) {
+        if cx.out.is_empty() {
+            return;
+        }
+        // `sink` stages in `cx.out` only while ours is empty: the swap keeps the order.
+        if self.out.is_empty() {
+            std::mem::swap(&mut self.out, &mut cx.out);
+        } else {
+            self.out.extend_from_slice(&cx.out);
+            cx.out.clear();
+        }
+        if cx.out.capacity() == 0 {
+            cx.out = cx.pool.get();
+        }
+    }
+
     pub(crate) fn take_output(&mut self, cx: &mut Cx) -> Vec<u8> {
         self.in_flight = true;
         if self.out.is_empty() {

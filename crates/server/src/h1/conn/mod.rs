@@ -545,6 +545,26 @@ impl<P> Conn<P> {
         }
     }
 
+    /// Keeps what the last write staged in the worker's `cx.out` as this connection's own
+    /// output (see `h2::Conn::keep_output`: a relay writing to several connections before
+    /// transmitting any).
+    pub(crate) fn keep_output(&mut self, cx: &mut Cx) {
+        if cx.out.is_empty() {
+            return;
+        }
+        // `sink` stages in `cx.out` only while ours is empty: the swap keeps the order.
+        let out = &mut self.spill().out;
+        if out.is_empty() {
+            std::mem::swap(out, &mut cx.out);
+        } else {
+            out.extend_from_slice(&cx.out);
+            cx.out.clear();
+        }
+        if cx.out.capacity() == 0 {
+            cx.out = cx.pool.get();
+        }
+    }
+
     /// Hands over the bytes [`Transmit::Bytes`] asked to send. `cx.out` is left empty (with
     /// no capacity when it was the one taken).
     pub(crate) fn take_output(&mut self, cx: &mut Cx) -> Vec<u8> {
