@@ -414,6 +414,64 @@ fn client(slots: &mut [super::Slot], token: Token) -> Option<&mut super::Live> {
     slot.live.as_mut()
 }
 
+/// Where a proxied answer is counted and logged: the worker's counters, the upstream's, the
+/// site's access log. Both relays (HTTP/1.1 upstreams here, HTTP/2 ones in `upstream_h2.rs`)
+/// account through it.
+pub(super) struct Books<'a> {
+    pub(super) sites: &'a SiteSet,
+    pub(super) log: &'a mut Option<crate::app::access_log::LogBuffer>,
+    pub(super) counters: Option<&'a crate::stats::Counters>,
+    pub(super) site_counters: &'a [crate::stats::SiteCounters],
+    pub(super) stats: Option<&'a UpCounters>,
+    pub(super) addr: Option<&'a UpstreamAddr>,
+}
+
+/// An exchange as it ended: its site, when its head came in and went up (µs), whether the
+/// upstream's answer began and its status (0: none came), its access-log record.
+pub(super) struct Ended<'a> {
+    pub(super) site: usize,
+    pub(super) started: u64,
+    pub(super) sent: u64,
+    pub(super) answered: bool,
+    pub(super) up_status: u16,
+    pub(super) log: Option<&'a LogMeta>,
+}
+
+impl Books<'_> {
+    /// Counts the client's answer (`status`, `bytes`) and the upstream's, and logs it.
+    pub(super) fn account(self, status: u16, bytes: u64, e: Ended<'_>) {
+        let now = crate::sys::monotonic_us();
+        let us = now.saturating_sub(e.started);
+        let up_us = now.saturating_sub(e.sent);
+        if let Some(c) = self.counters {
+            c.answered(status, crate::stats::Kind::Route, us);
+            if let Some(s) = self.site_counters.get(e.site) {
+                s.answered(status, bytes);
+            }
+        }
+        if let Some(st) = self.stats
+            && e.answered
+        {
+            st.answered(e.up_status, up_us);
+        }
+        let site = self.sites.sites.get(e.site);
+        if let (Some(log), Some(m), Some(sink)) = (self.log.as_mut(), e.log, site.log) {
+            let upstream = self.addr.map(|addr| UpstreamEntry {
+                addr,
+                // No answer came (a failure before its head): the status the proxy gave.
+                status: if e.up_status == 0 {
+                    status
+                } else {
+                    e.up_status
+                },
+                time_us: up_us,
+            });
+            let entry = m.entry(status, bytes as usize, us, &site.server_name, upstream);
+            log.push(sink, &entry);
+        }
+    }
+}
+
 impl Relay<'_> {
     /// The server's address for the error log (`-` when the reload removed it).
     fn server_name(&self) -> String {
@@ -422,35 +480,23 @@ impl Relay<'_> {
 
     /// Logs and counts the exchange's answer.
     fn account(&mut self, status: u16, bytes: u64, link: &Link) {
-        let now = crate::sys::monotonic_us();
-        let us = now.saturating_sub(link.started);
-        let up_us = now.saturating_sub(link.sent);
-        if let Some(c) = self.counters {
-            c.answered(status, crate::stats::Kind::Route, us);
-            if let Some(s) = self.site_counters.get(link.site) {
-                s.answered(status, bytes);
-            }
-        }
-        if let Some(st) = self.stats
-            && link.answered
-        {
-            st.answered(link.status, up_us);
-        }
-        let site = self.sites.sites.get(link.site);
-        if let (Some(log), Some(m), Some(sink)) = (self.log.as_mut(), link.log.as_ref(), site.log) {
-            let upstream = self.addr.map(|addr| UpstreamEntry {
-                addr,
-                // No answer came (a failure before its head): the status the proxy gave.
-                status: if link.status == 0 {
-                    status
-                } else {
-                    link.status
-                },
-                time_us: up_us,
-            });
-            let entry = m.entry(status, bytes as usize, us, &site.server_name, upstream);
-            log.push(sink, &entry);
-        }
+        let ended = Ended {
+            site: link.site,
+            started: link.started,
+            sent: link.sent,
+            answered: link.answered,
+            up_status: link.status,
+            log: link.log.as_ref(),
+        };
+        let books = Books {
+            sites: self.sites,
+            log: &mut *self.log,
+            counters: self.counters,
+            site_counters: self.site_counters,
+            stats: self.stats,
+            addr: self.addr,
+        };
+        books.account(status, bytes, ended);
     }
 }
 

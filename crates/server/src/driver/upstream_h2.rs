@@ -17,8 +17,8 @@
 use std::borrow::Cow;
 
 use super::backend::{Backend, Completion, Submitted, Token};
+use super::upstream::{Books, Ended};
 use super::{Shared, Worker};
-use crate::app::access_log::UpstreamEntry;
 use crate::app::deferred::LogMeta;
 use crate::app::sites::SiteSet;
 use crate::config::{Upstream, UpstreamAddr};
@@ -224,34 +224,23 @@ impl Relay<'_> {
 
     /// Logs and counts an exchange's answer.
     fn account(&mut self, status: u16, bytes: u64, link: &Link) {
-        let now = crate::sys::monotonic_us();
-        let us = now.saturating_sub(link.started);
-        let up_us = now.saturating_sub(link.sent);
-        if let Some(c) = self.counters {
-            c.answered(status, crate::stats::Kind::Route, us);
-            if let Some(s) = self.site_counters.get(link.site) {
-                s.answered(status, bytes);
-            }
-        }
-        if let Some(st) = self.stats
-            && link.answered
-        {
-            st.answered(link.status, up_us);
-        }
-        let site = self.sites.sites.get(link.site);
-        if let (Some(log), Some(m), Some(sink)) = (self.log.as_mut(), link.log.as_ref(), site.log) {
-            let upstream = self.addr.map(|addr| UpstreamEntry {
-                addr,
-                status: if link.status == 0 {
-                    status
-                } else {
-                    link.status
-                },
-                time_us: up_us,
-            });
-            let entry = m.entry(status, bytes as usize, us, &site.server_name, upstream);
-            log.push(sink, &entry);
-        }
+        let ended = Ended {
+            site: link.site,
+            started: link.started,
+            sent: link.sent,
+            answered: link.answered,
+            up_status: link.status,
+            log: link.log.as_ref(),
+        };
+        let books = Books {
+            sites: self.sites,
+            log: &mut *self.log,
+            counters: self.counters,
+            site_counters: self.site_counters,
+            stats: self.stats,
+            addr: self.addr,
+        };
+        books.account(status, bytes, ended);
     }
 
     /// The exchange is over while its body may still be arriving: the client's connection
