@@ -995,6 +995,16 @@ impl<B: Backend> Worker<B> {
                 self.up_ready.extend_from_slice(&relays.0);
             }
             if !live.streams.is_empty() {
+                // A stream its client reset (HTTP/2): its writer learns now, not at its next
+                // write (an idle one, a health Watch or an event stream, may write no more).
+                let conn = &live.conn;
+                live.streams.retain(|c| {
+                    let live = c.at().is_none_or(|(_, id)| conn.awaits(id));
+                    if !live {
+                        c.gone();
+                    }
+                    live
+                });
                 // Output moved (or the writer's end came): read what waits while there is
                 // room.
                 let pending = live.streams.iter().filter(|c| c.pending()).cloned();

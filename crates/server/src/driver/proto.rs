@@ -236,7 +236,6 @@ impl Proto {
     /// Whether request `id` still waits for its answer (or is receiving it): `false` once an
     /// HTTP/2 client reset its stream. HTTP/1.1's requests end with their connection, which
     /// the driver hears itself; HTTP/3's are not told apart yet (`true`).
-    #[cfg_attr(not(all(feature = "proxy", feature = "http2")), allow(dead_code))]
     pub(crate) fn awaits(&self, id: u64) -> bool {
         match self {
             Proto::Boxed(Boxed::H2(c)) => c.awaits(id),

@@ -209,7 +209,6 @@ impl H2Live {
     }
 
     /// Whether request `id` still waits for its answer (see `h2::Conn::awaits`).
-    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn awaits(&self, id: u64) -> bool {
         self.tunnels.iter().any(|t| t.id == id) || self.conn.awaits(id)
     }

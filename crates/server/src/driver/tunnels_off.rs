@@ -111,7 +111,6 @@ impl H2Live {
         match self.conn {}
     }
 
-    #[allow(dead_code)] // asked by the proxy's HTTP/2 upstreams, which need `http2`
     pub(crate) fn awaits(&self, _id: u64) -> bool {
         match self.conn {}
     }

@@ -120,7 +120,6 @@ impl<P> Conn<P> {
     /// Whether request `id` still waits for its answer, or is receiving it: `false` once the
     /// client reset its stream or the connection failed (a proxy then gives up its upstream
     /// stream).
-    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn awaits(&self, id: u64) -> bool {
         self.streamed(id, true)
             .or_else(|| self.streamed(id, false))
