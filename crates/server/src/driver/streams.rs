@@ -8,7 +8,8 @@
 //! when its connection's output moved (every event on a connection with streamed answers
 //! re-queues those that hold something); it is never read while the connection has no room,
 //! so a slow client holds the writer back. A connection that closes tells each of its
-//! channels the answer is gone.
+//! channels the answer is gone, and so does an event after which its HTTP/2 client has reset
+//! the channel's stream (`Proto::awaits`).
 #![forbid(unsafe_code)]
 
 use std::sync::Arc;
