@@ -815,18 +815,36 @@ fn expect_100_continue_is_answered_here_and_not_forwarded() {
     assert_eq!(seen[0].body, b"hello");
 }
 
+/// RFC 9110 §15.2: a proxy forwards the upstream's 1xx answers (103 Early Hints) ahead of
+/// the final one, but not a 100 Continue (the client's own came from this server), and an
+/// HTTP/1.0 client gets none.
 #[test]
-fn interim_answers_from_the_upstream_are_not_forwarded() {
+fn interim_answers_from_the_upstream_are_forwarded_but_100_and_to_http10_clients() {
     let up = Upstream::answering(
-        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n\
-HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\
+Connection: x-hop\r\nX-Hop: 1\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
             .to_vec(),
     );
     let px = proxy(&[("/", up.url())]);
     let mut c = Client::connect(px.addr);
-    let r = c.get("/x");
+    let early = c.get("/x");
+    assert_eq!(early.status, 103);
+    assert_eq!(early.header("link"), Some("</a.css>; rel=preload"));
+    // Hop-by-hop fields (and those `Connection` names) are this hop's, as on final answers.
+    assert_eq!(
+        (early.header("connection"), early.header("x-hop")),
+        (None, None)
+    );
+    let r = c.read_response();
     assert_eq!((r.status, r.text().as_str()), (200, "ok"));
-    assert_eq!(c.get("/y").text(), "ok");
+    // The next request on the connection gets its own 103, then its answer.
+    assert_eq!(c.get("/y").status, 103);
+    assert_eq!(c.read_response().text(), "ok");
+
+    let mut old = Client::connect(px.addr);
+    old.send(b"GET /z HTTP/1.0\r\nHost: t\r\n\r\n");
+    let r = old.read_response();
+    assert_eq!((r.status, r.text().as_str()), (200, "ok"));
 }
 
 /// (rule, an answer after which the upstream connection cannot carry another request). The

@@ -141,6 +141,8 @@ enum Script {
     /// Never answers; reports `Ok(0)` when a request is in, then `Err(reason)` when its
     /// stream is reset.
     WatchReset,
+    /// A `103 Early Hints` with a `link` field, then `200 ok` with its length.
+    EarlyHints,
 }
 
 /// A test HTTP/2 upstream on 127.0.0.1 (its own thread and runtime, gone with the test
@@ -213,6 +215,22 @@ impl H2Upstream {
                                 }
                                 Script::Stream(total) => {
                                     tokio::spawn(stream_out(respond, total, sent.clone()));
+                                }
+                                Script::EarlyHints => {
+                                    let mut respond = respond;
+                                    let hints = http::Response::builder()
+                                        .status(103)
+                                        .header("link", "</a.css>; rel=preload")
+                                        .body(())
+                                        .unwrap();
+                                    respond.send_informational(hints).unwrap();
+                                    let resp = http::Response::builder()
+                                        .status(200)
+                                        .header("content-length", "2")
+                                        .body(())
+                                        .unwrap();
+                                    let mut send = respond.send_response(resp, false).unwrap();
+                                    send.send_data(Bytes::from_static(b"ok"), true).unwrap();
                                 }
                                 Script::AnswerThenReadBody => {
                                     let tx = tx.clone();
@@ -569,6 +587,20 @@ fn an_http11_client_gets_an_h2c_upstreams_answer() {
     assert_eq!(r.status, 200);
     assert_eq!(r.body, b"Hello, World!");
     assert_eq!(r.header("via"), Some("2 linerate"));
+}
+
+/// RFC 9110 §15.2: an h2c upstream's 103 Early Hints reaches the client ahead of the final
+/// answer.
+#[test]
+fn an_h2c_upstreams_early_hints_reach_the_client_before_its_answer() {
+    let up = H2Upstream::start(Script::EarlyHints);
+    let proxy = proxy_to(up.addr, &[]);
+    let mut c = common::Client::connect(proxy.addr);
+    let early = c.get("/x");
+    assert_eq!(early.status, 103);
+    assert_eq!(early.header("link"), Some("</a.css>; rel=preload"));
+    let r = c.read_response();
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"ok"[..]));
 }
 
 #[test]

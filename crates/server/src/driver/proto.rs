@@ -222,6 +222,25 @@ impl Proto {
         }
     }
 
+    /// An interim (1xx) answer to request `id` ahead of its final one (see
+    /// `h1::Conn::interim`); `false` when it did not go out.
+    pub(crate) fn interim(
+        &mut self,
+        id: u64,
+        status: u16,
+        fields: &[(&[u8], &[u8])],
+        cx: &mut Cx,
+    ) -> bool {
+        match self {
+            Proto::H1(c) => c.interim(id, status, fields, cx),
+            Proto::Boxed(b) => match b {
+                Boxed::H2(c) => c.conn.interim(id, status, fields, cx),
+                Boxed::Ws(_) => false,
+                Boxed::H3(c) => c.conn.interim(id, status, fields, cx),
+            },
+        }
+    }
+
     pub(crate) fn stream_data(&mut self, id: u64, data: &[u8], cx: &mut Cx) -> bool {
         match self {
             Proto::H1(c) => c.stream_data(id, data, cx),

@@ -227,6 +227,16 @@ impl H3Conn {
         match *self {}
     }
 
+    pub(crate) fn interim(
+        &mut self,
+        _id: u64,
+        _status: u16,
+        _fields: &[(&[u8], &[u8])],
+        _cx: &mut Cx,
+    ) -> bool {
+        match *self {}
+    }
+
     pub(crate) fn stream_data(&mut self, _id: u64, _data: &[u8], _cx: &mut Cx) -> bool {
         match *self {}
     }

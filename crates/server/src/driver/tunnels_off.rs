@@ -48,6 +48,16 @@ impl NoH2 {
         match *self {}
     }
 
+    pub(crate) fn interim(
+        &mut self,
+        _id: u64,
+        _status: u16,
+        _fields: &[(&[u8], &[u8])],
+        _cx: &mut Cx,
+    ) -> bool {
+        match *self {}
+    }
+
     pub(crate) fn body_room(&mut self, _id: u64, _cx: &mut Cx) {
         match *self {}
     }

@@ -572,6 +572,32 @@ impl Relay<'_> {
 }
 
 impl h1c::Exchange for Relay<'_> {
+    fn interim(&mut self, info: &ResponseInfo, head: &[u8], spans: &[FieldSpan]) {
+        let Some(link) = self.link.as_ref() else {
+            return;
+        };
+        // A forward-auth check's and a background refresh's interim answers are this hop's.
+        let auth = link.job.as_ref().is_some_and(|j| j.then.is_some());
+        if auth || link.discard || link.background || link.gone {
+            return;
+        }
+        let default = reply::Policy::default();
+        let policy = self
+            .sites
+            .sites
+            .iter()
+            .nth(link.site)
+            .and_then(|s| s.proxies.get(link.route))
+            .map_or(&default, |r| &r.response);
+        let fields: Vec<(&[u8], &[u8])> = reply::fields(head, spans, info, policy).collect();
+        let cx = &mut *self.cx;
+        if let Some(live) = client(self.slots, link.client)
+            && live.conn.interim(link.id, info.status, &fields, cx)
+        {
+            self.after.client = Some(link.client);
+        }
+    }
+
     fn head(&mut self, info: &ResponseInfo, head: &[u8], spans: &[FieldSpan]) {
         if let Some(want) = self.probe {
             self.after.probe.get_or_insert(info.status == want);

@@ -367,8 +367,26 @@ impl h2u::Events for Relay<'_> {
         };
         let link = &mut self.links[i];
         if status < 200 {
-            // Interim answers are this hop's (as for HTTP/1.1 upstreams).
             link.deadline = self.cx.now + self.timeout;
+            // RFC 9110 §15.2: interim answers are forwarded (103 Early Hints), as for
+            // HTTP/1.1 upstreams; a 100 answers this hop's own request.
+            if status != 100 && link.job.as_ref().is_none_or(|j| j.then.is_none()) {
+                let default = crate::proxy::reply::Policy::default();
+                let policy = (self.sites.sites.iter().nth(link.site))
+                    .and_then(|s| s.proxies.get(link.route))
+                    .map_or(&default, |r| &r.response);
+                let out: Vec<(&[u8], &[u8])> = fields
+                    .iter()
+                    .filter(|(n, _)| !matches!(*n, b"date" | b"server") && !policy.names(n))
+                    .collect();
+                let (client, id) = (link.client, link.id);
+                let sent = to_client(self.slots, client, self.cx, |live, cx| {
+                    live.conn.interim(id, status, &out, cx)
+                });
+                if sent == Some(true) {
+                    self.after.clients.push(client);
+                }
+            }
             return;
         }
         link.job = None;

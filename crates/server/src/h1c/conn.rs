@@ -117,6 +117,10 @@ impl std::fmt::Display for UpError {
 
 /// The owner of the request in flight: it hears the response.
 pub(crate) trait Exchange {
+    /// An interim (1xx) response other than 100 Continue and 101, before the final one (RFC
+    /// 9110 §15.2: a proxy forwards them; the client's own 100 came from this server): `head`
+    /// is its bytes as received and `fields` their spans in it.
+    fn interim(&mut self, info: &ResponseInfo, head: &[u8], fields: &[FieldSpan]);
     /// The final response's head (never a 1xx but 101, which only an upgrade request gets):
     /// `head` is its bytes as received and `fields` their spans in it.
     fn head(&mut self, info: &ResponseInfo, head: &[u8], fields: &[FieldSpan]);
@@ -587,8 +591,11 @@ impl Conn {
                     let head = &input[pos..pos + info.head_len];
                     pos += info.head_len;
                     if info.is_interim() {
-                        // 100 Continue and the other interim answers are not forwarded: the
-                        // client's own 100 came from this server when its body was read.
+                        // 100 Continue is not forwarded: the client's own 100 came from this
+                        // server when its body was read.
+                        if info.status != 100 {
+                            ex.interim(&info, head, &self.fields);
+                        }
                         continue;
                     }
                     if info.status == 101 {

@@ -22,14 +22,22 @@ struct Heard {
     full_after: Option<usize>,
 }
 
+fn names(head: &[u8], fields: &[FieldSpan]) -> String {
+    let names: Vec<String> = fields
+        .iter()
+        .map(|f| String::from_utf8_lossy(&head[f.name.clone()]).into_owned())
+        .collect();
+    names.join(",")
+}
+
 impl Exchange for Heard {
-    fn head(&mut self, info: &ResponseInfo, head: &[u8], fields: &[FieldSpan]) {
-        let names: Vec<String> = fields
-            .iter()
-            .map(|f| String::from_utf8_lossy(&head[f.name.clone()]).into_owned())
-            .collect();
+    fn interim(&mut self, info: &ResponseInfo, head: &[u8], fields: &[FieldSpan]) {
         self.events
-            .push(format!("head {} [{}]", info.status, names.join(",")));
+            .push(format!("interim {} [{}]", info.status, names(head, fields)));
+    }
+    fn head(&mut self, info: &ResponseInfo, head: &[u8], fields: &[FieldSpan]) {
+        self.events
+            .push(format!("head {} [{}]", info.status, names(head, fields)));
     }
     fn data(&mut self, data: &[u8]) -> bool {
         self.events
@@ -108,7 +116,9 @@ const RESPONSES: &[(&str, &[u8], &[&str], bool)] = &[
     ("no body: 204 whatever it says (RFC 9112 §6.3)", b"HTTP/1.1 204 No Content\r\nContent-Length: 3\r\n\r\n", &["head 204 [Content-Length]", "end"], true),
     ("no body: 304", b"HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n", &["head 304 [ETag]", "end"], true),
     ("Content-Length: 0", b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", &["head 200 [Content-Length]", "end"], true),
-    ("interim 100 and 103 are not forwarded", b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx", &["head 200 [Content-Length]", "data x", "end"], true),
+    // RFC 9110 §15.2: a proxy forwards 1xx answers but those it asked for itself (the
+    // client's 100 Continue came from this server when its body was read).
+    ("a 103 is heard before the final head, a 100 is not", b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx", &["interim 103 [Link]", "head 200 [Content-Length]", "data x", "end"], true),
     ("Connection: close: not reused", b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nConnection: close\r\n\r\nx", &["head 200 [Content-Length,Connection]", "data x", "end"], false),
     ("HTTP/1.0 without keep-alive: not reused", b"HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\nx", &["head 200 [Content-Length]", "data x", "end"], false),
     ("bytes after the response: not reused", b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nxHTTP/1.1 200 OK\r\n\r\n", &["head 200 [Content-Length]", "data x", "end"], false),

@@ -1772,3 +1772,38 @@ fn a_streamed_answer_ends_with_its_trailers() {
     );
     assert!(h.conn.is_idle());
 }
+
+/// RFC 9113 §8.1: an interim (1xx) head goes out as HEADERS without END_STREAM ahead of the
+/// final one (a proxy relaying 103 Early Hints), its fields lowercased and connection-specific
+/// ones left out; once the final head is out, there is no place for one.
+#[test]
+fn an_interim_head_goes_before_the_final_one_and_never_after() {
+    let mut h = H::open();
+    h.recv(&get(1, "/defer"));
+    let fields: &[(&[u8], &[u8])] = &[(b"Link", b"</a.css>; rel=preload"), (b"Connection", b"x")];
+    assert!(h.conn.interim(1, 103, fields, &mut h.cx));
+    assert!(h.start(1, Some(2)));
+    assert!(!h.conn.interim(1, 103, fields, &mut h.cx));
+    assert!(h.piece(1, b"ok"));
+    assert!(h.end(1));
+    let got = h.frames();
+    assert!(
+        matches!(
+            got[0],
+            F::Headers {
+                stream: 1,
+                end: false,
+                ..
+            }
+        ),
+        "{got:?}"
+    );
+    assert_eq!(
+        head_fields(&got[0]),
+        [
+            (":status".to_string(), "103".to_string()),
+            ("link".to_string(), "</a.css>; rel=preload".to_string())
+        ]
+    );
+    assert_eq!(status(&got[1]), Some((1, "200".into())));
+}

@@ -860,6 +860,38 @@ impl<P> Conn<P> {
         true
     }
 
+    /// An interim (1xx) head on stream `id` before its final one (RFC 9114 §4.1: a HEADERS
+    /// frame ahead of the final one), as a proxy relays an upstream's 103 Early Hints.
+    /// `false` when the stream is gone or its final head has gone out.
+    pub(crate) fn interim(
+        &mut self,
+        id: u64,
+        status: u16,
+        fields: &[(&[u8], &[u8])],
+        cx: &mut Cx,
+    ) -> bool {
+        if self.error.is_some() {
+            return false;
+        }
+        let Some(idx) = self
+            .streams
+            .iter()
+            .position(|s| s.id == id && matches!(s.answer, Answer::Deferred(_)))
+        else {
+            return false;
+        };
+        let r = &mut self.resp;
+        r.clear();
+        qpack::encode::prefix(r);
+        qpack::encode::status(r, status);
+        answer_fields::each(fields.iter().copied(), true, |n, v| {
+            qpack::encode::field(r, n, v)
+        });
+        push_frame(&mut self.streams[idx], kind::HEADERS, r, cx);
+        self.set_timer(cx);
+        true
+    }
+
     fn streaming(&self, id: u64) -> Option<usize> {
         if self.error.is_some() {
             return None;

@@ -951,3 +951,28 @@ fn a_streamed_answer_ends_with_its_trailers() {
     assert!(bytes.ends_with(&tail), "{bytes:?}");
     assert!(h.wire.finished.contains(&0));
 }
+
+/// RFC 9114 §4.1: an interim (1xx) head is a HEADERS frame ahead of the final one (a proxy
+/// relaying 103 Early Hints); once the final head is out, there is no place for one.
+#[test]
+fn an_interim_head_goes_before_the_final_one_and_never_after() {
+    let mut h = H::new();
+    h.get(0, "/defer");
+    let fields: &[(&[u8], &[u8])] = &[(b"link", b"</a.css>; rel=preload")];
+    assert!(h.conn.interim(0, 103, fields, &mut h.cx));
+    let head = crate::h1::StreamHead {
+        status: 200,
+        fields: &[],
+        length: None,
+        date: None,
+    };
+    assert!(h.conn.start_stream(0, &head, &mut h.cx));
+    assert!(!h.conn.interim(0, 103, fields, &mut h.cx));
+    assert!(h.conn.stream_end_with(0, &[], &mut h.cx));
+    h.flush();
+    let bytes = &h.wire.bytes[&0];
+    // Two HEADERS frames (type 0x01) lead the stream: the 103's, then the 200's.
+    assert_eq!(bytes[0], 0x01, "{bytes:?}");
+    let second = 2 + usize::from(bytes[1]);
+    assert_eq!(bytes[second], 0x01, "{bytes:?}");
+}

@@ -143,6 +143,42 @@ impl<P> Conn<P> {
         true
     }
 
+    /// An interim (1xx) answer to request `id` ahead of its final one, as a proxy relays an
+    /// upstream's 103 Early Hints (RFC 9110 §15.2). `false` when it cannot go out: the
+    /// request is not the next to be answered (an earlier answer is still being written, and
+    /// pipelined answers leave in order), its answer has started, or its client speaks
+    /// HTTP/1.0, which must not get one (§15.2).
+    pub(crate) fn interim(
+        &mut self,
+        id: u64,
+        status: u16,
+        fields: &[(&[u8], &[u8])],
+        cx: &mut Cx,
+    ) -> bool {
+        if !matches!(self.writing, Writing::Open | Writing::Last) || self.tail.is_some() {
+            return false;
+        }
+        let Some((0, facts)) = self.queue.as_ref().and_then(|q| q.find_pending(id)) else {
+            return false;
+        };
+        if facts.framing.version != Version::Http11 {
+            return false;
+        }
+        let out = self.sink(cx);
+        let mut b = itoa::Buffer::new();
+        out.extend_from_slice(b"HTTP/1.1 ");
+        out.extend_from_slice(b.format(status).as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(reason(status).as_bytes());
+        out.extend_from_slice(b"\r\n");
+        for (name, value) in fields {
+            write_field(out, name, value);
+        }
+        out.extend_from_slice(b"\r\n");
+        self.set_timer(cx);
+        true
+    }
+
     /// A piece of the streamed answer `id`'s body. `false`: the answer is gone (the
     /// connection ended, or was cut): stop producing it.
     pub(crate) fn stream_data(&mut self, id: u64, data: &[u8], cx: &mut Cx) -> bool {

@@ -89,6 +89,31 @@ impl<P> Conn<P> {
         true
     }
 
+    /// An interim (1xx) head on stream `id` before its final one (RFC 9113 §8.1: a HEADERS
+    /// frame without END_STREAM), as a proxy relays an upstream's 103 Early Hints. `false`
+    /// when the stream is gone or its final head has gone out.
+    pub(crate) fn interim(
+        &mut self,
+        id: u64,
+        status: u16,
+        fields: &[(&[u8], &[u8])],
+        cx: &mut Cx,
+    ) -> bool {
+        let Some(idx) = self.streamed(id, true) else {
+            return false;
+        };
+        let r = &mut self.resp;
+        r.clear();
+        hpack::status(r, status);
+        crate::h2::answer_fields::each(fields.iter().copied(), true, |n, v| hpack::field(r, n, v));
+        let sid = self.streams[idx].id;
+        let max_frame = self.max_frame;
+        let out = sink(&mut self.out, &mut self.files, self.in_flight, cx);
+        frame::headers(out, sid, &self.resp, false, max_frame);
+        self.set_timer(cx);
+        true
+    }
+
     /// A piece of stream `id`'s body. `false`: the stream is gone (reset, or the connection
     /// ended): stop producing it.
     pub(crate) fn stream_data(&mut self, id: u64, data: &[u8], cx: &mut Cx) -> bool {
