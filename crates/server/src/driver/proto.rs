@@ -224,6 +224,7 @@ impl Proto {
 
     /// An interim (1xx) answer to request `id` ahead of its final one (see
     /// `h1::Conn::interim`); `false` when it did not go out.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn interim(
         &mut self,
         id: u64,

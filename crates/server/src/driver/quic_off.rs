@@ -227,6 +227,7 @@ impl H3Conn {
         match *self {}
     }
 
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn interim(
         &mut self,
         _id: u64,

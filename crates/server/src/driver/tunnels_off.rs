@@ -48,6 +48,7 @@ impl NoH2 {
         match *self {}
     }
 
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn interim(
         &mut self,
         _id: u64,

@@ -148,6 +148,7 @@ impl<P> Conn<P> {
     /// request is not the next to be answered (an earlier answer is still being written, and
     /// pipelined answers leave in order), its answer has started, or its client speaks
     /// HTTP/1.0, which must not get one (§15.2).
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn interim(
         &mut self,
         id: u64,

@@ -92,6 +92,7 @@ impl<P> Conn<P> {
     /// An interim (1xx) head on stream `id` before its final one (RFC 9113 §8.1: a HEADERS
     /// frame without END_STREAM), as a proxy relays an upstream's 103 Early Hints. `false`
     /// when the stream is gone or its final head has gone out.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn interim(
         &mut self,
         id: u64,
