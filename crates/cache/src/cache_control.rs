@@ -52,6 +52,8 @@ pub struct ResponseDirectives {
     pub stale_while_revalidate: Delta,
     /// RFC 5861 §4.
     pub stale_if_error: Delta,
+    /// §5.2.2.6: no intermediary may transform the content (compress it, for one).
+    pub no_transform: bool,
 }
 
 /// The directives of a request's Cache-Control (RFC 9111 §5.2.1), and `Pragma: no-cache`
@@ -223,6 +225,8 @@ impl ResponseDirectives {
             self.public |= ok && arg.is_none();
         } else if is("must-understand") {
             self.must_understand |= ok && arg.is_none();
+        } else if is("no-transform") {
+            self.no_transform = true;
         } else if is("stale-while-revalidate") {
             self.stale_while_revalidate = self.stale_while_revalidate.merge(value);
         } else if is("stale-if-error") {

@@ -100,6 +100,12 @@ pub struct ResponseFacts {
     pub etag: bool,
     pub vary: Vary,
     pub set_cookie: bool,
+    /// Cache-Control's `no-transform` (RFC 9111 §5.2.2.6), read from Cache-Control itself even
+    /// where CDN-Cache-Control replaces it for this cache's freshness: it binds every
+    /// intermediary.
+    pub no_transform: bool,
+    /// The content has a Content-Encoding of its own (RFC 9110 §8.4).
+    pub encoded: bool,
 }
 
 impl ResponseFacts {
@@ -118,9 +124,22 @@ impl ResponseFacts {
         } else {
             expires
         };
+        let (cc, no_transform) = match cdn {
+            // Either field's `no-transform` holds: the stricter reading.
+            Some(cdn) => (
+                cdn,
+                cdn.no_transform || ResponseDirectives::parse(fields).no_transform,
+            ),
+            None => {
+                let cc = ResponseDirectives::parse(fields);
+                (cc, cc.no_transform)
+            }
+        };
         ResponseFacts {
             status,
-            cc: cdn.unwrap_or_else(|| ResponseDirectives::parse(fields)),
+            cc,
+            no_transform,
+            encoded: has(fields, b"content-encoding"),
             date: first(fields, b"date").and_then(parse_date),
             expires,
             age: age(fields),
@@ -157,6 +176,39 @@ fn age<N: AsRef<[u8]>, V: AsRef<[u8]>>(fields: &[(N, V)]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What an intermediary may do to the content: `no-transform` (RFC 9111 §5.2.2.6) binds
+    /// it whatever CDN-Cache-Control says of freshness (RFC 9213 §2.1 replaces only the
+    /// cache's own directives), and a Content-Encoding (RFC 9110 §8.4) is the origin's.
+    #[test]
+    fn transform_facts_table() {
+        let rows: &[(&[(&str, &str)], bool, bool)] = &[
+            (&[("Cache-Control", "max-age=60")], false, false),
+            (&[("Cache-Control", "public, No-Transform")], true, false),
+            (
+                &[
+                    ("CDN-Cache-Control", "max-age=60"),
+                    ("Cache-Control", "no-transform"),
+                ],
+                true,
+                false,
+            ),
+            (&[("CDN-Cache-Control", "no-transform")], true, false),
+            (&[("Content-Encoding", "gzip")], false, true),
+        ];
+        for (fields, no_transform, encoded) in rows {
+            let f: Vec<(&[u8], &[u8])> = fields
+                .iter()
+                .map(|(n, v)| (n.as_bytes(), v.as_bytes()))
+                .collect();
+            let facts = ResponseFacts::of(200, &f);
+            assert_eq!(
+                (facts.no_transform, facts.encoded),
+                (*no_transform, *encoded),
+                "{fields:?}"
+            );
+        }
+    }
 
     #[test]
     fn age_table() {

@@ -350,3 +350,56 @@ fn decode_so_far(data: &[u8]) -> Vec<u8> {
     }
     out
 }
+
+/// A cached answer is compressed for each client as a miss is (issue Q): one stored entry,
+/// the upstream's bytes, served gzip'd, br'd or as it is by each hit's Accept-Encoding, with
+/// `Vary: Accept-Encoding` and the ETag made weak where the bytes change; the upstream is asked
+/// once.
+#[test]
+fn a_cached_answer_is_compressed_on_every_hit_for_the_clients_coding() {
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = asked.clone();
+    let up = upstream(move |_| {
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let body = text_body();
+        let mut out = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nCache-Control: public, max-age=3600\r\n\
+ETag: \"v1\"\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        out.extend_from_slice(&body);
+        out
+    });
+    let px = proxy(up, &["--proxy-cache", "16MiB"]);
+    let body = text_body();
+    // The miss, then hits in every coding.
+    for (accept, coding) in [
+        (Some("gzip"), Some("gzip")),
+        (Some("gzip"), Some("gzip")),
+        (Some("br"), Some("br")),
+        (None, None),
+        (Some("gzip, br"), Some("br")),
+    ] {
+        let a = get(px.addr, "/cached", accept);
+        assert_eq!(a.status, 200, "{accept:?}");
+        assert_eq!(a.field("content-encoding"), coding, "{accept:?}");
+        assert_eq!(a.field("vary"), Some("Accept-Encoding"), "{accept:?}");
+        let etag = if coding.is_some() {
+            "W/\"v1\""
+        } else {
+            "\"v1\""
+        };
+        assert_eq!(a.field("etag"), Some(etag), "{accept:?}");
+        let plain = match coding {
+            Some("gzip") => gunzip(&a.body),
+            Some(_) => unbrotli(&a.body),
+            None => a.body.clone(),
+        };
+        assert!(
+            plain == body,
+            "{accept:?}: the body decodes to the upstream's"
+        );
+    }
+    assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+}

@@ -7,11 +7,15 @@
 
 use super::backend::Backend;
 use super::{Shared, Worker};
+use crate::app::compress_stream::{self, Plan, Rewrite, StreamEncoder};
 use crate::app::sites::SiteApp as Site;
+use crate::config::Compression;
+use crate::files::encoding::Encoding;
 use crate::h1::{Cx, StreamHead};
 use crate::proxy::cache::{Before, Hit, Waiter};
 use crate::proxy::job::Job;
 use crate::proxy::reply;
+use linerate_cache::Vary;
 
 /// How often a worker with parked requests looks for flights past their deadline (ms).
 const FLIGHT_TICK_MS: u64 = 250;
@@ -37,7 +41,8 @@ pub(super) fn hit_fields<'a>(
         }
         _ => Vec::new(),
     };
-    let room = added.len() + policy.set.len() + 1;
+    // `Via`, and a `Vary` a compressing site may add.
+    let room = added.len() + policy.set.len() + 2;
     // Most mounts remove, set and add nothing: one test per hit, not one per stored field.
     let plain = added.is_empty() && policy.remove.is_empty() && policy.set.is_empty();
     let mut fields = hit.fields(room, |n| {
@@ -57,15 +62,62 @@ pub(super) fn hit_fields<'a>(
 }
 
 /// Writes `hit` as the answer to request `id` of `conn`; the body bytes sent (0 for HEAD).
-pub(super) fn send_hit(
+/// `coding`: the coding the client's Accept-Encoding chose on a site that compresses, with
+/// the site's settings (`None`: compression off for this request).
+pub(super) fn send_hit<'h>(
+    conn: &mut super::proto::Proto,
+    id: u64,
+    hit: &'h Hit,
+    fields: &mut Vec<(&'h [u8], &'h [u8])>,
+    head_request: bool,
+    coding: Option<(Encoding, &Compression)>,
+    cx: &mut Cx,
+) -> u64 {
+    let body = hit.body();
+    if let Some((coding, cfg)) = coding {
+        match plan_hit(hit, coding, cfg) {
+            Plan::AsIs => {}
+            // The client takes no coding: as stored, saying that answers vary on it.
+            Plan::Vary => {
+                let e = &hit.entry;
+                let varies = matches!(&e.facts.vary, Vary::Fields(names)
+                    if names.iter().any(|n| &n[..] == b"accept-encoding"));
+                if !varies {
+                    fields.push((b"Vary", b"Accept-Encoding"));
+                }
+            }
+            plan => return send_coded(conn, id, hit, fields, head_request, (plan, cfg), cx),
+        }
+    }
+    send_whole(conn, id, hit, fields, body, head_request, cx)
+}
+
+/// `compress_stream::plan`'s rule for a stored answer, from the facts its entry keeps (read
+/// once, when it was stored): the general plan's pass over the fields cost ~500 instructions
+/// a hit (callgrind).
+fn plan_hit(hit: &Hit, coding: Encoding, cfg: &Compression) -> Plan {
+    let e = &hit.entry;
+    // The stored body's whole length (a HEAD hit sends none of it).
+    let length = Some(e.body.len() as u64);
+    if !compress_stream::worth_reading(hit.status, length, cfg)
+        || e.facts.encoded
+        || e.facts.no_transform
+    {
+        return Plan::AsIs;
+    }
+    compress_stream::decide(coding, e.field(b"content-type"))
+}
+
+/// The head and `body` as request `id`'s answer: the stored answer's Date kept.
+fn send_whole(
     conn: &mut super::proto::Proto,
     id: u64,
     hit: &Hit,
     fields: &[(&[u8], &[u8])],
+    body: &[u8],
     head_request: bool,
     cx: &mut Cx,
 ) -> u64 {
-    let body = hit.body();
     let head = StreamHead {
         status: hit.status,
         fields,
@@ -83,6 +135,51 @@ pub(super) fn send_hit(
     }
     conn.stream_end(id, cx);
     sent
+}
+
+/// A hit compressed for the client as a miss would be (`compress_stream`'s plan and field
+/// rewrite: `Content-Encoding`, `Vary: Accept-Encoding`, the ETag made weak). The store
+/// keeps the upstream's bytes, so every coding is served from one entry; the body is encoded
+/// on each hit at the site's level, as nginx's gzip filter does for `proxy_cache` hits.
+#[cold]
+#[inline(never)]
+fn send_coded(
+    conn: &mut super::proto::Proto,
+    id: u64,
+    hit: &Hit,
+    fields: &[(&[u8], &[u8])],
+    head_request: bool,
+    (plan, cfg): (Plan, &Compression),
+    cx: &mut Cx,
+) -> u64 {
+    let body = hit.body();
+    let mut coded = None;
+    let plan = match plan {
+        Plan::Encode(c) => match StreamEncoder::new(c, Some(body.len() as u64), cfg) {
+            Some(mut e) => {
+                let mut bytes = e.push(body).to_vec();
+                bytes.extend_from_slice(&e.finish());
+                coded = Some(bytes);
+                plan
+            }
+            None => Plan::Vary,
+        },
+        other => other,
+    };
+    let rewrite = Rewrite::new(plan, fields);
+    let mut out: Vec<(&[u8], &[u8])> = Vec::with_capacity(fields.len() + 3);
+    out.extend(fields.iter().copied().filter(|(n, _)| rewrite.keeps(n)));
+    if let Some(etag) = &rewrite.etag {
+        out.push((b"ETag", etag));
+    }
+    if let Some(name) = rewrite.encoding {
+        out.push((b"Content-Encoding", name.as_bytes()));
+    }
+    if rewrite.vary {
+        out.push((b"Vary", b"Accept-Encoding"));
+    }
+    let body = coded.as_deref().unwrap_or(body);
+    send_whole(conn, id, hit, &out, body, head_request, cx)
 }
 
 impl<B: Backend> Worker<B> {
@@ -137,13 +234,22 @@ impl<B: Backend> Worker<B> {
     pub(super) fn answer_job(&mut self, mut job: Box<Job>, hit: &Hit, sh: &Shared) {
         let sites = self.io.sites.clone();
         let site = sites.sites.iter().nth(job.site);
-        let fields = hit_fields(hit, site, job.route, job.path.as_deref());
+        let mut fields = hit_fields(hit, site, job.route, job.path.as_deref());
         let head_request = job.forwarded.head_request;
         let (client, id) = (job.client, job.id);
         let wake = job.pipe.take().is_some_and(|p| p.close());
+        let coding = job.coding.zip(site.map(|s| &s.compression));
         let mut bytes = 0;
         self.with(client, sh, |live, p| {
-            bytes = send_hit(&mut live.conn, id, hit, &fields, head_request, p.cx);
+            bytes = send_hit(
+                &mut live.conn,
+                id,
+                hit,
+                &mut fields,
+                head_request,
+                coding,
+                p.cx,
+            );
             if wake {
                 live.conn.body_room(id, p.head, p.cx, &mut p.svc);
             }

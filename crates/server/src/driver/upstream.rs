@@ -547,7 +547,8 @@ impl Relay<'_> {
             return;
         };
         let site = self.sites.sites.iter().nth(link.site);
-        let fields = super::cache::hit_fields(&hit, site, link.route, link.path.as_deref());
+        let mut fields = super::cache::hit_fields(&hit, site, link.route, link.path.as_deref());
+        let coding = link.coding.zip(site.map(|s| &s.compression));
         let mut bytes = 0;
         if let Some(live) = client(self.slots, link.client) {
             self.cx.alt_svc = live.alt_svc;
@@ -556,8 +557,9 @@ impl Relay<'_> {
                 &mut live.conn,
                 link.id,
                 &hit,
-                &fields,
+                &mut fields,
                 link.head_request,
+                coding,
                 cx,
             );
             self.cx.alt_svc = None;

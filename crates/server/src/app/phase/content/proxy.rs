@@ -165,14 +165,7 @@ impl<'a> ConnApp<'a> {
             }),
             started: self.started,
             log: self.log_meta(head, buf),
-            // A HEAD answer has no body to compress: it only learns that answers vary.
-            coding: self.site_app.compression.enabled.then(|| match method {
-                Method::Head => crate::files::encoding::Encoding::Identity,
-                _ => crate::files::encoding::choose(
-                    head.header(buf, "accept-encoding"),
-                    crate::compress::encodable,
-                ),
-            }),
+            coding: self.coding(head, buf),
             path: self
                 .site_app
                 .adds_proxied_fields()
@@ -217,6 +210,22 @@ impl<'a> ConnApp<'a> {
 }
 
 impl<'a> ConnApp<'a> {
+    /// The coding the client's Accept-Encoding chooses for a proxied answer on a site that
+    /// compresses (`None`: the site does not). A HEAD answer has no body to compress: it
+    /// only learns that answers vary.
+    fn coding(&self, head: &RequestHead, buf: &[u8]) -> Option<crate::files::encoding::Encoding> {
+        self.site_app
+            .compression
+            .enabled
+            .then(|| match head.method() {
+                Method::Head => crate::files::encoding::Encoding::Identity,
+                _ => crate::files::encoding::choose(
+                    head.header(buf, "accept-encoding"),
+                    crate::compress::encodable,
+                ),
+            })
+    }
+
     /// A request the mount's cache answered: a job that carries the answer, for the driver to
     /// write into this connection (nothing goes upstream).
     #[cold]
@@ -246,6 +255,8 @@ impl<'a> ConnApp<'a> {
                 .adds_proxied_fields()
                 .then(|| head.path_bytes(buf).into()),
             hit: Some(Box::new(hit)),
+            // As for a miss: the hit is compressed for a client that takes a coding.
+            coding: self.coding(head, buf),
             ..blank
         });
         Decision::Relay { upgrade: false }
