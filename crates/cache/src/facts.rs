@@ -182,7 +182,9 @@ mod tests {
     /// cache's own directives), and a Content-Encoding (RFC 9110 §8.4) is the origin's.
     #[test]
     fn transform_facts_table() {
-        let rows: &[(&[(&str, &str)], bool, bool)] = &[
+        /// (fields, no_transform, encoded).
+        type Row = (&'static [(&'static str, &'static str)], bool, bool);
+        let rows: &[Row] = &[
             (&[("Cache-Control", "max-age=60")], false, false),
             (&[("Cache-Control", "public, No-Transform")], true, false),
             (
