@@ -683,10 +683,13 @@ fn a_client_that_does_not_read_holds_its_upstream_stream_to_a_window() {
 #[test]
 fn proxy_urls_other_than_http_h2c_and_unix_are_refused_in_one_line() {
     for (url, says) in [
-        ("https://127.0.0.1:1", "http://, h2c:// or unix:"),
+        (
+            "https://127.0.0.1:1",
+            "over TLS upstreams speak HTTP/2 (h2://HOST:PORT)",
+        ),
         (
             "grpc://127.0.0.1:1",
-            "expected http://HOST:PORT, h2c://HOST:PORT or unix:/PATH",
+            "expected http://HOST:PORT, h2c://HOST:PORT, h2://HOST:PORT or unix:/PATH",
         ),
         ("h2c://127.0.0.1", "the upstream needs a port"),
     ] {

@@ -70,10 +70,20 @@ pub(crate) fn check_sites(config: &Config) -> Result<(), StartError> {
     if let Some(i) = config
         .upstreams
         .iter()
-        .position(|u| u.protocol == crate::config::UpstreamProtocol::H2c)
+        .position(|u| u.protocol != crate::config::UpstreamProtocol::Http1)
     {
         need(
-            Some(("an HTTP/2 upstream (protocol = \"h2c\")", "http2")),
+            Some(("an HTTP/2 upstream (protocol = \"h2c\" or \"h2\")", "http2")),
+            Part::Upstream(i),
+        )?;
+    }
+    if let Some(i) = config
+        .upstreams
+        .iter()
+        .position(|u| u.protocol == crate::config::UpstreamProtocol::H2)
+    {
+        need(
+            Some(("an HTTP/2 upstream over TLS (protocol = \"h2\")", "tls")),
             Part::Upstream(i),
         )?;
     }
@@ -315,6 +325,18 @@ mod tests {
                 "http2",
                 Config {
                     upstreams: vec![upstream(), h2c],
+                    ..Config::default()
+                },
+                Part::Upstream(1),
+            ));
+            // Over TLS (`h2`): `http2`, then `tls` (a build with `tls` has `http2`).
+            let mut h2 = upstream();
+            h2.protocol = crate::config::UpstreamProtocol::H2;
+            let feature = if enabled("http2") { "tls" } else { "http2" };
+            rows.push((
+                feature,
+                Config {
+                    upstreams: vec![upstream(), h2],
                     ..Config::default()
                 },
                 Part::Upstream(1),
