@@ -245,6 +245,8 @@ struct RawProxy {
     auth: Option<Spanned<RawAuth>>,
     upgrades: Option<Spanned<Vec<String>>>,
     cache: Option<Spanned<RawCache>>,
+    /// gRPC-Web translated to gRPC for an HTTP/2 upstream.
+    grpc_web: Option<Spanned<bool>>,
 }
 
 /// `cache = { size, max_object, heuristic, status, set_cookie, lock_timeout, tier,
@@ -1621,6 +1623,20 @@ impl Cx<'_> {
         {
             self.prefix(r)?;
         }
+        let grpc_web = raw.grpc_web.as_ref().is_some_and(|g| *g.get_ref());
+        if let Some(g) = raw.grpc_web.as_ref().filter(|g| *g.get_ref())
+            && upstreams
+                .iter()
+                .any(|u| &u.name == name && u.protocol == UpstreamProtocol::Http1)
+        {
+            return Err(self.err(
+                g.span(),
+                format!(
+                    "grpc_web translates to gRPC, which needs an HTTP/2 upstream: upstream \
+                     {name:?} speaks HTTP/1.1 (protocol = \"h2c\" or \"h2\")"
+                ),
+            ));
+        }
         let fields =
             |map: &Spanned<BTreeMap<String, String>>| -> Result<Vec<(String, String)>, ConfError> {
                 let mut out = Vec::new();
@@ -1665,6 +1681,7 @@ impl Cx<'_> {
                 Some(c) => Some(self.cache(c.get_ref())?),
                 None => None,
             },
+            grpc_web,
         })
     }
 

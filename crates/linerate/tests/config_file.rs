@@ -434,6 +434,13 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
         ),
         (
             format!(
+                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\n{site}[[site.proxy]]\nupstream = \"app\"\ngrpc_web = true\n"
+            ),
+            "10:12",
+            "grpc_web translates to gRPC, which needs an HTTP/2 upstream: upstream \"app\" speaks HTTP/1.1",
+        ),
+        (
+            format!(
                 "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\nprotocol = \"http2\"\n{site}"
             ),
             "6:12",

@@ -730,3 +730,16 @@ fn a_client_resetting_a_call_that_waits_for_its_answer_cancels_the_upstream_stre
         assert_eq!(ended, Err(Some(h2::Reason::CANCEL)));
     });
 }
+
+#[test]
+fn an_http11_clients_post_with_its_body_in_hand_reaches_an_h2c_upstream_whole() {
+    // A body that came whole with the head (a small HTTP/1.1 POST) is no pipe: it must still
+    // be sent, with END_STREAM, or the upstream waits for it and the client for the answer.
+    let up = demo_upstream();
+    let proxy = proxy_to(h2c_addr(&up), &[]);
+    let mut c = common::Client::connect(proxy.addr);
+    c.send(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 11\r\n\r\nhello world");
+    let r = c.read_response();
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.body, b"hello world", "the demo echoes the body");
+}

@@ -305,6 +305,11 @@ pub struct ProxyMount {
     pub upgrades: Vec<String>,
     /// An HTTP cache in front of the upstream (RFC 9111); off by default.
     pub cache: Option<ProxyCache>,
+    /// gRPC-Web requests (`application/grpc-web`, `-text`) go upstream as gRPC and their
+    /// answers come back as gRPC-Web (Envoy's `grpc_web` filter); needs an HTTP/2 upstream
+    /// and the `grpc` feature. Off by default: the upstream then gets them as they came
+    /// (one that serves gRPC-Web itself, as linerate does).
+    pub grpc_web: bool,
 }
 
 /// A proxy mount's HTTP cache (RFC 9111, `docs/cache.md`): answers kept in memory, shared by
@@ -369,6 +374,7 @@ impl Default for ProxyMount {
             request_buffering: false,
             upgrades: DEFAULT_UPGRADES.iter().map(|u| u.to_string()).collect(),
             cache: None,
+            grpc_web: false,
         }
     }
 }

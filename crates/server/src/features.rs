@@ -13,7 +13,7 @@ use crate::config::{BROTLI_QUALITY, Config, GZIP_LEVEL, Listen};
 use crate::start_error::{Part, StartError};
 
 /// The features of this build, each with whether it is compiled in.
-pub const FEATURES: [(&str, bool); 11] = [
+pub const FEATURES: [(&str, bool); 12] = [
     ("tls", cfg!(feature = "tls")),
     ("http2", cfg!(feature = "http2")),
     ("http3", cfg!(feature = "http3")),
@@ -25,6 +25,7 @@ pub const FEATURES: [(&str, bool); 11] = [
     ("websocket", cfg!(feature = "websocket")),
     ("gzip", cfg!(feature = "gzip")),
     ("kv", cfg!(feature = "kv")),
+    ("grpc", cfg!(feature = "grpc")),
 ];
 
 fn enabled(feature: &str) -> bool {
@@ -98,6 +99,16 @@ pub(crate) fn check_sites(config: &Config) -> Result<(), StartError> {
     for (i, s) in config.sites.iter().enumerate() {
         if let Some(index) = tiered(&s.proxies) {
             need(Some(tier), Part::Proxy { site: i, index })?;
+        }
+    }
+    let web = |p: &[crate::config::ProxyMount]| p.iter().position(|m| m.grpc_web);
+    let grpc_web = ("gRPC-Web translation (grpc_web)", "grpc");
+    if let Some(index) = web(&config.proxies) {
+        need(Some(grpc_web), Part::Proxy { site: 0, index })?;
+    }
+    for (i, s) in config.sites.iter().enumerate() {
+        if let Some(index) = web(&s.proxies) {
+            need(Some(grpc_web), Part::Proxy { site: i, index })?;
         }
     }
     for (i, s) in config.sites.iter().enumerate() {

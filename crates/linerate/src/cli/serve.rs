@@ -156,6 +156,11 @@ pub(crate) struct ServeArgs {
     /// this PEM file instead of the system's roots (a private CA, or a self-signed upstream).
     #[arg(long, value_name = "FILE")]
     proxy_tls_ca: Option<PathBuf>,
+    /// --proxy mounts to HTTP/2 upstreams (h2c://, h2://) translate gRPC-Web: a browser's
+    /// application/grpc-web(-text) call goes up as gRPC, its answer comes back as gRPC-Web
+    /// (the config file's `grpc_web = true`).
+    #[arg(long)]
+    proxy_grpc_web: bool,
     /// --proxy mounts read a request's body whole before sending it up (nginx's default:
     /// a slow uploader holds no upstream connection, and the upstream gets a Content-Length).
     /// Without it a body goes up as it arrives.
@@ -308,6 +313,7 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
                 "proxy_keepalive",
                 "proxy_max_conns",
                 "proxy_tls_ca",
+                "proxy_grpc_web",
                 "proxy_request_buffering",
                 "proxy_cache",
                 "proxy_cache_tier",
@@ -868,6 +874,7 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
             upstreams.push(up);
         }
         proxies.push(linerate_server::config::ProxyMount {
+            grpc_web: a.proxy_grpc_web && p.protocol != UpstreamProtocol::Http1,
             prefix: p.prefix.clone(),
             upstream: name,
             rewrite: p.rewrite.clone(),
@@ -881,6 +888,9 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
                 }),
             ..Default::default()
         });
+    }
+    if a.proxy_grpc_web && !proxies.iter().any(|m| m.grpc_web) {
+        bail!("--proxy-grpc-web translates to gRPC: it needs an HTTP/2 --proxy (h2c:// or h2://)");
     }
     let config = Config {
         addr: a.addr,

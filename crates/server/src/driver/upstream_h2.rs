@@ -26,6 +26,7 @@ use crate::config::{Upstream, UpstreamAddr, UpstreamProtocol};
 use crate::h1::{Cx, StreamHead};
 use crate::h1c::{self, ReqBody};
 use crate::h2u::{self, Fields, OpenError, StreamError};
+use crate::proxy::grpc_web::{self, Web};
 use crate::proxy::job::Job;
 use crate::proxy::pipe::PipeOut;
 use crate::response::{Field, Response};
@@ -107,6 +108,8 @@ struct Link {
     deadline: u64,
     log: Option<LogMeta>,
     path: Option<Box<[u8]>>,
+    /// A gRPC-Web request sent as gRPC (`proxy/grpc_web.rs`): its answer goes back as this.
+    web: Option<Web>,
 }
 
 /// An answer's head on its way to the client: status, fields, the body's length if known.
@@ -416,6 +419,11 @@ impl h2u::Events for Relay<'_> {
         if link.head_request {
             length = Some(0);
         }
+        if let Some(web) = link.web {
+            // gRPC-Web's body is not the upstream's (a trailer frame, or base64).
+            grpc_web::answer_fields(web, &mut out);
+            length = None;
+        }
         link.head = Some((status, out, length));
     }
 
@@ -436,14 +444,16 @@ impl h2u::Events for Relay<'_> {
         let Some(live) = client(self.slots, link.client) else {
             return self.gone(i);
         };
-        if !data.is_empty() {
-            let taken = live.conn.stream_data(link.id, data, self.cx);
+        let web = link.web.and_then(|w| grpc_web::answer_data(w, data));
+        let relayed = web.as_deref().unwrap_or(data);
+        if !relayed.is_empty() {
+            let taken = live.conn.stream_data(link.id, relayed, self.cx);
             live.conn.keep_output(self.cx);
             if !taken {
                 return self.gone(i);
             }
         }
-        link.bytes += data.len() as u64;
+        link.bytes += relayed.len() as u64;
         self.after.clients.push(link.client);
         if live.conn.stream_room(link.id) {
             self.after.consumed.push((stream, data.len()));
@@ -468,6 +478,17 @@ impl h2u::Events for Relay<'_> {
         let Some(i) = self.link(stream) else {
             return;
         };
+        if let Some(web) = self.links[i].web {
+            // gRPC-Web: the trailers are the body's last frame, and the stream ends bare.
+            let frame = grpc_web::trailer_frame(web, fields.iter());
+            let link = &mut self.links[i];
+            link.bytes += frame.len() as u64;
+            let (client_token, id) = (link.client, link.id);
+            to_client(self.slots, client_token, self.cx, |live, cx| {
+                live.conn.stream_data(id, &frame, cx)
+            });
+            return self.finish(i, &[]);
+        }
         let trailers: Vec<Field> = fields
             .iter()
             .map(|(n, v)| {
@@ -485,8 +506,10 @@ impl h2u::Events for Relay<'_> {
             return;
         };
         let link = &mut self.links[i];
-        if let Some((status, fields, _)) = link.head.take() {
-            // A head that ends the stream (gRPC's Trailers-Only): one block to the client.
+        if let Some((status, mut fields, _)) = link.head.take() {
+            // A head that ends the stream (gRPC's Trailers-Only): one block to the client
+            // (gRPC-Web: the status in the body's trailer frame).
+            let web_body = link.web.map(|w| grpc_web::trailers_only(w, &mut fields));
             let mut resp = Response::new(status);
             for (n, v) in fields {
                 let (n, v) = (
@@ -501,6 +524,10 @@ impl h2u::Events for Relay<'_> {
             }
             resp.headers
                 .push((Cow::Borrowed("via"), Cow::Borrowed("2 linerate")));
+            let bytes = web_body.as_ref().map_or(0, |b| b.len() as u64);
+            if let Some(body) = web_body {
+                resp.body = crate::app::response::Body::Owned(body);
+            }
             let mut link = self.take(i);
             link.answered = true;
             self.release(&link);
@@ -512,7 +539,7 @@ impl h2u::Events for Relay<'_> {
             });
             self.after.clients.push(link.client);
             let status = link.status;
-            self.account(status, 0, &link);
+            self.account(status, bytes, &link);
             return;
         }
         self.finish(i, &[]);
@@ -711,7 +738,9 @@ impl<B: Backend> Worker<B> {
             id: job.id,
             site: job.site,
             route: job.route,
-            body_done: pipe.is_none(),
+            // A body that came whole with the head is still to send (`feed_bodies`): an
+            // HTTP/1.1 client's small POST, every gRPC-Web call (read whole first).
+            body_done: pipe.is_none() && body.is_empty(),
             body,
             sent_body: 0,
             pipe,
@@ -727,6 +756,7 @@ impl<B: Backend> Worker<B> {
             deadline: now + h2.timeout,
             log: job.log.take(),
             path: job.path.clone(),
+            web: job.web,
             job: Some(job),
         });
         let client_token = h2.links.last().map_or(0, |l| l.client);

@@ -57,6 +57,8 @@ pub(crate) struct Job {
     /// Answered from the cache in the content phase: nothing goes upstream, the driver only
     /// writes this into the client's connection.
     pub hit: Option<Box<super::cache::Hit>>,
+    /// A gRPC-Web request its mount translates (`grpc_web`): sent as gRPC, answered as this.
+    pub web: Option<super::grpc_web::Web>,
 }
 
 impl Job {
@@ -91,6 +93,7 @@ impl Job {
             cache: None,
             background: false,
             hit: None,
+            web: None,
         }
     }
 
