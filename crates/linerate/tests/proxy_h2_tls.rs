@@ -388,6 +388,15 @@ fn h2_proxy_urls_are_checked_in_one_line() {
             ],
             "--proxy h2://127.0.0.1:1: /nonexistent/ca.pem:",
         ),
+        (
+            vec![
+                "--proxy",
+                "/=h2c://127.0.0.1:1",
+                "--proxy-tls-ca",
+                "/nonexistent/ca.pem",
+            ],
+            "--proxy-tls-ca is for upstreams over TLS: it needs an h2:// --proxy",
+        ),
     ] {
         let mut all = vec!["serve", "--app", "none"];
         all.extend_from_slice(&args);

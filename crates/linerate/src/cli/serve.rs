@@ -889,6 +889,9 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
             ..Default::default()
         });
     }
+    if a.proxy_tls_ca.is_some() && !upstreams.iter().any(|u| u.protocol == UpstreamProtocol::H2) {
+        bail!("--proxy-tls-ca is for upstreams over TLS: it needs an h2:// --proxy");
+    }
     if a.proxy_grpc_web && !proxies.iter().any(|m| m.grpc_web) {
         bail!("--proxy-grpc-web translates to gRPC: it needs an HTTP/2 --proxy (h2c:// or h2://)");
     }
