@@ -3,7 +3,8 @@
 # grpc.testing.TestService over linerate's two HTTP/2 listeners — cleartext with prior
 # knowledge (--h2c-port) and TLS with ALPN h2 (--tls-port, a throwaway self-signed
 # certificate) — then through linerate's reverse proxy (an h2c listener, `--proxy
-# /=h2c://…` to the demo's h2c port), and through the proxy to grpc-go's own interop server
+# /=h2c://…` to the demo's h2c port; `--proxy /=h2://localhost:…` to its TLS port, HTTP/2 over
+# TLS by ALPN, verified against the throwaway CA), and through the proxy to grpc-go's own interop server
 # when one is at target/tools/grpc-interop-server (GOBIN=… go install
 # google.golang.org/grpc/interop/server@v1.85.0; or GRPC_INTEROP_SERVER=PATH; skipped with a
 # line otherwise). Fails unless every one of the 16 core cases passes on each. Builds
@@ -84,10 +85,10 @@ install_grpcurl() {
 }
 
 out=$(mktemp -d "${TMPDIR:-/tmp}/linerate-grpc.XXXXXX")
-pid="" proxy_pid="" gs_pid="" gproxy_pid=""
+pid="" proxy_pid="" tproxy_pid="" gs_pid="" gproxy_pid=""
 cleanup() {
     local p
-    for p in "$gproxy_pid" "$gs_pid" "$proxy_pid" "$pid"; do
+    for p in "$gproxy_pid" "$gs_pid" "$tproxy_pid" "$proxy_pid" "$pid"; do
         if [ -n "$p" ]; then
             kill "$p" 2>/dev/null || true
             wait "$p" 2>/dev/null || true
@@ -223,11 +224,13 @@ else
 fi
 kill -0 "$pid" 2>/dev/null || { cat "$out/stderr" >&2; say "the server died during the checks"; exit 1; }
 
-# start_proxy NAME UPSTREAM_PORT: `linerate serve --app none` with an h2c listener proxying
-# everything to 127.0.0.1:UPSTREAM_PORT over h2c; sets proxy_port and last_pid.
+# start_proxy NAME UPSTREAM_PORT [URL [FLAGS…]]: `linerate serve --app none` with an h2c
+# listener proxying everything to URL (h2c://127.0.0.1:UPSTREAM_PORT by default); sets
+# proxy_port and last_pid.
 start_proxy() {
-    local name=$1 up=$2
-    "$bin" serve --app none --addr 127.0.0.1:0 --h2c-port 0 --proxy "/=h2c://127.0.0.1:$up" \
+    local name=$1 up=$2 url=${3:-h2c://127.0.0.1:$2}
+    shift $(($# < 3 ? $# : 3))
+    "$bin" serve --app none --addr 127.0.0.1:0 --h2c-port 0 --proxy "/=$url" "$@" \
         --workers 1 --no-pin --log-level warn >"$out/$name.banner" 2>"$out/$name.stderr" &
     last_pid=$!
     proxy_port=""
@@ -247,6 +250,13 @@ start_proxy proxy "$h2c"
 proxy_pid=$last_pid
 run_cases "proxy to linerate" "$proxy_port" --use_tls=false
 kill -0 "$proxy_pid" 2>/dev/null || { cat "$out/proxy.stderr" >&2; say "the proxy died during the cases"; exit 1; }
+
+# Through the proxy to the demo's TLS port: HTTP/2 over TLS, ALPN h2, the leaf verified as
+# localhost against the throwaway CA.
+start_proxy tproxy "$tls" "h2://localhost:$tls" --proxy-tls-ca "$out/ca.pem"
+tproxy_pid=$last_pid
+run_cases "proxy h2 over TLS" "$proxy_port" --use_tls=false
+kill -0 "$tproxy_pid" 2>/dev/null || { cat "$out/tproxy.stderr" >&2; say "the TLS proxy died during the cases"; exit 1; }
 
 # Through the proxy to grpc-go's interop server, where one is built.
 gserver=${GRPC_INTEROP_SERVER:-$tools/grpc-interop-server}

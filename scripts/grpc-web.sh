@@ -4,12 +4,14 @@
 # and -text: base64 both ways),
 # each answer checked byte for byte (the message, then the trailer frame with grpc-status 0);
 # then @connectrpc/connect-node's grpc-web transport (scripts/grpc-web/client.mjs, the
-# packages installed from npm into target/tools/grpc-web-node). Builds nothing: pass the
-# binary (default target/release/linerate).
+# packages installed from npm into target/tools/grpc-web-node). Then the same checks through
+# linerate's proxy translating gRPC-Web to gRPC (`--proxy /=h2c://… --proxy-grpc-web`, as
+# Envoy's grpc_web filter) to the demo's h2c port. Builds nothing: pass the binary (default
+# target/release/linerate).
 #
 #   scripts/grpc-web.sh [path/to/linerate]
 #
-# The server binds 127.0.0.1 (an OS-chosen port) and is stopped by its PID. Exit 2, with a
+# The servers bind 127.0.0.1 (OS-chosen ports) and are stopped by their PIDs. Exit 2, with a
 # line saying why, where a stage cannot run (no curl; no node or npm, or the install fails).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,12 +23,15 @@ bin=${1:-${CARGO_TARGET_DIR:-target}/release/linerate}
 command -v curl >/dev/null || not_run "no curl"
 
 out=$(mktemp -d "${TMPDIR:-/tmp}/linerate-grpc-web.XXXXXX")
-pid=""
+pid="" proxy_pid=""
 cleanup() {
-    if [ -n "$pid" ]; then
-        kill "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    fi
+    local p
+    for p in "$proxy_pid" "$pid"; do
+        if [ -n "$p" ]; then
+            kill "$p" 2>/dev/null || true
+            wait "$p" 2>/dev/null || true
+        fi
+    done
     rm -rf "$out"
 }
 trap cleanup EXIT
@@ -56,20 +61,47 @@ check() { # NAME GOT WANT
         say "curl $1: FAILED"; od -c "$2" | head -5 >&2; failed=$((failed + 1))
     fi
 }
+# A -text answer may be several base64 flushes, each padded (PROTOCOL-WEB.md; a proxy flushes
+# per piece): each 4-character quantum is decoded on its own.
+decode_text() { # FILE
+    { fold -w4 "$1"; echo; } | while read -r q; do
+        [ -z "$q" ] || printf '%s' "$q" | base64 -d
+    done
+}
 base64 -w0 "$out/frame" >"$out/frame.txt"
-for how in "--http1.1 http://127.0.0.1:$port" "--http2-prior-knowledge http://127.0.0.1:$h2c"; do
-    set -- $how
-    flag=$1 url=$2$path
-    curl -sS "$flag" -o "$out/got" -D "$out/head" --data-binary @"$out/frame" \
-        -H 'content-type: application/grpc-web+proto' -H 'x-grpc-web: 1' "$url"
-    check "$flag grpc-web+proto" "$out/got" "$out/want"
-    grep -qi '^content-type: application/grpc-web+proto' "$out/head" || { say "$flag binary: wrong content-type"; failed=$((failed + 1)); }
-    curl -sS "$flag" -o "$out/got.txt" -D "$out/head.txt" --data-binary @"$out/frame.txt" \
-        -H 'content-type: application/grpc-web-text' -H 'x-grpc-web: 1' "$url"
-    base64 -d "$out/got.txt" >"$out/got.dec" 2>/dev/null || true
-    check "$flag grpc-web-text" "$out/got.dec" "$out/want"
-    grep -qi '^content-type: application/grpc-web-text+proto' "$out/head.txt" || { say "$flag text: wrong content-type"; failed=$((failed + 1)); }
+# curl_checks NAME PORT H2C_PORT: binary and -text, over HTTP/1.1 and h2c.
+curl_checks() {
+    local name=$1 how flag url
+    for how in "--http1.1 http://127.0.0.1:$2" "--http2-prior-knowledge http://127.0.0.1:$3"; do
+        set -- $how
+        flag="$name $1" url=$2$path
+        curl -sS "$1" -o "$out/got" -D "$out/head" --data-binary @"$out/frame" \
+            -H 'content-type: application/grpc-web+proto' -H 'x-grpc-web: 1' "$url"
+        check "$flag grpc-web+proto" "$out/got" "$out/want"
+        grep -qi '^content-type: application/grpc-web+proto' "$out/head" || { say "$flag binary: wrong content-type"; failed=$((failed + 1)); }
+        curl -sS "$1" -o "$out/got.txt" -D "$out/head.txt" --data-binary @"$out/frame.txt" \
+            -H 'content-type: application/grpc-web-text' -H 'x-grpc-web: 1' "$url"
+        decode_text "$out/got.txt" >"$out/got.dec" 2>/dev/null || true
+        check "$flag grpc-web-text" "$out/got.dec" "$out/want"
+        grep -qi '^content-type: application/grpc-web-text+proto' "$out/head.txt" || { say "$flag text: wrong content-type"; failed=$((failed + 1)); }
+    done
+}
+curl_checks linerate "$port" "$h2c"
+
+# The proxy: gRPC-Web in, gRPC to the demo's h2c port.
+"$bin" serve --app none --addr 127.0.0.1:0 --h2c-port 0 --proxy "/=h2c://127.0.0.1:$h2c" \
+    --proxy-grpc-web --workers 1 --no-pin --log-level warn >"$out/proxy.banner" 2>"$out/proxy.stderr" &
+proxy_pid=$!
+pport="" ph2c=""
+for _ in $(seq 100); do
+    pport=$(sed -n 's|.*http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$out/proxy.banner" | head -1)
+    ph2c=$(sed -n 's|.*(h2c, prior knowledge) on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$out/proxy.banner")
+    [ -n "$pport" ] && [ -n "$ph2c" ] && break
+    kill -0 "$proxy_pid" 2>/dev/null || { cat "$out/proxy.stderr" >&2; say "the proxy did not start"; exit 1; }
+    sleep 0.1
 done
+[ -n "$pport" ] && [ -n "$ph2c" ] || { cat "$out/proxy.banner" >&2; say "no ports in the proxy's banner"; exit 1; }
+curl_checks proxy "$pport" "$ph2c"
 [ "$failed" = 0 ] || { say "$failed curl checks failed"; exit 1; }
 
 # connect-node's grpc-web transport.
@@ -82,4 +114,7 @@ if [ ! -d "$tools/node_modules/@connectrpc/connect-node" ]; then
 fi
 cp scripts/grpc-web/client.mjs "$tools/client.mjs"
 node "$tools/client.mjs" "http://127.0.0.1:$port"
+echo "connect-node through the proxy:"
+node "$tools/client.mjs" "http://127.0.0.1:$pport"
 kill -0 "$pid" 2>/dev/null || { cat "$out/stderr" >&2; say "the server died"; exit 1; }
+kill -0 "$proxy_pid" 2>/dev/null || { cat "$out/proxy.stderr" >&2; say "the proxy died"; exit 1; }

@@ -200,8 +200,12 @@ struct RawUpstream {
     /// `"client"`, `"header:NAME"` or `"cookie:NAME"`.
     hash_key: Option<Spanned<String>>,
     health_check: Option<Spanned<RawHealth>>,
-    /// `"h1"` (the default) or `"h2c"`.
+    /// `"h1"` (the default), `"h2c"` or `"h2"` (over TLS).
     protocol: Option<Spanned<String>>,
+    /// `"h2"`: the name verified in the servers' certificates and sent as SNI.
+    tls_server_name: Option<Spanned<String>>,
+    /// `"h2"`: a PEM file of the CA certificates trusted instead of the system's roots.
+    tls_ca: Option<Spanned<String>>,
 }
 
 /// `health_check = { path, interval, timeout, status, passes, fails }` of an upstream.
@@ -241,6 +245,8 @@ struct RawProxy {
     auth: Option<Spanned<RawAuth>>,
     upgrades: Option<Spanned<Vec<String>>>,
     cache: Option<Spanned<RawCache>>,
+    /// gRPC-Web translated to gRPC for an HTTP/2 upstream.
+    grpc_web: Option<Spanned<bool>>,
 }
 
 /// `cache = { size, max_object, heuristic, status, set_cookie, lock_timeout, tier,
@@ -1394,29 +1400,101 @@ impl Cx<'_> {
             up.protocol = match p.get_ref().as_str() {
                 "h1" => UpstreamProtocol::Http1,
                 "h2c" => UpstreamProtocol::H2c,
-                "h2" => {
-                    return Err(self.err(
-                        p.span(),
-                        "protocol \"h2\" (HTTP/2 over TLS) is not supported yet: upstreams \
-                         speak \"h1\" or \"h2c\" without TLS",
-                    ));
-                }
+                "h2" => UpstreamProtocol::H2,
                 other => {
                     return Err(self.err(
                         p.span(),
-                        format!("protocol {other:?}: expected \"h1\" or \"h2c\""),
+                        format!(
+                            "protocol {other:?}: expected \"h1\", \"h2c\" or \"h2\" (HTTP/2 \
+                             over TLS)"
+                        ),
                     ));
                 }
             };
-            if up.protocol == UpstreamProtocol::H2c && up.health.is_some() {
+            if up.protocol != UpstreamProtocol::Http1 && up.health.is_some() {
                 return Err(self.err(
                     p.span(),
-                    "health_check is for HTTP/1.1 upstreams; an \"h2c\" upstream has passive \
-                     health only (max_fails, fail_timeout)",
+                    format!(
+                        "health_check is for HTTP/1.1 upstreams; an {:?} upstream has passive \
+                         health only (max_fails, fail_timeout)",
+                        p.get_ref()
+                    ),
                 ));
             }
         }
+        self.upstream_tls(raw, &mut up)?;
         Ok(up)
+    }
+
+    /// An `"h2"` upstream's TLS: the name its servers are verified as (`tls_server_name`,
+    /// else the host its servers are written with when that is a name, else each server's
+    /// address), and its roots (`tls_ca`, else the system's), loaded now so that a bad file
+    /// is this line's error.
+    fn upstream_tls(&self, raw: &RawUpstream, up: &mut Upstream) -> Result<(), ConfError> {
+        if up.protocol != UpstreamProtocol::H2 {
+            if let Some(k) = raw.tls_server_name.as_ref().or(raw.tls_ca.as_ref()) {
+                return Err(self.err(
+                    k.span(),
+                    "tls_server_name and tls_ca are for an upstream over TLS (protocol = \"h2\")",
+                ));
+            }
+            return Ok(());
+        }
+        up.tls_server_name = match &raw.tls_server_name {
+            Some(n) => {
+                let name = n.get_ref();
+                if !linerate_server::tls::upstream_server_name_ok(name) {
+                    return Err(self.err(
+                        n.span(),
+                        format!("tls_server_name {name:?}: not a DNS name or an IP address"),
+                    ));
+                }
+                Some(name.clone())
+            }
+            None => self.written_host(raw)?,
+        };
+        up.tls_ca = match &raw.tls_ca {
+            Some(c) => Some(self.existing_file(c, "tls_ca")?),
+            None => None,
+        };
+        if let Err(e) = linerate_server::tls::load_upstream_roots(up.tls_ca.as_deref()) {
+            let span = raw.tls_ca.as_ref().map_or(raw.name.span(), |c| c.span());
+            return Err(self.err(span, format!("tls_ca: {e}")));
+        }
+        Ok(())
+    }
+
+    /// The one host name an upstream's servers are written with (`None` when they are
+    /// addresses); servers written with two names need `tls_server_name`.
+    fn written_host(&self, raw: &RawUpstream) -> Result<Option<String>, ConfError> {
+        let mut found: Option<String> = None;
+        for s in raw.servers.get_ref() {
+            let addr = s.get_ref().split_whitespace().next().unwrap_or("");
+            let host = addr[..addr.rfind(':').unwrap_or(0)].trim_matches(['[', ']']);
+            if addr.starts_with("unix:") {
+                return Err(self.err(
+                    s.span(),
+                    "a Unix-socket server over TLS needs tls_server_name (the name its \
+                     certificate is verified as)",
+                ));
+            }
+            if host.parse::<std::net::IpAddr>().is_ok() {
+                continue;
+            }
+            match &found {
+                Some(f) if f != host => {
+                    return Err(self.err(
+                        s.span(),
+                        format!(
+                            "servers named {f:?} and {host:?}: set tls_server_name (the one name \
+                             their certificates are verified as)"
+                        ),
+                    ));
+                }
+                _ => found = Some(host.to_string()),
+            }
+        }
+        Ok(found)
     }
 
     fn health(&self, h: &Spanned<RawHealth>) -> Result<HealthCheck, ConfError> {
@@ -1545,6 +1623,20 @@ impl Cx<'_> {
         {
             self.prefix(r)?;
         }
+        let grpc_web = raw.grpc_web.as_ref().is_some_and(|g| *g.get_ref());
+        if let Some(g) = raw.grpc_web.as_ref().filter(|g| *g.get_ref())
+            && upstreams
+                .iter()
+                .any(|u| &u.name == name && u.protocol == UpstreamProtocol::Http1)
+        {
+            return Err(self.err(
+                g.span(),
+                format!(
+                    "grpc_web translates to gRPC, which needs an HTTP/2 upstream: upstream \
+                     {name:?} speaks HTTP/1.1 (protocol = \"h2c\" or \"h2\")"
+                ),
+            ));
+        }
         let fields =
             |map: &Spanned<BTreeMap<String, String>>| -> Result<Vec<(String, String)>, ConfError> {
                 let mut out = Vec::new();
@@ -1589,6 +1681,7 @@ impl Cx<'_> {
                 Some(c) => Some(self.cache(c.get_ref())?),
                 None => None,
             },
+            grpc_web,
         })
     }
 

@@ -399,17 +399,52 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
         ),
         (
             format!(
-                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\nprotocol = \"h2\"\n{site}"
+                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\nprotocol = \"h2\"\ntls_ca = \"no-such-ca.pem\"\n{site}"
             ),
-            "6:12",
-            "protocol \"h2\" (HTTP/2 over TLS) is not supported yet",
+            "7:10",
+            "tls_ca",
+        ),
+        (
+            format!(
+                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\nprotocol = \"h2\"\ntls_server_name = \"bad name!\"\n{site}"
+            ),
+            "7:19",
+            "tls_server_name \"bad name!\": not a DNS name or an IP address",
+        ),
+        (
+            format!(
+                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\nprotocol = \"h2c\"\ntls_server_name = \"api.test\"\n{site}"
+            ),
+            "7:19",
+            "tls_server_name and tls_ca are for an upstream over TLS (protocol = \"h2\")",
+        ),
+        (
+            format!(
+                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"unix:/run/app.sock\"]\nprotocol = \"h2\"\n{site}"
+            ),
+            "5:12",
+            "a Unix-socket server over TLS needs tls_server_name",
+        ),
+        (
+            format!(
+                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\nhealth_check = {{ path = \"/h\" }}\nprotocol = \"h2\"\n{site}"
+            ),
+            "7:12",
+            "health_check is for HTTP/1.1 upstreams; an \"h2\" upstream",
+        ),
+        (
+            format!(
+                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\n{site}[[site.proxy]]\nupstream = \"app\"\ngrpc_web = true\n"
+            ),
+            "10:12",
+            "grpc_web translates to gRPC, which needs an HTTP/2 upstream: upstream \"app\" speaks HTTP/1.1",
         ),
         (
             format!(
                 "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\nprotocol = \"http2\"\n{site}"
             ),
             "6:12",
-            "protocol \"http2\": expected \"h1\" or \"h2c\"",
+            "protocol \"http2\": expected \"h1\", \"h2c\" or \"h2\"",
         ),
         (
             format!(

@@ -715,10 +715,13 @@ fn a_client_that_does_not_read_holds_its_upstream_stream_to_a_window() {
 #[test]
 fn proxy_urls_other_than_http_h2c_and_unix_are_refused_in_one_line() {
     for (url, says) in [
-        ("https://127.0.0.1:1", "http://, h2c:// or unix:"),
+        (
+            "https://127.0.0.1:1",
+            "over TLS upstreams speak HTTP/2 (h2://HOST:PORT)",
+        ),
         (
             "grpc://127.0.0.1:1",
-            "expected http://HOST:PORT, h2c://HOST:PORT or unix:/PATH",
+            "expected http://HOST:PORT, h2c://HOST:PORT, h2://HOST:PORT or unix:/PATH",
         ),
         ("h2c://127.0.0.1", "the upstream needs a port"),
     ] {
@@ -758,4 +761,17 @@ fn a_client_resetting_a_call_that_waits_for_its_answer_cancels_the_upstream_stre
             .expect("the upstream's stream was reset");
         assert_eq!(ended, Err(Some(h2::Reason::CANCEL)));
     });
+}
+
+#[test]
+fn an_http11_clients_post_with_its_body_in_hand_reaches_an_h2c_upstream_whole() {
+    // A body that came whole with the head (a small HTTP/1.1 POST) is no pipe: it must still
+    // be sent, with END_STREAM, or the upstream waits for it and the client for the answer.
+    let up = demo_upstream();
+    let proxy = proxy_to(h2c_addr(&up), &[]);
+    let mut c = common::Client::connect(proxy.addr);
+    c.send(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 11\r\n\r\nhello world");
+    let r = c.read_response();
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.body, b"hello world", "the demo echoes the body");
 }

@@ -131,6 +131,12 @@ pub struct Upstream {
     pub health: Option<HealthCheck>,
     /// The protocol its servers speak.
     pub protocol: UpstreamProtocol,
+    /// Over TLS ([`UpstreamProtocol::H2`]): the name sent as SNI and verified in the
+    /// server's certificate (`None`: the server's IP address is the name).
+    pub tls_server_name: Option<String>,
+    /// Over TLS: the CA certificates (PEM) the servers' chains must lead to, in place of
+    /// the system's roots (`None`: the system's).
+    pub tls_ca: Option<std::path::PathBuf>,
 }
 
 /// The protocol an upstream's servers speak.
@@ -142,6 +148,10 @@ pub enum UpstreamProtocol {
     /// HTTP/2 without TLS, by prior knowledge (RFC 9113 §3.3): a few connections per worker
     /// and server, each carrying many requests at once (gRPC's upstreams). Needs `http2`.
     H2c,
+    /// HTTP/2 over TLS, chosen by ALPN (`h2`, RFC 9113 §3.2; RFC 7301): pooled and
+    /// multiplexed as [`UpstreamProtocol::H2c`]; a server whose ALPN answer is not `h2` is
+    /// never spoken HTTP/2 to (its connection fails: 502). Needs `http2` and `tls`.
+    H2,
 }
 
 /// Active health checks: every `interval` each worker sends `GET path` to each server on a
@@ -212,6 +222,8 @@ impl Upstream {
             tries: UPSTREAM_TRIES,
             max_fails: UPSTREAM_MAX_FAILS,
             protocol: UpstreamProtocol::Http1,
+            tls_server_name: None,
+            tls_ca: None,
             fail_timeout: UPSTREAM_FAIL_TIMEOUT,
             balance: Balance::RoundRobin,
             health: None,
@@ -293,6 +305,11 @@ pub struct ProxyMount {
     pub upgrades: Vec<String>,
     /// An HTTP cache in front of the upstream (RFC 9111); off by default.
     pub cache: Option<ProxyCache>,
+    /// gRPC-Web requests (`application/grpc-web`, `-text`) go upstream as gRPC and their
+    /// answers come back as gRPC-Web (Envoy's `grpc_web` filter); needs an HTTP/2 upstream
+    /// and the `grpc` feature. Off by default: the upstream then gets them as they came
+    /// (one that serves gRPC-Web itself, as linerate does).
+    pub grpc_web: bool,
 }
 
 /// A proxy mount's HTTP cache (RFC 9111, `docs/cache.md`): answers kept in memory, shared by
@@ -357,6 +374,7 @@ impl Default for ProxyMount {
             request_buffering: false,
             upgrades: DEFAULT_UPGRADES.iter().map(|u| u.to_string()).collect(),
             cache: None,
+            grpc_web: false,
         }
     }
 }

@@ -13,7 +13,7 @@ use crate::config::{BROTLI_QUALITY, Config, GZIP_LEVEL, Listen};
 use crate::start_error::{Part, StartError};
 
 /// The features of this build, each with whether it is compiled in.
-pub const FEATURES: [(&str, bool); 11] = [
+pub const FEATURES: [(&str, bool); 12] = [
     ("tls", cfg!(feature = "tls")),
     ("http2", cfg!(feature = "http2")),
     ("http3", cfg!(feature = "http3")),
@@ -25,6 +25,7 @@ pub const FEATURES: [(&str, bool); 11] = [
     ("websocket", cfg!(feature = "websocket")),
     ("gzip", cfg!(feature = "gzip")),
     ("kv", cfg!(feature = "kv")),
+    ("grpc", cfg!(feature = "grpc")),
 ];
 
 fn enabled(feature: &str) -> bool {
@@ -70,10 +71,20 @@ pub(crate) fn check_sites(config: &Config) -> Result<(), StartError> {
     if let Some(i) = config
         .upstreams
         .iter()
-        .position(|u| u.protocol == crate::config::UpstreamProtocol::H2c)
+        .position(|u| u.protocol != crate::config::UpstreamProtocol::Http1)
     {
         need(
-            Some(("an HTTP/2 upstream (protocol = \"h2c\")", "http2")),
+            Some(("an HTTP/2 upstream (protocol = \"h2c\" or \"h2\")", "http2")),
+            Part::Upstream(i),
+        )?;
+    }
+    if let Some(i) = config
+        .upstreams
+        .iter()
+        .position(|u| u.protocol == crate::config::UpstreamProtocol::H2)
+    {
+        need(
+            Some(("an HTTP/2 upstream over TLS (protocol = \"h2\")", "tls")),
             Part::Upstream(i),
         )?;
     }
@@ -88,6 +99,16 @@ pub(crate) fn check_sites(config: &Config) -> Result<(), StartError> {
     for (i, s) in config.sites.iter().enumerate() {
         if let Some(index) = tiered(&s.proxies) {
             need(Some(tier), Part::Proxy { site: i, index })?;
+        }
+    }
+    let web = |p: &[crate::config::ProxyMount]| p.iter().position(|m| m.grpc_web);
+    let grpc_web = ("gRPC-Web translation (grpc_web)", "grpc");
+    if let Some(index) = web(&config.proxies) {
+        need(Some(grpc_web), Part::Proxy { site: 0, index })?;
+    }
+    for (i, s) in config.sites.iter().enumerate() {
+        if let Some(index) = web(&s.proxies) {
+            need(Some(grpc_web), Part::Proxy { site: i, index })?;
         }
     }
     for (i, s) in config.sites.iter().enumerate() {
@@ -315,6 +336,18 @@ mod tests {
                 "http2",
                 Config {
                     upstreams: vec![upstream(), h2c],
+                    ..Config::default()
+                },
+                Part::Upstream(1),
+            ));
+            // Over TLS (`h2`): `http2`, then `tls` (a build with `tls` has `http2`).
+            let mut h2 = upstream();
+            h2.protocol = crate::config::UpstreamProtocol::H2;
+            let feature = if enabled("http2") { "tls" } else { "http2" };
+            rows.push((
+                feature,
+                Config {
+                    upstreams: vec![upstream(), h2],
                     ..Config::default()
                 },
                 Part::Upstream(1),

@@ -196,6 +196,8 @@ fn upstreams(running: &[Upstream], new: &[Upstream], out: &mut Vec<String>) {
         key("balance", o.balance != u.balance);
         key("health_check", o.health != u.health);
         key("protocol", o.protocol != u.protocol);
+        key("tls_server_name", o.tls_server_name != u.tls_server_name);
+        key("tls_ca", o.tls_ca != u.tls_ca);
         // Anything named nowhere above.
         let rest = Upstream {
             servers: u.servers.clone(),
@@ -210,6 +212,8 @@ fn upstreams(running: &[Upstream], new: &[Upstream], out: &mut Vec<String>) {
             balance: u.balance.clone(),
             health: u.health.clone(),
             protocol: u.protocol,
+            tls_server_name: u.tls_server_name.clone(),
+            tls_ca: u.tls_ca.clone(),
             ..o.clone()
         };
         key("other settings", rest != *u);

@@ -128,8 +128,9 @@ pub(crate) struct ServeArgs {
     /// Proxy a path prefix to an HTTP/1.1 upstream: `/api=http://127.0.0.1:9000` (the path
     /// goes as it came), `/api=http://127.0.0.1:9000/` (the prefix is replaced by the URL's
     /// path, as nginx's proxy_pass), `/=unix:/run/app.sock`; or to an HTTP/2 one by prior
-    /// knowledge (gRPC): `/=h2c://127.0.0.1:50051`. Repeatable; proxied prefixes come before
-    /// the app's routes and the files.
+    /// knowledge (gRPC): `/=h2c://127.0.0.1:50051`, or over TLS with ALPN `h2`:
+    /// `/=h2://api.internal:443` (verified against the system's roots, or --proxy-tls-ca).
+    /// Repeatable; proxied prefixes come before the app's routes and the files.
     #[arg(long, value_name = "PREFIX=URL", value_parser = proxy_arg)]
     proxy: Vec<ProxyArg>,
     /// --proxy upstreams: the most time to establish a connection (then the next try, or
@@ -151,6 +152,15 @@ pub(crate) struct ServeArgs {
     /// bound near the upstream's own concurrency is the cheapest setting.
     #[arg(long, value_name = "N", default_value_t = 0)]
     proxy_max_conns: usize,
+    /// --proxy `h2://` upstreams: verify their certificates against the CA certificates in
+    /// this PEM file instead of the system's roots (a private CA, or a self-signed upstream).
+    #[arg(long, value_name = "FILE")]
+    proxy_tls_ca: Option<PathBuf>,
+    /// --proxy mounts to HTTP/2 upstreams (h2c://, h2://) translate gRPC-Web: a browser's
+    /// application/grpc-web(-text) call goes up as gRPC, its answer comes back as gRPC-Web
+    /// (the config file's `grpc_web = true`).
+    #[arg(long)]
+    proxy_grpc_web: bool,
     /// --proxy mounts read a request's body whole before sending it up (nginx's default:
     /// a slow uploader holds no upstream connection, and the upstream gets a Content-Length).
     /// Without it a body goes up as it arrives.
@@ -302,6 +312,8 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
                 "proxy_timeout",
                 "proxy_keepalive",
                 "proxy_max_conns",
+                "proxy_tls_ca",
+                "proxy_grpc_web",
                 "proxy_request_buffering",
                 "proxy_cache",
                 "proxy_cache_tier",
@@ -708,14 +720,17 @@ pub(crate) struct ProxyArg {
     prefix: String,
     addr: linerate_server::config::UpstreamAddr,
     rewrite: Option<String>,
-    /// `h2c://`: HTTP/2 by prior knowledge.
-    h2c: bool,
+    /// `http://` and `unix:` HTTP/1.1, `h2c://` HTTP/2 by prior knowledge, `h2://` HTTP/2
+    /// over TLS.
+    protocol: linerate_server::config::UpstreamProtocol,
+    /// `h2://`: the host as written when it is a name (SNI and the certificate's name).
+    server_name: Option<String>,
 }
 
 /// Parses `--proxy PREFIX=URL`: the prefix starts with `/` (`/` is everything); the URL is
 /// `http://HOST:PORT[/PATH]` (a name is resolved now) or `unix:/PATH`.
 fn proxy_arg(s: &str) -> Result<ProxyArg, String> {
-    use linerate_server::config::UpstreamAddr;
+    use linerate_server::config::{UpstreamAddr, UpstreamProtocol};
     let (prefix, url) = s
         .split_once('=')
         .ok_or("expected PREFIX=URL, e.g. /api=http://127.0.0.1:9000")?;
@@ -731,22 +746,29 @@ fn proxy_arg(s: &str) -> Result<ProxyArg, String> {
             prefix,
             addr: UpstreamAddr::Unix(path.into()),
             rewrite: None,
-            h2c: false,
+            protocol: UpstreamProtocol::Http1,
+            server_name: None,
         });
     }
-    let h2c = url.starts_with("h2c://");
-    let rest = url
-        .strip_prefix("http://")
-        .or_else(|| url.strip_prefix("h2c://"))
-        .ok_or_else(|| {
-            if url.starts_with("https://") {
-                format!(
-                    "{url}: upstreams speak HTTP/1.1 or h2c without TLS (http://, h2c:// or unix:)"
-                )
-            } else {
-                format!("{url}: expected http://HOST:PORT, h2c://HOST:PORT or unix:/PATH")
-            }
-        })?;
+    let (protocol, rest) = [
+        ("http://", UpstreamProtocol::Http1),
+        ("h2c://", UpstreamProtocol::H2c),
+        ("h2://", UpstreamProtocol::H2),
+    ]
+    .into_iter()
+    .find_map(|(scheme, p)| Some((p, url.strip_prefix(scheme)?)))
+    .ok_or_else(|| {
+        if url.starts_with("https://") {
+            format!(
+                "{url}: over TLS upstreams speak HTTP/2 (h2://HOST:PORT); HTTP/1.1 goes without \
+                 TLS (http://, unix:)"
+            )
+        } else {
+            format!(
+                "{url}: expected http://HOST:PORT, h2c://HOST:PORT, h2://HOST:PORT or unix:/PATH"
+            )
+        }
+    })?;
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], Some(&rest[i..])),
         None => (rest, None),
@@ -758,11 +780,16 @@ fn proxy_arg(s: &str) -> Result<ProxyArg, String> {
         .map_err(|e| format!("{authority}: {e}"))?
         .next()
         .ok_or_else(|| format!("{authority}: no address"))?;
+    let host = authority[..authority.rfind(':').unwrap_or(0)].trim_matches(['[', ']']);
+    let server_name = (protocol == UpstreamProtocol::H2
+        && host.parse::<std::net::IpAddr>().is_err())
+    .then(|| host.to_string());
     Ok(ProxyArg {
         prefix,
         addr: UpstreamAddr::Tcp(addr),
         rewrite: path.map(|p| p.trim_end_matches('/').to_string()),
-        h2c,
+        protocol,
+        server_name,
     })
 }
 
@@ -804,6 +831,7 @@ fn files_line(url: &str, files: Option<&linerate_server::config::FilesMount>) ->
 
 /// The configuration the flags alone describe (every flag, given or default).
 fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
+    use linerate_server::config::UpstreamProtocol;
     let tls = tls_config(a)?;
     if a.quic && tls.is_none() && a.config.is_none() {
         bail!("--quic needs --tls-port, --tls-cert and --tls-key (HTTP/3 runs over TLS 1.3)");
@@ -819,11 +847,11 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
     let mut upstreams: Vec<linerate_server::config::Upstream> = Vec::new();
     let mut proxies = Vec::new();
     for p in &a.proxy {
-        // `h2c://` and `http://` to one address are two upstreams.
-        let name = if p.h2c {
-            format!("h2c://{}", p.addr)
-        } else {
-            p.addr.to_string()
+        // `h2c://`, `h2://` and `http://` to one address are three upstreams.
+        let name = match p.protocol {
+            UpstreamProtocol::H2c => format!("h2c://{}", p.addr),
+            UpstreamProtocol::H2 => format!("h2://{}", p.addr),
+            UpstreamProtocol::Http1 => p.addr.to_string(),
         };
         if !upstreams.iter().any(|u| u.name == name) {
             let server = linerate_server::config::UpstreamServer {
@@ -835,12 +863,18 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
             up.timeout = a.proxy_timeout;
             up.keepalive = a.proxy_keepalive;
             up.max_conns = a.proxy_max_conns;
-            if p.h2c {
-                up.protocol = linerate_server::config::UpstreamProtocol::H2c;
+            up.protocol = p.protocol;
+            if p.protocol == UpstreamProtocol::H2 {
+                up.tls_server_name = p.server_name.clone();
+                up.tls_ca = a.proxy_tls_ca.clone();
+                // A CA file that cannot be read is this flag's error, at start.
+                linerate_server::tls::load_upstream_roots(up.tls_ca.as_deref())
+                    .map_err(|e| anyhow::anyhow!("--proxy {}: {e}", name))?;
             }
             upstreams.push(up);
         }
         proxies.push(linerate_server::config::ProxyMount {
+            grpc_web: a.proxy_grpc_web && p.protocol != UpstreamProtocol::Http1,
             prefix: p.prefix.clone(),
             upstream: name,
             rewrite: p.rewrite.clone(),
@@ -854,6 +888,12 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
                 }),
             ..Default::default()
         });
+    }
+    if a.proxy_tls_ca.is_some() && !upstreams.iter().any(|u| u.protocol == UpstreamProtocol::H2) {
+        bail!("--proxy-tls-ca is for upstreams over TLS: it needs an h2:// --proxy");
+    }
+    if a.proxy_grpc_web && !proxies.iter().any(|m| m.grpc_web) {
+        bail!("--proxy-grpc-web translates to gRPC: it needs an HTTP/2 --proxy (h2c:// or h2://)");
     }
     let config = Config {
         addr: a.addr,

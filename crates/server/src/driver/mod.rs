@@ -50,6 +50,11 @@ mod upstream;
 mod upstream;
 #[cfg(all(feature = "proxy", feature = "http2"))]
 mod upstream_h2;
+#[cfg(feature = "tls")]
+pub(crate) mod upstream_tls;
+#[cfg(not(feature = "tls"))]
+#[path = "upstream_tls_off.rs"]
+pub(crate) mod upstream_tls;
 #[cfg(feature = "websocket")]
 mod ws;
 #[cfg(not(feature = "websocket"))]

@@ -50,6 +50,8 @@ pub use super::handshake::{
     ClientCa, ClientCert, Handshake, cipher_suite_names, server_config, server_config_with_store,
     session_lifetime_ok,
 };
+/// Checks and loads the roots an HTTPS upstream is verified against (`tls_ca`, or the system's).
+pub use super::upstream_tls::{load_upstream_roots, upstream_server_name_ok};
 
 /// File bytes read (pread) and encrypted at once over user-space TLS: one full record.
 pub const TLS_FILE_CHUNK: usize = 16 * 1024;

@@ -17,6 +17,8 @@ use super::backend::{Backend, Completion, Token};
 pub use super::client_cert::ClientCert;
 use super::transport::submitted;
 pub(crate) use super::transport::{Finished, Input, Outcome};
+/// Checks and loads the roots an HTTPS upstream is verified against (`tls_ca`, or the system's).
+pub use super::upstream_tls::{load_upstream_roots, upstream_server_name_ok};
 use crate::config::TlsConfig;
 use crate::pool::Pool;
 

@@ -18,13 +18,15 @@ use std::borrow::Cow;
 
 use super::backend::{Backend, Completion, Submitted, Token};
 use super::upstream::{Books, Ended};
+use super::upstream_tls::{self, Handshake, UpTls};
 use super::{Shared, Worker};
 use crate::app::deferred::LogMeta;
 use crate::app::sites::SiteSet;
-use crate::config::{Upstream, UpstreamAddr};
+use crate::config::{Upstream, UpstreamAddr, UpstreamProtocol};
 use crate::h1::{Cx, StreamHead};
 use crate::h1c::{self, ReqBody};
 use crate::h2u::{self, Fields, OpenError, StreamError};
+use crate::proxy::grpc_web::{self, Web};
 use crate::proxy::job::Job;
 use crate::proxy::pipe::PipeOut;
 use crate::response::{Field, Response};
@@ -55,6 +57,9 @@ pub(super) struct H2Live {
     idle_by: u64,
     /// The exchanges on it, one per open stream (few: a linear search is the cheapest).
     links: Vec<Link>,
+    /// Its TLS session (`protocol = "h2"`; `upstream_tls.rs`): HTTP/2 bytes pass through it,
+    /// and none go out before its handshake chose `h2`.
+    tls: Option<Box<UpTls>>,
 }
 
 impl H2Live {
@@ -103,6 +108,8 @@ struct Link {
     deadline: u64,
     log: Option<LogMeta>,
     path: Option<Box<[u8]>>,
+    /// A gRPC-Web request sent as gRPC (`proxy/grpc_web.rs`): its answer goes back as this.
+    web: Option<Web>,
 }
 
 /// An answer's head on its way to the client: status, fields, the body's length if known.
@@ -430,6 +437,11 @@ impl h2u::Events for Relay<'_> {
         if link.head_request {
             length = Some(0);
         }
+        if let Some(web) = link.web {
+            // gRPC-Web's body is not the upstream's (a trailer frame, or base64).
+            grpc_web::answer_fields(web, &mut out);
+            length = None;
+        }
         link.head = Some((status, out, length));
     }
 
@@ -450,14 +462,16 @@ impl h2u::Events for Relay<'_> {
         let Some(live) = client(self.slots, link.client) else {
             return self.gone(i);
         };
-        if !data.is_empty() {
-            let taken = live.conn.stream_data(link.id, data, self.cx);
+        let web = link.web.and_then(|w| grpc_web::answer_data(w, data));
+        let relayed = web.as_deref().unwrap_or(data);
+        if !relayed.is_empty() {
+            let taken = live.conn.stream_data(link.id, relayed, self.cx);
             live.conn.keep_output(self.cx);
             if !taken {
                 return self.gone(i);
             }
         }
-        link.bytes += data.len() as u64;
+        link.bytes += relayed.len() as u64;
         self.after.clients.push(link.client);
         if live.conn.stream_room(link.id) {
             self.after.consumed.push((stream, data.len()));
@@ -482,6 +496,17 @@ impl h2u::Events for Relay<'_> {
         let Some(i) = self.link(stream) else {
             return;
         };
+        if let Some(web) = self.links[i].web {
+            // gRPC-Web: the trailers are the body's last frame, and the stream ends bare.
+            let frame = grpc_web::trailer_frame(web, fields.iter());
+            let link = &mut self.links[i];
+            link.bytes += frame.len() as u64;
+            let (client_token, id) = (link.client, link.id);
+            to_client(self.slots, client_token, self.cx, |live, cx| {
+                live.conn.stream_data(id, &frame, cx)
+            });
+            return self.finish(i, &[]);
+        }
         let trailers: Vec<Field> = fields
             .iter()
             .map(|(n, v)| {
@@ -499,8 +524,10 @@ impl h2u::Events for Relay<'_> {
             return;
         };
         let link = &mut self.links[i];
-        if let Some((status, fields, _)) = link.head.take() {
-            // A head that ends the stream (gRPC's Trailers-Only): one block to the client.
+        if let Some((status, mut fields, _)) = link.head.take() {
+            // A head that ends the stream (gRPC's Trailers-Only): one block to the client
+            // (gRPC-Web: the status in the body's trailer frame).
+            let web_body = link.web.map(|w| grpc_web::trailers_only(w, &mut fields));
             let mut resp = Response::new(status);
             for (n, v) in fields {
                 let (n, v) = (
@@ -515,6 +542,10 @@ impl h2u::Events for Relay<'_> {
             }
             resp.headers
                 .push((Cow::Borrowed("via"), Cow::Borrowed("2 linerate")));
+            let bytes = web_body.as_ref().map_or(0, |b| b.len() as u64);
+            if let Some(body) = web_body {
+                resp.body = crate::app::response::Body::Owned(body);
+            }
             let mut link = self.take(i);
             link.answered = true;
             self.release(&link);
@@ -526,7 +557,7 @@ impl h2u::Events for Relay<'_> {
             });
             self.after.clients.push(link.client);
             let status = link.status;
-            self.account(status, 0, &link);
+            self.account(status, bytes, &link);
             return;
         }
         self.finish(i, &[]);
@@ -634,6 +665,16 @@ impl<B: Backend> Worker<B> {
     fn connect_h2(&mut self, gi: usize, server: usize, up: &Upstream) -> Option<u32> {
         let now = self.io.cx.now;
         let ms = |d: std::time::Duration| d.as_micros().div_ceil(1000) as u64;
+        let tls = match up.protocol {
+            UpstreamProtocol::H2 => match tls_session(up, server) {
+                Ok(tls) => Some(Box::new(tls)),
+                Err(e) => {
+                    tracing::warn!(upstream = %up.name, server = %up.servers[server].addr, error = %e, "upstream TLS set-up failed");
+                    return None;
+                }
+            },
+            _ => None,
+        };
         let (idx, token) = self.alloc_slot(true);
         let addr = super::upstream::up_addr(&up.servers[server].addr);
         let connected = match self.backend.connect(&addr, token) {
@@ -664,6 +705,7 @@ impl<B: Backend> Worker<B> {
             idle: ms(up.idle_timeout),
             idle_by: u64::MAX,
             links: Vec::new(),
+            tls,
         }));
         self.pools.h2.push(token);
         Some(idx)
@@ -683,7 +725,7 @@ impl<B: Backend> Worker<B> {
             fields.iter().map(|(n, v)| (&n[..], &v[..])).collect();
         let req = h2u::Request {
             method: &method,
-            scheme: b"http",
+            scheme: if h2.tls.is_some() { b"https" } else { b"http" },
             authority: &authority,
             path: &target,
             fields: &field_refs,
@@ -714,7 +756,9 @@ impl<B: Backend> Worker<B> {
             id: job.id,
             site: job.site,
             route: job.route,
-            body_done: pipe.is_none(),
+            // A body that came whole with the head is still to send (`feed_bodies`): an
+            // HTTP/1.1 client's small POST, every gRPC-Web call (read whole first).
+            body_done: pipe.is_none() && body.is_empty(),
             body,
             sent_body: 0,
             pipe,
@@ -730,6 +774,7 @@ impl<B: Backend> Worker<B> {
             deadline: now + h2.timeout,
             log: job.log.take(),
             path: job.path.clone(),
+            web: job.web,
             job: Some(job),
         });
         let client_token = h2.links.last().map_or(0, |l| l.client);
@@ -744,6 +789,42 @@ impl<B: Backend> Worker<B> {
             }
         }
         self.h2_call(idx, sh, &mut |_, _, _| {});
+    }
+
+    /// Ciphertext in on the TLS connection in slot `idx`: its plaintext, and whether the
+    /// server closed the session. `None`: the connection fails (logged), as it does when its
+    /// handshake ends without `h2` (an HTTP/1.1 server is never spoken HTTP/2 to); a
+    /// failure before the handshake's end is a connect failure (nothing went out).
+    fn tls_recv(&mut self, idx: u32, data: &[u8]) -> Option<(Vec<u8>, bool)> {
+        let h2 = self.slots[idx as usize].h2.as_mut()?;
+        let tls = h2.tls.as_deref_mut()?;
+        let up = self.io.sites.upstreams.get(h2.group);
+        let name = up.map_or("-", |u| u.name.as_str());
+        let server = up
+            .and_then(|u| u.servers.get(h2.server))
+            .map_or_else(|| "-".to_string(), |s| s.addr.to_string());
+        let handshaking = tls.handshake() == Handshake::Going;
+        let mut plain = Vec::new();
+        let closed = match tls.recv(data, &mut plain) {
+            Ok(closed) => closed,
+            Err(e) => {
+                tracing::warn!(upstream = %name, server = %server, error = %e, "upstream TLS failed");
+                h2.connected &= !handshaking;
+                return None;
+            }
+        };
+        if handshaking {
+            match tls.handshake() {
+                Handshake::Going => {}
+                Handshake::H2 => h2.connect_by = u64::MAX,
+                Handshake::NotH2 => {
+                    tracing::warn!(upstream = %name, server = %server, alpn = %tls.alpn(), "upstream did not choose h2 by ALPN: no HTTP/2 is sent to it");
+                    h2.connected = false;
+                    return None;
+                }
+            }
+        }
+        Some((plain, closed))
     }
 
     /// Fails the streams still on the HTTP/2 connection in slot `idx`, which is closing.
@@ -787,17 +868,51 @@ impl<B: Backend> Worker<B> {
             Completion::Connected { .. } => {
                 if let Some(h2) = self.slots[idx as usize].h2.as_mut() {
                     h2.connected = true;
-                    h2.connect_by = u64::MAX;
+                    // Over TLS, connecting ends with the handshake (as nginx times it).
+                    if h2.tls.is_none() {
+                        h2.connect_by = u64::MAX;
+                    }
                 }
                 self.h2_call(idx, sh, &mut |_, _, _| {});
             }
             Completion::Received { buf, .. } => {
+                if self.slots[idx as usize]
+                    .h2
+                    .as_ref()
+                    .is_some_and(|h2| h2.tls.is_some())
+                {
+                    let plain = self.tls_recv(idx, &buf);
+                    self.backend.recycle(buf);
+                    return match plain {
+                        Some((plain, closed)) => self.h2_call(idx, sh, &mut |conn, now, ev| {
+                            if !plain.is_empty() {
+                                conn.recv(&plain, now, ev);
+                            }
+                            if closed {
+                                conn.eof(ev);
+                            }
+                        }),
+                        None => {
+                            self.fail_h2(idx, sh);
+                            self.close_h2(idx);
+                        }
+                    };
+                }
                 self.h2_call(idx, sh, &mut |conn, now, ev| conn.recv(&buf, now, ev));
                 self.backend.recycle(buf);
             }
             Completion::Sent { mut buf, .. } => {
                 self.io.cx.pool.put(&mut buf);
-                self.h2_call(idx, sh, &mut |conn, _, ev| conn.sent(ev));
+                let h2_out = self.slots[idx as usize]
+                    .h2
+                    .as_mut()
+                    .and_then(|h2| h2.tls.as_mut())
+                    .is_none_or(|tls| tls.sent());
+                if h2_out {
+                    self.h2_call(idx, sh, &mut |conn, _, ev| conn.sent(ev));
+                } else {
+                    self.pump_h2(idx, sh);
+                }
             }
             Completion::Eof { .. } | Completion::Failed { .. } => {
                 self.fail_h2(idx, sh);
@@ -824,6 +939,8 @@ impl<B: Backend> Worker<B> {
         }
         if h2.connect_by <= now {
             tracing::warn!("HTTP/2 upstream connect timed out");
+            // (Over TLS the TCP connect may be done: nothing went out on it all the same.)
+            h2.connected = false;
             let (gi, si) = (h2.group, h2.server);
             if let Some(up) = self.io.sites.upstreams.get(gi).cloned() {
                 self.pools.server_failed(gi, si, &up, now);
@@ -948,17 +1065,26 @@ impl<B: Backend> Worker<B> {
             return;
         };
         // Nothing goes out before the connect completes.
-        let transmit = if h2.connected && !h2.dead {
-            h2.conn.poll_transmit()
-        } else {
+        let transmit = if !h2.connected || h2.dead {
             h1c::Transmit::Idle
+        } else if let Some(tls) = h2.tls.as_deref_mut() {
+            tls_transmit(tls, &mut h2.conn)
+        } else {
+            h2.conn.poll_transmit()
         };
         match transmit {
             h1c::Transmit::Bytes => {
-                let buf = h2.conn.take_output();
+                let buf = match h2.tls.as_deref_mut() {
+                    Some(tls) => tls.take_output(self.io.cx.pool.get()),
+                    None => h2.conn.take_output(),
+                };
                 match self.backend.send(token, buf, false) {
                     Submitted::Done(mut buf) => {
                         self.io.cx.pool.put(&mut buf);
+                        let h2_out = h2.tls.as_deref_mut().is_none_or(UpTls::sent);
+                        if !h2_out {
+                            return self.pump_h2(idx, sh);
+                        }
                         // Sent: streams waiting for the output's room go on, and what they
                         // add goes out in turn (bounded by the send windows).
                         return self.h2_call(idx, sh, &mut |conn, _, ev| conn.sent(ev));
@@ -990,7 +1116,12 @@ impl<B: Backend> Worker<B> {
         } else if h2.idle_by == u64::MAX {
             h2.idle_by = self.io.cx.now + h2.idle;
         }
-        let want = h2.connected && !h2.dead && h2.conn.wants_input();
+        // A TLS session reads on through its handshake, whatever HTTP/2 wants.
+        let handshaking = h2
+            .tls
+            .as_ref()
+            .is_some_and(|t| t.handshake() == Handshake::Going);
+        let want = h2.connected && !h2.dead && (h2.conn.wants_input() || handshaking);
         if want != h2.receiving {
             h2.receiving = want;
             self.backend.set_recv(token, want);
@@ -1059,6 +1190,42 @@ impl<B: Backend> Worker<B> {
             }
         });
     }
+}
+
+/// A TLS connection's next send: the handshake's records, then (once it chose `h2`) the
+/// HTTP/2 output encrypted, one buffer with the backend at a time.
+fn tls_transmit(tls: &mut UpTls, conn: &mut h2u::Conn) -> h1c::Transmit {
+    if tls.sending() {
+        return h1c::Transmit::Idle;
+    }
+    if tls.handshake() == Handshake::H2 {
+        match conn.poll_transmit() {
+            h1c::Transmit::Bytes => {
+                // Held as in flight until this buffer is out (`UpTls::sent`).
+                let plain = conn.take_output();
+                tls.encrypt(&plain);
+            }
+            h1c::Transmit::Close if !tls.wants_send() => return h1c::Transmit::Close,
+            _ => {}
+        }
+    }
+    if tls.wants_send() {
+        h1c::Transmit::Bytes
+    } else {
+        h1c::Transmit::Idle
+    }
+}
+
+/// The TLS session of upstream `up`'s server `server`: its roots' configuration (built
+/// once), verified as `tls_server_name` or the server's IP address.
+fn tls_session(up: &Upstream, server: usize) -> Result<UpTls, String> {
+    let config = upstream_tls::client_config(up.tls_ca.as_deref())?;
+    let addr = match &up.servers[server].addr {
+        UpstreamAddr::Tcp(a) => Some(*a),
+        UpstreamAddr::Unix(_) => None,
+    };
+    let name = upstream_tls::server_name(up.tls_server_name.as_deref(), addr)?;
+    UpTls::new(config, name)
 }
 
 /// Moves each stream's body into its connection as the windows allow; `true` when some

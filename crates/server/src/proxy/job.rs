@@ -57,6 +57,10 @@ pub(crate) struct Job {
     /// Answered from the cache in the content phase: nothing goes upstream, the driver only
     /// writes this into the client's connection.
     pub hit: Option<Box<super::cache::Hit>>,
+    /// A gRPC-Web request its mount translates (`grpc_web`): sent as gRPC, answered as this.
+    // Read by the HTTP/2 relay only (a gRPC-Web mount needs an HTTP/2 upstream).
+    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
+    pub web: Option<super::grpc_web::Web>,
 }
 
 impl Job {
@@ -91,6 +95,7 @@ impl Job {
             cache: None,
             background: false,
             hit: None,
+            web: None,
         }
     }
 

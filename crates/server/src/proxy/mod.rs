@@ -17,6 +17,11 @@ pub(crate) mod balance;
 pub(crate) mod cache;
 pub(crate) mod cache_admin;
 pub(crate) mod forward;
+#[cfg(feature = "grpc")]
+pub(crate) mod grpc_web;
+#[cfg(not(feature = "grpc"))]
+#[path = "grpc_web_off.rs"]
+pub(crate) mod grpc_web;
 pub(crate) mod job;
 pub(crate) mod pipe;
 pub(crate) mod reply;

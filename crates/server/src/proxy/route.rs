@@ -45,6 +45,12 @@ impl Route {
             }
             None => None,
         };
+        if m.grpc_web && upstreams[upstream].protocol == crate::config::UpstreamProtocol::Http1 {
+            return Err(format!(
+                "grpc_web needs an HTTP/2 upstream (upstream {:?} speaks HTTP/1.1)",
+                m.upstream
+            ));
+        }
         // The fields forward auth sets are never the client's.
         let mut remove = m.remove_request.clone();
         if let Some(a) = &m.auth {

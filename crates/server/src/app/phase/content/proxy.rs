@@ -63,8 +63,11 @@ impl<'a> ConnApp<'a> {
         }
         match req.body {
             Some(body) => self.relay(route, head, req.buf, req.id, body.to_vec(), None),
+            // A gRPC-Web request the mount translates: its body whole first (a `-text` one
+            // is decoded before it goes up; browsers send unary and server-streaming calls).
             None if buffers_bodies(self.site_app, route)
-                || head.header(req.buf, "upgrade").is_some() =>
+                || head.header(req.buf, "upgrade").is_some()
+                || web_request(self.site_app, route, head, req.buf).is_some() =>
             {
                 let sink = Sink::Proxy(Vec::new());
                 self.read_body(route, Params::default(), head, req.buf, sink)
@@ -89,10 +92,17 @@ impl<'a> ConnApp<'a> {
         head: &RequestHead,
         buf: &[u8],
         id: u64,
-        body: Vec<u8>,
+        mut body: Vec<u8>,
         pipe: Option<PipeOut>,
     ) -> Decision<Pending> {
         use crate::proxy::forward::{Client, request_head};
+        let web = web_request(self.site_app, route, head, buf);
+        if let Some(w) = web {
+            match crate::proxy::grpc_web::request_body(w, body) {
+                Some(grpc) => body = grpc,
+                None => return self.respond(head, buf, text_status(400)),
+            }
+        }
         let r = &self.site_app.proxies[route];
         // A chain that is extended gets the hop we heard from (each proxy adds its peer); a
         // field that is replaced names the client, as found behind trusted proxies.
@@ -135,6 +145,9 @@ impl<'a> ConnApp<'a> {
         };
         let mut out = Vec::with_capacity(buf.len() + 160);
         let forwarded = request_head(head, buf, client, &r.request, len, &mut out);
+        if web.is_some() {
+            crate::proxy::grpc_web::request_head(&mut out);
+        }
         let upgrade = forwarded.upgrade;
         let method = head.method();
         let job = crate::proxy::job::Job {
@@ -181,6 +194,7 @@ impl<'a> ConnApp<'a> {
             }),
             background: false,
             hit: None,
+            web,
         };
         let job = match &r.auth {
             // The auth subrequest goes first, carrying the request it guards.
@@ -261,6 +275,20 @@ impl<'a> ConnApp<'a> {
         });
         Decision::Relay { upgrade: false }
     }
+}
+
+/// The gRPC-Web form of a request to proxy route `route` of `site`, when the mount
+/// translates gRPC-Web (`grpc_web`) and the request is one.
+fn web_request(
+    site: &SiteApp,
+    route: usize,
+    head: &RequestHead,
+    buf: &[u8],
+) -> Option<crate::proxy::grpc_web::Web> {
+    site.proxies
+        .get(route)
+        .filter(|r| r.mount.grpc_web)
+        .and_then(|_| crate::proxy::grpc_web::web_of(head.header(buf, "content-type")))
 }
 
 /// Whether proxy route `route` of `site` reads bodies whole before sending them up.
