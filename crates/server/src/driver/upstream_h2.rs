@@ -30,6 +30,19 @@ use crate::proxy::pipe::PipeOut;
 use crate::response::{Field, Response};
 use crate::stats::UpCounters;
 
+/// Tries of one request beyond the upstream's `tries` when an HTTP/2 upstream did not process
+/// it (RFC 9113 §8.7: refused, above a GOAWAY's last stream id, or never sent before its
+/// connection closed). Nothing was processed, so any method goes again, each time on a
+/// connection other than the one that refused it. Servers refuse for a moment at their
+/// stream limit and while closing a connection; one that refused four in a row on different
+/// connections refuses everything (it is shutting down, or allows no stream), and the client
+/// hears 502 rather than the request going round.
+pub(crate) const UNPROCESSED_RETRIES: u32 = 4;
+/// The most of a relayed request body (one still arriving, through its pipe) kept to send
+/// again after such a refusal: a gRPC call's messages or a small upload. Past it the copy is
+/// dropped, and a refusal after the body began is the client's 502.
+const REPLAY_MAX: usize = crate::proxy::pipe::PIPE_ROOM;
+
 /// An HTTP/2 upstream connection in its slot.
 pub(super) struct H2Live {
     conn: h2u::Conn,
@@ -83,6 +96,10 @@ struct Link {
     sent_body: usize,
     /// The body still arriving from the client.
     pipe: Option<PipeOut>,
+    /// What of `pipe` went up so far, kept for another try after a refusal (up to
+    /// [`REPLAY_MAX`]); `replay_lost` once it outgrew that.
+    replay: Vec<u8>,
+    replay_lost: bool,
     body_done: bool,
     /// The answer's final head, held until this read's events are all in: a head that ends
     /// the stream (gRPC's Trailers-Only) goes to the client as one block with END_STREAM.
@@ -145,6 +162,8 @@ struct Relay<'a> {
     stats: Option<&'a UpCounters>,
     addr: Option<&'a UpstreamAddr>,
     upstream: &'a str,
+    /// This connection's token (a request it refused avoids it next time).
+    token: Token,
     /// The connection was established (a failure before is a connect failure: retried).
     connected: bool,
     tries: u32,
@@ -519,6 +538,34 @@ impl h2u::Events for Relay<'_> {
             return;
         };
         let link = &mut self.links[i];
+        // RFC 9113 §8.7: the server did not process it (on a connection that came up: one
+        // that never did is a connect failure, below). Its body goes again from what is kept:
+        // the body that came whole, or the copy of what its pipe gave so far.
+        let unprocessed = error.retryable()
+            && self.connected
+            && !link.answered
+            && !link.replay_lost
+            && link
+                .job
+                .as_ref()
+                .is_some_and(|j| j.unprocessed < UNPROCESSED_RETRIES);
+        if unprocessed {
+            // Not the server's failure: passive health does not count it.
+            let mut link = self.take(i);
+            if let Some(mut job) = link.job.take() {
+                job.unprocessed += 1;
+                job.avoid_conn = Some(self.token);
+                job.log = link.log.take();
+                job.pipe = link.pipe.take();
+                // What went up of it: the body given whole (or kept from an earlier try),
+                // then what the pipe gave since; the pipe's rest follows.
+                let mut body = std::mem::take(&mut link.body);
+                body.extend_from_slice(&link.replay);
+                job.body = body;
+                self.after.retry.push(job);
+            }
+            return;
+        }
         let body_sent = link.sent_body > 0 || link.pipe.as_ref().is_some_and(|p| p.taken() > 0);
         // A stream the server refused did nothing (RFC 9113 §8.7), nor did one on a
         // connection that never came up: another connection may take it as it is.
@@ -526,7 +573,7 @@ impl h2u::Events for Relay<'_> {
             && !body_sent
             && (error.retryable() || !self.connected)
             && link.job.as_ref().is_some_and(|j| j.tries + 1 < self.tries);
-        if !error.retryable() {
+        if !error.retryable() || !self.connected {
             self.after.server_failed = true;
         }
         if let Some(st) = self.stats {
@@ -541,7 +588,7 @@ impl h2u::Events for Relay<'_> {
             let mut link = self.take(i);
             if let Some(mut job) = link.job.take() {
                 job.tries += 1;
-                job.failed_server = (!error.retryable()).then_some(self.server);
+                job.failed_server = (!error.retryable() || !self.connected).then_some(self.server);
                 job.log = link.log.take();
                 job.pipe = link.pipe.take();
                 if !link.body.is_empty() {
@@ -591,8 +638,11 @@ impl<B: Backend> Worker<B> {
         let found = self.pools.h2.iter().find_map(|&token| {
             let idx = (token & 0xffff_ffff) as u32;
             let slot = self.slots.get(idx as usize)?;
-            (slot.generation == (token >> 32) as u32 && slot.h2.as_ref()?.takes(gi, server, epoch))
-                .then_some(idx)
+            // A request an upstream connection refused goes on another one.
+            (slot.generation == (token >> 32) as u32
+                && job.avoid_conn != Some(token)
+                && slot.h2.as_ref()?.takes(gi, server, epoch))
+            .then_some(idx)
         });
         let idx = match found {
             Some(idx) => idx,
@@ -696,10 +746,13 @@ impl<B: Backend> Worker<B> {
             id: job.id,
             site: job.site,
             route: job.route,
-            body_done: pipe.is_none(),
+            // A body that came whole with the head still goes up (`feed_bodies`).
+            body_done: pipe.is_none() && body.is_empty(),
             body,
             sent_body: 0,
             pipe,
+            replay: Vec::new(),
+            replay_lost: false,
             head: None,
             answered: false,
             status: 0,
@@ -840,6 +893,7 @@ impl<B: Backend> Worker<B> {
         sh: &Shared,
         f: &mut dyn FnMut(&mut h2u::Conn, u64, &mut Relay<'_>),
     ) {
+        let token = self.token(idx);
         let Some(mut h2) = self.slots[idx as usize].h2.take() else {
             return;
         };
@@ -860,6 +914,7 @@ impl<B: Backend> Worker<B> {
                 stats: self.pools.stats(h2.group, h2.server),
                 addr: up.and_then(|u| u.servers.get(h2.server)).map(|s| &s.addr),
                 upstream: up.map_or("-", |u| u.name.as_str()),
+                token,
                 connected: h2.connected,
                 tries,
                 server: h2.server,
@@ -1062,8 +1117,17 @@ fn feed_bodies(conn: &mut h2u::Conn, links: &mut [Link], after: &mut After) -> b
         let Some(pipe) = l.pipe.as_ref() else {
             continue;
         };
+        let (replay, lost) = (&mut l.replay, &mut l.replay_lost);
         let taken = pipe.take(room, |piece| {
             conn.send(l.stream, piece, false);
+            // Kept for another try after a refusal, while it is small.
+            if *lost {
+            } else if replay.len() + piece.len() <= REPLAY_MAX {
+                replay.extend_from_slice(piece);
+            } else {
+                *lost = true;
+                *replay = Vec::new();
+            }
         });
         if taken.failed {
             continue; // seen by the caller

@@ -89,6 +89,9 @@ pub(crate) enum StreamError {
     /// The server did not process it: RST_STREAM(REFUSED_STREAM), or above the last stream
     /// id of its GOAWAY (RFC 9113 §8.7, §6.8).
     Refused,
+    /// The connection closed before the stream's HEADERS were handed to the socket: the
+    /// server never saw it (RFC 9113 §8.7's "not processed", known on this side).
+    Unsent,
     /// The server reset the stream with this code (RFC 9113 §6.4).
     Reset(u32),
     /// The response was malformed (§8.1.1): we reset the stream with PROTOCOL_ERROR.
@@ -102,9 +105,10 @@ pub(crate) enum StreamError {
 }
 
 impl StreamError {
-    /// Safe to send again elsewhere: the server says it did nothing with it (RFC 9113 §8.7).
+    /// Safe to send again elsewhere, whatever the method: the server did nothing with it
+    /// (RFC 9113 §8.7: it said so, or it never got it).
     pub(crate) fn retryable(self) -> bool {
-        matches!(self, StreamError::Refused)
+        matches!(self, StreamError::Refused | StreamError::Unsent)
     }
 }
 
@@ -112,6 +116,7 @@ impl std::fmt::Display for StreamError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StreamError::Refused => f.write_str("refused by the upstream"),
+            StreamError::Unsent => f.write_str("the connection closed before it was sent"),
             StreamError::Reset(c) => write!(f, "reset by the upstream (code {c:#x})"),
             StreamError::Malformed(m) => write!(f, "malformed response: {m}"),
             StreamError::Protocol(c) => write!(f, "the upstream broke a stream rule ({c:?})"),
@@ -250,6 +255,9 @@ pub(crate) struct Conn {
     draining: Vec<(u32, i64)>,
     /// The next stream id of ours.
     next_id: u32,
+    /// Streams below this id had their HEADERS handed to the driver ([`Conn::take_output`]);
+    /// those at or above it are still in `out`, unseen by the server.
+    handed_below: u32,
     /// Ids that ended normally (a late DATA or HEADERS is STREAM_CLOSED) and ids we reset
     /// (late frames are ignored, RFC 9113 §5.4.2).
     closed: Ring,
@@ -309,6 +317,7 @@ impl Conn {
             streams: Vec::new(),
             draining: Vec::new(),
             next_id: 1,
+            handed_below: 1,
             closed: Ring::default(),
             reset: Ring::default(),
             goaway_in: false,
@@ -575,6 +584,7 @@ impl Conn {
     /// The output to send (after [`Transmit::Bytes`]).
     pub(crate) fn take_output(&mut self) -> Vec<u8> {
         self.in_flight = true;
+        self.handed_below = self.next_id;
         std::mem::take(&mut self.out)
     }
 
@@ -602,14 +612,15 @@ impl Conn {
         if now >= self.settings_deadline {
             self.conn_error(Code::SettingsTimeout, ConnError::Timeout, ev);
         } else if self.ping.is_some_and(|(_, at)| now >= at) {
-            self.fail_all(ConnError::Timeout, ev);
+            self.fail_all(ConnError::Timeout, true, ev);
             self.close();
         }
     }
 
-    /// The server sends nothing more (EOF), or the connection broke: every open stream fails.
+    /// The server sends nothing more (EOF), or the connection broke: every open stream fails,
+    /// [`StreamError::Unsent`] where its HEADERS never left (the output is dropped).
     pub(crate) fn eof(&mut self, ev: &mut impl Events) {
-        self.fail_all(ConnError::Closed, ev);
+        self.fail_all(ConnError::Closed, true, ev);
         self.close();
     }
 
@@ -708,15 +719,23 @@ impl Conn {
         frame::goaway(&mut self.out, 0, code);
         // Nothing is written after the GOAWAY (no window given back for failed streams).
         self.state = State::Last;
-        self.fail_all(why, ev);
+        // The output still goes out before the GOAWAY: its streams may reach the server.
+        self.fail_all(why, false, ev);
         self.inbuf = Vec::new();
         self.collect = None;
         self.draining.clear();
     }
 
-    fn fail_all(&mut self, why: ConnError, ev: &mut impl Events) {
+    /// Every open stream fails for `why`; when the output is `dropped` (never sent), those
+    /// whose HEADERS were still in it fail as [`StreamError::Unsent`].
+    fn fail_all(&mut self, why: ConnError, dropped: bool, ev: &mut impl Events) {
         while let Some(last) = self.streams.len().checked_sub(1) {
-            self.drop_stream(last, StreamError::Connection(why), ev);
+            let error = if dropped && self.streams[last].id >= self.handed_below {
+                StreamError::Unsent
+            } else {
+                StreamError::Connection(why)
+            };
+            self.drop_stream(last, error, ev);
         }
     }
 
