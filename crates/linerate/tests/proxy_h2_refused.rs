@@ -33,38 +33,58 @@ enum Act {
     Refuse,
     /// GOAWAY(last stream 0, NO_ERROR) at its HEADERS, then the connection closes.
     GoAway,
-    /// `200`, the request's body echoed, a trailer `x-end: yes`.
+    /// `200`, the request's body echoed (with its length), a trailer `x-end: yes`.
     Echo,
+    /// As `Echo`, but every answer waits until this many requests are in (on any
+    /// connection): only requests open at once complete.
+    EchoWhenAllIn(usize),
 }
 
-/// A request as the test upstream saw it: its connection (by accept order), stream, act.
-type Seen = Arc<Mutex<Vec<(usize, u32, Act)>>>;
+/// One connection's writing half (its reader is its own thread's): answers held for
+/// `EchoWhenAllIn` are written by whichever thread the last request came in on.
+type Writer = Arc<Mutex<TcpStream>>;
+
+/// The test upstream's state, shared by its connections.
+#[derive(Default)]
+struct State {
+    /// Each request as it came: its connection (by accept order), stream, and act.
+    seen: Vec<(usize, u32, Act)>,
+    /// Answers held by `EchoWhenAllIn`: where to write them.
+    held: Vec<(Writer, u32, Vec<u8>, Arc<Mutex<usize>>)>,
+    /// The most streams one connection had open at once.
+    most_open: usize,
+}
 
 struct RawUpstream {
     addr: SocketAddr,
-    seen: Seen,
+    state: Arc<Mutex<State>>,
 }
 
 impl RawUpstream {
-    /// Serves each connection on its own thread; request `n` (in arrival order) gets
+    /// Serves each connection on its own thread, announcing `max_streams` as its
+    /// SETTINGS_MAX_CONCURRENT_STREAMS when given; request `n` (in arrival order) gets
     /// `plan(n)`.
-    fn start(plan: fn(usize) -> Act) -> RawUpstream {
+    fn start(max_streams: Option<u32>, plan: fn(usize) -> Act) -> RawUpstream {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        let seen: Seen = Arc::default();
-        let shared = seen.clone();
+        let state: Arc<Mutex<State>> = Arc::default();
+        let shared = state.clone();
         std::thread::spawn(move || {
             for (conn, tcp) in listener.incoming().enumerate() {
                 let Ok(tcp) = tcp else { return };
-                let seen = shared.clone();
-                std::thread::spawn(move || serve_conn(conn, tcp, plan, seen));
+                let state = shared.clone();
+                std::thread::spawn(move || serve_conn(conn, tcp, max_streams, plan, state));
             }
         });
-        RawUpstream { addr, seen }
+        RawUpstream { addr, state }
     }
 
     fn seen(&self) -> Vec<(usize, u32, Act)> {
-        self.seen.lock().unwrap().clone()
+        self.state.lock().unwrap().seen.clone()
+    }
+
+    fn most_open(&self) -> usize {
+        self.state.lock().unwrap().most_open
     }
 }
 
@@ -75,20 +95,51 @@ fn frame(out: &mut Vec<u8>, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
     out.extend_from_slice(payload);
 }
 
+/// The answer to stream `stream` echoing `body`: HPACK (RFC 7541) `:status: 200` is static
+/// index 8 (§6.1); the length is a literal without indexing, its name static index 28, and
+/// so is the trailer, its name new (§6.2.2).
+fn echo(out: &mut Vec<u8>, stream: u32, body: &[u8]) {
+    let length = body.len().to_string();
+    let mut head = vec![0x88, 0x0f, 28 - 15, length.len() as u8];
+    head.extend_from_slice(length.as_bytes());
+    frame(out, HEADERS, END_HEADERS, stream, &head);
+    for piece in body.chunks(16_384) {
+        frame(out, DATA, 0, stream, piece);
+    }
+    let trailer = b"\x00\x05x-end\x03yes";
+    frame(out, HEADERS, END_HEADERS | END_STREAM, stream, trailer);
+}
+
 /// One connection: the server's SETTINGS first, then frames answered as `plan` says. The
 /// request heads are never decoded: the proxy's encoder indexes nothing, so no table is
 /// needed, and the tests look at bodies only.
-fn serve_conn(conn: usize, mut tcp: TcpStream, plan: fn(usize) -> Act, seen: Seen) {
+fn serve_conn(
+    conn: usize,
+    mut tcp: TcpStream,
+    max_streams: Option<u32>,
+    plan: fn(usize) -> Act,
+    state: Arc<Mutex<State>>,
+) {
     tcp.set_read_timeout(Some(WAIT)).unwrap();
+    let writer: Writer = Arc::new(Mutex::new(tcp.try_clone().unwrap()));
+    let write = |out: &[u8]| writer.lock().unwrap().write_all(out).is_ok();
     let mut out = Vec::new();
-    frame(&mut out, SETTINGS, 0, 0, &[]);
-    if tcp.write_all(&out).is_err() {
+    let settings: Vec<u8> = max_streams.map_or(Vec::new(), |n| {
+        let mut p = vec![0, 3]; // SETTINGS_MAX_CONCURRENT_STREAMS
+        p.extend_from_slice(&n.to_be_bytes());
+        p
+    });
+    frame(&mut out, SETTINGS, 0, 0, &settings);
+    if !write(&out) {
         return;
     }
+    // Streams of this connection answered (or refused), against those opened.
+    let answered = Arc::new(Mutex::new(0usize));
+    let mut opened = 0usize;
     let mut buf = Vec::new();
     let mut preface = false;
     // Bodies of the streams being echoed.
-    let mut bodies: Vec<(u32, Vec<u8>)> = Vec::new();
+    let mut bodies: Vec<(u32, Vec<u8>, Act)> = Vec::new();
     let mut chunk = [0u8; 65536];
     loop {
         let Ok(n) = tcp.read(&mut chunk) else { return };
@@ -118,14 +169,18 @@ fn serve_conn(conn: usize, mut tcp: TcpStream, plan: fn(usize) -> Act, seen: See
                 SETTINGS if flags & ACK == 0 => frame(&mut out, SETTINGS, ACK, 0, &[]),
                 PING if flags & ACK == 0 => frame(&mut out, PING, ACK, 0, &p),
                 HEADERS => {
+                    opened += 1;
                     let act = {
-                        let mut s = seen.lock().unwrap();
-                        let act = plan(s.len());
-                        s.push((conn, stream, act));
+                        let mut s = state.lock().unwrap();
+                        let open = opened - *answered.lock().unwrap();
+                        s.most_open = s.most_open.max(open);
+                        let act = plan(s.seen.len());
+                        s.seen.push((conn, stream, act));
                         act
                     };
                     match act {
                         Act::Refuse => {
+                            *answered.lock().unwrap() += 1;
                             frame(
                                 &mut out,
                                 RST_STREAM,
@@ -136,11 +191,11 @@ fn serve_conn(conn: usize, mut tcp: TcpStream, plan: fn(usize) -> Act, seen: See
                         }
                         Act::GoAway => {
                             frame(&mut out, GOAWAY, 0, 0, &[0; 8]);
-                            let _ = tcp.write_all(&out);
+                            write(&out);
                             return;
                         }
-                        Act::Echo => {
-                            bodies.push((stream, Vec::new()));
+                        Act::Echo | Act::EchoWhenAllIn(_) => {
+                            bodies.push((stream, Vec::new(), act));
                             if flags & END_STREAM != 0 {
                                 ended = Some(stream);
                             }
@@ -158,7 +213,7 @@ fn serve_conn(conn: usize, mut tcp: TcpStream, plan: fn(usize) -> Act, seen: See
                             &(p.len() as u32).to_be_bytes(),
                         );
                     }
-                    if let Some((_, body)) = bodies.iter_mut().find(|(s, _)| *s == stream) {
+                    if let Some((_, body, _)) = bodies.iter_mut().find(|(s, ..)| *s == stream) {
                         body.extend_from_slice(&p);
                         if !p.is_empty() && flags & END_STREAM == 0 {
                             let inc = (p.len() as u32).to_be_bytes();
@@ -171,24 +226,30 @@ fn serve_conn(conn: usize, mut tcp: TcpStream, plan: fn(usize) -> Act, seen: See
                 }
                 _ => {}
             }
-            if let Some(stream) = ended {
-                let i = bodies.iter().position(|(s, _)| *s == stream).unwrap();
-                let (_, body) = bodies.swap_remove(i);
-                // HPACK (RFC 7541): `:status: 200` is static index 8 (§6.1); the length
-                // is a literal without indexing, its name static index 28, and so is the
-                // trailer, its name new (§6.2.2).
-                let length = body.len().to_string();
-                let mut head = vec![0x88, 0x0f, 28 - 15, length.len() as u8];
-                head.extend_from_slice(length.as_bytes());
-                frame(&mut out, HEADERS, END_HEADERS, stream, &head);
-                for piece in body.chunks(16_384) {
-                    frame(&mut out, DATA, 0, stream, piece);
+            let Some(stream) = ended else { continue };
+            let i = bodies.iter().position(|(s, ..)| *s == stream).unwrap();
+            let (_, body, act) = bodies.swap_remove(i);
+            let Act::EchoWhenAllIn(n) = act else {
+                *answered.lock().unwrap() += 1;
+                echo(&mut out, stream, &body);
+                continue;
+            };
+            let mut s = state.lock().unwrap();
+            s.held
+                .push((writer.clone(), stream, body, answered.clone()));
+            if s.held.len() == n {
+                if !out.is_empty() {
+                    write(&std::mem::take(&mut out));
                 }
-                let trailer = b"\x00\x05x-end\x03yes";
-                frame(&mut out, HEADERS, END_HEADERS | END_STREAM, stream, trailer);
+                for (w, stream, body, answered) in s.held.drain(..) {
+                    *answered.lock().unwrap() += 1;
+                    let mut answer = Vec::new();
+                    echo(&mut answer, stream, &body);
+                    let _ = w.lock().unwrap().write_all(&answer);
+                }
             }
         }
-        if !out.is_empty() && tcp.write_all(&out).is_err() {
+        if !out.is_empty() && !write(&out) {
             return;
         }
     }
@@ -254,7 +315,7 @@ fn on_other_connections(seen: &[(usize, u32, Act)]) {
 fn refused_streams_go_again_on_another_connection_whatever_the_method() {
     // RFC 9113 §8.7: REFUSED_STREAM means nothing was processed, so even a POST goes again
     // (bounded: see the next test), and the refusal takes no server out.
-    let up = RawUpstream::start(|n| if n < 2 { Act::Refuse } else { Act::Echo });
+    let up = RawUpstream::start(None, |n| if n < 2 { Act::Refuse } else { Act::Echo });
     let proxy = proxy_to(up.addr);
     let r = post(proxy.addr, b"hello");
     assert_eq!(r.status, 200, "{:?}", r.text());
@@ -270,7 +331,7 @@ fn refused_streams_go_again_on_another_connection_whatever_the_method() {
 #[test]
 fn a_server_refusing_everything_is_502_after_a_bounded_number_of_tries() {
     // Four more tries than the first (UNPROCESSED_RETRIES), then the client hears 502.
-    let up = RawUpstream::start(|_| Act::Refuse);
+    let up = RawUpstream::start(None, |_| Act::Refuse);
     let proxy = proxy_to(up.addr);
     let r = post(proxy.addr, b"hello");
     assert_eq!(r.status, 502);
@@ -280,7 +341,7 @@ fn a_server_refusing_everything_is_502_after_a_bounded_number_of_tries() {
 #[test]
 fn a_stream_above_a_goaways_last_stream_goes_to_a_new_connection() {
     // RFC 9113 §6.8: streams above the GOAWAY's last stream id were not processed.
-    let up = RawUpstream::start(|n| if n == 0 { Act::GoAway } else { Act::Echo });
+    let up = RawUpstream::start(None, |n| if n == 0 { Act::GoAway } else { Act::Echo });
     let proxy = proxy_to(up.addr);
     let r = post(proxy.addr, b"hello");
     assert_eq!(r.status, 200, "{:?}", r.text());
@@ -295,11 +356,46 @@ fn a_refused_relayed_body_goes_again_whole() {
     // A body still arriving when the stream was refused: what went up of it (at most the
     // server's 65,535-byte stream window, since it never reopens a refused one) is kept and
     // sent again, then the rest.
-    let up = RawUpstream::start(|n| if n == 0 { Act::Refuse } else { Act::Echo });
+    let up = RawUpstream::start(None, |n| if n == 0 { Act::Refuse } else { Act::Echo });
     let proxy = proxy_to(up.addr);
     let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     let r = post(proxy.addr, &body);
     assert_eq!(r.status, 200, "{:?}", r.text());
     assert_eq!(r.body.len(), body.len());
     assert!(r.body == body, "the body came back whole and in order");
+}
+
+#[test]
+fn no_connection_carries_more_streams_than_its_server_allows() {
+    // RFC 9113 §5.1.2: a server announcing SETTINGS_MAX_CONCURRENT_STREAMS 1 never sees a
+    // second stream on a connection while one is open, even for requests that came before
+    // its SETTINGS: they wait for them, then go on another connection. The server answers
+    // only once all three are in, so they are open at once.
+    let up = RawUpstream::start(Some(1), |_| Act::EchoWhenAllIn(3));
+    let proxy = proxy_to(up.addr);
+    let mut clients: Vec<common::Client> = (0..3)
+        .map(|i| {
+            let mut c = common::Client::connect(proxy.addr);
+            let body = format!("call {i}");
+            let head = format!(
+                "POST /pkg.Svc/Call HTTP/1.1\r\nHost: a\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            c.send(head.as_bytes());
+            c
+        })
+        .collect();
+    for (i, c) in clients.iter_mut().enumerate() {
+        let r = c.read_response();
+        assert_eq!(
+            (r.status, r.text()),
+            (200, format!("call {i}")),
+            "{:?}",
+            up.seen()
+        );
+    }
+    assert_eq!(up.most_open(), 1, "{:?}", up.seen());
+    let mut conns: Vec<usize> = up.seen().iter().map(|s| s.0).collect();
+    conns.dedup();
+    assert_eq!(conns.len(), 3, "{:?}", up.seen());
 }

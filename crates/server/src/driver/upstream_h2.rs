@@ -68,6 +68,11 @@ pub(super) struct H2Live {
     idle_by: u64,
     /// The exchanges on it, one per open stream (few: a linear search is the cheapest).
     links: Vec<Link>,
+    /// Requests waiting for its server's SETTINGS (it opens one stream before them, RFC
+    /// 9113 §5.1.2's limit being unknown until then): sent on once they came, as many as it
+    /// allows here, the rest on another connection.
+    #[allow(clippy::vec_box)] // jobs travel boxed: `dispatch` takes them so
+    waiting: Vec<Box<Job>>,
 }
 
 impl H2Live {
@@ -644,6 +649,28 @@ impl<B: Backend> Worker<B> {
                 && slot.h2.as_ref()?.takes(gi, server, epoch))
             .then_some(idx)
         });
+        if found.is_none() {
+            // A connection still waiting for its server's SETTINGS takes the request in its
+            // line, up to what a server allows when it says nothing.
+            let line = self.pools.h2.iter().find_map(|&token| {
+                let idx = (token & 0xffff_ffff) as u32;
+                let slot = self.slots.get(idx as usize)?;
+                let h2 = slot.h2.as_ref()?;
+                (slot.generation == (token >> 32) as u32
+                    && job.avoid_conn != Some(token)
+                    && h2.group == gi
+                    && h2.server == server
+                    && h2.epoch == epoch
+                    && !h2.dead
+                    && !h2.conn.settled()
+                    && h2.links.len() + h2.waiting.len() < h2u::ASSUMED_MAX_STREAMS as usize)
+                    .then_some(idx)
+            });
+            if let Some(h2) = line.and_then(|idx| self.slots[idx as usize].h2.as_mut()) {
+                h2.waiting.push(job);
+                return;
+            }
+        }
         let idx = match found {
             Some(idx) => idx,
             None => match self.connect_h2(gi, server, up) {
@@ -696,6 +723,7 @@ impl<B: Backend> Worker<B> {
             idle: ms(up.idle_timeout),
             idle_by: u64::MAX,
             links: Vec::new(),
+            waiting: Vec::new(),
         }));
         self.pools.h2.push(token);
         Some(idx)
@@ -788,8 +816,22 @@ impl<B: Backend> Worker<B> {
         };
         // Nothing more goes out; every stream still open fails (each client hears it).
         h2.dead = true;
+        let waiting = std::mem::take(&mut h2.waiting);
+        let (gi, si) = (h2.group, h2.server);
         if !h2.links.is_empty() {
             self.h2_call(idx, sh, &mut |conn, _, ev| conn.eof(ev));
+        }
+        // Requests that waited for its SETTINGS went nowhere: another try where the tries
+        // allow (the server failed, as for a connection that never came up), else 502.
+        let tries = self.io.sites.upstreams.get(gi).map_or(1, |u| u.tries);
+        for mut job in waiting {
+            if job.tries + 1 < tries {
+                job.tries += 1;
+                job.failed_server = Some(si);
+                self.dispatch(job, sh);
+            } else {
+                self.refuse(job, 502, sh);
+            }
         }
     }
 
@@ -946,6 +988,11 @@ impl<B: Backend> Worker<B> {
                 }
             }
         }
+        if !h2.waiting.is_empty() && h2.conn.settled() {
+            // Its server's SETTINGS came: the requests waiting for them go on (on it while
+            // it has room).
+            after.retry.append(&mut h2.waiting);
+        }
         for &stream in &after.cancel {
             h2.conn.cancel(stream);
         }
@@ -1022,7 +1069,7 @@ impl<B: Backend> Worker<B> {
             // From before a reload: its last stream is done.
             h2.conn.goaway();
         }
-        if !h2.links.is_empty() {
+        if !h2.links.is_empty() || !h2.waiting.is_empty() {
             h2.idle_by = u64::MAX;
         } else if h2.idle_by == u64::MAX {
             h2.idle_by = self.io.cx.now + h2.idle;

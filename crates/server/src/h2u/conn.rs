@@ -30,9 +30,15 @@ pub(crate) const CONN_WINDOW: u32 = 16 << 20;
 /// SETTINGS_MAX_HEADER_LIST_SIZE we announce; a response head or trailer block over it fails
 /// its stream (RFC 9113 §10.5.1), and its fields are not kept past it.
 pub(crate) const MAX_HEADER_LIST: u32 = 64 * 1024;
-/// Streams assumed allowed until the server's SETTINGS say (RFC 9113 §6.5.2 leaves it
-/// unlimited, §5.1.2 asks for at least 100).
+/// Streams assumed allowed once the server's SETTINGS came without
+/// SETTINGS_MAX_CONCURRENT_STREAMS (RFC 9113 §6.5.2 leaves it unlimited, §5.1.2 asks for at
+/// least 100).
 pub(crate) const ASSUMED_MAX_STREAMS: u32 = 100;
+/// Streams opened before the server's SETTINGS say how many it takes: one, so a new
+/// connection's first request costs no round trip, and no more, so a server that allows
+/// fewer than we would guess never has to refuse them (the caller keeps the others waiting
+/// for [`Conn::settled`]).
+pub(crate) const STREAMS_BEFORE_SETTINGS: usize = 1;
 /// How long the server has to acknowledge our SETTINGS (RFC 9113 §6.5.3), and to answer a
 /// PING of ours (ms).
 pub(crate) const SETTINGS_TIMEOUT: u64 = 10_000;
@@ -342,7 +348,18 @@ impl Conn {
         {
             return Some(OpenError::Closing);
         }
-        (self.streams.len() >= self.peer_max_streams as usize).then_some(OpenError::NoRoom)
+        let limit = if self.state == State::Preface {
+            STREAMS_BEFORE_SETTINGS
+        } else {
+            self.peer_max_streams as usize
+        };
+        (self.streams.len() >= limit).then_some(OpenError::NoRoom)
+    }
+
+    /// Whether the server's SETTINGS came (its SETTINGS_MAX_CONCURRENT_STREAMS is known);
+    /// before, [`Conn::open`] takes [`STREAMS_BEFORE_SETTINGS`].
+    pub(crate) fn settled(&self) -> bool {
+        self.state != State::Preface
     }
 
     /// Whether stream `id` is still open (its body may go on; a stream whose response ended

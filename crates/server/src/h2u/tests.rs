@@ -591,11 +591,23 @@ fn max_concurrent_streams_is_honoured() {
     assert_eq!(t.events(), ["head 1 200 []", "end 1"]);
     assert!(t.c.can_open());
     assert_eq!(t.c.open(&get("/c"), true), Ok(5));
-    // Before the server's SETTINGS, ASSUMED_MAX_STREAMS.
+    // Before the server's SETTINGS, its limit is not known: one stream (the rest wait for
+    // `settled`); SETTINGS without the setting allow ASSUMED_MAX_STREAMS.
     let mut t = T::new(SMALL);
-    for _ in 0..ASSUMED_MAX_STREAMS {
+    t.c.open(&get("/"), true).unwrap();
+    assert!(!t.c.settled());
+    assert_eq!(t.c.open(&get("/"), true), Err(OpenError::NoRoom));
+    t.recv(&settings(&[]));
+    assert!(t.c.settled());
+    for _ in 1..ASSUMED_MAX_STREAMS {
         t.c.open(&get("/"), true).unwrap();
     }
+    assert_eq!(t.c.open(&get("/"), true), Err(OpenError::NoRoom));
+    // A server allowing 2 (and stream 1 open before its SETTINGS): one more, not 99.
+    let mut t = T::new(SMALL);
+    t.c.open(&get("/"), true).unwrap();
+    t.recv(&settings(&[(3, 2)]));
+    t.c.open(&get("/"), true).unwrap();
     assert_eq!(t.c.open(&get("/"), true), Err(OpenError::NoRoom));
 }
 
