@@ -44,13 +44,17 @@ enum Act {
 /// `EchoWhenAllIn` are written by whichever thread the last request came in on.
 type Writer = Arc<Mutex<TcpStream>>;
 
+/// An answer held by `EchoWhenAllIn`: where to write it, its stream and body, and its
+/// connection's count of streams answered.
+type Held = (Writer, u32, Vec<u8>, Arc<Mutex<usize>>);
+
 /// The test upstream's state, shared by its connections.
 #[derive(Default)]
 struct State {
     /// Each request as it came: its connection (by accept order), stream, and act.
     seen: Vec<(usize, u32, Act)>,
     /// Answers held by `EchoWhenAllIn`: where to write them.
-    held: Vec<(Writer, u32, Vec<u8>, Arc<Mutex<usize>>)>,
+    held: Vec<Held>,
     /// The most streams one connection had open at once.
     most_open: usize,
 }
