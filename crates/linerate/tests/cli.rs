@@ -386,3 +386,109 @@ fn banner_shows_the_https_url() {
     let port: u16 = https.rsplit(':').next().unwrap().parse().unwrap();
     assert_ne!(port, 0);
 }
+
+/// A streamed gRPC answer's access-log line carries the call's final `grpc-status`, which
+/// comes in its trailers after the messages (the line is written at the answer's end): OK
+/// for a server-streaming call, NOT_FOUND (5) for a bidirectional one that fails after its
+/// first message. Before, such a line had no `grpc_status` (it was written with the head).
+#[test]
+fn a_streamed_grpc_answers_access_line_has_its_final_grpc_status() {
+    let dir = std::env::temp_dir().join(format!("linerate-log-grpc-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("access.log");
+    let srv = common::bin::serve(&[
+        "--h2c-port",
+        "0",
+        "--access-log",
+        log.to_str().unwrap(),
+        "--access-log-format",
+        "json",
+    ]);
+    let h2c: SocketAddr = srv
+        .banner
+        .iter()
+        .find_map(|l| l.split("(h2c, prior knowledge) on http://").nth(1))
+        .expect("the banner names the h2c listener")
+        .trim()
+        .parse()
+        .unwrap();
+    // StreamingOutputCallRequest { response_parameters: [{ size: 10 }] }, and one with
+    // response_status { code: 5 }, each as a gRPC frame.
+    let sized: &[u8] = &[0, 0, 0, 0, 4, 0x12, 2, 0x08, 10];
+    let failing: &[u8] = &[0, 0, 0, 0, 4, 0x3a, 2, 0x08, 5];
+    let calls = [
+        (
+            "/grpc.testing.TestService/StreamingOutputCall",
+            sized.to_vec(),
+        ),
+        (
+            "/grpc.testing.TestService/FullDuplexCall",
+            [sized, failing].concat(),
+        ),
+    ];
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let statuses: Vec<Option<String>> = rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(h2c).await.unwrap();
+        let (client, conn) = h2::client::handshake(tcp).await.unwrap();
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let mut got = Vec::new();
+        for (path, body) in &calls {
+            let req = http::Request::builder()
+                .method("POST")
+                .uri(format!("http://t{path}"))
+                .header("content-type", "application/grpc")
+                .header("te", "trailers")
+                .body(())
+                .unwrap();
+            let mut client = client.clone().ready().await.unwrap();
+            let (answer, mut send) = client.send_request(req, false).unwrap();
+            send.send_data(bytes::Bytes::from(body.clone()), true)
+                .unwrap();
+            let mut recv = answer.await.unwrap().into_body();
+            let mut messages = 0;
+            while let Some(piece) = recv.data().await {
+                let piece = piece.unwrap();
+                let _ = recv.flow_control().release_capacity(piece.len());
+                messages += piece.len();
+            }
+            assert!(messages > 0, "{path}: its messages came first");
+            let trailers = recv.trailers().await.unwrap();
+            got.push(trailers.and_then(|t| {
+                t.get("grpc-status")
+                    .map(|v| v.to_str().unwrap().to_string())
+            }));
+        }
+        got
+    });
+    assert_eq!(statuses, [Some("0".into()), Some("5".into())]);
+    let mut lines = Vec::new();
+    common::eventually("two access-log lines", || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        lines = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .collect();
+        lines.len() >= 2
+    });
+    let by_path = |p: &str| {
+        lines
+            .iter()
+            .find(|l| l["target"].as_str().is_some_and(|t| t.contains(p)))
+            .unwrap_or_else(|| panic!("a line for {p}: {lines:?}"))
+            .clone()
+    };
+    assert_eq!(
+        by_path("StreamingOutputCall")["grpc_status"],
+        0,
+        "{lines:?}"
+    );
+    assert_eq!(by_path("FullDuplexCall")["grpc_status"], 5, "{lines:?}");
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1481,3 +1481,51 @@ fn ten_thousand_grpc_calls_opened_and_reset_leave_nothing_behind() {
     }
     srv.stop();
 }
+
+/// gRPC over HTTP/3 (the demo's services on the TLS listener's QUIC port): a unary call
+/// (HttpArena's GetSum, a + b) and a server-streaming one (the interop TestService's
+/// StreamingOutputCall, two messages) each get their messages and, at the end, the
+/// `grpc-status` trailer (RFC 9114 §4.1: trailers in a HEADERS frame after the DATA); an
+/// unknown method gets a trailers-only UNIMPLEMENTED.
+#[test]
+fn grpc_calls_over_http3_get_their_messages_and_their_trailers() {
+    let srv = serve("grpc-h3", |c| c.quic = true);
+    let fields: Vec<(String, String)> = [("content-type", "application/grpc"), ("te", "trailers")]
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect();
+    // GetSum(a = 1, b = 2): its answer is one frame, result = 3 (7 bytes).
+    let get_sum: &[u8] = &[0, 0, 0, 0, 4, 0x08, 1, 0x10, 2];
+    // StreamingOutputCallRequest { response_parameters: [{ size: 10 }, { size: 20 }] }.
+    let streaming: &[u8] = &[0, 0, 0, 0, 8, 0x12, 2, 0x08, 10, 0x12, 2, 0x08, 20];
+    let got = common::h3::send(
+        &common::h3::quic(trusting(&srv)),
+        srv.tls,
+        &[
+            (
+                "POST",
+                "/benchmark.BenchmarkService/GetSum",
+                &fields,
+                get_sum,
+            ),
+            (
+                "POST",
+                "/grpc.testing.TestService/StreamingOutputCall",
+                &fields,
+                streaming,
+            ),
+            (
+                "POST",
+                "/benchmark.BenchmarkService/Nothing",
+                &fields,
+                get_sum,
+            ),
+        ],
+    );
+    // Each answer of the stream is a frame (5 bytes) around StreamingOutputCallResponse
+    // { payload: { body: SIZE zero bytes } }: 2 + 2 + SIZE bytes.
+    let frames = (5 + 2 + 2 + 10) + (5 + 2 + 2 + 20);
+    assert_eq!(got.answers, [(200, 7), (200, frames), (200, 0)], "{got:?}");
+    assert_eq!(got.grpc, [Some(0), Some(0), Some(12)], "{got:?}");
+    srv.stop();
+}

@@ -2318,17 +2318,19 @@ fn upstream_servers_have_their_own_metrics_and_the_log_names_the_server() {
 /// the server without the upstream. Both name both.
 #[test]
 fn passive_and_active_health_log_the_upstream_and_the_server() {
-    let (dead_p, dead_a) = (dead_addr(), dead_addr());
+    let (dead_p, dead_p2, dead_a) = (dead_addr(), dead_addr(), dead_addr());
     let dir =
         TempDir(std::env::temp_dir().join(format!("linerate-proxy-hlog-{}", std::process::id())));
     std::fs::create_dir_all(&dir.0).unwrap();
     let file = dir.0.join("linerate.toml");
     // "p" has passive health only, "a" active checks only: each line comes from one of them.
+    // "p" has two servers: passive health never takes out the last one in the rotation, so
+    // the first to fail (the first picked, round-robin) is what goes out and is logged.
     std::fs::write(
         &file,
         format!(
             "[[listen]]\naddr = \"127.0.0.1:0\"\n\
-             [[upstream]]\nname = \"p\"\nservers = [\"{dead_p}\"]\ntries = 1\nmax_fails = 1\n\
+             [[upstream]]\nname = \"p\"\nservers = [\"{dead_p}\", \"{dead_p2}\"]\ntries = 1\nmax_fails = 1\n\
              [[upstream]]\nname = \"a\"\nservers = [\"{dead_a}\"]\nmax_fails = 0\n\
              health_check = {{ path = \"/health\", interval = \"50ms\", fails = 1 }}\n\
              [[site]]\ndefault = true\napp = \"none\"\n\

@@ -154,8 +154,14 @@ impl std::error::Error for H3Error {}
 /// What became of a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event<T> {
-    /// The response is complete (its stream ended): its final status and body bytes.
-    Response { tag: T, status: u16, body: u64 },
+    /// The response is complete (its stream ended): its final status and body bytes, and
+    /// the `grpc-status` it carried, if any.
+    Response {
+        tag: T,
+        status: u16,
+        body: u64,
+        grpc_status: Option<u32>,
+    },
     /// The server reset the stream (with this error code) before the response was complete.
     Reset { tag: T, code: u64 },
     /// The stream is at or past the id of the server's GOAWAY: it was never processed.
@@ -532,6 +538,7 @@ impl<T: Copy> Client<T> {
                     tag: s.tag,
                     status,
                     body,
+                    grpc_status: s.response.grpc_status(),
                 }
             }
             Some(code) => Event::Reset {

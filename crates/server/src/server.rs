@@ -910,6 +910,7 @@ impl Server {
                                 counters,
                                 counters_on: shared.app.metrics,
                                 static_gz: Default::default(),
+                                grpc_lines: Vec::new(),
                                 jobs: Vec::new(),
                                 real: None,
                                 client_cert: None,

@@ -14,6 +14,8 @@ use linerate_load::h3::{Client, Event, Quic, Request};
 pub struct Got {
     /// Each answer's status and body length, in the order asked.
     pub answers: Vec<(u16, u64)>,
+    /// Each answer's `grpc-status` (trailers, or a trailers-only head), in the same order.
+    pub grpc: Vec<Option<u32>>,
     /// The largest UDP payload that came from the server.
     pub largest_datagram: usize,
 }
@@ -55,6 +57,7 @@ pub fn send(quic: &Quic, addr: SocketAddr, asks: &[Ask<'_>]) -> Got {
         (Vec::new(), vec![0; 65_535], Vec::new(), Vec::new());
     let mut got = Got {
         answers: Vec::new(),
+        grpc: Vec::new(),
         largest_datagram: 0,
     };
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -69,7 +72,15 @@ pub fn send(quic: &Quic, addr: SocketAddr, asks: &[Ask<'_>]) -> Got {
             .expect("HTTP/3 connection");
         for e in events.drain(..) {
             match e {
-                Event::Response { status, body, .. } => got.answers.push((status, body)),
+                Event::Response {
+                    status,
+                    body,
+                    grpc_status,
+                    ..
+                } => {
+                    got.answers.push((status, body));
+                    got.grpc.push(grpc_status);
+                }
                 other => panic!("{other:?}"),
             }
         }

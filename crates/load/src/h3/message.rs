@@ -85,6 +85,8 @@ pub struct Response {
     status: u16,
     /// DATA payload bytes so far.
     body: u64,
+    /// A `grpc-status` in the final head (gRPC's trailers-only) or the trailers.
+    grpc_status: Option<u32>,
 }
 
 impl Default for Response {
@@ -108,6 +110,7 @@ impl Response {
             frames: FrameReader::new(Role::Request, MAX_FIELD_SECTION),
             status: 0,
             body: 0,
+            grpc_status: None,
         }
     }
 
@@ -124,15 +127,21 @@ impl Response {
                 Some(Frame::Headers(section)) => {
                     let mut status = None;
                     let mut first = true;
+                    let mut grpc = None;
                     decoder
                         .decode(section, |name, value| {
                             // RFC 9114 §4.3: pseudo-header fields come first.
                             if first && name == b":status" {
                                 status = parse_status(value);
+                            } else if name == b"grpc-status" {
+                                grpc = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
                             }
                             first = false;
                         })
                         .map_err(|e| e.code())?;
+                    if grpc.is_some() {
+                        self.grpc_status = grpc;
+                    }
                     if self.status == 0 {
                         // RFC 9114 §4.3.2: every response carries a valid :status.
                         let s = status.ok_or(Code::MessageError)?;
@@ -160,6 +169,11 @@ impl Response {
     /// payload bytes.
     pub fn progress(&self) -> (u16, u64) {
         (self.status, self.body)
+    }
+
+    /// The `grpc-status` the answer carried (its trailers, or a trailers-only head).
+    pub fn grpc_status(&self) -> Option<u32> {
+        self.grpc_status
     }
 
     /// The stream ended: the final status and the body length, or the error (a frame cut

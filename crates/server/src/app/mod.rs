@@ -146,6 +146,22 @@ pub(crate) struct AppIo {
     /// streams, upgrades and HTTP/3 (one test in the common server; set where each begins,
     /// never cleared).
     pub extras: bool,
+    /// Access-log lines of streamed gRPC answers, written at their end (`grpc_line_end`).
+    pub grpc_lines: Vec<GrpcLine>,
+}
+
+/// A streamed gRPC answer's access-log line, kept from its head to its end: its
+/// `grpc-status` comes in its trailers.
+pub(crate) struct GrpcLine {
+    /// Its connection's token and request id.
+    at: (u64, u64),
+    sink: usize,
+    site: usize,
+    status: u16,
+    bytes: usize,
+    /// When its request's head was in (µs).
+    started: u64,
+    meta: Box<deferred::LogMeta>,
 }
 
 impl AppIo {
@@ -208,13 +224,53 @@ impl AppIo {
                 s.answered(resp.status, body_bytes(meta.head, &resp) as u64);
             }
         }
-        if let (Some(log), Some(m), Some(sink)) = (self.log.as_mut(), meta.log.as_ref(), site.log) {
+        if let (Some(log), Some(sink)) = (self.log.as_mut(), site.log)
+            && let Some(m) = meta.log.take()
+        {
             let bytes = body_bytes(meta.head, &resp);
-            let mut entry = m.entry(resp.status, bytes, us, &site.server_name, None);
-            entry.grpc_status = crate::grpc::logged_status(&resp);
-            log.push(sink, &entry);
+            let grpc_status = crate::grpc::logged_status(&resp);
+            if grpc_status.is_none() && crate::grpc::streamed(&resp) {
+                // Its status comes with its trailers: the line is written at its end.
+                self.grpc_lines.push(GrpcLine {
+                    at: (token, id),
+                    sink,
+                    site: meta.site,
+                    status: resp.status,
+                    bytes,
+                    started: meta.started,
+                    meta: m,
+                });
+            } else {
+                let mut entry = m.entry(resp.status, bytes, us, &site.server_name, None);
+                entry.grpc_status = grpc_status;
+                log.push(sink, &entry);
+            }
         }
         (token, id, resp, meta.head)
+    }
+
+    /// The streamed answer to request `at` is over: the access-log line of a gRPC one is
+    /// written now, with `grpc_status` (its trailers'; `None` when it was cut off or its
+    /// client went before them) and its whole time.
+    #[cold]
+    pub(crate) fn grpc_line_end(
+        &mut self,
+        sites: &sites::Sites,
+        at: (u64, u64),
+        grpc_status: Option<&'static str>,
+    ) {
+        let Some(i) = self.grpc_lines.iter().position(|l| l.at == at) else {
+            return;
+        };
+        let line = self.grpc_lines.swap_remove(i);
+        let Some(log) = self.log.as_mut() else {
+            return;
+        };
+        let site = sites.get(line.site);
+        let us = crate::sys::monotonic_us().saturating_sub(line.started);
+        let mut entry = (line.meta).entry(line.status, line.bytes, us, &site.server_name, None);
+        entry.grpc_status = grpc_status;
+        log.push(line.sink, &entry);
     }
 }
 

@@ -1003,13 +1003,21 @@ impl<B: Backend> Worker<B> {
                 // A stream its client reset (HTTP/2): its writer learns now, not at its next
                 // write (an idle one, a health Watch or an event stream, may write no more).
                 let conn = &live.conn;
+                let mut reset = Vec::new();
                 live.streams.retain(|c| {
-                    let live = c.at().is_none_or(|(_, id)| conn.awaits(id));
+                    let at = c.at();
+                    let live = at.is_none_or(|(_, id)| conn.awaits(id));
                     if !live {
                         c.gone();
+                        reset.extend(at);
                     }
                     live
                 });
+                for at in reset {
+                    if !self.io.app.grpc_lines.is_empty() {
+                        (self.io.app).grpc_line_end(&self.io.sites.sites, at, None);
+                    }
+                }
                 // Output moved (or the writer's end came): read what waits while there is
                 // room.
                 let pending = live.streams.iter().filter(|c| c.pending()).cloned();
@@ -1166,8 +1174,16 @@ impl<B: Backend> Worker<B> {
             if let Some(relays) = live.relays.take() {
                 self.orphans.extend_from_slice(&relays.0);
             }
+            let mut gone = Vec::new();
             for chan in live.streams.drain(..) {
                 chan.gone();
+                gone.extend(chan.at());
+            }
+            for at in gone {
+                // A streamed gRPC answer cut off: its access-log line, without a status.
+                if !self.io.app.grpc_lines.is_empty() {
+                    (self.io.app).grpc_line_end(&self.io.sites.sites, at, None);
+                }
             }
             let token = (u64::from(slot.generation) << 32) | u64::from(idx);
             if let Proto::Boxed(proto::Boxed::H3(h)) = &mut live.conn

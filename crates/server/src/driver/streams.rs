@@ -70,6 +70,18 @@ pub(crate) fn start(
 /// Moves what `chan` holds into the connection, if it has room. `false` once the answer is
 /// over (ended, cut off, or gone).
 pub(crate) fn pump(conn: &mut Proto, chan: &Chan, id: u64, cx: &mut Cx) -> bool {
+    pump_ending(conn, chan, id, cx, &mut None)
+}
+
+/// [`pump`], and the `grpc-status` of trailers it ended the answer with into `grpc_status`
+/// (for the access log).
+fn pump_ending(
+    conn: &mut Proto,
+    chan: &Chan,
+    id: u64,
+    cx: &mut Cx,
+    grpc_status: &mut Option<&'static str>,
+) -> bool {
     if !conn.stream_room(id) {
         return true;
     }
@@ -83,6 +95,9 @@ pub(crate) fn pump(conn: &mut Proto, chan: &Chan, id: u64, cx: &mut Cx) -> bool 
         Finish::Ended => {
             let trailers = chan.take_trailers();
             let trailers = trailers.as_deref().map_or(&[][..], Vec::as_slice);
+            if !trailers.is_empty() {
+                *grpc_status = crate::grpc::trailer_fields_status(trailers);
+            }
             if !conn.stream_end_with(id, trailers, cx) {
                 chan.gone();
             }
@@ -114,17 +129,30 @@ impl<B: Backend> Worker<B> {
         self.io.app.extras = true;
         let inbox = self.io.app.inbox.clone();
         let mut placed = false;
+        let (mut over, mut grpc_status) = (true, None);
         self.with(token, sh, |live, p| {
             placed = true;
             let key = (token, id);
             if let Some(chan) = start(&mut live.conn, key, resp, head_request, &inbox, p.cx)
-                && pump(&mut live.conn, &chan, id, p.cx)
+                && pump_ending(&mut live.conn, &chan, id, p.cx, &mut grpc_status)
             {
                 live.streams.push(chan);
+                over = false;
             }
         });
         if !placed {
             self.io.app.counters.late();
+        }
+        if over {
+            self.stream_over((token, id), grpc_status);
+        }
+    }
+
+    /// The streamed answer to request `at` is over (ended with `grpc_status` in its trailers,
+    /// cut off, or gone): a gRPC answer's access-log line is written.
+    fn stream_over(&mut self, at: (u64, u64), grpc_status: Option<&'static str>) {
+        if !self.io.app.grpc_lines.is_empty() {
+            (self.io.app).grpc_line_end(&self.io.sites.sites, at, grpc_status);
         }
     }
 
@@ -151,16 +179,22 @@ impl<B: Backend> Worker<B> {
                 .and_then(|s| s.live.as_ref())
             else {
                 chan.gone();
+                self.stream_over((token, id), None);
                 continue;
             };
             if !live.conn.stream_room(id) {
                 continue; // the connection's next event re-queues it
             }
+            let (mut over, mut grpc_status) = (false, None);
             self.with(token, sh, |live, p| {
-                if !pump(&mut live.conn, &chan, id, p.cx) {
+                if !pump_ending(&mut live.conn, &chan, id, p.cx, &mut grpc_status) {
                     live.streams.retain(|c| !Arc::ptr_eq(c, &chan));
+                    over = true;
                 }
             });
+            if over {
+                self.stream_over((token, id), grpc_status);
+            }
         }
         if !later.is_empty() {
             later.append(&mut self.stream_ready);

@@ -171,10 +171,24 @@ struct ServerState {
     checked_down: bool,
 }
 
+impl Group {
+    /// Passive health counts a failure of server `si` at `now` (see [`ServerState::failed`]);
+    /// the HTTP/1.1 and HTTP/2 relays both report here.
+    fn failed(&mut self, si: usize, up: &Upstream, now: u64) {
+        let others = (self.loads.iter().enumerate()).any(|(i, l)| i != si && l.down_until <= now);
+        if let (Some(s), Some(load)) = (self.servers.get_mut(si), self.loads.get_mut(si)) {
+            s.failed(load, up, si, now, !others);
+        }
+    }
+}
+
 impl ServerState {
     /// A failure of server `si` of `up` at `now`: after `max_fails` within the window the
-    /// server is out for it.
-    fn failed(&mut self, load: &mut ServerLoad, up: &Upstream, si: usize, now: u64) {
+    /// server is out for it, unless it is the `last` one in the rotation. Taking out the
+    /// last would leave nothing to pick (the balancer then tries every server anyway, so it
+    /// would only say "down" where nothing changed); nginx likewise never marks the only
+    /// server of an upstream down, and where all its servers failed it clears them all.
+    fn failed(&mut self, load: &mut ServerLoad, up: &Upstream, si: usize, now: u64, last: bool) {
         if up.max_fails == 0 {
             return;
         }
@@ -185,8 +199,12 @@ impl ServerState {
         }
         self.fails += 1;
         if self.fails >= up.max_fails && !self.checked_down {
-            load.down_until = now + window;
             self.fails = 0;
+            if last {
+                tracing::debug!(upstream = %up.name, "passive health: the last server stays in");
+                return;
+            }
+            load.down_until = now + window;
             // The same fields as the active checks' lines: which upstream, which server.
             let server = up
                 .servers
@@ -291,10 +309,8 @@ impl Pools {
     /// Server `si` of group `gi` failed at `now` (passive health).
     #[cfg(feature = "http2")]
     pub(super) fn server_failed(&mut self, gi: usize, si: usize, up: &Upstream, now: u64) {
-        if let Some(g) = self.groups.get_mut(gi)
-            && let (Some(s), Some(load)) = (g.servers.get_mut(si), g.loads.get_mut(si))
-        {
-            s.failed(load, up, si, now);
+        if let Some(g) = self.groups.get_mut(gi) {
+            g.failed(si, up, now);
         }
     }
 
@@ -971,6 +987,11 @@ impl<B: Backend> Worker<B> {
             #[cfg(not(feature = "http2"))]
             return self.refuse(job, 502, sh);
         }
+        if job.pipe.is_some() && !job.body.is_empty() {
+            // A try an HTTP/2 upstream refused, with its body's start and the pipe of its
+            // rest (`upstream_h2.rs`), and a reload made the upstream HTTP/1.1 since.
+            return self.refuse(job, 502, sh);
+        }
         let gi = job.upstream;
         let now = self.io.cx.now;
         let group = &mut self.pools.groups[gi];
@@ -1013,8 +1034,7 @@ impl<B: Backend> Worker<B> {
                 tracing::warn!(upstream = %up.name, server = %up.servers[server].addr, "upstream connect failed");
                 self.backend.detach(token);
                 self.free.push(idx);
-                let g = &mut self.pools.groups[gi];
-                g.servers[server].failed(&mut g.loads[server], up, server, now);
+                self.pools.groups[gi].failed(server, up, now);
                 let mut job = job;
                 job.failed_server = Some(server);
                 if job.tries + 1 < up.tries {
@@ -1286,14 +1306,14 @@ impl<B: Backend> Worker<B> {
         }
         let gone = up.link.as_ref().is_some_and(|l| l.gone);
         if let Some(g) = self.pools.groups.get_mut(up.group)
-            && let (Some(s), Some(load)) =
-                (g.servers.get_mut(up.server), g.loads.get_mut(up.server))
+            && up.server < g.loads.len()
         {
             if after.server_failed
                 && let Some(conf) = self.io.sites.upstreams.get(up.group)
             {
-                s.failed(load, conf, up.server, now);
+                g.failed(up.server, conf, now);
             }
+            let load = &mut g.loads[up.server];
             if after.finished.is_some() {
                 load.active = load.active.saturating_sub(1);
             }
@@ -1794,7 +1814,7 @@ mod tests {
 
     /// Server `i` of `g` failed at `now`.
     fn fail(g: &mut Group, i: usize, up: &Upstream, now: u64) {
-        g.servers[i].failed(&mut g.loads[i], up, i, now);
+        g.failed(i, up, now);
     }
 
     #[test]
@@ -1834,6 +1854,38 @@ mod tests {
     }
 
     #[test]
+    fn passive_health_never_takes_out_the_last_server_in_the_rotation() {
+        // The only server: a failure (a refused connect, a timeout) leaves it in, as nginx
+        // ignores max_fails for an upstream of one server.
+        let up = upstream(&[1]);
+        let window = up.fail_timeout.as_millis() as u64;
+        let mut g = group(1);
+        for t in 0..3 {
+            fail(&mut g, 0, &up, 1_000 + t);
+        }
+        assert_eq!(g.loads[0].down_until, 0, "the only server stays in");
+        // Two: the first to fail goes out, the other is then the last and stays.
+        let up = upstream(&[1, 1]);
+        let mut g = group(2);
+        fail(&mut g, 0, &up, 1_000);
+        assert_eq!(g.loads[0].down_until, 1_000 + window);
+        fail(&mut g, 1, &up, 1_001);
+        assert_eq!(g.loads[1].down_until, 0, "the last one in stays");
+        let order: Vec<usize> = (0..4).map(|_| pick(&mut g, &up, 1_002, None)).collect();
+        assert_eq!(order, [1, 1, 1, 1], "and takes the requests");
+        // Once the first is back, the second may go out.
+        let back = 1_000 + window + 1;
+        fail(&mut g, 1, &up, back);
+        assert_eq!(g.loads[1].down_until, back + window);
+        // A server the active checks took out leaves the other as the last.
+        let mut g = group(2);
+        g.loads[0].down_until = u64::MAX;
+        g.servers[0].checked_down = true;
+        fail(&mut g, 1, &up, 5);
+        assert_eq!(g.loads[1].down_until, 0);
+    }
+
+    #[test]
     fn active_checks_take_out_after_fails_in_a_row_and_bring_back_after_passes() {
         let check = HealthCheck {
             passes: 2,
@@ -1863,7 +1915,7 @@ mod tests {
             ..ServerLoad::default()
         };
         s.checked_down = true;
-        s.failed(&mut load, &up, 0, 5);
+        s.failed(&mut load, &up, 0, 5, false);
         assert_eq!(load.down_until, u64::MAX);
     }
 }

@@ -32,6 +32,19 @@ use crate::proxy::pipe::PipeOut;
 use crate::response::{Field, Response};
 use crate::stats::UpCounters;
 
+/// Tries of one request beyond the upstream's `tries` when an HTTP/2 upstream did not process
+/// it (RFC 9113 §8.7: refused, above a GOAWAY's last stream id, or never sent before its
+/// connection closed). Nothing was processed, so any method goes again, each time on a
+/// connection other than the one that refused it. Servers refuse for a moment at their
+/// stream limit and while closing a connection; one that refused four in a row on different
+/// connections refuses everything (it is shutting down, or allows no stream), and the client
+/// hears 502 rather than the request going round.
+pub(crate) const UNPROCESSED_RETRIES: u32 = 4;
+/// The most of a relayed request body (one still arriving, through its pipe) kept to send
+/// again after such a refusal: a gRPC call's messages or a small upload. Past it the copy is
+/// dropped, and a refusal after the body began is the client's 502.
+const REPLAY_MAX: usize = crate::proxy::pipe::PIPE_ROOM;
+
 /// An HTTP/2 upstream connection in its slot.
 pub(super) struct H2Live {
     conn: h2u::Conn,
@@ -60,6 +73,11 @@ pub(super) struct H2Live {
     /// Its TLS session (`protocol = "h2"`; `upstream_tls.rs`): HTTP/2 bytes pass through it,
     /// and none go out before its handshake chose `h2`.
     tls: Option<Box<UpTls>>,
+    /// Requests waiting for its server's SETTINGS (it opens one stream before them, RFC
+    /// 9113 §5.1.2's limit being unknown until then): sent on once they came, as many as it
+    /// allows here, the rest on another connection.
+    #[allow(clippy::vec_box)] // jobs travel boxed: `dispatch` takes them so
+    waiting: Vec<Box<Job>>,
 }
 
 impl H2Live {
@@ -88,6 +106,10 @@ struct Link {
     sent_body: usize,
     /// The body still arriving from the client.
     pipe: Option<PipeOut>,
+    /// What of `pipe` went up so far, kept for another try after a refusal (up to
+    /// [`REPLAY_MAX`]); `replay_lost` once it outgrew that.
+    replay: Vec<u8>,
+    replay_lost: bool,
     body_done: bool,
     /// The answer's final head, held until this read's events are all in: a head that ends
     /// the stream (gRPC's Trailers-Only) goes to the client as one block with END_STREAM.
@@ -152,6 +174,8 @@ struct Relay<'a> {
     stats: Option<&'a UpCounters>,
     addr: Option<&'a UpstreamAddr>,
     upstream: &'a str,
+    /// This connection's token (a request it refused avoids it next time).
+    token: Token,
     /// The connection was established (a failure before is a connect failure: retried).
     connected: bool,
     tries: u32,
@@ -568,6 +592,34 @@ impl h2u::Events for Relay<'_> {
             return;
         };
         let link = &mut self.links[i];
+        // RFC 9113 §8.7: the server did not process it (on a connection that came up: one
+        // that never did is a connect failure, below). Its body goes again from what is kept:
+        // the body that came whole, or the copy of what its pipe gave so far.
+        let unprocessed = error.retryable()
+            && self.connected
+            && !link.answered
+            && !link.replay_lost
+            && link
+                .job
+                .as_ref()
+                .is_some_and(|j| j.unprocessed < UNPROCESSED_RETRIES);
+        if unprocessed {
+            // Not the server's failure: passive health does not count it.
+            let mut link = self.take(i);
+            if let Some(mut job) = link.job.take() {
+                job.unprocessed += 1;
+                job.avoid_conn = Some(self.token);
+                job.log = link.log.take();
+                job.pipe = link.pipe.take();
+                // What went up of it: the body given whole (or kept from an earlier try),
+                // then what the pipe gave since; the pipe's rest follows.
+                let mut body = std::mem::take(&mut link.body);
+                body.extend_from_slice(&link.replay);
+                job.body = body;
+                self.after.retry.push(job);
+            }
+            return;
+        }
         let body_sent = link.sent_body > 0 || link.pipe.as_ref().is_some_and(|p| p.taken() > 0);
         // A stream the server refused did nothing (RFC 9113 §8.7), nor did one on a
         // connection that never came up: another connection may take it as it is.
@@ -575,7 +627,7 @@ impl h2u::Events for Relay<'_> {
             && !body_sent
             && (error.retryable() || !self.connected)
             && link.job.as_ref().is_some_and(|j| j.tries + 1 < self.tries);
-        if !error.retryable() {
+        if !error.retryable() || !self.connected {
             self.after.server_failed = true;
         }
         if let Some(st) = self.stats {
@@ -590,7 +642,7 @@ impl h2u::Events for Relay<'_> {
             let mut link = self.take(i);
             if let Some(mut job) = link.job.take() {
                 job.tries += 1;
-                job.failed_server = (!error.retryable()).then_some(self.server);
+                job.failed_server = (!error.retryable() || !self.connected).then_some(self.server);
                 job.log = link.log.take();
                 job.pipe = link.pipe.take();
                 if !link.body.is_empty() {
@@ -640,9 +692,34 @@ impl<B: Backend> Worker<B> {
         let found = self.pools.h2.iter().find_map(|&token| {
             let idx = (token & 0xffff_ffff) as u32;
             let slot = self.slots.get(idx as usize)?;
-            (slot.generation == (token >> 32) as u32 && slot.h2.as_ref()?.takes(gi, server, epoch))
-                .then_some(idx)
+            // A request an upstream connection refused goes on another one.
+            (slot.generation == (token >> 32) as u32
+                && job.avoid_conn != Some(token)
+                && slot.h2.as_ref()?.takes(gi, server, epoch))
+            .then_some(idx)
         });
+        if found.is_none() {
+            // A connection still waiting for its server's SETTINGS takes the request in its
+            // line, up to what a server allows when it says nothing.
+            let line = self.pools.h2.iter().find_map(|&token| {
+                let idx = (token & 0xffff_ffff) as u32;
+                let slot = self.slots.get(idx as usize)?;
+                let h2 = slot.h2.as_ref()?;
+                (slot.generation == (token >> 32) as u32
+                    && job.avoid_conn != Some(token)
+                    && h2.group == gi
+                    && h2.server == server
+                    && h2.epoch == epoch
+                    && !h2.dead
+                    && !h2.conn.settled()
+                    && h2.links.len() + h2.waiting.len() < h2u::ASSUMED_MAX_STREAMS as usize)
+                    .then_some(idx)
+            });
+            if let Some(h2) = line.and_then(|idx| self.slots[idx as usize].h2.as_mut()) {
+                h2.waiting.push(job);
+                return;
+            }
+        }
         let idx = match found {
             Some(idx) => idx,
             None => match self.connect_h2(gi, server, up) {
@@ -706,6 +783,7 @@ impl<B: Backend> Worker<B> {
             idle_by: u64::MAX,
             links: Vec::new(),
             tls,
+            waiting: Vec::new(),
         }));
         self.pools.h2.push(token);
         Some(idx)
@@ -762,6 +840,8 @@ impl<B: Backend> Worker<B> {
             body,
             sent_body: 0,
             pipe,
+            replay: Vec::new(),
+            replay_lost: false,
             head: None,
             answered: false,
             status: 0,
@@ -834,8 +914,22 @@ impl<B: Backend> Worker<B> {
         };
         // Nothing more goes out; every stream still open fails (each client hears it).
         h2.dead = true;
+        let waiting = std::mem::take(&mut h2.waiting);
+        let (gi, si) = (h2.group, h2.server);
         if !h2.links.is_empty() {
             self.h2_call(idx, sh, &mut |conn, _, ev| conn.eof(ev));
+        }
+        // Requests that waited for its SETTINGS went nowhere: another try where the tries
+        // allow (the server failed, as for a connection that never came up), else 502.
+        let tries = self.io.sites.upstreams.get(gi).map_or(1, |u| u.tries);
+        for mut job in waiting {
+            if job.tries + 1 < tries {
+                job.tries += 1;
+                job.failed_server = Some(si);
+                self.dispatch(job, sh);
+            } else {
+                self.refuse(job, 502, sh);
+            }
         }
     }
 
@@ -975,6 +1069,7 @@ impl<B: Backend> Worker<B> {
         sh: &Shared,
         f: &mut dyn FnMut(&mut h2u::Conn, u64, &mut Relay<'_>),
     ) {
+        let token = self.token(idx);
         let Some(mut h2) = self.slots[idx as usize].h2.take() else {
             return;
         };
@@ -995,6 +1090,7 @@ impl<B: Backend> Worker<B> {
                 stats: self.pools.stats(h2.group, h2.server),
                 addr: up.and_then(|u| u.servers.get(h2.server)).map(|s| &s.addr),
                 upstream: up.map_or("-", |u| u.name.as_str()),
+                token,
                 connected: h2.connected,
                 tries,
                 server: h2.server,
@@ -1025,6 +1121,11 @@ impl<B: Backend> Worker<B> {
                     relay.gone(i);
                 }
             }
+        }
+        if !h2.waiting.is_empty() && h2.conn.settled() {
+            // Its server's SETTINGS came: the requests waiting for them go on (on it while
+            // it has room).
+            after.retry.append(&mut h2.waiting);
         }
         for &stream in &after.cancel {
             h2.conn.cancel(stream);
@@ -1111,7 +1212,7 @@ impl<B: Backend> Worker<B> {
             // From before a reload: its last stream is done.
             h2.conn.goaway();
         }
-        if !h2.links.is_empty() {
+        if !h2.links.is_empty() || !h2.waiting.is_empty() {
             h2.idle_by = u64::MAX;
         } else if h2.idle_by == u64::MAX {
             h2.idle_by = self.io.cx.now + h2.idle;
@@ -1247,8 +1348,17 @@ fn feed_bodies(conn: &mut h2u::Conn, links: &mut [Link], after: &mut After) -> b
         let Some(pipe) = l.pipe.as_ref() else {
             continue;
         };
+        let (replay, lost) = (&mut l.replay, &mut l.replay_lost);
         let taken = pipe.take(room, |piece| {
             conn.send(l.stream, piece, false);
+            // Kept for another try after a refusal, while it is small.
+            if *lost {
+            } else if replay.len() + piece.len() <= REPLAY_MAX {
+                replay.extend_from_slice(piece);
+            } else {
+                *lost = true;
+                *replay = Vec::new();
+            }
         });
         if taken.failed {
             continue; // seen by the caller

@@ -110,7 +110,9 @@ pub(crate) use call::{Call, deadline_exceeded, read_unary};
 pub(crate) use linerate_grpc::web::Protocol;
 pub(crate) use metrics::{CallStats, MethodStats};
 pub(crate) use run::{panicked, streaming, unary_later};
-pub(crate) use web::{decode_text, failed, logged_status, protocol_of, unary_answer};
+pub(crate) use web::{
+    decode_text, failed, logged_status, protocol_of, streamed, trailer_fields_status, unary_answer,
+};
 
 /// The largest message a call receives (the prefix announcing more is RESOURCE_EXHAUSTED),
 /// as grpc-go's and grpc-core's default `MaxRecvMsgSize`.

@@ -38,3 +38,13 @@ impl CallStats {
 pub(crate) fn logged_status(_: &crate::response::Response) -> Option<&'static str> {
     None
 }
+
+/// No streamed gRPC answer without the feature.
+pub(crate) fn streamed(_: &crate::response::Response) -> bool {
+    false
+}
+
+/// No `grpc-status` to log without the feature.
+pub(crate) fn trailer_fields_status(_: &[crate::response::Field]) -> Option<&'static str> {
+    None
+}

@@ -125,9 +125,27 @@ pub(crate) fn text_prefix(body: &[u8]) -> Option<[u8; linerate_grpc::frame::PREF
     Some(prefix)
 }
 
+/// Whether `resp` is a gRPC answer streamed without a status yet: its access-log line waits
+/// for its end (`AppIo::grpc_line_end`), where its trailers carry the status.
+pub(crate) fn streamed(resp: &Response) -> bool {
+    matches!(resp.body, Body::Stream(_))
+        && resp
+            .content_type
+            .as_deref()
+            .is_some_and(|ct| ct.starts_with("application/grpc"))
+}
+
+/// The `grpc-status` among a streamed answer's trailer fields, for the access log.
+pub(crate) fn trailer_fields_status(fields: &[crate::response::Field]) -> Option<&'static str> {
+    let (_, v) = fields
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(linerate_grpc::status::GRPC_STATUS))?;
+    Some(Code::parse(v.as_bytes())?.as_str())
+}
+
 /// The `grpc-status` an answer carries, for the access log: in its head (trailers-only), its
 /// trailers, or a gRPC-Web body's trailer frame. `None` for an answer that is not gRPC's and
-/// for a streamed one (its status comes after the line is written; `/metrics` counts it).
+/// for a streamed one (its line is written at its end, with its trailers' status).
 pub(crate) fn logged_status(resp: &Response) -> Option<&'static str> {
     let ct = resp.content_type.as_deref()?;
     if !ct.starts_with("application/grpc") {

@@ -30,9 +30,15 @@ pub(crate) const CONN_WINDOW: u32 = 16 << 20;
 /// SETTINGS_MAX_HEADER_LIST_SIZE we announce; a response head or trailer block over it fails
 /// its stream (RFC 9113 §10.5.1), and its fields are not kept past it.
 pub(crate) const MAX_HEADER_LIST: u32 = 64 * 1024;
-/// Streams assumed allowed until the server's SETTINGS say (RFC 9113 §6.5.2 leaves it
-/// unlimited, §5.1.2 asks for at least 100).
+/// Streams assumed allowed once the server's SETTINGS came without
+/// SETTINGS_MAX_CONCURRENT_STREAMS (RFC 9113 §6.5.2 leaves it unlimited, §5.1.2 asks for at
+/// least 100).
 pub(crate) const ASSUMED_MAX_STREAMS: u32 = 100;
+/// Streams opened before the server's SETTINGS say how many it takes: one, so a new
+/// connection's first request costs no round trip, and no more, so a server that allows
+/// fewer than we would guess never has to refuse them (the caller keeps the others waiting
+/// for [`Conn::settled`]).
+pub(crate) const STREAMS_BEFORE_SETTINGS: usize = 1;
 /// How long the server has to acknowledge our SETTINGS (RFC 9113 §6.5.3), and to answer a
 /// PING of ours (ms).
 pub(crate) const SETTINGS_TIMEOUT: u64 = 10_000;
@@ -89,6 +95,9 @@ pub(crate) enum StreamError {
     /// The server did not process it: RST_STREAM(REFUSED_STREAM), or above the last stream
     /// id of its GOAWAY (RFC 9113 §8.7, §6.8).
     Refused,
+    /// The connection closed before the stream's HEADERS were handed to the socket: the
+    /// server never saw it (RFC 9113 §8.7's "not processed", known on this side).
+    Unsent,
     /// The server reset the stream with this code (RFC 9113 §6.4).
     Reset(u32),
     /// The response was malformed (§8.1.1): we reset the stream with PROTOCOL_ERROR.
@@ -102,9 +111,10 @@ pub(crate) enum StreamError {
 }
 
 impl StreamError {
-    /// Safe to send again elsewhere: the server says it did nothing with it (RFC 9113 §8.7).
+    /// Safe to send again elsewhere, whatever the method: the server did nothing with it
+    /// (RFC 9113 §8.7: it said so, or it never got it).
     pub(crate) fn retryable(self) -> bool {
-        matches!(self, StreamError::Refused)
+        matches!(self, StreamError::Refused | StreamError::Unsent)
     }
 }
 
@@ -112,6 +122,7 @@ impl std::fmt::Display for StreamError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StreamError::Refused => f.write_str("refused by the upstream"),
+            StreamError::Unsent => f.write_str("the connection closed before it was sent"),
             StreamError::Reset(c) => write!(f, "reset by the upstream (code {c:#x})"),
             StreamError::Malformed(m) => write!(f, "malformed response: {m}"),
             StreamError::Protocol(c) => write!(f, "the upstream broke a stream rule ({c:?})"),
@@ -250,6 +261,9 @@ pub(crate) struct Conn {
     draining: Vec<(u32, i64)>,
     /// The next stream id of ours.
     next_id: u32,
+    /// Streams below this id had their HEADERS handed to the driver ([`Conn::take_output`]);
+    /// those at or above it are still in `out`, unseen by the server.
+    handed_below: u32,
     /// Ids that ended normally (a late DATA or HEADERS is STREAM_CLOSED) and ids we reset
     /// (late frames are ignored, RFC 9113 §5.4.2).
     closed: Ring,
@@ -309,6 +323,7 @@ impl Conn {
             streams: Vec::new(),
             draining: Vec::new(),
             next_id: 1,
+            handed_below: 1,
             closed: Ring::default(),
             reset: Ring::default(),
             goaway_in: false,
@@ -333,7 +348,18 @@ impl Conn {
         {
             return Some(OpenError::Closing);
         }
-        (self.streams.len() >= self.peer_max_streams as usize).then_some(OpenError::NoRoom)
+        let limit = if self.state == State::Preface {
+            STREAMS_BEFORE_SETTINGS
+        } else {
+            self.peer_max_streams as usize
+        };
+        (self.streams.len() >= limit).then_some(OpenError::NoRoom)
+    }
+
+    /// Whether the server's SETTINGS came (its SETTINGS_MAX_CONCURRENT_STREAMS is known);
+    /// before, [`Conn::open`] takes [`STREAMS_BEFORE_SETTINGS`].
+    pub(crate) fn settled(&self) -> bool {
+        self.state != State::Preface
     }
 
     /// Whether stream `id` is still open (its body may go on; a stream whose response ended
@@ -575,6 +601,7 @@ impl Conn {
     /// The output to send (after [`Transmit::Bytes`]).
     pub(crate) fn take_output(&mut self) -> Vec<u8> {
         self.in_flight = true;
+        self.handed_below = self.next_id;
         std::mem::take(&mut self.out)
     }
 
@@ -602,14 +629,15 @@ impl Conn {
         if now >= self.settings_deadline {
             self.conn_error(Code::SettingsTimeout, ConnError::Timeout, ev);
         } else if self.ping.is_some_and(|(_, at)| now >= at) {
-            self.fail_all(ConnError::Timeout, ev);
+            self.fail_all(ConnError::Timeout, true, ev);
             self.close();
         }
     }
 
-    /// The server sends nothing more (EOF), or the connection broke: every open stream fails.
+    /// The server sends nothing more (EOF), or the connection broke: every open stream fails,
+    /// [`StreamError::Unsent`] where its HEADERS never left (the output is dropped).
     pub(crate) fn eof(&mut self, ev: &mut impl Events) {
-        self.fail_all(ConnError::Closed, ev);
+        self.fail_all(ConnError::Closed, true, ev);
         self.close();
     }
 
@@ -708,15 +736,23 @@ impl Conn {
         frame::goaway(&mut self.out, 0, code);
         // Nothing is written after the GOAWAY (no window given back for failed streams).
         self.state = State::Last;
-        self.fail_all(why, ev);
+        // The output still goes out before the GOAWAY: its streams may reach the server.
+        self.fail_all(why, false, ev);
         self.inbuf = Vec::new();
         self.collect = None;
         self.draining.clear();
     }
 
-    fn fail_all(&mut self, why: ConnError, ev: &mut impl Events) {
+    /// Every open stream fails for `why`; when the output is `dropped` (never sent), those
+    /// whose HEADERS were still in it fail as [`StreamError::Unsent`].
+    fn fail_all(&mut self, why: ConnError, dropped: bool, ev: &mut impl Events) {
         while let Some(last) = self.streams.len().checked_sub(1) {
-            self.drop_stream(last, StreamError::Connection(why), ev);
+            let error = if dropped && self.streams[last].id >= self.handed_below {
+                StreamError::Unsent
+            } else {
+                StreamError::Connection(why)
+            };
+            self.drop_stream(last, error, ev);
         }
     }
 

@@ -26,8 +26,8 @@ mod wire_tests;
 
 #[allow(unused_imports)] // the driver's API, until it drives it
 pub(crate) use conn::{
-    CONN_WINDOW, Conn, ConnError, Events, MAX_HEADER_LIST, OpenError, STREAM_WINDOW, Settings,
-    StreamError,
+    ASSUMED_MAX_STREAMS, CONN_WINDOW, Conn, ConnError, Events, MAX_HEADER_LIST, OpenError,
+    STREAM_WINDOW, Settings, StreamError,
 };
 #[allow(unused_imports)]
 pub(crate) use fields::{Fields, Malformed, Request};

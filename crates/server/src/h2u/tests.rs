@@ -591,11 +591,23 @@ fn max_concurrent_streams_is_honoured() {
     assert_eq!(t.events(), ["head 1 200 []", "end 1"]);
     assert!(t.c.can_open());
     assert_eq!(t.c.open(&get("/c"), true), Ok(5));
-    // Before the server's SETTINGS, ASSUMED_MAX_STREAMS.
+    // Before the server's SETTINGS, its limit is not known: one stream (the rest wait for
+    // `settled`); SETTINGS without the setting allow ASSUMED_MAX_STREAMS.
     let mut t = T::new(SMALL);
-    for _ in 0..ASSUMED_MAX_STREAMS {
+    t.c.open(&get("/"), true).unwrap();
+    assert!(!t.c.settled());
+    assert_eq!(t.c.open(&get("/"), true), Err(OpenError::NoRoom));
+    t.recv(&settings(&[]));
+    assert!(t.c.settled());
+    for _ in 1..ASSUMED_MAX_STREAMS {
         t.c.open(&get("/"), true).unwrap();
     }
+    assert_eq!(t.c.open(&get("/"), true), Err(OpenError::NoRoom));
+    // A server allowing 2 (and stream 1 open before its SETTINGS): one more, not 99.
+    let mut t = T::new(SMALL);
+    t.c.open(&get("/"), true).unwrap();
+    t.recv(&settings(&[(3, 2)]));
+    t.c.open(&get("/"), true).unwrap();
     assert_eq!(t.c.open(&get("/"), true), Err(OpenError::NoRoom));
 }
 
@@ -832,6 +844,50 @@ fn eof_fails_what_is_open() {
 }
 
 #[test]
+fn a_stream_still_in_the_output_when_the_connection_ends_is_unsent() {
+    // RFC 9113 §8.7: a request the server never received was not processed; one handed to
+    // the socket may have been. Stream 1's HEADERS went out (`ready`), stream 3's did not.
+    let mut t = ready();
+    let unsent = t.c.open(&get("/later"), true).unwrap();
+    t.c.eof(&mut t.h);
+    let events = t.events();
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(
+        events.contains(&format!("failed {unsent} Unsent")),
+        "{events:?}"
+    );
+    assert!(
+        events.contains(&"failed 1 Connection(Closed)".to_string()),
+        "{events:?}"
+    );
+    // The same when our PING goes unanswered (the output is dropped).
+    let mut t = ready();
+    assert!(t.c.ping(1));
+    t.out();
+    let unsent = t.c.open(&get("/later"), true).unwrap();
+    t.c.on_timer(1 + SMALL.ping_timeout, &mut t.h);
+    let events = t.events();
+    assert!(
+        events.contains(&format!("failed {unsent} Unsent")),
+        "{events:?}"
+    );
+    assert!(
+        events.contains(&"failed 1 Connection(Timeout)".to_string()),
+        "{events:?}"
+    );
+    // A connection error of ours still sends the output before its GOAWAY: the stream may
+    // reach the server, so it is not known unprocessed.
+    let mut t = ready();
+    let queued = t.c.open(&get("/later"), true).unwrap();
+    t.recv(&raw(8, kind::PING, 0, 1, &[0; 8])); // §6.7: a PING names no stream
+    let events = t.events();
+    assert!(
+        events.contains(&format!("failed {queued} Connection(Protocol(Protocol))")),
+        "{events:?}"
+    );
+}
+
+#[test]
 fn a_slow_consumer_holds_the_server_to_the_window() {
     // What the caller is handed and has not consumed never exceeds the stream window, so a
     // slow client downstream bounds this connection's memory (the caller holds the bytes).
@@ -927,6 +983,7 @@ fn a_head_request_has_no_content_whatever_its_length_says() {
 fn only_a_refusal_is_retryable() {
     // RFC 9113 §8.7: REFUSED_STREAM and streams above a GOAWAY's last id were not processed.
     assert!(StreamError::Refused.retryable());
+    assert!(StreamError::Unsent.retryable());
     for e in [
         StreamError::Reset(2),
         StreamError::Protocol(crate::h2::frame::Code::FlowControl),

@@ -230,6 +230,8 @@ fn many_streams_against_linerates_h2c_listener() {
         ..Settings::default()
     };
     let mut w = Wire::connect(server.h2c_addr().unwrap(), settings);
+    // The server's SETTINGS say how many streams it takes (one before them).
+    w.until(|w| w.conn.settled());
     let get = Request {
         method: b"GET",
         scheme: b"http",

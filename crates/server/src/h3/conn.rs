@@ -563,10 +563,11 @@ impl<P> Conn<P> {
             return false;
         };
         let s = &mut self.streams[idx];
+        // Counted even when dropped (an early answer's body): its end checks the length.
+        s.received += data.len() as u64;
         if s.discard {
             return true;
         }
-        s.received += data.len() as u64;
         if s.declared.is_some_and(|d| s.received > d) {
             self.stream_error(idx, Code::MessageError);
             return false;

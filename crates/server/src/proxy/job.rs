@@ -35,6 +35,12 @@ pub(crate) struct Job {
     pub fresh: bool,
     /// The server the last try failed on (the next try goes elsewhere when it can).
     pub failed_server: Option<usize>,
+    /// Tries an HTTP/2 upstream did not process (refused, or never sent): not counted in
+    /// `tries`, bounded by `driver::upstream_h2::UNPROCESSED_TRIES`.
+    pub unprocessed: u32,
+    /// The HTTP/2 upstream connection (driver token) that refused the last try: the next
+    /// goes on another.
+    pub avoid_conn: Option<u64>,
     /// The hash of its balancing key, when its upstream balances by hash and it has one.
     pub key: Option<u64>,
     /// When the request's head was in (µs; 0 unless timing).
@@ -86,6 +92,8 @@ impl Job {
             tries: 0,
             fresh: false,
             failed_server: None,
+            unprocessed: 0,
+            avoid_conn: None,
             key: None,
             started: 0,
             log: None,

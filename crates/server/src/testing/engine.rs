@@ -142,6 +142,7 @@ impl Engine {
             counters: Arc::default(),
             counters_on: app.metrics,
             static_gz: Default::default(),
+            grpc_lines: Vec::new(),
             jobs: Vec::new(),
             real: None,
             client_cert: None,

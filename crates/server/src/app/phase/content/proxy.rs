@@ -173,6 +173,8 @@ impl<'a> ConnApp<'a> {
             tries: 0,
             fresh: false,
             failed_server: None,
+            unprocessed: 0,
+            avoid_conn: None,
             key: r.hash_key.as_ref().and_then(|k| {
                 crate::proxy::balance::request_key(k, head, buf, self.client().map(|p| p.ip()))
             }),
