@@ -3,8 +3,16 @@
 
 mod common;
 
-use common::{Client, start_demo};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+
+use common::{Client, Running, start_demo};
 use linerate::demo::{DATASET_JSON, Item};
+use linerate_server::config::CertPair;
+use linerate_server::{Config, Server, TlsConfig};
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 
 /// A small deterministic generator (xorshift64*), so failures reproduce.
 struct Rng(u64);
@@ -156,5 +164,354 @@ fn upload_counts_streamed_bytes_for_20_mb() {
     let r = c.read_response();
     assert_eq!((r.status, r.text()), (200, size.to_string()));
     // A lying Content-Length (shorter body, then EOF) is never answered with a count.
+    server.stop();
+}
+
+/// Raises this process's soft RLIMIT_NOFILE to its hard limit; returns the soft limit now.
+fn raise_nofile() -> u64 {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut lim = getrlimit(Resource::Nofile);
+    if lim.current < lim.maximum {
+        lim.current = lim.maximum;
+        // Refused (a hard limit of "unlimited" the kernel caps lower): keep what was there.
+        let _ = setrlimit(Resource::Nofile, lim.clone());
+    }
+    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
+}
+
+/// One `/delay` exchange in flight on a non-blocking socket.
+struct Waiting {
+    sock: std::net::TcpStream,
+    ms: u64,
+    sent: std::time::Instant,
+    got: Vec<u8>,
+}
+
+/// The body of a complete `Content-Length` response in `got`, if it is all there.
+fn whole_response(got: &[u8]) -> Option<(u16, String)> {
+    let end = got.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let head = std::str::from_utf8(&got[..end]).unwrap();
+    let status = head[9..12].parse().unwrap();
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().unwrap())
+        })
+        .expect("content-length");
+    (got.len() >= end + len).then(|| {
+        (
+            status,
+            String::from_utf8(got[end..end + len].to_vec()).unwrap(),
+        )
+    })
+}
+
+/// HttpArena's async profile: thousands of connections, each waiting on its own delay on one
+/// worker at once; every answer is its own number and arrives no earlier than its delay
+/// (the client reads after the answer came, so a read before the deadline is an early answer).
+#[test]
+fn delay_answers_each_of_thousands_of_connections_no_earlier_than_its_delay() {
+    use std::io::ErrorKind;
+    use std::time::{Duration, Instant};
+    // Each connection costs two descriptors here (client and server in one process), and a
+    // few hundred stay for the test harness.
+    let conns = ((raise_nofile().saturating_sub(512)) / 2).min(8000) as usize;
+    assert!(conns >= 500, "RLIMIT_NOFILE too low for the test: {conns}");
+    let server = start_demo();
+    let mut rng = Rng(0xde1a7);
+    let mut waiting: Vec<Waiting> = (0..conns)
+        .map(|_| {
+            let sock = std::net::TcpStream::connect(server.addr).unwrap();
+            sock.set_nodelay(true).unwrap();
+            Waiting {
+                sock,
+                ms: rng.int(50, 400) as u64,
+                sent: Instant::now(),
+                got: Vec::new(),
+            }
+        })
+        .collect();
+    for w in &mut waiting {
+        w.sent = Instant::now();
+        w.sock
+            .write_all(format!("GET /delay/{} HTTP/1.1\r\nHost: t\r\n\r\n", w.ms).as_bytes())
+            .unwrap();
+        w.sock.set_nonblocking(true).unwrap();
+    }
+    // Bounded: every answer is due within 400 ms; a minute covers a loaded machine.
+    let give_up = Instant::now() + Duration::from_secs(60);
+    let mut buf = [0u8; 512];
+    let mut done = 0;
+    while done < conns {
+        assert!(Instant::now() < give_up, "{} answers missing", conns - done);
+        for w in waiting.iter_mut().filter(|w| w.ms != u64::MAX) {
+            match w.sock.read(&mut buf) {
+                Ok(0) => panic!("closed before answering /delay/{}", w.ms),
+                Ok(n) => w.got.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => continue,
+                Err(e) => panic!("{e}"),
+            }
+            let waited = w.sent.elapsed();
+            if let Some((status, body)) = whole_response(&w.got) {
+                assert_eq!((status, body), (200, w.ms.to_string()));
+                assert!(
+                    waited >= Duration::from_millis(w.ms),
+                    "/delay/{} answered after {waited:?}",
+                    w.ms
+                );
+                w.ms = u64::MAX;
+                done += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Zero is a delay of zero, answered; a delay that is not a whole number, or past the
+    // limit, is a 400.
+    let mut c = Client::connect(server.addr);
+    let r = c.get("/delay/0");
+    assert_eq!((r.status, r.text()), (200, "0".to_string()));
+    assert_eq!(r.header("content-type"), Some("text/plain"));
+    let limit = linerate::demo::MAX_DELAY_MS;
+    for bad in [
+        "/delay/-1",
+        "/delay/1.5",
+        "/delay/x",
+        &format!("/delay/{}", limit + 1),
+    ] {
+        assert_eq!(c.get(bad).status, 400, "{bad}");
+    }
+    server.stop();
+}
+
+/// The demo with HTTPS as HttpArena mounts it: an RSA-2048 certificate and key read from PEM
+/// files (`/certs/server.crt`, `/certs/server.key` there). Returns the server, the TLS
+/// address and the certificate (the client's trust anchor).
+fn start_demo_tls(name: &str) -> (Running, SocketAddr, CertificateDer<'static>) {
+    let dir = std::env::temp_dir().join(format!("linerate-arena-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = rcgen::KeyPair::generate_rsa_for(&rcgen::PKCS_RSA_SHA256, rcgen::RsaKeySize::_2048)
+        .unwrap();
+    let params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    std::fs::write(dir.join("server.crt"), cert.pem()).unwrap();
+    std::fs::write(dir.join("server.key"), key.serialize_pem()).unwrap();
+    let cfg = Config {
+        tls: Some(TlsConfig {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            cert: Some(CertPair {
+                cert: dir.join("server.crt"),
+                key: dir.join("server.key"),
+            }),
+            ktls: false,
+            key_update_bytes: linerate_server::tls::TLS_KEY_UPDATE_BYTES,
+            // HttpArena's 8081: HTTP/1.1 only.
+            http2: false,
+            options: Default::default(),
+        }),
+        ..common::config()
+    };
+    let server = Server::bind(cfg, linerate::demo::router()).expect("bind");
+    let tls_addr = server.tls_addr().expect("TLS address");
+    let (addr, handle, stats) = (server.local_addr(), server.handle(), server.stats());
+    let thread = Some(std::thread::spawn(move || server.run()));
+    // The files are read at bind: gone now, the server serves on.
+    let _ = std::fs::remove_dir_all(&dir);
+    let running = Running {
+        addr,
+        handle,
+        stats,
+        thread,
+    };
+    (running, tls_addr, cert.der().clone())
+}
+
+fn tls_client(
+    anchor: &CertificateDer<'static>,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> Arc<ClientConfig> {
+    let mut roots = RootCertStore::empty();
+    roots.add(anchor.clone()).unwrap();
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut cfg = ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(versions)
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Arc::new(cfg)
+}
+
+type Tls = StreamOwned<ClientConnection, TcpStream>;
+
+fn tls_connect(addr: SocketAddr, cfg: Arc<ClientConfig>) -> Tls {
+    let tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(common::READ_TIMEOUT)).unwrap();
+    tcp.set_write_timeout(Some(common::READ_TIMEOUT)).unwrap();
+    let conn = ClientConnection::new(cfg, ServerName::try_from("localhost").unwrap()).unwrap();
+    let mut s = StreamOwned::new(conn, tcp);
+    while s.conn.is_handshaking() {
+        s.conn.complete_io(&mut s.sock).unwrap();
+    }
+    s
+}
+
+/// One response: status, head (lowercase field names), body (Content-Length or chunked).
+fn read_any(s: &mut impl Read, pending: &mut Vec<u8>) -> (u16, String, Vec<u8>) {
+    fn fill(s: &mut impl Read, pending: &mut Vec<u8>, want: usize) {
+        let mut chunk = [0u8; 65536];
+        while pending.len() < want {
+            let n = s.read(&mut chunk).expect("read");
+            assert!(n > 0, "EOF inside a response");
+            pending.extend_from_slice(&chunk[..n]);
+        }
+    }
+    fn line(s: &mut impl Read, pending: &mut Vec<u8>) -> String {
+        loop {
+            if let Some(p) = pending.windows(2).position(|w| w == b"\r\n") {
+                let l = String::from_utf8(pending.drain(..p + 2).collect()).unwrap();
+                return l.trim_end().to_string();
+            }
+            let n = pending.len() + 1;
+            fill(s, pending, n);
+        }
+    }
+    let mut head = String::new();
+    loop {
+        let l = line(s, pending);
+        if l.is_empty() {
+            break;
+        }
+        head.push_str(&l.to_ascii_lowercase());
+        head.push('\n');
+    }
+    let status = head[9..12].parse().unwrap();
+    let field = |name: &str| {
+        head.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':').map(str::trim))
+    };
+    let mut body = Vec::new();
+    if field("transfer-encoding") == Some("chunked") {
+        loop {
+            let size = usize::from_str_radix(&line(s, pending), 16).unwrap();
+            fill(s, pending, size + 2);
+            body.extend(pending.drain(..size));
+            pending.drain(..2);
+            if size == 0 {
+                break;
+            }
+        }
+    } else {
+        let len: usize = field("content-length").map_or(0, |v| v.parse().unwrap());
+        fill(s, pending, len);
+        body.extend(pending.drain(..len));
+    }
+    (status, head, body)
+}
+
+/// HttpArena's 8gbit: `POST /echo` over TLS answers the random body byte for byte, in the
+/// validation's sizes, with `Content-Length` framing each way, and a chunked body chunked.
+#[test]
+fn echo_over_tls_returns_the_same_bytes_for_every_size_and_framing() {
+    let (server, tls_addr, anchor) = start_demo_tls("echo");
+    let mut s = tls_connect(tls_addr, tls_client(&anchor, &[&rustls::version::TLS13]));
+    assert_eq!(s.conn.alpn_protocol(), Some(&b"http/1.1"[..]));
+    let mut rng = Rng(0xec40);
+    let mut pending = Vec::new();
+    for size in [0, 1, 1024, 10_240, 102_400, 1_000_003] {
+        let body: Vec<u8> = (0..size).map(|_| rng.next() as u8).collect();
+        s.write_all(
+            format!(
+                "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Type: application/octet-stream\r\nContent-Length: {size}\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        s.write_all(&body).unwrap();
+        let (status, head, got) = read_any(&mut s, &mut pending);
+        assert_eq!(status, 200, "{size}");
+        assert!(
+            head.contains("content-type: application/octet-stream\n"),
+            "{head}"
+        );
+        assert!(
+            head.contains(&format!("content-length: {size}\n")),
+            "{head}"
+        );
+        assert!(
+            got == body,
+            "{size} bytes came back changed ({} bytes)",
+            got.len()
+        );
+    }
+    // Chunked, in odd pieces: read from the framing, answered chunked.
+    for size in [10_240usize, 102_400] {
+        let body: Vec<u8> = (0..size).map(|_| rng.next() as u8).collect();
+        s.write_all(b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+            .unwrap();
+        for piece in body.chunks(7777) {
+            s.write_all(format!("{:x}\r\n", piece.len()).as_bytes())
+                .unwrap();
+            s.write_all(piece).unwrap();
+            s.write_all(b"\r\n").unwrap();
+        }
+        s.write_all(b"0\r\n\r\n").unwrap();
+        let (status, _, got) = read_any(&mut s, &mut pending);
+        assert_eq!(status, 200);
+        assert!(got == body, "chunked {size} came back changed");
+    }
+    server.stop();
+}
+
+/// The echo is streamed, not held whole: the first bytes come back while most of the body is
+/// still to be sent (a handler that waited for the whole body would answer nothing here).
+#[test]
+fn echo_over_tls_answers_before_the_body_has_all_come() {
+    let (server, tls_addr, anchor) = start_demo_tls("stream");
+    let mut s = tls_connect(tls_addr, tls_client(&anchor, &[&rustls::version::TLS13]));
+    let size = 4 << 20;
+    let body: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
+    s.write_all(
+        format!("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: {size}\r\n\r\n").as_bytes(),
+    )
+    .unwrap();
+    let first = 256 * 1024;
+    s.write_all(&body[..first]).unwrap();
+    // The head and some of the body arrive before the rest is sent (bounded by the read
+    // timeout: a server that holds the body whole fails here).
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 65536];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") || got.len() < 1024 {
+        let n = s
+            .read(&mut chunk)
+            .expect("the echo's first bytes before the body's end");
+        assert!(n > 0);
+        got.extend_from_slice(&chunk[..n]);
+    }
+    let end = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    assert!(got.starts_with(b"HTTP/1.1 200"));
+    // Send the rest while reading what comes back, so neither side's buffers fill.
+    let mut echoed = got[end..].to_vec();
+    for piece in body[first..].chunks(64 * 1024) {
+        s.write_all(piece).unwrap();
+        s.sock.set_nonblocking(true).unwrap();
+        loop {
+            match s.read(&mut chunk) {
+                Ok(0) => panic!("EOF inside the echo"),
+                Ok(n) => echoed.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        s.sock.set_nonblocking(false).unwrap();
+    }
+    while echoed.len() < size {
+        let n = s.read(&mut chunk).unwrap();
+        assert!(n > 0, "EOF inside the echo");
+        echoed.extend_from_slice(&chunk[..n]);
+    }
+    assert!(echoed == body, "the streamed echo differs");
     server.stop();
 }
