@@ -286,9 +286,23 @@ fn delay_answers_each_of_thousands_of_connections_no_earlier_than_its_delay() {
 }
 
 /// The demo with HTTPS as HttpArena mounts it: an RSA-2048 certificate and key read from PEM
-/// files (`/certs/server.crt`, `/certs/server.key` there). Returns the server, the TLS
-/// address and the certificate (the client's trust anchor).
-fn start_demo_tls(name: &str) -> (Running, SocketAddr, CertificateDer<'static>) {
+/// files (`/certs/server.crt`, `/certs/server.key` there), HTTP/1.1 only in ALPN (its 8081)
+/// unless `tweak` says otherwise; `tweak` gets the test's own directory too.
+struct Arena {
+    run: Running,
+    tls: SocketAddr,
+    anchor: CertificateDer<'static>,
+    dir: std::path::PathBuf,
+}
+
+impl Arena {
+    fn stop(self) {
+        self.run.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn start_demo_tls(name: &str, tweak: impl FnOnce(&mut Config, &std::path::Path)) -> Arena {
     let dir = std::env::temp_dir().join(format!("linerate-arena-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -298,7 +312,7 @@ fn start_demo_tls(name: &str) -> (Running, SocketAddr, CertificateDer<'static>) 
     let cert = params.self_signed(&key).unwrap();
     std::fs::write(dir.join("server.crt"), cert.pem()).unwrap();
     std::fs::write(dir.join("server.key"), key.serialize_pem()).unwrap();
-    let cfg = Config {
+    let mut cfg = Config {
         tls: Some(TlsConfig {
             addr: "127.0.0.1:0".parse().unwrap(),
             cert: Some(CertPair {
@@ -313,19 +327,23 @@ fn start_demo_tls(name: &str) -> (Running, SocketAddr, CertificateDer<'static>) 
         }),
         ..common::config()
     };
+    tweak(&mut cfg, &dir);
     let server = Server::bind(cfg, linerate::demo::router()).expect("bind");
-    let tls_addr = server.tls_addr().expect("TLS address");
+    let tls = server.tls_addr().expect("TLS address");
     let (addr, handle, stats) = (server.local_addr(), server.handle(), server.stats());
     let thread = Some(std::thread::spawn(move || server.run()));
-    // The files are read at bind: gone now, the server serves on.
-    let _ = std::fs::remove_dir_all(&dir);
-    let running = Running {
+    let run = Running {
         addr,
         handle,
         stats,
         thread,
     };
-    (running, tls_addr, cert.der().clone())
+    Arena {
+        run,
+        tls,
+        anchor: cert.der().clone(),
+        dir,
+    }
 }
 
 fn tls_client(
@@ -415,8 +433,8 @@ fn read_any(s: &mut impl Read, pending: &mut Vec<u8>) -> (u16, String, Vec<u8>) 
 /// validation's sizes, with `Content-Length` framing each way, and a chunked body chunked.
 #[test]
 fn echo_over_tls_returns_the_same_bytes_for_every_size_and_framing() {
-    let (server, tls_addr, anchor) = start_demo_tls("echo");
-    let mut s = tls_connect(tls_addr, tls_client(&anchor, &[&rustls::version::TLS13]));
+    let srv = start_demo_tls("echo", |_, _| {});
+    let mut s = tls_connect(srv.tls, tls_client(&srv.anchor, &[&rustls::version::TLS13]));
     assert_eq!(s.conn.alpn_protocol(), Some(&b"http/1.1"[..]));
     let mut rng = Rng(0xec40);
     let mut pending = Vec::new();
@@ -462,15 +480,15 @@ fn echo_over_tls_returns_the_same_bytes_for_every_size_and_framing() {
         assert_eq!(status, 200);
         assert!(got == body, "chunked {size} came back changed");
     }
-    server.stop();
+    srv.stop();
 }
 
 /// The echo is streamed, not held whole: the first bytes come back while most of the body is
 /// still to be sent (a handler that waited for the whole body would answer nothing here).
 #[test]
 fn echo_over_tls_answers_before_the_body_has_all_come() {
-    let (server, tls_addr, anchor) = start_demo_tls("stream");
-    let mut s = tls_connect(tls_addr, tls_client(&anchor, &[&rustls::version::TLS13]));
+    let srv = start_demo_tls("stream", |_, _| {});
+    let mut s = tls_connect(srv.tls, tls_client(&srv.anchor, &[&rustls::version::TLS13]));
     let size = 4 << 20;
     let body: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
     s.write_all(
@@ -513,5 +531,262 @@ fn echo_over_tls_answers_before_the_body_has_all_come() {
         echoed.extend_from_slice(&chunk[..n]);
     }
     assert!(echoed == body, "the streamed echo differs");
-    server.stop();
+    srv.stop();
+}
+
+/// Random bytes from a fixed seed.
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut rng = Rng(seed);
+    (0..len).map(|_| rng.next() as u8).collect()
+}
+
+/// gzip without compression: its length depends only on the input's, so a same-length swap
+/// of the original has a same-length `.gz`.
+fn gz_stored(b: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::none());
+    e.write_all(b).unwrap();
+    e.finish().unwrap()
+}
+
+fn br(b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = brotli::CompressorWriter::new(&mut out, 4096, 5, 22);
+    w.write_all(b).unwrap();
+    drop(w);
+    out
+}
+
+/// Rewrites `path` in place (same inode) with `bytes`, then puts its mtime back, as `cp -p`
+/// or `rsync -t --inplace` leave it: only the ctime says it changed.
+fn rewrite_keeping_mtime(path: &std::path::Path, bytes: &[u8]) {
+    let mtime = std::fs::metadata(path).unwrap().modified().unwrap();
+    let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.write_all(bytes).unwrap();
+    f.set_len(bytes.len() as u64).unwrap();
+    f.set_modified(mtime).unwrap();
+}
+
+/// Replaces `path` by renaming a new file over it (a new inode), as deploy tools do.
+fn replace_by_rename(path: &std::path::Path, bytes: &[u8]) {
+    let tmp = path.with_extension("swap-tmp");
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// HttpArena's static freshness: files swapped on disk while the server runs, with the same
+/// length, their `.gz` and `.br` siblings too, are served new to every request sent one
+/// revalidation interval (1 s, `files::cache::DEFAULT_REVALIDATE_AFTER`) after the swap, over
+/// HTTP/1.1 and HTTP/2 (bytes compared) and HTTP/3 (lengths: the test's HTTP/3 client counts
+/// bodies, so its file changes length), and the strong ETag changes with the bytes.
+#[test]
+fn static_files_swapped_on_disk_are_served_fresh_with_their_siblings() {
+    use linerate_server::config::FilesMount;
+    use std::time::{Duration, Instant};
+    let (old, new) = (noise(1, 4096), noise(2, 4096));
+    let (js_old, js_new) = (noise(3, 3000), noise(4, 3500));
+    assert_eq!(
+        br(&old).len(),
+        br(&new).len(),
+        "the .br swap must keep its length"
+    );
+    let srv = start_demo_tls("fresh", |cfg, dir| {
+        let www = dir.join("www");
+        std::fs::create_dir_all(&www).unwrap();
+        for (name, bytes) in [("reset.css", &old), ("app.js", &js_old)] {
+            std::fs::write(www.join(name), bytes).unwrap();
+            std::fs::write(www.join(format!("{name}.gz")), gz_stored(bytes)).unwrap();
+            std::fs::write(www.join(format!("{name}.br")), br(bytes)).unwrap();
+        }
+        cfg.files = Some(FilesMount {
+            prefix: "/static".into(),
+            root: www,
+            ..Default::default()
+        });
+        let tls = cfg.tls.as_mut().unwrap();
+        tls.http2 = true;
+        cfg.quic = true;
+    });
+    let www = srv.dir.join("www");
+    let codings = [
+        ("identity", None),
+        ("gzip", Some("gzip")),
+        ("br", Some("br")),
+    ];
+    let decode = |coding: Option<&str>, body: &[u8]| match coding {
+        None => body.to_vec(),
+        Some("gzip") => common::gunzip(body),
+        Some(_) => common::unbrotli(body),
+    };
+    // Every coding of reset.css over HTTP/1.1 and HTTP/2: (protocol, coding, bytes, ETag).
+    let fetch_all = || {
+        let mut out = Vec::new();
+        let mut c = Client::connect(srv.run.addr);
+        for (ae, coding) in codings {
+            c.send(
+                format!(
+                    "GET /static/reset.css HTTP/1.1\r\nHost: t\r\nAccept-Encoding: {ae}\r\n\r\n"
+                )
+                .as_bytes(),
+            );
+            let r = c.read_response();
+            assert_eq!(r.status, 200);
+            assert_eq!(r.header("content-encoding"), coding, "HTTP/1.1 {ae}");
+            let etag = r.header("etag").unwrap().to_string();
+            out.push(("HTTP/1.1", ae, decode(coding, &r.body), etag));
+            let url = format!("https://localhost:{}/static/reset.css", srv.tls.port());
+            let resolve = format!("localhost:{}:127.0.0.1", srv.tls.port());
+            let h2 = common::curl::curl_url(
+                &srv.dir,
+                &url,
+                &["--http2", "-k", "--resolve", &resolve],
+                &["-H", &format!("Accept-Encoding: {ae}")],
+            );
+            assert_eq!((h2.version.as_str(), h2.status), ("2", 200));
+            assert_eq!(h2.header("content-encoding"), coding, "HTTP/2 {ae}");
+            let etag = h2.header("etag").unwrap().to_string();
+            out.push(("HTTP/2", ae, decode(coding, &h2.body), etag));
+        }
+        out
+    };
+    // app.js's lengths over HTTP/3, identity, gzip and br.
+    let quic = common::h3::quic((*tls_client(&srv.anchor, &[&rustls::version::TLS13])).clone());
+    let h3_lengths = || {
+        let fields: Vec<Vec<(String, String)>> = codings
+            .iter()
+            .map(|(ae, _)| vec![("accept-encoding".to_string(), ae.to_string())])
+            .collect();
+        let asks: Vec<common::h3::Ask<'_>> = fields
+            .iter()
+            .map(|f| ("GET", "/static/app.js", &f[..], &b""[..]))
+            .collect();
+        common::h3::send(&quic, srv.tls, &asks).answers
+    };
+    let js_lengths = |b: &[u8]| {
+        vec![
+            (200, b.len() as u64),
+            (200, gz_stored(b).len() as u64),
+            (200, br(b).len() as u64),
+        ]
+    };
+
+    // Primed: every coding read (and cached) with the old bytes.
+    let before = fetch_all();
+    for (proto, ae, body, _) in &before {
+        assert!(*body == old, "{proto} {ae} before the swap");
+    }
+    assert_eq!(h3_lengths(), js_lengths(&js_old));
+
+    // The swap: reset.css and its .br rewritten in place with their mtimes put back, its .gz
+    // renamed over; app.js and its siblings renamed over with a new length.
+    let swapped = Instant::now();
+    rewrite_keeping_mtime(&www.join("reset.css"), &new);
+    replace_by_rename(&www.join("reset.css.gz"), &gz_stored(&new));
+    rewrite_keeping_mtime(&www.join("reset.css.br"), &br(&new));
+    replace_by_rename(&www.join("app.js"), &js_new);
+    replace_by_rename(&www.join("app.js.gz"), &gz_stored(&js_new));
+    replace_by_rename(&www.join("app.js.br"), &br(&js_new));
+
+    // Requests sent before a revalidation interval has passed may see either; every one sent
+    // after it sees the new bytes (with a margin for the worker's cached clock).
+    while swapped.elapsed() < Duration::from_millis(1200) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let after = fetch_all();
+    for ((proto, ae, body, etag), (_, _, _, old_etag)) in after.iter().zip(&before) {
+        assert!(*body == new, "{proto} {ae}: still the old bytes");
+        assert_ne!(
+            etag, old_etag,
+            "{proto} {ae}: the ETag did not change with the bytes"
+        );
+    }
+    assert_eq!(
+        h3_lengths(),
+        js_lengths(&js_new),
+        "HTTP/3: app.js not fresh"
+    );
+    srv.stop();
+}
+
+/// A TLS ClientHello record with `version`, `suites` and the extensions a TLS 1.2 ECDHE
+/// handshake needs (groups x25519 and P-256, RSA signatures, uncompressed points).
+fn client_hello(version: [u8; 2], suites: &[[u8; 2]]) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&version);
+    body.extend_from_slice(&[7u8; 32]); // random
+    body.push(0); // session id
+    body.extend_from_slice(&((suites.len() * 2) as u16).to_be_bytes());
+    for s in suites {
+        body.extend_from_slice(s);
+    }
+    body.extend_from_slice(&[1, 0]); // compression: null
+    let ext: &[u8] = &[
+        0x00, 0x0a, 0x00, 0x06, 0x00, 0x04, 0x00, 0x1d, 0x00, 0x17, // supported_groups
+        0x00, 0x0d, 0x00, 0x06, 0x00, 0x04, 0x08, 0x04, 0x04, 0x01, // signature_algorithms
+        0x00, 0x0b, 0x00, 0x02, 0x01, 0x00, // ec_point_formats: uncompressed
+    ];
+    body.extend_from_slice(&(ext.len() as u16).to_be_bytes());
+    body.extend_from_slice(ext);
+    let mut hs = vec![1u8, 0, (body.len() >> 8) as u8, body.len() as u8];
+    hs.extend_from_slice(&body);
+    let mut rec = vec![0x16, 3, 1, (hs.len() >> 8) as u8, hs.len() as u8];
+    rec.extend_from_slice(&hs);
+    rec
+}
+
+/// The first record the server answers `hello` with: 0x16 (a handshake: ServerHello) or
+/// 0x15 (an alert).
+fn first_record(addr: SocketAddr, hello: &[u8]) -> Option<u8> {
+    let mut tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(common::READ_TIMEOUT)).unwrap();
+    tcp.write_all(hello).unwrap();
+    let mut b = [0u8; 1];
+    match tcp.read(&mut b) {
+        Ok(1) => Some(b[0]),
+        _ => None,
+    }
+}
+
+/// HttpArena's TLS posture: the mounted RSA-2048 certificate is the one served; TLS 1.3 and
+/// 1.2 negotiate AEAD suites only; TLS 1.1 and 1.0, and TLS 1.2 offering only CBC, RC4 or
+/// 3DES suites, are refused with an alert (the same hello with an AEAD suite is answered).
+#[test]
+fn tls_serves_the_mounted_rsa_certificate_with_aead_only_and_refuses_tls_1_1() {
+    let srv = start_demo_tls("posture", |_, _| {});
+    for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
+        let mut s = tls_connect(srv.tls, tls_client(&srv.anchor, &[version]));
+        assert_eq!(s.conn.peer_certificates().unwrap()[0], srv.anchor);
+        let suite = format!("{:?}", s.conn.negotiated_cipher_suite().unwrap().suite());
+        assert!(
+            suite.contains("_GCM_") || suite.contains("CHACHA20_POLY1305"),
+            "{suite} is not AEAD"
+        );
+        s.write_all(b"GET /json HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        assert_eq!(read_any(&mut s, &mut Vec::new()).0, 200);
+    }
+    const GCM: [u8; 2] = [0xc0, 0x2f]; // ECDHE_RSA_WITH_AES_128_GCM_SHA256
+    let weak: &[[u8; 2]] = &[
+        [0xc0, 0x13], // ECDHE_RSA_WITH_AES_128_CBC_SHA
+        [0xc0, 0x27], // ECDHE_RSA_WITH_AES_128_CBC_SHA256
+        [0x00, 0x2f], // RSA_WITH_AES_128_CBC_SHA
+        [0x00, 0x05], // RSA_WITH_RC4_128_SHA
+        [0x00, 0x0a], // RSA_WITH_3DES_EDE_CBC_SHA
+    ];
+    // The control: a TLS 1.2 hello with an AEAD suite gets a ServerHello.
+    assert_eq!(
+        first_record(srv.tls, &client_hello([3, 3], &[GCM])),
+        Some(0x16)
+    );
+    for (what, hello) in [
+        ("TLS 1.1", client_hello([3, 2], &[GCM, weak[0]])),
+        ("TLS 1.0", client_hello([3, 1], &[GCM, weak[0]])),
+        ("TLS 1.2, weak suites only", client_hello([3, 3], weak)),
+    ] {
+        assert_eq!(
+            first_record(srv.tls, &hello),
+            Some(0x15),
+            "{what}: no alert"
+        );
+    }
+    srv.stop();
 }
