@@ -306,12 +306,7 @@ fn start_demo_tls(name: &str, tweak: impl FnOnce(&mut Config, &std::path::Path))
     let dir = std::env::temp_dir().join(format!("linerate-arena-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let key = rcgen::KeyPair::generate_rsa_for(&rcgen::PKCS_RSA_SHA256, rcgen::RsaKeySize::_2048)
-        .unwrap();
-    let params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
-    let cert = params.self_signed(&key).unwrap();
-    std::fs::write(dir.join("server.crt"), cert.pem()).unwrap();
-    std::fs::write(dir.join("server.key"), key.serialize_pem()).unwrap();
+    let anchor = rsa_pair(&dir);
     let mut cfg = Config {
         tls: Some(TlsConfig {
             addr: "127.0.0.1:0".parse().unwrap(),
@@ -341,9 +336,21 @@ fn start_demo_tls(name: &str, tweak: impl FnOnce(&mut Config, &std::path::Path))
     Arena {
         run,
         tls,
-        anchor: cert.der().clone(),
+        anchor,
         dir,
     }
+}
+
+/// A self-signed RSA-2048 certificate for `localhost` written as `server.crt` and
+/// `server.key` in `dir`, HttpArena's names; returns the certificate.
+fn rsa_pair(dir: &std::path::Path) -> CertificateDer<'static> {
+    let key = rcgen::KeyPair::generate_rsa_for(&rcgen::PKCS_RSA_SHA256, rcgen::RsaKeySize::_2048)
+        .unwrap();
+    let params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    std::fs::write(dir.join("server.crt"), cert.pem()).unwrap();
+    std::fs::write(dir.join("server.key"), key.serialize_pem()).unwrap();
+    cert.der().clone()
 }
 
 fn tls_client(
@@ -789,4 +796,182 @@ fn tls_serves_the_mounted_rsa_certificate_with_aead_only_and_refuses_tls_1_1() {
         );
     }
     srv.stop();
+}
+
+/// bench/httparena.toml, HttpArena's layout, with its mounts (`/certs`, `/data/static`) and
+/// ports moved to the test's own: every port answers as the profiles expect. 8080 plain
+/// HTTP/1.1; 8081 HTTPS with the mounted RSA certificate, HTTP/1.1 even to a client offering
+/// h2, the 8gbit echo and static files; 8082 h2c; 8443 h2 over TLS and HTTP/3.
+#[test]
+fn the_httparena_layout_serves_each_port_from_the_mounted_files() {
+    let dir = std::env::temp_dir().join(format!("linerate-arena-{}-layout", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("certs")).unwrap();
+    std::fs::create_dir_all(dir.join("data/static")).unwrap();
+    std::fs::write(dir.join("data/static/reset.css"), "a { color: red }\n").unwrap();
+    let anchor = rsa_pair(&dir.join("certs"));
+    let ports: Vec<u16> = (0..4).map(|_| common::free_port("127.0.0.1")).collect();
+    let mut text = include_str!("../../../bench/httparena.toml")
+        .replace("/certs/", &format!("{}/certs/", dir.display()))
+        .replace("/data/static", &format!("{}/data/static", dir.display()));
+    for (port, ours) in [8080, 8081, 8082, 8443].iter().zip(&ports) {
+        text = text.replace(&format!("0.0.0.0:{port}"), &format!("127.0.0.1:{ours}"));
+    }
+    let conf = dir.join("httparena.toml");
+    std::fs::write(&conf, text).unwrap();
+    let served = common::bin::serve_as(&["--config", conf.to_str().unwrap()]);
+    let at = |i: usize| SocketAddr::from(([127, 0, 0, 1], ports[i]));
+
+    let mut c = Client::connect(at(0));
+    assert_eq!(c.get("/baseline11?a=1&b=2").text(), "3");
+
+    let mut s = tls_connect(at(1), tls_client(&anchor, &[&rustls::version::TLS13]));
+    assert_eq!(s.conn.alpn_protocol(), Some(&b"http/1.1"[..]));
+    assert_eq!(s.conn.peer_certificates().unwrap()[0], anchor);
+    s.write_all(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello")
+        .unwrap();
+    let mut pending = Vec::new();
+    assert_eq!(read_any(&mut s, &mut pending).2, b"hello");
+    s.write_all(b"GET /static/reset.css HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let (status, head, body) = read_any(&mut s, &mut pending);
+    assert_eq!((status, body.as_slice()), (200, &b"a { color: red }\n"[..]));
+    assert!(head.contains("content-type: text/css"), "{head}");
+
+    let h2c = common::curl::curl_url(
+        &dir,
+        &format!("http://{}/baseline2?a=1&b=2", at(2)),
+        &["--http2-prior-knowledge"],
+        &[],
+    );
+    assert_eq!((h2c.version.as_str(), h2c.text()), ("2", "3".to_string()));
+
+    let s = tls_connect(at(3), tls_client(&anchor, &[&rustls::version::TLS13]));
+    assert_eq!(s.conn.alpn_protocol(), Some(&b"h2"[..]));
+    let quic = common::h3::quic((*tls_client(&anchor, &[&rustls::version::TLS13])).clone());
+    let got = common::h3::get(&quic, at(3), &["/baseline2?a=1&b=2"]);
+    assert_eq!(got.answers, vec![(200, 1)]);
+
+    drop(served);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A WebSocket upgrade of `/ws` on a new connection with a fresh random key; asserts the 101
+/// and that its `Sec-WebSocket-Accept` is computed from this key (RFC 6455 §4.2.2).
+fn ws_open(addr: SocketAddr, rng: &mut Rng) -> TcpStream {
+    use base64::Engine as _;
+    let key_bytes: Vec<u8> = (0..16).map(|_| rng.next() as u8).collect();
+    let key = base64::engine::general_purpose::STANDARD.encode(key_bytes);
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(common::READ_TIMEOUT)).unwrap();
+    s.set_nodelay(true).unwrap();
+    s.write_all(
+        format!(
+            "GET /ws HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    // Byte by byte up to the head's end, so no frame byte is taken with it.
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut b = [0u8; 1];
+        assert_eq!(s.read(&mut b).unwrap(), 1, "EOF in the 101");
+        head.push(b[0]);
+    }
+    let head = String::from_utf8(head).unwrap().to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 101"), "{head}");
+    let accept = linerate_ws::accept::accept(key.as_bytes()).to_ascii_lowercase();
+    assert!(
+        head.contains(&format!("sec-websocket-accept: {accept}\r\n")),
+        "{head}"
+    );
+    s
+}
+
+/// A masked client frame: `opcode`, `payload` (under 126 bytes).
+fn ws_frame(opcode: u8, payload: &[u8], mask: [u8; 4]) -> Vec<u8> {
+    let mut f = vec![0x80 | opcode, 0x80 | payload.len() as u8];
+    f.extend_from_slice(&mask);
+    f.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    f
+}
+
+/// Reads one unmasked server frame (payload under 126 bytes): (first byte, payload).
+fn ws_read(s: &mut TcpStream) -> (u8, Vec<u8>) {
+    let mut h = [0u8; 2];
+    s.read_exact(&mut h).unwrap();
+    assert!(h[1] < 126, "a short frame, unmasked: {h:?}");
+    let mut payload = vec![0u8; h[1] as usize];
+    s.read_exact(&mut payload).unwrap();
+    (h[0], payload)
+}
+
+/// Closes with 1000 and expects the close echoed, then the end of the connection.
+fn ws_close(mut s: TcpStream) {
+    s.write_all(&ws_frame(0x8, &1000u16.to_be_bytes(), [1, 2, 3, 4]))
+        .unwrap();
+    assert_eq!(ws_read(&mut s), (0x88, 1000u16.to_be_bytes().to_vec()));
+    let mut rest = Vec::new();
+    s.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty(), "bytes after the close: {rest:?}");
+}
+
+/// HttpArena's echo-ws-pipeline: 16 text messages sent back to back on each of many open
+/// connections before any echo is read; every batch comes back whole, in order, unchanged.
+#[test]
+fn ws_echo_answers_sixteen_messages_in_flight_per_connection() {
+    let server = start_demo();
+    let mut rng = Rng(0x5e7);
+    let mut conns: Vec<TcpStream> = (0..32).map(|_| ws_open(server.addr, &mut rng)).collect();
+    for round in 0..4 {
+        for (c, s) in conns.iter_mut().enumerate() {
+            let mut batch = Vec::new();
+            for i in 0..16 {
+                let msg = format!("hello {round}.{c}.{i}");
+                batch.extend(ws_frame(
+                    0x1,
+                    msg.as_bytes(),
+                    (rng.next() as u32).to_be_bytes(),
+                ));
+            }
+            s.write_all(&batch).unwrap();
+        }
+        for (c, s) in conns.iter_mut().enumerate() {
+            for i in 0..16 {
+                let want = format!("hello {round}.{c}.{i}");
+                assert_eq!(ws_read(s), (0x81, want.into_bytes()));
+            }
+        }
+    }
+    for s in conns {
+        ws_close(s);
+    }
+    server.stop();
+}
+
+/// HttpArena's echo-ws-limited: a connection retired after 10 messages and replaced, again
+/// and again; every one gets its own handshake (the accept of its own key), its 10 echoes and
+/// a clean close.
+#[test]
+fn ws_echo_serves_connections_retired_every_ten_messages() {
+    let server = start_demo();
+    let mut rng = Rng(0x11);
+    for conn in 0..40 {
+        let mut s = ws_open(server.addr, &mut rng);
+        for i in 0..10 {
+            let msg = format!("hello {conn}.{i}");
+            s.write_all(&ws_frame(
+                0x1,
+                msg.as_bytes(),
+                (rng.next() as u32).to_be_bytes(),
+            ))
+            .unwrap();
+            assert_eq!(ws_read(&mut s), (0x81, msg.into_bytes()));
+        }
+        ws_close(s);
+    }
+    // The server is still there for more.
+    assert_eq!(Client::connect(server.addr).get("/plaintext").status, 200);
+    server.stop();
 }
