@@ -174,7 +174,7 @@ fn raise_nofile() -> u64 {
     if lim.current < lim.maximum {
         lim.current = lim.maximum;
         // Refused (a hard limit of "unlimited" the kernel caps lower): keep what was there.
-        let _ = setrlimit(Resource::Nofile, lim.clone());
+        let _ = setrlimit(Resource::Nofile, lim);
     }
     getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
 }
