@@ -19,6 +19,7 @@ fn index_page_lists_the_endpoints() {
         "/baseline11",
         "/pipeline",
         "/upload",
+        "/delay/",
         "/echo",
         "/cookie",
     ] {

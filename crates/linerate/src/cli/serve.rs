@@ -593,10 +593,11 @@ const DEMO_ROUTES: &[(&str, &str, &str)] = &[
         "first count (1-50) dataset items with totals",
     ),
     ("POST", "/upload", "number of body bytes received"),
+    ("GET", "/delay/37", "37, after 37 ms (HttpArena's async)"),
     (
         "GET",
         "/echo",
-        "the request's header fields (/cookie: its cookies)",
+        "the request's header fields (/cookie: its cookies; POST over HTTPS: the body)",
     ),
 ];
 
