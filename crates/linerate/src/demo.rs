@@ -1,9 +1,10 @@
 //! The demo application `linerate serve` runs by default: the TechEmpower contract
 //! (`/json`, `/plaintext`), the HttpArena contract (`/baseline11`, `/pipeline`,
-//! `/json/{count}`, `/upload`, production-stack's `/public/baseline` and `/public/json/{count}`)
-//! and the endpoints the public conformance suites assume
-//! (`GET /` a page listing the endpoints, `POST /` echoes its body, `GET|POST /echo` the
-//! request's header fields one per line, `GET /cookie` the parsed cookies).
+//! `/json/{count}`, `/upload`, production-stack's `/public/baseline` and `/public/json/{count}`,
+//! async's `/delay/{ms}`, 8gbit's `POST /echo` over TLS) and the endpoints the public
+//! conformance suites assume (`GET /` a page listing the endpoints, `POST /` echoes its body,
+//! `GET /echo` and, in cleartext, `POST /echo` the request's header fields one per line,
+//! `GET /cookie` the parsed cookies).
 //!
 //! Owns only application behaviour, written against the public handler API like any user's
 //! app. The 50-item dataset is `data/dataset.json`, compiled in and parsed once at start, or a
@@ -15,6 +16,11 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use linerate_server::{Body, BodySink, Request, Response, Router};
+
+mod delay;
+mod echo;
+
+pub use delay::MAX_DELAY_MS;
 
 /// The dataset shipped with the binary.
 pub const DATASET_JSON: &str = include_str!("../data/dataset.json");
@@ -135,7 +141,11 @@ pub fn router_with(dataset: Vec<Item>) -> Router {
         })
         .post("/", echo_body)
         .get("/echo", echo_headers)
-        .post("/echo", echo_headers)
+        // HttpArena's 8gbit over TLS (the body, streamed back); Http11Probe's fields in
+        // cleartext.
+        .deferred_incoming(linerate_http1::Method::Post, "/echo", echo::echo)
+        // HttpArena's async profile: one timer per worker, no thread or task per request.
+        .deferred(linerate_http1::Method::Get, "/delay/{ms}", delay::delay)
         .get("/cookie", cookies)
         // HttpArena's production-stack: the edge passes `/public/*` on without a token.
         .get("/public/baseline", |req| baseline(req, None))
@@ -260,8 +270,9 @@ const INDEX_HTML: &str = "<!DOCTYPE html>
 <tr><td>GET</td><td><a href=\"/json/10?m=2\">/json/{count}?m=M</a></td><td>the first count (1-50) dataset items with totals (HttpArena)</td></tr>
 <tr><td>GET</td><td><a href=\"/public/baseline?a=13&amp;b=42\">/public/baseline</a>, /public/json/{count}</td><td>the same, as HttpArena's production-stack names them</td></tr>
 <tr><td>POST</td><td>/upload</td><td>the number of body bytes received (HttpArena)</td></tr>
+<tr><td>GET</td><td><a href=\"/delay/37\">/delay/{ms}</a></td><td>ms (0-10000), answered after ms milliseconds (HttpArena's async)</td></tr>
 <tr><td>POST</td><td>/</td><td>the request body, echoed</td></tr>
-<tr><td>GET, POST</td><td><a href=\"/echo\">/echo</a></td><td>the request's header fields, one per line</td></tr>
+<tr><td>GET, POST</td><td><a href=\"/echo\">/echo</a></td><td>the request's header fields, one per line; POST over HTTPS: the body back, streamed (HttpArena's 8gbit)</td></tr>
 <tr><td>GET</td><td><a href=\"/cookie\">/cookie</a></td><td>the request's cookies, parsed, one name=value per line</td></tr>
 </table></body></html>
 ";
@@ -273,7 +284,8 @@ fn echo_body(req: &Request<'_>) -> Response {
         .body(Body::Owned(req.body().to_vec()))
 }
 
-/// `GET|POST /echo`: the request's header fields as received, `name: value` per line.
+/// `GET /echo` (and `POST /echo` in cleartext): the request's header fields as received,
+/// `name: value` per line.
 fn echo_headers(req: &Request<'_>) -> Response {
     let mut out = String::new();
     for (name, value) in req.headers() {

@@ -128,16 +128,12 @@ fn body(a: &FileAnswer) -> Vec<u8> {
     buf
 }
 
-/// The strong ETag the module documents: `"<size>-<mtime s>.<ns>-<inode>[-br|-gz]"`.
+/// The strong ETag the module documents: `"<size>-<time s>.<ns>-<inode>[-br|-gz]"`, the time
+/// the later of mtime and ctime.
 fn etag_of(path: &Path, suffix: &str) -> String {
     let m = fs::metadata(path).unwrap();
-    format!(
-        "\"{:x}-{:x}.{:x}-{:x}{suffix}\"",
-        m.size(),
-        m.mtime(),
-        m.mtime_nsec(),
-        m.ino()
-    )
+    let (s, ns) = (m.mtime(), m.mtime_nsec()).max((m.ctime(), m.ctime_nsec()));
+    format!("\"{:x}-{:x}.{:x}-{:x}{suffix}\"", m.size(), s, ns, m.ino())
 }
 
 fn last_modified_of(path: &Path) -> String {

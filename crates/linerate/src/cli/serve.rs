@@ -104,6 +104,11 @@ pub(crate) struct ServeArgs {
     /// worker (0: no limit); the next is closed before a byte is read.
     #[arg(long, value_name = "N", default_value_t = 0)]
     max_conns_per_client: u32,
+    /// MAX_DEFERRED_PER_WORKER: requests one worker may have waiting on a deferred or async
+    /// handler at once (the demo's `/delay/{ms}`, a database query); beyond, 503. HttpArena's
+    /// async profile holds 32,000 connections waiting: give at least that divided by the workers.
+    #[arg(long, value_name = "N", default_value_t = defaults::MAX_DEFERRED_PER_WORKER)]
+    max_deferred_per_worker: usize,
     /// DRAIN_TIMEOUT: on SIGTERM/SIGINT, how long in-flight requests may take (0: exit
     /// without waiting).
     #[arg(long, value_parser = units::duration, default_value = "10s")]
@@ -600,10 +605,11 @@ const DEMO_ROUTES: &[(&str, &str, &str)] = &[
         "first count (1-50) dataset items with totals",
     ),
     ("POST", "/upload", "number of body bytes received"),
+    ("GET", "/delay/37", "37, after 37 ms (HttpArena's async)"),
     (
         "GET",
         "/echo",
-        "the request's header fields (/cookie: its cookies)",
+        "the request's header fields (/cookie: its cookies; POST over HTTPS: the body)",
     ),
 ];
 
@@ -932,6 +938,7 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
             .max_requests_per_conn
             .unwrap_or(defaults::MAX_REQUESTS_PER_CONN),
         max_conns_per_client: a.max_conns_per_client,
+        max_deferred_per_worker: a.max_deferred_per_worker,
         drain_timeout: a.drain_timeout,
         compression: linerate_server::config::Compression {
             enabled: !a.no_compression,
@@ -1027,6 +1034,7 @@ fn overlay(mut file: Config, flags: Config, explicit: &[String]) -> Config {
         "max_unsent_bytes" => max_unsent_bytes,
         "max_requests_per_conn" => max_requests_per_conn,
         "max_conns_per_client" => max_conns_per_client,
+        "max_deferred_per_worker" => max_deferred_per_worker,
         "drain_timeout" => drain_timeout,
         "access_log" => access_log,
         "access_log_format" => access_log_format,

@@ -1,9 +1,9 @@
 //! On-the-fly gzip/br of compressible static files that have no precompressed sibling: each
 //! file is compressed once per worker and coding, then answered from a bounded cache.
 //!
-//! Owns the cache. Its key is the file's strong ETag (size, mtime, inode: a changed file is a
-//! new key, so nothing stale is served) and the coding; entries are dropped oldest first past
-//! [`STATIC_GZ_CACHE_BYTES`] per worker. Only 200 answers of [`STATIC_GZ_MAX_FILE`] bytes or
+//! Owns the cache. Its key is the file's strong ETag (size, change time, inode: a changed file
+//! is a new key, so nothing stale is served) and the coding; entries are dropped oldest first
+//! past [`STATIC_GZ_CACHE_BYTES`] per worker. Only 200 answers of [`STATIC_GZ_MAX_FILE`] bytes or
 //! less are compressed (ranges, 304s and big files go out as they are, with sendfile); a
 //! precompressed `.br`/`.gz` sibling, chosen by the file module, always wins. The first
 //! request for a file pays for reading and compressing it on the worker (milliseconds for a

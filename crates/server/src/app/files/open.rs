@@ -29,7 +29,10 @@ pub enum Confinement {
 /// many times before the request is answered as an error.
 const OPENAT2_RETRIES: usize = 4;
 
-/// The identity and validators of one opened file.
+/// The identity and validators of one opened file. The open-file cache compares all of it
+/// to see a change on disk: the status change time (ctime) too, which moves with every
+/// write, even one that puts the mtime back (`cp -p`, `rsync -t --inplace`), and which no
+/// one can set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileMeta {
     pub dev: u64,
@@ -37,6 +40,8 @@ pub struct FileMeta {
     pub size: u64,
     pub mtime_s: i64,
     pub mtime_ns: u32,
+    pub ctime_s: i64,
+    pub ctime_ns: u32,
 }
 
 impl FileMeta {
@@ -49,6 +54,8 @@ impl FileMeta {
             size: u64::try_from(st.st_size).unwrap_or(0),
             mtime_s: st.st_mtime as i64,
             mtime_ns: st.st_mtime_nsec as u32,
+            ctime_s: st.st_ctime as i64,
+            ctime_ns: st.st_ctime_nsec as u32,
         }
     }
 }

@@ -2,8 +2,9 @@
 //!
 //! Owns forming the validators of a file and evaluating If-Match, If-Unmodified-Since,
 //! If-None-Match, If-Modified-Since (in the order of RFC 9110 §13.2.2) and If-Range. It reads
-//! only header values and file metadata. ETags are strong: size, mtime to the nanosecond,
-//! inode and the content coding identify the bytes, as nginx and Apache do.
+//! only header values and file metadata. ETags are strong: size, change time to the
+//! nanosecond (the later of mtime and ctime, so that bytes rewritten with their old mtime put
+//! back get a new tag), inode and the content coding identify the bytes.
 #![forbid(unsafe_code)]
 
 use std::time::UNIX_EPOCH;
@@ -14,8 +15,8 @@ use super::open::FileMeta;
 /// The validators of one representation (one file on disk, one coding).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Validators {
-    /// Strong entity-tag with its quotes: `"<size>-<mtime s>.<mtime ns>-<inode>[-br|-gz]"`
-    /// in hex.
+    /// Strong entity-tag with its quotes: `"<size>-<time s>.<time ns>-<inode>[-br|-gz]"` in
+    /// hex, the time the later of mtime and ctime.
     pub etag: String,
     /// IMF-fixdate of the mtime, truncated to the second.
     pub last_modified: String,
@@ -30,16 +31,19 @@ impl Validators {
             Encoding::Brotli => "-br",
             Encoding::Gzip => "-gz",
         };
-        // `"size-mtime_s.mtime_ns-ino{coding}"` in lower-case hex (negative times as their
+        // `"size-time_s.time_ns-ino{coding}"` in lower-case hex (negative times as their
         // two's complement, as `{:x}` writes an i64), without `format!`'s machinery: this
-        // runs for every file request.
+        // runs for every file request. The time is the later of mtime and ctime: ctime moves
+        // with every write, also one whose mtime was set back, so the tag changes with the
+        // bytes (a chmod changes it too, which costs a cache a refetch, never a stale hit).
+        let (time_s, time_ns) = (meta.mtime_s, meta.mtime_ns).max((meta.ctime_s, meta.ctime_ns));
         let mut etag = String::with_capacity(2 + 4 * 16 + 3 + coding.len());
         etag.push('"');
         push_hex(&mut etag, meta.size);
         etag.push('-');
-        push_hex(&mut etag, meta.mtime_s as u64);
+        push_hex(&mut etag, time_s as u64);
         etag.push('.');
-        push_hex(&mut etag, meta.mtime_ns as u64);
+        push_hex(&mut etag, time_ns as u64);
         etag.push('-');
         push_hex(&mut etag, meta.ino);
         etag.push_str(coding);
@@ -267,6 +271,8 @@ mod tests {
                 size: 1000,
                 mtime_s: MTIME as i64,
                 mtime_ns: 5,
+                ctime_s: MTIME as i64,
+                ctime_ns: 5,
             },
             Encoding::Identity,
         )
@@ -307,6 +313,8 @@ mod tests {
             size: 1000,
             mtime_s: MTIME as i64,
             mtime_ns: 5,
+            ctime_s: MTIME as i64 - 1,
+            ctime_ns: 7,
         };
         assert_eq!(
             Validators::of(&meta, Encoding::Brotli).etag,
@@ -317,6 +325,16 @@ mod tests {
             "\"3e8-2ebc98a1.5-abc-gz\""
         );
         assert_eq!(http_date(MTIME), LM);
+        // Bytes rewritten with their mtime put back (`cp -p`): the ctime is later, and the
+        // tag follows it; Last-Modified stays the mtime.
+        let rewritten = FileMeta {
+            ctime_s: MTIME as i64 + 60,
+            ctime_ns: 9,
+            ..meta
+        };
+        let v = Validators::of(&rewritten, Encoding::Identity);
+        assert_eq!(v.etag, "\"3e8-2ebc98dd.9-abc\"");
+        assert_eq!(v.last_modified, LM);
     }
 
     #[test]
