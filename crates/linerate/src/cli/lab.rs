@@ -417,6 +417,134 @@ pub(crate) fn floor(a: &FloorArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Options of `linerate lab arena`: HttpArena's profiles validated (and, later, loaded and
+/// scored) against linerate's demo or a server you started.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct ArenaFlags {
+    /// Validate only (HttpArena's checks with fresh random inputs); no load.
+    #[arg(long)]
+    validate_only: bool,
+    /// Only these profiles (comma-separated HttpArena names, e.g. baseline,json-comp).
+    #[arg(long, value_delimiter = ',')]
+    profile: Vec<String>,
+    /// `linerate` (the demo, started here on free ports with fixtures of its own) or the
+    /// http://HOST:PORT of a server you started (describe its other listeners below).
+    #[arg(long, default_value = "linerate")]
+    server: String,
+    /// A given server's TLS port (HTTP/1.1 and h2 by ALPN), on the --server host.
+    #[arg(long, value_name = "PORT")]
+    tls_port: Option<u16>,
+    /// A given server's h2c (prior knowledge only) port.
+    #[arg(long, value_name = "PORT")]
+    h2c_port: Option<u16>,
+    /// A given server serves HTTP/3 on the TLS port's UDP twin.
+    #[arg(long)]
+    quic: bool,
+    /// A given server's static directory (served under /static): sizes and freshness.
+    #[arg(long, value_name = "DIR")]
+    static_dir: Option<PathBuf>,
+    /// A given server's certificate (PEM): the TLS posture checks it is the one served.
+    #[arg(long, value_name = "FILE")]
+    cert: Option<PathBuf>,
+    /// A given server's /json dataset (HttpArena's dataset.json): items checked field by field.
+    #[arg(long, value_name = "FILE")]
+    dataset: Option<PathBuf>,
+    /// A given server has the database routes (async-db, crud).
+    #[arg(long)]
+    database: bool,
+    /// The demo's PostgreSQL (`scripts/pg.sh start` makes one); without it the database
+    /// profiles are NOT RUN.
+    #[arg(long, value_name = "URL")]
+    database_url: Option<String>,
+    /// The demo's Redis or memcached tier behind its item cache (redis://HOST:PORT).
+    #[arg(long, value_name = "URL")]
+    cache_tier: Option<String>,
+    /// The demo's worker threads.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Seed of the random inputs (printed by every run, to repeat one).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Also write the validation as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+impl ArenaFlags {
+    fn args(self) -> anyhow::Result<linerate_lab::arena::ArenaArgs> {
+        use linerate_lab::arena::{
+            ArenaArgs, Server,
+            target::{Given, Spawn},
+        };
+        let server = if self.server == "linerate" {
+            Server::Demo(Spawn {
+                bin: std::env::current_exe().context("the path of this linerate binary")?,
+                database_url: self.database_url,
+                cache_tier: self.cache_tier,
+                workers: self.workers,
+            })
+        } else {
+            let host = self
+                .server
+                .trim_start_matches("http://")
+                .trim_end_matches('/');
+            let h1: SocketAddr = host.parse().map_err(|_| {
+                anyhow::anyhow!(
+                    "--server {}: expected linerate or http://IP:PORT",
+                    self.server
+                )
+            })?;
+            let on = |p: Option<u16>| p.map(|p| SocketAddr::new(h1.ip(), p));
+            Server::Given(
+                host.to_string(),
+                Given {
+                    h1: Some(h1),
+                    tls: on(self.tls_port),
+                    h2c: on(self.h2c_port),
+                    quic: self.quic,
+                    static_dir: self.static_dir,
+                    cert: self.cert,
+                    dataset: self.dataset,
+                    database: self.database,
+                    pid: None,
+                },
+            )
+        };
+        Ok(ArenaArgs {
+            server,
+            profiles: self.profile,
+            seed: self.seed,
+        })
+    }
+}
+
+/// `linerate lab arena`: the validation table, then (unless --validate-only) the load.
+pub(crate) fn arena(f: ArenaFlags) -> anyhow::Result<ExitCode> {
+    let json = f.json.clone();
+    if !f.validate_only {
+        anyhow::bail!(
+            "the arena's load and scoring are not built yet: run it with --validate-only"
+        );
+    }
+    let args = f.args()?;
+    let (seed, rows) = linerate_lab::arena::validate(&args).map_err(|e| anyhow::anyhow!(e))?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "HttpArena validation (seed {seed})")?;
+    write!(out, "{}", linerate_lab::arena::report::table(&rows))?;
+    write!(out, "{}", linerate_lab::arena::report::failures(&rows))?;
+    if let Some(path) = json {
+        let text =
+            serde_json::to_string_pretty(&serde_json::json!({ "seed": seed, "validation": rows }))?;
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let failed = rows.iter().filter(|r| r.result == "FAILED").count();
+    if failed > 0 {
+        writeln!(out, "{failed} profile(s) FAILED validation")?;
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

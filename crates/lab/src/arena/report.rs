@@ -1,0 +1,135 @@
+//! The arena's validation table and its JSON: per profile, the checks passed and failed (and
+//! those that could not run), and the first failure's reason. Text for the terminal,
+//! serde for the JSON beside it; no I/O here.
+
+use serde::Serialize;
+
+use super::checks::{Check, Outcome};
+
+/// A profile's validation.
+#[derive(Clone, Debug, Serialize)]
+pub struct Validation {
+    pub profile: &'static str,
+    pub server: String,
+    /// "passed", "FAILED", "not entered", "NOT RUN".
+    pub result: &'static str,
+    pub passed: usize,
+    pub failed: usize,
+    pub not_run: usize,
+    /// The first failure (or, for a profile not entered or not run, why).
+    pub reason: Option<String>,
+    pub checks: Vec<CheckRow>,
+}
+
+/// One check, as reported.
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckRow {
+    pub name: String,
+    pub outcome: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+impl Validation {
+    /// A profile whose checks ran.
+    pub fn checked(profile: &'static str, server: &str, checks: Vec<Check>) -> Validation {
+        let count = |f: fn(&Outcome) -> bool| checks.iter().filter(|(_, o)| f(o)).count();
+        let passed = count(|o| *o == Outcome::Pass);
+        let failed = count(|o| matches!(o, Outcome::Fail(_)));
+        let not_run = count(|o| matches!(o, Outcome::NotRun(_)));
+        let reason = checks.iter().find_map(|(n, o)| match o {
+            Outcome::Fail(why) => Some(format!("{n}: {why}")),
+            _ => None,
+        });
+        let reason = reason.or_else(|| {
+            checks.iter().find_map(|(n, o)| match o {
+                Outcome::NotRun(why) => Some(format!("{n}: {why}")),
+                _ => None,
+            })
+        });
+        let result = if failed > 0 {
+            "FAILED"
+        } else if passed == 0 {
+            "NOT RUN"
+        } else {
+            "passed"
+        };
+        let checks = checks
+            .into_iter()
+            .map(|(name, o)| {
+                let (outcome, why) = match o {
+                    Outcome::Pass => ("pass", None),
+                    Outcome::Fail(w) => ("FAIL", Some(w)),
+                    Outcome::NotRun(w) => ("not run", Some(w)),
+                };
+                CheckRow { name, outcome, why }
+            })
+            .collect();
+        Validation {
+            profile,
+            server: server.to_string(),
+            result,
+            passed,
+            failed,
+            not_run,
+            reason,
+            checks,
+        }
+    }
+
+    /// A profile not validated, and why: `result` is "not entered" or "NOT RUN".
+    pub fn skipped(
+        profile: &'static str,
+        server: &str,
+        result: &'static str,
+        why: &str,
+    ) -> Validation {
+        Validation {
+            profile,
+            server: server.to_string(),
+            result,
+            passed: 0,
+            failed: 0,
+            not_run: 0,
+            reason: Some(why.to_string()),
+            checks: Vec::new(),
+        }
+    }
+}
+
+/// The table: one line per profile.
+pub fn table(rows: &[Validation]) -> String {
+    let mut out = format!(
+        "{:<18} {:<10} {:<12} {:>6} {:>6} {:>7}  {}\n",
+        "profile", "server", "result", "passed", "failed", "not run", "first failure / reason"
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "{:<18} {:<10} {:<12} {:>6} {:>6} {:>7}  {}\n",
+            r.profile,
+            r.server,
+            r.result,
+            r.passed,
+            r.failed,
+            r.not_run,
+            r.reason.as_deref().unwrap_or("")
+        ));
+    }
+    out
+}
+
+/// Every failing check of every profile, one per line (printed under the table).
+pub fn failures(rows: &[Validation]) -> String {
+    let mut out = String::new();
+    for r in rows {
+        for c in r.checks.iter().filter(|c| c.outcome == "FAIL") {
+            out.push_str(&format!(
+                "FAIL {} [{}]: {}\n",
+                r.profile,
+                c.name,
+                c.why.as_deref().unwrap_or("")
+            ));
+        }
+    }
+    out
+}
