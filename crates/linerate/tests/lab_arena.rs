@@ -146,3 +146,37 @@ fn the_demo_passes_every_profile_it_enters() {
     }
     assert!(passed >= 20, "{passed} profiles passed");
 }
+
+#[test]
+fn the_load_runs_and_scores_a_short_smoke() {
+    let spawn = Spawn {
+        bin: PathBuf::from(env!("CARGO_BIN_EXE_linerate")),
+        database_url: None,
+        cache_tier: None,
+        workers: 1,
+    };
+    let sizing = linerate_lab::arena::load::Sizing {
+        cpus: 2,
+        duration: std::time::Duration::from_millis(300),
+        warmup: std::time::Duration::ZERO,
+        connections: Some(4),
+    };
+    let args = args(
+        Server::Demo(spawn),
+        &["baseline", "unary-grpc", "latency-10k", "async"],
+    );
+    let run = linerate_lab::arena::run(&args, Some(sizing), |_| {}).unwrap();
+    // The profile not entered is not loaded; the three others are, each with answers, the
+    // server's CPU read from /proc, and the paced one scored.
+    let loaded: Vec<_> = run.load.iter().map(|s| s.measured.profile).collect();
+    assert_eq!(loaded, ["baseline", "unary-grpc", "latency-10k"]);
+    for s in &run.load {
+        assert_eq!(s.error, None, "{s:?}");
+        assert!(s.measured.responses > 0, "{s:?}");
+        assert!(s.measured.cpu_us_per_request.is_some(), "{s:?}");
+        assert_eq!(s.composite.is_some(), s.measured.profile == "latency-10k");
+    }
+    let paced = &run.load[2];
+    // 10,000 req/s on HttpArena's 64 CPUs is 312.5 on two.
+    assert_eq!(paced.measured.offered_rps, Some(312.5));
+}

@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use super::Scored;
 use super::checks::{Check, Outcome};
 
 /// A profile's validation.
@@ -130,6 +131,34 @@ pub fn failures(rows: &[Validation]) -> String {
                 c.why.as_deref().unwrap_or("")
             ));
         }
+    }
+    out
+}
+
+/// The load table, in HttpArena's shape: per profile and server, req/s and CPU µs per request
+/// with their ratios to the best server, mean and p99 latency, and the paced profiles' score.
+pub fn load_table(rows: &[Scored]) -> String {
+    let mut out = "| profile | server | conns | depth | req/s | × best | CPU µs/req | × best | mean µs | p99 µs | score |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n".to_string();
+    for r in rows {
+        let m = &r.measured;
+        if let Some(why) = &r.error {
+            out.push_str(&format!(
+                "| {} | {} | | | | | | | | | {why} |\n",
+                m.profile, m.server
+            ));
+            continue;
+        }
+        let cpu = m
+            .cpu_us_per_request
+            .map_or("-".into(), |c| format!("{c:.2}"));
+        let cpu_ratio = r.cpu_ratio.map_or("-".into(), |c| format!("{c:.2}"));
+        let score = r
+            .composite
+            .map_or("-".into(), |c| format!("{:.1}", c.score));
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {:.0} | {:.2} | {cpu} | {cpu_ratio} | {:.0} | {:.0} | {score} |\n",
+            m.profile, m.server, m.connections, m.depth, m.rps, r.rps_ratio, m.mean_us, m.p99_us
+        ));
     }
     out
 }

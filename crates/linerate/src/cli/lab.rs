@@ -465,9 +465,24 @@ pub(crate) struct ArenaFlags {
     /// Seed of the random inputs (printed by every run, to repeat one).
     #[arg(long)]
     seed: Option<u64>,
-    /// Also write the validation as JSON to this file.
+    /// Also write the validation (and the load's figures) as JSON to this file.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Servers to load (today only `linerate`, the --server above; peers are not wired yet).
+    #[arg(long, value_delimiter = ',', default_value = "linerate")]
+    servers: Vec<String>,
+    /// Measured load per profile, e.g. 5s.
+    #[arg(long, default_value = "5s", value_parser = units::duration)]
+    duration: Duration,
+    /// Load before each measured run, not counted.
+    #[arg(long, default_value = "1s", value_parser = units::duration)]
+    warmup: Duration,
+    /// Every profile at this many connections [default: HttpArena's, scaled by CPUs / 64].
+    #[arg(short = 'c', long)]
+    connections: Option<usize>,
+    /// Also write the report (the validation and load tables, as printed) to this file.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
 }
 
 impl ArenaFlags {
@@ -518,24 +533,43 @@ impl ArenaFlags {
     }
 }
 
-/// `linerate lab arena`: the validation table, then (unless --validate-only) the load.
+/// `linerate lab arena`: the validation table, then (unless --validate-only) the load and
+/// its table.
 pub(crate) fn arena(f: ArenaFlags) -> anyhow::Result<ExitCode> {
-    let json = f.json.clone();
-    if !f.validate_only {
+    use linerate_lab::arena::{load::Sizing, report};
+    if let Some(other) = f.servers.iter().find(|s| s.as_str() != "linerate") {
         anyhow::bail!(
-            "the arena's load and scoring are not built yet: run it with --validate-only"
+            "--servers {other}: the arena loads only linerate so far (peers are not wired yet)"
         );
     }
+    let (json, report_path) = (f.json.clone(), f.report.clone());
+    let sizing = (!f.validate_only).then(|| Sizing {
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        duration: f.duration,
+        warmup: f.warmup,
+        connections: f.connections,
+    });
     let args = f.args()?;
-    let (seed, rows) = linerate_lab::arena::validate(&args).map_err(|e| anyhow::anyhow!(e))?;
+    let run = linerate_lab::arena::run(&args, sizing, |line| eprintln!("{line}"))
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let rows = &run.validation;
+    let mut text = format!("HttpArena validation (seed {})\n", run.seed);
+    text += &report::table(rows);
+    text += &report::failures(rows);
+    if sizing.is_some() {
+        text +=
+            "\nLoad (HttpArena's shapes scaled to this machine's CPUs; server CPU from /proc)\n";
+        text += &report::load_table(&run.load);
+    }
     let mut out = std::io::stdout().lock();
-    writeln!(out, "HttpArena validation (seed {seed})")?;
-    write!(out, "{}", linerate_lab::arena::report::table(&rows))?;
-    write!(out, "{}", linerate_lab::arena::report::failures(&rows))?;
+    write!(out, "{text}")?;
     if let Some(path) = json {
-        let text =
-            serde_json::to_string_pretty(&serde_json::json!({ "seed": seed, "validation": rows }))?;
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(&path, serde_json::to_string_pretty(&run)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = report_path {
+        std::fs::write(&path, format!("```\n{text}```\n"))
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     let failed = rows.iter().filter(|r| r.result == "FAILED").count();
     if failed > 0 {
