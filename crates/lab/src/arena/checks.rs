@@ -243,7 +243,6 @@ fn every_offset(a: SocketAddr, rng: &mut Rng) -> Outcome {
             cases.push((req.clone().into_bytes(), at, want.to_string()));
         }
     }
-    let total = cases.len();
     for batch in cases.chunks(FRAGMENT_BATCH) {
         let mut open = Vec::new();
         for (req, at, want) in batch {
@@ -278,7 +277,6 @@ fn every_offset(a: SocketAddr, rng: &mut Rng) -> Outcome {
             }
         }
     }
-    let _ = total;
     Outcome::Pass
 }
 
@@ -681,10 +679,7 @@ fn staleness(t: &Target, fetch: Fetch<'_>, target: &str, accept: &str, rng: &mut
     restore(&saved);
     let back = poll(STATIC_STALE_WINDOW, || served().is_ok_and(|b| b == before));
     match (changed, back) {
-        (Some(a), Some(b)) => {
-            let _ = (a, b);
-            Outcome::Pass
-        }
+        (Some(_), Some(_)) => Outcome::Pass,
         (None, _) => Outcome::Fail(format!(
             "{target} and its siblings were replaced on disk and the same bytes were served for {STATIC_STALE_WINDOW:?}"
         )),

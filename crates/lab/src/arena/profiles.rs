@@ -56,8 +56,9 @@ pub enum Wire {
 #[derive(Clone, Copy, Debug)]
 pub struct Profile {
     pub name: &'static str,
-    /// Checks, or `Err(reason)`: the demo does not enter it yet.
+    /// The checks that validate it.
     pub family: Family,
+    /// `Err(reason)`: the demo does not enter it yet (never validated, never loaded).
     pub entry: Result<(), &'static str>,
     pub needs: Needs,
     /// The load: what is requested, over what, how.

@@ -158,9 +158,7 @@ fn accepts(addr: SocketAddr, version: u16, suites: &[u16]) -> Result<bool, Strin
     let mut got = 0;
     while got < head.len() {
         match s.read(&mut head[got..]) {
-            Ok(0) | Err(_) if got == 0 => return Ok(false), // closed or reset: refused
-            Ok(0) => return Ok(false),
-            Ok(n) => got += n,
+            Ok(n) if n > 0 => got += n,
             Err(e)
                 if matches!(
                     e.kind(),
@@ -169,7 +167,8 @@ fn accepts(addr: SocketAddr, version: u16, suites: &[u16]) -> Result<bool, Strin
             {
                 return Err("no answer to the ClientHello".into());
             }
-            Err(_) => return Ok(false),
+            // Closed or reset before a whole ServerHello head: refused.
+            Ok(_) | Err(_) => return Ok(false),
         }
     }
     // Record type 22 (handshake) whose first message is 2 (ServerHello): accepted.
@@ -212,4 +211,50 @@ fn client_hello(version: u16, suites: &[u16]) -> Vec<u8> {
     rec.extend_from_slice(&(hs.len() as u16).to_be_bytes());
     rec.extend_from_slice(&hs);
     rec
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// A server that reads one ClientHello and answers `reply` (then closes).
+    fn answering(reply: &'static [u8]) -> SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(reply);
+        });
+        addr
+    }
+
+    /// The probe tells a ServerHello (accepted: the check fails) from an alert or a close.
+    #[test]
+    fn server_hello_is_acceptance_alert_and_close_are_refusal() {
+        // Handshake record, TLS 1.0, then a ServerHello (type 2) head.
+        let hello = answering(&[22, 3, 1, 0, 42, 2, 0, 0, 38, 3, 1]);
+        assert_eq!(accepts(hello, 0x0301, OLD_PROTOCOL_SUITES), Ok(true));
+        // Alert record: fatal protocol_version (RFC 5246 §7.2.2).
+        let alert = answering(&[21, 3, 1, 0, 2, 2, 70]);
+        assert_eq!(accepts(alert, 0x0301, OLD_PROTOCOL_SUITES), Ok(false));
+        let closed = answering(&[]);
+        assert_eq!(accepts(closed, 0x0303, WEAK_SUITES[0].1), Ok(false));
+    }
+
+    /// RFC 5246 §7.4.1.2's layout: record header, handshake header, version, 32 random bytes,
+    /// an empty session id, the suites, null compression, the extensions.
+    #[test]
+    fn client_hello_layout() {
+        let h = client_hello(0x0302, &[0x002f, 0x0035]);
+        assert_eq!(&h[..3], &[22, 3, 1]);
+        assert_eq!(u16::from_be_bytes([h[3], h[4]]) as usize, h.len() - 5);
+        assert_eq!(h[5], 1);
+        assert_eq!(&h[9..11], &[3, 2]);
+        assert_eq!(h[43], 0);
+        assert_eq!(&h[44..50], &[0, 4, 0x00, 0x2f, 0x00, 0x35]);
+        assert_eq!(&h[50..52], &[1, 0]);
+    }
 }
