@@ -176,6 +176,21 @@ fn the_load_runs_and_scores_a_short_smoke() {
         assert!(s.measured.cpu_us_per_request.is_some(), "{s:?}");
         assert_eq!(s.composite.is_some(), s.measured.profile == "latency-10k");
     }
+    // The report and its charts.
+    let machine = linerate_lab::compare::machine::describe(&[]);
+    let md = linerate_lab::arena::report::markdown(&run, &machine);
+    assert!(md.contains("| async | linerate | not entered |"), "{md}");
+    assert!(md.contains("| latency-10k | linerate | 4 | 1 |"), "{md}");
+    let dir = std::env::temp_dir().join(format!("lab-arena-charts-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let charts = linerate_lab::arena::report::charts(&dir, &run.load).unwrap();
+    assert_eq!(charts.len(), 2);
+    assert!(
+        charts
+            .iter()
+            .all(|c| std::fs::metadata(c).unwrap().len() > 0)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
     let paced = &run.load[2];
     // 10,000 req/s on HttpArena's 64 CPUs is 312.5 on two.
     assert_eq!(paced.measured.offered_rps, Some(312.5));

@@ -480,9 +480,13 @@ pub(crate) struct ArenaFlags {
     /// Every profile at this many connections [default: HttpArena's, scaled by CPUs / 64].
     #[arg(short = 'c', long)]
     connections: Option<usize>,
-    /// Also write the report (the validation and load tables, as printed) to this file.
+    /// Write report.md, arena.json and the load's charts into this directory.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Splice the Markdown report into this file between the arena's markers (appended if
+    /// absent), e.g. docs/lab/arena.md.
     #[arg(long, value_name = "FILE")]
-    report: Option<PathBuf>,
+    update_docs: Option<PathBuf>,
 }
 
 impl ArenaFlags {
@@ -542,7 +546,7 @@ pub(crate) fn arena(f: ArenaFlags) -> anyhow::Result<ExitCode> {
             "--servers {other}: the arena loads only linerate so far (peers are not wired yet)"
         );
     }
-    let (json, report_path) = (f.json.clone(), f.report.clone());
+    let (json, out_dir, docs) = (f.json.clone(), f.out.clone(), f.update_docs.clone());
     let sizing = (!f.validate_only).then(|| Sizing {
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         duration: f.duration,
@@ -567,9 +571,26 @@ pub(crate) fn arena(f: ArenaFlags) -> anyhow::Result<ExitCode> {
         std::fs::write(&path, serde_json::to_string_pretty(&run)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    if let Some(path) = report_path {
-        std::fs::write(&path, format!("```\n{text}```\n"))
-            .with_context(|| format!("writing {}", path.display()))?;
+    let machine = || linerate_lab::compare::machine::describe(&[]);
+    if let Some(dir) = out_dir {
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::write(dir.join("report.md"), report::markdown(&run, &machine()))
+            .with_context(|| format!("writing {}", dir.display()))?;
+        std::fs::write(dir.join("arena.json"), serde_json::to_string_pretty(&run)?)
+            .with_context(|| format!("writing {}", dir.display()))?;
+        report::charts(&dir, &run.load)?;
+        writeln!(out, "report, JSON and charts in {}", dir.display())?;
+    }
+    if let Some(path) = docs {
+        let doc = std::fs::read_to_string(&path).unwrap_or_default();
+        let (begin, end) = report::docs_markers();
+        let text = linerate_lab::compare::report::splice_between(
+            &doc,
+            begin,
+            end,
+            &report::markdown(&run, &machine()),
+        );
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     }
     let failed = rows.iter().filter(|r| r.result == "FAILED").count();
     if failed > 0 {
