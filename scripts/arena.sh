@@ -7,13 +7,16 @@
 # crud cache a Redis tier (scripts/cache-servers.sh); where either cannot start, a NOT RUN
 # line says so and those profiles are reported NOT RUN, the rest still validated.
 #
-#   scripts/arena.sh [path/to/linerate]     (default: $LINERATE_BIN, else target/release/linerate)
+#   scripts/arena.sh [path/to/linerate [ARGS...]]   (default: $LINERATE_BIN, else
+#                                                    target/release/linerate; ARGS go to
+#                                                    `lab arena`, e.g. --update-docs docs/lab/arena.md)
 #
 # Exits non-zero when a profile fails. Profiles the demo does not serve yet are listed as
 # "not entered" with the reason. Everything started here is stopped by its PID at exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-${LINERATE_BIN:-target/release/linerate}}
+[ $# -gt 0 ] && shift
 say() { echo "arena: $*" >&2; }
 [ -x "$bin" ] || { say "no $bin (build it first)"; exit 1; }
 
@@ -46,4 +49,4 @@ else
     say "NOT RUN: PostgreSQL for async-db and crud ($(tail -1 "$out/pg.err")); those profiles are NOT RUN"
 fi
 
-"$bin" lab arena --validate-only --json "$out/arena.json" "${extra[@]}"
+"$bin" lab arena --validate-only --json "$out/arena.json" "${extra[@]}" "$@"
