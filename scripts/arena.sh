@@ -49,4 +49,4 @@ else
     say "NOT RUN: PostgreSQL for async-db and crud ($(tail -1 "$out/pg.err")); those profiles are NOT RUN"
 fi
 
-"$bin" lab arena --validate-only --json "$out/arena.json" "${extra[@]}" "$@"
+"$bin" lab arena --validate-only "${extra[@]}" "$@"

@@ -122,6 +122,7 @@ pub fn validate(profile: &Profile, t: &Target, rng: &mut Rng) -> Vec<Check> {
         Family::EchoWsLimited => echo_ws_limited(t, rng),
         Family::AsyncDb => async_db(t, rng),
         Family::Crud => crud(t, rng),
+        Family::ProductionStack => production_stack(t, rng),
     }
 }
 
@@ -1278,6 +1279,143 @@ fn crud(t: &Target, rng: &mut Rng) -> Vec<Check> {
             Ok(r) => verdict(r.status == 200 && after == "MISS", || {
                 format!("HTTP {}, then X-Cache {after:?}", r.status)
             }),
+        },
+    ));
+    c
+}
+
+// ---- production-stack ------------------------------------------------------------------------
+
+/// HttpArena's production-stack checks over h2 at the edge: static files, `/public/*` without
+/// a token, `/api/*` refused without one or with a bad one (GET and POST), the item cache
+/// (MISS then HIT, a POST's 204 dropping the cached copy), and `/api/me` for the token's `sub`.
+fn production_stack(t: &Target, rng: &mut Rng) -> Vec<Check> {
+    let Some(stack) = &t.stack else {
+        return vec![(
+            "production-stack's edge".into(),
+            Outcome::NotRun(
+                "the arena starts the edge only for its own demo, with a database".into(),
+            ),
+        )];
+    };
+    let to = H2::Tls(stack.tls);
+    let bearer = format!("Bearer {}", stack.token);
+    let get = |p: &str| h2::request(to, "GET", p, &[], None);
+    let authed = |m: &str, p: &str, body: Option<&[u8]>| {
+        let fields = [
+            ("authorization", bearer.as_str()),
+            ("content-type", "application/json"),
+        ];
+        h2::request(to, m, p, &fields, body)
+    };
+    let bad = [
+        ("authorization", "Bearer invalid.token.here"),
+        ("content-type", "application/json"),
+    ];
+    let post_body: &[u8] = br#"{"name":"unauth","price":1,"quantity":1}"#;
+    let (x, y) = (rng.between(100, 999), rng.between(100, 999));
+    let mut c = vec![
+        (
+            "HTTP/2 at the edge".into(),
+            match get("/static/reset.css") {
+                Err(why) => Outcome::Fail(why),
+                Ok(r) => verdict(r.status == 200, || format!("HTTP {}", r.status)),
+            },
+        ),
+        (
+            "/static/reset.css Content-Type".into(),
+            content_type_is(get("/static/reset.css"), "text/css"),
+        ),
+        (
+            "/static/app.js is not empty".into(),
+            match get("/static/app.js") {
+                Err(why) => Outcome::Fail(why),
+                Ok(r) => verdict(r.status == 200 && !r.body.is_empty(), || {
+                    format!("HTTP {}, {} bytes", r.status, r.body.len())
+                }),
+            },
+        ),
+        (
+            "/public/baseline?a=13&b=42".into(),
+            body_is(get("/public/baseline?a=13&b=42"), "55"),
+        ),
+        (
+            format!("/public/baseline?a={x}&b={y} (random)"),
+            body_is(
+                get(&format!("/public/baseline?a={x}&b={y}")),
+                &(x + y).to_string(),
+            ),
+        ),
+        (
+            "/public/json/25: 25 items, schema, totals".into(),
+            match get("/public/json/25") {
+                Err(why) => Outcome::Fail(why),
+                Ok(r) => {
+                    json_body(&r.body, 25, 1, None).map_or_else(Outcome::Fail, |()| Outcome::Pass)
+                }
+            },
+        ),
+        (
+            "GET /api/items/1 without a token: 401".into(),
+            status_is(get("/api/items/1"), 401),
+        ),
+        (
+            "GET /api/items/1 with a bad token: 401".into(),
+            status_is(h2::request(to, "GET", "/api/items/1", &bad[..1], None), 401),
+        ),
+        (
+            "POST /api/items/1 without a token: 401".into(),
+            status_is(
+                h2::request(to, "POST", "/api/items/1", &bad[1..], Some(post_body)),
+                401,
+            ),
+        ),
+        (
+            "POST /api/items/1 with a bad token: 401".into(),
+            status_is(
+                h2::request(to, "POST", "/api/items/1", &bad, Some(post_body)),
+                401,
+            ),
+        ),
+        (
+            "/api/items/1 with the token".into(),
+            match json_of(authed("GET", "/api/items/1", None)) {
+                Err(why) => Outcome::Fail(why),
+                Ok((_, v, _)) => verdict(v["id"].as_u64() == Some(1), || format!("id {}", v["id"])),
+            },
+        ),
+    ];
+    // Random ids (HttpArena's fixed 7, 2 and 3 would be cached already on a second run).
+    let id = rng.between(10, 100_000);
+    let first = x_cache(&authed("GET", &format!("/api/items/{id}"), None));
+    let second = x_cache(&authed("GET", &format!("/api/items/{id}"), None));
+    c.push((
+        format!("cache-aside: /api/items/{id} MISS then HIT"),
+        verdict(first == "MISS" && second == "HIT", || {
+            format!("X-Cache {first:?} then {second:?}")
+        }),
+    ));
+    let (w, price) = (rng.between(10, 100_000), rng.between(1, 999));
+    let body = format!(r#"{{"name":"validate-updated","price":{price},"quantity":99}}"#);
+    c.push((
+        format!("POST /api/items/{w}: 204"),
+        status_is(
+            authed("POST", &format!("/api/items/{w}"), Some(body.as_bytes())),
+            204,
+        ),
+    ));
+    let _ = authed("GET", &format!("/api/items/{w}"), None);
+    let _ = authed("POST", &format!("/api/items/{w}"), Some(body.as_bytes()));
+    let after = x_cache(&authed("GET", &format!("/api/items/{w}"), None));
+    c.push((
+        format!("POST /api/items/{w} drops the cached copy: MISS"),
+        verdict(after == "MISS", || format!("X-Cache {after:?}")),
+    ));
+    c.push((
+        "/api/me: user 42 (the token's sub)".into(),
+        match json_of(authed("GET", "/api/me", None)) {
+            Err(why) => Outcome::Fail(why),
+            Ok((_, v, _)) => verdict(v["id"].as_u64() == Some(42), || format!("id {}", v["id"])),
         },
     ));
     c

@@ -29,6 +29,7 @@ pub enum Family {
     EchoWsLimited,
     AsyncDb,
     Crud,
+    ProductionStack,
 }
 
 /// What a profile needs beside the server.
@@ -267,16 +268,13 @@ pub const PROFILES: &[Profile] = &[
         ),
         "a proxy in front of the server: scripts/gateway.sh runs its checks (over h2)",
     ),
-    not_entered(
-        db(p(
-            "production-stack",
-            Family::Crud,
-            Wire::H2Tls,
-            "/api/items/1",
-            &[256, 1024],
-        )),
-        "needs the edge's JWT site and HttpArena's token, which the arena does not start yet",
-    ),
+    db(p(
+        "production-stack",
+        Family::ProductionStack,
+        Wire::H2Tls,
+        "/public/baseline?a=13&b=42",
+        &[256, 1024],
+    )),
     p(
         "unary-grpc",
         Family::Grpc,
