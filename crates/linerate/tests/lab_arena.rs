@@ -198,3 +198,76 @@ fn the_load_runs_and_scores_a_short_smoke() {
     // 10,000 req/s on HttpArena's 64 CPUs is 312.5 on two.
     assert_eq!(paced.measured.offered_rps, Some(312.5));
 }
+
+/// A thread-per-connection server for `/delay/{ms}`: sleeps `ms`, then answers it (a correct,
+/// if blocking, implementation: HttpArena allows one).
+fn delay_server() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut s) = conn else { continue };
+            std::thread::spawn(move || {
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let line = String::from_utf8_lossy(&seen)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_string();
+                let ms: u64 = line
+                    .split(' ')
+                    .nth(1)
+                    .and_then(|p| p.strip_prefix("/delay/"))
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+                let body = ms.to_string();
+                let _ = s.write_all(
+                    format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
+                );
+            });
+        }
+    });
+    addr
+}
+
+/// async is not entered by the demo yet; its checks are ready for the day it is: a server
+/// that waits and echoes passes them all, a constant fails them.
+#[test]
+fn the_async_checks_pass_a_delay_server_and_fail_a_constant() {
+    use linerate_lab::arena::checks::{Outcome, validate};
+    use linerate_lab::arena::rng::Rng;
+    use linerate_lab::arena::target::Target;
+    let mut p = *linerate_lab::arena::profiles::find("async").unwrap();
+    p.entry = Ok(());
+    let at = |addr| {
+        Target::at(
+            "t",
+            Given {
+                h1: Some(addr),
+                ..Given::default()
+            },
+        )
+        .unwrap()
+    };
+    let good = validate(&p, &at(delay_server()), &mut Rng::new(7));
+    assert!(good.iter().all(|(_, o)| *o == Outcome::Pass), "{good:?}");
+    let bad = validate(&p, &at(constant_server()), &mut Rng::new(7));
+    let failed = bad
+        .iter()
+        .filter(|(_, o)| matches!(o, Outcome::Fail(_)))
+        .count();
+    // Only the Content-Type check can pass a constant text/plain answer.
+    assert_eq!(failed, bad.len() - 1, "{bad:?}");
+}

@@ -123,6 +123,8 @@ pub fn validate(profile: &Profile, t: &Target, rng: &mut Rng) -> Vec<Check> {
         Family::AsyncDb => async_db(t, rng),
         Family::Crud => crud(t, rng),
         Family::ProductionStack => production_stack(t, rng),
+        Family::Async => async_delay(t, rng),
+        Family::Echo8gbit => echo_8gbit(t, rng),
     }
 }
 
@@ -1280,6 +1282,141 @@ fn crud(t: &Target, rng: &mut Rng) -> Vec<Check> {
                 format!("HTTP {}, then X-Cache {after:?}", r.status)
             }),
         },
+    ));
+    c
+}
+
+// ---- async (/delay) and 8gbit (/echo) --------------------------------------------------------
+
+/// One timed `GET /delay/{ms}`: 200, the parameter echoed, and at least `min` waited.
+fn delay_once(a: SocketAddr, ms: u64, min: Duration) -> Result<Duration, String> {
+    let start = Instant::now();
+    let r = wire::get(a, None, &format!("/delay/{ms}"), &[])?;
+    let took = start.elapsed();
+    if r.status != 200 {
+        return Err(format!("/delay/{ms}: HTTP {}", r.status));
+    }
+    if r.text() != ms.to_string() {
+        return Err(format!("/delay/{ms}: body {:?}", clip(&r.text())));
+    }
+    if took < min {
+        return Err(format!(
+            "/delay/{ms} answered in {took:?}, short of the {ms} ms asked"
+        ));
+    }
+    Ok(took)
+}
+
+/// HttpArena's async checks: the delay drawn at random and honoured (at least 0.9 of it), its
+/// Content-Type, 0 as a delay, 500 ms taking longer than 10 ms, 10 ms not a constant long sleep,
+/// and 32 overlapping requests with 32 different delays each answered with its own.
+fn async_delay(t: &Target, rng: &mut Rng) -> Vec<Check> {
+    let a = t.h1;
+    let ms = rng.between(10, 90);
+    let tenths = |ms: u64| Duration::from_micros(ms * 900);
+    let short = delay_once(a, 10, tenths(10));
+    let long = delay_once(a, 500, tenths(500));
+    let mut c = vec![
+        (
+            format!("GET /delay/{ms} (random)"),
+            delay_once(a, ms, tenths(ms)).map_or_else(Outcome::Fail, |_| Outcome::Pass),
+        ),
+        (
+            format!("GET /delay/{ms} Content-Type"),
+            content_type_is(
+                wire::get(a, None, &format!("/delay/{ms}"), &[]),
+                "text/plain",
+            ),
+        ),
+        (
+            "GET /delay/0".into(),
+            body_is(wire::get(a, None, "/delay/0", &[]), "0"),
+        ),
+        (
+            "/delay/500 waits longer than /delay/10".into(),
+            match (&short, &long) {
+                (Ok(s), Ok(l)) => {
+                    verdict(l.saturating_sub(*s) >= Duration::from_millis(300), || {
+                        format!("{s:?} against {l:?}")
+                    })
+                }
+                (Err(why), _) | (_, Err(why)) => Outcome::Fail(why.clone()),
+            },
+        ),
+        (
+            "/delay/10 is not a constant long sleep".into(),
+            match &short {
+                Ok(s) => verdict(*s <= Duration::from_secs(2), || format!("{s:?} for 10 ms")),
+                Err(why) => Outcome::Fail(why.clone()),
+            },
+        ),
+    ];
+    let threads: Vec<_> = (1..=32u64)
+        .map(|i| {
+            let ms = 100 + (i * 13) % 400;
+            std::thread::spawn(move || delay_once(a, ms, tenths(ms)))
+        })
+        .collect();
+    let mut overlapping = Outcome::Pass;
+    for th in threads {
+        if let Err(why) = th
+            .join()
+            .unwrap_or_else(|_| Err("a probe thread panicked".into()))
+        {
+            overlapping = Outcome::Fail(why);
+        }
+    }
+    c.push((
+        "32 overlapping requests, 32 different delays".into(),
+        overlapping,
+    ));
+    c
+}
+
+/// HttpArena's 8gbit checks over HTTP/1.1 and TLS: random bodies of 1 B to 100 KB echoed byte
+/// for byte, with a Content-Length and chunked, and an empty body answered 200.
+fn echo_8gbit(t: &Target, rng: &mut Rng) -> Vec<Check> {
+    let tls = match need(t.tls, "TLS listener") {
+        Ok(a) => a,
+        Err(c) => return c,
+    };
+    let mut c = super::tls_posture::check(tls, ALPN_H1, t.cert.as_deref());
+    let octets = [("Content-Type", "application/octet-stream")];
+    let chunked = [
+        ("Content-Type", "application/octet-stream"),
+        ("Transfer-Encoding", "chunked"),
+    ];
+    let echo = |fields: &[(&str, &str)], body: &[u8]| -> Outcome {
+        match wire::send(tls, Some(ALPN_H1), "POST", "/echo", fields, Some(body)) {
+            Err(why) => Outcome::Fail(why),
+            Ok(r) => verdict(r.status == 200 && r.body == body, || {
+                format!(
+                    "HTTP {}, {} bytes back for {} sent (or different bytes)",
+                    r.status,
+                    r.body.len(),
+                    body.len()
+                )
+            }),
+        }
+    };
+    for size in [1usize, 1024, 10_240, 102_400] {
+        c.push((
+            format!("POST /echo {size} B, byte for byte"),
+            echo(&octets, &rng.bytes(size)),
+        ));
+    }
+    for size in [10_240usize, 102_400] {
+        c.push((
+            format!("POST /echo chunked {size} B"),
+            echo(&chunked, &rng.bytes(size)),
+        ));
+    }
+    c.push((
+        "POST /echo empty body: 200".into(),
+        status_is(
+            wire::send(tls, Some(ALPN_H1), "POST", "/echo", &octets, Some(b"")),
+            200,
+        ),
     ));
     c
 }
