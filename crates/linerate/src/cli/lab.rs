@@ -611,6 +611,52 @@ mod tests {
         args: C2cFlags,
     }
 
+    #[derive(Parser)]
+    struct Arena {
+        #[command(flatten)]
+        args: ArenaFlags,
+    }
+
+    #[test]
+    fn arena_command_line_parses() {
+        use linerate_lab::arena::Server;
+        let parse = |argv: &[&str]| Arena::try_parse_from(argv).map(|a| a.args);
+        let a = parse(&[
+            "arena",
+            "--validate-only",
+            "--profile",
+            "baseline,json-comp",
+        ])
+        .unwrap();
+        assert_eq!(a.profile, ["baseline", "json-comp"]);
+        let args = a.args().unwrap();
+        assert!(matches!(args.server, Server::Demo(_)));
+        let given = parse(&[
+            "arena",
+            "--server",
+            "http://127.0.0.1:8080/",
+            "--tls-port",
+            "8443",
+        ])
+        .unwrap()
+        .args()
+        .unwrap();
+        let Server::Given(_, g) = given.server else {
+            panic!("a given server")
+        };
+        assert_eq!(g.h1, Some("127.0.0.1:8080".parse().unwrap()));
+        assert_eq!(g.tls, Some("127.0.0.1:8443".parse().unwrap()));
+        let err = parse(&["arena", "--server", "nginx"])
+            .unwrap()
+            .args()
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--server nginx: expected linerate or http://IP:PORT"
+        );
+        assert!(parse(&["arena", "--duration", "x"]).is_err());
+    }
+
     #[test]
     fn c2c_command_line_parses() {
         let parse = |argv: &[&str]| C2c::try_parse_from(argv).map(|c| C2cArgs::from(c.args));
