@@ -118,8 +118,18 @@ pub fn validate(profile: &Profile, t: &Target, rng: &mut Rng) -> Vec<Check> {
         Family::Grpc => grpc(t, rng, false),
         Family::GrpcTls => grpc(t, rng, true),
         Family::EchoWs => echo_ws(t, rng),
-        Family::EchoWsPipeline => echo_ws_pipeline(t, rng),
-        Family::EchoWsLimited => echo_ws_limited(t, rng),
+        // HttpArena validates all three WebSocket profiles with the echo checks; the arena adds
+        // each one's own shape.
+        Family::EchoWsPipeline => {
+            let mut c = echo_ws(t, rng);
+            c.extend(echo_ws_pipeline(t, rng));
+            c
+        }
+        Family::EchoWsLimited => {
+            let mut c = echo_ws(t, rng);
+            c.extend(echo_ws_limited(t, rng));
+            c
+        }
         Family::AsyncDb => async_db(t, rng),
         Family::Crud => crud(t, rng),
         Family::ProductionStack => production_stack(t, rng),
@@ -1046,65 +1056,109 @@ fn expect_echo(got: ws::Message, opcode: u8, payload: &[u8]) -> Result<(), Strin
     }
 }
 
+/// HttpArena's echo checks (validate-ws.py, as its echo validation page lists them), run for
+/// all three WebSocket profiles; the arena adds the ping's pong.
 fn echo_ws(t: &Target, rng: &mut Rng) -> Vec<Check> {
     let a = t.h1;
     let mut seed = Rng::new(rng.next_u64());
-    vec![
-        ws_check("upgrade, random text echoed", || {
-            let mut w = Ws::open(a, "/ws", &mut seed)?;
-            let n = seed.between(1, 200) as usize;
-            let m = seed.text(n);
-            w.send(ws::TEXT, m.as_bytes())?;
-            expect_echo(w.recv()?, ws::TEXT, m.as_bytes())
-        }),
+    let mut c = vec![
         ws_check(
-            "random binary echoed (over 125 bytes: a 16-bit length)",
+            "upgrade: 101 and the right Sec-WebSocket-Accept; random text echoed",
             || {
                 let mut w = Ws::open(a, "/ws", &mut seed)?;
-                let n = seed.between(126, 4000) as usize;
-                let m = seed.bytes(n);
-                w.send(ws::BINARY, &m)?;
-                expect_echo(w.recv()?, ws::BINARY, &m)
+                let m = format!("HttpArena-validate-{:016x}", seed.next_u64());
+                w.send(ws::TEXT, m.as_bytes())?;
+                expect_echo(w.recv()?, ws::TEXT, m.as_bytes())
             },
         ),
-        ws_check("ping answered with its payload", || {
+        ws_check("256 random bytes echoed as binary", || {
+            let mut w = Ws::open(a, "/ws", &mut seed)?;
+            let m = seed.bytes(256);
+            w.send(ws::BINARY, &m)?;
+            expect_echo(w.recv()?, ws::BINARY, &m)
+        }),
+        ws_check("5 messages sent at once, echoed in order", || {
+            let mut w = Ws::open(a, "/ws", &mut seed)?;
+            let msgs: Vec<String> = (0..5).map(|_| seed.text(24)).collect();
+            for m in &msgs {
+                w.send(ws::TEXT, m.as_bytes())?;
+            }
+            for m in &msgs {
+                expect_echo(w.recv()?, ws::TEXT, m.as_bytes())?;
+            }
+            Ok(())
+        }),
+        ws_check(
+            "close 1000 \"validate done\" answered with close 1000",
+            || {
+                let mut w = Ws::open(a, "/ws", &mut seed)?;
+                let mut payload = 1000u16.to_be_bytes().to_vec();
+                payload.extend_from_slice(b"validate done");
+                w.send(ws::CLOSE, &payload)?;
+                let got = w.recv()?;
+                if got.opcode == ws::CLOSE
+                    && got.payload.get(..2) == Some(&1000u16.to_be_bytes()[..])
+                {
+                    Ok(())
+                } else {
+                    Err(format!("opcode {} payload {:?}", got.opcode, got.payload))
+                }
+            },
+        ),
+        (
+            "GET /ws without the upgrade: 400 or 426".into(),
+            match wire::get(a, None, "/ws", &[]) {
+                Err(why) => Outcome::Fail(why),
+                Ok(r) => verdict(r.status == 400 || r.status == 426, || {
+                    format!("HTTP {}", r.status)
+                }),
+            },
+        ),
+        ws_check("arena: a ping answered with its payload", || {
             let mut w = Ws::open(a, "/ws", &mut seed)?;
             let m = seed.bytes(8);
             w.send(ws::PING, &m)?;
             expect_echo(w.recv()?, ws::PONG, &m)
         }),
-        ws_check("close answered with close 1000", || {
+    ];
+    c.push(ws_check(
+        "still serving afterwards: \"health\" echoed, closed cleanly",
+        || {
             let mut w = Ws::open(a, "/ws", &mut seed)?;
+            w.send(ws::TEXT, b"health")?;
+            expect_echo(w.recv()?, ws::TEXT, b"health")?;
             w.send(ws::CLOSE, &1000u16.to_be_bytes())?;
-            let got = w.recv()?;
-            if got.opcode == ws::CLOSE && got.payload.get(..2) == Some(&1000u16.to_be_bytes()[..]) {
-                Ok(())
-            } else {
-                Err(format!("opcode {} payload {:?}", got.opcode, got.payload))
+            match w.recv()?.opcode {
+                ws::CLOSE => Ok(()),
+                op => Err(format!("opcode {op} for the close")),
             }
-        }),
-    ]
+        },
+    ));
+    c
 }
 
 fn echo_ws_pipeline(t: &Target, rng: &mut Rng) -> Vec<Check> {
     let mut seed = Rng::new(rng.next_u64());
-    vec![ws_check("16 messages in flight, echoed in order", || {
-        let mut w = Ws::open(t.h1, "/ws", &mut seed)?;
-        let msgs: Vec<String> = (0..16).map(|i| format!("{i}:{}", seed.text(32))).collect();
-        for m in &msgs {
-            w.send(ws::TEXT, m.as_bytes())?;
-        }
-        for m in &msgs {
-            expect_echo(w.recv()?, ws::TEXT, m.as_bytes())?;
-        }
-        Ok(())
-    })]
+    vec![ws_check(
+        "arena: 16 messages in flight, echoed in order",
+        || {
+            let mut w = Ws::open(t.h1, "/ws", &mut seed)?;
+            let msgs: Vec<String> = (0..16).map(|i| format!("{i}:{}", seed.text(32))).collect();
+            for m in &msgs {
+                w.send(ws::TEXT, m.as_bytes())?;
+            }
+            for m in &msgs {
+                expect_echo(w.recv()?, ws::TEXT, m.as_bytes())?;
+            }
+            Ok(())
+        },
+    )]
 }
 
 fn echo_ws_limited(t: &Target, rng: &mut Rng) -> Vec<Check> {
     let mut seed = Rng::new(rng.next_u64());
     vec![ws_check(
-        "3 connections of 10 messages each, closed and reopened",
+        "arena: 3 connections of 10 messages each, closed and reopened",
         || {
             for _ in 0..3 {
                 let mut w = Ws::open(t.h1, "/ws", &mut seed)?;
