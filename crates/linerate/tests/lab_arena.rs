@@ -166,13 +166,13 @@ fn the_load_runs_and_scores_a_short_smoke() {
     };
     let args = args(
         Server::Demo(spawn),
-        &["baseline", "unary-grpc", "latency-10k", "async"],
+        &["baseline", "unary-grpc", "static", "latency-10k", "async"],
     );
     let run = linerate_lab::arena::run(&args, Some(sizing), |_| {}).unwrap();
-    // The profile not entered is not loaded; the three others are, each with answers, the
+    // The profile not entered is not loaded; the others are, each with answers, the
     // server's CPU read from /proc, and the paced one scored.
     let loaded: Vec<_> = run.load.iter().map(|s| s.measured.profile).collect();
-    assert_eq!(loaded, ["baseline", "unary-grpc", "latency-10k"]);
+    assert_eq!(loaded, ["baseline", "unary-grpc", "static", "latency-10k"]);
     for s in &run.load {
         assert_eq!(s.error, None, "{s:?}");
         assert!(s.measured.responses > 0, "{s:?}");
@@ -194,7 +194,7 @@ fn the_load_runs_and_scores_a_short_smoke() {
             .all(|c| std::fs::metadata(c).unwrap().len() > 0)
     );
     std::fs::remove_dir_all(&dir).unwrap();
-    let paced = &run.load[2];
+    let paced = &run.load[3];
     // 10,000 req/s on HttpArena's 64 CPUs is 312.5 on two.
     assert_eq!(paced.measured.offered_rps, Some(312.5));
 }

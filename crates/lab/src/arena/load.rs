@@ -11,8 +11,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::checks::sum_request;
-use super::profiles::{Profile, Wire};
-use super::target::Target;
+use super::profiles::{Family, Profile, Wire};
+use super::target::{STATIC_FILES, Target};
 use crate::compare::procfs;
 
 /// CPUs HttpArena's profiles are sized for (its cpuset 0-31,64-95).
@@ -124,9 +124,36 @@ fn cpu_ticks(pid: u32) -> Option<u64> {
 /// Runs `p` against `t`: a warm-up (not counted), then the measured run with the server's
 /// CPU read before and after.
 pub fn measure(p: &'static Profile, t: &Target, s: &Sizing) -> Result<Measured, String> {
-    let Some(o) = options(p, t, s) else {
+    let Some(mut o) = options(p, t, s) else {
         return Err("the server has no listener for this profile".into());
     };
+    // static and static-tls rotate over HttpArena's 20 files, as its request lists do: one
+    // raw request per file, dealt round-robin to the connections.
+    let raw_dir = std::env::temp_dir().join(format!(
+        "linerate-arena-raw-{}-{}",
+        std::process::id(),
+        p.name
+    ));
+    if matches!(p.family, Family::Static | Family::StaticTls) {
+        std::fs::create_dir_all(&raw_dir).map_err(|e| format!("{}: {e}", raw_dir.display()))?;
+        for f in STATIC_FILES {
+            let path = raw_dir.join(format!("{}.http", f.name));
+            let req = format!("GET /static/{} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", f.name);
+            std::fs::write(&path, req).map_err(|e| format!("{}: {e}", path.display()))?;
+            o.raw.push(path);
+        }
+    }
+    let result = measure_with(p, t, s, &o);
+    let _ = std::fs::remove_dir_all(&raw_dir);
+    result
+}
+
+fn measure_with(
+    p: &'static Profile,
+    t: &Target,
+    s: &Sizing,
+    o: &linerate_load::LoadOptions,
+) -> Result<Measured, String> {
     let run = |o: &linerate_load::LoadOptions| -> Result<linerate_load::Report, String> {
         let cfg = linerate_load::Config::from_options(o).map_err(|e| e.to_string())?;
         linerate_load::measure(&cfg).map_err(|e| e.to_string())
@@ -138,7 +165,7 @@ pub fn measure(p: &'static Profile, t: &Target, s: &Sizing) -> Result<Measured, 
         })?;
     }
     let before = t.pid.and_then(cpu_ticks);
-    let report = run(&o)?;
+    let report = run(o)?;
     let after = t.pid.and_then(cpu_ticks);
     let r = report.runs.first().ok_or("the load made no run")?;
     let cpu_us_per_request = match (before, after) {
