@@ -1,7 +1,7 @@
 //! The arena's load: each validated profile driven by linerate's load engine in process
 //! (`LoadOptions`, as `lab compare` does) in HttpArena's shape — its connections, pipeline
 //! depth, h2 streams, WebSocket messages in flight, requests per connection, the paced rate
-//! of the latency profiles — scaled from HttpArena's 64 CPUs to this machine's; and the
+//! of the latency profiles — scaled from the CPUs HttpArena gives the profile (64, or 8) to this machine's; and the
 //! server's CPU per request from its /proc/PID/stat (utime + stime) over the measured run.
 //!
 //! Measures one server on one profile at a time; scoring across servers is [`super::score`].
@@ -15,8 +15,6 @@ use super::profiles::{Family, Profile, Wire};
 use super::target::{STATIC_FILES, Target};
 use crate::compare::procfs;
 
-/// CPUs HttpArena's profiles are sized for (its cpuset 0-31,64-95).
-pub const HTTPARENA_CPUS: usize = 64;
 /// Fewest connections a scaled profile keeps.
 pub const MIN_CONNECTIONS: usize = 8;
 /// HTTP/2 and gRPC streams per connection (h2load's `-m`, as the shape).
@@ -27,7 +25,7 @@ pub const UPLOAD_BYTES: usize = 1024 * 1024;
 /// How the load is sized.
 #[derive(Clone, Copy, Debug)]
 pub struct Sizing {
-    /// This machine's CPUs (HttpArena's counts and rates are scaled by cpus / 64).
+    /// This machine's CPUs (HttpArena's counts and rates are scaled by cpus over the profile's).
     pub cpus: usize,
     pub duration: Duration,
     pub warmup: Duration,
@@ -52,9 +50,9 @@ pub struct Measured {
     pub p99_us: f64,
 }
 
-/// `n` of HttpArena's connections on `cpus` CPUs.
-pub fn scale(n: usize, cpus: usize) -> usize {
-    (n * cpus / HTTPARENA_CPUS).max(MIN_CONNECTIONS)
+/// `n` of HttpArena's connections, sized for `theirs` CPUs, on `ours`.
+pub fn scale(n: usize, ours: usize, theirs: usize) -> usize {
+    (n * ours / theirs).max(MIN_CONNECTIONS)
 }
 
 /// The load options of `p` against `t` (None: the server has no listener for it).
@@ -62,7 +60,7 @@ pub fn options(p: &Profile, t: &Target, s: &Sizing) -> Option<linerate_load::Loa
     let mut o = linerate_load::LoadOptions {
         connections: s
             .connections
-            .unwrap_or_else(|| scale(p.connections[0], s.cpus)),
+            .unwrap_or_else(|| scale(p.connections[0], s.cpus, p.cpus)),
         duration: Some(s.duration),
         threads: Some(s.cpus.clamp(1, 4)),
         allow_status_errors: true,
@@ -72,7 +70,7 @@ pub fn options(p: &Profile, t: &Target, s: &Sizing) -> Option<linerate_load::Loa
     if p.per_conn > 0 {
         o.reconnect = Some(p.per_conn as u64);
     }
-    o.rate = p.rate.map(|r| r * s.cpus as f64 / HTTPARENA_CPUS as f64);
+    o.rate = p.rate.map(|r| r * s.cpus as f64 / p.cpus as f64);
     let h1 = t.h1;
     o.url = match p.wire {
         Wire::Http1 => format!("http://{h1}{}", p.path),
@@ -199,9 +197,11 @@ mod tests {
 
     #[test]
     fn connections_scale_from_64_cpus() {
-        assert_eq!(scale(4096, 64), 4096);
-        assert_eq!(scale(4096, 2), 128);
-        assert_eq!(scale(256, 2), MIN_CONNECTIONS);
-        assert_eq!(scale(16384, 128), 32768);
+        assert_eq!(scale(4096, 64, 64), 4096);
+        assert_eq!(scale(4096, 2, 64), 128);
+        assert_eq!(scale(256, 2, 64), MIN_CONNECTIONS);
+        assert_eq!(scale(16384, 128, 64), 32768);
+        // latency-500k-8cpu: sized for 8 CPUs.
+        assert_eq!(scale(1024, 2, 8), 256);
     }
 }

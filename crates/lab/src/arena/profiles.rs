@@ -78,7 +78,13 @@ pub struct Profile {
     pub per_conn: usize,
     /// Paced offered load, requests per second (latency profiles); `None`: closed loop.
     pub rate: Option<f64>,
+    /// CPUs HttpArena gives the server (its cpuset): the arena scales connections and rates
+    /// by this machine's CPUs over these.
+    pub cpus: usize,
 }
+
+/// HttpArena's usual cpuset (0-31,64-95: 64 CPUs).
+pub const HTTPARENA_CPUS: usize = 64;
 
 const fn p(
     name: &'static str,
@@ -98,6 +104,7 @@ const fn p(
         depth: 1,
         per_conn: 0,
         rate: None,
+        cpus: HTTPARENA_CPUS,
     }
 }
 
@@ -340,6 +347,19 @@ pub const PROFILES: &[Profile] = &[
             &[1024],
         )
     },
+    // Reference-only on HttpArena's board for now: 500K req/s paced on 8 CPUs (four cores and
+    // their SMT twins), 1024 connections.
+    Profile {
+        rate: Some(500_000.0),
+        cpus: 8,
+        ..p(
+            "latency-500k-8cpu",
+            Family::Baseline,
+            Wire::Http1,
+            "/baseline11?a=13&b=42",
+            &[1024],
+        )
+    },
     not_entered(
         p("async", Family::Async, Wire::Http1, "/delay/15", &[32000]),
         PENDING_DEMO,
@@ -374,6 +394,8 @@ mod tests {
         assert_eq!(find("echo-ws-limited").unwrap().per_conn, 10);
         assert_eq!(find("latency-10k").unwrap().rate, Some(10_000.0));
         assert_eq!(find("latency-1m").unwrap().connections, &[1024]);
+        assert_eq!(find("latency-500k-8cpu").unwrap().cpus, 8);
+        assert_eq!(find("baseline").unwrap().cpus, HTTPARENA_CPUS);
         assert!(find("async").unwrap().entry.is_err());
     }
 }
