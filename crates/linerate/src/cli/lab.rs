@@ -440,7 +440,9 @@ pub(crate) struct ArenaFlags {
     /// A given server serves HTTP/3 on the TLS port's UDP twin.
     #[arg(long)]
     quic: bool,
-    /// A given server's static directory (served under /static): sizes and freshness.
+    /// A given server's static directory (served under /static): sizes and freshness (its
+    /// checks replace reset.css, app.js, hero.webp and their .br/.gz siblings there for up
+    /// to 2 s each, then put the originals back).
     #[arg(long, value_name = "DIR")]
     static_dir: Option<PathBuf>,
     /// A given server's certificate (PEM): the TLS posture checks it is the one served.
