@@ -21,7 +21,8 @@
 # lossy link between two network namespaces (scripts/h3-netem.sh; netem, or a UDP relay where
 # the kernel has none) and under attack (scripts/h3-attacks.sh), Python's websockets client
 # through the proxy (scripts/ws-proxy.sh; pip installs it into target/), the gateway shape of
-# docs/gateway/ with HttpArena's gateway-64 checks (scripts/gateway.sh), systemd-analyze verify
+# docs/gateway/ with HttpArena's gateway-64 checks (scripts/gateway.sh), HttpArena's validation of
+# every profile against the demo (scripts/arena.sh: `linerate lab arena --validate-only`), systemd-analyze verify
 # on dist/'s units, the Debian package built with cargo-deb (pinned, `cargo install`ed into
 # target/tools) and installed into a clean root (scripts/deb.sh), and the kTLS checks in a VM
 # (scripts/ktls-vm.sh). Needs a Rust toolchain;
@@ -253,6 +254,9 @@ may "HTTP/3: attacks" scripts/h3-attacks.sh "$LINERATE_BIN"
 may "WebSocket: websockets via proxy" scripts/ws-proxy.sh "$LINERATE_BIN"
 may "WebSocket: Autobahn fuzzingclient" scripts/autobahn.sh "$LINERATE_BIN"
 may "gateway shape (gateway-64 checks)" scripts/gateway.sh check "$LINERATE_BIN"
+# HttpArena's validation of every profile against the demo (`lab arena --validate-only`; the
+# database profiles with a throwaway PostgreSQL and Redis, NOT RUN lines where they cannot start).
+must "HttpArena validation (lab arena)" scripts/arena.sh "$LINERATE_BIN"
 
 systemd_units() {
     if ! command -v systemd-analyze >/dev/null; then

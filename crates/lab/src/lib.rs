@@ -1,5 +1,6 @@
 //! linerate-lab: the syscall-floor reference server and its proxy twin ([`relay`]), side-by-side comparisons, the host audit,
-//! core-to-core latency and the first-flight (initial congestion window) check.
+//! core-to-core latency, the first-flight (initial congestion window) check, and the arena
+//! (HttpArena's profiles validated, loaded and scored on this machine).
 //!
 //! Each tool is one module with a plain `…Args` struct (what it is asked to do, as data); the
 //! binary owns the flags (clap), fills the struct in and wires the tools as `linerate lab <tool>`.
@@ -9,6 +10,7 @@
 //! not a command line. Charts go through [`plot`], which carries its own font so a PNG has
 //! text on a machine without fonts.
 
+pub mod arena;
 pub mod c2c;
 pub mod cache;
 pub mod compare;

@@ -294,7 +294,12 @@ pub fn markdown_titled(r: &Record, image_prefix: &str, heading: &str, latency_by
 /// demoted one level), or appends the block when the markers are absent.
 pub fn splice(doc: &str, key: &str, report: &str) -> String {
     let (begin, end) = docs_markers(key);
-    let (begin, end) = (begin.as_str(), end.as_str());
+    splice_between(doc, &begin, &end, report)
+}
+
+/// Replaces the text between `begin` and `end` in `doc` with `report` (its top heading demoted
+/// one level), or appends the block when the markers are absent.
+pub fn splice_between(doc: &str, begin: &str, end: &str, report: &str) -> String {
     let body: String = report
         .lines()
         .map(|l| {

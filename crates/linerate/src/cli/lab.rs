@@ -417,6 +417,191 @@ pub(crate) fn floor(a: &FloorArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Options of `linerate lab arena`: HttpArena's profiles validated (and, later, loaded and
+/// scored) against linerate's demo or a server you started.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct ArenaFlags {
+    /// Validate only (HttpArena's checks with fresh random inputs); no load.
+    #[arg(long)]
+    validate_only: bool,
+    /// Only these profiles (comma-separated HttpArena names, e.g. baseline,json-comp).
+    #[arg(long, value_delimiter = ',')]
+    profile: Vec<String>,
+    /// `linerate` (the demo, started here on free ports with fixtures of its own) or the
+    /// http://HOST:PORT of a server you started (describe its other listeners below).
+    #[arg(long, default_value = "linerate")]
+    server: String,
+    /// A given server's TLS port (HTTP/1.1 and h2 by ALPN), on the --server host.
+    #[arg(long, value_name = "PORT")]
+    tls_port: Option<u16>,
+    /// A given server's h2c (prior knowledge only) port.
+    #[arg(long, value_name = "PORT")]
+    h2c_port: Option<u16>,
+    /// A given server serves HTTP/3 on the TLS port's UDP twin.
+    #[arg(long)]
+    quic: bool,
+    /// A given server's static directory (served under /static): sizes and freshness (its
+    /// checks replace reset.css, app.js, hero.webp and their .br/.gz siblings there for up
+    /// to 2 s each, then put the originals back).
+    #[arg(long, value_name = "DIR")]
+    static_dir: Option<PathBuf>,
+    /// A given server's certificate (PEM): the TLS posture checks it is the one served.
+    #[arg(long, value_name = "FILE")]
+    cert: Option<PathBuf>,
+    /// A given server's /json dataset (HttpArena's dataset.json): items checked field by field.
+    #[arg(long, value_name = "FILE")]
+    dataset: Option<PathBuf>,
+    /// A given server has the database routes (async-db, crud).
+    #[arg(long)]
+    database: bool,
+    /// The demo's PostgreSQL (`scripts/pg.sh start` makes one); without it the database
+    /// profiles are NOT RUN.
+    #[arg(long, value_name = "URL")]
+    database_url: Option<String>,
+    /// The demo's Redis or memcached tier behind its item cache (redis://HOST:PORT).
+    #[arg(long, value_name = "URL")]
+    cache_tier: Option<String>,
+    /// The demo's worker threads.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Seed of the random inputs (printed by every run, to repeat one).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Also write the validation (and the load's figures) as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Servers to load (today only `linerate`, the --server above; peers are not wired yet).
+    #[arg(long, value_delimiter = ',', default_value = "linerate")]
+    servers: Vec<String>,
+    /// Measured load per profile, e.g. 5s.
+    #[arg(long, default_value = "5s", value_parser = units::duration)]
+    duration: Duration,
+    /// Load before each measured run, not counted.
+    #[arg(long, default_value = "1s", value_parser = units::duration)]
+    warmup: Duration,
+    /// Every profile at this many connections [default: HttpArena's, scaled by CPUs / 64].
+    #[arg(short = 'c', long)]
+    connections: Option<usize>,
+    /// Write report.md, arena.json and the load's charts into this directory.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Splice the Markdown report into this file between the arena's markers (appended if
+    /// absent), e.g. docs/lab/arena.md.
+    #[arg(long, value_name = "FILE")]
+    update_docs: Option<PathBuf>,
+}
+
+impl ArenaFlags {
+    fn args(self) -> anyhow::Result<linerate_lab::arena::ArenaArgs> {
+        use linerate_lab::arena::{
+            ArenaArgs, Server,
+            target::{Given, Spawn},
+        };
+        let server = if self.server == "linerate" {
+            Server::Demo(Spawn {
+                bin: std::env::current_exe().context("the path of this linerate binary")?,
+                database_url: self.database_url,
+                cache_tier: self.cache_tier,
+                workers: self.workers,
+            })
+        } else {
+            let host = self
+                .server
+                .trim_start_matches("http://")
+                .trim_end_matches('/');
+            let h1: SocketAddr = host.parse().map_err(|_| {
+                anyhow::anyhow!(
+                    "--server {}: expected linerate or http://IP:PORT",
+                    self.server
+                )
+            })?;
+            let on = |p: Option<u16>| p.map(|p| SocketAddr::new(h1.ip(), p));
+            Server::Given(
+                host.to_string(),
+                Given {
+                    h1: Some(h1),
+                    tls: on(self.tls_port),
+                    h2c: on(self.h2c_port),
+                    quic: self.quic,
+                    static_dir: self.static_dir,
+                    cert: self.cert,
+                    dataset: self.dataset,
+                    database: self.database,
+                    pid: None,
+                },
+            )
+        };
+        Ok(ArenaArgs {
+            server,
+            profiles: self.profile,
+            seed: self.seed,
+        })
+    }
+}
+
+/// `linerate lab arena`: the validation table, then (unless --validate-only) the load and
+/// its table.
+pub(crate) fn arena(f: ArenaFlags) -> anyhow::Result<ExitCode> {
+    use linerate_lab::arena::{load::Sizing, report};
+    if let Some(other) = f.servers.iter().find(|s| s.as_str() != "linerate") {
+        anyhow::bail!(
+            "--servers {other}: the arena loads only linerate so far (peers are not wired yet)"
+        );
+    }
+    let (json, out_dir, docs) = (f.json.clone(), f.out.clone(), f.update_docs.clone());
+    let sizing = (!f.validate_only).then(|| Sizing {
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        duration: f.duration,
+        warmup: f.warmup,
+        connections: f.connections,
+    });
+    let args = f.args()?;
+    let run = linerate_lab::arena::run(&args, sizing, |line| eprintln!("{line}"))
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let rows = &run.validation;
+    let mut text = format!("HttpArena validation (seed {})\n", run.seed);
+    text += &report::table(rows);
+    text += &report::failures(rows);
+    if sizing.is_some() {
+        text +=
+            "\nLoad (HttpArena's shapes scaled to this machine's CPUs; server CPU from /proc)\n";
+        text += &report::load_table(&run.load);
+    }
+    let mut out = std::io::stdout().lock();
+    write!(out, "{text}")?;
+    if let Some(path) = json {
+        std::fs::write(&path, serde_json::to_string_pretty(&run)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    let machine = || linerate_lab::compare::machine::describe(&[]);
+    if let Some(dir) = out_dir {
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::write(dir.join("report.md"), report::markdown(&run, &machine()))
+            .with_context(|| format!("writing {}", dir.display()))?;
+        std::fs::write(dir.join("arena.json"), serde_json::to_string_pretty(&run)?)
+            .with_context(|| format!("writing {}", dir.display()))?;
+        report::charts(&dir, &run.load)?;
+        writeln!(out, "report, JSON and charts in {}", dir.display())?;
+    }
+    if let Some(path) = docs {
+        let doc = std::fs::read_to_string(&path).unwrap_or_default();
+        let (begin, end) = report::docs_markers();
+        let text = linerate_lab::compare::report::splice_between(
+            &doc,
+            begin,
+            end,
+            &report::markdown(&run, &machine()),
+        );
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let failed = rows.iter().filter(|r| r.result == "FAILED").count();
+    if failed > 0 {
+        writeln!(out, "{failed} profile(s) FAILED validation")?;
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -426,6 +611,52 @@ mod tests {
     struct C2c {
         #[command(flatten)]
         args: C2cFlags,
+    }
+
+    #[derive(Parser)]
+    struct Arena {
+        #[command(flatten)]
+        args: ArenaFlags,
+    }
+
+    #[test]
+    fn arena_command_line_parses() {
+        use linerate_lab::arena::Server;
+        let parse = |argv: &[&str]| Arena::try_parse_from(argv).map(|a| a.args);
+        let a = parse(&[
+            "arena",
+            "--validate-only",
+            "--profile",
+            "baseline,json-comp",
+        ])
+        .unwrap();
+        assert_eq!(a.profile, ["baseline", "json-comp"]);
+        let args = a.args().unwrap();
+        assert!(matches!(args.server, Server::Demo(_)));
+        let given = parse(&[
+            "arena",
+            "--server",
+            "http://127.0.0.1:8080/",
+            "--tls-port",
+            "8443",
+        ])
+        .unwrap()
+        .args()
+        .unwrap();
+        let Server::Given(_, g) = given.server else {
+            panic!("a given server")
+        };
+        assert_eq!(g.h1, Some("127.0.0.1:8080".parse().unwrap()));
+        assert_eq!(g.tls, Some("127.0.0.1:8443".parse().unwrap()));
+        let err = parse(&["arena", "--server", "nginx"])
+            .unwrap()
+            .args()
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--server nginx: expected linerate or http://IP:PORT"
+        );
+        assert!(parse(&["arena", "--duration", "x"]).is_err());
     }
 
     #[test]

@@ -65,6 +65,9 @@ enum LabTool {
     /// Bytes and segments of a response (and an HTML page's first view) against the initial
     /// congestion window (10 segments, RFC 6928).
     Firstflight(lab::FirstflightFlags),
+    /// HttpArena's profiles on this machine: each one's validation (its checks, with fresh
+    /// random inputs) against the demo or a server you started; not entered profiles say why.
+    Arena(Box<lab::ArenaFlags>),
 }
 
 impl Cli {
@@ -110,6 +113,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Lab {
             tool: LabTool::Firstflight(a),
         }) => lab::firstflight(a.into()),
+        Some(Command::Lab {
+            tool: LabTool::Arena(a),
+        }) => lab::arena(*a),
     }
 }
 

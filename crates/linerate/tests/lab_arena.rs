@@ -1,0 +1,273 @@
+//! `linerate lab arena`'s validation can fail and does pass: against a server that answers
+//! one constant to everything (the cheat HttpArena's random inputs exist to catch) every
+//! profile with inputs fails, each on its randomised check; against linerate's demo, started
+//! by the arena itself with its own fixtures, every profile it enters passes.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+
+use linerate_lab::arena::target::{Given, Spawn};
+use linerate_lab::arena::{ArenaArgs, Server, validate};
+
+/// A server on 127.0.0.1 that answers every request on every connection `200 text/plain 55`
+/// (the right answer to /baseline11?a=13&b=42) and closes. Runs until the test process ends.
+fn constant_server() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut s) = conn else { continue };
+            std::thread::spawn(move || {
+                let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 4096];
+                // Up to the end of the head (a body, if any, is left unread: the answer does
+                // not depend on it, which is the point).
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = s.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nConnection: close\r\n\r\n55",
+                );
+            });
+        }
+    });
+    addr
+}
+
+fn args(server: Server, profiles: &[&str]) -> ArenaArgs {
+    ArenaArgs {
+        server,
+        profiles: profiles.iter().map(|p| p.to_string()).collect(),
+        seed: None,
+    }
+}
+
+#[test]
+fn a_constant_server_fails_every_profile_with_inputs() {
+    let addr = constant_server();
+    let given = Given {
+        h1: Some(addr),
+        // The constant server answers on this port too, whatever the protocol.
+        h2c: Some(addr),
+        ..Given::default()
+    };
+    let profiles = [
+        "baseline",
+        "pipelined",
+        "json",
+        "json-comp",
+        "upload",
+        "baseline-h2c",
+        "json-h2c",
+        "unary-grpc",
+        "echo-ws",
+        "echo-ws-pipeline",
+        "echo-ws-limited",
+        "latency-10k",
+    ];
+    let (_, rows) = validate(&args(Server::Given("constant".into(), given), &profiles)).unwrap();
+    assert_eq!(rows.len(), profiles.len());
+    for r in &rows {
+        assert_eq!(r.result, "FAILED", "{}: {r:?}", r.profile);
+    }
+    // The fixed-input check passes (the constant is its answer); the random ones fail.
+    let baseline = &rows[0];
+    let check = |name: &str| {
+        baseline
+            .checks
+            .iter()
+            .find(|c| c.name.starts_with(name))
+            .unwrap_or_else(|| panic!("no check {name}"))
+            .outcome
+    };
+    assert_eq!(check("GET /baseline11?a=13&b=42"), "pass");
+    let random = baseline
+        .checks
+        .iter()
+        .find(|c| c.name.ends_with("(random)"))
+        .unwrap();
+    assert_eq!(random.outcome, "FAIL", "{random:?}");
+    assert_eq!(check("POST body="), "FAIL");
+    assert_eq!(check("fragmented at every byte offset"), "FAIL");
+}
+
+#[test]
+fn not_entered_profiles_are_never_passed() {
+    let addr = constant_server();
+    let given = Given {
+        h1: Some(addr),
+        ..Given::default()
+    };
+    let (_, rows) = validate(&args(
+        Server::Given("constant".into(), given),
+        &["async", "8gbit", "fortunes", "crud", "json-tls"],
+    ))
+    .unwrap();
+    let results: Vec<_> = rows.iter().map(|r| (r.profile, r.result)).collect();
+    assert_eq!(
+        results,
+        [
+            ("async", "not entered"),
+            ("8gbit", "not entered"),
+            ("fortunes", "not entered"),
+            // No database, no TLS listener: nothing to check, and said so.
+            ("crud", "NOT RUN"),
+            ("json-tls", "NOT RUN"),
+        ]
+    );
+    assert!(rows.iter().all(|r| r.passed == 0 && r.reason.is_some()));
+}
+
+#[test]
+fn the_demo_passes_every_profile_it_enters() {
+    let spawn = Spawn {
+        bin: PathBuf::from(env!("CARGO_BIN_EXE_linerate")),
+        database_url: None,
+        cache_tier: None,
+        workers: 1,
+    };
+    let (seed, rows) = validate(&args(Server::Demo(spawn), &[])).unwrap();
+    let mut passed = 0;
+    for r in &rows {
+        match r.result {
+            "passed" => passed += 1,
+            // Without a database the database profiles cannot run; the rest the demo does not
+            // serve yet.
+            "NOT RUN" => assert!(
+                ["async-db", "crud", "production-stack"].contains(&r.profile),
+                "{r:?}"
+            ),
+            "not entered" => assert!(r.reason.is_some()),
+            _ => panic!("seed {seed}: {}: {r:?}", r.profile),
+        }
+        assert_eq!(r.failed, 0, "seed {seed}: {r:?}");
+    }
+    assert!(passed >= 20, "{passed} profiles passed");
+}
+
+#[test]
+fn the_load_runs_and_scores_a_short_smoke() {
+    let spawn = Spawn {
+        bin: PathBuf::from(env!("CARGO_BIN_EXE_linerate")),
+        database_url: None,
+        cache_tier: None,
+        workers: 1,
+    };
+    let sizing = linerate_lab::arena::load::Sizing {
+        cpus: 2,
+        duration: std::time::Duration::from_millis(300),
+        warmup: std::time::Duration::ZERO,
+        connections: Some(4),
+    };
+    let args = args(
+        Server::Demo(spawn),
+        &["baseline", "unary-grpc", "static", "latency-10k", "async"],
+    );
+    let run = linerate_lab::arena::run(&args, Some(sizing), |_| {}).unwrap();
+    // The profile not entered is not loaded; the others are, each with answers, the
+    // server's CPU read from /proc, and the paced one scored.
+    let loaded: Vec<_> = run.load.iter().map(|s| s.measured.profile).collect();
+    assert_eq!(loaded, ["baseline", "unary-grpc", "static", "latency-10k"]);
+    for s in &run.load {
+        assert_eq!(s.error, None, "{s:?}");
+        assert!(s.measured.responses > 0, "{s:?}");
+        assert!(s.measured.cpu_us_per_request.is_some(), "{s:?}");
+        assert_eq!(s.composite.is_some(), s.measured.profile == "latency-10k");
+    }
+    // The report and its charts.
+    let machine = linerate_lab::compare::machine::describe(&[]);
+    let md = linerate_lab::arena::report::markdown(&run, &machine);
+    assert!(md.contains("| async | linerate | not entered |"), "{md}");
+    assert!(md.contains("| latency-10k | linerate | 4 | 1 |"), "{md}");
+    let dir = std::env::temp_dir().join(format!("lab-arena-charts-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let charts = linerate_lab::arena::report::charts(&dir, &run.load).unwrap();
+    assert_eq!(charts.len(), 2);
+    assert!(
+        charts
+            .iter()
+            .all(|c| std::fs::metadata(c).unwrap().len() > 0)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    let paced = &run.load[3];
+    // 10,000 req/s on HttpArena's 64 CPUs is 312.5 on two.
+    assert_eq!(paced.measured.offered_rps, Some(312.5));
+}
+
+/// A thread-per-connection server for `/delay/{ms}`: sleeps `ms`, then answers it (a correct,
+/// if blocking, implementation: HttpArena allows one).
+fn delay_server() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut s) = conn else { continue };
+            std::thread::spawn(move || {
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let line = String::from_utf8_lossy(&seen)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_string();
+                let ms: u64 = line
+                    .split(' ')
+                    .nth(1)
+                    .and_then(|p| p.strip_prefix("/delay/"))
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+                let body = ms.to_string();
+                let _ = s.write_all(
+                    format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
+                );
+            });
+        }
+    });
+    addr
+}
+
+/// async is not entered by the demo yet; its checks are ready for the day it is: a server
+/// that waits and echoes passes them all, a constant fails them.
+#[test]
+fn the_async_checks_pass_a_delay_server_and_fail_a_constant() {
+    use linerate_lab::arena::checks::{Outcome, validate};
+    use linerate_lab::arena::rng::Rng;
+    use linerate_lab::arena::target::Target;
+    let mut p = *linerate_lab::arena::profiles::find("async").unwrap();
+    p.entry = Ok(());
+    let at = |addr| {
+        Target::at(
+            "t",
+            Given {
+                h1: Some(addr),
+                ..Given::default()
+            },
+        )
+        .unwrap()
+    };
+    let good = validate(&p, &at(delay_server()), &mut Rng::new(7));
+    assert!(good.iter().all(|(_, o)| *o == Outcome::Pass), "{good:?}");
+    let bad = validate(&p, &at(constant_server()), &mut Rng::new(7));
+    let failed = bad
+        .iter()
+        .filter(|(_, o)| matches!(o, Outcome::Fail(_)))
+        .count();
+    // Only the Content-Type check can pass a constant text/plain answer.
+    assert_eq!(failed, bad.len() - 1, "{bad:?}");
+}
