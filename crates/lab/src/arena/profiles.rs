@@ -123,9 +123,6 @@ const fn db(mut pr: Profile) -> Profile {
     pr
 }
 
-/// Why the demo does not enter async (its checks are written: flip `entry` when it does).
-const PENDING_DEMO: &str = "the demo does not serve /delay/{ms} yet (issue S item 1)";
-
 /// Every profile, in HttpArena's order (its PROFILE_ORDER, with the older HTTP/1.1 profiles
 /// the demo still serves — json, upload, static — after their families).
 pub const PROFILES: &[Profile] = &[
@@ -172,10 +169,7 @@ pub const PROFILES: &[Profile] = &[
         &[4096],
     ),
     p("upload", Family::Upload, Wire::Http1, "/upload", &[256]),
-    not_entered(
-        p("8gbit", Family::Echo8gbit, Wire::Http1Tls, "/echo", &[512]),
-        "POST /echo returns the request's fields, not its body: the 100 KB echo is issue S item 1",
-    ),
+    p("8gbit", Family::Echo8gbit, Wire::Http1Tls, "/echo", &[512]),
     p(
         "static",
         Family::Static,
@@ -360,10 +354,7 @@ pub const PROFILES: &[Profile] = &[
             &[1024],
         )
     },
-    not_entered(
-        p("async", Family::Async, Wire::Http1, "/delay/15", &[32000]),
-        PENDING_DEMO,
-    ),
+    p("async", Family::Async, Wire::Http1, "/delay/15", &[32000]),
 ];
 
 /// The profile named `name`.
@@ -396,6 +387,7 @@ mod tests {
         assert_eq!(find("latency-1m").unwrap().connections, &[1024]);
         assert_eq!(find("latency-500k-8cpu").unwrap().cpus, 8);
         assert_eq!(find("baseline").unwrap().cpus, HTTPARENA_CPUS);
-        assert!(find("async").unwrap().entry.is_err());
+        assert_eq!(find("async").unwrap().connections, &[32000]);
+        assert!(find("fortunes").unwrap().entry.is_err());
     }
 }

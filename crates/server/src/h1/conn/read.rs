@@ -5,7 +5,9 @@
 
 use linerate_http1::{BodyDecoder, CONTINUE_100, Framing, Method, ParseError, Parsed, RequestHead};
 
-use super::{BodyIn, Conn, Facts, Hold, OUT_HIGH_WATER, Reading, Timer, encode, status_response};
+use super::{
+    BodyIn, Conn, Facts, Hold, OUT_HIGH_WATER, Reading, Timer, Writing, encode, status_response,
+};
 use crate::h1::service::{Cx, Decision, Exchange, Service};
 
 impl<P> Conn<P> {
@@ -269,6 +271,12 @@ impl<P> Conn<P> {
                 if relayed {
                     // The answer is the upstream's, pending already.
                     let _ = svc.end(facts.id, pending, decoder);
+                    if self.writing != Writing::Open {
+                        // Its answer, streaming already, closes the connection
+                        // (`close_after_streaming`): nothing after this body is read.
+                        self.reading = Reading::Stopped;
+                        self.drop_inbuf(&mut cx.pool);
+                    }
                 } else {
                     self.end_body(facts, pending, decoder, cx, svc);
                 }

@@ -112,7 +112,7 @@ impl<P> Conn<P> {
             write_head(sink, head, frame, close, keep_alive_10, stamp);
             self.tail = Some(Box::new(Tail::Stream(out)));
             if close {
-                self.close_after(cx);
+                self.close_after_streaming(id, cx);
                 if let Some(q) = self.queue.as_mut() {
                     for mut b in q.truncate(0) {
                         cx.pool.put(&mut b);
@@ -128,7 +128,7 @@ impl<P> Conn<P> {
             };
             write_head(&mut bytes, head, frame, close, keep_alive_10, stamp);
             if close {
-                self.close_after(cx);
+                self.close_after_streaming(id, cx);
             }
             if let Some(q) = self.queue.as_mut() {
                 q.fill_stream(i, bytes, Box::new(out));
@@ -141,6 +141,20 @@ impl<P> Conn<P> {
         }
         self.set_timer(cx);
         true
+    }
+
+    /// [`Conn::close_after`] for the streamed answer to request `id`, except that a body of
+    /// that request still arriving is read to its end: the answer may be made from it (an
+    /// echo, a relayed upload) and would be cut short. Nothing after that body is read.
+    fn close_after_streaming(&mut self, id: u64, cx: &mut Cx) {
+        match &self.reading {
+            Reading::Body(b) if b.facts.id == id => {
+                if self.writing == Writing::Open {
+                    self.writing = Writing::Last;
+                }
+            }
+            _ => self.close_after(cx),
+        }
     }
 
     /// An interim (1xx) answer to request `id` ahead of its final one, as a proxy relays an
