@@ -773,16 +773,20 @@ impl<P> Conn<P> {
         }
     }
 
-    /// The deferred answer to stream `id`; `false` when the stream is gone.
-    pub(crate) fn complete(&mut self, id: u64, resp: Response, cx: &mut Cx) -> bool {
+    /// The stream whose answer to request `id` is still to come (none once the connection
+    /// failed).
+    fn deferred(&self, id: u64) -> Option<usize> {
         if self.error.is_some() {
-            return false;
+            return None;
         }
-        let Some(idx) = self
-            .streams
+        self.streams
             .iter()
             .position(|s| s.id == id && matches!(s.answer, Answer::Deferred(_)))
-        else {
+    }
+
+    /// The deferred answer to stream `id`; `false` when the stream is gone.
+    pub(crate) fn complete(&mut self, id: u64, resp: Response, cx: &mut Cx) -> bool {
+        let Some(idx) = self.deferred(id) else {
             return false;
         };
         self.answer(idx, resp, cx);
@@ -817,14 +821,7 @@ impl<P> Conn<P> {
     /// The head of stream `id`'s deferred answer, whose body follows in pieces
     /// ([`Conn::stream_data`], [`Conn::stream_end_with`]). `false` when the stream is gone.
     pub(crate) fn start_stream(&mut self, id: u64, head: &StreamHead<'_>, cx: &mut Cx) -> bool {
-        if self.error.is_some() {
-            return false;
-        }
-        let Some(idx) = self
-            .streams
-            .iter()
-            .position(|s| s.id == id && matches!(s.answer, Answer::Deferred(_)))
-        else {
+        let Some(idx) = self.deferred(id) else {
             return false;
         };
         let no_body = status_has_no_body(head.status);
@@ -872,14 +869,7 @@ impl<P> Conn<P> {
         fields: &[(&[u8], &[u8])],
         cx: &mut Cx,
     ) -> bool {
-        if self.error.is_some() {
-            return false;
-        }
-        let Some(idx) = self
-            .streams
-            .iter()
-            .position(|s| s.id == id && matches!(s.answer, Answer::Deferred(_)))
-        else {
+        let Some(idx) = self.deferred(id) else {
             return false;
         };
         let r = &mut self.resp;
