@@ -44,6 +44,8 @@ fn args(server: Server, profiles: &[&str]) -> ArenaArgs {
         server,
         profiles: profiles.iter().map(|p| p.to_string()).collect(),
         seed: None,
+        peers: Vec::new(),
+        cpus: Vec::new(),
     }
 }
 
