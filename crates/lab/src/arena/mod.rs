@@ -304,3 +304,63 @@ pub fn validate_one(
     }
     Validation::checked(p.name, &t.name, checks::validate(p, t, rng))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(profile: &'static str, server: &str, rps: f64, cpu: Option<f64>) -> load::Measured {
+        load::Measured {
+            profile,
+            server: server.into(),
+            connections: 4,
+            depth: 1,
+            offered_rps: None,
+            rps,
+            responses: 1,
+            failed: 0,
+            cpu_us_per_request: cpu,
+            mean_us: 100.0,
+            p99_us: 200.0,
+        }
+    }
+
+    /// Each profile's servers are scored against the best of them, not against themselves
+    /// or other profiles; a server with an error or no CPU figure takes no part.
+    #[test]
+    fn ratios_are_to_the_best_server_of_each_profile() {
+        let p = profiles::find("static").unwrap();
+        let q = profiles::find("static-tls").unwrap();
+        let s = scored(vec![
+            (
+                p,
+                "linerate".into(),
+                Ok(m("static", "linerate", 200.0, Some(5.0))),
+            ),
+            (
+                p,
+                "nginx".into(),
+                Ok(m("static", "nginx", 100.0, Some(10.0))),
+            ),
+            (p, "h2o".into(), Err("no answers".into())),
+            (p, "caddy".into(), Ok(m("static", "caddy", 50.0, None))),
+            (
+                q,
+                "nginx".into(),
+                Ok(m("static-tls", "nginx", 10.0, Some(40.0))),
+            ),
+        ]);
+        let r: Vec<_> = s.iter().map(|s| (s.rps_ratio, s.cpu_ratio)).collect();
+        assert_eq!(
+            r,
+            [
+                (1.0, Some(1.0)),
+                (0.5, Some(0.5)),
+                (0.0, None),
+                (0.25, None),
+                (1.0, Some(1.0)),
+            ]
+        );
+        assert_eq!(s[2].error.as_deref(), Some("no answers"));
+    }
+}
