@@ -163,15 +163,10 @@ pub fn run(
         );
     }
     for peer in &args.peers {
-        // Profiles it cannot enter are said first; where it would, a start that fails is
-        // NOT RUN with the reason on every such profile.
+        // Started only when it enters a picked profile; one that cannot be started is NOT RUN,
+        // with why, on every profile it would have entered.
         let wants = picked.iter().any(|p| peer.enters(p).is_ok());
-        let started = if wants {
-            Some(peer.spawn(&cpus, &mut rng))
-        } else {
-            None
-        };
-        match started {
+        match wants.then(|| peer.spawn(&cpus, &mut rng)) {
             Some(Ok(target)) => one(
                 &target,
                 &|p| peer.enters(p),
@@ -179,20 +174,8 @@ pub fn run(
                 &mut validation,
                 &mut measured,
             ),
-            Some(Err(why)) => {
-                for p in &picked {
-                    validation.push(match peer.enters(p) {
-                        Err(no) => Validation::skipped(p.name, peer.name(), "not entered", no),
-                        Ok(()) => Validation::skipped(p.name, peer.name(), "NOT RUN", &why),
-                    });
-                }
-            }
-            None => {
-                for p in &picked {
-                    let no = peer.enters(p).err().unwrap_or_default();
-                    validation.push(Validation::skipped(p.name, peer.name(), "not entered", no));
-                }
-            }
+            Some(Err(why)) => validation.extend(unstarted(*peer, &picked, &why)),
+            None => validation.extend(unstarted(*peer, &picked, "")),
         }
     }
     // Tables read by profile: each profile's servers together, in the run's server order.
@@ -204,6 +187,18 @@ pub fn run(
         validation,
         load: scored(measured),
     })
+}
+
+/// The rows of a peer that was not started: "not entered" (with why) where it cannot enter,
+/// and NOT RUN with `why` (not installed, did not start) where it would have.
+fn unstarted(peer: Peer, picked: &[&'static Profile], why: &str) -> Vec<Validation> {
+    picked
+        .iter()
+        .map(|p| match peer.enters(p) {
+            Err(no) => Validation::skipped(p.name, peer.name(), "not entered", no),
+            Ok(()) => Validation::skipped(p.name, peer.name(), "NOT RUN", why),
+        })
+        .collect()
 }
 
 /// A profile, the server it loaded, and what the load measured (or why it could not).
@@ -362,5 +357,30 @@ mod tests {
             ]
         );
         assert_eq!(s[2].error.as_deref(), Some("no answers"));
+    }
+
+    /// A peer that is not installed (or did not start) is NOT RUN, with why, on the profiles it
+    /// would have entered, and "not entered" on the others: never passed, never missing.
+    #[test]
+    fn a_peer_not_started_is_not_run_with_why() {
+        let picked = select(&["static".into(), "static-h3".into(), "baseline".into()]).unwrap();
+        let rows = unstarted(Peer::Nginx, &picked, "nginx is not installed (not on PATH)");
+        let got: Vec<_> = rows
+            .iter()
+            .map(|r| (r.profile, r.server.as_str(), r.result))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("static", "nginx", "NOT RUN"),
+                ("static-h3", "nginx", "not entered"),
+                ("baseline", "nginx", "not entered"),
+            ]
+        );
+        assert_eq!(
+            rows[0].reason.as_deref(),
+            Some("nginx is not installed (not on PATH)")
+        );
+        assert!(rows.iter().all(|r| r.passed == 0 && r.reason.is_some()));
     }
 }
