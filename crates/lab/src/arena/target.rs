@@ -3,9 +3,11 @@
 //! Either a server the user started ([`Target::at`]), or linerate's demo started here on
 //! free ports of 127.0.0.1 with fixtures of its own ([`Target::spawn_demo`]): HttpArena's 20
 //! static file names and sizes (own content, text ones with .gz and .br siblings), a random
-//! dataset (so no answer could be prepared), and a fresh RSA-2048 certificate.
+//! dataset (so no answer could be prepared), and a fresh RSA-2048 certificate; or a peer the
+//! arena started on fixtures of the same kind ([`Target::peer`], from [`super::peers`]).
 //!
-//! A spawned server is stopped by its PID and its files removed when the target is dropped.
+//! A spawned server is stopped by its PID (a peer by its process group) and its files removed
+//! when the target is dropped.
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
