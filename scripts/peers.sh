@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the peers the lab compares linerate with, all from Debian (bookworm):
-#   nginx-light, haproxy, caddy, h2o    servers and proxies (bench/*_peers.toml)
+#   nginx-light, haproxy, caddy, h2o    servers and proxies (bench/*_peers.toml; nginx, h2o and
+#                                       caddy are also `lab arena --servers`'s static peers)
 #   varnish                             the HTTP cache peer (bench/proxy_cache.toml)
 #   wrk, nghttp2-client (h2load)        load generators
 #   openssl, curl                       certificates and checks

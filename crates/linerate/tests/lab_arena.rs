@@ -44,6 +44,8 @@ fn args(server: Server, profiles: &[&str]) -> ArenaArgs {
         server,
         profiles: profiles.iter().map(|p| p.to_string()).collect(),
         seed: None,
+        peers: Vec::new(),
+        cpus: Vec::new(),
     }
 }
 
@@ -275,4 +277,79 @@ fn the_async_checks_pass_a_delay_server_and_fail_a_constant() {
         .count();
     // Only the Content-Type check can pass a constant text/plain answer.
     assert_eq!(failed, bad.len() - 1, "{bad:?}");
+}
+
+/// A peer beside linerate: nginx, started by the arena on fixtures of its own, is validated
+/// with the same static checks and loaded for a short smoke; its rows are there with their
+/// results, its CPU is read from its processes, and the ratios are to the best of the two.
+/// No figure is asserted.
+#[test]
+fn nginx_enters_static_beside_linerate() {
+    use linerate_lab::arena::peers::Peer;
+    if !linerate_lab::compare::server::on_path("nginx") {
+        eprintln!("NOT RUN: nginx is not installed (not on PATH)");
+        return;
+    }
+    let spawn = Spawn {
+        bin: PathBuf::from(env!("CARGO_BIN_EXE_linerate")),
+        database_url: None,
+        cache_tier: None,
+        workers: 1,
+    };
+    let sizing = linerate_lab::arena::load::Sizing {
+        cpus: 2,
+        duration: std::time::Duration::from_millis(300),
+        warmup: std::time::Duration::ZERO,
+        connections: Some(4),
+    };
+    let mut args = args(Server::Demo(spawn), &["static", "baseline"]);
+    args.peers = vec![Peer::Nginx];
+    let run = linerate_lab::arena::run(&args, Some(sizing), |_| {}).unwrap();
+    let row = |profile: &str, server: &str| {
+        run.validation
+            .iter()
+            .find(|v| v.profile == profile && v.server == server)
+            .unwrap_or_else(|| panic!("no {profile} row for {server}: {:?}", run.validation))
+    };
+    let static_nginx = row("static", "nginx");
+    // The same checks as linerate's, each with a result (a failure is reported, not hidden).
+    assert_eq!(
+        static_nginx.checks.len(),
+        row("static", "linerate").checks.len()
+    );
+    assert!(static_nginx.passed > 0, "{static_nginx:?}");
+    assert!(
+        ["passed", "FAILED"].contains(&static_nginx.result),
+        "{static_nginx:?}"
+    );
+    let baseline_nginx = row("baseline", "nginx");
+    assert_eq!(baseline_nginx.result, "not entered");
+    assert!(baseline_nginx.reason.as_deref().unwrap().contains("sums"));
+    // Loaded where it passed, beside linerate, with its CPU from /proc.
+    if static_nginx.result == "passed" {
+        let loaded: Vec<_> = run
+            .load
+            .iter()
+            .filter(|s| s.measured.profile == "static")
+            .collect();
+        assert_eq!(loaded.len(), 2, "{loaded:?}");
+        assert_eq!(loaded[1].measured.server, "nginx");
+        for s in &loaded {
+            assert_eq!(s.error, None, "{s:?}");
+            assert!(s.measured.responses > 0, "{s:?}");
+            // nginx's work is in its worker, not the master whose PID the arena started: a
+            // CPU of zero would mean only the master was counted.
+            assert!(s.measured.cpu_us_per_request.unwrap_or(0.0) > 0.0, "{s:?}");
+        }
+        // One of the two is the best on each ratio.
+        assert!(loaded.iter().any(|s| s.rps_ratio == 1.0), "{loaded:?}");
+        assert!(
+            loaded.iter().any(|s| s.cpu_ratio == Some(1.0)),
+            "{loaded:?}"
+        );
+        let machine = linerate_lab::compare::machine::describe(&[]);
+        let md = linerate_lab::arena::report::markdown(&run, &machine);
+        assert!(md.contains("| static | nginx | passed |"), "{md}");
+        assert!(md.contains("| baseline | nginx | not entered |"), "{md}");
+    }
 }

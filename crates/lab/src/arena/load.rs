@@ -2,7 +2,8 @@
 //! (`LoadOptions`, as `lab compare` does) in HttpArena's shape — its connections, pipeline
 //! depth, h2 streams, WebSocket messages in flight, requests per connection, the paced rate
 //! of the latency profiles — scaled from the CPUs HttpArena gives the profile (64, or 8) to this machine's; and the
-//! server's CPU per request from its /proc/PID/stat (utime + stime) over the measured run.
+//! server's CPU per request from /proc (utime + stime of its process, or of every process of a
+//! peer's group: nginx's master and workers) over the measured run.
 //!
 //! Measures one server on one profile at a time; scoring across servers is [`super::score`].
 
@@ -113,12 +114,6 @@ pub fn options(p: &Profile, t: &Target, s: &Sizing) -> Option<linerate_load::Loa
     Some(o)
 }
 
-/// utime + stime of `pid` (all its threads), in clock ticks.
-fn cpu_ticks(pid: u32) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    procfs::parse_proc_stat(&text).map(|s| s.cpu)
-}
-
 /// Runs `p` against `t`: a warm-up (not counted), then the measured run with the server's
 /// CPU read before and after.
 pub fn measure(p: &'static Profile, t: &Target, s: &Sizing) -> Result<Measured, String> {
@@ -162,9 +157,9 @@ fn measure_with(
             ..o.clone()
         })?;
     }
-    let before = t.pid.and_then(cpu_ticks);
+    let before = t.cpu_ticks();
     let report = run(o)?;
-    let after = t.pid.and_then(cpu_ticks);
+    let after = t.cpu_ticks();
     let r = report.runs.first().ok_or("the load made no run")?;
     let cpu_us_per_request = match (before, after) {
         (Some(b), Some(a)) if r.responses > 0 => {

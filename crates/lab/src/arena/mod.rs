@@ -3,13 +3,19 @@
 //! linerate's demo, started here with fixtures of its own, or a server the user started;
 //! then (not with `--validate-only`) a load in HttpArena's shape and the score.
 //!
+//! With peers ([`peers`]: nginx, h2o, caddy) each server in turn is started, validated with
+//! the same checks on every profile it enters, loaded and stopped; the scores compare each
+//! profile's servers with the best of them.
+//!
 //! The library takes [`ArenaArgs`] and returns reports; the binary owns the flags and the
-//! printing. Profiles the demo does not serve are "not entered", with the reason, never
-//! passed; a profile whose needs are missing (a database) is NOT RUN, said loudly.
+//! printing. Profiles a server does not serve are "not entered", with the reason, never
+//! passed; a profile whose needs are missing (a database, a peer not installed) is NOT RUN,
+//! said loudly.
 
 pub mod checks;
 pub mod h2;
 pub mod load;
+pub mod peers;
 pub mod profiles;
 pub mod report;
 pub mod rng;
@@ -19,6 +25,7 @@ pub mod tls_posture;
 pub mod wire;
 pub mod ws;
 
+use peers::Peer;
 use profiles::{Needs, PROFILES, Profile};
 use report::Validation;
 use rng::Rng;
@@ -41,6 +48,20 @@ pub struct ArenaArgs {
     pub profiles: Vec<String>,
     /// Random seed (default: from the clock), so a failing run can be repeated.
     pub seed: Option<u64>,
+    /// Peers started beside linerate, each on the profiles it enters.
+    pub peers: Vec<Peer>,
+    /// CPUs the demo and every peer are pinned to (empty: [`server_cpus`] of 1).
+    pub cpus: Vec<usize>,
+}
+
+/// The first `n` CPUs this process may run on: where the arena pins the servers.
+pub fn server_cpus(n: usize) -> Vec<usize> {
+    let allowed = crate::c2c::measure::allowed_cpus();
+    let mut cpus: Vec<usize> = allowed.iter().copied().take(n.max(1)).collect();
+    if cpus.is_empty() {
+        cpus.push(0);
+    }
+    cpus
 }
 
 /// The profiles `names` picks (all when empty), or the first unknown name.
@@ -99,24 +120,68 @@ pub fn run(
     let picked = select(&args.profiles)?;
     let seed = args.seed.unwrap_or_else(|| Rng::from_clock().next_u64());
     let mut rng = Rng::new(seed);
-    let target = match &args.server {
-        Server::Demo(s) => Target::spawn_demo(s, &mut rng)?,
-        Server::Given(name, g) => Target::at(name, g.clone())?,
+    let cpus = if args.cpus.is_empty() {
+        server_cpus(1)
+    } else {
+        args.cpus.clone()
     };
     let mut validation = Vec::new();
-    for p in &picked {
-        validation.push(validate_one(p, &target, &mut rng));
-    }
     let mut measured = Vec::new();
-    if let Some(s) = sizing {
-        for (p, v) in picked.iter().zip(&validation) {
-            if v.result != "passed" {
-                continue;
+    // One server at a time: started, validated, loaded, stopped (a peer never shares the
+    // CPUs with another server under load).
+    let mut one = |target: &Target,
+                   entry: &dyn Fn(&Profile) -> Result<(), &'static str>,
+                   rng: &mut Rng,
+                   validation: &mut Vec<Validation>,
+                   measured: &mut Vec<Measurement>| {
+        let mut passed = Vec::new();
+        for p in &picked {
+            let v = validate_one(p, entry(p), target, rng);
+            if v.result == "passed" {
+                passed.push(*p);
             }
-            progress(&format!("load: {} on {}", p.name, target.name));
-            measured.push((*p, target.name.clone(), load::measure(p, &target, &s)));
+            validation.push(v);
+        }
+        if let Some(s) = sizing {
+            for p in passed {
+                progress(&format!("load: {} on {}", p.name, target.name));
+                measured.push((p, target.name.clone(), load::measure(p, target, &s)));
+            }
+        }
+    };
+    {
+        let target = match &args.server {
+            Server::Demo(s) => Target::spawn_demo(s, &cpus, &mut rng)?,
+            Server::Given(name, g) => Target::at(name, g.clone())?,
+        };
+        one(
+            &target,
+            &|p| p.entry,
+            &mut rng,
+            &mut validation,
+            &mut measured,
+        );
+    }
+    for peer in &args.peers {
+        // Started only when it enters a picked profile; one that cannot be started is NOT RUN,
+        // with why, on every profile it would have entered.
+        let wants = picked.iter().any(|p| peer.enters(p).is_ok());
+        match wants.then(|| peer.spawn(&cpus, &mut rng)) {
+            Some(Ok(target)) => one(
+                &target,
+                &|p| peer.enters(p),
+                &mut rng,
+                &mut validation,
+                &mut measured,
+            ),
+            Some(Err(why)) => validation.extend(unstarted(*peer, &picked, &why)),
+            None => validation.extend(unstarted(*peer, &picked, "")),
         }
     }
+    // Tables read by profile: each profile's servers together, in the run's server order.
+    let order = |name: &str| picked.iter().position(|p| p.name == name);
+    validation.sort_by_key(|v| order(v.profile));
+    measured.sort_by_key(|m| order(m.0.name));
     Ok(Run {
         seed,
         validation,
@@ -124,15 +189,29 @@ pub fn run(
     })
 }
 
-/// Scores each profile's measurements against each other (one server today: ratios of 1,
-/// and the composite against itself).
-fn scored(
-    measured: Vec<(&'static Profile, String, Result<load::Measured, String>)>,
-) -> Vec<Scored> {
-    let mut out = Vec::new();
-    for (p, server, m) in measured {
-        match m {
-            Err(why) => out.push(Scored {
+/// The rows of a peer that was not started: "not entered" (with why) where it cannot enter,
+/// and NOT RUN with `why` (not installed, did not start) where it would have.
+fn unstarted(peer: Peer, picked: &[&'static Profile], why: &str) -> Vec<Validation> {
+    picked
+        .iter()
+        .map(|p| match peer.enters(p) {
+            Err(no) => Validation::skipped(p.name, peer.name(), "not entered", no),
+            Ok(()) => Validation::skipped(p.name, peer.name(), "NOT RUN", why),
+        })
+        .collect()
+}
+
+/// A profile, the server it loaded, and what the load measured (or why it could not).
+type Measurement = (&'static Profile, String, Result<load::Measured, String>);
+
+/// Scores each profile's measurements against the other servers' on the same profile: req/s
+/// and CPU per request as ratios to the best, and the paced profiles' composite with the bests
+/// taken over those servers. Rows keep their order.
+fn scored(measured: Vec<Measurement>) -> Vec<Scored> {
+    let mut out: Vec<Scored> = measured
+        .into_iter()
+        .map(|(p, server, m)| match m {
+            Err(why) => Scored {
                 measured: load::Measured {
                     profile: p.name,
                     server,
@@ -150,35 +229,64 @@ fn scored(
                 cpu_ratio: None,
                 composite: None,
                 error: Some(why),
-            }),
-            Ok(m) => {
-                let rps = score::ratios(&[m.rps], true)[0];
-                let cpu = m.cpu_us_per_request.map(|c| score::ratios(&[c], false)[0]);
-                let composite = m.offered_rps.map(|offered| {
-                    score::composite(&[score::Paced {
-                        offered_rps: offered,
-                        achieved_rps: m.rps,
-                        cpu_us: m.cpu_us_per_request,
-                        mean_us: m.mean_us,
-                        p99_us: m.p99_us,
-                    }])[0]
-                });
-                out.push(Scored {
-                    measured: m,
-                    rps_ratio: rps,
-                    cpu_ratio: cpu,
-                    composite,
-                    error: None,
-                });
+            },
+            Ok(m) => Scored {
+                measured: m,
+                rps_ratio: 0.0,
+                cpu_ratio: None,
+                composite: None,
+                error: None,
+            },
+        })
+        .collect();
+    let mut profiles: Vec<&'static str> = out.iter().map(|s| s.measured.profile).collect();
+    profiles.dedup();
+    for name in profiles {
+        let idx: Vec<usize> = (0..out.len())
+            .filter(|&i| out[i].measured.profile == name && out[i].error.is_none())
+            .collect();
+        let rps = score::ratios(
+            &idx.iter().map(|&i| out[i].measured.rps).collect::<Vec<_>>(),
+            true,
+        );
+        // Servers without a CPU figure take no part in the CPU ratio (and get none).
+        let cpu_of = |i: usize| out[i].measured.cpu_us_per_request.unwrap_or(0.0);
+        let cpu = score::ratios(&idx.iter().map(|&i| cpu_of(i)).collect::<Vec<_>>(), false);
+        let paced: Vec<score::Paced> = idx
+            .iter()
+            .filter_map(|&i| {
+                let m = &out[i].measured;
+                m.offered_rps.map(|offered| score::Paced {
+                    offered_rps: offered,
+                    achieved_rps: m.rps,
+                    cpu_us: m.cpu_us_per_request,
+                    mean_us: m.mean_us,
+                    p99_us: m.p99_us,
+                })
+            })
+            .collect();
+        let composite = score::composite(&paced);
+        for (k, &i) in idx.iter().enumerate() {
+            out[i].rps_ratio = rps[k];
+            out[i].cpu_ratio = out[i].measured.cpu_us_per_request.map(|_| cpu[k]);
+            if out[i].measured.offered_rps.is_some() {
+                // Paced rows are a profile's all or none (the rate is the profile's).
+                out[i].composite = composite.get(k).copied();
             }
         }
     }
     out
 }
 
-/// One profile against `t`.
-pub fn validate_one(p: &'static Profile, t: &Target, rng: &mut Rng) -> Validation {
-    if let Err(why) = p.entry {
+/// One profile against `t`, which enters it or not as `entry` says (the profile's own entry
+/// for linerate, [`Peer::enters`] for a peer).
+pub fn validate_one(
+    p: &'static Profile,
+    entry: Result<(), &'static str>,
+    t: &Target,
+    rng: &mut Rng,
+) -> Validation {
+    if let Err(why) = entry {
         return Validation::skipped(p.name, &t.name, "not entered", why);
     }
     if p.needs == Needs::Postgres && !t.database {
@@ -190,4 +298,89 @@ pub fn validate_one(p: &'static Profile, t: &Target, rng: &mut Rng) -> Validatio
         );
     }
     Validation::checked(p.name, &t.name, checks::validate(p, t, rng))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(profile: &'static str, server: &str, rps: f64, cpu: Option<f64>) -> load::Measured {
+        load::Measured {
+            profile,
+            server: server.into(),
+            connections: 4,
+            depth: 1,
+            offered_rps: None,
+            rps,
+            responses: 1,
+            failed: 0,
+            cpu_us_per_request: cpu,
+            mean_us: 100.0,
+            p99_us: 200.0,
+        }
+    }
+
+    /// Each profile's servers are scored against the best of them, not against themselves
+    /// or other profiles; a server with an error or no CPU figure takes no part.
+    #[test]
+    fn ratios_are_to_the_best_server_of_each_profile() {
+        let p = profiles::find("static").unwrap();
+        let q = profiles::find("static-tls").unwrap();
+        let s = scored(vec![
+            (
+                p,
+                "linerate".into(),
+                Ok(m("static", "linerate", 200.0, Some(5.0))),
+            ),
+            (
+                p,
+                "nginx".into(),
+                Ok(m("static", "nginx", 100.0, Some(10.0))),
+            ),
+            (p, "h2o".into(), Err("no answers".into())),
+            (p, "caddy".into(), Ok(m("static", "caddy", 50.0, None))),
+            (
+                q,
+                "nginx".into(),
+                Ok(m("static-tls", "nginx", 10.0, Some(40.0))),
+            ),
+        ]);
+        let r: Vec<_> = s.iter().map(|s| (s.rps_ratio, s.cpu_ratio)).collect();
+        assert_eq!(
+            r,
+            [
+                (1.0, Some(1.0)),
+                (0.5, Some(0.5)),
+                (0.0, None),
+                (0.25, None),
+                (1.0, Some(1.0)),
+            ]
+        );
+        assert_eq!(s[2].error.as_deref(), Some("no answers"));
+    }
+
+    /// A peer that is not installed (or did not start) is NOT RUN, with why, on the profiles it
+    /// would have entered, and "not entered" on the others: never passed, never missing.
+    #[test]
+    fn a_peer_not_started_is_not_run_with_why() {
+        let picked = select(&["static".into(), "static-h3".into(), "baseline".into()]).unwrap();
+        let rows = unstarted(Peer::Nginx, &picked, "nginx is not installed (not on PATH)");
+        let got: Vec<_> = rows
+            .iter()
+            .map(|r| (r.profile, r.server.as_str(), r.result))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("static", "nginx", "NOT RUN"),
+                ("static-h3", "nginx", "not entered"),
+                ("baseline", "nginx", "not entered"),
+            ]
+        );
+        assert_eq!(
+            rows[0].reason.as_deref(),
+            Some("nginx is not installed (not on PATH)")
+        );
+        assert!(rows.iter().all(|r| r.passed == 0 && r.reason.is_some()));
+    }
 }

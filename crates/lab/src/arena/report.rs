@@ -175,8 +175,8 @@ pub fn docs_markers() -> (&'static str, &'static str) {
     )
 }
 
-/// The Markdown report: the machine, the validation of every profile (with what the demo does
-/// not enter and why), and the load table when there was a load.
+/// The Markdown report: the machine, the validation of every profile on every server of the
+/// run (with what each does not enter and why), and the load table when there was a load.
 pub fn markdown(run: &Run, machine: &Machine) -> String {
     let mut o = String::from("# HttpArena's profiles on this machine (`linerate lab arena`)\n\n");
     o += &format!(
@@ -204,14 +204,14 @@ pub fn markdown(run: &Run, machine: &Machine) -> String {
     }
     if !run.load.is_empty() {
         o += "\n## Load\n\nHttpArena's shapes with its connection counts and paced rates scaled by this machine's CPUs / 64; \
-              server CPU from /proc/PID/stat over the measured run; ratios to the best server of the run; \
+              server CPU from /proc (every process of the server) over the measured run; ratios to the best server of the run on that profile; \
               score: HttpArena's composite for the paced profiles.\n\n";
         o += &load_table(&run.load);
     }
     o
 }
 
-/// Bar charts of the load (req/s and server CPU µs per request, one bar per profile) into
+/// Bar charts of the load (req/s and server CPU µs per request, one bar per profile and server) into
 /// `dir`; the PNGs written.
 pub fn charts(dir: &Path, rows: &[Scored]) -> anyhow::Result<Vec<PathBuf>> {
     use crate::compare::charts::bars;
@@ -225,17 +225,32 @@ pub fn charts(dir: &Path, rows: &[Scored]) -> anyhow::Result<Vec<PathBuf>> {
         min: v,
         max: v,
     };
-    let order: Vec<String> = ok.iter().map(|r| r.measured.profile.to_string()).collect();
+    // One bar per profile, or per profile and server when the run has peers.
+    let several = ok
+        .iter()
+        .any(|r| r.measured.server != ok[0].measured.server);
+    let order: Vec<String> = ok
+        .iter()
+        .map(|r| {
+            if several {
+                format!("{} {}", r.measured.profile, r.measured.server)
+            } else {
+                r.measured.profile.to_string()
+            }
+        })
+        .collect();
     let rps = ok
         .iter()
-        .map(|r| (r.measured.profile, one(r.measured.rps)))
+        .zip(&order)
+        .map(|(r, label)| (label.as_str(), one(r.measured.rps)))
         .collect();
     let cpu = ok
         .iter()
-        .filter_map(|r| {
+        .zip(&order)
+        .filter_map(|(r, label)| {
             r.measured
                 .cpu_us_per_request
-                .map(|c| (r.measured.profile, one(c)))
+                .map(|c| (label.as_str(), one(c)))
         })
         .collect();
     Ok(vec![

@@ -3,9 +3,11 @@
 //! Either a server the user started ([`Target::at`]), or linerate's demo started here on
 //! free ports of 127.0.0.1 with fixtures of its own ([`Target::spawn_demo`]): HttpArena's 20
 //! static file names and sizes (own content, text ones with .gz and .br siblings), a random
-//! dataset (so no answer could be prepared), and a fresh RSA-2048 certificate.
+//! dataset (so no answer could be prepared), and a fresh RSA-2048 certificate; or a peer the
+//! arena started on fixtures of the same kind ([`Target::peer`], from [`super::peers`]).
 //!
-//! A spawned server is stopped by its PID and its files removed when the target is dropped.
+//! A spawned server is stopped by its PID (a peer by its process group) and its files removed
+//! when the target is dropped.
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -16,6 +18,8 @@ use serde_json::Value;
 
 use super::rng::Rng;
 use super::wire;
+use crate::compare::procfs;
+use crate::compare::server::Running;
 
 /// How long a spawned server may take to answer its first request.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -101,6 +105,8 @@ pub struct Target {
     /// and a token it takes.
     pub stack: Option<Stack>,
     child: Option<Child>,
+    /// A peer the arena started: its whole process group is stopped, and counted for CPU.
+    group: Option<Running>,
     workdir: Option<PathBuf>,
 }
 
@@ -144,19 +150,15 @@ impl Target {
             pid: g.pid,
             stack: None,
             child: None,
+            group: None,
             workdir: None,
         })
     }
 
-    /// Starts linerate's demo with fresh fixtures on free ports and waits for its first answer.
-    pub fn spawn_demo(s: &Spawn, rng: &mut Rng) -> Result<Target, String> {
-        let dir = std::env::temp_dir().join(format!(
-            "linerate-arena-{}-{}",
-            std::process::id(),
-            rng.next_u64() % 1_000_000
-        ));
-        std::fs::create_dir_all(dir.join("static"))
-            .map_err(|e| format!("{}: {e}", dir.display()))?;
+    /// Starts linerate's demo with fresh fixtures on free ports, pinned to `cpus` (as the
+    /// peers are), and waits for its first answer.
+    pub fn spawn_demo(s: &Spawn, cpus: &[usize], rng: &mut Rng) -> Result<Target, String> {
+        let dir = Target::fixtures("linerate", rng)?;
         let mut t = Target {
             name: "linerate".into(),
             h1: free_addr()?,
@@ -170,9 +172,9 @@ impl Target {
             pid: None,
             stack: None,
             child: None,
+            group: None,
             workdir: Some(dir.clone()),
         };
-        write_static(&dir.join("static"), rng)?;
         let dataset = random_dataset(rng);
         std::fs::write(
             dir.join("dataset.json"),
@@ -180,7 +182,6 @@ impl Target {
         )
         .map_err(|e| e.to_string())?;
         t.dataset = Some(dataset);
-        write_cert(&dir)?;
         let port = |a: Option<SocketAddr>| a.expect("set above").port().to_string();
         let mut cmd = Command::new(&s.bin);
         cmd.args(["serve", "--app", "demo", "--addr", &t.h1.to_string()])
@@ -213,12 +214,12 @@ impl Target {
         if let Some(url) = &s.cache_tier {
             cmd.args(["--cache-tier", url]);
         }
-        let child = cmd
-            .stdin(Stdio::null())
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("{}: {e}", s.bin.display()))?;
+            .stderr(Stdio::piped());
+        // Pinned to the server CPUs as the peers are (the spawned process inherits the mask).
+        let child = crate::compare::server::on_cpus(cpus, || Ok(cmd.spawn()?))
+            .map_err(|e| format!("{}: {e:#}", s.bin.display()))?;
         t.pid = Some(child.id());
         t.child = Some(child);
         t.wait_ready()?;
@@ -226,6 +227,53 @@ impl Target {
             t.stack = Some(spawn_stack(s, url, &dir)?);
         }
         Ok(t)
+    }
+
+    /// A fresh fixture directory for `tag`: HttpArena's static files (with .gz and .br
+    /// siblings) in `static/`, and an RSA-2048 cert.pem and key.pem.
+    pub fn fixtures(tag: &str, rng: &mut Rng) -> Result<PathBuf, String> {
+        let dir = std::env::temp_dir().join(format!(
+            "linerate-arena-{tag}-{}-{}",
+            std::process::id(),
+            rng.next_u64() % 1_000_000
+        ));
+        std::fs::create_dir_all(dir.join("static"))
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        write_static(&dir.join("static"), rng)?;
+        write_cert(&dir)?;
+        Ok(dir)
+    }
+
+    /// A peer started on `fixtures` (from [`Target::fixtures`]): HTTP/1.1 on its port, TLS
+    /// (and QUIC on its UDP twin when `quic`) on its TLS port.
+    pub fn peer(name: &str, running: Running, fixtures: PathBuf, quic: bool) -> Target {
+        Target {
+            name: name.to_string(),
+            h1: running.addr_for(false),
+            tls: Some(running.addr_for(true)),
+            h2c: None,
+            quic,
+            static_dir: Some(fixtures.join("static")),
+            cert: Some(fixtures.join("cert.pem")),
+            dataset: None,
+            database: false,
+            pid: Some(running.pgrp() as u32),
+            stack: None,
+            child: None,
+            group: Some(running),
+            workdir: Some(fixtures),
+        }
+    }
+
+    /// The server's CPU so far (utime + stime, clock ticks): every process of a peer's group
+    /// (nginx's master and workers), else the one process.
+    pub fn cpu_ticks(&self) -> Option<u64> {
+        if let Some(g) = &self.group {
+            return Some(procfs::group_usage(g.pgrp()).cpu);
+        }
+        let pid = self.pid?;
+        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        procfs::parse_proc_stat(&text).map(|s| s.cpu)
     }
 
     fn wait_ready(&mut self) -> Result<(), String> {
@@ -270,6 +318,9 @@ impl Drop for Target {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+        if let Some(g) = self.group.take() {
+            g.stop();
         }
         if let Some(d) = self.workdir.take() {
             let _ = std::fs::remove_dir_all(d);

@@ -461,7 +461,8 @@ pub(crate) struct ArenaFlags {
     /// The demo's Redis or memcached tier behind its item cache (redis://HOST:PORT).
     #[arg(long, value_name = "URL")]
     cache_tier: Option<String>,
-    /// The demo's worker threads.
+    /// The demo's worker threads (and each peer's workers); the servers are pinned to as many
+    /// CPUs.
     #[arg(long, default_value_t = 1)]
     workers: usize,
     /// Seed of the random inputs (printed by every run, to repeat one).
@@ -470,7 +471,8 @@ pub(crate) struct ArenaFlags {
     /// Also write the validation (and the load's figures) as JSON to this file.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-    /// Servers to load (today only `linerate`, the --server above; peers are not wired yet).
+    /// Servers of the run: `linerate` (the --server above, always in it) and peers the arena
+    /// starts on fixtures of their own, each on the profiles it can enter: nginx, h2o, caddy.
     #[arg(long, value_delimiter = ',', default_value = "linerate")]
     servers: Vec<String>,
     /// Measured load per profile, e.g. 5s.
@@ -495,8 +497,19 @@ impl ArenaFlags {
     fn args(self) -> anyhow::Result<linerate_lab::arena::ArenaArgs> {
         use linerate_lab::arena::{
             ArenaArgs, Server,
+            peers::Peer,
             target::{Given, Spawn},
         };
+        let mut peers = Vec::new();
+        for name in self.servers.iter().filter(|s| s.as_str() != "linerate") {
+            let peer = Peer::parse(name).ok_or_else(|| {
+                anyhow::anyhow!("--servers {name}: expected linerate, nginx, h2o or caddy")
+            })?;
+            if !peers.contains(&peer) {
+                peers.push(peer);
+            }
+        }
+        let workers = self.workers;
         let server = if self.server == "linerate" {
             Server::Demo(Spawn {
                 bin: std::env::current_exe().context("the path of this linerate binary")?,
@@ -535,6 +548,8 @@ impl ArenaFlags {
             server,
             profiles: self.profile,
             seed: self.seed,
+            peers,
+            cpus: linerate_lab::arena::server_cpus(workers),
         })
     }
 }
@@ -543,11 +558,6 @@ impl ArenaFlags {
 /// its table.
 pub(crate) fn arena(f: ArenaFlags) -> anyhow::Result<ExitCode> {
     use linerate_lab::arena::{load::Sizing, report};
-    if let Some(other) = f.servers.iter().find(|s| s.as_str() != "linerate") {
-        anyhow::bail!(
-            "--servers {other}: the arena loads only linerate so far (peers are not wired yet)"
-        );
-    }
     let (json, out_dir, docs) = (f.json.clone(), f.out.clone(), f.update_docs.clone());
     let sizing = (!f.validate_only).then(|| Sizing {
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -594,7 +604,21 @@ pub(crate) fn arena(f: ArenaFlags) -> anyhow::Result<ExitCode> {
         );
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     }
-    let failed = rows.iter().filter(|r| r.result == "FAILED").count();
+    // A peer's failure is a finding about the peer, reported above; only the server under
+    // test's failures make the exit status (CI validates linerate).
+    let is_peer =
+        |r: &&report::Validation| linerate_lab::arena::peers::Peer::parse(&r.server).is_some();
+    let peer_failed = rows
+        .iter()
+        .filter(|r| r.result == "FAILED" && is_peer(r))
+        .count();
+    if peer_failed > 0 {
+        writeln!(out, "{peer_failed} peer profile(s) FAILED validation")?;
+    }
+    let failed = rows
+        .iter()
+        .filter(|r| r.result == "FAILED" && !is_peer(r))
+        .count();
     if failed > 0 {
         writeln!(out, "{failed} profile(s) FAILED validation")?;
         return Ok(ExitCode::FAILURE);
@@ -657,6 +681,20 @@ mod tests {
             "--server nginx: expected linerate or http://IP:PORT"
         );
         assert!(parse(&["arena", "--duration", "x"]).is_err());
+        let a = parse(&["arena", "--servers", "linerate,nginx,caddy,nginx"])
+            .unwrap()
+            .args()
+            .unwrap();
+        use linerate_lab::arena::peers::Peer;
+        assert_eq!(a.peers, [Peer::Nginx, Peer::Caddy]);
+        let err = parse(&["arena", "--servers", "apache"])
+            .unwrap()
+            .args()
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--servers apache: expected linerate, nginx, h2o or caddy"
+        );
     }
 
     #[test]
