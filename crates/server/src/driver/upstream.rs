@@ -1532,18 +1532,25 @@ impl<B: Backend> Worker<B> {
         let now = self.io.cx.now;
         let mut next = self.expire_flights();
         for (gi, up) in sites.upstreams.iter().enumerate() {
-            let Some(check) = up
-                .health
-                .as_ref()
-                .filter(|_| up.protocol == UpstreamProtocol::Http1)
-            else {
+            let Some(check) = up.health.as_ref() else {
                 continue;
             };
             let due = self.pools.groups.get(gi).map_or(u64::MAX, |g| g.next_check);
             if due <= now {
                 for si in 0..up.servers.len() {
-                    if !self.pools.groups[gi].servers[si].probing {
-                        self.start_probe(gi, si, up, check, sh);
+                    if self.pools.groups[gi].servers[si].probing {
+                        continue;
+                    }
+                    // An HTTP/2 upstream's check is gRPC's health service (`upstream_h2.rs`).
+                    match up.protocol {
+                        UpstreamProtocol::Http1 => self.start_probe(gi, si, up, check, sh),
+                        #[cfg(feature = "http2")]
+                        UpstreamProtocol::H2c | UpstreamProtocol::H2 => {
+                            self.pools.groups[gi].servers[si].probing = true;
+                            self.start_grpc_probe(gi, si, up, check, sh);
+                        }
+                        #[cfg(not(feature = "http2"))]
+                        _ => {}
                     }
                 }
                 self.pools.groups[gi].next_check = now + check.interval.as_millis() as u64;
@@ -1610,7 +1617,7 @@ impl<B: Backend> Worker<B> {
     }
 
     /// An active check of server `si` of upstream `gi` ended: it passed or not.
-    fn check_done(&mut self, gi: usize, si: usize, pass: bool) {
+    pub(super) fn check_done(&mut self, gi: usize, si: usize, pass: bool) {
         let Some(check) = self
             .io
             .sites
