@@ -451,6 +451,9 @@ pub(super) struct Ended<'a> {
     pub(super) answered: bool,
     pub(super) up_status: u16,
     pub(super) log: Option<&'a LogMeta>,
+    /// A proxied gRPC call's `grpc-status`, from its upstream's trailers (or Trailers-Only
+    /// head), for the access log.
+    pub(super) grpc_status: Option<&'static str>,
 }
 
 impl Books<'_> {
@@ -482,7 +485,8 @@ impl Books<'_> {
                 },
                 time_us: up_us,
             });
-            let entry = m.entry(status, bytes as usize, us, &site.server_name, upstream);
+            let mut entry = m.entry(status, bytes as usize, us, &site.server_name, upstream);
+            entry.grpc_status = e.grpc_status;
             log.push(sink, &entry);
         }
     }
@@ -503,6 +507,7 @@ impl Relay<'_> {
             answered: link.answered,
             up_status: link.status,
             log: link.log.as_ref(),
+            grpc_status: None,
         };
         let books = Books {
             sites: self.sites,

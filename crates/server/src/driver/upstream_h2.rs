@@ -137,6 +137,8 @@ struct Link {
     path: Option<Box<[u8]>>,
     /// A gRPC-Web request sent as gRPC (`proxy/grpc_web.rs`): its answer goes back as this.
     web: Option<Web>,
+    /// The answer's `grpc-status` (its trailers', or a Trailers-Only head's), for the log.
+    grpc_status: Option<&'static str>,
 }
 
 /// An answer's head on its way to the client: status, fields, the body's length if known.
@@ -271,6 +273,7 @@ impl Relay<'_> {
             answered: link.answered,
             up_status: link.status,
             log: link.log.as_ref(),
+            grpc_status: link.grpc_status,
         };
         let books = Books {
             sites: self.sites,
@@ -441,6 +444,7 @@ impl h2u::Events for Relay<'_> {
             .and_then(|s| s.proxies.get(link.route))
             .map_or(&default, |r| &r.response);
         let mut length = None;
+        let mut grpc_status = None;
         let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(fields.len() + 2);
         for (n, v) in fields.iter() {
             match n {
@@ -450,9 +454,15 @@ impl h2u::Events for Relay<'_> {
                 }
                 b"date" | b"server" => {}
                 _ if policy.names(n) => {}
+                // A Trailers-Only answer's status (its head is its trailers).
+                b"grpc-status" => {
+                    grpc_status = crate::grpc::status_value(v);
+                    out.push((n.to_vec(), v.to_vec()));
+                }
                 _ => out.push((n.to_vec(), v.to_vec())),
             }
         }
+        link.grpc_status = grpc_status;
         if let (Some(site), Some(path)) = (site, &link.path) {
             let added = site.proxied_fields(path);
             out.retain(|(n, _)| {
@@ -538,6 +548,9 @@ impl h2u::Events for Relay<'_> {
         let Some(i) = self.link(stream) else {
             return;
         };
+        if let Some((_, v)) = fields.iter().find(|(n, _)| *n == b"grpc-status") {
+            self.links[i].grpc_status = crate::grpc::status_value(v);
+        }
         if let Some(web) = self.links[i].web {
             // gRPC-Web: the trailers are the body's last frame, and the stream ends bare.
             let frame = grpc_web::trailer_frame(web, fields.iter());
@@ -945,6 +958,7 @@ impl<B: Backend> Worker<B> {
             log: job.log.take(),
             path: job.path.clone(),
             web: job.web,
+            grpc_status: None,
             job: Some(job),
         });
         let client_token = h2.links.last().map_or(0, |l| l.client);
