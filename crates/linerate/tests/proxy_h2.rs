@@ -953,3 +953,25 @@ fn linerates_own_health_service_passes_the_check_and_a_not_serving_server_does_n
     // The empty service name: the whole server (an empty HealthCheckRequest).
     assert_eq!(b.checks()[0].3, [0, 0, 0, 0, 0]);
 }
+
+#[test]
+fn a_server_that_never_answers_its_check_or_refuses_its_connection_is_taken_out() {
+    // One request in two would go to each failing server (tries = 1: no second server, and
+    // passive health is off), so only the active check can leave every answer b's.
+    let silent = H2Upstream::start(Script::Silent);
+    let refused = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let refused_addr = refused.local_addr().unwrap();
+    drop(refused);
+    let b = HealthUpstream::start("b", true);
+    let proxy = proxy_checked(
+        &[silent.addr, refused_addr, b.addr],
+        "tries = 1\ntimeout = \"1s\"\nhealth_check = { interval = \"50ms\", timeout = \"200ms\" }",
+    );
+    let mut c = common::Client::connect(proxy.addr);
+    common::eventually("the check calls the silent server", || {
+        silent.accepted() > 0
+    });
+    common::eventually("both failing servers are out", || {
+        (0..9).all(|_| c.get("/").text() == "b")
+    });
+}
