@@ -208,11 +208,13 @@ struct RawUpstream {
     tls_ca: Option<Spanned<String>>,
 }
 
-/// `health_check = { path, interval, timeout, status, passes, fails }` of an upstream.
+/// `health_check = { path, interval, timeout, status, passes, fails }` of an upstream;
+/// an HTTP/2 upstream's has `grpc_service` in place of `path` and `status`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawHealth {
     path: Option<Spanned<String>>,
+    grpc_service: Option<Spanned<String>>,
     interval: Option<Spanned<String>>,
     timeout: Option<Spanned<String>>,
     status: Option<Spanned<u16>>,
@@ -1393,9 +1395,6 @@ impl Cx<'_> {
             )?;
         }
         up.balance = self.balance(raw)?;
-        if let Some(h) = &raw.health_check {
-            up.health = Some(self.health(h)?);
-        }
         if let Some(p) = &raw.protocol {
             up.protocol = match p.get_ref().as_str() {
                 "h1" => UpstreamProtocol::Http1,
@@ -1411,16 +1410,9 @@ impl Cx<'_> {
                     ));
                 }
             };
-            if up.protocol != UpstreamProtocol::Http1 && up.health.is_some() {
-                return Err(self.err(
-                    p.span(),
-                    format!(
-                        "health_check is for HTTP/1.1 upstreams; an {:?} upstream has passive \
-                         health only (max_fails, fail_timeout)",
-                        p.get_ref()
-                    ),
-                ));
-            }
+        }
+        if let Some(h) = &raw.health_check {
+            up.health = Some(self.health(h, up.protocol)?);
         }
         self.upstream_tls(raw, &mut up)?;
         Ok(up)
@@ -1497,9 +1489,43 @@ impl Cx<'_> {
         Ok(found)
     }
 
-    fn health(&self, h: &Spanned<RawHealth>) -> Result<HealthCheck, ConfError> {
+    /// An upstream's `health_check`: `GET path` for HTTP/1.1 servers, gRPC's health Check
+    /// naming `grpc_service` for HTTP/2 ones (each refuses the other's keys).
+    fn health(
+        &self,
+        h: &Spanned<RawHealth>,
+        protocol: UpstreamProtocol,
+    ) -> Result<HealthCheck, ConfError> {
         let raw = h.get_ref();
         let mut hc = HealthCheck::default();
+        if protocol == UpstreamProtocol::Http1 {
+            if let Some(g) = &raw.grpc_service {
+                return Err(self.err(
+                    g.span(),
+                    "health_check grpc_service is for HTTP/2 upstreams (protocol = \"h2c\" or \
+                     \"h2\"); an HTTP/1.1 upstream's check is GET path",
+                ));
+            }
+        } else {
+            for (key, span) in [
+                ("path", raw.path.as_ref().map(|p| p.span())),
+                ("status", raw.status.as_ref().map(|s| s.span())),
+            ] {
+                if let Some(span) = span {
+                    return Err(self.err(
+                        span,
+                        format!(
+                            "health_check {key} is for HTTP/1.1 upstreams; an HTTP/2 upstream's \
+                             check is gRPC's health service (grpc_service = \"NAME\", \"\" for \
+                             the whole server)"
+                        ),
+                    ));
+                }
+            }
+            if let Some(g) = &raw.grpc_service {
+                hc.grpc_service = g.get_ref().clone();
+            }
+        }
         if let Some(p) = &raw.path {
             let path = p.get_ref();
             if !path.starts_with('/') || path.bytes().any(|b| !b.is_ascii_graphic()) {

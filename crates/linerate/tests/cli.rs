@@ -492,3 +492,125 @@ fn a_streamed_grpc_answers_access_line_has_its_final_grpc_status() {
     drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A proxied gRPC call's access-log line carries the upstream's `grpc-status` as linerate's
+/// own services' lines do: from the trailers after a streamed answer's messages (OK, and
+/// NOT_FOUND after a first message) and from a Trailers-Only answer's head (UNIMPLEMENTED
+/// for an unknown method). Before, the proxy's lines had none.
+#[test]
+fn a_proxied_grpc_calls_access_line_has_its_upstreams_grpc_status() {
+    let dir = std::env::temp_dir().join(format!("linerate-log-grpc-px-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("access.log");
+    let h2c_of = |srv: &common::bin::Served| -> SocketAddr {
+        srv.banner
+            .iter()
+            .find_map(|l| l.split("(h2c, prior knowledge) on http://").nth(1))
+            .expect("the banner names the h2c listener")
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let upstream = common::bin::serve(&["--h2c-port", "0"]);
+    let target = format!("/=h2c://{}", h2c_of(&upstream));
+    let proxy = common::bin::serve(&[
+        "--app",
+        "none",
+        "--h2c-port",
+        "0",
+        "--proxy",
+        &target,
+        "--access-log",
+        log.to_str().unwrap(),
+        "--access-log-format",
+        "json",
+    ]);
+    let sized: &[u8] = &[0, 0, 0, 0, 4, 0x12, 2, 0x08, 10];
+    let failing: &[u8] = &[0, 0, 0, 0, 4, 0x3a, 2, 0x08, 5];
+    let calls = [
+        (
+            "/grpc.testing.TestService/StreamingOutputCall",
+            sized.to_vec(),
+        ),
+        (
+            "/grpc.testing.TestService/FullDuplexCall",
+            [sized, failing].concat(),
+        ),
+        ("/grpc.testing.TestService/NoSuchMethod", sized.to_vec()),
+    ];
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let proxy_h2c = h2c_of(&proxy);
+    let statuses: Vec<Option<String>> = rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(proxy_h2c).await.unwrap();
+        let (client, conn) = h2::client::handshake(tcp).await.unwrap();
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let mut got = Vec::new();
+        for (path, body) in &calls {
+            let req = http::Request::builder()
+                .method("POST")
+                .uri(format!("http://t{path}"))
+                .header("content-type", "application/grpc")
+                .header("te", "trailers")
+                .body(())
+                .unwrap();
+            let mut client = client.clone().ready().await.unwrap();
+            let (answer, mut send) = client.send_request(req, false).unwrap();
+            send.send_data(bytes::Bytes::from(body.clone()), true)
+                .unwrap();
+            let answer = answer.await.unwrap();
+            let head_status = answer
+                .headers()
+                .get("grpc-status")
+                .map(|v| v.to_str().unwrap().to_string());
+            let mut recv = answer.into_body();
+            while let Some(piece) = recv.data().await {
+                let piece = piece.unwrap();
+                let _ = recv.flow_control().release_capacity(piece.len());
+            }
+            let trailers = recv.trailers().await.unwrap();
+            got.push(head_status.or_else(|| {
+                trailers.and_then(|t| {
+                    t.get("grpc-status")
+                        .map(|v| v.to_str().unwrap().to_string())
+                })
+            }));
+        }
+        got
+    });
+    assert_eq!(
+        statuses,
+        [Some("0".into()), Some("5".into()), Some("12".into())]
+    );
+    let mut lines = Vec::new();
+    common::eventually("three access-log lines", || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        lines = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .collect();
+        lines.len() >= 3
+    });
+    let by_path = |p: &str| {
+        lines
+            .iter()
+            .find(|l| l["target"].as_str().is_some_and(|t| t.contains(p)))
+            .unwrap_or_else(|| panic!("a line for {p}: {lines:?}"))
+            .clone()
+    };
+    assert_eq!(
+        by_path("StreamingOutputCall")["grpc_status"],
+        0,
+        "{lines:?}"
+    );
+    assert_eq!(by_path("FullDuplexCall")["grpc_status"], 5, "{lines:?}");
+    assert_eq!(by_path("NoSuchMethod")["grpc_status"], 12, "{lines:?}");
+    drop(proxy);
+    drop(upstream);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -429,8 +429,8 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
             format!(
                 "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\nhealth_check = {{ path = \"/h\" }}\nprotocol = \"h2\"\n{site}"
             ),
-            "7:12",
-            "health_check is for HTTP/1.1 upstreams; an \"h2\" upstream",
+            "6:25",
+            "health_check path is for HTTP/1.1 upstreams; an HTTP/2 upstream's check is gRPC's health service",
         ),
         (
             format!(
@@ -450,8 +450,22 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
             format!(
                 "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\nhealth_check = {{ path = \"/h\" }}\nprotocol = \"h2c\"\n{site}"
             ),
-            "7:12",
-            "health_check is for HTTP/1.1 upstreams",
+            "6:25",
+            "health_check path is for HTTP/1.1 upstreams",
+        ),
+        (
+            format!(
+                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\nhealth_check = {{ grpc_service = \"\", status = 200 }}\nprotocol = \"h2c\"\n{site}"
+            ),
+            "6:46",
+            "health_check status is for HTTP/1.1 upstreams",
+        ),
+        (
+            format!(
+                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\nhealth_check = {{ grpc_service = \"app\" }}\n{site}"
+            ),
+            "6:33",
+            "health_check grpc_service is for HTTP/2 upstreams",
         ),
         (
             format!(

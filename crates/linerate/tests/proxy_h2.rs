@@ -775,3 +775,203 @@ fn an_http11_clients_post_with_its_body_in_hand_reaches_an_h2c_upstream_whole() 
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(r.body, b"hello world", "the demo echoes the body");
 }
+
+// Active health checks: gRPC's health service.
+
+/// A Check call as a test upstream saw it: its path, `content-type`, `te` and body.
+type SeenCheck = (String, String, String, Vec<u8>);
+
+/// A test HTTP/2 upstream with a health service: `POST /grpc.health.v1.Health/Check`
+/// answers `grpc-status: 0` with SERVING or NOT_SERVING as `serving` says; any other
+/// request is `200` with its name as the body.
+struct HealthUpstream {
+    addr: SocketAddr,
+    serving: Arc<std::sync::atomic::AtomicBool>,
+    checks: Arc<Mutex<Vec<SeenCheck>>>,
+}
+
+impl HealthUpstream {
+    fn start(name: &'static str, serving: bool) -> HealthUpstream {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let serving = Arc::new(AtomicBool::new(serving));
+        let checks = Arc::new(Mutex::new(Vec::new()));
+        let (flag, seen) = (serving.clone(), checks.clone());
+        std::thread::spawn(move || {
+            runtime().block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                while let Ok((tcp, _)) = listener.accept().await {
+                    let (flag, seen) = (flag.clone(), seen.clone());
+                    tokio::spawn(async move {
+                        let Ok(mut conn) = h2::server::handshake(tcp).await else {
+                            return;
+                        };
+                        while let Some(Ok((req, mut respond))) = conn.accept().await {
+                            let (flag, seen) = (flag.clone(), seen.clone());
+                            tokio::spawn(async move {
+                                let path = req.uri().path().to_string();
+                                let field = |n: &str| {
+                                    req.headers()
+                                        .get(n)
+                                        .map_or("", |v| v.to_str().unwrap())
+                                        .to_string()
+                                };
+                                let (ct, te) = (field("content-type"), field("te"));
+                                let mut body = Vec::new();
+                                let mut recv = req.into_body();
+                                while let Some(Ok(piece)) = recv.data().await {
+                                    let _ = recv.flow_control().release_capacity(piece.len());
+                                    body.extend_from_slice(&piece);
+                                }
+                                if path != "/grpc.health.v1.Health/Check" {
+                                    let resp = http::Response::builder()
+                                        .status(200)
+                                        .header("content-length", name.len())
+                                        .body(())
+                                        .unwrap();
+                                    let mut send = respond.send_response(resp, false).unwrap();
+                                    send.send_data(Bytes::from_static(name.as_bytes()), true)
+                                        .unwrap();
+                                    return;
+                                }
+                                seen.lock().unwrap().push((path, ct, te, body));
+                                // HealthCheckResponse { status = 1 (SERVING) or 2 (NOT_SERVING) }
+                                let status = if flag.load(Ordering::SeqCst) { 1 } else { 2 };
+                                let resp = http::Response::builder()
+                                    .status(200)
+                                    .header("content-type", "application/grpc")
+                                    .body(())
+                                    .unwrap();
+                                let mut send = respond.send_response(resp, false).unwrap();
+                                send.send_data(
+                                    Bytes::from(vec![0, 0, 0, 0, 2, 0x08, status]),
+                                    false,
+                                )
+                                .unwrap();
+                                let mut trailers = http::HeaderMap::new();
+                                trailers.insert("grpc-status", "0".parse().unwrap());
+                                send.send_trailers(trailers).unwrap();
+                            });
+                        }
+                    });
+                }
+            });
+        });
+        HealthUpstream {
+            addr,
+            serving,
+            checks,
+        }
+    }
+
+    fn set_serving(&self, serving: bool) {
+        self.serving
+            .store(serving, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn checks(&self) -> Vec<SeenCheck> {
+        self.checks.lock().unwrap().clone()
+    }
+}
+
+/// A proxy (HTTP/1.1 clients) to an h2c upstream of `servers`, with `health`'s check.
+fn proxy_checked(servers: &[SocketAddr], health: &str) -> Served {
+    let list: Vec<String> = servers.iter().map(|s| format!("\"{s}\"")).collect();
+    let file = std::env::temp_dir().join(format!(
+        "linerate-proxy-h2-health-{}-{}.toml",
+        std::process::id(),
+        servers[0].port()
+    ));
+    std::fs::write(
+        &file,
+        format!(
+            "[[listen]]\naddr = \"127.0.0.1:0\"\n[[upstream]]\nname = \"grpc\"\nservers = [{}]\n\
+             protocol = \"h2c\"\nmax_fails = 0\n{health}\n[[site]]\ndefault = true\napp = \"none\"\n\
+             [[site.proxy]]\nprefix = \"/\"\nupstream = \"grpc\"\n",
+            list.join(", ")
+        ),
+    )
+    .unwrap();
+    let proxy = common::bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&file);
+    proxy
+}
+
+#[test]
+fn a_grpc_health_check_takes_a_not_serving_server_out_and_brings_it_back() {
+    let a = HealthUpstream::start("a", true);
+    let b = HealthUpstream::start("b", true);
+    let proxy = proxy_checked(
+        &[a.addr, b.addr],
+        "health_check = { grpc_service = \"app\", interval = \"50ms\", timeout = \"1s\", passes = 2, fails = 1 }",
+    );
+    let mut c = common::Client::connect(proxy.addr);
+    let answers = |c: &mut common::Client| (0..6).map(|_| c.get("/").text()).collect::<Vec<_>>();
+    common::eventually("the check calls a", || !a.checks().is_empty());
+    assert!(answers(&mut c).contains(&"a".to_string()), "a serves");
+
+    a.set_serving(false);
+    common::eventually("a is taken out", || {
+        answers(&mut c).iter().all(|s| s == "b")
+    });
+    let checks_then = a.checks().len();
+    assert!(
+        answers(&mut c).iter().all(|s| s == "b"),
+        "a stays out while it is NOT_SERVING"
+    );
+
+    a.set_serving(true);
+    common::eventually("a is back after two passes", || {
+        answers(&mut c).contains(&"a".to_string())
+    });
+    assert!(a.checks().len() >= checks_then + 2);
+    // Every check is gRPC's Check call naming the service, framed as one message.
+    for (path, ct, te, body) in a.checks().into_iter().chain(b.checks()) {
+        assert_eq!(path, "/grpc.health.v1.Health/Check");
+        assert_eq!((ct.as_str(), te.as_str()), ("application/grpc", "trailers"));
+        assert_eq!(body, [0, 0, 0, 0, 5, 0x0a, 3, b'a', b'p', b'p']);
+    }
+}
+
+#[test]
+fn linerates_own_health_service_passes_the_check_and_a_not_serving_server_does_not() {
+    // linerate's gRPC server (the demo's grpc.health.v1, "" SERVING) beside an upstream
+    // that answers NOT_SERVING: only the demo stays in (were both out, both would be tried).
+    let demo = demo_upstream();
+    let b = HealthUpstream::start("b", false);
+    let proxy = proxy_checked(
+        &[h2c_addr(&demo), b.addr],
+        "health_check = { interval = \"50ms\", timeout = \"1s\" }",
+    );
+    let mut c = common::Client::connect(proxy.addr);
+    common::eventually("the check calls b", || !b.checks().is_empty());
+    common::eventually("b is out and the demo in", || {
+        (0..10).all(|_| c.get("/baseline11?a=1&b=2").text() == "3")
+    });
+    // The empty service name: the whole server (an empty HealthCheckRequest).
+    assert_eq!(b.checks()[0].3, [0, 0, 0, 0, 0]);
+}
+
+#[test]
+fn a_server_that_never_answers_its_check_or_refuses_its_connection_is_taken_out() {
+    // One request in two would go to each failing server (tries = 1: no second server, and
+    // passive health is off), so only the active check can leave every answer b's.
+    let silent = H2Upstream::start(Script::Silent);
+    let refused = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let refused_addr = refused.local_addr().unwrap();
+    drop(refused);
+    let b = HealthUpstream::start("b", true);
+    let proxy = proxy_checked(
+        &[silent.addr, refused_addr, b.addr],
+        "tries = 1\ntimeout = \"1s\"\nhealth_check = { interval = \"50ms\", timeout = \"200ms\" }",
+    );
+    let mut c = common::Client::connect(proxy.addr);
+    common::eventually("the check calls the silent server", || {
+        silent.accepted() > 0
+    });
+    common::eventually("both failing servers are out", || {
+        (0..9).all(|_| c.get("/").text() == "b")
+    });
+}

@@ -406,3 +406,77 @@ fn h2_proxy_urls_are_checked_in_one_line() {
         assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
     }
 }
+
+#[test]
+fn an_h2_upstream_over_tls_passes_its_grpc_health_check_and_a_dead_server_is_taken_out() {
+    let dir = certs("health");
+    let log = dir.join("upstream-access.log");
+    let up = serve(&[
+        "--tls-port",
+        "0",
+        "--tls-cert",
+        dir.join("cert.pem").to_str().unwrap(),
+        "--tls-key",
+        dir.join("key.pem").to_str().unwrap(),
+        "--access-log",
+        log.to_str().unwrap(),
+    ]);
+    let port = port_after(&up, "HTTPS on https://127.0.0.1:");
+    let dead = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let file = dir.join("linerate.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"workers = 1
+[[listen]]
+addr = "127.0.0.1:0"
+h2c = true
+
+[[upstream]]
+name = "grpc"
+servers = ["127.0.0.1:{port}", "{dead}"]
+protocol = "h2"
+tls_server_name = "localhost"
+tls_ca = "cert.pem"
+tries = 1
+max_fails = 0
+health_check = {{ interval = "50ms", timeout = "2s" }}
+
+[[site]]
+default = true
+
+[[site.proxy]]
+prefix = "/"
+upstream = "grpc"
+"#
+        ),
+    )
+    .unwrap();
+    let proxy = common::bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let proxy_port = port_after(&proxy, "127.0.0.1:");
+    // A check starts only once the one before it has its verdict: a second Check call at
+    // the upstream means the first one's verdict is in.
+    common::eventually("two checks reach the upstream over TLS", || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .matches("/grpc.health.v1.Health/Check")
+            .count()
+            >= 2
+    });
+    // Both servers out (the TLS check failing too) would send every other call to the dead
+    // one: only the TLS upstream answers now.
+    common::eventually("every call goes to the healthy server", || {
+        (0..6).all(|_| {
+            let a = grpc_call(
+                SocketAddr::from(([127, 0, 0, 1], proxy_port)),
+                "/benchmark.BenchmarkService/GetSum",
+                GET_SUM,
+            );
+            a.body == GET_SUM_ANSWER && grpc_status(&a) == "0"
+        })
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -157,10 +157,15 @@ pub enum UpstreamProtocol {
 /// Active health checks: every `interval` each worker sends `GET path` to each server on a
 /// new connection; an answer with `status` within `timeout` is a pass, anything else a
 /// failure. `fails` failures in a row take the server out (for every balancing method, as
-/// passive health does); `passes` passes in a row bring it back.
+/// passive health does); `passes` passes in a row bring it back. An HTTP/2 upstream's check
+/// is gRPC's health service instead: a `grpc.health.v1.Health/Check` call naming
+/// `grpc_service`, passed only by `grpc-status: 0` with the status SERVING (`path` and
+/// `status` are then unused).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HealthCheck {
     pub path: String,
+    /// HTTP/2 upstreams: the service the Check call names (`""`: the server as a whole).
+    pub grpc_service: String,
     pub interval: Duration,
     pub timeout: Duration,
     pub status: u16,
@@ -172,6 +177,7 @@ impl Default for HealthCheck {
     fn default() -> HealthCheck {
         HealthCheck {
             path: "/".into(),
+            grpc_service: String::new(),
             interval: Duration::from_secs(5),
             timeout: Duration::from_secs(2),
             status: 200,

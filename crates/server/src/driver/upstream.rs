@@ -451,6 +451,9 @@ pub(super) struct Ended<'a> {
     pub(super) answered: bool,
     pub(super) up_status: u16,
     pub(super) log: Option<&'a LogMeta>,
+    /// A proxied gRPC call's `grpc-status`, from its upstream's trailers (or Trailers-Only
+    /// head), for the access log.
+    pub(super) grpc_status: Option<&'static str>,
 }
 
 impl Books<'_> {
@@ -482,7 +485,8 @@ impl Books<'_> {
                 },
                 time_us: up_us,
             });
-            let entry = m.entry(status, bytes as usize, us, &site.server_name, upstream);
+            let mut entry = m.entry(status, bytes as usize, us, &site.server_name, upstream);
+            entry.grpc_status = e.grpc_status;
             log.push(sink, &entry);
         }
     }
@@ -503,6 +507,7 @@ impl Relay<'_> {
             answered: link.answered,
             up_status: link.status,
             log: link.log.as_ref(),
+            grpc_status: None,
         };
         let books = Books {
             sites: self.sites,
@@ -1532,18 +1537,25 @@ impl<B: Backend> Worker<B> {
         let now = self.io.cx.now;
         let mut next = self.expire_flights();
         for (gi, up) in sites.upstreams.iter().enumerate() {
-            let Some(check) = up
-                .health
-                .as_ref()
-                .filter(|_| up.protocol == UpstreamProtocol::Http1)
-            else {
+            let Some(check) = up.health.as_ref() else {
                 continue;
             };
             let due = self.pools.groups.get(gi).map_or(u64::MAX, |g| g.next_check);
             if due <= now {
                 for si in 0..up.servers.len() {
-                    if !self.pools.groups[gi].servers[si].probing {
-                        self.start_probe(gi, si, up, check, sh);
+                    if self.pools.groups[gi].servers[si].probing {
+                        continue;
+                    }
+                    // An HTTP/2 upstream's check is gRPC's health service (`upstream_h2.rs`).
+                    match up.protocol {
+                        UpstreamProtocol::Http1 => self.start_probe(gi, si, up, check, sh),
+                        #[cfg(feature = "http2")]
+                        UpstreamProtocol::H2c | UpstreamProtocol::H2 => {
+                            self.pools.groups[gi].servers[si].probing = true;
+                            self.start_grpc_probe(gi, si, up, check, sh);
+                        }
+                        #[cfg(not(feature = "http2"))]
+                        _ => {}
                     }
                 }
                 self.pools.groups[gi].next_check = now + check.interval.as_millis() as u64;
@@ -1610,7 +1622,7 @@ impl<B: Backend> Worker<B> {
     }
 
     /// An active check of server `si` of upstream `gi` ended: it passed or not.
-    fn check_done(&mut self, gi: usize, si: usize, pass: bool) {
+    pub(super) fn check_done(&mut self, gi: usize, si: usize, pass: bool) {
         let Some(check) = self
             .io
             .sites

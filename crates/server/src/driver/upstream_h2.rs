@@ -22,10 +22,11 @@ use super::upstream_tls::{self, Handshake, UpTls};
 use super::{Shared, Worker};
 use crate::app::deferred::LogMeta;
 use crate::app::sites::SiteSet;
-use crate::config::{Upstream, UpstreamAddr, UpstreamProtocol};
+use crate::config::{HealthCheck, Upstream, UpstreamAddr, UpstreamProtocol};
 use crate::h1::{Cx, StreamHead};
 use crate::h1c::{self, ReqBody};
 use crate::h2u::{self, Fields, OpenError, StreamError};
+use crate::proxy::grpc_check::{self, Probe};
 use crate::proxy::grpc_web::{self, Web};
 use crate::proxy::job::Job;
 use crate::proxy::pipe::PipeOut;
@@ -78,6 +79,10 @@ pub(super) struct H2Live {
     /// allows here, the rest on another connection.
     #[allow(clippy::vec_box)] // jobs travel boxed: `dispatch` takes them so
     waiting: Vec<Box<Job>>,
+    /// An active check's connection (gRPC's health Check, `proxy/grpc_check.rs`): its one
+    /// call. Never in the pools' list, so no request is sent on it; its `idle` is the
+    /// check's timeout, which covers connecting too.
+    probe: Option<Box<Probe>>,
 }
 
 impl H2Live {
@@ -132,6 +137,8 @@ struct Link {
     path: Option<Box<[u8]>>,
     /// A gRPC-Web request sent as gRPC (`proxy/grpc_web.rs`): its answer goes back as this.
     web: Option<Web>,
+    /// The answer's `grpc-status` (its trailers', or a Trailers-Only head's), for the log.
+    grpc_status: Option<&'static str>,
 }
 
 /// An answer's head on its way to the client: status, fields, the body's length if known.
@@ -160,6 +167,8 @@ struct After {
     server_failed: bool,
     /// Exchanges that left the connection (no longer in flight for `least_conn`).
     ended: usize,
+    /// The active check's verdict, once its call ended.
+    probe: Option<bool>,
 }
 
 /// The upstream connection's view of the client side during one call.
@@ -181,6 +190,8 @@ struct Relay<'a> {
     tries: u32,
     server: usize,
     timeout: u64,
+    /// The active check's call, on a check's connection.
+    probe: Option<&'a mut Probe>,
     after: &'a mut After,
 }
 
@@ -262,6 +273,7 @@ impl Relay<'_> {
             answered: link.answered,
             up_status: link.status,
             log: link.log.as_ref(),
+            grpc_status: link.grpc_status,
         };
         let books = Books {
             sites: self.sites,
@@ -394,7 +406,10 @@ impl Relay<'_> {
 impl h2u::Events for Relay<'_> {
     fn head(&mut self, stream: u32, status: u16, fields: &Fields) {
         let Some(i) = self.link(stream) else {
-            return;
+            return self.probe_event(stream, |p| {
+                p.head(status, fields.iter());
+                None
+            });
         };
         let link = &mut self.links[i];
         if status < 200 {
@@ -429,6 +444,7 @@ impl h2u::Events for Relay<'_> {
             .and_then(|s| s.proxies.get(link.route))
             .map_or(&default, |r| &r.response);
         let mut length = None;
+        let mut grpc_status = None;
         let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(fields.len() + 2);
         for (n, v) in fields.iter() {
             match n {
@@ -438,9 +454,15 @@ impl h2u::Events for Relay<'_> {
                 }
                 b"date" | b"server" => {}
                 _ if policy.names(n) => {}
+                // A Trailers-Only answer's status (its head is its trailers).
+                b"grpc-status" => {
+                    grpc_status = crate::grpc::status_value(v);
+                    out.push((n.to_vec(), v.to_vec()));
+                }
                 _ => out.push((n.to_vec(), v.to_vec())),
             }
         }
+        link.grpc_status = grpc_status;
         if let (Some(site), Some(path)) = (site, &link.path) {
             let added = site.proxied_fields(path);
             out.retain(|(n, _)| {
@@ -471,7 +493,10 @@ impl h2u::Events for Relay<'_> {
 
     fn data(&mut self, stream: u32, data: &[u8]) {
         let Some(mut i) = self.link(stream) else {
-            return;
+            return self.probe_event(stream, |p| {
+                p.data(data);
+                None
+            });
         };
         if self.links[i].head.is_some() {
             let n = self.links.len();
@@ -508,7 +533,10 @@ impl h2u::Events for Relay<'_> {
 
     fn trailers(&mut self, stream: u32, fields: &Fields) {
         let Some(i) = self.link(stream) else {
-            return;
+            return self.probe_event(stream, |p| {
+                p.trailers(fields.iter());
+                Some(p.passed())
+            });
         };
         if self.links[i].head.is_some() {
             let n = self.links.len();
@@ -520,6 +548,9 @@ impl h2u::Events for Relay<'_> {
         let Some(i) = self.link(stream) else {
             return;
         };
+        if let Some((_, v)) = fields.iter().find(|(n, _)| *n == b"grpc-status") {
+            self.links[i].grpc_status = crate::grpc::status_value(v);
+        }
         if let Some(web) = self.links[i].web {
             // gRPC-Web: the trailers are the body's last frame, and the stream ends bare.
             let frame = grpc_web::trailer_frame(web, fields.iter());
@@ -545,7 +576,7 @@ impl h2u::Events for Relay<'_> {
 
     fn end(&mut self, stream: u32) {
         let Some(i) = self.link(stream) else {
-            return;
+            return self.probe_event(stream, |p| Some(p.passed()));
         };
         let link = &mut self.links[i];
         if let Some((status, mut fields, _)) = link.head.take() {
@@ -589,7 +620,7 @@ impl h2u::Events for Relay<'_> {
 
     fn failed(&mut self, stream: u32, error: StreamError) {
         let Some(i) = self.link(stream) else {
-            return;
+            return self.probe_event(stream, |_| Some(false));
         };
         let link = &mut self.links[i];
         // RFC 9113 §8.7: the server did not process it (on a connection that came up: one
@@ -665,6 +696,22 @@ impl h2u::Events for Relay<'_> {
 }
 
 impl Relay<'_> {
+    /// An event of a stream no exchange has: the active check's call, on a check's own
+    /// connection; `f` gives the verdict when this event decides it. Off the relay's path
+    /// (an exchange's stream is always found first).
+    #[cold]
+    fn probe_event(&mut self, stream: u32, f: impl FnOnce(&mut Probe) -> Option<bool>) {
+        if let Some(p) = self
+            .probe
+            .as_deref_mut()
+            .filter(|p| p.stream == stream && !p.done)
+            && let Some(pass) = f(p)
+        {
+            p.done = true;
+            self.after.probe = Some(pass);
+        }
+    }
+
     /// Link `i`'s answer is whole: the client's stream ends (with `trailers`).
     fn finish(&mut self, i: usize, trailers: &[Field]) {
         let mut link = self.take(i);
@@ -738,8 +785,17 @@ impl<B: Backend> Worker<B> {
         self.open_h2(idx, job, sh);
     }
 
-    /// A new connection to server `server` of upstream `gi`, in its slot.
+    /// A new connection to server `server` of upstream `gi`, in its slot, listed in the
+    /// pools for requests.
     fn connect_h2(&mut self, gi: usize, server: usize, up: &Upstream) -> Option<u32> {
+        let idx = self.new_h2(gi, server, up)?;
+        let token = self.token(idx);
+        self.pools.h2.push(token);
+        Some(idx)
+    }
+
+    /// A new connection to server `server` of upstream `gi`, in its slot (not listed).
+    fn new_h2(&mut self, gi: usize, server: usize, up: &Upstream) -> Option<u32> {
         let now = self.io.cx.now;
         let ms = |d: std::time::Duration| d.as_micros().div_ceil(1000) as u64;
         let tls = match up.protocol {
@@ -784,9 +840,56 @@ impl<B: Backend> Worker<B> {
             links: Vec::new(),
             tls,
             waiting: Vec::new(),
+            probe: None,
         }));
-        self.pools.h2.push(token);
         Some(idx)
+    }
+
+    /// Sends an active check to server `si` of upstream `gi` (an HTTP/2 one): gRPC's health
+    /// Check call naming `check.grpc_service`, on a connection of its own (as the HTTP/1.1
+    /// check's), which closes once the answer is in, or when `check.timeout` passes (a
+    /// failure). Its verdict goes to `check_done` once.
+    pub(super) fn start_grpc_probe(
+        &mut self,
+        gi: usize,
+        si: usize,
+        up: &Upstream,
+        check: &HealthCheck,
+        sh: &Shared,
+    ) {
+        let Some(idx) = self.new_h2(gi, si, up) else {
+            return self.check_done(gi, si, false);
+        };
+        let authority = up.servers[si].addr.to_string();
+        let fields: [(&[u8], &[u8]); 3] = [
+            (b"content-type", b"application/grpc"),
+            (b"te", b"trailers"),
+            (b"user-agent", b"linerate-health-check"),
+        ];
+        let Some(h2) = self.slots[idx as usize].h2.as_mut() else {
+            return;
+        };
+        let req = h2u::Request {
+            method: b"POST",
+            scheme: if h2.tls.is_some() { b"https" } else { b"http" },
+            authority: authority.as_bytes(),
+            path: grpc_check::PATH,
+            fields: &fields,
+        };
+        let stream = match h2.conn.open(&req, false) {
+            Ok(stream) => stream,
+            Err(_) => {
+                self.close_h2(idx);
+                return self.check_done(gi, si, false);
+            }
+        };
+        // A few bytes: within the initial windows, so they are all taken.
+        h2.conn
+            .send(stream, &grpc_check::request_body(&check.grpc_service), true);
+        h2.probe = Some(Box::new(Probe::new(stream)));
+        h2.idle = check.timeout.as_millis().max(1) as u64;
+        h2.connect_by = u64::MAX;
+        self.h2_call(idx, sh, &mut |_, _, _| {});
     }
 
     /// Opens a stream for `job` on the HTTP/2 connection in slot `idx` (another connection
@@ -855,6 +958,7 @@ impl<B: Backend> Worker<B> {
             log: job.log.take(),
             path: job.path.clone(),
             web: job.web,
+            grpc_status: None,
             job: Some(job),
         });
         let client_token = h2.links.last().map_or(0, |l| l.client);
@@ -1025,6 +1129,10 @@ impl<B: Backend> Worker<B> {
             return;
         };
         h2.armed = u64::MAX;
+        if h2.probe.is_some() && h2.idle_by <= now {
+            // A check's timeout (connecting, or its answer), or its GOAWAY not out by then.
+            return self.close_h2(idx);
+        }
         if h2.links.is_empty() && h2.idle_by <= now {
             // Idle for the upstream's idle_timeout: GOAWAY, then closed once it is out.
             h2.conn.goaway();
@@ -1095,6 +1203,7 @@ impl<B: Backend> Worker<B> {
                 tries,
                 server: h2.server,
                 timeout: h2.timeout,
+                probe: h2.probe.as_deref_mut(),
                 after: &mut after,
             };
             f(&mut h2.conn, now, &mut relay);
@@ -1133,8 +1242,15 @@ impl<B: Backend> Worker<B> {
         for &(stream, n) in &after.consumed {
             h2.conn.consumed(stream, n);
         }
+        if after.probe.is_some() {
+            // The check's call is over: so is its connection.
+            h2.conn.goaway();
+        }
         let (gi, si) = (h2.group, h2.server);
         self.slots[idx as usize].h2 = Some(h2);
+        if let Some(pass) = after.probe {
+            self.check_done(gi, si, pass);
+        }
         if after.server_failed
             && let Some(up) = self.io.sites.upstreams.get(gi).cloned()
         {
@@ -1247,6 +1363,14 @@ impl<B: Backend> Worker<B> {
         };
         self.backend.detach(token);
         self.wheel.cancel(idx);
+        if let Some(p) = h2.probe.take() {
+            // A check's connection that closed before its answer was whole: a failure.
+            self.free.push(idx);
+            if !p.done {
+                self.check_done(h2.group, h2.server, false);
+            }
+            return;
+        }
         self.pools.h2.retain(|&t| t != token);
         self.pools
             .in_flight(h2.group, h2.server, -(h2.links.len() as isize));

@@ -111,7 +111,8 @@ pub(crate) use linerate_grpc::web::Protocol;
 pub(crate) use metrics::{CallStats, MethodStats};
 pub(crate) use run::{panicked, streaming, unary_later};
 pub(crate) use web::{
-    decode_text, failed, logged_status, protocol_of, streamed, trailer_fields_status, unary_answer,
+    decode_text, failed, logged_status, protocol_of, status_value, streamed, trailer_fields_status,
+    unary_answer,
 };
 
 /// The largest message a call receives (the prefix announcing more is RESOURCE_EXHAUSTED),

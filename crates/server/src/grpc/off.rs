@@ -45,6 +45,11 @@ pub(crate) fn streamed(_: &crate::response::Response) -> bool {
 }
 
 /// No `grpc-status` to log without the feature.
+pub(crate) fn status_value(_: &[u8]) -> Option<&'static str> {
+    None
+}
+
+/// No `grpc-status` to log without the feature.
 pub(crate) fn trailer_fields_status(_: &[crate::response::Field]) -> Option<&'static str> {
     None
 }

@@ -136,6 +136,12 @@ pub(crate) fn streamed(resp: &Response) -> bool {
 }
 
 /// The `grpc-status` among a streamed answer's trailer fields, for the access log.
+/// A `grpc-status` field's value as the access log writes it (`None`: not a status). A
+/// proxied call's comes from its upstream's answer this way.
+pub(crate) fn status_value(value: &[u8]) -> Option<&'static str> {
+    Some(Code::parse(value)?.as_str())
+}
+
 pub(crate) fn trailer_fields_status(fields: &[crate::response::Field]) -> Option<&'static str> {
     let (_, v) = fields
         .iter()

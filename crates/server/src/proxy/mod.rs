@@ -17,6 +17,8 @@ pub(crate) mod balance;
 pub(crate) mod cache;
 pub(crate) mod cache_admin;
 pub(crate) mod forward;
+#[cfg(feature = "http2")]
+pub(crate) mod grpc_check;
 #[cfg(feature = "grpc")]
 pub(crate) mod grpc_web;
 #[cfg(not(feature = "grpc"))]
