@@ -110,9 +110,10 @@ pub(crate) use call::{Call, deadline_exceeded, read_unary};
 pub(crate) use linerate_grpc::web::Protocol;
 pub(crate) use metrics::{CallStats, MethodStats};
 pub(crate) use run::{panicked, streaming, unary_later};
+#[cfg(all(feature = "proxy", feature = "http2"))]
+pub(crate) use web::status_value;
 pub(crate) use web::{
-    decode_text, failed, logged_status, protocol_of, status_value, streamed, trailer_fields_status,
-    unary_answer,
+    decode_text, failed, logged_status, protocol_of, streamed, trailer_fields_status, unary_answer,
 };
 
 /// The largest message a call receives (the prefix announcing more is RESOURCE_EXHAUSTED),

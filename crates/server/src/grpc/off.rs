@@ -45,6 +45,7 @@ pub(crate) fn streamed(_: &crate::response::Response) -> bool {
 }
 
 /// No `grpc-status` to log without the feature.
+#[cfg_attr(not(all(feature = "proxy", feature = "http2")), allow(dead_code))]
 pub(crate) fn status_value(_: &[u8]) -> Option<&'static str> {
     None
 }

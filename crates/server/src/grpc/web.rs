@@ -135,18 +135,18 @@ pub(crate) fn streamed(resp: &Response) -> bool {
             .is_some_and(|ct| ct.starts_with("application/grpc"))
 }
 
-/// The `grpc-status` among a streamed answer's trailer fields, for the access log.
 /// A `grpc-status` field's value as the access log writes it (`None`: not a status). A
 /// proxied call's comes from its upstream's answer this way.
 pub(crate) fn status_value(value: &[u8]) -> Option<&'static str> {
     Some(Code::parse(value)?.as_str())
 }
 
+/// The `grpc-status` among a streamed answer's trailer fields, for the access log.
 pub(crate) fn trailer_fields_status(fields: &[crate::response::Field]) -> Option<&'static str> {
     let (_, v) = fields
         .iter()
         .find(|(n, _)| n.eq_ignore_ascii_case(linerate_grpc::status::GRPC_STATUS))?;
-    Some(Code::parse(v.as_bytes())?.as_str())
+    status_value(v.as_bytes())
 }
 
 /// The `grpc-status` an answer carries, for the access log: in its head (trailers-only), its

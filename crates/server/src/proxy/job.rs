@@ -37,9 +37,11 @@ pub(crate) struct Job {
     pub failed_server: Option<usize>,
     /// Tries an HTTP/2 upstream did not process (refused, or never sent): not counted in
     /// `tries`, bounded by `driver::upstream_h2::UNPROCESSED_TRIES`.
+    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
     pub unprocessed: u32,
     /// The HTTP/2 upstream connection (driver token) that refused the last try: the next
     /// goes on another.
+    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
     pub avoid_conn: Option<u64>,
     /// The hash of its balancing key, when its upstream balances by hash and it has one.
     pub key: Option<u64>,
