@@ -83,8 +83,18 @@ fn job(addr: SocketAddr, protocol: Protocol, mix: Mix, keys: Keys, until: Until)
 const COUNT_LIMIT: Duration = Duration::from_secs(60);
 
 /// Stores 1000 keys, reads them all back as hits, then loads past a small memory limit under
-/// Zipf: the server evicts, the cache-aside GETs see misses and hits, and nothing fails.
-fn stores_reads_and_evicts(kind: &str, program: &str, protocol: Protocol, limit: &[&str]) {
+/// Zipf: the server evicts, the cache-aside GETs see misses and hits, and nothing fails but,
+/// where `refusals` allows it, the server's own refusal to store at its limit (memcached's
+/// `SERVER_ERROR out of memory storing object`, which it answers when the items at its
+/// LRU's tail are all in use by other connections: a fact of the server the lab reports,
+/// seen on 2 of 20,000 sets at an 8 MB limit), each counted, never lost, and rare.
+fn stores_reads_and_evicts(
+    kind: &str,
+    program: &str,
+    protocol: Protocol,
+    limit: &[&str],
+    refusals: bool,
+) {
     let Some(s) = start(kind, program, limit) else {
         return;
     };
@@ -134,9 +144,22 @@ fn stores_reads_and_evicts(kind: &str, program: &str, protocol: Protocol, limit:
     ))
     .unwrap();
     let after = admin::counters(s.addr, protocol).unwrap();
-    assert_eq!(aside.errors(), 0, "{aside:?}");
+    let refused = if refusals { aside.error_replies } else { 0 };
+    assert_eq!(aside.errors(), refused, "{aside:?}");
+    if refused > 0 {
+        let why = aside.first_error.as_deref().unwrap_or_default();
+        assert!(why.contains("out of memory"), "{aside:?}");
+        assert!(
+            refused * 100 <= aside.misses,
+            "more than 1% refused: {aside:?}"
+        );
+    }
     assert_eq!(aside.hits + aside.misses, 20_000);
-    assert_eq!(aside.stored, aside.misses, "each miss was stored");
+    assert_eq!(
+        aside.stored + refused,
+        aside.misses,
+        "each miss was stored, or refused and counted"
+    );
     assert!(aside.hits > 0 && aside.misses > 0, "{aside:?}");
     assert!(
         after.evictions > before.evictions,
@@ -151,6 +174,7 @@ fn redis_stores_reads_and_evicts() {
         "redis-server",
         Protocol::Resp,
         &["--maxmemory", "8"],
+        false,
     );
 }
 
@@ -161,6 +185,7 @@ fn redis_with_io_threads_stores_reads_and_evicts() {
         "redis-server",
         Protocol::Resp,
         &["--maxmemory", "8", "--io-threads", "2"],
+        false,
     );
 }
 
@@ -171,6 +196,7 @@ fn memcached_stores_reads_and_evicts() {
         "memcached",
         Protocol::Meta,
         &["--memory", "8", "--threads", "2"],
+        true,
     );
 }
 
