@@ -18,7 +18,6 @@ use crate::redis::Redis;
 use crate::stats::{Counters, Snapshot};
 
 enum Backend {
-    // Boxed: the redis client's settings make it five times memcached's size.
     Redis(Box<Redis>),
     Memcached(Memcached),
 }
@@ -29,11 +28,11 @@ struct Failure {
     timeout: bool,
 }
 
-impl From<::redis::RedisError> for Failure {
-    fn from(e: ::redis::RedisError) -> Failure {
+impl From<crate::redis::Error> for Failure {
+    fn from(e: crate::redis::Error) -> Failure {
         Failure {
-            timeout: e.is_timeout(),
-            why: e.to_string(),
+            timeout: false,
+            why: e.0,
         }
     }
 }
@@ -75,7 +74,7 @@ impl Tier {
     pub fn start(config: TierConfig) -> std::io::Result<Tier> {
         let backend = match &config.endpoint {
             Endpoint::Redis(url) => {
-                Backend::Redis(Box::new(Redis::new(url, config.timeout).map_err(|e| {
+                Backend::Redis(Box::new(Redis::new(url).map_err(|e| {
                     std::io::Error::new(std::io::ErrorKind::InvalidInput, e)
                 })?))
             }
@@ -134,33 +133,35 @@ impl Tier {
     /// The value at `key` and how long it has left, or a miss (absent, expired, the tier
     /// down or slow).
     pub async fn get(&self, key: &str) -> Option<(Duration, Vec<u8>)> {
-        let c = &self.inner.counters;
         let found = if self.accepts(key) {
             let key = key.to_string();
-            self.call(move |i| async move {
-                Ok(match &i.backend {
-                    Backend::Redis(r) => r.get(&key).await?,
-                    Backend::Memcached(m) => m.get(&key).await?,
-                })
-            })
-            .await
-            .flatten()
+            self.call(move |i| async move { i.fetch(&key).await })
+                .await
+                .flatten()
         } else {
             None
         };
-        match found
-            .as_deref()
-            .and_then(|v| frame::decode(v, frame::now_ms()))
-        {
-            Some((left, v)) => {
-                Counters::add(&c.hits);
-                Some((left, v.to_vec()))
-            }
-            None => {
-                Counters::add(&c.misses);
-                None
-            }
+        self.inner.unframe(found)
+    }
+
+    /// [`Tier::get`] for a caller without an executor (the proxy's worker loop): the call
+    /// runs on the tier's thread as one task, and `done` gets the value there. Cheaper than
+    /// spawning a task that awaits `get` (which runs its call as a task of its own, so that
+    /// a caller that gives up still leaves the health right: this one never gives up).
+    pub fn get_then(&self, key: &str, done: impl FnOnce(Option<Vec<u8>>) + Send + 'static) {
+        if !self.accepts(key) {
+            return done(self.inner.unframe(None).map(|(_, v)| v));
         }
+        let inner = &self.inner;
+        if inner.health.lock().unwrap().admit(Instant::now()) == Admit::Skip {
+            Counters::add(&inner.counters.skipped);
+            return done(self.inner.unframe(None).map(|(_, v)| v));
+        }
+        let (i, key) = (inner.clone(), key.to_string());
+        inner.runtime.spawn(async move {
+            let found = i.bounded(i.fetch(&key)).await.flatten();
+            done(i.unframe(found).map(|(_, v)| v));
+        });
     }
 
     /// Stores `value` at `key` for `ttl`; whether the tier took it.
@@ -173,7 +174,14 @@ impl Tier {
         let done = self
             .call(move |i| async move {
                 match &i.backend {
-                    Backend::Redis(r) => r.set(&key, &framed, ttl).await?,
+                    Backend::Redis(r) => {
+                        r.set(
+                            &key,
+                            &framed,
+                            u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
+                        )
+                        .await?
+                    }
                     Backend::Memcached(m) => m.set(&key, &framed, ttl).await?,
                 }
                 Counters::add(&i.counters.sets);
@@ -248,31 +256,62 @@ impl Tier {
         let i = inner.clone();
         // The task does its own accounting, so a caller that gives up (a dropped request)
         // still leaves the health right.
-        let task = inner.runtime.spawn(async move {
-            let outcome = tokio::time::timeout(i.config.timeout, op(i.clone())).await;
-            let failed = match &outcome {
-                Ok(Ok(_)) => None,
-                Ok(Err(Failure {
-                    why,
-                    timeout: false,
-                })) => {
-                    Counters::add(&i.counters.errors);
-                    Some(why.clone())
-                }
-                // The redis crate's own response timeout (the same length) may fire first.
-                Ok(Err(Failure { timeout: true, .. })) | Err(_) => {
-                    Counters::add(&i.counters.timeouts);
-                    Some(format!("no answer within {:?}", i.config.timeout))
-                }
-            };
-            i.report(failed);
-            outcome.ok().and_then(Result::ok)
-        });
+        let task = inner
+            .runtime
+            .spawn(async move { i.bounded(op(i.clone())).await });
         task.await.ok().flatten()
     }
 }
 
 impl Inner {
+    /// `op` within the timeout, its outcome counted and reported; `None` where it failed or
+    /// timed out.
+    async fn bounded<T>(&self, op: impl Future<Output = Result<T, Failure>>) -> Option<T> {
+        let outcome = tokio::time::timeout(self.config.timeout, op).await;
+        let failed = match &outcome {
+            Ok(Ok(_)) => None,
+            Ok(Err(Failure {
+                why,
+                timeout: false,
+            })) => {
+                Counters::add(&self.counters.errors);
+                Some(why.clone())
+            }
+            Ok(Err(Failure { timeout: true, .. })) | Err(_) => {
+                Counters::add(&self.counters.timeouts);
+                Some(format!("no answer within {:?}", self.config.timeout))
+            }
+        };
+        self.report(failed);
+        outcome.ok().and_then(Result::ok)
+    }
+
+    /// The stored bytes at `key`, framed, or `None` (absent).
+    async fn fetch(&self, key: &str) -> Result<Option<Vec<u8>>, Failure> {
+        Ok(match &self.backend {
+            Backend::Redis(r) => r.get(key).await?,
+            Backend::Memcached(m) => m.get(key).await?,
+        })
+    }
+
+    /// A fetched value unframed (in place: no copy), counted as a hit or a miss.
+    fn unframe(&self, found: Option<Vec<u8>>) -> Option<(Duration, Vec<u8>)> {
+        let c = &self.counters;
+        let unframed = found.and_then(|mut v| {
+            let (left, value) = frame::decode(&v, frame::now_ms())?;
+            let len = value.len();
+            v.drain(..frame::HEADER);
+            v.truncate(len);
+            Some((left, v))
+        });
+        Counters::add(if unframed.is_some() {
+            &c.hits
+        } else {
+            &c.misses
+        });
+        unframed
+    }
+
     /// Records a call's outcome: logs the start and the end of an outage, once each.
     fn report(&self, failed: Option<String>) {
         let change = match &failed {

@@ -203,6 +203,13 @@ fn get_set_delete_and_the_generation() {
             let (left, v) = tier.get("k").await.unwrap();
             assert_eq!(v, b"value");
             assert!(left <= LONG);
+            // The same through the worker loop's entry, which hands the value to a callback.
+            for (key, want) in [("k", Some(b"value".to_vec())), ("absent", None)] {
+                let (tx, rx) = std::sync::mpsc::channel();
+                tier.get_then(key, move |v| tx.send(v).unwrap());
+                let got = rx.recv_timeout(LONG).expect("get_then answers");
+                assert_eq!(got, want, "{engine:?} {key}");
+            }
             assert!(tier.delete("k").await);
             assert!(
                 tier.delete("k").await,
@@ -411,4 +418,83 @@ fn a_cache_whose_tier_is_down_still_answers_from_memory() {
             );
         });
     }
+}
+
+/// The hand-written Redis client (`resp`): a password and a database from the URL, values
+/// that hold CRLF and NUL or span many reads, and many calls in flight on its one pipelined
+/// connection, each given its own reply.
+#[test]
+fn redis_with_a_password_and_a_database_pipelines_many_calls_each_getting_its_own_reply() {
+    if !installed("redis-server") {
+        eprintln!(
+            "NOT RUN: redis auth: redis-server is not installed (scripts/cache-servers.sh install)"
+        );
+        return;
+    }
+    let port = free_port();
+    let mut child = Command::new("redis-server")
+        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+        .args([
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--requirepass",
+            "s3cr%t",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start redis-server");
+    let listening = (0..TRIES).any(|_| {
+        TcpStream::connect(("127.0.0.1", port)).is_ok() || {
+            std::thread::sleep(PAUSE);
+            false
+        }
+    });
+    assert!(listening, "redis-server did not listen on {port}");
+    let tier_for = |url: String| {
+        let mut c = TierConfig::new(Endpoint::parse(&url).unwrap());
+        c.timeout = TIMEOUT;
+        Tier::start(c).unwrap()
+    };
+    block_on(async {
+        // The password percent-encoded in the URL, as the redis crate reads it.
+        let db2 = tier_for(format!("redis://:s3cr%25t@127.0.0.1:{port}/2"));
+        let db0 = tier_for(format!("redis://:s3cr%25t@127.0.0.1:{port}"));
+        let wrong = tier_for(format!("redis://:nope@127.0.0.1:{port}"));
+        let odd = b"line\r\nbreak\0nul\r\n$-1\r\n".to_vec();
+        assert!(db2.set("k", &odd, LONG).await);
+        assert_eq!(db2.get("k").await.map(|v| v.1), Some(odd));
+        // Another database does not see it; a wrong password is a miss and an error.
+        assert_eq!(db0.get("k").await, None);
+        assert_eq!(wrong.get("k").await, None);
+        assert!(wrong.counters().errors >= 1);
+        // A value much larger than one read (1 MiB), whole.
+        let big: Vec<u8> = (0..1 << 20).map(|i| (i % 251) as u8).collect();
+        assert!(db2.set("big", &big, LONG).await);
+        assert_eq!(db2.get("big").await.map(|v| v.1), Some(big));
+        // 500 calls in flight at once: every one gets its own value back.
+        let mut calls = tokio::task::JoinSet::new();
+        for i in 0..500u32 {
+            let t = db2.clone();
+            calls.spawn(async move {
+                let key = format!("many:{i}");
+                let value = format!("value of {i}").repeat(1 + (i % 7) as usize);
+                assert!(t.set(&key, value.as_bytes(), LONG).await);
+                (t.get(&key).await.map(|v| v.1), value)
+            });
+        }
+        let mut n = 0;
+        while let Some(done) = calls.join_next().await {
+            let (got, want) = done.unwrap();
+            assert_eq!(got.as_deref(), Some(want.as_bytes()));
+            n += 1;
+        }
+        assert_eq!(n, 500);
+        let c = db2.counters();
+        assert_eq!((c.errors, c.timeouts), (0, 0));
+    });
+    let _ = child.kill();
+    let _ = child.wait();
 }
