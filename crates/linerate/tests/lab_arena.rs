@@ -353,3 +353,144 @@ fn nginx_enters_static_beside_linerate() {
         assert!(md.contains("| baseline | nginx | not entered |"), "{md}");
     }
 }
+
+/// A throwaway PostgreSQL (scripts/pg.sh) and a Redis on a free loopback port, both stopped
+/// (by the script, by PID) when dropped.
+struct Backends {
+    pg_dir: String,
+    database_url: String,
+    redis: std::process::Child,
+    redis_port: u16,
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+impl Backends {
+    fn start() -> Option<Backends> {
+        use std::process::{Command, Stdio};
+        if Command::new("redis-server")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .is_err()
+        {
+            eprintln!("NOT RUN: redis-server is not installed (scripts/cache-servers.sh install)");
+            return None;
+        }
+        let out = Command::new(repo().join("scripts/pg.sh"))
+            .arg("start")
+            .output()
+            .expect("run scripts/pg.sh");
+        assert!(
+            out.status.success(),
+            "this test needs PostgreSQL 15 (scripts/pg.sh start exited {:?}): {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .unwrap_or_else(|| panic!("no {name} in {text}"))
+                .to_string()
+        };
+        let redis_port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let redis = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &redis_port.to_string()])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let b = Backends {
+            pg_dir: field("PG_DIR="),
+            database_url: field("DATABASE_URL="),
+            redis,
+            redis_port,
+        };
+        let start = std::time::Instant::now();
+        while b.redis_commands().is_none() {
+            assert!(start.elapsed().as_secs() < 20, "redis-server did not start");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Some(b)
+    }
+
+    /// Redis's `total_commands_processed` (INFO stats), over RESP.
+    fn redis_commands(&self) -> Option<u64> {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.redis_port)).ok()?;
+        s.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+            .ok()?;
+        s.write_all(b"*2\r\n$4\r\nINFO\r\n$5\r\nstats\r\n").ok()?;
+        let mut text = String::new();
+        let mut buf = [0u8; 8192];
+        while !text.contains("total_commands_processed:") || !text.ends_with("\r\n\r\n") {
+            let n = s.read(&mut buf).ok()?;
+            if n == 0 {
+                break;
+            }
+            text.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        text.lines()
+            .find_map(|l| l.strip_prefix("total_commands_processed:"))
+            .and_then(|v| v.trim().parse().ok())
+    }
+}
+
+impl Drop for Backends {
+    fn drop(&mut self) {
+        let _ = self.redis.kill();
+        let _ = self.redis.wait();
+        let _ = std::process::Command::new(repo().join("scripts/pg.sh"))
+            .args(["stop", &self.pg_dir])
+            .status();
+    }
+}
+
+/// production-stack is loaded through its edge as HttpArena's mix: h2 over TLS to the edge's
+/// `/api/*` with the bearer token (every answer 2xx: a token refused would be 401s), the
+/// item cache going to Redis under the load, and the CPU of the edge and its Redis counted.
+/// No figure is asserted.
+#[test]
+fn production_stack_loads_its_edge_with_the_token() {
+    use linerate_lab::arena::{checks, load, rng::Rng, target::Target};
+    let Some(b) = Backends::start() else { return };
+    let spawn = Spawn {
+        bin: PathBuf::from(env!("CARGO_BIN_EXE_linerate")),
+        database_url: Some(b.database_url.clone()),
+        cache_tier: Some(format!("redis://127.0.0.1:{}", b.redis_port)),
+        workers: 1,
+    };
+    let mut rng = Rng::new(11);
+    let t = Target::spawn_demo(&spawn, &[0], &mut rng).unwrap();
+    let p = linerate_lab::arena::profiles::find("production-stack").unwrap();
+    let v = checks::validate(p, &t, &mut rng);
+    assert!(v.iter().all(|(_, o)| *o == checks::Outcome::Pass), "{v:?}");
+    let sizing = load::Sizing {
+        cpus: 2,
+        duration: std::time::Duration::from_millis(500),
+        warmup: std::time::Duration::ZERO,
+        connections: Some(4),
+    };
+    let before = b.redis_commands().unwrap();
+    let m = load::measure(p, &t, &sizing).unwrap();
+    let after = b.redis_commands().unwrap();
+    assert!(m.responses > 0, "{m:?}");
+    assert_eq!(m.failed, 0, "every answer 2xx: {m:?}");
+    assert_eq!(m.depth, load::STACK_READ_STREAMS);
+    assert!(m.cpu_us_per_request.unwrap_or(0.0) > 0.0, "{m:?}");
+    assert_eq!(
+        m.cpu_of,
+        Some("the edge (with the app in it) and its Redis"),
+        "{m:?}"
+    );
+    // The item cache-aside behind the edge went to Redis during the load (the old load,
+    // /public/baseline on the demo's own port, never did).
+    assert!(after > before + 10, "Redis commands {before} -> {after}");
+}

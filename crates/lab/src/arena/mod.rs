@@ -20,6 +20,7 @@ pub mod profiles;
 pub mod report;
 pub mod rng;
 pub mod score;
+pub mod stack;
 pub mod target;
 pub mod tls_posture;
 pub mod wire;
@@ -224,6 +225,7 @@ fn scored(measured: Vec<Measurement>) -> Vec<Scored> {
                     cpu_us_per_request: None,
                     mean_us: 0.0,
                     p99_us: 0.0,
+                    cpu_of: None,
                 },
                 rps_ratio: 0.0,
                 cpu_ratio: None,
@@ -317,6 +319,7 @@ mod tests {
             cpu_us_per_request: cpu,
             mean_us: 100.0,
             p99_us: 200.0,
+            cpu_of: None,
         }
     }
 

@@ -204,7 +204,7 @@ pub fn markdown(run: &Run, machine: &Machine) -> String {
     }
     if !run.load.is_empty() {
         o += "\n## Load\n\nHttpArena's shapes with its connection counts and paced rates scaled by this machine's CPUs / 64; \
-              server CPU from /proc (every process of the server) over the measured run; ratios to the best server of the run on that profile; \
+              server CPU from /proc (every process of the server; production-stack: its edge, with the app in it, and the Redis behind it, as HttpArena sums its stack's containers) over the measured run; ratios to the best server of the run on that profile; \
               score: HttpArena's composite for the paced profiles.\n\n";
         o += &load_table(&run.load);
     }
