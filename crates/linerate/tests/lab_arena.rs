@@ -494,3 +494,65 @@ fn production_stack_loads_its_edge_with_the_token() {
     // /public/baseline on the demo's own port, never did).
     assert!(after > before + 10, "Redis commands {before} -> {after}");
 }
+
+/// bench/actix-db beside linerate on async-db, where it has HttpArena's route: validated with
+/// the same checks, and loaded where it passed (a failure would make it "not entered" with
+/// why, never loaded); on baseline it is "not entered" with the routes it has. NOT RUN when
+/// it is not built (scripts/peers.sh rust). No figure is asserted.
+#[test]
+fn actix_enters_async_db_beside_linerate() {
+    use linerate_lab::arena::peers::Peer;
+    let bin = repo().join("bench/actix-db/target/release/actix-db");
+    if !bin.is_file() {
+        eprintln!(
+            "NOT RUN: {} is not built (scripts/peers.sh rust)",
+            bin.display()
+        );
+        return;
+    }
+    let Some(b) = Backends::start() else { return };
+    let spawn = Spawn {
+        bin: PathBuf::from(env!("CARGO_BIN_EXE_linerate")),
+        database_url: Some(b.database_url.clone()),
+        cache_tier: None,
+        workers: 1,
+    };
+    let sizing = linerate_lab::arena::load::Sizing {
+        cpus: 2,
+        duration: std::time::Duration::from_millis(300),
+        warmup: std::time::Duration::ZERO,
+        connections: Some(4),
+    };
+    let mut args = args(Server::Demo(spawn), &["async-db", "baseline"]);
+    args.peers = vec![Peer::Actix, Peer::Axum];
+    let run = linerate_lab::arena::run(&args, Some(sizing), |_| {}).unwrap();
+    let row = |profile: &str, server: &str| {
+        run.validation
+            .iter()
+            .find(|v| v.profile == profile && v.server == server)
+            .unwrap_or_else(|| panic!("no {profile} row for {server}: {:?}", run.validation))
+    };
+    let actix = row("async-db", "actix");
+    assert_eq!(actix.checks.len(), row("async-db", "linerate").checks.len());
+    assert_eq!(actix.result, "passed", "{actix:?}");
+    assert_eq!(row("baseline", "actix").result, "not entered");
+    assert_eq!(row("async-db", "axum").result, "not entered");
+    let loaded: Vec<_> = run
+        .load
+        .iter()
+        .filter(|s| s.measured.profile == "async-db")
+        .map(|s| {
+            (
+                s.measured.server.as_str(),
+                s.error.clone(),
+                s.measured.responses > 0,
+            )
+        })
+        .collect();
+    assert_eq!(
+        loaded,
+        [("linerate", None, true), ("actix", None, true)],
+        "{:?}",
+        run.load
+    );
+}

@@ -3,7 +3,7 @@
 //! linerate's demo, started here with fixtures of its own, or a server the user started;
 //! then (not with `--validate-only`) a load in HttpArena's shape and the score.
 //!
-//! With peers ([`peers`]: nginx, h2o, caddy) each server in turn is started, validated with
+//! With peers ([`peers`]: nginx, h2o, caddy, haproxy, actix, axum) each server in turn is started, validated with
 //! the same checks on every profile it enters, loaded and stopped; the scores compare each
 //! profile's servers with the best of them.
 //!
@@ -128,16 +128,25 @@ pub fn run(
     };
     let mut validation = Vec::new();
     let mut measured = Vec::new();
+    // actix-db's database: the demo's.
+    let database_url = match &args.server {
+        Server::Demo(s) => s.database_url.as_deref(),
+        Server::Given(..) => None,
+    };
     // One server at a time: started, validated, loaded, stopped (a peer never shares the
     // CPUs with another server under load).
     let mut one = |target: &Target,
                    entry: &dyn Fn(&Profile) -> Result<(), &'static str>,
+                   computes: bool,
                    rng: &mut Rng,
                    validation: &mut Vec<Validation>,
                    measured: &mut Vec<Measurement>| {
         let mut passed = Vec::new();
         for p in &picked {
-            let v = validate_one(p, entry(p), target, rng);
+            let mut v = validate_one(p, entry(p), target, rng);
+            if computes {
+                v = not_written_for(v);
+            }
             if v.result == "passed" {
                 passed.push(*p);
             }
@@ -158,6 +167,7 @@ pub fn run(
         one(
             &target,
             &|p| p.entry,
+            false,
             &mut rng,
             &mut validation,
             &mut measured,
@@ -167,10 +177,11 @@ pub fn run(
         // Started only when it enters a picked profile; one that cannot be started is NOT RUN,
         // with why, on every profile it would have entered.
         let wants = picked.iter().any(|p| peer.enters(p).is_ok());
-        match wants.then(|| peer.spawn(&cpus, &mut rng)) {
+        match wants.then(|| peer.spawn(&cpus, database_url, &mut rng)) {
             Some(Ok(target)) => one(
                 &target,
                 &|p| peer.enters(p),
+                peer.computes(),
                 &mut rng,
                 &mut validation,
                 &mut measured,
@@ -188,6 +199,20 @@ pub fn run(
         validation,
         load: scored(measured),
     })
+}
+
+/// A Rust peer's validation: a profile whose checks it fails is one its route was not written
+/// for (HttpArena's contract, not TechEmpower's or the lab's), so "not entered" with the first
+/// failure as why, its checks kept; never loaded.
+fn not_written_for(mut v: Validation) -> Validation {
+    if v.result == "FAILED" {
+        v.result = "not entered";
+        v.reason = Some(format!(
+            "its route fails HttpArena's contract: {}",
+            v.reason.as_deref().unwrap_or("")
+        ));
+    }
+    v
 }
 
 /// The rows of a peer that was not started: "not entered" (with why) where it cannot enter,
@@ -360,6 +385,43 @@ mod tests {
             ]
         );
         assert_eq!(s[2].error.as_deref(), Some("no answers"));
+    }
+
+    /// A Rust peer that fails a profile's checks was not written for it: "not entered" with
+    /// the failure as why (its checks kept), so never loaded; what passes stays passed, and
+    /// linerate's (or an installed peer's) failure is never turned into one.
+    #[test]
+    fn a_rust_peers_failure_is_not_entered_with_why() {
+        use checks::Outcome;
+        let failed = Validation::checked(
+            "async-db",
+            "actix",
+            vec![
+                ("a".into(), Outcome::Pass),
+                ("b".into(), Outcome::Fail("count 3".into())),
+            ],
+        );
+        let v = not_written_for(failed.clone());
+        assert_eq!(v.result, "not entered");
+        assert_eq!(
+            v.reason.as_deref(),
+            Some("its route fails HttpArena's contract: b: count 3")
+        );
+        assert_eq!((v.passed, v.failed, v.checks.len()), (1, 1, 2));
+        let passed = Validation::checked("async-db", "actix", vec![("a".into(), Outcome::Pass)]);
+        assert_eq!(not_written_for(passed).result, "passed");
+        assert_eq!(failed.result, "FAILED");
+    }
+
+    /// A Rust peer not built is NOT RUN, with why, where it would have entered.
+    #[test]
+    fn a_rust_peer_not_built_is_not_run_with_why() {
+        let picked = select(&["async-db".into(), "baseline".into()]).unwrap();
+        let why = "bench/actix-db/target/release/actix-db is not built (scripts/peers.sh rust)";
+        let rows = unstarted(Peer::Actix, &picked, why);
+        let got: Vec<_> = rows.iter().map(|r| (r.profile, r.result)).collect();
+        assert_eq!(got, [("async-db", "NOT RUN"), ("baseline", "not entered")]);
+        assert_eq!(rows[0].reason.as_deref(), Some(why));
     }
 
     /// A peer that is not installed (or did not start) is NOT RUN, with why, on the profiles it

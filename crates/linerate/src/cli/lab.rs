@@ -472,7 +472,9 @@ pub(crate) struct ArenaFlags {
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
     /// Servers of the run: `linerate` (the --server above, always in it) and peers the arena
-    /// starts on fixtures of their own, each on the profiles it can enter: nginx, h2o, caddy.
+    /// starts on fixtures of their own, each on the profiles it can enter: nginx, h2o, caddy
+    /// (static files), actix (bench/actix-db: async-db), axum (bench/axum-tokio) and haproxy
+    /// (each "not entered" with why where it has no route of HttpArena's).
     #[arg(long, value_delimiter = ',', default_value = "linerate")]
     servers: Vec<String>,
     /// Measured load per profile, e.g. 5s.
@@ -503,7 +505,9 @@ impl ArenaFlags {
         let mut peers = Vec::new();
         for name in self.servers.iter().filter(|s| s.as_str() != "linerate") {
             let peer = Peer::parse(name).ok_or_else(|| {
-                anyhow::anyhow!("--servers {name}: expected linerate, nginx, h2o or caddy")
+                anyhow::anyhow!(
+                    "--servers {name}: expected linerate, nginx, h2o, caddy, haproxy, actix or axum"
+                )
             })?;
             if !peers.contains(&peer) {
                 peers.push(peer);
@@ -693,7 +697,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "--servers apache: expected linerate, nginx, h2o or caddy"
+            "--servers apache: expected linerate, nginx, h2o, caddy, haproxy, actix or axum"
         );
     }
 
