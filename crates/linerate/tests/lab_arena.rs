@@ -164,6 +164,7 @@ fn the_load_runs_and_scores_a_short_smoke() {
         duration: std::time::Duration::from_millis(300),
         warmup: std::time::Duration::ZERO,
         connections: Some(4),
+        rounds: 1,
     };
     let args = args(
         Server::Demo(spawn),
@@ -175,9 +176,22 @@ fn the_load_runs_and_scores_a_short_smoke() {
             "fortunes",
         ],
     );
-    let run = linerate_lab::arena::run(&args, Some(sizing), |_| {}).unwrap();
+    let sizing = linerate_lab::arena::load::Sizing {
+        rounds: 2,
+        ..sizing
+    };
+    let mut heard = Vec::new();
+    let run = linerate_lab::arena::run(&args, Some(sizing), |l| heard.push(l.to_string())).unwrap();
+    assert_eq!(
+        heard[..2],
+        [
+            "load: baseline on linerate (round 1 of 2)",
+            "load: baseline on linerate (round 2 of 2)"
+        ]
+    );
     // The profile not entered is not loaded; the others are, each with answers, the
-    // server's CPU read from /proc, and the paced one scored.
+    // server's CPU read from /proc, and the paced one scored; each row the median of its
+    // two rounds, within their spread.
     let loaded: Vec<_> = run.load.iter().map(|s| s.measured.profile).collect();
     assert_eq!(loaded, ["baseline", "unary-grpc", "static", "latency-10k"]);
     for s in &run.load {
@@ -185,6 +199,15 @@ fn the_load_runs_and_scores_a_short_smoke() {
         assert!(s.measured.responses > 0, "{s:?}");
         assert!(s.measured.cpu_us_per_request.is_some(), "{s:?}");
         assert_eq!(s.composite.is_some(), s.measured.profile == "latency-10k");
+        let m = &s.measured;
+        assert_eq!((m.rounds, m.round_errors.as_ref()), (2, None), "{s:?}");
+        assert!(
+            m.rps_min_max[0] <= m.rps && m.rps <= m.rps_min_max[1],
+            "{s:?}"
+        );
+        let [lo, hi] = m.cpu_us_min_max.unwrap();
+        let cpu = m.cpu_us_per_request.unwrap();
+        assert!(lo <= cpu && cpu <= hi, "{s:?}");
     }
     // The report and its charts.
     let machine = linerate_lab::compare::machine::describe(&[]);
@@ -301,10 +324,16 @@ fn nginx_enters_static_beside_linerate() {
         duration: std::time::Duration::from_millis(300),
         warmup: std::time::Duration::ZERO,
         connections: Some(4),
+        rounds: 1,
     };
     let mut args = args(Server::Demo(spawn), &["static", "baseline"]);
     args.peers = vec![Peer::Nginx];
-    let run = linerate_lab::arena::run(&args, Some(sizing), |_| {}).unwrap();
+    let sizing = linerate_lab::arena::load::Sizing {
+        rounds: 2,
+        ..sizing
+    };
+    let mut heard = Vec::new();
+    let run = linerate_lab::arena::run(&args, Some(sizing), |l| heard.push(l.to_string())).unwrap();
     let row = |profile: &str, server: &str| {
         run.validation
             .iter()
@@ -334,6 +363,17 @@ fn nginx_enters_static_beside_linerate() {
             .collect();
         assert_eq!(loaded.len(), 2, "{loaded:?}");
         assert_eq!(loaded[1].measured.server, "nginx");
+        // The rounds interleave the two servers.
+        assert_eq!(
+            heard[..4],
+            [
+                "load: static on linerate (round 1 of 2)",
+                "load: static on nginx (round 1 of 2)",
+                "load: static on linerate (round 2 of 2)",
+                "load: static on nginx (round 2 of 2)",
+            ]
+        );
+        assert!(loaded.iter().all(|s| s.measured.rounds == 2), "{loaded:?}");
         for s in &loaded {
             assert_eq!(s.error, None, "{s:?}");
             assert!(s.measured.responses > 0, "{s:?}");
@@ -477,6 +517,7 @@ fn production_stack_loads_its_edge_with_the_token() {
         duration: std::time::Duration::from_millis(500),
         warmup: std::time::Duration::ZERO,
         connections: Some(4),
+        rounds: 1,
     };
     let before = b.redis_commands().unwrap();
     let m = load::measure(p, &t, &sizing).unwrap();
@@ -522,6 +563,7 @@ fn actix_enters_async_db_beside_linerate() {
         duration: std::time::Duration::from_millis(300),
         warmup: std::time::Duration::ZERO,
         connections: Some(4),
+        rounds: 1,
     };
     let mut args = args(Server::Demo(spawn), &["async-db", "baseline"]);
     args.peers = vec![Peer::Actix, Peer::Axum];

@@ -40,9 +40,12 @@ pub struct Sizing {
     pub warmup: Duration,
     /// Every profile at this many connections instead.
     pub connections: Option<usize>,
+    /// Interleaved rounds of each server per profile (the figures are their medians).
+    pub rounds: usize,
 }
 
-/// One server's measurement of one profile.
+/// One server's measurement of one profile: one round's, or (from [`summarise`]) the median
+/// of its rounds, with their spread.
 #[derive(Clone, Debug, Serialize)]
 pub struct Measured {
     pub profile: &'static str,
@@ -61,6 +64,16 @@ pub struct Measured {
     /// (production-stack: the edge and its cache sidecar).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_of: Option<&'static str>,
+    /// Rounds measured (the figures above are their medians; `responses` and `failed` their
+    /// sums).
+    pub rounds: usize,
+    /// req/s of the slowest and the fastest round.
+    pub rps_min_max: [f64; 2],
+    /// CPU µs per request of the cheapest and the dearest round.
+    pub cpu_us_min_max: Option<[f64; 2]>,
+    /// Rounds that failed, and the first one's why (their figures are left out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub round_errors: Option<(usize, String)>,
 }
 
 /// `n` of HttpArena's connections, sized for `theirs` CPUs, on `ours`.
@@ -199,6 +212,61 @@ fn measure_with(
         mean_us: r.latency.mean_us,
         p99_us: r.latency.p99_us as f64,
         cpu_of: None,
+        rounds: 1,
+        rps_min_max: [r.req_per_s; 2],
+        cpu_us_min_max: cpu_us_per_request.map(|c| [c; 2]),
+        round_errors: None,
+    })
+}
+
+/// One row from a server's rounds on a profile: the median of each figure over the rounds
+/// that measured, their req/s and CPU spread, responses and failures summed; the rounds that
+/// failed counted with the first one's why. `Err` only when no round measured.
+pub fn summarise(rounds: Vec<Result<Measured, String>>) -> Result<Measured, String> {
+    let mut ok = Vec::new();
+    let mut errors = Vec::new();
+    for r in rounds {
+        match r {
+            Ok(m) => ok.push(m),
+            Err(e) => errors.push(e),
+        }
+    }
+    let Some(first) = ok.first() else {
+        return Err(errors
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| "no round ran".into()));
+    };
+    let median = |f: &dyn Fn(&Measured) -> f64| -> f64 {
+        let mut v: Vec<f64> = ok.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    };
+    let spread = |v: Vec<f64>| -> Option<[f64; 2]> {
+        let lo = v.iter().copied().reduce(f64::min)?;
+        let hi = v.iter().copied().reduce(f64::max)?;
+        Some([lo, hi])
+    };
+    let cpus: Vec<f64> = ok.iter().filter_map(|m| m.cpu_us_per_request).collect();
+    // A CPU figure only where every round had one (a median of some rounds is not one).
+    let cpu_all = cpus.len() == ok.len();
+    Ok(Measured {
+        rps: median(&|m| m.rps),
+        cpu_us_per_request: cpu_all.then(|| median(&|m| m.cpu_us_per_request.unwrap_or(0.0))),
+        mean_us: median(&|m| m.mean_us),
+        p99_us: median(&|m| m.p99_us),
+        responses: ok.iter().map(|m| m.responses).sum(),
+        failed: ok.iter().map(|m| m.failed).sum(),
+        rounds: ok.len(),
+        rps_min_max: spread(ok.iter().map(|m| m.rps).collect()).unwrap_or([0.0; 2]),
+        cpu_us_min_max: if cpu_all { spread(cpus) } else { None },
+        round_errors: errors.first().map(|e| (errors.len(), e.clone())),
+        ..first.clone()
     })
 }
 
@@ -321,6 +389,11 @@ fn measure_stack(p: &'static Profile, t: &Target, s: &Sizing) -> Result<Measured
     };
     let answered = ok(r) + ok(w);
     let all = r.responses + w.responses + r.failed + w.failed;
+    let rps = if r.elapsed_s > 0.0 {
+        answered as f64 / r.elapsed_s
+    } else {
+        0.0
+    };
     let cpu_us_per_request = match (before, after) {
         (Some(b), Some(a)) if answered > 0 => {
             Some((a - b) as f64 / procfs::clock_ticks() * 1e6 / answered as f64)
@@ -333,23 +406,80 @@ fn measure_stack(p: &'static Profile, t: &Target, s: &Sizing) -> Result<Measured
         connections,
         depth: STACK_READ_STREAMS,
         offered_rps: None,
-        rps: if r.elapsed_s > 0.0 {
-            answered as f64 / r.elapsed_s
-        } else {
-            0.0
-        },
+        rps,
         responses: answered,
         failed: all - answered,
         cpu_us_per_request,
         mean_us: r.latency.mean_us,
         p99_us: r.latency.p99_us as f64,
         cpu_of: Some(stack.counted()),
+        rounds: 1,
+        rps_min_max: [rps; 2],
+        cpu_us_min_max: cpu_us_per_request.map(|c| [c; 2]),
+        round_errors: None,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn round(rps: f64, cpu: Option<f64>, p99: f64) -> Measured {
+        Measured {
+            profile: "baseline",
+            server: "linerate".into(),
+            connections: 8,
+            depth: 1,
+            offered_rps: None,
+            rps,
+            responses: 10,
+            failed: 1,
+            cpu_us_per_request: cpu,
+            mean_us: p99 / 2.0,
+            p99_us: p99,
+            cpu_of: None,
+            rounds: 1,
+            rps_min_max: [rps; 2],
+            cpu_us_min_max: cpu.map(|c| [c; 2]),
+            round_errors: None,
+        }
+    }
+
+    /// Rounds become one row: each figure's median, req/s and CPU min-max, counts summed; a
+    /// failed round is counted and said, not averaged in; no round measured is an error.
+    #[test]
+    fn rounds_summarise_to_medians_and_spread() {
+        let m = summarise(vec![
+            Ok(round(300.0, Some(3.0), 900.0)),
+            Err("connection refused".into()),
+            Ok(round(100.0, Some(5.0), 100.0)),
+            Ok(round(200.0, Some(4.0), 500.0)),
+        ])
+        .unwrap();
+        assert_eq!(
+            (m.rps, m.cpu_us_per_request, m.p99_us),
+            (200.0, Some(4.0), 500.0)
+        );
+        assert_eq!(m.mean_us, 250.0);
+        assert_eq!(m.rps_min_max, [100.0, 300.0]);
+        assert_eq!(m.cpu_us_min_max, Some([3.0, 5.0]));
+        assert_eq!((m.rounds, m.responses, m.failed), (3, 30, 3));
+        assert_eq!(m.round_errors, Some((1, "connection refused".to_string())));
+        // Two rounds: the middle of the two; a round without CPU leaves none.
+        let m = summarise(vec![
+            Ok(round(100.0, Some(2.0), 1.0)),
+            Ok(round(200.0, None, 1.0)),
+        ])
+        .unwrap();
+        assert_eq!(
+            (m.rps, m.cpu_us_per_request, m.cpu_us_min_max),
+            (150.0, None, None)
+        );
+        assert_eq!(
+            summarise(vec![Err("a".into()), Err("b".into())]).unwrap_err(),
+            "a"
+        );
+    }
 
     /// HttpArena's reads file: 20,000 paths, 30% static, 10% baseline, 50% items over ids
     /// 1-10,000 (each once), 10% /api/me, in its order.

@@ -417,6 +417,11 @@ pub(crate) fn floor(a: &FloorArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `lab arena`'s rounds by default: about 34 loaded rows (linerate alone) × 3 rounds × 6 s
+/// (1 s warm-up, 5 s measured) is 10 minutes of load, 12 with the static and Rust peers, plus
+/// about half a minute of starts and validation: under the 15 minutes on 2 cores.
+const DEFAULT_ARENA_ROUNDS: u64 = 3;
+
 /// Options of `linerate lab arena`: HttpArena's profiles validated (and, later, loaded and
 /// scored) against linerate's demo or a server you started.
 #[derive(Args, Debug, Clone)]
@@ -480,6 +485,11 @@ pub(crate) struct ArenaFlags {
     /// Measured load per profile, e.g. 5s.
     #[arg(long, default_value = "5s", value_parser = units::duration)]
     duration: Duration,
+    /// Interleaved rounds of each server per profile (the report gives each figure's median
+    /// and the req/s and CPU min–max); the default keeps the whole run on a 2-core machine
+    /// under 15 minutes.
+    #[arg(long, default_value_t = DEFAULT_ARENA_ROUNDS, value_parser = clap::value_parser!(u64).range(1..))]
+    rounds: u64,
     /// Load before each measured run, not counted.
     #[arg(long, default_value = "1s", value_parser = units::duration)]
     warmup: Duration,
@@ -568,6 +578,7 @@ pub(crate) fn arena(f: ArenaFlags) -> anyhow::Result<ExitCode> {
         duration: f.duration,
         warmup: f.warmup,
         connections: f.connections,
+        rounds: f.rounds as usize,
     });
     let args = f.args()?;
     let run = linerate_lab::arena::run(&args, sizing, |line| eprintln!("{line}"))
@@ -577,8 +588,7 @@ pub(crate) fn arena(f: ArenaFlags) -> anyhow::Result<ExitCode> {
     text += &report::table(rows);
     text += &report::failures(rows);
     if sizing.is_some() {
-        text +=
-            "\nLoad (HttpArena's shapes scaled to this machine's CPUs; server CPU from /proc)\n";
+        text += "\nLoad (HttpArena's shapes scaled to this machine's CPUs; server CPU from /proc; medians of the rounds)\n";
         text += &report::load_table(&run.load);
     }
     let mut out = std::io::stdout().lock();
@@ -659,6 +669,9 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(a.profile, ["baseline", "json-comp"]);
+        assert_eq!(a.rounds, DEFAULT_ARENA_ROUNDS);
+        assert_eq!(parse(&["arena", "--rounds", "5"]).unwrap().rounds, 5);
+        assert!(parse(&["arena", "--rounds", "0"]).is_err());
         let args = a.args().unwrap();
         assert!(matches!(args.server, Server::Demo(_)));
         let given = parse(&[
