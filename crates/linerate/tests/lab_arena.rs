@@ -114,8 +114,8 @@ fn not_entered_profiles_are_never_passed() {
     assert_eq!(
         results,
         [
-            ("fortunes", "not entered"),
             // No database, no TLS listener: nothing to check, and said so.
+            ("fortunes", "NOT RUN"),
             ("crud", "NOT RUN"),
             ("json-tls", "NOT RUN"),
             ("8gbit", "NOT RUN"),
@@ -140,7 +140,7 @@ fn the_demo_passes_every_profile_it_enters() {
             // Without a database the database profiles cannot run; the rest the demo does not
             // serve yet.
             "NOT RUN" => assert!(
-                ["async-db", "crud", "production-stack"].contains(&r.profile),
+                ["async-db", "fortunes", "crud", "production-stack"].contains(&r.profile),
                 "{r:?}"
             ),
             "not entered" => assert!(r.reason.is_some()),
@@ -189,7 +189,7 @@ fn the_load_runs_and_scores_a_short_smoke() {
             "load: baseline on linerate (round 2 of 2)"
         ]
     );
-    // The profile not entered is not loaded; the others are, each with answers, the
+    // The profile not run (no database) is not loaded; the others are, each with answers, the
     // server's CPU read from /proc, and the paced one scored; each row the median of its
     // two rounds, within their spread.
     let loaded: Vec<_> = run.load.iter().map(|s| s.measured.profile).collect();
@@ -212,7 +212,7 @@ fn the_load_runs_and_scores_a_short_smoke() {
     // The report and its charts.
     let machine = linerate_lab::compare::machine::describe(&[]);
     let md = linerate_lab::arena::report::markdown(&run, &machine);
-    assert!(md.contains("| fortunes | linerate | not entered |"), "{md}");
+    assert!(md.contains("| fortunes | linerate | NOT RUN |"), "{md}");
     assert!(md.contains("| latency-10k | linerate | 4 | 1 |"), "{md}");
     let dir = std::env::temp_dir().join(format!("lab-arena-charts-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -399,6 +399,8 @@ fn nginx_enters_static_beside_linerate() {
 struct Backends {
     pg_dir: String,
     database_url: String,
+    /// The copy whose `fortune` is HttpArena's 200 rows.
+    arena_url: String,
     redis: std::process::Child,
     redis_port: u16,
 }
@@ -451,6 +453,7 @@ impl Backends {
         let b = Backends {
             pg_dir: field("PG_DIR="),
             database_url: field("DATABASE_URL="),
+            arena_url: field("ARENA_DATABASE_URL="),
             redis,
             redis_port,
         };
@@ -596,5 +599,46 @@ fn actix_enters_async_db_beside_linerate() {
         [("linerate", None, true), ("actix", None, true)],
         "{:?}",
         run.load
+    );
+}
+
+/// fortunes: the demo's /fortunes over scripts/pg.sh's ARENA_DATABASE_URL (HttpArena's 200
+/// rows) passes HttpArena's checks; over DATABASE_URL (TechEmpower's 12) it fails them, on the
+/// row count and the size band, so the checks can fail.
+#[test]
+fn fortunes_passes_over_httparenas_table_and_fails_over_techempowers() {
+    use linerate_lab::arena::{checks, rng::Rng, target::Target};
+    let Some(b) = Backends::start() else { return };
+    let p = linerate_lab::arena::profiles::find("fortunes").unwrap();
+    let check = |url: &str| {
+        let spawn = Spawn {
+            bin: PathBuf::from(env!("CARGO_BIN_EXE_linerate")),
+            database_url: Some(url.to_string()),
+            cache_tier: None,
+            workers: 1,
+        };
+        let mut rng = Rng::new(5);
+        let t = Target::spawn_demo(&spawn, &[0], &mut rng).unwrap();
+        checks::validate(p, &t, &mut rng)
+    };
+    let good = check(&b.arena_url);
+    assert!(
+        good.iter().all(|(_, o)| *o == checks::Outcome::Pass),
+        "{good:?}"
+    );
+    assert_eq!(good.len(), 6);
+    let twelve = check(&b.database_url);
+    let failed: Vec<&str> = twelve
+        .iter()
+        .filter(|(_, o)| matches!(o, checks::Outcome::Fail(_)))
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(
+        failed,
+        [
+            "201–210 <tr (200 seeded rows and the runtime one)",
+            "body 18432–64000 bytes"
+        ],
+        "{twelve:?}"
     );
 }
