@@ -123,14 +123,16 @@ pub fn table(rows: &[Validation]) -> String {
     out
 }
 
-/// Every failing check of every profile, one per line (printed under the table).
+/// Every failing check of every profile, one per line (printed under the table), with the
+/// server it failed on (a Rust peer's failures under a "not entered" row too).
 pub fn failures(rows: &[Validation]) -> String {
     let mut out = String::new();
     for r in rows {
         for c in r.checks.iter().filter(|c| c.outcome == "FAIL") {
             out.push_str(&format!(
-                "FAIL {} [{}]: {}\n",
+                "FAIL {} on {} [{}]: {}\n",
                 r.profile,
+                r.server,
                 c.name,
                 c.why.as_deref().unwrap_or("")
             ));
@@ -207,7 +209,7 @@ pub fn markdown(run: &Run, machine: &Machine) -> String {
             r.passed,
             r.failed,
             r.not_run,
-            r.reason.as_deref().unwrap_or("").replace('|', "\\|")
+            md_cell(r.reason.as_deref().unwrap_or(""))
         );
     }
     if !run.load.is_empty() {
@@ -218,6 +220,15 @@ pub fn markdown(run: &Run, machine: &Machine) -> String {
         o += &load_table(&run.load);
     }
     o
+}
+
+/// Text for a Markdown table cell, shown as written: `&`, `<` and `>` as entities (a check's
+/// reason may quote HTML, e.g. fortunes' `<script>`), `|` escaped.
+fn md_cell(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('|', "\\|")
 }
 
 /// Bar charts of the load (req/s and server CPU µs per request, one bar per profile and server) into
@@ -288,4 +299,16 @@ pub fn charts(dir: &Path, rows: &[Scored]) -> anyhow::Result<Vec<PathBuf>> {
             &order,
         )?,
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    /// A reason quoting HTML reads as written in the docs, never as markup.
+    #[test]
+    fn markdown_cells_show_html_as_text() {
+        assert_eq!(
+            super::md_cell("no &lt;script&gt;, or a raw <script>alert | x"),
+            "no &amp;lt;script&amp;gt;, or a raw &lt;script&gt;alert \\| x"
+        );
+    }
 }
