@@ -417,9 +417,10 @@ pub(crate) fn floor(a: &FloorArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `lab arena`'s rounds by default: about 34 loaded rows (linerate alone) × 3 rounds × 6 s
-/// (1 s warm-up, 5 s measured) is 10 minutes of load, 12 with the static and Rust peers, plus
-/// about half a minute of starts and validation: under the 15 minutes on 2 cores.
+/// `lab arena`'s rounds by default: 29 loaded rows (linerate alone: every profile but the two
+/// gateway shapes) × 3 rounds × 6 s (1 s warm-up, 5 s measured) is 9 minutes of load, 40 rows
+/// and 12 minutes with every peer (nginx, h2o, caddy, actix), plus about half a minute of starts
+/// and validation: under the 15 minutes on 2 cores.
 const DEFAULT_ARENA_ROUNDS: u64 = 3;
 
 /// Options of `linerate lab arena`: HttpArena's profiles validated (and, later, loaded and
