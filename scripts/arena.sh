@@ -3,8 +3,9 @@
 # --validate-only`, which starts the demo itself on free ports of 127.0.0.1 with fixtures of
 # its own (HttpArena's static file names and sizes, a random dataset, an RSA-2048
 # certificate) and runs HttpArena's checks with fresh random inputs (the load is not run).
-# The database profiles (async-db, crud) get a throwaway PostgreSQL (scripts/pg.sh) and the
-# crud cache a Redis tier (scripts/cache-servers.sh); where either cannot start, a NOT RUN
+# The database profiles (async-db, fortunes, crud, production-stack) get a throwaway PostgreSQL
+# (scripts/pg.sh; its ARENA_DATABASE_URL, whose fortune table is HttpArena's 200 rows) and the
+# crud and production-stack caches a Redis tier (scripts/cache-servers.sh); where either cannot start, a NOT RUN
 # line says so and those profiles are reported NOT RUN, the rest still validated.
 #
 #   scripts/arena.sh [path/to/linerate [ARGS...]]   (default: $LINERATE_BIN, else
@@ -35,7 +36,8 @@ rc=0
 scripts/pg.sh start >"$out/pg.env" 2>"$out/pg.err" || rc=$?
 if [ $rc = 0 ]; then
     pg_dir=$(sed -n 's/^PG_DIR=//p' "$out/pg.env")
-    extra+=(--database-url "$(sed -n 's/^DATABASE_URL=//p' "$out/pg.env")")
+    # The copy whose fortune table is HttpArena's 200 rows (fortunes); the rest is the same.
+    extra+=(--database-url "$(sed -n 's/^ARENA_DATABASE_URL=//p' "$out/pg.env")")
     rc=0
     scripts/cache-servers.sh start redis >"$out/redis.env" 2>"$out/redis.err" || rc=$?
     if [ $rc = 0 ]; then

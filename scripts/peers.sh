@@ -9,6 +9,8 @@
 #
 #   scripts/peers.sh          install what is missing (root on Debian), then list
 #   scripts/peers.sh list     only list what is there
+#   scripts/peers.sh rust     build the Rust peers `lab arena --servers …,actix,axum` starts:
+#                             bench/actix-db and bench/axum-tokio (cargo build --release --locked)
 #   scripts/peers.sh grpc     build issue 53's gRPC peers (bench/grpc.toml, bench/grpc_proxy.toml):
 #                             bench/tonic-grpc (tonic 0.14, cargo --release --locked; no protoc
 #                             needed) and bench/grpc-go-sum (grpc-go v1.85.0, go build; GOPROXY)
@@ -18,6 +20,18 @@
 set -euo pipefail
 
 say() { echo "peers: $*" >&2; }
+
+if [ "${1:-}" = rust ]; then
+    root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+    command -v cargo >/dev/null || { say "NOT RUN: the Rust peers: cargo is not installed (https://rustup.rs)"; exit 2; }
+    status=0
+    for p in actix-db axum-tokio; do
+        say "building bench/$p (cargo build --release --locked)"
+        (cd "$root/bench/$p" && cargo build --release --locked) || status=1
+    done
+    [ $status != 0 ] || say "Rust peers built: bench/actix-db/target/release/actix-db, bench/axum-tokio/target/release/axum-tokio"
+    exit $status
+fi
 
 if [ "${1:-}" = grpc ]; then
     root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

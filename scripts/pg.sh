@@ -2,9 +2,12 @@
 # A throwaway PostgreSQL 15 for tests, development and the lab: a cluster in a new temporary
 # directory, owned by an unprivileged user, listening on 127.0.0.1 on a free port, seeded with
 # TechEmpower's world (10,000 rows) and fortune (12) tables and HttpArena's items (100,000)
-# and users (4) (scripts/pg/schema.sql, scripts/pg/items.py).
+# and users (4) (scripts/pg/schema.sql, scripts/pg/items.py); and `linerate_arena`, a copy of it
+# whose `fortune` is HttpArena's 200 rows (scripts/pg/httparena-fortunes.sql), for
+# `linerate lab arena`.
 #
-#   scripts/pg.sh start      start one; prints DATABASE_URL=… and PG_DIR=… (also in $PG_DIR/env)
+#   scripts/pg.sh start      start one; prints DATABASE_URL=…, ARENA_DATABASE_URL=…, PG_DIR=…
+#                            and PG_PORT=… (also in $PG_DIR/env)
 #   scripts/pg.sh stop DIR   stop the cluster in DIR (pg_ctl, then its postmaster by PID) and
 #                            remove DIR
 #   scripts/pg.sh down DIR   stop the server in DIR, keeping the cluster (a database outage)
@@ -90,14 +93,18 @@ start() {
         && as_owner "${psql[@]}" -d "$DB_NAME" -f scripts/pg/schema.sql \
         && python3 scripts/pg/items.py crates/linerate/data/dataset.json \
             | as_owner "${psql[@]}" -d "$DB_NAME" -c "COPY items FROM STDIN" \
-        && as_owner "${psql[@]}" -d "$DB_NAME" -c "VACUUM ANALYZE"; } >"$dir/seed.log" 2>&1; then
+        && as_owner "${psql[@]}" -d "$DB_NAME" -c "VACUUM ANALYZE" \
+        && as_owner "${psql[@]}" -d postgres -c "CREATE DATABASE ${DB_NAME}_arena TEMPLATE $DB_NAME" \
+        && as_owner "${psql[@]}" -d "${DB_NAME}_arena" -f scripts/pg/httparena-fortunes.sql; } \
+        >"$dir/seed.log" 2>&1; then
         cat "$dir/seed.log" >&2
         stop "$dir"
         say "seeding failed"
         exit 1
     fi
     local url="postgres://$DB_USER:$DB_PASS@127.0.0.1:$port/$DB_NAME"
-    printf 'DATABASE_URL=%s\nPG_DIR=%s\nPG_PORT=%s\n' "$url" "$dir" "$port" | tee "$dir/env"
+    printf 'DATABASE_URL=%s\nARENA_DATABASE_URL=%s_arena\nPG_DIR=%s\nPG_PORT=%s\n' \
+        "$url" "$url" "$dir" "$port" | tee "$dir/env"
 }
 
 # server_up DIR: starts the cluster in DIR with the options it was made with.
@@ -149,11 +156,10 @@ selftest() {
     url=$(echo "$out" | sed -n 's/^DATABASE_URL=//p')
     trap 'stop "$dir"' EXIT
     # Over TCP with the password (SCRAM), as linerate connects.
-    local q=("$PG_BIN/psql" -X -tA "$url")
     local fail=0
-    check() {   # check NAME SQL EXPECTED
+    check() {   # check NAME SQL EXPECTED [URL]
         local got
-        got=$("${q[@]}" -c "$2" 2>&1) || true
+        got=$("$PG_BIN/psql" -X -tA "${4:-$url}" -c "$2" 2>&1) || true
         if [ "$got" = "$3" ]; then echo "PG $1 PASS $got"; else echo "PG $1 FAIL got '$got', want '$3'"; fail=1; fi
     }
     check world "SELECT count(*), min(id), max(id) FROM world" "10000|1|10000"
@@ -164,6 +170,13 @@ selftest() {
     check items_tags "SELECT count(*) FROM items WHERE jsonb_array_length(tags) BETWEEN 1 AND 4" "100000"
     check users "SELECT count(*), max(name) FILTER (WHERE id = 42) FROM users" "4|Alice Chen"
     check durability_off "SHOW fsync" "off"
+    local arena
+    arena=$(echo "$out" | sed -n 's/^ARENA_DATABASE_URL=//p')
+    check arena_fortune "SELECT count(*), count(*) FILTER (WHERE message LIKE '%&%''%—%') FROM fortune" "200|188" \
+        "$arena"
+    check arena_script "SELECT message FROM fortune WHERE id = 11" \
+        '<script>alert("This should not be displayed in a browser alert box.");</script>' "$arena"
+    check arena_items "SELECT count(*) FROM items" "100000" "$arena"
     down "$dir"
     if "$PG_BIN/pg_isready" -h 127.0.0.1 -p "$port" >/dev/null 2>&1; then
         echo "PG down FAIL the server still answers"; fail=1

@@ -330,11 +330,12 @@ fn json(r: &common::Resp) -> serde_json::Value {
 }
 
 /// TechEmpower's fortunes page for its twelve rows, as linerate renders it: the added fortune,
-/// sorted by message, `<`, `>`, `"` and `'` escaped as numeric references (ones the verifier
-/// accepts), the rest raw UTF-8.
+/// sorted by message, `<`, `>` and `"` escaped as named references and `'` as `&#39;` (ones
+/// the verifier accepts, and the `&lt;script&gt;` HttpArena's fortunes check reads), the rest
+/// raw UTF-8.
 const FORTUNES_PAGE: &str = "<!DOCTYPE html><html><head><title>Fortunes</title></head><body>\
 <table><tr><th>id</th><th>message</th></tr>\
-<tr><td>11</td><td>&#60;script&#62;alert(&#34;This should not be displayed in a browser alert box.&#34;);&#60;/script&#62;</td></tr>\
+<tr><td>11</td><td>&lt;script&gt;alert(&quot;This should not be displayed in a browser alert box.&quot;);&lt;/script&gt;</td></tr>\
 <tr><td>4</td><td>A bad random number generator: 1, 1, 1, 1, 1, 4.33e+67, 1, 1, 1</td></tr>\
 <tr><td>5</td><td>A computer program does what you tell it to do, not what you want it to do.</td></tr>\
 <tr><td>2</td><td>A computer scientist is someone who fixes things that aren&#39;t broken.</td></tr>\

@@ -114,8 +114,8 @@ fn not_entered_profiles_are_never_passed() {
     assert_eq!(
         results,
         [
-            ("fortunes", "not entered"),
             // No database, no TLS listener: nothing to check, and said so.
+            ("fortunes", "NOT RUN"),
             ("crud", "NOT RUN"),
             ("json-tls", "NOT RUN"),
             ("8gbit", "NOT RUN"),
@@ -140,7 +140,7 @@ fn the_demo_passes_every_profile_it_enters() {
             // Without a database the database profiles cannot run; the rest the demo does not
             // serve yet.
             "NOT RUN" => assert!(
-                ["async-db", "crud", "production-stack"].contains(&r.profile),
+                ["async-db", "fortunes", "crud", "production-stack"].contains(&r.profile),
                 "{r:?}"
             ),
             "not entered" => assert!(r.reason.is_some()),
@@ -164,6 +164,7 @@ fn the_load_runs_and_scores_a_short_smoke() {
         duration: std::time::Duration::from_millis(300),
         warmup: std::time::Duration::ZERO,
         connections: Some(4),
+        rounds: 1,
     };
     let args = args(
         Server::Demo(spawn),
@@ -175,9 +176,22 @@ fn the_load_runs_and_scores_a_short_smoke() {
             "fortunes",
         ],
     );
-    let run = linerate_lab::arena::run(&args, Some(sizing), |_| {}).unwrap();
-    // The profile not entered is not loaded; the others are, each with answers, the
-    // server's CPU read from /proc, and the paced one scored.
+    let sizing = linerate_lab::arena::load::Sizing {
+        rounds: 2,
+        ..sizing
+    };
+    let mut heard = Vec::new();
+    let run = linerate_lab::arena::run(&args, Some(sizing), |l| heard.push(l.to_string())).unwrap();
+    assert_eq!(
+        heard[..2],
+        [
+            "load: baseline on linerate (round 1 of 2)",
+            "load: baseline on linerate (round 2 of 2)"
+        ]
+    );
+    // The profile not run (no database) is not loaded; the others are, each with answers, the
+    // server's CPU read from /proc, and the paced one scored; each row the median of its
+    // two rounds, within their spread.
     let loaded: Vec<_> = run.load.iter().map(|s| s.measured.profile).collect();
     assert_eq!(loaded, ["baseline", "unary-grpc", "static", "latency-10k"]);
     for s in &run.load {
@@ -185,11 +199,20 @@ fn the_load_runs_and_scores_a_short_smoke() {
         assert!(s.measured.responses > 0, "{s:?}");
         assert!(s.measured.cpu_us_per_request.is_some(), "{s:?}");
         assert_eq!(s.composite.is_some(), s.measured.profile == "latency-10k");
+        let m = &s.measured;
+        assert_eq!((m.rounds, m.round_errors.as_ref()), (2, None), "{s:?}");
+        assert!(
+            m.rps_min_max[0] <= m.rps && m.rps <= m.rps_min_max[1],
+            "{s:?}"
+        );
+        let [lo, hi] = m.cpu_us_min_max.unwrap();
+        let cpu = m.cpu_us_per_request.unwrap();
+        assert!(lo <= cpu && cpu <= hi, "{s:?}");
     }
     // The report and its charts.
     let machine = linerate_lab::compare::machine::describe(&[]);
     let md = linerate_lab::arena::report::markdown(&run, &machine);
-    assert!(md.contains("| fortunes | linerate | not entered |"), "{md}");
+    assert!(md.contains("| fortunes | linerate | NOT RUN |"), "{md}");
     assert!(md.contains("| latency-10k | linerate | 4 | 1 |"), "{md}");
     let dir = std::env::temp_dir().join(format!("lab-arena-charts-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -301,10 +324,16 @@ fn nginx_enters_static_beside_linerate() {
         duration: std::time::Duration::from_millis(300),
         warmup: std::time::Duration::ZERO,
         connections: Some(4),
+        rounds: 1,
     };
     let mut args = args(Server::Demo(spawn), &["static", "baseline"]);
     args.peers = vec![Peer::Nginx];
-    let run = linerate_lab::arena::run(&args, Some(sizing), |_| {}).unwrap();
+    let sizing = linerate_lab::arena::load::Sizing {
+        rounds: 2,
+        ..sizing
+    };
+    let mut heard = Vec::new();
+    let run = linerate_lab::arena::run(&args, Some(sizing), |l| heard.push(l.to_string())).unwrap();
     let row = |profile: &str, server: &str| {
         run.validation
             .iter()
@@ -334,6 +363,17 @@ fn nginx_enters_static_beside_linerate() {
             .collect();
         assert_eq!(loaded.len(), 2, "{loaded:?}");
         assert_eq!(loaded[1].measured.server, "nginx");
+        // The rounds interleave the two servers.
+        assert_eq!(
+            heard[..4],
+            [
+                "load: static on linerate (round 1 of 2)",
+                "load: static on nginx (round 1 of 2)",
+                "load: static on linerate (round 2 of 2)",
+                "load: static on nginx (round 2 of 2)",
+            ]
+        );
+        assert!(loaded.iter().all(|s| s.measured.rounds == 2), "{loaded:?}");
         for s in &loaded {
             assert_eq!(s.error, None, "{s:?}");
             assert!(s.measured.responses > 0, "{s:?}");
@@ -352,4 +392,253 @@ fn nginx_enters_static_beside_linerate() {
         assert!(md.contains("| static | nginx | passed |"), "{md}");
         assert!(md.contains("| baseline | nginx | not entered |"), "{md}");
     }
+}
+
+/// A throwaway PostgreSQL (scripts/pg.sh) and a Redis on a free loopback port, both stopped
+/// (by the script, by PID) when dropped.
+struct Backends {
+    pg_dir: String,
+    database_url: String,
+    /// The copy whose `fortune` is HttpArena's 200 rows.
+    arena_url: String,
+    redis: std::process::Child,
+    redis_port: u16,
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+impl Backends {
+    fn start() -> Option<Backends> {
+        use std::process::{Command, Stdio};
+        if Command::new("redis-server")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .is_err()
+        {
+            eprintln!("NOT RUN: redis-server is not installed (scripts/cache-servers.sh install)");
+            return None;
+        }
+        let out = Command::new(repo().join("scripts/pg.sh"))
+            .arg("start")
+            .output()
+            .expect("run scripts/pg.sh");
+        assert!(
+            out.status.success(),
+            "this test needs PostgreSQL 15 (scripts/pg.sh start exited {:?}): {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .unwrap_or_else(|| panic!("no {name} in {text}"))
+                .to_string()
+        };
+        let redis_port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let redis = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &redis_port.to_string()])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let b = Backends {
+            pg_dir: field("PG_DIR="),
+            database_url: field("DATABASE_URL="),
+            arena_url: field("ARENA_DATABASE_URL="),
+            redis,
+            redis_port,
+        };
+        let start = std::time::Instant::now();
+        while b.redis_commands().is_none() {
+            assert!(start.elapsed().as_secs() < 20, "redis-server did not start");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Some(b)
+    }
+
+    /// Redis's `total_commands_processed` (INFO stats), over RESP.
+    fn redis_commands(&self) -> Option<u64> {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.redis_port)).ok()?;
+        s.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+            .ok()?;
+        s.write_all(b"*2\r\n$4\r\nINFO\r\n$5\r\nstats\r\n").ok()?;
+        let mut text = String::new();
+        let mut buf = [0u8; 8192];
+        while !text.contains("total_commands_processed:") || !text.ends_with("\r\n\r\n") {
+            let n = s.read(&mut buf).ok()?;
+            if n == 0 {
+                break;
+            }
+            text.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        text.lines()
+            .find_map(|l| l.strip_prefix("total_commands_processed:"))
+            .and_then(|v| v.trim().parse().ok())
+    }
+}
+
+impl Drop for Backends {
+    fn drop(&mut self) {
+        let _ = self.redis.kill();
+        let _ = self.redis.wait();
+        let _ = std::process::Command::new(repo().join("scripts/pg.sh"))
+            .args(["stop", &self.pg_dir])
+            .status();
+    }
+}
+
+/// production-stack is loaded through its edge as HttpArena's mix: h2 over TLS to the edge's
+/// `/api/*` with the bearer token (every answer 2xx: a token refused would be 401s), the
+/// item cache going to Redis under the load, and the CPU of the edge and its Redis counted.
+/// No figure is asserted.
+#[test]
+fn production_stack_loads_its_edge_with_the_token() {
+    use linerate_lab::arena::{checks, load, rng::Rng, target::Target};
+    let Some(b) = Backends::start() else { return };
+    let spawn = Spawn {
+        bin: PathBuf::from(env!("CARGO_BIN_EXE_linerate")),
+        database_url: Some(b.database_url.clone()),
+        cache_tier: Some(format!("redis://127.0.0.1:{}", b.redis_port)),
+        workers: 1,
+    };
+    let mut rng = Rng::new(11);
+    let t = Target::spawn_demo(&spawn, &[0], &mut rng).unwrap();
+    let p = linerate_lab::arena::profiles::find("production-stack").unwrap();
+    let v = checks::validate(p, &t, &mut rng);
+    assert!(v.iter().all(|(_, o)| *o == checks::Outcome::Pass), "{v:?}");
+    let sizing = load::Sizing {
+        cpus: 2,
+        duration: std::time::Duration::from_millis(500),
+        warmup: std::time::Duration::ZERO,
+        connections: Some(4),
+        rounds: 1,
+    };
+    let before = b.redis_commands().unwrap();
+    let m = load::measure(p, &t, &sizing).unwrap();
+    let after = b.redis_commands().unwrap();
+    assert!(m.responses > 0, "{m:?}");
+    assert_eq!(m.failed, 0, "every answer 2xx: {m:?}");
+    assert_eq!(m.depth, load::STACK_READ_STREAMS);
+    assert!(m.cpu_us_per_request.unwrap_or(0.0) > 0.0, "{m:?}");
+    assert_eq!(
+        m.cpu_of,
+        Some("the edge (with the app in it) and its Redis"),
+        "{m:?}"
+    );
+    // The item cache-aside behind the edge went to Redis during the load (the old load,
+    // /public/baseline on the demo's own port, never did).
+    assert!(after > before + 10, "Redis commands {before} -> {after}");
+}
+
+/// bench/actix-db beside linerate on async-db, where it has HttpArena's route: validated with
+/// the same checks, and loaded where it passed (a failure would make it "not entered" with
+/// why, never loaded); on baseline it is "not entered" with the routes it has. NOT RUN when
+/// it is not built (scripts/peers.sh rust). No figure is asserted.
+#[test]
+fn actix_enters_async_db_beside_linerate() {
+    use linerate_lab::arena::peers::Peer;
+    let bin = repo().join("bench/actix-db/target/release/actix-db");
+    if !bin.is_file() {
+        eprintln!(
+            "NOT RUN: {} is not built (scripts/peers.sh rust)",
+            bin.display()
+        );
+        return;
+    }
+    let Some(b) = Backends::start() else { return };
+    let spawn = Spawn {
+        bin: PathBuf::from(env!("CARGO_BIN_EXE_linerate")),
+        database_url: Some(b.database_url.clone()),
+        cache_tier: None,
+        workers: 1,
+    };
+    let sizing = linerate_lab::arena::load::Sizing {
+        cpus: 2,
+        duration: std::time::Duration::from_millis(300),
+        warmup: std::time::Duration::ZERO,
+        connections: Some(4),
+        rounds: 1,
+    };
+    let mut args = args(Server::Demo(spawn), &["async-db", "baseline"]);
+    args.peers = vec![Peer::Actix, Peer::Axum];
+    let run = linerate_lab::arena::run(&args, Some(sizing), |_| {}).unwrap();
+    let row = |profile: &str, server: &str| {
+        run.validation
+            .iter()
+            .find(|v| v.profile == profile && v.server == server)
+            .unwrap_or_else(|| panic!("no {profile} row for {server}: {:?}", run.validation))
+    };
+    let actix = row("async-db", "actix");
+    assert_eq!(actix.checks.len(), row("async-db", "linerate").checks.len());
+    assert_eq!(actix.result, "passed", "{actix:?}");
+    assert_eq!(row("baseline", "actix").result, "not entered");
+    assert_eq!(row("async-db", "axum").result, "not entered");
+    let loaded: Vec<_> = run
+        .load
+        .iter()
+        .filter(|s| s.measured.profile == "async-db")
+        .map(|s| {
+            (
+                s.measured.server.as_str(),
+                s.error.clone(),
+                s.measured.responses > 0,
+            )
+        })
+        .collect();
+    assert_eq!(
+        loaded,
+        [("linerate", None, true), ("actix", None, true)],
+        "{:?}",
+        run.load
+    );
+}
+
+/// fortunes: the demo's /fortunes over scripts/pg.sh's ARENA_DATABASE_URL (HttpArena's 200
+/// rows) passes HttpArena's checks; over DATABASE_URL (TechEmpower's 12) it fails them, on the
+/// row count and the size band, so the checks can fail.
+#[test]
+fn fortunes_passes_over_httparenas_table_and_fails_over_techempowers() {
+    use linerate_lab::arena::{checks, rng::Rng, target::Target};
+    let Some(b) = Backends::start() else { return };
+    let p = linerate_lab::arena::profiles::find("fortunes").unwrap();
+    let check = |url: &str| {
+        let spawn = Spawn {
+            bin: PathBuf::from(env!("CARGO_BIN_EXE_linerate")),
+            database_url: Some(url.to_string()),
+            cache_tier: None,
+            workers: 1,
+        };
+        let mut rng = Rng::new(5);
+        let t = Target::spawn_demo(&spawn, &[0], &mut rng).unwrap();
+        checks::validate(p, &t, &mut rng)
+    };
+    let good = check(&b.arena_url);
+    assert!(
+        good.iter().all(|(_, o)| *o == checks::Outcome::Pass),
+        "{good:?}"
+    );
+    assert_eq!(good.len(), 6);
+    let twelve = check(&b.database_url);
+    let failed: Vec<&str> = twelve
+        .iter()
+        .filter(|(_, o)| matches!(o, checks::Outcome::Fail(_)))
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(
+        failed,
+        [
+            "201–210 <tr (200 seeded rows and the runtime one)",
+            "body 18432–64000 bytes"
+        ],
+        "{twelve:?}"
+    );
 }

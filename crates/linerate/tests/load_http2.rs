@@ -253,6 +253,41 @@ fn an_answer_before_the_body_ends_the_stream_cleanly() {
     s.stop();
 }
 
+/// A mix (several requests in `Http2::requests`, as `lab arena`'s production-stack sets):
+/// each stream opens the next in turn, so a connection's 300 requests are 100 of each.
+#[test]
+fn a_mix_of_requests_takes_each_in_turn() {
+    let s = serve("mix", true);
+    let url = format!("http://{}/baseline2?a=1&b=2", s.h2c);
+    let mut cfg = linerate_load::Config::from_options(&args(&[
+        "--http2",
+        "--max-concurrent-streams",
+        "8",
+        "-t",
+        "1",
+        "-c",
+        "1",
+        "-n",
+        "300",
+        &url,
+    ]))
+    .unwrap();
+    let h2 = cfg.http2.as_mut().unwrap();
+    let authority = s.h2c.to_string();
+    h2.requests = ["/baseline2?a=1&b=2", "/no/such/path", "/json"]
+        .iter()
+        .map(|p| linerate_load::h2::Request::new("GET", "http", &authority, p, &[], b""))
+        .collect();
+    let r = linerate_load::measure(&cfg).unwrap();
+    let run = &r.runs[0];
+    assert_eq!((run.responses, run.failed), (300, 0));
+    assert_eq!(
+        run.status_codes,
+        [(200, 200), (404, 100)].into_iter().collect()
+    );
+    s.stop();
+}
+
 #[test]
 fn not_found_answers_fail_the_verdict() {
     let s = serve("404", true);

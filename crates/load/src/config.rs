@@ -73,7 +73,11 @@ pub struct Config {
 pub struct Http2 {
     /// Streams in flight per connection.
     pub streams: usize,
-    /// The requests as HTTP/2 frames, index for index with `Config::templates`.
+    /// The requests as HTTP/2 frames, index for index with `Config::templates`. A caller
+    /// may set more than there are templates (a mix, as `lab arena`'s production-stack does):
+    /// each stream then opens the next in turn by the connection's count of requests sent
+    /// (h2load's `-i`); they must share one body, since flow control continues a body from
+    /// the connection's template's request.
     pub requests: Vec<h2::Request>,
     /// `--grpc`: what each answer is held to; None for plain HTTP/2.
     pub grpc: Option<h2::grpc::Expect>,

@@ -1048,13 +1048,21 @@ impl Worker<'_> {
         let cfg = self.cfg;
         let c = &mut self.conns[i];
         let h = c.h2.as_deref_mut().expect("an HTTP/2 connection");
-        let req = &cfg.http2.as_ref().expect("an HTTP/2 run").requests[c.template];
+        let reqs = &cfg.http2.as_ref().expect("an HTTP/2 run").requests;
         let sent = Sent {
             sent_ns: now,
             intended_ns,
         };
-        for _ in 0..k {
-            h.open(req, sent, &mut c.unsent);
+        if reqs.len() == 1 {
+            for _ in 0..k {
+                h.open(&reqs[c.template], sent, &mut c.unsent);
+            }
+        } else {
+            // A mix (`Http2::requests`): each stream opens the next in turn, as h2load's -i.
+            for j in 0..k as u64 {
+                let at = ((c.sent_here + j) % reqs.len() as u64) as usize;
+                h.open(&reqs[at], sent, &mut c.unsent);
+            }
         }
         c.sent_here += k as u64;
         self.issued += k as u64;

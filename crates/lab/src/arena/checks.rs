@@ -131,6 +131,7 @@ pub fn validate(profile: &Profile, t: &Target, rng: &mut Rng) -> Vec<Check> {
             c
         }
         Family::AsyncDb => async_db(t, rng),
+        Family::Fortunes => fortunes(t),
         Family::Crud => crud(t, rng),
         Family::ProductionStack => production_stack(t, rng),
         Family::Async => async_delay(t, rng),
@@ -1237,6 +1238,87 @@ fn async_db(t: &Target, rng: &mut Rng) -> Vec<Check> {
                 }),
                 Err(why) => Outcome::Fail(why),
             },
+        ),
+    ]
+}
+
+/// HttpArena's fortunes page: `<tr` rows, the 201 data rows (200 seeded and the runtime one)
+/// and up to 9 of scaffolding (a header row, a footer).
+pub const FORTUNES_ROWS: std::ops::RangeInclusive<usize> = 201..=210;
+/// Its body size band: 18 KiB (a stripped page is smaller) to 64,000 bytes (a layout loop is
+/// larger); HttpArena says "18 KB and 64 KB", read here on the strict side of each.
+pub const FORTUNES_BYTES: std::ops::RangeInclusive<usize> = 18 * 1024..=64_000;
+
+/// HttpArena's fortunes checks (feature-based, not byte-exact): text/html, a DOCTYPE, 201–210
+/// `<tr`, the runtime row, row 11's `<script>` escaped and never raw, the size band.
+fn fortunes(t: &Target) -> Vec<Check> {
+    let r = wire::get(t.h1, None, "/fortunes", &[]);
+    let body = |r: &Result<Reply, String>| match r {
+        Ok(r) if r.status == 200 => Ok(String::from_utf8_lossy(&r.body).into_owned()),
+        Ok(r) => Err(format!("HTTP {}", r.status)),
+        Err(why) => Err(why.clone()),
+    };
+    let on_body = |f: &dyn Fn(&str) -> Outcome| match body(&r) {
+        Ok(b) => f(&b),
+        Err(why) => Outcome::Fail(why),
+    };
+    vec![
+        (
+            "GET /fortunes Content-Type".into(),
+            content_type_is(r.clone(), "text/html"),
+        ),
+        (
+            "DOCTYPE present".into(),
+            on_body(&|b| {
+                verdict(b.to_ascii_lowercase().contains("<!doctype html>"), || {
+                    "no <!DOCTYPE html>".into()
+                })
+            }),
+        ),
+        (
+            format!(
+                "{}–{} <tr (200 seeded rows and the runtime one)",
+                FORTUNES_ROWS.start(),
+                FORTUNES_ROWS.end()
+            ),
+            on_body(&|b| {
+                let n = b.matches("<tr").count();
+                verdict(FORTUNES_ROWS.contains(&n), || {
+                    format!(
+                        "{n} <tr (a fortune table of 12 is TechEmpower's: give the arena scripts/pg.sh's ARENA_DATABASE_URL)"
+                    )
+                })
+            }),
+        ),
+        (
+            "runtime-injected row present".into(),
+            on_body(&|b| {
+                verdict(
+                    b.contains("Additional fortune added at request time."),
+                    || "no \"Additional fortune added at request time.\"".into(),
+                )
+            }),
+        ),
+        (
+            "row 11's <script> escaped, never raw".into(),
+            on_body(&|b| {
+                verdict(
+                    b.contains("&lt;script&gt;") && !b.contains("<script>alert"),
+                    || "no &lt;script&gt;, or a raw <script>alert".into(),
+                )
+            }),
+        ),
+        (
+            format!(
+                "body {}–{} bytes",
+                FORTUNES_BYTES.start(),
+                FORTUNES_BYTES.end()
+            ),
+            on_body(&|b| {
+                verdict(FORTUNES_BYTES.contains(&b.len()), || {
+                    format!("{} bytes", b.len())
+                })
+            }),
         ),
     ]
 }

@@ -20,6 +20,14 @@ use crate::compare::procfs;
 pub const MIN_CONNECTIONS: usize = 8;
 /// HTTP/2 and gRPC streams per connection (h2load's `-m`, as the issue's shape).
 pub const H2_STREAMS: usize = 100;
+/// production-stack's reads: h2 streams per connection (HttpArena's reads h2load, `-m 16`).
+pub const STACK_READ_STREAMS: usize = 16;
+/// production-stack's writes: h2 streams per connection (its writes h2load, `-m 8`).
+pub const STACK_WRITE_STREAMS: usize = 8;
+/// production-stack's writes run on this share of the reads' connections (`-c conns/8`).
+pub const STACK_WRITE_SHARE: usize = 8;
+/// HttpArena's production-stack-write-body.json.
+pub const STACK_WRITE_BODY: &str = r#"{"name":"bench-updated","price":250,"quantity":10}"#;
 /// `upload`'s body (HttpArena's upload profile sends megabytes; one MiB keeps the run short).
 pub const UPLOAD_BYTES: usize = 1024 * 1024;
 
@@ -32,9 +40,12 @@ pub struct Sizing {
     pub warmup: Duration,
     /// Every profile at this many connections instead.
     pub connections: Option<usize>,
+    /// Interleaved rounds of each server per profile (the figures are their medians).
+    pub rounds: usize,
 }
 
-/// One server's measurement of one profile.
+/// One server's measurement of one profile: one round's, or (from [`summarise`]) the median
+/// of its rounds, with their spread.
 #[derive(Clone, Debug, Serialize)]
 pub struct Measured {
     pub profile: &'static str,
@@ -49,6 +60,20 @@ pub struct Measured {
     pub cpu_us_per_request: Option<f64>,
     pub mean_us: f64,
     pub p99_us: f64,
+    /// Which processes the CPU figure counts where it is more than the server's own
+    /// (production-stack: the edge and its cache sidecar).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_of: Option<&'static str>,
+    /// Rounds measured (the figures above are their medians; `responses` and `failed` their
+    /// sums).
+    pub rounds: usize,
+    /// req/s of the slowest and the fastest round.
+    pub rps_min_max: [f64; 2],
+    /// CPU µs per request of the cheapest and the dearest round.
+    pub cpu_us_min_max: Option<[f64; 2]>,
+    /// Rounds that failed, and the first one's why (their figures are left out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub round_errors: Option<(usize, String)>,
 }
 
 /// `n` of HttpArena's connections, sized for `theirs` CPUs, on `ours`.
@@ -117,6 +142,9 @@ pub fn options(p: &Profile, t: &Target, s: &Sizing) -> Option<linerate_load::Loa
 /// Runs `p` against `t`: a warm-up (not counted), then the measured run with the server's
 /// CPU read before and after.
 pub fn measure(p: &'static Profile, t: &Target, s: &Sizing) -> Result<Measured, String> {
+    if p.family == Family::ProductionStack {
+        return measure_stack(p, t, s);
+    }
     let Some(mut o) = options(p, t, s) else {
         return Err("the server has no listener for this profile".into());
     };
@@ -183,12 +211,300 @@ fn measure_with(
         cpu_us_per_request,
         mean_us: r.latency.mean_us,
         p99_us: r.latency.p99_us as f64,
+        cpu_of: None,
+        rounds: 1,
+        rps_min_max: [r.req_per_s; 2],
+        cpu_us_min_max: cpu_us_per_request.map(|c| [c; 2]),
+        round_errors: None,
+    })
+}
+
+/// One row from a server's rounds on a profile: the median of each figure over the rounds
+/// that measured, their req/s and CPU spread, responses and failures summed; the rounds that
+/// failed counted with the first one's why. `Err` only when no round measured.
+pub fn summarise(rounds: Vec<Result<Measured, String>>) -> Result<Measured, String> {
+    let mut ok = Vec::new();
+    let mut errors = Vec::new();
+    for r in rounds {
+        match r {
+            Ok(m) => ok.push(m),
+            Err(e) => errors.push(e),
+        }
+    }
+    let Some(first) = ok.first() else {
+        return Err(errors
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| "no round ran".into()));
+    };
+    let median = |f: &dyn Fn(&Measured) -> f64| -> f64 {
+        let mut v: Vec<f64> = ok.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    };
+    let spread = |v: Vec<f64>| -> Option<[f64; 2]> {
+        let lo = v.iter().copied().reduce(f64::min)?;
+        let hi = v.iter().copied().reduce(f64::max)?;
+        Some([lo, hi])
+    };
+    let cpus: Vec<f64> = ok.iter().filter_map(|m| m.cpu_us_per_request).collect();
+    // A CPU figure only where every round had one (a median of some rounds is not one).
+    let cpu_all = cpus.len() == ok.len();
+    Ok(Measured {
+        rps: median(&|m| m.rps),
+        cpu_us_per_request: cpu_all.then(|| median(&|m| m.cpu_us_per_request.unwrap_or(0.0))),
+        mean_us: median(&|m| m.mean_us),
+        p99_us: median(&|m| m.p99_us),
+        responses: ok.iter().map(|m| m.responses).sum(),
+        failed: ok.iter().map(|m| m.failed).sum(),
+        rounds: ok.len(),
+        rps_min_max: spread(ok.iter().map(|m| m.rps).collect()).unwrap_or([0.0; 2]),
+        cpu_us_min_max: if cpu_all { spread(cpus) } else { None },
+        round_errors: errors.first().map(|e| (errors.len(), e.clone())),
+        ..first.clone()
+    })
+}
+
+/// HttpArena's production-stack reads (requests/production-stack-reads.txt, 20,000 paths
+/// in blocks of 20): 6 static files, 2 `/public/baseline` (three queries in turn), items
+/// 10k+1..10k+10 of block k (ids 1-10,000), and 2 `/api/me`: 30/10/50/10%.
+pub fn stack_reads() -> Vec<String> {
+    const STATIC: [&str; 6] = [
+        "reset.css",
+        "components.css",
+        "app.js",
+        "vendor.js",
+        "header.html",
+        "hero.webp",
+    ];
+    const BASELINE: [&str; 3] = ["a=1&b=1", "a=13&b=42", "a=100&b=7"];
+    let mut out = Vec::with_capacity(20_000);
+    for k in 0..1000 {
+        out.extend(STATIC.iter().map(|f| format!("/static/{f}")));
+        for j in 0..2 {
+            out.push(format!("/public/baseline?{}", BASELINE[(2 * k + j) % 3]));
+        }
+        out.extend((1..=10).map(|i| format!("/api/items/{}", 10 * k + i)));
+        out.extend(["/api/me".to_string(), "/api/me".to_string()]);
+    }
+    out
+}
+
+/// production-stack through its edge, as HttpArena drives it: two loads at once over h2 and
+/// TLS, every request with the edge's bearer token — the reads mix ([`stack_reads`], `-m 16`,
+/// `Accept-Encoding: br, gzip`) on the profile's connections, and POST /api/items/1..20 with
+/// HttpArena's JSON body on an eighth of them (`-m 8`). req/s counts both loads' 2xx answers
+/// over the reads' run (HttpArena's sum); latency is the reads'; CPU is the whole stack's
+/// ([`super::stack::Stack::cpu_ticks`]) per 2xx answer; anything else is `failed`.
+fn measure_stack(p: &'static Profile, t: &Target, s: &Sizing) -> Result<Measured, String> {
+    let stack = t
+        .stack
+        .as_ref()
+        .ok_or("production-stack's edge was not started (it needs --database-url)")?;
+    let connections = s
+        .connections
+        .unwrap_or_else(|| scale(p.connections[0], s.cpus, p.cpus));
+    let auth = format!("authorization: Bearer {}", stack.token);
+    let base = linerate_load::LoadOptions {
+        url: format!("https://{}/api/me", stack.tls),
+        http2: true,
+        insecure: true,
+        duration: Some(s.duration),
+        allow_status_errors: true,
+        ..linerate_load::LoadOptions::default()
+    };
+    let reads = linerate_load::LoadOptions {
+        connections,
+        threads: Some(s.cpus.clamp(1, 4).min(connections)),
+        streams: STACK_READ_STREAMS,
+        headers: vec!["accept-encoding: br;q=1, gzip;q=0.8".into(), auth.clone()],
+        ..base.clone()
+    };
+    let writes = linerate_load::LoadOptions {
+        connections: (connections / STACK_WRITE_SHARE).max(1),
+        threads: Some(1),
+        streams: STACK_WRITE_STREAMS,
+        headers: vec!["content-type: application/json".into(), auth],
+        body: Some(STACK_WRITE_BODY.into()),
+        ..base
+    };
+    let authority = stack.tls.to_string();
+    let config = |o: &linerate_load::LoadOptions,
+                  method: &str,
+                  paths: &[String]|
+     -> Result<linerate_load::Config, String> {
+        let mut cfg = linerate_load::Config::from_options(o).map_err(|e| e.to_string())?;
+        let headers: Vec<(String, String)> = o
+            .headers
+            .iter()
+            .filter_map(|h| h.split_once(": "))
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        let body = o.body.as_deref().unwrap_or("").as_bytes();
+        let h2 = cfg.http2.as_mut().ok_or("an HTTP/2 run")?;
+        h2.requests = paths
+            .iter()
+            .map(|path| {
+                linerate_load::h2::Request::new(method, "https", &authority, path, &headers, body)
+            })
+            .collect();
+        Ok(cfg)
+    };
+    let write_paths: Vec<String> = (1..=20).map(|i| format!("/api/items/{i}")).collect();
+    let reads_cfg = config(&reads, "GET", &stack_reads())?;
+    let writes_cfg = config(&writes, "POST", &write_paths)?;
+    let both = |r: &linerate_load::Config, w: &linerate_load::Config| {
+        std::thread::scope(|sc| {
+            let w = sc.spawn(|| linerate_load::measure(w).map_err(|e| e.to_string()));
+            let r = linerate_load::measure(r).map_err(|e| e.to_string());
+            let w = w
+                .join()
+                .map_err(|_| "the writes' load panicked".to_string());
+            Ok::<_, String>((r?, w??))
+        })
+    };
+    if !s.warmup.is_zero() {
+        let mut rw = reads_cfg.clone();
+        let mut ww = writes_cfg.clone();
+        rw.duration = Some(s.warmup);
+        ww.duration = Some(s.warmup);
+        both(&rw, &ww)?;
+    }
+    let before = stack.cpu_ticks();
+    let (r, w) = both(&reads_cfg, &writes_cfg)?;
+    let after = stack.cpu_ticks();
+    let r = r.runs.first().ok_or("the reads' load made no run")?;
+    let w = w.runs.first().ok_or("the writes' load made no run")?;
+    let ok = |run: &linerate_load::report::RunReport| -> u64 {
+        run.status_codes
+            .iter()
+            .filter(|(c, _)| (200..300).contains(*c))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let answered = ok(r) + ok(w);
+    let all = r.responses + w.responses + r.failed + w.failed;
+    let rps = if r.elapsed_s > 0.0 {
+        answered as f64 / r.elapsed_s
+    } else {
+        0.0
+    };
+    let cpu_us_per_request = match (before, after) {
+        (Some(b), Some(a)) if answered > 0 => {
+            Some((a - b) as f64 / procfs::clock_ticks() * 1e6 / answered as f64)
+        }
+        _ => None,
+    };
+    Ok(Measured {
+        profile: p.name,
+        server: t.name.clone(),
+        connections,
+        depth: STACK_READ_STREAMS,
+        offered_rps: None,
+        rps,
+        responses: answered,
+        failed: all - answered,
+        cpu_us_per_request,
+        mean_us: r.latency.mean_us,
+        p99_us: r.latency.p99_us as f64,
+        cpu_of: Some(stack.counted()),
+        rounds: 1,
+        rps_min_max: [rps; 2],
+        cpu_us_min_max: cpu_us_per_request.map(|c| [c; 2]),
+        round_errors: None,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn round(rps: f64, cpu: Option<f64>, p99: f64) -> Measured {
+        Measured {
+            profile: "baseline",
+            server: "linerate".into(),
+            connections: 8,
+            depth: 1,
+            offered_rps: None,
+            rps,
+            responses: 10,
+            failed: 1,
+            cpu_us_per_request: cpu,
+            mean_us: p99 / 2.0,
+            p99_us: p99,
+            cpu_of: None,
+            rounds: 1,
+            rps_min_max: [rps; 2],
+            cpu_us_min_max: cpu.map(|c| [c; 2]),
+            round_errors: None,
+        }
+    }
+
+    /// Rounds become one row: each figure's median, req/s and CPU min-max, counts summed; a
+    /// failed round is counted and said, not averaged in; no round measured is an error.
+    #[test]
+    fn rounds_summarise_to_medians_and_spread() {
+        let m = summarise(vec![
+            Ok(round(300.0, Some(3.0), 900.0)),
+            Err("connection refused".into()),
+            Ok(round(100.0, Some(5.0), 100.0)),
+            Ok(round(200.0, Some(4.0), 500.0)),
+        ])
+        .unwrap();
+        assert_eq!(
+            (m.rps, m.cpu_us_per_request, m.p99_us),
+            (200.0, Some(4.0), 500.0)
+        );
+        assert_eq!(m.mean_us, 250.0);
+        assert_eq!(m.rps_min_max, [100.0, 300.0]);
+        assert_eq!(m.cpu_us_min_max, Some([3.0, 5.0]));
+        assert_eq!((m.rounds, m.responses, m.failed), (3, 30, 3));
+        assert_eq!(m.round_errors, Some((1, "connection refused".to_string())));
+        // Two rounds: the middle of the two; a round without CPU leaves none.
+        let m = summarise(vec![
+            Ok(round(100.0, Some(2.0), 1.0)),
+            Ok(round(200.0, None, 1.0)),
+        ])
+        .unwrap();
+        assert_eq!(
+            (m.rps, m.cpu_us_per_request, m.cpu_us_min_max),
+            (150.0, None, None)
+        );
+        assert_eq!(
+            summarise(vec![Err("a".into()), Err("b".into())]).unwrap_err(),
+            "a"
+        );
+    }
+
+    /// HttpArena's reads file: 20,000 paths, 30% static, 10% baseline, 50% items over ids
+    /// 1-10,000 (each once), 10% /api/me, in its order.
+    #[test]
+    fn stack_reads_follow_httparena() {
+        let r = stack_reads();
+        assert_eq!(r.len(), 20_000);
+        let n = |pre: &str| r.iter().filter(|p| p.starts_with(pre)).count();
+        assert_eq!(n("/static/"), 6000);
+        assert_eq!(n("/public/baseline?"), 2000);
+        assert_eq!(n("/api/items/"), 10_000);
+        assert_eq!(n("/api/me"), 2000);
+        assert_eq!(r[0], "/static/reset.css");
+        assert_eq!(
+            r[6..9],
+            [
+                "/public/baseline?a=1&b=1",
+                "/public/baseline?a=13&b=42",
+                "/api/items/1"
+            ]
+        );
+        assert_eq!(r[20 + 6], "/public/baseline?a=100&b=7");
+        assert_eq!(r.last().unwrap(), "/api/me");
+        assert!(r.contains(&"/api/items/10000".to_string()));
+    }
 
     #[test]
     fn connections_scale_from_64_cpus() {

@@ -3,7 +3,7 @@
 //! linerate's demo, started here with fixtures of its own, or a server the user started;
 //! then (not with `--validate-only`) a load in HttpArena's shape and the score.
 //!
-//! With peers ([`peers`]: nginx, h2o, caddy) each server in turn is started, validated with
+//! With peers ([`peers`]: nginx, h2o, caddy, haproxy, actix, axum) each server in turn is started, validated with
 //! the same checks on every profile it enters, loaded and stopped; the scores compare each
 //! profile's servers with the best of them.
 //!
@@ -20,6 +20,7 @@ pub mod profiles;
 pub mod report;
 pub mod rng;
 pub mod score;
+pub mod stack;
 pub mod target;
 pub mod tls_posture;
 pub mod wire;
@@ -112,6 +113,11 @@ pub struct Scored {
 
 /// Validates every selected profile and, with `sizing`, loads each one that passed and
 /// scores it; `progress` hears a line per profile loaded.
+///
+/// Every server of the run is started first (one that cannot be is NOT RUN, with why) and
+/// validated; then the load goes profile by profile, each profile's servers in turn for
+/// `sizing.rounds` interleaved rounds (so a drift of the machine falls on every server
+/// alike), one server loaded at a time, all of them pinned to the same CPUs.
 pub fn run(
     args: &ArenaArgs,
     sizing: Option<load::Sizing>,
@@ -126,58 +132,85 @@ pub fn run(
         args.cpus.clone()
     };
     let mut validation = Vec::new();
-    let mut measured = Vec::new();
-    // One server at a time: started, validated, loaded, stopped (a peer never shares the
-    // CPUs with another server under load).
-    let mut one = |target: &Target,
-                   entry: &dyn Fn(&Profile) -> Result<(), &'static str>,
-                   rng: &mut Rng,
-                   validation: &mut Vec<Validation>,
-                   measured: &mut Vec<Measurement>| {
+    // actix-db's database: the demo's.
+    let database_url = match &args.server {
+        Server::Demo(s) => s.database_url.as_deref(),
+        Server::Given(..) => None,
+    };
+    // The servers of the run, each with the profiles it passed.
+    let mut servers: Vec<(Target, Vec<&'static Profile>)> = Vec::new();
+    let mut validate_all = |target: Target,
+                            entry: &dyn Fn(&Profile) -> Result<(), &'static str>,
+                            computes: bool,
+                            rng: &mut Rng,
+                            validation: &mut Vec<Validation>| {
         let mut passed = Vec::new();
         for p in &picked {
-            let v = validate_one(p, entry(p), target, rng);
+            let mut v = validate_one(p, entry(p), &target, rng);
+            if computes {
+                v = not_written_for(v);
+            }
             if v.result == "passed" {
                 passed.push(*p);
             }
             validation.push(v);
         }
-        if let Some(s) = sizing {
-            for p in passed {
-                progress(&format!("load: {} on {}", p.name, target.name));
-                measured.push((p, target.name.clone(), load::measure(p, target, &s)));
-            }
-        }
+        servers.push((target, passed));
     };
-    {
-        let target = match &args.server {
-            Server::Demo(s) => Target::spawn_demo(s, &cpus, &mut rng)?,
-            Server::Given(name, g) => Target::at(name, g.clone())?,
-        };
-        one(
-            &target,
-            &|p| p.entry,
-            &mut rng,
-            &mut validation,
-            &mut measured,
-        );
-    }
+    let target = match &args.server {
+        Server::Demo(s) => Target::spawn_demo(s, &cpus, &mut rng)?,
+        Server::Given(name, g) => Target::at(name, g.clone())?,
+    };
+    validate_all(target, &|p| p.entry, false, &mut rng, &mut validation);
     for peer in &args.peers {
         // Started only when it enters a picked profile; one that cannot be started is NOT RUN,
         // with why, on every profile it would have entered.
         let wants = picked.iter().any(|p| peer.enters(p).is_ok());
-        match wants.then(|| peer.spawn(&cpus, &mut rng)) {
-            Some(Ok(target)) => one(
-                &target,
+        match wants.then(|| peer.spawn(&cpus, database_url, &mut rng)) {
+            Some(Ok(target)) => validate_all(
+                target,
                 &|p| peer.enters(p),
+                peer.computes(),
                 &mut rng,
                 &mut validation,
-                &mut measured,
             ),
             Some(Err(why)) => validation.extend(unstarted(*peer, &picked, &why)),
             None => validation.extend(unstarted(*peer, &picked, "")),
         }
     }
+    let mut measured = Vec::new();
+    if let Some(s) = sizing {
+        let passed: Vec<Vec<&str>> = servers
+            .iter()
+            .map(|(_, ps)| ps.iter().map(|p| p.name).collect())
+            .collect();
+        let mut rounds: Vec<Vec<Result<load::Measured, String>>> = Vec::new();
+        let mut rows: Vec<(&'static Profile, usize)> = Vec::new();
+        for (pi, round, si) in schedule(&picked, &passed, s.rounds.max(1)) {
+            let p = picked[pi];
+            let (target, _) = &servers[si];
+            progress(&format!(
+                "load: {} on {} (round {} of {})",
+                p.name,
+                target.name,
+                round + 1,
+                s.rounds.max(1)
+            ));
+            let at = match rows.iter().position(|&(q, i)| q.name == p.name && i == si) {
+                Some(at) => at,
+                None => {
+                    rows.push((p, si));
+                    rounds.push(Vec::new());
+                    rows.len() - 1
+                }
+            };
+            rounds[at].push(load::measure(p, target, &s));
+        }
+        for ((p, si), r) in rows.into_iter().zip(rounds) {
+            measured.push((p, servers[si].0.name.clone(), load::summarise(r)));
+        }
+    }
+    drop(servers);
     // Tables read by profile: each profile's servers together, in the run's server order.
     let order = |name: &str| picked.iter().position(|p| p.name == name);
     validation.sort_by_key(|v| order(v.profile));
@@ -187,6 +220,40 @@ pub fn run(
         validation,
         load: scored(measured),
     })
+}
+
+/// The load's order: profile by profile, and within one, round by round, each server that
+/// passed it in the run's order: `(profile, round, server)` indices.
+pub fn schedule(
+    picked: &[&'static Profile],
+    passed: &[Vec<&str>],
+    rounds: usize,
+) -> Vec<(usize, usize, usize)> {
+    let mut out = Vec::new();
+    for (pi, p) in picked.iter().enumerate() {
+        for round in 0..rounds {
+            for (si, names) in passed.iter().enumerate() {
+                if names.contains(&p.name) {
+                    out.push((pi, round, si));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A Rust peer's validation: a profile whose checks it fails is one its route was not written
+/// for (HttpArena's contract, not TechEmpower's or the lab's), so "not entered" with the first
+/// failure as why, its checks kept; never loaded.
+fn not_written_for(mut v: Validation) -> Validation {
+    if v.result == "FAILED" {
+        v.result = "not entered";
+        v.reason = Some(format!(
+            "its route fails HttpArena's contract: {}",
+            v.reason.as_deref().unwrap_or("")
+        ));
+    }
+    v
 }
 
 /// The rows of a peer that was not started: "not entered" (with why) where it cannot enter,
@@ -224,6 +291,11 @@ fn scored(measured: Vec<Measurement>) -> Vec<Scored> {
                     cpu_us_per_request: None,
                     mean_us: 0.0,
                     p99_us: 0.0,
+                    cpu_of: None,
+                    rounds: 0,
+                    rps_min_max: [0.0; 2],
+                    cpu_us_min_max: None,
+                    round_errors: None,
                 },
                 rps_ratio: 0.0,
                 cpu_ratio: None,
@@ -317,6 +389,11 @@ mod tests {
             cpu_us_per_request: cpu,
             mean_us: 100.0,
             p99_us: 200.0,
+            cpu_of: None,
+            rounds: 1,
+            rps_min_max: [rps; 2],
+            cpu_us_min_max: cpu.map(|c| [c; 2]),
+            round_errors: None,
         }
     }
 
@@ -357,6 +434,62 @@ mod tests {
             ]
         );
         assert_eq!(s[2].error.as_deref(), Some("no answers"));
+    }
+
+    /// Rounds interleave: within a profile, round 1 of every server that passed it, then
+    /// round 2; a server is loaded only on the profiles it passed.
+    #[test]
+    fn rounds_interleave_the_servers_of_each_profile() {
+        let picked = select(&["static".into(), "baseline".into()]).unwrap();
+        let passed = vec![vec!["static", "baseline"], vec!["static"]];
+        assert_eq!(
+            schedule(&picked, &passed, 2),
+            [
+                (0, 0, 0),
+                (0, 0, 1),
+                (0, 1, 0),
+                (0, 1, 1),
+                (1, 0, 0),
+                (1, 1, 0)
+            ]
+        );
+    }
+
+    /// A Rust peer that fails a profile's checks was not written for it: "not entered" with
+    /// the failure as why (its checks kept), so never loaded; what passes stays passed, and
+    /// linerate's (or an installed peer's) failure is never turned into one.
+    #[test]
+    fn a_rust_peers_failure_is_not_entered_with_why() {
+        use checks::Outcome;
+        let failed = Validation::checked(
+            "async-db",
+            "actix",
+            vec![
+                ("a".into(), Outcome::Pass),
+                ("b".into(), Outcome::Fail("count 3".into())),
+            ],
+        );
+        let v = not_written_for(failed.clone());
+        assert_eq!(v.result, "not entered");
+        assert_eq!(
+            v.reason.as_deref(),
+            Some("its route fails HttpArena's contract: b: count 3")
+        );
+        assert_eq!((v.passed, v.failed, v.checks.len()), (1, 1, 2));
+        let passed = Validation::checked("async-db", "actix", vec![("a".into(), Outcome::Pass)]);
+        assert_eq!(not_written_for(passed).result, "passed");
+        assert_eq!(failed.result, "FAILED");
+    }
+
+    /// A Rust peer not built is NOT RUN, with why, where it would have entered.
+    #[test]
+    fn a_rust_peer_not_built_is_not_run_with_why() {
+        let picked = select(&["async-db".into(), "baseline".into()]).unwrap();
+        let why = "bench/actix-db/target/release/actix-db is not built (scripts/peers.sh rust)";
+        let rows = unstarted(Peer::Actix, &picked, why);
+        let got: Vec<_> = rows.iter().map(|r| (r.profile, r.result)).collect();
+        assert_eq!(got, [("async-db", "NOT RUN"), ("baseline", "not entered")]);
+        assert_eq!(rows[0].reason.as_deref(), Some(why));
     }
 
     /// A peer that is not installed (or did not start) is NOT RUN, with why, on the profiles it

@@ -123,14 +123,16 @@ pub fn table(rows: &[Validation]) -> String {
     out
 }
 
-/// Every failing check of every profile, one per line (printed under the table).
+/// Every failing check of every profile, one per line (printed under the table), with the
+/// server it failed on (a Rust peer's failures under a "not entered" row too).
 pub fn failures(rows: &[Validation]) -> String {
     let mut out = String::new();
     for r in rows {
         for c in r.checks.iter().filter(|c| c.outcome == "FAIL") {
             out.push_str(&format!(
-                "FAIL {} [{}]: {}\n",
+                "FAIL {} on {} [{}]: {}\n",
                 r.profile,
+                r.server,
                 c.name,
                 c.why.as_deref().unwrap_or("")
             ));
@@ -142,12 +144,12 @@ pub fn failures(rows: &[Validation]) -> String {
 /// The load table, in HttpArena's shape: per profile and server, req/s and CPU µs per request
 /// with their ratios to the best server, mean and p99 latency, and the paced profiles' score.
 pub fn load_table(rows: &[Scored]) -> String {
-    let mut out = "| profile | server | conns | depth | req/s | × best | CPU µs/req | × best | mean µs | p99 µs | score |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n".to_string();
+    let mut out = "| profile | server | conns | depth | req/s | × best | CPU µs/req | × best | mean µs | p99 µs | score | rounds | req/s min–max | CPU min–max |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n".to_string();
     for r in rows {
         let m = &r.measured;
         if let Some(why) = &r.error {
             out.push_str(&format!(
-                "| {} | {} | | | | | | | | | {why} |\n",
+                "| {} | {} | | | | | | | | | {why} | | | |\n",
                 m.profile, m.server
             ));
             continue;
@@ -159,8 +161,16 @@ pub fn load_table(rows: &[Scored]) -> String {
         let score = r
             .composite
             .map_or("-".into(), |c| format!("{:.1}", c.score));
+        let rounds = match &m.round_errors {
+            None => m.rounds.to_string(),
+            Some((n, why)) => format!("{} ({n} failed: {})", m.rounds, why.replace('|', "\\|")),
+        };
+        let [lo, hi] = m.rps_min_max;
+        let cpu_spread = m
+            .cpu_us_min_max
+            .map_or("-".into(), |[a, b]| format!("{a:.2}–{b:.2}"));
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {:.0} | {:.2} | {cpu} | {cpu_ratio} | {:.0} | {:.0} | {score} |\n",
+            "| {} | {} | {} | {} | {:.0} | {:.2} | {cpu} | {cpu_ratio} | {:.0} | {:.0} | {score} | {rounds} | {lo:.0}–{hi:.0} | {cpu_spread} |\n",
             m.profile, m.server, m.connections, m.depth, m.rps, r.rps_ratio, m.mean_us, m.p99_us
         ));
     }
@@ -199,16 +209,26 @@ pub fn markdown(run: &Run, machine: &Machine) -> String {
             r.passed,
             r.failed,
             r.not_run,
-            r.reason.as_deref().unwrap_or("").replace('|', "\\|")
+            md_cell(r.reason.as_deref().unwrap_or(""))
         );
     }
     if !run.load.is_empty() {
         o += "\n## Load\n\nHttpArena's shapes with its connection counts and paced rates scaled by this machine's CPUs / 64; \
-              server CPU from /proc (every process of the server) over the measured run; ratios to the best server of the run on that profile; \
+              each figure the median of the rounds (each profile's servers in turn, round by round), with req/s and CPU min–max over them; \
+              server CPU from /proc (every process of the server; production-stack: its edge, with the app in it, and the Redis behind it, as HttpArena sums its stack's containers) over the measured run; ratios to the best server of the run on that profile; \
               score: HttpArena's composite for the paced profiles.\n\n";
         o += &load_table(&run.load);
     }
     o
+}
+
+/// Text for a Markdown table cell, shown as written: `&`, `<` and `>` as entities (a check's
+/// reason may quote HTML, e.g. fortunes' `<script>`), `|` escaped.
+fn md_cell(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('|', "\\|")
 }
 
 /// Bar charts of the load (req/s and server CPU µs per request, one bar per profile and server) into
@@ -220,10 +240,10 @@ pub fn charts(dir: &Path, rows: &[Scored]) -> anyhow::Result<Vec<PathBuf>> {
     if ok.is_empty() {
         return Ok(Vec::new());
     }
-    let one = |v: f64| Spread {
+    let spread = |v: f64, [min, max]: [f64; 2]| Spread {
         median: v,
-        min: v,
-        max: v,
+        min,
+        max,
     };
     // One bar per profile, or per profile and server when the run has peers.
     let several = ok
@@ -242,15 +262,23 @@ pub fn charts(dir: &Path, rows: &[Scored]) -> anyhow::Result<Vec<PathBuf>> {
     let rps = ok
         .iter()
         .zip(&order)
-        .map(|(r, label)| (label.as_str(), one(r.measured.rps)))
+        .map(|(r, label)| {
+            (
+                label.as_str(),
+                spread(r.measured.rps, r.measured.rps_min_max),
+            )
+        })
         .collect();
     let cpu = ok
         .iter()
         .zip(&order)
         .filter_map(|(r, label)| {
-            r.measured
-                .cpu_us_per_request
-                .map(|c| (label.as_str(), one(c)))
+            let m = &r.measured;
+            let c = m.cpu_us_per_request?;
+            Some((
+                label.as_str(),
+                spread(c, m.cpu_us_min_max.unwrap_or([c; 2])),
+            ))
         })
         .collect();
     Ok(vec![
@@ -271,4 +299,16 @@ pub fn charts(dir: &Path, rows: &[Scored]) -> anyhow::Result<Vec<PathBuf>> {
             &order,
         )?,
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    /// A reason quoting HTML reads as written in the docs, never as markup.
+    #[test]
+    fn markdown_cells_show_html_as_text() {
+        assert_eq!(
+            super::md_cell("no &lt;script&gt;, or a raw <script>alert | x"),
+            "no &amp;lt;script&amp;gt;, or a raw &lt;script&gt;alert \\| x"
+        );
+    }
 }

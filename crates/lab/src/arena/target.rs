@@ -17,12 +17,13 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::rng::Rng;
+use super::stack::Stack;
 use super::wire;
 use crate::compare::procfs;
 use crate::compare::server::Running;
 
 /// How long a spawned server may take to answer its first request.
-const START_TIMEOUT: Duration = Duration::from_secs(60);
+pub(super) const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One of HttpArena's static files: its name and size (data/static of MDA2AV/HttpArena).
 pub struct StaticFile {
@@ -109,26 +110,6 @@ pub struct Target {
     group: Option<Running>,
     workdir: Option<PathBuf>,
 }
-
-/// production-stack's edge, started beside the demo.
-pub struct Stack {
-    /// Its TLS listener (HTTP/2 by ALPN).
-    pub tls: SocketAddr,
-    /// A bearer token its `[[site.jwt]]` takes, `sub` 42 (HttpArena's).
-    pub token: String,
-    pid: Child,
-}
-
-impl Drop for Stack {
-    fn drop(&mut self) {
-        let _ = self.pid.kill();
-        let _ = self.pid.wait();
-    }
-}
-
-/// The edge's HS256 secret (HttpArena's production-stack JWT_SECRET is of this kind: over the
-/// edge's 32-byte minimum).
-const STACK_SECRET: &str = "linerate-arena-production-stack-secret";
 
 impl Target {
     /// A server the user started, described by `g`.
@@ -224,7 +205,7 @@ impl Target {
         t.child = Some(child);
         t.wait_ready()?;
         if let Some(url) = &s.database_url {
-            t.stack = Some(spawn_stack(s, url, &dir)?);
+            t.stack = Some(Stack::spawn(s, url, &dir, cpus)?);
         }
         Ok(t)
     }
@@ -329,7 +310,7 @@ impl Drop for Target {
 }
 
 /// A free port on 127.0.0.1 (the OS picks; the server binds it right after).
-fn free_addr() -> Result<SocketAddr, String> {
+pub(super) fn free_addr() -> Result<SocketAddr, String> {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| format!("a free port: {e}"))
@@ -426,130 +407,4 @@ fn write_cert(dir: &Path) -> Result<(), String> {
     std::fs::write(dir.join("cert.pem"), cert.pem()).map_err(|e| e.to_string())?;
     std::fs::write(dir.join("key.pem"), key.serialize_pem()).map_err(|e| e.to_string())?;
     Ok(())
-}
-
-/// production-stack's shape on one server: a TLS listener (h2) whose default site is the demo
-/// with /static and, on `/api`, a `[[site.jwt]]` rule (HS256, `sub` required) at the edge.
-fn spawn_stack(s: &Spawn, database_url: &str, dir: &Path) -> Result<Stack, String> {
-    let tls = free_addr()?;
-    std::fs::write(dir.join("secret"), format!("{STACK_SECRET}\n")).map_err(|e| e.to_string())?;
-    let conf = format!(
-        "[[listen]]\naddr = \"{tls}\"\ntls = {{ cert = \"{cert}\", key = \"{key}\" }}\n\
-         [[site]]\ndefault = true\napp = \"demo\"\nroot = [{{ prefix = \"/static\", dir = \"{stat}\" }}]\n\
-         [[site.jwt]]\nprefix = \"/api\"\nsecret_file = \"{secret}\"\nrequire = [\"sub\"]\n",
-        cert = dir.join("cert.pem").display(),
-        key = dir.join("key.pem").display(),
-        stat = dir.join("static").display(),
-        secret = dir.join("secret").display(),
-    );
-    let file = dir.join("stack.toml");
-    std::fs::write(&file, conf).map_err(|e| e.to_string())?;
-    let mut child = Command::new(&s.bin)
-        .arg("serve")
-        .arg("--config")
-        .arg(&file)
-        .args([
-            "--database-url",
-            database_url,
-            "--workers",
-            "1",
-            "--no-pin",
-            "--log-level",
-            "warn",
-        ])
-        .args(
-            s.cache_tier
-                .iter()
-                .flat_map(|u| ["--cache-tier", u.as_str()]),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("{}: {e}", s.bin.display()))?;
-    let start = Instant::now();
-    loop {
-        if super::h2::request(
-            super::h2::H2::Tls(tls),
-            "GET",
-            "/public/baseline?a=1&b=1",
-            &[],
-            None,
-        )
-        .is_ok_and(|r| r.status == 200)
-        {
-            break;
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            let mut err = String::new();
-            if let Some(mut e) = child.stderr.take() {
-                let _ = std::io::Read::read_to_string(&mut e, &mut err);
-            }
-            return Err(format!(
-                "production-stack's edge exited ({status}): {}",
-                err.trim()
-            ));
-        }
-        if start.elapsed() > START_TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!(
-                "production-stack's edge did not answer on {tls} within {START_TIMEOUT:?}"
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Ok(Stack {
-        tls,
-        token: hs256_token("42"),
-        pid: child,
-    })
-}
-
-/// A JWT (RFC 7519) signed HS256 with [`STACK_SECRET`]: `sub` and an `exp` an hour on.
-fn hs256_token(sub: &str) -> String {
-    let exp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-        + 3600;
-    let head = base64url(br#"{"alg":"HS256","typ":"JWT"}"#);
-    let claims = base64url(format!(r#"{{"sub":"{sub}","exp":{exp}}}"#).as_bytes());
-    let input = format!("{head}.{claims}");
-    let key = aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, STACK_SECRET.as_bytes());
-    let tag = aws_lc_rs::hmac::sign(&key, input.as_bytes());
-    format!("{input}.{}", base64url(tag.as_ref()))
-}
-
-/// base64url without padding (RFC 4648 §5), as JWTs are written.
-fn base64url(bytes: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::new();
-    for c in bytes.chunks(3) {
-        let n = (u32::from(c[0]) << 16)
-            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*c.get(2).unwrap_or(&0));
-        for i in 0..=c.len() {
-            out.push(A[(n >> (18 - 6 * i)) as usize & 63] as char);
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    /// RFC 4648 §10's vectors, unpadded, and the URL alphabet.
-    #[test]
-    fn base64url_vectors() {
-        for (i, o) in [
-            ("", ""),
-            ("f", "Zg"),
-            ("fo", "Zm8"),
-            ("foo", "Zm9v"),
-            ("foob", "Zm9vYg"),
-            ("fooba", "Zm9vYmE"),
-        ] {
-            assert_eq!(super::base64url(i.as_bytes()), o);
-        }
-        assert_eq!(super::base64url(&[0xfb, 0xff]), "-_8");
-    }
 }

@@ -417,6 +417,12 @@ pub(crate) fn floor(a: &FloorArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `lab arena`'s rounds by default: 29 loaded rows (linerate alone: every profile but the two
+/// gateway shapes) × 3 rounds × 6 s (1 s warm-up, 5 s measured) is 9 minutes of load, 40 rows
+/// and 12 minutes with every peer (nginx, h2o, caddy, actix), plus about half a minute of starts
+/// and validation: under the 15 minutes on 2 cores.
+const DEFAULT_ARENA_ROUNDS: u64 = 3;
+
 /// Options of `linerate lab arena`: HttpArena's profiles validated (and, later, loaded and
 /// scored) against linerate's demo or a server you started.
 #[derive(Args, Debug, Clone)]
@@ -472,12 +478,19 @@ pub(crate) struct ArenaFlags {
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
     /// Servers of the run: `linerate` (the --server above, always in it) and peers the arena
-    /// starts on fixtures of their own, each on the profiles it can enter: nginx, h2o, caddy.
+    /// starts on fixtures of their own, each on the profiles it can enter: nginx, h2o, caddy
+    /// (static files), actix (bench/actix-db: async-db), axum (bench/axum-tokio) and haproxy
+    /// (each "not entered" with why where it has no route of HttpArena's).
     #[arg(long, value_delimiter = ',', default_value = "linerate")]
     servers: Vec<String>,
     /// Measured load per profile, e.g. 5s.
     #[arg(long, default_value = "5s", value_parser = units::duration)]
     duration: Duration,
+    /// Interleaved rounds of each server per profile (the report gives each figure's median
+    /// and the req/s and CPU min–max); the default keeps the whole run on a 2-core machine
+    /// under 15 minutes.
+    #[arg(long, default_value_t = DEFAULT_ARENA_ROUNDS, value_parser = clap::value_parser!(u64).range(1..))]
+    rounds: u64,
     /// Load before each measured run, not counted.
     #[arg(long, default_value = "1s", value_parser = units::duration)]
     warmup: Duration,
@@ -503,7 +516,9 @@ impl ArenaFlags {
         let mut peers = Vec::new();
         for name in self.servers.iter().filter(|s| s.as_str() != "linerate") {
             let peer = Peer::parse(name).ok_or_else(|| {
-                anyhow::anyhow!("--servers {name}: expected linerate, nginx, h2o or caddy")
+                anyhow::anyhow!(
+                    "--servers {name}: expected linerate, nginx, h2o, caddy, haproxy, actix or axum"
+                )
             })?;
             if !peers.contains(&peer) {
                 peers.push(peer);
@@ -564,6 +579,7 @@ pub(crate) fn arena(f: ArenaFlags) -> anyhow::Result<ExitCode> {
         duration: f.duration,
         warmup: f.warmup,
         connections: f.connections,
+        rounds: f.rounds as usize,
     });
     let args = f.args()?;
     let run = linerate_lab::arena::run(&args, sizing, |line| eprintln!("{line}"))
@@ -573,8 +589,7 @@ pub(crate) fn arena(f: ArenaFlags) -> anyhow::Result<ExitCode> {
     text += &report::table(rows);
     text += &report::failures(rows);
     if sizing.is_some() {
-        text +=
-            "\nLoad (HttpArena's shapes scaled to this machine's CPUs; server CPU from /proc)\n";
+        text += "\nLoad (HttpArena's shapes scaled to this machine's CPUs; server CPU from /proc; medians of the rounds)\n";
         text += &report::load_table(&run.load);
     }
     let mut out = std::io::stdout().lock();
@@ -655,6 +670,9 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(a.profile, ["baseline", "json-comp"]);
+        assert_eq!(a.rounds, DEFAULT_ARENA_ROUNDS);
+        assert_eq!(parse(&["arena", "--rounds", "5"]).unwrap().rounds, 5);
+        assert!(parse(&["arena", "--rounds", "0"]).is_err());
         let args = a.args().unwrap();
         assert!(matches!(args.server, Server::Demo(_)));
         let given = parse(&[
@@ -693,7 +711,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "--servers apache: expected linerate, nginx, h2o or caddy"
+            "--servers apache: expected linerate, nginx, h2o, caddy, haproxy, actix or axum"
         );
     }
 

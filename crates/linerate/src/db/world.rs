@@ -178,11 +178,37 @@ pub struct Fortune {
 }
 
 /// The fortunes page: an askama template (templates/fortunes.html), which HTML-escapes each
-/// message.
+/// message with [`NamedHtml`].
 #[derive(Template)]
-#[template(path = "fortunes.html")]
+#[template(path = "fortunes.html", escape = "named-html")]
 struct FortunesPage<'a> {
     fortunes: &'a [Fortune],
+}
+
+/// HTML escaping with named entities, `&lt;` `&gt;` `&amp;` `&quot;` and `&#39;` (askama's own
+/// writes `&#60;` and the like): HttpArena's fortunes check looks for `&lt;script&gt;`, and
+/// TechEmpower's verifier reads either (crates/linerate/askama.toml names it).
+#[derive(Clone, Copy)]
+pub struct NamedHtml;
+
+impl askama::filters::Escaper for NamedHtml {
+    fn write_escaped_str<W: std::fmt::Write>(&self, mut dest: W, string: &str) -> std::fmt::Result {
+        let mut last = 0;
+        for (i, b) in string.bytes().enumerate() {
+            let entity = match b {
+                b'<' => "&lt;",
+                b'>' => "&gt;",
+                b'&' => "&amp;",
+                b'"' => "&quot;",
+                b'\'' => "&#39;",
+                _ => continue,
+            };
+            dest.write_str(&string[last..i])?;
+            dest.write_str(entity)?;
+            last = i + 1;
+        }
+        dest.write_str(&string[last..])
+    }
 }
 
 /// The text TechEmpower's verifier expects in the fortune added at request time.
@@ -314,7 +340,7 @@ mod tests {
         let html = std::str::from_utf8(resp.body_bytes()).unwrap();
         let want = "<!DOCTYPE html><html><head><title>Fortunes</title></head><body><table>\
             <tr><th>id</th><th>message</th></tr>\
-            <tr><td>11</td><td>&#60;script&#62;alert(&#34;x&#34;);&#60;/script&#62;</td></tr>\
+            <tr><td>11</td><td>&lt;script&gt;alert(&quot;x&quot;);&lt;/script&gt;</td></tr>\
             <tr><td>2</td><td>A computer scientist isn&#39;t</td></tr>\
             <tr><td>0</td><td>Additional fortune added at request time.</td></tr>\
             <tr><td>12</td><td>フレームワークのベンチマーク</td></tr>\
