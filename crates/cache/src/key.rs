@@ -81,15 +81,19 @@ impl Key {
         if path.iter().any(|&b| b <= b' ' || b == 0x7f || b == b'#') {
             return Err(NoKey::Target);
         }
+        let given = port;
         let port = match port {
             None | Some([]) => None,
             Some(p) => Some(parse_port(p).ok_or(NoKey::Authority)?),
         }
         .filter(|p| Some(*p) != default_port(scheme_lower));
         let mut digits = [0u8; 20];
-        let digits = port.map_or(&[][..], |p| {
-            crate::fields::decimal(u64::from(p), &mut digits)
-        });
+        let digits = match (port, given) {
+            (None, _) => &[][..],
+            // Digits without a leading zero are the port's own decimal form: kept as given.
+            (Some(_), Some(g @ [b'1'..=b'9', ..])) => g,
+            (Some(p), _) => crate::fields::decimal(u64::from(p), &mut digits),
+        };
         let len = scheme_lower.len() + 3 + host.len() + 1 + digits.len() + path.len();
         k.reserve(len);
         k.extend_from_slice(scheme_lower);

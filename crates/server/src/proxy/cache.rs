@@ -309,15 +309,16 @@ impl StatusValue {
 }
 
 /// Whether a stored field is one this server writes itself on every answer (framing, Date,
-/// Server, and the hit's own Age): the names compared by length first, so most fields cost
-/// one compare.
+/// Server, and the hit's own Age): the names told apart by length first, then compared a
+/// word at a time (a byte loop cost ~70 instructions a stored field, callgrind).
 fn written_here(name: &[u8]) -> bool {
+    use super::eq_lower;
     match name.len() {
-        3 => name.eq_ignore_ascii_case(b"age"),
-        4 => name.eq_ignore_ascii_case(b"date"),
-        6 => name.eq_ignore_ascii_case(b"server"),
-        14 => name.eq_ignore_ascii_case(b"content-length"),
-        17 => name.eq_ignore_ascii_case(b"transfer-encoding"),
+        3 => eq_lower(name, b"age"),
+        4 => eq_lower(name, b"date"),
+        6 => eq_lower(name, b"server"),
+        14 => eq_lower(name, b"content-length"),
+        17 => eq_lower(name, b"transfer-encoding"),
         _ => false,
     }
 }
@@ -902,6 +903,35 @@ mod tests {
             head,
             b"GET /a HTTP/1.1\r\nHost: x\r\nAccept: */*\r\nIf-None-Match: \"s\"\r\n\r\n"
         );
+    }
+
+    #[test]
+    fn fields_written_here_are_told_in_any_case() {
+        // What a hit never copies from the stored answer (RFC 9111 §5.1: Age is the cache's;
+        // framing, Date and Server are this server's), whatever the stored name's case.
+        for (name, want) in [
+            (&b"Age"[..], true),
+            (b"AGE", true),
+            (b"date", true),
+            (b"DaTe", true),
+            (b"Server", true),
+            (b"Content-Length", true),
+            (b"CONTENT-LENGTH", true),
+            (b"Transfer-Encoding", true),
+            (b"Content-Type", false),
+            (b"Content-Lengtx", false),
+            (b"dates", false),
+            (b"Ag", false),
+            (b"Cache-Control", false),
+            (b"Transfer-Encodinf", false),
+        ] {
+            assert_eq!(
+                written_here(name),
+                want,
+                "{}",
+                String::from_utf8_lossy(name)
+            );
+        }
     }
 
     #[test]
