@@ -10,6 +10,14 @@ use crate::fields::{Field, elements, is_ows, values};
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Key(Box<[u8]>);
 
+/// A map keyed by [`Key`] is searched with the key's bytes (their hash and equality are the
+/// key's): a lookup need not allocate a key.
+impl std::borrow::Borrow<[u8]> for Key {
+    fn borrow(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 /// Why a request has no key: it is passed upstream and its answer never stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NoKey {
@@ -30,6 +38,21 @@ impl Key {
     /// `:authority`); `target` is origin-form (`/path?query`) or absolute-form, which must
     /// then agree with `scheme` and `authority`.
     pub fn new(scheme: &[u8], authority: &[u8], target: &[u8]) -> Result<Key, NoKey> {
+        let mut k = Vec::new();
+        Key::write(scheme, authority, target, &mut k)?;
+        Ok(Key(k.into_boxed_slice()))
+    }
+
+    /// [`Key::new`]'s bytes written into `k` (cleared first), so that a lookup can build
+    /// its key in a buffer it keeps (no allocation per request); [`Key::from_bytes`] makes
+    /// the key of them.
+    pub fn write(
+        scheme: &[u8],
+        authority: &[u8],
+        target: &[u8],
+        k: &mut Vec<u8>,
+    ) -> Result<(), NoKey> {
+        k.clear();
         let scheme_lower: &[u8] = if scheme.eq_ignore_ascii_case(b"http") {
             b"http"
         } else if scheme.eq_ignore_ascii_case(b"https") {
@@ -58,17 +81,21 @@ impl Key {
         if path.iter().any(|&b| b <= b' ' || b == 0x7f || b == b'#') {
             return Err(NoKey::Target);
         }
+        let given = port;
         let port = match port {
             None | Some([]) => None,
             Some(p) => Some(parse_port(p).ok_or(NoKey::Authority)?),
         }
         .filter(|p| Some(*p) != default_port(scheme_lower));
         let mut digits = [0u8; 20];
-        let digits = port.map_or(&[][..], |p| {
-            crate::fields::decimal(u64::from(p), &mut digits)
-        });
+        let digits = match (port, given) {
+            (None, _) => &[][..],
+            // Digits without a leading zero are the port's own decimal form: kept as given.
+            (Some(_), Some(g @ [b'1'..=b'9', ..])) => g,
+            (Some(p), _) => crate::fields::decimal(u64::from(p), &mut digits),
+        };
         let len = scheme_lower.len() + 3 + host.len() + 1 + digits.len() + path.len();
-        let mut k = Vec::with_capacity(len);
+        k.reserve(len);
         k.extend_from_slice(scheme_lower);
         k.extend_from_slice(b"://");
         k.extend_from_slice(host);
@@ -78,7 +105,12 @@ impl Key {
             k.extend_from_slice(digits);
         }
         k.extend_from_slice(path);
-        Ok(Key(k.into_boxed_slice()))
+        Ok(())
+    }
+
+    /// The key whose bytes [`Key::write`] wrote.
+    pub fn from_bytes(bytes: &[u8]) -> Key {
+        Key(bytes.into())
     }
 
     /// The key's bytes (`https://example.com/a?b`).
@@ -569,6 +601,22 @@ mod tests {
                 want.as_ref().copied(),
                 "{scheme} {authority} {target} ({rule})"
             );
+            // Written into a buffer that held an earlier key: the same bytes, or the same
+            // refusal.
+            let mut buf = b"https://earlier.example/a/much/longer/path?q=1".to_vec();
+            let wrote = Key::write(
+                scheme.as_bytes(),
+                authority.as_bytes(),
+                target.as_bytes(),
+                &mut buf,
+            )
+            .map(|()| std::str::from_utf8(&buf).unwrap());
+            assert_eq!(
+                wrote.as_ref().ok(),
+                want.as_ref().ok(),
+                "write: {target} ({rule})"
+            );
+            assert_eq!(wrote.err(), want.err(), "write: {target} ({rule})");
         }
     }
 

@@ -101,20 +101,41 @@ pub fn plan_with(
     if !matches!(facts.method, Method::Get | Method::Head) {
         return Plan::Bypass(Bypass::Method);
     }
-    let key = match Key::new(req.scheme, req.authority, req.target) {
-        Ok(k) => k,
-        Err(e) => return Plan::Bypass(Bypass::NoKey(e)),
+    // The key is built in this thread's buffer and looked up by its bytes: a hit allocates
+    // no key (only a plan that goes forward makes one).
+    let mut buf = KEY_BUF.take();
+    let plan = match Key::write(req.scheme, req.authority, req.target, &mut buf) {
+        Err(e) => Plan::Bypass(Bypass::NoKey(e)),
+        Ok(()) if facts.other_preconditions => Plan::Bypass(Bypass::Preconditions),
+        Ok(()) => plan_key(req, &facts, &buf, store, held, now, opts),
     };
-    if facts.other_preconditions {
-        return Plan::Bypass(Bypass::Preconditions);
-    }
-    let mut lookup = store.get(&key, req.fields);
+    KEY_BUF.set(buf);
+    plan
+}
+
+thread_local! {
+    /// This thread's buffer for the key a plan looks up (see [`plan_with`]).
+    static KEY_BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// [`plan_with`] for a request whose key's bytes are `key`.
+fn plan_key(
+    req: &Request<'_>,
+    facts: &RequestFacts,
+    key: &[u8],
+    store: &Store,
+    held: Option<&Arc<Entry>>,
+    now: Time,
+    opts: &Options,
+) -> Plan {
+    let mut lookup = store.get_bytes(key, req.fields);
     if let (Lookup::UriMiss | Lookup::VaryMiss, Some(e)) = (&lookup, held)
-        && e.key == key
+        && e.key.as_bytes() == key
         && e.variant.matches(req.fields)
     {
         lookup = Lookup::Found(Arc::clone(e));
     }
+    let key = || Key::from_bytes(key);
     let (entry, fwd) = match lookup {
         Lookup::Found(e) => (e, Fwd::Stale),
         Lookup::VaryMiss | Lookup::UriMiss if facts.cc.only_if_cached => {
@@ -122,14 +143,14 @@ pub fn plan_with(
         }
         Lookup::VaryMiss => {
             return Plan::Forward {
-                key,
+                key: key(),
                 validate: None,
                 fwd: Fwd::VaryMiss,
             };
         }
         Lookup::UriMiss => {
             return Plan::Forward {
-                key,
+                key: key(),
                 validate: None,
                 fwd: Fwd::UriMiss,
             };
@@ -145,7 +166,7 @@ pub fn plan_with(
             revalidate,
         }
     };
-    match reuse(&facts, &entry, now, opts) {
+    match reuse(facts, &entry, now, opts) {
         Reuse::Fresh { age, ttl } => answer(entry, age, ttl as i64, false),
         Reuse::StaleAllowed { age, stale } => answer(entry, age, -(stale as i64), false),
         Reuse::StaleWhileRevalidate { age, stale } => answer(entry, age, -(stale as i64), true),
@@ -156,7 +177,7 @@ pub fn plan_with(
                 Why::ResponseNoCache | Why::Stale { .. } => fwd,
             };
             Plan::Forward {
-                key,
+                key: key(),
                 validate: Some(entry),
                 fwd,
             }

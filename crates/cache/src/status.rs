@@ -79,6 +79,16 @@ impl<'a> CacheStatus<'a> {
         }
     }
 
+    /// The start of every hit's value for cache `name` (`name; hit; ttl=`): a server keeps
+    /// it and appends each hit's TTL ([`CacheStatus::hit`]'s value, without formatting
+    /// the name again).
+    pub fn hit_prefix(name: &str) -> Vec<u8> {
+        let mut v = Vec::with_capacity(name.len() + 16);
+        item(&mut v, name);
+        v.extend_from_slice(b"; hit; ttl=");
+        v
+    }
+
     /// The field value, as RFC 9211 §2 and RFC 8941 (structured fields) write it.
     pub fn value(&self) -> String {
         String::from_utf8(self.bytes()).expect("only printable ASCII is written")
@@ -196,5 +206,11 @@ mod tests {
             ..CacheStatus::forward("x", Fwd::Method)
         };
         assert_eq!(quoted.value(), "x; fwd=method; detail=\"a \\\"b\\\"\"");
+        // A hit's value is its prefix and its TTL.
+        for (name, ttl) in [("linerate", 376), ("edge 1", -5)] {
+            let mut v = CacheStatus::hit_prefix(name);
+            v.extend_from_slice(ttl.to_string().as_bytes());
+            assert_eq!(v, CacheStatus::hit(name, ttl).bytes());
+        }
     }
 }

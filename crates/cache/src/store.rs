@@ -186,8 +186,13 @@ impl Store {
     }
 
     fn shard(&self, key: &Key) -> MutexGuard<'_, Shard> {
+        self.shard_of(key.as_bytes())
+    }
+
+    /// The shard that holds the key whose bytes are `key`.
+    fn shard_of(&self, key: &[u8]) -> MutexGuard<'_, Shard> {
         let mut h = self.seed;
-        for &b in key.as_bytes() {
+        for &b in key {
             h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
         }
         let i = (h % self.shards.len() as u64) as usize;
@@ -200,6 +205,11 @@ impl Store {
     /// The variant of `key` that a request with `fields` selects.
     pub fn get(&self, key: &Key, fields: &[Field<'_>]) -> Lookup {
         self.shard(key).get(key, fields)
+    }
+
+    /// [`Store::get`] by the key's bytes ([`Key::write`]'s): no key allocated.
+    pub fn get_bytes(&self, key: &[u8], fields: &[Field<'_>]) -> Lookup {
+        self.shard_of(key).get(key, fields)
     }
 
     pub fn insert(&self, entry: impl Into<Arc<Entry>>) -> Inserted {
@@ -300,8 +310,13 @@ impl Shard {
         self.live == 0
     }
 
-    pub fn get(&mut self, key: &Key, fields: &[Field<'_>]) -> Lookup {
-        let Some(ids) = self.map.get(key) else {
+    /// The variant of `key` (a [`Key`] or its bytes) that a request with `fields` selects.
+    pub fn get<K: std::borrow::Borrow<[u8]> + ?Sized>(
+        &mut self,
+        key: &K,
+        fields: &[Field<'_>],
+    ) -> Lookup {
+        let Some(ids) = self.map.get(key.borrow()) else {
             return Lookup::UriMiss;
         };
         // Newest first: the most recent matching response is the one to use (§4.1).

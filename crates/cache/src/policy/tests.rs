@@ -463,3 +463,29 @@ fn a_validated_entry_replaced_by_an_unstorable_answer_goes() {
         }
     ));
 }
+
+#[test]
+fn plans_after_a_long_key_look_up_their_own() {
+    // The key is built in a buffer each thread keeps between plans: a shorter key after a
+    // longer one must be exactly its own bytes, never the longer key's tail, and a plan that
+    // goes forward carries the key `after` stores under.
+    let s = store();
+    let long = format!("/{}", "a".repeat(300));
+    let short = get("/s", &[]);
+    let long = get(&long, &[]);
+    let ok: &[Field] = &[(b"cache-control", b"max-age=60")];
+    assert!(matches!(fill(&s, &short, 200, ok, T0), After::Store { .. }));
+    for req in [&long, &short, &long] {
+        match plan_at(&s, req, T0) {
+            Plan::Answer { .. } => assert_eq!(req.target, b"/s"),
+            Plan::Forward { key, .. } => {
+                assert_eq!(req.target, long.target);
+                assert_eq!(
+                    key,
+                    Key::new(b"https", b"shop.example", long.target).unwrap()
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -283,3 +283,28 @@ fn shared_store_shards_and_counters() {
     let snap = store.counters().snapshot();
     assert_eq!((snap.hits, snap.bypass, snap.misses), (1, 1, 0));
 }
+
+#[test]
+fn a_lookup_by_the_keys_bytes_finds_what_the_key_finds() {
+    // `get_bytes` must reach the same shard and map slot as `get`: every stored key found by
+    // its bytes, in a store of several shards, and an unknown one missed.
+    let store = Store::new(Limits {
+        capacity: 1 << 20,
+        max_object: 1 << 16,
+        shards: 4,
+    });
+    for i in 0..50 {
+        store.insert(entry(&format!("/{i}"), 10));
+    }
+    for i in 0..50 {
+        let k = key(&format!("/{i}"));
+        let Lookup::Found(e) = store.get_bytes(k.as_bytes(), &[]) else {
+            panic!("/{i} not found by its bytes");
+        };
+        assert_eq!(e.key, k);
+    }
+    assert!(matches!(
+        store.get_bytes(key("/50").as_bytes(), &[]),
+        Lookup::UriMiss
+    ));
+}

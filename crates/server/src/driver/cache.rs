@@ -220,10 +220,10 @@ impl<B: Backend> Worker<B> {
                 if let Some(x) = background {
                     let head = x.validation_head(&job.head);
                     let validation = Box::new(job.validation(head, x));
-                    self.answer_job(job, &hit, sh);
+                    self.answer_job(&mut job, &hit, sh);
                     self.dispatch(validation, sh);
                 } else {
-                    self.answer_job(job, &hit, sh);
+                    self.answer_job(&mut job, &hit, sh);
                 }
                 None
             }
@@ -231,7 +231,7 @@ impl<B: Backend> Worker<B> {
     }
 
     /// Answers `job`'s client from the store, and logs and counts it.
-    pub(super) fn answer_job(&mut self, mut job: Box<Job>, hit: &Hit, sh: &Shared) {
+    pub(super) fn answer_job(&mut self, job: &mut Job, hit: &Hit, sh: &Shared) {
         let sites = self.io.sites.clone();
         let site = sites.sites.iter().nth(job.site);
         let mut fields = hit_fields(hit, site, job.route, job.path.as_deref());

@@ -959,7 +959,12 @@ impl<B: Backend> Worker<B> {
     #[inline(never)]
     pub(super) fn start_jobs(&mut self, sh: &Shared) {
         let mut jobs = std::mem::take(&mut self.io.app.jobs);
-        for job in jobs.drain(..) {
+        for mut job in jobs.drain(..) {
+            // A hit the content phase found is answered here, its job never boxed.
+            if let Some(hit) = job.hit.take() {
+                self.answer_job(&mut job, &hit, sh);
+                continue;
+            }
             self.dispatch(Box::new(job), sh);
         }
         if self.io.app.jobs.is_empty() {
@@ -971,7 +976,7 @@ impl<B: Backend> Worker<B> {
     /// the waiting line when every connection allowed is busy.
     pub(super) fn dispatch(&mut self, mut job: Box<Job>, sh: &Shared) {
         if let Some(hit) = job.hit.take() {
-            return self.answer_job(job, &hit, sh);
+            return self.answer_job(&mut job, &hit, sh);
         }
         if job.cache.as_ref().is_some_and(|c| !c.planned) {
             if let Some(job) = self.cache_before(job, sh) {
