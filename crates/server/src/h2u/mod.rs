@@ -31,3 +31,5 @@ pub(crate) use conn::{
 };
 #[allow(unused_imports)]
 pub(crate) use fields::{Fields, Malformed, Request};
+#[cfg(test)]
+pub(crate) use fields::encode_request;
