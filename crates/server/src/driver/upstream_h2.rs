@@ -584,15 +584,7 @@ impl h2u::Events for Relay<'_> {
             });
             return self.finish(i, &[]);
         }
-        let trailers: Vec<Field> = fields
-            .iter()
-            .map(|(n, v)| {
-                (
-                    Cow::Owned(String::from_utf8_lossy(n).into_owned()),
-                    Cow::Owned(String::from_utf8_lossy(v).into_owned()),
-                )
-            })
-            .collect();
+        let trailers: Vec<Field> = fields.iter().map(|(n, v)| trailer_field(n, v)).collect();
         self.finish(i, &trailers);
     }
 
@@ -715,6 +707,19 @@ impl h2u::Events for Relay<'_> {
     fn pong(&mut self) {}
 
     fn goaway(&mut self) {}
+}
+
+/// A trailer field of the upstream's answer as the client's connection takes it. gRPC's
+/// `grpc-status` (every call ends with one) is borrowed from the code's own static text when
+/// it is exactly that, so the common trailers cost no copy; any other field is copied.
+fn trailer_field(name: &[u8], value: &[u8]) -> Field {
+    let owned = |b: &[u8]| Cow::Owned(String::from_utf8_lossy(b).into_owned());
+    if name == b"grpc-status"
+        && let Some(code) = crate::grpc::status_value(value).filter(|c| c.as_bytes() == value)
+    {
+        return (Cow::Borrowed("grpc-status"), Cow::Borrowed(code));
+    }
+    (owned(name), owned(value))
 }
 
 impl Relay<'_> {
@@ -1623,5 +1628,31 @@ mod tests {
             ReqBody::Chunked,
         );
         assert_eq!(fields, [(b"te".to_vec(), b"trailers".to_vec())]);
+    }
+
+    /// The upstream's trailers reach the client byte for byte; gRPC's status, when it is a
+    /// code's exact text, is borrowed (no copy per call), anything else is copied as sent.
+    #[test]
+    fn trailer_fields_keep_their_bytes_and_borrow_the_status() {
+        let rows: &[(&[u8], &[u8], bool)] = &[
+            (b"grpc-status", b"0", true),
+            (b"grpc-status", b"16", true),
+            (b"grpc-status", b"00", false),
+            (b"grpc-status", b" 0", false),
+            (b"grpc-status", b"17", false),
+            (b"grpc-message", b"a%20b", false),
+            (b"x-bin", b"AAEC", false),
+        ];
+        for &(name, value, borrowed) in rows {
+            let (n, v) = trailer_field(name, value);
+            assert_eq!((n.as_bytes(), v.as_bytes()), (name, value));
+            let is_borrowed = matches!((&n, &v), (Cow::Borrowed(_), Cow::Borrowed(_)));
+            assert_eq!(
+                is_borrowed,
+                borrowed,
+                "{:?}",
+                String::from_utf8_lossy(value)
+            );
+        }
     }
 }
