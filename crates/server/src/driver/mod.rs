@@ -336,6 +336,13 @@ pub(crate) struct Worker<B: Backend> {
     /// The sites have (or had, before a reload) upstreams: only then can a connection have
     /// relays or a call leave proxy jobs, so a server that proxies nothing tests one flag.
     proxying: bool,
+    /// HTTP/2 upstream connections that opened streams while one client's requests were
+    /// dispatched (`h2_batching`, during `start_jobs`): each transmits once after them, so a
+    /// read of a hundred requests sends their HEADERS together, not a relay turn apiece.
+    #[cfg(all(feature = "proxy", feature = "http2"))]
+    h2_opened: Vec<u32>,
+    #[cfg(all(feature = "proxy", feature = "http2"))]
+    h2_batching: bool,
     /// HTTP/3: the QUIC listeners' sockets and endpoints (none without a QUIC listener).
     quic: Option<Box<quic::Quic>>,
 }
@@ -416,6 +423,10 @@ impl<B: Backend> Worker<B> {
             preambles: std::collections::HashMap::new(),
             client_conns: setup.client_conns,
             proxying,
+            #[cfg(all(feature = "proxy", feature = "http2"))]
+            h2_opened: Vec::new(),
+            #[cfg(all(feature = "proxy", feature = "http2"))]
+            h2_batching: false,
             quic,
         };
         // A QUIC connection's packets go out in the `extras` part of `with`.
@@ -1043,7 +1054,13 @@ impl<B: Backend> Worker<B> {
             live.armed = self.wheel.arm(idx, live.conn.deadline());
         }
         if extras && self.proxying && !self.io.app.jobs.is_empty() {
+            #[cfg(all(feature = "proxy", feature = "http2"))]
+            let batch = self.h2_batch_start();
             self.start_jobs(sh);
+            #[cfg(all(feature = "proxy", feature = "http2"))]
+            if batch {
+                self.h2_batch_end(sh);
+            }
         }
     }
 

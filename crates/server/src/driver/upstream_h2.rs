@@ -144,8 +144,18 @@ struct Link {
 /// An answer's head on its way to the client: status, fields, the body's length if known.
 type Held = (u16, Vec<(Vec<u8>, Vec<u8>)>, Option<u64>);
 
-/// A request's method, path, authority and fields, as HTTP/2 sends them.
-type H2Head = (Vec<u8>, Vec<u8>, Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>);
+/// A request's method, path, authority and fields, as HTTP/2 sends them: slices of the
+/// job's head (names as framed; `h2u`'s encoder lowercases them on the way out), so a call
+/// allocates only the list.
+struct H2Head<'a> {
+    method: &'a [u8],
+    target: &'a [u8],
+    authority: &'a [u8],
+    fields: Vec<(&'a [u8], &'a [u8])>,
+}
+
+/// Fields a forwarded head usually carries, to size the list once.
+const USUAL_FIELDS: usize = 12;
 
 /// What the events of one call left for the driver.
 #[derive(Default)]
@@ -225,32 +235,44 @@ fn to_client<R>(
 /// authority (`Host`) and the fields; the connection-specific fields are left out (RFC 9113
 /// §8.2.2) and `te: trailers` is sent, since the answer's trailers are relayed (gRPC servers
 /// ask for it).
-fn h2_request(job: &Job) -> Option<H2Head> {
-    let head = &job.head;
+fn h2_request(job: &Job) -> Option<H2Head<'_>> {
+    let head = &job.head[..];
     let line_end = head.windows(2).position(|w| w == b"\r\n")?;
     let mut parts = head[..line_end].split(|&b| b == b' ');
-    let method = parts.next()?.to_vec();
-    let target = parts.next()?.to_vec();
-    let mut authority = Vec::new();
-    let mut fields = Vec::new();
+    let method = parts.next()?;
+    let target = parts.next()?;
+    let mut authority = &b""[..];
+    let mut fields = Vec::with_capacity(USUAL_FIELDS);
+    let framed_length = matches!(job.forwarded.body, ReqBody::Length(_));
     for line in head[line_end + 2..].split(|&b| b == b'\n') {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let Some(colon) = line.iter().position(|&b| b == b':') else {
             continue;
         };
-        let name = line[..colon].to_ascii_lowercase();
-        let value = line[colon + 1..].trim_ascii().to_vec();
-        match &name[..] {
-            b"host" => authority = value,
-            b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding"
-            | b"upgrade" | b"te" => {}
+        let (name, value) = (&line[..colon], line[colon + 1..].trim_ascii());
+        let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+        if is(b"host") {
+            authority = value;
+        } else if is(b"connection")
+            || is(b"keep-alive")
+            || is(b"proxy-connection")
+            || is(b"transfer-encoding")
+            || is(b"upgrade")
+            || is(b"te")
             // The length is the body's as it goes up: none for one still arriving chunked.
-            b"content-length" if !matches!(job.forwarded.body, ReqBody::Length(_)) => {}
-            _ => fields.push((name, value)),
+            || (!framed_length && is(b"content-length"))
+        {
+        } else {
+            fields.push((name, value));
         }
     }
-    fields.push((b"te".to_vec(), b"trailers".to_vec()));
-    Some((method, target, authority, fields))
+    fields.push((&b"te"[..], &b"trailers"[..]));
+    Some(H2Head {
+        method,
+        target,
+        authority,
+        fields,
+    })
 }
 
 impl Relay<'_> {
@@ -562,15 +584,7 @@ impl h2u::Events for Relay<'_> {
             });
             return self.finish(i, &[]);
         }
-        let trailers: Vec<Field> = fields
-            .iter()
-            .map(|(n, v)| {
-                (
-                    Cow::Owned(String::from_utf8_lossy(n).into_owned()),
-                    Cow::Owned(String::from_utf8_lossy(v).into_owned()),
-                )
-            })
-            .collect();
+        let trailers: Vec<Field> = fields.iter().map(|(n, v)| trailer_field(n, v)).collect();
         self.finish(i, &trailers);
     }
 
@@ -693,6 +707,19 @@ impl h2u::Events for Relay<'_> {
     fn pong(&mut self) {}
 
     fn goaway(&mut self) {}
+}
+
+/// A trailer field of the upstream's answer as the client's connection takes it. gRPC's
+/// `grpc-status` (every call ends with one) is borrowed from the code's own static text when
+/// it is exactly that, so the common trailers cost no copy; any other field is copied.
+fn trailer_field(name: &[u8], value: &[u8]) -> Field {
+    let owned = |b: &[u8]| Cow::Owned(String::from_utf8_lossy(b).into_owned());
+    if name == b"grpc-status"
+        && let Some(code) = crate::grpc::status_value(value).filter(|c| c.as_bytes() == value)
+    {
+        return (Cow::Borrowed("grpc-status"), Cow::Borrowed(code));
+    }
+    (owned(name), owned(value))
 }
 
 impl Relay<'_> {
@@ -896,24 +923,25 @@ impl<B: Backend> Worker<B> {
     /// when this one has no room after all).
     fn open_h2(&mut self, idx: u32, mut job: Box<Job>, sh: &Shared) {
         let token = self.token(idx);
-        let Some((method, target, authority, fields)) = h2_request(&job) else {
-            return self.refuse(job, 502, sh);
-        };
         let Some(h2) = self.slots[idx as usize].h2.as_mut() else {
             return;
         };
-        let field_refs: Vec<(&[u8], &[u8])> =
-            fields.iter().map(|(n, v)| (&n[..], &v[..])).collect();
-        let req = h2u::Request {
-            method: &method,
-            scheme: if h2.tls.is_some() { b"https" } else { b"http" },
-            authority: &authority,
-            path: &target,
-            fields: &field_refs,
+        let no_body = job.pipe.is_none() && job.body.is_empty();
+        let opened = match h2_request(&job) {
+            Some(head) => h2.conn.open(
+                &h2u::Request {
+                    method: head.method,
+                    scheme: if h2.tls.is_some() { b"https" } else { b"http" },
+                    authority: head.authority,
+                    path: head.target,
+                    fields: &head.fields,
+                },
+                no_body,
+            ),
+            None => return self.refuse(job, 502, sh),
         };
         let pipe = job.pipe.take();
-        let no_body = pipe.is_none() && job.body.is_empty();
-        let stream = match h2.conn.open(&req, no_body) {
+        let stream = match opened {
             Ok(s) => s,
             Err(OpenError::NoRoom | OpenError::Closing) => {
                 // Filled or closing since it was picked: a new connection takes it.
@@ -972,7 +1000,33 @@ impl<B: Backend> Worker<B> {
                 relays.0.push(token);
             }
         }
-        self.h2_call(idx, sh, &mut |_, _, _| {});
+        if !self.h2_batching {
+            self.h2_call(idx, sh, &mut |_, _, _| {});
+        } else if !self.h2_opened.contains(&idx) {
+            // One of a client's requests: its body and HEADERS go with the others'.
+            self.h2_opened.push(idx);
+        }
+    }
+
+    /// A client's requests are about to be dispatched: connections they open streams on
+    /// wait for [`Worker::h2_batch_end`] to send. `false` inside a batch already (its end
+    /// sends them).
+    pub(super) fn h2_batch_start(&mut self) -> bool {
+        !std::mem::replace(&mut self.h2_batching, true)
+    }
+
+    /// The client's requests are dispatched: each connection that took some feeds their
+    /// bodies and sends what it holds, once.
+    pub(super) fn h2_batch_end(&mut self, sh: &Shared) {
+        self.h2_batching = false;
+        let mut opened = std::mem::take(&mut self.h2_opened);
+        for &idx in &opened {
+            self.h2_call(idx, sh, &mut |_, _, _| {});
+        }
+        opened.clear();
+        if self.h2_opened.is_empty() {
+            self.h2_opened = opened; // its room, for the next batch
+        }
     }
 
     /// Ciphertext in on the TLS connection in slot `idx`: its plaintext, and whether the
@@ -1503,11 +1557,38 @@ fn feed_bodies(conn: &mut h2u::Conn, links: &mut [Link], after: &mut After) -> b
 mod tests {
     use super::*;
 
-    fn translated(head: &str, body: ReqBody) -> H2Head {
+    /// A forwarded head as it goes up: method, path, authority and the fields of the header
+    /// block `h2u` encodes from it, decoded again (so the names are as on the wire).
+    type Up = (Vec<u8>, Vec<u8>, Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>);
+
+    fn translated(head: &str, body: ReqBody) -> Up {
         let mut job = Job::blank(1, 1, 0, 0, 0);
         job.head = head.as_bytes().to_vec();
         job.forwarded.body = body;
-        h2_request(&job).expect("a head this server framed")
+        let h = h2_request(&job).expect("a head this server framed");
+        let req = h2u::Request {
+            method: h.method,
+            scheme: b"http",
+            authority: h.authority,
+            path: h.target,
+            fields: &h.fields,
+        };
+        let mut block = Vec::new();
+        h2u::encode_request(&mut block, &req, false);
+        let mut fields = Vec::new();
+        linerate_hpack::Decoder::new()
+            .decode(&block, |n, v| {
+                if !n.starts_with(b":") {
+                    fields.push((n.to_vec(), v.to_vec()));
+                }
+            })
+            .expect("a block the decoder reads");
+        (
+            h.method.to_vec(),
+            h.target.to_vec(),
+            h.authority.to_vec(),
+            fields,
+        )
     }
 
     #[test]
@@ -1547,5 +1628,31 @@ mod tests {
             ReqBody::Chunked,
         );
         assert_eq!(fields, [(b"te".to_vec(), b"trailers".to_vec())]);
+    }
+
+    /// The upstream's trailers reach the client byte for byte; gRPC's status, when it is a
+    /// code's exact text, is borrowed (no copy per call), anything else is copied as sent.
+    #[test]
+    fn trailer_fields_keep_their_bytes_and_borrow_the_status() {
+        let rows: &[(&[u8], &[u8], bool)] = &[
+            (b"grpc-status", b"0", true),
+            (b"grpc-status", b"16", true),
+            (b"grpc-status", b"00", false),
+            (b"grpc-status", b" 0", false),
+            (b"grpc-status", b"17", false),
+            (b"grpc-message", b"a%20b", false),
+            (b"x-bin", b"AAEC", false),
+        ];
+        for &(name, value, borrowed) in rows {
+            let (n, v) = trailer_field(name, value);
+            assert_eq!((n.as_bytes(), v.as_bytes()), (name, value));
+            let is_borrowed = matches!((&n, &v), (Cow::Borrowed(_), Cow::Borrowed(_)));
+            assert_eq!(
+                is_borrowed,
+                borrowed,
+                "{:?}",
+                String::from_utf8_lossy(value)
+            );
+        }
     }
 }

@@ -1381,17 +1381,21 @@ impl<P> Conn<P> {
 
     fn set_timer(&mut self, cx: &Cx) {
         let cfg = &cx.cfg;
-        let blocked = self.streams.iter().any(|s| match &s.answer {
-            Answer::Sending { .. } => true,
-            Answer::Streaming { buf, ended, .. } => !buf.is_empty() || *ended,
-            _ => false,
-        });
+        // Looked for only when nothing is staged: a relay writing to many streams has output
+        // staged from its first write on, and then skips the walk over every stream.
+        let blocked = || {
+            self.streams.iter().any(|s| match &s.answer {
+                Answer::Sending { .. } => true,
+                Answer::Streaming { buf, ended, .. } => !buf.is_empty() || *ended,
+                _ => false,
+            })
+        };
         let (timer, deadline) = if self.writing == Writing::Shut {
             if self.timer == Timer::Linger {
                 return;
             }
             (Timer::Linger, cx.now + cfg.linger_timeout)
-        } else if self.in_flight || !self.out.is_empty() || !self.files.is_empty() || blocked {
+        } else if self.in_flight || !self.out.is_empty() || !self.files.is_empty() || blocked() {
             if self.timer == Timer::Send {
                 return; // restarted only by progress
             }

@@ -29,5 +29,7 @@ pub(crate) use conn::{
     ASSUMED_MAX_STREAMS, CONN_WINDOW, Conn, ConnError, Events, MAX_HEADER_LIST, OpenError,
     STREAM_WINDOW, Settings, StreamError,
 };
+#[cfg(test)]
+pub(crate) use fields::encode_request;
 #[allow(unused_imports)]
 pub(crate) use fields::{Fields, Malformed, Request};
