@@ -52,7 +52,9 @@ impl Entry {
         )
     }
 
-    pub(crate) fn from_stored(
+    /// An entry from fields already as stored (an entry's own `fields`, read back from a
+    /// second tier that [`Entry::new`] filled): nothing is filtered again.
+    pub fn from_stored(
         key: Key,
         variant: Variant,
         status: u16,

@@ -15,8 +15,9 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use linerate_cache::entry::Entry;
+use linerate_cache::fields::OwnedField;
 use linerate_cache::key::{Key, Variant, Vary};
-use linerate_cache::{Response, Time, Timing};
+use linerate_cache::{Time, Timing};
 use linerate_kv::{Tier, TierConfig};
 
 /// The namespace of every key this cache writes (its generation counter included).
@@ -258,22 +259,23 @@ pub(crate) fn decode(stored: &[u8], key: &Key) -> Option<Entry> {
         selecting.push((r.bytes()?, r.bytes()?));
     }
     let n = r.u32()? as usize;
-    let mut fields = Vec::with_capacity(n.min(256));
+    let mut fields: Vec<OwnedField> = Vec::with_capacity(n.min(256));
     for _ in 0..n {
-        fields.push((r.bytes()?, r.bytes()?));
+        fields.push((r.bytes()?.into(), r.bytes()?.into()));
     }
     let body: Arc<[u8]> = r.bytes()?.into();
     if !r.0.is_empty() {
         return None;
     }
     let variant = Variant::of(&Vary::parse(&fields), &selecting);
-    Some(Entry::new(
+    // The fields were an entry's, so already as stored (`encode` writes `entry.fields`):
+    // they are not filtered again. The tier is trusted as the memory store is: what it
+    // holds is what some edge's `encode` wrote (and the key and version are checked above).
+    Some(Entry::from_stored(
         key.clone(),
         variant,
-        &Response {
-            status,
-            fields: &fields,
-        },
+        status,
+        fields,
         body,
         Timing {
             request_time,
@@ -311,6 +313,7 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use linerate_cache::Response;
 
     #[test]
     fn tier_keys_table() {
