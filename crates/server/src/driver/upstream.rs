@@ -1208,9 +1208,14 @@ impl<B: Backend> Worker<B> {
                 self.backend.recycle(buf);
             }
             Completion::Eof { token } => self.on_up(token, sh, &mut |conn, _, ex| conn.eof(ex)),
-            Completion::Sent { token, mut buf } => {
-                self.io.cx.pool.put(&mut buf);
-                self.on_up(token, sh, &mut |conn, now, _| conn.sent(now));
+            Completion::Sent { token, buf } => {
+                let mut buf = Some(buf);
+                self.on_up(token, sh, &mut |conn, now, _| {
+                    if let Some(b) = buf.take() {
+                        conn.reuse_output(b);
+                    }
+                    conn.sent(now)
+                });
                 if self.is_tunnel(token) {
                     // Room upstream: the client's held bytes can follow.
                     self.up_ready.push(token);
@@ -1386,8 +1391,8 @@ impl<B: Backend> Worker<B> {
                 h1c::Transmit::Bytes => {
                     let buf = up.conn.take_output();
                     match self.backend.send(token, buf, false) {
-                        Submitted::Done(mut buf) => {
-                            self.io.cx.pool.put(&mut buf);
+                        Submitted::Done(buf) => {
+                            up.conn.reuse_output(buf);
                             up.conn.sent(self.io.cx.now);
                         }
                         Submitted::Pending => {
