@@ -373,6 +373,9 @@ pub(super) fn up_addr(a: &UpstreamAddr) -> UpAddr {
 struct After {
     /// The client's connection has output to move.
     client: Option<Token>,
+    /// The exchange's job, done with (its answer's head is in): its box and head buffer
+    /// go to the worker's spares.
+    spent: Option<Box<Job>>,
     /// The exchange ended (either way): the client no longer waits on this connection.
     finished: Option<Token>,
     /// Try the request again (on a fresh connection when `fresh`).
@@ -794,6 +797,7 @@ impl h1c::Exchange for Relay<'_> {
         } else {
             link.gone = true;
         }
+        self.after.spent = job;
     }
 
     fn data(&mut self, data: &[u8]) -> bool {
@@ -960,7 +964,8 @@ impl<B: Backend> Worker<B> {
     pub(super) fn start_jobs(&mut self, sh: &Shared) {
         let mut jobs = std::mem::take(&mut self.io.app.jobs);
         for job in jobs.drain(..) {
-            self.dispatch(Box::new(job), sh);
+            let job = self.io.app.spares.boxed(job);
+            self.dispatch(job, sh);
         }
         if self.io.app.jobs.is_empty() {
             self.io.app.jobs = jobs;
@@ -1304,6 +1309,9 @@ impl<B: Backend> Worker<B> {
                 after: &mut after,
             };
             f(&mut up.conn, now, &mut relay);
+        }
+        if let Some(job) = after.spent.take() {
+            self.io.app.spares.put(job);
         }
         if up.probe {
             let (gi, si) = (up.group, up.server);
