@@ -912,6 +912,7 @@ impl Server {
                                 static_gz: Default::default(),
                                 grpc_lines: Vec::new(),
                                 jobs: Vec::new(),
+                                spares: Default::default(),
                                 real: None,
                                 client_cert: None,
                                 site_counters: Arc::new([]),

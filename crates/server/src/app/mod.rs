@@ -128,6 +128,9 @@ pub(crate) struct AppIo {
     pub static_gz: static_gz::StaticGz,
     /// Proxied requests decided in this call, for the driver to send upstream.
     pub jobs: Vec<crate::proxy::job::Job>,
+    /// Job boxes and head buffers of proxied exchanges done with, for the next ones.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))] // Without the proxy, no job.
+    pub spares: crate::proxy::job::Spares,
     /// The client of the request at hand as trusted proxies named it (set as each request
     /// begins, only when trusted proxies are configured: see `ConnApp::client`).
     pub real: Option<std::net::SocketAddr>,

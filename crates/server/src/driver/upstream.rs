@@ -133,6 +133,8 @@ pub(super) struct Pools {
     epoch: u32,
     /// When the next active health check is due (ms; `u64::MAX`: none configured).
     pub(super) next_check: u64,
+    /// The relays' answer field list, kept empty between exchanges ([`emptied`]).
+    fields: Vec<Field<'static>>,
     /// Requests waiting on another request's cache flight, by park number.
     pub(super) parked: std::collections::HashMap<u64, Box<Job>>,
     pub(super) next_park: u64,
@@ -373,6 +375,9 @@ pub(super) fn up_addr(a: &UpstreamAddr) -> UpAddr {
 struct After {
     /// The client's connection has output to move.
     client: Option<Token>,
+    /// The exchange's job, done with (its answer's head is in): its box and head buffer
+    /// go to the worker's spares.
+    spent: Option<Box<Job>>,
     /// The exchange ended (either way): the client no longer waits on this connection.
     finished: Option<Token>,
     /// Try the request again (on a fresh connection when `fresh`).
@@ -419,6 +424,20 @@ struct Relay<'a> {
     /// An active check's connection: the status that passes.
     probe: Option<u16>,
     after: &'a mut After,
+    /// The answer's field list of the last exchange, empty, kept for its allocation.
+    fields: Vec<Field<'static>>,
+}
+
+/// A field of a proxied answer: its name and value.
+type Field<'a> = (&'a [u8], &'a [u8]);
+
+/// `list` emptied, as a list of fields of another lifetime in the same allocation (the
+/// standard library collects a mapped `into_iter` of a same-sized type in place): an answer's
+/// field list is kept between exchanges that borrow different heads, without a `malloc` and a
+/// `free` each (callgrind, docs/benchmarks.md issue Q's fourth session).
+fn emptied<'b>(mut list: Vec<Field<'_>>) -> Vec<Field<'b>> {
+    list.clear();
+    list.into_iter().map(|_| unreachable!("emptied")).collect()
 }
 
 /// The client connection of `token`, if it is still there.
@@ -721,7 +740,8 @@ impl h1c::Exchange for Relay<'_> {
         let policy = site
             .and_then(|s| s.proxies.get(link.route))
             .map_or(&default, |r| &r.response);
-        let mut fields: Vec<(&[u8], &[u8])> = reply::fields(head, spans, info, policy).collect();
+        let mut fields = emptied(std::mem::take(&mut self.fields));
+        fields.extend(reply::fields(head, spans, info, policy));
         if let Some(path) = &link.path
             && let Some(site) = site
         {
@@ -794,6 +814,8 @@ impl h1c::Exchange for Relay<'_> {
         } else {
             link.gone = true;
         }
+        self.after.spent = job;
+        self.fields = emptied(fields);
     }
 
     fn data(&mut self, data: &[u8]) -> bool {
@@ -965,7 +987,8 @@ impl<B: Backend> Worker<B> {
                 self.answer_job(&mut job, &hit, sh);
                 continue;
             }
-            self.dispatch(Box::new(job), sh);
+            let job = self.io.app.spares.boxed(job);
+            self.dispatch(job, sh);
         }
         if self.io.app.jobs.is_empty() {
             self.io.app.jobs = jobs;
@@ -1213,9 +1236,14 @@ impl<B: Backend> Worker<B> {
                 self.backend.recycle(buf);
             }
             Completion::Eof { token } => self.on_up(token, sh, &mut |conn, _, ex| conn.eof(ex)),
-            Completion::Sent { token, mut buf } => {
-                self.io.cx.pool.put(&mut buf);
-                self.on_up(token, sh, &mut |conn, now, _| conn.sent(now));
+            Completion::Sent { token, buf } => {
+                let mut buf = Some(buf);
+                self.on_up(token, sh, &mut |conn, now, _| {
+                    if let Some(b) = buf.take() {
+                        conn.reuse_output(b);
+                    }
+                    conn.sent(now)
+                });
                 if self.is_tunnel(token) {
                     // Room upstream: the client's held bytes can follow.
                     self.up_ready.push(token);
@@ -1266,7 +1294,8 @@ impl<B: Backend> Worker<B> {
         let mut after = After::default();
         let tries = self.io.sites.upstreams.get(up.group).map_or(1, |u| u.tries);
         let now = self.io.cx.now;
-        {
+        let fields = std::mem::take(&mut self.pools.fields);
+        let kept = {
             let counters = sh.app.metrics.then_some(&*self.io.app.counters);
             let mut relay = Relay {
                 link: &mut up.link,
@@ -1302,8 +1331,14 @@ impl<B: Backend> Worker<B> {
                         .map_or(200, |h| h.status)
                 }),
                 after: &mut after,
+                fields,
             };
             f(&mut up.conn, now, &mut relay);
+            relay.fields
+        };
+        self.pools.fields = kept;
+        if let Some(job) = after.spent.take() {
+            self.io.app.spares.put(job);
         }
         if up.probe {
             let (gi, si) = (up.group, up.server);
@@ -1391,8 +1426,8 @@ impl<B: Backend> Worker<B> {
                 h1c::Transmit::Bytes => {
                     let buf = up.conn.take_output();
                     match self.backend.send(token, buf, false) {
-                        Submitted::Done(mut buf) => {
-                            self.io.cx.pool.put(&mut buf);
+                        Submitted::Done(buf) => {
+                            up.conn.reuse_output(buf);
                             up.conn.sent(self.io.cx.now);
                         }
                         Submitted::Pending => {
@@ -1934,5 +1969,26 @@ mod tests {
         s.checked_down = true;
         s.failed(&mut load, &up, 0, 5, false);
         assert_eq!(load.down_until, u64::MAX);
+    }
+
+    #[test]
+    fn an_answers_field_list_keeps_its_allocation_from_one_exchange_to_the_next() {
+        let head = b"X-A: 1".to_vec();
+        let mut list: Vec<Field<'_>> = Vec::with_capacity(40);
+        list.push((&head[..3], &head[5..]));
+        let (at, capacity) = (list.as_ptr() as usize, list.capacity());
+        let kept: Vec<Field<'static>> = emptied(list);
+        drop(head);
+        assert!(kept.is_empty());
+        assert_eq!(
+            (kept.as_ptr() as usize, kept.capacity()),
+            (at, capacity),
+            "a new allocation"
+        );
+        let other = b"Y: 2".to_vec();
+        let mut again = emptied(kept);
+        again.push((&other[..1], &other[3..]));
+        assert_eq!(again.as_ptr() as usize, at);
+        assert_eq!(again, [(&b"Y"[..], &b"2"[..])]);
     }
 }

@@ -17,6 +17,11 @@ use linerate_http1::{
     BodyLength, FieldSpan, Limits, ResponseBody, ResponseError, ResponseInfo, parse_response_strict,
 };
 
+/// The largest output buffer a connection keeps for its next request once its bytes went
+/// out ([`Conn::reuse_output`]): a request head fits many times over; one a request body
+/// grew is freed, so a pooled connection holds little.
+const KEPT_OUTPUT: usize = 4 * 1024;
+
 /// The upstream's timeouts (milliseconds).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Timeouts {
@@ -398,6 +403,18 @@ impl Conn {
     pub(crate) fn take_output(&mut self) -> Vec<u8> {
         self.in_flight = true;
         std::mem::take(&mut self.out)
+    }
+
+    /// The buffer [`Conn::take_output`] gave, back from the driver once its bytes went out:
+    /// kept, emptied, for the next request's head (without it each pooled exchange
+    /// allocated its output and freed it after the send: callgrind, docs/benchmarks.md issue
+    /// Q's fourth session). Dropped when output was written meanwhile or it grew past
+    /// [`KEPT_OUTPUT`].
+    pub(crate) fn reuse_output(&mut self, mut buf: Vec<u8>) {
+        if self.out.capacity() == 0 && buf.capacity() <= KEPT_OUTPUT {
+            buf.clear();
+            self.out = buf;
+        }
     }
 
     /// The output handed over is sent.

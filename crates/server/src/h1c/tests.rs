@@ -474,3 +474,45 @@ fn only_errors_and_timeouts_before_an_answer_count_against_a_server() {
         );
     }
 }
+
+#[test]
+fn a_pooled_connection_writes_its_next_request_into_the_buffer_its_last_one_went_out_in() {
+    let (mut c, mut h) = asked();
+    c.recv(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx", 1, &mut h);
+    assert!(c.is_idle());
+    // The driver hands the sent buffer back; the next head goes into that allocation (told
+    // by its capacity, which a fresh one for this head would not have).
+    c.start(GET, ReqBody::None, false, false, 2);
+    let mut buf = c.take_output();
+    buf.reserve_exact(1000);
+    let capacity = buf.capacity();
+    c.reuse_output(buf);
+    c.sent(2);
+    c.recv(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\ny", 3, &mut h);
+    c.start(GET, ReqBody::None, false, false, 4);
+    let again = c.take_output();
+    assert_eq!(again, GET, "the second request's bytes");
+    assert_eq!(
+        again.capacity(),
+        capacity,
+        "the head was written into a new allocation"
+    );
+    // One a request body grew past the bound is not kept; output written meanwhile (a
+    // tunnel's) is never replaced.
+    c.reuse_output(vec![0; 64 * 1024]);
+    c.sent(4);
+    c.recv(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nz", 5, &mut h);
+    c.start(GET, ReqBody::None, false, false, 6);
+    let third = c.take_output();
+    assert_eq!(third, GET);
+    assert!(third.capacity() < 64 * 1024, "a large buffer was kept");
+    let mut held = posting(GET, ReqBody::Length(3));
+    held.take_output();
+    held.body(b"abc");
+    held.reuse_output(Vec::with_capacity(16));
+    assert_eq!(
+        held.take_output(),
+        b"abc",
+        "output written meanwhile was lost"
+    );
+}

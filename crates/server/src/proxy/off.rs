@@ -33,6 +33,10 @@ pub(crate) mod job {
     /// Cannot be made: no request goes up.
     #[derive(Debug)]
     pub(crate) enum Job {}
+
+    /// No job to keep.
+    #[derive(Debug, Default)]
+    pub(crate) struct Spares;
 }
 
 pub(crate) mod pipe {

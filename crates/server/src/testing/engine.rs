@@ -144,6 +144,7 @@ impl Engine {
             static_gz: Default::default(),
             grpc_lines: Vec::new(),
             jobs: Vec::new(),
+            spares: Default::default(),
             real: None,
             client_cert: None,
             site_counters: Arc::new([]),

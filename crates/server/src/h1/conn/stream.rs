@@ -432,12 +432,17 @@ fn write_head(
     keep_alive_10: bool,
     stamp: Stamp<'_>,
 ) {
-    let mut status = itoa::Buffer::new();
-    out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(status.format(head.status).as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(reason(head.status).as_bytes());
-    out.extend_from_slice(b"\r\n");
+    if head.status == 200 {
+        // The usual status line whole: one copy, no number formatted.
+        out.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
+    } else {
+        let mut status = itoa::Buffer::new();
+        out.extend_from_slice(b"HTTP/1.1 ");
+        out.extend_from_slice(status.format(head.status).as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(reason(head.status).as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
     let names = |name: &[u8]| {
         head.fields
             .iter()
@@ -446,13 +451,13 @@ fn write_head(
     if let Some(server) = stamp.server
         && !names(b"server")
     {
-        write_field(out, b"Server", server);
+        literal_field(out, b"Server", server);
     }
-    write_field(out, b"Date", head.date.unwrap_or(stamp.date));
+    literal_field(out, b"Date", head.date.unwrap_or(stamp.date));
     if let Some(port) = stamp.alt_svc
         && !names(b"alt-svc")
     {
-        write_field(out, b"Alt-Svc", AltSvc::h3(port).as_bytes());
+        literal_field(out, b"Alt-Svc", AltSvc::h3(port).as_bytes());
     }
     for (name, value) in head.fields {
         write_field(out, name, value);
@@ -460,26 +465,39 @@ fn write_head(
     match frame {
         Frame::Length(n) => {
             let mut b = itoa::Buffer::new();
-            write_field(out, b"Content-Length", b.format(n).as_bytes());
+            literal_field(out, b"Content-Length", b.format(n).as_bytes());
         }
-        Frame::Chunked => write_field(out, b"Transfer-Encoding", b"chunked"),
+        Frame::Chunked => literal_field(out, b"Transfer-Encoding", b"chunked"),
         Frame::ToClose => {}
         // The source's `Upgrade` field is among the fields; `Connection` is this hop's.
-        Frame::Tunnel => write_field(out, b"Connection", b"upgrade"),
+        Frame::Tunnel => literal_field(out, b"Connection", b"upgrade"),
         Frame::None => {
             // A HEAD answer says what GET's would.
             if let Some(n) = head.length
                 && !status_has_no_body(head.status)
             {
                 let mut b = itoa::Buffer::new();
-                write_field(out, b"Content-Length", b.format(n).as_bytes());
+                literal_field(out, b"Content-Length", b.format(n).as_bytes());
             }
         }
     }
     if close {
-        write_field(out, b"Connection", b"close");
+        literal_field(out, b"Connection", b"close");
     } else if keep_alive_10 {
-        write_field(out, b"Connection", b"keep-alive");
+        literal_field(out, b"Connection", b"keep-alive");
     }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `write_field` for a name written here as a literal, inlined so that the name's copy needs
+/// no call to `memcpy` (as `proxy::forward`'s: a proxied answer's head wrote five fields
+/// through calls, callgrind, docs/benchmarks.md issue Q's fourth session). `write_field`
+/// itself stays a call: inlined everywhere, the server's own answers cost more.
+#[inline(always)]
+fn literal_field(out: &mut Vec<u8>, name: &'static [u8], value: &[u8]) {
+    out.reserve(name.len() + value.len() + 4);
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
     out.extend_from_slice(b"\r\n");
 }

@@ -110,12 +110,8 @@ impl<'a> ConnApp<'a> {
             self.peer
         } else {
             self.client()
-        };
-        let client = Client {
-            addr: named.map(|p| p.ip()),
-            tls: self.tls,
-            cert: self.client_cert(),
-        };
+        }
+        .map(|p| p.ip());
         // A caching mount without forward auth looks in its store first: a hit needs no
         // upstream request framed (with forward auth, the driver looks after the check). A
         // request asking to upgrade is the upstream's to answer (a tunnel is never a stored
@@ -143,7 +139,12 @@ impl<'a> ConnApp<'a> {
             (None, framing) => (!body.is_empty() || framing != Framing::None)
                 .then_some(crate::h1c::ReqBody::Length(body.len() as u64)),
         };
-        let mut out = Vec::with_capacity(buf.len() + 160);
+        let mut out = self.io.spares.head(buf.len() + 160);
+        let client = Client {
+            addr: named,
+            tls: self.tls,
+            cert: self.client_cert(),
+        };
         let forwarded = request_head(head, buf, client, &r.request, len, &mut out);
         if web.is_some() {
             crate::proxy::grpc_web::request_head(&mut out);
