@@ -37,7 +37,8 @@ mod simd;
 pub use body::{BodyDecoder, ChunkedDecoder, Step, Trailers};
 pub use date::{DATE_LEN, DateCache, civil_from_days, fmt_http_date};
 pub use encode::{
-    CONTINUE_100, HeadRoom, ResponseHead, end_head, reason, status_has_no_body, write_field,
+    CONTINUE_100, HeadRoom, ResponseHead, end_head, literal_field, reason, status_has_no_body,
+    write_field,
 };
 pub use error::ParseError;
 pub use head::{Framing, Method, Parsed, RequestHead, TargetForm, Version};

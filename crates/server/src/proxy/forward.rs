@@ -6,7 +6,9 @@
 
 use std::net::IpAddr;
 
-use linerate_http1::{Framing, Method, RequestHead, TargetForm, Version, write_field};
+use linerate_http1::{
+    Framing, Method, RequestHead, TargetForm, Version, literal_field, write_field,
+};
 
 use super::{Name, Named};
 use crate::h1c::ReqBody;
@@ -268,18 +270,6 @@ pub(crate) fn request_head(
         head_request: head.method() == Method::Head,
         upgrade: upgrade_to.is_some(),
     }
-}
-
-/// `write_field` for a name written here as a literal, inlined so that the name's copy
-/// needs no call to `memcpy` (~30 instructions a field). `write_field` itself stays a call:
-/// inlined everywhere, it made the server's own answers cost more (docs/benchmarks.md).
-#[inline(always)]
-fn literal_field(out: &mut Vec<u8>, name: &'static [u8], value: &[u8]) {
-    out.reserve(name.len() + value.len() + 4);
-    out.extend_from_slice(name);
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(value);
-    out.extend_from_slice(b"\r\n");
 }
 
 /// The protocols of an `Upgrade` value (RFC 9110 §7.8: `#protocol`, each `name[/version]`)

@@ -10,7 +10,9 @@
 //! the body.
 #![forbid(unsafe_code)]
 
-use linerate_http1::{ResponseHead, Version, reason, status_has_no_body, write_field};
+use linerate_http1::{
+    ResponseHead, Version, literal_field, reason, status_has_no_body, write_field,
+};
 
 use super::{Conn, InFlight, Reading, Tail, Writing};
 use crate::h1::service::{Cx, StreamHead};
@@ -486,18 +488,5 @@ fn write_head(
     } else if keep_alive_10 {
         literal_field(out, b"Connection", b"keep-alive");
     }
-    out.extend_from_slice(b"\r\n");
-}
-
-/// `write_field` for a name written here as a literal, inlined so that the name's copy needs
-/// no call to `memcpy` (as `proxy::forward`'s: a proxied answer's head wrote five fields
-/// through calls, callgrind, docs/benchmarks.md issue Q's fourth session). `write_field`
-/// itself stays a call: inlined everywhere, the server's own answers cost more.
-#[inline(always)]
-fn literal_field(out: &mut Vec<u8>, name: &'static [u8], value: &[u8]) {
-    out.reserve(name.len() + value.len() + 4);
-    out.extend_from_slice(name);
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(value);
     out.extend_from_slice(b"\r\n");
 }
