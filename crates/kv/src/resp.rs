@@ -94,15 +94,9 @@ fn reply(buf: &[u8], at: &mut usize, depth: usize) -> Result<Option<Reply>, Malf
         b'+' => Reply::Simple(line.to_vec()),
         b'-' => Reply::Error(String::from_utf8_lossy(line).into_owned()),
         b':' => Reply::Integer(integer(line)?),
-        b'$' => {
-            let n = integer(line)?;
-            if n == -1 {
-                Reply::Bulk(None)
-            } else {
-                let n = usize::try_from(n)
-                    .ok()
-                    .filter(|&n| n <= MAX_BULK)
-                    .ok_or(Malformed("a bulk length out of bounds"))?;
+        b'$' => match length(line, MAX_BULK, "a bulk length out of bounds")? {
+            None => Reply::Bulk(None),
+            Some(n) => {
                 let Some(end) = buf.get(after..after + n + 2) else {
                     return Ok(None);
                 };
@@ -112,16 +106,10 @@ fn reply(buf: &[u8], at: &mut usize, depth: usize) -> Result<Option<Reply>, Malf
                 *at = after + n + 2;
                 return Ok(Some(Reply::Bulk(Some(end[..n].to_vec()))));
             }
-        }
-        b'*' => {
-            let n = integer(line)?;
-            if n == -1 {
-                Reply::Array(None)
-            } else {
-                let n = usize::try_from(n)
-                    .ok()
-                    .filter(|&n| n <= MAX_ARRAY)
-                    .ok_or(Malformed("an array length out of bounds"))?;
+        },
+        b'*' => match length(line, MAX_ARRAY, "an array length out of bounds")? {
+            None => Reply::Array(None),
+            Some(n) => {
                 if depth == MAX_DEPTH {
                     return Err(Malformed("arrays nested too deep"));
                 }
@@ -136,11 +124,23 @@ fn reply(buf: &[u8], at: &mut usize, depth: usize) -> Result<Option<Reply>, Malf
                 *at = next;
                 return Ok(Some(Reply::Array(Some(items))));
             }
-        }
+        },
         _ => return Err(Malformed("an unknown type byte")),
     };
     *at = after;
     Ok(Some(reply))
+}
+
+/// A bulk string's or an array's length: `None` for -1 (none), else at most `max`.
+fn length(line: &[u8], max: usize, why: &'static str) -> Result<Option<usize>, Malformed> {
+    match integer(line)? {
+        -1 => Ok(None),
+        n => usize::try_from(n)
+            .ok()
+            .filter(|&n| n <= max)
+            .map(Some)
+            .ok_or(Malformed(why)),
+    }
 }
 
 /// The line starting at `from`, without its CRLF; `None` if its end has not arrived.
