@@ -155,6 +155,27 @@ impl Redis {
         }
     }
 
+    /// One `GET` for each of `keys`, pipelined as one call: their values in `keys`' order.
+    /// An error reply to any of them fails the call (the server is not one to trust).
+    pub async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, Error> {
+        let mut out = Vec::with_capacity(keys.iter().map(|k| 32 + k.len()).sum());
+        for key in keys {
+            resp::command(&mut out, &[b"GET", key.as_bytes()]);
+        }
+        let replies = self.call(out, keys.len()).await?;
+        if replies.len() != keys.len() {
+            return Err(closed());
+        }
+        replies
+            .into_iter()
+            .map(|r| match r {
+                Reply::Bulk(v) => Ok(v),
+                Reply::Error(e) => Err(Error(e)),
+                other => Err(unexpected("GET", &other)),
+            })
+            .collect()
+    }
+
     /// `SET key value PX ttl`: with a `maxmemory-policy` that evicts (`allkeys-lru`, as the
     /// docs ask), a full server makes room rather than refusing.
     pub async fn set(&self, key: &str, value: &[u8], ttl_ms: u64) -> Result<(), Error> {

@@ -149,18 +149,75 @@ impl Tier {
     /// spawning a task that awaits `get` (which runs its call as a task of its own, so that
     /// a caller that gives up still leaves the health right: this one never gives up).
     pub fn get_then(&self, key: &str, done: impl FnOnce(Option<Vec<u8>>) + Send + 'static) {
-        if !self.accepts(key) {
-            return done(self.inner.unframe(None).map(|(_, v)| v));
-        }
+        self.get_many_then(vec![key.to_string()], move |mut values| {
+            done(values.pop().flatten())
+        });
+    }
+
+    /// [`Tier::get_then`] for many keys at once: `done` gets their values (or misses) in
+    /// `keys`' order, once, on the tier's thread or at once. The proxy's worker asks for
+    /// every key its turn collected in one call, so a turn costs one wake of the tier's
+    /// thread, and on Redis one pipelined write of every `GET` and one read of their
+    /// replies, however many requests it holds; a call per key cost a wake and a write each
+    /// (2.9 system calls a tier hit, `strace`). On Redis the batch is one call: one timeout,
+    /// one outcome for the health and the error counters. On memcached each key is its own
+    /// call (a connection each, as before), run side by side.
+    pub fn get_many_then(
+        &self,
+        keys: Vec<String>,
+        done: impl FnOnce(Vec<Option<Vec<u8>>>) + Send + 'static,
+    ) {
         let inner = &self.inner;
-        if inner.health.lock().unwrap().admit(Instant::now()) == Admit::Skip {
-            Counters::add(&inner.counters.skipped);
-            return done(self.inner.unframe(None).map(|(_, v)| v));
+        let miss = |i: &Inner, n: usize| (0..n).map(|_| i.unframe(None).map(|(_, v)| v)).collect();
+        let asked: Vec<usize> = (0..keys.len())
+            .filter(|&k| self.accepts(&keys[k]))
+            .collect();
+        if asked.is_empty() {
+            return done(miss(inner, keys.len()));
         }
-        let (i, key) = (inner.clone(), key.to_string());
+        if inner.health.lock().unwrap().admit(Instant::now()) == Admit::Skip {
+            for _ in &asked {
+                Counters::add(&inner.counters.skipped);
+            }
+            return done(miss(inner, keys.len()));
+        }
+        let i = inner.clone();
         inner.runtime.spawn(async move {
-            let found = i.bounded(i.fetch(&key)).await.flatten();
-            done(i.unframe(found).map(|(_, v)| v));
+            let mut found: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
+            match &i.backend {
+                Backend::Redis(r) => {
+                    let sent: Vec<String> = if asked.len() == keys.len() {
+                        keys
+                    } else {
+                        asked.iter().map(|&k| keys[k].clone()).collect()
+                    };
+                    let values = i
+                        .bounded(async { Ok::<_, Failure>(r.get_many(&sent).await?) })
+                        .await;
+                    for (&k, v) in asked.iter().zip(values.into_iter().flatten()) {
+                        found[k] = v;
+                    }
+                }
+                Backend::Memcached(_) if asked.len() == 1 => {
+                    found[asked[0]] = i.bounded(i.fetch(&keys[asked[0]])).await.flatten();
+                }
+                Backend::Memcached(_) => {
+                    let mut calls = tokio::task::JoinSet::new();
+                    for &k in &asked {
+                        let (i, key) = (i.clone(), keys[k].clone());
+                        calls.spawn(async move { (k, i.bounded(i.fetch(&key)).await.flatten()) });
+                    }
+                    while let Some(Ok((k, v))) = calls.join_next().await {
+                        found[k] = v;
+                    }
+                }
+            }
+            done(
+                found
+                    .into_iter()
+                    .map(|f| i.unframe(f).map(|(_, v)| v))
+                    .collect(),
+            );
         });
     }
 

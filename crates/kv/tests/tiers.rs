@@ -210,6 +210,33 @@ fn get_set_delete_and_the_generation() {
                 let got = rx.recv_timeout(LONG).expect("get_then answers");
                 assert_eq!(got, want, "{engine:?} {key}");
             }
+            // Many keys in one call (the worker's turn): each value in its key's place, a
+            // miss where absent, and (memcached) a key it cannot take a miss, never sent.
+            for i in 0..40 {
+                if i % 3 != 0 {
+                    let v = format!("value {i}");
+                    assert!(tier.set(&format!("batch{i}"), v.as_bytes(), LONG).await);
+                }
+            }
+            let mut keys: Vec<String> = (0..40).map(|i| format!("batch{i}")).collect();
+            keys.push("a b".into());
+            let (tx, rx) = std::sync::mpsc::channel();
+            tier.get_many_then(keys, move |v| tx.send(v).unwrap());
+            let got = rx.recv_timeout(LONG).expect("get_many_then answers");
+            assert_eq!(got.len(), 41, "{engine:?}");
+            for (i, v) in got[..40].iter().enumerate() {
+                let want = (i % 3 != 0).then(|| format!("value {i}").into_bytes());
+                assert_eq!(v, &want, "{engine:?} batch{i}");
+            }
+            if engine == Engine::Memcached {
+                assert_eq!(got[40], None);
+            }
+            let (tx, rx) = std::sync::mpsc::channel();
+            tier.get_many_then(Vec::new(), move |v| tx.send(v).unwrap());
+            assert_eq!(
+                rx.recv_timeout(LONG).unwrap(),
+                Vec::<Option<Vec<u8>>>::new()
+            );
             assert!(tier.delete("k").await);
             assert!(
                 tier.delete("k").await,

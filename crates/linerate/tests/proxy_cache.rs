@@ -674,6 +674,80 @@ fn a_tier_hit_is_answered_when_memory_cannot_keep_the_entry() {
     assert_eq!(up.count("/big"), 1, "tier hits went upstream");
 }
 
+/// Requests that reach the edge together ask the tier together (one call for the worker's
+/// turn, `Worker::tier_flush`): each still gets its own answer, as a tier hit, and none goes
+/// upstream again. The answers are larger than the memory store, so every one is the tier's.
+#[test]
+fn requests_arriving_together_each_get_their_own_tier_hit() {
+    const N: usize = 24;
+    let Some(tier) = common::tier::TierServer::start("redis-server") else {
+        return;
+    };
+    let body_of = |path: &str| path.repeat(2048 / path.len() + 1).into_bytes();
+    let up = Upstream::start(move |path, _| {
+        ok_with("Cache-Control: public, max-age=600\r\n", &body_of(path))
+    });
+    let spec = format!("/=http://{}", up.addr);
+    let url = tier.url();
+    let admin = format!("127.0.0.1:{}", common::free_port("127.0.0.1"));
+    let args = [
+        "--addr",
+        "127.0.0.1:0",
+        "--workers",
+        "1",
+        "--app",
+        "none",
+        "--proxy",
+        spec.as_str(),
+        "--proxy-cache",
+        "1KiB",
+        "--proxy-cache-tier",
+        url.as_str(),
+        "--admin",
+        admin.as_str(),
+    ];
+    let edge = common::bin::serve_as(&args);
+    let mut n = 0;
+    eventually("the edge stores in the tier", || {
+        n += 1;
+        stores_through(&admin, || {
+            get(edge.addr, &format!("/warm{n}"), "");
+        })
+    });
+    let before = tier_stored(&admin);
+    let paths: Vec<String> = (0..N).map(|i| format!("/together{i}")).collect();
+    for p in &paths {
+        assert_eq!(get(edge.addr, p, "").body, body_of(p));
+    }
+    eventually("every answer is in the tier", || {
+        tier_stored(&admin) >= before + N as u64
+    });
+    let start = std::sync::Arc::new(std::sync::Barrier::new(N));
+    let askers: Vec<_> = paths
+        .iter()
+        .map(|p| {
+            let (p, start, addr) = (p.clone(), start.clone(), edge.addr);
+            std::thread::spawn(move || {
+                let mut c = Client::connect(addr);
+                start.wait();
+                c.send(format!("GET {p} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+                (p, c.read_response())
+            })
+        })
+        .collect();
+    for a in askers {
+        let (p, r) = a.join().unwrap();
+        assert_eq!(r.status, 200, "{p}");
+        assert!(r.body == body_of(&p), "{p}: another request's answer");
+        assert!(
+            r.header("cache-status").unwrap().contains("hit"),
+            "{p}: {:?}",
+            r.headers
+        );
+        assert_eq!(up.count(&p), 1, "{p} went upstream again");
+    }
+}
+
 #[test]
 fn an_http2_client_gets_the_stored_answer_too() {
     let up = Upstream::start(|_, _| {

@@ -476,6 +476,19 @@ impl Inbox {
         }
     }
 
+    /// The second tier answered the requests parked as these (one call's answers: one lock,
+    /// and at most one wake).
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
+    pub(crate) fn push_tiered_many(&self, answers: impl Iterator<Item = (u64, Option<Vec<u8>>)>) {
+        self.tiered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(answers);
+        if !self.armed.swap(true, Ordering::SeqCst) {
+            self.wake_up();
+        }
+    }
+
     /// Moves every second-tier answer into `into` (after [`Inbox::take`]).
     #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn take_tiered(&self, into: &mut Vec<(u64, Option<Vec<u8>>)>) {

@@ -449,6 +449,10 @@ impl<B: Backend> Worker<B> {
             self.homed = true;
         }
         loop {
+            #[cfg(feature = "proxy")]
+            if self.io.app.extras && !self.pools.tier_asks.is_empty() {
+                self.tier_flush();
+            }
             let timeout = self.timeout();
             if crate::runtime::Local::used() {
                 self.wait_in_runtime(timeout)?;

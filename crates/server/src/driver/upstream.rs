@@ -138,6 +138,8 @@ pub(super) struct Pools {
     /// Requests waiting on another request's cache flight, by park number.
     pub(super) parked: std::collections::HashMap<u64, Box<Job>>,
     pub(super) next_park: u64,
+    /// Second-tier questions of parked requests, sent at the turn's end (`cache.rs`).
+    pub(super) tier_asks: Vec<super::cache::TierAsk>,
     /// The HTTP/2 upstream connections open (tokens; `upstream_h2.rs`).
     #[cfg(feature = "http2")]
     pub(super) h2: Vec<Token>,

@@ -535,12 +535,12 @@ impl Exchange {
         h
     }
 
-    /// Asks the second tier for the key this request leads; `done` gets its bytes.
-    pub(crate) fn tier_fetch(&self, done: impl FnOnce(Option<Vec<u8>>) + Send + 'static) {
-        match (&self.mount.tier, &self.flight) {
-            (Some(t), Some((key, _))) => t.fetch(key, done),
-            _ => done(None),
-        }
+    /// The mount whose second tier to ask, and the tier key of the flight this request
+    /// leads; `None`: nothing to ask (no tier, no flight, no generation read yet, or a key
+    /// too long), a miss at once.
+    pub(crate) fn tier_question(&self) -> Option<(Arc<MountCache>, String)> {
+        let (tier, (key, _)) = (self.mount.tier.as_ref()?, self.flight.as_ref()?);
+        Some((Arc::clone(&self.mount), tier.tier_key(key)?))
     }
 
     /// The second tier's answer: an entry it held goes into memory, and the request (and

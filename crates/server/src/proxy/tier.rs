@@ -89,20 +89,21 @@ impl SharedTier {
     }
 
     /// The tier key of `key` in the current generation, if there is one and it fits.
-    fn tier_key(&self, key: &Key) -> Option<String> {
+    pub(crate) fn tier_key(&self, key: &Key) -> Option<String> {
         match self.generation.load(Ordering::Relaxed) {
             0 => None,
             generation => tier_key(generation, key.as_bytes()),
         }
     }
 
-    /// Asks the tier for `key`; `done` gets the stored bytes (or `None`: a miss, the tier
-    /// down or slow, or a key it cannot hold) on the tier's thread, or at once.
-    pub(crate) fn fetch(&self, key: &Key, done: impl FnOnce(Option<Vec<u8>>) + Send + 'static) {
-        let Some(k) = self.tier_key(key) else {
-            return done(None);
-        };
-        self.tier.get_then(&k, done);
+    /// Asks the tier for every one of `keys` (from [`SharedTier::tier_key`]) in one call;
+    /// `done` gets their stored bytes (or misses) in order, on the tier's thread.
+    pub(crate) fn fetch_many(
+        &self,
+        keys: Vec<String>,
+        done: impl FnOnce(Vec<Option<Vec<u8>>>) + Send + 'static,
+    ) {
+        self.tier.get_many_then(keys, done);
     }
 
     /// Stores `entry` (answered to a request whose fields are `request_fields`) for as long

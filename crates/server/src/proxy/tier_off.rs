@@ -29,7 +29,15 @@ impl SharedTier {
         match *self {}
     }
 
-    pub(crate) fn fetch(&self, _key: &Key, _done: impl FnOnce(Option<Vec<u8>>) + Send + 'static) {
+    pub(crate) fn tier_key(&self, _key: &Key) -> Option<String> {
+        match *self {}
+    }
+
+    pub(crate) fn fetch_many(
+        &self,
+        _keys: Vec<String>,
+        _done: impl FnOnce(Vec<Option<Vec<u8>>>) + Send + 'static,
+    ) {
         match *self {}
     }
 
