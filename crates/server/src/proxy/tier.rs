@@ -172,9 +172,10 @@ impl SharedTier {
 /// `format!`: this runs on every memory miss (2,500 instructions a key with `fmt`, callgrind).
 fn tier_key(generation: u64, key: &[u8]) -> Option<String> {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    let mut k = String::with_capacity(MAX_TIER_KEY);
-    k.push_str(NAMESPACE);
-    k.push(':');
+    let escaped = |b: &u8| *b <= b' ' || *b >= 0x7f || *b == b'%';
+    let mut k = Vec::with_capacity(NAMESPACE.len() + 22 + key.len());
+    k.extend_from_slice(NAMESPACE.as_bytes());
+    k.push(b':');
     let mut digits = [0u8; 20];
     let mut i = digits.len();
     let mut g = generation;
@@ -186,26 +187,25 @@ fn tier_key(generation: u64, key: &[u8]) -> Option<String> {
             break;
         }
     }
-    digits[i..].iter().for_each(|&d| k.push(char::from(d)));
-    k.push(':');
-    let escaped = |b: &u8| *b <= b' ' || *b >= 0x7f || *b == b'%';
+    k.extend_from_slice(&digits[i..]);
+    k.push(b':');
     // Runs of bytes kept as they are go in whole (a key rarely has any byte to escape).
-    for run in key.split_inclusive(escaped) {
-        let (plain, last) = match run.split_last() {
-            Some((b, rest)) if escaped(b) => (rest, Some(*b)),
-            _ => (run, None),
-        };
-        k.push_str(std::str::from_utf8(plain).expect("printable ASCII"));
-        if let Some(b) = last {
-            k.push('%');
-            k.push(char::from(HEX[usize::from(b >> 4)]));
-            k.push(char::from(HEX[usize::from(b & 15)]));
-        }
+    let mut rest = key;
+    while let Some(at) = rest.iter().position(escaped) {
+        k.extend_from_slice(&rest[..at]);
+        let b = rest[at];
+        k.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+        rest = &rest[at + 1..];
         if k.len() > MAX_TIER_KEY {
             return None;
         }
     }
-    Some(k)
+    k.extend_from_slice(rest);
+    if k.len() > MAX_TIER_KEY {
+        return None;
+    }
+    // Printable ASCII only: every other byte was escaped.
+    Some(String::from_utf8(k).expect("printable ASCII"))
 }
 
 /// The stored form: the key (checked on the way back), the status, the timing, the request
@@ -319,6 +319,9 @@ mod tests {
     #[test]
     fn tier_keys_table() {
         let long = vec![b'a'; MAX_TIER_KEY];
+        let fits = format!("linerate-http:1:{}", "a".repeat(234));
+        let mut near_full = vec![b'a'; 232];
+        near_full.push(b' ');
         let table: &[(u64, &[u8], Option<&str>)] = &[
             (
                 7,
@@ -332,6 +335,11 @@ mod tests {
             ),
             (u64::MAX, b"", Some("linerate-http:18446744073709551615:")),
             (1, &long, None),
+            // "linerate-http:1:" is 16 bytes: a 234-byte key makes MAX_TIER_KEY exactly.
+            (1, &long[..234], Some(&fits)),
+            (1, &long[..235], None),
+            // An escape is three bytes, counted as such.
+            (1, &near_full, None),
         ];
         for &(generation, key, want) in table {
             assert_eq!(tier_key(generation, key).as_deref(), want, "{key:?}");
