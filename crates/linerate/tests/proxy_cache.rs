@@ -621,25 +621,18 @@ fn three_edges_share_one_tier_and_a_purge_on_one_reaches_all() {
     }
 }
 
-/// A hit over HTTP/2 (h2c, curl with prior knowledge): the stored answer with its stored
-/// Date, Age and Cache-Status, as over HTTP/1.1; a HEAD has the fields and no body.
-/// A tier hit is answered from the tier's entry even when the memory store cannot keep it
-/// (a store smaller than the working set; here smaller than the one answer): before, the
-/// entry went into memory, the request was planned again from memory, missed, and went
-/// upstream too — every request paid the tier and the upstream.
-#[test]
-fn a_tier_hit_is_answered_when_memory_cannot_keep_the_entry() {
-    let Some(tier) = common::tier::TierServer::start("redis-server") else {
-        return;
-    };
-    let body = vec![b'x'; 4096];
-    let up = Upstream::start(move |_, _| ok_with("Cache-Control: public, max-age=600\r\n", &body));
+/// An edge (one worker, admin listener) in front of `up` whose memory store (1 KiB) keeps
+/// almost nothing, with `tier` behind it, once it stores there (it reads the tier's
+/// generation first, and leaves the tier alone until then).
+fn edge_before_a_tier(up: &Upstream, tier: &common::tier::TierServer) -> (Served, String) {
     let spec = format!("/=http://{}", up.addr);
     let url = tier.url();
     let admin = format!("127.0.0.1:{}", common::free_port("127.0.0.1"));
     let args = [
         "--addr",
         "127.0.0.1:0",
+        "--workers",
+        "1",
         "--app",
         "none",
         "--proxy",
@@ -659,6 +652,21 @@ fn a_tier_hit_is_answered_when_memory_cannot_keep_the_entry() {
             get(edge.addr, &format!("/warm{n}"), "");
         })
     });
+    (edge, admin)
+}
+
+/// A tier hit is answered from the tier's entry even when the memory store cannot keep it
+/// (a store smaller than the working set; here smaller than the one answer): before, the
+/// entry went into memory, the request was planned again from memory, missed, and went
+/// upstream too — every request paid the tier and the upstream.
+#[test]
+fn a_tier_hit_is_answered_when_memory_cannot_keep_the_entry() {
+    let Some(tier) = common::tier::TierServer::start("redis-server") else {
+        return;
+    };
+    let body = vec![b'x'; 4096];
+    let up = Upstream::start(move |_, _| ok_with("Cache-Control: public, max-age=600\r\n", &body));
+    let (edge, admin) = edge_before_a_tier(&up, &tier);
     let before = tier_stored(&admin);
     assert_eq!(get(edge.addr, "/big", "").body.len(), 4096);
     eventually("the answer is in the tier", || tier_stored(&admin) > before);
@@ -687,33 +695,7 @@ fn requests_arriving_together_each_get_their_own_tier_hit() {
     let up = Upstream::start(move |path, _| {
         ok_with("Cache-Control: public, max-age=600\r\n", &body_of(path))
     });
-    let spec = format!("/=http://{}", up.addr);
-    let url = tier.url();
-    let admin = format!("127.0.0.1:{}", common::free_port("127.0.0.1"));
-    let args = [
-        "--addr",
-        "127.0.0.1:0",
-        "--workers",
-        "1",
-        "--app",
-        "none",
-        "--proxy",
-        spec.as_str(),
-        "--proxy-cache",
-        "1KiB",
-        "--proxy-cache-tier",
-        url.as_str(),
-        "--admin",
-        admin.as_str(),
-    ];
-    let edge = common::bin::serve_as(&args);
-    let mut n = 0;
-    eventually("the edge stores in the tier", || {
-        n += 1;
-        stores_through(&admin, || {
-            get(edge.addr, &format!("/warm{n}"), "");
-        })
-    });
+    let (edge, admin) = edge_before_a_tier(&up, &tier);
     let before = tier_stored(&admin);
     let paths: Vec<String> = (0..N).map(|i| format!("/together{i}")).collect();
     for p in &paths {
@@ -748,6 +730,8 @@ fn requests_arriving_together_each_get_their_own_tier_hit() {
     }
 }
 
+/// A hit over HTTP/2 (h2c, curl with prior knowledge): the stored answer with its stored
+/// Date, Age and Cache-Status, as over HTTP/1.1; a HEAD has the fields and no body.
 #[test]
 fn an_http2_client_gets_the_stored_answer_too() {
     let up = Upstream::start(|_, _| {

@@ -467,13 +467,7 @@ impl Inbox {
     /// The second tier answered the request parked as `park`.
     #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn push_tiered(&self, park: u64, stored: Option<Vec<u8>>) {
-        self.tiered
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((park, stored));
-        if !self.armed.swap(true, Ordering::SeqCst) {
-            self.wake_up();
-        }
+        self.push_tiered_many(std::iter::once((park, stored)));
     }
 
     /// The second tier answered the requests parked as these (one call's answers: one lock,
