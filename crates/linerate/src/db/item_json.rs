@@ -159,33 +159,34 @@ fn write_json(v: &JsonText<'_>, out: &mut Vec<u8>) {
 /// Appends `text` without the blanks outside its strings, when it holds nothing but arrays,
 /// strings, `true`, `false` and `null`; false (with part of it appended) when it holds more.
 fn compact_plain(text: &[u8], out: &mut Vec<u8>) -> bool {
-    let mut in_string = false;
-    let mut escaped = false;
-    for &b in text {
-        if in_string {
-            out.push(b);
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-            continue;
-        }
+    out.reserve(text.len());
+    let mut i = 0;
+    while let Some(&b) = text.get(i) {
         match b {
-            b' ' | b'\t' | b'\n' | b'\r' => {}
+            b' ' | b'\t' | b'\n' | b'\r' => i += 1,
             b'"' => {
-                in_string = true;
-                out.push(b);
+                // A string, copied whole through its closing quote (an escaped byte skipped).
+                let start = i;
+                i += 1;
+                loop {
+                    match text.get(i) {
+                        Some(b'"') => break,
+                        Some(b'\\') => i += 2,
+                        Some(_) => i += 1,
+                        None => return false,
+                    }
+                }
+                i += 1;
+                out.extend_from_slice(&text[start..i]);
             }
             b'[' | b']' | b',' | b't' | b'r' | b'u' | b'e' | b'f' | b'a' | b'l' | b's' | b'n' => {
-                out.push(b)
+                out.push(b);
+                i += 1;
             }
             _ => return false,
         }
     }
-    !in_string
+    true
 }
 
 #[cfg(test)]

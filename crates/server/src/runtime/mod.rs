@@ -170,11 +170,7 @@ impl Local {
         let watched = self.watched.borrow();
         let mut timer = self.timer.borrow_mut();
         self.run(async {
-            let timer = match timeout {
-                Some(t) => Some(arm(&mut timer, tokio::time::Instant::now() + t)),
-                None => None,
-            };
-            let mut timer = timer;
+            let mut timer = timeout.map(|t| arm(&mut timer, tokio::time::Instant::now() + t));
             let woke = std::future::poll_fn(|cx| {
                 PARKED.with(|p| *p.borrow_mut() = Some(cx.waker().clone()));
                 if ready(cx.waker()) {
