@@ -5,8 +5,8 @@
 //! --cache`, in Redis or memcached — `POST` upsert → 201, `PUT` → 200 and the cached copy
 //! dropped).
 //!
-//! Owns the parameter rules, the item JSON (`rating_score`/`rating_count` as
-//! `rating.{score,count}`, `tags` as the JSON array the table holds) and the cache.
+//! Owns the parameter rules, the statements and the cache; an item's JSON is written from
+//! its row by `item_json.rs`.
 #![forbid(unsafe_code)]
 
 use std::sync::Arc;
@@ -18,8 +18,8 @@ use linerate_server::{Method, OwnedRequest, Response, Router, Spawn};
 use serde::{Deserialize, Serialize};
 use tokio_postgres::Row;
 
-use super::Db;
 use super::world::{DbError, error_response};
+use super::{Db, item_json};
 
 /// How long a cached item is served (HttpArena: 200 ms from when it was read).
 pub const ITEM_TTL: Duration = Duration::from_millis(200);
@@ -35,7 +35,7 @@ pub const MAX_LIMIT: i64 = 50;
 pub const LIST_CATEGORY: &str = "electronics";
 pub const LIST_LIMIT: i64 = 10;
 
-/// The columns [`Item::from_row`] reads, in its order.
+/// The columns [`item_json::write_item`] reads, in its order.
 const ITEM_COLUMNS: &str = "id, name, category, price, quantity, active, tags, \
      rating_score, rating_count";
 
@@ -82,59 +82,6 @@ impl Statements {
             ),
         }
     }
-}
-
-/// One item as HttpArena's JSON has it.
-#[derive(Serialize, Debug, PartialEq)]
-pub struct Item {
-    pub id: i32,
-    pub name: String,
-    pub category: String,
-    pub price: i32,
-    pub quantity: i32,
-    pub active: bool,
-    pub tags: serde_json::Value,
-    pub rating: Rating,
-}
-
-/// An item's rating.
-#[derive(Serialize, Debug, PartialEq)]
-pub struct Rating {
-    pub score: i32,
-    pub count: i32,
-}
-
-impl Item {
-    /// From a row of [`ITEM_COLUMNS`].
-    pub(super) fn from_row(r: &Row) -> Item {
-        Item {
-            id: r.get(0),
-            name: r.get(1),
-            category: r.get(2),
-            price: r.get(3),
-            quantity: r.get(4),
-            active: r.get(5),
-            tags: r.get(6),
-            rating: Rating {
-                score: r.get(7),
-                count: r.get(8),
-            },
-        }
-    }
-}
-
-#[derive(Serialize)]
-struct Found<'a> {
-    items: &'a [Item],
-    count: usize,
-}
-
-#[derive(Serialize)]
-struct Page<'a> {
-    items: &'a [Item],
-    total: usize,
-    page: i64,
-    limit: i64,
 }
 
 /// `POST /crud/items`'s body.
@@ -197,17 +144,18 @@ pub(super) fn bad_json(e: serde_json::Error) -> Response {
     Response::text_owned(format!("not a valid item: {e}\n")).status(400)
 }
 
-/// `GET /async-db`.
+/// `GET /async-db`: the rows written straight into `{"items":[…],"count":N}`
+/// (`item_json.rs`).
 async fn async_db(db: Arc<Db>, min: i32, max: i32, limit: i64) -> Response {
     let found = async {
         let conn = db.pool.get()?;
-        let rows = conn
-            .query(db.items_st.items_by_price, &[&min, &max, &limit])
-            .await?;
-        Ok::<_, DbError>(rows.iter().map(Item::from_row).collect::<Vec<_>>())
+        Ok::<_, DbError>(
+            conn.query(db.items_st.items_by_price, &[&min, &max, &limit])
+                .await?,
+        )
     }
     .await;
-    let items = found.unwrap_or_else(|e| {
+    let rows = found.unwrap_or_else(|e| {
         // HttpArena's rule: an unreachable database is an empty answer, not an error.
         if let DbError::Query(e) = e {
             tracing::warn!(
@@ -217,10 +165,24 @@ async fn async_db(db: Arc<Db>, min: i32, max: i32, limit: i64) -> Response {
         }
         Vec::new()
     });
-    Response::json(&Found {
-        count: items.len(),
-        items: &items,
+    Response::json_written(|out| {
+        write_items(&rows, out);
+        out.extend_from_slice(b",\"count\":");
+        out.extend_from_slice(itoa::Buffer::new().format(rows.len()).as_bytes());
+        out.push(b'}');
     })
+}
+
+/// Opens an answer object with its `"items"` array: `{"items":[…]`.
+fn write_items(rows: &[Row], out: &mut Vec<u8>) {
+    out.extend_from_slice(b"{\"items\":[");
+    for (i, row) in rows.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        item_json::write_item(row, out);
+    }
+    out.push(b']');
 }
 
 /// `GET /crud/items/{id}`: from the cache (`X-Cache: HIT`) or the database (`MISS`, then kept
@@ -242,7 +204,11 @@ pub(super) async fn item_json(db: &Db, id: i32) -> Result<Vec<u8>, Response> {
     }
     .await;
     match result {
-        Ok(Some(row)) => serde_json::to_vec(&Item::from_row(&row)).map_err(|_| Response::new(500)),
+        Ok(Some(row)) => {
+            let mut json = Vec::with_capacity(256);
+            item_json::write_item(&row, &mut json);
+            Ok(json)
+        }
         Ok(None) => Err(not_found()),
         Err(e) => Err(error_response(e)),
     }
@@ -268,15 +234,21 @@ async fn list(db: Arc<Db>, category: String, page: i64, limit: i64) -> Response 
         let rows = conn
             .query(db.items_st.items_page, &[&category, &limit, &offset])
             .await?;
-        Ok::<_, DbError>(rows.iter().map(Item::from_row).collect::<Vec<_>>())
+        Ok::<_, DbError>(rows)
     }
     .await;
     match result {
-        Ok(items) => Response::json(&Page {
-            total: items.len(),
-            items: &items,
-            page,
-            limit,
+        // `{"items":[…],"total":N,"page":P,"limit":L}`, as serde_json wrote it.
+        Ok(rows) => Response::json_written(|out| {
+            write_items(&rows, out);
+            let mut n = itoa::Buffer::new();
+            out.extend_from_slice(b",\"total\":");
+            out.extend_from_slice(n.format(rows.len()).as_bytes());
+            out.extend_from_slice(b",\"page\":");
+            out.extend_from_slice(n.format(page).as_bytes());
+            out.extend_from_slice(b",\"limit\":");
+            out.extend_from_slice(n.format(limit).as_bytes());
+            out.push(b'}');
         }),
         Err(e) => error_response(e),
     }
@@ -410,30 +382,4 @@ pub fn mount<S: Spawn + Clone>(router: Router, db: Arc<Db>, spawn: S) -> Router 
                 }
             },
         )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn items_serialize_as_httparena_shows_them() {
-        let item = Item {
-            id: 42,
-            name: "Alpha Widget 42".into(),
-            category: "electronics".into(),
-            price: 30,
-            quantity: 5,
-            active: true,
-            tags: serde_json::json!(["fast", "new"]),
-            rating: Rating {
-                score: 42,
-                count: 127,
-            },
-        };
-        assert_eq!(
-            serde_json::to_string(&item).unwrap(),
-            r#"{"id":42,"name":"Alpha Widget 42","category":"electronics","price":30,"quantity":5,"active":true,"tags":["fast","new"],"rating":{"score":42,"count":127}}"#
-        );
-    }
 }

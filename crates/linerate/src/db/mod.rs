@@ -11,6 +11,7 @@
 //! event loop.
 #![forbid(unsafe_code)]
 
+mod item_json;
 pub mod items;
 pub mod stack;
 pub mod world;

@@ -188,6 +188,16 @@ impl Response {
         }
     }
 
+    /// `200 application/json` whose body `write` appends to the buffer [`Response::json`]
+    /// reuses, for a handler that writes its JSON itself (from a database row, without
+    /// building the values first). The bytes must be JSON: nothing checks them.
+    pub fn json_written(write: impl FnOnce(&mut Vec<u8>)) -> Response {
+        let mut v = SPARE.take();
+        v.clear();
+        write(&mut v);
+        Response::ok("application/json", Body::Owned(v))
+    }
+
     /// Sets the status.
     pub fn status(mut self, status: u16) -> Response {
         self.status = status;
@@ -551,6 +561,23 @@ mod tests {
         assert!(matches!(resp.body_ref(), Body::Owned(b) if b == b"[1]"));
         assert!(resp.closes());
         assert!(!Response::new(204).closes());
+    }
+
+    #[test]
+    fn json_written_fills_the_recycled_buffer() {
+        let first = Response::json_written(|b| b.extend_from_slice(b"{\"a\":1}"));
+        assert_eq!(first.content_type_value(), Some("application/json"));
+        let Body::Owned(v) = first.body else {
+            panic!("an owned body")
+        };
+        assert_eq!(v, b"{\"a\":1}");
+        let at = v.as_ptr();
+        recycle(Body::Owned(v));
+        let second = Response::json_written(|b| {
+            assert!(b.is_empty(), "the spare buffer is cleared first");
+            b.extend_from_slice(b"[]")
+        });
+        assert!(matches!(second.body_ref(), Body::Owned(b) if b == b"[]" && b.as_ptr() == at));
     }
 
     #[test]

@@ -544,10 +544,13 @@ impl<B: Backend> Worker<B> {
     }
 
     /// The wait of a worker whose tokio runtime was handed futures ([`crate::OnWorker`]):
-    /// while the runtime has tasks, events are taken without waiting and the runtime runs
-    /// what is ready; when neither has anything, the worker waits inside the runtime (its
-    /// epoll instance watched by tokio's reactor), so tokio's timers and sockets wake it as
-    /// its own events do. With no task, the worker waits as any other.
+    /// while the runtime has tasks, events are taken without waiting, and with some (or
+    /// answers waiting) the runtime takes one turn; with none, the worker waits inside the
+    /// runtime (its epoll instance watched by tokio's reactor), which runs what is ready
+    /// before it blocks (futures woken outside it: a request's query to send), so tokio's
+    /// timers and sockets wake it as its own events do. Its epoll instance is read again
+    /// after that wait only when tokio saw it readable. With no task, the worker waits as
+    /// any other.
     #[inline(never)]
     fn wait_in_runtime(&mut self, timeout: Option<Duration>) -> std::io::Result<()> {
         if !self.homed {
@@ -566,14 +569,15 @@ impl<B: Backend> Worker<B> {
         if self.backend.found()
             || timeout == Some(Duration::ZERO)
             || self.io.app.inbox.pushed_here()
-            || self.rt.has_ready()
         {
             self.rt.turn();
             return Ok(());
         }
         let inbox = self.io.app.inbox.clone();
-        self.rt.park(timeout, |_| inbox.pushed_here());
-        self.backend.wait(Some(Duration::ZERO))
+        if self.rt.park(timeout, |_| inbox.pushed_here()) {
+            self.backend.wait(Some(Duration::ZERO))?;
+        }
+        Ok(())
     }
 
     /// How long the next wait may last.

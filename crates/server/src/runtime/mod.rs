@@ -14,6 +14,7 @@
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::os::fd::OwnedFd;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -77,6 +78,11 @@ pub(crate) struct Local {
     /// The worker's epoll instance (a duplicate), watched by the runtime's reactor while the
     /// worker is parked in it; registered at the first park.
     watched: RefCell<Option<AsyncFd<OwnedFd>>>,
+    /// The timer a park with a deadline waits on, kept armed from one park to the next and
+    /// moved only when the deadline does: registering a timer while none is armed makes tokio
+    /// wake its own reactor (an eventfd write, then a wait that returns at once), two
+    /// syscalls on every park when each made a new `Sleep`.
+    timer: RefCell<Option<Pin<Box<tokio::time::Sleep>>>>,
     /// Declared last, so dropped last: the futures and the registration above go first.
     rt: tokio::runtime::Runtime,
 }
@@ -91,6 +97,7 @@ impl Local {
             rt,
             tasks: Tasks::new(),
             watched: RefCell::new(None),
+            timer: RefCell::new(None),
         }))
     }
 
@@ -131,11 +138,6 @@ impl Local {
         self.tasks.live() > 0 || self.rt.metrics().num_alive_tasks() > 0
     }
 
-    /// Whether futures were woken outside the runtime and wait for a turn.
-    pub(crate) fn has_ready(&self) -> bool {
-        self.tasks.has_ready()
-    }
-
     /// Runs what is ready — woken futures, tokio's tasks, timers and I/O — and returns
     /// without waiting.
     pub(crate) fn turn(self: &Rc<Local>) {
@@ -150,23 +152,29 @@ impl Local {
         Ok(())
     }
 
-    /// Runs what is ready, then waits inside the runtime until the watched epoll instance has
-    /// events, `timeout` passes (`None`: no limit), `ready` says an answer is waiting
-    /// (asked at each wake, with the waker an answer from another thread should wake), or an
-    /// answer is given on this thread.
+    /// Waits inside the runtime, running what is ready meanwhile, until the watched epoll
+    /// instance has events, `timeout` passes (`None`: no limit), `ready` says an answer is
+    /// waiting (asked at each wake, with the waker an answer from another thread should
+    /// wake), or an answer is given on this thread. Returns whether the watched instance has
+    /// events (or may have: then the worker takes them without waiting).
+    ///
+    /// The wait is asked first and what is ready runs after it (tokio polls the future it
+    /// blocks on before its tasks), so a park costs one `epoll_wait` of tokio's when it
+    /// blocks, none when `ready` holds at once; the worker's own instance is read after it
+    /// only when it has events.
     pub(crate) fn park(
         self: &Rc<Local>,
         timeout: Option<Duration>,
         mut ready: impl FnMut(&Waker) -> bool,
-    ) {
+    ) -> bool {
         let watched = self.watched.borrow();
+        let mut timer = self.timer.borrow_mut();
         self.run(async {
-            tokio::task::yield_now().await;
-            let mut sleep = timeout.map(|t| Box::pin(tokio::time::sleep(t)));
-            std::future::poll_fn(|cx| {
+            let mut timer = timeout.map(|t| arm(&mut timer, tokio::time::Instant::now() + t));
+            let woke = std::future::poll_fn(|cx| {
                 PARKED.with(|p| *p.borrow_mut() = Some(cx.waker().clone()));
                 if ready(cx.waker()) {
-                    return Poll::Ready(());
+                    return Poll::Ready(false);
                 }
                 if let Some(afd) = watched.as_ref()
                     && let Poll::Ready(got) = afd.poll_read_ready(cx)
@@ -176,18 +184,19 @@ impl Local {
                     if let Ok(mut guard) = got {
                         guard.clear_ready();
                     }
-                    return Poll::Ready(());
+                    return Poll::Ready(true);
                 }
-                if let Some(s) = sleep.as_mut()
-                    && s.as_mut().poll(cx).is_ready()
+                if let Some(t) = timer.as_mut()
+                    && t.as_mut().poll(cx).is_ready()
                 {
-                    return Poll::Ready(());
+                    return Poll::Ready(false);
                 }
                 Poll::Pending
             })
             .await;
             PARKED.with(|p| p.borrow_mut().take());
-        });
+            woke
+        })
     }
 
     /// Runs `fut` to its end in the runtime, with the worker's futures (installed on this
@@ -208,6 +217,30 @@ impl Local {
         }
         out
     }
+}
+
+/// Most a kept timer may come due before the deadline a park asks for and still be used
+/// as it is (the worker's deadlines are whole milliseconds, read from another clock): waking
+/// that much early costs one more turn of the loop; a timer due later is always moved.
+const TIMER_SLACK: Duration = Duration::from_millis(2);
+
+/// The kept timer, armed for `deadline`: as it is when it comes due no later than
+/// `deadline` and at most [`TIMER_SLACK`] before it and has not fired, moved otherwise,
+/// made on the first park (in the runtime: a timer belongs to the runtime current there).
+fn arm(
+    timer: &mut Option<Pin<Box<tokio::time::Sleep>>>,
+    deadline: tokio::time::Instant,
+) -> Pin<&mut tokio::time::Sleep> {
+    match timer {
+        Some(t) => {
+            let due = t.deadline();
+            if due > deadline || due + TIMER_SLACK < deadline || t.is_elapsed() {
+                t.as_mut().reset(deadline);
+            }
+        }
+        None => *timer = Some(Box::pin(tokio::time::sleep_until(deadline))),
+    }
+    timer.as_mut().expect("armed above").as_mut()
 }
 
 /// A worker runtime installed on a thread that stands in for a worker (a test driving a
@@ -331,3 +364,59 @@ pub fn block_on<F: Future>(fut: F) -> Option<F::Output> {
 ///
 /// [`Server::with_worker_start`]: crate::Server::with_worker_start
 pub type WorkerStart = std::sync::Arc<dyn Fn(usize) -> std::io::Result<()> + Send + Sync>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This thread's `write` syscalls so far (Linux counts them per thread).
+    fn writes_here() -> u64 {
+        let io = std::fs::read_to_string("/proc/thread-self/io").expect("/proc/thread-self/io");
+        io.lines()
+            .find_map(|l| l.strip_prefix("syscw: "))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("a syscw line")
+    }
+
+    /// One park that waits on its timer, then is woken by an answer (`ready` on its second
+    /// ask): the timer is polled, so it is registered with tokio's driver.
+    fn park_until_answered(local: &Rc<Local>, timeout: Duration) -> bool {
+        let mut asked = 0;
+        local.park(Some(timeout), |waker| {
+            asked += 1;
+            if asked == 1 {
+                waker.wake_by_ref();
+            }
+            asked > 1
+        })
+    }
+
+    #[test]
+    fn parks_with_the_same_deadline_keep_one_timer_and_wake_no_reactor() {
+        // Each park made a new tokio `Sleep`: registering it, with no timer armed, made
+        // tokio write to its eventfd (and its next wait return at once for nothing), on
+        // every park of a worker waiting for its database.
+        let local = Local::install().unwrap();
+        assert!(!park_until_answered(&local, Duration::from_secs(60)));
+        let before = writes_here();
+        for _ in 0..20 {
+            assert!(!park_until_answered(&local, Duration::from_secs(60)));
+        }
+        assert_eq!(writes_here() - before, 0, "a park wrote to tokio's eventfd");
+        uninstall();
+    }
+
+    #[test]
+    fn a_kept_timer_is_moved_for_a_nearer_deadline() {
+        let local = Local::install().unwrap();
+        park_until_answered(&local, Duration::from_secs(60));
+        let far = local.timer.borrow().as_ref().unwrap().deadline();
+        park_until_answered(&local, Duration::from_secs(1));
+        let near = local.timer.borrow().as_ref().unwrap().deadline();
+        assert!(
+            near < far,
+            "the timer must not come due after the deadline asked"
+        );
+        uninstall();
+    }
+}
