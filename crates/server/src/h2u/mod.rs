@@ -15,6 +15,7 @@
 //! `protocol = "h2c"`).
 #![allow(dead_code)] // parts of the API only the tests and the fuzz target use (PING, trailers up)
 
+mod cancel;
 mod conn;
 mod fields;
 /// The fuzz target's checks (`fuzz/fuzz_targets/h2u_frames.rs`), run on the seeds by tests.
@@ -25,6 +26,7 @@ mod tests;
 mod wire_tests;
 
 #[allow(unused_imports)] // the driver's API, until it drives it
+pub(crate) use cancel::{MAX_ABANDONED, RESET_BUDGET};
 pub(crate) use conn::{
     ASSUMED_MAX_STREAMS, CONN_WINDOW, Conn, ConnError, Events, MAX_HEADER_LIST, OpenError,
     STREAM_WINDOW, Settings, StreamError,
