@@ -137,3 +137,104 @@ impl Cancels {
         *self = Cancels::default();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A budget's worth of headless cancellations: streams 1, 3, … 19, all reset.
+    fn spent() -> Cancels {
+        let mut c = Cancels::default();
+        for i in 0..RESET_BUDGET as u32 {
+            assert_eq!(c.cancel(1 + 2 * i, true, true), Cancel::Reset);
+        }
+        c
+    }
+
+    #[test]
+    fn decisions() {
+        // (what happens, the cancellations after a spent budget: (id, headless), expected)
+        type Row = (&'static str, Vec<(u32, bool)>, Vec<Cancel>);
+        let rows: Vec<Row> = vec![
+            (
+                "beyond the budget, a stream without its head is abandoned",
+                vec![(21, true), (23, true)],
+                vec![Cancel::Abandon, Cancel::Abandon],
+            ),
+            (
+                "a stream whose head came was accepted: reset whatever the budget",
+                vec![(21, false)],
+                vec![Cancel::Reset],
+            ),
+        ];
+        for (what, cancels, want) in rows {
+            let mut c = spent();
+            let got: Vec<Cancel> = cancels
+                .iter()
+                .map(|&(id, headless)| c.cancel(id, headless, true))
+                .collect();
+            assert_eq!(got, want, "{what}");
+        }
+    }
+
+    #[test]
+    fn an_answer_proves_every_stream_below_accepted() {
+        // h2 takes streams in the order their HEADERS came: a head on 21 means 1..19 were
+        // accepted, so their resets no longer count and the budget is whole again.
+        let mut c = spent();
+        assert_eq!(c.cancel(21, true, true), Cancel::Abandon);
+        assert_eq!(c.cancel(23, true, true), Cancel::Abandon);
+        assert_eq!(c.next_reset(), None, "no room yet");
+        assert_eq!(c.answered(25, false), None, "25 was not abandoned");
+        // Below the accepted 25: reset for free, lowest first.
+        assert_eq!(c.next_reset(), Some(21));
+        assert_eq!(c.next_reset(), Some(23));
+        assert_eq!(c.next_reset(), None);
+        assert!(
+            c.is_clear(),
+            "resets below an accepted stream are never counted"
+        );
+        // A stream at or below the accepted one is reset whatever the budget.
+        for id in (27..).step_by(2).take(RESET_BUDGET) {
+            assert_eq!(c.cancel(id, true, true), Cancel::Reset);
+        }
+        assert_eq!(c.cancel(5, true, true), Cancel::Reset);
+    }
+
+    #[test]
+    fn an_abandoned_stream_answered_is_reset_or_forgotten() {
+        let mut c = spent();
+        c.cancel(21, true, false);
+        c.cancel(23, true, true);
+        // Its head: reset (our body had not ended).
+        assert_eq!(c.answered(21, false), Some(false));
+        // A Trailers-Only answer after our END_STREAM: closed both ways, no reset.
+        assert_eq!(c.answered(23, true), Some(true));
+        assert_eq!(c.abandoned(), 0);
+        // The server's own reset, or its GOAWAY below it, forgets one too.
+        let mut c = spent();
+        c.cancel(21, true, true);
+        c.cancel(23, true, true);
+        assert!(c.reset_by_server(21));
+        assert!(!c.reset_by_server(21));
+        c.going_away(21);
+        assert_eq!(c.abandoned(), 0);
+    }
+
+    #[test]
+    fn abandoned_streams_are_bounded() {
+        // At MAX_ABANDONED, or half the server's SETTINGS_MAX_CONCURRENT_STREAMS (RFC 9113
+        // §5.1.2) when lower.
+        let mut c = spent();
+        for i in 0..MAX_ABANDONED as u32 {
+            assert!(!c.too_many(u32::MAX));
+            c.cancel(101 + 2 * i, true, true);
+        }
+        assert!(c.too_many(u32::MAX));
+        let mut c = spent();
+        c.cancel(101, true, true);
+        assert!(!c.too_many(4));
+        c.cancel(103, true, true);
+        assert!(c.too_many(4));
+    }
+}

@@ -25,8 +25,9 @@ mod tests;
 #[cfg(test)]
 mod wire_tests;
 
-#[allow(unused_imports)] // the driver's API, until it drives it
+#[allow(unused_imports)] // named limits, for the docs and the tests
 pub(crate) use cancel::{MAX_ABANDONED, RESET_BUDGET};
+#[allow(unused_imports)] // the driver's API, until it drives it
 pub(crate) use conn::{
     ASSUMED_MAX_STREAMS, CONN_WINDOW, Conn, ConnError, Events, MAX_HEADER_LIST, OpenError,
     STREAM_WINDOW, Settings, StreamError,
