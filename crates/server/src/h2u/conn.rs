@@ -11,7 +11,9 @@
 //! [`Events::failed`]); every header block the server sends is decoded, in order, so the HPACK
 //! table stays in step; the server can never make this connection hold more than the windows
 //! we announced (DATA are handed over as they arrive, the windows reopen only as the caller
-//! reports them consumed); a connection error writes one GOAWAY and reads nothing more.
+//! reports them consumed); a connection error writes one GOAWAY and reads nothing more; at
+//! most `cancel::RESET_BUDGET` of our resets are on streams the server may not have accepted
+//! yet (the rest of a burst is abandoned until it has: `cancel.rs`).
 #![forbid(unsafe_code)]
 
 use super::cancel::{Cancel, Cancels};
