@@ -975,3 +975,349 @@ fn a_server_that_never_answers_its_check_or_refuses_its_connection_is_taken_out(
         (0..9).all(|_| c.get("/").text() == "b")
     });
 }
+
+/// HTTP/2 frames passing one way on a socket, told by type (RFC 9113 §4.1's frame header;
+/// the client's 24-byte preface skipped).
+#[derive(Default)]
+struct FrameCount {
+    skip: usize,
+    head: Vec<u8>,
+    body_left: usize,
+}
+
+impl FrameCount {
+    /// Counts the frames that start in `b` into `by_kind`.
+    fn feed(&mut self, mut b: &[u8], by_kind: &mut [usize; 10]) {
+        while !b.is_empty() {
+            let n = if self.skip > 0 {
+                let n = self.skip.min(b.len());
+                self.skip -= n;
+                n
+            } else if self.body_left > 0 {
+                let n = self.body_left.min(b.len());
+                self.body_left -= n;
+                n
+            } else {
+                let n = (9 - self.head.len()).min(b.len());
+                self.head.extend_from_slice(&b[..n]);
+                if self.head.len() == 9 {
+                    let h = std::mem::take(&mut self.head);
+                    self.body_left =
+                        usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]);
+                    if let Some(k) = by_kind.get_mut(usize::from(h[3])) {
+                        *k += 1;
+                    }
+                }
+                n
+            };
+            b = &b[n..];
+        }
+    }
+}
+
+/// The frames a tapped upstream's connections carried, all together, by type: the proxy's
+/// and the upstream's.
+#[derive(Default)]
+struct Seen {
+    from_proxy: [usize; 10],
+    to_proxy: [usize; 10],
+}
+
+const HEADERS: usize = 0x1;
+const RST_STREAM: usize = 0x3;
+const GOAWAY: usize = 0x7;
+
+/// A TCP stream whose frames both ways are counted in `Seen`.
+struct Tap {
+    tcp: tokio::net::TcpStream,
+    from_proxy: FrameCount,
+    to_proxy: FrameCount,
+    seen: Arc<Mutex<Seen>>,
+}
+
+impl tokio::io::AsyncRead for Tap {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let me = &mut *self;
+        let r = std::pin::Pin::new(&mut me.tcp).poll_read(cx, buf);
+        let mut seen = me.seen.lock().unwrap();
+        me.from_proxy
+            .feed(&buf.filled()[before..], &mut seen.from_proxy);
+        r
+    }
+}
+
+impl tokio::io::AsyncWrite for Tap {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        data: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let me = &mut *self;
+        let r = std::pin::Pin::new(&mut me.tcp).poll_write(cx, data);
+        if let std::task::Poll::Ready(Ok(n)) = r {
+            let mut seen = me.seen.lock().unwrap();
+            me.to_proxy.feed(&data[..n], &mut seen.to_proxy);
+        }
+        r
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.tcp).poll_shutdown(cx)
+    }
+}
+
+/// A hyperium `h2` upstream with its default settings (`max_pending_accept_reset_streams`
+/// 20: more RST_STREAMs than that on streams it has not accepted yet is GOAWAY
+/// ENHANCE_YOUR_CALM "too_many_resets", its rapid-reset guard) whose application takes no
+/// stream while its gate is shut: the connection is still read (`poll_closed`), so streams
+/// pile up pending accept. `/hold` is answered `200 ok` once `release` is set; any other
+/// path gets a head at once, then waits for its reset and reports it on `ends`.
+struct GatedUpstream {
+    addr: SocketAddr,
+    accepted: Arc<Mutex<usize>>,
+    seen: Arc<Mutex<Seen>>,
+    gate: Arc<Gate>,
+    ends: mpsc::Receiver<(String, Option<h2::Reason>)>,
+}
+
+/// The upstream application's accept gate, and the held `/hold` answer's release.
+#[derive(Default)]
+struct Gate {
+    open: Mutex<bool>,
+    release: Mutex<bool>,
+    wakers: Mutex<Vec<std::task::Waker>>,
+}
+
+impl Gate {
+    fn set(&self, which: &Mutex<bool>) {
+        *which.lock().unwrap() = true;
+        for w in self.wakers.lock().unwrap().drain(..) {
+            w.wake();
+        }
+    }
+
+    /// Ready once `which` is set.
+    fn poll(&self, which: &Mutex<bool>, cx: &mut std::task::Context<'_>) -> bool {
+        self.wakers.lock().unwrap().push(cx.waker().clone());
+        *which.lock().unwrap()
+    }
+}
+
+impl GatedUpstream {
+    fn start() -> GatedUpstream {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(Mutex::new(0));
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let gate = Arc::new(Gate::default());
+        let (tx, ends) = mpsc::channel();
+        let (counted, seen_here, gate_here) = (accepted.clone(), seen.clone(), gate.clone());
+        std::thread::spawn(move || {
+            runtime().block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                loop {
+                    let Ok((tcp, _)) = listener.accept().await else {
+                        return;
+                    };
+                    *counted.lock().unwrap() += 1;
+                    let tap = Tap {
+                        tcp,
+                        from_proxy: FrameCount {
+                            skip: 24,
+                            ..FrameCount::default()
+                        },
+                        to_proxy: FrameCount::default(),
+                        seen: seen_here.clone(),
+                    };
+                    let (gate, tx) = (gate_here.clone(), tx.clone());
+                    tokio::spawn(async move {
+                        let Ok(mut conn) = h2::server::handshake(tap).await else {
+                            return;
+                        };
+                        loop {
+                            let next = std::future::poll_fn(|cx| {
+                                if gate.poll(&gate.open, cx) {
+                                    return conn.poll_accept(cx);
+                                }
+                                // Read on without taking a stream.
+                                match conn.poll_closed(cx) {
+                                    std::task::Poll::Ready(_) => std::task::Poll::Ready(None),
+                                    std::task::Poll::Pending => std::task::Poll::Pending,
+                                }
+                            })
+                            .await;
+                            let Some(Ok((req, respond))) = next else {
+                                return;
+                            };
+                            let (gate, tx) = (gate.clone(), tx.clone());
+                            tokio::spawn(gated_answer(req, respond, gate, tx));
+                        }
+                    });
+                }
+            });
+        });
+        GatedUpstream {
+            addr,
+            accepted,
+            seen,
+            gate,
+            ends,
+        }
+    }
+
+    fn accepted(&self) -> usize {
+        *self.accepted.lock().unwrap()
+    }
+
+    /// Frames of `kind` the proxy sent (`from_proxy`) or the upstream sent back.
+    fn frames(&self, kind: usize, from_proxy: bool) -> usize {
+        let seen = self.seen.lock().unwrap();
+        if from_proxy {
+            seen.from_proxy[kind]
+        } else {
+            seen.to_proxy[kind]
+        }
+    }
+
+    /// Waits (bounded: 2,000 looks) until the proxy sent at least `n` frames of `kind`.
+    async fn wait_for(&self, kind: usize, n: usize) {
+        let mut tries = 0;
+        while self.frames(kind, true) < n {
+            tries += 1;
+            assert!(
+                tries < 2_000,
+                "the proxy sent {} frames of type {kind}, not {n}",
+                self.frames(kind, true)
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+async fn gated_answer(
+    req: http::Request<h2::RecvStream>,
+    mut respond: h2::server::SendResponse<Bytes>,
+    gate: Arc<Gate>,
+    tx: mpsc::Sender<(String, Option<h2::Reason>)>,
+) {
+    let path = req.uri().path().to_string();
+    if path == "/hold" {
+        std::future::poll_fn(|cx| {
+            if gate.poll(&gate.release, cx) {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+        .await;
+        return answer_ok(&mut respond);
+    }
+    if path.starts_with("/b") {
+        return answer_ok(&mut respond);
+    }
+    // One reset while it waited to be accepted says so at once; another gets a head, then
+    // waits for its reset.
+    let early = std::future::poll_fn(|cx| match respond.poll_reset(cx) {
+        std::task::Poll::Ready(Ok(reason)) => std::task::Poll::Ready(Some(reason)),
+        _ => std::task::Poll::Ready(None),
+    })
+    .await;
+    let resp = http::Response::builder().status(200).body(()).unwrap();
+    let reason = match (early, respond.send_response(resp, false)) {
+        (Some(reason), _) => Some(reason),
+        (None, Err(e)) => e.reason(),
+        (None, Ok(mut send)) => match std::future::poll_fn(|cx| send.poll_reset(cx)).await {
+            Ok(reason) => Some(reason),
+            Err(e) => e.reason(),
+        },
+    };
+    let _ = tx.send((path, reason));
+}
+
+#[test]
+fn a_client_leaving_with_many_calls_in_flight_costs_no_other_client_its_calls() {
+    // The regression: a client gone with 40 calls the upstream has not accepted yet made the
+    // proxy send 40 RST_STREAM(CANCEL) at once; hyperium h2 (tonic's server) answers more
+    // than 20 such resets with GOAWAY ENHANCE_YOUR_CALM "too_many_resets", and every other
+    // client's call on that upstream connection failed. The proxy now resets a few and
+    // abandons the rest until the upstream has accepted them.
+    const LEAVING: usize = 40;
+    let up = GatedUpstream::start();
+    let proxy = proxy_to(up.addr, &[]);
+    let addr = h2c_addr(&proxy);
+    runtime().block_on(async {
+        // Client B's first call: accepted, its answer held through the burst.
+        let b = connect(addr).await;
+        up.gate.set(&up.gate.open);
+        let held = {
+            let b = b.clone();
+            tokio::spawn(async move { call(&b, "GET", "/hold", &[], b"").await })
+        };
+        up.wait_for(HEADERS, 1).await;
+        *up.gate.open.lock().unwrap() = false;
+        // Client A: LEAVING calls that sit pending accept upstream, then it is gone.
+        let a = connect(addr).await;
+        let mut answers = Vec::new();
+        for i in 0..LEAVING {
+            let mut a = a.clone().ready().await.unwrap();
+            let req = http::Request::builder()
+                .uri(format!("http://proxied/a/{i}"))
+                .body(())
+                .unwrap();
+            answers.push(a.send_request(req, true).unwrap());
+        }
+        up.wait_for(HEADERS, 1 + LEAVING).await;
+        drop(answers);
+        drop(a);
+        up.wait_for(RST_STREAM, 1).await;
+        // B's next call goes up behind the resets: once it is in, they all were read.
+        let second = {
+            let b = b.clone();
+            tokio::spawn(async move { call(&b, "GET", "/b/1", &[], b"").await })
+        };
+        up.wait_for(HEADERS, 2 + LEAVING).await;
+        up.gate.set(&up.gate.release);
+        up.gate.set(&up.gate.open);
+        let held = held.await.unwrap();
+        assert_eq!((held.status, &held.body[..]), (200, &b"ok"[..]), "{held:?}");
+        let second = second.await.unwrap();
+        assert_eq!(second.status, 200, "{second:?}");
+        for i in 2..12 {
+            let a = call(&b, "GET", &format!("/b/{i}"), &[], b"").await;
+            assert_eq!(
+                (a.status, &a.body[..]),
+                (200, &b"ok"[..]),
+                "call {i}: {a:?}"
+            );
+        }
+    });
+    assert_eq!(up.frames(GOAWAY, false), 0, "the upstream never went away");
+    assert_eq!(up.accepted(), 1, "one upstream connection throughout");
+    // Every call of the client that left was cancelled upstream, none left open.
+    let mut cancelled = 0;
+    while cancelled < LEAVING {
+        let (path, reason) = up
+            .ends
+            .recv_timeout(WAIT)
+            .unwrap_or_else(|_| panic!("{cancelled} of the {LEAVING} calls cancelled"));
+        assert!(path.starts_with("/a/"), "{path}");
+        assert_eq!(reason, Some(h2::Reason::CANCEL), "{path}");
+        cancelled += 1;
+    }
+}

@@ -8,7 +8,8 @@
 //! pseudo-headers and fields, its body sent as both windows allow, the answer's head, DATA
 //! and trailers relayed to the client, flow control end to end (a stream's bytes are
 //! reported consumed only while the client's answer has room, so a slow client holds one
-//! stream window, never more), cancellation (the client gone: RST_STREAM(CANCEL)), and the
+//! stream window, never more), cancellation (the client gone: RST_STREAM(CANCEL), paced by
+//! `h2u`'s reset budget so a burst never trips the upstream's rapid-reset guard), and the
 //! failures: 502 before the head (another try when the server refused the stream or the
 //! connection never came up), 504 for the connect and first-byte timeouts, a cut answer
 //! after it. It must not block, and it makes no syscall but through the backend.

@@ -11,9 +11,12 @@
 //! [`Events::failed`]); every header block the server sends is decoded, in order, so the HPACK
 //! table stays in step; the server can never make this connection hold more than the windows
 //! we announced (DATA are handed over as they arrive, the windows reopen only as the caller
-//! reports them consumed); a connection error writes one GOAWAY and reads nothing more.
+//! reports them consumed); a connection error writes one GOAWAY and reads nothing more; at
+//! most `cancel::RESET_BUDGET` of our resets are on streams the server may not have accepted
+//! yet (the rest of a burst is abandoned until it has: `cancel.rs`).
 #![forbid(unsafe_code)]
 
+use super::cancel::{Cancel, Cancels};
 use super::fields::{Fields, Malformed, Request, ResponseFields, encode_request, encode_trailers};
 use crate::h1c::Transmit;
 use crate::h2::frame::{self, Code, Head, flag, kind, setting};
@@ -268,6 +271,9 @@ pub(crate) struct Conn {
     /// (late frames are ignored, RFC 9113 §5.4.2).
     closed: Ring,
     reset: Ring,
+    /// Streams given up before their answer: the reset budget and the abandoned streams
+    /// (`cancel.rs`), so a burst of cancellations never looks like a rapid-reset attack.
+    cancels: Cancels,
     /// The server's GOAWAY came: no new stream.
     goaway_in: bool,
     calm: Calm,
@@ -326,6 +332,7 @@ impl Conn {
             handed_below: 1,
             closed: Ring::default(),
             reset: Ring::default(),
+            cancels: Cancels::default(),
             goaway_in: false,
             calm: Calm::default(),
             settings_deadline: now.saturating_add(settings.settings_timeout),
@@ -353,7 +360,8 @@ impl Conn {
         } else {
             self.peer_max_streams as usize
         };
-        (self.streams.len() >= limit).then_some(OpenError::NoRoom)
+        // Abandoned streams are open on the wire: the server counts them.
+        (self.streams.len() + self.cancels.abandoned() >= limit).then_some(OpenError::NoRoom)
     }
 
     /// Whether the server's SETTINGS came (its SETTINGS_MAX_CONCURRENT_STREAMS is known);
@@ -481,7 +489,9 @@ impl Conn {
         self.done_if_closed(idx);
     }
 
-    /// Gives up stream `id` (the client went away, a deadline passed): RST_STREAM(CANCEL).
+    /// Gives up stream `id` (the client went away, a deadline passed): RST_STREAM(CANCEL),
+    /// at once or, for a stream without its response head beyond the reset budget, once the
+    /// server has accepted it (`cancel.rs`); meanwhile it is abandoned, open but unheard.
     /// Its unconsumed bytes return to the connection window; no event follows.
     pub(crate) fn cancel(&mut self, id: u32) {
         let Some(idx) = self.find(id) else {
@@ -490,11 +500,41 @@ impl Conn {
         };
         let s = self.streams.swap_remove(idx);
         self.give_back_conn(s.unconsumed);
+        if !self.writing() {
+            self.reset.push(id);
+        } else if self.cancels.cancel(id, s.recv == Recv::Head, s.sent_end) == Cancel::Reset {
+            self.reset.push(id);
+            frame::rst(&mut self.out, id, Code::Cancel);
+        } else if self.cancels.too_many(self.peer_max_streams) {
+            // Abandoned streams would starve the connection: it takes no new stream and
+            // closes once its live streams are done, ending them with it.
+            self.goaway();
+        }
+        self.end_if_done();
+    }
+
+    /// The server's application answered on stream `id` (`ends`: the answer ended it), so
+    /// it accepted it and every stream below: an abandoned `id` is reset or, closed both
+    /// ways, forgotten; abandoned streams the budget now allows are reset.
+    fn answered(&mut self, id: u32, ends: bool) {
+        if id.is_multiple_of(2) || id >= self.next_id {
+            return; // an idle stream: a connection error, not an answer
+        }
+        match self.cancels.answered(id, ends) {
+            Some(true) => self.reset.push(id),
+            Some(false) => self.reset_abandoned(id),
+            None => {}
+        }
+        while let Some(id) = self.cancels.next_reset() {
+            self.reset_abandoned(id);
+        }
+    }
+
+    fn reset_abandoned(&mut self, id: u32) {
         self.reset.push(id);
         if self.writing() {
             frame::rst(&mut self.out, id, Code::Cancel);
         }
-        self.end_if_done();
     }
 
     /// `n` bytes of stream `id`'s DATA were passed on: the windows reopen by them, once half a
@@ -647,6 +687,7 @@ impl Conn {
         self.inbuf = Vec::new();
         self.collect = None;
         self.draining.clear();
+        self.cancels.clear();
     }
 
     /// Bytes from the server.
@@ -741,6 +782,7 @@ impl Conn {
         self.inbuf = Vec::new();
         self.collect = None;
         self.draining.clear();
+        self.cancels.clear();
     }
 
     /// Every open stream fails for `why`; when the output is `dropped` (never sent), those
@@ -834,6 +876,10 @@ impl Conn {
         let Some(idx) = self.find(h.stream) else {
             // Never handed over: the connection window reopens at once.
             self.give_back_conn(flen);
+            if !self.cancels.is_clear() {
+                // DATA is the server's application at work on it: accepted.
+                self.answered(h.stream, end);
+            }
             return self.not_open(h.stream, ev);
         };
         // Padding is never handed over: owed back at once.
@@ -962,6 +1008,10 @@ impl Conn {
         };
         let id = c.stream;
         let limit = self.settings.max_header_list as usize;
+        if !self.cancels.is_clear() {
+            // A header block is the server's application answering: it accepted `id`.
+            self.answered(id, c.end_stream);
+        }
         let Some(idx) = self.find(id) else {
             if self.decoder.decode(&self.block, |_, _| {}).is_err() {
                 let code = Code::Compression;
@@ -1057,6 +1107,9 @@ impl Conn {
         }
         let code = u32::from_be_bytes([p[0], p[1], p[2], p[3]]);
         let Some(idx) = self.find(h.stream) else {
+            if self.cancels.reset_by_server(h.stream) {
+                self.reset.push(h.stream);
+            }
             return;
         };
         self.closed.push(h.stream);
@@ -1164,6 +1217,7 @@ impl Conn {
         }
         let last = u32::from_be_bytes([p[0], p[1], p[2], p[3]]) & 0x7fff_ffff;
         let code = u32::from_be_bytes([p[4], p[5], p[6], p[7]]);
+        self.cancels.going_away(last);
         // §6.8: streams above `last` were not processed (safe to retry); with an error code
         // the others end too, without it they finish.
         let mut i = 0;

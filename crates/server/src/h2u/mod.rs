@@ -15,6 +15,7 @@
 //! `protocol = "h2c"`).
 #![allow(dead_code)] // parts of the API only the tests and the fuzz target use (PING, trailers up)
 
+mod cancel;
 mod conn;
 mod fields;
 /// The fuzz target's checks (`fuzz/fuzz_targets/h2u_frames.rs`), run on the seeds by tests.
@@ -24,6 +25,8 @@ mod tests;
 #[cfg(test)]
 mod wire_tests;
 
+#[allow(unused_imports)] // named limits, for the docs and the tests
+pub(crate) use cancel::{MAX_ABANDONED, RESET_BUDGET};
 #[allow(unused_imports)] // the driver's API, until it drives it
 pub(crate) use conn::{
     ASSUMED_MAX_STREAMS, CONN_WINDOW, Conn, ConnError, Events, MAX_HEADER_LIST, OpenError,

@@ -3,6 +3,7 @@
 //! exact. Each row cites the RFC 9113 rule it pins.
 #![forbid(unsafe_code)]
 
+use super::cancel::RESET_BUDGET;
 use super::conn::*;
 use super::fields::{Fields, Request};
 use crate::h1c::Transmit;
@@ -992,4 +993,125 @@ fn only_a_refusal_is_retryable() {
     ] {
         assert!(!e.retryable(), "{e}");
     }
+}
+
+/// A connection allowing `max` streams with `n` GETs open (1, 3, …).
+fn opened(max: u32, n: u32) -> T {
+    let mut t = started(&[(3, max)]);
+    for _ in 0..n {
+        t.c.open(&get("/"), true).unwrap();
+    }
+    t.out();
+    t
+}
+
+#[test]
+fn cancels_beyond_the_reset_budget_wait_until_the_server_accepted_them() {
+    // RFC 9113 §8.7, §6.4: a stream no longer wanted is reset (CANCEL). A burst of resets on
+    // streams the server has not accepted yet is what rapid-reset guards (CVE-2023-44487)
+    // count: hyperium h2 answers its 21st with GOAWAY ENHANCE_YOUR_CALM, failing every other
+    // stream. So RESET_BUDGET go at once; the rest stay open, unheard, until an answer
+    // proves them accepted.
+    let n = RESET_BUDGET as u32 + 3;
+    let mut t = opened(100, n);
+    for i in 0..n {
+        t.c.cancel(1 + 2 * i);
+    }
+    let resets: Vec<String> = (0..RESET_BUDGET as u32)
+        .map(|i| format!("RST_STREAM {} 8", 1 + 2 * i))
+        .collect();
+    assert_eq!(t.out(), resets);
+    assert_eq!(t.c.open_streams(), 0, "the caller has none open");
+    // §5.1.2: the abandoned three still count against the server's limit.
+    for _ in 0..100 - 3 {
+        t.c.open(&get("/"), true).unwrap();
+    }
+    assert_eq!(t.c.open(&get("/"), true), Err(OpenError::NoRoom));
+    t.out();
+    // The first abandoned one (21) is answered: it was accepted, and every stream below it
+    // (accepted in order), so the budget is whole: 21 goes for free, 23 and 25 within it.
+    t.recv(&headers(21, Some("200"), &[], false));
+    assert_eq!(
+        t.out(),
+        ["RST_STREAM 21 8", "RST_STREAM 23 8", "RST_STREAM 25 8"]
+    );
+    assert_eq!(
+        t.events(),
+        Vec::<String>::new(),
+        "no event for a stream given up"
+    );
+    // Their late frames are ignored (§5.4.2), their bytes returned to the connection window.
+    t.recv(&cat(&[data(21, "late", false), data(23, "late", true)]));
+    assert_eq!(t.events(), Vec::<String>::new());
+    assert_eq!(t.c.poll_transmit(), Transmit::Idle);
+}
+
+#[test]
+fn an_answer_on_a_higher_stream_releases_the_budget() {
+    // The server takes streams in the order their HEADERS came: a head on a live stream
+    // above the abandoned ones means they were accepted; resetting them is never counted.
+    let n = RESET_BUDGET as u32 + 2;
+    let mut t = opened(100, n + 1);
+    for i in 0..n {
+        t.c.cancel(1 + 2 * i);
+    }
+    assert_eq!(t.out().len(), RESET_BUDGET);
+    let live = 1 + 2 * n;
+    t.recv(&headers(live, Some("200"), &[], true));
+    assert_eq!(
+        t.events(),
+        [format!("head {live} 200 []"), format!("end {live}")]
+    );
+    assert_eq!(t.out(), ["RST_STREAM 21 8", "RST_STREAM 23 8"]);
+    // A stream whose head came is reset at once, budget or not.
+    let mut t = opened(100, n + 1);
+    for i in 0..n {
+        t.c.cancel(1 + 2 * i);
+    }
+    t.out();
+    t.recv(&headers(live, Some("200"), &[], false));
+    t.events();
+    t.c.cancel(live);
+    assert_eq!(
+        t.out(),
+        ["RST_STREAM 21 8", "RST_STREAM 23 8", "RST_STREAM 25 8"]
+    );
+}
+
+#[test]
+fn an_abandoned_stream_that_ends_is_forgotten_without_a_reset() {
+    // §5.1: END_STREAM both ways closes it; the server's RST_STREAM closes it too.
+    let n = RESET_BUDGET as u32 + 2;
+    let mut t = opened(100, n);
+    for i in 0..n {
+        t.c.cancel(1 + 2 * i);
+    }
+    t.out();
+    t.recv(&rst(23, 8));
+    // A Trailers-Only answer on 21 (our GET ended its side): closed, nothing to reset.
+    t.recv(&headers(21, Some("200"), &[("grpc-status", "1")], true));
+    assert_eq!(t.out(), Vec::<String>::new());
+    assert_eq!(t.events(), Vec::<String>::new());
+    assert!(t.c.is_idle());
+}
+
+#[test]
+fn too_many_abandoned_streams_retire_the_connection() {
+    // Abandoned streams hold the server's stream slots: at half its limit (here 12 of 24)
+    // the connection takes no new stream (GOAWAY NO_ERROR, §6.8) and closes once its live
+    // stream is done, which ends the abandoned ones without a reset.
+    let mut t = opened(24, 23);
+    for i in 0..22 {
+        t.c.cancel(1 + 2 * i);
+    }
+    let out = t.out();
+    assert_eq!(out.len(), RESET_BUDGET + 1, "{out:?}");
+    assert_eq!(out.last().unwrap(), "GOAWAY 0 0");
+    assert_eq!(t.c.open(&get("/"), true), Err(OpenError::Closing));
+    assert_eq!(t.c.poll_transmit(), Transmit::Idle);
+    t.recv(&headers(45, Some("200"), &[], true));
+    assert_eq!(t.events(), ["head 45 200 []", "end 45"]);
+    // The answer on 45 proved the abandoned ones accepted: reset on the way out.
+    assert_eq!(t.out().len(), 12);
+    assert_eq!(t.c.poll_transmit(), Transmit::Close);
 }
