@@ -1,6 +1,7 @@
 //! A stored response: its head (less the fields never stored, §3.1), body, the facts read from
 //! it, the secondary key it was chosen by and when it was requested and received (§4.2.3).
-//! Immutable once made: a 304 makes a new entry that shares the body (§4.3.4).
+//! Immutable once made: a 304 makes a new entry that shares the body (§4.3.4), so whatever is
+//! derived from its fields once (its head rendered for the wire) is never stale.
 
 use std::sync::Arc;
 
@@ -30,6 +31,9 @@ pub struct Entry {
     pub body: Arc<[u8]>,
     pub facts: ResponseFacts,
     pub timing: Timing,
+    /// The stored fields as the server that serves them writes them (HTTP/1.1 field lines),
+    /// made once, on the first answer that asks ([`Entry::rendered`]).
+    rendered: std::sync::OnceLock<Box<[u8]>>,
 }
 
 impl Entry {
@@ -71,6 +75,7 @@ impl Entry {
             body,
             facts,
             timing,
+            rendered: std::sync::OnceLock::new(),
         }
     }
 
@@ -86,6 +91,13 @@ impl Entry {
         self.fields
             .iter()
             .filter(|(n, _)| !n.eq_ignore_ascii_case(b"age"))
+    }
+
+    /// The bytes `render` makes of this entry, made on the first call and kept for its life:
+    /// every later call returns them whatever `render` it passes (one renderer per server).
+    pub fn rendered(&self, render: impl FnOnce(&Entry) -> Vec<u8>) -> &[u8] {
+        self.rendered
+            .get_or_init(|| render(self).into_boxed_slice())
     }
 
     /// The first value of a stored field.
@@ -129,6 +141,30 @@ mod tests {
             [&b"ETag"[..]],
             "no Age; Connection never stored (§3.1)"
         );
+    }
+
+    #[test]
+    fn a_rendering_is_made_once_and_kept() {
+        let t = Timing {
+            request_time: Time(0),
+            response_time: Time(0),
+        };
+        let key = Key::new(b"http", b"a", b"/").unwrap();
+        let fields: &[Field] = &[(b"ETag", b"\"a\"")];
+        let response = Response {
+            status: 200,
+            fields,
+        };
+        let e = Entry::new(key, Variant::default(), &response, Arc::from(&b""[..]), t);
+        let mut made = 0;
+        for _ in 0..3 {
+            let r = e.rendered(|e| {
+                made += 1;
+                e.fields[0].1.to_vec()
+            });
+            assert_eq!(r, b"\"a\"");
+        }
+        assert_eq!(made, 1);
     }
 
     #[test]

@@ -28,7 +28,17 @@ pub enum Body {
     /// [`Response::stream`]): chunked over HTTP/1.1, DATA frames over HTTP/2. Never
     /// compressed; the access log counts its bytes as 0.
     Stream(crate::streaming::StreamBody),
+    /// A fresh answer from the proxy cache's store, made only by the cache's hit path for an
+    /// HTTP/1.1 client and written by its connection whole: status, stored fields (rendered
+    /// once per entry) and the answer's own (`proxy::cache::Fresh`). Not for handlers.
+    #[doc(hidden)]
+    Cached(Cached),
 }
+
+/// A stored answer carried by [`Body::Cached`]; only the proxy cache makes one.
+#[doc(hidden)]
+#[derive(Clone, Debug)]
+pub struct Cached(pub(crate) Box<crate::proxy::cache::Fresh>);
 
 /// `len` bytes of `file` from `offset`, sent from the page cache.
 #[derive(Clone, Debug)]
@@ -45,6 +55,7 @@ impl Body {
             Body::Empty | Body::File(_) | Body::Stream(_) => &[],
             Body::Static(b) => b,
             Body::Owned(v) => v,
+            Body::Cached(c) => c.0.body(),
         }
     }
 
@@ -71,6 +82,7 @@ impl Body {
             Body::Empty => (&[], 0, false),
             Body::File(f) => (&[], f.len, true),
             Body::Stream(_) => (&[], 0, false),
+            Body::Cached(c) => (c.0.body(), c.0.body().len() as u64, false),
         }
     }
 }
