@@ -79,6 +79,7 @@ pub(crate) struct Exchange<'a> {
     /// The request came on an HTTP/1.1 connection (HTTP/1.0 or 1.1 on the wire), whose
     /// answer may be a [`Body::Cached`](crate::response::Body::Cached): only `h1::Conn`
     /// writes one.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub h1: bool,
 }
 

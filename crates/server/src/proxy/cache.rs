@@ -303,8 +303,9 @@ impl Hit {
             if names.iter().any(|n| &n[..] == b"accept-encoding"))
     }
 
-    /// The stored answer whole, as it is stored: not a 304, a part or a 416.
-    fn whole(&self) -> bool {
+    /// The stored answer whole, as it is stored: not a 304, a part or a 416 (only such a hit
+    /// is a [`Fresh`]).
+    pub(crate) fn whole(&self) -> bool {
         !self.not_modified && self.content_range.is_none() && self.status == self.entry.status
     }
 }
@@ -323,14 +324,11 @@ pub(crate) struct Fresh {
 }
 
 impl Fresh {
-    /// `hit` as an ordinary answer, when it is the stored answer whole (anything else —
-    /// a 304, a range, a 416 — is the driver's).
-    pub(crate) fn new(hit: Hit, vary: bool) -> Result<Fresh, Hit> {
-        if hit.whole() {
-            Ok(Fresh { hit, vary })
-        } else {
-            Err(hit)
-        }
+    /// `hit` as an ordinary answer; it must be the stored answer whole ([`Hit::whole`]: a
+    /// 304, a range or a 416 is the driver's), since only the stored head is written.
+    pub(crate) fn new(hit: Hit, vary: bool) -> Fresh {
+        debug_assert!(hit.whole());
+        Fresh { hit, vary }
     }
 
     pub(crate) fn status(&self) -> u16 {
@@ -1136,12 +1134,7 @@ mod tests {
 
     /// A stored entry for `/x` with `fields` and a 4-byte body, and a fresh hit of it for
     /// `method`, 7 s old, with the mount's Cache-Status prefix.
-    fn fresh_hit(
-        method: &[u8],
-        status: u16,
-        fields: &[(&[u8], &[u8])],
-        vary: bool,
-    ) -> Result<Fresh, Hit> {
+    fn fresh_hit(method: &[u8], status: u16, fields: &[(&[u8], &[u8])], vary: bool) -> Fresh {
         let key = Key::new(b"http", b"t", b"/x").unwrap();
         let t = Timing {
             request_time: Time(0),
@@ -1163,7 +1156,9 @@ mod tests {
             fields: &[],
         };
         let status_value = StatusValue::hit(&CacheStatus::hit_prefix("lr"), 5);
-        Fresh::new(answer(&req, entry, 7, false, status_value), vary)
+        let hit = answer(&req, entry, 7, false, status_value);
+        assert!(hit.whole());
+        Fresh::new(hit, vary)
     }
 
     fn written(f: &Fresh, head: bool, close: bool, ka10: bool, alt_svc: Option<u16>) -> String {
@@ -1191,7 +1186,7 @@ mod tests {
             (b"ETag", b"\"e\""),
             (b"Content-Length", b"4"),
         ];
-        let f = fresh_hit(b"GET", 200, stored, false).unwrap();
+        let f = fresh_hit(b"GET", 200, stored, false);
         let head = "HTTP/1.1 200 OK\r\nServer: linerate\r\nDate: Sat, 01 Jan 2030 00:00:00 GMT\r\n\
                     Cache-Control: max-age=60\r\nETag: \"e\"\r\nAge: 7\r\nCache-Status: lr; hit; ttl=5\r\n\
                     Via: 1.1 linerate\r\nContent-Length: 4\r\n";
@@ -1212,10 +1207,10 @@ mod tests {
             written(&f, false, false, true, None),
             format!("{head}Connection: keep-alive\r\n\r\nbody")
         );
-        let h = fresh_hit(b"HEAD", 200, stored, false).unwrap();
+        let h = fresh_hit(b"HEAD", 200, stored, false);
         assert_eq!(written(&h, true, false, false, None), format!("{head}\r\n"));
         // A compressing site's `Vary`, and `Alt-Svc` on a listener that serves HTTP/3.
-        let v = fresh_hit(b"GET", 200, stored, true).unwrap();
+        let v = fresh_hit(b"GET", 200, stored, true);
         let got = written(&v, false, false, false, Some(443));
         assert!(
             got.contains("\r\nVary: Accept-Encoding\r\nVia: 1.1 linerate\r\n"),
@@ -1228,7 +1223,7 @@ mod tests {
             "{got}"
         );
         // No stored Date: the current one. A stored 404 keeps its status.
-        let n = fresh_hit(b"GET", 404, &[(b"Cache-Control", b"max-age=60")], false).unwrap();
+        let n = fresh_hit(b"GET", 404, &[(b"Cache-Control", b"max-age=60")], false);
         let got = written(&n, false, false, false, None);
         assert!(got.starts_with("HTTP/1.1 404 Not Found\r\nServer: linerate\r\nDate: Now, 01 Jan 2000 00:00:00 GMT\r\n"), "{got}");
         assert!(got.ends_with("Content-Length: 4\r\n\r\nbody"), "{got}");
@@ -1263,9 +1258,9 @@ mod tests {
         };
         let part = answer(&req, Arc::clone(&entry), 0, false, StatusValue::None);
         assert_eq!(part.status, 206);
-        assert!(Fresh::new(part, false).is_err());
+        assert!(!part.whole());
         let req = linerate_cache::Request { fields: &[], ..req };
         let not_modified = answer(&req, entry, 0, true, StatusValue::None);
-        assert!(Fresh::new(not_modified, false).is_err());
+        assert!(!not_modified.whole());
     }
 }

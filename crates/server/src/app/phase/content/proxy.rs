@@ -137,13 +137,13 @@ impl<'a> ConnApp<'a> {
         {
             match crate::proxy::cache::plan_here(c, head, buf, self.tls) {
                 crate::proxy::cache::Here::Hit(hit) => {
-                    let hit = match pipe {
-                        None if h1 => match self.answer_fresh(route, head, buf, hit) {
-                            Ok(answered) => return answered,
-                            Err(hit) => hit,
-                        },
-                        _ => hit,
-                    };
+                    if h1
+                        && pipe.is_none()
+                        && let Some(vary) = self.answers_fresh(route, head, buf, &hit)
+                    {
+                        let fresh = crate::proxy::cache::Fresh::new(hit, vary);
+                        return self.answer_fresh(head, buf, fresh);
+                    }
                     return self.relay_hit(route, head, buf, id, hit, pipe);
                 }
                 crate::proxy::cache::Here::Planned(x) => cache = Some(x),
@@ -261,36 +261,49 @@ impl<'a> ConnApp<'a> {
             })
     }
 
-    /// A fresh hit for an HTTP/1.1 client, answered here as an ordinary answer (no job, no
-    /// driver round trip, no streamed head: [`Body::Cached`], which its connection writes from
-    /// the entry's head rendered once), when nothing about it needs the driver's path: the
+    /// Whether a hit for an HTTP/1.1 client is answered here as an ordinary answer (no job,
+    /// no driver round trip, no streamed head: [`ConnApp::answer_fresh`]), and if so whether
+    /// it adds `Vary: Accept-Encoding`: when nothing about it needs the driver's path — the
     /// stored answer whole (no 304, range or 416), no field the mount removes or sets or the
-    /// site adds, no coding to apply. Logged and counted as the driver's hit is
-    /// (`Worker::answer_job`). Anything else is handed back for [`ConnApp::relay_hit`].
-    fn answer_fresh(
-        &mut self,
+    /// site adds, no coding to apply (the driver's rules, `send_hit`).
+    fn answers_fresh(
+        &self,
         route: usize,
         head: &RequestHead,
         buf: &[u8],
-        hit: crate::proxy::cache::Hit,
-    ) -> Result<Decision<Pending>, crate::proxy::cache::Hit> {
+        hit: &crate::proxy::cache::Hit,
+    ) -> Option<bool> {
         use crate::app::compress_stream::Plan;
         let site = self.site_app;
         let policy = &site.proxies[route].response;
-        if !policy.set.is_empty() || !policy.remove.is_empty() || site.adds_proxied_fields() {
-            return Err(hit);
+        if !hit.whole()
+            || !policy.set.is_empty()
+            || !policy.remove.is_empty()
+            || site.adds_proxied_fields()
+        {
+            return None;
         }
-        // The driver's rule (`send_hit`): a client that takes no coding gets the stored
-        // bytes and learns that answers vary on it; one that takes a coding is the driver's.
-        let vary = match self.coding(head, buf) {
-            None => false,
+        // A client that takes no coding gets the stored bytes and learns that answers vary
+        // on it; one that takes a coding is the driver's.
+        match self.coding(head, buf) {
+            None => Some(false),
             Some(coding) => match hit.coding_plan(coding, &site.compression) {
-                Plan::AsIs => false,
-                Plan::Vary => !hit.varies_on_coding(),
-                Plan::Encode(_) => return Err(hit),
+                Plan::AsIs => Some(false),
+                Plan::Vary => Some(!hit.varies_on_coding()),
+                Plan::Encode(_) => None,
             },
-        };
-        let fresh = crate::proxy::cache::Fresh::new(hit, vary)?;
+        }
+    }
+
+    /// `fresh` as this request's answer ([`Body::Cached`], which its HTTP/1.1 connection
+    /// writes from the entry's head rendered once), logged and counted as the driver's hit
+    /// is (`Worker::answer_job`).
+    fn answer_fresh(
+        &mut self,
+        head: &RequestHead,
+        buf: &[u8],
+        fresh: crate::proxy::cache::Fresh,
+    ) -> Decision<Pending> {
         let status = fresh.status();
         let resp = Response {
             body: Body::Cached(Cached(Box::new(fresh))),
@@ -299,7 +312,7 @@ impl<'a> ConnApp<'a> {
         if self.app.timing {
             self.account(head, buf, &resp);
         }
-        Ok(Decision::Respond(resp))
+        Decision::Respond(resp)
     }
 
     /// A request the mount's cache answered: a job that carries the answer, for the driver to
