@@ -313,8 +313,8 @@ impl Hit {
 /// A fresh, whole hit answered in the content phase as an ordinary answer
 /// ([`Body::Cached`](crate::response::Body::Cached)) and written by the HTTP/1.1 connection:
 /// the status line, `Server`, the stored `Date`, the entry's other stored fields rendered
-/// once per entry ([`Entry::rendered`]), then this answer's own (`Age`, `Cache-Status`, a
-/// `Vary` a compressing site adds, `Via`) and the framing. The fields and their order are the
+/// once per entry ([`Entry::rendered`]), then this answer's own (`Age`, `Cache-Status`,
+/// `Via`, a `Vary` a compressing site adds) and the framing. The fields and their order are the
 /// streamed hit's (`driver/cache.rs`), which answers every other hit.
 #[derive(Clone, Debug)]
 pub(crate) struct Fresh {
@@ -388,14 +388,14 @@ impl Fresh {
             StatusValue::Inline(b, n) => literal_field(out, b"Cache-Status", &b[..usize::from(*n)]),
             StatusValue::Heap(v) => literal_field(out, b"Cache-Status", v),
         }
-        if self.vary {
-            literal_field(out, b"Vary", b"Accept-Encoding");
-        }
         literal_field(
             out,
             b"Via",
             super::reply::via(linerate_http1::Version::Http11).as_bytes(),
         );
+        if self.vary {
+            literal_field(out, b"Vary", b"Accept-Encoding");
+        }
         let no_body = status_has_no_body(status);
         if !no_body {
             let mut digits = itoa::Buffer::new();
@@ -1213,7 +1213,7 @@ mod tests {
         let v = fresh_hit(b"GET", 200, stored, true);
         let got = written(&v, false, false, false, Some(443));
         assert!(
-            got.contains("\r\nVary: Accept-Encoding\r\nVia: 1.1 linerate\r\n"),
+            got.contains("\r\nVia: 1.1 linerate\r\nVary: Accept-Encoding\r\nContent-Length: 4\r\n"),
             "{got}"
         );
         assert!(
