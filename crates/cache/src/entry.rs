@@ -22,6 +22,18 @@ pub struct Timing {
     pub response_time: Time,
 }
 
+/// What a server derives from an [`Entry`] once, for every answer it makes of it.
+#[derive(Debug, Default)]
+pub struct Rendered {
+    /// The stored fields as the server writes them on an answer (HTTP/1.1 field lines).
+    pub head: Box<[u8]>,
+    /// The length of a line at `head`'s start that the server writes before its own fields
+    /// (the stored `Date`'s; 0: none).
+    pub first_line: usize,
+    /// The server would compress a body of the entry's Content-Type.
+    pub compressible: bool,
+}
+
 #[derive(Debug)]
 pub struct Entry {
     pub key: Key,
@@ -31,9 +43,10 @@ pub struct Entry {
     pub body: Arc<[u8]>,
     pub facts: ResponseFacts,
     pub timing: Timing,
-    /// The stored fields as the server that serves them writes them (HTTP/1.1 field lines),
-    /// made once, on the first answer that asks ([`Entry::rendered`]).
-    rendered: std::sync::OnceLock<Box<[u8]>>,
+    /// What the server that serves the entry derives from it once (its stored fields as
+    /// HTTP/1.1 field lines, whether it compresses its type), made on the first answer that
+    /// asks ([`Entry::rendered`]).
+    rendered: std::sync::OnceLock<Rendered>,
 }
 
 impl Entry {
@@ -93,11 +106,10 @@ impl Entry {
             .filter(|(n, _)| !n.eq_ignore_ascii_case(b"age"))
     }
 
-    /// The bytes `render` makes of this entry, made on the first call and kept for its life:
-    /// every later call returns them whatever `render` it passes (one renderer per server).
-    pub fn rendered(&self, render: impl FnOnce(&Entry) -> Vec<u8>) -> &[u8] {
-        self.rendered
-            .get_or_init(|| render(self).into_boxed_slice())
+    /// What `render` makes of this entry, made on the first call and kept for its life:
+    /// every later call returns it whatever `render` it passes (one renderer per server).
+    pub fn rendered(&self, render: impl FnOnce(&Entry) -> Rendered) -> &Rendered {
+        self.rendered.get_or_init(|| render(self))
     }
 
     /// The first value of a stored field.
@@ -160,9 +172,13 @@ mod tests {
         for _ in 0..3 {
             let r = e.rendered(|e| {
                 made += 1;
-                e.fields[0].1.to_vec()
+                Rendered {
+                    head: e.fields[0].1.to_vec().into(),
+                    first_line: 0,
+                    compressible: true,
+                }
             });
-            assert_eq!(r, b"\"a\"");
+            assert_eq!((&r.head[..], r.compressible), (&b"\"a\""[..], true));
         }
         assert_eq!(made, 1);
     }
