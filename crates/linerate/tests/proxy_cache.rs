@@ -954,3 +954,33 @@ fn a_fresh_hit_on_a_compressing_site_says_it_varies_once_and_gzip_still_compress
     assert_eq!(up.count("/t"), 1);
     drop(s);
 }
+
+/// A fresh hit pipelined behind a request that goes upstream waits its turn (RFC 9112 §9.3.2:
+/// answers in request order): it is placed in the connection's queue as written bytes, and
+/// goes out whole after the upstream's answer.
+#[test]
+fn a_fresh_hit_pipelined_behind_a_miss_is_answered_in_order() {
+    let up = Upstream::start(|path, _| {
+        if path == "/miss" {
+            ok_with("Cache-Control: no-store\r\n", b"from upstream")
+        } else {
+            ok_with("Cache-Control: max-age=600\r\nX-Kept: k\r\n", b"stored")
+        }
+    });
+    let s = cache_in_front(&up, &[]);
+    assert_eq!(get(s.addr, "/h", "").text(), "stored");
+    // The upstream's answer is held until both requests are in.
+    up.set_open(false);
+    let mut c = Client::connect(s.addr);
+    c.send(b"GET /miss HTTP/1.1\r\nHost: t\r\n\r\nGET /h HTTP/1.1\r\nHost: t\r\n\r\n");
+    eventually("the miss went up", || up.count("/miss") == 1);
+    up.set_open(true);
+    let first = c.read_response();
+    let second = c.read_response();
+    assert_eq!(first.text(), "from upstream");
+    assert_eq!(second.text(), "stored");
+    assert!(second.header("cache-status").unwrap().contains("hit"));
+    assert_eq!(times(&head_fields(&second), "x-kept"), 1);
+    assert_eq!(up.count("/h"), 1);
+    drop(s);
+}
