@@ -3,7 +3,9 @@
 //! reads it, owned so that it outlives the connection's buffer; and one request's cache state
 //! from its plan to its stored answer ([`Exchange`]), which turns linerate-cache's decisions
 //! into what the driver does: answer from the store, forward (with validators), wait on
-//! another request's flight, store the answer as it streams.
+//! another request's flight, store the answer as it streams. A fresh whole hit for an
+//! HTTP/1.1 client is written by its connection instead ([`Fresh`]), from what each entry's
+//! answers read of it, derived once ([`Entry::rendered`]).
 //!
 //! Owns no socket and no clock: the driver (`driver/upstream.rs`) passes the time in and
 //! writes what comes out. A flight is landed whenever its leader's [`Exchange`] ends, stored

@@ -1,6 +1,8 @@
 //! Proxy mounts: a request below one (after the site's redirects) framed for its upstream and
 //! queued for the driver as a `Job` — with its whole body, or at once with its body following
-//! through a pipe — behind a forward-auth subrequest when the mount has one.
+//! through a pipe — behind a forward-auth subrequest when the mount has one. A caching mount
+//! without forward auth looks in its store first, and a fresh whole hit for an HTTP/1.1
+//! client is answered here as an ordinary answer (`Body::Cached`), with no job.
 //!
 //! Owns the upstream request's head and the job; must not touch a socket (the driver sends
 //! it, `driver/upstream.rs`).
