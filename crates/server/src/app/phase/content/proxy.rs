@@ -308,7 +308,7 @@ impl<'a> ConnApp<'a> {
     ) -> Decision<Pending> {
         let status = fresh.status();
         let resp = Response {
-            body: Body::Cached(Cached(Box::new(fresh))),
+            body: Body::Cached(Cached(std::sync::Arc::new(fresh))),
             ..Response::new(status)
         };
         if self.app.timing {
