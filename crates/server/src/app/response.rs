@@ -62,6 +62,7 @@ pub struct FileBody {
 
 impl Body {
     /// The body's bytes in memory (none for a file body).
+    #[inline(always)]
     pub fn as_bytes(&self) -> &[u8] {
         match self {
             Body::Empty | Body::File(_) | Body::Stream(_) => &[],
