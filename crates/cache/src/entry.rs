@@ -1,6 +1,7 @@
 //! A stored response: its head (less the fields never stored, §3.1), body, the facts read from
 //! it, the secondary key it was chosen by and when it was requested and received (§4.2.3).
-//! Immutable once made: a 304 makes a new entry that shares the body (§4.3.4).
+//! Immutable once made: a 304 makes a new entry that shares the body (§4.3.4), so whatever is
+//! derived from its fields once (its head rendered for the wire) is never stale.
 
 use std::sync::Arc;
 
@@ -21,6 +22,18 @@ pub struct Timing {
     pub response_time: Time,
 }
 
+/// What a server derives from an [`Entry`] once, for every answer it makes of it.
+#[derive(Debug, Default)]
+pub struct Rendered {
+    /// The stored fields as the server writes them on an answer (HTTP/1.1 field lines).
+    pub head: Box<[u8]>,
+    /// The length of a line at `head`'s start that the server writes before its own fields
+    /// (the stored `Date`'s; 0: none).
+    pub first_line: usize,
+    /// The server would compress a body of the entry's Content-Type.
+    pub compressible: bool,
+}
+
 #[derive(Debug)]
 pub struct Entry {
     pub key: Key,
@@ -30,6 +43,10 @@ pub struct Entry {
     pub body: Arc<[u8]>,
     pub facts: ResponseFacts,
     pub timing: Timing,
+    /// What the server that serves the entry derives from it once (its stored fields as
+    /// HTTP/1.1 field lines, whether it compresses its type), made on the first answer that
+    /// asks ([`Entry::rendered`]).
+    rendered: std::sync::OnceLock<Rendered>,
 }
 
 impl Entry {
@@ -71,6 +88,7 @@ impl Entry {
             body,
             facts,
             timing,
+            rendered: std::sync::OnceLock::new(),
         }
     }
 
@@ -86,6 +104,12 @@ impl Entry {
         self.fields
             .iter()
             .filter(|(n, _)| !n.eq_ignore_ascii_case(b"age"))
+    }
+
+    /// What `render` makes of this entry, made on the first call and kept for its life:
+    /// every later call returns it whatever `render` it passes (one renderer per server).
+    pub fn rendered(&self, render: impl FnOnce(&Entry) -> Rendered) -> &Rendered {
+        self.rendered.get_or_init(|| render(self))
     }
 
     /// The first value of a stored field.
@@ -129,6 +153,34 @@ mod tests {
             [&b"ETag"[..]],
             "no Age; Connection never stored (§3.1)"
         );
+    }
+
+    #[test]
+    fn a_rendering_is_made_once_and_kept() {
+        let t = Timing {
+            request_time: Time(0),
+            response_time: Time(0),
+        };
+        let key = Key::new(b"http", b"a", b"/").unwrap();
+        let fields: &[Field] = &[(b"ETag", b"\"a\"")];
+        let response = Response {
+            status: 200,
+            fields,
+        };
+        let e = Entry::new(key, Variant::default(), &response, Arc::from(&b""[..]), t);
+        let mut made = 0;
+        for _ in 0..3 {
+            let r = e.rendered(|e| {
+                made += 1;
+                Rendered {
+                    head: e.fields[0].1.to_vec().into(),
+                    first_line: 0,
+                    compressible: true,
+                }
+            });
+            assert_eq!((&r.head[..], r.compressible), (&b"\"a\""[..], true));
+        }
+        assert_eq!(made, 1);
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub mod store;
 pub mod targeted;
 pub mod validate;
 
-pub use entry::{Entry, Timing};
+pub use entry::{Entry, Rendered, Timing};
 pub use facts::{Method, Request, RequestFacts, Response, ResponseFacts};
 pub use freshness::{Reuse, Why};
 pub use key::{Key, NoKey, Variant, Vary};

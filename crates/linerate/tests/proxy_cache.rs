@@ -851,3 +851,194 @@ fn an_upgrade_request_goes_upstream_past_a_cached_answer() {
     assert_eq!(r.status, 101);
     assert_eq!(up.count("/ws"), 2);
 }
+
+/// The fields of a raw head, each name lowercased, in order (the status line left out).
+fn head_fields(r: &common::Resp) -> Vec<(String, String)> {
+    r.headers
+        .iter()
+        .map(|(n, v)| (n.to_ascii_lowercase(), v.clone()))
+        .collect()
+}
+
+/// How many times `name` (lowercase) is in `fields`.
+fn times(fields: &[(String, String)], name: &str) -> usize {
+    fields.iter().filter(|(n, _)| n == name).count()
+}
+
+/// A fresh hit to an HTTP/1.1 client is answered by the content phase from the entry's head
+/// rendered once (`proxy::cache::Fresh`): its head must carry each stored field once, the
+/// stored Date (not the current one, RFC 9110 §6.6.1) and the cache's own Age, Cache-Status
+/// and Via once each, never the upstream's Server, Age or framing; HEAD carries GET's head,
+/// Content-Length included (RFC 9110 §8.6: a HEAD hit said `Content-Length: 0` before), and
+/// no body (the next answer on the connection parses); an HTTP/1.0 client that keeps the
+/// connection hears `Connection: keep-alive`.
+#[test]
+fn a_fresh_hits_head_carries_each_stored_field_once_and_head_says_what_get_would() {
+    const DATE: &str = "Tue, 01 Jan 2030 00:00:00 GMT";
+    let up = Upstream::start(|_, _| {
+        ok_with(
+            &format!(
+                "Cache-Control: max-age=600\r\nETag: \"e1\"\r\nX-One: 1\r\nDate: {DATE}\r\n\
+                 Server: upstream\r\nAge: 3\r\nContent-Type: image/png\r\n"
+            ),
+            b"0123456789",
+        )
+    });
+    let s = cache_in_front(&up, &[]);
+    let miss = get(s.addr, "/f", "");
+    assert_eq!((miss.status, miss.text().as_str()), (200, "0123456789"));
+    let mut c = Client::connect(s.addr);
+    c.send(b"GET /f HTTP/1.1\r\nHost: t\r\n\r\nHEAD /f HTTP/1.1\r\nHost: t\r\n\r\n");
+    let hit = c.read_response();
+    let head = c.read_response_opt(true).expect("the HEAD's answer");
+    c.send(b"GET /f HTTP/1.1\r\nHost: t\r\n\r\n");
+    let after = c.read_response();
+    assert_eq!((hit.status, hit.text().as_str()), (200, "0123456789"));
+    assert_eq!((after.status, after.text().as_str()), (200, "0123456789"));
+    assert_eq!(up.count("/f"), 1, "every later answer came from the store");
+    for (what, r) in [("GET", &hit), ("HEAD", &head)] {
+        let f = head_fields(r);
+        for name in [
+            "cache-control",
+            "etag",
+            "x-one",
+            "content-type",
+            "date",
+            "age",
+            "cache-status",
+            "via",
+            "server",
+            "content-length",
+        ] {
+            assert_eq!(times(&f, name), 1, "{what}: {name} once in {f:?}");
+        }
+        assert_eq!(r.header("date"), Some(DATE), "{what}: the stored Date");
+        assert_ne!(
+            r.header("server"),
+            Some("upstream"),
+            "{what}: this server's"
+        );
+        assert!(r.header("cache-status").unwrap().contains("hit"), "{what}");
+        assert!(
+            r.header("age").unwrap().parse::<u64>().unwrap() >= 3,
+            "{what}"
+        );
+        assert_eq!(
+            r.header("content-length"),
+            Some("10"),
+            "{what}: GET's length"
+        );
+        assert_eq!(times(&f, "transfer-encoding"), 0, "{what}");
+    }
+    assert!(head.body.is_empty());
+    // HTTP/1.0, kept open: told so, and answered whole.
+    let mut c = Client::connect(s.addr);
+    c.send(b"GET /f HTTP/1.0\r\nHost: t\r\nConnection: keep-alive\r\n\r\n");
+    let old = c.read_response();
+    assert_eq!((old.status, old.text().as_str()), (200, "0123456789"));
+    assert_eq!(old.header("connection"), Some("keep-alive"));
+    assert!(old.header("cache-status").unwrap().contains("hit"));
+    c.send(b"GET /f HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    let last = c.read_response();
+    assert_eq!(last.header("connection"), Some("close"));
+    assert_eq!(last.text(), "0123456789");
+    c.expect_eof();
+    drop(s);
+}
+
+/// The head a fresh hit writes is rendered once per stored entry; a 304 from a validation
+/// freshens the entry (RFC 9111 §4.3.4: a new entry with the 304's fields), so the next fresh
+/// hit carries the new field values, each once.
+#[test]
+fn a_revalidation_that_changes_a_stored_field_changes_the_next_fresh_hits_head() {
+    let up = Upstream::start(|_, head| {
+        if head.to_ascii_lowercase().contains("if-none-match: \"v\"") {
+            b"HTTP/1.1 304 Not Modified\r\nETag: \"v\"\r\nX-Version: 2\r\n\
+              Cache-Control: max-age=900\r\n\r\n"
+                .to_vec()
+        } else {
+            ok_with(
+                "Cache-Control: max-age=600\r\nETag: \"v\"\r\nX-Version: 1\r\nContent-Type: image/png\r\n",
+                b"body",
+            )
+        }
+    });
+    let s = cache_in_front(&up, &[]);
+    assert_eq!(get(s.addr, "/r", "").text(), "body");
+    let first = get(s.addr, "/r", "");
+    assert!(first.header("cache-status").unwrap().contains("hit"));
+    assert_eq!(first.header("x-version"), Some("1"));
+    assert_eq!(first.header("cache-control"), Some("max-age=600"));
+    // The client asks for a validation (RFC 9111 §5.2.1.4); the upstream's 304 freshens.
+    let validated = get(s.addr, "/r", "Cache-Control: no-cache\r\n");
+    assert_eq!((validated.status, validated.text().as_str()), (200, "body"));
+    assert_eq!(up.count("/r"), 2, "one validation went up");
+    let next = get(s.addr, "/r", "");
+    assert!(next.header("cache-status").unwrap().contains("hit"));
+    let f = head_fields(&next);
+    assert_eq!(next.header("x-version"), Some("2"), "{f:?}");
+    assert_eq!(next.header("cache-control"), Some("max-age=900"), "{f:?}");
+    assert_eq!((times(&f, "x-version"), times(&f, "cache-control")), (1, 1));
+    assert_eq!((times(&f, "etag"), times(&f, "age")), (1, 1));
+    assert_eq!(next.text(), "body");
+    assert_eq!(up.count("/r"), 2);
+    drop(s);
+}
+
+/// On a site that compresses, a fresh hit for a client that takes no coding is the stored
+/// bytes with `Vary: Accept-Encoding` once (as the driver's hit, `send_hit`); a client that
+/// takes gzip still gets it compressed.
+#[test]
+fn a_fresh_hit_on_a_compressing_site_says_it_varies_once_and_gzip_still_compresses() {
+    let text = "compressible text ".repeat(200);
+    let body = text.clone();
+    let up = Upstream::start(move |_, _| {
+        ok_with(
+            "Cache-Control: max-age=600\r\nContent-Type: text/plain\r\n",
+            body.as_bytes(),
+        )
+    });
+    let s = cache_in_front(&up, &[]);
+    assert_eq!(get(s.addr, "/t", "").text(), text);
+    let plain = get(s.addr, "/t", "");
+    assert!(plain.header("cache-status").unwrap().contains("hit"));
+    let f = head_fields(&plain);
+    assert_eq!(times(&f, "vary"), 1, "{f:?}");
+    assert_eq!(plain.header("vary"), Some("Accept-Encoding"));
+    assert_eq!(plain.text(), text);
+    let gz = get(s.addr, "/t", "Accept-Encoding: gzip\r\n");
+    assert_eq!(gz.header("content-encoding"), Some("gzip"));
+    assert_eq!(common::gunzip(&gz.body), text.as_bytes());
+    assert_eq!(up.count("/t"), 1);
+    drop(s);
+}
+
+/// A fresh hit pipelined behind a request that goes upstream waits its turn (RFC 9112 §9.3.2:
+/// answers in request order): it is placed in the connection's queue as written bytes, and
+/// goes out whole after the upstream's answer.
+#[test]
+fn a_fresh_hit_pipelined_behind_a_miss_is_answered_in_order() {
+    let up = Upstream::start(|path, _| {
+        if path == "/miss" {
+            ok_with("Cache-Control: no-store\r\n", b"from upstream")
+        } else {
+            ok_with("Cache-Control: max-age=600\r\nX-Kept: k\r\n", b"stored")
+        }
+    });
+    let s = cache_in_front(&up, &[]);
+    assert_eq!(get(s.addr, "/h", "").text(), "stored");
+    // The upstream's answer is held until both requests are in.
+    up.set_open(false);
+    let mut c = Client::connect(s.addr);
+    c.send(b"GET /miss HTTP/1.1\r\nHost: t\r\n\r\nGET /h HTTP/1.1\r\nHost: t\r\n\r\n");
+    eventually("the miss went up", || up.count("/miss") == 1);
+    up.set_open(true);
+    let first = c.read_response();
+    let second = c.read_response();
+    assert_eq!(first.text(), "from upstream");
+    assert_eq!(second.text(), "stored");
+    assert!(second.header("cache-status").unwrap().contains("hit"));
+    assert_eq!(times(&head_fields(&second), "x-kept"), 1);
+    assert_eq!(up.count("/h"), 1);
+    drop(s);
+}

@@ -69,12 +69,22 @@ pub(crate) fn worth_reading(status: u16, length: Option<u64>, cfg: &Compression)
 /// The plan for an answer that passed [`worth_reading`] and may be transformed (no
 /// Content-Encoding of its own, no `no-transform`), by its first Content-Type.
 pub(crate) fn decide(coding: Encoding, content_type: Option<&[u8]>) -> Plan {
+    plan_for(compressible_type(content_type), coding)
+}
+
+/// Whether `content_type` (a first Content-Type value) is one this server compresses.
+pub(crate) fn compressible_type(content_type: Option<&[u8]>) -> bool {
     // A Content-Type that is not UTF-8 (obs-text) is no type this server compresses; most
     // are ASCII, told by a word-at-a-time test where `from_utf8` and the type's test cost
     // ~300 instructions a proxied answer (callgrind, docs/benchmarks.md).
-    let eligible = content_type
+    content_type
         .filter(|v| v.is_ascii() || std::str::from_utf8(v).is_ok())
-        .is_some_and(super::compress::compressible_bytes);
+        .is_some_and(super::compress::compressible_bytes)
+}
+
+/// [`decide`] for an answer whose type's eligibility is known ([`compressible_type`]; a
+/// stored answer's is read once per entry).
+pub(crate) fn plan_for(eligible: bool, coding: Encoding) -> Plan {
     match (eligible, coding) {
         (false, _) => Plan::AsIs,
         (true, Encoding::Identity) => Plan::Vary,

@@ -162,7 +162,9 @@ impl Service for ConnApp<'_> {
         self.started = started;
         self.kind = Kind::Route;
         let sink = match sink {
-            Sink::Proxy(body) => return self.relay(route, &head.head, &head.bytes, id, body, None),
+            Sink::Proxy(body) => {
+                return self.relay(route, &head.head, &head.bytes, id, body, None, false);
+            }
             Sink::Relay(pipe) => {
                 // Trailers are not forwarded (the upstream's chunked body ends without them).
                 pipe.end();

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::backend::Backend;
 use super::{Shared, Worker};
-use crate::app::compress_stream::{self, Plan, Rewrite, StreamEncoder};
+use crate::app::compress_stream::{Plan, Rewrite, StreamEncoder};
 use crate::app::sites::SiteApp as Site;
 use crate::config::Compression;
 use crate::files::encoding::Encoding;
@@ -17,7 +17,6 @@ use crate::h1::{Cx, StreamHead};
 use crate::proxy::cache::{Before, Hit, MountCache, Waiter};
 use crate::proxy::job::Job;
 use crate::proxy::reply;
-use linerate_cache::Vary;
 
 /// How often a worker with parked requests looks for flights past their deadline (ms).
 const FLIGHT_TICK_MS: u64 = 250;
@@ -77,14 +76,11 @@ pub(super) fn send_hit<'h>(
 ) -> u64 {
     let body = hit.body();
     if let Some((coding, cfg)) = coding {
-        match plan_hit(hit, coding, cfg) {
+        match hit.coding_plan(coding, cfg) {
             Plan::AsIs => {}
             // The client takes no coding: as stored, saying that answers vary on it.
             Plan::Vary => {
-                let e = &hit.entry;
-                let varies = matches!(&e.facts.vary, Vary::Fields(names)
-                    if names.iter().any(|n| &n[..] == b"accept-encoding"));
-                if !varies {
+                if !hit.varies_on_coding() {
                     fields.push((b"Vary", b"Accept-Encoding"));
                 }
             }
@@ -92,22 +88,6 @@ pub(super) fn send_hit<'h>(
         }
     }
     send_whole(conn, id, hit, fields, body, head_request, cx)
-}
-
-/// `compress_stream::plan`'s rule for a stored answer, from the facts its entry keeps (read
-/// once, when it was stored): the general plan's pass over the fields cost ~500 instructions
-/// a hit (callgrind).
-fn plan_hit(hit: &Hit, coding: Encoding, cfg: &Compression) -> Plan {
-    let e = &hit.entry;
-    // The stored body's whole length (a HEAD hit sends none of it).
-    let length = Some(e.body.len() as u64);
-    if !compress_stream::worth_reading(hit.status, length, cfg)
-        || e.facts.encoded
-        || e.facts.no_transform
-    {
-        return Plan::AsIs;
-    }
-    compress_stream::decide(coding, e.field(b"content-type"))
 }
 
 /// The head and `body` as request `id`'s answer: the stored answer's Date kept.
@@ -123,7 +103,13 @@ fn send_whole(
     let head = StreamHead {
         status: hit.status,
         fields,
-        length: Some(body.len() as u64),
+        // A HEAD answer's Content-Length is GET's (RFC 9110 §8.6: never another number);
+        // HEAD is never ranged or coded, so that is the stored body's.
+        length: Some(if head_request {
+            hit.entry.body.len()
+        } else {
+            body.len()
+        } as u64),
         // A cache does not update the stored Date (RFC 9110 §6.6.1; cache-tests'
         // `other-date-update`): with Age, it tells how old the answer is.
         date: hit.entry.field(b"date"),

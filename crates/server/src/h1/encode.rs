@@ -94,6 +94,14 @@ pub(crate) fn encode(
     server: Option<&[u8]>,
     date: &[u8],
 ) -> Encoded {
+    if let Body::Cached(c) = resp.body {
+        let stamp = Stamp {
+            server,
+            date,
+            alt_svc: None,
+        };
+        return encode_cached(out, c, req, close, stamp);
+    }
     let send_body = !req.head && !status_has_no_body(resp.status);
     let (body, len, file) = resp.body.parts();
     if let Some(trailers) = resp.trailers
@@ -175,6 +183,9 @@ pub(crate) fn encode_announcing(
     close: bool,
     stamp: Stamp<'_>,
 ) -> Encoded {
+    if let Body::Cached(c) = resp.body {
+        return encode_cached(out, c, req, close, stamp);
+    }
     let mut fields = Vec::with_capacity(resp.headers.len() + 1);
     if let Some(port) = stamp.alt_svc
         && !names_field(resp.headers, "alt-svc")
@@ -188,4 +199,20 @@ pub(crate) fn encode_announcing(
         ..resp
     };
     encode(out, room, resp, req, close, stamp.server, stamp.date)
+}
+
+/// A fresh hit from the proxy cache ([`Body::Cached`]): its head and body written whole by
+/// the cache's own writer, which keeps the stored fields rendered (HTTP/1.0 and HEAD as for
+/// every answer).
+#[inline(never)]
+fn encode_cached(
+    out: &mut Vec<u8>,
+    c: &crate::response::Cached,
+    req: Framing,
+    close: bool,
+    stamp: Stamp<'_>,
+) -> Encoded {
+    let keep_alive_10 = !close && req.version == Version::Http10;
+    c.0.write_h1(out, req.head, close, keep_alive_10, stamp);
+    Encoded { file: false }
 }

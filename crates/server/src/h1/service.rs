@@ -76,6 +76,11 @@ pub(crate) struct Exchange<'a> {
     /// An HTTP/2 extended CONNECT's `:protocol` (RFC 8441: `websocket`): the stream is to
     /// become a tunnel for it. `None` for every other request.
     pub protocol: Option<&'a [u8]>,
+    /// The request came on an HTTP/1.1 connection (HTTP/1.0 or 1.1 on the wire), whose
+    /// answer may be a [`Body::Cached`](crate::response::Body::Cached): only `h1::Conn`
+    /// writes one.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
+    pub h1: bool,
 }
 
 /// What the service does with a request.

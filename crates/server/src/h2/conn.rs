@@ -693,6 +693,7 @@ impl<P> Conn<P> {
             buf: &self.scratch.head,
             body: c.end_stream.then_some(&[][..]),
             protocol: tunnel.then_some(&self.scratch.protocol[..]),
+            h1: false,
         });
         self.decide(idx, decision, cx, svc);
     }

@@ -480,6 +480,7 @@ impl<P> Conn<P> {
             buf: &self.scratch.head,
             body: last.then_some(&[][..]),
             protocol: None,
+            h1: false,
         });
         self.decide(idx, decision, cx, svc);
         self.find(id).is_some()

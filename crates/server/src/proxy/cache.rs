@@ -3,7 +3,9 @@
 //! reads it, owned so that it outlives the connection's buffer; and one request's cache state
 //! from its plan to its stored answer ([`Exchange`]), which turns linerate-cache's decisions
 //! into what the driver does: answer from the store, forward (with validators), wait on
-//! another request's flight, store the answer as it streams.
+//! another request's flight, store the answer as it streams. A fresh whole hit for an
+//! HTTP/1.1 client is written by its connection instead ([`Fresh`]), from what each entry's
+//! answers read of it, derived once ([`Entry::rendered`]).
 //!
 //! Owns no socket and no clock: the driver (`driver/upstream.rs`) passes the time in and
 //! writes what comes out. A flight is landed whenever its leader's [`Exchange`] ends, stored
@@ -21,8 +23,10 @@ use linerate_cache::store::{Event, Limits, Store};
 use linerate_cache::{After, Entry, Key, Plan, Time, Timing, Variant, validate};
 use linerate_http1::{FieldSpan, RequestHead};
 
+use crate::app::compress_stream::{self, Plan as CodingPlan};
 use crate::app::deferred::Inbox;
-use crate::config::ProxyCache;
+use crate::config::{Compression, ProxyCache};
+use crate::files::encoding::Encoding;
 
 /// Request fields that some applications and frameworks read in place of the URL, the
 /// method, the host or the scheme, and that no cache key holds: a request carrying one could
@@ -220,7 +224,7 @@ impl CacheReq {
 }
 
 /// An answer from the store.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Hit {
     pub entry: Arc<Entry>,
     pub status: u16,
@@ -278,6 +282,177 @@ impl Hit {
     pub(crate) fn body(&self) -> &[u8] {
         &self.entry.body[self.body.clone()]
     }
+
+    /// `compress_stream::plan`'s rule for a stored answer, from the facts its entry keeps
+    /// (read once, when it was stored): the general plan's pass over the fields cost ~500
+    /// instructions a hit (callgrind).
+    pub(crate) fn coding_plan(&self, coding: Encoding, cfg: &Compression) -> CodingPlan {
+        let e = &self.entry;
+        // The stored body's whole length (a HEAD hit sends none of it).
+        let length = Some(e.body.len() as u64);
+        if !compress_stream::worth_reading(self.status, length, cfg)
+            || e.facts.encoded
+            || e.facts.no_transform
+        {
+            return CodingPlan::AsIs;
+        }
+        compress_stream::plan_for(e.rendered(render).compressible, coding)
+    }
+
+    /// Whether the stored answer's own `Vary` names `Accept-Encoding`.
+    pub(crate) fn varies_on_coding(&self) -> bool {
+        matches!(&self.entry.facts.vary, linerate_cache::Vary::Fields(names)
+            if names.iter().any(|n| &n[..] == b"accept-encoding"))
+    }
+
+    /// The stored answer whole, as it is stored: not a 304, a part or a 416 (only such a hit
+    /// is a [`Fresh`]).
+    pub(crate) fn whole(&self) -> bool {
+        !self.not_modified && self.content_range.is_none() && self.status == self.entry.status
+    }
+}
+
+/// A fresh, whole hit answered in the content phase as an ordinary answer
+/// ([`Body::Cached`](crate::response::Body::Cached)) and written by the HTTP/1.1 connection:
+/// the status line, `Server`, the stored `Date`, the entry's other stored fields rendered
+/// once per entry ([`Entry::rendered`]), then this answer's own (`Age`, `Cache-Status`,
+/// `Via`, a `Vary` a compressing site adds) and the framing. The fields and their order are the
+/// streamed hit's (`driver/cache.rs`), which answers every other hit.
+#[derive(Clone, Debug)]
+pub(crate) struct Fresh {
+    hit: Hit,
+    /// `Vary: Accept-Encoding` goes out (a compressing site's answer sent as stored).
+    vary: bool,
+}
+
+impl Fresh {
+    /// `hit` as an ordinary answer; it must be the stored answer whole ([`Hit::whole`]: a
+    /// 304, a range or a 416 is the driver's), since only the stored head is written.
+    pub(crate) fn new(hit: Hit, vary: bool) -> Fresh {
+        debug_assert!(hit.whole());
+        Fresh { hit, vary }
+    }
+
+    pub(crate) fn status(&self) -> u16 {
+        self.hit.status
+    }
+
+    /// The body's bytes (none for HEAD).
+    pub(crate) fn body(&self) -> &[u8] {
+        self.hit.body()
+    }
+
+    /// Appends the answer for an HTTP/1.1 connection: `head_request` sends no body (its
+    /// Content-Length says what GET's would, RFC 9110 §8.6), `close` and `keep_alive_10` say
+    /// what `Connection` says; `stamp` is the server's `Server`, the current `Date` (used
+    /// only when the stored answer has none) and the `Alt-Svc` port.
+    pub(crate) fn write_h1(
+        &self,
+        out: &mut Vec<u8>,
+        head_request: bool,
+        close: bool,
+        keep_alive_10: bool,
+        stamp: crate::h1::Stamp<'_>,
+    ) {
+        use linerate_http1::{literal_field, reason, status_has_no_body};
+        let hit = &self.hit;
+        let entry = &hit.entry;
+        let rendered = entry.rendered(render);
+        let (date, stored) = rendered.head.split_at(rendered.first_line);
+        let status = hit.status;
+        out.reserve(stored.len() + entry.body.len() + 256);
+        if status == 200 {
+            out.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
+        } else {
+            let mut digits = itoa::Buffer::new();
+            out.extend_from_slice(b"HTTP/1.1 ");
+            out.extend_from_slice(digits.format(status).as_bytes());
+            out.push(b' ');
+            out.extend_from_slice(reason(status).as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        // A stored Server is never sent (`written_here`): the server's own goes out.
+        if let Some(server) = stamp.server {
+            literal_field(out, b"Server", server);
+        }
+        // A cache does not update the stored Date (RFC 9110 §6.6.1): with Age, it tells how
+        // old the answer is. Rendered with the stored fields; the current one only where the
+        // stored answer had none.
+        if date.is_empty() {
+            literal_field(out, b"Date", stamp.date);
+        } else {
+            out.extend_from_slice(date);
+        }
+        if let Some(port) = stamp.alt_svc
+            && entry.field(b"alt-svc").is_none()
+        {
+            literal_field(out, b"Alt-Svc", crate::h1::AltSvc::h3(port).as_bytes());
+        }
+        out.extend_from_slice(stored);
+        // RFC 9111 §5.1: the current age, never the stored one.
+        literal_field(out, b"Age", &hit.age[..usize::from(hit.age_len)]);
+        match &hit.cache_status {
+            StatusValue::None => {}
+            StatusValue::Inline(b, n) => literal_field(out, b"Cache-Status", &b[..usize::from(*n)]),
+            StatusValue::Heap(v) => literal_field(out, b"Cache-Status", v),
+        }
+        literal_field(
+            out,
+            b"Via",
+            super::reply::via(linerate_http1::Version::Http11).as_bytes(),
+        );
+        if self.vary {
+            literal_field(out, b"Vary", b"Accept-Encoding");
+        }
+        let no_body = status_has_no_body(status);
+        if !no_body {
+            let mut digits = itoa::Buffer::new();
+            let length = digits.format(entry.body.len()).as_bytes();
+            literal_field(out, b"Content-Length", length);
+        }
+        if close {
+            literal_field(out, b"Connection", b"close");
+        } else if keep_alive_10 {
+            literal_field(out, b"Connection", b"keep-alive");
+        }
+        out.extend_from_slice(b"\r\n");
+        if !head_request && !no_body {
+            out.extend_from_slice(&entry.body);
+        }
+    }
+}
+
+/// What every answer from `entry` reads of it, made once per entry: its stored Date's
+/// line, then its other stored fields as HTTP/1.1 field lines, less those a fresh hit writes
+/// itself (`written_here`) and a stored
+/// Content-Range unless the stored answer is a 200 (the streamed hit's rule, `Hit::fields`);
+/// whether this server compresses its Content-Type (`compress_stream::compressible_type`,
+/// ~300 instructions a hit when read each time, callgrind).
+fn render(entry: &Entry) -> linerate_cache::Rendered {
+    let ranged = entry.status != 200;
+    let size = entry
+        .fields
+        .iter()
+        .map(|(n, v)| n.len() + v.len() + 4)
+        .sum();
+    let mut head = Vec::with_capacity(size);
+    // The stored Date first: a cache does not update it (RFC 9110 §6.6.1), and the head
+    // writes it before the server's Alt-Svc.
+    if let Some(date) = entry.field(b"date") {
+        linerate_http1::literal_field(&mut head, b"Date", date);
+    }
+    let first_line = head.len();
+    for (n, v) in &entry.fields {
+        if written_here(n) || (ranged && n.eq_ignore_ascii_case(b"content-range")) {
+            continue;
+        }
+        linerate_http1::write_field(&mut head, n, v);
+    }
+    linerate_cache::Rendered {
+        head: head.into_boxed_slice(),
+        first_line,
+        compressible: compress_stream::compressible_type(entry.field(b"content-type")),
+    }
 }
 
 /// Bytes of a hit's `Cache-Status` value kept in the [`Hit`] itself.
@@ -285,7 +460,7 @@ const INLINE_STATUS: usize = 64;
 
 /// A hit's `Cache-Status` value: a fresh hit's (the mount's prefix and the TTL) inline when
 /// it fits, so that a hit allocates none.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 enum StatusValue {
     None,
     Inline([u8; INLINE_STATUS], u8),
@@ -975,5 +1150,137 @@ mod tests {
                 assert_eq!(matches!(v, StatusValue::Heap(_)), name == long);
             }
         }
+    }
+
+    /// A stored entry for `/x` with `fields` and a 4-byte body, and a fresh hit of it for
+    /// `method`, 7 s old, with the mount's Cache-Status prefix.
+    fn fresh_hit(method: &[u8], status: u16, fields: &[(&[u8], &[u8])], vary: bool) -> Fresh {
+        let key = Key::new(b"http", b"t", b"/x").unwrap();
+        let t = Timing {
+            request_time: Time(0),
+            response_time: Time(0),
+        };
+        let response = linerate_cache::Response { status, fields };
+        let entry = Arc::new(Entry::new(
+            key,
+            Variant::default(),
+            &response,
+            Arc::from(&b"body"[..]),
+            t,
+        ));
+        let req = linerate_cache::Request {
+            method,
+            scheme: b"http",
+            authority: b"t",
+            target: b"/x",
+            fields: &[],
+        };
+        let status_value = StatusValue::hit(&CacheStatus::hit_prefix("lr"), 5);
+        let hit = answer(&req, entry, 7, false, status_value);
+        assert!(hit.whole());
+        Fresh::new(hit, vary)
+    }
+
+    fn written(f: &Fresh, head: bool, close: bool, ka10: bool, alt_svc: Option<u16>) -> String {
+        let mut out = Vec::new();
+        let stamp = crate::h1::Stamp {
+            server: Some(b"linerate"),
+            date: b"Now, 01 Jan 2000 00:00:00 GMT",
+            alt_svc,
+        };
+        f.write_h1(&mut out, head, close, ka10, stamp);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_fresh_hit_is_written_as_the_streamed_hit_was_with_its_stored_fields_rendered_once() {
+        // The stored fields in their order less those the hit writes itself (Age, Date,
+        // Server, framing: RFC 9111 §5.1, RFC 9110 §6.6.1), then Age, Cache-Status (RFC
+        // 9211), Via (RFC 9110 §7.6.3), the framing, the body; HEAD: GET's head, no body
+        // (RFC 9110 §9.3.2, §8.6).
+        let stored: &[(&[u8], &[u8])] = &[
+            (b"Cache-Control", b"max-age=60"),
+            (b"Date", b"Sat, 01 Jan 2030 00:00:00 GMT"),
+            (b"Server", b"up"),
+            (b"Age", b"2"),
+            (b"ETag", b"\"e\""),
+            (b"Content-Length", b"4"),
+        ];
+        let f = fresh_hit(b"GET", 200, stored, false);
+        let head = "HTTP/1.1 200 OK\r\nServer: linerate\r\nDate: Sat, 01 Jan 2030 00:00:00 GMT\r\n\
+                    Cache-Control: max-age=60\r\nETag: \"e\"\r\nAge: 7\r\nCache-Status: lr; hit; ttl=5\r\n\
+                    Via: 1.1 linerate\r\nContent-Length: 4\r\n";
+        assert_eq!(
+            written(&f, false, false, false, None),
+            format!("{head}\r\nbody")
+        );
+        // Written a second time from the same rendering.
+        assert_eq!(
+            written(&f, false, false, false, None),
+            format!("{head}\r\nbody")
+        );
+        assert_eq!(
+            written(&f, false, true, false, None),
+            format!("{head}Connection: close\r\n\r\nbody")
+        );
+        assert_eq!(
+            written(&f, false, false, true, None),
+            format!("{head}Connection: keep-alive\r\n\r\nbody")
+        );
+        let h = fresh_hit(b"HEAD", 200, stored, false);
+        assert_eq!(written(&h, true, false, false, None), format!("{head}\r\n"));
+        // A compressing site's `Vary`, and `Alt-Svc` on a listener that serves HTTP/3.
+        let v = fresh_hit(b"GET", 200, stored, true);
+        let got = written(&v, false, false, false, Some(443));
+        assert!(
+            got.contains("\r\nVia: 1.1 linerate\r\nVary: Accept-Encoding\r\nContent-Length: 4\r\n"),
+            "{got}"
+        );
+        assert!(
+            got.contains(
+                "Date: Sat, 01 Jan 2030 00:00:00 GMT\r\nAlt-Svc: h3=\":443\"; ma=86400\r\n"
+            ),
+            "{got}"
+        );
+        // No stored Date: the current one. A stored 404 keeps its status.
+        let n = fresh_hit(b"GET", 404, &[(b"Cache-Control", b"max-age=60")], false);
+        let got = written(&n, false, false, false, None);
+        assert!(got.starts_with("HTTP/1.1 404 Not Found\r\nServer: linerate\r\nDate: Now, 01 Jan 2000 00:00:00 GMT\r\n"), "{got}");
+        assert!(got.ends_with("Content-Length: 4\r\n\r\nbody"), "{got}");
+    }
+
+    #[test]
+    fn only_a_whole_stored_answer_is_a_fresh_hit() {
+        // A range of a stored 200 (RFC 9110 §14) is cut by the driver's path.
+        let key = Key::new(b"http", b"t", b"/x").unwrap();
+        let t = Timing {
+            request_time: Time(0),
+            response_time: Time(0),
+        };
+        let response = linerate_cache::Response {
+            status: 200,
+            fields: &[],
+        };
+        let entry = Arc::new(Entry::new(
+            key,
+            Variant::default(),
+            &response,
+            Arc::from(&b"body"[..]),
+            t,
+        ));
+        let ranged: &[(&[u8], &[u8])] = &[(b"Range", b"bytes=1-2")];
+        let req = linerate_cache::Request {
+            method: b"GET",
+            scheme: b"http",
+            authority: b"t",
+            target: b"/x",
+            fields: ranged,
+        };
+        let part = answer(&req, Arc::clone(&entry), 0, false, StatusValue::None);
+        assert_eq!(part.status, 206);
+        assert!(!part.whole());
+        let req = linerate_cache::Request { fields: &[], ..req };
+        let not_modified = answer(&req, entry, 0, true, StatusValue::None);
+        assert!(!not_modified.whole());
     }
 }

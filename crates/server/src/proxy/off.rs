@@ -78,3 +78,26 @@ pub(crate) mod cache_admin {
         Vec::new()
     }
 }
+
+pub(crate) mod cache {
+    /// Cannot be made: no proxy cache answers (`Body::Cached` is never made).
+    #[derive(Clone, Debug)]
+    pub(crate) enum Fresh {}
+
+    impl Fresh {
+        pub(crate) fn body(&self) -> &[u8] {
+            match *self {}
+        }
+
+        pub(crate) fn write_h1(
+            &self,
+            _out: &mut Vec<u8>,
+            _head_request: bool,
+            _close: bool,
+            _keep_alive_10: bool,
+            _stamp: crate::h1::Stamp<'_>,
+        ) {
+            match *self {}
+        }
+    }
+}

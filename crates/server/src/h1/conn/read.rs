@@ -153,6 +153,7 @@ impl<P> Conn<P> {
             buf: &buf[..n],
             body,
             protocol: None,
+            h1: true,
         });
         let used = n + body.map_or(0, <[u8]>::len);
         match decision {

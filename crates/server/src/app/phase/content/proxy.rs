@@ -1,6 +1,8 @@
 //! Proxy mounts: a request below one (after the site's redirects) framed for its upstream and
 //! queued for the driver as a `Job` — with its whole body, or at once with its body following
-//! through a pipe — behind a forward-auth subrequest when the mount has one.
+//! through a pipe — behind a forward-auth subrequest when the mount has one. A caching mount
+//! without forward auth looks in its store first, and a fresh whole hit for an HTTP/1.1
+//! client is answered here as an ordinary answer (`Body::Cached`), with no job.
 //!
 //! Owns the upstream request's head and the job; must not touch a socket (the driver sends
 //! it, `driver/upstream.rs`).
@@ -13,7 +15,7 @@ use crate::app::ConnApp;
 use crate::app::dispatch::Pending;
 use crate::app::phase::headers::text_status;
 use crate::app::request::Params;
-use crate::app::response::Response;
+use crate::app::response::{Body, Cached, Response};
 use crate::app::sites::SiteApp;
 use crate::h1::{Decision, Exchange};
 use crate::proxy::pipe::PipeOut;
@@ -62,7 +64,7 @@ impl<'a> ConnApp<'a> {
             return self.respond(head, req.buf, text_status(413).close());
         }
         match req.body {
-            Some(body) => self.relay(route, head, req.buf, req.id, body.to_vec(), None),
+            Some(body) => self.relay(route, head, req.buf, req.id, body.to_vec(), None, req.h1),
             // A gRPC-Web request the mount translates: its body whole first (a `-text` one
             // is decoded before it goes up; browsers send unary and server-streaming calls).
             None if buffers_bodies(self.site_app, route)
@@ -74,7 +76,15 @@ impl<'a> ConnApp<'a> {
             }
             None => {
                 let (pipe_in, pipe_out) = crate::proxy::pipe::pipe();
-                self.relay(route, head, req.buf, req.id, Vec::new(), Some(pipe_out));
+                self.relay(
+                    route,
+                    head,
+                    req.buf,
+                    req.id,
+                    Vec::new(),
+                    Some(pipe_out),
+                    false,
+                );
                 let sink = Sink::Relay(pipe_in);
                 match self.read_body(route, Params::default(), head, req.buf, sink) {
                     Decision::ReadBody { limit, pending } => Decision::RelayBody { limit, pending },
@@ -85,7 +95,9 @@ impl<'a> ConnApp<'a> {
     }
 
     /// Frames the upstream request for a proxied request with its whole `body`, or with the
-    /// body still to come through `pipe`, and queues it for the driver.
+    /// body still to come through `pipe`, and queues it for the driver. `h1`: the client's
+    /// connection is HTTP/1.1 and may be answered a fresh hit at once ([`Body::Cached`]).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn relay(
         &mut self,
         route: usize,
@@ -94,6 +106,7 @@ impl<'a> ConnApp<'a> {
         id: u64,
         mut body: Vec<u8>,
         pipe: Option<PipeOut>,
+        h1: bool,
     ) -> Decision<Pending> {
         use crate::proxy::forward::{Client, request_head};
         let web = web_request(self.site_app, route, head, buf);
@@ -126,6 +139,13 @@ impl<'a> ConnApp<'a> {
         {
             match crate::proxy::cache::plan_here(c, head, buf, self.tls) {
                 crate::proxy::cache::Here::Hit(hit) => {
+                    if h1
+                        && pipe.is_none()
+                        && let Some(vary) = self.answers_fresh(route, head, buf, &hit)
+                    {
+                        let fresh = crate::proxy::cache::Fresh::new(hit, vary);
+                        return self.answer_fresh(head, buf, fresh);
+                    }
                     return self.relay_hit(route, head, buf, id, hit, pipe);
                 }
                 crate::proxy::cache::Here::Planned(x) => cache = Some(x),
@@ -241,6 +261,60 @@ impl<'a> ConnApp<'a> {
                     crate::compress::encodable,
                 ),
             })
+    }
+
+    /// Whether a hit for an HTTP/1.1 client is answered here as an ordinary answer (no job,
+    /// no driver round trip, no streamed head: [`ConnApp::answer_fresh`]), and if so whether
+    /// it adds `Vary: Accept-Encoding`: when nothing about it needs the driver's path — the
+    /// stored answer whole (no 304, range or 416), no field the mount removes or sets or the
+    /// site adds, no coding to apply (the driver's rules, `send_hit`).
+    fn answers_fresh(
+        &self,
+        route: usize,
+        head: &RequestHead,
+        buf: &[u8],
+        hit: &crate::proxy::cache::Hit,
+    ) -> Option<bool> {
+        use crate::app::compress_stream::Plan;
+        let site = self.site_app;
+        let policy = &site.proxies[route].response;
+        if !hit.whole()
+            || !policy.set.is_empty()
+            || !policy.remove.is_empty()
+            || site.adds_proxied_fields()
+        {
+            return None;
+        }
+        // A client that takes no coding gets the stored bytes and learns that answers vary
+        // on it; one that takes a coding is the driver's.
+        match self.coding(head, buf) {
+            None => Some(false),
+            Some(coding) => match hit.coding_plan(coding, &site.compression) {
+                Plan::AsIs => Some(false),
+                Plan::Vary => Some(!hit.varies_on_coding()),
+                Plan::Encode(_) => None,
+            },
+        }
+    }
+
+    /// `fresh` as this request's answer ([`Body::Cached`], which its HTTP/1.1 connection
+    /// writes from the entry's head rendered once), logged and counted as the driver's hit
+    /// is (`Worker::answer_job`).
+    fn answer_fresh(
+        &mut self,
+        head: &RequestHead,
+        buf: &[u8],
+        fresh: crate::proxy::cache::Fresh,
+    ) -> Decision<Pending> {
+        let status = fresh.status();
+        let resp = Response {
+            body: Body::Cached(Cached(std::sync::Arc::new(fresh))),
+            ..Response::new(status)
+        };
+        if self.app.timing {
+            self.account(head, buf, &resp);
+        }
+        Decision::Respond(resp)
     }
 
     /// A request the mount's cache answered: a job that carries the answer, for the driver to

@@ -34,6 +34,7 @@ impl<'a> ConnApp<'a> {
 
     #[cold]
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn relay(
         &mut self,
         _route: usize,
@@ -42,6 +43,7 @@ impl<'a> ConnApp<'a> {
         _id: u64,
         _body: Vec<u8>,
         _pipe: Option<crate::proxy::pipe::PipeOut>,
+        _h1: bool,
     ) -> Decision<Pending> {
         self.respond(head, buf, text_status(501))
     }
