@@ -1005,6 +1005,13 @@ fn opened(max: u32, n: u32) -> T {
     t
 }
 
+/// Gives up the first `n` streams opened (1, 3, 5, …), in order.
+fn cancel_first(t: &mut T, n: u32) {
+    for i in 0..n {
+        t.c.cancel(1 + 2 * i);
+    }
+}
+
 #[test]
 fn cancels_beyond_the_reset_budget_wait_until_the_server_accepted_them() {
     // RFC 9113 §8.7, §6.4: a stream no longer wanted is reset (CANCEL). A burst of resets on
@@ -1014,9 +1021,7 @@ fn cancels_beyond_the_reset_budget_wait_until_the_server_accepted_them() {
     // proves them accepted.
     let n = RESET_BUDGET as u32 + 3;
     let mut t = opened(100, n);
-    for i in 0..n {
-        t.c.cancel(1 + 2 * i);
-    }
+    cancel_first(&mut t, n);
     let resets: Vec<String> = (0..RESET_BUDGET as u32)
         .map(|i| format!("RST_STREAM {} 8", 1 + 2 * i))
         .collect();
@@ -1052,9 +1057,7 @@ fn an_answer_on_a_higher_stream_releases_the_budget() {
     // above the abandoned ones means they were accepted; resetting them is never counted.
     let n = RESET_BUDGET as u32 + 2;
     let mut t = opened(100, n + 1);
-    for i in 0..n {
-        t.c.cancel(1 + 2 * i);
-    }
+    cancel_first(&mut t, n);
     assert_eq!(t.out().len(), RESET_BUDGET);
     let live = 1 + 2 * n;
     t.recv(&headers(live, Some("200"), &[], true));
@@ -1065,9 +1068,7 @@ fn an_answer_on_a_higher_stream_releases_the_budget() {
     assert_eq!(t.out(), ["RST_STREAM 21 8", "RST_STREAM 23 8"]);
     // A stream whose head came is reset at once, budget or not.
     let mut t = opened(100, n + 1);
-    for i in 0..n {
-        t.c.cancel(1 + 2 * i);
-    }
+    cancel_first(&mut t, n);
     t.out();
     t.recv(&headers(live, Some("200"), &[], false));
     t.events();
@@ -1083,9 +1084,7 @@ fn an_abandoned_stream_that_ends_is_forgotten_without_a_reset() {
     // §5.1: END_STREAM both ways closes it; the server's RST_STREAM closes it too.
     let n = RESET_BUDGET as u32 + 2;
     let mut t = opened(100, n);
-    for i in 0..n {
-        t.c.cancel(1 + 2 * i);
-    }
+    cancel_first(&mut t, n);
     t.out();
     t.recv(&rst(23, 8));
     // A Trailers-Only answer on 21 (our GET ended its side): closed, nothing to reset.
