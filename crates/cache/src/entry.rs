@@ -3,12 +3,11 @@
 //! Immutable once made: a 304 makes a new entry that shares the body (§4.3.4), so whatever is
 //! derived from its fields once (its head rendered for the wire) is never stale.
 
-use std::sync::Arc;
-
 use crate::Time;
 use crate::facts::{Response, ResponseFacts};
 use crate::fields::{OwnedField, first, to_stored};
 use crate::key::{Key, Variant};
+use crate::shared::Shared;
 
 /// Memory an entry costs beyond its bytes (the entry, its `Arc`, the map and queue slots),
 /// counted so that a store of many tiny objects still stays under its limit.
@@ -40,7 +39,9 @@ pub struct Entry {
     pub variant: Variant,
     pub status: u16,
     pub fields: Vec<OwnedField>,
-    pub body: Arc<[u8]>,
+    /// The body: its own block, or (read back from a second tier) part of the block its
+    /// fields share.
+    pub body: Shared,
     pub facts: ResponseFacts,
     pub timing: Timing,
     /// What the server that serves the entry derives from it once (its stored fields as
@@ -56,7 +57,7 @@ impl Entry {
         key: Key,
         variant: Variant,
         response: &Response<'_>,
-        body: Arc<[u8]>,
+        body: Shared,
         timing: Timing,
     ) -> Entry {
         Entry::from_stored(
@@ -76,7 +77,7 @@ impl Entry {
         variant: Variant,
         status: u16,
         fields: Vec<OwnedField>,
-        body: Arc<[u8]>,
+        body: Shared,
         timing: Timing,
     ) -> Entry {
         let facts = ResponseFacts::of(status, &fields);
@@ -143,7 +144,7 @@ mod tests {
                 status: 200,
                 fields,
             },
-            Arc::from(&b""[..]),
+            Shared::from(&b""[..]),
             t,
         );
         assert_eq!(e.facts.age, 100, "read for the age calculation");
@@ -167,7 +168,13 @@ mod tests {
             status: 200,
             fields,
         };
-        let e = Entry::new(key, Variant::default(), &response, Arc::from(&b""[..]), t);
+        let e = Entry::new(
+            key,
+            Variant::default(),
+            &response,
+            Shared::from(&b""[..]),
+            t,
+        );
         let mut made = 0;
         for _ in 0..3 {
             let r = e.rendered(|e| {

@@ -4,7 +4,7 @@
 //! caller sends every piece as it came, whatever `Fill` decides (issue Q: an object over the
 //! limit streams through uncached, its bytes never cut).
 
-use std::sync::Arc;
+use crate::shared::Shared;
 
 /// A body being collected for the store.
 #[derive(Debug)]
@@ -55,9 +55,10 @@ impl Fill {
     /// The whole body, when the answer ended cleanly (`complete`: the framing said so — the
     /// Content-Length reached or the last chunk read) and stayed under the limit; `None`
     /// otherwise, and then nothing may be stored (a cut body must never be served as whole).
-    pub fn finish(self, complete: bool) -> Option<Arc<[u8]>> {
+    pub fn finish(self, complete: bool) -> Option<Shared> {
         match self.state {
-            State::Collecting(buf) if complete => Some(buf.into()),
+            // Kept as collected: no copy.
+            State::Collecting(buf) if complete => Some(Shared::new(buf)),
             _ => None,
         }
     }

@@ -12,6 +12,7 @@
 //! - [`range`]: one byte range of a stored whole (RFC 9110 §14).
 //! - [`status`]: the Cache-Status field (RFC 9211).
 //! - [`store`]: the bounded memory store (S3-FIFO) and its [`Counters`](store::Counters).
+//! - [`shared`]: the bytes an entry keeps, ranges of one reference-counted block.
 //! - [`fill`]: a body collected for the store while it streams, dropped past the limit.
 //! - [`collapse`]: collapsed-forwarding bookkeeping (one leader per key, the rest wait).
 //! - [`policy`]: [`plan`] before going upstream and [`after`] the answer, composed from the above.
@@ -31,6 +32,7 @@ pub mod invalidate;
 pub mod key;
 pub mod policy;
 pub mod range;
+pub mod shared;
 pub mod status;
 pub mod storable;
 pub mod store;
@@ -42,6 +44,7 @@ pub use facts::{Method, Request, RequestFacts, Response, ResponseFacts};
 pub use freshness::{Reuse, Why};
 pub use key::{Key, NoKey, Variant, Vary};
 pub use policy::{After, Bypass, Plan, after, plan, plan_with};
+pub use shared::Shared;
 pub use storable::NotStored;
 
 /// An instant, in whole seconds since the Unix epoch: HTTP dates and ages have one-second

@@ -3,7 +3,7 @@
 //! answer to a client's conditional GET or HEAD (RFC 9110 §13.2.2) — a 304 with the fields
 //! RFC 9110 §15.4.5 lists. Builds field lists; sends nothing.
 
-use std::sync::Arc;
+use crate::shared::Shared;
 
 use crate::entry::{Entry, Timing};
 use crate::fields::{Field, OwnedField, elements, first, is_not_stored, parse_date, values};
@@ -79,14 +79,14 @@ pub fn freshen(
         not_modified
             .iter()
             .filter(|(n, _)| replaced(n))
-            .map(|(n, v)| (Box::<[u8]>::from(*n), Box::<[u8]>::from(*v))),
+            .map(|(n, v)| (Shared::from(*n), Shared::from(*v))),
     );
     Ok(Entry::from_stored(
         stored.key.clone(),
         stored.variant.clone(),
         stored.status,
         fields,
-        Arc::clone(&stored.body),
+        stored.body.clone(),
         timing,
     ))
 }
@@ -257,7 +257,7 @@ mod tests {
             "facts re-read"
         );
         assert!(
-            Arc::ptr_eq(&e.body, &stored.body),
+            Shared::same(&e.body, &stored.body),
             "the body is shared, not copied"
         );
 

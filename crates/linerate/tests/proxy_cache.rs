@@ -730,6 +730,78 @@ fn requests_arriving_together_each_get_their_own_tier_hit() {
     }
 }
 
+/// Tier hits are answered by the driver (after the tier's thread), for an HTTP/1.1 client as
+/// the content phase's fresh hits are (`Worker::answer_job`, `Conn::complete`): pipelined
+/// with a HEAD, each answer comes in order with its own body, the stored Date and fields, the
+/// hit's Age, Cache-Status and Via, and the HEAD with GET's Content-Length and no body.
+#[test]
+fn pipelined_tier_hits_come_in_order_with_the_stored_head() {
+    let Some(tier) = common::tier::TierServer::start("redis-server") else {
+        return;
+    };
+    let body_of = |path: &str| path.repeat(2048 / path.len() + 1).into_bytes();
+    let up = Upstream::start(move |path, _| {
+        ok_with(
+            "Cache-Control: public, max-age=600\r\nDate: Thu, 01 Jan 2099 00:00:00 GMT\r\nX-Origin: kept\r\n",
+            &body_of(path),
+        )
+    });
+    let (edge, admin) = edge_before_a_tier(&up, &tier);
+    let before = tier_stored(&admin);
+    // Three keys: two requests for one key in one turn would wait on one flight, and a
+    // waiter is planned again from memory, which keeps nothing here.
+    for p in ["/piped-a", "/piped-b", "/piped-c"] {
+        assert_eq!(get(edge.addr, p, "").body, body_of(p));
+    }
+    eventually("the answers are in the tier", || {
+        tier_stored(&admin) >= before + 3
+    });
+    let mut c = Client::connect(edge.addr);
+    c.send(
+        b"GET /piped-a HTTP/1.1\r\nHost: t\r\n\r\n\
+          HEAD /piped-b HTTP/1.1\r\nHost: t\r\n\r\n\
+          GET /piped-c HTTP/1.1\r\nHost: t\r\n\r\n",
+    );
+    let answers = [
+        (c.read_response(), "/piped-a", false),
+        (
+            c.read_response_opt(true).expect("the HEAD's answer"),
+            "/piped-b",
+            true,
+        ),
+        (c.read_response(), "/piped-c", false),
+    ];
+    for (r, p, head) in answers {
+        assert_eq!(r.status, 200, "{p}");
+        assert!(
+            r.header("cache-status").unwrap().contains("hit"),
+            "{p}: {:?}",
+            r.headers
+        );
+        assert_eq!(
+            r.header("date"),
+            Some("Thu, 01 Jan 2099 00:00:00 GMT"),
+            "{p}"
+        );
+        assert_eq!(r.header("x-origin"), Some("kept"), "{p}");
+        assert!(
+            r.header("age").is_some() && r.header("via").is_some(),
+            "{p}"
+        );
+        let len = body_of(p).len().to_string();
+        assert_eq!(r.header("content-length"), Some(len.as_str()), "{p}");
+        if head {
+            assert!(r.body.is_empty(), "a HEAD answer has no body");
+        } else {
+            assert!(r.body == body_of(p), "{p}: another request's answer");
+        }
+        assert_eq!(up.count(p), 1, "{p} went upstream again");
+    }
+    // Nothing more came: the HEAD's answer carried no body the next read would take.
+    c.send(b"GET /piped-a HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    assert!(c.read_response().body == body_of("/piped-a"));
+}
+
 /// A hit over HTTP/2 (h2c, curl with prior knowledge): the stored answer with its stored
 /// Date, Age and Cache-Status, as over HTTP/1.1; a HEAD has the fields and no body.
 #[test]

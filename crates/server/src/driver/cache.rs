@@ -14,7 +14,7 @@ use crate::app::sites::SiteApp as Site;
 use crate::config::Compression;
 use crate::files::encoding::Encoding;
 use crate::h1::{Cx, StreamHead};
-use crate::proxy::cache::{Before, Hit, MountCache, Waiter};
+use crate::proxy::cache::{Before, Fresh, Hit, MountCache, Waiter};
 use crate::proxy::job::Job;
 use crate::proxy::reply;
 
@@ -216,20 +216,75 @@ impl<B: Backend> Worker<B> {
                 if let Some(x) = background {
                     let head = x.validation_head(&job.head);
                     let validation = Box::new(job.validation(head, x));
-                    self.answer_job(&mut job, &hit, sh);
+                    self.answer_job(&mut job, hit, sh);
                     self.dispatch(validation, sh);
                 } else {
-                    self.answer_job(&mut job, &hit, sh);
+                    self.answer_job(&mut job, hit, sh);
                 }
                 None
             }
         }
     }
 
-    /// Answers `job`'s client from the store, and logs and counts it.
-    pub(super) fn answer_job(&mut self, job: &mut Job, hit: &Hit, sh: &Shared) {
+    /// Answers `job`'s client from the store, and logs and counts it. An HTTP/1.1 client
+    /// whose hit needs nothing of the streamed path gets it as the content phase's fresh hits
+    /// go ([`Fresh`]: the entry's fields rendered once, written whole with the framing; no
+    /// streamed head, no field list): a hit found after a flight or the second tier costs
+    /// what one found at once does.
+    pub(super) fn answer_job(&mut self, job: &mut Job, hit: Hit, sh: &Shared) {
         let sites = self.io.sites.clone();
         let site = sites.sites.iter().nth(job.site);
+        let head_request = job.forwarded.head_request;
+        let (client, id, status) = (job.client, job.id, hit.status);
+        let (route, coding) = (job.route, job.coding);
+        let mut bytes = 0;
+        let mut hit = Some(hit);
+        if let (Some(s), None) = (site, &job.pipe) {
+            self.with(client, sh, |live, p| {
+                let super::proto::Proto::H1(conn) = &mut live.conn else {
+                    return;
+                };
+                let Some(vary) = hit.as_ref().and_then(|h| h.fresh_vary(s, route, coding)) else {
+                    return;
+                };
+                let fresh = Fresh::new(hit.take().expect("checked above"), vary);
+                let sent = if head_request { 0 } else { fresh.body().len() };
+                let resp = crate::Response {
+                    body: crate::Body::Cached(crate::response::Cached(Arc::new(fresh))),
+                    ..crate::Response::new(status)
+                };
+                if conn.complete(id, resp, p.cx) {
+                    bytes = sent as u64;
+                }
+            });
+        }
+        // Another protocol, or a hit the streamed path answers.
+        if let Some(hit) = hit {
+            bytes = self.send_job_hit(job, &hit, site, sh);
+        }
+        let us = crate::sys::monotonic_us().saturating_sub(job.started);
+        if self.io.app.counters_on {
+            self.io
+                .app
+                .counters
+                .answered(status, crate::stats::Kind::Route, us);
+            if let Some(s) = self.io.app.site_counters.get(job.site) {
+                s.answered(status, bytes);
+            }
+        }
+        if let (Some(log), Some(m), Some(site)) = (self.io.app.log.as_mut(), job.log.as_ref(), site)
+            && let Some(sink) = site.log
+        {
+            log.push(
+                sink,
+                &m.entry(status, bytes as usize, us, &site.server_name, None),
+            );
+        }
+    }
+
+    /// Writes `hit` into `job`'s client connection with the streamed-answer calls (any
+    /// protocol, any hit); the body bytes sent.
+    fn send_job_hit(&mut self, job: &mut Job, hit: &Hit, site: Option<&Site>, sh: &Shared) -> u64 {
         let mut fields = hit_fields(hit, site, job.route, job.path.as_deref());
         let head_request = job.forwarded.head_request;
         let (client, id) = (job.client, job.id);
@@ -250,24 +305,7 @@ impl<B: Backend> Worker<B> {
                 live.conn.body_room(id, p.head, p.cx, &mut p.svc);
             }
         });
-        let us = crate::sys::monotonic_us().saturating_sub(job.started);
-        if self.io.app.counters_on {
-            self.io
-                .app
-                .counters
-                .answered(hit.status, crate::stats::Kind::Route, us);
-            if let Some(s) = self.io.app.site_counters.get(job.site) {
-                s.answered(hit.status, bytes);
-            }
-        }
-        if let (Some(log), Some(m), Some(site)) = (self.io.app.log.as_mut(), job.log.as_ref(), site)
-            && let Some(sink) = site.log
-        {
-            log.push(
-                sink,
-                &m.entry(hit.status, bytes as usize, us, &site.server_name, None),
-            );
-        }
+        bytes
     }
 
     /// Sends the second-tier questions this turn collected: one call per mount, so a turn

@@ -986,7 +986,7 @@ impl<B: Backend> Worker<B> {
         for mut job in jobs.drain(..) {
             // A hit the content phase found is answered here, its job never boxed.
             if let Some(hit) = job.hit.take() {
-                self.answer_job(&mut job, &hit, sh);
+                self.answer_job(&mut job, *hit, sh);
                 continue;
             }
             let job = self.io.app.spares.boxed(job);
@@ -1001,7 +1001,7 @@ impl<B: Backend> Worker<B> {
     /// the waiting line when every connection allowed is busy.
     pub(super) fn dispatch(&mut self, mut job: Box<Job>, sh: &Shared) {
         if let Some(hit) = job.hit.take() {
-            return self.answer_job(&mut job, &hit, sh);
+            return self.answer_job(&mut job, *hit, sh);
         }
         if job.cache.as_ref().is_some_and(|c| !c.planned) {
             if let Some(job) = self.cache_before(job, sh) {

@@ -310,6 +310,39 @@ impl Hit {
     pub(crate) fn whole(&self) -> bool {
         !self.not_modified && self.content_range.is_none() && self.status == self.entry.status
     }
+
+    /// Whether this hit, for a client of `site`'s proxy route `route`, can be a [`Fresh`]
+    /// answer, and if so whether that adds `Vary: Accept-Encoding`: when nothing about it
+    /// needs the streamed hit's path (`driver/cache.rs`, `send_hit`) — the stored answer
+    /// whole (no 304, range or 416), no field the mount removes or sets or the site adds, no
+    /// coding to apply. `coding` is the one the client's Accept-Encoding chose on a site that
+    /// compresses (`None`: compression is off there). The content phase's hits and the
+    /// driver's (after forward auth, a flight or the second tier) follow this one rule.
+    pub(crate) fn fresh_vary(
+        &self,
+        site: &crate::app::sites::SiteApp,
+        route: usize,
+        coding: Option<Encoding>,
+    ) -> Option<bool> {
+        let policy = &site.proxies.get(route)?.response;
+        if !self.whole()
+            || !policy.set.is_empty()
+            || !policy.remove.is_empty()
+            || site.adds_proxied_fields()
+        {
+            return None;
+        }
+        // A client that takes no coding gets the stored bytes and learns that answers vary
+        // on it; one that takes a coding gets the streamed hit's coded body.
+        match coding {
+            None => Some(false),
+            Some(coding) => match self.coding_plan(coding, &site.compression) {
+                CodingPlan::AsIs => Some(false),
+                CodingPlan::Vary => Some(!self.varies_on_coding()),
+                CodingPlan::Encode(_) => None,
+            },
+        }
+    }
 }
 
 /// A fresh, whole hit answered in the content phase as an ordinary answer
@@ -430,24 +463,30 @@ impl Fresh {
 /// ~300 instructions a hit when read each time, callgrind).
 fn render(entry: &Entry) -> linerate_cache::Rendered {
     let ranged = entry.status != 200;
-    let size = entry
-        .fields
-        .iter()
-        .map(|(n, v)| n.len() + v.len() + 4)
-        .sum();
+    let skipped =
+        |n: &[u8]| written_here(n) || (ranged && n.eq_ignore_ascii_case(b"content-range"));
+    let date = entry.field(b"date");
+    // Sized exactly (`name: value\r\n` a line): the block is never grown nor shrunk.
+    let size = date.map_or(0, |d| d.len() + 8)
+        + entry
+            .fields
+            .iter()
+            .filter(|(n, _)| !skipped(n))
+            .map(|(n, v)| n.len() + v.len() + 4)
+            .sum::<usize>();
     let mut head = Vec::with_capacity(size);
     // The stored Date first: a cache does not update it (RFC 9110 §6.6.1), and the head
     // writes it before the server's Alt-Svc.
-    if let Some(date) = entry.field(b"date") {
+    if let Some(date) = date {
         linerate_http1::literal_field(&mut head, b"Date", date);
     }
     let first_line = head.len();
     for (n, v) in &entry.fields {
-        if written_here(n) || (ranged && n.eq_ignore_ascii_case(b"content-range")) {
-            continue;
+        if !skipped(n) {
+            linerate_http1::write_field(&mut head, n, v);
         }
-        linerate_http1::write_field(&mut head, n, v);
     }
+    debug_assert_eq!(head.len(), size);
     linerate_cache::Rendered {
         head: head.into_boxed_slice(),
         first_line,
@@ -725,7 +764,7 @@ impl Exchange {
         let Some((key, id)) = self.flight.take() else {
             return;
         };
-        match stored.and_then(|b| super::tier::decode(&b, &key)) {
+        match stored.and_then(|b| super::tier::decode(b, &key)) {
             Some(entry) => {
                 let entry = Arc::new(entry);
                 self.mount.store.insert(Arc::clone(&entry));
@@ -788,10 +827,11 @@ impl Exchange {
                 revalidate,
             } => {
                 counters.record(if ttl < 0 { Event::Stale } else { Event::Hit });
-                let status = self.status_value(|name| CacheStatus {
-                    collapsed: false,
-                    ..CacheStatus::hit(name, ttl)
-                });
+                // `name; hit; ttl=N`, inline as the content phase's hits write it.
+                let status = mount
+                    .hit_status
+                    .as_deref()
+                    .map_or(StatusValue::None, |prefix| StatusValue::hit(prefix, ttl));
                 let background = (revalidate && self.req.is_get())
                     .then(|| mount.flights().lead_if_idle(&entry.key, now))
                     .flatten()
@@ -856,14 +896,7 @@ impl Exchange {
     }
 
     /// The answer from `entry`, `age` seconds old, for this request.
-    fn hit(
-        &self,
-        entry: Arc<Entry>,
-        age: u64,
-        not_modified: bool,
-        status_field: Option<Vec<u8>>,
-    ) -> Hit {
-        let status = status_field.map_or(StatusValue::None, StatusValue::Heap);
+    fn hit(&self, entry: Arc<Entry>, age: u64, not_modified: bool, status: StatusValue) -> Hit {
         self.req
             .with(|r| answer(r, entry, age, not_modified, status))
     }
@@ -994,10 +1027,12 @@ impl Exchange {
                     .iter()
                     .any(|c| n.eq_ignore_ascii_case(c))
             });
-        let status = self.status_value(|name| CacheStatus {
-            collapsed: self.collapsed,
-            ..CacheStatus::forward(name, fwd)
-        });
+        let status = self
+            .status_value(|name| CacheStatus {
+                collapsed: self.collapsed,
+                ..CacheStatus::forward(name, fwd)
+            })
+            .map_or(StatusValue::None, StatusValue::Heap);
         self.hit(entry, age, not_modified, status)
     }
 
@@ -1165,7 +1200,7 @@ mod tests {
             key,
             Variant::default(),
             &response,
-            Arc::from(&b"body"[..]),
+            linerate_cache::Shared::from(&b"body"[..]),
             t,
         ));
         let req = linerate_cache::Request {
@@ -1265,7 +1300,7 @@ mod tests {
             key,
             Variant::default(),
             &response,
-            Arc::from(&b"body"[..]),
+            linerate_cache::Shared::from(&b"body"[..]),
             t,
         ));
         let ranged: &[(&[u8], &[u8])] = &[(b"Range", b"bytes=1-2")];

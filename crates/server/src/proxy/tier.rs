@@ -10,6 +10,7 @@
 //! once per outage); results come back through the caller's callback on the tier's thread.
 #![forbid(unsafe_code)]
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -17,7 +18,7 @@ use std::time::Duration;
 use linerate_cache::entry::Entry;
 use linerate_cache::fields::OwnedField;
 use linerate_cache::key::{Key, Variant, Vary};
-use linerate_cache::{Time, Timing};
+use linerate_cache::{Shared, Time, Timing};
 use linerate_kv::{Tier, TierConfig};
 
 /// The namespace of every key this cache writes (its generation counter included).
@@ -245,9 +246,13 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
 }
 
 /// Reads bytes [`encode`] wrote, back into an entry for `key`; `None` for anything else
-/// (another version, another key, a cut or malformed value).
-pub(crate) fn decode(stored: &[u8], key: &Key) -> Option<Entry> {
-    let mut r = Reader(stored);
+/// (another version, another key, a cut or malformed value). The entry's fields and body
+/// are ranges of `stored` itself, kept as one block ([`Shared`]): nothing is copied.
+pub(crate) fn decode(stored: Vec<u8>, key: &Key) -> Option<Entry> {
+    let mut r = Reader {
+        bytes: &stored,
+        at: 0,
+    };
     if r.take(4)? != MAGIC || r.bytes()? != key.as_bytes() {
         return None;
     }
@@ -257,17 +262,26 @@ pub(crate) fn decode(stored: &[u8], key: &Key) -> Option<Entry> {
     let n = r.u32()? as usize;
     let mut selecting = Vec::with_capacity(n.min(64));
     for _ in 0..n {
-        selecting.push((r.bytes()?, r.bytes()?));
+        selecting.push((r.span()?, r.span()?));
     }
     let n = r.u32()? as usize;
-    let mut fields: Vec<OwnedField> = Vec::with_capacity(n.min(256));
+    let mut spans = Vec::with_capacity(n.min(256));
     for _ in 0..n {
-        fields.push((r.bytes()?.into(), r.bytes()?.into()));
+        spans.push((r.span()?, r.span()?));
     }
-    let body: Arc<[u8]> = r.bytes()?.into();
-    if !r.0.is_empty() {
+    let body = r.span()?;
+    if r.at != stored.len() {
         return None;
     }
+    let block = Shared::new(stored);
+    let fields: Vec<OwnedField> = spans
+        .into_iter()
+        .map(|(n, v)| (block.slice(n), block.slice(v)))
+        .collect();
+    let selecting: Vec<(&[u8], &[u8])> = selecting
+        .into_iter()
+        .map(|(n, v)| (&block[n], &block[v]))
+        .collect();
     let variant = Variant::of(&Vary::parse(&fields), &selecting);
     // The fields were an entry's, so already as stored (`encode` writes `entry.fields`):
     // they are not filtered again. The tier is trusted as the memory store is: what it
@@ -277,7 +291,7 @@ pub(crate) fn decode(stored: &[u8], key: &Key) -> Option<Entry> {
         variant,
         status,
         fields,
-        body,
+        block.slice(body),
         Timing {
             request_time,
             response_time,
@@ -285,16 +299,24 @@ pub(crate) fn decode(stored: &[u8], key: &Key) -> Option<Entry> {
     ))
 }
 
-struct Reader<'a>(&'a [u8]);
+/// A cursor over a stored value.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
 
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if self.0.len() < n {
-            return None;
-        }
-        let (a, b) = self.0.split_at(n);
-        self.0 = b;
-        Some(a)
+        let span = self.skip(n)?;
+        Some(&self.bytes[span])
+    }
+
+    /// The next `n` bytes' range, read past.
+    fn skip(&mut self, n: usize) -> Option<Range<usize>> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len())?;
+        let span = self.at..end;
+        self.at = end;
+        Some(span)
     }
 
     fn u32(&mut self) -> Option<u32> {
@@ -305,9 +327,15 @@ impl<'a> Reader<'a> {
         Some(u64::from_be_bytes(self.take(8)?.try_into().ok()?))
     }
 
-    fn bytes(&mut self) -> Option<&'a [u8]> {
+    /// A length-prefixed string's range.
+    fn span(&mut self) -> Option<Range<usize>> {
         let n = self.u32()? as usize;
-        self.take(n)
+        self.skip(n)
+    }
+
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let span = self.span()?;
+        Some(&self.bytes[span])
     }
 }
 
@@ -372,7 +400,7 @@ mod tests {
         let stored = encode(&entry, &req);
         // Only the field Vary names goes with it: never the client's cookie.
         assert!(!stored.windows(6).any(|w| w == b"secret"));
-        let back = decode(&stored, &key).unwrap();
+        let back = decode(stored.clone(), &key).unwrap();
         assert_eq!(
             (
                 back.status,
@@ -385,15 +413,18 @@ mod tests {
         );
         // Another key, another version, a cut value, a byte too many: nothing.
         let other = Key::new(b"http", b"a.example", b"/other").unwrap();
-        assert!(decode(&stored, &other).is_none());
+        assert!(decode(stored.clone(), &other).is_none());
         let mut v2 = stored.clone();
         v2[3] = b'2';
-        assert!(decode(&v2, &key).is_none());
+        assert!(decode(v2, &key).is_none());
         for cut in [0, 3, 10, stored.len() - 1] {
-            assert!(decode(&stored[..cut], &key).is_none(), "cut at {cut}");
+            assert!(
+                decode(stored[..cut].to_vec(), &key).is_none(),
+                "cut at {cut}"
+            );
         }
         let mut longer = stored.clone();
         longer.push(0);
-        assert!(decode(&longer, &key).is_none());
+        assert!(decode(longer, &key).is_none());
     }
 }

@@ -60,6 +60,6 @@ impl SharedTier {
 }
 
 /// Never called: no tier holds bytes.
-pub(crate) fn decode(_stored: &[u8], _key: &Key) -> Option<Entry> {
+pub(crate) fn decode(_stored: Vec<u8>, _key: &Key) -> Option<Entry> {
     None
 }

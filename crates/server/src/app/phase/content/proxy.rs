@@ -141,7 +141,8 @@ impl<'a> ConnApp<'a> {
                 crate::proxy::cache::Here::Hit(hit) => {
                     if h1
                         && pipe.is_none()
-                        && let Some(vary) = self.answers_fresh(route, head, buf, &hit)
+                        && let Some(vary) =
+                            hit.fresh_vary(self.site_app, route, self.coding(head, buf))
                     {
                         let fresh = crate::proxy::cache::Fresh::new(hit, vary);
                         return self.answer_fresh(head, buf, fresh);
@@ -261,40 +262,6 @@ impl<'a> ConnApp<'a> {
                     crate::compress::encodable,
                 ),
             })
-    }
-
-    /// Whether a hit for an HTTP/1.1 client is answered here as an ordinary answer (no job,
-    /// no driver round trip, no streamed head: [`ConnApp::answer_fresh`]), and if so whether
-    /// it adds `Vary: Accept-Encoding`: when nothing about it needs the driver's path — the
-    /// stored answer whole (no 304, range or 416), no field the mount removes or sets or the
-    /// site adds, no coding to apply (the driver's rules, `send_hit`).
-    fn answers_fresh(
-        &self,
-        route: usize,
-        head: &RequestHead,
-        buf: &[u8],
-        hit: &crate::proxy::cache::Hit,
-    ) -> Option<bool> {
-        use crate::app::compress_stream::Plan;
-        let site = self.site_app;
-        let policy = &site.proxies[route].response;
-        if !hit.whole()
-            || !policy.set.is_empty()
-            || !policy.remove.is_empty()
-            || site.adds_proxied_fields()
-        {
-            return None;
-        }
-        // A client that takes no coding gets the stored bytes and learns that answers vary
-        // on it; one that takes a coding is the driver's.
-        match self.coding(head, buf) {
-            None => Some(false),
-            Some(coding) => match hit.coding_plan(coding, &site.compression) {
-                Plan::AsIs => Some(false),
-                Plan::Vary => Some(!hit.varies_on_coding()),
-                Plan::Encode(_) => None,
-            },
-        }
     }
 
     /// `fresh` as this request's answer ([`Body::Cached`], which its HTTP/1.1 connection
