@@ -19,7 +19,8 @@
 #       each thread's instructions per request (CG_OUT=DIR keeps the dump's files, for
 #       callgrind_annotate). Counts, not times: fine on a busy machine.
 #
-# BIN=path/to/linerate (default target/release/linerate). Exit 2 with NOT RUN where Redis or the
+# BIN=path/to/linerate (default target/release/linerate); BASE=another/linerate times that one
+# too, in the same rounds (a table each), for a before-and-after in one run. Exit 2 with NOT RUN where Redis or the
 # binary is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -73,7 +74,7 @@ start_edge() {
     local args=(serve --app none --addr "127.0.0.1:$edge_port" --workers 1 --no-pin
         --proxy "/=http://127.0.0.1:$origin_port" --proxy-cache "$cache")
     [ -z "$tier" ] || args+=(--proxy-cache-tier "$tier")
-    "$@" "$BIN" "${args[@]}" >"$work/$name.log" 2>&1 &
+    "$@" "${EDGE_BIN:-$BIN}" "${args[@]}" >"$work/$name.log" 2>&1 &
     edge_pid=$!
     pids+=("$edge_pid")
     wait_port "$edge_port"
@@ -145,6 +146,8 @@ rounds=${2:-3}
 secs=${3:-5}
 : >"$work/results"
 for r in $(seq "$rounds"); do
+  for bin in "$BIN" ${BASE:+"$BASE"}; do
+    EDGE_BIN=$bin
     for kind in memory tier; do
         if [ $kind = memory ]; then
             start_edge memory 64MiB "" taskset -c 0
@@ -157,25 +160,28 @@ for r in $(seq "$rounds"); do
         load "$edge_port" -d "${secs}s" --json >"$work/out.json"
         e1=$(cpu_ticks "$edge_pid"); r1=$(cpu_ticks "$redis_pid")
         reqs=$(answered "$work/out.json")
-        echo "$r $kind $reqs $((e1 - e0)) $((r1 - r0))" >>"$work/results"
+        echo "$bin $r $kind $reqs $((e1 - e0)) $((r1 - r0))" >>"$work/results"
         kill "$edge_pid"; wait "$edge_pid" 2>/dev/null || true
     done
+  done
 done
 python3 - "$work/results" "$(getconf CLK_TCK)" <<'EOF'
 import statistics, sys
 hz = int(sys.argv[2])
 rows = [l.split() for l in open(sys.argv[1])]
-by = {}
-for r, kind, reqs, e, red in rows:
+bins = {}
+for b, r, kind, reqs, e, red in rows:
     us = lambda t: int(t) / hz * 1e6 / int(reqs)
-    by.setdefault(r, {})[kind] = (int(reqs), us(e), us(red))
-print("| round | memory hit µs | tier hit: edge + Redis µs | ratio (both) | edge alone |")
-print("|---|---:|---:|---:|---:|")
-ratios = []
-for r in sorted(by, key=int):
-    m, t = by[r]["memory"], by[r]["tier"]
-    both = t[1] + t[2]
-    ratios.append(both / m[1])
-    print(f"| {r} | {m[1]:.2f} | {t[1]:.2f} + {t[2]:.2f} = {both:.2f} | {both / m[1]:.2f}x | {t[1] / m[1]:.2f}x |")
-print(f"median ratio (both processes): {statistics.median(ratios):.2f}x")
+    bins.setdefault(b, {}).setdefault(r, {})[kind] = (int(reqs), us(e), us(red))
+for b, by in bins.items():
+    print(f"\n{b}:")
+    print("| round | memory hit µs | tier hit: edge + Redis µs | ratio (both) | edge alone |")
+    print("|---|---:|---:|---:|---:|")
+    ratios = []
+    for r in sorted(by, key=int):
+        m, t = by[r]["memory"], by[r]["tier"]
+        both = t[1] + t[2]
+        ratios.append(both / m[1])
+        print(f"| {r} | {m[1]:.2f} | {t[1]:.2f} + {t[2]:.2f} = {both:.2f} | {both / m[1]:.2f}x | {t[1] / m[1]:.2f}x |")
+    print(f"median ratio (both processes): {statistics.median(ratios):.2f}x")
 EOF
