@@ -155,25 +155,30 @@ impl Redis {
         }
     }
 
-    /// One `GET` for each of `keys`, pipelined as one call: their values in `keys`' order.
-    /// An error reply to any of them fails the call (the server is not one to trust).
+    /// The values of `keys` in one `MGET` (one `GET` for a single key): their values in
+    /// `keys`' order, `None` for a missing key. One command for the lot costs Redis 7 about
+    /// half the instructions a key of pipelined `GET`s does (callgrind of redis-server, 12
+    /// keys of 1.3 KB: 3,666 instructions a key for `GET`s, 1,736 for `MGET`; issue Q). An
+    /// error reply fails the call (the server is not one to trust).
     pub async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, Error> {
-        let mut out = Vec::with_capacity(keys.iter().map(|k| 32 + k.len()).sum());
-        for key in keys {
-            resp::command(&mut out, &[b"GET", key.as_bytes()]);
+        if let [key] = keys {
+            return Ok(vec![self.get(key).await?]);
         }
-        let replies = self.call(out, keys.len()).await?;
-        if replies.len() != keys.len() {
-            return Err(closed());
+        let mut out = Vec::with_capacity(32 + keys.iter().map(|k| 16 + k.len()).sum::<usize>());
+        let mut args: Vec<&[u8]> = Vec::with_capacity(keys.len() + 1);
+        args.push(b"MGET");
+        args.extend(keys.iter().map(|k| k.as_bytes()));
+        resp::command(&mut out, &args);
+        match one(self.call(out, 1).await?)? {
+            Reply::Array(Some(items)) if items.len() == keys.len() => items
+                .into_iter()
+                .map(|r| match r {
+                    Reply::Bulk(v) => Ok(v),
+                    other => Err(unexpected("MGET", &other)),
+                })
+                .collect(),
+            other => Err(unexpected("MGET", &other)),
         }
-        replies
-            .into_iter()
-            .map(|r| match r {
-                Reply::Bulk(v) => Ok(v),
-                Reply::Error(e) => Err(Error(e)),
-                other => Err(unexpected("GET", &other)),
-            })
-            .collect()
     }
 
     /// `SET key value PX ttl`: with a `maxmemory-policy` that evicts (`allkeys-lru`, as the

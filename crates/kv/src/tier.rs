@@ -157,9 +157,9 @@ impl Tier {
     /// [`Tier::get_then`] for many keys at once: `done` gets their values (or misses) in
     /// `keys`' order, once, on the tier's thread or at once. The proxy's worker asks for
     /// every key its turn collected in one call, so a turn costs one wake of the tier's
-    /// thread, and on Redis one pipelined write of every `GET` and one read of their
-    /// replies, however many requests it holds; a call per key cost a wake and a write each
-    /// (2.9 system calls a tier hit, `strace`). On Redis the batch is one call: one timeout,
+    /// thread, and on Redis one `MGET` of every key (half the server's instructions a key
+    /// of pipelined `GET`s), however many requests it holds; a call per key cost a wake and
+    /// a write each (2.9 system calls a tier hit, `strace`). On Redis the batch is one call: one timeout,
     /// one outcome for the health and the error counters. On memcached each key is its own
     /// call (a connection each, as before), run side by side.
     pub fn get_many_then(
