@@ -98,12 +98,15 @@ impl<T> Flights<T> {
     /// upstream alone rather than leading a new flight, which would serialise them).
     /// Empty when the flight is no longer this one (it expired, or another replaced it).
     pub fn land(&mut self, key: &Key, id: FlightId) -> Vec<T> {
-        match self.flights.get(key) {
-            Some(f) if f.id == id => self
-                .flights
-                .remove(key)
-                .map_or_else(Vec::new, |f| f.waiters),
-            _ => Vec::new(),
+        // Removed first, put back in the rare case it is another flight: the key is hashed
+        // once on the usual path (a `get` then a `remove` hashed it twice).
+        match self.flights.remove_entry(key) {
+            Some((_, f)) if f.id == id => f.waiters,
+            Some((k, f)) => {
+                self.flights.insert(k, f);
+                Vec::new()
+            }
+            None => Vec::new(),
         }
     }
 
