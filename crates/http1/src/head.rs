@@ -699,6 +699,10 @@ impl RequestHead {
     pub fn target<'b>(&self, buf: &'b [u8]) -> &'b str {
         ascii(self.target.of(buf))
     }
+    /// The request-target as bytes (no UTF-8 check): what a cache keys on.
+    pub fn target_bytes<'b>(&self, buf: &'b [u8]) -> &'b [u8] {
+        self.target.of(buf)
+    }
     /// The target's form.
     pub fn target_form(&self) -> TargetForm {
         self.form

@@ -183,7 +183,7 @@ impl CacheReq {
         };
         let method = put(head.method_bytes(buf));
         let authority = put(head.host(buf).unwrap_or_default());
-        let target = put(head.target(buf).as_bytes());
+        let target = put(head.target_bytes(buf));
         let fields = head.headers(buf).map(|(n, v)| (put(n), put(v))).collect();
         CacheReq {
             buf: out,
@@ -615,7 +615,7 @@ pub(crate) fn plan_here(
         method: head.method_bytes(buf),
         scheme: if tls { b"https" } else { b"http" },
         authority: head.host(buf).unwrap_or_default(),
-        target: head.target(buf).as_bytes(),
+        target: head.target_bytes(buf),
         fields,
     };
     let now = now();
