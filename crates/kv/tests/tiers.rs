@@ -113,6 +113,19 @@ impl Server {
     fn signal(&self, s: Signal) {
         let pid = Pid::from_raw(self.child.id() as i32).unwrap();
         kill_process(pid, s).unwrap();
+        if s == Signal::STOP {
+            // kill(2) returns before every thread has stopped: a call sent at once could
+            // still be answered by one (memcached's workers were, once in CI). Wait until
+            // each thread reads as stopped (`T`), bounded.
+            let tasks = format!("/proc/{}/task", self.child.id());
+            for _ in 0..500 {
+                if all_stopped(&tasks) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            panic!("{:?} did not stop", self.engine);
+        }
     }
 
     fn kill(&mut self) {
@@ -126,6 +139,20 @@ impl Server {
         self.child = spawn(self.engine, self.port, &self.dir);
         self.wait_listening();
     }
+}
+
+/// Whether every thread under `tasks` (`/proc/PID/task`) is stopped: its state, the field
+/// after the command's closing parenthesis in its `stat`, is `T`.
+fn all_stopped(tasks: &str) -> bool {
+    let Ok(dir) = std::fs::read_dir(tasks) else {
+        return false;
+    };
+    dir.flatten().all(|t| {
+        std::fs::read_to_string(t.path().join("stat")).is_ok_and(|stat| {
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('T'))
+        })
+    })
 }
 
 fn spawn(engine: Engine, port: u16, dir: &std::path::Path) -> Child {
