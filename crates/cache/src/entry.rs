@@ -25,7 +25,7 @@ pub struct Timing {
 #[derive(Debug, Default)]
 pub struct Rendered {
     /// The stored fields as the server writes them on an answer (HTTP/1.1 field lines).
-    pub head: Box<[u8]>,
+    pub head: Vec<u8>,
     /// The length of a line at `head`'s start that the server writes before its own fields
     /// (the stored `Date`'s; 0: none).
     pub first_line: usize,
@@ -180,7 +180,7 @@ mod tests {
             let r = e.rendered(|e| {
                 made += 1;
                 Rendered {
-                    head: e.fields[0].1.to_vec().into(),
+                    head: e.fields[0].1.to_vec(),
                     first_line: 0,
                     compressible: true,
                 }
