@@ -43,7 +43,7 @@ pub use entry::{Entry, Rendered, Timing};
 pub use facts::{Method, Request, RequestFacts, Response, ResponseFacts};
 pub use freshness::{Reuse, Why};
 pub use key::{Key, NoKey, Variant, Vary};
-pub use policy::{After, Bypass, Plan, after, plan, plan_with};
+pub use policy::{After, Bypass, Plan, after, plan, plan_keyed, plan_with};
 pub use shared::Shared;
 pub use storable::NotStored;
 

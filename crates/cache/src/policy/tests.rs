@@ -489,3 +489,59 @@ fn plans_after_a_long_key_look_up_their_own() {
         }
     }
 }
+
+/// [`plan_keyed`] (a request planned again under the key its first plan made) decides as
+/// [`plan_with`] does: a held entry answers when the store has none, the store's own answers
+/// when it has one, and the method and precondition bypasses stand.
+#[test]
+fn a_keyed_plan_decides_as_the_written_key_does() {
+    let s = store();
+    let req = get("/keyed?x=1", &[]);
+    let Plan::Forward { key, .. } = plan_at(&s, &req, T0) else {
+        panic!("a miss first");
+    };
+    // An entry held apart from the store (a second tier's), fresh for 60 s.
+    let cc: &[Field] = &[(b"Cache-Control", b"max-age=60")];
+    let held = Arc::new(Entry::new(
+        key.clone(),
+        Variant::default(),
+        &Response {
+            status: 200,
+            fields: cc,
+        },
+        b"held"[..].into(),
+        at(T0),
+    ));
+    let opts = Options::default();
+    let t = Time(T0.0 + 5);
+    let same = |a: &Plan, b: &Plan| format!("{a:?}") == format!("{b:?}");
+    let keyed = plan_keyed(&req, &key, &s, Some(&held), t, &opts);
+    assert!(matches!(keyed, Plan::Answer { age: 5, .. }), "{keyed:?}");
+    assert!(same(&keyed, &plan_with(&req, &s, Some(&held), t, &opts)));
+    // Without it, a miss under the same key.
+    let miss = plan_keyed(&req, &key, &s, None, t, &opts);
+    assert!(
+        matches!(&miss, Plan::Forward { key: k, .. } if *k == key),
+        "{miss:?}"
+    );
+    assert!(same(&miss, &plan_with(&req, &s, None, t, &opts)));
+    // The store's entry, once there, answers as for a written key.
+    fill(&s, &req, 200, cc, T0);
+    let stored = plan_keyed(&req, &key, &s, Some(&held), t, &opts);
+    assert!(same(&stored, &plan_with(&req, &s, Some(&held), t, &opts)));
+    // The bypasses: a POST, and a precondition the origin judges.
+    let post = Request {
+        method: b"POST",
+        ..req
+    };
+    assert!(matches!(
+        plan_keyed(&post, &key, &s, Some(&held), t, &opts),
+        Plan::Bypass(Bypass::Method)
+    ));
+    let if_match: &[Field] = &[(b"If-Match", b"\"a\"")];
+    let conditional = get("/keyed?x=1", if_match);
+    assert!(matches!(
+        plan_keyed(&conditional, &key, &s, Some(&held), t, &opts),
+        Plan::Bypass(Bypass::Preconditions)
+    ));
+}

@@ -809,9 +809,18 @@ impl Exchange {
         let (plan, now) = match self.pending.take() {
             Some(made) => made,
             None => (
-                self.req.with(|r| {
-                    let held = self.tier_entry.as_ref();
-                    linerate_cache::plan_with(r, &mount.store, held, now, &mount.opts)
+                self.req.with(|r| match self.tier_entry.as_ref() {
+                    // The tier's entry was read back under this request's own key (the
+                    // flight's: `tier::decode` checks it), so the key is not written again.
+                    Some(held) => linerate_cache::plan_keyed(
+                        r,
+                        &held.key,
+                        &mount.store,
+                        Some(held),
+                        now,
+                        &mount.opts,
+                    ),
+                    None => linerate_cache::plan_with(r, &mount.store, None, now, &mount.opts),
                 }),
                 now,
             ),
