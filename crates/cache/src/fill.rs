@@ -57,8 +57,12 @@ impl Fill {
     /// otherwise, and then nothing may be stored (a cut body must never be served as whole).
     pub fn finish(self, complete: bool) -> Option<Shared> {
         match self.state {
-            // Kept as collected: no copy.
-            State::Collecting(buf) if complete => Some(Shared::new(buf)),
+            // Kept as collected, no copy when it was sized by its Content-Length; one that
+            // grew as it came gives back what it grew past (the store counts only the bytes).
+            State::Collecting(mut buf) if complete => {
+                buf.shrink_to_fit();
+                Some(Shared::new(buf))
+            }
             _ => None,
         }
     }
