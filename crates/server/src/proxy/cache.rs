@@ -203,26 +203,20 @@ impl CacheReq {
     }
 
     /// Calls `f` with the request as linerate-cache takes it.
-    /// The fields are listed on the stack for all but unusually long heads (a `Vec` each
-    /// call cost ~200 instructions, and a tier hit makes two calls).
+    /// Its fields listed by [`listed`] (a tier hit plans twice).
     fn with<R>(&self, f: impl FnOnce(&linerate_cache::Request<'_>) -> R) -> R {
-        let mut stack: [(&[u8], &[u8]); STACK_FIELDS] = [(&[], &[]); STACK_FIELDS];
-        let heap: Vec<(&[u8], &[u8])>;
-        let fields: &[(&[u8], &[u8])] = if self.fields.len() <= STACK_FIELDS {
-            for (slot, (n, v)) in stack.iter_mut().zip(&self.fields) {
-                *slot = (&self.buf[n.clone()], &self.buf[v.clone()]);
-            }
-            &stack[..self.fields.len()]
-        } else {
-            heap = self.fields();
-            &heap
-        };
-        f(&linerate_cache::Request {
-            method: &self.buf[self.method.clone()],
-            scheme: self.scheme,
-            authority: &self.buf[self.authority.clone()],
-            target: &self.buf[self.target.clone()],
-            fields,
+        let fields = self
+            .fields
+            .iter()
+            .map(|(n, v)| (&self.buf[n.clone()], &self.buf[v.clone()]));
+        listed(self.fields.len(), fields, |fields| {
+            f(&linerate_cache::Request {
+                method: &self.buf[self.method.clone()],
+                scheme: self.scheme,
+                authority: &self.buf[self.authority.clone()],
+                target: &self.buf[self.target.clone()],
+                fields,
+            })
         })
     }
 
@@ -586,8 +580,29 @@ fn answer(
     }
 }
 
-/// Request fields [`plan_here`] lists on the stack; a head with more lists them in a `Vec`.
+/// Request fields [`listed`] lists on the stack; a head with more lists them in a `Vec`.
 const STACK_FIELDS: usize = 32;
+
+/// Calls `f` with the `count` request `fields` as linerate-cache reads them: on the stack for
+/// all but unusually long heads, in a `Vec` past [`STACK_FIELDS`] (a `Vec` each plan cost
+/// ~200 instructions, callgrind).
+fn listed<'a, R>(
+    count: usize,
+    fields: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+    f: impl FnOnce(&[(&'a [u8], &'a [u8])]) -> R,
+) -> R {
+    if count > STACK_FIELDS {
+        let heap: Vec<(&[u8], &[u8])> = fields.collect();
+        return f(&heap);
+    }
+    let mut stack: [(&[u8], &[u8]); STACK_FIELDS] = [(&[], &[]); STACK_FIELDS];
+    let mut n = 0;
+    for (slot, field) in stack.iter_mut().zip(fields) {
+        *slot = field;
+        n += 1;
+    }
+    f(&stack[..n])
+}
 
 /// What the content phase did with a request below a caching mount without forward auth:
 /// answered it from the store, or planned it for the driver (which then need not look
@@ -606,20 +621,19 @@ pub(crate) fn plan_here(
     buf: &[u8],
     tls: bool,
 ) -> Here {
-    // The fields as the plan reads them, on the stack for all but unusually long heads.
-    let mut stack: [(&[u8], &[u8]); STACK_FIELDS] = [(&[], &[]); STACK_FIELDS];
-    let heap: Vec<(&[u8], &[u8])>;
-    let fields: &[(&[u8], &[u8])] = if head.header_count() <= STACK_FIELDS {
-        let mut n = 0;
-        for (slot, f) in stack.iter_mut().zip(head.headers(buf)) {
-            *slot = f;
-            n += 1;
-        }
-        &stack[..n]
-    } else {
-        heap = head.headers(buf).collect();
-        &heap
-    };
+    listed(head.header_count(), head.headers(buf), |fields| {
+        plan_listed(mount, head, buf, tls, fields)
+    })
+}
+
+/// [`plan_here`] with the request's fields listed.
+fn plan_listed(
+    mount: &Arc<MountCache>,
+    head: &RequestHead,
+    buf: &[u8],
+    tls: bool,
+    fields: &[(&[u8], &[u8])],
+) -> Here {
     let req = linerate_cache::Request {
         method: head.method_bytes(buf),
         scheme: if tls { b"https" } else { b"http" },
