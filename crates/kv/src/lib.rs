@@ -7,7 +7,7 @@
 //! exact TTL on every engine ([`frame`]), and a purge that reaches every edge through a
 //! generation number kept in the tier.
 //!
-//! The sans-I/O parts ([`health`], [`frame`], [`endpoint`], [`resp`]) are tested without sockets;
+//! The sans-I/O parts ([`health`], [`frame`], [`endpoint`], [`resp`], [`link`]) are tested without sockets;
 //! tests/ runs the clients against real `redis-server` and `memcached` processes.
 #![forbid(unsafe_code)]
 
@@ -15,6 +15,7 @@ mod cache;
 pub mod endpoint;
 pub mod frame;
 pub mod health;
+pub mod link;
 mod memcached;
 mod memory;
 mod redis;
@@ -26,4 +27,4 @@ pub use cache::{Cache, CacheBuilder, CacheStats, Hit, Source};
 pub use endpoint::{BadUrl, Endpoint, TierConfig};
 pub use memory::Memory;
 pub use stats::Snapshot;
-pub use tier::Tier;
+pub use tier::{LinkSpec, Tier};

@@ -91,6 +91,12 @@ impl Redis {
         })
     }
 
+    /// Where the server is, and the greeting every connection sends first (AUTH, SELECT)
+    /// with how many replies it gets: for a caller that connects itself ([`crate::link`]).
+    pub fn endpoint(&self) -> (&str, u16, &[u8], usize) {
+        (&self.host, self.port, &self.hello.0, self.hello.1)
+    }
+
     /// Forgets the connection (after a failure or a timeout: the server may be gone).
     pub fn reset(&self) {
         self.conn.lock().unwrap().take();

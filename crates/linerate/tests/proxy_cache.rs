@@ -625,8 +625,20 @@ fn three_edges_share_one_tier_and_a_purge_on_one_reaches_all() {
 /// almost nothing, with `tier` behind it, once it stores there (it reads the tier's
 /// generation first, and leaves the tier alone until then).
 fn edge_before_a_tier(up: &Upstream, tier: &common::tier::TierServer) -> (Served, String) {
+    let edge = edge_before(up, &tier.url());
+    let mut n = 0;
+    eventually("the edge stores in the tier", || {
+        n += 1;
+        stores_through(&edge.1, || {
+            get(edge.0.addr, &format!("/warm{n}"), "");
+        })
+    });
+    edge
+}
+
+/// [`edge_before_a_tier`]'s edge for the tier at `url`, not waited for.
+fn edge_before(up: &Upstream, url: &str) -> (Served, String) {
     let spec = format!("/=http://{}", up.addr);
-    let url = tier.url();
     let admin = format!("127.0.0.1:{}", common::free_port("127.0.0.1"));
     let args = [
         "--addr",
@@ -640,19 +652,48 @@ fn edge_before_a_tier(up: &Upstream, tier: &common::tier::TierServer) -> (Served
         "--proxy-cache",
         "1KiB",
         "--proxy-cache-tier",
-        url.as_str(),
+        url,
         "--admin",
         admin.as_str(),
     ];
-    let edge = common::bin::serve_as(&args);
+    (common::bin::serve_as(&args), admin)
+}
+
+/// The worker asks a Redis tier on its own connection (`driver/tier_link.rs`), which greets
+/// the server first as the tier's thread does: the database the URL names is selected, so a
+/// hit through database 3 finds what the edge stored there (without the greeting's reply
+/// read first, the first answer would be its `+OK` and every hit a miss; without the
+/// greeting, the worker would look in database 0). A refused greeting is
+/// `linerate_kv::link`'s unit test: the edge reads the tier's generation through the same
+/// greeting first, and leaves a tier that refuses it alone.
+#[test]
+fn the_workers_own_tier_connection_selects_its_database() {
+    let Some(tier) = common::tier::TierServer::start("redis-server") else {
+        return;
+    };
+    let body = vec![b'y'; 2048];
+    let up = Upstream::start(move |_, _| ok_with("Cache-Control: public, max-age=600\r\n", &body));
+    let (edge, admin) = edge_before(&up, &format!("{}/3", tier.url()));
     let mut n = 0;
-    eventually("the edge stores in the tier", || {
+    eventually("the edge stores in database 3", || {
         n += 1;
         stores_through(&admin, || {
             get(edge.addr, &format!("/warm{n}"), "");
         })
     });
-    (edge, admin)
+    let before = tier_stored(&admin);
+    assert_eq!(get(edge.addr, "/db3", "").body.len(), 2048);
+    eventually("the answer is in the tier", || tier_stored(&admin) > before);
+    for _ in 0..3 {
+        let r = get(edge.addr, "/db3", "");
+        assert_eq!(r.body.len(), 2048);
+        assert!(
+            r.header("cache-status").unwrap().contains("hit"),
+            "{:?}",
+            r.headers
+        );
+    }
+    assert_eq!(up.count("/db3"), 1, "tier hits went upstream");
 }
 
 /// A tier hit is answered from the tier's entry even when the memory store cannot keep it

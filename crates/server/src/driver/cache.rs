@@ -324,6 +324,11 @@ impl<B: Backend> Worker<B> {
                 keys.push(std::mem::take(&mut a.key));
                 false
             });
+            // A Redis tier: on the worker's own connection (`tier_link.rs`).
+            if let Some(i) = self.link_to(&mount) {
+                self.link_ask(i, parks, keys);
+                continue;
+            }
             let inbox = self.io.app.inbox.clone();
             match &mount.tier {
                 Some(t) => t.fetch_many(keys, move |values| {
@@ -355,12 +360,17 @@ impl<B: Backend> Worker<B> {
         let mut tiered = Vec::new();
         self.io.app.inbox.take_tiered(&mut tiered);
         for (park, stored) in tiered {
-            if let Some(mut job) = self.pools.parked.remove(&park) {
-                if let Some(x) = job.cache.as_mut() {
-                    x.tier_answer(stored);
-                }
-                self.dispatch(job, sh);
+            self.tier_answered(park, stored, sh);
+        }
+    }
+
+    /// The second tier's answer for the request parked as `park`: it plans again with it.
+    pub(super) fn tier_answered(&mut self, park: u64, stored: Option<Vec<u8>>, sh: &Shared) {
+        if let Some(mut job) = self.pools.parked.remove(&park) {
+            if let Some(x) = job.cache.as_mut() {
+                x.tier_answer(stored);
             }
+            self.dispatch(job, sh);
         }
     }
 

@@ -31,6 +31,8 @@ pub(crate) mod quic;
 #[path = "quic_off.rs"]
 pub(crate) mod quic;
 pub(crate) mod streams;
+#[cfg(feature = "proxy")]
+mod tier_link;
 pub(crate) mod timer;
 #[cfg(feature = "tls")]
 pub mod tls;

@@ -140,6 +140,8 @@ pub(super) struct Pools {
     pub(super) next_park: u64,
     /// Second-tier questions of parked requests, sent at the turn's end (`cache.rs`).
     pub(super) tier_asks: Vec<super::cache::TierAsk>,
+    /// This worker's own connections to Redis tiers (`tier_link.rs`).
+    pub(super) links: super::tier_link::TierLinks,
     /// The HTTP/2 upstream connections open (tokens; `upstream_h2.rs`).
     #[cfg(feature = "http2")]
     pub(super) h2: Vec<Token>,
@@ -1219,6 +1221,16 @@ impl<B: Backend> Worker<B> {
     #[cold]
     #[inline(never)]
     pub(super) fn up_event(&mut self, c: Completion, sh: &Shared) {
+        if !self.pools.links.is_empty()
+            && let Completion::Connected { token }
+            | Completion::Received { token, .. }
+            | Completion::Eof { token }
+            | Completion::Sent { token, .. }
+            | Completion::Failed { token } = &c
+            && let Some(i) = self.pools.links.of(*token)
+        {
+            return self.link_event(i, c, sh);
+        }
         #[cfg(feature = "http2")]
         if let Completion::Connected { token }
         | Completion::Received { token, .. }
@@ -1578,6 +1590,9 @@ impl<B: Backend> Worker<B> {
         self.pools.fit(&sites, counters);
         let now = self.io.cx.now;
         let mut next = self.expire_flights();
+        if !self.pools.links.is_empty() {
+            next = next.min(self.link_deadlines(sh));
+        }
         for (gi, up) in sites.upstreams.iter().enumerate() {
             let Some(check) = up.health.as_ref() else {
                 continue;

@@ -166,7 +166,48 @@ impl SharedTier {
         let c = self.tier.counters();
         [c.hits, c.misses, c.errors + c.timeouts, c.sets]
     }
+
+    /// Where a worker connects to ask this tier itself, and the link's state for a new
+    /// connection (`driver/tier_link.rs`): a Redis tier whose host is an IP address or
+    /// `localhost`. `None` for memcached, and for a host name, which would be looked up in
+    /// the worker's loop (it blocks): those are asked on the tier's thread.
+    pub(crate) fn link(&self) -> Option<(std::net::SocketAddr, Link)> {
+        let spec = self.tier.link_spec()?;
+        let ip: std::net::IpAddr = if spec.host.eq_ignore_ascii_case("localhost") {
+            std::net::Ipv4Addr::LOCALHOST.into()
+        } else {
+            spec.host.trim_matches(['[', ']']).parse().ok()?
+        };
+        Some((
+            std::net::SocketAddr::new(ip, spec.port),
+            Link::new(&spec.greeting, spec.replies),
+        ))
+    }
+
+    /// Whether a worker's ask for `keys` keys may go now (see [`Tier::admit`]).
+    pub(crate) fn admit(&self, keys: usize) -> bool {
+        self.tier.admit(keys)
+    }
+
+    /// The longest a worker's ask may wait for its answer (ms, rounded up).
+    pub(crate) fn timeout_ms(&self) -> u64 {
+        self.tier.timeout().as_micros().div_ceil(1000) as u64
+    }
+
+    /// A worker's ask's outcome (`Err`: why it failed; `timed_out`: its deadline passed),
+    /// counted and reported as the tier's own calls are; `keys` values (or misses) back.
+    pub(crate) fn settle(
+        &self,
+        outcome: Result<Vec<Option<Vec<u8>>>, Broken>,
+        timed_out: bool,
+        keys: usize,
+    ) -> Vec<Option<Vec<u8>>> {
+        self.tier.settle(outcome, timed_out, keys)
+    }
 }
+
+/// A worker's connection to a Redis tier, sans I/O, and why one broke (linerate-kv's).
+pub(crate) use linerate_kv::link::{Broken, Link};
 
 /// `NAMESPACE:GENERATION:KEY`, the key's spaces, controls, non-ASCII bytes and `%` written
 /// `%XX` (memcached takes none of them); `None` past [`MAX_TIER_KEY`]. By hand, not with

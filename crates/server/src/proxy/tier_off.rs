@@ -57,6 +57,62 @@ impl SharedTier {
     pub(crate) fn counts(&self) -> [u64; 4] {
         match *self {}
     }
+
+    pub(crate) fn link(&self) -> Option<(std::net::SocketAddr, Link)> {
+        match *self {}
+    }
+
+    pub(crate) fn admit(&self, _keys: usize) -> bool {
+        match *self {}
+    }
+
+    pub(crate) fn timeout_ms(&self) -> u64 {
+        match *self {}
+    }
+
+    pub(crate) fn settle(
+        &self,
+        _outcome: Result<Vec<Option<Vec<u8>>>, Broken>,
+        _timed_out: bool,
+        _keys: usize,
+    ) -> Vec<Option<Vec<u8>>> {
+        match *self {}
+    }
+}
+
+/// Why a link broke (never: no link is made; the driver only makes one to fail an ask).
+#[derive(Debug)]
+pub(crate) struct Broken(#[allow(dead_code)] pub String);
+
+/// Cannot be made: no tier to link to.
+#[derive(Debug)]
+pub(crate) enum Link {}
+
+impl Link {
+    pub(crate) fn ask(&mut self, _ticket: u64, _keys: &[String]) {
+        match *self {}
+    }
+
+    pub(crate) fn has_output(&self) -> bool {
+        match *self {}
+    }
+
+    pub(crate) fn take_output(&mut self, _spare: Vec<u8>) -> Vec<u8> {
+        match *self {}
+    }
+
+    pub(crate) fn abandon(&mut self) -> std::iter::Empty<u64> {
+        match *self {}
+    }
+
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn received(
+        &mut self,
+        _bytes: &[u8],
+        _answers: &mut Vec<(u64, Result<Vec<Option<Vec<u8>>>, Broken>)>,
+    ) -> Result<(), Broken> {
+        match *self {}
+    }
 }
 
 /// Never called: no tier holds bytes.
