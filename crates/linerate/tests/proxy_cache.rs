@@ -771,6 +771,43 @@ fn requests_arriving_together_each_get_their_own_tier_hit() {
     }
 }
 
+/// Requests for one key that arrive together while memory cannot keep its answer: one leads
+/// the key's flight and asks the tier, the others wait on it. When the flight lands with the
+/// tier's entry, each waiter (woken, the store still without it) asks the tier too, and gets
+/// the hit: none goes upstream (before, each woken waiter went up alone).
+#[test]
+fn waiters_on_a_tier_flight_get_the_tier_entry_not_the_upstream() {
+    const N: usize = 24;
+    let Some(tier) = common::tier::TierServer::start("redis-server") else {
+        return;
+    };
+    let body = vec![b'w'; 4096];
+    let up = Upstream::start(move |_, _| ok_with("Cache-Control: public, max-age=600\r\n", &body));
+    let (edge, admin) = edge_before_a_tier(&up, &tier);
+    let before = tier_stored(&admin);
+    assert_eq!(get(edge.addr, "/one", "").body.len(), 4096);
+    eventually("the answer is in the tier", || tier_stored(&admin) > before);
+    for round in 0..3 {
+        let start = std::sync::Arc::new(std::sync::Barrier::new(N));
+        let askers: Vec<_> = (0..N)
+            .map(|_| {
+                let (start, addr) = (start.clone(), edge.addr);
+                std::thread::spawn(move || {
+                    let mut c = Client::connect(addr);
+                    start.wait();
+                    c.send(b"GET /one HTTP/1.1\r\nHost: t\r\n\r\n");
+                    c.read_response()
+                })
+            })
+            .collect();
+        for a in askers {
+            let r = a.join().unwrap();
+            assert_eq!((r.status, r.body.len()), (200, 4096), "round {round}");
+        }
+        assert_eq!(up.count("/one"), 1, "round {round}: waiters went upstream");
+    }
+}
+
 /// Tier hits are answered by the driver (after the tier's thread), for an HTTP/1.1 client as
 /// the content phase's fresh hits are (`Worker::answer_job`, `Conn::complete`): pipelined
 /// with a HEAD, each answer comes in order with its own body, the stored Date and fields, the

@@ -732,6 +732,9 @@ pub(crate) struct Exchange {
     storing: Option<Storing>,
     /// The second tier was asked (a leader asks once).
     tier_checked: bool,
+    /// The key a request that goes alone (it waited on a flight that landed without an
+    /// answer memory kept) asks the second tier under, with no flight of its own.
+    asking: Option<Key>,
     /// The second tier's entry for this request, planned from even when the memory store
     /// could not keep it (a store smaller than the working set).
     tier_entry: Option<Arc<Entry>>,
@@ -763,6 +766,7 @@ impl Exchange {
             request_time: Time(0),
             storing: None,
             tier_checked: false,
+            asking: None,
             tier_entry: None,
             pending: None,
         }
@@ -785,7 +789,11 @@ impl Exchange {
     /// leads; `None`: nothing to ask (no tier, no flight, no generation read yet, or a key
     /// too long), a miss at once.
     pub(crate) fn tier_question(&self) -> Option<(Arc<MountCache>, String)> {
-        let (tier, (key, _)) = (self.mount.tier.as_ref()?, self.flight.as_ref()?);
+        let tier = self.mount.tier.as_ref()?;
+        let key = match (&self.flight, &self.asking) {
+            (Some((key, _)), _) | (None, Some(key)) => key,
+            (None, None) => return None,
+        };
         Some((Arc::clone(&self.mount), tier.tier_key(key)?))
     }
 
@@ -793,6 +801,16 @@ impl Exchange {
     /// every one waiting on it) is planned again from there; nothing usable, and it goes up.
     pub(crate) fn tier_answer(&mut self, stored: Option<Vec<u8>>) {
         self.tier_checked = true;
+        if let Some(key) = self.asking.take() {
+            // Asked alone: no flight to land; an entry is planned from as a leader's is.
+            if let Some(entry) = stored.and_then(|b| super::tier::decode(b, &key)) {
+                let entry = Arc::new(entry);
+                self.mount.store.insert(Arc::clone(&entry));
+                self.tier_entry = Some(entry);
+                self.planned = false;
+            }
+            return;
+        }
         let Some((key, id)) = self.flight.take() else {
             return;
         };
@@ -889,6 +907,7 @@ impl Exchange {
                             request_time: now,
                             storing: None,
                             tier_checked: true,
+                            asking: None,
                             tier_entry: None,
                             pending: None,
                         })
@@ -903,6 +922,18 @@ impl Exchange {
                 }
                 self.validate = validate;
                 self.fwd = Some(fwd);
+                // One that waited on a flight that landed while memory could not keep its
+                // answer (a store smaller than the working set) asks the second tier alone
+                // before going up: the flight's leader may have found the entry there.
+                if self.alone
+                    && fwd != Fwd::Request
+                    && self.validate.is_none()
+                    && mount.tier.is_some()
+                    && !self.tier_checked
+                {
+                    self.asking = Some(key);
+                    return Before::Tier;
+                }
                 if fwd == Fwd::Request || self.alone {
                     return Before::Forward;
                 }
