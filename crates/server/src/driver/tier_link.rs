@@ -9,7 +9,7 @@
 //! everything it holds (misses, counted and reported as the tier's own calls are); so do
 //! bytes that are not RESP, the server's end and a broken socket. A tier that is down is
 //! asked nothing (`SharedTier::admit`): its asks are misses at once. An idle connection is
-//! closed after [`IDLE_MS`].
+//! closed after [`IDLE_MS`], and one whose mount a reload replaced is dropped once idle.
 //!
 //! This file moves bytes and parked requests; the framing is linerate-kv's (`Link`), the
 //! health and counters the tier's.
@@ -277,6 +277,18 @@ impl<B: Backend> Worker<B> {
         if failed {
             self.cache_landed(sh);
         }
+        // A mount a reload replaced: its connection (closed above once idle, or now) goes,
+        // and the old store it held with it.
+        let backend = &mut self.backend;
+        let free = &mut self.free;
+        self.pools.links.0.retain_mut(|c| {
+            let orphan = Arc::strong_count(&c.mount) == 1 && c.asks.is_empty();
+            if orphan && let Some(token) = c.token.take() {
+                backend.detach(token);
+                free.push((token & 0xffff_ffff) as u32);
+            }
+            !orphan
+        });
         next
     }
 }
