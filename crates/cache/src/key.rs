@@ -645,13 +645,14 @@ mod tests {
                 "only http(s)",
             ),
         ];
+        // The key `Key::new` makes of a row, as text.
+        let key = |scheme: &str, authority: &str, target: &str| {
+            Key::new(scheme.as_bytes(), authority.as_bytes(), target.as_bytes())
+                .map(|k| String::from_utf8(k.as_bytes().to_vec()).unwrap())
+        };
         for (scheme, authority, target, want, rule) in rows {
-            let got = Key::new(scheme.as_bytes(), authority.as_bytes(), target.as_bytes());
-            let got = got
-                .as_ref()
-                .map(|k| std::str::from_utf8(k.as_bytes()).unwrap());
             assert_eq!(
-                got,
+                key(scheme, authority, target).as_deref(),
                 want.as_ref().copied(),
                 "{scheme} {authority} {target} ({rule})"
             );
@@ -676,13 +677,9 @@ mod tests {
         // then the other's, whose prefix must serve only the same scheme and authority.
         for (s1, a1, t1, _, _) in rows {
             for (scheme, authority, target, want, rule) in rows {
-                let _ = Key::new(s1.as_bytes(), a1.as_bytes(), t1.as_bytes());
-                let got = Key::new(scheme.as_bytes(), authority.as_bytes(), target.as_bytes());
-                let got = got
-                    .as_ref()
-                    .map(|k| std::str::from_utf8(k.as_bytes()).unwrap());
+                let _ = key(s1, a1, t1);
                 assert_eq!(
-                    got,
+                    key(scheme, authority, target).as_deref(),
                     want.as_ref().copied(),
                     "after {s1} {a1} {t1}: {scheme} {authority} {target} ({rule})"
                 );
