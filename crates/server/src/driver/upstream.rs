@@ -986,12 +986,12 @@ impl<B: Backend> Worker<B> {
     pub(super) fn start_jobs(&mut self, sh: &Shared) {
         let mut jobs = std::mem::take(&mut self.io.app.jobs);
         for mut job in jobs.drain(..) {
-            // A hit the content phase found is answered here, its job never boxed.
+            // A hit the content phase found is answered here, its box kept for the next job.
             if let Some(hit) = job.hit.take() {
                 self.answer_job(&mut job, *hit, sh);
+                self.io.app.spares.put(job);
                 continue;
             }
-            let job = self.io.app.spares.boxed(job);
             self.dispatch(job, sh);
         }
         if self.io.app.jobs.is_empty() {

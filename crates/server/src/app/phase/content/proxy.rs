@@ -242,6 +242,7 @@ impl<'a> ConnApp<'a> {
             }
             None => job,
         };
+        let job = self.io.spares.boxed(job);
         self.io.jobs.push(job);
         Decision::Relay { upgrade }
     }
@@ -299,7 +300,7 @@ impl<'a> ConnApp<'a> {
     ) -> Decision<Pending> {
         let r = &self.site_app.proxies[route];
         let blank = crate::proxy::job::Job::blank(self.token, id, self.site, route, r.upstream);
-        self.io.jobs.push(crate::proxy::job::Job {
+        let job = self.io.spares.boxed(crate::proxy::job::Job {
             pipe,
             forwarded: crate::proxy::forward::Forwarded {
                 body: crate::h1c::ReqBody::None,
@@ -317,6 +318,7 @@ impl<'a> ConnApp<'a> {
             coding: self.coding(head, buf),
             ..blank
         });
+        self.io.jobs.push(job);
         Decision::Relay { upgrade: false }
     }
 }
