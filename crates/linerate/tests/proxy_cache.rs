@@ -622,22 +622,9 @@ fn three_edges_share_one_tier_and_a_purge_on_one_reaches_all() {
 }
 
 /// An edge (one worker, admin listener) in front of `up` whose memory store (1 KiB) keeps
-/// almost nothing, with `tier` behind it, once it stores there (it reads the tier's
+/// almost nothing, with the tier at `url` behind it, once it stores there (it reads the tier's
 /// generation first, and leaves the tier alone until then).
-fn edge_before_a_tier(up: &Upstream, tier: &common::tier::TierServer) -> (Served, String) {
-    let edge = edge_before(up, &tier.url());
-    let mut n = 0;
-    eventually("the edge stores in the tier", || {
-        n += 1;
-        stores_through(&edge.1, || {
-            get(edge.0.addr, &format!("/warm{n}"), "");
-        })
-    });
-    edge
-}
-
-/// [`edge_before_a_tier`]'s edge for the tier at `url`, not waited for.
-fn edge_before(up: &Upstream, url: &str) -> (Served, String) {
+fn edge_before_a_tier(up: &Upstream, url: &str) -> (Served, String) {
     let spec = format!("/=http://{}", up.addr);
     let admin = format!("127.0.0.1:{}", common::free_port("127.0.0.1"));
     let args = [
@@ -656,7 +643,15 @@ fn edge_before(up: &Upstream, url: &str) -> (Served, String) {
         "--admin",
         admin.as_str(),
     ];
-    (common::bin::serve_as(&args), admin)
+    let edge = common::bin::serve_as(&args);
+    let mut n = 0;
+    eventually("the edge stores in the tier", || {
+        n += 1;
+        stores_through(&admin, || {
+            get(edge.addr, &format!("/warm{n}"), "");
+        })
+    });
+    (edge, admin)
 }
 
 /// The worker asks a Redis tier on its own connection (`driver/tier_link.rs`), which greets
@@ -673,14 +668,7 @@ fn the_workers_own_tier_connection_selects_its_database() {
     };
     let body = vec![b'y'; 2048];
     let up = Upstream::start(move |_, _| ok_with("Cache-Control: public, max-age=600\r\n", &body));
-    let (edge, admin) = edge_before(&up, &format!("{}/3", tier.url()));
-    let mut n = 0;
-    eventually("the edge stores in database 3", || {
-        n += 1;
-        stores_through(&admin, || {
-            get(edge.addr, &format!("/warm{n}"), "");
-        })
-    });
+    let (edge, admin) = edge_before_a_tier(&up, &format!("{}/3", tier.url()));
     let before = tier_stored(&admin);
     assert_eq!(get(edge.addr, "/db3", "").body.len(), 2048);
     eventually("the answer is in the tier", || tier_stored(&admin) > before);
@@ -707,7 +695,7 @@ fn a_tier_hit_is_answered_when_memory_cannot_keep_the_entry() {
     };
     let body = vec![b'x'; 4096];
     let up = Upstream::start(move |_, _| ok_with("Cache-Control: public, max-age=600\r\n", &body));
-    let (edge, admin) = edge_before_a_tier(&up, &tier);
+    let (edge, admin) = edge_before_a_tier(&up, &tier.url());
     let before = tier_stored(&admin);
     assert_eq!(get(edge.addr, "/big", "").body.len(), 4096);
     eventually("the answer is in the tier", || tier_stored(&admin) > before);
@@ -736,7 +724,7 @@ fn requests_arriving_together_each_get_their_own_tier_hit() {
     let up = Upstream::start(move |path, _| {
         ok_with("Cache-Control: public, max-age=600\r\n", &body_of(path))
     });
-    let (edge, admin) = edge_before_a_tier(&up, &tier);
+    let (edge, admin) = edge_before_a_tier(&up, &tier.url());
     let before = tier_stored(&admin);
     let paths: Vec<String> = (0..N).map(|i| format!("/together{i}")).collect();
     for p in &paths {
@@ -783,7 +771,7 @@ fn waiters_on_a_tier_flight_get_the_tier_entry_not_the_upstream() {
     };
     let body = vec![b'w'; 4096];
     let up = Upstream::start(move |_, _| ok_with("Cache-Control: public, max-age=600\r\n", &body));
-    let (edge, admin) = edge_before_a_tier(&up, &tier);
+    let (edge, admin) = edge_before_a_tier(&up, &tier.url());
     let before = tier_stored(&admin);
     assert_eq!(get(edge.addr, "/one", "").body.len(), 4096);
     eventually("the answer is in the tier", || tier_stored(&admin) > before);
@@ -824,7 +812,7 @@ fn pipelined_tier_hits_come_in_order_with_the_stored_head() {
             &body_of(path),
         )
     });
-    let (edge, admin) = edge_before_a_tier(&up, &tier);
+    let (edge, admin) = edge_before_a_tier(&up, &tier.url());
     let before = tier_stored(&admin);
     // Three keys: two requests for one key in one turn would wait on one flight, and a
     // waiter is planned again from memory, which keeps nothing here.
