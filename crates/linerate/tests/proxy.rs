@@ -2648,6 +2648,69 @@ fn pool_flags_bound_and_keep_the_flag_upstreams_connections() {
     assert!(up.ended().is_empty(), "the one connection stays pooled");
 }
 
+#[test]
+fn requests_waiting_for_a_connection_go_on_when_the_busy_one_closes() {
+    // --proxy-max-conns 1 and an upstream that closes after every answer: the one
+    // connection is never given back, so each request in the line needs the room its
+    // closing leaves. Before the fix the line waited for a connection that never came.
+    let up = Upstream::start(|_, s| {
+        s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nConnection: close\r\n\r\nc")
+            .unwrap();
+        Then::Close
+    });
+    let proxy = proxy_with(&[("/", up.url())], &["--proxy-max-conns", "1"]);
+    let mut clients: Vec<Client> = (0..6).map(|_| Client::connect(proxy.addr)).collect();
+    for c in &mut clients {
+        c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    }
+    for c in &mut clients {
+        let r = c.read_response();
+        assert_eq!((r.status, r.text()), (200, "c".to_string()));
+    }
+    assert_eq!(up.seen().len(), 6);
+    assert_eq!(up.accepted(), 6, "one connection a request, in turn");
+    // The clients' connections go on.
+    for c in &mut clients {
+        assert_eq!(c.get("/").text(), "c");
+    }
+}
+
+#[test]
+fn a_request_waiting_past_the_connect_timeout_is_503() {
+    // The one connection allowed is held by a request the upstream answers late: the next
+    // request waits in the line for the connect timeout, then is answered 503, and the
+    // held one still gets its answer.
+    let release = Arc::new(AtomicBool::new(false));
+    let flag = release.clone();
+    let up = Upstream::start(move |got, s| {
+        if got.target() == "/held" {
+            while !flag.load(Ordering::SeqCst) {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        }
+        s.write_all(&ok(got.target())).unwrap();
+        Then::Keep
+    });
+    let proxy = proxy_with(
+        &[("/", up.url())],
+        &["--proxy-max-conns", "1", "--proxy-connect-timeout", "300ms"],
+    );
+    let mut held = Client::connect(proxy.addr);
+    held.send(b"GET /held HTTP/1.1\r\nHost: t\r\n\r\n");
+    common::eventually("the upstream has the held request", || up.seen().len() == 1);
+    let mut waiting = Client::connect(proxy.addr);
+    let r = waiting.get("/waits");
+    assert_eq!(r.status, 503);
+    assert!(
+        !up.seen().iter().any(|g| g.target() == "/waits"),
+        "the refused request never went upstream"
+    );
+    release.store(true, Ordering::SeqCst);
+    assert_eq!(held.read_response().text(), "/held");
+    // The connection is free again: the refused client's next request goes through.
+    assert_eq!(waiting.get("/after").text(), "/after");
+}
+
 // Active health checks.
 
 #[test]
@@ -2815,6 +2878,55 @@ fn sighup_adds_and_removes_servers_under_load_without_a_failed_request() {
         total += t.join().expect("no client saw a failure").len();
     }
     assert!(total > 200, "{total} requests in all");
+}
+
+#[test]
+fn a_reload_sends_the_requests_waiting_for_a_connection_to_the_new_servers() {
+    // max_conns = 1: a request the upstream holds takes the one connection, the next waits
+    // in the line. A reload that replaces the upstream's server sends the waiting one to the
+    // new server; the held one still gets its answer on its old connection.
+    let release = Arc::new(AtomicBool::new(false));
+    let flag = release.clone();
+    let a = Upstream::start(move |_, s| {
+        while !flag.load(Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        s.write_all(&ok("a")).unwrap();
+        Then::Keep
+    });
+    let b = Upstream::answering(ok("b"));
+    let dir = TempDir(
+        std::env::temp_dir().join(format!("linerate-proxy-hup-line-{}", std::process::id())),
+    );
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let file = dir.0.join("linerate.toml");
+    let write = |server: &Upstream| {
+        std::fs::write(
+            &file,
+            format!(
+                "[[listen]]\naddr = \"127.0.0.1:0\"\n[[upstream]]\nname = \"app\"\nservers = [\"{}\"]\n\
+                 max_conns = 1\nconnect_timeout = \"30s\"\n[[site]]\ndefault = true\napp = \"none\"\n\
+                 [[site.proxy]]\nprefix = \"/\"\nupstream = \"app\"\n",
+                server.addr
+            ),
+        )
+        .unwrap();
+    };
+    write(&a);
+    let px = common::bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let mut held = Client::connect(px.addr);
+    held.send(b"GET /held HTTP/1.1\r\nHost: t\r\n\r\n");
+    common::eventually("a has the held request", || a.seen().len() == 1);
+    let mut waiting = Client::connect(px.addr);
+    waiting.send(b"GET /waits HTTP/1.1\r\nHost: t\r\n\r\n");
+    write(&b);
+    common::bin::signal(&px.child, rustix::process::Signal::HUP);
+    let r = waiting.read_response();
+    assert_eq!((r.status, r.text()), (200, "b".to_string()));
+    assert!(b.seen().iter().any(|g| g.target() == "/waits"));
+    release.store(true, Ordering::SeqCst);
+    assert_eq!(held.read_response().text(), "a");
+    assert_eq!(a.seen().len(), 1, "only the held request went to a");
 }
 
 #[test]

@@ -1331,8 +1331,8 @@ impl<B: Backend> Worker<B> {
             }
             self.proxying |= !sites.upstreams.is_empty();
             self.io.app.extras |= self.proxying;
-            self.io.sites = sites;
-            self.reload_upstreams();
+            let old = std::mem::replace(&mut self.io.sites, sites);
+            self.reload_upstreams(&old);
         }
     }
 

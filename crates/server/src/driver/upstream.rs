@@ -39,6 +39,9 @@ use crate::proxy::pipe::PipeOut;
 use crate::proxy::reply;
 use crate::stats::{Counters, UpCounters};
 
+mod line;
+use line::Waiting;
+
 /// MAX_FEEDS: rounds of moving a relayed body to its upstream in one pump (each at most
 /// [`crate::h1::STREAM_ROOM`]): what one upload may move before the loop turns.
 const MAX_FEEDS: u32 = 16;
@@ -142,6 +145,10 @@ pub(super) struct Pools {
     pub(super) tier_asks: Vec<super::cache::TierAsk>,
     /// This worker's own connections to Redis tiers (`tier_link.rs`).
     pub(super) links: super::tier_link::TierLinks,
+    /// Requests that were waiting for a connection when a reload replaced the upstreams
+    /// (`line.rs`): sent again at the next tick.
+    #[allow(clippy::vec_box)] // jobs travel boxed: `dispatch` takes them so
+    stranded: Vec<Box<Job>>,
     /// The HTTP/2 upstream connections open (tokens; `upstream_h2.rs`).
     #[cfg(feature = "http2")]
     pub(super) h2: Vec<Token>,
@@ -154,8 +161,8 @@ struct Group {
     loads: Vec<ServerLoad>,
     /// The consistent-hash ring (empty unless the upstream balances by hash).
     ring: Ring,
-    /// Requests waiting for a connection (every server at `max_conns`).
-    waiting: VecDeque<Box<Job>>,
+    /// Requests waiting for a connection (every server at `max_conns`; `line.rs`).
+    waiting: VecDeque<Waiting>,
     /// When this upstream's next active health check is due (ms).
     next_check: u64,
 }
@@ -336,15 +343,29 @@ impl Pools {
         self.epoch
     }
 
-    /// A reload replaced the upstreams: the pooled connections, for the caller to close
-    /// (busy ones finish their exchange and close then).
-    pub(super) fn reload(&mut self) -> Vec<Token> {
+    /// A reload replaced the upstreams (`old` by `new`): the pooled connections, for the
+    /// caller to close (busy ones finish their exchange and close then). Requests waiting for
+    /// a connection go on at the next tick, each to the new upstream of its old one's name.
+    pub(super) fn reload(&mut self, old: &SiteSet, new: &SiteSet) -> Vec<Token> {
         self.epoch = self.epoch.wrapping_add(1);
         let mut idle = Vec::new();
         for g in &mut self.groups {
             for s in &mut g.servers {
                 idle.append(&mut s.idle);
             }
+        }
+        for (gi, g) in self.groups.iter_mut().enumerate() {
+            let name = old.upstreams.get(gi).map(|u| &u.name);
+            // None of that name: `usize::MAX` is no upstream, which `dispatch` answers 502
+            // as it does a route to one.
+            let to = (new.upstreams.iter())
+                .position(|u| Some(&u.name) == name)
+                .unwrap_or(usize::MAX);
+            self.stranded.extend(g.waiting.drain(..).map(|mut w| {
+                w.job.upstream = to;
+                w.job.failed_server = None;
+                w.job
+            }));
         }
         // Rebuilt for the new definitions at the next request or check (connections of the
         // old set still busy count against nothing once they close).
@@ -1056,8 +1077,7 @@ impl<B: Backend> Worker<B> {
         }
         let state = &mut self.pools.groups[gi].servers[server];
         if up.max_conns > 0 && state.conns >= up.max_conns {
-            self.pools.groups[gi].waiting.push_back(job);
-            return;
+            return self.wait_for_conn(gi, up, job);
         }
         let (idx, token) = self.alloc_slot(true);
         let mut conn = h1c::Conn::new(now, timeouts(up));
@@ -1462,16 +1482,15 @@ impl<B: Backend> Worker<B> {
         };
         if up.link.is_none() && up.conn.is_idle() && !up.probe {
             let (gi, si) = (up.group, up.server);
-            if let Some(job) = self
-                .pools
-                .groups
-                .get_mut(gi)
+            let current = up.epoch == self.pools.epoch;
+            // A connection of the set a reload replaced serves nothing of the new one's.
+            if let Some(w) = (self.pools.groups.get_mut(gi))
+                .filter(|_| current)
                 .and_then(|g| g.waiting.pop_front())
             {
-                return self.begin(idx, job, sh);
+                return self.begin(idx, w.job, sh);
             }
             let keep = self.io.sites.upstreams.get(gi).map_or(0, |u| u.keepalive);
-            let current = up.epoch == self.pools.epoch;
             match self
                 .pools
                 .groups
@@ -1555,23 +1574,23 @@ impl<B: Backend> Worker<B> {
             self.free.push(idx);
             return self.check_done(up.group, up.server, false);
         }
-        if let Some(s) = self
-            .pools
-            .groups
-            .get_mut(up.group)
-            .and_then(|g| g.servers.get_mut(up.server))
+        // A connection of the set a reload replaced counts in none of the new set's books.
+        if up.epoch == self.pools.epoch
+            && let Some(g) = self.pools.groups.get_mut(up.group)
         {
-            s.conns = s.conns.saturating_sub(1);
-            s.idle.retain(|&t| t != token);
-        }
-        if up.link.is_some()
-            && let Some(load) = self
-                .pools
-                .groups
-                .get_mut(up.group)
-                .and_then(|g| g.loads.get_mut(up.server))
-        {
-            load.active = load.active.saturating_sub(1);
+            if let Some(s) = g.servers.get_mut(up.server) {
+                s.conns = s.conns.saturating_sub(1);
+                s.idle.retain(|&t| t != token);
+            }
+            if up.link.is_some()
+                && let Some(load) = g.loads.get_mut(up.server)
+            {
+                load.active = load.active.saturating_sub(1);
+            }
+            if !g.waiting.is_empty() {
+                // Room for a request of the line: it goes on at this turn's tick (`line.rs`).
+                self.pools.next_check = 0;
+            }
         }
         self.pools.publish(up.group, up.server);
         if let Some(link) = &up.link
@@ -1589,7 +1608,7 @@ impl<B: Backend> Worker<B> {
         let counters = self.io.app.counters_on.then_some(&*self.io.app.counters);
         self.pools.fit(&sites, counters);
         let now = self.io.cx.now;
-        let mut next = self.expire_flights();
+        let mut next = self.expire_flights().min(self.serve_lines(&sites, sh));
         if !self.pools.links.is_empty() {
             next = next.min(self.link_deadlines(sh));
         }
@@ -1843,8 +1862,9 @@ impl<B: Backend> Worker<B> {
     }
 
     /// A reload replaced the upstreams: pooled connections close now.
-    pub(super) fn reload_upstreams(&mut self) {
-        for token in self.pools.reload() {
+    pub(super) fn reload_upstreams(&mut self, old: &SiteSet) {
+        let sites = self.io.sites.clone();
+        for token in self.pools.reload(old, &sites) {
             if let Some(idx) = self.up_index(token) {
                 self.close_up(idx);
             }

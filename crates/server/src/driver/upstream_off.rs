@@ -64,5 +64,5 @@ impl<B: Backend> Worker<B> {
     }
 
     /// No pooled connection to close.
-    pub(super) fn reload_upstreams(&mut self) {}
+    pub(super) fn reload_upstreams(&mut self, _old: &crate::app::sites::SiteSet) {}
 }
