@@ -1785,8 +1785,16 @@ impl Cx<'_> {
     fn auth(&self, a: &Spanned<RawAuth>, upstreams: &[Upstream]) -> Result<ForwardAuth, ConfError> {
         let raw = a.get_ref();
         let name = raw.upstream.get_ref();
-        if !upstreams.iter().any(|u| &u.name == name) {
+        let Some(up) = upstreams.iter().find(|u| &u.name == name) else {
             return Err(self.err(raw.upstream.span(), format!("no upstream named {name:?}")));
+        };
+        // Forward auth reads the verdict of an HTTP/1.1 exchange; an HTTP/2 upstream's answer
+        // would go to the client as it came, and the request it guards never up.
+        if up.protocol != linerate_server::config::UpstreamProtocol::Http1 {
+            return Err(self.err(
+                raw.upstream.span(),
+                format!("auth upstream {name:?} must speak HTTP/1.1 (protocol = \"h1\")"),
+            ));
         }
         let path = raw.path.get_ref();
         if !path.starts_with('/') || path.bytes().any(|b| !b.is_ascii_graphic()) {

@@ -476,6 +476,13 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
         ),
         (
             format!(
+                "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\n[[upstream]]\nname = \"jwt\"\nservers = [\"127.0.0.1:2\"]\nprotocol = \"h2c\"\n{site}[[site.proxy]]\nupstream = \"app\"\nauth = {{ upstream = \"jwt\" }}\n"
+            ),
+            "14:21",
+            "auth upstream \"jwt\" must speak HTTP/1.1",
+        ),
+        (
+            format!(
                 "{listen}[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:1\"]\n{site}[[site.proxy]]\nupstream = \"app\"\nauth = {{ upstream = \"app\", path = \"verify\" }}\n"
             ),
             "10:35",

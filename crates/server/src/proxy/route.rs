@@ -37,6 +37,13 @@ impl Route {
                     .iter()
                     .position(|u| u.name == a.upstream)
                     .ok_or_else(|| format!("no upstream named {:?}", a.upstream))?;
+                // The verdict is read from an HTTP/1.1 exchange only (`driver/upstream.rs`).
+                if upstreams[i].protocol != crate::config::UpstreamProtocol::Http1 {
+                    return Err(format!(
+                        "auth upstream {:?} must speak HTTP/1.1 (protocol = \"h1\")",
+                        a.upstream
+                    ));
+                }
                 Some(AuthRoute {
                     conf: a.clone(),
                     upstream: i,
