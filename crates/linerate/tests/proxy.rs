@@ -2881,6 +2881,51 @@ fn sighup_adds_and_removes_servers_under_load_without_a_failed_request() {
 }
 
 #[test]
+fn a_request_waiting_for_its_hashed_server_is_503_after_the_connect_timeout() {
+    // Two servers, one connection each, requests hashed on a field: the key's server holds
+    // a request; the other server is idle. A second request with that key waits for its
+    // server, not the idle one, and is answered 503 once the connect timeout passed in all.
+    // Before the fix, every tick that saw room on the idle server sent it back to the
+    // line's end with a fresh time: it waited for as long as its server stayed busy.
+    let release = Arc::new(AtomicBool::new(false));
+    let script = |name: &'static str, flag: Arc<AtomicBool>| {
+        move |got: &Got, s: &mut TcpStream| {
+            if got.target() == "/held" {
+                while !flag.load(Ordering::SeqCst) {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            }
+            s.write_all(&ok(name)).unwrap();
+            Then::Keep
+        }
+    };
+    let a = Upstream::start(script("a", release.clone()));
+    let b = Upstream::start(script("b", release.clone()));
+    let dir = TempDir(
+        std::env::temp_dir().join(format!("linerate-proxy-line-hash-{}", std::process::id())),
+    );
+    let proxy = proxy_balanced(
+        &[&a, &b],
+        "balance = \"hash\"\nhash_key = \"header:X-K\"\nmax_conns = 1\nconnect_timeout = \"300ms\"",
+        &dir,
+    );
+    let mut held = Client::connect(proxy.addr);
+    held.send(b"GET /held HTTP/1.1\r\nHost: t\r\nX-K: one\r\n\r\n");
+    common::eventually("a server has the held request", || {
+        a.seen().len() + b.seen().len() == 1
+    });
+    let mut waiting = Client::connect(proxy.addr);
+    waiting.send(b"GET /waits HTTP/1.1\r\nHost: t\r\nX-K: one\r\n\r\n");
+    assert_eq!(waiting.read_response().status, 503);
+    release.store(true, Ordering::SeqCst);
+    assert_eq!(held.read_response().status, 200);
+    assert!(
+        !(a.seen().iter().chain(&b.seen())).any(|g| g.target() == "/waits"),
+        "the waiting request went to no server"
+    );
+}
+
+#[test]
 fn a_reload_sends_the_requests_waiting_for_a_connection_to_the_new_servers() {
     // max_conns = 1: a request the upstream holds takes the one connection, the next waits
     // in the line. A reload that replaces the upstream's server sends the waiting one to the

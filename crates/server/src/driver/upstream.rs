@@ -40,7 +40,6 @@ use crate::proxy::reply;
 use crate::stats::{Counters, UpCounters};
 
 mod line;
-use line::Waiting;
 
 /// MAX_FEEDS: rounds of moving a relayed body to its upstream in one pump (each at most
 /// [`crate::h1::STREAM_ROOM`]): what one upload may move before the loop turns.
@@ -162,7 +161,7 @@ struct Group {
     /// The consistent-hash ring (empty unless the upstream balances by hash).
     ring: Ring,
     /// Requests waiting for a connection (every server at `max_conns`; `line.rs`).
-    waiting: VecDeque<Waiting>,
+    waiting: VecDeque<Box<Job>>,
     /// When this upstream's next active health check is due (ms).
     next_check: u64,
 }
@@ -361,10 +360,10 @@ impl Pools {
             let to = (new.upstreams.iter())
                 .position(|u| Some(&u.name) == name)
                 .unwrap_or(usize::MAX);
-            self.stranded.extend(g.waiting.drain(..).map(|mut w| {
-                w.job.upstream = to;
-                w.job.failed_server = None;
-                w.job
+            self.stranded.extend(g.waiting.drain(..).map(|mut job| {
+                job.upstream = to;
+                job.failed_server = None;
+                job
             }));
         }
         // Rebuilt for the new definitions at the next request or check (connections of the
@@ -1160,6 +1159,8 @@ impl<B: Backend> Worker<B> {
     /// Starts `job`'s exchange on the free upstream connection in slot `idx`.
     fn begin(&mut self, idx: u32, mut job: Box<Job>, sh: &Shared) {
         let now = self.io.cx.now;
+        // It has its connection: a later try that waits again waits its own time.
+        job.waits_until = 0;
         let token = self.token(idx);
         let Some(up) = self.slots[idx as usize].up.as_mut() else {
             return;
@@ -1484,11 +1485,11 @@ impl<B: Backend> Worker<B> {
             let (gi, si) = (up.group, up.server);
             let current = up.epoch == self.pools.epoch;
             // A connection of the set a reload replaced serves nothing of the new one's.
-            if let Some(w) = (self.pools.groups.get_mut(gi))
+            if let Some(job) = (self.pools.groups.get_mut(gi))
                 .filter(|_| current)
                 .and_then(|g| g.waiting.pop_front())
             {
-                return self.begin(idx, w.job, sh);
+                return self.begin(idx, job, sh);
             }
             let keep = self.io.sites.upstreams.get(gi).map_or(0, |u| u.keepalive);
             match self

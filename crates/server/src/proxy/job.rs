@@ -69,6 +69,10 @@ pub(crate) struct Job {
     // Read by the HTTP/2 relay only (a gRPC-Web mount needs an HTTP/2 upstream).
     #[cfg_attr(not(feature = "http2"), allow(dead_code))]
     pub web: Option<super::grpc_web::Web>,
+    /// When it stops waiting for a connection, once it has waited in its upstream's line
+    /// (the wheel's ms; 0: it has not): kept when it goes to the back again, so that it
+    /// waits `connect_timeout` in all (`driver/upstream/line.rs`).
+    pub waits_until: u64,
 }
 
 /// Spare job boxes and upstream head buffers kept ([`Spares`]); more are freed.
@@ -163,6 +167,7 @@ impl Job {
             background: false,
             hit: None,
             web: None,
+            waits_until: 0,
         }
     }
 

@@ -6,9 +6,10 @@
 //!   `upstream.rs`);
 //! - a connection that closes instead (the upstream answered `Connection: close`, failed or
 //!   timed out) leaves room for a new one: the tick that follows sends as many of the line
-//!   as there is room for;
-//! - a request waits at most its upstream's connect timeout, then is answered 503 (HAProxy's
-//!   `timeout queue`, which is its connect timeout unless set);
+//!   as there is room for on servers in the rotation;
+//! - a request waits its upstream's connect timeout in all, then is answered 503 (HAProxy's
+//!   `timeout queue`, which is its connect timeout unless set); one sent on that finds its
+//!   server full again goes to the back with the time it had left;
 //! - a reload that replaces the upstreams sends their lines again at the next tick, each
 //!   request to the new upstream of its old one's name (502 where there is none, as for a
 //!   route to none), so that a reload loses none of them.
@@ -16,32 +17,27 @@
 
 use super::{Backend, Job, Shared, SiteSet, Upstream, Worker};
 
-/// A request in the line, and when it stops waiting (the wheel's ms).
-pub(in crate::driver) struct Waiting {
-    pub(super) until: u64,
-    pub(super) job: Box<Job>,
-}
-
 /// The answer of a request that waited too long.
 const UNAVAILABLE: u16 = 503;
 
 impl<B: Backend> Worker<B> {
     /// Puts `job` at the back of the line of upstream `gi` (`up`).
-    pub(super) fn wait_for_conn(&mut self, gi: usize, up: &Upstream, job: Box<Job>) {
-        let until = self.io.cx.now + up.connect_timeout.as_millis() as u64;
-        self.pools.groups[gi]
-            .waiting
-            .push_back(Waiting { until, job });
-        self.pools.next_check = self.pools.next_check.min(until);
+    pub(super) fn wait_for_conn(&mut self, gi: usize, up: &Upstream, mut job: Box<Job>) {
+        if job.waits_until == 0 {
+            job.waits_until = self.io.cx.now + up.connect_timeout.as_millis() as u64;
+        }
+        self.pools.next_check = self.pools.next_check.min(job.waits_until);
+        self.pools.groups[gi].waiting.push_back(job);
     }
 
-    /// The lines' turn, on the upstreams' tick: each line's front goes on while its servers
-    /// have room (connections closed since it came), and what is left past its time is
-    /// answered 503. Returns when the next request in a line stops waiting (ms).
+    /// The lines' turn, on the upstreams' tick: each line's front goes on while the servers
+    /// in the rotation have room (connections closed since it came), and what is left past
+    /// its time is answered 503. Returns when the next request in a line stops waiting (ms).
     pub(super) fn serve_lines(&mut self, sites: &SiteSet, sh: &Shared) -> u64 {
         for job in std::mem::take(&mut self.pools.stranded) {
             self.dispatch(job, sh);
         }
+        let now = self.io.cx.now;
         let mut next = u64::MAX;
         for (gi, up) in sites.upstreams.iter().enumerate() {
             let Some(g) = self.pools.groups.get(gi).filter(|g| !g.waiting.is_empty()) else {
@@ -51,24 +47,32 @@ impl<B: Backend> Worker<B> {
             // server is still full goes to the back again, and is not sent twice.
             let room = match up.max_conns {
                 0 => g.waiting.len(),
-                max => (g.servers.iter())
-                    .map(|s| max.saturating_sub(s.conns))
+                max => (g.servers.iter().zip(&g.loads))
+                    .filter(|(_, load)| load.down_until <= now)
+                    .map(|(s, _)| max.saturating_sub(s.conns))
                     .sum::<usize>()
                     .min(g.waiting.len()),
             };
             for _ in 0..room {
-                if let Some(w) = self.pools.groups[gi].waiting.pop_front() {
-                    self.dispatch(w.job, sh);
+                if let Some(job) = self.pools.groups[gi].waiting.pop_front() {
+                    self.dispatch(job, sh);
                 }
             }
-            let now = self.io.cx.now;
-            while let Some(w) = (self.pools.groups.get_mut(gi))
-                .and_then(|g| g.waiting.pop_front_if(|w| w.until <= now))
-            {
-                self.refuse(w.job, UNAVAILABLE, sh);
+            // Past their time: wherever they stand (one sent again went to the back).
+            let Some(g) = self.pools.groups.get_mut(gi) else {
+                continue;
+            };
+            let mut late = Vec::new();
+            for job in std::mem::take(&mut g.waiting) {
+                if job.waits_until <= now {
+                    late.push(job);
+                } else {
+                    g.waiting.push_back(job);
+                }
             }
-            if let Some(w) = self.pools.groups.get(gi).and_then(|g| g.waiting.front()) {
-                next = next.min(w.until);
+            next = (g.waiting.iter()).fold(next, |n, j| n.min(j.waits_until));
+            for job in late {
+                self.refuse(job, UNAVAILABLE, sh);
             }
         }
         next

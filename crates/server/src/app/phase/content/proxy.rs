@@ -219,6 +219,7 @@ impl<'a> ConnApp<'a> {
             background: false,
             hit: None,
             web,
+            waits_until: 0,
         };
         let job = match &r.auth {
             // The auth subrequest goes first, carrying the request it guards.
