@@ -2578,6 +2578,76 @@ fn forward_auth_checks_every_request_and_passes_only_what_it_allows() {
 }
 
 #[test]
+fn a_reload_that_moves_the_upstreams_sends_a_request_allowed_after_it_to_its_own() {
+    // The auth answer of a request comes after a reload that put a new upstream first: the
+    // guarded request goes to the app (by name), with the copied field, not to whichever
+    // upstream took the app's old place. Before the fix it went to the auth upstream, and
+    // the client got the auth's answer.
+    let release = Arc::new(AtomicBool::new(false));
+    let flag = release.clone();
+    let auth = Upstream::start(move |_, s| {
+        while !flag.load(Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        s.write_all(b"HTTP/1.1 200 OK\r\nX-User-Id: 7\r\nContent-Length: 4\r\n\r\nauth")
+            .unwrap();
+        Then::Keep
+    });
+    let app = Upstream::answering(ok("app"));
+    let other = Upstream::answering(ok("other"));
+    let dir = TempDir(
+        std::env::temp_dir().join(format!("linerate-proxy-auth-hup-{}", std::process::id())),
+    );
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let file = dir.0.join("linerate.toml");
+    let write = |first: &str| {
+        std::fs::write(
+            &file,
+            format!(
+                "[[listen]]\naddr = \"127.0.0.1:0\"\n{first}\
+                 [[upstream]]\nname = \"app\"\nservers = [\"{}\"]\n\
+                 [[upstream]]\nname = \"jwt\"\nservers = [\"{}\"]\n\
+                 [[site]]\ndefault = true\napp = \"none\"\n\
+                 [[site.proxy]]\nprefix = \"/other\"\nupstream = \"{}\"\n\
+                 [[site.proxy]]\nprefix = \"/api\"\nupstream = \"app\"\n\
+                 auth = {{ upstream = \"jwt\", path = \"/verify\", copy = [\"X-User-Id\"] }}\n",
+                app.addr,
+                auth.addr,
+                if first.is_empty() { "app" } else { "other" },
+            ),
+        )
+        .unwrap();
+    };
+    write("");
+    let px = common::bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let mut c = Client::connect(px.addr);
+    c.send(b"GET /api/me HTTP/1.1\r\nHost: t\r\n\r\n");
+    common::eventually("the auth upstream has the check", || auth.seen().len() == 1);
+    // The new set: `other` first, so `app` is at the index `jwt` had.
+    write(&format!(
+        "[[upstream]]\nname = \"other\"\nservers = [\"{}\"]\n",
+        other.addr
+    ));
+    common::bin::signal(&px.child, rustix::process::Signal::HUP);
+    let mut probe = Client::connect(px.addr);
+    common::eventually("the reload took", || {
+        probe.get("/other/x").text() == "other"
+    });
+    release.store(true, Ordering::SeqCst);
+    let r = c.read_response();
+    assert_eq!((r.status, r.text()), (200, "app".to_string()));
+    let got = app.seen();
+    let me: Vec<&Got> = got.iter().filter(|g| g.target() == "/api/me").collect();
+    assert_eq!(me.len(), 1, "the guarded request reached the app once");
+    assert_eq!(me[0].field("x-user-id"), Some("7"));
+    assert_eq!(
+        auth.seen().len(),
+        1,
+        "only the check went to the auth upstream"
+    );
+}
+
+#[test]
 fn forward_auth_that_cannot_be_reached_is_a_500() {
     let app = Upstream::answering(ok("from app"));
     let dir = TempDir(

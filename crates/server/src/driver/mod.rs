@@ -1320,7 +1320,8 @@ impl<B: Backend> Worker<B> {
 
     /// Shutdown: stop accepting, close idle connections cleanly, let busy ones finish.
     /// A reload left new sites: answer from them from the next event on. Requests already
-    /// read keep their answers' rules by site index (a stale one falls back to the default).
+    /// read keep their answers' rules by site index (a stale one falls back to the default);
+    /// a proxied one's upstream follows its name (`upstream.rs`, `Pools::bring_up_to_date`).
     #[cold]
     fn swap_sites(&mut self) {
         let new = self.reload.lock().unwrap_or_else(|e| e.into_inner()).take();

@@ -45,6 +45,10 @@ mod line;
 /// [`crate::h1::STREAM_ROOM`]): what one upload may move before the loop turns.
 const MAX_FEEDS: u32 = 16;
 
+/// Reloads whose upstream renames are kept: a job routed before more reloads than this
+/// (each one a reload while it was in flight) finds no upstream, and is answered 502.
+const KEPT_RENAMES: usize = 16;
+
 /// The token bit that marks an upstream connection (the top of the generation).
 pub(super) const UP: Token = 1 << 63;
 
@@ -144,6 +148,9 @@ pub(super) struct Pools {
     pub(super) tier_asks: Vec<super::cache::TierAsk>,
     /// This worker's own connections to Redis tiers (`tier_link.rs`).
     pub(super) links: super::tier_link::TierLinks,
+    /// What each of the last reloads made of the upstream indexes: (the epoch it ended, old
+    /// index to new). Jobs older than these go nowhere (502).
+    renames: VecDeque<(u32, Vec<usize>)>,
     /// Requests that were waiting for a connection when a reload replaced the upstreams
     /// (`line.rs`): sent again at the next tick.
     #[allow(clippy::vec_box)] // jobs travel boxed: `dispatch` takes them so
@@ -259,6 +266,22 @@ impl ServerState {
 }
 
 impl Pools {
+    /// Brings `job`, routed before one or more reloads, up to this epoch: its upstream index
+    /// becomes the new upstream's of the same name, through each reload in turn.
+    fn bring_up_to_date(&self, job: &mut Job) {
+        while job.epoch != self.epoch {
+            let Some((_, to)) = self.renames.iter().find(|(e, _)| *e == job.epoch) else {
+                job.upstream = usize::MAX;
+                break;
+            };
+            job.upstream = to.get(job.upstream).copied().unwrap_or(usize::MAX);
+            job.epoch = job.epoch.wrapping_add(1);
+        }
+        job.epoch = self.epoch;
+        // Its servers' indexes are of the old set.
+        job.failed_server = None;
+    }
+
     /// Makes room for `sites`' upstreams (at the start, and after a reload emptied them);
     /// publishes their counters to `counters` when metrics are on. A server still there after
     /// a reload (same upstream name and address) keeps its counts.
@@ -344,7 +367,8 @@ impl Pools {
 
     /// A reload replaced the upstreams (`old` by `new`): the pooled connections, for the
     /// caller to close (busy ones finish their exchange and close then). Requests waiting for
-    /// a connection go on at the next tick, each to the new upstream of its old one's name.
+    /// a connection go on at the next tick; jobs of the old epoch, wherever they are, go to
+    /// the new upstream of their old one's name ([`Pools::bring_up_to_date`]).
     pub(super) fn reload(&mut self, old: &SiteSet, new: &SiteSet) -> Vec<Token> {
         self.epoch = self.epoch.wrapping_add(1);
         let mut idle = Vec::new();
@@ -353,19 +377,19 @@ impl Pools {
                 idle.append(&mut s.idle);
             }
         }
-        for (gi, g) in self.groups.iter_mut().enumerate() {
-            let name = old.upstreams.get(gi).map(|u| &u.name);
-            // None of that name: `usize::MAX` is no upstream, which `dispatch` answers 502
-            // as it does a route to one.
-            let to = (new.upstreams.iter())
-                .position(|u| Some(&u.name) == name)
-                .unwrap_or(usize::MAX);
-            self.stranded.extend(g.waiting.drain(..).map(|mut job| {
-                job.upstream = to;
-                job.failed_server = None;
-                job
-            }));
+        for g in &mut self.groups {
+            self.stranded.extend(g.waiting.drain(..));
         }
+        // Old index to new, by name; none of that name: `usize::MAX`, no upstream, which
+        // `dispatch` answers 502 as it does a route to none.
+        let to: Vec<usize> = (old.upstreams.iter())
+            .map(|o| (new.upstreams.iter()).position(|u| u.name == o.name))
+            .map(|i| i.unwrap_or(usize::MAX))
+            .collect();
+        if self.renames.len() == KEPT_RENAMES {
+            self.renames.pop_front();
+        }
+        self.renames.push_back((self.epoch.wrapping_sub(1), to));
         // Rebuilt for the new definitions at the next request or check (connections of the
         // old set still busy count against nothing once they close).
         self.groups.clear();
@@ -676,17 +700,13 @@ impl h1c::Exchange for Relay<'_> {
             // A forward-auth answer.
             match auth::verdict(info.status) {
                 auth::Verdict::Allow => {
-                    let mut job = then;
-                    let sites = self.sites;
-                    if let Some(a) = sites
-                        .sites
-                        .iter()
-                        .nth(link.site)
-                        .and_then(|s| s.proxies.get(link.route))
-                        .and_then(|r| r.auth.as_ref())
-                    {
-                        auth::copy_fields(&mut job.head, head, spans, &a.conf.copy);
+                    let mut then = then;
+                    // The list the request was routed by (not looked up again: a reload may
+                    // have moved the mounts since).
+                    if let Some(copy) = job.as_ref().and_then(|j| j.copy.as_deref()) {
+                        auth::copy_fields(&mut then.head, head, spans, copy);
                     }
+                    let job = then;
                     link.discard = true;
                     self.after.retry = Some(job);
                     return;
@@ -1006,6 +1026,11 @@ impl<B: Backend> Worker<B> {
     pub(super) fn start_jobs(&mut self, sh: &Shared) {
         let mut jobs = std::mem::take(&mut self.io.app.jobs);
         for mut job in jobs.drain(..) {
+            // Routed by this epoch's sites (the content phase ran in this turn).
+            job.epoch = self.pools.epoch;
+            if let Some(then) = job.then.as_mut() {
+                then.epoch = self.pools.epoch;
+            }
             // A hit the content phase found is answered here, its box kept for the next job.
             if let Some(hit) = job.hit.take() {
                 self.answer_job(&mut job, *hit, sh);
@@ -1024,6 +1049,10 @@ impl<B: Backend> Worker<B> {
     pub(super) fn dispatch(&mut self, mut job: Box<Job>, sh: &Shared) {
         if let Some(hit) = job.hit.take() {
             return self.answer_job(&mut job, *hit, sh);
+        }
+        if job.epoch != self.pools.epoch {
+            // A reload came since it was routed: its upstream is the new one of that name.
+            self.pools.bring_up_to_date(&mut job);
         }
         if job.cache.as_ref().is_some_and(|c| !c.planned) {
             if let Some(job) = self.cache_before(job, sh) {
@@ -2062,5 +2091,48 @@ mod tests {
         again.push((&other[..1], &other[3..]));
         assert_eq!(again.as_ptr() as usize, at);
         assert_eq!(again, [(&b"Y"[..], &b"2"[..])]);
+    }
+
+    #[test]
+    fn a_job_routed_before_reloads_follows_its_upstreams_name_through_each() {
+        // Epoch 0 had [app, jwt]; reload 1 put `other` first ([other, app, jwt]); reload 2
+        // removed `jwt` ([other, app]).
+        let mut pools = Pools {
+            epoch: 2,
+            ..Pools::default()
+        };
+        pools.renames.push_back((0, vec![1, 2]));
+        pools.renames.push_back((1, vec![0, 1, usize::MAX]));
+        let job = |epoch: u32, upstream: usize| Job {
+            epoch,
+            failed_server: Some(0),
+            ..Job::blank(1, 1, 0, 0, upstream)
+        };
+        for (epoch, upstream, want) in [
+            (0, 0, 1),          // app, through both
+            (0, 1, usize::MAX), // jwt, gone at the second
+            (1, 0, 0),          // other
+            (1, 2, usize::MAX), // jwt
+            (2, 1, 1),          // current: unchanged
+        ] {
+            let mut j = job(epoch, upstream);
+            pools.bring_up_to_date(&mut j);
+            assert_eq!(
+                (j.upstream, j.epoch),
+                (want, 2),
+                "epoch {epoch} index {upstream}"
+            );
+        }
+        let mut j = job(1, 0);
+        pools.bring_up_to_date(&mut j);
+        assert_eq!(
+            j.failed_server, None,
+            "the old set's server indexes mean nothing now"
+        );
+        // Older than the renames kept: no upstream.
+        pools.renames.pop_front();
+        let mut j = job(0, 0);
+        pools.bring_up_to_date(&mut j);
+        assert_eq!(j.upstream, usize::MAX);
     }
 }

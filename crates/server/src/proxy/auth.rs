@@ -23,6 +23,9 @@ pub(crate) struct AuthRoute {
     pub upstream: usize,
     /// The `Host` the auth upstream gets: its first server's address.
     pub host: String,
+    /// `conf.copy`, shared with each subrequest's job: the verdict reads the list its request
+    /// was routed by, whatever a reload made of the mounts since.
+    pub copy: std::sync::Arc<[String]>,
 }
 
 /// What the auth answer decides.
@@ -121,6 +124,7 @@ mod tests {
             },
             upstream: 1,
             host: "127.0.0.1:9100".into(),
+            copy: copy.iter().map(|s| s.to_string()).collect(),
         }
     }
 

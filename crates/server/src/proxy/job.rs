@@ -69,6 +69,11 @@ pub(crate) struct Job {
     // Read by the HTTP/2 relay only (a gRPC-Web mount needs an HTTP/2 upstream).
     #[cfg_attr(not(feature = "http2"), allow(dead_code))]
     pub web: Option<super::grpc_web::Web>,
+    /// The reload epoch its upstream index is of (`driver/upstream.rs` stamps it when it
+    /// first takes the job, and brings the index up to date when a reload came between).
+    pub epoch: u32,
+    /// A forward-auth subrequest's: the fields its answer sets on the request it guards.
+    pub copy: Option<std::sync::Arc<[String]>>,
     /// When it stops waiting for a connection, once it has waited in its upstream's line
     /// (the wheel's ms; 0: it has not): kept when it goes to the back again, so that it
     /// waits `connect_timeout` in all (`driver/upstream/line.rs`).
@@ -167,6 +172,8 @@ impl Job {
             background: false,
             hit: None,
             web: None,
+            epoch: 0,
+            copy: None,
             waits_until: 0,
         }
     }
@@ -180,6 +187,7 @@ impl Job {
             started: self.started,
             cache: Some(cache),
             background: true,
+            epoch: self.epoch,
             ..Job::blank(self.client, self.id, self.site, self.route, self.upstream)
         }
     }

@@ -48,6 +48,7 @@ impl Route {
                     conf: a.clone(),
                     upstream: i,
                     host: upstream_host(&upstreams[i]),
+                    copy: a.copy.iter().cloned().collect(),
                 })
             }
             None => None,

@@ -219,6 +219,8 @@ impl<'a> ConnApp<'a> {
             background: false,
             hit: None,
             web,
+            epoch: 0,
+            copy: None,
             waits_until: 0,
         };
         let job = match &r.auth {
@@ -237,6 +239,7 @@ impl<'a> ConnApp<'a> {
                     head: sub,
                     started: job.started,
                     path: job.path.clone(),
+                    copy: Some(auth.copy.clone()),
                     then: Some(Box::new(job)),
                     ..blank
                 }
