@@ -964,6 +964,64 @@ fn a_reload_keeps_the_cache_unless_its_settings_changed() {
     assert_eq!(up.count("/k"), 2);
 }
 
+/// Requests waiting on a flight whose mount a reload replaced (its cache settings changed)
+/// still go up on their own after `lock_timeout`, not only when the leader's answer ends.
+/// Before the fix the worker looked for late flights on the new set's mounts only.
+#[test]
+fn waiters_on_a_replaced_mounts_flight_still_go_up_after_the_lock_timeout() {
+    let slow = Upstream::start(|_, _| ok_with("Cache-Control: max-age=600\r\n", b"slow"));
+    let fast = Upstream::start(|_, _| ok_with("", b"fast"));
+    slow.set_open(false);
+    let dir = tempfile_dir().join("reload-flight");
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = common::free_port("127.0.0.1");
+    let admin = format!("127.0.0.1:{}", common::free_port("127.0.0.1"));
+    let file = dir.join("linerate.toml");
+    let write = |generation: u32, size: &str| {
+        std::fs::write(
+            &file,
+            format!(
+                "[admin]\naddr = \"{admin}\"\n\n[[listen]]\naddr = \"127.0.0.1:{port}\"\n\n\
+                 [[upstream]]\nname = \"slow\"\nservers = [\"{}\"]\n\n\
+                 [[upstream]]\nname = \"fast\"\nservers = [\"{}\"]\n\n\
+                 [[site]]\ndefault = true\n\n\
+                 [[site.proxy]]\nprefix = \"/fast\"\nupstream = \"fast\"\n\
+                 set_response = {{ \"X-Generation\" = \"{generation}\" }}\n\n\
+                 [[site.proxy]]\nprefix = \"/\"\nupstream = \"slow\"\n\
+                 cache = {{ size = \"{size}\", lock_timeout = \"1s\" }}\n",
+                slow.addr, fast.addr
+            ),
+        )
+        .unwrap();
+    };
+    write(1, "4MiB");
+    let s = common::bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let ask = || {
+        let mut c = Client::connect(addr);
+        c.send(b"GET /k HTTP/1.1\r\nHost: t\r\n\r\n");
+        c
+    };
+    let mut leader = ask();
+    eventually("the leader is upstream", || slow.count("/k") == 1);
+    let mut waiter = ask();
+    eventually("the second request waits on the flight", || {
+        metric(&admin, "linerate_cache_waiting") == Some(1)
+    });
+    // Another cache size: the mount's cache is a new one, and the flight stays on the old.
+    write(2, "8MiB");
+    common::bin::signal(&s.child, rustix::process::Signal::HUP);
+    eventually("the reload took effect", || {
+        get(addr, "/fast", "").header("x-generation") == Some("2")
+    });
+    // The gate is still shut: only the waiter's own request, sent once the lock timed out,
+    // makes a second.
+    eventually("the waiter went up on its own", || slow.count("/k") == 2);
+    slow.set_open(true);
+    assert_eq!(leader.read_response().text(), "slow");
+    assert_eq!(waiter.read_response().text(), "slow");
+}
+
 /// A request asking to upgrade (WebSocket) is the upstream's to answer even when its URL is
 /// cached: the cache neither answers it nor stores what comes back.
 #[test]

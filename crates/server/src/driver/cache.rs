@@ -375,18 +375,23 @@ impl<B: Backend> Worker<B> {
     }
 
     /// With requests parked: releases the waiters of flights past their deadline (their
-    /// leader's answer is late), and comes back in a while.
+    /// leader's answer is late), and comes back in a while. The mounts looked at are the
+    /// parked requests' own (each holds its mount): a mount a reload replaced still has its
+    /// flights, and every waiter of any worker is parked on one that looks.
     pub(super) fn expire_flights(&mut self) -> u64 {
         if self.pools.parked.is_empty() {
             return u64::MAX;
         }
         let now = crate::proxy::cache::now();
-        let sites = self.io.sites.clone();
-        for site in sites.sites.iter() {
-            for r in &site.proxies {
-                if let Some(c) = &r.cache {
-                    c.expire(now);
-                }
+        let mut seen: Vec<*const crate::proxy::cache::MountCache> = Vec::new();
+        for job in self.pools.parked.values() {
+            let Some(x) = job.cache.as_ref() else {
+                continue;
+            };
+            let mount = std::sync::Arc::as_ptr(&x.mount);
+            if !seen.contains(&mount) {
+                seen.push(mount);
+                x.mount.expire(now);
             }
         }
         self.io.cx.now + FLIGHT_TICK_MS
