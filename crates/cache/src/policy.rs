@@ -253,12 +253,26 @@ pub fn after(
     let Ok(key) = key else {
         return After::PassOn(None);
     };
+    // A request with conditions the cache does not evaluate (If-Match, If-Unmodified-Since,
+    // If-Range) went up as it came (`Plan::Bypass`): its answer (a 412, a 206) answers those
+    // conditions, not the next plain request.
+    if facts.other_preconditions {
+        return After::PassOn(None);
+    }
     if let Some(entry) = validated {
         if resp.status == 304 {
             return match freshen(entry, resp.fields, timing) {
                 Ok(fresh) => {
                     let fresh = Arc::new(fresh);
-                    store.insert(Arc::clone(&fresh));
+                    // The stored response is now the one updated by the 304 (§4.3.4): one
+                    // that may no longer be kept (`private`, `no-store` in the 304) answers
+                    // this request only, and the old goes.
+                    let facts_now = ResponseFacts::of(fresh.status, &fresh.fields);
+                    if storable(&facts, &facts_now, timing.response_time, opts).is_ok() {
+                        store.insert(Arc::clone(&fresh));
+                    } else {
+                        store.remove(&key);
+                    }
                     After::Freshened(fresh)
                 }
                 Err(Mismatch::Validator) => After::Refetch,

@@ -339,6 +339,17 @@ fn read_at_least(s: &mut TcpStream, buf: &mut Vec<u8>, body: usize) {
 }
 
 /// A raw client connection with a read timeout.
+/// Holds a scripted upstream's answer until the test sets `flag` (30 s at most: a test that
+/// failed before setting it leaves no thread spinning).
+fn hold_until(flag: &AtomicBool) {
+    for _ in 0..6_000 {
+        if flag.load(Ordering::SeqCst) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 fn connect(addr: SocketAddr) -> TcpStream {
     let s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
@@ -2586,9 +2597,7 @@ fn a_reload_that_moves_the_upstreams_sends_a_request_allowed_after_it_to_its_own
     let release = Arc::new(AtomicBool::new(false));
     let flag = release.clone();
     let auth = Upstream::start(move |_, s| {
-        while !flag.load(Ordering::SeqCst) {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        hold_until(&flag);
         s.write_all(b"HTTP/1.1 200 OK\r\nX-User-Id: 7\r\nContent-Length: 4\r\n\r\nauth")
             .unwrap();
         Then::Keep
@@ -2644,6 +2653,70 @@ fn a_reload_that_moves_the_upstreams_sends_a_request_allowed_after_it_to_its_own
         auth.seen().len(),
         1,
         "only the check went to the auth upstream"
+    );
+}
+
+#[test]
+fn a_caching_mount_with_forward_auth_varies_on_the_fields_the_auth_set() {
+    // The origin keys its page on the user the auth names (`Vary: X-User-Id`; `public`, as
+    // §3.5 asks of an answer to a request with `Authorization`). The cache must
+    // read the field the upstream read: before the fix it read the client's request, where
+    // the field is absent (or claimed), and gave Alice the page stored for Bob.
+    let auth = Upstream::start(|got, s| {
+        let user = match got.field("authorization") {
+            Some("Bearer bob") => "bob",
+            _ => "alice",
+        };
+        let answer = format!("HTTP/1.1 200 OK\r\nX-User-Id: {user}\r\nContent-Length: 0\r\n\r\n");
+        s.write_all(answer.as_bytes()).unwrap();
+        Then::Keep
+    });
+    let app = Upstream::start(|got, s| {
+        let body = format!("me:{}", got.field("x-user-id").unwrap_or("-"));
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\nCache-Control: public, max-age=600\r\nVary: X-User-Id\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(answer.as_bytes()).unwrap();
+        Then::Keep
+    });
+    let dir = TempDir(
+        std::env::temp_dir().join(format!("linerate-proxy-auth-cache-{}", std::process::id())),
+    );
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let file = dir.0.join("linerate.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[listen]]\naddr = \"127.0.0.1:0\"\n\
+             [[upstream]]\nname = \"app\"\nservers = [\"{}\"]\n\
+             [[upstream]]\nname = \"jwt\"\nservers = [\"{}\"]\n\
+             [[site]]\ndefault = true\napp = \"none\"\n\
+             [[site.proxy]]\nprefix = \"/\"\nupstream = \"app\"\ncache = {{ size = \"4MiB\" }}\n\
+             auth = {{ upstream = \"jwt\", path = \"/verify\", pass = [\"Authorization\"], copy = [\"X-User-Id\"] }}\n",
+            app.addr, auth.addr
+        ),
+    )
+    .unwrap();
+    let px = common::bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let mut c = Client::connect(px.addr);
+    let mut me = |fields: &str| {
+        c.send(format!("GET /me HTTP/1.1\r\nHost: t\r\n{fields}\r\n").as_bytes());
+        c.read_response().text()
+    };
+    assert_eq!(me("Authorization: Bearer bob\r\n"), "me:bob");
+    assert_eq!(me("Authorization: Bearer bob\r\n"), "me:bob");
+    assert_eq!(app.seen().len(), 1, "Bob's second is a hit");
+    assert_eq!(me("Authorization: Bearer alice\r\n"), "me:alice");
+    // A client's own claim is never the key: Alice claiming Bob's id is still Alice.
+    assert_eq!(
+        me("Authorization: Bearer alice\r\nX-User-Id: bob\r\n"),
+        "me:alice"
+    );
+    assert_eq!(
+        app.seen().len(),
+        2,
+        "Alice's variant, stored once, answered her claim"
     );
 }
 
@@ -2754,9 +2827,7 @@ fn a_request_waiting_past_the_connect_timeout_is_503() {
     let flag = release.clone();
     let up = Upstream::start(move |got, s| {
         if got.target() == "/held" {
-            while !flag.load(Ordering::SeqCst) {
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
+            hold_until(&flag);
         }
         s.write_all(&ok(got.target())).unwrap();
         Then::Keep
@@ -2961,9 +3032,7 @@ fn a_request_waiting_for_its_hashed_server_is_503_after_the_connect_timeout() {
     let script = |name: &'static str, flag: Arc<AtomicBool>| {
         move |got: &Got, s: &mut TcpStream| {
             if got.target() == "/held" {
-                while !flag.load(Ordering::SeqCst) {
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                }
+                hold_until(&flag);
             }
             s.write_all(&ok(name)).unwrap();
             Then::Keep
@@ -3003,9 +3072,7 @@ fn a_reload_sends_the_requests_waiting_for_a_connection_to_the_new_servers() {
     let release = Arc::new(AtomicBool::new(false));
     let flag = release.clone();
     let a = Upstream::start(move |_, s| {
-        while !flag.load(Ordering::SeqCst) {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        hold_until(&flag);
         s.write_all(&ok("a")).unwrap();
         Then::Keep
     });

@@ -401,7 +401,7 @@ fn metrics_count_outcomes_and_a_purge_empties_what_it_names() {
     let admin_port = common::free_port("127.0.0.1");
     let admin = format!("127.0.0.1:{admin_port}");
     let s = cache_in_front(&up, &["--admin", admin.as_str()]);
-    for p in ["/p/1", "/p/2", "/q", "/p/1", "/q"] {
+    for p in ["/p/1", "/p/2", "/q", "/p/1", "/q", "/caf%C3%A9"] {
         get(s.addr, p, "");
     }
     let line = |outcome: &str| {
@@ -413,8 +413,13 @@ fn metrics_count_outcomes_and_a_purge_empties_what_it_names() {
             })
             .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
     };
-    assert_eq!((line("hit"), line("miss")), (Some(2), Some(3)));
-    assert_eq!(metric(&admin, "linerate_cache_objects"), Some(3));
+    assert_eq!((line("hit"), line("miss")), (Some(2), Some(4)));
+    assert_eq!(metric(&admin, "linerate_cache_objects"), Some(4));
+    // A plain URL is taken as written, escapes and all: the key keeps the target as received.
+    assert_eq!(
+        post(&admin, "/purge?url=http://t/caf%C3%A9"),
+        (200, "purged 1\n".to_string())
+    );
     assert_eq!(
         post(&admin, "/purge?url=http%3A%2F%2Ft%2Fq"),
         (200, "purged 1\n".to_string())
@@ -709,6 +714,46 @@ fn a_tier_hit_is_answered_when_memory_cannot_keep_the_entry() {
         );
     }
     assert_eq!(up.count("/big"), 1, "tier hits went upstream");
+}
+
+/// An unsafe method's answer invalidates the URL in the tier too (RFC 9111 §4.4): the next
+/// GET goes upstream and gets the new representation. Before the fix only memory forgot it,
+/// and the next miss brought the old answer back from the tier. The answers are larger than
+/// the memory store, so every hit is the tier's.
+#[test]
+fn a_put_invalidates_the_url_in_the_tier_too() {
+    let Some(tier) = common::tier::TierServer::start("redis-server") else {
+        return;
+    };
+    let version = Arc::new(std::sync::atomic::AtomicUsize::new(1));
+    let v = version.clone();
+    let up = Upstream::start(move |_, head| {
+        if head.starts_with("PUT ") {
+            v.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            return b"HTTP/1.1 204 No Content\r\n\r\n".to_vec();
+        }
+        let n = v.load(std::sync::atomic::Ordering::SeqCst);
+        ok_with(
+            "Cache-Control: public, max-age=600\r\n",
+            format!("{n}").repeat(2048).as_bytes(),
+        )
+    });
+    let (edge, admin) = edge_before_a_tier(&up, &tier.url());
+    assert!(stores_through(&admin, || {
+        assert!(get(edge.addr, "/item", "").body.starts_with(b"1"));
+    }));
+    let r = get(edge.addr, "/item", "");
+    assert!(r.header("cache-status").unwrap().contains("hit"));
+    let mut c = Client::connect(edge.addr);
+    c.send(b"PUT /item HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n");
+    assert_eq!(c.read_response().status, 204);
+    let r = get(edge.addr, "/item", "");
+    assert!(
+        r.body.starts_with(b"2"),
+        "the answer from before the PUT: {:?}",
+        r.headers
+    );
+    assert_eq!(up.count("/item"), 3, "GET, PUT, GET");
 }
 
 /// Requests that reach the edge together ask the tier together (one call for the worker's

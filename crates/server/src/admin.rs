@@ -119,7 +119,8 @@ fn route(
 
 /// `POST /purge?url=URL` removes that URL's answers (every variant) from every proxy cache;
 /// `POST /purge?prefix=URL`, every answer whose URL starts with it. The URL is
-/// percent-encoded in the query (`http%3A%2F%2Fexample.com%2Fa`) or plain.
+/// percent-encoded in the query (`http%3A%2F%2Fexample.com%2Fa`), or plain, escapes and all
+/// (`http://example.com/caf%C3%A9`).
 fn purge(query: &str, stats: &StatsHandle) -> (u16, &'static str, String) {
     let (name, value) = query.split_once('=').unwrap_or((query, ""));
     let prefix = match name {
@@ -133,7 +134,13 @@ fn purge(query: &str, stats: &StatsHandle) -> (u16, &'static str, String) {
             );
         }
     };
-    let url = percent_decode(value);
+    // Encoded whole, the value has no `://` of its own; a plain URL is taken as it is, its
+    // `%XX` escapes the stored key's own (keys keep the target as received).
+    let url = if value.contains("://") {
+        value.to_string()
+    } else {
+        percent_decode(value)
+    };
     match stats.purge(&url, prefix) {
         Some(n) => (200, "text/plain", format!("purged {n}\n")),
         None => (400, "text/plain", format!("not an http(s) URL: {url:?}\n")),

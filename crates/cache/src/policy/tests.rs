@@ -465,6 +465,75 @@ fn a_validated_entry_replaced_by_an_unstorable_answer_goes() {
 }
 
 #[test]
+fn a_304_that_makes_the_entry_private_or_no_store_answers_its_request_only() {
+    for cc in [&b"private, max-age=600"[..], b"no-store"] {
+        let s = store();
+        let req = get("/p", &[]);
+        fill(
+            &s,
+            &req,
+            200,
+            &[(b"Cache-Control", b"max-age=1"), (b"ETag", b"\"v\"")],
+            T0,
+        );
+        let later = Time(T0.0 + 5);
+        let Plan::Forward {
+            validate: Some(entry),
+            ..
+        } = plan_at(&s, &req, later)
+        else {
+            panic!("stale: validate")
+        };
+        let resp = Response {
+            status: 304,
+            fields: &[(b"ETag", b"\"v\""), (b"Cache-Control", cc)],
+        };
+        let got = after(
+            &req,
+            Some(&resp),
+            Some(&entry),
+            at(later),
+            &s,
+            &Options::default(),
+        );
+        assert!(matches!(got, After::Freshened(_)), "this request's answer");
+        assert!(
+            matches!(
+                plan_at(&s, &req, later),
+                Plan::Forward {
+                    fwd: Fwd::UriMiss,
+                    ..
+                }
+            ),
+            "{}: the shared cache keeps nothing",
+            String::from_utf8_lossy(cc)
+        );
+    }
+}
+
+#[test]
+fn answers_to_conditions_the_cache_does_not_evaluate_are_not_stored() {
+    // An If-Match request goes up as it came; its 412, even with a lifetime, is no answer
+    // to the next plain GET.
+    let s = store();
+    let conditional: &[Field] = &[(b"If-Match", b"\"nope\"")];
+    let req = get("/doc", conditional);
+    assert!(matches!(
+        plan_at(&s, &req, T0),
+        Plan::Bypass(Bypass::Preconditions)
+    ));
+    let got = fill(&s, &req, 412, &[(b"Cache-Control", b"max-age=300")], T0);
+    assert!(matches!(got, After::PassOn(None)));
+    assert!(matches!(
+        plan_at(&s, &get("/doc", &[]), T0),
+        Plan::Forward {
+            fwd: Fwd::UriMiss,
+            ..
+        }
+    ));
+}
+
+#[test]
 fn plans_after_a_long_key_look_up_their_own() {
     // The key is built in a buffer each thread keeps between plans: a shorter key after a
     // longer one must be exactly its own bytes, never the longer key's tail, and a plan that

@@ -705,6 +705,9 @@ impl h1c::Exchange for Relay<'_> {
                     // have moved the mounts since).
                     if let Some(copy) = job.as_ref().and_then(|j| j.copy.as_deref()) {
                         auth::copy_fields(&mut then.head, head, spans, copy);
+                        if let Some(x) = then.cache.as_mut() {
+                            x.authorized(copy, auth::copied(head, spans, copy));
+                        }
                     }
                     let job = then;
                     link.discard = true;

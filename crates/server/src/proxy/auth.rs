@@ -100,14 +100,23 @@ pub(crate) fn copy_fields(
 ) {
     debug_assert!(request.ends_with(b"\r\n\r\n"), "a whole framed head");
     let mut added = Vec::new();
-    for f in spans {
-        let name = &answer[f.name.clone()];
-        if copy.iter().any(|c| c.as_bytes().eq_ignore_ascii_case(name)) {
-            write_field(&mut added, name, &answer[f.value.clone()]);
-        }
+    for (name, value) in copied(answer, spans, copy) {
+        write_field(&mut added, name, value);
     }
     let at = request.len() - 2;
     request.splice(at..at, added);
+}
+
+/// The auth answer's fields that `copy` names (from `answer`, its spans `spans`), in order.
+pub(crate) fn copied<'a>(
+    answer: &'a [u8],
+    spans: &'a [FieldSpan],
+    copy: &'a [String],
+) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
+    spans
+        .iter()
+        .map(move |f| (&answer[f.name.clone()], &answer[f.value.clone()]))
+        .filter(move |(name, _)| copy.iter().any(|c| c.as_bytes().eq_ignore_ascii_case(name)))
 }
 
 #[cfg(test)]

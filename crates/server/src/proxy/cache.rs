@@ -224,6 +224,28 @@ impl CacheReq {
         &self.buf[self.method.clone()] == b"HEAD"
     }
 
+    /// The request as its forward auth let it go upstream: the fields `copy` names are the
+    /// auth answer's (`given`), never the client's, so that the store's variants (`Vary`)
+    /// and §3.5's `Authorization` rule read what the upstream read.
+    fn authorized<'a>(
+        &mut self,
+        copy: &[String],
+        given: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+    ) {
+        let buf = &self.buf;
+        self.fields.retain(|(n, _)| {
+            let name = &buf[n.clone()];
+            !copy.iter().any(|c| c.as_bytes().eq_ignore_ascii_case(name))
+        });
+        for (n, v) in given {
+            let start = self.buf.len();
+            self.buf.extend_from_slice(n);
+            let mid = self.buf.len();
+            self.buf.extend_from_slice(v);
+            self.fields.push((start..mid, mid..self.buf.len()));
+        }
+    }
+
     fn is_get(&self) -> bool {
         &self.buf[self.method.clone()] == b"GET"
     }
@@ -738,6 +760,8 @@ pub(crate) struct Exchange {
     /// The second tier's entry for this request, planned from even when the memory store
     /// could not keep it (a store smaller than the working set).
     tier_entry: Option<Arc<Entry>>,
+    /// The tier's fence when it was asked (`SharedTier::usable`).
+    tier_fence: u64,
     /// The plan the content phase made, and when (the driver acts on it without a second
     /// look).
     pending: Option<(Plan, Time)>,
@@ -753,6 +777,20 @@ impl Drop for Exchange {
 }
 
 impl Exchange {
+    /// The request's forward auth allowed it, setting the fields `copy` names from its
+    /// answer (`given`): the cache reads them as the upstream will ([`CacheReq::authorized`]).
+    pub(crate) fn authorized<'a>(
+        &mut self,
+        copy: &[String],
+        given: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+    ) {
+        debug_assert!(
+            !self.planned,
+            "a mount with forward auth plans after the check"
+        );
+        self.req.authorized(copy, given);
+    }
+
     pub(crate) fn new(mount: Arc<MountCache>, req: CacheReq) -> Exchange {
         Exchange {
             mount,
@@ -768,6 +806,7 @@ impl Exchange {
             tier_checked: false,
             asking: None,
             tier_entry: None,
+            tier_fence: 0,
             pending: None,
         }
     }
@@ -801,6 +840,10 @@ impl Exchange {
     /// every one waiting on it) is planned again from there; nothing usable, and it goes up.
     pub(crate) fn tier_answer(&mut self, stored: Option<Vec<u8>>) {
         self.tier_checked = true;
+        // Asked before an invalidation or a purge on this edge was done: it may bring back
+        // what that removed, so it is a miss.
+        let usable = (self.mount.tier.as_ref()).is_some_and(|t| t.usable(self.tier_fence));
+        let stored = stored.filter(|_| usable);
         if let Some(key) = self.asking.take() {
             // Asked alone: no flight to land; an entry is planned from as a leader's is.
             if let Some(entry) = stored.and_then(|b| super::tier::decode(b, &key)) {
@@ -909,6 +952,7 @@ impl Exchange {
                             tier_checked: true,
                             asking: None,
                             tier_entry: None,
+                            tier_fence: 0,
                             pending: None,
                         })
                     });
@@ -932,6 +976,7 @@ impl Exchange {
                     && !self.tier_checked
                 {
                     self.asking = Some(key);
+                    self.tier_fence = mount.tier.as_ref().map_or(0, |t| t.fence());
                     return Before::Tier;
                 }
                 if fwd == Fwd::Request || self.alone {
@@ -942,6 +987,7 @@ impl Exchange {
                     Role::Lead(id) => {
                         self.flight = Some((key, id));
                         if self.validate.is_none() && mount.tier.is_some() && !self.tier_checked {
+                            self.tier_fence = mount.tier.as_ref().map_or(0, |t| t.fence());
                             return Before::Tier;
                         }
                         Before::Forward
@@ -997,6 +1043,20 @@ impl Exchange {
         };
         let mount = Arc::clone(&self.mount);
         let after = self.req.with(|r| {
+            let method = linerate_cache::Method::of(r.method);
+            if let Some(tier) = &mount.tier
+                && method == linerate_cache::Method::Unsafe
+            {
+                // What the answer invalidates in memory (§4.4, within `after`) goes from the
+                // tier too, or the next miss would bring it back.
+                if let Ok(target) = Key::new(r.scheme, r.authority, r.target) {
+                    let gone =
+                        linerate_cache::invalidate::invalidated(method, status, &target, &fields);
+                    if !gone.is_empty() {
+                        tier.invalidate(&gone);
+                    }
+                }
+            }
             linerate_cache::after(
                 r,
                 Some(&resp),

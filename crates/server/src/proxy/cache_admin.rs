@@ -43,12 +43,13 @@ impl crate::stats::CacheAdmin for View {
     }
 
     fn purge(&self, url: &str, prefix: bool) -> Option<usize> {
-        let n = self.purge_here(url, prefix)?;
         if let Some(t) = &self.cache.tier {
-            // Every edge sharing the tier forgets too (a generation; docs/cache.md).
+            // Every edge sharing the tier forgets too (a generation; docs/cache.md). Begun
+            // first: what the tier answers from now until the generation moved is not used
+            // to fill memory again (`SharedTier::usable`).
             t.purge();
         }
-        Some(n)
+        self.purge_here(url, prefix)
     }
 
     fn shared(&self) -> Arc<dyn std::any::Any + Send + Sync> {

@@ -3,7 +3,12 @@
 //! before going upstream (the key's flight leader only, so one question per key); an answer
 //! stored in memory is also stored there. A purge bumps a generation kept in the tier, which
 //! every edge reads each second: an edge that sees it change empties its memory store, so a
-//! purge on one edge reaches all.
+//! purge on one edge reaches all. An unsafe method's answer that invalidates keys (RFC 9111
+//! §4.4) deletes them here too.
+//!
+//! An answer from the tier fills memory only when nothing was invalidated or purged on this
+//! edge between its question and its answer, and nothing is being (the fence): a question
+//! sent before a delete or a purge reached the tier may bring back what it removed.
 //!
 //! Owns the stored form of an entry (versioned, bounds-checked on the way in) and the tier
 //! keys. The calls are linerate-kv's (a timeout on each; a tier that is down is a miss, logged
@@ -41,6 +46,28 @@ pub(crate) struct SharedTier {
     tier: Tier,
     /// The generation read last (0: not read yet; the tier is then left alone).
     generation: Arc<AtomicU64>,
+    /// The fence: moved when an invalidation or a purge starts and when it is done (`busy`
+    /// counts those under way); see [`SharedTier::usable`].
+    fence: Arc<Fence>,
+}
+
+/// See [`SharedTier::fence`].
+#[derive(Default)]
+struct Fence {
+    moved: AtomicU64,
+    busy: AtomicU64,
+}
+
+impl Fence {
+    fn start(&self) {
+        self.busy.fetch_add(1, Ordering::AcqRel);
+        self.moved.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn done(&self) {
+        self.moved.fetch_add(1, Ordering::AcqRel);
+        self.busy.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl std::fmt::Debug for SharedTier {
@@ -58,7 +85,36 @@ impl SharedTier {
         Ok(SharedTier {
             tier: Tier::start(config)?,
             generation: Arc::new(AtomicU64::new(0)),
+            fence: Arc::default(),
         })
+    }
+
+    /// The fence now: taken when a question is asked, for [`SharedTier::usable`].
+    pub(crate) fn fence(&self) -> u64 {
+        self.fence.moved.load(Ordering::Acquire)
+    }
+
+    /// Whether an answer to a question asked at fence `asked` may fill memory: no
+    /// invalidation or purge started since, and none is under way.
+    pub(crate) fn usable(&self, asked: u64) -> bool {
+        self.fence.busy.load(Ordering::Acquire) == 0 && self.fence() == asked
+    }
+
+    /// Deletes `keys` (an unsafe method's answer invalidated them in memory, §4.4) from the
+    /// tier's current generation; answers asked meanwhile are not used.
+    pub(crate) fn invalidate(&self, keys: &[Key]) {
+        let names: Vec<String> = keys.iter().filter_map(|k| self.tier_key(k)).collect();
+        if names.is_empty() {
+            return;
+        }
+        let (t, fence) = (self.tier.clone(), self.fence.clone());
+        fence.start();
+        self.tier.spawn(async move {
+            for name in &names {
+                t.delete(name).await;
+            }
+            fence.done();
+        });
     }
 
     /// Reads the generation now and every [`GENERATION_EVERY`]; `cleared` is called on the
@@ -153,11 +209,19 @@ impl SharedTier {
     /// Every answer in the tier, on every edge, is forgotten: the generation moves on, and
     /// each edge empties its memory store when it reads it.
     pub(crate) fn purge(&self) {
-        let (t, g) = (self.tier.clone(), self.generation.clone());
+        let (t, g, fence) = (
+            self.tier.clone(),
+            self.generation.clone(),
+            self.fence.clone(),
+        );
+        // Before the caller empties memory: an answer of the old generation that comes
+        // after is not used.
+        fence.start();
         self.tier.spawn(async move {
             if let Some(now) = t.bump_generation(&format!("{NAMESPACE}:generation")).await {
                 g.store(now, Ordering::Relaxed);
             }
+            fence.done();
         });
     }
 
@@ -384,6 +448,43 @@ impl<'a> Reader<'a> {
 mod tests {
     use super::*;
     use linerate_cache::Response;
+
+    #[test]
+    fn answers_asked_before_an_invalidation_or_a_purge_is_done_are_not_used() {
+        // A tier nothing listens on: each call fails after its timeout, and the fence is done.
+        let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("redis://{}", dead.local_addr().unwrap());
+        drop(dead);
+        let t = SharedTier::start(&url, Duration::from_millis(50)).unwrap();
+        let key = Key::new(b"http", b"t", b"/x").unwrap();
+        let done = |t: &SharedTier| {
+            (0..400).any(|_| {
+                std::thread::sleep(Duration::from_millis(10));
+                t.fence.busy.load(Ordering::Acquire) == 0
+            })
+        };
+        let asked = t.fence();
+        assert!(t.usable(asked));
+        t.purge();
+        assert!(!t.usable(asked), "asked before the purge began");
+        assert!(done(&t), "the purge ends, even with the tier down");
+        assert!(!t.usable(asked), "asked before the purge: still not used");
+        let after_purge = t.fence();
+        assert!(t.usable(after_purge));
+        // An invalidation needs the generation read (0: nothing is asked of the tier, so
+        // nothing is deleted and the fence stays).
+        t.invalidate(std::slice::from_ref(&key));
+        assert!(t.usable(after_purge));
+        t.generation.store(7, Ordering::Relaxed);
+        t.invalidate(std::slice::from_ref(&key));
+        assert!(!t.usable(after_purge), "asked before the delete began");
+        assert!(done(&t));
+        assert!(
+            !t.usable(after_purge),
+            "asked before the delete: still not used"
+        );
+        assert!(t.usable(t.fence()));
+    }
 
     #[test]
     fn tier_keys_table() {

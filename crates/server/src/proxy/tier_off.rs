@@ -29,6 +29,18 @@ impl SharedTier {
         match *self {}
     }
 
+    pub(crate) fn fence(&self) -> u64 {
+        match *self {}
+    }
+
+    pub(crate) fn usable(&self, _asked: u64) -> bool {
+        match *self {}
+    }
+
+    pub(crate) fn invalidate(&self, _keys: &[Key]) {
+        match *self {}
+    }
+
     pub(crate) fn tier_key(&self, _key: &Key) -> Option<String> {
         match *self {}
     }
