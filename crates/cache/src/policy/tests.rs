@@ -53,6 +53,27 @@ fn plan_at(store: &Store, req: &Request, t: Time) -> Plan {
     plan(req, store, t, &Options::default())
 }
 
+/// `req`'s answer stored at T0 with `max-age=1` and an ETag, and planned when stale: the
+/// entry the plan validates, and that time.
+fn stale_entry(store: &Store, req: &Request) -> (Arc<Entry>, Time) {
+    fill(
+        store,
+        req,
+        200,
+        &[(b"Cache-Control", b"max-age=1"), (b"ETag", b"\"v\"")],
+        T0,
+    );
+    let later = Time(T0.0 + 5);
+    let Plan::Forward {
+        validate: Some(entry),
+        ..
+    } = plan_at(store, req, later)
+    else {
+        panic!("stale: validate")
+    };
+    (entry, later)
+}
+
 #[test]
 fn miss_store_hit_with_age() {
     let s = store();
@@ -427,21 +448,7 @@ fn unsafe_methods_invalidate_and_are_never_stored() {
 fn a_validated_entry_replaced_by_an_unstorable_answer_goes() {
     let s = store();
     let req = get("/n", &[]);
-    fill(
-        &s,
-        &req,
-        200,
-        &[(b"Cache-Control", b"max-age=1"), (b"ETag", b"\"v\"")],
-        T0,
-    );
-    let later = Time(T0.0 + 5);
-    let Plan::Forward {
-        validate: Some(entry),
-        ..
-    } = plan_at(&s, &req, later)
-    else {
-        panic!()
-    };
+    let (entry, later) = stale_entry(&s, &req);
     let resp = Response {
         status: 200,
         fields: &[(b"Cache-Control", b"no-store")],
@@ -469,21 +476,7 @@ fn a_304_that_makes_the_entry_private_or_no_store_answers_its_request_only() {
     for cc in [&b"private, max-age=600"[..], b"no-store"] {
         let s = store();
         let req = get("/p", &[]);
-        fill(
-            &s,
-            &req,
-            200,
-            &[(b"Cache-Control", b"max-age=1"), (b"ETag", b"\"v\"")],
-            T0,
-        );
-        let later = Time(T0.0 + 5);
-        let Plan::Forward {
-            validate: Some(entry),
-            ..
-        } = plan_at(&s, &req, later)
-        else {
-            panic!("stale: validate")
-        };
+        let (entry, later) = stale_entry(&s, &req);
         let resp = Response {
             status: 304,
             fields: &[(b"ETag", b"\"v\""), (b"Cache-Control", cc)],
