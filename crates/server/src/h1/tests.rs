@@ -391,6 +391,7 @@ type Row = (
 const SPLIT_MATTERS: &[&str] = &[
     "no 100-continue when the body came along",
     "a refused request whose body is all here keeps the connection",
+    "a refused request whose chunked body is all here keeps the connection (as nginx's)",
 ];
 
 #[rustfmt::skip]
@@ -436,8 +437,14 @@ const ROWS: &[Row] = &[
     ("a refused request whose body is all here keeps the connection",
         &[b"POST /nope HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabcGET /x HTTP/1.1\r\nHost: a\r\n\r\n"],
         &["404 nf", "200 x"], "open"),
+    ("a refused request whose chunked body is all here keeps the connection (as nginx's)",
+        &[b"POST /nope HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX: y\r\n\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n"],
+        &["404 nf", "200 x"], "open"),
     ("a refused request whose body is not read closes",
-        &[b"POST /nope HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"],
+        &[b"POST /nope HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n"],
+        &["404 nf [close]"], "shut"),
+    ("a refused request whose chunked body is malformed closes, nothing behind it answered",
+        &[b"POST /nope HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcd\r\n0\r\n\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n"],
         &["404 nf [close]"], "shut"),
     ("Content-Length over the body limit: 413 without reading it",
         &[b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 17\r\n\r\n"], &["413 Content Too Large\n [close]"], "shut"),

@@ -445,6 +445,14 @@ impl<P> Conn<P> {
             }
         }
         let s = &mut self.streams[idx];
+        if s.draining() {
+            if end {
+                self.end_stream(idx, cx, svc);
+            } else if !s.can_end_within_window() {
+                self.stream_error(h.stream, Code::NoError, cx);
+            }
+            return;
+        }
         if s.tunnel && s.body.is_none() {
             // The tunnel's bytes are owed back only as its reader takes them
             // (`tunnel_used`): a reader that stops holds the client to one window.
@@ -714,7 +722,7 @@ impl<P> Conn<P> {
     fn large_bodies(&self) -> usize {
         self.streams
             .iter()
-            .filter(|s| !s.tunnel && !s.remote_closed && s.large_body())
+            .filter(|s| !s.tunnel && !s.remote_closed && !s.discard && s.large_body())
             .count()
     }
 
@@ -937,16 +945,28 @@ impl<P> Conn<P> {
         }
     }
 
-    /// Stream `idx`'s answer is out: forget the stream, or reset it when the client is still
-    /// sending a body nobody will read (RFC 9113 §8.1: RST_STREAM(NO_ERROR)).
+    /// Stream `idx`'s answer is out: forget the stream, or, when the client is still sending a
+    /// body nobody will read, drain it.
+    ///
+    /// RFC 9113 §8.1 allows RST_STREAM(NO_ERROR) at once, but a client that has not finished
+    /// writing may then drop the whole answer (curl 7.88: "Stream error in the HTTP/2 framing
+    /// layer" for a 401 to a POST, issue T). So the rest of the body is read and dropped, as
+    /// HTTP/1.1's lingering close does and nginx does: while it can end within the window the
+    /// stream has left (no WINDOW_UPDATE is given for it, so at most [`STREAM_WINDOW`]) and
+    /// for `linger_timeout`. Past either bound the stream is reset with NO_ERROR.
     fn finish(&mut self, idx: usize, cx: &mut Cx) {
-        let s = &self.streams[idx];
+        let s = &mut self.streams[idx];
         let id = s.id;
         if s.remote_closed {
             self.closed.push(id);
             self.streams.swap_remove(idx);
         } else if s.discard {
-            self.stream_error(id, Code::NoError, cx);
+            if s.can_end_within_window() {
+                s.body = None;
+                s.body_deadline = cx.now + cx.cfg.linger_timeout;
+            } else {
+                self.stream_error(id, Code::NoError, cx);
+            }
         }
     }
 
@@ -1230,6 +1250,13 @@ impl<P> Conn<P> {
                         _ => None,
                     })
                     .collect();
+                // Draining past linger_timeout: RFC 9113 §8.1's RST_STREAM(NO_ERROR).
+                let drained: Vec<u32> = self
+                    .streams
+                    .iter()
+                    .filter(|s| s.draining() && s.body_deadline <= now)
+                    .map(|s| s.id)
+                    .collect();
                 for (i, status) in late.into_iter().rev() {
                     let why = if status == 503 {
                         "the answer did not come in time"
@@ -1248,6 +1275,9 @@ impl<P> Conn<P> {
                         s.discard = true;
                     }
                     self.answer(i, resp, cx);
+                }
+                for id in drained {
+                    self.stream_error(id, Code::NoError, cx);
                 }
                 self.end_if_done();
             }
@@ -1411,6 +1441,7 @@ impl<P> Conn<P> {
                 Answer::Waiting if s.body_deadline != u64::MAX => {
                     Some((Timer::Body, s.body_deadline))
                 }
+                Answer::Done if s.draining() => Some((Timer::Body, s.body_deadline)),
                 _ => None,
             })
             .min_by_key(|(_, at)| *at)

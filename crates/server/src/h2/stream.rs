@@ -90,7 +90,8 @@ pub(crate) struct Stream<P> {
     pub remote_closed: bool,
     /// The request was HEAD: the answer has no DATA.
     pub head: bool,
-    /// Answered before its body ended: the rest of the body is dropped.
+    /// Answered before its body ended: the rest of the body is dropped. Once the answer is
+    /// out the stream is *draining* ([`Stream::draining`]) until the client ends its body.
     pub discard: bool,
     pub send_window: i64,
     /// What the client may still send on it before a WINDOW_UPDATE.
@@ -138,6 +139,22 @@ impl<P> Stream<P> {
     /// The stream is finished on both sides.
     pub(crate) fn closed(&self) -> bool {
         self.remote_closed && matches!(self.answer, Answer::Done)
+    }
+
+    /// Its answer is out and the client is still sending a body nobody reads: the rest is read
+    /// and dropped until END_STREAM (`Conn::finish`, issue T).
+    pub(crate) fn draining(&self) -> bool {
+        self.discard && !self.remote_closed && matches!(self.answer, Answer::Done)
+    }
+
+    /// The client can still end its body without a WINDOW_UPDATE (none is given for a body
+    /// that is dropped): some window is left, and a declared length fits in it.
+    pub(crate) fn can_end_within_window(&self) -> bool {
+        let left = u64::try_from(self.recv_window).unwrap_or(0);
+        left > 0
+            && self
+                .declared
+                .is_none_or(|d| d.saturating_sub(self.received) <= left)
     }
 }
 

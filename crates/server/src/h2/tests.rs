@@ -809,19 +809,124 @@ fn content_length_mismatch_is_a_stream_error() {
     );
 }
 
-// A body over the limit gets 413, then RST_STREAM(NO_ERROR) so the client stops sending
-// (RFC 9113 §8.1); later DATA on that stream is ignored.
+// A body over the limit gets 413; the rest of the body is read and dropped until the client
+// ends it (issue T: curl 7.88 drops an answer whose stream is reset before it has written
+// its body), and the stream closes without RST_STREAM.
 #[test]
-fn a_body_over_the_limit_is_413_then_no_error_reset() {
+fn a_body_over_the_limit_is_413_and_the_rest_is_drained() {
     let mut h = H::open();
     h.recv(&headers(1, &block("POST", "/echo", &[]), false));
     h.recv(&data(1, &[b'a'; 17], false));
     let got = h.frames();
     assert_eq!(status(&got[0]), Some((1, "413".into())));
-    assert_eq!(got.last(), Some(&F::Rst(1, Code::NoError as u32)));
+    assert!(!got.iter().any(|f| matches!(f, F::Rst(..))), "{got:?}");
+    h.recv(&data(1, b"more", false));
+    h.recv(&data(1, b"end", true));
+    assert!(h.frames().is_empty());
+    // Closed normally: a late frame on it is STREAM_CLOSED, not ignored as after a reset.
+    h.recv(&data(1, b"late", false));
+    assert_eq!(h.frames(), [F::GoAway(1, Code::StreamClosed as u32)]);
+}
+
+// Past linger_timeout a body still coming is cut: RST_STREAM(NO_ERROR), RFC 9113 §8.1; later
+// DATA on that stream is ignored and the connection goes on.
+#[test]
+fn a_drained_body_that_does_not_end_is_reset_after_the_linger_timeout() {
+    let mut h = H::open();
+    h.recv(&headers(1, &block("POST", "/echo", &[]), false));
+    h.recv(&data(1, &[b'a'; 17], false));
+    assert_eq!(status(&h.frames()[0]), Some((1, "413".into())));
+    h.at(40);
+    h.recv(&data(1, b"more", false));
+    assert!(h.frames().is_empty(), "DATA does not extend the drain");
+    h.at(51);
+    assert_eq!(h.frames(), [F::Rst(1, Code::NoError as u32)]);
     h.recv(&data(1, b"more", true));
     assert!(h.frames().is_empty());
-    assert!(!h.shut);
+    h.recv(&get(3, "/x"));
+    assert_eq!(
+        h.frames().iter().filter_map(status).collect::<Vec<_>>(),
+        [(3, "200".into())]
+    );
+}
+
+// Early answers (issue T item 1): an answer given before the request body is in — a handler
+// that answers at the head, a 413 for a declared length — is never followed by a reset while
+// the client can still end its body within the stream's window; the body is read and dropped.
+// A body that cannot end within the window (no WINDOW_UPDATE is given for a dropped body) is
+// cut at once with RST_STREAM(NO_ERROR) (RFC 9113 §8.1), and a stream whose END_STREAM has
+// arrived is never reset.
+#[test]
+fn early_answers_drain_the_body_within_the_window_then_close() {
+    let window = 1u64 << 20; // STREAM_WINDOW, announced in the server's SETTINGS
+    // (path, content-length, DATA the client sends after the answer, reset expected)
+    let rows: &[(&str, Option<u64>, &[usize], bool)] = &[
+        ("/x", None, &[100, 100], false),
+        ("/x", Some(300), &[100, 200], false),
+        ("/missing", Some(5), &[5], false),
+        ("/echo", Some(17), &[17], false),
+        ("/x", Some(window), &[16_384; 64], false),
+        ("/x", Some(window + 1), &[], true),
+        ("/echo", Some(window + 1), &[], true),
+    ];
+    for &(path, declared, pieces, reset) in rows {
+        let mut h = H::open();
+        let len = declared.map(|d| d.to_string());
+        let fields: Vec<(&str, &str)> =
+            len.iter().map(|l| ("content-length", l.as_str())).collect();
+        h.recv(&headers(1, &block("POST", path, &fields), false));
+        let got = h.frames();
+        assert!(
+            matches!(got[0], F::Headers { stream: 1, .. }),
+            "{path} {declared:?}: {got:?}"
+        );
+        let rst = got.iter().any(|f| matches!(f, F::Rst(1, _)));
+        assert_eq!(rst, reset, "{path} {declared:?}: {got:?}");
+        if reset {
+            assert_eq!(got.last(), Some(&F::Rst(1, Code::NoError as u32)));
+            continue;
+        }
+        for (i, &n) in pieces.iter().enumerate() {
+            h.recv(&data(1, &vec![b'b'; n], i + 1 == pieces.len()));
+        }
+        let after = h.frames();
+        assert!(
+            !after
+                .iter()
+                .any(|f| matches!(f, F::Rst(..) | F::GoAway(..))),
+            "{path} {declared:?}: {after:?}"
+        );
+        assert!(
+            !after.iter().any(|f| matches!(f, F::Window(1, _))),
+            "a dropped body gets no stream WINDOW_UPDATE: {after:?}"
+        );
+        h.at(1_000);
+        assert!(
+            !h.frames().iter().any(|f| matches!(f, F::Rst(..))),
+            "{path} {declared:?}: reset after END_STREAM"
+        );
+    }
+}
+
+// A client that sends no length and fills the stream's window without ending its body can send
+// nothing more: the drain ends with RST_STREAM(NO_ERROR) at once.
+#[test]
+fn a_drained_body_that_fills_the_window_is_reset() {
+    let mut h = H::open();
+    h.recv(&headers(1, &block("POST", "/x", &[]), false));
+    assert_eq!(status(&h.frames()[0]), Some((1, "200".into())));
+    for _ in 0..63 {
+        h.recv(&data(1, &[b'c'; 16_384], false));
+    }
+    assert!(h.frames().iter().all(|f| !matches!(f, F::Rst(..))));
+    h.recv(&data(1, &[b'c'; 16_384], false));
+    assert_eq!(
+        h.frames()
+            .into_iter()
+            .filter(|f| matches!(f, F::Rst(..)))
+            .collect::<Vec<_>>(),
+        [F::Rst(1, Code::NoError as u32)]
+    );
 }
 
 #[test]

@@ -20,7 +20,7 @@ use linerate_h3::frame::{self, Frame, FrameReader, Role, kind, setting, stream_t
 use linerate_h3::{Code, qpack, varint};
 use linerate_http1::{BodyDecoder, Method, Parsed, RequestHead, Version, status_has_no_body};
 
-use super::{MAX_BODY_STREAMS, MAX_FIELD_SECTION, QPACK_CAPACITY};
+use super::{DRAIN_BODY_BYTES, MAX_BODY_STREAMS, MAX_FIELD_SECTION, QPACK_CAPACITY};
 use crate::h1::{Cx, Decision, Exchange, STREAM_ROOM, Service, StreamHead, Timer, status_response};
 use crate::h2::answer_fields;
 use crate::h2::fields::{RequestFields, Scratch, TrailerFields};
@@ -85,8 +85,13 @@ struct Stream<P> {
     started: bool,
     /// The request was HEAD: the answer has no DATA.
     head: bool,
-    /// Answered before its body ended: the rest is not read (STOP_SENDING).
+    /// Answered before its body ended: the rest is dropped. Once the answer is out the
+    /// stream drains ([`Stream::draining`]) until FIN, [`DRAIN_BODY_BYTES`] more or
+    /// `linger_timeout`; then STOP_SENDING.
     discard: bool,
+    /// While draining: the most `received` may reach before STOP_SENDING (`u64::MAX`: not
+    /// draining yet).
+    drain_limit: u64,
     /// Content-Length, checked against the DATA received (RFC 9114 §4.1.2).
     declared: Option<u64>,
     received: u64,
@@ -111,6 +116,7 @@ impl<P> Stream<P> {
             started: false,
             head: false,
             discard: false,
+            drain_limit: u64::MAX,
             declared: None,
             received: 0,
             body: None,
@@ -124,6 +130,11 @@ impl<P> Stream<P> {
 
     fn unsent(&self) -> usize {
         self.out.len() - self.at + self.parked.len()
+    }
+
+    /// Its answer is out and the client is still sending a body nobody reads.
+    fn draining(&self) -> bool {
+        self.discard && !self.remote_closed && matches!(self.answer, Answer::Done)
     }
 }
 
@@ -547,7 +558,7 @@ impl<P> Conn<P> {
     fn no_room_for_body(&self) -> bool {
         self.streams
             .iter()
-            .filter(|s| s.started && !s.remote_closed)
+            .filter(|s| s.started && !s.remote_closed && !s.discard)
             .count()
             >= MAX_BODY_STREAMS
     }
@@ -567,6 +578,10 @@ impl<P> Conn<P> {
         // Counted even when dropped (an early answer's body): its end checks the length.
         s.received += data.len() as u64;
         if s.discard {
+            if s.draining() && s.received > s.drain_limit {
+                self.stop_draining(idx);
+                return false;
+            }
             return true;
         }
         if s.declared.is_some_and(|d| s.received > d) {
@@ -611,7 +626,7 @@ impl<P> Conn<P> {
     fn end_stream<S: Service<Pending = P>>(&mut self, idx: usize, cx: &mut Cx, svc: &mut S) {
         let s = &mut self.streams[idx];
         if s.remote_closed && s.started {
-            return self.done_if_finished(idx);
+            return self.done_if_finished(idx, cx.now, cx.cfg.linger_timeout);
         }
         s.remote_closed = true;
         s.deadline = u64::MAX;
@@ -627,24 +642,44 @@ impl<P> Conn<P> {
             let decision = svc.end(id, b.pending, BodyDecoder::Length(0));
             if b.relayed {
                 // The answer is the upstream's, pending or under way already.
-                return self.done_if_finished(idx);
+                return self.done_if_finished(idx, cx.now, cx.cfg.linger_timeout);
             }
             return self.decide(idx, decision, cx, svc);
         }
-        self.done_if_finished(idx);
+        self.done_if_finished(idx, cx.now, cx.cfg.linger_timeout);
     }
 
-    /// Forgets stream `idx` once both sides are done.
-    fn done_if_finished(&mut self, idx: usize) {
-        let s = &self.streams[idx];
-        if matches!(s.answer, Answer::Done) && (s.remote_closed || s.discard) {
-            let s = self.streams.swap_remove(idx);
-            if !s.remote_closed {
-                // §4.1.1: the answer is whole; the rest of the request is not needed.
-                self.actions.push((s.id, Action::Stop(Code::NoError)));
-            }
-            self.forget(s);
+    /// Forgets stream `idx` once both sides are done. An answer that is out while the client
+    /// is still sending its body starts the drain: §4.1.2 allows STOP_SENDING(H3_NO_ERROR) at
+    /// once, but a client that has not finished writing may drop the answer (as curl does
+    /// over HTTP/2, issue T), so the rest is read and dropped first, within
+    /// [`DRAIN_BODY_BYTES`] and `linger_timeout`.
+    fn done_if_finished(&mut self, idx: usize, now: u64, linger: u64) {
+        let s = &mut self.streams[idx];
+        if !matches!(s.answer, Answer::Done) {
+            return;
         }
+        if s.remote_closed {
+            let s = self.streams.swap_remove(idx);
+            self.forget(s);
+        } else if s.discard && s.drain_limit == u64::MAX {
+            if s.declared
+                .is_some_and(|d| d.saturating_sub(s.received) > DRAIN_BODY_BYTES)
+            {
+                // A declared body that the drain would cut anyway: asked to stop at once.
+                return self.stop_draining(idx);
+            }
+            s.drain_limit = s.received + DRAIN_BODY_BYTES;
+            s.deadline = now.saturating_add(linger);
+        }
+    }
+
+    /// The drain of stream `idx` is over without the body's end: §4.1.2's
+    /// STOP_SENDING(H3_NO_ERROR); the answer is whole already.
+    fn stop_draining(&mut self, idx: usize) {
+        let s = self.streams.swap_remove(idx);
+        self.actions.push((s.id, Action::Stop(Code::NoError)));
+        self.forget(s);
     }
 
     /// The connection answers a request itself (a malformed one, a limit).
@@ -1145,7 +1180,7 @@ impl<P> Conn<P> {
             }
             let before = self.streams.len();
             if matches!(self.streams[i].answer, Answer::Done) {
-                self.done_if_finished(i);
+                self.done_if_finished(i, cx.now, cx.cfg.linger_timeout);
             }
             if self.streams.len() == before {
                 i += 1;
@@ -1190,6 +1225,10 @@ impl<P> Conn<P> {
                     continue;
                 }
                 Answer::Waiting if s.deadline <= now => 408,
+                Answer::Done if s.draining() && s.deadline <= now => {
+                    self.stop_draining(i);
+                    continue;
+                }
                 _ => continue,
             };
             let why = if status == 503 {
@@ -1220,6 +1259,7 @@ impl<P> Conn<P> {
             .filter_map(|s| match s.answer {
                 Answer::Deferred(at) => Some((Timer::Deferred, at)),
                 Answer::Waiting if s.deadline != u64::MAX => Some((Timer::Body, s.deadline)),
+                Answer::Done if s.draining() => Some((Timer::Body, s.deadline)),
                 _ => None,
             })
             .min_by_key(|(_, at)| *at);

@@ -24,6 +24,11 @@ pub const MAX_FIELD_SECTION: usize = 64 * 1024;
 /// refused with H3_REQUEST_REJECTED, which a client may retry (RFC 9114 §4.1.1). As for
 /// HTTP/2 ([`crate::http2::MAX_BODY_STREAMS`]).
 pub const MAX_BODY_STREAMS: usize = crate::h2::MAX_BODY_STREAMS;
+/// Bytes of a request body read and dropped after an answer given before the body ended (an
+/// early answer: 401, 413, a refusal); past them the stream is asked to stop with
+/// STOP_SENDING(H3_NO_ERROR) (RFC 9114 §4.1.2), as it is after `linger_timeout`. The bounds of
+/// HTTP/2's stream window and HTTP/1.1's lingering close.
+pub const DRAIN_BODY_BYTES: u64 = 1 << 20;
 /// Request streams the client may open at once (QUIC's MAX_STREAMS for bidirectional
 /// streams, enforced by the transport): as HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS.
 pub const MAX_CONCURRENT_STREAMS: usize = crate::h2::MAX_CONCURRENT_STREAMS;

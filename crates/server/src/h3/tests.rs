@@ -16,7 +16,7 @@ use linerate_h3::{Code, qpack, varint};
 use linerate_http1::{BodyDecoder, DateCache, HeadRoom, Limits, ParseError, RequestHead, Version};
 
 use super::conn::{Conn, Wire};
-use super::{MAX_BODY_STREAMS, MAX_FIELD_SECTION};
+use super::{DRAIN_BODY_BYTES, MAX_BODY_STREAMS, MAX_FIELD_SECTION};
 use crate::h1::{ConnConfig, Cx, Decision, Exchange, Service};
 use crate::h2::MAX_RESETS_PER_SEC;
 use crate::pool::Pool;
@@ -610,7 +610,12 @@ fn timers_answer_408_and_503_and_drop_requests_that_never_came() {
     h.flush();
     assert_eq!(h.status(4), 408);
     assert_eq!(h.status(8), 503);
-    // The unread rest of the body is not wanted (§4.1.1).
+    // The unread rest of the body is not wanted (§4.1.2): after the drain's linger_timeout
+    // (issue T) the client is asked to stop.
+    assert!(!h.wire.stops.contains(&(4, Code::NoError)));
+    h.cx.now = 550;
+    h.conn.on_timer(&mut h.cx, &mut h.app);
+    h.flush();
     assert!(h.wire.stops.contains(&(4, Code::NoError)));
 }
 
@@ -737,8 +742,10 @@ fn defences_bodies_at_once_and_rapid_resets() {
 }
 
 #[test]
-fn an_answer_before_the_body_ends_stops_the_rest() {
-    // §4.1.1: a whole answer may come before the request ends; the rest is not wanted.
+fn an_answer_before_the_body_ends_drains_the_rest() {
+    // §4.1.2: a whole answer may come before the request ends; the rest is read and dropped
+    // until FIN (issue T: a client still writing may drop an answer whose request stream is
+    // stopped), and no STOP_SENDING is sent.
     let mut h = H::new();
     let mut b = headers(&[
         (":method", "POST"),
@@ -750,10 +757,72 @@ fn an_answer_before_the_body_ends_stops_the_rest() {
     b.push(b'a');
     h.recv(0, &b, false);
     assert_eq!(h.status(0), 200);
-    assert_eq!(h.wire.stops, [(0, Code::NoError)]);
+    assert!(h.wire.stops.is_empty());
+    assert!(!h.conn.is_idle());
     // What still comes for it is dropped.
     h.recv(0, &[0x00, 0x01, b'b'], true);
     assert!(h.wire.closed.is_none());
+    assert!(h.wire.stops.is_empty());
+    assert!(h.conn.is_idle());
+}
+
+#[test]
+fn a_drain_ends_with_stop_sending_past_its_bytes_or_its_time() {
+    let post = |path: &str, len: Option<&str>| {
+        let mut f = vec![
+            (":method", "POST"),
+            (":scheme", "https"),
+            (":authority", "a"),
+            (":path", path),
+        ];
+        if let Some(l) = len {
+            f.push(("content-length", l));
+        }
+        let mut b = headers(&f);
+        frame::write_head(&mut b, kind::DATA, 1);
+        b.push(b'a');
+        b
+    };
+    // Past linger_timeout (50 ms here).
+    let mut h = H::new();
+    h.recv(0, &post("/x", None), false);
+    assert_eq!(h.status(0), 200);
+    assert_eq!(h.conn.deadline(), 50);
+    h.cx.now = 50;
+    h.conn.on_timer(&mut h.cx, &mut h.app);
+    h.flush();
+    assert_eq!(h.wire.stops, [(0, Code::NoError)]);
+    assert!(
+        h.wire.resets.is_empty(),
+        "the answer is whole: its side is not reset"
+    );
+    // Past DRAIN_BODY_BYTES.
+    let mut h = H::new();
+    h.recv(0, &post("/x", None), false);
+    let mut big = Vec::new();
+    frame::write_head(&mut big, kind::DATA, DRAIN_BODY_BYTES + 1);
+    h.recv(0, &big, false);
+    let chunk = vec![b'c'; 64 * 1024];
+    for _ in 0..(DRAIN_BODY_BYTES as usize / chunk.len()) {
+        h.recv(0, &chunk, false);
+    }
+    assert!(
+        h.wire.stops.is_empty(),
+        "{DRAIN_BODY_BYTES} bytes are drained"
+    );
+    h.recv(0, b"c", false);
+    assert_eq!(h.wire.stops, [(0, Code::NoError)]);
+    // A declared body longer than the drain would take: asked to stop at once.
+    let mut h = H::new();
+    let len = (DRAIN_BODY_BYTES + 2).to_string();
+    h.recv(0, &post("/x", Some(&len)), false);
+    assert_eq!(h.status(0), 200);
+    assert_eq!(h.wire.stops, [(0, Code::NoError)]);
+    // One that fits is drained to its end.
+    let mut h = H::new();
+    h.recv(0, &post("/x", Some("3")), false);
+    h.recv(0, &[0x00, 0x02, b'b', b'c'], true);
+    assert!(h.wire.stops.is_empty());
     assert!(h.conn.is_idle());
 }
 

@@ -158,9 +158,16 @@ impl<P> Conn<P> {
         let used = n + body.map_or(0, <[u8]>::len);
         match decision {
             Decision::Respond(mut resp) => {
-                resp.close |= body.is_none();
+                // An answer given without the body (a refusal: 401, 405…). A body whole in the
+                // buffer (chunked, whose end is not known before decoding) is skipped and the
+                // connection goes on, as nginx's; one still coming closes it after the answer.
+                let skipped = match body {
+                    Some(_) => Some(used),
+                    None => whole_body(framing, avail, &cx.cfg.limits).map(|len| n + len),
+                };
+                resp.close |= skipped.is_none();
                 self.place(facts, resp, cx);
-                Some(used)
+                Some(skipped.unwrap_or(used))
             }
             Decision::Defer if body.is_some() => {
                 self.defer(facts, cx.now + cx.cfg.deferred_timeout, cx);
@@ -488,5 +495,22 @@ impl<P> Conn<P> {
             cx,
             svc,
         );
+    }
+}
+
+/// The length of a request body (its framing included) that `avail` holds whole and that
+/// decodes without error; `None` when it is cut or malformed.
+fn whole_body(framing: Framing, avail: &[u8], limits: &linerate_http1::Limits) -> Option<usize> {
+    let mut decoder = BodyDecoder::new(framing)?;
+    let mut pos = 0;
+    loop {
+        let step = decoder.decode(&avail[pos..], limits).ok()?;
+        pos += step.consumed;
+        if step.done {
+            return Some(pos);
+        }
+        if step.consumed == 0 || pos == avail.len() {
+            return None;
+        }
     }
 }
