@@ -72,7 +72,8 @@ pub struct CacheArgs {
     pub connections: usize,
     /// Requests in flight per connection.
     pub pipeline: usize,
-    /// memcached's threads and Redis's I/O threads [default: the server CPUs, at least 2].
+    /// memcached's threads and Redis's I/O threads [default: the server CPUs]; never more
+    /// than the server CPUs (see [`CacheArgs::threads`]).
     pub threads: Option<usize>,
     pub server_cpus: Vec<usize>,
     pub load_cpus: Vec<usize>,
@@ -85,7 +86,7 @@ pub struct CacheArgs {
     /// The eviction run's value size, bytes.
     pub evict_value_bytes: usize,
     pub programs: Programs,
-    /// Output directory [default: lab-out/cache-<UTC date-time>].
+    /// Output directory (default: `lab-out/cache-<UTC date-time>`).
     pub out: Option<PathBuf>,
 }
 
@@ -116,10 +117,12 @@ impl Default for CacheArgs {
 }
 
 impl CacheArgs {
-    /// memcached's threads and Redis's I/O threads: `threads`, or the server CPUs, at least 2
-    /// (so that the threaded servers are threaded).
+    /// memcached's threads and Redis's I/O threads: `threads`, or as many as the server CPUs.
+    /// A threaded server gets a CPU for each of its threads: Redis's I/O threads busy-wait
+    /// for its main thread, so two of them on one CPU measure the spinning (1,988 req/s
+    /// against 147k in docs/lab/q-cache of 2026-11-26), not Redis.
     pub fn threads(&self) -> usize {
-        self.threads.unwrap_or(self.server_cpus.len().max(2))
+        self.threads.unwrap_or(self.server_cpus.len()).max(1)
     }
 }
 
@@ -206,6 +209,16 @@ fn check(args: &CacheArgs) -> anyhow::Result<()> {
     }
     if args.connections < args.load_cpus.len() {
         bail!("fewer connections than load CPUs");
+    }
+    if args.threads() > args.server_cpus.len() {
+        bail!(
+            "--threads {} is more than the {} server CPU{}: each server thread needs a CPU of its \
+             own (Redis's I/O threads busy-wait); give --server-cpus {} CPUs",
+            args.threads(),
+            args.server_cpus.len(),
+            if args.server_cpus.len() == 1 { "" } else { "s" },
+            args.threads()
+        );
     }
     let biggest = args.sizes.iter().max().copied().unwrap_or(0) as u64;
     if args.keys * biggest * 2 > args.memory_mb << 20 {

@@ -248,21 +248,21 @@ pub fn markdown(r: &CacheRecord, image_prefix: &str) -> String {
         order.first().map_or("–", |s| s.as_str())
     );
     let cpus = r.compare.setup.server_cpus.len();
-    let _ = writeln!(
-        o,
-        "memcached runs {t} worker threads (`-t {t}`); redis-io{t} runs {t} I/O threads \
-         (`io-threads {t}`, `io-threads-do-reads yes`), redis none; on {cpus} server CPU{}.{}\n",
-        if cpus == 1 { "" } else { "s" },
-        if st.threads > cpus {
-            " More threads than server CPUs: Redis's main thread and its I/O threads busy-wait \
-             for each other (Redis 7's networking.c), so here they take each other's CPU time; \
-             give --server-cpus as many CPUs as --threads to see them as Redis intends \
-             (its docs advise I/O threads only with 4 or more cores)."
-        } else {
-            ""
-        },
-        t = st.threads
-    );
+    if st.threads >= 2 {
+        let _ = writeln!(
+            o,
+            "memcached runs {t} worker threads (`-t {t}`); redis-io{t} runs {t} I/O threads \
+             (`io-threads {t}`, `io-threads-do-reads yes`), redis none; on {cpus} server CPUs, \
+             one for each thread.\n",
+            t = st.threads
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            "memcached runs 1 worker thread (`-t 1`), redis none; on 1 server CPU. {}\n",
+            super::servers::LEFT_OUT_ONE_CPU
+        );
+    }
     let size = r.memory.first().map_or(0, |m| m.value_bytes);
     let _ = writeln!(
         o,

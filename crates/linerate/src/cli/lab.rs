@@ -108,7 +108,8 @@ pub(crate) struct CacheFlags {
     /// Requests in flight per connection.
     #[arg(long, default_value_t = 1)]
     pipeline: usize,
-    /// memcached's threads (-t) and Redis's I/O threads [default: the server CPUs, at least 2].
+    /// memcached's threads (-t) and Redis's I/O threads [default: the server CPUs; at most
+    /// as many; with one, Redis with I/O threads is left out].
     #[arg(long)]
     threads: Option<usize>,
     /// CPUs the servers are pinned to.
