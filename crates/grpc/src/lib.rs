@@ -3,7 +3,7 @@
 //! [`status`]), `grpc-timeout` ([`timeout`]), custom metadata ([`metadata`]), message
 //! compression ([`compress`]), gRPC-Web ([`web`]) and the protobuf messages of the services
 //! linerate serves ([`proto`]); with the `build` feature, code generation for build scripts
-//! ([`build`](mod@build)). Bytes in, facts out: no sockets, threads, clocks or server
+//! (its `build` module). Bytes in, facts out: no sockets, threads, clocks or server
 //! types; the server's service layer drives these.
 //!
 //! The specifications: gRPC's doc/PROTOCOL-HTTP2.md, PROTOCOL-WEB.md, statuscodes.md,

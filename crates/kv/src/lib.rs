@@ -23,8 +23,11 @@ pub mod resp;
 pub mod stats;
 mod tier;
 
-pub use cache::{Cache, CacheBuilder, CacheStats, Hit, Source};
+pub use cache::{
+    Cache, CacheBuilder, CacheStats, DEFAULT_GENERATION_REFRESH, DEFAULT_MEMORY_BYTES,
+    DEFAULT_MEMORY_TTL_WITH_TIER, Hit, Source,
+};
 pub use endpoint::{BadUrl, Endpoint, TierConfig};
-pub use memory::Memory;
+pub use memory::{ENTRY_OVERHEAD, Memory};
 pub use stats::Snapshot;
 pub use tier::{LinkSpec, Tier};

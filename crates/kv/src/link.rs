@@ -1,7 +1,7 @@
 //! A Redis connection for a caller with an event loop of its own, sans I/O: the proxy's
 //! worker asks its turn's `GET`s on a socket in its own epoll set, with no thread between
 //! it and the server. Bytes in, answers out: [`Link::ask`] queues one `MGET` (one `GET`
-//! for a single key) under the caller's ticket, [`Link::output`] is what to send,
+//! for a single key) under the caller's ticket, [`Link::take_output`] is what to send,
 //! [`Link::received`] reads replies and hands each ask's values back in order. The
 //! greeting (AUTH, SELECT) goes first on the connection and its replies are read before
 //! any answer; an error reply there, or bytes that are not RESP, break the link (the

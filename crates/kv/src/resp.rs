@@ -1,6 +1,6 @@
 //! RESP2, the Redis/Valkey wire protocol, sans I/O: commands written into a caller's buffer,
 //! replies read from the bytes received so far. Owns only the framing and its limits: which
-//! commands to send, and what a reply means, is [`crate::redis`]'s.
+//! commands to send, and what a reply means, is the private `redis` module's.
 //!
 //! Hand-written, not the `redis` crate's codec: that crate's multiplexed connection spent
 //! about 10,000 instructions on every `GET` of a 1 KiB value (its generic value parser, a

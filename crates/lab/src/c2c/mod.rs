@@ -2,7 +2,7 @@
 //! compare-and-swap ping-pong on one cache line; the one-way latency is half a round trip.
 //! Prints the matrix (mean ± standard error), the closest pairs and a placement hint, and writes
 //! CSV, JSON and a PNG/SVG heatmap. This file owns the command line and its output files;
-//! [`measure`] owns the threads, [`matrix`] the numbers and text, [`heatmap`] the picture.
+//! [`measure()`] owns the threads, [`matrix`] the numbers and text, [`heatmap`] the picture.
 //! Invariant: a run ends in bounded time (a time budget, a CPU cap, and a deadline on every wait).
 #![forbid(unsafe_code)]
 

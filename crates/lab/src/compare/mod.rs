@@ -68,7 +68,7 @@ pub struct CompareArgs {
     pub no_latency: bool,
     /// Also count user-space instructions per request under valgrind callgrind.
     pub instructions: bool,
-    /// Output directory [default: lab-out/compare-<UTC date-time>].
+    /// Output directory (default: `lab-out/compare-<UTC date-time>`).
     pub out: Option<PathBuf>,
     /// Splice the report into this Markdown file between the lab's markers (appended if absent).
     pub update_docs: Option<PathBuf>,

@@ -48,7 +48,7 @@ pub const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(10);
 /// it does not fit.
 #[derive(Debug, Clone)]
 pub struct FirstflightArgs {
-    /// The page to check: http://host[:port]/path or https://host[:port]/path.
+    /// The page to check: `http://host[:port]/path` or `https://host[:port]/path`.
     pub url: String,
     /// Accept-Encoding to send; "" sends none, "identity" asks for no compression.
     pub encoding: String,
