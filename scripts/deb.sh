@@ -243,7 +243,7 @@ check "linerate.socket 0644" mode "$root/usr/lib/systemd/system/linerate.socket"
 check "/usr/lib/sysusers.d/linerate.conf 0644" \
     mode "$root/usr/lib/sysusers.d/linerate.conf" 644 root:root
 check "the placeholder page" mode "$root/usr/share/linerate/www/index.html" 644 root:root
-for doc in copyright README.md config.md; do
+for doc in copyright README.md config.md serve.md; do
     check "/usr/share/doc/linerate/$doc" test -s "$root/usr/share/doc/linerate/$doc"
 done
 check "the shipped config is dist/linerate.toml" \

@@ -1,5 +1,6 @@
-//! The command lines and examples of README.md and docs/config.md, run as written, so they
-//! cannot rot (issue 24: docs/config.md showed `--max-head-bytes 8KiB`, which the binary
+//! The command lines and examples of docs/serve.md (the `linerate serve` synopsis, which the
+//! README held before the front page moved it there) and docs/config.md, run as written, so
+//! they cannot rot (issue 24: docs/config.md showed `--max-head-bytes 8KiB`, which the binary
 //! refused). Each example is read from the document itself. What is changed to run it here,
 //! and nothing else:
 //! - listen addresses become 127.0.0.1 or ::1 on free ports (tests bind nothing else);
@@ -118,11 +119,11 @@ fn props(d: &Path) {
     std::fs::write(d.join("key.pem"), ck.signing_key.serialize_pem()).unwrap();
 }
 
-/// README's `linerate serve` synopsis: each top-level `[…]` is one run with every option in
-/// it (the nested ones too), once per alternative of an `a|b` value.
+/// docs/serve.md's `linerate serve` synopsis: each top-level `[…]` is one run with every option
+/// in it (the nested ones too), once per alternative of an `a|b` value.
 #[test]
-fn the_readme_serve_synopsis_runs_as_written() {
-    let synopsis = block(&doc("README.md"), "## `linerate serve`", "text");
+fn the_serve_synopsis_runs_as_written() {
+    let synopsis = block(&doc("docs/serve.md"), "## `linerate serve`", "text");
     // The top-level bracket groups, each as its (flag, value) pairs.
     let mut groups: Vec<Vec<(String, Option<String>)>> = Vec::new();
     let mut depth = 0usize;

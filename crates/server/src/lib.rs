@@ -132,6 +132,12 @@
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
 
+/// docs/library.md's Rust examples (the library's guide, moved there from the README), compiled
+/// and run with the other doctests (`cargo test --doc`), so that they cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/library.md")]
+pub struct LibraryGuideDoctests;
+
 pub mod access;
 pub mod acme;
 mod activation;

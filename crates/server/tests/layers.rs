@@ -465,7 +465,7 @@ fn the_trace_span_names_the_client_without_an_access_log() {
     );
 }
 
-/// Issue 50 §3.4: in the README's and the users example's order (`Trace` added last), `Trace`
+/// Issue 50 §3.4: in docs/library.md's and the users example's order (`Trace` added last), `Trace`
 /// was the innermost layer: a CORS preflight was neither traced nor given a request id, and
 /// the traced bytes were not those sent (a rendered 413: 18 bytes logged, 42 sent). The last
 /// layer added is now the outermost, as in tower.

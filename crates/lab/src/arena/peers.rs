@@ -112,7 +112,7 @@ impl Peer {
     }
 
     /// What its static configuration lacks against HttpArena's fixtures (said in the docs and
-    /// the README; nginx's missing brotli shows as fewer files compressed).
+    /// docs/lab.md; nginx's missing brotli shows as fewer files compressed).
     pub fn lacks(self) -> &'static str {
         match self {
             Peer::Nginx => "no brotli_static (ngx_brotli is not installed): .gz siblings only",
