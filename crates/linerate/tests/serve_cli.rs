@@ -266,6 +266,15 @@ fn the_demo_port_serves_http11_and_h2c_prior_knowledge() {
     );
 
     let s = serve(&["--no-h2c-preface"]);
+    // Issue T, 3: no listener speaks HTTP/2, so the demo serves no gRPC (`Server::bind`
+    // refuses gRPC services no client could reach), and says so.
+    assert!(
+        s.banner
+            .iter()
+            .any(|l| l.contains("gRPC: not served (no listener speaks HTTP/2")),
+        "{:?}",
+        s.banner
+    );
     let mut c = std::net::TcpStream::connect(s.addr).unwrap();
     c.set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .unwrap();
