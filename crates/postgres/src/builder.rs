@@ -123,7 +123,7 @@ impl Builder {
     /// them: keep it running as long as the pool is used. With [`Driver::Worker`] it resolves
     /// the URL's hosts (TCP only) and opens [`WORKER_START_CONNECTIONS`] on the runtime, for
     /// start-up work and as a check; each worker opens its own when it starts
-    /// ([`Pool::worker_local`]). Every connection prepares every registered statement.
+    /// ([`Pool::worker_start`]). Every connection prepares every registered statement.
     pub fn connect(&self, runtime: &tokio::runtime::Handle) -> Result<Pool, ConnectError> {
         if let Some(name) = self.specs.duplicate() {
             return Err(ConnectError::DuplicateStatement(name.to_string()));
