@@ -115,8 +115,15 @@ pub fn router() -> Router {
     router_with(builtin_dataset())
 }
 
-/// The demo routes over `dataset`.
+/// The demo routes over `dataset`, its gRPC services included.
 pub fn router_with(dataset: Vec<Item>) -> Router {
+    with_grpc(http_routes(dataset))
+}
+
+/// The demo's routes over `dataset` without its gRPC services: for a server none of whose
+/// listeners speaks HTTP/2, which `Server::bind` refuses with gRPC services (`serve
+/// --no-h2c-preface`, or a configuration file's plain listeners).
+pub fn http_routes(dataset: Vec<Item>) -> Router {
     let dataset = Arc::new(dataset);
     let public_dataset = dataset.clone();
     // Routes are tried in order: the benchmarked ones first.
@@ -163,6 +170,11 @@ pub fn router_with(dataset: Vec<Item>) -> Router {
             },
             |_, _| Ok(WsEcho),
         )
+}
+
+/// `router` with the demo's gRPC services.
+pub fn with_grpc(router: Router) -> Router {
+    router
         // HttpArena's unary-grpc profiles, and gRPC's interop test service.
         .grpc(crate::grpc::BenchmarkServiceServer::new(
             crate::grpc::Benchmark,

@@ -425,6 +425,105 @@ fn techempower(pg: &Pg, driver: &str) {
     drop(s);
 }
 
+/// Issue T, 1: against TechEmpower's own database (tfb-database: `world` and `fortune`, no
+/// HttpArena `items` or `users`) the demo did not start: `statement "items_by_price": ERROR:
+/// relation "items" does not exist`. Now TechEmpower's endpoints serve, each route of a
+/// missing table answers 503 saying which table, and the start log names each table once.
+#[test]
+fn techempowers_own_database_serves_and_the_missing_tables_routes_answer_503() {
+    let pg = Pg::start();
+    pg.value("DROP TABLE items, users");
+    for driver in DRIVERS {
+        techempower_schema(&pg, driver);
+    }
+}
+
+fn techempower_schema(pg: &Pg, driver: &str) {
+    let log =
+        std::env::temp_dir().join(format!("linerate-tfb-{}-{driver}.log", std::process::id()));
+    let mut child = std::process::Command::new(common::bin::BIN)
+        .args(["serve", "--no-pin", "--log-level", "warn", "--workers", "1"])
+        .args(["--addr", "127.0.0.1:0", "--database-url", &pg.url])
+        .args(["--database-driver", driver])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let served = common::bin::banner(&mut child);
+    let child = common::bin::Stopped(child);
+    let banner = served.unwrap_or_else(|out| {
+        panic!(
+            "{driver}: did not start: {out:?} {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    });
+    let addr: SocketAddr = banner[0]
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http://"))
+        .expect("the banner's URL")
+        .parse()
+        .unwrap();
+    let mut c = Client::connect(addr);
+
+    for path in [
+        "/db",
+        "/queries?queries=3",
+        "/fortunes",
+        "/updates?queries=2",
+    ] {
+        let r = c.get(path);
+        assert_eq!(r.status, 200, "{driver} {path}: {}", r.text());
+    }
+    assert_eq!(worlds(&c.get("/queries?queries=3").text()).len(), 3);
+
+    let token = format!("Bearer {}", stack_token("42"));
+    let item = r#"{"id":1,"name":"x","category":"c","price":1,"quantity":1}"#;
+    let missing: [(&str, &str, Option<&str>, &str, &str); 8] = [
+        ("GET", "/async-db?min=10&max=50&limit=5", None, "", "items"),
+        ("GET", "/crud/items/1", None, "", "items"),
+        ("GET", "/crud/items?category=electronics", None, "", "items"),
+        ("POST", "/crud/items", None, item, "items"),
+        ("PUT", "/crud/items/1", None, item, "items"),
+        ("GET", "/api/items/1", None, "", "items"),
+        ("POST", "/api/items/1", None, item, "items"),
+        ("GET", "/api/me", Some(token.as_str()), "", "users"),
+    ];
+    for _round in 0..2 {
+        for (method, path, auth, body, table) in missing {
+            let r = if method == "PUT" {
+                send(&mut c, method, path, body)
+            } else {
+                authed(&mut c, method, path, auth, body)
+            };
+            assert_eq!(r.status, 503, "{driver} {method} {path}: {}", r.text());
+            assert!(
+                r.text()
+                    .contains(&format!("the database has no table \"{table}\"")),
+                "{driver} {method} {path}: {}",
+                r.text()
+            );
+        }
+    }
+    // TechEmpower's endpoints still serve after them.
+    assert_eq!(c.get("/db").status, 200);
+    drop(c);
+    drop(child);
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    for table in ["items", "users"] {
+        let named = stderr
+            .lines()
+            .filter(|l| l.contains(&format!("no table \"{table}\"")))
+            .count();
+        assert_eq!(named, 1, "{driver}: {table} named once: {stderr}");
+    }
+    assert!(
+        !stderr.contains("secret") && !stderr.contains(":linerate@"),
+        "{stderr}"
+    );
+}
+
 /// One item of HttpArena's shape: the fields and their JSON types.
 fn check_item(item: &serde_json::Value) {
     let o = item.as_object().expect("an item object");

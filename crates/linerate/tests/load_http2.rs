@@ -64,6 +64,9 @@ fn serve(name: &str, tls_h2: bool) -> Served {
             ..Default::default()
         }),
         h2c: Some("127.0.0.1:0".parse().unwrap()),
+        // `addr` is the HTTP/1.1-only port here (h2c has its own): the library's default
+        // takes HTTP/2 with prior knowledge there too.
+        h2c_preface: false,
         tls: Some(TlsConfig {
             addr: "127.0.0.1:0".parse().unwrap(),
             cert: Some(linerate_server::config::CertPair {

@@ -193,8 +193,61 @@ fn curl_version(args: &[&str], url: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Issue T, 2: the demo's gRPC answers carried `content-length`; curl stopped reading at it
+/// and never showed the trailers, so a curl check of HttpArena's GetSum saw no
+/// `grpc-status`. Debian's curl itself, as such a check runs it: HTTP/2 with prior knowledge
+/// on the demo's port, gRPC's framing (SumRequest{a=1, b=2}), `-v` and `-D` for the fields.
+#[test]
+fn curl_shows_grpc_status_0_for_httparenas_get_sum() {
+    let s = serve(&[]);
+    let dir = std::env::temp_dir().join(format!("linerate-getsum-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (request, reply, head) = (dir.join("req"), dir.join("reply"), dir.join("head"));
+    std::fs::write(&request, [0, 0, 0, 0, 4, 0x08, 1, 0x10, 2]).unwrap();
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "-v", "--max-time", "10", "--http2-prior-knowledge"])
+        .args(["-H", "content-type: application/grpc", "-H", "te: trailers"])
+        .arg("--data-binary")
+        .arg(format!("@{}", request.display()))
+        .arg("-o")
+        .arg(&reply)
+        .arg("-D")
+        .arg(&head)
+        .arg(format!(
+            "http://{}/benchmark.BenchmarkService/GetSum",
+            s.addr
+        ))
+        .output()
+        .expect("curl is needed by this test (apt-get install curl)");
+    let verbose = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{verbose}");
+    let shown: Vec<&str> = verbose
+        .lines()
+        .filter_map(|l| l.strip_prefix("< "))
+        .collect();
+    assert!(
+        shown.iter().any(|l| l.trim_end() == "grpc-status: 0"),
+        "curl -v shows the trailer: {verbose}"
+    );
+    assert!(
+        !shown
+            .iter()
+            .any(|l| l.to_ascii_lowercase().starts_with("content-length")),
+        "{verbose}"
+    );
+    let head = std::fs::read_to_string(&head).unwrap();
+    assert!(
+        head.lines().any(|l| l.trim_end() == "grpc-status: 0"),
+        "{head}"
+    );
+    // SumReply{result: 3}.
+    assert_eq!(std::fs::read(&reply).unwrap(), [0, 0, 0, 0, 2, 0x08, 3]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// HttpArena's shape: the demo's one port serves HTTP/1.1 and HTTP/2 with prior knowledge
-/// (gRPC's h2c); `--no-h2c-preface` leaves it HTTP/1.1 only, where the preface gets 505.
+/// (gRPC's h2c); `--no-h2c-preface` leaves it HTTP/1.1 only, where the preface gets 505 and
+/// the demo's gRPC services are not served.
 #[test]
 fn the_demo_port_serves_http11_and_h2c_prior_knowledge() {
     let s = serve(&[]);
@@ -213,6 +266,15 @@ fn the_demo_port_serves_http11_and_h2c_prior_knowledge() {
     );
 
     let s = serve(&["--no-h2c-preface"]);
+    // Issue T, 3: no listener speaks HTTP/2, so the demo serves no gRPC (`Server::bind`
+    // refuses gRPC services no client could reach), and says so.
+    assert!(
+        s.banner
+            .iter()
+            .any(|l| l.contains("gRPC: not served (no listener speaks HTTP/2")),
+        "{:?}",
+        s.banner
+    );
     let mut c = std::net::TcpStream::connect(s.addr).unwrap();
     c.set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .unwrap();

@@ -1,7 +1,8 @@
 //! The pool's counters ([`Pool::metrics`](crate::Pool::metrics)): gauges (sessions in use,
 //! requests waiting for one, connections open by kind) held up by [`Held`] guards, so that a
 //! dropped future or a closed connection can never leave one counted; and running totals
-//! (reconnects, busy refusals). Atomics only, shared by every worker's set, and touched only
+//! (reconnects, busy refusals, session connections that did not open and the outages they
+//! made). Atomics only, shared by every worker's set, and touched only
 //! where a connection or a session changes hands: never on [`Pool::get`](crate::Pool::get)'s
 //! path.
 #![forbid(unsafe_code)]
@@ -27,6 +28,12 @@ pub struct Metrics {
     pub reconnects: u64,
     /// Requests told [`Error::Busy`](crate::Error::Busy), so far.
     pub busy: u64,
+    /// Session connections that did not open, so far: one per try, and tries back off
+    /// while the database is unreachable (not one per request).
+    pub session_open_failures: u64,
+    /// Outages seen by sessions so far (each logged once): from a session connection that
+    /// did not open to the next that did.
+    pub session_outages: u64,
 }
 
 /// What a [`Held`] guard counts.
@@ -45,6 +52,8 @@ pub(crate) struct Counters {
     gauges: [AtomicUsize; 5],
     reconnects: AtomicU64,
     busy: AtomicU64,
+    session_open_failures: AtomicU64,
+    session_outages: AtomicU64,
 }
 
 impl Counters {
@@ -65,6 +74,14 @@ impl Counters {
         self.busy.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub(crate) fn session_open_failed(&self) {
+        self.session_open_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn session_outage(&self) {
+        self.session_outages.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn snapshot(&self) -> Metrics {
         let gauge = |g: Gauge| self.gauges[g as usize].load(Ordering::Relaxed);
         Metrics {
@@ -75,6 +92,8 @@ impl Counters {
             listeners_open: gauge(Gauge::ListenersOpen),
             reconnects: self.reconnects.load(Ordering::Relaxed),
             busy: self.busy.load(Ordering::Relaxed),
+            session_open_failures: self.session_open_failures.load(Ordering::Relaxed),
+            session_outages: self.session_outages.load(Ordering::Relaxed),
         }
     }
 }

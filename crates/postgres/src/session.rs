@@ -6,14 +6,22 @@
 //! ([`Session::transaction`]) or as an async closure ([`TransactionBuilder::run`]: commit on
 //! `Ok`, rollback on `Err`, a panic or a drop), and savepoints ([`Transaction::savepoint`]).
 //!
-//! Invariant: a connection goes back to the set only after [`RESET`] ran on it (whatever the
-//! request left open is rolled back, whatever it set is undone); one whose reset fails is
-//! closed. A request that finds every session in use waits its turn (first come, first
-//! served) for at most [`Builder::session_wait`], then gets [`Error::Busy`].
+//! Invariant: a connection goes back to the set only after its reset ran on it (whatever the
+//! request left open is rolled back, whatever it set is undone: [`RESET`]); one whose reset
+//! fails is closed. The reset asks the server first whether a transaction is open, and sends
+//! `ROLLBACK` only then: outside a transaction PostgreSQL answers it with a WARNING notice,
+//! which tokio-postgres logs, once per session given back. A request that finds every
+//! session in use waits its turn (first come, first served) for at most
+//! [`Builder::session_wait`], then gets [`Error::Busy`]. While the database cannot be
+//! reached, a request that needs a new connection is told [`Error::Unavailable`] at once
+//! between tries, which back off as the shared connections' do ([`FIRST_RETRY`] doubling to
+//! [`MAX_RETRY`]), and the outage is logged once.
 //!
 //! [`Pool::session`]: crate::Pool::session
 //! [`Builder::sessions`]: crate::Builder::sessions
 //! [`Builder::session_wait`]: crate::Builder::session_wait
+//! [`FIRST_RETRY`]: crate::FIRST_RETRY
+//! [`MAX_RETRY`]: crate::MAX_RETRY
 #![forbid(unsafe_code)]
 
 use std::ops::{Deref, DerefMut};
@@ -21,12 +29,12 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::future::{Either, select};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, IsolationLevel, Row, Statement};
+use tokio_postgres::{Client, IsolationLevel, Row, SimpleQueryMessage, Statement};
 
 use crate::conn::Conn;
 use crate::error::{Error, OpenError};
@@ -34,12 +42,55 @@ use crate::metrics::{Counters, Gauge, Held};
 use crate::pool::Target;
 use crate::statements::StatementId;
 
-/// Run on a session's connection before it is handed to the next request: ends any
-/// transaction (committed work stays; the rest is rolled back), closes cursors, puts the
-/// role and every setting back, stops listening, lets go of advisory locks, drops temporary
-/// tables. `DISCARD ALL` less `DEALLOCATE ALL`: the pool's prepared statements stay.
-pub const RESET: &str = "ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; \
-     UNLISTEN *; SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES";
+/// [`RESET`]'s statements, for the batches that carry them.
+macro_rules! reset_sql {
+    () => {
+        "CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *; \
+         SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES"
+    };
+}
+
+/// Run on a session's connection before it is handed to the next request, once any
+/// transaction is ended (`ROLLBACK`, sent only when one is open: committed work stays, the
+/// rest is rolled back): closes cursors, puts the role and every setting back, stops
+/// listening, lets go of advisory locks, drops temporary tables. `DISCARD ALL` less
+/// `DEALLOCATE ALL`: the pool's prepared statements stay.
+pub const RESET: &str = reset_sql!();
+
+/// A session's reset as first sent: whether a transaction was open before it, then
+/// [`RESET`]. The question is the batch's first statement, so outside a transaction block
+/// it began the batch's own implicit transaction: `transaction_timestamp()` is its own
+/// `statement_timestamp()` and no transaction id is held (PostgreSQL's docs on both). Inside
+/// one, the answer is true; in an aborted one the batch is refused (SQLSTATE 25P02), which
+/// says so too.
+const ASK_THEN_RESET: &str = concat!(
+    "SELECT statement_timestamp() <> transaction_timestamp() \
+     OR txid_current_if_assigned() IS NOT NULL; ",
+    reset_sql!()
+);
+
+/// The reset where a transaction was open: that transaction rolled back, then [`RESET`]
+/// again (what the first batch did inside it is rolled back with it).
+const ROLLBACK_THEN_RESET: &str = concat!("ROLLBACK; ", reset_sql!());
+
+/// Resets a session's connection ([`RESET`]), rolling back first only a transaction that is
+/// open (a `ROLLBACK` outside one is a WARNING notice, logged by tokio-postgres): one round
+/// trip, two where a transaction was open.
+async fn reset(client: &Client) -> Result<(), tokio_postgres::Error> {
+    let open = match client.simple_query(ASK_THEN_RESET).await {
+        Ok(messages) => !messages.iter().any(|m| match m {
+            SimpleQueryMessage::Row(row) => row.get(0) == Some("f"),
+            _ => false,
+        }),
+        Err(e) if e.is_closed() => return Err(e),
+        // An aborted transaction refuses every statement but its end.
+        Err(_) => true,
+    };
+    if open {
+        client.batch_execute(ROLLBACK_THEN_RESET).await?;
+    }
+    Ok(())
+}
 
 /// Where a set's connections are opened, and its small tasks (a reset, a wait) run.
 pub(crate) enum Place {
@@ -118,6 +169,52 @@ pub(crate) struct Sessions {
     wait: Duration,
     place: Place,
     counters: Arc<Counters>,
+    /// Set while new connections cannot be opened: when the next may be tried.
+    outage: Mutex<Option<Outage>>,
+}
+
+/// A set's outage: connections could not be opened. It began with one log line; it ends with
+/// the first connection opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Outage {
+    /// No connection is tried before this: requests meanwhile are told `Unavailable` at once.
+    retry_at: Instant,
+    /// The wait after the next failed try's: doubled from [`FIRST_RETRY`](crate::FIRST_RETRY)
+    /// after each, at most [`MAX_RETRY`](crate::MAX_RETRY).
+    wait: Duration,
+}
+
+/// Whether a request that needs a new connection at `now` may try to open one: not while an
+/// outage waits; the one that may claims the try (the next waits for its outcome's wait).
+fn may_try(outage: &mut Option<Outage>, now: Instant) -> bool {
+    match outage {
+        None => true,
+        Some(o) if now < o.retry_at => false,
+        Some(o) => {
+            o.retry_at = now + o.wait;
+            true
+        }
+    }
+}
+
+/// A try to open a connection failed at `now`: the outage begins (true: say it) or goes on,
+/// its wait doubled.
+fn failed(outage: &mut Option<Outage>, now: Instant) -> bool {
+    match outage {
+        None => {
+            let wait = crate::reconnect::FIRST_RETRY;
+            *outage = Some(Outage {
+                retry_at: now + wait,
+                wait: crate::reconnect::next_wait(wait),
+            });
+            true
+        }
+        Some(o) => {
+            o.retry_at = now + o.wait;
+            o.wait = crate::reconnect::next_wait(o.wait);
+            false
+        }
+    }
 }
 
 /// A session's right to be in use: its semaphore permit, counted in
@@ -138,6 +235,7 @@ impl Sessions {
             wait: target.session_wait,
             place,
             counters: target.counters.clone(),
+            outage: Mutex::new(None),
         })
     }
 
@@ -184,14 +282,7 @@ impl Sessions {
         };
         let conn = match idle {
             Some(c) => c,
-            None => match self.place.open().await {
-                Ok(Ok(c)) => c,
-                Ok(Err(e)) => {
-                    tracing::warn!(error = %e, "session connection did not open");
-                    return Err(Error::Unavailable);
-                }
-                Err(_) => return Err(Error::Unavailable),
-            },
+            None => self.open().await?,
         };
         Ok(Session {
             conn: Some(conn),
@@ -200,12 +291,43 @@ impl Sessions {
         })
     }
 
+    /// A new connection for a session, unless an outage is waiting between tries
+    /// ([`Error::Unavailable`] at once then). An outage is logged when it begins and when it
+    /// ends, once each.
+    async fn open(&self) -> Result<Conn, Error> {
+        if !may_try(&mut self.outage.lock().unwrap(), Instant::now()) {
+            return Err(Error::Unavailable);
+        }
+        match self.place.open().await {
+            Ok(Ok(c)) => {
+                if self.outage.lock().unwrap().take().is_some() {
+                    tracing::info!("database reachable again: session connections open");
+                }
+                Ok(c)
+            }
+            Ok(Err(e)) => {
+                self.counters.session_open_failed();
+                if failed(&mut self.outage.lock().unwrap(), Instant::now()) {
+                    self.counters.session_outage();
+                    tracing::warn!(
+                        error = %e,
+                        "session connection did not open; sessions are unavailable until \
+                         one does (tries back off up to {:?})",
+                        crate::reconnect::MAX_RETRY
+                    );
+                }
+                Err(Error::Unavailable)
+            }
+            Err(_) => Err(Error::Unavailable),
+        }
+    }
+
     /// Takes back `conn` after its reset; its permit is given back only then, so the next
     /// request finds it idle.
     fn give_back(self: Arc<Sessions>, conn: Conn, permit: Permit) {
         let home = self.clone();
-        let reset = async move {
-            match conn.client.batch_execute(RESET).await {
+        let job = async move {
+            match reset(&conn.client).await {
                 Ok(()) if !home.closed.load(Ordering::Acquire) => {
                     home.idle.lock().unwrap().push(conn);
                 }
@@ -216,7 +338,7 @@ impl Sessions {
             }
             drop(permit);
         };
-        if !self.place.spawn(reset) {
+        if !self.place.spawn(job) {
             tracing::error!("no executor on this thread for the session reset; closed");
         }
     }
@@ -468,5 +590,43 @@ impl<'a> Deref for Transaction<'a> {
 impl<'a> DerefMut for Transaction<'a> {
     fn deref_mut(&mut self) -> &mut tokio_postgres::Transaction<'a> {
         &mut self.inner
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue T, 4: the outage's rule without a database. One try at a time once its wait has
+    /// passed, the waits doubling as the shared connections' (50 ms to 2 s), the outage said
+    /// when it begins only.
+    #[test]
+    fn an_outage_is_said_once_and_its_tries_back_off() {
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        let mut outage = None;
+        assert!(may_try(&mut outage, t0), "no outage: go");
+        assert!(failed(&mut outage, t0), "it begins: say it");
+        let mut at = t0;
+        for wait in [50, 100, 200, 400, 800, 1600, 2000, 2000] {
+            assert!(
+                !may_try(&mut outage, at + ms(wait - 1)),
+                "waiting {wait} ms"
+            );
+            assert!(
+                may_try(&mut outage, at + ms(wait)),
+                "the try after {wait} ms"
+            );
+            assert!(
+                !may_try(&mut outage, at + ms(wait)),
+                "one try at a time: the next request waits for its outcome"
+            );
+            at += ms(wait + 3);
+            assert!(!failed(&mut outage, at), "the same outage: not said again");
+        }
+        // A try that opens ends it (the caller takes it); the next failure is a new one.
+        outage.take();
+        assert!(may_try(&mut outage, at));
+        assert!(failed(&mut outage, at));
     }
 }

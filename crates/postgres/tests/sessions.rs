@@ -286,3 +286,214 @@ fn busy(pg: &Pg, driver: Driver) {
         "{driver:?}"
     );
 }
+
+/// What PostgreSQL answers (and logs) to a `ROLLBACK` outside a transaction.
+const NO_TRANSACTION: &str = "there is no transaction in progress";
+
+/// Issue T, 4: every session given back was reset with a `ROLLBACK` first, which outside a
+/// transaction PostgreSQL answers with a WARNING ("there is no transaction in progress"),
+/// logged by tokio-postgres at INFO: once per transaction, and per session used at all. The
+/// reset now rolls back only a transaction that is open, and still leaves none open: one
+/// committed, one rolled back, statements alone, one left open by the raw client, one left
+/// aborted. Each time the backend is idle before the next request gets it.
+#[test]
+fn a_session_reset_rolls_back_only_an_open_transaction_and_warns_of_nothing() {
+    let pg = Pg::start();
+    pg.psql(TODOS);
+    for driver in DRIVERS {
+        eprintln!("driver {driver:?}");
+        on_thread(|| quiet_reset(&pg, driver));
+    }
+    assert_eq!(
+        pg.log_lines(NO_TRANSACTION),
+        0,
+        "a ROLLBACK outside a transaction"
+    );
+    assert_eq!(
+        pg.psql("SELECT string_agg(title, ',' ORDER BY title) FROM todos"),
+        "committed,committed",
+        "the committed rows stay, one per driver; the rest were rolled back"
+    );
+}
+
+/// One way a request uses its session, and ends with it.
+type Use = fn(
+    linerate_postgres::Session,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+fn quiet_reset(pg: &Pg, driver: Driver) {
+    let mut b = Pool::builder(&pg.url);
+    b.sessions(1);
+    let mut d = Driven::connect(&mut b, driver);
+    let uses: [(&str, Use); 6] = [
+        ("committed", |mut s| {
+            Box::pin(async move {
+                s.run_transaction(async |tx| {
+                    tx.execute("INSERT INTO todos (title) VALUES ('committed')", &[])
+                        .await?;
+                    Ok::<_, Error>(())
+                })
+                .await
+                .expect("committed");
+            })
+        }),
+        ("rolled back", |mut s| {
+            Box::pin(async move {
+                let got = s
+                    .run_transaction(async |tx| {
+                        tx.execute("INSERT INTO todos (title) VALUES ('rolled back')", &[])
+                            .await?;
+                        Err::<(), _>(Error::Unavailable)
+                    })
+                    .await;
+                assert!(got.is_err());
+            })
+        }),
+        ("statements alone", |s| {
+            Box::pin(async move {
+                s.client()
+                    .batch_execute("SELECT 1; SELECT 2")
+                    .await
+                    .unwrap();
+            })
+        }),
+        ("a guard committed", |mut s| {
+            Box::pin(async move {
+                let tx = s.transaction().await.unwrap();
+                tx.batch_execute("SELECT 1").await.unwrap();
+                tx.commit().await.unwrap();
+            })
+        }),
+        ("left open", |s| {
+            Box::pin(async move {
+                s.client()
+                    .batch_execute("BEGIN; INSERT INTO todos (title) VALUES ('left open')")
+                    .await
+                    .unwrap();
+            })
+        }),
+        ("left aborted", |s| {
+            Box::pin(async move {
+                let c = s.client();
+                c.batch_execute("BEGIN").await.unwrap();
+                assert!(c.batch_execute("SELECT 1 / 0").await.is_err());
+            })
+        }),
+    ];
+    for (name, use_it) in uses {
+        let pool = d.pool.clone();
+        let pid: i32 = d.run(async move {
+            let s = pool.session().await.expect("a session");
+            let pid = s
+                .client()
+                .query_one("SELECT pg_backend_pid()", &[])
+                .await
+                .unwrap()
+                .get(0);
+            use_it(s).await;
+            pid
+        });
+        let pool = d.pool.clone();
+        d.until("the session is reset and given back", || {
+            pool.metrics().sessions_in_use == 0
+        });
+        assert_eq!(
+            pg.psql(&format!(
+                "SELECT state FROM pg_stat_activity WHERE pid = {pid}"
+            )),
+            "idle",
+            "{driver:?} {name}: no transaction left open for the next request"
+        );
+    }
+    assert_eq!(
+        d.pool.metrics().sessions_open,
+        1,
+        "{driver:?}: one kept throughout"
+    );
+}
+
+/// Issue T, 4: during an outage every request that wanted a session tried a fresh connect
+/// and logged "session connection did not open" (61,937 lines in 5 s). Now the outage is
+/// said (and counted) once, and the tries back off as the shared connections' do, while the
+/// requests meanwhile are told `Unavailable` at once; the first session that opens ends it.
+#[test]
+fn an_outage_is_said_once_and_session_connects_back_off() {
+    let pg = Pg::start();
+    for driver in DRIVERS {
+        eprintln!("driver {driver:?}");
+        on_thread(|| outage(&pg, driver));
+    }
+}
+
+/// Requests for a session during an outage.
+const DURING_OUTAGE: usize = 300;
+
+fn outage(pg: &Pg, driver: Driver) {
+    let mut b = Pool::builder(&pg.url);
+    b.sessions(2);
+    let mut d = Driven::connect(&mut b, driver);
+    pg.down();
+    let pool = d.pool.clone();
+    let refused = d.run(async move {
+        let mut refused = 0;
+        for _ in 0..DURING_OUTAGE {
+            if let Err(Error::Unavailable) = pool.session().await {
+                refused += 1;
+            }
+        }
+        refused
+    });
+    assert_eq!(
+        refused, DURING_OUTAGE,
+        "{driver:?}: every one told Unavailable"
+    );
+    let m = d.pool.metrics();
+    assert_eq!(
+        m.session_outages, 1,
+        "{driver:?}: one outage, said once: {m:?}"
+    );
+    // Backed off: the tries are those the waits (50 ms doubling to 2 s) let through, a
+    // handful in any run, never one per request.
+    assert!(
+        (1..=DURING_OUTAGE / 10).contains(&(m.session_open_failures as usize)),
+        "{driver:?}: {m:?}"
+    );
+
+    pg.up();
+    assert!(
+        ask_until(&mut d, |got| got.is_ok()),
+        "{driver:?}: a session opens once the database is back"
+    );
+    let m = d.pool.metrics();
+    assert_eq!(m.session_outages, 1, "{driver:?}: {m:?}");
+
+    // A second outage is said again, once.
+    pg.down();
+    assert!(
+        ask_until(&mut d, |got| matches!(got, Err(Error::Unavailable))),
+        "{driver:?}: Unavailable in the second outage"
+    );
+    for _ in 0..DURING_OUTAGE {
+        let pool = d.pool.clone();
+        d.run(async move { pool.session().await.map(|_| ()) })
+            .unwrap_err();
+    }
+    let m = d.pool.metrics();
+    assert_eq!(m.session_outages, 2, "{driver:?}: {m:?}");
+    pg.up();
+}
+
+/// Asks for a session until `done` holds for the outcome (the session dropped at once), a
+/// turn of the worker between asks; false if it never does within [`support::EVENTUALLY`].
+fn ask_until(d: &mut Driven, done: impl Fn(&Result<(), Error>) -> bool) -> bool {
+    let deadline = std::time::Instant::now() + support::EVENTUALLY;
+    while std::time::Instant::now() < deadline {
+        let pool = d.pool.clone();
+        let got = d.run(async move { pool.session().await.map(|_| ()) });
+        if done(&got) {
+            return true;
+        }
+        d.turn();
+    }
+    false
+}

@@ -475,7 +475,11 @@ pub struct Config {
     /// speaks only HTTP/2: an HTTP/1.1 request there is a connection error.
     pub h2c: Option<SocketAddr>,
     /// `addr` also takes HTTP/2 with prior knowledge beside HTTP/1.1: see
-    /// [`Listen::h2c_preface`]. Off by default (`linerate serve` turns it on).
+    /// [`Listen::h2c_preface`]. On by default where the `http2` feature is built in, as
+    /// `linerate serve` has it, so that gRPC clients reach a [`Router::grpc`] service on the
+    /// one default port (HTTP/1.1 waits for nothing: `GET`'s first byte already differs).
+    ///
+    /// [`Router::grpc`]: crate::Router
     pub h2c_preface: bool,
     /// `tls` also serves HTTP/3 over QUIC on the same address's UDP port (and its HTTPS
     /// answers announce it with `Alt-Svc`): see [`Listen::quic`].
@@ -845,7 +849,29 @@ impl Default for UnixPerms {
     }
 }
 
+impl Listen {
+    /// Whether this listener can speak HTTP/2 or HTTP/3 to a client, as gRPC needs: h2c, the
+    /// h2c preface beside HTTP/1.1, TLS offering `h2` in ALPN, or QUIC.
+    pub fn speaks_http2(&self) -> bool {
+        let alpn_h2 = |t: &TlsConfig| {
+            if t.options.alpn.is_empty() {
+                t.http2
+            } else {
+                t.options.alpn.iter().any(|p| p == "h2")
+            }
+        };
+        self.h2c || self.h2c_preface || self.quic || self.tls.as_ref().is_some_and(alpn_h2)
+    }
+}
+
 impl Config {
+    /// Whether some listener speaks HTTP/2 or HTTP/3 ([`Listen::speaks_http2`]): gRPC's
+    /// clients reach the router's gRPC services only then, and
+    /// [`Server::bind`](crate::Server::bind) refuses a router that has some otherwise.
+    pub fn speaks_http2(&self) -> bool {
+        self.listen_list().iter().any(Listen::speaks_http2)
+    }
+
     /// Some request is logged: the server or a site has an access log.
     pub(crate) fn logs(&self) -> bool {
         self.access_log.is_some() || self.sites.iter().any(|s| s.access_log.is_some())
@@ -1092,7 +1118,7 @@ impl Default for Config {
             compression: Compression::default(),
             tls: None,
             h2c: None,
-            h2c_preface: false,
+            h2c_preface: cfg!(feature = "http2"),
             quic: false,
             redirect_to_https: false,
             proxy_protocol: false,

@@ -220,7 +220,7 @@ pub use linerate_http1::{Method, Version};
 pub use request::{MAX_PARAMS, Request};
 pub use response::{Body, FileBody, InvalidHeader, Response, Trailers};
 pub use router::{BodySink, DuplicateRoute, Router};
-pub use runtime::{OnWorker, WorkerStart};
+pub use runtime::{OnWorker, PerWorker, WorkerStart};
 pub use server::{
     ControlHandle, Reloaded, Server, ShutdownHandle, allowed_cpus, reload_certificates,
 };

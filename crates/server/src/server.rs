@@ -246,6 +246,15 @@ fn switch_user(name: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// Why a router with gRPC services and no listener that speaks HTTP/2 is refused: gRPC's
+/// clients (grpc-go, grpcurl, `curl --http2-prior-knowledge`) would get an empty reply, with
+/// no word from the server (gRPC-Web alone goes over HTTP/1.1 too; the same setting costs it
+/// nothing).
+const NO_HTTP2_FOR_GRPC: &str = "the router serves gRPC, and no listener speaks HTTP/2: \
+     set Config::h2c_preface (HTTP/2 with prior knowledge beside HTTP/1.1, the default with \
+     the http2 feature) or Listen::h2c_preface, add an h2c listener (Config::h2c), or offer \
+     h2 over TLS (TlsConfig::http2)";
+
 /// The CPUs this process may run on.
 pub fn allowed_cpus() -> Vec<usize> {
     match rustix::thread::sched_getaffinity(None) {
@@ -265,6 +274,9 @@ impl Server {
             .finish()
             .map_err(|e| StartError::invalid(Part::Routes, e.to_string()))?;
         crate::features::check(&config)?;
+        if router.has_grpc() && !config.speaks_http2() {
+            return Err(StartError::invalid(Part::Grpc, NO_HTTP2_FOR_GRPC.into()));
+        }
         let allowed = allowed_cpus();
         if let Some(bad) = config.cpus.iter().find(|c| !allowed.contains(c)) {
             return Err(StartError::invalid(

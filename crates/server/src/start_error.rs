@@ -40,6 +40,10 @@ pub enum Part {
     Upstream(usize),
     /// The [`Router`](crate::Router): a method and pattern registered twice.
     Routes,
+    /// The router's gRPC services ([`Router::grpc`](crate::Router)): no listener speaks
+    /// HTTP/2 or HTTP/3 ([`Config::speaks_http2`](crate::Config::speaks_http2)), so no gRPC
+    /// client could reach them.
+    Grpc,
     /// The user to switch to.
     User,
     /// Nothing the configuration names (an eventfd, a thread).

@@ -407,3 +407,48 @@ fn reflection_lists_the_routers_services_and_describes_registered_files() {
         }
     });
 }
+
+/// Issue T, 3: `Config::default()` had `h2c_preface: false`, unlike `linerate serve`, so a
+/// library server with gRPC services on its one default port answered a gRPC client's
+/// preface 505 and no call got through, without a word. The default port now takes HTTP/2
+/// with prior knowledge beside HTTP/1.1.
+#[test]
+fn a_grpc_service_on_the_default_config_answers_over_h2c_prior_knowledge() {
+    let server = TestServer::start(Router::new().grpc(Health::new())).unwrap();
+    assert!(server.h2c_addr().is_none(), "the default port alone");
+    runtime().block_on(async {
+        let mut client = connect(server.addr()).await;
+        let mut call = Call::start(&mut client, CHECK, &[check("")]).await;
+        let got: HealthCheckResponse = call.next().await.unwrap();
+        assert_eq!(got.status(), ServingStatus::Serving);
+        assert_eq!(call.status().await, "0");
+    });
+}
+
+/// Issue T, 3: with every HTTP/2 way in turned off, a router with gRPC services is refused at
+/// bind (a typed error that says what to set), not served unreachable; one HTTP/2 listener of
+/// any kind is enough.
+#[test]
+fn a_grpc_router_with_no_listener_that_speaks_http2_is_refused_at_bind() {
+    let http1_only = linerate_server::Config {
+        h2c_preface: false,
+        ..TestServer::config()
+    };
+    let err = match TestServer::start_with(http1_only.clone(), Router::new().grpc(Health::new())) {
+        Ok(_) => panic!("a gRPC router with no HTTP/2 listener was bound"),
+        Err(e) => e,
+    };
+    assert_eq!(err.part, linerate_server::Part::Grpc);
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    let message = err.to_string();
+    assert!(message.contains("Config::h2c_preface"), "{message}");
+    // The same configuration serves a router without gRPC.
+    let plain = Router::new().get("/", |_| linerate_server::Response::text("ok"));
+    TestServer::start_with(http1_only.clone(), plain).unwrap();
+    // An h2c listener beside it is enough.
+    let with_h2c = linerate_server::Config {
+        h2c: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+        ..http1_only
+    };
+    TestServer::start_with(with_h2c, Router::new().grpc(Health::new())).unwrap();
+}

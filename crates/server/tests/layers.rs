@@ -465,6 +465,50 @@ fn the_trace_span_names_the_client_without_an_access_log() {
     );
 }
 
+/// Issue T, 6: the `Trace` span carried no request id, so a trace could not be matched with
+/// the `X-Request-Id` its client got. The span's `request_id` is that id, the client's kept
+/// or one made, with `Trace` outside `RequestId` (docs/library.md's order) or inside it.
+#[test]
+fn the_trace_span_carries_the_request_id_sent_back_in_x_request_id() {
+    fn outer() -> Router {
+        Router::new()
+            .get("/id", |_| Response::text("ok"))
+            .layer(RequestId)
+            .layer(Trace)
+    }
+    fn inner() -> Router {
+        Router::new()
+            .get("/id", |_| Response::text("ok"))
+            .layer(Trace)
+            .layer(RequestId)
+    }
+    type Order = (&'static str, fn() -> Router);
+    let orders: [Order; 2] = [("Trace outermost", outer), ("Trace innermost", inner)];
+    for (order, router) in orders {
+        for protocol in PROTOCOLS {
+            let c = TestClient::new(router()).protocol(protocol);
+            let spans = Arc::new(SpanFields::default());
+            let (kept, made) = tracing::subscriber::with_default(spans.clone(), || {
+                let kept = c.get("/id").header("x-request-id", "abc-123").send();
+                let made = c.get("/id").send();
+                (kept, made)
+            });
+            assert_eq!(kept.header("x-request-id"), Some("abc-123"));
+            let made_id = made.header("x-request-id").expect("an id made").to_string();
+            let spans = spans.0.lock().unwrap();
+            assert_eq!(spans.len(), 2, "{order} {protocol:?}: {spans:?}");
+            assert!(
+                spans[0].contains("request_id=\"abc-123\""),
+                "{order} {protocol:?}: {spans:?}"
+            );
+            assert!(
+                spans[1].contains(&format!("request_id=\"{made_id}\"")),
+                "{order} {protocol:?}: the span's id is the one sent back: {spans:?}"
+            );
+        }
+    }
+}
+
 /// Issue 50 §3.4: in docs/library.md's and the users example's order (`Trace` added last), `Trace`
 /// was the innermost layer: a CORS preflight was neither traced nor given a request id, and
 /// the traced bytes were not those sent (a rendered 413: 18 bytes logged, 42 sent). The last

@@ -8,7 +8,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use linerate_server::testing::{TestClient, TestServer};
-use linerate_server::{OnWorker, OwnedRequest, Response, Router};
+use linerate_server::{OnWorker, OwnedRequest, PerWorker, Response, Router};
 
 /// Longest a read from the server may wait (a bound on a hang).
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -166,4 +166,58 @@ fn the_test_client_runs_worker_futures_with_tokio() {
         client.get("/sleep/1").http2().send().text(),
         format!("slept 1 on {here} and {here}")
     );
+}
+
+/// A router whose `/up` fetches `url` with `client`'s pooled reqwest client (keep-alive: its
+/// connection stays in the pool for the next request).
+fn pooled(client: &PerWorker<reqwest::Client>, url: &str) -> Router {
+    let (client, url) = (client.clone(), url.to_string());
+    Router::new().get_async("/up", OnWorker, move |_req: OwnedRequest| {
+        let (client, url) = (client.get(), url.clone());
+        async move {
+            let body = match client.get(&url).send().await {
+                Ok(r) => r.text().await.unwrap_or_else(|e| format!("body: {e}")),
+                Err(e) => format!("error: {e:?}"),
+            };
+            Response::text_owned(body)
+        }
+    })
+}
+
+/// Issue T, 5: the README kept a pooled client in a `thread_local!`; its connection stayed
+/// tied to the runtime of the first `TestClient` that used it, which runs only while that
+/// client is asked (and is gone with it), so a second `TestClient` on the same thread failed.
+/// A `PerWorker` client is made once per worker runtime: each `TestClient` (and each worker)
+/// has its own, and every one answers, in turn, side by side or after another is dropped.
+#[test]
+fn a_per_worker_client_serves_a_second_test_client_on_the_same_thread() {
+    let upstream = TestServer::start(router()).expect("start");
+    let url = format!("http://{}/hello", upstream.addr());
+    // A bound on a hang: a request to a connection nobody drives never ends on its own.
+    let client = PerWorker::new(|| {
+        reqwest::Client::builder()
+            .timeout(READ_TIMEOUT)
+            .build()
+            .expect("a client")
+    });
+    let ask = |c: &TestClient, which: &str| {
+        assert_eq!(c.get("/up").send().text(), "hello", "{which}");
+    };
+    let first = TestClient::new(pooled(&client, &url));
+    ask(&first, "first");
+    let second = TestClient::new(pooled(&client, &url));
+    ask(&second, "second, the first still there");
+    ask(&first, "first again");
+    ask(&second, "second again");
+    drop((first, second));
+    let third = TestClient::new(pooled(&client, &url));
+    ask(&third, "third, after the others were dropped");
+    drop(third);
+    // On a real server's worker too.
+    let server = TestServer::start(pooled(&client, &url)).expect("start");
+    for _ in 0..2 {
+        assert_eq!(get(server.addr(), "/up"), "hello");
+    }
+    server.stop().unwrap();
+    upstream.stop().unwrap();
 }

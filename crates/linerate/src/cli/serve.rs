@@ -368,11 +368,12 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     let router = match (app, &a.dataset) {
         (AppKind::None, Some(_)) => bail!("--dataset needs the demo app (add --app demo)"),
         (AppKind::None, None) => linerate_server::Router::new(),
-        (AppKind::Demo, None) => crate::demo::router(),
+        // The gRPC services are added at bind, where a listener speaks HTTP/2.
+        (AppKind::Demo, None) => crate::demo::http_routes(crate::demo::builtin_dataset()),
         (AppKind::Demo, Some(path)) => {
             let items = crate::demo::load_dataset(path)
                 .map_err(|e| anyhow::anyhow!("invalid --dataset {}: {e}", path.display()))?;
-            crate::demo::router_with(items)
+            crate::demo::http_routes(items)
         }
     };
     // The database: its runtime lives as long as the server (it runs the queries).
@@ -504,6 +505,14 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     // and its place in the file when it came from one.
     let sites = config.sites.clone();
     let h2c_preface = config.h2c_preface && !from_file;
+    // gRPC needs HTTP/2: with no listener that speaks it the demo serves none (said below)
+    // rather than services no gRPC client could reach (`Server::bind` refuses those).
+    let grpc_off = demo_mounted && !config.speaks_http2();
+    let router = if demo_mounted && !grpc_off {
+        crate::demo::with_grpc(router)
+    } else {
+        router
+    };
     let mut server = Server::bind(config, router).map_err(start_error)?;
     if let Some(start) = db
         .as_ref()
@@ -551,6 +560,9 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         .as_ref()
         .map(|db| format!("  database: {}\n", db.describe(server.workers())));
     let routes = match app {
+        AppKind::Demo if grpc_off => {
+            demo_lines(&url, demo_host(&sites), db_line.as_deref()) + GRPC_OFF
+        }
         AppKind::Demo => demo_lines(&url, demo_host(&sites), db_line.as_deref()),
         AppKind::None => String::new(),
     };
@@ -586,6 +598,11 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     server.run().context("server failed")?;
     Ok(ExitCode::SUCCESS)
 }
+
+/// The banner's line for a demo whose gRPC services are not served: no listener speaks
+/// HTTP/2.
+const GRPC_OFF: &str = "  gRPC: not served (no listener speaks HTTP/2: leave out --no-h2c-preface, or set \
+     h2c_preface = true on a [[listen]])\n";
 
 /// The demo's endpoints as the banner lists them: method, path, what it answers.
 const DEMO_ROUTES: &[(&str, &str, &str)] = &[

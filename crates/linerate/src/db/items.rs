@@ -146,13 +146,10 @@ pub(super) fn bad_json(e: serde_json::Error) -> Response {
 
 /// `GET /async-db`: the rows written straight into `{"items":[…],"count":N}`
 /// (`item_json.rs`).
-async fn async_db(db: Arc<Db>, min: i32, max: i32, limit: i64) -> Response {
+async fn async_db(db: Arc<Db>, st: Statements, min: i32, max: i32, limit: i64) -> Response {
     let found = async {
         let conn = db.pool.get()?;
-        Ok::<_, DbError>(
-            conn.query(db.items_st.items_by_price, &[&min, &max, &limit])
-                .await?,
-        )
+        Ok::<_, DbError>(conn.query(st.items_by_price, &[&min, &max, &limit]).await?)
     }
     .await;
     let rows = found.unwrap_or_else(|e| {
@@ -187,20 +184,20 @@ fn write_items(rows: &[Row], out: &mut Vec<u8>) {
 
 /// `GET /crud/items/{id}`: from the cache (`X-Cache: HIT`) or the database (`MISS`, then kept
 /// for [`ITEM_TTL`]). A cache tier that is down is a miss, never an error.
-async fn read(db: Arc<Db>, id: i32) -> Response {
+async fn read(db: Arc<Db>, st: Statements, id: i32) -> Response {
     let key = id.to_string();
     aside(&db.items, &key, ITEM_TTL, "application/json", || {
-        item_json(&db, id)
+        item_json(&db, &st, id)
     })
     .await
 }
 
 /// Item `id` as JSON, read from the database: what both item caches fill with (a 404
 /// answer when there is no such item).
-pub(super) async fn item_json(db: &Db, id: i32) -> Result<Vec<u8>, Response> {
+pub(super) async fn item_json(db: &Db, st: &Statements, id: i32) -> Result<Vec<u8>, Response> {
     let result = async {
         let conn = db.pool.get()?;
-        Ok::<_, DbError>(conn.query_opt(db.items_st.item, &[&id]).await?)
+        Ok::<_, DbError>(conn.query_opt(st.item, &[&id]).await?)
     }
     .await;
     match result {
@@ -216,23 +213,28 @@ pub(super) async fn item_json(db: &Db, id: i32) -> Result<Vec<u8>, Response> {
 
 /// Writes `change` to item `id` and, when a row changed, drops the item from every cache:
 /// how many rows changed (0: no such item).
-pub(super) async fn update(db: &Db, id: i32, change: &ItemChange) -> Result<u64, DbError> {
+pub(super) async fn update(
+    db: &Db,
+    st: &Statements,
+    id: i32,
+    change: &ItemChange,
+) -> Result<u64, DbError> {
     let conn = db.pool.get()?;
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
         [&id, &change.name, &change.price, &change.quantity];
-    let n = conn.execute(db.items_st.update_item, &params).await?;
+    let n = conn.execute(st.update_item, &params).await?;
     if n > 0 {
         db.invalidate_item(id).await;
     }
     Ok(n)
 }
 
-async fn list(db: Arc<Db>, category: String, page: i64, limit: i64) -> Response {
+async fn list(db: Arc<Db>, st: Statements, category: String, page: i64, limit: i64) -> Response {
     let offset = (page - 1) * limit;
     let result = async {
         let conn = db.pool.get()?;
         let rows = conn
-            .query(db.items_st.items_page, &[&category, &limit, &offset])
+            .query(st.items_page, &[&category, &limit, &offset])
             .await?;
         Ok::<_, DbError>(rows)
     }
@@ -255,7 +257,7 @@ async fn list(db: Arc<Db>, category: String, page: i64, limit: i64) -> Response 
 }
 
 /// `POST /crud/items`.
-async fn create(db: Arc<Db>, item: NewItem) -> Response {
+async fn create(db: Arc<Db>, st: Statements, item: NewItem) -> Response {
     let result = async {
         let conn = db.pool.get()?;
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] = [
@@ -265,7 +267,7 @@ async fn create(db: Arc<Db>, item: NewItem) -> Response {
             &item.price,
             &item.quantity,
         ];
-        Ok::<_, DbError>(conn.execute(db.items_st.upsert_item, &params).await?)
+        Ok::<_, DbError>(conn.execute(st.upsert_item, &params).await?)
     }
     .await;
     match result {
@@ -278,8 +280,8 @@ async fn create(db: Arc<Db>, item: NewItem) -> Response {
 }
 
 /// `PUT /crud/items/{id}`.
-async fn change(db: Arc<Db>, id: i32, change: ItemChange) -> Response {
-    match update(&db, id, &change).await {
+async fn change(db: Arc<Db>, st: Statements, id: i32, change: ItemChange) -> Response {
+    match update(&db, &st, id, &change).await {
         Ok(0) => not_found(),
         Ok(_) => Response::json(&Changed {
             id,
@@ -296,8 +298,21 @@ pub(super) fn path_id(req: &OwnedRequest) -> Option<i32> {
     req.param("id")?.parse().ok()
 }
 
-/// `router` with `/async-db` and `/crud/items`.
+/// The routes that read the `items` table here (`/api/items/{id}` in `stack.rs` too).
+pub const ROUTES: &[(Method, &str)] = &[
+    (Method::Get, "/async-db"),
+    (Method::Get, "/crud/items/{id}"),
+    (Method::Get, "/crud/items"),
+    (Method::Post, "/crud/items"),
+    (Method::Put, "/crud/items/{id}"),
+];
+
+/// `router` with `/async-db` and `/crud/items`: answering 503 where the database has no
+/// `items` table (`tables.rs`).
 pub fn mount<S: Spawn + Clone>(router: Router, db: Arc<Db>, spawn: S) -> Router {
+    let Some(st) = db.items_st else {
+        return super::tables::missing(router, "items", ROUTES);
+    };
     let dbs: [Arc<Db>; 5] = std::array::from_fn(|_| db.clone());
     let [d_async, d_read, d_list, d_create, d_change] = dbs;
     router
@@ -311,7 +326,7 @@ pub fn mount<S: Spawn + Clone>(router: Router, db: Arc<Db>, spawn: S) -> Router 
             })();
             async move {
                 match params {
-                    Ok((min, max, limit)) => async_db(db, min, max, limit).await,
+                    Ok((min, max, limit)) => async_db(db, st, min, max, limit).await,
                     Err(bad) => bad,
                 }
             }
@@ -324,7 +339,7 @@ pub fn mount<S: Spawn + Clone>(router: Router, db: Arc<Db>, spawn: S) -> Router 
                 let id = path_id(&req);
                 async move {
                     match id {
-                        Some(id) => read(db, id).await,
+                        Some(id) => read(db, st, id).await,
                         None => not_found(),
                     }
                 }
@@ -345,7 +360,7 @@ pub fn mount<S: Spawn + Clone>(router: Router, db: Arc<Db>, spawn: S) -> Router 
             })();
             async move {
                 match params {
-                    Ok((page, limit)) => list(db, category, page, limit).await,
+                    Ok((page, limit)) => list(db, st, category, page, limit).await,
                     Err(bad) => bad,
                 }
             }
@@ -359,7 +374,7 @@ pub fn mount<S: Spawn + Clone>(router: Router, db: Arc<Db>, spawn: S) -> Router 
                 let item = serde_json::from_slice::<NewItem>(req.body());
                 async move {
                     match item {
-                        Ok(item) => create(db, item).await,
+                        Ok(item) => create(db, st, item).await,
                         Err(e) => bad_json(e),
                     }
                 }
@@ -377,7 +392,7 @@ pub fn mount<S: Spawn + Clone>(router: Router, db: Arc<Db>, spawn: S) -> Router 
                     match (id, body) {
                         (None, _) => not_found(),
                         (Some(_), Err(e)) => bad_json(e),
-                        (Some(id), Ok(c)) => change(db, id, c).await,
+                        (Some(id), Ok(c)) => change(db, st, id, c).await,
                     }
                 }
             },

@@ -1,7 +1,9 @@
 //! The demo's database endpoints (issue H): TechEmpower's `/db`, `/queries`, `/updates`,
 //! `/fortunes` and `/cached-queries` ([`world`]), HttpArena's `/async-db` and `/crud/items`
 //! ([`items`]) and its production-stack app endpoints `/api/items/{id}` and `/api/me`
-//! ([`stack`]), on PostgreSQL through tokio-postgres.
+//! ([`stack`]), on PostgreSQL through tokio-postgres. HttpArena's tables are asked for once
+//! at start ([`tables`]): against TechEmpower's own database (`world` and `fortune` only) the
+//! routes of the tables it lacks answer 503 and the rest serve.
 //!
 //! The connections are the `linerate-postgres` crate's, used as any application would: the
 //! demo registers its statements ([`world::Statements`], [`items::Statements`]) and picks a
@@ -14,6 +16,7 @@
 mod item_json;
 pub mod items;
 pub mod stack;
+pub mod tables;
 pub mod world;
 
 use std::sync::Arc;
@@ -52,8 +55,10 @@ pub fn redact(url: &str) -> String {
 pub struct Db {
     pool: Pool,
     world_st: world::Statements,
-    items_st: items::Statements,
-    stack_st: stack::Statements,
+    /// `None`: the database has no `items` table (its routes answer 503).
+    items_st: Option<items::Statements>,
+    /// `None`: the database has no `users` table (`/api/me` answers 503).
+    stack_st: Option<stack::Statements>,
     random: Random,
     cache: WorldCache,
     items: linerate_server::kv::Cache,
@@ -67,7 +72,9 @@ impl Db {
     /// prepares
     /// the statements and reads the `world` cache, on `runtime`. A database that is down or
     /// refuses is an error here (said at start); later outages are answered per request and
-    /// the connections come back. `cache_tier`: the shared tier behind the memory caches of
+    /// the connections come back. HttpArena's tables are asked for first: the statements of
+    /// one the database lacks are not registered, and the log says once which routes answer
+    /// 503 for it. `cache_tier`: the shared tier behind the memory caches of
     /// `/crud/items` and `/api/*` (`serve --cache-tier`); it connects on first use, and one that is down is a miss.
     pub fn connect(
         url: &str,
@@ -77,11 +84,32 @@ impl Db {
         cache_tier: Option<linerate_server::kv::TierConfig>,
     ) -> Result<Db, StartError> {
         let fail = |e: &dyn std::fmt::Display| StartError(format!("database {}: {e}", redact(url)));
+        let have = tables::ask(url, runtime).map_err(|e| fail(&e))?;
         let mut builder = Pool::builder(url);
         builder.driver(driver).connections(connections);
         let world_st = world::Statements::register(&mut builder);
-        let items_st = items::Statements::register(&mut builder);
-        let stack_st = stack::Statements::register(&mut builder);
+        let items_st = have
+            .items
+            .then(|| items::Statements::register(&mut builder));
+        let stack_st = have
+            .users
+            .then(|| stack::Statements::register(&mut builder));
+        for (table, there, routes) in [
+            (
+                "items",
+                have.items,
+                "/async-db, /crud/items and /api/items/{id}",
+            ),
+            ("users", have.users, "/api/me"),
+        ] {
+            if !there {
+                tracing::warn!(
+                    "database {}: no table \"{table}\": {routes} answer 503 (the other \
+                     endpoints serve)",
+                    redact(url)
+                );
+            }
+        }
         let pool = builder.connect(runtime).map_err(|e| match e {
             ConnectError::UnixSocket => fail(&format_args!(
                 "{e}; for a Unix socket use --database-driver runtime"

@@ -19,7 +19,7 @@ use serde::Serialize;
 use tokio_postgres::Row;
 
 use super::Db;
-use super::items::{ItemChange, bad_json, not_found, path_id};
+use super::items::{ItemChange, Statements as ItemStatements, bad_json, not_found, path_id};
 use super::world::{DbError, error_response};
 
 /// How long a cached item is served (HttpArena: at most 1 s).
@@ -133,20 +133,20 @@ pub fn bearer_sub(authorization: Option<&[u8]>) -> Result<i32, NoSub> {
 }
 
 /// `GET /api/items/{id}`.
-async fn read_item(db: Arc<Db>, id: i32) -> Response {
+async fn read_item(db: Arc<Db>, st: ItemStatements, id: i32) -> Response {
     aside(
         &db.stack,
         &item_key(id),
         API_ITEM_TTL,
         "application/json",
-        || super::items::item_json(&db, id),
+        || super::items::item_json(&db, &st, id),
     )
     .await
 }
 
 /// `POST /api/items/{id}`: 204, or 404 when there is no such item.
-async fn write_item(db: Arc<Db>, id: i32, change: ItemChange) -> Response {
-    match super::items::update(&db, id, &change).await {
+async fn write_item(db: Arc<Db>, st: ItemStatements, id: i32, change: ItemChange) -> Response {
+    match super::items::update(&db, &st, id, &change).await {
         Ok(0) => not_found(),
         Ok(_) => Response::new(204),
         Err(e) => error_response(e),
@@ -154,7 +154,7 @@ async fn write_item(db: Arc<Db>, id: i32, change: ItemChange) -> Response {
 }
 
 /// `GET /api/me`.
-async fn me(db: Arc<Db>, id: i32) -> Response {
+async fn me(db: Arc<Db>, st: Statements, id: i32) -> Response {
     aside(
         &db.stack,
         &format!("user:{id}"),
@@ -163,7 +163,7 @@ async fn me(db: Arc<Db>, id: i32) -> Response {
         || async {
             let result = async {
                 let conn = db.pool.get()?;
-                Ok::<_, DbError>(conn.query_opt(db.stack_st.user, &[&id]).await?)
+                Ok::<_, DbError>(conn.query_opt(st.user, &[&id]).await?)
             }
             .await;
             match result {
@@ -182,9 +182,36 @@ fn no_user() -> Response {
     Response::text("no such user\n").status(404)
 }
 
-/// `router` with `/api/items/{id}` and `/api/me`.
+/// The routes that read the `items` table here.
+pub const ITEM_ROUTES: &[(Method, &str)] = &[
+    (Method::Get, "/api/items/{id}"),
+    (Method::Post, "/api/items/{id}"),
+];
+
+/// The route that reads the `users` table.
+pub const USER_ROUTES: &[(Method, &str)] = &[(Method::Get, "/api/me")];
+
+/// `router` with `/api/items/{id}` and `/api/me`: each answering 503 where the database has
+/// not the table it reads (`tables.rs`).
 pub fn mount<S: Spawn + Clone>(router: Router, db: Arc<Db>, spawn: S) -> Router {
-    let (d_read, d_write, d_me) = (db.clone(), db.clone(), db);
+    let router = match db.items_st {
+        Some(st) => mount_items(router, db.clone(), st, spawn.clone()),
+        None => super::tables::missing(router, "items", ITEM_ROUTES),
+    };
+    match db.stack_st {
+        Some(st) => mount_me(router, db, st, spawn),
+        None => super::tables::missing(router, "users", USER_ROUTES),
+    }
+}
+
+/// `router` with `/api/items/{id}` (GET and POST).
+fn mount_items<S: Spawn + Clone>(
+    router: Router,
+    db: Arc<Db>,
+    st: ItemStatements,
+    spawn: S,
+) -> Router {
+    let (d_read, d_write) = (db.clone(), db);
     router
         .get_async(
             "/api/items/{id}",
@@ -194,7 +221,7 @@ pub fn mount<S: Spawn + Clone>(router: Router, db: Arc<Db>, spawn: S) -> Router 
                 let id = path_id(&req);
                 async move {
                     match id {
-                        Some(id) => read_item(db, id).await,
+                        Some(id) => read_item(db, st, id).await,
                         None => not_found(),
                     }
                 }
@@ -212,24 +239,28 @@ pub fn mount<S: Spawn + Clone>(router: Router, db: Arc<Db>, spawn: S) -> Router 
                     match (id, body) {
                         (None, _) => not_found(),
                         (Some(_), Err(e)) => bad_json(e),
-                        (Some(id), Ok(c)) => write_item(db, id, c).await,
+                        (Some(id), Ok(c)) => write_item(db, st, id, c).await,
                     }
                 }
             },
         )
-        .get_async("/api/me", spawn, move |req: OwnedRequest| {
-            let db = d_me.clone();
-            let sub = bearer_sub(req.header("authorization"));
-            async move {
-                match sub {
-                    Ok(id) => me(db, id).await,
-                    Err(NoSub::NoToken) => Response::text("a bearer token is needed\n")
-                        .status(401)
-                        .header("www-authenticate", "Bearer"),
-                    Err(NoSub::NotAUser) => no_user(),
-                }
+}
+
+/// `router` with `/api/me`.
+fn mount_me<S: Spawn>(router: Router, db: Arc<Db>, st: Statements, spawn: S) -> Router {
+    router.get_async("/api/me", spawn, move |req: OwnedRequest| {
+        let db = db.clone();
+        let sub = bearer_sub(req.header("authorization"));
+        async move {
+            match sub {
+                Ok(id) => me(db, st, id).await,
+                Err(NoSub::NoToken) => Response::text("a bearer token is needed\n")
+                    .status(401)
+                    .header("www-authenticate", "Bearer"),
+                Err(NoSub::NotAUser) => no_user(),
             }
-        })
+        }
+    })
 }
 
 #[cfg(test)]

@@ -80,6 +80,14 @@ impl Pg {
         assert!(ok.success(), "scripts/pg.sh {what}");
     }
 
+    /// How many lines of the server's own log (`scripts/pg.sh`'s `server.log`: its warnings
+    /// and errors) hold `text`.
+    pub fn log_lines(&self, text: &str) -> usize {
+        let log = std::fs::read_to_string(format!("{}/server.log", self.dir))
+            .expect("the cluster's server.log");
+        log.lines().filter(|l| l.contains(text)).count()
+    }
+
     /// Runs `sql` with psql over TCP; its output, trimmed.
     pub fn psql(&self, sql: &str) -> String {
         let out = Command::new("/usr/lib/postgresql/15/bin/psql")

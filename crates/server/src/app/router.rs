@@ -527,6 +527,15 @@ impl Router {
         !self.layers.is_empty() || self.routes.iter().any(|r| !r.layers.is_empty())
     }
 
+    /// Whether the router serves gRPC services ([`Router::grpc`]): then some listener must
+    /// speak HTTP/2 ([`Server::bind`](crate::Server::bind)).
+    pub(crate) fn has_grpc(&self) -> bool {
+        #[cfg(feature = "grpc")]
+        return !self.grpc.names.is_empty();
+        #[cfg(not(feature = "grpc"))]
+        false
+    }
+
     /// Whether any route speaks WebSocket (HTTP/2 then announces extended CONNECT).
     pub(crate) fn has_websocket(&self) -> bool {
         self.routes

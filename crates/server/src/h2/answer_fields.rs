@@ -1,6 +1,7 @@
 //! An answer's own fields as HTTP/2 and HTTP/3 send them (RFC 9113 §8.2, RFC 9114 §4.2):
 //! names in lowercase, connection-specific fields never. Shared by `h2` and `h3`, which add
-//! the fields the server writes itself (`:status`, `date`, `server`, the length).
+//! the fields the server writes itself (`:status`, `date`, `server`, the length: never on a
+//! gRPC answer, [`is_grpc`]).
 //!
 //! Lowering costs no allocation for names up to [`LOWER_ON_STACK`] bytes (every registered
 //! field name is shorter).
@@ -15,6 +16,28 @@ fn is_connection_specific(lower: &[u8]) -> bool {
         lower,
         b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade"
     )
+}
+
+/// The media type gRPC over HTTP/2 and HTTP/3 answers with (PROTOCOL-HTTP2.md:
+/// `application/grpc`, or with a message format, `application/grpc+proto`).
+const GRPC_MEDIA_TYPE: &[u8] = b"application/grpc";
+
+/// Whether an answer of content type `content_type` is a gRPC one, sent without
+/// `content-length`: gRPC's framing is the stream's end and its trailers (`grpc-status`), as
+/// grpc-go and tonic send it, and a client that stops reading at the length (curl) never
+/// reads those trailers. gRPC-Web (`application/grpc-web…`) is not: its trailers are in the
+/// body, and its length stays. Parameters are ignored; the type is case-insensitive (RFC 9110
+/// §8.3.1).
+pub(crate) fn is_grpc(content_type: &[u8]) -> bool {
+    let media = content_type
+        .split(|&b| b == b';')
+        .next()
+        .unwrap_or_default()
+        .trim_ascii();
+    let n = GRPC_MEDIA_TYPE.len();
+    media.len() >= n
+        && media[..n].eq_ignore_ascii_case(GRPC_MEDIA_TYPE)
+        && (media.len() == n || media[n] == b'+')
 }
 
 /// Calls `f` with each field of `fields` that goes out, its name lowercase: connection-specific
@@ -47,6 +70,29 @@ pub(crate) fn each<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// gRPC's content types (PROTOCOL-HTTP2.md "Content-Type") go without a length;
+    /// gRPC-Web's (PROTOCOL-WEB.md) and everything else keep it.
+    #[test]
+    fn grpc_answers_are_told_from_grpc_web_and_others() {
+        for (ct, grpc) in [
+            ("application/grpc", true),
+            ("application/grpc+proto", true),
+            ("application/grpc+json", true),
+            ("Application/GRPC", true),
+            ("application/grpc; charset=utf-8", true),
+            (" application/grpc ", true),
+            ("application/grpc-web", false),
+            ("application/grpc-web+proto", false),
+            ("application/grpc-web-text+proto", false),
+            ("application/grpcx", false),
+            ("application/json", false),
+            ("application/grp", false),
+            ("", false),
+        ] {
+            assert_eq!(is_grpc(ct.as_bytes()), grpc, "{ct:?}");
+        }
+    }
 
     /// Rows of (fields in, own length, fields out): names lowered (short and past the stack
     /// buffer), values untouched, connection-specific fields dropped, the length only when the

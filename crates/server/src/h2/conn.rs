@@ -817,10 +817,12 @@ impl<P> Conn<P> {
         {
             hpack::field(r, b"alt-svc", crate::h1::AltSvc::h3(port).as_bytes());
         }
+        let mut grpc = false;
         if let Some(ct) = &resp.content_type {
             hpack::field(r, b"content-type", ct.as_bytes());
+            grpc = super::answer_fields::is_grpc(ct.as_bytes());
         }
-        if !no_body {
+        if !no_body && !grpc {
             let mut n = itoa::Buffer::new();
             hpack::field(r, b"content-length", n.format(resp.body.len()).as_bytes());
         }

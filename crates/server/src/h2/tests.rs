@@ -1780,6 +1780,52 @@ fn an_answer_with_trailers_ends_with_a_headers_frame_after_its_data() {
     assert!(h.conn.is_idle());
 }
 
+/// Issue T, 2: a gRPC answer carried `content-length` (its message's), and curl stopped
+/// reading there, before the trailers that hold `grpc-status`. gRPC's answers, whole or
+/// trailers-only, carry none (as grpc-go and tonic send them);
+/// gRPC-Web's (its trailers in the body) and any other answer with trailers keep theirs.
+#[test]
+fn grpc_answers_carry_no_content_length_grpc_web_ones_keep_it() {
+    let message: &'static [u8] = b"\0\0\0\0\x02hi";
+    let answer = |ct: &'static str, body: &'static [u8]| {
+        Response::new(200)
+            .content_type(ct)
+            .body(Body::Static(body))
+            .trailer("grpc-status", "0")
+    };
+    let trailers_only = Response::new(200)
+        .content_type("application/grpc")
+        .header("grpc-status", "5");
+    let cases: [(&str, Response, Option<&str>); 5] = [
+        ("unary", answer("application/grpc", message), None),
+        ("+proto", answer("application/grpc+proto", message), None),
+        ("trailers-only", trailers_only, None),
+        (
+            "gRPC-Web",
+            answer("application/grpc-web+proto", message),
+            Some("7"),
+        ),
+        ("not gRPC", with_trailers("hi"), Some("2")),
+    ];
+    for (name, resp, want) in cases {
+        let mut h = H::open();
+        h.recv(&get(1, "/defer"));
+        assert!(h.complete(1, resp), "{name}");
+        let got = h.frames();
+        let lengths: Vec<String> = head_fields(&got[0])
+            .into_iter()
+            .filter(|(n, _)| n == "content-length")
+            .map(|(_, v)| v)
+            .collect();
+        assert_eq!(
+            lengths,
+            want.into_iter().map(String::from).collect::<Vec<_>>(),
+            "{name}: {got:?}"
+        );
+        assert!(h.conn.is_idle(), "{name}: the answer is whole");
+    }
+}
+
 #[test]
 fn an_empty_answer_with_trailers_is_two_headers_frames_and_head_gets_none() {
     let mut h = H::open();

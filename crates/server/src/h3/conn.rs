@@ -761,10 +761,12 @@ impl<P> Conn<P> {
         let r = &mut self.resp;
         let names_server = crate::h1::names_server(&resp.headers);
         section_start(r, resp.status, names_server, &mut self.stamp, cx);
+        let mut grpc = false;
         if let Some(ct) = &resp.content_type {
             qpack::encode::field(r, b"content-type", ct.as_bytes());
+            grpc = answer_fields::is_grpc(ct.as_bytes());
         }
-        if !no_body {
+        if !no_body && !grpc {
             let mut n = itoa::Buffer::new();
             qpack::encode::field(r, b"content-length", n.format(resp.body.len()).as_bytes());
         }

@@ -953,6 +953,48 @@ fn with_trailers(body: &'static str) -> Response {
         .trailer("Grpc-Message", "ok")
 }
 
+/// Issue T, 2: as over HTTP/2 (`h2/tests.rs`), a gRPC answer carries no `content-length`,
+/// whole or trailers-only; gRPC-Web's and other answers with trailers keep theirs.
+#[test]
+fn grpc_answers_carry_no_content_length_grpc_web_ones_keep_it() {
+    let message: &'static [u8] = b"\0\0\0\0\x02hi";
+    let answer = |ct: &'static str| {
+        Response::new(200)
+            .content_type(ct)
+            .body(Body::Static(message))
+            .trailer("grpc-status", "0")
+    };
+    let trailers_only = Response::new(200)
+        .content_type("application/grpc")
+        .header("grpc-status", "5");
+    let cases: [(&str, Response, Option<&str>); 4] = [
+        ("unary", answer("application/grpc"), None),
+        ("trailers-only", trailers_only, None),
+        ("gRPC-Web", answer("application/grpc-web+proto"), Some("7")),
+        ("not gRPC", with_trailers("hi"), Some("2")),
+    ];
+    for (i, (name, resp, want)) in cases.into_iter().enumerate() {
+        let id = 4 * i as u64;
+        let mut h = H::new();
+        h.get(id, "/defer");
+        assert!(h.conn.complete(id, resp, &mut h.cx), "{name}");
+        h.flush();
+        let (status, fields, _) = h.answer(id);
+        assert_eq!(status, 200, "{name}");
+        let lengths: Vec<&str> = fields
+            .iter()
+            .filter(|(n, _)| n == "content-length")
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(
+            lengths,
+            want.into_iter().collect::<Vec<_>>(),
+            "{name}: {fields:?}"
+        );
+        assert!(h.wire.finished.contains(&id), "{name}: the stream ends");
+    }
+}
+
 #[test]
 fn an_answer_with_trailers_ends_with_a_headers_frame_after_its_data() {
     let mut h = H::new();

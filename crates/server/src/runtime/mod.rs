@@ -3,7 +3,8 @@
 //! tokio context (timers, `tokio::net`, reqwest, tokio-based SDKs) with no thread hop.
 //!
 //! Owns the runtime, the futures [`OnWorker`] and [`spawn_local`] hand it (kept and polled by
-//! the worker's own executor, `tasks.rs`), and the two ways the worker's loop
+//! the worker's own executor, `tasks.rs`), the values made once per runtime ([`PerWorker`],
+//! `per_worker.rs`), and the two ways the worker's loop
 //! lets it run: `Local::turn` (run what is ready, without waiting) and `Local::park` (wait
 //! for the worker's own epoll instance, a deadline or an answer, inside the runtime, so that
 //! tokio's I/O and timers wake the thread too). A worker whose runtime has no task never
@@ -23,8 +24,11 @@ use tokio::io::unix::AsyncFd;
 
 use crate::deferred::{BoxFuture, Spawn};
 
+mod per_worker;
 mod tasks;
 
+pub use per_worker::PerWorker;
+use per_worker::States;
 use tasks::Tasks;
 
 thread_local! {
@@ -83,6 +87,8 @@ pub(crate) struct Local {
     /// wake its own reactor (an eventfd write, then a wait that returns at once), two
     /// syscalls on every park when each made a new `Sleep`.
     timer: RefCell<Option<Pin<Box<tokio::time::Sleep>>>>,
+    /// The [`PerWorker`] values made for this runtime: dropped with it, before it.
+    states: States,
     /// Declared last, so dropped last: the futures and the registration above go first.
     rt: tokio::runtime::Runtime,
 }
@@ -98,6 +104,7 @@ impl Local {
             tasks: Tasks::new(),
             watched: RefCell::new(None),
             timer: RefCell::new(None),
+            states: States::default(),
         }))
     }
 
@@ -342,6 +349,13 @@ pub fn spawn_local(fut: impl Future<Output = ()> + 'static) -> bool {
     USED.with(|u| u.set(true));
     local.tasks.start(Box::pin(fut), false, inside());
     true
+}
+
+/// Runs `f` with this thread's worker runtime's [`PerWorker`] values; `None` with no worker
+/// runtime here. No borrow of the thread's runtime is held while `f` runs.
+fn with_states<R>(f: impl FnOnce(&States) -> R) -> Option<R> {
+    let local = LOCAL.with(|l| l.borrow().clone())?;
+    Some(f(&local.states))
 }
 
 /// Whether this thread has a worker runtime ([`OnWorker`] and [`spawn_local`] run there).

@@ -2,6 +2,9 @@
 //! sent back in `X-Request-Id`. A client's (or a balancer's) own id is kept when it is 1 to
 //! [`REQUEST_ID_MAX_BYTES`] visible ASCII bytes; otherwise one is made: this thread's random
 //! 64-bit prefix and a counter, so ids are unique without a shared counter between workers.
+//!
+//! Invariant: one id per request, whichever layer asks first ([`request_id`]: this layer, or
+//! [`Trace`](super::Trace) for its span), so the span and `X-Request-Id` always agree.
 #![forbid(unsafe_code)]
 
 use std::cell::Cell;
@@ -42,13 +45,26 @@ fn sane(id: &[u8]) -> bool {
         && id.iter().all(|b| (0x21..0x7f).contains(b))
 }
 
-impl Layer for RequestId {
-    fn before(&self, req: &Request<'_>, ext: &mut Extensions) -> Option<Response> {
+/// The request's id: the one a layer already attached to `ext`, else the client's (when
+/// sane) or a new one, attached now. Whichever of [`RequestId`] and [`Trace`](super::Trace)
+/// runs first decides it, in either order of the two.
+pub(crate) fn request_id<'e>(req: &Request<'_>, ext: &'e mut Extensions) -> &'e str {
+    if ext.get::<RequestIdValue>().is_none() {
         let id = match req.header("x-request-id") {
             Some(id) if sane(id) => String::from_utf8_lossy(id).into_owned(),
             _ => make_id(),
         };
         ext.insert(RequestIdValue(id));
+    }
+    match ext.get::<RequestIdValue>() {
+        Some(RequestIdValue(id)) => id,
+        None => unreachable!("attached above"),
+    }
+}
+
+impl Layer for RequestId {
+    fn before(&self, req: &Request<'_>, ext: &mut Extensions) -> Option<Response> {
+        request_id(req, ext);
         None
     }
 

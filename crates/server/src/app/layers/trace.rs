@@ -1,7 +1,9 @@
 //! [`Trace`]: a `tracing` span per request (target `linerate::request`), with the access
-//! log's fields: method, target, version and client when the request comes in; status, body
-//! bytes and duration (µs) recorded when its answer is made, with one `info` event in the
-//! span. Handlers may enter the span ([`TraceSpan`]) so their own events carry its fields.
+//! log's fields: method, target, version, client and the request id when the request comes
+//! in; status, body bytes and duration (µs) recorded when its answer is made, with one `info`
+//! event in the span. Handlers may enter the span ([`TraceSpan`]) so their own events carry
+//! its fields. The request id is the one [`RequestId`](super::RequestId) sends back in
+//! `X-Request-Id`, whichever of the two layers is outermost (`request_id.rs`).
 #![forbid(unsafe_code)]
 
 use std::time::Instant;
@@ -26,6 +28,7 @@ pub struct TraceSpan {
 
 impl Layer for Trace {
     fn before(&self, req: &Request<'_>, ext: &mut Extensions) -> Option<Response> {
+        let request_id = super::request_id::request_id(req, ext);
         let span = tracing::info_span!(
             target: "linerate::request",
             "request",
@@ -35,6 +38,7 @@ impl Layer for Trace {
             client = req.peer().map(|p| p.ip().to_string()),
             referer = req.header("referer").map(String::from_utf8_lossy).as_deref(),
             user_agent = req.header("user-agent").map(String::from_utf8_lossy).as_deref(),
+            request_id,
             status = Empty,
             bytes = Empty,
             duration_us = Empty,
