@@ -99,7 +99,7 @@ pub enum Arg<'a> {
 /// The list elements of one Cache-Control line, in order; empty elements skipped. One pass
 /// over a well-formed element's bytes (finding its end, then its name, then its argument
 /// cost three, ~700 instructions for `public, max-age=3600`, callgrind); a malformed
-/// element's end is found as a list's is ([`element_end`]: a comma outside quotes).
+/// element's end is found as a list's is (`fields::element_end`: a comma outside quotes).
 pub fn items(line: &[u8]) -> impl Iterator<Item = Item<'_>> {
     let mut at = 0;
     std::iter::from_fn(move || {

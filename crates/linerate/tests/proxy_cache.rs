@@ -302,8 +302,8 @@ fn private_personal_and_unmatchable_answers_are_not_stored() {
     get(s.addr, "/shared-cookie", "");
     assert_eq!(
         up.count("/shared-cookie"),
-        1,
-        "public grants storing a Set-Cookie answer"
+        2,
+        "issue T: public is no consent to replaying one visitor's cookie to another"
     );
     get(s.addr, "/authz", "Authorization: Bearer x\r\n");
     get(s.addr, "/authz", "Authorization: Bearer x\r\n");

@@ -115,7 +115,7 @@ impl MountCache {
                 set_cookie: if conf.set_cookie_explicit {
                     linerate_cache::SetCookie::Explicit
                 } else {
-                    linerate_cache::SetCookie::SharedGrant
+                    linerate_cache::SetCookie::Never
                 },
             },
             status: conf.status.as_deref().map(Into::into),
@@ -216,6 +216,7 @@ impl CacheReq {
                 authority: &self.buf[self.authority.clone()],
                 target: &self.buf[self.target.clone()],
                 fields,
+                body: false,
             })
         })
     }
@@ -671,6 +672,7 @@ fn plan_listed(
         authority: head.host(buf).unwrap_or_default(),
         target: head.target_bytes(buf),
         fields,
+        body: false,
     };
     let now = now();
     let plan = linerate_cache::plan(&req, &mount.store, now, &mount.opts);
@@ -1105,8 +1107,8 @@ impl Exchange {
                 AfterHead::Relay(relay(self, status, fwd, true, None))
             }
             After::PassOn(why) => {
-                let detail = why.map(|w| format!("{w:?}").to_ascii_lowercase());
-                AfterHead::Relay(relay(self, status, fwd, false, detail.as_deref()))
+                let detail = why.map(linerate_cache::NotStored::as_str);
+                AfterHead::Relay(relay(self, status, fwd, false, detail))
             }
             After::Refetch => {
                 self.validate = None;
@@ -1341,6 +1343,7 @@ mod tests {
             authority: b"t",
             target: b"/x",
             fields: &[],
+            body: false,
         };
         let status_value = StatusValue::hit(&CacheStatus::hit_prefix("lr"), 5);
         let hit = answer(&req, entry, 7, false, status_value);
@@ -1442,6 +1445,7 @@ mod tests {
             authority: b"t",
             target: b"/x",
             fields: ranged,
+            body: false,
         };
         let part = answer(&req, Arc::clone(&entry), 0, false, StatusValue::None);
         assert_eq!(part.status, 206);
