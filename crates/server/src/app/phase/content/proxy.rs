@@ -134,10 +134,11 @@ impl<'a> ConnApp<'a> {
             .as_ref()
             .filter(|_| head.header(buf, "upgrade").is_none());
         let mut cache = None;
+        let content = crate::proxy::cache::has_body(head, &body, pipe.is_some());
         if let Some(c) = caching
             && r.auth.is_none()
         {
-            match crate::proxy::cache::plan_here(c, head, buf, self.tls) {
+            match crate::proxy::cache::plan_here(c, head, buf, self.tls, content) {
                 crate::proxy::cache::Here::Hit(hit) => {
                     if h1
                         && pipe.is_none()
@@ -212,7 +213,7 @@ impl<'a> ConnApp<'a> {
             // answer from the cache must pass the same check as one from upstream.
             cache: cache.or_else(|| {
                 caching.map(|c| {
-                    let req = crate::proxy::cache::CacheReq::copy(head, buf, self.tls);
+                    let req = crate::proxy::cache::CacheReq::copy(head, buf, self.tls, content);
                     Box::new(crate::proxy::cache::Exchange::new(c.clone(), req))
                 })
             }),
