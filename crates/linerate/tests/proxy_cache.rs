@@ -1324,6 +1324,18 @@ fn a_fresh_hit_pipelined_behind_a_miss_is_answered_in_order() {
     drop(s);
 }
 
+/// The first sample of the tier counter for `outcome` in edge `admin`'s `/metrics`.
+fn tier_count(admin: &str, outcome: &str) -> u64 {
+    scrape(admin)
+        .lines()
+        .find(|l| {
+            l.starts_with("linerate_cache_tier_requests_total")
+                && l.contains(&format!("outcome=\"{outcome}\""))
+        })
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Issue T, item 1: `public, max-age=60` with `Set-Cookie: sid=<new>` was stored, and the
 /// next visitor without cookies got the first one's `sid`, and its session. An answer that
 /// sets a cookie now goes to the request that caused it only: not stored (nor with
@@ -1651,4 +1663,157 @@ fn an_answer_up_to_max_object_is_stored_and_cache_status_says_only_what_was() {
         (1, 2)
     );
     assert_eq!(metric(&admin, "linerate_cache_stored_total"), Some(2));
+}
+
+/// Two edges on one tier: A (with its admin listener) and B, each with a 4 MiB memory
+/// store, once each stores in the tier (they read its generation first).
+fn two_edges(up: &Upstream, url: &str) -> Vec<(Served, String)> {
+    let spec = format!("/=http://{}", up.addr);
+    (0..2)
+        .map(|_| {
+            let admin = format!("127.0.0.1:{}", common::free_port("127.0.0.1"));
+            let edge = common::bin::serve_as(&[
+                "--addr",
+                "127.0.0.1:0",
+                "--app",
+                "none",
+                "--proxy",
+                spec.as_str(),
+                "--proxy-cache",
+                "4MiB",
+                "--proxy-cache-tier",
+                url,
+                "--admin",
+                admin.as_str(),
+            ]);
+            let mut n = 0;
+            eventually("the edge stores in the tier", || {
+                n += 1;
+                stores_through(&admin, || {
+                    get(edge.addr, &format!("/warm{n}-{}", edge.addr.port()), "");
+                })
+            });
+            (edge, admin)
+        })
+        .collect()
+}
+
+/// Issue T, item 5: purging `/product/p1` on one edge sent another edge's `/product/p2` to
+/// the origin: the purge moved the tier's generation, and every edge emptied its memory. A
+/// URL's purge now deletes that URL's tier entry and reaches the other edges through the
+/// tier's purge log: their other answers stay.
+#[test]
+fn a_purge_of_one_url_leaves_every_edges_other_answers_cached() {
+    let Some(tier) = common::tier::TierServer::start("redis-server") else {
+        return;
+    };
+    let up = Upstream::start(|path, _| {
+        ok_with("Cache-Control: public, max-age=600\r\n", path.as_bytes())
+    });
+    let edges = two_edges(&up, &tier.url());
+    let ((a, admin_a), (b, _)) = (&edges[0], &edges[1]);
+    for p in ["/product/p1", "/product/p2"] {
+        let before = tier_stored(admin_a);
+        get(a.addr, p, "");
+        eventually("A's answer is in the tier", || {
+            tier_stored(admin_a) > before
+        });
+        let r = get(b.addr, p, "");
+        assert!(r.header("cache-status").unwrap().contains("hit"));
+        assert!(
+            get(b.addr, p, "")
+                .header("cache-status")
+                .unwrap()
+                .contains("hit")
+        );
+    }
+    assert_eq!((up.count("/product/p1"), up.count("/product/p2")), (1, 1));
+    assert_eq!(
+        post(admin_a, "/purge?url=http://t/product/p1"),
+        (200, "purged 1\n".to_string())
+    );
+    // B forgets p1 once it reads the purge log (each second), and then only p1.
+    eventually("the purge reached edge B", || {
+        get(b.addr, "/product/p1", "");
+        up.count("/product/p1") == 2
+    });
+    for e in [a, b] {
+        let r = get(e.addr, "/product/p2", "");
+        assert!(
+            r.header("cache-status").unwrap().contains("hit"),
+            "{:?}",
+            r.headers
+        );
+    }
+    assert_eq!(up.count("/product/p2"), 1, "p2 went to the origin");
+    assert_eq!(
+        up.count("/product/p1"),
+        2,
+        "A served p1 from memory or the tier"
+    );
+}
+
+/// Issue T, item 4: with the tier stopped (SIGSTOP) and marked down, `POST /purge?url=…`
+/// answered `purged 1` and the purge was lost: once the tier was back, both edges served the
+/// purged page from it for its whole TTL. The purge is now kept, answered 202 with what is
+/// pending, and applied when the tier is back, before any tier answer for its key is used.
+#[test]
+fn a_purge_while_the_tier_is_down_is_kept_and_applied_when_it_is_back() {
+    let Some(tier) = common::tier::TierServer::start("redis-server") else {
+        return;
+    };
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let versions = AtomicUsize::new(0);
+    let up = Upstream::start(move |path, _| {
+        let cc = "Cache-Control: public, max-age=600\r\n";
+        match path {
+            "/page" => {
+                let v = versions.fetch_add(1, Ordering::Relaxed) + 1;
+                ok_with(cc, format!("v{v}").as_bytes())
+            }
+            _ => ok_with(cc, path.as_bytes()),
+        }
+    });
+    let edges = two_edges(&up, &tier.url());
+    let ((a, admin_a), (b, _)) = (&edges[0], &edges[1]);
+    let before = tier_stored(admin_a);
+    assert_eq!(get(a.addr, "/page", "").text(), "v1");
+    eventually("A's answer is in the tier", || {
+        tier_stored(admin_a) > before
+    });
+    assert_eq!(get(b.addr, "/page", "").text(), "v1");
+    // The tier stops answering; A finds out (a question past the timeout marks it down).
+    tier.signal(rustix::process::Signal::STOP);
+    let failed = tier_count(admin_a, "error");
+    let mut n = 0;
+    eventually("A marks the tier down", || {
+        n += 1;
+        get(a.addr, &format!("/down{n}"), "");
+        tier_count(admin_a, "error") > failed
+    });
+    let (status, body) = post(admin_a, "/purge?url=http://t/page");
+    assert_eq!(status, 202, "{body}");
+    assert!(
+        body.contains("purged 1") && body.contains("pending: http://t/page"),
+        "{body}"
+    );
+    tier.signal(rustix::process::Signal::CONT);
+    // A uses the tier again (it stores there), then asks it for the purged page.
+    let mut n = 0;
+    eventually("A stores in the tier again", || {
+        n += 1;
+        stores_through(admin_a, || {
+            get(a.addr, &format!("/back{n}"), "");
+        })
+    });
+    assert_ne!(
+        get(a.addr, "/page", "").text(),
+        "v1",
+        "A served the purged page from the tier"
+    );
+    eventually("the purge reached edge B", || {
+        get(b.addr, "/page", "").text() != "v1"
+    });
+    // Applied: purges answer 200 again.
+    assert_eq!(post(admin_a, "/purge?url=http://t/page").0, 200);
 }

@@ -94,10 +94,22 @@ impl MountCache {
             ..MountCache::new(conf)
         });
         if let Some(t) = &cache.tier {
-            t.watch(Arc::downgrade(&cache), |m: &MountCache| {
-                // A purge on some edge: everything this one holds may be what it purged.
-                m.store.remove_prefix(b"");
-            });
+            t.watch(
+                Arc::downgrade(&cache),
+                |m: &MountCache, key: Option<&Key>| {
+                    match key {
+                        // A URL purged on some edge (this one's own purges come back too).
+                        Some(key) => {
+                            m.store.remove(key);
+                        }
+                        // A purge by prefix on some edge, or a purge log this edge could not
+                        // follow: everything this one holds may be what was purged.
+                        None => {
+                            m.store.remove_prefix(b"");
+                        }
+                    }
+                },
+            );
         }
         Ok(cache)
     }
@@ -872,9 +884,15 @@ impl Exchange {
     /// every one waiting on it) is planned again from there; nothing usable, and it goes up.
     pub(crate) fn tier_answer(&mut self, stored: Option<Vec<u8>>) {
         self.tier_checked = true;
-        // Asked before an invalidation or a purge on this edge was done: it may bring back
-        // what that removed, so it is a miss.
-        let usable = (self.mount.tier.as_ref()).is_some_and(|t| t.usable(self.tier_fence));
+        // Asked before an invalidation or a purge on this edge was done, or one of its key
+        // has not reached the tier yet: it may bring back what that removed, so it is a miss.
+        let asked = match (&self.asking, &self.flight) {
+            (Some(key), _) | (None, Some((key, _))) => Some(key),
+            (None, None) => None,
+        };
+        let usable = (self.mount.tier.as_ref())
+            .zip(asked)
+            .is_some_and(|(t, key)| t.usable(self.tier_fence, key));
         let stored = stored.filter(|_| usable);
         // An entry that sets a cookie, written by an edge (or a version) that kept such
         // answers, is not served by one that does not: its cookie is another visitor's.
