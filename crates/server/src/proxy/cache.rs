@@ -672,16 +672,16 @@ pub(crate) fn has_body(head: &RequestHead, whole: &[u8], following: bool) -> boo
 /// Plans `head` (in `buf`) below `mount` in the content phase, before the upstream request
 /// is framed: a fresh hit needs no job framed, no copy of the request and no second look.
 /// A hit that also revalidates in the background, and every other plan, go to the driver.
-/// `body`: the request carries content ([`has_body`]).
+/// Only for a request without content ([`has_body`]): one with content bypasses the cache,
+/// which the driver's plan says (the hit's path carries no flag for it).
 pub(crate) fn plan_here(
     mount: &Arc<MountCache>,
     head: &RequestHead,
     buf: &[u8],
     tls: bool,
-    body: bool,
 ) -> Here {
     listed(head.header_count(), head.headers(buf), |fields| {
-        plan_listed(mount, head, buf, (tls, body), fields)
+        plan_listed(mount, head, buf, tls, fields)
     })
 }
 
@@ -690,7 +690,7 @@ fn plan_listed(
     mount: &Arc<MountCache>,
     head: &RequestHead,
     buf: &[u8],
-    (tls, body): (bool, bool),
+    tls: bool,
     fields: &[(&[u8], &[u8])],
 ) -> Here {
     let req = linerate_cache::Request {
@@ -699,7 +699,7 @@ fn plan_listed(
         authority: head.host(buf).unwrap_or_default(),
         target: head.target_bytes(buf),
         fields,
-        body,
+        body: false,
     };
     let now = now();
     let plan = linerate_cache::plan(&req, &mount.store, now, &mount.opts);
@@ -719,7 +719,7 @@ fn plan_listed(
             .map_or(StatusValue::None, |prefix| StatusValue::hit(prefix, ttl));
         return Here::Hit(answer(&req, entry, age, not_modified, status));
     }
-    let mut x = Exchange::new(Arc::clone(mount), CacheReq::copy(head, buf, tls, body));
+    let mut x = Exchange::new(Arc::clone(mount), CacheReq::copy(head, buf, tls, false));
     x.pending = Some((plan, now));
     Here::Planned(Box::new(x))
 }

@@ -135,10 +135,12 @@ impl<'a> ConnApp<'a> {
             .filter(|_| head.header(buf, "upgrade").is_none());
         let mut cache = None;
         let content = crate::proxy::cache::has_body(head, &body, pipe.is_some());
+        // A request with a body bypasses the cache: the driver plans it so (no look here).
         if let Some(c) = caching
             && r.auth.is_none()
+            && !content
         {
-            match crate::proxy::cache::plan_here(c, head, buf, self.tls, content) {
+            match crate::proxy::cache::plan_here(c, head, buf, self.tls) {
                 crate::proxy::cache::Here::Hit(hit) => {
                     if h1
                         && pipe.is_none()
