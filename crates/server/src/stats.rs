@@ -502,7 +502,12 @@ impl StatsHandle {
     /// shared tier: how many answers went from memory, and what waits for a tier that was
     /// not reached; `None` when `url` is not an http(s) URL.
     pub fn purge(&self, url: &str, prefix: bool) -> Option<Purged> {
-        let caches = self.caches.lock().unwrap_or_else(|e| e.into_inner());
+        // Not held while a purge waits for a tier (a reload may swap the list meanwhile).
+        let caches = self
+            .caches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let mut all = Purged::default();
         for c in caches.iter() {
             let one = c.purge(url, prefix)?;

@@ -254,19 +254,27 @@ impl SharedTier {
         // may be what the purge removes) is not used.
         fence.start();
         let (tx, rx) = std::sync::mpsc::channel();
-        let task = what.clone();
+        let (task, kept) = (what.clone(), pending.clone());
         self.tier.spawn(async move {
-            let _ = tx.send(apply(&t, &g, &task, true).await);
+            let took = apply(&t, &g, &task, true).await;
+            // Kept before the fence is done: no answer asked after it finds it not pending.
+            if !took {
+                kept.add(&task, true);
+            }
+            let _ = tx.send(took);
             fence.done();
         });
         // At most four calls (the generation, a delete, the log's counter and record), each
         // bounded by the tier's timeout; the margin is for the tier's thread.
         let wait = self.tier.timeout() * 4 + Duration::from_secs(1);
-        let took = rx.recv_timeout(wait).unwrap_or(false);
-        if !took {
-            pending.add(&what, true);
+        match rx.recv_timeout(wait) {
+            Ok(took) => took,
+            // Still under way, under the fence: kept now too (a second add is the same one).
+            Err(_) => {
+                pending.add(&what, true);
+                false
+            }
         }
-        took
     }
 
     /// Clones of what a task on the tier's thread works with.
