@@ -49,7 +49,7 @@ pub struct Place {
     pub column: usize,
 }
 
-/// Where the parts of the configuration were written (see [`FileConfig::error_at`]).
+/// Where the parts of the configuration were written (see [`Places::error_at`]).
 #[derive(Debug, Default)]
 pub struct Places {
     file: PathBuf,

@@ -1,6 +1,6 @@
-//! gRPC services on the engine (cargo feature `grpc`): [`Router::grpc`] serves a [`Service`]'s
-//! methods over HTTP/2 (h2c and TLS) and HTTP/3, on the same worker, routes and layers as
-//! every other request.
+//! gRPC services on the engine (cargo feature `grpc`):
+//! [`Router::grpc`](crate::Router::grpc) serves a [`Service`]'s methods over HTTP/2 (h2c and
+//! TLS) and HTTP/3, on the same worker, routes and layers as every other request.
 //!
 //! A service is a set of [`Method`]s, one per RPC, each made from a typed function:
 //! [`Method::unary`], [`Method::server_streaming`], [`Method::client_streaming`] and
