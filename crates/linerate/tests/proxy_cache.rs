@@ -1701,56 +1701,63 @@ fn two_edges(up: &Upstream, url: &str) -> Vec<(Served, String)> {
 /// Issue T, item 5: purging `/product/p1` on one edge sent another edge's `/product/p2` to
 /// the origin: the purge moved the tier's generation, and every edge emptied its memory. A
 /// URL's purge now deletes that URL's tier entry and reaches the other edges through the
-/// tier's purge log: their other answers stay.
+/// tier's purge log: their other answers stay. On Redis, then on memcached.
 #[test]
 fn a_purge_of_one_url_leaves_every_edges_other_answers_cached() {
-    let Some(tier) = common::tier::TierServer::start("redis-server") else {
-        return;
-    };
-    let up = Upstream::start(|path, _| {
-        ok_with("Cache-Control: public, max-age=600\r\n", path.as_bytes())
-    });
-    let edges = two_edges(&up, &tier.url());
-    let ((a, admin_a), (b, _)) = (&edges[0], &edges[1]);
-    for p in ["/product/p1", "/product/p2"] {
-        let before = tier_stored(admin_a);
-        get(a.addr, p, "");
-        eventually("A's answer is in the tier", || {
-            tier_stored(admin_a) > before
+    for program in ["redis-server", "memcached"] {
+        let Some(tier) = common::tier::TierServer::start(program) else {
+            continue;
+        };
+        // Paths of this program's own: the upstream counts by path.
+        let (p1, p2) = (
+            format!("/{program}/product/p1"),
+            format!("/{program}/product/p2"),
+        );
+        let up = Upstream::start(|path, _| {
+            ok_with("Cache-Control: public, max-age=600\r\n", path.as_bytes())
         });
-        let r = get(b.addr, p, "");
-        assert!(r.header("cache-status").unwrap().contains("hit"));
-        assert!(
-            get(b.addr, p, "")
-                .header("cache-status")
-                .unwrap()
-                .contains("hit")
+        let edges = two_edges(&up, &tier.url());
+        let ((a, admin_a), (b, _)) = (&edges[0], &edges[1]);
+        for p in [&p1, &p2] {
+            let before = tier_stored(admin_a);
+            get(a.addr, p, "");
+            eventually(&format!("{program}: A's answer is in the tier"), || {
+                tier_stored(admin_a) > before
+            });
+            for _ in 0..2 {
+                let r = get(b.addr, p, "");
+                assert!(
+                    r.header("cache-status").unwrap().contains("hit"),
+                    "{program}"
+                );
+            }
+        }
+        assert_eq!((up.count(&p1), up.count(&p2)), (1, 1), "{program}");
+        assert_eq!(
+            post(admin_a, &format!("/purge?url=http://t{p1}")),
+            (200, "purged 1\n".to_string()),
+            "{program}"
+        );
+        // B forgets p1 once it reads the purge log (each second), and then only p1.
+        eventually(&format!("{program}: the purge reached edge B"), || {
+            get(b.addr, &p1, "");
+            up.count(&p1) == 2
+        });
+        for e in [a, b] {
+            let r = get(e.addr, &p2, "");
+            assert!(
+                r.header("cache-status").unwrap().contains("hit"),
+                "{program}: {:?}",
+                r.headers
+            );
+        }
+        assert_eq!(up.count(&p2), 1, "{program}: p2 went to the origin");
+        assert_eq!(
+            up.count(&p1),
+            2,
+            "{program}: A served p1 from memory or the tier"
         );
     }
-    assert_eq!((up.count("/product/p1"), up.count("/product/p2")), (1, 1));
-    assert_eq!(
-        post(admin_a, "/purge?url=http://t/product/p1"),
-        (200, "purged 1\n".to_string())
-    );
-    // B forgets p1 once it reads the purge log (each second), and then only p1.
-    eventually("the purge reached edge B", || {
-        get(b.addr, "/product/p1", "");
-        up.count("/product/p1") == 2
-    });
-    for e in [a, b] {
-        let r = get(e.addr, "/product/p2", "");
-        assert!(
-            r.header("cache-status").unwrap().contains("hit"),
-            "{:?}",
-            r.headers
-        );
-    }
-    assert_eq!(up.count("/product/p2"), 1, "p2 went to the origin");
-    assert_eq!(
-        up.count("/product/p1"),
-        2,
-        "A served p1 from memory or the tier"
-    );
 }
 
 /// Issue T, item 4: with the tier stopped (SIGSTOP) and marked down, `POST /purge?url=…`
