@@ -13,6 +13,14 @@ use crate::shared::Shared;
 /// counted so that a store of many tiny objects still stays under its limit.
 pub const ENTRY_OVERHEAD: usize = 256;
 
+/// The bytes an entry of `key`, `variant`, stored `fields` and a body of `body` bytes holds
+/// ([`Entry::size`]), known before its body is: whether the store will keep an answer is
+/// then known when its head is.
+pub fn size_of(key: &Key, variant: &Variant, fields: &[OwnedField], body: usize) -> usize {
+    let head: usize = fields.iter().map(|(n, v)| n.len() + v.len() + 4).sum();
+    ENTRY_OVERHEAD + key.as_bytes().len() + variant.size() + head + body
+}
+
 /// When the request that fetched a response was sent, and when its head arrived (§4.2.3's
 /// `request_time` and `response_time`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,8 +103,7 @@ impl Entry {
 
     /// The bytes this entry holds in memory, for the store's limit.
     pub fn size(&self) -> usize {
-        let head: usize = self.fields.iter().map(|(n, v)| n.len() + v.len() + 4).sum();
-        ENTRY_OVERHEAD + self.key.as_bytes().len() + self.variant.size() + head + self.body.len()
+        size_of(&self.key, &self.variant, &self.fields, self.body.len())
     }
 
     /// The stored fields to send on an answer from the cache: all but Age, which the cache

@@ -41,6 +41,13 @@ pub struct Request<'a> {
     /// The request target as received: origin-form or absolute-form.
     pub target: &'a [u8],
     pub fields: &'a [Field<'a>],
+    /// The request carries content: a Content-Length over 0 or a Transfer-Encoding on
+    /// HTTP/1.1, DATA on HTTP/2 and HTTP/3. The caller says, since it knows the framing (an
+    /// HTTP/2 body without content-length shows in no field). A GET or HEAD with content is
+    /// neither answered from the cache nor stored: content "has no generally defined
+    /// semantics" there (RFC 9110 §9.3.1), yet an origin that reads it may answer something
+    /// else under the same URL, which a cache would then hand to every later visitor.
+    pub body: bool,
 }
 
 /// A response head as the caller hands it in.
@@ -60,6 +67,8 @@ pub struct RequestFacts {
     pub validates: bool,
     /// If-Match, If-Unmodified-Since or If-Range: passed upstream (the origin judges them).
     pub other_preconditions: bool,
+    /// The request carries content ([`Request::body`]).
+    pub body: bool,
 }
 
 impl RequestFacts {
@@ -94,6 +103,7 @@ impl RequestFacts {
             authorization,
             validates,
             other_preconditions: other,
+            body: req.body,
         }
     }
 }
@@ -402,6 +412,7 @@ mod tests {
                 authority: b"a",
                 target: b"/",
                 fields,
+                body: false,
             };
             let f = RequestFacts::of(&req);
             assert_eq!(

@@ -70,18 +70,22 @@ pub struct Options {
     pub set_cookie: SetCookie,
 }
 
-/// What lets a shared cache store an answer that sets a cookie (RFC 9111 does not forbid it;
-/// see [`NotStored::SetCookie`]).
+/// Whether a shared cache may store an answer that sets a cookie (RFC 9111 does not forbid
+/// it; see [`NotStored::SetCookie`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SetCookie {
-    /// `public` or `s-maxage`: the grant §3.5 asks of answers to authorized requests, the
-    /// origin saying shared caches in particular may keep it. nginx, Varnish and most CDNs
-    /// refuse such answers by default. Costs cache-tests' `headers-store-Set-Cookie`
-    /// (required) and `other-set-cookie` (optimal), as it does nginx's, Varnish's and Squid's.
+    /// Never: such an answer goes to the request that caused it and nowhere else, as nginx
+    /// and Varnish's builtin VCL do. Not stored rather than stored without its Set-Cookie:
+    /// the page that sets a cookie is usually made for that visitor too. Costs cache-tests'
+    /// optimal `other-set-cookie` (a `max-age` answer with a cookie, reused), which also
+    /// warned under the former default (stored only with `public` or `s-maxage`); no
+    /// required test.
     #[default]
-    SharedGrant,
-    /// Any explicit freshness (`max-age`, `s-maxage`, `Expires`) or `public`: RFC 9111's
-    /// reading, minus answers stored on a validator or heuristics alone.
+    Never,
+    /// Dangerous, for an origin whose cookies are the same for everyone: stored on any
+    /// explicit freshness (`max-age`, `s-maxage`, `Expires`) or `public` (RFC 9111's
+    /// reading, minus answers stored on a validator or heuristics alone), and the stored
+    /// Set-Cookie replayed to every visitor that the entry answers.
     Explicit,
 }
 

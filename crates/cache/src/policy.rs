@@ -10,7 +10,7 @@
 //! let store = Store::new(Limits::default());
 //! let opts = Options::default();
 //! let req = Request { method: b"GET", scheme: b"https", authority: b"example.com",
-//!                     target: b"/a", fields: &[] };
+//!                     target: b"/a", fields: &[], body: false };
 //! let now = Time(1_700_000_000);
 //! // A miss: go upstream.
 //! assert!(matches!(plan(&req, &store, now, &opts), Plan::Forward { validate: None, .. }));
@@ -49,6 +49,10 @@ pub enum Bypass {
     NoKey(NoKey),
     /// If-Match, If-Unmodified-Since or If-Range: the origin judges them.
     Preconditions,
+    /// A GET or HEAD that carries content ([`Request::body`]): the origin may read it and
+    /// answer something else than the URL's representation, so it is neither answered from
+    /// the store, nor collapsed with other requests, nor stored.
+    Body,
 }
 
 /// What to do with a request before going upstream.
@@ -101,6 +105,9 @@ pub fn plan_with(
     if !matches!(facts.method, Method::Get | Method::Head) {
         return Plan::Bypass(Bypass::Method);
     }
+    if facts.body {
+        return Plan::Bypass(Bypass::Body);
+    }
     // The key is built in this thread's buffer and looked up by its bytes: a hit allocates
     // no key (only a plan that goes forward makes one).
     let mut buf = KEY_BUF.take();
@@ -127,6 +134,9 @@ pub fn plan_keyed(
     let facts = RequestFacts::of(req);
     if !matches!(facts.method, Method::Get | Method::Head) {
         return Plan::Bypass(Bypass::Method);
+    }
+    if facts.body {
+        return Plan::Bypass(Bypass::Body);
     }
     if facts.other_preconditions {
         return Plan::Bypass(Bypass::Preconditions);

@@ -13,6 +13,9 @@ use crate::{Options, SetCookie, Time};
 pub enum NotStored {
     /// Only GET answers are stored (§3: "the request method is understood by the cache").
     Method,
+    /// The GET carried content ([`crate::Request::body`]): its answer may depend on it, so
+    /// it is not the URL's answer for other requests.
+    Body,
     /// The request said `no-store` (§5.2.1.5).
     RequestNoStore,
     /// Not final, a 206 (ranges are served from a stored whole, not stored in parts) or a
@@ -27,10 +30,14 @@ pub enum NotStored {
     /// The request had Authorization and the answer has none of `public`, `s-maxage`,
     /// `must-revalidate` (§3.5).
     Authorization,
-    /// The answer sets a cookie without the grant [`Options::set_cookie`] asks for (by
-    /// default `public` or `s-maxage`). RFC 9111 does not forbid storing it, but a
-    /// Set-Cookie marks an answer made for one client: storing it would hand that client's
-    /// cookie (and usually its page: web cache deception, `/account/x.css`) to everyone.
+    /// The answer sets a cookie, and [`Options::set_cookie`] is [`SetCookie::Never`] (the
+    /// default), or it is [`SetCookie::Explicit`] and the answer has neither explicit
+    /// freshness nor `public`. RFC 9111 does not forbid storing it, but a Set-Cookie marks
+    /// an answer made for one client: replayed from the cache it hands that client's session
+    /// to the next visitor, and a copy stored without the cookie may still be the first
+    /// visitor's page (their name, their CSRF token; web cache deception, `/account/x.css`).
+    /// `public` or `s-maxage` is no consent to either: they say a shared cache may keep the
+    /// page, not that one visitor's cookie is everyone's.
     SetCookie,
     /// `Vary: *` never matches a later request (§4.1), or a Vary too long to key on.
     Vary,
@@ -38,6 +45,25 @@ pub enum NotStored {
     /// a validator, nor `public` (§3's last condition); or nothing that could ever make it
     /// usable (no freshness, no validator, no stale grant).
     NotExplicit,
+}
+
+impl NotStored {
+    /// The reason as Cache-Status's `detail` says it (RFC 9211 §2.8).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotStored::Method => "method",
+            NotStored::Body => "request-body",
+            NotStored::RequestNoStore => "request-no-store",
+            NotStored::Status => "status",
+            NotStored::MustUnderstand => "must-understand",
+            NotStored::NoStore => "no-store",
+            NotStored::Private => "private",
+            NotStored::Authorization => "authorization",
+            NotStored::SetCookie => "set-cookie",
+            NotStored::Vary => "vary",
+            NotStored::NotExplicit => "not-explicit",
+        }
+    }
 }
 
 /// Final status codes whose meaning RFC 9110 defines (for `must-understand`, §5.2.2.3).
@@ -54,6 +80,26 @@ pub fn heuristically_cacheable(status: u16) -> bool {
     )
 }
 
+/// Whether `resp` states its freshness: `max-age`, `s-maxage` or `Expires` (§4.2.1).
+fn explicit_freshness(resp: &ResponseFacts) -> bool {
+    let cc = &resp.cc;
+    cc.max_age != Delta::Absent
+        || cc.s_maxage != Delta::Absent
+        || resp.expires != crate::facts::Expires::Absent
+}
+
+/// Whether `resp` sets no cookie, or may be kept with its Set-Cookie under `opts` (only
+/// [`SetCookie::Explicit`], with explicit freshness or `public`): the Set-Cookie rule of
+/// [`storable`], for an entry read back from a second tier that another edge (or another
+/// version) wrote: one this edge would not keep is not served from there either.
+pub fn cookie_allowed(resp: &ResponseFacts, opts: &Options) -> bool {
+    !resp.set_cookie
+        || match opts.set_cookie {
+            SetCookie::Never => false,
+            SetCookie::Explicit => explicit_freshness(resp) || resp.cc.public,
+        }
+}
+
 /// Whether a shared cache may store `resp`, the answer to `req` received at `response_time`
 /// (§3).
 pub fn storable(
@@ -65,6 +111,9 @@ pub fn storable(
     let cc = &resp.cc;
     if req.method != Method::Get {
         return Err(NotStored::Method);
+    }
+    if req.body {
+        return Err(NotStored::Body);
     }
     if req.cc.no_store {
         return Err(NotStored::RequestNoStore);
@@ -87,14 +136,8 @@ pub fn storable(
     if req.authorization && !(shared_grant || cc.must_revalidate) {
         return Err(NotStored::Authorization);
     }
-    let explicit = cc.max_age != Delta::Absent
-        || cc.s_maxage != Delta::Absent
-        || resp.expires != crate::facts::Expires::Absent;
-    let cookie_grant = match opts.set_cookie {
-        SetCookie::SharedGrant => shared_grant,
-        SetCookie::Explicit => explicit || cc.public,
-    };
-    if resp.set_cookie && !cookie_grant {
+    let explicit = explicit_freshness(resp);
+    if !cookie_allowed(resp, opts) {
         return Err(NotStored::SetCookie);
     }
     if matches!(resp.vary, Vary::Star | Vary::TooMany) {
@@ -136,6 +179,7 @@ mod tests {
             authority: b"a",
             target: b"/",
             fields: req,
+            body: false,
         };
         storable(
             &RequestFacts::of(&r),
@@ -378,8 +422,16 @@ mod tests {
                     (b"Cache-Control", b"max-age=60, public"),
                     (b"Set-Cookie", b"s=1"),
                 ],
-                Ok(()),
-                "the origin says shared",
+                Err(SetCookie),
+                "issue T: public is no consent to replaying one visitor's cookie",
+            ),
+            (
+                "GET",
+                &[],
+                200,
+                &[(b"Cache-Control", b"s-maxage=60"), (b"Set-Cookie", b"s=1")],
+                Err(SetCookie),
+                "issue T: nor is s-maxage",
             ),
             (
                 "GET",
@@ -447,6 +499,49 @@ mod tests {
             check("GET", &[], 200, &with(b"private, max-age=60"), &explicit),
             Err(NotStored::Private)
         );
+    }
+
+    #[test]
+    fn a_public_answer_that_sets_a_cookie_is_not_stored_for_the_next_visitor() {
+        // Issue T: `public, max-age=60` with `Set-Cookie: sid=…` was stored and its cookie
+        // replayed to the next client. Only the dangerous opt-in stores it.
+        let resp: &[Field] = &[
+            (b"Cache-Control", b"public, max-age=60"),
+            (b"Set-Cookie", b"sid=4f2a"),
+        ];
+        assert_eq!(
+            check("GET", &[], 200, resp, &Options::default()),
+            Err(NotStored::SetCookie)
+        );
+        let explicit = Options {
+            set_cookie: SetCookie::Explicit,
+            ..Options::default()
+        };
+        assert_eq!(check("GET", &[], 200, resp, &explicit), Ok(()));
+    }
+
+    #[test]
+    fn a_get_with_content_is_not_stored() {
+        // Issue T: a GET whose body the origin reads is not the URL's answer for others.
+        let r = Request {
+            method: b"GET",
+            scheme: b"http",
+            authority: b"a",
+            target: b"/",
+            fields: &[(b"Content-Length", b"5")],
+            body: true,
+        };
+        let resp: &[Field] = &[(b"Cache-Control", b"public, max-age=60")];
+        assert_eq!(
+            storable(
+                &RequestFacts::of(&r),
+                &ResponseFacts::of(200, resp),
+                Time(1_000_000_000),
+                &Options::default()
+            ),
+            Err(NotStored::Body)
+        );
+        assert_eq!(NotStored::Body.as_str(), "request-body");
     }
 
     #[test]

@@ -34,17 +34,51 @@ pub const SMALL_PERCENT: usize = 10;
 /// The most a main-queue entry's hit counter counts: laps it may survive without a hit.
 const MAX_FREQ: u8 = 3;
 
+/// Room an entry takes besides its body, for the layout's promise that an answer of
+/// [`Limits::max_object`] bytes is stored: a response head (an HTTP/1.1 upstream's is at most
+/// 64 KiB, `linerate_http1::MAX_RESPONSE_HEAD_BYTES`), the key and the variant (both from the
+/// request head, 16 KiB by default) and [`ENTRY_OVERHEAD`](crate::entry::ENTRY_OVERHEAD),
+/// rounded up. A store of less than `max_object` plus this cannot keep the largest object.
+pub const HEAD_ROOM: usize = 128 << 10;
+
+/// The fewest objects of [`Limits::max_object`] bytes a shard holds: a store whose shards
+/// would each hold fewer has fewer shards ([`Limits::layout`]). With one, each large insert
+/// would empty its shard; the default (64 MiB, 1 MiB objects, 16 shards) holds 4.
+pub const LARGEST_PER_SHARD: usize = 4;
+
 /// The store's bounds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Bytes all entries may take together ([`Entry::size`]: head, body, key, overhead).
     pub capacity: usize,
-    /// The largest entry stored; larger answers pass through uncached. Effectively at most a
-    /// shard's share of `capacity`; keep it under the small queue's share of that
-    /// ([`SMALL_PERCENT`]) or a new large object is the first thing the next insert evicts.
+    /// The largest body stored; a larger answer passes through uncached. Every answer up to
+    /// it is stored whatever the layout (its shard holds it), as long as its head, key and
+    /// variant take no more than [`HEAD_ROOM`] and the store holds `max_object + HEAD_ROOM`
+    /// ([`Limits::holds_largest`]).
     pub max_object: usize,
-    /// Independent parts, each with its own lock, queues and `capacity / shards` bytes.
+    /// The most independent parts, each with its own lock, queues and an equal share of
+    /// `capacity`: fewer where a share would hold fewer than [`LARGEST_PER_SHARD`] of the
+    /// largest objects ([`Limits::layout`]).
     pub shards: usize,
+}
+
+impl Limits {
+    /// How many shards the store has: at most `shards`, and few enough that each holds
+    /// [`LARGEST_PER_SHARD`] objects of `max_object` bytes and one with [`HEAD_ROOM`] of head
+    /// (at least one shard). `capacity = 256 MiB` with `max_object = 64 MiB` is one shard:
+    /// sixteen of 16 MiB held no 17 MB answer at all.
+    pub fn layout(&self) -> usize {
+        let need = (self.max_object.saturating_mul(LARGEST_PER_SHARD))
+            .max(self.max_object.saturating_add(HEAD_ROOM))
+            .max(1);
+        (self.capacity / need).clamp(1, self.shards.max(1))
+    }
+
+    /// Whether the store can keep an answer of `max_object` bytes (with [`HEAD_ROOM`] of
+    /// head, key and variant); a configuration where it cannot is refused.
+    pub fn holds_largest(&self) -> bool {
+        self.max_object.saturating_add(HEAD_ROOM) <= self.capacity
+    }
 }
 
 impl Default for Limits {
@@ -72,7 +106,8 @@ pub enum Lookup {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Inserted {
     Stored,
-    /// Over [`Limits::max_object`] (or a shard's bytes): not stored, nothing evicted.
+    /// A body over [`Limits::max_object`], or an entry over its shard's bytes: not stored,
+    /// nothing evicted.
     TooBig,
 }
 
@@ -158,6 +193,8 @@ impl Counters {
 #[derive(Debug)]
 pub struct Store {
     shards: Box<[Mutex<Shard>]>,
+    /// Each shard's limits (its share of the capacity).
+    per: Limits,
     /// The FNV-1a offset basis, randomised per store.
     seed: u64,
     counters: Arc<Counters>,
@@ -165,7 +202,7 @@ pub struct Store {
 
 impl Store {
     pub fn new(limits: Limits) -> Store {
-        let n = limits.shards.max(1);
+        let n = limits.layout();
         let per = Limits {
             capacity: limits.capacity / n,
             max_object: limits.max_object,
@@ -176,9 +213,22 @@ impl Store {
             shards: (0..n)
                 .map(|_| Mutex::new(Shard::new(per, Arc::clone(&counters))))
                 .collect(),
+            per,
             seed: RandomState::new().hash_one(0u64) | 1,
             counters,
         }
+    }
+
+    /// How many shards the store has ([`Limits::layout`]).
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// Whether an entry of `size` bytes ([`Entry::size`], or [`crate::entry::size_of`] for
+    /// one not made yet) whose body is `body` bytes would be stored: what an insert decides
+    /// from sizes, known before the body is (a Cache-Status `stored` must be true).
+    pub fn admits(&self, size: usize, body: usize) -> bool {
+        body <= self.per.max_object && size <= self.per.capacity
     }
 
     pub fn counters(&self) -> &Arc<Counters> {
@@ -334,7 +384,9 @@ impl Shard {
     pub fn insert(&mut self, entry: impl Into<Arc<Entry>>) -> Inserted {
         let entry: Arc<Entry> = entry.into();
         let size = entry.size();
-        if size > self.limits.max_object || size > self.limits.capacity {
+        // The limit is on the body, as `Fill` collects it: an answer of exactly
+        // `max_object` bytes is stored (its head counts against the shard's bytes).
+        if entry.body.len() > self.limits.max_object || size > self.limits.capacity {
             return Inserted::TooBig;
         }
         // §4.1 / §4.3.4: the new response replaces a stored one for the same variant.

@@ -262,7 +262,7 @@ struct RawCache {
     heuristic: bool,
     /// The name in `Cache-Status`, or `false` for no field.
     status: Option<Spanned<toml::Value>>,
-    /// `"shared"` (the default) or `"explicit"`.
+    /// `"never"` (the default) or `"explicit"` (dangerous: replays cookies).
     set_cookie: Option<Spanned<String>>,
     lock_timeout: Option<Spanned<String>>,
     /// A shared second tier: `redis://…`, `valkey://…` or `memcached://…`.
@@ -1720,6 +1720,24 @@ impl Cx<'_> {
         if let Some(v) = &raw.max_object {
             c.max_object = self.size(v, "cache max_object")?;
         }
+        // An answer of max_object bytes must fit in the memory store (issue T: sixteen shards
+        // of size/16 held no answer over a sixteenth, and Cache-Status said `stored`).
+        if !c.holds_largest() {
+            let shown = |v: &Option<Spanned<String>>, default: &str| match v {
+                Some(v) => format!("{:?}", v.get_ref()),
+                None => format!("{default:?} (the default)"),
+            };
+            let at = raw.max_object.as_ref().or(raw.size.as_ref());
+            return Err(self.err(
+                at.map_or(0..0, |v| v.span()),
+                format!(
+                    "cache max_object = {} cannot be stored in size = {}: an answer takes its \
+                     body and up to 128KiB of head and key; raise size or lower max_object",
+                    shown(&raw.max_object, "1MiB"),
+                    shown(&raw.size, "64MiB"),
+                ),
+            ));
+        }
         c.heuristic = raw.heuristic;
         match raw.status.as_ref().map(|s| (s, s.get_ref())) {
             None => {}
@@ -1741,12 +1759,23 @@ impl Cx<'_> {
             }
         }
         match raw.set_cookie.as_ref().map(|s| (s, s.get_ref().as_str())) {
-            None | Some((_, "shared")) => {}
+            None | Some((_, "never")) => {}
             Some((_, "explicit")) => c.set_cookie_explicit = true,
+            // The former default stored answers with `public` or `s-maxage` and replayed their
+            // cookie to every visitor (issue T): not kept under another meaning.
+            Some((s, "shared")) => {
+                return Err(self.err(
+                    s.span(),
+                    "cache set_cookie = \"shared\" is gone: it replayed one visitor's \
+                     Set-Cookie to the next; leave it out (answers that set a cookie are not \
+                     stored) or, knowing the danger, say \"explicit\""
+                        .to_string(),
+                ));
+            }
             Some((s, other)) => {
                 return Err(self.err(
                     s.span(),
-                    format!("cache set_cookie must be \"shared\" or \"explicit\", not {other:?}"),
+                    format!("cache set_cookie must be \"never\" or \"explicit\", not {other:?}"),
                 ));
             }
         }

@@ -97,6 +97,15 @@ fn serve_conn(conn: TcpStream, seen: &Mutex<Seen>, gate: &(Mutex<bool>, Condvar)
         if r.read_exact(&mut body).is_err() {
             return;
         }
+        // A chunked body (the proxy sends an HTTP/2 body without content-length so): read
+        // whole, so that the next request starts where it should.
+        if head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked")
+            && read_chunked(&mut r).is_none()
+        {
+            return;
+        }
         let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
         {
             let mut s = seen.lock().unwrap();
@@ -112,6 +121,31 @@ fn serve_conn(conn: TcpStream, seen: &Mutex<Seen>, gate: &(Mutex<bool>, Condvar)
         if w.write_all(&answer(&path, &head)).is_err() {
             return;
         }
+    }
+}
+
+/// Reads a chunked body's chunks and trailer section (RFC 9112 §7.1); `None` when the
+/// connection ends or a size is not hexadecimal.
+fn read_chunked(r: &mut BufReader<TcpStream>) -> Option<Vec<u8>> {
+    let mut body = Vec::new();
+    loop {
+        let mut line = String::new();
+        r.read_line(&mut line).ok().filter(|&n| n > 0)?;
+        let size = line.trim().split(';').next()?;
+        let size = usize::from_str_radix(size, 16).ok()?;
+        if size == 0 {
+            // The trailer section, to its empty line.
+            loop {
+                let mut line = String::new();
+                r.read_line(&mut line).ok().filter(|&n| n > 0)?;
+                if line == "\r\n" {
+                    return Some(body);
+                }
+            }
+        }
+        let mut chunk = vec![0; size + 2];
+        r.read_exact(&mut chunk).ok()?;
+        body.extend_from_slice(&chunk[..size]);
     }
 }
 
@@ -302,8 +336,8 @@ fn private_personal_and_unmatchable_answers_are_not_stored() {
     get(s.addr, "/shared-cookie", "");
     assert_eq!(
         up.count("/shared-cookie"),
-        1,
-        "public grants storing a Set-Cookie answer"
+        2,
+        "issue T: public is no consent to replaying one visitor's cookie to another"
     );
     get(s.addr, "/authz", "Authorization: Bearer x\r\n");
     get(s.addr, "/authz", "Authorization: Bearer x\r\n");
@@ -436,6 +470,12 @@ fn metrics_count_outcomes_and_a_purge_empties_what_it_names() {
 
 /// The body of a 200 to `GET path` on its own connection (closed after it), chunks decoded.
 fn get_body(addr: SocketAddr, path: &str) -> Vec<u8> {
+    get_whole(addr, path).1
+}
+
+/// The head (lower-cased) and body of a 200 to `GET path` on its own connection (closed
+/// after it), chunks decoded.
+fn get_whole(addr: SocketAddr, path: &str) -> (String, Vec<u8>) {
     let mut c = TcpStream::connect(addr).unwrap();
     c.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
     c.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes())
@@ -447,7 +487,7 @@ fn get_body(addr: SocketAddr, path: &str) -> Vec<u8> {
     assert!(head.starts_with("http/1.1 200"), "{head}");
     let mut rest = &all[end..];
     if !head.contains("transfer-encoding: chunked") {
-        return rest.to_vec();
+        return (head, rest.to_vec());
     }
     let mut body = Vec::new();
     loop {
@@ -455,7 +495,7 @@ fn get_body(addr: SocketAddr, path: &str) -> Vec<u8> {
         let size = usize::from_str_radix(std::str::from_utf8(&rest[..eol]).unwrap(), 16).unwrap();
         rest = &rest[eol + 2..];
         if size == 0 {
-            return body;
+            return (head, body);
         }
         body.extend_from_slice(&rest[..size]);
         rest = &rest[size + 2..];
@@ -1282,4 +1322,505 @@ fn a_fresh_hit_pipelined_behind_a_miss_is_answered_in_order() {
     assert_eq!(times(&head_fields(&second), "x-kept"), 1);
     assert_eq!(up.count("/h"), 1);
     drop(s);
+}
+
+/// The first sample of the tier counter for `outcome` in edge `admin`'s `/metrics`.
+fn tier_count(admin: &str, outcome: &str) -> u64 {
+    scrape(admin)
+        .lines()
+        .find(|l| {
+            l.starts_with("linerate_cache_tier_requests_total")
+                && l.contains(&format!("outcome=\"{outcome}\""))
+        })
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Issue T, item 1: `public, max-age=60` with `Set-Cookie: sid=<new>` was stored, and the
+/// next visitor without cookies got the first one's `sid`, and its session. An answer that
+/// sets a cookie now goes to the request that caused it only: not stored (nor with
+/// `s-maxage`), a request collapsed on its flight goes up for an answer of its own, and a 304
+/// that adds a cookie to a stored answer leaves nothing stored that would replay it.
+#[test]
+fn a_set_cookie_is_never_replayed_to_another_visitor() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let sids = AtomicUsize::new(0);
+    let up = Upstream::start(move |path, head| {
+        let sid = sids.fetch_add(1, Ordering::Relaxed) + 1;
+        let validating = head.to_ascii_lowercase().contains("if-none-match");
+        match path {
+            "/page" | "/held" => ok_with(
+                &format!("Cache-Control: public, max-age=60\r\nSet-Cookie: sid={sid}\r\n"),
+                b"page",
+            ),
+            "/edge" => ok_with(
+                &format!("Cache-Control: s-maxage=60\r\nSet-Cookie: sid={sid}\r\n"),
+                b"edge",
+            ),
+            "/v" if validating => format!(
+                "HTTP/1.1 304 Not Modified\r\nETag: \"a\"\r\nCache-Control: public, max-age=60\r\nSet-Cookie: sid={sid}\r\n\r\n"
+            )
+            .into_bytes(),
+            "/v" => ok_with("Cache-Control: public, max-age=0\r\nETag: \"a\"\r\n", b"v"),
+            _ => ok_with("", b"?"),
+        }
+    });
+    let admin = format!("127.0.0.1:{}", common::free_port("127.0.0.1"));
+    let s = cache_in_front(&up, &["--admin", admin.as_str(), "--workers", "2"]);
+    for path in ["/page", "/edge"] {
+        let first = get(s.addr, path, "");
+        let sid = first.header("set-cookie").unwrap().to_string();
+        let status = first.header("cache-status").unwrap();
+        assert!(
+            !status.contains("stored") && status.contains("detail=set-cookie"),
+            "{path}: {status}"
+        );
+        let second = get(s.addr, path, "");
+        assert_ne!(
+            second.header("set-cookie"),
+            Some(sid.as_str()),
+            "{path}: the first visitor's cookie went to the second"
+        );
+        assert_eq!(up.count(path), 2, "{path}");
+    }
+    // Two visitors at once: the second waits on the first's flight, and must not be given
+    // the first one's answer.
+    up.set_open(false);
+    let ask = || {
+        let mut c = Client::connect(s.addr);
+        c.send(b"GET /held HTTP/1.1\r\nHost: t\r\n\r\n");
+        c
+    };
+    let mut leader = ask();
+    eventually("the leader is upstream", || up.count("/held") == 1);
+    let mut waiter = ask();
+    eventually("the second visitor waits on the flight", || {
+        metric(&admin, "linerate_cache_waiting") == Some(1)
+    });
+    up.set_open(true);
+    let (a, b) = (leader.read_response(), waiter.read_response());
+    assert!(a.header("set-cookie").is_some());
+    assert_ne!(
+        a.header("set-cookie"),
+        b.header("set-cookie"),
+        "the waiter got the leader's cookie"
+    );
+    assert_eq!(up.count("/held"), 2);
+    // A 304 that sets a cookie: its own request gets it, the next one does not.
+    assert_eq!(get(s.addr, "/v", "").text(), "v");
+    let validated = get(s.addr, "/v", "");
+    let own = validated.header("set-cookie").map(str::to_string);
+    assert!(own.is_some(), "{:?}", validated.headers);
+    let next = get(s.addr, "/v", "");
+    assert_eq!(next.text(), "v");
+    assert_ne!(
+        next.header("set-cookie").map(str::to_string),
+        own,
+        "the 304's cookie was replayed"
+    );
+}
+
+/// Issue T, item 1 (the second tier): an edge that keeps Set-Cookie answers (the dangerous
+/// `set_cookie = "explicit"`, or an older linerate) stores them in the shared tier; an edge
+/// that does not must not serve them from there, whatever the other stored.
+#[test]
+fn a_tier_entry_that_sets_a_cookie_is_not_served_by_an_edge_that_keeps_none() {
+    let Some(tier) = common::tier::TierServer::start("redis-server") else {
+        return;
+    };
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let sids = AtomicUsize::new(0);
+    let up = Upstream::start(move |path, _| match path {
+        "/c" => {
+            let sid = sids.fetch_add(1, Ordering::Relaxed) + 1;
+            ok_with(
+                &format!("Cache-Control: public, max-age=600\r\nSet-Cookie: sid={sid}\r\n"),
+                b"c",
+            )
+        }
+        _ => ok_with("Cache-Control: public, max-age=600\r\n", path.as_bytes()),
+    });
+    let dir = tempfile_dir().join("explicit-edge");
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = common::free_port("127.0.0.1");
+    let admin_a = format!("127.0.0.1:{}", common::free_port("127.0.0.1"));
+    let file = dir.join("linerate.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[admin]\naddr = \"{admin_a}\"\n\n[[listen]]\naddr = \"127.0.0.1:{port}\"\n\n\
+             [[upstream]]\nname = \"app\"\nservers = [\"{}\"]\n\n[[site]]\ndefault = true\n\n\
+             [[site.proxy]]\nprefix = \"/\"\nupstream = \"app\"\n\
+             cache = {{ size = \"4MiB\", set_cookie = \"explicit\", tier = \"{}\" }}\n",
+            up.addr,
+            tier.url()
+        ),
+    )
+    .unwrap();
+    let _a = common::bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let a: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut n = 0;
+    eventually("edge A stores in the tier", || {
+        n += 1;
+        stores_through(&admin_a, || {
+            get(a, &format!("/warm{n}"), "");
+        })
+    });
+    let before = tier_stored(&admin_a);
+    let first = get(a, "/c", "");
+    let sid = first.header("set-cookie").unwrap().to_string();
+    eventually("A's answer is in the tier", || {
+        tier_stored(&admin_a) > before
+    });
+    // The opt-in does what it says (and docs/config.md says it is dangerous): A replays it.
+    assert_eq!(get(a, "/c", "").header("set-cookie"), Some(sid.as_str()));
+    let (b, _admin_b) = edge_before_a_tier(&up, &tier.url());
+    let other = get(b.addr, "/c", "");
+    assert_ne!(
+        other.header("set-cookie"),
+        Some(sid.as_str()),
+        "edge B served A's visitor's cookie from the tier"
+    );
+    assert_eq!(
+        up.count("/c"),
+        2,
+        "B went upstream for an answer of its own"
+    );
+}
+
+/// Issue T, item 2: a GET whose body the origin reads was answered from, and stored under,
+/// its URL: a "fat GET" poisoned the entry for every later visitor. A GET (or HEAD) with
+/// content — a Content-Length or chunks over HTTP/1.1, DATA over HTTP/2 — goes up alone, its
+/// answer is not stored, and its Cache-Status says why.
+#[test]
+fn a_get_with_a_body_is_neither_answered_from_nor_stored_under_its_url() {
+    let up = Upstream::start(|_, head| {
+        let h = head.to_ascii_lowercase();
+        let fat = h.contains("transfer-encoding: chunked")
+            || h.lines().any(|l| {
+                l.strip_prefix("content-length:")
+                    .is_some_and(|v| v.trim() != "0")
+            });
+        ok_with(
+            "Cache-Control: max-age=60\r\n",
+            if fat { b"fat" } else { b"plain" },
+        )
+    });
+    let h2c = common::free_port("127.0.0.1").to_string();
+    let s = cache_in_front(&up, &["--h2c-port", h2c.as_str()]);
+    let fat = |path: &str, framing: &str| {
+        let mut c = Client::connect(s.addr);
+        let body = match framing {
+            "chunked" => "Transfer-Encoding: chunked\r\n\r\n4\r\nevil\r\n0\r\n\r\n",
+            _ => "Content-Length: 4\r\n\r\nevil",
+        };
+        c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n{body}").as_bytes());
+        c.read_response()
+    };
+    // Stored first, then a fat GET: it is not answered from the entry.
+    assert_eq!(get(s.addr, "/s", "").text(), "plain");
+    for framing in ["length", "chunked"] {
+        let r = fat("/s", framing);
+        assert_eq!(
+            r.text(),
+            "fat",
+            "{framing}: answered from the plain GET's entry"
+        );
+        let status = r.header("cache-status").unwrap();
+        assert!(
+            status.contains("fwd=bypass")
+                && status.contains("detail=request-body")
+                && !status.contains("stored"),
+            "{framing}: {status}"
+        );
+    }
+    let plain = get(s.addr, "/s", "");
+    assert_eq!(plain.text(), "plain");
+    assert!(plain.header("cache-status").unwrap().contains("hit"));
+    assert_eq!(up.count("/s"), 3);
+    // A fat GET first: its answer is stored for no one.
+    for (i, framing) in ["length", "chunked"].iter().enumerate() {
+        let path = format!("/t{i}");
+        assert_eq!(fat(&path, framing).text(), "fat");
+        assert_eq!(
+            get(s.addr, &path, "").text(),
+            "plain",
+            "{framing}: poisoned"
+        );
+        assert_eq!(up.count(&path), 2);
+    }
+    // HTTP/2: DATA with a content-length, and DATA without one (HEADERS without END_STREAM).
+    let dir = tempfile_dir();
+    let url = format!("http://127.0.0.1:{h2c}/s");
+    let h2 = ["--http2-prior-knowledge", "-X", "GET"];
+    for body in [&["--data-binary", "evil"][..], &["-T", "-"]] {
+        let r = common::curl::curl_url(&dir, &url, &h2, body);
+        assert_eq!(r.version, "2");
+        assert!(
+            r.header("cache-status")
+                .is_some_and(|s| s.contains("detail=request-body")),
+            "{body:?}: {:?}",
+            r.headers
+        );
+        assert_eq!(r.text(), "fat", "{body:?}");
+    }
+    assert_eq!(get(s.addr, "/s", "").text(), "plain");
+    assert_eq!(up.count("/s"), 5);
+}
+
+/// A 200 with `fields` and `body` in chunks of 64 KiB.
+fn chunked_with(fields: &str, body: &[u8]) -> Vec<u8> {
+    let mut v =
+        format!("HTTP/1.1 200 OK\r\n{fields}Transfer-Encoding: chunked\r\n\r\n").into_bytes();
+    for piece in body.chunks(64 << 10) {
+        v.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
+        v.extend_from_slice(piece);
+        v.extend_from_slice(b"\r\n");
+    }
+    v.extend_from_slice(b"0\r\n\r\n");
+    v
+}
+
+/// Issue T, item 3: with `size = "256MiB"` and `max_object = "64MiB"`, 17 MB and 50 MB
+/// answers were never stored (sixteen shards of 16 MiB held none) while Cache-Status said
+/// `stored`; so did an answer declared over `max_object`. Here at a test's scale (8 MiB, 2
+/// MiB objects: sixteen shards of 512 KiB before): an answer up to `max_object` is stored,
+/// and Cache-Status says `stored` only for one that is.
+#[test]
+fn an_answer_up_to_max_object_is_stored_and_cache_status_says_only_what_was() {
+    let mid: Vec<u8> = (0..1_500_000).map(|i: usize| (i % 251) as u8).collect();
+    let over: Vec<u8> = (0..(2 << 20) + 1).map(|i: usize| (i % 241) as u8).collect();
+    let (m, o) = (mid.clone(), over.clone());
+    let up = Upstream::start(move |path, _| {
+        let cc = "Cache-Control: max-age=600\r\n";
+        match path {
+            "/mid" => ok_with(cc, &m),
+            "/over" => ok_with(cc, &o),
+            "/chunked-mid" => chunked_with(cc, &m),
+            _ => chunked_with(cc, &o),
+        }
+    });
+    let dir = tempfile_dir().join("max-object");
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = common::free_port("127.0.0.1");
+    let admin = format!("127.0.0.1:{}", common::free_port("127.0.0.1"));
+    let file = dir.join("linerate.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[admin]\naddr = \"{admin}\"\n\n[[listen]]\naddr = \"127.0.0.1:{port}\"\n\n\
+             [[upstream]]\nname = \"app\"\nservers = [\"{}\"]\n\n[[site]]\ndefault = true\n\n\
+             [[site.proxy]]\nprefix = \"/\"\nupstream = \"app\"\n\
+             cache = {{ size = \"8MiB\", max_object = \"2MiB\" }}\n",
+            up.addr
+        ),
+    )
+    .unwrap();
+    let _s = common::bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    // The Cache-Status line of a head `get_whole` read, and the body.
+    let ask = |path: &str| {
+        let (head, body) = get_whole(addr, path);
+        let status = head
+            .lines()
+            .find_map(|l| l.strip_prefix("cache-status:"))
+            .unwrap_or("")
+            .trim()
+            .to_string();
+        (status, body)
+    };
+    // Known length, under max_object: `stored`, and the next request is a hit.
+    let (status, body) = ask("/mid");
+    assert!(body == mid && status.contains("stored"), "{status}");
+    let (status, body) = ask("/mid");
+    assert!(body == mid && status.contains("hit"), "{status}");
+    assert_eq!(
+        up.count("/mid"),
+        1,
+        "a 1.5 MB answer under max_object was not stored"
+    );
+    // Declared over max_object: streamed whole, stored nowhere, and said so.
+    for _ in 0..2 {
+        let (status, body) = ask("/over");
+        assert!(body == over, "{} bytes", body.len());
+        assert!(
+            !status.contains("stored") && status.contains("detail=too-big"),
+            "{status}"
+        );
+    }
+    assert_eq!(up.count("/over"), 2);
+    // Chunked: the head goes before the length is known, so it never says `stored`; the
+    // one under max_object is stored all the same, the one over it is not.
+    let (status, body) = ask("/chunked-mid");
+    assert!(body == mid && !status.contains("stored"), "{status}");
+    assert!(ask("/chunked-mid").0.contains("hit"));
+    for _ in 0..2 {
+        let (status, body) = ask("/chunked-over");
+        assert!(body == over && !status.contains("stored"), "{status}");
+    }
+    assert_eq!(
+        (up.count("/chunked-mid"), up.count("/chunked-over")),
+        (1, 2)
+    );
+    assert_eq!(metric(&admin, "linerate_cache_stored_total"), Some(2));
+}
+
+/// Two edges on one tier: A (with its admin listener) and B, each with a 4 MiB memory
+/// store, once each stores in the tier (they read its generation first).
+fn two_edges(up: &Upstream, url: &str) -> Vec<(Served, String)> {
+    let spec = format!("/=http://{}", up.addr);
+    (0..2)
+        .map(|_| {
+            let admin = format!("127.0.0.1:{}", common::free_port("127.0.0.1"));
+            let edge = common::bin::serve_as(&[
+                "--addr",
+                "127.0.0.1:0",
+                "--app",
+                "none",
+                "--proxy",
+                spec.as_str(),
+                "--proxy-cache",
+                "4MiB",
+                "--proxy-cache-tier",
+                url,
+                "--admin",
+                admin.as_str(),
+            ]);
+            let mut n = 0;
+            eventually("the edge stores in the tier", || {
+                n += 1;
+                stores_through(&admin, || {
+                    get(edge.addr, &format!("/warm{n}-{}", edge.addr.port()), "");
+                })
+            });
+            (edge, admin)
+        })
+        .collect()
+}
+
+/// Issue T, item 5: purging `/product/p1` on one edge sent another edge's `/product/p2` to
+/// the origin: the purge moved the tier's generation, and every edge emptied its memory. A
+/// URL's purge now deletes that URL's tier entry and reaches the other edges through the
+/// tier's purge log: their other answers stay. On Redis, then on memcached.
+#[test]
+fn a_purge_of_one_url_leaves_every_edges_other_answers_cached() {
+    for program in ["redis-server", "memcached"] {
+        let Some(tier) = common::tier::TierServer::start(program) else {
+            continue;
+        };
+        // Paths of this program's own: the upstream counts by path.
+        let (p1, p2) = (
+            format!("/{program}/product/p1"),
+            format!("/{program}/product/p2"),
+        );
+        let up = Upstream::start(|path, _| {
+            ok_with("Cache-Control: public, max-age=600\r\n", path.as_bytes())
+        });
+        let edges = two_edges(&up, &tier.url());
+        let ((a, admin_a), (b, _)) = (&edges[0], &edges[1]);
+        for p in [&p1, &p2] {
+            let before = tier_stored(admin_a);
+            get(a.addr, p, "");
+            eventually(&format!("{program}: A's answer is in the tier"), || {
+                tier_stored(admin_a) > before
+            });
+            for _ in 0..2 {
+                let r = get(b.addr, p, "");
+                assert!(
+                    r.header("cache-status").unwrap().contains("hit"),
+                    "{program}"
+                );
+            }
+        }
+        assert_eq!((up.count(&p1), up.count(&p2)), (1, 1), "{program}");
+        assert_eq!(
+            post(admin_a, &format!("/purge?url=http://t{p1}")),
+            (200, "purged 1\n".to_string()),
+            "{program}"
+        );
+        // B forgets p1 once it reads the purge log (each second), and then only p1.
+        eventually(&format!("{program}: the purge reached edge B"), || {
+            get(b.addr, &p1, "");
+            up.count(&p1) == 2
+        });
+        for e in [a, b] {
+            let r = get(e.addr, &p2, "");
+            assert!(
+                r.header("cache-status").unwrap().contains("hit"),
+                "{program}: {:?}",
+                r.headers
+            );
+        }
+        assert_eq!(up.count(&p2), 1, "{program}: p2 went to the origin");
+        assert_eq!(
+            up.count(&p1),
+            2,
+            "{program}: A served p1 from memory or the tier"
+        );
+    }
+}
+
+/// Issue T, item 4: with the tier stopped (SIGSTOP) and marked down, `POST /purge?url=…`
+/// answered `purged 1` and the purge was lost: once the tier was back, both edges served the
+/// purged page from it for its whole TTL. The purge is now kept, answered 202 with what is
+/// pending, and applied when the tier is back, before any tier answer for its key is used.
+#[test]
+fn a_purge_while_the_tier_is_down_is_kept_and_applied_when_it_is_back() {
+    let Some(tier) = common::tier::TierServer::start("redis-server") else {
+        return;
+    };
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let versions = AtomicUsize::new(0);
+    let up = Upstream::start(move |path, _| {
+        let cc = "Cache-Control: public, max-age=600\r\n";
+        match path {
+            "/page" => {
+                let v = versions.fetch_add(1, Ordering::Relaxed) + 1;
+                ok_with(cc, format!("v{v}").as_bytes())
+            }
+            _ => ok_with(cc, path.as_bytes()),
+        }
+    });
+    let edges = two_edges(&up, &tier.url());
+    let ((a, admin_a), (b, _)) = (&edges[0], &edges[1]);
+    let before = tier_stored(admin_a);
+    assert_eq!(get(a.addr, "/page", "").text(), "v1");
+    eventually("A's answer is in the tier", || {
+        tier_stored(admin_a) > before
+    });
+    assert_eq!(get(b.addr, "/page", "").text(), "v1");
+    // The tier stops answering; A finds out (a question past the timeout marks it down).
+    tier.signal(rustix::process::Signal::STOP);
+    let failed = tier_count(admin_a, "error");
+    let mut n = 0;
+    eventually("A marks the tier down", || {
+        n += 1;
+        get(a.addr, &format!("/down{n}"), "");
+        tier_count(admin_a, "error") > failed
+    });
+    let (status, body) = post(admin_a, "/purge?url=http://t/page");
+    assert_eq!(status, 202, "{body}");
+    assert!(
+        body.contains("purged 1") && body.contains("pending: http://t/page"),
+        "{body}"
+    );
+    tier.signal(rustix::process::Signal::CONT);
+    // A uses the tier again (it stores there), then asks it for the purged page.
+    let mut n = 0;
+    eventually("A stores in the tier again", || {
+        n += 1;
+        stores_through(admin_a, || {
+            get(a.addr, &format!("/back{n}"), "");
+        })
+    });
+    assert_ne!(
+        get(a.addr, "/page", "").text(),
+        "v1",
+        "A served the purged page from the tier"
+    );
+    eventually("the purge reached edge B", || {
+        get(b.addr, "/page", "").text() != "v1"
+    });
+    // Applied: purges answer 200 again.
+    assert_eq!(post(admin_a, "/purge?url=http://t/page").0, 200);
 }

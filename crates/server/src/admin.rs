@@ -120,7 +120,9 @@ fn route(
 /// `POST /purge?url=URL` removes that URL's answers (every variant) from every proxy cache;
 /// `POST /purge?prefix=URL`, every answer whose URL starts with it. The URL is
 /// percent-encoded in the query (`http%3A%2F%2Fexample.com%2Fa`), or plain, escapes and all
-/// (`http://example.com/caf%C3%A9`).
+/// (`http://example.com/caf%C3%A9`). 200 `purged N` when done everywhere; 202 `purged N`
+/// and a `pending: …` line per cache whose shared tier was not reached (the purge is kept
+/// and done there when it is back).
 fn purge(query: &str, stats: &StatsHandle) -> (u16, &'static str, String) {
     let (name, value) = query.split_once('=').unwrap_or((query, ""));
     let prefix = match name {
@@ -142,7 +144,16 @@ fn purge(query: &str, stats: &StatsHandle) -> (u16, &'static str, String) {
         percent_decode(value)
     };
     match stats.purge(&url, prefix) {
-        Some(n) => (200, "text/plain", format!("purged {n}\n")),
+        Some(p) if p.pending.is_empty() => (200, "text/plain", format!("purged {}\n", p.removed)),
+        // A shared tier was not reached: the purge is kept there and done when it is back,
+        // which is not done yet (RFC 9110 §15.3.3: accepted, not completed).
+        Some(p) => {
+            let mut body = format!("purged {}\n", p.removed);
+            for what in &p.pending {
+                let _ = writeln!(body, "pending: {what}");
+            }
+            (202, "text/plain", body)
+        }
         None => (400, "text/plain", format!("not an http(s) URL: {url:?}\n")),
     }
 }

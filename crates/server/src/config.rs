@@ -331,8 +331,9 @@ pub struct ProxyCache {
     pub heuristic: bool,
     /// The name this cache gives itself in `Cache-Status` (RFC 9211); `None`: no field.
     pub status: Option<String>,
-    /// Store answers that set cookies on any explicit freshness (RFC 9111's reading), not
-    /// only with `public` or `s-maxage` (the default, as nginx and Varnish).
+    /// Dangerous: store answers that set cookies on any explicit freshness or `public` (RFC
+    /// 9111's reading) and replay their Set-Cookie to every visitor they answer. Off (the
+    /// default, as nginx and Varnish): an answer that sets a cookie is never stored.
     pub set_cookie_explicit: bool,
     /// How long concurrent misses for one key wait on the first one's answer before going
     /// upstream themselves (nginx's `proxy_cache_lock_timeout`).
@@ -356,6 +357,21 @@ impl Default for ProxyCache {
             tier: None,
             tier_timeout: std::time::Duration::from_millis(50),
         }
+    }
+}
+
+impl ProxyCache {
+    /// Whether its memory store keeps an answer of `max_object` bytes with room for its
+    /// head, key and variant (`linerate_cache::store::HEAD_ROOM`): a configuration where it
+    /// cannot would stream every such answer through unstored, so it is refused.
+    #[cfg(feature = "proxy")]
+    pub fn holds_largest(&self) -> bool {
+        linerate_cache::store::Limits {
+            capacity: usize::try_from(self.size).unwrap_or(usize::MAX),
+            max_object: usize::try_from(self.max_object).unwrap_or(usize::MAX),
+            shards: 1,
+        }
+        .holds_largest()
     }
 }
 

@@ -448,12 +448,21 @@ pub(crate) trait CacheAdmin: Send + Sync + std::fmt::Debug {
     fn label(&self) -> &str;
     fn counts(&self) -> CacheCounts;
     /// Removes what `url` names (`http://host/path?query`, every variant), or every answer
-    /// whose URL starts with it when `prefix`; how many went, or `None` when `url` is not
-    /// an http(s) URL.
-    fn purge(&self, url: &str, prefix: bool) -> Option<usize>;
+    /// whose URL starts with it when `prefix`, here and from its shared tier; `None` when
+    /// `url` is not an http(s) URL.
+    fn purge(&self, url: &str, prefix: bool) -> Option<Purged>;
     /// The cache itself, for a reload that keeps it (`proxy::cache_admin::carry_over`).
     #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     fn shared(&self) -> Arc<dyn std::any::Any + Send + Sync>;
+}
+
+/// What a purge did: answers removed from memory here, and what could not reach a shared
+/// tier (down or slow), kept and applied when it is back.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Purged {
+    pub removed: usize,
+    /// For each cache whose tier was not reached: what is pending there, for people.
+    pub pending: Vec<String>,
 }
 
 /// The proxy caches, shared with the admin listener.
@@ -489,15 +498,23 @@ impl StatsHandle {
             .collect()
     }
 
-    /// Purges `url` (or every URL below it when `prefix`) from every proxy cache: how many
-    /// answers went, or `None` when `url` is not an http(s) URL.
-    pub fn purge(&self, url: &str, prefix: bool) -> Option<usize> {
-        let caches = self.caches.lock().unwrap_or_else(|e| e.into_inner());
-        let mut n = 0;
+    /// Purges `url` (or every URL below it when `prefix`) from every proxy cache and its
+    /// shared tier: how many answers went from memory, and what waits for a tier that was
+    /// not reached; `None` when `url` is not an http(s) URL.
+    pub fn purge(&self, url: &str, prefix: bool) -> Option<Purged> {
+        // Not held while a purge waits for a tier (a reload may swap the list meanwhile).
+        let caches = self
+            .caches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut all = Purged::default();
         for c in caches.iter() {
-            n += c.purge(url, prefix)?;
+            let one = c.purge(url, prefix)?;
+            all.removed += one.removed;
+            all.pending.extend(one.pending);
         }
-        Some(n)
+        Some(all)
     }
 
     /// The counters now, summed over workers.

@@ -43,6 +43,7 @@ fn req(cc: &str) -> RequestFacts {
         authority: b"a",
         target: b"/",
         fields,
+        body: false,
     })
 }
 

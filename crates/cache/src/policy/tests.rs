@@ -15,6 +15,7 @@ fn get<'a>(target: &'a str, fields: &'a [Field<'a>]) -> Request<'a> {
         authority: b"shop.example",
         target: target.as_bytes(),
         fields,
+        body: false,
     }
 }
 
@@ -605,5 +606,87 @@ fn a_keyed_plan_decides_as_the_written_key_does() {
     assert!(matches!(
         plan_keyed(&conditional, &key, &s, Some(&held), t, &opts),
         Plan::Bypass(Bypass::Preconditions)
+    ));
+}
+
+#[test]
+fn a_304_that_adds_a_set_cookie_answers_its_request_only() {
+    // Issue T: a 304 that sets a cookie freshens the stored answer into one that sets a
+    // cookie: it goes to the request that caused it, and the store keeps nothing that would
+    // replay the cookie to the next visitor.
+    let s = store();
+    let req = get("/p", &[]);
+    let (entry, later) = stale_entry(&s, &req);
+    let resp = Response {
+        status: 304,
+        fields: &[
+            (b"ETag", b"\"v\""),
+            (b"Cache-Control", b"public, max-age=600"),
+            (b"Set-Cookie", b"sid=mine"),
+        ],
+    };
+    let got = after(
+        &req,
+        Some(&resp),
+        Some(&entry),
+        at(later),
+        &s,
+        &Options::default(),
+    );
+    let After::Freshened(fresh) = got else {
+        panic!("this request's answer: {got:?}")
+    };
+    assert_eq!(fresh.field(b"set-cookie"), Some(&b"sid=mine"[..]));
+    assert!(
+        matches!(
+            plan_at(&s, &req, later),
+            Plan::Forward {
+                fwd: Fwd::UriMiss,
+                ..
+            }
+        ),
+        "the next visitor finds no entry carrying the cookie"
+    );
+}
+
+#[test]
+fn a_get_with_content_is_neither_answered_from_the_store_nor_stored() {
+    // Issue T: a "fat GET" whose body the origin reads must not poison the URL's entry, and
+    // must not be answered with the URL's entry either (its answer may differ).
+    let s = store();
+    let plain = get("/search", &[]);
+    let cc: &[Field] = &[(b"Cache-Control", b"max-age=60")];
+    fill(&s, &plain, 200, cc, T0);
+    let length: &[Field] = &[(b"Content-Length", b"7")];
+    let fat = Request {
+        body: true,
+        ..get("/search", length)
+    };
+    assert!(matches!(plan_at(&s, &fat, T0), Plan::Bypass(Bypass::Body)));
+    let head = Request {
+        method: b"HEAD",
+        ..fat
+    };
+    assert!(matches!(plan_at(&s, &head, T0), Plan::Bypass(Bypass::Body)));
+    let keyed = Key::new(b"https", b"shop.example", b"/search").unwrap();
+    assert!(matches!(
+        plan_keyed(&fat, &keyed, &s, None, T0, &Options::default()),
+        Plan::Bypass(Bypass::Body)
+    ));
+    let empty = Store::new(Limits {
+        capacity: 1 << 20,
+        max_object: 1 << 16,
+        shards: 2,
+    });
+    assert!(matches!(
+        fill(&empty, &fat, 200, cc, T0),
+        After::PassOn(Some(NotStored::Body))
+    ));
+    assert!(matches!(
+        plan_at(&empty, &plain, T0),
+        Plan::Forward {
+            fwd: Fwd::UriMiss,
+            ..
+        }
     ));
 }

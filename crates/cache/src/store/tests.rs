@@ -149,9 +149,12 @@ fn objects_over_the_limit_are_not_stored() {
         },
         Arc::default(),
     );
-    assert_eq!(s.insert(entry("/big", 1000)), Inserted::TooBig);
+    assert_eq!(s.insert(entry("/big", 1001)), Inserted::TooBig);
     assert_eq!(s.insert(entry("/ok", 10)), Inserted::Stored);
     assert!(!found(&mut s, "/big") && found(&mut s, "/ok"));
+    // The limit is the body's, as `Fill` collects it: an answer of exactly `max_object`
+    // bytes is stored (its head counts against the shard's bytes, not against the limit).
+    assert_eq!(s.insert(entry("/edge", 1000)), Inserted::Stored);
     assert!(
         entry("/ok", 10).size() > ENTRY_OVERHEAD + 10,
         "head and key count too"
@@ -271,6 +274,7 @@ fn shared_store_shards_and_counters() {
         max_object: 1 << 16,
         shards: 4,
     });
+    assert_eq!(store.shard_count(), 4);
     for i in 0..100 {
         assert_eq!(store.insert(entry(&format!("/{i}"), 10)), Inserted::Stored);
     }
@@ -293,6 +297,7 @@ fn a_lookup_by_the_keys_bytes_finds_what_the_key_finds() {
         max_object: 1 << 16,
         shards: 4,
     });
+    assert_eq!(store.shard_count(), 4);
     for i in 0..50 {
         store.insert(entry(&format!("/{i}"), 10));
     }
@@ -307,4 +312,53 @@ fn a_lookup_by_the_keys_bytes_finds_what_the_key_finds() {
         store.get_bytes(key("/50").as_bytes(), &[]),
         Lookup::UriMiss
     ));
+}
+
+#[test]
+fn an_object_over_a_sixteenth_of_the_store_is_stored_up_to_max_object() {
+    // Issue T: `size = "256MiB"`, `max_object = "64MiB"` made sixteen shards of 16 MiB,
+    // which held no 17 MB or 50 MB answer (and Cache-Status said `stored`). The layout now
+    // has fewer shards where one would hold fewer than LARGEST_PER_SHARD of the largest.
+    let issue = Limits {
+        capacity: 256 << 20,
+        max_object: 64 << 20,
+        shards: 16,
+    };
+    assert_eq!(issue.layout(), 1);
+    let store = Store::new(issue);
+    let head = entry("/x", 0).size();
+    for body in [17_000_000, 50_000_000, 64 << 20] {
+        assert!(store.admits(head + body, body), "{body} bytes");
+    }
+    assert!(!store.admits(head + (64 << 20) + 1, (64 << 20) + 1));
+    // The same at a size a test can fill: 16 MiB with 4 MiB objects is one shard, and a
+    // 1.1 MiB answer (over the sixteenth an even split gave) and a 4 MiB one are stored.
+    let small = Store::new(Limits {
+        capacity: 16 << 20,
+        max_object: 4 << 20,
+        shards: 16,
+    });
+    assert_eq!(small.shard_count(), 1);
+    for (path, body) in [("/a", 1_100_000), ("/b", 4 << 20)] {
+        assert_eq!(small.insert(entry(path, body)), Inserted::Stored, "{path}");
+        assert!(matches!(small.get(&key(path), &[]), Lookup::Found(_)));
+    }
+    assert_eq!(small.counters().snapshot().stored, 2);
+    // The default layout is unchanged: 64 MiB with 1 MiB objects is 16 shards of 4.
+    let default = Limits {
+        capacity: 64 << 20,
+        max_object: 1 << 20,
+        shards: 16,
+    };
+    assert_eq!(default.layout(), 16);
+    // A store that cannot hold one largest answer is what a configuration refuses.
+    assert!(default.holds_largest());
+    assert!(
+        !Limits {
+            capacity: 64 << 20,
+            max_object: 64 << 20,
+            shards: 16
+        }
+        .holds_largest()
+    );
 }

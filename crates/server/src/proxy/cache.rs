@@ -94,10 +94,22 @@ impl MountCache {
             ..MountCache::new(conf)
         });
         if let Some(t) = &cache.tier {
-            t.watch(Arc::downgrade(&cache), |m: &MountCache| {
-                // A purge on some edge: everything this one holds may be what it purged.
-                m.store.remove_prefix(b"");
-            });
+            t.watch(
+                Arc::downgrade(&cache),
+                |m: &MountCache, key: Option<&Key>| {
+                    match key {
+                        // A URL purged on some edge (this one's own purges come back too).
+                        Some(key) => {
+                            m.store.remove(key);
+                        }
+                        // A purge by prefix on some edge, or a purge log this edge could not
+                        // follow: everything this one holds may be what was purged.
+                        None => {
+                            m.store.remove_prefix(b"");
+                        }
+                    }
+                },
+            );
         }
         Ok(cache)
     }
@@ -115,7 +127,7 @@ impl MountCache {
                 set_cookie: if conf.set_cookie_explicit {
                     linerate_cache::SetCookie::Explicit
                 } else {
-                    linerate_cache::SetCookie::SharedGrant
+                    linerate_cache::SetCookie::Never
                 },
             },
             status: conf.status.as_deref().map(Into::into),
@@ -168,13 +180,16 @@ pub(crate) struct CacheReq {
     authority: Range<usize>,
     target: Range<usize>,
     fields: Vec<(Range<usize>, Range<usize>)>,
+    /// The request carries content ([`linerate_cache::Request::body`]).
+    body: bool,
 }
 
 impl CacheReq {
     /// Copies what the cache reads of `head` (the target as received: the key is the
     /// client's URL, whatever the mount rewrites upstream). The authority is Host (HTTP/2
-    /// and HTTP/3 give `:authority` as Host); none makes the request unkeyed.
-    pub(crate) fn copy(head: &RequestHead, buf: &[u8], tls: bool) -> CacheReq {
+    /// and HTTP/3 give `:authority` as Host); none makes the request unkeyed. `body`: the
+    /// request carries content ([`has_body`]).
+    pub(crate) fn copy(head: &RequestHead, buf: &[u8], tls: bool, body: bool) -> CacheReq {
         let mut out = Vec::with_capacity(256);
         let mut put = |b: &[u8]| {
             let start = out.len();
@@ -192,6 +207,7 @@ impl CacheReq {
             authority,
             target,
             fields,
+            body,
         }
     }
 
@@ -216,6 +232,7 @@ impl CacheReq {
                 authority: &self.buf[self.authority.clone()],
                 target: &self.buf[self.target.clone()],
                 fields,
+                body: self.body,
             })
         })
     }
@@ -643,9 +660,20 @@ pub(crate) enum Here {
     Planned(Box<Exchange>),
 }
 
+/// Whether a request carries content, as the content phase sees it: a body that came with
+/// its head (`whole`, not empty), one still to come (`following`: HTTP/1.1 bytes not read
+/// yet, or HTTP/2 and HTTP/3 DATA after a HEADERS without END_STREAM), or a framing that
+/// declares one (Content-Length over 0, Transfer-Encoding). A GET or HEAD with content
+/// bypasses the cache ([`linerate_cache::Request::body`]).
+pub(crate) fn has_body(head: &RequestHead, whole: &[u8], following: bool) -> bool {
+    following || !whole.is_empty() || head.framing() != linerate_http1::Framing::None
+}
+
 /// Plans `head` (in `buf`) below `mount` in the content phase, before the upstream request
 /// is framed: a fresh hit needs no job framed, no copy of the request and no second look.
 /// A hit that also revalidates in the background, and every other plan, go to the driver.
+/// Only for a request without content ([`has_body`]): one with content bypasses the cache,
+/// which the driver's plan says (the hit's path carries no flag for it).
 pub(crate) fn plan_here(
     mount: &Arc<MountCache>,
     head: &RequestHead,
@@ -671,6 +699,7 @@ fn plan_listed(
         authority: head.host(buf).unwrap_or_default(),
         target: head.target_bytes(buf),
         fields,
+        body: false,
     };
     let now = now();
     let plan = linerate_cache::plan(&req, &mount.store, now, &mount.opts);
@@ -690,7 +719,7 @@ fn plan_listed(
             .map_or(StatusValue::None, |prefix| StatusValue::hit(prefix, ttl));
         return Here::Hit(answer(&req, entry, age, not_modified, status));
     }
-    let mut x = Exchange::new(Arc::clone(mount), CacheReq::copy(head, buf, tls));
+    let mut x = Exchange::new(Arc::clone(mount), CacheReq::copy(head, buf, tls, false));
     x.pending = Some((plan, now));
     Here::Planned(Box::new(x))
 }
@@ -730,9 +759,24 @@ struct Storing {
     key: Key,
     variant: Variant,
     status: u16,
-    fields: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Its fields as an entry keeps them (RFC 9111 §3.1), copied once when the head came.
+    fields: Vec<OwnedField>,
     fill: linerate_cache::fill::Fill,
     timing: Timing,
+}
+
+/// What the memory store will do with an answer it may keep, known from its head: what its
+/// Cache-Status says (RFC 9211 §2.6: `stored` only when it was).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Keeps {
+    /// Its length is known and it fits: stored once its body is whole (`stored`).
+    Yes,
+    /// Its body is over `max_object`: streamed through, stored nowhere (`detail=too-big`).
+    TooBig,
+    /// Its length is not known yet (chunked, or to the close), or the memory store's shard
+    /// cannot hold its entry (a second tier still may): stored if it turns out to fit, but
+    /// the head, already sent, does not say so.
+    Unsaid,
 }
 
 /// One proxied request's cache state, from its plan to the end of its answer.
@@ -840,13 +884,26 @@ impl Exchange {
     /// every one waiting on it) is planned again from there; nothing usable, and it goes up.
     pub(crate) fn tier_answer(&mut self, stored: Option<Vec<u8>>) {
         self.tier_checked = true;
-        // Asked before an invalidation or a purge on this edge was done: it may bring back
-        // what that removed, so it is a miss.
-        let usable = (self.mount.tier.as_ref()).is_some_and(|t| t.usable(self.tier_fence));
+        // Asked before an invalidation or a purge on this edge was done, or one of its key
+        // has not reached the tier yet: it may bring back what that removed, so it is a miss.
+        let asked = match (&self.asking, &self.flight) {
+            (Some(key), _) | (None, Some((key, _))) => Some(key),
+            (None, None) => None,
+        };
+        let usable = (self.mount.tier.as_ref())
+            .zip(asked)
+            .is_some_and(|(t, key)| t.usable(self.tier_fence, key));
         let stored = stored.filter(|_| usable);
+        // An entry that sets a cookie, written by an edge (or a version) that kept such
+        // answers, is not served by one that does not: its cookie is another visitor's.
+        let opts = self.mount.opts;
+        let decode = |b, key: &Key| {
+            super::tier::decode(b, key)
+                .filter(|e| linerate_cache::storable::cookie_allowed(&e.facts, &opts))
+        };
         if let Some(key) = self.asking.take() {
             // Asked alone: no flight to land; an entry is planned from as a leader's is.
-            if let Some(entry) = stored.and_then(|b| super::tier::decode(b, &key)) {
+            if let Some(entry) = stored.and_then(|b| decode(b, &key)) {
                 let entry = Arc::new(entry);
                 self.mount.store.insert(Arc::clone(&entry));
                 self.tier_entry = Some(entry);
@@ -857,7 +914,7 @@ impl Exchange {
         let Some((key, id)) = self.flight.take() else {
             return;
         };
-        match stored.and_then(|b| super::tier::decode(b, &key)) {
+        match stored.and_then(|b| decode(b, &key)) {
             Some(entry) => {
                 let entry = Arc::new(entry);
                 self.mount.store.insert(Arc::clone(&entry));
@@ -1091,22 +1148,36 @@ impl Exchange {
         match after {
             After::Store { key, variant } => {
                 let max = mount.max_object;
-                self.storing = Some(Storing {
-                    key,
-                    variant,
-                    status,
-                    fields: fields
-                        .iter()
-                        .map(|(n, v)| (n.to_vec(), v.to_vec()))
-                        .collect(),
-                    fill: linerate_cache::fill::Fill::new(max, length),
-                    timing,
-                });
-                AfterHead::Relay(relay(self, status, fwd, true, None))
+                let stored = linerate_cache::fields::to_stored(&fields);
+                let keeps = match length.map(usize::try_from) {
+                    Some(Ok(n)) if n > max => Keeps::TooBig,
+                    Some(Ok(n)) => {
+                        let size = linerate_cache::entry::size_of(&key, &variant, &stored, n);
+                        if mount.store.admits(size, n) {
+                            Keeps::Yes
+                        } else {
+                            Keeps::Unsaid
+                        }
+                    }
+                    Some(Err(_)) => Keeps::TooBig,
+                    None => Keeps::Unsaid,
+                };
+                if keeps != Keeps::TooBig {
+                    self.storing = Some(Storing {
+                        key,
+                        variant,
+                        status,
+                        fields: stored,
+                        fill: linerate_cache::fill::Fill::new(max, length),
+                        timing,
+                    });
+                }
+                let detail = (keeps == Keeps::TooBig).then_some("too-big");
+                AfterHead::Relay(relay(self, status, fwd, keeps == Keeps::Yes, detail))
             }
             After::PassOn(why) => {
-                let detail = why.map(|w| format!("{w:?}").to_ascii_lowercase());
-                AfterHead::Relay(relay(self, status, fwd, false, detail.as_deref()))
+                let detail = why.map(linerate_cache::NotStored::as_str);
+                AfterHead::Relay(relay(self, status, fwd, false, detail))
             }
             After::Refetch => {
                 self.validate = None;
@@ -1183,12 +1254,9 @@ impl Exchange {
         let Some(body) = s.fill.finish(true) else {
             return;
         };
-        let fields: Vec<(&[u8], &[u8])> = s.fields.iter().map(|(n, v)| (&n[..], &v[..])).collect();
-        let resp = linerate_cache::Response {
-            status: s.status,
-            fields: &fields,
-        };
-        let entry = Arc::new(Entry::new(s.key, s.variant, &resp, body, s.timing));
+        let entry = Arc::new(Entry::from_stored(
+            s.key, s.variant, s.status, s.fields, body, s.timing,
+        ));
         if let Some(t) = &self.mount.tier {
             t.put(&entry, &self.req.fields(), &self.mount.opts);
         }
@@ -1341,6 +1409,7 @@ mod tests {
             authority: b"t",
             target: b"/x",
             fields: &[],
+            body: false,
         };
         let status_value = StatusValue::hit(&CacheStatus::hit_prefix("lr"), 5);
         let hit = answer(&req, entry, 7, false, status_value);
@@ -1442,6 +1511,7 @@ mod tests {
             authority: b"t",
             target: b"/x",
             fields: ranged,
+            body: false,
         };
         let part = answer(&req, Arc::clone(&entry), 0, false, StatusValue::None);
         assert_eq!(part.status, 206);

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use linerate_cache::Key;
 
 use super::cache::MountCache;
+use super::tier::Purge;
 
 /// A mount's cache with its metrics label, for the admin listener.
 #[derive(Debug)]
@@ -42,14 +43,32 @@ impl crate::stats::CacheAdmin for View {
         }
     }
 
-    fn purge(&self, url: &str, prefix: bool) -> Option<usize> {
+    fn purge(&self, url: &str, prefix: bool) -> Option<crate::stats::Purged> {
+        let target = View::target(url, prefix)?;
+        let mut pending = Vec::new();
         if let Some(t) = &self.cache.tier {
-            // Every edge sharing the tier forgets too (a generation; docs/cache.md). Begun
-            // first: what the tier answers from now until the generation moved is not used
-            // to fill memory again (`SharedTier::usable`).
-            t.purge();
+            // Every edge sharing the tier forgets too: the URL's entry deleted and announced
+            // in the purge log, or, by prefix, the generation moved (docs/cache.md). Done
+            // before memory is emptied here, under the fence: what the tier answers
+            // meanwhile is not used to fill memory again (`SharedTier::usable`).
+            let (what, named) = match &target {
+                Target::Key(key) => (Purge::Key(key.clone()), url.to_string()),
+                Target::Prefix(_) => (Purge::All, format!("every answer (a purge of {url}*)")),
+            };
+            if !t.purge(what) {
+                pending.push(format!(
+                    "{named} in cache tier {} of {}: not reached; kept, and purged there \
+                     when it answers again",
+                    t.name(),
+                    self.label
+                ));
+            }
         }
-        self.purge_here(url, prefix)
+        let removed = match &target {
+            Target::Key(key) => usize::from(self.cache.store.remove(key)),
+            Target::Prefix(p) => self.cache.store.remove_prefix(p),
+        };
+        Some(crate::stats::Purged { removed, pending })
     }
 
     fn shared(&self) -> Arc<dyn std::any::Any + Send + Sync> {
@@ -67,7 +86,8 @@ impl View {
         format!("{site} {prefix}")
     }
 
-    fn purge_here(&self, url: &str, prefix: bool) -> Option<usize> {
+    /// What `url` names in a cache: a URL's key, or (`prefix`) the start of keys.
+    fn target(url: &str, prefix: bool) -> Option<Target> {
         let (scheme, rest) = url.split_once("://")?;
         let scheme = scheme.to_ascii_lowercase();
         if scheme != "http" && scheme != "https" {
@@ -80,14 +100,19 @@ impl View {
         if prefix {
             // The key's form: scheme and host lowercased, the default port left out.
             let key = Key::new(scheme.as_bytes(), authority.as_bytes(), b"/").ok()?;
-            let origin = key.origin();
-            let mut p = origin.to_vec();
+            let mut p = key.origin().to_vec();
             p.extend_from_slice(target.as_bytes());
-            return Some(self.cache.store.remove_prefix(&p));
+            return Some(Target::Prefix(p));
         }
         let key = Key::new(scheme.as_bytes(), authority.as_bytes(), target.as_bytes()).ok()?;
-        Some(usize::from(self.cache.store.remove(&key)))
+        Some(Target::Key(key))
     }
+}
+
+/// What a purge removes.
+enum Target {
+    Key(Key),
+    Prefix(Vec<u8>),
 }
 
 /// The caches of `sites`' proxy mounts, labelled `site prefix`.

@@ -1,23 +1,30 @@
 //! The proxy cache's shared second tier (issue Q): a Redis/Valkey or memcached that every
 //! linerate edge pointed at it shares, behind each edge's memory store. A memory miss asks it
 //! before going upstream (the key's flight leader only, so one question per key); an answer
-//! stored in memory is also stored there. A purge bumps a generation kept in the tier, which
-//! every edge reads each second: an edge that sees it change empties its memory store, so a
-//! purge on one edge reaches all. An unsafe method's answer that invalidates keys (RFC 9111
-//! §4.4) deletes them here too.
+//! stored in memory is also stored there. A purge of a URL deletes that URL's entry (every
+//! variant: the tier keeps one per URL) and announces it in a purge log kept in the tier,
+//! which every edge reads each second and applies to its memory store; a purge by prefix
+//! (the tier cannot list keys) moves a generation instead, and every edge empties its memory
+//! when it sees it move. An unsafe method's answer that invalidates keys (RFC 9111 §4.4)
+//! deletes them here too.
 //!
-//! An answer from the tier fills memory only when nothing was invalidated or purged on this
-//! edge between its question and its answer, and nothing is being (the fence): a question
-//! sent before a delete or a purge reached the tier may bring back what it removed.
+//! A purge or an invalidation the tier did not take (down, or slower than its timeout) is
+//! kept, pending, and applied when the tier answers again, before any tier answer for its
+//! key is used (at most [`MAX_PENDING_PURGES`] keys; past that, the generation moves when the
+//! tier is back). An answer from the tier fills memory only when nothing was invalidated or
+//! purged on this edge between its question and its answer, nothing is being (the fence),
+//! and nothing is pending for its key: a question sent before a delete or a purge reached the
+//! tier may bring back what it removed.
 //!
-//! Owns the stored form of an entry (versioned, bounds-checked on the way in) and the tier
-//! keys. The calls are linerate-kv's (a timeout on each; a tier that is down is a miss, logged
-//! once per outage); results come back through the caller's callback on the tier's thread.
+//! Owns the stored form of an entry (versioned, bounds-checked on the way in), the tier
+//! keys and the purge log. The calls are linerate-kv's (a timeout on each; a tier that is
+//! down is a miss, logged once per outage); results come back through the caller's callback
+//! on the tier's thread.
 #![forbid(unsafe_code)]
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use linerate_cache::entry::Entry;
@@ -40,6 +47,20 @@ const KEEP_FOR_VALIDATION: u64 = 3600;
 const MAX_TTL: u64 = 7 * 24 * 3600;
 /// The stored form's version.
 const MAGIC: &[u8; 4] = b"LRC1";
+/// The purge log's counter: the number of the last URL purge announced (`NAMESPACE:purges`);
+/// each one's URL is at `NAMESPACE:purge:N`.
+const PURGES: &str = "purges";
+/// How long a purge's record stays in the log: every edge reads the log each second, and one
+/// that missed a record (it was cut off longer than this, or the tier evicted it) empties its
+/// memory store instead.
+const PURGE_RECORD_TTL: Duration = Duration::from_secs(600);
+/// The most records an edge reads in one look at the log; further behind, it empties its
+/// memory store instead.
+const MAX_LOG_READ: u64 = 256;
+/// The most keys whose purge or invalidation waits for the tier to be back. Past it they are
+/// forgotten and the generation moves instead when it is back: every edge then forgets every
+/// answer, as a purge by prefix does (more than was asked, never less).
+pub(crate) const MAX_PENDING_PURGES: usize = 1024;
 
 /// One mount's second tier.
 pub(crate) struct SharedTier {
@@ -49,6 +70,98 @@ pub(crate) struct SharedTier {
     /// The fence: moved when an invalidation or a purge starts and when it is done (`busy`
     /// counts those under way); see [`SharedTier::usable`].
     fence: Arc<Fence>,
+    /// Purges and invalidations the tier has not taken yet.
+    pending: Arc<Pending>,
+}
+
+/// What a purge is of.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Purge {
+    /// One URL's answers, every variant.
+    Key(Key),
+    /// Every answer (a purge by prefix: the tier cannot list its keys).
+    All,
+}
+
+/// Purges and invalidations the tier did not take (it was down or slow), kept to be applied
+/// when it answers again; until then, a tier answer for one of their keys is a miss.
+#[derive(Default)]
+struct Pending {
+    /// Keys pending, plus one when everything is: read without the lock on each tier answer.
+    count: AtomicUsize,
+    set: Mutex<PendingSet>,
+}
+
+#[derive(Default)]
+struct PendingSet {
+    /// Each key and whether its purge is announced to the other edges (a purge is; an
+    /// invalidation, which RFC 9111 §4.4 asks of this cache only, is not).
+    keys: Vec<(Key, bool)>,
+    /// Everything: a purge by prefix, or more than [`MAX_PENDING_PURGES`] keys.
+    all: bool,
+}
+
+impl Pending {
+    fn lock(&self) -> std::sync::MutexGuard<'_, PendingSet> {
+        self.set.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn recount(&self, set: &PendingSet) {
+        self.count
+            .store(set.keys.len() + usize::from(set.all), Ordering::Release);
+    }
+
+    /// Keeps `what` until the tier takes it.
+    fn add(&self, what: &Purge, announce: bool) {
+        let mut set = self.lock();
+        match what {
+            _ if set.all => {}
+            Purge::All => {
+                set.all = true;
+                set.keys = Vec::new();
+            }
+            Purge::Key(key) => match set.keys.iter().position(|(k, _)| k == key) {
+                Some(at) => set.keys[at].1 |= announce,
+                None if set.keys.len() >= MAX_PENDING_PURGES => {
+                    tracing::warn!(
+                        keys = MAX_PENDING_PURGES,
+                        "cache tier: too many purges pending; every answer will be purged when it is back"
+                    );
+                    set.all = true;
+                    set.keys = Vec::new();
+                }
+                None => set.keys.push((key.clone(), announce)),
+            },
+        }
+        self.recount(&set);
+    }
+
+    /// The tier took `what`: it is no longer pending (unless it was kept again since as
+    /// something wider).
+    fn done(&self, what: &Purge) {
+        let mut set = self.lock();
+        match what {
+            Purge::All => set.all = false,
+            Purge::Key(key) => set.keys.retain(|(k, _)| k != key),
+        }
+        self.recount(&set);
+    }
+
+    /// Whether a tier answer for `key` must not be used: a purge of it (or of everything)
+    /// has not reached the tier.
+    fn blocks(&self, key: &Key) -> bool {
+        if self.count.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let set = self.lock();
+        set.all || set.keys.iter().any(|(k, _)| k == key)
+    }
+
+    /// What is pending now, to apply.
+    fn snapshot(&self) -> (Vec<(Key, bool)>, bool) {
+        let set = self.lock();
+        (set.keys.clone(), set.all)
+    }
 }
 
 /// See [`SharedTier::fence`].
@@ -86,7 +199,13 @@ impl SharedTier {
             tier: Tier::start(config)?,
             generation: Arc::new(AtomicU64::new(0)),
             fence: Arc::default(),
+            pending: Arc::default(),
         })
+    }
+
+    /// The tier's URL, for people (a purge's answer names the tier it did not reach).
+    pub(crate) fn name(&self) -> String {
+        self.tier.endpoint().to_string()
     }
 
     /// The fence now: taken when a question is asked, for [`SharedTier::usable`].
@@ -94,41 +213,96 @@ impl SharedTier {
         self.fence.moved.load(Ordering::Acquire)
     }
 
-    /// Whether an answer to a question asked at fence `asked` may fill memory: no
-    /// invalidation or purge started since, and none is under way.
-    pub(crate) fn usable(&self, asked: u64) -> bool {
-        self.fence.busy.load(Ordering::Acquire) == 0 && self.fence() == asked
+    /// Whether an answer for `key` to a question asked at fence `asked` may fill memory: no
+    /// invalidation or purge started since, none is under way, and none of `key` (or of
+    /// everything) is pending.
+    pub(crate) fn usable(&self, asked: u64, key: &Key) -> bool {
+        self.fence.busy.load(Ordering::Acquire) == 0
+            && self.fence() == asked
+            && !self.pending.blocks(key)
     }
 
     /// Deletes `keys` (an unsafe method's answer invalidated them in memory, §4.4) from the
-    /// tier's current generation; answers asked meanwhile are not used.
+    /// tier's current generation; answers asked meanwhile are not used. A delete the tier
+    /// does not take is kept and done when it is back.
     pub(crate) fn invalidate(&self, keys: &[Key]) {
-        let names: Vec<String> = keys.iter().filter_map(|k| self.tier_key(k)).collect();
-        if names.is_empty() {
+        if keys.is_empty() {
             return;
         }
-        let (t, fence) = (self.tier.clone(), self.fence.clone());
+        let keys = keys.to_vec();
+        let (t, g, fence, pending) = self.parts();
         fence.start();
         self.tier.spawn(async move {
-            for name in &names {
-                t.delete(name).await;
+            for key in keys {
+                let what = Purge::Key(key);
+                if !apply(&t, &g, &what, false).await {
+                    pending.add(&what, false);
+                }
             }
             fence.done();
         });
     }
 
-    /// Reads the generation now and every [`GENERATION_EVERY`]; `cleared` is called on the
-    /// tier's thread whenever it changes after the first read (a purge on some edge). The
-    /// watch ends when `alive` can no longer be upgraded (the mount was replaced by a
-    /// reload), so it is started once `alive` is made.
+    /// Purges `what` from the tier, and through its purge log (a URL) or its generation
+    /// (everything) from every edge's memory; whether the tier took it. Waits for the tier
+    /// (each call within its timeout): the admin listener's thread calls it and answers
+    /// with the outcome. One the tier did not take is kept, pending, and done when it is
+    /// back; until then the tier's answers for it are not used.
+    pub(crate) fn purge(&self, what: Purge) -> bool {
+        let (t, g, fence, pending) = self.parts();
+        // Before the caller empties memory: an answer asked before the purge is done (it
+        // may be what the purge removes) is not used.
+        fence.start();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (task, kept) = (what.clone(), pending.clone());
+        self.tier.spawn(async move {
+            let took = apply(&t, &g, &task, true).await;
+            // Kept before the fence is done: no answer asked after it finds it not pending.
+            if !took {
+                kept.add(&task, true);
+            }
+            let _ = tx.send(took);
+            fence.done();
+        });
+        // At most four calls (the generation, a delete, the log's counter and record), each
+        // bounded by the tier's timeout; the margin is for the tier's thread.
+        let wait = self.tier.timeout() * 4 + Duration::from_secs(1);
+        match rx.recv_timeout(wait) {
+            Ok(took) => took,
+            // Still under way, under the fence: kept now too (a second add is the same one).
+            Err(_) => {
+                pending.add(&what, true);
+                false
+            }
+        }
+    }
+
+    /// Clones of what a task on the tier's thread works with.
+    fn parts(&self) -> (Tier, Arc<AtomicU64>, Arc<Fence>, Arc<Pending>) {
+        (
+            self.tier.clone(),
+            self.generation.clone(),
+            self.fence.clone(),
+            self.pending.clone(),
+        )
+    }
+
+    /// Reads the generation and the purge log now and every [`GENERATION_EVERY`], and
+    /// applies what is pending whenever the tier answers. `forget` is called on the tier's
+    /// thread: with `None` when the generation moved after the first read (a purge by prefix
+    /// on some edge) or the log cannot be followed (records lost, too far behind), with a
+    /// key for each URL purged on any edge. The watch ends when `alive` can no longer be
+    /// upgraded (the mount was replaced by a reload), so it is started once `alive` is made.
     pub(crate) fn watch<T: Send + Sync + 'static>(
         &self,
         alive: Weak<T>,
-        cleared: impl Fn(&T) + Send + 'static,
+        forget: impl Fn(&T, Option<&Key>) + Send + Sync + 'static,
     ) {
-        let (t, g) = (self.tier.clone(), self.generation.clone());
+        let (t, g, fence, pending) = self.parts();
         self.tier.spawn(async move {
             let key = format!("{NAMESPACE}:generation");
+            let log = format!("{NAMESPACE}:{PURGES}");
+            let mut seen = 0;
             loop {
                 let Some(owner) = alive.upgrade() else {
                     return;
@@ -136,7 +310,19 @@ impl SharedTier {
                 if let Some(now) = t.generation(&key).await {
                     let before = g.swap(now, Ordering::Relaxed);
                     if before != 0 && before != now {
-                        cleared(&owner);
+                        forget(&owner, None);
+                    }
+                    // The tier answers: what waited for it goes first.
+                    apply_pending(&t, &g, &fence, &pending).await;
+                    if let Some(last) = t.generation(&log).await {
+                        // Under the fence only when there is something to forget: moved on
+                        // every look, it would make a second's worth of answers misses.
+                        if seen != 0 && last != seen {
+                            fence.start();
+                            follow_log(&t, seen, last, |k| forget(&owner, k)).await;
+                            fence.done();
+                        }
+                        seen = last;
                     }
                 }
                 drop(owner);
@@ -206,25 +392,6 @@ impl SharedTier {
         });
     }
 
-    /// Every answer in the tier, on every edge, is forgotten: the generation moves on, and
-    /// each edge empties its memory store when it reads it.
-    pub(crate) fn purge(&self) {
-        let (t, g, fence) = (
-            self.tier.clone(),
-            self.generation.clone(),
-            self.fence.clone(),
-        );
-        // Before the caller empties memory: an answer of the old generation that comes
-        // after is not used.
-        fence.start();
-        self.tier.spawn(async move {
-            if let Some(now) = t.bump_generation(&format!("{NAMESPACE}:generation")).await {
-                g.store(now, Ordering::Relaxed);
-            }
-            fence.done();
-        });
-    }
-
     /// Hits, misses, calls that failed or timed out, and answers stored.
     pub(crate) fn counts(&self) -> [u64; 4] {
         let c = self.tier.counters();
@@ -267,6 +434,86 @@ impl SharedTier {
         keys: usize,
     ) -> Vec<Option<Vec<u8>>> {
         self.tier.settle(outcome, timed_out, keys)
+    }
+}
+
+/// Does `what` in the tier; whether it took all of it. A URL: its entry deleted from the
+/// current generation (read first where it was not yet), then, when `announce`, its record
+/// added to the purge log for the other edges. Everything: the generation moved on.
+async fn apply(t: &Tier, g: &AtomicU64, what: &Purge, announce: bool) -> bool {
+    let generation_key = format!("{NAMESPACE}:generation");
+    match what {
+        Purge::All => match t.bump_generation(&generation_key).await {
+            Some(now) => {
+                g.store(now, Ordering::Relaxed);
+                true
+            }
+            None => false,
+        },
+        Purge::Key(key) => {
+            let generation = match g.load(Ordering::Relaxed) {
+                0 => match t.generation(&generation_key).await {
+                    Some(now) => now,
+                    None => return false,
+                },
+                known => known,
+            };
+            // A key too long for the tier was never stored there: nothing to delete.
+            if let Some(name) = tier_key(generation, key.as_bytes())
+                && !t.delete(&name).await
+            {
+                return false;
+            }
+            !announce || announce_purge(t, key).await
+        }
+    }
+}
+
+/// Adds `key`'s purge to the log: the counter moved on, and the record under its number.
+async fn announce_purge(t: &Tier, key: &Key) -> bool {
+    let Some(n) = t.bump_generation(&format!("{NAMESPACE}:{PURGES}")).await else {
+        return false;
+    };
+    let record = format!("{NAMESPACE}:purge:{n}");
+    t.set(&record, key.as_bytes(), PURGE_RECORD_TTL).await
+}
+
+/// Applies what is pending, each under the fence; what the tier takes is no longer pending.
+async fn apply_pending(t: &Tier, g: &AtomicU64, fence: &Fence, pending: &Pending) {
+    if pending.count.load(Ordering::Acquire) == 0 {
+        return;
+    }
+    let (keys, all) = pending.snapshot();
+    fence.start();
+    if all {
+        if apply(t, g, &Purge::All, true).await {
+            pending.done(&Purge::All);
+            tracing::info!("cache tier: a pending purge of every answer was done");
+        }
+    } else {
+        for (key, announce) in keys {
+            let what = Purge::Key(key);
+            if !apply(t, g, &what, announce).await {
+                break;
+            }
+            pending.done(&what);
+        }
+    }
+    fence.done();
+}
+
+/// Reads the purge log's records after `seen` up to `last` (the counter now; `seen` is the
+/// one read before, not 0) and calls `forget` with each URL's key; with `None` (everything)
+/// when a record is missing, the log went back, or it is more than [`MAX_LOG_READ`] ahead.
+async fn follow_log(t: &Tier, seen: u64, last: u64, mut forget: impl FnMut(Option<&Key>)) {
+    if last < seen || last - seen > MAX_LOG_READ {
+        return forget(None);
+    }
+    for n in seen + 1..=last {
+        match t.get(&format!("{NAMESPACE}:purge:{n}")).await {
+            Some((_, url)) => forget(Some(&Key::from_bytes(&url))),
+            None => return forget(None),
+        }
     }
 }
 
@@ -457,6 +704,7 @@ mod tests {
         drop(dead);
         let t = SharedTier::start(&url, Duration::from_millis(50)).unwrap();
         let key = Key::new(b"http", b"t", b"/x").unwrap();
+        let other = Key::new(b"http", b"t", b"/y").unwrap();
         let done = |t: &SharedTier| {
             (0..400).any(|_| {
                 std::thread::sleep(Duration::from_millis(10));
@@ -464,26 +712,59 @@ mod tests {
             })
         };
         let asked = t.fence();
-        assert!(t.usable(asked));
-        t.purge();
-        assert!(!t.usable(asked), "asked before the purge began");
-        assert!(done(&t), "the purge ends, even with the tier down");
-        assert!(!t.usable(asked), "asked before the purge: still not used");
-        let after_purge = t.fence();
-        assert!(t.usable(after_purge));
-        // An invalidation needs the generation read (0: nothing is asked of the tier, so
-        // nothing is deleted and the fence stays).
-        t.invalidate(std::slice::from_ref(&key));
-        assert!(t.usable(after_purge));
-        t.generation.store(7, Ordering::Relaxed);
-        t.invalidate(std::slice::from_ref(&key));
-        assert!(!t.usable(after_purge), "asked before the delete began");
-        assert!(done(&t));
+        assert!(t.usable(asked, &key));
+        // Issue T: a purge the tier did not take says so, and stays pending: its key's
+        // answers are not used until it is done there; other keys' are.
         assert!(
-            !t.usable(after_purge),
-            "asked before the delete: still not used"
+            !t.purge(Purge::Key(key.clone())),
+            "the tier was not reached"
         );
-        assert!(t.usable(t.fence()));
+        assert!(done(&t), "the purge ends, even with the tier down");
+        assert!(!t.usable(asked, &other), "asked before the purge began");
+        let after_purge = t.fence();
+        assert!(!t.usable(after_purge, &key), "pending: not used");
+        assert!(t.usable(after_purge, &other));
+        // An invalidation the tier does not take is pending too.
+        t.invalidate(std::slice::from_ref(&other));
+        assert!(
+            !t.usable(after_purge, &other),
+            "asked before the delete began"
+        );
+        assert!(done(&t));
+        assert!(!t.usable(t.fence(), &other), "pending: not used");
+        // A purge of everything: no answer is used until it is done.
+        let third = Key::new(b"http", b"t", b"/z").unwrap();
+        assert!(t.usable(t.fence(), &third));
+        assert!(!t.purge(Purge::All));
+        assert!(done(&t));
+        assert!(!t.usable(t.fence(), &third));
+    }
+
+    #[test]
+    fn pending_purges_are_bounded_and_past_the_bound_purge_everything() {
+        let p = Pending::default();
+        let key = |i: usize| Key::new(b"http", b"t", format!("/{i}").as_bytes()).unwrap();
+        for i in 0..MAX_PENDING_PURGES {
+            p.add(&Purge::Key(key(i)), i % 2 == 0);
+        }
+        // The same key again is one entry, and an announced purge stays announced.
+        p.add(&Purge::Key(key(0)), false);
+        p.add(&Purge::Key(key(1)), true);
+        let (keys, all) = p.snapshot();
+        assert_eq!((keys.len(), all), (MAX_PENDING_PURGES, false));
+        assert!(keys[0].1 && keys[1].1 && !keys[3].1);
+        assert!(p.blocks(&key(5)) && !p.blocks(&key(MAX_PENDING_PURGES)));
+        p.done(&Purge::Key(key(5)));
+        assert!(!p.blocks(&key(5)));
+        p.add(&Purge::Key(key(5)), true);
+        // One more: every answer, on every edge, once the tier is back.
+        p.add(&Purge::Key(key(MAX_PENDING_PURGES)), true);
+        let (keys, all) = p.snapshot();
+        assert!(keys.is_empty() && all);
+        assert!(p.blocks(&key(MAX_PENDING_PURGES + 7)));
+        p.done(&Purge::All);
+        assert!(!p.blocks(&key(0)));
+        assert_eq!(p.count.load(Ordering::Acquire), 0);
     }
 
     #[test]

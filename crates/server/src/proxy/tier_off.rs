@@ -24,7 +24,7 @@ impl SharedTier {
     pub(crate) fn watch<T: Send + Sync + 'static>(
         &self,
         _alive: Weak<T>,
-        _cleared: impl Fn(&T) + Send + 'static,
+        _forget: impl Fn(&T, Option<&Key>) + Send + Sync + 'static,
     ) {
         match *self {}
     }
@@ -33,7 +33,11 @@ impl SharedTier {
         match *self {}
     }
 
-    pub(crate) fn usable(&self, _asked: u64) -> bool {
+    pub(crate) fn usable(&self, _asked: u64, _key: &Key) -> bool {
+        match *self {}
+    }
+
+    pub(crate) fn name(&self) -> String {
         match *self {}
     }
 
@@ -62,7 +66,7 @@ impl SharedTier {
         match *self {}
     }
 
-    pub(crate) fn purge(&self) {
+    pub(crate) fn purge(&self, _what: Purge) -> bool {
         match *self {}
     }
 
@@ -90,6 +94,13 @@ impl SharedTier {
     ) -> Vec<Option<Vec<u8>>> {
         match *self {}
     }
+}
+
+/// What a purge is of (`proxy/tier.rs`'s).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Purge {
+    Key(Key),
+    All,
 }
 
 /// Why a link broke (never: no link is made; the driver only makes one to fail an ask).

@@ -134,8 +134,11 @@ impl<'a> ConnApp<'a> {
             .as_ref()
             .filter(|_| head.header(buf, "upgrade").is_none());
         let mut cache = None;
+        let content = crate::proxy::cache::has_body(head, &body, pipe.is_some());
+        // A request with a body bypasses the cache: the driver plans it so (no look here).
         if let Some(c) = caching
             && r.auth.is_none()
+            && !content
         {
             match crate::proxy::cache::plan_here(c, head, buf, self.tls) {
                 crate::proxy::cache::Here::Hit(hit) => {
@@ -212,7 +215,7 @@ impl<'a> ConnApp<'a> {
             // answer from the cache must pass the same check as one from upstream.
             cache: cache.or_else(|| {
                 caching.map(|c| {
-                    let req = crate::proxy::cache::CacheReq::copy(head, buf, self.tls);
+                    let req = crate::proxy::cache::CacheReq::copy(head, buf, self.tls, content);
                     Box::new(crate::proxy::cache::Exchange::new(c.clone(), req))
                 })
             }),
