@@ -157,17 +157,12 @@ impl<P> Conn<P> {
         });
         let used = n + body.map_or(0, <[u8]>::len);
         match decision {
-            Decision::Respond(mut resp) => {
-                // An answer given without the body (a refusal: 401, 405…). A body whole in the
-                // buffer (chunked, whose end is not known before decoding) is skipped and the
-                // connection goes on, as nginx's; one still coming closes it after the answer.
-                let skipped = match body {
-                    Some(_) => Some(used),
-                    None => whole_body(framing, avail, &cx.cfg.limits).map(|len| n + len),
-                };
-                resp.close |= skipped.is_none();
+            Decision::Respond(resp) if body.is_none() => {
+                Some(self.refused_before_body(facts, resp, framing, n, avail, cx))
+            }
+            Decision::Respond(resp) => {
                 self.place(facts, resp, cx);
-                Some(skipped.unwrap_or(used))
+                Some(used)
             }
             Decision::Defer if body.is_some() => {
                 self.defer(facts, cx.now + cx.cfg.deferred_timeout, cx);
@@ -210,6 +205,33 @@ impl<P> Conn<P> {
                 Some(n)
             }
         }
+    }
+
+    /// An answer given without the request's body, which did not come with its head (a
+    /// refusal: 401, 405…); returns the bytes used. A body whole in the buffer (chunked, whose
+    /// end is not known before decoding) is skipped and the connection goes on, as nginx's;
+    /// one still coming closes it after the answer. Out of line: the answers that read no
+    /// body pay nothing for it.
+    #[cold]
+    #[inline(never)]
+    fn refused_before_body(
+        &mut self,
+        facts: Facts,
+        mut resp: crate::response::Response,
+        framing: Framing,
+        n: usize,
+        avail: &[u8],
+        cx: &mut Cx,
+    ) -> usize {
+        let used = match whole_body(framing, avail, &cx.cfg.limits) {
+            Some(len) => n + len,
+            None => {
+                resp.close = true;
+                n
+            }
+        };
+        self.place(facts, resp, cx);
+        used
     }
 
     /// Feeds body bytes to the request being read; returns the bytes used.
