@@ -414,6 +414,16 @@ impl Shard {
             let oldest = self.map[&entry.key][0];
             self.free_slot(oldest);
         }
+        // Room is made before the entry goes in, so that it is never its own victim: one larger
+        // than the small FIFO's share, pushed into a full shard first, was evicted at once by
+        // the loop that made room after it, and said `Stored` (issue T's review).
+        while self.bytes() + size > self.limits.capacity {
+            let before = self.bytes();
+            self.evict_one();
+            if self.bytes() >= before {
+                break; // nothing left to evict (`size <= capacity` was checked above)
+            }
+        }
         let hash = self.hasher.hash_one(&entry.key);
         let queue = if self.ghost_set.remove(&hash) {
             Queue::Main
@@ -457,9 +467,6 @@ impl Shard {
         self.counters.stored.fetch_add(1, Relaxed);
         self.counters.objects.fetch_add(1, Relaxed);
         self.counters.bytes.fetch_add(size as u64, Relaxed);
-        while self.bytes() > self.limits.capacity {
-            self.evict_one();
-        }
         self.compact();
         Inserted::Stored
     }

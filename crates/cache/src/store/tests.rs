@@ -176,6 +176,31 @@ fn bytes_stay_under_capacity_and_evictions_are_counted() {
 }
 
 #[test]
+fn an_answer_larger_than_the_small_share_stored_into_a_full_shard_is_kept() {
+    // Issue T's review: room was made after the new entry went into the small FIFO, and one
+    // larger than that FIFO's share (SMALL_PERCENT of the shard) was evicted by it at once,
+    // while `insert` said Stored and Cache-Status `stored`.
+    let one = entry("/0000", 1000).size();
+    let mut s = shard(one * 40);
+    // A full shard whose bytes are mostly in main (each entry hit once, then promoted when
+    // later inserts make room), so the small FIFO holds little besides the newcomer.
+    for i in 0..40 {
+        s.insert(entry(&format!("/{i:04}"), 1000));
+        assert!(found(&mut s, &format!("/{i:04}")));
+    }
+    for i in 40..45 {
+        s.insert(entry(&format!("/{i:04}"), 1000));
+    }
+    assert!(s.bytes() > s.limits.capacity - one, "the shard is full");
+    assert!(s.main_bytes > s.small_bytes, "most of it in main");
+    let big = 1000 * 10; // ten small entries: a quarter of the shard, over its 10 % share
+    assert_eq!(s.insert(entry("/big", big)), Inserted::Stored);
+    check(&s);
+    assert!(found(&mut s, "/big"), "stored, then gone at once");
+    assert!(s.bytes() <= s.limits.capacity);
+}
+
+#[test]
 fn a_scan_of_one_hit_objects_does_not_evict_the_hot_set() {
     // S3-FIFO's point: 20 objects hit again survive 2,000 objects seen once. (Under LRU the
     // scan would have pushed every one of them out: it is 20 times the capacity.)
