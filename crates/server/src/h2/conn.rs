@@ -1029,7 +1029,9 @@ impl<P> Conn<P> {
                 svc.answered(499, None, 0, b"");
             }
             self.closed.push(h.stream);
-            if !self.calm.reset(cx.now) {
+            // A client ending the body of a stream whose answer is whole (§8.1: it may stop
+            // sending once it has the answer) abandons no work: not a rapid reset.
+            if !s.draining() && !self.calm.reset(cx.now) {
                 self.conn_error(Code::EnhanceYourCalm, cx);
             }
         }

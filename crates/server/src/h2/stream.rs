@@ -148,13 +148,15 @@ impl<P> Stream<P> {
     }
 
     /// The client can still end its body without a WINDOW_UPDATE (none is given for a body
-    /// that is dropped): some window is left, and a declared length fits in it.
+    /// that is dropped): a declared length's rest fits in the window left (a body all in
+    /// ends with an empty DATA or trailers, which take none), or, with no length, some
+    /// window is left.
     pub(crate) fn can_end_within_window(&self) -> bool {
         let left = u64::try_from(self.recv_window).unwrap_or(0);
-        left > 0
-            && self
-                .declared
-                .is_none_or(|d| d.saturating_sub(self.received) <= left)
+        match self.declared {
+            Some(d) => d.saturating_sub(self.received) <= left,
+            None => left > 0,
+        }
     }
 }
 

@@ -1124,6 +1124,55 @@ fn rapid_reset_is_calmed() {
     assert!(h.frames().iter().any(goaway(Code::EnhanceYourCalm)));
 }
 
+// Issue T's review: a client that stops sending a body once its answer is whole (§8.1: Go's
+// x/net/http2 sends RST_STREAM(NO_ERROR) then) abandons no work; while the server drained
+// those streams, each reset counted as a rapid one and a busy uploader got
+// ENHANCE_YOUR_CALM. Resets of streams still being answered count as before.
+#[test]
+fn resets_of_answered_streams_being_drained_are_not_rapid_resets() {
+    let mut h = H::open();
+    let mut bytes = Vec::new();
+    for i in 0..=2 * MAX_RESETS_PER_SEC {
+        let id = 2 * i + 1;
+        bytes.extend(headers(id, &block("POST", "/x", &[]), false));
+        bytes.extend(raw(kind::RST_STREAM, 0, id, &0u32.to_be_bytes()));
+    }
+    h.recv(&bytes);
+    let got = h.frames();
+    assert!(
+        !got.iter().any(goaway(Code::EnhanceYourCalm)),
+        "{:?}",
+        got.last()
+    );
+    let answered = got.iter().filter_map(status).count();
+    assert_eq!(answered, 2 * MAX_RESETS_PER_SEC as usize + 1);
+}
+
+// Issue T's review: a declared body all in with the stream's window spent ends with an empty
+// DATA (or trailers), which take no window: it is drained, not reset.
+#[test]
+fn a_declared_body_that_fills_the_window_exactly_ends_without_a_reset() {
+    let mut h = H::open();
+    let len = (1u64 << 20).to_string();
+    h.recv(&headers(
+        1,
+        &block("POST", "/x", &[("content-length", &len)]),
+        false,
+    ));
+    assert_eq!(status(&h.frames()[0]), Some((1, "200".into())));
+    for _ in 0..64 {
+        h.recv(&data(1, &[b'c'; 16_384], false));
+    }
+    h.recv(&data(1, b"", true));
+    let got = h.frames();
+    assert!(!got.iter().any(|f| matches!(f, F::Rst(..))), "{got:?}");
+    h.recv(&get(3, "/x"));
+    assert_eq!(
+        h.frames().iter().filter_map(status).collect::<Vec<_>>(),
+        [(3, "200".into())]
+    );
+}
+
 #[test]
 fn resets_under_the_rate_are_fine() {
     let mut h = H::open();
