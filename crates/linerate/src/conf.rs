@@ -1719,22 +1719,25 @@ impl Cx<'_> {
         }
         if let Some(v) = &raw.max_object {
             c.max_object = self.size(v, "cache max_object")?;
+        } else if !c.holds_largest() {
+            // A small store without a max_object of its own keeps the answers it can hold:
+            // the default (1 MiB) would refuse `size = "1MiB"`, which was always taken. Under
+            // the head's room, half the store (Cache-Status says when one did not fit).
+            c.max_object = c.largest_held().max(c.size / 2);
         }
         // An answer of max_object bytes must fit in the memory store (issue T: sixteen shards
         // of size/16 held no answer over a sixteenth, and Cache-Status said `stored`).
-        if !c.holds_largest() {
-            let shown = |v: &Option<Spanned<String>>, default: &str| match v {
+        if let Some(max) = raw.max_object.as_ref().filter(|_| !c.holds_largest()) {
+            let size = match &raw.size {
                 Some(v) => format!("{:?}", v.get_ref()),
-                None => format!("{default:?} (the default)"),
+                None => "\"64MiB\" (the default)".to_string(),
             };
-            let at = raw.max_object.as_ref().or(raw.size.as_ref());
             return Err(self.err(
-                at.map_or(0..0, |v| v.span()),
+                max.span(),
                 format!(
-                    "cache max_object = {} cannot be stored in size = {}: an answer takes its \
-                     body and up to 128KiB of head and key; raise size or lower max_object",
-                    shown(&raw.max_object, "1MiB"),
-                    shown(&raw.size, "64MiB"),
+                    "cache max_object = {:?} cannot be stored in size = {size}: an answer takes \
+                     its body and up to 128KiB of head and key; raise size or lower max_object",
+                    max.get_ref(),
                 ),
             ));
         }

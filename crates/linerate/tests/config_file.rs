@@ -2169,9 +2169,9 @@ fn a_cache_that_cannot_store_its_max_object_is_refused_at_its_place() {
             "cache max_object = \"64MiB\" cannot be stored in size = \"64MiB\"",
         ),
         (
-            "cache = { size = \"512KiB\" }",
-            "11:18",
-            "cache max_object = \"1MiB\" (the default) cannot be stored in size = \"512KiB\"",
+            "cache = { size = \"512KiB\", max_object = \"1MiB\" }",
+            "11:41",
+            "cache max_object = \"1MiB\" cannot be stored in size = \"512KiB\"",
         ),
         (
             "cache = { set_cookie = \"shared\" }",
@@ -2196,8 +2196,13 @@ fn a_cache_that_cannot_store_its_max_object_is_refused_at_its_place() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join(""));
+    // A small store with no max_object of its own keeps what it can hold (the review: the
+    // default 1 MiB refused `size = "1MiB"`, always taken before).
     for (i, cache) in [
         "cache = { size = \"256MiB\", max_object = \"64MiB\" }",
+        "cache = { size = \"1MiB\" }",
+        "cache = { size = \"512KiB\" }",
+        "cache = { size = \"64KiB\" }",
         "cache = { set_cookie = \"explicit\" }",
         "cache = { set_cookie = \"never\" }",
     ]

@@ -373,6 +373,14 @@ impl ProxyCache {
         }
         .holds_largest()
     }
+
+    /// The largest `max_object` its `size` holds with room for a head
+    /// (`linerate_cache::store::HEAD_ROOM`); 0 for a store smaller than that room.
+    #[cfg(feature = "proxy")]
+    pub fn largest_held(&self) -> u64 {
+        self.size
+            .saturating_sub(linerate_cache::store::HEAD_ROOM as u64)
+    }
 }
 
 /// The protocols a proxy mount tunnels unless configured otherwise: WebSocket only. h2c
