@@ -148,13 +148,22 @@ pub(crate) fn carry_over(
                 continue;
             };
             let wanted = View::label_of(&label, r);
-            let kept = old
+            let same_mount: Vec<Arc<MountCache>> = old
                 .iter()
                 .filter(|v| v.label() == wanted)
                 .filter_map(|v| v.shared().downcast::<MountCache>().ok())
-                .find(|c| c.conf == new.conf);
-            if let Some(c) = kept {
-                r.cache = Some(c);
+                .collect();
+            if let Some(c) = same_mount.iter().find(|c| c.conf == new.conf) {
+                r.cache = Some(c.clone());
+            } else if let Some(new_tier) = &new.tier {
+                // A new cache on the same tier takes over the purges the old one had not got
+                // to it yet (answered 202; the old mount's watch ends with the reload).
+                for c in &same_mount {
+                    if let Some(old_tier) = c.tier.as_ref().filter(|_| c.conf.tier == new.conf.tier)
+                    {
+                        new_tier.adopt_pending(old_tier);
+                    }
+                }
             }
         }
     }

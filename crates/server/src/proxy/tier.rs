@@ -94,12 +94,22 @@ struct Pending {
 
 #[derive(Default)]
 struct PendingSet {
-    /// Each key and whether its purge is announced to the other edges (a purge is; an
-    /// invalidation, which RFC 9111 §4.4 asks of this cache only, is not).
-    keys: Vec<(Key, bool)>,
+    /// Each key, whether its purge is announced to the other edges (a purge is; an
+    /// invalidation, which RFC 9111 §4.4 asks of this cache only, is not), and the number of
+    /// the last `add` of it.
+    keys: Vec<(Key, bool, u64)>,
     /// Everything: a purge by prefix, or more than [`MAX_PENDING_PURGES`] keys.
     all: bool,
+    /// The number of the last `add` that made or kept `all`.
+    all_at: u64,
+    /// Numbers each `add`, so that `done` forgets only what it applied: a purge of the same
+    /// key that failed while the earlier one was being applied stays (issue T's review).
+    adds: u64,
 }
+
+/// What was pending when it was looked at: each key with its announcement and `add` number,
+/// and everything's number when everything is.
+type Snapshot = (Vec<(Key, bool, u64)>, Option<u64>);
 
 impl Pending {
     fn lock(&self) -> std::sync::MutexGuard<'_, PendingSet> {
@@ -114,35 +124,46 @@ impl Pending {
     /// Keeps `what` until the tier takes it.
     fn add(&self, what: &Purge, announce: bool) {
         let mut set = self.lock();
+        set.adds += 1;
+        let n = set.adds;
         match what {
-            _ if set.all => {}
+            _ if set.all => set.all_at = n,
             Purge::All => {
                 set.all = true;
+                set.all_at = n;
                 set.keys = Vec::new();
             }
-            Purge::Key(key) => match set.keys.iter().position(|(k, _)| k == key) {
-                Some(at) => set.keys[at].1 |= announce,
+            Purge::Key(key) => match set.keys.iter().position(|(k, ..)| k == key) {
+                Some(at) => {
+                    set.keys[at].1 |= announce;
+                    set.keys[at].2 = n;
+                }
                 None if set.keys.len() >= MAX_PENDING_PURGES => {
                     tracing::warn!(
                         keys = MAX_PENDING_PURGES,
                         "cache tier: too many purges pending; every answer will be purged when it is back"
                     );
                     set.all = true;
+                    set.all_at = n;
                     set.keys = Vec::new();
                 }
-                None => set.keys.push((key.clone(), announce)),
+                None => set.keys.push((key.clone(), announce, n)),
             },
         }
         self.recount(&set);
     }
 
-    /// The tier took `what`: it is no longer pending (unless it was kept again since as
-    /// something wider).
-    fn done(&self, what: &Purge) {
+    /// The tier took `what`, as it was pending at `add` number `at`: it is no longer pending,
+    /// unless it was kept again since (a later `add` of it, or of everything).
+    fn done(&self, what: &Purge, at: u64) {
         let mut set = self.lock();
         match what {
-            Purge::All => set.all = false,
-            Purge::Key(key) => set.keys.retain(|(k, _)| k != key),
+            Purge::All => {
+                if set.all_at == at {
+                    set.all = false;
+                }
+            }
+            Purge::Key(key) => set.keys.retain(|(k, _, n)| k != key || *n != at),
         }
         self.recount(&set);
     }
@@ -154,13 +175,24 @@ impl Pending {
             return false;
         }
         let set = self.lock();
-        set.all || set.keys.iter().any(|(k, _)| k == key)
+        set.all || set.keys.iter().any(|(k, ..)| k == key)
     }
 
     /// What is pending now, to apply.
-    fn snapshot(&self) -> (Vec<(Key, bool)>, bool) {
+    fn snapshot(&self) -> Snapshot {
         let set = self.lock();
-        (set.keys.clone(), set.all)
+        (set.keys.clone(), set.all.then_some(set.all_at))
+    }
+
+    /// Keeps what `other` holds too (a reload's new mount takes over the old one's).
+    fn adopt(&self, other: &Pending) {
+        let (keys, all) = other.snapshot();
+        if all.is_some() {
+            self.add(&Purge::All, true);
+        }
+        for (key, announce, _) in keys {
+            self.add(&Purge::Key(key), announce);
+        }
     }
 }
 
@@ -206,6 +238,13 @@ impl SharedTier {
     /// The tier's URL, for people (a purge's answer names the tier it did not reach).
     pub(crate) fn name(&self) -> String {
         self.tier.endpoint().to_string()
+    }
+
+    /// Keeps the purges `old` (the tier of the mount a reload replaced, at the same URL) had
+    /// not got to the tier yet: they were answered 202, and the old mount's watch ends with
+    /// it (issue T's review).
+    pub(crate) fn adopt_pending(&self, old: &SharedTier) {
+        self.pending.adopt(&old.pending);
     }
 
     /// The fence now: taken when a question is asked, for [`SharedTier::usable`].
@@ -308,9 +347,15 @@ impl SharedTier {
                     return;
                 };
                 if let Some(now) = t.generation(&key).await {
-                    let before = g.swap(now, Ordering::Relaxed);
-                    if before != 0 && before != now {
+                    // Counters only grow: a read older than a move this edge made meanwhile
+                    // (`apply`) must not take the generation back (issue T's review).
+                    let before = g.fetch_max(now, Ordering::Relaxed);
+                    if before != 0 && now > before {
+                        // Under the fence: an answer of the old generation asked before the
+                        // flush must not fill memory after it.
+                        fence.start();
                         forget(&owner, None);
+                        fence.done();
                     }
                     // The tier answers: what waited for it goes first.
                     apply_pending(&t, &g, &fence, &pending).await;
@@ -451,18 +496,22 @@ async fn apply(t: &Tier, g: &AtomicU64, what: &Purge, announce: bool) -> bool {
             None => false,
         },
         Purge::Key(key) => {
-            let generation = match g.load(Ordering::Relaxed) {
-                0 => match t.generation(&generation_key).await {
-                    Some(now) => now,
-                    None => return false,
-                },
-                known => known,
-            };
-            // A key too long for the tier was never stored there: nothing to delete.
-            if let Some(name) = tier_key(generation, key.as_bytes())
-                && !t.delete(&name).await
-            {
+            // The tier's generation now, and the one this edge reads under until its watch
+            // sees a move made elsewhere: the key is deleted under both (issue T's review: a
+            // delete under this edge's alone left the entry another edge stored after a
+            // purge by prefix).
+            let Some(now) = t.generation(&generation_key).await else {
                 return false;
+            };
+            let known = g.load(Ordering::Relaxed);
+            let behind = (known != 0 && known != now).then_some(known);
+            for generation in std::iter::once(now).chain(behind) {
+                // A key too long for the tier was never stored there: nothing to delete.
+                if let Some(name) = tier_key(generation, key.as_bytes())
+                    && !t.delete(&name).await
+                {
+                    return false;
+                }
             }
             !announce || announce_purge(t, key).await
         }
@@ -485,18 +534,18 @@ async fn apply_pending(t: &Tier, g: &AtomicU64, fence: &Fence, pending: &Pending
     }
     let (keys, all) = pending.snapshot();
     fence.start();
-    if all {
+    if let Some(at) = all {
         if apply(t, g, &Purge::All, true).await {
-            pending.done(&Purge::All);
+            pending.done(&Purge::All, at);
             tracing::info!("cache tier: a pending purge of every answer was done");
         }
     } else {
-        for (key, announce) in keys {
+        for (key, announce, at) in keys {
             let what = Purge::Key(key);
             if !apply(t, g, &what, announce).await {
                 break;
             }
-            pending.done(&what);
+            pending.done(&what, at);
         }
     }
     fence.done();
@@ -751,20 +800,60 @@ mod tests {
         p.add(&Purge::Key(key(0)), false);
         p.add(&Purge::Key(key(1)), true);
         let (keys, all) = p.snapshot();
-        assert_eq!((keys.len(), all), (MAX_PENDING_PURGES, false));
+        assert_eq!((keys.len(), all), (MAX_PENDING_PURGES, None));
         assert!(keys[0].1 && keys[1].1 && !keys[3].1);
         assert!(p.blocks(&key(5)) && !p.blocks(&key(MAX_PENDING_PURGES)));
-        p.done(&Purge::Key(key(5)));
+        p.done(&Purge::Key(key(5)), keys[5].2);
         assert!(!p.blocks(&key(5)));
         p.add(&Purge::Key(key(5)), true);
         // One more: every answer, on every edge, once the tier is back.
         p.add(&Purge::Key(key(MAX_PENDING_PURGES)), true);
         let (keys, all) = p.snapshot();
-        assert!(keys.is_empty() && all);
+        assert!(keys.is_empty() && all.is_some());
         assert!(p.blocks(&key(MAX_PENDING_PURGES + 7)));
-        p.done(&Purge::All);
+        p.done(&Purge::All, all.unwrap());
         assert!(!p.blocks(&key(0)));
         assert_eq!(p.count.load(Ordering::Acquire), 0);
+    }
+
+    /// Issue T's review: a purge of a key that failed while an earlier pending purge of it was
+    /// being applied stayed pending only until that one's `done`, which forgot both; the later
+    /// one (answered 202) was lost. `done` forgets only the `add` it applied.
+    #[test]
+    fn a_purge_kept_again_while_the_earlier_one_is_applied_stays_pending() {
+        let p = Pending::default();
+        let k = Key::new(b"http", b"t", b"/k").unwrap();
+        p.add(&Purge::Key(k.clone()), true);
+        let (keys, _) = p.snapshot();
+        // Being applied; meanwhile a new purge of it fails and is kept again.
+        p.add(&Purge::Key(k.clone()), true);
+        p.done(&Purge::Key(k.clone()), keys[0].2);
+        assert!(p.blocks(&k), "the later purge was forgotten");
+        let (keys, _) = p.snapshot();
+        p.done(&Purge::Key(k.clone()), keys[0].2);
+        assert!(!p.blocks(&k));
+        // The same for everything.
+        p.add(&Purge::All, true);
+        let (_, all) = p.snapshot();
+        p.add(&Purge::Key(k.clone()), true);
+        p.done(&Purge::All, all.unwrap());
+        assert!(
+            p.blocks(&k),
+            "a purge kept while everything was applied was forgotten"
+        );
+        // A reload's new mount takes the old one's pending purges over, announced as kept.
+        let old = Pending::default();
+        old.add(&Purge::Key(k.clone()), true);
+        let new = Pending::default();
+        new.adopt(&old);
+        assert!(new.blocks(&k));
+        assert!(!new.blocks(&Key::new(b"http", b"t", b"/other").unwrap()));
+        assert!(new.snapshot().0[0].1, "still announced to the other edges");
+        new.adopt(&p);
+        assert!(
+            new.snapshot().1.is_some(),
+            "everything, when the old one had everything"
+        );
     }
 
     #[test]

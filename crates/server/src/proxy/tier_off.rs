@@ -29,6 +29,10 @@ impl SharedTier {
         match *self {}
     }
 
+    pub(crate) fn adopt_pending(&self, _old: &SharedTier) {
+        match *self {}
+    }
+
     pub(crate) fn fence(&self) -> u64 {
         match *self {}
     }
