@@ -148,6 +148,7 @@ impl Builder {
             sessions: self.sessions,
             session_wait: self.session_wait,
             counters: Default::default(),
+            session_outage: Default::default(),
         });
         let start_error = |e: PgOpenError| match e {
             PgOpenError::Connect(e) => ConnectError::Connect(e),

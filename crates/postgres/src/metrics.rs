@@ -31,8 +31,8 @@ pub struct Metrics {
     /// Session connections that did not open, so far: one per try, and tries back off
     /// while the database is unreachable (not one per request).
     pub session_open_failures: u64,
-    /// Outages seen by sessions so far (each logged once): from a session connection that
-    /// did not open to the next that did.
+    /// Outages seen by sessions so far (each logged once for the pool, whatever its workers):
+    /// from a session connection that did not open to the next that did.
     pub session_outages: u64,
 }
 

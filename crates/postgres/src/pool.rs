@@ -54,6 +54,9 @@ pub(crate) struct Target {
     pub(crate) session_wait: Duration,
     /// The pool's counters, shared by all its sets.
     pub(crate) counters: Arc<Counters>,
+    /// The sessions' outage, shared by all its sets: said once, and tried once at a time,
+    /// for the pool (issue T's review: each worker's set said it, and tried, on its own).
+    pub(crate) session_outage: Arc<Mutex<Option<crate::session::Outage>>>,
 }
 
 /// One connection's place: the open connection, if any, and its reconnection state.

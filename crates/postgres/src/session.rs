@@ -169,29 +169,35 @@ pub(crate) struct Sessions {
     wait: Duration,
     place: Place,
     counters: Arc<Counters>,
-    /// Set while new connections cannot be opened: when the next may be tried.
-    outage: Mutex<Option<Outage>>,
+    /// Set while new connections cannot be opened: when the next may be tried. One for the
+    /// pool, shared by every worker's set ([`Target::session_outage`]), so an outage is said
+    /// once and tried once at a time, not once per worker.
+    outage: Arc<Mutex<Option<Outage>>>,
 }
 
-/// A set's outage: connections could not be opened. It began with one log line; it ends with
-/// the first connection opened.
+/// The pool's outage: session connections could not be opened. It began with one log line;
+/// it ends with the first connection opened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Outage {
+pub(crate) struct Outage {
     /// No connection is tried before this: requests meanwhile are told `Unavailable` at once.
     retry_at: Instant,
     /// The wait after the next failed try's: doubled from [`FIRST_RETRY`](crate::FIRST_RETRY)
     /// after each, at most [`MAX_RETRY`](crate::MAX_RETRY).
     wait: Duration,
+    /// A try is under way (a connect to a host that drops SYNs takes minutes): no other
+    /// starts meanwhile, whatever the wait says.
+    trying: bool,
 }
 
 /// Whether a request that needs a new connection at `now` may try to open one: not while an
-/// outage waits; the one that may claims the try (the next waits for its outcome's wait).
+/// outage waits or one try of it is under way; the one that may claims the try.
 fn may_try(outage: &mut Option<Outage>, now: Instant) -> bool {
     match outage {
         None => true,
-        Some(o) if now < o.retry_at => false,
+        Some(o) if o.trying || now < o.retry_at => false,
         Some(o) => {
             o.retry_at = now + o.wait;
+            o.trying = true;
             true
         }
     }
@@ -206,13 +212,27 @@ fn failed(outage: &mut Option<Outage>, now: Instant) -> bool {
             *outage = Some(Outage {
                 retry_at: now + wait,
                 wait: crate::reconnect::next_wait(wait),
+                trying: false,
             });
             true
         }
         Some(o) => {
             o.retry_at = now + o.wait;
             o.wait = crate::reconnect::next_wait(o.wait);
+            o.trying = false;
             false
+        }
+    }
+}
+
+/// A try claimed by [`may_try`]: however it ends (a request that gives up drops it
+/// mid-connect), the next one may start.
+struct Try<'a>(&'a Mutex<Option<Outage>>);
+
+impl Drop for Try<'_> {
+    fn drop(&mut self) {
+        if let Some(o) = self.0.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            o.trying = false;
         }
     }
 }
@@ -235,7 +255,7 @@ impl Sessions {
             wait: target.session_wait,
             place,
             counters: target.counters.clone(),
-            outage: Mutex::new(None),
+            outage: target.session_outage.clone(),
         })
     }
 
@@ -298,6 +318,7 @@ impl Sessions {
         if !may_try(&mut self.outage.lock().unwrap(), Instant::now()) {
             return Err(Error::Unavailable);
         }
+        let _try = Try(&self.outage);
         match self.place.open().await {
             Ok(Ok(c)) => {
                 if self.outage.lock().unwrap().take().is_some() {
@@ -620,6 +641,10 @@ mod tests {
             assert!(
                 !may_try(&mut outage, at + ms(wait)),
                 "one try at a time: the next request waits for its outcome"
+            );
+            assert!(
+                !may_try(&mut outage, at + ms(10 * wait)),
+                "however long that try takes (issue T's review: a connect that hangs)"
             );
             at += ms(wait + 3);
             assert!(!failed(&mut outage, at), "the same outage: not said again");
