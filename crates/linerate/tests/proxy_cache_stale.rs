@@ -382,3 +382,241 @@ fn concurrent_no_cache_revalidations_of_one_key_collapse_into_one_origin_request
         "one validation for 100 no-cache requests"
     );
 }
+
+/// A peer cache in front of an origin, stopped (by its PID) when dropped.
+struct Peer {
+    child: std::process::Child,
+    addr: SocketAddr,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Whether `program` is on the PATH (a peer that is not is left out, saying so).
+fn installed(program: &str) -> bool {
+    std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn peer_dir(name: &str, origin: &Origin) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "linerate-cache-stale-{name}-{}-{}",
+        std::process::id(),
+        origin.addr.port()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("tmp")).unwrap();
+    dir
+}
+
+/// Waits (bounded) until something answers HTTP on `addr`.
+fn wait_listening(addr: SocketAddr, what: &str) {
+    eventually(what, || TcpStream::connect(addr).is_ok());
+}
+
+/// nginx 1.22 in front of `origin`, as issue U's operators run it: `proxy_cache_use_stale
+/// error timeout updating http_500`, `proxy_cache_background_update on`, `proxy_cache_lock
+/// on`, a 1 s read timeout.
+fn nginx(origin: &Origin) -> Peer {
+    let dir = peer_dir("nginx", origin);
+    let port = common::free_port("127.0.0.1");
+    let d = dir.display();
+    let conf = format!(
+        "daemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
+         events {{ worker_connections 1024; }}\n\
+         http {{\n access_log off;\n client_body_temp_path {d}/tmp;\n proxy_temp_path {d}/tmp;\n\
+         fastcgi_temp_path {d}/tmp;\n uwsgi_temp_path {d}/tmp;\n scgi_temp_path {d}/tmp;\n\
+         proxy_cache_path {d}/cache keys_zone=c:1m;\n\
+         server {{\n  listen 127.0.0.1:{port};\n  location / {{\n   proxy_pass http://{};\n\
+         proxy_http_version 1.1;\n   proxy_set_header Connection \"\";\n   proxy_read_timeout 1s;\n\
+         proxy_cache c;\n   proxy_cache_use_stale error timeout updating http_500;\n\
+         proxy_cache_background_update on;\n   proxy_cache_lock on;\n\
+         add_header X-Cache $upstream_cache_status;\n  }}\n }}\n}}\n",
+        origin.addr
+    );
+    std::fs::write(dir.join("nginx.conf"), conf).unwrap();
+    let child = std::process::Command::new("nginx")
+        .args(["-p", &d.to_string(), "-c", &format!("{d}/nginx.conf")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    wait_listening(addr, "nginx listens");
+    Peer { child, addr, dir }
+}
+
+/// Varnish 7.1 in front of `origin` with its builtin VCL and an hour of grace (Varnish's
+/// stale window: answered from stale while one background fetch refreshes).
+fn varnish(origin: &Origin) -> Peer {
+    let dir = peer_dir("varnish", origin);
+    let port = common::free_port("127.0.0.1");
+    let child = std::process::Command::new("varnishd")
+        .args([
+            "-F",
+            "-j",
+            "none",
+            "-n",
+            &dir.display().to_string(),
+            "-a",
+            &format!("127.0.0.1:{port}"),
+            "-b",
+            &origin.addr.to_string(),
+            "-s",
+            "malloc,16m",
+            "-p",
+            "default_grace=3600",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    wait_listening(addr, "varnishd listens");
+    Peer { child, addr, dir }
+}
+
+/// `CLIENTS` concurrent GETs of `path` with `fields` while the origin holds its answers:
+/// how many were answered before it let them go (waiting at most until all are, bounded),
+/// then every answer's status and body.
+fn burst(
+    addr: SocketAddr,
+    origin: &Origin,
+    path: &str,
+    fields: &str,
+) -> (usize, Vec<(u16, String)>) {
+    const CLIENTS: usize = 100;
+    const HOLD: std::time::Duration = std::time::Duration::from_secs(5);
+    origin.set_open(false);
+    let done = Arc::new(AtomicUsize::new(0));
+    let request = format!("GET {path} HTTP/1.1\r\nHost: t\r\n{fields}\r\n");
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            let (done, request) = (done.clone(), request.clone());
+            std::thread::spawn(move || {
+                let mut c = Client::connect(addr);
+                c.send(request.as_bytes());
+                let r = c.read_response();
+                done.fetch_add(1, Ordering::SeqCst);
+                (r.status, r.text())
+            })
+        })
+        .collect();
+    let until = std::time::Instant::now() + HOLD;
+    while done.load(Ordering::SeqCst) < CLIENTS && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let before = done.load(Ordering::SeqCst);
+    origin.set_open(true);
+    let answers = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    (before, answers)
+}
+
+/// What one cache did with issue U's three sequences: (answered from stale before the
+/// origin, origin requests) for an expired page under 100 clients; the status and body of a
+/// request while the origin answers 500; origin requests for 100 `no-cache` requests on a
+/// fresh page.
+#[derive(Debug, PartialEq, Eq)]
+struct Outcome {
+    updating: (usize, usize),
+    on_500: (u16, String),
+    no_cache_origin_requests: usize,
+}
+
+/// A cache started in front of an origin: what keeps it running, and its address.
+type Front<'a> = &'a dyn Fn(&Origin) -> (Box<dyn std::any::Any>, SocketAddr);
+
+/// A peer's program and how to start it.
+type PeerStart = (&'static str, fn(&Origin) -> Peer);
+
+/// Runs issue U's sequences against the cache `front` starts in front of each origin.
+fn sequences(front: Front) -> Outcome {
+    let fresh_then = |later: &'static str| {
+        move |n: usize, _: &str| match n {
+            1 => Reply::Bytes(answer(200, "Cache-Control: max-age=1\r\n", "old page")),
+            _ if later == "500" => Reply::Bytes(answer(500, "", "origin error")),
+            _ => Reply::Bytes(answer(200, "Cache-Control: max-age=60\r\n", "new page")),
+        }
+    };
+    // An expired page (max-age=1, two seconds later), 100 clients at once.
+    let origin = Origin::start(fresh_then("new"));
+    let (_keep, addr) = front(&origin);
+    assert_eq!(get(addr, "/u", "").text(), "old page");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let (before, answers) = burst(addr, &origin, "/u", "");
+    let stale = answers
+        .iter()
+        .filter(|(s, b)| (*s, b.as_str()) == (200, "old page"))
+        .count();
+    let updating = (before.min(stale), origin.count() - 1);
+    drop(_keep);
+    // The origin answering 500 for an expired page.
+    let origin = Origin::start(fresh_then("500"));
+    let (_keep, addr) = front(&origin);
+    assert_eq!(get(addr, "/e", "").text(), "old page");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let r = get(addr, "/e", "");
+    let on_500 = (r.status, r.text());
+    drop(_keep);
+    // 100 clients asking no-cache of a fresh page.
+    let origin =
+        Origin::start(|_, _| Reply::Bytes(answer(200, "Cache-Control: max-age=600\r\n", "page")));
+    let (_keep, addr) = front(&origin);
+    assert_eq!(get(addr, "/n", "").text(), "page");
+    burst(addr, &origin, "/n", "Cache-Control: no-cache\r\n");
+    let no_cache_origin_requests = origin.count() - 1;
+    Outcome {
+        updating,
+        on_500,
+        no_cache_origin_requests,
+    }
+}
+
+/// Issue U's acceptance: each sequence against linerate (`use_stale = ["error", "timeout",
+/// "updating", "http_500"]`, the default `client_no_cache`), nginx 1.22 (`updating`,
+/// `proxy_cache_background_update`, `proxy_cache_lock`) and Varnish 7.1 (builtin VCL, an
+/// hour of grace), the same origin script for each: all 100 clients of an expired page
+/// answered from stale before the origin's one refresh, the stale page for an origin that
+/// answers 500 (Varnish: by its grace, the 500 going to the background fetch), and no
+/// origin request for 100 `no-cache` requests. A peer that is not installed is left out,
+/// saying so.
+#[test]
+fn linerate_nginx_and_varnish_answer_issue_us_sequences_alike() {
+    let linerate_front = |o: &Origin| {
+        let (s, addr, _) = linerate(
+            o,
+            "use_stale = [\"error\", \"timeout\", \"updating\", \"http_500\"], stale_max = \"1h\"",
+            2,
+        );
+        (Box::new(s) as Box<dyn std::any::Any>, addr)
+    };
+    let expected = Outcome {
+        updating: (100, 1),
+        on_500: (200, "old page".to_string()),
+        no_cache_origin_requests: 0,
+    };
+    assert_eq!(sequences(&linerate_front), expected, "linerate");
+    let peers: [PeerStart; 2] = [("nginx", nginx), ("varnishd", varnish)];
+    for (program, start) in peers {
+        if !installed(program) {
+            println!("NOT RUN: {program} is not installed");
+            continue;
+        }
+        let front = |o: &Origin| {
+            let p = start(o);
+            let addr = p.addr;
+            (Box::new(p) as Box<dyn std::any::Any>, addr)
+        };
+        let got = sequences(&front);
+        println!("{program}: {got:?}");
+        assert_eq!(got, expected, "{program}");
+    }
+}
