@@ -1075,8 +1075,8 @@ impl Exchange {
                     return Before::Tier;
                 }
                 // A client's no-cache or max-age joins the key's flight like any validation
-                // (issue U item 2: 100 of them made 100 origin requests); `after_wait` takes
-                // the flight's answer as its validation.
+                // (issue U item 2: 100 of them made 100 origin requests); woken, it takes
+                // the flight's answer as its validation (`cache_force::flight_validated`).
                 if self.alone {
                     return Before::Forward;
                 }
