@@ -6,8 +6,9 @@
 use crate::cache_control::{Delta, MAX_DELTA};
 use crate::entry::{Entry, Timing};
 use crate::facts::{Expires, RequestFacts, ResponseFacts};
+use crate::stale::{UseStale, within_max};
 use crate::storable::heuristically_cacheable;
-use crate::{Options, Time};
+use crate::{ClientNoCache, Options, Time};
 
 /// The freshness lifetime a shared cache gives `resp` (§4.2.1), in seconds: `s-maxage`, else
 /// `max-age`, else `Expires` − `Date` (the response time standing in for a missing Date),
@@ -60,6 +61,10 @@ pub enum Reuse {
     /// Stale within `stale-while-revalidate` (RFC 5861 §3): answer from it, and revalidate in
     /// the background (one request, collapsed).
     StaleWhileRevalidate { age: u64, stale: u64 },
+    /// Stale, and the operator's `use_stale = ["updating"]` (within `stale_max`) serves it
+    /// while one request refreshes it in the background, as [`Reuse::StaleWhileRevalidate`]
+    /// does ([`crate::stale::UseStale::UPDATING`]).
+    StaleUpdating { age: u64, stale: u64 },
     /// Usable only after the origin validates it (§4.3): send a conditional request.
     Validate(Why),
 }
@@ -89,22 +94,27 @@ impl Reuse {
 }
 
 /// Whether stale answers are forbidden outright for this response in a shared cache.
-fn must_revalidate(resp: &ResponseFacts) -> bool {
+pub(crate) fn must_revalidate(resp: &ResponseFacts) -> bool {
     resp.cc.must_revalidate || resp.cc.proxy_revalidate || resp.cc.s_maxage != Delta::Absent
 }
 
-/// How `entry` may serve a request with facts `req` at `now` (§4.2.4, §4.3, §5.2.1, RFC 5861).
+/// How `entry` may serve a request with facts `req` at `now` (§4.2.4, §4.3, §5.2.1, RFC 5861),
+/// and the operator's policy: [`Options::client_no_cache`], [`Options::use_stale`]'s
+/// `updating` and [`Options::stale_max`], which bounds every stale answer.
 pub fn reuse(req: &RequestFacts, entry: &Entry, now: Time, opts: &Options) -> Reuse {
     let resp = &entry.facts;
     let age = current_age(resp, entry.timing, now);
     let life = lifetime(resp, entry.timing.response_time, opts);
-    if req.cc.no_cache {
+    // A shared cache may leave the client's no-cache and max-age unheeded (nginx and
+    // Varnish's builtin VCL do): `ClientNoCache::Ignore` (issue U item 2).
+    let forced = opts.client_no_cache == ClientNoCache::Revalidate;
+    if forced && req.cc.no_cache {
         return Reuse::Validate(Why::RequestNoCache);
     }
     if resp.cc.no_cache {
         return Reuse::Validate(Why::ResponseNoCache);
     }
-    if req.cc.max_age.is_some_and(|m| age > u64::from(m)) {
+    if forced && req.cc.max_age.is_some_and(|m| age > u64::from(m)) {
         return Reuse::Validate(Why::RequestMaxAge);
     }
     if life > age {
@@ -121,11 +131,19 @@ pub fn reuse(req: &RequestFacts, entry: &Entry, now: Time, opts: &Options) -> Re
             must_revalidate: true,
         });
     }
+    if !within_max(stale, opts) {
+        return Reuse::Validate(Why::Stale {
+            must_revalidate: false,
+        });
+    }
     if req.cc.max_stale.is_some_and(|m| stale <= u64::from(m)) && req.cc.min_fresh.is_none() {
         return Reuse::StaleAllowed { age, stale };
     }
     if matches!(resp.cc.stale_while_revalidate, Delta::Secs(s) if stale <= u64::from(s)) {
         return Reuse::StaleWhileRevalidate { age, stale };
+    }
+    if opts.use_stale.has(UseStale::UPDATING) {
+        return Reuse::StaleUpdating { age, stale };
     }
     Reuse::Validate(Why::Stale {
         must_revalidate: false,
@@ -135,7 +153,8 @@ pub fn reuse(req: &RequestFacts, entry: &Entry, now: Time, opts: &Options) -> Re
 /// Whether `entry` may answer a request because the origin failed (a 500, 502, 503 or 504,
 /// or no answer at all): `stale-if-error` from the response or the request (RFC 5861 §4),
 /// never when must-revalidate / proxy-revalidate / s-maxage forbid stale answers (§4.2.4) or
-/// the response said no-cache.
+/// the response said no-cache, nor past [`Options::stale_max`]. The operator's own reasons are
+/// [`crate::stale::on_failure`]'s.
 pub fn stale_if_error(req: &RequestFacts, entry: &Entry, now: Time, opts: &Options) -> bool {
     let resp = &entry.facts;
     if must_revalidate(resp) || resp.cc.no_cache {
@@ -143,6 +162,9 @@ pub fn stale_if_error(req: &RequestFacts, entry: &Entry, now: Time, opts: &Optio
     }
     let age = current_age(resp, entry.timing, now);
     let stale = age.saturating_sub(lifetime(resp, entry.timing.response_time, opts));
+    if !within_max(stale, opts) {
+        return false;
+    }
     let by_response = matches!(resp.cc.stale_if_error, Delta::Secs(s) if stale <= u64::from(s));
     let by_request = req.cc.stale_if_error.is_some_and(|s| stale <= u64::from(s));
     by_response || by_request

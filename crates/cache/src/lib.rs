@@ -14,6 +14,7 @@
 //! - [`store`]: the bounded memory store (S3-FIFO) and its [`Counters`](store::Counters).
 //! - [`shared`]: the bytes an entry keeps, ranges of one reference-counted block.
 //! - [`fill`]: a body collected for the store while it streams, dropped past the limit.
+//! - [`stale`]: stale answers by the operator's policy (`use_stale`, `stale_max`).
 //! - [`collapse`]: collapsed-forwarding bookkeeping (one leader per key, the rest wait).
 //! - [`policy`]: [`plan`] before going upstream and [`after`] the answer, composed from the above.
 //!
@@ -33,6 +34,7 @@ pub mod key;
 pub mod policy;
 pub mod range;
 pub mod shared;
+pub mod stale;
 pub mod status;
 pub mod storable;
 pub mod store;
@@ -43,8 +45,9 @@ pub use entry::{Entry, Rendered, Timing};
 pub use facts::{Method, Request, RequestFacts, Response, ResponseFacts};
 pub use freshness::{Reuse, Why};
 pub use key::{Key, NoKey, Variant, Vary};
-pub use policy::{After, Bypass, Plan, after, plan, plan_keyed, plan_with};
+pub use policy::{After, Bypass, Plan, after, after_failure, plan, plan_keyed, plan_with};
 pub use shared::Shared;
+pub use stale::{Failure, StaleBy, UseStale};
 pub use storable::NotStored;
 
 /// An instant, in whole seconds since the Unix epoch: HTTP dates and ages have one-second
@@ -68,6 +71,33 @@ pub struct Options {
     pub heuristic: Option<Heuristic>,
     /// What lets an answer with Set-Cookie be stored.
     pub set_cookie: SetCookie,
+    // issue U item 1: stale by policy
+    /// The origin's failures (and `updating`) that let a stored answer be served stale beyond
+    /// what the origin grants, as nginx's `proxy_cache_use_stale`; none by default. RFC 9111's
+    /// limits still win ([`stale`]).
+    pub use_stale: UseStale,
+    /// The most seconds past freshness that any stale answer may be (the origin's
+    /// `stale-if-error` and `stale-while-revalidate`, the request's `max-stale`, the
+    /// operator's `use_stale`), as Varnish's grace; `None`: no bound but each grant's own.
+    pub stale_max: Option<u32>,
+    // issue U item 2: what a client may force
+    /// What a request's `no-cache`, `max-age` and `Pragma: no-cache` do. The library's
+    /// default is RFC 9111's reading ([`ClientNoCache::Revalidate`]); the server's
+    /// configuration defaults to [`ClientNoCache::Ignore`].
+    pub client_no_cache: ClientNoCache,
+}
+
+/// What a request's `Cache-Control: no-cache` / `max-age` (and `Pragma: no-cache`) may make
+/// a shared cache do (issue U item 2).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ClientNoCache {
+    /// They are not heeded: a stored answer that may be used serves the request, as nginx
+    /// and Varnish's builtin VCL do, so that no client can send every request to the origin.
+    Ignore,
+    /// RFC 9111 §5.2.1.1 and §5.2.1.4: the stored answer is validated first (a conditional
+    /// request upstream). The server collapses concurrent ones for a key into one.
+    #[default]
+    Revalidate,
 }
 
 /// Whether a shared cache may store an answer that sets a cookie (RFC 9111 does not forbid

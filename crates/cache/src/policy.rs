@@ -31,9 +31,10 @@ use std::sync::Arc;
 
 use crate::entry::{Entry, Timing};
 use crate::facts::{Method, Request, RequestFacts, Response, ResponseFacts};
-use crate::freshness::{Reuse, Why, age_field, is_error_status, reuse, stale_if_error};
+use crate::freshness::{Reuse, Why, age_field, is_error_status, reuse};
 use crate::invalidate::invalidated;
 use crate::key::{Key, NoKey, Variant};
+use crate::stale::{Failure, StaleBy, on_failure};
 use crate::status::Fwd;
 use crate::storable::{NotStored, storable};
 use crate::store::{Lookup, Store};
@@ -63,13 +64,16 @@ pub enum Plan {
     /// Answer from `entry` ([`Entry::answer_fields`] and `Age: age`; a 304 with
     /// [`crate::validate::not_modified_fields`] instead when `not_modified`). When
     /// `revalidate` is set (stale-while-revalidate), also start one background validation,
-    /// collapsed with any other for the key.
+    /// collapsed with any other for the key; `updating` says the stale answer is the
+    /// operator's `use_stale = ["updating"]`, not the origin's grant
+    /// ([`crate::StaleBy::Updating`]).
     Answer {
         entry: Arc<Entry>,
         age: u64,
         ttl: i64,
         not_modified: bool,
         revalidate: bool,
+        updating: bool,
     },
     /// Forward (the client's If-None-Match / If-Modified-Since removed:
     /// [`crate::validate::CLIENT_CONDITIONALS`]); with `validate`, add that entry's
@@ -187,7 +191,7 @@ fn plan_key(
             };
         }
     };
-    let answer = |entry: Arc<Entry>, age: u64, ttl: i64, revalidate: bool| {
+    let answer = |entry: Arc<Entry>, age: u64, ttl: i64, revalidate: bool, updating: bool| {
         let not_modified = facts.validates && not_modified(req.fields, &entry);
         Plan::Answer {
             entry,
@@ -195,12 +199,16 @@ fn plan_key(
             ttl,
             not_modified,
             revalidate,
+            updating,
         }
     };
     match reuse(facts, &entry, now, opts) {
-        Reuse::Fresh { age, ttl } => answer(entry, age, ttl as i64, false),
-        Reuse::StaleAllowed { age, stale } => answer(entry, age, -(stale as i64), false),
-        Reuse::StaleWhileRevalidate { age, stale } => answer(entry, age, -(stale as i64), true),
+        Reuse::Fresh { age, ttl } => answer(entry, age, ttl as i64, false, false),
+        Reuse::StaleAllowed { age, stale } => answer(entry, age, -(stale as i64), false, false),
+        Reuse::StaleWhileRevalidate { age, stale } => {
+            answer(entry, age, -(stale as i64), true, false)
+        }
+        Reuse::StaleUpdating { age, stale } => answer(entry, age, -(stale as i64), true, true),
         Reuse::Validate(_) if facts.cc.only_if_cached => Plan::GatewayTimeout,
         Reuse::Validate(why) => {
             let fwd = match why {
@@ -225,8 +233,9 @@ pub enum After {
     /// A 304 freshened the entry (already stored): answer the client from it (a 304 if its
     /// own conditions match, else the stored 200).
     Freshened(Arc<Entry>),
-    /// The origin failed and the entry may be served stale (stale-if-error, RFC 5861 §4).
-    ServeStale(Arc<Entry>),
+    /// The origin failed and the entry may be served stale (stale-if-error, RFC 5861 §4, or
+    /// the operator's `use_stale`), for the reason given.
+    ServeStale(Arc<Entry>, StaleBy),
     /// Pass the answer on, unstored.
     PassOn(Option<NotStored>),
     /// A 304 for another representation: send the request again, unconditionally.
@@ -236,7 +245,8 @@ pub enum After {
 /// Decides what the upstream answer `resp` (to `req`, timed by `timing`; `validated` is the
 /// entry a conditional request was sent for) means for the store, and applies what needs no
 /// body: invalidation (§4.4) and 304 freshening (§4.3.4). `resp` is `None` when no answer
-/// came (connection refused, reset, timeout): only stale-if-error applies.
+/// came (connection refused, reset: [`after_failure`] tells a timeout): only a stale answer
+/// applies.
 pub fn after(
     req: &Request<'_>,
     resp: Option<&Response<'_>>,
@@ -248,12 +258,7 @@ pub fn after(
     let facts = RequestFacts::of(req);
     let key = Key::new(req.scheme, req.authority, req.target);
     let Some(resp) = resp else {
-        return match validated {
-            Some(e) if stale_if_error(&facts, e, timing.response_time, opts) => {
-                After::ServeStale(Arc::clone(e))
-            }
-            _ => After::PassOn(None),
-        };
+        return after_failure(req, validated, Failure::Error, timing, opts);
     };
     if let Ok(target) = &key {
         for k in invalidated(facts.method, resp.status, target, resp.fields) {
@@ -288,9 +293,16 @@ pub fn after(
                 Err(Mismatch::Validator) => After::Refetch,
             };
         }
-        if is_error_status(resp.status) && stale_if_error(&facts, entry, timing.response_time, opts)
+        if is_error_status(resp.status)
+            && let Some(by) = on_failure(
+                &facts,
+                entry,
+                timing.response_time,
+                Failure::Status(resp.status),
+                opts,
+            )
         {
-            return After::ServeStale(Arc::clone(entry));
+            return After::ServeStale(Arc::clone(entry), by);
         }
     }
     let resp_facts = ResponseFacts::of(resp.status, resp.fields);
@@ -302,11 +314,34 @@ pub fn after(
         Err(why) => {
             // The stored entry was just replaced upstream by an answer that may not be kept
             // (§4.3.3): the older one is no longer the current representation, so it goes.
-            if validated.is_some() {
+            // An error (500, 502, 503, 504) replaces nothing: the origin failed, and the
+            // entry stays for the stale answers that are allowed (a failed background
+            // refresh leaves it to the next one, within `stale_max`).
+            if validated.is_some() && !is_error_status(resp.status) {
                 store.remove(&key);
             }
             After::PassOn(Some(why))
         }
+    }
+}
+
+/// What to do when no answer came from upstream for `req` (`failure`: refused, reset, or
+/// timed out; `validated`: the entry a conditional request was sent for): serve it stale if
+/// the origin's `stale-if-error` or the operator's `use_stale` allows
+/// ([`crate::stale::on_failure`]), else pass the failure on.
+pub fn after_failure(
+    req: &Request<'_>,
+    validated: Option<&Arc<Entry>>,
+    failure: Failure,
+    timing: Timing,
+    opts: &Options,
+) -> After {
+    let facts = RequestFacts::of(req);
+    match validated
+        .and_then(|e| on_failure(&facts, e, timing.response_time, failure, opts).map(|b| (e, b)))
+    {
+        Some((e, by)) => After::ServeStale(Arc::clone(e), by),
+        None => After::PassOn(None),
     }
 }
 

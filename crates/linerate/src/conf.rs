@@ -252,7 +252,7 @@ struct RawProxy {
 }
 
 /// `cache = { size, max_object, heuristic, status, set_cookie, lock_timeout, tier,
-/// tier_timeout }` of a proxy mount (`cache = {}` takes every default).
+/// tier_timeout, use_stale, stale_max, client_no_cache }` of a proxy mount (`cache = {}` takes every default).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawCache {
@@ -268,6 +268,14 @@ struct RawCache {
     /// A shared second tier: `redis://…`, `valkey://…` or `memcached://…`.
     tier: Option<Spanned<String>>,
     tier_timeout: Option<Spanned<String>>,
+    // issue U item 1: stale by policy
+    /// nginx's `proxy_cache_use_stale` names: `error`, `timeout`, `updating`, `http_5xx`.
+    use_stale: Option<Spanned<Vec<Spanned<String>>>>,
+    /// How far past freshness any stale answer may be (Varnish's grace).
+    stale_max: Option<Spanned<String>>,
+    // issue U item 2: what a client may force
+    /// `"ignore"` (the default) or `"revalidate"`.
+    client_no_cache: Option<Spanned<String>>,
 }
 
 /// `auth = { upstream = "…", path = "/verify", pass = […], copy = […] }` of a proxy mount.
@@ -1792,6 +1800,44 @@ impl Cx<'_> {
         }
         if let Some(v) = &raw.tier_timeout {
             c.tier_timeout = self.timeout(v, "cache tier_timeout", "")?;
+        }
+        // issue U item 1: stale by policy
+        for name in raw.use_stale.iter().flat_map(|l| l.get_ref()) {
+            let known = [
+                "error", "timeout", "updating", "http_500", "http_502", "http_503", "http_504",
+            ];
+            if !known.contains(&name.get_ref().as_str()) {
+                return Err(self.err(
+                    name.span(),
+                    format!(
+                        "cache use_stale: {:?} is not one of \"error\", \"timeout\",                          \"updating\", \"http_500\", \"http_502\", \"http_503\", \"http_504\"",
+                        name.get_ref()
+                    ),
+                ));
+            }
+            if !c.use_stale.contains(name.get_ref()) {
+                c.use_stale.push(name.get_ref().clone());
+            }
+        }
+        if let Some(v) = &raw.stale_max {
+            c.stale_max = Some(self.duration_or_zero(v, "cache stale_max")?);
+        }
+        // issue U item 2: what a client may force
+        match raw
+            .client_no_cache
+            .as_ref()
+            .map(|s| (s, s.get_ref().as_str()))
+        {
+            None | Some((_, "ignore")) => {}
+            Some((_, "revalidate")) => c.client_no_cache_revalidate = true,
+            Some((s, other)) => {
+                return Err(self.err(
+                    s.span(),
+                    format!(
+                        "cache client_no_cache must be \"ignore\" or \"revalidate\", not {other:?}"
+                    ),
+                ));
+            }
         }
         Ok(c)
     }

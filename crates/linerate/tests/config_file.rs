@@ -2216,3 +2216,65 @@ fn a_cache_that_cannot_store_its_max_object_is_refused_at_its_place() {
     }
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Issue U items 1 and 2: `use_stale`, `stale_max` and `client_no_cache` of a proxy cache.
+/// A name nginx's `proxy_cache_use_stale` does not have here (`invalid_header`, a typo), a
+/// `stale_max` that is no duration and a `client_no_cache` that is neither "ignore" nor
+/// "revalidate" are refused at their place; the documented values are taken.
+#[test]
+fn a_caches_stale_policy_and_client_no_cache_are_refused_at_their_place_when_unknown() {
+    let d = dir("cache-stale");
+    let head = "[[listen]]\naddr = \"127.0.0.1:0\"\n[[upstream]]\nname = \"app\"\n\
+                servers = [\"127.0.0.1:1\"]\n[[site]]\nnames = [\"a.test\"]\n\
+                [[site.proxy]]\nprefix = \"/\"\nupstream = \"app\"\n";
+    let refused = [
+        (
+            "cache = { use_stale = [\"error\", \"invalid_header\"] }",
+            "11:33",
+            "cache use_stale: \"invalid_header\" is not one of",
+        ),
+        (
+            "cache = { stale_max = \"an hour\" }",
+            "11:23",
+            "cache stale_max",
+        ),
+        (
+            "cache = { client_no_cache = \"bypass\" }",
+            "11:29",
+            "cache client_no_cache must be \"ignore\" or \"revalidate\", not \"bypass\"",
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (i, (cache, at, message)) in refused.iter().enumerate() {
+        let file = d.join(format!("refused{i}.toml"));
+        std::fs::write(&file, format!("{head}{cache}\n")).unwrap();
+        let (code, stderr) = run_err(&["serve", "--check-config", file.to_str().unwrap()]);
+        let want = format!("{}:{at}: ", file.display());
+        if code == 0
+            || stderr.trim_end().lines().count() != 1
+            || !stderr.contains(&want)
+            || !stderr.contains(message)
+        {
+            wrong.push(format!(
+                "case {i}: want {want}{message}…, got {code} {stderr}"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join(""));
+    for (i, cache) in [
+        "cache = { use_stale = [\"error\", \"timeout\", \"updating\", \"http_500\", \
+         \"http_502\", \"http_503\", \"http_504\"], stale_max = \"1h\" }",
+        "cache = { use_stale = [], stale_max = \"0s\" }",
+        "cache = { client_no_cache = \"ignore\" }",
+        "cache = { client_no_cache = \"revalidate\" }",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let file = d.join(format!("taken{i}.toml"));
+        std::fs::write(&file, format!("{head}{cache}\n")).unwrap();
+        let (code, stderr) = run_err(&["serve", "--check-config", file.to_str().unwrap()]);
+        assert_eq!(code, 0, "{cache}: {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}

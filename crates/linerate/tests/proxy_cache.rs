@@ -1244,7 +1244,8 @@ fn a_revalidation_that_changes_a_stored_field_changes_the_next_fresh_hits_head()
             )
         }
     });
-    let s = cache_in_front(&up, &[]);
+    // Issue U item 2: a client's no-cache is heeded only where the mount says so.
+    let s = cache_in_front(&up, &["--proxy-cache-client-no-cache", "revalidate"]);
     assert_eq!(get(s.addr, "/r", "").text(), "body");
     let first = get(s.addr, "/r", "");
     assert!(first.header("cache-status").unwrap().contains("hit"));

@@ -343,6 +343,20 @@ pub struct ProxyCache {
     pub tier: Option<String>,
     /// The longest one call to the tier may take (then it is a miss).
     pub tier_timeout: std::time::Duration,
+    // issue U item 1: stale by policy
+    /// The origin's failures that let a stored answer be served stale, and `updating`
+    /// (answered from stale at once while one request refreshes it), as nginx's
+    /// `proxy_cache_use_stale` names them: `error`, `timeout`, `updating`, `http_500`,
+    /// `http_502`, `http_503`, `http_504`. Empty (the default): only what the origin grants.
+    pub use_stale: Vec<String>,
+    /// How far past freshness any stale answer may be (Varnish's grace); `None` (the
+    /// default): no bound but each grant's own.
+    pub stale_max: Option<std::time::Duration>,
+    // issue U item 2: what a client may force
+    /// Heed a request's `Cache-Control: no-cache` / `max-age` and `Pragma: no-cache`: validate
+    /// the stored answer first (RFC 9111 §5.2.1), collapsed with the key's other validations.
+    /// Off (the default, as nginx and Varnish): they do not bypass the cache.
+    pub client_no_cache_revalidate: bool,
 }
 
 impl Default for ProxyCache {
@@ -356,6 +370,9 @@ impl Default for ProxyCache {
             lock_timeout: std::time::Duration::from_secs(5),
             tier: None,
             tier_timeout: std::time::Duration::from_millis(50),
+            use_stale: Vec::new(),
+            stale_max: None,
+            client_no_cache_revalidate: false,
         }
     }
 }

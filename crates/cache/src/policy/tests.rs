@@ -290,11 +290,11 @@ fn stale_if_error_on_5xx_and_on_no_answer() {
     };
     assert!(matches!(
         after(&req, Some(&err), Some(&entry), at(later), &s, &d),
-        After::ServeStale(_)
+        After::ServeStale(..)
     ));
     assert!(matches!(
         after(&req, None, Some(&entry), at(later), &s, &d),
-        After::ServeStale(_)
+        After::ServeStale(..)
     ));
     let too_late = Time(T0.0 + 100);
     assert!(matches!(
@@ -686,6 +686,48 @@ fn a_get_with_content_is_neither_answered_from_the_store_nor_stored() {
         plan_at(&empty, &plain, T0),
         Plan::Forward {
             fwd: Fwd::UriMiss,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_refresh_answered_500_keeps_the_stale_entry_and_use_stale_serves_it() {
+    // issue U item 1: a failed background refresh removed the entry it was refreshing (the
+    // 500, not storable, "replaced" it), and the next client went to the failing origin.
+    let s = store();
+    let req = get("/u", &[]);
+    let (entry, later) = stale_entry(&s, &req);
+    let err = Response {
+        status: 500,
+        fields: &[],
+    };
+    let d = Options::default();
+    assert!(matches!(
+        after(&req, Some(&err), Some(&entry), at(later), &s, &d),
+        After::PassOn(_)
+    ));
+    let policy = Options {
+        use_stale: crate::UseStale::HTTP_500,
+        ..Options::default()
+    };
+    assert!(matches!(
+        after(&req, Some(&err), Some(&entry), at(later), &s, &policy),
+        After::ServeStale(_, StaleBy::Policy(Failure::Status(500)))
+    ));
+    assert!(matches!(
+        after_failure(&req, Some(&entry), Failure::Timeout, at(later), &policy),
+        After::PassOn(None)
+    ));
+    let updating = Options {
+        use_stale: crate::UseStale::UPDATING,
+        ..Options::default()
+    };
+    assert!(matches!(
+        plan(&req, &s, later, &updating),
+        Plan::Answer {
+            revalidate: true,
+            updating: true,
             ..
         }
     ));

@@ -180,6 +180,11 @@ pub(crate) struct ServeArgs {
     /// that is down or slow is a miss, never a failed request.
     #[arg(long, value_name = "URL", requires = "proxy_cache")]
     proxy_cache_tier: Option<String>,
+    /// --proxy-cache: what a request's `Cache-Control: no-cache` / `max-age` and `Pragma:
+    /// no-cache` do: `ignore` (the default, as nginx and Varnish: they do not bypass the
+    /// cache) or `revalidate` (RFC 9111 §5.2.1: validate first, collapsed per key).
+    #[arg(long, value_name = "HOW", value_parser = ["ignore", "revalidate"], requires = "proxy_cache")]
+    proxy_cache_client_no_cache: Option<String>,
     /// The application: `demo` (TechEmpower, HttpArena and conformance endpoints) or `none`
     /// (default: demo, or none when --root is given).
     #[arg(long, value_enum)]
@@ -322,6 +327,7 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
                 "proxy_request_buffering",
                 "proxy_cache",
                 "proxy_cache_tier",
+                "proxy_cache_client_no_cache",
             ] {
                 if a.explicit.iter().any(|e| e == flag) {
                     bail!(
@@ -907,6 +913,8 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
                 .map(|size| linerate_server::config::ProxyCache {
                     size,
                     tier: a.proxy_cache_tier.clone(),
+                    client_no_cache_revalidate: a.proxy_cache_client_no_cache.as_deref()
+                        == Some("revalidate"),
                     ..Default::default()
                 }),
             ..Default::default()

@@ -992,7 +992,8 @@ impl h1c::Exchange for Relay<'_> {
                 cache = job.cache.take();
             }
             self.close_pipe(link.pipe.take(), link.client, link.id);
-            if let Some(hit) = cache.as_mut().and_then(|x| x.failed()) {
+            let timeout = matches!(error, UpError::Timeout(_));
+            if let Some(hit) = cache.as_mut().and_then(|x| x.failed(timeout)) {
                 // stale-if-error (RFC 5861 §4): the stored answer instead of the error.
                 tracing::warn!(upstream = %self.upstream, server = %self.server_name(), error = %error, "upstream exchange failed; a stale answer was used");
                 link.status = hit.status;

@@ -129,6 +129,21 @@ impl MountCache {
                 } else {
                     linerate_cache::SetCookie::Never
                 },
+                // Names the configuration checked; one it did not know adds nothing.
+                use_stale: (conf.use_stale.iter())
+                    .filter_map(|n| linerate_cache::UseStale::named(n))
+                    .fold(
+                        linerate_cache::UseStale::NONE,
+                        linerate_cache::UseStale::with,
+                    ),
+                stale_max: conf
+                    .stale_max
+                    .map(|d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX)),
+                client_no_cache: if conf.client_no_cache_revalidate {
+                    linerate_cache::ClientNoCache::Revalidate
+                } else {
+                    linerate_cache::ClientNoCache::Ignore
+                },
             },
             status: conf.status.as_deref().map(Into::into),
             hit_status: conf
@@ -709,6 +724,7 @@ fn plan_listed(
         ttl,
         not_modified,
         revalidate: false,
+        ..
     } = plan
     {
         let counters = mount.store.counters();
@@ -809,6 +825,9 @@ pub(crate) struct Exchange {
     /// The plan the content phase made, and when (the driver acts on it without a second
     /// look).
     pending: Option<(Plan, Time)>,
+    /// When it joined another request's flight to wait: an entry received since is that
+    /// flight's answer, the validation a client's no-cache asked for (issue U item 2).
+    waited_since: Option<Time>,
 }
 
 impl Drop for Exchange {
@@ -852,6 +871,7 @@ impl Exchange {
             tier_entry: None,
             tier_fence: 0,
             pending: None,
+            waited_since: None,
         }
     }
 
@@ -967,6 +987,13 @@ impl Exchange {
             ),
         };
         self.request_time = now;
+        let plan = if super::cache_force::flight_validated(&plan, self.waited_since) {
+            let opts = super::cache_force::met(&mount.opts);
+            self.req
+                .with(|r| linerate_cache::plan_with(r, &mount.store, None, now, &opts))
+        } else {
+            plan
+        };
         let counters = mount.store.counters();
         match plan {
             Plan::Bypass(why) => {
@@ -984,13 +1011,23 @@ impl Exchange {
                 ttl,
                 not_modified,
                 revalidate,
+                updating,
             } => {
                 counters.record(if ttl < 0 { Event::Stale } else { Event::Hit });
-                // `name; hit; ttl=N`, inline as the content phase's hits write it.
-                let status = mount
-                    .hit_status
-                    .as_deref()
-                    .map_or(StatusValue::None, |prefix| StatusValue::hit(prefix, ttl));
+                // `name; hit; ttl=N`, inline as the content phase's hits write it; the
+                // operator's `updating` says so (`detail=stale-updating`).
+                let status = if updating {
+                    self.status_value(|name| CacheStatus {
+                        detail: Some(linerate_cache::StaleBy::Updating.detail()),
+                        ..CacheStatus::hit(name, ttl)
+                    })
+                    .map_or(StatusValue::None, StatusValue::Heap)
+                } else {
+                    mount
+                        .hit_status
+                        .as_deref()
+                        .map_or(StatusValue::None, |prefix| StatusValue::hit(prefix, ttl))
+                };
                 let background = (revalidate && self.req.is_get())
                     .then(|| mount.flights().lead_if_idle(&entry.key, now))
                     .flatten()
@@ -1011,6 +1048,7 @@ impl Exchange {
                             tier_entry: None,
                             tier_fence: 0,
                             pending: None,
+                            waited_since: None,
                         })
                     });
                 Before::Answer(self.hit(entry, age, not_modified, status), background)
@@ -1036,7 +1074,10 @@ impl Exchange {
                     self.tier_fence = mount.tier.as_ref().map_or(0, |t| t.fence());
                     return Before::Tier;
                 }
-                if fwd == Fwd::Request || self.alone {
+                // A client's no-cache or max-age joins the key's flight like any validation
+                // (issue U item 2: 100 of them made 100 origin requests); woken, it takes
+                // the flight's answer as its validation (`cache_force::flight_validated`).
+                if self.alone {
                     return Before::Forward;
                 }
                 let role = mount.flights().join(&key, park(), now);
@@ -1050,6 +1091,7 @@ impl Exchange {
                         Before::Forward
                     }
                     Role::Wait(_) => {
+                        self.waited_since = Some(now);
                         mount
                             .waiting
                             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -1187,16 +1229,17 @@ impl Exchange {
                 mount.store.counters().record(Event::Revalidated);
                 AfterHead::Answer(self.answer_validated(entry, now, fwd))
             }
-            After::ServeStale(entry) => {
+            After::ServeStale(entry, by) => {
                 mount.store.counters().record(Event::Stale);
-                AfterHead::Answer(self.answer_validated(entry, now, fwd))
+                AfterHead::Answer(self.answer_stale(entry, now, fwd, Some(status), by))
             }
         }
     }
 
-    /// No answer came from upstream (refused, reset, timed out): a stored answer the origin
-    /// allows to be used stale on error (RFC 5861 §4), if there is one.
-    pub(crate) fn failed(&mut self) -> Option<Hit> {
+    /// No answer came from upstream (refused, reset, or `timeout`): a stored answer the
+    /// origin allows to be used stale on error (RFC 5861 §4), or the operator's `use_stale`,
+    /// if there is one.
+    pub(crate) fn failed(&mut self, timeout: bool) -> Option<Hit> {
         let entry = self.validate.clone()?;
         let now = now();
         let timing = Timing {
@@ -1204,20 +1247,51 @@ impl Exchange {
             response_time: now,
         };
         let mount = Arc::clone(&self.mount);
-        let after = self.req.with(|r| {
-            linerate_cache::after(r, None, Some(&entry), timing, &mount.store, &mount.opts)
-        });
+        let failure = if timeout {
+            linerate_cache::Failure::Timeout
+        } else {
+            linerate_cache::Failure::Error
+        };
+        let after = self
+            .req
+            .with(|r| linerate_cache::after_failure(r, Some(&entry), failure, timing, &mount.opts));
         match after {
-            After::ServeStale(e) => {
+            After::ServeStale(e, by) => {
                 mount.store.counters().record(Event::Stale);
-                Some(self.answer_validated(e, now, self.fwd.unwrap_or(Fwd::Stale)))
+                let fwd = self.fwd.unwrap_or(Fwd::Stale);
+                Some(self.answer_stale(e, now, fwd, None, by))
             }
             _ => None,
         }
     }
 
-    /// The answer from an entry a validation or a failure left to use.
+    /// The stale answer from `entry` that the origin's failure (`status`: its answer's, if
+    /// one came) left to use, its Cache-Status saying why (`detail`, [`StaleBy::detail`]).
+    fn answer_stale(
+        &self,
+        entry: Arc<Entry>,
+        now: Time,
+        fwd: Fwd,
+        status: Option<u16>,
+        by: linerate_cache::StaleBy,
+    ) -> Hit {
+        self.answer_from(entry, now, fwd, status, Some(by.detail()))
+    }
+
+    /// The answer from an entry a validation left to use.
     fn answer_validated(&self, entry: Arc<Entry>, now: Time, fwd: Fwd) -> Hit {
+        self.answer_from(entry, now, fwd, None, None)
+    }
+
+    /// The answer from an entry a validation or a failure left to use.
+    fn answer_from(
+        &self,
+        entry: Arc<Entry>,
+        now: Time,
+        fwd: Fwd,
+        fwd_status: Option<u16>,
+        detail: Option<&str>,
+    ) -> Hit {
         let age = linerate_cache::freshness::age_field(linerate_cache::freshness::current_age(
             &entry.facts,
             entry.timing,
@@ -1233,6 +1307,8 @@ impl Exchange {
         let status = self
             .status_value(|name| CacheStatus {
                 collapsed: self.collapsed,
+                fwd_status,
+                detail,
                 ..CacheStatus::forward(name, fwd)
             })
             .map_or(StatusValue::None, StatusValue::Heap);
