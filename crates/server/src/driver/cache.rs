@@ -188,6 +188,13 @@ impl<B: Backend> Worker<B> {
             inbox: inbox.clone(),
             park,
         });
+        if let Some(m) = job.log.as_mut() {
+            // A plan made again (after a wait, or the second tier) says it again.
+            m.cache = match before {
+                Before::GatewayTimeout => Some(crate::access_log::CacheOutcome::Miss),
+                _ => x.outcome(),
+            };
+        }
         job.cache = Some(x);
         match before {
             Before::Forward => Some(job),
@@ -236,6 +243,9 @@ impl<B: Backend> Worker<B> {
         let site = sites.sites.iter().nth(job.site);
         let head_request = job.forwarded.head_request;
         let (client, id, status) = (job.client, job.id, hit.status);
+        if let Some(m) = job.log.as_mut() {
+            m.cache = Some(hit.outcome);
+        }
         let (route, coding) = (job.route, job.coding);
         let mut bytes = 0;
         let mut hit = Some(hit);

@@ -634,6 +634,9 @@ impl Relay<'_> {
         let Some(link) = self.link.as_mut() else {
             return;
         };
+        if let Some(m) = link.log.as_mut() {
+            m.cache = Some(hit.outcome);
+        }
         let site = self.sites.sites.iter().nth(link.site);
         let mut fields = super::cache::hit_fields(&hit, site, link.route, link.path.as_deref());
         let coding = link.coding.zip(site.map(|s| &s.compression));

@@ -23,6 +23,7 @@ use linerate_cache::store::{Event, Limits, Store};
 use linerate_cache::{After, Entry, Key, Plan, Time, Timing, Variant, validate};
 use linerate_http1::{FieldSpan, RequestHead};
 
+use crate::access_log::CacheOutcome;
 use crate::app::compress_stream::{self, Plan as CodingPlan};
 use crate::app::deferred::Inbox;
 use crate::config::{Compression, ProxyCache};
@@ -283,6 +284,8 @@ pub(crate) struct Hit {
     pub body: Range<usize>,
     /// Only the fields a 304 carries (RFC 9110 §15.4.5).
     pub not_modified: bool,
+    /// What the access log says of it (`$upstream_cache_status`).
+    pub outcome: CacheOutcome,
 }
 
 impl Hit {
@@ -413,6 +416,11 @@ impl Fresh {
 
     pub(crate) fn status(&self) -> u16 {
         self.hit.status
+    }
+
+    /// What the access log says of it.
+    pub(crate) fn outcome(&self) -> CacheOutcome {
+        self.hit.outcome
     }
 
     /// The body's bytes (none for HEAD).
@@ -596,6 +604,7 @@ fn answer(
     age: u64,
     not_modified: bool,
     status_field: StatusValue,
+    outcome: CacheOutcome,
 ) -> Hit {
     let mut digits = [0u8; 20];
     let mut itoa = itoa::Buffer::new();
@@ -625,6 +634,7 @@ fn answer(
         cache_status: status_field,
         body,
         not_modified,
+        outcome,
     }
 }
 
@@ -717,7 +727,8 @@ fn plan_listed(
             .hit_status
             .as_deref()
             .map_or(StatusValue::None, |prefix| StatusValue::hit(prefix, ttl));
-        return Here::Hit(answer(&req, entry, age, not_modified, status));
+        let outcome = CacheOutcome::of_answer(ttl, false);
+        return Here::Hit(answer(&req, entry, age, not_modified, status, outcome));
     }
     let mut x = Exchange::new(Arc::clone(mount), CacheReq::copy(head, buf, tls, false));
     x.pending = Some((plan, now));
@@ -1013,7 +1024,13 @@ impl Exchange {
                             pending: None,
                         })
                     });
-                Before::Answer(self.hit(entry, age, not_modified, status), background)
+                // Stale within stale-while-revalidate: nginx's UPDATING when another
+                // request's validation is on its way; STALE for the one that starts it (or a
+                // HEAD, which starts none).
+                let updating = revalidate && self.req.is_get() && background.is_none();
+                let outcome = CacheOutcome::of_answer(ttl, updating);
+                let hit = self.hit(entry, age, not_modified, status, outcome);
+                Before::Answer(hit, background)
             }
             Plan::Forward { key, validate, fwd } => {
                 counters.record(Event::Miss);
@@ -1071,9 +1088,28 @@ impl Exchange {
     }
 
     /// The answer from `entry`, `age` seconds old, for this request.
-    fn hit(&self, entry: Arc<Entry>, age: u64, not_modified: bool, status: StatusValue) -> Hit {
+    fn hit(
+        &self,
+        entry: Arc<Entry>,
+        age: u64,
+        not_modified: bool,
+        status: StatusValue,
+        outcome: CacheOutcome,
+    ) -> Hit {
         self.req
-            .with(|r| answer(r, entry, age, not_modified, status))
+            .with(|r| answer(r, entry, age, not_modified, status, outcome))
+    }
+
+    /// What the access log says of the request as it went forward (`None`: a method the
+    /// cache does not handle, which nginx logs as `-` too). An answer from the store says
+    /// its own ([`Hit::outcome`]).
+    pub(crate) fn outcome(&self) -> Option<CacheOutcome> {
+        Some(match self.fwd? {
+            Fwd::Method => return None,
+            Fwd::Bypass | Fwd::Request => CacheOutcome::Bypass,
+            Fwd::Stale => CacheOutcome::Expired,
+            Fwd::UriMiss | Fwd::VaryMiss | Fwd::Miss => CacheOutcome::Miss,
+        })
     }
 
     /// The upstream's answer head is in (`spans` of `head`); `length` is its body's length
@@ -1185,11 +1221,11 @@ impl Exchange {
             }
             After::Freshened(entry) => {
                 mount.store.counters().record(Event::Revalidated);
-                AfterHead::Answer(self.answer_validated(entry, now, fwd))
+                AfterHead::Answer(self.answer_validated(entry, now, fwd, CacheOutcome::Revalidated))
             }
             After::ServeStale(entry) => {
                 mount.store.counters().record(Event::Stale);
-                AfterHead::Answer(self.answer_validated(entry, now, fwd))
+                AfterHead::Answer(self.answer_validated(entry, now, fwd, CacheOutcome::Stale))
             }
         }
     }
@@ -1210,14 +1246,21 @@ impl Exchange {
         match after {
             After::ServeStale(e) => {
                 mount.store.counters().record(Event::Stale);
-                Some(self.answer_validated(e, now, self.fwd.unwrap_or(Fwd::Stale)))
+                let fwd = self.fwd.unwrap_or(Fwd::Stale);
+                Some(self.answer_validated(e, now, fwd, CacheOutcome::Stale))
             }
             _ => None,
         }
     }
 
     /// The answer from an entry a validation or a failure left to use.
-    fn answer_validated(&self, entry: Arc<Entry>, now: Time, fwd: Fwd) -> Hit {
+    fn answer_validated(
+        &self,
+        entry: Arc<Entry>,
+        now: Time,
+        fwd: Fwd,
+        outcome: CacheOutcome,
+    ) -> Hit {
         let age = linerate_cache::freshness::age_field(linerate_cache::freshness::current_age(
             &entry.facts,
             entry.timing,
@@ -1236,7 +1279,7 @@ impl Exchange {
                 ..CacheStatus::forward(name, fwd)
             })
             .map_or(StatusValue::None, StatusValue::Heap);
-        self.hit(entry, age, not_modified, status)
+        self.hit(entry, age, not_modified, status, outcome)
     }
 
     /// A piece of the answer's body, as it came from upstream.
@@ -1412,7 +1455,7 @@ mod tests {
             body: false,
         };
         let status_value = StatusValue::hit(&CacheStatus::hit_prefix("lr"), 5);
-        let hit = answer(&req, entry, 7, false, status_value);
+        let hit = answer(&req, entry, 7, false, status_value, CacheOutcome::Hit);
         assert!(hit.whole());
         Fresh::new(hit, vary)
     }
@@ -1513,11 +1556,18 @@ mod tests {
             fields: ranged,
             body: false,
         };
-        let part = answer(&req, Arc::clone(&entry), 0, false, StatusValue::None);
+        let part = answer(
+            &req,
+            Arc::clone(&entry),
+            0,
+            false,
+            StatusValue::None,
+            CacheOutcome::Hit,
+        );
         assert_eq!(part.status, 206);
         assert!(!part.whole());
         let req = linerate_cache::Request { fields: &[], ..req };
-        let not_modified = answer(&req, entry, 0, true, StatusValue::None);
+        let not_modified = answer(&req, entry, 0, true, StatusValue::None, CacheOutcome::Hit);
         assert!(!not_modified.whole());
     }
 }

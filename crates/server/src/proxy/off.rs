@@ -89,6 +89,10 @@ pub(crate) mod cache {
             match *self {}
         }
 
+        pub(crate) fn outcome(&self) -> crate::access_log::CacheOutcome {
+            match *self {}
+        }
+
         pub(crate) fn write_h1(
             &self,
             _out: &mut Vec<u8>,

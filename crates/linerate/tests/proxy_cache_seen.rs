@@ -1,0 +1,399 @@
+//! Seeing the proxy cache (issue U item 9) over real sockets: `$upstream_cache_status` in the
+//! access log, compared with Debian's nginx 1.22 in front of the same kind of origin with the
+//! same requests, `cache_status` in the JSON log, and `Cache-Status` on the proxy's own
+//! 502/504.
+//!
+//! One wait is a real one: entries stored with `max-age=1` are asked for again once they are
+//! stale, after [`STALE_AFTER`]; what is asserted is what each server logged, never how fast.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::bin::serve;
+use common::{Client, READ_TIMEOUT, eventually, free_port};
+
+/// Past `max-age=1` for both servers (each counts whole seconds).
+const STALE_AFTER: Duration = Duration::from_millis(2500);
+
+/// An origin that answers each path as `answer(path, head, nth)` says (`nth`: how many
+/// requests for that path came before), one connection per thread.
+struct Origin {
+    addr: SocketAddr,
+}
+
+type Answer = Arc<dyn Fn(&str, &str, usize) -> Vec<u8> + Send + Sync>;
+
+impl Origin {
+    fn start(answer: impl Fn(&str, &str, usize) -> Vec<u8> + Send + Sync + 'static) -> Origin {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let answer: Answer = Arc::new(answer);
+        let seen = Arc::new(Mutex::new(HashMap::<String, usize>::new()));
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { return };
+                let (answer, seen) = (answer.clone(), seen.clone());
+                std::thread::spawn(move || origin_conn(conn, &answer, &seen));
+            }
+        });
+        Origin { addr }
+    }
+}
+
+fn origin_conn(conn: TcpStream, answer: &Answer, seen: &Mutex<HashMap<String, usize>>) {
+    conn.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    let mut w = conn.try_clone().unwrap();
+    let mut r = BufReader::new(conn);
+    loop {
+        let mut head = String::new();
+        loop {
+            let mut line = String::new();
+            match r.read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            let end = line == "\r\n";
+            head.push_str(&line);
+            if end {
+                break;
+            }
+        }
+        let len = head
+            .lines()
+            .find_map(|l| {
+                let (n, v) = l.split_once(':')?;
+                n.eq_ignore_ascii_case("content-length")
+                    .then(|| v.trim().parse::<usize>().ok())?
+            })
+            .unwrap_or(0);
+        let mut body = vec![0; len];
+        if r.read_exact(&mut body).is_err() {
+            return;
+        }
+        let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
+        let nth = {
+            let mut s = seen.lock().unwrap();
+            let n = s.entry(path.clone()).or_default();
+            *n += 1;
+            *n - 1
+        };
+        let bytes = answer(&path, &head, nth);
+        // Nothing to say: the connection is dropped (an origin that fails).
+        if bytes.is_empty() || w.write_all(&bytes).is_err() {
+            return;
+        }
+    }
+}
+
+/// A `status` answer with `fields` (CRLF-ended lines) and `body`.
+fn answer(status: &str, fields: &str, body: &[u8]) -> Vec<u8> {
+    let mut v = format!(
+        "HTTP/1.1 {status}\r\n{fields}Content-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    v.extend_from_slice(body);
+    v
+}
+
+/// The origin both servers stand in front of: one path for each outcome. `/u`'s
+/// validations wait while `held` is set (bounded by [`common::EVENTUALLY`]).
+fn outcomes_origin(held: Arc<AtomicBool>) -> Origin {
+    Origin::start(move |path, head, nth| {
+        let lower = head.to_ascii_lowercase();
+        match path {
+            // Fresh for a minute, no validator: a miss, then hits.
+            "/a" => answer("200 OK", "Cache-Control: max-age=60\r\n", b"a"),
+            // Stale after a second, with an ETag: validated, and still the same (304).
+            "/b" if lower.contains("if-none-match: \"b\"") => answer(
+                "304 Not Modified",
+                "ETag: \"b\"\r\nCache-Control: max-age=1\r\n",
+                b"",
+            ),
+            "/b" => answer(
+                "200 OK",
+                "ETag: \"b\"\r\nCache-Control: max-age=1\r\n",
+                b"b",
+            ),
+            // Stale after a second, no validator: fetched whole again.
+            "/c" => answer("200 OK", "Cache-Control: max-age=1\r\n", b"c"),
+            // Usable stale when the origin fails (RFC 5861 §4); it fails after the first.
+            "/s" | "/s5" if nth == 0 => answer(
+                "200 OK",
+                "Cache-Control: max-age=1, stale-if-error=600\r\n",
+                b"s",
+            ),
+            // The connection dropped without an answer.
+            "/s" => Vec::new(),
+            // A 500 (an error for RFC 5861 §4 too).
+            "/s5" => answer("500 Internal Server Error", "", b"down"),
+            // Usable stale while it is validated in the background (RFC 5861 §3).
+            "/u" => {
+                let until = Instant::now() + common::EVENTUALLY;
+                while nth > 0 && held.load(Ordering::Relaxed) && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                answer(
+                    "200 OK",
+                    "Cache-Control: max-age=1, stale-while-revalidate=600\r\n",
+                    b"u",
+                )
+            }
+            _ => answer("404 Not Found", "", b""),
+        }
+    })
+}
+
+/// One step of the sequence both servers get.
+enum Step {
+    /// A request on its own connection: method, path, extra fields.
+    Ask(&'static str, &'static str, &'static str),
+    /// Until the stored answers are stale.
+    Wait,
+    /// The origin answers the validations it holds.
+    Release,
+}
+
+/// The requests, in order.
+const SEQUENCE: &[Step] = &[
+    Step::Ask("GET", "/a", ""),
+    Step::Ask("GET", "/a", ""),
+    // RFC 9111 §5.2.1.4: a client's no-cache goes forward. nginx ignores it unless told
+    // (`proxy_cache_bypass $http_cache_control` below): then it says BYPASS, as linerate.
+    Step::Ask("GET", "/a", "Cache-Control: no-cache\r\n"),
+    Step::Ask("GET", "/b", ""),
+    Step::Ask("GET", "/c", ""),
+    Step::Ask("GET", "/s", ""),
+    Step::Ask("GET", "/s5", ""),
+    Step::Ask("GET", "/u", ""),
+    Step::Wait,
+    Step::Ask("GET", "/b", ""),
+    Step::Ask("GET", "/c", ""),
+    Step::Ask("GET", "/s", ""),
+    Step::Ask("GET", "/s5", ""),
+    // The first starts the background validation (held at the origin), the second finds
+    // it on its way.
+    Step::Ask("GET", "/u", ""),
+    Step::Ask("GET", "/u", ""),
+    Step::Release,
+    // A method no cache keeps: no cache status at all.
+    Step::Ask("POST", "/a", "Content-Length: 0\r\n"),
+];
+
+/// What linerate must log, in order, as nginx's documentation names it.
+const WANT: &[&str] = &[
+    "GET /a MISS",
+    "GET /a HIT",
+    "GET /a BYPASS",
+    "GET /b MISS",
+    "GET /c MISS",
+    "GET /s MISS",
+    "GET /s5 MISS",
+    "GET /u MISS",
+    "GET /b REVALIDATED",
+    "GET /c EXPIRED",
+    "GET /s STALE",
+    "GET /s5 STALE",
+    // nginx's names: STALE for the answer whose request starts the background update,
+    // UPDATING for one served while it is on its way.
+    "GET /u STALE",
+    "GET /u UPDATING",
+    "POST /a -",
+];
+
+/// Where nginx 1.22 differs, deliberately on linerate's side: a 500 is an error for
+/// `stale-if-error` (RFC 5861 §4 names 500, 502, 503 and 504), so linerate answers the
+/// stale entry; nginx relays the 500 unless `proxy_cache_use_stale http_500` is set, and logs
+/// EXPIRED.
+const NGINX_DIFFERS: (&str, &str) = ("GET /s5 STALE", "GET /s5 EXPIRED");
+
+const TEMPLATE: &str = "$request_method $request_uri $upstream_cache_status";
+
+/// Sends [`SEQUENCE`] to `addr`, one connection each, releasing `held` where it says;
+/// the statuses answered.
+fn run_sequence(addr: SocketAddr, held: &AtomicBool) -> Vec<u16> {
+    let mut statuses = Vec::new();
+    for step in SEQUENCE {
+        let (method, path, fields) = match step {
+            Step::Ask(m, p, f) => (m, p, f),
+            Step::Wait => {
+                std::thread::sleep(STALE_AFTER);
+                continue;
+            }
+            Step::Release => {
+                held.store(false, Ordering::Relaxed);
+                continue;
+            }
+        };
+        let mut c = Client::connect(addr);
+        c.send(
+            format!("{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n{fields}\r\n")
+                .as_bytes(),
+        );
+        statuses.push(c.read_response().status);
+    }
+    statuses
+}
+
+/// The lines of the log at `path` once it has `n` of them.
+fn log_lines(path: &Path, n: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    eventually("the access log has every request's line", || {
+        lines = std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        lines.len() >= n
+    });
+    lines
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("linerate-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Debian's nginx, one process in the foreground, stopped by PID on drop.
+struct Nginx {
+    child: Child,
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// nginx's `proxy_cache` in front of `origin` on `port`, logging [`TEMPLATE`] to
+/// `dir/access.log`; `None` when nginx is not installed.
+fn start_nginx(dir: &Path, port: u16, origin: SocketAddr) -> Option<Nginx> {
+    if Command::new("nginx").arg("-v").output().is_err() {
+        return None;
+    }
+    let d = dir.display();
+    let conf = format!(
+        "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\n\
+         error_log {d}/error.log warn;\nevents {{ worker_connections 64; }}\n\
+         http {{\n\
+           client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
+           fastcgi_temp_path {d}/fcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
+           proxy_cache_path {d}/cache keys_zone=z:1m;\n\
+           log_format st '{TEMPLATE}';\n\
+           server {{\n\
+             listen 127.0.0.1:{port};\n\
+             access_log {d}/access.log st;\n\
+             location / {{\n\
+               proxy_pass http://{origin};\n\
+               proxy_http_version 1.1;\n\
+               proxy_cache z;\n\
+               proxy_cache_revalidate on;\n\
+               proxy_cache_background_update on;\n\
+               proxy_cache_bypass $http_cache_control;\n\
+             }}\n\
+           }}\n\
+         }}\n"
+    );
+    let file = dir.join("nginx.conf");
+    std::fs::write(&file, conf).unwrap();
+    let child = Command::new("nginx")
+        .arg("-p")
+        .arg(dir)
+        .arg("-c")
+        .arg(&file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .ok()?;
+    let nginx = Nginx { child };
+    eventually("nginx listens", || {
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    Some(nginx)
+}
+
+/// Issue U item 9: linerate's `$upstream_cache_status` had no such field; it now logs nginx's
+/// values for the same outcomes, checked against nginx 1.22 itself in the same test: a miss,
+/// a hit, a bypass, a stale answer revalidated (304) and one fetched again (EXPIRED), stale
+/// on the origin's error and while updating, and `-` for a method no cache keeps.
+#[test]
+fn the_access_log_says_what_the_cache_did_as_nginx_says_it() {
+    let dir = tempdir("cache-status-log");
+    // linerate.
+    let held = Arc::new(AtomicBool::new(true));
+    let origin = outcomes_origin(held.clone());
+    let log = dir.join("linerate.log");
+    let spec = format!("/=http://{}", origin.addr);
+    let s = serve(&[
+        "--app",
+        "none",
+        "--proxy",
+        &spec,
+        "--proxy-cache",
+        "4MiB",
+        "--access-log",
+        log.to_str().unwrap(),
+        "--access-log-format",
+        TEMPLATE,
+    ]);
+    // nginx, alongside, when it is there (Debian's is installed on the team's machines).
+    let nginx_dir = dir.join("nginx");
+    std::fs::create_dir_all(&nginx_dir).unwrap();
+    let nginx_held = Arc::new(AtomicBool::new(true));
+    let nginx_origin = outcomes_origin(nginx_held.clone());
+    let port = free_port("127.0.0.1");
+    let nginx = start_nginx(&nginx_dir, port, nginx_origin.addr);
+    // Both run the sequence together, so that one wait makes both stale.
+    let (ours, theirs) = std::thread::scope(|sc| {
+        let theirs = nginx.as_ref().map(|_| {
+            let held = &nginx_held;
+            sc.spawn(move || run_sequence(SocketAddr::from(([127, 0, 0, 1], port)), held))
+        });
+        let ours = run_sequence(s.addr, &held);
+        (ours, theirs.map(|t| t.join().unwrap()))
+    });
+    assert_eq!(ours, [200; 15]);
+    let lines = log_lines(&log, WANT.len());
+    assert_eq!(lines, WANT, "linerate's log");
+    match theirs {
+        Some(statuses) => {
+            // The one difference: nginx relays /s5's 500 (the 12th answer).
+            let mut want = ours.clone();
+            want[11] = 500;
+            assert_eq!(statuses, want, "nginx's answers");
+            // nginx writes a line when the request is finalized: one that started a
+            // background update waits for it, so its line comes later. Compared in order
+            // of the requests' targets and statuses, not of writing.
+            let mut theirs = log_lines(&nginx_dir.join("access.log"), WANT.len());
+            let mut want: Vec<&str> = WANT
+                .iter()
+                .map(|l| {
+                    if *l == NGINX_DIFFERS.0 {
+                        NGINX_DIFFERS.1
+                    } else {
+                        l
+                    }
+                })
+                .collect();
+            theirs.sort();
+            want.sort();
+            assert_eq!(theirs, want, "nginx's log");
+        }
+        None => eprintln!("NOT COMPARED: nginx is not installed"),
+    }
+    drop(nginx);
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
