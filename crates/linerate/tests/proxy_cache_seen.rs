@@ -397,3 +397,59 @@ fn the_access_log_says_what_the_cache_did_as_nginx_says_it() {
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue U item 9: the proxy's own 502 and 504 in front of a caching mount carried no
+/// Cache-Status, though the cache had planned the request (RFC 9211 §2): now they say why
+/// it went forward, no `fwd-status` (nothing came back), and what failed in `detail`; the
+/// access log says MISS for them, as nginx does for a miss its upstream failed.
+#[test]
+fn the_proxys_own_502_and_504_carry_cache_status() {
+    let dir = tempdir("cache-status-errors");
+    // Nothing listens on the first (its port was taken, then let go); the second takes
+    // requests and never answers.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_addr = silent.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        for conn in silent.incoming().take(8) {
+            kept.push(conn);
+        }
+    });
+    for (upstream, status, detail) in [
+        (closed, 502, "connect-failed"),
+        (silent_addr, 504, "timeout"),
+    ] {
+        let log = dir.join(format!("{status}.log"));
+        let spec = format!("/=http://{upstream}");
+        let s = serve(&[
+            "--app",
+            "none",
+            "--proxy",
+            &spec,
+            "--proxy-cache",
+            "4MiB",
+            "--proxy-timeout",
+            "300ms",
+            "--access-log",
+            log.to_str().unwrap(),
+            "--access-log-format",
+            "$status $upstream_cache_status",
+        ]);
+        let mut c = Client::connect(s.addr);
+        c.send(b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n");
+        let r = c.read_response();
+        assert_eq!(r.status, status);
+        let cs = r
+            .header("cache-status")
+            .unwrap_or_else(|| panic!("{status}: {:?}", r.headers));
+        assert!(cs.contains("; fwd=uri-miss"), "{cs}");
+        assert!(cs.contains(&format!("; detail={detail}")), "{cs}");
+        assert!(!cs.contains("fwd-status") && !cs.contains("stored"), "{cs}");
+        assert_eq!(log_lines(&log, 1), [format!("{status} MISS")]);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

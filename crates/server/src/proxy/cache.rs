@@ -1100,6 +1100,19 @@ impl Exchange {
             .with(|r| answer(r, entry, age, not_modified, status, outcome))
     }
 
+    /// The `Cache-Status` value of the proxy's own error answer (502, 504) to a request
+    /// that went forward and got no answer (RFC 9211 §2: why it went forward, no
+    /// `fwd-status` since nothing came, `detail` naming the failure); `None` when the mount
+    /// sends no Cache-Status or its cache did not plan the request.
+    pub(crate) fn error_status(&self, detail: &str) -> Option<Vec<u8>> {
+        let fwd = self.fwd?;
+        self.status_value(|name| CacheStatus {
+            collapsed: self.collapsed,
+            detail: Some(detail),
+            ..CacheStatus::forward(name, fwd)
+        })
+    }
+
     /// What the access log says of the request as it went forward (`None`: a method the
     /// cache does not handle, which nginx logs as `-` too). An answer from the store says
     /// its own ([`Hit::outcome`]).
