@@ -453,3 +453,94 @@ fn the_proxys_own_502_and_504_carry_cache_status() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `/metrics` from the admin listener at `admin`.
+fn scrape(admin: &str) -> String {
+    let mut c = TcpStream::connect(admin).unwrap();
+    c.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    let _ = c.read_to_string(&mut out);
+    out
+}
+
+/// The value of the first sample of `name` whose labels hold `label` (0 when none).
+fn sample(admin: &str, name: &str, label: &str) -> u64 {
+    scrape(admin)
+        .lines()
+        .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(label))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} {label} sample"))
+}
+
+fn tier_outcome(admin: &str, outcome: &str) -> u64 {
+    sample(
+        admin,
+        "linerate_cache_tier_requests_total",
+        &format!("outcome=\"{outcome}\""),
+    )
+}
+
+/// Issue U item 9: /metrics counted every get the tier did not answer with a value as a
+/// miss, and a timeout as an error, with no outage count: a tier that is down looked like a
+/// cold one. Now a real miss (the tier had nothing), a get skipped while the tier is down,
+/// the timeouts and the outages are told apart, on Redis (the worker's own connection) and
+/// memcached (the tier's thread).
+#[test]
+fn metrics_tell_real_tier_misses_from_calls_skipped_while_it_is_down() {
+    let origin = Origin::start(|_, _, _| answer("200 OK", "Cache-Control: max-age=600\r\n", b"x"));
+    for program in ["redis-server", "memcached"] {
+        let Some(tier) = common::tier::TierServer::start(program) else {
+            continue;
+        };
+        let spec = format!("/=http://{}", origin.addr);
+        let admin = format!("127.0.0.1:{}", free_port("127.0.0.1"));
+        let url = tier.url();
+        let edge = serve(&[
+            "--app",
+            "none",
+            "--proxy",
+            &spec,
+            "--proxy-cache",
+            "4MiB",
+            "--proxy-cache-tier",
+            &url,
+            "--admin",
+            &admin,
+        ]);
+        // A cold tier: a real miss, nothing skipped.
+        let mut n = 0;
+        eventually("the tier answers a miss", || {
+            n += 1;
+            Client::connect(edge.addr).get(&format!("/cold{n}"));
+            tier_outcome(&admin, "miss") >= 1
+        });
+        assert_eq!(tier_outcome(&admin, "skipped"), 0, "{program}");
+        let misses = tier_outcome(&admin, "miss");
+        // The tier stops answering: a timeout marks it down (one outage), and the gets
+        // after are skipped, none of them a real miss.
+        tier.signal(rustix::process::Signal::STOP);
+        eventually("the edge marks the tier down", || {
+            n += 1;
+            Client::connect(edge.addr).get(&format!("/down{n}"));
+            sample(&admin, "linerate_cache_tier_outages_total", "cache=") >= 1
+        });
+        assert!(
+            sample(&admin, "linerate_cache_tier_timeouts_total", "cache=") >= 1,
+            "{program}"
+        );
+        eventually("gets are skipped while the tier is down", || {
+            n += 1;
+            Client::connect(edge.addr).get(&format!("/skipped{n}"));
+            tier_outcome(&admin, "skipped") >= 1
+        });
+        assert_eq!(tier_outcome(&admin, "miss"), misses, "{program}");
+        assert_eq!(
+            sample(&admin, "linerate_cache_tier_outages_total", "cache="),
+            1,
+            "{program}"
+        );
+        tier.signal(rustix::process::Signal::CONT);
+    }
+}

@@ -213,17 +213,43 @@ fn render_caches(caches: &[(String, crate::stats::CacheCounts)]) -> String {
     if caches.iter().any(|(_, c)| c.tier.is_some()) {
         let _ = writeln!(
             o,
-            "# HELP linerate_cache_tier_requests_total Calls to the shared second tier (Redis, memcached) by outcome: hit, miss, error (failed or timed out: a miss too), stored."
+            "# HELP linerate_cache_tier_requests_total Calls to the shared second tier (Redis, memcached) by outcome: hit, miss (the tier had nothing), skipped (a miss without asking: the tier was down), error (failed or timed out: its gets are misses too), stored."
         );
         let _ = writeln!(o, "# TYPE linerate_cache_tier_requests_total counter");
         for (label, c) in caches {
             if let Some(t) = c.tier {
-                for (outcome, n) in ["hit", "miss", "error", "stored"].iter().zip(t) {
+                for (outcome, n) in [
+                    ("hit", t.hits),
+                    ("miss", t.misses),
+                    ("skipped", t.skipped),
+                    ("error", t.errors),
+                    ("stored", t.stored),
+                ] {
                     let _ = writeln!(
                         o,
                         "linerate_cache_tier_requests_total{{cache=\"{}\",outcome=\"{outcome}\"}} {n}",
                         quote(label)
                     );
+                }
+            }
+        }
+        for (name, help, get) in [
+            (
+                "linerate_cache_tier_timeouts_total",
+                "Calls to the shared second tier that ran past its timeout (counted as errors too).",
+                (|t: &crate::stats::TierCounts| t.timeouts) as fn(&crate::stats::TierCounts) -> u64,
+            ),
+            (
+                "linerate_cache_tier_outages_total",
+                "Times the shared second tier went down (each logged once; its calls are skipped until a probe finds it back).",
+                |t| t.outages,
+            ),
+        ] {
+            let _ = writeln!(o, "# HELP {name} {help}");
+            let _ = writeln!(o, "# TYPE {name} counter");
+            for (label, c) in caches {
+                if let Some(t) = &c.tier {
+                    let _ = writeln!(o, "{name}{{cache=\"{}\"}} {}", quote(label), get(t));
                 }
             }
         }

@@ -483,9 +483,27 @@ pub struct CacheCounts {
     pub objects: u64,
     /// Requests waiting on another request's upstream answer for the same key now.
     pub waiting: u64,
-    /// The shared second tier's hits, misses, failed calls and answers stored, when the
-    /// cache has one.
-    pub tier: Option<[u64; 4]>,
+    /// The shared second tier's counters, when the cache has one.
+    pub tier: Option<TierCounts>,
+}
+
+/// A cache's shared second tier's counters at scrape time (issue U item 9: a real miss told
+/// from a call skipped while the tier is down; timeouts and outages counted).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TierCounts {
+    pub hits: u64,
+    /// Gets the tier answered with nothing usable (absent, expired): real misses.
+    pub misses: u64,
+    /// Gets answered as misses without asking: the tier was down.
+    pub skipped: u64,
+    /// Calls that failed or ran past the timeout (their gets are misses too).
+    pub errors: u64,
+    /// Of those, the calls that ran past the timeout.
+    pub timeouts: u64,
+    /// Up → down transitions.
+    pub outages: u64,
+    /// Answers stored.
+    pub stored: u64,
 }
 
 impl StatsHandle {
