@@ -544,3 +544,119 @@ fn metrics_tell_real_tier_misses_from_calls_skipped_while_it_is_down() {
         tier.signal(rustix::process::Signal::CONT);
     }
 }
+
+/// `GET target` on the admin listener at `admin`: status and body.
+fn admin_get(admin: &str, target: &str) -> (u16, String) {
+    let mut c = TcpStream::connect(admin).unwrap();
+    c.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    c.write_all(
+        format!("GET {target} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = c.read_to_string(&mut out);
+    let status = out[9..12].parse().unwrap();
+    let body = out
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    (status, body)
+}
+
+/// Issue U item 9: an operator could count the cache's hits but not see what it held. The
+/// admin listener's `GET /cache?prefix=URL` lists each stored answer under the prefix: its
+/// key, variant (the Vary-selecting values), the key's variants, status, age, TTL left, size
+/// and the hits it served; bounded by `limit`, saying when more matched.
+#[test]
+fn the_admin_listener_lists_what_the_cache_holds_by_prefix() {
+    let origin = Origin::start(|path, _, _| match path {
+        "/docs/a" => answer(
+            "200 OK",
+            "Cache-Control: max-age=60\r\nVary: Accept-Language\r\n",
+            b"a",
+        ),
+        _ => answer("200 OK", "Cache-Control: max-age=60\r\n", b"other"),
+    });
+    let spec = format!("/=http://{}", origin.addr);
+    let admin = format!("127.0.0.1:{}", free_port("127.0.0.1"));
+    let s = serve(&[
+        "--app",
+        "none",
+        "--proxy",
+        &spec,
+        "--proxy-cache",
+        "4MiB",
+        "--admin",
+        &admin,
+    ]);
+    let ask = |path: &str, lang: &str| {
+        let mut c = Client::connect(s.addr);
+        c.send(
+            format!("GET {path} HTTP/1.1\r\nHost: t\r\nAccept-Language: {lang}\r\n\r\n").as_bytes(),
+        );
+        c.read_response().status
+    };
+    for (path, lang) in [
+        ("/docs/a", "en"),
+        ("/docs/a", "fr"),
+        ("/docs/a", "fr"),
+        ("/docs/a", "fr"),
+        ("/docs/a", "fr"),
+        ("/docs/b", "en"),
+        ("/other", "en"),
+    ] {
+        assert_eq!(ask(path, lang), 200);
+    }
+    let (status, body) = admin_get(&admin, "/cache?prefix=http%3A%2F%2Ft%2Fdocs%2F");
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let caches = v["caches"].as_array().unwrap();
+    assert_eq!(caches.len(), 1, "{body}");
+    assert_eq!(caches[0]["truncated"], false);
+    let mut rows: Vec<(String, String, u64, u64)> = caches[0]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            assert_eq!(e["status"], 200, "{e}");
+            let (age, ttl) = (e["age"].as_u64().unwrap(), e["ttl"].as_i64().unwrap());
+            assert!(age <= 60 && ttl > 0 && ttl <= 60, "{e}");
+            assert!(e["size"].as_u64().unwrap() > 0, "{e}");
+            let lang = e["variant"]["accept-language"].as_str().unwrap_or("-");
+            (
+                e["key"].as_str().unwrap().to_string(),
+                lang.to_string(),
+                e["variants"].as_u64().unwrap(),
+                e["hits"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    rows.sort();
+    let row = |k: &str, l: &str, n, h| (k.to_string(), l.to_string(), n, h);
+    assert_eq!(
+        rows,
+        [
+            row("http://t/docs/a", "en", 2, 0),
+            row("http://t/docs/a", "fr", 2, 3),
+            row("http://t/docs/b", "-", 1, 0),
+        ]
+    );
+    // Bounded, and it says so; every answer without a prefix; a prefix that is no URL.
+    let (_, body) = admin_get(&admin, "/cache?prefix=http://t/docs/&limit=1");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        v["caches"][0]["entries"].as_array().unwrap().len(),
+        1,
+        "{body}"
+    );
+    assert_eq!(v["caches"][0]["truncated"], true, "{body}");
+    let (_, body) = admin_get(&admin, "/cache");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        v["caches"][0]["entries"].as_array().unwrap().len(),
+        4,
+        "{body}"
+    );
+    assert_eq!(admin_get(&admin, "/cache?prefix=ftp://t/").0, 400);
+    assert_eq!(admin_get(&admin, "/cache?bogus=1").0, 400);
+}

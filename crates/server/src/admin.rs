@@ -111,9 +111,10 @@ fn route(
                 + &render_caches(&stats.caches())
                 + &stats.grpc_metrics(),
         ),
+        "/cache" => list_caches(head.query(buf).unwrap_or(""), stats),
         "/healthz" if draining.load(Ordering::Relaxed) => (503, "text/plain", "draining\n".into()),
         "/healthz" => (200, "text/plain", "ok\n".into()),
-        _ => (404, "text/plain", "/metrics or /healthz\n".into()),
+        _ => (404, "text/plain", "/metrics, /cache or /healthz\n".into()),
     }
 }
 
@@ -155,6 +156,36 @@ fn purge(query: &str, stats: &StatsHandle) -> (u16, &'static str, String) {
             (202, "text/plain", body)
         }
         None => (400, "text/plain", format!("not an http(s) URL: {url:?}\n")),
+    }
+}
+
+/// `GET /cache?prefix=URL&limit=N`: what each proxy cache holds under `URL` (every answer
+/// without `prefix`), at most `N` answers per cache (and never more than the cache's own
+/// bound, `proxy::cache_list::LIST_LIMIT`), as JSON. The URL is taken as `/purge` takes it;
+/// one holding `&` is sent percent-encoded.
+fn list_caches(query: &str, stats: &StatsHandle) -> (u16, &'static str, String) {
+    let (mut prefix, mut limit) = (None, usize::MAX);
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=').unwrap_or((pair, "")) {
+            ("prefix", v) if v.contains("://") => prefix = Some(v.to_string()),
+            ("prefix", v) => prefix = Some(percent_decode(v)),
+            ("limit", v) if v.parse::<usize>().is_ok() => limit = v.parse().unwrap_or(0),
+            _ => {
+                return (
+                    400,
+                    "text/plain",
+                    "GET /cache, ?prefix=URL, &limit=N\n".into(),
+                );
+            }
+        }
+    }
+    match stats.list_caches(prefix.as_deref(), limit) {
+        Some(v) => (200, "application/json", format!("{v}\n")),
+        None => (
+            400,
+            "text/plain",
+            format!("not an http(s) URL: {:?}\n", prefix.unwrap_or_default()),
+        ),
     }
 }
 
