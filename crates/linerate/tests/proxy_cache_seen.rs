@@ -660,3 +660,42 @@ fn the_admin_listener_lists_what_the_cache_holds_by_prefix() {
     assert_eq!(admin_get(&admin, "/cache?prefix=ftp://t/").0, 400);
     assert_eq!(admin_get(&admin, "/cache?bogus=1").0, 400);
 }
+
+/// Issue U item 9: the JSON log's `cache_status`, with the same values as
+/// `$upstream_cache_status`, and no such member for a request no cache handled.
+#[test]
+fn the_json_log_carries_cache_status() {
+    let dir = tempdir("cache-status-json");
+    let origin = Origin::start(|_, _, _| answer("200 OK", "Cache-Control: max-age=60\r\n", b"j"));
+    let log = dir.join("json.log");
+    let spec = format!("/=http://{}", origin.addr);
+    let s = serve(&[
+        "--app",
+        "none",
+        "--proxy",
+        &spec,
+        "--proxy-cache",
+        "4MiB",
+        "--access-log",
+        log.to_str().unwrap(),
+        "--access-log-format",
+        "json",
+    ]);
+    for (method, path) in [("GET", "/j"), ("GET", "/j"), ("POST", "/j")] {
+        let mut c = Client::connect(s.addr);
+        c.send(
+            format!("{method} {path} HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n").as_bytes(),
+        );
+        assert_eq!(c.read_response().status, 200);
+    }
+    let got: Vec<Option<String>> = log_lines(&log, 3)
+        .iter()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v.get("cache_status")
+                .map(|c| c.as_str().unwrap().to_string())
+        })
+        .collect();
+    assert_eq!(got, [Some("MISS".into()), Some("HIT".into()), None]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
