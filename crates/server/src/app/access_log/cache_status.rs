@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 /// One request's cache outcome, named as nginx names it.
+#[cfg_attr(not(feature = "proxy"), allow(dead_code))] // only the proxy's cache makes one
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum CacheOutcome {
     /// Nothing usable was stored (or only another variant): the answer came from upstream.
@@ -51,6 +52,7 @@ impl CacheOutcome {
 
     /// A stored answer served `ttl` seconds from going stale (negative: stale), with
     /// another request's validation on its way when `updating`.
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn of_answer(ttl: i64, updating: bool) -> CacheOutcome {
         match (ttl >= 0, updating) {
             (true, _) => CacheOutcome::Hit,
