@@ -223,6 +223,11 @@ fn render_caches(caches: &[(String, crate::stats::CacheCounts)]) -> String {
     let quote = |l: &str| l.replace('\\', "\\\\").replace('"', "\\\"");
     let _ = writeln!(
         o,
+        "# HELP linerate_cache_encoded_bodies_total Stored bodies the caches' hits compressed (gzip, br): once per stored answer and coding, then kept with it.\n# TYPE linerate_cache_encoded_bodies_total counter\nlinerate_cache_encoded_bodies_total {}",
+        crate::proxy::cache::bodies_encoded()
+    );
+    let _ = writeln!(
+        o,
         "# HELP linerate_cache_requests_total Proxied requests by what the cache did: hit, stale (served stale), miss (forwarded), revalidated (a 304 freshened a stored answer), bypass (not cacheable)."
     );
     let _ = writeln!(o, "# TYPE linerate_cache_requests_total counter");

@@ -347,6 +347,27 @@ impl Hit {
         compress_stream::plan_for(e.rendered(render).compressible, coding)
     }
 
+    /// The stored body encoded with `coding` at `cfg`'s level, made once per entry and
+    /// coding (issue U item 8: every compressed hit encoded it again) and kept with the
+    /// entry; `None` for a part of the body (a range), or a coding with no encoder.
+    pub(crate) fn encoded(&self, coding: Encoding, cfg: &Compression) -> Option<&[u8]> {
+        let slot = match coding {
+            Encoding::Identity => return None,
+            Encoding::Gzip => 0,
+            Encoding::Brotli => 1,
+        };
+        if self.body != (0..self.entry.body.len()) {
+            return None;
+        }
+        self.entry.derived(slot, |body| {
+            let mut e = compress_stream::StreamEncoder::new(coding, Some(body.len() as u64), cfg)?;
+            let mut bytes = e.push(body).to_vec();
+            bytes.extend_from_slice(&e.finish());
+            BODIES_ENCODED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Some(bytes.into_boxed_slice())
+        })
+    }
+
     /// Whether the stored answer's own `Vary` names `Accept-Encoding`.
     pub(crate) fn varies_on_coding(&self) -> bool {
         matches!(&self.entry.facts.vary, linerate_cache::Vary::Fields(names)
@@ -551,6 +572,14 @@ fn render(entry: &Entry) -> linerate_cache::Rendered {
         first_line,
         compressible: compress_stream::compressible_type(content_type),
     }
+}
+
+/// Stored bodies the hits encoded ([`Hit::encoded`]): once per entry and coding.
+static BODIES_ENCODED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many stored bodies the hits have encoded so far, for /metrics.
+pub(crate) fn bodies_encoded() -> u64 {
+    BODIES_ENCODED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Bytes of a hit's `Cache-Status` value kept in the [`Hit`] itself.
