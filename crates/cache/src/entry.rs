@@ -56,7 +56,14 @@ pub struct Entry {
     /// HTTP/1.1 field lines, whether it compresses its type), made on the first answer that
     /// asks ([`Entry::rendered`]).
     rendered: std::sync::OnceLock<Rendered>,
+    /// Bodies the server derives from this one (its content codings), each in the slot the
+    /// server numbers it by, made once on the first answer that asks ([`Entry::derived`]).
+    derived: [std::sync::OnceLock<Option<Box<[u8]>>>; DERIVED],
 }
+
+/// How many derived bodies an entry keeps ([`Entry::derived`]): a server's content codings
+/// (gzip, br).
+pub const DERIVED: usize = 2;
 
 impl Entry {
     /// An entry for `response` to a request with secondary key `variant`; hop-by-hop and
@@ -98,7 +105,24 @@ impl Entry {
             facts,
             timing,
             rendered: std::sync::OnceLock::new(),
+            derived: Default::default(),
         }
+    }
+
+    /// The body derived in `slot` (below [`DERIVED`]), made by `make` from the stored body
+    /// on the first call for that slot (`None` from `make`: none can be made, kept so too);
+    /// every later call, from any thread, gets the same bytes. They live as long as the
+    /// entry and are not counted in [`Entry::size`] (the store's limit is set when it is
+    /// inserted).
+    pub fn derived(
+        &self,
+        slot: usize,
+        make: impl FnOnce(&[u8]) -> Option<Box<[u8]>>,
+    ) -> Option<&[u8]> {
+        self.derived
+            .get(slot)?
+            .get_or_init(|| make(&self.body))
+            .as_deref()
     }
 
     /// The bytes this entry holds in memory, for the store's limit.

@@ -366,6 +366,12 @@ impl Variant {
             .all(|(name, want)| same_value(name, want.as_deref(), request_fields))
     }
 
+    /// Each selecting field's lower-case name and the normalised value the stored answer was
+    /// chosen by (`None`: the request had none).
+    pub fn fields(&self) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
+        self.0.iter().map(|(n, v)| (&n[..], v.as_deref()))
+    }
+
     /// The bytes this variant holds, for the store's accounting.
     pub fn size(&self) -> usize {
         self.0

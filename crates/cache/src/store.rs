@@ -273,6 +273,24 @@ impl Store {
         self.shard(key).remove(key)
     }
 
+    /// Up to `max` stored answers whose key starts with `prefix`, and whether more matched:
+    /// for an operator's listing. The shards are locked one at a time, each only while its
+    /// map is walked and the matching entries' `Arc`s are copied out, so requests wait on at
+    /// most one shard's walk.
+    pub fn list(&self, prefix: &[u8], max: usize) -> (Vec<Listed>, bool) {
+        let mut out = Vec::new();
+        for s in self.shards.iter() {
+            let more = s
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .list(prefix, max, &mut out);
+            if more {
+                return (out, true);
+            }
+        }
+        (out, false)
+    }
+
     /// Removes every key that starts with `prefix` (a purge by prefix); how many keys.
     pub fn remove_prefix(&self, prefix: &[u8]) -> usize {
         self.shards
@@ -284,6 +302,18 @@ impl Store {
             })
             .sum()
     }
+}
+
+/// One stored answer as [`Store::list`] shows it.
+#[derive(Clone, Debug)]
+pub struct Listed {
+    pub entry: Arc<Entry>,
+    /// How many variants its key has stored (§4.1).
+    pub variants: usize,
+    /// The bytes it counts against the store ([`Entry::size`]).
+    pub size: usize,
+    /// Answers made of it since it was stored.
+    pub hits: u32,
 }
 
 /// Which FIFO an entry is in.
@@ -301,6 +331,9 @@ struct Slot {
     freq: u8,
     queue: Queue,
     size: usize,
+    /// Answers made of it since it was stored (an operator's listing; S3-FIFO's `freq` is
+    /// capped, this is not).
+    hits: u32,
 }
 
 /// A position in a FIFO: a slot and the generation it was queued under.
@@ -375,6 +408,7 @@ impl Shard {
             let entry = slot.entry.as_ref().expect("mapped slots are live");
             if entry.variant.matches(fields) {
                 slot.freq = (slot.freq + 1).min(MAX_FREQ);
+                slot.hits = slot.hits.saturating_add(1);
                 return Lookup::Found(Arc::clone(entry));
             }
         }
@@ -438,6 +472,7 @@ impl Shard {
                 s.freq = 0;
                 s.queue = queue;
                 s.size = size;
+                s.hits = 0;
                 id
             }
             None => {
@@ -447,6 +482,7 @@ impl Shard {
                     freq: 0,
                     queue,
                     size,
+                    hits: 0,
                 });
                 (self.slots.len() - 1) as u32
             }
@@ -480,6 +516,32 @@ impl Shard {
         }
         self.compact();
         true
+    }
+
+    /// Appends this shard's answers whose key starts with `prefix` to `out` until it holds
+    /// `max`; whether one more matched.
+    pub fn list(&mut self, prefix: &[u8], max: usize, out: &mut Vec<Listed>) -> bool {
+        for (key, ids) in &self.map {
+            if !key.starts_with(prefix) {
+                continue;
+            }
+            for &id in ids {
+                let slot = &self.slots[id as usize];
+                let Some(entry) = slot.entry.as_ref() else {
+                    continue;
+                };
+                if out.len() == max {
+                    return true;
+                }
+                out.push(Listed {
+                    entry: Arc::clone(entry),
+                    variants: ids.len(),
+                    size: slot.size,
+                    hits: slot.hits,
+                });
+            }
+        }
+        false
     }
 
     pub fn remove_prefix(&mut self, prefix: &[u8]) -> usize {

@@ -19,6 +19,9 @@ pub struct Counters {
     pub skipped: AtomicU64,
     /// Up → down transitions: each was logged once.
     pub outages: AtomicU64,
+    /// Gets the server answered with nothing usable (absent, expired): the misses that are
+    /// not skipped, failed or timed out calls.
+    pub absent: AtomicU64,
 }
 
 /// The counters' values at one moment.
@@ -31,6 +34,7 @@ pub struct Snapshot {
     pub sets: u64,
     pub skipped: u64,
     pub outages: u64,
+    pub absent: u64,
 }
 
 impl Counters {
@@ -47,6 +51,7 @@ impl Counters {
             sets: self.sets.load(Relaxed),
             skipped: self.skipped.load(Relaxed),
             outages: self.outages.load(Relaxed),
+            absent: self.absent.load(Relaxed),
         }
     }
 }

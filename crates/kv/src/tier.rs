@@ -144,15 +144,16 @@ impl Tier {
     /// The value at `key` and how long it has left, or a miss (absent, expired, the tier
     /// down or slow).
     pub async fn get(&self, key: &str) -> Option<(Duration, Vec<u8>)> {
-        let found = if self.accepts(key) {
+        let (found, answered) = if self.accepts(key) {
             let key = key.to_string();
-            self.call(move |i| async move { i.fetch(&key).await })
-                .await
-                .flatten()
+            match self.call(move |i| async move { i.fetch(&key).await }).await {
+                Some(found) => (found, true),
+                None => (None, false),
+            }
         } else {
-            None
+            (None, true)
         };
-        self.inner.unframe(found)
+        self.inner.unframe(found, answered)
     }
 
     /// [`Tier::get`] for a caller without an executor (the proxy's worker loop): the call
@@ -179,7 +180,11 @@ impl Tier {
         done: impl FnOnce(Vec<Option<Vec<u8>>>) + Send + 'static,
     ) {
         let inner = &self.inner;
-        let miss = |i: &Inner, n: usize| (0..n).map(|_| i.unframe(None).map(|(_, v)| v)).collect();
+        let miss = |i: &Inner, n: usize| {
+            (0..n)
+                .map(|_| i.unframe(None, false).map(|(_, v)| v))
+                .collect()
+        };
         let asked: Vec<usize> = (0..keys.len())
             .filter(|&k| self.accepts(&keys[k]))
             .collect();
@@ -195,6 +200,8 @@ impl Tier {
         let i = inner.clone();
         inner.runtime.spawn(async move {
             let mut found: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
+            // Whether the server answered for each key (a key it does not take is absent).
+            let mut answered = vec![true; keys.len()];
             match &i.backend {
                 Backend::Redis(r) => {
                     let sent: Vec<String> = if asked.len() == keys.len() {
@@ -205,28 +212,43 @@ impl Tier {
                     let values = i
                         .bounded(async { Ok::<_, Failure>(r.get_many(&sent).await?) })
                         .await;
-                    for (&k, v) in asked.iter().zip(values.into_iter().flatten()) {
-                        found[k] = v;
+                    match values {
+                        Some(values) => {
+                            for (&k, v) in asked.iter().zip(values) {
+                                found[k] = v;
+                            }
+                        }
+                        None => asked.iter().for_each(|&k| answered[k] = false),
                     }
                 }
                 Backend::Memcached(_) if asked.len() == 1 => {
-                    found[asked[0]] = i.bounded(i.fetch(&keys[asked[0]])).await.flatten();
+                    match i.bounded(i.fetch(&keys[asked[0]])).await {
+                        Some(v) => found[asked[0]] = v,
+                        None => answered[asked[0]] = false,
+                    }
                 }
                 Backend::Memcached(_) => {
                     let mut calls = tokio::task::JoinSet::new();
                     for &k in &asked {
                         let (i, key) = (i.clone(), keys[k].clone());
-                        calls.spawn(async move { (k, i.bounded(i.fetch(&key)).await.flatten()) });
+                        calls.spawn(async move { (k, i.bounded(i.fetch(&key)).await) });
+                    }
+                    for &k in &asked {
+                        answered[k] = false;
                     }
                     while let Some(Ok((k, v))) = calls.join_next().await {
-                        found[k] = v;
+                        if let Some(v) = v {
+                            found[k] = v;
+                            answered[k] = true;
+                        }
                     }
                 }
             }
             done(
                 found
                     .into_iter()
-                    .map(|f| i.unframe(f).map(|(_, v)| v))
+                    .zip(answered)
+                    .map(|(f, a)| i.unframe(f, a).map(|(_, v)| v))
                     .collect(),
             );
         });
@@ -281,15 +303,15 @@ impl Tier {
         keys: usize,
     ) -> Vec<Option<Vec<u8>>> {
         let i = &self.inner;
-        let found = match outcome {
+        let (found, answered) = match outcome {
             Ok(values) if values.len() == keys => {
                 i.report(None);
-                values
+                (values, true)
             }
             Ok(_) => {
                 Counters::add(&i.counters.errors);
                 i.report(Some("an answer with the wrong number of values".into()));
-                vec![None; keys]
+                (vec![None; keys], false)
             }
             Err(Broken(why)) => {
                 let why = if timed_out {
@@ -300,12 +322,12 @@ impl Tier {
                     why
                 };
                 i.report(Some(why));
-                vec![None; keys]
+                (vec![None; keys], false)
             }
         };
         found
             .into_iter()
-            .map(|f| i.unframe(f).map(|(_, v)| v))
+            .map(|f| i.unframe(f, answered).map(|(_, v)| v))
             .collect()
     }
 
@@ -439,8 +461,10 @@ impl Inner {
         })
     }
 
-    /// A fetched value unframed (in place: no copy), counted as a hit or a miss.
-    fn unframe(&self, found: Option<Vec<u8>>) -> Option<(Duration, Vec<u8>)> {
+    /// A fetched value unframed (in place: no copy), counted as a hit or a miss; a miss
+    /// the server `answered` (absent or expired, not skipped, failed or timed out) is also
+    /// counted as absent.
+    fn unframe(&self, found: Option<Vec<u8>>, answered: bool) -> Option<(Duration, Vec<u8>)> {
         let c = &self.counters;
         let unframed = found.and_then(|mut v| {
             let (left, value) = frame::decode(&v, frame::now_ms())?;
@@ -454,6 +478,9 @@ impl Inner {
         } else {
             &c.misses
         });
+        if unframed.is_none() && answered {
+            Counters::add(&c.absent);
+        }
         unframed
     }
 

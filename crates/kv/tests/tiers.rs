@@ -299,6 +299,10 @@ fn get_set_delete_and_the_generation() {
             let c = tier.counters();
             assert_eq!((c.errors, c.timeouts, c.outages), (0, 0, 0), "{engine:?}");
             assert!(c.sets >= 2 && c.hits >= 1);
+            // Issue U item 9: with nothing failed or skipped, every miss is a real one (the
+            // server had nothing): absent and misses agree.
+            assert_eq!((c.absent, c.skipped), (c.misses, 0), "{engine:?}: {c:?}");
+            assert!(c.absent >= 17, "{engine:?}: {c:?}");
         });
     }
 }
@@ -313,6 +317,7 @@ fn a_killed_server_is_a_miss_logged_once_and_used_again_when_back() {
             let tier = Tier::start(server.config()).unwrap();
             assert!(tier.set("k", b"v", LONG).await);
             assert!(tier.get("k").await.is_some());
+            let before = tier.counters();
             server.kill();
             // Every call goes on: a miss, not an error and not a hang.
             for i in 0..50 {
@@ -326,6 +331,10 @@ fn a_killed_server_is_a_miss_logged_once_and_used_again_when_back() {
                 "{engine:?}: one outage, however many calls: {down:?}"
             );
             assert!(down.errors >= 1 && down.misses >= 50, "{down:?}");
+            // Issue U item 9: none of those misses is a real one (the server had nothing):
+            // each was a failed call or one skipped while the tier was down.
+            assert_eq!(down.absent, before.absent, "{engine:?}: {down:?}");
+            assert!(down.skipped >= 1, "{engine:?}: {down:?}");
             // Back: used again, by itself.
             server.restart();
             assert!(

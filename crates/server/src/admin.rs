@@ -111,9 +111,10 @@ fn route(
                 + &render_caches(&stats.caches())
                 + &stats.grpc_metrics(),
         ),
+        "/cache" => list_caches(head.query(buf).unwrap_or(""), stats),
         "/healthz" if draining.load(Ordering::Relaxed) => (503, "text/plain", "draining\n".into()),
         "/healthz" => (200, "text/plain", "ok\n".into()),
-        _ => (404, "text/plain", "/metrics or /healthz\n".into()),
+        _ => (404, "text/plain", "/metrics, /cache or /healthz\n".into()),
     }
 }
 
@@ -158,6 +159,36 @@ fn purge(query: &str, stats: &StatsHandle) -> (u16, &'static str, String) {
     }
 }
 
+/// `GET /cache?prefix=URL&limit=N`: what each proxy cache holds under `URL` (every answer
+/// without `prefix`), at most `N` answers per cache (and never more than the cache's own
+/// bound, `proxy::cache_list::LIST_LIMIT`), as JSON. The URL is taken as `/purge` takes it;
+/// one holding `&` is sent percent-encoded.
+fn list_caches(query: &str, stats: &StatsHandle) -> (u16, &'static str, String) {
+    let (mut prefix, mut limit) = (None, usize::MAX);
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=').unwrap_or((pair, "")) {
+            ("prefix", v) if v.contains("://") => prefix = Some(v.to_string()),
+            ("prefix", v) => prefix = Some(percent_decode(v)),
+            ("limit", v) if v.parse::<usize>().is_ok() => limit = v.parse().unwrap_or(0),
+            _ => {
+                return (
+                    400,
+                    "text/plain",
+                    "GET /cache, ?prefix=URL, &limit=N\n".into(),
+                );
+            }
+        }
+    }
+    match stats.list_caches(prefix.as_deref(), limit) {
+        Some(v) => (200, "application/json", format!("{v}\n")),
+        None => (
+            400,
+            "text/plain",
+            format!("not an http(s) URL: {:?}\n", prefix.unwrap_or_default()),
+        ),
+    }
+}
+
 /// `%XX` decoded (an invalid escape stays as it is).
 fn percent_decode(v: &str) -> String {
     let b = v.as_bytes();
@@ -192,6 +223,11 @@ fn render_caches(caches: &[(String, crate::stats::CacheCounts)]) -> String {
     let quote = |l: &str| l.replace('\\', "\\\\").replace('"', "\\\"");
     let _ = writeln!(
         o,
+        "# HELP linerate_cache_encoded_bodies_total Stored bodies the caches' hits compressed (gzip, br): once per stored answer and coding, then kept with it.\n# TYPE linerate_cache_encoded_bodies_total counter\nlinerate_cache_encoded_bodies_total {}",
+        crate::proxy::cache::bodies_encoded()
+    );
+    let _ = writeln!(
+        o,
         "# HELP linerate_cache_requests_total Proxied requests by what the cache did: hit, stale (served stale), miss (forwarded), revalidated (a 304 freshened a stored answer), bypass (not cacheable)."
     );
     let _ = writeln!(o, "# TYPE linerate_cache_requests_total counter");
@@ -213,17 +249,43 @@ fn render_caches(caches: &[(String, crate::stats::CacheCounts)]) -> String {
     if caches.iter().any(|(_, c)| c.tier.is_some()) {
         let _ = writeln!(
             o,
-            "# HELP linerate_cache_tier_requests_total Calls to the shared second tier (Redis, memcached) by outcome: hit, miss, error (failed or timed out: a miss too), stored."
+            "# HELP linerate_cache_tier_requests_total Calls to the shared second tier (Redis, memcached) by outcome: hit, miss (the tier had nothing), skipped (a miss without asking: the tier was down), error (failed or timed out: its gets are misses too), stored."
         );
         let _ = writeln!(o, "# TYPE linerate_cache_tier_requests_total counter");
         for (label, c) in caches {
             if let Some(t) = c.tier {
-                for (outcome, n) in ["hit", "miss", "error", "stored"].iter().zip(t) {
+                for (outcome, n) in [
+                    ("hit", t.hits),
+                    ("miss", t.misses),
+                    ("skipped", t.skipped),
+                    ("error", t.errors),
+                    ("stored", t.stored),
+                ] {
                     let _ = writeln!(
                         o,
                         "linerate_cache_tier_requests_total{{cache=\"{}\",outcome=\"{outcome}\"}} {n}",
                         quote(label)
                     );
+                }
+            }
+        }
+        for (name, help, get) in [
+            (
+                "linerate_cache_tier_timeouts_total",
+                "Calls to the shared second tier that ran past its timeout (counted as errors too).",
+                (|t: &crate::stats::TierCounts| t.timeouts) as fn(&crate::stats::TierCounts) -> u64,
+            ),
+            (
+                "linerate_cache_tier_outages_total",
+                "Times the shared second tier went down (each logged once; its calls are skipped until a probe finds it back).",
+                |t| t.outages,
+            ),
+        ] {
+            let _ = writeln!(o, "# HELP {name} {help}");
+            let _ = writeln!(o, "# TYPE {name} counter");
+            for (label, c) in caches {
+                if let Some(t) = &c.tier {
+                    let _ = writeln!(o, "{name}{{cache=\"{}\"}} {}", quote(label), get(t));
                 }
             }
         }

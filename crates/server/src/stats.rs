@@ -451,6 +451,9 @@ pub(crate) trait CacheAdmin: Send + Sync + std::fmt::Debug {
     /// whose URL starts with it when `prefix`, here and from its shared tier; `None` when
     /// `url` is not an http(s) URL.
     fn purge(&self, url: &str, prefix: bool) -> Option<Purged>;
+    /// Up to `max` stored answers whose URL starts with `prefix` (every one when `None`),
+    /// as JSON (`proxy::cache_list`); `None` when `prefix` is not an http(s) URL.
+    fn list(&self, prefix: Option<&str>, max: usize) -> Option<serde_json::Value>;
     /// The cache itself, for a reload that keeps it (`proxy::cache_admin::carry_over`).
     #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     fn shared(&self) -> Arc<dyn std::any::Any + Send + Sync>;
@@ -483,9 +486,27 @@ pub struct CacheCounts {
     pub objects: u64,
     /// Requests waiting on another request's upstream answer for the same key now.
     pub waiting: u64,
-    /// The shared second tier's hits, misses, failed calls and answers stored, when the
-    /// cache has one.
-    pub tier: Option<[u64; 4]>,
+    /// The shared second tier's counters, when the cache has one.
+    pub tier: Option<TierCounts>,
+}
+
+/// A cache's shared second tier's counters at scrape time (issue U item 9: a real miss told
+/// from a call skipped while the tier is down; timeouts and outages counted).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TierCounts {
+    pub hits: u64,
+    /// Gets the tier answered with nothing usable (absent, expired): real misses.
+    pub misses: u64,
+    /// Gets answered as misses without asking: the tier was down.
+    pub skipped: u64,
+    /// Calls that failed or ran past the timeout (their gets are misses too).
+    pub errors: u64,
+    /// Of those, the calls that ran past the timeout.
+    pub timeouts: u64,
+    /// Up → down transitions.
+    pub outages: u64,
+    /// Answers stored.
+    pub stored: u64,
 }
 
 impl StatsHandle {
@@ -501,6 +522,26 @@ impl StatsHandle {
     /// Purges `url` (or every URL below it when `prefix`) from every proxy cache and its
     /// shared tier: how many answers went from memory, and what waits for a tier that was
     /// not reached; `None` when `url` is not an http(s) URL.
+    /// Every proxy cache's stored answers under `prefix` (see `CacheAdmin::list`):
+    /// `{"caches": [{"cache": LABEL, "entries": [...], "truncated": bool}]}`; `None` when
+    /// `prefix` is not an http(s) URL.
+    pub fn list_caches(&self, prefix: Option<&str>, max: usize) -> Option<serde_json::Value> {
+        let caches = self
+            .caches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut out = Vec::new();
+        for c in caches.iter() {
+            let mut one = c.list(prefix, max)?;
+            if let Some(o) = one.as_object_mut() {
+                o.insert("cache".into(), c.label().into());
+            }
+            out.push(one);
+        }
+        Some(serde_json::json!({ "caches": out }))
+    }
+
     pub fn purge(&self, url: &str, prefix: bool) -> Option<Purged> {
         // Not held while a purge waits for a tier (a reload may swap the list meanwhile).
         let caches = self

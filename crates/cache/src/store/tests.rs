@@ -387,3 +387,66 @@ fn an_object_over_a_sixteenth_of_the_store_is_stored_up_to_max_object() {
         .holds_largest()
     );
 }
+
+/// Issue U item 9: an operator's listing of what is stored, by key prefix, across shards:
+/// each answer with its variants, size and the hits it served; bounded, saying when more
+/// matched; a replaced answer's hits start again.
+#[test]
+fn a_listing_by_prefix_shows_each_stored_answer_with_its_hits_bounded() {
+    let store = Store::new(Limits {
+        capacity: 1 << 20,
+        max_object: 1 << 16,
+        shards: 4,
+    });
+    let vary = Vary::Fields(vec![b"accept-language".to_vec().into()]);
+    let en: &[Field] = &[(b"Accept-Language", b"en")];
+    let fr: &[Field] = &[(b"Accept-Language", b"fr")];
+    store.insert(entry_with("/docs/a", 10, &vary, en));
+    store.insert(entry_with("/docs/a", 20, &vary, fr));
+    store.insert(entry("/docs/b", 30));
+    store.insert(entry("/other", 40));
+    for _ in 0..3 {
+        assert!(matches!(store.get(&key("/docs/a"), fr), Lookup::Found(_)));
+    }
+    assert!(matches!(store.get(&key("/docs/b"), &[]), Lookup::Found(_)));
+    let prefix = b"http://a.example/docs/";
+    let (mut listed, more) = store.list(prefix, 10);
+    assert!(!more);
+    listed.sort_by_key(|l| l.entry.body.len());
+    let rows: Vec<(&[u8], usize, usize, u32)> = listed
+        .iter()
+        .map(|l| {
+            (
+                l.entry.key.as_bytes(),
+                l.entry.body.len(),
+                l.variants,
+                l.hits,
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (&b"http://a.example/docs/a"[..], 10, 2, 0),
+            (&b"http://a.example/docs/a"[..], 20, 2, 3),
+            (&b"http://a.example/docs/b"[..], 30, 1, 1),
+        ]
+    );
+    assert_eq!(listed[0].size, listed[0].entry.size());
+    let langs: Vec<_> = listed[0].entry.variant.fields().collect();
+    assert_eq!(langs, [(&b"accept-language"[..], Some(&b"en"[..]))]);
+    // Bounded: two of the three, and more said.
+    let (two, more) = store.list(prefix, 2);
+    assert_eq!((two.len(), more), (2, true));
+    // Everything, with an empty prefix.
+    assert_eq!(store.list(b"", 10).0.len(), 4);
+    // A replaced answer counts its own hits.
+    store.insert(entry_with("/docs/a", 21, &vary, fr));
+    let (again, _) = store.list(b"http://a.example/docs/a", 10);
+    let fr_hits: Vec<u32> = again
+        .iter()
+        .filter(|l| l.entry.body.len() == 21)
+        .map(|l| l.hits)
+        .collect();
+    assert_eq!(fr_hits, [0]);
+}

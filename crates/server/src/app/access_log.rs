@@ -20,8 +20,11 @@ use linerate_http1::{RequestHead, Version};
 
 use crate::config::UpstreamAddr;
 
+mod cache_status;
 mod template;
 mod writer;
+
+pub(crate) use cache_status::CacheOutcome;
 
 use template::Entry;
 pub use template::{Template, TemplateError};
@@ -129,6 +132,9 @@ pub(crate) struct AccessEntry<'a> {
     /// A gRPC call's `grpc-status` when its answer carries it (`grpc_status` in JSON, only
     /// then; `$grpc_status`).
     pub grpc_status: Option<&'static str>,
+    /// What a caching mount's cache did with it (`$upstream_cache_status`, `cache_status`
+    /// in JSON); `None` where no cache handled it.
+    pub cache_status: Option<CacheOutcome>,
 }
 
 /// What a proxied request's line says of its upstream (nginx's `$upstream_addr`,
@@ -274,6 +280,9 @@ impl LogBuffer {
                 if let (Some(g), Some(o)) = (e.grpc_status, line.as_object_mut()) {
                     // The number as a number, as `status` is.
                     o.insert("grpc_status".into(), g.parse::<u32>().unwrap_or(2).into());
+                }
+                if let (Some(c), Some(o)) = (e.cache_status, line.as_object_mut()) {
+                    o.insert("cache_status".into(), c.as_str().into());
                 }
                 let _ = writeln!(s.lines, "{line}");
             }
@@ -465,6 +474,7 @@ mod tests {
         fields: Fields::Kept(&[]),
         upstream: None,
         grpc_status: None,
+        cache_status: None,
     };
 
     /// The one batch `b` hands off.
@@ -957,5 +967,32 @@ mod tests {
         let t = "$request_uri $status $grpc_status";
         assert_eq!(template_line(t, &call, false), "/test.Sum/Fail 200 5\n");
         assert_eq!(template_line(t, &PLAIN, false), "/ 200 -\n");
+    }
+
+    /// Issue U item 9: what the cache did, as nginx's `$upstream_cache_status` (`-` where no
+    /// cache handled the request) and the JSON log's `cache_status` (absent then).
+    #[test]
+    fn a_cached_request_logs_what_the_cache_did() {
+        let hit = AccessEntry {
+            cache_status: Some(CacheOutcome::Hit),
+            ..PLAIN
+        };
+        let revalidated = AccessEntry {
+            cache_status: Some(CacheOutcome::Revalidated),
+            ..PLAIN
+        };
+        let (mut b, rx) = buffer(LogFormat::Json);
+        b.push(0, &hit);
+        b.push(0, &PLAIN);
+        let lines = batch(b, &rx);
+        let mut lines = lines
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap());
+        assert_eq!(lines.next().unwrap()["cache_status"], "HIT");
+        assert!(lines.next().unwrap().get("cache_status").is_none());
+        let t = "$status $upstream_cache_status";
+        assert_eq!(template_line(t, &hit, false), "200 HIT\n");
+        assert_eq!(template_line(t, &revalidated, false), "200 REVALIDATED\n");
+        assert_eq!(template_line(t, &PLAIN, false), "200 -\n");
     }
 }

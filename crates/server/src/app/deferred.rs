@@ -279,6 +279,8 @@ pub(crate) struct LogMeta {
     pub host: Option<Box<[u8]>>,
     /// The values of the fields templates name (`LogBuffer::kept`; empty when none does).
     pub fields: Box<[Option<Box<[u8]>>]>,
+    /// What its mount's cache did with it, once the cache decided (`$upstream_cache_status`).
+    pub cache: Option<crate::access_log::CacheOutcome>,
 }
 
 impl LogMeta {
@@ -309,6 +311,7 @@ impl LogMeta {
                 .iter()
                 .map(|name| head.header(buf, name).map(Box::from))
                 .collect(),
+            cache: None,
         }
     }
 
@@ -338,6 +341,7 @@ impl LogMeta {
             fields: crate::access_log::Fields::Kept(&self.fields),
             upstream,
             grpc_status: None,
+            cache_status: self.cache,
         }
     }
 }

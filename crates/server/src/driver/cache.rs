@@ -142,7 +142,13 @@ fn send_coded(
 ) -> u64 {
     let body = hit.body();
     let mut coded = None;
+    // The whole stored body: encoded once per entry and coding, kept with the entry.
+    let kept = match plan {
+        Plan::Encode(c) => hit.encoded(c, cfg),
+        _ => None,
+    };
     let plan = match plan {
+        Plan::Encode(_) if kept.is_some() => plan,
         Plan::Encode(c) => match StreamEncoder::new(c, Some(body.len() as u64), cfg) {
             Some(mut e) => {
                 let mut bytes = e.push(body).to_vec();
@@ -166,7 +172,7 @@ fn send_coded(
     if rewrite.vary {
         out.push((b"Vary", b"Accept-Encoding"));
     }
-    let body = coded.as_deref().unwrap_or(body);
+    let body = kept.or(coded.as_deref()).unwrap_or(body);
     send_whole(conn, id, hit, &out, body, head_request, cx)
 }
 
@@ -188,6 +194,13 @@ impl<B: Backend> Worker<B> {
             inbox: inbox.clone(),
             park,
         });
+        if let Some(m) = job.log.as_mut() {
+            // A plan made again (after a wait, or the second tier) says it again.
+            m.cache = match before {
+                Before::GatewayTimeout => Some(crate::access_log::CacheOutcome::Miss),
+                _ => x.outcome(),
+            };
+        }
         job.cache = Some(x);
         match before {
             Before::Forward => Some(job),
@@ -236,6 +249,9 @@ impl<B: Backend> Worker<B> {
         let site = sites.sites.iter().nth(job.site);
         let head_request = job.forwarded.head_request;
         let (client, id, status) = (job.client, job.id, hit.status);
+        if let Some(m) = job.log.as_mut() {
+            m.cache = Some(hit.outcome);
+        }
         let (route, coding) = (job.route, job.coding);
         let mut bytes = 0;
         let mut hit = Some(hit);

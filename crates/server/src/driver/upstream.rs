@@ -509,6 +509,26 @@ pub(super) struct Books<'a> {
     pub(super) addr: Option<&'a UpstreamAddr>,
 }
 
+/// Adds a caching mount's `Cache-Status` to the proxy's own error answer.
+fn with_cache_status(resp: &mut crate::Response, value: Option<Vec<u8>>) {
+    if let Some(v) = value.and_then(|v| String::from_utf8(v).ok()) {
+        resp.headers
+            .push((Cow::Borrowed("Cache-Status"), Cow::Owned(v)));
+    }
+}
+
+/// The `detail` of the Cache-Status on the proxy's own answer when `error` left it none.
+fn failure_detail(error: UpError) -> &'static str {
+    match error {
+        UpError::Connect | UpError::Timeout(h1c::Phase::Connect) => "connect-failed",
+        UpError::Timeout(_) => "timeout",
+        UpError::Closed => "closed",
+        UpError::Malformed(_) => "malformed-answer",
+        UpError::CutOff => "cut-off",
+        UpError::Unsolicited => "unsolicited-answer",
+    }
+}
+
 /// An exchange as it ended: its site, when its head came in and went up (µs), whether the
 /// upstream's answer began and its status (0: none came), its access-log record.
 pub(super) struct Ended<'a> {
@@ -597,12 +617,14 @@ impl Relay<'_> {
         }
     }
 
-    /// Answers the client with `status` (the site's error page when it has one) and logs it.
-    fn answer_error(&mut self, status: u16, link: &Link) {
+    /// Answers the client with `status` (the site's error page when it has one), with the
+    /// mount cache's `Cache-Status` when it has one, and logs it.
+    fn answer_error(&mut self, status: u16, link: &Link, cache_status: Option<Vec<u8>>) {
         let site = self.sites.sites.iter().nth(link.site);
         let mut resp = site
             .and_then(|s| s.error_page(status))
             .unwrap_or_else(|| crate::h1::status_response(status, ""));
+        with_cache_status(&mut resp, cache_status);
         if let (Some(site), Some(path)) = (site, &link.path) {
             for (name, value) in site.proxied_fields(path) {
                 resp.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
@@ -634,6 +656,9 @@ impl Relay<'_> {
         let Some(link) = self.link.as_mut() else {
             return;
         };
+        if let Some(m) = link.log.as_mut() {
+            m.cache = Some(hit.outcome);
+        }
         let site = self.sites.sites.iter().nth(link.site);
         let mut fields = super::cache::hit_fields(&hit, site, link.route, link.path.as_deref());
         let coding = link.coding.zip(site.map(|s| &s.compression));
@@ -737,7 +762,7 @@ impl h1c::Exchange for Relay<'_> {
                     link.log = then.log;
                     link.head_request = then.forwarded.head_request;
                     if let Some(l) = self.link.take() {
-                        self.answer_error(500, &l);
+                        self.answer_error(500, &l, None);
                         *self.link = Some(l);
                     }
                     return;
@@ -1009,7 +1034,11 @@ impl h1c::Exchange for Relay<'_> {
                 _ => 502,
             };
             tracing::warn!(upstream = %self.upstream, server = %self.server_name(), error = %error, status, auth, "upstream exchange failed");
-            self.answer_error(status, &link);
+            let cache_status = cache
+                .as_ref()
+                .filter(|_| !auth)
+                .and_then(|x| x.error_status(failure_detail(error)));
+            self.answer_error(status, &link, cache_status);
         } else {
             tracing::warn!(upstream = %self.upstream, server = %self.server_name(), error = %error, "upstream exchange failed after its answer began");
             self.close_pipe(link.pipe.take(), link.client, link.id);
@@ -1153,9 +1182,19 @@ impl<B: Backend> Worker<B> {
     pub(super) fn refuse(&mut self, mut job: Box<Job>, status: u16, sh: &Shared) {
         let sites = &self.io.sites;
         let site = sites.sites.get(job.site);
-        let resp = site
+        let mut resp = site
             .error_page(status)
             .unwrap_or_else(|| crate::h1::status_response(status, ""));
+        // No server could be tried, or none could be connected to.
+        let detail = if job.failed_server.is_some() {
+            "connect-failed"
+        } else {
+            "no-server"
+        };
+        with_cache_status(
+            &mut resp,
+            job.cache.as_ref().and_then(|x| x.error_status(detail)),
+        );
         if let (Some(log), Some(m), Some(sink)) =
             (self.io.app.log.as_mut(), job.log.as_ref(), site.log)
         {

@@ -23,6 +23,7 @@ use linerate_cache::store::{Event, Limits, Store};
 use linerate_cache::{After, Entry, Key, Plan, Time, Timing, Variant, validate};
 use linerate_http1::{FieldSpan, RequestHead};
 
+use crate::access_log::CacheOutcome;
 use crate::app::compress_stream::{self, Plan as CodingPlan};
 use crate::app::deferred::Inbox;
 use crate::config::{Compression, ProxyCache};
@@ -298,6 +299,8 @@ pub(crate) struct Hit {
     pub body: Range<usize>,
     /// Only the fields a 304 carries (RFC 9110 §15.4.5).
     pub not_modified: bool,
+    /// What the access log says of it (`$upstream_cache_status`).
+    pub outcome: CacheOutcome,
 }
 
 impl Hit {
@@ -357,6 +360,27 @@ impl Hit {
             return CodingPlan::AsIs;
         }
         compress_stream::plan_for(e.rendered(render).compressible, coding)
+    }
+
+    /// The stored body encoded with `coding` at `cfg`'s level, made once per entry and
+    /// coding (issue U item 8: every compressed hit encoded it again) and kept with the
+    /// entry; `None` for a part of the body (a range), or a coding with no encoder.
+    pub(crate) fn encoded(&self, coding: Encoding, cfg: &Compression) -> Option<&[u8]> {
+        let slot = match coding {
+            Encoding::Identity => return None,
+            Encoding::Gzip => 0,
+            Encoding::Brotli => 1,
+        };
+        if self.body != (0..self.entry.body.len()) {
+            return None;
+        }
+        self.entry.derived(slot, |body| {
+            let mut e = compress_stream::StreamEncoder::new(coding, Some(body.len() as u64), cfg)?;
+            let mut bytes = e.push(body).to_vec();
+            bytes.extend_from_slice(&e.finish());
+            BODIES_ENCODED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Some(bytes.into_boxed_slice())
+        })
     }
 
     /// Whether the stored answer's own `Vary` names `Accept-Encoding`.
@@ -428,6 +452,11 @@ impl Fresh {
 
     pub(crate) fn status(&self) -> u16 {
         self.hit.status
+    }
+
+    /// What the access log says of it.
+    pub(crate) fn outcome(&self) -> CacheOutcome {
+        self.hit.outcome
     }
 
     /// The body's bytes (none for HEAD).
@@ -560,6 +589,14 @@ fn render(entry: &Entry) -> linerate_cache::Rendered {
     }
 }
 
+/// Stored bodies the hits encoded ([`Hit::encoded`]): once per entry and coding.
+static BODIES_ENCODED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many stored bodies the hits have encoded so far, for /metrics.
+pub(crate) fn bodies_encoded() -> u64 {
+    BODIES_ENCODED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Bytes of a hit's `Cache-Status` value kept in the [`Hit`] itself.
 const INLINE_STATUS: usize = 64;
 
@@ -611,6 +648,7 @@ fn answer(
     age: u64,
     not_modified: bool,
     status_field: StatusValue,
+    outcome: CacheOutcome,
 ) -> Hit {
     let mut digits = [0u8; 20];
     let mut itoa = itoa::Buffer::new();
@@ -640,6 +678,7 @@ fn answer(
         cache_status: status_field,
         body,
         not_modified,
+        outcome,
     }
 }
 
@@ -733,7 +772,8 @@ fn plan_listed(
             .hit_status
             .as_deref()
             .map_or(StatusValue::None, |prefix| StatusValue::hit(prefix, ttl));
-        return Here::Hit(answer(&req, entry, age, not_modified, status));
+        let outcome = CacheOutcome::of_answer(ttl, false);
+        return Here::Hit(answer(&req, entry, age, not_modified, status, outcome));
     }
     let mut x = Exchange::new(Arc::clone(mount), CacheReq::copy(head, buf, tls, false));
     x.pending = Some((plan, now));
@@ -1051,7 +1091,13 @@ impl Exchange {
                             waited_since: None,
                         })
                     });
-                Before::Answer(self.hit(entry, age, not_modified, status), background)
+                // Stale within stale-while-revalidate: nginx's UPDATING when another
+                // request's validation is on its way; STALE for the one that starts it (or a
+                // HEAD, which starts none).
+                let updating = revalidate && self.req.is_get() && background.is_none();
+                let outcome = CacheOutcome::of_answer(ttl, updating);
+                let hit = self.hit(entry, age, not_modified, status, outcome);
+                Before::Answer(hit, background)
             }
             Plan::Forward { key, validate, fwd } => {
                 counters.record(Event::Miss);
@@ -1113,9 +1159,41 @@ impl Exchange {
     }
 
     /// The answer from `entry`, `age` seconds old, for this request.
-    fn hit(&self, entry: Arc<Entry>, age: u64, not_modified: bool, status: StatusValue) -> Hit {
+    fn hit(
+        &self,
+        entry: Arc<Entry>,
+        age: u64,
+        not_modified: bool,
+        status: StatusValue,
+        outcome: CacheOutcome,
+    ) -> Hit {
         self.req
-            .with(|r| answer(r, entry, age, not_modified, status))
+            .with(|r| answer(r, entry, age, not_modified, status, outcome))
+    }
+
+    /// The `Cache-Status` value of the proxy's own error answer (502, 504) to a request
+    /// that went forward and got no answer (RFC 9211 §2: why it went forward, no
+    /// `fwd-status` since nothing came, `detail` naming the failure); `None` when the mount
+    /// sends no Cache-Status or its cache did not plan the request.
+    pub(crate) fn error_status(&self, detail: &str) -> Option<Vec<u8>> {
+        let fwd = self.fwd?;
+        self.status_value(|name| CacheStatus {
+            collapsed: self.collapsed,
+            detail: Some(detail),
+            ..CacheStatus::forward(name, fwd)
+        })
+    }
+
+    /// What the access log says of the request as it went forward (`None`: a method the
+    /// cache does not handle, which nginx logs as `-` too). An answer from the store says
+    /// its own ([`Hit::outcome`]).
+    pub(crate) fn outcome(&self) -> Option<CacheOutcome> {
+        Some(match self.fwd? {
+            Fwd::Method => return None,
+            Fwd::Bypass | Fwd::Request => CacheOutcome::Bypass,
+            Fwd::Stale => CacheOutcome::Expired,
+            Fwd::UriMiss | Fwd::VaryMiss | Fwd::Miss => CacheOutcome::Miss,
+        })
     }
 
     /// The upstream's answer head is in (`spans` of `head`); `length` is its body's length
@@ -1227,7 +1305,7 @@ impl Exchange {
             }
             After::Freshened(entry) => {
                 mount.store.counters().record(Event::Revalidated);
-                AfterHead::Answer(self.answer_validated(entry, now, fwd))
+                AfterHead::Answer(self.answer_validated(entry, now, fwd, CacheOutcome::Revalidated))
             }
             After::ServeStale(entry, by) => {
                 mount.store.counters().record(Event::Stale);
@@ -1275,12 +1353,25 @@ impl Exchange {
         status: Option<u16>,
         by: linerate_cache::StaleBy,
     ) -> Hit {
-        self.answer_from(entry, now, fwd, status, Some(by.detail()))
+        self.answer_from(
+            entry,
+            now,
+            fwd,
+            status,
+            Some(by.detail()),
+            CacheOutcome::Stale,
+        )
     }
 
     /// The answer from an entry a validation left to use.
-    fn answer_validated(&self, entry: Arc<Entry>, now: Time, fwd: Fwd) -> Hit {
-        self.answer_from(entry, now, fwd, None, None)
+    fn answer_validated(
+        &self,
+        entry: Arc<Entry>,
+        now: Time,
+        fwd: Fwd,
+        outcome: CacheOutcome,
+    ) -> Hit {
+        self.answer_from(entry, now, fwd, None, None, outcome)
     }
 
     /// The answer from an entry a validation or a failure left to use.
@@ -1291,6 +1382,7 @@ impl Exchange {
         fwd: Fwd,
         fwd_status: Option<u16>,
         detail: Option<&str>,
+        outcome: CacheOutcome,
     ) -> Hit {
         let age = linerate_cache::freshness::age_field(linerate_cache::freshness::current_age(
             &entry.facts,
@@ -1312,7 +1404,7 @@ impl Exchange {
                 ..CacheStatus::forward(name, fwd)
             })
             .map_or(StatusValue::None, StatusValue::Heap);
-        self.hit(entry, age, not_modified, status)
+        self.hit(entry, age, not_modified, status, outcome)
     }
 
     /// A piece of the answer's body, as it came from upstream.
@@ -1488,7 +1580,7 @@ mod tests {
             body: false,
         };
         let status_value = StatusValue::hit(&CacheStatus::hit_prefix("lr"), 5);
-        let hit = answer(&req, entry, 7, false, status_value);
+        let hit = answer(&req, entry, 7, false, status_value, CacheOutcome::Hit);
         assert!(hit.whole());
         Fresh::new(hit, vary)
     }
@@ -1589,11 +1681,18 @@ mod tests {
             fields: ranged,
             body: false,
         };
-        let part = answer(&req, Arc::clone(&entry), 0, false, StatusValue::None);
+        let part = answer(
+            &req,
+            Arc::clone(&entry),
+            0,
+            false,
+            StatusValue::None,
+            CacheOutcome::Hit,
+        );
         assert_eq!(part.status, 206);
         assert!(!part.whole());
         let req = linerate_cache::Request { fields: &[], ..req };
-        let not_modified = answer(&req, entry, 0, true, StatusValue::None);
+        let not_modified = answer(&req, entry, 0, true, StatusValue::None, CacheOutcome::Hit);
         assert!(!not_modified.whole());
     }
 }

@@ -71,6 +71,17 @@ impl crate::stats::CacheAdmin for View {
         Some(crate::stats::Purged { removed, pending })
     }
 
+    fn list(&self, prefix: Option<&str>, max: usize) -> Option<serde_json::Value> {
+        let prefix = match prefix {
+            Some(url) => match View::target(url, true)? {
+                Target::Prefix(p) => p,
+                Target::Key(_) => return None,
+            },
+            None => Vec::new(),
+        };
+        Some(super::cache_list::list(&self.cache, &prefix, max))
+    }
+
     fn shared(&self) -> Arc<dyn std::any::Any + Send + Sync> {
         Arc::clone(&self.cache) as Arc<dyn std::any::Any + Send + Sync>
     }

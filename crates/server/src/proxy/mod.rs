@@ -17,6 +17,7 @@ pub(crate) mod balance;
 pub(crate) mod cache;
 pub(crate) mod cache_admin;
 pub(crate) mod cache_force;
+pub(crate) mod cache_list;
 pub(crate) mod forward;
 #[cfg(feature = "http2")]
 pub(crate) mod grpc_check;

@@ -80,12 +80,21 @@ pub(crate) mod cache_admin {
 }
 
 pub(crate) mod cache {
+    /// No hit encodes anything.
+    pub(crate) fn bodies_encoded() -> u64 {
+        0
+    }
+
     /// Cannot be made: no proxy cache answers (`Body::Cached` is never made).
     #[derive(Clone, Debug)]
     pub(crate) enum Fresh {}
 
     impl Fresh {
         pub(crate) fn body(&self) -> &[u8] {
+            match *self {}
+        }
+
+        pub(crate) fn outcome(&self) -> crate::access_log::CacheOutcome {
             match *self {}
         }
 

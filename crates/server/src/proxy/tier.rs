@@ -437,10 +437,18 @@ impl SharedTier {
         });
     }
 
-    /// Hits, misses, calls that failed or timed out, and answers stored.
-    pub(crate) fn counts(&self) -> [u64; 4] {
+    /// The tier's counters, as /metrics shows them.
+    pub(crate) fn counts(&self) -> crate::stats::TierCounts {
         let c = self.tier.counters();
-        [c.hits, c.misses, c.errors + c.timeouts, c.sets]
+        crate::stats::TierCounts {
+            hits: c.hits,
+            misses: c.absent,
+            skipped: c.skipped,
+            errors: c.errors + c.timeouts,
+            timeouts: c.timeouts,
+            outages: c.outages,
+            stored: c.sets,
+        }
     }
 
     /// Where a worker connects to ask this tier itself, and the link's state for a new

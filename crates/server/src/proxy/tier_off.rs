@@ -74,7 +74,7 @@ impl SharedTier {
         match *self {}
     }
 
-    pub(crate) fn counts(&self) -> [u64; 4] {
+    pub(crate) fn counts(&self) -> crate::stats::TierCounts {
         match *self {}
     }
 

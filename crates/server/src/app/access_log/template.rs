@@ -49,6 +49,8 @@ enum Field {
     GrpcStatus,
     UpstreamResponseTime,
     UpstreamTimeUs,
+    /// nginx's `$upstream_cache_status`: what the cache did (`-` where none handled it).
+    UpstreamCacheStatus,
     /// nginx's `$host`: the host the request named (absolute-form target, else Host),
     /// lowercase, without port; else its site's first name.
     Host,
@@ -63,7 +65,7 @@ enum Field {
 const HTTP_PREFIX: &str = "http_";
 
 /// Every field by its name, in the order the docs list them (`$http_NAME` besides).
-const FIELDS: [(&str, Field); 21] = [
+const FIELDS: [(&str, Field); 22] = [
     ("remote_addr", Field::RemoteAddr),
     ("remote_user", Field::RemoteUser),
     ("time_local", Field::TimeLocal),
@@ -83,6 +85,7 @@ const FIELDS: [(&str, Field); 21] = [
     ("grpc_status", Field::GrpcStatus),
     ("upstream_response_time", Field::UpstreamResponseTime),
     ("upstream_time_us", Field::UpstreamTimeUs),
+    ("upstream_cache_status", Field::UpstreamCacheStatus),
     ("host", Field::Host),
     ("scheme", Field::Scheme),
 ];
@@ -301,6 +304,11 @@ fn field(out: &mut String, f: &Field, e: &Entry<'_>, clock: &Clock, kept: &[Box<
             seconds(out, served.and_then(|s| s.upstream).map(|u| u.time_us))
         }
         Field::UpstreamTimeUs => micros(out, served.and_then(|s| s.upstream).map(|u| u.time_us)),
+        Field::UpstreamCacheStatus => out.push_str(
+            served
+                .and_then(|s| s.cache_status)
+                .map_or("-", |c| c.as_str()),
+        ),
         Field::Host => {
             let (host, name) = match e {
                 Entry::Served(s) => (s.host, s.server_name),

@@ -51,6 +51,11 @@ impl<'a> ConnApp<'a> {
                     fields: Fields::Head(head, buf),
                     upstream: None,
                     grpc_status: crate::grpc::logged_status(resp),
+                    // The content phase's fresh hits are the only cached answers here.
+                    cache_status: match &resp.body {
+                        crate::response::Body::Cached(c) => Some(c.0.outcome()),
+                        _ => None,
+                    },
                 },
             );
         }
