@@ -3,7 +3,9 @@
 //! target, `(name, value)` fields, status) with "now" passed in; decisions come out. No
 //! sockets, clocks, threads or async here, and no dependency on the server.
 //!
-//! - [`key`]: the primary key (scheme, host, path, query) and `Vary`'s secondary keys.
+//! - [`key`]: the primary key (scheme, host, path, query) and `Vary`'s secondary keys;
+//!   [`key_rules`]: a mount's own key (parts, query parameters, a cookie or field added).
+//! - [`origin_rules`]: lifetimes for answers without freshness, origin fields not obeyed.
 //! - [`cache_control`], [`facts`]: the heads read once; [`targeted`]: `CDN-Cache-Control`
 //!   (RFC 9213), which this gateway cache obeys before `Cache-Control`.
 //! - [`storable`]: may it be stored (§3); [`freshness`]: lifetime, age, may it be used (§4.2).
@@ -30,6 +32,8 @@ pub mod fill;
 pub mod freshness;
 pub mod invalidate;
 pub mod key;
+pub mod key_rules;
+pub mod origin_rules;
 pub mod policy;
 pub mod range;
 pub mod shared;
@@ -43,6 +47,8 @@ pub use entry::{Entry, Rendered, Timing};
 pub use facts::{Method, Request, RequestFacts, Response, ResponseFacts};
 pub use freshness::{Reuse, Why};
 pub use key::{Key, NoKey, Variant, Vary};
+pub use key_rules::{KeyRules, key_for};
+pub use origin_rules::{Ignore, Valid};
 pub use policy::{After, Bypass, Plan, after, plan, plan_keyed, plan_with};
 pub use shared::Shared;
 pub use storable::NotStored;
@@ -60,7 +66,7 @@ impl Time {
 }
 
 /// The cache's policy choices.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Options {
     /// Heuristic freshness (§4.2.2) for responses without explicit freshness; off by default:
     /// an origin that says nothing about caching has not agreed to stale answers, and
@@ -68,6 +74,14 @@ pub struct Options {
     pub heuristic: Option<Heuristic>,
     /// What lets an answer with Set-Cookie be stored.
     pub set_cookie: SetCookie,
+    // issue U item 4: the key
+    /// The mount's own key ([`key_rules`]); `None`: the default key ([`Key::write`]).
+    pub key: Option<std::sync::Arc<KeyRules>>,
+    // issue U item 5: TTL and origin fields
+    /// Lifetimes for answers the origin gave no freshness ([`origin_rules`]).
+    pub valid: Option<std::sync::Arc<Valid>>,
+    /// The origin fields not obeyed ([`origin_rules`]; dangerous).
+    pub ignore: Ignore,
 }
 
 /// Whether a shared cache may store an answer that sets a cookie (RFC 9111 does not forbid

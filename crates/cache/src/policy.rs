@@ -111,7 +111,11 @@ pub fn plan_with(
     // The key is built in this thread's buffer and looked up by its bytes: a hit allocates
     // no key (only a plan that goes forward makes one).
     let mut buf = KEY_BUF.take();
-    let plan = match Key::write(req.scheme, req.authority, req.target, &mut buf) {
+    let written = match opts.key.as_deref() {
+        None => Key::write(req.scheme, req.authority, req.target, &mut buf),
+        Some(rules) => rules.write(req.scheme, req.authority, req.target, req.fields, &mut buf),
+    };
+    let plan = match written {
         Err(e) => Plan::Bypass(Bypass::NoKey(e)),
         Ok(()) if facts.other_preconditions => Plan::Bypass(Bypass::Preconditions),
         Ok(()) => plan_key(req, &facts, &buf, store, held, now, opts),
@@ -246,7 +250,13 @@ pub fn after(
     opts: &Options,
 ) -> After {
     let facts = RequestFacts::of(req);
-    let key = Key::new(req.scheme, req.authority, req.target);
+    let key = crate::key_rules::key_for(
+        opts.key.as_deref(),
+        req.scheme,
+        req.authority,
+        req.target,
+        req.fields,
+    );
     let Some(resp) = resp else {
         return match validated {
             Some(e) if stale_if_error(&facts, e, timing.response_time, opts) => {
@@ -297,7 +307,10 @@ pub fn after(
     match storable(&facts, &resp_facts, timing.response_time, opts) {
         Ok(()) => After::Store {
             key,
-            variant: Variant::of(&resp_facts.vary, req.fields),
+            variant: Variant::of(
+                &crate::origin_rules::governed(&resp_facts, opts).vary,
+                req.fields,
+            ),
         },
         Err(why) => {
             // The stored entry was just replaced upstream by an answer that may not be kept

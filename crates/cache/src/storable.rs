@@ -108,6 +108,7 @@ pub fn storable(
     response_time: Time,
     opts: &Options,
 ) -> Result<(), NotStored> {
+    let resp = &*crate::origin_rules::governed(resp, opts);
     let cc = &resp.cc;
     if req.method != Method::Get {
         return Err(NotStored::Method);
@@ -143,8 +144,13 @@ pub fn storable(
     if matches!(resp.vary, Vary::Star | Vary::TooMany) {
         return Err(NotStored::Vary);
     }
-    let by_default =
-        heuristically_cacheable(resp.status) && (opts.heuristic.is_some() || resp.has_validator());
+    let by_default = (heuristically_cacheable(resp.status)
+        && (opts.heuristic.is_some() || resp.has_validator()))
+        || (!explicit
+            && opts
+                .valid
+                .as_ref()
+                .is_some_and(|v| v.lifetime(resp.status).is_some()));
     if !(explicit || by_default || cc.public) {
         return Err(NotStored::NotExplicit);
     }

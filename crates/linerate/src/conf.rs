@@ -252,7 +252,7 @@ struct RawProxy {
 }
 
 /// `cache = { size, max_object, heuristic, status, set_cookie, lock_timeout, tier,
-/// tier_timeout }` of a proxy mount (`cache = {}` takes every default).
+/// tier_timeout, key, query_drop, query_sort, valid, ignore }` of a proxy mount (`cache = {}` takes every default).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawCache {
@@ -268,6 +268,19 @@ struct RawCache {
     /// A shared second tier: `redis://…`, `valkey://…` or `memcached://…`.
     tier: Option<Spanned<String>>,
     tier_timeout: Option<Spanned<String>>,
+    // issue U item 4: the key
+    /// `["host", "path", "query", "cookie:lang"]`: the key's parts.
+    key: Option<Spanned<Vec<String>>>,
+    /// `["utm_*", "fbclid"]`: query parameters left out of the key.
+    query_drop: Option<Spanned<Vec<String>>>,
+    /// The query's parameters sorted in the key.
+    query_sort: Option<bool>,
+    // issue U item 5: TTL and origin fields
+    /// `{ "200 301" = "10m", "404" = "1m", any = "30s" }`: lifetimes for answers without
+    /// freshness.
+    valid: Option<Spanned<std::collections::BTreeMap<String, Spanned<String>>>>,
+    /// `["Cache-Control", "Expires", "Set-Cookie", "Vary"]`: origin fields not obeyed.
+    ignore: Option<Spanned<Vec<String>>>,
 }
 
 /// `auth = { upstream = "…", path = "/verify", pass = […], copy = […] }` of a proxy mount.
@@ -1792,6 +1805,60 @@ impl Cx<'_> {
         }
         if let Some(v) = &raw.tier_timeout {
             c.tier_timeout = self.timeout(v, "cache tier_timeout", "")?;
+        }
+        // issue U item 4: the key
+        if let Some(v) = &raw.key {
+            c.key = v.get_ref().clone();
+        }
+        if let Some(v) = &raw.query_drop {
+            c.query_drop = v.get_ref().clone();
+        }
+        c.query_sort = raw.query_sort.unwrap_or(false);
+        if let Err(e) = c.key_rules() {
+            let span = (raw.key.as_ref().map(Spanned::span))
+                .or(raw.query_drop.as_ref().map(Spanned::span))
+                .unwrap_or_default();
+            return Err(self.err(span, format!("cache key: {e}")));
+        }
+        // issue U item 5: TTL and origin fields
+        if let Some(v) = &raw.valid {
+            for (statuses, life) in v.get_ref() {
+                let secs = self.duration_or_zero(life, "cache valid")?.as_secs();
+                for s in statuses.split_ascii_whitespace() {
+                    match s.parse::<u16>() {
+                        _ if s == "any" => c.valid_any = Some(secs),
+                        Ok(status @ 200..=599) if status != 206 && status != 304 => {
+                            c.valid.push((status, secs));
+                        }
+                        _ => {
+                            return Err(self.err(
+                                v.span(),
+                                format!(
+                                    "cache valid: {s:?} is not a status a cache stores (200 to \
+                                     599, not 206 or 304) or \"any\""
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(v) = &raw.ignore {
+            for f in v.get_ref() {
+                let f = f.to_ascii_lowercase();
+                if !["cache-control", "expires", "set-cookie", "vary"].contains(&f.as_str()) {
+                    return Err(self.err(
+                        v.span(),
+                        format!(
+                            "cache ignore: {f:?} is none of Cache-Control, Expires, Set-Cookie, \
+                             Vary"
+                        ),
+                    ));
+                }
+                if !c.ignore.contains(&f) {
+                    c.ignore.push(f);
+                }
+            }
         }
         Ok(c)
     }

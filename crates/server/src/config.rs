@@ -343,6 +343,23 @@ pub struct ProxyCache {
     pub tier: Option<String>,
     /// The longest one call to the tier may take (then it is a miss).
     pub tier_timeout: std::time::Duration,
+    // issue U item 4: the key
+    /// The key's parts (`scheme`, `host`, `port`, `path`, `query`, `cookie:NAME`,
+    /// `header:NAME`); empty: the default key (all five URL parts).
+    pub key: Vec<String>,
+    /// Query parameter names left out of the key (`*` a wildcard: `utm_*`).
+    pub query_drop: Vec<String>,
+    /// The query's parameters sorted in the key.
+    pub query_sort: bool,
+    // issue U item 5: TTL and origin fields
+    /// Lifetimes in seconds for answers without explicit freshness, by status
+    /// (nginx's `proxy_cache_valid`).
+    pub valid: Vec<(u16, u64)>,
+    /// The lifetime for the other statuses cacheable by default (`any`).
+    pub valid_any: Option<u64>,
+    /// The origin fields not obeyed (lower case: `cache-control`, `expires`, `set-cookie`,
+    /// `vary`); dangerous.
+    pub ignore: Vec<String>,
 }
 
 impl Default for ProxyCache {
@@ -356,6 +373,12 @@ impl Default for ProxyCache {
             lock_timeout: std::time::Duration::from_secs(5),
             tier: None,
             tier_timeout: std::time::Duration::from_millis(50),
+            key: Vec::new(),
+            query_drop: Vec::new(),
+            query_sort: false,
+            valid: Vec::new(),
+            valid_any: None,
+            ignore: Vec::new(),
         }
     }
 }
@@ -372,6 +395,23 @@ impl ProxyCache {
             shards: 1,
         }
         .holds_largest()
+    }
+
+    /// Its key rules (issue U item 4); `None`: the default key. An error says what is wrong.
+    #[cfg(feature = "proxy")]
+    pub fn key_rules(&self) -> Result<Option<linerate_cache::KeyRules>, String> {
+        if self.key.is_empty() && self.query_drop.is_empty() && !self.query_sort {
+            return Ok(None);
+        }
+        let default: Vec<String> = ["scheme", "host", "port", "path", "query"]
+            .map(String::from)
+            .to_vec();
+        let parts = if self.key.is_empty() {
+            &default
+        } else {
+            &self.key
+        };
+        linerate_cache::KeyRules::parse(parts, &self.query_drop, self.query_sort).map(Some)
     }
 
     /// The largest `max_object` its `size` holds with room for a head

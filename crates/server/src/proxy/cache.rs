@@ -129,6 +129,20 @@ impl MountCache {
                 } else {
                     linerate_cache::SetCookie::Never
                 },
+                // Checked when the configuration was read.
+                key: conf.key_rules().ok().flatten().map(Arc::new),
+                valid: (!conf.valid.is_empty() || conf.valid_any.is_some()).then(|| {
+                    Arc::new(linerate_cache::Valid {
+                        by_status: conf.valid.clone(),
+                        any: conf.valid_any,
+                    })
+                }),
+                ignore: linerate_cache::Ignore {
+                    cache_control: conf.ignore.iter().any(|f| f == "cache-control"),
+                    expires: conf.ignore.iter().any(|f| f == "expires"),
+                    set_cookie: conf.ignore.iter().any(|f| f == "set-cookie"),
+                    vary: conf.ignore.iter().any(|f| f == "vary"),
+                },
             },
             status: conf.status.as_deref().map(Into::into),
             hit_status: conf
@@ -896,10 +910,10 @@ impl Exchange {
         let stored = stored.filter(|_| usable);
         // An entry that sets a cookie, written by an edge (or a version) that kept such
         // answers, is not served by one that does not: its cookie is another visitor's.
-        let opts = self.mount.opts;
+        let opts = &self.mount.opts;
         let decode = |b, key: &Key| {
             super::tier::decode(b, key)
-                .filter(|e| linerate_cache::storable::cookie_allowed(&e.facts, &opts))
+                .filter(|e| linerate_cache::storable::cookie_allowed(&e.facts, opts))
         };
         if let Some(key) = self.asking.take() {
             // Asked alone: no flight to land; an entry is planned from as a leader's is.
@@ -1106,7 +1120,13 @@ impl Exchange {
             {
                 // What the answer invalidates in memory (§4.4, within `after`) goes from the
                 // tier too, or the next miss would bring it back.
-                if let Ok(target) = Key::new(r.scheme, r.authority, r.target) {
+                if let Ok(target) = linerate_cache::key_for(
+                    mount.opts.key.as_deref(),
+                    r.scheme,
+                    r.authority,
+                    r.target,
+                    r.fields,
+                ) {
                     let gone =
                         linerate_cache::invalidate::invalidated(method, status, &target, &fields);
                     if !gone.is_empty() {
@@ -1148,7 +1168,12 @@ impl Exchange {
         match after {
             After::Store { key, variant } => {
                 let max = mount.max_object;
-                let stored = linerate_cache::fields::to_stored(&fields);
+                let mut stored = linerate_cache::fields::to_stored(&fields);
+                // An ignored Set-Cookie (issue U item 5) is the filling visitor's alone: the
+                // stored answer never replays it (docs/cache-poisoning.md).
+                if mount.opts.ignore.set_cookie {
+                    stored.retain(|(n, _)| !n.eq_ignore_ascii_case(b"set-cookie"));
+                }
                 let keeps = match length.map(usize::try_from) {
                     Some(Ok(n)) if n > max => Keeps::TooBig,
                     Some(Ok(n)) => {
