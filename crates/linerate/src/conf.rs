@@ -252,7 +252,7 @@ struct RawProxy {
 }
 
 /// `cache = { size, max_object, heuristic, status, set_cookie, lock_timeout, tier,
-/// tier_timeout, key, query_drop, query_sort, valid, ignore }` of a proxy mount (`cache = {}` takes every default).
+/// tier_timeout, key, query_drop, query_sort, valid, ignore, convert_head }` of a proxy mount (`cache = {}` takes every default).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawCache {
@@ -281,6 +281,9 @@ struct RawCache {
     valid: Option<Spanned<std::collections::BTreeMap<String, Spanned<String>>>>,
     /// `["Cache-Control", "Expires", "Set-Cookie", "Vary"]`: origin fields not obeyed.
     ignore: Option<Spanned<Vec<String>>>,
+    // issue U item 6: HEAD fills as GET
+    /// A HEAD on a cold key goes up as GET (the default).
+    convert_head: Option<bool>,
 }
 
 /// `auth = { upstream = "…", path = "/verify", pass = […], copy = […] }` of a proxy mount.
@@ -1859,6 +1862,10 @@ impl Cx<'_> {
                     c.ignore.push(f);
                 }
             }
+        }
+        // issue U item 6: HEAD fills as GET
+        if let Some(v) = raw.convert_head {
+            c.convert_head = v;
         }
         Ok(c)
     }

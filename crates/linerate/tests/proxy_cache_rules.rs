@@ -19,10 +19,19 @@ use common::{Client, READ_TIMEOUT, eventually, free_port};
 
 type Answer = Arc<dyn Fn(&str, &str) -> Vec<u8> + Send + Sync>;
 
+/// Where an answer holds until [`Origin::open`]: what comes before it is written at once.
+const HOLD: &[u8] = b"\0HOLD\0";
+
+/// A gate that holds answers while shut.
+type Gate = Arc<(Mutex<bool>, std::sync::Condvar)>;
+
 /// An origin that answers `answer(target, head)` and counts the requests per target.
 struct Origin {
     addr: SocketAddr,
     count: Arc<Mutex<HashMap<String, usize>>>,
+    /// Each request's method and target, in order.
+    lines: Arc<Mutex<Vec<String>>>,
+    gate: Gate,
 }
 
 impl Origin {
@@ -30,15 +39,32 @@ impl Origin {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let count = Arc::new(Mutex::new(HashMap::new()));
-        let c = count.clone();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let gate: Gate = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+        let (c, l, g) = (count.clone(), lines.clone(), gate.clone());
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { return };
-                let (c, answer) = (c.clone(), answer.clone());
-                std::thread::spawn(move || serve_conn(conn, &c, &answer));
+                let (c, l, g, answer) = (c.clone(), l.clone(), g.clone(), answer.clone());
+                std::thread::spawn(move || serve_conn(conn, &c, &l, &g, &answer));
             }
         });
-        Origin { addr, count }
+        Origin {
+            addr,
+            count,
+            lines,
+            gate,
+        }
+    }
+
+    /// Lets held answers go on.
+    fn open(&self) {
+        *self.gate.0.lock().unwrap() = true;
+        self.gate.1.notify_all();
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
     }
 
     /// Requests for `target` so far.
@@ -52,7 +78,13 @@ impl Origin {
     }
 }
 
-fn serve_conn(conn: TcpStream, count: &Mutex<HashMap<String, usize>>, answer: &Answer) {
+fn serve_conn(
+    conn: TcpStream,
+    count: &Mutex<HashMap<String, usize>>,
+    lines: &Mutex<Vec<String>>,
+    gate: &Gate,
+    answer: &Answer,
+) {
     conn.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
     let mut w = conn.try_clone().unwrap();
     let mut r = BufReader::new(conn);
@@ -84,8 +116,25 @@ fn serve_conn(conn: TcpStream, count: &Mutex<HashMap<String, usize>>, answer: &A
         }
         let target = head.split_whitespace().nth(1).unwrap_or("").to_string();
         *count.lock().unwrap().entry(target.clone()).or_default() += 1;
-        if w.write_all(&answer(&target, &head)).is_err() {
+        let method = head.split_whitespace().next().unwrap_or("");
+        lines.lock().unwrap().push(format!("{method} {target}"));
+        let bytes = answer(&target, &head);
+        let (now, later) = match bytes.windows(HOLD.len()).position(|w| w == HOLD) {
+            Some(at) => (&bytes[..at], &bytes[at + HOLD.len()..]),
+            None => (&bytes[..], &[][..]),
+        };
+        if w.write_all(now).is_err() {
             return;
+        }
+        if !later.is_empty() {
+            let mut open = gate.0.lock().unwrap();
+            while !*open {
+                open = gate.1.wait(open).unwrap();
+            }
+            drop(open);
+            if w.write_all(later).is_err() {
+                return;
+            }
         }
     }
 }
@@ -220,6 +269,13 @@ fn nginx(name: &str, directives: &str, origin: Answer) -> Option<Peer> {
 }
 
 impl Peer {
+    /// `HEAD target` on the first listener: the answer's head.
+    fn head(&self, target: &str) -> common::Resp {
+        let mut c = Client::connect(self.ports[0]);
+        c.send(format!("HEAD {target} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+        c.read_response_opt(true).expect("an answer")
+    }
+
     /// `GET target` on listener `port` (0 or 1) with `Host: HOST` and `fields`.
     fn get(&self, port: usize, host: &str, target: &str, fields: &str) -> common::Resp {
         let mut c = Client::connect(self.ports[port]);
@@ -440,6 +496,108 @@ fn ignored_origin_fields_store_the_answer_and_never_replay_its_cookie() {
         (plain.origin.count("/private"), plain.origin.count("/v")),
         (2, 2)
     );
+}
+
+/// Item 6: a HEAD on a cold key goes up as GET and fills the cache (nginx's
+/// `proxy_cache_convert_head`, on by default in both); the HEAD client gets the GET's head
+/// (its Content-Length) and no body; the next GET and HEAD are hits.
+#[test]
+fn a_head_on_a_cold_key_fills_the_cache_as_get() {
+    let origin: Answer = Arc::new(|_, head| {
+        let body = if head.starts_with("HEAD") {
+            ""
+        } else {
+            "hello"
+        };
+        format!("HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 5\r\n\r\n{body}")
+            .into_bytes()
+    });
+    let mut peers = vec![linerate("head", "", origin.clone())];
+    peers.extend(nginx("head", "", origin.clone()));
+    for p in &peers {
+        let h = p.head("/h");
+        assert_eq!(
+            (h.status, h.header("content-length"), h.body.len()),
+            (200, Some("5"), 0),
+            "{}",
+            p.name
+        );
+        let g = p.get(0, "t", "/h", "");
+        assert_eq!(g.text(), "hello", "{}", p.name);
+        let h = p.head("/h");
+        assert_eq!(h.header("content-length"), Some("5"), "{}", p.name);
+        assert_eq!(p.origin.lines(), ["GET /h"], "{}", p.name);
+    }
+    // Off: the HEAD goes up as HEAD and nothing is stored (nginx's off keys HEAD apart,
+    // with `$request_method` in its key; linerate stores GET answers only).
+    let off = linerate("head-off", "convert_head = false", origin);
+    off.head("/h");
+    assert_eq!(off.get(0, "t", "/h", "").text(), "hello");
+    assert_eq!(off.origin.lines(), ["HEAD /h", "GET /h"]);
+}
+
+/// Item 6: the HEAD client never waits on the body it does not get. Over `max_object`, the
+/// answer is not stored, the head is answered at once and the body is not read (the
+/// connection upstream is closed); under it, the head is answered at once too, while the
+/// body is read on for the store (even once the HEAD client has gone), and the next GET is
+/// a hit.
+#[test]
+fn a_head_filled_as_get_is_answered_before_the_body_arrives() {
+    let origin: Answer = Arc::new(|target, _| {
+        let mut v = match target {
+            // 2 MiB declared, over the default max_object (1 MiB): never all sent.
+            "/big" => {
+                b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 2097152\r\n\r\n"
+                    .to_vec()
+            }
+            _ => b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 10\r\n\r\nfirst"
+                .to_vec(),
+        };
+        v.extend_from_slice(HOLD);
+        v.extend_from_slice(if target == "/big" { b"x" } else { b"-last" });
+        v
+    });
+    let p = linerate("head-held", "", origin);
+    // Each answered while the origin holds the rest of its body, one after the other on
+    // one connection: the first HEAD's answer is over with its head.
+    let mut c = Client::connect(p.ports[0]);
+    c.send(b"HEAD /big HTTP/1.1\r\nHost: t\r\n\r\n");
+    let big = c.read_response_opt(true).expect("an answer");
+    assert_eq!(
+        (big.status, big.header("content-length")),
+        (200, Some("2097152"))
+    );
+    c.send(b"HEAD /slow HTTP/1.1\r\nHost: t\r\n\r\n");
+    let slow = c.read_response_opt(true).expect("an answer");
+    assert_eq!(
+        (slow.status, slow.header("content-length")),
+        (200, Some("10"))
+    );
+    // The HEAD client leaves before the body comes: the fill is the store's, it goes on.
+    drop(c);
+    let admin = p.admin.as_deref().unwrap();
+    eventually("the server saw the client leave", || {
+        scrape(admin).contains("linerate_connections{state=\"open\"} 0")
+    });
+    p.origin.open();
+    eventually("the held answer is stored", || {
+        scrape(admin)
+            .lines()
+            .any(|l| l.starts_with("linerate_cache_stored_total{") && l.ends_with(" 1"))
+    });
+    assert_eq!(p.get(0, "t", "/slow", "").text(), "first-last");
+    assert_eq!(p.origin.count("/slow"), 1);
+}
+
+/// The admin listener's `/metrics`.
+fn scrape(admin: &str) -> String {
+    let mut c = TcpStream::connect(admin).unwrap();
+    c.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    let _ = c.read_to_string(&mut out);
+    out
 }
 
 /// A malformed rule is refused at load with FILE:LINE:COLUMN.

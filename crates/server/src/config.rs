@@ -360,6 +360,10 @@ pub struct ProxyCache {
     /// The origin fields not obeyed (lower case: `cache-control`, `expires`, `set-cookie`,
     /// `vary`); dangerous.
     pub ignore: Vec<String>,
+    // issue U item 6: HEAD fills as GET
+    /// A HEAD on a cold key goes upstream as GET and its answer is stored (nginx's
+    /// `proxy_cache_convert_head`, on by default there too).
+    pub convert_head: bool,
 }
 
 impl Default for ProxyCache {
@@ -379,6 +383,7 @@ impl Default for ProxyCache {
             valid: Vec::new(),
             valid_any: None,
             ignore: Vec::new(),
+            convert_head: true,
         }
     }
 }

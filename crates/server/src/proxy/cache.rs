@@ -196,6 +196,9 @@ pub(crate) struct CacheReq {
     fields: Vec<(Range<usize>, Range<usize>)>,
     /// The request carries content ([`linerate_cache::Request::body`]).
     body: bool,
+    /// A HEAD that goes upstream as GET (issue U item 6, `convert_head`): the cache reads
+    /// it as the GET it sent, whose answer it stores.
+    as_get: bool,
 }
 
 impl CacheReq {
@@ -222,6 +225,7 @@ impl CacheReq {
             target,
             fields,
             body,
+            as_get: false,
         }
     }
 
@@ -241,7 +245,11 @@ impl CacheReq {
             .map(|(n, v)| (&self.buf[n.clone()], &self.buf[v.clone()]));
         listed(self.fields.len(), fields, |fields| {
             f(&linerate_cache::Request {
-                method: &self.buf[self.method.clone()],
+                method: if self.as_get {
+                    b"GET"
+                } else {
+                    &self.buf[self.method.clone()]
+                },
                 scheme: self.scheme,
                 authority: &self.buf[self.authority.clone()],
                 target: &self.buf[self.target.clone()],
@@ -869,6 +877,18 @@ impl Exchange {
         }
     }
 
+    /// A HEAD that goes upstream as GET (issue U item 6): the driver sends GET, reads the
+    /// answer's body for the store only, and gives the client the head.
+    pub(crate) fn head_as_get(&self) -> bool {
+        self.req.as_get
+    }
+
+    /// The answer's body is being collected for the store (its head said it may be kept,
+    /// and it has not passed `max_object`).
+    pub(crate) fn storing(&self) -> bool {
+        self.storing.as_ref().is_some_and(|s| s.fill.collecting())
+    }
+
     /// The request waited, and its flight landed or expired: it looks in the store again
     /// and, missing, goes up alone.
     /// The upstream request head of a background validation, from the client's request's
@@ -1031,6 +1051,11 @@ impl Exchange {
             }
             Plan::Forward { key, validate, fwd } => {
                 counters.record(Event::Miss);
+                // issue U item 6: a HEAD goes up as GET, whose answer is stored (nginx's
+                // `proxy_cache_convert_head`); the driver sends it so (`Exchange::head_as_get`).
+                if mount.conf.convert_head && self.req.is_head() {
+                    self.req.as_get = true;
+                }
                 strip_fields(head, validate::CLIENT_CONDITIONALS);
                 if let Some(e) = &validate {
                     add_fields(head, &validate::conditional_fields(e));
