@@ -6,6 +6,7 @@
 //! - [`key`]: the primary key (scheme, host, path, query) and `Vary`'s secondary keys;
 //!   [`key_rules`]: a mount's own key (parts, query parameters, a cookie or field added).
 //! - [`origin_rules`]: lifetimes for answers without freshness, origin fields not obeyed.
+//! - [`request_rules`]: a mount's bypass and no-store rules on the request.
 //! - [`cache_control`], [`facts`]: the heads read once; [`targeted`]: `CDN-Cache-Control`
 //!   (RFC 9213), which this gateway cache obeys before `Cache-Control`.
 //! - [`storable`]: may it be stored (§3); [`freshness`]: lifetime, age, may it be used (§4.2).
@@ -36,6 +37,7 @@ pub mod key_rules;
 pub mod origin_rules;
 pub mod policy;
 pub mod range;
+pub mod request_rules;
 pub mod shared;
 pub mod status;
 pub mod storable;
@@ -50,6 +52,7 @@ pub use key::{Key, NoKey, Variant, Vary};
 pub use key_rules::{KeyRules, key_for};
 pub use origin_rules::{Ignore, Valid};
 pub use policy::{After, Bypass, Plan, after, plan, plan_keyed, plan_with};
+pub use request_rules::{RequestRules, Rule};
 pub use shared::Shared;
 pub use storable::NotStored;
 
@@ -82,6 +85,10 @@ pub struct Options {
     pub valid: Option<std::sync::Arc<Valid>>,
     /// The origin fields not obeyed ([`origin_rules`]; dangerous).
     pub ignore: Ignore,
+    // issue U item 3: bypass and no-store rules
+    /// Requests not answered from the store, and requests whose answers are not stored
+    /// ([`request_rules`]).
+    pub rules: Option<std::sync::Arc<RequestRules>>,
 }
 
 /// Whether a shared cache may store an answer that sets a cookie (RFC 9111 does not forbid

@@ -45,6 +45,8 @@ pub enum NotStored {
     /// a validator, nor `public` (§3's last condition); or nothing that could ever make it
     /// usable (no freshness, no validator, no stale grant).
     NotExplicit,
+    /// A `no_store` rule of the mount matched the request (issue U item 3).
+    Rule,
 }
 
 impl NotStored {
@@ -62,6 +64,7 @@ impl NotStored {
             NotStored::SetCookie => "set-cookie",
             NotStored::Vary => "vary",
             NotStored::NotExplicit => "not-explicit",
+            NotStored::Rule => "no-store-rule",
         }
     }
 }

@@ -364,6 +364,40 @@ pub struct ProxyCache {
     /// A HEAD on a cold key goes upstream as GET and its answer is stored (nginx's
     /// `proxy_cache_convert_head`, on by default there too).
     pub convert_head: bool,
+    // issue U item 3: bypass and no-store rules
+    /// Requests not answered from the cache, whose answers are stored (nginx's
+    /// `proxy_cache_bypass`); a preset's rules included.
+    pub bypass: Vec<CacheRule>,
+    /// Requests whose answers are not stored (nginx's `proxy_no_cache`); a preset's rules
+    /// included.
+    pub no_store: Vec<CacheRule>,
+}
+
+/// A rule of a cache's `bypass` or `no_store` list (issue U item 3): what a request must have.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CacheRule {
+    /// The cookie of this name is sent.
+    Cookie(String),
+    /// A Cookie field is sent at all (`cookie = "*"`).
+    AnyCookie,
+    /// The field of this name (lower case) is sent, with this value when one is given.
+    Header(String, Option<String>),
+    /// The path starts with this.
+    Path(String),
+    /// The method is this one.
+    Method(String),
+}
+
+impl CacheRule {
+    /// The rules of the `hardened` preset, for an origin that reads cookies or credentials
+    /// without saying `Vary` or `private`: a request with any Cookie or an Authorization is
+    /// neither answered from the cache nor stored (Varnish's builtin `pass`).
+    pub fn hardened() -> Vec<CacheRule> {
+        vec![
+            CacheRule::AnyCookie,
+            CacheRule::Header("authorization".to_string(), None),
+        ]
+    }
 }
 
 impl Default for ProxyCache {
@@ -384,6 +418,8 @@ impl Default for ProxyCache {
             valid_any: None,
             ignore: Vec::new(),
             convert_head: true,
+            bypass: Vec::new(),
+            no_store: Vec::new(),
         }
     }
 }

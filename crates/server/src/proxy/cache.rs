@@ -143,6 +143,12 @@ impl MountCache {
                     set_cookie: conf.ignore.iter().any(|f| f == "set-cookie"),
                     vary: conf.ignore.iter().any(|f| f == "vary"),
                 },
+                rules: (!conf.bypass.is_empty() || !conf.no_store.is_empty()).then(|| {
+                    Arc::new(linerate_cache::RequestRules {
+                        bypass: conf.bypass.iter().map(rule).collect(),
+                        no_store: conf.no_store.iter().map(rule).collect(),
+                    })
+                }),
             },
             status: conf.status.as_deref().map(Into::into),
             hit_status: conf
@@ -166,6 +172,20 @@ impl MountCache {
         for (_, waiters) in expired {
             wake(waiters);
         }
+    }
+}
+
+/// A configured rule as linerate-cache matches it (issue U item 3).
+fn rule(r: &crate::config::CacheRule) -> linerate_cache::Rule {
+    use crate::config::CacheRule as C;
+    use linerate_cache::Rule;
+    let bytes = |s: &str| s.as_bytes().into();
+    match r {
+        C::Cookie(name) => Rule::Cookie(bytes(name)),
+        C::AnyCookie => Rule::AnyCookie,
+        C::Header(name, value) => Rule::Header(bytes(name), value.as_deref().map(bytes)),
+        C::Path(prefix) => Rule::Path(bytes(prefix)),
+        C::Method(m) => Rule::Method(bytes(m)),
     }
 }
 
@@ -813,6 +833,8 @@ pub(crate) struct Exchange {
     collapsed: bool,
     /// Why it went forward, for Cache-Status (`None`: the cache does not handle it).
     fwd: Option<Fwd>,
+    /// Why the store was not consulted, when it was not ([`Exchange::bypassed`]).
+    bypass: Option<linerate_cache::Bypass>,
     validate: Option<Arc<Entry>>,
     /// The flight it leads.
     flight: Option<(Key, FlightId)>,
@@ -865,6 +887,7 @@ impl Exchange {
             alone: false,
             collapsed: false,
             fwd: None,
+            bypass: None,
             validate: None,
             flight: None,
             request_time: Time(0),
@@ -875,6 +898,14 @@ impl Exchange {
             tier_fence: 0,
             pending: None,
         }
+    }
+
+    /// Why the request was not answered from the store, when it was not: the method, no
+    /// key, preconditions, a body, or a mount's `bypass` rule (`Bypass::Rule`, issue U item
+    /// 3: its Cache-Status says `fwd=bypass`, and a log may say BYPASS).
+    #[allow(dead_code)] // for the access log's cache status (issue U item 9)
+    pub(crate) fn bypassed(&self) -> Option<linerate_cache::Bypass> {
+        self.bypass
     }
 
     /// A HEAD that goes upstream as GET (issue U item 6): the driver sends GET, reads the
@@ -1005,6 +1036,7 @@ impl Exchange {
         match plan {
             Plan::Bypass(why) => {
                 counters.record(Event::Bypass);
+                self.bypass = Some(why);
                 self.fwd = Some(match why {
                     linerate_cache::Bypass::Method => Fwd::Method,
                     _ => Fwd::Bypass,
@@ -1036,6 +1068,7 @@ impl Exchange {
                             alone: true,
                             collapsed: false,
                             fwd: Some(Fwd::Stale),
+                            bypass: None,
                             validate: Some(Arc::clone(&entry)),
                             flight: Some((entry.key.clone(), id)),
                             request_time: now,
