@@ -5,7 +5,8 @@
 //! has neither), a cookie in the key, `valid` (`proxy_cache_valid`) and `ignore`
 //! (`proxy_ignore_headers`). Each peer has its own origin, which counts the requests it got.
 //!
-//! No timing is asserted; nginx is skipped (said on stderr) where it is not installed.
+//! No timing is asserted; nginx and Varnish are skipped (said on stderr) where they are not
+//! installed.
 
 mod common;
 
@@ -157,14 +158,62 @@ struct Peer {
     _child: Running,
 }
 
-/// A child process, stopped (by its PID) when dropped.
-struct Running(Child);
+/// A child process, stopped (by its PID) when dropped: killed, or sent SIGTERM when it has
+/// children of its own to stop (varnishd's manager stops its worker); then its scratch
+/// directory is removed.
+struct Running(Child, bool, std::path::PathBuf);
 
 impl Drop for Running {
     fn drop(&mut self) {
-        let _ = self.0.kill();
+        if self.1 {
+            let _ = Command::new("kill").arg(self.0.id().to_string()).status();
+        } else {
+            let _ = self.0.kill();
+        }
         let _ = self.0.wait();
+        let _ = std::fs::remove_dir_all(&self.2);
     }
+}
+
+/// Varnish 7.1 (`varnishd -F`, no jail) with `VCL` after the backend, on two listeners;
+/// `None` (said on stderr) when varnishd is not installed.
+fn varnish(name: &str, vcl: &str, origin: Answer) -> Option<Peer> {
+    if Command::new("varnishd").arg("-V").output().is_err() {
+        eprintln!("varnishd is not installed: the comparison is skipped");
+        return None;
+    }
+    let origin = Origin::start(origin);
+    let ports = two_ports();
+    let dir = scratch(&format!("varnish-{name}"));
+    let file = dir.join("test.vcl");
+    std::fs::write(
+        &file,
+        format!(
+            "vcl 4.1;\nbackend default {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}\n{vcl}\n",
+            origin.addr.port()
+        ),
+    )
+    .unwrap();
+    let child = Command::new("varnishd")
+        .args(["-F", "-j", "none", "-T", "none", "-s", "malloc,32m"])
+        .args(["-n", dir.join("n").to_str().unwrap()])
+        .args(["-a", &ports[0].to_string(), "-a", &ports[1].to_string()])
+        .args(["-f", file.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let child = Running(child, true, dir);
+    listening(ports[0]);
+    listening(ports[1]);
+    Some(Peer {
+        name: "varnish",
+        ports,
+        origin,
+        admin: None,
+        _child: child,
+    })
 }
 
 fn two_ports() -> [SocketAddr; 2] {
@@ -216,7 +265,7 @@ fn linerate(name: &str, cache: &str, origin: Answer) -> Peer {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let child = Running(child);
+    let child = Running(child, false, dir);
     listening(ports[0]);
     listening(ports[1]);
     Peer {
@@ -261,7 +310,7 @@ fn nginx_with(name: &str, http: &str, directives: &str, origin: Answer) -> Optio
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let child = Running(child);
+    let child = Running(child, false, dir);
     listening(ports[0]);
     listening(ports[1]);
     Some(Peer {
@@ -302,6 +351,12 @@ fn a_key_without_the_port_folds_both_listeners_into_one_entry() {
     peers.extend(nginx(
         "fold",
         "proxy_cache_key $host$request_uri;",
+        origin.clone(),
+    ));
+    peers.extend(varnish(
+        "fold",
+        "sub vcl_hash { hash_data(regsub(req.http.host, \":[0-9]+$\", \"\")); \
+         hash_data(req.url); return (lookup); }",
         origin.clone(),
     ));
     for p in &peers {
@@ -370,7 +425,16 @@ fn a_cookie_in_the_key_keeps_one_entry_per_value() {
     peers.extend(nginx(
         "cookie",
         "proxy_cache_key $host$request_uri$cookie_lang;",
-        origin,
+        origin.clone(),
+    ));
+    peers.extend(varnish(
+        "cookie",
+        "sub vcl_recv { return (hash); }\n\
+         sub vcl_hash { hash_data(req.http.host); hash_data(req.url);\n\
+         if (req.http.cookie ~ \"(^|;\\s*)lang=\") {\n\
+         hash_data(regsub(req.http.cookie, \"^(.*;\\s*)?lang=([^;]*).*$\", \"\\2\")); }\n\
+         return (lookup); }",
+        origin.clone(),
     ));
     for p in &peers {
         let en = "Cookie: a=1; lang=en\r\n";
@@ -414,6 +478,17 @@ fn valid_gives_answers_without_freshness_their_lifetime_by_status() {
     peers.extend(nginx(
         "valid",
         "proxy_cache_valid 200 302 10m;\nproxy_cache_valid 404 1m;",
+        origin.clone(),
+    ));
+    // Varnish: beresp.ttl set in VCL where the origin said nothing, the rest uncacheable.
+    peers.extend(varnish(
+        "valid",
+        "sub vcl_backend_response {\n\
+         if (!beresp.http.cache-control && !beresp.http.expires) {\n\
+         if (beresp.status == 200 || beresp.status == 302) { set beresp.ttl = 10m; }\n\
+         elsif (beresp.status == 404) { set beresp.ttl = 1m; }\n\
+         else { set beresp.ttl = 0s; set beresp.uncacheable = true; }\n\
+         return (deliver); } }",
         origin.clone(),
     ));
     let expect = [
@@ -519,6 +594,7 @@ fn a_head_on_a_cold_key_fills_the_cache_as_get() {
     });
     let mut peers = vec![linerate("head", "", origin.clone())];
     peers.extend(nginx("head", "", origin.clone()));
+    peers.extend(varnish("head", "", origin.clone()));
     for p in &peers {
         let h = p.head("/h");
         assert_eq!(
@@ -614,6 +690,17 @@ fn bypass_and_no_store_rules_act_as_nginx_cache_bypass_and_no_cache() {
         "bypass",
         "map $uri $admin { default \"\"; ~^/admin/ 1; }",
         "proxy_cache_bypass $cookie_sessionid $http_x_debug;\nproxy_no_cache $admin;",
+        origin.clone(),
+    ));
+    // Varnish: `hash_always_miss` is the bypass that stores; `uncacheable` the no-store.
+    peers.extend(varnish(
+        "bypass",
+        "sub vcl_recv {\n\
+         if (req.http.cookie ~ \"(^|;\\s*)sessionid=\" || req.http.x-debug == \"1\") {\n\
+         set req.hash_always_miss = true; }\n\
+         return (hash); }\n\
+         sub vcl_backend_response { if (bereq.url ~ \"^/admin/\") {\n\
+         set beresp.uncacheable = true; set beresp.ttl = 120s; return (deliver); } }",
         origin,
     ));
     for p in &peers {
@@ -689,8 +776,10 @@ fn the_hardened_preset_keeps_a_cookied_page_from_everyone_at_its_cost_in_hits() 
         "preset",
         "proxy_cache_bypass $http_cookie $http_authorization;\n\
          proxy_no_cache $http_cookie $http_authorization;",
-        origin,
+        origin.clone(),
     ));
+    // Varnish's builtin VCL passes a request with a Cookie or Authorization: hardened.
+    peers.extend(varnish("preset", "", origin));
     for p in &peers {
         let (upstream, anonymous) = run(p);
         assert_eq!(upstream, 11, "{}: 9 hits of 20", p.name);
@@ -761,6 +850,7 @@ fn malformed_key_valid_and_ignore_rules_are_refused_where_they_are() {
         assert!(err.contains("linerate.toml:11:"), "{cache}: {err}");
         assert!(err.contains(says), "{cache}: {err}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn post(admin: &str, target: &str) -> (u16, String) {
