@@ -6,15 +6,18 @@
 use crate::cache_control::{Delta, MAX_DELTA};
 use crate::entry::{Entry, Timing};
 use crate::facts::{Expires, RequestFacts, ResponseFacts};
+use crate::origin_rules::governed;
 use crate::stale::{UseStale, within_max};
 use crate::storable::heuristically_cacheable;
 use crate::{ClientNoCache, Options, Time};
 
 /// The freshness lifetime a shared cache gives `resp` (§4.2.1), in seconds: `s-maxage`, else
 /// `max-age`, else `Expires` − `Date` (the response time standing in for a missing Date),
-/// else a heuristic when [`Options::heuristic`] is on, else 0. A malformed or conflicting
+/// else [`Options::valid`]'s lifetime for its status, else a heuristic when
+/// [`Options::heuristic`] is on, else 0 (the fields [`Options::ignore`] names left out). A malformed or conflicting
 /// lifetime is 0: stale (§4.2.1).
 pub fn lifetime(resp: &ResponseFacts, response_time: Time, opts: &Options) -> u64 {
+    let resp = &*governed(resp, opts);
     let explicit = |d: Delta| match d {
         Delta::Absent => None,
         Delta::Secs(s) => Some(u64::from(s)),
@@ -28,6 +31,11 @@ pub fn lifetime(resp: &ResponseFacts, response_time: Time, opts: &Options) -> u6
         Expires::At(t) => t.since(date),
         Expires::Past => 0,
         Expires::Absent => match (opts.heuristic, resp.last_modified) {
+            _ if let Some(v) = &opts.valid
+                && let Some(secs) = v.lifetime(resp.status) =>
+            {
+                secs
+            }
             (Some(h), Some(lm)) if heuristically_cacheable(resp.status) => {
                 (date.since(lm) * u64::from(h.percent) / 100).min(u64::from(h.max))
             }
@@ -102,7 +110,7 @@ pub(crate) fn must_revalidate(resp: &ResponseFacts) -> bool {
 /// and the operator's policy: [`Options::client_no_cache`], [`Options::use_stale`]'s
 /// `updating` and [`Options::stale_max`], which bounds every stale answer.
 pub fn reuse(req: &RequestFacts, entry: &Entry, now: Time, opts: &Options) -> Reuse {
-    let resp = &entry.facts;
+    let resp = &*governed(&entry.facts, opts);
     let age = current_age(resp, entry.timing, now);
     let life = lifetime(resp, entry.timing.response_time, opts);
     // A shared cache may leave the client's no-cache and max-age unheeded (nginx and
@@ -156,7 +164,7 @@ pub fn reuse(req: &RequestFacts, entry: &Entry, now: Time, opts: &Options) -> Re
 /// the response said no-cache, nor past [`Options::stale_max`]. The operator's own reasons are
 /// [`crate::stale::on_failure`]'s.
 pub fn stale_if_error(req: &RequestFacts, entry: &Entry, now: Time, opts: &Options) -> bool {
-    let resp = &entry.facts;
+    let resp = &*governed(&entry.facts, opts);
     if must_revalidate(resp) || resp.cc.no_cache {
         return false;
     }

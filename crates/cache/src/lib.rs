@@ -3,7 +3,10 @@
 //! target, `(name, value)` fields, status) with "now" passed in; decisions come out. No
 //! sockets, clocks, threads or async here, and no dependency on the server.
 //!
-//! - [`key`]: the primary key (scheme, host, path, query) and `Vary`'s secondary keys.
+//! - [`key`]: the primary key (scheme, host, path, query) and `Vary`'s secondary keys;
+//!   [`key_rules`]: a mount's own key (parts, query parameters, a cookie or field added).
+//! - [`origin_rules`]: lifetimes for answers without freshness, origin fields not obeyed.
+//! - [`request_rules`]: a mount's bypass and no-store rules on the request.
 //! - [`cache_control`], [`facts`]: the heads read once; [`targeted`]: `CDN-Cache-Control`
 //!   (RFC 9213), which this gateway cache obeys before `Cache-Control`.
 //! - [`storable`]: may it be stored (§3); [`freshness`]: lifetime, age, may it be used (§4.2).
@@ -31,8 +34,11 @@ pub mod fill;
 pub mod freshness;
 pub mod invalidate;
 pub mod key;
+pub mod key_rules;
+pub mod origin_rules;
 pub mod policy;
 pub mod range;
+pub mod request_rules;
 pub mod shared;
 pub mod stale;
 pub mod status;
@@ -45,7 +51,10 @@ pub use entry::{Entry, Rendered, Timing};
 pub use facts::{Method, Request, RequestFacts, Response, ResponseFacts};
 pub use freshness::{Reuse, Why};
 pub use key::{Key, NoKey, Variant, Vary};
+pub use key_rules::{KeyRules, key_for};
+pub use origin_rules::{Ignore, Valid};
 pub use policy::{After, Bypass, Plan, after, after_failure, plan, plan_keyed, plan_with};
+pub use request_rules::{RequestRules, Rule};
 pub use shared::Shared;
 pub use stale::{Failure, StaleBy, UseStale};
 pub use storable::NotStored;
@@ -63,7 +72,7 @@ impl Time {
 }
 
 /// The cache's policy choices.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Options {
     /// Heuristic freshness (§4.2.2) for responses without explicit freshness; off by default:
     /// an origin that says nothing about caching has not agreed to stale answers, and
@@ -85,6 +94,18 @@ pub struct Options {
     /// default is RFC 9111's reading ([`ClientNoCache::Revalidate`]); the server's
     /// configuration defaults to [`ClientNoCache::Ignore`].
     pub client_no_cache: ClientNoCache,
+    // issue U item 4: the key
+    /// The mount's own key ([`key_rules`]); `None`: the default key ([`Key::write`]).
+    pub key: Option<std::sync::Arc<KeyRules>>,
+    // issue U item 5: TTL and origin fields
+    /// Lifetimes for answers the origin gave no freshness ([`origin_rules`]).
+    pub valid: Option<std::sync::Arc<Valid>>,
+    /// The origin fields not obeyed ([`origin_rules`]; dangerous).
+    pub ignore: Ignore,
+    // issue U item 3: bypass and no-store rules
+    /// Requests not answered from the store, and requests whose answers are not stored
+    /// ([`request_rules`]).
+    pub rules: Option<std::sync::Arc<RequestRules>>,
 }
 
 /// What a request's `Cache-Control: no-cache` / `max-age` (and `Pragma: no-cache`) may make

@@ -54,12 +54,15 @@ pub enum Bypass {
     /// answer something else than the URL's representation, so it is neither answered from
     /// the store, nor collapsed with other requests, nor stored.
     Body,
+    /// A `bypass` rule of the mount matched (issue U item 3, nginx's `proxy_cache_bypass`):
+    /// not answered from the store nor collapsed; its answer is stored as any other.
+    Rule,
 }
 
 /// What to do with a request before going upstream.
 #[derive(Debug)]
 pub enum Plan {
-    /// Forward as is; the answer is not stored.
+    /// Forward as is; the answer is not stored ([`Bypass::Rule`]'s is, when [`after`] says so).
     Bypass(Bypass),
     /// Answer from `entry` ([`Entry::answer_fields`] and `Age: age`; a 304 with
     /// [`crate::validate::not_modified_fields`] instead when `not_modified`). When
@@ -112,10 +115,17 @@ pub fn plan_with(
     if facts.body {
         return Plan::Bypass(Bypass::Body);
     }
+    if opts.rules.as_ref().is_some_and(|r| r.bypass(req)) {
+        return Plan::Bypass(Bypass::Rule);
+    }
     // The key is built in this thread's buffer and looked up by its bytes: a hit allocates
     // no key (only a plan that goes forward makes one).
     let mut buf = KEY_BUF.take();
-    let plan = match Key::write(req.scheme, req.authority, req.target, &mut buf) {
+    let written = match opts.key.as_deref() {
+        None => Key::write(req.scheme, req.authority, req.target, &mut buf),
+        Some(rules) => rules.write(req.scheme, req.authority, req.target, req.fields, &mut buf),
+    };
+    let plan = match written {
         Err(e) => Plan::Bypass(Bypass::NoKey(e)),
         Ok(()) if facts.other_preconditions => Plan::Bypass(Bypass::Preconditions),
         Ok(()) => plan_key(req, &facts, &buf, store, held, now, opts),
@@ -144,6 +154,9 @@ pub fn plan_keyed(
     }
     if facts.other_preconditions {
         return Plan::Bypass(Bypass::Preconditions);
+    }
+    if opts.rules.as_ref().is_some_and(|r| r.bypass(req)) {
+        return Plan::Bypass(Bypass::Rule);
     }
     plan_key(req, &facts, key.as_bytes(), store, held, now, opts)
 }
@@ -256,7 +269,13 @@ pub fn after(
     opts: &Options,
 ) -> After {
     let facts = RequestFacts::of(req);
-    let key = Key::new(req.scheme, req.authority, req.target);
+    let key = crate::key_rules::key_for(
+        opts.key.as_deref(),
+        req.scheme,
+        req.authority,
+        req.target,
+        req.fields,
+    );
     let Some(resp) = resp else {
         return after_failure(req, validated, Failure::Error, timing, opts);
     };
@@ -305,11 +324,19 @@ pub fn after(
             return After::ServeStale(Arc::clone(entry), by);
         }
     }
+    // A `no_store` rule (issue U item 3): after the validation's own cases (a 304 answers
+    // the cache's validators, not the client, so it freshens the entry as it would).
+    if opts.rules.as_ref().is_some_and(|r| r.no_store(req)) {
+        return After::PassOn(Some(NotStored::Rule));
+    }
     let resp_facts = ResponseFacts::of(resp.status, resp.fields);
     match storable(&facts, &resp_facts, timing.response_time, opts) {
         Ok(()) => After::Store {
             key,
-            variant: Variant::of(&resp_facts.vary, req.fields),
+            variant: Variant::of(
+                &crate::origin_rules::governed(&resp_facts, opts).vary,
+                req.fields,
+            ),
         },
         Err(why) => {
             // The stored entry was just replaced upstream by an answer that may not be kept

@@ -45,6 +45,8 @@ pub enum NotStored {
     /// a validator, nor `public` (§3's last condition); or nothing that could ever make it
     /// usable (no freshness, no validator, no stale grant).
     NotExplicit,
+    /// A `no_store` rule of the mount matched the request (issue U item 3).
+    Rule,
 }
 
 impl NotStored {
@@ -62,6 +64,7 @@ impl NotStored {
             NotStored::SetCookie => "set-cookie",
             NotStored::Vary => "vary",
             NotStored::NotExplicit => "not-explicit",
+            NotStored::Rule => "no-store-rule",
         }
     }
 }
@@ -108,6 +111,7 @@ pub fn storable(
     response_time: Time,
     opts: &Options,
 ) -> Result<(), NotStored> {
+    let resp = &*crate::origin_rules::governed(resp, opts);
     let cc = &resp.cc;
     if req.method != Method::Get {
         return Err(NotStored::Method);
@@ -143,8 +147,13 @@ pub fn storable(
     if matches!(resp.vary, Vary::Star | Vary::TooMany) {
         return Err(NotStored::Vary);
     }
-    let by_default =
-        heuristically_cacheable(resp.status) && (opts.heuristic.is_some() || resp.has_validator());
+    let by_default = (heuristically_cacheable(resp.status)
+        && (opts.heuristic.is_some() || resp.has_validator()))
+        || (!explicit
+            && opts
+                .valid
+                .as_ref()
+                .is_some_and(|v| v.lifetime(resp.status).is_some()));
     if !(explicit || by_default || cc.public) {
         return Err(NotStored::NotExplicit);
     }

@@ -252,7 +252,9 @@ struct RawProxy {
 }
 
 /// `cache = { size, max_object, heuristic, status, set_cookie, lock_timeout, tier,
-/// tier_timeout, use_stale, stale_max, client_no_cache }` of a proxy mount (`cache = {}` takes every default).
+/// tier_timeout, use_stale, stale_max, client_no_cache, key, query_drop, query_sort, valid,
+/// ignore, convert_head, bypass, no_store, preset }` of a proxy mount (`cache = {}` takes
+/// every default).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawCache {
@@ -276,6 +278,41 @@ struct RawCache {
     // issue U item 2: what a client may force
     /// `"ignore"` (the default) or `"revalidate"`.
     client_no_cache: Option<Spanned<String>>,
+    // issue U item 4: the key
+    /// `["host", "path", "query", "cookie:lang"]`: the key's parts.
+    key: Option<Spanned<Vec<String>>>,
+    /// `["utm_*", "fbclid"]`: query parameters left out of the key.
+    query_drop: Option<Spanned<Vec<String>>>,
+    /// The query's parameters sorted in the key.
+    query_sort: Option<bool>,
+    // issue U item 5: TTL and origin fields
+    /// `{ "200 301" = "10m", "404" = "1m", any = "30s" }`: lifetimes for answers without
+    /// freshness.
+    valid: Option<Spanned<std::collections::BTreeMap<String, Spanned<String>>>>,
+    /// `["Cache-Control", "Expires", "Set-Cookie", "Vary"]`: origin fields not obeyed.
+    ignore: Option<Spanned<Vec<String>>>,
+    // issue U item 6: HEAD fills as GET
+    /// A HEAD on a cold key goes up as GET (the default).
+    convert_head: Option<bool>,
+    // issue U item 3: bypass and no-store rules
+    /// `[{ cookie = "sessionid" }, { path = "/admin/" }]`: not answered from the cache.
+    bypass: Option<Vec<Spanned<RawCacheRule>>>,
+    /// The same rules: answers not stored.
+    no_store: Option<Vec<Spanned<RawCacheRule>>>,
+    /// `"hardened"`: bypass and no_store on any Cookie and on Authorization.
+    preset: Option<Spanned<String>>,
+}
+
+/// A rule of a cache's `bypass` or `no_store` (issue U item 3): one of `cookie`, `header`
+/// (with an optional `value`), `path`, `method`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCacheRule {
+    cookie: Option<String>,
+    header: Option<String>,
+    value: Option<String>,
+    path: Option<String>,
+    method: Option<String>,
 }
 
 /// `auth = { upstream = "…", path = "/verify", pass = […], copy = […] }` of a proxy mount.
@@ -1839,7 +1876,165 @@ impl Cx<'_> {
                 ));
             }
         }
+        // issue U item 4: the key
+        if let Some(v) = &raw.key {
+            c.key = v.get_ref().clone();
+        }
+        if let Some(v) = &raw.query_drop {
+            c.query_drop = v.get_ref().clone();
+        }
+        c.query_sort = raw.query_sort.unwrap_or(false);
+        if let Err(e) = c.key_rules() {
+            let span = (raw.key.as_ref().map(Spanned::span))
+                .or(raw.query_drop.as_ref().map(Spanned::span))
+                .unwrap_or_default();
+            return Err(self.err(span, format!("cache key: {e}")));
+        }
+        // issue U item 5: TTL and origin fields
+        if let Some(v) = &raw.valid {
+            for (statuses, life) in v.get_ref() {
+                let secs = self.duration_or_zero(life, "cache valid")?.as_secs();
+                for s in statuses.split_ascii_whitespace() {
+                    match s.parse::<u16>() {
+                        _ if s == "any" => c.valid_any = Some(secs),
+                        Ok(status @ 200..=599) if status != 206 && status != 304 => {
+                            c.valid.push((status, secs));
+                        }
+                        _ => {
+                            return Err(self.err(
+                                v.span(),
+                                format!(
+                                    "cache valid: {s:?} is not a status a cache stores (200 to \
+                                     599, not 206 or 304) or \"any\""
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(v) = &raw.ignore {
+            for f in v.get_ref() {
+                let f = f.to_ascii_lowercase();
+                if !["cache-control", "expires", "set-cookie", "vary"].contains(&f.as_str()) {
+                    return Err(self.err(
+                        v.span(),
+                        format!(
+                            "cache ignore: {f:?} is none of Cache-Control, Expires, Set-Cookie, \
+                             Vary"
+                        ),
+                    ));
+                }
+                if !c.ignore.contains(&f) {
+                    c.ignore.push(f);
+                }
+            }
+        }
+        // issue U item 6: HEAD fills as GET
+        if let Some(v) = raw.convert_head {
+            c.convert_head = v;
+        }
+        // issue U item 3: bypass and no-store rules
+        match raw.preset.as_ref().map(|p| (p, p.get_ref().as_str())) {
+            None => {}
+            Some((_, "hardened")) => {
+                c.bypass = linerate_server::config::CacheRule::hardened();
+                c.no_store = linerate_server::config::CacheRule::hardened();
+            }
+            Some((p, other)) => {
+                return Err(self.err(
+                    p.span(),
+                    format!("cache preset must be \"hardened\", not {other:?}"),
+                ));
+            }
+        }
+        for (list, into) in [
+            (&raw.bypass, &mut c.bypass),
+            (&raw.no_store, &mut c.no_store),
+        ] {
+            for r in list.iter().flatten() {
+                let rule = self.cache_rule(r)?;
+                if !into.contains(&rule) {
+                    into.push(rule);
+                }
+            }
+        }
         Ok(c)
+    }
+
+    /// A rule of a cache's `bypass` or `no_store` (issue U item 3): exactly one of `cookie`
+    /// (a name, or `*` for any Cookie), `header` (with `value` or not), `path` (a prefix
+    /// starting with `/`), `method` (a token).
+    fn cache_rule(
+        &self,
+        r: &Spanned<RawCacheRule>,
+    ) -> Result<linerate_server::config::CacheRule, ConfError> {
+        use linerate_server::config::CacheRule;
+        let raw = r.get_ref();
+        let token = |s: &str| {
+            !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        };
+        let named = [&raw.cookie, &raw.header, &raw.path, &raw.method]
+            .iter()
+            .filter(|v| v.is_some())
+            .count();
+        let rule = match (named, raw) {
+            (
+                1,
+                RawCacheRule {
+                    cookie: Some(c),
+                    value: None,
+                    ..
+                },
+            ) if c == "*" => Some(CacheRule::AnyCookie),
+            (
+                1,
+                RawCacheRule {
+                    cookie: Some(c),
+                    value: None,
+                    ..
+                },
+            ) if token(c) => Some(CacheRule::Cookie(c.clone())),
+            (
+                1,
+                RawCacheRule {
+                    header: Some(h),
+                    value,
+                    ..
+                },
+            ) if token(h) => Some(CacheRule::Header(
+                h.to_ascii_lowercase(),
+                value.as_ref().map(|v| v.trim().to_string()),
+            )),
+            (
+                1,
+                RawCacheRule {
+                    path: Some(p),
+                    value: None,
+                    ..
+                },
+            ) if p.starts_with('/') => Some(CacheRule::Path(p.clone())),
+            (
+                1,
+                RawCacheRule {
+                    method: Some(m),
+                    value: None,
+                    ..
+                },
+            ) if token(m) => Some(CacheRule::Method(m.clone())),
+            _ => None,
+        };
+        rule.ok_or_else(|| {
+            self.err(
+                r.span(),
+                "a cache rule is one of { cookie = \"NAME\" } (or \"*\": any cookie), \
+                 { header = \"NAME\" } (with value = \"V\" or not), { path = \"/PREFIX\" }, \
+                 { method = \"METHOD\" }"
+                    .to_string(),
+            )
+        })
     }
 
     /// `upgrades` of a proxy mount: protocol names (RFC 9110 §7.8: tokens, no version).

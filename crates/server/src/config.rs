@@ -357,6 +357,61 @@ pub struct ProxyCache {
     /// the stored answer first (RFC 9111 §5.2.1), collapsed with the key's other validations.
     /// Off (the default, as nginx and Varnish): they do not bypass the cache.
     pub client_no_cache_revalidate: bool,
+    // issue U item 4: the key
+    /// The key's parts (`scheme`, `host`, `port`, `path`, `query`, `cookie:NAME`,
+    /// `header:NAME`); empty: the default key (all five URL parts).
+    pub key: Vec<String>,
+    /// Query parameter names left out of the key (`*` a wildcard: `utm_*`).
+    pub query_drop: Vec<String>,
+    /// The query's parameters sorted in the key.
+    pub query_sort: bool,
+    // issue U item 5: TTL and origin fields
+    /// Lifetimes in seconds for answers without explicit freshness, by status
+    /// (nginx's `proxy_cache_valid`).
+    pub valid: Vec<(u16, u64)>,
+    /// The lifetime for the other statuses cacheable by default (`any`).
+    pub valid_any: Option<u64>,
+    /// The origin fields not obeyed (lower case: `cache-control`, `expires`, `set-cookie`,
+    /// `vary`); dangerous.
+    pub ignore: Vec<String>,
+    // issue U item 6: HEAD fills as GET
+    /// A HEAD on a cold key goes upstream as GET and its answer is stored (nginx's
+    /// `proxy_cache_convert_head`, on by default there too).
+    pub convert_head: bool,
+    // issue U item 3: bypass and no-store rules
+    /// Requests not answered from the cache, whose answers are stored (nginx's
+    /// `proxy_cache_bypass`); a preset's rules included.
+    pub bypass: Vec<CacheRule>,
+    /// Requests whose answers are not stored (nginx's `proxy_no_cache`); a preset's rules
+    /// included.
+    pub no_store: Vec<CacheRule>,
+}
+
+/// A rule of a cache's `bypass` or `no_store` list (issue U item 3): what a request must have.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CacheRule {
+    /// The cookie of this name is sent.
+    Cookie(String),
+    /// A Cookie field is sent at all (`cookie = "*"`).
+    AnyCookie,
+    /// The field of this name (lower case) is sent, with this value when one is given.
+    Header(String, Option<String>),
+    /// The path starts with this.
+    Path(String),
+    /// The method is this one.
+    Method(String),
+}
+
+impl CacheRule {
+    /// The rules of the `hardened` preset, for an origin that reads cookies or credentials
+    /// without saying `Vary` or `private`: a request with any Cookie or an Authorization is
+    /// neither answered from the cache nor stored (Varnish's builtin `pass`).
+    pub fn hardened() -> Vec<CacheRule> {
+        vec![
+            CacheRule::AnyCookie,
+            CacheRule::Header("authorization".to_string(), None),
+        ]
+    }
 }
 
 impl Default for ProxyCache {
@@ -373,6 +428,15 @@ impl Default for ProxyCache {
             use_stale: Vec::new(),
             stale_max: None,
             client_no_cache_revalidate: false,
+            key: Vec::new(),
+            query_drop: Vec::new(),
+            query_sort: false,
+            valid: Vec::new(),
+            valid_any: None,
+            ignore: Vec::new(),
+            convert_head: true,
+            bypass: Vec::new(),
+            no_store: Vec::new(),
         }
     }
 }
@@ -389,6 +453,23 @@ impl ProxyCache {
             shards: 1,
         }
         .holds_largest()
+    }
+
+    /// Its key rules (issue U item 4); `None`: the default key. An error says what is wrong.
+    #[cfg(feature = "proxy")]
+    pub fn key_rules(&self) -> Result<Option<linerate_cache::KeyRules>, String> {
+        if self.key.is_empty() && self.query_drop.is_empty() && !self.query_sort {
+            return Ok(None);
+        }
+        let default: Vec<String> = ["scheme", "host", "port", "path", "query"]
+            .map(String::from)
+            .to_vec();
+        let parts = if self.key.is_empty() {
+            &default
+        } else {
+            &self.key
+        };
+        linerate_cache::KeyRules::parse(parts, &self.query_drop, self.query_sort).map(Some)
     }
 
     /// The largest `max_object` its `size` holds with room for a head

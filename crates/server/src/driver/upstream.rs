@@ -124,6 +124,10 @@ struct Link {
     cache: Option<Box<Exchange>>,
     /// A background validation: the answer goes to the store, never to the client.
     background: bool,
+    /// A HEAD sent up as GET (issue U item 6): the client's answer is the head alone, ended
+    /// at once; the body is read for the store only, while the store keeps it, and the
+    /// connection is closed once it does not (a HEAD never waits on a body it does not get).
+    head_only: bool,
 }
 
 /// A worker's state per upstream: its servers' pools and the requests waiting for a
@@ -888,6 +892,18 @@ impl h1c::Exchange for Relay<'_> {
         }
         self.after.spent = job;
         self.fields = emptied(fields);
+        if started && link.head_only {
+            // The HEAD client's answer is whole with its head.
+            if let Some(live) = client(self.slots, link.client) {
+                live.conn.stream_end(link.id, self.cx);
+            }
+            // Nothing to keep: the body is not read.
+            link.gone = !link.cache.as_ref().is_some_and(|x| x.storing());
+            if let Some(l) = self.link.take() {
+                self.account(l.status, 0, &l);
+                *self.link = Some(l);
+            }
+        }
     }
 
     fn data(&mut self, data: &[u8]) -> bool {
@@ -896,6 +912,11 @@ impl h1c::Exchange for Relay<'_> {
         };
         if let Some(x) = link.cache.as_mut() {
             x.data(data);
+        }
+        if link.head_only {
+            // Read for the store alone; past max_object, not read on.
+            link.gone = !link.cache.as_ref().is_some_and(|x| x.storing());
+            return !link.gone;
         }
         if link.discard {
             return true;
@@ -930,8 +951,9 @@ impl h1c::Exchange for Relay<'_> {
             x.end();
         }
         self.close_pipe(link.pipe.take(), link.client, link.id);
-        if link.discard {
-            // A forward-auth answer: the client's answer is the request's, or was given.
+        if link.discard || link.head_only {
+            // A forward-auth answer: the client's answer is the request's, or was given; a
+            // HEAD's answer was whole with its head (and accounted then).
             self.after.finished = Some(link.client);
             return;
         }
@@ -1251,6 +1273,11 @@ impl<B: Backend> Worker<B> {
             return;
         };
         let pipe = job.pipe.take();
+        let head_only =
+            job.forwarded.head_request && job.cache.as_ref().is_some_and(|x| x.head_as_get());
+        if head_only && job.head.starts_with(b"HEAD ") {
+            job.head.splice(..4, *b"GET");
+        }
         let body = match job.forwarded.body {
             // A buffered chunked body goes up with its length; one still arriving goes as
             // the head says (its declared length, or chunked).
@@ -1260,7 +1287,7 @@ impl<B: Backend> Worker<B> {
         up.conn.start(
             &job.head,
             body,
-            job.forwarded.head_request,
+            job.forwarded.head_request && !head_only,
             job.forwarded.upgrade,
             now,
         );
@@ -1282,6 +1309,7 @@ impl<B: Backend> Worker<B> {
             status: 0,
             bytes: 0,
             head_request: job.forwarded.head_request,
+            head_only,
             started: job.started,
             sent: crate::sys::monotonic_us(),
             log: job.log.take(),
@@ -1929,7 +1957,13 @@ impl<B: Backend> Worker<B> {
             }
             let _ = sh;
             if let Some(idx) = self.up_index(token) {
-                self.close_up(idx);
+                // A HEAD's fill whose head went (issue U item 6) is the store's: it reads on.
+                let filling = (self.slots[idx as usize].up.as_ref())
+                    .and_then(|u| u.link.as_ref())
+                    .is_some_and(|l| l.head_only && l.answered);
+                if !filling {
+                    self.close_up(idx);
+                }
             }
         }
     }

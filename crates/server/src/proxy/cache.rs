@@ -145,6 +145,26 @@ impl MountCache {
                 } else {
                     linerate_cache::ClientNoCache::Ignore
                 },
+                // Checked when the configuration was read.
+                key: conf.key_rules().ok().flatten().map(Arc::new),
+                valid: (!conf.valid.is_empty() || conf.valid_any.is_some()).then(|| {
+                    Arc::new(linerate_cache::Valid {
+                        by_status: conf.valid.clone(),
+                        any: conf.valid_any,
+                    })
+                }),
+                ignore: linerate_cache::Ignore {
+                    cache_control: conf.ignore.iter().any(|f| f == "cache-control"),
+                    expires: conf.ignore.iter().any(|f| f == "expires"),
+                    set_cookie: conf.ignore.iter().any(|f| f == "set-cookie"),
+                    vary: conf.ignore.iter().any(|f| f == "vary"),
+                },
+                rules: (!conf.bypass.is_empty() || !conf.no_store.is_empty()).then(|| {
+                    Arc::new(linerate_cache::RequestRules {
+                        bypass: conf.bypass.iter().map(rule).collect(),
+                        no_store: conf.no_store.iter().map(rule).collect(),
+                    })
+                }),
             },
             status: conf.status.as_deref().map(Into::into),
             hit_status: conf
@@ -168,6 +188,20 @@ impl MountCache {
         for (_, waiters) in expired {
             wake(waiters);
         }
+    }
+}
+
+/// A configured rule as linerate-cache matches it (issue U item 3).
+fn rule(r: &crate::config::CacheRule) -> linerate_cache::Rule {
+    use crate::config::CacheRule as C;
+    use linerate_cache::Rule;
+    let bytes = |s: &str| s.as_bytes().into();
+    match r {
+        C::Cookie(name) => Rule::Cookie(bytes(name)),
+        C::AnyCookie => Rule::AnyCookie,
+        C::Header(name, value) => Rule::Header(bytes(name), value.as_deref().map(bytes)),
+        C::Path(prefix) => Rule::Path(bytes(prefix)),
+        C::Method(m) => Rule::Method(bytes(m)),
     }
 }
 
@@ -198,6 +232,9 @@ pub(crate) struct CacheReq {
     fields: Vec<(Range<usize>, Range<usize>)>,
     /// The request carries content ([`linerate_cache::Request::body`]).
     body: bool,
+    /// A HEAD that goes upstream as GET (issue U item 6, `convert_head`): the cache reads
+    /// it as the GET it sent, whose answer it stores.
+    as_get: bool,
 }
 
 impl CacheReq {
@@ -224,6 +261,7 @@ impl CacheReq {
             target,
             fields,
             body,
+            as_get: false,
         }
     }
 
@@ -243,7 +281,11 @@ impl CacheReq {
             .map(|(n, v)| (&self.buf[n.clone()], &self.buf[v.clone()]));
         listed(self.fields.len(), fields, |fields| {
             f(&linerate_cache::Request {
-                method: &self.buf[self.method.clone()],
+                method: if self.as_get {
+                    b"GET"
+                } else {
+                    &self.buf[self.method.clone()]
+                },
                 scheme: self.scheme,
                 authority: &self.buf[self.authority.clone()],
                 target: &self.buf[self.target.clone()],
@@ -847,6 +889,8 @@ pub(crate) struct Exchange {
     collapsed: bool,
     /// Why it went forward, for Cache-Status (`None`: the cache does not handle it).
     fwd: Option<Fwd>,
+    /// Why the store was not consulted, when it was not ([`Exchange::bypassed`]).
+    bypass: Option<linerate_cache::Bypass>,
     validate: Option<Arc<Entry>>,
     /// The flight it leads.
     flight: Option<(Key, FlightId)>,
@@ -902,6 +946,7 @@ impl Exchange {
             alone: false,
             collapsed: false,
             fwd: None,
+            bypass: None,
             validate: None,
             flight: None,
             request_time: Time(0),
@@ -913,6 +958,26 @@ impl Exchange {
             pending: None,
             waited_since: None,
         }
+    }
+
+    /// Why the request was not answered from the store, when it was not: the method, no
+    /// key, preconditions, a body, or a mount's `bypass` rule (`Bypass::Rule`, issue U item
+    /// 3: its Cache-Status says `fwd=bypass`, and a log may say BYPASS).
+    #[allow(dead_code)] // for the access log's cache status (issue U item 9)
+    pub(crate) fn bypassed(&self) -> Option<linerate_cache::Bypass> {
+        self.bypass
+    }
+
+    /// A HEAD that goes upstream as GET (issue U item 6): the driver sends GET, reads the
+    /// answer's body for the store only, and gives the client the head.
+    pub(crate) fn head_as_get(&self) -> bool {
+        self.req.as_get
+    }
+
+    /// The answer's body is being collected for the store (its head said it may be kept,
+    /// and it has not passed `max_object`).
+    pub(crate) fn storing(&self) -> bool {
+        self.storing.as_ref().is_some_and(|s| s.fill.collecting())
     }
 
     /// The request waited, and its flight landed or expired: it looks in the store again
@@ -956,10 +1021,10 @@ impl Exchange {
         let stored = stored.filter(|_| usable);
         // An entry that sets a cookie, written by an edge (or a version) that kept such
         // answers, is not served by one that does not: its cookie is another visitor's.
-        let opts = self.mount.opts;
+        let opts = &self.mount.opts;
         let decode = |b, key: &Key| {
             super::tier::decode(b, key)
-                .filter(|e| linerate_cache::storable::cookie_allowed(&e.facts, &opts))
+                .filter(|e| linerate_cache::storable::cookie_allowed(&e.facts, opts))
         };
         if let Some(key) = self.asking.take() {
             // Asked alone: no flight to land; an entry is planned from as a leader's is.
@@ -1038,6 +1103,7 @@ impl Exchange {
         match plan {
             Plan::Bypass(why) => {
                 counters.record(Event::Bypass);
+                self.bypass = Some(why);
                 self.fwd = Some(match why {
                     linerate_cache::Bypass::Method => Fwd::Method,
                     _ => Fwd::Bypass,
@@ -1079,6 +1145,7 @@ impl Exchange {
                             alone: true,
                             collapsed: false,
                             fwd: Some(Fwd::Stale),
+                            bypass: None,
                             validate: Some(Arc::clone(&entry)),
                             flight: Some((entry.key.clone(), id)),
                             request_time: now,
@@ -1101,6 +1168,11 @@ impl Exchange {
             }
             Plan::Forward { key, validate, fwd } => {
                 counters.record(Event::Miss);
+                // issue U item 6: a HEAD goes up as GET, whose answer is stored (nginx's
+                // `proxy_cache_convert_head`); the driver sends it so (`Exchange::head_as_get`).
+                if mount.conf.convert_head && self.req.is_head() {
+                    self.req.as_get = true;
+                }
                 strip_fields(head, validate::CLIENT_CONDITIONALS);
                 if let Some(e) = &validate {
                     add_fields(head, &validate::conditional_fields(e));
@@ -1226,7 +1298,13 @@ impl Exchange {
             {
                 // What the answer invalidates in memory (§4.4, within `after`) goes from the
                 // tier too, or the next miss would bring it back.
-                if let Ok(target) = Key::new(r.scheme, r.authority, r.target) {
+                if let Ok(target) = linerate_cache::key_for(
+                    mount.opts.key.as_deref(),
+                    r.scheme,
+                    r.authority,
+                    r.target,
+                    r.fields,
+                ) {
                     let gone =
                         linerate_cache::invalidate::invalidated(method, status, &target, &fields);
                     if !gone.is_empty() {
@@ -1268,7 +1346,12 @@ impl Exchange {
         match after {
             After::Store { key, variant } => {
                 let max = mount.max_object;
-                let stored = linerate_cache::fields::to_stored(&fields);
+                let mut stored = linerate_cache::fields::to_stored(&fields);
+                // An ignored Set-Cookie (issue U item 5) is the filling visitor's alone: the
+                // stored answer never replays it (docs/cache-poisoning.md).
+                if mount.opts.ignore.set_cookie {
+                    stored.retain(|(n, _)| !n.eq_ignore_ascii_case(b"set-cookie"));
+                }
                 let keeps = match length.map(usize::try_from) {
                     Some(Ok(n)) if n > max => Keeps::TooBig,
                     Some(Ok(n)) => {

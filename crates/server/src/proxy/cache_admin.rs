@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use linerate_cache::Key;
+use linerate_cache::{Key, KeyRules, key_for};
 
 use super::cache::MountCache;
 use super::tier::Purge;
@@ -44,7 +44,7 @@ impl crate::stats::CacheAdmin for View {
     }
 
     fn purge(&self, url: &str, prefix: bool) -> Option<crate::stats::Purged> {
-        let target = View::target(url, prefix)?;
+        let target = View::target(url, prefix, self.cache.opts.key.as_deref())?;
         let mut pending = Vec::new();
         if let Some(t) = &self.cache.tier {
             // Every edge sharing the tier forgets too: the URL's entry deleted and announced
@@ -73,7 +73,7 @@ impl crate::stats::CacheAdmin for View {
 
     fn list(&self, prefix: Option<&str>, max: usize) -> Option<serde_json::Value> {
         let prefix = match prefix {
-            Some(url) => match View::target(url, true)? {
+            Some(url) => match View::target(url, true, self.cache.opts.key.as_deref())? {
                 Target::Prefix(p) => p,
                 Target::Key(_) => return None,
             },
@@ -97,8 +97,11 @@ impl View {
         format!("{site} {prefix}")
     }
 
-    /// What `url` names in a cache: a URL's key, or (`prefix`) the start of keys.
-    fn target(url: &str, prefix: bool) -> Option<Target> {
+    /// What `url` names in a cache: a URL's key, or (`prefix`) the start of keys, mapped
+    /// through the mount's key `rules` ([`linerate_cache::key_for`], as a request's plan
+    /// maps it). A key that adds a cookie or a field holds one entry per value: the URL's
+    /// purge removes them all (the start of their keys).
+    fn target(url: &str, prefix: bool, rules: Option<&KeyRules>) -> Option<Target> {
         let (scheme, rest) = url.split_once("://")?;
         let scheme = scheme.to_ascii_lowercase();
         if scheme != "http" && scheme != "https" {
@@ -110,12 +113,30 @@ impl View {
         };
         if prefix {
             // The key's form: scheme and host lowercased, the default port left out.
-            let key = Key::new(scheme.as_bytes(), authority.as_bytes(), b"/").ok()?;
+            let key = key_for(rules, scheme.as_bytes(), authority.as_bytes(), b"/", &[]).ok()?;
             let mut p = key.origin().to_vec();
             p.extend_from_slice(target.as_bytes());
             return Some(Target::Prefix(p));
         }
-        let key = Key::new(scheme.as_bytes(), authority.as_bytes(), target.as_bytes()).ok()?;
+        let key = key_for(
+            rules,
+            scheme.as_bytes(),
+            authority.as_bytes(),
+            target.as_bytes(),
+            &[],
+        )
+        .ok()?;
+        if rules.is_some_and(KeyRules::adds) {
+            // `URL cookie:NAME=…`: every value's entry starts with the URL's part and a space.
+            let url_part = key
+                .as_bytes()
+                .split(|&b| b == b' ')
+                .next()
+                .unwrap_or_default();
+            let mut p = url_part.to_vec();
+            p.push(b' ');
+            return Some(Target::Prefix(p));
+        }
         Some(Target::Key(key))
     }
 }

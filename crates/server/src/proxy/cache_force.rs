@@ -28,6 +28,6 @@ pub(crate) fn flight_validated(plan: &Plan, waited_since: Option<Time>) -> bool 
 pub(crate) fn met(opts: &Options) -> Options {
     Options {
         client_no_cache: ClientNoCache::Ignore,
-        ..*opts
+        ..opts.clone()
     }
 }
