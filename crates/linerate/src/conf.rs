@@ -268,6 +268,10 @@ struct RawCache {
     /// A shared second tier: `redis://…`, `valkey://…` or `memcached://…`.
     tier: Option<Spanned<String>>,
     tier_timeout: Option<Spanned<String>>,
+    // issue U item 7: purge as operators use it
+    /// Who may send `PURGE`: addresses or CIDR ranges (none: 405 for everyone).
+    #[serde(default)]
+    purge_from: Vec<Spanned<String>>,
 }
 
 /// `auth = { upstream = "…", path = "/verify", pass = […], copy = […] }` of a proxy mount.
@@ -1792,6 +1796,13 @@ impl Cx<'_> {
         }
         if let Some(v) = &raw.tier_timeout {
             c.tier_timeout = self.timeout(v, "cache tier_timeout", "")?;
+        }
+        // issue U item 7: purge as operators use it
+        for r in &raw.purge_from {
+            c.purge_from.push(
+                linerate_server::access::IpRange::parse(r.get_ref())
+                    .map_err(|e| self.err(r.span(), format!("cache purge_from: {e}")))?,
+            );
         }
         Ok(c)
     }

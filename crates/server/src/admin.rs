@@ -16,8 +16,8 @@ use std::time::Duration;
 use linerate_http1::{Limits, ParseError, Parsed, RequestHead};
 
 use crate::stats::{
-    CLASSES, CONN_REFUSALS, DURATION_BUCKETS_US, KINDS, Metrics, REFUSALS, Stats, StatsHandle,
-    UPSTREAM_ERRORS,
+    CLASSES, CONN_REFUSALS, DURATION_BUCKETS_US, KINDS, Metrics, PurgeAsk, REFUSALS, Stats,
+    StatsHandle, UPSTREAM_ERRORS,
 };
 
 /// Longest an admin client may take to send its request, or to read the answer.
@@ -117,22 +117,24 @@ fn route(
     }
 }
 
-/// `POST /purge?url=URL` removes that URL's answers (every variant) from every proxy cache;
-/// `POST /purge?prefix=URL`, every answer whose URL starts with it. The URL is
-/// percent-encoded in the query (`http%3A%2F%2Fexample.com%2Fa`), or plain, escapes and all
-/// (`http://example.com/caf%C3%A9`). 200 `purged N` when done everywhere; 202 `purged N`
-/// and a `pending: …` line per cache whose shared tier was not reached (the purge is kept
-/// and done there when it is back).
+/// `POST /purge?url=URL` removes that URL's answers (every variant, under both schemes and
+/// every port the server listens on) from every proxy cache; `POST /purge?prefix=URL`,
+/// every answer whose URL starts with it; `POST /purge?all`, every answer (issue U item 7).
+/// The URL is percent-encoded in the query (`http%3A%2F%2Fexample.com%2Fa`), or plain,
+/// escapes and all (`http://example.com/caf%C3%A9`). 200 `purged N` when done everywhere;
+/// 202 `purged N` and a `pending: …` line per cache whose shared tier was not reached (the
+/// purge is kept and done there when it is back).
 fn purge(query: &str, stats: &StatsHandle) -> (u16, &'static str, String) {
     let (name, value) = query.split_once('=').unwrap_or((query, ""));
     let prefix = match name {
         "url" => false,
         "prefix" => true,
+        "all" if value.is_empty() => return purged(stats.purge(&PurgeAsk::All), ""),
         _ => {
             return (
                 400,
                 "text/plain",
-                "POST /purge?url=URL or ?prefix=URL\n".into(),
+                "POST /purge?url=URL, ?prefix=URL or ?all\n".into(),
             );
         }
     };
@@ -143,7 +145,17 @@ fn purge(query: &str, stats: &StatsHandle) -> (u16, &'static str, String) {
     } else {
         percent_decode(value)
     };
-    match stats.purge(&url, prefix) {
+    let ask = if prefix {
+        PurgeAsk::Prefix(url.clone())
+    } else {
+        PurgeAsk::Url(url.clone())
+    };
+    purged(stats.purge(&ask), &url)
+}
+
+/// A purge's answer: `done` from [`StatsHandle::purge`] for `url` (empty: every answer).
+fn purged(done: Option<crate::stats::Purged>, url: &str) -> (u16, &'static str, String) {
+    match done {
         Some(p) if p.pending.is_empty() => (200, "text/plain", format!("purged {}\n", p.removed)),
         // A shared tier was not reached: the purge is kept there and done when it is back,
         // which is not done yet (RFC 9110 §15.3.3: accepted, not completed).

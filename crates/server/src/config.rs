@@ -343,6 +343,10 @@ pub struct ProxyCache {
     pub tier: Option<String>,
     /// The longest one call to the tier may take (then it is a miss).
     pub tier_timeout: std::time::Duration,
+    // issue U item 7: purge as operators use it
+    /// The client addresses a `PURGE` request to the mount is taken from (Varnish's `acl
+    /// purge`); empty (the default): `PURGE` is refused with 405 for everyone.
+    pub purge_from: Vec<crate::access::IpRange>,
 }
 
 impl Default for ProxyCache {
@@ -356,6 +360,8 @@ impl Default for ProxyCache {
             lock_timeout: std::time::Duration::from_secs(5),
             tier: None,
             tier_timeout: std::time::Duration::from_millis(50),
+            // issue U item 7: purge as operators use it
+            purge_from: Vec::new(),
         }
     }
 }

@@ -1,21 +1,22 @@
 //! The proxy caches as the admin listener and a reload see them: each mount's cache labelled
-//! `SITE PREFIX`, its counters for `/metrics`, purges by URL or prefix (and through the
-//! shared tier, on every edge), and a reload's hand-over of the caches whose settings did not
+//! `SITE PREFIX`, its counters for `/metrics`, purges by URL, prefix or of everything (and
+//! through the shared tier, on every edge; what a URL names is `proxy/purge.rs`'s), and a reload's hand-over of the caches whose settings did not
 //! change. No request passes here.
 #![forbid(unsafe_code)]
 
 use std::sync::Arc;
 
-use linerate_cache::Key;
-
 use super::cache::MountCache;
 use super::tier::Purge;
+use crate::stats::PurgeAsk;
 
 /// A mount's cache with its metrics label, for the admin listener.
 #[derive(Debug)]
 struct View {
     label: String,
     cache: Arc<MountCache>,
+    /// The server's TCP listeners' ports: a purge by URL purges its keys under each.
+    ports: Arc<[u16]>,
 }
 
 impl crate::stats::CacheAdmin for View {
@@ -43,31 +44,45 @@ impl crate::stats::CacheAdmin for View {
         }
     }
 
-    fn purge(&self, url: &str, prefix: bool) -> Option<crate::stats::Purged> {
-        let target = View::target(url, prefix)?;
-        let mut pending = Vec::new();
-        if let Some(t) = &self.cache.tier {
-            // Every edge sharing the tier forgets too: the URL's entry deleted and announced
-            // in the purge log, or, by prefix, the generation moved (docs/cache.md). Done
-            // before memory is emptied here, under the fence: what the tier answers
-            // meanwhile is not used to fill memory again (`SharedTier::usable`).
-            let (what, named) = match &target {
-                Target::Key(key) => (Purge::Key(key.clone()), url.to_string()),
-                Target::Prefix(_) => (Purge::All, format!("every answer (a purge of {url}*)")),
-            };
-            if !t.purge(what) {
-                pending.push(format!(
-                    "{named} in cache tier {} of {}: not reached; kept, and purged there \
-                     when it answers again",
-                    t.name(),
-                    self.label
-                ));
+    fn purge(&self, ask: &PurgeAsk) -> Option<crate::stats::Purged> {
+        let ports = &self.ports;
+        // Every edge sharing the tier forgets too: each key's entry deleted and announced in
+        // the purge log, or, by prefix or for everything, the generation moved
+        // (docs/cache.md). Done before memory is emptied here, under the fence: what the
+        // tier answers meanwhile is not used to fill memory again (`SharedTier::usable`).
+        let (removed, took, named) = match ask {
+            PurgeAsk::Url(url) => {
+                let keys = super::purge::url_keys(url, ports)?;
+                let (removed, took) = self.cache.purge_keys(&keys);
+                (removed, took, url.clone())
             }
-        }
-        let removed = match &target {
-            Target::Key(key) => usize::from(self.cache.store.remove(key)),
-            Target::Prefix(p) => self.cache.store.remove_prefix(p),
+            PurgeAsk::Prefix(url) => {
+                let prefixes = super::purge::prefix_keys(url, ports)?;
+                let took = self
+                    .cache
+                    .tier
+                    .as_ref()
+                    .is_none_or(|t| t.purge_many(vec![Purge::All]));
+                let removed = prefixes
+                    .iter()
+                    .map(|p| self.cache.store.remove_prefix(p))
+                    .sum();
+                (removed, took, format!("every answer (a purge of {url}*)"))
+            }
+            PurgeAsk::All => {
+                let (removed, took) = self.cache.purge_all();
+                (removed, took, "every answer".to_string())
+            }
         };
+        let mut pending = Vec::new();
+        if let Some(t) = self.cache.tier.as_ref().filter(|_| !took) {
+            pending.push(format!(
+                "{named} in cache tier {} of {}: not reached; kept, and purged there \
+                 when it answers again",
+                t.name(),
+                self.label
+            ));
+        }
         Some(crate::stats::Purged { removed, pending })
     }
 
@@ -85,34 +100,6 @@ impl View {
         };
         format!("{site} {prefix}")
     }
-
-    /// What `url` names in a cache: a URL's key, or (`prefix`) the start of keys.
-    fn target(url: &str, prefix: bool) -> Option<Target> {
-        let (scheme, rest) = url.split_once("://")?;
-        let scheme = scheme.to_ascii_lowercase();
-        if scheme != "http" && scheme != "https" {
-            return None;
-        }
-        let (authority, target) = match rest.find('/') {
-            Some(i) => rest.split_at(i),
-            None => (rest, "/"),
-        };
-        if prefix {
-            // The key's form: scheme and host lowercased, the default port left out.
-            let key = Key::new(scheme.as_bytes(), authority.as_bytes(), b"/").ok()?;
-            let mut p = key.origin().to_vec();
-            p.extend_from_slice(target.as_bytes());
-            return Some(Target::Prefix(p));
-        }
-        let key = Key::new(scheme.as_bytes(), authority.as_bytes(), target.as_bytes()).ok()?;
-        Some(Target::Key(key))
-    }
-}
-
-/// What a purge removes.
-enum Target {
-    Key(Key),
-    Prefix(Vec<u8>),
 }
 
 /// The caches of `sites`' proxy mounts, labelled `site prefix`.
@@ -127,6 +114,7 @@ pub(crate) fn admin_views(
                 out.push(Arc::new(View {
                     label: View::label_of(&label, r),
                     cache: Arc::clone(c),
+                    ports: sites.sites.ports.clone(),
                 }));
             }
         }

@@ -282,38 +282,63 @@ impl SharedTier {
         });
     }
 
-    /// Purges `what` from the tier, and through its purge log (a URL) or its generation
-    /// (everything) from every edge's memory; whether the tier took it. Waits for the tier
-    /// (each call within its timeout): the admin listener's thread calls it and answers
-    /// with the outcome. One the tier did not take is kept, pending, and done when it is
-    /// back; until then the tier's answers for it are not used.
-    pub(crate) fn purge(&self, what: Purge) -> bool {
-        let (t, g, fence, pending) = self.parts();
-        // Before the caller empties memory: an answer asked before the purge is done (it
-        // may be what the purge removes) is not used.
-        fence.start();
+    /// Purges each of `what` from the tier, and through its purge log (a URL) or its
+    /// generation (everything) from every edge's memory; whether the tier took all of it.
+    /// Waits for the tier (each call within its timeout): the admin listener's thread calls
+    /// it and answers with the outcome. One the tier did not take is kept, pending, and done
+    /// when it is back; until then the tier's answers for it are not used.
+    pub(crate) fn purge_many(&self, what: Vec<Purge>) -> bool {
         let (tx, rx) = std::sync::mpsc::channel();
-        let (task, kept) = (what.clone(), pending.clone());
-        self.tier.spawn(async move {
-            let took = apply(&t, &g, &task, true).await;
-            // Kept before the fence is done: no answer asked after it finds it not pending.
-            if !took {
-                kept.add(&task, true);
-            }
-            let _ = tx.send(took);
-            fence.done();
-        });
-        // At most four calls (the generation, a delete, the log's counter and record), each
-        // bounded by the tier's timeout; the margin is for the tier's thread.
-        let wait = self.tier.timeout() * 4 + Duration::from_secs(1);
+        let kept = what.clone();
+        // At most four calls each (the generation, a delete, the log's counter and record),
+        // each bounded by the tier's timeout; the margin is for the tier's thread.
+        let calls = u32::try_from(4 * what.len()).unwrap_or(u32::MAX);
+        let wait = self.tier.timeout().saturating_mul(calls) + Duration::from_secs(1);
+        self.purge_then(
+            what,
+            || (),
+            move |(), took| {
+                let _ = tx.send(took);
+            },
+        );
         match rx.recv_timeout(wait) {
             Ok(took) => took,
             // Still under way, under the fence: kept now too (a second add is the same one).
             Err(_) => {
-                pending.add(&what, true);
+                for w in &kept {
+                    self.pending.add(w, true);
+                }
                 false
             }
         }
+    }
+
+    /// [`SharedTier::purge_many`] without waiting (a worker's `PURGE`): `now` runs at once,
+    /// under the fence (the caller empties its memory there: an answer asked before cannot
+    /// fill it again), and `done` gets what it gave and whether the tier took all of
+    /// `what`, on the tier's thread. What the tier did not take is pending.
+    pub(crate) fn purge_then<T: Send + 'static>(
+        &self,
+        what: Vec<Purge>,
+        now: impl FnOnce() -> T,
+        done: impl FnOnce(T, bool) + Send + 'static,
+    ) {
+        let (t, g, fence, pending) = self.parts();
+        fence.start();
+        let here = now();
+        self.tier.spawn(async move {
+            let mut all = true;
+            for w in what {
+                // Kept before the fence is done: no answer asked after it finds it not
+                // pending.
+                if !apply(&t, &g, &w, true).await {
+                    pending.add(&w, true);
+                    all = false;
+                }
+            }
+            done(here, all);
+            fence.done();
+        });
     }
 
     /// Clones of what a task on the tier's thread works with.
@@ -765,7 +790,7 @@ mod tests {
         // Issue T: a purge the tier did not take says so, and stays pending: its key's
         // answers are not used until it is done there; other keys' are.
         assert!(
-            !t.purge(Purge::Key(key.clone())),
+            !t.purge_many(vec![Purge::Key(key.clone())]),
             "the tier was not reached"
         );
         assert!(done(&t), "the purge ends, even with the tier down");
@@ -784,7 +809,7 @@ mod tests {
         // A purge of everything: no answer is used until it is done.
         let third = Key::new(b"http", b"t", b"/z").unwrap();
         assert!(t.usable(t.fence(), &third));
-        assert!(!t.purge(Purge::All));
+        assert!(!t.purge_many(vec![Purge::All]));
         assert!(done(&t));
         assert!(!t.usable(t.fence(), &third));
     }

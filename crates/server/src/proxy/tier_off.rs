@@ -70,7 +70,16 @@ impl SharedTier {
         match *self {}
     }
 
-    pub(crate) fn purge(&self, _what: Purge) -> bool {
+    pub(crate) fn purge_many(&self, _what: Vec<Purge>) -> bool {
+        match *self {}
+    }
+
+    pub(crate) fn purge_then<T: Send + 'static>(
+        &self,
+        _what: Vec<Purge>,
+        _now: impl FnOnce() -> T,
+        _done: impl FnOnce(T, bool) + Send + 'static,
+    ) {
         match *self {}
     }
 

@@ -1,0 +1,213 @@
+//! Purges as operators ask for them (issue U item 7): what a purge of a URL names as cache
+//! keys (every scheme and port the URL can be keyed under on this server), and a mount's
+//! cache purged of them, here and through its shared tier on every edge. Both the admin
+//! listener (`POST /purge`) and the `PURGE` method (`app/phase/content/purge.rs`) come here.
+//!
+//! Owns the URL → keys mapping: a configurable key (issue U items 3-6) changes [`url_keys`]
+//! alone. Must not wait in a worker: [`MountCache::purge_keys_then`] answers through its
+//! callback, on the tier's thread.
+#![forbid(unsafe_code)]
+
+use std::sync::Arc;
+
+use linerate_cache::Key;
+
+use super::cache::MountCache;
+use super::tier::Purge;
+
+/// The most ports a purge by URL names (with the URL's own and the default one): a server's
+/// TCP listeners rarely number more; past it the later listeners' ports are left out.
+pub(crate) const MAX_PURGED_PORTS: usize = 16;
+
+/// The schemes a URL's answers can be stored under: a purge of one purges both.
+const SCHEMES: [&[u8]; 2] = [b"http", b"https"];
+
+/// Every key `url` (`http://host[:port]/path?query`, or `https://…`) can be stored under on a
+/// server listening on `ports`: both schemes, each with no port (the scheme's default), the
+/// URL's own port and every listener's port. A client's Host keeps the port it was sent with
+/// (RFC 9110 §7.2), so `http://t/x`, `http://t:8080/x` and `https://t/x` are three keys of
+/// one resource: a purge of any of them purges all. `None` where `url` is not http(s) or
+/// its host or target is not one a key takes.
+pub(crate) fn url_keys(url: &str, ports: &[u16]) -> Option<Vec<Key>> {
+    let (scheme, rest) = url.split_once("://")?;
+    if !SCHEMES
+        .iter()
+        .any(|s| scheme.as_bytes().eq_ignore_ascii_case(s))
+    {
+        return None;
+    }
+    let (authority, target) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, "/"),
+    };
+    let (host, port) = split_port(authority);
+    // The URL's own form first: one that no key takes is refused, not silently skipped.
+    let own = Key::new(scheme.as_bytes(), authority.as_bytes(), target.as_bytes()).ok()?;
+    let mut keys = vec![own];
+    let mut wanted: Vec<Option<u16>> = vec![None];
+    wanted.extend(port.map(Some));
+    wanted.extend(ports.iter().take(MAX_PURGED_PORTS).map(|&p| Some(p)));
+    for s in SCHEMES {
+        for p in &wanted {
+            let authority = match p {
+                Some(p) => format!("{host}:{p}"),
+                None => host.to_string(),
+            };
+            if let Ok(k) = Key::new(s, authority.as_bytes(), target.as_bytes())
+                && !keys.contains(&k)
+            {
+                keys.push(k);
+            }
+        }
+    }
+    Some(keys)
+}
+
+/// Every key prefix a purge by prefix of `url` names: its origin under both schemes and each
+/// port of [`url_keys`], then the rest of `url` as given.
+pub(crate) fn prefix_keys(url: &str, ports: &[u16]) -> Option<Vec<Vec<u8>>> {
+    let (scheme, rest) = url.split_once("://")?;
+    let (authority, tail) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, "/"),
+    };
+    let origins = url_keys(&format!("{scheme}://{authority}/"), ports)?;
+    Some(
+        origins
+            .iter()
+            .map(|k| {
+                let mut p = k.origin().to_vec();
+                p.extend_from_slice(tail.as_bytes());
+                p
+            })
+            .collect(),
+    )
+}
+
+/// `authority`'s host and its port, when it names a numeric one (an IPv6 literal's colons
+/// are inside its brackets).
+fn split_port(authority: &str) -> (&str, Option<u16>) {
+    match authority.rsplit_once(':') {
+        Some((host, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => {
+            (host, port.parse().ok())
+        }
+        _ => (authority, None),
+    }
+}
+
+impl MountCache {
+    /// Whether a `PURGE` from `client` is taken: its cache's `purge_from` names it.
+    pub(crate) fn purge_allowed(&self, client: std::net::IpAddr) -> bool {
+        self.conf.purge_from.iter().any(|r| r.contains(client))
+    }
+
+    /// Removes every variant of `keys` from this edge's memory and, through the shared tier,
+    /// from every edge's, without waiting; `done` gets how many keys memory held and whether
+    /// the tier took all of it (`true` without a tier), on the tier's thread, or here at once.
+    pub(crate) fn purge_keys_then(
+        self: &Arc<MountCache>,
+        keys: Vec<Key>,
+        done: impl FnOnce(usize, bool) + Send + 'static,
+    ) {
+        match &self.tier {
+            Some(t) => {
+                let what = keys.iter().cloned().map(Purge::Key).collect();
+                t.purge_then(what, || self.remove_keys(&keys), done);
+            }
+            None => done(self.remove_keys(&keys), true),
+        }
+    }
+
+    /// [`MountCache::purge_keys_then`] for the admin listener's thread, which waits: how many
+    /// keys memory held, and whether the tier took the purge.
+    pub(crate) fn purge_keys(&self, keys: &[Key]) -> (usize, bool) {
+        // The tier first, under its fence: what it answers meanwhile does not fill memory
+        // again (`SharedTier::usable`).
+        let took = match &self.tier {
+            Some(t) => t.purge_many(keys.iter().cloned().map(Purge::Key).collect()),
+            None => true,
+        };
+        (self.remove_keys(keys), took)
+    }
+
+    /// Removes every answer, here and (the tier's generation moved) on every edge; how many
+    /// keys memory held, and whether the tier took it.
+    pub(crate) fn purge_all(&self) -> (usize, bool) {
+        let took = match &self.tier {
+            Some(t) => t.purge_many(vec![Purge::All]),
+            None => true,
+        };
+        (self.store.remove_prefix(b""), took)
+    }
+
+    fn remove_keys(&self, keys: &[Key]) -> usize {
+        keys.iter().filter(|k| self.store.remove(k)).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strs(keys: Option<Vec<Key>>) -> Vec<String> {
+        keys.unwrap()
+            .iter()
+            .map(|k| String::from_utf8(k.as_bytes().to_vec()).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_url_names_its_keys_under_both_schemes_and_every_port() {
+        assert_eq!(
+            strs(url_keys("http://T/x?a", &[])),
+            ["http://t/x?a", "https://t/x?a"]
+        );
+        assert_eq!(
+            strs(url_keys("https://t:8443/x", &[8080, 443])),
+            [
+                "https://t:8443/x",
+                "http://t/x",
+                "http://t:8443/x",
+                "http://t:8080/x",
+                "http://t:443/x",
+                "https://t/x",
+                "https://t:8080/x",
+            ]
+        );
+        assert_eq!(
+            strs(url_keys("http://[::1]:81/", &[])),
+            [
+                "http://[::1]:81/",
+                "http://[::1]/",
+                "https://[::1]/",
+                "https://[::1]:81/"
+            ]
+        );
+        assert!(url_keys("ftp://t/x", &[]).is_none());
+        assert!(url_keys("http:///x", &[]).is_none());
+        assert!(url_keys("http://t/a b", &[]).is_none());
+        let many: Vec<u16> = (1000..1100).collect();
+        assert_eq!(
+            url_keys("http://t/", &many).unwrap().len(),
+            2 * (1 + MAX_PURGED_PORTS)
+        );
+    }
+
+    #[test]
+    fn a_prefix_names_its_origins_under_both_schemes() {
+        let p: Vec<String> = prefix_keys("http://t/p/", &[8080])
+            .unwrap()
+            .into_iter()
+            .map(|p| String::from_utf8(p).unwrap())
+            .collect();
+        assert_eq!(
+            p,
+            [
+                "http://t/p/",
+                "http://t:8080/p/",
+                "https://t/p/",
+                "https://t:8080/p/"
+            ]
+        );
+    }
+}
