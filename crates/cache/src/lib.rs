@@ -36,6 +36,7 @@ pub mod shared;
 pub mod status;
 pub mod storable;
 pub mod store;
+pub mod tags;
 pub mod targeted;
 pub mod validate;
 

@@ -286,6 +286,41 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Removes every answer tagged `tag` (`Surrogate-Key`, `Cache-Tag`: [`crate::tags`]),
+    /// every variant that carries it; how many answers. A walk of every shard, as a purge
+    /// by prefix is: a purge, not a lookup (issue U item 7).
+    pub fn remove_tagged(&self, tag: &[u8]) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                s.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove_tagged(tag)
+            })
+            .sum()
+    }
+}
+
+impl Shard {
+    /// Removes every answer that carries `tag`; how many.
+    pub fn remove_tagged(&mut self, tag: &[u8]) -> usize {
+        let ids: Vec<u32> = (0..self.slots.len() as u32)
+            .filter(|&id| {
+                self.slots[id as usize]
+                    .entry
+                    .as_ref()
+                    .is_some_and(|e| crate::tags::has_tag(&e.fields, tag))
+            })
+            .collect();
+        for &id in &ids {
+            self.free_slot(id);
+        }
+        self.compact();
+        ids.len()
+    }
+}
+
 /// Which FIFO an entry is in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Queue {

@@ -2037,3 +2037,83 @@ fn purge_method_purges_from_allowed_addresses_on_every_edge_and_is_405_for_other
     ask_as(a, "PURGE", "t", "/plain/q");
     assert!(up.heads().iter().any(|h| h.starts_with("PURGE /plain/q")));
 }
+
+/// Issue U item 7: an origin's `Surrogate-Key` (space-separated) and `Cache-Tag`
+/// (comma-separated) tag its answer; `POST /purge?tag=T` on edge A purges every answer
+/// tagged T on A and, through the tier's purge log, on B, and neither takes the tier's old
+/// entry back (the tier cannot list a tag's keys: each edge refuses an entry with a tag
+/// purged since it was stored). Other answers stay. The fields never reach a client, on a
+/// miss or a hit, as Fastly strips `Surrogate-Key`. Before: 400, and both fields were sent.
+/// nginx 1.22 has no purge; Varnish 7.1 does this with `ban("obj.http.Surrogate-Key ~ …")`
+/// (or the xkey vmod) and leaves the field unless VCL unsets it. On Redis, then memcached.
+#[test]
+fn a_tag_purge_reaches_every_tagged_answer_on_every_edge_and_tags_never_reach_clients() {
+    for program in ["redis-server", "memcached"] {
+        let Some(tier) = common::tier::TierServer::start(program) else {
+            continue;
+        };
+        let answers = std::sync::atomic::AtomicUsize::new(0);
+        let up = Upstream::start(move |path, _| {
+            let n = answers.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let tags = if path.ends_with("/a") {
+                "Surrogate-Key: product-1 list\r\n"
+            } else if path.ends_with("/b") {
+                "Cache-Tag: product-2,product-1\r\n"
+            } else {
+                "Cache-Tag: product-10\r\n"
+            };
+            ok_with(
+                &format!("Cache-Control: public, max-age=600\r\n{tags}"),
+                format!("{path} #{n}").as_bytes(),
+            )
+        });
+        let edges = two_edges(&up, &tier.url());
+        let ((a, admin_a), (b, _)) = (&edges[0], &edges[1]);
+        let paths: Vec<String> = ["a", "b", "c"]
+            .iter()
+            .map(|p| format!("/{program}/{p}"))
+            .collect();
+        let untagged = |r: &common::Resp| {
+            r.header("surrogate-key").is_none() && r.header("cache-tag").is_none()
+        };
+        let mut first = Vec::new();
+        for p in &paths {
+            let before = tier_stored(admin_a);
+            let r = ask_as(a.addr, "GET", "t", p);
+            assert!(
+                untagged(&r),
+                "{program}: a miss carried tags: {:?}",
+                r.headers
+            );
+            first.push(r.body);
+            eventually(&format!("{program}: {p} in the tier"), || {
+                tier_stored(admin_a) > before
+            });
+            for e in [a, b] {
+                let r = ask_as(e.addr, "GET", "t", p);
+                assert!(is_hit(&r) && untagged(&r), "{program}: {:?}", r.headers);
+            }
+        }
+        assert_eq!(
+            post(admin_a, "/purge?tag=product-1"),
+            (200, "purged 2\n".to_string()),
+            "{program}"
+        );
+        for (p, old) in paths.iter().zip(&first).take(2) {
+            let r = ask_as(a.addr, "GET", "t", p);
+            assert!(!is_hit(&r) && &r.body != old, "{program}: A kept {p}");
+            eventually(&format!("{program}: B forgets {p}"), || {
+                &ask_as(b.addr, "GET", "t", p).body != old
+            });
+        }
+        for e in [a, b] {
+            let r = ask_as(e.addr, "GET", "t", &paths[2]);
+            assert!(
+                is_hit(&r) && r.body == first[2],
+                "{program}: product-10 went"
+            );
+        }
+        assert_eq!(up.count(&paths[2]), 1, "{program}");
+        assert_eq!(post(admin_a, "/purge?tag=").0, 400, "{program}");
+    }
+}

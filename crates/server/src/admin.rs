@@ -119,7 +119,9 @@ fn route(
 
 /// `POST /purge?url=URL` removes that URL's answers (every variant, under both schemes and
 /// every port the server listens on) from every proxy cache; `POST /purge?prefix=URL`,
-/// every answer whose URL starts with it; `POST /purge?all`, every answer (issue U item 7).
+/// every answer whose URL starts with it; `POST /purge?all`, every answer; `POST
+/// /purge?tag=TAG`, every answer its origin tagged TAG (`Surrogate-Key`, `Cache-Tag`; the
+/// tag percent-encoded where it must be) (issue U item 7).
 /// The URL is percent-encoded in the query (`http%3A%2F%2Fexample.com%2Fa`), or plain,
 /// escapes and all (`http://example.com/caf%C3%A9`). 200 `purged N` when done everywhere;
 /// 202 `purged N` and a `pending: …` line per cache whose shared tier was not reached (the
@@ -130,11 +132,14 @@ fn purge(query: &str, stats: &StatsHandle) -> (u16, &'static str, String) {
         "url" => false,
         "prefix" => true,
         "all" if value.is_empty() => return purged(stats.purge(&PurgeAsk::All), ""),
+        "tag" if !value.is_empty() => {
+            return purged(stats.purge(&PurgeAsk::Tag(percent_decode(value))), "");
+        }
         _ => {
             return (
                 400,
                 "text/plain",
-                "POST /purge?url=URL, ?prefix=URL or ?all\n".into(),
+                "POST /purge?url=URL, ?prefix=URL, ?tag=TAG or ?all\n".into(),
             );
         }
     };

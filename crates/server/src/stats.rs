@@ -465,6 +465,9 @@ pub enum PurgeAsk {
     Prefix(String),
     /// Every answer of every proxy cache, on every edge sharing its tier (issue U item 7).
     All,
+    /// Every answer an origin tagged so (`Surrogate-Key`, `Cache-Tag`), on every edge
+    /// sharing the tier (issue U item 7).
+    Tag(String),
 }
 
 /// What a purge did: answers removed from memory here, and what could not reach a shared

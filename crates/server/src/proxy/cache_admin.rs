@@ -73,6 +73,10 @@ impl crate::stats::CacheAdmin for View {
                 let (removed, took) = self.cache.purge_all();
                 (removed, took, "every answer".to_string())
             }
+            PurgeAsk::Tag(tag) => {
+                let (removed, took) = self.cache.purge_tag(tag.as_bytes());
+                (removed, took, format!("every answer tagged {tag:?}"))
+            }
         };
         let mut pending = Vec::new();
         if let Some(t) = self.cache.tier.as_ref().filter(|_| !took) {

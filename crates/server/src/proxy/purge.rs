@@ -140,6 +140,17 @@ impl MountCache {
         (self.store.remove_prefix(b""), took)
     }
 
+    /// Removes every answer tagged `tag` here and, through the tier's purge log, on every
+    /// edge (each refuses the tier's entries with the tag stored before it learned of the
+    /// purge); how many answers memory held, and whether the tier took it.
+    pub(crate) fn purge_tag(&self, tag: &[u8]) -> (usize, bool) {
+        let took = match &self.tier {
+            Some(t) => t.purge_many(vec![Purge::Tag(tag.into())]),
+            None => true,
+        };
+        (self.store.remove_tagged(tag), took)
+    }
+
     fn remove_keys(&self, keys: &[Key]) -> usize {
         keys.iter().filter(|k| self.store.remove(k)).count()
     }

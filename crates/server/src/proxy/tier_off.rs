@@ -24,7 +24,7 @@ impl SharedTier {
     pub(crate) fn watch<T: Send + Sync + 'static>(
         &self,
         _alive: Weak<T>,
-        _forget: impl Fn(&T, Option<&Key>) + Send + Sync + 'static,
+        _forget: impl Fn(&T, Forget<'_>) + Send + Sync + 'static,
     ) {
         match *self {}
     }
@@ -83,6 +83,10 @@ impl SharedTier {
         match *self {}
     }
 
+    pub(crate) fn tag_purged(&self, _entry: &Entry) -> bool {
+        match *self {}
+    }
+
     pub(crate) fn counts(&self) -> [u64; 4] {
         match *self {}
     }
@@ -113,6 +117,16 @@ impl SharedTier {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Purge {
     Key(Key),
+    All,
+    Tag(Box<[u8]>),
+}
+
+/// What an edge forgets (`proxy/tier.rs`'s; never made without a tier).
+#[derive(Clone, Copy, Debug)]
+#[allow(dead_code)]
+pub(crate) enum Forget<'a> {
+    Key(&'a Key),
+    Tag(&'a [u8]),
     All,
 }
 
