@@ -2117,3 +2117,87 @@ fn a_tag_purge_reaches_every_tagged_answer_on_every_edge_and_tags_never_reach_cl
         assert_eq!(post(admin_a, "/purge?tag=").0, 400, "{program}");
     }
 }
+
+/// Issue U item 7: a soft purge (Fastly's; `POST /purge?url=URL&soft`, `?tag=T&soft`)
+/// marks the answers stale, not gone: the next request on this edge and, through the tier's
+/// purge log, on every other edge revalidates (`If-None-Match`), and a 304 keeps the stored
+/// body. Before, `&soft` was read as part of the URL and nothing was purged. nginx 1.22 has
+/// no purge; Varnish 7.1's soft purge is the `purge.soft()` of vmod_purge (varnish-modules),
+/// not in its core. On Redis, then memcached.
+#[test]
+fn a_soft_purge_makes_answers_stale_on_every_edge_and_they_revalidate() {
+    for program in ["redis-server", "memcached"] {
+        let Some(tier) = common::tier::TierServer::start(program) else {
+            continue;
+        };
+        let answers = std::sync::atomic::AtomicUsize::new(0);
+        let up = Upstream::start(move |path, head| {
+            let fields =
+                "Cache-Control: public, max-age=600\r\nETag: \"v1\"\r\nSurrogate-Key: soft-tag\r\n";
+            if head.to_ascii_lowercase().contains("if-none-match: \"v1\"") {
+                return format!("HTTP/1.1 304 Not Modified\r\n{fields}\r\n").into_bytes();
+            }
+            let n = answers.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            ok_with(fields, format!("{path} #{n}").as_bytes())
+        });
+        let conditional = |path: &str| {
+            up.heads()
+                .iter()
+                .filter(|h| h.contains(path) && h.to_ascii_lowercase().contains("if-none-match"))
+                .count()
+        };
+        let edges = two_edges(&up, &tier.url());
+        let ((a, admin_a), (b, _)) = (&edges[0], &edges[1]);
+        let (p, q) = (format!("/{program}/s"), format!("/{program}/tagged"));
+        let mut first = Vec::new();
+        for path in [&p, &q] {
+            let before = tier_stored(admin_a);
+            first.push(ask_as(a.addr, "GET", "t", path).body);
+            eventually(&format!("{program}: {path} in the tier"), || {
+                tier_stored(admin_a) > before
+            });
+            for e in [a, b] {
+                assert!(
+                    is_hit(&ask_as(e.addr, "GET", "t", path)),
+                    "{program} {path}"
+                );
+            }
+        }
+        assert_eq!(
+            post(admin_a, &format!("/purge?url=http://t{p}&soft")),
+            (200, "purged 1\n".to_string()),
+            "{program}"
+        );
+        let r = ask_as(a.addr, "GET", "t", &p);
+        assert!(
+            !is_hit(&r) && r.body == first[0],
+            "{program}: {:?}",
+            r.headers
+        );
+        assert_eq!(conditional(&p), 1, "{program}: A revalidated");
+        assert!(
+            is_hit(&ask_as(a.addr, "GET", "t", &p)),
+            "{program}: refreshed"
+        );
+        eventually(&format!("{program}: B revalidates"), || {
+            let r = ask_as(b.addr, "GET", "t", &p);
+            assert_eq!(r.body, first[0], "{program}: B's body went");
+            conditional(&p) == 2
+        });
+        // By tag: the same, and the origin never sent the whole answer again.
+        assert_eq!(
+            post(admin_a, "/purge?tag=soft-tag&soft").0,
+            200,
+            "{program}"
+        );
+        for e in [a, b] {
+            eventually(&format!("{program}: {} revalidates {q}", e.addr), || {
+                let before = conditional(&q);
+                let r = ask_as(e.addr, "GET", "t", &q);
+                assert_eq!(r.body, first[1], "{program}");
+                conditional(&q) > before
+            });
+        }
+        assert_eq!(up.count(&p), 3, "{program}: one whole answer, two 304s");
+    }
+}

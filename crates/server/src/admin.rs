@@ -127,6 +127,11 @@ fn route(
 /// 202 `purged N` and a `pending: …` line per cache whose shared tier was not reached (the
 /// purge is kept and done there when it is back).
 fn purge(query: &str, stats: &StatsHandle) -> (u16, &'static str, String) {
+    // A soft purge (issue U item 7) says `&soft` last; a plain URL whose own query ends in
+    // `&soft` is percent-encoded.
+    if let Some(rest) = query.strip_suffix("&soft") {
+        return soft_purge(rest, stats);
+    }
     let (name, value) = query.split_once('=').unwrap_or((query, ""));
     let prefix = match name {
         "url" => false,
@@ -156,6 +161,34 @@ fn purge(query: &str, stats: &StatsHandle) -> (u16, &'static str, String) {
         PurgeAsk::Url(url.clone())
     };
     purged(stats.purge(&ask), &url)
+}
+
+/// `POST /purge?url=URL&soft` or `?tag=TAG&soft`: the answers made stale (their freshness
+/// ends now), not removed, here and on every edge sharing the tier (Fastly's soft purge).
+fn soft_purge(query: &str, stats: &StatsHandle) -> (u16, &'static str, String) {
+    let (name, value) = query.split_once('=').unwrap_or((query, ""));
+    let ask = match name {
+        "url" => PurgeAsk::Soft {
+            url: Some(if value.contains("://") {
+                value.to_string()
+            } else {
+                percent_decode(value)
+            }),
+            tag: None,
+        },
+        "tag" if !value.is_empty() => PurgeAsk::Soft {
+            url: None,
+            tag: Some(percent_decode(value)),
+        },
+        _ => {
+            return (
+                400,
+                "text/plain",
+                "POST /purge?url=URL&soft or ?tag=TAG&soft\n".into(),
+            );
+        }
+    };
+    purged(stats.purge(&ask), value)
 }
 
 /// A purge's answer: `done` from [`StatsHandle::purge`] for `url` (empty: every answer).

@@ -468,6 +468,12 @@ pub enum PurgeAsk {
     /// Every answer an origin tagged so (`Surrogate-Key`, `Cache-Tag`), on every edge
     /// sharing the tier (issue U item 7).
     Tag(String),
+    /// A soft purge (`&soft`) of a URL's answers (every variant, scheme and port) or, with
+    /// `tag`, of every answer tagged so: made stale, not removed (issue U item 7).
+    Soft {
+        url: Option<String>,
+        tag: Option<String>,
+    },
 }
 
 /// What a purge did: answers removed from memory here, and what could not reach a shared

@@ -111,6 +111,13 @@ impl MountCache {
                         super::tier::Forget::All => {
                             m.store.remove_prefix(b"");
                         }
+                        // A soft purge on some edge: stale here too, not gone.
+                        super::tier::Forget::SoftKey(key) => {
+                            m.soften(key);
+                        }
+                        super::tier::Forget::SoftTag(tag) => {
+                            m.soften_tagged(tag);
+                        }
                     }
                 },
             );

@@ -73,6 +73,20 @@ impl crate::stats::CacheAdmin for View {
                 let (removed, took) = self.cache.purge_all();
                 (removed, took, "every answer".to_string())
             }
+            PurgeAsk::Soft { url, tag } => {
+                let keys = match url {
+                    Some(url) => super::purge::url_keys(url, ports)?,
+                    None => Vec::new(),
+                };
+                let (softened, took) = self
+                    .cache
+                    .soft_purge(&keys, tag.as_deref().map(str::as_bytes));
+                let named = match (url, tag) {
+                    (Some(url), _) => format!("{url} (soft)"),
+                    (None, tag) => format!("every answer tagged {tag:?} (soft)"),
+                };
+                (softened, took, named)
+            }
             PurgeAsk::Tag(tag) => {
                 let (removed, took) = self.cache.purge_tag(tag.as_bytes());
                 (removed, took, format!("every answer tagged {tag:?}"))

@@ -151,9 +151,96 @@ impl MountCache {
         (self.store.remove_tagged(tag), took)
     }
 
+    /// A soft purge (Fastly's): every variant of `keys`, and with `tag` every answer tagged
+    /// so, made stale here (freshness ends now: the next request revalidates, and a
+    /// stale-serving rule may still serve it) and, through the tier's purge log, on every
+    /// edge. The tier's own entries of `keys` are deleted and its entries with `tag` refused
+    /// (it cannot rewrite what it holds): an edge that does not hold the answer fetches it.
+    /// How many answers memory made stale, and whether the tier took it.
+    pub(crate) fn soft_purge(&self, keys: &[Key], tag: Option<&[u8]>) -> (usize, bool) {
+        let took = match &self.tier {
+            Some(t) => t.purge_many(match tag {
+                Some(tag) => vec![Purge::SoftTag(tag.into())],
+                None => keys.iter().cloned().map(Purge::SoftKey).collect(),
+            }),
+            None => true,
+        };
+        let softened = match tag {
+            Some(tag) => self.soften_tagged(tag),
+            None => keys.iter().map(|k| self.soften(k)).sum(),
+        };
+        (softened, took)
+    }
+
+    /// Makes every variant of `key` stale now; how many were fresh.
+    pub(crate) fn soften(&self, key: &Key) -> usize {
+        let now = super::cache::now();
+        self.store.replace(key, |e| stale_now(e, &self.opts, now))
+    }
+
+    /// Makes every answer tagged `tag` stale now; how many were fresh.
+    pub(crate) fn soften_tagged(&self, tag: &[u8]) -> usize {
+        let now = super::cache::now();
+        self.store
+            .replace_tagged(tag, |e| stale_now(e, &self.opts, now))
+    }
+
     fn remove_keys(&self, keys: &[Key]) -> usize {
         keys.iter().filter(|k| self.store.remove(k)).count()
     }
+}
+
+/// The most times [`stale_now`] moves an entry's timing back: each move makes up what the
+/// last fell short by (a `Date` the move passes takes its apparent age away).
+const STALE_STEPS: usize = 4;
+
+/// `entry` as it is when its freshness ends at `now`: the same answer with its request and
+/// response times moved back until its current age (RFC 9111 §4.2.3) reaches its freshness
+/// lifetime, so it is stale by nothing yet (a `stale-while-revalidate` or `stale-if-error`
+/// window starts now). `None` when it is stale already.
+pub(crate) fn stale_now(
+    entry: &linerate_cache::Entry,
+    opts: &linerate_cache::Options,
+    now: linerate_cache::Time,
+) -> Option<linerate_cache::Entry> {
+    use linerate_cache::freshness::{current_age, lifetime};
+    use linerate_cache::{Time, Timing};
+    let life = lifetime(&entry.facts, entry.timing.response_time, opts);
+    if current_age(&entry.facts, entry.timing, now) >= life {
+        return None;
+    }
+    let moved = |back: u64| Timing {
+        request_time: Time(entry.timing.request_time.0.saturating_sub(back)),
+        response_time: Time(entry.timing.response_time.0.saturating_sub(back)),
+    };
+    let mut back = 0;
+    for _ in 0..STALE_STEPS {
+        let timing = moved(back);
+        let age = current_age(&entry.facts, timing, now);
+        let life = lifetime(&entry.facts, timing.response_time, opts);
+        if age >= life {
+            break;
+        }
+        back += life - age;
+    }
+    let timing = moved(back);
+    let stale = current_age(&entry.facts, timing, now)
+        >= lifetime(&entry.facts, timing.response_time, opts);
+    // Short after every step (a lifetime that grows as the timing moves): its whole lifetime
+    // and age back, past which no answer is fresh.
+    let timing = if stale {
+        timing
+    } else {
+        moved(life.saturating_add(current_age(&entry.facts, entry.timing, now)))
+    };
+    Some(linerate_cache::Entry::from_stored(
+        entry.key.clone(),
+        entry.variant.clone(),
+        entry.status,
+        entry.fields.clone(),
+        entry.body.clone(),
+        timing,
+    ))
 }
 
 #[cfg(test)]
@@ -202,6 +289,48 @@ mod tests {
             url_keys("http://t/", &many).unwrap().len(),
             2 * (1 + MAX_PURGED_PORTS)
         );
+    }
+
+    #[test]
+    fn a_soft_purged_entry_is_stale_now_and_otherwise_the_same() {
+        use linerate_cache::freshness::{current_age, lifetime};
+        use linerate_cache::{Entry, Response, Time, Timing, Variant, Vary};
+        let opts = linerate_cache::Options::default();
+        // Ten seconds after the Date below (784111777).
+        let now = Time(784_111_787);
+        let date = "Sun, 06 Nov 1994 08:49:37 GMT";
+        for cc in ["max-age=600", "max-age=600, stale-while-revalidate=30"] {
+            let fields: Vec<(&[u8], &[u8])> = vec![
+                (b"Cache-Control", cc.as_bytes()),
+                (b"Date", date.as_bytes()),
+                (b"Age", b"5"),
+                (b"ETag", b"\"v1\""),
+            ];
+            let e = Entry::new(
+                Key::new(b"http", b"t", b"/x").unwrap(),
+                Variant::of(&Vary::None, &[]),
+                &Response {
+                    status: 200,
+                    fields: &fields,
+                },
+                b"body"[..].into(),
+                Timing {
+                    request_time: Time(now.0 - 10),
+                    response_time: Time(now.0 - 10),
+                },
+            );
+            let life = lifetime(&e.facts, e.timing.response_time, &opts);
+            assert!(current_age(&e.facts, e.timing, now) < life, "fresh before");
+            let s = stale_now(&e, &opts, now).unwrap();
+            let age = current_age(&s.facts, s.timing, now);
+            assert!(age >= life, "{cc}: age {age}, lifetime {life}");
+            assert!(age < life + 60, "{cc}: stale by {} s", age - life);
+            assert_eq!(
+                (&s.body[..], &s.fields, s.size()),
+                (&e.body[..], &e.fields, e.size())
+            );
+            assert!(stale_now(&s, &opts, now).is_none(), "stale already");
+        }
     }
 
     #[test]

@@ -88,23 +88,38 @@ pub(crate) enum Purge {
     /// refuses a tier entry with the tag stored before it learned of the purge
     /// ([`SharedTier::tag_purged`]).
     Tag(Box<[u8]>),
+    /// A soft purge of one URL's answers (every variant): the tier's entry deleted (it
+    /// cannot rewrite it), and announced so that every edge makes its own stale.
+    SoftKey(Key),
+    /// A soft purge of a tag: announced; every edge makes its tagged answers stale, and the
+    /// tier's are refused as a tag purge's are.
+    SoftTag(Box<[u8]>),
 }
 
 impl Purge {
     /// A tag's purge as the pending set keeps it: under its log record's bytes as a key
     /// (no URL's key starts so: [`Purge::of_record`] reads it back).
+    /// A soft one is kept as the hard one it would be (more than asked, never less).
     fn as_pending(&self) -> Option<Purge> {
         match self {
-            Purge::Tag(tag) => Some(Purge::Key(Key::from_bytes(&[TAG_RECORD, tag].concat()))),
+            Purge::Tag(tag) | Purge::SoftTag(tag) => {
+                Some(Purge::Key(Key::from_bytes(&[TAG_RECORD, tag].concat())))
+            }
+            Purge::SoftKey(key) => Some(Purge::Key(key.clone())),
             _ => None,
         }
     }
 
     /// The purge a pending key or a log record's bytes name.
     fn of_record(bytes: &[u8]) -> Purge {
-        match bytes.strip_prefix(TAG_RECORD) {
-            Some(tag) => Purge::Tag(tag.into()),
-            None => Purge::Key(Key::from_bytes(bytes)),
+        if let Some(tag) = bytes.strip_prefix(TAG_RECORD) {
+            Purge::Tag(tag.into())
+        } else if let Some(tag) = bytes.strip_prefix(SOFT_TAG_RECORD) {
+            Purge::SoftTag(tag.into())
+        } else if let Some(key) = bytes.strip_prefix(SOFT_RECORD) {
+            Purge::SoftKey(Key::from_bytes(key))
+        } else {
+            Purge::Key(Key::from_bytes(bytes))
         }
     }
 }
@@ -118,11 +133,19 @@ pub(crate) enum Forget<'a> {
     Tag(&'a [u8]),
     /// Everything: the generation moved, or the log could not be followed.
     All,
+    /// One key's answers made stale (a soft purge).
+    SoftKey(&'a Key),
+    /// Every answer tagged so made stale (a soft purge).
+    SoftTag(&'a [u8]),
 }
 
 /// A purge-log record's first bytes when it names a tag, not a key (a key starts with its
 /// scheme).
 const TAG_RECORD: &[u8] = b"\0tag:";
+/// A soft purge's record: the key's bytes after it.
+const SOFT_RECORD: &[u8] = b"\0soft:";
+/// A soft tag purge's record: the tag after it.
+const SOFT_TAG_RECORD: &[u8] = b"\0softtag:";
 
 /// The most tag purges an edge remembers, to refuse the tier's entries they purged; past
 /// it the oldest is forgotten (its entries could come back from the tier). Tier entries
@@ -233,7 +256,9 @@ impl Pending {
                 }
                 None => set.keys.push((key.clone(), announce, n)),
             },
-            Purge::Tag(_) => unreachable!("kept as its record's key (`as_pending`)"),
+            Purge::Tag(_) | Purge::SoftTag(_) | Purge::SoftKey(_) => {
+                unreachable!("kept as its record's key (`as_pending`)")
+            }
         }
         self.recount(&set);
     }
@@ -251,7 +276,9 @@ impl Pending {
                 }
             }
             Purge::Key(key) => set.keys.retain(|(k, _, n)| k != key || *n != at),
-            Purge::Tag(_) => unreachable!("kept as its record's key (`as_pending`)"),
+            Purge::Tag(_) | Purge::SoftTag(_) | Purge::SoftKey(_) => {
+                unreachable!("kept as its record's key (`as_pending`)")
+            }
         }
         self.recount(&set);
     }
@@ -421,7 +448,7 @@ impl SharedTier {
         let (t, g, fence, pending) = self.parts();
         fence.start();
         for w in &what {
-            if let Purge::Tag(tag) = w {
+            if let Purge::Tag(tag) | Purge::SoftTag(tag) = w {
                 self.tags.add(tag, super::cache::now().0);
             }
         }
@@ -493,7 +520,7 @@ impl SharedTier {
                             follow_log(&t, seen, last, |f| {
                                 // A tag's purge is remembered first: the tier's entries it
                                 // purged are refused from now on (`tag_purged`).
-                                if let Forget::Tag(tag) = f {
+                                if let Forget::Tag(tag) | Forget::SoftTag(tag) = f {
                                     tags.add(tag, super::cache::now().0);
                                 }
                                 forget(&owner, f)
@@ -629,7 +656,7 @@ async fn apply(t: &Tier, g: &AtomicU64, what: &Purge, announce: bool) -> bool {
             }
             None => false,
         },
-        Purge::Key(key) => {
+        Purge::Key(key) | Purge::SoftKey(key) => {
             // The tier's generation now, and the one this edge reads under until its watch
             // sees a move made elsewhere: the key is deleted under both (issue T's review: a
             // delete under this edge's alone left the entry another edge stored after a
@@ -647,9 +674,14 @@ async fn apply(t: &Tier, g: &AtomicU64, what: &Purge, announce: bool) -> bool {
                     return false;
                 }
             }
-            !announce || announce_purge(t, key.as_bytes()).await
+            let record = match what {
+                Purge::SoftKey(_) => [SOFT_RECORD, key.as_bytes()].concat(),
+                _ => key.as_bytes().to_vec(),
+            };
+            !announce || announce_purge(t, &record).await
         }
         Purge::Tag(tag) => announce_purge(t, &[TAG_RECORD, tag].concat()).await,
+        Purge::SoftTag(tag) => announce_purge(t, &[SOFT_TAG_RECORD, tag].concat()).await,
     }
 }
 
@@ -700,6 +732,8 @@ async fn follow_log(t: &Tier, seen: u64, last: u64, mut forget: impl FnMut(Forge
                 Purge::Tag(tag) => forget(Forget::Tag(&tag)),
                 Purge::Key(key) => forget(Forget::Key(&key)),
                 Purge::All => forget(Forget::All),
+                Purge::SoftKey(key) => forget(Forget::SoftKey(&key)),
+                Purge::SoftTag(tag) => forget(Forget::SoftTag(&tag)),
             },
             None => return forget(Forget::All),
         }

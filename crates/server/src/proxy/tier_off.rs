@@ -119,6 +119,8 @@ pub(crate) enum Purge {
     Key(Key),
     All,
     Tag(Box<[u8]>),
+    SoftKey(Key),
+    SoftTag(Box<[u8]>),
 }
 
 /// What an edge forgets (`proxy/tier.rs`'s; never made without a tier).
@@ -128,6 +130,8 @@ pub(crate) enum Forget<'a> {
     Key(&'a Key),
     Tag(&'a [u8]),
     All,
+    SoftKey(&'a Key),
+    SoftTag(&'a [u8]),
 }
 
 /// Why a link broke (never: no link is made; the driver only makes one to fail an ask).
