@@ -44,6 +44,7 @@ pub mod stale;
 pub mod status;
 pub mod storable;
 pub mod store;
+pub mod tags;
 pub mod targeted;
 pub mod validate;
 

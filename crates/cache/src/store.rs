@@ -316,6 +316,89 @@ pub struct Listed {
     pub hits: u32,
 }
 
+impl Store {
+    /// Removes every answer tagged `tag` (`Surrogate-Key`, `Cache-Tag`: [`crate::tags`]),
+    /// every variant that carries it; how many answers. A walk of every shard, as a purge
+    /// by prefix is: a purge, not a lookup (issue U item 7).
+    pub fn remove_tagged(&self, tag: &[u8]) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                s.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove_tagged(tag)
+            })
+            .sum()
+    }
+}
+
+impl Store {
+    /// Replaces each variant of `key` with what `f` makes of it (`None`: left as it is): a
+    /// soft purge's answers made stale in place (issue U item 7). How many were replaced. A
+    /// replacement of another size is not made (a soft purge changes the timing alone).
+    pub fn replace(&self, key: &Key, f: impl Fn(&Entry) -> Option<Entry>) -> usize {
+        let mut shard = self.shard(key);
+        let ids = shard.map.get(key).cloned().unwrap_or_default();
+        ids.into_iter()
+            .filter(|&id| shard.replace_slot(id, &f))
+            .count()
+    }
+
+    /// [`Store::replace`] for every answer tagged `tag`.
+    pub fn replace_tagged(&self, tag: &[u8], f: impl Fn(&Entry) -> Option<Entry>) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                let mut shard = s.lock().unwrap_or_else(|p| p.into_inner());
+                (0..shard.slots.len() as u32)
+                    .filter(|&id| {
+                        shard.slots[id as usize]
+                            .entry
+                            .as_ref()
+                            .is_some_and(|e| crate::tags::has_tag(&e.fields, tag))
+                            && shard.replace_slot(id, &f)
+                    })
+                    .count()
+            })
+            .sum()
+    }
+}
+
+impl Shard {
+    /// Puts what `f` makes of slot `id`'s entry in its place, when it makes one of the same
+    /// key and size (its place in the queues and its bytes are kept).
+    fn replace_slot(&mut self, id: u32, f: &impl Fn(&Entry) -> Option<Entry>) -> bool {
+        let slot = &mut self.slots[id as usize];
+        let Some(old) = slot.entry.as_ref() else {
+            return false;
+        };
+        match f(old) {
+            Some(new) if new.key == old.key && new.size() == slot.size => {
+                slot.entry = Some(Arc::new(new));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Removes every answer that carries `tag`; how many.
+    pub fn remove_tagged(&mut self, tag: &[u8]) -> usize {
+        let ids: Vec<u32> = (0..self.slots.len() as u32)
+            .filter(|&id| {
+                self.slots[id as usize]
+                    .entry
+                    .as_ref()
+                    .is_some_and(|e| crate::tags::has_tag(&e.fields, tag))
+            })
+            .collect();
+        for &id in &ids {
+            self.free_slot(id);
+        }
+        self.compact();
+        ids.len()
+    }
+}
+
 /// Which FIFO an entry is in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Queue {

@@ -301,6 +301,10 @@ struct RawCache {
     no_store: Option<Vec<Spanned<RawCacheRule>>>,
     /// `"hardened"`: bypass and no_store on any Cookie and on Authorization.
     preset: Option<Spanned<String>>,
+    // issue U item 7: purge as operators use it
+    /// Who may send `PURGE`: addresses or CIDR ranges (none: 405 for everyone).
+    #[serde(default)]
+    purge_from: Vec<Spanned<String>>,
 }
 
 /// A rule of a cache's `bypass` or `no_store` (issue U item 3): one of `cookie`, `header`
@@ -1958,6 +1962,13 @@ impl Cx<'_> {
                     into.push(rule);
                 }
             }
+        }
+        // issue U item 7: purge as operators use it
+        for r in &raw.purge_from {
+            c.purge_from.push(
+                linerate_server::access::IpRange::parse(r.get_ref())
+                    .map_err(|e| self.err(r.span(), format!("cache purge_from: {e}")))?,
+            );
         }
         Ok(c)
     }

@@ -1825,3 +1825,380 @@ fn a_purge_while_the_tier_is_down_is_kept_and_applied_when_it_is_back() {
     // Applied: purges answer 200 again.
     assert_eq!(post(admin_a, "/purge?url=http://t/page").0, 200);
 }
+
+/// `METHOD path` with `Host: host` to `addr`.
+fn ask_as(addr: SocketAddr, method: &str, host: &str, path: &str) -> common::Resp {
+    let mut c = Client::connect(addr);
+    c.send(format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes());
+    c.read_response()
+}
+
+/// Whether `r` was answered from the cache.
+fn is_hit(r: &common::Resp) -> bool {
+    r.header("cache-status").is_some_and(|s| s.contains("hit"))
+}
+
+/// Issue U item 7: the key keeps the scheme and the Host's port, so a purge of `https://t/x`
+/// left `http://t/x` and `http://t:PORT/x` (a client that names the listener's port) cached:
+/// `purged 0`. A purge by URL now purges its keys under both schemes, with no port, its own
+/// port and every listener's port. Another port is another origin, purged when named. nginx
+/// 1.22's open-source build has no purge (`proxy_cache_purge` is NGINX Plus); Varnish keys
+/// on Host and URL without the scheme by default, and its `ban`/`purge` take the Host as
+/// sent, so there a purge of `t` leaves `t:8080` too.
+#[test]
+fn a_purge_of_a_url_purges_it_under_both_schemes_and_every_listener_port() {
+    let up = Upstream::start(|path, _| ok_with("Cache-Control: max-age=600\r\n", path.as_bytes()));
+    let admin = format!("127.0.0.1:{}", common::free_port("127.0.0.1"));
+    // A port of its own, as a configuration names (`:0` is no port a client can name).
+    let listen = format!("127.0.0.1:{}", common::free_port("127.0.0.1"));
+    let spec = format!("/=http://{}", up.addr);
+    let s = common::bin::serve_as(&[
+        "--addr",
+        listen.as_str(),
+        "--app",
+        "none",
+        "--proxy",
+        spec.as_str(),
+        "--proxy-cache",
+        "4MiB",
+        "--admin",
+        admin.as_str(),
+    ]);
+    let own = format!("t:{}", s.addr.port());
+    let hosts = ["t", own.as_str(), "t:8080"];
+    for round in 0..2 {
+        for h in hosts {
+            let r = ask_as(s.addr, "GET", h, "/x");
+            assert_eq!(is_hit(&r), round == 1, "{h}: {:?}", r.headers);
+        }
+    }
+    assert_eq!(up.count("/x"), 3);
+    assert_eq!(
+        post(&admin, "/purge?url=https://t/x"),
+        (200, "purged 2\n".to_string())
+    );
+    assert!(!is_hit(&ask_as(s.addr, "GET", "t", "/x")));
+    assert!(!is_hit(&ask_as(s.addr, "GET", &own, "/x")));
+    assert!(
+        is_hit(&ask_as(s.addr, "GET", "t:8080", "/x")),
+        "a port no listener has is another origin"
+    );
+    // Named with its port: every form again.
+    assert_eq!(
+        post(&admin, "/purge?url=https%3A%2F%2Ft%3A8080%2Fx"),
+        (200, "purged 3\n".to_string())
+    );
+    for h in hosts {
+        assert!(!is_hit(&ask_as(s.addr, "GET", h, "/x")), "{h}");
+    }
+    assert_eq!(up.count("/x"), 8);
+}
+
+/// Issue U item 7, through the tier: a purge by URL on edge A reaches edge B's answers of
+/// the URL under another scheme and port (each key announced in the purge log), and
+/// `POST /purge?all` (400 before: there was no purge of everything) empties every edge,
+/// while answers of other URLs stay after the URL purge. On Redis, then memcached.
+#[test]
+fn purge_all_and_a_purge_across_ports_reach_every_edge_through_the_tier() {
+    for program in ["redis-server", "memcached"] {
+        let Some(tier) = common::tier::TierServer::start(program) else {
+            continue;
+        };
+        let (x, other) = (format!("/{program}/x"), format!("/{program}/other"));
+        let up = Upstream::start(|path, _| {
+            ok_with("Cache-Control: public, max-age=600\r\n", path.as_bytes())
+        });
+        let edges = two_edges(&up, &tier.url());
+        let ((a, admin_a), (b, _)) = (&edges[0], &edges[1]);
+        for h in ["t", "t:8080"] {
+            for p in [&x, &other] {
+                ask_as(b.addr, "GET", h, p);
+                assert!(is_hit(&ask_as(b.addr, "GET", h, p)), "{program} {h} {p}");
+            }
+        }
+        assert_eq!(
+            post(admin_a, &format!("/purge?url=https://t:8080{x}")).0,
+            200,
+            "{program}"
+        );
+        eventually(
+            &format!("{program}: B forgets {x} under both ports"),
+            || {
+                !is_hit(&ask_as(b.addr, "GET", "t", &x))
+                    && !is_hit(&ask_as(b.addr, "GET", "t:8080", &x))
+            },
+        );
+        for h in ["t", "t:8080"] {
+            assert!(is_hit(&ask_as(b.addr, "GET", h, &other)), "{program} {h}");
+        }
+        // Everything: A's own memory at once, B's when it sees the generation move.
+        ask_as(a.addr, "GET", "t", &other);
+        assert!(is_hit(&ask_as(a.addr, "GET", "t", &other)), "{program}");
+        let (status, body) = post(admin_a, "/purge?all");
+        assert!(
+            status == 200 && body.starts_with("purged "),
+            "{program}: {body}"
+        );
+        assert_ne!(body, "purged 0\n", "{program}: A held answers");
+        assert!(!is_hit(&ask_as(a.addr, "GET", "t", &other)), "{program}");
+        eventually(&format!("{program}: B forgets everything"), || {
+            !is_hit(&ask_as(b.addr, "GET", "t:8080", &other))
+        });
+        assert_eq!(post(admin_a, "/purge?everything").0, 400, "{program}");
+    }
+}
+
+/// Issue U item 7: `PURGE /path` on a caching mount (Varnish's habit) purges the URL on this
+/// edge and, through the tier, on every edge, answered `200 purged N`, from the addresses
+/// `purge_from` names only: 405 (with `Allow`) for another address and for every address
+/// where the mount names none, the answer still cached. Never forwarded upstream from a
+/// caching mount (before, every PURGE went upstream and the config's `purge_from` was
+/// refused); a mount without a cache forwards it as any other method. Varnish 7.1 does the
+/// same with `acl purge` and `return (purge)` in `vcl_recv` (its `synth(405)` for others);
+/// nginx 1.22's open-source build has no PURGE.
+#[test]
+fn purge_method_purges_from_allowed_addresses_on_every_edge_and_is_405_for_others() {
+    let Some(tier) = common::tier::TierServer::start("redis-server") else {
+        return;
+    };
+    // Each answer numbered: a purged one is never seen again.
+    let answers = std::sync::atomic::AtomicUsize::new(0);
+    let up = Upstream::start(move |path, _| {
+        let n = answers.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        ok_with(
+            "Cache-Control: public, max-age=600\r\n",
+            format!("{path} #{n}").as_bytes(),
+        )
+    });
+    let dir = tempfile_dir().join("purge-method");
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = common::free_port("127.0.0.1");
+    let file = dir.join("linerate.toml");
+    let url = tier.url();
+    std::fs::write(
+        &file,
+        format!(
+            "[[listen]]\naddr = \"127.0.0.1:{port}\"\n\n[[upstream]]\nname = \"app\"\nservers = [\"{}\"]\n\n\
+             [[site]]\ndefault = true\n\n\
+             [[site.proxy]]\nprefix = \"/\"\nupstream = \"app\"\ncache = {{ size = \"4MiB\", tier = \"{url}\", purge_from = [\"10.0.0.0/8\", \"127.0.0.1\"] }}\n\n\
+             [[site.proxy]]\nprefix = \"/elsewhere/\"\nupstream = \"app\"\ncache = {{ size = \"4MiB\", purge_from = [\"10.0.0.0/8\"] }}\n\n\
+             [[site.proxy]]\nprefix = \"/closed/\"\nupstream = \"app\"\ncache = {{ size = \"4MiB\" }}\n\n\
+             [[site.proxy]]\nprefix = \"/plain/\"\nupstream = \"app\"\n",
+            up.addr
+        ),
+    )
+    .unwrap();
+    let _a = common::bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let a: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let edges = two_edges(&up, &url);
+    let b = &edges[0].0;
+    // A stores in the tier once it has read its generation.
+    let mut n = 0;
+    eventually("A stores /p in the tier", || {
+        n += 1;
+        let p = format!("/warm-a{n}");
+        ask_as(a, "GET", "t", &p);
+        is_hit(&ask_as(b.addr, "GET", "t", &p))
+    });
+    let first = ask_as(a, "GET", "t", "/p").body;
+    assert!(is_hit(&ask_as(a, "GET", "t", "/p")));
+    assert!(is_hit(&ask_as(b.addr, "GET", "t", "/p")), "B from the tier");
+    assert_eq!(up.count("/p"), 1);
+    let r = ask_as(a, "PURGE", "t", "/p");
+    assert_eq!((r.status, &r.body[..]), (200, &b"purged 1\n"[..]));
+    eventually("the PURGE reached edge B", || {
+        !is_hit(&ask_as(b.addr, "GET", "t", "/p"))
+    });
+    assert_eq!(up.count("/p"), 2, "only B went upstream");
+    for e in [a, b.addr] {
+        assert_ne!(
+            ask_as(e, "GET", "t", "/p").body,
+            first,
+            "{e}: the purged answer"
+        );
+    }
+    // Not from an address purge_from names, or no purge_from: 405, still cached.
+    for p in ["/elsewhere/e", "/closed/c"] {
+        ask_as(a, "GET", "t", p);
+        let r = ask_as(a, "PURGE", "t", p);
+        assert_eq!(r.status, 405, "{p}");
+        assert!(
+            r.header("allow").is_some_and(|m| !m.contains("PURGE")),
+            "{p}"
+        );
+        assert!(is_hit(&ask_as(a, "GET", "t", p)), "{p}");
+        assert_eq!(up.count(p), 1, "{p}");
+    }
+    let heads = up.heads();
+    assert!(
+        !heads.iter().any(|h| h.starts_with("PURGE")),
+        "a caching mount forwarded a PURGE: {heads:?}"
+    );
+    // A mount without a cache forwards it, as any other method.
+    ask_as(a, "PURGE", "t", "/plain/q");
+    assert!(up.heads().iter().any(|h| h.starts_with("PURGE /plain/q")));
+}
+
+/// Issue U item 7: an origin's `Surrogate-Key` (space-separated) and `Cache-Tag`
+/// (comma-separated) tag its answer; `POST /purge?tag=T` on edge A purges every answer
+/// tagged T on A and, through the tier's purge log, on B, and neither takes the tier's old
+/// entry back (the tier cannot list a tag's keys: each edge refuses an entry with a tag
+/// purged since it was stored). Other answers stay. The fields never reach a client, on a
+/// miss or a hit, as Fastly strips `Surrogate-Key`. Before: 400, and both fields were sent.
+/// nginx 1.22 has no purge; Varnish 7.1 does this with `ban("obj.http.Surrogate-Key ~ …")`
+/// (or the xkey vmod) and leaves the field unless VCL unsets it. On Redis, then memcached.
+#[test]
+fn a_tag_purge_reaches_every_tagged_answer_on_every_edge_and_tags_never_reach_clients() {
+    for program in ["redis-server", "memcached"] {
+        let Some(tier) = common::tier::TierServer::start(program) else {
+            continue;
+        };
+        let answers = std::sync::atomic::AtomicUsize::new(0);
+        let up = Upstream::start(move |path, _| {
+            let n = answers.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let tags = if path.ends_with("/a") {
+                "Surrogate-Key: product-1 list\r\n"
+            } else if path.ends_with("/b") {
+                "Cache-Tag: product-2,product-1\r\n"
+            } else {
+                "Cache-Tag: product-10\r\n"
+            };
+            ok_with(
+                &format!("Cache-Control: public, max-age=600\r\n{tags}"),
+                format!("{path} #{n}").as_bytes(),
+            )
+        });
+        let edges = two_edges(&up, &tier.url());
+        let ((a, admin_a), (b, _)) = (&edges[0], &edges[1]);
+        let paths: Vec<String> = ["a", "b", "c"]
+            .iter()
+            .map(|p| format!("/{program}/{p}"))
+            .collect();
+        let untagged = |r: &common::Resp| {
+            r.header("surrogate-key").is_none() && r.header("cache-tag").is_none()
+        };
+        let mut first = Vec::new();
+        for p in &paths {
+            let before = tier_stored(admin_a);
+            let r = ask_as(a.addr, "GET", "t", p);
+            assert!(
+                untagged(&r),
+                "{program}: a miss carried tags: {:?}",
+                r.headers
+            );
+            first.push(r.body);
+            eventually(&format!("{program}: {p} in the tier"), || {
+                tier_stored(admin_a) > before
+            });
+            for e in [a, b] {
+                let r = ask_as(e.addr, "GET", "t", p);
+                assert!(is_hit(&r) && untagged(&r), "{program}: {:?}", r.headers);
+            }
+        }
+        assert_eq!(
+            post(admin_a, "/purge?tag=product-1"),
+            (200, "purged 2\n".to_string()),
+            "{program}"
+        );
+        for (p, old) in paths.iter().zip(&first).take(2) {
+            let r = ask_as(a.addr, "GET", "t", p);
+            assert!(!is_hit(&r) && &r.body != old, "{program}: A kept {p}");
+            eventually(&format!("{program}: B forgets {p}"), || {
+                &ask_as(b.addr, "GET", "t", p).body != old
+            });
+        }
+        for e in [a, b] {
+            let r = ask_as(e.addr, "GET", "t", &paths[2]);
+            assert!(
+                is_hit(&r) && r.body == first[2],
+                "{program}: product-10 went"
+            );
+        }
+        assert_eq!(up.count(&paths[2]), 1, "{program}");
+        assert_eq!(post(admin_a, "/purge?tag=").0, 400, "{program}");
+    }
+}
+
+/// Issue U item 7: a soft purge (Fastly's; `POST /purge?url=URL&soft`, `?tag=T&soft`)
+/// marks the answers stale, not gone: the next request on this edge and, through the tier's
+/// purge log, on every other edge revalidates (`If-None-Match`), and a 304 keeps the stored
+/// body. Before, `&soft` was read as part of the URL and nothing was purged. nginx 1.22 has
+/// no purge; Varnish 7.1's soft purge is the `purge.soft()` of vmod_purge (varnish-modules),
+/// not in its core. On Redis, then memcached.
+#[test]
+fn a_soft_purge_makes_answers_stale_on_every_edge_and_they_revalidate() {
+    for program in ["redis-server", "memcached"] {
+        let Some(tier) = common::tier::TierServer::start(program) else {
+            continue;
+        };
+        let answers = std::sync::atomic::AtomicUsize::new(0);
+        let up = Upstream::start(move |path, head| {
+            let fields =
+                "Cache-Control: public, max-age=600\r\nETag: \"v1\"\r\nSurrogate-Key: soft-tag\r\n";
+            if head.to_ascii_lowercase().contains("if-none-match: \"v1\"") {
+                return format!("HTTP/1.1 304 Not Modified\r\n{fields}\r\n").into_bytes();
+            }
+            let n = answers.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            ok_with(fields, format!("{path} #{n}").as_bytes())
+        });
+        let conditional = |path: &str| {
+            up.heads()
+                .iter()
+                .filter(|h| h.contains(path) && h.to_ascii_lowercase().contains("if-none-match"))
+                .count()
+        };
+        let edges = two_edges(&up, &tier.url());
+        let ((a, admin_a), (b, _)) = (&edges[0], &edges[1]);
+        let (p, q) = (format!("/{program}/s"), format!("/{program}/tagged"));
+        let mut first = Vec::new();
+        for path in [&p, &q] {
+            let before = tier_stored(admin_a);
+            first.push(ask_as(a.addr, "GET", "t", path).body);
+            eventually(&format!("{program}: {path} in the tier"), || {
+                tier_stored(admin_a) > before
+            });
+            for e in [a, b] {
+                assert!(
+                    is_hit(&ask_as(e.addr, "GET", "t", path)),
+                    "{program} {path}"
+                );
+            }
+        }
+        assert_eq!(
+            post(admin_a, &format!("/purge?url=http://t{p}&soft")),
+            (200, "purged 1\n".to_string()),
+            "{program}"
+        );
+        let r = ask_as(a.addr, "GET", "t", &p);
+        assert!(
+            !is_hit(&r) && r.body == first[0],
+            "{program}: {:?}",
+            r.headers
+        );
+        assert_eq!(conditional(&p), 1, "{program}: A revalidated");
+        assert!(
+            is_hit(&ask_as(a.addr, "GET", "t", &p)),
+            "{program}: refreshed"
+        );
+        eventually(&format!("{program}: B revalidates"), || {
+            let r = ask_as(b.addr, "GET", "t", &p);
+            assert_eq!(r.body, first[0], "{program}: B's body went");
+            conditional(&p) == 2
+        });
+        // By tag: the same, and the origin never sent the whole answer again.
+        assert_eq!(
+            post(admin_a, "/purge?tag=soft-tag&soft").0,
+            200,
+            "{program}"
+        );
+        for e in [a, b] {
+            eventually(&format!("{program}: {} revalidates {q}", e.addr), || {
+                let before = conditional(&q);
+                let r = ask_as(e.addr, "GET", "t", &q);
+                assert_eq!(r.body, first[1], "{program}");
+                conditional(&q) > before
+            });
+        }
+        assert_eq!(up.count(&p), 3, "{program}: one whole answer, two 304s");
+    }
+}

@@ -16,8 +16,8 @@ use std::time::Duration;
 use linerate_http1::{Limits, ParseError, Parsed, RequestHead};
 
 use crate::stats::{
-    CLASSES, CONN_REFUSALS, DURATION_BUCKETS_US, KINDS, Metrics, REFUSALS, Stats, StatsHandle,
-    UPSTREAM_ERRORS,
+    CLASSES, CONN_REFUSALS, DURATION_BUCKETS_US, KINDS, Metrics, PurgeAsk, REFUSALS, Stats,
+    StatsHandle, UPSTREAM_ERRORS,
 };
 
 /// Longest an admin client may take to send its request, or to read the answer.
@@ -118,22 +118,34 @@ fn route(
     }
 }
 
-/// `POST /purge?url=URL` removes that URL's answers (every variant) from every proxy cache;
-/// `POST /purge?prefix=URL`, every answer whose URL starts with it. The URL is
-/// percent-encoded in the query (`http%3A%2F%2Fexample.com%2Fa`), or plain, escapes and all
-/// (`http://example.com/caf%C3%A9`). 200 `purged N` when done everywhere; 202 `purged N`
-/// and a `pending: …` line per cache whose shared tier was not reached (the purge is kept
-/// and done there when it is back).
+/// `POST /purge?url=URL` removes that URL's answers (every variant, under both schemes and
+/// every port the server listens on) from every proxy cache; `POST /purge?prefix=URL`,
+/// every answer whose URL starts with it; `POST /purge?all`, every answer; `POST
+/// /purge?tag=TAG`, every answer its origin tagged TAG (`Surrogate-Key`, `Cache-Tag`; the
+/// tag percent-encoded where it must be) (issue U item 7).
+/// The URL is percent-encoded in the query (`http%3A%2F%2Fexample.com%2Fa`), or plain,
+/// escapes and all (`http://example.com/caf%C3%A9`). 200 `purged N` when done everywhere;
+/// 202 `purged N` and a `pending: …` line per cache whose shared tier was not reached (the
+/// purge is kept and done there when it is back).
 fn purge(query: &str, stats: &StatsHandle) -> (u16, &'static str, String) {
+    // A soft purge (issue U item 7) says `&soft` last; a plain URL whose own query ends in
+    // `&soft` is percent-encoded.
+    if let Some(rest) = query.strip_suffix("&soft") {
+        return soft_purge(rest, stats);
+    }
     let (name, value) = query.split_once('=').unwrap_or((query, ""));
     let prefix = match name {
         "url" => false,
         "prefix" => true,
+        "all" if value.is_empty() => return purged(stats.purge(&PurgeAsk::All), ""),
+        "tag" if !value.is_empty() => {
+            return purged(stats.purge(&PurgeAsk::Tag(percent_decode(value))), "");
+        }
         _ => {
             return (
                 400,
                 "text/plain",
-                "POST /purge?url=URL or ?prefix=URL\n".into(),
+                "POST /purge?url=URL, ?prefix=URL, ?tag=TAG or ?all\n".into(),
             );
         }
     };
@@ -144,7 +156,45 @@ fn purge(query: &str, stats: &StatsHandle) -> (u16, &'static str, String) {
     } else {
         percent_decode(value)
     };
-    match stats.purge(&url, prefix) {
+    let ask = if prefix {
+        PurgeAsk::Prefix(url.clone())
+    } else {
+        PurgeAsk::Url(url.clone())
+    };
+    purged(stats.purge(&ask), &url)
+}
+
+/// `POST /purge?url=URL&soft` or `?tag=TAG&soft`: the answers made stale (their freshness
+/// ends now), not removed, here and on every edge sharing the tier (Fastly's soft purge).
+fn soft_purge(query: &str, stats: &StatsHandle) -> (u16, &'static str, String) {
+    let (name, value) = query.split_once('=').unwrap_or((query, ""));
+    let ask = match name {
+        "url" => PurgeAsk::Soft {
+            url: Some(if value.contains("://") {
+                value.to_string()
+            } else {
+                percent_decode(value)
+            }),
+            tag: None,
+        },
+        "tag" if !value.is_empty() => PurgeAsk::Soft {
+            url: None,
+            tag: Some(percent_decode(value)),
+        },
+        _ => {
+            return (
+                400,
+                "text/plain",
+                "POST /purge?url=URL&soft or ?tag=TAG&soft\n".into(),
+            );
+        }
+    };
+    purged(stats.purge(&ask), value)
+}
+
+/// A purge's answer: `done` from [`StatsHandle::purge`] for `url` (empty: every answer).
+fn purged(done: Option<crate::stats::Purged>, url: &str) -> (u16, &'static str, String) {
+    match done {
         Some(p) if p.pending.is_empty() => (200, "text/plain", format!("purged {}\n", p.removed)),
         // A shared tier was not reached: the purge is kept there and done when it is back,
         // which is not done yet (RFC 9110 §15.3.3: accepted, not completed).

@@ -385,6 +385,10 @@ pub struct ProxyCache {
     /// Requests whose answers are not stored (nginx's `proxy_no_cache`); a preset's rules
     /// included.
     pub no_store: Vec<CacheRule>,
+    // issue U item 7: purge as operators use it
+    /// The client addresses a `PURGE` request to the mount is taken from (Varnish's `acl
+    /// purge`); empty (the default): `PURGE` is refused with 405 for everyone.
+    pub purge_from: Vec<crate::access::IpRange>,
 }
 
 /// A rule of a cache's `bypass` or `no_store` list (issue U item 3): what a request must have.
@@ -437,6 +441,8 @@ impl Default for ProxyCache {
             convert_head: true,
             bypass: Vec::new(),
             no_store: Vec::new(),
+            // issue U item 7: purge as operators use it
+            purge_from: Vec::new(),
         }
     }
 }

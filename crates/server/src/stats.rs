@@ -447,16 +447,36 @@ pub(crate) trait CacheAdmin: Send + Sync + std::fmt::Debug {
     /// `site prefix`, as the metrics label it.
     fn label(&self) -> &str;
     fn counts(&self) -> CacheCounts;
-    /// Removes what `url` names (`http://host/path?query`, every variant), or every answer
-    /// whose URL starts with it when `prefix`, here and from its shared tier; `None` when
-    /// `url` is not an http(s) URL.
-    fn purge(&self, url: &str, prefix: bool) -> Option<Purged>;
+    /// Removes what `ask` names (a URL's answers, every variant, under every scheme and
+    /// port it can be keyed under; every answer below a URL; every answer), here and from
+    /// its shared tier; `None` when a URL is not an http(s) URL.
+    fn purge(&self, ask: &PurgeAsk) -> Option<Purged>;
     /// Up to `max` stored answers whose URL starts with `prefix` (every one when `None`),
     /// as JSON (`proxy::cache_list`); `None` when `prefix` is not an http(s) URL.
     fn list(&self, prefix: Option<&str>, max: usize) -> Option<serde_json::Value>;
     /// The cache itself, for a reload that keeps it (`proxy::cache_admin::carry_over`).
     #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     fn shared(&self) -> Arc<dyn std::any::Any + Send + Sync>;
+}
+
+/// What an admin purge names (`POST /purge?url=…`, `?prefix=…`, `?all`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PurgeAsk {
+    /// One URL's answers (`http://host/path?query`), every variant, scheme and port.
+    Url(String),
+    /// Every answer whose URL starts with this one (under either scheme and every port).
+    Prefix(String),
+    /// Every answer of every proxy cache, on every edge sharing its tier (issue U item 7).
+    All,
+    /// Every answer an origin tagged so (`Surrogate-Key`, `Cache-Tag`), on every edge
+    /// sharing the tier (issue U item 7).
+    Tag(String),
+    /// A soft purge (`&soft`) of a URL's answers (every variant, scheme and port) or, with
+    /// `tag`, of every answer tagged so: made stale, not removed (issue U item 7).
+    Soft {
+        url: Option<String>,
+        tag: Option<String>,
+    },
 }
 
 /// What a purge did: answers removed from memory here, and what could not reach a shared
@@ -519,9 +539,6 @@ impl StatsHandle {
             .collect()
     }
 
-    /// Purges `url` (or every URL below it when `prefix`) from every proxy cache and its
-    /// shared tier: how many answers went from memory, and what waits for a tier that was
-    /// not reached; `None` when `url` is not an http(s) URL.
     /// Every proxy cache's stored answers under `prefix` (see `CacheAdmin::list`):
     /// `{"caches": [{"cache": LABEL, "entries": [...], "truncated": bool}]}`; `None` when
     /// `prefix` is not an http(s) URL.
@@ -542,7 +559,10 @@ impl StatsHandle {
         Some(serde_json::json!({ "caches": out }))
     }
 
-    pub fn purge(&self, url: &str, prefix: bool) -> Option<Purged> {
+    /// Purges what `ask` names from every proxy cache and its shared tier: how many
+    /// answers went from memory, and what waits for a tier that was not reached; `None`
+    /// when a URL is not an http(s) URL.
+    pub fn purge(&self, ask: &PurgeAsk) -> Option<Purged> {
         // Not held while a purge waits for a tier (a reload may swap the list meanwhile).
         let caches = self
             .caches
@@ -551,7 +571,7 @@ impl StatsHandle {
             .clone();
         let mut all = Purged::default();
         for c in caches.iter() {
-            let one = c.purge(url, prefix)?;
+            let one = c.purge(ask)?;
             all.removed += one.removed;
             all.pending.extend(one.pending);
         }

@@ -450,3 +450,53 @@ fn a_listing_by_prefix_shows_each_stored_answer_with_its_hits_bounded() {
         .collect();
     assert_eq!(fr_hits, [0]);
 }
+
+/// Issue U item 7: a purge of a tag removes every answer tagged so, under either field,
+/// every variant that carries it and no other answer; the store's accounting stays right.
+#[test]
+fn a_tag_purge_removes_every_answer_with_the_tag_and_nothing_else() {
+    let store = Store::new(Limits {
+        capacity: 1 << 20,
+        max_object: 1 << 16,
+        shards: 4,
+    });
+    let tagged = |path: &str, field: &'static [u8], value: &'static [u8], lang: &str| {
+        let fields: Vec<(&[u8], &[u8])> = vec![
+            (b"Cache-Control", b"max-age=60"),
+            (b"Vary", b"Accept-Language"),
+            (field, value),
+        ];
+        let req: Vec<(&[u8], &[u8])> = vec![(b"Accept-Language", lang.as_bytes())];
+        Entry::new(
+            key(path),
+            Variant::of(&Vary::parse(&fields), &req),
+            &Response {
+                status: 200,
+                fields: &fields,
+            },
+            vec![0u8; 10].into(),
+            Timing {
+                request_time: Time(1),
+                response_time: Time(1),
+            },
+        )
+    };
+    store.insert(tagged("/a", b"Surrogate-Key", b"product-1 list", "en"));
+    store.insert(tagged("/a", b"Surrogate-Key", b"list", "fr"));
+    store.insert(tagged("/b", b"Cache-Tag", b"product-2,product-1", "en"));
+    store.insert(tagged("/c", b"Cache-Tag", b"product-10", "en"));
+    store.insert(entry("/d", 10));
+    assert_eq!(store.counters().snapshot().objects, 5);
+    assert_eq!(store.remove_tagged(b"product-1"), 2);
+    let en: Vec<(&[u8], &[u8])> = vec![(b"Accept-Language", b"en")];
+    let fr: Vec<(&[u8], &[u8])> = vec![(b"Accept-Language", b"fr")];
+    assert!(!matches!(store.get(&key("/a"), &en), Lookup::Found(_)));
+    assert!(matches!(store.get(&key("/a"), &fr), Lookup::Found(_)));
+    assert!(!matches!(store.get(&key("/b"), &en), Lookup::Found(_)));
+    assert!(matches!(store.get(&key("/c"), &en), Lookup::Found(_)));
+    assert!(matches!(store.get(&key("/d"), &[]), Lookup::Found(_)));
+    assert_eq!(store.counters().snapshot().objects, 3);
+    assert_eq!(store.remove_tagged(b"list"), 1);
+    assert_eq!(store.remove_tagged(b"absent"), 0);
+    assert_eq!(store.counters().snapshot().objects, 2);
+}

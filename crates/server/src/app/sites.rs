@@ -158,6 +158,10 @@ impl SiteSet {
 pub(crate) struct Sites {
     list: Vec<SiteApp>,
     default: usize,
+    /// The server's TCP listeners' ports: a URL's answers may be keyed under each (a Host
+    /// keeps its port), so a purge of the URL purges them all (`proxy/purge.rs`).
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
+    pub ports: Arc<[u16]>,
 }
 
 /// One site, ready to answer.
@@ -238,6 +242,21 @@ struct ErrorPage {
     body: Arc<[u8]>,
 }
 
+/// The ports of `config`'s TCP listeners, each once.
+fn listener_ports(config: &Config) -> Arc<[u16]> {
+    let mut ports: Vec<u16> = Vec::new();
+    for l in config.listen_list() {
+        // Port 0 (chosen by the system, in tests) is no port a client names.
+        if let crate::config::ListenAddr::Tcp(a) = l.addr
+            && a.port() != 0
+            && !ports.contains(&a.port())
+        {
+            ports.push(a.port());
+        }
+    }
+    ports.into()
+}
+
 impl Sites {
     /// The sites of `config` (or the implicit one); error pages are read now, and a page that
     /// cannot be read is an error naming its path.
@@ -267,6 +286,7 @@ impl Sites {
             return Ok(Sites {
                 list: vec![site],
                 default: 0,
+                ports: listener_ports(config),
             });
         }
         let http01 = config
@@ -411,7 +431,11 @@ impl Sites {
             });
         }
         let default = config.sites.iter().position(|s| s.default).unwrap_or(0);
-        Ok(Sites { list, default })
+        Ok(Sites {
+            list,
+            default,
+            ports: listener_ports(config),
+        })
     }
 
     /// The site for this request: the authority of an absolute-form target (RFC 9112

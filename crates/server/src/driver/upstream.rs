@@ -818,6 +818,11 @@ impl h1c::Exchange for Relay<'_> {
             .map_or(&default, |r| &r.response);
         let mut fields = emptied(std::mem::take(&mut self.fields));
         fields.extend(reply::fields(head, spans, info, policy));
+        // A caching mount's answer: the origin's tags are the cache's, never the client's
+        // (issue U item 7, as Fastly strips `Surrogate-Key`); they are stored all the same.
+        if link.cache.is_some() {
+            fields.retain(|(n, _)| !linerate_cache::tags::is_tag_field(n));
+        }
         if let Some(path) = &link.path
             && let Some(site) = site
         {

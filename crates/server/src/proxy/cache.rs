@@ -97,16 +97,27 @@ impl MountCache {
         if let Some(t) = &cache.tier {
             t.watch(
                 Arc::downgrade(&cache),
-                |m: &MountCache, key: Option<&Key>| {
-                    match key {
+                |m: &MountCache, what: super::tier::Forget<'_>| {
+                    match what {
                         // A URL purged on some edge (this one's own purges come back too).
-                        Some(key) => {
+                        super::tier::Forget::Key(key) => {
                             m.store.remove(key);
+                        }
+                        // A tag purged on some edge (issue U item 7).
+                        super::tier::Forget::Tag(tag) => {
+                            m.store.remove_tagged(tag);
                         }
                         // A purge by prefix on some edge, or a purge log this edge could not
                         // follow: everything this one holds may be what was purged.
-                        None => {
+                        super::tier::Forget::All => {
                             m.store.remove_prefix(b"");
+                        }
+                        // A soft purge on some edge: stale here too, not gone.
+                        super::tier::Forget::SoftKey(key) => {
+                            m.soften(key);
+                        }
+                        super::tier::Forget::SoftTag(tag) => {
+                            m.soften_tagged(tag);
                         }
                     }
                 },
@@ -668,7 +679,8 @@ impl StatusValue {
 }
 
 /// Whether a stored field is one this server writes itself on every answer (framing, Date,
-/// Server, and the hit's own Age): the names told apart by length first, then compared a
+/// Server, and the hit's own Age) or one no client gets (the origin's tags, kept stored for
+/// a purge by tag): the names told apart by length first, then compared a
 /// word at a time (a byte loop cost ~70 instructions a stored field, callgrind).
 fn written_here(name: &[u8]) -> bool {
     use super::eq_lower;
@@ -678,6 +690,9 @@ fn written_here(name: &[u8]) -> bool {
         6 => eq_lower(name, b"server"),
         14 => eq_lower(name, b"content-length"),
         17 => eq_lower(name, b"transfer-encoding"),
+        // The origin's tags are the cache's, never the client's (issue U item 7).
+        9 => eq_lower(name, b"cache-tag"),
+        13 => eq_lower(name, b"surrogate-key"),
         _ => false,
     }
 }
@@ -1022,9 +1037,13 @@ impl Exchange {
         // An entry that sets a cookie, written by an edge (or a version) that kept such
         // answers, is not served by one that does not: its cookie is another visitor's.
         let opts = &self.mount.opts;
+        let mount = Arc::clone(&self.mount);
         let decode = |b, key: &Key| {
             super::tier::decode(b, key)
                 .filter(|e| linerate_cache::storable::cookie_allowed(&e.facts, opts))
+                // A tag purged since it was stored (issue U item 7): the tier cannot list a
+                // tag's keys, so its entry stays there, and is refused here.
+                .filter(|e| mount.tier.as_ref().is_none_or(|t| !t.tag_purged(e)))
         };
         if let Some(key) = self.asking.take() {
             // Asked alone: no flight to land; an entry is planned from as a leader's is.

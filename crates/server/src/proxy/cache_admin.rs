@@ -1,21 +1,23 @@
 //! The proxy caches as the admin listener and a reload see them: each mount's cache labelled
-//! `SITE PREFIX`, its counters for `/metrics`, purges by URL or prefix (and through the
-//! shared tier, on every edge), and a reload's hand-over of the caches whose settings did not
+//! `SITE PREFIX`, its counters for `/metrics`, its stored answers listed, purges by URL,
+//! prefix, tag or of everything (and through the shared tier, on every edge; what a URL names
+//! is `proxy/purge.rs`'s), and a reload's hand-over of the caches whose settings did not
 //! change. No request passes here.
 #![forbid(unsafe_code)]
 
 use std::sync::Arc;
 
-use linerate_cache::{Key, KeyRules, key_for};
-
 use super::cache::MountCache;
 use super::tier::Purge;
+use crate::stats::PurgeAsk;
 
 /// A mount's cache with its metrics label, for the admin listener.
 #[derive(Debug)]
 struct View {
     label: String,
     cache: Arc<MountCache>,
+    /// The server's TCP listeners' ports: a purge by URL purges its keys under each.
+    ports: Arc<[u16]>,
 }
 
 impl crate::stats::CacheAdmin for View {
@@ -43,40 +45,72 @@ impl crate::stats::CacheAdmin for View {
         }
     }
 
-    fn purge(&self, url: &str, prefix: bool) -> Option<crate::stats::Purged> {
-        let target = View::target(url, prefix, self.cache.opts.key.as_deref())?;
-        let mut pending = Vec::new();
-        if let Some(t) = &self.cache.tier {
-            // Every edge sharing the tier forgets too: the URL's entry deleted and announced
-            // in the purge log, or, by prefix, the generation moved (docs/cache.md). Done
-            // before memory is emptied here, under the fence: what the tier answers
-            // meanwhile is not used to fill memory again (`SharedTier::usable`).
-            let (what, named) = match &target {
-                Target::Key(key) => (Purge::Key(key.clone()), url.to_string()),
-                Target::Prefix(_) => (Purge::All, format!("every answer (a purge of {url}*)")),
-            };
-            if !t.purge(what) {
-                pending.push(format!(
-                    "{named} in cache tier {} of {}: not reached; kept, and purged there \
-                     when it answers again",
-                    t.name(),
-                    self.label
-                ));
+    fn purge(&self, ask: &PurgeAsk) -> Option<crate::stats::Purged> {
+        let ports = &self.ports;
+        // Every edge sharing the tier forgets too: each key's entry deleted and announced in
+        // the purge log, or, by prefix or for everything, the generation moved
+        // (docs/cache.md). Done before memory is emptied here, under the fence: what the
+        // tier answers meanwhile is not used to fill memory again (`SharedTier::usable`).
+        let (removed, took, named) = match ask {
+            PurgeAsk::Url(url) => {
+                let keys = super::purge::url_keys(url, ports, self.cache.opts.key.as_deref())?;
+                let (removed, took) = self.cache.purge_keys(&keys);
+                (removed, took, url.clone())
             }
-        }
-        let removed = match &target {
-            Target::Key(key) => usize::from(self.cache.store.remove(key)),
-            Target::Prefix(p) => self.cache.store.remove_prefix(p),
+            PurgeAsk::Prefix(url) => {
+                let prefixes =
+                    super::purge::prefix_keys(url, ports, self.cache.opts.key.as_deref())?;
+                let took = self
+                    .cache
+                    .tier
+                    .as_ref()
+                    .is_none_or(|t| t.purge_many(vec![Purge::All]));
+                let removed = prefixes
+                    .iter()
+                    .map(|p| self.cache.store.remove_prefix(p))
+                    .sum();
+                (removed, took, format!("every answer (a purge of {url}*)"))
+            }
+            PurgeAsk::All => {
+                let (removed, took) = self.cache.purge_all();
+                (removed, took, "every answer".to_string())
+            }
+            PurgeAsk::Soft { url, tag } => {
+                let keys = match url {
+                    Some(url) => {
+                        super::purge::url_keys(url, ports, self.cache.opts.key.as_deref())?
+                    }
+                    None => Vec::new(),
+                };
+                let (softened, took) = self
+                    .cache
+                    .soft_purge(&keys, tag.as_deref().map(str::as_bytes));
+                let named = match (url, tag) {
+                    (Some(url), _) => format!("{url} (soft)"),
+                    (None, tag) => format!("every answer tagged {tag:?} (soft)"),
+                };
+                (softened, took, named)
+            }
+            PurgeAsk::Tag(tag) => {
+                let (removed, took) = self.cache.purge_tag(tag.as_bytes());
+                (removed, took, format!("every answer tagged {tag:?}"))
+            }
         };
+        let mut pending = Vec::new();
+        if let Some(t) = self.cache.tier.as_ref().filter(|_| !took) {
+            pending.push(format!(
+                "{named} in cache tier {} of {}: not reached; kept, and purged there \
+                 when it answers again",
+                t.name(),
+                self.label
+            ));
+        }
         Some(crate::stats::Purged { removed, pending })
     }
 
     fn list(&self, prefix: Option<&str>, max: usize) -> Option<serde_json::Value> {
         let prefix = match prefix {
-            Some(url) => match View::target(url, true, self.cache.opts.key.as_deref())? {
-                Target::Prefix(p) => p,
-                Target::Key(_) => return None,
-            },
+            Some(url) => super::purge::list_prefix(url, self.cache.opts.key.as_deref())?,
             None => Vec::new(),
         };
         Some(super::cache_list::list(&self.cache, &prefix, max))
@@ -96,55 +130,6 @@ impl View {
         };
         format!("{site} {prefix}")
     }
-
-    /// What `url` names in a cache: a URL's key, or (`prefix`) the start of keys, mapped
-    /// through the mount's key `rules` ([`linerate_cache::key_for`], as a request's plan
-    /// maps it). A key that adds a cookie or a field holds one entry per value: the URL's
-    /// purge removes them all (the start of their keys).
-    fn target(url: &str, prefix: bool, rules: Option<&KeyRules>) -> Option<Target> {
-        let (scheme, rest) = url.split_once("://")?;
-        let scheme = scheme.to_ascii_lowercase();
-        if scheme != "http" && scheme != "https" {
-            return None;
-        }
-        let (authority, target) = match rest.find('/') {
-            Some(i) => rest.split_at(i),
-            None => (rest, "/"),
-        };
-        if prefix {
-            // The key's form: scheme and host lowercased, the default port left out.
-            let key = key_for(rules, scheme.as_bytes(), authority.as_bytes(), b"/", &[]).ok()?;
-            let mut p = key.origin().to_vec();
-            p.extend_from_slice(target.as_bytes());
-            return Some(Target::Prefix(p));
-        }
-        let key = key_for(
-            rules,
-            scheme.as_bytes(),
-            authority.as_bytes(),
-            target.as_bytes(),
-            &[],
-        )
-        .ok()?;
-        if rules.is_some_and(KeyRules::adds) {
-            // `URL cookie:NAME=…`: every value's entry starts with the URL's part and a space.
-            let url_part = key
-                .as_bytes()
-                .split(|&b| b == b' ')
-                .next()
-                .unwrap_or_default();
-            let mut p = url_part.to_vec();
-            p.push(b' ');
-            return Some(Target::Prefix(p));
-        }
-        Some(Target::Key(key))
-    }
-}
-
-/// What a purge removes.
-enum Target {
-    Key(Key),
-    Prefix(Vec<u8>),
 }
 
 /// The caches of `sites`' proxy mounts, labelled `site prefix`.
@@ -159,6 +144,7 @@ pub(crate) fn admin_views(
                 out.push(Arc::new(View {
                     label: View::label_of(&label, r),
                     cache: Arc::clone(c),
+                    ports: sites.sites.ports.clone(),
                 }));
             }
         }

@@ -28,6 +28,7 @@ pub(crate) mod grpc_web;
 pub(crate) mod grpc_web;
 pub(crate) mod job;
 pub(crate) mod pipe;
+pub(crate) mod purge;
 pub(crate) mod reply;
 pub(crate) mod route;
 #[cfg(test)]

@@ -72,6 +72,8 @@ pub(crate) struct SharedTier {
     fence: Arc<Fence>,
     /// Purges and invalidations the tier has not taken yet.
     pending: Arc<Pending>,
+    /// The tag purges this edge made or read in the log (issue U item 7).
+    tags: Arc<TagPurges>,
 }
 
 /// What a purge is of.
@@ -81,6 +83,109 @@ pub(crate) enum Purge {
     Key(Key),
     /// Every answer (a purge by prefix: the tier cannot list its keys).
     All,
+    /// Every answer tagged so (`Surrogate-Key`, `Cache-Tag`; issue U item 7): announced in
+    /// the purge log; no tier key is deleted (the tier cannot list a tag's keys): every edge
+    /// refuses a tier entry with the tag stored before it learned of the purge
+    /// ([`SharedTier::tag_purged`]).
+    Tag(Box<[u8]>),
+    /// A soft purge of one URL's answers (every variant): the tier's entry deleted (it
+    /// cannot rewrite it), and announced so that every edge makes its own stale.
+    SoftKey(Key),
+    /// A soft purge of a tag: announced; every edge makes its tagged answers stale, and the
+    /// tier's are refused as a tag purge's are.
+    SoftTag(Box<[u8]>),
+}
+
+impl Purge {
+    /// A tag's purge as the pending set keeps it: under its log record's bytes as a key
+    /// (no URL's key starts so: [`Purge::of_record`] reads it back).
+    /// A soft one is kept as the hard one it would be (more than asked, never less).
+    fn as_pending(&self) -> Option<Purge> {
+        match self {
+            Purge::Tag(tag) | Purge::SoftTag(tag) => {
+                Some(Purge::Key(Key::from_bytes(&[TAG_RECORD, tag].concat())))
+            }
+            Purge::SoftKey(key) => Some(Purge::Key(key.clone())),
+            _ => None,
+        }
+    }
+
+    /// The purge a pending key or a log record's bytes name.
+    fn of_record(bytes: &[u8]) -> Purge {
+        if let Some(tag) = bytes.strip_prefix(TAG_RECORD) {
+            Purge::Tag(tag.into())
+        } else if let Some(tag) = bytes.strip_prefix(SOFT_TAG_RECORD) {
+            Purge::SoftTag(tag.into())
+        } else if let Some(key) = bytes.strip_prefix(SOFT_RECORD) {
+            Purge::SoftKey(Key::from_bytes(key))
+        } else {
+            Purge::Key(Key::from_bytes(bytes))
+        }
+    }
+}
+
+/// What an edge forgets from its memory, as the watch learns it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Forget<'a> {
+    /// One key's answers (a URL purged on some edge).
+    Key(&'a Key),
+    /// Every answer tagged so.
+    Tag(&'a [u8]),
+    /// Everything: the generation moved, or the log could not be followed.
+    All,
+    /// One key's answers made stale (a soft purge).
+    SoftKey(&'a Key),
+    /// Every answer tagged so made stale (a soft purge).
+    SoftTag(&'a [u8]),
+}
+
+/// A purge-log record's first bytes when it names a tag, not a key (a key starts with its
+/// scheme).
+const TAG_RECORD: &[u8] = b"\0tag:";
+/// A soft purge's record: the key's bytes after it.
+const SOFT_RECORD: &[u8] = b"\0soft:";
+/// A soft tag purge's record: the tag after it.
+const SOFT_TAG_RECORD: &[u8] = b"\0softtag:";
+
+/// The most tag purges an edge remembers, to refuse the tier's entries they purged; past
+/// it the oldest is forgotten (its entries could come back from the tier). Tier entries
+/// live at most [`MAX_TTL`].
+const MAX_TAG_PURGES: usize = 4096;
+
+/// The tags purged lately, each with the time (s) this edge learned of it, oldest first.
+#[derive(Default)]
+struct TagPurges {
+    /// How many are held: read without the lock on each tier answer.
+    count: AtomicUsize,
+    list: Mutex<std::collections::VecDeque<(Box<[u8]>, u64)>>,
+}
+
+impl TagPurges {
+    fn add(&self, tag: &[u8], now: u64) {
+        let mut list = self.list.lock().unwrap_or_else(|p| p.into_inner());
+        list.retain(|(t, _)| &t[..] != tag);
+        if list.len() >= MAX_TAG_PURGES {
+            tracing::warn!(
+                tags = MAX_TAG_PURGES,
+                "cache tier: too many tag purges remembered; the oldest is forgotten"
+            );
+            list.pop_front();
+        }
+        list.push_back((tag.into(), now));
+        self.count.store(list.len(), Ordering::Release);
+    }
+
+    /// Whether `entry` carries a tag purged at or after it was stored (its response time).
+    fn purged(&self, entry: &Entry) -> bool {
+        if self.count.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let list = self.list.lock().unwrap_or_else(|p| p.into_inner());
+        linerate_cache::tags::tags(&entry.fields).any(|t| {
+            list.iter()
+                .any(|(p, at)| &p[..] == t && entry.timing.response_time.0 <= *at)
+        })
+    }
 }
 
 /// Purges and invalidations the tier did not take (it was down or slow), kept to be applied
@@ -123,6 +228,8 @@ impl Pending {
 
     /// Keeps `what` until the tier takes it.
     fn add(&self, what: &Purge, announce: bool) {
+        let marked = what.as_pending();
+        let what = marked.as_ref().unwrap_or(what);
         let mut set = self.lock();
         set.adds += 1;
         let n = set.adds;
@@ -149,6 +256,9 @@ impl Pending {
                 }
                 None => set.keys.push((key.clone(), announce, n)),
             },
+            Purge::Tag(_) | Purge::SoftTag(_) | Purge::SoftKey(_) => {
+                unreachable!("kept as its record's key (`as_pending`)")
+            }
         }
         self.recount(&set);
     }
@@ -156,6 +266,8 @@ impl Pending {
     /// The tier took `what`, as it was pending at `add` number `at`: it is no longer pending,
     /// unless it was kept again since (a later `add` of it, or of everything).
     fn done(&self, what: &Purge, at: u64) {
+        let marked = what.as_pending();
+        let what = marked.as_ref().unwrap_or(what);
         let mut set = self.lock();
         match what {
             Purge::All => {
@@ -164,6 +276,9 @@ impl Pending {
                 }
             }
             Purge::Key(key) => set.keys.retain(|(k, _, n)| k != key || *n != at),
+            Purge::Tag(_) | Purge::SoftTag(_) | Purge::SoftKey(_) => {
+                unreachable!("kept as its record's key (`as_pending`)")
+            }
         }
         self.recount(&set);
     }
@@ -232,6 +347,7 @@ impl SharedTier {
             generation: Arc::new(AtomicU64::new(0)),
             fence: Arc::default(),
             pending: Arc::default(),
+            tags: Arc::default(),
         })
     }
 
@@ -261,6 +377,12 @@ impl SharedTier {
             && !self.pending.blocks(key)
     }
 
+    /// Whether `entry`, from the tier, carries a tag purged (on any edge, as this one
+    /// learned) at or after it was stored: then it is a miss, never put in memory.
+    pub(crate) fn tag_purged(&self, entry: &Entry) -> bool {
+        self.tags.purged(entry)
+    }
+
     /// Deletes `keys` (an unsafe method's answer invalidated them in memory, §4.4) from the
     /// tier's current generation; answers asked meanwhile are not used. A delete the tier
     /// does not take is kept and done when it is back.
@@ -282,38 +404,68 @@ impl SharedTier {
         });
     }
 
-    /// Purges `what` from the tier, and through its purge log (a URL) or its generation
-    /// (everything) from every edge's memory; whether the tier took it. Waits for the tier
-    /// (each call within its timeout): the admin listener's thread calls it and answers
-    /// with the outcome. One the tier did not take is kept, pending, and done when it is
-    /// back; until then the tier's answers for it are not used.
-    pub(crate) fn purge(&self, what: Purge) -> bool {
-        let (t, g, fence, pending) = self.parts();
-        // Before the caller empties memory: an answer asked before the purge is done (it
-        // may be what the purge removes) is not used.
-        fence.start();
+    /// Purges each of `what` from the tier, and through its purge log (a URL) or its
+    /// generation (everything) from every edge's memory; whether the tier took all of it.
+    /// Waits for the tier (each call within its timeout): the admin listener's thread calls
+    /// it and answers with the outcome. One the tier did not take is kept, pending, and done
+    /// when it is back; until then the tier's answers for it are not used.
+    pub(crate) fn purge_many(&self, what: Vec<Purge>) -> bool {
         let (tx, rx) = std::sync::mpsc::channel();
-        let (task, kept) = (what.clone(), pending.clone());
-        self.tier.spawn(async move {
-            let took = apply(&t, &g, &task, true).await;
-            // Kept before the fence is done: no answer asked after it finds it not pending.
-            if !took {
-                kept.add(&task, true);
-            }
-            let _ = tx.send(took);
-            fence.done();
-        });
-        // At most four calls (the generation, a delete, the log's counter and record), each
-        // bounded by the tier's timeout; the margin is for the tier's thread.
-        let wait = self.tier.timeout() * 4 + Duration::from_secs(1);
+        let kept = what.clone();
+        // At most four calls each (the generation, a delete, the log's counter and record),
+        // each bounded by the tier's timeout; the margin is for the tier's thread.
+        let calls = u32::try_from(4 * what.len()).unwrap_or(u32::MAX);
+        let wait = self.tier.timeout().saturating_mul(calls) + Duration::from_secs(1);
+        self.purge_then(
+            what,
+            || (),
+            move |(), took| {
+                let _ = tx.send(took);
+            },
+        );
         match rx.recv_timeout(wait) {
             Ok(took) => took,
             // Still under way, under the fence: kept now too (a second add is the same one).
             Err(_) => {
-                pending.add(&what, true);
+                for w in &kept {
+                    self.pending.add(w, true);
+                }
                 false
             }
         }
+    }
+
+    /// [`SharedTier::purge_many`] without waiting (a worker's `PURGE`): `now` runs at once,
+    /// under the fence (the caller empties its memory there: an answer asked before cannot
+    /// fill it again), and `done` gets what it gave and whether the tier took all of
+    /// `what`, on the tier's thread. What the tier did not take is pending.
+    pub(crate) fn purge_then<T: Send + 'static>(
+        &self,
+        what: Vec<Purge>,
+        now: impl FnOnce() -> T,
+        done: impl FnOnce(T, bool) + Send + 'static,
+    ) {
+        let (t, g, fence, pending) = self.parts();
+        fence.start();
+        for w in &what {
+            if let Purge::Tag(tag) | Purge::SoftTag(tag) = w {
+                self.tags.add(tag, super::cache::now().0);
+            }
+        }
+        let here = now();
+        self.tier.spawn(async move {
+            let mut all = true;
+            for w in what {
+                // Kept before the fence is done: no answer asked after it finds it not
+                // pending.
+                if !apply(&t, &g, &w, true).await {
+                    pending.add(&w, true);
+                    all = false;
+                }
+            }
+            done(here, all);
+            fence.done();
+        });
     }
 
     /// Clones of what a task on the tier's thread works with.
@@ -335,9 +487,10 @@ impl SharedTier {
     pub(crate) fn watch<T: Send + Sync + 'static>(
         &self,
         alive: Weak<T>,
-        forget: impl Fn(&T, Option<&Key>) + Send + Sync + 'static,
+        forget: impl Fn(&T, Forget<'_>) + Send + Sync + 'static,
     ) {
         let (t, g, fence, pending) = self.parts();
+        let tags = self.tags.clone();
         self.tier.spawn(async move {
             let key = format!("{NAMESPACE}:generation");
             let log = format!("{NAMESPACE}:{PURGES}");
@@ -354,7 +507,7 @@ impl SharedTier {
                         // Under the fence: an answer of the old generation asked before the
                         // flush must not fill memory after it.
                         fence.start();
-                        forget(&owner, None);
+                        forget(&owner, Forget::All);
                         fence.done();
                     }
                     // The tier answers: what waited for it goes first.
@@ -364,7 +517,15 @@ impl SharedTier {
                         // every look, it would make a second's worth of answers misses.
                         if seen != 0 && last != seen {
                             fence.start();
-                            follow_log(&t, seen, last, |k| forget(&owner, k)).await;
+                            follow_log(&t, seen, last, |f| {
+                                // A tag's purge is remembered first: the tier's entries it
+                                // purged are refused from now on (`tag_purged`).
+                                if let Forget::Tag(tag) | Forget::SoftTag(tag) = f {
+                                    tags.add(tag, super::cache::now().0);
+                                }
+                                forget(&owner, f)
+                            })
+                            .await;
                             fence.done();
                         }
                         seen = last;
@@ -503,7 +664,7 @@ async fn apply(t: &Tier, g: &AtomicU64, what: &Purge, announce: bool) -> bool {
             }
             None => false,
         },
-        Purge::Key(key) => {
+        Purge::Key(key) | Purge::SoftKey(key) => {
             // The tier's generation now, and the one this edge reads under until its watch
             // sees a move made elsewhere: the key is deleted under both (issue T's review: a
             // delete under this edge's alone left the entry another edge stored after a
@@ -521,18 +682,25 @@ async fn apply(t: &Tier, g: &AtomicU64, what: &Purge, announce: bool) -> bool {
                     return false;
                 }
             }
-            !announce || announce_purge(t, key).await
+            let record = match what {
+                Purge::SoftKey(_) => [SOFT_RECORD, key.as_bytes()].concat(),
+                _ => key.as_bytes().to_vec(),
+            };
+            !announce || announce_purge(t, &record).await
         }
+        Purge::Tag(tag) => announce_purge(t, &[TAG_RECORD, tag].concat()).await,
+        Purge::SoftTag(tag) => announce_purge(t, &[SOFT_TAG_RECORD, tag].concat()).await,
     }
 }
 
-/// Adds `key`'s purge to the log: the counter moved on, and the record under its number.
-async fn announce_purge(t: &Tier, key: &Key) -> bool {
+/// Adds a purge to the log: the counter moved on, and the record (a key's bytes, or a tag
+/// after [`TAG_RECORD`]) under its number.
+async fn announce_purge(t: &Tier, record: &[u8]) -> bool {
     let Some(n) = t.bump_generation(&format!("{NAMESPACE}:{PURGES}")).await else {
         return false;
     };
-    let record = format!("{NAMESPACE}:purge:{n}");
-    t.set(&record, key.as_bytes(), PURGE_RECORD_TTL).await
+    let name = format!("{NAMESPACE}:purge:{n}");
+    t.set(&name, record, PURGE_RECORD_TTL).await
 }
 
 /// Applies what is pending, each under the fence; what the tier takes is no longer pending.
@@ -549,7 +717,7 @@ async fn apply_pending(t: &Tier, g: &AtomicU64, fence: &Fence, pending: &Pending
         }
     } else {
         for (key, announce, at) in keys {
-            let what = Purge::Key(key);
+            let what = Purge::of_record(key.as_bytes());
             if !apply(t, g, &what, announce).await {
                 break;
             }
@@ -560,16 +728,22 @@ async fn apply_pending(t: &Tier, g: &AtomicU64, fence: &Fence, pending: &Pending
 }
 
 /// Reads the purge log's records after `seen` up to `last` (the counter now; `seen` is the
-/// one read before, not 0) and calls `forget` with each URL's key; with `None` (everything)
+/// one read before, not 0) and calls `forget` with each URL's key or tag; with everything
 /// when a record is missing, the log went back, or it is more than [`MAX_LOG_READ`] ahead.
-async fn follow_log(t: &Tier, seen: u64, last: u64, mut forget: impl FnMut(Option<&Key>)) {
+async fn follow_log(t: &Tier, seen: u64, last: u64, mut forget: impl FnMut(Forget<'_>)) {
     if last < seen || last - seen > MAX_LOG_READ {
-        return forget(None);
+        return forget(Forget::All);
     }
     for n in seen + 1..=last {
         match t.get(&format!("{NAMESPACE}:purge:{n}")).await {
-            Some((_, url)) => forget(Some(&Key::from_bytes(&url))),
-            None => return forget(None),
+            Some((_, record)) => match Purge::of_record(&record) {
+                Purge::Tag(tag) => forget(Forget::Tag(&tag)),
+                Purge::Key(key) => forget(Forget::Key(&key)),
+                Purge::All => forget(Forget::All),
+                Purge::SoftKey(key) => forget(Forget::SoftKey(&key)),
+                Purge::SoftTag(tag) => forget(Forget::SoftTag(&tag)),
+            },
+            None => return forget(Forget::All),
         }
     }
 }
@@ -773,7 +947,7 @@ mod tests {
         // Issue T: a purge the tier did not take says so, and stays pending: its key's
         // answers are not used until it is done there; other keys' are.
         assert!(
-            !t.purge(Purge::Key(key.clone())),
+            !t.purge_many(vec![Purge::Key(key.clone())]),
             "the tier was not reached"
         );
         assert!(done(&t), "the purge ends, even with the tier down");
@@ -792,7 +966,7 @@ mod tests {
         // A purge of everything: no answer is used until it is done.
         let third = Key::new(b"http", b"t", b"/z").unwrap();
         assert!(t.usable(t.fence(), &third));
-        assert!(!t.purge(Purge::All));
+        assert!(!t.purge_many(vec![Purge::All]));
         assert!(done(&t));
         assert!(!t.usable(t.fence(), &third));
     }

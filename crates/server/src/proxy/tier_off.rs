@@ -24,7 +24,7 @@ impl SharedTier {
     pub(crate) fn watch<T: Send + Sync + 'static>(
         &self,
         _alive: Weak<T>,
-        _forget: impl Fn(&T, Option<&Key>) + Send + Sync + 'static,
+        _forget: impl Fn(&T, Forget<'_>) + Send + Sync + 'static,
     ) {
         match *self {}
     }
@@ -70,7 +70,20 @@ impl SharedTier {
         match *self {}
     }
 
-    pub(crate) fn purge(&self, _what: Purge) -> bool {
+    pub(crate) fn purge_many(&self, _what: Vec<Purge>) -> bool {
+        match *self {}
+    }
+
+    pub(crate) fn purge_then<T: Send + 'static>(
+        &self,
+        _what: Vec<Purge>,
+        _now: impl FnOnce() -> T,
+        _done: impl FnOnce(T, bool) + Send + 'static,
+    ) {
+        match *self {}
+    }
+
+    pub(crate) fn tag_purged(&self, _entry: &Entry) -> bool {
         match *self {}
     }
 
@@ -105,6 +118,20 @@ impl SharedTier {
 pub(crate) enum Purge {
     Key(Key),
     All,
+    Tag(Box<[u8]>),
+    SoftKey(Key),
+    SoftTag(Box<[u8]>),
+}
+
+/// What an edge forgets (`proxy/tier.rs`'s; never made without a tier).
+#[derive(Clone, Copy, Debug)]
+#[allow(dead_code)]
+pub(crate) enum Forget<'a> {
+    Key(&'a Key),
+    Tag(&'a [u8]),
+    All,
+    SoftKey(&'a Key),
+    SoftTag(&'a [u8]),
 }
 
 /// Why a link broke (never: no link is made; the driver only makes one to fail an ask).

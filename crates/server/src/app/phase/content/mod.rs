@@ -22,6 +22,8 @@ pub(crate) mod proxy;
 #[cfg(not(feature = "proxy"))]
 #[path = "proxy_off.rs"]
 pub(crate) mod proxy;
+#[cfg(feature = "proxy")]
+pub(crate) mod purge;
 pub(crate) mod route;
 #[cfg(feature = "websocket")]
 pub(crate) mod websocket;

@@ -50,6 +50,11 @@ impl<'a> ConnApp<'a> {
     pub(crate) fn proxy(&mut self, route: usize, req: Exchange<'_>) -> Decision<Pending> {
         let head = req.head;
         self.kind = Kind::Route;
+        // A caching mount's `PURGE` is the cache's (issue U item 7), never the upstream's; a
+        // mount without a cache forwards it as any other method.
+        if super::purge::is_purge(head, req.buf) && self.site_app.proxies[route].cache.is_some() {
+            return self.purge(route, head, req.buf, req.id);
+        }
         // Every method goes upstream (an application may speak WebDAV), after the site's
         // redirects.
         if let Some(resp) = self.rewrite(head, req.buf) {
