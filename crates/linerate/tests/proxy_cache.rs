@@ -1983,7 +1983,8 @@ fn purge_method_purges_from_allowed_addresses_on_every_edge_and_is_405_for_other
              [[site.proxy]]\nprefix = \"/\"\nupstream = \"app\"\ncache = {{ size = \"4MiB\", tier = \"{url}\", purge_from = [\"10.0.0.0/8\", \"127.0.0.1\"] }}\n\n\
              [[site.proxy]]\nprefix = \"/elsewhere/\"\nupstream = \"app\"\ncache = {{ size = \"4MiB\", purge_from = [\"10.0.0.0/8\"] }}\n\n\
              [[site.proxy]]\nprefix = \"/closed/\"\nupstream = \"app\"\ncache = {{ size = \"4MiB\" }}\n\n\
-             [[site.proxy]]\nprefix = \"/plain/\"\nupstream = \"app\"\n",
+             [[site.proxy]]\nprefix = \"/plain/\"\nupstream = \"app\"\n\n\
+             [[site.proxy]]\nprefix = \"/local/\"\nupstream = \"app\"\ncache = {{ size = \"4MiB\", purge_from = [\"127.0.0.0/8\"] }}\n",
             up.addr
         ),
     )
@@ -2034,6 +2035,12 @@ fn purge_method_purges_from_allowed_addresses_on_every_edge_and_is_405_for_other
         !heads.iter().any(|h| h.starts_with("PURGE")),
         "a caching mount forwarded a PURGE: {heads:?}"
     );
+    // A cache without a tier answers at once, on the worker's own thread.
+    ask_as(a, "GET", "t", "/local/l");
+    assert!(is_hit(&ask_as(a, "GET", "t", "/local/l")));
+    let r = ask_as(a, "PURGE", "t", "/local/l");
+    assert_eq!((r.status, &r.body[..]), (200, &b"purged 1\n"[..]));
+    assert!(!is_hit(&ask_as(a, "GET", "t", "/local/l")));
     // A mount without a cache forwards it, as any other method.
     ask_as(a, "PURGE", "t", "/plain/q");
     assert!(up.heads().iter().any(|h| h.starts_with("PURGE /plain/q")));

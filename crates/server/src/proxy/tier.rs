@@ -1038,6 +1038,51 @@ mod tests {
         );
     }
 
+    /// Issue U item 7: a tag purge and a soft purge the tier did not take are pending as
+    /// the others are: a tag under its log record, read back as the tag; a soft purge of a
+    /// URL as the hard one (its key's tier answers are not used until it is done).
+    #[test]
+    fn tag_and_soft_purges_are_kept_pending_as_every_purge_is() {
+        let p = Pending::default();
+        let k = Key::new(b"http", b"t", b"/k").unwrap();
+        p.add(&Purge::Tag(b"product-1"[..].into()), true);
+        p.add(&Purge::SoftKey(k.clone()), true);
+        p.add(&Purge::SoftTag(b"product-1"[..].into()), true);
+        let (keys, all) = p.snapshot();
+        assert_eq!((keys.len(), all), (2, None), "the same tag once");
+        assert_eq!(
+            Purge::of_record(keys[0].0.as_bytes()),
+            Purge::Tag(b"product-1"[..].into())
+        );
+        assert_eq!(
+            Purge::of_record(keys[1].0.as_bytes()),
+            Purge::Key(k.clone())
+        );
+        assert!(
+            p.blocks(&k),
+            "a soft purge pending blocks its key's tier answers"
+        );
+        p.done(&Purge::SoftKey(k.clone()), keys[1].2);
+        p.done(&Purge::Tag(b"product-1"[..].into()), keys[0].2);
+        assert_eq!(p.count.load(Ordering::Acquire), 0);
+        // The log's records read back as they were written.
+        for what in [
+            Purge::Key(k.clone()),
+            Purge::SoftKey(k.clone()),
+            Purge::Tag(b"a b"[..].into()),
+            Purge::SoftTag(b"c"[..].into()),
+        ] {
+            let record = match &what {
+                Purge::Key(k) => k.as_bytes().to_vec(),
+                Purge::SoftKey(k) => [SOFT_RECORD, k.as_bytes()].concat(),
+                Purge::Tag(t) => [TAG_RECORD, t].concat(),
+                Purge::SoftTag(t) => [SOFT_TAG_RECORD, t].concat(),
+                Purge::All => unreachable!(),
+            };
+            assert_eq!(Purge::of_record(&record), what);
+        }
+    }
+
     #[test]
     fn tier_keys_table() {
         let long = vec![b'a'; MAX_TIER_KEY];
