@@ -6,7 +6,7 @@
 use crate::cache_control::{Delta, MAX_DELTA};
 use crate::entry::{Entry, Timing};
 use crate::facts::{Expires, RequestFacts, ResponseFacts};
-use crate::origin_rules::governed;
+use crate::origin_rules::{governed, ignored};
 use crate::stale::{UseStale, within_max};
 use crate::storable::heuristically_cacheable;
 use crate::{ClientNoCache, Options, Time};
@@ -17,7 +17,14 @@ use crate::{ClientNoCache, Options, Time};
 /// [`Options::heuristic`] is on, else 0 (the fields [`Options::ignore`] names left out). A malformed or conflicting
 /// lifetime is 0: stale (§4.2.1).
 pub fn lifetime(resp: &ResponseFacts, response_time: Time, opts: &Options) -> u64 {
-    let resp = &*governed(resp, opts);
+    if opts.ignore.any() {
+        return lifetime_of(&ignored(resp, opts.ignore), response_time, opts);
+    }
+    lifetime_of(resp, response_time, opts)
+}
+
+/// [`lifetime`] of facts already governed by [`Options::ignore`].
+fn lifetime_of(resp: &ResponseFacts, response_time: Time, opts: &Options) -> u64 {
     let explicit = |d: Delta| match d {
         Delta::Absent => None,
         Delta::Secs(s) => Some(u64::from(s)),
@@ -110,9 +117,15 @@ pub(crate) fn must_revalidate(resp: &ResponseFacts) -> bool {
 /// and the operator's policy: [`Options::client_no_cache`], [`Options::use_stale`]'s
 /// `updating` and [`Options::stale_max`], which bounds every stale answer.
 pub fn reuse(req: &RequestFacts, entry: &Entry, now: Time, opts: &Options) -> Reuse {
-    let resp = &*governed(&entry.facts, opts);
+    let owned;
+    let resp = if opts.ignore.any() {
+        owned = ignored(&entry.facts, opts.ignore);
+        &owned
+    } else {
+        &entry.facts
+    };
     let age = current_age(resp, entry.timing, now);
-    let life = lifetime(resp, entry.timing.response_time, opts);
+    let life = lifetime_of(resp, entry.timing.response_time, opts);
     // A shared cache may leave the client's no-cache and max-age unheeded (nginx and
     // Varnish's builtin VCL do): `ClientNoCache::Ignore` (issue U item 2).
     let forced = opts.client_no_cache == ClientNoCache::Revalidate;
