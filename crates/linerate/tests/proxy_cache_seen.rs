@@ -166,8 +166,9 @@ enum Step {
 const SEQUENCE: &[Step] = &[
     Step::Ask("GET", "/a", ""),
     Step::Ask("GET", "/a", ""),
-    // RFC 9111 §5.2.1.4: a client's no-cache goes forward. nginx ignores it unless told
-    // (`proxy_cache_bypass $http_cache_control` below): then it says BYPASS, as linerate.
+    // A client's no-cache does not bypass either cache by default (issue U item 2); both
+    // are told to here (linerate's `bypass = [{ header = "Cache-Control" }]`, nginx's
+    // `proxy_cache_bypass $http_cache_control` below), and both say BYPASS.
     Step::Ask("GET", "/a", "Cache-Control: no-cache\r\n"),
     Step::Ask("GET", "/b", ""),
     Step::Ask("GET", "/c", ""),
@@ -335,14 +336,21 @@ fn the_access_log_says_what_the_cache_did_as_nginx_says_it() {
     let held = Arc::new(AtomicBool::new(true));
     let origin = outcomes_origin(held.clone());
     let log = dir.join("linerate.log");
-    let spec = format!("/=http://{}", origin.addr);
+    let conf = dir.join("linerate.toml");
+    std::fs::write(
+        &conf,
+        format!(
+            "[[listen]]\naddr = \"127.0.0.1:0\"\n\n[[upstream]]\nname = \"origin\"\n\
+             servers = [\"{}\"]\n\n[[site]]\ndefault = true\napp = \"none\"\n\n\
+             [[site.proxy]]\nprefix = \"/\"\nupstream = \"origin\"\n\
+             cache = {{ size = \"4MiB\", bypass = [{{ header = \"Cache-Control\" }}] }}\n",
+            origin.addr
+        ),
+    )
+    .unwrap();
     let s = serve(&[
-        "--app",
-        "none",
-        "--proxy",
-        &spec,
-        "--proxy-cache",
-        "4MiB",
+        "--config",
+        conf.to_str().unwrap(),
         "--access-log",
         log.to_str().unwrap(),
         "--access-log-format",
@@ -668,14 +676,21 @@ fn the_json_log_carries_cache_status() {
     let dir = tempdir("cache-status-json");
     let origin = Origin::start(|_, _, _| answer("200 OK", "Cache-Control: max-age=60\r\n", b"j"));
     let log = dir.join("json.log");
-    let spec = format!("/=http://{}", origin.addr);
+    let conf = dir.join("linerate.toml");
+    std::fs::write(
+        &conf,
+        format!(
+            "[[listen]]\naddr = \"127.0.0.1:0\"\n\n[[upstream]]\nname = \"origin\"\n\
+             servers = [\"{}\"]\n\n[[site]]\ndefault = true\napp = \"none\"\n\n\
+             [[site.proxy]]\nprefix = \"/\"\nupstream = \"origin\"\n\
+             cache = {{ size = \"4MiB\", bypass = [{{ header = \"Cache-Control\" }}] }}\n",
+            origin.addr
+        ),
+    )
+    .unwrap();
     let s = serve(&[
-        "--app",
-        "none",
-        "--proxy",
-        &spec,
-        "--proxy-cache",
-        "4MiB",
+        "--config",
+        conf.to_str().unwrap(),
         "--access-log",
         log.to_str().unwrap(),
         "--access-log-format",
