@@ -314,6 +314,32 @@ fn a_failed_background_refresh_keeps_the_stale_entry() {
     eventually("another refresh went up", || origin.count() >= 3);
 }
 
+/// Issue U item 1: a background refresh that gets no answer at all (the origin closes),
+/// with `use_stale = ["updating", "error"]`, answers no client (it has none) and keeps the
+/// stale entry: the next clients are still answered from it.
+#[test]
+fn a_background_refresh_with_no_answer_keeps_the_stale_entry() {
+    let origin = Origin::start(|n, _| match n {
+        1 => Reply::Bytes(answer(200, STALE, "old page")),
+        _ => Reply::Close,
+    });
+    let (_s, addr, _) = linerate(&origin, "use_stale = [\"updating\", \"error\"]", 1);
+    assert_eq!(get(addr, "/c", "").text(), "old page");
+    assert_eq!(get(addr, "/c", "").text(), "old page");
+    eventually("the refresh went up and got nothing", || {
+        origin.count() >= 2
+    });
+    for _ in 0..3 {
+        let r = get(addr, "/c", "");
+        assert_eq!((r.status, r.text().as_str()), (200, "old page"));
+        assert!(
+            status_of(&r).contains("detail=stale-updating"),
+            "{}",
+            status_of(&r)
+        );
+    }
+}
+
 /// Issue U item 2: 100 concurrent requests with `Cache-Control: no-cache` all went to the
 /// 2 s origin (nginx: 100 hits). By default a request's `no-cache`, `max-age=0` and
 /// `Pragma: no-cache` do not bypass the cache.
