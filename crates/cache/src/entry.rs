@@ -112,8 +112,8 @@ impl Entry {
     /// The body derived in `slot` (below [`DERIVED`]), made by `make` from the stored body
     /// on the first call for that slot (`None` from `make`: none can be made, kept so too);
     /// every later call, from any thread, gets the same bytes. They live as long as the
-    /// entry and are not counted in [`Entry::size`] (the store's limit is set when it is
-    /// inserted).
+    /// entry and are not in [`Entry::size`]: the one who made them counts them in the store
+    /// ([`crate::store::Store::grow`]).
     pub fn derived(
         &self,
         slot: usize,

@@ -333,6 +333,15 @@ impl Store {
 }
 
 impl Store {
+    /// Counts `extra` bytes more for `entry` while it is stored: a body derived from it after
+    /// it went in ([`Entry::derived`]: issue U item 8's encoded hits), so that the store's
+    /// limit holds what its entries keep; past it, answers are evicted as for an insert.
+    pub fn grow(&self, entry: &Arc<Entry>, extra: usize) {
+        self.shard(&entry.key).grow(entry, extra);
+    }
+}
+
+impl Store {
     /// Replaces each variant of `key` with what `f` makes of it (`None`: left as it is): a
     /// soft purge's answers made stale in place (issue U item 7). How many were replaced. A
     /// replacement of another size is not made (a soft purge changes the timing alone).
@@ -373,12 +382,58 @@ impl Shard {
             return false;
         };
         match f(old) {
-            Some(new) if new.key == old.key && new.size() == slot.size => {
+            Some(new) if new.key == old.key && new.size() == old.size() => {
+                // The new entry has none of the old one's derived bodies ([`Store::grow`]):
+                // their bytes go with it.
+                let freed = slot.size - new.size();
+                slot.size = new.size();
                 slot.entry = Some(Arc::new(new));
+                let queue = slot.queue;
+                self.uncount(queue, freed);
                 true
             }
             _ => false,
         }
+    }
+
+    /// Counts `extra` more bytes for the slot that holds `entry` (this very answer, not
+    /// another of its key), then evicts past the shard's capacity as an insert does, the
+    /// grown entry included; nothing when it is no longer stored.
+    pub fn grow(&mut self, entry: &Arc<Entry>, extra: usize) {
+        let Some(id) = self.map.get(&entry.key).and_then(|ids| {
+            ids.iter().copied().find(|&id| {
+                self.slots[id as usize]
+                    .entry
+                    .as_ref()
+                    .is_some_and(|e| Arc::ptr_eq(e, entry))
+            })
+        }) else {
+            return;
+        };
+        let slot = &mut self.slots[id as usize];
+        slot.size += extra;
+        match slot.queue {
+            Queue::Small => self.small_bytes += extra,
+            Queue::Main => self.main_bytes += extra,
+        }
+        self.counters.bytes.fetch_add(extra as u64, Relaxed);
+        while self.bytes() > self.limits.capacity {
+            let before = self.bytes();
+            self.evict_one();
+            if self.bytes() >= before {
+                break;
+            }
+        }
+        self.compact();
+    }
+
+    /// Takes `bytes` off `queue`'s count and the store's.
+    fn uncount(&mut self, queue: Queue, bytes: usize) {
+        match queue {
+            Queue::Small => self.small_bytes -= bytes,
+            Queue::Main => self.main_bytes -= bytes,
+        }
+        self.counters.bytes.fetch_sub(bytes as u64, Relaxed);
     }
 
     /// Removes every answer that carries `tag`; how many.

@@ -500,3 +500,46 @@ fn a_tag_purge_removes_every_answer_with_the_tag_and_nothing_else() {
     assert_eq!(store.remove_tagged(b"absent"), 0);
     assert_eq!(store.counters().snapshot().objects, 2);
 }
+
+/// Issue U item 8: a body derived from a stored answer after it went in (an encoded hit's)
+/// is counted against the shard's bytes, evicting past the capacity as an insert does; a
+/// soft purge's replacement, which has none, gives its bytes back. Before, the derived
+/// bodies were held outside the limit.
+#[test]
+fn bodies_derived_after_insert_count_against_the_capacity() {
+    let mut s = shard(10_000);
+    let a: Arc<Entry> = entry("/a", 1_000).into();
+    let size = a.size();
+    s.insert(a.clone());
+    s.insert(entry("/b", 1_000));
+    let before = s.bytes();
+    s.grow(&a, 500);
+    assert_eq!(s.bytes(), before + 500);
+    check(&s);
+    // Another answer of the key (not this one) is not grown.
+    let other: Arc<Entry> = entry("/a", 1_000).into();
+    s.grow(&other, 500);
+    assert_eq!(s.bytes(), before + 500);
+    // Past the capacity, answers are evicted until the shard fits again.
+    s.grow(&a, 20_000);
+    assert!(s.bytes() <= 10_000, "{} bytes kept", s.bytes());
+    check(&s);
+    // A replacement without derived bodies takes its own size back.
+    let mut t = shard(10_000);
+    t.insert(a.clone());
+    t.grow(&a, 700);
+    assert_eq!(t.bytes(), size + 700);
+    let ids: Vec<u32> = t.map.get(&a.key).cloned().unwrap_or_default();
+    assert!(t.replace_slot(ids[0], &|e: &Entry| {
+        Some(Entry::from_stored(
+            e.key.clone(),
+            e.variant.clone(),
+            e.status,
+            e.fields.clone(),
+            e.body.clone(),
+            e.timing,
+        ))
+    }));
+    assert_eq!(t.bytes(), size);
+    check(&t);
+}

@@ -17,6 +17,7 @@ use crate::h1::{Cx, StreamHead};
 use crate::proxy::cache::{Before, Fresh, Hit, MountCache, Waiter};
 use crate::proxy::job::Job;
 use crate::proxy::reply;
+use linerate_cache::store::Store;
 
 /// How often a worker with parked requests looks for flights past their deadline (ms).
 const FLIGHT_TICK_MS: u64 = 250;
@@ -62,6 +63,12 @@ pub(super) fn hit_fields<'a>(
     fields
 }
 
+/// The store of `site`'s proxy route `route`, where its hits' encoded bodies are counted.
+pub(super) fn mount_store(site: &Site, route: usize) -> Option<&Store> {
+    let cache = site.proxies.get(route)?.cache.as_deref()?;
+    Some(&cache.store)
+}
+
 /// Writes `hit` as the answer to request `id` of `conn`; the body bytes sent (0 for HEAD).
 /// `coding`: the coding the client's Accept-Encoding chose on a site that compresses, with
 /// the site's settings (`None`: compression off for this request).
@@ -71,11 +78,11 @@ pub(super) fn send_hit<'h>(
     hit: &'h Hit,
     fields: &mut Vec<(&'h [u8], &'h [u8])>,
     head_request: bool,
-    coding: Option<(Encoding, &Compression)>,
+    coding: Option<(Encoding, &Compression, Option<&Store>)>,
     cx: &mut Cx,
 ) -> u64 {
     let body = hit.body();
-    if let Some((coding, cfg)) = coding {
+    if let Some((coding, cfg, store)) = coding {
         match hit.coding_plan(coding, cfg) {
             Plan::AsIs => {}
             // The client takes no coding: as stored, saying that answers vary on it.
@@ -84,7 +91,9 @@ pub(super) fn send_hit<'h>(
                     fields.push((b"Vary", b"Accept-Encoding"));
                 }
             }
-            plan => return send_coded(conn, id, hit, fields, head_request, (plan, cfg), cx),
+            plan => {
+                return send_coded(conn, id, hit, fields, head_request, (plan, cfg, store), cx);
+            }
         }
     }
     send_whole(conn, id, hit, fields, body, head_request, cx)
@@ -137,14 +146,14 @@ fn send_coded(
     hit: &Hit,
     fields: &[(&[u8], &[u8])],
     head_request: bool,
-    (plan, cfg): (Plan, &Compression),
+    (plan, cfg, store): (Plan, &Compression, Option<&Store>),
     cx: &mut Cx,
 ) -> u64 {
     let body = hit.body();
     let mut coded = None;
     // The whole stored body: encoded once per entry and coding, kept with the entry.
     let kept = match plan {
-        Plan::Encode(c) => hit.encoded(c, cfg),
+        Plan::Encode(c) => hit.encoded(c, cfg, store),
         _ => None,
     };
     let plan = match plan {
@@ -305,7 +314,10 @@ impl<B: Backend> Worker<B> {
         let head_request = job.forwarded.head_request;
         let (client, id) = (job.client, job.id);
         let wake = job.pipe.take().is_some_and(|p| p.close());
-        let coding = job.coding.zip(site.map(|s| &s.compression));
+        let coding = job
+            .coding
+            .zip(site)
+            .map(|(c, s)| (c, &s.compression, mount_store(s, job.route)));
         let mut bytes = 0;
         self.with(client, sh, |live, p| {
             bytes = send_hit(

@@ -665,7 +665,10 @@ impl Relay<'_> {
         }
         let site = self.sites.sites.iter().nth(link.site);
         let mut fields = super::cache::hit_fields(&hit, site, link.route, link.path.as_deref());
-        let coding = link.coding.zip(site.map(|s| &s.compression));
+        let coding = link
+            .coding
+            .zip(site)
+            .map(|(c, s)| (c, &s.compression, super::cache::mount_store(s, link.route)));
         let mut bytes = 0;
         if let Some(live) = client(self.slots, link.client) {
             self.cx.alt_svc = live.alt_svc;

@@ -417,8 +417,14 @@ impl Hit {
 
     /// The stored body encoded with `coding` at `cfg`'s level, made once per entry and
     /// coding (issue U item 8: every compressed hit encoded it again) and kept with the
-    /// entry; `None` for a part of the body (a range), or a coding with no encoder.
-    pub(crate) fn encoded(&self, coding: Encoding, cfg: &Compression) -> Option<&[u8]> {
+    /// entry and counted in its `store`'s bytes (when the hit knows it); `None` for a part
+    /// of the body (a range), or a coding with no encoder.
+    pub(crate) fn encoded(
+        &self,
+        coding: Encoding,
+        cfg: &Compression,
+        store: Option<&Store>,
+    ) -> Option<&[u8]> {
         let slot = match coding {
             Encoding::Identity => return None,
             Encoding::Gzip => 0,
@@ -427,13 +433,19 @@ impl Hit {
         if self.body != (0..self.entry.body.len()) {
             return None;
         }
-        self.entry.derived(slot, |body| {
+        let mut made = 0;
+        let kept = self.entry.derived(slot, |body| {
             let mut e = compress_stream::StreamEncoder::new(coding, Some(body.len() as u64), cfg)?;
             let mut bytes = e.push(body).to_vec();
             bytes.extend_from_slice(&e.finish());
             BODIES_ENCODED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            made = bytes.len();
             Some(bytes.into_boxed_slice())
-        })
+        });
+        if let Some(store) = store.filter(|_| made > 0) {
+            store.grow(&self.entry, made);
+        }
+        kept
     }
 
     /// Whether the stored answer's own `Vary` names `Accept-Encoding`.
