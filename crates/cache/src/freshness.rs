@@ -24,6 +24,7 @@ pub fn lifetime(resp: &ResponseFacts, response_time: Time, opts: &Options) -> u6
 }
 
 /// [`lifetime`] of facts already governed by [`Options::ignore`].
+#[inline]
 fn lifetime_of(resp: &ResponseFacts, response_time: Time, opts: &Options) -> u64 {
     let explicit = |d: Delta| match d {
         Delta::Absent => None,
@@ -117,15 +118,26 @@ pub(crate) fn must_revalidate(resp: &ResponseFacts) -> bool {
 /// and the operator's policy: [`Options::client_no_cache`], [`Options::use_stale`]'s
 /// `updating` and [`Options::stale_max`], which bounds every stale answer.
 pub fn reuse(req: &RequestFacts, entry: &Entry, now: Time, opts: &Options) -> Reuse {
-    let owned;
-    let resp = if opts.ignore.any() {
-        owned = ignored(&entry.facts, opts.ignore);
-        &owned
-    } else {
-        &entry.facts
-    };
-    let age = current_age(resp, entry.timing, now);
-    let life = lifetime_of(resp, entry.timing.response_time, opts);
+    if opts.ignore.any() {
+        let resp = ignored(&entry.facts, opts.ignore);
+        return reuse_of(req, &resp, entry.timing, now, opts);
+    }
+    // A mount that ignores nothing (the common case) reads the stored facts as they are,
+    // with no owned copy to drop.
+    reuse_of(req, &entry.facts, entry.timing, now, opts)
+}
+
+/// [`reuse`] of facts already governed by [`Options::ignore`].
+#[inline(always)]
+fn reuse_of(
+    req: &RequestFacts,
+    resp: &ResponseFacts,
+    timing: Timing,
+    now: Time,
+    opts: &Options,
+) -> Reuse {
+    let age = current_age(resp, timing, now);
+    let life = lifetime_of(resp, timing.response_time, opts);
     // A shared cache may leave the client's no-cache and max-age unheeded (nginx and
     // Varnish's builtin VCL do): `ClientNoCache::Ignore` (issue U item 2).
     let forced = opts.client_no_cache == ClientNoCache::Revalidate;
