@@ -72,31 +72,9 @@ fn serve_conn(conn: TcpStream, seen: &Mutex<Seen>, gate: &(Mutex<bool>, Condvar)
     let mut w = conn.try_clone().unwrap();
     let mut r = BufReader::new(conn);
     loop {
-        let mut head = String::new();
-        loop {
-            let mut line = String::new();
-            match r.read_line(&mut line) {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-            let end = line == "\r\n";
-            head.push_str(&line);
-            if end {
-                break;
-            }
-        }
-        let len = head
-            .lines()
-            .find_map(|l| {
-                let (n, v) = l.split_once(':')?;
-                n.eq_ignore_ascii_case("content-length")
-                    .then(|| v.trim().parse::<usize>().ok())?
-            })
-            .unwrap_or(0);
-        let mut body = vec![0; len];
-        if r.read_exact(&mut body).is_err() {
+        let Some((head, _body)) = common::read_request(&mut r) else {
             return;
-        }
+        };
         // A chunked body (the proxy sends an HTTP/2 body without content-length so): read
         // whole, so that the next request starts where it should.
         if head

@@ -9,7 +9,7 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -53,31 +53,9 @@ fn origin_conn(conn: TcpStream, answer: &Answer, seen: &Mutex<HashMap<String, us
     let mut w = conn.try_clone().unwrap();
     let mut r = BufReader::new(conn);
     loop {
-        let mut head = String::new();
-        loop {
-            let mut line = String::new();
-            match r.read_line(&mut line) {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-            let end = line == "\r\n";
-            head.push_str(&line);
-            if end {
-                break;
-            }
-        }
-        let len = head
-            .lines()
-            .find_map(|l| {
-                let (n, v) = l.split_once(':')?;
-                n.eq_ignore_ascii_case("content-length")
-                    .then(|| v.trim().parse::<usize>().ok())?
-            })
-            .unwrap_or(0);
-        let mut body = vec![0; len];
-        if r.read_exact(&mut body).is_err() {
+        let Some((head, _body)) = common::read_request(&mut r) else {
             return;
-        }
+        };
         let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
         let nth = {
             let mut s = seen.lock().unwrap();

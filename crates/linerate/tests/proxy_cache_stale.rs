@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -74,19 +74,9 @@ fn serve_conn(
     let mut w = conn.try_clone().unwrap();
     let mut r = BufReader::new(conn);
     loop {
-        let mut head = String::new();
-        loop {
-            let mut line = String::new();
-            match r.read_line(&mut line) {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-            let end = line == "\r\n";
-            head.push_str(&line);
-            if end {
-                break;
-            }
-        }
+        let Some(head) = common::read_head(&mut r) else {
+            return;
+        };
         let n = count.fetch_add(1, Ordering::SeqCst) + 1;
         let reply = script(n, &head);
         let (lock, cv) = gate;

@@ -8,6 +8,41 @@ pub mod h3;
 pub mod pebble;
 pub mod tier;
 
+/// A test origin's read of one request head, its empty line included, from `r`; `None` at
+/// the end of the connection or on an error (a read timeout among them).
+pub fn read_head(r: &mut impl std::io::BufRead) -> Option<String> {
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        match r.read_line(&mut line) {
+            Ok(0) | Err(_) => return None,
+            Ok(_) => {}
+        }
+        let end = line == "\r\n";
+        head.push_str(&line);
+        if end {
+            return Some(head);
+        }
+    }
+}
+
+/// [`read_head`], then the body its Content-Length says (none without one); `None` where the
+/// connection ends first.
+pub fn read_request(r: &mut impl std::io::BufRead) -> Option<(String, Vec<u8>)> {
+    let head = read_head(r)?;
+    let len = head
+        .lines()
+        .find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse::<usize>().ok())?
+        })
+        .unwrap_or(0);
+    let mut body = vec![0; len];
+    r.read_exact(&mut body).ok()?;
+    Some((head, body))
+}
+
 /// How long [`eventually`] waits before it calls an effect lost: a bound on a hang, far
 /// above any real wait (the tests assert that an effect happens, never how fast).
 pub const EVENTUALLY: Duration = Duration::from_secs(15);
