@@ -551,8 +551,8 @@ fn admin_get(admin: &str, target: &str) -> (u16, String) {
 
 /// Issue U item 9: an operator could count the cache's hits but not see what it held. The
 /// admin listener's `GET /cache?prefix=URL` lists each stored answer under the prefix: its
-/// key, variant (the Vary-selecting values), the key's variants, status, age, TTL left, size
-/// and the hits it served; bounded by `limit`, saying when more matched.
+/// key, variant (the Vary-selecting values), the key's variants, status, age, TTL left, size,
+/// the hits it served and its tags; bounded by `limit`, saying when more matched.
 #[test]
 fn the_admin_listener_lists_what_the_cache_holds_by_prefix() {
     let origin = Origin::start(|path, _, _| match path {
@@ -560,6 +560,11 @@ fn the_admin_listener_lists_what_the_cache_holds_by_prefix() {
             "200 OK",
             "Cache-Control: max-age=60\r\nVary: Accept-Language\r\n",
             b"a",
+        ),
+        "/docs/b" => answer(
+            "200 OK",
+            "Cache-Control: max-age=60\r\nSurrogate-Key: docs b-page\r\nCache-Tag: shop\r\n",
+            b"b",
         ),
         _ => answer("200 OK", "Cache-Control: max-age=60\r\n", b"other"),
     });
@@ -599,7 +604,7 @@ fn the_admin_listener_lists_what_the_cache_holds_by_prefix() {
     let caches = v["caches"].as_array().unwrap();
     assert_eq!(caches.len(), 1, "{body}");
     assert_eq!(caches[0]["truncated"], false);
-    let mut rows: Vec<(String, String, u64, u64)> = caches[0]["entries"]
+    let mut rows: Vec<(String, String, u64, u64, Vec<String>)> = caches[0]["entries"]
         .as_array()
         .unwrap()
         .iter()
@@ -614,17 +619,22 @@ fn the_admin_listener_lists_what_the_cache_holds_by_prefix() {
                 lang.to_string(),
                 e["variants"].as_u64().unwrap(),
                 e["hits"].as_u64().unwrap(),
+                serde_json::from_value(e["tags"].clone()).unwrap(),
             )
         })
         .collect();
     rows.sort();
-    let row = |k: &str, l: &str, n, h| (k.to_string(), l.to_string(), n, h);
+    let row = |k: &str, l: &str, n, h, t: &[&str]| {
+        let tags = t.iter().map(|t| t.to_string()).collect();
+        (k.to_string(), l.to_string(), n, h, tags)
+    };
     assert_eq!(
         rows,
         [
-            row("http://t/docs/a", "en", 2, 0),
-            row("http://t/docs/a", "fr", 2, 3),
-            row("http://t/docs/b", "-", 1, 0),
+            row("http://t/docs/a", "en", 2, 0, &[]),
+            row("http://t/docs/a", "fr", 2, 3, &[]),
+            // The tags a tag purge names (issue U item 7), both fields', in order.
+            row("http://t/docs/b", "-", 1, 0, &["docs", "b-page", "shop"]),
         ]
     );
     // Bounded, and it says so; every answer without a prefix; a prefix that is no URL.

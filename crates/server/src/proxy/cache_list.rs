@@ -1,5 +1,6 @@
 //! What a mount's cache holds, as the admin listener's `GET /cache` lists it: each stored
-//! answer's key, variant, status, age, TTL left, size and hits, by key prefix.
+//! answer's key, variant, status, age, TTL left, size, hits and tags (`Surrogate-Key`,
+//! `Cache-Tag`: what a tag purge names), by key prefix.
 //!
 //! Owns the rows only; the store walks its shards one lock at a time
 //! (`linerate_cache::Store::list`), and at most [`LIST_LIMIT`] answers come out per cache, so
@@ -45,6 +46,9 @@ pub(crate) fn list(cache: &MountCache, prefix: &[u8], max: usize) -> serde_json:
                 "ttl": ttl,
                 "size": l.size,
                 "hits": l.hits,
+                "tags": linerate_cache::tags::tags(&e.fields)
+                    .map(|t| String::from_utf8_lossy(t).into_owned())
+                    .collect::<Vec<_>>(),
             })
         })
         .collect();
