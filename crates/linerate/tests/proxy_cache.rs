@@ -1967,7 +1967,8 @@ fn purge_method_purges_from_allowed_addresses_on_every_edge_and_is_405_for_other
         ),
     )
     .unwrap();
-    let _a = common::bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let admin_a = format!("127.0.0.1:{}", common::free_port("127.0.0.1"));
+    let _a = common::bin::serve_as(&["--config", file.to_str().unwrap(), "--admin", &admin_a]);
     let a: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let edges = two_edges(&up, &url);
     let b = &edges[0].0;
@@ -1979,7 +1980,12 @@ fn purge_method_purges_from_allowed_addresses_on_every_edge_and_is_405_for_other
         ask_as(a, "GET", "t", &p);
         is_hit(&ask_as(b.addr, "GET", "t", &p))
     });
-    let first = ask_as(a, "GET", "t", "/p").body;
+    // A's answer goes to the tier after it reaches the client: B asks once it is there.
+    let mut first = Vec::new();
+    assert!(
+        stores_through(&admin_a, || first = ask_as(a, "GET", "t", "/p").body),
+        "A stores /p in the tier"
+    );
     assert!(is_hit(&ask_as(a, "GET", "t", "/p")));
     assert!(is_hit(&ask_as(b.addr, "GET", "t", "/p")), "B from the tier");
     assert_eq!(up.count("/p"), 1);
