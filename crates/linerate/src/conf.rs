@@ -171,6 +171,8 @@ struct Raw {
     tls: RawTlsOptions,
     /// Automatic HTTPS: the ACME CA and where obtained certificates are kept.
     acme: Option<Spanned<RawAcme>>,
+    /// What a fleet's nodes share: a directory or a Redis server.
+    storage: Option<Spanned<RawStorage>>,
     #[serde(default)]
     listen: Vec<Spanned<RawListen>>,
     #[serde(default)]
@@ -430,6 +432,15 @@ struct RawAcme {
     challenge: Option<Spanned<String>>,
     eab_kid: Option<Spanned<String>>,
     eab_hmac_key: Option<Spanned<String>>,
+}
+
+/// `[storage]`: what a fleet's nodes share (exactly one of `dir` and `redis`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStorage {
+    dir: Option<Spanned<String>>,
+    redis: Option<Spanned<String>>,
+    nodes: Option<Spanned<u32>>,
 }
 
 /// A TLS listener's `tls = { cert, key, … }`: its certificate (none when every name's is a
@@ -901,6 +912,10 @@ impl Cx<'_> {
             None if managed => Some(linerate_server::config::AcmeConfig::default()),
             None => None,
         };
+        c.storage = match &raw.storage {
+            Some(st) => Some(self.storage(st)?),
+            None => None,
+        };
         for l in &raw.listen {
             let listen = self.listen(l, ktls, key_update, http2, &raw.tls, managed)?;
             // What start-up would find: two listeners on one address (or one port, where one
@@ -1039,6 +1054,49 @@ impl Cx<'_> {
             c.drain_timeout = self.duration_or_zero(v, "drain_timeout")?;
         }
         Ok(())
+    }
+
+    /// `[storage]`: a shared directory or a Redis server, and the fleet's size.
+    fn storage(
+        &self,
+        st: &Spanned<RawStorage>,
+    ) -> Result<linerate_server::config::StorageConfig, ConfError> {
+        let raw = st.get_ref();
+        let (dir, redis) = match (&raw.dir, &raw.redis) {
+            (Some(d), None) => (Some(self.path(d)), None),
+            (None, Some(r)) => {
+                let url = r.get_ref();
+                let rest = url.strip_prefix("redis://").unwrap_or("");
+                let host = rest.split('/').next().unwrap_or("");
+                if host.is_empty() {
+                    return Err(self.err(
+                        r.span(),
+                        format!("redis must be a redis://HOST:PORT[/DB] URL, not {url:?}"),
+                    ));
+                }
+                (None, Some(url.clone()))
+            }
+            (Some(_), Some(r)) => {
+                return Err(self.err(
+                    r.span(),
+                    "[storage] takes dir or redis, not both: the fleet shares one store",
+                ));
+            }
+            (None, None) => {
+                return Err(self.err(
+                    st.span(),
+                    "[storage] needs dir = \"…\" (a directory every node mounts) or redis = \"redis://…\"",
+                ));
+            }
+        };
+        let nodes = match &raw.nodes {
+            Some(n) if *n.get_ref() == 0 => {
+                return Err(self.err(n.span(), "nodes must be at least 1"));
+            }
+            Some(n) => *n.get_ref(),
+            None => 1,
+        };
+        Ok(linerate_server::config::StorageConfig { dir, redis, nodes })
     }
 
     /// `[acme]`: every key has a default but the EAB, which needs both its keys.

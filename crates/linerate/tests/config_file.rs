@@ -730,6 +730,26 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
             "email \"nobody\" is not an e-mail address",
         ),
         (
+            format!("[storage]\nnodes = 3\n{listen}{site}"),
+            "1:1",
+            "[storage] needs dir = \"…\" (a directory every node mounts) or redis",
+        ),
+        (
+            format!("[storage]\ndir = \"s\"\nredis = \"redis://127.0.0.1:6379\"\n{listen}{site}"),
+            "3:9",
+            "[storage] takes dir or redis, not both",
+        ),
+        (
+            format!("[storage]\nredis = \"127.0.0.1:6379\"\n{listen}{site}"),
+            "2:9",
+            "redis must be a redis://HOST:PORT[/DB] URL, not \"127.0.0.1:6379\"",
+        ),
+        (
+            format!("[storage]\nredis = \"redis://127.0.0.1:6379\"\nnodes = 0\n{listen}{site}"),
+            "3:9",
+            "nodes must be at least 1",
+        ),
+        (
             format!("{tls_listen}{site}"),
             "3:7",
             "a tls listener needs cert and key",

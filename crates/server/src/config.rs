@@ -638,6 +638,24 @@ pub struct Config {
     /// Where certificates the server obtains itself are kept and which CA issues them: set
     /// when a site says `tls = "acme"` or `tls = "internal"` ([`Site::managed`]).
     pub acme: Option<AcmeConfig>,
+    /// `[storage]`: what the nodes of a fleet share (ACME's account, certificates, locks and
+    /// challenge answers; TLS ticket keys; fleet-wide rate limits); `None` on a lone node.
+    pub storage: Option<StorageConfig>,
+}
+
+/// Where a fleet's nodes keep what they share, on an engine the operator already runs: a
+/// directory every node mounts (NFS, CephFS…) or a Redis (or Valkey) server. Exactly one of
+/// `dir` and `redis` is set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StorageConfig {
+    /// A shared directory (atomic writes by rename, lock files with an expiry).
+    pub dir: Option<std::path::PathBuf>,
+    /// A Redis server, as `redis://HOST:PORT[/DB]` (locks by `SET NX PX`, changes announced
+    /// by pub/sub).
+    pub redis: Option<String>,
+    /// How many nodes the fleet has (at least 1): while the shared store cannot be reached,
+    /// a fleet-wide limit falls back to its share of the limit on each node.
+    pub nodes: u32,
 }
 
 /// Let's Encrypt's production directory: the ACME CA used unless another is named.
@@ -1258,6 +1276,7 @@ impl Default for Config {
             admin: None,
             access_log_format: crate::access_log::LogFormat::Combined,
             acme: None,
+            storage: None,
         }
     }
 }
