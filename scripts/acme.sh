@@ -7,6 +7,7 @@
 # validates HTTP-01 and TLS-ALPN-01 against the test's linerate) and stops them by PID.
 #
 #   scripts/acme.sh [TESTNAME_FILTER…]   arguments go to the test binary (after --ignored)
+#   scripts/acme.sh --install-only       installs them, prints their two paths, runs nothing
 #
 # Both are installed into target/tools with `go install`, pinned to PEBBLE_VERSION below (the
 # newest v2 tag the Go module proxy serves: `go list -m -versions github.com/letsencrypt/pebble/v2`;
@@ -56,6 +57,11 @@ install_pebble() {
 }
 
 install_pebble
+if [ "${1:-}" = --install-only ]; then
+    # scripts/fleet.sh's use: the pinned binaries, and nothing run.
+    echo "$pebble $challtestsrv"
+    exit 0
+fi
 command -v cargo >/dev/null || not_run "no cargo"
 
 out=$(mktemp "${TMPDIR:-/tmp}/linerate-acme.XXXXXX")
