@@ -408,7 +408,7 @@ serial() {
     openssl s_client -connect "127.0.0.1:${node_direct[$1]}" -servername "$2" </dev/null 2>/dev/null \
         | openssl x509 -noout -serial 2>/dev/null | sed 's/serial=//'
 }
-pebble_orders() { grep -c "Issued certificate serial" "$dir/pebble.log" || true; }
+pebble_orders() { grep -c "Added order" "$dir/pebble.log" || true; }
 
 # --- ACME phases ---------------------------------------------------------------------------------------
 # acme_phase CHECK CHALLENGE DB NAMES SNI: a fresh fleet (Redis database DB) on CHALLENGE: one
@@ -663,8 +663,73 @@ check_redis_paused() {
     [ $ok = 0 ] || pass redis-paused "Redis stopped 3 s under load: 0 of $n requests failed; lines about it in each node's log: ${lines[1]}, ${lines[2]}, ${lines[3]}"
 }
 
+# revoke CERT KEY: revokes the certificate at Pebble, signed with its own key (RFC 8555
+# §7.6's second way: a JWS with the key's JWK), with Python's standard library and openssl.
+revoke() {
+    python3 - "https://127.0.0.1:$pebble_port/dir" "$dir/wfe-ca.pem" "$1" "$2" <<'PYEOF'
+import base64, json, ssl, subprocess, sys, urllib.error, urllib.request
+directory, ca, cert_pem, key_pem = sys.argv[1:5]
+ctx = ssl.create_default_context(cafile=ca)
+def b64(b): return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+def run(*args, data=None): return subprocess.run(args, input=data, capture_output=True, check=True).stdout
+d = json.load(urllib.request.urlopen(directory, context=ctx))
+nonce = urllib.request.urlopen(urllib.request.Request(d["newNonce"], method="HEAD"), context=ctx).headers["Replay-Nonce"]
+der = run("openssl", "x509", "-in", cert_pem, "-outform", "DER")
+point = run("openssl", "pkey", "-in", key_pem, "-pubout", "-outform", "DER")[-65:]
+if point[0] != 4: sys.exit("the certificate's key is not a P-256 point")
+jwk = {"crv": "P-256", "kty": "EC", "x": b64(point[1:33]), "y": b64(point[33:])}
+protected = b64(json.dumps({"alg": "ES256", "jwk": jwk, "nonce": nonce, "url": d["revokeCert"]}).encode())
+payload = b64(json.dumps({"certificate": b64(der), "reason": 1}).encode())
+sig = run("openssl", "dgst", "-sha256", "-sign", key_pem, data=f"{protected}.{payload}".encode())
+# ECDSA-Sig-Value ::= SEQUENCE { r INTEGER, s INTEGER } -> r || s, 32 bytes each (JWS ES256)
+i, rs = (2 if sig[1] < 0x80 else 2 + (sig[1] & 0x7F)), b""
+for _ in range(2):
+    n = sig[i + 1]
+    rs += int.from_bytes(sig[i + 2:i + 2 + n], "big").to_bytes(32, "big")
+    i += 2 + n
+body = json.dumps({"protected": protected, "payload": payload, "signature": b64(rs)}).encode()
+try:
+    urllib.request.urlopen(urllib.request.Request(d["revokeCert"], data=body, method="POST",
+        headers={"Content-Type": "application/jose+json"}), context=ctx)
+except urllib.error.HTTPError as e:
+    sys.exit(f"revokeCert: {e.code} {e.read().decode()}")
+PYEOF
+}
+
+# A renewal forced on node 1: its certificate revoked at the CA, then SIGHUP (it asks the
+# CA's renewal information, RFC 9773, whose window has begun, and renews at once). Nodes 2
+# and 3 must serve node 1's new certificate (through the storage's watch), in one more order.
 check_renewal() {
-    skip acme-renewal "to be written with the renewal hook"
+    local s0 s1 i t0 before files=$dir/n1/acme/acme/fleet.test
+    before=$(pebble_orders)
+    s0=$(serial 1 fleet.test)
+    if ! revoke "$files/cert.pem" "$files/key.pem" 2>"$dir/revoke.err"; then
+        fail acme-renewal "could not revoke node 1's certificate: $(tail -1 "$dir/revoke.err")"
+        return
+    fi
+    kill -HUP "${node_pid[1]}"
+    t0=$SECONDS
+    until s1=$(serial 1 fleet.test) && [ -n "$s1" ] && [ "$s1" != "$s0" ]; do
+        if [ $((SECONDS - t0)) -ge $WAIT ]; then
+            fail acme-renewal "node 1 still serves serial $s0 ${WAIT} s after its revocation and SIGHUP"
+            return
+        fi
+        sleep 0.2
+    done
+    for i in 2 3; do
+        until [ "$(serial "$i" fleet.test)" = "$s1" ]; do
+            if [ $((SECONDS - t0)) -ge $WAIT ]; then
+                fail acme-renewal "node $i serves $(serial "$i" fleet.test), not node 1's renewal $s1"
+                return
+            fi
+            sleep 0.2
+        done
+    done
+    if [ "$(($(pebble_orders) - before))" = 1 ]; then
+        pass acme-renewal "node 1's certificate revoked, then SIGHUP: node 1 renewed ($s0 -> $s1), and nodes 2 and 3 served it $((SECONDS - t0)) s after the signal; one order in all"
+    else
+        fail acme-renewal "$(($(pebble_orders) - before)) orders for one forced renewal"
+    fi
 }
 
 traffic_checks() {
