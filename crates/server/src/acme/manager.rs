@@ -14,7 +14,7 @@
 //! shared through it ([`fleet`]): a certificate that is due is ordered only under its
 //! name's lock, after the storage is read again (another node may have renewed it), and one
 //! another node stored is copied to this node's files and served as soon as the watch says
-//! it changed (within the storage's watch delay and [`STOP_CHECK`]).
+//! it changed (within the storage's watch delay and a quarter second).
 //!
 //! Owns the schedule's state per site. Its ACME traffic runs on a current-thread tokio
 //! runtime of its own; workers never wait for it.
