@@ -293,11 +293,18 @@ impl Storage for RedisStorage {
         Ok(())
     }
 
-    /// Subscribed before it returns (a put made after it is seen); a lost connection is
-    /// made again every [`WATCH_RETRY`], and then announces [`Change::All`].
+    /// Subscribed before it returns when Redis answers (a put made after it is seen); a
+    /// Redis that is down is logged and the watch starts anyway: a lost (or never made)
+    /// connection is made again every [`WATCH_RETRY`], and then announces [`Change::All`].
     fn watch(&self) -> Result<Watch, StorageError> {
         let at = self.at.clone();
-        let mut conn = Some(subscribe(&at)?);
+        let mut conn = match subscribe(&at) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!("storage watch: {e}; subscribing again every {WATCH_RETRY:?}");
+                None
+            }
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel();
         let stopped = stop.clone();
@@ -383,6 +390,10 @@ mod tests {
                 .local_addr()
                 .ok()?
                 .port();
+            Server::start_on(port)
+        }
+
+        fn start_on(port: u16) -> Option<Server> {
             let child = match Command::new("redis-server")
                 .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
                 .args(["--save", "", "--appendonly", "no"])
@@ -449,7 +460,38 @@ mod tests {
             s.lock("a", Duration::from_secs(1)),
             Err(StorageError::Io(_))
         ));
-        assert!(s.watch().is_err());
+        // The watch starts anyway (it subscribes once Redis answers), and says nothing.
+        let w = s.watch().unwrap();
+        assert!(w.changes.recv_timeout(WATCH_RETRY * 2).is_err());
+    }
+
+    /// A watch started while Redis was down announces `All` once it is up, then each key.
+    #[test]
+    fn a_redis_watch_started_while_redis_is_down_catches_up_once_it_is_up() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!("redis://127.0.0.1:{port}");
+        let s = RedisStorage::open(&url).unwrap();
+        let w = s.watch().unwrap();
+        let Some(server) = Server::start_on(port) else {
+            return;
+        };
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        let mut seen = Vec::new();
+        while std::time::Instant::now() < until && !seen.contains(&Change::Key("k".into())) {
+            if seen.contains(&Change::All) {
+                s.put("k", b"v").unwrap();
+            }
+            if let Ok(c) = w.changes.recv_timeout(Duration::from_millis(200)) {
+                seen.push(c);
+            }
+        }
+        assert!(seen.contains(&Change::All), "{seen:?}");
+        assert!(seen.contains(&Change::Key("k".into())), "{seen:?}");
+        drop(server);
     }
 
     #[test]
