@@ -546,3 +546,82 @@ async fn obtain_acme(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::StorageConfig;
+
+    /// A self-signed chain and key for `names`, valid between the two dates.
+    fn pair(names: &[String], from: (i32, u8, u8), to: (i32, u8, u8)) -> (String, String) {
+        let mut p = rcgen::CertificateParams::new(names.to_vec()).unwrap();
+        p.not_before = rcgen::date_time_ymd(from.0, from.1, from.2);
+        p.not_after = rcgen::date_time_ymd(to.0, to.1, to.2);
+        let key = rcgen::KeyPair::generate().unwrap();
+        (p.self_signed(&key).unwrap().pem(), key.serialize_pem())
+    }
+
+    /// issue V: a node kept serving its expired certificate while another node's renewal was
+    /// in the shared storage. A stored certificate replaces the served one when it can be
+    /// served and expires no sooner; an expired or shorter-lived one never does.
+    #[test]
+    fn an_expired_certificate_is_never_served_while_a_valid_one_is_in_storage() {
+        let dir = std::env::temp_dir().join(format!(
+            "linerate-take-stored-{}-{}",
+            std::process::id(),
+            crate::storage::token()
+        ));
+        let fleet = Fleet::open(&StorageConfig {
+            dir: Some(dir.join("shared")),
+            redis: None,
+            nodes: 3,
+        })
+        .unwrap();
+        let names = vec!["t.example.test".to_string()];
+        let files = store::files(&dir.join("local"), Managed::Acme, &names);
+        let mut d = Due {
+            site: ManagedSite {
+                names: names.clone(),
+                managed: Managed::Acme,
+                files: files.clone(),
+            },
+            at: SystemTime::now(),
+            failures: 0,
+            serving: None,
+            until: None,
+            ask_at: None,
+            ask_failures: 0,
+        };
+        let served = || std::fs::read_to_string(&files.cert).ok();
+
+        let (expired, key) = pair(&names, (2020, 1, 1), (2020, 2, 1));
+        fleet.save(&d.site, &expired, &key).unwrap();
+        assert!(!take_stored(&fleet, &mut d), "an expired one is not taken");
+        assert_eq!(served(), None);
+
+        let (long, key) = pair(&names, (2020, 1, 1), (2090, 1, 1));
+        fleet.save(&d.site, &long, &key).unwrap();
+        assert!(take_stored(&fleet, &mut d));
+        assert_eq!(served().as_deref(), Some(long.as_str()));
+        assert_eq!(std::fs::read_to_string(&files.key).unwrap(), key);
+        assert!(
+            !take_stored(&fleet, &mut d),
+            "the one served is not taken again"
+        );
+
+        let (short, key) = pair(&names, (2020, 1, 1), (2080, 1, 1));
+        fleet.save(&d.site, &short, &key).unwrap();
+        assert!(
+            !take_stored(&fleet, &mut d),
+            "one that expires sooner is not taken"
+        );
+        assert_eq!(served().as_deref(), Some(long.as_str()));
+
+        // The served one has expired: the valid one in storage replaces it.
+        d.until = Some(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000));
+        d.serving = Some(b"expired".to_vec());
+        assert!(take_stored(&fleet, &mut d));
+        assert_eq!(served().as_deref(), Some(short.as_str()));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
