@@ -361,7 +361,7 @@ mod tests {
     }
 
     /// Another node's answers reach this node's table through the watch, and go when
-    /// withdrawn.
+    /// withdrawn: on a shared directory.
     #[test]
     fn answers_another_node_shares_reach_this_nodes_table() {
         let dir = std::env::temp_dir().join(format!(
@@ -369,11 +369,28 @@ mod tests {
             std::process::id(),
             storage::token()
         ));
-        let config = StorageConfig {
+        answers_reach_another_node(StorageConfig {
             dir: Some(dir.clone()),
             redis: None,
             nodes: 2,
+        });
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The same through Redis (pub/sub).
+    #[test]
+    fn answers_another_node_shares_reach_this_nodes_table_through_redis() {
+        let Some(server) = crate::storage::redis::test_server::Server::start() else {
+            return;
         };
+        answers_reach_another_node(StorageConfig {
+            dir: None,
+            redis: Some(server.url()),
+            nodes: 2,
+        });
+    }
+
+    fn answers_reach_another_node(config: StorageConfig) {
         let mut here = Fleet::open(&config).unwrap();
         let table = Arc::new(Challenges::default());
         let stop = Arc::new(AtomicBool::new(false));
@@ -403,6 +420,5 @@ mod tests {
         assert_eq!(table.http01("tok_-1"), None);
         assert!(table.tls_alpn01("a.example.test").is_none());
         stop.store(true, Ordering::Relaxed);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

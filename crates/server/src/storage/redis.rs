@@ -371,20 +371,22 @@ fn subscribe(at: &Endpoint) -> Result<Conn, StorageError> {
     Ok(c)
 }
 
+/// A redis-server for tests (this module's and the fleet's).
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod test_server {
+    use std::net::TcpStream;
     use std::process::{Child, Command, Stdio};
+    use std::time::Duration;
 
     /// A redis-server on a free port of 127.0.0.1, killed by PID when dropped; `None` (with
     /// a NOT RUN line) where it is not installed.
-    struct Server {
+    pub(crate) struct Server {
         child: Child,
         port: u16,
     }
 
     impl Server {
-        fn start() -> Option<Server> {
+        pub(crate) fn start() -> Option<Server> {
             let port = std::net::TcpListener::bind("127.0.0.1:0")
                 .ok()?
                 .local_addr()
@@ -393,7 +395,7 @@ mod tests {
             Server::start_on(port)
         }
 
-        fn start_on(port: u16) -> Option<Server> {
+        pub(crate) fn start_on(port: u16) -> Option<Server> {
             let child = match Command::new("redis-server")
                 .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
                 .args(["--save", "", "--appendonly", "no"])
@@ -417,7 +419,7 @@ mod tests {
             panic!("redis-server did not listen on {port}");
         }
 
-        fn url(&self) -> String {
+        pub(crate) fn url(&self) -> String {
             format!("redis://127.0.0.1:{}", self.port)
         }
     }
@@ -428,6 +430,12 @@ mod tests {
             let _ = self.child.wait();
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_server::Server;
+    use super::*;
 
     #[test]
     fn redis_values_are_replaced_whole_and_a_watcher_sees_each_change() {
