@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs linerate's ACME (RFC 8555) integration tests against Pebble, Let's Encrypt's test CA,
 # and pebble-challtestsrv (the DNS server Pebble's validation authority asks): the ignored
-# tests of crates/linerate/tests/acme.rs, one at a time, with LINERATE_PEBBLE and
+# tests of crates/linerate/tests/acme.rs and acme_fleet.rs (three nodes sharing a [storage]
+# dir or Redis; the Redis test needs redis-server), one at a time, with LINERATE_PEBBLE and
 # LINERATE_CHALLTESTSRV naming the two binaries. The harness (tests/common/pebble.rs) starts
 # both on 127.0.0.1 (free ports; challtestsrv answers every A query with 127.0.0.1, so Pebble
 # validates HTTP-01 and TLS-ALPN-01 against the test's linerate) and stops them by PID.
@@ -68,10 +69,11 @@ out=$(mktemp "${TMPDIR:-/tmp}/linerate-acme.XXXXXX")
 trap 'rm -f "$out"' EXIT
 status=0
 LINERATE_PEBBLE=$pebble LINERATE_CHALLTESTSRV=$challtestsrv \
-    cargo test --locked -p linerate --test acme -- --ignored --test-threads=1 "$@" 2>&1 \
+    cargo test --locked -p linerate --test acme --test acme_fleet -- --ignored --test-threads=1 "$@" 2>&1 \
     | tee "$out" || status=$?
 # libtest's summary: "test result: ok. N passed; M failed; …".
-passed=$(sed -nE 's/^test result: ok\. ([0-9]+) passed.*/\1/p' "$out" | tail -1)
+# One summary per test binary (acme, acme_fleet): their sum.
+passed=$(sed -nE 's/^test result: ok\. ([0-9]+) passed.*/\1/p' "$out" | awk '{ n += $1 } END { print n + 0 }')
 if [ "$status" != 0 ]; then
     say "FAILED: pebble $PEBBLE_VERSION: cargo test exited $status (output above)"
     exit 1

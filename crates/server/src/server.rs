@@ -311,7 +311,7 @@ impl Server {
         let acme = crate::acme::Manager::new(&config);
         if let Some(m) = &acme {
             m.prepare()
-                .map_err(|e| StartError::invalid(Part::Other, format!("local CA: {e}")))?;
+                .map_err(|e| StartError::invalid(Part::Other, e))?;
         }
         let has_acme = config
             .sites

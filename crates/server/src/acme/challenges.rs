@@ -65,6 +65,27 @@ impl Challenges {
     }
 }
 
+/// One challenge's answer, as a fleet's nodes share it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// The key authorization served at [`HTTP01_PREFIX`]`TOKEN`.
+    Http01 {
+        token: String,
+        key_authorization: String,
+    },
+    /// The key authorization's SHA-256, which a node puts in its own self-signed
+    /// certificate for `name` (RFC 8737: any key will do).
+    TlsAlpn01 { name: String, digest: Vec<u8> },
+}
+
+/// Where an order's answers are shared with the fleet's other nodes (`acme::fleet`).
+pub trait SharedAnswers {
+    /// Publishes `answer`; returns once every node can answer with it (or an error).
+    fn share(&self, answer: &Answer) -> Result<(), String>;
+    /// Withdraws it (the order ended); a failure only leaves a stale answer behind.
+    fn withdraw(&self, answer: &Answer);
+}
+
 fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     lock.read().unwrap_or_else(|e| e.into_inner())
 }

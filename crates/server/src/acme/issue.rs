@@ -18,7 +18,7 @@ use instant_acme::{
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 
-use super::challenges::Challenges;
+use super::challenges::{Answer, Challenges, SharedAnswers};
 use super::store;
 use crate::config::{AcmeChallenge, AcmeConfig};
 
@@ -30,6 +30,11 @@ const ORDER_TIMEOUT: Duration = Duration::from_secs(120);
 pub struct IssueError(pub String, Option<String>);
 
 impl IssueError {
+    /// A failure of `what`, not the CA's answer.
+    pub fn other(what: impl std::fmt::Display) -> IssueError {
+        IssueError(what.to_string(), None)
+    }
+
     /// The CA answered that the account does not exist (RFC 8555 §7.3.1).
     pub fn account_gone(&self) -> bool {
         self.1.as_deref() == Some("urn:ietf:params:acme:error:accountDoesNotExist")
@@ -59,23 +64,43 @@ fn err(what: impl std::fmt::Display) -> IssueError {
 /// The account at `config.directory`: the stored one, or a new one (terms agreed, the
 /// e-mail as contact, the EAB when given), stored.
 pub async fn account(config: &AcmeConfig) -> Result<Account, IssueError> {
-    let builder = || match &config.ca_roots {
-        Some(roots) => Account::builder_with_root(roots),
-        None => Account::builder(),
-    };
     let path = store::account(&config.storage, &config.directory);
     if let Ok(json) = std::fs::read(&path) {
-        let credentials: AccountCredentials =
-            serde_json::from_slice(&json).map_err(|e| err(format!("{}: {e}", path.display())))?;
-        return Ok(builder()?.from_credentials(credentials).await?);
+        return account_from(config, &json, &path.display().to_string()).await;
     }
+    let (account, json) = new_account(config).await?;
+    store::write_file(&path, &json, 0o600).map_err(|e| err(format!("{}: {e}", path.display())))?;
+    Ok(account)
+}
+
+fn builder(config: &AcmeConfig) -> Result<instant_acme::AccountBuilder, IssueError> {
+    Ok(match &config.ca_roots {
+        Some(roots) => Account::builder_with_root(roots)?,
+        None => Account::builder()?,
+    })
+}
+
+/// The account whose stored credentials (JSON) are `json`; `what` names where they were.
+pub async fn account_from(
+    config: &AcmeConfig,
+    json: &[u8],
+    what: &str,
+) -> Result<Account, IssueError> {
+    let credentials: AccountCredentials =
+        serde_json::from_slice(json).map_err(|e| err(format!("{what}: {e}")))?;
+    Ok(builder(config)?.from_credentials(credentials).await?)
+}
+
+/// A new account at `config.directory` (terms agreed, the e-mail as contact, the EAB when
+/// given), and its credentials (JSON) for the caller to store.
+pub async fn new_account(config: &AcmeConfig) -> Result<(Account, Vec<u8>), IssueError> {
     let contact = config.email.as_ref().map(|e| format!("mailto:{e}"));
     let contacts: Vec<&str> = contact.iter().map(String::as_str).collect();
     let eab = config
         .eab
         .as_ref()
         .map(|e| ExternalAccountKey::new(e.kid.clone(), &e.hmac_key));
-    let (account, credentials) = builder()?
+    let (account, credentials) = builder(config)?
         .create(
             &NewAccount {
                 contact: &contacts,
@@ -87,9 +112,8 @@ pub async fn account(config: &AcmeConfig) -> Result<Account, IssueError> {
         )
         .await?;
     let json = serde_json::to_vec(&credentials).map_err(err)?;
-    store::write_file(&path, &json, 0o600).map_err(|e| err(format!("{}: {e}", path.display())))?;
     tracing::info!(directory = %config.directory, account = %account.id(), "ACME account made");
-    Ok(account)
+    Ok((account, json))
 }
 
 /// The CA's suggested renewal window for a certificate it issued (RFC 9773 §4.2).
@@ -140,6 +164,7 @@ pub async fn certificate(
     names: &[String],
     kind: AcmeChallenge,
     challenges: &Challenges,
+    shared: Option<&dyn SharedAnswers>,
     replaces: Option<&[u8]>,
 ) -> Result<(String, String), IssueError> {
     let identifiers: Vec<Identifier> = names.iter().map(|n| Identifier::Dns(n.clone())).collect();
@@ -165,6 +190,8 @@ pub async fn certificate(
     // What this order put in the table, taken out however it ends.
     let mut tokens = Vec::new();
     let mut answered = Vec::new();
+    // What this order put in the fleet's storage, withdrawn however it ends.
+    let mut published: Vec<Answer> = Vec::new();
     let result = async {
         let mut authorizations = order.authorizations();
         while let Some(authz) = authorizations.next().await {
@@ -183,16 +210,31 @@ pub async fn certificate(
                 .challenge(wanted.clone())
                 .ok_or_else(|| err(format!("the CA offers no {wanted:?} challenge for {name}")))?;
             let key_auth = challenge.key_authorization();
-            match kind {
+            let answer = match kind {
                 AcmeChallenge::Http01 => {
                     challenges.put_http01(&challenge.token, key_auth.as_str());
                     tokens.push(challenge.token.clone());
+                    Answer::Http01 {
+                        token: challenge.token.clone(),
+                        key_authorization: key_auth.as_str().to_string(),
+                    }
                 }
                 AcmeChallenge::TlsAlpn01 => {
-                    let cert = tls_alpn_cert(&name, key_auth.digest().as_ref())?;
+                    let digest = key_auth.digest().as_ref().to_vec();
+                    let cert = tls_alpn_cert(&name, &digest)?;
                     challenges.put_tls_alpn01(&name, Arc::new(cert));
                     answered.push(name.clone());
+                    Answer::TlsAlpn01 {
+                        name: name.clone(),
+                        digest,
+                    }
                 }
+            };
+            // In a fleet the validation may land on any node: every node has the answer
+            // before the CA is told to look (`share` returns once they can).
+            if let Some(shared) = shared {
+                shared.share(&answer).map_err(err)?;
+                published.push(answer);
             }
             challenge.set_ready().await?;
         }
@@ -222,13 +264,18 @@ pub async fn certificate(
     }
     .await;
     challenges.remove(&tokens, &answered);
+    if let Some(shared) = shared {
+        for a in &published {
+            shared.withdraw(a);
+        }
+    }
     result
 }
 
 /// The self-signed certificate a TLS-ALPN-01 validation expects for `name`: the name as its
 /// only SAN and the key authorization's SHA-256 in the critical acmeIdentifier extension
 /// (RFC 8737 §3).
-fn tls_alpn_cert(name: &str, digest: &[u8]) -> Result<CertifiedKey, IssueError> {
+pub(crate) fn tls_alpn_cert(name: &str, digest: &[u8]) -> Result<CertifiedKey, IssueError> {
     let mut params = rcgen::CertificateParams::new(vec![name.to_string()]).map_err(err)?;
     params.custom_extensions = vec![rcgen::CustomExtension::new_acme_identifier(digest)];
     let key = rcgen::KeyPair::generate().map_err(err)?;

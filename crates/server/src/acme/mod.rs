@@ -8,6 +8,8 @@
 //! - [`challenges`]: the HTTP-01 tokens and TLS-ALPN-01 certificates that workers answer
 //!   the CA's validation with;
 //! - [`issue`]: one ACME order, through instant-acme;
+//! - [`fleet`]: with `[storage]`, the account, certificates, locks and challenge answers
+//!   the fleet's nodes share;
 //! - [`local_ca`]: the local CA;
 //! - [`manager`]: the thread that keeps every managed certificate fresh and has the TLS
 //!   listeners read it again when it changes (a swap between handshakes: no connection is
@@ -21,6 +23,8 @@
 
 #[cfg(feature = "acme")]
 pub mod challenges;
+#[cfg(feature = "acme")]
+pub mod fleet;
 #[cfg(feature = "acme")]
 pub mod issue;
 #[cfg(feature = "acme")]

@@ -35,6 +35,12 @@ fn site_dir(storage: &Path, managed: Managed, names: &[String]) -> PathBuf {
         Managed::Acme => "acme",
         Managed::Internal => "internal",
     };
+    storage.join(kind).join(site_name(names))
+}
+
+/// The name a site's certificate is kept under: its first name, lowercase, with no
+/// separator and no leading dot (`_` when nothing is left).
+pub fn site_name(names: &[String]) -> String {
     let first = names.first().map_or("_", String::as_str);
     // A name is [a-z0-9.-] by the time it is a site's (checked where it is read), but the
     // directory never takes a separator or a leading dot from it.
@@ -50,9 +56,11 @@ fn site_dir(storage: &Path, managed: Managed, names: &[String]) -> PathBuf {
         })
         .collect();
     let safe = safe.trim_start_matches('.');
-    storage
-        .join(kind)
-        .join(if safe.is_empty() { "_" } else { safe })
+    if safe.is_empty() {
+        "_".to_string()
+    } else {
+        safe.to_string()
+    }
 }
 
 /// The local CA's root certificate (exported for trust stores) and its key.
@@ -63,12 +71,18 @@ pub fn local_root(storage: &Path) -> (PathBuf, PathBuf) {
 
 /// The ACME account's credentials for `directory` (one account per CA).
 pub fn account(storage: &Path, directory: &str) -> PathBuf {
+    storage
+        .join("acme")
+        .join(format!("account-{}.json", directory_tag(directory)))
+}
+
+/// What tells one CA's directory from another's in a name: 16 hex digits of its SHA-256.
+pub fn directory_tag(directory: &str) -> String {
     let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, directory.as_bytes());
-    let tag: String = digest.as_ref()[..8]
+    digest.as_ref()[..8]
         .iter()
         .map(|b| format!("{b:02x}"))
-        .collect();
-    storage.join("acme").join(format!("account-{tag}.json"))
+        .collect()
 }
 
 /// Creates `dir` and its parents, 0700.
