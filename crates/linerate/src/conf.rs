@@ -375,6 +375,9 @@ struct RawTlsOptions {
     session_lifetime: Option<Spanned<String>>,
     client_ca: Option<Spanned<String>>,
     client_auth: Option<Spanned<String>>,
+    // issue V item 3: ticket keys
+    /// nginx's `ssl_session_ticket_key` files, the first sealing.
+    ticket_keys: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 /// The handshake options of a listener's `tls = {…}` or of `[tls]`, borrowed.
@@ -389,6 +392,7 @@ struct HandshakeKeys<'a> {
     session_lifetime: Option<&'a Spanned<String>>,
     client_ca: Option<&'a Spanned<String>>,
     client_auth: Option<&'a Spanned<String>>,
+    ticket_keys: Option<&'a Spanned<Vec<Spanned<String>>>>,
 }
 
 impl<'a> HandshakeKeys<'a> {
@@ -403,6 +407,7 @@ impl<'a> HandshakeKeys<'a> {
             session_lifetime: t.session_lifetime.as_ref(),
             client_ca: t.client_ca.as_ref(),
             client_auth: t.client_auth.as_ref(),
+            ticket_keys: t.ticket_keys.as_ref(),
         }
     }
 
@@ -417,6 +422,7 @@ impl<'a> HandshakeKeys<'a> {
             session_lifetime: t.session_lifetime.as_ref(),
             client_ca: t.client_ca.as_ref(),
             client_auth: t.client_auth.as_ref(),
+            ticket_keys: t.ticket_keys.as_ref(),
         }
     }
 }
@@ -459,6 +465,8 @@ struct RawListenTls {
     session_lifetime: Option<Spanned<String>>,
     client_ca: Option<Spanned<String>>,
     client_auth: Option<Spanned<String>>,
+    // issue V item 3: ticket keys
+    ticket_keys: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 #[derive(Deserialize)]
@@ -1405,7 +1413,46 @@ impl Cx<'_> {
             }
             (None, None) => {}
         }
+        if let Some(v) = l.ticket_keys.or(d.ticket_keys) {
+            if v.get_ref().is_empty() {
+                return Err(self.err(
+                    v.span(),
+                    "ticket_keys: name at least one key file (`openssl rand 80 > ticket.key`)",
+                ));
+            }
+            if l.session_tickets.or(d.session_tickets) == Some(false) {
+                return Err(self.err(
+                    v.span(),
+                    "ticket_keys turns session tickets on: remove session_tickets = false",
+                ));
+            }
+            o.ticket_keys = v
+                .get_ref()
+                .iter()
+                .map(|k| self.ticket_key_file(k))
+                .collect::<Result<_, _>>()?;
+            o.session_tickets = true;
+        }
         Ok(o)
+    }
+
+    /// A TLS ticket key file: it exists and has one of nginx's sizes (80 bytes, or 48).
+    fn ticket_key_file(&self, v: &Spanned<String>) -> Result<PathBuf, ConfError> {
+        let p = self.existing_file(v, "ticket key")?;
+        // Through the keeper only when the system refuses (a reload after a drop).
+        let len = match std::fs::metadata(&p) {
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                linerate_server::privsep::open_read(&p).and_then(|f| f.metadata())
+            }
+            m => m,
+        }
+        .map_err(|e| self.err(v.span(), format!("ticket key {}: {e}", p.display())))?
+        .len();
+        if !linerate_server::tls::ticket_key_size_ok(len) {
+            let why = linerate_server::tls::KeyFormatError::Size(len as usize);
+            return Err(self.err(v.span(), format!("ticket key {}: {why}", p.display())));
+        }
+        Ok(p)
     }
 
     /// `owner`, `group` and `mode` of a Unix-socket listener; the names must exist.

@@ -1142,6 +1142,12 @@ pub struct TlsOptions {
     pub ocsp: Option<std::path::PathBuf>,
     /// Client certificates (mTLS).
     pub client_auth: Option<ClientAuth>,
+    // issue V item 3: ticket keys
+    /// Session ticket keys shared by a fleet, nginx's `ssl_session_ticket_key` files (80
+    /// bytes, or 48 for AES-128): the first seals new tickets, every one opens them; read
+    /// again on SIGHUP. Not empty: tickets are on, sealed with these keys in place of
+    /// rustls's own.
+    pub ticket_keys: Vec<std::path::PathBuf>,
 }
 
 impl Default for TlsOptions {
@@ -1155,6 +1161,7 @@ impl Default for TlsOptions {
             session_lifetime: TLS_SESSION_LIFETIME,
             ocsp: None,
             client_auth: None,
+            ticket_keys: Vec::new(),
         }
     }
 }

@@ -223,6 +223,7 @@ pub use router::{BodySink, DuplicateRoute, Router};
 pub use runtime::{OnWorker, PerWorker, WorkerStart};
 pub use server::{
     ControlHandle, Reloaded, Server, ShutdownHandle, allowed_cpus, reload_certificates,
+    reload_ticket_keys,
 };
 pub use start_error::{Part, StartError};
 pub use stats::{

@@ -73,6 +73,8 @@ pub struct Server {
     acme_ask_again: Option<Arc<AtomicBool>>,
     /// The QUIC listeners: each one's UDP sockets (one per worker) and configuration.
     quic: Vec<QuicBound>,
+    /// The ticket keys of the TLS listeners that name key files (issue V item 3).
+    ticket_keys: Vec<Arc<crate::tls::TicketKeys>>,
 }
 
 /// One QUIC listener after binding.
@@ -106,6 +108,7 @@ pub struct ControlHandle {
     logs: Option<Logs>,
     acme_ask_again: Option<Arc<AtomicBool>>,
     caches: crate::stats::Caches,
+    ticket_keys: Vec<Arc<crate::tls::TicketKeys>>,
 }
 
 /// What a reload did.
@@ -198,6 +201,22 @@ impl ControlHandle {
         for (c, v) in self.client_cas.iter().zip(cas) {
             c.swap(v);
         }
+    }
+
+    /// Reads every TLS listener's ticket key files again and swaps them in, all or nothing:
+    /// on an error (naming the file) the keys in use stay. `Ok(None)` when no listener
+    /// names key files; else the number of keys the first listener now holds.
+    pub fn reload_ticket_keys(&self) -> Result<Option<usize>, crate::tls::TlsError> {
+        let rings = self
+            .ticket_keys
+            .iter()
+            .map(|k| k.read_again())
+            .collect::<Result<Vec<_>, _>>()?;
+        let first = rings.first().map(|r| r.names().count());
+        for (k, ring) in self.ticket_keys.iter().zip(rings) {
+            k.swap(ring);
+        }
+        Ok(first)
     }
 
     /// Reopens the access log files (after logrotate renamed them); a no-op without one.
@@ -304,6 +323,7 @@ impl Server {
         let mut passed = crate::activation::Passed::take().at(Part::Other)?;
         let mut certs = Vec::new();
         let mut client_cas = Vec::new();
+        let mut ticket_keys = Vec::new();
         // Sites' own certificates, chosen by SNI on every TLS listener.
         let named = crate::tls::named_certs(&config);
         // Certificates obtained by the server: the local CA's are made now (no network), so
@@ -380,6 +400,7 @@ impl Server {
                         .map_err(|e| StartError::invalid(part, format!("HTTPS: {e}")))?;
                     certs.push(built.store);
                     client_cas.extend(built.client_ca);
+                    ticket_keys.extend(built.ticket_keys);
                     Some(built.config)
                 }
                 None => None,
@@ -632,6 +653,7 @@ impl Server {
             acme_ask_again: acme.as_ref().map(|m| m.ask_again()),
             acme,
             quic,
+            ticket_keys,
         })
     }
 
@@ -682,6 +704,9 @@ impl Server {
             for c in &self.client_cas {
                 keep.read.push(c.path().to_path_buf());
             }
+            for k in &self.ticket_keys {
+                keep.read.extend(k.paths().iter().cloned());
+            }
             keep.read.extend(self.sites.read_paths());
             if let Some(logs) = &self.logs {
                 keep.append
@@ -702,6 +727,7 @@ impl Server {
             logs: self.logs.clone(),
             acme_ask_again: self.acme_ask_again.clone(),
             caches: self.caches.clone(),
+            ticket_keys: self.ticket_keys.clone(),
         }
     }
 
@@ -1104,6 +1130,17 @@ pub fn reload_certificates(control: &ControlHandle) {
             tracing::info!("SIGHUP: nothing to reload (no certificate, no configuration file)")
         }
         Err(e) => tracing::error!("SIGHUP: certificates not reloaded, those in use stay: {e}"),
+    }
+    reload_ticket_keys(control);
+}
+
+/// SIGHUP's part for TLS ticket keys (with or without a configuration file): read the key
+/// files again, and say what happened; a bad file keeps the keys in use.
+pub fn reload_ticket_keys(control: &ControlHandle) {
+    match control.reload_ticket_keys() {
+        Ok(Some(keys)) => tracing::info!(keys, "SIGHUP: TLS ticket keys reloaded"),
+        Ok(None) => {}
+        Err(e) => tracing::error!("SIGHUP: TLS ticket keys not reloaded, those in use stay: {e}"),
     }
 }
 

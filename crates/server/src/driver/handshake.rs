@@ -27,6 +27,7 @@ use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConf
 
 use super::certs::{ALPN_H2, ALPN_HTTP11, CertStore, NamedCert, TlsError};
 pub use super::client_cert::ClientCert;
+use super::ticket_keys::TicketKeys;
 use crate::config::{ClientAuth, TlsConfig, TlsOptions, TlsVersion};
 
 /// The cipher suites a listener can name in `ciphers`, by IANA name, TLS 1.3 ones first.
@@ -116,6 +117,8 @@ pub struct Handshake {
     pub store: Arc<CertStore>,
     /// Its client-CA verifier, when it asks for client certificates.
     pub client_ca: Option<Arc<ClientCa>>,
+    /// Its ticket keys, when `ticket_keys` names files (read again on SIGHUP).
+    pub ticket_keys: Option<Arc<TicketKeys>>,
 }
 
 /// [`server_config`] with the sites' certificates chosen by SNI (`named`), with the
@@ -159,7 +162,18 @@ pub fn server_config_with_store(
             lifetime,
         })
     };
-    if options.session_tickets {
+    let ticket_keys = if options.ticket_keys.is_empty() {
+        None
+    } else {
+        Some(Arc::new(TicketKeys::from_files(&options.ticket_keys)?))
+    };
+    if let Some(keys) = &ticket_keys {
+        // The fleet's keys: a ticket sealed on one node opens on every node that has its key.
+        config.ticketer = Arc::new(AgedTickets {
+            inner: keys.clone(),
+            lifetime,
+        });
+    } else if options.session_tickets {
         config.ticketer = Arc::new(AgedTickets {
             inner: rustls::crypto::aws_lc_rs::Ticketer::new().map_err(TlsError::Rustls)?,
             lifetime,
@@ -172,6 +186,7 @@ pub fn server_config_with_store(
         config: Arc::new(config),
         store,
         client_ca: ca,
+        ticket_keys,
     })
 }
 
@@ -222,9 +237,9 @@ impl StoresServerSessions for AgedSessions {
     }
 }
 
-/// rustls's ticketer (AES-256 and HMAC-SHA256 keys rotated every 6 h, the previous one
-/// kept), with the session's time sealed inside the ticket and checked on resumption, and
-/// the lifetime announced to clients.
+/// A ticketer (rustls's own, AES-256 and HMAC-SHA256 keys rotated every 6 h, the previous
+/// one kept; or the fleet's [`TicketKeys`]), with the session's time sealed inside the
+/// ticket and checked on resumption, and the lifetime announced to clients.
 #[derive(Debug)]
 struct AgedTickets {
     inner: Arc<dyn ProducesTickets>,
