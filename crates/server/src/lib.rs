@@ -187,6 +187,8 @@ pub mod runtime;
 mod server;
 mod start_error;
 mod stats;
+#[cfg(feature = "storage")]
+pub mod storage;
 mod sys;
 pub mod testing;
 #[cfg(feature = "tower")]

@@ -1,0 +1,473 @@
+//! The `redis` engine: a Redis (or Valkey) server every node reaches. A key is the string
+//! `linerate:KEY` (SET replaces it whole); a lock is `linerate:lock:NAME` taken by
+//! `SET NX PX` with a random token, its fencing number `linerate:fence:NAME` raised by INCR
+//! in the same script, and it is extended or released only by a script that compares the
+//! token first; every put and delete PUBLISHes the key on [`CHANNEL`], which a watch's
+//! thread SUBSCRIBEs to.
+//!
+//! A small blocking client over a std `TcpStream` and linerate-kv's RESP codec: it runs on a
+//! manager's own thread, never on a worker. Every connect, read and write has a timeout
+//! ([`CONNECT_TIMEOUT`], [`IO_TIMEOUT`]): a Redis that is down is an error, never a hang; the
+//! connection is made again on the next call.
+#![forbid(unsafe_code)]
+
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+use linerate_kv::resp::{self, Reply};
+
+use super::{Change, Lock, Storage, StorageError, Watch, check_key, token};
+
+/// The longest wait for a connection to Redis.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// The longest wait for a reply (or for a write to be taken).
+pub const IO_TIMEOUT: Duration = Duration::from_secs(2);
+/// The pub/sub channel on which every change's key is announced.
+pub const CHANNEL: &str = "linerate:changes";
+/// Before every key and lock: the fleet's names never meet another application's.
+const PREFIX: &str = "linerate:";
+/// How long a watch waits before it connects again after losing Redis; also how often its
+/// thread looks at its stop flag.
+pub const WATCH_RETRY: Duration = Duration::from_millis(500);
+
+/// `SET NX PX`, then INCR of the fence, as one step: `[lock, fence] [token, ms]` → the
+/// fence, or 0 when the lock is held.
+const LOCK_SCRIPT: &str = "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then \
+     return redis.call('incr', KEYS[2]) else return 0 end";
+/// The expiry moved only while the token is the holder's: 1, else 0.
+const EXTEND_SCRIPT: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then \
+     return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
+/// The lock deleted only while the token is the holder's.
+const UNLOCK_SCRIPT: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then \
+     return redis.call('del', KEYS[1]) else return 0 end";
+
+/// Where the server is, from `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Endpoint {
+    addr: String,
+    user: Option<String>,
+    password: Option<String>,
+    db: u32,
+}
+
+fn parse_url(url: &str) -> Result<Endpoint, StorageError> {
+    let bad = || StorageError::Io(format!("not a redis:// URL: {url}"));
+    let rest = url.strip_prefix("redis://").ok_or_else(bad)?;
+    let (auth, rest) = match rest.rsplit_once('@') {
+        Some((a, r)) => (Some(a), r),
+        None => (None, rest),
+    };
+    let (host, db) = match rest.split_once('/') {
+        Some((h, "")) => (h, 0),
+        Some((h, d)) => (h, d.parse().map_err(|_| bad())?),
+        None => (rest, 0),
+    };
+    if host.is_empty() {
+        return Err(bad());
+    }
+    let addr = if host
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
+        host.to_string()
+    } else {
+        format!("{host}:6379")
+    };
+    let (user, password) = match auth {
+        Some(a) => match a.split_once(':') {
+            Some((u, p)) => ((!u.is_empty()).then(|| u.to_string()), Some(p.to_string())),
+            None => (None, Some(a.to_string())),
+        },
+        None => (None, None),
+    };
+    Ok(Endpoint {
+        addr,
+        user,
+        password,
+        db,
+    })
+}
+
+/// One connection and the bytes read past the last reply.
+struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    fn open(at: &Endpoint) -> Result<Conn, StorageError> {
+        let io = |e: io::Error| StorageError::Io(format!("redis {}: {e}", at.addr));
+        let addr = at
+            .addr
+            .to_socket_addrs()
+            .map_err(io)?
+            .next()
+            .ok_or_else(|| StorageError::Io(format!("redis {}: no address", at.addr)))?;
+        let stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(io)?;
+        stream.set_read_timeout(Some(IO_TIMEOUT)).map_err(io)?;
+        stream.set_write_timeout(Some(IO_TIMEOUT)).map_err(io)?;
+        let _ = stream.set_nodelay(true);
+        let mut c = Conn {
+            stream,
+            buf: Vec::new(),
+        };
+        if let Some(p) = &at.password {
+            match &at.user {
+                Some(u) => c.call(&[b"AUTH", u.as_bytes(), p.as_bytes()])?,
+                None => c.call(&[b"AUTH", p.as_bytes()])?,
+            };
+        }
+        if at.db != 0 {
+            c.call(&[b"SELECT", at.db.to_string().as_bytes()])?;
+        }
+        Ok(c)
+    }
+
+    fn send(&mut self, args: &[&[u8]]) -> Result<(), StorageError> {
+        let mut out = Vec::new();
+        resp::command(&mut out, args);
+        self.stream
+            .write_all(&out)
+            .map_err(|e| StorageError::Io(format!("redis: {e}")))
+    }
+
+    /// The next reply; `Ok(None)` when none came within the read timeout and `idle_ok`.
+    fn reply(&mut self, idle_ok: bool) -> Result<Option<Reply>, StorageError> {
+        let mut chunk = [0u8; 4096];
+        loop {
+            if let Some((r, n)) =
+                resp::parse(&self.buf).map_err(|e| StorageError::Protocol(e.to_string()))?
+            {
+                self.buf.drain(..n);
+                return Ok(Some(r));
+            }
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Err(StorageError::Io("redis closed the connection".into())),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e)
+                    if idle_ok
+                        && matches!(
+                            e.kind(),
+                            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                        ) =>
+                {
+                    return Ok(None);
+                }
+                Err(e) => return Err(StorageError::Io(format!("redis: {e}"))),
+            }
+        }
+    }
+
+    fn call(&mut self, args: &[&[u8]]) -> Result<Reply, StorageError> {
+        self.send(args)?;
+        match self.reply(false)? {
+            Some(Reply::Error(e)) => Err(StorageError::Protocol(e)),
+            Some(r) => Ok(r),
+            None => Err(StorageError::Io("redis: no reply".into())),
+        }
+    }
+}
+
+/// A Redis server as storage.
+pub struct RedisStorage {
+    at: Endpoint,
+    conn: Mutex<Option<Conn>>,
+}
+
+impl std::fmt::Debug for RedisStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStorage")
+            .field("addr", &self.at.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStorage {
+    /// The storage at `url` (`redis://…`); nothing is connected until the first call.
+    pub fn open(url: &str) -> Result<RedisStorage, StorageError> {
+        Ok(RedisStorage {
+            at: parse_url(url)?,
+            conn: Mutex::new(None),
+        })
+    }
+
+    /// One command on the shared connection (made when there is none; dropped after an
+    /// error, so the next call starts clean).
+    fn call(&self, args: &[&[u8]]) -> Result<Reply, StorageError> {
+        let mut slot = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let conn = match slot.as_mut() {
+            Some(c) => c,
+            None => slot.insert(Conn::open(&self.at)?),
+        };
+        let got = conn.call(args);
+        if got.is_err() {
+            *slot = None;
+        }
+        got
+    }
+
+    fn int(&self, args: &[&[u8]]) -> Result<i64, StorageError> {
+        match self.call(args)? {
+            Reply::Integer(n) => Ok(n),
+            other => Err(StorageError::Protocol(format!("{other:?}"))),
+        }
+    }
+}
+
+fn ms(d: Duration) -> String {
+    d.as_millis().max(1).to_string()
+}
+
+impl Storage for RedisStorage {
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        let k = format!("{PREFIX}{}", check_key(key)?);
+        match self.call(&[b"GET", k.as_bytes()])? {
+            Reply::Bulk(v) => Ok(v),
+            other => Err(StorageError::Protocol(format!("{other:?}"))),
+        }
+    }
+
+    fn put(&self, key: &str, value: &[u8]) -> Result<(), StorageError> {
+        let k = format!("{PREFIX}{}", check_key(key)?);
+        self.call(&[b"SET", k.as_bytes(), value])?;
+        self.int(&[b"PUBLISH", CHANNEL.as_bytes(), key.as_bytes()])?;
+        Ok(())
+    }
+
+    fn delete(&self, key: &str) -> Result<(), StorageError> {
+        let k = format!("{PREFIX}{}", check_key(key)?);
+        if self.int(&[b"DEL", k.as_bytes()])? > 0 {
+            self.int(&[b"PUBLISH", CHANNEL.as_bytes(), key.as_bytes()])?;
+        }
+        Ok(())
+    }
+
+    fn lock(&self, name: &str, ttl: Duration) -> Result<Option<Lock>, StorageError> {
+        let name = check_key(name)?;
+        let (lock, fence) = (
+            format!("{PREFIX}lock:{name}"),
+            format!("{PREFIX}fence:{name}"),
+        );
+        let mine = token();
+        let got = self.int(&[
+            b"EVAL",
+            LOCK_SCRIPT.as_bytes(),
+            b"2",
+            lock.as_bytes(),
+            fence.as_bytes(),
+            mine.as_bytes(),
+            ms(ttl).as_bytes(),
+        ])?;
+        Ok((got > 0).then(|| Lock {
+            name: name.to_string(),
+            token: mine,
+            fence: got as u64,
+        }))
+    }
+
+    fn extend(&self, lock: &Lock, ttl: Duration) -> Result<bool, StorageError> {
+        let key = format!("{PREFIX}lock:{}", check_key(&lock.name)?);
+        let got = self.int(&[
+            b"EVAL",
+            EXTEND_SCRIPT.as_bytes(),
+            b"1",
+            key.as_bytes(),
+            lock.token.as_bytes(),
+            ms(ttl).as_bytes(),
+        ])?;
+        Ok(got == 1)
+    }
+
+    fn unlock(&self, lock: &Lock) -> Result<(), StorageError> {
+        let key = format!("{PREFIX}lock:{}", check_key(&lock.name)?);
+        self.int(&[
+            b"EVAL",
+            UNLOCK_SCRIPT.as_bytes(),
+            b"1",
+            key.as_bytes(),
+            lock.token.as_bytes(),
+        ])?;
+        Ok(())
+    }
+
+    /// Subscribed before it returns (a put made after it is seen); a lost connection is
+    /// made again every [`WATCH_RETRY`], and then announces [`Change::All`].
+    fn watch(&self) -> Result<Watch, StorageError> {
+        let at = self.at.clone();
+        let mut conn = Some(subscribe(&at)?);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel();
+        let stopped = stop.clone();
+        std::thread::Builder::new()
+            .name("linerate-storage-watch".into())
+            .spawn(move || {
+                while !stopped.load(Ordering::Relaxed) {
+                    let Some(c) = conn.as_mut() else {
+                        std::thread::sleep(WATCH_RETRY);
+                        match subscribe(&at) {
+                            Ok(c) => {
+                                conn = Some(c);
+                                if tx.send(Change::All).is_err() {
+                                    return;
+                                }
+                            }
+                            Err(e) => tracing::debug!("storage watch: {e}"),
+                        }
+                        continue;
+                    };
+                    match c.reply(true) {
+                        Ok(None) => {}
+                        Ok(Some(Reply::Array(Some(parts)))) => {
+                            if let [Reply::Bulk(Some(kind)), _, Reply::Bulk(Some(key))] =
+                                parts.as_slice()
+                                && kind == b"message"
+                                && tx
+                                    .send(Change::Key(String::from_utf8_lossy(key).into_owned()))
+                                    .is_err()
+                            {
+                                return;
+                            }
+                        }
+                        Ok(Some(_)) => {}
+                        Err(e) => {
+                            tracing::warn!("storage watch: {e}; subscribing again");
+                            conn = None;
+                        }
+                    }
+                }
+            })
+            .map_err(|e| StorageError::Io(format!("the watch's thread: {e}")))?;
+        Ok(Watch::new(rx, stop))
+    }
+
+    fn watch_delay(&self) -> Duration {
+        // Pub/sub delivers as the change is made; a round trip's worth for the subscriber.
+        Duration::from_millis(100)
+    }
+}
+
+/// A connection subscribed to [`CHANNEL`] (the confirmation read), whose reads time out
+/// every [`WATCH_RETRY`] so its thread sees its stop flag.
+fn subscribe(at: &Endpoint) -> Result<Conn, StorageError> {
+    let mut c = Conn::open(at)?;
+    c.send(&[b"SUBSCRIBE", CHANNEL.as_bytes()])?;
+    match c.reply(false)? {
+        Some(Reply::Array(Some(_))) => {}
+        other => return Err(StorageError::Protocol(format!("SUBSCRIBE: {other:?}"))),
+    }
+    c.stream
+        .set_read_timeout(Some(WATCH_RETRY))
+        .map_err(|e| StorageError::Io(format!("redis: {e}")))?;
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Child, Command, Stdio};
+
+    /// A redis-server on a free port of 127.0.0.1, killed by PID when dropped; `None` (with
+    /// a NOT RUN line) where it is not installed.
+    struct Server {
+        child: Child,
+        port: u16,
+    }
+
+    impl Server {
+        fn start() -> Option<Server> {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .ok()?
+                .local_addr()
+                .ok()?
+                .port();
+            let child = match Command::new("redis-server")
+                .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+                .args(["--save", "", "--appendonly", "no"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("NOT RUN: redis storage: no redis-server ({e})");
+                    return None;
+                }
+            };
+            let s = Server { child, port };
+            for _ in 0..200 {
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return Some(s);
+                }
+                std::thread::sleep(Duration::from_millis(25));
+            }
+            panic!("redis-server did not listen on {port}");
+        }
+
+        fn url(&self) -> String {
+            format!("redis://127.0.0.1:{}", self.port)
+        }
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    #[test]
+    fn redis_values_are_replaced_whole_and_a_watcher_sees_each_change() {
+        let Some(server) = Server::start() else {
+            return;
+        };
+        super::super::contract::values(&RedisStorage::open(&server.url()).unwrap());
+    }
+
+    #[test]
+    fn redis_locks_one_winner_expired_taken_over_with_a_larger_fence_stale_unlock_ignored() {
+        let Some(server) = Server::start() else {
+            return;
+        };
+        let a: Arc<dyn Storage> = Arc::new(RedisStorage::open(&server.url()).unwrap());
+        let b: Arc<dyn Storage> = Arc::new(RedisStorage::open(&server.url()).unwrap());
+        super::super::contract::locks(&a, &b);
+    }
+
+    #[test]
+    fn redis_down_is_an_error_not_a_hang() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let s = RedisStorage::open(&format!("redis://127.0.0.1:{port}")).unwrap();
+        assert!(matches!(s.get("a"), Err(StorageError::Io(_))));
+        assert!(matches!(
+            s.lock("a", Duration::from_secs(1)),
+            Err(StorageError::Io(_))
+        ));
+        assert!(s.watch().is_err());
+    }
+
+    #[test]
+    fn redis_urls_name_the_address_credentials_and_database() {
+        let e = parse_url("redis://127.0.0.1:7000/2").unwrap();
+        assert_eq!(
+            (e.addr.as_str(), e.db, e.password),
+            ("127.0.0.1:7000", 2, None)
+        );
+        let e = parse_url("redis://u:p@cache").unwrap();
+        assert_eq!(e.addr, "cache:6379");
+        assert_eq!(
+            (e.user.as_deref(), e.password.as_deref()),
+            (Some("u"), Some("p"))
+        );
+        let e = parse_url("redis://:p@cache:1/").unwrap();
+        assert_eq!((e.user, e.password.as_deref(), e.db), (None, Some("p"), 0));
+        assert!(parse_url("http://x").is_err());
+        assert!(parse_url("redis://x/notanumber").is_err());
+    }
+}
