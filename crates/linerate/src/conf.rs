@@ -148,6 +148,10 @@ impl std::fmt::Display for ConfError {
 
 impl std::error::Error for ConfError {}
 
+/// The shortest `ticket_rotation`: each rotation is a lock and a write in the shared
+/// storage, and every node reads the keys again.
+const MIN_TICKET_ROTATION: std::time::Duration = std::time::Duration::from_secs(60);
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Raw {
@@ -378,6 +382,8 @@ struct RawTlsOptions {
     // issue V item 3: ticket keys
     /// nginx's `ssl_session_ticket_key` files, the first sealing.
     ticket_keys: Option<Spanned<Vec<Spanned<String>>>>,
+    /// With `[storage]`: how often the fleet's shared key is replaced (`[tls]` only).
+    ticket_rotation: Option<Spanned<String>>,
 }
 
 /// The handshake options of a listener's `tls = {…}` or of `[tls]`, borrowed.
@@ -924,6 +930,9 @@ impl Cx<'_> {
             Some(st) => Some(self.storage(st)?),
             None => None,
         };
+        if let Some(v) = &raw.tls.ticket_rotation {
+            c.ticket_rotation = self.ticket_rotation(v, c.storage.is_some())?;
+        }
         for l in &raw.listen {
             let listen = self.listen(l, ktls, key_update, http2, &raw.tls, managed)?;
             // What start-up would find: two listeners on one address (or one port, where one
@@ -1372,6 +1381,7 @@ impl Cx<'_> {
         }
         if let Some(v) = l.session_tickets.or(d.session_tickets) {
             o.session_tickets = v;
+            o.session_tickets_off = !v;
         }
         if let Some(v) = l.session_lifetime.or(d.session_lifetime) {
             let d = self.timeout(v, "session_lifetime", "; session_cache = 0 resumes none")?;
@@ -1434,6 +1444,26 @@ impl Cx<'_> {
             o.session_tickets = true;
         }
         Ok(o)
+    }
+
+    /// `[tls] ticket_rotation`: at least [`MIN_TICKET_ROTATION`], and only for the keys a
+    /// fleet keeps in `[storage]`.
+    fn ticket_rotation(
+        &self,
+        v: &Spanned<String>,
+        storage: bool,
+    ) -> Result<std::time::Duration, ConfError> {
+        if !storage {
+            return Err(self.err(
+                v.span(),
+                "ticket_rotation is for the ticket keys a fleet keeps in [storage]: add [storage], or rotate ticket_keys files yourself",
+            ));
+        }
+        let d = self.timeout(v, "ticket_rotation", "")?;
+        if d < MIN_TICKET_ROTATION {
+            return Err(self.err(v.span(), "ticket_rotation: at least 1m"));
+        }
+        Ok(d)
     }
 
     /// A TLS ticket key file: it exists and has one of nginx's sizes (80 bytes, or 48).

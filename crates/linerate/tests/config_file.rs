@@ -732,6 +732,16 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
             "ticket_keys turns session tickets on",
         ),
         (
+            format!("[tls]\nticket_rotation = \"6h\"\n{listen}{site}"),
+            "2:19",
+            "ticket_rotation is for the ticket keys a fleet keeps in [storage]",
+        ),
+        (
+            format!("[storage]\ndir = \"shared\"\n[tls]\nticket_rotation = \"30s\"\n{listen}{site}"),
+            "4:19",
+            "ticket_rotation: at least 1m",
+        ),
+        (
             format!("{tls_listen}{site}tls = \"acmee\"\n"),
             "6:7",
             "tls must be \"acme\", \"internal\" or { cert",

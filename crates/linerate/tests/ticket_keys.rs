@@ -4,7 +4,8 @@
 //! another with the same keys (`-sess_in`: "Reused"), TLS 1.3 and 1.2; a node with other
 //! keys makes a full handshake ("New"); after the files rotate and SIGHUP, a ticket sealed
 //! under the previous key still resumes and new ones are sealed under the new first key; a
-//! bad file on SIGHUP keeps the keys in use and says why in the log. Servers bind 127.0.0.1
+//! bad file on SIGHUP keeps the keys in use and says why in the log. With `[storage]` and no
+//! key files, nodes sharing the storage share the keys kept there. Servers bind 127.0.0.1
 //! and are stopped when the test ends; every wait is bounded.
 
 mod common;
@@ -52,16 +53,25 @@ fn install(from: &Path, to: &Path) {
 /// `[tls] ticket_keys` are `keys`, logging at info to `d/NAME.log` (read by the tests).
 fn node(d: &Path, name: &str, port: u16, keys: &[&str]) -> Served {
     let list: Vec<String> = keys.iter().map(|k| format!("{k:?}")).collect();
+    node_with(
+        d,
+        name,
+        port,
+        &format!("[tls]\nticket_keys = [{}]\n", list.join(", ")),
+    )
+}
+
+/// A node as [`node`], its file starting with `head` in place of `[tls] ticket_keys`.
+fn node_with(d: &Path, name: &str, port: u16, head: &str) -> Served {
     let file = d.join(format!("{name}.toml"));
     std::fs::write(
         &file,
         format!(
-            "[tls]\nticket_keys = [{}]\n\
+            "{head}\
              [[listen]]\naddr = \"127.0.0.1:0\"\n\
              [[listen]]\naddr = \"127.0.0.1:{port}\"\n\
              tls = {{ cert = \"cert.pem\", key = \"key.pem\" }}\n\
-             [[site]]\ndefault = true\napp = \"demo\"\n",
-            list.join(", ")
+             [[site]]\ndefault = true\napp = \"demo\"\n"
         ),
     )
     .unwrap();
@@ -263,5 +273,70 @@ fn a_ticket_under_the_previous_key_resumes_after_rotation_and_sighup() {
             assert!(!log.windows(16).any(|w| w == &key[16..32]));
         }
     }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Issue V item 3, distributed rotation: with `[storage]` and no `ticket_keys`, the nodes
+/// sharing a storage directory seal under the keys kept there (the first node to start
+/// makes one under the storage's lock), so a session resumes across them; a node on another
+/// storage makes a full handshake. Rotation and the keys kept are checked with a clock of
+/// the test's own in `ticket_rotation.rs`'s unit tests.
+#[test]
+fn nodes_sharing_a_storage_resume_each_others_sessions_without_key_files() {
+    let d = dir("storage");
+    fleet_shares_its_keys(&d, "[storage]\ndir = \"shared\"\nnodes = 2\n");
+}
+
+/// As [`nodes_sharing_a_storage_resume_each_others_sessions_without_key_files`], the keys
+/// kept in a Redis server (the rotation lock `SET NX PX`, the change announced by pub/sub).
+#[test]
+fn nodes_sharing_a_redis_storage_resume_each_others_sessions() {
+    let Some(redis) = common::tier::TierServer::start("redis-server") else {
+        return;
+    };
+    // Ready when it accepts a connection (10 s at most).
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", redis.port)).is_err() {
+        assert!(
+            std::time::Instant::now() < until,
+            "redis-server never listened"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let d = dir("redis");
+    fleet_shares_its_keys(
+        &d,
+        &format!("[storage]\nredis = \"{}\"\nnodes = 2\n", redis.url()),
+    );
+}
+
+/// Nodes A and B started with `head` (a `[storage]`) share keys; C, on a storage directory
+/// of its own, does not.
+fn fleet_shares_its_keys(d: &Path, head: &str) {
+    let d = d.to_path_buf();
+    let ports = [
+        free_port("127.0.0.1"),
+        free_port("127.0.0.1"),
+        free_port("127.0.0.1"),
+    ];
+    let _a = node_with(&d, "a", ports[0], head);
+    let _b = node_with(&d, "b", ports[1], head);
+    let _c = node_with(&d, "c", ports[2], "[storage]\ndir = \"elsewhere\"\n");
+    for v in VERSIONS {
+        let s = session(&d, &format!("a{v}"), ports[0], v);
+        assert_eq!(offered(ports[1], v, &s), "Reused", "A's session on B, {v}");
+        assert_eq!(offered(ports[2], v, &s), "New", "A's session on C, {v}");
+        let s = session(&d, &format!("b{v}"), ports[1], v);
+        assert_eq!(offered(ports[0], v, &s), "Reused", "B's session on A, {v}");
+    }
+    // One key was made, by one node, and no key byte reached a log.
+    let made: usize = ["a", "b"]
+        .iter()
+        .map(|n| {
+            let log = std::fs::read_to_string(d.join(format!("{n}.log"))).unwrap();
+            log.matches("a new key made for the fleet").count()
+        })
+        .sum();
+    assert_eq!(made, 1);
     let _ = std::fs::remove_dir_all(&d);
 }

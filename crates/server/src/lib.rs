@@ -191,6 +191,8 @@ mod stats;
 pub mod storage;
 mod sys;
 pub mod testing;
+#[cfg(all(feature = "tls", feature = "storage"))]
+mod ticket_rotation;
 #[cfg(feature = "tower")]
 pub mod tower;
 #[cfg(feature = "websocket")]

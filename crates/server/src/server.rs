@@ -75,6 +75,9 @@ pub struct Server {
     quic: Vec<QuicBound>,
     /// The ticket keys of the TLS listeners that name key files (issue V item 3).
     ticket_keys: Vec<Arc<crate::tls::TicketKeys>>,
+    /// The fleet's ticket keys from `[storage]` and their thread (issue V item 3).
+    #[cfg(all(feature = "tls", feature = "storage"))]
+    _fleet_tickets: Option<crate::ticket_rotation::Fleet>,
 }
 
 /// One QUIC listener after binding.
@@ -324,6 +327,11 @@ impl Server {
         let mut certs = Vec::new();
         let mut client_cas = Vec::new();
         let mut ticket_keys = Vec::new();
+        // With [storage], the fleet's ticket keys, taken (or made) before any listener
+        // serves, for the TLS listeners without key files of their own.
+        #[cfg(all(feature = "tls", feature = "storage"))]
+        let fleet_tickets = crate::ticket_rotation::Fleet::start(&config)
+            .map_err(|e| StartError::invalid(Part::Other, format!("TLS ticket keys: {e}")))?;
         // Sites' own certificates, chosen by SNI on every TLS listener.
         let named = crate::tls::named_certs(&config);
         // Certificates obtained by the server: the local CA's are made now (no network), so
@@ -396,8 +404,14 @@ impl Server {
             }
             let tls = match &l.tls {
                 Some(t) => {
-                    let built = crate::tls::server_config_with_store(t, &named, tls_alpn01.clone())
-                        .map_err(|e| StartError::invalid(part, format!("HTTPS: {e}")))?;
+                    #[allow(unused_mut)] // Changed only with the fleet's keys.
+                    let mut built =
+                        crate::tls::server_config_with_store(t, &named, tls_alpn01.clone())
+                            .map_err(|e| StartError::invalid(part, format!("HTTPS: {e}")))?;
+                    #[cfg(all(feature = "tls", feature = "storage"))]
+                    if let Some(f) = &fleet_tickets {
+                        f.seal(&mut built.config, &t.options);
+                    }
                     certs.push(built.store);
                     client_cas.extend(built.client_ca);
                     ticket_keys.extend(built.ticket_keys);
@@ -654,6 +668,8 @@ impl Server {
             acme,
             quic,
             ticket_keys,
+            #[cfg(all(feature = "tls", feature = "storage"))]
+            _fleet_tickets: fleet_tickets,
         })
     }
 

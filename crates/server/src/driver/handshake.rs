@@ -190,6 +190,21 @@ pub fn server_config_with_store(
     })
 }
 
+/// Has `config` seal its tickets with `keys` (the fleet's, from the shared storage), the
+/// session's age checked as for any ticket; tickets are on from then.
+pub fn seal_with(config: &mut Arc<ServerConfig>, keys: Arc<TicketKeys>, options: &TlsOptions) {
+    let config = Arc::make_mut(config);
+    config.ticketer = Arc::new(AgedTickets {
+        inner: keys,
+        lifetime: options.session_lifetime.as_secs(),
+    });
+    // Turned off for a listener with neither a cache nor tickets of its own.
+    config.send_tls13_tickets = config.send_tls13_tickets.max(TLS13_TICKETS);
+}
+
+/// TLS 1.3 tickets sent after each handshake when tickets are on (rustls's default).
+const TLS13_TICKETS: usize = 2;
+
 /// Unix seconds now.
 fn now_secs() -> u64 {
     SystemTime::now()

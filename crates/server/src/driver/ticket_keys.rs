@@ -226,6 +226,15 @@ impl TicketKeys {
         Ok(keys)
     }
 
+    /// A ticketer over `ring` with no files behind it (the fleet's keys from the storage,
+    /// swapped in by the rotation's thread; SIGHUP reads nothing for it).
+    pub fn from_ring(ring: KeyRing) -> TicketKeys {
+        TicketKeys {
+            paths: Vec::new(),
+            ring: RwLock::new(Arc::new(ring)),
+        }
+    }
+
     /// Reads the files again without using them yet: every one must be a key.
     pub fn read_again(&self) -> Result<Arc<KeyRing>, TlsError> {
         let keys = self

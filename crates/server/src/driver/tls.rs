@@ -47,8 +47,8 @@ pub use super::certs::{
 };
 pub(crate) use super::handshake::ClientVerifier;
 pub use super::handshake::{
-    ClientCa, ClientCert, Handshake, cipher_suite_names, server_config, server_config_with_store,
-    session_lifetime_ok,
+    ClientCa, ClientCert, Handshake, cipher_suite_names, seal_with, server_config,
+    server_config_with_store, session_lifetime_ok,
 };
 pub use super::ticket_keys::{
     KeyFormatError, KeyRing, TICKET_KEY_BYTES, TICKET_KEY_BYTES_AES128, TicketKey, TicketKeys,
