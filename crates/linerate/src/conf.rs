@@ -148,6 +148,10 @@ impl std::fmt::Display for ConfError {
 
 impl std::error::Error for ConfError {}
 
+/// The shortest `ticket_rotation`: each rotation is a lock and a write in the shared
+/// storage, and every node reads the keys again.
+const MIN_TICKET_ROTATION: std::time::Duration = std::time::Duration::from_secs(60);
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Raw {
@@ -375,6 +379,11 @@ struct RawTlsOptions {
     session_lifetime: Option<Spanned<String>>,
     client_ca: Option<Spanned<String>>,
     client_auth: Option<Spanned<String>>,
+    // issue V item 3: ticket keys
+    /// nginx's `ssl_session_ticket_key` files, the first sealing.
+    ticket_keys: Option<Spanned<Vec<Spanned<String>>>>,
+    /// With `[storage]`: how often the fleet's shared key is replaced (`[tls]` only).
+    ticket_rotation: Option<Spanned<String>>,
 }
 
 /// The handshake options of a listener's `tls = {…}` or of `[tls]`, borrowed.
@@ -389,6 +398,7 @@ struct HandshakeKeys<'a> {
     session_lifetime: Option<&'a Spanned<String>>,
     client_ca: Option<&'a Spanned<String>>,
     client_auth: Option<&'a Spanned<String>>,
+    ticket_keys: Option<&'a Spanned<Vec<Spanned<String>>>>,
 }
 
 impl<'a> HandshakeKeys<'a> {
@@ -403,6 +413,7 @@ impl<'a> HandshakeKeys<'a> {
             session_lifetime: t.session_lifetime.as_ref(),
             client_ca: t.client_ca.as_ref(),
             client_auth: t.client_auth.as_ref(),
+            ticket_keys: t.ticket_keys.as_ref(),
         }
     }
 
@@ -417,6 +428,7 @@ impl<'a> HandshakeKeys<'a> {
             session_lifetime: t.session_lifetime.as_ref(),
             client_ca: t.client_ca.as_ref(),
             client_auth: t.client_auth.as_ref(),
+            ticket_keys: t.ticket_keys.as_ref(),
         }
     }
 }
@@ -459,6 +471,8 @@ struct RawListenTls {
     session_lifetime: Option<Spanned<String>>,
     client_ca: Option<Spanned<String>>,
     client_auth: Option<Spanned<String>>,
+    // issue V item 3: ticket keys
+    ticket_keys: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 #[derive(Deserialize)]
@@ -916,6 +930,9 @@ impl Cx<'_> {
             Some(st) => Some(self.storage(st)?),
             None => None,
         };
+        if let Some(v) = &raw.tls.ticket_rotation {
+            c.ticket_rotation = self.ticket_rotation(v, c.storage.is_some())?;
+        }
         for l in &raw.listen {
             let listen = self.listen(l, ktls, key_update, http2, &raw.tls, managed)?;
             // What start-up would find: two listeners on one address (or one port, where one
@@ -1364,6 +1381,7 @@ impl Cx<'_> {
         }
         if let Some(v) = l.session_tickets.or(d.session_tickets) {
             o.session_tickets = v;
+            o.session_tickets_off = !v;
         }
         if let Some(v) = l.session_lifetime.or(d.session_lifetime) {
             let d = self.timeout(v, "session_lifetime", "; session_cache = 0 resumes none")?;
@@ -1405,7 +1423,66 @@ impl Cx<'_> {
             }
             (None, None) => {}
         }
+        if let Some(v) = l.ticket_keys.or(d.ticket_keys) {
+            if v.get_ref().is_empty() {
+                return Err(self.err(
+                    v.span(),
+                    "ticket_keys: name at least one key file (`openssl rand 80 > ticket.key`)",
+                ));
+            }
+            if l.session_tickets.or(d.session_tickets) == Some(false) {
+                return Err(self.err(
+                    v.span(),
+                    "ticket_keys turns session tickets on: remove session_tickets = false",
+                ));
+            }
+            o.ticket_keys = v
+                .get_ref()
+                .iter()
+                .map(|k| self.ticket_key_file(k))
+                .collect::<Result<_, _>>()?;
+            o.session_tickets = true;
+        }
         Ok(o)
+    }
+
+    /// `[tls] ticket_rotation`: at least [`MIN_TICKET_ROTATION`], and only for the keys a
+    /// fleet keeps in `[storage]`.
+    fn ticket_rotation(
+        &self,
+        v: &Spanned<String>,
+        storage: bool,
+    ) -> Result<std::time::Duration, ConfError> {
+        if !storage {
+            return Err(self.err(
+                v.span(),
+                "ticket_rotation is for the ticket keys a fleet keeps in [storage]: add [storage], or rotate ticket_keys files yourself",
+            ));
+        }
+        let d = self.timeout(v, "ticket_rotation", "")?;
+        if d < MIN_TICKET_ROTATION {
+            return Err(self.err(v.span(), "ticket_rotation: at least 1m"));
+        }
+        Ok(d)
+    }
+
+    /// A TLS ticket key file: it exists and has one of nginx's sizes (80 bytes, or 48).
+    fn ticket_key_file(&self, v: &Spanned<String>) -> Result<PathBuf, ConfError> {
+        let p = self.existing_file(v, "ticket key")?;
+        // Through the keeper only when the system refuses (a reload after a drop).
+        let len = match std::fs::metadata(&p) {
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                linerate_server::privsep::open_read(&p).and_then(|f| f.metadata())
+            }
+            m => m,
+        }
+        .map_err(|e| self.err(v.span(), format!("ticket key {}: {e}", p.display())))?
+        .len();
+        if !linerate_server::tls::ticket_key_size_ok(len) {
+            let why = linerate_server::tls::KeyFormatError::Size(len as usize);
+            return Err(self.err(v.span(), format!("ticket key {}: {why}", p.display())));
+        }
+        Ok(p)
     }
 
     /// `owner`, `group` and `mode` of a Unix-socket listener; the names must exist.

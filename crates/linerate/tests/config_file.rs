@@ -327,6 +327,9 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
         .status()
         .expect("mkfifo runs");
     assert!(fifo.success());
+    // Issue V item 3: TLS ticket keys, one of nginx's size (80 bytes) and one too short.
+    std::fs::write(d.join("good.key"), [7u8; 80]).unwrap();
+    std::fs::write(d.join("short.key"), [7u8; 32]).unwrap();
     // (file text, line:column, message)
     let cases: Vec<(String, &str, &str)> = vec![
         (
@@ -698,6 +701,45 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
             format!("[tls]\nsession_lifetime = \"200h\"\n{listen}{site}"),
             "2:20",
             "session_lifetime: more than 0 and at most 7 days",
+        ),
+        // Issue V item 3: a ticket key file of a size nginx does not read, at its place in
+        // [tls] and in a listener's tls; no file, no key, or tickets said off beside keys.
+        (
+            format!("[tls]\nticket_keys = [\"good.key\", \"short.key\"]\n{listen}{site}"),
+            "2:28",
+            "short.key: 32 bytes; a ticket key is 80 bytes",
+        ),
+        (
+            format!(
+                "[[listen]]\naddr = \"127.0.0.1:0\"\ntls = {{ cert = \"cert.pem\", key = \"key.pem\", ticket_keys = [\"short.key\"] }}\n{site}"
+            ),
+            "3:60",
+            "short.key: 32 bytes; a ticket key is 80 bytes (AES-256",
+        ),
+        (
+            format!("[tls]\nticket_keys = [\"no-such.key\"]\n{listen}{site}"),
+            "2:16",
+            "ticket key ",
+        ),
+        (
+            format!("[tls]\nticket_keys = []\n{listen}{site}"),
+            "2:15",
+            "ticket_keys: name at least one key file",
+        ),
+        (
+            format!("[tls]\nsession_tickets = false\nticket_keys = [\"good.key\"]\n{listen}{site}"),
+            "3:15",
+            "ticket_keys turns session tickets on",
+        ),
+        (
+            format!("[tls]\nticket_rotation = \"6h\"\n{listen}{site}"),
+            "2:19",
+            "ticket_rotation is for the ticket keys a fleet keeps in [storage]",
+        ),
+        (
+            format!("[storage]\ndir = \"shared\"\n[tls]\nticket_rotation = \"30s\"\n{listen}{site}"),
+            "4:19",
+            "ticket_rotation: at least 1m",
         ),
         (
             format!("{tls_listen}{site}tls = \"acmee\"\n"),

@@ -641,7 +641,16 @@ pub struct Config {
     /// `[storage]`: what the nodes of a fleet share (ACME's account, certificates, locks and
     /// challenge answers; TLS ticket keys; fleet-wide rate limits); `None` on a lone node.
     pub storage: Option<StorageConfig>,
+    // issue V item 3: ticket keys
+    /// With `storage`, how often the fleet's shared TLS ticket key is replaced by a new one
+    /// ([`TICKET_ROTATION`] by default); listeners with `ticket_keys` use their files instead.
+    pub ticket_rotation: Duration,
 }
+
+/// How often a fleet's shared ticket key is replaced by default: caddy's STEK interval. A
+/// key that leaks opens the sessions of at most its 12 h (and those resumed from them);
+/// with the default 24 h session lifetime, three keys are in the storage at most.
+pub const TICKET_ROTATION: Duration = Duration::from_secs(12 * 60 * 60);
 
 /// Where a fleet's nodes keep what they share, on an engine the operator already runs: a
 /// directory every node mounts (NFS, CephFS…) or a Redis (or Valkey) server. Exactly one of
@@ -1142,6 +1151,15 @@ pub struct TlsOptions {
     pub ocsp: Option<std::path::PathBuf>,
     /// Client certificates (mTLS).
     pub client_auth: Option<ClientAuth>,
+    // issue V item 3: ticket keys
+    /// Session ticket keys shared by a fleet, nginx's `ssl_session_ticket_key` files (80
+    /// bytes, or 48 for AES-128): the first seals new tickets, every one opens them; read
+    /// again on SIGHUP. Not empty: tickets are on, sealed with these keys in place of
+    /// rustls's own.
+    pub ticket_keys: Vec<std::path::PathBuf>,
+    /// `session_tickets = false` was said: no tickets, not even the fleet's (which
+    /// `[storage]` turns on for a listener without `ticket_keys`).
+    pub session_tickets_off: bool,
 }
 
 impl Default for TlsOptions {
@@ -1155,6 +1173,8 @@ impl Default for TlsOptions {
             session_lifetime: TLS_SESSION_LIFETIME,
             ocsp: None,
             client_auth: None,
+            ticket_keys: Vec::new(),
+            session_tickets_off: false,
         }
     }
 }
@@ -1277,6 +1297,7 @@ impl Default for Config {
             access_log_format: crate::access_log::LogFormat::Combined,
             acme: None,
             storage: None,
+            ticket_rotation: TICKET_ROTATION,
         }
     }
 }

@@ -191,6 +191,8 @@ mod stats;
 pub mod storage;
 mod sys;
 pub mod testing;
+#[cfg(all(feature = "tls", feature = "storage"))]
+mod ticket_rotation;
 #[cfg(feature = "tower")]
 pub mod tower;
 #[cfg(feature = "websocket")]
@@ -225,6 +227,7 @@ pub use router::{BodySink, DuplicateRoute, Router};
 pub use runtime::{OnWorker, PerWorker, WorkerStart};
 pub use server::{
     ControlHandle, Reloaded, Server, ShutdownHandle, allowed_cpus, reload_certificates,
+    reload_ticket_keys,
 };
 pub use start_error::{Part, StartError};
 pub use stats::{

@@ -73,6 +73,11 @@ pub struct Server {
     acme_ask_again: Option<Arc<AtomicBool>>,
     /// The QUIC listeners: each one's UDP sockets (one per worker) and configuration.
     quic: Vec<QuicBound>,
+    /// The ticket keys of the TLS listeners that name key files (issue V item 3).
+    ticket_keys: Vec<Arc<crate::tls::TicketKeys>>,
+    /// The fleet's ticket keys from `[storage]` and their thread (issue V item 3).
+    #[cfg(all(feature = "tls", feature = "storage"))]
+    _fleet_tickets: Option<crate::ticket_rotation::Fleet>,
 }
 
 /// One QUIC listener after binding.
@@ -106,6 +111,7 @@ pub struct ControlHandle {
     logs: Option<Logs>,
     acme_ask_again: Option<Arc<AtomicBool>>,
     caches: crate::stats::Caches,
+    ticket_keys: Vec<Arc<crate::tls::TicketKeys>>,
 }
 
 /// What a reload did.
@@ -198,6 +204,22 @@ impl ControlHandle {
         for (c, v) in self.client_cas.iter().zip(cas) {
             c.swap(v);
         }
+    }
+
+    /// Reads every TLS listener's ticket key files again and swaps them in, all or nothing:
+    /// on an error (naming the file) the keys in use stay. `Ok(None)` when no listener
+    /// names key files; else the number of keys the first listener now holds.
+    pub fn reload_ticket_keys(&self) -> Result<Option<usize>, crate::tls::TlsError> {
+        let rings = self
+            .ticket_keys
+            .iter()
+            .map(|k| k.read_again())
+            .collect::<Result<Vec<_>, _>>()?;
+        let first = rings.first().map(|r| r.names().count());
+        for (k, ring) in self.ticket_keys.iter().zip(rings) {
+            k.swap(ring);
+        }
+        Ok(first)
     }
 
     /// Reopens the access log files (after logrotate renamed them); a no-op without one.
@@ -304,6 +326,12 @@ impl Server {
         let mut passed = crate::activation::Passed::take().at(Part::Other)?;
         let mut certs = Vec::new();
         let mut client_cas = Vec::new();
+        let mut ticket_keys = Vec::new();
+        // With [storage], the fleet's ticket keys, taken (or made) before any listener
+        // serves, for the TLS listeners without key files of their own.
+        #[cfg(all(feature = "tls", feature = "storage"))]
+        let fleet_tickets = crate::ticket_rotation::Fleet::start(&config)
+            .map_err(|e| StartError::invalid(Part::Other, format!("TLS ticket keys: {e}")))?;
         // Sites' own certificates, chosen by SNI on every TLS listener.
         let named = crate::tls::named_certs(&config);
         // Certificates obtained by the server: the local CA's are made now (no network), so
@@ -376,10 +404,17 @@ impl Server {
             }
             let tls = match &l.tls {
                 Some(t) => {
-                    let built = crate::tls::server_config_with_store(t, &named, tls_alpn01.clone())
-                        .map_err(|e| StartError::invalid(part, format!("HTTPS: {e}")))?;
+                    #[allow(unused_mut)] // Changed only with the fleet's keys.
+                    let mut built =
+                        crate::tls::server_config_with_store(t, &named, tls_alpn01.clone())
+                            .map_err(|e| StartError::invalid(part, format!("HTTPS: {e}")))?;
+                    #[cfg(all(feature = "tls", feature = "storage"))]
+                    if let Some(f) = &fleet_tickets {
+                        f.seal(&mut built.config, &t.options);
+                    }
                     certs.push(built.store);
                     client_cas.extend(built.client_ca);
+                    ticket_keys.extend(built.ticket_keys);
                     Some(built.config)
                 }
                 None => None,
@@ -632,6 +667,9 @@ impl Server {
             acme_ask_again: acme.as_ref().map(|m| m.ask_again()),
             acme,
             quic,
+            ticket_keys,
+            #[cfg(all(feature = "tls", feature = "storage"))]
+            _fleet_tickets: fleet_tickets,
         })
     }
 
@@ -682,6 +720,9 @@ impl Server {
             for c in &self.client_cas {
                 keep.read.push(c.path().to_path_buf());
             }
+            for k in &self.ticket_keys {
+                keep.read.extend(k.paths().iter().cloned());
+            }
             keep.read.extend(self.sites.read_paths());
             if let Some(logs) = &self.logs {
                 keep.append
@@ -702,6 +743,7 @@ impl Server {
             logs: self.logs.clone(),
             acme_ask_again: self.acme_ask_again.clone(),
             caches: self.caches.clone(),
+            ticket_keys: self.ticket_keys.clone(),
         }
     }
 
@@ -1104,6 +1146,17 @@ pub fn reload_certificates(control: &ControlHandle) {
             tracing::info!("SIGHUP: nothing to reload (no certificate, no configuration file)")
         }
         Err(e) => tracing::error!("SIGHUP: certificates not reloaded, those in use stay: {e}"),
+    }
+    reload_ticket_keys(control);
+}
+
+/// SIGHUP's part for TLS ticket keys (with or without a configuration file): read the key
+/// files again, and say what happened; a bad file keeps the keys in use.
+pub fn reload_ticket_keys(control: &ControlHandle) {
+    match control.reload_ticket_keys() {
+        Ok(Some(keys)) => tracing::info!(keys, "SIGHUP: TLS ticket keys reloaded"),
+        Ok(None) => {}
+        Err(e) => tracing::error!("SIGHUP: TLS ticket keys not reloaded, those in use stay: {e}"),
     }
 }
 

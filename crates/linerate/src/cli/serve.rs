@@ -1189,7 +1189,8 @@ struct Running {
 }
 
 /// SIGHUP with a configuration file: read it again; swap in its sites and certificates (no
-/// connection or request is dropped); name each key that changed, as applied now or needing
+/// connection or request is dropped), and the listeners' TLS ticket keys; name each key
+/// that changed, as applied now or needing
 /// a restart (`cli/reload.rs`). A file with a mistake changes nothing. The CA is asked again
 /// about the certificates it issued (renewal information, RFC 9773), so one it revoked is
 /// replaced now.
@@ -1243,6 +1244,8 @@ fn reload_file(
             tracing::error!("SIGHUP: sites and certificates not reloaded, those in use stay: {e}")
         }
     }
+    // The listeners' ticket key files (their paths are the running configuration's).
+    linerate_server::reload_ticket_keys(control);
     if !changes.restart.is_empty() {
         tracing::warn!(
             "SIGHUP: changed in {}, restart to apply (in use until then): {}",

@@ -45,6 +45,8 @@ pub enum TlsError {
     Options(String),
     /// rustls refused the certificate or key for another reason.
     Rustls(rustls::Error),
+    /// A TLS ticket key file could not be read or is not a key (issue V item 3).
+    TicketKey { path: PathBuf, why: String },
 }
 
 impl fmt::Display for TlsError {
@@ -66,6 +68,9 @@ impl fmt::Display for TlsError {
             }
             TlsError::Options(why) => f.write_str(why),
             TlsError::Rustls(e) => write!(f, "TLS configuration refused: {e}"),
+            TlsError::TicketKey { path, why } => {
+                write!(f, "TLS ticket key {}: {why}", path.display())
+            }
         }
     }
 }

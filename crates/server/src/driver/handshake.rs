@@ -1,5 +1,6 @@
 //! A TLS listener's handshake options: the rustls server configuration built from
-//! [`TlsOptions`] (versions, cipher suites, ALPN, resumption with a lifetime, OCSP through
+//! [`TlsOptions`] (versions, cipher suites, ALPN, resumption with a lifetime and tickets
+//! under rustls's keys or the fleet's (`ticket_keys.rs`), OCSP through
 //! the certificate store, client certificates against a CA bundle), and the verified client
 //! certificate's identity as handlers and upstreams see it ([`ClientCert`]).
 //!
@@ -27,6 +28,7 @@ use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConf
 
 use super::certs::{ALPN_H2, ALPN_HTTP11, CertStore, NamedCert, TlsError};
 pub use super::client_cert::ClientCert;
+use super::ticket_keys::TicketKeys;
 use crate::config::{ClientAuth, TlsConfig, TlsOptions, TlsVersion};
 
 /// The cipher suites a listener can name in `ciphers`, by IANA name, TLS 1.3 ones first.
@@ -116,6 +118,8 @@ pub struct Handshake {
     pub store: Arc<CertStore>,
     /// Its client-CA verifier, when it asks for client certificates.
     pub client_ca: Option<Arc<ClientCa>>,
+    /// Its ticket keys, when `ticket_keys` names files (read again on SIGHUP).
+    pub ticket_keys: Option<Arc<TicketKeys>>,
 }
 
 /// [`server_config`] with the sites' certificates chosen by SNI (`named`), with the
@@ -159,7 +163,18 @@ pub fn server_config_with_store(
             lifetime,
         })
     };
-    if options.session_tickets {
+    let ticket_keys = if options.ticket_keys.is_empty() {
+        None
+    } else {
+        Some(Arc::new(TicketKeys::from_files(&options.ticket_keys)?))
+    };
+    if let Some(keys) = &ticket_keys {
+        // The fleet's keys: a ticket sealed on one node opens on every node that has its key.
+        config.ticketer = Arc::new(AgedTickets {
+            inner: keys.clone(),
+            lifetime,
+        });
+    } else if options.session_tickets {
         config.ticketer = Arc::new(AgedTickets {
             inner: rustls::crypto::aws_lc_rs::Ticketer::new().map_err(TlsError::Rustls)?,
             lifetime,
@@ -172,8 +187,24 @@ pub fn server_config_with_store(
         config: Arc::new(config),
         store,
         client_ca: ca,
+        ticket_keys,
     })
 }
+
+/// Has `config` seal its tickets with `keys` (the fleet's, from the shared storage), the
+/// session's age checked as for any ticket; tickets are on from then.
+pub fn seal_with(config: &mut Arc<ServerConfig>, keys: Arc<TicketKeys>, options: &TlsOptions) {
+    let config = Arc::make_mut(config);
+    config.ticketer = Arc::new(AgedTickets {
+        inner: keys,
+        lifetime: options.session_lifetime.as_secs(),
+    });
+    // Turned off for a listener with neither a cache nor tickets of its own.
+    config.send_tls13_tickets = config.send_tls13_tickets.max(TLS13_TICKETS);
+}
+
+/// TLS 1.3 tickets sent after each handshake when tickets are on (rustls's default).
+const TLS13_TICKETS: usize = 2;
 
 /// Unix seconds now.
 fn now_secs() -> u64 {
@@ -222,9 +253,9 @@ impl StoresServerSessions for AgedSessions {
     }
 }
 
-/// rustls's ticketer (AES-256 and HMAC-SHA256 keys rotated every 6 h, the previous one
-/// kept), with the session's time sealed inside the ticket and checked on resumption, and
-/// the lifetime announced to clients.
+/// A ticketer (rustls's own, AES-256 and HMAC-SHA256 keys rotated every 6 h, the previous
+/// one kept; or the fleet's [`TicketKeys`]), with the session's time sealed inside the
+/// ticket and checked on resumption, and the lifetime announced to clients.
 #[derive(Debug)]
 struct AgedTickets {
     inner: Arc<dyn ProducesTickets>,
@@ -404,6 +435,110 @@ mod tests {
         assert_eq!(fresh(&old, 60), None);
         assert_eq!(fresh(&old, 86_400).as_deref(), Some(&b"session"[..]));
         assert_eq!(fresh(b"short", 60), None);
+    }
+
+    /// One QUIC handshake in memory (rustls's QUIC API, as quinn-proto drives it), the
+    /// tickets after it read by the client: how the client saw it.
+    fn quic_handshake(
+        client: &Arc<rustls::ClientConfig>,
+        server: &Arc<ServerConfig>,
+    ) -> Option<rustls::HandshakeKind> {
+        use rustls::quic::{ClientConnection, ServerConnection, Version};
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let mut c =
+            ClientConnection::new(client.clone(), Version::V1, name, b"p".to_vec()).unwrap();
+        let mut s = ServerConnection::new(server.clone(), Version::V1, b"p".to_vec()).unwrap();
+        // Each side's handshake bytes to the other, one key epoch at a time (as QUIC's
+        // packet spaces carry them), a few times over: the client's Finished, then the
+        // server's tickets.
+        macro_rules! pass {
+            ($from:expr, $to:expr) => {
+                loop {
+                    let mut buf = Vec::new();
+                    let change = $from.write_hs(&mut buf);
+                    if !buf.is_empty() {
+                        $to.read_hs(&buf).unwrap();
+                    }
+                    if change.is_none() {
+                        break;
+                    }
+                }
+            };
+        }
+        for _ in 0..4 {
+            pass!(c, s);
+            pass!(s, c);
+        }
+        assert!(!c.is_handshaking() && !s.is_handshaking());
+        c.handshake_kind()
+    }
+
+    /// Issue V item 3: HTTP/3 shares the listener's ticket keys. QUIC's TLS is the
+    /// listener's rustls configuration with ALPN `h3` and no early data (`QuicConfig::new`
+    /// clones it, its ticketer with it), so a QUIC session made on one node resumes on a
+    /// node with the same key files, and not on one with other keys.
+    #[test]
+    fn a_quic_session_resumes_on_another_node_with_the_same_ticket_keys() {
+        let d = std::env::temp_dir().join(format!("linerate-quic-tickets-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+        std::fs::write(d.join("cert.pem"), ck.cert.pem()).unwrap();
+        std::fs::write(d.join("key.pem"), ck.signing_key.serialize_pem()).unwrap();
+        std::fs::write(d.join("shared.key"), [1u8; 80]).unwrap();
+        std::fs::write(d.join("other.key"), [2u8; 80]).unwrap();
+        let node = |key: &str| {
+            let tls = TlsConfig {
+                addr: "127.0.0.1:0".parse().unwrap(),
+                cert: Some(crate::config::CertPair {
+                    cert: d.join("cert.pem"),
+                    key: d.join("key.pem"),
+                }),
+                ktls: false,
+                key_update_bytes: 1 << 30,
+                http2: true,
+                options: TlsOptions {
+                    // No cache: a resumption can only come from the ticket.
+                    session_cache: 0,
+                    ticket_keys: vec![d.join(key)],
+                    ..TlsOptions::default()
+                },
+            };
+            // What QuicConfig::new does to the listener's configuration.
+            let mut quic = (*server_config(&tls).unwrap()).clone();
+            quic.alpn_protocols = vec![b"h3".to_vec()];
+            quic.max_early_data_size = 0;
+            Arc::new(quic)
+        };
+        let (a, b, other) = (node("shared.key"), node("shared.key"), node("other.key"));
+        let mut roots = RootCertStore::empty();
+        roots.add(ck.cert.der().clone()).unwrap();
+        let client = |_: ()| {
+            let mut c = rustls::ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::aws_lc_rs::default_provider(),
+            ))
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_root_certificates(roots.clone())
+            .with_no_client_auth();
+            c.alpn_protocols = vec![b"h3".to_vec()];
+            Arc::new(c)
+        };
+        let to_b = client(());
+        assert_eq!(quic_handshake(&to_b, &a), Some(rustls::HandshakeKind::Full));
+        assert_eq!(
+            quic_handshake(&to_b, &b),
+            Some(rustls::HandshakeKind::Resumed)
+        );
+        let to_other = client(());
+        assert_eq!(
+            quic_handshake(&to_other, &a),
+            Some(rustls::HandshakeKind::Full)
+        );
+        assert_eq!(
+            quic_handshake(&to_other, &other),
+            Some(rustls::HandshakeKind::Full)
+        );
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub(crate) mod quic;
 #[path = "quic_off.rs"]
 pub(crate) mod quic;
 pub(crate) mod streams;
+#[cfg(feature = "tls")]
+pub(crate) mod ticket_keys;
 #[cfg(feature = "proxy")]
 mod tier_link;
 pub(crate) mod timer;

@@ -47,8 +47,12 @@ pub use super::certs::{
 };
 pub(crate) use super::handshake::ClientVerifier;
 pub use super::handshake::{
-    ClientCa, ClientCert, Handshake, cipher_suite_names, server_config, server_config_with_store,
-    session_lifetime_ok,
+    ClientCa, ClientCert, Handshake, cipher_suite_names, seal_with, server_config,
+    server_config_with_store, session_lifetime_ok,
+};
+pub use super::ticket_keys::{
+    KeyFormatError, KeyRing, TICKET_KEY_BYTES, TICKET_KEY_BYTES_AES128, TicketKey, TicketKeys,
+    ticket_key_size_ok,
 };
 /// Checks and loads the roots an HTTPS upstream is verified against (`tls_ca`, or the system's).
 pub use super::upstream_tls::{load_upstream_roots, upstream_server_name_ok};

@@ -141,11 +141,40 @@ impl ClientCa {
     }
 }
 
+/// A listener's ticket keys (see ticket_keys.rs): cannot be made.
+pub struct TicketKeys {
+    never: Infallible,
+}
+
+/// Ticket keys read again: cannot be made.
+pub enum KeyRing {}
+
+impl KeyRing {
+    pub fn names(&self) -> std::iter::Empty<&[u8; 16]> {
+        match *self {}
+    }
+}
+
+impl TicketKeys {
+    pub fn read_again(&self) -> Result<Arc<KeyRing>, TlsError> {
+        match self.never {}
+    }
+
+    pub fn swap(&self, ring: Arc<KeyRing>) {
+        match *ring {}
+    }
+
+    pub fn paths(&self) -> &[PathBuf] {
+        match self.never {}
+    }
+}
+
 /// A listener's TLS set-up (see tls.rs's `Handshake`): cannot be made.
 pub struct Handshake {
     pub config: Arc<ServerConfig>,
     pub store: Arc<CertStore>,
     pub client_ca: Option<Arc<ClientCa>>,
+    pub ticket_keys: Option<Arc<TicketKeys>>,
 }
 
 /// Refused: no TLS in this build.
