@@ -109,7 +109,8 @@ fn route(
             "text/plain; version=0.0.4; charset=utf-8",
             render(&stats.metrics(), &stats.snapshot())
                 + &render_caches(&stats.caches())
-                + &stats.grpc_metrics(),
+                + &stats.grpc_metrics()
+                + &stats.info.render(),
         ),
         "/cache" => list_caches(head.query(buf).unwrap_or(""), stats),
         "/healthz" if draining.load(Ordering::Relaxed) => (503, "text/plain", "draining\n".into()),

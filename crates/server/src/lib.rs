@@ -173,6 +173,7 @@ pub mod jwt;
 pub mod jwt;
 #[cfg(feature = "kv")]
 pub mod kv;
+pub mod node_info;
 pub mod notify;
 mod pool;
 pub mod privsep;

@@ -45,6 +45,8 @@ pub struct Server {
     caches: crate::stats::Caches,
     /// The router's gRPC call counters (for `/metrics`).
     grpc: crate::grpc::CallStats,
+    /// What tells this node apart on `/metrics` (issue V item 6).
+    info: Arc<crate::node_info::NodeInfo>,
     shared: Arc<Shared>,
     steering: bool,
     /// The static-file root, opened once; each worker gets its own cache from it.
@@ -106,6 +108,8 @@ pub struct ControlHandle {
     logs: Option<Logs>,
     acme_ask_again: Option<Arc<AtomicBool>>,
     caches: crate::stats::Caches,
+    /// What tells this node apart on `/metrics` (issue V item 6).
+    info: Arc<crate::node_info::NodeInfo>,
 }
 
 /// What a reload did.
@@ -198,6 +202,12 @@ impl ControlHandle {
         for (c, v) in self.client_cas.iter().zip(cas) {
             c.swap(v);
         }
+    }
+
+    /// What this node reports about itself on `/metrics` (its build, the configuration in
+    /// use, how the last reload went): a reload says how it went here.
+    pub fn node_info(&self) -> &Arc<crate::node_info::NodeInfo> {
+        &self.info
     }
 
     /// Reopens the access log files (after logrotate renamed them); a no-op without one.
@@ -594,6 +604,7 @@ impl Server {
             counters: Arc::new(counters),
             caches,
             grpc,
+            info: crate::node_info::NodeInfo::new(),
             shared: Arc::new(Shared {
                 conn: crate::h1::ConnConfig {
                     extended_connect: announces_extended_connect(&config, &router),
@@ -702,7 +713,14 @@ impl Server {
             logs: self.logs.clone(),
             acme_ask_again: self.acme_ask_again.clone(),
             caches: self.caches.clone(),
+            info: self.info.clone(),
         }
+    }
+
+    /// What this node reports about itself on `/metrics`: the binary sets its build and
+    /// the configuration it runs (issue V item 6).
+    pub fn node_info(&self) -> &Arc<crate::node_info::NodeInfo> {
+        &self.info
     }
 
     /// The first plain-HTTP/1.1 TCP address (with the real port when 0 was asked for); else
@@ -776,6 +794,7 @@ impl Server {
             workers: self.counters.clone(),
             caches: self.caches.clone(),
             grpc: self.grpc.clone(),
+            info: self.info.clone(),
         }
     }
 
@@ -811,6 +830,7 @@ impl Server {
                         workers: self.counters.clone(),
                         caches: self.caches.clone(),
                         grpc: self.grpc.clone(),
+                        info: self.info.clone(),
                     },
                     stop_admin.clone(),
                     self.draining.clone(),
@@ -1095,7 +1115,12 @@ impl Watchdog {
 /// SIGHUP's default: read the certificates again, and say what happened.
 pub fn reload_certificates(control: &ControlHandle) {
     control.ask_ca_again();
-    match control.reload() {
+    let done = control.reload();
+    match &done {
+        Ok(_) => control.info.reloaded(),
+        Err(_) => control.info.reload_failed(),
+    }
+    match done {
         Ok(Reloaded::Certificates(paths)) => {
             let certs: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
             tracing::info!(certs = %certs.join(", "), "SIGHUP: certificates reloaded")

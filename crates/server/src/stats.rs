@@ -440,6 +440,8 @@ pub struct StatsHandle {
     pub(crate) caches: Caches,
     /// The router's gRPC methods' call counters.
     pub(crate) grpc: crate::grpc::CallStats,
+    /// What tells this node apart (issue V item 6).
+    pub(crate) info: std::sync::Arc<crate::node_info::NodeInfo>,
 }
 
 /// A proxy mount's cache as the admin listener sees it: its counters, and purges.

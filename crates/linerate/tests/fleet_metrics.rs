@@ -1,0 +1,230 @@
+//! Issue V items 6 and 7, through the binary: what tells a fleet's nodes apart on the admin
+//! listener (the build, the configuration's hash, the last reload's outcome), and a
+//! `redirect_to_https` listener naming the port clients see (`https_port`), read by curl.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+
+use common::bin::{self, BIN};
+use common::{READ_TIMEOUT, eventually, free_port};
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("linerate-fleet-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The admin listener's answer to `GET path`: status and body.
+fn admin_get(admin: &str, path: &str) -> (u16, String) {
+    let mut c = TcpStream::connect(admin).unwrap();
+    c.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    c.write_all(format!("GET {path} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut out = String::new();
+    let _ = c.read_to_string(&mut out);
+    let status = out.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = out.split_once("\r\n\r\n").map_or("", |b| b.1).to_string();
+    (status, body)
+}
+
+/// The samples of `/metrics` whose line starts with `name` (labels included), as lines.
+fn samples(admin: &str, name: &str) -> Vec<String> {
+    admin_get(admin, "/metrics")
+        .1
+        .lines()
+        .filter(|l| l.starts_with(name) && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The value of the one sample `name` (no labels).
+fn value(admin: &str, name: &str) -> f64 {
+    let lines = samples(admin, &format!("{name} "));
+    assert_eq!(lines.len(), 1, "{name}: {lines:?}");
+    lines[0].rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+/// The first 16 hex digits of the SHA-256 of `path`'s bytes, by coreutils' sha256sum.
+fn sha256_16(path: &Path) -> String {
+    let out = std::process::Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .expect("sha256sum (coreutils)");
+    String::from_utf8(out.stdout).unwrap()[..16].to_string()
+}
+
+/// The commit this test was built from, as the build script finds it.
+fn head_commit() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map_or("unknown".into(), |o| {
+            String::from_utf8(o.stdout).unwrap().trim().to_string()
+        })
+}
+
+/// Issue V item 6: nothing on `/metrics` said which build a node ran, and `--version` named
+/// no commit. Both now name the package's version and the commit built.
+#[test]
+fn build_info_and_version_name_the_version_and_the_commit() {
+    let commit = head_commit();
+    let version = env!("CARGO_PKG_VERSION");
+    let out = std::process::Command::new(BIN)
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("linerate {version} ({commit})")
+    );
+    let admin = format!("127.0.0.1:{}", free_port("127.0.0.1"));
+    let _s = bin::serve(&["--app", "none", "--admin", &admin]);
+    assert_eq!(
+        samples(&admin, "linerate_build_info"),
+        [format!(
+            "linerate_build_info{{version=\"{version}\",commit=\"{commit}\"}} 1"
+        )]
+    );
+    // Without a file, the hash is the command line's.
+    let info = samples(&admin, "linerate_config_info");
+    assert!(
+        info.len() == 1 && info[0].contains("source=\"flags\""),
+        "{info:?}"
+    );
+}
+
+/// Issue V item 6: an operator could not tell which nodes ran which configuration, nor
+/// whether a SIGHUP took. `linerate_config_info{hash}` is the file's SHA-256 (first 16 hex
+/// digits) and follows a successful reload; a failed one keeps it and sets
+/// `linerate_config_last_reload_successful` to 0, its timestamp unchanged.
+#[test]
+fn the_config_hash_and_the_last_reload_follow_sighup() {
+    let d = dir("reload");
+    let admin = format!("127.0.0.1:{}", free_port("127.0.0.1"));
+    let file = d.join("linerate.toml");
+    let good = |comment: &str| {
+        format!(
+            "# {comment}\n[admin]\naddr = \"{admin}\"\n[[listen]]\naddr = \"127.0.0.1:0\"\n[[site]]\nnames = [\"a.test\"]\napp = \"demo\"\n"
+        )
+    };
+    std::fs::write(&file, good("first")).unwrap();
+    let s = bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let info = |admin: &str| samples(admin, "linerate_config_info");
+    let first = sha256_16(&file);
+    assert_eq!(
+        info(&admin),
+        [format!(
+            "linerate_config_info{{hash=\"{first}\",source=\"file\"}} 1"
+        )]
+    );
+    assert_eq!(value(&admin, "linerate_config_last_reload_successful"), 1.0);
+    let started = value(
+        &admin,
+        "linerate_config_last_reload_success_timestamp_seconds",
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(started > 0.0 && started <= now + 1.0, "{started} {now}");
+
+    // Another file (a comment differs: still another file's bytes), reloaded.
+    std::fs::write(&file, good("second")).unwrap();
+    let second = sha256_16(&file);
+    assert_ne!(first, second);
+    bin::signal(&s.child, rustix::process::Signal::HUP);
+    eventually("the reload's hash is exposed", || {
+        info(&admin).iter().any(|l| l.contains(&second))
+    });
+    assert_eq!(value(&admin, "linerate_config_last_reload_successful"), 1.0);
+    let reloaded = value(
+        &admin,
+        "linerate_config_last_reload_success_timestamp_seconds",
+    );
+    assert!(reloaded >= started, "{reloaded} < {started}");
+
+    // A file with a mistake: the configuration in use stays, and says the reload failed.
+    std::fs::write(&file, "[[listen]]\naddr = 7\n").unwrap();
+    bin::signal(&s.child, rustix::process::Signal::HUP);
+    eventually("the failed reload is exposed", || {
+        value(&admin, "linerate_config_last_reload_successful") == 0.0
+    });
+    assert!(info(&admin)[0].contains(&second), "{:?}", info(&admin));
+    assert_eq!(
+        value(
+            &admin,
+            "linerate_config_last_reload_success_timestamp_seconds"
+        ),
+        reloaded
+    );
+    drop(s);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Issue V item 7: behind a balancer, `redirect_to_https` named the node's own TLS port
+/// (`https://host:PORT/…`), which clients cannot reach. `https_port` names the port they see:
+/// left out for 443, named otherwise. Read by Debian's curl (`curl -sI`).
+#[test]
+fn https_port_is_the_port_the_redirect_names() {
+    let d = dir("https-port");
+    let ck = rcgen::generate_simple_self_signed(vec!["a.test".to_string()]).unwrap();
+    std::fs::write(d.join("cert.pem"), ck.cert.pem()).unwrap();
+    std::fs::write(d.join("key.pem"), ck.signing_key.serialize_pem()).unwrap();
+    let (p443, p8443, pown) = (
+        free_port("127.0.0.1"),
+        free_port("127.0.0.1"),
+        free_port("127.0.0.1"),
+    );
+    let file = d.join("linerate.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[listen]]\naddr = \"127.0.0.1:{p443}\"\nredirect_to_https = true\nhttps_port = 443\n\
+             [[listen]]\naddr = \"127.0.0.1:{p8443}\"\nredirect_to_https = true\nhttps_port = 8443\n\
+             [[listen]]\naddr = \"127.0.0.1:{pown}\"\nredirect_to_https = true\n\
+             [[listen]]\naddr = \"127.0.0.1:0\"\ntls = {{ cert = \"cert.pem\", key = \"key.pem\" }}\n\
+             [[site]]\nnames = [\"a.test\"]\napp = \"demo\"\n"
+        ),
+    )
+    .unwrap();
+    let s = bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let tls_port = s
+        .banner
+        .iter()
+        .find_map(|l| {
+            l.split_whitespace()
+                .find_map(|w| w.strip_prefix("https://"))
+        })
+        .and_then(|a| a.parse::<std::net::SocketAddr>().ok())
+        .expect("an https listener in the banner")
+        .port();
+    let location = |port: u16| {
+        let out = std::process::Command::new("curl")
+            .args(["-sI", "--max-time", "10", "-H", "Host: a.test"])
+            .arg(format!("http://127.0.0.1:{port}/x/y?z=1"))
+            .output()
+            .expect("curl is needed by this test (apt-get install curl)");
+        let head = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(head.starts_with("HTTP/1.1 308"), "{head}");
+        head.lines()
+            .find_map(|l| {
+                l.strip_prefix("Location: ")
+                    .or(l.strip_prefix("location: "))
+            })
+            .map(|l| l.trim().to_string())
+            .unwrap_or_else(|| panic!("no Location: {head}"))
+    };
+    assert_eq!(location(p443), "https://a.test/x/y?z=1");
+    assert_eq!(location(p8443), "https://a.test:8443/x/y?z=1");
+    // Without it, the node's own TLS listener, as before.
+    assert_eq!(location(pown), format!("https://a.test:{tls_port}/x/y?z=1"));
+    drop(s);
+    let _ = std::fs::remove_dir_all(&d);
+}
