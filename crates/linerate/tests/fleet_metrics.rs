@@ -111,7 +111,7 @@ fn the_config_hash_and_the_last_reload_follow_sighup() {
     let file = d.join("linerate.toml");
     let good = |comment: &str| {
         format!(
-            "# {comment}\n[admin]\naddr = \"{admin}\"\n[[listen]]\naddr = \"127.0.0.1:0\"\n[[site]]\nnames = [\"a.test\"]\napp = \"demo\"\n"
+            "# {comment}\n[admin]\naddr = \"{admin}\"\n[[listen]]\naddr = \"127.0.0.1:0\"\n[[site]]\nnames = [\"{comment}.test\"]\napp = \"demo\"\n"
         )
     };
     std::fs::write(&file, good("first")).unwrap();
@@ -149,6 +149,12 @@ fn the_config_hash_and_the_last_reload_follow_sighup() {
         "linerate_config_last_reload_success_timestamp_seconds",
     );
     assert!(reloaded >= started, "{reloaded} < {started}");
+    // GET /config follows it too.
+    let config = admin_get(&admin, "/config").1;
+    assert!(
+        config.contains("second.test") && !config.contains("first.test"),
+        "{config}"
+    );
 
     // A file with a mistake: the configuration in use stays, and says the reload failed.
     std::fs::write(&file, "[[listen]]\naddr = 7\n").unwrap();
@@ -225,6 +231,102 @@ fn https_port_is_the_port_the_redirect_names() {
     assert_eq!(location(p8443), "https://a.test:8443/x/y?z=1");
     // Without it, the node's own TLS listener, as before.
     assert_eq!(location(pown), format!("https://a.test:{tls_port}/x/y?z=1"));
+    drop(s);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Issue V item 6: the admin listener could not say what configuration a node runs. `GET
+/// /config` answers it as JSON (what the server runs with: defaults filled in), with every
+/// secret the file can hold replaced by `<redacted>`: a Redis URL's password (the cache tier,
+/// `[storage]`), the EAB MAC key, and none of what the file only points at (the htpasswd
+/// file's hashes, the JWT secret, the private key's contents) is read into it.
+#[test]
+fn get_config_answers_the_configuration_in_use_without_its_secrets() {
+    use base64::Engine as _;
+    let d = dir("config");
+    let ck = rcgen::generate_simple_self_signed(vec!["a.test".to_string()]).unwrap();
+    let key_pem = ck.signing_key.serialize_pem();
+    std::fs::write(d.join("cert.pem"), ck.cert.pem()).unwrap();
+    std::fs::write(d.join("key.pem"), &key_pem).unwrap();
+    let bcrypt_hash = bcrypt::hash_with_salt("alice-pw", 4, [7; 16])
+        .unwrap()
+        .format_for_version(bcrypt::Version::TwoY);
+    std::fs::write(d.join("users.htpasswd"), format!("alice:{bcrypt_hash}\n")).unwrap();
+    let jwt_secret = "jwt-secret-bytes-0123456789abcdefghij";
+    std::fs::write(d.join("jwt.key"), jwt_secret).unwrap();
+    let hmac = b"eab-hmac-key-bytes-0123456789";
+    let hmac_b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(hmac);
+    let admin = format!("127.0.0.1:{}", free_port("127.0.0.1"));
+    let up = format!("127.0.0.1:{}", free_port("127.0.0.1"));
+    let file = d.join("linerate.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[admin]\naddr = \"{admin}\"\n\
+             [acme]\nstorage = \"acme\"\neab_kid = \"kid-7\"\neab_hmac_key = \"{hmac_b64}\"\n\
+             [storage]\nredis = \"redis://fleet:storage-pass-1@127.0.0.1:1/0\"\nnodes = 3\n\
+             [[listen]]\naddr = \"127.0.0.1:0\"\n\
+             [[listen]]\naddr = \"127.0.0.1:0\"\ntls = {{ cert = \"cert.pem\", key = \"key.pem\" }}\n\
+             [[upstream]]\nname = \"app\"\nservers = [\"{up}\"]\n\
+             [[site]]\nnames = [\"a.test\", \"b.test\"]\napp = \"demo\"\n\
+             [[site.basic_auth]]\nprefix = \"/admin\"\nhtpasswd = \"users.htpasswd\"\n\
+             [[site.jwt]]\nprefix = \"/api\"\nsecret_file = \"jwt.key\"\n\
+             [[site.proxy]]\nprefix = \"/p/\"\nupstream = \"app\"\n\
+             cache = {{ size = \"4MiB\", tier = \"redis://:tier-pass-2@127.0.0.1:1\" }}\n"
+        ),
+    )
+    .unwrap();
+    let s = bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let (status, body) = admin_get(&admin, "/config");
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    // The secrets, in every spelling they could take.
+    let hmac_text = String::from_utf8_lossy(hmac).into_owned();
+    let hmac_bytes = format!("{:?}", hmac.to_vec()).replace(' ', "");
+    let compact = body.replace([' ', '\n'], "");
+    for secret in [
+        "storage-pass-1",
+        "tier-pass-2",
+        hmac_b64.as_str(),
+        hmac_text.as_str(),
+        jwt_secret,
+        bcrypt_hash.as_str(),
+        "alice-pw",
+        key_pem.lines().nth(1).unwrap(),
+    ] {
+        assert!(!body.contains(secret), "{secret:?} in {body}");
+    }
+    assert!(
+        !compact.contains(&hmac_bytes[1..hmac_bytes.len() - 1]),
+        "{body}"
+    );
+    // Each replaced by the marker, the rest of the URL kept.
+    assert!(
+        body.contains("redis://fleet:<redacted>@127.0.0.1:1/0"),
+        "{body}"
+    );
+    assert!(body.contains("redis://:<redacted>@127.0.0.1:1"), "{body}");
+    assert_eq!(v["acme"]["eab"]["hmac_key"], "<redacted>", "{body}");
+    // The rest is there: the sites' names, the listeners, the defaults filled in, the
+    // paths to the secrets.
+    let text = v.to_string();
+    for there in [
+        "\"a.test\"",
+        "\"b.test\"",
+        "kid-7",
+        "users.htpasswd",
+        "jwt.key",
+        "key.pem",
+        "cert.pem",
+        &admin,
+        "\"nodes\":3",
+    ] {
+        assert!(text.contains(there), "{there} not in {body}");
+    }
+    let listeners = v["listeners"].as_array().expect("listeners");
+    assert_eq!(listeners.len(), 2, "{body}");
+    // A default the file did not name: the header timeout (10 s).
+    assert_eq!(v["header_timeout"], "10s", "{body}");
     drop(s);
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -150,6 +150,7 @@ pub mod basic_auth;
 mod basic_auth;
 mod client_conns;
 pub mod config;
+pub mod config_view;
 mod driver;
 pub mod features;
 #[cfg(feature = "grpc")]

@@ -29,6 +29,8 @@ struct State {
     reload_ok: bool,
     /// When the configuration in use was applied (seconds since the Unix epoch).
     reload_success_s: f64,
+    /// The configuration in use as `GET /config` answers it (`config_view`).
+    effective: String,
 }
 
 impl NodeInfo {
@@ -50,6 +52,22 @@ impl NodeInfo {
         s.config = Some((hash.to_string(), source));
         s.reload_ok = true;
         s.reload_success_s = now_s();
+    }
+
+    /// The configuration the server runs with now (at bind, and after each reload that
+    /// applied one), as `GET /config` answers it: JSON, secrets removed.
+    pub fn set_effective(&self, config: &crate::config::Config) {
+        let view = crate::config_view::render(config);
+        self.write().effective = view;
+    }
+
+    /// `GET /config`'s answer (see [`NodeInfo::set_effective`]).
+    pub fn effective(&self) -> String {
+        self.state
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .effective
+            .clone()
     }
 
     /// A reload with nothing to read but the certificates (no configuration file) succeeded:

@@ -604,7 +604,11 @@ impl Server {
             counters: Arc::new(counters),
             caches,
             grpc,
-            info: crate::node_info::NodeInfo::new(),
+            info: {
+                let info = crate::node_info::NodeInfo::new();
+                info.set_effective(&config);
+                info
+            },
             shared: Arc::new(Shared {
                 conn: crate::h1::ConnConfig {
                     extended_connect: announces_extended_connect(&config, &router),

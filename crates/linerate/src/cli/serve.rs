@@ -1260,6 +1260,7 @@ fn reload_file(
             c.proxies = new.proxies;
             c.compression = new.compression;
             c.max_body_bytes = new.max_body_bytes;
+            control.node_info().set_effective(c);
         }
         Err(e) => {
             control.node_info().reload_failed();
