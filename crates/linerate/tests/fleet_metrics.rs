@@ -330,3 +330,76 @@ fn get_config_answers_the_configuration_in_use_without_its_secrets() {
     drop(s);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A self-signed certificate for `names` expiring on `(y, m, d)` at 00:00 UTC, as
+/// `FILE.pem` and `FILE.key` in `d`.
+fn cert_until(d: &Path, file: &str, names: &[&str], (y, m, day): (i32, u8, u8)) {
+    let mut params =
+        rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+            .unwrap();
+    params.not_after = rcgen::date_time_ymd(y, m, day);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    std::fs::write(d.join(format!("{file}.pem")), cert.pem()).unwrap();
+    std::fs::write(d.join(format!("{file}.key")), key.serialize_pem()).unwrap();
+}
+
+/// Issue V item 6: no metric said when a node's certificates expire, so a node still serving
+/// an old one looked like the others. `linerate_certificate_expiry_timestamp_seconds{name,
+/// source}` gives each loaded certificate's `notAfter`: the listener's own (its first DNS
+/// name), a site's files, the local CA's; a SIGHUP that rereads a renewed file moves it.
+#[test]
+fn every_loaded_certificate_reports_its_expiry_and_a_reread_moves_it() {
+    let d = dir("expiry");
+    // 2031-05-06 and 2032-01-02, 2033-03-04 00:00:00 UTC.
+    let (t2031, t2032, t2033) = (1_935_792_000.0, 1_956_614_400.0, 1_993_507_200.0);
+    cert_until(&d, "own", &["own.test", "x.test"], (2031, 5, 6));
+    cert_until(&d, "b", &["b.test"], (2032, 1, 2));
+    let admin = format!("127.0.0.1:{}", free_port("127.0.0.1"));
+    let file = d.join("linerate.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[admin]\naddr = \"{admin}\"\n[acme]\nstorage = \"acme\"\n\
+             [[listen]]\naddr = \"127.0.0.1:0\"\n\
+             [[listen]]\naddr = \"127.0.0.1:0\"\ntls = {{ cert = \"own.pem\", key = \"own.key\" }}\n\
+             [[site]]\nnames = [\"b.test\"]\napp = \"demo\"\ntls = {{ cert = \"b.pem\", key = \"b.key\" }}\n\
+             [[site]]\nnames = [\"c.internal\"]\napp = \"demo\"\ntls = \"internal\"\n"
+        ),
+    )
+    .unwrap();
+    let s = bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let expiry = |name: &str, source: &str| -> Option<f64> {
+        let head = format!(
+            "linerate_certificate_expiry_timestamp_seconds{{name=\"{name}\",source=\"{source}\"}} "
+        );
+        samples(&admin, &head)
+            .first()
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    };
+    assert_eq!(expiry("own.test", "files"), Some(t2031));
+    assert_eq!(expiry("b.test", "files"), Some(t2032));
+    // The local CA's leaves live 7 days from their making.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let internal = expiry("c.internal", "internal").expect("the local CA's certificate");
+    assert!(
+        internal > now + 6.0 * 86_400.0 && internal < now + 8.0 * 86_400.0,
+        "{internal} {now}"
+    );
+    // b.test renewed on disk; a SIGHUP rereads it.
+    cert_until(&d, "b", &["b.test"], (2033, 3, 4));
+    bin::signal(&s.child, rustix::process::Signal::HUP);
+    eventually("the reread certificate's expiry", || {
+        expiry("b.test", "files") == Some(t2033)
+    });
+    assert_eq!(
+        samples(&admin, "linerate_certificate_expiry_timestamp_seconds").len(),
+        3,
+        "one sample per certificate"
+    );
+    drop(s);
+    let _ = std::fs::remove_dir_all(&d);
+}

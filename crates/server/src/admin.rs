@@ -110,7 +110,14 @@ fn route(
             render(&stats.metrics(), &stats.snapshot())
                 + &render_caches(&stats.caches())
                 + &stats.grpc_metrics()
-                + &stats.info.render(),
+                + &stats.info.render()
+                + &crate::node_info::render_certs(
+                    &stats
+                        .certs
+                        .iter()
+                        .flat_map(|c| c.expiries())
+                        .collect::<Vec<_>>(),
+                ),
         ),
         "/cache" => list_caches(head.query(buf).unwrap_or(""), stats),
         // Issue V item 6: the configuration in use, secrets removed (`config_view`).

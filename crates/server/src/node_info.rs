@@ -1,7 +1,8 @@
 //! What tells one node of a fleet from another on `/metrics` (issue V item 6): the build it
 //! runs (`linerate_build_info`), the configuration in use (`linerate_config_info{hash}`) and
 //! how the last reload went (`linerate_config_last_reload_successful` and its time, as
-//! Prometheus names its own).
+//! Prometheus names its own), and each loaded certificate's expiry
+//! (`linerate_certificate_expiry_timestamp_seconds`).
 //!
 //! Owns those values and their exposition only. The binary sets them (it knows its build and
 //! reads the file); the admin thread renders them at scrape time. Nothing here is on the
@@ -122,6 +123,47 @@ impl NodeInfo {
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
         self.state.write().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// A certificate served now and when it expires (the leaf's `notAfter`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CertExpiry {
+    /// The site's first name (a named certificate), or the leaf's first DNS name (a
+    /// listener's own; `default` with none).
+    pub name: String,
+    /// Where it comes from: `files` (a PEM pair the configuration names), `acme`, `internal`.
+    pub source: &'static str,
+    /// `notAfter`, seconds since the Unix epoch.
+    pub not_after_s: i64,
+}
+
+/// `linerate_certificate_expiry_timestamp_seconds{name,source}`, one sample per certificate
+/// (the same one on several listeners counted once); nothing without any.
+pub fn render_certs(certs: &[CertExpiry]) -> String {
+    let mut seen: Vec<&CertExpiry> = Vec::new();
+    for c in certs {
+        if !seen.contains(&c) {
+            seen.push(c);
+        }
+    }
+    if seen.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "# HELP linerate_certificate_expiry_timestamp_seconds When each certificate served expires (its notAfter), by name and source (files, acme, internal); read again with the certificates.
+# TYPE linerate_certificate_expiry_timestamp_seconds gauge
+",
+    );
+    for c in seen {
+        let _ = writeln!(
+            out,
+            "linerate_certificate_expiry_timestamp_seconds{{name=\"{}\",source=\"{}\"}} {}",
+            escape(&c.name),
+            c.source,
+            c.not_after_s
+        );
+    }
+    out
 }
 
 /// Seconds since the Unix epoch (0 on a clock set before it).

@@ -799,6 +799,7 @@ impl Server {
             caches: self.caches.clone(),
             grpc: self.grpc.clone(),
             info: self.info.clone(),
+            certs: self.certs.clone(),
         }
     }
 
@@ -835,6 +836,7 @@ impl Server {
                         caches: self.caches.clone(),
                         grpc: self.grpc.clone(),
                         info: self.info.clone(),
+                        certs: self.certs.clone(),
                     },
                     stop_admin.clone(),
                     self.draining.clone(),
