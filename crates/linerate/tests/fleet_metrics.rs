@@ -403,3 +403,52 @@ fn every_loaded_certificate_reports_its_expiry_and_a_reread_moves_it() {
     drop(s);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Issue V item 6, without a file: SIGHUP rereads the certificates only, and its outcome is
+/// what `linerate_config_last_reload_successful` says (a certificate file that no longer
+/// parses: 0, the one in use stays; fixed: 1 again, at a later time), the flags' hash kept.
+#[test]
+fn without_a_file_a_certificate_reread_sets_the_last_reload() {
+    let d = dir("flags-reload");
+    cert_until(&d, "own", &["own.test"], (2031, 5, 6));
+    let admin = format!("127.0.0.1:{}", free_port("127.0.0.1"));
+    let (cert, key) = (d.join("own.pem"), d.join("own.key"));
+    let s = bin::serve(&[
+        "--app",
+        "none",
+        "--admin",
+        &admin,
+        "--tls-port",
+        "0",
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ]);
+    let hash = samples(&admin, "linerate_config_info");
+    assert!(hash[0].contains("source=\"flags\""), "{hash:?}");
+    let at = |admin: &str| {
+        value(
+            admin,
+            "linerate_config_last_reload_success_timestamp_seconds",
+        )
+    };
+    let started = at(&admin);
+    std::fs::write(&cert, "not a certificate\n").unwrap();
+    bin::signal(&s.child, rustix::process::Signal::HUP);
+    eventually("the failed reread is exposed", || {
+        value(&admin, "linerate_config_last_reload_successful") == 0.0
+    });
+    assert_eq!(at(&admin), started);
+    // One second on: the next success is at a later time, whatever the clock's resolution.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    cert_until(&d, "own", &["own.test"], (2032, 1, 2));
+    bin::signal(&s.child, rustix::process::Signal::HUP);
+    eventually("the good reread is exposed", || {
+        value(&admin, "linerate_config_last_reload_successful") == 1.0
+    });
+    assert!(at(&admin) > started);
+    assert_eq!(samples(&admin, "linerate_config_info"), hash);
+    drop(s);
+    let _ = std::fs::remove_dir_all(&d);
+}
