@@ -495,6 +495,9 @@ struct RawListen {
     owner: Option<Spanned<String>>,
     group: Option<Spanned<String>>,
     mode: Option<Spanned<String>>,
+    // issue V item 7: the public HTTPS port
+    /// The port `redirect_to_https` names, as clients see it (a balancer's 443).
+    https_port: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -685,16 +688,26 @@ struct RawHeaders {
     proxied: bool,
 }
 
+/// `redirect_to_https` without `https_port`, until every listener is read: then the first
+/// TLS listener's port (443 with none: a TLS terminator in front). Never a port itself
+/// (`https_port = 0` is refused).
+const TLS_LISTENER_PORT: u16 = 0;
+
 /// Reads and checks `path` (through the privilege keeper, so a server that dropped root
 /// still reads a root-only file on SIGHUP).
 pub fn load(path: &Path) -> Result<FileConfig, ConfError> {
-    let text = linerate_server::privsep::read_to_string(path).map_err(|e| ConfError {
+    parse(&read(path)?, path)
+}
+
+/// The text of `path` as read (through the privilege keeper), before any check: what
+/// [`parse`] takes and what the configuration's hash is of.
+pub fn read(path: &Path) -> Result<String, ConfError> {
+    linerate_server::privsep::read_to_string(path).map_err(|e| ConfError {
         path: path.to_path_buf(),
         line: 0,
         column: 0,
         message: format!("cannot read: {e}"),
-    })?;
-    parse(&text, path)
+    })
 }
 
 /// Checks `text`, the contents of `path` (relative paths in it are from `path`'s directory).
@@ -960,7 +973,7 @@ impl Cx<'_> {
             _ => None,
         });
         for l in c.listeners.iter_mut() {
-            if l.redirect_to_https.is_some() {
+            if l.redirect_to_https == Some(TLS_LISTENER_PORT) {
                 l.redirect_to_https = Some(https_port.unwrap_or(443));
             }
         }
@@ -1289,10 +1302,18 @@ impl Cx<'_> {
                     "redirect_to_https is for a cleartext HTTP/1.1 TCP listener (addr, no tls, no h2c)",
                 ));
             }
-            // The port is the first TLS listener's, found once all are read.
-            Some(r) if *r.get_ref() => Some(443),
+            // `https_port`, else the first TLS listener's, found once all are read.
+            Some(r) if *r.get_ref() => Some(self.https_port(raw)?.unwrap_or(TLS_LISTENER_PORT)),
             _ => None,
         };
+        if let Some(p) = &raw.https_port
+            && redirect_to_https.is_none()
+        {
+            return Err(self.err(
+                p.span(),
+                "https_port is the port redirect_to_https names: set redirect_to_https = true",
+            ));
+        }
         let proxy_protocol = match &raw.proxy_protocol {
             Some(p) if *p.get_ref() && !matches!(addr, ListenAddr::Tcp(_)) => {
                 return Err(self.err(p.span(), "proxy_protocol is for a TCP listener (addr)"));
@@ -1321,6 +1342,22 @@ impl Cx<'_> {
             proxy_protocol,
             quic,
         })
+    }
+
+    /// A listener's `https_port` (issue V item 7): the port clients reach HTTPS on, which a
+    /// redirect names (left out when 443), when the node's own TLS port is not what they
+    /// see (a balancer in front).
+    fn https_port(&self, raw: &RawListen) -> Result<Option<u16>, ConfError> {
+        match &raw.https_port {
+            Some(p) => match u16::try_from(*p.get_ref()) {
+                Ok(port) if port != 0 => Ok(Some(port)),
+                _ => Err(self.err(
+                    p.span(),
+                    format!("https_port must be 1 to 65535 (got {})", p.get_ref()),
+                )),
+            },
+            None => Ok(None),
+        }
     }
 
     /// A TLS listener's handshake options: its own keys, else `[tls]`'s, else the defaults.

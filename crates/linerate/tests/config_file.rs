@@ -862,6 +862,27 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
             "4:21",
             "redirect_to_https is for a cleartext HTTP/1.1 TCP listener",
         ),
+        // issue V item 7: https_port, the port a redirect names, only with redirect_to_https.
+        (
+            format!("{listen}https_port = 443\n{site}"),
+            "3:14",
+            "https_port is the port redirect_to_https names: set redirect_to_https = true",
+        ),
+        (
+            format!("{listen}redirect_to_https = true\nhttps_port = 0\n{site}"),
+            "4:14",
+            "https_port must be 1 to 65535 (got 0)",
+        ),
+        (
+            format!("{listen}redirect_to_https = true\nhttps_port = 65536\n{site}"),
+            "4:14",
+            "https_port must be 1 to 65535 (got 65536)",
+        ),
+        (
+            format!("{listen}redirect_to_https = true\nhttps_port = \"443\"\n{site}"),
+            "4:14",
+            "invalid type",
+        ),
         (
             format!(
                 "{listen}{site}[[site.access]]\nrules = [\"allow 10.0.0.0/8\", \"permit all\"]\n"

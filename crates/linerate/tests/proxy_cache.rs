@@ -1804,6 +1804,87 @@ fn a_purge_while_the_tier_is_down_is_kept_and_applied_when_it_is_back() {
     assert_eq!(post(admin_a, "/purge?url=http://t/page").0, 200);
 }
 
+/// Issue V item 6 ("a purge answers 200 when it did not reach the fleet"): the `PURGE`
+/// method, as the admin's purge, while the tier is stopped (SIGSTOP) and marked down: 202
+/// (RFC 9110 §15.3.3: accepted, not completed) with what is pending, never 200; once the tier
+/// is back (SIGCONT) the kept purge is replayed there and reaches the other edge, and a
+/// purge that reaches the tier answers 200 again.
+#[test]
+fn a_purge_method_while_the_tier_is_down_answers_202_and_is_replayed_when_it_is_back() {
+    let Some(tier) = common::tier::TierServer::start("redis-server") else {
+        return;
+    };
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let versions = AtomicUsize::new(0);
+    let up = Upstream::start(move |path, _| {
+        let cc = "Cache-Control: public, max-age=600\r\n";
+        match path {
+            "/page" => {
+                let v = versions.fetch_add(1, Ordering::Relaxed) + 1;
+                ok_with(cc, format!("v{v}").as_bytes())
+            }
+            _ => ok_with(cc, path.as_bytes()),
+        }
+    });
+    let url = tier.url();
+    let dir = tempfile_dir().join("purge-method-down");
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = common::free_port("127.0.0.1");
+    let file = dir.join("linerate.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[listen]]\naddr = \"127.0.0.1:{port}\"\n[[upstream]]\nname = \"app\"\nservers = [\"{}\"]\n\
+             [[site]]\ndefault = true\n\
+             [[site.proxy]]\nprefix = \"/\"\nupstream = \"app\"\ncache = {{ size = \"4MiB\", tier = \"{url}\", purge_from = [\"127.0.0.1\"] }}\n",
+            up.addr
+        ),
+    )
+    .unwrap();
+    let admin_a = format!("127.0.0.1:{}", common::free_port("127.0.0.1"));
+    let _a = common::bin::serve_as(&["--config", file.to_str().unwrap(), "--admin", &admin_a]);
+    let a: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let edges = two_edges(&up, &url);
+    let b = &edges[0].0;
+    let before = tier_stored(&admin_a);
+    assert_eq!(ask_as(a, "GET", "t", "/page").text(), "v1");
+    eventually("A's answer is in the tier", || {
+        tier_stored(&admin_a) > before
+    });
+    assert_eq!(ask_as(b.addr, "GET", "t", "/page").text(), "v1");
+    tier.signal(rustix::process::Signal::STOP);
+    let failed = tier_count(&admin_a, "error");
+    let mut n = 0;
+    eventually("A marks the tier down", || {
+        n += 1;
+        ask_as(a, "GET", "t", &format!("/down{n}"));
+        tier_count(&admin_a, "error") > failed
+    });
+    let r = ask_as(a, "PURGE", "t", "/page");
+    let body = r.text();
+    assert_eq!(r.status, 202, "{body}");
+    assert_eq!(body, "purged 1\npending: http://t/page\n");
+    tier.signal(rustix::process::Signal::CONT);
+    let mut n = 0;
+    eventually("A stores in the tier again", || {
+        n += 1;
+        stores_through(&admin_a, || {
+            ask_as(a, "GET", "t", &format!("/back{n}"));
+        })
+    });
+    assert_ne!(
+        ask_as(a, "GET", "t", "/page").text(),
+        "v1",
+        "A served the purged page from the tier"
+    );
+    eventually("the replayed purge reached edge B", || {
+        ask_as(b.addr, "GET", "t", "/page").text() != "v1"
+    });
+    let r = ask_as(a, "PURGE", "t", "/page");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `METHOD path` with `Host: host` to `addr`.
 fn ask_as(addr: SocketAddr, method: &str, host: &str, path: &str) -> common::Resp {
     let mut c = Client::connect(addr);

@@ -1,5 +1,5 @@
-//! The admin listener: `GET /metrics` (the Prometheus text exposition format, version 0.0.4)
-//! and `GET /healthz`, answered by a thread of its own, never by the workers or a site.
+//! The admin listener: `GET /metrics` (the Prometheus text exposition format, version 0.0.4),
+//! `GET /config` (the configuration in use, secrets removed) and `GET /healthz`, answered by a thread of its own, never by the workers or a site.
 //!
 //! Owns the exposition: it reads the workers' counters at scrape time (`StatsHandle`), so
 //! nothing on the request path is shared. One connection at a time, each answered once and
@@ -109,12 +109,26 @@ fn route(
             "text/plain; version=0.0.4; charset=utf-8",
             render(&stats.metrics(), &stats.snapshot())
                 + &render_caches(&stats.caches())
-                + &stats.grpc_metrics(),
+                + &stats.grpc_metrics()
+                + &stats.info.render()
+                + &crate::node_info::render_certs(
+                    &stats
+                        .certs
+                        .iter()
+                        .flat_map(|c| c.expiries())
+                        .collect::<Vec<_>>(),
+                ),
         ),
         "/cache" => list_caches(head.query(buf).unwrap_or(""), stats),
+        // Issue V item 6: the configuration in use, secrets removed (`config_view`).
+        "/config" => (200, "application/json", stats.info.effective()),
         "/healthz" if draining.load(Ordering::Relaxed) => (503, "text/plain", "draining\n".into()),
         "/healthz" => (200, "text/plain", "ok\n".into()),
-        _ => (404, "text/plain", "/metrics, /cache or /healthz\n".into()),
+        _ => (
+            404,
+            "text/plain",
+            "/metrics, /cache, /config or /healthz\n".into(),
+        ),
     }
 }
 

@@ -723,9 +723,11 @@ pub struct AcmeEab {
 
 impl std::fmt::Debug for AcmeEab {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The key itself never (logs, `GET /config`): its place is marked.
         f.debug_struct("AcmeEab")
             .field("kid", &self.kid)
-            .finish_non_exhaustive()
+            .field("hmac_key", &crate::config_view::REDACTED)
+            .finish()
     }
 }
 

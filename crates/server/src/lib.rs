@@ -150,6 +150,7 @@ pub mod basic_auth;
 mod basic_auth;
 mod client_conns;
 pub mod config;
+pub mod config_view;
 mod driver;
 pub mod features;
 #[cfg(feature = "grpc")]
@@ -173,6 +174,7 @@ pub mod jwt;
 pub mod jwt;
 #[cfg(feature = "kv")]
 pub mod kv;
+pub mod node_info;
 pub mod notify;
 mod pool;
 pub mod privsep;

@@ -45,6 +45,8 @@ pub struct Server {
     caches: crate::stats::Caches,
     /// The router's gRPC call counters (for `/metrics`).
     grpc: crate::grpc::CallStats,
+    /// What tells this node apart on `/metrics` (issue V item 6).
+    info: Arc<crate::node_info::NodeInfo>,
     shared: Arc<Shared>,
     steering: bool,
     /// The static-file root, opened once; each worker gets its own cache from it.
@@ -112,6 +114,8 @@ pub struct ControlHandle {
     acme_ask_again: Option<Arc<AtomicBool>>,
     caches: crate::stats::Caches,
     ticket_keys: Vec<Arc<crate::tls::TicketKeys>>,
+    /// What tells this node apart on `/metrics` (issue V item 6).
+    info: Arc<crate::node_info::NodeInfo>,
 }
 
 /// What a reload did.
@@ -220,6 +224,12 @@ impl ControlHandle {
             k.swap(ring);
         }
         Ok(first)
+    }
+
+    /// What this node reports about itself on `/metrics` (its build, the configuration in
+    /// use, how the last reload went): a reload says how it went here.
+    pub fn node_info(&self) -> &Arc<crate::node_info::NodeInfo> {
+        &self.info
     }
 
     /// Reopens the access log files (after logrotate renamed them); a no-op without one.
@@ -629,6 +639,11 @@ impl Server {
             counters: Arc::new(counters),
             caches,
             grpc,
+            info: {
+                let info = crate::node_info::NodeInfo::new();
+                info.set_effective(&config);
+                info
+            },
             shared: Arc::new(Shared {
                 conn: crate::h1::ConnConfig {
                     extended_connect: announces_extended_connect(&config, &router),
@@ -744,7 +759,14 @@ impl Server {
             acme_ask_again: self.acme_ask_again.clone(),
             caches: self.caches.clone(),
             ticket_keys: self.ticket_keys.clone(),
+            info: self.info.clone(),
         }
+    }
+
+    /// What this node reports about itself on `/metrics`: the binary sets its build and
+    /// the configuration it runs (issue V item 6).
+    pub fn node_info(&self) -> &Arc<crate::node_info::NodeInfo> {
+        &self.info
     }
 
     /// The first plain-HTTP/1.1 TCP address (with the real port when 0 was asked for); else
@@ -818,6 +840,8 @@ impl Server {
             workers: self.counters.clone(),
             caches: self.caches.clone(),
             grpc: self.grpc.clone(),
+            info: self.info.clone(),
+            certs: self.certs.clone(),
         }
     }
 
@@ -853,6 +877,8 @@ impl Server {
                         workers: self.counters.clone(),
                         caches: self.caches.clone(),
                         grpc: self.grpc.clone(),
+                        info: self.info.clone(),
+                        certs: self.certs.clone(),
                     },
                     stop_admin.clone(),
                     self.draining.clone(),
@@ -1137,7 +1163,12 @@ impl Watchdog {
 /// SIGHUP's default: read the certificates again, and say what happened.
 pub fn reload_certificates(control: &ControlHandle) {
     control.ask_ca_again();
-    match control.reload() {
+    let done = control.reload();
+    match &done {
+        Ok(_) => control.info.reloaded(),
+        Err(_) => control.info.reload_failed(),
+    }
+    match done {
         Ok(Reloaded::Certificates(paths)) => {
             let certs: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
             tracing::info!(certs = %certs.join(", "), "SIGHUP: certificates reloaded")

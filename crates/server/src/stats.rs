@@ -440,6 +440,10 @@ pub struct StatsHandle {
     pub(crate) caches: Caches,
     /// The router's gRPC methods' call counters.
     pub(crate) grpc: crate::grpc::CallStats,
+    /// What tells this node apart (issue V item 6).
+    pub(crate) info: std::sync::Arc<crate::node_info::NodeInfo>,
+    /// Every TLS listener's certificates (their expiry, read at scrape time).
+    pub(crate) certs: Vec<std::sync::Arc<crate::tls::CertStore>>,
 }
 
 /// A proxy mount's cache as the admin listener sees it: its counters, and purges.

@@ -3,6 +3,7 @@
 //! are read by `linerate_load::units`, the workspace's one parser of each.
 #![forbid(unsafe_code)]
 
+mod config_hash;
 mod lab;
 pub mod load;
 mod reload;
@@ -15,10 +16,19 @@ use clap::{Parser, Subcommand};
 use lab::FloorArgs;
 use serve::ServeArgs;
 
+/// `--version`: the package's version and the commit built (`build.rs`), as
+/// `linerate_build_info` says them.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("LINERATE_COMMIT"),
+    ")"
+);
+
 #[derive(Parser)]
 #[command(
     name = "linerate",
-    version,
+    version = VERSION,
     about = "A fast, strict HTTP/1.1, HTTP/2 and HTTP/3 server, load generator and lab",
     args_conflicts_with_subcommands = true
 )]

@@ -311,6 +311,11 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         println!("{}: ok ({})", path.display(), summary(&f));
         return Ok(ExitCode::SUCCESS);
     }
+    // What `linerate_config_info` names: the file's bytes, else the flags (issue V item 6).
+    let mut config_hash = (
+        super::config_hash::of_flags(std::env::args_os().skip(1)),
+        "flags",
+    );
     let file = match &a.config {
         Some(path) => {
             for flag in [
@@ -336,7 +341,9 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
                     );
                 }
             }
-            Some(crate::conf::load(path)?)
+            let text = crate::conf::read(path)?;
+            config_hash = (super::config_hash::of_file(&text), "file");
+            Some(crate::conf::parse(&text, path)?)
         }
         None => None,
     };
@@ -534,6 +541,12 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
             append: Vec::new(),
         };
         server.drop_privileges(user, keep).map_err(start_error)?;
+    }
+    {
+        let control = server.control();
+        let info = control.node_info();
+        info.set_build(env!("CARGO_PKG_VERSION"), env!("LINERATE_COMMIT"));
+        info.applied(&config_hash.0, config_hash.1);
     }
     server
         .watch_signals_with(on_hup)
@@ -1202,9 +1215,16 @@ fn reload_file(
     demo_mounted: bool,
     control: &linerate_server::ControlHandle,
 ) {
-    let f = match crate::conf::load(path) {
-        Ok(f) => f,
+    let read = crate::conf::read(path).and_then(|text| {
+        Ok((
+            super::config_hash::of_file(&text),
+            crate::conf::parse(&text, path)?,
+        ))
+    });
+    let (hash, f) = match read {
+        Ok(read) => read,
         Err(e) => {
+            control.node_info().reload_failed();
             tracing::error!("SIGHUP: {e}; the configuration in use stays");
             return;
         }
@@ -1233,14 +1253,18 @@ fn reload_file(
             if !changes.now.is_empty() {
                 tracing::info!("SIGHUP: applied now: {}", changes.now.join(", "));
             }
+            // The file read is the one in use from now on (less what waits for a restart).
+            control.node_info().applied(&hash, "file");
             let c = &mut running.config;
             c.sites = new.sites;
             c.upstreams = new.upstreams;
             c.proxies = new.proxies;
             c.compression = new.compression;
             c.max_body_bytes = new.max_body_bytes;
+            control.node_info().set_effective(c);
         }
         Err(e) => {
+            control.node_info().reload_failed();
             tracing::error!("SIGHUP: sites and certificates not reloaded, those in use stay: {e}")
         }
     }

@@ -253,6 +253,95 @@ impl ResolvesServerCert for CertStore {
     }
 }
 
+impl CertStore {
+    /// Every certificate served now and when it expires (issue V item 6): the listener's
+    /// own, then each site's that is loaded (a managed one not obtained yet is not). Read
+    /// from the set in use, so a reload's certificates are reported from the swap on.
+    pub fn expiries(&self) -> Vec<crate::node_info::CertExpiry> {
+        use crate::node_info::CertExpiry;
+        let set = self.current();
+        let mut out = Vec::new();
+        if let Some(key) = &set.default
+            && let Some((not_after_s, name)) = leaf_facts(key)
+        {
+            out.push(CertExpiry {
+                name: name.unwrap_or_else(|| "default".into()),
+                source: "files",
+                not_after_s,
+            });
+        }
+        for n in &set.named {
+            let Some(first) = n.names.first() else {
+                continue;
+            };
+            let Some(key) = set.lookup(first) else {
+                continue;
+            };
+            let Some((not_after_s, _)) = leaf_facts(key) else {
+                continue;
+            };
+            out.push(CertExpiry {
+                name: first.clone(),
+                source: if n.managed {
+                    managed_kind(&n.files)
+                } else {
+                    "files"
+                },
+                not_after_s,
+            });
+        }
+        out
+    }
+}
+
+impl CertSet {
+    /// The certificate loaded for `name`, a site's own name as written (exact or
+    /// `*.suffix`), never the default.
+    fn lookup(&self, name: &str) -> Option<&Arc<CertifiedKey>> {
+        let name = name.to_ascii_lowercase();
+        match name.strip_prefix('*') {
+            Some(suffix) => self
+                .wildcard
+                .iter()
+                .find(|(s, _)| s == suffix)
+                .map(|(_, k)| k),
+            None => self.exact.get(&name),
+        }
+    }
+}
+
+/// The leaf's `notAfter` (seconds since the epoch) and first DNS name, when it parses.
+fn leaf_facts(key: &CertifiedKey) -> Option<(i64, Option<String>)> {
+    use x509_parser::extensions::GeneralName;
+    let (_, cert) = x509_parser::parse_x509_certificate(key.cert.first()?).ok()?;
+    let name = cert
+        .subject_alternative_name()
+        .ok()
+        .flatten()
+        .and_then(|san| {
+            san.value.general_names.iter().find_map(|g| match g {
+                GeneralName::DNSName(d) => Some(d.to_string()),
+                _ => None,
+            })
+        });
+    Some((cert.validity().not_after.timestamp(), name))
+}
+
+/// `acme` or `internal`: the directory a managed certificate is kept under
+/// (`STORAGE/KIND/NAME/cert.pem`, `acme::store::files`).
+fn managed_kind(files: &CertFiles) -> &'static str {
+    let kind = files
+        .cert
+        .parent()
+        .and_then(|d| d.parent())
+        .and_then(|d| d.file_name());
+    if kind.is_some_and(|k| k == "internal") {
+        "internal"
+    } else {
+        "acme"
+    }
+}
+
 /// Reads and checks the default pair and every named one, and indexes them by name.
 fn read_set(
     default: Option<&CertFiles>,

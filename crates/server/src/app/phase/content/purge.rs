@@ -68,9 +68,13 @@ impl<'a> ConnApp<'a> {
         let responder = Responder::new(self.io.inbox.clone(), self.token, id, meta);
         cache.purge_keys_then(keys, move |removed, took| {
             // As the admin purge: 202 while the tier has not taken it (kept, done when it is
-            // back; RFC 9110 §15.3.3).
-            let status = if took { 200 } else { 202 };
-            responder.send(Response::text_owned(format!("purged {removed}\n")).status(status));
+            // back; RFC 9110 §15.3.3), naming what is pending (issue V item 6).
+            let (status, body) = if took {
+                (200, format!("purged {removed}\n"))
+            } else {
+                (202, format!("purged {removed}\npending: {url}\n"))
+            };
+            responder.send(Response::text_owned(body).status(status));
         });
         Decision::Defer
     }
