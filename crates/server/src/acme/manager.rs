@@ -328,24 +328,21 @@ async fn obtain_acme(
     let Some(acct) = account.as_ref() else {
         return Err("no account".into());
     };
-    let (chain, key) =
-        match issue::certificate(acct, &site.names, config.challenge, challenges, replaces).await {
-            Err(e) if e.account_gone() => {
-                // The CA no longer knows the stored account (deactivated, or a test CA
-                // restarted): a new one, and the order again.
-                tracing::warn!(
-                    "ACME: the CA does not know the stored account ({e}); making a new one"
-                );
-                let _ = std::fs::remove_file(store::account(&config.storage, &config.directory));
-                let fresh = issue::account(config).await.map_err(|e| e.to_string())?;
-                let got =
-                    issue::certificate(&fresh, &site.names, config.challenge, challenges, replaces)
-                        .await;
-                *account = Some(fresh);
-                got.map_err(|e| e.to_string())?
-            }
-            got => got.map_err(|e| e.to_string())?,
-        };
+    let (chain, key) = match issue::certificate(acct, &site.names, config, challenges, replaces)
+        .await
+    {
+        Err(e) if e.account_gone() => {
+            // The CA no longer knows the stored account (deactivated, or a test CA
+            // restarted): a new one, and the order again.
+            tracing::warn!("ACME: the CA does not know the stored account ({e}); making a new one");
+            let _ = std::fs::remove_file(store::account(&config.storage, &config.directory));
+            let fresh = issue::account(config).await.map_err(|e| e.to_string())?;
+            let got = issue::certificate(&fresh, &site.names, config, challenges, replaces).await;
+            *account = Some(fresh);
+            got.map_err(|e| e.to_string())?
+        }
+        got => got.map_err(|e| e.to_string())?,
+    };
     store::write_pair(&site.files, &chain, &key)
         .map_err(|e| format!("{}: {e}", site.files.cert.display()))
 }

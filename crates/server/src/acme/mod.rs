@@ -8,6 +8,7 @@
 //! - [`challenges`]: the HTTP-01 tokens and TLS-ALPN-01 certificates that workers answer
 //!   the CA's validation with;
 //! - [`issue`]: one ACME order, through instant-acme;
+//! - [`dns`]: DNS-01's TXT records, put by RFC 2136 updates signed with TSIG;
 //! - [`local_ca`]: the local CA;
 //! - [`manager`]: the thread that keeps every managed certificate fresh and has the TLS
 //!   listeners read it again when it changes (a swap between handshakes: no connection is
@@ -21,6 +22,7 @@
 
 #[cfg(feature = "acme")]
 pub mod challenges;
+pub mod dns;
 #[cfg(feature = "acme")]
 pub mod issue;
 #[cfg(feature = "acme")]
