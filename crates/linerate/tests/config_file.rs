@@ -707,12 +707,40 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
         (
             format!("{tls_listen}[[site]]\nnames = [\"*.a.test\"]\ntls = \"acme\"\n"),
             "6:7",
-            "cannot cover the wildcard \"*.a.test\" (it needs a DNS-01 challenge)",
+            "cannot cover the wildcard \"*.a.test\" with this challenge (it needs DNS-01: [acme] challenge = \"dns-01\"",
         ),
+        (
+            format!("[acme]\nchallenge = \"dns-02\"\n{tls_listen}{site}tls = \"acme\"\n"),
+            "2:13",
+            "challenge must be \"http-01\", \"tls-alpn-01\" or \"dns-01\", not \"dns-02\"",
+        ),
+        // issue V item 2: DNS-01 needs its dns table, a key file BIND's syntax, a known
+        // algorithm.
         (
             format!("[acme]\nchallenge = \"dns-01\"\n{tls_listen}{site}tls = \"acme\"\n"),
             "2:13",
-            "challenge must be \"http-01\" or \"tls-alpn-01\"",
+            "challenge = \"dns-01\" needs a dns table",
+        ),
+        (
+            format!(
+                "[acme]\nchallenge = \"dns-01\"\ndns = {{ server = \"127.0.0.1:53\", key_file = \"cert.pem\" }}\n{tls_listen}{site}tls = \"acme\"\n"
+            ),
+            "3:45",
+            "cert.pem: not a BIND key file: `key` expected",
+        ),
+        (
+            format!(
+                "[acme]\nchallenge = \"dns-01\"\ndns = {{ server = \"127.0.0.1:53\", key_name = \"k\", key_secret = \"AAAA\", algorithm = \"hmac-md5\" }}\n{tls_listen}{site}tls = \"acme\"\n"
+            ),
+            "3:83",
+            "unknown TSIG algorithm \"hmac-md5\" (known: hmac-sha256, hmac-sha384, hmac-sha512)",
+        ),
+        (
+            format!(
+                "[acme]\ndns = {{ server = \"127.0.0.1:53\", key_file = \"cert.pem\" }}\n{tls_listen}{site}tls = \"acme\"\n"
+            ),
+            "2:7",
+            "dns is for challenge = \"dns-01\"",
         ),
         (
             format!("[acme]\ndirectory = \"http://ca/dir\"\n{tls_listen}{site}tls = \"acme\"\n"),
