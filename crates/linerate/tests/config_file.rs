@@ -285,6 +285,47 @@ fn flags_given_override_the_file() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// Issue V item 2: a `tls = "acme"` site with a wildcard was refused whatever the
+/// challenge; with `challenge = "dns-01"` (and BIND's key file) it is taken, and with the
+/// default HTTP-01 it is still refused, now pointing at DNS-01.
+#[test]
+fn a_wildcard_acme_site_is_taken_with_dns01_only() {
+    let d = dir("dns01");
+    std::fs::write(
+        d.join("tsig.key"),
+        "key \"linerate.\" {\n\talgorithm hmac-sha256;\n\tsecret \"c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0MTI=\";\n};\n",
+    )
+    .unwrap();
+    let site = "[[listen]]\naddr = \"127.0.0.1:8443\"\ntls = {}\n[[site]]\nnames = [\"fleet.test\", \"*.fleet.test\"]\ntls = \"acme\"\n";
+    let check = |acme: &str| {
+        let file = d.join("linerate.toml");
+        std::fs::write(&file, format!("[acme]\nstorage = \"store\"\n{acme}{site}")).unwrap();
+        std::process::Command::new(BIN)
+            .args(["serve", "--check-config"])
+            .arg(&file)
+            .output()
+            .unwrap()
+    };
+    let out = check(
+        "challenge = \"dns-01\"\ndns = { server = \"127.0.0.1:53\", key_file = \"tsig.key\" }\n",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = check("");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "cannot cover the wildcard \"*.fleet.test\" with this challenge (it needs DNS-01"
+        ),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[test]
 fn check_config_says_ok_with_a_summary() {
     let d = dir("check");
