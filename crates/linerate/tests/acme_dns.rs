@@ -33,8 +33,9 @@ fn dns_config(named: &Named, key: key::TsigKey, tcp: bool) -> DnsUpdateConfig {
 }
 
 /// Our UPDATE and TSIG as BIND takes them: after the add, dig sees the TXT; after the
-/// delete of that exact record, the other one stays; over TCP the same; BIND's signed answers
-/// verify; a wrong secret is BADSIG and an unknown key BADKEY, with nothing changed.
+/// delete of that exact record, the other one stays; over TCP the same; hmac-sha512 too;
+/// BIND's signed answers verify; a wrong secret is BADSIG and an unknown key BADKEY, with
+/// nothing changed.
 #[test]
 #[ignore = "needs bind9: scripts/acme.sh"]
 fn bind9_takes_our_signed_update_and_dig_sees_the_txt() {
@@ -68,6 +69,18 @@ fn bind9_takes_our_signed_update_and_dig_sees_the_txt() {
             .unwrap();
         assert_eq!(named.txt(record, "TXT"), None, "both gone");
     }
+
+    // hmac-sha512: BIND takes it and its signed answers verify too.
+    let text = std::fs::read_to_string(named.key_file_512()).unwrap();
+    let k512 = key::parse_bind_key(&text, None).expect("tsig-keygen's file");
+    assert_eq!(k512.algorithm, key::TsigAlgorithm::HmacSha512);
+    let config = dns_config(&named, k512, false);
+    rt.block_on(update::publish(&config, name, "sha512"))
+        .unwrap_or_else(|e| panic!("add (hmac-sha512): {e}\n{}", what()));
+    assert_eq!(named.txt(record, "TXT").unwrap_or_default(), ["sha512"]);
+    rt.block_on(update::withdraw(&config, name, "sha512"))
+        .unwrap();
+    assert_eq!(named.txt(record, "TXT"), None);
 
     let mut wrong = k.clone();
     wrong.secret = b"not the server's secret".to_vec();

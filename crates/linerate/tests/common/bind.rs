@@ -3,7 +3,8 @@
 //! scripts/acme.sh; Debian's bind9, bind9-utils and bind9-dnsutils).
 //!
 //! - A temp dir holds named.conf, the zone file (SOA, NS, and `ns` at 127.0.0.1), and the key
-//!   `tsig-keygen` made (BIND's own key file format, which linerate reads too).
+//!   `tsig-keygen` made (BIND's own key file format, which linerate reads too): hmac-sha256,
+//!   and a second one in hmac-sha512.
 //! - `named -g -c named.conf -p PORT`: in the foreground (its log to a file), unprivileged
 //!   options only (its own directory, `pid-file none`, no rndc controls, no recursion), on a
 //!   free 127.0.0.1 port for UDP and TCP. The key may change only TXT records in the zone.
@@ -20,6 +21,8 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The TSIG key's name (as `tsig-keygen` is told it).
 pub const KEY_NAME: &str = "linerate.";
+/// A second key, hmac-sha512, with the same rights (its file at [`Named::key_file_512`]).
+pub const KEY_NAME_512: &str = "linerate-512.";
 
 /// `PROGRAM` found on PATH or in /usr/sbin (where Debian puts named and tsig-keygen, off a
 /// user's PATH).
@@ -68,12 +71,17 @@ impl Named {
                 .subsec_nanos()
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        let key = Command::new(&keygen)
-            .args(["-a", "hmac-sha256", KEY_NAME])
-            .output()
-            .unwrap();
-        assert!(key.status.success(), "tsig-keygen: {key:?}");
-        std::fs::write(dir.join("tsig.key"), &key.stdout).unwrap();
+        for (algorithm, name, file) in [
+            ("hmac-sha256", KEY_NAME, "tsig.key"),
+            ("hmac-sha512", KEY_NAME_512, "tsig-512.key"),
+        ] {
+            let key = Command::new(&keygen)
+                .args(["-a", algorithm, name])
+                .output()
+                .unwrap();
+            assert!(key.status.success(), "tsig-keygen: {key:?}");
+            std::fs::write(dir.join(file), &key.stdout).unwrap();
+        }
         std::fs::write(
             dir.join(format!("{zone}.zone")),
             format!(
@@ -101,10 +109,14 @@ impl Named {
 }};
 controls {{ }};
 include "{d}/tsig.key";
+include "{d}/tsig-512.key";
 zone "{zone}" {{
     type primary;
     file "{zone}.zone";
-    update-policy {{ grant {KEY_NAME} zonesub TXT; }};
+    update-policy {{
+        grant {KEY_NAME} zonesub TXT;
+        grant {KEY_NAME_512} zonesub TXT;
+    }};
 }};
 "#
                 ),
@@ -167,6 +179,11 @@ zone "{zone}" {{
     /// The key file `tsig-keygen` wrote.
     pub fn key_file(&self) -> PathBuf {
         self.dir.join("tsig.key")
+    }
+
+    /// The hmac-sha512 key's file.
+    pub fn key_file_512(&self) -> PathBuf {
+        self.dir.join("tsig-512.key")
     }
 
     pub fn dir(&self) -> &Path {
