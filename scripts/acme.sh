@@ -62,6 +62,13 @@ install_pebble() {
         || not_run "go install succeeded but $challtestsrv is missing or not $PEBBLE_VERSION"
 }
 
+install_pebble
+if [ "${1:-}" = --install-only ]; then
+    # scripts/fleet.sh's use: the pinned binaries, and nothing run.
+    echo "$pebble $challtestsrv"
+    exit 0
+fi
+
 # named, tsig-keygen and dig (PATH or /usr/sbin); apt-get install when missing and root.
 have_bind() {
     local p
@@ -79,12 +86,6 @@ if ! have_bind; then
     have_bind || bind_missing="named, tsig-keygen or dig is missing (apt-get install bind9 bind9-utils bind9-dnsutils)"
 fi
 
-install_pebble
-if [ "${1:-}" = --install-only ]; then
-    # scripts/fleet.sh's use: the pinned binaries, and nothing run.
-    echo "$pebble $challtestsrv"
-    exit 0
-fi
 command -v cargo >/dev/null || not_run "no cargo"
 tests=(--test acme)
 [ -n "$bind_missing" ] || tests+=(--test acme_dns)
