@@ -303,6 +303,8 @@ fn dns01_issues_a_wildcard_through_bind9_and_removes_its_records() {
         "{}",
         named.log()
     );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A wrong TSIG secret: BIND answers BADSIG, the log says so, no certificate is stored or
@@ -340,4 +342,6 @@ fn dns01_with_a_wrong_tsig_secret_fails_with_badsig_and_no_certificate() {
         "no certificate served"
     );
     assert_eq!(named.txt("_acme-challenge.fleet.test", "TXT"), None);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
 }
