@@ -34,8 +34,8 @@ fn dns_config(named: &Named, key: key::TsigKey, tcp: bool) -> DnsUpdateConfig {
 
 /// Our UPDATE and TSIG as BIND takes them: after the add, dig sees the TXT; after the
 /// delete of that exact record, the other one stays; over TCP the same; hmac-sha512 too;
-/// BIND's signed answers verify; a wrong secret is BADSIG and an unknown key BADKEY, with
-/// nothing changed.
+/// BIND's signed answers verify; a wrong secret is BADSIG, an unknown key BADKEY and a
+/// clock 1000 s behind BADTIME, with nothing changed.
 #[test]
 #[ignore = "needs bind9: scripts/acme.sh"]
 fn bind9_takes_our_signed_update_and_dig_sees_the_txt() {
@@ -111,6 +111,26 @@ fn bind9_takes_our_signed_update_and_dig_sees_the_txt() {
         matches!(e, update::DnsError::Tsig(TsigError::Server(17))),
         "{e}"
     );
+    // Signed 1000 s ago, past the fudge of 300: BIND's BADTIME.
+    let long_ago = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - 1000;
+    let e = rt
+        .block_on(update::change_signed_at(
+            &dns_config(&named, k.clone(), false),
+            name,
+            "bad",
+            linerate_server::acme::dns::message::Change::Add { ttl: 60 },
+            long_ago,
+        ))
+        .unwrap_err();
+    assert!(
+        matches!(e, update::DnsError::Tsig(TsigError::Server(18))),
+        "{e}"
+    );
+    assert!(e.to_string().contains("BADTIME"), "{e}");
     assert_eq!(
         named.txt(record, "TXT"),
         None,

@@ -118,6 +118,18 @@ pub async fn change(
     value: &str,
     what: Change,
 ) -> Result<(), DnsError> {
+    change_signed_at(config, name, value, what, unix_now()).await
+}
+
+/// [`change`], signed as of `signed_at` (seconds since the epoch): a test's way to a clock
+/// the server refuses (BADTIME).
+pub async fn change_signed_at(
+    config: &DnsUpdateConfig,
+    name: &str,
+    value: &str,
+    what: Change,
+    signed_at: u64,
+) -> Result<(), DnsError> {
     let record = record_name(name);
     let mut request = message::update(
         random_id(),
@@ -127,7 +139,7 @@ pub async fn change(
         what,
     )
     .map_err(DnsError::Name)?;
-    let mac = tsig::sign(&config.key, &mut request, unix_now());
+    let mac = tsig::sign(&config.key, &mut request, signed_at);
     let answer = client::exchange(config.server, &request, config.tcp)
         .await
         .map_err(DnsError::Transport)?;
