@@ -6,6 +6,12 @@
 # LINERATE_CHALLTESTSRV naming the two binaries. The harness (tests/common/pebble.rs) starts
 # both on 127.0.0.1 (free ports; challtestsrv answers every A query with 127.0.0.1, so Pebble
 # validates HTTP-01 and TLS-ALPN-01 against the test's linerate) and stops them by PID.
+# Then DNS-01 (crates/linerate/tests/acme_dns.rs): BIND 9's named as the zone's primary
+# (tests/common/bind.rs starts it unprivileged on a free port) taking RFC 2136 updates signed
+# with TSIG, and Pebble resolving `_acme-challenge` through it; named, tsig-keygen and dig come
+# from Debian's bind9, bind9-utils and bind9-dnsutils (installed here with apt-get where
+# missing and allowed; else the DNS-01 tests are NOT RUN and the script exits 2 after the
+# others).
 #
 #   scripts/acme.sh [TESTNAME_FILTER…]   arguments go to the test binary (after --ignored)
 #   scripts/acme.sh --install-only       installs them, prints their two paths, runs nothing
@@ -63,16 +69,35 @@ if [ "${1:-}" = --install-only ]; then
     echo "$pebble $challtestsrv"
     exit 0
 fi
+
+# named, tsig-keygen and dig (PATH or /usr/sbin); apt-get install when missing and root.
+have_bind() {
+    local p
+    for p in named tsig-keygen dig; do
+        PATH=$PATH:/usr/sbin command -v "$p" >/dev/null || return 1
+    done
+}
+bind_missing=""
+if ! have_bind; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        say "installing bind9, bind9-utils, bind9-dnsutils"
+        apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends \
+            bind9 bind9-utils bind9-dnsutils >&2 || true
+    fi
+    have_bind || bind_missing="named, tsig-keygen or dig is missing (apt-get install bind9 bind9-utils bind9-dnsutils)"
+fi
+
 command -v cargo >/dev/null || not_run "no cargo"
+tests=(--test acme --test acme_fleet)
+[ -n "$bind_missing" ] || tests+=(--test acme_dns)
 
 out=$(mktemp "${TMPDIR:-/tmp}/linerate-acme.XXXXXX")
 trap 'rm -f "$out"' EXIT
 status=0
 LINERATE_PEBBLE=$pebble LINERATE_CHALLTESTSRV=$challtestsrv \
-    cargo test --locked -p linerate --test acme --test acme_fleet -- --ignored --test-threads=1 "$@" 2>&1 \
+    cargo test --locked -p linerate "${tests[@]}" -- --ignored --test-threads=1 "$@" 2>&1 \
     | tee "$out" || status=$?
-# libtest's summary: "test result: ok. N passed; M failed; …".
-# One summary per test binary (acme, acme_fleet): their sum.
+# libtest's summary, one per test binary: "test result: ok. N passed; M failed; …".
 passed=$(sed -nE 's/^test result: ok\. ([0-9]+) passed.*/\1/p' "$out" | awk '{ n += $1 } END { print n + 0 }')
 if [ "$status" != 0 ]; then
     say "FAILED: pebble $PEBBLE_VERSION: cargo test exited $status (output above)"
@@ -83,3 +108,4 @@ if [ -z "$passed" ] || [ "$passed" = 0 ]; then
     exit 1
 fi
 echo "acme: pebble $PEBBLE_VERSION: $passed tests passed"
+[ -z "$bind_missing" ] || not_run "DNS-01 through bind9: $bind_missing"

@@ -116,7 +116,7 @@ fuzz_replay() {
     [ -n "$bin" ] || { echo "fuzz targets were not built" >&2; return 1; }
     local t
     local n=0
-    for t in parse_request parse_chunked parse_response hpack_decode ws_frames parse_proxy_header h3_frames qpack_decode cache_control grpc_frames grpc_web_text h2u_frames resp_replies redis_link; do
+    for t in parse_request parse_chunked parse_response hpack_decode ws_frames parse_proxy_header h3_frames qpack_decode cache_control grpc_frames grpc_web_text h2u_frames resp_replies redis_link dns_answer; do
         "$bin/$t" fuzz/corpus/$t/* >/dev/null 2>&1
         n=$((n + $(ls fuzz/corpus/$t | wc -l)))
     done

@@ -17,6 +17,9 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use linerate_load::units;
+
+// issue V item 2: DNS-01 through RFC 2136
+mod acme_dns;
 use linerate_server::config::{
     AcmeChallenge, AcmeConfig, AcmeEab, Balance, BasicAuth, CertFiles, CertPair, Compression,
     FilesMount, ForwardAuth, ForwardedStyle, HashKey, HealthCheck, JWT_LEEWAY_S, JwtAuth,
@@ -444,6 +447,8 @@ struct RawAcme {
     challenge: Option<Spanned<String>>,
     eab_kid: Option<Spanned<String>>,
     eab_hmac_key: Option<Spanned<String>>,
+    // issue V item 2: DNS-01 through RFC 2136
+    dns: Option<Spanned<acme_dns::RawAcmeDns>>,
 }
 
 /// `[storage]`: what a fleet's nodes share (exactly one of `dir` and `redis`).
@@ -995,6 +1000,10 @@ impl Cx<'_> {
         let mut seen: Vec<(String, Range<usize>)> = Vec::new();
         let mut defaults = 0;
         let tls_listener = c.listeners.iter().any(|l| l.tls.is_some());
+        let dns01 = c
+            .acme
+            .as_ref()
+            .is_some_and(|a| a.challenge == AcmeChallenge::Dns01);
         for s in &raw.site {
             if let Some(t) = &s.get_ref().tls
                 && !tls_listener
@@ -1004,7 +1013,7 @@ impl Cx<'_> {
                     "a site's certificate is chosen on a TLS listener, and no [[listen]] has tls",
                 ));
             }
-            let (site, at) = self.site(s, &mut seen, &c.upstreams)?;
+            let (site, at) = self.site(s, &mut seen, &c.upstreams, dns01)?;
             places.sites.push(at);
             demo |= site.app;
             if site.default {
@@ -1168,14 +1177,18 @@ impl Cx<'_> {
             c.challenge = match ch.get_ref().as_str() {
                 "http-01" => AcmeChallenge::Http01,
                 "tls-alpn-01" => AcmeChallenge::TlsAlpn01,
+                "dns-01" => AcmeChallenge::Dns01,
                 other => {
                     return Err(self.err(
                         ch.span(),
-                        format!("challenge must be \"http-01\" or \"tls-alpn-01\", not {other:?}"),
+                        format!(
+                            "challenge must be \"http-01\", \"tls-alpn-01\" or \"dns-01\", not {other:?}"
+                        ),
                     ));
                 }
             };
         }
+        c.dns = self.acme_dns(raw.challenge.as_ref(), raw.dns.as_ref())?;
         c.eab = match (&raw.eab_kid, &raw.eab_hmac_key) {
             (Some(kid), Some(key)) => {
                 use base64::Engine;
@@ -2281,6 +2294,7 @@ impl Cx<'_> {
         s: &Spanned<RawSite>,
         seen: &mut Vec<(String, Range<usize>)>,
         upstreams: &[Upstream],
+        dns01: bool,
     ) -> Result<(Site, SitePlaces), ConfError> {
         let raw = s.get_ref();
         let mut places = SitePlaces {
@@ -2360,12 +2374,18 @@ impl Cx<'_> {
                     site.managed = Some(Managed::Internal);
                 }
                 RawSiteTls::Managed(kind) if kind == "acme" => {
-                    // A wildcard needs DNS-01, which this server cannot answer.
-                    if let Some(w) = site.names.iter().find(|n| n.starts_with("*.")) {
+                    // A wildcard is validated by DNS-01 only (CAs offer no other challenge
+                    // for it).
+                    if let Some(w) = site
+                        .names
+                        .iter()
+                        .find(|n| n.starts_with("*."))
+                        .filter(|_| !dns01)
+                    {
                         return Err(self.err(
                             t.span(),
                             format!(
-                                "tls = \"acme\" cannot cover the wildcard {w:?} (it needs a DNS-01 challenge); give its certificate as files, or use \"internal\""
+                                "tls = \"acme\" cannot cover the wildcard {w:?} with this challenge (it needs DNS-01: [acme] challenge = \"dns-01\" with its dns table); or give its certificate as files, or use \"internal\""
                             ),
                         ));
                     }

@@ -285,6 +285,47 @@ fn flags_given_override_the_file() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// Issue V item 2: a `tls = "acme"` site with a wildcard was refused whatever the
+/// challenge; with `challenge = "dns-01"` (and BIND's key file) it is taken, and with the
+/// default HTTP-01 it is still refused, now pointing at DNS-01.
+#[test]
+fn a_wildcard_acme_site_is_taken_with_dns01_only() {
+    let d = dir("dns01");
+    std::fs::write(
+        d.join("tsig.key"),
+        "key \"linerate.\" {\n\talgorithm hmac-sha256;\n\tsecret \"c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0MTI=\";\n};\n",
+    )
+    .unwrap();
+    let site = "[[listen]]\naddr = \"127.0.0.1:8443\"\ntls = {}\n[[site]]\nnames = [\"fleet.test\", \"*.fleet.test\"]\ntls = \"acme\"\n";
+    let check = |acme: &str| {
+        let file = d.join("linerate.toml");
+        std::fs::write(&file, format!("[acme]\nstorage = \"store\"\n{acme}{site}")).unwrap();
+        std::process::Command::new(BIN)
+            .args(["serve", "--check-config"])
+            .arg(&file)
+            .output()
+            .unwrap()
+    };
+    let out = check(
+        "challenge = \"dns-01\"\ndns = { server = \"127.0.0.1:53\", key_file = \"tsig.key\" }\n",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = check("");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "cannot cover the wildcard \"*.fleet.test\" with this challenge (it needs DNS-01"
+        ),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[test]
 fn check_config_says_ok_with_a_summary() {
     let d = dir("check");
@@ -749,12 +790,40 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
         (
             format!("{tls_listen}[[site]]\nnames = [\"*.a.test\"]\ntls = \"acme\"\n"),
             "6:7",
-            "cannot cover the wildcard \"*.a.test\" (it needs a DNS-01 challenge)",
+            "cannot cover the wildcard \"*.a.test\" with this challenge (it needs DNS-01: [acme] challenge = \"dns-01\"",
         ),
+        (
+            format!("[acme]\nchallenge = \"dns-02\"\n{tls_listen}{site}tls = \"acme\"\n"),
+            "2:13",
+            "challenge must be \"http-01\", \"tls-alpn-01\" or \"dns-01\", not \"dns-02\"",
+        ),
+        // issue V item 2: DNS-01 needs its dns table, a key file BIND's syntax, a known
+        // algorithm.
         (
             format!("[acme]\nchallenge = \"dns-01\"\n{tls_listen}{site}tls = \"acme\"\n"),
             "2:13",
-            "challenge must be \"http-01\" or \"tls-alpn-01\"",
+            "challenge = \"dns-01\" needs a dns table",
+        ),
+        (
+            format!(
+                "[acme]\nchallenge = \"dns-01\"\ndns = {{ server = \"127.0.0.1:53\", key_file = \"cert.pem\" }}\n{tls_listen}{site}tls = \"acme\"\n"
+            ),
+            "3:45",
+            "cert.pem: not a BIND key file: `key` expected",
+        ),
+        (
+            format!(
+                "[acme]\nchallenge = \"dns-01\"\ndns = {{ server = \"127.0.0.1:53\", key_name = \"k\", key_secret = \"AAAA\", algorithm = \"hmac-md5\" }}\n{tls_listen}{site}tls = \"acme\"\n"
+            ),
+            "3:83",
+            "unknown TSIG algorithm \"hmac-md5\" (known: hmac-sha256, hmac-sha384, hmac-sha512)",
+        ),
+        (
+            format!(
+                "[acme]\ndns = {{ server = \"127.0.0.1:53\", key_file = \"cert.pem\" }}\n{tls_listen}{site}tls = \"acme\"\n"
+            ),
+            "2:7",
+            "dns is for challenge = \"dns-01\"",
         ),
         (
             format!("[acme]\ndirectory = \"http://ca/dir\"\n{tls_listen}{site}tls = \"acme\"\n"),

@@ -689,6 +689,10 @@ pub struct AcmeConfig {
     pub challenge: AcmeChallenge,
     /// External Account Binding (RFC 8555 §7.3.4), for a CA that asks for one.
     pub eab: Option<AcmeEab>,
+    // issue V item 2: DNS-01 through RFC 2136
+    /// The zone's primary server that takes the `_acme-challenge` TXT records as RFC 2136
+    /// updates signed with TSIG; set exactly when `challenge` is [`AcmeChallenge::Dns01`].
+    pub dns: Option<DnsUpdateConfig>,
 }
 
 impl Default for AcmeConfig {
@@ -700,6 +704,7 @@ impl Default for AcmeConfig {
             ca_roots: None,
             challenge: AcmeChallenge::Http01,
             eab: None,
+            dns: None,
         }
     }
 }
@@ -712,6 +717,24 @@ pub enum AcmeChallenge {
     Http01,
     /// A certificate for the `acme-tls/1` protocol on port 443 (RFC 8737).
     TlsAlpn01,
+    /// A TXT record at `_acme-challenge.NAME`, put in the zone by an RFC 2136 update
+    /// ([`AcmeConfig::dns`]): the only one that covers wildcards, and that needs no node
+    /// behind a balancer to be reached.
+    Dns01,
+}
+
+/// Where and how DNS-01's TXT records are put (RFC 2136 dynamic updates, TSIG-signed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DnsUpdateConfig {
+    /// The zone's primary (address and port; 53 when the file gives none).
+    pub server: std::net::SocketAddr,
+    /// The zone the records are put in; `None`: the name being validated (the record's
+    /// parent, `fleet.test` for `_acme-challenge.fleet.test` and for `*.fleet.test`).
+    pub zone: Option<String>,
+    /// The TSIG key the updates are signed with (RFC 8945).
+    pub key: crate::acme::dns::key::TsigKey,
+    /// Every message over TCP; otherwise UDP, and TCP when an answer is truncated.
+    pub tcp: bool,
 }
 
 /// An External Account Binding: the key id and the MAC key the CA gave.

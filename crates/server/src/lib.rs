@@ -251,6 +251,8 @@ pub mod http2 {
 #[cfg(all(feature = "proxy", feature = "http2"))]
 #[doc(hidden)]
 pub mod fuzzing {
+    /// A DNS server's answer to DNS-01's updates and queries (`acme/dns/fuzz.rs`).
+    pub use crate::acme::dns::fuzz::check as dns_answer;
     /// The upstream HTTP/2 connection reading arbitrary server bytes (`h2u/fuzz.rs`).
     pub use crate::h2u::fuzz::check as h2u_frames;
 }

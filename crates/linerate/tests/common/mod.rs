@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod bin;
+pub mod bind;
 pub mod curl;
 pub mod h3;
 pub mod pebble;

@@ -82,6 +82,9 @@ pub struct PebbleOptions {
     /// Extra environment for Pebble, applied after the defaults above (so it may override
     /// them), e.g. `PEBBLE_WFE_NONCEREJECT=50`, `PEBBLE_CHAIN_LENGTH=2`.
     pub env: Vec<(String, String)>,
+    /// The DNS server Pebble's validation authority asks in place of challtestsrv (BIND for
+    /// DNS-01: tests/common/bind.rs); challtestsrv still runs.
+    pub dns_server: Option<SocketAddr>,
 }
 
 /// A running Pebble and pebble-challtestsrv (see the module docs).
@@ -94,6 +97,8 @@ pub struct Pebble {
     listen: SocketAddr,
     management: SocketAddr,
     dns: SocketAddr,
+    /// What Pebble resolves through: `dns`, or [`PebbleOptions::dns_server`].
+    resolver: Option<SocketAddr>,
     challtestsrv_management: SocketAddr,
     pebble: Option<Child>,
     challtestsrv: Option<Child>,
@@ -136,6 +141,7 @@ impl Pebble {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             management: SocketAddr::from(([127, 0, 0, 1], 0)),
             dns: SocketAddr::from(([127, 0, 0, 1], 0)),
+            resolver: opts.dns_server,
             challtestsrv_management: SocketAddr::from(([127, 0, 0, 1], 0)),
             pebble: None,
             challtestsrv: None,
@@ -235,7 +241,7 @@ impl Pebble {
             .arg("-config")
             .arg(&self.config)
             .arg("-dnsserver")
-            .arg(self.dns.to_string())
+            .arg(self.resolver.unwrap_or(self.dns).to_string())
             .env("PEBBLE_VA_NOSLEEP", "1")
             .env("PEBBLE_WFE_NONCEREJECT", "0")
             .env("PEBBLE_AUTHZREUSE", "0")

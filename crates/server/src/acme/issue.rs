@@ -1,6 +1,7 @@
 //! One certificate from the ACME CA (RFC 8555) through instant-acme: the account (made
 //! once, its credentials kept 0600), an order for a site's names, each authorization's
-//! HTTP-01 or TLS-ALPN-01 challenge answered through [`Challenges`], a fresh ECDSA P-256 key
+//! HTTP-01 or TLS-ALPN-01 challenge answered through [`Challenges`] (or DNS-01's TXT record
+//! put in the zone through [`super::dns::update`]), a fresh ECDSA P-256 key
 //! and its CSR, and the chain the CA issues; and the CA's renewal information (ARI, RFC
 //! 9773) for a certificate it issued, whose identifier a replacing order names.
 //!
@@ -19,6 +20,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 
 use super::challenges::{Answer, Challenges, SharedAnswers};
+use super::dns;
 use super::store;
 use crate::config::{AcmeChallenge, AcmeConfig};
 
@@ -158,11 +160,11 @@ pub async fn renewal_window(
 /// A certificate for `names`: (chain PEM, key PEM). `replaces` is the certificate (DER) it
 /// takes over from, named in the order where the CA publishes renewal information (RFC 9773
 /// §5: some CAs exempt such orders from rate limits); an order the CA refuses for that
-/// field is made again without it.
+/// field is made again without it. The challenge is `config`'s (its `dns` for DNS-01).
 pub async fn certificate(
     account: &Account,
     names: &[String],
-    kind: AcmeChallenge,
+    config: &AcmeConfig,
     challenges: &Challenges,
     shared: Option<&dyn SharedAnswers>,
     replaces: Option<&[u8]>,
@@ -192,6 +194,9 @@ pub async fn certificate(
     let mut answered = Vec::new();
     // What this order put in the fleet's storage, withdrawn however it ends.
     let mut published: Vec<Answer> = Vec::new();
+    let kind = config.challenge;
+    // DNS-01's TXT records this order put in the zone: (validated name, value).
+    let mut records: Vec<(String, String)> = Vec::new();
     let result = async {
         let mut authorizations = order.authorizations();
         while let Some(authz) = authorizations.next().await {
@@ -205,6 +210,7 @@ pub async fn certificate(
             let wanted = match kind {
                 AcmeChallenge::Http01 => ChallengeType::Http01,
                 AcmeChallenge::TlsAlpn01 => ChallengeType::TlsAlpn01,
+                AcmeChallenge::Dns01 => ChallengeType::Dns01,
             };
             let mut challenge = authz
                 .challenge(wanted.clone())
@@ -214,25 +220,39 @@ pub async fn certificate(
                 AcmeChallenge::Http01 => {
                     challenges.put_http01(&challenge.token, key_auth.as_str());
                     tokens.push(challenge.token.clone());
-                    Answer::Http01 {
+                    Some(Answer::Http01 {
                         token: challenge.token.clone(),
                         key_authorization: key_auth.as_str().to_string(),
-                    }
+                    })
                 }
                 AcmeChallenge::TlsAlpn01 => {
                     let digest = key_auth.digest().as_ref().to_vec();
                     let cert = tls_alpn_cert(&name, &digest)?;
                     challenges.put_tls_alpn01(&name, Arc::new(cert));
                     answered.push(name.clone());
-                    Answer::TlsAlpn01 {
+                    Some(Answer::TlsAlpn01 {
                         name: name.clone(),
                         digest,
-                    }
+                    })
+                }
+                // The zone is the fleet's already: any node's record is every node's.
+                AcmeChallenge::Dns01 => {
+                    let dns = config
+                        .dns
+                        .as_ref()
+                        .ok_or_else(|| err("dns-01 without [acme] dns"))?;
+                    let value = key_auth.dns_value();
+                    // Kept before the update: a record whose answer was lost is deleted too.
+                    records.push((name.clone(), value.clone()));
+                    dns::update::publish(dns, &name, &value)
+                        .await
+                        .map_err(|e| err(format!("DNS-01 for {name}: {e}")))?;
+                    None
                 }
             };
             // In a fleet the validation may land on any node: every node has the answer
             // before the CA is told to look (`share` returns once they can).
-            if let Some(shared) = shared {
+            if let (Some(shared), Some(answer)) = (shared, answer) {
                 shared.share(&answer).map_err(err)?;
                 published.push(answer);
             }
@@ -267,6 +287,13 @@ pub async fn certificate(
     if let Some(shared) = shared {
         for a in &published {
             shared.withdraw(a);
+        }
+    }
+    if let Some(dns) = &config.dns {
+        for (name, value) in &records {
+            if let Err(e) = dns::update::withdraw(dns, name, value).await {
+                tracing::warn!(%name, "DNS-01: the TXT record could not be deleted: {e}");
+            }
         }
     }
     result

@@ -501,7 +501,7 @@ async fn obtain_acme(
     let (chain, key) = match issue::certificate(
         acct,
         &site.names,
-        config.challenge,
+        config,
         challenges,
         shared,
         replaces,
@@ -525,7 +525,7 @@ async fn obtain_acme(
             let got = issue::certificate(
                 &fresh,
                 &site.names,
-                config.challenge,
+                config,
                 challenges,
                 shared,
                 replaces,

@@ -10,6 +10,7 @@
 //! - [`issue`]: one ACME order, through instant-acme;
 //! - [`fleet`]: with `[storage]`, the account, certificates, locks and challenge answers
 //!   the fleet's nodes share;
+//! - [`dns`]: DNS-01's TXT records, put by RFC 2136 updates signed with TSIG;
 //! - [`local_ca`]: the local CA;
 //! - [`manager`]: the thread that keeps every managed certificate fresh and has the TLS
 //!   listeners read it again when it changes (a swap between handshakes: no connection is
@@ -23,6 +24,7 @@
 
 #[cfg(feature = "acme")]
 pub mod challenges;
+pub mod dns;
 #[cfg(feature = "acme")]
 pub mod fleet;
 #[cfg(feature = "acme")]
