@@ -173,7 +173,8 @@ fn a_fleet_rule_lets_a_burst_through_once_across_three_nodes_where_node_rules_le
     // burst + 1 = 6 at once for the fleet, in leases of (5 + 1) / 3 = 2 tokens; plus what the
     // rate refilled while the test ran; plus, at worst, each node's local share at once (2):
     // what a node lets through while its key's first lease is on its way is charged in Redis
-    // only when the ask arrives, and may find the fleet's burst spent by then (seen: 6 or 7).
+    // only when the ask arrives, and may find the fleet's burst spent by then (seen: 6 alone,
+    // up to 10 beside this file's other tests on a busy machine).
     // Each node alone lets 6 through (below): 18.
     const LOCAL_AT_ONCE: u64 = 2;
     assert!(

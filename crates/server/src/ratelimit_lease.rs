@@ -154,7 +154,8 @@ impl Leases {
     }
 
     /// Redis granted `granted` tokens of `key`'s ask, and no further one is free for
-    /// `wait_us` (0 when all were granted). What the local share let through while the ask
+    /// `wait_us` (0: one is free now): once the lease is spent, the key is refused here until
+    /// then. What the local share let through while the ask
     /// was on its way is taken off the lease (and, past it, charged with the next ask).
     pub(crate) fn answered(&self, key: &Key, granted: u32, wait_us: u64, now_us: u64) {
         let mut map = self.shard(key);

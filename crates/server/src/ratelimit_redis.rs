@@ -33,8 +33,9 @@ const MAX_BATCH: usize = 256;
 /// GCRA over N tokens at once. KEYS[1]: the key's theoretical arrival time (µs, Redis's
 /// clock). ARGV: the interval, the tolerance (`burst` intervals), the tokens wanted, and the
 /// requests to charge first whatever is free (let through by a node's local share). Answers
-/// `{granted, wait}`: the tokens taken and, when fewer than wanted, the µs until the next is
-/// free. The key expires when its bucket has drained (an idle key is the same as none).
+/// `{granted, wait}`: the tokens taken, and the µs until the next one is free (0: one is free
+/// now), so that a node whose lease emptied the bucket refuses without asking again. The key
+/// expires when its bucket has drained (an idle key is the same as none).
 pub const SCRIPT: &str = r"
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
@@ -50,11 +51,9 @@ local free = math.floor((now + tolerance - tat) / interval) + 1
 if free < 0 then free = 0 end
 local granted = math.min(want, free)
 tat = tat + granted * interval
-local wait = 0
-if granted < want then
-  wait = tat - tolerance - now
-  if wait < 1 then wait = 1 end
-end
+local wait = tat - tolerance - now
+if wait < 0 then wait = 0 end
+if granted < want and wait < 1 then wait = 1 end
 redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.floor((tat - now) / 1000) + 1)
 return {granted, wait}
 ";
