@@ -3,8 +3,9 @@
 //! an L4 balancer). A `scope = "fleet"` rule lets the fleet through what one node would; a
 //! node rule lets each node through as much. Redis stopped (SIGSTOP): no answer other than
 //! 200 and 429, each node applies its local share and says so once; Redis back: fleet mode
-//! again. Counts are asserted, never speed: where the rate refills during the test, the bound
-//! grows with the time the test took.
+//! again. A script Redis forgot (`SCRIPT FLUSH`) is sent again whole. Counts are asserted,
+//! never speed: where the rate refills during the test, the bound grows with the time the
+//! test took.
 //! Servers bind 127.0.0.1 on ports the test picks and are killed by PID when the test ends.
 
 mod common;
@@ -349,5 +350,70 @@ fn redis_stopped_makes_each_node_apply_its_local_share_and_say_so_once_then_flee
     let k = r.read(&mut buf).unwrap();
     let keys = String::from_utf8_lossy(&buf[..k]);
     assert!(keys.contains("linerate:rl:_ /json:127.0.0.1"), "{keys}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// One command to the test's Redis, its reply's bytes.
+fn redis_command(port: u16, args: &[&str]) -> String {
+    let mut out = format!("*{}\r\n", args.len());
+    for a in args {
+        out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    let mut r = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    r.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    r.write_all(out.as_bytes()).unwrap();
+    let mut buf = vec![0u8; 64 * 1024];
+    let k = r.read(&mut buf).unwrap();
+    String::from_utf8_lossy(&buf[..k]).into_owned()
+}
+
+/// `calls=N` of `cmdstat_NAME` in Redis's `INFO commandstats`.
+fn redis_calls(port: u16, name: &str) -> u64 {
+    let info = redis_command(port, &["INFO", "commandstats"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{name}:calls=")))
+        .and_then(|rest| rest.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_script_redis_forgot_is_sent_again_whole_and_the_fleet_count_goes_on() {
+    let Some(redis) = TierServer::start("redis-server") else {
+        return;
+    };
+    let d = dir("noscript");
+    let n = node(&d, 0, &redis.url(), "fleet");
+    assert_eq!(status(n.addr, "/json"), Some(200));
+    eventually("the first lease was asked by EVALSHA", || {
+        redis_calls(redis.port, "evalsha") > 0
+    });
+    assert_eq!(redis_calls(redis.port, "eval"), 0);
+    // A failover or an operator empties the script cache.
+    assert!(redis_command(redis.port, &["SCRIPT", "FLUSH"]).starts_with("+OK"));
+    // Once the leases have expired, the next ask meets NOSCRIPT and goes again as EVAL.
+    std::thread::sleep(Duration::from_millis(1100));
+    let mut seen = Vec::new();
+    eventually("an ask sent again as EVAL", || {
+        seen.push(status(n.addr, "/json"));
+        redis_calls(redis.port, "eval") > 0
+    });
+    assert!(
+        seen.iter().all(|s| matches!(s, Some(200 | 429))),
+        "{seen:?}"
+    );
+    // Not an outage: still counted in Redis, nothing logged.
+    assert_eq!(
+        rule_metric(n.admin, "linerate_rate_limit_fleet_mode"),
+        Some(1)
+    );
+    assert!(
+        !n.log
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("local share")),
+        "{:?}",
+        n.log.lock().unwrap()
+    );
     let _ = std::fs::remove_dir_all(&d);
 }
