@@ -349,7 +349,10 @@ fn redis_stopped_makes_each_node_apply_its_local_share_and_say_so_once_then_flee
     let mut buf = [0u8; 512];
     let k = r.read(&mut buf).unwrap();
     let keys = String::from_utf8_lossy(&buf[..k]);
-    assert!(keys.contains("linerate:rl:_ /json:127.0.0.1"), "{keys}");
+    assert!(
+        keys.contains("linerate:rl:_ /json:200000:5:client:127.0.0.1"),
+        "{keys}"
+    );
     let _ = std::fs::remove_dir_all(&d);
 }
 

@@ -24,7 +24,7 @@ pub const MAX_QUEUED: usize = 4096;
 /// One fleet rule's leases and where its counts live in Redis.
 pub(crate) struct FleetRule {
     pub leases: Leases,
-    /// `linerate:rl:LABEL:`, before the client's key.
+    /// `linerate:rl:LABEL:INTERVAL:BURST:KEY-KIND:`, before the client's key.
     pub prefix: Vec<u8>,
     /// GCRA's emission interval and tolerance (µs), as the node rule's.
     pub interval_us: u64,

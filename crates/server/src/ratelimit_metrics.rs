@@ -95,3 +95,37 @@ fn escape(s: &str) -> String {
         .replace('"', "\\\"")
         .replace('\n', "\\n")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reload_that_keeps_a_rules_label_keeps_its_count_and_a_dropped_rule_goes() {
+        let label = "ratelimit_metrics test /reload";
+        let before = register(label, NODE);
+        before.refused.fetch_add(3, Relaxed);
+        // The new configuration's rule, built while the old one still serves.
+        let after = register(label, FLEET);
+        assert!(Arc::ptr_eq(&before, &after));
+        assert_eq!(after.mode.load(Relaxed), FLEET);
+        drop(before);
+        let mut o = String::new();
+        render(&mut o);
+        let sample = format!("linerate_rate_limited_total{{rule=\"{label}\"}} 3");
+        assert!(o.lines().any(|l| l == sample), "{o}");
+        assert!(o.contains(&format!(
+            "linerate_rate_limit_fleet_mode{{rule=\"{label}\"}} 1"
+        )));
+        // No configuration holds it any more: not shown.
+        drop(after);
+        let mut o = String::new();
+        render(&mut o);
+        assert!(!o.contains(label), "{o}");
+    }
+
+    #[test]
+    fn labels_are_escaped() {
+        assert_eq!(escape("a \"b\" \\ c"), "a \\\"b\\\" \\\\ c");
+    }
+}

@@ -974,7 +974,17 @@ fn rate_rule(
     let size = crate::ratelimit_lease::lease_size(l.interval_us, l.burst, nodes);
     let rule = crate::ratelimit_fleet::FleetRule {
         leases: crate::ratelimit_lease::Leases::new(size),
-        prefix: format!("linerate:rl:{label}:").into_bytes(),
+        // Two rules of one label (a prefix limited per client and per API key) count apart.
+        prefix: format!(
+            "linerate:rl:{label}:{}:{}:{}:",
+            l.interval_us,
+            l.burst,
+            match &l.key {
+                crate::config::RateKey::Client => "client".to_string(),
+                crate::config::RateKey::Field(f) => format!("header:{f}"),
+            }
+        )
+        .into_bytes(),
         interval_us: l.interval_us.max(1),
         tolerance_us: l.interval_us.max(1).saturating_mul(u64::from(l.burst)),
     };
