@@ -224,10 +224,12 @@ options {
     listen-on port $dns_port { 127.0.0.1; };
     listen-on-v6 { none; };
     pid-file none;
+    session-keyfile none;
     recursion no;
     dnssec-validation no;
     allow-query { any; };
 };
+controls { };
 include "$dir/bind/tsig.key";
 zone "fleet.test" {
     type primary;

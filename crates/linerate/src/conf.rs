@@ -23,8 +23,8 @@ mod acme_dns;
 use linerate_server::config::{
     AcmeChallenge, AcmeConfig, AcmeEab, Balance, BasicAuth, CertFiles, CertPair, Compression,
     FilesMount, ForwardAuth, ForwardedStyle, HashKey, HealthCheck, JWT_LEEWAY_S, JwtAuth,
-    JwtSecret, Managed, ProxyMount, RateKey, RateLimit, Upstream, UpstreamAddr, UpstreamProtocol,
-    UpstreamServer,
+    JwtSecret, Managed, ProxyMount, RateKey, RateLimit, RateScope, Upstream, UpstreamAddr,
+    UpstreamProtocol, UpstreamServer,
 };
 use linerate_server::{
     Config, FixedAnswer, HeaderRule, Listen, ListenAddr, Part, Redirect, Site, TlsConfig, UnixPerms,
@@ -628,6 +628,13 @@ struct RawRateLimit {
     burst: u32,
     /// `"client"` (default) or `"header:NAME"`.
     key: Option<Spanned<String>>,
+    // issue V item 4: fleet-wide rate limits
+    /// `"node"` (default) or `"fleet"` (counted in `[storage] redis`).
+    scope: Option<Spanned<String>>,
+    /// A fleet rule's rate on each node while Redis is down (default: `rate` ÷ `nodes`).
+    local_rate: Option<Spanned<String>>,
+    /// The rule's `rule` label in the metrics.
+    name: Option<Spanned<String>>,
 }
 
 /// `[[site.basic_auth]]`: users of an htpasswd file under a prefix.
@@ -995,6 +1002,21 @@ impl Cx<'_> {
             }
             places.upstreams.push(self.place(u.span()));
             c.upstreams.push(upstream);
+        }
+        // issue V item 4: a fleet rule's counts live in [storage] redis.
+        if c.storage.as_ref().is_none_or(|st| st.redis.is_none()) {
+            for s in &raw.site {
+                for l in &s.get_ref().rate_limit {
+                    if let Some(scope) = &l.get_ref().scope
+                        && scope.get_ref() == "fleet"
+                    {
+                        return Err(self.err(
+                            scope.span(),
+                            "scope = \"fleet\" counts in the fleet's Redis: it needs [storage] redis = \"redis://…\"",
+                        ));
+                    }
+                }
+            }
         }
         let mut demo = false;
         let mut seen: Vec<(String, Range<usize>)> = Vec::new();
@@ -2582,11 +2604,43 @@ impl Cx<'_> {
                     }
                 },
             };
+            let scope = match l.scope.as_ref().map(|s| (s, s.get_ref().as_str())) {
+                None | Some((_, "node")) => RateScope::Node,
+                Some((_, "fleet")) => RateScope::Fleet,
+                Some((s, other)) => {
+                    return Err(self.err(
+                        s.span(),
+                        format!("scope must be \"node\" or \"fleet\", not {other:?}"),
+                    ));
+                }
+            };
+            let local_interval_us = match &l.local_rate {
+                None => None,
+                Some(r) if scope == RateScope::Node => {
+                    return Err(self.err(
+                        r.span(),
+                        "local_rate is a fleet rule's rate while Redis is down: it needs scope = \"fleet\"",
+                    ));
+                }
+                Some(r) => Some(
+                    linerate_server::ratelimit::parse_rate(r.get_ref())
+                        .map_err(|e| self.err(r.span(), e))?,
+                ),
+            };
+            let name = match &l.name {
+                Some(n) if n.get_ref().is_empty() || n.get_ref().chars().any(char::is_control) => {
+                    return Err(self.err(n.span(), "name must be a non-empty line of text"));
+                }
+                n => n.as_ref().map(|n| n.get_ref().clone()),
+            };
             site.limits.push(RateLimit {
                 prefix,
                 interval_us,
                 burst: l.burst,
                 key,
+                scope,
+                local_interval_us,
+                name,
             });
         }
         for a in &raw.basic_auth {

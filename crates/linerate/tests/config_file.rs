@@ -860,6 +860,29 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
             "3:9",
             "nodes must be at least 1",
         ),
+        // issue V item 4: a fleet rule's counts live in [storage] redis.
+        (
+            format!("{listen}{site}[[site.rate_limit]]\nrate = \"5r/s\"\nscope = \"fleet\"\n"),
+            "7:9",
+            "scope = \"fleet\" counts in the fleet's Redis: it needs [storage] redis",
+        ),
+        (
+            format!(
+                "[storage]\ndir = \"s\"\n{listen}{site}[[site.rate_limit]]\nrate = \"5r/s\"\nscope = \"fleet\"\n"
+            ),
+            "9:9",
+            "scope = \"fleet\" counts in the fleet's Redis: it needs [storage] redis",
+        ),
+        (
+            format!("{listen}{site}[[site.rate_limit]]\nrate = \"5r/s\"\nscope = \"world\"\n"),
+            "7:9",
+            "scope must be \"node\" or \"fleet\", not \"world\"",
+        ),
+        (
+            format!("{listen}{site}[[site.rate_limit]]\nrate = \"5r/s\"\nlocal_rate = \"1r/s\"\n"),
+            "7:14",
+            "local_rate is a fleet rule's rate while Redis is down: it needs scope = \"fleet\"",
+        ),
         (
             format!("{tls_listen}{site}"),
             "3:7",

@@ -101,8 +101,16 @@ fn rate_limits_answer_429_past_the_burst_per_key_and_count_it() {
     for _ in 0..3 {
         assert_eq!(get(s.addr, "/plaintext", "").status, 200);
     }
-    // Counted, and logged as the 429s they are.
-    assert_eq!(metric(admin, "linerate_rate_limited_total"), 39 + 1 + 1);
+    // Counted by rule (issue V item 5: the label is the rule's site and prefix), and logged
+    // as the 429s they are.
+    assert_eq!(
+        metric(admin, "linerate_rate_limited_total{rule=\"_ /json\"}"),
+        39 + 1
+    );
+    assert_eq!(
+        metric(admin, "linerate_rate_limited_total{rule=\"_ /plaintext\"}"),
+        1
+    );
     eventually("41 lines with status 429 in the access log", || {
         let text = std::fs::read_to_string(d.join("access.log")).unwrap_or_default();
         text.lines()

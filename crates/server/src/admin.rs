@@ -481,11 +481,6 @@ pub fn render(m: &Metrics, s: &Stats) -> String {
             m.bytes_out,
         ),
         (
-            "linerate_rate_limited_total",
-            "Requests refused with 429 by a site's rate limits.",
-            m.rate_limited,
-        ),
-        (
             "linerate_rate_limit_full_total",
             "Requests a rate limit let through uncounted: its table of keys was full.",
             m.rate_limit_full,
@@ -554,6 +549,8 @@ pub fn render(m: &Metrics, s: &Stats) -> String {
         family(&mut o, name, "counter", help);
         let _ = writeln!(o, "{name} {v}");
     }
+    // issue V item 5: 429s by rule, and the fleet rules' modes.
+    crate::ratelimit_metrics::render(&mut o);
     family(
         &mut o,
         "linerate_connections",

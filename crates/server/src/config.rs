@@ -836,6 +836,25 @@ pub struct RateLimit {
     pub interval_us: u64,
     pub burst: u32,
     pub key: RateKey,
+    // issue V item 4: fleet-wide rate limits
+    /// Where its counts live: this node, or the fleet's Redis (`[storage] redis`).
+    pub scope: RateScope,
+    /// A fleet rule's local share while Redis is down (µs between requests per node); `None`:
+    /// the rate times `[storage] nodes`.
+    pub local_interval_us: Option<u64>,
+    /// Its `rule` label in the metrics (and its keys' namespace in Redis); `None`: `SITE
+    /// PREFIX`.
+    pub name: Option<String>,
+}
+
+/// Where a rate limit's counts live (issue V item 4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RateScope {
+    /// On each node: each node lets the rate through (today's limit).
+    #[default]
+    Node,
+    /// In the `[storage] redis` server, for the whole fleet, taken in small leases.
+    Fleet,
 }
 
 /// Whose requests a rate limit counts together.

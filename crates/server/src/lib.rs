@@ -184,6 +184,12 @@ mod proxy;
 #[path = "proxy/off.rs"]
 mod proxy;
 pub mod ratelimit;
+// issue V item 4: fleet-wide rate limits
+pub(crate) mod ratelimit_fleet;
+pub(crate) mod ratelimit_lease;
+pub(crate) mod ratelimit_metrics;
+#[cfg(feature = "kv")]
+pub(crate) mod ratelimit_redis;
 pub mod realip;
 pub mod runtime;
 mod server;

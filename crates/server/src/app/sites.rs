@@ -209,7 +209,14 @@ pub(crate) struct SiteApp {
 pub(crate) struct RateRule {
     pub prefix: String,
     pub key: crate::config::RateKey,
+    /// A node rule's buckets; a fleet rule's local share (while a lease is on its way, and
+    /// while Redis is down).
     pub limiter: crate::ratelimit::Limiter,
+    // issue V item 4: fleet-wide rate limits
+    /// Its refusals and mode in the metrics.
+    pub stats: std::sync::Arc<crate::ratelimit_metrics::RuleStats>,
+    /// A fleet rule's leases and link to Redis.
+    pub fleet: Option<crate::ratelimit_fleet::Fleet>,
 }
 
 /// Why [`SiteApp::admit`] refused a request.
@@ -298,6 +305,8 @@ impl Sites {
                 .iter()
                 .any(|s| s.managed == Some(crate::config::Managed::Acme));
         let mut list = Vec::with_capacity(config.sites.len());
+        // The fleet rules' link to Redis, started with the first of them.
+        let mut fleet_link = None;
         for (si, s) in config.sites.iter().enumerate() {
             let mut mounts = s.mounts.clone();
             longest_first(&mut mounts, |m| m.prefix.len());
@@ -333,12 +342,9 @@ impl Sites {
             let limits: Box<[RateRule]> = s
                 .limits
                 .iter()
-                .map(|l| RateRule {
-                    prefix: l.prefix.clone(),
-                    key: l.key.clone(),
-                    limiter: crate::ratelimit::Limiter::new(l.interval_us, l.burst),
-                })
-                .collect();
+                .map(|l| rate_rule(l, s, config, &mut fleet_link))
+                .collect::<Result<_, String>>()
+                .map_err(|e| StartError::invalid(Part::Site(si), e))?;
             let mut auth = Vec::with_capacity(s.auth.len());
             for a in &s.auth {
                 // Through the privilege keeper, as error pages: a reload after a drop reads
@@ -624,10 +630,17 @@ impl SiteApp {
                     }
                 };
                 let Some(key) = key else { continue };
-                match rule.limiter.check(key, now) {
+                let verdict = match &rule.fleet {
+                    None => rule.limiter.check(key, now),
+                    Some(fleet) => fleet.check(key, now, &rule.limiter),
+                };
+                match verdict {
                     Verdict::Pass => {}
                     Verdict::PassUncounted => uncounted(),
                     Verdict::Refuse { wait_us } => {
+                        rule.stats
+                            .refused
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         return Err(Refusal::Limited {
                             retry_after_s: wait_us.div_ceil(1_000_000).max(1),
                         });
@@ -901,6 +914,90 @@ fn strip_port(authority: &[u8]) -> &[u8] {
         Some(i) => &authority[..i],
         None => authority,
     }
+}
+
+/// A site's rate limit as the workers share it (issue V item 4: a fleet rule's leases, its
+/// local share and the configuration's link to Redis, started with its first fleet rule).
+fn rate_rule(
+    l: &crate::config::RateLimit,
+    site: &crate::config::Site,
+    config: &Config,
+    link: &mut Option<std::sync::Arc<crate::ratelimit_fleet::Link>>,
+) -> Result<RateRule, String> {
+    use crate::config::RateScope;
+    use crate::ratelimit::Limiter;
+    use crate::ratelimit_metrics as metrics;
+    let label = match &l.name {
+        Some(n) => n.clone(),
+        None => {
+            let site = site.names.first().map_or("_", String::as_str);
+            format!("{site} {}", l.prefix)
+        }
+    };
+    if l.scope == RateScope::Node {
+        return Ok(RateRule {
+            prefix: l.prefix.clone(),
+            key: l.key.clone(),
+            limiter: Limiter::new(l.interval_us, l.burst),
+            stats: metrics::register(&label, metrics::NODE),
+            fleet: None,
+        });
+    }
+    let storage = config.storage.as_ref();
+    let Some(url) = storage.and_then(|s| s.redis.as_ref()) else {
+        return Err(format!(
+            "rate limit {label:?} has scope = \"fleet\": its counts live in [storage] redis, and there is none"
+        ));
+    };
+    let nodes = storage.map_or(1, |s| s.nodes.max(1));
+    let link = match link {
+        Some(k) => std::sync::Arc::clone(k),
+        None => std::sync::Arc::clone(link.insert(crate::ratelimit_fleet::Link::start(url)?)),
+    };
+    let mode = if link.shared.up.load(std::sync::atomic::Ordering::Relaxed) {
+        metrics::FLEET
+    } else {
+        metrics::LOCAL_SHARE
+    };
+    let stats = metrics::register(&label, mode);
+    link.shared
+        .rules
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(std::sync::Arc::clone(&stats));
+    // The local share: the rate over the nodes (or `local_rate`), and the node's share of the
+    // burst (`burst + 1` at once over the fleet, so `(burst + 1) / nodes` on each).
+    let local_interval = l
+        .local_interval_us
+        .unwrap_or(l.interval_us.saturating_mul(u64::from(nodes)));
+    let local_burst = ((l.burst + 1) / nodes).saturating_sub(1);
+    let size = crate::ratelimit_lease::lease_size(l.interval_us, l.burst, nodes);
+    let rule = crate::ratelimit_fleet::FleetRule {
+        leases: crate::ratelimit_lease::Leases::new(size),
+        // Two rules of one label (a prefix limited per client and per API key) count apart.
+        prefix: format!(
+            "linerate:rl:{label}:{}:{}:{}:",
+            l.interval_us,
+            l.burst,
+            match &l.key {
+                crate::config::RateKey::Client => "client".to_string(),
+                crate::config::RateKey::Field(f) => format!("header:{f}"),
+            }
+        )
+        .into_bytes(),
+        interval_us: l.interval_us.max(1),
+        tolerance_us: l.interval_us.max(1).saturating_mul(u64::from(l.burst)),
+    };
+    Ok(RateRule {
+        prefix: l.prefix.clone(),
+        key: l.key.clone(),
+        limiter: Limiter::new(local_interval, local_burst),
+        stats,
+        fleet: Some(crate::ratelimit_fleet::Fleet {
+            rule: std::sync::Arc::new(rule),
+            link,
+        }),
+    })
 }
 
 #[cfg(test)]
