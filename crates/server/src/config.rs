@@ -44,6 +44,10 @@ pub const MAX_UNSENT_BYTES: u64 = 128 * 1024;
 pub const MAX_REQUESTS_PER_CONN: u64 = u64::MAX;
 /// On shutdown, how long in-flight requests may take before connections are closed.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// On SIGTERM/SIGINT, how long the server keeps accepting and serving while `/healthz`
+/// answers 503, before it drains: 0, so that a lone server (no balancer watching its health)
+/// stops at once, as before the setting existed.
+pub const SHUTDOWN_DELAY: Duration = Duration::ZERO;
 /// After a final response with close, how long unread input is drained so the kernel does
 /// not answer it with a reset that destroys the response (lingering close).
 pub const LINGER_TIMEOUT: Duration = Duration::from_secs(2);
@@ -641,6 +645,13 @@ pub struct Config {
     /// `[storage]`: what the nodes of a fleet share (ACME's account, certificates, locks and
     /// challenge answers; TLS ticket keys; fleet-wide rate limits); `None` on a lone node.
     pub storage: Option<StorageConfig>,
+    // issue V item 5: rollouts with zero failed requests
+    /// See [`SHUTDOWN_DELAY`]: the balancer sees `/healthz` fail and moves traffic away while
+    /// the node still accepts.
+    pub shutdown_delay: Duration,
+    /// A Unix socket (mode 0600) where a new process of a binary upgrade takes this server's
+    /// listening sockets (see [`crate::handoff`]); `None`: no upgrade by handoff.
+    pub upgrade_socket: Option<std::path::PathBuf>,
 }
 
 /// Where a fleet's nodes keep what they share, on an engine the operator already runs: a
@@ -1277,6 +1288,8 @@ impl Default for Config {
             access_log_format: crate::access_log::LogFormat::Combined,
             acme: None,
             storage: None,
+            shutdown_delay: SHUTDOWN_DELAY,
+            upgrade_socket: None,
         }
     }
 }

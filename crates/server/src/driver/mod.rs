@@ -141,6 +141,10 @@ pub(crate) struct Setup {
     /// This worker's listening sockets, in the server's listener order (TCP ones are its own
     /// SO_REUSEPORT members; a Unix socket is shared by every worker).
     pub listeners: Vec<OwnedFd>,
+    /// More sockets of a listener (its id beside each), accepted from as its own: the
+    /// members of a taken-over SO_REUSEPORT group beyond one per worker (see
+    /// [`crate::handoff`]), which would reset their queued connections if closed.
+    pub extra_listeners: Vec<(OwnedFd, usize)>,
     /// Written on shutdown.
     pub shutdown: OwnedFd,
     /// Written by the inbox when deferred answers arrive.
@@ -299,6 +303,9 @@ pub(crate) struct Worker<B: Backend> {
     io: Io,
     /// Listener ids `0..listeners` (see [`Shared::listener_tls`]).
     listeners: usize,
+    /// The listener id of each extra socket ([`Setup::extra_listeners`]), accepted from
+    /// under the backend ids `listeners..`.
+    listener_of: Vec<usize>,
     /// Connections that used their file budget and go on next turn.
     ready: Vec<u32>,
     /// The slots whose wheel entries (`due`) or QUIC timers (`due_quic`) came due this turn
@@ -355,6 +362,11 @@ impl<B: Backend> Worker<B> {
         for (id, l) in setup.listeners.into_iter().enumerate() {
             backend.listen(l, id)?;
         }
+        let mut listener_of = Vec::with_capacity(setup.extra_listeners.len());
+        for (l, id) in setup.extra_listeners {
+            backend.listen(l, listeners + listener_of.len())?;
+            listener_of.push(id);
+        }
         backend.watch(setup.shutdown, WAKE_SHUTDOWN, true)?;
         backend.watch(setup.inbox_fd, WAKE_INBOX, true)?;
         backend.watch(setup.reload_fd, WAKE_RELOAD, true)?;
@@ -406,6 +418,7 @@ impl<B: Backend> Worker<B> {
             },
             reload: setup.reload,
             listeners,
+            listener_of,
             ready: Vec::new(),
             due: Vec::new(),
             due_quic: Vec::new(),
@@ -1075,6 +1088,11 @@ impl<B: Backend> Worker<B> {
     }
 
     fn accept(&mut self, listener: usize, sock: OwnedFd, peer: Option<SocketAddr>, sh: &Shared) {
+        // An extra socket of a taken-over group serves its listener's settings.
+        let listener = match listener.checked_sub(self.listeners) {
+            Some(extra) => self.listener_of[extra],
+            None => listener,
+        };
         // A Unix-socket connection has no peer address and no Nagle to turn off.
         if peer.is_some()
             && let Err(e) = rustix::net::sockopt::set_tcp_nodelay(&sock, true)
@@ -1355,7 +1373,7 @@ impl<B: Backend> Worker<B> {
         }
         // Connections already in the accept queue got in: take them before the listeners
         // close (closing them would reset those connections).
-        for id in 0..self.listeners {
+        for id in 0..self.listeners + self.listener_of.len() {
             while let Some((sock, peer)) = self.backend.accept_now(id) {
                 self.accept(id, sock, peer, sh);
             }
