@@ -449,3 +449,79 @@ fn a_drain_with_an_upgrade_socket_refuses_new_connections_at_once() {
     assert!(wait_exit(&mut child.0, common::EVENTUALLY).success());
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// While the old process drains after a handoff, both processes read the same UDP sockets,
+/// and a new QUIC client's Initial may reach either. The old one refused those
+/// (CONNECTION_REFUSED, as a lone draining server must): the client's connection failed.
+/// It now drops them, the client sends its Initial again, and a resend that reaches the new
+/// process is served. Every fresh HTTP/3 connection made during the old one's drain (held
+/// open by a slow request) is answered 200.
+#[test]
+fn quic_clients_during_the_old_process_drain_are_served() {
+    let d = dir("quic-drain");
+    let client_tls = certificate(&d);
+    let tls_port = common::free_port("127.0.0.1");
+    let tls_addr: SocketAddr = format!("127.0.0.1:{tls_port}").parse().unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{}", common::free_port("127.0.0.1"))
+        .parse()
+        .unwrap();
+    let upgrade = d.join("upgrade.sock");
+    let file = d.join("linerate.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "upgrade_socket = \"{up}\"\n[limits]\ndrain_timeout = \"10s\"\n\
+             [[listen]]\naddr = \"{addr}\"\n\
+             [[listen]]\naddr = \"{tls_addr}\"\ntls = {{ cert = \"{d}/server.pem\", key = \"{d}/server.key\" }}\nquic = true\n\
+             [[site]]\ndefault = true\napp = \"demo\"\n",
+            up = upgrade.display(),
+            d = d.display(),
+        ),
+    )
+    .unwrap();
+    let mut old = start(&["--workers", "1", "--config", file.to_str().unwrap()]);
+    let quic = common::h3::quic(client_tls);
+    assert_eq!(
+        common::h3::get(&quic, tls_addr, &["/plaintext"]).answers[0].0,
+        200
+    );
+    // A slow request on the old process keeps it draining (and reading the UDP sockets)
+    // while the fresh connections below are made.
+    let mut slow = Client::connect(addr);
+    slow.send(b"GET /delay/6000 HTTP/1.1\r\nHost: t\r\n\r\n");
+    let mut new = take_over(&file, &upgrade, 1);
+    // The new process moves its upgrade socket into place once the old one drains.
+    let beside = d.join("upgrade.sock.new");
+    common::eventually("the old process drains", || !beside.exists());
+    let mut failed = 0;
+    let mut during = 0;
+    for _ in 0..10 {
+        if old.0.try_wait().unwrap().is_some() {
+            break;
+        }
+        during += 1;
+        let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            common::h3::get(&quic, tls_addr, &["/plaintext"]).answers[0].0
+        }));
+        if got.ok() != Some(200) {
+            failed += 1;
+        }
+    }
+    assert!(
+        during >= 3,
+        "the old process ended before the checks ({during} made)"
+    );
+    assert_eq!(
+        failed, 0,
+        "{failed} of {during} fresh HTTP/3 connections failed"
+    );
+    assert_eq!(
+        slow.read_response().status,
+        200,
+        "the old process finishes its slow request"
+    );
+    assert!(wait_exit(&mut old.0, common::EVENTUALLY).success());
+    signal(&new.0, Signal::TERM);
+    assert!(wait_exit(&mut new.0, common::EVENTUALLY).success());
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -766,6 +766,9 @@ impl Server {
                         .unwrap_or(crate::tls::TLS_KEY_UPDATE_BYTES),
                 },
                 drain_timeout: config.drain_timeout,
+                handed_over: offer
+                    .as_ref()
+                    .map_or_else(Arc::default, |o| o.handed_over.clone()),
             }),
             steering,
             sites,

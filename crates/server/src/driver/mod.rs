@@ -134,6 +134,9 @@ pub(crate) struct Shared {
     /// at start; none when it is off or absent).
     pub tls_policy: tls::TlsPolicy,
     pub drain_timeout: Duration,
+    /// Set when a new process took the listening sockets (see [`crate::handoff`]): the drain
+    /// leaves new QUIC clients to it.
+    pub handed_over: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// What one worker is given at start.
@@ -1369,7 +1372,7 @@ impl<B: Backend> Worker<B> {
         self.drain_deadline = Some(self.io.cx.now + sh.drain_timeout.as_millis() as u64);
         self.io.cx.draining = true;
         if let Some(q) = self.quic.as_mut() {
-            q.drain();
+            q.drain(sh.handed_over.load(std::sync::atomic::Ordering::Relaxed));
         }
         // Connections already in the accept queue got in: take them before the listeners
         // close (closing them would reset those connections).
