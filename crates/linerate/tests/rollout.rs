@@ -96,6 +96,49 @@ fn sigterm_with_a_shutdown_delay_keeps_serving_while_healthz_fails() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// Under systemd, `STOPPING=1` goes out at the start of the delay (the flag
+/// `--shutdown-delay` this time), and the server still answers new connections a second
+/// later.
+#[test]
+fn systemd_hears_stopping_at_the_start_of_the_shutdown_delay() {
+    let d = dir("notify");
+    let path = d.join("notify.sock");
+    let rx = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    rx.set_read_timeout(Some(common::EVENTUALLY)).unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{}", common::free_port("127.0.0.1"))
+        .parse()
+        .unwrap();
+    let child = Command::new(BIN)
+        .args(["serve", "--no-pin", "--log-level", "warn", "--workers", "1"])
+        .args(["--addr", &addr.to_string(), "--shutdown-delay", "3s"])
+        .env("NOTIFY_SOCKET", &path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = Stopped(child);
+    common::bin::banner(&mut child.0).unwrap();
+    let mut buf = [0u8; 256];
+    let n = rx.recv(&mut buf).expect("READY=1");
+    assert!(buf[..n].starts_with(b"READY=1"));
+    let signalled = Instant::now();
+    signal(&child.0, Signal::TERM);
+    let n = rx.recv(&mut buf).expect("a notification after SIGTERM");
+    assert_eq!(&buf[..n], b"STOPPING=1");
+    // A second after the signal, inside the delay: a drain begun with STOPPING=1 would
+    // have closed the listener by now.
+    std::thread::sleep(Duration::from_secs(1).saturating_sub(signalled.elapsed()));
+    let mut c = Client::connect(addr);
+    assert_eq!(
+        c.get("/plaintext").status,
+        200,
+        "still serving after STOPPING=1"
+    );
+    drop(c);
+    assert!(wait_exit(&mut child.0, common::EVENTUALLY).success());
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// What the load saw.
 #[derive(Default)]
 struct Tally {
