@@ -150,6 +150,15 @@ struct Tally {
     /// Everything else: a refused connection, a reset, a cut answer, a status not 200, a
     /// timeout.
     failed: AtomicU64,
+    /// Why each failure failed, for the assertion's message.
+    why: std::sync::Mutex<Vec<String>>,
+}
+
+impl Tally {
+    fn fail(&self, why: String) {
+        self.failed.fetch_add(1, Ordering::Relaxed);
+        self.why.lock().unwrap().push(why);
+    }
 }
 
 /// A connection to the plain listener or the Unix one.
@@ -250,6 +259,12 @@ fn load(to: Target, keep: bool, stop: Arc<AtomicBool>, t: Arc<Tally>) {
     const MAX_LOAD: Duration = Duration::from_secs(40);
     let started = Instant::now();
     let mut conn: Option<Conn> = None;
+    let kind = match (&to, keep) {
+        (Target::Tcp(_), true) => "tcp, kept alive",
+        (Target::Tcp(_), false) => "tcp, a connection each",
+        (Target::Unix(_), true) => "unix, kept alive",
+        (Target::Unix(_), false) => "unix, a connection each",
+    };
     while !stop.load(Ordering::Relaxed) && started.elapsed() < MAX_LOAD {
         let reused = conn.is_some();
         let mut c = match conn.take() {
@@ -257,8 +272,7 @@ fn load(to: Target, keep: bool, stop: Arc<AtomicBool>, t: Arc<Tally>) {
             None => match Conn::open(&to) {
                 Ok(c) => c,
                 Err(e) => {
-                    eprintln!("connect: {e}");
-                    t.failed.fetch_add(1, Ordering::Relaxed);
+                    t.fail(format!("{kind}: connect: {e}"));
                     continue;
                 }
             },
@@ -275,13 +289,9 @@ fn load(to: Target, keep: bool, stop: Arc<AtomicBool>, t: Arc<Tally>) {
                 t.retried.fetch_add(1, Ordering::Relaxed);
             }
             Outcome::ClosedBeforeAnswer => {
-                eprintln!("a new connection closed before its answer");
-                t.failed.fetch_add(1, Ordering::Relaxed);
+                t.fail(format!("{kind}: a new connection closed before its answer"));
             }
-            Outcome::Failed(why) => {
-                eprintln!("failed: {why}");
-                t.failed.fetch_add(1, Ordering::Relaxed);
-            }
+            Outcome::Failed(why) => t.fail(format!("{kind}: {why}")),
         }
     }
 }
@@ -405,7 +415,12 @@ fn an_upgrade_by_socket_handoff_under_load_loses_no_request() {
         tally.failed.load(Ordering::Relaxed),
     );
     eprintln!("load: {ok} answered, {retried} sent again after an idle close, {failed} failed");
-    assert_eq!(failed, 0, "{ok} answered, {retried} sent again");
+    assert_eq!(
+        failed,
+        0,
+        "{ok} answered, {retried} sent again; failures: {:?}",
+        tally.why.lock().unwrap()
+    );
 
     // The last process serves every listener of the first.
     assert_eq!(Client::connect(addr).get("/plaintext").status, 200);
