@@ -518,10 +518,13 @@ check_rate_limits() {
     sleep 2 # every bucket drained
     ok=$(seq 60 | xargs -P 60 -I{} curl -s -o /dev/null -w '%{http_code}\n' \
         "http://127.0.0.1:$lb_http/limited" | grep -c '^200$' || true)
-    if [ "$ok" -ge 5 ] && [ "$ok" -le 7 ]; then
-        pass rate-limit-burst "60 parallel requests through HAProxy to a fleet rule of 5r/s burst 5: $ok answered 200 (node-local rules: up to 18)"
+    # 6 is the limit; a node may pass its local share (2) of a key it has no lease for yet
+    # while its first ask is on the way to Redis (docs/fleet.md, "Rate limits"): 12 at most.
+    # Node-local rules would pass 18.
+    if [ "$ok" -ge 5 ] && [ "$ok" -le 12 ]; then
+        pass rate-limit-burst "60 parallel requests through HAProxy to a fleet rule of 5r/s burst 5: $ok answered 200 (the limit 6; node-local rules: 18)"
     else
-        fail rate-limit-burst "60 parallel requests to a fleet rule of 5r/s burst 5: $ok answered 200, not 5 to 7"
+        fail rate-limit-burst "60 parallel requests to a fleet rule of 5r/s burst 5: $ok answered 200, not 5 to 12"
     fi
     sleep 2
     "$bin" load "http://127.0.0.1:$lb_http/limited" -t 1 -c 3 -R 30 -d 10s --json \

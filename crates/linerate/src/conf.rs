@@ -180,6 +180,11 @@ struct Raw {
     acme: Option<Spanned<RawAcme>>,
     /// What a fleet's nodes share: a directory or a Redis server.
     storage: Option<Spanned<RawStorage>>,
+    // issue V item 5: rollouts
+    /// On SIGTERM, how long `/healthz` fails while the node still serves, before the drain.
+    shutdown_delay: Option<Spanned<String>>,
+    /// Where a binary upgrade's new process takes the listening sockets.
+    upgrade_socket: Option<Spanned<String>>,
     #[serde(default)]
     listen: Vec<Spanned<RawListen>>,
     #[serde(default)]
@@ -958,6 +963,11 @@ impl Cx<'_> {
         if let Some(v) = &raw.tls.ticket_rotation {
             c.ticket_rotation = self.ticket_rotation(v, c.storage.is_some())?;
         }
+        // issue V item 5: rollouts
+        if let Some(v) = &raw.shutdown_delay {
+            c.shutdown_delay = self.duration_or_zero(v, "shutdown_delay")?;
+        }
+        c.upgrade_socket = raw.upgrade_socket.as_ref().map(|p| self.path(p));
         for l in &raw.listen {
             let listen = self.listen(l, ktls, key_update, http2, &raw.tls, managed)?;
             // What start-up would find: two listeners on one address (or one port, where one

@@ -44,6 +44,10 @@ pub const MAX_UNSENT_BYTES: u64 = 128 * 1024;
 pub const MAX_REQUESTS_PER_CONN: u64 = u64::MAX;
 /// On shutdown, how long in-flight requests may take before connections are closed.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// On SIGTERM/SIGINT, how long the server keeps accepting and serving while `/healthz`
+/// answers 503, before it drains: 0, so that a lone server (no balancer watching its health)
+/// stops at once, as before the setting existed.
+pub const SHUTDOWN_DELAY: Duration = Duration::ZERO;
 /// After a final response with close, how long unread input is drained so the kernel does
 /// not answer it with a reset that destroys the response (lingering close).
 pub const LINGER_TIMEOUT: Duration = Duration::from_secs(2);
@@ -645,6 +649,13 @@ pub struct Config {
     /// With `storage`, how often the fleet's shared TLS ticket key is replaced by a new one
     /// ([`TICKET_ROTATION`] by default); listeners with `ticket_keys` use their files instead.
     pub ticket_rotation: Duration,
+    // issue V item 5: rollouts with zero failed requests
+    /// See [`SHUTDOWN_DELAY`]: the balancer sees `/healthz` fail and moves traffic away while
+    /// the node still accepts.
+    pub shutdown_delay: Duration,
+    /// A Unix socket (mode 0600) where a new process of a binary upgrade takes this server's
+    /// listening sockets (see [`crate::handoff`]); `None`: no upgrade by handoff.
+    pub upgrade_socket: Option<std::path::PathBuf>,
 }
 
 /// How often a fleet's shared ticket key is replaced by default: caddy's STEK interval. A
@@ -1342,6 +1353,8 @@ impl Default for Config {
             acme: None,
             storage: None,
             ticket_rotation: TICKET_ROTATION,
+            shutdown_delay: SHUTDOWN_DELAY,
+            upgrade_socket: None,
         }
     }
 }

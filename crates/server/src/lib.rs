@@ -167,6 +167,7 @@ mod h2;
 mod h2u;
 #[cfg(feature = "http3")]
 mod h3;
+pub mod handoff;
 #[cfg(feature = "jwt")]
 pub mod jwt;
 #[cfg(not(feature = "jwt"))]

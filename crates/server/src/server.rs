@@ -80,6 +80,18 @@ pub struct Server {
     /// The fleet's ticket keys from `[storage]` and their thread (issue V item 3).
     #[cfg(all(feature = "tls", feature = "storage"))]
     _fleet_tickets: Option<crate::ticket_rotation::Fleet>,
+    /// Set to stop the admin thread: at exit, or at once when a new process took the
+    /// listeners (its own admin thread answers `/healthz` from then on).
+    stop_admin: Arc<AtomicBool>,
+    /// How long SIGTERM/SIGINT keep accepting, `/healthz` failing, before the drain.
+    shutdown_delay: std::time::Duration,
+    /// The listening sockets offered to a new process on the upgrade socket.
+    offer: Option<crate::handoff::Offer>,
+    /// The upgrade socket, bound; and where it moves once the old process let go of the
+    /// path (a takeover from the same path binds beside it first).
+    upgrade: Option<(OwnedFd, Option<(std::path::PathBuf, std::path::PathBuf)>)>,
+    /// The old process's sockets were taken: told to drain once the workers run.
+    taken: Option<crate::handoff::Taken>,
 }
 
 /// One QUIC listener after binding.
@@ -98,6 +110,9 @@ struct Bound {
     tls: bool,
     h2c: bool,
     socks: Vec<OwnedFd>,
+    /// Members of a taken-over SO_REUSEPORT group beyond one per worker: accepted from too
+    /// (closing one would reset the connections in its queue).
+    extra: Vec<OwnedFd>,
     /// Passed by systemd (socket activation): one socket shared by the workers, not in a
     /// SO_REUSEPORT group of ours, and a Unix socket's file is the service manager's.
     passed: bool,
@@ -246,15 +261,41 @@ pub struct ShutdownHandle {
     wakes: Arc<Vec<OwnedFd>>,
     /// Set once a shutdown starts (the admin `/healthz` answers 503 from then on).
     draining: Arc<AtomicBool>,
+    /// The upgrade socket's offer, ended with the drain.
+    offer: Option<crate::handoff::Offer>,
 }
 
 impl ShutdownHandle {
     /// Asks every worker to stop accepting, finish in-flight requests and exit.
     pub fn shutdown(&self) {
         self.draining.store(true, Ordering::Relaxed);
+        // The copies offered for an upgrade go first: held on, their sockets would stay in
+        // their reuseport groups with nobody accepting.
+        if let Some(o) = &self.offer {
+            o.end();
+        }
         for fd in self.wakes.iter() {
             let _ = rustix::io::write(fd, &1u64.to_ne_bytes());
         }
+    }
+
+    /// `/healthz` answers 503 at once, and the workers keep accepting and serving for
+    /// `delay` (a balancer moves traffic away meanwhile); then [`ShutdownHandle::shutdown`].
+    pub fn shutdown_after(&self, delay: std::time::Duration) -> io::Result<()> {
+        if delay.is_zero() {
+            self.shutdown();
+            return Ok(());
+        }
+        self.draining.store(true, Ordering::Relaxed);
+        let handle = self.clone();
+        std::thread::Builder::new()
+            .name("linerate-delay".into())
+            .spawn(move || {
+                std::thread::sleep(delay);
+                tracing::info!("shutdown delay over: draining connections");
+                handle.shutdown();
+            })?;
+        Ok(())
     }
 }
 
@@ -301,7 +342,28 @@ impl Server {
     /// Binds one listener per worker and prepares the workers. An error says which part of
     /// `config` it is about ([`StartError::part`]); it converts into an `io::Error`. A
     /// router with a method and pattern registered twice is refused ([`Part::Routes`]).
-    pub fn bind(config: Config, mut router: Router) -> Result<Server, StartError> {
+    pub fn bind(config: Config, router: Router) -> Result<Server, StartError> {
+        Self::bind_from(config, router, None)
+    }
+
+    /// [`Server::bind`], serving the listening sockets a running server handed over on its
+    /// upgrade socket ([`crate::handoff`]): a listener the old one had (same address) is
+    /// served on its very sockets, one the old one lacked is bound, and the old one's others
+    /// are closed. [`Server::run`] tells the old server to drain once the workers run.
+    pub fn bind_taking_over(
+        config: Config,
+        router: Router,
+        taken: crate::handoff::Taken,
+    ) -> Result<Server, StartError> {
+        Self::bind_from(config, router, Some(taken))
+    }
+
+    fn bind_from(
+        config: Config,
+        mut router: Router,
+        mut taken: Option<crate::handoff::Taken>,
+    ) -> Result<Server, StartError> {
+        use crate::handoff::Kind;
         router
             .finish()
             .map_err(|e| StartError::invalid(Part::Routes, e.to_string()))?;
@@ -429,9 +491,45 @@ impl Server {
                 }
                 None => None,
             };
-            let (addr, socks, was_passed) = match (&l.addr, passed.claim(&l.addr)) {
+            // The old process's sockets on this address, in a takeover: a reuseport group,
+            // or one socket every worker accepts from.
+            let inherited = taken.as_mut().and_then(|t| {
+                let key = l.addr.to_string();
+                t.claim(Kind::Tcp, &key)
+                    .map(|f| (f, false))
+                    .or_else(|| t.claim(Kind::Shared, &key).map(|f| (f, true)))
+                    .filter(|(f, _)| !f.is_empty())
+            });
+            let mut extra = Vec::new();
+            let (addr, socks, was_passed) = match (&l.addr, passed.claim(&l.addr), inherited) {
+                (a, None, Some((mut fds, true))) => {
+                    let s = fds.swap_remove(0);
+                    let mut socks = Vec::with_capacity(workers);
+                    for _ in 1..workers {
+                        socks.push(s.try_clone().at(part)?);
+                    }
+                    socks.push(s);
+                    // A TCP one came from systemd: no reuseport group of ours, no steering.
+                    (a.clone(), socks, matches!(a, ListenAddr::Tcp(_)))
+                }
+                (ListenAddr::Tcp(at), None, Some((mut socks, false))) => {
+                    // More members than workers: the rest are accepted from too. Fewer: new
+                    // members join the group (same address and user).
+                    if socks.len() > workers {
+                        extra = socks.split_off(workers);
+                    }
+                    while socks.len() < workers {
+                        let s = listen(*at, config.backlog, config.max_unsent_bytes)
+                            .map_err(|e| {
+                                io::Error::new(e.kind(), format!("cannot listen on {at}: {e}"))
+                            })
+                            .at(part)?;
+                        socks.push(OwnedFd::from(s));
+                    }
+                    (ListenAddr::Tcp(*at), socks, false)
+                }
                 // Passed by systemd: every worker accepts from it.
-                (a, Some(s)) => {
+                (a, Some(s), _) => {
                     if matches!(a, ListenAddr::Tcp(_)) {
                         limit_unsent(&s, config.max_unsent_bytes).at(part)?;
                     }
@@ -442,7 +540,7 @@ impl Server {
                     socks.push(s);
                     (a.clone(), socks, true)
                 }
-                (ListenAddr::Tcp(addr), None) => {
+                (ListenAddr::Tcp(addr), None, _) => {
                     let mut addr = *addr;
                     refuse_shared(addr).at(part)?;
                     let mut socks = Vec::with_capacity(workers);
@@ -458,7 +556,7 @@ impl Server {
                     }
                     (ListenAddr::Tcp(addr), socks, false)
                 }
-                (ListenAddr::Unix(path), None) => {
+                (ListenAddr::Unix(path), None, _) => {
                     let s = listen_unix(path, config.backlog, &l.unix_perms)
                         .map_err(|e| {
                             io::Error::new(
@@ -487,11 +585,27 @@ impl Server {
                     config.keepalive_timeout.as_millis() as u64,
                 )
                 .map_err(|e| StartError::invalid(part, format!("{at}: HTTP/3: {e}")))?;
-                let socks = bind_udp(*at, workers)
-                    .map_err(|e| {
-                        io::Error::new(e.kind(), format!("cannot listen on udp {at}: {e}"))
-                    })
-                    .at(part)?;
+                let udp_error = |e: io::Error| {
+                    io::Error::new(e.kind(), format!("cannot listen on udp {at}: {e}"))
+                };
+                // In a takeover, the old group's members: one per worker, more are closed
+                // (a worker reads one socket per QUIC listener; a datagram queued there is
+                // lost, and QUIC sends it again), fewer are joined by new ones.
+                let socks = match taken
+                    .as_mut()
+                    .and_then(|t| t.claim(Kind::Udp, &at.to_string()))
+                {
+                    Some(fds) => {
+                        let mut socks: Vec<std::net::UdpSocket> =
+                            fds.into_iter().take(workers).map(Into::into).collect();
+                        let more = bind_udp(*at, workers - socks.len())
+                            .map_err(udp_error)
+                            .at(part)?;
+                        socks.extend(more);
+                        socks
+                    }
+                    None => bind_udp(*at, workers).map_err(udp_error).at(part)?,
+                };
                 quic.push(QuicBound {
                     listener: i,
                     addr: *at,
@@ -514,6 +628,7 @@ impl Server {
                 tls: l.tls.is_some(),
                 h2c: l.h2c,
                 socks,
+                extra,
                 passed: was_passed,
             });
         }
@@ -592,7 +707,15 @@ impl Server {
                 eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK).map_err(io::Error::from)
             })
             .collect::<io::Result<Vec<_>>>()?;
+        let admin_taken = match (config.admin, taken.as_mut()) {
+            (Some(addr), Some(t)) => t
+                .claim(Kind::Admin, &addr.to_string())
+                .and_then(|mut f| f.pop())
+                .map(TcpListener::from),
+            _ => None,
+        };
         let admin = match config.admin {
+            Some(_) if admin_taken.is_some() => admin_taken,
             Some(addr) => {
                 refuse_shared(addr).at(Part::Admin)?;
                 Some(
@@ -615,6 +738,29 @@ impl Server {
         }
         let sites = Arc::new(sites);
         sites.check_roots()?;
+        let (offer, upgrade) = match &config.upgrade_socket {
+            Some(path) => {
+                let offer = offer_of(&bound, &quic, admin.as_ref(), path).at(Part::Other)?;
+                // Taking over from this very path: bind beside it, and move there once the old
+                // process let it go.
+                let (at, moved) = match &taken {
+                    Some(t) if t.path() == path.as_path() => {
+                        let mut beside = path.clone().into_os_string();
+                        beside.push(".new");
+                        let beside = std::path::PathBuf::from(beside);
+                        (beside.clone(), Some((beside, path.clone())))
+                    }
+                    _ => (path.clone(), None),
+                };
+                let sock = crate::handoff::bind_upgrade_socket(&at)
+                    .map_err(|e| {
+                        io::Error::new(e.kind(), format!("upgrade_socket {}: {e}", at.display()))
+                    })
+                    .at(Part::Other)?;
+                (Some(offer), Some((sock, moved)))
+            }
+            None => (None, None),
+        };
         let counters = (0..workers).map(|_| Arc::default()).collect();
         let grpc = router.grpc.calls.clone();
         if config.admin.is_some() {
@@ -670,6 +816,9 @@ impl Server {
                         .unwrap_or(crate::tls::TLS_KEY_UPDATE_BYTES),
                 },
                 drain_timeout: config.drain_timeout,
+                handed_over: offer
+                    .as_ref()
+                    .map_or_else(Arc::default, |o| o.handed_over.clone()),
             }),
             steering,
             sites,
@@ -685,6 +834,11 @@ impl Server {
             ticket_keys,
             #[cfg(all(feature = "tls", feature = "storage"))]
             _fleet_tickets: fleet_tickets,
+            stop_admin: Arc::default(),
+            shutdown_delay: config.shutdown_delay,
+            offer,
+            upgrade,
+            taken,
         })
     }
 
@@ -850,6 +1004,7 @@ impl Server {
         ShutdownHandle {
             wakes: self.wakes.clone(),
             draining: self.draining.clone(),
+            offer: self.offer.clone(),
         }
     }
 
@@ -868,8 +1023,9 @@ impl Server {
                 stop_acme.clone(),
             )?;
         }
+        let shutdown = self.handle();
         let logs = self.logs;
-        let stop_admin = Arc::new(AtomicBool::new(false));
+        let stop_admin = self.stop_admin.clone();
         let admin = match self.admin {
             Some(listener) => {
                 let (stats, stop, draining) = (
@@ -896,8 +1052,10 @@ impl Server {
         let alive = Arc::new(std::sync::atomic::AtomicUsize::new(self.workers));
         // Worker i takes socket i of every listener.
         let mut per_worker: Vec<Vec<OwnedFd>> = (0..self.workers).map(|_| Vec::new()).collect();
+        let mut extra_per_worker: Vec<Vec<(OwnedFd, usize)>> =
+            (0..self.workers).map(|_| Vec::new()).collect();
         let mut unix_paths = Vec::new();
-        for b in self.bound {
+        for (id, b) in self.bound.into_iter().enumerate() {
             if let ListenAddr::Unix(p) = &b.addr
                 && !b.passed
             {
@@ -906,7 +1064,13 @@ impl Server {
             for (w, s) in b.socks.into_iter().enumerate() {
                 per_worker[w].push(s);
             }
+            for (j, s) in b.extra.into_iter().enumerate() {
+                extra_per_worker[j % self.workers].push((s, id));
+            }
         }
+        let mut extra_per_worker = extra_per_worker.into_iter();
+        // Workers past their set-up: a takeover tells the old process to drain only then.
+        let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let mut quic_per_worker: Vec<Vec<crate::driver::quic::QuicSetup>> =
             (0..self.workers).map(|_| Vec::new()).collect();
         for q in std::mem::take(&mut self.quic) {
@@ -944,6 +1108,8 @@ impl Server {
             let local_factory = self.local.clone();
             let worker_start = self.worker_start.clone();
             let alive = Alive(alive.clone());
+            let extra_listeners = extra_per_worker.next().unwrap_or_default();
+            let started = started.clone();
             let t = std::thread::Builder::new()
                 .name(format!("linerate-w{i}"))
                 .spawn(move || -> io::Result<()> {
@@ -975,6 +1141,7 @@ impl Server {
                             client_conns: shared.client_conns.clone(),
                             conn: shared.conn.clone(),
                             listeners,
+                            extra_listeners,
                             shutdown: wake,
                             inbox_fd,
                             reload_fd,
@@ -1002,6 +1169,7 @@ impl Server {
                             },
                         };
                         let mut worker = Worker::new(Epoll::new()?, setup)?;
+                        started.fetch_add(1, Ordering::Release);
                         worker.run(&shared)
                     })();
                     crate::runtime::uninstall();
@@ -1017,8 +1185,43 @@ impl Server {
             (Some(n), Some(every)) => Some(Watchdog::start(n, every, alive, self.workers)?),
             _ => None,
         };
+        if let Some(taken) = self.taken.take() {
+            // Every worker accepts from the old sockets before the old process stops; a
+            // worker that failed to start leaves it serving (the connection closes unsaid).
+            while started.load(Ordering::Acquire) < workers
+                && !threads.iter().any(|t| t.is_finished())
+            {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            if started.load(Ordering::Acquire) == workers {
+                match taken.finish() {
+                    Ok(()) => {
+                        tracing::info!("upgrade: the old process stopped accepting and drains")
+                    }
+                    Err(e) => tracing::error!("{e}"),
+                }
+            }
+        }
+        let handed_over = self.offer.as_ref().map(|o| o.handed_over.clone());
+        if let (Some(offer), Some((sock, moved))) = (self.offer.clone(), self.upgrade.take()) {
+            if let Some((beside, path)) = moved
+                && let Err(e) = std::fs::rename(&beside, &path)
+            {
+                tracing::error!(from = %beside.display(), to = %path.display(), error = %e, "upgrade socket: cannot move into place");
+            }
+            let (handle, stop_admin) = (shutdown, stop_admin.clone());
+            offer.serve(
+                sock,
+                Box::new(move || {
+                    // The new process's admin thread answers from now on: a balancer must
+                    // not see this one's 503 on the same port.
+                    stop_admin.store(true, Ordering::Relaxed);
+                    handle.shutdown();
+                }),
+            )?;
+        }
         let mut result = Ok(());
-        let _unlink = UnlinkOnDrop(unix_paths);
+        let _unlink = UnlinkOnDrop(unix_paths, handed_over);
         for t in threads {
             match t.join() {
                 Ok(Ok(())) => {}
@@ -1064,6 +1267,7 @@ impl Server {
     pub fn watch_signals_with(&self, on_hup: Box<dyn Fn(&ControlHandle) + Send>) -> io::Result<()> {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
         let handle = self.handle();
+        let delay = self.shutdown_delay;
         let control = self.control();
         let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR1])?;
         let notify = crate::notify::Notifier::from_env();
@@ -1100,8 +1304,15 @@ impl Server {
                                 if let Some(n) = &notify {
                                     n.stopping();
                                 }
-                                tracing::info!(signal = sig, "shutting down: draining connections");
-                                handle.shutdown();
+                                if delay.is_zero() {
+                                    tracing::info!(signal = sig, "shutting down: draining connections");
+                                } else {
+                                    tracing::info!(signal = sig, ?delay, "shutting down: /healthz answers 503, still serving until the delay ends, then draining");
+                                }
+                                if let Err(e) = handle.shutdown_after(delay) {
+                                    tracing::error!(error = %e, "no delay thread: draining now");
+                                    handle.shutdown();
+                                }
                             } else {
                                 tracing::warn!("second signal: exiting now");
                                 std::process::exit(130);
@@ -1216,11 +1427,15 @@ fn refuse_shared(addr: SocketAddr) -> io::Result<()> {
     }
 }
 
-/// Removes the Unix sockets' files when the server ends.
-struct UnlinkOnDrop(Vec<std::path::PathBuf>);
+/// Removes the Unix sockets' files when the server ends, unless a new process took them
+/// over (the flag is set): they are its own then.
+struct UnlinkOnDrop(Vec<std::path::PathBuf>, Option<Arc<AtomicBool>>);
 
 impl Drop for UnlinkOnDrop {
     fn drop(&mut self) {
+        if self.1.as_ref().is_some_and(|h| h.load(Ordering::Relaxed)) {
+            return;
+        }
         for p in &self.0 {
             let _ = std::fs::remove_file(p);
         }
@@ -1348,6 +1563,55 @@ fn bind_udp(addr: SocketAddr, workers: usize) -> io::Result<Vec<std::net::UdpSoc
             Ok(socket.into())
         })
         .collect()
+}
+
+/// What the upgrade socket at `path` offers: copies of every listener's sockets (a
+/// reuseport group's every member, one socket for a Unix or passed listener), the QUIC
+/// listeners' UDP sockets and the admin listener.
+fn offer_of(
+    bound: &[Bound],
+    quic: &[QuicBound],
+    admin: Option<&TcpListener>,
+    path: &std::path::Path,
+) -> io::Result<crate::handoff::Offer> {
+    use crate::handoff::{Entry, Kind};
+    let mut entries = Vec::new();
+    for b in bound {
+        let shared = b.passed || matches!(b.addr, ListenAddr::Unix(_));
+        let fds = if shared {
+            vec![b.socks[0].try_clone()?]
+        } else {
+            b.socks
+                .iter()
+                .chain(&b.extra)
+                .map(|s| s.try_clone())
+                .collect::<io::Result<_>>()?
+        };
+        entries.push(Entry {
+            kind: if shared { Kind::Shared } else { Kind::Tcp },
+            addr: b.addr.to_string(),
+            fds,
+        });
+    }
+    for q in quic {
+        entries.push(Entry {
+            kind: Kind::Udp,
+            addr: q.addr.to_string(),
+            fds: q
+                .socks
+                .iter()
+                .map(|s| s.try_clone().map(OwnedFd::from))
+                .collect::<io::Result<_>>()?,
+        });
+    }
+    if let Some(a) = admin {
+        entries.push(Entry {
+            kind: Kind::Admin,
+            addr: a.local_addr()?.to_string(),
+            fds: vec![OwnedFd::from(a.try_clone()?)],
+        });
+    }
+    Ok(crate::handoff::Offer::new(entries, path.to_path_buf()))
 }
 
 /// Whether HTTP/2 connections announce extended CONNECT (RFC 8441): where a route can take a

@@ -95,6 +95,8 @@ pub fn changes(running: &Config, new: &Config) -> Changes {
         &n.max_conns_per_client,
     );
     restart("limits.drain_timeout", &r.drain_timeout, &n.drain_timeout);
+    restart("shutdown_delay", &r.shutdown_delay, &n.shutdown_delay);
+    restart("upgrade_socket", &r.upgrade_socket, &n.upgrade_socket);
     // A listener's address, its TLS options and [tls]'s defaults; its certificate files
     // are read again by every reload.
     restart("listen", &listeners(r), &listeners(n));
@@ -161,6 +163,8 @@ fn unnamed(c: &Config) -> String {
     c.max_requests_per_conn = d.max_requests_per_conn;
     c.max_conns_per_client = d.max_conns_per_client;
     c.drain_timeout = d.drain_timeout;
+    c.shutdown_delay = d.shutdown_delay;
+    c.upgrade_socket = None;
     c.listeners.clear();
     c.acme = None;
     c.compression = d.compression;

@@ -113,6 +113,19 @@ pub(crate) struct ServeArgs {
     /// without waiting).
     #[arg(long, value_parser = units::duration, default_value = "10s")]
     drain_timeout: Duration,
+    /// SHUTDOWN_DELAY: on SIGTERM/SIGINT, how long `/healthz` answers 503 while the server
+    /// still accepts and serves (a balancer moves traffic away meanwhile), before the drain.
+    /// 0: drain at once.
+    #[arg(long, value_parser = units::duration, default_value = "0s")]
+    shutdown_delay: Duration,
+    /// Offer the listening sockets to a binary upgrade's new process on this Unix socket
+    /// (mode 0600; see --takeover).
+    #[arg(long, value_name = "PATH")]
+    upgrade_socket: Option<PathBuf>,
+    /// Take the listening sockets over from the server offering them on this upgrade socket
+    /// (its --upgrade-socket), serve them, then have that server stop accepting and drain.
+    #[arg(long, value_name = "PATH")]
+    takeover: Option<PathBuf>,
     /// Admin listener for `/metrics` (Prometheus text format) and `/healthz`, e.g.
     /// 127.0.0.1:9090. Off by default; never served on a site's listener.
     #[arg(long, value_name = "ADDR")]
@@ -526,7 +539,14 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     } else {
         router
     };
-    let mut server = Server::bind(config, router).map_err(start_error)?;
+    let mut server = match &a.takeover {
+        // The old server's sockets first: a start that fails leaves it serving.
+        Some(from) => {
+            let taken = linerate_server::handoff::Taken::receive(from)?;
+            Server::bind_taking_over(config, router, taken).map_err(start_error)?
+        }
+        None => Server::bind(config, router).map_err(start_error)?,
+    };
     if let Some(start) = db
         .as_ref()
         .and_then(|db| crate::db::Db::worker_start(db, server.workers(), DB_WORKER_START))
@@ -978,6 +998,8 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
         max_conns_per_client: a.max_conns_per_client,
         max_deferred_per_worker: a.max_deferred_per_worker,
         drain_timeout: a.drain_timeout,
+        shutdown_delay: a.shutdown_delay,
+        upgrade_socket: a.upgrade_socket.clone(),
         compression: linerate_server::config::Compression {
             enabled: !a.no_compression,
             min_bytes: usize::try_from(a.compress_min_bytes).unwrap_or(usize::MAX),
@@ -1074,6 +1096,8 @@ fn overlay(mut file: Config, flags: Config, explicit: &[String]) -> Config {
         "max_conns_per_client" => max_conns_per_client,
         "max_deferred_per_worker" => max_deferred_per_worker,
         "drain_timeout" => drain_timeout,
+        "shutdown_delay" => shutdown_delay,
+        "upgrade_socket" => upgrade_socket,
         "access_log" => access_log,
         "access_log_format" => access_log_format,
         "admin" => admin,

@@ -136,6 +136,9 @@ pub(crate) struct Shared {
     /// at start; none when it is off or absent).
     pub tls_policy: tls::TlsPolicy,
     pub drain_timeout: Duration,
+    /// Set when a new process took the listening sockets (see [`crate::handoff`]): the drain
+    /// leaves new QUIC clients to it.
+    pub handed_over: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// What one worker is given at start.
@@ -143,6 +146,10 @@ pub(crate) struct Setup {
     /// This worker's listening sockets, in the server's listener order (TCP ones are its own
     /// SO_REUSEPORT members; a Unix socket is shared by every worker).
     pub listeners: Vec<OwnedFd>,
+    /// More sockets of a listener (its id beside each), accepted from as its own: the
+    /// members of a taken-over SO_REUSEPORT group beyond one per worker (see
+    /// [`crate::handoff`]), which would reset their queued connections if closed.
+    pub extra_listeners: Vec<(OwnedFd, usize)>,
     /// Written on shutdown.
     pub shutdown: OwnedFd,
     /// Written by the inbox when deferred answers arrive.
@@ -301,6 +308,9 @@ pub(crate) struct Worker<B: Backend> {
     io: Io,
     /// Listener ids `0..listeners` (see [`Shared::listener_tls`]).
     listeners: usize,
+    /// The listener id of each extra socket ([`Setup::extra_listeners`]), accepted from
+    /// under the backend ids `listeners..`.
+    listener_of: Vec<usize>,
     /// Connections that used their file budget and go on next turn.
     ready: Vec<u32>,
     /// The slots whose wheel entries (`due`) or QUIC timers (`due_quic`) came due this turn
@@ -357,6 +367,11 @@ impl<B: Backend> Worker<B> {
         for (id, l) in setup.listeners.into_iter().enumerate() {
             backend.listen(l, id)?;
         }
+        let mut listener_of = Vec::with_capacity(setup.extra_listeners.len());
+        for (l, id) in setup.extra_listeners {
+            backend.listen(l, listeners + listener_of.len())?;
+            listener_of.push(id);
+        }
         backend.watch(setup.shutdown, WAKE_SHUTDOWN, true)?;
         backend.watch(setup.inbox_fd, WAKE_INBOX, true)?;
         backend.watch(setup.reload_fd, WAKE_RELOAD, true)?;
@@ -408,6 +423,7 @@ impl<B: Backend> Worker<B> {
             },
             reload: setup.reload,
             listeners,
+            listener_of,
             ready: Vec::new(),
             due: Vec::new(),
             due_quic: Vec::new(),
@@ -1077,6 +1093,11 @@ impl<B: Backend> Worker<B> {
     }
 
     fn accept(&mut self, listener: usize, sock: OwnedFd, peer: Option<SocketAddr>, sh: &Shared) {
+        // An extra socket of a taken-over group serves its listener's settings.
+        let listener = match listener.checked_sub(self.listeners) {
+            Some(extra) => self.listener_of[extra],
+            None => listener,
+        };
         // A Unix-socket connection has no peer address and no Nagle to turn off.
         if peer.is_some()
             && let Err(e) = rustix::net::sockopt::set_tcp_nodelay(&sock, true)
@@ -1353,11 +1374,11 @@ impl<B: Backend> Worker<B> {
         self.drain_deadline = Some(self.io.cx.now + sh.drain_timeout.as_millis() as u64);
         self.io.cx.draining = true;
         if let Some(q) = self.quic.as_mut() {
-            q.drain();
+            q.drain(sh.handed_over.load(std::sync::atomic::Ordering::Relaxed));
         }
         // Connections already in the accept queue got in: take them before the listeners
         // close (closing them would reset those connections).
-        for id in 0..self.listeners {
+        for id in 0..self.listeners + self.listener_of.len() {
             while let Some((sock, peer)) = self.backend.accept_now(id) {
                 self.accept(id, sock, peer, sh);
             }

@@ -335,6 +335,10 @@ pub(crate) struct Quic {
     pub(crate) touched: Vec<u32>,
     /// Shutting down: new connections are refused.
     draining: bool,
+    /// Shutting down because a new process took the sockets (see [`crate::handoff`]): a new
+    /// client's Initial read here is dropped, not refused, so that its resend may reach the
+    /// new process, which reads the same sockets.
+    handed_over: bool,
     /// Retries sent (a metric).
     pub(crate) retries: u64,
     /// This worker's index and the worker count (whose connection IDs are whose).
@@ -545,6 +549,7 @@ impl Quic {
             handshakes: 0,
             touched: Vec::new(),
             draining: false,
+            handed_over: false,
             retries: 0,
             worker,
             workers,
@@ -612,8 +617,11 @@ impl Quic {
             .collect()
     }
 
-    pub(crate) fn drain(&mut self) {
+    /// Refuses new connections from now on; drops their Initials instead when the
+    /// sockets were `handed_over`.
+    pub(crate) fn drain(&mut self, handed_over: bool) {
         self.draining = true;
+        self.handed_over = handed_over;
     }
 
     /// The next datagram from listener `ep`'s socket, handed to its endpoint, with the
@@ -753,6 +761,10 @@ impl Quic {
     ) -> Option<(H3Live, SocketAddr)> {
         let e = &mut self.eps[ep];
         self.send.clear();
+        if self.draining && self.handed_over {
+            e.endpoint.ignore(incoming);
+            return None;
+        }
         if self.draining {
             let t = e.endpoint.refuse(incoming, &mut self.send);
             let buf = std::mem::take(&mut self.send);

@@ -114,7 +114,7 @@ impl Quic {
         match self.never {}
     }
 
-    pub(crate) fn drain(&mut self) {
+    pub(crate) fn drain(&mut self, _handed_over: bool) {
         match self.never {}
     }
 

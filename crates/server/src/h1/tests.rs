@@ -790,6 +790,20 @@ fn drain_ends_an_idle_connection_and_closes_a_busy_one_after_its_answer() {
     assert_eq!(h.state(), "shut");
 }
 
+/// Issue V item 5: a connection accepted as the drain began (the drain takes the accept
+/// queue's connections), whose first request had not come yet, was closed with the idle
+/// ones: the request its client was sending went unanswered. Its first request is now
+/// answered, with close.
+#[test]
+fn drain_answers_a_fresh_connections_first_request_with_close() {
+    let mut h = Harness::new();
+    h.drain();
+    assert_eq!(h.state(), "open");
+    h.recv(b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(h.answers(), ["200 x [close]"]);
+    assert_eq!(h.state(), "shut");
+}
+
 const DEFER: &[u8] = b"GET /defer HTTP/1.1\r\nHost: a\r\n\r\n";
 const X: &[u8] = b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n";
 

@@ -497,9 +497,13 @@ impl<P> Conn<P> {
     }
 
     /// Graceful shutdown reached this connection: an idle one ends now (shut down, then
-    /// drain); a busy one's next answer closes it ([`Cx::draining`]).
+    /// drain); a busy one's next answer closes it ([`Cx::draining`]). A fresh one, whose
+    /// first request has not come yet, gets that request answered (with close) or its
+    /// header timeout: its client connected as the drain began (or was in the accept
+    /// queue), and its request is on the way; closing it would lose a request that a
+    /// client may not resend on a new connection.
     pub(crate) fn drain(&mut self, cx: &mut Cx) {
-        if self.is_idle() {
+        if self.is_idle() && self.requests > 0 {
             self.reading = Reading::Stopped;
             self.writing = Writing::Last;
         }
