@@ -42,6 +42,8 @@ const SETTLE_MARGIN: Duration = Duration::from_millis(500);
 /// How often the watch's thread looks at its stop flag.
 const STOP_CHECK: Duration = Duration::from_millis(250);
 
+/// Every challenge answer's key starts so.
+const CHALLENGES: &str = "acme/challenges/";
 const HTTP01: &str = "acme/challenges/http-01/";
 const TLS_ALPN01: &str = "acme/challenges/tls-alpn-01/";
 
@@ -121,6 +123,9 @@ impl Fleet {
         std::thread::Builder::new()
             .name("linerate-acme-watch".into())
             .spawn(move || {
+                // The watch reports changes from its start on: an answer another node put
+                // before (a node started while another orders) is read here.
+                apply_all(&*storage, &challenges);
                 while !stop.load(Ordering::Relaxed) {
                     let change = match watch.changes.recv_timeout(STOP_CHECK) {
                         Ok(c) => c,
@@ -128,12 +133,15 @@ impl Fleet {
                         Err(mpsc::RecvTimeoutError::Disconnected) => return,
                     };
                     let forward = match &change {
-                        Change::Key(k) if k.starts_with("acme/challenges/") => {
+                        Change::Key(k) if k.starts_with(CHALLENGES) => {
                             apply(&*storage, &challenges, k);
                             false
                         }
                         Change::Key(k) => k.starts_with("acme/certs/"),
-                        Change::All => true,
+                        Change::All => {
+                            apply_all(&*storage, &challenges);
+                            true
+                        }
                     };
                     if forward && tx.send(change).is_err() {
                         return;
@@ -311,6 +319,14 @@ impl SharedAnswers for Fleet {
 
 /// Brings the table's entry for the challenge key `key` in step with the storage (read
 /// now: a late event never undoes a newer answer).
+/// Every challenge answer in the storage now, into `challenges`.
+fn apply_all(storage: &dyn Storage, challenges: &Challenges) {
+    match storage.list(CHALLENGES) {
+        Ok(keys) => keys.iter().for_each(|k| apply(storage, challenges, k)),
+        Err(e) => tracing::warn!("ACME: the fleet's challenge answers could not be listed: {e}"),
+    }
+}
+
 fn apply(storage: &dyn Storage, challenges: &Challenges, key: &str) {
     let value = match storage.get(key) {
         Ok(v) => v,
@@ -420,5 +436,27 @@ mod tests {
         assert_eq!(table.http01("tok_-1"), None);
         assert!(table.tls_alpn01("a.example.test").is_none());
         stop.store(true, Ordering::Relaxed);
+
+        // A node whose watch starts after another node shared its answers (started while
+        // that one orders) reads them at its start: the fleet test once saw such a node
+        // fail a TLS-ALPN-01 validation.
+        there.share(&http).unwrap();
+        there.share(&alpn).unwrap();
+        let mut late = Fleet::open(&config).unwrap();
+        let late_table = Arc::new(Challenges::default());
+        let late_stop = Arc::new(AtomicBool::new(false));
+        late.start(late_table.clone(), late_stop.clone()).unwrap();
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while (late_table.http01("tok_-1").is_none()
+            || late_table.tls_alpn01("a.example.test").is_none())
+            && std::time::Instant::now() < until
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(late_table.http01("tok_-1").as_deref(), Some("tok_-1.thumb"));
+        assert!(late_table.tls_alpn01("a.example.test").is_some());
+        there.withdraw(&http);
+        there.withdraw(&alpn);
+        late_stop.store(true, Ordering::Relaxed);
     }
 }

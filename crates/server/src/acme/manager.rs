@@ -498,44 +498,34 @@ async fn obtain_acme(
         return Err("no account".into());
     };
     let shared = fleet.map(|f| f as &dyn SharedAnswers);
-    let (chain, key) = match issue::certificate(
-        acct,
-        &site.names,
-        config,
-        challenges,
-        shared,
-        replaces,
-    )
-    .await
-    {
-        Err(e) if e.account_gone() => {
-            // The CA no longer knows the stored account (deactivated, or a test CA
-            // restarted): a new one, and the order again.
-            tracing::warn!("ACME: the CA does not know the stored account ({e}); making a new one");
-            match fleet {
-                Some(f) => f.forget_account(config),
-                None => {
-                    let _ =
-                        std::fs::remove_file(store::account(&config.storage, &config.directory));
+    let (chain, key) =
+        match issue::certificate(acct, &site.names, config, challenges, shared, replaces).await {
+            Err(e) if e.account_gone() => {
+                // The CA no longer knows the stored account (deactivated, or a test CA
+                // restarted): a new one, and the order again.
+                tracing::warn!(
+                    "ACME: the CA does not know the stored account ({e}); making a new one"
+                );
+                match fleet {
+                    Some(f) => f.forget_account(config),
+                    None => {
+                        let _ = std::fs::remove_file(store::account(
+                            &config.storage,
+                            &config.directory,
+                        ));
+                    }
                 }
+                let fresh = load_account(config, fleet, stop)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let got =
+                    issue::certificate(&fresh, &site.names, config, challenges, shared, replaces)
+                        .await;
+                *account = Some(fresh);
+                got.map_err(|e| e.to_string())?
             }
-            let fresh = load_account(config, fleet, stop)
-                .await
-                .map_err(|e| e.to_string())?;
-            let got = issue::certificate(
-                &fresh,
-                &site.names,
-                config,
-                challenges,
-                shared,
-                replaces,
-            )
-            .await;
-            *account = Some(fresh);
-            got.map_err(|e| e.to_string())?
-        }
-        got => got.map_err(|e| e.to_string())?,
-    };
+            got => got.map_err(|e| e.to_string())?,
+        };
     store::write_pair(&site.files, &chain, &key)
         .map_err(|e| format!("{}: {e}", site.files.cert.display()))?;
     if let Some(f) = fleet

@@ -243,6 +243,13 @@ impl Storage for DirStorage {
         Ok(())
     }
 
+    fn list(&self, prefix: &str) -> Result<Vec<String>, StorageError> {
+        Ok(walk(&self.root)
+            .into_keys()
+            .filter(|k| k.starts_with(prefix))
+            .collect())
+    }
+
     fn watch(&self) -> Result<Watch, StorageError> {
         let root = self.root.clone();
         let stop = Arc::new(AtomicBool::new(false));

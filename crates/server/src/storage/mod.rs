@@ -101,6 +101,9 @@ pub trait Storage: Send + Sync {
     fn extend(&self, lock: &Lock, ttl: Duration) -> Result<bool, StorageError>;
     /// Releases `lock` when it is still ours; never another holder's.
     fn unlock(&self, lock: &Lock) -> Result<(), StorageError>;
+    /// Every key that starts with `prefix` now (in no order): what a watch started later
+    /// than a put must read, since the watch reports changes from its start on.
+    fn list(&self, prefix: &str) -> Result<Vec<String>, StorageError>;
     /// A new watch of every change, from now on.
     fn watch(&self) -> Result<Watch, StorageError>;
     /// How long a change may take to reach a watch (the dir engine's polling interval).
@@ -316,6 +319,28 @@ pub(crate) mod contract {
         );
         s.delete("acme/certs/a.test/cert.pem").unwrap();
         assert!(matches!(s.put("../x", b""), Err(StorageError::BadKey(_))));
+        // list: the keys under a prefix now, and no other.
+        s.put("acme/challenges/http-01/t1", b"a").unwrap();
+        s.put("acme/challenges/tls-alpn-01/x.test", b"b").unwrap();
+        s.put("acme/certs/b.test/bundle.pem", b"c").unwrap();
+        let mut listed = s.list("acme/challenges/").unwrap();
+        listed.sort();
+        assert_eq!(
+            listed,
+            [
+                "acme/challenges/http-01/t1",
+                "acme/challenges/tls-alpn-01/x.test"
+            ]
+        );
+        assert!(s.list("nothing/").unwrap().is_empty());
+        for k in [
+            "acme/challenges/http-01/t1",
+            "acme/challenges/tls-alpn-01/x.test",
+            "acme/certs/b.test/bundle.pem",
+        ] {
+            s.delete(k).unwrap();
+        }
+        assert!(s.list("acme/").unwrap().is_empty());
     }
 
     /// Two lockers (`a`, `b`: two nodes' handles on one storage): one wins; an expired lock

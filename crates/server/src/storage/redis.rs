@@ -29,6 +29,21 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(2);
 pub const CHANNEL: &str = "linerate:changes";
 /// Before every key and lock: the fleet's names never meet another application's.
 const PREFIX: &str = "linerate:";
+/// The most SCAN pages one [`Storage::list`] reads (256 keys asked per page).
+const MAX_SCAN_PAGES: usize = 4096;
+
+/// `s` with the glob characters of a SCAN pattern escaped (keys are `[A-Za-z0-9._-/]`, but a
+/// prefix is any string).
+fn glob_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\' | '^') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
 /// How long a watch waits before it connects again after losing Redis; also how often its
 /// thread looks at its stop flag.
 pub const WATCH_RETRY: Duration = Duration::from_millis(500);
@@ -296,6 +311,48 @@ impl Storage for RedisStorage {
     /// Subscribed before it returns when Redis answers (a put made after it is seen); a
     /// Redis that is down is logged and the watch starts anyway: a lost (or never made)
     /// connection is made again every [`WATCH_RETRY`], and then announces [`Change::All`].
+    fn list(&self, prefix: &str) -> Result<Vec<String>, StorageError> {
+        // SCAN, not KEYS: the server answers other clients between two pages.
+        let pattern = format!("{PREFIX}{}*", glob_escape(prefix));
+        let mut keys = Vec::new();
+        let mut cursor = b"0".to_vec();
+        for _ in 0..MAX_SCAN_PAGES {
+            let page = self.call(&[
+                b"SCAN",
+                &cursor,
+                b"MATCH",
+                pattern.as_bytes(),
+                b"COUNT",
+                b"256",
+            ])?;
+            let Reply::Array(Some(mut parts)) = page else {
+                return Err(StorageError::Protocol(format!("SCAN: {page:?}")));
+            };
+            let (Some(Reply::Array(Some(found))), Some(Reply::Bulk(Some(next)))) =
+                (parts.pop(), parts.pop())
+            else {
+                return Err(StorageError::Protocol("SCAN: not [cursor, keys]".into()));
+            };
+            for k in found {
+                if let Reply::Bulk(Some(k)) = k
+                    && let Some(k) = k.strip_prefix(PREFIX.as_bytes())
+                    && let Ok(k) = std::str::from_utf8(k)
+                {
+                    keys.push(k.to_string());
+                }
+            }
+            if next == b"0" {
+                keys.sort_unstable();
+                keys.dedup();
+                return Ok(keys);
+            }
+            cursor = next;
+        }
+        Err(StorageError::Protocol(format!(
+            "SCAN of {prefix:?} did not end within {MAX_SCAN_PAGES} pages"
+        )))
+    }
+
     fn watch(&self) -> Result<Watch, StorageError> {
         let at = self.at.clone();
         let mut conn = match subscribe(&at) {
