@@ -38,6 +38,11 @@ pub(crate) const OUT_HIGH_WATER: usize = 256 * 1024;
 /// Most bytes discarded while lingering before the connection is simply closed.
 const LINGER_MAX_BYTES: usize = 1 << 20;
 
+/// Once a drain starts, how long (ms) an idle keep-alive connection waits for its next
+/// request (answered with close) before it is closed ([`Conn::drain`]). A drain ends when
+/// its last connection does, so this is what an idle client adds to a node's restart.
+pub(crate) const DRAIN_IDLE_GRACE: u64 = 1000;
+
 /// Which deadline the connection is under.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Timer {
@@ -496,16 +501,20 @@ impl<P> Conn<P> {
         self.set_timer(cx);
     }
 
-    /// Graceful shutdown reached this connection: an idle one ends now (shut down, then
-    /// drain); a busy one's next answer closes it ([`Cx::draining`]). A fresh one, whose
-    /// first request has not come yet, gets that request answered (with close) or its
-    /// header timeout: its client connected as the drain began (or was in the accept
-    /// queue), and its request is on the way; closing it would lose a request that a
-    /// client may not resend on a new connection.
+    /// Graceful shutdown reached this connection: a busy one's next answer closes it
+    /// ([`Cx::draining`]). An idle keep-alive one gets its next request answered (with
+    /// close) if it comes within [`DRAIN_IDLE_GRACE`], and is closed at its end otherwise:
+    /// a client that sent its next request as the drain began (one that sends back to back
+    /// does so microseconds after each answer) would find the connection closed under that
+    /// request, which a client behind a balancer that does not retry loses. A fresh one,
+    /// whose first request has not come yet, gets that request answered (with close) or
+    /// its header timeout: its client connected as the drain began (or was in the accept
+    /// queue), and its request is on the way.
     pub(crate) fn drain(&mut self, cx: &mut Cx) {
         if self.is_idle() && self.requests > 0 {
-            self.reading = Reading::Stopped;
-            self.writing = Writing::Last;
+            self.timer = Timer::Idle;
+            self.deadline = self.deadline.min(cx.now + DRAIN_IDLE_GRACE);
+            return;
         }
         self.set_timer(cx);
     }
