@@ -11,7 +11,8 @@
 # (scripts/grpc-web.sh), PROXY protocol v1 and v2 (plain and TLS) behind Debian's HAProxy, the
 # client's address checked in the access log and an access rule (scripts/proxy-protocol.sh),
 # automatic HTTPS against Let's Encrypt's test CA Pebble (scripts/acme.sh; `go install`s
-# Pebble into target/tools),
+# Pebble into target/tools), three nodes as a fleet behind HAProxy with Redis, Pebble and bind9
+# (scripts/fleet.sh; installs bind9 with apt where missing),
 # headless Chromium loading browser URLs (scripts/browser.sh) and reading server-sent events,
 # headless Chromium forced onto QUIC loading a page of 20 assets, every request logged as
 # HTTP/3.0 (scripts/h3-browser.sh), aioquic's HTTP/3 client against --quic, its answers
@@ -217,6 +218,11 @@ may "gRPC interop (grpc-go 1.85 client, h2c and TLS)" scripts/grpc-interop.sh "$
 may "gRPC-Web (curl, connect-node)" scripts/grpc-web.sh "$LINERATE_BIN"
 may "PROXY protocol behind HAProxy" scripts/proxy-protocol.sh "$LINERATE_BIN"
 may "ACME against Pebble" scripts/acme.sh
+# The fleet (issue V): three nodes behind HAProxy (TCP, PROXY v2, no retries), Redis, Pebble
+# resolving through bind9, two apps; ACME across nodes (HTTP-01, TLS-ALPN-01, DNS-01), a forced
+# renewal, sessions resumed across nodes, the fleet's rate limit, a purge, a rolling restart, a
+# binary upgrade, kill -9 and Redis paused, each a line of its own.
+may "fleet: 3 nodes behind HAProxy" scripts/fleet.sh "$LINERATE_BIN"
 may "Chromium: HTTP/1.1, HTTPS/HTTP/2" scripts/browser.sh "$LINERATE_BIN"
 
 # After the browser stage, which installs Chromium where it can.
