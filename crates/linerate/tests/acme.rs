@@ -5,7 +5,11 @@
 
 mod common;
 
-use common::pebble::{Pebble, PebbleOptions, https_get};
+use std::path::{Path, PathBuf};
+
+use common::acme::{client, config, served_leaf, temp_dir, wait_served};
+use common::bin::Linerate;
+use common::pebble::{Pebble, PebbleOptions, https_get, revoke};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
@@ -61,119 +65,6 @@ fn pebble_starts_answers_its_directory_and_stops() {
     );
 }
 
-/// How long a certificate may take to be issued (Pebble validates each challenge three
-/// times): a bound on a hang, not a figure.
-const ISSUANCE: std::time::Duration = std::time::Duration::from_secs(90);
-
-/// A `linerate serve --config` child, its stderr (the error log) kept in a file.
-struct Linerate {
-    _child: common::bin::Stopped,
-    log: std::path::PathBuf,
-}
-
-impl Linerate {
-    fn start(dir: &std::path::Path, config: &str) -> Linerate {
-        use std::process::{Command, Stdio};
-        let path = dir.join("linerate.toml");
-        std::fs::write(&path, config).unwrap();
-        let log = dir.join(format!("linerate-{}.log", common::free_port("127.0.0.1")));
-        let mut child = Command::new(common::bin::BIN)
-            .args([
-                "serve",
-                "--no-pin",
-                "--workers",
-                "1",
-                "--log-level",
-                "info",
-                "--config",
-            ])
-            .arg(&path)
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        if let Err(lines) = common::bin::banner(&mut child) {
-            panic!(
-                "linerate did not start: {lines:?}\n{}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
-        }
-        Linerate {
-            _child: common::bin::Stopped(child),
-            log,
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn hup(&self) {
-        common::bin::signal(&self._child.0, rustix::process::Signal::HUP);
-    }
-}
-
-/// Revokes `leaf` (DER) at `pebble` (reason keyCompromise), signed with the ACME account
-/// linerate stored under `store`.
-fn revoke(pebble: &Pebble, store: &std::path::Path, leaf: &[u8]) {
-    let account = std::fs::read_dir(store.join("acme"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|x| x == "json"))
-        .expect("the account is stored");
-    let credentials: instant_acme::AccountCredentials =
-        serde_json::from_slice(&std::fs::read(&account).unwrap()).unwrap();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let account = instant_acme::Account::builder_with_root(pebble.wfe_ca_pem())
-            .unwrap()
-            .from_credentials(credentials)
-            .await
-            .expect("the stored account");
-        account
-            .revoke(&instant_acme::RevocationRequest {
-                certificate: &CertificateDer::from(leaf),
-                reason: Some(instant_acme::RevocationReason::KeyCompromise),
-            })
-            .await
-            .expect("the CA revokes the certificate");
-    });
-}
-
-/// A TLS client to 127.0.0.1:`port` with SNI `name`, trusting only `roots` (PEM).
-fn client(
-    port: u16,
-    name: &str,
-    roots: &str,
-) -> std::io::Result<rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>> {
-    let mut store = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(roots.as_bytes()) {
-        store.add(c.unwrap()).unwrap();
-    }
-    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::aws_lc_rs::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(store)
-    .with_no_client_auth();
-    let conn = rustls::ClientConnection::new(
-        std::sync::Arc::new(config),
-        rustls::pki_types::ServerName::try_from(name.to_string()).unwrap(),
-    )
-    .unwrap();
-    let tcp = std::net::TcpStream::connect(("127.0.0.1", port))?;
-    tcp.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
-    let mut tls = rustls::StreamOwned::new(conn, tcp);
-    while tls.conn.is_handshaking() {
-        tls.conn.complete_io(&mut tls.sock)?;
-    }
-    Ok(tls)
-}
-
 /// One keep-alive GET of /json on `tls`: its status line.
 fn get_json(
     tls: &mut rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>,
@@ -195,36 +86,13 @@ fn get_json(
     Ok(text.lines().next().unwrap_or_default().to_string())
 }
 
-/// The leaf certificate `name` is served with on `port`, verified against `roots`; the
-/// error when the handshake or the verification fails.
-fn served_leaf(port: u16, name: &str, roots: &str) -> Result<Vec<u8>, String> {
-    let tls = client(port, name, roots).map_err(|e| e.to_string())?;
-    Ok(tls.conn.peer_certificates().unwrap()[0].to_vec())
-}
-
-/// Waits (at most [`ISSUANCE`]) until `name` is served a certificate that verifies against
-/// `roots` (and, when `not`, another than that one).
-fn wait_served(
-    port: u16,
-    name: &str,
-    roots: &str,
-    not: Option<&[u8]>,
-    what: &dyn Fn() -> String,
-) -> Vec<u8> {
-    let deadline = std::time::Instant::now() + ISSUANCE;
-    loop {
-        let last = match served_leaf(port, name, roots) {
-            Ok(leaf) if Some(&leaf[..]) != not => return leaf,
-            Ok(_) => "the same certificate".to_string(),
-            Err(e) => e,
-        };
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{name} was never served a good certificate (last: {last})\n{}",
-            what()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+/// The ACME account linerate stored under `store` (its one JSON file in `store`/acme).
+fn account_file(store: &Path) -> PathBuf {
+    std::fs::read_dir(store.join("acme"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .expect("the account is stored")
 }
 
 /// Pebble validating against two free ports (linerate's HTTP and HTTPS listeners), issuing
@@ -244,53 +112,7 @@ fn start_pebble(cert_lifetime: Option<std::time::Duration>) -> (Pebble, u16, u16
     (pebble, http_port, tls_port)
 }
 
-fn temp_dir(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("linerate-acme-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn config(
-    pebble: &Pebble,
-    http_port: u16,
-    tls_port: u16,
-    challenge: &str,
-    names: &[&str],
-) -> String {
-    let names = names
-        .iter()
-        .map(|n| format!("{n:?}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!(
-        r#"
-[acme]
-directory = "{dir}"
-ca_roots = "{ca}"
-storage = "store"
-email = "ops@example.test"
-challenge = "{challenge}"
-
-[[listen]]
-addr = "127.0.0.1:{http_port}"
-redirect_to_https = true
-
-[[listen]]
-addr = "127.0.0.1:{tls_port}"
-tls = {{}}
-
-[[site]]
-names = [{names}]
-app = "demo"
-tls = "acme"
-"#,
-        dir = pebble.directory_url(),
-        ca = pebble.wfe_ca_pem().display(),
-    )
-}
-
-fn mode(p: &std::path::Path) -> u32 {
+fn mode(p: &Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).unwrap().permissions().mode() & 0o777
 }
@@ -303,7 +125,7 @@ fn mode(p: &std::path::Path) -> u32 {
 #[ignore = "needs Pebble: scripts/acme.sh"]
 fn http01_issues_both_names_and_renews_without_dropping_a_connection() {
     let (pebble, http_port, tls_port) = start_pebble(Some(std::time::Duration::from_secs(30)));
-    let dir = temp_dir("http01");
+    let dir = temp_dir("acme", "http01");
     let names = ["a.example.test", "www.a.example.test"];
     let started = std::time::Instant::now();
     let server = Linerate::start(
@@ -325,12 +147,7 @@ fn http01_issues_both_names_and_renews_without_dropping_a_connection() {
     let store = dir.join("store");
     assert_eq!(mode(&store.join("acme/a.example.test/key.pem")), 0o600);
     assert_eq!(mode(&store.join("acme/a.example.test")), 0o700);
-    let account = std::fs::read_dir(store.join("acme"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|x| x == "json"))
-        .expect("the account is stored");
-    assert_eq!(mode(&account), 0o600);
+    assert_eq!(mode(&account_file(&store)), 0o600);
 
     // Issued for 30 s: renewed at about 20 s, before it expires.
     let renewed = wait_served(tls_port, names[0], &roots, Some(&first), &what);
@@ -356,7 +173,7 @@ fn http01_issues_both_names_and_renews_without_dropping_a_connection() {
 #[ignore = "needs Pebble: scripts/acme.sh"]
 fn tls_alpn01_issues_through_the_tls_listener() {
     let (pebble, http_port, tls_port) = start_pebble(None);
-    let dir = temp_dir("alpn");
+    let dir = temp_dir("acme", "alpn");
     // No cleartext listener at all: Pebble's HTTP-01 port has nothing on it.
     let config = config(
         &pebble,
@@ -392,7 +209,7 @@ fn tls_alpn01_issues_through_the_tls_listener() {
 #[ignore = "needs Pebble: scripts/acme.sh"]
 fn a_ca_down_at_start_serves_what_is_stored_and_never_a_wrong_one() {
     let (mut pebble, http_port, tls_port) = start_pebble(None);
-    let dir = temp_dir("down");
+    let dir = temp_dir("acme", "down");
     let base = config(&pebble, http_port, tls_port, "http-01", &["c.example.test"]);
     let server = Linerate::start(&dir, &base);
     let roots = pebble.issuer_roots_pem();
@@ -448,7 +265,7 @@ fn a_ca_down_at_start_serves_what_is_stored_and_never_a_wrong_one() {
 #[ignore = "needs Pebble: scripts/acme.sh"]
 fn a_revoked_certificate_is_replaced_and_not_served_again() {
     let (pebble, http_port, tls_port) = start_pebble(None);
-    let dir = temp_dir("revoked");
+    let dir = temp_dir("acme", "revoked");
     let name = "f.example.test";
     let conf = config(&pebble, http_port, tls_port, "http-01", &[name]);
     let server = Linerate::start(&dir, &conf);
@@ -464,7 +281,7 @@ fn a_revoked_certificate_is_replaced_and_not_served_again() {
     });
     assert_eq!(served_leaf(tls_port, name, &roots).unwrap(), first);
 
-    revoke(&pebble, &dir.join("store"), &first);
+    revoke(&pebble, &account_file(&dir.join("store")), &first);
     server.hup();
     let second = wait_served(tls_port, name, &roots, Some(&first), &what);
     assert!(
@@ -481,7 +298,7 @@ fn a_revoked_certificate_is_replaced_and_not_served_again() {
 
     // Stopped, its replacement revoked too: a restart asks the CA at once and replaces it.
     let on_disk = stored();
-    revoke(&pebble, &dir.join("store"), &second);
+    revoke(&pebble, &account_file(&dir.join("store")), &second);
     let server = Linerate::start(&dir, &conf);
     let what = || format!("{}\n{}", server.log(), pebble.log());
     let third = wait_served(tls_port, name, &roots, Some(&second), &what);

@@ -6,15 +6,12 @@
 
 mod common;
 
+use common::acme::{ISSUANCE, served_leaf, temp_dir, wait_served};
+use common::bin::Linerate;
 use common::bind::{KEY_NAME, Named};
 use common::pebble::{Pebble, PebbleOptions};
 use linerate_server::acme::dns::{key, tsig::TsigError, update};
 use linerate_server::config::DnsUpdateConfig;
-use rustls::pki_types::CertificateDer;
-use rustls::pki_types::pem::PemObject;
-
-/// How long a certificate may take to be issued: a bound on a hang, not a figure.
-const ISSUANCE: std::time::Duration = std::time::Duration::from_secs(90);
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -151,85 +148,6 @@ fn bind9_takes_our_signed_update_and_dig_sees_the_txt() {
     assert!(matches!(e, update::DnsError::Name(_)), "{e}");
 }
 
-/// A `linerate serve --config` child, its stderr (the error log) kept in a file.
-struct Linerate {
-    _child: common::bin::Stopped,
-    log: std::path::PathBuf,
-}
-
-impl Linerate {
-    fn start(dir: &std::path::Path, config: &str) -> Linerate {
-        use std::process::{Command, Stdio};
-        let path = dir.join("linerate.toml");
-        std::fs::write(&path, config).unwrap();
-        let log = dir.join("linerate.log");
-        let mut child = Command::new(common::bin::BIN)
-            .args([
-                "serve",
-                "--no-pin",
-                "--workers",
-                "1",
-                "--log-level",
-                "info",
-                "--config",
-            ])
-            .arg(&path)
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        if let Err(lines) = common::bin::banner(&mut child) {
-            panic!(
-                "linerate did not start: {lines:?}\n{}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
-        }
-        Linerate {
-            _child: common::bin::Stopped(child),
-            log,
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-/// The leaf certificate `name` is served with on `port`, verified against `roots`; the
-/// error when the handshake or the verification fails.
-fn served_leaf(port: u16, name: &str, roots: &str) -> Result<Vec<u8>, String> {
-    let mut store = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(roots.as_bytes()) {
-        store.add(c.unwrap()).unwrap();
-    }
-    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::aws_lc_rs::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(store)
-    .with_no_client_auth();
-    let mut conn = rustls::ClientConnection::new(
-        std::sync::Arc::new(config),
-        rustls::pki_types::ServerName::try_from(name.to_string()).unwrap(),
-    )
-    .unwrap();
-    let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
-    tcp.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-        .unwrap();
-    while conn.is_handshaking() {
-        conn.complete_io(&mut tcp).map_err(|e| e.to_string())?;
-    }
-    Ok(conn.peer_certificates().unwrap()[0].to_vec())
-}
-
-fn temp_dir(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("linerate-acme-dns-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 /// linerate's config: one TLS listener, one `tls = "acme"` site for `fleet.test` and
 /// `*.fleet.test`, DNS-01 through `named` with `key` (a `dns` table's key keys).
 fn config(pebble: &Pebble, named: &Named, tls_port: u16, key: &str) -> String {
@@ -279,23 +197,12 @@ fn start_pebble(named: &Named) -> (Pebble, u16) {
 fn dns01_issues_a_wildcard_through_bind9_and_removes_its_records() {
     let named = Named::start("fleet.test");
     let (pebble, tls_port) = start_pebble(&named);
-    let dir = temp_dir("issue");
+    let dir = temp_dir("acme-dns", "issue");
     let key = format!("key_file = \"{}\"", named.key_file().display());
     let server = Linerate::start(&dir, &config(&pebble, &named, tls_port, &key));
     let roots = pebble.issuer_roots_pem();
     let what = || format!("{}\n{}\n{}", server.log(), named.log(), pebble.log());
-    let deadline = std::time::Instant::now() + ISSUANCE;
-    let leaf = loop {
-        match served_leaf(tls_port, "x.fleet.test", &roots) {
-            Ok(leaf) => break leaf,
-            Err(e) => assert!(
-                std::time::Instant::now() < deadline,
-                "x.fleet.test was never served a good certificate (last: {e})\n{}",
-                what()
-            ),
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    };
+    let leaf = wait_served(tls_port, "x.fleet.test", &roots, None, &what);
     assert_eq!(
         served_leaf(tls_port, "fleet.test", &roots).unwrap_or_else(|e| panic!("{e}")),
         leaf,
@@ -334,7 +241,7 @@ fn dns01_issues_a_wildcard_through_bind9_and_removes_its_records() {
 fn dns01_with_a_wrong_tsig_secret_fails_with_badsig_and_no_certificate() {
     let named = Named::start("fleet.test");
     let (pebble, tls_port) = start_pebble(&named);
-    let dir = temp_dir("badsig");
+    let dir = temp_dir("acme-dns", "badsig");
     let key = format!(
         "key_name = \"{KEY_NAME}\", algorithm = \"hmac-sha256\", key_secret = \"{}\"",
         "bm90IHRoZSBzZXJ2ZXIncyBzZWNyZXQgYXQgYWxsIQ=="

@@ -3,6 +3,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -121,10 +122,10 @@ pub fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus
     }
 }
 
-/// `serve --config FILE` with one worker and `info` logs, stdout and stderr piped to the test
-/// (which reads the log lines it waits for), killed when the test ends.
-pub fn serve_config_logged(file: &std::path::Path) -> Stopped {
-    let child = Command::new(BIN)
+/// `serve --no-pin --workers 1 --log-level info --config FILE`, its stdio left to the caller.
+fn serve_config(file: &Path) -> Command {
+    let mut command = Command::new(BIN);
+    command
         .args([
             "serve",
             "--no-pin",
@@ -134,7 +135,14 @@ pub fn serve_config_logged(file: &std::path::Path) -> Stopped {
             "info",
             "--config",
         ])
-        .arg(file)
+        .arg(file);
+    command
+}
+
+/// `serve --config FILE` with one worker and `info` logs, stdout and stderr piped to the test
+/// (which reads the log lines it waits for), killed when the test ends.
+pub fn serve_config_logged(file: &Path) -> Stopped {
+    let child = serve_config(file)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -151,6 +159,60 @@ impl Drop for Stopped {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// A `linerate serve --config` child (one worker, `info` logs), its stderr (the error log)
+/// kept in a file; killed when dropped.
+pub struct Linerate {
+    child: Stopped,
+    log: PathBuf,
+}
+
+impl Linerate {
+    /// Writes `config` to `dir`/linerate.toml and starts `serve --config` on it: returns once
+    /// its banner is out, panics with its log if it never is. The log is `dir`/linerate-N.log,
+    /// N new at each start (a free port's number), so servers started one after another in
+    /// one dir keep their own logs.
+    pub fn start(dir: &Path, config: &str) -> Linerate {
+        let mut server = Linerate::spawn(dir, config);
+        server.wait_banner();
+        server
+    }
+
+    /// [`Linerate::start`] without the wait for the banner: spawn several, then
+    /// [`Linerate::wait_banner`] each, and they start at once.
+    pub fn spawn(dir: &Path, config: &str) -> Linerate {
+        let path = dir.join("linerate.toml");
+        std::fs::write(&path, config).unwrap();
+        let log = dir.join(format!("linerate-{}.log", super::free_port("127.0.0.1")));
+        let child = serve_config(&path)
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Linerate {
+            child: Stopped(child),
+            log,
+        }
+    }
+
+    /// Waits for the banner of a [`Linerate::spawn`]ed server; panics with its log if it
+    /// exits or never finishes the banner.
+    pub fn wait_banner(&mut self) {
+        if let Err(lines) = banner(&mut self.child.0) {
+            panic!("linerate did not start: {lines:?}\n{}", self.log());
+        }
+    }
+
+    /// Its error log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Sends it SIGHUP.
+    pub fn hup(&self) {
+        signal(&self.child.0, rustix::process::Signal::HUP);
     }
 }
 

@@ -2,6 +2,7 @@
 //! that reads responses framed by Content-Length. Every read has a timeout so no test hangs.
 #![allow(dead_code)]
 
+pub mod acme;
 pub mod bin;
 pub mod bind;
 pub mod curl;

@@ -444,6 +444,31 @@ impl Drop for Pebble {
     }
 }
 
+/// Revokes `leaf` (DER) at `pebble` (reason keyCompromise), signed with the ACME account
+/// linerate stored in `account_file` (instant-acme's credentials, which linerate writes).
+pub fn revoke(pebble: &Pebble, account_file: &Path, leaf: &[u8]) {
+    let credentials: instant_acme::AccountCredentials =
+        serde_json::from_slice(&std::fs::read(account_file).unwrap()).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let account = instant_acme::Account::builder_with_root(pebble.wfe_ca_pem())
+            .unwrap()
+            .from_credentials(credentials)
+            .await
+            .expect("the stored account");
+        account
+            .revoke(&instant_acme::RevocationRequest {
+                certificate: &rustls::pki_types::CertificateDer::from(leaf),
+                reason: Some(instant_acme::RevocationReason::KeyCompromise),
+            })
+            .await
+            .expect("the CA revokes the certificate");
+    });
+}
+
 fn kill(child: &mut Option<Child>) {
     if let Some(mut c) = child.take() {
         let _ = c.kill();
