@@ -16,6 +16,9 @@
 
 #[cfg(feature = "acme")]
 pub mod client;
+// Run by the `dns_answer` fuzz target (through `crate::fuzzing`, built with proxy and http2)
+// and by its seeds' unit test.
+#[cfg(any(test, all(feature = "proxy", feature = "http2")))]
 pub(crate) mod fuzz;
 pub mod key;
 pub mod message;
