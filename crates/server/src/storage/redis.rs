@@ -44,6 +44,7 @@ fn glob_escape(s: &str) -> String {
     }
     out
 }
+
 /// How long a watch waits before it connects again after losing Redis; also how often its
 /// thread looks at its stop flag.
 pub const WATCH_RETRY: Duration = Duration::from_millis(500);
