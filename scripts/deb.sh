@@ -271,7 +271,10 @@ done
 # The installed binary, and the shipped config with its absolute paths taken into the root.
 bin=$root/usr/bin/linerate
 "$bin" --version >"$work/version" 2>&1 || true
-check "linerate --version is the package's" has "$work/version" "^linerate ${version%-*}\$"
+# `linerate 0.1.0 (COMMIT)`: the commit it was built from (12 hex digits), or `unknown` for a
+# build outside a git checkout (issue V item 6's build information).
+check "linerate --version is the package's" has "$work/version" \
+    "^linerate ${version%-*} \\(([0-9a-f]{12}|unknown)\\)\$"
 sed -e "s#\"/usr/share/linerate/#\"$root/usr/share/linerate/#" \
     -e "s#\"/var/log/linerate/#\"$root/var/log/linerate/#" \
     "$root/etc/linerate/linerate.toml" >"$work/linerate.toml"
