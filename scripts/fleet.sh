@@ -598,6 +598,8 @@ check_binary_upgrade() {
     sleep 1
     for i in 1 2 3; do
         old=${node_pid[$i]}
+        # Stopped at exit too, should it outlive a failed takeover.
+        pids+=("$old")
         start_node "$i" --takeover "$dir/n$i/upgrade.sock"
         if ! wait_for $WAIT bash -c "! kill -0 $old 2>/dev/null"; then
             fail binary-upgrade "node $i's old process did not exit after the takeover"
