@@ -624,27 +624,27 @@ check_binary_upgrade() {
 }
 
 check_kill_9() {
-    local held econ0 econ f n lost
+    local log0 f n cut other
     start_load 120s /page "$dir/kill.json"
     sleep 2
-    # HAProxy's CSV: scur (5th), the server's open sessions; econ (14th), its failed connects.
-    held=$(haproxy_stat | awk -F, '$1 == "be_http" && $2 == "n2" {print $5}')
-    econ0=$(haproxy_stat | awk -F, '$1 == "be_http" && $2 == "n2" {print $14}')
+    log0=$(wc -l <"$dir/haproxy.log")
     kill -9 "${node_pid[2]}"
     wait "${node_pid[2]}" 2>/dev/null || true
     node_pid[2]=""
     sleep 2
     stop_load
-    econ=$(($(haproxy_stat | awk -F, '$1 == "be_http" && $2 == "n2" {print $14}') - econ0))
     read -r f n < <(load_failed "$dir/kill.json")
-    # What node 2 lost: the requests in flight on the connections it held (one each at most).
-    # The rest are connections HAProxy sent to it before it saw it gone (no retries, as an
-    # NLB): refused connects, which never reached a node.
-    lost=$((f - econ))
-    if [ "$lost" -le "$held" ]; then
-        pass kill-9 "node 2 killed under load: $f of $n requests failed: $lost on the $held connections it held (at most one in flight on each) and $econ connects HAProxy sent it before marking it down"
+    # HAProxy's log (tcplog): a connection's server ($5) and how it ended ($8; S…: on the
+    # server's side). Node 2's connections cut by the kill are the ones it held and those in
+    # its accept queue (each with at most one request in flight: no pipelining), and the
+    # connects HAProxy sent it before it saw it gone (no retries, as an NLB); no connection
+    # to another node may end so.
+    cut=$(tail -n +"$((log0 + 1))" "$dir/haproxy.log" | awk '$5 == "be_http/n2" && $8 ~ /^S/' | wc -l)
+    other=$(tail -n +"$((log0 + 1))" "$dir/haproxy.log" | awk '$5 ~ /^be_http\/n[13]$/ && $8 ~ /^S/' | wc -l)
+    if [ "$f" -le "$cut" ] && [ "$other" = 0 ]; then
+        pass kill-9 "node 2 killed under load: $f of $n requests failed, all on the $cut connections to node 2 that the kill cut (at most one request in flight on each); none on nodes 1 and 3"
     else
-        fail kill-9 "node 2 killed under load: $f of $n requests failed; $econ were refused connects, and $lost is more than the $held connections it held"
+        fail kill-9 "node 2 killed under load: $f of $n requests failed; $cut connections to node 2 were cut, $other to nodes 1 and 3"
     fi
     start_node 2
     wait_up 2 || fail kill-9 "node 2 did not come back"
