@@ -17,18 +17,23 @@
 #   tls-resume           a TLS 1.3 and a TLS 1.2 session made on node 1 resume on nodes 2 and 3
 #                        (Debian's openssl s_client)
 #   rate-limit-burst     60 parallel requests to a `scope = "fleet"` rule of 5r/s burst 5:
-#                        about 6 answered 200 in the whole fleet
+#                        5 to 12 answered 200 in the whole fleet (the limit 6, plus at most a
+#                        local share per node while its first lease is on the way; node-local
+#                        rules: 18)
 #   rate-limit-window    10 s of steady requests through HAProxy: 200s within ±10 % of
 #                        rate × 10 s + burst
-#   purge                an answer cached on all three nodes, purged on one: a miss on all
+#   purge                a page cached on all three nodes, changed at the origin and purged
+#                        on one: the other two answer the new page
 #   rolling-restart      SIGTERM (shutdown_delay) and a new start, node by node, under load
 #                        (`linerate load` through HAProxy): 0 failed requests
 #   binary-upgrade       each node's listeners taken over by a new process (`--takeover`),
 #                        under load: 0 failed requests
-#   kill-9               a node killed under load: only its in-flight requests fail (at most
-#                        one per connection it held)
+#   kill-9               a node killed under load: only its in-flight requests fail (each on
+#                        a connection to it that the kill cut, by HAProxy's log), none on
+#                        the other nodes
 #   redis-paused         Redis stopped (SIGSTOP) for 3 s under load: 0 failed requests, and
-#                        one log line per node saying so
+#                        lines in every node's log saying so (each part using Redis: one when
+#                        it goes, one when it is back)
 #
 #   scripts/fleet.sh [path/to/linerate]   (default: target/release/linerate)
 #
