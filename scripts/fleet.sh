@@ -574,58 +574,58 @@ check_purge() {
 # wait_up I: node I answers /healthz and HAProxy has it up in both backends.
 wait_up() { wait_for $WAIT healthy "$1" && wait_for $WAIT haproxy_up "n$1"; }
 
-check_rolling_restart() {
-    local i f n
-    start_load 120s /page "$dir/restart.json"
+# node_by_node CHECK WHAT STEP: STEP I replaces node I's process (1, 2, then 3) while
+# `linerate load` runs through HAProxy; CHECK passes when no request failed. A STEP that fails
+# says why in `step_why`, and ends the check (it runs in this shell: it starts and waits for
+# the nodes' processes).
+node_by_node() {
+    local check=$1 what=$2 step=$3 i f n
+    start_load 120s /page "$dir/$check.json"
     sleep 1
     for i in 1 2 3; do
-        stop_node "$i"
-        start_node "$i"
-        if ! wait_up "$i"; then
-            fail rolling-restart "node $i did not come back"
+        step_why=""
+        if ! "$step" "$i"; then
+            fail "$check" "$step_why"
             stop_load
             return
         fi
     done
     sleep 1
     stop_load
-    read -r f n < <(load_failed "$dir/restart.json")
+    read -r f n < <(load_failed "$dir/$check.json")
     if [ "$f" = 0 ]; then
-        pass rolling-restart "SIGTERM (shutdown_delay 1s) and a new start, node by node, under load through HAProxy: 0 of $n requests failed"
+        pass "$check" "$what, node by node, under load through HAProxy: 0 of $n requests failed"
     else
-        fail rolling-restart "$f of $n requests failed across a rolling restart"
+        fail "$check" "$f of $n requests failed across $what"
     fi
 }
 
+# restart_step I: SIGTERM (its shutdown_delay and drain), and a new process.
+restart_step() {
+    stop_node "$1"
+    start_node "$1"
+    wait_up "$1" || { step_why="node $1 did not come back"; return 1; }
+}
+
+# upgrade_step I: a new process takes node I's listeners (`--takeover`); the old one drains
+# and exits.
+upgrade_step() {
+    local old=${node_pid[$1]}
+    # Stopped at exit too, should it outlive a failed takeover.
+    pids+=("$old")
+    start_node "$1" --takeover "$dir/n$1/upgrade.sock"
+    wait_for $WAIT bash -c "! kill -0 $old 2>/dev/null" \
+        || { step_why="node $1's old process did not exit after the takeover"; return 1; }
+    wait "$old" 2>/dev/null || true
+    wait_up "$1" || { step_why="node $1 is not up after the takeover"; return 1; }
+}
+
+check_rolling_restart() {
+    node_by_node rolling-restart "SIGTERM (shutdown_delay 1s) and a new start" restart_step
+}
+
 check_binary_upgrade() {
-    local i f n old
-    start_load 120s /page "$dir/upgrade.json"
-    sleep 1
-    for i in 1 2 3; do
-        old=${node_pid[$i]}
-        # Stopped at exit too, should it outlive a failed takeover.
-        pids+=("$old")
-        start_node "$i" --takeover "$dir/n$i/upgrade.sock"
-        if ! wait_for $WAIT bash -c "! kill -0 $old 2>/dev/null"; then
-            fail binary-upgrade "node $i's old process did not exit after the takeover"
-            stop_load
-            return
-        fi
-        wait "$old" 2>/dev/null || true
-        if ! wait_up "$i"; then
-            fail binary-upgrade "node $i is not up after the takeover"
-            stop_load
-            return
-        fi
-    done
-    sleep 1
-    stop_load
-    read -r f n < <(load_failed "$dir/upgrade.json")
-    if [ "$f" = 0 ]; then
-        pass binary-upgrade "each node's listeners taken over by a new process under load through HAProxy: 0 of $n requests failed"
-    else
-        fail binary-upgrade "$f of $n requests failed across the binary upgrades"
-    fi
+    node_by_node binary-upgrade "each node's listeners taken over by a new process" upgrade_step
 }
 
 check_kill_9() {
