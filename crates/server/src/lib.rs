@@ -243,6 +243,12 @@ pub use stats::{
     CLASSES, CONN_REFUSALS, DURATION_BUCKETS_US, KINDS, Metrics, PARSE_ERRORS, REFUSALS,
     SiteMetrics, Stats, StatsHandle, UPSTREAM_ERRORS, UpstreamMetrics,
 };
+// issue W items 4 and 5: typed extractors, per-worker values
+pub use app::extractors::{Extension, Form, FromRequest, FromRequestParts, Path, Query, State};
+pub use app::handler::{Answer, AsyncHandler, Handler, handler, handler_async};
+pub use app::worker_value::Worker;
+pub use bytes::Bytes;
+pub use http::{HeaderMap, Uri};
 
 /// HTTP/2's named limits (each answered as RFC 9113 says: REFUSED_STREAM, or a GOAWAY with
 /// ENHANCE_YOUR_CALM; see `h2/stream.rs`).
