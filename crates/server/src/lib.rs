@@ -95,12 +95,24 @@
 //!
 //! Handlers return anything [`IntoResponse`]: a [`Response`], text, [`Json`], `(status,
 //! body)`, or a `Result` of two of them, so extraction composes with `?`. Extraction is
-//! opt-in and typed: [`Request::json`] (415, 400, 422), [`Request::form`],
+//! opt-in and typed, in either of two ways that answer alike. As a handler's arguments, as
+//! in axum: [`handler`] makes a sync handler of a function such as `fn get_user(Path(id):
+//! Path<u32>, State(db): State<Db>, Json(user): Json<NewUser>) -> impl IntoResponse`, and
+//! [`handler_async`] an `async` one, each registered with the usual methods
+//! (`.get("/users/{id}", handler(get_user))`), so every `|req| …` closure keeps its
+//! inferred type; the extractors are [`Path`], [`Query`], [`Json`], [`Form`], [`State`],
+//! [`Extension`], [`Worker`], [`HeaderMap`], [`Uri`], [`Method`], [`Version`], [`Bytes`],
+//! `String` and your own ([`FromRequestParts`]; the last argument, which may read the body,
+//! a [`FromRequest`]), and a wrong argument is a compile error saying what an argument may
+//! be. Or with the accessors: [`Request::json`] (415, 400, 422), [`Request::form`],
 //! [`Request::query_as`], [`Request::param_as`], [`Request::required_header`] (400), each
-//! failing with a [`Rejection`]; [`ErrorRenderer`] renders a router's rejections and the
-//! server's own error answers its way (JSON, say). Shared state is what the handler closure
-//! captures, or the application's state ([`Router::with_state`], read with
-//! [`Request::state`] in handlers and layers); per-request values are [`Extensions`].
+//! failing with a [`Rejection`] (the extractors fail with the same); [`ErrorRenderer`]
+//! renders a router's rejections and the server's own error answers its way (JSON, say).
+//! Shared state is what the handler closure captures, or the application's state
+//! ([`Router::with_state`], read with [`Request::state`] in handlers and layers, or
+//! [`State`]); per-request values are [`Extensions`] ([`Extension`]); a value made once per
+//! worker runtime (a pooled client), and per [`testing::TestClient`], is
+//! [`Router::with_worker_value`] ([`Worker`], [`Request::worker_value`]).
 //!
 //! A body produced over time is [`Response::stream`] (written from any thread through a
 //! [`streaming::BodyWriter`]; [`sse`] makes an event stream of it). Trailer fields (gRPC's
@@ -243,6 +255,12 @@ pub use stats::{
     CLASSES, CONN_REFUSALS, DURATION_BUCKETS_US, KINDS, Metrics, PARSE_ERRORS, REFUSALS,
     SiteMetrics, Stats, StatsHandle, UPSTREAM_ERRORS, UpstreamMetrics,
 };
+// issue W items 4 and 5: typed extractors, per-worker values
+pub use app::extractors::{Extension, Form, FromRequest, FromRequestParts, Path, Query, State};
+pub use app::handler::{Answer, AsyncHandler, Handler, handler, handler_async};
+pub use app::worker_value::Worker;
+pub use bytes::Bytes;
+pub use http::{HeaderMap, Uri};
 
 /// HTTP/2's named limits (each answered as RFC 9113 says: REFUSED_STREAM, or a GOAWAY with
 /// ENHANCE_YOUR_CALM; see `h2/stream.rs`).

@@ -13,7 +13,9 @@
 //! (one file per phase: accept, site, access, layers, rewrite, content, headers, log), `router`,
 //! `request`/`response` (the handler API), `around` (async layers, route timeouts),
 //! `deferred` (owned requests, `Responder`, the inbox), `incoming` (a request body streamed to
-//! a handler elsewhere), `files` (static files), `compress`, `access_log`.
+//! a handler elsewhere), `files` (static files), `compress`, `access_log`; `extractors`,
+//! `path_params` and `handler` (handlers with typed arguments), `worker_value` (per-worker
+//! values).
 
 pub mod access_log;
 pub mod around;
@@ -51,6 +53,11 @@ pub mod websocket;
 #[cfg(not(feature = "websocket"))]
 #[path = "websocket/off.rs"]
 pub(crate) mod websocket;
+// issue W items 4 and 5: typed extractors, per-worker values
+pub(crate) mod extractors;
+pub(crate) mod handler;
+mod path_params;
+pub(crate) mod worker_value;
 
 use std::sync::Arc;
 
