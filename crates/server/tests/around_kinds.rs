@@ -152,6 +152,19 @@ const ADD: &str = "/test.Sum/Add";
 const SLOW: &str = "/test.Sum/Slow";
 const TOTAL: &str = "/test.Sum/Total";
 const COUNT_UP: &str = "/test.Sum/CountUp";
+const HANG: &str = "/test.Sum/Hang";
+
+/// Set when a `Hang` call's future is dropped.
+static HANG_DROPPED: AtomicBool = AtomicBool::new(false);
+
+/// Sets [`HANG_DROPPED`] when dropped.
+struct DropFlag;
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        HANG_DROPPED.store(true, Ordering::SeqCst);
+    }
+}
 
 /// `a + b`, unary; `Slow` waits `b` ms; `Total` sums a client stream; `CountUp` streams
 /// 1..=a back. `calls` counts the handlers that ran.
@@ -185,6 +198,15 @@ impl grpc::Service for Sums {
                         }
                         Ok(grpc::Response::new(SumReply { result: total }))
                     }
+                },
+            ),
+            // Client streaming that never answers: only a timeout ends it.
+            grpc::Method::client_streaming(
+                HANG,
+                |_: grpc::Request<Streaming<SumRequest>>| async move {
+                    let _flag = DropFlag;
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                    Ok(grpc::Response::new(SumReply { result: 0 }))
                 },
             ),
             grpc::Method::server_streaming(
@@ -419,6 +441,30 @@ fn a_grpc_routes_timeout_ends_the_call_deadline_exceeded_and_the_shorter_deadlin
     // A call within both: answered.
     let r = call(&c, SLOW, frames(&[ab(0, 1)]), &[("grpc-timeout", "10S")]);
     assert_eq!(status(&r).0, "0");
+}
+
+/// A streaming method's future outlives its answer unless the route timeout gives the call
+/// up: the timeout answered DEADLINE_EXCEEDED, and the future (which awaits an hour) is
+/// dropped then, not when the hour is over.
+#[test]
+fn a_route_timeout_on_a_streaming_grpc_method_drops_its_future() {
+    let router = Router::new()
+        .grpc(Sums(Arc::default()))
+        .timeout(Duration::from_millis(20));
+    let c = TestClient::new(router).http2();
+    let r = call(&c, HANG, frames(&[ab(1, 2)]), &[]);
+    assert_trailers_only(&r, Code::DeadlineExceeded, "route timeout on a stream");
+    // Bounded wait for the drop (a bound on a hang, not a measurement).
+    for _ in 0..500 {
+        if HANG_DROPPED.load(Ordering::SeqCst) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        HANG_DROPPED.load(Ordering::SeqCst),
+        "the call's future still runs"
+    );
 }
 
 #[test]

@@ -332,12 +332,19 @@ impl Router {
     /// limit, the future of the rest of the chain (the async layers inside and an `async`
     /// handler, or a gRPC method) is dropped, and the answer is **503** (on a gRPC route:
     /// the call ends DEADLINE_EXCEEDED, as a client's shorter `grpc-timeout` would;
-    /// whichever is shorter ends it) with the server's body, which an
+    /// whichever is shorter ends it; a streaming method's future is dropped then too)
+    /// with the server's body, which an
     /// [`ErrorRenderer`](crate::ErrorRenderer) renders. 503 rather than 504, as the
     /// server's own deferred timeout: 504 says a gateway's upstream did not answer, and
     /// here no upstream is involved. A sync handler cannot be interrupted: it runs to its
     /// end, and its answer is sent, late or not. `Config::deferred_timeout` still bounds
-    /// every deferred request: a route timeout longer than it is cut by its 503 (and close).
+    /// the routes served the deferred way (sync, `async` and deferred handlers): a route
+    /// timeout longer than it is cut by its 503 (and close); streamed-body and gRPC routes
+    /// have no such deadline.
+    ///
+    /// As tower's `Timeout`, it bounds the time to the answer's head: a streamed answer (SSE,
+    /// a gRPC server stream past its first message) goes on after it, under its own
+    /// deadline (`grpc-timeout`) if any.
     pub fn timeout(self, limit: Duration) -> Router {
         self.around(Timeout(limit))
     }
