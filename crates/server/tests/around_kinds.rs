@@ -583,3 +583,83 @@ fn a_streaming_upload_under_an_awaiting_layer_is_not_buffered_without_bound() {
     drop(s);
     server.stop().unwrap();
 }
+
+/// Refuses every request in its `before`: a sync layer's early answer.
+struct Deny;
+
+impl Layer for Deny {
+    fn before(&self, _: &Request<'_>, _: &mut Extensions) -> Option<Response> {
+        Some(Response::text("no token\n").status(401))
+    }
+}
+
+/// An HTTP/1.1 upload of `len` bytes to `/up`, then a GET on the same connection, sent
+/// whole; what came back (status lines in order) until the server closed or 5 s passed.
+fn upload_then_get(addr: std::net::SocketAddr, len: usize) -> Vec<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let writer = {
+        let mut s = s.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let head = format!("POST /up HTTP/1.1\r\nhost: x\r\ncontent-length: {len}\r\n\r\n");
+            let _ = s.write_all(head.as_bytes());
+            let _ = s.write_all(&vec![b'u'; len]);
+            let _ = s.write_all(b"GET /ok HTTP/1.1\r\nhost: x\r\n\r\n");
+        })
+    };
+    let mut got = Vec::new();
+    let mut buf = [0; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+        if String::from_utf8_lossy(&got).contains("\r\n\r\nok") {
+            break;
+        }
+    }
+    drop(s);
+    let _ = writer.join();
+    String::from_utf8_lossy(&got)
+        .lines()
+        .filter(|l| l.starts_with("HTTP/1.1 "))
+        .map(str::to_string)
+        .collect()
+}
+
+/// RFC 9112 §9.6: an answer before the body is read leaves the connection to read the body
+/// and throw it away, or to close. A layer that answers 401 at the head of a streaming
+/// route, async or sync, leaves the connection doing the same thing: the handler's end of the
+/// body is dropped either way.
+#[test]
+fn an_async_layers_early_answer_on_a_streaming_route_leaves_the_connection_as_a_sync_layers_does() {
+    async fn deny(_: OwnedRequest, _: Next) -> Response {
+        Response::text("no token\n").status(401)
+    }
+    let sync = || {
+        Router::new()
+            .streaming(Method::Post, "/up", |_| Box::new(Count(0)))
+            .route_layer(Deny)
+            .get("/ok", |_| "ok")
+    };
+    let around = || {
+        Router::new()
+            .group(|g| {
+                g.streaming(Method::Post, "/up", |_| Box::new(Count(0)))
+                    .around(deny)
+            })
+            .get("/ok", |_| "ok")
+    };
+    for len in [1_000, 4 << 20] {
+        let mut seen = Vec::new();
+        for router in [sync(), around()] {
+            let server = TestServer::start(router).unwrap();
+            seen.push(upload_then_get(server.addr(), len));
+            server.stop().unwrap();
+        }
+        assert_eq!(seen[0], seen[1], "{len} bytes: sync, then async");
+        assert_eq!(seen[0][0], "HTTP/1.1 401 Unauthorized", "{len} bytes");
+        eprintln!("{len} bytes: {:?}", seen[0]);
+    }
+}

@@ -14,9 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
-use crate::app::around_kinds::Kind;
+use crate::app::around_kinds::{HeldBody, Kind};
 use crate::app::dispatch::text_status;
-use crate::app::incoming::IncomingBody;
 use crate::deferred::{OwnedRequest, Spawn};
 use crate::extract::IntoResponse;
 use crate::response::Response;
@@ -54,9 +53,10 @@ pub struct Next {
     chain: Arc<Chain>,
     at: usize,
     /// The request's body still to come, for a route whose chain runs at the head (see
-    /// `around_kinds`): handed to its handler by the last `next`, dropped (the connection
-    /// then reads the rest and throws it away) by a layer that answers itself.
-    body: Option<IncomingBody>,
+    /// `around_kinds`): handed to its handler by the last `next`, dropped by a layer that
+    /// answers itself (its answer then closes an HTTP/1.1 connection whose body is still
+    /// coming, as a sync layer's early answer does).
+    body: Option<HeldBody>,
 }
 
 impl Next {
@@ -108,7 +108,7 @@ pub(crate) enum Endpoint {
 }
 
 impl Endpoint {
-    fn call(&self, req: OwnedRequest, body: Option<IncomingBody>) -> ResponseFuture {
+    fn call(&self, req: OwnedRequest, body: Option<HeldBody>) -> ResponseFuture {
         match self {
             Endpoint::Sync(h) => {
                 let resp = catch_unwind(AssertUnwindSafe(|| h(&req.request())))
@@ -173,7 +173,7 @@ impl Chain {
     pub(crate) fn run_at_head(
         self: &Arc<Chain>,
         req: OwnedRequest,
-        body: IncomingBody,
+        body: HeldBody,
     ) -> ResponseFuture {
         let next = Next {
             chain: self.clone(),

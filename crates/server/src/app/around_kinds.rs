@@ -6,8 +6,10 @@
 //! sync handlers); a streamed-body route (`deferred_incoming`, a streaming [`BodySink`], a
 //! gRPC method) becomes a `deferred_incoming` route whose chain runs at the head: the body
 //! waits in its [`IncomingBody`] (bounded: the connection stops reading past its room) until
-//! the last `next` hands it to the handler, and a layer that answers itself drops it (the
-//! connection reads the rest and throws it away, as for any early answer). Must not block.
+//! the last `next` hands it to the handler, and a layer that answers itself drops it (as for
+//! a sync layer's early answer, an HTTP/1.1 connection whose body is still coming closes
+//! after the answer, one whose body is in goes on; over HTTP/2 only the stream ends). Must
+//! not block.
 //!
 //! [`BodySink`]: crate::BodySink
 #![forbid(unsafe_code)]
@@ -15,6 +17,7 @@
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
@@ -25,6 +28,7 @@ use crate::app::incoming::IncomingBody;
 use crate::app::response::Response;
 use crate::app::router::{DeferredFn, Incoming, IncomingFn, SinkFactory};
 use crate::runtime::OnWorker;
+use linerate_http1::Version;
 
 /// What ends a chain of a route that is neither a sync nor an `async` handler.
 pub(crate) enum Kind {
@@ -44,8 +48,8 @@ pub(crate) enum Kind {
 impl Kind {
     /// Calls the handler with the request as the layers leave it; `body` is the body still
     /// to come (`None` for a chain run the deferred way).
-    pub(crate) fn call(&self, req: OwnedRequest, body: Option<IncomingBody>) -> ResponseFuture {
-        let body = || body.unwrap_or_else(empty_body);
+    pub(crate) fn call(&self, req: OwnedRequest, body: Option<HeldBody>) -> ResponseFuture {
+        let body = || body.map_or_else(empty_body, HeldBody::take);
         match self {
             Kind::Deferred(f) => {
                 let (responder, answer) = local_responder();
@@ -92,6 +96,29 @@ fn empty_body() -> IncomingBody {
     body
 }
 
+/// A head chain's request body on its way to the handler. Dropped untaken (a layer answered
+/// without `next`) before the whole body came in, it marks the answer to close the
+/// connection: what an HTTP/1.1 connection does when a sync layer answers before a body it
+/// has not read (RFC 9112 §9.6), instead of reading the rest of an upload nobody wants.
+pub(crate) struct HeldBody {
+    body: Option<IncomingBody>,
+    cut: Arc<AtomicBool>,
+}
+
+impl HeldBody {
+    fn take(mut self) -> IncomingBody {
+        self.body.take().unwrap_or_else(empty_body)
+    }
+}
+
+impl Drop for HeldBody {
+    fn drop(&mut self) {
+        if self.body.as_ref().is_some_and(|b| !b.arrived()) {
+            self.cut.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
 /// The `deferred_incoming` handler of a streamed-body route under async layers: the chain
 /// runs on the worker's runtime from the request's head. On a gRPC route an answer of its
 /// layers that is not a gRPC answer becomes the status it means (`grpc/layered.rs`).
@@ -103,10 +130,20 @@ pub(crate) fn head_chain(chain: Chain) -> Box<IncomingFn> {
         let protocol = chain
             .grpc
             .then(|| crate::grpc::protocol_or_grpc(req.header("content-type")));
+        // HTTP/2 and HTTP/3 end the stream alone; an HTTP/1.1 connection must close.
+        let http1 = matches!(req.version(), Version::Http10 | Version::Http11);
+        let cut = Arc::new(AtomicBool::new(false));
+        let body = HeldBody {
+            body: Some(body),
+            cut: cut.clone(),
+        };
         OnWorker.spawn(Box::pin(async move {
-            let resp = catch_panic(chain.run_at_head(req, body))
+            let mut resp = catch_panic(chain.run_at_head(req, body))
                 .await
                 .unwrap_or_else(|| panicked("layer"));
+            if http1 && cut.load(Ordering::Relaxed) {
+                resp = resp.close();
+            }
             #[cfg(feature = "grpc")]
             let resp = match protocol {
                 Some(p) => crate::grpc::layer_answer(p, resp),

@@ -309,7 +309,9 @@ impl Router {
     ///   the body waits in its bounded room (the connection stops reading the client past
     ///   it, so an awaiting layer buffers nothing more) until the last `next` hands it to the
     ///   handler. A layer that answers without `next` drops it: the handler never runs, and
-    ///   the connection reads the rest and throws it away, as for any early answer. No
+    ///   the connection does what it does for a sync layer's early answer (RFC 9112 §9.6:
+    ///   over HTTP/1.1 a body already in is skipped, one still coming closes the
+    ///   connection after the answer; over HTTP/2 only the stream ends). No
     ///   `deferred_timeout` there: a gRPC call keeps its own deadline.
     /// - an answer streamed out (SSE, [`Response::stream`]) passes back through the layers
     ///   as its head; its body flows after, untouched.
