@@ -595,6 +595,7 @@ impl Responder {
 
     /// The request's give-up flag, for a future that outlives this `Responder` (a streaming
     /// gRPC call's, whose sink takes it): `None` where nothing gives the request up.
+    #[cfg_attr(not(feature = "grpc"), allow(dead_code))]
     pub(crate) fn cancel_handle(&self) -> Option<Arc<Cancel>> {
         self.cancel().cloned()
     }
