@@ -467,6 +467,24 @@ fn a_route_timeout_on_a_streaming_grpc_method_drops_its_future() {
     );
 }
 
+/// A unary call under an async layer reads its body after the layers: a first prefix over
+/// the message limit is RESOURCE_EXHAUSTED as it arrives, as without a layer.
+#[test]
+fn a_unary_calls_body_over_the_message_limit_under_an_async_layer_is_resource_exhausted() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let router = Router::new().grpc(Sums(calls.clone())).around(gate);
+    let c = TestClient::new(router).http2();
+    let mut body = vec![0u8];
+    body.extend_from_slice(&((grpc::MAX_MESSAGE as u32) + 1).to_be_bytes());
+    body.extend_from_slice(&[0; 64]);
+    let r = call(&c, ADD, body, &[]);
+    assert_trailers_only(&r, Code::ResourceExhausted, "over the limit");
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    // Two messages in a unary call: INTERNAL, from the method's own reading.
+    let r = call(&c, ADD, frames(&[ab(1, 1), ab(2, 2)]), &[]);
+    assert_trailers_only(&r, Code::Internal, "two messages");
+}
+
 #[test]
 fn a_websocket_route_under_an_async_layer_is_still_refused_when_the_table_is_finished() {
     let router = Router::new()
