@@ -3,8 +3,10 @@
 //! `deferred_incoming`, streaming (`BodySink`), SSE and gRPC (unary and streaming) routes
 //! under one `around` layer that passes, answers 401 without the handler, or awaits a timer
 //! then passes; a gRPC route's layer answers as gRPC statuses (trailers-only, HTTP 200), its
-//! route timeout as DEADLINE_EXCEEDED; a sync layer's early answer on a gRPC route; a
-//! streaming upload held by an awaiting layer without being buffered; `route_layer`.
+//! route timeout as DEADLINE_EXCEEDED (a streaming method's future dropped with it); a sync
+//! layer's early answer on a gRPC route; a streaming upload held by an awaiting layer without
+//! being buffered, over HTTP/1.1 and HTTP/2; an async layer's early answer leaving the
+//! connection as a sync layer's does; `route_layer`; WebSocket routes still refused.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -680,4 +682,92 @@ fn an_async_layers_early_answer_on_a_streaming_route_leaves_the_connection_as_a_
         assert_eq!(seen[0][0], "HTTP/1.1 401 Unauthorized", "{len} bytes");
         eprintln!("{len} bytes: {:?}", seen[0]);
     }
+}
+
+/// Held until the HTTP/2 test lets it go (apart from [`RELEASED`]: tests run at once).
+static RELEASED_H2: AtomicBool = AtomicBool::new(false);
+
+async fn held_h2(req: OwnedRequest, next: Next) -> Response {
+    let mut turns = 0;
+    while !RELEASED_H2.load(Ordering::SeqCst) && turns < 20_000 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        turns += 1;
+    }
+    next.run(req).await
+}
+
+/// The same over HTTP/2 (hyperium's h2 client, prior knowledge): while the layer waits, the
+/// server's flow control grants the upload no more than its room and windows.
+#[test]
+fn a_streaming_upload_over_http2_under_an_awaiting_layer_is_held_by_flow_control() {
+    use bytes::Bytes;
+    const TOTAL: usize = 64 << 20;
+    let mut config = TestServer::config();
+    config.max_stream_body_bytes = TOTAL as u64;
+    let router = Router::new()
+        .streaming(Method::Post, "/up", |_| Box::new(Count(0)))
+        .around(held_h2);
+    let server = TestServer::start_with(config, router).unwrap();
+    let addr = server.addr();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (sent_while_held, text) = rt.block_on(async move {
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (client, conn) = h2::client::handshake(tcp).await.unwrap();
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let mut client = client.ready().await.unwrap();
+        let req = http::Request::post(format!("http://{addr}/up"))
+            .header("content-length", TOTAL.to_string())
+            .body(())
+            .unwrap();
+        let (resp, mut stream) = client.send_request(req, false).unwrap();
+        let mut sent = 0;
+        let mut held = None;
+        let piece = Bytes::from(vec![b'u'; 64 * 1024]);
+        while sent < TOTAL {
+            stream.reserve_capacity(piece.len().min(TOTAL - sent));
+            // No capacity for a while: the server stopped granting it (a bound, not a figure).
+            let wait = if held.is_none() { 500 } else { 30_000 };
+            let capacity = std::future::poll_fn(|cx| stream.poll_capacity(cx));
+            match tokio::time::timeout(Duration::from_millis(wait), capacity).await {
+                Ok(Some(Ok(0))) => continue,
+                Ok(Some(Ok(n))) => {
+                    let n = n.min(TOTAL - sent);
+                    sent += n;
+                    stream.send_data(piece.slice(..n), sent == TOTAL).unwrap();
+                }
+                Ok(other) => panic!("{other:?}"),
+                Err(_) if held.is_none() => {
+                    held = Some(sent);
+                    RELEASED_H2.store(true, Ordering::SeqCst);
+                }
+                Err(_) => panic!("no capacity after the layer let go ({sent} sent)"),
+            }
+        }
+        // Never held (all of it granted while the layer waited): let it go, to say so below.
+        RELEASED_H2.store(true, Ordering::SeqCst);
+        let resp = tokio::time::timeout(Duration::from_secs(30), resp)
+            .await
+            .unwrap()
+            .unwrap();
+        let mut body = resp.into_body();
+        let mut got = Vec::new();
+        while let Some(piece) = body.data().await {
+            let piece = piece.unwrap();
+            let _ = body.flow_control().release_capacity(piece.len());
+            got.extend_from_slice(&piece);
+        }
+        (held, String::from_utf8_lossy(&got).into_owned())
+    });
+    let held = sent_while_held.expect("the upload was never held");
+    assert!(
+        held < TOTAL / 4,
+        "{held} of {TOTAL} bytes granted while the layer waited"
+    );
+    assert_eq!(text, format!("streamed {TOTAL}"));
+    server.stop().unwrap();
 }
