@@ -387,6 +387,17 @@ fn a_layers_http_answer_on_a_grpc_route_becomes_the_grpc_status_it_means() {
     assert_eq!(r.header("content-type"), Some("application/grpc-web+proto"));
     let text = String::from_utf8_lossy(r.body()).into_owned();
     assert!(text.contains("grpc-status:7"), "{text:?}");
+    // Not a gRPC call by its content type: HTTP, the method's 415 and the layer's 403 alike.
+    let plain = |answer: Option<&str>| {
+        let mut req = web.post(ADD).header("content-type", "text/plain");
+        if let Some(a) = answer {
+            req = req.header("x-answer", a);
+        }
+        req.body("x").send()
+    };
+    assert_eq!(plain(None).status(), 415);
+    let r = plain(Some("403"));
+    assert_eq!((r.status(), r.text().as_str()), (403, "refused"));
 }
 
 /// A sync layer refusing calls without a token in its `before`.

@@ -199,9 +199,11 @@ impl Around for Timeout {
     fn call(&self, req: OwnedRequest, next: Next) -> ResponseFuture {
         let limit = self.0;
         // A gRPC call's route timeout ends it as its client's `grpc-timeout` would.
+        // (A request that is not a gRPC call by its content type gets the HTTP answer.)
         let grpc = next
             .ends_in_grpc()
-            .then(|| req.header("content-type").map(<[u8]>::to_vec));
+            .then(|| req.header("content-type").map(<[u8]>::to_vec))
+            .filter(|ct| is_grpc_call(ct.as_deref()));
         Box::pin(async move {
             match tokio::time::timeout(limit, next.run(req)).await {
                 Ok(resp) => resp,
@@ -216,6 +218,17 @@ impl Around for Timeout {
                 },
             }
         })
+    }
+}
+
+/// Whether a request with `content_type` is a gRPC call (none without the feature).
+fn is_grpc_call(content_type: Option<&[u8]>) -> bool {
+    #[cfg(feature = "grpc")]
+    return crate::grpc::call_protocol(content_type).is_some();
+    #[cfg(not(feature = "grpc"))]
+    {
+        let _ = content_type;
+        false
     }
 }
 

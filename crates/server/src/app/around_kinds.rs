@@ -129,7 +129,8 @@ pub(crate) fn head_chain(chain: Chain) -> Box<IncomingFn> {
         #[cfg(feature = "grpc")]
         let protocol = chain
             .grpc
-            .then(|| crate::grpc::protocol_or_grpc(req.header("content-type")));
+            .then(|| crate::grpc::call_protocol(req.header("content-type")))
+            .flatten();
         // HTTP/2 and HTTP/3 end the stream alone; an HTTP/1.1 connection must close.
         let http1 = matches!(req.version(), Version::Http10 | Version::Http11);
         let cut = Arc::new(AtomicBool::new(false));

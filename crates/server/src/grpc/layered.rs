@@ -51,6 +51,15 @@ pub(crate) fn protocol_or_grpc(content_type: Option<&[u8]>) -> Protocol {
     protocol_of(content_type).unwrap_or(Protocol::Grpc)
 }
 
+/// The protocol of a request that is a gRPC call by its content type (gRPC's, or gRPC-Web's);
+/// `None` for anything else, which a gRPC route answers in HTTP (415), layers' answers too.
+pub(crate) fn call_protocol(content_type: Option<&[u8]>) -> Option<Protocol> {
+    match protocol_of(content_type) {
+        Some(p) => Some(p),
+        None => super::is_grpc(content_type).then_some(Protocol::Grpc),
+    }
+}
+
 /// A layer's answer to a call in `protocol`: unchanged when it is a gRPC answer, else the
 /// trailers-only answer (HTTP 200) with the status its HTTP status means, its body's text
 /// (up to [`MAX_LAYER_MESSAGE`] bytes) as `grpc-message`, and its other fields kept

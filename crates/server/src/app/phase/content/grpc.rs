@@ -217,11 +217,10 @@ pub(crate) fn layer_answer(
     if !grpc {
         return resp;
     }
-    let content_type = head.header(buf, "content-type");
-    if !grpc::is_grpc(content_type) && grpc::protocol_of(content_type).is_none() {
-        return resp;
+    match grpc::call_protocol(head.header(buf, "content-type")) {
+        Some(protocol) => grpc::layer_answer(protocol, resp),
+        None => resp,
     }
-    grpc::layer_answer(grpc::protocol_or_grpc(content_type), resp)
 }
 
 /// The answer to a unary call whose declared length is past one message and its prefix
