@@ -92,7 +92,8 @@
 //! [`Router::route_layer`] puts a sync layer on the routes registered so far only (axum's
 //! `route_layer`: never on the server's 404 or 405). A router's sync layers are outside all
 //! async ones. A group (or a group of one route) has its own [`Router::timeout`] (the future
-//! inside dropped, a 503 that the layers outside see; a sync handler is not interrupted)
+//! inside dropped, a 503 that the layers outside see, DEADLINE_EXCEEDED on a gRPC call; a
+//! sync handler is not interrupted)
 //! and [`Router::body_limit`] (instead of the site's `max_body_bytes`, larger or smaller).
 //! A
 //! router without layers runs none of their code. Answers the connection makes before a
