@@ -83,10 +83,17 @@
 //! Middleware that must wait is an [`Around`] layer ([`Router::around`]): an
 //! `async fn(OwnedRequest, Next) -> impl IntoResponse` that runs code before and after
 //! [`Next::run`], may answer without calling it, and may await anything on the worker's
-//! tokio runtime; a route under one is served the deferred way, sync and `async` handlers
-//! alike, and routes under none keep the sync path. A router's sync layers are outside all
+//! tokio runtime. Every kind of route can be under one but WebSocket: sync and `async`
+//! handlers and [`Router::deferred`] routes are served the deferred way (body read whole,
+//! then the chain); streamed-body routes (`deferred_incoming`, `streaming`) and gRPC methods
+//! run the chain on the request's head, the body held back (bounded) until the handler
+//! takes it, and on a gRPC route a layer's HTTP answer becomes the gRPC status it means
+//! (401 → UNAUTHENTICATED, trailers-only). Routes under none keep the sync path.
+//! [`Router::route_layer`] puts a sync layer on the routes registered so far only (axum's
+//! `route_layer`: never on the server's 404 or 405). A router's sync layers are outside all
 //! async ones. A group (or a group of one route) has its own [`Router::timeout`] (the future
-//! inside dropped, a 503 that the layers outside see; a sync handler is not interrupted)
+//! inside dropped, a 503 that the layers outside see, DEADLINE_EXCEEDED on a gRPC call; a
+//! sync handler is not interrupted)
 //! and [`Router::body_limit`] (instead of the site's `max_body_bytes`, larger or smaller).
 //! A
 //! router without layers runs none of their code. Answers the connection makes before a

@@ -561,35 +561,39 @@ fn the_most_specific_route_wins_across_groups_and_duplicates_across_them_are_ref
     );
 }
 
+/// Issue W item 1: streaming and deferred routes under an async layer were refused at start
+/// ("is a streaming route under an async layer"); they are served now, the layer around
+/// them. Only a WebSocket route is still refused (tests/around_kinds.rs).
 #[test]
-fn routes_that_cannot_be_waited_for_under_an_async_layer_are_refused() {
-    struct Sink;
+fn streaming_and_deferred_routes_under_an_async_layer_are_served_through_it() {
+    struct Sink(usize);
     impl linerate_server::BodySink for Sink {
-        fn data(&mut self, _: &[u8]) {}
+        fn data(&mut self, chunk: &[u8]) {
+            self.0 += chunk.len();
+        }
         fn finish(self: Box<Self>, _: &Request<'_>) -> Response {
-            Response::text("")
+            Response::text_owned(format!("got {}", self.0))
         }
     }
     let streaming = Router::new()
-        .streaming(linerate_server::Method::Post, "/up", |_| Box::new(Sink))
+        .streaming(linerate_server::Method::Post, "/up", |_| Box::new(Sink(0)))
         .around(outer);
-    let err = TestClient::with_config(Config::default(), streaming).expect_err("refused");
-    assert!(
-        err.to_string()
-            .contains("POST /up is a streaming route under an async layer"),
-        "{err}"
-    );
+    let c = TestClient::with_config(Config::default(), streaming).expect("served");
+    let r = c.post("/up").body("12345").send();
+    assert_eq!((r.status(), r.text().as_str()), (200, "got 5"));
+    assert_eq!(r.header("x-outer"), Some("200"));
     let deferred = Router::new()
         .group(|g| {
             g.deferred(linerate_server::Method::Get, "/d", |_, res| res.send("x"))
                 .timeout(Duration::from_secs(1))
+                .around(outer)
         })
         .get("/fine", |_| "fine");
-    let err = TestClient::with_config(Config::default(), deferred).expect_err("refused");
-    assert!(
-        err.to_string().contains("GET /d is a deferred route"),
-        "{err}"
-    );
+    let c = TestClient::with_config(Config::default(), deferred).expect("served");
+    let r = c.get("/d").send();
+    assert_eq!((r.status(), r.text().as_str()), (200, "x"));
+    assert_eq!(r.header("x-outer"), Some("200"));
+    assert_eq!(c.get("/fine").send().text(), "fine");
 }
 
 /// The whole answer to `request` from the server at `addr` (the connection closes after it).

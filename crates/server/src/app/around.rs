@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
+use crate::app::around_kinds::{HeldBody, Kind};
 use crate::app::dispatch::text_status;
 use crate::deferred::{OwnedRequest, Spawn};
 use crate::extract::IntoResponse;
@@ -51,6 +52,11 @@ where
 pub struct Next {
     chain: Arc<Chain>,
     at: usize,
+    /// The request's body still to come, for a route whose chain runs at the head (see
+    /// `around_kinds`): handed to its handler by the last `next`, dropped by a layer that
+    /// answers itself (its answer then closes an HTTP/1.1 connection whose body is still
+    /// coming, as a sync layer's early answer does).
+    body: Option<HeldBody>,
 }
 
 impl Next {
@@ -64,6 +70,7 @@ impl Next {
                 let next = Next {
                     chain: self.chain.clone(),
                     at: self.at + 1,
+                    body: self.body,
                 };
                 Box::pin(async move {
                     catch_panic(async move { layer.call(req, next).await })
@@ -71,8 +78,13 @@ impl Next {
                         .unwrap_or_else(|| panicked("layer"))
                 })
             }
-            None => self.chain.endpoint.call(req),
+            None => self.chain.endpoint.call(req, self.body),
         }
+    }
+
+    /// Whether the chain ends in a gRPC method (its timeouts end the call DEADLINE_EXCEEDED).
+    fn ends_in_grpc(&self) -> bool {
+        self.chain.grpc
     }
 }
 
@@ -91,10 +103,12 @@ pub(crate) enum Endpoint {
     Sync(Box<HandlerFn>),
     /// An `async` handler, run by its own spawner; its answer comes back to the chain.
     Async(Arc<dyn Spawn>, Arc<AsyncFn>),
+    /// Any other kind of route (deferred, streamed body, gRPC): `around_kinds.rs`.
+    Kind(Kind),
 }
 
 impl Endpoint {
-    fn call(&self, req: OwnedRequest) -> ResponseFuture {
+    fn call(&self, req: OwnedRequest, body: Option<HeldBody>) -> ResponseFuture {
         match self {
             Endpoint::Sync(h) => {
                 let resp = catch_unwind(AssertUnwindSafe(|| h(&req.request())))
@@ -113,6 +127,7 @@ impl Endpoint {
                 }));
                 Box::pin(Rx(slot))
             }
+            Endpoint::Kind(kind) => kind.call(req, body),
         }
     }
 }
@@ -121,6 +136,9 @@ impl Endpoint {
 pub(crate) struct Chain {
     pub(crate) layers: Vec<Arc<dyn Around>>,
     pub(crate) endpoint: Endpoint,
+    /// The route is a gRPC method's: its timeouts answer DEADLINE_EXCEEDED, and an answer
+    /// from its layers that is not a gRPC answer becomes one (`around_kinds.rs`).
+    pub(crate) grpc: bool,
 }
 
 impl Chain {
@@ -131,7 +149,14 @@ impl Chain {
         Box::new(move |req, res| {
             let chain = chain.clone();
             OnWorker.spawn(Box::pin(async move {
-                let run = async move { Next { chain, at: 0 }.run(req).await };
+                let run = async move {
+                    let next = Next {
+                        chain,
+                        at: 0,
+                        body: None,
+                    };
+                    next.run(req).await
+                };
                 match res.until_cancelled(catch_panic(run)).await {
                     Some(Some(resp)) => res.send(resp),
                     Some(None) => res.send(panicked("layer")),
@@ -142,8 +167,25 @@ impl Chain {
     }
 }
 
+impl Chain {
+    /// The head chain's way in (`around_kinds.rs`): runs the whole chain on `req`, its body
+    /// still to come in `body`.
+    pub(crate) fn run_at_head(
+        self: &Arc<Chain>,
+        req: OwnedRequest,
+        body: HeldBody,
+    ) -> ResponseFuture {
+        let next = Next {
+            chain: self.clone(),
+            at: 0,
+            body: Some(body),
+        };
+        next.run(req)
+    }
+}
+
 /// The answer to a panic: 500, closing the connection, with one log line.
-fn panicked(what: &str) -> Response {
+pub(crate) fn panicked(what: &str) -> Response {
     tracing::error!("{what} panicked; answering 500");
     text_status(500).close()
 }
@@ -156,16 +198,37 @@ pub(crate) struct Timeout(pub(crate) Duration);
 impl Around for Timeout {
     fn call(&self, req: OwnedRequest, next: Next) -> ResponseFuture {
         let limit = self.0;
+        // A gRPC call's route timeout ends it as its client's `grpc-timeout` would.
+        // (A request that is not a gRPC call by its content type gets the HTTP answer.)
+        let grpc = next
+            .ends_in_grpc()
+            .then(|| req.header("content-type").map(<[u8]>::to_vec))
+            .filter(|ct| is_grpc_call(ct.as_deref()));
         Box::pin(async move {
             match tokio::time::timeout(limit, next.run(req)).await {
                 Ok(resp) => resp,
-                Err(_) => {
-                    let mut resp = text_status(503);
-                    resp.rejection = true;
-                    resp
-                }
+                Err(_) => match grpc {
+                    #[cfg(feature = "grpc")]
+                    Some(content_type) => crate::grpc::timed_out(content_type.as_deref()),
+                    _ => {
+                        let mut resp = text_status(503);
+                        resp.rejection = true;
+                        resp
+                    }
+                },
             }
         })
+    }
+}
+
+/// Whether a request with `content_type` is a gRPC call (none without the feature).
+fn is_grpc_call(content_type: Option<&[u8]>) -> bool {
+    #[cfg(feature = "grpc")]
+    return crate::grpc::call_protocol(content_type).is_some();
+    #[cfg(not(feature = "grpc"))]
+    {
+        let _ = content_type;
+        false
     }
 }
 
@@ -201,11 +264,18 @@ fn lock(slot: &Mutex<Slot>) -> std::sync::MutexGuard<'_, Slot> {
     slot.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-struct Tx(Arc<Mutex<Slot>>);
+pub(crate) struct Tx(Arc<Mutex<Slot>>);
+
+/// A one-shot channel for an answer computed elsewhere (a streaming route's sink on the
+/// worker, a deferred handler's `Responder`): the receiver is the chain's future.
+pub(crate) fn answer_channel() -> (Tx, Rx) {
+    let slot = Arc::new(Mutex::new(Slot::default()));
+    (Tx(slot.clone()), Rx(slot))
+}
 
 impl Tx {
     /// Runs `fut` until it ends, or until the receiver is dropped (`None`: `fut` dropped).
-    async fn until_unwanted<F: Future>(&self, fut: F) -> Option<F::Output> {
+    pub(crate) async fn until_unwanted<F: Future>(&self, fut: F) -> Option<F::Output> {
         let mut fut = std::pin::pin!(fut);
         std::future::poll_fn(|cx| {
             {
@@ -220,7 +290,7 @@ impl Tx {
         .await
     }
 
-    fn send(self, resp: Response) {
+    pub(crate) fn send(self, resp: Response) {
         lock(&self.0).answer = Some(resp);
     }
 }
@@ -238,7 +308,7 @@ impl Drop for Tx {
     }
 }
 
-struct Rx(Arc<Mutex<Slot>>);
+pub(crate) struct Rx(Arc<Mutex<Slot>>);
 
 impl Future for Rx {
     type Output = Response;

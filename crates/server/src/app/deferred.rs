@@ -233,7 +233,7 @@ impl Cancel {
 
     /// Wakes `waker` on [`Cancel::give_up`]. Registered before the flag is read again, so a
     /// give-up between the two still wakes the task.
-    fn register(&self, waker: &std::task::Waker) {
+    pub(crate) fn register(&self, waker: &std::task::Waker) {
         self.waker.register(waker);
     }
 }
@@ -591,6 +591,13 @@ impl Responder {
 
     fn cancel(&self) -> Option<&Arc<Cancel>> {
         self.ticket.as_ref().and_then(|t| t.meta.cancel.as_ref())
+    }
+
+    /// The request's give-up flag, for a future that outlives this `Responder` (a streaming
+    /// gRPC call's, whose sink takes it): `None` where nothing gives the request up.
+    #[cfg_attr(not(feature = "grpc"), allow(dead_code))]
+    pub(crate) fn cancel_handle(&self) -> Option<Arc<Cancel>> {
+        self.cancel().cloned()
     }
 
     /// Sends the answer. It goes out in request order on its connection; if the client has

@@ -240,6 +240,9 @@ impl<'a> ConnApp<'a> {
             && self.site_app.app
             && let Some(resp) = self.layers_before(&app.router.layers, None, head, req.buf)
         {
+            // A gRPC call refused by a layer gets the status it means (phase/content/grpc.rs).
+            let grpc = app.router.has_grpc();
+            let resp = crate::app::phase::content::grpc::layer_answer(grpc, head, req.buf, resp);
             return self.answer(req.id, head, req.buf, resp);
         }
         // Methods that no resource serves go before the rewrite (phase/content/methods.rs,

@@ -225,6 +225,14 @@ impl IncomingBody {
     }
 }
 
+impl IncomingBody {
+    /// Whether the whole body has come in (or was cut off): the connection has no more of it
+    /// to read, taken by the handler or not.
+    pub(crate) fn arrived(&self) -> bool {
+        self.0.lock().end != End::Open
+    }
+}
+
 impl Drop for IncomingBody {
     fn drop(&mut self) {
         let mut s = self.0.lock();

@@ -19,6 +19,7 @@
 
 pub mod access_log;
 pub mod around;
+pub(crate) mod around_kinds;
 #[cfg(feature = "brotli")]
 mod br;
 #[cfg(not(feature = "brotli"))]

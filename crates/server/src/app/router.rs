@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use linerate_http1::Method;
 
+use crate::app::around_kinds::{Kind, head_chain};
 use crate::around::{Around, AsyncFn, Chain, Endpoint, Timeout, catch_panic};
 use crate::deferred::{HeadView, OwnedRequest, Responder, Spawn};
 use crate::extract::IntoResponse;
@@ -121,8 +122,9 @@ impl std::error::Error for DuplicateRoute {}
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum RouteError {
     Duplicate(DuplicateRoute),
-    /// A deferred, streaming or WebSocket route under an async layer: none of them has an
-    /// answer a chain could wait for (`kind` names which).
+    /// A WebSocket route under an async layer: its handshake's answer switches the
+    /// connection over on the worker, which a chain on the runtime cannot wait for (`kind`
+    /// names the route's kind).
     NotUnderAround {
         method: Method,
         pattern: String,
@@ -141,7 +143,8 @@ impl std::fmt::Display for RouteError {
             } => write!(
                 f,
                 "route {} {pattern} is a {kind} route under an async layer (Router::around, \
-                 Router::timeout), which takes sync and async handlers only",
+                 Router::timeout), which takes every kind of route but WebSocket (put a sync \
+                 Layer, or the check in its accept function, over a WebSocket route)",
                 method.as_str()
             ),
         }
@@ -171,6 +174,8 @@ pub(crate) struct Route {
     pub(crate) body_limit: Option<u64>,
     /// An `async` handler's spawner and function, for a chain to call.
     async_fn: Option<(Arc<dyn Spawn>, Arc<AsyncFn>)>,
+    /// A gRPC method's route ([`Router::grpc`]): its layers' answers are made gRPC answers.
+    pub(crate) grpc: bool,
 }
 
 /// The route table. Build it once, then hand it to the server (it is shared read-only by
@@ -271,6 +276,19 @@ impl Router {
         self.merge(f(Router::new()))
     }
 
+    /// Wraps the routes registered so far (merged groups' included) in `layer`, as axum's
+    /// `route_layer`: it runs for requests a route takes only, never for the server's own
+    /// 404, 405, OPTIONS or 501 answers, nor for routes added after this call. Each call is
+    /// outside the ones before it, and inside [`Router::layer`]'s (which see every request).
+    /// Use it for a check that must not turn a 404 into a 401 (an auth layer).
+    pub fn route_layer(mut self, layer: impl Layer) -> Router {
+        let layer: Arc<dyn Layer> = Arc::new(layer);
+        for route in &mut self.routes {
+            route.layers.insert(0, layer.clone());
+        }
+        self
+    }
+
     /// Wraps each of this router's routes in the async layer `layer`: an
     /// `async fn(req: OwnedRequest, next: Next) -> impl IntoResponse` that may run code before
     /// `next.run(req).await` and after it, answer without calling it, and await anything
@@ -281,11 +299,30 @@ impl Router {
     /// layers ([`Router::layer`]) are outside all async layers: they see the request before
     /// its body is read and the answer last, the async layers' included.
     ///
-    /// A route under an async layer is served the deferred way: its body is read whole (up
-    /// to its limit), then the chain runs; sync and `async` handlers both work there (the
-    /// last `next` calls them). Deferred, streaming and WebSocket routes cannot be under an
-    /// async layer: such a table is refused when it is finished (`Server::bind`). Async
-    /// layers see routed requests only, not the server's own 404, 405, OPTIONS or 413
+    /// What a layer sees depends on the route's kind (the last `next` calls its handler):
+    /// - sync and `async` handlers, [`Router::deferred`]: served the deferred way, the body
+    ///   read whole (up to its limit) before the chain runs, so `req.body()` is the body;
+    ///   `Config::deferred_timeout` bounds the whole chain.
+    /// - [`Router::deferred_incoming`], [`Router::streaming`] (a [`BodySink`]) and gRPC
+    ///   methods ([`Router::grpc`], unary and streaming): the chain runs on the request's
+    ///   head, `req.body()` empty (a gRPC layer sees the metadata, as a tonic interceptor);
+    ///   the body waits in its bounded room (the connection stops reading the client past
+    ///   it, so an awaiting layer buffers nothing more) until the last `next` hands it to the
+    ///   handler. A layer that answers without `next` drops it: the handler never runs, and
+    ///   the connection does what it does for a sync layer's early answer (RFC 9112 §9.6:
+    ///   over HTTP/1.1 a body already in is skipped, one still coming closes the
+    ///   connection after the answer; over HTTP/2 only the stream ends). No
+    ///   `deferred_timeout` there: a gRPC call keeps its own deadline.
+    /// - an answer streamed out (SSE, [`Response::stream`]) passes back through the layers
+    ///   as its head; its body flows after, untouched.
+    /// - on a gRPC route a layer's answer that is not a gRPC answer (a 401) is made the gRPC
+    ///   status it means, trailers-only with HTTP 200 (see [`grpc`](crate::grpc)); a layer
+    ///   after `next` sees the gRPC answer (HTTP 200, its status in the trailers or head).
+    /// - WebSocket routes ([`Router::ws`]) cannot be under an async layer (their 101 hands
+    ///   the connection over on the worker): such a table is refused when it is finished
+    ///   (`Server::bind`); check in the accept function or with a sync [`Layer`] instead.
+    ///
+    /// Async layers see routed requests only, not the server's own 404, 405, OPTIONS or 413
     /// (sync layers do). A panic in a layer is a 500, as for a handler.
     pub fn around(mut self, layer: impl Around) -> Router {
         self.around.insert(0, Arc::new(layer));
@@ -295,12 +332,21 @@ impl Router {
     /// Gives each of this router's routes `limit` to answer, as an async layer added at this
     /// point (so the layers added after it are outside it, and see its answer): past the
     /// limit, the future of the rest of the chain (the async layers inside and an `async`
-    /// handler) is dropped, and the answer is **503** with the server's body, which an
+    /// handler, or a gRPC method) is dropped, and the answer is **503** (on a gRPC route:
+    /// the call ends DEADLINE_EXCEEDED, as a client's shorter `grpc-timeout` would;
+    /// whichever is shorter ends it; a streaming method's future is dropped then too)
+    /// with the server's body, which an
     /// [`ErrorRenderer`](crate::ErrorRenderer) renders. 503 rather than 504, as the
     /// server's own deferred timeout: 504 says a gateway's upstream did not answer, and
     /// here no upstream is involved. A sync handler cannot be interrupted: it runs to its
     /// end, and its answer is sent, late or not. `Config::deferred_timeout` still bounds
-    /// every deferred request: a route timeout longer than it is cut by its 503 (and close).
+    /// the routes served the deferred way (sync, `async` and deferred handlers): a route
+    /// timeout longer than it is cut by its 503 (and close); streamed-body and gRPC routes
+    /// have no such deadline.
+    ///
+    /// As tower's `Timeout`, it bounds the time to the answer's head: a streamed answer (SSE,
+    /// a gRPC server stream past its first message) goes on after it, under its own
+    /// deadline (`grpc-timeout`) if any.
     pub fn timeout(self, limit: Duration) -> Router {
         self.around(Timeout(limit))
     }
@@ -513,11 +559,12 @@ impl Router {
         self
     }
 
-    /// Sets the body limit of the route registered last.
+    /// Sets the body limit of the route registered last, a gRPC method's.
     #[cfg(feature = "grpc")]
     fn limit_last(mut self, limit: u64) -> Router {
         if let Some(route) = self.routes.last_mut() {
             route.body_limit = Some(limit);
+            route.grpc = true;
         }
         self
     }
@@ -562,6 +609,7 @@ impl Router {
             around: Vec::new(),
             body_limit: None,
             async_fn: None,
+            grpc: false,
         });
         self
     }
@@ -610,33 +658,44 @@ impl Router {
             if outer.is_empty() && inner.is_empty() {
                 continue;
             }
+            if let Handler::WebSocket(_) = route.handler {
+                return Err(RouteError::NotUnderAround {
+                    method: route.method,
+                    pattern: route.pattern.clone(),
+                    kind: "WebSocket",
+                });
+            }
             let placeholder = Handler::Deferred(Box::new(|_, _| {}));
-            let endpoint = match (
+            // Whether the chain runs at the head (the body streams in after it), or the
+            // deferred way (the body read whole first, as the handler would have it).
+            let (endpoint, at_head) = match (
                 std::mem::replace(&mut route.handler, placeholder),
                 &route.async_fn,
             ) {
-                (Handler::Buffered(h), _) => Endpoint::Sync(h),
+                (Handler::Buffered(h), _) => (Endpoint::Sync(h), false),
                 (Handler::Deferred(_), Some((spawn, f))) => {
-                    Endpoint::Async(spawn.clone(), f.clone())
+                    (Endpoint::Async(spawn.clone(), f.clone()), false)
                 }
-                (handler, _) => {
-                    let kind = match handler {
-                        Handler::Streaming(_) => "streaming",
-                        Handler::WebSocket(_) => "WebSocket",
-                        Handler::Incoming(_) => "streamed-body deferred",
-                        Handler::Grpc(_) => "gRPC",
-                        Handler::Buffered(_) | Handler::Deferred(_) => "deferred",
-                    };
-                    route.handler = handler;
-                    return Err(RouteError::NotUnderAround {
-                        method: route.method,
-                        pattern: route.pattern.clone(),
-                        kind,
-                    });
-                }
+                (Handler::Deferred(f), None) => (Endpoint::Kind(Kind::Deferred(f)), false),
+                (Handler::Incoming(f), _) => (Endpoint::Kind(Kind::Incoming(f)), true),
+                (Handler::Streaming(f), _) => (Endpoint::Kind(Kind::Streaming(Arc::from(f))), true),
+                #[cfg(feature = "grpc")]
+                (Handler::Grpc(u), _) => (Endpoint::Kind(Kind::GrpcUnary(u)), true),
+                #[cfg(not(feature = "grpc"))]
+                (Handler::Grpc(u), _) => match u.0 {},
+                (Handler::WebSocket(_), _) => unreachable!("refused above"),
             };
             let layers = outer.iter().cloned().chain(inner).collect();
-            route.handler = Handler::Deferred(Chain { layers, endpoint }.into_deferred());
+            let chain = Chain {
+                layers,
+                endpoint,
+                grpc: route.grpc,
+            };
+            route.handler = if at_head {
+                Handler::Incoming(Incoming::Owned(head_chain(chain)))
+            } else {
+                Handler::Deferred(chain.into_deferred())
+            };
         }
         Ok(())
     }

@@ -7,6 +7,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Instant;
 
 use super::call::{Call, deadline_exceeded};
@@ -14,7 +15,7 @@ use super::method::{StreamFn, UnaryFuture};
 use super::stream::{RawSink, RawStream};
 use super::{Code, MethodStats, Protocol, Status, web};
 use crate::app::around::catch_panic;
-use crate::app::deferred::{HeadView, Responder, Spawn};
+use crate::app::deferred::{Cancel, HeadView, Responder, Spawn};
 use crate::app::incoming::IncomingBody;
 
 /// A streaming method's handler at the request's head: reads the call, then runs it.
@@ -34,6 +35,9 @@ pub(crate) fn streaming(
             }
         };
         let counted = started.map(|t| (stats.clone(), t));
+        // Under an async layer's route timeout (`around_kinds.rs`), the call is given up when
+        // the timeout answers: its future is dropped then, as past its own deadline.
+        let given_up = responder.cancel_handle();
         let sink = RawSink::new(responder, call.deadline, call.head.protocol, counted);
         if call.expired() {
             return sink.finish(Err(deadline_exceeded()));
@@ -44,10 +48,17 @@ pub(crate) fn streaming(
         crate::OnWorker.spawn(Box::pin(async move {
             // Past the deadline, or on a panic, the future (and the sink in it) is dropped:
             // the sink's drop ends the call with DEADLINE_EXCEEDED or UNKNOWN.
-            match until(deadline, catch_panic(fut)).await {
-                Some(Some((outcome, sink))) => sink.finish(outcome),
-                Some(None) => tracing::error!("gRPC handler panicked; the call ends UNKNOWN"),
-                None => {}
+            let run = until(deadline, catch_panic(fut));
+            let ran = match &given_up {
+                Some(cancel) => until_given_up(cancel, run).await,
+                None => Some(run.await),
+            };
+            match ran {
+                Some(Some(Some((outcome, sink)))) => sink.finish(outcome),
+                Some(Some(None)) => {
+                    tracing::error!("gRPC handler panicked; the call ends UNKNOWN")
+                }
+                Some(None) | None => {}
             }
         }));
     }
@@ -80,6 +91,27 @@ pub(crate) fn unary_later(
 pub(crate) fn panicked() -> Status {
     tracing::error!("gRPC handler panicked; the call ends UNKNOWN");
     Status::new(Code::Unknown, "the handler panicked")
+}
+
+/// `fut`'s output, or `None` once `cancel` is given up (the future dropped unfinished).
+async fn until_given_up<F: Future>(cancel: &Cancel, fut: F) -> Option<F::Output> {
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(|cx| {
+        if cancel.is_given_up() {
+            return Poll::Ready(None);
+        }
+        if let Poll::Ready(out) = fut.as_mut().poll(cx) {
+            return Poll::Ready(Some(out));
+        }
+        // Registered, then read again: a give-up in between still wakes this task.
+        cancel.register(cx.waker());
+        if cancel.is_given_up() {
+            Poll::Ready(None)
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
 }
 
 /// `fut`'s output, or `None` once `deadline` passed (the future dropped unfinished).

@@ -203,6 +203,26 @@ impl<'a> ConnApp<'a> {
     }
 }
 
+/// A sync layer's early answer (its `before` answered) to a gRPC call: the status it means,
+/// trailers-only (`grpc/layered.rs`), when `grpc` says the request is one (a gRPC method's
+/// route, or a call in a gRPC content type on a router serving gRPC); else as it is.
+#[cold]
+#[inline(never)]
+pub(crate) fn layer_answer(
+    grpc: bool,
+    head: &RequestHead,
+    buf: &[u8],
+    resp: crate::response::Response,
+) -> crate::response::Response {
+    if !grpc {
+        return resp;
+    }
+    match grpc::call_protocol(head.header(buf, "content-type")) {
+        Some(protocol) => grpc::layer_answer(protocol, resp),
+        None => resp,
+    }
+}
+
 /// The answer to a unary call whose declared length is past one message and its prefix
 /// (RESOURCE_EXHAUSTED, as the prefix would be), in the call's protocol; `None` for a
 /// `-text` body within the same message's base64.

@@ -39,6 +39,7 @@ impl<'a> ConnApp<'a> {
             && let Some(resp) =
                 self.layers_before(&route.layers, Some((route, &params)), head, req.buf)
         {
+            let resp = super::grpc::layer_answer(route.grpc, head, req.buf, resp);
             return self.answer(req.id, head, req.buf, resp);
         }
         let declared = match head.framing() {
