@@ -2,7 +2,8 @@
 //! HTTP/1.1 and HTTP/2 framing: tower-http's compression (gzip readable, `Vary`; a streamed
 //! answer too), timeout (the handler's future dropped, tower-http's status), request body
 //! limit (413 declared and chunked), set-header (answer and request), bearer validation
-//! (401, 200) and trace (a span per request) on sync and `async` handlers; routes outside
+//! (401, 200), an async authorization layer handing its user to the handler, and trace (a
+//! span per request) on sync and `async` handlers; routes outside
 //! the tower group untouched; the order against async layers; the handler's fields, body,
 //! extensions and trailers through a layer; and one answer read by Debian's curl.
 
@@ -16,6 +17,7 @@ use linerate_server::testing::{Protocol, TestClient, TestResponse, TestServer};
 use linerate_server::{
     Config, Extensions, Layer, Next, OnWorker, OwnedRequest, Request, Response, Router,
 };
+use tower_http::auth::AsyncRequireAuthorizationLayer;
 use tower_http::compression::CompressionLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::set_header::{SetRequestHeaderLayer, SetResponseHeaderLayer};
@@ -264,7 +266,8 @@ fn set_header_layers_reach_the_answer_and_the_handler() {
 }
 
 #[test]
-#[allow(deprecated)] // `bearer` is deprecated for custom validators; it is what teams use
+// tower-http deprecates `bearer` (0.6.7, "too basic"); it is still what many services use.
+#[allow(deprecated)]
 fn validate_request_header_bearer_answers_401_without_the_token() {
     let client = TestClient::new(
         Router::new()
@@ -517,4 +520,53 @@ fn curl_reads_a_compressed_answer_of_a_native_route() {
     assert!(head.contains("vary: accept-encoding"), "{head}");
     assert_eq!(body, page());
     server.stop().expect("server stops");
+}
+
+/// Who an async authorization layer found the caller to be.
+#[derive(Clone)]
+struct UserId(u32);
+
+#[test]
+// tower-http's authorizer returns `Result<http::Request<_>, http::Response<_>>`: its shape.
+#[allow(clippy::result_large_err)]
+fn an_async_authorization_layer_hands_the_user_it_found_to_the_handler() {
+    let auth = AsyncRequireAuthorizationLayer::new(
+        |mut req: http::Request<linerate_server::tower::Body>| async move {
+            // A lookup that waits, as a session store's would.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            let token = req.headers().get("authorization").map(|v| v.as_bytes());
+            if token == Some(b"Bearer seven".as_slice()) {
+                req.extensions_mut().insert(UserId(7));
+                return Ok(req);
+            }
+            Err(http::Response::builder()
+                .status(StatusCode::UNAUTHORIZED)
+                .body(linerate_server::tower::Body::default())
+                .unwrap())
+        },
+    );
+    let client = TestClient::new(
+        Router::new()
+            .get("/me", |req: &Request<'_>| {
+                let user = req
+                    .extension::<http::Extensions>()
+                    .and_then(|e| e.get::<UserId>())
+                    .map_or(0, |u| u.0);
+                format!("user {user}")
+            })
+            .tower_layer(auth),
+    );
+    for protocol in PROTOCOLS {
+        assert_eq!(get(&client, protocol, "/me").status(), 401, "{protocol:?}");
+        let ok = client
+            .get("/me")
+            .header("Authorization", "Bearer seven")
+            .protocol(protocol)
+            .send();
+        assert_eq!(
+            (ok.status(), ok.text().as_str()),
+            (200, "user 7"),
+            "{protocol:?}"
+        );
+    }
 }
