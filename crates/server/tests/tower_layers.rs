@@ -5,7 +5,8 @@
 //! (401, 200), an async authorization layer handing its user to the handler, and trace (a
 //! span per request) on sync and `async` handlers; routes outside
 //! the tower group untouched; the order against async layers; the handler's fields, body,
-//! extensions and trailers through a layer; and one answer read by Debian's curl.
+//! extensions and trailers through a layer; a body a layer inflates past
+//! `MAX_LAYERED_BODY_BYTES` (413); and one answer read by Debian's curl.
 
 use std::io::Read;
 use std::sync::Arc;
@@ -569,4 +570,72 @@ fn an_async_authorization_layer_hands_the_user_it_found_to_the_handler() {
             "{protocol:?}"
         );
     }
+}
+
+/// A tower layer that hands the route a body of `self.0` bytes, whatever came: what a
+/// request decompression layer does with a small compressed body that inflates.
+#[derive(Clone)]
+struct Inflate(usize);
+
+#[derive(Clone)]
+struct Inflated<S>(S, usize);
+
+impl<S> tower_layer::Layer<S> for Inflate {
+    type Service = Inflated<S>;
+    fn layer(&self, inner: S) -> Inflated<S> {
+        Inflated(inner, self.0)
+    }
+}
+
+impl<S, B> tower_service::Service<http::Request<B>> for Inflated<S>
+where
+    S: tower_service::Service<http::Request<Zeros>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> S::Future {
+        let n = self.1;
+        self.0.call(req.map(|_| Zeros(n)))
+    }
+}
+
+/// `self.0` zero bytes, 1 MiB a frame.
+struct Zeros(usize);
+
+impl http_body::Body for Zeros {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        let n = self.0.min(1 << 20);
+        self.0 -= n;
+        std::task::Poll::Ready((n > 0).then(|| Ok(http_body::Frame::data(vec![0; n].into()))))
+    }
+}
+
+#[test]
+fn a_body_a_layer_inflates_past_the_layered_limit_is_refused_413() {
+    let limit = linerate_server::tower::MAX_LAYERED_BODY_BYTES;
+    let length = |req: &Request<'_>| req.body().len().to_string();
+    let client = TestClient::new(
+        Router::new()
+            .group(|g| g.post("/fits", length).tower_layer(Inflate(limit)))
+            .group(|g| g.post("/over", length).tower_layer(Inflate(limit + 1))),
+    );
+    let fits = client.post("/fits").body("small").send();
+    assert_eq!((fits.status(), fits.text()), (200, limit.to_string()));
+    let over = client.post("/over").body("small").send();
+    assert_eq!(over.status(), 413);
 }
