@@ -639,3 +639,24 @@ fn a_body_a_layer_inflates_past_the_layered_limit_is_refused_413() {
     let over = client.post("/over").body("small").send();
     assert_eq!(over.status(), 413);
 }
+
+#[test]
+fn a_head_request_through_a_tower_layer_gets_the_head_only() {
+    let client = TestClient::new(
+        Router::new()
+            .get("/page", |_| Response::text_owned(page()))
+            .tower_layer(tower_tag()),
+    );
+    for protocol in PROTOCOLS {
+        let resp = client.head("/page").protocol(protocol).send();
+        assert_eq!(resp.status(), 200, "{protocol:?}");
+        assert_eq!(resp.header("x-order"), Some("tower"), "{protocol:?}");
+        assert!(resp.body().is_empty(), "{protocol:?}");
+        let len = page().len().to_string();
+        assert_eq!(
+            resp.header("content-length"),
+            Some(len.as_str()),
+            "{protocol:?}"
+        );
+    }
+}
