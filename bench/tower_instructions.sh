@@ -5,7 +5,8 @@
 #    each linerate binary given (built with `--features linerate-server/tower`, before and
 #    after the change);
 # 2. the adapter's cost: crates/server/examples/tower_layers.rs (release) serving /plaintext
-#    under no tower layer and /noop/plaintext under a no-op one (tower_layer::Identity), and a
+#    under no tower layer, /around/plaintext under a no-op async layer (the deferred chain a
+#    tower layer runs in) and /noop/plaintext under a no-op tower layer (tower_layer::Identity), and a
 #    4 KiB text answer gzipped (level 1) by linerate's own compression (/own/page) and by
 #    tower-http's CompressionLayer (/gz/page).
 # The load is the last binary's `linerate load -c 16`. Ports are the OS's, every process is
@@ -47,7 +48,7 @@ for bin in "$old" "$new"; do
     count "$bin" "$p" "$vp" "$path"
   done
 done
-for run in "/plaintext" "/noop/plaintext" "/own/page|Accept-Encoding: gzip" "/gz/page|Accept-Encoding: gzip"; do
+for run in "/plaintext" "/around/plaintext" "/noop/plaintext" "/own/page|Accept-Encoding: gzip" "/gz/page|Accept-Encoding: gzip"; do
   path=${run%%|*}
   p=$(free_port)
   valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.$p" "$example" --port "$p" --workers 1 \

@@ -4,12 +4,14 @@
 //! - `/plaintext`: a native route under no tower layer;
 //! - `/noop/plaintext`: the same under a no-op tower layer (`tower_layer::Identity`: the
 //!   adapter alone, both ways);
+//! - `/around/plaintext`: the same under a no-op async layer (`Router::around`): the deferred
+//!   chain every tower layer runs in, without the adapter;
 //! - `/own/page`: a 4 KiB text answer compressed by linerate's own compression (gzip level 1);
 //! - `/gz/page`: the same answer under tower-http's `CompressionLayer` at gzip level 1.
 //!
 //! `cargo run --example tower_layers --features tower -- --port 8080 [--workers N]`
 
-use linerate_server::{Config, OnWorker, Response, Router};
+use linerate_server::{Config, Next, OnWorker, Response, Router};
 use tower_http::CompressionLevel;
 use tower_http::compression::CompressionLayer;
 
@@ -26,6 +28,10 @@ fn app() -> Router {
         .group(|g| {
             g.get("/noop/plaintext", |_| Response::text("Hello, World!"))
                 .tower_layer(tower_layer::Identity::new())
+        })
+        .group(|g| {
+            g.get("/around/plaintext", |_| Response::text("Hello, World!"))
+                .around(|req, next: Next| next.run(req))
         })
         .group(|g| {
             g.get("/gz/page", move |_| Response::text(page))
