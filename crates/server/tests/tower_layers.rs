@@ -6,7 +6,8 @@
 //! span per request) on sync and `async` handlers; routes outside
 //! the tower group untouched; the order against async layers; the handler's fields, body,
 //! extensions and trailers through a layer; a body a layer inflates past
-//! `MAX_LAYERED_BODY_BYTES` (413); and one answer read by Debian's curl.
+//! `MAX_LAYERED_BODY_BYTES` (413); HEAD; a file answer and a streamed one with trailers
+//! through a layer; and one answer read by Debian's curl.
 
 use std::io::Read;
 use std::sync::Arc;
@@ -658,5 +659,47 @@ fn a_head_request_through_a_tower_layer_gets_the_head_only() {
             Some(len.as_str()),
             "{protocol:?}"
         );
+    }
+}
+
+#[test]
+fn a_file_answer_and_a_streamed_answers_trailers_pass_through_a_tower_layer() {
+    let path = std::env::temp_dir().join(format!("tower-layers-{}.txt", std::process::id()));
+    let content = page();
+    std::fs::write(&path, &content).expect("temp file written");
+    let file = Arc::new(std::os::fd::OwnedFd::from(
+        std::fs::File::open(&path).expect("temp file opens"),
+    ));
+    std::fs::remove_file(&path).expect("temp file removed");
+    let client = TestClient::new(
+        Router::new()
+            .get("/file", move |_| {
+                // The range from byte 10 on, as a file answer (sendfile without a layer).
+                let body = linerate_server::FileBody {
+                    file: file.clone(),
+                    offset: 10,
+                    len: (page().len() - 10) as u64,
+                };
+                Response::new(200).body(linerate_server::Body::File(body))
+            })
+            .get("/stream", |_| {
+                let (resp, writer) = Response::new(200).stream();
+                std::thread::spawn(move || {
+                    let _ = writer.write("streamed");
+                    let trailers = vec![("x-sum".into(), "8".into())];
+                    writer.end_with_trailers(trailers).expect("a valid trailer");
+                });
+                resp
+            })
+            .tower_layer(tower_tag()),
+    );
+    for protocol in PROTOCOLS {
+        let resp = get(&client, protocol, "/file");
+        assert_eq!(resp.header("x-order"), Some("tower"), "{protocol:?}");
+        assert_eq!(resp.text(), content[10..], "{protocol:?}");
+        let resp = get(&client, protocol, "/stream");
+        assert_eq!(resp.header("x-order"), Some("tower"), "{protocol:?}");
+        assert_eq!(resp.text(), "streamed", "{protocol:?}");
+        assert_eq!(resp.trailer("x-sum"), Some("8"), "{protocol:?}");
     }
 }
