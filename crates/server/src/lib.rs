@@ -134,7 +134,12 @@
 //!
 //! With the `tower` cargo feature, `tower` serves any tower `Service<http::Request<_>>` (an
 //! axum `Router`) on the engine: `Router::service(prefix, svc, spawn)` mounts one,
-//! `tower::router(svc, spawn)` serves one alone (see the module's docs).
+//! `tower::router(svc, spawn)` serves one alone (see the module's docs). And
+//! `Router::tower_layer(layer)` wraps native routes in a `tower::Layer` (tower-http's
+//! compression, timeout, body limit, set-header, trace, auth): an async layer in all but its
+//! trait, in the same order (the last added outermost, inside the router's sync layers),
+//! around a `tower::NativeRoute` service made of the rest of the route's chain. Routes under
+//! no tower layer pay nothing.
 //!
 //! With the `kv` cargo feature, `kv` is the cache-aside for handlers: a memory tier and an
 //! optional shared Redis/Valkey or memcached tier, and `X-Cache` on the answer (`kv::aside`).
@@ -223,6 +228,9 @@ pub mod testing;
 mod ticket_rotation;
 #[cfg(feature = "tower")]
 pub mod tower;
+// issue W item 3: tower layers on native routes (`Router::tower_layer`, `tower::NativeRoute`).
+#[cfg(feature = "tower")]
+mod tower_native;
 #[cfg(feature = "websocket")]
 mod ws;
 

@@ -2,6 +2,10 @@
 //! the engine: [`Router::service`] mounts one under a path prefix, for every method;
 //! [`router`] (or [`Router::from_service`]) makes a router of one alone, [`serve`] serves it. Enabled by the `tower` cargo
 //! feature; axum is not a dependency (any service of the `http` 1 types fits).
+//! [`Router::tower_layer`] wraps native routes in a tower `Layer` (tower-http's), the route
+//! being the [`NativeRoute`] service inside it: its request is made, and the layered answer
+//! sent, by the same code as a mount's (below); see that method for the order and what
+//! crosses.
 //!
 //! Owns the translation both ways, nothing of the protocol: the engine reads and frames the
 //! request (HTTP/1.1, HTTP/2, HTTP/3, TLS, sites, access rules, layers) and hands it here at
@@ -26,7 +30,9 @@
 //!   else chunked on HTTP/1.1; DATA frames on HTTP/2 and HTTP/3), the head going out before
 //!   the first piece is ready; one that runs over or ends short of its size is cut off.
 //!   HEAD requests reach the service; the engine sends the head only, with the
-//!   Content-Length the service declared. Response trailers are dropped.
+//!   Content-Length the service declared. Trailer fields follow the body (a chunked body's
+//!   trailer section over HTTP/1.1, a HEADERS frame over HTTP/2 and HTTP/3), but for those
+//!   that may not be trailers (RFC 9110 §6.5.1), which are dropped.
 //! - **Failures**: a service error, a panic, or a body error before the head is a 500; a body
 //!   error after it cuts the answer off (HTTP/1.1 closes with the chunked body incomplete,
 //!   HTTP/2 and HTTP/3 reset the stream), so a client never takes it for whole.
@@ -74,6 +80,8 @@ use crate::{Method, Version};
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 pub use crate::incoming::BodyError;
+// issue W item 3: tower layers on native routes.
+pub use crate::tower_native::{MAX_LAYERED_BODY_BYTES, NativeRoute};
 
 /// The largest answer body of known exact size sent whole (with Content-Length); a larger
 /// one is streamed, so an answer never sits in memory twice.
@@ -91,9 +99,34 @@ const METHODS: [Method; 8] = [
     Method::Trace,
 ];
 
-/// A request body as a service sees it: an [`http_body::Body`] of the pieces as they arrive.
+/// A body as a service sees it, an [`http_body::Body`] of [`Bytes`]: a mount's request body
+/// (the pieces as they arrive), and under [`Router::tower_layer`] a native route's request
+/// body (whole, with its trailer fields) and its answer's body (whole, a file read in
+/// pieces, or a [`Response::stream`] as it is written, with its trailer fields).
 #[derive(Debug)]
-pub struct Body(IncomingBody);
+pub struct Body(Inner);
+
+#[derive(Debug)]
+enum Inner {
+    /// A mount's request body, read as the client sends it.
+    Incoming(IncomingBody),
+    /// A native route's request or answer (`tower_native.rs`).
+    Native(crate::tower_native::NativeBody),
+}
+
+/// An empty body (a tower layer's own answer, such as a timeout's, is made with one).
+impl Default for Body {
+    fn default() -> Self {
+        Body(Inner::Native(Default::default()))
+    }
+}
+
+impl Body {
+    /// A native route's body (`tower_native.rs`).
+    pub(crate) fn native(body: crate::tower_native::NativeBody) -> Body {
+        Body(Inner::Native(body))
+    }
+}
 
 impl http_body::Body for Body {
     type Data = Bytes;
@@ -103,10 +136,14 @@ impl http_body::Body for Body {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        match self.0.poll_chunk(cx) {
+        let body = match &mut self.0 {
+            Inner::Incoming(body) => body,
+            Inner::Native(body) => return body.poll_frame(cx),
+        };
+        match body.poll_chunk(cx) {
             Poll::Ready(None) => {
                 let mut fields = http::HeaderMap::new();
-                for (name, value) in self.0.take_trailers() {
+                for (name, value) in body.take_trailers() {
                     // The parser admitted tokens and field values: both convert.
                     if let (Ok(n), Ok(v)) = (
                         http::HeaderName::from_bytes(&name),
@@ -122,13 +159,19 @@ impl http_body::Body for Body {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.0.is_end()
+        match &self.0 {
+            Inner::Incoming(body) => body.is_end(),
+            Inner::Native(body) => body.is_end_stream(),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        match self.0.remaining() {
-            Some(n) => SizeHint::with_exact(n),
-            None => SizeHint::default(),
+        match &self.0 {
+            Inner::Incoming(body) => match body.remaining() {
+                Some(n) => SizeHint::with_exact(n),
+                None => SizeHint::default(),
+            },
+            Inner::Native(body) => body.size_hint(),
         }
     }
 }
@@ -316,7 +359,7 @@ where
         S: HttpService<B>,
     {
         let head = view.head.method() == Method::Head;
-        let req = match request(&view, body, self.strip) {
+        let req = match request(&view, Body(Inner::Incoming(body)), self.strip) {
             Ok(req) => req,
             Err(why) => {
                 tracing::debug!(why, "request not representable for the service; 400");
@@ -383,12 +426,13 @@ async fn answer<B: AnswerBody>(
     }
 }
 
-/// The `http` request for `view`, its body to come through `body`, its path without the
-/// mount's first `strip` bytes. The head's bytes are copied once; the URI's parts and the
-/// field values are slices of that copy.
-fn request(
+/// The `http` request for `view` with `body`, its path without the mount's first `strip`
+/// bytes. The head's bytes are copied once; the URI's parts and the field values are slices
+/// of that copy. A mount's requests and those of native routes under a tower layer
+/// (`tower_native.rs`) are made here.
+pub(crate) fn request(
     view: &HeadView<'_>,
-    body: IncomingBody,
+    body: Body,
     strip: usize,
 ) -> Result<http::Request<Body>, &'static str> {
     let head = view.head;
@@ -443,7 +487,7 @@ fn request(
     } else {
         self::uri(&bytes, scheme, authority, path, query)?
     };
-    let mut out = http::Request::new(Body(body));
+    let mut out = http::Request::new(body);
     *out.method_mut() = method;
     *out.uri_mut() = uri;
     *out.version_mut() = match head.version() {
@@ -572,11 +616,46 @@ fn content_type(value: &str) -> Cow<'static, str> {
     })
 }
 
-/// Sends the service's answer: its head, then its body whole or streamed. To a HEAD
-/// request (`head`), the length the service declared is kept (RFC 9110 §9.3.2: the fields
-/// GET would have).
+/// Sends the service's answer: its head, then its body whole or streamed (see [`convert`]).
 async fn send<B: AnswerBody>(res: Responder, resp: http::Response<B>, head: bool) {
     let (parts, body) = resp.into_parts();
+    let mut body = std::pin::pin!(body);
+    match convert(parts, body.as_mut(), head).await {
+        Converted::Whole(out) => res.send(out),
+        Converted::Streamed(out, rest) => {
+            res.send(out);
+            rest.pump(body).await;
+        }
+    }
+}
+
+/// What [`convert`] made of a service's answer.
+pub(crate) enum Converted {
+    /// The whole answer: its body was over, or small, or it failed (a 500).
+    Whole(Response),
+    /// The answer with a streamed body, and what goes on to feed it ([`Rest::pump`]) once
+    /// the answer is sent.
+    Streamed(Response, Rest),
+}
+
+/// The rest of a streamed answer: its writer, and the pieces read before the head went.
+pub(crate) struct Rest {
+    writer: crate::streaming::BodyWriter,
+    first: Vec<u8>,
+    /// A HEAD request's answer of a declared length: nothing more is written.
+    head_only: bool,
+}
+
+/// The answer `parts` and `body` make, as the engine sends it: status and fields (the
+/// hop-by-hop and the engine's own dropped), then the body whole (over at once, or of known
+/// size up to [`INLINE_BODY_BYTES`]) or streamed. To a HEAD request (`head`), the length the
+/// service declared is kept (RFC 9110 §9.3.2: the fields GET would have). The body is polled
+/// here until the head can go; a [`Converted::Streamed`] answer's [`Rest`] reads the rest.
+pub(crate) async fn convert<B: AnswerBody>(
+    parts: http::response::Parts,
+    mut body: Pin<&mut B>,
+    head: bool,
+) -> Converted {
     let mut out = Response::new(parts.status.as_u16());
     let connection = parts.headers.get_all(http::header::CONNECTION);
     for (name, value) in &parts.headers {
@@ -596,11 +675,10 @@ async fn send<B: AnswerBody>(res: Responder, resp: http::Response<B>, head: bool
             Err(e) => {
                 // `try_header` consumed the answer: rebuild it is not possible, so refuse.
                 tracing::error!(%name, error = %e, "service set an invalid field; answering 500");
-                return res.send(crate::app::dispatch::text_status(500));
+                return Converted::Whole(crate::app::dispatch::text_status(500));
             }
         };
     }
-    let mut body = std::pin::pin!(body);
     if head {
         let declared = parts
             .headers
@@ -609,16 +687,21 @@ async fn send<B: AnswerBody>(res: Responder, resp: http::Response<B>, head: bool
         if let Some(n) = declared {
             // A streamed answer of that length: the engine sends its head only.
             let (out, writer) = out.stream_sized(n);
-            res.send(out);
-            return drop(writer);
+            let rest = Rest {
+                writer,
+                first: Vec::new(),
+                head_only: true,
+            };
+            return Converted::Streamed(out, rest);
         }
     }
     if body.is_end_stream() {
-        return res.send(out);
+        return Converted::Whole(out);
     }
     let exact = body.size_hint().exact();
     let small = exact.is_some_and(|n| n <= INLINE_BODY_BYTES as u64);
     let mut whole = Vec::new();
+    let mut trailers = None;
     // Pieces that are ready now: all of a small body of known size, else as long as they
     // come without waiting (the head goes out before a piece the service is still making).
     loop {
@@ -630,25 +713,32 @@ async fn send<B: AnswerBody>(res: Responder, resp: http::Response<B>, head: bool
         .await;
         match frame {
             Some(Some(Ok(frame))) => {
-                if let Ok(mut data) = frame.into_data() {
-                    while data.has_remaining() {
-                        let chunk = data.chunk();
-                        whole.extend_from_slice(chunk);
-                        let n = chunk.len();
-                        data.advance(n);
+                match frame.into_data() {
+                    Ok(mut data) => {
+                        while data.has_remaining() {
+                            let chunk = data.chunk();
+                            whole.extend_from_slice(chunk);
+                            let n = chunk.len();
+                            data.advance(n);
+                        }
                     }
+                    Err(frame) => trailers = frame.into_trailers().ok(),
                 }
                 if body.is_end_stream() {
-                    return res.send(out.body(crate::Body::Owned(whole)));
+                    let out = out.body(crate::Body::Owned(whole));
+                    return Converted::Whole(with_trailers(out, trailers.as_ref()));
                 }
                 if !small && whole.len() > INLINE_BODY_BYTES {
                     break;
                 }
             }
-            Some(None) => return res.send(out.body(crate::Body::Owned(whole))),
+            Some(None) => {
+                let out = out.body(crate::Body::Owned(whole));
+                return Converted::Whole(with_trailers(out, trailers.as_ref()));
+            }
             Some(Some(Err(e))) => {
                 tracing::error!(error = %e, "service's answer body failed; answering 500");
-                return res.send(crate::app::dispatch::text_status(500));
+                return Converted::Whole(crate::app::dispatch::text_status(500));
             }
             None => break,
         }
@@ -659,33 +749,94 @@ async fn send<B: AnswerBody>(res: Responder, resp: http::Response<B>, head: bool
         Some(n) => out.stream_sized(n),
         None => out.stream(),
     };
-    res.send(out);
-    if !whole.is_empty() && writer.send(&whole).await.is_err() {
-        return; // the client is gone (or the size was wrong): the body is dropped unfinished
+    let rest = Rest {
+        writer,
+        first: whole,
+        head_only: false,
+    };
+    Converted::Streamed(out, rest)
+}
+
+/// The trailer fields of `map` an answer may carry: those that are valid and may be
+/// trailers (RFC 9110 §6.5.1); any other is dropped, with a log line.
+fn trailer_fields(map: &http::HeaderMap) -> crate::Trailers {
+    let mut fields = Vec::with_capacity(map.len());
+    for (name, value) in map {
+        let value = std::str::from_utf8(value.as_bytes());
+        let Some(value) = value
+            .ok()
+            .filter(|v| crate::response::check_trailer(name.as_str(), v).is_ok())
+        else {
+            tracing::debug!(%name, "service's answer has a trailer field it may not have; dropped");
+            continue;
+        };
+        fields.push((field_name(name), Cow::Owned(value.to_string())));
     }
-    drop(whole);
-    loop {
-        let frame = poll_fn(|cx| body.as_mut().poll_frame(cx))
-            .await
-            .map(|r| r.map_err(Into::<BoxError>::into));
-        match frame {
-            Some(Ok(frame)) => {
-                let Ok(mut data) = frame.into_data() else {
-                    continue; // trailers: not sent
-                };
-                while data.has_remaining() {
-                    let chunk = data.chunk();
-                    if writer.send(chunk).await.is_err() {
-                        return;
+    fields
+}
+
+/// `out` with the trailer fields of `map` ([`trailer_fields`]).
+fn with_trailers(mut out: Response, map: Option<&http::HeaderMap>) -> Response {
+    if let Some(map) = map {
+        let fields = trailer_fields(map);
+        if !fields.is_empty() {
+            out.trailers = Some(Box::new(fields));
+        }
+    }
+    out
+}
+
+impl Rest {
+    /// Writes the rest of `body` into the answer sent with this writer: what was read
+    /// before the head went, then each piece as it comes. A body error cuts the answer off.
+    pub(crate) async fn pump<B: AnswerBody>(self, mut body: Pin<&mut B>) {
+        let Rest {
+            writer,
+            first,
+            head_only,
+        } = self;
+        if head_only {
+            return drop(writer);
+        }
+        if !first.is_empty() && writer.send(&first).await.is_err() {
+            return; // the client is gone (or the size was wrong): the body is dropped unfinished
+        }
+        drop(first);
+        let mut trailers = None;
+        loop {
+            let frame = poll_fn(|cx| body.as_mut().poll_frame(cx))
+                .await
+                .map(|r| r.map_err(Into::<BoxError>::into));
+            match frame {
+                Some(Ok(frame)) => {
+                    let mut data = match frame.into_data() {
+                        Ok(data) => data,
+                        Err(frame) => {
+                            trailers = frame.into_trailers().ok();
+                            continue;
+                        }
+                    };
+                    while data.has_remaining() {
+                        let chunk = data.chunk();
+                        if writer.send(chunk).await.is_err() {
+                            return;
+                        }
+                        let n = chunk.len();
+                        data.advance(n);
                     }
-                    let n = chunk.len();
-                    data.advance(n);
                 }
-            }
-            None => return writer.end(),
-            Some(Err(e)) => {
-                tracing::error!(error = %e, "service's answer body failed; cutting it off");
-                return writer.abort();
+                None => {
+                    let fields = trailers.as_ref().map(trailer_fields).unwrap_or_default();
+                    if fields.is_empty() {
+                        return writer.end();
+                    }
+                    // Checked already: none is refused.
+                    return writer.end_with_trailers(fields).unwrap_or(());
+                }
+                Some(Err(e)) => {
+                    tracing::error!(error = %e, "service's answer body failed; cutting it off");
+                    return writer.abort();
+                }
             }
         }
     }
@@ -710,7 +861,7 @@ mod tests {
             tls,
         };
         let (_feed, body) = crate::app::incoming::incoming(Some(0), None);
-        request(&view, body, strip).expect("representable")
+        request(&view, Body(Inner::Incoming(body)), strip).expect("representable")
     }
 
     #[test]

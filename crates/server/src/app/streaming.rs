@@ -104,6 +104,9 @@ struct State {
     owed: Option<u64>,
     /// The trailer fields the writer ended with ([`BodyWriter::end_with_trailers`]).
     trailers: Option<Box<Trailers>>,
+    /// A reader other than the worker waiting for pieces (a native route's answer read by a
+    /// tower layer, [`Chan::poll_take`]): woken where the worker would be told.
+    reader: Option<Waker>,
 }
 
 impl State {
@@ -160,7 +163,13 @@ impl Chan {
             return;
         }
         let Some(link) = &s.link else {
-            return; // not placed yet: the worker takes what is here when it places the head
+            // Not placed yet: the worker takes what is here when it places the head; a
+            // reader of its own is woken instead.
+            if let Some(w) = s.reader.take() {
+                drop(s);
+                w.wake();
+            }
+            return;
         };
         let inbox = link.inbox.clone();
         s.queued = true;
@@ -249,6 +258,28 @@ impl Chan {
         }
     }
 
+    /// A reader that is not the worker (the tower adapter, `tower_native.rs`): what was
+    /// written since the last take (the writer woken for more), `Ready(None)` once it ended
+    /// with nothing left, `Ready(Some(Err))` when it was cut off; otherwise `cx` is woken at
+    /// the next write or end. Never linked to a worker, so every piece comes here.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    pub(crate) fn poll_take(&self, cx: &mut Context<'_>) -> Poll<Option<Result<Vec<u8>, Finish>>> {
+        let mut s = self.lock();
+        if !s.buf.is_empty() {
+            let piece = std::mem::take(&mut s.buf);
+            self.wake_writer(s);
+            return Poll::Ready(Some(Ok(piece)));
+        }
+        match s.finish {
+            Finish::Ended => Poll::Ready(None),
+            Finish::Aborted => Poll::Ready(Some(Err(Finish::Aborted))),
+            Finish::Open => {
+                s.reader = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+
     /// The worker: the trailer fields the body ended with, once it ended.
     pub(crate) fn take_trailers(&self) -> Option<Box<Trailers>> {
         self.lock().trailers.take()
@@ -309,6 +340,7 @@ fn channel_of(length: Option<u64>) -> (StreamBody, BodyWriter) {
             last_write: Instant::now(),
             owed: length,
             trailers: None,
+            reader: None,
         }),
         room: Condvar::new(),
     });
