@@ -56,8 +56,9 @@ impl Router {
     /// `.tower_layer(CompressionLayer::new()).around(auth).timeout(d)` the timeout is
     /// outermost, `auth` next, and compression sees the handler's answer first. A route under
     /// one is served the deferred way, as under [`Router::around`] (its body read whole, up to
-    /// its limit, before the layer sees it; the same route kinds only); routes outside the
-    /// group pay nothing.
+    /// its limit, before the layer sees it; on a streaming or gRPC route, whose chain runs at the
+    /// head, the layers see an empty body and the body flows to the handler after them); routes
+    /// outside the group pay nothing.
     ///
     /// The layered service is made once (`layer.layer(NativeRoute)`) and cloned for each
     /// request, whose clone is polled ready, then called (axum does the same per request):

@@ -782,3 +782,42 @@ fn a_streaming_upload_over_http2_under_an_awaiting_layer_is_held_by_flow_control
     assert_eq!(text, format!("streamed {TOTAL}"));
     server.stop().unwrap();
 }
+
+/// A tower layer is an async layer in all but its trait (`Router::tower_layer`), so it covers
+/// gRPC routes as `around` does: tower-http's bearer check (what a tonic team puts over its
+/// services as a tower layer) refuses a call UNAUTHENTICATED, trailers-only, and lets a good
+/// one through to unary, client-streaming and server-streaming methods alike.
+#[cfg(feature = "tower")]
+#[test]
+fn a_tower_auth_layer_over_grpc_routes_passes_or_ends_the_call_unauthenticated() {
+    use tower_http::validate_request::ValidateRequestHeaderLayer;
+    let calls = Arc::new(AtomicUsize::new(0));
+    #[allow(deprecated)] // `bearer` is tower-http's own, deprecated for custom validators only
+    let auth = ValidateRequestHeaderLayer::bearer("good");
+    let router = Router::new().grpc(Sums(calls.clone())).tower_layer(auth);
+    let c = TestClient::new(router).http2();
+    let good = [("authorization", "Bearer good")];
+    let r = call(&c, ADD, frames(&[ab(2, 3)]), &good);
+    assert_eq!((status(&r).0.as_str(), replies(r.body())), ("0", vec![5]));
+    let r = call(&c, TOTAL, frames(&[ab(1, 2), ab(3, 4)]), &good);
+    assert_eq!((status(&r).0.as_str(), replies(r.body())), ("0", vec![10]));
+    let r = call(&c, COUNT_UP, frames(&[ab(3, 0)]), &good);
+    assert_eq!(
+        (status(&r).0.as_str(), replies(r.body())),
+        ("0", vec![1, 2, 3])
+    );
+    for path in [ADD, TOTAL, COUNT_UP] {
+        let r = call(
+            &c,
+            path,
+            frames(&[ab(1, 1)]),
+            &[("authorization", "Bearer bad")],
+        );
+        assert_trailers_only(&r, Code::Unauthenticated, path);
+    }
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        3,
+        "no handler ran for a refused call"
+    );
+}
