@@ -53,7 +53,7 @@ sql() { "$PSQL" -X -qAt -v ON_ERROR_STOP=1 "$DATABASE_URL" -c "$1"; }
 for spec in "$@"; do
     name=${spec%%=*} bin=${spec#*=}
     echo "== $name ($bin)"
-    "$PSQL" -X -q -v ON_ERROR_STOP=1 "$DATABASE_URL" -c 'DROP TABLE IF EXISTS transfers, accounts' \
+    PGOPTIONS="-c client_min_messages=warning" "$PSQL" -X -q -v ON_ERROR_STOP=1 "$DATABASE_URL" -c 'DROP TABLE IF EXISTS transfers, accounts' \
         -f bench/bank/schema.sql -f bench/bank/seed.sql -v accounts=100 -v balance=100000
     start_redis
     port=$(free_port)
