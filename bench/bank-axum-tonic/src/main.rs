@@ -160,7 +160,9 @@ struct Ledger {
     writers: Vec<Mutex<Conn>>,
     next: AtomicUsize,
     redis: redis::Client,
-    tokens: Mutex<Option<MultiplexedConnection>>,
+    /// The Redis connection and its number: a failed call drops the one it used, never a
+    /// newer one (as the linerate side's `Slot`).
+    tokens: Mutex<(u64, Option<MultiplexedConnection>)>,
 }
 
 type AppState = Arc<Ledger>;
@@ -207,29 +209,35 @@ impl Ledger {
             .filter(|t| !t.is_empty())
             .ok_or(BankError::Unauthenticated)?;
         let key = format!("bank:token:{token}");
+        let mut used = None;
         let ask = async {
-            let mut conn = {
+            let (number, mut conn) = {
                 let mut slot = self.tokens.lock().await;
-                match slot.as_ref() {
-                    Some(c) => c.clone(),
-                    None => slot.insert(self.redis.get_multiplexed_async_connection().await?).clone(),
+                match &slot.1 {
+                    Some(c) => (slot.0, c.clone()),
+                    None => {
+                        let c = self.redis.get_multiplexed_async_connection().await?;
+                        slot.0 += 1;
+                        slot.1 = Some(c.clone());
+                        (slot.0, c)
+                    }
                 }
             };
+            used = Some(number);
             redis::cmd("GET").arg(&key).query_async::<Option<String>>(&mut conn).await
         };
-        match tokio::time::timeout(REDIS_TIMEOUT, ask).await {
-            Ok(Ok(Some(owner))) => Ok(owner),
-            Ok(Ok(None)) => Err(BankError::Unauthenticated),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "Redis failed");
-                self.tokens.lock().await.take();
-                Err(BankError::Unavailable("the token store"))
-            }
-            Err(_) => {
-                self.tokens.lock().await.take();
-                Err(BankError::Unavailable("the token store"))
-            }
+        let failed = match tokio::time::timeout(REDIS_TIMEOUT, ask).await {
+            Ok(Ok(Some(owner))) => return Ok(owner),
+            Ok(Ok(None)) => return Err(BankError::Unauthenticated),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "no answer in time".to_string(),
+        };
+        tracing::warn!(error = %failed, "Redis failed");
+        let mut slot = self.tokens.lock().await;
+        if used == Some(slot.0) {
+            slot.1 = None;
         }
+        Err(BankError::Unavailable("the token store"))
     }
 }
 
@@ -303,7 +311,7 @@ fn main() {
             writers,
             next: AtomicUsize::new(0),
             redis,
-            tokens: Mutex::new(None),
+            tokens: Mutex::new((0, None)),
         });
         let rest = Router::new()
             .route("/accounts/{id}", get(get_account))
