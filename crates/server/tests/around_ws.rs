@@ -3,8 +3,9 @@
 //! an upgrade with the token is accepted (its 101 or 200 seen by the layer's after-code, with
 //! the layer's field) and echoes, the accept function seeing the layer's extension; one
 //! without the token gets the layer's 401 and no upgrade (HTTP/1.1: the connection closes
-//! after it; HTTP/2: the stream ends, the connection serves on); a route timeout answers 503
-//! in place of the upgrade. Python's `websockets` client, where the environment names one
+//! after it; HTTP/2: the stream ends, the connection serves on); a layer that changes the
+//! accepted 101's status cancels the upgrade; a route timeout answers 503 in place of the
+//! upgrade. Python's `websockets` client, where the environment names one
 //! (`LINERATE_WS_PYTHON`), connects through the layer too.
 
 use std::io::{Read, Write};
@@ -18,7 +19,7 @@ mod common;
 use linerate_hpack as hpack;
 use linerate_server::testing::TestServer;
 use linerate_server::websocket::{Message, WsHandler, WsOut};
-use linerate_server::{Next, OwnedRequest, Response, Router};
+use linerate_server::{Extensions, Layer, Next, OwnedRequest, Response, Router};
 
 /// Who the bearer layer let in: the extension its accept function reads.
 #[derive(Clone, Debug)]
@@ -48,7 +49,7 @@ struct Seen {
 /// secret`, or `?token=secret` for clients that cannot set fields), and a plain route.
 /// `/slow` waits past its route timeout in the layer.
 fn router(seen: &Arc<Seen>) -> Router {
-    let (s1, s2) = (seen.clone(), seen.clone());
+    let (s1, s2, s3) = (seen.clone(), seen.clone(), seen.clone());
     let bearer = move |mut req: OwnedRequest, next: Next| {
         let seen = s1.clone();
         async move {
@@ -73,6 +74,18 @@ fn router(seen: &Arc<Seen>) -> Router {
             next.run(req).await
         })
         .timeout(Duration::from_millis(100));
+    // A layer that turns the accepted handshake's 101 into a 403 after `next`.
+    let vetoed = Router::new()
+        .ws("/vetoed", move |_, _| {
+            s3.accepts.fetch_add(1, Ordering::SeqCst);
+            Ok(Echo("vetoed".into()))
+        })
+        .around(|req: OwnedRequest, next: Next| async move { next.run(req).await.status(403) });
+    // The same from a sync layer's `after`, outside the async one.
+    let vetoed_sync = Router::new()
+        .ws("/vetoed-sync", |_, _| Ok(Echo("vetoed".into())))
+        .around(|req: OwnedRequest, next: Next| next.run(req))
+        .layer(VetoAfter);
     Router::new()
         .ws("/ws", move |req, _| {
             s2.accepts.fetch_add(1, Ordering::SeqCst);
@@ -84,6 +97,20 @@ fn router(seen: &Arc<Seen>) -> Router {
         .get("/plain", |_| Response::text("plain"))
         .around(bearer)
         .merge(slow)
+        .merge(vetoed)
+        .merge(vetoed_sync)
+}
+
+/// A sync layer that turns every answer into a 403 on its way out.
+struct VetoAfter;
+
+impl Layer for VetoAfter {
+    fn before(&self, _: &linerate_server::Request<'_>, _: &mut Extensions) -> Option<Response> {
+        None
+    }
+    fn after(&self, _: &Extensions, resp: &mut Response) {
+        resp.set_status(403);
+    }
 }
 
 fn server(seen: &Arc<Seen>) -> TestServer {
@@ -180,6 +207,38 @@ fn an_upgrade_without_the_token_gets_the_layers_401_and_no_upgrade_over_http1() 
     s.read_to_end(&mut rest).unwrap();
     assert_eq!(rest, b"no token\n");
     assert_eq!(seen.accepts.load(Ordering::SeqCst), 0, "never accepted");
+}
+
+#[test]
+fn a_layer_that_changes_the_accepted_101s_status_cancels_the_upgrade() {
+    let seen = Arc::new(Seen::default());
+    let server = server(&seen);
+    let mut s = connect(server.addr());
+    let head = handshake(&mut s, "/vetoed", "Authorization: Bearer secret\r\n");
+    assert!(head.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{head}");
+    assert!(
+        !head.to_ascii_lowercase().contains("upgrade: websocket"),
+        "{head}"
+    );
+    assert_eq!(
+        seen.accepts.load(Ordering::SeqCst),
+        1,
+        "accepted, then vetoed"
+    );
+    // No WebSocket: the connection closes after the answer, whatever the client sends.
+    let _ = s.write_all(&common::masked_frame(0x81, b"hello"));
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "no frame: {rest:x?}");
+    let mut c = H2::connect(server.h2c_addr().unwrap());
+    let answer = c.open(1, "/vetoed", &[("authorization", "Bearer secret")]);
+    assert_eq!(status(&answer), "403", "{answer:?}");
+    // A sync layer's `after`, outside the async layers, changes it the same way.
+    let mut s = connect(server.addr());
+    let head = handshake(&mut s, "/vetoed-sync", "Authorization: Bearer secret\r\n");
+    assert!(head.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{head}");
+    let answer = c.open(3, "/vetoed-sync", &[("authorization", "Bearer secret")]);
+    assert_eq!(status(&answer), "403", "{answer:?}");
 }
 
 #[test]

@@ -213,7 +213,7 @@ impl AppIo {
         let mut resp = match resp {
             // An accepted handshake's 101 is the one answer of that status the worker
             // sends: it hands the connection over with it (`websocket/chained.rs`).
-            Some(resp) if upgrade.is_some() => resp,
+            Some(resp) if upgrade.is_some() && resp.status == 101 => resp,
             Some(mut resp) => {
                 dispatch::guard(&mut resp);
                 resp

@@ -1311,7 +1311,9 @@ impl<B: Backend> Worker<B> {
             let (token, id, resp, head, upgrade) =
                 self.io.app.finish(&sh.app, &self.io.sites.sites, d);
             if let Some(up) = upgrade {
-                self.with(token, sh, |_, p| ws::accepted_late(*up, id, resp, p));
+                self.with(token, sh, |live, p| {
+                    ws::accepted_late(live, *up, id, resp, p)
+                });
                 continue;
             }
             if let crate::Body::Stream(_) = resp.body {

@@ -106,15 +106,26 @@ pub(super) fn hand_over<B: super::Backend>(live: &mut Live, p: &mut Parts<'_, B>
 /// to request `id`, `websocket/chained.rs`): it is handed over as one accepted in the call
 /// is, with the answer's fields as the layers left them. The connection waited for it: over
 /// HTTP/1.1 reading nothing after the handshake (`Decision::Relay { upgrade }`), over
-/// HTTP/2 with the stream deferred.
+/// HTTP/2 with the stream deferred. An answer whose status is no longer the switch (a sync
+/// layer's `after` changed it) goes out as any answer, the handler dropped unopened.
 #[cold]
 #[inline(never)]
 pub(super) fn accepted_late<B: super::Backend>(
+    live: &mut Live,
     mut up: Upgrade,
     id: u64,
     resp: crate::Response,
     p: &mut Parts<'_, B>,
 ) {
+    let switching = if matches!(live.conn, Proto::H1(_)) {
+        101
+    } else {
+        200
+    };
+    if resp.status != switching {
+        live.conn.complete(id, resp, p.cx);
+        return;
+    }
     up.id = id;
     up.fields = (resp.headers.iter())
         .map(|(n, v)| (n.to_string(), v.to_string()))

@@ -34,6 +34,7 @@ pub(super) fn hand_over<B: super::Backend>(_live: &mut Live, p: &mut Parts<'_, B
 #[cold]
 #[inline(never)]
 pub(super) fn accepted_late<B: super::Backend>(
+    _live: &mut Live,
     up: Upgrade,
     _id: u64,
     _resp: crate::Response,
