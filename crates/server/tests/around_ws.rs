@@ -6,7 +6,8 @@
 //! after it; HTTP/2: the stream ends, the connection serves on); a layer that changes the
 //! accepted 101's status cancels the upgrade; a route timeout answers 503 in place of the
 //! upgrade. Python's `websockets` client, where the environment names one
-//! (`LINERATE_WS_PYTHON`), connects through the layer too.
+//! (`LINERATE_WS_PYTHON`), and headless Chromium over its HTTP/2 connection (where installed)
+//! go through the layer too.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -493,4 +494,125 @@ asyncio.run(main(sys.argv[1]))
     );
     println!("{stdout}");
     assert_eq!(stdout, "refused: 401\necho: alice: hi from python\n");
+}
+
+/// The page Chromium loads: a WebSocket without the token (refused: the browser sees a
+/// failed connection), then one with it (echoed, closed cleanly); what it saw is posted back.
+const PAGE: &str = r#"<!doctype html><meta charset="utf-8"><title>ws under a layer</title>
+<script>
+const seen = [];
+const report = () => fetch("/report", { method: "POST", body: seen.join("|") });
+const bad = new WebSocket("wss://" + location.host + "/ws");
+bad.onopen = () => seen.push("opened without the token");
+bad.onclose = e => {
+  seen.push("refused:" + e.code);
+  const ws = new WebSocket("wss://" + location.host + "/ws?token=secret");
+  ws.onopen = () => ws.send("hello over h2");
+  ws.onmessage = e => {
+    seen.push("text:" + e.data);
+    ws.close(1000, "done");
+  };
+  ws.onclose = e => {
+    seen.push("close:" + e.code + ":" + e.wasClean);
+    report();
+  };
+};
+</script>"#;
+
+/// A throwaway certificate for 127.0.0.1 (openssl), or `None` with a NOT RUN line.
+fn certificate(dir: &std::path::Path) -> Option<linerate_server::config::CertPair> {
+    std::fs::create_dir_all(dir).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let made = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+        .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
+        .args(["-subj", "/CN=localhost", "-addext"])
+        .arg("subjectAltName=IP:127.0.0.1,DNS:localhost")
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !made {
+        println!("NOT RUN: no openssl to make a throwaway certificate");
+        return None;
+    }
+    Some(linerate_server::config::CertPair { cert, key })
+}
+
+/// Chromium over the HTTP/2 connection that loaded its page (extended CONNECT): the bearer
+/// layer (the token in the query, as a browser cannot set fields) refuses the first
+/// WebSocket and lets the second through to the accept function, which sees its user and an
+/// HTTP/2 request.
+#[test]
+fn chromium_is_refused_then_echoed_through_the_layer_over_http2() {
+    let dir = std::env::temp_dir().join(format!("linerate-around-ws-{}", std::process::id()));
+    let Some(cert) = certificate(&dir) else {
+        return;
+    };
+    let (tx, report) = std::sync::mpsc::channel::<String>();
+    let tx = std::sync::Mutex::new(tx);
+    let versions = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = versions.clone();
+    let ws = Router::new()
+        .ws("/ws", move |req, _| {
+            seen.lock().unwrap().push(format!("{:?}", req.version()));
+            let user = req.extension::<User>().map(|u| u.0.clone());
+            Ok(Echo(user.unwrap_or_else(|| "nobody".into())))
+        })
+        .around(|mut req: OwnedRequest, next: Next| async move {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            if req.query_param("token").as_deref() != Some("secret") {
+                return Response::text("no token\n").status(401);
+            }
+            req.extensions_mut().insert(User("alice".into()));
+            next.run(req).await
+        });
+    let router = Router::new()
+        .get("/", |_| {
+            Response::text(PAGE).content_type("text/html; charset=utf-8")
+        })
+        .post("/report", move |req| {
+            let _ = tx
+                .lock()
+                .unwrap()
+                .send(String::from_utf8_lossy(req.body()).into_owned());
+            Response::new(204)
+        })
+        .merge(ws);
+    let config = linerate_server::Config {
+        tls: Some(linerate_server::TlsConfig {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            cert: Some(cert),
+            ktls: false,
+            key_update_bytes: linerate_server::tls::TLS_KEY_UPDATE_BYTES,
+            http2: true,
+            options: Default::default(),
+        }),
+        ..TestServer::config()
+    };
+    let server = TestServer::start_with(config, router).expect("server starts");
+    let url = format!("https://{}/", server.tls_addr().unwrap());
+    let profile = dir.join("profile");
+    let Some(_browser) = common::chromium_with(&url, &profile, &["--ignore-certificate-errors"])
+    else {
+        let _ = std::fs::remove_dir_all(&dir);
+        return; // NOT RUN, said
+    };
+    let got = report
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the page reports within the limit");
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("chromium saw: {got}");
+    assert_eq!(
+        got,
+        "refused:1006|text:alice: hello over h2|close:1000:true"
+    );
+    assert_eq!(
+        *versions.lock().unwrap(),
+        ["Http2"],
+        "accepted once, over h2"
+    );
 }
