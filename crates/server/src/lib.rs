@@ -83,12 +83,14 @@
 //! Middleware that must wait is an [`Around`] layer ([`Router::around`]): an
 //! `async fn(OwnedRequest, Next) -> impl IntoResponse` that runs code before and after
 //! [`Next::run`], may answer without calling it, and may await anything on the worker's
-//! tokio runtime. Every kind of route can be under one but WebSocket: sync and `async`
-//! handlers and [`Router::deferred`] routes are served the deferred way (body read whole,
-//! then the chain); streamed-body routes (`deferred_incoming`, `streaming`) and gRPC methods
-//! run the chain on the request's head, the body held back (bounded) until the handler
-//! takes it, and on a gRPC route a layer's HTTP answer becomes the gRPC status it means
-//! (401 → UNAUTHENTICATED, trailers-only). Routes under none keep the sync path.
+//! tokio runtime. Every kind of route can be under one: sync and `async` handlers and
+//! [`Router::deferred`] routes are served the deferred way (body read whole, then the
+//! chain); streamed-body routes (`deferred_incoming`, `streaming`) and gRPC methods run the
+//! chain on the request's head, the body held back (bounded) until the handler takes it,
+//! and on a gRPC route a layer's HTTP answer becomes the gRPC status it means (401 →
+//! UNAUTHENTICATED, trailers-only); a WebSocket route's chain runs on the handshake and ends
+//! in its accept function, the layers seeing the 101 (over HTTP/2 the 200), and a layer's
+//! 401 refuses the upgrade. Routes under none keep the sync path.
 //! [`Router::route_layer`] puts a sync layer on the routes registered so far only (axum's
 //! `route_layer`: never on the server's 404 or 405). A router's sync layers are outside all
 //! async ones. A group (or a group of one route) has its own [`Router::timeout`] (the future

@@ -6,7 +6,8 @@
 //! route timeout as DEADLINE_EXCEEDED (a streaming method's future dropped with it); a sync
 //! layer's early answer on a gRPC route; a streaming upload held by an awaiting layer without
 //! being buffered, over HTTP/1.1 and HTTP/2; an async layer's early answer leaving the
-//! connection as a sync layer's does; `route_layer`; WebSocket routes still refused.
+//! connection as a sync layer's does; `route_layer`. WebSocket routes under async layers:
+//! tests/around_ws.rs.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -17,8 +18,8 @@ use linerate_server::grpc::{self, Code, Status, Streaming};
 use linerate_server::sse::{Event, Sse};
 use linerate_server::testing::{Protocol, TestClient, TestResponse, TestServer};
 use linerate_server::{
-    BodySink, Config, Extensions, IncomingBody, Layer, Method, Next, OnWorker, OwnedRequest,
-    Request, Response, Router,
+    BodySink, Extensions, IncomingBody, Layer, Method, Next, OnWorker, OwnedRequest, Request,
+    Response, Router,
 };
 use prost::Message as _;
 
@@ -496,31 +497,6 @@ fn a_unary_calls_body_over_the_message_limit_under_an_async_layer_is_resource_ex
     // Two messages in a unary call: INTERNAL, from the method's own reading.
     let r = call(&c, ADD, frames(&[ab(1, 1), ab(2, 2)]), &[]);
     assert_trailers_only(&r, Code::Internal, "two messages");
-}
-
-#[test]
-fn a_websocket_route_under_an_async_layer_is_still_refused_when_the_table_is_finished() {
-    let router = Router::new()
-        .ws("/ws", |_, _| Err::<NoWs, _>(Response::new(403)))
-        .around(gate);
-    let err = TestClient::with_config(Config::default(), router).expect_err("refused");
-    assert!(
-        err.to_string()
-            .contains("GET /ws is a WebSocket route under an async layer"),
-        "{err}"
-    );
-}
-
-/// A WebSocket handler never made (the accept function refuses).
-struct NoWs;
-
-impl linerate_server::websocket::WsHandler for NoWs {
-    fn on_message(
-        &mut self,
-        _: linerate_server::websocket::Message<'_>,
-        _: &mut linerate_server::websocket::WsOut<'_>,
-    ) {
-    }
 }
 
 /// Counts the requests its `before` sees.

@@ -182,6 +182,18 @@ impl Chain {
         };
         next.run(req)
     }
+
+    /// Runs the whole chain on `req`, whose body (if any) is in it: a WebSocket route's way
+    /// in (`websocket/chained.rs`).
+    #[cfg_attr(not(feature = "websocket"), allow(dead_code))]
+    pub(crate) fn run(self: &Arc<Chain>, req: OwnedRequest) -> ResponseFuture {
+        let next = Next {
+            chain: self.clone(),
+            at: 0,
+            body: None,
+        };
+        next.run(req)
+    }
 }
 
 /// The answer to a panic: 500, closing the connection, with one log line.

@@ -2,6 +2,9 @@
 //! route beside sync and `async` handlers: what ends such a chain ([`Kind`]), and the head
 //! chain, which runs the layers on the request's head before its body flows.
 //!
+//! (A WebSocket route's chain, which ends in its accept function, is
+//! `websocket/chained.rs`'s.)
+//!
 //! A deferred route's chain runs the deferred way (body read whole, then the chain, as for
 //! sync handlers); a streamed-body route (`deferred_incoming`, a streaming [`BodySink`], a
 //! gRPC method) becomes a `deferred_incoming` route whose chain runs at the head: the body
@@ -43,6 +46,12 @@ pub(crate) enum Kind {
     /// A unary gRPC method: its body read at the end of the chain.
     #[cfg(feature = "grpc")]
     GrpcUnary(Arc<crate::grpc::Unary>),
+    /// A WebSocket route's accept function (`websocket/chained.rs`).
+    #[cfg(feature = "websocket")]
+    WebSocket(
+        Arc<crate::websocket::WsAcceptFn>,
+        crate::websocket::WsOptions,
+    ),
 }
 
 impl Kind {
@@ -85,6 +94,10 @@ impl Kind {
             Kind::GrpcUnary(unary) => {
                 Box::pin(crate::grpc::unary_in_chain(unary.clone(), req, body()))
             }
+            #[cfg(feature = "websocket")]
+            Kind::WebSocket(accept, options) => Box::pin(std::future::ready(
+                crate::websocket::accept_in_chain(&**accept, options, req),
+            )),
         }
     }
 }

@@ -355,6 +355,9 @@ pub(crate) struct Done {
     /// `None`: the `Responder` was dropped without answering (500).
     pub resp: Option<Response>,
     pub meta: Meta,
+    /// A WebSocket handshake accepted under async layers, `resp` its 101 (over HTTP/2 its
+    /// 200): the driver hands the connection or stream over (`websocket/chained.rs`).
+    pub upgrade: Option<Box<crate::websocket::Upgrade>>,
 }
 
 thread_local! {
@@ -610,6 +613,22 @@ impl Responder {
                 id: t.id,
                 resp: Some(resp),
                 meta: t.meta,
+                upgrade: None,
+            });
+        }
+    }
+
+    /// Answers with an accepted WebSocket handshake's 101 (or 200) and the upgrade the
+    /// worker carries out as the answer arrives (`websocket/chained.rs`).
+    #[cfg(feature = "websocket")]
+    pub(crate) fn send_upgrade(mut self, resp: Response, up: crate::websocket::Upgrade) {
+        if let Some(t) = self.ticket.take() {
+            t.inbox.push(Done {
+                token: t.token,
+                id: t.id,
+                resp: Some(resp),
+                meta: t.meta,
+                upgrade: Some(Box::new(up)),
             });
         }
     }
@@ -623,6 +642,7 @@ impl Drop for Responder {
                 id: t.id,
                 resp: None,
                 meta: t.meta,
+                upgrade: None,
             });
         }
     }

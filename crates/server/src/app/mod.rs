@@ -189,7 +189,7 @@ impl AppIo {
         app: &App,
         sites: &sites::Sites,
         done: Done,
-    ) -> (u64, u64, Response, bool) {
+    ) -> (u64, u64, Response, bool, Option<Box<websocket::Upgrade>>) {
         self.outstanding = self.outstanding.saturating_sub(1);
         self.counters.set_outstanding(self.outstanding);
         let Done {
@@ -197,6 +197,7 @@ impl AppIo {
             id,
             resp,
             mut meta,
+            upgrade,
         } = done;
         // A deferred request's layers wait here, unless its timeout took them (then this
         // answer is late: the connection drops it).
@@ -210,6 +211,9 @@ impl AppIo {
             None => (meta.layered.take(), false),
         };
         let mut resp = match resp {
+            // An accepted handshake's 101 is the one answer of that status the worker
+            // sends: it hands the connection over with it (`websocket/chained.rs`).
+            Some(resp) if upgrade.is_some() && resp.status == 101 => resp,
             Some(mut resp) => {
                 dispatch::guard(&mut resp);
                 resp
@@ -261,7 +265,7 @@ impl AppIo {
                 log.push(sink, &entry);
             }
         }
-        (token, id, resp, meta.head)
+        (token, id, resp, meta.head, upgrade)
     }
 
     /// The streamed answer to request `at` is over: the access-log line of a gRPC one is

@@ -122,31 +122,12 @@ impl std::error::Error for DuplicateRoute {}
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum RouteError {
     Duplicate(DuplicateRoute),
-    /// A WebSocket route under an async layer: its handshake's answer switches the
-    /// connection over on the worker, which a chain on the runtime cannot wait for (`kind`
-    /// names the route's kind).
-    NotUnderAround {
-        method: Method,
-        pattern: String,
-        kind: &'static str,
-    },
 }
 
 impl std::fmt::Display for RouteError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             RouteError::Duplicate(d) => d.fmt(f),
-            RouteError::NotUnderAround {
-                method,
-                pattern,
-                kind,
-            } => write!(
-                f,
-                "route {} {pattern} is a {kind} route under an async layer (Router::around, \
-                 Router::timeout), which takes every kind of route but WebSocket (put a sync \
-                 Layer, or the check in its accept function, over a WebSocket route)",
-                method.as_str()
-            ),
         }
     }
 }
@@ -318,9 +299,17 @@ impl Router {
     /// - on a gRPC route a layer's answer that is not a gRPC answer (a 401) is made the gRPC
     ///   status it means, trailers-only with HTTP 200 (see [`grpc`](crate::grpc)); a layer
     ///   after `next` sees the gRPC answer (HTTP 200, its status in the trailers or head).
-    /// - WebSocket routes ([`Router::ws`]) cannot be under an async layer (their 101 hands
-    ///   the connection over on the worker): such a table is refused when it is finished
-    ///   (`Server::bind`); check in the accept function or with a sync [`Layer`] instead.
+    /// - WebSocket routes ([`Router::ws`], [`Router::ws_with`]): the handshake is checked
+    ///   first (426 or 400, before any async layer), then the chain runs on it and its end
+    ///   is the accept function, which gets the request as the layers leave it (their
+    ///   extensions in it). Accepted, the answer is the 101 (over HTTP/2 the 200) with its
+    ///   `Sec-WebSocket-*` fields, and the layers' code after `next` sees that head (fields
+    ///   it adds go out with it; a status it changes, or an answer it makes instead, cancels
+    ///   the upgrade and goes out as an ordinary answer). A layer that answers without
+    ///   `next` (a 401) refuses the upgrade: over HTTP/1.1 the connection closes after the
+    ///   answer (what the client sent after its handshake is never read as HTTP), over
+    ///   HTTP/2 the stream ends with it. No `deferred_timeout`: a route timeout bounds the
+    ///   time to the upgrade (503), not the WebSocket connection's life.
     ///
     /// Async layers see routed requests only, not the server's own 404, 405, OPTIONS or 413
     /// (sync layers do). A panic in a layer is a 500, as for a handler.
@@ -521,6 +510,7 @@ impl Router {
         let route = crate::websocket::WsRoute {
             accept: crate::websocket::accept_fn(accept),
             options: options.into(),
+            chain: None,
         };
         self.add(Method::Get, pattern, Handler::WebSocket(Box::new(route)))
     }
@@ -633,7 +623,7 @@ impl Router {
                 }));
             }
         }
-        self.chain_routes()?;
+        self.chain_routes();
         // A stable sort: routes of one group keep their registration order.
         self.routes.sort_by(|a, b| a.kinds().cmp(b.kinds()));
         let mut rank = 0;
@@ -647,10 +637,11 @@ impl Router {
     }
 
     /// Makes each route under async layers (the router's own, outermost, then its groups')
-    /// a chain of them ending in its handler, served the deferred way, and gives the
-    /// router's body limit to routes without one. The layers are taken, so a table finished
-    /// twice is not chained twice.
-    fn chain_routes(&mut self) -> Result<(), RouteError> {
+    /// a chain of them ending in its handler, served the deferred way (a WebSocket route
+    /// keeps its kind and gets the chain beside it), and gives the router's body limit to
+    /// routes without one. The layers are taken, so a table finished twice is not chained
+    /// twice.
+    fn chain_routes(&mut self) {
         let outer = std::mem::take(&mut self.around);
         for route in &mut self.routes {
             route.body_limit = route.body_limit.or(self.body_limit);
@@ -658,12 +649,19 @@ impl Router {
             if outer.is_empty() && inner.is_empty() {
                 continue;
             }
-            if let Handler::WebSocket(_) = route.handler {
-                return Err(RouteError::NotUnderAround {
-                    method: route.method,
-                    pattern: route.pattern.clone(),
-                    kind: "WebSocket",
-                });
+            #[cfg(feature = "websocket")]
+            if let Handler::WebSocket(ws) = &mut route.handler {
+                // The route stays a WebSocket one (HTTP/2 announces extended CONNECT, the
+                // handshake is checked at once); its accept function ends the chain.
+                let endpoint = Endpoint::Kind(Kind::WebSocket(ws.accept.clone(), ws.options));
+                let layers = outer.iter().cloned().chain(inner).collect();
+                let chain = Chain {
+                    layers,
+                    endpoint,
+                    grpc: false,
+                };
+                ws.chain = Some(crate::websocket::under_layers(chain));
+                continue;
             }
             let placeholder = Handler::Deferred(Box::new(|_, _| {}));
             // Whether the chain runs at the head (the body streams in after it), or the
@@ -683,7 +681,10 @@ impl Router {
                 (Handler::Grpc(u), _) => (Endpoint::Kind(Kind::GrpcUnary(u)), true),
                 #[cfg(not(feature = "grpc"))]
                 (Handler::Grpc(u), _) => match u.0 {},
-                (Handler::WebSocket(_), _) => unreachable!("refused above"),
+                #[cfg(feature = "websocket")]
+                (Handler::WebSocket(_), _) => unreachable!("chained above"),
+                #[cfg(not(feature = "websocket"))]
+                (Handler::WebSocket(ws), _) => match *ws {},
             };
             let layers = outer.iter().cloned().chain(inner).collect();
             let chain = Chain {
@@ -697,7 +698,6 @@ impl Router {
                 Handler::Deferred(chain.into_deferred())
             };
         }
-        Ok(())
     }
 
     /// Finds the route for `method` and `path`, capturing parameters into `params`: the

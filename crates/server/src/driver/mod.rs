@@ -1308,7 +1308,14 @@ impl<B: Backend> Worker<B> {
         let mut done = std::mem::take(&mut self.done);
         self.io.app.inbox.take(&mut done);
         for d in done.drain(..) {
-            let (token, id, resp, head) = self.io.app.finish(&sh.app, &self.io.sites.sites, d);
+            let (token, id, resp, head, upgrade) =
+                self.io.app.finish(&sh.app, &self.io.sites.sites, d);
+            if let Some(up) = upgrade {
+                self.with(token, sh, |live, p| {
+                    ws::accepted_late(live, *up, id, resp, p)
+                });
+                continue;
+            }
             if let crate::Body::Stream(_) = resp.body {
                 self.start_stream(token, id, resp, head, sh);
                 continue;

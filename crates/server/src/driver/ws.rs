@@ -102,6 +102,37 @@ pub(super) fn hand_over<B: super::Backend>(live: &mut Live, p: &mut Parts<'_, B>
     true
 }
 
+/// A handshake accepted at the end of its route's async layers came back (answer `resp`
+/// to request `id`, `websocket/chained.rs`): it is handed over as one accepted in the call
+/// is, with the answer's fields as the layers left them. The connection waited for it: over
+/// HTTP/1.1 reading nothing after the handshake (`Decision::Relay { upgrade }`), over
+/// HTTP/2 with the stream deferred. An answer whose status is no longer the switch (a sync
+/// layer's `after` changed it) goes out as any answer, the handler dropped unopened.
+#[cold]
+#[inline(never)]
+pub(super) fn accepted_late<B: super::Backend>(
+    live: &mut Live,
+    mut up: Upgrade,
+    id: u64,
+    resp: crate::Response,
+    p: &mut Parts<'_, B>,
+) {
+    let switching = if matches!(live.conn, Proto::H1(_)) {
+        101
+    } else {
+        200
+    };
+    if resp.status != switching {
+        live.conn.complete(id, resp, p.cx);
+        return;
+    }
+    up.id = id;
+    up.fields = (resp.headers.iter())
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect();
+    p.svc.io.upgrades.push(up);
+}
+
 /// The HTTP/1.1 connection's 101 is placed, and its state machine gives way to WebSocket's.
 fn upgrade_h1<B: super::Backend>(live: &mut Live, up: Upgrade, p: &mut Parts<'_, B>) -> bool {
     let Proto::H1(c) = &mut live.conn else {

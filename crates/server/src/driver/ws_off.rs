@@ -30,6 +30,19 @@ pub(super) fn hand_over<B: super::Backend>(_live: &mut Live, p: &mut Parts<'_, B
     true
 }
 
+/// Cannot be called: an upgrade cannot be made.
+#[cold]
+#[inline(never)]
+pub(super) fn accepted_late<B: super::Backend>(
+    _live: &mut Live,
+    up: Upgrade,
+    _id: u64,
+    _resp: crate::Response,
+    _p: &mut Parts<'_, B>,
+) {
+    up.never()
+}
+
 impl WsLive {
     #[allow(dead_code)] // as `H2Live::open_tunnel`, its caller
     pub(super) fn opened(

@@ -312,8 +312,15 @@ impl Engine {
         let mut done = Vec::new();
         self.io.inbox.take(&mut done);
         for d in done {
-            let (token, id, resp, head) = self.io.finish(&self.app, &self.sites.sites, d);
+            let (token, id, resp, head, upgrade) = self.io.finish(&self.app, &self.sites.sites, d);
             if token != self.token {
+                continue;
+            }
+            if let Some(mut up) = upgrade {
+                // A handshake accepted under async layers: answered as one accepted in the
+                // call is (`pump`).
+                up.id = id;
+                self.io.upgrades.push(*up);
                 continue;
             }
             let key = (token, id);

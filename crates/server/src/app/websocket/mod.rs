@@ -20,9 +20,12 @@
 //! The handshake is checked strictly: a request without `Upgrade: websocket` gets 426 with
 //! `Upgrade: websocket`; a version other than 13 gets 426 with `Sec-WebSocket-Version: 13`;
 //! a missing or malformed key, a malformed `Sec-WebSocket-Extensions`, a method other than
-//! GET, HTTP/1.0 or no `Connection: upgrade` gets 400. The route's layers run before the handshake is accepted (a 401 from an
-//! authentication layer refuses it), and its accept function may refuse with any answer,
-//! choose one of the offered subprotocols, and check `Origin`.
+//! GET, HTTP/1.0 or no `Connection: upgrade` gets 400. The route's layers run before the
+//! handshake is accepted (a 401 from an authentication layer refuses it), async ones
+//! ([`Router::around`](crate::Router::around)) included: their chain ends in the accept
+//! function, and their code after `next` sees the 101 (over HTTP/2 the 200). The accept
+//! function may refuse with any answer, choose one of the offered subprotocols, and check
+//! `Origin`.
 //!
 //! The connection's rules are the server's (see the limits in [`WsLimits`]): client frames
 //! masked, reserved bits and opcodes refused, control frames answered between fragments,
@@ -82,6 +85,7 @@ use crate::ws::deflate::write_message;
 use crate::ws::handshake::{self, Offer, Refusal};
 use linerate_ws::deflate::{Agreed, MAX_WINDOW_BITS};
 
+mod chained;
 mod stream;
 
 pub use crate::ws::close;
@@ -460,8 +464,11 @@ pub type WsAcceptFn =
 
 /// A WebSocket route's parts.
 pub(crate) struct WsRoute {
-    pub accept: Box<WsAcceptFn>,
+    pub accept: Arc<WsAcceptFn>,
     pub options: WsOptions,
+    /// The route's async layers ending in its accept function (`chained.rs`), where it is
+    /// under any; `None` (the handshake answered in the call) otherwise.
+    pub chain: Option<Box<crate::router::DeferredFn>>,
 }
 
 /// A handshake accepted in this call: the worker places the 101 and hands the connection
@@ -539,10 +546,12 @@ fn boxed<H: WsHandler>(h: H) -> Box<dyn WsHandler> {
 }
 
 /// The accept function `Router::ws` stores.
-pub(crate) fn accept_fn<F, H>(f: F) -> Box<WsAcceptFn>
+pub(crate) fn accept_fn<F, H>(f: F) -> Arc<WsAcceptFn>
 where
     F: Fn(&Request<'_>, &mut Handshake<'_>) -> Result<H, Response> + Send + Sync + 'static,
     H: WsHandler,
 {
-    Box::new(move |req, hs| f(req, hs).map(boxed))
+    Arc::new(move |req, hs| f(req, hs).map(boxed))
 }
+
+pub(crate) use chained::{accept_in_chain, under_layers};

@@ -11,11 +11,12 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use linerate_http1::{Framing, Method};
 
 use crate::app::ConnApp;
+use crate::app::deferred::{OwnedHead, OwnedRequest, Responder};
 use crate::app::dispatch::Pending;
 use crate::app::phase::headers::text_status;
 use crate::app::request::{Params, Request};
 use crate::app::response::Response;
-use crate::app::router::{Handler, Lookup, Route};
+use crate::app::router::{DeferredFn, Handler, Lookup, Route};
 use crate::h1::{Decision, Exchange};
 
 impl<'a> ConnApp<'a> {
@@ -73,6 +74,9 @@ impl<'a> ConnApp<'a> {
             Ok(_) => return self.respond(head, req.buf, text_status(400).close()),
             Err(refusal) => return self.respond(head, req.buf, refusal),
         };
+        if let Some(chain) = &ws.chain {
+            return self.websocket_chained(route, *params, req, chain);
+        }
         let request = Request {
             head,
             buf: req.buf,
@@ -114,6 +118,63 @@ impl<'a> ConnApp<'a> {
             limits: ws.options.limits,
             deflate,
         });
+        Decision::Relay { upgrade: true }
+    }
+
+    /// A WebSocket route under async layers (its handshake checked already): the request
+    /// handed to its chain (`websocket/chained.rs`) as a deferred one is, its answer to come
+    /// back with the upgrade, if the accept function took it. Over HTTP/1.1 nothing after the
+    /// handshake is read as HTTP until then (`Decision::Relay { upgrade }`): the 101 makes it
+    /// the WebSocket's, any other answer closes the connection after it (RFC 6455 §4.2.2
+    /// leaves it to the server). Over HTTP/2 any other answer ends the stream (RFC 8441).
+    /// No deferred timeout, as for the other routes whose chain runs at the head: a route
+    /// timeout (`Router::timeout`) bounds the time to the upgrade.
+    #[cold]
+    #[inline(never)]
+    fn websocket_chained(
+        &mut self,
+        route: &Route,
+        params: Params,
+        req: Exchange<'_>,
+        chain: &DeferredFn,
+    ) -> Decision<Pending> {
+        let head = req.head;
+        if self.io.outstanding >= self.app.max_deferred_per_worker {
+            self.io.counters.refused();
+            let resp = text_status(503).header("Retry-After", "1");
+            return self.respond(head, req.buf, resp);
+        }
+        let meta = self.meta(head, req.buf);
+        let ext = meta
+            .layered
+            .as_ref()
+            .map(|l| l.ext.clone())
+            .unwrap_or_default();
+        self.io.outstanding += 1;
+        self.io.counters.set_outstanding(self.io.outstanding);
+        // The driver looks for upgrades where this is set (never cleared).
+        self.io.extras = true;
+        let responder = Responder::new(self.io.inbox.clone(), self.token, req.id, meta);
+        let owned = OwnedRequest {
+            head: OwnedHead::copy(head, req.buf),
+            names: route.names.clone(),
+            params,
+            body: Vec::new(),
+            trailers: None,
+            peer: self.client().copied(),
+            client_cert: if self.tls {
+                self.io.client_cert.clone()
+            } else {
+                None
+            },
+            tls: self.tls,
+            ext,
+            state: self.app.stateful.then(|| self.app.router.state.clone()),
+        };
+        if catch_unwind(AssertUnwindSafe(|| chain(owned, responder))).is_err() {
+            // Unwinding dropped the Responder: its 500 is on the way.
+            tracing::error!("WebSocket route's chain panicked; answering 500");
+        }
         Decision::Relay { upgrade: true }
     }
 }
