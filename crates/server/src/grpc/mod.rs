@@ -84,6 +84,8 @@
 
 mod answer;
 mod call;
+#[cfg(feature = "grpc-client")]
+pub mod client;
 pub mod health;
 mod message;
 mod metadata;
