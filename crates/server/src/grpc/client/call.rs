@@ -302,7 +302,10 @@ impl Grpc {
                 credit,
                 work,
                 pump: None,
+                // The local timer needs tokio's clock; with no runtime (an in-process call
+                // driven by `TestClient::block_on`) the server's grpc-timeout alone ends it.
                 sleep: deadline
+                    .filter(|_| tokio::runtime::Handle::try_current().is_ok())
                     .map(|d| Box::pin(tokio::time::sleep_until(tokio::time::Instant::from_std(d)))),
                 decoder: Decoder::new(self.max_decoding, false),
                 encoding: Encoding::Identity,

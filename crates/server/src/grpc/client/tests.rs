@@ -484,3 +484,67 @@ fn answers_read_as_grpc_says() {
         assert_eq!(e.code, Code::Unavailable);
     });
 }
+
+#[test]
+fn a_test_client_serves_calls_in_process_through_its_routes() {
+    let client = crate::testing::TestClient::new(
+        Router::new()
+            .get("/plain", |_| crate::Response::text("plain"))
+            .grpc(Sums {
+                called: Arc::default(),
+            }),
+    );
+    let grpc = Grpc::new(client.grpc_channel());
+    client.block_on(async {
+        let r: Response<SumReply> = grpc.unary(SUM, Request::new(req(2, 3))).await.unwrap();
+        assert_eq!(r.get_ref().result, 5);
+
+        let mut s = grpc
+            .server_streaming::<_, SumReply>(COUNT_UP, Request::new(req(3, 0)))
+            .await
+            .unwrap()
+            .into_inner();
+        let mut got = Vec::new();
+        while let Some(m) = s.message().await.unwrap() {
+            got.push(m.result);
+        }
+        assert_eq!(got, [1, 2, 3]);
+
+        let r: Response<SumReply> = grpc
+            .client_streaming(TOTAL, Request::new(iter(vec![req(1, 2), req(3, 4)])))
+            .await
+            .unwrap();
+        assert_eq!(r.get_ref().result, 10);
+
+        let mut request = Request::new(req(1, 1));
+        request.metadata_mut().insert("x-in", "hi").unwrap();
+        let r: Response<SumReply> = grpc.unary(ECHO_MD, request).await.unwrap();
+        assert_eq!(r.metadata().get("x-out"), Some("hi"));
+
+        let e = grpc
+            .unary::<_, SumReply>(FAIL, Request::new(req(1, 1)))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (Code::NotFound, "no such sum: ü%")
+        );
+        // The router's own answer for a path no service has.
+        let e = grpc
+            .unary::<_, SumReply>("/test.Other/Nope", Request::new(req(1, 1)))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, Code::Unimplemented);
+    });
+    // Off the client's thread there is no engine to serve it.
+    let channel = client.grpc_channel();
+    let e = std::thread::spawn(move || {
+        crate::testing::grpc_channel::block_on(
+            Grpc::new(channel).unary::<_, SumReply>(SUM, Request::new(req(1, 1))),
+        )
+    })
+    .join()
+    .unwrap()
+    .unwrap_err();
+    assert_eq!(e.code, Code::Unavailable);
+}
