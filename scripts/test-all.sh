@@ -160,7 +160,8 @@ CI_TARGET=target/ci-build
 export LINERATE_BIN=$CI_TARGET/ci/linerate
 ci_build_log=$(mktemp)
 ci_build_t0=$SECONDS
-nice -n 19 cargo build --profile ci --locked -p linerate --target-dir "$CI_TARGET" >"$ci_build_log" 2>&1 &
+nice -n 19 cargo build --profile ci --locked -p linerate --bins --example grpc_interop_client \
+    --target-dir "$CI_TARGET" >"$ci_build_log" 2>&1 &
 ci_build_pid=$!
 
 must "cargo test" cargo test --workspace --locked
