@@ -567,15 +567,10 @@ impl Answer {
 
 /// The status of an answer whose HTTP status is not 200 (gRPC's http-grpc-status-mapping.md).
 fn http_status(status: u16) -> Status {
-    let code = match status {
-        400 => Code::Internal,
-        401 => Code::Unauthenticated,
-        403 => Code::PermissionDenied,
-        404 => Code::Unimplemented,
-        429 | 502..=504 => Code::Unavailable,
-        _ => Code::Unknown,
-    };
-    Status::new(code, format!("the server answered HTTP {status}"))
+    Status::new(
+        Code::from_http_status(status),
+        format!("the server answered HTTP {status}"),
+    )
 }
 
 /// The status in trailer fields.
