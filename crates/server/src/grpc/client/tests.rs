@@ -548,3 +548,83 @@ fn a_test_client_serves_calls_in_process_through_its_routes() {
     .unwrap_err();
     assert_eq!(e.code, Code::Unavailable);
 }
+
+/// What a call sent: its path, fields and body.
+type Sent = Arc<std::sync::Mutex<Option<(String, Vec<(String, String)>, Vec<u8>)>>>;
+
+/// A transport keeping what each call sent, answering an empty OK message.
+struct Capture(Sent);
+
+impl Transport for Capture {
+    fn start(&self, mut call: CallIo) -> CallWork {
+        let sent = self.0.clone();
+        Some(Box::pin(async move {
+            let mut body = Vec::new();
+            while let Some(Up::Data(piece)) = call.up.recv().await {
+                body.extend_from_slice(&piece);
+            }
+            *sent.lock().unwrap() = Some((call.path.clone(), call.fields.clone(), body));
+            for e in [grpc_head(), empty_message(), ok_trailers(), Down::End] {
+                let _ = call.down.send(e);
+            }
+        }))
+    }
+}
+
+fn empty_message() -> Down {
+    let mut out = Vec::new();
+    linerate_grpc::frame::encode(&SumReply::default(), &mut out);
+    Down::Data(out.into())
+}
+
+#[test]
+fn a_call_sends_its_head_as_protocol_http2_md_says_and_gzip_when_asked() {
+    let sent = Sent::default();
+    let grpc = Grpc::new(Channel::from_transport(Capture(sent.clone())))
+        .send_compressed(CompressionEncoding::Gzip);
+    let mut request = Request::new(req(7, 8));
+    request.set_timeout(Duration::from_secs(30));
+    request.metadata_mut().insert("x-a", "1").unwrap();
+    request
+        .metadata_mut()
+        .insert_bin("x-b-bin", vec![0xff, 0])
+        .unwrap();
+    runtime().block_on(async {
+        let _: Response<SumReply> = grpc.unary(SUM, request).await.unwrap();
+    });
+    let (path, fields, body) = sent.lock().unwrap().take().unwrap();
+    assert_eq!(path, SUM);
+    let get = |n: &str| {
+        fields
+            .iter()
+            .find(|(name, _)| name == n)
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(get("content-type"), Some("application/grpc"));
+    assert_eq!(get("te"), Some("trailers"));
+    assert_eq!(get("grpc-encoding"), Some("gzip"));
+    assert_eq!(get("grpc-accept-encoding"), Some("identity,gzip"));
+    assert_eq!(get("x-a"), Some("1"));
+    assert_eq!(get("x-b-bin"), Some("/wA"), "unpadded base64");
+    assert!(get("user-agent").is_some_and(|ua| ua.starts_with("grpc-rust-linerate/")));
+    // A timeout a moment under 30 s, in the finest unit that fits 8 digits.
+    let timeout = get("grpc-timeout").unwrap();
+    let left = linerate_grpc::timeout::parse(timeout.as_bytes()).unwrap();
+    assert!(
+        left <= Duration::from_secs(30) && left > Duration::from_secs(20),
+        "{timeout}"
+    );
+    // One message, Compressed-Flag 1, gzip of the message.
+    assert_eq!(body[0], 1, "compressed flag");
+    let len = u32::from_be_bytes(body[1..5].try_into().unwrap()) as usize;
+    assert_eq!(body.len(), 5 + len);
+    let mut plain = Vec::new();
+    linerate_grpc::compress::decompress(
+        linerate_grpc::compress::Encoding::Gzip,
+        &body[5..],
+        1 << 20,
+        &mut plain,
+    )
+    .unwrap();
+    assert_eq!(plain, prost::Message::encode_to_vec(&req(7, 8)));
+}
