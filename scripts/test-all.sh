@@ -143,7 +143,7 @@ server_features() {
     local f
     cargo clippy -p linerate-server --all-targets --locked --no-default-features -- -D warnings
     cargo clippy -p linerate-server --all-targets --locked --all-features -- -D warnings
-    for f in http2 tls http3 acme brotli gzip basic-auth jwt proxy websocket grpc grpc-client; do
+    for f in http2 tls http3 acme brotli gzip basic-auth jwt proxy websocket grpc grpc-client grpc-client-tls; do
         cargo check -p linerate-server --all-targets --locked --no-default-features --features "$f"
     done
     cargo test -p linerate-server --lib --locked --no-default-features

@@ -8,7 +8,8 @@
 //!         --server_host 127.0.0.1 --server_port 10000 --test_case large_unary
 //!
 //! Exits 0 when the case passed; otherwise prints why and exits 1 (2 for a case it does not
-//! have, or a flag it does not take). Only h2c (`--use_tls=false`): the client has no TLS yet.
+//! have, or a flag it does not take). h2c (`--use_tls=false`), or TLS (`--use_tls=true`, with
+//! `--use_test_ca --ca_file PEM` for a test CA and `--server_host_override NAME`).
 
 use std::pin::Pin;
 use std::process::ExitCode;
@@ -19,7 +20,7 @@ use linerate_grpc::proto::grpc::testing::{
     EchoStatus, Empty, Payload, ResponseParameters, SimpleRequest, StreamingInputCallRequest,
     StreamingOutputCallRequest,
 };
-use linerate_server::grpc::client::Channel;
+use linerate_server::grpc::client::{Channel, ClientTlsConfig};
 use linerate_server::grpc::{Code, Request, Status};
 
 #[allow(dead_code, clippy::all)]
@@ -87,10 +88,24 @@ fn status(e: Status) -> String {
     format!("the call failed: {e}")
 }
 
-async fn run(case: &str, uri: &str) -> Outcome {
-    let mut client = TestServiceClient::connect(uri)
-        .await
-        .map_err(|e| format!("connect {uri}: {e}"))?;
+/// Where the cases connect: h2c, or TLS verified as the flags say.
+struct Dial {
+    uri: String,
+    tls: Option<ClientTlsConfig>,
+}
+
+impl Dial {
+    async fn channel(&self) -> Result<Channel, String> {
+        let channel = match &self.tls {
+            None => Channel::connect(&self.uri).await,
+            Some(tls) => Channel::connect_tls(&self.uri, tls.clone()).await,
+        };
+        channel.map_err(|e| format!("connect {}: {e}", self.uri))
+    }
+}
+
+async fn run(case: &str, dial: &Dial) -> Outcome {
+    let mut client = TestServiceClient::new(dial.channel().await?);
     match case {
         "empty_unary" => {
             let r = client.empty_call(Empty {}).await.map_err(status)?;
@@ -237,8 +252,7 @@ async fn run(case: &str, uri: &str) -> Outcome {
             check(code == Code::Unimplemented, || format!("status {code}"))
         }
         "unimplemented_service" => {
-            let channel = Channel::connect(uri).await.map_err(|e| e.to_string())?;
-            let mut other = UnimplementedServiceClient::new(channel);
+            let mut other = UnimplementedServiceClient::new(dial.channel().await?);
             let e = other.unimplemented_call(Empty {}).await.err();
             let code = e.map_or(Code::Ok, |e| e.code);
             check(code == Code::Unimplemented, || format!("status {code}"))
@@ -253,9 +267,11 @@ async fn run(case: &str, uri: &str) -> Outcome {
         }
         "channel_soak" => {
             for i in 0..20 {
-                let mut fresh = TestServiceClient::connect(uri)
+                let channel = dial
+                    .channel()
                     .await
-                    .map_err(|e| format!("iteration {i}: connect: {e}"))?;
+                    .map_err(|e| format!("iteration {i}: {e}"))?;
+                let mut fresh = TestServiceClient::new(channel);
                 large_unary(&mut fresh)
                     .await
                     .map_err(|e| format!("iteration {i}: {e}"))?;
@@ -388,23 +404,25 @@ fn main() -> ExitCode {
     let mut host = "127.0.0.1".to_string();
     let mut port = String::new();
     let mut case = String::new();
+    let (mut use_tls, mut test_ca) = (false, false);
+    let (mut ca_file, mut host_override) = (None::<String>, None::<String>);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let (name, inline) = match arg.split_once('=') {
             Some((n, v)) => (n.to_string(), Some(v.to_string())),
             None => (arg.clone(), None),
         };
+        // A flag's value: after `=`, else the next argument; a bool flag alone is true.
+        let flag = |inline: &Option<String>| inline.as_deref().is_none_or(|v| v == "true");
         let mut value = || inline.clone().or_else(|| args.next()).unwrap_or_default();
         match name.as_str() {
             "--server_host" => host = value(),
             "--server_port" => port = value(),
             "--test_case" => case = value(),
-            "--use_tls" => {
-                if value() != "false" {
-                    eprintln!("grpc_interop_client: TLS is not supported (--use_tls=false)");
-                    return ExitCode::from(2);
-                }
-            }
+            "--use_tls" => use_tls = flag(&inline),
+            "--use_test_ca" => test_ca = flag(&inline),
+            "--ca_file" => ca_file = Some(value()),
+            "--server_host_override" => host_override = Some(value()),
             "--soak_iterations" => {
                 let _ = value(); // the soaks run 20, as the script asks
             }
@@ -421,7 +439,33 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let uri = format!("http://{host}:{port}");
+    let tls = if use_tls {
+        let mut tls = ClientTlsConfig::new();
+        if test_ca {
+            let Some(path) = &ca_file else {
+                eprintln!("grpc_interop_client: --use_test_ca needs --ca_file");
+                return ExitCode::from(2);
+            };
+            match std::fs::read(path) {
+                Ok(pem) => tls = tls.ca_certificate(pem),
+                Err(e) => {
+                    eprintln!("grpc_interop_client: {path}: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        if let Some(name) = host_override {
+            tls = tls.domain_name(name);
+        }
+        Some(tls)
+    } else {
+        None
+    };
+    let scheme = if use_tls { "https" } else { "http" };
+    let dial = Dial {
+        uri: format!("{scheme}://{host}:{port}"),
+        tls,
+    };
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -432,7 +476,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(run(&case, &uri)) {
+    match rt.block_on(run(&case, &dial)) {
         Ok(()) => {
             println!("{case}: passed");
             ExitCode::SUCCESS

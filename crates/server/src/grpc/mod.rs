@@ -70,8 +70,9 @@
 //! percent-decoded `grpc-message` (and `grpc-status-details-bin`) become the [`Status`], an
 //! HTTP status without them is mapped as http-grpc-status-mapping.md says, gzip answers are
 //! taken (`send_compressed` sends gzip), and messages are limited both ways
-//! (`max_decoding_message_size`, [`MAX_MESSAGE`] by default). h2c only for now: `https://`
-//! is refused ([`client::Error::TlsUnsupported`]).
+//! (`max_decoding_message_size`, [`MAX_MESSAGE`] by default). `https://` is HTTP/2 over TLS
+//! (feature `grpc-client-tls`: the system's roots, or `client::Channel::connect_tls` with a CA
+//! and a name).
 //!
 //! **The standard services**: [`Health`] (`grpc.health.v1.Health`: Check and Watch, its
 //! handle sets each service's status at run time, `""` the server's) and [`Reflection`]

@@ -1,5 +1,6 @@
 //! The channel's HTTP/2 connection: a tokio task driving linerate's sans-I/O upstream
-//! connection (`h2u::Conn`, the proxy's) over a TCP socket (h2c), with the calls as streams.
+//! connection (`h2u::Conn`, the proxy's) over a TCP socket (h2c) or TLS over it (`tls.rs`),
+//! with the calls as streams.
 //!
 //! Owns the socket, the clock and the wakeups: calls arrive on a queue and open streams as
 //! the server's SETTINGS_MAX_CONCURRENT_STREAMS allows (the rest wait in order); each call's
@@ -31,30 +32,40 @@ use crate::h2u::{self, Fields, OpenError, StreamError};
 /// Bytes read from the socket at once.
 const READ_CHUNK: usize = 16 * 1024;
 
-/// Where a channel connects: `host:port` and the `:authority` it sends.
+/// The connection's byte stream: TCP, or TLS over it.
+pub(crate) trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
+
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
+
+/// Where a channel connects: `host:port`, the `:authority` it sends, and its TLS.
 #[derive(Clone, Debug)]
 pub(crate) struct Target {
     host: String,
     port: u16,
     authority: String,
+    https: bool,
+    #[cfg(feature = "grpc-client-tls")]
+    tls: Option<super::tls::Tls>,
 }
 
 impl Target {
-    /// `http://host[:port][/]` (port 80 when left out).
-    pub(crate) fn parse(uri: &str) -> Result<Target, Error> {
-        let rest = if let Some(rest) = uri.strip_prefix("http://") {
-            rest
-        } else if uri.starts_with("https://") {
-            return Err(Error::TlsUnsupported);
+    /// `http://host[:port][/]` (port 80 when left out), or `https://` (443; feature
+    /// `grpc-client-tls`) verified as `tls` says (the system's roots without one).
+    pub(crate) fn parse(uri: &str, tls: Option<&TlsChoice>) -> Result<Target, Error> {
+        let (rest, https) = if let Some(rest) = uri.strip_prefix("http://") {
+            (rest, false)
+        } else if let Some(rest) = uri.strip_prefix("https://") {
+            (rest, true)
         } else {
             return Err(Error::InvalidUri(format!(
-                "{uri:?}: the scheme must be http://"
+                "{uri:?}: the scheme must be http:// or https://"
             )));
         };
         let authority = rest.strip_suffix('/').unwrap_or(rest);
         if authority.is_empty() || authority.contains(['/', '?', '#', '@', ' ']) {
             return Err(Error::InvalidUri(format!("{uri:?}: not host[:port]")));
         }
+        let default_port = if https { 443 } else { 80 };
         let (host, port) = match authority.rsplit_once(':') {
             // `[::1]:50051`, `host:50051`; a bare IPv6 literal has its port outside brackets.
             Some((h, p)) if !h.is_empty() && !p.contains(']') => {
@@ -63,22 +74,52 @@ impl Target {
                     .map_err(|_| Error::InvalidUri(format!("{uri:?}: bad port {p:?}")))?;
                 (h, port)
             }
-            _ => (authority, 80),
+            _ => (authority, default_port),
         };
         let host = host.trim_start_matches('[').trim_end_matches(']');
+        #[cfg(feature = "grpc-client-tls")]
+        let tls = match (https, tls) {
+            (false, None) => None,
+            (false, Some(_)) => {
+                return Err(Error::InvalidUri(format!(
+                    "{uri:?}: TLS settings for an http:// URI"
+                )));
+            }
+            (true, given) => Some(super::tls::Tls::new(
+                &given.cloned().unwrap_or_default(),
+                host,
+            )?),
+        };
+        #[cfg(not(feature = "grpc-client-tls"))]
+        if https || tls.is_some() {
+            return Err(Error::TlsUnsupported);
+        }
         Ok(Target {
             host: host.to_string(),
             port,
             authority: authority.to_string(),
+            https,
+            #[cfg(feature = "grpc-client-tls")]
+            tls,
         })
     }
 
-    async fn connect(&self) -> std::io::Result<TcpStream> {
+    async fn connect(&self) -> std::io::Result<Box<dyn Io>> {
         let stream = TcpStream::connect((self.host.as_str(), self.port)).await?;
         stream.set_nodelay(true)?;
-        Ok(stream)
+        #[cfg(feature = "grpc-client-tls")]
+        if let Some(tls) = &self.tls {
+            return Ok(Box::new(tls.handshake(stream).await?));
+        }
+        Ok(Box::new(stream))
     }
 }
+
+/// A channel's TLS settings as given (feature `grpc-client-tls`; none without it).
+#[cfg(feature = "grpc-client-tls")]
+pub(crate) type TlsChoice = super::tls::ClientTlsConfig;
+#[cfg(not(feature = "grpc-client-tls"))]
+pub(crate) type TlsChoice = std::convert::Infallible;
 
 /// The channel's transport: the live connection's queue, and how to make the next one.
 pub(crate) struct Connector {
@@ -166,7 +207,7 @@ struct Slot {
 
 /// One connection's task.
 struct Driver {
-    io: TcpStream,
+    io: Box<dyn Io>,
     conn: h2u::Conn,
     calls: mpsc::UnboundedReceiver<CallIo>,
     /// Calls waiting for a stream.
@@ -185,7 +226,7 @@ struct Driver {
 }
 
 impl Driver {
-    fn new(io: TcpStream, calls: mpsc::UnboundedReceiver<CallIo>, target: Arc<Target>) -> Driver {
+    fn new(io: Box<dyn Io>, calls: mpsc::UnboundedReceiver<CallIo>, target: Arc<Target>) -> Driver {
         Driver {
             io,
             conn: h2u::Conn::new(0, h2u::Settings::default()),
@@ -263,7 +304,7 @@ impl Driver {
             // Input.
             if self.conn.wants_input() {
                 let mut buf = ReadBuf::new(&mut self.rbuf);
-                match Pin::new(&mut self.io).poll_read(cx, &mut buf) {
+                match Pin::new(&mut *self.io).poll_read(cx, &mut buf) {
                     Poll::Ready(Ok(())) if buf.filled().is_empty() => {
                         let mut ev = Ev::new(&mut self.slots);
                         self.conn.eof(&mut ev);
@@ -335,7 +376,7 @@ impl Driver {
                 .collect();
             let req = h2u::Request {
                 method: b"POST",
-                scheme: b"http",
+                scheme: if self.target.https { b"https" } else { b"http" },
                 authority: self.target.authority.as_bytes(),
                 path: call.path.as_bytes(),
                 fields: &fields,
@@ -446,7 +487,7 @@ impl Driver {
                 self.out = self.conn.take_output();
                 self.written = 0;
             }
-            match Pin::new(&mut self.io).poll_write(cx, &self.out[self.written..]) {
+            match Pin::new(&mut *self.io).poll_write(cx, &self.out[self.written..]) {
                 Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => {
                     let mut ev = Ev::new(&mut self.slots);
                     self.conn.eof(&mut ev);

@@ -4,7 +4,8 @@
 //! A [`Channel`] carries calls to one server. [`Channel::connect`] opens linerate's own
 //! HTTP/2 client connection (the proxy's sans-I/O `h2u` connection, driven by a tokio task:
 //! `h2.rs`) over h2c; calls are multiplexed on it, a dropped connection fails the calls on it
-//! UNAVAILABLE, and the next call connects again. `TestClient::grpc_channel` gives a channel
+//! UNAVAILABLE, and the next call connects again; `https://` is HTTP/2 over TLS (rustls,
+//! ALPN `h2`; feature `grpc-client-tls`). `TestClient::grpc_channel` gives a channel
 //! whose calls are served in process ([`Transport`] is the seam between the two).
 //!
 //! Files: `call.rs` (a call's head, its answer read back into messages and a [`Status`],
@@ -14,6 +15,8 @@
 
 mod call;
 mod h2;
+#[cfg(feature = "grpc-client-tls")]
+mod tls;
 
 use std::fmt;
 use std::sync::Arc;
@@ -23,6 +26,8 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use call::{Grpc, IntoRequest, IntoStreamingRequest, Streaming};
 pub use linerate_grpc::compress::Encoding as CompressionEncoding;
+#[cfg(feature = "grpc-client-tls")]
+pub use tls::ClientTlsConfig;
 
 use super::Status;
 
@@ -123,13 +128,14 @@ impl fmt::Debug for Channel {
 }
 
 impl Channel {
-    /// Connects to `uri` (`http://host:port`: HTTP/2 with prior knowledge, h2c) on the
+    /// Connects to `uri` (`http://host:port`: HTTP/2 with prior knowledge, h2c; `https://`:
+    /// TLS against the system's roots, feature `grpc-client-tls`) on the
     /// current tokio runtime, where the connection's task then runs (a worker's runtime
     /// inside an [`OnWorker`](crate::OnWorker) handler, or any other). Fails when the
     /// address does not resolve or the TCP connect fails; once connected, a lost connection
     /// fails its calls UNAVAILABLE and the next call connects again.
     pub async fn connect(uri: &str) -> Result<Channel, Error> {
-        let target = h2::Target::parse(uri)?;
+        let target = h2::Target::parse(uri, None)?;
         let transport = h2::Connector::connect(target).await?;
         Ok(Channel {
             transport: Arc::new(transport),
@@ -139,9 +145,21 @@ impl Channel {
     /// A channel to `uri` that connects on its first call (on the tokio runtime of that
     /// call's task).
     pub fn connect_lazy(uri: &str) -> Result<Channel, Error> {
-        let target = h2::Target::parse(uri)?;
+        let target = h2::Target::parse(uri, None)?;
         Ok(Channel {
             transport: Arc::new(h2::Connector::lazy(target)),
+        })
+    }
+
+    /// Connects to `uri` (`https://host:port`) over TLS verified as `tls` says (its CA
+    /// certificates, the name the server is verified as), ALPN `h2`; as [`Channel::connect`]
+    /// otherwise. Feature `grpc-client-tls`.
+    #[cfg(feature = "grpc-client-tls")]
+    pub async fn connect_tls(uri: &str, tls: ClientTlsConfig) -> Result<Channel, Error> {
+        let target = h2::Target::parse(uri, Some(&tls))?;
+        let transport = h2::Connector::connect(target).await?;
+        Ok(Channel {
+            transport: Arc::new(transport),
         })
     }
 
@@ -158,8 +176,10 @@ impl Channel {
 pub enum Error {
     /// The URI is not `http://host[:port][/]` (the reason).
     InvalidUri(String),
-    /// The scheme is `https`: TLS is not in this client yet.
+    /// The scheme is `https`, and this build has no TLS (feature `grpc-client-tls`).
     TlsUnsupported,
+    /// The TLS settings are unusable (the reason: a bad CA, no roots, a bad name).
+    Tls(String),
     /// The address did not resolve, or the connect failed.
     Connect(std::io::Error),
 }
@@ -168,7 +188,10 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::InvalidUri(why) => write!(f, "invalid URI: {why}"),
-            Error::TlsUnsupported => f.write_str("https: TLS is not supported by this client"),
+            Error::TlsUnsupported => {
+                f.write_str("https: linerate-server was built without feature `grpc-client-tls`")
+            }
+            Error::Tls(why) => write!(f, "TLS: {why}"),
             Error::Connect(e) => write!(f, "connect: {e}"),
         }
     }

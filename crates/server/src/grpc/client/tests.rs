@@ -628,3 +628,76 @@ fn a_call_sends_its_head_as_protocol_http2_md_says_and_gzip_when_asked() {
     .unwrap();
     assert_eq!(plain, prost::Message::encode_to_vec(&req(7, 8)));
 }
+
+/// A throwaway CA's PEM, and a TLS listener's settings with a leaf it signed for localhost
+/// (files under `dir`).
+#[cfg(feature = "grpc-client-tls")]
+fn tls_listener(dir: &std::path::Path) -> (String, crate::TlsConfig) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let leaf_key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .signed_by(&leaf_key, &issuer)
+        .unwrap();
+    std::fs::create_dir_all(dir).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, leaf.pem()).unwrap();
+    std::fs::write(&key, leaf_key.serialize_pem()).unwrap();
+    let tls = crate::TlsConfig {
+        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        cert: Some(crate::config::CertPair { cert, key }),
+        ktls: false,
+        key_update_bytes: crate::tls::TLS_KEY_UPDATE_BYTES,
+        http2: true,
+        options: Default::default(),
+    };
+    (ca.pem(), tls)
+}
+
+#[cfg(feature = "grpc-client-tls")]
+#[test]
+fn calls_go_over_tls_verified_against_the_given_ca() {
+    let dir = std::env::temp_dir().join(format!("linerate-grpc-client-tls-{}", std::process::id()));
+    let (ca, tls) = tls_listener(&dir);
+    let config = crate::Config {
+        tls: Some(tls),
+        ..TestServer::config()
+    };
+    let server = TestServer::start_with(
+        config,
+        Router::new().grpc(Sums {
+            called: Arc::default(),
+        }),
+    )
+    .unwrap();
+    let uri = format!("https://{}", server.tls_addr().unwrap());
+    runtime().block_on(async {
+        let trusted = ClientTlsConfig::new()
+            .ca_certificate(ca.clone())
+            .domain_name("localhost");
+        let grpc = Grpc::new(Channel::connect_tls(&uri, trusted).await.unwrap());
+        let r: Response<SumReply> = grpc.unary(SUM, Request::new(req(4, 5))).await.unwrap();
+        assert_eq!(r.get_ref().result, 9);
+        let mut s = grpc
+            .server_streaming::<_, SumReply>(COUNT_UP, Request::new(req(2, 0)))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(s.message().await.unwrap().unwrap().result, 1);
+        assert_eq!(s.message().await.unwrap().unwrap().result, 2);
+        assert!(s.message().await.unwrap().is_none());
+
+        // Another name than the certificate's: the handshake fails, nothing is called.
+        let wrong = ClientTlsConfig::new()
+            .ca_certificate(ca)
+            .domain_name("elsewhere.test");
+        let e = Channel::connect_tls(&uri, wrong).await.unwrap_err();
+        assert!(matches!(e, Error::Connect(_)), "{e}");
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
