@@ -701,3 +701,44 @@ fn calls_go_over_tls_verified_against_the_given_ca() {
     });
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_channel_runs_on_a_workers_runtime_inside_an_on_worker_handler() {
+    let (_backend, uri) = sums();
+    let router =
+        Router::new().route_async(crate::Method::Get, "/sum", crate::OnWorker, move |_req| {
+            let uri = uri.clone();
+            async move {
+                // Connected, driven and called on the worker's own current-thread runtime.
+                let grpc = match Channel::connect(&uri).await {
+                    Ok(channel) => Grpc::new(channel),
+                    Err(e) => return crate::Response::text_owned(format!("connect: {e}")),
+                };
+                let mut results = Vec::new();
+                for i in 0..3 {
+                    match grpc
+                        .unary::<_, SumReply>(SUM, Request::new(req(20, 22 + i)))
+                        .await
+                    {
+                        Ok(r) => results.push(r.into_inner().result.to_string()),
+                        Err(e) => results.push(e.to_string()),
+                    }
+                }
+                crate::Response::text_owned(results.join(","))
+            }
+        });
+    let front = TestServer::start(router).unwrap();
+    for _ in 0..2 {
+        let mut s = std::net::TcpStream::connect(front.addr()).unwrap();
+        s.set_read_timeout(Some(LIMIT)).unwrap();
+        std::io::Write::write_all(
+            &mut s,
+            b"GET /sum HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+        )
+        .unwrap();
+        let mut answer = String::new();
+        std::io::Read::read_to_string(&mut s, &mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with("\r\n\r\n42,43,44"), "{answer}");
+    }
+}
