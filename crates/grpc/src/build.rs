@@ -261,6 +261,11 @@ impl Generator {
              ::core::result::Result::Ok(Self::new({c}::Channel::connect(dst).await?))\n        }}\n\n        \
              /// Calls over `channel`.\n        pub fn new(channel: {c}::Channel) -> Self {{\n            \
              Self {{ inner: {c}::Grpc::new(channel) }}\n        }}\n\n        \
+             /// Calls over `channel`, `interceptor` run with each call's metadata first.\n        \
+             pub fn with_interceptor(\n            channel: {c}::Channel,\n            \
+             interceptor: impl Fn(&mut {g}::Metadata) -> ::core::result::Result<(), {g}::Status> \
+             + Send + Sync + 'static,\n        ) -> Self {{\n            \
+             Self {{ inner: {c}::Grpc::new(channel).with_interceptor(interceptor) }}\n        }}\n\n        \
              /// Compresses requests with `encoding`.\n        \
              pub fn send_compressed(mut self, encoding: {c}::CompressionEncoding) -> Self {{\n            \
              self.inner = self.inner.send_compressed(encoding);\n            self\n        }}\n\n        \
@@ -532,6 +537,7 @@ mod tests {
             "pubmodsvc_client{",
             "pubstructSvcClient{inner:crate::g::client::Grpc,}",
             "pubasyncfnconnect(dst:&str)->::core::result::Result<Self,crate::g::client::Error>",
+            "pubfnwith_interceptor(channel:crate::g::client::Channel,interceptor:implFn(&mutcrate::g::Metadata)->::core::result::Result<(),crate::g::Status>+Send+Sync+'static)->Self",
             "pubasyncfnu(&mutself,request:implcrate::g::client::IntoRequest<super::A>)->::core::result::Result<crate::g::Response<super::A>,crate::g::Status>{self.inner.unary(\"/p.Svc/U\",request.into_request()).await}",
             "pubasyncfns(&mutself,request:implcrate::g::client::IntoRequest<super::A>)->::core::result::Result<crate::g::Response<crate::g::client::Streaming<super::A>>,crate::g::Status>{self.inner.server_streaming(\"/p.Svc/S\",request.into_request()).await}",
             "pubasyncfnc(&mutself,request:implcrate::g::client::IntoStreamingRequest<Message=super::A>)->::core::result::Result<crate::g::Response<super::A>,crate::g::Status>{self.inner.client_streaming(\"/p.Svc/C\",request.into_streaming_request()).await}",

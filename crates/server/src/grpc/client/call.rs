@@ -83,12 +83,28 @@ where
 
 /// The calls of a generated client, over a [`Channel`]: compression and message limits are
 /// its settings, as tonic's `Grpc<T>`.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Grpc {
     channel: Channel,
     send: Encoding,
     max_decoding: usize,
     max_encoding: usize,
+    interceptor: Option<Arc<Interceptor>>,
+}
+
+/// What runs before each call with the call's metadata (an auth header, a trace id); an
+/// `Err` ends the call with that status before anything is sent.
+pub type Interceptor = dyn Fn(&mut Metadata) -> Result<(), Status> + Send + Sync;
+
+impl std::fmt::Debug for Grpc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grpc")
+            .field("send", &self.send)
+            .field("max_decoding", &self.max_decoding)
+            .field("max_encoding", &self.max_encoding)
+            .field("interceptor", &self.interceptor.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Grpc {
@@ -99,7 +115,19 @@ impl Grpc {
             send: Encoding::Identity,
             max_decoding: MAX_MESSAGE,
             max_encoding: usize::MAX,
+            interceptor: None,
         }
+    }
+
+    /// Runs `interceptor` before each call with the call's metadata (tonic's interceptor,
+    /// on the metadata only): it may add fields (`authorization`), or refuse the call with a
+    /// status, which the call then ends with, nothing sent.
+    pub fn with_interceptor(
+        mut self,
+        interceptor: impl Fn(&mut Metadata) -> Result<(), Status> + Send + Sync + 'static,
+    ) -> Grpc {
+        self.interceptor = Some(Arc::new(interceptor));
+        self
     }
 
     /// Compresses request messages with `encoding` (`grpc-encoding: gzip`).
@@ -257,6 +285,16 @@ impl Grpc {
         metadata: &Metadata,
         deadline: Option<Instant>,
     ) -> Result<(mpsc::Sender<Up>, Answer), Status> {
+        let intercepted;
+        let metadata = match &self.interceptor {
+            Some(intercept) => {
+                let mut m = metadata.clone();
+                intercept(&mut m)?;
+                intercepted = m;
+                &intercepted
+            }
+            None => metadata,
+        };
         let mut fields: Vec<(String, String)> = vec![
             ("content-type".into(), "application/grpc".into()),
             ("te".into(), "trailers".into()),

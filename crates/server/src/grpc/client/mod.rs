@@ -24,7 +24,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
-pub use call::{Grpc, IntoRequest, IntoStreamingRequest, Streaming};
+pub use call::{Grpc, Interceptor, IntoRequest, IntoStreamingRequest, Streaming};
 pub use linerate_grpc::compress::Encoding as CompressionEncoding;
 #[cfg(feature = "grpc-client-tls")]
 pub use tls::ClientTlsConfig;

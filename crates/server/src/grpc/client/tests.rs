@@ -742,3 +742,30 @@ fn a_channel_runs_on_a_workers_runtime_inside_an_on_worker_handler() {
         assert!(answer.ends_with("\r\n\r\n42,43,44"), "{answer}");
     }
 }
+
+#[test]
+fn an_interceptor_adds_metadata_to_each_call_or_refuses_it() {
+    let sent = Sent::default();
+    let grpc = Grpc::new(Channel::from_transport(Capture(sent.clone()))).with_interceptor(|md| {
+        if md.get("x-refuse").is_some() {
+            return Err(Status::new(Code::Unauthenticated, "no token"));
+        }
+        md.insert("authorization", "Bearer t")
+            .map_err(|_| Status::new(Code::Internal, "bad metadata"))
+    });
+    runtime().block_on(async {
+        let _: Response<SumReply> = grpc.unary(SUM, Request::new(req(1, 2))).await.unwrap();
+        let (_, fields, _) = sent.lock().unwrap().take().unwrap();
+        assert!(
+            fields
+                .iter()
+                .any(|(n, v)| n == "authorization" && v == "Bearer t"),
+            "{fields:?}"
+        );
+        let mut refused = Request::new(req(1, 2));
+        refused.metadata_mut().insert("x-refuse", "1").unwrap();
+        let e = grpc.unary::<_, SumReply>(SUM, refused).await.unwrap_err();
+        assert_eq!(e.code, Code::Unauthenticated);
+        assert!(sent.lock().unwrap().is_none(), "nothing was sent");
+    });
+}
