@@ -7,7 +7,11 @@
 # TLS by ALPN, verified against the throwaway CA), and through the proxy to grpc-go's own interop server
 # when one is at target/tools/grpc-interop-server (GOBIN=… go install
 # google.golang.org/grpc/interop/server@v1.85.0; or GRPC_INTEROP_SERVER=PATH; skipped with a
-# line otherwise). Fails unless every one of the 16 core cases passes on each. Builds
+# line otherwise); and linerate's own gRPC client (crates/linerate/examples/
+# grpc_interop_client.rs, built beside the binary; GRPC_INTEROP_RUST_CLIENT=PATH) against that
+# grpc-go server over h2c and over TLS (grpc-go's test certificate and CA), one line per case
+# (NOT RUN where either is missing). Fails unless
+# every one of the 16 core cases passes on each. Builds
 # nothing: target/release/linerate must exist (scripts/test-all.sh builds it first).
 #
 #   scripts/grpc-interop.sh [path/to/linerate]
@@ -85,10 +89,10 @@ install_grpcurl() {
 }
 
 out=$(mktemp -d "${TMPDIR:-/tmp}/linerate-grpc.XXXXXX")
-pid="" proxy_pid="" tproxy_pid="" gs_pid="" gproxy_pid=""
+pid="" proxy_pid="" tproxy_pid="" gs_pid="" gproxy_pid="" gts_pid=""
 cleanup() {
     local p
-    for p in "$gproxy_pid" "$gs_pid" "$tproxy_pid" "$proxy_pid" "$pid"; do
+    for p in "$gts_pid" "$gproxy_pid" "$gs_pid" "$tproxy_pid" "$proxy_pid" "$pid"; do
         if [ -n "$p" ]; then
             kill "$p" 2>/dev/null || true
             wait "$p" 2>/dev/null || true
@@ -100,6 +104,8 @@ trap cleanup EXIT
 
 bin=${1:-${CARGO_TARGET_DIR:-target}/release/linerate}
 [ -x "$bin" ] || { say "no $bin: build it first (cargo build --release -p linerate)"; exit 1; }
+# linerate's own interop client, built beside the binary (`--example grpc_interop_client`).
+rclient=${GRPC_INTEROP_RUST_CLIENT:-$(dirname "$bin")/examples/grpc_interop_client}
 command -v openssl >/dev/null || not_run "no openssl to make a throwaway certificate"
 install_client
 
@@ -131,17 +137,29 @@ done
 
 # run_cases NAME PORT [FLAGS…]: every case once; prints NAME's pass count, adds failures.
 failed=0
+# `--client PATH` runs another interop client (linerate's own); `--per-case` prints a line for
+# each case.
 run_cases() {
     local name=$1 port=$2
     shift 2
-    local passed=0 c log
+    local passed=0 c log who=$client per_case=""
+    local flags=()
+    while [ $# -gt 0 ]; do
+        case $1 in
+        --client) who=$2; shift 2 ;;
+        --per-case) per_case=1; shift ;;
+        *) flags+=("$1"); shift ;;
+        esac
+    done
     for c in "${CASES[@]}"; do
         log="$out/$name-$c.log"
-        if timeout 120 "$client" --server_host 127.0.0.1 --server_port "$port" --test_case "$c" \
-            --soak_iterations 20 "$@" >"$log" 2>&1; then
+        if timeout 120 "$who" --server_host 127.0.0.1 --server_port "$port" --test_case "$c" \
+            --soak_iterations 20 "${flags[@]}" >"$log" 2>&1; then
             passed=$((passed + 1))
+            [ -z "$per_case" ] || printf '%-20s %-28s passed\n' "$name" "$c"
         else
             say "$name: $c FAILED"
+            [ -z "$per_case" ] || printf '%-20s %-28s FAILED\n' "$name" "$c"
             tail -5 "$log" >&2
             failed=$((failed + 1))
         fi
@@ -273,7 +291,34 @@ if [ -x "$gserver" ] || install_interop server "$gserver"; then
     gproxy_pid=$last_pid
     run_cases "proxy to grpc-go" "$proxy_port" --use_tls=false
     kill -0 "$gproxy_pid" 2>/dev/null || { cat "$out/gproxy.stderr" >&2; say "the proxy died during the cases"; exit 1; }
+    # linerate's own gRPC client (crates/linerate/examples/grpc_interop_client.rs: the
+    # generated client on linerate's HTTP/2 connection) against grpc-go's server, over h2c,
+    # then over TLS (grpc-go's server with its test certificate, verified against grpc-go's
+    # test CA from the module cache as *.test.google.fr), one line per case.
+    if [ -x "$rclient" ]; then
+        run_cases "linerate client" "$gport" --use_tls=false --client "$rclient" --per-case
+        gtestdata=$(go env GOMODCACHE 2>/dev/null)/$GRPC_MODULE@$GRPC_VERSION/testdata
+        if [ -f "$gtestdata/ca.pem" ]; then
+            gtport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+            "$gserver" --port "$gtport" --use_tls=true --tls_cert_file "$gtestdata/server1.pem" \
+                --tls_key_file "$gtestdata/server1.key" >"$out/grpc-go-tls-server.log" 2>&1 &
+            gts_pid=$!
+            for _ in $(seq 100); do
+                (exec 3<>"/dev/tcp/127.0.0.1/$gtport") 2>/dev/null && break
+                kill -0 "$gts_pid" 2>/dev/null || { cat "$out/grpc-go-tls-server.log" >&2; say "grpc-go's TLS server did not start"; exit 1; }
+                sleep 0.1
+            done
+            run_cases "linerate client TLS" "$gtport" --use_tls=true --use_test_ca \
+                --ca_file "$gtestdata/ca.pem" --server_host_override foo.test.google.fr \
+                --client "$rclient" --per-case
+        else
+            say "linerate client TLS to grpc-go: NOT RUN: no grpc-go test CA at $gtestdata/ca.pem"
+        fi
+    else
+        say "linerate client to grpc-go: NOT RUN: no $rclient (cargo build -p linerate --example grpc_interop_client)"
+    fi
 else
     say "NOT RUN: the proxy to grpc-go's interop server (no $gserver, and it cannot be installed)"
+    say "NOT RUN: linerate's client to grpc-go's interop server (no $gserver, and it cannot be installed)"
 fi
 [ "$failed" = 0 ] || { say "$failed case runs or checks failed"; exit 1; }

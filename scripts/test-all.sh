@@ -143,7 +143,7 @@ server_features() {
     local f
     cargo clippy -p linerate-server --all-targets --locked --no-default-features -- -D warnings
     cargo clippy -p linerate-server --all-targets --locked --all-features -- -D warnings
-    for f in http2 tls http3 acme brotli gzip basic-auth jwt proxy websocket grpc; do
+    for f in http2 tls http3 acme brotli gzip basic-auth jwt proxy websocket grpc grpc-client grpc-client-tls; do
         cargo check -p linerate-server --all-targets --locked --no-default-features --features "$f"
     done
     cargo test -p linerate-server --lib --locked --no-default-features
@@ -160,7 +160,8 @@ CI_TARGET=target/ci-build
 export LINERATE_BIN=$CI_TARGET/ci/linerate
 ci_build_log=$(mktemp)
 ci_build_t0=$SECONDS
-nice -n 19 cargo build --profile ci --locked -p linerate --target-dir "$CI_TARGET" >"$ci_build_log" 2>&1 &
+nice -n 19 cargo build --profile ci --locked -p linerate --bins --example grpc_interop_client \
+    --target-dir "$CI_TARGET" >"$ci_build_log" 2>&1 &
 ci_build_pid=$!
 
 must "cargo test" cargo test --workspace --locked

@@ -1,6 +1,6 @@
 //! Code generation for build scripts (cargo feature `build`): [`Generator`], a prost-build
-//! `ServiceGenerator` writing each service's trait and server for `linerate_server::grpc`,
-//! and [`Builder`] / [`compile_protos`], which compile `.proto` files with protox (a protobuf
+//! `ServiceGenerator` writing each service's trait, server and client for
+//! `linerate_server::grpc`, and [`Builder`] / [`compile_protos`], which compile `.proto` files with protox (a protobuf
 //! compiler in pure Rust: no `protoc`) and prost-build, and can keep the encoded
 //! `FileDescriptorSet` for the reflection service. Writes Rust source only; serves nothing.
 //!
@@ -16,6 +16,14 @@
 //!   `Send`.
 //! - `struct GreeterServer<T>` holding an `Arc<T>`, a `linerate_server::grpc::Service`:
 //!   `Router::new().grpc(GreeterServer::new(MyGreeter))`.
+//!
+//! and `greeter_client::GreeterClient`, calling the service over a
+//! `linerate_server::grpc::client::Channel` (`GreeterClient::connect("http://host:port")`, or
+//! `GreeterClient::new(channel)`; feature `grpc-client` of linerate-server), one `async fn` per
+//! RPC taking `&mut self`: unary `(impl IntoRequest<Req>) -> Result<Response<Resp>, Status>`;
+//! server streaming answers `Response<client::Streaming<Resp>>` (`.message().await`); client
+//! streaming and bidirectional take `impl IntoStreamingRequest<Message = Req>` (a `Stream` of
+//! requests, alone or in a `Request`).
 //!
 //! ```no_run
 //! // build.rs's main
@@ -34,8 +42,8 @@ use prost::Message as _;
 /// names `linerate-server` by).
 pub const SERVER_PATH: &str = "::linerate_server::grpc";
 
-/// A prost-build `ServiceGenerator` writing, per service, its trait and its server (see the
-/// module doc). Give it to `prost_build::Config::service_generator`, or use [`Builder`].
+/// A prost-build `ServiceGenerator` writing, per service, its trait, its server and its
+/// client (see the module doc). Give it to `prost_build::Config::service_generator`, or use [`Builder`].
 #[derive(Clone, Debug)]
 pub struct Generator {
     server_path: String,
@@ -227,6 +235,89 @@ impl prost_build::ServiceGenerator for Generator {
             );
         }
         let _ = writeln!(buf, "            ]\n        }}\n    }}\n}}");
+        self.client(&service, &full, buf);
+    }
+}
+
+impl Generator {
+    /// The service's client module, `<service>_client`: `<Service>Client` over a
+    /// `client::Channel`, one method per RPC calling the runtime's `client::Grpc`.
+    fn client(&self, service: &prost_build::Service, full: &str, buf: &mut String) {
+        let g = &self.server_path;
+        let c = format!("{g}::client");
+        let name = &service.name;
+        let module = format!("{}_client", snake(name));
+        let client = format!("{name}Client");
+        let _ = writeln!(
+            buf,
+            "/// `{full}`: the client ([`{module}::{client}`]).\npub mod {module} {{\n    \
+             #![allow(unused_imports, dead_code, clippy::all)]\n\n    \
+             /// Calls `{full}` over a channel: `{client}::connect(\"http://127.0.0.1:50051\")`, \
+             or `{client}::new(channel)` (a `TestClient`'s `grpc_channel()` among them).\n    \
+             #[derive(Clone, Debug)]\n    pub struct {client} {{\n        inner: {c}::Grpc,\n    }}\n\n    \
+             impl {client} {{\n        \
+             /// Connects to `dst` (`http://host:port`, h2c) on the current tokio runtime.\n        \
+             pub async fn connect(dst: &str) -> ::core::result::Result<Self, {c}::Error> {{\n            \
+             ::core::result::Result::Ok(Self::new({c}::Channel::connect(dst).await?))\n        }}\n\n        \
+             /// Calls over `channel`.\n        pub fn new(channel: {c}::Channel) -> Self {{\n            \
+             Self {{ inner: {c}::Grpc::new(channel) }}\n        }}\n\n        \
+             /// Calls over `channel`, `interceptor` run with each call's metadata first.\n        \
+             pub fn with_interceptor(\n            channel: {c}::Channel,\n            \
+             interceptor: impl Fn(&mut {g}::Metadata) -> ::core::result::Result<(), {g}::Status> \
+             + Send + Sync + 'static,\n        ) -> Self {{\n            \
+             Self {{ inner: {c}::Grpc::new(channel).with_interceptor(interceptor) }}\n        }}\n\n        \
+             /// Compresses requests with `encoding`.\n        \
+             pub fn send_compressed(mut self, encoding: {c}::CompressionEncoding) -> Self {{\n            \
+             self.inner = self.inner.send_compressed(encoding);\n            self\n        }}\n\n        \
+             /// Accepts answers compressed with `encoding` (gzip always is).\n        \
+             pub fn accept_compressed(mut self, encoding: {c}::CompressionEncoding) -> Self {{\n            \
+             self.inner = self.inner.accept_compressed(encoding);\n            self\n        }}\n\n        \
+             /// The largest answer message taken.\n        \
+             pub fn max_decoding_message_size(mut self, limit: usize) -> Self {{\n            \
+             self.inner = self.inner.max_decoding_message_size(limit);\n            self\n        }}\n\n        \
+             /// The largest request message sent.\n        \
+             pub fn max_encoding_message_size(mut self, limit: usize) -> Self {{\n            \
+             self.inner = self.inner.max_encoding_message_size(limit);\n            self\n        }}"
+        );
+        for m in &service.methods {
+            let shape = Shape::of(m);
+            let req = from_inner(&m.input_type);
+            let resp = from_inner(&m.output_type);
+            let path = format!("/{full}/{}", m.proto_name);
+            let input = match shape {
+                Shape::Unary | Shape::ServerStreaming => {
+                    format!("impl {c}::IntoRequest<{req}>")
+                }
+                Shape::ClientStreaming | Shape::Bidi => {
+                    format!("impl {c}::IntoStreamingRequest<Message = {req}>")
+                }
+            };
+            let output = match shape {
+                Shape::Unary | Shape::ClientStreaming => format!("{g}::Response<{resp}>"),
+                Shape::ServerStreaming | Shape::Bidi => {
+                    format!("{g}::Response<{c}::Streaming<{resp}>>")
+                }
+            };
+            let call = match shape {
+                Shape::Unary => "unary(PATH, request.into_request())",
+                Shape::ServerStreaming => "server_streaming(PATH, request.into_request())",
+                Shape::ClientStreaming => {
+                    "client_streaming(PATH, request.into_streaming_request())"
+                }
+                Shape::Bidi => "streaming(PATH, request.into_streaming_request())",
+            }
+            .replace("PATH", &format!("\"{path}\""));
+            buf.push('\n');
+            m.comments.append_with_indent(2, buf);
+            let _ = writeln!(
+                buf,
+                "        /// `{path}`.\n        pub async fn {rust}(\n            &mut self,\n            \
+                 request: {input},\n        ) -> ::core::result::Result<{output}, {g}::Status> {{\n            \
+                 self.inner.{call}.await\n        }}",
+                rust = m.name,
+            );
+        }
+        let _ = writeln!(buf, "    }}\n}}");
     }
 }
 
@@ -443,6 +534,14 @@ mod tests {
             "crate::g::Method::server_streaming(\"/p.Svc/S\"",
             "crate::g::Method::client_streaming(\"/p.Svc/C\"",
             "crate::g::Method::bidi_streaming(\"/p.Svc/B\"",
+            "pubmodsvc_client{",
+            "pubstructSvcClient{inner:crate::g::client::Grpc,}",
+            "pubasyncfnconnect(dst:&str)->::core::result::Result<Self,crate::g::client::Error>",
+            "pubfnwith_interceptor(channel:crate::g::client::Channel,interceptor:implFn(&mutcrate::g::Metadata)->::core::result::Result<(),crate::g::Status>+Send+Sync+'static)->Self",
+            "pubasyncfnu(&mutself,request:implcrate::g::client::IntoRequest<super::A>)->::core::result::Result<crate::g::Response<super::A>,crate::g::Status>{self.inner.unary(\"/p.Svc/U\",request.into_request()).await}",
+            "pubasyncfns(&mutself,request:implcrate::g::client::IntoRequest<super::A>)->::core::result::Result<crate::g::Response<crate::g::client::Streaming<super::A>>,crate::g::Status>{self.inner.server_streaming(\"/p.Svc/S\",request.into_request()).await}",
+            "pubasyncfnc(&mutself,request:implcrate::g::client::IntoStreamingRequest<Message=super::A>)->::core::result::Result<crate::g::Response<super::A>,crate::g::Status>{self.inner.client_streaming(\"/p.Svc/C\",request.into_streaming_request()).await}",
+            "pubasyncfnb(&mutself,request:implcrate::g::client::IntoStreamingRequest<Message=super::A>)->::core::result::Result<crate::g::Response<crate::g::client::Streaming<super::A>>,crate::g::Status>{self.inner.streaming(\"/p.Svc/B\",request.into_streaming_request()).await}",
         ] {
             assert!(code.contains(want), "missing {want}\nin {code}");
         }

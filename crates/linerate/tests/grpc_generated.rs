@@ -2,19 +2,21 @@
 //! tests/proto/greeter.proto with its messages, as an application would), implemented as a
 //! trait and served: one call of each shape over HTTP/2 through the server's state machines
 //! (`TestClient`), the generated UNIMPLEMENTED default for the method left out, and the
-//! descriptor set the builder wrote, registered with reflection.
+//! descriptor set the builder wrote, registered with reflection; and the generated client
+//! calling each shape, in process (`TestClient::grpc_channel`) and over h2c (`TestServer`).
 
 use linerate_server::Router;
 use linerate_server::grpc::{
     Code, Reflection, Request, Response, Service, Sink, Status, Streaming,
 };
-use linerate_server::testing::{TestClient, TestResponse};
+use linerate_server::testing::{TestClient, TestResponse, TestServer};
 use prost::Message;
 
 mod greeter {
     include!(concat!(env!("OUT_DIR"), "/example.greeter.rs"));
 }
 
+use greeter::greeter_client::GreeterClient;
 use greeter::greeter_server::{Greeter, GreeterServer, SERVICE_NAME};
 use greeter::{HelloReply, HelloRequest};
 
@@ -187,4 +189,85 @@ fn the_builders_descriptor_set_registers_with_reflection() {
     Reflection::new()
         .register(include_bytes!(concat!(env!("OUT_DIR"), "/greeter.bin")))
         .unwrap();
+}
+
+/// A stream of requests from a queue (a test's `tokio_stream::iter`).
+struct Feed(tokio::sync::mpsc::UnboundedReceiver<HelloRequest>);
+
+impl futures_core::Stream for Feed {
+    type Item = HelloRequest;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<HelloRequest>> {
+        self.0.poll_recv(cx)
+    }
+}
+
+fn feed(items: Vec<HelloRequest>) -> Feed {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    for i in items {
+        tx.send(i).unwrap();
+    }
+    Feed(rx)
+}
+
+/// Each call shape through the generated client, over `channel`.
+async fn every_shape_through_the_generated_client(mut client: GreeterClient) {
+    let r = client.say_hello(hello("ann", 0)).await.unwrap();
+    assert_eq!(r.into_inner().message, "hello ann");
+
+    let mut s = client
+        .say_hellos(Request::new(hello("bo", 2)))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut got = Vec::new();
+    while let Some(m) = s.message().await.unwrap() {
+        got.push(m.message);
+    }
+    assert_eq!(got, ["hello bo #0", "hello bo #1"]);
+
+    let r = client
+        .count_names(feed(vec![hello("a", 0), hello("b", 0)]))
+        .await
+        .unwrap();
+    assert_eq!(r.into_inner().message, "2 names: a,b");
+
+    let mut s = client
+        .chat(feed(vec![hello("x", 0), hello("", 0)]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(s.message().await.unwrap().unwrap().message, "hi x");
+    assert_eq!(s.message().await.unwrap_err().code, Code::InvalidArgument);
+
+    let e = client.not_written(()).await.unwrap_err();
+    assert_eq!(e.code, Code::Unimplemented);
+}
+
+#[test]
+fn the_generated_client_calls_each_shape_in_process() {
+    let tc = TestClient::new(Router::new().grpc(GreeterServer::new(MyGreeter)));
+    let client = GreeterClient::new(tc.grpc_channel());
+    tc.block_on(every_shape_through_the_generated_client(client));
+}
+
+#[test]
+fn the_generated_client_calls_each_shape_over_h2c() {
+    let config = linerate_server::Config {
+        h2c: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+        ..TestServer::config()
+    };
+    let server =
+        TestServer::start_with(config, Router::new().grpc(GreeterServer::new(MyGreeter))).unwrap();
+    let uri = format!("http://{}", server.h2c_addr().unwrap());
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let client = GreeterClient::connect(&uri).await.unwrap();
+            every_shape_through_the_generated_client(client).await;
+        });
 }

@@ -63,6 +63,8 @@
 //! HTTP/1.1 (or, with `.http2()`, HTTP/2) connection state machine and dispatch a worker
 //! runs, deferred and `async` handlers included, and reads the [`testing::TestResponse`] back
 //! from the bytes the connection sends, so the server's own 404, 405 and 413 are there too.
+//! A generated gRPC client calls the router's services the same way over
+//! `TestClient::grpc_channel()` (feature `grpc-client`; see the `grpc` module's "A client").
 //! [`testing::TestServer`] runs the real server on 127.0.0.1 with an OS-chosen port for
 //! end-to-end tests and shuts it down gracefully when dropped.
 //!

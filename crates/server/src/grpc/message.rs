@@ -11,6 +11,9 @@ use std::time::Instant;
 
 use super::Metadata;
 
+/// A timeout too long to add to now is a century's worth.
+const CENTURY: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 86_400);
+
 /// A call's request: its message (a [`Streaming`](super::Streaming) of them for a
 /// client-streaming or bidirectional call), the client's metadata, the deadline it set and
 /// its address.
@@ -63,6 +66,13 @@ impl<T> Request<T> {
         self.deadline
     }
 
+    /// Gives the call `timeout` from now (a client's request: sent as `grpc-timeout`, and
+    /// the call ends DEADLINE_EXCEEDED on this side past it, as tonic's `set_timeout`).
+    pub fn set_timeout(&mut self, timeout: std::time::Duration) {
+        let now = Instant::now();
+        self.deadline = Some(now.checked_add(timeout).unwrap_or(now + CENTURY));
+    }
+
     /// The client's address (behind trusted proxies, the one they name).
     pub fn remote_addr(&self) -> Option<SocketAddr> {
         self.peer
@@ -106,5 +116,21 @@ impl<T> Response<T> {
     /// The trailing metadata (sent with `grpc-status`).
     pub fn trailers_mut(&mut self) -> &mut Metadata {
         &mut self.trailers
+    }
+
+    /// The initial metadata (a client reads the server's here).
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    /// The trailing metadata (a client of a unary call reads the server's here; a streaming
+    /// answer's come with its end, `client::Streaming::trailers`).
+    pub fn trailers(&self) -> &Metadata {
+        &self.trailers
+    }
+
+    /// The message, mutably (a client reads a streaming answer through it).
+    pub fn get_mut(&mut self) -> &mut T {
+        &mut self.message
     }
 }

@@ -46,6 +46,34 @@
 //! on nothing: then the call is answered on the worker at once); a method left out answers
 //! UNIMPLEMENTED. The generated code names `::linerate_server::grpc` (`server_path` changes it).
 //!
+//! **A client** (feature `grpc-client`, in `default`): the same generator writes
+//! `greeter_client::GreeterClient` beside the server, in tonic's shapes, over a
+//! [`client::Channel`] — linerate's own HTTP/2 client connection (the proxy's), driven by a
+//! tokio task, on any tokio runtime (a worker's inside an [`OnWorker`](crate::OnWorker)
+//! handler too), or `TestClient::grpc_channel` (in process, through the router):
+//!
+//! ```ignore
+//! let mut client = GreeterClient::connect("http://127.0.0.1:50051").await?;
+//! let mut req = Request::new(HelloRequest { name: "ann".into() });
+//! req.set_timeout(Duration::from_secs(1)); // grpc-timeout; DEADLINE_EXCEEDED here past it
+//! req.metadata_mut().insert("x-trace", "1")?;
+//! let reply = client.say_hello(req).await?; // Result<Response<HelloReply>, Status>
+//! let mut s = client.say_hellos(HelloRequest::default()).await?.into_inner();
+//! while let Some(m) = s.message().await? { /* … */ }
+//! ```
+//!
+//! A server-streaming or bidirectional call answers a [`client::Streaming`]; a
+//! client-streaming or bidirectional call takes a `Stream` of requests, sent while the answer
+//! is read. Calls share the channel's one connection (streams as the server allows); a lost
+//! connection fails its calls UNAVAILABLE and the next call connects again; dropping a call
+//! or its `Streaming` cancels it (RST_STREAM CANCEL). Answers: `grpc-status` and a
+//! percent-decoded `grpc-message` (and `grpc-status-details-bin`) become the [`Status`], an
+//! HTTP status without them is mapped as http-grpc-status-mapping.md says, gzip answers are
+//! taken (`send_compressed` sends gzip), and messages are limited both ways
+//! (`max_decoding_message_size`, [`MAX_MESSAGE`] by default). `https://` is HTTP/2 over TLS
+//! (feature `grpc-client-tls`: the system's roots, or `client::Channel::connect_tls` with a CA
+//! and a name).
+//!
 //! **The standard services**: [`Health`] (`grpc.health.v1.Health`: Check and Watch, its
 //! handle sets each service's status at run time, `""` the server's) and [`Reflection`]
 //! (`grpc.reflection.v1` and `v1alpha`: the router's services, and the files of the
@@ -84,6 +112,8 @@
 
 mod answer;
 mod call;
+#[cfg(feature = "grpc-client")]
+pub mod client;
 pub mod health;
 mod layered;
 mod message;

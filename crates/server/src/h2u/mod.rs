@@ -12,7 +12,8 @@
 //! requests (`fields`), and the server's defences apply to the upstream (`h2::stream`'s limits).
 //!
 //! The driver owns these connections in `driver/upstream_h2.rs` (an upstream with
-//! `protocol = "h2c"`).
+//! `protocol = "h2c"`); the gRPC client drives one per channel on a tokio task
+//! (`grpc/client/h2.rs`, feature `grpc-client`).
 #![allow(dead_code)] // parts of the API only the tests and the fuzz target use (PING, trailers up)
 
 mod cancel;

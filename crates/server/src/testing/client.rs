@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 use std::cell::RefCell;
+use std::rc::Rc;
 use std::time::Duration;
 
 use linerate_http1::{Method, is_valid_field_name, is_valid_field_value};
@@ -47,7 +48,7 @@ pub enum Protocol {
 /// multi-threaded one, not the test's own current-thread runtime). The client holds what a worker holds on its own thread, so it is neither `Send`
 /// nor `Sync`: make one per test thread (it costs what the routes and sites cost to build).
 pub struct TestClient {
-    engine: RefCell<Engine>,
+    engine: Rc<RefCell<Engine>>,
     protocol: Protocol,
     timeout: Duration,
 }
@@ -80,7 +81,7 @@ impl TestClient {
     /// site, a route registered twice).
     pub fn with_config(config: Config, router: Router) -> Result<TestClient, StartError> {
         Ok(TestClient {
-            engine: RefCell::new(Engine::new(&config, router)?),
+            engine: Rc::new(RefCell::new(Engine::new(&config, router)?)),
             protocol: Protocol::Http1,
             timeout: EXCHANGE_TIMEOUT,
         })
@@ -272,5 +273,27 @@ impl TestRequest<'_> {
             .engine
             .borrow_mut()
             .exchange(self.protocol, &mut *wire, client.timeout)
+    }
+}
+
+// issue W item 2: TestClient calls gRPC methods in process
+#[cfg(feature = "grpc-client")]
+impl TestClient {
+    /// A gRPC channel to this client's router: a generated client over it
+    /// (`GreeterClient::new(test_client.grpc_channel())`) has each call served in process
+    /// over HTTP/2 framing, through the same connection state machine, routes and layers as
+    /// [`TestClient::http2`]'s requests. A call's request stream is read to its end before
+    /// the call is served (a bidirectional call whose requests wait on its answers needs a
+    /// real server: [`TestServer`](super::TestServer)). Calls are served on this thread, while
+    /// their future is polled: drive them with [`TestClient::block_on`] (or another executor
+    /// on this thread; not inside a tokio runtime, whose `block_on` the client's own
+    /// runtime cannot nest in).
+    pub fn grpc_channel(&self) -> crate::grpc::client::Channel {
+        super::grpc_channel::channel(&self.engine, self.timeout)
+    }
+
+    /// Runs `future` (a call over [`TestClient::grpc_channel`]) to its end on this thread.
+    pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        super::grpc_channel::block_on(future)
     }
 }

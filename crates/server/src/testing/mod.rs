@@ -34,6 +34,8 @@
 mod client;
 mod engine;
 mod error;
+#[cfg(feature = "grpc-client")]
+pub(crate) mod grpc_channel;
 mod response;
 mod server;
 mod wire;
