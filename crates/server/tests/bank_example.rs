@@ -1,6 +1,6 @@
 //! `examples/bank/` (issue W's accounts/transfers service) in process: its router through
 //! the test client, on the in-memory store and tokens, over REST (HTTP/1.1 and HTTP/2) and
-//! gRPC (HTTP/2): the bearer check passing and failing (and failing closed when the token
+//! gRPC (its generated client over `TestClient::grpc_channel`): one bearer check over both passing and failing (and failing closed when the token
 //! store is down), a transfer moving money and conserving it, insufficient funds, unknown
 //! accounts, bad bodies; and the checked-in gRPC code against the .proto.
 
@@ -10,10 +10,10 @@ mod bank;
 
 use std::sync::Arc;
 
-use bank::proto::{Account, GetAccountRequest, TransferReply, TransferRequest};
+use bank::proto::{Account, BankClient, GetAccountRequest, TransferReply, TransferRequest};
 use bank::{MemoryStore, MemoryTokens};
+use linerate_server::grpc::{self, Request, Status};
 use linerate_server::testing::{TestClient, TestResponse};
-use prost::Message;
 use serde::Deserialize;
 
 /// Accounts in the test ledger, and what each starts with (cents).
@@ -47,40 +47,52 @@ fn transfer(client: &TestClient, token: &str, body: &str) -> TestResponse {
         .send()
 }
 
-// W2: these two go once the generated client calls the methods through `TestClient`.
-/// A unary call framed by hand: one length-prefixed message, over HTTP/2.
-fn call<M: Message>(client: &TestClient, method: &str, token: Option<&str>, m: &M) -> TestResponse {
-    let msg = m.encode_to_vec();
-    let mut body = vec![0];
-    body.extend_from_slice(&(msg.len() as u32).to_be_bytes());
-    body.extend_from_slice(&msg);
-    let mut req = client
-        .post(&format!("/bank.Bank/{method}"))
-        .http2()
-        .header("content-type", "application/grpc")
-        .header("te", "trailers");
+/// A call through the generated client (`bank_client::BankClient`), served in process over
+/// `TestClient::grpc_channel` (HTTP/2 framing, the same routes and layers): the status code
+/// it ended with, as the wire writes it, and its answer.
+fn rpc<Req, Resp, F, Fut>(
+    client: &TestClient,
+    token: Option<&str>,
+    m: Req,
+    f: F,
+) -> (String, Option<Resp>)
+where
+    F: FnOnce(BankClient, Request<Req>) -> Fut,
+    Fut: std::future::Future<Output = Result<grpc::Response<Resp>, Status>>,
+{
+    let mut req = Request::new(m);
     if let Some(t) = token {
-        req = req.header("authorization", format!("Bearer {t}"));
+        req.metadata_mut()
+            .insert("authorization", format!("Bearer {t}"))
+            .unwrap();
     }
-    req.body(body).send()
+    let called = client.block_on(f(BankClient::new(client.grpc_channel()), req));
+    match called {
+        Ok(resp) => ("0".to_string(), Some(resp.into_inner())),
+        Err(status) => ((status.code as i32).to_string(), None),
+    }
 }
 
-/// The call's `grpc-status` (from its trailers, or its only header block) and its one
-/// message, if any.
-fn answer<M: Message + Default>(res: &TestResponse) -> (String, Option<M>) {
-    assert_eq!(res.status(), 200, "gRPC answers are HTTP 200");
-    let status = res
-        .trailer("grpc-status")
-        .or_else(|| res.header("grpc-status"))
-        .expect("a grpc-status")
-        .to_string();
-    let body = res.body();
-    let message = (body.len() >= 5).then(|| {
-        let len = u32::from_be_bytes(body[1..5].try_into().unwrap()) as usize;
-        assert_eq!(body.len(), 5 + len, "one whole message");
-        M::decode(&body[5..]).unwrap()
-    });
-    (status, message)
+fn get(client: &TestClient, token: Option<&str>, id: i64) -> (String, Option<Account>) {
+    rpc(
+        client,
+        token,
+        GetAccountRequest { id },
+        |mut c, r| async move { c.get_account(r).await },
+    )
+}
+
+fn send(
+    client: &TestClient,
+    token: Option<&str>,
+    t: TransferRequest,
+) -> (String, Option<TransferReply>) {
+    rpc(
+        client,
+        token,
+        t,
+        |mut c, r| async move { c.transfer(r).await },
+    )
 }
 
 #[test]
@@ -148,17 +160,8 @@ fn bank_auth_fails_closed_when_the_token_store_is_down() {
         .header("authorization", "Bearer good")
         .send();
     assert_eq!(res.status(), 503);
-    let res = call(
-        &client,
-        "GetAccount",
-        Some("good"),
-        &GetAccountRequest { id: 1 },
-    );
-    assert_eq!(
-        answer::<Account>(&res),
-        ("14".to_string(), None),
-        "UNAVAILABLE"
-    );
+    let res = get(&client, Some("good"), 1);
+    assert_eq!(res, ("14".to_string(), None), "UNAVAILABLE");
     assert_eq!(
         transfer(&client, "good", r#"{"from":1,"to":2,"amount":5}"#).status(),
         503
@@ -279,14 +282,8 @@ fn bank_rest_bad_bodies_and_ids() {
 #[test]
 fn bank_grpc_get_account_with_a_good_bearer() {
     let (client, _) = bank();
-    let res = call(
-        &client,
-        "GetAccount",
-        Some("good"),
-        &GetAccountRequest { id: 3 },
-    );
-    assert_eq!(res.header("content-type"), Some("application/grpc"));
-    let (status, account) = answer::<Account>(&res);
+    let res = get(&client, Some("good"), 3);
+    let (status, account) = res;
     assert_eq!(status, "0");
     assert_eq!(
         account,
@@ -302,19 +299,15 @@ fn bank_grpc_get_account_with_a_good_bearer() {
 fn bank_grpc_refuses_a_missing_or_unknown_bearer() {
     let (client, store) = bank();
     for token in [None, Some("bad")] {
-        let res = call(&client, "GetAccount", token, &GetAccountRequest { id: 1 });
-        assert_eq!(
-            answer::<Account>(&res),
-            ("16".to_string(), None),
-            "UNAUTHENTICATED"
-        );
+        let res = get(&client, token, 1);
+        assert_eq!(res, ("16".to_string(), None), "UNAUTHENTICATED");
         let t = TransferRequest {
             from: 1,
             to: 2,
             amount: 5,
         };
-        let res = call(&client, "Transfer", token, &t);
-        assert_eq!(answer::<TransferReply>(&res).0, "16");
+        let res = send(&client, token, t);
+        assert_eq!(res.0, "16");
     }
     assert_eq!(store.transfers(), 0);
 }
@@ -323,18 +316,10 @@ fn bank_grpc_refuses_a_missing_or_unknown_bearer() {
 fn bank_grpc_transfer_conserves_money_and_maps_errors() {
     let (client, store) = bank();
     let t = |from, to, amount| TransferRequest { from, to, amount };
-    let res = call(&client, "Transfer", Some("good"), &t(1, 2, 700));
-    assert_eq!(
-        answer::<TransferReply>(&res),
-        ("0".to_string(), Some(TransferReply { id: 1 }))
-    );
-    let res = call(
-        &client,
-        "GetAccount",
-        Some("good"),
-        &GetAccountRequest { id: 1 },
-    );
-    assert_eq!(answer::<Account>(&res).1.unwrap().balance, BALANCE - 700);
+    let res = send(&client, Some("good"), t(1, 2, 700));
+    assert_eq!(res, ("0".to_string(), Some(TransferReply { id: 1 })));
+    let res = get(&client, Some("good"), 1);
+    assert_eq!(res.1.unwrap().balance, BALANCE - 700);
     let cases = [
         (t(1, 2, BALANCE), "9"), // FAILED_PRECONDITION: 700 short
         (t(1, 99, 1), "5"),      // NOT_FOUND
@@ -343,16 +328,11 @@ fn bank_grpc_transfer_conserves_money_and_maps_errors() {
         (t(1, 1, 1), "3"),
     ];
     for (req, want) in cases {
-        let res = call(&client, "Transfer", Some("good"), &req);
-        assert_eq!(answer::<TransferReply>(&res).0, want, "{req:?}");
+        let res = send(&client, Some("good"), req);
+        assert_eq!(res.0, want, "{req:?}");
     }
-    let res = call(
-        &client,
-        "GetAccount",
-        Some("good"),
-        &GetAccountRequest { id: 42 },
-    );
-    assert_eq!(answer::<Account>(&res).0, "5");
+    let res = get(&client, Some("good"), 42);
+    assert_eq!(res.0, "5");
     assert_eq!(store.transfers(), 1);
     assert_eq!(store.total(), ACCOUNTS * BALANCE);
 }

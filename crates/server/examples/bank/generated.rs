@@ -117,3 +117,97 @@ pub mod bank_server {
         }
     }
 }
+/// `bank.Bank`: the client ([`bank_client::BankClient`]).
+pub mod bank_client {
+    #![allow(unused_imports, dead_code, clippy::all)]
+    /// Calls `bank.Bank` over a channel: `BankClient::connect("http://127.0.0.1:50051")`, or `BankClient::new(channel)` (a `TestClient`'s `grpc_channel()` among them).
+    #[derive(Clone, Debug)]
+    pub struct BankClient {
+        inner: ::linerate_server::grpc::client::Grpc,
+    }
+    impl BankClient {
+        /// Connects to `dst` (`http://host:port`, h2c) on the current tokio runtime.
+        pub async fn connect(
+            dst: &str,
+        ) -> ::core::result::Result<Self, ::linerate_server::grpc::client::Error> {
+            ::core::result::Result::Ok(
+                Self::new(::linerate_server::grpc::client::Channel::connect(dst).await?),
+            )
+        }
+        /// Calls over `channel`.
+        pub fn new(channel: ::linerate_server::grpc::client::Channel) -> Self {
+            Self {
+                inner: ::linerate_server::grpc::client::Grpc::new(channel),
+            }
+        }
+        /// Calls over `channel`, `interceptor` run with each call's metadata first.
+        pub fn with_interceptor(
+            channel: ::linerate_server::grpc::client::Channel,
+            interceptor: impl Fn(
+                &mut ::linerate_server::grpc::Metadata,
+            ) -> ::core::result::Result<
+                    (),
+                    ::linerate_server::grpc::Status,
+                > + Send + Sync + 'static,
+        ) -> Self {
+            Self {
+                inner: ::linerate_server::grpc::client::Grpc::new(channel)
+                    .with_interceptor(interceptor),
+            }
+        }
+        /// Compresses requests with `encoding`.
+        pub fn send_compressed(
+            mut self,
+            encoding: ::linerate_server::grpc::client::CompressionEncoding,
+        ) -> Self {
+            self.inner = self.inner.send_compressed(encoding);
+            self
+        }
+        /// Accepts answers compressed with `encoding` (gzip always is).
+        pub fn accept_compressed(
+            mut self,
+            encoding: ::linerate_server::grpc::client::CompressionEncoding,
+        ) -> Self {
+            self.inner = self.inner.accept_compressed(encoding);
+            self
+        }
+        /// The largest answer message taken.
+        pub fn max_decoding_message_size(mut self, limit: usize) -> Self {
+            self.inner = self.inner.max_decoding_message_size(limit);
+            self
+        }
+        /// The largest request message sent.
+        pub fn max_encoding_message_size(mut self, limit: usize) -> Self {
+            self.inner = self.inner.max_encoding_message_size(limit);
+            self
+        }
+        /// One account; NOT_FOUND when there is none.
+        /// `/bank.Bank/GetAccount`.
+        pub async fn get_account(
+            &mut self,
+            request: impl ::linerate_server::grpc::client::IntoRequest<
+                super::GetAccountRequest,
+            >,
+        ) -> ::core::result::Result<
+            ::linerate_server::grpc::Response<super::Account>,
+            ::linerate_server::grpc::Status,
+        > {
+            self.inner.unary("/bank.Bank/GetAccount", request.into_request()).await
+        }
+        /// Moves `amount` cents from one account to another in one PostgreSQL transaction:
+        /// NOT_FOUND for an unknown account, FAILED_PRECONDITION for insufficient funds,
+        /// INVALID_ARGUMENT for an amount that is not positive or an account paying itself.
+        /// `/bank.Bank/Transfer`.
+        pub async fn transfer(
+            &mut self,
+            request: impl ::linerate_server::grpc::client::IntoRequest<
+                super::TransferRequest,
+            >,
+        ) -> ::core::result::Result<
+            ::linerate_server::grpc::Response<super::TransferReply>,
+            ::linerate_server::grpc::Status,
+        > {
+            self.inner.unary("/bank.Bank/Transfer", request.into_request()).await
+        }
+    }
+}

@@ -1,6 +1,6 @@
 //! The gRPC API: `bank.Bank` (bench/bank/bank.proto) over the same [`Store`] and [`Tokens`]
-//! as REST. Each method checks the caller's `authorization: Bearer TOKEN` metadata itself
-//! (no async layer covers gRPC routes yet), then answers: NOT_FOUND an unknown account,
+//! as REST, under the same auth layer (rest.rs's `auth`, whose 401 the engine makes
+//! UNAUTHENTICATED): the methods see only authenticated calls. They answer NOT_FOUND an unknown account,
 //! FAILED_PRECONDITION insufficient funds, INVALID_ARGUMENT an amount not above zero or an
 //! account paying itself, UNAUTHENTICATED no or an unknown bearer, UNAVAILABLE PostgreSQL or
 //! Redis unreachable.
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use linerate_server::grpc::{Code, Request, Response, Status};
 
 use super::pb;
-use super::store::{BankError, NewTransfer, Store, Tokens, authenticate};
+use super::store::{BankError, NewTransfer, Store};
 
 /// The gRPC status of a [`BankError`].
 pub fn status(e: BankError) -> Status {
@@ -28,17 +28,6 @@ pub fn status(e: BankError) -> Status {
 /// `bank.Bank` (see the module doc).
 pub struct Bank {
     pub store: Arc<dyn Store>,
-    pub tokens: Arc<dyn Tokens>,
-}
-
-impl Bank {
-    /// The one auth check, repeated in each method.
-    // W1: gone once rest.rs's `auth` layer covers the gRPC routes (a 401 from it becomes
-    // UNAUTHENTICATED).
-    async fn authenticate<T>(&self, req: &Request<T>) -> Result<String, Status> {
-        let field = req.metadata().get("authorization").map(str::as_bytes);
-        authenticate(&*self.tokens, field).await.map_err(status)
-    }
 }
 
 impl pb::bank_server::Bank for Bank {
@@ -46,7 +35,6 @@ impl pb::bank_server::Bank for Bank {
         &self,
         req: Request<pb::GetAccountRequest>,
     ) -> Result<Response<pb::Account>, Status> {
-        self.authenticate(&req).await?;
         let id = req.get_ref().id;
         let a = self
             .store
@@ -65,7 +53,6 @@ impl pb::bank_server::Bank for Bank {
         &self,
         req: Request<pb::TransferRequest>,
     ) -> Result<Response<pb::TransferReply>, Status> {
-        self.authenticate(&req).await?;
         let m = req.get_ref();
         let t = NewTransfer {
             from: m.from,

@@ -8,7 +8,8 @@
 //! - `store.rs`: the seams (`Store`, `Tokens`), the errors, the checks both APIs share;
 //! - `postgres.rs`, `redis_tokens.rs`: the seams on PostgreSQL and Redis, per worker runtime;
 //!   `memory.rs`: in memory, for tests;
-//! - `rest.rs`: the REST routes and the auth layer; `grpc.rs`: the gRPC service;
+//! - `rest.rs`: the REST routes and the auth layer (over REST and gRPC); `grpc.rs`: the gRPC
+//!   service;
 //! - `generated.rs`: what `linerate_grpc::build` makes of bank.proto, checked in (see below).
 //!
 //! ```sh
@@ -44,21 +45,25 @@ use linerate_server::{Config, Router, Server};
 pub use memory::{MemoryStore, MemoryTokens};
 pub use store::{Account, Store, Tokens};
 
-/// The messages and service of bank.proto, for callers (the tests frame them by hand).
-// W2: the generated client replaces the tests' hand framing.
+/// The messages, service and generated client of bank.proto, for callers (the tests call
+/// the service through `bank_client::BankClient` over `TestClient::grpc_channel`).
 pub mod proto {
+    pub use super::pb::bank_client::BankClient;
     pub use super::pb::{Account, GetAccountRequest, TransferReply, TransferRequest};
 }
 
-/// The whole service: REST under its auth layer, and `bank.Bank`.
+/// The whole service: REST and `bank.Bank`, under one async auth layer (a tonic + axum
+/// service's one `from_fn_with_state` over both).
 pub fn app(store: Arc<dyn Store>, tokens: Arc<dyn Tokens>) -> Router {
     let bank = grpc::Bank {
         store: store.clone(),
-        tokens: tokens.clone(),
     };
     Router::new()
-        .merge(rest::routes(store, tokens))
+        .merge(rest::routes())
         .grpc(pb::bank_server::BankServer::new(bank))
+        .around(rest::auth)
+        .with_state(store)
+        .with_state(tokens)
 }
 
 /// `bank [ADDR]` (default 127.0.0.1:8080), with `DATABASE_URL` and `REDIS_URL` set; one

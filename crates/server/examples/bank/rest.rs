@@ -1,17 +1,20 @@
 //! The REST API: `GET /accounts/{id}` (the account as JSON) and `POST /transfers` (JSON
-//! `{"from","to","amount"}` → 201 `{"id"}`), under one async auth layer (the bearer checked
-//! against [`Tokens`]), every error a JSON `{"status","error"}`:
+//! `{"from","to","amount"}` → 201 `{"id"}`), with typed extractors in the handlers'
+//! signatures, every error a JSON `{"status","error"}`:
 //! 400 a body that is not JSON (or a path id that is not a number), 401 no or an unknown
 //! bearer, 404 an unknown account, 409 insufficient funds, 415 not JSON, 422 a body of the
 //! wrong shape or values no balance makes valid, 503 PostgreSQL or Redis unreachable.
-//! Answers are gzip or br compressed when asked for (the server's own compression).
+//! Answers are gzip compressed when asked for, by tower-http's `CompressionLayer`. The auth
+//! layer ([`auth`]) covers these routes and the gRPC ones alike (main.rs puts it over both).
 
 use std::sync::Arc;
 
 use linerate_server::{
-    ErrorRenderer, IntoResponse, Json, Next, OnWorker, OwnedRequest, Rejection, Response, Router,
+    ErrorRenderer, IntoResponse, Json, Next, OnWorker, OwnedRequest, Path, Rejection, Response,
+    Router, State, handler_async,
 };
 use serde::Serialize;
+use tower_http::compression::CompressionLayer;
 
 use super::store::{Account, BankError, NewTransfer, Store, Tokens, authenticate};
 
@@ -65,28 +68,27 @@ struct Created {
     id: i64,
 }
 
-// W4: `async fn get_account(State(store): State<Arc<dyn Store>>, Path(id): Path<i64>)`.
-async fn get_account(store: Arc<dyn Store>, req: OwnedRequest) -> Result<Json<Account>, ApiError> {
-    let id: i64 = req.request().param_as("id")?;
+async fn get_account(
+    State(store): State<Arc<dyn Store>>,
+    Path(id): Path<i64>,
+) -> Result<Json<Account>, ApiError> {
     let account = store.account(id).await?.ok_or(BankError::NotFound)?;
     Ok(Json(account))
 }
 
-// W4: `async fn transfer(State(store): State<Arc<dyn Store>>, Json(t): Json<NewTransfer>)`.
 async fn transfer(
-    store: Arc<dyn Store>,
-    req: OwnedRequest,
+    State(store): State<Arc<dyn Store>>,
+    Json(t): Json<NewTransfer>,
 ) -> Result<(u16, Json<Created>), ApiError> {
-    let t: NewTransfer = req.request().json()?;
     let id = store.transfer(t).await?;
     Ok((201, Json(Created { id })))
 }
 
-/// The bearer check: one [`Tokens`] lookup, then the route, or a 401 (503 when the token
-/// store cannot answer).
-// W1: this layer goes over the gRPC routes too (`Router::around` covering `Router::grpc`),
-// and grpc.rs's per-method check goes.
-async fn auth(tokens: Arc<dyn Tokens>, req: OwnedRequest, next: Next) -> Response {
+/// The bearer check, one layer over REST and gRPC: one [`Tokens`] lookup, then the route,
+/// or a 401 (503 when the token store cannot answer). On a gRPC route the engine turns
+/// them into UNAUTHENTICATED and UNAVAILABLE, trailers-only, with this text as the message.
+pub async fn auth(req: OwnedRequest, next: Next) -> Response {
+    let tokens = req.state::<Arc<dyn Tokens>>().clone();
     let field = req.header("authorization").map(<[u8]>::to_vec);
     match authenticate(&*tokens, field.as_deref()).await {
         Ok(_owner) => next.run(req).await,
@@ -94,18 +96,13 @@ async fn auth(tokens: Arc<dyn Tokens>, req: OwnedRequest, next: Next) -> Respons
     }
 }
 
-/// The REST routes, under the auth layer, with JSON errors.
-pub fn routes(store: Arc<dyn Store>, tokens: Arc<dyn Tokens>) -> Router {
-    let read = store.clone();
+/// The REST routes, gzip-compressed by tower-http, with JSON errors (the store is the
+/// application's state, `Router::with_state`).
+pub fn routes() -> Router {
     Router::new()
-        .get_async("/accounts/{id}", OnWorker, move |req| {
-            get_account(read.clone(), req)
-        })
-        .post_async("/transfers", OnWorker, move |req| {
-            transfer(store.clone(), req)
-        })
-        .around(move |req, next| auth(tokens.clone(), req, next))
-        // W3: tower-http's `CompressionLayer` here instead of the server's compression.
+        .get_async("/accounts/{id}", OnWorker, handler_async(get_account))
+        .post_async("/transfers", OnWorker, handler_async(transfer))
+        .tower_layer(CompressionLayer::new())
         .layer(ErrorRenderer(|status, message: &str| {
             #[derive(Serialize)]
             struct Problem<'a> {
