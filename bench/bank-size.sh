@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue W's size check: the stripped release binaries of the bank service on linerate-server
-# (crates/server/examples/bank, built `--no-default-features --features grpc-client,tower`, what
+# (crates/server/examples/bank, built `--no-default-features --features grpc,tower`, what
 # it uses, as bench/bank.sh runs it) and of its axum + tonic twin (bench/bank-axum-tonic), each
 # with its project's release profile (fat LTO, one codegen unit, opt-level 3; panic unwinds in
 # both), and their ratio (the acceptance: linerate ≤ 1.15× axum's). Prints, per service, the
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cargo build --release --locked -p linerate-server --example bank --no-default-features \
-    --features grpc-client,tower >"$tmp/linerate.log" 2>&1 || { cat "$tmp/linerate.log" >&2; exit 1; }
+    --features grpc,tower >"$tmp/linerate.log" 2>&1 || { cat "$tmp/linerate.log" >&2; exit 1; }
 (cd bench/bank-axum-tonic && cargo build --release --locked) >"$tmp/twin.log" 2>&1 ||
     { cat "$tmp/twin.log" >&2; exit 1; }
 

@@ -12,11 +12,11 @@
 # check that the suite works needs no release build of the whole binary).
 #
 # The example is built as bench/bank-size.sh measures it: `--no-default-features --features
-# grpc-client,tower` (what the service uses: gRPC over h2c, its generated client, and
+# grpc,tower` (what the service uses: gRPC over h2c and
 # tower-http's CompressionLayer for gzip and br answers, as its twin).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-FEATURES=grpc-client,tower
+FEATURES=grpc,tower
 if [ -z "${LINERATE:-}" ]; then
     cargo build --release -p linerate >/dev/null
     LINERATE=target/release/linerate

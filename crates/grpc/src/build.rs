@@ -23,7 +23,9 @@
 //! RPC taking `&mut self`: unary `(impl IntoRequest<Req>) -> Result<Response<Resp>, Status>`;
 //! server streaming answers `Response<client::Streaming<Resp>>` (`.message().await`); client
 //! streaming and bidirectional take `impl IntoStreamingRequest<Message = Req>` (a `Stream` of
-//! requests, alone or in a `Request`).
+//! requests, alone or in a `Request`). Either half can be left out, as with tonic-build:
+//! `build_client(false)` for a crate that only serves (it then needs no `grpc-client`),
+//! `build_server(false)` for one that only calls.
 //!
 //! ```no_run
 //! // build.rs's main
@@ -47,12 +49,18 @@ pub const SERVER_PATH: &str = "::linerate_server::grpc";
 #[derive(Clone, Debug)]
 pub struct Generator {
     server_path: String,
+    /// Whether each service's trait and server are written.
+    server: bool,
+    /// Whether each service's client is written.
+    client: bool,
 }
 
 impl Default for Generator {
     fn default() -> Generator {
         Generator {
             server_path: SERVER_PATH.to_string(),
+            server: true,
+            client: true,
         }
     }
 }
@@ -67,6 +75,21 @@ impl Generator {
     /// or re-exports its `grpc` module).
     pub fn server_path(mut self, path: impl Into<String>) -> Generator {
         self.server_path = path.into();
+        self
+    }
+
+    /// Whether to write each service's trait and server (default: yes), as tonic-build's
+    /// `build_server`.
+    pub fn build_server(mut self, on: bool) -> Generator {
+        self.server = on;
+        self
+    }
+
+    /// Whether to write each service's client (default: yes), as tonic-build's
+    /// `build_client`. A crate that serves and never calls leaves it out, and with it the
+    /// need for linerate-server's `grpc-client` feature.
+    pub fn build_client(mut self, on: bool) -> Generator {
+        self.client = on;
         self
     }
 }
@@ -129,13 +152,26 @@ fn snake(name: &str) -> String {
 
 impl prost_build::ServiceGenerator for Generator {
     fn generate(&mut self, service: prost_build::Service, buf: &mut String) {
-        // `write!` to a String cannot fail; the results are ignored below for that reason.
-        let g = &self.server_path;
         let full = if service.package.is_empty() {
             service.proto_name.clone()
         } else {
             format!("{}.{}", service.package, service.proto_name)
         };
+        if self.server {
+            self.server(&service, &full, buf);
+        }
+        if self.client {
+            self.client(&service, &full, buf);
+        }
+    }
+}
+
+impl Generator {
+    /// The service's server module, `<service>_server`: the trait to implement and the
+    /// server serving it.
+    fn server(&self, service: &prost_build::Service, full: &str, buf: &mut String) {
+        // `write!` to a String cannot fail; the results are ignored below for that reason.
+        let g = &self.server_path;
         let module = format!("{}_server", snake(&service.name));
         let name = &service.name;
         let server = format!("{name}Server");
@@ -235,11 +271,8 @@ impl prost_build::ServiceGenerator for Generator {
             );
         }
         let _ = writeln!(buf, "            ]\n        }}\n    }}\n}}");
-        self.client(&service, &full, buf);
     }
-}
 
-impl Generator {
     /// The service's client module, `<service>_client`: `<Service>Client` over a
     /// `client::Channel`, one method per RPC calling the runtime's `client::Grpc`.
     fn client(&self, service: &prost_build::Service, full: &str, buf: &mut String) {
@@ -349,6 +382,18 @@ impl Builder {
     /// Names the service layer by `path` ([`Generator::server_path`]).
     pub fn server_path(mut self, path: impl Into<String>) -> Builder {
         self.generator = self.generator.server_path(path);
+        self
+    }
+
+    /// Whether to write each service's trait and server ([`Generator::build_server`]).
+    pub fn build_server(mut self, on: bool) -> Builder {
+        self.generator = self.generator.build_server(on);
+        self
+    }
+
+    /// Whether to write each service's client ([`Generator::build_client`]).
+    pub fn build_client(mut self, on: bool) -> Builder {
+        self.generator = self.generator.build_client(on);
         self
     }
 

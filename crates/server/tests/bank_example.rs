@@ -8,10 +8,18 @@
 #[allow(dead_code)]
 mod bank;
 
+/// bank.proto's generated client alone, over the example's messages (`crate::bank::pb`): the
+/// example serves and never calls, so its own `generated.rs` has no client.
+#[allow(clippy::all)]
+mod bank_client {
+    include!("../examples/bank/generated_client.rs");
+}
+
 use std::sync::Arc;
 
-use bank::proto::{Account, BankClient, GetAccountRequest, TransferReply, TransferRequest};
+use bank::proto::{Account, GetAccountRequest, TransferReply, TransferRequest};
 use bank::{MemoryStore, MemoryTokens};
+use bank_client::bank_client::BankClient;
 use linerate_server::grpc::{self, Request, Status};
 use linerate_server::testing::{TestClient, TestResponse};
 use serde::Deserialize;
@@ -337,27 +345,44 @@ fn bank_grpc_transfer_conserves_money_and_maps_errors() {
     assert_eq!(store.total(), ACCOUNTS * BALANCE);
 }
 
-/// The gRPC code checked in as `examples/bank/generated.rs` is what `linerate_grpc::build`
-/// makes of `bench/bank/bank.proto` now (a stale copy would serve an old API). With
-/// `LINERATE_BLESS=1` the file is written anew instead.
+/// The gRPC code checked in as `examples/bank/generated.rs` (the messages and the server) and
+/// `generated_client.rs` (the client alone) is what `linerate_grpc::build` makes of
+/// `bench/bank/bank.proto` now (a stale copy would serve or call an old API). With
+/// `LINERATE_BLESS=1` the files are written anew instead.
 #[test]
 fn bank_generated_code_is_what_the_proto_compiles_to() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let proto = root.join("../../bench/bank");
     let out = std::env::temp_dir().join(format!("linerate-bank-proto-{}", std::process::id()));
-    std::fs::create_dir_all(&out).unwrap();
-    linerate_grpc::build::configure()
-        .out_dir(&out)
-        .compile(&["bank.proto"], &[root.join("../../bench/bank")])
-        .unwrap_or_else(|e| panic!("{e}"));
-    let made = std::fs::read_to_string(out.join("bank.rs")).unwrap();
-    let _ = std::fs::remove_dir_all(&out);
-    let kept = root.join("examples/bank/generated.rs");
-    if std::env::var_os("LINERATE_BLESS").is_some() {
-        std::fs::write(&kept, &made).unwrap();
-    }
-    let checked_in = std::fs::read_to_string(&kept).unwrap_or_default();
-    assert!(
-        checked_in == made,
-        "examples/bank/generated.rs is stale: run this test with LINERATE_BLESS=1"
+    let made = |name: &str, builder: linerate_grpc::build::Builder| {
+        let dir = out.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        builder
+            .out_dir(&dir)
+            .compile(&["bank.proto"], &[&proto])
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::read_to_string(dir.join("bank.rs")).unwrap()
+    };
+    let server = made(
+        "server",
+        linerate_grpc::build::configure().build_client(false),
     );
+    let client = made(
+        "client",
+        linerate_grpc::build::configure()
+            .build_server(false)
+            .extern_path(".bank", "crate::bank::pb"),
+    );
+    let _ = std::fs::remove_dir_all(&out);
+    for (file, made) in [("generated.rs", server), ("generated_client.rs", client)] {
+        let kept = root.join("examples/bank").join(file);
+        if std::env::var_os("LINERATE_BLESS").is_some() {
+            std::fs::write(&kept, &made).unwrap();
+        }
+        let checked_in = std::fs::read_to_string(&kept).unwrap_or_default();
+        assert!(
+            checked_in == made,
+            "examples/bank/{file} is stale: run this test with LINERATE_BLESS=1"
+        );
+    }
 }

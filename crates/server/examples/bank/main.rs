@@ -10,7 +10,8 @@
 //!   `memory.rs`: in memory, for tests;
 //! - `rest.rs`: the REST routes and the auth layer (over REST and gRPC); `grpc.rs`: the gRPC
 //!   service;
-//! - `generated.rs`: what `linerate_grpc::build` makes of bank.proto, checked in (see below).
+//! - `generated.rs`: what `linerate_grpc::build` makes of bank.proto (the messages and the
+//!   server; `generated_client.rs`, the client, for the tests), checked in (see below).
 //!
 //! ```sh
 //! psql "$DATABASE_URL" -f bench/bank/schema.sql -f bench/bank/seed.sql
@@ -32,9 +33,11 @@ mod redis_tokens;
 mod rest;
 mod store;
 
-/// `bank` (bench/bank/bank.proto): the messages and `bank_server::{Bank, BankServer}`.
+/// `bank` (bench/bank/bank.proto): the messages and `bank_server::{Bank, BankServer}` (no
+/// client: the service only serves; tests/bank_example.rs has `generated_client.rs`, the
+/// client alone over these messages).
 #[allow(clippy::all)]
-mod pb {
+pub(crate) mod pb {
     include!("generated.rs");
 }
 
@@ -45,10 +48,8 @@ use linerate_server::{Config, Router, Server};
 pub use memory::{MemoryStore, MemoryTokens};
 pub use store::{Account, Store, Tokens};
 
-/// The messages, service and generated client of bank.proto, for callers (the tests call
-/// the service through `bank_client::BankClient` over `TestClient::grpc_channel`).
+/// The messages of bank.proto, for callers.
 pub mod proto {
-    pub use super::pb::bank_client::BankClient;
     pub use super::pb::{Account, GetAccountRequest, TransferReply, TransferRequest};
 }
 
