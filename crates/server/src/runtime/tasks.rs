@@ -244,8 +244,9 @@ impl Tasks {
         }
     }
 
-    /// The runner's turn: takes other threads' wakes, polls what was woken before it began,
-    /// and says whether it is over (no future lives).
+    /// The runner's turn: takes other threads' wakes, polls what was woken before it began
+    /// while tokio's budget for one task poll lasts (the rest first at its next poll), and
+    /// says whether it is over (no future lives).
     pub(crate) fn run(&self, cx: &mut Context<'_>) -> Poll<()> {
         {
             let mut runner = self.runner.borrow_mut();
@@ -261,8 +262,19 @@ impl Tasks {
         }
         let mut batch = self.spare.take();
         std::mem::swap(&mut batch, &mut *self.ready.borrow_mut());
-        for &index in &batch {
-            self.poll_one(index);
+        let mut polled = 0;
+        while polled < batch.len() && tokio::task::coop::has_budget_remaining() {
+            self.poll_one(batch[polled]);
+            polled += 1;
+        }
+        if polled < batch.len() {
+            // The runner is one tokio task: its futures share one poll's budget. Past it,
+            // each would fail at its first tokio operation and defer its wake, behind the
+            // futures timers woke meanwhile: polled in vain every pass, the oldest starved
+            // for as long as new calls came. The rest stay first in line for the next poll.
+            self.requeue_front(&batch[polled..]);
+            self.runner_woken.set(true);
+            cx.waker().wake_by_ref();
         }
         batch.clear();
         *self.spare.borrow_mut() = batch;
@@ -273,6 +285,13 @@ impl Tasks {
         self.runner.borrow_mut().take();
         self.remote.lock().runner = None;
         Poll::Ready(())
+    }
+
+    /// Puts `left` (woken, still queued, not polled) back at the head of `ready`, before the
+    /// wakes that came while they waited.
+    fn requeue_front(&self, left: &[u32]) {
+        let mut ready = self.ready.borrow_mut();
+        ready.splice(0..0, left.iter().copied());
     }
 
     /// Other threads' wakes, queued as this thread's.
@@ -526,5 +545,50 @@ mod tests {
         assert!(dropped.get(), "the panicking future was not dropped");
         assert!(ran.get());
         assert_eq!(live(), 0);
+    }
+
+    /// Issue "wstall": 6,400 gRPC calls in flight on one worker, each awaiting a timer, and
+    /// some calls went unanswered for seconds. The runner polled every woken future under
+    /// one tokio budget (128): past it each failed and deferred its wake, was polled again in
+    /// vain next pass, and came back behind the futures timers had woken meanwhile, so the
+    /// oldest starved while new calls came. Now a pass stops where the budget does: each
+    /// future that spends budget is polled once, in the order it was woken.
+    #[test]
+    fn futures_past_the_runners_budget_are_not_polled_in_vain_and_keep_their_turn() {
+        let _rt = install_here().unwrap();
+        const N: u32 = 1_000;
+        let polls = Rc::new(Cell::new(0u32));
+        let order = Rc::new(std::cell::RefCell::new(Vec::new()));
+        for i in 0..N {
+            let polls = polls.clone();
+            let order = order.clone();
+            let mut budget = Box::pin(tokio::task::coop::consume_budget());
+            runtime::spawn_local(std::future::poll_fn(move |cx| {
+                polls.set(polls.get() + 1);
+                let ready = budget.as_mut().poll(cx);
+                if ready.is_ready() {
+                    order.borrow_mut().push(i);
+                }
+                ready
+            }));
+        }
+        // Bounded: each turn ends at least 128 of them.
+        for _ in 0..N {
+            if live() == 0 {
+                break;
+            }
+            runtime::block_on(tokio::task::yield_now()).unwrap();
+        }
+        assert_eq!(live(), 0, "every future ended");
+        assert_eq!(
+            polls.get(),
+            N,
+            "a future was polled past the runner's budget"
+        );
+        let ended = order.borrow();
+        assert!(
+            ended.windows(2).all(|w| w[0] < w[1]),
+            "futures ended out of the order they were woken in"
+        );
     }
 }
