@@ -797,3 +797,32 @@ fn a_tower_auth_layer_over_grpc_routes_passes_or_ends_the_call_unauthenticated()
         "no handler ran for a refused call"
     );
 }
+
+/// A gRPC call that the worker refuses because `max_deferred_per_worker` calls are waiting
+/// already is a gRPC answer, RESOURCE_EXHAUSTED trailers-only, under async layers as under
+/// none, not the HTTP 503 an HTTP request gets (grpc-go and grpcio read a 503 without
+/// grpc-status as UNAVAILABLE "unexpected HTTP status", and the lab's load counted it as
+/// an HTTP error); the REST route under the same layer keeps its 503.
+#[test]
+fn a_grpc_call_over_the_waiting_cap_under_an_async_layer_is_resource_exhausted() {
+    let config = linerate_server::Config {
+        max_deferred_per_worker: 0,
+        ..linerate_server::Config::default()
+    };
+    let router = Router::new()
+        .get_async("/rest", OnWorker, |_| async { "rest" })
+        .grpc(Sums(Arc::default()))
+        .around(bearer);
+    let c = TestClient::with_config(config, router)
+        .expect("starts")
+        .http2();
+    let r = call(
+        &c,
+        ADD,
+        frames(&[ab(2, 3)]),
+        &[("authorization", "Bearer good")],
+    );
+    assert_trailers_only(&r, Code::ResourceExhausted, "over the cap");
+    let r = c.get("/rest").header("authorization", "Bearer good").send();
+    assert_eq!(r.status(), 503);
+}

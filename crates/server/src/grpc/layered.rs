@@ -101,6 +101,16 @@ fn message_of(resp: &Response) -> String {
     text[..end].to_string()
 }
 
+/// The answer to a gRPC call on a route whose chain runs at the head (under async layers)
+/// that the worker refuses because [`Config::max_deferred_per_worker`](crate::Config) calls
+/// are waiting already: RESOURCE_EXHAUSTED, trailers-only, as a call under no layer gets
+/// (`phase/content/grpc.rs`), not the HTTP 503 an HTTP request gets. `None`: not a gRPC call.
+pub(crate) fn busy(content_type: Option<&[u8]>) -> Option<Response> {
+    let protocol = call_protocol(content_type)?;
+    let busy = Status::new(Code::ResourceExhausted, "too many calls waiting");
+    Some(failed(protocol, &busy))
+}
+
 /// The answer to a call that a route timeout ([`Router::timeout`](crate::Router::timeout))
 /// ended: DEADLINE_EXCEEDED, as a client's `grpc-timeout` would.
 pub(crate) fn timed_out(content_type: Option<&[u8]>) -> Response {

@@ -139,7 +139,7 @@ pub use stream::{Sink, Streaming};
 
 pub(crate) use call::{Call, deadline_exceeded, read_unary};
 pub use layered::MAX_LAYER_MESSAGE;
-pub(crate) use layered::{call_protocol, layer_answer, timed_out, unary as unary_in_chain};
+pub(crate) use layered::{busy, call_protocol, layer_answer, timed_out, unary as unary_in_chain};
 pub(crate) use linerate_grpc::web::Protocol;
 pub(crate) use metrics::{CallStats, MethodStats};
 pub(crate) use run::{panicked, streaming, unary_later};

@@ -101,6 +101,12 @@ impl<'a> ConnApp<'a> {
         }
         if self.io.outstanding >= self.app.max_deferred_per_worker {
             self.io.counters.refused();
+            #[cfg(feature = "grpc")]
+            if route.grpc
+                && let Some(resp) = crate::grpc::busy(head.header(req.buf, "content-type"))
+            {
+                return self.respond(head, req.buf, resp);
+            }
             let resp = text_status(503).header("Retry-After", "1");
             return self.respond(head, req.buf, resp);
         }
