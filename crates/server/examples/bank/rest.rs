@@ -4,7 +4,7 @@
 //! 400 a body that is not JSON (or a path id that is not a number), 401 no or an unknown
 //! bearer, 404 an unknown account, 409 insufficient funds, 415 not JSON, 422 a body of the
 //! wrong shape or values no balance makes valid, 503 PostgreSQL or Redis unreachable.
-//! Answers are gzip compressed when asked for, by tower-http's `CompressionLayer`. The auth
+//! Answers are gzip or br compressed when asked for, by tower-http's `CompressionLayer`. The auth
 //! layer ([`auth`]) covers these routes and the gRPC ones alike (main.rs puts it over both).
 
 use std::sync::Arc;
@@ -96,7 +96,7 @@ pub async fn auth(req: OwnedRequest, next: Next) -> Response {
     }
 }
 
-/// The REST routes, gzip-compressed by tower-http, with JSON errors (the store is the
+/// The REST routes, compressed (gzip, br) by tower-http, with JSON errors (the store is the
 /// application's state, `Router::with_state`).
 pub fn routes() -> Router {
     Router::new()
