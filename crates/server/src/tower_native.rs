@@ -136,15 +136,22 @@ where
         let pass = Pass(Arc::new(Mutex::new(Some((req, next)))));
         request.extensions_mut().insert(pass);
         let mut svc = self.svc.clone();
+        // The two halves are boxed apart: inline, the answer's conversion made this future
+        // kilobytes large, and every move of it a memcpy of that size.
         Box::pin(async move {
-            let called = async {
+            let called = Box::pin(async {
                 poll_fn(|cx| svc.poll_ready(cx))
                     .await
                     .map_err(Into::<BoxError>::into)?;
                 svc.call(request).await.map_err(Into::<BoxError>::into)
-            };
+            });
             match called.await {
-                Ok(resp) => native_answer(resp, head).await,
+                Ok(resp) => {
+                    // Boxed at once: a layer's body may hold its encoder's state inline
+                    // (CompressionLayer's: kilobytes), which each move would copy.
+                    let (parts, body) = resp.into_parts();
+                    Box::pin(native_answer(parts, Box::pin(body), head)).await
+                }
                 Err(e) => {
                     tracing::error!(error = %e, "tower layer failed; answering 500");
                     crate::app::dispatch::text_status(500)
@@ -189,12 +196,14 @@ fn http_request(req: &mut OwnedRequest) -> Result<http::Request<Body>, &'static 
 
 /// The layered service's answer as the engine sends it (`tower.rs`'s `convert`); a
 /// streamed body goes on being read on the worker's runtime after the answer is returned.
-async fn native_answer<B: AnswerBody>(resp: http::Response<B>, head: bool) -> Response {
-    let (parts, body) = resp.into_parts();
+async fn native_answer<B: AnswerBody>(
+    parts: http::response::Parts,
+    mut body: Pin<Box<B>>,
+    head: bool,
+) -> Response {
     let flags = parts.extensions.get::<NativeFlags>().copied();
     // A body a layer encoded is no longer the one an error renderer would replace.
     let encoded = parts.headers.contains_key(http::header::CONTENT_ENCODING);
-    let mut body = Box::pin(body);
     let mut out = match crate::tower::convert(parts, body.as_mut(), head).await {
         Converted::Whole(out) => out,
         Converted::Streamed(out, rest) => {
