@@ -308,10 +308,19 @@ impl FleetKeys {
     /// Runs the node's side until `stop`: takes in every change the watch announces, and
     /// rotates when the newest key is due (looking again at least every [`RECHECK`]).
     pub fn spawn(self: Arc<Self>, stop: Arc<AtomicBool>) -> std::io::Result<()> {
+        // The watch is made here, before this returns, and the keys read again after it: a
+        // rotation written between `start`'s read and the watch's first look is reported by
+        // no watch, and a watch made later on the thread missed what came before it (another
+        // node's rotation right after this node started was not taken until the next due one).
+        let mut watch = self.storage.watch().ok();
+        if watch.is_some()
+            && let Err(e) = self.load()
+        {
+            tracing::warn!(error = %e, "ticket keys: reading them again after the watch started failed");
+        }
         std::thread::Builder::new()
             .name("linerate-tickets".into())
             .spawn(move || {
-                let mut watch = self.storage.watch().ok();
                 // Said once when the storage stops answering, once when it answers again.
                 let mut failing = false;
                 while !stop.load(Ordering::Relaxed) {
@@ -570,6 +579,37 @@ mod tests {
             std::thread::sleep(Duration::from_millis(50));
         }
         assert_eq!(keys.decrypt(&before).as_deref(), Some(&b"s"[..]));
+        stop.store(true, Ordering::Relaxed);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A rotation another node wrote after this node read the keys and before its watch
+    /// started is taken as the watch starts: the watch reports changes from its start on, so
+    /// without the read that follows it the node kept its old key until its next due rotation
+    /// (what made the test above fail under load, its watch made late on the thread).
+    #[test]
+    fn a_rotation_written_before_the_watch_started_is_taken_when_it_starts() {
+        use rustls::server::ProducesTickets;
+        let d = std::env::temp_dir().join(format!("linerate-fleet-late-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let open =
+            || -> Arc<dyn Storage> { Arc::new(crate::storage::dir::DirStorage::open(&d).unwrap()) };
+        let (rotation, keep) = (hours(12), hours(24));
+        let a = Arc::new(FleetKeys::start(open(), rotation, keep).unwrap());
+        let keys = a.keys();
+        let b = FleetKeys::start(open(), rotation, keep).unwrap();
+        assert!(
+            b.rotate_if_due(now_secs() + 12 * H, Duration::ZERO, &AtomicBool::new(false))
+                .unwrap()
+        );
+        let new_name = b.keys().encrypt(b"s").unwrap()[..16].to_vec();
+        let stop = Arc::new(AtomicBool::new(false));
+        a.clone().spawn(stop.clone()).unwrap();
+        assert_eq!(
+            keys.encrypt(b"s").unwrap()[..16],
+            new_name[..],
+            "A took B's key as its watch started"
+        );
         stop.store(true, Ordering::Relaxed);
         let _ = std::fs::remove_dir_all(&d);
     }
