@@ -15,32 +15,12 @@ length, the protobuf bytes).
 import os
 import sys
 
+# The protobuf and gRPC framing helpers bench/grpc_frames.py has (varint, field, frame).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from grpc_frames import field, frame  # noqa: E402
+
 ACCOUNT = 3
 BALANCE = 10**12
-
-
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def field(num, wire, payload):
-    """A field: its tag, then a varint value (wire 0) or length-delimited bytes (wire 2)."""
-    tag = varint(num << 3 | wire)
-    if wire == 0:
-        return tag + varint(payload)
-    return tag + varint(len(payload)) + payload
-
-
-def frame(message):
-    return b"\x00" + len(message).to_bytes(4, "big") + message
 
 
 def main():
