@@ -7,7 +7,7 @@
 //! without `grpc-status` mapped as gRPC's http-grpc-status-mapping.md says.
 //!
 //! Owns the call's end: the deadline (past it the call ends DEADLINE_EXCEEDED here, whatever
-//! the server does), and cancellation (a dropped call or [`Streaming`] drops its `CallIo`'s
+//! the server does, a reset CANCEL that beats this side's timer included), and cancellation (a dropped call or [`Streaming`] drops its `CallIo`'s
 //! life, which the transport turns into RST_STREAM CANCEL). Nothing here touches a socket.
 #![forbid(unsafe_code)]
 
@@ -345,6 +345,7 @@ impl Grpc {
                 sleep: deadline
                     .filter(|_| tokio::runtime::Handle::try_current().is_ok())
                     .map(|d| Box::pin(tokio::time::sleep_until(tokio::time::Instant::from_std(d)))),
+                deadline,
                 decoder: Decoder::new(self.max_decoding, false),
                 encoding: Encoding::Identity,
                 max: self.max_decoding,
@@ -356,6 +357,17 @@ impl Grpc {
                 end: None,
             },
         ))
+    }
+}
+
+/// A failed call's status read against its deadline: a CANCELLED that comes once the
+/// deadline has passed is the server giving up on that deadline (grpc-go's server resets
+/// the stream CANCEL when its grpc-timeout ends), so the call ends DEADLINE_EXCEEDED, as
+/// it would have had this side's timer fired first (grpc-go's client reads it the same way).
+fn past_deadline(status: Status, deadline: Option<Instant>, now: Instant) -> Status {
+    match deadline {
+        Some(d) if status.code == Code::Cancelled && now >= d => crate::grpc::deadline_exceeded(),
+        _ => status,
     }
 }
 
@@ -414,6 +426,8 @@ pub(crate) struct Answer {
     pump: Option<Pump>,
     /// The deadline's timer.
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The deadline itself (a reset that races the timer is read against it).
+    deadline: Option<Instant>,
     decoder: Decoder,
     encoding: Encoding,
     max: usize,
@@ -448,9 +462,18 @@ impl Answer {
             }
         }
         if let Poll::Ready(event) = self.down.poll_recv(cx) {
-            return Poll::Ready(event.ok_or_else(|| {
-                Status::new(Code::Unavailable, "the connection closed during the call")
-            }));
+            return Poll::Ready(match event {
+                Some(Down::Failed(s)) => Ok(Down::Failed(past_deadline(
+                    s,
+                    self.deadline,
+                    Instant::now(),
+                ))),
+                Some(event) => Ok(event),
+                None => Err(Status::new(
+                    Code::Unavailable,
+                    "the connection closed during the call",
+                )),
+            });
         }
         if let Some(sleep) = &mut self.sleep
             && sleep.as_mut().poll(cx).is_ready()

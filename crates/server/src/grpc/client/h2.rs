@@ -577,7 +577,7 @@ impl h2u::Events for Ev<'_> {
 }
 
 /// A failed stream's status (PROTOCOL-HTTP2.md, "Errors": RST_STREAM codes).
-fn stream_status(error: StreamError) -> Status {
+pub(super) fn stream_status(error: StreamError) -> Status {
     let code = match error {
         StreamError::Refused | StreamError::Unsent | StreamError::Connection(_) => {
             Code::Unavailable

@@ -485,6 +485,46 @@ fn answers_read_as_grpc_says() {
     });
 }
 
+/// A transport whose server resets every call CANCEL once `after` has passed (grpc-go's
+/// server does so when the call's grpc-timeout ends), before this side's timer is polled.
+struct ResetAfter(Duration);
+
+impl Transport for ResetAfter {
+    fn start(&self, call: CallIo) -> CallWork {
+        std::thread::sleep(self.0);
+        let reset = super::h2::stream_status(crate::h2u::StreamError::Reset(0x8));
+        let _ = call.down.send(Down::Failed(reset));
+        None
+    }
+}
+
+#[test]
+fn a_reset_cancel_past_the_deadline_ends_the_call_deadline_exceeded() {
+    // grpc-go's interop case timeout_on_sleeping_server: the server's reset can come before
+    // this side's timer fires; the call still ends DEADLINE_EXCEEDED, as the spec's case says.
+    runtime().block_on(async {
+        let grpc = Grpc::new(Channel::from_transport(ResetAfter(Duration::from_millis(
+            30,
+        ))));
+        let mut r = Request::new(req(1, 1));
+        r.set_timeout(Duration::from_millis(10));
+        let e = grpc.unary::<_, SumReply>(SUM, r).await.unwrap_err();
+        assert_eq!(e.code, Code::DeadlineExceeded, "{e}");
+        // A reset before the deadline is the server cancelling: CANCELLED.
+        let grpc = Grpc::new(Channel::from_transport(ResetAfter(Duration::ZERO)));
+        let mut r = Request::new(req(1, 1));
+        r.set_timeout(LIMIT);
+        let e = grpc.unary::<_, SumReply>(SUM, r).await.unwrap_err();
+        assert_eq!(e.code, Code::Cancelled, "{e}");
+        // No deadline: CANCELLED.
+        let e = grpc
+            .unary::<_, SumReply>(SUM, Request::new(req(1, 1)))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, Code::Cancelled, "{e}");
+    });
+}
+
 #[test]
 fn a_test_client_serves_calls_in_process_through_its_routes() {
     let client = crate::testing::TestClient::new(
