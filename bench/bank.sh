@@ -8,6 +8,9 @@
 #
 #   bench/bank.sh [lab compare flags…]   e.g. --rounds 1 --duration 2s, or --out docs/lab/bank
 #
+# SUITE=bench/bank-cached.toml runs the cache-hit workloads instead (both services started
+# with CACHE_MS: the frameworks' cost, PostgreSQL and Redis out of the request).
+#
 # LINERATE=path runs that linerate binary's lab instead of building target/release/linerate (a
 # check that the suite works needs no release build of the whole binary).
 #
@@ -54,4 +57,4 @@ for _ in $(seq 50); do
 done
 redis-cli -p "$redis_port" set bank:token:secret 'owner 1' >/dev/null
 
-"$LINERATE" lab compare --suite bench/bank.toml "$@"
+"$LINERATE" lab compare --suite "${SUITE:-bench/bank.toml}" "$@"

@@ -7,11 +7,17 @@
 //! reads, `WRITERS` for transfers (one transaction each at a time, rows locked in id order),
 //! and one Redis `GET bank:token:TOKEN` per request, failing closed after `REDIS_TIMEOUT`.
 //!
-//!   bank-axum-tonic ADDR      with DATABASE_URL and REDIS_URL set
+//! With CACHE_MS, account reads and token owners are kept that long, the same way as the
+//! linerate side's cache.rs (`Ttl`: one map under a std mutex each, only what exists kept, a
+//! transfer forgetting both its accounts): bench/bank-cached.toml's cache-hit workloads.
+//!
+//!   bank-axum-tonic ADDR [CACHE_MS]      with DATABASE_URL and REDIS_URL set
 
+use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, PoisonError};
+use std::time::{Duration, Instant};
 
 use axum::extract::{Path, Request, State};
 use axum::http::{header, StatusCode};
@@ -135,14 +141,50 @@ impl From<BankError> for tonic::Status {
     }
 }
 
-#[derive(Serialize)]
+/// The most entries one cache map holds (as the linerate side's).
+const MAX_ENTRIES: usize = 100_000;
+
+/// Values kept for `ttl` after they were put (the linerate side's `cache::Ttl`).
+struct Ttl<K, V> {
+    ttl: Duration,
+    map: std::sync::Mutex<HashMap<K, (Instant, V)>>,
+}
+
+impl<K: Eq + Hash, V: Clone> Ttl<K, V> {
+    fn new(ttl: Duration) -> Ttl<K, V> {
+        Ttl { ttl, map: std::sync::Mutex::new(HashMap::new()) }
+    }
+
+    fn get<Q: Eq + Hash + ?Sized>(&self, key: &Q) -> Option<V>
+    where
+        K: std::borrow::Borrow<Q>,
+    {
+        let map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        let (at, value) = map.get(key)?;
+        (at.elapsed() < self.ttl).then(|| value.clone())
+    }
+
+    fn put(&self, key: K, value: V) {
+        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        if map.len() >= MAX_ENTRIES {
+            map.clear();
+        }
+        map.insert(key, (Instant::now(), value));
+    }
+
+    fn forget(&self, key: &K) {
+        self.map.lock().unwrap_or_else(PoisonError::into_inner).remove(key);
+    }
+}
+
+#[derive(Serialize, Clone)]
 struct Account {
     id: i64,
     owner: String,
     balance: i64,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone, Copy)]
 struct NewTransfer {
     from: i64,
     to: i64,
@@ -163,18 +205,36 @@ struct Ledger {
     /// The Redis connection and its number: a failed call drops the one it used, never a
     /// newer one (as the linerate side's `Slot`).
     tokens: Mutex<(u64, Option<MultiplexedConnection>)>,
+    /// With CACHE_MS: account reads, and token owners.
+    cache: Option<(Ttl<i64, Account>, Ttl<String, String>)>,
 }
 
 type AppState = Arc<Ledger>;
 
 impl Ledger {
     async fn account(&self, id: i64) -> Result<Account, BankError> {
+        if let Some(a) = self.cache.as_ref().and_then(|(accounts, _)| accounts.get(&id)) {
+            return Ok(a);
+        }
         let c = &self.reader;
         let row = c.client.query_opt(&c.account, &[&id]).await?.ok_or(BankError::NotFound)?;
-        Ok(Account { id: row.get(0), owner: row.get(1), balance: row.get(2) })
+        let a = Account { id: row.get(0), owner: row.get(1), balance: row.get(2) };
+        if let Some((accounts, _)) = &self.cache {
+            accounts.put(id, a.clone());
+        }
+        Ok(a)
     }
 
     async fn transfer(&self, t: NewTransfer) -> Result<i64, BankError> {
+        let done = self.run_transfer(t).await;
+        if let Some((accounts, _)) = &self.cache {
+            accounts.forget(&t.from);
+            accounts.forget(&t.to);
+        }
+        done
+    }
+
+    async fn run_transfer(&self, t: NewTransfer) -> Result<i64, BankError> {
         if t.amount <= 0 {
             return Err(BankError::Invalid("the amount must be above zero"));
         }
@@ -208,6 +268,9 @@ impl Ledger {
             .map(|(_, t)| t.trim_start_matches(' '))
             .filter(|t| !t.is_empty())
             .ok_or(BankError::Unauthenticated)?;
+        if let Some(owner) = self.cache.as_ref().and_then(|(_, owners)| owners.get(token)) {
+            return Ok(owner);
+        }
         let key = format!("bank:token:{token}");
         let mut used = None;
         let ask = async {
@@ -227,7 +290,12 @@ impl Ledger {
             redis::cmd("GET").arg(&key).query_async::<Option<String>>(&mut conn).await
         };
         let failed = match tokio::time::timeout(REDIS_TIMEOUT, ask).await {
-            Ok(Ok(Some(owner))) => return Ok(owner),
+            Ok(Ok(Some(owner))) => {
+                if let Some((_, owners)) = &self.cache {
+                    owners.put(token.to_string(), owner.clone());
+                }
+                return Ok(owner);
+            }
             Ok(Ok(None)) => return Err(BankError::Unauthenticated),
             Ok(Err(e)) => e.to_string(),
             Err(_) => "no answer in time".to_string(),
@@ -298,6 +366,10 @@ fn main() {
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
         .init();
     let addr = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:8080".into());
+    let cache = std::env::args()
+        .nth(2)
+        .map(|ms| Duration::from_millis(ms.parse().expect("CACHE_MS is a number")))
+        .map(|ttl| (Ttl::new(ttl), Ttl::new(ttl)));
     let database = std::env::var("DATABASE_URL").expect("set DATABASE_URL");
     let redis = redis::Client::open(std::env::var("REDIS_URL").expect("set REDIS_URL")).expect("REDIS_URL");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
@@ -312,6 +384,7 @@ fn main() {
             next: AtomicUsize::new(0),
             redis,
             tokens: Mutex::new((0, None)),
+            cache,
         });
         let rest = Router::new()
             .route("/accounts/{id}", get(get_account))

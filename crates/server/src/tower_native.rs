@@ -137,21 +137,24 @@ where
         request.extensions_mut().insert(pass);
         let mut svc = self.svc.clone();
         // The two halves are boxed apart: inline, the answer's conversion made this future
-        // kilobytes large, and every move of it a memcpy of that size.
+        // kilobytes large, and every move of it a memcpy of that size. The answer's body is
+        // boxed the moment the layered service gives it: a layer's body may hold its
+        // encoder's state inline (CompressionLayer's: about 6 KB), which each move of the
+        // answer on its way out of the call would copy.
         Box::pin(async move {
-            let called = Box::pin(async {
+            let called = Box::pin(async move {
                 poll_fn(|cx| svc.poll_ready(cx))
                     .await
                     .map_err(Into::<BoxError>::into)?;
-                svc.call(request).await.map_err(Into::<BoxError>::into)
+                let (parts, body) = svc
+                    .call(request)
+                    .await
+                    .map_err(Into::<BoxError>::into)?
+                    .into_parts();
+                Ok::<_, BoxError>((parts, Box::pin(body)))
             });
             match called.await {
-                Ok(resp) => {
-                    // Boxed at once: a layer's body may hold its encoder's state inline
-                    // (CompressionLayer's: kilobytes), which each move would copy.
-                    let (parts, body) = resp.into_parts();
-                    Box::pin(native_answer(parts, Box::pin(body), head)).await
-                }
+                Ok((parts, body)) => Box::pin(native_answer(parts, body, head)).await,
                 Err(e) => {
                     tracing::error!(error = %e, "tower layer failed; answering 500");
                     crate::app::dispatch::text_status(500)

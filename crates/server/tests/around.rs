@@ -473,6 +473,14 @@ fn panics_in_an_async_layer_or_under_one_are_500() {
                     },
                 )
             })
+            .group(|g| {
+                // Panics making its future, before any poll of it.
+                g.get("/layer-panics-at-once", |_| "never").around(
+                    |_req: OwnedRequest, _next: Next| -> std::future::Ready<Response> {
+                        panic!("layer, at once")
+                    },
+                )
+            })
             .get("/handler-panics", |_| -> Response { panic!("handler") })
             .get_async("/async-panics", OnWorker, |_| async move {
                 tokio::task::yield_now().await;
@@ -482,9 +490,15 @@ fn panics_in_an_async_layer_or_under_one_are_500() {
             })
             .around(outer);
         let c = TestClient::new(router).protocol(protocol);
-        let r = c.get("/layer-panics").send();
-        assert_eq!(r.status(), 500, "{protocol:?}");
-        assert_eq!(r.header("x-outer"), Some("500"), "the outer layer saw it");
+        for path in ["/layer-panics", "/layer-panics-at-once"] {
+            let r = c.get(path).send();
+            assert_eq!(r.status(), 500, "{protocol:?} {path}");
+            assert_eq!(
+                r.header("x-outer"),
+                Some("500"),
+                "the outer layer saw it: {path}"
+            );
+        }
         // A handler's panic is a 500 the layers see.
         for path in ["/handler-panics", "/async-panics"] {
             let r = c.get(path).send();

@@ -2,7 +2,8 @@
 //! the test client, on the in-memory store and tokens, over REST (HTTP/1.1 and HTTP/2) and
 //! gRPC (its generated client over `TestClient::grpc_channel`): one bearer check over both passing and failing (and failing closed when the token
 //! store is down), a transfer moving money and conserving it, insufficient funds, unknown
-//! accounts, bad bodies; and the checked-in gRPC code against the .proto.
+//! accounts, bad bodies; the cache's hits and what a transfer makes it forget; and the
+//! checked-in gRPC code against the .proto.
 
 #[path = "../examples/bank/main.rs"]
 #[allow(dead_code)]
@@ -16,6 +17,7 @@ mod bank_client {
 }
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bank::proto::{Account, GetAccountRequest, TransferReply, TransferRequest};
 use bank::{MemoryStore, MemoryTokens};
@@ -343,6 +345,83 @@ fn bank_grpc_transfer_conserves_money_and_maps_errors() {
     assert_eq!(res.0, "5");
     assert_eq!(store.transfers(), 1);
     assert_eq!(store.total(), ACCOUNTS * BALANCE);
+}
+
+/// Tokens that count the lookups that reach them (what the cache saves).
+struct Counted(MemoryTokens, AtomicUsize);
+
+impl bank::Tokens for Counted {
+    fn owner(&self, token: &str) -> bank::BoxFuture<Result<Option<String>, bank::BankError>> {
+        self.1.fetch_add(1, Ordering::SeqCst);
+        self.0.owner(token)
+    }
+}
+
+/// The cache (`bank ADDR CACHE_MS`): a token's owner is asked once and then kept, an unknown
+/// token is asked every time; an account read is kept, and a transfer through the service
+/// forgets both its accounts, so the next read (REST or gRPC) shows the new balances.
+#[test]
+fn bank_cache_keeps_hits_and_forgets_what_a_transfer_changes() {
+    let ttl = std::time::Duration::from_secs(3600);
+    let store = Arc::new(MemoryStore::seeded(ACCOUNTS, BALANCE));
+    let counted = Arc::new(Counted(
+        MemoryTokens::default().with("good", "owner 1"),
+        AtomicUsize::new(0),
+    ));
+    let client = TestClient::new(bank::app(
+        Arc::new(bank::CachedStore::new(store.clone(), ttl)),
+        Arc::new(bank::CachedTokens::new(counted.clone(), ttl)),
+    ));
+    let balance = |id: i64| {
+        let res = client
+            .get(&format!("/accounts/{id}"))
+            .header("authorization", "Bearer good")
+            .send();
+        assert_eq!(res.status(), 200);
+        res.json::<bank::Account>().unwrap().balance
+    };
+    assert_eq!((balance(1), balance(2)), (BALANCE, BALANCE));
+    assert_eq!(counted.1.load(Ordering::SeqCst), 1, "the owner was kept");
+    for _ in 0..2 {
+        let res = client
+            .get("/accounts/1")
+            .header("authorization", "Bearer bad")
+            .send();
+        assert_eq!(res.status(), 401);
+    }
+    assert_eq!(
+        counted.1.load(Ordering::SeqCst),
+        3,
+        "an unknown token is asked each time"
+    );
+    let res = transfer(&client, "good", r#"{"from":1,"to":2,"amount":250}"#);
+    assert_eq!(res.status(), 201);
+    assert_eq!((balance(1), balance(2)), (BALANCE - 250, BALANCE + 250));
+    let res = send(
+        &client,
+        Some("good"),
+        TransferRequest {
+            from: 2,
+            to: 1,
+            amount: 50,
+        },
+    );
+    assert_eq!(res.0, "0");
+    assert_eq!(
+        get(&client, Some("good"), 2).1.unwrap().balance,
+        BALANCE + 200
+    );
+    assert_eq!(balance(1), BALANCE - 200);
+    assert_eq!(store.total(), ACCOUNTS * BALANCE);
+    // A TTL of zero keeps nothing.
+    let zero = bank::Ttl::<i64, i64>::new(std::time::Duration::ZERO);
+    zero.put(1, 1);
+    assert_eq!(zero.get(&1), None);
+    let kept = bank::Ttl::<i64, i64>::new(ttl);
+    kept.put(1, 7);
+    assert_eq!(kept.get(&1), Some(7));
+    kept.forget(&1);
+    assert_eq!(kept.get(&1), None);
 }
 
 /// The gRPC code checked in as `examples/bank/generated.rs` (the messages and the server) and

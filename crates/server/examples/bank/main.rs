@@ -6,6 +6,8 @@
 //! (in-memory stores, both APIs through `TestClient`).
 //!
 //! - `store.rs`: the seams (`Store`, `Tokens`), the errors, the checks both APIs share;
+//! - `cache.rs`: a read-through cache over both seams, off unless `CACHE_MS` is given (the
+//!   lab's cache-hit workloads, bench/bank-cached.toml);
 //! - `postgres.rs`, `redis_tokens.rs`: the seams on PostgreSQL and Redis, per worker runtime;
 //!   `memory.rs`: in memory, for tests;
 //! - `rest.rs`: the REST routes and the auth layer (over REST and gRPC); `grpc.rs`: the gRPC
@@ -26,6 +28,7 @@
 //! every build of the library pay for one example. tests/bank_example.rs checks the copy is
 //! what the generator makes of the .proto now (`LINERATE_BLESS=1` writes it anew).
 
+mod cache;
 mod grpc;
 mod memory;
 mod postgres;
@@ -45,8 +48,9 @@ use std::sync::Arc;
 
 use linerate_server::{Config, Router, Server};
 
+pub use cache::{CachedStore, CachedTokens, Ttl};
 pub use memory::{MemoryStore, MemoryTokens};
-pub use store::{Account, Store, Tokens};
+pub use store::{Account, BankError, BoxFuture, Store, Tokens};
 
 /// The messages of bank.proto, for callers.
 pub mod proto {
@@ -67,8 +71,10 @@ pub fn app(store: Arc<dyn Store>, tokens: Arc<dyn Tokens>) -> Router {
         .with_state(tokens)
 }
 
-/// `bank [ADDR]` (default 127.0.0.1:8080), with `DATABASE_URL` and `REDIS_URL` set; one
-/// worker (the lab pins the process to one CPU); logs at `RUST_LOG` (default `warn`).
+/// `bank [ADDR [CACHE_MS]]` (default 127.0.0.1:8080, no cache), with `DATABASE_URL` and
+/// `REDIS_URL` set; one worker (the lab pins the process to one CPU); logs at `RUST_LOG`
+/// (default `warn`). With `CACHE_MS`, account reads and token owners are kept that long
+/// (`cache.rs`).
 #[allow(dead_code)]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
@@ -76,13 +82,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .init();
-    let addr = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "127.0.0.1:8080".into());
+    let mut args = std::env::args().skip(1);
+    let addr = args.next().unwrap_or_else(|| "127.0.0.1:8080".into());
+    let cache = match args.next() {
+        Some(ms) => Some(std::time::Duration::from_millis(
+            ms.parse()
+                .map_err(|_| format!("CACHE_MS {ms:?} is not a number"))?,
+        )),
+        None => None,
+    };
     let database = std::env::var("DATABASE_URL").map_err(|_| "set DATABASE_URL")?;
     let redis = std::env::var("REDIS_URL").map_err(|_| "set REDIS_URL")?;
-    let store: Arc<dyn Store> = Arc::new(postgres::Postgres::new(&database));
-    let tokens: Arc<dyn Tokens> = Arc::new(redis_tokens::RedisTokens::new(&redis)?);
+    let mut store: Arc<dyn Store> = Arc::new(postgres::Postgres::new(&database));
+    let mut tokens: Arc<dyn Tokens> = Arc::new(redis_tokens::RedisTokens::new(&redis)?);
+    if let Some(ttl) = cache {
+        store = Arc::new(CachedStore::new(store, ttl));
+        tokens = Arc::new(CachedTokens::new(tokens, ttl));
+    }
     let config = Config {
         addr: addr.parse()?,
         workers: 1,

@@ -66,17 +66,17 @@ impl Next {
     pub fn run(self, req: OwnedRequest) -> ResponseFuture {
         match self.chain.layers.get(self.at) {
             Some(layer) => {
-                let layer = layer.clone();
                 let next = Next {
                     chain: self.chain.clone(),
                     at: self.at + 1,
                     body: self.body,
                 };
-                Box::pin(async move {
-                    catch_panic(async move { layer.call(req, next).await })
-                        .await
-                        .unwrap_or_else(|| panicked("layer"))
-                })
+                // The layer's own future, wrapped rather than moved into another: the request
+                // is moved once, into the layer, and the wrapper is a pointer's size.
+                match catch_unwind(AssertUnwindSafe(|| layer.call(req, next))) {
+                    Ok(fut) => Box::pin(Caught(fut)),
+                    Err(_) => Box::pin(std::future::ready(panicked("layer"))),
+                }
             }
             None => self.chain.endpoint.call(req, self.body),
         }
@@ -101,8 +101,10 @@ pub(crate) type AsyncFn = dyn Fn(OwnedRequest) -> ResponseFuture + Send + Sync;
 pub(crate) enum Endpoint {
     /// A sync handler, called on the worker's thread with the owned request's view.
     Sync(Box<HandlerFn>),
-    /// An `async` handler, run by its own spawner; its answer comes back to the chain.
-    Async(Arc<dyn Spawn>, Arc<AsyncFn>),
+    /// An `async` handler, run by its own spawner (its answer comes back to the chain), or
+    /// in the chain's own future where that spawner is [`OnWorker`], the chain's: the same
+    /// runtime and thread, without a second task and the channel back.
+    Async(Option<Arc<dyn Spawn>>, Arc<AsyncFn>),
     /// Any other kind of route (deferred, streamed body, gRPC): `around_kinds.rs`.
     Kind(Kind),
 }
@@ -115,7 +117,15 @@ impl Endpoint {
                     .unwrap_or_else(|_| panicked("handler"));
                 Box::pin(std::future::ready(resp))
             }
-            Endpoint::Async(spawn, f) => {
+            Endpoint::Async(None, f) => {
+                let fut = f(req);
+                Box::pin(async move {
+                    catch_panic(fut)
+                        .await
+                        .unwrap_or_else(|| panicked("async handler"))
+                })
+            }
+            Endpoint::Async(Some(spawn), f) => {
                 let slot = Arc::new(Mutex::new(Slot::default()));
                 let tx = Tx(slot.clone());
                 let f = f.clone();
@@ -257,6 +267,21 @@ pub(crate) async fn catch_panic<F: Future>(fut: F) -> Option<F::Output> {
         },
     )
     .await
+}
+
+/// A layer's answer, a panic in a poll of it the 500 of [`panicked`] (what [`catch_panic`]
+/// does, for a future already boxed).
+struct Caught(ResponseFuture);
+
+impl Future for Caught {
+    type Output = Response;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Response> {
+        match catch_unwind(AssertUnwindSafe(|| self.0.as_mut().poll(cx))) {
+            Ok(polled) => polled,
+            Err(_) => Poll::Ready(panicked("layer")),
+        }
+    }
 }
 
 /// An `async` handler's answer on its way back to its chain, from the spawner's runtime: a

@@ -29,6 +29,10 @@ use crate::layer::{Extensions, Layer};
 use crate::request::{MAX_PARAMS, Params, Request};
 use crate::response::Response;
 
+/// An `async` handler's spawner (none: [`OnWorker`](crate::runtime::OnWorker), run inline
+/// by a chain) and its function, for a chain to call.
+type AsyncRoute = (Option<Arc<dyn Spawn>>, Arc<AsyncFn>);
+
 /// A buffering handler: gets the whole body (up to the body limit) and returns a response.
 pub type HandlerFn = dyn Fn(&Request<'_>) -> Response + Send + Sync;
 
@@ -153,8 +157,10 @@ pub(crate) struct Route {
     /// The body limit of the innermost group that set one (the router's, once finished);
     /// `None`: the site's `max_body_bytes` (`max_stream_body_bytes` for a streaming route).
     pub(crate) body_limit: Option<u64>,
-    /// An `async` handler's spawner and function, for a chain to call.
-    async_fn: Option<(Arc<dyn Spawn>, Arc<AsyncFn>)>,
+    /// An `async` handler's spawner and function, for a chain to call; no spawner for one
+    /// spawned [`OnWorker`](crate::runtime::OnWorker), which a chain (itself on the worker's
+    /// runtime) runs inline.
+    async_fn: Option<AsyncRoute>,
     /// A gRPC method's route ([`Router::grpc`]): its layers' answers are made gRPC answers.
     pub(crate) grpc: bool,
 }
@@ -466,7 +472,9 @@ impl Router {
             }));
         });
         if let Some(route) = router.routes.last_mut() {
-            route.async_fn = Some((spawn as Arc<dyn Spawn>, f));
+            let on_worker =
+                std::any::TypeId::of::<S>() == std::any::TypeId::of::<crate::runtime::OnWorker>();
+            route.async_fn = Some(((!on_worker).then_some(spawn as Arc<dyn Spawn>), f));
         }
         router
     }
