@@ -488,6 +488,11 @@ fn panics_in_an_async_layer_or_under_one_are_500() {
                 #[allow(unreachable_code)]
                 Response::text("")
             })
+            .get_async(
+                "/async-panics-at-once",
+                OnWorker,
+                |_| -> std::future::Ready<Response> { panic!("async handler, at once") },
+            )
             .around(outer);
         let c = TestClient::new(router).protocol(protocol);
         for path in ["/layer-panics", "/layer-panics-at-once"] {
@@ -500,7 +505,7 @@ fn panics_in_an_async_layer_or_under_one_are_500() {
             );
         }
         // A handler's panic is a 500 the layers see.
-        for path in ["/handler-panics", "/async-panics"] {
+        for path in ["/handler-panics", "/async-panics", "/async-panics-at-once"] {
             let r = c.get(path).send();
             assert_eq!(r.status(), 500, "{protocol:?} {path}");
             assert_eq!(r.header("x-outer"), Some("500"), "{protocol:?} {path}");

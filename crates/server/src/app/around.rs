@@ -74,7 +74,7 @@ impl Next {
                 // The layer's own future, wrapped rather than moved into another: the request
                 // is moved once, into the layer, and the wrapper is a pointer's size.
                 match catch_unwind(AssertUnwindSafe(|| layer.call(req, next))) {
-                    Ok(fut) => Box::pin(Caught(fut)),
+                    Ok(fut) => Box::pin(Caught(fut, "layer")),
                     Err(_) => Box::pin(std::future::ready(panicked("layer"))),
                 }
             }
@@ -117,14 +117,10 @@ impl Endpoint {
                     .unwrap_or_else(|_| panicked("handler"));
                 Box::pin(std::future::ready(resp))
             }
-            Endpoint::Async(None, f) => {
-                let fut = f(req);
-                Box::pin(async move {
-                    catch_panic(fut)
-                        .await
-                        .unwrap_or_else(|| panicked("async handler"))
-                })
-            }
+            Endpoint::Async(None, f) => match catch_unwind(AssertUnwindSafe(|| f(req))) {
+                Ok(fut) => Box::pin(Caught(fut, "async handler")),
+                Err(_) => Box::pin(std::future::ready(panicked("async handler"))),
+            },
             Endpoint::Async(Some(spawn), f) => {
                 let slot = Arc::new(Mutex::new(Slot::default()));
                 let tx = Tx(slot.clone());
@@ -157,16 +153,17 @@ impl Chain {
     pub(crate) fn into_deferred(self) -> Box<DeferredFn> {
         let chain = Arc::new(self);
         Box::new(move |req, res| {
-            let chain = chain.clone();
+            // The chain's future is made here, on the worker's thread in its runtime's context
+            // (where the spawn below would first poll it anyway), so that the spawned future
+            // holds a pointer to it rather than the request: kept under glibc's small-chunk
+            // cache's limit (1,032 bytes), its allocation takes the fast path.
+            let next = Next {
+                chain: chain.clone(),
+                at: 0,
+                body: None,
+            };
+            let run = next.run(req);
             OnWorker.spawn(Box::pin(async move {
-                let run = async move {
-                    let next = Next {
-                        chain,
-                        at: 0,
-                        body: None,
-                    };
-                    next.run(req).await
-                };
                 match res.until_cancelled(catch_panic(run)).await {
                     Some(Some(resp)) => res.send(resp),
                     Some(None) => res.send(panicked("layer")),
@@ -269,9 +266,9 @@ pub(crate) async fn catch_panic<F: Future>(fut: F) -> Option<F::Output> {
     .await
 }
 
-/// A layer's answer, a panic in a poll of it the 500 of [`panicked`] (what [`catch_panic`]
-/// does, for a future already boxed).
-struct Caught(ResponseFuture);
+/// A layer's or handler's answer (named by the `&str`), a panic in a poll of it the 500 of
+/// [`panicked`] (what [`catch_panic`] does, for a future already boxed).
+struct Caught(ResponseFuture, &'static str);
 
 impl Future for Caught {
     type Output = Response;
@@ -279,7 +276,7 @@ impl Future for Caught {
     fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Response> {
         match catch_unwind(AssertUnwindSafe(|| self.0.as_mut().poll(cx))) {
             Ok(polled) => polled,
-            Err(_) => Poll::Ready(panicked("layer")),
+            Err(_) => Poll::Ready(panicked(self.1)),
         }
     }
 }
