@@ -7,8 +7,9 @@
 //! without `grpc-status` mapped as gRPC's http-grpc-status-mapping.md says.
 //!
 //! Owns the call's end: the deadline (past it the call ends DEADLINE_EXCEEDED here, whatever
-//! the server does, a reset CANCEL that beats this side's timer included), and cancellation (a dropped call or [`Streaming`] drops its `CallIo`'s
-//! life, which the transport turns into RST_STREAM CANCEL). Nothing here touches a socket.
+//! the server does, a reset CANCEL that beats this side's timer included), and cancellation
+//! (a dropped call or [`Streaming`] drops its `CallIo`'s life, which the transport turns into
+//! RST_STREAM CANCEL). Nothing here touches a socket.
 #![forbid(unsafe_code)]
 
 use std::future::Future;
