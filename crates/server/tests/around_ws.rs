@@ -16,11 +16,14 @@ use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::time::Duration;
 
 mod common;
+#[path = "common/h2.rs"]
+mod h2;
 
-use linerate_hpack as hpack;
 use linerate_server::testing::TestServer;
 use linerate_server::websocket::{Message, WsHandler, WsOut};
 use linerate_server::{Extensions, Layer, Next, OwnedRequest, Response, Router};
+
+use h2::{DATA, H2, has, status};
 
 /// Who the bearer layer let in: the extension its accept function reads.
 #[derive(Clone, Debug)]
@@ -126,9 +129,12 @@ fn server(seen: &Arc<Seen>) -> TestServer {
 
 const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
 
+/// How long a read waits (a bound on a hang, not a measurement).
+const TIMEOUT: Duration = Duration::from_secs(10);
+
 fn connect(addr: SocketAddr) -> TcpStream {
     let s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_read_timeout(Some(TIMEOUT)).unwrap();
     s
 }
 
@@ -231,7 +237,7 @@ fn a_layer_that_changes_the_accepted_101s_status_cancels_the_upgrade() {
     let mut rest = Vec::new();
     let _ = s.read_to_end(&mut rest);
     assert!(rest.is_empty(), "no frame: {rest:x?}");
-    let mut c = H2::connect(server.h2c_addr().unwrap());
+    let mut c = H2::connect(server.h2c_addr().unwrap(), TIMEOUT);
     let answer = c.open(1, "/vetoed", &[("authorization", "Bearer secret")]);
     assert_eq!(status(&answer), "403", "{answer:?}");
     // A sync layer's `after`, outside the async layers, changes it the same way.
@@ -249,156 +255,18 @@ fn a_route_timeout_bounds_the_time_to_the_upgrade() {
     let mut s = connect(server.addr());
     let head = handshake(&mut s, "/slow", "Authorization: Bearer secret\r\n");
     assert!(head.starts_with("HTTP/1.1 503 "), "{head}");
-    let mut c = H2::connect(server.h2c_addr().unwrap());
+    let mut c = H2::connect(server.h2c_addr().unwrap(), TIMEOUT);
     let answer = c.open(1, "/slow", &[("authorization", "Bearer secret")]);
     assert_eq!(status(&answer), "503", "{answer:?}");
 }
 
 // HTTP/2 (RFC 8441), a raw h2c client.
 
-const DATA: u8 = 0;
-const HEADERS: u8 = 1;
-const SETTINGS: u8 = 4;
-const GOAWAY: u8 = 7;
-const WINDOW_UPDATE: u8 = 8;
-const END_STREAM: u8 = 1;
-const END_HEADERS: u8 = 4;
-
-struct H2 {
-    s: TcpStream,
-    decoder: hpack::Decoder,
-}
-
-#[derive(Debug)]
-struct Frame {
-    kind: u8,
-    flags: u8,
-    stream: u32,
-    payload: Vec<u8>,
-}
-
-impl H2 {
-    fn connect(addr: SocketAddr) -> H2 {
-        let mut c = H2 {
-            s: connect(addr),
-            decoder: hpack::Decoder::new(),
-        };
-        c.s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
-        c.send(SETTINGS, 0, 0, &[]);
-        loop {
-            let f = c.read();
-            if f.kind == SETTINGS && f.flags & 1 == 0 {
-                break;
-            }
-        }
-        c.send(SETTINGS, 1, 0, &[]);
-        c
-    }
-
-    fn send(&mut self, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
-        let mut f = Vec::with_capacity(9 + payload.len());
-        f.extend_from_slice(&(payload.len() as u32).to_be_bytes()[1..]);
-        f.extend_from_slice(&[kind, flags]);
-        f.extend_from_slice(&stream.to_be_bytes());
-        f.extend_from_slice(payload);
-        self.s.write_all(&f).unwrap();
-    }
-
-    fn read(&mut self) -> Frame {
-        let mut h = [0u8; 9];
-        self.s.read_exact(&mut h).unwrap();
-        let len = u32::from_be_bytes([0, h[0], h[1], h[2]]) as usize;
-        let mut payload = vec![0u8; len];
-        self.s.read_exact(&mut payload).unwrap();
-        Frame {
-            kind: h[3],
-            flags: h[4],
-            stream: u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff,
-            payload,
-        }
-    }
-
-    /// The next frame on `stream` (window updates passed over).
-    fn next_on(&mut self, stream: u32) -> Frame {
-        loop {
-            let f = self.read();
-            assert_ne!(f.kind, GOAWAY, "the connection ended: {f:?}");
-            if f.stream == stream && f.kind != WINDOW_UPDATE {
-                return f;
-            }
-        }
-    }
-
-    fn request(&mut self, stream: u32, fields: &[(&str, &str)], end: bool) {
-        let mut block = Vec::new();
-        for (n, v) in fields {
-            hpack::field(&mut block, n.as_bytes(), v.as_bytes());
-        }
-        let flags = END_HEADERS | if end { END_STREAM } else { 0 };
-        self.send(HEADERS, flags, stream, &block);
-    }
-
-    /// The answer's fields on `stream`, and whether its HEADERS ended the stream.
-    fn answer_ends(&mut self, stream: u32) -> (Vec<(String, String)>, bool) {
-        let f = self.next_on(stream);
-        assert_eq!(f.kind, HEADERS, "{f:?}");
-        let mut fields = Vec::new();
-        self.decoder
-            .decode(&f.payload, |n, v| {
-                fields.push((
-                    String::from_utf8_lossy(n).into_owned(),
-                    String::from_utf8_lossy(v).into_owned(),
-                ))
-            })
-            .unwrap();
-        (fields, f.flags & END_STREAM != 0)
-    }
-
-    /// Opens a WebSocket on `stream` at `path`: the answer's fields.
-    fn open(&mut self, stream: u32, path: &str, extra: &[(&str, &str)]) -> Vec<(String, String)> {
-        let mut fields = vec![
-            (":method", "CONNECT"),
-            (":protocol", "websocket"),
-            (":scheme", "http"),
-            (":path", path),
-            (":authority", "localhost"),
-            ("sec-websocket-version", "13"),
-        ];
-        fields.extend_from_slice(extra);
-        self.request(stream, &fields, false);
-        self.answer_ends(stream).0
-    }
-
-    /// Reads `stream`'s DATA until its END_STREAM: what it carried.
-    fn body(&mut self, stream: u32) -> Vec<u8> {
-        let mut body = Vec::new();
-        loop {
-            let f = self.next_on(stream);
-            assert_eq!(f.kind, DATA, "{f:?}");
-            body.extend_from_slice(&f.payload);
-            if f.flags & END_STREAM != 0 {
-                return body;
-            }
-        }
-    }
-}
-
-fn status(fields: &[(String, String)]) -> &str {
-    &fields.iter().find(|(n, _)| n == ":status").unwrap().1
-}
-
-fn has(fields: &[(String, String)], name: &str) -> Option<String> {
-    fields
-        .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, v)| v.clone())
-}
-
 #[test]
 fn an_upgrade_under_an_awaiting_layer_opens_the_tunnel_and_echoes_over_http2() {
     let seen = Arc::new(Seen::default());
     let server = server(&seen);
-    let mut c = H2::connect(server.h2c_addr().unwrap());
+    let mut c = H2::connect(server.h2c_addr().unwrap(), TIMEOUT);
     let answer = c.open(1, "/ws", &[("authorization", "Bearer secret")]);
     assert_eq!(status(&answer), "200", "{answer:?}");
     assert_eq!(
@@ -422,7 +290,7 @@ fn an_upgrade_under_an_awaiting_layer_opens_the_tunnel_and_echoes_over_http2() {
 fn an_upgrade_without_the_token_gets_the_layers_401_on_its_stream_over_http2() {
     let seen = Arc::new(Seen::default());
     let server = server(&seen);
-    let mut c = H2::connect(server.h2c_addr().unwrap());
+    let mut c = H2::connect(server.h2c_addr().unwrap(), TIMEOUT);
     let (answer, ended) = {
         let mut fields = vec![
             (":method", "CONNECT"),

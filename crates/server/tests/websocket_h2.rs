@@ -8,26 +8,22 @@
 //! Chromium (headless) opens `wss://` over the HTTP/2 connection that loaded its page.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 mod common;
+#[path = "common/h2.rs"]
+mod h2;
 
-use linerate_hpack as hpack;
 use linerate_server::testing::TestServer;
 use linerate_server::websocket::{Message, WsHandler, WsOut};
 use linerate_server::{Response, Router};
 
-const DATA: u8 = 0;
-const HEADERS: u8 = 1;
-const RST_STREAM: u8 = 3;
-const SETTINGS: u8 = 4;
-const GOAWAY: u8 = 7;
-const WINDOW_UPDATE: u8 = 8;
-const END_STREAM: u8 = 1;
-const END_HEADERS: u8 = 4;
+use h2::*;
+
+/// How long a read waits (a bound on a hang, not a measurement).
+const TIMEOUT: Duration = Duration::from_secs(5);
 
 type Closed = Arc<Mutex<Vec<Option<u16>>>>;
 
@@ -93,94 +89,8 @@ fn fixture() -> Fixture {
     }
 }
 
-/// A raw HTTP/2 client connection.
-struct H2 {
-    s: TcpStream,
-    decoder: hpack::Decoder,
-    /// The server's SETTINGS.
-    settings: Vec<(u16, u32)>,
-}
-
-#[derive(Debug)]
-struct Frame {
-    kind: u8,
-    flags: u8,
-    stream: u32,
-    payload: Vec<u8>,
-}
-
+/// What the WebSocket tests add to the raw client.
 impl H2 {
-    /// Connects and exchanges SETTINGS. The client's stream window is 1 MiB and its
-    /// connection window 16 MiB, so the server's answers are never held by ours.
-    fn connect(addr: SocketAddr) -> H2 {
-        let s = TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let mut c = H2 {
-            s,
-            decoder: hpack::Decoder::new(),
-            settings: Vec::new(),
-        };
-        c.s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
-        let mut settings = Vec::new();
-        settings.extend_from_slice(&4u16.to_be_bytes());
-        settings.extend_from_slice(&(1u32 << 20).to_be_bytes());
-        c.send(SETTINGS, 0, 0, &settings);
-        c.send(WINDOW_UPDATE, 0, 0, &(15u32 << 20).to_be_bytes());
-        loop {
-            let f = c.read();
-            if f.kind == SETTINGS && f.flags & 1 == 0 {
-                c.settings = f
-                    .payload
-                    .chunks_exact(6)
-                    .map(|e| {
-                        (
-                            u16::from_be_bytes([e[0], e[1]]),
-                            u32::from_be_bytes([e[2], e[3], e[4], e[5]]),
-                        )
-                    })
-                    .collect();
-                break;
-            }
-        }
-        c.send(SETTINGS, 1, 0, &[]);
-        c
-    }
-
-    fn send(&mut self, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
-        let mut f = Vec::with_capacity(9 + payload.len());
-        f.extend_from_slice(&(payload.len() as u32).to_be_bytes()[1..]);
-        f.extend_from_slice(&[kind, flags]);
-        f.extend_from_slice(&stream.to_be_bytes());
-        f.extend_from_slice(payload);
-        self.s.write_all(&f).unwrap();
-    }
-
-    fn read(&mut self) -> Frame {
-        let mut h = [0u8; 9];
-        self.s.read_exact(&mut h).unwrap();
-        let len = u32::from_be_bytes([0, h[0], h[1], h[2]]) as usize;
-        let mut payload = vec![0u8; len];
-        self.s.read_exact(&mut payload).unwrap();
-        Frame {
-            kind: h[3],
-            flags: h[4],
-            stream: u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff,
-            payload,
-        }
-    }
-
-    /// The next frame on `stream` (others' frames, SETTINGS acks and window updates are
-    /// passed over).
-    fn next_on(&mut self, stream: u32) -> Frame {
-        loop {
-            let f = self.read();
-            assert_ne!(f.kind, GOAWAY, "the connection ended: {f:?}");
-            if f.stream == stream {
-                return f;
-            }
-        }
-    }
-
     /// `GET /plain` on `stream`, its body-less request ended.
     fn get_plain(&mut self, stream: u32) {
         let fields = [
@@ -190,40 +100,6 @@ impl H2 {
             (":authority", "localhost"),
         ];
         self.request(stream, &fields, true);
-    }
-
-    /// Opens a request on `stream` with `fields` (pseudo-headers first).
-    fn request(&mut self, stream: u32, fields: &[(&str, &str)], end: bool) {
-        let mut block = Vec::new();
-        for (n, v) in fields {
-            hpack::field(&mut block, n.as_bytes(), v.as_bytes());
-        }
-        let flags = END_HEADERS | if end { END_STREAM } else { 0 };
-        self.send(HEADERS, flags, stream, &block);
-    }
-
-    /// The answer's fields on `stream`.
-    fn answer(&mut self, stream: u32) -> Vec<(String, String)> {
-        let f = self.next_on(stream);
-        assert_eq!(f.kind, HEADERS, "{f:?}");
-        let mut fields = Vec::new();
-        self.decoder
-            .decode(&f.payload, |n, v| {
-                fields.push((
-                    String::from_utf8_lossy(n).into_owned(),
-                    String::from_utf8_lossy(v).into_owned(),
-                ))
-            })
-            .unwrap();
-        fields
-    }
-
-    /// Opens a WebSocket on `stream` at `path`: its 200's fields.
-    fn open(&mut self, stream: u32, path: &str, extra: &[(&str, &str)]) -> Vec<(String, String)> {
-        let mut fields = connect_fields(path);
-        fields.extend_from_slice(extra);
-        self.request(stream, &fields, false);
-        self.answer(stream)
     }
 
     /// Sends a WebSocket frame on `stream`.
@@ -254,28 +130,6 @@ impl H2 {
             }
         }
     }
-}
-
-fn connect_fields(path: &str) -> Vec<(&'static str, &str)> {
-    vec![
-        (":method", "CONNECT"),
-        (":protocol", "websocket"),
-        (":scheme", "http"),
-        (":path", path),
-        (":authority", "localhost"),
-        ("sec-websocket-version", "13"),
-    ]
-}
-
-fn status(fields: &[(String, String)]) -> &str {
-    &fields.iter().find(|(n, _)| n == ":status").unwrap().1
-}
-
-fn has(fields: &[(String, String)], name: &str) -> Option<String> {
-    fields
-        .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, v)| v.clone())
 }
 
 use common::masked_frame as ws_frame;
@@ -314,12 +168,12 @@ fn wait_for(closed: &Closed, n: usize) -> Vec<Option<u16>> {
 #[test]
 fn the_setting_is_announced_only_where_a_websocket_route_exists() {
     let f = fixture();
-    let c = H2::connect(f.server.h2c_addr().unwrap());
+    let c = H2::connect(f.server.h2c_addr().unwrap(), TIMEOUT);
     assert!(c.settings.contains(&(8, 1)), "{:?}", c.settings);
 
     let plain = Router::new().get("/plain", |_| Response::text("plain"));
     let server = TestServer::start_with(h2c_config(), plain).unwrap();
-    let mut c = H2::connect(server.h2c_addr().unwrap());
+    let mut c = H2::connect(server.h2c_addr().unwrap(), TIMEOUT);
     assert!(
         !c.settings.iter().any(|(id, _)| *id == 8),
         "{:?}",
@@ -339,7 +193,7 @@ fn the_setting_is_announced_only_where_a_websocket_route_exists() {
 #[test]
 fn an_extended_connect_opens_a_websocket_that_echoes_beside_other_streams() {
     let f = fixture();
-    let mut c = H2::connect(f.server.h2c_addr().unwrap());
+    let mut c = H2::connect(f.server.h2c_addr().unwrap(), TIMEOUT);
     let answer = c.open(1, "/ws", &[("sec-websocket-protocol", "v1, chat")]);
     assert_eq!(status(&answer), "200", "{answer:?}");
     assert_eq!(
@@ -401,7 +255,7 @@ fn an_extended_connect_opens_a_websocket_that_echoes_beside_other_streams() {
 #[test]
 fn refused_extended_connects() {
     let f = fixture();
-    let mut c = H2::connect(f.server.h2c_addr().unwrap());
+    let mut c = H2::connect(f.server.h2c_addr().unwrap(), TIMEOUT);
     // No route at the path: 404; a route that is not WebSocket: 405 naming its methods.
     let a = c.open(1, "/nothing", &[]);
     assert_eq!(status(&a), "404", "{a:?}");
@@ -440,7 +294,7 @@ fn refused_extended_connects() {
 #[test]
 fn a_paused_handler_holds_the_client_to_one_stream_window() {
     let f = fixture();
-    let mut c = H2::connect(f.server.h2c_addr().unwrap());
+    let mut c = H2::connect(f.server.h2c_addr().unwrap(), TIMEOUT);
     assert_eq!(status(&c.open(1, "/ws", &[])), "200");
     f.paused.store(true, Ordering::SeqCst);
     // 2 MiB in 16 KiB messages, more than the 1 MiB stream window the server announced.
@@ -668,7 +522,7 @@ fn a_task_that_reads_late_gets_every_message_through_the_resume() {
         Ok(handler)
     });
     let server = TestServer::start_with(h2c_config(), router).expect("server starts");
-    let mut c = H2::connect(server.h2c_addr().unwrap());
+    let mut c = H2::connect(server.h2c_addr().unwrap(), TIMEOUT);
     assert_eq!(status(&c.open(1, "/ws", &[])), "200");
     for i in 0..MESSAGES {
         c.ws_send(1, 0x82, &vec![i as u8; SIZE]);
@@ -686,7 +540,7 @@ fn a_task_that_reads_late_gets_every_message_through_the_resume() {
 #[test]
 fn shutdown_sends_goaway_and_closes_each_stream_1001() {
     let f = fixture();
-    let mut c = H2::connect(f.server.h2c_addr().unwrap());
+    let mut c = H2::connect(f.server.h2c_addr().unwrap(), TIMEOUT);
     assert_eq!(status(&c.open(1, "/ws", &[])), "200");
     let mut held = Vec::new();
     c.ws_send(1, 0x81, b"before");

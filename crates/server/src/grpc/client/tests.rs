@@ -68,24 +68,29 @@ fn iter(items: Vec<SumRequest>) -> Feed {
     Feed(rx)
 }
 
+/// A unary call (2 + 3) and a server-streaming one (counting up to 3), checked.
+async fn unary_and_server_streaming(grpc: &Grpc) {
+    let r: Response<SumReply> = grpc.unary(SUM, Request::new(req(2, 3))).await.unwrap();
+    assert_eq!(r.get_ref().result, 5);
+
+    let mut s = grpc
+        .server_streaming::<_, SumReply>(COUNT_UP, Request::new(req(3, 0)))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut got = Vec::new();
+    while let Some(m) = s.message().await.unwrap() {
+        got.push(m.result);
+    }
+    assert_eq!(got, [1, 2, 3]);
+}
+
 #[test]
 fn every_call_shape_over_h2c_on_one_connection() {
     let (_server, uri) = sums();
     runtime().block_on(async {
         let grpc = Grpc::new(Channel::connect(&uri).await.unwrap());
-        let r: Response<SumReply> = grpc.unary(SUM, Request::new(req(2, 3))).await.unwrap();
-        assert_eq!(r.get_ref().result, 5);
-
-        let mut s = grpc
-            .server_streaming::<_, SumReply>(COUNT_UP, Request::new(req(3, 0)))
-            .await
-            .unwrap()
-            .into_inner();
-        let mut got = Vec::new();
-        while let Some(m) = s.message().await.unwrap() {
-            got.push(m.result);
-        }
-        assert_eq!(got, [1, 2, 3]);
+        unary_and_server_streaming(&grpc).await;
 
         let r: Response<SumReply> = grpc
             .client_streaming(
@@ -536,19 +541,7 @@ fn a_test_client_serves_calls_in_process_through_its_routes() {
     );
     let grpc = Grpc::new(client.grpc_channel());
     client.block_on(async {
-        let r: Response<SumReply> = grpc.unary(SUM, Request::new(req(2, 3))).await.unwrap();
-        assert_eq!(r.get_ref().result, 5);
-
-        let mut s = grpc
-            .server_streaming::<_, SumReply>(COUNT_UP, Request::new(req(3, 0)))
-            .await
-            .unwrap()
-            .into_inner();
-        let mut got = Vec::new();
-        while let Some(m) = s.message().await.unwrap() {
-            got.push(m.result);
-        }
-        assert_eq!(got, [1, 2, 3]);
+        unary_and_server_streaming(&grpc).await;
 
         let r: Response<SumReply> = grpc
             .client_streaming(TOTAL, Request::new(iter(vec![req(1, 2), req(3, 4)])))

@@ -20,6 +20,35 @@ use crate::app::router::{DeferredFn, Incoming, Route};
 use crate::h1::{Decision, Exchange};
 
 impl<'a> ConnApp<'a> {
+    /// The request a handler that answers later owns: its head, route parameters, body and
+    /// trailer fields, and the layers' values, with this connection's peer, client
+    /// certificate (over TLS) and the application's state.
+    pub(super) fn owned_request(
+        &self,
+        route: &Route,
+        params: Params,
+        head: OwnedHead,
+        (body, trailers): (Vec<u8>, Option<BodyDecoder>),
+        ext: crate::layer::Extensions,
+    ) -> OwnedRequest {
+        OwnedRequest {
+            head,
+            names: route.names.clone(),
+            params,
+            body,
+            trailers,
+            peer: self.client().copied(),
+            client_cert: if self.tls {
+                self.io.client_cert.clone()
+            } else {
+                None
+            },
+            tls: self.tls,
+            ext,
+            state: self.app.stateful.then(|| self.app.router.state.clone()),
+        }
+    }
+
     /// Hands a request with its whole body to a deferred handler.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn defer(
@@ -52,22 +81,7 @@ impl<'a> ConnApp<'a> {
         self.io.outstanding += 1;
         self.io.counters.set_outstanding(self.io.outstanding);
         let responder = Responder::new(self.io.inbox.clone(), self.token, id, meta);
-        let req = OwnedRequest {
-            head,
-            names: route.names.clone(),
-            params,
-            body,
-            trailers,
-            peer: self.client().copied(),
-            client_cert: if self.tls {
-                self.io.client_cert.clone()
-            } else {
-                None
-            },
-            tls: self.tls,
-            ext,
-            state: self.app.stateful.then(|| self.app.router.state.clone()),
-        };
+        let req = self.owned_request(route, params, head, (body, trailers), ext);
         if catch_unwind(AssertUnwindSafe(|| f(req, responder))).is_err() {
             // Unwinding dropped the Responder: its 500 is on the way.
             tracing::error!("deferred handler panicked; answering 500");
@@ -139,18 +153,8 @@ impl<'a> ConnApp<'a> {
         };
         let called = match f {
             Incoming::Owned(f) => {
-                let owned = OwnedRequest {
-                    head: OwnedHead::copy(head, req.buf),
-                    names: route.names.clone(),
-                    params,
-                    body: Vec::new(),
-                    trailers: None,
-                    peer: self.client().copied(),
-                    client_cert: client_cert.cloned(),
-                    tls: self.tls,
-                    ext,
-                    state: self.app.stateful.then(|| self.app.router.state.clone()),
-                };
+                let head = OwnedHead::copy(head, req.buf);
+                let owned = self.owned_request(route, params, head, (Vec::new(), None), ext);
                 catch_unwind(AssertUnwindSafe(|| f(owned, body, responder)))
             }
             Incoming::InPlace(f) => {

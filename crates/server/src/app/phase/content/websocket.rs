@@ -11,7 +11,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use linerate_http1::{Framing, Method};
 
 use crate::app::ConnApp;
-use crate::app::deferred::{OwnedHead, OwnedRequest, Responder};
+use crate::app::deferred::{OwnedHead, Responder};
 use crate::app::dispatch::Pending;
 use crate::app::phase::headers::text_status;
 use crate::app::request::{Params, Request};
@@ -155,22 +155,8 @@ impl<'a> ConnApp<'a> {
         // The driver looks for upgrades where this is set (never cleared).
         self.io.extras = true;
         let responder = Responder::new(self.io.inbox.clone(), self.token, req.id, meta);
-        let owned = OwnedRequest {
-            head: OwnedHead::copy(head, req.buf),
-            names: route.names.clone(),
-            params,
-            body: Vec::new(),
-            trailers: None,
-            peer: self.client().copied(),
-            client_cert: if self.tls {
-                self.io.client_cert.clone()
-            } else {
-                None
-            },
-            tls: self.tls,
-            ext,
-            state: self.app.stateful.then(|| self.app.router.state.clone()),
-        };
+        let head = OwnedHead::copy(head, req.buf);
+        let owned = self.owned_request(route, params, head, (Vec::new(), None), ext);
         if catch_unwind(AssertUnwindSafe(|| chain(owned, responder))).is_err() {
             // Unwinding dropped the Responder: its 500 is on the way.
             tracing::error!("WebSocket route's chain panicked; answering 500");
