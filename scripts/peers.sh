@@ -14,6 +14,14 @@
 #   scripts/peers.sh grpc     build issue 53's gRPC peers (bench/grpc.toml, bench/grpc_proxy.toml):
 #                             bench/tonic-grpc (tonic 0.14, cargo --release --locked; no protoc
 #                             needed) and bench/grpc-go-sum (grpc-go v1.85.0, go build; GOPROXY)
+#   scripts/peers.sh arena    build issue X's arena peers, HttpArena's leading engines written here
+#                             (bench/arena-peers/README.md), into target/peers/<name>, which
+#                             `lab arena --servers linerate,actix,hyper,…` starts: actix, hyper,
+#                             may-minihttp (cargo --release --locked, one target dir), fasthttp,
+#                             gobwas-ws (go build), h2o-h2c (make; installs Debian's
+#                             libh2o-evloop-dev and libcjson-dev when root), and the earlier
+#                             tonic, grpc-go and tungstenite peers (bench/tonic-grpc,
+#                             bench/grpc-go-sum, bench/ws-peers/tungstenite)
 #
 # Exit 2 with a NOT RUN line where it cannot install (not root, no apt-get) or build (no cargo,
 # no go); a package that Debian cannot install is named, and the rest still installed.
@@ -52,6 +60,60 @@ if [ "${1:-}" = grpc ]; then
         [ $status = 1 ] || status=2
     fi
     [ $status != 0 ] || say "grpc peers built: bench/tonic-grpc/target/release/tonic-grpc, bench/grpc-go-sum/grpc-go-sum"
+    exit $status
+fi
+
+if [ "${1:-}" = arena ]; then
+    root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+    GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
+    out=$root/target/peers
+    mkdir -p "$out"
+    status=0
+    built=()
+    fail() { say "NOT BUILT: $1"; status=1; }
+    # One target directory for the Rust peers: their common crates (tokio, rustls…) build once.
+    cargo_peer() { # NAME DIR BINARY
+        command -v cargo >/dev/null || { say "NOT RUN: $1: cargo is not installed (https://rustup.rs)"; status=2; return; }
+        say "building $1 ($2: cargo build --release --locked)"
+        if (cd "$root/$2" && cargo build --release --locked --target-dir "$root/target/peers-build"); then
+            cp "$root/target/peers-build/release/$3" "$out/$1" && built+=("$1")
+        else
+            fail "$1"
+        fi
+    }
+    go_peer() { # NAME DIR
+        [ -x "$GO" ] || { say "NOT RUN: $1: go is not on PATH nor at /usr/local/go/bin/go (set GO=)"; status=2; return; }
+        say "building $1 ($2: go build)"
+        if (cd "$root/$2" && CGO_ENABLED=0 "$GO" build -o "$out/$1" .); then built+=("$1"); else fail "$1"; fi
+    }
+    cargo_peer actix bench/arena-peers/actix actix-arena
+    cargo_peer hyper bench/arena-peers/hyper hyper-arena
+    cargo_peer may-minihttp bench/arena-peers/may-minihttp may-minihttp-arena
+    cargo_peer tonic bench/tonic-grpc tonic-grpc
+    cargo_peer tungstenite bench/ws-peers/tungstenite ws-echo
+    go_peer fasthttp bench/arena-peers/fasthttp
+    go_peer gobwas-ws bench/arena-peers/gobwas-ws
+    go_peer grpc-go bench/grpc-go-sum
+    # h2o-h2c links Debian's libh2o (bookworm: 2.2.5) and cJSON.
+    if ! pkg-config --exists libh2o-evloop libcjson 2>/dev/null; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+            say "installing libh2o-evloop-dev libcjson-dev (apt-get) for h2o-h2c"
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+                libh2o-evloop-dev libcjson-dev pkg-config >/dev/null 2>&1 || true
+        fi
+    fi
+    if pkg-config --exists libh2o-evloop libcjson 2>/dev/null; then
+        say "building h2o-h2c (bench/arena-peers/h2o-h2c: make)"
+        if make -s -C "$root/bench/arena-peers/h2o-h2c" >/dev/null; then
+            cp "$root/bench/arena-peers/h2o-h2c/h2o-h2c-arena" "$out/h2o-h2c" && built+=(h2o-h2c)
+        else
+            fail h2o-h2c
+        fi
+    else
+        say "NOT RUN: h2o-h2c: Debian's libh2o-evloop-dev and libcjson-dev are not installed (root on Debian installs them)"
+        [ $status = 1 ] || status=2
+    fi
+    say "arena peers built in target/peers: ${built[*]:-none}"
     exit $status
 fi
 

@@ -4,8 +4,10 @@
 //!
 //! The rule (issue Q): a tier that fails is *down*; while down, calls are answered as misses
 //! without I/O, except one probe at a time once `retry_after` has passed since the last
-//! failure. A success brings it back up. An outage is one Up → Down transition, so it is
-//! logged once however many calls fail during it.
+//! failure. The probe's success brings it back up; a success reported while no probe is out
+//! is a call admitted before the outage began (its answer came late), which says nothing of
+//! the server now and changes nothing. An outage is one Up → Down transition, so it is
+//! logged and counted once however many calls fail during it, or answer late.
 
 use std::time::{Duration, Instant};
 
@@ -75,11 +77,14 @@ impl Health {
         }
     }
 
-    /// A call (admitted at any time) succeeded.
+    /// A call succeeded: while down, only the probe's success brings the tier back.
     pub fn succeeded(&mut self) -> Change {
-        match std::mem::replace(&mut self.state, State::Up) {
-            State::Up => Change::None,
-            State::Down { .. } => Change::CameBack,
+        match self.state {
+            State::Up | State::Down { probing: false, .. } => Change::None,
+            State::Down { probing: true, .. } => {
+                self.state = State::Up;
+                Change::CameBack
+            }
         }
     }
 
@@ -125,6 +130,27 @@ mod tests {
         assert_eq!(h.succeeded(), Change::None);
         assert_eq!(h.admit(t2), Admit::Go);
         assert_eq!(h.failed(t2), Change::WentDown);
+    }
+
+    /// A call admitted while the tier was up whose answer comes after another call's
+    /// failure took the tier down is late news: it does not end the outage, so the next
+    /// failure is not a second outage (the flake of proxy_cache_seen's outage count).
+    #[test]
+    fn a_late_success_from_before_the_outage_does_not_end_it() {
+        let t0 = Instant::now();
+        let mut h = Health::new(RETRY);
+        assert_eq!(h.admit(t0), Admit::Go); // call A
+        assert_eq!(h.admit(t0), Admit::Go); // call B
+        assert_eq!(h.failed(t0), Change::WentDown); // A times out
+        assert_eq!(h.succeeded(), Change::None); // B's answer, late
+        assert!(!h.is_up());
+        assert_eq!(h.admit(t0), Admit::Skip);
+        assert_eq!(h.failed(t0), Change::None); // a third call, also from before
+        // Only the probe's answer brings it back.
+        let t1 = t0 + RETRY;
+        assert_eq!(h.admit(t1), Admit::Probe);
+        assert_eq!(h.succeeded(), Change::CameBack);
+        assert!(h.is_up());
     }
 
     #[test]

@@ -542,12 +542,12 @@ fn production_stack_loads_its_edge_with_the_token() {
     assert!(after > before + 10, "Redis commands {before} -> {after}");
 }
 
-/// bench/actix-db beside linerate on async-db, where it has HttpArena's route: validated with
+/// bench/actix-db (`--servers actix-db`) beside linerate on async-db, where it has HttpArena's route: validated with
 /// the same checks, and loaded where it passed (a failure would make it "not entered" with
 /// why, never loaded); on baseline it is "not entered" with the routes it has. NOT RUN when
 /// it is not built (scripts/peers.sh rust). No figure is asserted.
 #[test]
-fn actix_enters_async_db_beside_linerate() {
+fn actix_db_enters_async_db_beside_linerate() {
     use linerate_lab::arena::peers::Peer;
     let bin = repo().join("bench/actix-db/target/release/actix-db");
     if !bin.is_file() {
@@ -572,7 +572,7 @@ fn actix_enters_async_db_beside_linerate() {
         rounds: 1,
     };
     let mut args = args(Server::Demo(spawn), &["async-db", "baseline"]);
-    args.peers = vec![Peer::Actix, Peer::Axum];
+    args.peers = vec![Peer::ActixDb, Peer::Axum];
     let run = linerate_lab::arena::run(&args, Some(sizing), |_| {}).unwrap();
     let row = |profile: &str, server: &str| {
         run.validation
@@ -580,10 +580,10 @@ fn actix_enters_async_db_beside_linerate() {
             .find(|v| v.profile == profile && v.server == server)
             .unwrap_or_else(|| panic!("no {profile} row for {server}: {:?}", run.validation))
     };
-    let actix = row("async-db", "actix");
+    let actix = row("async-db", "actix-db");
     assert_eq!(actix.checks.len(), row("async-db", "linerate").checks.len());
     assert_eq!(actix.result, "passed", "{actix:?}");
-    assert_eq!(row("baseline", "actix").result, "not entered");
+    assert_eq!(row("baseline", "actix-db").result, "not entered");
     assert_eq!(row("async-db", "axum").result, "not entered");
     let loaded: Vec<_> = run
         .load
@@ -599,7 +599,7 @@ fn actix_enters_async_db_beside_linerate() {
         .collect();
     assert_eq!(
         loaded,
-        [("linerate", None, true), ("actix", None, true)],
+        [("linerate", None, true), ("actix-db", None, true)],
         "{:?}",
         run.load
     );
@@ -644,4 +644,94 @@ fn fortunes_passes_over_httparenas_table_and_fails_over_techempowers() {
         ],
         "{twelve:?}"
     );
+}
+
+/// HttpArena's leading engines written here (bench/arena-peers, `scripts/peers.sh arena`),
+/// started by the arena on fixtures of their own with the common command line: each passes
+/// the same checks as linerate on the profiles its entry enters (hyper on baseline and h2
+/// over TLS, h2o-h2c on h2c with the dataset, may-minihttp on pipelined, gobwas-ws on
+/// /ws, grpc-go on GetSum), is "not entered" elsewhere, and is loaded where it passed.
+/// NOT RUN for each one that is not built. No figure is asserted.
+#[test]
+fn the_engines_written_here_pass_the_profiles_their_entries_enter() {
+    use linerate_lab::arena::peers::Peer;
+    let built: Vec<Peer> = [
+        Peer::Hyper,
+        Peer::H2oH2c,
+        Peer::MayMinihttp,
+        Peer::GobwasWs,
+        Peer::GrpcGo,
+    ]
+    .into_iter()
+    .filter(|p| {
+        let bin = repo().join("target/peers").join(p.name());
+        let there = bin.is_file();
+        if !there {
+            eprintln!(
+                "NOT RUN: {} is not built (scripts/peers.sh arena)",
+                bin.display()
+            );
+        }
+        there
+    })
+    .collect();
+    if built.is_empty() {
+        return;
+    }
+    let spawn = Spawn {
+        bin: PathBuf::from(env!("CARGO_BIN_EXE_linerate")),
+        database_url: None,
+        cache_tier: None,
+        workers: 1,
+    };
+    let sizing = linerate_lab::arena::load::Sizing {
+        cpus: 2,
+        duration: std::time::Duration::from_millis(300),
+        warmup: std::time::Duration::ZERO,
+        connections: Some(4),
+        rounds: 1,
+    };
+    let profiles = [
+        "baseline",
+        "pipelined",
+        "baseline-h2",
+        "json-h2c",
+        "echo-ws",
+        "unary-grpc",
+    ];
+    let mut args = args(Server::Demo(spawn), &profiles);
+    args.peers = built.clone();
+    let run = linerate_lab::arena::run(&args, Some(sizing), |_| {}).unwrap();
+    for peer in &built {
+        for name in profiles {
+            let v = run
+                .validation
+                .iter()
+                .find(|v| v.profile == name && v.server == peer.name())
+                .unwrap_or_else(|| panic!("no {name} row for {}", peer.name()));
+            let enters = peer
+                .enters(linerate_lab::arena::profiles::find(name).unwrap())
+                .is_ok();
+            if !enters {
+                assert_eq!(v.result, "not entered", "{v:?}");
+                continue;
+            }
+            let ours = run
+                .validation
+                .iter()
+                .find(|v| v.profile == name && v.server == "linerate")
+                .unwrap();
+            assert_eq!(v.result, "passed", "{v:?}");
+            assert_eq!(v.checks.len(), ours.checks.len(), "{v:?}");
+            let loaded = run
+                .load
+                .iter()
+                .find(|s| s.measured.profile == name && s.measured.server == peer.name())
+                .unwrap_or_else(|| panic!("{} not loaded on {name}", peer.name()));
+            assert!(
+                loaded.error.is_none() && loaded.measured.responses > 0,
+                "{loaded:?}"
+            );
+        }
+    }
 }

@@ -59,6 +59,8 @@ pub struct Measured {
     /// Server CPU (user + system, all its threads) per response, µs.
     pub cpu_us_per_request: Option<f64>,
     pub mean_us: f64,
+    /// Median latency, µs.
+    pub p50_us: f64,
     pub p99_us: f64,
     /// Which processes the CPU figure counts where it is more than the server's own
     /// (production-stack: the edge and its cache sidecar).
@@ -210,6 +212,7 @@ fn measure_with(
         failed: r.failed,
         cpu_us_per_request,
         mean_us: r.latency.mean_us,
+        p50_us: r.latency.p50_us as f64,
         p99_us: r.latency.p99_us as f64,
         cpu_of: None,
         rounds: 1,
@@ -259,6 +262,7 @@ pub fn summarise(rounds: Vec<Result<Measured, String>>) -> Result<Measured, Stri
         rps: median(&|m| m.rps),
         cpu_us_per_request: cpu_all.then(|| median(&|m| m.cpu_us_per_request.unwrap_or(0.0))),
         mean_us: median(&|m| m.mean_us),
+        p50_us: median(&|m| m.p50_us),
         p99_us: median(&|m| m.p99_us),
         responses: ok.iter().map(|m| m.responses).sum(),
         failed: ok.iter().map(|m| m.failed).sum(),
@@ -411,6 +415,7 @@ fn measure_stack(p: &'static Profile, t: &Target, s: &Sizing) -> Result<Measured
         failed: all - answered,
         cpu_us_per_request,
         mean_us: r.latency.mean_us,
+        p50_us: r.latency.p50_us as f64,
         p99_us: r.latency.p99_us as f64,
         cpu_of: Some(stack.counted()),
         rounds: 1,
@@ -436,6 +441,7 @@ mod tests {
             failed: 1,
             cpu_us_per_request: cpu,
             mean_us: p99 / 2.0,
+            p50_us: p99 / 4.0,
             p99_us: p99,
             cpu_of: None,
             rounds: 1,
@@ -460,7 +466,7 @@ mod tests {
             (m.rps, m.cpu_us_per_request, m.p99_us),
             (200.0, Some(4.0), 500.0)
         );
-        assert_eq!(m.mean_us, 250.0);
+        assert_eq!((m.mean_us, m.p50_us), (250.0, 125.0));
         assert_eq!(m.rps_min_max, [100.0, 300.0]);
         assert_eq!(m.cpu_us_min_max, Some([3.0, 5.0]));
         assert_eq!((m.rounds, m.responses, m.failed), (3, 30, 3));

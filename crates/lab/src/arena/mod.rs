@@ -3,7 +3,8 @@
 //! linerate's demo, started here with fixtures of its own, or a server the user started;
 //! then (not with `--validate-only`) a load in HttpArena's shape and the score.
 //!
-//! With peers ([`peers`]: nginx, h2o, caddy, haproxy, actix, axum) each server in turn is started, validated with
+//! With peers ([`peers`]: nginx, h2o and caddy; HttpArena's leading engines written in
+//! bench/arena-peers; haproxy, actix-db and axum) each server in turn is started, validated with
 //! the same checks on every profile it enters, loaded and stopped; the scores compare each
 //! profile's servers with the best of them.
 //!
@@ -290,6 +291,7 @@ fn scored(measured: Vec<Measurement>) -> Vec<Scored> {
                     failed: 0,
                     cpu_us_per_request: None,
                     mean_us: 0.0,
+                    p50_us: 0.0,
                     p99_us: 0.0,
                     cpu_of: None,
                     rounds: 0,
@@ -388,6 +390,7 @@ mod tests {
             failed: 0,
             cpu_us_per_request: cpu,
             mean_us: 100.0,
+            p50_us: 90.0,
             p99_us: 200.0,
             cpu_of: None,
             rounds: 1,
@@ -486,10 +489,15 @@ mod tests {
     fn a_rust_peer_not_built_is_not_run_with_why() {
         let picked = select(&["async-db".into(), "baseline".into()]).unwrap();
         let why = "bench/actix-db/target/release/actix-db is not built (scripts/peers.sh rust)";
-        let rows = unstarted(Peer::Actix, &picked, why);
+        let rows = unstarted(Peer::ActixDb, &picked, why);
         let got: Vec<_> = rows.iter().map(|r| (r.profile, r.result)).collect();
         assert_eq!(got, [("async-db", "NOT RUN"), ("baseline", "not entered")]);
         assert_eq!(rows[0].reason.as_deref(), Some(why));
+        // An engine of the arena's, where its HttpArena entry enters.
+        let why = "target/peers/may-minihttp is not built (scripts/peers.sh arena)";
+        let rows = unstarted(Peer::MayMinihttp, &picked, why);
+        let got: Vec<_> = rows.iter().map(|r| (r.profile, r.result)).collect();
+        assert_eq!(got, [("async-db", "not entered"), ("baseline", "NOT RUN")]);
     }
 
     /// A peer that is not installed (or did not start) is NOT RUN, with why, on the profiles it

@@ -1,30 +1,42 @@
 //! The arena's peers, each started by the arena (as `lab compare` starts them: free ports,
 //! pinned to the server CPUs, its own process group) on fixtures of its own, and which
-//! profiles each can enter: nginx, h2o and caddy (a config rendered from a bench/arena-*
-//! template) on the static profiles; the Rust peers bench/ builds (bench/actix-db,
-//! bench/axum-tokio) where they have a route at the profile's path; HAProxy, a proxy only,
-//! on none (the arena enters no gateway shape).
+//! profiles each enters:
+//! - nginx, h2o and caddy (a config rendered from a bench/arena-* template) on the static
+//!   profiles; HAProxy, a proxy only, on none (the arena enters no gateway shape);
+//! - the engines that lead HttpArena's tables, written here on their frameworks from the
+//!   registries (bench/arena-peers/, built by `scripts/peers.sh arena` into target/peers),
+//!   each on the profiles its HttpArena entry enters ([`Peer::entry`]);
+//! - the older Rust peers (bench/actix-db: TechEmpower's routes and /fortunes;
+//!   bench/axum-tokio: issue P's handlers, no route of HttpArena's).
 //!
 //! A peer enters only the profiles whose contract it can answer; the others are "not entered"
-//! with the reason, never passed. A Rust peer's route that fails the profile's checks is "not
-//! entered" too ([`Peer::computes`]: it was not written to HttpArena's contract), and never
-//! loaded. It owns no checks and no load: those are the same for every server.
+//! with the reason, never passed. A peer that computes its answers and fails a profile's
+//! checks is "not entered" too ([`Peer::computes`]: the failure is said, and it is never
+//! loaded). It owns no checks and no load: those are the same for every server.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::profiles::{Family, Profile};
 use super::rng::Rng;
-use super::target::Target;
+use super::target::{Target, free_addr};
 use crate::compare::server::{self, on_path};
 use crate::compare::suite::ServerSpec;
 
 /// How long a peer may take to accept its first connection.
 const PEER_START_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Why a peer is not entered on the profiles that compute their answers.
+/// Why a static-file peer is not entered on the profiles that compute their answers.
 const COMPUTES: &str = "a static-file server: it cannot compute /baseline's sums, the random \
                         JSON, uploads, echoes, WebSocket, gRPC or database answers";
+
+/// Why an engine written for the arena is not entered on a profile (the report leaves these
+/// rows out of its validation table).
+pub const NOT_ITS_ENTRYS: &str = "HttpArena's entry for this engine does not enter this profile";
+
+/// Where `scripts/peers.sh arena` puts the arena peers' programs (under the current directory
+/// or this source tree), each named as the peer.
+const PEERS_DIR: &str = "target/peers";
 
 /// A server the arena can start beside linerate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,9 +46,28 @@ pub enum Peer {
     Caddy,
     /// HAProxy: a proxy, for HttpArena's gateway shapes.
     Haproxy,
-    /// bench/actix-db: actix-web 4 + tokio-postgres (TechEmpower's database tests and
-    /// HttpArena's /async-db).
+    /// bench/arena-peers/actix: actix-web 4, HttpArena's whole route set (its actix,
+    /// actix-h2c and actix-websocket entries in one program).
     Actix,
+    /// bench/arena-peers/hyper: hyper 1, a current-thread tokio runtime per core.
+    Hyper,
+    /// bench/arena-peers/may-minihttp: the `may` coroutines with httparse.
+    MayMinihttp,
+    /// bench/arena-peers/fasthttp: Go's fasthttp, a listener per core.
+    Fasthttp,
+    /// bench/arena-peers/h2o-h2c: Debian's libh2o evloop, prior-knowledge h2c only.
+    H2oH2c,
+    /// bench/tonic-grpc: tonic on one current-thread runtime.
+    Tonic,
+    /// bench/grpc-go-sum: grpc-go.
+    GrpcGo,
+    /// bench/arena-peers/gobwas-ws: gobwas/ws on net/http (HttpArena's go-websocket).
+    GobwasWs,
+    /// bench/ws-peers/tungstenite: tokio-tungstenite on a current-thread runtime.
+    Tungstenite,
+    /// bench/actix-db: actix-web 4 + tokio-postgres (TechEmpower's database tests and
+    /// HttpArena's /async-db and /fortunes).
+    ActixDb,
     /// bench/axum-tokio: axum 0.8 on one tokio runtime (issue P's handlers).
     Axum,
 }
@@ -44,26 +75,37 @@ pub enum Peer {
 /// Why HAProxy enters no profile here.
 const PROXY_ONLY: &str = "a proxy: it answers nothing of its own, and the arena enters no \
                           gateway shape (scripts/gateway.sh runs those, linerate's included)";
-/// What bench/actix-db answers, against HttpArena's routes.
-const ACTIX_ROUTES: &str = "bench/actix-db serves TechEmpower's /db, /queries, /updates, \
-                            /plaintext and /json, and /fortunes and HttpArena's /async-db: no \
-                            route at this profile's path";
 /// Why bench/axum-tokio enters no profile.
 const AXUM_ROUTES: &str = "bench/axum-tokio serves issue P's /sync, /none, /timer and /fetch \
                            only: no route of HttpArena's";
 
+/// Every paced profile: one route and contract (baseline's), so an entry on latency-1m
+/// enters them all.
+const PACED: [&str; 3] = ["latency-1m", "latency-10k", "latency-500k-8cpu"];
+/// The three WebSocket profiles share `/ws`'s contract.
+const WS: [&str; 3] = ["echo-ws", "echo-ws-pipeline", "echo-ws-limited"];
+
 impl Peer {
-    pub const ALL: [Peer; 6] = [
+    pub const ALL: [Peer; 15] = [
         Peer::Nginx,
         Peer::H2o,
         Peer::Caddy,
         Peer::Haproxy,
         Peer::Actix,
+        Peer::Hyper,
+        Peer::MayMinihttp,
+        Peer::Fasthttp,
+        Peer::H2oH2c,
+        Peer::Tonic,
+        Peer::GrpcGo,
+        Peer::GobwasWs,
+        Peer::Tungstenite,
+        Peer::ActixDb,
         Peer::Axum,
     ];
 
     /// Its name on the command line and in the tables (also its program, for the installed
-    /// ones).
+    /// ones, and its file in target/peers for the arena's).
     pub fn name(self) -> &'static str {
         match self {
             Peer::Nginx => "nginx",
@@ -71,30 +113,119 @@ impl Peer {
             Peer::Caddy => "caddy",
             Peer::Haproxy => "haproxy",
             Peer::Actix => "actix",
+            Peer::Hyper => "hyper",
+            Peer::MayMinihttp => "may-minihttp",
+            Peer::Fasthttp => "fasthttp",
+            Peer::H2oH2c => "h2o-h2c",
+            Peer::Tonic => "tonic",
+            Peer::GrpcGo => "grpc-go",
+            Peer::GobwasWs => "gobwas-ws",
+            Peer::Tungstenite => "tungstenite",
+            Peer::ActixDb => "actix-db",
             Peer::Axum => "axum",
         }
     }
 
-    /// A server that computes its answers (a Rust peer): a profile whose checks it fails is
-    /// one it was not written for, "not entered" with the failure as why, never loaded.
+    /// A server that computes its answers: a profile whose checks it fails is one it was not
+    /// written for, "not entered" with the failure as why, never loaded.
     pub fn computes(self) -> bool {
-        matches!(self, Peer::Actix | Peer::Axum)
+        !matches!(self, Peer::Nginx | Peer::H2o | Peer::Caddy | Peer::Haproxy)
     }
 
     pub fn parse(name: &str) -> Option<Peer> {
         Peer::ALL.into_iter().find(|p| p.name() == name)
     }
 
+    /// The profiles an engine written for the arena enters: those its HttpArena entry
+    /// enters (its meta.json's `tests`, docs/research/httparena-peers.md), with the paced
+    /// and WebSocket siblings of one it enters; None for the other peers.
+    pub fn entry(self) -> Option<&'static [&'static str]> {
+        const H1: [&str; 3] = ["baseline", "pipelined", "limited-conn"];
+        Some(match self {
+            Peer::Actix => &[
+                "baseline",
+                "pipelined",
+                "limited-conn",
+                "json",
+                "json-comp",
+                "json-tls",
+                "upload",
+                "8gbit",
+                "static",
+                "static-tls",
+                "async-db",
+                "crud",
+                "baseline-h2",
+                "static-h2",
+                "baseline-h2c",
+                "json-h2c",
+                WS[0],
+                WS[1],
+                WS[2],
+                PACED[0],
+                PACED[1],
+                PACED[2],
+            ],
+            Peer::Hyper => &[
+                H1[0],
+                H1[1],
+                H1[2],
+                "baseline-h2",
+                "static-h2",
+                PACED[0],
+                PACED[1],
+                PACED[2],
+            ],
+            Peer::MayMinihttp => &[H1[0], H1[1], H1[2], PACED[0], PACED[1], PACED[2]],
+            Peer::Fasthttp => &[
+                H1[0],
+                H1[1],
+                H1[2],
+                "json",
+                "json-comp",
+                "json-tls",
+                "upload",
+                "8gbit",
+                "static",
+                "static-tls",
+                "async-db",
+                "crud",
+                PACED[0],
+                PACED[1],
+                PACED[2],
+            ],
+            Peer::H2oH2c => &["baseline-h2c", "json-h2c"],
+            // HttpArena's tonic and grpc-go entries enter unary-grpc-tls too; these programs
+            // serve one listener, started here on h2c.
+            Peer::Tonic | Peer::GrpcGo => &["unary-grpc"],
+            Peer::GobwasWs | Peer::Tungstenite => &WS,
+            _ => return None,
+        })
+    }
+
     /// Whether it can answer `p`'s contract here, or why not.
     pub fn enters(self, p: &Profile) -> Result<(), &'static str> {
+        if let Some(entered) = self.entry() {
+            return if entered.contains(&p.name) {
+                Ok(())
+            } else {
+                Err(NOT_ITS_ENTRYS)
+            };
+        }
         match self {
             Peer::Haproxy => return Err(PROXY_ONLY),
             Peer::Axum => return Err(AXUM_ROUTES),
             // Its /fortunes reads the `fortune` of the database it is given, as the demo's.
-            Peer::Actix if matches!(p.family, Family::AsyncDb | Family::Fortunes) => {
+            Peer::ActixDb if matches!(p.family, Family::AsyncDb | Family::Fortunes) => {
                 return Ok(());
             }
-            Peer::Actix => return Err(ACTIX_ROUTES),
+            Peer::ActixDb => {
+                return Err(
+                    "bench/actix-db serves TechEmpower's /db, /queries, /updates, \
+                            /plaintext and /json, and /fortunes and HttpArena's /async-db: \
+                            no route at this profile's path",
+                );
+            }
             _ => {}
         }
         if p.name.starts_with("gateway") {
@@ -117,7 +248,7 @@ impl Peer {
         match self {
             Peer::Nginx => "no brotli_static (ngx_brotli is not installed): .gz siblings only",
             Peer::H2o => "no HTTP/3",
-            Peer::Caddy | Peer::Haproxy | Peer::Actix | Peer::Axum => "",
+            _ => "",
         }
     }
 
@@ -127,23 +258,33 @@ impl Peer {
             Peer::Nginx => Some(include_str!("../../../../bench/arena-nginx.conf.in")),
             Peer::H2o => Some(include_str!("../../../../bench/arena-h2o.conf.in")),
             Peer::Caddy => Some(include_str!("../../../../bench/arena-caddy.Caddyfile.in")),
-            Peer::Haproxy | Peer::Actix | Peer::Axum => None,
-        }
-    }
-
-    /// A Rust peer's binary, as `scripts/peers.sh rust` builds it (under bench/, from the
-    /// current directory or this source tree); None for the installed ones.
-    fn built(self) -> Option<&'static str> {
-        match self {
-            Peer::Actix => Some("bench/actix-db/target/release/actix-db"),
-            Peer::Axum => Some("bench/axum-tokio/target/release/axum-tokio"),
             _ => None,
         }
     }
 
+    /// A built peer's program, relative to the current directory or this source tree, and
+    /// the command that builds it; None for the installed ones.
+    fn built(self) -> Option<(String, &'static str)> {
+        Some(match self {
+            Peer::ActixDb => (
+                "bench/actix-db/target/release/actix-db".into(),
+                "scripts/peers.sh rust",
+            ),
+            Peer::Axum => (
+                "bench/axum-tokio/target/release/axum-tokio".into(),
+                "scripts/peers.sh rust",
+            ),
+            Peer::Nginx | Peer::H2o | Peer::Caddy | Peer::Haproxy => return None,
+            _ => (
+                format!("{PEERS_DIR}/{}", self.name()),
+                "scripts/peers.sh arena",
+            ),
+        })
+    }
+
     /// Where its program is, or why it is not there.
     fn program(self) -> Result<String, String> {
-        let Some(rel) = self.built() else {
+        let Some((rel, how)) = self.built() else {
             return if on_path(self.name()) {
                 Ok(self.name().to_string())
             } else {
@@ -151,16 +292,23 @@ impl Peer {
             };
         };
         let tree = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        [std::path::PathBuf::from(rel), tree.join(rel)]
+        [std::path::PathBuf::from(&rel), tree.join(&rel)]
             .into_iter()
             .find(|p| p.is_file())
             .map(|p| p.display().to_string())
-            .ok_or_else(|| format!("{rel} is not built (scripts/peers.sh rust)"))
+            .ok_or_else(|| format!("{rel} is not built ({how})"))
     }
 
-    fn spec(self, program: &str) -> ServerSpec {
-        let argv: &[&str] = match self {
-            Peer::Nginx => &[
+    /// Whether it has database routes (given `{database_url}` when there is one).
+    fn has_database(self) -> bool {
+        matches!(self, Peer::Actix | Peer::Fasthttp | Peer::ActixDb)
+    }
+
+    /// Its command line: the arena peers' common flags (bench/arena-peers/README.md), or
+    /// the older peers' own.
+    fn argv(self, database: bool) -> Vec<&'static str> {
+        let mut argv = match self {
+            Peer::Nginx => vec![
                 "nginx",
                 "-p",
                 "{rundir}",
@@ -169,8 +317,8 @@ impl Peer {
                 "-c",
                 "{config}",
             ],
-            Peer::H2o => &["h2o", "-c", "{config}"],
-            Peer::Caddy => &[
+            Peer::H2o => vec!["h2o", "-c", "{config}"],
+            Peer::Caddy => vec![
                 "caddy",
                 "run",
                 "--adapter",
@@ -178,26 +326,69 @@ impl Peer {
                 "--config",
                 "{config}",
             ],
-            Peer::Actix => &[
+            Peer::Haproxy => vec!["haproxy"],
+            Peer::ActixDb => vec![
                 "actix-db",
                 "--addr",
                 "127.0.0.1:{port}",
                 "--workers",
                 "{workers}",
             ],
-            Peer::Axum => &["axum-tokio", "127.0.0.1:{port}"],
-            Peer::Haproxy => &["haproxy"],
+            Peer::Axum => vec!["axum-tokio", "127.0.0.1:{port}"],
+            Peer::Tonic => vec!["tonic", "--addr", "127.0.0.1:{port}"],
+            Peer::GrpcGo => vec!["grpc-go", "-addr", "127.0.0.1:{port}"],
+            Peer::Tungstenite => vec!["tungstenite", "127.0.0.1:{port}"],
+            // Prior-knowledge h2c only: its one listener is the one the arena waits on.
+            Peer::H2oH2c => vec![
+                "h2o-h2c",
+                "--h2c",
+                "127.0.0.1:{port}",
+                "--dataset",
+                "{fixtures}/dataset.json",
+                "--workers",
+                "{workers}",
+            ],
+            Peer::Actix | Peer::Hyper | Peer::MayMinihttp | Peer::Fasthttp | Peer::GobwasWs => {
+                vec![
+                    "peer",
+                    "--h1",
+                    "127.0.0.1:{port}",
+                    "--tls",
+                    "127.0.0.1:{tls_port}",
+                    "--cert",
+                    "{cert}",
+                    "--key",
+                    "{key}",
+                    "--h2c",
+                    "127.0.0.1:{h2c_port}",
+                    "--static",
+                    "{fixtures}/static",
+                    "--dataset",
+                    "{fixtures}/dataset.json",
+                    "--workers",
+                    "{workers}",
+                ]
+            }
         };
-        let mut argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+        if database && self.has_database() && self != Peer::ActixDb {
+            argv.extend(["--database-url", "{database_url}"]);
+        }
+        argv
+    }
+
+    fn spec(self, program: &str, database: bool) -> ServerSpec {
+        let mut argv: Vec<String> = self.argv(database).iter().map(|s| s.to_string()).collect();
         argv[0] = program.to_string();
         let mut env = BTreeMap::new();
-        if self == Peer::Caddy {
+        if matches!(self, Peer::Caddy | Peer::GrpcGo) {
             env.insert("GOMAXPROCS".into(), "{workers}".into());
+        }
+        if self == Peer::Caddy {
             for k in ["XDG_DATA_HOME", "XDG_CONFIG_HOME", "HOME"] {
                 env.insert(k.into(), "{rundir}".into());
             }
         }
-        if self == Peer::Actix {
+        if self == Peer::ActixDb {
             env.insert("DATABASE_URL".into(), "{database_url}".into());
         }
         ServerSpec {
@@ -210,9 +401,9 @@ impl Peer {
         }
     }
 
-    /// Starts it on fresh fixtures, pinned to `cpus` with one worker each (actix-db on
-    /// `database_url`); `Err` says why it could not (not installed or built, no database, or
-    /// it did not start).
+    /// Starts it on fresh fixtures, pinned to `cpus` with one worker each (its database
+    /// routes on `database_url`); `Err` says why it could not (not installed or built, no
+    /// database for actix-db, or it did not start).
     pub fn spawn(
         self,
         cpus: &[usize],
@@ -220,11 +411,12 @@ impl Peer {
         rng: &mut Rng,
     ) -> Result<Target, String> {
         let program = self.program()?;
-        if self == Peer::Actix && database_url.is_none() {
+        if self == Peer::ActixDb && database_url.is_none() {
             return Err("needs PostgreSQL (--database-url), not given".into());
         }
         let fixtures = Target::fixtures(self.name(), rng)?;
-        let spec = self.spec(&program);
+        let spec = self.spec(&program, database_url.is_some());
+        let h2c = free_addr()?;
         let mut vars = BTreeMap::new();
         vars.insert(
             "database_url".to_string(),
@@ -239,6 +431,7 @@ impl Peer {
             "key".to_string(),
             fixtures.join("key.pem").display().to_string(),
         );
+        vars.insert("h2c_port".to_string(), h2c.port().to_string());
         vars.insert("workers".to_string(), cpus.len().max(1).to_string());
         // The config is rendered here (its template is carried in the binary), then named as
         // the spec's template file so `server::start` renders it again with the ports.
@@ -256,7 +449,11 @@ impl Peer {
         match server::start(&spec, &vars, cpus, PEER_START_TIMEOUT) {
             Ok(running) => {
                 let mut t = Target::peer(self.name(), running, fixtures, self == Peer::Caddy);
-                t.database = self == Peer::Actix;
+                t.database = self.has_database() && database_url.is_some();
+                if self.entry().is_some() {
+                    t.dataset = Some(t.read_dataset()?);
+                    t.h2c = Some(if self == Peer::H2oH2c { t.h1 } else { h2c });
+                }
                 Ok(t)
             }
             Err(e) => {
@@ -313,18 +510,92 @@ mod tests {
                 .unwrap_err()
                 .contains("proxy")
         );
-        // The Rust peers where they have a route at the profile's path (actix-db's
-        // /async-db), HAProxy nowhere; each "not entered" says why.
-        assert_eq!(entered(Peer::Actix), ["async-db", "fortunes"]);
+        // The older Rust peers where they have a route at the profile's path (actix-db's
+        // /async-db and /fortunes), HAProxy nowhere; each "not entered" says why.
+        assert_eq!(entered(Peer::ActixDb), ["async-db", "fortunes"]);
         assert!(entered(Peer::Axum).is_empty());
         assert!(entered(Peer::Haproxy).is_empty());
         let why = |peer: Peer, name: &str| peer.enters(find(name).unwrap()).unwrap_err();
-        assert!(why(Peer::Actix, "baseline").contains("/plaintext"));
+        assert!(why(Peer::ActixDb, "baseline").contains("/plaintext"));
         assert!(why(Peer::Axum, "json").contains("/timer"));
         assert!(why(Peer::Haproxy, "gateway-64").contains("gateway"));
-        assert!(Peer::Actix.computes() && Peer::Axum.computes() && !Peer::Nginx.computes());
+        assert!(Peer::ActixDb.computes() && Peer::Hyper.computes() && !Peer::Nginx.computes());
         assert_eq!(Peer::parse("h2o"), Some(Peer::H2o));
         assert_eq!(Peer::parse("actix"), Some(Peer::Actix));
+        assert_eq!(Peer::parse("may-minihttp"), Some(Peer::MayMinihttp));
         assert_eq!(Peer::parse("apache"), None);
+    }
+
+    /// The engines written for the arena enter what their HttpArena entries enter (with the
+    /// paced and WebSocket siblings), every name a profile of the arena's; every profile but
+    /// the gateway shapes, production-stack, fortunes, the h3 ones and async has one of
+    /// HttpArena's leaders entered.
+    #[test]
+    fn the_engines_enter_their_entries_profiles() {
+        let entered = |peer: Peer| -> Vec<&str> {
+            PROFILES
+                .iter()
+                .filter(|p| peer.enters(p).is_ok())
+                .map(|p| p.name)
+                .collect()
+        };
+        for peer in Peer::ALL {
+            for name in peer.entry().unwrap_or(&[]) {
+                assert!(find(name).is_some(), "{}: {name}", peer.name());
+            }
+        }
+        assert_eq!(
+            entered(Peer::Hyper),
+            [
+                "baseline",
+                "pipelined",
+                "limited-conn",
+                "baseline-h2",
+                "static-h2",
+                "latency-1m",
+                "latency-10k",
+                "latency-500k-8cpu"
+            ]
+        );
+        assert_eq!(entered(Peer::H2oH2c), ["baseline-h2c", "json-h2c"]);
+        assert_eq!(entered(Peer::Tonic), ["unary-grpc"]);
+        assert_eq!(
+            entered(Peer::GobwasWs),
+            ["echo-ws", "echo-ws-pipeline", "echo-ws-limited"]
+        );
+        assert!(
+            Peer::MayMinihttp
+                .enters(find("json").unwrap())
+                .unwrap_err()
+                .contains("HttpArena's entry")
+        );
+        let engines = [
+            Peer::Actix,
+            Peer::Hyper,
+            Peer::MayMinihttp,
+            Peer::Fasthttp,
+            Peer::H2oH2c,
+            Peer::Tonic,
+            Peer::GrpcGo,
+            Peer::GobwasWs,
+        ];
+        let without: Vec<&str> = PROFILES
+            .iter()
+            .filter(|p| engines.iter().all(|e| e.enters(p).is_err()))
+            .map(|p| p.name)
+            .collect();
+        assert_eq!(
+            without,
+            [
+                "fortunes",
+                "baseline-h3",
+                "static-h3",
+                "gateway-64",
+                "gateway-h3",
+                "production-stack",
+                "unary-grpc-tls",
+                "async"
+            ]
+        );
     }
 }

@@ -141,38 +141,157 @@ pub fn failures(rows: &[Validation]) -> String {
     out
 }
 
-/// The load table, in HttpArena's shape: per profile and server, req/s and CPU µs per request
-/// with their ratios to the best server, mean and p99 latency, and the paced profiles' score.
+/// The load tables, in HttpArena's shape: one per profile, each server's req/s and CPU µs per
+/// request (medians of the rounds, with min–max) with their ratios to the best server, p50,
+/// mean and p99 latency, the paced profiles' score; under each, linerate's CPU against the
+/// best peer's.
 pub fn load_table(rows: &[Scored]) -> String {
-    let mut out = "| profile | server | conns | depth | req/s | × best | CPU µs/req | × best | mean µs | p99 µs | score | rounds | req/s min–max | CPU min–max |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n".to_string();
-    for r in rows {
-        let m = &r.measured;
-        if let Some(why) = &r.error {
-            out.push_str(&format!(
-                "| {} | {} | | | | | | | | | {why} | | | |\n",
-                m.profile, m.server
-            ));
-            continue;
+    let mut out = String::new();
+    let mut i = 0;
+    while i < rows.len() {
+        let profile = rows[i].measured.profile;
+        let n = rows[i..]
+            .iter()
+            .take_while(|r| r.measured.profile == profile)
+            .count();
+        let group = &rows[i..i + n];
+        i += n;
+        let shape = group
+            .iter()
+            .find(|r| r.error.is_none())
+            .map(|r| &r.measured);
+        out += &format!("\n### {profile}");
+        if let Some(m) = shape {
+            out += &format!(" ({} connections, depth {}", m.connections, m.depth);
+            if let Some(rate) = m.offered_rps {
+                out += &format!(", paced at {rate:.0} req/s");
+            }
+            out += ")";
         }
-        let cpu = m
-            .cpu_us_per_request
-            .map_or("-".into(), |c| format!("{c:.2}"));
-        let cpu_ratio = r.cpu_ratio.map_or("-".into(), |c| format!("{c:.2}"));
-        let score = r
-            .composite
-            .map_or("-".into(), |c| format!("{:.1}", c.score));
-        let rounds = match &m.round_errors {
-            None => m.rounds.to_string(),
-            Some((n, why)) => format!("{} ({n} failed: {})", m.rounds, why.replace('|', "\\|")),
-        };
-        let [lo, hi] = m.rps_min_max;
-        let cpu_spread = m
-            .cpu_us_min_max
-            .map_or("-".into(), |[a, b]| format!("{a:.2}–{b:.2}"));
-        out.push_str(&format!(
-            "| {} | {} | {} | {} | {:.0} | {:.2} | {cpu} | {cpu_ratio} | {:.0} | {:.0} | {score} | {rounds} | {lo:.0}–{hi:.0} | {cpu_spread} |\n",
-            m.profile, m.server, m.connections, m.depth, m.rps, r.rps_ratio, m.mean_us, m.p99_us
-        ));
+        out += "\n\n| server | req/s | × best | req/s min–max | CPU µs/req | × best | CPU min–max | p50 µs | mean µs | p99 µs | score | rounds |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+        for r in group {
+            let m = &r.measured;
+            if let Some(why) = &r.error {
+                out += &format!("| {} | | | | | | | | | | | {} |\n", m.server, md_cell(why));
+                continue;
+            }
+            let cpu = m
+                .cpu_us_per_request
+                .map_or("-".into(), |c| format!("{c:.2}"));
+            let cpu_ratio = r.cpu_ratio.map_or("-".into(), |c| format!("{c:.2}"));
+            let score = r
+                .composite
+                .map_or("-".into(), |c| format!("{:.1}", c.score));
+            let rounds = match &m.round_errors {
+                None => m.rounds.to_string(),
+                Some((n, why)) => format!("{} ({n} failed: {})", m.rounds, md_cell(why)),
+            };
+            let [lo, hi] = m.rps_min_max;
+            let cpu_spread = m
+                .cpu_us_min_max
+                .map_or("-".into(), |[a, b]| format!("{a:.2}–{b:.2}"));
+            out += &format!(
+                "| {} | {:.0} | {:.2} | {lo:.0}–{hi:.0} | {cpu} | {cpu_ratio} | {cpu_spread} | {:.0} | {:.0} | {:.0} | {score} | {rounds} |\n",
+                m.server, m.rps, r.rps_ratio, m.p50_us, m.mean_us, m.p99_us
+            );
+        }
+        if let Some(v) = versus(group) {
+            out += &format!("\n{}\n", v.sentence());
+        }
+    }
+    out
+}
+
+/// The server under test against the best peer on one profile, by CPU per request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Versus {
+    pub profile: &'static str,
+    pub ours: String,
+    pub ours_cpu: f64,
+    pub peer: String,
+    pub peer_cpu: f64,
+}
+
+impl Versus {
+    /// Ours over the best peer's: below 1, ours is cheaper.
+    pub fn ratio(&self) -> f64 {
+        self.ours_cpu / self.peer_cpu
+    }
+
+    fn sentence(&self) -> String {
+        format!(
+            "{}: {:.2} CPU µs a request against {}'s {:.2}, the cheapest peer: **{:.2}×**.",
+            self.ours,
+            self.ours_cpu,
+            self.peer,
+            self.peer_cpu,
+            self.ratio()
+        )
+    }
+}
+
+/// On one profile's rows: the server under test (the one that is not a peer) against the
+/// peer with the lowest CPU per request; None where either has no CPU figure.
+pub fn versus(group: &[Scored]) -> Option<Versus> {
+    let is_peer = |r: &&Scored| super::peers::Peer::parse(&r.measured.server).is_some();
+    let cpu = |r: &&Scored| r.error.is_none().then_some(r.measured.cpu_us_per_request?);
+    let ours = group.iter().find(|r| !is_peer(r))?;
+    let best = group
+        .iter()
+        .filter(is_peer)
+        .filter_map(|r| Some((r, cpu(&r)?)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))?;
+    Some(Versus {
+        profile: ours.measured.profile,
+        ours: ours.measured.server.clone(),
+        ours_cpu: cpu(&ours)?,
+        peer: best.0.measured.server.clone(),
+        peer_cpu: best.1,
+    })
+}
+
+/// The issue's goal for a profile, as the most the server under test's CPU per request may be
+/// over the best peer's: 0.8 on baseline, pipelined, json, h2c, unary-grpc and the paced
+/// profiles, 1 elsewhere.
+pub fn goal(profile: &str) -> f64 {
+    const TIGHT: [&str; 6] = [
+        "baseline",
+        "pipelined",
+        "json",
+        "baseline-h2c",
+        "json-h2c",
+        "unary-grpc",
+    ];
+    if TIGHT.contains(&profile) || profile.starts_with("latency-") {
+        0.8
+    } else {
+        1.0
+    }
+}
+
+/// The summary over the profiles a peer was loaded on: ours, the best peer, the ratio, the
+/// goal and whether it is met.
+pub fn versus_table(rows: &[Scored]) -> String {
+    let mut out = "| profile | linerate CPU µs/req | best peer | its CPU µs/req | ratio | goal | met |\n|---|---:|---|---:|---:|---:|---|\n".to_string();
+    let mut i = 0;
+    while i < rows.len() {
+        let profile = rows[i].measured.profile;
+        let n = rows[i..]
+            .iter()
+            .take_while(|r| r.measured.profile == profile)
+            .count();
+        if let Some(v) = versus(&rows[i..i + n]) {
+            let g = goal(profile);
+            out += &format!(
+                "| {profile} | {:.2} | {} | {:.2} | {:.2} | ≤ {g:.1} | {} |\n",
+                v.ours_cpu,
+                v.peer,
+                v.peer_cpu,
+                v.ratio(),
+                if v.ratio() <= g { "yes" } else { "**no**" }
+            );
+        }
+        i += n;
     }
     out
 }
@@ -199,8 +318,15 @@ pub fn markdown(run: &Run, machine: &Machine) -> String {
         run.seed
     );
     o += "## Validation\n\nHttpArena's checks, written from its public contract, with fresh random inputs.\n\n";
+    o += "An engine's rows for the profiles its HttpArena entry does not enter are left out \
+          (bench/arena-peers/README.md lists what each enters); one that fails a profile it \
+          enters is listed as not entered, with the failure.\n\n";
     o += "| profile | server | result | passed | failed | not run | first failure / why not |\n|---|---|---|---:|---:|---:|---|\n";
-    for r in &run.validation {
+    for r in run
+        .validation
+        .iter()
+        .filter(|r| r.reason.as_deref() != Some(super::peers::NOT_ITS_ENTRYS))
+    {
         o += &format!(
             "| {} | {} | {} | {} | {} | {} | {} |\n",
             r.profile,
@@ -217,6 +343,8 @@ pub fn markdown(run: &Run, machine: &Machine) -> String {
               each figure the median of the rounds (each profile's servers in turn, round by round), with req/s and CPU min–max over them; \
               server CPU from /proc (every process of the server; production-stack: its edge, with the app in it, and the Redis behind it, as HttpArena sums its stack's containers) over the measured run; ratios to the best server of the run on that profile; \
               score: HttpArena's composite for the paced profiles.\n\n";
+        o += "\n### linerate against the best peer\n\nCPU per request, medians of the rounds; the goal is issue X's (≤ 0.8× on baseline, pipelined, json, h2c, unary-grpc and the paced profiles, ≤ 1× elsewhere).\n\n";
+        o += &versus_table(&run.load);
         o += &load_table(&run.load);
     }
     o
@@ -303,6 +431,82 @@ pub fn charts(dir: &Path, rows: &[Scored]) -> anyhow::Result<Vec<PathBuf>> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::Scored;
+    use super::super::load::Measured;
+
+    fn row(profile: &'static str, server: &str, cpu: Option<f64>) -> Scored {
+        Scored {
+            measured: Measured {
+                profile,
+                server: server.into(),
+                connections: 8,
+                depth: 1,
+                offered_rps: None,
+                rps: 1000.0,
+                responses: 5000,
+                failed: 0,
+                cpu_us_per_request: cpu,
+                mean_us: 100.0,
+                p50_us: 80.0,
+                p99_us: 300.0,
+                cpu_of: None,
+                rounds: 3,
+                rps_min_max: [900.0, 1100.0],
+                cpu_us_min_max: cpu.map(|c| [c, c]),
+                round_errors: None,
+            },
+            rps_ratio: 1.0,
+            cpu_ratio: cpu.map(|_| 1.0),
+            composite: None,
+            error: None,
+        }
+    }
+
+    /// The server under test is set against the cheapest peer of each profile that has a
+    /// CPU figure (a peer with none, or an error, takes no part), and the goal is the issue's:
+    /// 0.8 on the tight profiles, 1 elsewhere; a profile without a peer has no line.
+    #[test]
+    fn linerate_is_set_against_the_cheapest_peer_with_the_issues_goal() {
+        let mut failed = row("baseline", "actix", Some(1.0));
+        failed.error = Some("refused".into());
+        let rows = vec![
+            row("baseline", "linerate", Some(4.0)),
+            row("baseline", "hyper", Some(6.0)),
+            row("baseline", "may-minihttp", Some(4.5)),
+            row("baseline", "fasthttp", None),
+            failed,
+            row("static", "linerate", Some(10.0)),
+            row("static", "nginx", Some(9.0)),
+            row("async", "linerate", Some(7.0)),
+        ];
+        let v = super::versus(&rows[..5]).unwrap();
+        assert_eq!((v.peer.as_str(), v.peer_cpu), ("may-minihttp", 4.5));
+        assert!((v.ratio() - 4.0 / 4.5).abs() < 1e-9);
+        assert_eq!(super::versus(&rows[7..]), None);
+        let table = super::versus_table(&rows);
+        assert!(
+            table.contains("| baseline | 4.00 | may-minihttp | 4.50 | 0.89 | ≤ 0.8 | **no** |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| static | 10.00 | nginx | 9.00 | 1.11 | ≤ 1.0 | **no** |"),
+            "{table}"
+        );
+        assert!(!table.contains("| async |"), "{table}");
+        assert_eq!(super::goal("latency-10k"), 0.8);
+        assert_eq!(super::goal("static-h2"), 1.0);
+        let text = super::load_table(&rows);
+        assert!(
+            text.contains("### baseline (8 connections, depth 1)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| actix | | | | | | | | | | | refused |"),
+            "{text}"
+        );
+        assert!(text.contains("the cheapest peer: **0.89×**"), "{text}");
+    }
+
     /// A reason quoting HTML reads as written in the docs, never as markup.
     #[test]
     fn markdown_cells_show_html_as_text() {

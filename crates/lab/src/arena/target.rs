@@ -156,13 +156,7 @@ impl Target {
             group: None,
             workdir: Some(dir.clone()),
         };
-        let dataset = random_dataset(rng);
-        std::fs::write(
-            dir.join("dataset.json"),
-            serde_json::to_vec(&dataset).expect("JSON"),
-        )
-        .map_err(|e| e.to_string())?;
-        t.dataset = Some(dataset);
+        t.dataset = Some(t.read_dataset()?);
         let port = |a: Option<SocketAddr>| a.expect("set above").port().to_string();
         let mut cmd = Command::new(&s.bin);
         cmd.args(["serve", "--app", "demo", "--addr", &t.h1.to_string()])
@@ -211,7 +205,8 @@ impl Target {
     }
 
     /// A fresh fixture directory for `tag`: HttpArena's static files (with .gz and .br
-    /// siblings) in `static/`, and an RSA-2048 cert.pem and key.pem.
+    /// siblings) in `static/`, a random dataset.json (so no answer could be prepared), and an
+    /// RSA-2048 cert.pem and key.pem.
     pub fn fixtures(tag: &str, rng: &mut Rng) -> Result<PathBuf, String> {
         let dir = std::env::temp_dir().join(format!(
             "linerate-arena-{tag}-{}-{}",
@@ -221,8 +216,19 @@ impl Target {
         std::fs::create_dir_all(dir.join("static"))
             .map_err(|e| format!("{}: {e}", dir.display()))?;
         write_static(&dir.join("static"), rng)?;
+        std::fs::write(
+            dir.join("dataset.json"),
+            serde_json::to_vec(&random_dataset(rng)).expect("JSON"),
+        )
+        .map_err(|e| e.to_string())?;
         write_cert(&dir)?;
         Ok(dir)
+    }
+
+    /// The dataset.json of its fixtures ([`Target::fixtures`]).
+    pub fn read_dataset(&self) -> Result<Vec<Value>, String> {
+        let dir = self.workdir.as_ref().ok_or("no fixtures")?;
+        read_dataset(&dir.join("dataset.json"))
     }
 
     /// A peer started on `fixtures` (from [`Target::fixtures`]): HTTP/1.1 on its port, TLS

@@ -480,8 +480,10 @@ pub(crate) struct ArenaFlags {
     json: Option<PathBuf>,
     /// Servers of the run: `linerate` (the --server above, always in it) and peers the arena
     /// starts on fixtures of their own, each on the profiles it can enter: nginx, h2o, caddy
-    /// (static files), actix (bench/actix-db: async-db), axum (bench/axum-tokio) and haproxy
-    /// (each "not entered" with why where it has no route of HttpArena's).
+    /// (static files); HttpArena's leading engines written here (`scripts/peers.sh arena`):
+    /// actix, hyper, may-minihttp, fasthttp, h2o-h2c, tonic, grpc-go, gobwas-ws, tungstenite;
+    /// actix-db (async-db, fortunes), axum and haproxy (each "not entered" with why where it
+    /// has no route of HttpArena's).
     #[arg(long, value_delimiter = ',', default_value = "linerate")]
     servers: Vec<String>,
     /// Measured load per profile, e.g. 5s.
@@ -517,8 +519,10 @@ impl ArenaFlags {
         let mut peers = Vec::new();
         for name in self.servers.iter().filter(|s| s.as_str() != "linerate") {
             let peer = Peer::parse(name).ok_or_else(|| {
+                let known: Vec<&str> = Peer::ALL.iter().map(|p| p.name()).collect();
                 anyhow::anyhow!(
-                    "--servers {name}: expected linerate, nginx, h2o, caddy, haproxy, actix or axum"
+                    "--servers {name}: expected linerate or a peer: {}",
+                    known.join(", ")
                 )
             })?;
             if !peers.contains(&peer) {
@@ -712,7 +716,9 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "--servers apache: expected linerate, nginx, h2o, caddy, haproxy, actix or axum"
+            "--servers apache: expected linerate or a peer: nginx, h2o, caddy, haproxy, \
+             actix, hyper, may-minihttp, fasthttp, h2o-h2c, tonic, grpc-go, gobwas-ws, \
+             tungstenite, actix-db, axum"
         );
     }
 
