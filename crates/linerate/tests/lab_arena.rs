@@ -161,6 +161,7 @@ fn the_load_runs_and_scores_a_short_smoke() {
     };
     let sizing = linerate_lab::arena::load::Sizing {
         cpus: 2,
+        load_cpus: Vec::new(),
         duration: std::time::Duration::from_millis(300),
         warmup: std::time::Duration::ZERO,
         connections: Some(4),
@@ -213,7 +214,13 @@ fn the_load_runs_and_scores_a_short_smoke() {
     let machine = linerate_lab::compare::machine::describe(&[]);
     let md = linerate_lab::arena::report::markdown(&run, &machine);
     assert!(md.contains("| fortunes | linerate | NOT RUN |"), "{md}");
-    assert!(md.contains("| latency-10k | linerate | 4 | 1 |"), "{md}");
+    // One table per profile: its shape in the heading, a row per server.
+    assert!(
+        md.contains("### latency-10k (4 connections, depth 1, paced at 312 req/s)"),
+        "{md}"
+    );
+    let table = &md[md.find("### latency-10k").unwrap()..];
+    assert!(table.contains("\n| linerate | 31"), "{md}");
     let dir = std::env::temp_dir().join(format!("lab-arena-charts-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let charts = linerate_lab::arena::report::charts(&dir, &run.load).unwrap();
@@ -321,6 +328,7 @@ fn nginx_enters_static_beside_linerate() {
     };
     let sizing = linerate_lab::arena::load::Sizing {
         cpus: 2,
+        load_cpus: Vec::new(),
         duration: std::time::Duration::from_millis(300),
         warmup: std::time::Duration::ZERO,
         connections: Some(4),
@@ -520,6 +528,7 @@ fn production_stack_loads_its_edge_with_the_token() {
     assert!(v.iter().all(|(_, o)| *o == checks::Outcome::Pass), "{v:?}");
     let sizing = load::Sizing {
         cpus: 2,
+        load_cpus: Vec::new(),
         duration: std::time::Duration::from_millis(500),
         warmup: std::time::Duration::ZERO,
         connections: Some(4),
@@ -566,6 +575,7 @@ fn actix_db_enters_async_db_beside_linerate() {
     };
     let sizing = linerate_lab::arena::load::Sizing {
         cpus: 2,
+        load_cpus: Vec::new(),
         duration: std::time::Duration::from_millis(300),
         warmup: std::time::Duration::ZERO,
         connections: Some(4),
@@ -686,6 +696,7 @@ fn the_engines_written_here_pass_the_profiles_their_entries_enter() {
     };
     let sizing = linerate_lab::arena::load::Sizing {
         cpus: 2,
+        load_cpus: Vec::new(),
         duration: std::time::Duration::from_millis(300),
         warmup: std::time::Duration::ZERO,
         connections: Some(4),

@@ -32,10 +32,14 @@ pub const STACK_WRITE_BODY: &str = r#"{"name":"bench-updated","price":250,"quant
 pub const UPLOAD_BYTES: usize = 1024 * 1024;
 
 /// How the load is sized.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Sizing {
     /// This machine's CPUs (HttpArena's counts and rates are scaled by cpus over the profile's).
     pub cpus: usize,
+    /// The CPUs the load runs on, a thread each (at most [`LOAD_THREADS`]): those the servers
+    /// are not pinned to, so a server never shares its CPU with the load (MEASURING.md: the
+    /// server on CPU 0, the load on CPU 1). Empty: not pinned, a thread per CPU.
+    pub load_cpus: Vec<usize>,
     pub duration: Duration,
     pub warmup: Duration,
     /// Every profile at this many connections instead.
@@ -62,6 +66,9 @@ pub struct Measured {
     /// Median latency, µs.
     pub p50_us: f64,
     pub p99_us: f64,
+    /// Where the CPU figure was read: its own cgroup (exact) or /proc's clock ticks
+    /// ([`super::target::Target::cpu_source`]).
+    pub cpu_source: &'static str,
     /// Which processes the CPU figure counts where it is more than the server's own
     /// (production-stack: the edge and its cache sidecar).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -78,6 +85,31 @@ pub struct Measured {
     pub round_errors: Option<(usize, String)>,
 }
 
+/// Most load threads.
+pub const LOAD_THREADS: usize = 4;
+
+impl Sizing {
+    /// The load's threads, and the CPUs they are pinned to.
+    fn threads(&self) -> (usize, Vec<usize>) {
+        if self.load_cpus.is_empty() {
+            (self.cpus.clamp(1, LOAD_THREADS), Vec::new())
+        } else {
+            let cpus: Vec<usize> = self.load_cpus.iter().copied().take(LOAD_THREADS).collect();
+            (cpus.len(), cpus)
+        }
+    }
+}
+
+/// The CPUs of `allowed` that are not `servers'`: where the load runs (empty when the servers
+/// have them all).
+pub fn load_cpus(allowed: &[usize], servers: &[usize]) -> Vec<usize> {
+    allowed
+        .iter()
+        .copied()
+        .filter(|c| !servers.contains(c))
+        .collect()
+}
+
 /// `n` of HttpArena's connections, sized for `theirs` CPUs, on `ours`.
 pub fn scale(n: usize, ours: usize, theirs: usize) -> usize {
     (n * ours / theirs).max(MIN_CONNECTIONS)
@@ -90,7 +122,8 @@ pub fn options(p: &Profile, t: &Target, s: &Sizing) -> Option<linerate_load::Loa
             .connections
             .unwrap_or_else(|| scale(p.connections[0], s.cpus, p.cpus)),
         duration: Some(s.duration),
-        threads: Some(s.cpus.clamp(1, 4)),
+        threads: Some(s.threads().0),
+        cpus: s.threads().1,
         allow_status_errors: true,
         ..linerate_load::LoadOptions::default()
     };
@@ -187,13 +220,13 @@ fn measure_with(
             ..o.clone()
         })?;
     }
-    let before = t.cpu_ticks();
+    let before = t.cpu_ns();
     let report = run(o)?;
-    let after = t.cpu_ticks();
+    let after = t.cpu_ns();
     let r = report.runs.first().ok_or("the load made no run")?;
     let cpu_us_per_request = match (before, after) {
         (Some(b), Some(a)) if r.responses > 0 => {
-            Some((a - b) as f64 / procfs::clock_ticks() * 1e6 / r.responses as f64)
+            Some(a.saturating_sub(b) as f64 / 1e3 / r.responses as f64)
         }
         _ => None,
     };
@@ -214,6 +247,7 @@ fn measure_with(
         mean_us: r.latency.mean_us,
         p50_us: r.latency.p50_us as f64,
         p99_us: r.latency.p99_us as f64,
+        cpu_source: t.cpu_source(),
         cpu_of: None,
         rounds: 1,
         rps_min_max: [r.req_per_s; 2],
@@ -319,12 +353,13 @@ fn measure_stack(p: &'static Profile, t: &Target, s: &Sizing) -> Result<Measured
         http2: true,
         insecure: true,
         duration: Some(s.duration),
+        cpus: s.threads().1,
         allow_status_errors: true,
         ..linerate_load::LoadOptions::default()
     };
     let reads = linerate_load::LoadOptions {
         connections,
-        threads: Some(s.cpus.clamp(1, 4).min(connections)),
+        threads: Some(s.threads().0.min(connections)),
         streams: STACK_READ_STREAMS,
         headers: vec!["accept-encoding: br;q=1, gzip;q=0.8".into(), auth.clone()],
         ..base.clone()
@@ -417,6 +452,7 @@ fn measure_stack(p: &'static Profile, t: &Target, s: &Sizing) -> Result<Measured
         mean_us: r.latency.mean_us,
         p50_us: r.latency.p50_us as f64,
         p99_us: r.latency.p99_us as f64,
+        cpu_source: super::target::CPU_TICKS,
         cpu_of: Some(stack.counted()),
         rounds: 1,
         rps_min_max: [rps; 2],
@@ -443,6 +479,7 @@ mod tests {
             mean_us: p99 / 2.0,
             p50_us: p99 / 4.0,
             p99_us: p99,
+            cpu_source: "cgroup",
             cpu_of: None,
             rounds: 1,
             rps_min_max: [rps; 2],

@@ -14,6 +14,7 @@
 //! said loudly.
 
 pub mod checks;
+pub mod cpu_meter;
 pub mod h2;
 pub mod load;
 pub mod peers;
@@ -293,6 +294,7 @@ fn scored(measured: Vec<Measurement>) -> Vec<Scored> {
                     mean_us: 0.0,
                     p50_us: 0.0,
                     p99_us: 0.0,
+                    cpu_source: "",
                     cpu_of: None,
                     rounds: 0,
                     rps_min_max: [0.0; 2],
@@ -392,6 +394,7 @@ mod tests {
             mean_us: 100.0,
             p50_us: 90.0,
             p99_us: 200.0,
+            cpu_source: "cgroup",
             cpu_of: None,
             rounds: 1,
             rps_min_max: [rps; 2],

@@ -202,6 +202,31 @@ pub fn load_table(rows: &[Scored]) -> String {
     out
 }
 
+/// Where the CPU figures were read: each server's own cgroup (exact), or, for the servers
+/// named, /proc's clock ticks (10 ms each: coarse on the paced profiles).
+pub fn cpu_sources(rows: &[Scored]) -> String {
+    let ok: Vec<&Scored> = rows.iter().filter(|r| r.error.is_none()).collect();
+    let ticks: Vec<String> = ok
+        .iter()
+        .filter(|r| r.measured.cpu_source == super::target::CPU_TICKS)
+        .map(|r| format!("{} on {}", r.measured.server, r.measured.profile))
+        .collect();
+    if ticks.is_empty() {
+        "CPU read from each server's own cgroup (exact, as HttpArena reads its containers').\n"
+            .into()
+    } else if ticks.len() == ok.len() {
+        "CPU read from /proc's clock ticks (10 ms each, coarse on the paced profiles): no \
+         cgroup could be made here (root, or a delegated cgroup subtree, makes one).\n"
+            .into()
+    } else {
+        format!(
+            "CPU read from each server's own cgroup (exact), but from /proc's clock ticks \
+             (10 ms each) for {}.\n",
+            ticks.join(", ")
+        )
+    }
+}
+
 /// The server under test against the best peer on one profile, by CPU per request.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Versus {
@@ -341,8 +366,9 @@ pub fn markdown(run: &Run, machine: &Machine) -> String {
     if !run.load.is_empty() {
         o += "\n## Load\n\nHttpArena's shapes with its connection counts and paced rates scaled by this machine's CPUs / 64; \
               each figure the median of the rounds (each profile's servers in turn, round by round), with req/s and CPU min–max over them; \
-              server CPU from /proc (every process of the server; production-stack: its edge, with the app in it, and the Redis behind it, as HttpArena sums its stack's containers) over the measured run; ratios to the best server of the run on that profile; \
+              server CPU (every process of the server; production-stack: its edge, with the app in it, and the Redis behind it, as HttpArena sums its stack's containers) over the measured run; ratios to the best server of the run on that profile; \
               score: HttpArena's composite for the paced profiles.\n\n";
+        o += &cpu_sources(&run.load);
         o += "\n### linerate against the best peer\n\nCPU per request, medians of the rounds; the goal is issue X's (≤ 0.8× on baseline, pipelined, json, h2c, unary-grpc and the paced profiles, ≤ 1× elsewhere).\n\n";
         o += &versus_table(&run.load);
         o += &load_table(&run.load);
@@ -449,6 +475,7 @@ mod tests {
                 mean_us: 100.0,
                 p50_us: 80.0,
                 p99_us: 300.0,
+                cpu_source: "cgroup",
                 cpu_of: None,
                 rounds: 3,
                 rps_min_max: [900.0, 1100.0],

@@ -16,11 +16,17 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::cpu_meter::Meter;
 use super::rng::Rng;
 use super::stack::Stack;
 use super::wire;
 use crate::compare::procfs;
 use crate::compare::server::Running;
+
+/// [`Target::cpu_source`]: a cgroup of its own.
+pub const CPU_EXACT: &str = "cgroup";
+/// [`Target::cpu_source`]: /proc's clock ticks.
+pub const CPU_TICKS: &str = "/proc ticks";
 
 /// How long a spawned server may take to answer its first request.
 pub(super) const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -109,6 +115,9 @@ pub struct Target {
     /// A peer the arena started: its whole process group is stopped, and counted for CPU.
     group: Option<Running>,
     workdir: Option<PathBuf>,
+    /// Its CPU time, exact, where a cgroup of its own could be made (dropped after the server
+    /// is stopped, so the cgroup can be removed).
+    meter: Option<Meter>,
 }
 
 impl Target {
@@ -133,6 +142,7 @@ impl Target {
             child: None,
             group: None,
             workdir: None,
+            meter: None,
         })
     }
 
@@ -155,6 +165,7 @@ impl Target {
             child: None,
             group: None,
             workdir: Some(dir.clone()),
+            meter: None,
         };
         t.dataset = Some(t.read_dataset()?);
         let port = |a: Option<SocketAddr>| a.expect("set above").port().to_string();
@@ -196,6 +207,7 @@ impl Target {
         let child = crate::compare::server::on_cpus(cpus, || Ok(cmd.spawn()?))
             .map_err(|e| format!("{}: {e:#}", s.bin.display()))?;
         t.pid = Some(child.id());
+        t.meter = Meter::attach("linerate", &[child.id()]);
         t.child = Some(child);
         t.wait_ready()?;
         if let Some(url) = &s.database_url {
@@ -234,6 +246,7 @@ impl Target {
     /// A peer started on `fixtures` (from [`Target::fixtures`]): HTTP/1.1 on its port, TLS
     /// (and QUIC on its UDP twin when `quic`) on its TLS port.
     pub fn peer(name: &str, running: Running, fixtures: PathBuf, quic: bool) -> Target {
+        let meter = Meter::attach(name, &procfs::group_pids(running.pgrp()));
         Target {
             name: name.to_string(),
             h1: running.addr_for(false),
@@ -249,18 +262,34 @@ impl Target {
             child: None,
             group: Some(running),
             workdir: Some(fixtures),
+            meter,
         }
     }
 
-    /// The server's CPU so far (utime + stime, clock ticks): every process of a peer's group
-    /// (nginx's master and workers), else the one process.
-    pub fn cpu_ticks(&self) -> Option<u64> {
-        if let Some(g) = &self.group {
-            return Some(procfs::group_usage(g.pgrp()).cpu);
+    /// The server's CPU so far, nanoseconds: its cgroup's, exact ([`Meter`]), else utime +
+    /// stime in clock ticks of every process of a peer's group (nginx's master and workers),
+    /// or of the one process.
+    pub fn cpu_ns(&self) -> Option<u64> {
+        if let Some(m) = &self.meter {
+            return m.usage_ns();
         }
-        let pid = self.pid?;
-        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        procfs::parse_proc_stat(&text).map(|s| s.cpu)
+        let ticks = if let Some(g) = &self.group {
+            procfs::group_usage(g.pgrp()).cpu
+        } else {
+            let pid = self.pid?;
+            let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            procfs::parse_proc_stat(&text)?.cpu
+        };
+        Some((ticks as f64 * 1e9 / procfs::clock_ticks()) as u64)
+    }
+
+    /// Where [`Target::cpu_ns`] reads.
+    pub fn cpu_source(&self) -> &'static str {
+        if self.meter.is_some() {
+            CPU_EXACT
+        } else {
+            CPU_TICKS
+        }
     }
 
     fn wait_ready(&mut self) -> Result<(), String> {

@@ -138,6 +138,22 @@ pub fn group_usage(pgrp: i32) -> GroupUsage {
     u
 }
 
+/// The PIDs of every process in process group `pgrp`.
+pub fn group_pids(pgrp: i32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|t| parse_proc_stat(&t))
+                .is_some_and(|st| st.pgrp == pgrp)
+        })
+        .collect()
+}
+
 /// Kernel clock ticks per second (USER_HZ): the unit of /proc/stat and /proc/PID/stat.
 pub fn clock_ticks() -> f64 {
     rustix::param::clock_ticks_per_second() as f64

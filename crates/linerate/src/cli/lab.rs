@@ -419,9 +419,9 @@ pub(crate) fn floor(a: &FloorArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// `lab arena`'s rounds by default: 29 loaded rows (linerate alone: every profile but the two
-/// gateway shapes) × 3 rounds × 6 s (1 s warm-up, 5 s measured) is 9 minutes of load, 40 rows
-/// and 12 minutes with every peer (nginx, h2o, caddy, actix), plus about half a minute of starts
-/// and validation: under the 15 minutes on 2 cores.
+/// gateway shapes) × 3 rounds × 6 s (1 s warm-up, 5 s measured) is 9 minutes of load; with
+/// every peer (HttpArena's engines of bench/arena-peers, nginx, h2o and caddy) 99 rows, under
+/// 30 minutes on 2 cores with the starts and the validation (docs/lab/arena.md).
 const DEFAULT_ARENA_ROUNDS: u64 = 3;
 
 /// Options of `linerate lab arena`: HttpArena's profiles validated (and, later, loaded and
@@ -491,7 +491,7 @@ pub(crate) struct ArenaFlags {
     duration: Duration,
     /// Interleaved rounds of each server per profile (the report gives each figure's median
     /// and the req/s and CPU min–max); the default keeps the whole run on a 2-core machine
-    /// under 15 minutes.
+    /// under 30 minutes with every peer.
     #[arg(long, default_value_t = DEFAULT_ARENA_ROUNDS, value_parser = clap::value_parser!(u64).range(1..))]
     rounds: u64,
     /// Load before each measured run, not counted.
@@ -579,22 +579,27 @@ impl ArenaFlags {
 pub(crate) fn arena(f: ArenaFlags) -> anyhow::Result<ExitCode> {
     use linerate_lab::arena::{load::Sizing, report};
     let (json, out_dir, docs) = (f.json.clone(), f.out.clone(), f.update_docs.clone());
-    let sizing = (!f.validate_only).then(|| Sizing {
-        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        duration: f.duration,
-        warmup: f.warmup,
-        connections: f.connections,
-        rounds: f.rounds as usize,
-    });
+    let validate_only = f.validate_only;
+    let (duration, warmup, connections, rounds) = (f.duration, f.warmup, f.connections, f.rounds);
     let args = f.args()?;
-    let run = linerate_lab::arena::run(&args, sizing, |line| eprintln!("{line}"))
+    // The load on the CPUs the servers are not pinned to (MEASURING.md).
+    let allowed = linerate_lab::c2c::measure::allowed_cpus();
+    let sizing = (!validate_only).then(|| Sizing {
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        load_cpus: linerate_lab::arena::load::load_cpus(&allowed, &args.cpus),
+        duration,
+        warmup,
+        connections,
+        rounds: rounds as usize,
+    });
+    let run = linerate_lab::arena::run(&args, sizing.clone(), |line| eprintln!("{line}"))
         .map_err(|e| anyhow::anyhow!(e))?;
     let rows = &run.validation;
     let mut text = format!("HttpArena validation (seed {})\n", run.seed);
     text += &report::table(rows);
     text += &report::failures(rows);
     if sizing.is_some() {
-        text += "\nLoad (HttpArena's shapes scaled to this machine's CPUs; server CPU from /proc; medians of the rounds)\n";
+        text += "\nLoad (HttpArena's shapes scaled to this machine's CPUs; server CPU from its cgroup, or /proc's ticks where none could be made; medians of the rounds)\n";
         text += &report::load_table(&run.load);
     }
     let mut out = std::io::stdout().lock();
