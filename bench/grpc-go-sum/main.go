@@ -3,7 +3,8 @@
 // grpc.testing.TestService/StreamingOutputCall (server streaming: one message of
 // response_parameters[i].size zero bytes per entry; interval_us and the other request
 // fields are not used by the figures and are ignored). h2c on -addr, or TLS with -tls-cert
-// and -tls-key.
+// and -tls-key; with -tls-addr too, h2c stays on -addr and TLS is served on -tls-addr (the
+// arena's unary-grpc and unary-grpc-tls from one process).
 //
 // There is no protoc here (nor in CI), so no protoc-gen-go output: the two services are
 // registered by hand as grpc.ServiceDesc values (what protoc-gen-go-grpc would write), and
@@ -12,7 +13,7 @@
 // proto.Marshal's table-driven path; for messages of two or three fields either costs well
 // under a microsecond of the call's ~14 µs.
 //
-//	GOMAXPROCS=1 grpc-go-sum -addr 127.0.0.1:50051 [-tls-cert cert.pem -tls-key key.pem]
+//	GOMAXPROCS=1 grpc-go-sum -addr 127.0.0.1:50051 [-tls-cert cert.pem -tls-key key.pem [-tls-addr 127.0.0.1:50052]]
 package main
 
 import (
@@ -85,20 +86,36 @@ func main() {
 	addr := flag.String("addr", "", "listen address, e.g. 127.0.0.1:50051 (required)")
 	cert := flag.String("tls-cert", "", "TLS certificate chain (PEM); with -tls-key, serve TLS (ALPN h2)")
 	key := flag.String("tls-key", "", "TLS private key (PEM)")
+	tlsAddr := flag.String("tls-addr", "", "with -tls-cert and -tls-key: serve TLS here and h2c on -addr")
 	flag.Parse()
-	if *addr == "" || (*cert == "") != (*key == "") {
-		fmt.Fprintln(os.Stderr, "grpc-go-sum: -addr ADDR is required; -tls-cert and -tls-key go together")
+	if *addr == "" || (*cert == "") != (*key == "") || (*tlsAddr != "" && *cert == "") {
+		fmt.Fprintln(os.Stderr, "grpc-go-sum: -addr ADDR is required; -tls-cert and -tls-key go together; -tls-addr needs them")
 		os.Exit(2)
 	}
-	opts := []grpc.ServerOption{grpc.ForceServerCodecV2(codec{})}
+	var creds credentials.TransportCredentials
 	if *cert != "" {
-		creds, err := credentials.NewServerTLSFromFile(*cert, *key)
+		c, err := credentials.NewServerTLSFromFile(*cert, *key)
 		if err != nil {
 			log.Fatalf("grpc-go-sum: %v", err)
 		}
+		creds = c
+	}
+	if *tlsAddr == "" {
+		serve(*addr, creds)
+		return
+	}
+	// h2c on -addr and TLS on -tls-addr: two servers in this one process.
+	go serve(*tlsAddr, creds)
+	serve(*addr, nil)
+}
+
+// serve answers on addr, over TLS with creds when given, until the process ends.
+func serve(addr string, creds credentials.TransportCredentials) {
+	opts := []grpc.ServerOption{grpc.ForceServerCodecV2(codec{})}
+	if creds != nil {
 		opts = append(opts, grpc.Creds(creds))
 	}
-	lis, err := net.Listen("tcp", *addr)
+	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		log.Fatalf("grpc-go-sum: %v", err)
 	}

@@ -3,9 +3,10 @@
 //! `grpc.testing.TestService/StreamingOutputCall` (server streaming: one message of
 //! `response_parameters[i].size` zero bytes per entry; `interval_us` and the other request
 //! fields are not used by the figures and are ignored). h2c on `--addr`, or TLS (ALPN h2)
-//! with `--tls CERT KEY`.
+//! with `--tls CERT KEY`; with `--tls-addr` too, h2c stays on `--addr` and TLS is served on
+//! `--tls-addr` (the arena's unary-grpc and unary-grpc-tls from one process).
 //!
-//!   tonic-grpc --addr 127.0.0.1:50051 [--tls cert.pem key.pem]
+//!   tonic-grpc --addr 127.0.0.1:50051 [--tls cert.pem key.pem [--tls-addr 127.0.0.1:50052]]
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -72,17 +73,24 @@ impl TestService for Streaming {
 struct Args {
     addr: SocketAddr,
     tls: Option<(String, String)>,
+    /// With `--tls`: TLS here, and h2c stays on `addr` (the arena's unary-grpc-tls).
+    tls_addr: Option<SocketAddr>,
 }
 
 fn args() -> Result<Args, String> {
     let mut addr = None;
     let mut tls = None;
+    let mut tls_addr = None;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--addr" => {
                 let v = it.next().ok_or("--addr needs ADDR")?;
                 addr = Some(v.parse().map_err(|e| format!("--addr {v}: {e}"))?);
+            }
+            "--tls-addr" => {
+                let v = it.next().ok_or("--tls-addr needs ADDR")?;
+                tls_addr = Some(v.parse().map_err(|e| format!("--tls-addr {v}: {e}"))?);
             }
             "--tls" => {
                 let cert = it.next().ok_or("--tls needs CERT KEY")?;
@@ -91,14 +99,18 @@ fn args() -> Result<Args, String> {
             }
             other => {
                 return Err(format!(
-                    "unknown argument {other:?} (--addr ADDR [--tls CERT KEY])"
+                    "unknown argument {other:?} (--addr ADDR [--tls CERT KEY [--tls-addr ADDR]])"
                 ))
             }
         }
     }
+    if tls_addr.is_some() && tls.is_none() {
+        return Err("--tls-addr needs --tls CERT KEY".into());
+    }
     Ok(Args {
         addr: addr.ok_or("--addr ADDR is required")?,
         tls,
+        tls_addr,
     })
 }
 
@@ -121,15 +133,31 @@ fn main() {
 }
 
 async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let mut server = Server::builder();
-    if let Some((cert, key)) = &args.tls {
-        let identity = Identity::from_pem(std::fs::read(cert)?, std::fs::read(key)?);
-        server = server.tls_config(ServerTlsConfig::new().identity(identity))?;
+    let identity = match &args.tls {
+        Some((cert, key)) => Some(Identity::from_pem(
+            std::fs::read(cert)?,
+            std::fs::read(key)?,
+        )),
+        None => None,
+    };
+    let one = |addr: SocketAddr, identity: Option<Identity>| async move {
+        let mut server = Server::builder();
+        if let Some(identity) = identity {
+            server = server.tls_config(ServerTlsConfig::new().identity(identity))?;
+        }
+        server
+            .add_service(BenchmarkServiceServer::new(Sum))
+            .add_service(TestServiceServer::new(Streaming))
+            .serve(addr)
+            .await?;
+        Ok::<(), Box<dyn std::error::Error>>(())
+    };
+    match args.tls_addr {
+        // h2c on --addr and TLS on --tls-addr, both on this one thread.
+        Some(tls_addr) => {
+            tokio::try_join!(one(args.addr, None), one(tls_addr, identity))?;
+        }
+        None => one(args.addr, identity).await?,
     }
-    server
-        .add_service(BenchmarkServiceServer::new(Sum))
-        .add_service(TestServiceServer::new(Streaming))
-        .serve(args.addr)
-        .await?;
     Ok(())
 }

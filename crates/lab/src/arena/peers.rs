@@ -195,9 +195,8 @@ impl Peer {
                 PACED[2],
             ],
             Peer::H2oH2c => &["baseline-h2c", "json-h2c"],
-            // HttpArena's tonic and grpc-go entries enter unary-grpc-tls too; these programs
-            // serve one listener, started here on h2c.
-            Peer::Tonic | Peer::GrpcGo => &["unary-grpc"],
+            // h2c on the HTTP/1.1 port, TLS on the TLS port, from one process.
+            Peer::Tonic | Peer::GrpcGo => &["unary-grpc", "unary-grpc-tls"],
             Peer::GobwasWs | Peer::Tungstenite => &WS,
             _ => return None,
         })
@@ -335,8 +334,27 @@ impl Peer {
                 "{workers}",
             ],
             Peer::Axum => vec!["axum-tokio", "127.0.0.1:{port}"],
-            Peer::Tonic => vec!["tonic", "--addr", "127.0.0.1:{port}"],
-            Peer::GrpcGo => vec!["grpc-go", "-addr", "127.0.0.1:{port}"],
+            Peer::Tonic => vec![
+                "tonic",
+                "--addr",
+                "127.0.0.1:{port}",
+                "--tls",
+                "{cert}",
+                "{key}",
+                "--tls-addr",
+                "127.0.0.1:{tls_port}",
+            ],
+            Peer::GrpcGo => vec![
+                "grpc-go",
+                "-addr",
+                "127.0.0.1:{port}",
+                "-tls-cert",
+                "{cert}",
+                "-tls-key",
+                "{key}",
+                "-tls-addr",
+                "127.0.0.1:{tls_port}",
+            ],
             Peer::Tungstenite => vec!["tungstenite", "127.0.0.1:{port}"],
             // Prior-knowledge h2c only: its one listener is the one the arena waits on.
             Peer::H2oH2c => vec![
@@ -528,8 +546,8 @@ mod tests {
 
     /// The engines written for the arena enter what their HttpArena entries enter (with the
     /// paced and WebSocket siblings), every name a profile of the arena's; every profile but
-    /// the gateway shapes, production-stack, fortunes, the h3 ones and async has one of
-    /// HttpArena's leaders entered.
+    /// the gateway shapes, production-stack, fortunes, the h3 ones (caddy, a file server,
+    /// enters static-h3) and async has one of HttpArena's leaders entered.
     #[test]
     fn the_engines_enter_their_entries_profiles() {
         let entered = |peer: Peer| -> Vec<&str> {
@@ -558,7 +576,7 @@ mod tests {
             ]
         );
         assert_eq!(entered(Peer::H2oH2c), ["baseline-h2c", "json-h2c"]);
-        assert_eq!(entered(Peer::Tonic), ["unary-grpc"]);
+        assert_eq!(entered(Peer::Tonic), ["unary-grpc", "unary-grpc-tls"]);
         assert_eq!(
             entered(Peer::GobwasWs),
             ["echo-ws", "echo-ws-pipeline", "echo-ws-limited"]
@@ -593,7 +611,6 @@ mod tests {
                 "gateway-64",
                 "gateway-h3",
                 "production-stack",
-                "unary-grpc-tls",
                 "async"
             ]
         );
