@@ -147,15 +147,8 @@ pub fn failures(rows: &[Validation]) -> String {
 /// best peer's.
 pub fn load_table(rows: &[Scored]) -> String {
     let mut out = String::new();
-    let mut i = 0;
-    while i < rows.len() {
-        let profile = rows[i].measured.profile;
-        let n = rows[i..]
-            .iter()
-            .take_while(|r| r.measured.profile == profile)
-            .count();
-        let group = &rows[i..i + n];
-        i += n;
+    for group in by_profile(rows) {
+        let profile = group[0].measured.profile;
         let shape = group
             .iter()
             .find(|r| r.error.is_none())
@@ -298,17 +291,12 @@ pub fn goal(profile: &str) -> f64 {
 /// goal and whether it is met.
 pub fn versus_table(rows: &[Scored]) -> String {
     let mut out = "| profile | linerate CPU µs/req | best peer | its CPU µs/req | ratio | goal | met |\n|---|---:|---|---:|---:|---:|---|\n".to_string();
-    let mut i = 0;
-    while i < rows.len() {
-        let profile = rows[i].measured.profile;
-        let n = rows[i..]
-            .iter()
-            .take_while(|r| r.measured.profile == profile)
-            .count();
-        if let Some(v) = versus(&rows[i..i + n]) {
-            let g = goal(profile);
+    for group in by_profile(rows) {
+        if let Some(v) = versus(group) {
+            let g = goal(v.profile);
             out += &format!(
-                "| {profile} | {:.2} | {} | {:.2} | {:.2} | ≤ {g:.1} | {} |\n",
+                "| {} | {:.2} | {} | {:.2} | {:.2} | ≤ {g:.1} | {} |\n",
+                v.profile,
                 v.ours_cpu,
                 v.peer,
                 v.peer_cpu,
@@ -316,9 +304,13 @@ pub fn versus_table(rows: &[Scored]) -> String {
                 if v.ratio() <= g { "yes" } else { "**no**" }
             );
         }
-        i += n;
     }
     out
+}
+
+/// The rows of each profile together (the run keeps them in order).
+fn by_profile(rows: &[Scored]) -> impl Iterator<Item = &[Scored]> {
+    rows.chunk_by(|a, b| a.measured.profile == b.measured.profile)
 }
 
 /// The markers between which `--update-docs` replaces a docs file's text.
