@@ -295,6 +295,11 @@ impl<T: Copy> Client<T> {
         self.streams.front().map(|s| s.response.progress())
     }
 
+    /// Packets QUIC declared lost on this connection so far (each was sent again).
+    pub fn lost_packets(&self) -> u64 {
+        self.conn.stats().path.lost_packets
+    }
+
     /// HTTP/3 bytes read from request streams since the last call.
     pub fn take_bytes_read(&mut self) -> u64 {
         std::mem::take(&mut self.bytes_read)

@@ -35,7 +35,9 @@ const UPGRADE_SOCKET_MODE: u32 = 0o600;
 
 /// The last message of the listing.
 const END: &[u8] = b"end";
-/// The new process serves: the old one is to stop accepting and drain.
+/// The new process serves: the old one is to stop accepting and drain. It carries the new
+/// process's QUIC relays (one per worker; none without QUIC listeners, or from a version
+/// that had none, which an old process takes as before: it drops new clients' Initials).
 const DRAIN: &[u8] = b"drain";
 /// The old process's answer to [`DRAIN`]: it no longer accepts, nor offers.
 const DRAINING: &[u8] = b"draining";
@@ -179,6 +181,10 @@ pub(crate) struct Offer {
     /// Set once a new process took the sockets: the Unix listeners' files are its own then,
     /// and the old process must not remove them as it exits.
     pub(crate) handed_over: Arc<std::sync::atomic::AtomicBool>,
+    /// The new process's QUIC relays, one per its worker, set before `handed_over`: while
+    /// this one drains, datagrams on the shared UDP sockets for none of its connections go
+    /// there (see `driver::quic`).
+    pub(crate) relays: Arc<Mutex<Vec<OwnedFd>>>,
 }
 
 impl Offer {
@@ -188,6 +194,7 @@ impl Offer {
             entries: Arc::new(Mutex::new(Some(entries))),
             path: Some(path),
             handed_over: Arc::default(),
+            relays: Arc::default(),
         }
     }
 
@@ -279,7 +286,10 @@ impl Offer {
         // that (a timeout here is a new process that never said it serves).
         conn.set_read_timeout(Some(HANDOFF_TIMEOUT))?;
         match recv(conn)? {
-            (m, _) if m == DRAIN => Ok(true),
+            (m, relays) if m == DRAIN => {
+                *self.relays.lock().unwrap_or_else(|e| e.into_inner()) = relays;
+                Ok(true)
+            }
             (m, _) if m.is_empty() => Err(io::Error::other(
                 "it closed the upgrade connection before serving",
             )),
@@ -324,6 +334,9 @@ pub struct Taken {
     path: PathBuf,
     conn: Socket,
     entries: Vec<Entry>,
+    /// The old process's QUIC listeners, in its order (the order of its datagrams'
+    /// listener indexes when it forwards them).
+    udp_order: Vec<String>,
 }
 
 impl Taken {
@@ -367,10 +380,16 @@ impl Taken {
                 }),
             }
         }
+        let udp_order = entries
+            .iter()
+            .filter(|e| e.kind == Kind::Udp)
+            .map(|e| e.addr.clone())
+            .collect();
         Ok(Taken {
             path: path.to_path_buf(),
             conn,
             entries,
+            udp_order,
         })
     }
 
@@ -384,6 +403,11 @@ impl Taken {
         Some(self.entries.remove(i).fds)
     }
 
+    /// The old process's QUIC listeners' addresses, in its listener order.
+    pub(crate) fn udp_order(&self) -> &[String] {
+        &self.udp_order
+    }
+
     /// The path the sockets came from.
     pub fn path(&self) -> &Path {
         &self.path
@@ -391,14 +415,21 @@ impl Taken {
 
     /// Tells the old process that this one serves, and waits for it to stop accepting. The
     /// sockets no listener claimed are closed first (the old process holds them until its
-    /// drain ends, so their queued connections are still accepted there).
-    pub fn finish(mut self) -> Result<(), HandoffError> {
+    /// drain ends, so their queued connections are still accepted there). `relays`: this
+    /// process's QUIC relays, one per worker, which the old one forwards to while it drains
+    /// (none past [`MAX_FDS_PER_MESSAGE`] workers: the old one drops new clients' Initials).
+    pub fn finish(mut self, relays: Vec<OwnedFd>) -> Result<(), HandoffError> {
         let path = self.path.clone();
         let broken = |e: io::Error| HandoffError::Broken(path.clone(), e.to_string());
         for e in self.entries.drain(..) {
             tracing::info!(kind = e.kind.name(), addr = %e.addr, "upgrade: an old listener the configuration no longer has is closed");
         }
-        send(&self.conn, DRAIN, &[]).map_err(broken)?;
+        let relays: Vec<BorrowedFd<'_>> = if relays.len() <= MAX_FDS_PER_MESSAGE {
+            relays.iter().map(|f| f.as_fd()).collect()
+        } else {
+            Vec::new()
+        };
+        send(&self.conn, DRAIN, &relays).map_err(broken)?;
         match recv(&self.conn).map_err(broken)? {
             (m, _) if m == DRAINING => Ok(()),
             (m, _) => Err(HandoffError::Broken(
@@ -470,11 +501,21 @@ mod tests {
             );
         }
         assert!(taken.claim(Kind::Tcp, "127.0.0.1:2").is_none());
+        assert_eq!(taken.udp_order(), ["127.0.0.1:1"]);
         assert!(!drained.load(std::sync::atomic::Ordering::SeqCst));
-        taken.finish().unwrap();
+        // The new side's QUIC relays cross with the word to drain, usable on the old side.
+        let (relay_rx, relay_tx) = std::os::unix::net::UnixDatagram::pair().unwrap();
+        taken.finish(vec![relay_tx.into()]).unwrap();
         t.join().unwrap();
         assert!(drained.load(std::sync::atomic::Ordering::SeqCst));
         assert!(offer.handed_over.load(std::sync::atomic::Ordering::SeqCst));
+        let relays = std::mem::take(&mut *offer.relays.lock().unwrap());
+        assert_eq!(relays.len(), 1);
+        std::os::unix::net::UnixDatagram::from(relays.into_iter().next().unwrap())
+            .send(b"forwarded")
+            .unwrap();
+        let mut buf = [0u8; 16];
+        assert_eq!(relay_rx.recv(&mut buf).unwrap(), 9);
         // The offer ended with the drain: its file is gone, and nothing answers there.
         assert!(matches!(
             Taken::receive(&path),

@@ -819,6 +819,9 @@ impl Server {
                 handed_over: offer
                     .as_ref()
                     .map_or_else(Arc::default, |o| o.handed_over.clone()),
+                handoff_relays: offer
+                    .as_ref()
+                    .map_or_else(Arc::default, |o| o.relays.clone()),
             }),
             steering,
             sites,
@@ -1073,6 +1076,20 @@ impl Server {
         let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let mut quic_per_worker: Vec<Vec<crate::driver::quic::QuicSetup>> =
             (0..self.workers).map(|_| Vec::new()).collect();
+        // In a takeover of QUIC listeners, the old process forwards what it reads for none
+        // of its connections: this process's listener for each of its own, by address.
+        let from_old: Option<Arc<[Option<u8>]>> = match &self.taken {
+            Some(t) if !self.quic.is_empty() => Some(
+                t.udp_order()
+                    .iter()
+                    .map(|old| {
+                        let i = self.quic.iter().position(|q| q.addr.to_string() == *old)?;
+                        u8::try_from(i).ok()
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        };
         for q in std::mem::take(&mut self.quic) {
             for (w, socket) in q.socks.into_iter().enumerate() {
                 quic_per_worker[w].push(crate::driver::quic::QuicSetup {
@@ -1085,10 +1102,14 @@ impl Server {
         let mut relays: Vec<Option<crate::driver::quic::Relay>> = if quic_per_worker[0].is_empty() {
             Vec::new()
         } else {
-            crate::driver::quic::Relay::for_workers(workers)?
+            crate::driver::quic::Relay::for_workers(workers, from_old)?
                 .into_iter()
                 .map(Some)
                 .collect()
+        };
+        let handoff_relays = match relays.first() {
+            Some(Some(r)) if self.taken.is_some() => r.senders()?,
+            _ => Vec::new(),
         };
         for ((i, listeners), quic) in per_worker.into_iter().enumerate().zip(quic_per_worker) {
             let quic_relay = relays.get_mut(i).and_then(Option::take);
@@ -1194,7 +1215,7 @@ impl Server {
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
             if started.load(Ordering::Acquire) == workers {
-                match taken.finish() {
+                match taken.finish(handoff_relays) {
                     Ok(()) => {
                         tracing::info!("upgrade: the old process stopped accepting and drains")
                     }

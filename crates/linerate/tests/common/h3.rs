@@ -18,6 +18,9 @@ pub struct Got {
     pub grpc: Vec<Option<u32>>,
     /// The largest UDP payload that came from the server.
     pub largest_datagram: usize,
+    /// Packets the client's QUIC declared lost (and sent again): a datagram the server
+    /// dropped, or one of the handshake's read by a process that was not its server.
+    pub lost_packets: u64,
 }
 
 /// The load generator's QUIC client over `tls` (ALPN set to `h3` here), for `localhost`.
@@ -59,6 +62,7 @@ pub fn send(quic: &Quic, addr: SocketAddr, asks: &[Ask<'_>]) -> Got {
         answers: Vec::new(),
         grpc: Vec::new(),
         largest_datagram: 0,
+        lost_packets: 0,
     };
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut opened = 0;
@@ -112,5 +116,6 @@ pub fn send(quic: &Quic, addr: SocketAddr, asks: &[Ask<'_>]) -> Got {
             Err(_) => c.timeout(Instant::now()),
         }
     }
+    got.lost_packets = c.lost_packets();
     got
 }

@@ -139,6 +139,9 @@ pub(crate) struct Shared {
     /// Set when a new process took the listening sockets (see [`crate::handoff`]): the drain
     /// leaves new QUIC clients to it.
     pub handed_over: Arc<std::sync::atomic::AtomicBool>,
+    /// The new process's QUIC relays, set with `handed_over`: the drain forwards to them
+    /// what it reads for no connection of its own.
+    pub handoff_relays: Arc<std::sync::Mutex<Vec<OwnedFd>>>,
 }
 
 /// What one worker is given at start.
@@ -1381,7 +1384,18 @@ impl<B: Backend> Worker<B> {
         self.drain_deadline = Some(self.io.cx.now + sh.drain_timeout.as_millis() as u64);
         self.io.cx.draining = true;
         if let Some(q) = self.quic.as_mut() {
-            q.drain(sh.handed_over.load(std::sync::atomic::Ordering::Relaxed));
+            let handed_over = sh.handed_over.load(std::sync::atomic::Ordering::Relaxed);
+            let forward = if handed_over {
+                let relays = sh.handoff_relays.lock().unwrap_or_else(|e| e.into_inner());
+                relays
+                    .iter()
+                    .filter_map(|r| r.try_clone().ok())
+                    .map(std::os::unix::net::UnixDatagram::from)
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            q.drain(handed_over, forward);
         }
         // Connections already in the accept queue got in: take them before the listeners
         // close (closing them would reset those connections).

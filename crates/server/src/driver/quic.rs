@@ -200,18 +200,28 @@ impl ConnectionIdGenerator for WorkerCids {
 }
 
 /// The routes between workers for datagrams that reached the wrong one: this worker's
-/// receiving end, and every worker's sending end (by index).
+/// receiving end, and every worker's sending end (by index). After a handoff, the old
+/// process's workers hold copies of the sending ends too (see [`crate::handoff`]): what it
+/// reads from the shared sockets for no connection of its own comes here.
 pub(crate) struct Relay {
     rx: UnixDatagram,
     tx: Vec<UnixDatagram>,
+    /// For a datagram the old process forwarded, this process's listener for each of the
+    /// old one's (by the old one's listener order; `None`: this one has no such listener).
+    from_old: Arc<[Option<u8>]>,
 }
 
 impl Relay {
-    /// One relay per worker, each able to send to all (none for a single worker).
-    pub(crate) fn for_workers(workers: usize) -> io::Result<Vec<Relay>> {
-        if workers < 2 {
+    /// One relay per worker, each able to send to all: none for a single worker, unless an
+    /// old process is to forward to it (`from_old`, after a handoff of QUIC listeners).
+    pub(crate) fn for_workers(
+        workers: usize,
+        from_old: Option<Arc<[Option<u8>]>>,
+    ) -> io::Result<Vec<Relay>> {
+        if workers < 2 && from_old.is_none() {
             return Ok(Vec::new());
         }
+        let from_old = from_old.unwrap_or_else(|| Arc::from([]));
         let mut rxs = Vec::with_capacity(workers);
         let mut txs = Vec::with_capacity(workers);
         for _ in 0..workers {
@@ -227,8 +237,20 @@ impl Relay {
                     .iter()
                     .map(UnixDatagram::try_clone)
                     .collect::<io::Result<_>>()?;
-                Ok(Relay { rx, tx })
+                Ok(Relay {
+                    rx,
+                    tx,
+                    from_old: from_old.clone(),
+                })
             })
+            .collect()
+    }
+
+    /// Every worker's sending end, by index, to hand the old process in a takeover.
+    pub(crate) fn senders(&self) -> io::Result<Vec<std::os::fd::OwnedFd>> {
+        self.tx
+            .iter()
+            .map(|t| t.try_clone().map(std::os::fd::OwnedFd::from))
             .collect()
     }
 
@@ -240,13 +262,15 @@ impl Relay {
 
 /// A relayed datagram's header: the listener's index; the client's address (IPv6 or
 /// IPv4-mapped, and the port); flags (its ECN codepoint in the low bits with [`ECN_SET`],
-/// [`FROM_V4`], [`LOCAL_V4`]); whether the local address it came to is known (1), and that
-/// address (as the client's).
+/// [`FROM_V4`], [`LOCAL_V4`], [`FROM_OLD`]); whether the local address it came to is known
+/// (1), and that address (as the client's).
 const RELAY_HEAD: usize = 1 + 16 + 2 + 1 + 1 + 16;
 const ECN_SET: u8 = 0x80;
 /// The address was IPv4 (not IPv4-mapped IPv6, which a dual-stack socket reports).
 const FROM_V4: u8 = 0x40;
 const LOCAL_V4: u8 = 0x20;
+/// An old process forwarded it during its drain: the listener index is the old one's.
+const FROM_OLD: u8 = 0x10;
 
 /// An address as IPv6 (IPv4-mapped for IPv4).
 fn v6(ip: IpAddr) -> Ipv6Addr {
@@ -336,9 +360,14 @@ pub(crate) struct Quic {
     /// Shutting down: new connections are refused.
     draining: bool,
     /// Shutting down because a new process took the sockets (see [`crate::handoff`]): a new
-    /// client's Initial read here is dropped, not refused, so that its resend may reach the
-    /// new process, which reads the same sockets.
+    /// client's Initial read here is not refused. It goes to the new process through
+    /// `forward`, or, where that process gave none, is dropped, so that its resend may reach
+    /// the new process, which reads the same sockets.
     handed_over: bool,
+    /// After a handoff, the new process's relays, one per its worker: a datagram read here
+    /// for no connection of this process (a new client's Initial, a packet of a connection
+    /// the new process holds) goes there, not to a stateless reset or the floor.
+    forward: Vec<UnixDatagram>,
     /// Retries sent (a metric).
     pub(crate) retries: u64,
     /// This worker's index and the worker count (whose connection IDs are whose).
@@ -356,6 +385,7 @@ pub(crate) struct Quic {
 }
 
 /// A datagram read from a listener's socket (or relayed), with what the kernel said of it.
+#[derive(Clone)]
 struct Datagram {
     ep: usize,
     from: SocketAddr,
@@ -366,8 +396,9 @@ struct Datagram {
 }
 
 impl Datagram {
-    /// The datagram as a relay carries it: [`RELAY_HEAD`]'s fields, then its bytes.
-    fn relayed(&self, m: &mut Vec<u8>) {
+    /// The datagram as a relay carries it: [`RELAY_HEAD`]'s fields, then its bytes;
+    /// `from_old`: forwarded by an old process (see [`FROM_OLD`]).
+    fn relayed(&self, m: &mut Vec<u8>, from_old: bool) {
         m.clear();
         m.push(self.ep as u8);
         m.extend_from_slice(&v6(self.from.ip()).octets());
@@ -379,14 +410,18 @@ impl Datagram {
         if self.local.is_some_and(|ip| ip.is_ipv4()) {
             flags |= LOCAL_V4;
         }
+        if from_old {
+            flags |= FROM_OLD;
+        }
         m.push(flags);
         m.push(u8::from(self.local.is_some()));
         m.extend_from_slice(&self.local.map_or(Ipv6Addr::UNSPECIFIED, v6).octets());
         m.extend_from_slice(&self.data);
     }
 
-    /// A datagram a relay carried (`None`: too short to be one).
-    fn from_relay(m: &[u8]) -> Option<Datagram> {
+    /// A datagram a relay carried, and whether an old process forwarded it (`None`: too
+    /// short to be one).
+    fn from_relay(m: &[u8]) -> Option<(Datagram, bool)> {
         if m.len() <= RELAY_HEAD {
             return None;
         }
@@ -401,7 +436,7 @@ impl Datagram {
             }
         };
         let from = addr(&head[1..17], flags & FROM_V4 != 0);
-        Some(Datagram {
+        let d = Datagram {
             ep: usize::from(head[0]),
             from: SocketAddr::new(from, u16::from_be_bytes([head[17], head[18]])),
             ecn: (flags & ECN_SET != 0)
@@ -409,7 +444,8 @@ impl Datagram {
                 .flatten(),
             local: (head[20] == 1).then(|| addr(&head[21..37], flags & LOCAL_V4 != 0)),
             data: BytesMut::from(body),
-        })
+        };
+        Some((d, flags & FROM_OLD != 0))
     }
 }
 
@@ -550,6 +586,7 @@ impl Quic {
             touched: Vec::new(),
             draining: false,
             handed_over: false,
+            forward: Vec::new(),
             retries: 0,
             worker,
             workers,
@@ -617,11 +654,15 @@ impl Quic {
             .collect()
     }
 
-    /// Refuses new connections from now on; drops their Initials instead when the
-    /// sockets were `handed_over`.
-    pub(crate) fn drain(&mut self, handed_over: bool) {
+    /// Refuses new connections from now on. When the sockets were `handed_over`, a
+    /// datagram for no connection here goes to the new process's relays (`forward`, one per
+    /// its worker), or is dropped where there are none.
+    pub(crate) fn drain(&mut self, handed_over: bool, forward: Vec<UnixDatagram>) {
         self.draining = true;
         self.handed_over = handed_over;
+        if handed_over {
+            self.forward = forward;
+        }
     }
 
     /// The next datagram from listener `ep`'s socket, handed to its endpoint, with the
@@ -646,7 +687,7 @@ impl Quic {
                 && let Some(w) = owner(&d.data, self.workers)
                 && w != self.worker
             {
-                d.relayed(&mut self.relayed);
+                d.relayed(&mut self.relayed, false);
                 // A full relay drops it, as a full socket buffer would: QUIC sends it again.
                 let _ = relay.tx[w].send(&self.relayed);
                 self.routed += 1;
@@ -716,9 +757,15 @@ impl Quic {
                 Err(_) => return None,
             };
             *budget -= 1;
-            let Some(d) = Datagram::from_relay(&self.relay_buf[..n]) else {
+            let Some((mut d, old)) = Datagram::from_relay(&self.relay_buf[..n]) else {
                 continue;
             };
+            if old {
+                match relay.from_old.get(d.ep) {
+                    Some(&Some(ep)) => d.ep = usize::from(ep),
+                    _ => continue,
+                }
+            }
             if d.ep >= self.eps.len() {
                 continue;
             }
@@ -726,15 +773,27 @@ impl Quic {
         }
     }
 
-    /// Hands datagram `d` to its listener's endpoint.
+    /// Hands datagram `d` to its listener's endpoint; after a handoff, one for no
+    /// connection here goes to the new process instead ([`Quic::forward_new`]).
     fn handle(&mut self, d: Datagram) -> Received {
         let now = Instant::now();
         self.send.clear();
+        // Only while draining after a handoff: the endpoint consumes the bytes.
+        let copy = (!self.forward.is_empty()).then(|| d.clone());
         let e = &mut self.eps[d.ep];
-        match e
+        let event = e
             .endpoint
-            .handle(now, d.from, d.local, d.ecn, d.data, &mut self.send)
+            .handle(now, d.from, d.local, d.ecn, d.data, &mut self.send);
+        if let Some(copy) = copy
+            && !matches!(event, Some(DatagramEvent::ConnectionEvent(..)))
         {
+            if let Some(DatagramEvent::NewConnection(incoming)) = event {
+                e.endpoint.ignore(incoming);
+            }
+            self.forward_new(&copy);
+            return Received::Nothing;
+        }
+        match event {
             None => Received::Nothing,
             Some(DatagramEvent::ConnectionEvent(ch, ev)) => match e.slots.get(ch.0) {
                 Some(&slot) if slot != u32::MAX => Received::Event(slot, ev),
@@ -817,6 +876,22 @@ impl Quic {
                 None
             }
         }
+    }
+
+    /// Sends `d`, read here for no connection of this process, to the new process that took
+    /// the sockets: to the worker its connection ID names, else to the one that reads the
+    /// same socket there (the new process takes the group's members in order, one per
+    /// worker), else to one by the client's port. A full relay drops it, as a full socket
+    /// buffer would: QUIC sends it again.
+    fn forward_new(&mut self, d: &Datagram) {
+        let n = self.forward.len();
+        let w = owner(&d.data, n).unwrap_or(if self.worker < n {
+            self.worker
+        } else {
+            usize::from(d.from.port()) % n
+        });
+        d.relayed(&mut self.relayed, true);
+        let _ = self.forward[w].send(&self.relayed);
     }
 
     /// Connection `live` lives in worker slot `slot` from now on.
@@ -1201,7 +1276,9 @@ mod tests {
             (0, addr("[::ffff:192.0.2.9]:5"), None, Some("::ffff:127.0.0.1"), b"m"),
         ];
         let mut m = Vec::new();
-        for (ep, from, ecn, local, data) in rows {
+        for ((ep, from, ecn, local, data), old) in
+            rows.into_iter().zip([false, true].into_iter().cycle())
+        {
             let local = local.map(|l| l.parse::<IpAddr>().unwrap());
             let d = Datagram {
                 ep,
@@ -1210,11 +1287,18 @@ mod tests {
                 ecn,
                 data: BytesMut::from(data),
             };
-            d.relayed(&mut m);
-            let back = Datagram::from_relay(&m).unwrap();
+            d.relayed(&mut m, old);
+            let (back, back_old) = Datagram::from_relay(&m).unwrap();
             assert_eq!(
-                (back.ep, back.from, back.local, back.ecn, &back.data[..]),
-                (ep, from, local, ecn, data)
+                (
+                    back.ep,
+                    back.from,
+                    back.local,
+                    back.ecn,
+                    &back.data[..],
+                    back_old
+                ),
+                (ep, from, local, ecn, data, old)
             );
         }
         assert!(Datagram::from_relay(&m[..RELAY_HEAD]).is_none());
@@ -1243,8 +1327,15 @@ mod tests {
     /// it is sent to, and to no other.
     #[test]
     fn relays_reach_the_named_worker() {
-        let relays = Relay::for_workers(3).unwrap();
-        assert!(Relay::for_workers(1).unwrap().is_empty());
+        let relays = Relay::for_workers(3, None).unwrap();
+        assert!(Relay::for_workers(1, None).unwrap().is_empty());
+        // One worker has a relay when an old process is to forward to it.
+        assert_eq!(
+            Relay::for_workers(1, Some(Arc::from([Some(0)])))
+                .unwrap()
+                .len(),
+            1
+        );
         relays[0].tx[2].send(b"to two").unwrap();
         let mut buf = [0u8; 64];
         assert_eq!(relays[2].rx.recv(&mut buf).unwrap(), 6);

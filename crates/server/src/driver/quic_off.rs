@@ -56,8 +56,15 @@ pub(crate) enum Relay {}
 
 impl Relay {
     /// None: there are no QUIC listeners.
-    pub(crate) fn for_workers(_workers: usize) -> io::Result<Vec<Relay>> {
+    pub(crate) fn for_workers(
+        _workers: usize,
+        _from_old: Option<Arc<[Option<u8>]>>,
+    ) -> io::Result<Vec<Relay>> {
         Ok(Vec::new())
+    }
+
+    pub(crate) fn senders(&self) -> io::Result<Vec<OwnedFd>> {
+        match *self {}
     }
 }
 
@@ -114,7 +121,11 @@ impl Quic {
         match self.never {}
     }
 
-    pub(crate) fn drain(&mut self, _handed_over: bool) {
+    pub(crate) fn drain(
+        &mut self,
+        _handed_over: bool,
+        _forward: Vec<std::os::unix::net::UnixDatagram>,
+    ) {
         match self.never {}
     }
 
