@@ -417,7 +417,8 @@ impl Taken {
     /// sockets no listener claimed are closed first (the old process holds them until its
     /// drain ends, so their queued connections are still accepted there). `relays`: this
     /// process's QUIC relays, one per worker, which the old one forwards to while it drains
-    /// (none past [`MAX_FDS_PER_MESSAGE`] workers: the old one drops new clients' Initials).
+    /// (none past the most one message carries, 64: the old one then drops new clients'
+    /// Initials).
     pub fn finish(mut self, relays: Vec<OwnedFd>) -> Result<(), HandoffError> {
         let path = self.path.clone();
         let broken = |e: io::Error| HandoffError::Broken(path.clone(), e.to_string());
