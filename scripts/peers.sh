@@ -18,8 +18,9 @@
 #                             (bench/arena-peers/README.md), into target/peers/<name>, which
 #                             `lab arena --servers linerate,actix,hyper,…` starts: actix, hyper,
 #                             may-minihttp (cargo --release --locked, one target dir), fasthttp,
-#                             gobwas-ws (go build), h2o-h2c (make; installs Debian's
-#                             libh2o-evloop-dev and libcjson-dev when root), and the earlier
+#                             gobwas-ws, caddy-handler (go build), h2o-h2c and uring-c (make;
+#                             installs Debian's libh2o-evloop-dev, libcjson-dev and liburing-dev
+#                             when root), and the earlier
 #                             tonic, grpc-go and tungstenite peers (bench/tonic-grpc,
 #                             bench/grpc-go-sum, bench/ws-peers/tungstenite)
 #
@@ -94,25 +95,30 @@ if [ "${1:-}" = arena ]; then
     go_peer fasthttp bench/arena-peers/fasthttp
     go_peer gobwas-ws bench/arena-peers/gobwas-ws
     go_peer grpc-go bench/grpc-go-sum
-    # h2o-h2c links Debian's libh2o (bookworm: 2.2.5) and cJSON.
-    if ! pkg-config --exists libh2o-evloop libcjson 2>/dev/null; then
-        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-            say "installing libh2o-evloop-dev libcjson-dev (apt-get) for h2o-h2c"
-            DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-                libh2o-evloop-dev libcjson-dev pkg-config >/dev/null 2>&1 || true
+    go_peer caddy-handler bench/arena-peers/caddy
+    # C peers on Debian's libraries: installed (root) where pkg-config does not find them.
+    c_peer() { # NAME DIR "PKG-CONFIG NAMES" "DEBIAN PACKAGES"
+        # shellcheck disable=SC2086
+        if ! pkg-config --exists $3 2>/dev/null; then
+            if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+                say "installing $4 (apt-get) for $1"
+                # shellcheck disable=SC2086
+                DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+                    $4 pkg-config >/dev/null 2>&1 || true
+            fi
         fi
-    fi
-    if pkg-config --exists libh2o-evloop libcjson 2>/dev/null; then
-        say "building h2o-h2c (bench/arena-peers/h2o-h2c: make)"
-        if make -s -C "$root/bench/arena-peers/h2o-h2c" >/dev/null; then
-            cp "$root/bench/arena-peers/h2o-h2c/h2o-h2c-arena" "$out/h2o-h2c" && built+=(h2o-h2c)
+        # shellcheck disable=SC2086
+        if pkg-config --exists $3 2>/dev/null; then
+            say "building $1 ($2: make)"
+            if make -s -C "$root/$2" OUT="$out/$1" >/dev/null; then built+=("$1"); else fail "$1"; fi
         else
-            fail h2o-h2c
+            say "NOT RUN: $1: Debian's $4 are not installed (root on Debian installs them)"
+            [ $status = 1 ] || status=2
         fi
-    else
-        say "NOT RUN: h2o-h2c: Debian's libh2o-evloop-dev and libcjson-dev are not installed (root on Debian installs them)"
-        [ $status = 1 ] || status=2
-    fi
+    }
+    # h2o-h2c links Debian's libh2o (bookworm: 2.2.5) and cJSON; uring-c, liburing (2.3).
+    c_peer h2o-h2c bench/arena-peers/h2o-h2c "libh2o-evloop libcjson" "libh2o-evloop-dev libcjson-dev"
+    c_peer uring-c bench/arena-peers/uring-c "liburing" "liburing-dev"
     say "arena peers built in target/peers: ${built[*]:-none}"
     exit $status
 fi

@@ -57,6 +57,12 @@ pub enum Peer {
     Fasthttp,
     /// bench/arena-peers/h2o-h2c: Debian's libh2o evloop, prior-knowledge h2c only.
     H2oH2c,
+    /// bench/arena-peers/caddy: Caddy 2 built with a handler module of ours for the sums
+    /// (HttpArena's caddy entry), HTTP/3 on its TLS port.
+    CaddyHandler,
+    /// bench/arena-peers/uring-c: C on Debian's liburing, a ring and a listener per core
+    /// (HttpArena's libreactorng and ringzero kind).
+    UringC,
     /// bench/tonic-grpc: tonic on one current-thread runtime.
     Tonic,
     /// bench/grpc-go-sum: grpc-go.
@@ -86,7 +92,7 @@ const PACED: [&str; 3] = ["latency-1m", "latency-10k", "latency-500k-8cpu"];
 const WS: [&str; 3] = ["echo-ws", "echo-ws-pipeline", "echo-ws-limited"];
 
 impl Peer {
-    pub const ALL: [Peer; 15] = [
+    pub const ALL: [Peer; 17] = [
         Peer::Nginx,
         Peer::H2o,
         Peer::Caddy,
@@ -96,6 +102,8 @@ impl Peer {
         Peer::MayMinihttp,
         Peer::Fasthttp,
         Peer::H2oH2c,
+        Peer::CaddyHandler,
+        Peer::UringC,
         Peer::Tonic,
         Peer::GrpcGo,
         Peer::GobwasWs,
@@ -117,6 +125,8 @@ impl Peer {
             Peer::MayMinihttp => "may-minihttp",
             Peer::Fasthttp => "fasthttp",
             Peer::H2oH2c => "h2o-h2c",
+            Peer::CaddyHandler => "caddy-handler",
+            Peer::UringC => "uring-c",
             Peer::Tonic => "tonic",
             Peer::GrpcGo => "grpc-go",
             Peer::GobwasWs => "gobwas-ws",
@@ -138,7 +148,10 @@ impl Peer {
 
     /// The profiles an engine written for the arena enters: those its HttpArena entry
     /// enters (its meta.json's `tests`, docs/research/httparena-peers.md), with the paced
-    /// and WebSocket siblings of one it enters; None for the other peers.
+    /// and WebSocket siblings of one it enters; and, on the profiles no HttpArena entry
+    /// enters (async, fortunes; baseline-h3 has only entries that cannot be built here),
+    /// the leader that serves their contract: actix, and caddy's entry on its own HTTP/3.
+    /// None for the other peers.
     pub fn entry(self) -> Option<&'static [&'static str]> {
         const H1: [&str; 3] = ["baseline", "pipelined", "limited-conn"];
         Some(match self {
@@ -165,6 +178,8 @@ impl Peer {
                 PACED[0],
                 PACED[1],
                 PACED[2],
+                "fortunes",
+                "async",
             ],
             Peer::Hyper => &[
                 H1[0],
@@ -195,6 +210,8 @@ impl Peer {
                 PACED[2],
             ],
             Peer::H2oH2c => &["baseline-h2c", "json-h2c"],
+            Peer::CaddyHandler => &[H1[0], H1[1], H1[2], "baseline-h3"],
+            Peer::UringC => &H1,
             // h2c on the HTTP/1.1 port, TLS on the TLS port, from one process.
             Peer::Tonic | Peer::GrpcGo => &["unary-grpc", "unary-grpc-tls"],
             Peer::GobwasWs | Peer::Tungstenite => &WS,
@@ -366,7 +383,13 @@ impl Peer {
                 "--workers",
                 "{workers}",
             ],
-            Peer::Actix | Peer::Hyper | Peer::MayMinihttp | Peer::Fasthttp | Peer::GobwasWs => {
+            Peer::Actix
+            | Peer::Hyper
+            | Peer::MayMinihttp
+            | Peer::Fasthttp
+            | Peer::GobwasWs
+            | Peer::CaddyHandler
+            | Peer::UringC => {
                 vec![
                     "peer",
                     "--h1",
@@ -401,7 +424,7 @@ impl Peer {
         if matches!(self, Peer::Caddy | Peer::GrpcGo) {
             env.insert("GOMAXPROCS".into(), "{workers}".into());
         }
-        if self == Peer::Caddy {
+        if matches!(self, Peer::Caddy | Peer::CaddyHandler) {
             for k in ["XDG_DATA_HOME", "XDG_CONFIG_HOME", "HOME"] {
                 env.insert(k.into(), "{rundir}".into());
             }
@@ -466,7 +489,8 @@ impl Peer {
         };
         match server::start(&spec, &vars, cpus, PEER_START_TIMEOUT) {
             Ok(running) => {
-                let mut t = Target::peer(self.name(), running, fixtures, self == Peer::Caddy);
+                let quic = matches!(self, Peer::Caddy | Peer::CaddyHandler);
+                let mut t = Target::peer(self.name(), running, fixtures, quic);
                 t.database = self.has_database() && database_url.is_some();
                 if self.entry().is_some() {
                     t.dataset = Some(t.read_dataset()?);
@@ -546,8 +570,8 @@ mod tests {
 
     /// The engines written for the arena enter what their HttpArena entries enter (with the
     /// paced and WebSocket siblings), every name a profile of the arena's; every profile but
-    /// the gateway shapes, production-stack, fortunes, the h3 ones (caddy, a file server,
-    /// enters static-h3) and async has one of HttpArena's leaders entered.
+    /// the gateway shapes, production-stack and static-h3 (caddy, a file server, enters it)
+    /// has one of HttpArena's leaders entered.
     #[test]
     fn the_engines_enter_their_entries_profiles() {
         let entered = |peer: Peer| -> Vec<&str> {
@@ -576,6 +600,16 @@ mod tests {
             ]
         );
         assert_eq!(entered(Peer::H2oH2c), ["baseline-h2c", "json-h2c"]);
+        assert_eq!(
+            entered(Peer::CaddyHandler),
+            ["baseline", "pipelined", "limited-conn", "baseline-h3"]
+        );
+        assert_eq!(
+            entered(Peer::UringC),
+            ["baseline", "pipelined", "limited-conn"]
+        );
+        let actix = entered(Peer::Actix);
+        assert!(actix.contains(&"fortunes") && actix.contains(&"async"));
         assert_eq!(entered(Peer::Tonic), ["unary-grpc", "unary-grpc-tls"]);
         assert_eq!(
             entered(Peer::GobwasWs),
@@ -593,6 +627,8 @@ mod tests {
             Peer::MayMinihttp,
             Peer::Fasthttp,
             Peer::H2oH2c,
+            Peer::CaddyHandler,
+            Peer::UringC,
             Peer::Tonic,
             Peer::GrpcGo,
             Peer::GobwasWs,
@@ -604,15 +640,7 @@ mod tests {
             .collect();
         assert_eq!(
             without,
-            [
-                "fortunes",
-                "baseline-h3",
-                "static-h3",
-                "gateway-64",
-                "gateway-h3",
-                "production-stack",
-                "async"
-            ]
+            ["static-h3", "gateway-64", "gateway-h3", "production-stack"]
         );
     }
 }
