@@ -8,7 +8,10 @@
 //! that port with 400, so it serves prior-knowledge h2c only); and
 //! `frameworks/actix-websocket/src/main.rs` (actix-ws echo on `/ws`). The newer actix entry's
 //! routes are here too: `POST /echo`, the crud cache-aside with `X-Cache`, TLS offering
-//! h2 and http/1.1, and `Files::try_compressed()` for the `.br`/`.gz` siblings.
+//! h2 and http/1.1, and `Files::try_compressed()` for the `.br`/`.gz` siblings. Beyond every
+//! entry: `/delay/{ms}` and `/fortunes`, for the arena's `async` and `fortunes` profiles,
+//! which no HttpArena entry enters (actix enters them as the arena's choice), with
+//! `max_connections` and `backlog` raised for async's 32,000 connections.
 //!
 //! Command line (the arena's, the same for every peer):
 //! `actix-arena --h1 ADDR [--tls ADDR --cert PEM --key PEM] [--h2c ADDR] [--static DIR]
@@ -32,6 +35,13 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 /// HttpArena's actix entry: `PayloadConfig::new(25 * 1024 * 1024)`.
 const PAYLOAD_LIMIT: usize = 25 * 1024 * 1024;
+/// Connections one worker holds before it stops accepting (actix's default is 25,000): the
+/// arena's `async` profile opens 32,000, all of which may land on one worker. No other
+/// profile opens more than 16,384, so this changes nothing for the entry's profiles.
+const MAX_CONNECTIONS_PER_WORKER: usize = 65_536;
+/// Listen backlog (actix's default is 2,048): linerate's own (`BACKLOG`, 4,096), so both
+/// take the async profile's 32,000 connects through the same kernel queue.
+const BACKLOG: u32 = 4096;
 
 /// The parsed command line.
 #[derive(Default)]
@@ -155,6 +165,7 @@ async fn main() -> io::Result<()> {
             .route("/json/{count}", web::get().to(routes::json))
             .route("/upload", web::post().to(routes::upload))
             .route("/echo", web::post().to(routes::echo))
+            .route("/delay/{ms}", web::get().to(routes::delay))
             .route("/ws", web::get().to(routes::ws));
         if let Some(db) = &database {
             app = app
@@ -163,14 +174,17 @@ async fn main() -> io::Result<()> {
                 .route("/crud/items", web::get().to(db::list))
                 .route("/crud/items", web::post().to(db::create))
                 .route("/crud/items/{id}", web::get().to(db::read))
-                .route("/crud/items/{id}", web::put().to(db::update));
+                .route("/crud/items/{id}", web::put().to(db::update))
+                .route("/fortunes", web::get().to(db::fortunes));
         }
         if let Some(dir) = &static_dir {
             app = app.service(Files::new("/static", dir).try_compressed());
         }
         app
     })
-    .workers(workers);
+    .workers(workers)
+    .max_connections(MAX_CONNECTIONS_PER_WORKER)
+    .backlog(BACKLOG);
 
     let bound =
         |what: &str, addr: SocketAddr, e: io::Error| -> ! { fail(format!("{what} {addr}: {e}")) };

@@ -1,9 +1,12 @@
 //! The routes that need no database, as HttpArena's actix entries answer them
 //! (`frameworks/actix/src/main.rs`: /pipeline, /baseline11, /baseline2, /json/{count},
-//! /upload, and the newer entry's POST /echo; `frameworks/actix-websocket/src/main.rs`: /ws).
+//! /upload, and the newer entry's POST /echo; `frameworks/actix-websocket/src/main.rs`: /ws),
+//! and the arena's `async` profile's `/delay/{ms}`, which no HttpArena entry serves (its
+//! contract is linerate's demo's, crates/linerate/src/demo/delay.rs).
 //! Every answer carries `Server: actix`, as the entry's do.
 
 use std::path::Path;
+use std::time::Duration;
 
 use actix_web::http::header::{ContentType, HeaderValue, SERVER};
 use actix_web::http::StatusCode;
@@ -157,6 +160,33 @@ pub async fn echo(body: web::Bytes) -> HttpResponse {
     ok().content_type(ContentType::octet_stream()).body(body)
 }
 
+/// Longest delay `/delay/{ms}` answers, as linerate's demo (`MAX_DELAY_MS`): HttpArena's
+/// async profile asks for 10 to 500 ms.
+pub const MAX_DELAY_MS: u64 = 10_000;
+
+/// `{ms}`: ASCII digits only (no sign, no space), at most [`MAX_DELAY_MS`].
+fn parse_ms(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse::<u64>().ok().filter(|&ms| ms <= MAX_DELAY_MS)
+}
+
+/// GET /delay/{ms}: the number back as text/plain after `ms` milliseconds (a timer on the
+/// worker's runtime, the task parked meanwhile); 0 answered at once; anything but 0 to
+/// 10000 in digits is 400, with linerate's demo's body.
+pub async fn delay(ms: web::Path<String>) -> HttpResponse {
+    let Some(ms) = parse_ms(&ms) else {
+        return reply(StatusCode::BAD_REQUEST)
+            .content_type(ContentType::plaintext())
+            .body("ms must be a whole number of milliseconds from 0 to 10000");
+    };
+    if ms > 0 {
+        actix_web::rt::time::sleep(Duration::from_millis(ms)).await;
+    }
+    text(ms.to_string())
+}
+
 /// GET /ws: a WebSocket echoing text and binary messages, answering pings and closes.
 pub async fn ws(req: HttpRequest, body: web::Payload) -> actix_web::Result<HttpResponse> {
     let (response, mut session, mut messages) = actix_ws::handle(&req, body)?;
@@ -178,4 +208,30 @@ pub async fn ws(req: HttpRequest, body: web::Payload) -> actix_web::Result<HttpR
         }
     });
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_ms;
+
+    #[test]
+    fn ms_is_digits_up_to_the_limit() {
+        let cases: &[(&str, Option<u64>)] = &[
+            ("0", Some(0)),
+            ("37", Some(37)),
+            ("0010", Some(10)),
+            ("10000", Some(10_000)),
+            ("10001", None),
+            ("99999999999999999999999", None),
+            ("", None),
+            ("+5", None),
+            ("-1", None),
+            ("1.5", None),
+            (" 5", None),
+            ("5ms", None),
+        ];
+        for (input, want) in cases {
+            assert_eq!(parse_ms(input), *want, "{input:?}");
+        }
+    }
 }
