@@ -660,7 +660,8 @@ fn fortunes_passes_over_httparenas_table_and_fails_over_techempowers() {
 /// started by the arena on fixtures of their own with the common command line: each passes
 /// the same checks as linerate on the profiles its entry enters (hyper on baseline and h2
 /// over TLS, h2o-h2c on h2c with the dataset, may-minihttp on pipelined, gobwas-ws on
-/// /ws, grpc-go on GetSum), is "not entered" elsewhere, and is loaded where it passed.
+/// /ws, grpc-go on GetSum, caddy-handler on HTTP/3, uring-c on baseline and pipelined), is
+/// "not entered" elsewhere, and is loaded where it passed.
 /// NOT RUN for each one that is not built. No figure is asserted.
 #[test]
 fn the_engines_written_here_pass_the_profiles_their_entries_enter() {
@@ -671,6 +672,8 @@ fn the_engines_written_here_pass_the_profiles_their_entries_enter() {
         Peer::MayMinihttp,
         Peer::GobwasWs,
         Peer::GrpcGo,
+        Peer::CaddyHandler,
+        Peer::UringC,
     ]
     .into_iter()
     .filter(|p| {
@@ -709,6 +712,7 @@ fn the_engines_written_here_pass_the_profiles_their_entries_enter() {
         "json-h2c",
         "echo-ws",
         "unary-grpc",
+        "baseline-h3",
     ];
     let mut args = args(Server::Demo(spawn), &profiles);
     args.peers = built.clone();

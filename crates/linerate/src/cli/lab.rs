@@ -481,9 +481,9 @@ pub(crate) struct ArenaFlags {
     /// Servers of the run: `linerate` (the --server above, always in it) and peers the arena
     /// starts on fixtures of their own, each on the profiles it can enter: nginx, h2o, caddy
     /// (static files); HttpArena's leading engines written here (`scripts/peers.sh arena`):
-    /// actix, hyper, may-minihttp, fasthttp, h2o-h2c, tonic, grpc-go, gobwas-ws, tungstenite;
-    /// actix-db (async-db, fortunes), axum and haproxy (each "not entered" with why where it
-    /// has no route of HttpArena's).
+    /// actix, hyper, may-minihttp, fasthttp, h2o-h2c, caddy-handler, uring-c, tonic, grpc-go,
+    /// gobwas-ws, tungstenite; actix-db (async-db, fortunes), axum and haproxy (each "not
+    /// entered" with why where it has no route of HttpArena's).
     #[arg(long, value_delimiter = ',', default_value = "linerate")]
     servers: Vec<String>,
     /// Measured load per profile, e.g. 5s.
@@ -722,8 +722,8 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "--servers apache: expected linerate or a peer: nginx, h2o, caddy, haproxy, \
-             actix, hyper, may-minihttp, fasthttp, h2o-h2c, tonic, grpc-go, gobwas-ws, \
-             tungstenite, actix-db, axum"
+             actix, hyper, may-minihttp, fasthttp, h2o-h2c, caddy-handler, uring-c, tonic, \
+             grpc-go, gobwas-ws, tungstenite, actix-db, axum"
         );
     }
 
