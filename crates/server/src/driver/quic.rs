@@ -656,13 +656,11 @@ impl Quic {
 
     /// Refuses new connections from now on. When the sockets were `handed_over`, a
     /// datagram for no connection here goes to the new process's relays (`forward`, one per
-    /// its worker), or is dropped where there are none.
+    /// its worker; the caller gives none otherwise), or is dropped where there are none.
     pub(crate) fn drain(&mut self, handed_over: bool, forward: Vec<UnixDatagram>) {
         self.draining = true;
         self.handed_over = handed_over;
-        if handed_over {
-            self.forward = forward;
-        }
+        self.forward = forward;
     }
 
     /// The next datagram from listener `ep`'s socket, handed to its endpoint, with the
