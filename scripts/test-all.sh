@@ -36,7 +36,9 @@
 # Servers started by tests bind 127.0.0.1 on OS-chosen ports (the VM's, its own loopback).
 #
 # Each stage's wall time is printed when it ends, and a table of every stage (seconds, passed,
-# NOT RUN or FAILED) at the end, also when a stage fails. The stages run the binary of the `ci`
+# NOT RUN or FAILED) at the end, also when a stage fails. Autobahn, which keeps both CPUs busy
+# for minutes while the later stages mostly wait, runs beside them at low priority and is
+# waited for last (its row: its wall time from its start). The stages run the binary of the `ci`
 # profile (Cargo.toml: release's optimisation without fat LTO, which only links slower; no
 # figure depends on it), built in target/ci-build at low priority while the tests run, and
 # named to every script by LINERATE_BIN. Figures come from `cargo build --release` alone.
@@ -59,7 +61,8 @@ summary() {
     done
     printf '%-34s %7s  %s\n' total $((SECONDS - RUN_START)) "$([ "$rc" = 0 ] && echo passed || echo "FAILED (exit $rc)")"
 }
-trap summary EXIT
+BESIDE_PID="" # the stage `may_beside` runs, while it runs
+trap 'summary; [ -z "$BESIDE_PID" ] || kill -- "$BESIDE_PID" 2>/dev/null || true' EXIT
 
 # record NAME SECONDS RC: a stage's row in the table, and its line.
 record() {
@@ -80,6 +83,19 @@ must() {
     [ $rc = 0 ] || exit $rc
 }
 
+# may_result NAME RC SECONDS: a `may` stage's row and line (exit 2: NOT RUN).
+may_result() {
+    local name=$1 rc=$2 secs=$3 result=passed
+    case $rc in
+        0) ;;
+        2) result="NOT RUN"; echo "!! $name stage NOT RUN: it cannot run on this machine (see the line above)" ;;
+        *) result="FAILED ($rc)" ;;
+    esac
+    STAGE_ROWS+=("$name|$secs|$result")
+    echo "-- $name: $secs s"
+    case $rc in 0 | 2) ;; *) exit $rc ;; esac
+}
+
 # may NAME CMD…: a stage that may not be able to run here: exit 2 is NOT RUN (said loudly,
 # never a pass), any other non-zero exit fails the run.
 may() {
@@ -90,15 +106,30 @@ may() {
     (set -e; "$@")
     rc=$?
     set -e
-    local result=passed
-    case $rc in
-        0) ;;
-        2) result="NOT RUN"; echo "!! $name stage NOT RUN: it cannot run on this machine (see the line above)" ;;
-        *) result="FAILED ($rc)" ;;
-    esac
-    STAGE_ROWS+=("$name|$((SECONDS - t0))|$result")
-    echo "-- $name: $((SECONDS - t0)) s"
-    case $rc in 0 | 2) ;; *) exit $rc ;; esac
+    may_result "$name" $rc $((SECONDS - t0))
+}
+
+# may_beside NAME CMD…: a `may` stage started now in the background, at low priority (nice 10),
+# beside the stages that follow, which mostly wait on sockets, timers and VMs; its output is
+# kept and shown when `may_wait` waits for it. One at a time. A run that ends early kills it.
+may_beside() {
+    BESIDE_NAME=$1
+    shift
+    BESIDE_LOG=$(mktemp)
+    BESIDE_T0=$SECONDS
+    echo "== $BESIDE_NAME (started; runs beside the stages below)"
+    (set -e; exec nice -n 10 "$@") >"$BESIDE_LOG" 2>&1 &
+    BESIDE_PID=$!
+}
+may_wait() {
+    echo "== $BESIDE_NAME (waited for)"
+    local t0=$SECONDS rc=0
+    wait "$BESIDE_PID" || rc=$?
+    BESIDE_PID=""
+    cat "$BESIDE_LOG"
+    rm -f "$BESIDE_LOG"
+    echo "(it started $((SECONDS - BESIDE_T0)) s ago; waited for it $((SECONDS - t0)) s)"
+    may_result "$BESIDE_NAME" $rc $((SECONDS - BESIDE_T0))
 }
 
 # --- the stages --------------------------------------------------------------------------------
@@ -176,6 +207,10 @@ rm -f "$ci_build_log"
 echo "(its build started $((SECONDS - ci_build_t0)) s ago; waited for it $((SECONDS - ci_wait_t0)) s)"
 record "binary for the stages (ci profile)" $((SECONDS - ci_wait_t0)) $ci_build_rc
 [ $ci_build_rc = 0 ] || exit $ci_build_rc
+
+# Autobahn's Python 2.7 client takes about 9 minutes of both CPUs (the server a fifth of it,
+# scripts/autobahn.sh), while the stages after it mostly wait: it runs beside them.
+may_beside "WebSocket: Autobahn fuzzingclient" scripts/autobahn.sh "$LINERATE_BIN"
 
 may "PostgreSQL 15: start, seed, check, stop" scripts/pg.sh selftest
 
@@ -267,7 +302,6 @@ may "HTTP/3: migration (NAT rebinding)" scripts/h3-migrate.sh "$LINERATE_BIN"
 may "HTTP/3: lossy link (netem)" scripts/h3-netem.sh "$LINERATE_BIN"
 may "HTTP/3: attacks" scripts/h3-attacks.sh "$LINERATE_BIN"
 may "WebSocket: websockets via proxy" scripts/ws-proxy.sh "$LINERATE_BIN"
-may "WebSocket: Autobahn fuzzingclient" scripts/autobahn.sh "$LINERATE_BIN"
 may "gateway shape (gateway-64 checks)" scripts/gateway.sh check "$LINERATE_BIN"
 # HttpArena's validation of every profile against the demo (`lab arena --validate-only`; the
 # database profiles with a throwaway PostgreSQL and Redis, NOT RUN lines where they cannot start).
@@ -296,3 +330,5 @@ may "systemd units: systemd-analyze verify" systemd_units
 # The stages' binary is packaged as it is, not linked again.
 may "Debian package (cargo-deb, dpkg)" scripts/deb.sh --no-build
 may "kTLS in VMs (Debian 6.1, trixie)" scripts/ktls-vm.sh
+
+may_wait
