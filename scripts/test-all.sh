@@ -196,6 +196,18 @@ nice -n 19 cargo build --profile ci --locked -p linerate --bins --example grpc_i
 ci_build_pid=$!
 
 must "cargo test" cargo test --workspace --locked
+# linerate-server's integration tests again with every TestServer on the io_uring backend
+# (`serve --io uring`; tests/uring.rs has its own checks, NOT RUN where the kernel refuses a
+# ring). Named one by one under --workspace, so that the features are the test build's and
+# nothing is compiled again (a name another crate also has runs there too).
+uring_tests() {
+    local t args=()
+    for t in crates/server/tests/*.rs; do
+        args+=(--test "$(basename "$t" .rs)")
+    done
+    LINERATE_TEST_IO=uring cargo test --workspace --locked "${args[@]}"
+}
+must "server tests on io_uring" uring_tests
 
 # The stages' binary: waited for here, in this shell (its builder is this shell's child).
 echo "== binary for the stages (profile ci, built beside the tests)"

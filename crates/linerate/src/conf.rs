@@ -160,6 +160,8 @@ const MIN_TICKET_ROTATION: std::time::Duration = std::time::Duration::from_secs(
 struct Raw {
     workers: Option<Spanned<usize>>,
     cpus: Option<Spanned<String>>,
+    /// The workers' I/O backend: "epoll" or "uring" (`serve --io`).
+    io: Option<Spanned<String>>,
     user: Option<Spanned<String>>,
     log_level: Option<Spanned<String>>,
     access_log: Option<Spanned<String>>,
@@ -874,6 +876,18 @@ impl Cx<'_> {
                 return Err(self.err(w.span(), "workers must be at least 1"));
             }
             c.workers = *w.get_ref();
+        }
+        if let Some(io) = &raw.io {
+            c.io = match io.get_ref().as_str() {
+                "epoll" => linerate_server::Io::Epoll,
+                "uring" => linerate_server::Io::Uring,
+                other => {
+                    return Err(self.err(
+                        io.span(),
+                        format!("io: \"{other}\" is not a backend (\"epoll\" or \"uring\")"),
+                    ));
+                }
+            };
         }
         if let Some(cpus) = &raw.cpus {
             c.cpus = units::cpus(cpus.get_ref())

@@ -541,6 +541,18 @@ impl ProxyMount {
     }
 }
 
+/// How a worker talks to the kernel about its TCP connections.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Io {
+    /// Readiness with epoll: a `recv` and a `send` per exchange (the default).
+    #[default]
+    Epoll,
+    /// Completions with io_uring: a worker's turn is one `io_uring_enter`, which submits
+    /// every send and receive the turn queued (`driver/uring.rs`). A worker whose kernel
+    /// refuses a ring runs on epoll, saying so.
+    Uring,
+}
+
 /// Everything the server needs to start.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -554,6 +566,8 @@ pub struct Config {
     pub pin: bool,
     /// Attach the CPU-steering cBPF program to the SO_REUSEPORT group (if the kernel allows).
     pub steering: bool,
+    /// The I/O backend of every worker.
+    pub io: Io,
     /// Parser limits (head size, header count, chunk extensions, trailers).
     pub limits: Limits,
     /// See [`MAX_BODY_BYTES`].
@@ -1315,6 +1329,7 @@ impl Default for Config {
             workers: 0,
             pin: true,
             steering: true,
+            io: Io::Epoll,
             limits: Limits::default(),
             max_body_bytes: MAX_BODY_BYTES,
             max_stream_body_bytes: MAX_STREAM_BODY_BYTES,

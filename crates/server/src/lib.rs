@@ -258,7 +258,7 @@ pub use app::deferred::{
 };
 pub use app::redirect::RedirectError;
 pub use config::{
-    Config, FixedAnswer, HeaderRule, Listen, ListenAddr, Redirect, Site, TlsConfig, UnixPerms,
+    Config, FixedAnswer, HeaderRule, Io, Listen, ListenAddr, Redirect, Site, TlsConfig, UnixPerms,
 };
 pub use linerate_http1::{Method, Version};
 pub use request::{MAX_PARAMS, Request};

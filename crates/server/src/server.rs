@@ -49,6 +49,8 @@ pub struct Server {
     info: Arc<crate::node_info::NodeInfo>,
     shared: Arc<Shared>,
     steering: bool,
+    /// The workers' I/O backend.
+    io: crate::config::Io,
     /// The static-file root, opened once; each worker gets its own cache from it.
     /// The sites and their opened roots at start.
     sites: Arc<SiteSet>,
@@ -824,6 +826,7 @@ impl Server {
                     .map_or_else(Arc::default, |o| o.relays.clone()),
             }),
             steering,
+            io: config.io,
             sites,
             reloads: Arc::new(reloads),
             logs,
@@ -1131,6 +1134,7 @@ impl Server {
             let alive = Alive(alive.clone());
             let extra_listeners = extra_per_worker.next().unwrap_or_default();
             let started = started.clone();
+            let io = self.io;
             let t = std::thread::Builder::new()
                 .name(format!("linerate-w{i}"))
                 .spawn(move || -> io::Result<()> {
@@ -1189,6 +1193,20 @@ impl Server {
                                 extras: false,
                             },
                         };
+                        if io == crate::config::Io::Uring {
+                            match crate::driver::uring::Uring::new() {
+                                Ok(ring) => {
+                                    let mut worker = Worker::new(ring, setup)?;
+                                    started.fetch_add(1, Ordering::Release);
+                                    return worker.run(&shared);
+                                }
+                                Err(e) => tracing::warn!(
+                                    worker = i,
+                                    error = %e,
+                                    "io_uring refused: this worker runs on epoll"
+                                ),
+                            }
+                        }
                         let mut worker = Worker::new(Epoll::new()?, setup)?;
                         started.fetch_add(1, Ordering::Release);
                         worker.run(&shared)

@@ -11,7 +11,9 @@
 //! and forking the privilege keeper (privsep.rs) with the set-up its child runs,
 //! and taking ownership of the listening sockets systemd passes (socket activation),
 //! and registering a worker's epoll instance in its tokio runtime's reactor (tokio 1.54 made
-//! `AsyncFd`'s registration `unsafe`: the fd must stay open while registered).
+//! `AsyncFd`'s registration `unsafe`: the fd must stay open while registered),
+//! and the io_uring backend's ring ([`Ring`]: the submissions point into buffers it keeps
+//! until their last completion, and leaks rather than frees while the kernel may use them).
 //!
 //! Everything else (epoll, sockets, affinity, eventfd) goes through rustix's safe API. Each
 //! unsafe block carries a SAFETY comment; clippy denies undocumented ones.
@@ -618,6 +620,252 @@ pub(crate) fn take_listen_fds() -> Vec<std::os::fd::OwnedFd> {
             unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }
         })
         .collect()
+}
+
+/// An io_uring instance whose operations own their buffers, for the io_uring backend
+/// (driver/uring.rs): a buffer handed to [`Ring::recv`] or [`Ring::send`] is kept in the op
+/// table until the operation's last completion gives it back in its [`Cqe`], so the kernel
+/// never reads or writes memory the program has freed or moved. An accepted socket comes
+/// back as an `OwnedFd`.
+pub(crate) struct Ring {
+    ring: io_uring::IoUring,
+    /// Operations submitted or queued, by index (an SQE's user data).
+    ops: Vec<RingOp>,
+    free: Vec<u32>,
+}
+
+/// One operation's entry: the caller's tag and kind, and the buffer the kernel may use.
+struct RingOp {
+    tag: u64,
+    kind: u8,
+    buf: Option<Vec<u8>>,
+    /// The kernel writes into `buf`'s spare capacity (a receive).
+    into: bool,
+}
+
+/// One completion, with what the operation owned.
+pub(crate) struct Cqe {
+    pub tag: u64,
+    pub kind: u8,
+    /// The result: bytes, a descriptor, or a negated errno.
+    pub res: i32,
+    /// More completions follow for this operation (multishot).
+    pub more: bool,
+    /// The operation's buffer, on its last completion: a receive's holds the bytes read.
+    pub buf: Option<Vec<u8>>,
+    /// An accepted connection (kind [`Ring::ACCEPT`]).
+    pub fd: Option<std::os::fd::OwnedFd>,
+}
+
+impl Ring {
+    /// The kind of a multishot accept, whose result is a descriptor.
+    pub(crate) const ACCEPT: u8 = 1;
+
+    /// A ring of `entries` submission slots for one thread (SINGLE_ISSUER, COOP_TASKRUN; the
+    /// plain setup where the kernel has neither).
+    pub(crate) fn new(entries: u32) -> io::Result<Ring> {
+        let ring = io_uring::IoUring::builder()
+            .setup_single_issuer()
+            .setup_coop_taskrun()
+            .setup_cqsize(entries * 4)
+            .build(entries)
+            .or_else(|_| io_uring::IoUring::new(entries))?;
+        Ok(Ring {
+            ring,
+            ops: Vec::new(),
+            free: Vec::new(),
+        })
+    }
+
+    /// The ring's descriptor: readable while completions wait.
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: the descriptor is the ring's, open for as long as `self` is borrowed.
+        unsafe { BorrowedFd::borrow_raw(self.ring.as_raw_fd()) }
+    }
+
+    fn push(
+        &mut self,
+        entry: io_uring::squeue::Entry,
+        (tag, kind): (u64, u8),
+        buf: Option<Vec<u8>>,
+        into: bool,
+    ) {
+        let idx = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.ops.push(RingOp {
+                    tag: 0,
+                    kind: 0,
+                    buf: None,
+                    into: false,
+                });
+                (self.ops.len() - 1) as u32
+            }
+        };
+        self.ops[idx as usize] = RingOp {
+            tag,
+            kind,
+            buf,
+            into,
+        };
+        let entry = entry.user_data(u64::from(idx));
+        loop {
+            // SAFETY: every pointer in `entry` is to a buffer now owned by `self.ops[idx]`,
+            // which keeps it, unmoved (a `Vec`'s heap block does not move with the `Vec`),
+            // until the operation's last completion (`reap`), or forever (`Drop`).
+            if unsafe { self.ring.submission().push(&entry) }.is_ok() {
+                return;
+            }
+            // The submission queue is full: hand it to the kernel and push again.
+            let _ = self.ring.submit();
+        }
+    }
+
+    /// Receives into `buf`'s spare capacity (from its length on).
+    pub(crate) fn recv(&mut self, fd: BorrowedFd<'_>, mut buf: Vec<u8>, tag: u64, kind: u8) {
+        let spare = buf.spare_capacity_mut();
+        let (ptr, len) = (spare.as_mut_ptr().cast::<u8>(), spare.len() as u32);
+        let e = io_uring::opcode::Recv::new(io_uring::types::Fd(fd.as_raw_fd()), ptr, len).build();
+        self.push(e, (tag, kind), Some(buf), true);
+    }
+
+    /// Sends `buf[from..]` with `flags` (MSG_*).
+    pub(crate) fn send(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        buf: Vec<u8>,
+        from: usize,
+        flags: i32,
+        tag: u64,
+        kind: u8,
+    ) {
+        let rest = &buf[from..];
+        let e = io_uring::opcode::Send::new(
+            io_uring::types::Fd(fd.as_raw_fd()),
+            rest.as_ptr(),
+            rest.len() as u32,
+        )
+        .flags(flags)
+        .build();
+        self.push(e, (tag, kind), Some(buf), false);
+    }
+
+    /// Accepts connections until an error (multishot), non-blocking and close-on-exec.
+    pub(crate) fn accept(&mut self, fd: BorrowedFd<'_>, tag: u64) {
+        let e = io_uring::opcode::AcceptMulti::new(io_uring::types::Fd(fd.as_raw_fd()))
+            .flags(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)
+            .build();
+        self.push(e, (tag, Self::ACCEPT), None, false);
+    }
+
+    /// Reports `events` (POLL*) on `fd`: once, or every time (`multi`).
+    pub(crate) fn poll(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        events: u32,
+        multi: bool,
+        tag: u64,
+        kind: u8,
+    ) {
+        let e = io_uring::opcode::PollAdd::new(io_uring::types::Fd(fd.as_raw_fd()), events)
+            .multi(multi)
+            .build();
+        self.push(e, (tag, kind), None, false);
+    }
+
+    /// Cancels every operation on `fd` and hands the cancellation to the kernel now, so that
+    /// none holds the socket open once its descriptor is closed. Their completions still
+    /// come (`-ECANCELED`), with their buffers.
+    pub(crate) fn cancel_fd(&mut self, fd: BorrowedFd<'_>, tag: u64, kind: u8) {
+        let e = io_uring::opcode::AsyncCancel2::new(
+            io_uring::types::CancelBuilder::fd(io_uring::types::Fd(fd.as_raw_fd())).all(),
+        )
+        .build();
+        self.push(e, (tag, kind), None, false);
+        let _ = self.ring.submit();
+    }
+
+    /// Submits what is queued and waits for one completion, or `timeout` (`Some(ZERO)`:
+    /// submits only).
+    pub(crate) fn submit_and_wait(
+        &mut self,
+        timeout: Option<std::time::Duration>,
+    ) -> io::Result<()> {
+        let r = match timeout {
+            Some(t) if t.is_zero() => self.ring.submit(),
+            None => self.ring.submit_and_wait(1),
+            Some(t) => {
+                let ts = io_uring::types::Timespec::new()
+                    .sec(t.as_secs())
+                    .nsec(t.subsec_nanos());
+                let args = io_uring::types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(1, &args)
+            }
+        };
+        match r {
+            Ok(_) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ETIME | libc::EINTR | libc::EBUSY | libc::EAGAIN)
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Moves the completions that are ready onto `out`.
+    pub(crate) fn reap(&mut self, out: &mut Vec<Cqe>) {
+        for cqe in self.ring.completion() {
+            let idx = cqe.user_data() as usize;
+            let Some(op) = self.ops.get_mut(idx) else {
+                continue;
+            };
+            let more = io_uring::cqueue::more(cqe.flags());
+            let res = cqe.result();
+            let (tag, kind, into) = (op.tag, op.kind, op.into);
+            let mut buf = None;
+            if !more {
+                buf = op.buf.take();
+                self.free.push(idx as u32);
+            }
+            if let Some(b) = buf.as_mut()
+                && into
+                && res > 0
+                && b.len() + res as usize <= b.capacity()
+            {
+                // SAFETY: a receive's completion says the kernel wrote `res` bytes into the
+                // spare capacity from the old length on (checked to fit just above).
+                unsafe { b.set_len(b.len() + res as usize) };
+            }
+            let fd = (kind == Self::ACCEPT && res >= 0).then(|| {
+                // SAFETY: an accept's result is a new descriptor that nothing else owns.
+                unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(res) }
+            });
+            out.push(Cqe {
+                tag,
+                kind,
+                res,
+                more,
+                buf,
+                fd,
+            });
+        }
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // The kernel may still use the buffers of operations that did not complete, after
+        // the ring's descriptor is closed: they are leaked, not freed.
+        for op in &mut self.ops {
+            if let Some(buf) = op.buf.take() {
+                std::mem::forget(buf);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

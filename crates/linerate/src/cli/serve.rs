@@ -42,6 +42,11 @@ pub(crate) struct ServeArgs {
     /// Do not attach the CPU-steering cBPF program to the SO_REUSEPORT group.
     #[arg(long)]
     no_steering: bool,
+    /// The workers' I/O: `epoll` (readiness, a recv and a send per exchange) or `uring`
+    /// (io_uring completions: one io_uring_enter per turn for every connection's sends and
+    /// receives; a worker whose kernel refuses a ring runs on epoll).
+    #[arg(long, value_enum, default_value = "epoll", value_name = "BACKEND")]
+    io: IoBackend,
     /// Never compress responses (default: gzip/br for JSON and text when the client asks).
     #[arg(long)]
     no_compression: bool,
@@ -307,6 +312,22 @@ const DB_WORKER_START: std::time::Duration = std::time::Duration::from_secs(5);
 pub(crate) enum DbDriver {
     Runtime,
     Worker,
+}
+
+/// `--io`: the workers' I/O backend.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum IoBackend {
+    Epoll,
+    Uring,
+}
+
+impl From<IoBackend> for linerate_server::Io {
+    fn from(b: IoBackend) -> Self {
+        match b {
+            IoBackend::Epoll => linerate_server::Io::Epoll,
+            IoBackend::Uring => linerate_server::Io::Uring,
+        }
+    }
 }
 
 /// Which application `serve` mounts.
@@ -978,6 +999,7 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
         workers: a.workers.unwrap_or(0),
         pin: !a.no_pin,
         steering: !a.no_steering,
+        io: a.io.into(),
         limits: linerate_http1::Limits {
             max_head_bytes: usize::try_from(a.max_head_bytes).unwrap_or(usize::MAX),
             max_headers: a.max_headers,
@@ -1079,6 +1101,7 @@ fn overlay(mut file: Config, flags: Config, explicit: &[String]) -> Config {
         "cpus" => cpus,
         "no_pin" => pin,
         "no_steering" => steering,
+        "io" => io,
         "no_compression" => compression.enabled,
         "compress_min_bytes" => compression.min_bytes,
         "max_head_bytes" => limits.max_head_bytes,

@@ -1,9 +1,8 @@
 //! The I/O backend boundary: operations that own their buffers, and their completions.
 //!
-//! The worker talks to the kernel only through a [`Backend`]; `epoll` is the one
-//! implementation today, and the contract below is written so that an io_uring backend
-//! (multishot accept and receive with provided buffers, send/sendfile-as-splice ops, a timeout
-//! on the wait) can be a second one without changing the worker.
+//! The worker talks to the kernel only through a [`Backend`]: `epoll` (the default) or
+//! `uring` (io_uring completions, `Config::io`), each meeting the contract below without a
+//! change to the worker.
 //!
 //! The contract every backend meets:
 //! - **Sockets are owned by the backend** once [`Backend::attach`]ed under a token, and

@@ -59,6 +59,7 @@ pub(crate) mod upstream_tls;
 #[cfg(not(feature = "tls"))]
 #[path = "upstream_tls_off.rs"]
 pub(crate) mod upstream_tls;
+pub(crate) mod uring;
 #[cfg(feature = "websocket")]
 mod ws;
 #[cfg(not(feature = "websocket"))]

@@ -59,13 +59,19 @@ impl TestServer {
     /// The configuration [`TestServer::start`] uses: 127.0.0.1 with an OS-chosen port, one
     /// unpinned worker (tests share the machine), [`TEST_LINGER_TIMEOUT`] and
     /// [`TEST_DRAIN_TIMEOUT`]. Start from it to change a limit in
-    /// [`TestServer::start_with`].
+    /// [`TestServer::start_with`]. Its I/O backend is epoll, or io_uring where the
+    /// environment has `LINERATE_TEST_IO=uring` (to run a test suite on both).
     pub fn config() -> Config {
+        let io = match std::env::var("LINERATE_TEST_IO").as_deref() {
+            Ok("uring") => crate::Io::Uring,
+            _ => crate::Io::Epoll,
+        };
         Config {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             workers: 1,
             pin: false,
             steering: false,
+            io,
             linger_timeout: TEST_LINGER_TIMEOUT,
             drain_timeout: TEST_DRAIN_TIMEOUT,
             ..Config::default()
