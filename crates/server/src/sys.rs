@@ -662,7 +662,9 @@ impl Ring {
     pub(crate) const ACCEPT: u8 = 1;
 
     /// A ring of `entries` submission slots for one thread (SINGLE_ISSUER, COOP_TASKRUN; the
-    /// plain setup where the kernel has neither).
+    /// plain setup where the kernel has neither). Not DEFER_TASKRUN: a worker that waits
+    /// inside its tokio runtime polls the ring's descriptor, and deferred completions did not
+    /// make it readable (linerate-server's around_kinds tests hung on io_uring with it).
     pub(crate) fn new(entries: u32) -> io::Result<Ring> {
         let ring = io_uring::IoUring::builder()
             .setup_single_issuer()
@@ -773,16 +775,15 @@ impl Ring {
         self.push(e, (tag, kind), None, false);
     }
 
-    /// Cancels every operation on `fd` and hands the cancellation to the kernel now, so that
-    /// none holds the socket open once its descriptor is closed. Their completions still
-    /// come (`-ECANCELED`), with their buffers.
+    /// Cancels every operation on `fd`, with the next submission: the caller keeps the
+    /// descriptor open until then (a number closed and reused before would name another
+    /// socket). Their completions still come (`-ECANCELED`), with their buffers.
     pub(crate) fn cancel_fd(&mut self, fd: BorrowedFd<'_>, tag: u64, kind: u8) {
         let e = io_uring::opcode::AsyncCancel2::new(
             io_uring::types::CancelBuilder::fd(io_uring::types::Fd(fd.as_raw_fd())).all(),
         )
         .build();
         self.push(e, (tag, kind), None, false);
-        let _ = self.ring.submit();
     }
 
     /// Submits what is queued and waits for one completion, or `timeout` (`Some(ZERO)`:
@@ -814,6 +815,16 @@ impl Ring {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Hands what is queued to the kernel now, without waiting.
+    pub(crate) fn submit(&mut self) {
+        let _ = self.ring.submit();
+    }
+
+    /// Whether operations wait in the submission queue (a submission the kernel cut short).
+    pub(crate) fn unsubmitted(&mut self) -> bool {
+        !self.ring.submission().is_empty()
     }
 
     /// Moves the completions that are ready onto `out`.

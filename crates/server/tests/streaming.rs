@@ -20,6 +20,9 @@ use linerate_server::streaming::{BodyWriter, STREAM_ROOM, WriteError};
 use linerate_server::testing::{Protocol, TestClient, TestServer};
 use linerate_server::{Response, Router};
 
+mod common;
+use common::curl;
+
 /// Longest any wait in these tests may take (a bound on a hang, not a measurement).
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -321,17 +324,6 @@ fn h1_head_gets_the_head_only_and_a_1_0_client_gets_the_body_to_the_close() {
     assert!(!all.contains("chunked"), "{all}");
     assert!(all.contains("Connection: close\r\n"), "{all}");
     assert!(all.ends_with("\r\n\r\ntick 0\ntick 1\ntick 2\n"), "{all}");
-}
-
-fn curl() -> Option<&'static str> {
-    let ok = Command::new("curl")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        println!("NOT RUN: no curl");
-    }
-    ok.then_some("curl")
 }
 
 #[test]

@@ -13,6 +13,9 @@ use std::time::Duration;
 use linerate_server::testing::TestServer;
 use linerate_server::{Io, Response, Router};
 
+mod common;
+use common::curl;
+
 /// Longest a read from the server may wait (a bound on a hang).
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// An answer several times a loopback socket's send buffer.
@@ -54,17 +57,6 @@ fn start() -> Option<TestServer> {
     Some(TestServer::start_with(config, router()).expect("start"))
 }
 
-fn curl() -> bool {
-    let ok = Command::new("curl")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        println!("NOT RUN: no curl");
-    }
-    ok
-}
-
 #[test]
 fn a_worker_asked_for_io_uring_runs_on_a_ring() {
     let before = rings();
@@ -82,16 +74,14 @@ fn a_worker_asked_for_io_uring_runs_on_a_ring() {
 #[test]
 fn curl_reuses_a_connection_and_uploads_a_body_of_many_receives() {
     let Some(server) = start() else { return };
-    if !curl() {
-        return;
-    }
+    let Some(curl) = curl() else { return };
     let dir = std::env::temp_dir().join(format!("linerate-uring-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let body = dir.join("body");
     // 900 KiB (under the default body limit): some sixty of the backend's 16 KiB receives.
     std::fs::write(&body, vec![b'b'; 900 << 10]).unwrap();
     let each = ["-sS", "--max-time", "20", "-w", " %{num_connects}\n"];
-    let out = Command::new("curl")
+    let out = Command::new(curl)
         .args(each)
         .arg(server.url("/hello"))
         .arg(server.url("/hello"))

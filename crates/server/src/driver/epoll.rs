@@ -21,6 +21,7 @@ use rustix::io::Errno;
 use rustix::net::{RecvFlags, SendFlags, Shutdown, SocketFlags};
 
 use super::backend::{Backend, Completion, Submitted, Token, UpAddr};
+use super::sockops;
 
 /// Bytes read from a socket at once (the scratch buffer lent by `Received`).
 pub(crate) const RECV_BUF: usize = 64 * 1024;
@@ -28,8 +29,6 @@ pub(crate) const RECV_BUF: usize = 64 * 1024;
 const EVENTS_PER_WAIT: usize = 256;
 /// Connections accepted per listener event before other events get a turn.
 const ACCEPTS_PER_EVENT: usize = 64;
-/// Most file bytes one `sendfile` call is asked for.
-const SENDFILE_CHUNK: u64 = 1 << 20;
 /// Tokens at and above this are the backend's (listeners) or the worker's own (eventfds);
 /// connection tokens stay below (their generation never reaches `u32::MAX`).
 pub(crate) const RESERVED: Token = 0xffff_ffff_0000_0000;
@@ -204,33 +203,20 @@ impl Epoll {
         }
     }
 
-    /// One read from a kernel-TLS socket: application data is `Received` as on any socket;
-    /// any other record (an alert, a handshake message) is a `Record` for the TLS layer.
+    /// One read from a kernel-TLS socket (`sockops::read_record`), the scratch buffer kept
+    /// where it was not lent.
     #[cold]
     fn recv_record(
         scratch: &mut Vec<u8>,
         token: Token,
         fd: &OwnedFd,
-        mut buf: Vec<u8>,
+        buf: Vec<u8>,
     ) -> Option<Completion> {
-        match crate::sys::recv_tls_record(fd.as_fd(), &mut buf) {
-            Ok((0, _)) => {
+        match sockops::read_record(token, fd, buf) {
+            Ok(c) => Some(c),
+            Err((c, buf)) => {
                 *scratch = buf;
-                Some(Completion::Eof { token })
-            }
-            Ok((_, crate::sys::TLS_APPLICATION_DATA)) => Some(Completion::Received { token, buf }),
-            Ok((_, kind)) => {
-                buf.push(kind);
-                Some(Completion::Record { token, buf })
-            }
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EINTR)) => {
-                *scratch = buf;
-                None
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "kTLS read failed");
-                *scratch = buf;
-                Some(Completion::Failed { token })
+                c
             }
         }
     }
@@ -263,25 +249,17 @@ impl Epoll {
                     Err(_) => break false,
                 }
             },
-            Op::File { file, offset, len } => {
-                let mut off = *offset;
-                match rustix::fs::sendfile(
-                    fd,
-                    &**file,
-                    Some(&mut off),
-                    (*len).min(SENDFILE_CHUNK) as usize,
-                ) {
-                    Ok(0) => false,
-                    Ok(n) => {
-                        let op = s.op.take();
-                        Self::update(ep, s, s.receiving());
-                        drop(op);
-                        return Some(Completion::FileSent { token, n: n as u64 });
-                    }
-                    Err(Errno::AGAIN | Errno::INTR) => return None,
-                    Err(_) => false,
+            Op::File { file, offset, len } => match sockops::sendfile(fd, file, *offset, *len) {
+                Ok(0) => false,
+                Ok(n) => {
+                    let op = s.op.take();
+                    Self::update(ep, s, s.receiving());
+                    drop(op);
+                    return Some(Completion::FileSent { token, n: n as u64 });
                 }
-            }
+                Err(Errno::AGAIN) => return None,
+                Err(_) => false,
+            },
         };
         let op = s.op.take();
         Self::update(ep, s, s.receiving());
@@ -317,17 +295,7 @@ impl Backend for Epoll {
     }
 
     fn accept_now(&mut self, id: usize) -> Option<(OwnedFd, Option<SocketAddr>)> {
-        let l = self.listeners.get(id)?;
-        loop {
-            return match rustix::net::acceptfrom_with(
-                &l.sock,
-                SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
-            ) {
-                Ok((sock, addr)) => Some((sock, addr.and_then(|a| SocketAddr::try_from(a).ok()))),
-                Err(Errno::INTR | Errno::CONNABORTED) => continue,
-                Err(_) => None,
-            };
-        }
+        sockops::accept_now(&self.listeners.get(id)?.sock)
     }
 
     fn close_listeners(&mut self) {
@@ -395,31 +363,8 @@ impl Backend for Epoll {
     }
 
     fn connect(&mut self, addr: &UpAddr, token: Token) -> Submitted<()> {
-        use rustix::net::{AddressFamily, SocketType};
-        let family = match addr {
-            UpAddr::Tcp(std::net::SocketAddr::V4(_)) => AddressFamily::INET,
-            UpAddr::Tcp(std::net::SocketAddr::V6(_)) => AddressFamily::INET6,
-            UpAddr::Unix(_) => AddressFamily::UNIX,
-        };
-        let flags = SocketFlags::NONBLOCK | SocketFlags::CLOEXEC;
-        let Ok(sock) = rustix::net::socket_with(family, SocketType::STREAM, flags, None) else {
+        let Some((sock, pending)) = sockops::connect(addr) else {
             return Submitted::Failed;
-        };
-        let started = match addr {
-            UpAddr::Tcp(a) => {
-                let _ = rustix::net::sockopt::set_tcp_nodelay(&sock, true);
-                rustix::net::connect(&sock, a)
-            }
-            UpAddr::Unix(p) => match rustix::net::SocketAddrUnix::new(p.as_path()) {
-                Ok(a) => rustix::net::connect(&sock, &a),
-                Err(e) => Err(e),
-            },
-        };
-        let pending = match started {
-            Ok(()) => false,
-            Err(Errno::INPROGRESS | Errno::INTR) => true,
-            // EAGAIN on a Unix socket: its backlog is full (a refusal, as nginx counts it).
-            Err(_) => return Submitted::Failed,
         };
         if self.attach(sock, token, false).is_err() {
             return Submitted::Failed;
@@ -530,27 +475,22 @@ impl Backend for Epoll {
         let Some(fd) = s.fd.as_ref().filter(|_| s.token == token && s.op.is_none()) else {
             return Submitted::Failed;
         };
-        loop {
-            let mut off = offset;
-            let want = len.min(SENDFILE_CHUNK) as usize;
-            return match rustix::fs::sendfile(fd, &**file, Some(&mut off), want) {
-                // The file shrank: the promised Content-Length can no longer be met.
-                Ok(0) => Submitted::Failed,
-                Ok(n) => Submitted::Done(n as u64),
-                Err(Errno::INTR) => continue,
-                Err(Errno::AGAIN) => {
-                    s.op = Some(Box::new(Op::File {
-                        file: file.clone(),
-                        offset,
-                        len,
-                    }));
-                    if !Self::update(ep, s, s.receiving()) {
-                        return Submitted::Failed;
-                    }
-                    Submitted::Pending
+        match sockops::sendfile(fd, file, offset, len) {
+            // The file shrank: the promised Content-Length can no longer be met.
+            Ok(0) => Submitted::Failed,
+            Ok(n) => Submitted::Done(n as u64),
+            Err(Errno::AGAIN) => {
+                s.op = Some(Box::new(Op::File {
+                    file: file.clone(),
+                    offset,
+                    len,
+                }));
+                if !Self::update(ep, s, s.receiving()) {
+                    return Submitted::Failed;
                 }
-                Err(_) => Submitted::Failed,
-            };
+                Submitted::Pending
+            }
+            Err(_) => Submitted::Failed,
         }
     }
 

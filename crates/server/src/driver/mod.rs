@@ -30,6 +30,7 @@ pub(crate) mod quic;
 #[cfg(not(feature = "http3"))]
 #[path = "quic_off.rs"]
 pub(crate) mod quic;
+pub(crate) mod sockops;
 pub(crate) mod streams;
 #[cfg(feature = "tls")]
 pub(crate) mod ticket_keys;

@@ -15,8 +15,9 @@
 //! - **The rest**, rare, as the epoll backend does it, waiting on a one-shot poll where it
 //!   would block: sendfile, connect, and the receive side of kernel TLS (its reads need the
 //!   record type, so a readable poll is followed by a `recvmsg`).
-//! - **Closing** cancels the socket's operations before its descriptor is closed, so none
-//!   holds it open; their completions come back with their buffers and are dropped.
+//! - **Closing** cancels the socket's operations with the next submission and closes its
+//!   descriptor after it, so none holds the socket open and no number is reused before;
+//!   their completions come back with their buffers and are dropped.
 //!
 //! The ring and the ownership of buffers the kernel uses are `crate::sys::Ring`'s (the
 //! crate's one `unsafe` module); this file has none.
@@ -31,17 +32,16 @@ use std::time::Duration;
 
 use rustix::buffer::spare_capacity;
 use rustix::io::Errno;
-use rustix::net::{RecvFlags, Shutdown, SocketFlags};
+use rustix::net::{RecvFlags, Shutdown};
 
 use super::backend::{Backend, Completion, Submitted, Token, UpAddr};
+use super::sockops;
 use crate::sys::{Cqe, Ring};
 
 /// Bytes one receive may read (each armed connection holds a buffer this size).
 pub(crate) const RECV_BUF: usize = 16 * 1024;
 /// Submission queue slots (the completion queue has four times as many).
 const RING_ENTRIES: u32 = 1024;
-/// Most file bytes one `sendfile` call is asked for.
-const SENDFILE_CHUNK: u64 = 1 << 20;
 /// Receive buffers kept for reuse.
 const POOLED: usize = 256;
 
@@ -106,6 +106,9 @@ pub(crate) struct Uring {
     to_arm: Vec<u32>,
     /// Watched descriptors (not eventfds) to poll again at the next wait.
     rewatch: Vec<usize>,
+    /// Descriptors closed once the next wait has submitted the cancellation of their
+    /// operations (closed before, a number could be reused by a new socket first).
+    closing: Vec<OwnedFd>,
 }
 
 fn slot(token: Token) -> usize {
@@ -133,6 +136,7 @@ impl Uring {
             pool: Vec::new(),
             to_arm: Vec::new(),
             rewatch: Vec::new(),
+            closing: Vec::new(),
         })
     }
 
@@ -356,18 +360,7 @@ impl Uring {
         let token = s.token;
         let fd = s.fd.as_ref()?;
         if s.records {
-            return match crate::sys::recv_tls_record(fd.as_fd(), &mut buf) {
-                Ok((0, _)) => Some(Completion::Eof { token }),
-                Ok((_, crate::sys::TLS_APPLICATION_DATA)) => {
-                    Some(Completion::Received { token, buf })
-                }
-                Ok((_, kind)) => {
-                    buf.push(kind);
-                    Some(Completion::Record { token, buf })
-                }
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EINTR)) => None,
-                Err(_) => Some(Completion::Failed { token }),
-            };
+            return sockops::read_record(token, fd, buf).map_or_else(|(c, _)| c, Some);
         }
         match rustix::net::recv(fd, spare_capacity(&mut buf), RecvFlags::empty()) {
             Ok((0, _)) => Some(Completion::Eof { token }),
@@ -391,23 +384,15 @@ impl Uring {
                     Completion::Failed { token }
                 });
             }
-            Wait::File { file, offset, len } => {
-                let mut off = *offset;
-                match rustix::fs::sendfile(
-                    fd,
-                    &**file,
-                    Some(&mut off),
-                    (*len).min(SENDFILE_CHUNK) as usize,
-                ) {
-                    Ok(0) => Completion::Failed { token },
-                    Ok(n) => Completion::FileSent { token, n: n as u64 },
-                    Err(Errno::AGAIN | Errno::INTR) => {
-                        ring.poll(fd.as_fd(), libc::POLLOUT as u32, false, token, POLL_OUT);
-                        return None;
-                    }
-                    Err(_) => Completion::Failed { token },
+            Wait::File { file, offset, len } => match sockops::sendfile(fd, file, *offset, *len) {
+                Ok(0) => Completion::Failed { token },
+                Ok(n) => Completion::FileSent { token, n: n as u64 },
+                Err(Errno::AGAIN) => {
+                    ring.poll(fd.as_fd(), libc::POLLOUT as u32, false, token, POLL_OUT);
+                    return None;
                 }
-            }
+                Err(_) => Completion::Failed { token },
+            },
         };
         s.wait = None;
         Some(done)
@@ -426,25 +411,20 @@ impl Backend for Uring {
     }
 
     fn accept_now(&mut self, id: usize) -> Option<(OwnedFd, Option<SocketAddr>)> {
-        let l = self.listeners.get(id)?;
-        loop {
-            return match rustix::net::acceptfrom_with(
-                &l.sock,
-                SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
-            ) {
-                Ok((sock, addr)) => Some((sock, addr.and_then(|a| SocketAddr::try_from(a).ok()))),
-                Err(Errno::INTR | Errno::CONNABORTED) => continue,
-                Err(_) => None,
-            };
-        }
+        sockops::accept_now(&self.listeners.get(id)?.sock)
     }
 
     fn close_listeners(&mut self) {
-        for l in std::mem::take(&mut self.listeners) {
+        let listeners = std::mem::take(&mut self.listeners);
+        for l in &listeners {
             if l.armed {
                 self.ring.cancel_fd(l.sock.as_fd(), 0, CANCEL);
             }
         }
+        // Now, not with the next wait: the worker may not wait again (its last turn), and an
+        // accept left armed would hold the listener open, taking connections, after it.
+        self.ring.submit();
+        drop(listeners);
     }
 
     fn resume_accepting(&mut self) {
@@ -482,30 +462,8 @@ impl Backend for Uring {
     }
 
     fn connect(&mut self, addr: &UpAddr, token: Token) -> Submitted<()> {
-        use rustix::net::{AddressFamily, SocketType};
-        let family = match addr {
-            UpAddr::Tcp(std::net::SocketAddr::V4(_)) => AddressFamily::INET,
-            UpAddr::Tcp(std::net::SocketAddr::V6(_)) => AddressFamily::INET6,
-            UpAddr::Unix(_) => AddressFamily::UNIX,
-        };
-        let flags = SocketFlags::NONBLOCK | SocketFlags::CLOEXEC;
-        let Ok(sock) = rustix::net::socket_with(family, SocketType::STREAM, flags, None) else {
+        let Some((sock, pending)) = sockops::connect(addr) else {
             return Submitted::Failed;
-        };
-        let started = match addr {
-            UpAddr::Tcp(a) => {
-                let _ = rustix::net::sockopt::set_tcp_nodelay(&sock, true);
-                rustix::net::connect(&sock, a)
-            }
-            UpAddr::Unix(p) => match rustix::net::SocketAddrUnix::new(p.as_path()) {
-                Ok(a) => rustix::net::connect(&sock, &a),
-                Err(e) => Err(e),
-            },
-        };
-        let pending = match started {
-            Ok(()) => false,
-            Err(Errno::INPROGRESS | Errno::INTR) => true,
-            Err(_) => return Submitted::Failed,
         };
         if self.attach(sock, token, false).is_err() {
             return Submitted::Failed;
@@ -531,6 +489,7 @@ impl Backend for Uring {
             && busy
         {
             self.ring.cancel_fd(fd.as_fd(), 0, CANCEL);
+            self.closing.push(fd);
         }
     }
 
@@ -619,25 +578,20 @@ impl Backend for Uring {
         let Some(fd) = s.fd.as_ref() else {
             return Submitted::Failed;
         };
-        loop {
-            let mut off = offset;
-            let want = len.min(SENDFILE_CHUNK) as usize;
-            return match rustix::fs::sendfile(fd, &**file, Some(&mut off), want) {
-                Ok(0) => Submitted::Failed,
-                Ok(n) => Submitted::Done(n as u64),
-                Err(Errno::INTR) => continue,
-                Err(Errno::AGAIN) => {
-                    self.ring
-                        .poll(fd.as_fd(), libc::POLLOUT as u32, false, token, POLL_OUT);
-                    s.wait = Some(Box::new(Wait::File {
-                        file: file.clone(),
-                        offset,
-                        len,
-                    }));
-                    Submitted::Pending
-                }
-                Err(_) => Submitted::Failed,
-            };
+        match sockops::sendfile(fd, file, offset, len) {
+            Ok(0) => Submitted::Failed,
+            Ok(n) => Submitted::Done(n as u64),
+            Err(Errno::AGAIN) => {
+                self.ring
+                    .poll(fd.as_fd(), libc::POLLOUT as u32, false, token, POLL_OUT);
+                s.wait = Some(Box::new(Wait::File {
+                    file: file.clone(),
+                    offset,
+                    len,
+                }));
+                Submitted::Pending
+            }
+            Err(_) => Submitted::Failed,
         }
     }
 
@@ -670,7 +624,12 @@ impl Backend for Uring {
         } else {
             Some(Duration::ZERO)
         };
-        self.ring.submit_and_wait(timeout)?;
+        let waited = self.ring.submit_and_wait(timeout);
+        if !self.ring.unsubmitted() {
+            // The cancellations are the kernel's now.
+            self.closing.clear();
+        }
+        waited?;
         self.ring.reap(&mut self.cqes);
         Ok(())
     }

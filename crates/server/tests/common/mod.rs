@@ -74,3 +74,15 @@ pub fn chromium_with(url: &str, profile: &std::path::Path, extra: &[&str]) -> Op
         .ok()?;
     Some(Kill(child))
 }
+
+/// Debian's curl, where it is installed; `None` after a NOT RUN line where it is not.
+pub fn curl() -> Option<&'static str> {
+    let ok = Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        println!("NOT RUN: no curl");
+    }
+    ok.then_some("curl")
+}
