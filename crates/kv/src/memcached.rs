@@ -22,6 +22,17 @@ pub(crate) struct Memcached {
     idle: Mutex<Vec<Client>>,
 }
 
+/// memcached's expiry for a value kept `ttl`: whole seconds, rounded up, plus one. Its clock
+/// moves in whole seconds, and an item stored to expire N seconds on is gone once the clock
+/// has ticked N times, which can be a moment after the store: all it surely keeps is N - 1
+/// seconds. With N = 1, a 200 ms item (HttpArena's crud TTL) could vanish before a second
+/// edge read it (`crud_items_with_a_redis_or_memcached_tier` failed so once under load). The
+/// frame's own expiry still ends the value on time.
+pub(crate) fn exptime(ttl: Duration) -> i64 {
+    let secs = ttl.as_millis().div_ceil(1000) + 1;
+    secs.clamp(2, u128::from(MAX_TTL_SECS)) as i64
+}
+
 /// Whether memcached takes `key`.
 pub fn valid_key(key: &str) -> bool {
     (1..=MAX_KEY).contains(&key.len()) && key.bytes().all(|b| b > b' ' && b != 0x7f)
@@ -63,12 +74,7 @@ impl Memcached {
 
     pub async fn set(&self, key: &str, value: &[u8], ttl: Duration) -> Result<(), Error> {
         let mut c = self.take().await?;
-        // Whole seconds, rounded up: the frame's expiry is the exact one.
-        let secs = ttl
-            .as_millis()
-            .div_ceil(1000)
-            .clamp(1, MAX_TTL_SECS as u128) as i64;
-        c.set(key, value, Some(secs), None).await?;
+        c.set(key, value, Some(exptime(ttl)), None).await?;
         self.give_back(c);
         Ok(())
     }
@@ -142,5 +148,25 @@ mod tests {
         for bad in ["", "a b", "a\r\nget x", "a\u{7f}", &"k".repeat(MAX_KEY + 1)] {
             assert!(!valid_key(bad), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn the_expiry_outlasts_the_ttl_on_memcacheds_whole_second_clock() {
+        // (TTL in ms, seconds sent): one more than the TTL rounded up, so that at least the
+        // TTL is left however soon memcached's clock ticks after the store.
+        for (ms, secs) in [
+            (1, 2),
+            (200, 2),
+            (999, 2),
+            (1000, 2),
+            (1001, 3),
+            (60_000, 61),
+        ] {
+            assert_eq!(exptime(Duration::from_millis(ms)), secs, "{ms} ms");
+        }
+        // Above 30 days memcached reads a Unix time: capped there.
+        let month = Duration::from_secs(MAX_TTL_SECS);
+        assert_eq!(exptime(month), MAX_TTL_SECS as i64);
+        assert_eq!(exptime(month * 2), MAX_TTL_SECS as i64);
     }
 }
