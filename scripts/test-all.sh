@@ -200,13 +200,9 @@ must "cargo test" cargo test --workspace --locked
 # (`serve --io uring`; tests/uring.rs has its own checks, NOT RUN where the kernel refuses a
 # ring). Named one by one under --workspace, so that the features are the test build's and
 # nothing is compiled again (a name another crate also has runs there too).
-# Known defect, left out until fixed (docs/benchmarks.md, "Third step"): on io_uring,
-# around_kinds' early answer to a 4 MiB streaming upload differs from the sync layer's in about
-# 1 run in 10 (epoll: 10 of 10 the same). It runs on epoll in the `cargo test` stage above.
 uring_tests() {
     local t args=()
     for t in crates/server/tests/*.rs; do
-        [ "$(basename "$t" .rs)" = around_kinds ] && continue
         args+=(--test "$(basename "$t" .rs)")
     done
     LINERATE_TEST_IO=uring cargo test --workspace --locked "${args[@]}"

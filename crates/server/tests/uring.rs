@@ -2,8 +2,8 @@
 //! completions: a ring is really in use (not epoll after a refusal), Debian's curl reuses a
 //! connection and uploads a body many receives long, an answer too big for the socket
 //! buffer goes out in several sends, a pipelined burst is answered in order, and
-//! `Connection: close` ends with every byte sent. The whole integration suite also runs on
-//! it with `LINERATE_TEST_IO=uring` (scripts/test-all.sh).
+//! `Connection: close` or a client's half-close ends with every byte sent. The whole
+//! integration suite also runs on it with `LINERATE_TEST_IO=uring` (scripts/test-all.sh).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -151,4 +151,37 @@ fn a_pipelined_burst_is_answered_in_order_and_close_sends_everything() {
         .chain(["hello".to_string()])
         .collect();
     assert_eq!(bodies, want);
+}
+
+/// A client that sends its requests and then shuts its side (EOF while answers are still
+/// going out in short sends) gets every answer before the close: what is owed is not
+/// cancelled with the connection.
+#[test]
+fn a_half_closed_client_gets_every_answer_before_the_close() {
+    let Some(server) = start() else { return };
+    let mut s = TcpStream::connect(server.addr()).unwrap();
+    s.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    s.write_all(b"GET /big HTTP/1.1\r\nHost: t\r\n\r\nGET /hello HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    // Read slowly at first, so that the EOF is seen while the big answer is still going out.
+    std::thread::sleep(Duration::from_millis(200));
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).expect("read to the close");
+    let text = String::from_utf8_lossy(&got);
+    assert_eq!(
+        text.matches("HTTP/1.1 200 OK\r\n").count(),
+        2,
+        "two answers"
+    );
+    let head_end = text.find("\r\n\r\n").expect("a head") + 4;
+    let body = &got[head_end..(head_end + BIG).min(got.len())];
+    assert!(
+        body.len() == BIG && body.iter().all(|&b| b == b'x'),
+        "the big answer is cut"
+    );
+    assert!(
+        text.ends_with("\r\n\r\nhello"),
+        "the second answer is missing"
+    );
 }
