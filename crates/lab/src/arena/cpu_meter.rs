@@ -12,13 +12,28 @@
 //! The cgroup is made under the arena's own cgroup, the server's processes are moved into it
 //! once started (what they fork later is born there), and it is removed when the meter is
 //! dropped, once they have exited.
+//!
+//! A server may still be forking when it is moved: nginx's master accepts connections (the
+//! arena's sign that it is up) before its workers exist. A worker forked after the list of
+//! the group's processes was read, but before its master was moved, stays outside, and its
+//! CPU would be missed (nginx read 0.0 µs a request in one `.ci/run` here). So the list is read
+//! again after each move, until one reading finds nothing new: by then every process the
+//! group has is inside, and what they fork is born there.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 /// How often, and how long apart, removing the cgroup is tried while its processes exit.
 const REMOVE_TRIES: u32 = 50;
 const REMOVE_PAUSE: Duration = Duration::from_millis(20);
+/// Most readings of a server's processes while moving them (each after the last one's moves).
+const MOVE_PASSES: u32 = 20;
+
+/// Numbers the meters this process makes, so that two at once (tests run side by side) never
+/// share a cgroup's name.
+static SERIAL: AtomicU32 = AtomicU32::new(0);
 
 /// Where a server's CPU time is read.
 #[derive(Debug)]
@@ -28,19 +43,38 @@ pub struct Meter {
 }
 
 impl Meter {
-    /// A cgroup of its own, named after `tag`, holding `pids` (each with its threads); None
-    /// where none can be made (no writable cgroup file system) or a process cannot be moved.
-    pub fn attach(tag: &str, pids: &[u32]) -> Option<Meter> {
+    /// A cgroup of its own, named after `tag`, holding the processes `pids` lists (each with
+    /// its threads), read again after each move until nothing new comes; None where none can
+    /// be made (no writable cgroup file system), a process cannot be moved, or the server
+    /// never stops forking new processes within [`MOVE_PASSES`].
+    pub fn attach(tag: &str, pids: impl Fn() -> Vec<u32>) -> Option<Meter> {
         let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
         let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
         let (root, v2) = pick(&mountinfo, &own)?;
-        let dir = root.join(format!("linerate-arena-{}-{tag}", std::process::id()));
+        let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
+        let dir = root.join(format!(
+            "linerate-arena-{}-{serial}-{tag}",
+            std::process::id()
+        ));
         std::fs::create_dir(&dir).ok()?;
         let meter = Meter { dir, v2 };
-        for pid in pids {
-            std::fs::write(meter.dir.join("cgroup.procs"), pid.to_string()).ok()?;
+        let mut moved = BTreeSet::new();
+        for _ in 0..MOVE_PASSES {
+            let new: Vec<u32> = pids().into_iter().filter(|p| !moved.contains(p)).collect();
+            if new.is_empty() {
+                return meter.usage_ns().map(|_| meter);
+            }
+            for pid in new {
+                match std::fs::write(meter.dir.join("cgroup.procs"), pid.to_string()) {
+                    Ok(()) => {}
+                    // Gone since it was listed (a process that exits on its own at start).
+                    Err(e) if e.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error()) => {}
+                    Err(_) => return None,
+                }
+                moved.insert(pid);
+            }
         }
-        meter.usage_ns().map(|_| meter)
+        None
     }
 
     /// The CPU time of everything in the cgroup so far, nanoseconds.
@@ -161,5 +195,66 @@ mod tests {
         let stat = "usage_usec 12345\nuser_usec 10000\nsystem_usec 2345\n";
         assert_eq!(usage_usec(stat), Some(12345));
         assert_eq!(usage_usec("user_usec 1\n"), None);
+    }
+
+    /// Whether a cgroup can be made here (where the meters make theirs).
+    fn writable() -> bool {
+        let read = |p| std::fs::read_to_string(p).unwrap_or_default();
+        let Some((root, _)) = pick(&read("/proc/self/mountinfo"), &read("/proc/self/cgroup"))
+        else {
+            return false;
+        };
+        let probe = root.join(format!("linerate-arena-probe-{}", std::process::id()));
+        std::fs::create_dir(&probe).is_ok() && std::fs::remove_dir(&probe).is_ok()
+    }
+
+    /// A process that appears between one reading of the list and the move (as a worker
+    /// forked while its master is moved) is moved by the next reading; two meters at once
+    /// get cgroups of their own.
+    #[test]
+    fn a_process_listed_late_is_moved_too() {
+        let spawn = || {
+            std::process::Command::new("sleep")
+                .arg("30")
+                .spawn()
+                .expect("sleep")
+        };
+        let mut first = spawn();
+        let late = std::cell::RefCell::new(None::<std::process::Child>);
+        let first_pid = first.id();
+        let list = || {
+            let mut late = late.borrow_mut();
+            let mut pids = vec![first_pid];
+            match late.as_ref() {
+                // The first reading: the second process starts just after it.
+                None => *late = Some(spawn()),
+                Some(c) => pids.push(c.id()),
+            }
+            pids
+        };
+        let meter = Meter::attach("late-test", list);
+        let other = Meter::attach("late-test", || vec![first_pid]);
+        let mut late = late.into_inner().expect("started on the first reading");
+        let in_meter = |m: &Meter, pid: u32| {
+            std::fs::read_to_string(m.dir.join("cgroup.procs"))
+                .unwrap_or_default()
+                .lines()
+                .any(|l| l == pid.to_string())
+        };
+        let (moved_late, distinct) = match (&meter, &other) {
+            (Some(m), Some(o)) => (in_meter(m, late.id()), m.dir != o.dir),
+            _ if !writable() => {
+                println!("NOT RUN: no writable cgroup file system here");
+                (true, true)
+            }
+            (m, _) => (m.as_ref().is_some_and(|m| in_meter(m, late.id())), true),
+        };
+        for c in [&mut first, &mut late] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        drop((meter, other));
+        assert!(moved_late, "the process listed late was left outside");
+        assert!(distinct, "two meters shared a cgroup");
     }
 }

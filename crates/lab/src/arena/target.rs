@@ -207,7 +207,8 @@ impl Target {
         let child = crate::compare::server::on_cpus(cpus, || Ok(cmd.spawn()?))
             .map_err(|e| format!("{}: {e:#}", s.bin.display()))?;
         t.pid = Some(child.id());
-        t.meter = Meter::attach("linerate", &[child.id()]);
+        let pid = child.id();
+        t.meter = Meter::attach("linerate", || vec![pid]);
         t.child = Some(child);
         t.wait_ready()?;
         if let Some(url) = &s.database_url {
@@ -246,7 +247,8 @@ impl Target {
     /// A peer started on `fixtures` (from [`Target::fixtures`]): HTTP/1.1 on its port, TLS
     /// (and QUIC on its UDP twin when `quic`) on its TLS port.
     pub fn peer(name: &str, running: Running, fixtures: PathBuf, quic: bool) -> Target {
-        let meter = Meter::attach(name, &procfs::group_pids(running.pgrp()));
+        let pgrp = running.pgrp();
+        let meter = Meter::attach(name, || procfs::group_pids(pgrp));
         Target {
             name: name.to_string(),
             h1: running.addr_for(false),
