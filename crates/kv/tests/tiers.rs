@@ -393,9 +393,12 @@ fn a_full_server_evicts_and_never_refuses_a_set() {
         block_on(async {
             let tier = Tier::start(server.config()).unwrap();
             for i in 0..n {
+                // The counters say why, should one fail: an error (the server refused), a
+                // timeout (a loaded machine), or skipped (after one of those).
                 assert!(
                     tier.set(&format!("k{i}"), &value, LONG).await,
-                    "{engine:?} set {i} refused"
+                    "{engine:?} set {i} refused: {:?}",
+                    tier.counters()
                 );
             }
             let c = tier.counters();

@@ -176,10 +176,15 @@ fn a_fleet_rule_lets_a_burst_through_once_across_three_nodes_where_node_rules_le
     // what a node lets through while its key's first lease is on its way is charged in Redis
     // only when the ask arrives, and may find the fleet's burst spent by then (seen: 6 alone,
     // up to 10 beside this file's other tests on a busy machine).
+    // Fewer, by at most one lease less the token its ask was for on each node: a lease can
+    // only under-admit (ratelimit_lease.rs). A node whose local share let a request through
+    // and asked, and refused the rest of its requests before the answer came, holds the
+    // granted token unused (seen: 5, once in 15 runs with both CPUs busy).
     // Each node alone lets 6 through (below): 18.
     const LOCAL_AT_ONCE: u64 = 2;
+    const LEASE: u64 = 2;
     assert!(
-        (AT_ONCE..=AT_ONCE + refilled(took) + 3 * LOCAL_AT_ONCE).contains(&ok),
+        (AT_ONCE - 3 * (LEASE - 1)..=AT_ONCE + refilled(took) + 3 * LOCAL_AT_ONCE).contains(&ok),
         "{ok} × 200 in {took:?}"
     );
     // Each node counts its 429s under the rule's label (the default site `_` and its prefix),
