@@ -298,4 +298,34 @@ mod tests {
         let (_, again) = leases.check(ip(), 3, &local);
         assert_eq!(again.map(|a| a.debt), Some(3));
     }
+
+    /// The under-admission a lease allows (the fleet test's lower bound): a node's local share
+    /// lets a request through and asks; its other requests, refused by the local share while
+    /// the ask is out, are gone when the grant comes, which stays unused. 3 passed, 4 counted.
+    #[test]
+    fn a_grant_that_comes_after_the_last_request_is_left_unused() {
+        let leases = Leases::new(2);
+        let local = local();
+        let (v, ask) = leases.check(ip(), 10, &local);
+        assert_eq!(
+            (v, ask.map(|a| (a.want, a.debt))),
+            (Verdict::Pass, Some((1, 1)))
+        );
+        leases.answered(&ip(), 1, 0, 20);
+        assert_eq!(leases.check(ip(), 30, &local), (Verdict::Pass, None));
+        // The lease is spent: the local share's second token, and the next ask.
+        let (v, ask) = leases.check(ip(), 40, &local);
+        assert_eq!(
+            (v, ask.map(|a| (a.want, a.debt))),
+            (Verdict::Pass, Some((1, 1)))
+        );
+        // The local share is spent too, and the ask still out: refused.
+        assert!(matches!(
+            leases.check(ip(), 50, &local),
+            (Verdict::Refuse { .. }, None)
+        ));
+        // Its grant: a token no request of this burst is left to take.
+        leases.answered(&ip(), 1, 0, 60);
+        assert_eq!(leases.check(ip(), 70, &local), (Verdict::Pass, None));
+    }
 }
