@@ -131,6 +131,7 @@ fn the_demo_passes_every_profile_it_enters() {
         database_url: None,
         cache_tier: None,
         workers: 1,
+        io: None,
     };
     let (seed, rows) = validate(&args(Server::Demo(spawn), &[])).unwrap();
     let mut passed = 0;
@@ -158,6 +159,7 @@ fn the_load_runs_and_scores_a_short_smoke() {
         database_url: None,
         cache_tier: None,
         workers: 1,
+        io: None,
     };
     let sizing = linerate_lab::arena::load::Sizing {
         cpus: 2,
@@ -325,6 +327,7 @@ fn nginx_enters_static_beside_linerate() {
         database_url: None,
         cache_tier: None,
         workers: 1,
+        io: None,
     };
     let sizing = linerate_lab::arena::load::Sizing {
         cpus: 2,
@@ -520,6 +523,7 @@ fn production_stack_loads_its_edge_with_the_token() {
         database_url: Some(b.database_url.clone()),
         cache_tier: Some(format!("redis://127.0.0.1:{}", b.redis_port)),
         workers: 1,
+        io: None,
     };
     let mut rng = Rng::new(11);
     let t = Target::spawn_demo(&spawn, &[0], &mut rng).unwrap();
@@ -572,6 +576,7 @@ fn actix_db_enters_async_db_beside_linerate() {
         database_url: Some(b.database_url.clone()),
         cache_tier: None,
         workers: 1,
+        io: None,
     };
     let sizing = linerate_lab::arena::load::Sizing {
         cpus: 2,
@@ -615,6 +620,53 @@ fn actix_db_enters_async_db_beside_linerate() {
     );
 }
 
+/// `lab arena --io uring` runs the demo on io_uring (`serve --io uring`, its ring really open),
+/// where it passes every profile it passes on epoll, and the report names the backend.
+#[test]
+fn the_demo_on_io_uring_passes_what_it_passes_on_epoll() {
+    use linerate_lab::arena::{rng::Rng, target::Target};
+    let spawn = |io: Option<&str>| Spawn {
+        bin: PathBuf::from(env!("CARGO_BIN_EXE_linerate")),
+        database_url: None,
+        cache_tier: None,
+        workers: 1,
+        io: io.map(str::to_string),
+    };
+    // A worker whose kernel refuses a ring runs on epoll: NOT RUN there.
+    let t = Target::spawn_demo(&spawn(Some("uring")), &[0], &mut Rng::new(9)).unwrap();
+    let fds = format!("/proc/{}/fd", t.pid.unwrap());
+    let rings = std::fs::read_dir(fds)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().contains("io_uring"))
+        })
+        .count();
+    drop(t);
+    // Where the kernel says io_uring is enabled, the demo must have opened a ring.
+    let enabled = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
+        .is_ok_and(|s| s.trim() == "0");
+    assert!(rings > 0 || !enabled, "--io uring did not reach the demo");
+    if rings == 0 {
+        eprintln!("NOT RUN: the demo found no io_uring ring (this kernel refuses one)");
+        return;
+    }
+    let run =
+        |io| linerate_lab::arena::run(&args(Server::Demo(spawn(io)), &[]), None, |_| {}).unwrap();
+    let (epoll, uring) = (run(None), run(Some("uring")));
+    let results = |r: &linerate_lab::arena::Run| -> Vec<(&str, &str)> {
+        r.validation.iter().map(|v| (v.profile, v.result)).collect()
+    };
+    assert_eq!(results(&uring), results(&epoll));
+    let passed = results(&uring).iter().filter(|r| r.1 == "passed").count();
+    assert!(passed >= 20, "{passed} profiles passed on io_uring");
+    let machine = linerate_lab::compare::machine::describe(&[]);
+    let md = linerate_lab::arena::report::markdown(&uring, &machine);
+    assert!(md.contains(" on io_uring (`serve --io uring`)"), "{md}");
+    let md = linerate_lab::arena::report::markdown(&epoll, &machine);
+    assert!(!md.contains("io_uring"), "{md}");
+}
+
 /// fortunes: the demo's /fortunes over scripts/pg.sh's ARENA_DATABASE_URL (HttpArena's 200
 /// rows) passes HttpArena's checks; over DATABASE_URL (TechEmpower's 12) it fails them, on the
 /// row count and the size band, so the checks can fail.
@@ -629,6 +681,7 @@ fn fortunes_passes_over_httparenas_table_and_fails_over_techempowers() {
             database_url: Some(url.to_string()),
             cache_tier: None,
             workers: 1,
+            io: None,
         };
         let mut rng = Rng::new(5);
         let t = Target::spawn_demo(&spawn, &[0], &mut rng).unwrap();
@@ -696,6 +749,7 @@ fn the_engines_written_here_pass_the_profiles_their_entries_enter() {
         database_url: None,
         cache_tier: None,
         workers: 1,
+        io: None,
     };
     let sizing = linerate_lab::arena::load::Sizing {
         cpus: 2,

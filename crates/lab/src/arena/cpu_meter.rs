@@ -46,7 +46,7 @@ impl Meter {
     /// A cgroup of its own, named after `tag`, holding the processes `pids` lists (each with
     /// its threads), read again after each move until nothing new comes; None where none can
     /// be made (no writable cgroup file system), a process cannot be moved, or the server
-    /// never stops forking new processes within [`MOVE_PASSES`].
+    /// never stops forking new processes within `MOVE_PASSES` readings.
     pub fn attach(tag: &str, pids: impl Fn() -> Vec<u32>) -> Option<Meter> {
         let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
         let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;

@@ -92,6 +92,9 @@ pub fn validate(args: &ArenaArgs) -> Result<(u64, Vec<Validation>), String> {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Run {
     pub seed: u64,
+    /// The demo's I/O backend when one was asked for (`serve --io`); None: serve's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub io: Option<String>,
     pub validation: Vec<Validation>,
     /// The loaded profiles (those that passed validation), scored.
     pub load: Vec<Scored>,
@@ -219,6 +222,10 @@ pub fn run(
     measured.sort_by_key(|m| order(m.0.name));
     Ok(Run {
         seed,
+        io: match &args.server {
+            Server::Demo(s) => s.io.clone(),
+            Server::Given(..) => None,
+        },
         validation,
         load: scored(measured),
     })

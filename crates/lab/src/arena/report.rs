@@ -326,11 +326,16 @@ pub fn docs_markers() -> (&'static str, &'static str) {
 pub fn markdown(run: &Run, machine: &Machine) -> String {
     let mut o = String::from("# HttpArena's profiles on this machine (`linerate lab arena`)\n\n");
     o += &format!(
-        "{} ({} CPUs online), {}, linerate {}, {}; random inputs from seed {}.\n\n",
+        "{} ({} CPUs online), {}, linerate {}{}, {}; random inputs from seed {}.\n\n",
         machine.cpu_model,
         machine.cpus_online,
         machine.kernel,
         machine.linerate,
+        match run.io.as_deref() {
+            Some("uring") => " on io_uring (`serve --io uring`)",
+            Some("epoll") => " on epoll (`serve --io epoll`)",
+            _ => "",
+        },
         machine.date_utc,
         run.seed
     );

@@ -90,6 +90,8 @@ pub struct Spawn {
     pub cache_tier: Option<String>,
     /// Worker threads (`serve --workers`).
     pub workers: usize,
+    /// The workers' I/O backend (`serve --io`: `epoll` or `uring`); None: serve's default.
+    pub io: Option<String>,
 }
 
 /// The server under test.
@@ -199,6 +201,9 @@ impl Target {
         }
         if let Some(url) = &s.cache_tier {
             cmd.args(["--cache-tier", url]);
+        }
+        if let Some(io) = &s.io {
+            cmd.args(["--io", io]);
         }
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())

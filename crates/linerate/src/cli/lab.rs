@@ -472,6 +472,9 @@ pub(crate) struct ArenaFlags {
     /// CPUs.
     #[arg(long, default_value_t = 1)]
     workers: usize,
+    /// The demo's I/O backend (`serve --io`) [default: serve's, epoll].
+    #[arg(long, value_name = "BACKEND", value_parser = ["epoll", "uring"])]
+    io: Option<String>,
     /// Seed of the random inputs (printed by every run, to repeat one).
     #[arg(long)]
     seed: Option<u64>,
@@ -538,6 +541,7 @@ impl ArenaFlags {
                 database_url: self.database_url,
                 cache_tier: self.cache_tier,
                 workers: self.workers,
+                io: self.io,
             })
         } else {
             let host = self
