@@ -39,8 +39,8 @@
 # NOT RUN or FAILED) at the end, also when a stage fails. Autobahn, which keeps both CPUs busy
 # for minutes while the later stages mostly wait, runs beside them at low priority and is
 # waited for last (its row: its wall time from its start). The stages run the binary of the `ci`
-# profile (Cargo.toml: opt-level 1, no LTO, which builds faster on a fresh machine; no figure
-# depends on it), built in target/ci-build at low priority while the tests run, and
+# profile (Cargo.toml: release's optimisation without fat LTO, which only links slower; no
+# figure depends on it), built in target/ci-build at low priority while the tests run, and
 # named to every script by LINERATE_BIN. Figures come from `cargo build --release` alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
