@@ -473,8 +473,8 @@ pub(crate) struct ArenaFlags {
     #[arg(long, default_value_t = 1)]
     workers: usize,
     /// The demo's I/O backend (`serve --io`) [default: serve's, epoll].
-    #[arg(long, value_name = "BACKEND", value_parser = ["epoll", "uring"])]
-    io: Option<String>,
+    #[arg(long, value_name = "BACKEND", value_enum)]
+    io: Option<super::serve::IoBackend>,
     /// Seed of the random inputs (printed by every run, to repeat one).
     #[arg(long)]
     seed: Option<u64>,
@@ -541,7 +541,13 @@ impl ArenaFlags {
                 database_url: self.database_url,
                 cache_tier: self.cache_tier,
                 workers: self.workers,
-                io: self.io,
+                // serve's own name for it.
+                io: self.io.map(|b| {
+                    clap::ValueEnum::to_possible_value(&b)
+                        .expect("no backend is hidden")
+                        .get_name()
+                        .to_string()
+                }),
             })
         } else {
             let host = self

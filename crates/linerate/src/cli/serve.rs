@@ -315,7 +315,7 @@ pub(crate) enum DbDriver {
 }
 
 /// `--io`: the workers' I/O backend.
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum IoBackend {
     Epoll,
     Uring,
