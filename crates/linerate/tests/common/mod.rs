@@ -205,9 +205,17 @@ impl Client {
         self.stream.write_all(bytes).expect("write");
     }
 
+    /// One read, again where a signal interrupted it (as `read_exact` does): with a read
+    /// timeout set, Linux returns EINTR rather than restart the call (signal(7)). One such
+    /// read failed in a local `.ci/run` (2026-11-29); which signal it was was not found.
     fn fill(&mut self) -> std::io::Result<usize> {
         let mut chunk = [0u8; 65536];
-        let n = self.stream.read(&mut chunk)?;
+        let n = loop {
+            match self.stream.read(&mut chunk) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                r => break r?,
+            }
+        };
         self.buf.extend_from_slice(&chunk[..n]);
         Ok(n)
     }
