@@ -30,6 +30,17 @@ pub const MAX_INT: usize = 1 << 24;
 #[derive(Debug, PartialEq, Eq)]
 pub struct CompressionError;
 
+/// The decoded size of a header list (RFC 9113 §6.5.2: each field's name and value and 32),
+/// as [`Decoder::decode_within`] counted it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListSize {
+    /// Every field was handed out; the list's size.
+    Within(usize),
+    /// The list went past the limit: the fields after the one that crossed it were not
+    /// handed out (the block was still decoded to its end, so the table is in step).
+    Over,
+}
+
 /// The static table (RFC 7541 Appendix A), index 1 first.
 const STATIC: [(&[u8], &[u8]); 61] = [
     (b":authority", b""),
@@ -132,10 +143,31 @@ impl Decoder {
     pub fn decode(
         &mut self,
         block: &[u8],
-        mut field: impl FnMut(&[u8], &[u8]),
+        field: impl FnMut(&[u8], &[u8]),
     ) -> Result<(), CompressionError> {
+        self.decode_within(block, usize::MAX, field).map(|_| ())
+    }
+
+    /// Decodes a whole header block, calling `field` with each name and value in order while
+    /// the list's decoded size stays within `limit` (SETTINGS_MAX_HEADER_LIST_SIZE). Past it
+    /// no more fields are handed out, but the block is decoded to its end, its insertions
+    /// made, so the table stays in step with the peer's: a block that names one large table
+    /// entry thousands of times (an HPACK bomb) costs its own bytes' decoding, never the
+    /// expanded list.
+    pub fn decode_within(
+        &mut self,
+        block: &[u8],
+        limit: usize,
+        mut field: impl FnMut(&[u8], &[u8]),
+    ) -> Result<ListSize, CompressionError> {
         let mut pos = 0;
         let mut fields = false;
+        let mut size = 0usize;
+        // Each field's size is counted before it is handed out.
+        let mut within = |name: &[u8], value: &[u8]| {
+            size = size.saturating_add(name.len() + value.len() + 32);
+            size <= limit
+        };
         while pos < block.len() {
             let b = block[pos];
             if b & 0x80 != 0 {
@@ -143,7 +175,9 @@ impl Decoder {
                 let (index, n) = read_int(&block[pos..], 7)?;
                 pos += n;
                 let (name, value) = self.entry(index)?;
-                field(name, value);
+                if within(name, value) {
+                    field(name, value);
+                }
             } else if b & 0xe0 == 0x20 {
                 // §6.3 dynamic table size update: only before the first field (§4.2)
                 let (size, n) = read_int(&block[pos..], 5)?;
@@ -176,7 +210,9 @@ impl Decoder {
                     Some(Str::Decoded) => &self.name[..],
                     None => self.entry_name(index)?,
                 };
-                field(name_bytes, value_bytes);
+                if within(name_bytes, value_bytes) {
+                    field(name_bytes, value_bytes);
+                }
                 if b & 0x40 != 0 {
                     let entry = (Box::from(name_bytes), Box::from(value_bytes));
                     self.insert(entry);
@@ -188,7 +224,11 @@ impl Decoder {
             // §4.2: a block may not end with a size update (and hold nothing else).
             return Err(CompressionError);
         }
-        Ok(())
+        Ok(if size <= limit {
+            ListSize::Within(size)
+        } else {
+            ListSize::Over
+        })
     }
 
     /// The dynamic table's size (RFC 7541 §4.1): never above [`HEADER_TABLE_SIZE`].
@@ -590,5 +630,32 @@ mod tests {
             let got = decode(&mut Decoder::new(), &out);
             assert_eq!(got.is_ok(), expect_name.is_some(), "{v}");
         }
+    }
+
+    /// An HPACK bomb: one block inserts a 4,000-byte value, then names it 16,000 times
+    /// (about 64 MB decoded from 20 KB). Past the limit no field is handed out, the block is
+    /// still read to its end, and the table stays in step for the next block.
+    #[test]
+    fn a_bomb_stops_at_the_limit_and_keeps_the_table_in_step() {
+        let mut block = vec![0x40];
+        string(&mut block, b"x-bomb");
+        string(&mut block, &[b'a'; 4000]);
+        block.extend(std::iter::repeat_n(0xbe, 16_000)); // index 62, the new entry
+        let mut d = Decoder::new();
+        let (mut handed, mut bytes) = (0, 0);
+        let got = d.decode_within(&block, 16_384, |n, v| {
+            handed += 1;
+            bytes += n.len() + v.len();
+        });
+        assert_eq!(got, Ok(ListSize::Over));
+        // The literal and three references fit in 16 KiB (4,038 each); nothing after.
+        assert_eq!(handed, 4);
+        assert_eq!(bytes, 4 * 4006);
+        assert_eq!(d.table_size(), 4038);
+        let next = decode(&mut d, &[0xbe]).unwrap();
+        assert_eq!(text(&next), [format!("x-bomb: {}", "a".repeat(4000))]);
+        // Within the limit, the size is the list's (§6.5.2: 32 per field).
+        let within = d.decode_within(&[0x82, 0xbe], 16_384, |_, _| {});
+        assert_eq!(within, Ok(ListSize::Within(7 + 3 + 32 + 4038)));
     }
 }

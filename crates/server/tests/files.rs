@@ -128,12 +128,15 @@ fn body(a: &FileAnswer) -> Vec<u8> {
     buf
 }
 
-/// The strong ETag the module documents: `"<size>-<time s>.<ns>-<inode>[-br|-gz]"`, the time
-/// the later of mtime and ctime.
+/// The strong ETag the module documents: `"<size>-<mtime s>.<mtime ns>[-br|-gz]"`.
 fn etag_of(path: &Path, suffix: &str) -> String {
     let m = fs::metadata(path).unwrap();
-    let (s, ns) = (m.mtime(), m.mtime_nsec()).max((m.ctime(), m.ctime_nsec()));
-    format!("\"{:x}-{:x}.{:x}-{:x}{suffix}\"", m.size(), s, ns, m.ino())
+    format!(
+        "\"{:x}-{:x}.{:x}{suffix}\"",
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec()
+    )
 }
 
 fn last_modified_of(path: &Path) -> String {

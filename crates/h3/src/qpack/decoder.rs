@@ -11,6 +11,8 @@
 
 use std::collections::VecDeque;
 
+pub use linerate_hpack::ListSize;
+
 use super::prim::{self, Bad, Str};
 use super::table::STATIC;
 use crate::Code;
@@ -40,6 +42,9 @@ pub struct Decoded {
     /// Non-zero: the section referred to the dynamic table, and a Section Acknowledgment is
     /// owed for its stream (§2.2.2.1, [`write_section_ack`]).
     pub required_insert_count: u64,
+    /// The field section's size (RFC 9114 §4.2.2: names, values and 32 per field), or
+    /// that it went past the limit [`Decoder::decode_within`] was given.
+    pub list: ListSize,
 }
 
 type Entry = (Box<[u8]>, Box<[u8]>);
@@ -220,6 +225,19 @@ impl Decoder {
     pub fn decode(
         &mut self,
         section: &[u8],
+        field: impl FnMut(&[u8], &[u8]),
+    ) -> Result<Decoded, DecodeError> {
+        self.decode_within(section, usize::MAX, field)
+    }
+
+    /// [`Decoder::decode`], handing out fields only while the section's decoded size stays
+    /// within `limit` (SETTINGS_MAX_FIELD_SECTION_SIZE): past it the rest is still read and
+    /// checked (every reference must be valid), but a section that names one large table
+    /// entry thousands of times (a QPACK bomb) is never expanded.
+    pub fn decode_within(
+        &mut self,
+        section: &[u8],
+        limit: usize,
         mut field: impl FnMut(&[u8], &[u8]),
     ) -> Result<Decoded, DecodeError> {
         let fail = |_| DecodeError::Failed;
@@ -251,6 +269,14 @@ impl Decoder {
             Ok(&table[(abs - dropped) as usize])
         };
         let static_entry = |index: u64| STATIC.get(index as usize).ok_or(DecodeError::Failed);
+        let mut size = 0usize;
+        // Each field's size is counted before it is handed out.
+        let mut field = |n: &[u8], v: &[u8]| {
+            size = size.saturating_add(n.len() + v.len() + ENTRY_OVERHEAD);
+            if size <= limit {
+                field(n, v);
+            }
+        };
         while pos < section.len() {
             let first = section[pos];
             if first & 0x80 != 0 {
@@ -303,6 +329,11 @@ impl Decoder {
         }
         Ok(Decoded {
             required_insert_count: required,
+            list: if size <= limit {
+                ListSize::Within(size)
+            } else {
+                ListSize::Over
+            },
         })
     }
 

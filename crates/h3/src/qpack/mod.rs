@@ -9,7 +9,9 @@ pub mod encode;
 mod prim;
 mod table;
 
-pub use decoder::{DecodeError, Decoded, Decoder, write_section_ack, write_stream_cancellation};
+pub use decoder::{
+    DecodeError, Decoded, Decoder, ListSize, write_section_ack, write_stream_cancellation,
+};
 
 /// Reads the peer's decoder stream (§4.4) for an encoder that never inserts (the server's,
 /// [`encode`]): Stream Cancellations are taken; a Section Acknowledgment or an Insert Count

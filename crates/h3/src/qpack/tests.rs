@@ -343,3 +343,37 @@ fn decoder_stream_for_a_stateless_encoder() {
         Err(Code::QpackDecoderStreamError)
     );
 }
+
+/// A QPACK bomb: the encoder stream inserts a 4,000-byte value, then one section names it
+/// 16,000 times (about 64 MB decoded). Past the limit no field is handed out; the section is
+/// still read to its end (a bad reference after the limit fails it all the same).
+#[test]
+fn a_bomb_stops_at_the_limit() {
+    use linerate_hpack::integer;
+    let mut d = Decoder::new(4096);
+    let mut enc = Vec::new();
+    integer(&mut enc, 0x20, 5, 4096); // Set Dynamic Table Capacity
+    integer(&mut enc, 0x40, 5, 6); // Insert with Literal Name
+    enc.extend_from_slice(b"x-bomb");
+    integer(&mut enc, 0, 7, 4000);
+    enc.extend_from_slice(&[b'a'; 4000]);
+    d.encoder_stream(&enc).unwrap();
+    // Required Insert Count 1 (encoded 2 with 128 entries at most), Base 1.
+    let mut section = vec![0x02, 0x00];
+    section.extend(std::iter::repeat_n(0x80, 16_000));
+    let mut handed = 0;
+    let got = d
+        .decode_within(&section, 16_384, |_, _| handed += 1)
+        .unwrap();
+    assert_eq!(got.list, ListSize::Over);
+    assert_eq!(got.required_insert_count, 1);
+    assert_eq!(handed, 4); // 4,038 each: four fit in 16 KiB
+    let within = d.decode_within(&section[..3], 16_384, |_, _| {}).unwrap();
+    assert_eq!(within.list, ListSize::Within(4038));
+    // A reference to an entry never inserted, after the limit: still refused.
+    section.push(0x81);
+    assert_eq!(
+        d.decode_within(&section, 16_384, |_, _| {}),
+        Err(DecodeError::Failed)
+    );
+}

@@ -1,8 +1,9 @@
 //! On-the-fly gzip/br of compressible static files that have no precompressed sibling: each
 //! file is compressed once per worker and coding, then answered from a bounded cache.
 //!
-//! Owns the cache. Its key is the file's strong ETag (size, change time, inode: a changed file
-//! is a new key, so nothing stale is served) and the coding; entries are dropped oldest first
+//! Owns the cache. Its key is the file's strong ETag (size and mtime to the nanosecond: a
+//! changed file is a new key; one rewritten in place with both put back is not, as its
+//! ETag tells its clients nothing either) and the coding; entries are dropped oldest first
 //! past [`STATIC_GZ_CACHE_BYTES`] per worker. Only 200 answers of [`STATIC_GZ_MAX_FILE`] bytes or
 //! less are compressed (ranges, 304s and big files go out as they are, with sendfile); a
 //! precompressed `.br`/`.gz` sibling, chosen by the file module, always wins. The first

@@ -15,6 +15,7 @@
 pub(crate) mod backend;
 #[cfg(feature = "proxy")]
 mod cache;
+mod cancel;
 #[cfg(feature = "tls")]
 pub(crate) mod certs;
 mod client_cert;
@@ -420,6 +421,7 @@ impl<B: Backend> Worker<B> {
                     draining: false,
                     sendfile: true,
                     alt_svc: None,
+                    cancelled: Vec::new(),
                 },
                 head: RequestHead::new(),
                 plain: Vec::new(),
@@ -1085,6 +1087,11 @@ impl<B: Backend> Worker<B> {
             self.close(idx);
         } else if live.conn.deadline() < live.armed {
             live.armed = self.wheel.arm(idx, live.conn.deadline());
+        }
+        if !self.io.cx.cancelled.is_empty() {
+            // Before the jobs start: a request routed and cancelled in one read never goes
+            // upstream.
+            self.cancel_work(token, sh);
         }
         if extras && self.proxying && !self.io.app.jobs.is_empty() {
             #[cfg(all(feature = "proxy", feature = "http2"))]

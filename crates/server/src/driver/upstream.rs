@@ -1954,6 +1954,53 @@ impl<B: Backend> Worker<B> {
         }
     }
 
+    /// Request `id` of client connection `client` was cancelled (`driver/cancel.rs`): its
+    /// exchange is given up wherever it is. Routed this turn, waiting for a connection, or
+    /// parked on a cache flight: dropped unsent. In flight on an HTTP/1.1 connection: the
+    /// connection is closed (the upstream sees the request abandoned, as nginx's client
+    /// abort does), whose cache fill ends with it (its flight's waiters look again); on an
+    /// HTTP/2 connection its stream is cancelled. A background validation has no client
+    /// and is kept.
+    pub(super) fn cancel_exchange(&mut self, client: Token, id: u64, sh: &Shared) {
+        let mine = |j: &Job| j.client == client && j.id == id && !j.background;
+        let mut i = 0;
+        while i < self.io.app.jobs.len() {
+            if mine(&self.io.app.jobs[i]) {
+                let job = self.io.app.jobs.remove(i);
+                self.io.app.spares.put(job);
+            } else {
+                i += 1;
+            }
+        }
+        for g in &mut self.pools.groups {
+            g.waiting.retain(|j| !mine(j));
+        }
+        self.pools.parked.retain(|_, j| !mine(j));
+        let Some(relays) = client_live(&mut self.slots, client)
+            .and_then(|live| live.relays.as_ref())
+            .map(|r| r.0.clone())
+        else {
+            return;
+        };
+        for token in relays {
+            #[cfg(feature = "http2")]
+            if let Some(idx) = self.h2_token(token) {
+                self.cancel_h2(idx, client, id, sh);
+                continue;
+            }
+            let _ = sh;
+            let Some(idx) = self.up_index(token) else {
+                continue;
+            };
+            let ours = (self.slots[idx as usize].up.as_ref())
+                .and_then(|u| u.link.as_ref())
+                .is_some_and(|l| l.client == client && l.id == id && !l.background);
+            if ours {
+                self.close_up(idx);
+            }
+        }
+    }
+
     /// The client connections closed this turn left upstream exchanges behind: close them.
     pub(super) fn drop_orphans(&mut self, sh: &Shared) {
         for token in std::mem::take(&mut self.orphans) {

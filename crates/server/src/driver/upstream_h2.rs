@@ -1446,6 +1446,24 @@ impl<B: Backend> Worker<B> {
         self.free.push(idx);
     }
 
+    /// Client `client`'s request `id` was cancelled: a request of it waiting for this
+    /// connection's SETTINGS is dropped, and its stream, if it has one, cancelled
+    /// (RST_STREAM(CANCEL) upstream).
+    pub(super) fn cancel_h2(&mut self, idx: u32, client: Token, id: u64, sh: &Shared) {
+        if let Some(h2) = self.slots[idx as usize].h2.as_mut() {
+            h2.waiting.retain(|j| !(j.client == client && j.id == id));
+        }
+        self.h2_call(idx, sh, &mut |_, _, ev| {
+            if let Some(i) = ev
+                .links
+                .iter()
+                .position(|l| l.client == client && l.id == id)
+            {
+                ev.gone(i);
+            }
+        });
+    }
+
     /// The HTTP/2 connection in slot `idx`: streams whose client's answer has room again
     /// report what it took; streams whose client is gone are cancelled.
     pub(super) fn resume_h2(&mut self, idx: u32, sh: &Shared) {

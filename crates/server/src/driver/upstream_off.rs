@@ -58,6 +58,9 @@ impl<B: Backend> Worker<B> {
         self.up_ready.clear();
     }
 
+    /// No request is proxied: a cancelled one has no exchange to give up.
+    pub(super) fn cancel_exchange(&mut self, _client: Token, _id: u64, _sh: &Shared) {}
+
     /// No client leaves relays behind.
     pub(super) fn drop_orphans(&mut self, _sh: &Shared) {
         self.orphans.clear();

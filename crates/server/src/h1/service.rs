@@ -61,6 +61,10 @@ pub(crate) struct Cx {
     /// The connection at hand came over TLS on a listener that serves HTTP/3 on this UDP
     /// port: its answers announce it with `Alt-Svc`. Set by the driver before each call.
     pub alt_svc: Option<u16>,
+    /// Requests of the connection at hand whose streams ended before their answers did
+    /// (reset by either side, or the connection failed): the driver gives up their work
+    /// after the call (`driver/cancel.rs`). Empty when a call starts.
+    pub cancelled: Vec<u64>,
 }
 
 /// A request head as the service sees it.

@@ -189,6 +189,7 @@ fn cx(cfg: ConnConfig) -> Cx {
         draining: false,
         sendfile: true,
         alt_svc: None,
+        cancelled: Vec::new(),
     }
 }
 

@@ -161,6 +161,12 @@ impl<P> Conn<P> {
         self.deadline
     }
 
+    /// The bytes the request fields' buffers hold.
+    #[cfg(test)]
+    pub(crate) fn scratch_held(&self) -> usize {
+        self.scratch.held()
+    }
+
     pub(crate) fn timer(&self) -> Timer {
         self.timer
     }
@@ -377,15 +383,36 @@ impl<P> Conn<P> {
         self.goaway = Some(u32::MAX);
         self.writing = Writing::Last;
         self.collect = None;
-        // Open streams are abandoned: their deferred answers are dropped when they come.
-        self.streams.clear();
+        // Open streams are abandoned: the work on their answers is given up (a deferred
+        // answer that comes anyway is dropped).
+        self.abandon_all(cx);
     }
 
-    /// A stream error: RST_STREAM with `code`; the stream is forgotten.
+    /// Every open stream is dropped, and the work on their answers given up.
+    fn abandon_all(&mut self, cx: &mut Cx) {
+        for s in self.streams.drain(..) {
+            if s.awaits_work() {
+                cx.cancelled.push(u64::from(s.id));
+            }
+        }
+    }
+
+    /// A stream error: RST_STREAM with `code`; the stream is forgotten, the work on its
+    /// answer given up. A reset the client caused counts against [`MAX_RESETS_PER_SEC`] as
+    /// the client's own resets do (MadeYouReset, CVE-2025-8671: a frame that makes the
+    /// server reset a stream abandons as much work as the client's RST_STREAM).
     fn stream_error(&mut self, id: u32, code: Code, cx: &mut Cx) {
         frame::rst(self.output(cx), id, code);
         self.reset.push(id);
-        self.streams.retain(|s| s.id != id);
+        if let Some(idx) = self.find(id) {
+            let s = self.streams.remove(idx);
+            if s.awaits_work() {
+                cx.cancelled.push(u64::from(id));
+            }
+        }
+        if code.blames_peer() && !self.calm.reset(cx.now) {
+            self.conn_error(Code::EnhanceYourCalm, cx);
+        }
     }
 
     fn find(&self, id: u32) -> Option<usize> {
@@ -639,14 +666,14 @@ impl<P> Conn<P> {
         }
         self.last_stream = id;
         let mut fields = RequestFields::new(&mut self.scratch, cx.cfg.extended_connect);
-        if self
-            .decoder
-            .decode(&self.block, |n, v| fields.field(n, v))
-            .is_err()
-        {
+        // Past max_head_bytes (our SETTINGS_MAX_HEADER_LIST_SIZE) the fields are decoded,
+        // the table kept in step, but no more are written down: an HPACK bomb costs its own
+        // bytes, never the list it expands to.
+        let limit = cx.cfg.limits.max_head_bytes;
+        let Ok(list) = (self.decoder).decode_within(&self.block, limit, |n, v| fields.field(n, v))
+        else {
             return self.conn_error(Code::Compression, cx);
-        }
-        let size = fields.size;
+        };
         let checked = fields.finish();
         if self.goaway.is_some() {
             return; // §6.8: streams after our GOAWAY are not served
@@ -663,8 +690,11 @@ impl<P> Conn<P> {
         {
             return self.stream_error(id, Code::RefusedStream, cx);
         }
+        let over = list == hpack::ListSize::Over;
         let declared = match checked {
             Ok(d) => d,
+            // The fields past the limit were not read: the 431 below answers it.
+            Err(_) if over => None,
             Err(Malformed::HostMismatch) | Err(_) => {
                 return self.stream_error(id, Code::Protocol, cx);
             }
@@ -683,7 +713,7 @@ impl<P> Conn<P> {
         }
         self.streams.push(s);
         let idx = self.streams.len() - 1;
-        if size > cx.cfg.limits.max_head_bytes {
+        if over {
             // RFC 9113 §10.5.1: a list over SETTINGS_MAX_HEADER_LIST_SIZE may get a 431.
             return self.own_answer(idx, 431, None, cx, svc);
         }
@@ -1028,6 +1058,9 @@ impl<P> Conn<P> {
             if matches!(s.answer, Answer::Deferred(_)) {
                 svc.answered(499, None, 0, b"");
             }
+            if s.awaits_work() {
+                cx.cancelled.push(u64::from(h.stream));
+            }
             self.closed.push(h.stream);
             // A client ending the body of a stream whose answer is whole (§8.1: it may stop
             // sending once it has the answer) abandons no work: not a rapid reset.
@@ -1198,7 +1231,7 @@ impl<P> Conn<P> {
                     svc.answered(499, None, 0, b"");
                 }
             }
-            self.streams.clear();
+            self.abandon_all(cx);
             self.collect = None;
             self.peer_closed = true;
             if matches!(self.writing, Writing::Open | Writing::Last) {
@@ -1506,6 +1539,12 @@ pub(crate) fn trailers_frame(out: &mut Vec<u8>, id: u32, trailers: &[Field], max
 impl<P> Stream<P> {
     fn answer_done(&self) -> bool {
         matches!(self.answer, Answer::Done)
+    }
+
+    /// Its answer comes from work outside the connection (a deferred handler, an upstream
+    /// exchange, a streamed body), which is given up when the stream ends first.
+    fn awaits_work(&self) -> bool {
+        matches!(self.answer, Answer::Deferred(_) | Answer::Streaming { .. })
     }
 }
 

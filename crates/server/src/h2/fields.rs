@@ -47,14 +47,30 @@ pub(crate) struct Scratch {
     pub protocol: Vec<u8>,
 }
 
+impl Scratch {
+    /// The bytes its buffers hold (what a header list made it keep).
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> usize {
+        [
+            &self.head,
+            &self.method,
+            &self.path,
+            &self.authority,
+            &self.cookie,
+            &self.protocol,
+        ]
+        .iter()
+        .map(|b| b.capacity())
+        .sum()
+    }
+}
+
 /// Collects one request's fields into the head in [`Scratch::head`].
 pub(crate) struct RequestFields<'a> {
     s: &'a mut Scratch,
     pseudo: u8,
     /// The request line is written: no more pseudo-headers.
     regular: bool,
-    /// The header list size (RFC 9113 §6.5.2: names, values and 32 per field).
-    pub size: usize,
     pub content_length: Option<u64>,
     pub error: Option<Malformed>,
     /// The connection announced SETTINGS_ENABLE_CONNECT_PROTOCOL: `:protocol` is known.
@@ -75,7 +91,6 @@ impl<'a> RequestFields<'a> {
             s,
             pseudo: 0,
             regular: false,
-            size: 0,
             content_length: None,
             error: None,
             extended_connect,
@@ -86,9 +101,9 @@ impl<'a> RequestFields<'a> {
         self.error.get_or_insert(why);
     }
 
-    /// One decoded field. After an error the rest are only counted.
+    /// One decoded field (the decoder counts the list's size, and stops handing fields out
+    /// past the limit). After an error the rest are ignored.
     pub(crate) fn field(&mut self, name: &[u8], value: &[u8]) {
-        self.size += name.len() + value.len() + 32;
         if self.error.is_some() {
             return;
         }

@@ -71,6 +71,23 @@ pub(crate) enum Code {
     EnhanceYourCalm = 0xb,
 }
 
+impl Code {
+    /// A stream reset with this code answers something the peer sent (a malformed or
+    /// misplaced frame, a window it broke, a stream over the limits), not a failure of ours
+    /// nor the normal end of an answered stream: the peer made the server throw the stream's
+    /// work away (MadeYouReset).
+    pub(crate) fn blames_peer(self) -> bool {
+        matches!(
+            self,
+            Code::Protocol
+                | Code::FlowControl
+                | Code::StreamClosed
+                | Code::FrameSize
+                | Code::RefusedStream
+        )
+    }
+}
+
 /// A frame header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Head {

@@ -34,8 +34,13 @@ pub const MAX_CONTINUATIONS: u32 = 16;
 /// Bytes of one compressed header block (HEADERS and its CONTINUATIONs); more ends the
 /// connection with ENHANCE_YOUR_CALM. The decoded list is bounded by `max_head_bytes` (431).
 pub const MAX_HEADER_BLOCK: usize = 64 * 1024;
-/// Streams the client may reset in one second before the connection ends with
-/// ENHANCE_YOUR_CALM (rapid reset, CVE-2023-44487).
+/// Streams whose work the client may have thrown away in one second before the connection
+/// ends with ENHANCE_YOUR_CALM: those it resets (rapid reset, CVE-2023-44487) and those the
+/// server resets for a frame the client sent (MadeYouReset, CVE-2025-8671: DATA on a
+/// half-closed stream, a WINDOW_UPDATE of 0 or past 2^31-1, a PRIORITY on itself, a
+/// stream over the limits), counted together. Resets of streams whose answer is whole
+/// (RST_STREAM(NO_ERROR) ending a body nobody reads) and the server's own failures are
+/// not counted.
 pub const MAX_RESETS_PER_SEC: u32 = 200;
 /// SETTINGS, PING, PRIORITY and empty DATA or HEADERS-less frames the client may send in one
 /// second (each makes the server work or answer and moves no request forward): more ends the
@@ -196,7 +201,8 @@ impl Calm {
         }
     }
 
-    /// One more client reset of an open stream; `false` once over the limit.
+    /// One more stream reset by the client, or by the server for the client's fault;
+    /// `false` once over the limit.
     pub(crate) fn reset(&mut self, now: u64) -> bool {
         self.roll(now);
         self.resets += 1;

@@ -233,6 +233,7 @@ impl H {
             draining: false,
             sendfile: false,
             alt_svc: None,
+            cancelled: Vec::new(),
         };
         H {
             conn: Conn::new(0, &cx),
@@ -2006,4 +2007,101 @@ fn an_interim_head_goes_before_the_final_one_and_never_after() {
         ]
     );
     assert_eq!(status(&got[1]), Some((1, "200".into())));
+}
+
+/// MadeYouReset (CVE-2025-8671): frames that make the server reset a stream, one stream
+/// after another. Each reset counts against [`MAX_RESETS_PER_SEC`] as the client's own do:
+/// the connection ends with ENHANCE_YOUR_CALM after at most that many, and every stream
+/// whose answer was pending is listed for the driver to give up its work.
+#[test]
+fn made_you_reset_is_calmed() {
+    type Poison = fn(u32) -> Vec<u8>;
+    let forms: [(&str, bool, Poison); 4] = [
+        // §5.1: DATA on a half-closed (remote) stream is STREAM_CLOSED.
+        ("data on a closed stream", true, |id| data(id, b"x", false)),
+        // §6.9: a WINDOW_UPDATE of 0 on a stream is PROTOCOL_ERROR.
+        ("window update of 0", false, |id| {
+            raw(kind::WINDOW_UPDATE, 0, id, &0u32.to_be_bytes())
+        }),
+        // §6.9.1: a window past 2^31-1 is FLOW_CONTROL_ERROR.
+        ("window past 2^31-1", true, |id| {
+            raw(kind::WINDOW_UPDATE, 0, id, &0x7fff_ffffu32.to_be_bytes())
+        }),
+        // §5.3.1: a stream depending on itself is PROTOCOL_ERROR.
+        ("priority on itself", true, |id| {
+            let mut p = id.to_be_bytes().to_vec();
+            p.push(16);
+            raw(kind::PRIORITY, 0, id, &p)
+        }),
+    ];
+    for (form, whole, poison) in forms {
+        let mut h = H::open();
+        let mut bytes = Vec::new();
+        for i in 0..2 * MAX_RESETS_PER_SEC {
+            let id = 2 * i + 1;
+            bytes.extend(headers(id, &block("GET", "/defer", &[]), whole));
+            bytes.extend(poison(id));
+        }
+        h.recv(&bytes);
+        let got = h.frames();
+        let resets = got.iter().filter(|f| matches!(f, F::Rst(..))).count();
+        assert!(got.iter().any(goaway(Code::EnhanceYourCalm)), "{form}");
+        assert_eq!(resets, MAX_RESETS_PER_SEC as usize + 1, "{form}");
+        // Deferred requests reset by the server: their work is given up.
+        let deferred = if whole { h.app.deferred.len() } else { 0 };
+        assert_eq!(h.cx.cancelled.len(), deferred, "{form}");
+        assert!(whole || h.app.deferred.is_empty(), "{form}");
+    }
+}
+
+/// A stream whose answer is pending, reset by the client, is listed for the driver to give
+/// up its work (a deferred handler, a proxied exchange); one answered already is not.
+#[test]
+fn a_reset_stream_gives_up_its_work() {
+    let mut h = H::open();
+    h.recv(&get(1, "/defer"));
+    h.recv(&get(3, "/x"));
+    h.recv(&headers(5, &block("POST", "/echo", &[]), false));
+    for id in [1, 3, 5] {
+        h.recv(&raw(kind::RST_STREAM, 0, id, &8u32.to_be_bytes()));
+    }
+    assert_eq!(h.cx.cancelled, [1]);
+    // A connection error gives up every pending answer.
+    h.cx.cancelled.clear();
+    h.recv(&get(7, "/defer"));
+    h.recv(&get(9, "/defer"));
+    h.recv(&raw(kind::PUSH_PROMISE, 0, 7, &[0; 4]));
+    assert!(h.frames().iter().any(goaway(Code::Protocol)));
+    assert_eq!(h.cx.cancelled, [7, 9]);
+}
+
+/// An HPACK bomb: one block puts a 200-byte value in the table, then names it 4,000 times
+/// (about 930 KB decoded from 4 KB). The list is not expanded past `max_head_bytes` (512
+/// here): 431, and the request buffers hold what a normal request makes them hold. The table
+/// stays in step: the next request refers to the entry.
+#[test]
+fn an_hpack_bomb_is_431_without_being_expanded() {
+    let mut h = H::open();
+    h.recv(&get(1, "/x"));
+    h.frames();
+    let normal = h.conn.scratch_held();
+    let mut b = block("GET", "/x", &[]);
+    b.push(0x40);
+    linerate_hpack::string(&mut b, b"x-bomb");
+    linerate_hpack::string(&mut b, &[b'a'; 200]);
+    b.extend(std::iter::repeat_n(0xbe, 4000));
+    let mut bytes = Vec::new();
+    frame::headers(&mut bytes, 3, &b, true, 16_384);
+    h.recv(&bytes);
+    assert_eq!(status(&h.frames()[0]), Some((3, "431".into())));
+    assert!(
+        h.conn.scratch_held() <= normal + 1024,
+        "{}",
+        h.conn.scratch_held()
+    );
+    let mut next = block("GET", "/x", &[]);
+    next.push(0xbe);
+    h.recv(&headers(5, &next, true));
+    assert_eq!(status(&h.frames()[0]), Some((5, "200".into())));
+    assert_eq!(h.app.paths.last().map(String::as_str), Some("/x"));
 }

@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 use linerate_h3::frame::{self, Frame, FrameReader, Role, kind, setting, stream_type};
+use linerate_h3::qpack::{Decoded, ListSize};
 use linerate_h3::{Code, qpack, varint};
 use linerate_http1::{BodyDecoder, Method, Parsed, RequestHead, Version, status_has_no_body};
 
@@ -75,6 +76,20 @@ enum Answer {
     Done,
 }
 
+/// A stream reset with this code answers something the client sent (a malformed or
+/// incomplete request, a body over the limits), not a failure of ours: the client made the
+/// server throw the stream's work away (MadeYouReset).
+fn blames_peer(code: Code) -> bool {
+    matches!(
+        code,
+        Code::MessageError
+            | Code::RequestRejected
+            | Code::RequestIncomplete
+            | Code::FrameUnexpected
+            | Code::FrameError
+    )
+}
+
 /// A request stream the client opened.
 struct Stream<P> {
     id: u64,
@@ -126,6 +141,15 @@ impl<P> Stream<P> {
             parked: Bytes::new(),
             deadline,
         }
+    }
+
+    /// Its answer comes from work outside the connection (a deferred handler, an upstream
+    /// exchange, a streamed body), which is given up when the stream ends first.
+    fn awaits_work(&self) -> bool {
+        matches!(
+            self.answer,
+            Answer::Deferred(_) | Answer::Streaming { ended: false }
+        )
     }
 
     fn unsent(&self) -> usize {
@@ -194,6 +218,12 @@ pub(crate) struct Conn<P> {
     goaway: Option<u64>,
     peer_goaway: bool,
     calm: Calm,
+    /// Streams reset since the last flush for something the client sent (MadeYouReset): at
+    /// the flush each counts against `calm` as the client's own resets do.
+    faults: u32,
+    /// Streams that ended before their answers since the last flush: their work is handed
+    /// to the driver to give up ([`Cx::cancelled`]).
+    cancelled: Vec<u64>,
     timer: Timer,
     deadline: u64,
 }
@@ -228,6 +258,8 @@ impl<P> Conn<P> {
             goaway: None,
             peer_goaway: false,
             calm: Calm::default(),
+            faults: 0,
+            cancelled: Vec::new(),
             timer: Timer::Idle,
             deadline: u64::MAX,
         }
@@ -324,6 +356,12 @@ impl<P> Conn<P> {
             _ => {}
         }
         self.set_timer(cx);
+    }
+
+    /// The bytes the request fields' buffers hold.
+    #[cfg(test)]
+    pub(crate) fn scratch_held(&self) -> usize {
+        self.scratch.held()
     }
 
     fn find(&self, id: u64) -> Option<usize> {
@@ -431,13 +469,18 @@ impl<P> Conn<P> {
             return true; // the stream's end follows (`last`)
         }
         let mut fields = RequestFields::new(&mut self.scratch, false);
-        let decoded = match self.decoder.decode(section, |n, v| fields.field(n, v)) {
-            Ok(d) => Some(d.required_insert_count),
-            Err(_) => None,
-        };
-        let size = fields.size;
+        // Past max_head_bytes (our SETTINGS_MAX_FIELD_SECTION_SIZE) no more fields are
+        // written down: a QPACK bomb is never expanded.
+        let limit = cx.cfg.limits.max_head_bytes;
+        let decoded = (self.decoder)
+            .decode_within(section, limit, |n, v| fields.field(n, v))
+            .ok();
         let checked = fields.finish();
-        let Some(required) = decoded else {
+        let Some(Decoded {
+            required_insert_count: required,
+            list,
+        }) = decoded
+        else {
             self.conn_error(Code::QpackDecompressionFailed);
             return false;
         };
@@ -451,10 +494,16 @@ impl<P> Conn<P> {
             return false;
         }
         self.streams[idx].started = true;
-        let Ok(declared) = checked else {
-            // §4.1.2: a malformed request is a stream error of type H3_MESSAGE_ERROR.
-            self.stream_error(idx, Code::MessageError);
-            return false;
+        let over = list == ListSize::Over;
+        let declared = match checked {
+            Ok(declared) => declared,
+            // The fields past the limit were not read: the 431 below answers it.
+            Err(_) if over => None,
+            Err(_) => {
+                // §4.1.2: a malformed request is a stream error of type H3_MESSAGE_ERROR.
+                self.stream_error(idx, Code::MessageError);
+                return false;
+            }
         };
         let s = &mut self.streams[idx];
         s.declared = declared;
@@ -468,7 +517,7 @@ impl<P> Conn<P> {
             self.stream_error(idx, Code::MessageError);
             return false;
         }
-        if size > cx.cfg.limits.max_head_bytes {
+        if over {
             self.own_answer(idx, 431, None, cx, svc);
             return self.find(id).is_some();
         }
@@ -535,10 +584,30 @@ impl<P> Conn<P> {
         self.find(id).is_some()
     }
 
+    /// The streams reset since the last flush for the client's faults count against the
+    /// rapid-reset limit (MadeYouReset, CVE-2025-8671: a frame that makes the server reset
+    /// a stream abandons as much work as the client's own RESET_STREAM), and the work of the
+    /// streams that ended before their answers goes to the driver to give up.
+    fn settle(&mut self, cx: &mut Cx) {
+        for _ in 0..std::mem::take(&mut self.faults) {
+            if !self.calm.reset(cx.now) {
+                self.conn_error(Code::ExcessiveLoad);
+                break;
+            }
+        }
+        cx.cancelled.append(&mut self.cancelled);
+    }
+
     /// Stream `idx` cannot go on: its sending side is reset and its receiving side stopped
     /// with `code`, and it is forgotten.
     fn stream_error(&mut self, idx: usize, code: Code) {
         let s = self.streams.swap_remove(idx);
+        if s.awaits_work() {
+            self.cancelled.push(s.id);
+        }
+        if blames_peer(code) {
+            self.faults += 1;
+        }
         self.actions.push((s.id, Action::Reset(code)));
         if !s.remote_closed {
             self.actions.push((s.id, Action::Stop(code)));
@@ -1004,6 +1073,9 @@ impl<P> Conn<P> {
             if matches!(s.answer, Answer::Deferred(_)) {
                 svc.answered(499, None, 0, b"");
             }
+            if s.awaits_work() {
+                self.cancelled.push(id);
+            }
             if !s.started && self.qdecoder.is_some() {
                 qpack::write_stream_cancellation(&mut self.qdecoder_out, id);
             }
@@ -1032,6 +1104,9 @@ impl<P> Conn<P> {
             let s = self.streams.swap_remove(idx);
             if matches!(s.answer, Answer::Deferred(_)) {
                 svc.answered(499, None, 0, b"");
+            }
+            if s.awaits_work() {
+                self.cancelled.push(id);
             }
             self.actions
                 .push((id, Action::Reset(Code::RequestCancelled)));
@@ -1155,6 +1230,7 @@ impl<P> Conn<P> {
     /// answer's bytes in order (file bodies read as the transport takes them), finishes,
     /// resets and STOP_SENDINGs, and a connection error.
     pub(crate) fn flush(&mut self, cx: &mut Cx, wire: &mut impl Wire) {
+        self.settle(cx);
         if !self.started && self.error.is_none() {
             self.start(cx, wire);
         }

@@ -227,6 +227,7 @@ impl H {
                 draining: false,
                 sendfile: false,
                 alt_svc: None,
+                cancelled: Vec::new(),
             },
             head: RequestHead::new(),
             app: App::default(),
@@ -1086,4 +1087,70 @@ fn an_interim_head_goes_before_the_final_one_and_never_after() {
     assert_eq!(bytes[0], 0x01, "{bytes:?}");
     let second = 2 + usize::from(bytes[1]);
     assert_eq!(bytes[second], 0x01, "{bytes:?}");
+}
+
+/// MadeYouReset over HTTP/3: requests that make the server reset their streams (here
+/// malformed ones, H3_MESSAGE_ERROR) count against [`MAX_RESETS_PER_SEC`] as the client's
+/// own resets do; past it the connection ends with H3_EXCESSIVE_LOAD.
+#[test]
+fn server_resets_the_client_caused_are_calmed() {
+    let mut h = H::new();
+    let bad = [
+        (":method", "GET"),
+        (":scheme", "https"),
+        (":path", "/defer"),
+        ("Upper", "1"),
+    ];
+    for i in 0..MAX_RESETS_PER_SEC as u64 {
+        h.request(4 * i, &bad, None);
+    }
+    assert!(h.wire.closed.is_none());
+    assert_eq!(h.wire.resets.len(), MAX_RESETS_PER_SEC as usize);
+    h.request(4 * u64::from(MAX_RESETS_PER_SEC), &bad, None);
+    assert_eq!(h.wire.closed, Some(Code::ExcessiveLoad));
+}
+
+/// A deferred request reset by the client, or stopped, is listed for the driver to give up
+/// its work; an answered one is not.
+#[test]
+fn a_cancelled_request_gives_up_its_work() {
+    let mut h = H::new();
+    h.get(0, "/defer");
+    h.get(4, "/defer");
+    h.get(8, "/x");
+    h.conn.reset(0, &mut h.cx, &mut h.app);
+    h.conn.stopped(4, &mut h.cx, &mut h.app);
+    h.conn.reset(8, &mut h.cx, &mut h.app);
+    h.flush();
+    assert_eq!(h.cx.cancelled, [0, 4]);
+}
+
+/// A QPACK bomb: the encoder stream inserts a 150-byte value, then one section names it
+/// 6,000 times (about 1.1 MB decoded from 6 KB). Past `max_head_bytes` (512 here) nothing
+/// more is written down: 431, and the request buffers hold no more than a normal request's.
+#[test]
+fn a_qpack_bomb_is_431_without_being_expanded() {
+    let mut h = H::new();
+    h.get(0, "/x");
+    let normal = h.conn.scratch_held();
+    // The encoder stream: capacity 220, then an insert with a literal name.
+    let mut enc = vec![0x02, 0x3f, 0xbd, 0x01, 0x46];
+    enc.extend_from_slice(b"x-bomb");
+    linerate_hpack::integer(&mut enc, 0, 7, 150);
+    enc.extend_from_slice(&[b'a'; 150]);
+    h.recv(10, &enc, false);
+    // Required Insert Count 1, Base 1; GET https /, then the entry 6,000 times.
+    let mut section = vec![0x02, 0x00, 0xd1, 0xd7, 0xc1];
+    section.extend(std::iter::repeat_n(0x80, 6000));
+    let mut req = Vec::new();
+    frame::write_head(&mut req, kind::HEADERS, section.len() as u64);
+    req.extend_from_slice(&section);
+    h.recv(4, &req, true);
+    assert_eq!(h.status(4), 431);
+    assert!(
+        h.conn.scratch_held() <= normal + 1024,
+        "{}",
+        h.conn.scratch_held()
+    );
+    assert!(h.wire.closed.is_none());
 }

@@ -165,6 +165,7 @@ impl Engine {
             draining: false,
             sendfile: true,
             alt_svc: None,
+            cancelled: Vec::new(),
         };
         Ok(Engine {
             app,

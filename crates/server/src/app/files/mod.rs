@@ -21,9 +21,9 @@
 //!   [`listing`]).
 //! - **Fallbacks**: [`FilesOptions::try_files`] tries other paths for a request that finds
 //!   nothing (a 404 only: a bad path stays 400, a forbidden file 403).
-//! - **ETag**: strong, `"<size>-<time s>.<ns>-<inode>[-br|-gz]"` in hex (the time the later
-//!   of mtime and ctime), distinct per coding; Last-Modified is the file's mtime as an
-//!   IMF-fixdate.
+//! - **ETag**: strong, `"<size>-<mtime s>.<mtime ns>[-br|-gz]"` in hex, distinct per coding
+//!   and the same on every node of a fleet (no inode, no ctime); Last-Modified is the file's
+//!   mtime as an IMF-fixdate.
 //! - **Ranges**: one `bytes=` range → 206 or 416; a multi-range set → 200 with the whole
 //!   file; Range is ignored on HEAD (RFC 9110 §14.2: only GET) and on empty files.
 //! - **Precompressed**: `x.br` / `x.gz` beside `x` are served per Accept-Encoding with

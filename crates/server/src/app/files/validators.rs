@@ -2,9 +2,12 @@
 //!
 //! Owns forming the validators of a file and evaluating If-Match, If-Unmodified-Since,
 //! If-None-Match, If-Modified-Since (in the order of RFC 9110 §13.2.2) and If-Range. It reads
-//! only header values and file metadata. ETags are strong: size, change time to the
-//! nanosecond (the later of mtime and ctime, so that bytes rewritten with their old mtime put
-//! back get a new tag), inode and the content coding identify the bytes.
+//! only header values and file metadata. ETags are strong: size, modification time to the
+//! nanosecond and the content coding identify the bytes, as nginx's size and mtime do, so
+//! every node of a fleet serving the same files (copied with their times: `rsync -a`,
+//! `cp -p`, an image) gives the same tag, and a revalidation that crosses nodes is a 304.
+//! Neither the inode nor the ctime is in it (they differ from node to node); bytes
+//! rewritten in place with their size and mtime put back keep their tag, as with nginx.
 #![forbid(unsafe_code)]
 
 use std::time::UNIX_EPOCH;
@@ -15,8 +18,7 @@ use super::open::FileMeta;
 /// The validators of one representation (one file on disk, one coding).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Validators {
-    /// Strong entity-tag with its quotes: `"<size>-<time s>.<time ns>-<inode>[-br|-gz]"` in
-    /// hex, the time the later of mtime and ctime.
+    /// Strong entity-tag with its quotes: `"<size>-<mtime s>.<mtime ns>[-br|-gz]"` in hex.
     pub etag: String,
     /// IMF-fixdate of the mtime, truncated to the second.
     pub last_modified: String,
@@ -31,21 +33,17 @@ impl Validators {
             Encoding::Brotli => "-br",
             Encoding::Gzip => "-gz",
         };
-        // `"size-time_s.time_ns-ino{coding}"` in lower-case hex (negative times as their
-        // two's complement, as `{:x}` writes an i64), without `format!`'s machinery: this
-        // runs for every file request. The time is the later of mtime and ctime: ctime moves
-        // with every write, also one whose mtime was set back, so the tag changes with the
-        // bytes (a chmod changes it too, which costs a cache a refetch, never a stale hit).
-        let (time_s, time_ns) = (meta.mtime_s, meta.mtime_ns).max((meta.ctime_s, meta.ctime_ns));
-        let mut etag = String::with_capacity(2 + 4 * 16 + 3 + coding.len());
+        // `"size-mtime_s.mtime_ns{coding}"` in lower-case hex (negative times as their two's
+        // complement, as `{:x}` writes an i64), without `format!`'s machinery: this runs for
+        // every file request. Only what a copy keeps from node to node: the ctime and the
+        // inode are each node's own.
+        let mut etag = String::with_capacity(2 + 3 * 16 + 2 + coding.len());
         etag.push('"');
         push_hex(&mut etag, meta.size);
         etag.push('-');
-        push_hex(&mut etag, time_s as u64);
+        push_hex(&mut etag, meta.mtime_s as u64);
         etag.push('.');
-        push_hex(&mut etag, time_ns as u64);
-        etag.push('-');
-        push_hex(&mut etag, meta.ino);
+        push_hex(&mut etag, u64::from(meta.mtime_ns));
         etag.push_str(coding);
         etag.push('"');
         let mtime_secs = u64::try_from(meta.mtime_s).unwrap_or(0);
@@ -305,7 +303,7 @@ mod tests {
     #[test]
     fn validator_forms() {
         let v = validators();
-        assert_eq!(v.etag, "\"3e8-2ebc98a1.5-abc\"");
+        assert_eq!(v.etag, "\"3e8-2ebc98a1.5\"");
         assert_eq!(v.last_modified, LM);
         let meta = FileMeta {
             dev: 1,
@@ -318,23 +316,34 @@ mod tests {
         };
         assert_eq!(
             Validators::of(&meta, Encoding::Brotli).etag,
-            "\"3e8-2ebc98a1.5-abc-br\""
+            "\"3e8-2ebc98a1.5-br\""
         );
         assert_eq!(
             Validators::of(&meta, Encoding::Gzip).etag,
-            "\"3e8-2ebc98a1.5-abc-gz\""
+            "\"3e8-2ebc98a1.5-gz\""
         );
         assert_eq!(http_date(MTIME), LM);
-        // Bytes rewritten with their mtime put back (`cp -p`): the ctime is later, and the
-        // tag follows it; Last-Modified stays the mtime.
-        let rewritten = FileMeta {
+        // The same file on another node of a fleet (copied with its times): another inode,
+        // another ctime, the same tag (issue Y item 6), so a revalidation that crosses
+        // nodes is a 304.
+        let elsewhere = FileMeta {
+            dev: 7,
+            ino: 0x5151,
             ctime_s: MTIME as i64 + 60,
             ctime_ns: 9,
             ..meta
         };
-        let v = Validators::of(&rewritten, Encoding::Identity);
-        assert_eq!(v.etag, "\"3e8-2ebc98dd.9-abc\"");
+        let v = Validators::of(&elsewhere, Encoding::Identity);
+        assert_eq!(v.etag, validators().etag);
         assert_eq!(v.last_modified, LM);
+        // Another mtime or size is another tag.
+        let touched = FileMeta {
+            mtime_ns: 6,
+            ..meta
+        };
+        assert_ne!(Validators::of(&touched, Encoding::Identity).etag, v.etag);
+        let grown = FileMeta { size: 1001, ..meta };
+        assert_ne!(Validators::of(&grown, Encoding::Identity).etag, v.etag);
     }
 
     #[test]
