@@ -250,7 +250,7 @@ struct RawProxy {
     forwarded: Option<Spanned<String>>,
     #[serde(default)]
     trust_forwarded: bool,
-    #[serde(default)]
+    #[serde(default = "yes")]
     request_buffering: bool,
     #[serde(default = "no_fields")]
     set_request: Spanned<BTreeMap<String, String>>,
@@ -1102,7 +1102,9 @@ impl Cx<'_> {
             c.max_requests_per_conn = v;
         }
         if let Some(v) = l.max_conns_per_client {
+            // Set: every address counts, loopback too (the default leaves it out).
             c.max_conns_per_client = v;
+            c.count_loopback_clients = true;
         }
         if let Some(v) = &l.min_body_rate {
             c.min_body_rate = self.size_or_zero(v, "min_body_rate")?;

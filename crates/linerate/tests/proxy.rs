@@ -1126,7 +1126,7 @@ fn a_buffered_slow_uploader_holds_its_own_connection_and_no_upstream_one() {
 #[test]
 fn a_chunked_body_goes_up_chunked_as_it_arrives_without_buffering() {
     let up = Upstream::answering(ok("ok"));
-    let px = proxy(&[("/", up.url())]);
+    let px = proxy_with(&[("/", up.url())], &["--no-proxy-request-buffering"]);
     let mut c = Client::connect(px.addr);
     c.send(b"POST /up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n");
     assert_eq!(c.read_response().status, 200);
@@ -1186,7 +1186,7 @@ fn read_head_and(s: &mut TcpStream, buf: &mut Vec<u8>, n: usize) -> String {
 #[test]
 fn without_buffering_a_slow_uploaders_bytes_reach_the_upstream_before_its_body_ends() {
     let (l, url) = raw_upstream();
-    let px = proxy(&[("/", url)]);
+    let px = proxy_with(&[("/", url)], &["--no-proxy-request-buffering"]);
     let mut c = Client::connect(px.addr);
     let body = pattern(3000);
     c.send(b"POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 3000\r\n\r\n");
@@ -1254,7 +1254,7 @@ fn a_large_upload_to_a_slow_upstream_arrives_whole_through_bounded_room() {
 #[test]
 fn an_upstream_answering_before_the_body_ends_is_passed_on_and_the_connection_goes_on() {
     let (l, url) = raw_upstream();
-    let px = proxy(&[("/", url.clone())]);
+    let px = proxy_with(&[("/", url.clone())], &["--no-proxy-request-buffering"]);
     let mut c = Client::connect(px.addr);
     c.send(b"POST /early HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\n\r\n");
     c.send(&pattern(100));
@@ -1284,7 +1284,7 @@ fn an_upstream_answering_before_the_body_ends_is_passed_on_and_the_connection_go
 #[test]
 fn a_client_that_stops_mid_body_takes_its_upstream_exchange_with_it() {
     let (l, url) = raw_upstream();
-    let px = proxy(&[("/", url)]);
+    let px = proxy_with(&[("/", url)], &["--no-proxy-request-buffering"]);
     let mut c = Client::connect(px.addr);
     c.send(b"POST /cut HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\n\r\n");
     c.send(&pattern(100));
@@ -1305,7 +1305,10 @@ fn a_client_that_stops_mid_body_takes_its_upstream_exchange_with_it() {
 #[test]
 fn an_http2_body_goes_up_as_it_arrives_and_whole() {
     let up = Upstream::answering(ok("ok"));
-    let px = proxy_with(&[("/", up.url())], &["--h2c-port", "0"]);
+    let px = proxy_with(
+        &[("/", up.url())],
+        &["--h2c-port", "0", "--no-proxy-request-buffering"],
+    );
     let mut c = H2::open(h2c_addr(&px));
     // Over the 64 KiB of room: its window is held until the upstream took the body.
     let body = pattern(300_000);

@@ -1321,3 +1321,206 @@ fn a_client_leaving_with_many_calls_in_flight_costs_no_other_client_its_calls() 
         cancelled += 1;
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Cancelled streams and the upstream (issue Y item 2): a client that opens streams and has
+// them reset, by itself (rapid reset) or by the server for a frame it sent (MadeYouReset),
+// in the read that brought them, costs the upstream nothing. Raw frames on a socket, so each
+// stream's HEADERS and the frame that ends it arrive in one write.
+
+/// An HTTP/1.1 upstream that counts the request heads it reads and answers each `200 ok`,
+/// keeping its connections.
+struct CountingUpstream {
+    addr: SocketAddr,
+    heads: Arc<Mutex<Vec<String>>>,
+}
+
+impl CountingUpstream {
+    fn start() -> CountingUpstream {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let seen = heads.clone();
+        std::thread::spawn(move || {
+            for s in listener.incoming().flatten() {
+                let seen = seen.clone();
+                std::thread::spawn(move || {
+                    let mut w = s.try_clone().unwrap();
+                    let mut r = BufReader::new(s);
+                    loop {
+                        let mut line = String::new();
+                        if r.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let mut field = String::new();
+                        while r.read_line(&mut field).unwrap_or(0) > 2 {
+                            field.clear();
+                        }
+                        seen.lock().unwrap().push(line.trim_end().to_string());
+                        let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                        if w.write_all(ok).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        CountingUpstream { addr, heads }
+    }
+
+    fn heads(&self) -> Vec<String> {
+        self.heads.lock().unwrap().clone()
+    }
+}
+
+/// An HTTP/2 frame.
+fn raw_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = (payload.len() as u32).to_be_bytes();
+    let mut b = vec![len[1], len[2], len[3], kind, flags];
+    b.extend_from_slice(&stream.to_be_bytes());
+    b.extend_from_slice(payload);
+    b
+}
+
+/// HEADERS (END_HEADERS, and END_STREAM) for `GET path`: literals without indexing.
+fn raw_get(stream: u32, path: &str) -> Vec<u8> {
+    let mut block = Vec::new();
+    for (n, v) in [
+        (":method", "GET"),
+        (":scheme", "http"),
+        (":authority", "proxied"),
+        (":path", path),
+    ] {
+        block.push(0);
+        block.push(n.len() as u8);
+        block.extend_from_slice(n.as_bytes());
+        block.push(v.len() as u8);
+        block.extend_from_slice(v.as_bytes());
+    }
+    raw_frame(0x1, 0x4 | 0x1, stream, &block)
+}
+
+/// A frame the server sent: (type, flags, stream, payload).
+type RawFrame = (u8, u8, u32, Vec<u8>);
+
+/// Reads the server's frames from `s` until `last` holds for one (it is included) or the
+/// connection ends.
+fn raw_frames_until(
+    s: &mut std::net::TcpStream,
+    last: impl Fn(&RawFrame) -> bool,
+) -> Vec<RawFrame> {
+    use std::io::Read;
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    let (mut buf, mut frames) = (Vec::new(), Vec::new());
+    loop {
+        while buf.len() >= 9 {
+            let len = u32::from_be_bytes([0, buf[0], buf[1], buf[2]]) as usize;
+            if buf.len() < 9 + len {
+                break;
+            }
+            let id = u32::from_be_bytes([buf[5], buf[6], buf[7], buf[8]]) & 0x7fff_ffff;
+            let f = (buf[3], buf[4], id, buf[9..9 + len].to_vec());
+            buf.drain(..9 + len);
+            let done = last(&f);
+            frames.push(f);
+            if done {
+                return frames;
+            }
+        }
+        let mut chunk = [0u8; 16_384];
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => return frames,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// The types of the frames on `stream`.
+fn kinds_on(frames: &[RawFrame], stream: u32) -> Vec<u8> {
+    frames
+        .iter()
+        .filter(|f| f.2 == stream)
+        .map(|f| f.0)
+        .collect()
+}
+
+/// The error code of the GOAWAY among `frames`, if one came.
+fn goaway_code(frames: &[RawFrame]) -> Option<u32> {
+    let f = frames.iter().find(|f| f.0 == 0x7)?;
+    Some(u32::from_be_bytes([f.3[4], f.3[5], f.3[6], f.3[7]]))
+}
+
+/// Streams cancelled in the read that opened them, by the client (RST_STREAM) or by the
+/// server for the client's fault (DATA on a half-closed stream: STREAM_CLOSED; a WINDOW_UPDATE
+/// past 2^31-1: FLOW_CONTROL_ERROR; a PRIORITY on itself), never reach the HTTP/1.1 upstream:
+/// only the last, normal request does.
+#[test]
+fn streams_cancelled_in_the_read_that_opened_them_never_reach_the_upstream() {
+    use std::io::Write;
+    let up = CountingUpstream::start();
+    let target = format!("/=http://{}", up.addr);
+    let proxy = serve(&["--app", "none", "--h2c-port", "0", "--proxy", &target]);
+    let mut s = std::net::TcpStream::connect(h2c_addr(&proxy)).unwrap();
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend(raw_frame(0x4, 0, 0, &[]));
+    type Poison = fn(u32) -> Vec<u8>;
+    let poisons: [Poison; 4] = [
+        |id| raw_frame(0x3, 0, id, &8u32.to_be_bytes()),
+        |id| raw_frame(0x0, 0, id, b"x"),
+        |id| raw_frame(0x8, 0, id, &0x7fff_ffffu32.to_be_bytes()),
+        |id| {
+            let mut p = id.to_be_bytes().to_vec();
+            p.push(16);
+            raw_frame(0x2, 0, id, &p)
+        },
+    ];
+    let mut id = 1;
+    for poison in poisons {
+        for _ in 0..20 {
+            out.extend(raw_get(id, "/cancelled"));
+            out.extend(poison(id));
+            id += 2;
+        }
+    }
+    s.write_all(&out).unwrap();
+    s.write_all(&raw_get(id, "/normal")).unwrap();
+    let frames = raw_frames_until(&mut s, |f| f.2 == id && f.1 & 0x1 != 0);
+    let kinds = kinds_on(&frames, id);
+    assert!(
+        kinds[0] == 0x1 && kinds[1..].iter().all(|&k| k == 0x0),
+        "the normal request's answer, HEADERS then DATA: {kinds:?}"
+    );
+    assert_eq!(goaway_code(&frames), None, "80 resets are within the limit");
+    assert_eq!(up.heads(), ["GET /normal HTTP/1.1"]);
+}
+
+/// MadeYouReset (CVE-2025-8671) through the proxy: past MAX_RESETS_PER_SEC resets the server
+/// sent for the client's frames, the connection ends with GOAWAY(ENHANCE_YOUR_CALM), and none
+/// of the reset requests reached the upstream.
+#[test]
+fn server_resets_past_the_limit_end_the_connection_and_nothing_went_up() {
+    use std::io::Write;
+    let up = CountingUpstream::start();
+    let target = format!("/=http://{}", up.addr);
+    let proxy = serve(&["--app", "none", "--h2c-port", "0", "--proxy", &target]);
+    let mut s = std::net::TcpStream::connect(h2c_addr(&proxy)).unwrap();
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend(raw_frame(0x4, 0, 0, &[]));
+    let limit = linerate_server::http2::MAX_RESETS_PER_SEC;
+    for i in 0..=limit {
+        let id = 2 * i + 1;
+        out.extend(raw_get(id, "/reset"));
+        out.extend(raw_frame(0x0, 0, id, b"x"));
+    }
+    s.write_all(&out).unwrap();
+    let frames = raw_frames_until(&mut s, |f| f.0 == 0x7);
+    let resets = frames.iter().filter(|f| f.0 == 0x3).count();
+    assert_eq!(
+        resets,
+        limit as usize + 1,
+        "one reset per stream up to the limit's"
+    );
+    assert_eq!(goaway_code(&frames), Some(0xb), "GOAWAY(ENHANCE_YOUR_CALM)");
+    assert!(up.heads().is_empty(), "{:?}", up.heads());
+}

@@ -20,13 +20,16 @@ const SHARDS: usize = 64;
 pub(crate) struct ClientConns {
     /// Most connections one address may have open.
     max: u32,
+    /// Loopback addresses count too (else they are not counted at all).
+    loopback: bool,
     shards: Box<[Mutex<HashMap<IpAddr, u32>>]>,
 }
 
 impl ClientConns {
-    pub(crate) fn new(max: u32) -> ClientConns {
+    pub(crate) fn new(max: u32, loopback: bool) -> ClientConns {
         ClientConns {
             max,
+            loopback,
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
         }
     }
@@ -41,6 +44,11 @@ impl ClientConns {
         };
         let mixed = folded.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32;
         &self.shards[mixed as usize % SHARDS]
+    }
+
+    /// Whether connections from `ip` are counted: every address, or every one but loopback.
+    pub(crate) fn counts(&self, ip: IpAddr) -> bool {
+        self.loopback || !ip.to_canonical().is_loopback()
     }
 
     /// Counts a new connection from `ip`; `false` (nothing counted) when the address already
@@ -87,7 +95,7 @@ mod tests {
 
     #[test]
     fn an_address_at_its_limit_is_refused_until_one_closes() {
-        let c = ClientConns::new(2);
+        let c = ClientConns::new(2, true);
         let a: IpAddr = "192.0.2.1".parse().unwrap();
         let b: IpAddr = "2001:db8::1".parse().unwrap();
         assert!(c.open(a));
@@ -106,8 +114,25 @@ mod tests {
 
     #[test]
     fn a_limit_of_zero_refuses_without_keeping_the_address() {
-        let c = ClientConns::new(0);
+        let c = ClientConns::new(0, true);
         assert!(!c.open("192.0.2.1".parse().unwrap()));
         assert_eq!(c.clients(), 0);
+    }
+
+    /// The default limit leaves loopback clients out (issue Y's edge defaults); one set
+    /// explicitly counts them, IPv4-mapped ones included.
+    #[test]
+    fn loopback_counts_only_when_asked() {
+        let lo: [IpAddr; 3] = [
+            "127.0.0.1".parse().unwrap(),
+            "::1".parse().unwrap(),
+            "::ffff:127.0.0.2".parse().unwrap(),
+        ];
+        let remote: IpAddr = "192.0.2.1".parse().unwrap();
+        let default = ClientConns::new(2, false);
+        assert!(lo.iter().all(|&ip| !default.counts(ip)));
+        assert!(default.counts(remote));
+        let explicit = ClientConns::new(2, true);
+        assert!(lo.iter().all(|&ip| explicit.counts(ip)));
     }
 }

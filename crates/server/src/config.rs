@@ -42,6 +42,17 @@ pub const MIN_SEND_RATE: u64 = 1024;
 pub const MAX_UNSENT_BYTES: u64 = 128 * 1024;
 /// Requests served on one connection before it is closed (`Connection: close` on the last).
 pub const MAX_REQUESTS_PER_CONN: u64 = u64::MAX;
+/// Connections one client address may have open at once by default (issue Y's edge
+/// defaults): a browser opens 6 per origin, so this leaves room for about 40 users behind
+/// one NAT while bounding what one attacker's reconnects hold. By default loopback clients
+/// are not counted (a local benchmark, sidecar or health check is the operator's own); a
+/// limit set explicitly counts every address (`Config::count_loopback_clients`).
+pub const MAX_CONNS_PER_CLIENT: u32 = 256;
+/// Connections one worker opens to one upstream server at most by default (issue Y's edge
+/// defaults; nginx has none): as many as it pools ([`UPSTREAM_KEEPALIVE`]), so that no mix
+/// of clients makes a worker hold more upstream descriptors than that per server; requests
+/// over it wait for one to come free (the connect timeout at most, then 503).
+pub const UPSTREAM_MAX_CONNS: usize = UPSTREAM_KEEPALIVE;
 /// On shutdown, how long in-flight requests may take before connections are closed.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// On SIGTERM/SIGINT, how long the server keeps accepting and serving while `/healthz`
@@ -111,8 +122,9 @@ pub struct Upstream {
     /// How proxy mounts name it.
     pub name: String,
     pub servers: Vec<UpstreamServer>,
-    /// Connections one worker keeps open to one server at most (0: no limit); requests over
-    /// it wait for a connection to come free (up to the connect timeout, then 503).
+    /// Connections one worker keeps open to one server at most (0: no limit;
+    /// [`UPSTREAM_MAX_CONNS`] by default); requests over it wait for a connection to come
+    /// free (up to the connect timeout, then 503).
     pub max_conns: usize,
     /// Idle keep-alive connections one worker keeps per server.
     pub keepalive: usize,
@@ -224,7 +236,7 @@ impl Upstream {
         Upstream {
             name: name.to_string(),
             servers,
-            max_conns: 0,
+            max_conns: UPSTREAM_MAX_CONNS,
             keepalive: UPSTREAM_KEEPALIVE,
             idle_timeout: UPSTREAM_IDLE_TIMEOUT,
             connect_timeout: UPSTREAM_CONNECT_TIMEOUT,
@@ -306,8 +318,12 @@ pub struct ProxyMount {
     pub auth: Option<ForwardAuth>,
     /// Read a request's body whole before it goes up (nginx's `proxy_request_buffering on`:
     /// a slow uploader holds no upstream connection, and the upstream always gets a
-    /// `Content-Length`). Off (the default, as caddy, HAProxy and Envoy): a body that did not
-    /// come with its head goes up as it arrives, at most 64 KiB held between the two
+    /// `Content-Length`). On by default (issue Y's edge defaults), for a body known to fit in
+    /// [`REQUEST_BUFFER_BYTES`] (by its declared length, or, chunked, by the site's body
+    /// limit) that is no gRPC call (a client-streaming or bidi call is a stream): the memory
+    /// it holds is what the client sent. Any other body (larger, gRPC, an HTTP/2 or HTTP/3
+    /// one of no declared length: a streaming upload; every body when off, as caddy,
+    /// HAProxy and Envoy do) goes up as it arrives, at most 64 KiB held between the two
     /// connections (the client is read as fast as the upstream takes it).
     pub request_buffering: bool,
     /// The protocols a client's `Upgrade` may ask the upstream for (RFC 9110 §7.8; a 101
@@ -491,6 +507,11 @@ impl ProxyCache {
     }
 }
 
+/// The largest declared body a proxy mount reads whole before it goes up
+/// ([`ProxyMount::request_buffering`]); larger ones stream. The default body limit: with the
+/// defaults every body that declares its length is read whole first.
+pub const REQUEST_BUFFER_BYTES: u64 = MAX_BODY_BYTES;
+
 /// The protocols a proxy mount tunnels unless configured otherwise: WebSocket only. h2c
 /// (deprecated by RFC 9113 §3.1) would carry requests past the proxy's rules unseen.
 pub const DEFAULT_UPGRADES: &[&str] = &["websocket"];
@@ -509,7 +530,7 @@ impl Default for ProxyMount {
             set_response: Vec::new(),
             remove_response: Vec::new(),
             auth: None,
-            request_buffering: false,
+            request_buffering: true,
             upgrades: DEFAULT_UPGRADES.iter().map(|u| u.to_string()).collect(),
             cache: None,
             grpc_web: false,
@@ -591,9 +612,12 @@ pub struct Config {
     /// See [`MAX_REQUESTS_PER_CONN`].
     pub max_requests_per_conn: u64,
     /// Most connections one client address may have open at once, over every TCP listener
-    /// and worker (0: no limit); the next one is closed before a byte is read. The address
-    /// is the socket's, or its PROXY protocol header's.
+    /// and worker (0: no limit; [`MAX_CONNS_PER_CLIENT`] by default); the next one is closed
+    /// before a byte is read. The address is the socket's, or its PROXY protocol header's.
     pub max_conns_per_client: u32,
+    /// Whether loopback addresses count against `max_conns_per_client`: not with the
+    /// default limit (a local client is the operator's own), yes once a limit is set.
+    pub count_loopback_clients: bool,
     /// See [`DRAIN_TIMEOUT`].
     pub drain_timeout: Duration,
     /// See [`LINGER_TIMEOUT`].
@@ -1341,7 +1365,8 @@ impl Default for Config {
             min_send_rate: MIN_SEND_RATE,
             max_unsent_bytes: MAX_UNSENT_BYTES,
             max_requests_per_conn: MAX_REQUESTS_PER_CONN,
-            max_conns_per_client: 0,
+            max_conns_per_client: MAX_CONNS_PER_CLIENT,
+            count_loopback_clients: false,
             drain_timeout: DRAIN_TIMEOUT,
             linger_timeout: LINGER_TIMEOUT,
             deferred_timeout: DEFERRED_TIMEOUT,

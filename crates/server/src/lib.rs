@@ -203,6 +203,7 @@ pub mod jwt;
 pub mod jwt;
 #[cfg(feature = "kv")]
 pub mod kv;
+mod log_limit;
 pub mod node_info;
 pub mod notify;
 mod pool;

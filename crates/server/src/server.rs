@@ -807,6 +807,7 @@ impl Server {
                 client_conns: (config.max_conns_per_client > 0).then(|| {
                     Arc::new(crate::client_conns::ClientConns::new(
                         config.max_conns_per_client,
+                        config.count_loopback_clients,
                     ))
                 }),
                 tls_policy: crate::tls::TlsPolicy {

@@ -91,8 +91,8 @@ pub fn changes(running: &Config, new: &Config) -> Changes {
     );
     restart(
         "limits.max_conns_per_client",
-        &r.max_conns_per_client,
-        &n.max_conns_per_client,
+        &(r.max_conns_per_client, r.count_loopback_clients),
+        &(n.max_conns_per_client, n.count_loopback_clients),
     );
     restart("limits.drain_timeout", &r.drain_timeout, &n.drain_timeout);
     restart("shutdown_delay", &r.shutdown_delay, &n.shutdown_delay);
@@ -162,6 +162,7 @@ fn unnamed(c: &Config) -> String {
     c.max_unsent_bytes = d.max_unsent_bytes;
     c.max_requests_per_conn = d.max_requests_per_conn;
     c.max_conns_per_client = d.max_conns_per_client;
+    c.count_loopback_clients = d.count_loopback_clients;
     c.drain_timeout = d.drain_timeout;
     c.shutdown_delay = d.shutdown_delay;
     c.upgrade_socket = None;

@@ -106,9 +106,11 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     max_requests_per_conn: Option<u64>,
     /// Most connections one client address may have open at once, over every listener and
-    /// worker (0: no limit); the next is closed before a byte is read.
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    max_conns_per_client: u32,
+    /// worker (0: no limit); the next is closed before a byte is read. Default:
+    /// MAX_CONNS_PER_CLIENT (256), loopback clients not counted; a value given here counts
+    /// every address.
+    #[arg(long, value_name = "N")]
+    max_conns_per_client: Option<u32>,
     /// MAX_DEFERRED_PER_WORKER: requests one worker may have waiting on a deferred or async
     /// handler at once (the demo's `/delay/{ms}`, a database query); beyond, 503. HttpArena's
     /// async profile holds 32,000 connections waiting: give at least that divided by the workers.
@@ -173,7 +175,7 @@ pub(crate) struct ServeArgs {
     /// --proxy upstreams: connections each worker opens per server at most (0: no limit);
     /// requests over it wait for one to come free. Behind multiplexed (HTTP/2) clients, a
     /// bound near the upstream's own concurrency is the cheapest setting.
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value_t = linerate_server::config::UPSTREAM_MAX_CONNS)]
     proxy_max_conns: usize,
     /// --proxy `h2://` upstreams: verify their certificates against the CA certificates in
     /// this PEM file instead of the system's roots (a private CA, or a self-signed upstream).
@@ -184,11 +186,16 @@ pub(crate) struct ServeArgs {
     /// (the config file's `grpc_web = true`).
     #[arg(long)]
     proxy_grpc_web: bool,
-    /// --proxy mounts read a request's body whole before sending it up (nginx's default:
-    /// a slow uploader holds no upstream connection, and the upstream gets a Content-Length).
-    /// Without it a body goes up as it arrives.
-    #[arg(long)]
+    /// --proxy mounts read a request's body whole before sending it up (nginx's default, and
+    /// ours: a slow uploader holds no upstream connection, and the upstream gets a
+    /// Content-Length), for a body that declares at most 1 MiB and is no gRPC call; other
+    /// bodies go up as they arrive. Given for clarity only: it is the default.
+    #[arg(long, conflicts_with = "no_proxy_request_buffering")]
     proxy_request_buffering: bool,
+    /// --proxy mounts send every request body up as it arrives (caddy's, HAProxy's and
+    /// Envoy's way): nothing is held, but a slow uploader holds an upstream connection.
+    #[arg(long)]
+    no_proxy_request_buffering: bool,
     /// --proxy mounts keep answers in an HTTP cache (RFC 9111) of this much memory, shared by
     /// the workers, e.g. `64MiB` (the config file's `cache = { … }` has the other settings).
     #[arg(long, value_name = "SIZE", value_parser = units::size)]
@@ -364,6 +371,7 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
                 "proxy_tls_ca",
                 "proxy_grpc_web",
                 "proxy_request_buffering",
+                "no_proxy_request_buffering",
                 "proxy_cache",
                 "proxy_cache_tier",
                 "proxy_cache_client_no_cache",
@@ -961,7 +969,7 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
             prefix: p.prefix.clone(),
             upstream: name,
             rewrite: p.rewrite.clone(),
-            request_buffering: a.proxy_request_buffering,
+            request_buffering: !a.no_proxy_request_buffering,
             cache: a
                 .proxy_cache
                 .map(|size| linerate_server::config::ProxyCache {
@@ -1017,7 +1025,10 @@ fn flags_config(a: &ServeArgs) -> anyhow::Result<Config> {
         max_requests_per_conn: a
             .max_requests_per_conn
             .unwrap_or(defaults::MAX_REQUESTS_PER_CONN),
-        max_conns_per_client: a.max_conns_per_client,
+        max_conns_per_client: a
+            .max_conns_per_client
+            .unwrap_or(defaults::MAX_CONNS_PER_CLIENT),
+        count_loopback_clients: a.max_conns_per_client.is_some(),
         max_deferred_per_worker: a.max_deferred_per_worker,
         drain_timeout: a.drain_timeout,
         shutdown_delay: a.shutdown_delay,
@@ -1117,6 +1128,7 @@ fn overlay(mut file: Config, flags: Config, explicit: &[String]) -> Config {
         "max_unsent_bytes" => max_unsent_bytes,
         "max_requests_per_conn" => max_requests_per_conn,
         "max_conns_per_client" => max_conns_per_client,
+        "max_conns_per_client" => count_loopback_clients,
         "max_deferred_per_worker" => max_deferred_per_worker,
         "drain_timeout" => drain_timeout,
         "shutdown_delay" => shutdown_delay,

@@ -708,7 +708,7 @@ impl<B: Backend> Worker<B> {
                 peer,
             } => self.accept(listener, sock, peer, sh),
             Completion::AcceptPaused(e) => {
-                tracing::warn!(error = %e, "accept failed; pausing accepts");
+                crate::log_limit::warn_limited!("accept failed", "", error = %e, "accept failed; pausing accepts");
                 self.accept_paused_until = Some(self.io.cx.now + ACCEPT_BACKOFF_MS);
             }
             // An upstream connection's token has the UP bit: tested in each arm, after the
@@ -957,6 +957,9 @@ impl<B: Backend> Worker<B> {
         else {
             return true;
         };
+        if !table.counts(ip) {
+            return true;
+        }
         if table.open(ip) {
             live.counted = true;
             return true;

@@ -1050,7 +1050,7 @@ impl h1c::Exchange for Relay<'_> {
             let timeout = matches!(error, UpError::Timeout(_));
             if let Some(hit) = cache.as_mut().and_then(|x| x.failed(timeout)) {
                 // stale-if-error (RFC 5861 §4): the stored answer instead of the error.
-                tracing::warn!(upstream = %self.upstream, server = %self.server_name(), error = %error, "upstream exchange failed; a stale answer was used");
+                crate::log_limit::warn_limited!("upstream exchange failed, stale used", self.upstream, upstream = %self.upstream, server = %self.server_name(), error = %error, "upstream exchange failed; a stale answer was used");
                 link.status = hit.status;
                 *self.link = Some(link);
                 self.answer_hit(hit);
@@ -1063,14 +1063,14 @@ impl h1c::Exchange for Relay<'_> {
                 UpError::Timeout(_) => 504,
                 _ => 502,
             };
-            tracing::warn!(upstream = %self.upstream, server = %self.server_name(), error = %error, status, auth, "upstream exchange failed");
+            crate::log_limit::warn_limited!("upstream exchange failed", self.upstream, upstream = %self.upstream, server = %self.server_name(), error = %error, status, auth, "upstream exchange failed");
             let cache_status = cache
                 .as_ref()
                 .filter(|_| !auth)
                 .and_then(|x| x.error_status(failure_detail(error)));
             self.answer_error(status, &link, cache_status);
         } else {
-            tracing::warn!(upstream = %self.upstream, server = %self.server_name(), error = %error, "upstream exchange failed after its answer began");
+            crate::log_limit::warn_limited!("upstream exchange cut", self.upstream, upstream = %self.upstream, server = %self.server_name(), error = %error, "upstream exchange failed after its answer began");
             self.close_pipe(link.pipe.take(), link.client, link.id);
             if let Some(live) = client(self.slots, link.client) {
                 live.conn.stream_abort(link.id, self.cx);
@@ -1179,7 +1179,7 @@ impl<B: Backend> Worker<B> {
             Submitted::Done(()) => conn.connected(now),
             Submitted::Pending => {}
             Submitted::Failed => {
-                tracing::warn!(upstream = %up.name, server = %up.servers[server].addr, "upstream connect failed");
+                crate::log_limit::warn_limited!("upstream connect failed", &up.name, upstream = %up.name, server = %up.servers[server].addr, "upstream connect failed");
                 self.backend.detach(token);
                 self.free.push(idx);
                 self.pools.groups[gi].failed(server, up, now);

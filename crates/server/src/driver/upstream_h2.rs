@@ -411,7 +411,7 @@ impl Relay<'_> {
     fn fail(&mut self, i: usize, status: u16, why: &dyn std::fmt::Display) {
         let mut link = self.take(i);
         if link.answered {
-            tracing::warn!(upstream = %self.upstream, error = %why, "HTTP/2 upstream stream failed after its answer began");
+            crate::log_limit::warn_limited!("upstream exchange cut", self.upstream, upstream = %self.upstream, error = %why, "HTTP/2 upstream stream failed after its answer began");
             self.close_pipe(&mut link);
             to_client(self.slots, link.client, self.cx, |live, cx| {
                 live.conn.stream_abort(link.id, cx);
@@ -420,7 +420,7 @@ impl Relay<'_> {
             let (status, bytes) = (link.status, link.bytes);
             self.account(status, bytes, &link);
         } else {
-            tracing::warn!(upstream = %self.upstream, error = %why, status, "HTTP/2 upstream stream failed");
+            crate::log_limit::warn_limited!("upstream exchange failed", self.upstream, upstream = %self.upstream, error = %why, status, "HTTP/2 upstream stream failed");
             self.answer_error(status, &mut link);
         }
     }
@@ -830,7 +830,7 @@ impl<B: Backend> Worker<B> {
             UpstreamProtocol::H2 => match tls_session(up, server) {
                 Ok(tls) => Some(Box::new(tls)),
                 Err(e) => {
-                    tracing::warn!(upstream = %up.name, server = %up.servers[server].addr, error = %e, "upstream TLS set-up failed");
+                    crate::log_limit::warn_limited!("upstream TLS failed", &up.name, upstream = %up.name, server = %up.servers[server].addr, error = %e, "upstream TLS set-up failed");
                     return None;
                 }
             },
@@ -842,7 +842,7 @@ impl<B: Backend> Worker<B> {
             Submitted::Done(()) => true,
             Submitted::Pending => false,
             Submitted::Failed => {
-                tracing::warn!(upstream = %up.name, server = %up.servers[server].addr, "upstream connect failed");
+                crate::log_limit::warn_limited!("upstream connect failed", &up.name, upstream = %up.name, server = %up.servers[server].addr, "upstream connect failed");
                 self.backend.detach(token);
                 self.free.push(idx);
                 return None;
@@ -1047,7 +1047,7 @@ impl<B: Backend> Worker<B> {
         let closed = match tls.recv(data, &mut plain) {
             Ok(closed) => closed,
             Err(e) => {
-                tracing::warn!(upstream = %name, server = %server, error = %e, "upstream TLS failed");
+                crate::log_limit::warn_limited!("upstream TLS failed", &name, upstream = %name, server = %server, error = %e, "upstream TLS failed");
                 h2.connected &= !handshaking;
                 return None;
             }

@@ -72,7 +72,7 @@ impl<'a> ConnApp<'a> {
             Some(body) => self.relay(route, head, req.buf, req.id, body.to_vec(), None, req.h1),
             // A gRPC-Web request the mount translates: its body whole first (a `-text` one
             // is decoded before it goes up; browsers send unary and server-streaming calls).
-            None if buffers_bodies(self.site_app, route)
+            None if buffers_body(self.site_app, route, head, req.buf)
                 || head.header(req.buf, "upgrade").is_some()
                 || web_request(self.site_app, route, head, req.buf).is_some() =>
             {
@@ -349,9 +349,34 @@ fn web_request(
         .and_then(|_| crate::proxy::grpc_web::web_of(head.header(buf, "content-type")))
 }
 
-/// Whether proxy route `route` of `site` reads bodies whole before sending them up.
-fn buffers_bodies(site: &SiteApp, route: usize) -> bool {
-    site.proxies
+/// Whether proxy route `route` of `site` reads this request's body whole before sending it
+/// up: the mount buffers (the default), the body is no gRPC call, and it is known to fit in
+/// [`REQUEST_BUFFER_BYTES`]: by its declared length, or, for a chunked one, by the site's
+/// body limit. An HTTP/2 or HTTP/3 body that declares no length is a stream by choice (a
+/// browser's streaming `fetch` upload sends none): it goes up as it comes.
+fn buffers_body(site: &SiteApp, route: usize, head: &RequestHead, buf: &[u8]) -> bool {
+    use crate::config::REQUEST_BUFFER_BYTES;
+    let buffering = site
+        .proxies
         .get(route)
-        .is_some_and(|r| r.mount.request_buffering)
+        .is_some_and(|r| r.mount.request_buffering);
+    let fits = match head.framing() {
+        Framing::Length(n) => n <= REQUEST_BUFFER_BYTES,
+        Framing::Chunked => site.max_body_bytes <= REQUEST_BUFFER_BYTES,
+        _ => false,
+    };
+    buffering && fits && !head.header(buf, "content-type").is_some_and(is_grpc_call)
+}
+
+/// A gRPC call's content type (`application/grpc`, `+format`, parameters; gRPC's
+/// PROTOCOL-HTTP2.md), which may be a stream of messages: never read whole. gRPC-Web
+/// (`application/grpc-web…`) is not one here.
+fn is_grpc_call(content_type: &[u8]) -> bool {
+    const GRPC: &[u8] = b"application/grpc";
+    content_type.len() >= GRPC.len()
+        && content_type[..GRPC.len()].eq_ignore_ascii_case(GRPC)
+        && matches!(
+            content_type.get(GRPC.len()),
+            None | Some(b'+' | b';' | b' ')
+        )
 }
