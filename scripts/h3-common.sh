@@ -1,5 +1,6 @@
-# Sourced by the HTTP/3 stages (h3-interop, h3-attacks, h3-migrate, h3-netem): what each needs
-# before it starts a server. Set `stage` (the name lines start with) before sourcing.
+# Sourced by the HTTP/3 stages (h3-interop, h3-attacks, h3-migrate, h3-netem), and for its
+# helpers by h2-attacks: what each needs before it starts a server. Set `stage` (the name
+# lines start with) before sourcing.
 #
 #   say MSG...            a line on stderr, "STAGE: MSG"
 #   not_run WHY           the NOT RUN line, exit 2

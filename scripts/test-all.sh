@@ -20,7 +20,8 @@
 # among them (scripts/h3-interop.sh; pip installs aioquic where missing), HTTP/3 connections
 # that move to new source ports, routed to their worker (scripts/h3-migrate.sh), HTTP/3 through a
 # lossy link between two network namespaces (scripts/h3-netem.sh; netem, or a UDP relay where
-# the kernel has none) and under attack (scripts/h3-attacks.sh), Python's websockets client
+# the kernel has none) and under attack (scripts/h3-attacks.sh), HTTP/2 under attack beside a
+# good client, with hyperframe and hpack from PyPI (scripts/h2-attacks.sh), Python's websockets client
 # through the proxy (scripts/ws-proxy.sh; pip installs it into target/), the gateway shape of
 # docs/gateway/ with HttpArena's gateway-64 checks (scripts/gateway.sh), HttpArena's validation of
 # every profile against the demo (scripts/arena.sh: `linerate lab arena --validate-only`), systemd-analyze verify
@@ -313,6 +314,10 @@ may "HTTP/3: aioquic interop" scripts/h3-interop.sh "$LINERATE_BIN"
 may "HTTP/3: migration (NAT rebinding)" scripts/h3-migrate.sh "$LINERATE_BIN"
 may "HTTP/3: lossy link (netem)" scripts/h3-netem.sh "$LINERATE_BIN"
 may "HTTP/3: attacks" scripts/h3-attacks.sh "$LINERATE_BIN"
+# HTTP/2 abuse (issue Y): MadeYouReset's four forms, rapid reset, an HPACK bomb and slow
+# uploads, over TLS to a proxied path and over h2c to a file, each 10 s beside a good client;
+# nginx's rows beside where it is installed (never a failure).
+may "HTTP/2: attacks (MadeYouReset, HPACK bomb)" scripts/h2-attacks.sh "$LINERATE_BIN"
 may "WebSocket: websockets via proxy" scripts/ws-proxy.sh "$LINERATE_BIN"
 may "gateway shape (gateway-64 checks)" scripts/gateway.sh check "$LINERATE_BIN"
 # HttpArena's validation of every profile against the demo (`lab arena --validate-only`; the

@@ -1067,6 +1067,11 @@ impl<P> Conn<P> {
             if !s.draining() && !self.calm.reset(cx.now) {
                 self.conn_error(Code::EnhanceYourCalm, cx);
             }
+        } else if self.closed.contains(h.stream) && p != [0; 4] && !self.calm.reset(cx.now) {
+            // A stream answered in the read that opened it, then reset (rapid reset of a
+            // cheap path): the answer was thrown away all the same. A legitimate client meets
+            // this only when its cancel crosses our last frame.
+            self.conn_error(Code::EnhanceYourCalm, cx);
         }
     }
 

@@ -2105,3 +2105,26 @@ fn an_hpack_bomb_is_431_without_being_expanded() {
     assert_eq!(status(&h.frames()[0]), Some((5, "200".into())));
     assert_eq!(h.app.paths.last().map(String::as_str), Some("/x"));
 }
+
+/// Rapid reset of a path answered at once: each stream is whole before its RST_STREAM is read,
+/// so no stream is open to reset, but the answer was thrown away all the same: the resets
+/// count, and the connection ends with ENHANCE_YOUR_CALM. RST_STREAM(NO_ERROR) does not.
+#[test]
+fn rapid_reset_of_answered_streams_is_calmed() {
+    for (code, calmed) in [(8u32, true), (0, false)] {
+        let mut h = H::open();
+        let mut bytes = Vec::new();
+        for i in 0..=MAX_RESETS_PER_SEC {
+            let id = 2 * i + 1;
+            bytes.extend(get(id, "/x"));
+            bytes.extend(raw(kind::RST_STREAM, 0, id, &code.to_be_bytes()));
+        }
+        h.recv(&bytes);
+        let got = h.frames();
+        assert_eq!(
+            got.iter().any(goaway(Code::EnhanceYourCalm)),
+            calmed,
+            "{code}"
+        );
+    }
+}
