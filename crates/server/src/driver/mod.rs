@@ -1003,6 +1003,11 @@ impl<B: Backend> Worker<B> {
             // Cleared again at the end: a cleartext connection never sets it.
             self.io.cx.alt_svc = live.alt_svc;
         }
+        // Cancellations are listed only during a call and taken right after it (`cancel.rs`).
+        debug_assert!(
+            self.io.cx.cancelled.is_empty(),
+            "a cancellation outside a call"
+        );
         let (cx, svc, head, plain) = self.io.split(sh, peer, token, tls, live.to_https);
         let mut svc = svc;
         if let Proto::Boxed(b) = &mut live.conn {

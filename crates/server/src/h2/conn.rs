@@ -397,16 +397,19 @@ impl<P> Conn<P> {
         }
     }
 
-    /// A stream error: RST_STREAM with `code`; the stream is forgotten, the work on its
-    /// answer given up. A reset the client caused counts against [`MAX_RESETS_PER_SEC`] as
+    /// A stream error: RST_STREAM with `code`; the stream is forgotten. A reset the client
+    /// caused gives up the work on its answer and counts against [`MAX_RESETS_PER_SEC`] as
     /// the client's own resets do (MadeYouReset, CVE-2025-8671: a frame that makes the
-    /// server reset a stream abandons as much work as the client's RST_STREAM).
+    /// server reset a stream abandons as much work as the client's RST_STREAM). A reset of
+    /// ours (a file that cannot be read, an upstream that failed mid-answer) comes from
+    /// work that has failed already, and may come outside the driver's call for this
+    /// connection: nothing is listed.
     fn stream_error(&mut self, id: u32, code: Code, cx: &mut Cx) {
         frame::rst(self.output(cx), id, code);
         self.reset.push(id);
         if let Some(idx) = self.find(id) {
             let s = self.streams.remove(idx);
-            if s.awaits_work() {
+            if code.blames_peer() && s.awaits_work() {
                 cx.cancelled.push(u64::from(id));
             }
         }

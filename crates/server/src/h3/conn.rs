@@ -602,10 +602,11 @@ impl<P> Conn<P> {
     /// with `code`, and it is forgotten.
     fn stream_error(&mut self, idx: usize, code: Code) {
         let s = self.streams.swap_remove(idx);
-        if s.awaits_work() {
-            self.cancelled.push(s.id);
-        }
         if blames_peer(code) {
+            // The client's fault: its work is given up, and the reset counts as its own.
+            if s.awaits_work() {
+                self.cancelled.push(s.id);
+            }
             self.faults += 1;
         }
         self.actions.push((s.id, Action::Reset(code)));
