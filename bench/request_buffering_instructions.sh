@@ -9,13 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${N:-20000}
-command -v valgrind >/dev/null || { echo "NOT RUN: valgrind is not installed"; exit 2; }
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 1 300); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+# shellcheck source=bench/callgrind_common.sh
+. bench/callgrind_common.sh
 head -c 1024 /dev/zero | tr '\0' 'a' >"$tmp/body"
 up=$(free_port)
 "$1" serve --addr 127.0.0.1:$up --workers 1 --no-pin --log-level warn --app demo >/dev/null 2>&1 &
@@ -38,12 +33,7 @@ for bin in "$@"; do
             --body-file "$tmp/body" -n "$n" --allow-status-errors >"$tmp/load"
         kill -INT "$vp"
         wait "$vp" 2>/dev/null || true
-        total=0
-        for f in "$out"*; do
-            t=$(grep -m1 '^summary:' "$f" | awk '{print $2}')
-            total=$((total + ${t:-0}))
-        done
         ok=$(grep -m1 'Status codes' "$tmp/load" | sed 's/^ *//')
-        printf '%s\t%s\t%d instructions per request\t(%s)\n' "$bin" "$mode" $((total / n)) "$ok"
+        printf '%s\t%s\t%d instructions per request\t(%s)\n' "$bin" "$mode" "$(per_request "$out" "$n")" "$ok"
     done
 done

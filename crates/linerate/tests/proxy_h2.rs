@@ -1451,6 +1451,16 @@ fn goaway_code(frames: &[RawFrame]) -> Option<u32> {
     Some(u32::from_be_bytes([f.3[4], f.3[5], f.3[6], f.3[7]]))
 }
 
+/// A proxy (no app, an h2c listener) to a [`CountingUpstream`], and a raw connection to its
+/// h2c listener.
+fn proxy_to_counting() -> (CountingUpstream, Served, std::net::TcpStream) {
+    let up = CountingUpstream::start();
+    let target = format!("/=http://{}", up.addr);
+    let proxy = serve(&["--app", "none", "--h2c-port", "0", "--proxy", &target]);
+    let s = std::net::TcpStream::connect(h2c_addr(&proxy)).unwrap();
+    (up, proxy, s)
+}
+
 /// Streams cancelled in the read that opened them, by the client (RST_STREAM) or by the
 /// server for the client's fault (DATA on a half-closed stream: STREAM_CLOSED; a WINDOW_UPDATE
 /// past 2^31-1: FLOW_CONTROL_ERROR; a PRIORITY on itself), never reach the HTTP/1.1 upstream:
@@ -1458,10 +1468,7 @@ fn goaway_code(frames: &[RawFrame]) -> Option<u32> {
 #[test]
 fn streams_cancelled_in_the_read_that_opened_them_never_reach_the_upstream() {
     use std::io::Write;
-    let up = CountingUpstream::start();
-    let target = format!("/=http://{}", up.addr);
-    let proxy = serve(&["--app", "none", "--h2c-port", "0", "--proxy", &target]);
-    let mut s = std::net::TcpStream::connect(h2c_addr(&proxy)).unwrap();
+    let (up, _proxy, mut s) = proxy_to_counting();
     let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
     out.extend(raw_frame(0x4, 0, 0, &[]));
     type Poison = fn(u32) -> Vec<u8>;
@@ -1501,10 +1508,7 @@ fn streams_cancelled_in_the_read_that_opened_them_never_reach_the_upstream() {
 #[test]
 fn server_resets_past_the_limit_end_the_connection_and_nothing_went_up() {
     use std::io::Write;
-    let up = CountingUpstream::start();
-    let target = format!("/=http://{}", up.addr);
-    let proxy = serve(&["--app", "none", "--h2c-port", "0", "--proxy", &target]);
-    let mut s = std::net::TcpStream::connect(h2c_addr(&proxy)).unwrap();
+    let (up, _proxy, mut s) = proxy_to_counting();
     let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
     out.extend(raw_frame(0x4, 0, 0, &[]));
     let limit = linerate_server::http2::MAX_RESETS_PER_SEC;
