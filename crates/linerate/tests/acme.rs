@@ -223,9 +223,15 @@ fn a_ca_down_at_start_serves_what_is_stored_and_never_a_wrong_one() {
     for f in ["cert.pem", "key.pem"] {
         std::fs::copy(dir.join("store/acme/c.example.test").join(f), wrong.join(f)).unwrap();
     }
+    // The admin listener: `/readyz` is 503 while a site has no certificate (issue Z item 4).
+    let admin = format!("127.0.0.1:{}", common::free_port("127.0.0.1"));
     let more = format!(
-        "{base}\n[[site]]\nnames = [\"d.example.test\"]\ntls = \"acme\"\n\n[[site]]\nnames = [\"e.example.test\"]\ntls = \"acme\"\n"
+        "{base}\n[[site]]\nnames = [\"d.example.test\"]\ntls = \"acme\"\n\n[[site]]\nnames = [\"e.example.test\"]\ntls = \"acme\"\n\n[admin]\naddr = \"{admin}\"\n"
     );
+    let admin_get = |path: &str| {
+        let r = common::Client::connect(admin.parse().unwrap()).get(path);
+        (r.status, r.text())
+    };
     let server = Linerate::start(&dir, &more);
     assert_eq!(
         served_leaf(tls_port, "c.example.test", &roots).expect("the stored certificate is served"),
@@ -242,6 +248,15 @@ fn a_ca_down_at_start_serves_what_is_stored_and_never_a_wrong_one() {
         let log = server.log();
         log.contains("could not obtain a certificate") && log.contains("d.example.test")
     });
+    // Alive, not ready: a balancer keeps HTTPS for these names away from this node.
+    assert_eq!(admin_get("/healthz"), (200, "ok\n".into()));
+    assert_eq!(
+        admin_get("/readyz"),
+        (
+            503,
+            "not ready: no certificate yet for d.example.test, e.example.test\n".into()
+        )
+    );
 
     // The CA back (a new root, and it has forgotten the account): restarted rather than
     // waited for through the backoff, the missing and the wrong one are obtained.
@@ -253,6 +268,7 @@ fn a_ca_down_at_start_serves_what_is_stored_and_never_a_wrong_one() {
     for name in ["d.example.test", "e.example.test"] {
         wait_served(tls_port, name, &roots, None, &what);
     }
+    assert_eq!(admin_get("/readyz"), (200, "ready\n".into()));
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -72,11 +72,17 @@ fn sigterm_with_a_shutdown_delay_keeps_serving_while_healthz_fails() {
     let mut kept = Client::connect(addr);
     assert_eq!(kept.get("/plaintext").status, 200);
     assert_eq!(admin_status(admin, "/healthz"), 200);
+    assert_eq!(admin_status(admin, "/readyz"), 200);
     let signalled = Instant::now();
     signal(&child.0, Signal::TERM);
     common::eventually("/healthz answers 503", || {
         admin_status(admin, "/healthz") == 503
     });
+    assert_eq!(
+        admin_status(admin, "/readyz"),
+        503,
+        "not ready while draining"
+    );
     // A second after the signal, well inside the delay.
     std::thread::sleep(Duration::from_secs(1).saturating_sub(signalled.elapsed()));
     let mut fresh = Client::connect(addr);

@@ -1,5 +1,6 @@
 //! The admin listener: `GET /metrics` (the Prometheus text exposition format, version 0.0.4),
-//! `GET /config` (the configuration in use, secrets removed) and `GET /healthz`, answered by a thread of its own, never by the workers or a site.
+//! `GET /config` (the configuration in use, secrets removed), `GET /healthz` (liveness) and
+//! `GET /readyz` (readiness), answered by a thread of its own, never by the workers or a site.
 //!
 //! Owns the exposition: it reads the workers' counters at scrape time (`StatsHandle`), so
 //! nothing on the request path is shared. One connection at a time, each answered once and
@@ -27,7 +28,7 @@ const ADMIN_HEAD_BYTES: usize = 8 * 1024;
 /// How often the idle admin thread looks at the stop flag.
 const ADMIN_POLL: Duration = Duration::from_millis(50);
 
-/// Serves `listener` until `stop` is set. `draining` turns `/healthz` to 503.
+/// Serves `listener` until `stop` is set. `draining` turns `/healthz` and `/readyz` to 503.
 pub(crate) fn serve(
     listener: TcpListener,
     stats: StatsHandle,
@@ -111,6 +112,7 @@ fn route(
                 + &render_caches(&stats.caches())
                 + &stats.grpc_metrics()
                 + &stats.info.render()
+                + &crate::process_metrics::Process::read().render()
                 + &crate::node_info::render_certs(
                     &stats
                         .certs
@@ -124,12 +126,33 @@ fn route(
         "/config" => (200, "application/json", stats.info.effective()),
         "/healthz" if draining.load(Ordering::Relaxed) => (503, "text/plain", "draining\n".into()),
         "/healthz" => (200, "text/plain", "ok\n".into()),
+        "/readyz" => readiness(stats, draining),
         _ => (
             404,
             "text/plain",
-            "/metrics, /cache, /config or /healthz\n".into(),
+            "/metrics, /cache, /config, /healthz or /readyz\n".into(),
         ),
     }
+}
+
+/// `/readyz` (issue Z item 4): whether a balancer should send this node traffic. 503 while it
+/// drains, or while a site's managed certificate (ACME, the local CA) is not obtained yet (a
+/// TLS handshake for that name would be refused); the body says why. `/healthz` stays
+/// liveness: 200 while the process serves at all.
+fn readiness(stats: &StatsHandle, draining: &AtomicBool) -> (u16, &'static str, String) {
+    if draining.load(Ordering::Relaxed) {
+        return (503, "text/plain", "not ready: draining\n".into());
+    }
+    let missing: Vec<String> = stats
+        .certs
+        .iter()
+        .flat_map(|c| c.missing_managed())
+        .collect();
+    if !missing.is_empty() {
+        let why = format!("not ready: no certificate yet for {}\n", missing.join(", "));
+        return (503, "text/plain", why);
+    }
+    (200, "text/plain", "ready\n".into())
 }
 
 /// `POST /purge?url=URL` removes that URL's answers (every variant, under both schemes and

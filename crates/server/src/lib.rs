@@ -208,6 +208,7 @@ pub mod node_info;
 pub mod notify;
 mod pool;
 pub mod privsep;
+mod process_metrics;
 #[cfg(feature = "proxy")]
 mod proxy;
 #[cfg(not(feature = "proxy"))]

@@ -294,6 +294,21 @@ impl CertStore {
     }
 }
 
+impl CertStore {
+    /// The first name of each managed certificate (ACME, the local CA) that is not served
+    /// yet: a node that would refuse those names' handshakes is not ready (`/readyz`).
+    pub fn missing_managed(&self) -> Vec<String> {
+        let set = self.current();
+        set.named
+            .iter()
+            .filter(|n| n.managed)
+            .filter_map(|n| n.names.first())
+            .filter(|first| set.lookup(first).is_none())
+            .cloned()
+            .collect()
+    }
+}
+
 impl CertSet {
     /// The certificate loaded for `name`, a site's own name as written (exact or
     /// `*.suffix`), never the default.

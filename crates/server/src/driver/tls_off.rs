@@ -119,6 +119,10 @@ impl CertStore {
         match self.never {}
     }
 
+    pub fn missing_managed(&self) -> Vec<String> {
+        match self.never {}
+    }
+
     pub fn files(&self) -> Vec<PathBuf> {
         match self.never {}
     }
