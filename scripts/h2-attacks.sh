@@ -105,6 +105,17 @@ mkdir -p "$out/www"
 for i in $(seq 1 16); do echo "<p>line $i of a small static file, sixty-odd bytes</p>"; done >"$out/www/small.html"
 chmod -R a+rX "$out/www"
 
+# started PID FILE PATTERN TRIES: waits (TRIES × 0.1 s at most) for PATTERN in FILE, the
+# output of process PID; 1 when PID ends first or the time runs out.
+started() {
+    for _ in $(seq 1 "$4"); do
+        grep -q "$3" "$2" 2>/dev/null && return 0
+        kill -0 "$1" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+
 # start_upstream: the counting upstream on a free port ($up_port); its counts go to
 # $out/up.txt when it is stopped.
 start_upstream() {
@@ -115,14 +126,8 @@ start_upstream() {
     python3 scripts/h2attack.py upstream "$up_port" --stats "$out/up.txt" --seconds $((secs + 120)) \
         >"$out/up.out" 2>>"$out/up.err" &
     up_pid=$!
-    for _ in $(seq 1 100); do
-        grep -q "^upstream listening" "$out/up.out" 2>/dev/null && return 0
-        kill -0 "$up_pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    cat "$out/up.err" >&2
-    say "the upstream did not start"
-    exit 1
+    started "$up_pid" "$out/up.out" "^upstream listening" 100 \
+        || { cat "$out/up.err" >&2; say "the upstream did not start"; exit 1; }
 }
 
 # start_linerate: the server on fresh ports ($tls_port, $h2c_port), one worker, the file and
@@ -137,14 +142,8 @@ start_linerate() {
         >"$out/banner.txt" 2>>"$out/server.err" &
     server_pid=$!
     sample_pid=$server_pid
-    for _ in $(seq 1 600); do
-        grep -q "^Stop with" "$out/banner.txt" 2>/dev/null && return 0
-        kill -0 "$server_pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    cat "$out/server.err" >&2
-    say "linerate did not start"
-    exit 1
+    started "$server_pid" "$out/banner.txt" "^Stop with" 600 \
+        || { cat "$out/server.err" >&2; say "linerate did not start"; exit 1; }
 }
 
 # start_nginx: the same for nginx: one worker (the process sampled), h2 over TLS and h2c,

@@ -368,15 +368,15 @@ fn buffers_body(site: &SiteApp, route: usize, head: &RequestHead, buf: &[u8]) ->
     buffering && fits && !head.header(buf, "content-type").is_some_and(is_grpc_call)
 }
 
-/// A gRPC call's content type (`application/grpc`, `+format`, parameters; gRPC's
-/// PROTOCOL-HTTP2.md), which may be a stream of messages: never read whole. gRPC-Web
-/// (`application/grpc-web…`) is not one here.
+/// A gRPC call's content type (gRPC-Web's is not one), which may be a stream of messages:
+/// never read whole. gRPC comes over HTTP/2 or HTTP/3 only, so a build without HTTP/2 sees
+/// none.
 fn is_grpc_call(content_type: &[u8]) -> bool {
-    const GRPC: &[u8] = b"application/grpc";
-    content_type.len() >= GRPC.len()
-        && content_type[..GRPC.len()].eq_ignore_ascii_case(GRPC)
-        && matches!(
-            content_type.get(GRPC.len()),
-            None | Some(b'+' | b';' | b' ')
-        )
+    #[cfg(feature = "http2")]
+    return crate::h2::answer_fields::is_grpc(content_type);
+    #[cfg(not(feature = "http2"))]
+    {
+        let _ = content_type;
+        false
+    }
 }
