@@ -318,6 +318,9 @@ may "HTTP/3: attacks" scripts/h3-attacks.sh "$LINERATE_BIN"
 # uploads, over TLS to a proxied path and over h2c to a file, each 10 s beside a good client;
 # nginx's rows beside where it is installed (never a failure).
 may "HTTP/2: attacks (MadeYouReset, HPACK bomb)" scripts/h2-attacks.sh "$LINERATE_BIN"
+# OpenTelemetry (issue 81): a Collector built from its Go modules and a Python-SDK application;
+# linerate's spans, the child context upstream, the app's span under ours; collector down: no block.
+may "OpenTelemetry: Collector and an instrumented app" scripts/otel.sh "$LINERATE_BIN"
 may "WebSocket: websockets via proxy" scripts/ws-proxy.sh "$LINERATE_BIN"
 may "gateway shape (gateway-64 checks)" scripts/gateway.sh check "$LINERATE_BIN"
 # HttpArena's validation of every profile against the demo (`lab arena --validate-only`; the
@@ -343,6 +346,9 @@ systemd_units() {
     echo "dist/linerate.service and dist/linerate.socket: verified"
 }
 may "systemd units: systemd-analyze verify" systemd_units
+# /metrics through Prometheus's linter (Debian's prometheus for promtool, apt-get where missing)
+# under a configuration that shows every family, and dist/grafana's dashboard against the scrape.
+may "metrics: promtool check metrics, Grafana dashboard" scripts/promtool.sh "$LINERATE_BIN"
 
 # The stages' binary is packaged as it is, not linked again.
 may "Debian package (cargo-deb, dpkg)" scripts/deb.sh --no-build

@@ -20,6 +20,8 @@ use linerate_load::units;
 
 // issue V item 2: DNS-01 through RFC 2136
 mod acme_dns;
+// issue Z item 1: OpenTelemetry tracing
+mod tracing;
 use linerate_server::config::{
     AcmeChallenge, AcmeConfig, AcmeEab, Balance, BasicAuth, CertFiles, CertPair, Compression,
     FilesMount, ForwardAuth, ForwardedStyle, HashKey, HealthCheck, JWT_LEEWAY_S, JwtAuth,
@@ -43,6 +45,9 @@ pub struct FileConfig {
     pub log_level: Option<String>,
     /// Where each part of `server` was written, so that a start-up error names its line.
     pub places: Places,
+    /// `[tracing]` as written: OpenTelemetry's variables fill in what it leaves out (the
+    /// server's `tracing` is set from both by `serve`).
+    pub tracing: linerate_server::trace::TracingSettings,
 }
 
 /// A place in the file: 1-based line and column.
@@ -187,6 +192,10 @@ struct Raw {
     shutdown_delay: Option<Spanned<String>>,
     /// Where a binary upgrade's new process takes the listening sockets.
     upgrade_socket: Option<Spanned<String>>,
+    /// OpenTelemetry tracing.
+    tracing: Option<Spanned<tracing::RawTracing>>,
+    /// The field proxied requests carry their request id in (`""`: none).
+    request_id_header: Option<Spanned<String>>,
     #[serde(default)]
     listen: Vec<Spanned<RawListen>>,
     #[serde(default)]
@@ -982,6 +991,13 @@ impl Cx<'_> {
             c.shutdown_delay = self.duration_or_zero(v, "shutdown_delay")?;
         }
         c.upgrade_socket = raw.upgrade_socket.as_ref().map(|p| self.path(p));
+        let tracing = match &raw.tracing {
+            Some(t) => self.tracing(t)?,
+            None => Default::default(),
+        };
+        if let Some(v) = &raw.request_id_header {
+            c.request_id_field = self.request_id_header(v)?;
+        }
         for l in &raw.listen {
             let listen = self.listen(l, ktls, key_update, http2, &raw.tls, managed)?;
             // What start-up would find: two listeners on one address (or one port, where one
@@ -1082,6 +1098,7 @@ impl Cx<'_> {
             user: raw.user.map(Spanned::into_inner),
             log_level: raw.log_level.map(Spanned::into_inner),
             places,
+            tracing,
         })
     }
 

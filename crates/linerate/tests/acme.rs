@@ -248,6 +248,17 @@ fn a_ca_down_at_start_serves_what_is_stored_and_never_a_wrong_one() {
         let log = server.log();
         log.contains("could not obtain a certificate") && log.contains("d.example.test")
     });
+    // The failed orders are counted (issue Z item 3).
+    let orders = |outcome: &str| -> f64 {
+        let head = format!("linerate_acme_orders_total{{outcome=\"{outcome}\"}} ");
+        let metrics = admin_get("/metrics").1;
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(head.as_str())?.parse().ok())
+            .unwrap_or_else(|| panic!("no {head}in {metrics}"))
+    };
+    assert!(orders("failed") >= 1.0);
+    assert_eq!(orders("issued"), 0.0);
     // Alive, not ready: a balancer keeps HTTPS for these names away from this node.
     assert_eq!(admin_get("/healthz"), (200, "ok\n".into()));
     assert_eq!(
@@ -269,6 +280,7 @@ fn a_ca_down_at_start_serves_what_is_stored_and_never_a_wrong_one() {
         wait_served(tls_port, name, &roots, None, &what);
     }
     assert_eq!(admin_get("/readyz"), (200, "ready\n".into()));
+    assert!(orders("issued") >= 2.0, "d and e issued");
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }

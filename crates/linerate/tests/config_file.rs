@@ -860,6 +860,32 @@ fn every_mistake_is_one_line_with_file_line_and_column() {
             "3:9",
             "nodes must be at least 1",
         ),
+        // issue Z: [tracing] and request_id_header, each mistake at its key.
+        (
+            format!("[tracing]\nendpoint = \"https://c:4318\"\n{listen}{site}"),
+            "2:12",
+            "https is not supported",
+        ),
+        (
+            format!("[tracing]\nsampler = \"sometimes\"\n{listen}{site}"),
+            "2:11",
+            "\"sometimes\" is not a sampler",
+        ),
+        (
+            format!("[tracing]\nsampler = \"traceidratio\"\nratio = 2.0\n{listen}{site}"),
+            "3:9",
+            "the ratio must be a number from 0 to 1",
+        ),
+        (
+            format!("[tracing]\nmax_queue_size = 0\n{listen}{site}"),
+            "2:18",
+            "must be a count above 0",
+        ),
+        (
+            format!("request_id_header = \"X Id\"\n{listen}{site}"),
+            "1:21",
+            "\"X Id\" is not a field name",
+        ),
         // issue V item 4: a fleet rule's counts live in [storage] redis.
         (
             format!("{listen}{site}[[site.rate_limit]]\nrate = \"5r/s\"\nscope = \"fleet\"\n"),
@@ -1746,13 +1772,14 @@ addr = "127.0.0.1:0"
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// Whether `t` is an RFC 3339 UTC time to the second: `1994-11-06T08:49:37+00:00`.
+/// Whether `t` is an RFC 3339 UTC time to the millisecond: `1994-11-06T08:49:37.000+00:00`.
 fn rfc3339(t: &str) -> bool {
     let digits = |r: std::ops::Range<usize>| {
         t.get(r)
             .is_some_and(|d| d.bytes().all(|b| b.is_ascii_digit()))
     };
-    t.len() == 25
+    // To the millisecond (issue Z): `2026-11-29T13:18:41.052+00:00`.
+    t.len() == 29
         && digits(0..4)
         && &t[4..5] == "-"
         && digits(5..7)
@@ -1764,7 +1791,9 @@ fn rfc3339(t: &str) -> bool {
         && digits(14..16)
         && &t[16..17] == ":"
         && digits(17..19)
-        && &t[19..] == "+00:00"
+        && &t[19..20] == "."
+        && digits(20..23)
+        && &t[23..] == "+00:00"
 }
 
 /// Issue 50, section 4 item 2: a `[[site]]` could not have its own access log (the key was

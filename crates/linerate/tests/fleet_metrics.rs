@@ -1,6 +1,8 @@
 //! Issue V items 6 and 7, through the binary: what tells a fleet's nodes apart on the admin
 //! listener (the build, the configuration's hash, the last reload's outcome), and a
 //! `redirect_to_https` listener naming the port clients see (`https_port`), read by curl.
+//! Issue Z items 3 and 4: a restart pending, the ticket key's age, the storage's errors, and
+//! `/readyz` while the storage has not answered since start.
 
 mod common;
 
@@ -449,6 +451,172 @@ fn without_a_file_a_certificate_reread_sets_the_last_reload() {
     });
     assert!(at(&admin) > started);
     assert_eq!(samples(&admin, "linerate_config_info"), hash);
+    drop(s);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Issue Z item 4: a new fleet node whose `[storage]` Redis could not be reached answered
+/// `/healthz` and `/readyz` 200 while it had none of the fleet's ticket keys (nor, with ACME,
+/// its certificates). `/readyz` is 503 until the storage first answers, naming it and why;
+/// `/healthz` stays 200 (alive). Item 3 beside it: the failed calls are counted by
+/// operation, and the ticket key sealing (the node's own, then the fleet's) has an age.
+#[test]
+fn readyz_is_503_until_the_storage_answers_and_says_why() {
+    let d = dir("storage-down");
+    cert_until(&d, "own", &["own.test"], (2031, 5, 6));
+    // Redis down at start: stopped on its port when there is one to bring back.
+    let mut redis = common::tier::TierServer::start("redis-server");
+    let port = match redis.as_mut() {
+        Some(r) => {
+            r.kill();
+            r.port
+        }
+        None => free_port("127.0.0.1"),
+    };
+    let admin = format!("127.0.0.1:{}", free_port("127.0.0.1"));
+    let file = d.join("linerate.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[admin]\naddr = \"{admin}\"\n\
+             [storage]\nredis = \"redis://127.0.0.1:{port}\"\nnodes = 2\n\
+             [[listen]]\naddr = \"127.0.0.1:0\"\n\
+             [[listen]]\naddr = \"127.0.0.1:0\"\ntls = {{ cert = \"own.pem\", key = \"own.key\" }}\n\
+             [[site]]\ndefault = true\napp = \"demo\"\n"
+        ),
+    )
+    .unwrap();
+    let s = bin::serve_as(&["--config", file.to_str().unwrap()]);
+    assert_eq!(admin_get(&admin, "/healthz"), (200, "ok\n".into()));
+    let why =
+        format!("not ready: [storage] (redis 127.0.0.1:{port}) has not answered since start: ");
+    eventually("/readyz names the storage", || {
+        let (status, body) = admin_get(&admin, "/readyz");
+        status == 503 && body.starts_with(&why) && body.ends_with('\n')
+    });
+    // The start's read of the keys failed, and the probe's.
+    let errors = |op: &str| -> f64 {
+        let head = format!("linerate_storage_errors_total{{op=\"{op}\"}} ");
+        samples(&admin, &head)
+            .first()
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no {head}"))
+    };
+    assert!(errors("get") >= 1.0);
+    eventually("the probe's failures are counted", || {
+        errors("probe") >= 1.0
+    });
+    assert_eq!(errors("put"), 0.0);
+    // The node seals with a key of its own meanwhile, made at start.
+    let age = |admin: &str| {
+        samples(
+            admin,
+            "linerate_tls_ticket_key_age_seconds{source=\"storage\"} ",
+        )
+        .first()
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+    };
+    assert!(age(&admin).is_some_and(|a| a < 60.0), "{:?}", age(&admin));
+    let Some(redis) = redis.as_mut() else {
+        drop(s);
+        let _ = std::fs::remove_dir_all(&d);
+        return;
+    };
+    redis.restart();
+    eventually("/readyz is 200 once the storage answers", || {
+        admin_get(&admin, "/readyz") == (200, "ready\n".into())
+    });
+    assert_eq!(admin_get(&admin, "/healthz"), (200, "ok\n".into()));
+    drop(s);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Issue Z item 3: a SIGHUP that changed a key only a restart applies said so in the log
+/// alone. `linerate_restart_pending` is 0 from the start, stays 0 for a change applied at
+/// once (a site), is 1 while the file changes a restart-only key (`limits.header_timeout`),
+/// and 0 again once that change is undone.
+#[test]
+fn restart_pending_is_1_while_the_file_changes_a_restart_only_key() {
+    let d = dir("restart-pending");
+    let admin = format!("127.0.0.1:{}", free_port("127.0.0.1"));
+    let file = d.join("linerate.toml");
+    let conf = |site: &str, header_timeout: &str| {
+        format!(
+            "[admin]\naddr = \"{admin}\"\n[limits]\nheader_timeout = \"{header_timeout}\"\n\
+             [[listen]]\naddr = \"127.0.0.1:0\"\n[[site]]\nnames = [\"{site}.test\"]\napp = \"demo\"\n"
+        )
+    };
+    std::fs::write(&file, conf("a", "10s")).unwrap();
+    let s = bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let pending = |admin: &str| value(admin, "linerate_restart_pending");
+    assert_eq!(pending(&admin), 0.0);
+    let hup_and_wait = |text: String| {
+        std::fs::write(&file, text).unwrap();
+        let hash = sha256_16(&file);
+        bin::signal(&s.child, rustix::process::Signal::HUP);
+        eventually("the reload's hash is exposed", || {
+            samples(&admin, "linerate_config_info")
+                .iter()
+                .any(|l| l.contains(&hash))
+        });
+    };
+    hup_and_wait(conf("b", "10s"));
+    assert_eq!(pending(&admin), 0.0, "a site applies at once");
+    hup_and_wait(conf("c", "5s"));
+    assert_eq!(pending(&admin), 1.0, "header_timeout waits for a restart");
+    hup_and_wait(conf("d", "10s"));
+    assert_eq!(pending(&admin), 0.0, "undone");
+    drop(s);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Issue Z item 3: nothing said how old the session-ticket key in use was, so a rotation
+/// that stopped went unseen until a leak. `linerate_tls_ticket_key_age_seconds{source=
+/// "files"}` is the sealing key file's age (its modification time), and follows a SIGHUP
+/// that reads a new one.
+#[test]
+fn the_ticket_key_age_is_the_sealing_key_files() {
+    let d = dir("ticket-age");
+    cert_until(&d, "own", &["own.test"], (2031, 5, 6));
+    let key = d.join("current.key");
+    let write_key = |byte: u8, hours_ago: u64| {
+        std::fs::write(&key, [byte; 80]).unwrap();
+        let at = std::time::SystemTime::now() - std::time::Duration::from_secs(hours_ago * 3600);
+        std::fs::File::options()
+            .write(true)
+            .open(&key)
+            .unwrap()
+            .set_modified(at)
+            .unwrap();
+    };
+    write_key(1, 30);
+    let admin = format!("127.0.0.1:{}", free_port("127.0.0.1"));
+    let file = d.join("linerate.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[admin]\naddr = \"{admin}\"\n[tls]\nticket_keys = [\"current.key\"]\n\
+             [[listen]]\naddr = \"127.0.0.1:0\"\n\
+             [[listen]]\naddr = \"127.0.0.1:0\"\ntls = {{ cert = \"own.pem\", key = \"own.key\" }}\n\
+             [[site]]\ndefault = true\napp = \"demo\"\n"
+        ),
+    )
+    .unwrap();
+    let s = bin::serve_as(&["--config", file.to_str().unwrap()]);
+    let age = |admin: &str| {
+        value(
+            admin,
+            "linerate_tls_ticket_key_age_seconds{source=\"files\"}",
+        )
+    };
+    let hours = |h: f64| h * 3600.0;
+    let got = age(&admin);
+    assert!(got >= hours(30.0) && got < hours(30.0) + 60.0, "{got}");
+    // No fleet storage: no storage series.
+    assert!(samples(&admin, "linerate_storage_errors_total").is_empty());
+    write_key(2, 1);
+    bin::signal(&s.child, rustix::process::Signal::HUP);
+    eventually("the new key's age", || age(&admin) < hours(1.0) + 60.0);
     drop(s);
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -113,6 +113,11 @@ fn route(
                 + &stats.grpc_metrics()
                 + &stats.info.render()
                 + &crate::process_metrics::Process::read().render()
+                + &stats
+                    .tracing
+                    .as_deref()
+                    .map_or_else(String::new, crate::trace::TraceStats::render)
+                + &render_dependencies(stats)
                 + &crate::node_info::render_certs(
                     &stats
                         .certs
@@ -148,11 +153,83 @@ fn readiness(stats: &StatsHandle, draining: &AtomicBool) -> (u16, &'static str, 
         .iter()
         .flat_map(|c| c.missing_managed())
         .collect();
+    let mut why = String::new();
     if !missing.is_empty() {
-        let why = format!("not ready: no certificate yet for {}\n", missing.join(", "));
+        let _ = writeln!(
+            why,
+            "not ready: no certificate yet for {}",
+            missing.join(", ")
+        );
+    }
+    // A `[storage]` that has not answered since start (issue Z item 4): a fleet node without
+    // the fleet's certificates and ticket keys.
+    #[cfg(feature = "storage")]
+    if let Some(storage) = crate::storage::health::health().and_then(|h| h.not_ready()) {
+        let _ = writeln!(why, "not ready: {storage}");
+    }
+    if !why.is_empty() {
         return (503, "text/plain", why);
     }
     (200, "text/plain", "ready\n".into())
+}
+
+/// Issue Z item 3: what a node depends on beside its workers, each only where it runs: the
+/// shared storage's errors by operation, ACME orders by outcome, the age of the session
+/// ticket key sealing now; and whether a reload left keys for a restart (always).
+fn render_dependencies(stats: &StatsHandle) -> String {
+    let mut o = String::new();
+    // (`acme` brings both.)
+    #[cfg(any(feature = "storage", feature = "tls"))]
+    let family = |o: &mut String, name: &str, kind: &str, help: &str| {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    };
+    #[cfg(feature = "storage")]
+    if let Some(h) = crate::storage::health::health() {
+        family(
+            &mut o,
+            "linerate_storage_errors_total",
+            "counter",
+            "Calls to the shared storage ([storage]) that failed, by operation (probe: the readiness probe's, until the storage first answers).",
+        );
+        for (op, n) in crate::storage::health::OPS.iter().zip(h.errors) {
+            let _ = writeln!(o, "linerate_storage_errors_total{{op=\"{op}\"}} {n}");
+        }
+    }
+    #[cfg(feature = "acme")]
+    if let Some(counts) = crate::acme::orders::counts() {
+        family(
+            &mut o,
+            "linerate_acme_orders_total",
+            "counter",
+            "ACME orders this node placed, by outcome: issued (obtained and stored), failed (retried after a backoff).",
+        );
+        for (outcome, n) in counts {
+            let _ = writeln!(o, "linerate_acme_orders_total{{outcome=\"{outcome}\"}} {n}");
+        }
+    }
+    #[cfg(feature = "tls")]
+    {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let ages = crate::driver::ticket_keys::key_ages(now);
+        if !ages.is_empty() {
+            family(
+                &mut o,
+                "linerate_tls_ticket_key_age_seconds",
+                "gauge",
+                "Age of the key sealing new TLS session tickets, by where the keys come from (files: ticket_keys, dated by the first file's modification time; storage: the fleet's); the oldest where several listeners have their own.",
+            );
+            for (source, age) in ages {
+                let _ = writeln!(
+                    o,
+                    "linerate_tls_ticket_key_age_seconds{{source=\"{source}\"}} {age}"
+                );
+            }
+        }
+    }
+    o.push_str(&stats.info.render_restart_pending());
+    o
 }
 
 /// `POST /purge?url=URL` removes that URL's answers (every variant, under both schemes and

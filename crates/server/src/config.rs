@@ -694,6 +694,12 @@ pub struct Config {
     /// A Unix socket (mode 0600) where a new process of a binary upgrade takes this server's
     /// listening sockets (see [`crate::handoff`]); `None`: no upgrade by handoff.
     pub upgrade_socket: Option<std::path::PathBuf>,
+    /// OpenTelemetry tracing: a span per request exported to this collector; `None`: off.
+    pub tracing: Option<crate::trace::TracingConfig>,
+    /// The field a proxied request carries its request id in (`X-Request-Id` by default:
+    /// [`crate::trace::REQUEST_ID_FIELD`]); `None`: not sent. A trusted proxy's (see
+    /// `trusted_proxies`) `X-Request-Id` is taken as the request's id.
+    pub request_id_field: Option<String>,
 }
 
 /// How often a fleet's shared ticket key is replaced by default: caddy's STEK interval. A
@@ -1125,6 +1131,11 @@ impl Config {
         self.access_log.is_some() || self.sites.iter().any(|s| s.access_log.is_some())
     }
 
+    /// Some request is proxied: the implicit site or a site has a proxy mount.
+    pub(crate) fn proxies(&self) -> bool {
+        !self.proxies.is_empty() || self.sites.iter().any(|s| !s.proxies.is_empty())
+    }
+
     /// The listeners to bind: `listeners` when given, else `addr` and, with `tls`, its port.
     pub fn listen_list(&self) -> Vec<Listen> {
         if !self.listeners.is_empty() {
@@ -1395,6 +1406,8 @@ impl Default for Config {
             ticket_rotation: TICKET_ROTATION,
             shutdown_delay: SHUTDOWN_DELAY,
             upgrade_socket: None,
+            tracing: None,
+            request_id_field: Some(crate::trace::REQUEST_ID_FIELD.to_string()),
         }
     }
 }

@@ -234,6 +234,7 @@ pub mod testing;
 mod ticket_rotation;
 #[cfg(feature = "tower")]
 pub mod tower;
+pub mod trace;
 // issue W item 3: tower layers on native routes (`Router::tower_layer`, `tower::NativeRoute`).
 #[cfg(feature = "tower")]
 mod tower_native;

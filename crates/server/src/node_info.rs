@@ -1,7 +1,8 @@
 //! What tells one node of a fleet from another on `/metrics` (issue V item 6): the build it
 //! runs (`linerate_build_info`), the configuration in use (`linerate_config_info{hash}`) and
 //! how the last reload went (`linerate_config_last_reload_successful` and its time, as
-//! Prometheus names its own), and each loaded certificate's expiry
+//! Prometheus names its own), whether a reload left keys waiting for a restart
+//! (`linerate_restart_pending`), and each loaded certificate's expiry
 //! (`linerate_certificate_expiry_timestamp_seconds`).
 //!
 //! Owns those values and their exposition only. The binary sets them (it knows its build and
@@ -32,6 +33,8 @@ struct State {
     reload_success_s: f64,
     /// The configuration in use as `GET /config` answers it (`config_view`).
     effective: String,
+    /// The keys the file read by the last reload changed that only a restart applies.
+    restart_pending: Vec<String>,
 }
 
 impl NodeInfo {
@@ -82,6 +85,28 @@ impl NodeInfo {
     /// A reload failed: the configuration in use stays, and so do its hash and time.
     pub fn reload_failed(&self) {
         self.write().reload_ok = false;
+    }
+
+    /// A reload read the file: `keys` are what it changed that only a restart applies (none:
+    /// the file and the process agree on them again).
+    pub fn set_restart_pending(&self, keys: &[String]) {
+        self.write().restart_pending = keys.to_vec();
+    }
+
+    /// `linerate_restart_pending` (issue Z item 3): 1 while the file last read by a reload
+    /// changed a key that only a restart applies (the log names them), 0 otherwise, from
+    /// the start on.
+    pub fn render_restart_pending(&self) -> String {
+        let pending = !self
+            .state
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .restart_pending
+            .is_empty();
+        format!(
+            "# HELP linerate_restart_pending Whether the configuration file, as the last reload read it, changed a key only a restart applies (1; the log names them), or not (0).\n# TYPE linerate_restart_pending gauge\nlinerate_restart_pending {}\n",
+            u8::from(pending)
+        )
     }
 
     /// The metrics above, in the text exposition format; nothing for what was never set.
@@ -209,5 +234,27 @@ mod tests {
         };
         assert_eq!(ts(&first), ts(&after));
         assert!(ts(&first).unwrap().parse::<f64>().unwrap() > 1.0e9);
+    }
+
+    /// Issue Z item 3: 0 from the start, 1 while the file last read changes a restart-only
+    /// key, 0 again once a reload finds none (the change undone).
+    #[test]
+    fn restart_pending_follows_the_last_file_read() {
+        let n = NodeInfo::new();
+        let value = |n: &NodeInfo| {
+            n.render_restart_pending()
+                .lines()
+                .find_map(|l| l.strip_prefix("linerate_restart_pending "))
+                .map(str::to_string)
+        };
+        assert_eq!(value(&n).as_deref(), Some("0"));
+        assert!(
+            n.render_restart_pending()
+                .starts_with("# HELP linerate_restart_pending ")
+        );
+        n.set_restart_pending(&["workers".into()]);
+        assert_eq!(value(&n).as_deref(), Some("1"));
+        n.set_restart_pending(&[]);
+        assert_eq!(value(&n).as_deref(), Some("0"));
     }
 }

@@ -65,7 +65,8 @@ impl TrustedProxies {
         self.ranges.is_empty()
     }
 
-    fn trusts(&self, ip: IpAddr) -> bool {
+    /// Whether `ip` is one of the trusted proxies.
+    pub fn trusts(&self, ip: IpAddr) -> bool {
         self.ranges.iter().any(|r| r.contains(ip))
     }
 

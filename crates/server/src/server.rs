@@ -58,6 +58,10 @@ pub struct Server {
     reloads: Arc<Vec<(Arc<SitesMailbox>, OwnedFd)>>,
     /// The access logs' writers, opened at bind so a bad path fails before the banner.
     logs: Option<Logs>,
+    /// Tracing's exporter (started at bind), when tracing is on.
+    tracing: Option<crate::trace::Tracing>,
+    /// What the exporter has done (`linerate_tracing_*`).
+    trace_stats: Option<Arc<crate::trace::TraceStats>>,
     /// Each HTTPS listener's certificate, reloadable.
     certs: Vec<Arc<CertStore>>,
     /// The client CA bundles of the listeners that ask for client certificates.
@@ -738,6 +742,16 @@ impl Server {
         if let Some(logs) = &logs {
             sites.route_logs(&logs.route(&config)?);
         }
+        let trace_stats = config
+            .tracing
+            .as_ref()
+            .map(|_| Arc::new(crate::trace::TraceStats::default()));
+        let tracing = match (&config.tracing, &trace_stats) {
+            (Some(t), Some(stats)) => {
+                Some(crate::trace::Tracing::start(t, stats.clone()).at(Part::Other)?)
+            }
+            _ => None,
+        };
         let sites = Arc::new(sites);
         sites.check_roots()?;
         let (offer, upgrade) = match &config.upgrade_socket {
@@ -831,6 +845,8 @@ impl Server {
             sites,
             reloads: Arc::new(reloads),
             logs,
+            tracing,
+            trace_stats,
             certs,
             client_cas,
             local: None,
@@ -1003,6 +1019,7 @@ impl Server {
             grpc: self.grpc.clone(),
             info: self.info.clone(),
             certs: self.certs.clone(),
+            tracing: self.trace_stats.clone(),
         }
     }
 
@@ -1032,6 +1049,7 @@ impl Server {
         }
         let shutdown = self.handle();
         let logs = self.logs;
+        let tracing = self.tracing.take();
         let stop_admin = self.stop_admin.clone();
         let admin = match self.admin {
             Some(listener) => {
@@ -1042,6 +1060,7 @@ impl Server {
                         grpc: self.grpc.clone(),
                         info: self.info.clone(),
                         certs: self.certs.clone(),
+                        tracing: self.trace_stats.clone(),
                     },
                     stop_admin.clone(),
                     self.draining.clone(),
@@ -1120,7 +1139,11 @@ impl Server {
             let shared = self.shared.clone();
             let wake = self.wakes[i].try_clone()?;
             let cpu = self.cpus[i];
-            let log = logs.as_ref().map(Logs::buffer);
+            let mut log = logs.as_ref().map(Logs::buffer);
+            if let Some(t) = &tracing {
+                log.get_or_insert_with(crate::access_log::LogBuffer::spans_only)
+                    .spans = Some(crate::trace::spans::Spans::new(t));
+            }
             let files = self.sites.for_worker();
             let (reload, reload_fd) = (self.reloads[i].0.clone(), self.reloads[i].1.try_clone()?);
             let sites = self.sites.clone();
@@ -1192,6 +1215,8 @@ impl Server {
                                 layered: Default::default(),
                                 upgrades: Vec::new(),
                                 extras: false,
+                                ids: crate::trace::context::Ids::new(),
+                                trace: Default::default(),
                             },
                         };
                         if io == crate::config::Io::Uring {
@@ -1277,6 +1302,11 @@ impl Server {
         stop_acme.store(true, Ordering::Relaxed);
         if let Some(t) = admin {
             let _ = t.join();
+        }
+        // The exporter ends once the workers' batches are in: it sends what it holds, then
+        // its thread is waited for (at most its export timeout).
+        if let Some(t) = tracing {
+            t.finish();
         }
         // The logger thread outlives the workers (signal handlers hold its sender): wait
         // for it to write what they handed off last, or a process exit would lose it.

@@ -444,6 +444,8 @@ pub struct StatsHandle {
     pub(crate) info: std::sync::Arc<crate::node_info::NodeInfo>,
     /// Every TLS listener's certificates (their expiry, read at scrape time).
     pub(crate) certs: Vec<std::sync::Arc<crate::tls::CertStore>>,
+    /// Tracing's exporter counts, when tracing is on.
+    pub(crate) tracing: Option<Arc<crate::trace::TraceStats>>,
 }
 
 /// A proxy mount's cache as the admin listener sees it: its counters, and purges.

@@ -114,13 +114,18 @@ pub fn next_keys(
     Some(keys)
 }
 
-/// The ring for `keys`, the first sealing.
+/// The ring for `keys`, the first sealing, dated by its record for `/metrics`' key age (the
+/// node's own key, `created` 0, is dated now: it was just made).
 fn ring(keys: &[StoredKey]) -> Option<KeyRing> {
-    KeyRing::new(
+    let ring = KeyRing::new(
         keys.iter()
             .filter_map(|k| TicketKey::from_bytes(&k.bytes).ok())
             .collect(),
-    )
+    )?;
+    Some(match keys.first() {
+        Some(k) if k.created != 0 => ring.made_at(k.created),
+        _ => ring,
+    })
 }
 
 /// A new random key; `None` when the system's random source fails.
@@ -498,6 +503,16 @@ mod tests {
         assert_eq!(decode(&[]), None);
         assert_eq!(decode(&[0; RECORD + 1]), None);
         assert!(!format!("{:?}", key(1, 0x5a)).contains(&"5a".repeat(17)));
+    }
+
+    /// Issue Z item 3: `/metrics`' key age is the sealing key's making, as the record says;
+    /// the node's own key (none of the fleet's yet) is dated when it was made.
+    #[test]
+    fn the_ring_is_dated_by_its_newest_key() {
+        let t = 1_000 * H;
+        assert_eq!(ring(&[key(t, 1), key(t - H, 2)]).unwrap().made(), t);
+        let own = ring(&[key(0, 1)]).unwrap().made();
+        assert!(own >= now_secs() - 1, "{own}");
     }
 
     /// Two nodes on one storage directory: the first makes the key, the second takes the

@@ -43,6 +43,13 @@ pub struct Cli {
 enum Command {
     /// Serve HTTP/1.1, HTTP/2 and HTTP/3 (QUIC, with --quic), with TLS (the default): static
     /// files, sites, a reverse proxy, and the demo app (TechEmpower and HttpArena endpoints).
+    #[command(
+        after_help = "Tracing (OpenTelemetry, OTLP/HTTP protobuf) is on when a collector is named: \
+OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318 (or [tracing] endpoint in --config); \
+OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG, OTEL_BSP_SCHEDULE_DELAY, \
+OTEL_BSP_MAX_QUEUE_SIZE, OTEL_RESOURCE_ATTRIBUTES and OTEL_EXPORTER_OTLP_HEADERS are read too \
+(docs/observability.md)."
+    )]
     Serve(Box<ServeArgs>),
     /// Generate HTTP/1.1 or HTTP/2 load against a URL (wrk-style flags; honest latency with
     /// --rate).

@@ -504,8 +504,18 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     let server_files = flags.files.clone();
     let proxied = proxy_targets(&flags);
     let from_file = file.is_some();
+    // Tracing: the file's `[tracing]`, then OpenTelemetry's variables for what it leaves out.
+    let tracing = file
+        .as_ref()
+        .map(|f| f.tracing.clone())
+        .unwrap_or_default()
+        .or(linerate_server::trace::TracingSettings::from_env(|k| {
+            std::env::var(k).ok()
+        }))
+        .build()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let demo_mounted = app == AppKind::Demo;
-    let (config, user, places) = match file {
+    let (mut config, user, places) = match file {
         Some(f) => {
             let mut places = f.places;
             if listening_flags(&a.explicit) {
@@ -521,6 +531,7 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         }
         None => (flags.clone(), None, None),
     };
+    config.tracing = tracing;
     // A start-up error about a part of the file names its FILE:LINE:COLUMN; one about a flag
     // names the flag.
     let start_error = |e: linerate_server::StartError| -> anyhow::Error {
@@ -1296,11 +1307,30 @@ fn reload_file(
     if f.user != running.user {
         changes.restart.push("user".to_string());
     }
+    // The exporter is started with the process: a changed [tracing] waits for a restart.
+    let tracing = f
+        .tracing
+        .clone()
+        .or(linerate_server::trace::TracingSettings::from_env(|k| {
+            std::env::var(k).ok()
+        }))
+        .build()
+        .ok()
+        .flatten();
+    if tracing != running.config.tracing {
+        changes.restart.push("[tracing]".to_string());
+    }
+    if new.request_id_field != running.config.request_id_field {
+        changes.restart.push("request_id_header".to_string());
+    }
     if f.demo && !demo_mounted {
         changes
             .restart
             .push("app = \"demo\" (not mounted at start)".to_string());
     }
+    // `linerate_restart_pending`: what this file changed that the process does not run yet
+    // (compared with what it runs, so a change undone clears it).
+    control.node_info().set_restart_pending(&changes.restart);
     control.ask_ca_again();
     match control.reload_sites(&new) {
         Ok(()) => {

@@ -171,6 +171,9 @@ impl Manager {
             );
             return;
         }
+        if self.sites.iter().any(|s| s.managed == Managed::Acme) {
+            super::orders::running();
+        }
         let now = SystemTime::now();
         let mut due: Vec<Due> = self
             .sites
@@ -307,6 +310,9 @@ impl Manager {
                 store::stored(&site.files, &site.names)
                     .map_err(|e| format!("the stored certificate: {e}"))
             });
+            if site.managed == Managed::Acme {
+                super::orders::ended(leaf.is_ok());
+            }
             match leaf {
                 Ok(leaf) => {
                     next.failures = 0;

@@ -12,6 +12,7 @@
 //!   the fleet's nodes share;
 //! - [`dns`]: DNS-01's TXT records, put by RFC 2136 updates signed with TSIG;
 //! - [`local_ca`]: the local CA;
+//! - [`orders`]: the orders counted by outcome, for `/metrics`;
 //! - [`manager`]: the thread that keeps every managed certificate fresh and has the TLS
 //!   listeners read it again when it changes (a swap between handshakes: no connection is
 //!   touched).
@@ -35,6 +36,8 @@ pub mod local_ca;
 pub mod manager;
 #[cfg(not(feature = "acme"))]
 mod off;
+#[cfg(feature = "acme")]
+pub mod orders;
 #[cfg(feature = "acme")]
 pub mod schedule;
 #[cfg(feature = "tls")]

@@ -135,6 +135,9 @@ pub(crate) struct AccessEntry<'a> {
     /// What a caching mount's cache did with it (`$upstream_cache_status`, `cache_status`
     /// in JSON); `None` where no cache handled it.
     pub cache_status: Option<CacheOutcome>,
+    /// Its ids (`$request_id`, `request_id` and `trace_id` in JSON), and its spans' facts
+    /// when tracing records it; `None` where the server draws no ids.
+    pub trace: Option<&'a crate::trace::RequestTrace>,
 }
 
 /// What a proxied request's line says of its upstream (nginx's `$upstream_addr`,
@@ -178,9 +181,12 @@ pub(crate) struct LogBuffer {
     /// The field names (`$http_NAME`: lowercase, `-` for `_`) some template writes: an
     /// answer given later keeps their values.
     kept: Arc<[Box<str>]>,
-    /// Some template writes `$host`: an answer given later keeps it.
+    /// Some template writes `$host`, or a JSON log its `host`: an answer given later keeps
+    /// it.
     keeps_host: bool,
     clock: Clock,
+    /// The worker's spans, when tracing is on: written from the same records.
+    pub(crate) spans: Option<crate::trace::spans::Spans>,
 }
 
 /// Lines on their way to one log in one format.
@@ -198,6 +204,20 @@ pub(crate) struct Clock {
     local: String,
     /// `2000-10-10T13:55:36+00:00` (ISO 8601 and RFC 3339).
     iso8601: String,
+    /// The time `set_time` gave, which the JSON lines use instead of the clock's (tests).
+    #[cfg(test)]
+    pinned: Option<std::time::SystemTime>,
+}
+
+impl Clock {
+    /// Now, to the nanosecond (the JSON log's `time` has milliseconds).
+    fn now(&self) -> std::time::SystemTime {
+        #[cfg(test)]
+        if let Some(t) = self.pinned {
+            return t;
+        }
+        std::time::SystemTime::now()
+    }
 }
 
 impl LogBuffer {
@@ -207,6 +227,7 @@ impl LogBuffer {
         let mut kept: Vec<Box<str>> = Vec::new();
         let mut keeps_host = false;
         for s in &sinks {
+            keeps_host |= s.format == LogFormat::Json;
             if let LogFormat::Template(t) = &s.format {
                 keeps_host |= t.uses_host();
                 for name in t.fields_named() {
@@ -221,11 +242,31 @@ impl LogBuffer {
             kept: Arc::from(kept),
             keeps_host,
             clock: Clock::default(),
+            spans: None,
+        }
+    }
+
+    /// A worker's buffer for spans only (tracing on, no access log).
+    pub(crate) fn spans_only() -> LogBuffer {
+        LogBuffer::new(Vec::new())
+    }
+
+    /// Records a served request: its line in `sink`'s batch (its site's log, when it has
+    /// one), and its spans when tracing records it.
+    #[inline]
+    pub(crate) fn push(&mut self, sink: Option<usize>, e: &AccessEntry<'_>) {
+        if let Some(sink) = sink {
+            self.line(sink, e);
+        }
+        if let (Some(spans), Some(t)) = (self.spans.as_mut(), e.trace)
+            && t.recorded()
+        {
+            spans.record(e, t);
         }
     }
 
     /// Formats a served request's line into `sink`'s batch.
-    pub(crate) fn push(&mut self, sink: usize, e: &AccessEntry<'_>) {
+    fn line(&mut self, sink: usize, e: &AccessEntry<'_>) {
         let Some(s) = self.sinks.get_mut(sink) else {
             return;
         };
@@ -261,7 +302,7 @@ impl LogBuffer {
             LogFormat::Json => {
                 let text = |v: Option<&[u8]>| v.map(|b| String::from_utf8_lossy(b).into_owned());
                 let mut line = serde_json::json!({
-                    "time": self.clock.iso8601,
+                    "time": iso8601_ms(self.clock.now()),
                     "remote_addr": e.peer.map(|p| p.ip().to_string()),
                     "method": e.method,
                     "target": e.target,
@@ -272,6 +313,22 @@ impl LogBuffer {
                     "user_agent": text(e.user_agent),
                     "request_time_us": e.request_time_us,
                 });
+                if let Some(o) = line.as_object_mut() {
+                    // As `$host`: the request's, else its site's first name.
+                    let host = match e.host {
+                        Some(h) => Some(String::from_utf8_lossy(h).to_ascii_lowercase()),
+                        None => (!e.server_name.is_empty()).then(|| e.server_name.to_string()),
+                    };
+                    o.insert("host".into(), host.into());
+                    if let Some(t) = e.trace
+                        && let Some(id) = t.request_id_text()
+                    {
+                        o.insert("request_id".into(), id.into());
+                        if let Some(id) = t.trace_id_hex() {
+                            o.insert("trace_id".into(), id.into());
+                        }
+                    }
+                }
                 if let (Some(u), Some(o)) = (e.upstream, line.as_object_mut()) {
                     o.insert("upstream_addr".into(), u.addr.to_string().into());
                     o.insert("upstream_status".into(), u.status.into());
@@ -318,7 +375,7 @@ impl LogBuffer {
                 // As for a served request: the text as sent (JSON escapes what it must).
                 let text = |w: Option<&[u8]>| w.map(|w| String::from_utf8_lossy(w).into_owned());
                 let line = serde_json::json!({
-                    "time": self.clock.iso8601,
+                    "time": iso8601_ms(self.clock.now()),
                     "remote_addr": r.peer.map(|p| p.ip().to_string()),
                     "method": text(word(r.line, 0)),
                     "target": text(word(r.line, 1)),
@@ -369,6 +426,10 @@ impl LogBuffer {
             let _ = write!(self.clock.local, "{day}/{month}/{year}:{time} +0000");
             self.clock.iso8601.clear();
             let _ = write!(self.clock.iso8601, "{year}-{:02}-{day}T{time}+00:00", m + 1);
+            #[cfg(test)]
+            {
+                self.clock.pinned = httpdate::parse_http_date(s).ok();
+            }
         }
     }
 }
@@ -393,6 +454,31 @@ impl Sink {
             }
         }
     }
+}
+
+/// `2000-10-10T13:55:36.123+00:00`: RFC 3339 in UTC to the millisecond (the JSON log's
+/// `time`).
+pub(crate) fn iso8601_ms(t: std::time::SystemTime) -> String {
+    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Howard Hinnant's days-to-civil.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}+00:00",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_millis()
+    )
 }
 
 /// The protocol as a request line names it (`$server_protocol`).
@@ -475,6 +561,7 @@ mod tests {
         upstream: None,
         grpc_status: None,
         cache_status: None,
+        trace: None,
     };
 
     /// The one batch `b` hands off.
@@ -491,7 +578,7 @@ mod tests {
         let (mut b, rx) = buffer(LogFormat::Combined);
         b.set_time(b"Sun, 06 Nov 1994 08:49:37 GMT");
         b.push(
-            0,
+            Some(0),
             &AccessEntry {
                 peer: Some("127.0.0.1:5000".parse().unwrap()),
                 method: "GET",
@@ -524,13 +611,13 @@ mod tests {
             ),
             (
                 LogFormat::Json,
-                "{\"bytes\":2,\"method\":\"GET\",\"referer\":null,\"remote_addr\":\"127.0.0.1\",\"request_time_us\":57,\"status\":200,\"target\":\"/api\",\"time\":\"1994-11-06T08:49:37+00:00\",\"upstream_addr\":\"10.0.0.2:9000\",\"upstream_status\":200,\"upstream_time_us\":41,\"user_agent\":null,\"version\":\"HTTP/1.1\"}\n",
+                "{\"bytes\":2,\"host\":null,\"method\":\"GET\",\"referer\":null,\"remote_addr\":\"127.0.0.1\",\"request_time_us\":57,\"status\":200,\"target\":\"/api\",\"time\":\"1994-11-06T08:49:37.000+00:00\",\"upstream_addr\":\"10.0.0.2:9000\",\"upstream_status\":200,\"upstream_time_us\":41,\"user_agent\":null,\"version\":\"HTTP/1.1\"}\n",
             ),
         ] {
             let (mut b, rx) = buffer(format);
             b.set_time(b"Sun, 06 Nov 1994 08:49:37 GMT");
             b.push(
-                0,
+                Some(0),
                 &AccessEntry {
                     peer: Some("127.0.0.1:5000".parse().unwrap()),
                     method: "GET",
@@ -575,7 +662,7 @@ mod tests {
             (
                 LogFormat::Json,
                 b"GET /a\"b HTTP/1.1",
-                r#"{"bytes":11,"method":"GET","referer":null,"remote_addr":"127.0.0.1","request_time_us":null,"status":400,"target":"/a\"b","time":"1994-11-06T08:49:37+00:00","user_agent":null,"version":null}"#,
+                r#"{"bytes":11,"method":"GET","referer":null,"remote_addr":"127.0.0.1","request_time_us":null,"status":400,"target":"/a\"b","time":"1994-11-06T08:49:37.000+00:00","user_agent":null,"version":null}"#,
             ),
         ] {
             let (mut b, rx) = buffer(format);
@@ -629,7 +716,7 @@ mod tests {
         if time {
             b.set_time(b"Sun, 06 Nov 1994 08:49:37 GMT");
         }
-        b.push(0, e);
+        b.push(Some(0), e);
         b.hand_off();
         let LogMsg::Lines(batch) = rx.recv().unwrap() else {
             panic!("a batch")
@@ -785,20 +872,20 @@ mod tests {
         for (imf, want) in [
             (
                 &b"Sun, 06 Nov 1994 08:49:37 GMT"[..],
-                "1994-11-06T08:49:37+00:00",
+                "1994-11-06T08:49:37.000+00:00",
             ),
             (
                 b"Thu, 01 Jan 2026 00:00:00 GMT",
-                "2026-01-01T00:00:00+00:00",
+                "2026-01-01T00:00:00.000+00:00",
             ),
             (
                 b"Thu, 31 Dec 2026 23:59:59 GMT",
-                "2026-12-31T23:59:59+00:00",
+                "2026-12-31T23:59:59.000+00:00",
             ),
         ] {
             let (mut b, rx) = buffer(LogFormat::Json);
             b.set_time(imf);
-            b.push(0, &PLAIN);
+            b.push(Some(0), &PLAIN);
             b.push_refusal(
                 0,
                 &RefusedEntry {
@@ -866,8 +953,8 @@ mod tests {
             assert_eq!(template_line(TEMPLATE, &now, true), format!("{want}\n"));
             // Kept for later, by the buffer that writes it.
             let (mut b, rx) = buffer(LogFormat::parse(TEMPLATE).unwrap());
-            let meta = crate::app::deferred::LogMeta::keep(&b, None, tls, &head, req);
-            b.push(0, &meta.entry(200, 0, 1, "site.test", upstream));
+            let meta = crate::app::deferred::LogMeta::keep(&b, None, tls, &head, req, &Default::default());
+            b.push(Some(0), &meta.entry(200, 0, 1, "site.test", upstream));
             assert_eq!(batch(b, &rx), format!("{want}\n"));
         }
         // A refused request: its connection's scheme, the default site's name.
@@ -892,6 +979,94 @@ mod tests {
         assert_eq!(template_line("$scheme", &h3, false), "https\n");
     }
 
+    /// The JSON log's time to the millisecond (issue Z), across days, months, leap days and
+    /// years.
+    #[test]
+    fn iso8601_ms_table() {
+        use std::time::{Duration, UNIX_EPOCH};
+        for (secs, ms, want) in [
+            (0, 0, "1970-01-01T00:00:00.000+00:00"),
+            (784_111_777, 5, "1994-11-06T08:49:37.005+00:00"),
+            (951_782_400, 999, "2000-02-29T00:00:00.999+00:00"),
+            (1_798_761_599, 120, "2026-12-31T23:59:59.120+00:00"),
+            (4_107_542_400, 0, "2100-03-01T00:00:00.000+00:00"),
+        ] {
+            let t = UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_millis(ms);
+            assert_eq!(iso8601_ms(t), want);
+        }
+    }
+
+    /// The JSON line's request id, trace id and host (issue Z).
+    #[test]
+    fn the_json_line_has_the_request_and_trace_ids() {
+        let (mut b, rx) = buffer(LogFormat::Json);
+        let mut ids = crate::trace::context::Ids::new();
+        let req = b"GET / HTTP/1.1\r\nHost: Shop.Example\r\ntraceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n\r\n";
+        let mut head = RequestHead::new();
+        head.parse(req, &Default::default()).unwrap();
+        let sampler = crate::trace::Sampler::parse(None, None).unwrap();
+        let mut traced = crate::trace::RequestTrace::default();
+        traced.begin(&mut ids, &head, req, false, Some(&sampler));
+        let mut plain = crate::trace::RequestTrace::default();
+        plain.begin(&mut ids, &head, req, false, None);
+        b.push(
+            Some(0),
+            &AccessEntry {
+                host: Some(b"Shop.Example"),
+                trace: Some(&traced),
+                ..PLAIN
+            },
+        );
+        b.push(
+            Some(0),
+            &AccessEntry {
+                trace: Some(&plain),
+                server_name: "site.test",
+                ..PLAIN
+            },
+        );
+        let lines = batch(b, &rx);
+        let v: Vec<serde_json::Value> = lines
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(v[0]["host"], "shop.example");
+        assert_eq!(v[0]["request_id"], traced.request_id.to_text());
+        assert_eq!(v[0]["request_id"].as_str().unwrap().len(), 32);
+        assert_eq!(v[0]["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(v[1]["host"], "site.test");
+        assert_ne!(v[1]["request_id"], v[0]["request_id"]);
+        assert!(v[1].get("trace_id").is_none());
+        // The template's `$request_id` and `$trace_id`; `-` where none.
+        let (mut b, rx) = buffer(LogFormat::parse("$request_id $trace_id").unwrap());
+        b.push(
+            Some(0),
+            &AccessEntry {
+                trace: Some(&traced),
+                ..PLAIN
+            },
+        );
+        b.push(
+            Some(0),
+            &AccessEntry {
+                trace: Some(&plain),
+                ..PLAIN
+            },
+        );
+        b.push(Some(0), &PLAIN);
+        let lines = batch(b, &rx);
+        let lines: Vec<&str> = lines.lines().collect();
+        assert_eq!(
+            lines[0],
+            format!(
+                "{} 4bf92f3577b34da6a3ce929d0e0e4736",
+                traced.request_id.to_text()
+            )
+        );
+        assert_eq!(lines[1], format!("{} -", plain.request_id.to_text()));
+        assert_eq!(lines[2], "- -");
+    }
+
     /// A buffer keeps, for an answer given later, only what its templates write.
     #[test]
     fn only_the_fields_a_template_writes_are_kept() {
@@ -900,7 +1075,8 @@ mod tests {
         head.parse(req, &Default::default()).unwrap();
         for (format, host, fields) in [
             (LogFormat::Combined, None, vec![]),
-            (LogFormat::Json, None, vec![]),
+            // The JSON line writes `host`.
+            (LogFormat::Json, Some(&b"a.test"[..]), vec![]),
             (
                 LogFormat::parse("$host $http_x_b $http_x_B $http_x_c").unwrap(),
                 Some(&b"a.test"[..]),
@@ -908,7 +1084,14 @@ mod tests {
             ),
         ] {
             let (b, _rx) = buffer(format);
-            let meta = crate::app::deferred::LogMeta::keep(&b, None, false, &head, req);
+            let meta = crate::app::deferred::LogMeta::keep(
+                &b,
+                None,
+                false,
+                &head,
+                req,
+                &Default::default(),
+            );
             assert_eq!(meta.host.as_deref(), host);
             let kept: Vec<Option<&[u8]>> = meta.fields.iter().map(|f| f.as_deref()).collect();
             assert_eq!(kept, fields);
@@ -921,7 +1104,7 @@ mod tests {
     fn a_backslash_in_a_served_target_is_escaped() {
         let (mut b, rx) = buffer(LogFormat::Combined);
         b.push(
-            0,
+            Some(0),
             &AccessEntry {
                 peer: None,
                 method: "GET",
@@ -953,8 +1136,8 @@ mod tests {
             ..PLAIN
         };
         let (mut b, rx) = buffer(LogFormat::Json);
-        b.push(0, &call);
-        b.push(0, &PLAIN);
+        b.push(Some(0), &call);
+        b.push(Some(0), &PLAIN);
         let lines = batch(b, &rx);
         let mut lines = lines
             .lines()
@@ -982,8 +1165,8 @@ mod tests {
             ..PLAIN
         };
         let (mut b, rx) = buffer(LogFormat::Json);
-        b.push(0, &hit);
-        b.push(0, &PLAIN);
+        b.push(Some(0), &hit);
+        b.push(Some(0), &PLAIN);
         let lines = batch(b, &rx);
         let mut lines = lines
             .lines()

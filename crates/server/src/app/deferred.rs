@@ -97,6 +97,8 @@ pub struct OwnedRequest {
     /// The application's state (`Router::with_state`); `None` when it has none, so a
     /// request of a stateless application costs no reference count.
     pub(crate) state: Option<Arc<crate::layer::Extensions>>,
+    /// Its trace context (tracing on).
+    pub(crate) trace: Option<crate::trace::TraceContext>,
 }
 
 impl OwnedRequest {
@@ -169,6 +171,9 @@ impl crate::request::Context for OwnedRequest {
     }
     fn client_cert(&self) -> Option<&crate::tls::ClientCert> {
         self.client_cert.as_deref()
+    }
+    fn trace(&self) -> Option<crate::trace::TraceContext> {
+        self.trace.clone()
     }
     fn extensions(&self) -> &crate::layer::Extensions {
         &self.ext
@@ -281,18 +286,23 @@ pub(crate) struct LogMeta {
     pub fields: Box<[Option<Box<[u8]>>]>,
     /// What its mount's cache did with it, once the cache decided (`$upstream_cache_status`).
     pub cache: Option<crate::access_log::CacheOutcome>,
+    /// Its ids and trace context (empty where the server draws none); boxed, so that a
+    /// proxied job (which holds this inline) grows by a pointer only.
+    pub trace: Box<crate::trace::RequestTrace>,
 }
 
 impl LogMeta {
-    /// Copies what `log`'s lines will need of the request in `head`.
+    /// Copies what `log`'s lines (and spans, with `trace` recorded) will need of the request
+    /// in `head`.
     pub(crate) fn keep(
         log: &crate::access_log::LogBuffer,
         peer: Option<SocketAddr>,
         tls: bool,
         head: &RequestHead,
         buf: &[u8],
+        trace: &crate::trace::RequestTrace,
     ) -> LogMeta {
-        let host = if log.keeps_host() {
+        let host = if log.keeps_host() || trace.recorded() {
             crate::app::sites::request_host_bytes(head, buf).map(Box::from)
         } else {
             None
@@ -312,6 +322,7 @@ impl LogMeta {
                 .map(|name| head.header(buf, name).map(Box::from))
                 .collect(),
             cache: None,
+            trace: Box::new(trace.clone()),
         }
     }
 
@@ -342,6 +353,7 @@ impl LogMeta {
             upstream,
             grpc_status: None,
             cache_status: self.cache,
+            trace: (!self.trace.request_id.is_none()).then_some(&self.trace),
         }
     }
 }

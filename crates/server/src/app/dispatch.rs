@@ -67,6 +67,9 @@ impl crate::request::Context for ConnApp<'_> {
     fn state(&self) -> &crate::layer::Extensions {
         &self.app.router.state
     }
+    fn trace(&self) -> Option<crate::trace::TraceContext> {
+        self.trace_context()
+    }
 }
 
 impl Service for ConnApp<'_> {

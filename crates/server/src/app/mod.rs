@@ -88,8 +88,16 @@ pub(crate) struct App {
     pub trusted: crate::realip::TrustedProxies,
     /// Count requests for `/metrics` (an admin listener is on).
     pub metrics: bool,
-    /// Time requests (metrics or the access log are on).
+    /// Time requests (metrics, the access log or tracing are on).
     pub timing: bool,
+    /// Draw each request's ids (`trace::RequestTrace::begin`): tracing, an access log or a
+    /// proxy mount that sends them is on.
+    pub ids: bool,
+    /// Tracing's sampler, when tracing is on.
+    pub sampler: Option<crate::trace::Sampler>,
+    /// The field proxied requests carry their request id in (`None`: not sent).
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
+    pub request_id_field: Option<Box<[u8]>>,
     /// The HTTP-01 challenges in flight, answered below `/.well-known/acme-challenge/` on
     /// every listener (when the ACME challenge is HTTP-01).
     pub http01: Option<Arc<crate::acme::Challenges>>,
@@ -110,7 +118,15 @@ impl App {
             max_deferred_per_worker: config.max_deferred_per_worker,
             trusted: config.trusted_proxies.clone(),
             metrics: config.admin.is_some(),
-            timing: config.admin.is_some() || config.logs(),
+            timing: config.admin.is_some() || config.logs() || config.tracing.is_some(),
+            ids: config.tracing.is_some()
+                || config.logs()
+                || (config.request_id_field.is_some() && config.proxies()),
+            sampler: config.tracing.as_ref().map(|t| t.sampler.clone()),
+            request_id_field: config
+                .request_id_field
+                .as_ref()
+                .map(|f| f.as_bytes().into()),
         }
     }
 }
@@ -163,6 +179,10 @@ pub(crate) struct AppIo {
     pub extras: bool,
     /// Access-log lines of streamed gRPC answers, written at their end (`grpc_line_end`).
     pub grpc_lines: Vec<GrpcLine>,
+    /// The worker's id generator (request ids, trace and span ids).
+    pub ids: crate::trace::context::Ids,
+    /// The ids of the request at hand (set as each request begins when `App::ids`).
+    pub trace: crate::trace::RequestTrace,
 }
 
 /// A streamed gRPC answer's access-log line, kept from its head to its end: its
@@ -170,7 +190,7 @@ pub(crate) struct AppIo {
 pub(crate) struct GrpcLine {
     /// Its connection's token and request id.
     at: (u64, u64),
-    sink: usize,
+    sink: Option<usize>,
     site: usize,
     status: u16,
     bytes: usize,
@@ -243,9 +263,10 @@ impl AppIo {
                 s.answered(resp.status, body_bytes(meta.head, &resp) as u64);
             }
         }
-        if let (Some(log), Some(sink)) = (self.log.as_mut(), site.log)
+        if let Some(log) = self.log.as_mut()
             && let Some(m) = meta.log.take()
         {
+            let sink = site.log;
             let bytes = body_bytes(meta.head, &resp);
             let grpc_status = crate::grpc::logged_status(&resp);
             if grpc_status.is_none() && crate::grpc::streamed(&resp) {

@@ -45,6 +45,10 @@ pub(crate) trait Context {
     fn extensions(&self) -> &crate::layer::Extensions;
     /// The application's state ([`Router::with_state`](crate::Router::with_state)).
     fn state(&self) -> &crate::layer::Extensions;
+    /// The request's trace context, when tracing is on.
+    fn trace(&self) -> Option<crate::trace::TraceContext> {
+        None
+    }
 }
 
 impl<'a> Request<'a> {
@@ -109,6 +113,12 @@ impl<'a> Request<'a> {
     /// The peer's address.
     pub fn peer(&self) -> Option<SocketAddr> {
         self.ctx.peer()
+    }
+    /// The request's OpenTelemetry trace context, when tracing is on: its trace and server
+    /// span, for spans of the handler's own ([`TraceContext::span`](crate::trace::TraceContext::span))
+    /// and the `traceparent` of its outgoing calls; and its request id.
+    pub fn trace(&self) -> Option<crate::trace::TraceContext> {
+        self.ctx.trace()
     }
     /// The client certificate the TLS handshake verified against the listener's
     /// `client_ca` (mTLS): its subject and alternative names. `None` over plain HTTP, or

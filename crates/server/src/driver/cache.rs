@@ -298,10 +298,9 @@ impl<B: Backend> Worker<B> {
             }
         }
         if let (Some(log), Some(m), Some(site)) = (self.io.app.log.as_mut(), job.log.as_ref(), site)
-            && let Some(sink) = site.log
         {
             log.push(
-                sink,
+                site.log,
                 &m.entry(status, bytes as usize, us, &site.server_name, None),
             );
         }

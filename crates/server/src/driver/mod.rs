@@ -529,6 +529,9 @@ impl<B: Backend> Worker<B> {
             }
             if let Some(log) = self.io.app.log.as_mut() {
                 log.hand_off();
+                if let Some(spans) = log.spans.as_mut() {
+                    spans.hand_off(self.io.cx.now);
+                }
             }
             if let Some(deadline) = self.drain_deadline {
                 if self.live == 0 {
@@ -614,6 +617,16 @@ impl<B: Backend> Worker<B> {
             return Some(Duration::ZERO);
         }
         let mut at = self.wheel.next_due().unwrap_or(u64::MAX);
+        // Spans waiting go out on time on a worker that has gone quiet.
+        if let Some(due) = self
+            .io
+            .app
+            .log
+            .as_ref()
+            .and_then(|l| l.spans.as_ref()?.due())
+        {
+            at = at.min(due);
+        }
         if self.accept_paused_until.is_some() || self.drain_deadline.is_some() {
             let other = [self.accept_paused_until, self.drain_deadline];
             at = other.into_iter().flatten().fold(at, u64::min);

@@ -8,11 +8,17 @@
 //! logged and never in `Debug` output: only its name (sent in the clear in every ticket)
 //! is. A ticket is attacker-controlled input: opening one never panics, and its MAC is
 //! checked (in constant time) before a byte of it is decrypted.
+//!
+//! Also owns when the sealing key was made, for `/metrics`
+//! (`linerate_tls_ticket_key_age_seconds`, issue Z item 3): every ticketer in use is listed
+//! here, by where its keys come from, for [`key_ages`].
 #![forbid(unsafe_code)]
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use aws_lc_rs::cipher::{
     AES_128, AES_256, DecryptionContext, PaddedBlockDecryptingKey, PaddedBlockEncryptingKey,
@@ -163,12 +169,31 @@ impl TicketKey {
 #[derive(Debug)]
 pub struct KeyRing {
     keys: Vec<TicketKey>,
+    /// When the sealing key was made (Unix seconds): see [`KeyRing::made_at`].
+    made: u64,
 }
 
 impl KeyRing {
-    /// A ring of `keys` (at least one), the first sealing.
+    /// A ring of `keys` (at least one), the first sealing, made now (see
+    /// [`KeyRing::made_at`]).
     pub fn new(keys: Vec<TicketKey>) -> Option<KeyRing> {
-        (!keys.is_empty()).then_some(KeyRing { keys })
+        (!keys.is_empty()).then(|| KeyRing {
+            keys,
+            made: now_secs(),
+        })
+    }
+
+    /// The ring, its sealing key made at `unix_secs` (the fleet's record says when; a key
+    /// file's modification time is the nearest a file says), for the key age `/metrics`
+    /// shows.
+    pub fn made_at(mut self, unix_secs: u64) -> KeyRing {
+        self.made = unix_secs;
+        self
+    }
+
+    /// When the sealing key was made (Unix seconds).
+    pub fn made(&self) -> u64 {
+        self.made
     }
 
     /// The keys' names, in order (for logs: names are public).
@@ -204,6 +229,63 @@ fn read_key(path: &Path) -> Result<TicketKey, TlsError> {
 pub struct TicketKeys {
     paths: Vec<PathBuf>,
     ring: RwLock<Arc<KeyRing>>,
+    /// The sealing key's [`KeyRing::made_at`], listed for [`key_ages`] while this lives.
+    made: Arc<AtomicU64>,
+}
+
+/// Where a ticketer's keys come from, as `/metrics` labels them: key files
+/// (`ticket_keys`), or the fleet's storage.
+pub const KEY_SOURCES: [&str; 2] = ["files", "storage"];
+/// [`KEY_SOURCES`]' `files`.
+const FROM_FILES: usize = 0;
+/// [`KEY_SOURCES`]' `storage`.
+const FROM_STORAGE: usize = 1;
+
+/// Every ticketer alive: its source (an index into [`KEY_SOURCES`]) and its sealing key's
+/// time. Listed when made, dropped from the list once gone.
+static IN_USE: Mutex<Vec<(usize, Weak<AtomicU64>)>> = Mutex::new(Vec::new());
+
+/// Lists a new ticketer's key time under `source`.
+fn listed(source: usize, made: u64) -> Arc<AtomicU64> {
+    let made = Arc::new(AtomicU64::new(made));
+    let mut in_use = IN_USE.lock().unwrap_or_else(|e| e.into_inner());
+    in_use.retain(|(_, m)| m.strong_count() > 0);
+    in_use.push((source, Arc::downgrade(&made)));
+    made
+}
+
+/// The age in seconds at `now` (Unix seconds) of the sealing key of each source with a
+/// ticketer alive, the oldest where several are (listeners with key files of their own): the
+/// one an alert on a rotation that stopped wants. rustls's own ticketer (`session_tickets`
+/// alone) keeps its keys' times to itself and is not here.
+pub fn key_ages(now: u64) -> Vec<(&'static str, u64)> {
+    let in_use = IN_USE.lock().unwrap_or_else(|e| e.into_inner());
+    KEY_SOURCES
+        .iter()
+        .enumerate()
+        .filter_map(|(i, name)| {
+            in_use
+                .iter()
+                .filter(|(source, _)| *source == i)
+                .filter_map(|(_, m)| m.upgrade())
+                .map(|m| now.saturating_sub(m.load(Relaxed)))
+                .max()
+                .map(|age| (*name, age))
+        })
+        .collect()
+}
+
+/// Unix seconds now.
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// When the file at `path` was last written (Unix seconds), `None` when it cannot be said.
+fn modified(path: &Path) -> Option<u64> {
+    let at = std::fs::metadata(path).ok()?.modified().ok()?;
+    Some(at.duration_since(UNIX_EPOCH).ok()?.as_secs())
 }
 
 impl fmt::Debug for TicketKeys {
@@ -217,11 +299,16 @@ impl fmt::Debug for TicketKeys {
 impl TicketKeys {
     /// Reads every file of `paths` (at least one), the first the key that seals.
     pub fn from_files(paths: &[PathBuf]) -> Result<TicketKeys, TlsError> {
-        let keys = TicketKeys {
+        let mut keys = TicketKeys {
             paths: paths.to_vec(),
-            ring: RwLock::new(Arc::new(KeyRing { keys: Vec::new() })),
+            ring: RwLock::new(Arc::new(KeyRing {
+                keys: Vec::new(),
+                made: 0,
+            })),
+            made: Arc::default(),
         };
         let ring = keys.read_again()?;
+        keys.made = listed(FROM_FILES, ring.made);
         keys.swap(ring);
         Ok(keys)
     }
@@ -231,24 +318,28 @@ impl TicketKeys {
     pub fn from_ring(ring: KeyRing) -> TicketKeys {
         TicketKeys {
             paths: Vec::new(),
+            made: listed(FROM_STORAGE, ring.made),
             ring: RwLock::new(Arc::new(ring)),
         }
     }
 
-    /// Reads the files again without using them yet: every one must be a key.
+    /// Reads the files again without using them yet: every one must be a key. The sealing
+    /// key is dated by its file's modification time (the time read, where there is none).
     pub fn read_again(&self) -> Result<Arc<KeyRing>, TlsError> {
         let keys = self
             .paths
             .iter()
             .map(|p| read_key(p))
             .collect::<Result<Vec<_>, _>>()?;
+        let made = self.paths.first().and_then(|p| modified(p));
         KeyRing::new(keys)
-            .map(Arc::new)
+            .map(|r| Arc::new(r.made_at(made.unwrap_or_else(now_secs))))
             .ok_or_else(|| TlsError::Options("ticket_keys names no key file".into()))
     }
 
     /// Seals the next tickets with `ring`'s first key, and opens with all of its keys.
     pub fn swap(&self, ring: Arc<KeyRing>) {
+        self.made.store(ring.made, Relaxed);
         *self.ring.write().unwrap_or_else(|e| e.into_inner()) = ring;
     }
 
@@ -446,6 +537,40 @@ mod tests {
             TicketKeys::from_files(&[d.join("missing.key")]),
             Err(TlsError::TicketKey { .. })
         ));
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// Issue Z item 3: the key age `/metrics` shows. A key file is dated by its modification
+    /// time, at start and when read again; a ticketer is listed while it lives (the oldest of
+    /// its source shown: other tests' ticketers may be alive too).
+    #[test]
+    fn the_sealing_keys_age_follows_its_files_modification_time() {
+        let d = std::env::temp_dir().join(format!("linerate-ticket-age-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let a = d.join("a.key");
+        let now = now_secs();
+        let hours_ago = |h: u64| {
+            let f = std::fs::File::options().write(true).open(&a).unwrap();
+            f.set_modified(UNIX_EPOCH + std::time::Duration::from_secs(now - h * 3600))
+                .unwrap();
+        };
+        std::fs::write(&a, key_bytes(80, 1)).unwrap();
+        hours_ago(30);
+        let keys = TicketKeys::from_files(std::slice::from_ref(&a)).unwrap();
+        assert_eq!(keys.made.load(Relaxed), now - 30 * 3600);
+        let age = |ages: Vec<(&str, u64)>| ages.iter().find(|(s, _)| *s == "files").map(|a| a.1);
+        assert!(age(key_ages(now)).is_some_and(|a| a >= 30 * 3600));
+        // A new key installed: read again, it is dated by its own file.
+        std::fs::write(&a, key_bytes(80, 2)).unwrap();
+        hours_ago(1);
+        let ring = keys.read_again().unwrap();
+        assert_eq!(ring.made(), now - 3600);
+        keys.swap(ring);
+        assert_eq!(keys.made.load(Relaxed), now - 3600);
+        // A ring made from no file is dated when made, or as told.
+        let fresh = KeyRing::new(vec![key(80, 3)]).unwrap();
+        assert!(fresh.made() >= now);
+        assert_eq!(fresh.made_at(7).made(), 7);
         let _ = std::fs::remove_dir_all(&d);
     }
 }

@@ -565,7 +565,8 @@ impl Books<'_> {
             st.answered(e.up_status, up_us);
         }
         let site = self.sites.sites.get(e.site);
-        if let (Some(log), Some(m), Some(sink)) = (self.log.as_mut(), e.log, site.log) {
+        if let (Some(log), Some(m)) = (self.log.as_mut(), e.log) {
+            let sink = site.log;
             let upstream = self.addr.map(|addr| UpstreamEntry {
                 addr,
                 // No answer came (a failure before its head): the status the proxy gave.
@@ -1063,14 +1064,18 @@ impl h1c::Exchange for Relay<'_> {
                 UpError::Timeout(_) => 504,
                 _ => 502,
             };
-            crate::log_limit::warn_limited!("upstream exchange failed", self.upstream, upstream = %self.upstream, server = %self.server_name(), error = %error, status, auth, "upstream exchange failed");
+            // The request's id (kept with its log record: an access log or tracing on) ties
+            // this line to its access-log line, its span and the application's log.
+            let request_id = link.log.as_ref().and_then(|m| m.trace.request_id_text());
+            crate::log_limit::warn_limited!("upstream exchange failed", self.upstream, upstream = %self.upstream, server = %self.server_name(), error = %error, status, auth, request_id = request_id.as_deref().unwrap_or("-"), "upstream exchange failed");
             let cache_status = cache
                 .as_ref()
                 .filter(|_| !auth)
                 .and_then(|x| x.error_status(failure_detail(error)));
             self.answer_error(status, &link, cache_status);
         } else {
-            crate::log_limit::warn_limited!("upstream exchange cut", self.upstream, upstream = %self.upstream, server = %self.server_name(), error = %error, "upstream exchange failed after its answer began");
+            let request_id = link.log.as_ref().and_then(|m| m.trace.request_id_text());
+            crate::log_limit::warn_limited!("upstream exchange cut", self.upstream, upstream = %self.upstream, server = %self.server_name(), error = %error, request_id = request_id.as_deref().unwrap_or("-"), "upstream exchange failed after its answer began");
             self.close_pipe(link.pipe.take(), link.client, link.id);
             if let Some(live) = client(self.slots, link.client) {
                 live.conn.stream_abort(link.id, self.cx);
@@ -1225,9 +1230,8 @@ impl<B: Backend> Worker<B> {
             &mut resp,
             job.cache.as_ref().and_then(|x| x.error_status(detail)),
         );
-        if let (Some(log), Some(m), Some(sink)) =
-            (self.io.app.log.as_mut(), job.log.as_ref(), site.log)
-        {
+        if let (Some(log), Some(m)) = (self.io.app.log.as_mut(), job.log.as_ref()) {
+            let sink = site.log;
             let addr = job
                 .failed_server
                 .and_then(|s| sites.upstreams.get(job.upstream)?.servers.get(s));

@@ -61,6 +61,14 @@ impl<T> Request<T> {
         &mut self.metadata
     }
 
+    /// Carries `cx`'s `traceparent` (a client's call made while handling a traced request,
+    /// or under a handler's span): the called service's spans become children of `cx`'s
+    /// current span (W3C Trace Context, which gRPC's OpenTelemetry instrumentation reads).
+    pub fn set_trace(&mut self, cx: &crate::trace::TraceContext) {
+        // A traceparent is ASCII: the insert cannot refuse it.
+        let _ = self.metadata.insert("traceparent", cx.traceparent());
+    }
+
     /// When the client gives up (`grpc-timeout`); past it the call's future is dropped.
     pub fn deadline(&self) -> Option<Instant> {
         self.deadline

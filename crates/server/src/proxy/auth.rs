@@ -147,6 +147,7 @@ mod tests {
             addr: Some([10, 1, 2, 3].into()),
             tls: true,
             cert: None,
+            ids: crate::proxy::forward::Ids::NONE,
         };
         subrequest(
             &head,

@@ -56,6 +56,30 @@ pub(crate) struct Client<'a> {
     /// The certificate its handshake verified (mTLS): named to the upstream in
     /// `X-Forwarded-Client-Cert`.
     pub cert: Option<&'a crate::tls::ClientCert>,
+    /// This server's ids for the request, which replace the client's fields of the same
+    /// names.
+    pub ids: Ids<'a>,
+}
+
+/// The ids a request carries upstream.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Ids<'a> {
+    /// The request id's field (`X-Request-Id`, or the operator's) and value.
+    pub request_id: Option<(&'a [u8], &'a [u8])>,
+    /// `traceparent` naming the upstream exchange's span (tracing on), and the client's
+    /// `tracestate` to pass with it.
+    pub traceparent: Option<&'a [u8]>,
+    pub tracestate: Option<&'a [u8]>,
+}
+
+impl Ids<'_> {
+    /// None: the client's fields pass as they came.
+    #[cfg(test)]
+    pub(crate) const NONE: Ids<'static> = Ids {
+        request_id: None,
+        traceparent: None,
+        tracestate: None,
+    };
 }
 
 /// The request as it goes upstream, beside its head.
@@ -142,6 +166,12 @@ pub(crate) fn request_head(
             continue;
         }
         match kind {
+            // This server's own replace them (tracing on; a request id sent).
+            Name::TraceParent | Name::TraceState if client.ids.traceparent.is_some() => {}
+            Name::XRequestId | Name::Other
+                if client.ids.request_id.is_some_and(|(n, _)| {
+                    n.len() == name.len() && n.eq_ignore_ascii_case(name)
+                }) => {}
             Name::Via => via.push(value),
             // The forwarding fields, and nginx's common `proxy_set_header X-Real-IP`:
             // applications read it as the client's address, so a client must not be able
@@ -166,6 +196,20 @@ pub(crate) fn request_head(
     }
     for (n, v) in &policy.set {
         write_field(out, n.as_bytes(), v.as_bytes());
+    }
+    if let Some((n, v)) = client.ids.request_id {
+        // The default name as a literal: its copy inlined (callgrind, issue Z).
+        if n == crate::trace::REQUEST_ID_FIELD.as_bytes() {
+            literal_field(out, b"X-Request-Id", v);
+        } else {
+            write_field(out, n, v);
+        }
+    }
+    if let Some(tp) = client.ids.traceparent {
+        literal_field(out, b"traceparent", tp);
+        if let Some(ts) = client.ids.tracestate {
+            literal_field(out, b"tracestate", ts);
+        }
     }
 
     // Via (RFC 9110 §7.6.3): the protocol it was received with, then this server's name

@@ -63,6 +63,10 @@ pub(crate) enum Name {
     Forwarded,
     /// nginx's `X-Real-IP`: an address a client must not be able to claim.
     XRealIp,
+    /// W3C Trace Context's fields, and the request id's: replaced by this server's own.
+    TraceParent,
+    TraceState,
+    XRequestId,
     /// Any other name.
     Other,
 }
@@ -84,6 +88,9 @@ impl Name {
             9 if is(b"x-real-ip") => Name::XRealIp,
             10 if is(b"connection") => Name::Connection,
             10 if is(b"keep-alive") => Name::HopByHop,
+            10 if is(b"tracestate") => Name::TraceState,
+            11 if is(b"traceparent") => Name::TraceParent,
+            12 if is(b"x-request-id") => Name::XRequestId,
             14 if is(b"content-length") => Name::HopByHop,
             15 if is(b"x-forwarded-for") => Name::XForwardedFor,
             16 if is(b"proxy-connection") => Name::HopByHop,

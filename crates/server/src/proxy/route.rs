@@ -22,6 +22,8 @@ pub(crate) struct Route {
     pub auth: Option<AuthRoute>,
     /// Its HTTP cache, shared by the workers.
     pub cache: Option<std::sync::Arc<super::cache::MountCache>>,
+    /// Its path prefix, as its requests' spans name their route (`http.route`).
+    pub name: std::sync::Arc<str>,
 }
 
 impl Route {
@@ -72,6 +74,7 @@ impl Route {
             );
         }
         Ok(Route {
+            name: m.prefix.as_str().into(),
             mount: m.clone(),
             upstream,
             request: forward::Policy {

@@ -26,6 +26,7 @@ const CLIENT: Client = Client {
     addr: Some(std::net::IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 7))),
     tls: true,
     cert: None,
+    ids: super::forward::Ids::NONE,
 };
 
 /// The upstream head for `request` under `policy`, and its framing facts.
@@ -643,4 +644,49 @@ fn via_names_the_protocol_the_request_came_with() {
         let out = String::from_utf8(out).unwrap();
         assert!(out.contains(&format!("\r\n{via}")), "{out}");
     }
+}
+
+/// Issue Z: this server's request id and traceparent replace the client's fields of those
+/// names; without them (ids off, tracing off) the client's pass as they came.
+#[test]
+fn request_ids_and_trace_context_replace_the_clients() {
+    let request = b"GET /api/x HTTP/1.1\r\nHost: example.com\r\nX-Request-Id: forged\r\n\
+        traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n\
+        tracestate: rojo=1\r\nX-Trace: keep\r\n\r\n";
+    let mut head = RequestHead::new();
+    head.parse(request, &Limits::default()).unwrap();
+    let run = |ids: super::forward::Ids<'_>| {
+        let mut out = Vec::new();
+        let client = Client { ids, ..CLIENT };
+        request_head(&head, request, client, &policy(), None, &mut out);
+        String::from_utf8(out).unwrap()
+    };
+    let ours = b"00-4bf92f3577b34da6a3ce929d0e0e4736-1111111111111111-01";
+    let traced = run(super::forward::Ids {
+        request_id: Some((b"X-Request-Id", b"0123456789abcdef0123456789abcdef")),
+        traceparent: Some(ours),
+        tracestate: Some(b"rojo=1"),
+    });
+    assert!(!traced.contains("forged"), "{traced}");
+    assert!(!traced.contains("00f067aa0ba902b7"), "{traced}");
+    assert_eq!(traced.matches("traceparent").count(), 1, "{traced}");
+    assert_eq!(traced.matches("tracestate: rojo=1").count(), 1, "{traced}");
+    assert!(traced.contains("X-Request-Id: 0123456789abcdef0123456789abcdef\r\n"));
+    assert!(
+        traced.contains("traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-1111111111111111-01\r\n")
+    );
+    assert!(traced.contains("X-Trace: keep\r\n"));
+    // An operator's own field name replaces the client's of that name; X-Request-Id then
+    // passes.
+    let custom = run(super::forward::Ids {
+        request_id: Some((b"X-Correlation-Id", b"abc")),
+        ..super::forward::Ids::NONE
+    });
+    assert!(custom.contains("X-Correlation-Id: abc\r\n"), "{custom}");
+    assert!(custom.contains("X-Request-Id: forged\r\n"), "{custom}");
+    let plain = run(super::forward::Ids::NONE);
+    assert!(plain.contains("X-Request-Id: forged\r\n"));
+    assert!(
+        plain.contains("traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n")
+    );
 }

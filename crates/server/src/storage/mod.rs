@@ -7,10 +7,12 @@
 //! atomic: a reader sees the old bytes or the new, never half), locks with an expiry and a
 //! fencing number, and a watch through which every node learns of a change within seconds.
 //! Calls block (short timeouts: an engine that is down is an error, never a hang), so they
-//! run on a manager's own thread, never on a worker.
+//! run on a manager's own thread, never on a worker. Every engine [`open`] makes is counted
+//! ([`health`]: errors by operation, and whether it has answered since start).
 #![forbid(unsafe_code)]
 
 pub mod dir;
+pub mod health;
 pub mod redis;
 
 use std::sync::Arc;
@@ -110,13 +112,21 @@ pub trait Storage: Send + Sync {
     fn watch_delay(&self) -> Duration;
 }
 
-/// The engine `config` names.
+/// The engine `config` names, its calls counted and its first answer waited for by
+/// [`health`] (`/metrics`, `/readyz`).
 pub fn open(config: &StorageConfig) -> Result<Arc<dyn Storage>, StorageError> {
-    match (&config.dir, &config.redis) {
-        (Some(d), _) => Ok(Arc::new(dir::DirStorage::open(d)?)),
-        (None, Some(url)) => Ok(Arc::new(redis::RedisStorage::open(url)?)),
-        (None, None) => Err(StorageError::Io("[storage] names no engine".into())),
-    }
+    let (engine, name): (Arc<dyn Storage>, String) = match (&config.dir, &config.redis) {
+        (Some(d), _) => (
+            Arc::new(dir::DirStorage::open(d)?),
+            format!("dir {}", d.display()),
+        ),
+        (None, Some(url)) => (
+            Arc::new(redis::RedisStorage::open(url)?),
+            format!("redis {}", redis::address(url).unwrap_or_default()),
+        ),
+        (None, None) => return Err(StorageError::Io("[storage] names no engine".into())),
+    };
+    Ok(health::counted(engine, name))
 }
 
 /// How often [`lock_wait`] tries again.

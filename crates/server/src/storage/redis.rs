@@ -107,6 +107,12 @@ fn parse_url(url: &str) -> Result<Endpoint, StorageError> {
     })
 }
 
+/// `HOST:PORT` of a `redis://` URL, without its user and password (for logs and
+/// `/readyz`); `None` when it is not one.
+pub fn address(url: &str) -> Option<String> {
+    parse_url(url).ok().map(|e| e.addr)
+}
+
 /// One connection and the bytes read past the last reply.
 struct Conn {
     stream: TcpStream,
@@ -577,5 +583,11 @@ mod tests {
         assert_eq!((e.user, e.password.as_deref(), e.db), (None, Some("p"), 0));
         assert!(parse_url("http://x").is_err());
         assert!(parse_url("redis://x/notanumber").is_err());
+        // What /readyz names: the address, never the password.
+        assert_eq!(
+            address("redis://u:secret@cache:7/1").as_deref(),
+            Some("cache:7")
+        );
+        assert_eq!(address("http://x"), None);
     }
 }

@@ -151,6 +151,8 @@ impl Engine {
             layered: Default::default(),
             upgrades: Vec::new(),
             extras: false,
+            ids: crate::trace::context::Ids::new(),
+            trace: Default::default(),
         };
         let cx = Cx {
             now: 0,

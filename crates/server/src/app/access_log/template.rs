@@ -56,6 +56,10 @@ enum Field {
     Host,
     /// `http` or `https`.
     Scheme,
+    /// nginx's `$request_id`: the request's id (issue Z; `-` where none was drawn).
+    RequestId,
+    /// The request's trace id (32 hex digits; `-` when not traced).
+    TraceId,
     /// `$http_NAME`: the request's first field `NAME` (`_` for `-`, any case), lowercase
     /// with `-` here, as field names are compared.
     Http(Box<str>),
@@ -65,7 +69,7 @@ enum Field {
 const HTTP_PREFIX: &str = "http_";
 
 /// Every field by its name, in the order the docs list them (`$http_NAME` besides).
-const FIELDS: [(&str, Field); 22] = [
+const FIELDS: [(&str, Field); 24] = [
     ("remote_addr", Field::RemoteAddr),
     ("remote_user", Field::RemoteUser),
     ("time_local", Field::TimeLocal),
@@ -88,6 +92,8 @@ const FIELDS: [(&str, Field); 22] = [
     ("upstream_cache_status", Field::UpstreamCacheStatus),
     ("host", Field::Host),
     ("scheme", Field::Scheme),
+    ("request_id", Field::RequestId),
+    ("trace_id", Field::TraceId),
 ];
 
 /// What is wrong with a template; `at` is the byte offset of the `$` (or line break) in it.
@@ -329,6 +335,14 @@ fn field(out: &mut String, f: &Field, e: &Entry<'_>, clock: &Clock, kept: &[Box<
             };
             out.push_str(if tls { "https" } else { "http" });
         }
+        Field::RequestId => match served.and_then(|s| s.trace?.request_id_text()) {
+            Some(id) => escape_into(out, Some(id.as_bytes())),
+            None => out.push('-'),
+        },
+        Field::TraceId => match served.and_then(|s| s.trace?.trace_id_hex()) {
+            Some(id) => out.push_str(&id),
+            None => out.push('-'),
+        },
         Field::Http(name) => {
             let value = served.and_then(|s| match s.fields {
                 Fields::Head(head, buf) => head.header(buf, name),

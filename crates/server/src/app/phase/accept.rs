@@ -1,6 +1,7 @@
-//! The accept phase: a request begins. Its clock starts (when metrics or the access log are
-//! on) and its client is found: the connection's peer, or behind trusted proxies the one
-//! their field names.
+//! The accept phase: a request begins. Its clock starts (when metrics, the access log or
+//! tracing are on), its client is found (the connection's peer, or behind trusted proxies
+//! the one their field names), and its ids are drawn: its request id and, with tracing, its
+//! trace context and sampling decision (`trace::RequestTrace::begin`).
 //!
 //! Owns who the client is ([`ConnApp::client`], [`ConnApp::client_cert`]); must not answer.
 #![forbid(unsafe_code)]
@@ -27,6 +28,21 @@ impl<'a> ConnApp<'a> {
         {
             self.io.real = Some(app.trusted.client(*hop, head.headers(buf)));
         }
+        if app.ids {
+            self.begin_trace(head, buf);
+        }
+    }
+
+    /// Draws the request's ids (out of line: most servers draw none).
+    #[inline(never)]
+    fn begin_trace(&mut self, head: &RequestHead, buf: &[u8]) {
+        let app = self.app;
+        // A request id is taken from a client only when it is a proxy this server trusts.
+        let trusted =
+            !app.trusted.is_empty() && self.peer.is_some_and(|hop| app.trusted.trusts(hop.ip()));
+        self.io
+            .trace
+            .begin(&mut self.io.ids, head, buf, trusted, app.sampler.as_ref());
     }
 
     /// The client of the request at hand: the connection's peer, or behind trusted proxies
@@ -38,6 +54,12 @@ impl<'a> ConnApp<'a> {
         } else {
             self.io.real.as_ref()
         }
+    }
+
+    /// The request at hand's trace context, for its handler (tracing on).
+    pub(crate) fn trace_context(&self) -> Option<crate::trace::TraceContext> {
+        let spans = self.io.log.as_ref().and_then(|l| l.spans.as_ref());
+        crate::trace::TraceContext::new(&self.io.trace, spans.map(|s| s.handle()))
     }
 
     /// The client certificate the connection's TLS handshake verified (mTLS).

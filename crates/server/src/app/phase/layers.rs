@@ -35,6 +35,9 @@ impl crate::request::Context for LayerView<'_, '_> {
     fn state(&self) -> &crate::layer::Extensions {
         &self.0.app.router.state
     }
+    fn trace(&self) -> Option<crate::trace::TraceContext> {
+        self.0.trace_context()
+    }
 }
 
 impl<'a> ConnApp<'a> {

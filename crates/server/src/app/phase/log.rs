@@ -32,9 +32,9 @@ impl<'a> ConnApp<'a> {
         }
         let peer = self.client().copied();
         let site = self.site_app;
-        if let (Some(log), Some(sink)) = (self.io.log.as_mut(), site.log) {
+        if let Some(log) = self.io.log.as_mut() {
             log.push(
-                sink,
+                site.log,
                 &AccessEntry {
                     peer,
                     method: head.method_str(buf),
@@ -56,6 +56,7 @@ impl<'a> ConnApp<'a> {
                         crate::response::Body::Cached(c) => Some(c.0.outcome()),
                         _ => None,
                     },
+                    trace: self.app.ids.then_some(&self.io.trace),
                 },
             );
         }
@@ -91,10 +92,20 @@ impl<'a> ConnApp<'a> {
         }
     }
 
-    /// What the access log needs of a request answered later, when its site logs.
+    /// What the access log (and tracing) need of a request answered later, when its site
+    /// logs or its spans are recorded.
     pub(crate) fn log_meta(&self, h: &RequestHead, buf: &[u8]) -> Option<LogMeta> {
-        self.site_app.log?;
         let log = self.io.log.as_ref()?;
-        Some(LogMeta::keep(log, self.client().copied(), self.tls, h, buf))
+        if self.site_app.log.is_none() && !self.io.trace.recorded() {
+            return None;
+        }
+        Some(LogMeta::keep(
+            log,
+            self.client().copied(),
+            self.tls,
+            h,
+            buf,
+            &self.io.trace,
+        ))
     }
 }

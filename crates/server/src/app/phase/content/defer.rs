@@ -46,6 +46,7 @@ impl<'a> ConnApp<'a> {
             tls: self.tls,
             ext,
             state: self.app.stateful.then(|| self.app.router.state.clone()),
+            trace: self.trace_context(),
         }
     }
 

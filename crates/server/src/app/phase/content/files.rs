@@ -28,6 +28,15 @@ impl<'a> ConnApp<'a> {
         let resp = match site.mount(head.path_bytes(buf)) {
             Some((i, mount, rest)) => {
                 self.kind = Kind::File;
+                if self.io.trace.recorded() {
+                    // Its span's `http.route`: the mount (`/` for the root's).
+                    let prefix = if mount.prefix.is_empty() {
+                        "/"
+                    } else {
+                        &mount.prefix
+                    };
+                    self.io.trace.route = Some(prefix.into());
+                }
                 let files = &self.io.files[self.site][i];
                 let resp = file_response(files, mount, head, buf, rest);
                 if site.compression.enabled && matches!(resp.body, Body::File(_)) {

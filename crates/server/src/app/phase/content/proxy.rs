@@ -50,6 +50,10 @@ impl<'a> ConnApp<'a> {
     pub(crate) fn proxy(&mut self, route: usize, req: Exchange<'_>) -> Decision<Pending> {
         let head = req.head;
         self.kind = Kind::Route;
+        if self.io.trace.traced() {
+            // Its span's `http.route`: the mount, whether the cache or the upstream answers.
+            self.io.trace.route = Some(self.site_app.proxies[route].name.clone());
+        }
         // A caching mount's `PURGE` is the cache's (issue U item 7), never the upstream's; a
         // mount without a cache forwards it as any other method.
         if super::purge::is_purge(head, req.buf) && self.site_app.proxies[route].cache.is_some() {
@@ -169,10 +173,25 @@ impl<'a> ConnApp<'a> {
                 .then_some(crate::h1c::ReqBody::Length(body.len() as u64)),
         };
         let mut out = self.io.spares.head(buf.len() + 160);
+        // The upstream exchange's span is drawn for its traceparent.
+        let traceparent = if self.io.trace.traced() {
+            self.io.trace.upstream_traceparent(&mut self.io.ids)
+        } else {
+            None
+        };
+        let trace = &self.io.trace;
         let client = Client {
             addr: named,
             tls: self.tls,
             cert: self.client_cert(),
+            ids: crate::proxy::forward::Ids {
+                request_id: match (&self.app.request_id_field, trace.request_id.is_none()) {
+                    (Some(f), false) => Some((f, trace.request_id.text())),
+                    _ => None,
+                },
+                traceparent: traceparent.as_deref(),
+                tracestate: trace.tracestate.as_deref(),
+            },
         };
         let forwarded = request_head(head, buf, client, &r.request, len, &mut out);
         if web.is_some() {
