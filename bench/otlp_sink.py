@@ -5,7 +5,8 @@ bench/tracing_cpu.sh). Not a collector: the CI stage (scripts/otel.sh) checks sp
 OpenTelemetry Collector itself; this only lets the exporter's cost be measured without the
 collector's own CPU beside it.
 
-    python3 bench/otlp_sink.py PORT_FILE     (writes the port it listens on into PORT_FILE)
+    python3 bench/otlp_sink.py PORT_FILE     (writes the port it listens on into PORT_FILE, and
+                                             "POSTS BYTES" into PORT_FILE.counts after each)
 """
 import http.server
 import socketserver
@@ -16,12 +17,15 @@ class Sink(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     posts = 0
     body_bytes = 0
+    counts_file = "/dev/null"
 
     def do_POST(self):
         n = int(self.headers.get("Content-Length", "0"))
         self.rfile.read(n)
         Sink.posts += 1
         Sink.body_bytes += n
+        with open(Sink.counts_file, "w") as f:
+            f.write(f"{Sink.posts} {Sink.body_bytes}\n")
         self.send_response(200)
         self.send_header("Content-Type", "application/x-protobuf")
         self.send_header("Content-Length", "0")
@@ -36,6 +40,7 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
 
 
 def main():
+    Sink.counts_file = sys.argv[1] + ".counts"
     srv = Server(("127.0.0.1", 0), Sink)
     with open(sys.argv[1], "w") as f:
         f.write(str(srv.server_address[1]))

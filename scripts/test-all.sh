@@ -21,11 +21,14 @@
 # that move to new source ports, routed to their worker (scripts/h3-migrate.sh), HTTP/3 through a
 # lossy link between two network namespaces (scripts/h3-netem.sh; netem, or a UDP relay where
 # the kernel has none) and under attack (scripts/h3-attacks.sh), HTTP/2 under attack beside a
-# good client, with hyperframe and hpack from PyPI (scripts/h2-attacks.sh), Python's websockets client
+# good client, with hyperframe and hpack from PyPI (scripts/h2-attacks.sh), OpenTelemetry tracing
+# checked by a Collector built from its Go modules and an app instrumented with OpenTelemetry's
+# Python SDK (scripts/otel.sh), Python's websockets client
 # through the proxy (scripts/ws-proxy.sh; pip installs it into target/), the gateway shape of
 # docs/gateway/ with HttpArena's gateway-64 checks (scripts/gateway.sh), HttpArena's validation of
 # every profile against the demo (scripts/arena.sh: `linerate lab arena --validate-only`), systemd-analyze verify
-# on dist/'s units, the Debian package built with cargo-deb (pinned, `cargo install`ed into
+# on dist/'s units, `promtool check metrics` on a live scrape and the Grafana dashboard's series
+# (scripts/promtool.sh; installs Debian's prometheus where missing), the Debian package built with cargo-deb (pinned, `cargo install`ed into
 # target/tools) and installed into a clean root (scripts/deb.sh), and the kTLS checks in a VM
 # (scripts/ktls-vm.sh). Needs a Rust toolchain;
 # the h2spec and gRPC interop stages install h2spec and grpc-go's interop client with `go
@@ -149,7 +152,7 @@ fuzz_replay() {
     [ -n "$bin" ] || { echo "fuzz targets were not built" >&2; return 1; }
     local t
     local n=0
-    for t in parse_request parse_chunked parse_response hpack_decode ws_frames parse_proxy_header h3_frames qpack_decode cache_control grpc_frames grpc_web_text h2u_frames resp_replies redis_link dns_answer; do
+    for t in parse_request parse_chunked parse_response hpack_decode ws_frames parse_proxy_header h3_frames qpack_decode cache_control grpc_frames grpc_web_text h2u_frames resp_replies redis_link dns_answer trace_context; do
         "$bin/$t" fuzz/corpus/$t/* >/dev/null 2>&1
         n=$((n + $(ls fuzz/corpus/$t | wc -l)))
     done

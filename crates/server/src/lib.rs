@@ -302,6 +302,8 @@ pub mod fuzzing {
     pub use crate::acme::dns::fuzz::check as dns_answer;
     /// The upstream HTTP/2 connection reading arbitrary server bytes (`h2u/fuzz.rs`).
     pub use crate::h2u::fuzz::check as h2u_frames;
+    /// W3C Trace Context's readers and a request's ids (`trace/context.rs`).
+    pub use crate::trace::context::fuzz_check as trace_context;
 }
 
 /// HTTP/3's named limits (RFC 9114, over QUIC).

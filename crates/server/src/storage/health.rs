@@ -2,7 +2,7 @@
 //! by operation (`linerate_storage_errors_total{op}`), and whether it has answered once since
 //! the process started (a node whose storage never answered is not ready, issue Z item 4).
 //!
-//! Owns [`Counted`], the wrapper [`super::open`] puts around every engine (it counts each
+//! Owns `Counted`, the wrapper [`super::open`] puts around every engine (it counts each
 //! failed call and passes everything through), and the probe thread that asks a storage that
 //! has not answered yet again every [`PROBE_RETRY`]. Kept per process, as the rate limits'
 //! counters are: a node opens the fleet's storage once for ACME and once for its ticket keys,

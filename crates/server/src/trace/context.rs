@@ -1,4 +1,4 @@
-//! W3C Trace Context (https://www.w3.org/TR/trace-context/): the `traceparent` a request
+//! W3C Trace Context (<https://www.w3.org/TR/trace-context/>): the `traceparent` a request
 //! brings, read strictly, and the one this server sends upstream; and a request's ids — its
 //! trace, its span, its upstream exchange's span and its request id (nginx's `$request_id`) —
 //! drawn from the worker's generator.
@@ -282,6 +282,71 @@ impl Ids {
     }
 }
 
+/// The fuzz target's checks (fuzz/fuzz_targets/trace_context.rs) over arbitrary bytes, each
+/// line a field value: a `traceparent` read is written back as it came (version 00), or
+/// with its own version's first four parts; its ids are never all zero; whatever passes as a
+/// `tracestate` or request id holds only the bytes allowed; a request carrying the lines as
+/// `traceparent`, `tracestate` and `X-Request-Id` begins without a panic, sampled as its
+/// parent says.
+pub fn fuzz_check(data: &[u8]) {
+    for line in data.split(|&b| b == b'\n') {
+        if let Some(p) = parse_traceparent(line) {
+            assert!(
+                p.trace_id != [0; 16] && p.span_id != [0; 8],
+                "an all-zero id read"
+            );
+            let mut out = Vec::new();
+            write_traceparent(&mut out, &p.trace_id, &p.span_id, p.flags);
+            assert_eq!(
+                out[3..],
+                trim(line)[3..55],
+                "a traceparent not read as written"
+            );
+        }
+        if tracestate_ok(line) {
+            assert!(line.len() <= MAX_TRACESTATE && !line.iter().any(|&b| b < 0x20 && b != b'\t'));
+        }
+        let mut id = RequestId::default();
+        id.set([b'0'; 32], Some(line));
+        assert!(id.text().len() <= MAX_REQUEST_ID.max(32));
+        assert!(
+            id.text().iter().all(|&b| b.is_ascii_graphic()),
+            "a request id with a space or control byte"
+        );
+    }
+    let mut lines = data.split(|&b| b == b'\n');
+    let (tp, ts, rid) = (lines.next(), lines.next(), lines.next());
+    let mut req = b"GET / HTTP/1.1\r\nHost: a\r\n".to_vec();
+    for (name, v) in [
+        ("traceparent", tp),
+        ("tracestate", ts),
+        ("x-request-id", rid),
+    ] {
+        if let Some(v) = v.filter(|v| !v.iter().any(|&b| b == b'\r' || b == 0)) {
+            req.extend_from_slice(format!("{name}: ").as_bytes());
+            req.extend_from_slice(v);
+            req.extend_from_slice(b"\r\n");
+        }
+    }
+    req.extend_from_slice(b"\r\n");
+    let mut head = linerate_http1::RequestHead::new();
+    if head.parse(&req, &Default::default()).is_ok() {
+        let sampler = super::Sampler::parse(None, None).unwrap_or(super::Sampler::AlwaysOn);
+        let mut t = super::RequestTrace::default();
+        t.begin(&mut Ids::new(), &head, &req, true, Some(&sampler));
+        assert!(t.traced());
+        let parent = head.header(&req, "traceparent").and_then(parse_traceparent);
+        if let Some(p) = parent {
+            assert_eq!(t.trace_id, p.trace_id);
+            assert_eq!(
+                t.recorded(),
+                p.flags & SAMPLED != 0,
+                "the parent's decision not followed"
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,6 +420,21 @@ mod tests {
                 String::from_utf8_lossy(v)
             );
         }
+    }
+
+    /// The fuzz target's seeds, replayed on stable.
+    #[test]
+    fn fuzz_seeds() {
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../fuzz/corpus/trace_context"
+        );
+        let mut n = 0;
+        for e in std::fs::read_dir(dir).unwrap() {
+            fuzz_check(&std::fs::read(e.unwrap().path()).unwrap());
+            n += 1;
+        }
+        assert!(n >= 3);
     }
 
     #[test]

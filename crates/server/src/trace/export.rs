@@ -215,8 +215,12 @@ impl Exporter {
             return;
         }
         let spans = std::mem::take(&mut self.queued) as u64;
-        otlp::export_request(&mut self.body, &self.resource, &self.scope, &self.queue);
-        self.queue.clear();
+        otlp::export_prefix(
+            &mut self.body,
+            &self.resource,
+            &self.scope,
+            self.queue.len(),
+        );
         // A kept connection the collector closed meanwhile fails at once: one more try on a
         // new one.
         let sent = match self.post() {
@@ -224,6 +228,7 @@ impl Exporter {
             Err(_) if self.conn.is_none() => self.post(),
             Err(e) => Err(e),
         };
+        self.queue.clear();
         match sent {
             Ok(200..=299) => {
                 self.stats.exported.fetch_add(spans, Ordering::Relaxed);
@@ -247,7 +252,8 @@ impl Exporter {
         }
     }
 
-    /// One POST of `self.body` on the kept connection (or a new one); the answer's status.
+    /// One POST of `self.body` (the request's envelope) and `self.queue` (its spans, written
+    /// from where they wait) on the kept connection (or a new one); the answer's status.
     /// The connection is kept only after a whole answer with a length.
     fn post(&mut self) -> std::io::Result<u16> {
         let reused = self.conn.is_some();
@@ -256,10 +262,14 @@ impl Exporter {
             None => self.connect()?,
         };
         let mut req = self.head.clone();
-        req.extend_from_slice(itoa::Buffer::new().format(self.body.len()).as_bytes());
+        let len = self.body.len() + self.queue.len();
+        req.extend_from_slice(itoa::Buffer::new().format(len).as_bytes());
         req.extend_from_slice(b"\r\n\r\n");
         req.extend_from_slice(&self.body);
-        let answer = conn.write_all(&req).and_then(|()| read_answer(&mut conn));
+        let answer = conn
+            .write_all(&req)
+            .and_then(|()| conn.write_all(&self.queue))
+            .and_then(|()| read_answer(&mut conn));
         match answer {
             Ok((status, keep)) => {
                 if keep {

@@ -196,7 +196,6 @@ impl Span {
         let mut bytes = Vec::new();
         otlp::span(
             &mut bytes,
-            &mut Vec::new(),
             &otlp::Span {
                 trace_id: &self.parent.trace_id,
                 span_id: &self.span_id,

@@ -4,7 +4,7 @@
 //! (`spans.rs`, `otlp.rs`), and one exporter thread posting batches to the collector
 //! (`export.rs`), configured by OpenTelemetry's variables and `[tracing]` (`config.rs`).
 //!
-//! A request's ids are drawn in the accept phase ([`RequestTrace::begin`]) when the server
+//! A request's ids are drawn in the accept phase (`RequestTrace::begin`) when the server
 //! needs them (tracing on, an access log, or a proxy mount), carried with the request to its
 //! answer, and read by the log phase's record of it: the span is written from the same
 //! facts as the access-log line, at the same moment.

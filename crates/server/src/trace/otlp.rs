@@ -53,7 +53,13 @@ pub(crate) const PARENT_REMOTE: u32 = 0x300;
 /// Bit 8 alone: known, and local.
 pub(crate) const PARENT_LOCAL: u32 = 0x100;
 
+#[inline(always)]
 fn varint(out: &mut Vec<u8>, mut v: u64) {
+    // Most lengths and every tag but one are a byte.
+    if v < 0x80 {
+        out.push(v as u8);
+        return;
+    }
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -61,14 +67,17 @@ fn varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+#[inline(always)]
 fn varint_len(v: u64) -> usize {
     (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
+#[inline(always)]
 fn tag(out: &mut Vec<u8>, field: u32, wire: u8) {
     varint(out, u64::from(field << 3 | u32::from(wire)));
 }
 
+#[inline(always)]
 fn bytes_field(out: &mut Vec<u8>, field: u32, b: &[u8]) {
     tag(out, field, LEN);
     varint(out, b.len() as u64);
@@ -76,17 +85,20 @@ fn bytes_field(out: &mut Vec<u8>, field: u32, b: &[u8]) {
 }
 
 /// A length-delimited field of `len` bytes' header: its tag and length (the body follows).
+#[inline(always)]
 pub(crate) fn open(out: &mut Vec<u8>, field: u32, len: usize) {
     tag(out, field, LEN);
     varint(out, len as u64);
 }
 
 /// The bytes a length-delimited field of a `len`-byte body takes with its tag (tags below 16).
+#[inline(always)]
 pub(crate) fn framed_len(len: usize) -> usize {
     1 + varint_len(len as u64) + len
 }
 
 /// `AnyValue`'s body length.
+#[inline(always)]
 fn any_len(v: &Value<'_>) -> usize {
     match v {
         Value::Str(s) => framed_len(s.len()),
@@ -95,11 +107,13 @@ fn any_len(v: &Value<'_>) -> usize {
 }
 
 /// `KeyValue`'s body length.
+#[inline(always)]
 fn kv_len(key: &str, v: &Value<'_>) -> usize {
     framed_len(key.len()) + framed_len(any_len(v))
 }
 
 /// Writes a `KeyValue` as field `field` of its message.
+#[inline(always)]
 pub(crate) fn key_value(out: &mut Vec<u8>, field: u32, key: &str, v: &Value<'_>) {
     open(out, field, kv_len(key, v));
     bytes_field(out, 1, key.as_bytes());
@@ -113,11 +127,32 @@ pub(crate) fn key_value(out: &mut Vec<u8>, field: u32, key: &str, v: &Value<'_>)
     }
 }
 
-/// Writes `span` as a `ScopeSpans.spans` entry (field 2, framed) onto `out`; `scratch` is
-/// reused for its body.
-pub(crate) fn span(out: &mut Vec<u8>, scratch: &mut Vec<u8>, s: &Span<'_>) {
-    scratch.clear();
-    let b = scratch;
+/// `span`'s body length: what [`span`] writes after its frame.
+fn span_len(s: &Span<'_>) -> usize {
+    let name_len: usize = s.name.iter().map(|p| p.len()).sum();
+    framed_len(16)
+        + framed_len(8)
+        + s.trace_state.map_or(0, |t| framed_len(t.len()))
+        + s.parent.map_or(0, |_| framed_len(8))
+        + framed_len(name_len)
+        + 2 // kind
+        + 2 * 9 // the times
+        + s.attributes
+            .iter()
+            .map(|(k, v)| framed_len(kv_len(k, v)))
+            .sum::<usize>()
+        + if s.error { framed_len(2) } else { 0 }
+        + 6 // flags: field 16 takes a two-byte tag
+}
+
+/// Writes `span` as a `ScopeSpans.spans` entry (field 2, framed) onto `out`: its length
+/// computed first, so that it is written in place, once.
+pub(crate) fn span(out: &mut Vec<u8>, s: &Span<'_>) {
+    let len = span_len(s);
+    out.reserve(framed_len(len) + 8);
+    open(out, 2, len);
+    let before = out.len();
+    let b = out;
     bytes_field(b, 1, s.trace_id);
     bytes_field(b, 2, s.span_id);
     if let Some(ts) = s.trace_state {
@@ -148,8 +183,11 @@ pub(crate) fn span(out: &mut Vec<u8>, scratch: &mut Vec<u8>, s: &Span<'_>) {
     }
     tag(b, 16, FIXED32);
     b.extend_from_slice(&s.flags.to_le_bytes());
-    open(out, 2, b.len());
-    out.extend_from_slice(b);
+    debug_assert_eq!(
+        b.len() - before,
+        len,
+        "span_len agrees with what span writes"
+    );
 }
 
 /// The `Resource` message's body: its attributes.
@@ -169,19 +207,25 @@ pub(crate) fn scope(name: &str, version: &str) -> Vec<u8> {
     out
 }
 
-/// An `ExportTraceServiceRequest` of one resource and scope around `spans` (a run of
-/// [`span`]'s entries) into `out`.
-pub(crate) fn export_request(out: &mut Vec<u8>, resource: &[u8], scope: &[u8], spans: &[u8]) {
-    let scope_spans = framed_len(scope.len()) + spans.len();
+/// The start of an `ExportTraceServiceRequest` of one resource and scope around `spans_len`
+/// bytes of spans (a run of [`span`]'s entries, which follow it on the wire: the exporter
+/// writes them from its queue, uncopied), into `out`.
+pub(crate) fn export_prefix(out: &mut Vec<u8>, resource: &[u8], scope: &[u8], spans_len: usize) {
+    let scope_spans = framed_len(scope.len()) + spans_len;
     let resource_spans = framed_len(resource.len()) + framed_len(scope_spans);
     out.clear();
-    out.reserve(framed_len(resource_spans));
     open(out, 1, resource_spans);
     open(out, 1, resource.len());
     out.extend_from_slice(resource);
     open(out, 2, scope_spans);
     open(out, 1, scope.len());
     out.extend_from_slice(scope);
+}
+
+/// A whole `ExportTraceServiceRequest` around `spans` (tests).
+#[cfg(test)]
+pub(crate) fn export_request(out: &mut Vec<u8>, resource: &[u8], scope: &[u8], spans: &[u8]) {
+    export_prefix(out, resource, scope, spans.len());
     out.extend_from_slice(spans);
 }
 
@@ -284,11 +328,9 @@ mod tests {
     #[test]
     fn decoded_by_prost() {
         let mut spans = Vec::new();
-        let mut scratch = Vec::new();
         let long = vec![b'x'; 300];
         span(
             &mut spans,
-            &mut scratch,
             &Span {
                 trace_id: &[1; 16],
                 span_id: &[2; 8],
@@ -309,7 +351,6 @@ mod tests {
         );
         span(
             &mut spans,
-            &mut scratch,
             &Span {
                 trace_id: &[1; 16],
                 span_id: &[4; 8],
