@@ -30,6 +30,14 @@ pub(crate) struct Batch {
     pub spans: usize,
 }
 
+/// What the exporter's channel carries.
+enum Msg {
+    Spans(Batch),
+    /// The server is stopping: export what is queued and end (a handler's span may still
+    /// hold a handle, so the channel's closing cannot be waited for).
+    End,
+}
+
 /// What the exporter has done (shared with /metrics).
 #[derive(Debug, Default)]
 pub struct TraceStats {
@@ -75,7 +83,7 @@ impl TraceStats {
 /// The workers' end: a sender and the counts.
 #[derive(Clone)]
 pub(crate) struct Handle {
-    tx: SyncSender<Batch>,
+    tx: SyncSender<Msg>,
     pub stats: Arc<TraceStats>,
 }
 
@@ -83,25 +91,38 @@ impl Handle {
     /// Hands `batch` over without waiting; counts it dropped when it cannot go.
     pub(crate) fn send(&self, batch: Batch) {
         let n = batch.spans as u64;
-        match self.tx.try_send(batch) {
+        match self.tx.try_send(Msg::Spans(batch)) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                 self.stats.dropped.fetch_add(n, Ordering::Relaxed);
             }
         }
     }
+
+    /// Tells the exporter to send what it holds and end (after every batch sent before).
+    pub(crate) fn end(&self) {
+        let _ = self.tx.send(Msg::End);
+    }
 }
 
 /// A handle whose batches land in the returned receiver (tests).
 #[cfg(test)]
-pub(crate) fn test_handle() -> (Handle, Receiver<Batch>) {
+pub(crate) fn test_handle() -> (Handle, std::sync::mpsc::Receiver<Batch>) {
     let (tx, rx) = sync_channel(16);
+    let (out, batches) = sync_channel(16);
+    std::thread::spawn(move || {
+        while let Ok(Msg::Spans(b)) = rx.recv() {
+            if out.send(b).is_err() {
+                return;
+            }
+        }
+    });
     (
         Handle {
             tx,
             stats: Arc::default(),
         },
-        rx,
+        batches,
     )
 }
 
@@ -171,13 +192,17 @@ impl Exporter {
         }
     }
 
-    fn run(mut self, rx: Receiver<Batch>) {
+    fn run(mut self, rx: Receiver<Msg>) {
         let delay = self.config.schedule_delay.max(Duration::from_millis(1));
         let mut due = Instant::now() + delay;
         loop {
             let wait = due.saturating_duration_since(Instant::now());
             match rx.recv_timeout(wait) {
-                Ok(batch) => {
+                Ok(Msg::End) => {
+                    self.export();
+                    return;
+                }
+                Ok(Msg::Spans(batch)) => {
                     self.take(batch);
                     if self.queued >= self.config.max_export_batch {
                         self.export();

@@ -169,6 +169,7 @@ impl Tracing {
     /// Waits for the exporter to send what it holds, once the workers (and their handles)
     /// are gone.
     pub(crate) fn finish(self) {
+        self.handle.end();
         drop(self.handle);
         let _ = self.thread.join();
     }
