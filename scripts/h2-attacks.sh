@@ -83,21 +83,9 @@ out=$(mktemp -d "${TMPDIR:-/tmp}/linerate-h2a.XXXXXX")
 chmod 755 "$out" # nginx's worker runs as nobody and reads www/
 server_pid=""
 up_pid=""
-# stop_pid VAR: stops the process whose PID is in VAR (TERM; KILL after 20 s) and empties VAR.
-stop_pid() {
-    local p=${!1}
-    if [ -n "$p" ]; then
-        kill "$p" 2>/dev/null || true
-        for _ in $(seq 1 200); do
-            kill -0 "$p" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -9 "$p" 2>/dev/null || true
-        wait "$p" 2>/dev/null || true
-    fi
-    printf -v "$1" ''
-}
-trap 'stop_pid server_pid; stop_pid up_pid; rm -rf "$out"' EXIT
+# shellcheck source=scripts/procs.sh
+. scripts/procs.sh
+trap 'stop_pid server_pid 20; stop_pid up_pid 20; rm -rf "$out"' EXIT
 
 h3_cert "$out" IP:127.0.0.1,DNS:localhost
 mkdir -p "$out/www"
@@ -208,7 +196,7 @@ run() {
     local who=$1 attack=$2 transport=$3 kind=$4 port scheme tls="" path good got alive up
     start_upstream
     if [ "$who" = nginx ]; then
-        start_nginx || { row="attack=$attack NOT RUN: nginx did not start"; stop_pid server_pid; stop_pid up_pid; return; }
+        start_nginx || { row="attack=$attack NOT RUN: nginx did not start"; stop_pid server_pid 20; stop_pid up_pid 20; return; }
     else
         start_linerate
     fi
@@ -230,8 +218,8 @@ run() {
         --seconds "$secs" --connections "$CONNS" 2>>"$out/attack.err") || got="exit=$?"
     alive=1
     kill -0 "$server_pid" 2>/dev/null || alive=0
-    stop_pid server_pid
-    stop_pid up_pid
+    stop_pid server_pid 20
+    stop_pid up_pid 20
     up=$(cat "$out/up.txt" 2>/dev/null || echo "up-requests=none")
     row="attack=$attack transport=$transport path=$kind $got $up alive=$alive"
 }

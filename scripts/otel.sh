@@ -106,20 +106,8 @@ out=$(mktemp -d "${TMPDIR:-/tmp}/linerate-otel.XXXXXX")
 col_pid=""
 app_pid=""
 server_pid=""
-# stop_pid VAR: stops the process whose PID is in VAR (TERM; KILL after 10 s) and empties VAR.
-stop_pid() {
-    local p=${!1}
-    if [ -n "$p" ]; then
-        kill "$p" 2>/dev/null || true
-        for _ in $(seq 1 100); do
-            kill -0 "$p" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -9 "$p" 2>/dev/null || true
-        wait "$p" 2>/dev/null || true
-    fi
-    printf -v "$1" ''
-}
+# shellcheck source=scripts/procs.sh
+. scripts/procs.sh
 trap 'stop_pid server_pid; stop_pid app_pid; stop_pid col_pid; rm -rf "$out"' EXIT
 
 free_port() {

@@ -77,19 +77,8 @@ out=$(mktemp -d "${TMPDIR:-/tmp}/linerate-promtool.XXXXXX")
 server_pid=""
 up_pid=""
 redis_pid=""
-stop_pid() {
-    local p=${!1}
-    if [ -n "$p" ]; then
-        kill "$p" 2>/dev/null || true
-        for _ in $(seq 1 100); do
-            kill -0 "$p" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -9 "$p" 2>/dev/null || true
-        wait "$p" 2>/dev/null || true
-    fi
-    printf -v "$1" ''
-}
+# shellcheck source=scripts/procs.sh
+. scripts/procs.sh
 cleanup() {
     stop_pid server_pid
     stop_pid up_pid

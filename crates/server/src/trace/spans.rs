@@ -69,9 +69,11 @@ impl Spans {
         let (path, _query) = e.target.split_once('?').unwrap_or((e.target, ""));
         put!("http.request.method", Value::Str(method));
         put!("url.path", Value::Str(path.as_bytes()));
+        // QUIC is always TLS (its connections are not marked as TLS ones are).
+        let tls = e.tls || e.version == Version::Http3;
         put!(
             "url.scheme",
-            Value::Str(if e.tls { b"https" } else { b"http" })
+            Value::Str(if tls { b"https" } else { b"http" })
         );
         put!("http.response.status_code", Value::Int(i64::from(e.status)));
         put!(
@@ -267,5 +269,61 @@ impl IpText {
                 &self.buf[..48 - left]
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An HTTP/3 request's span says https; a client's IPv4-mapped address is written as
+    /// IPv4; the query is not recorded; the batch goes when due, not before.
+    #[test]
+    fn an_http3_requests_span() {
+        let (handle, rx) = super::super::export::test_handle();
+        let mut spans = Spans {
+            handle,
+            batch: Vec::new(),
+            count: 0,
+            due_ms: 0,
+            delay_ms: 100,
+        };
+        let t = RequestTrace {
+            trace_id: [1; 16],
+            span_id: [2; 8],
+            flags: 1,
+            ..RequestTrace::default()
+        };
+        let e = AccessEntry {
+            peer: Some("[::ffff:192.0.2.7]:443".parse().unwrap()),
+            method: "GET",
+            target: "/a?b=c",
+            version: Version::Http3,
+            status: 200,
+            bytes: 5,
+            referer: None,
+            user_agent: None,
+            request_time_us: Some(10),
+            tls: false,
+            host: Some(b"shop.example"),
+            server_name: "",
+            fields: crate::access_log::Fields::Kept(&[]),
+            upstream: None,
+            grpc_status: None,
+            cache_status: None,
+            trace: Some(&t),
+        };
+        spans.record(&e, &t);
+        let has = |needle: &[u8]| spans.batch.windows(needle.len()).any(|w| w == needle);
+        assert!(has(b"https") && has(b"192.0.2.7") && has(b"shop.example"));
+        assert!(!has(b"b=c"), "the query is not recorded");
+        spans.hand_off(1000);
+        assert_eq!(spans.due(), Some(1100));
+        spans.hand_off(1099);
+        assert_eq!(spans.count, 1, "not due yet");
+        spans.hand_off(1100);
+        assert_eq!(spans.count, 0);
+        drop(spans);
+        assert_eq!(rx.iter().map(|b| b.spans).sum::<usize>(), 1);
     }
 }
