@@ -53,18 +53,56 @@ pub(crate) const PARENT_REMOTE: u32 = 0x300;
 /// Bit 8 alone: known, and local.
 pub(crate) const PARENT_LOCAL: u32 = 0x100;
 
+/// Where the writer puts bytes: a `Vec` (the export's envelope, cold), or a [`Cursor`] over
+/// room made once for a whole span (hot: no capacity test per byte).
+pub(crate) trait Out {
+    fn put(&mut self, b: u8);
+    fn put_all(&mut self, b: &[u8]);
+}
+
+impl Out for Vec<u8> {
+    #[inline(always)]
+    fn put(&mut self, b: u8) {
+        self.push(b);
+    }
+    #[inline(always)]
+    fn put_all(&mut self, b: &[u8]) {
+        self.extend_from_slice(b);
+    }
+}
+
+/// A span's room, written from the front: made at its exact length (`span_len`), so a write
+/// past it is a bug, which the slice's bounds catch.
+pub(crate) struct Cursor<'a> {
+    buf: &'a mut [u8],
+    pos: usize,
+}
+
+impl Out for Cursor<'_> {
+    #[inline(always)]
+    fn put(&mut self, b: u8) {
+        self.buf[self.pos] = b;
+        self.pos += 1;
+    }
+    #[inline(always)]
+    fn put_all(&mut self, b: &[u8]) {
+        self.buf[self.pos..self.pos + b.len()].copy_from_slice(b);
+        self.pos += b.len();
+    }
+}
+
 #[inline(always)]
-fn varint(out: &mut Vec<u8>, mut v: u64) {
+fn varint(out: &mut impl Out, mut v: u64) {
     // Most lengths and every tag but one are a byte.
     if v < 0x80 {
-        out.push(v as u8);
+        out.put(v as u8);
         return;
     }
     while v >= 0x80 {
-        out.push((v as u8) | 0x80);
+        out.put((v as u8) | 0x80);
         v >>= 7;
     }
-    out.push(v as u8);
+    out.put(v as u8);
 }
 
 #[inline(always)]
@@ -73,20 +111,20 @@ fn varint_len(v: u64) -> usize {
 }
 
 #[inline(always)]
-fn tag(out: &mut Vec<u8>, field: u32, wire: u8) {
+fn tag(out: &mut impl Out, field: u32, wire: u8) {
     varint(out, u64::from(field << 3 | u32::from(wire)));
 }
 
 #[inline(always)]
-fn bytes_field(out: &mut Vec<u8>, field: u32, b: &[u8]) {
+fn bytes_field(out: &mut impl Out, field: u32, b: &[u8]) {
     tag(out, field, LEN);
     varint(out, b.len() as u64);
-    out.extend_from_slice(b);
+    out.put_all(b);
 }
 
 /// A length-delimited field of `len` bytes' header: its tag and length (the body follows).
 #[inline(always)]
-pub(crate) fn open(out: &mut Vec<u8>, field: u32, len: usize) {
+pub(crate) fn open(out: &mut impl Out, field: u32, len: usize) {
     tag(out, field, LEN);
     varint(out, len as u64);
 }
@@ -114,7 +152,7 @@ fn kv_len(key: &str, v: &Value<'_>) -> usize {
 
 /// Writes a `KeyValue` as field `field` of its message.
 #[inline(always)]
-pub(crate) fn key_value(out: &mut Vec<u8>, field: u32, key: &str, v: &Value<'_>) {
+pub(crate) fn key_value(out: &mut impl Out, field: u32, key: &str, v: &Value<'_>) {
     open(out, field, kv_len(key, v));
     bytes_field(out, 1, key.as_bytes());
     open(out, 2, any_len(v));
@@ -146,13 +184,16 @@ fn span_len(s: &Span<'_>) -> usize {
 }
 
 /// Writes `span` as a `ScopeSpans.spans` entry (field 2, framed) onto `out`: its length
-/// computed first, so that it is written in place, once.
+/// computed first, so that its room is made once and it is written in place.
 pub(crate) fn span(out: &mut Vec<u8>, s: &Span<'_>) {
     let len = span_len(s);
-    out.reserve(framed_len(len) + 8);
-    open(out, 2, len);
-    let before = out.len();
-    let b = out;
+    let start = out.len();
+    out.resize(start + framed_len(len), 0);
+    let b = &mut Cursor {
+        buf: &mut out[start..],
+        pos: 0,
+    };
+    open(b, 2, len);
     bytes_field(b, 1, s.trace_id);
     bytes_field(b, 2, s.span_id);
     if let Some(ts) = s.trace_state {
@@ -164,14 +205,14 @@ pub(crate) fn span(out: &mut Vec<u8>, s: &Span<'_>) {
     let name_len: usize = s.name.iter().map(|p| p.len()).sum();
     open(b, 5, name_len);
     for p in s.name {
-        b.extend_from_slice(p);
+        b.put_all(p);
     }
     tag(b, 6, VARINT);
     varint(b, s.kind as u64);
     tag(b, 7, FIXED64);
-    b.extend_from_slice(&s.start_ns.to_le_bytes());
+    b.put_all(&s.start_ns.to_le_bytes());
     tag(b, 8, FIXED64);
-    b.extend_from_slice(&s.end_ns.to_le_bytes());
+    b.put_all(&s.end_ns.to_le_bytes());
     for (k, v) in s.attributes {
         key_value(b, 9, k, v);
     }
@@ -182,12 +223,8 @@ pub(crate) fn span(out: &mut Vec<u8>, s: &Span<'_>) {
         varint(b, 2);
     }
     tag(b, 16, FIXED32);
-    b.extend_from_slice(&s.flags.to_le_bytes());
-    debug_assert_eq!(
-        b.len() - before,
-        len,
-        "span_len agrees with what span writes"
-    );
+    b.put_all(&s.flags.to_le_bytes());
+    debug_assert_eq!(b.pos, b.buf.len(), "span_len agrees with what span writes");
 }
 
 /// The `Resource` message's body: its attributes.
