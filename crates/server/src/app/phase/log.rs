@@ -32,7 +32,11 @@ impl<'a> ConnApp<'a> {
         }
         let peer = self.client().copied();
         let site = self.site_app;
-        if let Some(log) = self.io.log.as_mut() {
+        // Nothing to record where the site keeps no log and tracing does not record this
+        // request (another site's log made the buffer).
+        if let Some(log) = self.io.log.as_mut()
+            && (site.log.is_some() || self.io.trace.recorded())
+        {
             log.push(
                 site.log,
                 &AccessEntry {
