@@ -216,6 +216,87 @@ fn json_access_log_lines_parse() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `$request_time` runs to the last byte written, as nginx's does: a client that holds back
+/// reading a 32 MiB file (more than loopback's send and receive buffers together) for
+/// 400 ms finds at least that in the file's log line, and a small answer's line is written
+/// as before.
+#[test]
+fn request_time_runs_to_the_last_byte() {
+    const SIZE: usize = 32 << 20;
+    const HOLD: std::time::Duration = std::time::Duration::from_millis(400);
+    let dir = std::env::temp_dir().join(format!("linerate-lastbyte-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let root = dir.join("www");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("big.bin"), vec![b'x'; SIZE]).unwrap();
+    let log = dir.join("access.json");
+    let mut s = common::bin::serve(&[
+        "--root",
+        root.to_str().unwrap(),
+        "--access-log",
+        log.to_str().unwrap(),
+        "--access-log-format",
+        "json",
+    ]);
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(common::READ_TIMEOUT)).unwrap();
+    c.write_all(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let mut first = [0u8; 1024];
+    let mut got = c.read(&mut first).unwrap();
+    assert!(first.starts_with(b"HTTP/1.1 200"), "{:?}", &first[..got]);
+    let head = first[..got]
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap()
+        + 4;
+    got -= head;
+    std::thread::sleep(HOLD);
+    let mut rest = vec![0u8; 1 << 20];
+    while got < SIZE {
+        let n = c.read(&mut rest).unwrap();
+        assert!(n > 0, "closed after {got} bytes");
+        got += n;
+    }
+    assert_eq!(got, SIZE);
+    c.write_all(
+        b"GET /big.bin HTTP/1.1\r\nHost: t\r\nRange: bytes=0-9\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
+    let mut tail = Vec::new();
+    c.read_to_end(&mut tail).unwrap();
+    assert!(
+        tail.starts_with(b"HTTP/1.1 206"),
+        "{}",
+        String::from_utf8_lossy(&tail)
+    );
+    common::bin::signal(&s.child, rustix::process::Signal::TERM);
+    assert!(common::bin::wait_exit(&mut s.child, std::time::Duration::from_secs(15)).success());
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    let (whole, range) = (&lines[0], &lines[1]);
+    assert_eq!(
+        (whole["status"].as_u64(), whole["bytes"].as_u64()),
+        (Some(200), Some(SIZE as u64)),
+        "{text}"
+    );
+    let us = whole["request_time_us"].as_u64().unwrap();
+    assert!(
+        us >= HOLD.as_micros() as u64,
+        "the line stopped before the last byte: {us} µs"
+    );
+    assert_eq!(
+        (range["status"].as_u64(), range["bytes"].as_u64()),
+        (Some(206), Some(10)),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The QUIC section: `linerate load --http3`'s connections (the preflight's and the run's),
 /// counted as each ends (a client's CONNECTION_CLOSE, then the drain period): handshakes
 /// completed, none failed, packets sent; no Retry at this load.

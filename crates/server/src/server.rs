@@ -45,7 +45,7 @@ pub struct Server {
     caches: crate::stats::Caches,
     /// The router's gRPC call counters (for `/metrics`).
     grpc: crate::grpc::CallStats,
-    /// What tells this node apart on `/metrics` (issue V item 6).
+    /// What tells this node apart on `/metrics`.
     info: Arc<crate::node_info::NodeInfo>,
     shared: Arc<Shared>,
     steering: bool,
@@ -81,9 +81,9 @@ pub struct Server {
     acme_ask_again: Option<Arc<AtomicBool>>,
     /// The QUIC listeners: each one's UDP sockets (one per worker) and configuration.
     quic: Vec<QuicBound>,
-    /// The ticket keys of the TLS listeners that name key files (issue V item 3).
+    /// The ticket keys of the TLS listeners that name key files.
     ticket_keys: Vec<Arc<crate::tls::TicketKeys>>,
-    /// The fleet's ticket keys from `[storage]` and their thread (issue V item 3).
+    /// The fleet's ticket keys from `[storage]` and their thread.
     #[cfg(all(feature = "tls", feature = "storage"))]
     _fleet_tickets: Option<crate::ticket_rotation::Fleet>,
     /// Set to stop the admin thread: at exit, or at once when a new process took the
@@ -135,7 +135,7 @@ pub struct ControlHandle {
     acme_ask_again: Option<Arc<AtomicBool>>,
     caches: crate::stats::Caches,
     ticket_keys: Vec<Arc<crate::tls::TicketKeys>>,
-    /// What tells this node apart on `/metrics` (issue V item 6).
+    /// What tells this node apart on `/metrics`.
     info: Arc<crate::node_info::NodeInfo>,
 }
 
@@ -941,7 +941,7 @@ impl Server {
     }
 
     /// What this node reports about itself on `/metrics`: the binary sets its build and
-    /// the configuration it runs (issue V item 6).
+    /// the configuration it runs.
     pub fn node_info(&self) -> &Arc<crate::node_info::NodeInfo> {
         &self.info
     }
@@ -1207,6 +1207,7 @@ impl Server {
                                 counters_on: shared.app.metrics,
                                 static_gz: Default::default(),
                                 grpc_lines: Vec::new(),
+                                sent_lines: Vec::new(),
                                 jobs: Vec::new(),
                                 spares: Default::default(),
                                 real: None,

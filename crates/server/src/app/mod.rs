@@ -54,7 +54,7 @@ pub mod websocket;
 #[cfg(not(feature = "websocket"))]
 #[path = "websocket/off.rs"]
 pub(crate) mod websocket;
-// issue W items 4 and 5: typed extractors, per-worker values
+// typed extractors, per-worker values
 pub(crate) mod extractors;
 pub(crate) mod handler;
 mod path_params;
@@ -179,6 +179,9 @@ pub(crate) struct AppIo {
     pub extras: bool,
     /// Access-log lines of streamed gRPC answers, written at their end (`grpc_line_end`).
     pub grpc_lines: Vec<GrpcLine>,
+    /// Access-log lines of large HTTP/1.x answers, written when their last byte is sent
+    /// (`phase/log_sent.rs`).
+    pub sent_lines: Vec<phase::log_sent::SentLine>,
     /// The worker's id generator (request ids, trace and span ids).
     pub ids: crate::trace::context::Ids,
     /// The ids of the request at hand (set as each request begins when `App::ids`).

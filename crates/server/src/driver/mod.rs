@@ -1269,6 +1269,10 @@ impl<B: Backend> Worker<B> {
                 }
             }
             let token = (u64::from(slot.generation) << 32) | u64::from(idx);
+            if !self.io.app.sent_lines.is_empty() {
+                // Its large answers' lines, sent or cut off.
+                (self.io.app).lines_sent(&self.io.sites.sites, token);
+            }
             if let Proto::Boxed(proto::Boxed::H3(h)) = &mut live.conn
                 && let Some(q) = self.quic.as_mut()
             {
@@ -1689,6 +1693,9 @@ impl<B: Backend> Parts<'_, B> {
                     break;
                 }
             }
+        }
+        if !self.svc.io.sent_lines.is_empty() && conn.drained(self.cx) {
+            self.svc.io.lines_sent(self.svc.sites, self.token);
         }
         let want = conn.wants_input(self.cx);
         if want != *receiving {

@@ -35,6 +35,11 @@ pub(crate) trait Drive {
         svc: &mut S,
     );
     fn wants_input(&self, cx: &Cx) -> bool;
+    /// Everything answered so far has been sent (HTTP/1.x; the others never say so): the
+    /// lines of its large answers can be written (`app/phase/log_sent.rs`).
+    fn drained(&self, _cx: &Cx) -> bool {
+        false
+    }
 }
 
 impl Drive for Conn<Pending> {
@@ -45,6 +50,9 @@ impl Drive for Conn<Pending> {
     #[inline(always)]
     fn take_output(&mut self, cx: &mut Cx) -> Vec<u8> {
         Conn::take_output(self, cx)
+    }
+    fn drained(&self, cx: &Cx) -> bool {
+        Conn::drained(self, cx)
     }
     #[inline(always)]
     fn sent(&mut self, n: u64, cx: &mut Cx) {

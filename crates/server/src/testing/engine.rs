@@ -143,6 +143,7 @@ impl Engine {
             counters_on: app.metrics,
             static_gz: Default::default(),
             grpc_lines: Vec::new(),
+            sent_lines: Vec::new(),
             jobs: Vec::new(),
             spares: Default::default(),
             real: None,

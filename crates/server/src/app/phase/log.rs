@@ -1,6 +1,7 @@
 //! The log phase: an answer counted (metrics: by kind and by site) and its access-log record
 //! written, with the time since its head was in; a request refused before a site took it goes
-//! to the default site's log.
+//! to the default site's log. A large HTTP/1.x answer's line waits for its last byte
+//! (`log_sent.rs`).
 //!
 //! Owns the records; must not change the answer. Runs only when `App::timing` (metrics or a
 //! log) is on.
@@ -9,6 +10,7 @@
 use linerate_http1::ParseError;
 use linerate_http1::{Method, RequestHead};
 
+use super::log_sent;
 use crate::app::ConnApp;
 use crate::app::access_log::{AccessEntry, Fields, RefusedEntry};
 use crate::app::body_bytes;
@@ -30,13 +32,18 @@ impl<'a> ConnApp<'a> {
                 );
             }
         }
-        let peer = self.client().copied();
         let site = self.site_app;
         // Nothing to record where the site keeps no log and tracing does not record this
         // request (another site's log made the buffer).
-        if let Some(log) = self.io.log.as_mut()
-            && (site.log.is_some() || self.io.trace.recorded())
-        {
+        if self.io.log.is_none() || (site.log.is_none() && !self.io.trace.recorded()) {
+            return;
+        }
+        let bytes = body_bytes(head.method() == Method::Head, resp);
+        if log_sent::waits_for_last_byte(head.version(), bytes) {
+            return self.log_when_sent(head, buf, resp, bytes);
+        }
+        let peer = self.client().copied();
+        if let Some(log) = self.io.log.as_mut() {
             log.push(
                 site.log,
                 &AccessEntry {
@@ -45,7 +52,7 @@ impl<'a> ConnApp<'a> {
                     target: head.target(buf),
                     version: head.version(),
                     status: resp.status,
-                    bytes: body_bytes(head.method() == Method::Head, resp),
+                    bytes,
                     referer: head.header(buf, "referer"),
                     user_agent: head.header(buf, "user-agent"),
                     request_time_us: Some(us),

@@ -18,5 +18,6 @@ pub(crate) mod content;
 pub(crate) mod headers;
 pub(crate) mod layers;
 pub(crate) mod log;
+pub(crate) mod log_sent;
 pub(crate) mod rewrite;
 pub(crate) mod site;

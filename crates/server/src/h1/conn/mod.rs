@@ -591,6 +591,16 @@ impl<P> Conn<P> {
         }
     }
 
+    /// Everything answered so far has been sent: no output held or staged, none in flight, no
+    /// file or streamed body going, no answer queued.
+    pub(crate) fn drained(&self, cx: &Cx) -> bool {
+        self.in_flight == InFlight::None
+            && self.tail.is_none()
+            && self.queue.is_none()
+            && self.out_empty()
+            && cx.out.is_empty()
+    }
+
     /// Every byte taken with [`Conn::take_output`] (`n` of them) is on its way.
     pub(crate) fn sent(&mut self, n: u64, cx: &mut Cx) {
         self.in_flight = InFlight::None;
