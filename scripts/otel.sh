@@ -188,6 +188,8 @@ servers = ["127.0.0.1:$app_port"]
 [[site]]
 names = ["otel.test"]
 default = true
+# The demo's routes: a route's span names its pattern (http.route = /json/{count}).
+app = "demo"
 
 [[site.proxy]]
 prefix = "/app/"
@@ -245,6 +247,7 @@ req b proxied 1.1 /app/b /app/ - 200
 req c proxied 1.1 /app/c /app/ 00 200
 req d proxied 2 /app/d /app/ 01 200 "$TRACESTATE"
 req e local 1.1 /hello.txt / 01 200
+req i local 1.1 /json/3 "/json/{count}" 01 200
 # A 404 matched no mount, or the root's: its route is the root's prefix or the site's name.
 req f local 1.1 /missing.txt "/|otel.test" 01 404
 req g cached-miss 1.1 /cached/g /cached/ 01 200

@@ -138,7 +138,8 @@ impl std::fmt::Display for RouteError {
 
 pub(crate) struct Route {
     pub(crate) method: Method,
-    pattern: String,
+    /// As registered (below its nest prefixes): a traced request's `http.route`.
+    pub(crate) pattern: Arc<str>,
     /// `None` for a pattern without parameters (compared as a whole string).
     segments: Option<Vec<Segment>>,
     /// The route's specificity group once the table is finished (see [`Router::finish`]):
@@ -244,12 +245,12 @@ impl Router {
             "nest prefix {prefix:?} must start with '/' and not end with one"
         );
         for route in &mut group.routes {
-            let pattern = match route.pattern.as_str() {
+            let pattern = match &*route.pattern {
                 "/" => prefix.to_string(),
                 p => format!("{prefix}{p}"),
             };
             (route.segments, route.names) = parse(&pattern);
-            route.pattern = pattern;
+            route.pattern = pattern.into();
         }
         self.merge(group)
     }
@@ -598,7 +599,7 @@ impl Router {
         let (segments, names) = parse(pattern);
         self.routes.push(Route {
             method,
-            pattern: pattern.to_string(),
+            pattern: pattern.into(),
             segments,
             rank: 0,
             names,
@@ -626,8 +627,8 @@ impl Router {
             {
                 return Err(RouteError::Duplicate(DuplicateRoute {
                     method: later.method,
-                    first: first.pattern.clone(),
-                    second: later.pattern.clone(),
+                    first: first.pattern.to_string(),
+                    second: later.pattern.to_string(),
                 }));
             }
         }

@@ -49,7 +49,8 @@ pub(crate) struct RequestTrace {
     pub tracestate: Option<Box<[u8]>>,
     /// The span of its upstream exchange, once it goes upstream.
     pub upstream_span: Option<[u8; 8]>,
-    /// The proxy mount's path prefix that took it (`http.route`).
+    /// What took it (`http.route`): the route's pattern, or the proxy or files mount's
+    /// path prefix.
     pub route: Option<Arc<str>>,
 }
 

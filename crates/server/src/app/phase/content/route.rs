@@ -34,6 +34,10 @@ impl<'a> ConnApp<'a> {
         let app = self.app;
         let head = req.head;
         self.kind = Kind::Route;
+        if self.io.trace.recorded() {
+            // Its span's `http.route`: the pattern (`/users/{id}`), as OpenTelemetry names it.
+            self.io.trace.route = Some(route.pattern.clone());
+        }
         if LAYERED
             && !route.layers.is_empty()
             && let Some(resp) =
