@@ -48,7 +48,9 @@ pub(crate) fn verdict(status: u16) -> Verdict {
     }
 }
 
-/// Writes the subrequest for the client's request `head` (in `buf`) into `out`.
+/// Writes the subrequest for the client's request `head` (in `buf`) into `out`, with this
+/// server's ids for the request (`client.ids`: its request id, and a `traceparent` naming the
+/// request's own span, whose child the check is) in place of the client's.
 pub(crate) fn subrequest(
     head: &RequestHead,
     buf: &[u8],
@@ -73,9 +75,25 @@ pub(crate) fn subrequest(
     if let Some(c) = client.cert {
         write_field(out, b"X-Forwarded-Client-Cert", c.xfcc.as_bytes());
     }
+    let ids = client.ids;
+    if let Some((n, v)) = ids.request_id {
+        write_field(out, n, v);
+    }
+    if let Some(tp) = ids.traceparent {
+        write_field(out, b"traceparent", tp);
+        if let Some(ts) = ids.tracestate {
+            write_field(out, b"tracestate", ts);
+        }
+    }
     for (name, value) in head.headers(buf) {
-        // Only the handshake names a client certificate, never the client.
-        if name.eq_ignore_ascii_case(b"x-forwarded-client-cert") {
+        // Only the handshake names a client certificate, never the client; ours replace
+        // the client's ids.
+        if name.eq_ignore_ascii_case(b"x-forwarded-client-cert")
+            || ids.request_id.is_some_and(|(n, _)| n.eq_ignore_ascii_case(name))
+            || (ids.traceparent.is_some()
+                && (name.eq_ignore_ascii_case(b"traceparent")
+                    || name.eq_ignore_ascii_case(b"tracestate")))
+        {
             continue;
         }
         if auth
@@ -163,6 +181,36 @@ mod tests {
              X-Forwarded-Proto: https\r\nX-Forwarded-For: 10.1.2.3\r\n\
              Authorization: Bearer t0k\r\n\r\n",
             "no body, no Cookie (not passed), no Content-Length"
+        );
+    }
+
+    #[test]
+    fn the_subrequest_carries_this_servers_ids_in_place_of_the_clients() {
+        let buf = b"GET /a HTTP/1.1\r\nHost: shop.example\r\nX-Request-Id: theirs\r\ntraceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\ntracestate: a=1\r\n\r\n";
+        let mut head = RequestHead::new();
+        head.parse(buf, &Default::default()).unwrap();
+        let tp = b"00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01";
+        let client = Client {
+            addr: None,
+            tls: false,
+            cert: None,
+            ids: crate::proxy::forward::Ids {
+                request_id: Some((b"X-Request-Id", b"5e8bda7a68c23abf520a3387ed9d2197")),
+                traceparent: Some(tp),
+                tracestate: Some(b"a=1"),
+            },
+        };
+        let mut out = Vec::new();
+        let pass = ["x-request-id", "traceparent", "tracestate"];
+        subrequest(&head, buf, client, &route(&pass, &[]), &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "GET /verify HTTP/1.1\r\nHost: 127.0.0.1:9100\r\nX-Forwarded-Method: GET\r\n\
+             X-Forwarded-Uri: /a\r\nX-Forwarded-Host: shop.example\r\nX-Forwarded-Proto: http\r\n\
+             X-Request-Id: 5e8bda7a68c23abf520a3387ed9d2197\r\n\
+             traceparent: 00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01\r\n\
+             tracestate: a=1\r\n\r\n",
+            "ours once each, the client's dropped even where passed"
         );
     }
 

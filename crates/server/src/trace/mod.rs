@@ -130,6 +130,18 @@ impl RequestTrace {
         Some(v)
     }
 
+    /// A `traceparent` naming the request's own (server) span, for a subrequest that has no
+    /// span of its own (forward auth's check).
+    #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
+    pub(crate) fn server_traceparent(&self) -> Option<Vec<u8>> {
+        if !self.traced() {
+            return None;
+        }
+        let mut v = Vec::with_capacity(55);
+        context::write_traceparent(&mut v, &self.trace_id, &self.span_id, self.flags);
+        Some(v)
+    }
+
     /// The request id's text (the JSON log's `request_id`), when one was drawn.
     pub(crate) fn request_id_text(&self) -> Option<String> {
         (!self.request_id.is_none()).then(|| self.request_id.to_text())

@@ -54,7 +54,7 @@ impl<'a> ConnApp<'a> {
             // Its span's `http.route`: the mount, whether the cache or the upstream answers.
             self.io.trace.route = Some(self.site_app.proxies[route].name.clone());
         }
-        // A caching mount's `PURGE` is the cache's (issue U item 7), never the upstream's; a
+        // A caching mount's `PURGE` is the cache's, never the upstream's; a
         // mount without a cache forwards it as any other method.
         if super::purge::is_purge(head, req.buf) && self.site_app.proxies[route].cache.is_some() {
             return self.purge(route, head, req.buf, req.id);
@@ -254,6 +254,15 @@ impl<'a> ConnApp<'a> {
             // The auth subrequest goes first, carrying the request it guards.
             Some(auth) => {
                 let mut sub = Vec::with_capacity(256);
+                // The check has no span of its own: it is a child of the request's.
+                let traceparent = self.io.trace.server_traceparent();
+                let client = Client {
+                    ids: crate::proxy::forward::Ids {
+                        traceparent: traceparent.as_deref(),
+                        ..client.ids
+                    },
+                    ..client
+                };
                 crate::proxy::auth::subrequest(head, buf, client, auth, &mut sub);
                 let blank = crate::proxy::job::Job::blank(
                     job.client,
