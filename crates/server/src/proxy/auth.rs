@@ -89,7 +89,9 @@ pub(crate) fn subrequest(
         // Only the handshake names a client certificate, never the client; ours replace
         // the client's ids.
         if name.eq_ignore_ascii_case(b"x-forwarded-client-cert")
-            || ids.request_id.is_some_and(|(n, _)| n.eq_ignore_ascii_case(name))
+            || ids
+                .request_id
+                .is_some_and(|(n, _)| n.eq_ignore_ascii_case(name))
             || (ids.traceparent.is_some()
                 && (name.eq_ignore_ascii_case(b"traceparent")
                     || name.eq_ignore_ascii_case(b"tracestate")))
