@@ -274,14 +274,14 @@ impl Cancels {
 #[derive(Debug)]
 pub(crate) struct LogMeta {
     pub peer: Option<SocketAddr>,
-    pub method: String,
-    pub target: String,
     pub version: Version,
-    pub referer: Option<Vec<u8>>,
-    pub user_agent: Option<Vec<u8>>,
     pub tls: bool,
-    /// Its host (see `AccessEntry::host`), kept only when a template writes `$host`.
-    pub host: Option<Box<[u8]>>,
+    /// Its method, target, `Referer`, `User-Agent` and host (see `AccessEntry::host`, kept
+    /// only when a template writes `$host` or tracing records it), one after another: one
+    /// allocation where one each cost ~800 instructions a proxied request (callgrind).
+    text: Box<[u8]>,
+    /// Where each of `text`'s five parts ends; a field the request lacked is `None`.
+    ends: [Option<u32>; 5],
     /// The values of the fields templates name (`LogBuffer::kept`; empty when none does).
     pub fields: Box<[Option<Box<[u8]>>]>,
     /// What its mount's cache did with it, once the cache decided (`$upstream_cache_status`).
@@ -290,6 +290,13 @@ pub(crate) struct LogMeta {
     /// proxied job (which holds this inline) grows by a pointer only.
     pub trace: Box<crate::trace::RequestTrace>,
 }
+
+/// `LogMeta::text`'s parts, in order.
+const METHOD: usize = 0;
+const TARGET: usize = 1;
+const REFERER: usize = 2;
+const USER_AGENT: usize = 3;
+const HOST: usize = 4;
 
 impl LogMeta {
     /// Copies what `log`'s lines (and spans, with `trace` recorded) will need of the request
@@ -303,19 +310,31 @@ impl LogMeta {
         trace: &crate::trace::RequestTrace,
     ) -> LogMeta {
         let host = if log.keeps_host() || trace.recorded() {
-            crate::app::sites::request_host_bytes(head, buf).map(Box::from)
+            crate::app::sites::request_host_bytes(head, buf)
         } else {
             None
         };
+        let parts: [Option<&[u8]>; 5] = [
+            Some(head.method_str(buf).as_bytes()),
+            Some(head.target(buf).as_bytes()),
+            head.header(buf, "referer"),
+            head.header(buf, "user-agent"),
+            host,
+        ];
+        let mut text = Vec::with_capacity(parts.iter().flatten().map(|p| p.len()).sum());
+        let mut ends = [None; 5];
+        for (end, part) in ends.iter_mut().zip(parts) {
+            if let Some(p) = part {
+                text.extend_from_slice(p);
+                *end = Some(u32::try_from(text.len()).unwrap_or(u32::MAX));
+            }
+        }
         LogMeta {
             peer,
-            method: head.method_str(buf).to_string(),
-            target: head.target(buf).to_string(),
             version: head.version(),
-            referer: head.header(buf, "referer").map(<[u8]>::to_vec),
-            user_agent: head.header(buf, "user-agent").map(<[u8]>::to_vec),
             tls,
-            host,
+            text: text.into_boxed_slice(),
+            ends,
             fields: log
                 .kept()
                 .iter()
@@ -324,6 +343,24 @@ impl LogMeta {
             cache: None,
             trace: Box::new(trace.clone()),
         }
+    }
+
+    /// Part `i` of `text`, when the request had it.
+    fn part(&self, i: usize) -> Option<&[u8]> {
+        let end = self.ends[i]? as usize;
+        let start = self.ends[..i].iter().rev().flatten().next().map_or(0, |&e| e as usize);
+        self.text.get(start..end)
+    }
+
+    /// A part that came from a `&str` (the method, the target) as one again.
+    fn str_part(&self, i: usize) -> &str {
+        std::str::from_utf8(self.part(i).unwrap_or_default()).unwrap_or_default()
+    }
+
+    /// Its host, when kept.
+    #[cfg(test)]
+    pub(crate) fn host(&self) -> Option<&[u8]> {
+        self.part(HOST)
     }
 
     /// Its line's facts, for an answer with `status` and `bytes` of body, `us` after the
@@ -338,16 +375,16 @@ impl LogMeta {
     ) -> crate::access_log::AccessEntry<'a> {
         crate::access_log::AccessEntry {
             peer: self.peer,
-            method: &self.method,
-            target: &self.target,
+            method: self.str_part(METHOD),
+            target: self.str_part(TARGET),
             version: self.version,
             status,
             bytes,
-            referer: self.referer.as_deref(),
-            user_agent: self.user_agent.as_deref(),
+            referer: self.part(REFERER),
+            user_agent: self.part(USER_AGENT),
             request_time_us: Some(us),
             tls: self.tls,
-            host: self.host.as_deref(),
+            host: self.part(HOST),
             server_name,
             fields: crate::access_log::Fields::Kept(&self.fields),
             upstream,
