@@ -348,7 +348,12 @@ impl LogMeta {
     /// Part `i` of `text`, when the request had it.
     fn part(&self, i: usize) -> Option<&[u8]> {
         let end = self.ends[i]? as usize;
-        let start = self.ends[..i].iter().rev().flatten().next().map_or(0, |&e| e as usize);
+        let start = self.ends[..i]
+            .iter()
+            .rev()
+            .flatten()
+            .next()
+            .map_or(0, |&e| e as usize);
         self.text.get(start..end)
     }
 
