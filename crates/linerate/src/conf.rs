@@ -18,9 +18,9 @@ use toml::Spanned;
 
 use linerate_load::units;
 
-// issue V item 2: DNS-01 through RFC 2136
+// DNS-01 through RFC 2136
 mod acme_dns;
-// issue Z item 1: OpenTelemetry tracing
+// OpenTelemetry tracing
 mod tracing;
 use linerate_server::config::{
     AcmeChallenge, AcmeConfig, AcmeEab, Balance, BasicAuth, CertFiles, CertPair, Compression,
@@ -187,7 +187,7 @@ struct Raw {
     acme: Option<Spanned<RawAcme>>,
     /// What a fleet's nodes share: a directory or a Redis server.
     storage: Option<Spanned<RawStorage>>,
-    // issue V item 5: rollouts
+    // rollouts
     /// On SIGTERM, how long `/healthz` fails while the node still serves, before the drain.
     shutdown_delay: Option<Spanned<String>>,
     /// Where a binary upgrade's new process takes the listening sockets.
@@ -295,44 +295,44 @@ struct RawCache {
     /// A shared second tier: `redis://…`, `valkey://…` or `memcached://…`.
     tier: Option<Spanned<String>>,
     tier_timeout: Option<Spanned<String>>,
-    // issue U item 1: stale by policy
+    // stale by policy
     /// nginx's `proxy_cache_use_stale` names: `error`, `timeout`, `updating`, `http_5xx`.
     use_stale: Option<Spanned<Vec<Spanned<String>>>>,
     /// How far past freshness any stale answer may be (Varnish's grace).
     stale_max: Option<Spanned<String>>,
-    // issue U item 2: what a client may force
+    // what a client may force
     /// `"ignore"` (the default) or `"revalidate"`.
     client_no_cache: Option<Spanned<String>>,
-    // issue U item 4: the key
+    // the key
     /// `["host", "path", "query", "cookie:lang"]`: the key's parts.
     key: Option<Spanned<Vec<String>>>,
     /// `["utm_*", "fbclid"]`: query parameters left out of the key.
     query_drop: Option<Spanned<Vec<String>>>,
     /// The query's parameters sorted in the key.
     query_sort: Option<bool>,
-    // issue U item 5: TTL and origin fields
+    // TTL and origin fields
     /// `{ "200 301" = "10m", "404" = "1m", any = "30s" }`: lifetimes for answers without
     /// freshness.
     valid: Option<Spanned<std::collections::BTreeMap<String, Spanned<String>>>>,
     /// `["Cache-Control", "Expires", "Set-Cookie", "Vary"]`: origin fields not obeyed.
     ignore: Option<Spanned<Vec<String>>>,
-    // issue U item 6: HEAD fills as GET
+    // HEAD fills as GET
     /// A HEAD on a cold key goes up as GET (the default).
     convert_head: Option<bool>,
-    // issue U item 3: bypass and no-store rules
+    // bypass and no-store rules
     /// `[{ cookie = "sessionid" }, { path = "/admin/" }]`: not answered from the cache.
     bypass: Option<Vec<Spanned<RawCacheRule>>>,
     /// The same rules: answers not stored.
     no_store: Option<Vec<Spanned<RawCacheRule>>>,
     /// `"hardened"`: bypass and no_store on any Cookie and on Authorization.
     preset: Option<Spanned<String>>,
-    // issue U item 7: purge as operators use it
+    // purge as operators use it
     /// Who may send `PURGE`: addresses or CIDR ranges (none: 405 for everyone).
     #[serde(default)]
     purge_from: Vec<Spanned<String>>,
 }
 
-/// A rule of a cache's `bypass` or `no_store` (issue U item 3): one of `cookie`, `header`
+/// A rule of a cache's `bypass` or `no_store`: one of `cookie`, `header`
 /// (with an optional `value`), `path`, `method`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -398,7 +398,7 @@ struct RawTlsOptions {
     session_lifetime: Option<Spanned<String>>,
     client_ca: Option<Spanned<String>>,
     client_auth: Option<Spanned<String>>,
-    // issue V item 3: ticket keys
+    // ticket keys
     /// nginx's `ssl_session_ticket_key` files, the first sealing.
     ticket_keys: Option<Spanned<Vec<Spanned<String>>>>,
     /// With `[storage]`: how often the fleet's shared key is replaced (`[tls]` only).
@@ -463,7 +463,7 @@ struct RawAcme {
     challenge: Option<Spanned<String>>,
     eab_kid: Option<Spanned<String>>,
     eab_hmac_key: Option<Spanned<String>>,
-    // issue V item 2: DNS-01 through RFC 2136
+    // DNS-01 through RFC 2136
     dns: Option<Spanned<acme_dns::RawAcmeDns>>,
 }
 
@@ -492,7 +492,7 @@ struct RawListenTls {
     session_lifetime: Option<Spanned<String>>,
     client_ca: Option<Spanned<String>>,
     client_auth: Option<Spanned<String>>,
-    // issue V item 3: ticket keys
+    // ticket keys
     ticket_keys: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
@@ -516,7 +516,7 @@ struct RawListen {
     owner: Option<Spanned<String>>,
     group: Option<Spanned<String>>,
     mode: Option<Spanned<String>>,
-    // issue V item 7: the public HTTPS port
+    // the public HTTPS port
     /// The port `redirect_to_https` names, as clients see it (a balancer's 443).
     https_port: Option<Spanned<i64>>,
 }
@@ -644,7 +644,7 @@ struct RawRateLimit {
     burst: u32,
     /// `"client"` (default) or `"header:NAME"`.
     key: Option<Spanned<String>>,
-    // issue V item 4: fleet-wide rate limits
+    // fleet-wide rate limits
     /// `"node"` (default) or `"fleet"` (counted in `[storage] redis`).
     scope: Option<Spanned<String>>,
     /// A fleet rule's rate on each node while Redis is down (default: `rate` ÷ `nodes`).
@@ -986,7 +986,7 @@ impl Cx<'_> {
         if let Some(v) = &raw.tls.ticket_rotation {
             c.ticket_rotation = self.ticket_rotation(v, c.storage.is_some())?;
         }
-        // issue V item 5: rollouts
+        // rollouts
         if let Some(v) = &raw.shutdown_delay {
             c.shutdown_delay = self.duration_or_zero(v, "shutdown_delay")?;
         }
@@ -1043,7 +1043,7 @@ impl Cx<'_> {
             places.upstreams.push(self.place(u.span()));
             c.upstreams.push(upstream);
         }
-        // issue V item 4: a fleet rule's counts live in [storage] redis.
+        // a fleet rule's counts live in [storage] redis.
         if c.storage.as_ref().is_none_or(|st| st.redis.is_none()) {
             for s in &raw.site {
                 for l in &s.get_ref().rate_limit {
@@ -1170,13 +1170,9 @@ impl Cx<'_> {
             (Some(d), None) => (Some(self.path(d)), None),
             (None, Some(r)) => {
                 let url = r.get_ref();
-                let rest = url.strip_prefix("redis://").unwrap_or("");
-                let host = rest.split('/').next().unwrap_or("");
-                if host.is_empty() {
-                    return Err(self.err(
-                        r.span(),
-                        format!("redis must be a redis://HOST:PORT[/DB] URL, not {url:?}"),
-                    ));
+                // The server's own reading, so that what serve refuses is refused here.
+                if let Err(why) = linerate_server::storage::redis_url::parse(url) {
+                    return Err(self.err(r.span(), format!("redis: {why}")));
                 }
                 (None, Some(url.clone()))
             }
@@ -1422,7 +1418,7 @@ impl Cx<'_> {
         })
     }
 
-    /// A listener's `https_port` (issue V item 7): the port clients reach HTTPS on, which a
+    /// A listener's `https_port`: the port clients reach HTTPS on, which a
     /// redirect names (left out when 443), when the node's own TLS port is not what they
     /// see (a balancer in front).
     fn https_port(&self, raw: &RawListen) -> Result<Option<u16>, ConfError> {
@@ -2024,7 +2020,7 @@ impl Cx<'_> {
             // the head's room, half the store (Cache-Status says when one did not fit).
             c.max_object = c.largest_held().max(c.size / 2);
         }
-        // An answer of max_object bytes must fit in the memory store (issue T: sixteen shards
+        // An answer of max_object bytes must fit in the memory store (once, sixteen shards
         // of size/16 held no answer over a sixteenth, and Cache-Status said `stored`).
         if let Some(max) = raw.max_object.as_ref().filter(|_| !c.holds_largest()) {
             let size = match &raw.size {
@@ -2064,7 +2060,7 @@ impl Cx<'_> {
             None | Some((_, "never")) => {}
             Some((_, "explicit")) => c.set_cookie_explicit = true,
             // The former default stored answers with `public` or `s-maxage` and replayed their
-            // cookie to every visitor (issue T): not kept under another meaning.
+            // cookie to every visitor: not kept under another meaning.
             Some((s, "shared")) => {
                 return Err(self.err(
                     s.span(),
@@ -2092,7 +2088,7 @@ impl Cx<'_> {
         if let Some(v) = &raw.tier_timeout {
             c.tier_timeout = self.timeout(v, "cache tier_timeout", "")?;
         }
-        // issue U item 1: stale by policy
+        // stale by policy
         for name in raw.use_stale.iter().flat_map(|l| l.get_ref()) {
             let known = [
                 "error", "timeout", "updating", "http_500", "http_502", "http_503", "http_504",
@@ -2101,8 +2097,9 @@ impl Cx<'_> {
                 return Err(self.err(
                     name.span(),
                     format!(
-                        "cache use_stale: {:?} is not one of \"error\", \"timeout\",                          \"updating\", \"http_500\", \"http_502\", \"http_503\", \"http_504\"",
-                        name.get_ref()
+                        "cache use_stale: {:?} is not one of {}",
+                        name.get_ref(),
+                        known.map(|k| format!("{k:?}")).join(", ")
                     ),
                 ));
             }
@@ -2113,7 +2110,7 @@ impl Cx<'_> {
         if let Some(v) = &raw.stale_max {
             c.stale_max = Some(self.duration_or_zero(v, "cache stale_max")?);
         }
-        // issue U item 2: what a client may force
+        // what a client may force
         match raw
             .client_no_cache
             .as_ref()
@@ -2130,7 +2127,7 @@ impl Cx<'_> {
                 ));
             }
         }
-        // issue U item 4: the key
+        // the key
         if let Some(v) = &raw.key {
             c.key = v.get_ref().clone();
         }
@@ -2144,7 +2141,7 @@ impl Cx<'_> {
                 .unwrap_or_default();
             return Err(self.err(span, format!("cache key: {e}")));
         }
-        // issue U item 5: TTL and origin fields
+        // TTL and origin fields
         if let Some(v) = &raw.valid {
             for (statuses, life) in v.get_ref() {
                 let secs = self.duration_or_zero(life, "cache valid")?.as_secs();
@@ -2184,11 +2181,11 @@ impl Cx<'_> {
                 }
             }
         }
-        // issue U item 6: HEAD fills as GET
+        // HEAD fills as GET
         if let Some(v) = raw.convert_head {
             c.convert_head = v;
         }
-        // issue U item 3: bypass and no-store rules
+        // bypass and no-store rules
         match raw.preset.as_ref().map(|p| (p, p.get_ref().as_str())) {
             None => {}
             Some((_, "hardened")) => {
@@ -2213,7 +2210,7 @@ impl Cx<'_> {
                 }
             }
         }
-        // issue U item 7: purge as operators use it
+        // purge as operators use it
         for r in &raw.purge_from {
             c.purge_from.push(
                 linerate_server::access::IpRange::parse(r.get_ref())
@@ -2223,7 +2220,7 @@ impl Cx<'_> {
         Ok(c)
     }
 
-    /// A rule of a cache's `bypass` or `no_store` (issue U item 3): exactly one of `cookie`
+    /// A rule of a cache's `bypass` or `no_store`: exactly one of `cookie`
     /// (a name, or `*` for any Cookie), `header` (with `value` or not), `path` (a prefix
     /// starting with `/`), `method` (a token).
     fn cache_rule(

@@ -1,4 +1,4 @@
-//! The fleet-wide rate limits' link to Redis (issue V item 4): one thread per configuration
+//! The fleet-wide rate limits' link to Redis: one thread per configuration
 //! with fleet rules, owning one connection to the `[storage] redis` server. It takes the
 //! workers' asks from a bounded channel, sends every ask waiting as one pipelined write (an
 //! `EVALSHA` each), and puts each answer in its key's lease; no worker ever waits on it. Each
@@ -67,44 +67,24 @@ struct Endpoint {
     replies: usize,
 }
 
-/// `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]`.
+/// `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]` (`storage::redis_url`: the storage's reading).
 fn endpoint(url: &str) -> Result<Endpoint, String> {
-    let bad = || format!("{url:?}: not a redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] URL");
-    let rest = url.strip_prefix("redis://").ok_or_else(bad)?;
-    let (auth, rest) = match rest.rsplit_once('@') {
-        Some((a, r)) => (Some(a), r),
-        None => (None, rest),
-    };
-    let (hostport, db) = match rest.split_once('/') {
-        Some((h, d)) if !d.is_empty() => (h, Some(d.parse::<u32>().map_err(|_| bad())?)),
-        Some((h, _)) => (h, None),
-        None => (rest, None),
-    };
-    if hostport.is_empty() {
-        return Err(bad());
-    }
-    let has_port = match hostport.rsplit_once(':') {
-        Some((h, p)) => !h.ends_with(':') && p.parse::<u16>().is_ok() && !p.contains(']'),
-        None => false,
-    };
-    let addr = if has_port {
-        hostport.to_string()
-    } else {
-        format!("{hostport}:6379")
-    };
+    let crate::storage::redis_url::RedisUrl {
+        addr,
+        user,
+        password,
+        db,
+    } = crate::storage::redis_url::parse(url).map_err(|why| format!("redis URL: {why}"))?;
     let mut greeting = Vec::new();
     let mut replies = 0;
-    if let Some(a) = auth {
-        match a.split_once(':') {
-            Some(("", pw)) => resp::command(&mut greeting, &[b"AUTH", pw.as_bytes()]),
-            Some((user, pw)) => {
-                resp::command(&mut greeting, &[b"AUTH", user.as_bytes(), pw.as_bytes()])
-            }
-            None => resp::command(&mut greeting, &[b"AUTH", a.as_bytes()]),
+    if let Some(pw) = &password {
+        match &user {
+            Some(user) => resp::command(&mut greeting, &[b"AUTH", user, pw]),
+            None => resp::command(&mut greeting, &[b"AUTH", pw]),
         }
         replies += 1;
     }
-    if let Some(db) = db.filter(|&d| d != 0) {
+    if db != 0 {
         resp::command(&mut greeting, &[b"SELECT", db.to_string().as_bytes()]);
         replies += 1;
     }

@@ -14,6 +14,7 @@
 pub mod dir;
 pub mod health;
 pub mod redis;
+pub mod redis_url;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -60,51 +60,10 @@ const EXTEND_SCRIPT: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then \
 const UNLOCK_SCRIPT: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then \
      return redis.call('del', KEYS[1]) else return 0 end";
 
-/// Where the server is, from `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Endpoint {
-    addr: String,
-    user: Option<String>,
-    password: Option<String>,
-    db: u32,
-}
+use super::redis_url::RedisUrl as Endpoint;
 
 fn parse_url(url: &str) -> Result<Endpoint, StorageError> {
-    let bad = || StorageError::Io(format!("not a redis:// URL: {url}"));
-    let rest = url.strip_prefix("redis://").ok_or_else(bad)?;
-    let (auth, rest) = match rest.rsplit_once('@') {
-        Some((a, r)) => (Some(a), r),
-        None => (None, rest),
-    };
-    let (host, db) = match rest.split_once('/') {
-        Some((h, "")) => (h, 0),
-        Some((h, d)) => (h, d.parse().map_err(|_| bad())?),
-        None => (rest, 0),
-    };
-    if host.is_empty() {
-        return Err(bad());
-    }
-    let addr = if host
-        .rsplit_once(':')
-        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-    {
-        host.to_string()
-    } else {
-        format!("{host}:6379")
-    };
-    let (user, password) = match auth {
-        Some(a) => match a.split_once(':') {
-            Some((u, p)) => ((!u.is_empty()).then(|| u.to_string()), Some(p.to_string())),
-            None => (None, Some(a.to_string())),
-        },
-        None => (None, None),
-    };
-    Ok(Endpoint {
-        addr,
-        user,
-        password,
-        db,
-    })
+    super::redis_url::parse(url).map_err(|why| StorageError::Io(format!("redis URL: {why}")))
 }
 
 /// `HOST:PORT` of a `redis://` URL, without its user and password (for logs and
@@ -138,8 +97,8 @@ impl Conn {
         };
         if let Some(p) = &at.password {
             match &at.user {
-                Some(u) => c.call(&[b"AUTH", u.as_bytes(), p.as_bytes()])?,
-                None => c.call(&[b"AUTH", p.as_bytes()])?,
+                Some(u) => c.call(&[b"AUTH", u, p])?,
+                None => c.call(&[b"AUTH", p])?,
             };
         }
         if at.db != 0 {
@@ -509,6 +468,47 @@ mod tests {
         super::super::contract::values(&RedisStorage::open(&server.url()).unwrap());
     }
 
+    /// An ACL user whose password needs percent-encoding (`@`, `/`, `%`, `:`): the decoded
+    /// password is the one sent; a wrong one is refused, not taken for the default user.
+    #[test]
+    fn an_acl_user_with_a_percent_encoded_password_is_who_storage_is() {
+        let Some(server) = Server::start() else {
+            return;
+        };
+        let mut admin = TcpStream::connect(server.url().trim_start_matches("redis://")).unwrap();
+        let mut out = Vec::new();
+        resp::command(
+            &mut out,
+            &[
+                b"ACL",
+                b"SETUSER",
+                b"fleet",
+                b"on",
+                b">s3cr@t/x%y:z",
+                b"~*",
+                b"&*",
+                b"+@all",
+            ],
+        );
+        resp::command(&mut out, &[b"ACL", b"SETUSER", b"default", b"off"]);
+        admin.write_all(&out).unwrap();
+        let mut got = [0u8; 10];
+        admin.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"+OK\r\n+OK\r\n");
+        let at = server.url().replace("redis://", "");
+        let good = format!("redis://fleet:s3cr%40t%2Fx%25y%3Az@{at}");
+        super::super::contract::values(&RedisStorage::open(&good).unwrap());
+        for bad in [
+            // The encoded text itself as the password (what was sent before decoding).
+            format!("redis://fleet:s3cr%2540t%252Fx%2525y%253Az@{at}"),
+            format!("redis://fleet:wrong@{at}"),
+            format!("redis://{at}"),
+        ] {
+            let refused = RedisStorage::open(&bad).and_then(|s| s.get("k"));
+            assert!(refused.is_err(), "{bad}");
+        }
+    }
+
     #[test]
     fn redis_locks_one_winner_expired_taken_over_with_a_larger_fence_stale_unlock_ignored() {
         let Some(server) = Server::start() else {
@@ -567,23 +567,9 @@ mod tests {
     }
 
     #[test]
-    fn redis_urls_name_the_address_credentials_and_database() {
-        let e = parse_url("redis://127.0.0.1:7000/2").unwrap();
-        assert_eq!(
-            (e.addr.as_str(), e.db, e.password),
-            ("127.0.0.1:7000", 2, None)
-        );
-        let e = parse_url("redis://u:p@cache").unwrap();
-        assert_eq!(e.addr, "cache:6379");
-        assert_eq!(
-            (e.user.as_deref(), e.password.as_deref()),
-            (Some("u"), Some("p"))
-        );
-        let e = parse_url("redis://:p@cache:1/").unwrap();
-        assert_eq!((e.user, e.password.as_deref(), e.db), (None, Some("p"), 0));
-        assert!(parse_url("http://x").is_err());
-        assert!(parse_url("redis://x/notanumber").is_err());
-        // What /readyz names: the address, never the password.
+    fn redis_urls_name_the_address_never_the_password() {
+        // What /readyz names: the address, never the password (the URL forms themselves:
+        // redis_url.rs's table).
         assert_eq!(
             address("redis://u:secret@cache:7/1").as_deref(),
             Some("cache:7")
