@@ -32,6 +32,13 @@ use crate::pool::Pool;
 use crate::response::{Body, Field, FileBody, Response};
 use linerate_hpack as hpack;
 
+/// The highest stream id (2^31-1): a drain's first GOAWAY names it (RFC 9113 §6.8).
+const MAX_STREAM_ID: u32 = 0x7fff_ffff;
+/// The PING a drain sends after its first GOAWAY; its ACK ends the round trip.
+const DRAIN_PING: &[u8; 8] = b"lr-drain";
+/// How long a drain waits for that ACK (ms) before its final GOAWAY anyway.
+const DRAIN_ROUND_TRIP_WAIT: u64 = 1000;
+
 /// Most output staged at once from bodies (more is written as the transport takes it).
 const OUT_HIGH_WATER: usize = 256 * 1024;
 /// File payloads go out with `sendfile` (where the transport can) only when the peer takes
@@ -110,6 +117,10 @@ pub(crate) struct Conn<P> {
     reset: Ring,
     /// GOAWAY sent: streams above this id are not served.
     goaway: Option<u32>,
+    /// A graceful drain's first GOAWAY (the highest id, RFC 9113 §6.8) is out with a PING:
+    /// the final one, naming the last stream, goes when the PING's ACK comes back (a round
+    /// trip: the client's streams sent before it saw the first are in), or at this time.
+    drain_final: Option<u64>,
     /// The client sent GOAWAY: close once the open streams are done.
     peer_goaway: bool,
     /// The client's input ended: what is staged goes out, then the connection closes.
@@ -148,6 +159,7 @@ impl<P> Conn<P> {
             closed: Ring::default(),
             reset: Ring::default(),
             goaway: None,
+            drain_final: None,
             peer_goaway: false,
             peer_closed: false,
             calm: Calm::default(),
@@ -155,10 +167,6 @@ impl<P> Conn<P> {
             deadline: now + cx.cfg.header_timeout,
             pace: SendPace::default(),
         }
-    }
-
-    pub(crate) fn deadline(&self) -> u64 {
-        self.deadline
     }
 
     /// The bytes the request fields' buffers hold.
@@ -169,6 +177,11 @@ impl<P> Conn<P> {
 
     pub(crate) fn timer(&self) -> Timer {
         self.timer
+    }
+
+    /// When the connection's next timer fires: its state's, or a drain's final GOAWAY.
+    pub(crate) fn deadline(&self) -> u64 {
+        self.deadline.min(self.drain_final.unwrap_or(u64::MAX))
     }
 
     /// Reading goes on unless a send is stalled (or the connection is ending without
@@ -678,8 +691,8 @@ impl<P> Conn<P> {
             return self.conn_error(Code::Compression, cx);
         };
         let checked = fields.finish();
-        if self.goaway.is_some() {
-            return; // §6.8: streams after our GOAWAY are not served
+        if self.goaway.is_some_and(|last| id > last) {
+            return; // §6.8: streams after our GOAWAY's id are not served
         }
         if c.self_dependent {
             return self.stream_error(id, Code::Protocol, cx);
@@ -985,7 +998,7 @@ impl<P> Conn<P> {
     ///
     /// RFC 9113 §8.1 allows RST_STREAM(NO_ERROR) at once, but a client that has not finished
     /// writing may then drop the whole answer (curl 7.88: "Stream error in the HTTP/2 framing
-    /// layer" for a 401 to a POST, issue T). So the rest of the body is read and dropped, as
+    /// layer" for a 401 to a POST). So the rest of the body is read and dropped, as
     /// HTTP/1.1's lingering close does and nginx does: while it can end within the window the
     /// stream has left (no WINDOW_UPDATE is given for it, so at most [`STREAM_WINDOW`]) and
     /// for `linger_timeout`. Past either bound the stream is reset with NO_ERROR.
@@ -1136,6 +1149,10 @@ impl<P> Conn<P> {
             return self.conn_error(Code::Protocol, cx);
         }
         if h.has(flag::ACK) {
+            // The drain's round trip (the only PING this server sends).
+            if self.drain_final.is_some() && p == DRAIN_PING {
+                self.final_goaway(cx);
+            }
             return;
         }
         if !self.calm.control(cx.now) {
@@ -1220,6 +1237,7 @@ impl<P> Conn<P> {
     fn end_if_done(&mut self) {
         if self.writing == Writing::Open
             && (self.goaway.is_some() || self.peer_goaway)
+            && self.drain_final.is_none()
             && self.streams.is_empty()
         {
             self.writing = Writing::Last;
@@ -1268,6 +1286,11 @@ impl<P> Conn<P> {
     }
 
     pub(crate) fn on_timer<S: Service<Pending = P>>(&mut self, cx: &mut Cx, svc: &mut S) {
+        if self.drain_final.is_some_and(|at| cx.now >= at) {
+            // No ACK came back within the wait: the final GOAWAY anyway.
+            self.final_goaway(cx);
+            self.set_timer(cx);
+        }
         if cx.now < self.deadline {
             return;
         }
@@ -1330,15 +1353,36 @@ impl<P> Conn<P> {
         self.set_timer(cx);
     }
 
-    /// Graceful shutdown: GOAWAY naming the last stream served; open streams finish.
+    /// Graceful shutdown, as RFC 9113 §6.8 describes it: a first GOAWAY with the highest
+    /// stream id (new requests are refused, and a request already on its way is still
+    /// served) and a PING; when its ACK is back, a round trip later, the final GOAWAY naming
+    /// the last stream served. Open streams finish; then the connection closes.
     pub(crate) fn drain(&mut self, cx: &mut Cx) {
-        if self.writing == Writing::Open && self.goaway.is_none() {
+        if self.writing == Writing::Open && self.goaway.is_none() && self.phase == Phase::Open {
+            let out = self.output(cx);
+            frame::goaway(out, MAX_STREAM_ID, Code::NoError);
+            frame::ping(out, DRAIN_PING);
+            self.goaway = Some(MAX_STREAM_ID);
+            self.drain_final = Some(cx.now + DRAIN_ROUND_TRIP_WAIT);
+        } else if self.writing == Writing::Open && self.goaway.is_none() {
+            // Before the preface is read: nothing is on its way yet.
             let last = self.last_stream;
             frame::goaway(self.output(cx), last, Code::NoError);
-            self.goaway = Some(self.last_stream);
+            self.goaway = Some(last);
         }
         self.end_if_done();
         self.set_timer(cx);
+    }
+
+    /// A drain's final GOAWAY: streams above the last one the client opened are not served.
+    fn final_goaway(&mut self, cx: &mut Cx) {
+        self.drain_final = None;
+        if self.writing == Writing::Open && !self.errored() {
+            let last = self.last_stream;
+            frame::goaway(self.output(cx), last, Code::NoError);
+            self.goaway = Some(last);
+        }
+        self.end_if_done();
     }
 
     pub(crate) fn poll_transmit(&mut self, cx: &mut Cx) -> Transmit<'_> {

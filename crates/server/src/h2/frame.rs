@@ -141,8 +141,7 @@ pub(crate) fn ping_ack(out: &mut Vec<u8>, data: &[u8]) {
     out.extend_from_slice(data);
 }
 
-/// A PING of ours (the client's keepalive, `h2u`); the server only answers them.
-#[cfg_attr(not(feature = "proxy"), allow(dead_code))] // `h2u` is built with `proxy`
+/// A PING of ours: the client's keepalive (`h2u`), and a server's drain (its round trip).
 pub(crate) fn ping(out: &mut Vec<u8>, data: &[u8; 8]) {
     head(out, 8, kind::PING, 0, 0);
     out.extend_from_slice(data);

@@ -811,7 +811,7 @@ fn content_length_mismatch_is_a_stream_error() {
 }
 
 // A body over the limit gets 413; the rest of the body is read and dropped until the client
-// ends it (issue T: curl 7.88 drops an answer whose stream is reset before it has written
+// ends it (curl 7.88 drops an answer whose stream is reset before it has written
 // its body), and the stream closes without RST_STREAM.
 #[test]
 fn a_body_over_the_limit_is_413_and_the_rest_is_drained() {
@@ -851,7 +851,7 @@ fn a_drained_body_that_does_not_end_is_reset_after_the_linger_timeout() {
     );
 }
 
-// Early answers (issue T item 1): an answer given before the request body is in — a handler
+// Early answers: an answer given before the request body is in — a handler
 // that answers at the head, a 413 for a declared length — is never followed by a reset while
 // the client can still end its body within the stream's window; the body is read and dropped.
 // A body that cannot end within the window (no WINDOW_UPDATE is given for a dropped body) is
@@ -1125,7 +1125,7 @@ fn rapid_reset_is_calmed() {
     assert!(h.frames().iter().any(goaway(Code::EnhanceYourCalm)));
 }
 
-// Issue T's review: a client that stops sending a body once its answer is whole (§8.1: Go's
+// A client that stops sending a body once its answer is whole (§8.1: Go's
 // x/net/http2 sends RST_STREAM(NO_ERROR) then) abandons no work; while the server drained
 // those streams, each reset counted as a rapid one and a busy uploader got
 // ENHANCE_YOUR_CALM. Resets of streams still being answered count as before.
@@ -1149,7 +1149,7 @@ fn resets_of_answered_streams_being_drained_are_not_rapid_resets() {
     assert_eq!(answered, 2 * MAX_RESETS_PER_SEC as usize + 1);
 }
 
-// Issue T's review: a declared body all in with the stream's window spent ends with an empty
+// A declared body all in with the stream's window spent ends with an empty
 // DATA (or trailers), which take no window: it is drained, not reset.
 #[test]
 fn a_declared_body_that_fills_the_window_exactly_ends_without_a_reset() {
@@ -1228,20 +1228,60 @@ fn a_stalled_send_stops_reading() {
     assert_eq!(status(&h.frames()[0]), Some((1, "200".into())));
 }
 
-// RFC 9113 §6.8: on shutdown, GOAWAY names the last stream; open streams finish; then the
-// connection ends. Streams opened after it are not served.
+// RFC 9113 §6.8's graceful shutdown: a first GOAWAY with the highest id and a PING; a stream
+// the client sent before it saw them is served; the PING's ACK (a round trip) brings the final
+// GOAWAY naming the last stream, after which streams are not served; open streams finish; then
+// the connection ends.
 #[test]
 fn drain_sends_goaway_and_finishes_open_streams() {
     let mut h = H::open();
     h.recv(&headers(1, &block("POST", "/echo", &[]), false));
     h.conn.drain(&mut h.cx);
     h.flush();
-    assert_eq!(h.frames(), [F::GoAway(1, 0)]);
+    assert_eq!(
+        h.frames(),
+        [F::GoAway(0x7fff_ffff, 0), F::PingAck(*b"lr-drain")]
+    );
     h.recv(&get(3, "/x"));
-    assert!(h.frames().is_empty(), "stream 3 came after the GOAWAY");
+    assert_eq!(
+        status(&h.frames()[0]),
+        Some((3, "200".into())),
+        "stream 3 was on its way before the client saw the GOAWAY"
+    );
+    assert!(!h.shut, "the final GOAWAY has not gone yet");
+    h.recv(&raw(kind::PING, flag::ACK, 0, b"lr-drain"));
+    assert_eq!(h.frames(), [F::GoAway(3, 0)]);
+    h.recv(&get(5, "/x"));
+    assert!(
+        h.frames().is_empty(),
+        "stream 5 came after the final GOAWAY"
+    );
     assert!(!h.shut);
     h.recv(&data(1, b"done", true));
     assert_eq!(status(&h.frames()[0]), Some((1, "200".into())));
+    assert!(h.shut);
+}
+
+// A client that never acknowledges the drain's PING gets the final GOAWAY after the wait, and
+// an idle connection then ends; a PING ACK of another payload is not the round trip.
+#[test]
+fn a_drain_without_the_pings_ack_ends_after_its_wait() {
+    let mut h = H::open();
+    h.recv(&get(1, "/x"));
+    h.frames();
+    h.conn.drain(&mut h.cx);
+    h.flush();
+    assert_eq!(
+        h.frames(),
+        [F::GoAway(0x7fff_ffff, 0), F::PingAck(*b"lr-drain")]
+    );
+    h.recv(&raw(kind::PING, flag::ACK, 0, b"12345678"));
+    assert!(h.frames().is_empty());
+    assert!(!h.shut, "idle, but a request may be on its way");
+    h.at(999);
+    assert!(!h.shut);
+    h.at(1000);
+    assert_eq!(h.frames(), [F::GoAway(1, 0)]);
     assert!(h.shut);
 }
 
@@ -1830,7 +1870,7 @@ fn an_answer_with_trailers_ends_with_a_headers_frame_after_its_data() {
     assert!(h.conn.is_idle());
 }
 
-/// Issue T, 2: a gRPC answer carried `content-length` (its message's), and curl stopped
+/// A gRPC answer once carried `content-length` (its message's), and curl stopped
 /// reading there, before the trailers that hold `grpc-status`. gRPC's answers, whole or
 /// trailers-only, carry none (as grpc-go and tonic send them);
 /// gRPC-Web's (its trailers in the body) and any other answer with trailers keep theirs.
