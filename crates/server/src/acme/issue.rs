@@ -195,8 +195,9 @@ pub async fn certificate(
     // What this order put in the fleet's storage, withdrawn however it ends.
     let mut published: Vec<Answer> = Vec::new();
     let kind = config.challenge;
-    // DNS-01's TXT records this order put in the zone: (validated name, value).
-    let mut records: Vec<(String, String)> = Vec::new();
+    // DNS-01's TXT records this order put in the zone: (validated name, value, whether the
+    // DNS server answered their addition).
+    let mut records: Vec<(String, String, bool)> = Vec::new();
     let result = async {
         let mut authorizations = order.authorizations();
         while let Some(authz) = authorizations.next().await {
@@ -242,11 +243,15 @@ pub async fn certificate(
                         .as_ref()
                         .ok_or_else(|| err("dns-01 without [acme] dns"))?;
                     let value = key_auth.dns_value();
-                    // Kept before the update: a record whose answer was lost is deleted too.
-                    records.push((name.clone(), value.clone()));
+                    // Kept before the update: a record whose answer was lost is deleted too
+                    // (quietly: its addition's failure was the line worth reading).
+                    records.push((name.clone(), value.clone(), false));
                     dns::update::publish(dns, &name, &value)
                         .await
                         .map_err(|e| err(format!("DNS-01 for {name}: {e}")))?;
+                    if let Some(r) = records.last_mut() {
+                        r.2 = true;
+                    }
                     None
                 }
             };
@@ -290,9 +295,13 @@ pub async fn certificate(
         }
     }
     if let Some(dns) = &config.dns {
-        for (name, value) in &records {
-            if let Err(e) = dns::update::withdraw(dns, name, value).await {
-                tracing::warn!(%name, "DNS-01: the TXT record could not be deleted: {e}");
+        for (name, value, added) in &records {
+            match dns::update::withdraw(dns, name, value).await {
+                Err(e) if *added => {
+                    tracing::warn!(%name, "DNS-01: the TXT record could not be deleted: {e}")
+                }
+                Err(e) => tracing::debug!(%name, "DNS-01: no TXT record to delete: {e}"),
+                Ok(()) => {}
             }
         }
     }
