@@ -142,6 +142,23 @@ impl Conn {
         }
     }
 
+    /// Whether Redis still holds the connection: a kept connection that Redis closed while it
+    /// was idle (it restarted, or dropped idle clients) reads end of file. Asked before each
+    /// call on a kept one (storage calls are few): a dead one is replaced, not reported.
+    fn alive(&self) -> bool {
+        let mut byte = [0u8; 1];
+        if self.stream.set_nonblocking(true).is_err() {
+            return false;
+        }
+        let open = match self.stream.peek(&mut byte) {
+            Ok(0) => false,
+            // A byte nobody asked for (a reply out of turn): not a connection to trust.
+            Ok(_) => false,
+            Err(e) => e.kind() == io::ErrorKind::WouldBlock,
+        };
+        self.stream.set_nonblocking(false).is_ok() && open
+    }
+
     fn call(&mut self, args: &[&[u8]]) -> Result<Reply, StorageError> {
         self.send(args)?;
         match self.reply(false)? {
@@ -179,6 +196,9 @@ impl RedisStorage {
     /// error, so the next call starts clean).
     fn call(&self, args: &[&[u8]]) -> Result<Reply, StorageError> {
         let mut slot = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.as_ref().is_some_and(|c| !c.alive()) {
+            *slot = None;
+        }
         let conn = match slot.as_mut() {
             Some(c) => c,
             None => slot.insert(Conn::open(&self.at)?),
@@ -517,6 +537,30 @@ mod tests {
         let a: Arc<dyn Storage> = Arc::new(RedisStorage::open(&server.url()).unwrap());
         let b: Arc<dyn Storage> = Arc::new(RedisStorage::open(&server.url()).unwrap());
         super::super::contract::locks(&a, &b);
+    }
+
+    /// A kept connection that Redis closed (a restart) is replaced before it is used: the first
+    /// call after Redis is back succeeds, no "closed the connection" error.
+    #[test]
+    fn a_connection_redis_closed_while_idle_is_replaced_not_reported() {
+        let Some(server) = Server::start() else {
+            return;
+        };
+        let port: u16 = server.url().rsplit(':').next().unwrap().parse().unwrap();
+        let storage = RedisStorage::open(&server.url()).unwrap();
+        storage.put("k", b"v1").unwrap();
+        drop(server);
+        let Some(server) = Server::start_on(port) else {
+            return;
+        };
+        assert_eq!(
+            storage.get("k").unwrap(),
+            None,
+            "an empty Redis, reached at once"
+        );
+        storage.put("k", b"v2").unwrap();
+        assert_eq!(storage.get("k").unwrap().as_deref(), Some(&b"v2"[..]));
+        drop(server);
     }
 
     #[test]
