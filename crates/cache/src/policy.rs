@@ -54,7 +54,7 @@ pub enum Bypass {
     /// answer something else than the URL's representation, so it is neither answered from
     /// the store, nor collapsed with other requests, nor stored.
     Body,
-    /// A `bypass` rule of the mount matched (issue U item 3, nginx's `proxy_cache_bypass`):
+    /// A `bypass` rule of the mount matched (nginx's `proxy_cache_bypass`):
     /// not answered from the store nor collapsed; its answer is stored as any other.
     Rule,
 }
@@ -73,6 +73,7 @@ pub enum Plan {
     Answer {
         entry: Arc<Entry>,
         age: u64,
+        /// Seconds of freshness left: at least 1 when fresh, 0 or less when stale.
         ttl: i64,
         not_modified: bool,
         revalidate: bool,
@@ -324,7 +325,7 @@ pub fn after(
             return After::ServeStale(Arc::clone(entry), by);
         }
     }
-    // A `no_store` rule (issue U item 3): after the validation's own cases (a 304 answers
+    // A `no_store` rule: after the validation's own cases (a 304 answers
     // the cache's validators, not the client, so it freshens the entry as it would).
     if opts.rules.as_ref().is_some_and(|r| r.no_store(req)) {
         return After::PassOn(Some(NotStored::Rule));

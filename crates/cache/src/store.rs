@@ -319,7 +319,7 @@ pub struct Listed {
 impl Store {
     /// Removes every answer tagged `tag` (`Surrogate-Key`, `Cache-Tag`: [`crate::tags`]),
     /// every variant that carries it; how many answers. A walk of every shard, as a purge
-    /// by prefix is: a purge, not a lookup (issue U item 7).
+    /// by prefix is: a purge, not a lookup.
     pub fn remove_tagged(&self, tag: &[u8]) -> usize {
         self.shards
             .iter()
@@ -334,7 +334,7 @@ impl Store {
 
 impl Store {
     /// Counts `extra` bytes more for `entry` while it is stored: a body derived from it after
-    /// it went in ([`Entry::derived`]: issue U item 8's encoded hits), so that the store's
+    /// it went in ([`Entry::derived`]: a hit's encoded body), so that the store's
     /// limit holds what its entries keep; past it, answers are evicted as for an insert.
     pub fn grow(&self, entry: &Arc<Entry>, extra: usize) {
         self.shard(&entry.key).grow(entry, extra);
@@ -343,7 +343,7 @@ impl Store {
 
 impl Store {
     /// Replaces each variant of `key` with what `f` makes of it (`None`: left as it is): a
-    /// soft purge's answers made stale in place (issue U item 7). How many were replaced. A
+    /// soft purge's answers made stale in place. How many were replaced. A
     /// replacement of another size is not made (a soft purge changes the timing alone).
     pub fn replace(&self, key: &Key, f: impl Fn(&Entry) -> Option<Entry>) -> usize {
         let mut shard = self.shard(key);
@@ -351,6 +351,28 @@ impl Store {
         ids.into_iter()
             .filter(|&id| shard.replace_slot(id, &f))
             .count()
+    }
+
+    /// [`Store::replace`] for every variant of every key that starts with `prefix` (a
+    /// soft purge of a URL on a mount whose key adds a cookie or a field: one key per
+    /// value, each starting with the URL's part). A walk of every shard, as
+    /// [`Store::remove_prefix`] is.
+    pub fn replace_prefix(&self, prefix: &[u8], f: impl Fn(&Entry) -> Option<Entry>) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                let mut shard = s.lock().unwrap_or_else(|p| p.into_inner());
+                let ids: Vec<u32> = shard
+                    .map
+                    .iter()
+                    .filter(|(k, _)| k.starts_with(prefix))
+                    .flat_map(|(_, ids)| ids.iter().copied())
+                    .collect();
+                ids.into_iter()
+                    .filter(|&id| shard.replace_slot(id, &f))
+                    .count()
+            })
+            .sum()
     }
 
     /// [`Store::replace`] for every answer tagged `tag`.
@@ -588,7 +610,7 @@ impl Shard {
         }
         // Room is made before the entry goes in, so that it is never its own victim: one larger
         // than the small FIFO's share, pushed into a full shard first, was evicted at once by
-        // the loop that made room after it, and said `Stored` (issue T's review).
+        // the loop that made room after it, and said `Stored`.
         while self.bytes() + size > self.limits.capacity {
             let before = self.bytes();
             self.evict_one();

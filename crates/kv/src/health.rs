@@ -2,14 +2,21 @@
 //! transitions a log line and the `outages` counter follow. No clock of its own (the caller
 //! passes `now`), no sockets, no logging.
 //!
-//! The rule (issue Q): a tier that fails is *down*; while down, calls are answered as misses
-//! without I/O, except one probe at a time once `retry_after` has passed since the last
+//! The rule: a tier that fails (an error: refused, reset) or times out
+//! [`TIMEOUTS_IN_A_ROW`] times in a row (a success between starts the count again) is
+//! *down*; while down, calls are answered as misses without I/O, except one probe at a time once `retry_after` has passed since the last
 //! failure. The probe's success brings it back up; a success reported while no probe is out
 //! is a call admitted before the outage began (its answer came late), which says nothing of
 //! the server now and changes nothing. An outage is one Up → Down transition, so it is
 //! logged and counted once however many calls fail during it, or answer late.
 
 use std::time::{Duration, Instant};
+
+/// Timeouts in a row that take an up tier down. One late answer on a busy host (the
+/// tier's thread or the worker descheduled past the timeout) is not an outage: with one,
+/// a 50 ms timeout flapped a healthy Redis down and up. A stopped server still goes down
+/// after three calls' timeouts; an error (refused, reset) takes it down at once.
+pub const TIMEOUTS_IN_A_ROW: u32 = 3;
 
 /// What a call may do now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,7 +41,10 @@ pub enum Change {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
-    Up,
+    Up {
+        /// Calls timed out since the last success (or the last outage's end).
+        timeouts: u32,
+    },
     Down {
         /// When the next probe may go.
         retry_at: Instant,
@@ -53,19 +63,19 @@ pub struct Health {
 impl Health {
     pub fn new(retry_after: Duration) -> Health {
         Health {
-            state: State::Up,
+            state: State::Up { timeouts: 0 },
             retry_after,
         }
     }
 
     pub fn is_up(&self) -> bool {
-        self.state == State::Up
+        matches!(self.state, State::Up { .. })
     }
 
     /// Whether a call at `now` may go to the server.
     pub fn admit(&mut self, now: Instant) -> Admit {
         match &mut self.state {
-            State::Up => Admit::Go,
+            State::Up { .. } => Admit::Go,
             State::Down { retry_at, probing } => {
                 if *probing || now < *retry_at {
                     Admit::Skip
@@ -77,18 +87,36 @@ impl Health {
         }
     }
 
-    /// A call succeeded: while down, only the probe's success brings the tier back.
+    /// A call succeeded: while up, the timeouts in a row start again from none; while down,
+    /// only the probe's success brings the tier back.
     pub fn succeeded(&mut self) -> Change {
         match self.state {
-            State::Up | State::Down { probing: false, .. } => Change::None,
+            State::Down { probing: false, .. } => Change::None,
+            State::Up { .. } => {
+                self.state = State::Up { timeouts: 0 };
+                Change::None
+            }
             State::Down { probing: true, .. } => {
-                self.state = State::Up;
+                self.state = State::Up { timeouts: 0 };
                 Change::CameBack
             }
         }
     }
 
-    /// A call failed (an error or a timeout) at `now`.
+    /// A call timed out at `now`: the tier goes down at the [`TIMEOUTS_IN_A_ROW`]th in a
+    /// row; while down, as [`Health::failed`].
+    pub fn timed_out(&mut self, now: Instant) -> Change {
+        if let State::Up { timeouts } = &mut self.state {
+            *timeouts += 1;
+            if *timeouts < TIMEOUTS_IN_A_ROW {
+                return Change::None;
+            }
+        }
+        self.failed(now)
+    }
+
+    /// A call failed (an error: refused, reset, a reply that makes no sense) at `now`: down
+    /// at once.
     pub fn failed(&mut self, now: Instant) -> Change {
         let was_up = self.is_up();
         self.state = State::Down {
@@ -150,6 +178,88 @@ mod tests {
         let t1 = t0 + RETRY;
         assert_eq!(h.admit(t1), Admit::Probe);
         assert_eq!(h.succeeded(), Change::CameBack);
+        assert!(h.is_up());
+    }
+
+    /// Timeouts take the tier down only [`TIMEOUTS_IN_A_ROW`] in a row; a success between
+    /// starts the count again; an error takes it down at once; while down, a timed-out probe
+    /// keeps it down, one outage.
+    #[test]
+    fn timeouts_take_the_tier_down_only_several_in_a_row() {
+        #[derive(Clone, Copy, Debug)]
+        enum Call {
+            Answered,
+            TimedOut,
+            Refused,
+        }
+        use Call::*;
+        // (the calls' outcomes, in order; what each changed; up at the end)
+        let table: &[(&[Call], &[Change], bool)] = &[
+            (&[TimedOut], &[Change::None], true),
+            (&[TimedOut, TimedOut], &[Change::None, Change::None], true),
+            (
+                &[TimedOut, TimedOut, TimedOut],
+                &[Change::None, Change::None, Change::WentDown],
+                false,
+            ),
+            // A success between: the busy host's occasional late answer never adds up.
+            (
+                &[
+                    TimedOut, TimedOut, Answered, TimedOut, TimedOut, Answered, TimedOut,
+                ],
+                &[Change::None; 7],
+                true,
+            ),
+            // A refused connection is down at once, whatever came before.
+            (&[Refused], &[Change::WentDown], false),
+            (
+                &[TimedOut, Refused, TimedOut, Refused],
+                &[Change::None, Change::WentDown, Change::None, Change::None],
+                false,
+            ),
+            // More timeouts once down (calls admitted before it went down): one outage.
+            (
+                &[TimedOut, TimedOut, TimedOut, TimedOut, TimedOut],
+                &[
+                    Change::None,
+                    Change::None,
+                    Change::WentDown,
+                    Change::None,
+                    Change::None,
+                ],
+                false,
+            ),
+        ];
+        let t0 = Instant::now();
+        for (calls, changes, up) in table {
+            let mut h = Health::new(RETRY);
+            let got: Vec<Change> = calls
+                .iter()
+                .map(|c| {
+                    assert_eq!(h.admit(t0), if h.is_up() { Admit::Go } else { Admit::Skip });
+                    match c {
+                        Answered => h.succeeded(),
+                        TimedOut => h.timed_out(t0),
+                        Refused => h.failed(t0),
+                    }
+                })
+                .collect();
+            assert_eq!(&got, changes, "{calls:?}");
+            assert_eq!(h.is_up(), *up, "{calls:?}");
+        }
+        // Down by timeouts: a probe that times out keeps it down; the count starts again
+        // from none once the probe's success brings it back.
+        let mut h = Health::new(RETRY);
+        for _ in 0..TIMEOUTS_IN_A_ROW {
+            h.timed_out(t0);
+        }
+        let t1 = t0 + RETRY;
+        assert_eq!(h.admit(t1), Admit::Probe);
+        assert_eq!(h.timed_out(t1), Change::None);
+        let t2 = t1 + RETRY;
+        assert_eq!(h.admit(t2), Admit::Probe);
+        assert_eq!(h.succeeded(), Change::CameBack);
+        assert_eq!(h.timed_out(t2), Change::None);
         assert!(h.is_up());
     }
 

@@ -7,7 +7,7 @@
 //! Must not: fail or hang a caller. A call the tier cannot answer in time is a miss.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use crate::endpoint::{Endpoint, TierConfig};
@@ -50,11 +50,34 @@ impl From<async_memcached::Error> for Failure {
 struct Inner {
     config: TierConfig,
     backend: Backend,
-    health: Mutex<Health>,
+    /// The server's health, shared with every other handle started for it ([`health_of`]).
+    health: Arc<Mutex<Health>>,
     counters: Counters,
     runtime: tokio::runtime::Handle,
     /// Dropped with the last handle: the tier's thread then ends.
     _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+/// The health of `config`'s server, one per server in the process: each proxy mount with
+/// a tier starts a [`Tier`] of its own, and with a health each, one outage of a server that
+/// several mounts share was a warn line (and a count) per mount, a second apart (a quiet
+/// mount's purge-log read finds it at most a second later). The first handle's
+/// `retry_after` holds while any handle of that server lives.
+fn health_of(config: &TierConfig) -> Arc<Mutex<Health>> {
+    static HEALTHS: Mutex<Vec<(String, Weak<Mutex<Health>>)>> = Mutex::new(Vec::new());
+    let name = config.endpoint.to_string();
+    let mut known = HEALTHS.lock().unwrap_or_else(|p| p.into_inner());
+    known.retain(|(_, h)| h.strong_count() > 0);
+    if let Some(h) = known
+        .iter()
+        .find(|(n, _)| *n == name)
+        .and_then(|(_, h)| h.upgrade())
+    {
+        return h;
+    }
+    let h = Arc::new(Mutex::new(Health::new(config.retry_after)));
+    known.push((name, Arc::downgrade(&h)));
+    h
 }
 
 /// What [`Tier::link_spec`] gives: the server's address and the greeting a connection
@@ -103,7 +126,7 @@ impl Tier {
             })?;
         Ok(Tier {
             inner: Arc::new(Inner {
-                health: Mutex::new(Health::new(config.retry_after)),
+                health: health_of(&config),
                 config,
                 backend,
                 counters: Counters::default(),
@@ -257,8 +280,8 @@ impl Tier {
     /// How a caller with an event loop of its own reaches this tier itself (a Redis tier
     /// only; `None` for memcached, which is asked on the tier's thread): the proxy's worker
     /// asks its `GET`s on its own socket ([`crate::link`]), with no thread hop each way
-    /// (a wake of this thread and one back cost a second-tier hit ~1.3 µs of the edge's CPU,
-    /// issue Q). The caller keeps the rules the calls here keep: [`Tier::admit`] before,
+    /// (a wake of this thread and one back cost a second-tier hit ~1.3 µs of the edge's CPU).
+    /// The caller keeps the rules the calls here keep: [`Tier::admit`] before,
     /// [`Tier::timeout`] on each ask, [`Tier::settle`] after.
     pub fn link_spec(&self) -> Option<LinkSpec> {
         let Backend::Redis(r) = &self.inner.backend else {
@@ -305,12 +328,15 @@ impl Tier {
         let i = &self.inner;
         let (found, answered) = match outcome {
             Ok(values) if values.len() == keys => {
-                i.report(None);
+                i.report(None, false);
                 (values, true)
             }
             Ok(_) => {
                 Counters::add(&i.counters.errors);
-                i.report(Some("an answer with the wrong number of values".into()));
+                i.report(
+                    Some("an answer with the wrong number of values".into()),
+                    false,
+                );
                 (vec![None; keys], false)
             }
             Err(Broken(why)) => {
@@ -321,7 +347,7 @@ impl Tier {
                     Counters::add(&i.counters.errors);
                     why
                 };
-                i.report(Some(why));
+                i.report(Some(why), timed_out);
                 (vec![None; keys], false)
             }
         };
@@ -435,6 +461,7 @@ impl Inner {
     /// timed out.
     async fn bounded<T>(&self, op: impl Future<Output = Result<T, Failure>>) -> Option<T> {
         let outcome = tokio::time::timeout(self.config.timeout, op).await;
+        let timed_out = matches!(outcome, Ok(Err(Failure { timeout: true, .. })) | Err(_));
         let failed = match &outcome {
             Ok(Ok(_)) => None,
             Ok(Err(Failure {
@@ -449,7 +476,7 @@ impl Inner {
                 Some(format!("no answer within {:?}", self.config.timeout))
             }
         };
-        self.report(failed);
+        self.report(failed, timed_out);
         outcome.ok().and_then(Result::ok)
     }
 
@@ -484,8 +511,9 @@ impl Inner {
         unframed
     }
 
-    /// Records a call's outcome: logs the start and the end of an outage, once each.
-    fn report(&self, failed: Option<String>) {
+    /// Records a call's outcome (`failed`, why, and whether by a `timeout`): logs the start
+    /// and the end of an outage, once each.
+    fn report(&self, failed: Option<String>, timeout: bool) {
         let change = match &failed {
             None => self.health.lock().unwrap().succeeded(),
             Some(_) => {
@@ -494,7 +522,12 @@ impl Inner {
                     Backend::Redis(r) => r.reset(),
                     Backend::Memcached(m) => m.reset(),
                 }
-                self.health.lock().unwrap().failed(Instant::now())
+                let mut health = self.health.lock().unwrap();
+                if timeout {
+                    health.timed_out(Instant::now())
+                } else {
+                    health.failed(Instant::now())
+                }
             }
         };
         let endpoint = &self.config.endpoint;

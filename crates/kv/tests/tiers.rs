@@ -299,7 +299,7 @@ fn get_set_delete_and_the_generation() {
             let c = tier.counters();
             assert_eq!((c.errors, c.timeouts, c.outages), (0, 0, 0), "{engine:?}");
             assert!(c.sets >= 2 && c.hits >= 1);
-            // Issue U item 9: with nothing failed or skipped, every miss is a real one (the
+            // With nothing failed or skipped, every miss is a real one (the
             // server had nothing): absent and misses agree.
             assert_eq!((c.absent, c.skipped), (c.misses, 0), "{engine:?}: {c:?}");
             assert!(c.absent >= 17, "{engine:?}: {c:?}");
@@ -331,7 +331,7 @@ fn a_killed_server_is_a_miss_logged_once_and_used_again_when_back() {
                 "{engine:?}: one outage, however many calls: {down:?}"
             );
             assert!(down.errors >= 1 && down.misses >= 50, "{down:?}");
-            // Issue U item 9: none of those misses is a real one (the server had nothing):
+            // None of those misses is a real one (the server had nothing):
             // each was a failed call or one skipped while the tier was down.
             assert_eq!(down.absent, before.absent, "{engine:?}: {down:?}");
             assert!(down.skipped >= 1, "{engine:?}: {down:?}");
@@ -351,6 +351,35 @@ fn a_killed_server_is_a_miss_logged_once_and_used_again_when_back() {
     }
 }
 
+/// Issue 83: two warn lines for one outage, a second apart. A proxy's mounts each start a
+/// tier of their own for one server; each kept its own health, so each declared (and
+/// counted) the outage. One server, one health: the second handle's call is skipped, not a
+/// second outage. No server is needed: nothing listens on the port (refused at once).
+#[test]
+fn handles_of_one_server_share_its_outage() {
+    block_on(async {
+        let url = format!("memcached://127.0.0.1:{}", free_port());
+        let config = TierConfig::parse(&url).unwrap();
+        let (a, b) = (
+            Tier::start(config.clone()).unwrap(),
+            Tier::start(config).unwrap(),
+        );
+        assert_eq!(a.get("k").await, None);
+        assert!(!a.is_up() && !b.is_up(), "one health");
+        assert_eq!(b.get("k").await, None);
+        let (ca, cb) = (a.counters(), b.counters());
+        assert_eq!((ca.errors, ca.outages), (1, 1), "{ca:?}");
+        assert_eq!((cb.errors, cb.skipped, cb.outages), (0, 1, 0), "{cb:?}");
+        // Another server is another health.
+        let other = format!("memcached://127.0.0.1:{}", free_port());
+        assert!(
+            Tier::start(TierConfig::parse(&other).unwrap())
+                .unwrap()
+                .is_up()
+        );
+    });
+}
+
 #[test]
 fn a_stopped_server_costs_each_call_the_timeout_not_a_hang() {
     for engine in ENGINES {
@@ -362,10 +391,18 @@ fn a_stopped_server_costs_each_call_the_timeout_not_a_hang() {
             assert!(tier.set("k", b"v", LONG).await);
             server.signal(Signal::STOP);
             // The connection is up and the server silent: only the timeout ends these calls
-            // (without it this test never finishes).
-            assert_eq!(tier.get("k").await, None, "{engine:?}");
-            let c = tier.counters();
-            assert_eq!((c.timeouts, c.outages), (1, 1), "{engine:?}: {c:?}");
+            // (without it this test never finishes). Several in a row are an outage (one
+            // late answer on a busy host is not).
+            for n in 1..=linerate_kv::health::TIMEOUTS_IN_A_ROW {
+                assert_eq!(tier.get("k").await, None, "{engine:?}");
+                let c = tier.counters();
+                let down = u64::from(n == linerate_kv::health::TIMEOUTS_IN_A_ROW);
+                assert_eq!(
+                    (c.timeouts, c.outages),
+                    (u64::from(n), down),
+                    "{engine:?}: {c:?}"
+                );
+            }
             // Probes time out too, and the rest are skipped meanwhile.
             for _ in 0..5 {
                 assert_eq!(tier.get("k").await, None);

@@ -1,4 +1,4 @@
-//! Issue U items 4 and 5, the proxy cache's rules as an operator sets them, over real
+//! The proxy cache's rules as an operator sets them, over real
 //! sockets, each against a real origin and, where nginx 1.22 has the feature, against nginx
 //! in the same test with the same origin script: the key's parts (`key`, nginx's
 //! `proxy_cache_key`), query parameters dropped and sorted (`query_drop`, `query_sort`: nginx
@@ -433,6 +433,56 @@ fn a_cookie_in_the_key_keeps_one_entry_per_value() {
     assert_eq!((status, body.as_str()), (200, "purged 2\n"));
     p.get(0, "t", "/home", "Cookie: lang=fr\r\n");
     assert_eq!(p.origin.count("/home"), 3);
+}
+
+/// Issue 83: a soft purge on a mount whose key adds a cookie was a purge (`purged 1`, then
+/// `fwd=uri-miss` and a whole answer from the origin, no conditional request). Every
+/// value's entry is now made stale and kept: the next request for each goes up with its
+/// validator (`If-None-Match`) and the 304 keeps the stored body.
+#[test]
+fn a_soft_purge_on_a_mount_keyed_by_a_cookie_keeps_every_value_to_revalidate() {
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    let (whole, conditional) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (w, c) = (whole.clone(), conditional.clone());
+    let origin: Answer = Arc::new(move |_, head| {
+        let lang = if head.contains("lang=fr") { "fr" } else { "en" };
+        let fields = format!("Cache-Control: max-age=600\r\nETag: \"{lang}\"\r\n");
+        let asked = format!("if-none-match: \"{lang}\"");
+        if head.to_ascii_lowercase().contains(&asked) {
+            c.fetch_add(1, Relaxed);
+            return format!("HTTP/1.1 304 Not Modified\r\n{fields}\r\n").into_bytes();
+        }
+        w.fetch_add(1, Relaxed);
+        answer("200 OK", &fields, lang)
+    });
+    let p = linerate(
+        "cookie-soft",
+        "key = [\"host\", \"path\", \"query\", \"cookie:lang\"]",
+        origin,
+    );
+    let values = [("Cookie: lang=en\r\n", "en"), ("Cookie: lang=fr\r\n", "fr")];
+    for (cookie, lang) in values {
+        assert_eq!(p.get(0, "t", "/home", cookie).text(), lang);
+        assert_eq!(p.get(0, "t", "/home", cookie).text(), lang, "a hit");
+    }
+    assert_eq!(whole.load(Relaxed), 2, "one entry per value");
+    let (status, body) = post(p.admin.as_deref().unwrap(), "/purge?url=http://t/home&soft");
+    assert_eq!((status, body.as_str()), (200, "purged 2\n"));
+    for (cookie, lang) in values {
+        let r = p.get(0, "t", "/home", cookie);
+        assert_eq!((r.status, r.text()), (200, lang.to_string()));
+        let status = r.header("cache-status").unwrap_or_default();
+        assert!(!status.contains("uri-miss"), "{status}");
+    }
+    assert_eq!(
+        (whole.load(Relaxed), conditional.load(Relaxed)),
+        (2, 2),
+        "each value revalidated, none fetched whole"
+    );
+    for (cookie, lang) in values {
+        assert_eq!(p.get(0, "t", "/home", cookie).text(), lang, "fresh again");
+    }
+    assert_eq!((whole.load(Relaxed), conditional.load(Relaxed)), (2, 2));
 }
 
 /// Item 5: `valid` gives a lifetime to answers the origin gave none, by status (nginx's

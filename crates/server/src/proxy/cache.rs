@@ -103,7 +103,7 @@ impl MountCache {
                         super::tier::Forget::Key(key) => {
                             m.store.remove(key);
                         }
-                        // A tag purged on some edge (issue U item 7).
+                        // A tag purged on some edge.
                         super::tier::Forget::Tag(tag) => {
                             m.store.remove_tagged(tag);
                         }
@@ -202,7 +202,7 @@ impl MountCache {
     }
 }
 
-/// A configured rule as linerate-cache matches it (issue U item 3).
+/// A configured rule as linerate-cache matches it.
 fn rule(r: &crate::config::CacheRule) -> linerate_cache::Rule {
     use crate::config::CacheRule as C;
     use linerate_cache::Rule;
@@ -243,7 +243,7 @@ pub(crate) struct CacheReq {
     fields: Vec<(Range<usize>, Range<usize>)>,
     /// The request carries content ([`linerate_cache::Request::body`]).
     body: bool,
-    /// A HEAD that goes upstream as GET (issue U item 6, `convert_head`): the cache reads
+    /// A HEAD that goes upstream as GET (`convert_head`): the cache reads
     /// it as the GET it sent, whose answer it stores.
     as_get: bool,
 }
@@ -416,7 +416,7 @@ impl Hit {
     }
 
     /// The stored body encoded with `coding` at `cfg`'s level, made once per entry and
-    /// coding (issue U item 8: every compressed hit encoded it again) and kept with the
+    /// coding (every compressed hit used to encode it again) and kept with the
     /// entry and counted in its `store`'s bytes (when the hit knows it); `None` for a part
     /// of the body (a range), or a coding with no encoder.
     pub(crate) fn encoded(
@@ -702,7 +702,7 @@ fn written_here(name: &[u8]) -> bool {
         6 => eq_lower(name, b"server"),
         14 => eq_lower(name, b"content-length"),
         17 => eq_lower(name, b"transfer-encoding"),
-        // The origin's tags are the cache's, never the client's (issue U item 7).
+        // The origin's tags are the cache's, never the client's.
         9 => eq_lower(name, b"cache-tag"),
         13 => eq_lower(name, b"surrogate-key"),
         _ => false,
@@ -836,7 +836,7 @@ fn plan_listed(
     } = plan
     {
         let counters = mount.store.counters();
-        counters.record(if ttl < 0 { Event::Stale } else { Event::Hit });
+        counters.record(if ttl > 0 { Event::Hit } else { Event::Stale });
         let status = mount
             .hit_status
             .as_deref()
@@ -937,7 +937,7 @@ pub(crate) struct Exchange {
     /// look).
     pending: Option<(Plan, Time)>,
     /// When it joined another request's flight to wait: an entry received since is that
-    /// flight's answer, the validation a client's no-cache asked for (issue U item 2).
+    /// flight's answer, the validation a client's no-cache asked for.
     waited_since: Option<Time>,
 }
 
@@ -988,14 +988,14 @@ impl Exchange {
     }
 
     /// Why the request was not answered from the store, when it was not: the method, no
-    /// key, preconditions, a body, or a mount's `bypass` rule (`Bypass::Rule`, issue U item
-    /// 3: its Cache-Status says `fwd=bypass`, and a log may say BYPASS).
-    #[allow(dead_code)] // for the access log's cache status (issue U item 9)
+    /// key, preconditions, a body, or a mount's `bypass` rule (`Bypass::Rule`:
+    /// its Cache-Status says `fwd=bypass`, and a log may say BYPASS).
+    #[allow(dead_code)] // for the access log's cache status
     pub(crate) fn bypassed(&self) -> Option<linerate_cache::Bypass> {
         self.bypass
     }
 
-    /// A HEAD that goes upstream as GET (issue U item 6): the driver sends GET, reads the
+    /// A HEAD that goes upstream as GET: the driver sends GET, reads the
     /// answer's body for the store only, and gives the client the head.
     pub(crate) fn head_as_get(&self) -> bool {
         self.req.as_get
@@ -1053,7 +1053,7 @@ impl Exchange {
         let decode = |b, key: &Key| {
             super::tier::decode(b, key)
                 .filter(|e| linerate_cache::storable::cookie_allowed(&e.facts, opts))
-                // A tag purged since it was stored (issue U item 7): the tier cannot list a
+                // A tag purged since it was stored: the tier cannot list a
                 // tag's keys, so its entry stays there, and is refused here.
                 .filter(|e| mount.tier.as_ref().is_none_or(|t| !t.tag_purged(e)))
         };
@@ -1150,7 +1150,7 @@ impl Exchange {
                 revalidate,
                 updating,
             } => {
-                counters.record(if ttl < 0 { Event::Stale } else { Event::Hit });
+                counters.record(if ttl > 0 { Event::Hit } else { Event::Stale });
                 // `name; hit; ttl=N`, inline as the content phase's hits write it; the
                 // operator's `updating` says so (`detail=stale-updating`).
                 let status = if updating {
@@ -1199,7 +1199,7 @@ impl Exchange {
             }
             Plan::Forward { key, validate, fwd } => {
                 counters.record(Event::Miss);
-                // issue U item 6: a HEAD goes up as GET, whose answer is stored (nginx's
+                // a HEAD goes up as GET, whose answer is stored (nginx's
                 // `proxy_cache_convert_head`); the driver sends it so (`Exchange::head_as_get`).
                 if mount.conf.convert_head && self.req.is_head() {
                     self.req.as_get = true;
@@ -1224,7 +1224,7 @@ impl Exchange {
                     return Before::Tier;
                 }
                 // A client's no-cache or max-age joins the key's flight like any validation
-                // (issue U item 2: 100 of them made 100 origin requests); woken, it takes
+                // (100 of them once made 100 origin requests); woken, it takes
                 // the flight's answer as its validation (`cache_force::flight_validated`).
                 if self.alone {
                     return Before::Forward;
@@ -1378,7 +1378,7 @@ impl Exchange {
             After::Store { key, variant } => {
                 let max = mount.max_object;
                 let mut stored = linerate_cache::fields::to_stored(&fields);
-                // An ignored Set-Cookie (issue U item 5) is the filling visitor's alone: the
+                // An ignored Set-Cookie is the filling visitor's alone: the
                 // stored answer never replays it (docs/cache-poisoning.md).
                 if mount.opts.ignore.set_cookie {
                     stored.retain(|(n, _)| !n.eq_ignore_ascii_case(b"set-cookie"));

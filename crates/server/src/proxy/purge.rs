@@ -1,10 +1,10 @@
-//! Purges as operators ask for them (issue U item 7): what a purge of a URL names as cache
+//! Purges as operators ask for them: what a purge of a URL names as cache
 //! keys (every scheme and port the URL can be keyed under on this server), and a mount's
 //! cache purged of them, here and through its shared tier on every edge. Both the admin
 //! listener (`POST /purge`) and the `PURGE` method (`app/phase/content/purge.rs`) come here.
 //!
-//! Owns the URL → keys mapping, through the mount's key rules (`key`, `query_drop`: issue U
-//! item 4) as a request's plan maps it. Must not wait in a worker: [`MountCache::purge_keys_then`] answers through its
+//! Owns the URL → keys mapping, through the mount's key rules (`key`, `query_drop`)
+//! as a request's plan maps it. Must not wait in a worker: [`MountCache::purge_keys_then`] answers through its
 //! callback, on the tier's thread.
 #![forbid(unsafe_code)]
 
@@ -177,19 +177,29 @@ impl MountCache {
     /// edge. The tier's own entries of `keys` are deleted and its entries with `tag` refused
     /// (it cannot rewrite what it holds): an edge that does not hold the answer fetches it.
     /// How many answers memory made stale, and whether the tier took it.
-    /// On a mount whose key adds a cookie or a field, a soft purge by URL is a purge: its
-    /// answers (one per value) are removed, not softened.
+    /// On a mount whose key adds a cookie or a field, every value's answer of a URL is made
+    /// stale here (it was removed: the soft purge was a purge); the tier cannot name those
+    /// entries, so its generation moves as for a purge, and the other edges start cold.
     pub(crate) fn soft_purge(&self, keys: &[Key], tag: Option<&[u8]>) -> (usize, bool) {
-        if tag.is_none() && self.key_adds() {
-            return self.purge_keys(keys);
-        }
         let took = match &self.tier {
             Some(t) => t.purge_many(match tag {
                 Some(tag) => vec![Purge::SoftTag(tag.into())],
+                None if self.key_adds() => self.tier_purges(keys),
                 None => keys.iter().cloned().map(Purge::SoftKey).collect(),
             }),
             None => true,
         };
+        if tag.is_none() && self.key_adds() {
+            let now = super::cache::now();
+            let softened = url_parts(keys)
+                .iter()
+                .map(|p| {
+                    self.store
+                        .replace_prefix(p, |e| stale_now(e, &self.opts, now))
+                })
+                .sum();
+            return (softened, took);
+        }
         let softened = match tag {
             Some(tag) => self.soften_tagged(tag),
             None => keys.iter().map(|k| self.soften(k)).sum(),
@@ -232,23 +242,32 @@ impl MountCache {
         if !self.key_adds() {
             return keys.iter().filter(|k| self.store.remove(k)).count();
         }
-        let mut parts: Vec<Vec<u8>> = keys
+        url_parts(keys)
             .iter()
-            .map(|k| {
-                let url = k
-                    .as_bytes()
-                    .split(|&b| b == b' ')
-                    .next()
-                    .unwrap_or_default();
-                let mut p = url.to_vec();
-                p.push(b' ');
-                p
-            })
-            .collect();
-        parts.sort();
-        parts.dedup();
-        parts.iter().map(|p| self.store.remove_prefix(p)).sum()
+            .map(|p| self.store.remove_prefix(p))
+            .sum()
     }
+}
+
+/// Where the mount's key adds a cookie or a field: the prefix every entry of each of
+/// `keys`' URLs starts with (the URL's part and a space), once each.
+fn url_parts(keys: &[Key]) -> Vec<Vec<u8>> {
+    let mut parts: Vec<Vec<u8>> = keys
+        .iter()
+        .map(|k| {
+            let url = k
+                .as_bytes()
+                .split(|&b| b == b' ')
+                .next()
+                .unwrap_or_default();
+            let mut p = url.to_vec();
+            p.push(b' ');
+            p
+        })
+        .collect();
+    parts.sort();
+    parts.dedup();
+    parts
 }
 
 /// The most times [`stale_now`] moves an entry's timing back: each move makes up what the
@@ -317,7 +336,7 @@ mod tests {
         KeyRules::parse(&s(parts), &s(drop), false).unwrap()
     }
 
-    /// A mount keyed without scheme and port (issue U item 4) has one key for every form of
+    /// A mount keyed without scheme and port has one key for every form of
     /// a URL, and a purge names it as a request's plan does: the dropped parameters left out.
     #[test]
     fn a_url_names_the_keys_the_mounts_key_rules_make() {

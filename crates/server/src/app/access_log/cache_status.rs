@@ -50,14 +50,44 @@ impl CacheOutcome {
         }
     }
 
-    /// A stored answer served `ttl` seconds from going stale (negative: stale), with
-    /// another request's validation on its way when `updating`.
+    /// A stored answer served `ttl` seconds from going stale, with another request's
+    /// validation on its way when `updating`. A fresh answer's `ttl` is at least 1 (fresh
+    /// only while its lifetime exceeds its age, RFC 9111 §4.2); 0 is stale by under a
+    /// second (a soft purge's, a refresh's entry just past its lifetime), not a hit.
     #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
     pub(crate) fn of_answer(ttl: i64, updating: bool) -> CacheOutcome {
-        match (ttl >= 0, updating) {
+        match (ttl > 0, updating) {
             (true, _) => CacheOutcome::Hit,
             (false, true) => CacheOutcome::Updating,
             (false, false) => CacheOutcome::Stale,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CacheOutcome;
+
+    /// `Cache-Status: …; hit; ttl=0; detail=stale-updating` was logged as HIT: a `ttl` of 0
+    /// is stale (by under a second), never fresh.
+    #[test]
+    fn an_answer_is_a_hit_only_while_fresh() {
+        // (ttl, another's validation on its way, logged as)
+        let table = [
+            (60, false, "HIT"),
+            (1, false, "HIT"),
+            (1, true, "HIT"),
+            (0, true, "UPDATING"),
+            (0, false, "STALE"),
+            (-5, true, "UPDATING"),
+            (-5, false, "STALE"),
+        ];
+        for (ttl, updating, logged) in table {
+            assert_eq!(
+                CacheOutcome::of_answer(ttl, updating).as_str(),
+                logged,
+                "ttl={ttl} updating={updating}"
+            );
         }
     }
 }
