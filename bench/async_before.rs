@@ -1,4 +1,4 @@
-//! The "before" side of issue P's async handler cost: how an `async` handler ran on the
+//! The "before" side of the async handler cost: how an `async` handler ran on the
 //! default (worker) driver before each worker had a tokio runtime — on a futures `LocalPool`
 //! the worker ran after every turn through `Server::with_worker_local`, as linerate-postgres's
 //! worker driver did (crates/postgres/src/local.rs at 9f8d09f). The same `/none` and `/sync`

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue W's size check: the stripped release binaries of the bank service on linerate-server
+# The size check: the stripped release binaries of the bank service on linerate-server
 # (crates/server/examples/bank, built `--no-default-features --features grpc,tower`, what
 # it uses, as bench/bank.sh runs it) and of its axum + tonic twin (bench/bank-axum-tonic), each
 # with its project's release profile (fat LTO, one codegen unit, opt-level 3; panic unwinds in

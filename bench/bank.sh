@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue W's library comparison: linerate's bank example (crates/server/examples/bank) against
+# The library comparison: linerate's bank example (crates/server/examples/bank) against
 # the same service in axum + tonic (bench/bank-axum-tonic), through `linerate lab compare
 # --suite bench/bank.toml`, on a throwaway PostgreSQL 15 (scripts/pg.sh) and a private Redis on
 # a free port, both pinned to the load CPU (1), seeded (bench/bank/schema.sql and seed.sql: 1,000

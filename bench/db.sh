@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue H's database comparison: a throwaway PostgreSQL 15 pinned to the load CPU (1), the
+# The database comparison: a throwaway PostgreSQL 15 pinned to the load CPU (1), the
 # actix peer built, then `linerate lab compare --suite bench/db.toml` with DATABASE_URL set,
 # the round trips to the database per request (bench/db_roundtrips.py) and the context switches
 # per request (bench/db_switches.py); the database is

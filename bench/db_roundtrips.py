@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Round trips to PostgreSQL per HTTP request, observed on the wire (issue H).
+"""Round trips to PostgreSQL per HTTP request, observed on the wire.
 
 For each server (linerate's runtime driver with 4 connections, its worker driver with 1 and 4,
 the actix peer) and endpoint, sends a

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Context switches and server CPU per request on /db and /fortunes (issue H).
+"""Context switches and server CPU per request on /db and /fortunes.
 
 actix (bench/actix-db), linerate's runtime driver (also with its "linerate-db" thread set to
 SCHED_BATCH with chrt, so that it does not preempt the worker when woken) and its worker

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Latency of fast requests while slow ones are outstanding on the same worker (issue E).
+"""Latency of fast requests while slow ones are outstanding on the same worker.
 
 Starts `examples/deferred` (ONE worker) pinned to the server CPU. Each round measures
 `GET /fast` at a fixed rate with `linerate load --rate` (pinned to the load CPU, latency from

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Pipelined deferred requests: dispatch the ones behind an unanswered answer, or wait (issue E).
+"""Pipelined deferred requests: dispatch the ones behind an unanswered answer, or wait.
 
 `examples/deferred` serves `/json` through a `Responder` answered from a second thread. With
 `max_deferred_per_conn = 1` a connection dispatches nothing behind an outstanding deferred

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Instructions per request (callgrind, user space, every thread: the program's total ÷ N,
 # start-up included) of serving without attack, for each linerate binary given, in turn, in
-# one run (issue Y: the defences cost nothing when nobody attacks): /json over HTTP/1.1,
+# one run (the HTTP/2 abuse defences cost nothing when nobody attacks): /json over HTTP/1.1,
 # /plaintext pipelined 16 deep, and /json over HTTP/2 on TLS (one connection's handshake in
 # N). Ports are the OS's, every process is stopped by PID. Counts, not times: a noisy
 # machine moves them by a few tens.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue I's HTTP/2 comparison: linerate, h2o and nginx under h2load, one server core.
+"""The HTTP/2 comparison: linerate, h2o and nginx under h2load, one server core.
 
 Each server runs pinned to CPU 0 with one worker; h2load (one thread) runs pinned to CPU 1 with
 `-c 64 -m 100` for a fixed duration after a warm-up. Workloads: `/baseline2?a=1&b=2` (a small

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Instructions per memory hit (callgrind, user space: the program's total ÷ N, start-up and one
 # miss included), for each linerate binary given, in turn, in one run: an identity hit of the
-# 1 KiB /c1k, and a gzip hit of the 2,048-byte page /c2k (issue U item 8). The origin is
+# 1 KiB /c1k, and a gzip hit of the 2,048-byte page /c2k. The origin is
 # bench/cache-origin.toml, served by the first binary; ports are the OS's, every process is
 # stopped by PID. Counts, not times: a noisy machine moves them by a few tens.
 #   bench/hit_instructions.sh OLD_BINARY NEW_BINARY [N]

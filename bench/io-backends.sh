@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The io_uring backend against epoll and the C io_uring engine (docs/benchmarks.md, issue X,
-# "Third step"): `linerate serve` with epoll and with `--io uring` (the same binary) and uring-c
-# (target/peers/uring-c, built by `scripts/peers.sh arena`), interleaved round by round, each
+# The io_uring backend against epoll and the C io_uring engine (docs/benchmarks.md,
+# the arena's peers, "Third step"): `linerate serve` with epoll and with `--io uring` (the
+# same binary) and uring-c (target/peers/uring-c, built by `scripts/peers.sh arena`), interleaved round by round, each
 # with one worker on CPU 0 and `linerate load -t 1` on CPU 1, 1 s of warm-up then 4 s measured;
 # CPU per request from each server's own cgroup (v1 cpuacct; run as root).
 #

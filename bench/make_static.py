@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Builds the static-file benchmark tree for bench/static.toml (issue D) under bench/out/static:
+"""Builds the static-file benchmark tree for bench/static.toml under bench/out/static:
 
 - f64k.bin, f1m.bin, f100m.bin: incompressible files of 64 KiB, 1 MiB and 100 MiB;
 - index.html: a page referencing three of the assets (a first view for `lab firstflight`);

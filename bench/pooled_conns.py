@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""User-space memory per idle pooled upstream connection of a reverse proxy (issue 25).
+"""User-space memory per idle pooled upstream connection of a reverse proxy.
 
 Sends one `GET <path>` on each of N client connections at once, so the proxy has N exchanges
 in flight and opens (up to) N upstream connections, reads every answer, waits for the proxy to

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Instructions per request of a site's rate limit (callgrind, user space, every thread: the
 # program's total ÷ N, start-up included), for one linerate binary, in one run: no rule, a
-# node-local rule, and a fleet rule (issue V item 4) counted in a redis-server started here.
+# node-local rule, and a fleet rule counted in a redis-server started here.
 # Each rule lets every request through (1000000r/s, burst 1000000, one client key): a fleet
 # rule's leases are then 64 tokens, so 63 requests in 64 take a leased token and one asks Redis
 # on the link's thread (its instructions are counted too). Ports are the OS's, every process is

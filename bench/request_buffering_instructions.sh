@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What reading a request body whole before it goes up costs a proxied request (issue Y's edge
+# What reading a request body whole before it goes up costs a proxied request (one of the edge
 # defaults): instructions per request of the proxy (callgrind, user space, every thread: the
 # program's total ÷ N, start-up included), a POST of a 1 KiB body over h2c (HEADERS, then
 # DATA: the body never comes with the head, so it is either buffered or piped), with the

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Instructions per request of the demo's native routes (callgrind, user space, every thread:
 # the program's total ÷ N, start-up included), for each linerate binary given, in turn, in one
-# run: /plaintext and /json, sync handlers with no layer and no extractor (issue W: a route
-# that uses none of W's tower layers, async layers or extractors costs what it did before).
+# run: /plaintext and /json, sync handlers with no layer and no extractor (a route
+# that uses none of the tower layers, async layers or extractors costs what it did before them).
 # Ports are the OS's, every process is stopped by PID. Counts, not times: a noisy machine
 # moves them by a few tens.
 #   bench/route_instructions.sh BINARY [BINARY…]      (N=20000 requests each)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Good clients' throughput during a slow-read attack, and the host's TCP memory (issue K).
+"""Good clients' throughput during a slow-read attack, and the host's TCP memory.
 
 One server worker pinned to the server CPU serves a 1 MiB file. Each round, for each server
 in turn (interleaved):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""SSE fan-out: the server's CPU per event delivered to many subscribers (issue 27's third row).
+"""SSE fan-out: the server's CPU per event delivered to many subscribers.
 
 Opens SUBS subscriptions to GET /users/events (HTTP/1.1, bearer token), waits until every head
 arrived, reads the server's CPU time (utime + stime of every thread, /proc/PID/stat), creates

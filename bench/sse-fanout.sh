@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 27's SSE fan-out row: linerate's users example against the same service in axum
+# The SSE fan-out comparison: linerate's users example against the same service in axum
 # (bench/axum-users), each pinned to CPU 0, a throwaway PostgreSQL 15 and the client
 # (bench/sse-fanout.py) on CPU 1. Per round and server: SUBS subscriptions to /users/events,
 # EVENTS users created one after another, each published to every subscriber; the server's CPU

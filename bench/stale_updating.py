@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue U's `use_stale updating` figure: 100 concurrent clients on an expired key.
+"""The `use_stale updating` figure: 100 concurrent clients on an expired key.
 
 An origin (this script, threaded) answers GET /page after `--delay` seconds (2 s) with
 `Cache-Control: max-age=1` and nothing about stale answers, counting its requests. A cache in

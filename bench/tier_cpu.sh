@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue Q's second-tier figure: the CPU of a tier hit (the edge and Redis together) against a
+# The second-tier figure: the CPU of a tier hit (the edge and Redis together) against a
 # memory hit on the same edge, per answered request. Every process is started and stopped here,
 # by PID, on loopback ports the kernel picks:
 #   the origin   `linerate serve --config bench/cache-origin.toml` (a 1 KiB answer, max-age 3600)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Instructions per request of tower layers on native routes (issue W item 3; callgrind, user
+# Instructions per request of tower layers on native routes (callgrind, user
 # space, every thread: the program's total ÷ N, start-up included), in one run:
 # 1. a route with no tower layer costs what it did: the demo's /plaintext and /json served by
 #    each linerate binary given (built with `--features linerate-server/tower`, before and

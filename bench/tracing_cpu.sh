@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CPU per proxied request with every request traced and exported, against the same proxy
-# untraced (issue Z's acceptance: ≤ 1.05×; nginx's otel module costs 1.10–1.15×). Two proxies
+# untraced (the goal: ≤ 1.05×; nginx's otel module costs 1.10–1.15×). Two proxies
 # of one binary run side by side, each one worker pinned to CPU 0 (they never load at once),
 # both to one upstream (the demo) on CPU 1; the traced one exports to bench/otlp_sink.py on
 # CPU 1. Rounds alternate untraced, traced, untraced, traced…: each is N requests of

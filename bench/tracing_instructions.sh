@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What request ids and tracing cost (issue Z): instructions per request (callgrind, user
+# What request ids and tracing cost: instructions per request (callgrind, user
 # space, every thread — the exporter's too: the program's total ÷ N, start-up included), for
 # each linerate binary given, in turn, in one run:
 #   json        /json over HTTP/1.1, 16 connections (the demo; no proxy, no log: no ids drawn)

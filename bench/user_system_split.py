@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where a pipelined request's server CPU goes: user space or the kernel (issue T item 4.2).
+"""Where a pipelined request's server CPU goes: user space or the kernel.
 
 Each server named on the command line is started pinned to CPU 0 on a free 127.0.0.1 port,
 loaded by `linerate load` (one thread on CPU 1, 16 connections, 16 requests in flight each, a

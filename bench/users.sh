@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 27's library comparison: linerate's users example against the same service in axum
+# The library comparison: linerate's users example against the same service in axum
 # (bench/axum-users), on a throwaway PostgreSQL 15 pinned to the load CPU (1), through
 # `linerate lab compare --suite bench/users.toml`. The database is stopped and removed at the
 # end, whatever happens.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 28's WebSocket comparison: linerate's demo /ws echo against actix-ws, tokio-tungstenite,
+# The WebSocket comparison: linerate's demo /ws echo against actix-ws, tokio-tungstenite,
 # Node's ws and gorilla (bench/ws-peers), through `linerate lab compare --suite bench/ws.toml`.
 #
 #   bench/ws.sh [lab compare flags…]   e.g. --out docs/lab/ws --update-docs docs/benchmarks.md

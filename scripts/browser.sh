@@ -4,7 +4,7 @@
 # certificate, accepted with --ignore-certificate-errors), and the script checks what the page
 # saw and what the access log says the browser sent.
 #
-# The URLs are the ones issue 24 found refused with 400: Chromium sends `|`, `^`, `{`, `}`,
+# The URLs are ones the server once refused with 400: Chromium sends `|`, `^`, `{`, `}`,
 # backquote and a stray `%` unencoded in a query (the WHATWG URL Standard's percent-encode
 # sets); a `|` in a path it encodes itself. Each page must load (the page's script writes location.search into
 # the DOM Chromium dumps) and be logged with status 200 and the bytes as sent.

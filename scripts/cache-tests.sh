@@ -2,8 +2,8 @@
 # The public RFC 9111 suite (http-tests/cache-tests, the suite behind cache-tests.fyi; an
 # offline copy in ../shared/cache-tests) against linerate's proxy cache: the suite's origin on
 # one loopback port, `linerate serve --proxy /=… --proxy-cache 64MiB` in front on a port it picks.
-# Prints the suite's summary and the required tests that failed, and fails below the goal of
-# issue Q (at least 133 required tests passed, at most 9 failed: better than every cache the
+# Prints the suite's summary and the required tests that failed, and fails below its goal
+# (at least 133 required tests passed, at most 9 failed: better than every cache the
 # suite's README measured on this machine). Exit 2 (NOT RUN) where Node or the suite is missing.
 # usage: scripts/cache-tests.sh LINERATE_BIN [OUT.json]
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks a Grafana dashboard against what linerate's /metrics exports (issue Z item 3).
+"""Checks a Grafana dashboard against what linerate's /metrics exports.
 
     scripts/dashboard_check.py DASHBOARD.json METRICS.txt
     scripts/dashboard_check.py --selftest

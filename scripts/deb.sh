@@ -272,7 +272,7 @@ done
 bin=$root/usr/bin/linerate
 "$bin" --version >"$work/version" 2>&1 || true
 # `linerate 0.1.0 (COMMIT)`: the commit it was built from (12 hex digits), or `unknown` for a
-# build outside a git checkout (issue V item 6's build information).
+# build outside a git checkout (the build information `/metrics` and `--version` show).
 check "linerate --version is the package's" has "$work/version" \
     "^linerate ${version%-*} \\(([0-9a-f]{12}|unknown)\\)\$"
 sed -e "s#\"/usr/share/linerate/#\"$root/usr/share/linerate/#" \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fleet test (issue V; docs/fleet.md): three linerate nodes behind Debian's HAProxy in TCP
+# The fleet test (docs/fleet.md): three linerate nodes behind Debian's HAProxy in TCP
 # mode with `send-proxy-v2` and no retries (as an NLB or IPVS would be), one Redis (the shared
 # storage, the cache tier and the fleet's rate limits), Pebble as the ACME CA resolving every
 # name through Debian's bind9 (which also takes the DNS-01 records by RFC 2136 + TSIG), and two

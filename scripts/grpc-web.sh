@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gRPC-Web against a real server (issue 53): the demo's benchmark.BenchmarkService/GetSum
+# gRPC-Web against a real server: the demo's benchmark.BenchmarkService/GetSum
 # called with curl over HTTP/1.1 and over h2c with prior knowledge (application/grpc-web+proto,
 # and -text: base64 both ways),
 # each answer checked byte for byte (the message, then the trailer frame with grpc-status 0);

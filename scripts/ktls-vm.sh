@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Boots stock Debian kernels under QEMU (TCG, software emulation) and runs linerate's kTLS
-# checks inside them (issue F). This machine's own kernel has no `tls` ULP, so the kernel-TLS
+# checks inside them. This machine's own kernel has no `tls` ULP, so the kernel-TLS
 # path can only run here. Two kernels, because they differ where it matters:
 #   bookworm          Debian 12's 6.1 (CONFIG_TLS=m): kTLS, but no new keys on a keyed socket,
 #                     so TLS 1.3 key updates cannot be followed in the kernel;

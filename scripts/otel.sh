@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# OpenTelemetry tracing against real OpenTelemetry parts (issue 81 item 1): a Collector built from
+# OpenTelemetry tracing against real OpenTelemetry parts : a Collector built from
 # its Go modules (scripts/otel/collector: the OTLP receiver and contrib's file exporter, which
 # writes every span it receives as OTLP JSON), an application instrumented with the
 # OpenTelemetry Python SDK (scripts/otel/app.py), and `linerate serve` between curl and the

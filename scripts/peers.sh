@@ -11,10 +11,10 @@
 #   scripts/peers.sh list     only list what is there
 #   scripts/peers.sh rust     build the Rust peers `lab arena --servers …,actix,axum` starts:
 #                             bench/actix-db and bench/axum-tokio (cargo build --release --locked)
-#   scripts/peers.sh grpc     build issue 53's gRPC peers (bench/grpc.toml, bench/grpc_proxy.toml):
+#   scripts/peers.sh grpc     build the gRPC peers (bench/grpc.toml, bench/grpc_proxy.toml):
 #                             bench/tonic-grpc (tonic 0.14, cargo --release --locked; no protoc
 #                             needed) and bench/grpc-go-sum (grpc-go v1.85.0, go build; GOPROXY)
-#   scripts/peers.sh arena    build issue X's arena peers, HttpArena's leading engines written here
+#   scripts/peers.sh arena    build the arena's peers, HttpArena's leading engines written here
 #                             (bench/arena-peers/README.md), into target/peers/<name>, which
 #                             `lab arena --servers linerate,actix,hyper,…` starts: actix, hyper,
 #                             may-minihttp (cargo --release --locked, one target dir), fasthttp,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The metrics stage (issue Z item 3): `/metrics` as Prometheus's own linter reads it, and the
+# The metrics stage: `/metrics` as Prometheus's own linter reads it, and the
 # Grafana dashboard in dist/ checked against what the server exports.
 #
 #   scripts/promtool.sh [path/to/linerate]     (default: target/release/linerate)

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs every check linerate's CI runs: formatting, clippy, linerate-server's cargo features (none,
 # each alone, all; its unit tests without any), the fuzz targets (built and replayed
-# over their seed corpus), all tests, a throwaway PostgreSQL 15 started, seeded and checked
-# (scripts/pg.sh selftest), the Http11Probe conformance suite against the demo server
-# (scripts/conformance.sh), http-tests/cache-tests against the proxy cache (scripts/cache-tests.sh),
+# over their seed corpus), the API docs, the crates for crates.io packaged and built from their
+# packages (scripts/package.sh) and their public API against the last release tag
+# (scripts/semver.sh, cargo-semver-checks; NOT RUN before the first), all tests, a throwaway
+# PostgreSQL 15 started, seeded and checked (scripts/pg.sh selftest), the Http11Probe
+# conformance suite against the demo server (scripts/conformance.sh), http-tests/cache-tests against the proxy cache (scripts/cache-tests.sh),
 # Redis and memcached installed and checked (scripts/cache-servers.sh)
 # and `linerate lab cache` run end to end on tiny figures, h2spec in strict mode against its h2c and TLS listeners
 # (scripts/h2spec.sh), grpc-go's interop client's 16 core cases over h2c and TLS
@@ -29,7 +31,9 @@
 # every profile against the demo (scripts/arena.sh: `linerate lab arena --validate-only`), systemd-analyze verify
 # on dist/'s units, `promtool check metrics` on a live scrape and the Grafana dashboard's series
 # (scripts/promtool.sh; installs Debian's prometheus where missing), the Debian package built with cargo-deb (pinned, `cargo install`ed into
-# target/tools) and installed into a clean root (scripts/deb.sh), and the kTLS checks in a VM
+# target/tools) and installed into a clean root (scripts/deb.sh), the container image written
+# without an engine or a base image and its root filesystem served under chroot
+# (scripts/image.sh; installs skopeo and umoci with apt where missing), and the kTLS checks in a VM
 # (scripts/ktls-vm.sh). Needs a Rust toolchain;
 # the h2spec and gRPC interop stages install h2spec and grpc-go's interop client with `go
 # install` into target/tools; the PROXY protocol
@@ -196,6 +200,12 @@ must "server features: none, each, all" server_features
 # denied. After the feature checks, whose dependency metadata it reuses.
 must "cargo doc -D warnings" env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 
+# The crates for crates.io packaged and each built from its package alone (scripts/package.sh,
+# in target/package-build: about 5 minutes on a fresh machine), and their public API against
+# the last release tag (scripts/semver.sh: NOT RUN until the first tag).
+must "cargo package (crates.io crates)" scripts/package.sh
+may "cargo semver-checks vs last tag" scripts/semver.sh
+
 # The stages' binary builds while the tests run, at the lowest priority so that the tests keep
 # the CPU they ask for (its output is shown when it is waited for).
 CI_TARGET=target/ci-build
@@ -268,7 +278,7 @@ lab_cache_smoke() {
 }
 may "lab cache: Redis vs memcached smoke" lab_cache_smoke
 must "Http11Probe conformance" scripts/conformance.sh "$LINERATE_BIN"
-# http-tests/cache-tests (RFC 9111) against the proxy cache; fails below issue Q's goal.
+# http-tests/cache-tests (RFC 9111) against the proxy cache; fails below its goal.
 may "cache-tests (RFC 9111): the proxy cache" scripts/cache-tests.sh "$LINERATE_BIN"
 may "h2spec --strict (h2c, TLS)" scripts/h2spec.sh "$LINERATE_BIN"
 # grpc-go's interop client, its 16 core cases over h2c and TLS (installs it with `go install`).
@@ -277,7 +287,7 @@ may "gRPC interop (grpc-go 1.85 client, h2c and TLS)" scripts/grpc-interop.sh "$
 may "gRPC-Web (curl, connect-node)" scripts/grpc-web.sh "$LINERATE_BIN"
 may "PROXY protocol behind HAProxy" scripts/proxy-protocol.sh "$LINERATE_BIN"
 may "ACME against Pebble" scripts/acme.sh
-# The fleet (issue V): three nodes behind HAProxy (TCP, PROXY v2, no retries), Redis, Pebble
+# The fleet: three nodes behind HAProxy (TCP, PROXY v2, no retries), Redis, Pebble
 # resolving through bind9, two apps; ACME across nodes (HTTP-01, TLS-ALPN-01, DNS-01), a forced
 # renewal, sessions resumed across nodes, the fleet's rate limit, a purge, a rolling restart, a
 # binary upgrade, kill -9 and Redis paused, each a line of its own.
@@ -324,11 +334,11 @@ may "HTTP/3: aioquic interop" scripts/h3-interop.sh "$LINERATE_BIN"
 may "HTTP/3: migration (NAT rebinding)" scripts/h3-migrate.sh "$LINERATE_BIN"
 may "HTTP/3: lossy link (netem)" scripts/h3-netem.sh "$LINERATE_BIN"
 may "HTTP/3: attacks" scripts/h3-attacks.sh "$LINERATE_BIN"
-# HTTP/2 abuse (issue Y): MadeYouReset's four forms, rapid reset, an HPACK bomb and slow
+# HTTP/2 abuse: MadeYouReset's four forms, rapid reset, an HPACK bomb and slow
 # uploads, over TLS to a proxied path and over h2c to a file, each 10 s beside a good client;
 # nginx's rows beside where it is installed (never a failure).
 may "HTTP/2: attacks (MadeYouReset, HPACK bomb)" scripts/h2-attacks.sh "$LINERATE_BIN"
-# OpenTelemetry (issue 81): a Collector built from its Go modules and a Python-SDK application;
+# OpenTelemetry: a Collector built from its Go modules and a Python-SDK application;
 # linerate's spans, the child context upstream, the app's span under ours; collector down: no block.
 may "OpenTelemetry: Collector and an instrumented app" scripts/otel.sh "$LINERATE_BIN"
 may "WebSocket: websockets via proxy" scripts/ws-proxy.sh "$LINERATE_BIN"
@@ -336,6 +346,9 @@ may "gateway shape (gateway-64 checks)" scripts/gateway.sh check "$LINERATE_BIN"
 # HttpArena's validation of every profile against the demo (`lab arena --validate-only`; the
 # database profiles with a throwaway PostgreSQL and Redis, NOT RUN lines where they cannot start).
 must "HttpArena validation (lab arena)" scripts/arena.sh "$LINERATE_BIN"
+# TechEmpower's own verifier against the entry (frameworks/Rust/linerate) built from this tree:
+# NOT RUN without a Docker engine (its contract tests ran above, in `cargo test`).
+may "TechEmpower verify (tfb --mode verify)" scripts/tfb-verify.sh
 
 systemd_units() {
     if ! command -v systemd-analyze >/dev/null; then
@@ -362,6 +375,9 @@ may "metrics: promtool check metrics, Grafana dashboard" scripts/promtool.sh "$L
 
 # The stages' binary is packaged as it is, not linked again.
 may "Debian package (cargo-deb, dpkg)" scripts/deb.sh --no-build
+# The OCI image: one layer written by scripts/image.py, read back by skopeo
+# and umoci, its root filesystem serving /json and a static file under chroot as 65532.
+may "container image (OCI, rootfs under chroot)" scripts/image.sh check "$LINERATE_BIN"
 may "kTLS in VMs (Debian 6.1, trixie)" scripts/ktls-vm.sh
 
 may_wait

@@ -1,4 +1,4 @@
--- The bank service's tables (issue W), for both halves of the comparison. Money is in cents;
+-- The bank service's tables, for both halves of the comparison. Money is in cents;
 -- a balance never goes below zero (the CHECK is the last line of defence: the service
 -- refuses an overdraft itself, 409 / FAILED_PRECONDITION, before it would fire).
 CREATE TABLE IF NOT EXISTS accounts (

@@ -1,4 +1,4 @@
-// The grpc-go peer for issue 53's figures (run it with GOMAXPROCS=1): grpc-go v1.85.0
+// The grpc-go peer for the gRPC figures (run it with GOMAXPROCS=1): grpc-go v1.85.0
 // serving HttpArena's benchmark.BenchmarkService/GetSum (unary) and gRPC interop's
 // grpc.testing.TestService/StreamingOutputCall (server streaming: one message of
 // response_parameters[i].size zero bytes per entry; interval_us and the other request

@@ -5,7 +5,7 @@
 //! service with its own messages and descriptor set, from tests/proto/.
 //!
 //! Also names the commit the binary is built from (`LINERATE_COMMIT` for `linerate_build_info`
-//! and `--version`, issue V item 6): `$LINERATE_COMMIT` when set (a package build from a
+//! and `--version`): `$LINERATE_COMMIT` when set (a package build from a
 //! tarball), else `git rev-parse --short=12 HEAD`, else `unknown`. It is built again when
 //! HEAD or the branch it names moves, so it is never stale.
 

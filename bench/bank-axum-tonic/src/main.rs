@@ -1,4 +1,4 @@
-//! The twin of crates/server/examples/bank (issue W) in axum 0.8 + tonic 0.14, written the way
+//! The twin of crates/server/examples/bank in axum 0.8 + tonic 0.14, written the way
 //! their own examples write it: one current-thread tokio runtime serving REST and gRPC on one
 //! port (tonic's `Routes` turned into an axum `Router` and merged), `from_fn_with_state` auth
 //! layers (REST: 401 + `WWW-Authenticate`; gRPC: UNAUTHENTICATED, trailers-only), tower-http's

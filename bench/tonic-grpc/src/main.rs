@@ -1,4 +1,4 @@
-//! The tonic peer for issue 53's figures: tonic 0.14 on ONE current-thread tokio runtime,
+//! The tonic peer for the gRPC figures: tonic 0.14 on ONE current-thread tokio runtime,
 //! serving HttpArena's `benchmark.BenchmarkService/GetSum` (unary) and gRPC interop's
 //! `grpc.testing.TestService/StreamingOutputCall` (server streaming: one message of
 //! `response_parameters[i].size` zero bytes per entry; `interval_us` and the other request

@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use crate::Time;
 use crate::key::Key;
 
-/// The most requests that wait on one flight; more go upstream alone. High enough for issue
-/// Q's 1,000 concurrent clients on one cold key; bounds the memory a flight holds.
+/// The most requests that wait on one flight; more go upstream alone. High enough for
+/// 1,000 concurrent clients on one cold key; bounds the memory a flight holds.
 pub const MAX_WAITERS: usize = 16_384;
 
 /// A flight's number, so a leader lands only its own flight.
@@ -159,7 +159,7 @@ mod tests {
 
     #[test]
     fn a_thousand_misses_make_one_leader() {
-        // Issue Q: 1,000 concurrent clients for one cold key make one upstream request.
+        // 1,000 concurrent clients for one cold key make one upstream request.
         let mut f = Flights::new(5);
         let k = key("/cold");
         let Role::Lead(id) = f.join(&k, 0, Time(100)) else {

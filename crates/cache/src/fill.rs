@@ -1,7 +1,7 @@
 //! Collecting a body for the store while it streams to the client: [`Fill`] keeps a copy of
 //! each piece until the body passes the store's maximum object size, then drops the copy and
 //! keeps nothing more. It never holds back, shortens or alters what the caller forwards: the
-//! caller sends every piece as it came, whatever `Fill` decides (issue Q: an object over the
+//! caller sends every piece as it came, whatever `Fill` decides (an object over the
 //! limit streams through uncached, its bytes never cut).
 
 use crate::shared::Shared;

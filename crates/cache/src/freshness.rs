@@ -38,16 +38,15 @@ fn lifetime_of(resp: &ResponseFacts, response_time: Time, opts: &Options) -> u64
     match resp.expires {
         Expires::At(t) => t.since(date),
         Expires::Past => 0,
-        Expires::Absent => match (opts.heuristic, resp.last_modified) {
-            _ if let Some(v) = &opts.valid
-                && let Some(secs) = v.lifetime(resp.status) =>
-            {
-                secs
-            }
-            (Some(h), Some(lm)) if heuristically_cacheable(resp.status) => {
-                (date.since(lm) * u64::from(h.percent) / 100).min(u64::from(h.max))
-            }
-            _ => 0,
+        // Not an `if let` guard: those need Rust 1.95, above the crates' rust-version.
+        Expires::Absent => match opts.valid.as_ref().and_then(|v| v.lifetime(resp.status)) {
+            Some(secs) => secs,
+            None => match (opts.heuristic, resp.last_modified) {
+                (Some(h), Some(lm)) if heuristically_cacheable(resp.status) => {
+                    (date.since(lm) * u64::from(h.percent) / 100).min(u64::from(h.max))
+                }
+                _ => 0,
+            },
         },
     }
 }
@@ -139,7 +138,7 @@ fn reuse_of(
     let age = current_age(resp, timing, now);
     let life = lifetime_of(resp, timing.response_time, opts);
     // A shared cache may leave the client's no-cache and max-age unheeded (nginx and
-    // Varnish's builtin VCL do): `ClientNoCache::Ignore` (issue U item 2).
+    // Varnish's builtin VCL do): `ClientNoCache::Ignore`.
     let forced = opts.client_no_cache == ClientNoCache::Revalidate;
     if forced && req.cc.no_cache {
         return Reuse::Validate(Why::RequestNoCache);

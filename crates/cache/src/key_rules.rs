@@ -1,4 +1,4 @@
-//! A mount's own cache key (issue U item 4; nginx's `proxy_cache_key`): which parts of the
+//! A mount's own cache key (nginx's `proxy_cache_key`): which parts of the
 //! URL make the key (scheme, host, port, path, query), query parameters dropped by name or
 //! sorted, and a cookie's value or a request field's added. [`key_for`] is the one function
 //! that both a request's plan and a purge by URL map a URL through.

@@ -24,6 +24,12 @@
 //! docs/cache.md describes the design and what the server does with it.
 #![forbid(unsafe_code)]
 
+/// The README's examples, compiled and run with the other doctests (`cargo test --doc`), so
+/// that they cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub mod cache_control;
 pub mod collapse;
 pub mod date;
@@ -81,7 +87,7 @@ pub struct Options {
     pub heuristic: Option<Heuristic>,
     /// What lets an answer with Set-Cookie be stored.
     pub set_cookie: SetCookie,
-    // issue U item 1: stale by policy
+    // stale by policy
     /// The origin's failures (and `updating`) that let a stored answer be served stale beyond
     /// what the origin grants, as nginx's `proxy_cache_use_stale`; none by default. RFC 9111's
     /// limits still win ([`stale`]).
@@ -90,27 +96,27 @@ pub struct Options {
     /// `stale-if-error` and `stale-while-revalidate`, the request's `max-stale`, the
     /// operator's `use_stale`), as Varnish's grace; `None`: no bound but each grant's own.
     pub stale_max: Option<u32>,
-    // issue U item 2: what a client may force
+    // what a client may force
     /// What a request's `no-cache`, `max-age` and `Pragma: no-cache` do. The library's
     /// default is RFC 9111's reading ([`ClientNoCache::Revalidate`]); the server's
     /// configuration defaults to [`ClientNoCache::Ignore`].
     pub client_no_cache: ClientNoCache,
-    // issue U item 4: the key
+    // the key
     /// The mount's own key ([`key_rules`]); `None`: the default key ([`Key::write`]).
     pub key: Option<std::sync::Arc<KeyRules>>,
-    // issue U item 5: TTL and origin fields
+    // TTL and origin fields
     /// Lifetimes for answers the origin gave no freshness ([`origin_rules`]).
     pub valid: Option<std::sync::Arc<Valid>>,
     /// The origin fields not obeyed ([`origin_rules`]; dangerous).
     pub ignore: Ignore,
-    // issue U item 3: bypass and no-store rules
+    // bypass and no-store rules
     /// Requests not answered from the store, and requests whose answers are not stored
     /// ([`request_rules`]).
     pub rules: Option<std::sync::Arc<RequestRules>>,
 }
 
 /// What a request's `Cache-Control: no-cache` / `max-age` (and `Pragma: no-cache`) may make
-/// a shared cache do (issue U item 2).
+/// a shared cache do.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ClientNoCache {
     /// They are not heeded: a stored answer that may be used serves the request, as nginx

@@ -1,4 +1,4 @@
-//! A mount's rules over the origin's caching fields (issue U item 5): [`Valid`], lifetimes
+//! A mount's rules over the origin's caching fields: [`Valid`], lifetimes
 //! for answers the origin gave no freshness (nginx's `proxy_cache_valid`), and [`Ignore`],
 //! the origin fields the cache does not obey (nginx's `proxy_ignore_headers`, dangerous).
 //! Both are read where the cache reads an answer's facts ([`governed`]); with neither set

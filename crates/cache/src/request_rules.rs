@@ -1,4 +1,4 @@
-//! A mount's bypass and no-store rules (issue U item 3): which requests are not answered from
+//! A mount's bypass and no-store rules: which requests are not answered from
 //! the store (`bypass`, nginx's `proxy_cache_bypass`; their answers are still stored) and
 //! whose answers are not stored (`no_store`, nginx's `proxy_no_cache`; they may still be
 //! answered from the store). Both together are Varnish's `pass`. A rule reads the request

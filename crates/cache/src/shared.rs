@@ -2,7 +2,7 @@
 //! block, so that an entry's fields (and, read back from a second tier, its body) live in one
 //! allocation instead of one each, and a block that arrived as a `Vec` is kept without a copy.
 //!
-//! Issue Q measured why: an entry read back from a second tier cost a `Box` per field name and
+//! Why, as measured: an entry read back from a second tier cost a `Box` per field name and
 //! value (10 allocations and 10 frees for a five-field answer) and a copy of its body into an
 //! `Arc<[u8]>` (a 1 KiB body: ~1,200 instructions, past glibc's per-thread cache), about 3,300
 //! instructions of a tier hit's 25,000 (callgrind). Cloning one is a reference count, as

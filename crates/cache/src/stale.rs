@@ -1,4 +1,4 @@
-//! Stale answers by the operator's policy (issue U item 1): which failures of the origin let
+//! Stale answers by the operator's policy: which failures of the origin let
 //! a stored answer be served stale (nginx's `proxy_cache_use_stale`), how far past freshness
 //! any stale answer may be (`stale_max`, Varnish's grace), and why one was served (for
 //! Cache-Status). RFC 9111's own limits always win: `must-revalidate`, `proxy-revalidate`,

@@ -45,7 +45,7 @@ pub enum NotStored {
     /// a validator, nor `public` (§3's last condition); or nothing that could ever make it
     /// usable (no freshness, no validator, no stale grant).
     NotExplicit,
-    /// A `no_store` rule of the mount matched the request (issue U item 3).
+    /// A `no_store` rule of the mount matched the request.
     Rule,
 }
 
@@ -432,7 +432,7 @@ mod tests {
                     (b"Set-Cookie", b"s=1"),
                 ],
                 Err(SetCookie),
-                "issue T: public is no consent to replaying one visitor's cookie",
+                "public is no consent to replaying one visitor's cookie",
             ),
             (
                 "GET",
@@ -440,7 +440,7 @@ mod tests {
                 200,
                 &[(b"Cache-Control", b"s-maxage=60"), (b"Set-Cookie", b"s=1")],
                 Err(SetCookie),
-                "issue T: nor is s-maxage",
+                "nor is s-maxage",
             ),
             (
                 "GET",
@@ -512,7 +512,7 @@ mod tests {
 
     #[test]
     fn a_public_answer_that_sets_a_cookie_is_not_stored_for_the_next_visitor() {
-        // Issue T: `public, max-age=60` with `Set-Cookie: sid=…` was stored and its cookie
+        // Once, `public, max-age=60` with `Set-Cookie: sid=…` was stored and its cookie
         // replayed to the next client. Only the dangerous opt-in stores it.
         let resp: &[Field] = &[
             (b"Cache-Control", b"public, max-age=60"),
@@ -531,7 +531,7 @@ mod tests {
 
     #[test]
     fn a_get_with_content_is_not_stored() {
-        // Issue T: a GET whose body the origin reads is not the URL's answer for others.
+        // A GET whose body the origin reads is not the URL's answer for others.
         let r = Request {
             method: b"GET",
             scheme: b"http",
@@ -562,8 +562,8 @@ mod tests {
 
     #[test]
     fn account_css_deception_is_not_stored() {
-        // Issue Q: `/account/x.css` answered with the account page. Whatever the path looks
-        // like, the answer decides: private or a cookie keeps it out.
+        // Cache deception: `/account/x.css` answered with the account page. Whatever the path
+        // looks like, the answer decides: private or a cookie keeps it out.
         let d = Options::default();
         for resp in [
             &[(&b"Cache-Control"[..], &b"private, max-age=600"[..])][..],

@@ -1,4 +1,4 @@
-//! Surrogate keys (issue U item 7): the tags an origin puts on an answer, in Fastly's
+//! Surrogate keys: the tags an origin puts on an answer, in Fastly's
 //! `Surrogate-Key` (tags separated by spaces) or Cloudflare's `Cache-Tag` (separated by
 //! commas), so that one purge of a tag removes every answer that carries it. Both fields are
 //! the cache's, not the client's: the proxy removes them from every answer it sends.

@@ -133,6 +133,33 @@ impl Code {
         NAMES[self as usize]
     }
 
+    /// A sentence saying what the code means, as tonic's `Code::description` words it.
+    pub const fn description(self) -> &'static str {
+        match self {
+            Code::Ok => "The operation completed successfully",
+            Code::Cancelled => "The operation was cancelled",
+            Code::Unknown => "Unknown error",
+            Code::InvalidArgument => "Client specified an invalid argument",
+            Code::DeadlineExceeded => "Deadline expired before operation could complete",
+            Code::NotFound => "Some requested entity was not found",
+            Code::AlreadyExists => "Some entity that we attempted to create already exists",
+            Code::PermissionDenied => {
+                "The caller does not have permission to execute the specified operation"
+            }
+            Code::ResourceExhausted => "Some resource has been exhausted",
+            Code::FailedPrecondition => {
+                "The system is not in a state required for the operation's execution"
+            }
+            Code::Aborted => "The operation was aborted",
+            Code::OutOfRange => "Operation was attempted past the valid range",
+            Code::Unimplemented => "Operation is not implemented or not supported",
+            Code::Internal => "Internal error",
+            Code::Unavailable => "The service is currently unavailable",
+            Code::DataLoss => "Unrecoverable data loss or corruption",
+            Code::Unauthenticated => "The request does not have valid authentication credentials",
+        }
+    }
+
     /// The code a gRPC client gives an answer without `grpc-status` whose HTTP status is
     /// `status` (http-grpc-status-mapping.md): an intermediary's error page. For clients
     /// only ("Servers must not use this table to determine an HTTP status code"); a 1xx is
@@ -147,6 +174,20 @@ impl Code {
             429 | 502 | 503 | 504 => Code::Unavailable,
             _ => Code::Unknown,
         }
+    }
+}
+
+/// [`Code::from_i32`]: a number outside 0..=16 is UNKNOWN.
+impl From<i32> for Code {
+    fn from(n: i32) -> Code {
+        Code::from_i32(n)
+    }
+}
+
+/// The number on the wire.
+impl From<Code> for i32 {
+    fn from(code: Code) -> i32 {
+        i32::from(code.as_u8())
     }
 }
 

@@ -10,6 +10,12 @@
 //! http-grpc-status-mapping.md and compression.md (github.com/grpc/grpc).
 #![forbid(unsafe_code)]
 
+/// The README's examples, compiled and run with the other doctests (`cargo test --doc`), so
+/// that they cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 #[cfg(feature = "build")]
 pub mod build;
 pub mod call;

@@ -9,7 +9,7 @@ use std::fmt;
 use bytes::Bytes;
 
 use crate::code::Code;
-use crate::metadata;
+use crate::metadata::{self, Metadata};
 
 /// The trailer field carrying the status code.
 pub const GRPC_STATUS: &str = "grpc-status";
@@ -18,8 +18,8 @@ pub const GRPC_MESSAGE: &str = "grpc-message";
 /// The trailer field carrying an encoded `google.rpc.Status`, base64.
 pub const GRPC_STATUS_DETAILS_BIN: &str = "grpc-status-details-bin";
 
-/// How a call ended: a code, a message for the developer, and optional details (an encoded
-/// `google.rpc.Status`, opaque here).
+/// How a call ended: a code, a message for the developer, optional details (an encoded
+/// `google.rpc.Status`, opaque here) and custom metadata sent beside them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Status {
     /// The code.
@@ -28,6 +28,9 @@ pub struct Status {
     pub message: String,
     /// Sent as `grpc-status-details-bin` when not empty.
     pub details: Bytes,
+    /// Custom metadata sent with the status (a server's failed call: in its trailers, or
+    /// the head of a trailers-only answer); a client reads a failed call's here.
+    pub metadata: Metadata,
 }
 
 impl Status {
@@ -37,6 +40,7 @@ impl Status {
             code,
             message: message.into(),
             details: Bytes::new(),
+            metadata: Metadata::new(),
         }
     }
 
@@ -46,11 +50,129 @@ impl Status {
             code: Code::Ok,
             message: String::new(),
             details: Bytes::new(),
+            metadata: Metadata::new(),
         }
     }
 
+    /// `CANCELLED` with `message` (tonic's constructor of the same name).
+    pub fn cancelled(message: impl Into<String>) -> Status {
+        Status::new(Code::Cancelled, message)
+    }
+
+    /// `UNKNOWN` with `message` (tonic's constructor of the same name).
+    pub fn unknown(message: impl Into<String>) -> Status {
+        Status::new(Code::Unknown, message)
+    }
+
+    /// `INVALID_ARGUMENT` with `message` (tonic's constructor of the same name).
+    pub fn invalid_argument(message: impl Into<String>) -> Status {
+        Status::new(Code::InvalidArgument, message)
+    }
+
+    /// `DEADLINE_EXCEEDED` with `message` (tonic's constructor of the same name).
+    pub fn deadline_exceeded(message: impl Into<String>) -> Status {
+        Status::new(Code::DeadlineExceeded, message)
+    }
+
+    /// `NOT_FOUND` with `message` (tonic's constructor of the same name).
+    pub fn not_found(message: impl Into<String>) -> Status {
+        Status::new(Code::NotFound, message)
+    }
+
+    /// `ALREADY_EXISTS` with `message` (tonic's constructor of the same name).
+    pub fn already_exists(message: impl Into<String>) -> Status {
+        Status::new(Code::AlreadyExists, message)
+    }
+
+    /// `PERMISSION_DENIED` with `message` (tonic's constructor of the same name).
+    pub fn permission_denied(message: impl Into<String>) -> Status {
+        Status::new(Code::PermissionDenied, message)
+    }
+
+    /// `RESOURCE_EXHAUSTED` with `message` (tonic's constructor of the same name).
+    pub fn resource_exhausted(message: impl Into<String>) -> Status {
+        Status::new(Code::ResourceExhausted, message)
+    }
+
+    /// `FAILED_PRECONDITION` with `message` (tonic's constructor of the same name).
+    pub fn failed_precondition(message: impl Into<String>) -> Status {
+        Status::new(Code::FailedPrecondition, message)
+    }
+
+    /// `ABORTED` with `message` (tonic's constructor of the same name).
+    pub fn aborted(message: impl Into<String>) -> Status {
+        Status::new(Code::Aborted, message)
+    }
+
+    /// `OUT_OF_RANGE` with `message` (tonic's constructor of the same name).
+    pub fn out_of_range(message: impl Into<String>) -> Status {
+        Status::new(Code::OutOfRange, message)
+    }
+
+    /// `UNIMPLEMENTED` with `message` (tonic's constructor of the same name).
+    pub fn unimplemented(message: impl Into<String>) -> Status {
+        Status::new(Code::Unimplemented, message)
+    }
+
+    /// `INTERNAL` with `message` (tonic's constructor of the same name).
+    pub fn internal(message: impl Into<String>) -> Status {
+        Status::new(Code::Internal, message)
+    }
+
+    /// `UNAVAILABLE` with `message` (tonic's constructor of the same name).
+    pub fn unavailable(message: impl Into<String>) -> Status {
+        Status::new(Code::Unavailable, message)
+    }
+
+    /// `DATA_LOSS` with `message` (tonic's constructor of the same name).
+    pub fn data_loss(message: impl Into<String>) -> Status {
+        Status::new(Code::DataLoss, message)
+    }
+
+    /// `UNAUTHENTICATED` with `message` (tonic's constructor of the same name).
+    pub fn unauthenticated(message: impl Into<String>) -> Status {
+        Status::new(Code::Unauthenticated, message)
+    }
+
+    /// A status with `code`, `message` and `details` (an encoded `google.rpc.Status`, sent as
+    /// `grpc-status-details-bin`), as tonic's `Status::with_details`.
+    pub fn with_details(code: Code, message: impl Into<String>, details: Bytes) -> Status {
+        Status {
+            code,
+            message: message.into(),
+            details,
+            metadata: Metadata::new(),
+        }
+    }
+
+    /// The code (the same as the `code` field; tonic's accessor).
+    pub const fn code(&self) -> Code {
+        self.code
+    }
+
+    /// The message (the same as the `message` field; tonic's accessor).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The details, empty when there are none (the `details` field; tonic's accessor).
+    pub fn details(&self) -> &[u8] {
+        &self.details
+    }
+
+    /// The custom metadata sent with the status (the `metadata` field; tonic's accessor).
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    /// The custom metadata, to add to (tonic's accessor).
+    pub fn metadata_mut(&mut self) -> &mut Metadata {
+        &mut self.metadata
+    }
+
     /// The trailer fields, in order: `grpc-status` always, `grpc-message` and
-    /// `grpc-status-details-bin` when not empty. The values are borrowed for the call only:
+    /// `grpc-status-details-bin` when not empty (the [`metadata`](Status::metadata) is the
+    /// caller's to send after them). The values are borrowed for the call only:
     /// nothing is allocated for a status without a message to escape or details.
     pub fn fields(&self, mut field: impl FnMut(&'static str, &[u8])) {
         field(GRPC_STATUS, self.code.as_str().as_bytes());
@@ -88,6 +210,7 @@ impl Status {
             code,
             message,
             details,
+            metadata: Metadata::new(),
         }
     }
 }

@@ -14,6 +14,12 @@
 //! the connection sends, so each failure says what goes on the wire.
 #![forbid(unsafe_code)]
 
+/// The README's examples, compiled and run with the other doctests (`cargo test --doc`), so
+/// that they cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub mod frame;
 pub mod qpack;
 pub mod varint;

@@ -18,6 +18,12 @@ use std::collections::VecDeque;
 
 pub mod huffman;
 
+/// The README's examples, compiled and run with the other doctests (`cargo test --doc`), so
+/// that they cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 /// The dynamic table size the server's decoder allows (SETTINGS_HEADER_TABLE_SIZE; the
 /// default of RFC 9113 §6.5.2, so no SETTINGS entry is needed for it).
 pub const HEADER_TABLE_SIZE: usize = 4096;

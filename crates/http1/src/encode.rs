@@ -352,8 +352,8 @@ pub fn write_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 
 /// [`write_field`] for a name given as a literal, inlined so that the name's copy needs no
 /// call to `memcpy` (~30 instructions a field: the proxy's answer heads, callgrind,
-/// docs/benchmarks.md issue Q's fourth session). `write_field` itself stays a call: inlined
-/// everywhere, the server's own answers cost more.
+/// docs/benchmarks.md's section on a miss's instructions and syscalls). `write_field` itself
+/// stays a call: inlined everywhere, the server's own answers cost more.
 #[inline(always)]
 pub fn literal_field(out: &mut Vec<u8>, name: &'static [u8], value: &[u8]) {
     out.reserve(name.len() + value.len() + 4);

@@ -23,6 +23,12 @@
 //! assert_eq!(head.parse(smuggle, &Limits::default()).unwrap_err().status(), 400);
 //! ```
 
+/// The README's examples, compiled and run with the other doctests (`cargo test --doc`), so
+/// that they cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 mod body;
 mod chars;
 mod date;

@@ -42,7 +42,7 @@ const HEAD_RULES: &[(&str, &[u8], Want)] = &[
     ("%0D in an absolute-form path", b"GET http://a/x%0D HTTP/1.1\r\nHost: a\r\n\r\n", Want::Err(EncodedControlInPath)),
     ("%0a in the query is the application's", b"GET /a?q=%0a%00 HTTP/1.1\r\nHost: a\r\n\r\n", Want::Ok(Framing::None)),
     // WHATWG URL §1.3 (percent-encode sets): what browsers send unencoded is accepted, as
-    // nginx, h2o and caddy accept it (issue 24: Chromium's `?filter=a|b` got 400).
+    // nginx, h2o and caddy accept it (Chromium's `?filter=a|b` once got 400).
     ("`|` in the query (browsers send it raw)", b"GET /index.html?filter=a|b HTTP/1.1\r\nHost: a\r\n\r\n", Want::Ok(Framing::None)),
     ("`^` in the query", b"GET /?q=a^b HTTP/1.1\r\nHost: a\r\n\r\n", Want::Ok(Framing::None)),
     ("`{` and `}` in the query", b"GET /?q={x} HTTP/1.1\r\nHost: a\r\n\r\n", Want::Ok(Framing::None)),

@@ -1,8 +1,8 @@
-//! linerate's cache-aside for handlers (issue Q): a per-process memory tier ([`Memory`]) in
+//! linerate's cache-aside for handlers: a per-process memory tier ([`Memory`]) in
 //! front of an optional shared second tier in Redis/Valkey or memcached ([`Tier`]), together
 //! as [`Cache`]. memcached is reached through a well-kept crate (`async-memcached`); Redis
 //! through a hand-written pipelined RESP client ([`resp`], measured against the `redis` crate's
-//! connection, which cost a tier hit more than the rest of the edge did); this crate adds what the issue asks of them: every call bounded by a timeout, a tier that is
+//! connection, which cost a tier hit more than the rest of the edge did); this crate adds what a cache tier needs of them: every call bounded by a timeout, a tier that is
 //! down answered as a miss (counted, logged once per outage, probed until it is back), an
 //! exact TTL on every engine ([`frame`]), and a purge that reaches every edge through a
 //! generation number kept in the tier.
@@ -10,6 +10,12 @@
 //! The sans-I/O parts ([`health`], [`frame`], [`endpoint`], [`resp`], [`link`]) are tested without sockets;
 //! tests/ runs the clients against real `redis-server` and `memcached` processes.
 #![forbid(unsafe_code)]
+
+/// The README's examples, compiled and run with the other doctests (`cargo test --doc`), so
+/// that they cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 mod cache;
 pub mod endpoint;

@@ -164,7 +164,7 @@ impl Redis {
     /// The values of `keys` in one `MGET` (one `GET` for a single key): their values in
     /// `keys`' order, `None` for a missing key. One command for the lot costs Redis 7 about
     /// half the instructions a key of pipelined `GET`s does (callgrind of redis-server, 12
-    /// keys of 1.3 KB: 3,666 instructions a key for `GET`s, 1,736 for `MGET`; issue Q). An
+    /// keys of 1.3 KB: 3,666 instructions a key for `GET`s, 1,736 for `MGET`). An
     /// error reply fails the call (the server is not one to trust).
     pub async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, Error> {
         if let [key] = keys {

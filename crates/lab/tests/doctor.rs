@@ -510,7 +510,7 @@ fn real_host_audit_does_not_fail() {
     println!("{}", render_text(&findings));
 }
 
-/// Issue 24, item 5: doctor advised "set somaxconn=4096" where it already was 4096. The fix
+/// Regression: doctor advised "set somaxconn=4096" where it already was 4096. The fix
 /// names only the settings that fall short.
 #[test]
 fn the_backlog_fix_names_only_what_falls_short() {

@@ -27,11 +27,6 @@ pub const DATASET_JSON: &str = include_str!("../data/dataset.json");
 /// Most items `/json/{count}` returns.
 pub const MAX_ITEMS: usize = 50;
 
-#[derive(Serialize)]
-struct Message<'a> {
-    message: &'a str,
-}
-
 /// One dataset item (all numbers are integers).
 #[derive(Clone, Debug, Deserialize, Serialize)]
 pub struct Item {
@@ -126,14 +121,9 @@ pub fn router_with(dataset: Vec<Item>) -> Router {
 pub fn http_routes(dataset: Vec<Item>) -> Router {
     let dataset = Arc::new(dataset);
     let public_dataset = dataset.clone();
-    // Routes are tried in order: the benchmarked ones first.
-    Router::new()
-        .get("/json", |_| {
-            Response::json(&Message {
-                message: "Hello, World!",
-            })
-        })
-        .get("/plaintext", |_| Response::text("Hello, World!"))
+    // Routes are tried in order: the benchmarked ones first, TechEmpower's as its entry
+    // serves them.
+    linerate_techempower::plain_routes(Router::new())
         .get("/pipeline", |_| Response::text("ok"))
         .get("/baseline11", |req| baseline(req, None))
         .post("/baseline11", |req| baseline(req, Some(req.body())))

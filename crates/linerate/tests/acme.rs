@@ -223,7 +223,7 @@ fn a_ca_down_at_start_serves_what_is_stored_and_never_a_wrong_one() {
     for f in ["cert.pem", "key.pem"] {
         std::fs::copy(dir.join("store/acme/c.example.test").join(f), wrong.join(f)).unwrap();
     }
-    // The admin listener: `/readyz` is 503 while a site has no certificate (issue Z item 4).
+    // The admin listener: `/readyz` is 503 while a site has no certificate.
     let admin = format!("127.0.0.1:{}", common::free_port("127.0.0.1"));
     let more = format!(
         "{base}\n[[site]]\nnames = [\"d.example.test\"]\ntls = \"acme\"\n\n[[site]]\nnames = [\"e.example.test\"]\ntls = \"acme\"\n\n[admin]\naddr = \"{admin}\"\n"
@@ -248,7 +248,7 @@ fn a_ca_down_at_start_serves_what_is_stored_and_never_a_wrong_one() {
         let log = server.log();
         log.contains("could not obtain a certificate") && log.contains("d.example.test")
     });
-    // The failed orders are counted (issue Z item 3).
+    // The failed orders are counted.
     let orders = |outcome: &str| -> f64 {
         let head = format!("linerate_acme_orders_total{{outcome=\"{outcome}\"}} ");
         let metrics = admin_get("/metrics").1;

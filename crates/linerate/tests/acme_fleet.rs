@@ -1,4 +1,4 @@
-//! ACME in a fleet (issue V item 2): several `linerate serve` processes sharing a `[storage]`
+//! ACME in a fleet: several `linerate serve` processes sharing a `[storage]`
 //! (a directory, or Redis) against Pebble and pebble-challtestsrv (tests/common/pebble.rs).
 //! Pebble validates every name on one HTTP port and one TLS port: node B's listeners. The
 //! other nodes listen elsewhere, so a validation for an order that another node made lands

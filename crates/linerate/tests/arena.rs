@@ -735,7 +735,7 @@ fn static_files_swapped_on_disk_are_served_fresh_with_their_siblings() {
     let after = fetch_all();
     for ((proto, ae, body, etag), (_, _, _, old_etag)) in after.iter().zip(&before) {
         assert!(*body == new, "{proto} {ae}: still the old bytes");
-        // The ETag is the file's size and mtime (issue Y item 6, as nginx's, so that every
+        // The ETag is the file's size and mtime (as nginx's, so that every
         // node of a fleet gives the same): it changed for the .gz renamed over (a new mtime),
         // not for reset.css and its .br rewritten in place with their mtimes put back, whose
         // bytes are served new all the same (the open-file cache follows the ctime).

@@ -236,7 +236,7 @@ fn access_log_writes_combined_lines() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Issue 24, item 2: the access line of a 400 had no request (`"-" 400 40 "-" "-"`), so an
+/// Regression: the access line of a 400 had no request (`"-" 400 40 "-" "-"`), so an
 /// operator could not see what was refused. It now carries the line as sent, escaped.
 #[test]
 fn a_refused_request_is_logged_with_its_request_line() {

@@ -8,15 +8,17 @@
 //! with both drivers (the database runtime beside the worker, and the worker's own loop).
 
 mod common;
+#[path = "../../../frameworks/Rust/linerate/tests/support/mod.rs"]
+mod techempower;
 
 use common::tier::TierServer;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::Command;
 
 use common::Client;
 use common::bin::{run_err, serve};
+use techempower::{FORTUNES_PAGE, Pg, worlds};
 
 /// `--database-driver` values: every database test runs with each.
 const DRIVERS: [&str; 2] = ["runtime", "worker"];
@@ -32,115 +34,6 @@ fn serve_db(pg: &Pg, driver: &str, connections: usize) -> common::bin::Served {
         "--database-driver",
         driver,
     ])
-}
-
-/// A throwaway cluster; stopped and removed when dropped.
-struct Pg {
-    dir: String,
-    url: String,
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-impl Pg {
-    fn start() -> Pg {
-        let out = Command::new(repo().join("scripts/pg.sh"))
-            .arg("start")
-            .output()
-            .expect("run scripts/pg.sh");
-        assert!(
-            out.status.success(),
-            "this test needs PostgreSQL 15 (scripts/pg.sh start exited {:?}): {}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let field = |name: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(name))
-                .unwrap_or_else(|| panic!("no {name} in {text}"))
-                .to_string()
-        };
-        Pg {
-            dir: field("PG_DIR="),
-            url: field("DATABASE_URL="),
-        }
-    }
-
-    /// Stops the server, keeping the data (an outage).
-    fn down(&self) {
-        let ok = Command::new(repo().join("scripts/pg.sh"))
-            .args(["down", &self.dir])
-            .status()
-            .unwrap();
-        assert!(ok.success());
-    }
-
-    /// Starts it again on the same port.
-    fn up(&self) {
-        let ok = Command::new(repo().join("scripts/pg.sh"))
-            .args(["up", &self.dir])
-            .status()
-            .unwrap();
-        assert!(ok.success());
-    }
-
-    /// Client connections other than the one asking.
-    fn client_connections(&self) -> usize {
-        self.value(
-            "SELECT count(*) FROM pg_stat_activity \
-             WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()",
-        )
-        .parse()
-        .unwrap()
-    }
-
-    /// One value from the database itself (psql over TCP).
-    fn value(&self, sql: &str) -> String {
-        let out = Command::new("/usr/lib/postgresql/15/bin/psql")
-            .args(["-X", "-tA", &self.url, "-c", sql])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-}
-
-impl Drop for Pg {
-    fn drop(&mut self) {
-        let _ = Command::new(repo().join("scripts/pg.sh"))
-            .args(["stop", &self.dir])
-            .status();
-    }
-}
-
-/// The `(id, randomNumber)` pairs of a `/db` or `/queries` body, checked for shape: objects
-/// with exactly those two integer members, both in 1..=10000.
-fn worlds(body: &str) -> Vec<(i64, i64)> {
-    let v: serde_json::Value = serde_json::from_str(body).expect(body);
-    let list = match v {
-        serde_json::Value::Array(a) => a,
-        one => vec![one],
-    };
-    list.iter()
-        .map(|w| {
-            let o = w.as_object().expect("an object");
-            assert_eq!(o.len(), 2, "{w}");
-            let id = o["id"].as_i64().expect("integer id");
-            let n = o["randomNumber"].as_i64().expect("integer randomNumber");
-            assert!(
-                (1..=10_000).contains(&id) && (1..=10_000).contains(&n),
-                "{w}"
-            );
-            (id, n)
-        })
-        .collect()
 }
 
 #[test]
@@ -210,16 +103,8 @@ fn db_and_queries(pg: &Pg, driver: &str) {
         let rows = worlds(&r.text());
         assert_eq!(rows.len(), want, "{query}");
         if want == 20 {
-            let ids: Vec<String> = rows.iter().map(|(id, _)| id.to_string()).collect();
-            let sql = format!(
-                "SELECT count(*) FROM world WHERE (id, randomnumber) IN ({})",
-                rows.iter()
-                    .map(|(i, n)| format!("({i},{n})"))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            );
-            let distinct: std::collections::HashSet<_> = ids.iter().collect();
-            assert_eq!(pg.value(&sql), distinct.len().to_string(), "{sql}");
+            let distinct: std::collections::HashSet<_> = rows.iter().collect();
+            assert_eq!(pg.worlds_held(&rows), distinct.len(), "{rows:?}");
         }
     }
     // Plain routes still answer on the same worker.
@@ -330,27 +215,6 @@ fn json(r: &common::Resp) -> serde_json::Value {
     serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("{e}: {}", r.text()))
 }
 
-/// TechEmpower's fortunes page for its twelve rows, as linerate renders it: the added fortune,
-/// sorted by message, `<`, `>` and `"` escaped as named references and `'` as `&#39;` (ones
-/// the verifier accepts, and the `&lt;script&gt;` HttpArena's fortunes check reads), the rest
-/// raw UTF-8.
-const FORTUNES_PAGE: &str = "<!DOCTYPE html><html><head><title>Fortunes</title></head><body>\
-<table><tr><th>id</th><th>message</th></tr>\
-<tr><td>11</td><td>&lt;script&gt;alert(&quot;This should not be displayed in a browser alert box.&quot;);&lt;/script&gt;</td></tr>\
-<tr><td>4</td><td>A bad random number generator: 1, 1, 1, 1, 1, 4.33e+67, 1, 1, 1</td></tr>\
-<tr><td>5</td><td>A computer program does what you tell it to do, not what you want it to do.</td></tr>\
-<tr><td>2</td><td>A computer scientist is someone who fixes things that aren&#39;t broken.</td></tr>\
-<tr><td>8</td><td>A list is only as strong as its weakest link. — Donald Knuth</td></tr>\
-<tr><td>0</td><td>Additional fortune added at request time.</td></tr>\
-<tr><td>3</td><td>After enough decimal places, nobody gives a damn.</td></tr>\
-<tr><td>7</td><td>Any program that runs right is obsolete.</td></tr>\
-<tr><td>10</td><td>Computers make very fast, very accurate mistakes.</td></tr>\
-<tr><td>6</td><td>Emacs is a nice operating system, but I prefer UNIX. — Tom Christaensen</td></tr>\
-<tr><td>9</td><td>Feature: A bug with seniority.</td></tr>\
-<tr><td>1</td><td>fortune: No such file or directory</td></tr>\
-<tr><td>12</td><td>フレームワークのベンチマーク</td></tr>\
-</table></body></html>";
-
 #[test]
 fn fortunes_updates_and_cached_queries_follow_techempower() {
     let pg = Pg::start();
@@ -410,14 +274,7 @@ fn techempower(pg: &Pg, driver: &str) {
         assert_eq!(rows.len(), want, "{query}");
         let ids: std::collections::HashSet<i64> = rows.iter().map(|(id, _)| *id).collect();
         assert_eq!(ids.len(), rows.len(), "each row once: {query}");
-        let sql = format!(
-            "SELECT count(*) FROM world WHERE (id, randomnumber) IN ({})",
-            rows.iter()
-                .map(|(i, n)| format!("({i},{n})"))
-                .collect::<Vec<_>>()
-                .join(",")
-        );
-        assert_eq!(pg.value(&sql), want.to_string(), "persisted: {query}");
+        assert_eq!(pg.worlds_held(&rows), want, "persisted: {query}");
     }
     let after = pg.value("SELECT sum(randomnumber::bigint) || ':' || count(*) FROM world");
     assert_ne!(before, after, "the table changed");
@@ -425,7 +282,7 @@ fn techempower(pg: &Pg, driver: &str) {
     drop(s);
 }
 
-/// Issue T, 1: against TechEmpower's own database (tfb-database: `world` and `fortune`, no
+/// Against TechEmpower's own database (tfb-database: `world` and `fortune`, no
 /// HttpArena `items` or `users`) the demo did not start: `statement "items_by_price": ERROR:
 /// relation "items" does not exist`. Now TechEmpower's endpoints serve, each route of a
 /// missing table answers 503 saying which table, and the start log names each table once.

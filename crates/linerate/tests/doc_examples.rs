@@ -1,6 +1,6 @@
 //! The command lines and examples of docs/serve.md (the `linerate serve` synopsis, which the
 //! README held before the front page moved it there) and docs/config.md, run as written, so
-//! they cannot rot (issue 24: docs/config.md showed `--max-head-bytes 8KiB`, which the binary
+//! they cannot rot (docs/config.md once showed `--max-head-bytes 8KiB`, which the binary
 //! refused). Each example is read from the document itself. What is changed to run it here,
 //! and nothing else:
 //! - listen addresses become 127.0.0.1 or ::1 on free ports (tests bind nothing else);

@@ -1,6 +1,6 @@
 //! Answers given before the request body is in, read by Debian's curl over HTTP/2 (TLS with
-//! ALPN and h2c with prior knowledge), as HttpArena's validator and a user's shell read them
-//! (issue T item 1). curl 7.88 drops an answer whose stream is reset before it has written its
+//! ALPN and h2c with prior knowledge), as HttpArena's validator and a user's shell read them.
+//! curl 7.88 drops an answer whose stream is reset before it has written its
 //! body ("Stream error in the HTTP/2 framing layer", HTTP code 000): the server must read and
 //! drop a small body and end the stream without RST_STREAM. Every kind of early answer is
 //! tried: the JWT check, basic auth, an access rule, forward auth, 413 for a declared length
@@ -201,7 +201,7 @@ fn curl_reads_every_early_answer_over_http2() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// HTTP/1.1 (issue T item 4.1): a refused POST whose chunked body is whole in the buffer keeps
+/// HTTP/1.1: a refused POST whose chunked body is whole in the buffer keeps
 /// its connection, as nginx's does: curl sends two such requests and connects once.
 #[test]
 fn curl_keeps_the_connection_after_a_refused_chunked_post() {

@@ -1,7 +1,7 @@
-//! Issue V items 6 and 7, through the binary: what tells a fleet's nodes apart on the admin
+//! Through the binary: what tells a fleet's nodes apart on the admin
 //! listener (the build, the configuration's hash, the last reload's outcome), and a
 //! `redirect_to_https` listener naming the port clients see (`https_port`), read by curl.
-//! Issue Z items 3 and 4: a restart pending, the ticket key's age, the storage's errors, and
+//! A restart pending, the ticket key's age, the storage's errors, and
 //! `/readyz` while the storage has not answered since start.
 
 mod common;
@@ -72,7 +72,7 @@ fn head_commit() -> String {
         })
 }
 
-/// Issue V item 6: nothing on `/metrics` said which build a node ran, and `--version` named
+/// Nothing on `/metrics` said which build a node ran, and `--version` named
 /// no commit. Both now name the package's version and the commit built.
 #[test]
 fn build_info_and_version_name_the_version_and_the_commit() {
@@ -102,7 +102,7 @@ fn build_info_and_version_name_the_version_and_the_commit() {
     );
 }
 
-/// Issue V item 6: an operator could not tell which nodes ran which configuration, nor
+/// An operator could not tell which nodes ran which configuration, nor
 /// whether a SIGHUP took. `linerate_config_info{hash}` is the file's SHA-256 (first 16 hex
 /// digits) and follows a successful reload; a failed one keeps it and sets
 /// `linerate_config_last_reload_successful` to 0, its timestamp unchanged.
@@ -176,7 +176,7 @@ fn the_config_hash_and_the_last_reload_follow_sighup() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// Issue V item 7: behind a balancer, `redirect_to_https` named the node's own TLS port
+/// Behind a balancer, `redirect_to_https` named the node's own TLS port
 /// (`https://host:PORT/…`), which clients cannot reach. `https_port` names the port they see:
 /// left out for 443, named otherwise. Read by Debian's curl (`curl -sI`).
 #[test]
@@ -237,7 +237,7 @@ fn https_port_is_the_port_the_redirect_names() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// Issue V item 6: the admin listener could not say what configuration a node runs. `GET
+/// The admin listener could not say what configuration a node runs. `GET
 /// /config` answers it as JSON (what the server runs with: defaults filled in), with every
 /// secret the file can hold replaced by `<redacted>`: a Redis URL's password (the cache tier,
 /// `[storage]`), the EAB MAC key, and none of what the file only points at (the htpasswd
@@ -346,7 +346,7 @@ fn cert_until(d: &Path, file: &str, names: &[&str], (y, m, day): (i32, u8, u8)) 
     std::fs::write(d.join(format!("{file}.key")), key.serialize_pem()).unwrap();
 }
 
-/// Issue V item 6: no metric said when a node's certificates expire, so a node still serving
+/// No metric said when a node's certificates expire, so a node still serving
 /// an old one looked like the others. `linerate_certificate_expiry_timestamp_seconds{name,
 /// source}` gives each loaded certificate's `notAfter`: the listener's own (its first DNS
 /// name), a site's files, the local CA's; a SIGHUP that rereads a renewed file moves it.
@@ -406,7 +406,7 @@ fn every_loaded_certificate_reports_its_expiry_and_a_reread_moves_it() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// Issue V item 6, without a file: SIGHUP rereads the certificates only, and its outcome is
+/// Without a file: SIGHUP rereads the certificates only, and its outcome is
 /// what `linerate_config_last_reload_successful` says (a certificate file that no longer
 /// parses: 0, the one in use stays; fixed: 1 again, at a later time), the flags' hash kept.
 #[test]
@@ -455,7 +455,7 @@ fn without_a_file_a_certificate_reread_sets_the_last_reload() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// Issue Z item 4: a new fleet node whose `[storage]` Redis could not be reached answered
+/// A new fleet node whose `[storage]` Redis could not be reached answered
 /// `/healthz` and `/readyz` 200 while it had none of the fleet's ticket keys (nor, with ACME,
 /// its certificates). `/readyz` is 503 until the storage first answers, naming it and why;
 /// `/healthz` stays 200 (alive). Item 3 beside it: the failed calls are counted by
@@ -531,7 +531,7 @@ fn readyz_is_503_until_the_storage_answers_and_says_why() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// Issue Z item 3: a SIGHUP that changed a key only a restart applies said so in the log
+/// A SIGHUP that changed a key only a restart applies said so in the log
 /// alone. `linerate_restart_pending` is 0 from the start, stays 0 for a change applied at
 /// once (a site), is 1 while the file changes a restart-only key (`limits.header_timeout`),
 /// and 0 again once that change is undone.
@@ -570,7 +570,7 @@ fn restart_pending_is_1_while_the_file_changes_a_restart_only_key() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// Issue Z item 3: nothing said how old the session-ticket key in use was, so a rotation
+/// Nothing said how old the session-ticket key in use was, so a rotation
 /// that stopped went unseen until a leak. `linerate_tls_ticket_key_age_seconds{source=
 /// "files"}` is the sealing key file's age (its modification time), and follows a SIGHUP
 /// that reads a new one.

@@ -12,7 +12,8 @@ use common::{Client, config, start};
 use linerate_server::config::COMPRESS_MAX_BYTES;
 use linerate_server::{Body, Method, Response, Router};
 
-/// The compression stall case of issue 27: a 256 MB compressible answer.
+/// The compression stall case (compressing it whole would hold the worker for seconds): a
+/// 256 MB compressible answer.
 const HUGE_BYTES: usize = 256 * 1024 * 1024;
 
 /// The huge body, made once for the whole test binary.

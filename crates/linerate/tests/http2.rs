@@ -1305,7 +1305,7 @@ fn a_request_and_fin_in_one_read_leak_no_bytes_to_the_next_connection() {
     srv.stop();
 }
 
-/// Issue 24, item 2: URLs a browser sends got `400 invalid request-target`. Chromium leaves
+/// Regression: URLs a browser sends got `400 invalid request-target`. Chromium leaves
 /// `|`, `^`, `{`, `}`, backquote, `\` (in a query) and a stray `%` unencoded (WHATWG URL's
 /// percent-encode sets), and nginx, h2o and caddy serve them. Each one is answered, over
 /// HTTP/1.1 on the plain listener and over HTTP/2 on the h2c listener (HTTP/2's `:path` is
@@ -1422,7 +1422,7 @@ fn grpc_call(path: &str) -> Vec<(&str, &str)> {
 
 #[test]
 fn ten_thousand_grpc_calls_opened_and_reset_leave_nothing_behind() {
-    // Issue 53's abuse row: 10,000 streaming calls (the demo's interop FullDuplexCall, each
+    // gRPC under abuse: 10,000 streaming calls (the demo's interop FullDuplexCall, each
     // a future on the worker's runtime) opened and reset at once, 200 a connection over 50
     // connections (the most MAX_RESETS_PER_SEC lets one connection reset in a second). Each
     // connection goes on (its PING answered, no GOAWAY), every call's future ends (nothing

@@ -101,7 +101,7 @@ fn rate_limits_answer_429_past_the_burst_per_key_and_count_it() {
     for _ in 0..3 {
         assert_eq!(get(s.addr, "/plaintext", "").status, 200);
     }
-    // Counted by rule (issue V item 5: the label is the rule's site and prefix), and logged
+    // Counted by rule (the label is the rule's site and prefix), and logged
     // as the 429s they are.
     assert_eq!(
         metric(admin, "linerate_rate_limited_total{rule=\"_ /json\"}"),

@@ -272,7 +272,7 @@ fn a_log_that_is_not_a_terminal_has_no_ansi_codes() {
     assert!(!log.contains('\x1b'), "ANSI escape in {log:?}");
 }
 
-/// Issue 50, §2 item 4: changing an upstream's `timeout` logged "workers, limits,
+/// Regression: changing an upstream's `timeout` logged "workers, limits,
 /// timeouts… restart to apply them", yet the new timeout applied at once. The log names each
 /// key that changed, as applied now or needing a restart.
 #[test]
@@ -341,7 +341,7 @@ fn sighup_names_each_changed_key_and_which_need_a_restart() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// Issue 24, item 1: with stderr a pipe whose reader has gone (`linerate serve 2>&1 | head
+/// Regression: with stderr a pipe whose reader has gone (`linerate serve 2>&1 | head
 /// -1`), SIGTERM and SIGINT were ignored. tracing-subscriber reported the failed write of the
 /// "shutting down" line with `eprintln!`, which panicked in the signal thread before it
 /// started the drain; only SIGKILL stopped the server.

@@ -2076,7 +2076,7 @@ fn a_hash_on_a_field_sends_each_key_to_one_server_and_uses_both() {
     assert_eq!(used.len(), 2, "15 keys all on one server: {by_user:?}");
 }
 
-/// Issue 50, §2 item 9: one malformed answer took its server out for `fail_timeout` with
+/// Regression: one malformed answer took its server out for `fail_timeout` with
 /// `max_fails = 1`, so a client that could make one path answer badly took healthy servers
 /// out one by one. A malformed answer is the client's 502, and no failure of the server's
 /// (nginx's default `proxy_next_upstream error timeout`, without `invalid_header`).
@@ -2144,7 +2144,7 @@ fn least_conn_sends_a_request_past_a_server_still_busy_with_one() {
 
 // Observability: per-server metrics on the admin listener, and the upstream in the log.
 
-/// Issue 50, section 4 item 2: a template could not name `$upstream_status`, `$scheme`,
+/// Regression: a template could not name `$upstream_status`, `$scheme`,
 /// `$host` or a request field (`$http_NAME`), and a request whose only server refused the
 /// connection was not logged at all. Each proxied line names its server, that server's
 /// status (the proxy's 502 when none came), its time in seconds with milliseconds, and the
@@ -2328,7 +2328,7 @@ fn upstream_servers_have_their_own_metrics_and_the_log_names_the_server() {
     }
 }
 
-/// Issue 50, §4 item 4: passive health logged the upstream without the server, active checks
+/// Regression: passive health logged the upstream without the server, active checks
 /// the server without the upstream. Both name both.
 #[test]
 fn passive_and_active_health_log_the_upstream_and_the_server() {
@@ -2406,7 +2406,7 @@ fn scrape_metrics(admin: SocketAddr) -> prometheus_parse::Scrape {
         .expect("valid exposition")
 }
 
-/// Issue 50, §2 item 3: every `linerate_upstream_*` counter and histogram went back to 0 on
+/// Regression: every `linerate_upstream_*` counter and histogram went back to 0 on
 /// SIGHUP, even for a server the new file still names (site counters survived).
 #[test]
 fn a_reload_keeps_the_counts_of_an_upstream_server_that_is_still_there() {
@@ -3192,7 +3192,7 @@ fn a_longer_static_root_wins_over_a_proxy_mount() {
     );
 }
 
-/// Issue 50, §2 item 2: any `[[site.access]]`, `[[site.rate_limit]]` or `[[site.basic_auth]]`,
+/// Regression: any `[[site.access]]`, `[[site.rate_limit]]` or `[[site.basic_auth]]`,
 /// even on an unrelated prefix, made `%2F` (GitLab's project paths) a 400 for the whole
 /// site. It goes up exactly as sent; the rules still hold against every spelling of a path.
 #[test]
@@ -3241,7 +3241,7 @@ fn an_encoded_slash_passes_a_site_with_rules_and_the_rules_still_hold() {
     );
 }
 
-/// Issue 50, §2 item 1: proxied answers got none of the site's `[[site.headers]]` (HSTS) and
+/// Regression: proxied answers got none of the site's `[[site.headers]]` (HSTS) and
 /// no `Alt-Svc` from a QUIC listener, so an application-only site never sent HSTS and never
 /// advertised HTTP/3. Both are on every answer now (the site's field replacing the
 /// upstream's, as on static answers), the proxy's own 502 included; a rule with

@@ -1,9 +1,9 @@
 //! The proxy's HTTP cache (`serve --proxy … --proxy-cache SIZE`, RFC 9111) over real sockets,
 //! in front of a scripted upstream on a std `TcpListener` that counts the requests it gets
-//! and answers each path as the test says: hits, the poisoning and deception table of issue
-//! Q, refused requests that must never fill the cache, an object over the size limit that
-//! streams through whole, collapsed forwarding of 1,000 concurrent clients, and the admin
-//! listener's counters and purge.
+//! and answers each path as the test says: hits, the poisoning and deception table of
+//! docs/cache-poisoning.md, refused requests that must never fill the cache, an object over
+//! the size limit that streams through whole, collapsed forwarding of 1,000 concurrent
+//! clients, and the admin listener's counters and purge.
 //!
 //! No timing is asserted: the collapsed-forwarding upstream holds its answer until the
 //! server's own `/metrics` says every other client is waiting.
@@ -223,7 +223,7 @@ fn stale_while_revalidate_answers_at_once_and_validates_in_the_background() {
     );
 }
 
-/// Issue Q: no field outside the key changes what is stored for everyone.
+/// No field outside the key changes what is stored for everyone.
 #[test]
 fn unkeyed_fields_never_reach_the_upstream_of_a_caching_mount() {
     // The upstream reflects every override a framework might honour into its answer.
@@ -287,7 +287,7 @@ fn unkeyed_fields_never_reach_the_upstream_of_a_caching_mount() {
     );
 }
 
-/// Issue Q: web cache deception: a private answer under a static-looking path is not stored
+/// Web cache deception: a private answer under a static-looking path is not stored
 /// unless the answer says it may be; neither is one that sets a cookie; `Vary: *` never
 /// matches; an answer to a request with Authorization follows RFC 9111 §3.5.
 #[test]
@@ -315,7 +315,7 @@ fn private_personal_and_unmatchable_answers_are_not_stored() {
     assert_eq!(
         up.count("/shared-cookie"),
         2,
-        "issue T: public is no consent to replaying one visitor's cookie to another"
+        "public is no consent to replaying one visitor's cookie to another"
     );
     get(s.addr, "/authz", "Authorization: Bearer x\r\n");
     get(s.addr, "/authz", "Authorization: Bearer x\r\n");
@@ -329,7 +329,7 @@ fn private_personal_and_unmatchable_answers_are_not_stored() {
     assert_eq!(up.count("/authz-public"), 1, "§3.5: public allows it");
 }
 
-/// Issue Q: a smuggled or refused request never fills the cache.
+/// A smuggled or refused request never fills the cache.
 #[test]
 fn a_refused_request_never_fills_the_cache() {
     let up = Upstream::start(|_, _| ok_with("Cache-Control: max-age=60\r\n", b"real"));
@@ -344,7 +344,7 @@ fn a_refused_request_never_fills_the_cache() {
     assert_eq!(up.count("/s"), 1);
 }
 
-/// Issue Q: an object over the size limit streams through uncached, its bytes never cut —
+/// An object over the size limit streams through uncached, its bytes never cut —
 /// declared over the limit by Content-Length, or passing it in chunks.
 #[test]
 fn an_object_over_the_limit_streams_whole_and_is_not_stored() {
@@ -377,7 +377,7 @@ fn an_object_over_the_limit_streams_whole_and_is_not_stored() {
     }
 }
 
-/// Issue Q: 1,000 concurrent clients for one cold key make exactly one upstream request.
+/// 1,000 concurrent clients for one cold key make exactly one upstream request.
 #[test]
 fn a_thousand_concurrent_misses_make_one_upstream_request() {
     let up = Upstream::start(|_, _| ok_with("Cache-Control: max-age=60\r\n", b"once"));
@@ -541,7 +541,7 @@ fn post(admin: &str, target: &str) -> (u16, String) {
     (status, body)
 }
 
-/// Issue Q's fleet: three edges on 127.0.0.2–4 share one Redis (then one memcached). An
+/// A fleet: three edges on 127.0.0.2–4 share one Redis (then one memcached). An
 /// answer cached through edge A is a hit on edges B and C without going upstream; a purge on
 /// one edge is seen by all (the tier's generation, read each second by every edge); a tier
 /// stopped (SIGSTOP) or killed mid-run leaves every request answered, and once back it is
@@ -1222,7 +1222,7 @@ fn a_revalidation_that_changes_a_stored_field_changes_the_next_fresh_hits_head()
             )
         }
     });
-    // Issue U item 2: a client's no-cache is heeded only where the mount says so.
+    // A client's no-cache is heeded only where the mount says so.
     let s = cache_in_front(&up, &["--proxy-cache-client-no-cache", "revalidate"]);
     assert_eq!(get(s.addr, "/r", "").text(), "body");
     let first = get(s.addr, "/r", "");
@@ -1315,7 +1315,7 @@ fn tier_count(admin: &str, outcome: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Issue T, item 1: `public, max-age=60` with `Set-Cookie: sid=<new>` was stored, and the
+/// `public, max-age=60` with `Set-Cookie: sid=<new>` was stored, and the
 /// next visitor without cookies got the first one's `sid`, and its session. An answer that
 /// sets a cookie now goes to the request that caused it only: not stored (nor with
 /// `s-maxage`), a request collapsed on its flight goes up for an answer of its own, and a 304
@@ -1399,7 +1399,7 @@ fn a_set_cookie_is_never_replayed_to_another_visitor() {
     );
 }
 
-/// Issue T, item 1 (the second tier): an edge that keeps Set-Cookie answers (the dangerous
+/// The second tier: an edge that keeps Set-Cookie answers (the dangerous
 /// `set_cookie = "explicit"`, or an older linerate) stores them in the shared tier; an edge
 /// that does not must not serve them from there, whatever the other stored.
 #[test]
@@ -1467,7 +1467,7 @@ fn a_tier_entry_that_sets_a_cookie_is_not_served_by_an_edge_that_keeps_none() {
     );
 }
 
-/// Issue T, item 2: a GET whose body the origin reads was answered from, and stored under,
+/// A GET whose body the origin reads was answered from, and stored under,
 /// its URL: a "fat GET" poisoned the entry for every later visitor. A GET (or HEAD) with
 /// content — a Content-Length or chunks over HTTP/1.1, DATA over HTTP/2 — goes up alone, its
 /// answer is not stored, and its Cache-Status says why.
@@ -1560,7 +1560,7 @@ fn chunked_with(fields: &str, body: &[u8]) -> Vec<u8> {
     v
 }
 
-/// Issue T, item 3: with `size = "256MiB"` and `max_object = "64MiB"`, 17 MB and 50 MB
+/// With `size = "256MiB"` and `max_object = "64MiB"`, 17 MB and 50 MB
 /// answers were never stored (sixteen shards of 16 MiB held none) while Cache-Status said
 /// `stored`; so did an answer declared over `max_object`. Here at a test's scale (8 MiB, 2
 /// MiB objects: sixteen shards of 512 KiB before): an answer up to `max_object` is stored,
@@ -1677,7 +1677,7 @@ fn two_edges(up: &Upstream, url: &str) -> Vec<(Served, String)> {
         .collect()
 }
 
-/// Issue T, item 5: purging `/product/p1` on one edge sent another edge's `/product/p2` to
+/// Purging `/product/p1` on one edge sent another edge's `/product/p2` to
 /// the origin: the purge moved the tier's generation, and every edge emptied its memory. A
 /// URL's purge now deletes that URL's tier entry and reaches the other edges through the
 /// tier's purge log: their other answers stay. On Redis, then on memcached.
@@ -1739,7 +1739,7 @@ fn a_purge_of_one_url_leaves_every_edges_other_answers_cached() {
     }
 }
 
-/// Issue T, item 4: with the tier stopped (SIGSTOP) and marked down, `POST /purge?url=…`
+/// With the tier stopped (SIGSTOP) and marked down, `POST /purge?url=…`
 /// answered `purged 1` and the purge was lost: once the tier was back, both edges served the
 /// purged page from it for its whole TTL. The purge is now kept, answered 202 with what is
 /// pending, and applied when the tier is back, before any tier answer for its key is used.
@@ -1804,7 +1804,7 @@ fn a_purge_while_the_tier_is_down_is_kept_and_applied_when_it_is_back() {
     assert_eq!(post(admin_a, "/purge?url=http://t/page").0, 200);
 }
 
-/// Issue V item 6 ("a purge answers 200 when it did not reach the fleet"): the `PURGE`
+/// "A purge answers 200 when it did not reach the fleet": the `PURGE`
 /// method, as the admin's purge, while the tier is stopped (SIGSTOP) and marked down: 202
 /// (RFC 9110 §15.3.3: accepted, not completed) with what is pending, never 200; once the tier
 /// is back (SIGCONT) the kept purge is replayed there and reaches the other edge, and a
@@ -1897,7 +1897,7 @@ fn is_hit(r: &common::Resp) -> bool {
     r.header("cache-status").is_some_and(|s| s.contains("hit"))
 }
 
-/// Issue U item 7: the key keeps the scheme and the Host's port, so a purge of `https://t/x`
+/// The key keeps the scheme and the Host's port, so a purge of `https://t/x`
 /// left `http://t/x` and `http://t:PORT/x` (a client that names the listener's port) cached:
 /// `purged 0`. A purge by URL now purges its keys under both schemes, with no port, its own
 /// port and every listener's port. Another port is another origin, purged when named. nginx
@@ -1953,7 +1953,7 @@ fn a_purge_of_a_url_purges_it_under_both_schemes_and_every_listener_port() {
     assert_eq!(up.count("/x"), 8);
 }
 
-/// Issue U item 7, through the tier: a purge by URL on edge A reaches edge B's answers of
+/// Through the tier: a purge by URL on edge A reaches edge B's answers of
 /// the URL under another scheme and port (each key announced in the purge log), and
 /// `POST /purge?all` (400 before: there was no purge of everything) empties every edge,
 /// while answers of other URLs stay after the URL purge. On Redis, then memcached.
@@ -2007,7 +2007,7 @@ fn purge_all_and_a_purge_across_ports_reach_every_edge_through_the_tier() {
     }
 }
 
-/// Issue U item 7: `PURGE /path` on a caching mount (Varnish's habit) purges the URL on this
+/// `PURGE /path` on a caching mount (Varnish's habit) purges the URL on this
 /// edge and, through the tier, on every edge, answered `200 purged N`, from the addresses
 /// `purge_from` names only: 405 (with `Allow`) for another address and for every address
 /// where the mount names none, the answer still cached. Never forwarded upstream from a
@@ -2111,7 +2111,7 @@ fn purge_method_purges_from_allowed_addresses_on_every_edge_and_is_405_for_other
     assert!(up.heads().iter().any(|h| h.starts_with("PURGE /plain/q")));
 }
 
-/// Issue U item 7: an origin's `Surrogate-Key` (space-separated) and `Cache-Tag`
+/// An origin's `Surrogate-Key` (space-separated) and `Cache-Tag`
 /// (comma-separated) tag its answer; `POST /purge?tag=T` on edge A purges every answer
 /// tagged T on A and, through the tier's purge log, on B, and neither takes the tier's old
 /// entry back (the tier cannot list a tag's keys: each edge refuses an entry with a tag
@@ -2191,7 +2191,7 @@ fn a_tag_purge_reaches_every_tagged_answer_on_every_edge_and_tags_never_reach_cl
     }
 }
 
-/// Issue U item 7: a soft purge (Fastly's; `POST /purge?url=URL&soft`, `?tag=T&soft`)
+/// A soft purge (Fastly's; `POST /purge?url=URL&soft`, `?tag=T&soft`)
 /// marks the answers stale, not gone: the next request on this edge and, through the tier's
 /// purge log, on every other edge revalidates (`If-None-Match`), and a 304 keeps the stored
 /// body. Before, `&soft` was read as part of the URL and nothing was purged. nginx 1.22 has

@@ -1,4 +1,4 @@
-//! Compressed hits (issue U item 8) over real sockets: a stored answer a client takes gzip or
+//! Compressed hits over real sockets: a stored answer a client takes gzip or
 //! br for is encoded once per entry and coding, and every later hit sends the kept bytes,
 //! read back by Debian's curl `--compressed`. What is asserted is the bytes and how many
 //! times the compressor ran (the admin listener's counter), never a time.
@@ -12,7 +12,8 @@ use common::bin::serve;
 use common::curl::curl_url;
 use common::{READ_TIMEOUT, free_port};
 
-/// A 2 KiB text page, as the issue's measure: compressible, never the same line twice.
+/// A 2 KiB text page, as the encoded hits' benchmark serves: compressible, never the same
+/// line twice.
 fn page() -> Vec<u8> {
     (0..64)
         .flat_map(|i| format!("line {i:02} of the page that is stored once\n").into_bytes())
@@ -71,7 +72,7 @@ fn encoded(admin: &str) -> u64 {
         .expect("the counter is in /metrics")
 }
 
-/// Issue U item 8: a hit with `Accept-Encoding: gzip` compressed the stored page again on
+/// A hit with `Accept-Encoding: gzip` compressed the stored page again on
 /// every request. Now the first hit that asks for a coding encodes it, and every later one
 /// sends the same kept bytes: the compressor runs once per entry and coding, and each answer
 /// decodes (curl `--compressed`) to the origin's bytes, with `Content-Encoding`, `Vary` and

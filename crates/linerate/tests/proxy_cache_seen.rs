@@ -1,4 +1,4 @@
-//! Seeing the proxy cache (issue U item 9) over real sockets: `$upstream_cache_status` in the
+//! Seeing the proxy cache over real sockets: `$upstream_cache_status` in the
 //! access log, compared with Debian's nginx 1.22 in front of the same kind of origin with the
 //! same requests, `cache_status` in the JSON log, and `Cache-Status` on the proxy's own
 //! 502/504.
@@ -144,7 +144,7 @@ enum Step {
 const SEQUENCE: &[Step] = &[
     Step::Ask("GET", "/a", ""),
     Step::Ask("GET", "/a", ""),
-    // A client's no-cache does not bypass either cache by default (issue U item 2); both
+    // A client's no-cache does not bypass either cache by default; both
     // are told to here (linerate's `bypass = [{ header = "Cache-Control" }]`, nginx's
     // `proxy_cache_bypass $http_cache_control` below), and both say BYPASS.
     Step::Ask("GET", "/a", "Cache-Control: no-cache\r\n"),
@@ -303,7 +303,7 @@ fn start_nginx(dir: &Path, port: u16, origin: SocketAddr) -> Option<Nginx> {
     Some(nginx)
 }
 
-/// Issue U item 9: linerate's `$upstream_cache_status` had no such field; it now logs nginx's
+/// linerate's `$upstream_cache_status` had no such field; it now logs nginx's
 /// values for the same outcomes, checked against nginx 1.22 itself in the same test: a miss,
 /// a hit, a bypass, a stale answer revalidated (304) and one fetched again (EXPIRED), stale
 /// on the origin's error and while updating, and `-` for a method no cache keeps.
@@ -384,7 +384,7 @@ fn the_access_log_says_what_the_cache_did_as_nginx_says_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Issue U item 9: the proxy's own 502 and 504 in front of a caching mount carried no
+/// The proxy's own 502 and 504 in front of a caching mount carried no
 /// Cache-Status, though the cache had planned the request (RFC 9211 §2): now they say why
 /// it went forward, no `fwd-status` (nothing came back), and what failed in `detail`; the
 /// access log says MISS for them, as nginx does for a miss its upstream failed.
@@ -468,7 +468,7 @@ fn tier_outcome(admin: &str, outcome: &str) -> u64 {
     )
 }
 
-/// Issue U item 9: /metrics counted every get the tier did not answer with a value as a
+/// /metrics counted every get the tier did not answer with a value as a
 /// miss, and a timeout as an error, with no outage count: a tier that is down looked like a
 /// cold one. Now a real miss (the tier had nothing), a get skipped while the tier is down,
 /// the timeouts and the outages are told apart, on Redis (the worker's own connection) and
@@ -549,7 +549,7 @@ fn admin_get(admin: &str, target: &str) -> (u16, String) {
     (status, body)
 }
 
-/// Issue U item 9: an operator could count the cache's hits but not see what it held. The
+/// An operator could count the cache's hits but not see what it held. The
 /// admin listener's `GET /cache?prefix=URL` lists each stored answer under the prefix: its
 /// key, variant (the Vary-selecting values), the key's variants, status, age, TTL left, size,
 /// the hits it served and its tags; bounded by `limit`, saying when more matched.
@@ -633,7 +633,7 @@ fn the_admin_listener_lists_what_the_cache_holds_by_prefix() {
         [
             row("http://t/docs/a", "en", 2, 0, &[]),
             row("http://t/docs/a", "fr", 2, 3, &[]),
-            // The tags a tag purge names (issue U item 7), both fields', in order.
+            // The tags a tag purge names, both fields', in order.
             row("http://t/docs/b", "-", 1, 0, &["docs", "b-page", "shop"]),
         ]
     );
@@ -657,7 +657,7 @@ fn the_admin_listener_lists_what_the_cache_holds_by_prefix() {
     assert_eq!(admin_get(&admin, "/cache?bogus=1").0, 400);
 }
 
-/// Issue U item 9: the JSON log's `cache_status`, with the same values as
+/// The JSON log's `cache_status`, with the same values as
 /// `$upstream_cache_status`, and no such member for a request no cache handled.
 #[test]
 fn the_json_log_carries_cache_status() {

@@ -1,4 +1,4 @@
-//! Issue U items 1 and 2 over real sockets: stale answers by the operator's policy
+//! Over real sockets: stale answers by the operator's policy
 //! (`use_stale`, `stale_max`, the background refresh of `updating`) and what a client's
 //! `no-cache` may force (`client_no_cache`), against a scripted origin on a std
 //! `TcpListener` that counts the requests it gets, can hold its answers (a gate), fail, or
@@ -162,7 +162,7 @@ fn status_of(r: &common::Resp) -> String {
     r.header("cache-status").unwrap_or_default().to_string()
 }
 
-/// Issue U item 1: the origin answering 500, closing without an answer, or too slow, got
+/// The origin answering 500, closing without an answer, or too slow, got
 /// linerate's 500, 502 and 504 where nginx (`proxy_cache_use_stale error timeout http_500`)
 /// serves the stale page. Each failure serves stale only when `use_stale` names it, its
 /// Cache-Status saying which; never for an answer with `must-revalidate` (RFC 9111 §4.2.4,
@@ -245,7 +245,7 @@ impl Filled {
 
 static FILLED: Filled = Filled(Mutex::new(Vec::new()));
 
-/// Issue U item 1, `updating`: for an expired page with no `stale-while-revalidate` from the
+/// `updating`: for an expired page with no `stale-while-revalidate` from the
 /// origin, 100 concurrent clients waited on the 2 s origin (2.01 s); nginx (`updating` and
 /// `proxy_cache_background_update on`) answers them from stale at once. Here all 100 are
 /// answered from stale while the origin still holds its answer (the gate), with exactly one
@@ -284,7 +284,7 @@ fn updating_answers_100_concurrent_clients_from_stale_with_one_origin_request() 
     assert_eq!(origin.count(), 2);
 }
 
-/// Issue U item 1: a background refresh the origin fails (500) keeps the stale entry: the
+/// A background refresh the origin fails (500) keeps the stale entry: the
 /// next clients are still answered from it, and another refresh goes up. Before, the 500
 /// removed the entry and the next client got the origin's 500.
 #[test]
@@ -304,7 +304,7 @@ fn a_failed_background_refresh_keeps_the_stale_entry() {
     eventually("another refresh went up", || origin.count() >= 3);
 }
 
-/// Issue U item 1: a background refresh that gets no answer at all (the origin closes),
+/// A background refresh that gets no answer at all (the origin closes),
 /// with `use_stale = ["updating", "error"]`, answers no client (it has none) and keeps the
 /// stale entry: the next clients are still answered from it.
 #[test]
@@ -330,7 +330,7 @@ fn a_background_refresh_with_no_answer_keeps_the_stale_entry() {
     }
 }
 
-/// Issue U item 2: 100 concurrent requests with `Cache-Control: no-cache` all went to the
+/// 100 concurrent requests with `Cache-Control: no-cache` all went to the
 /// 2 s origin (nginx: 100 hits). By default a request's `no-cache`, `max-age=0` and
 /// `Pragma: no-cache` do not bypass the cache.
 #[test]
@@ -356,7 +356,7 @@ fn a_clients_no_cache_does_not_bypass_the_cache_by_default() {
     assert_eq!(origin.count(), 1);
 }
 
-/// Issue U item 2: with `client_no_cache = "revalidate"` a request's `no-cache` validates
+/// With `client_no_cache = "revalidate"` a request's `no-cache` validates
 /// the stored answer first (RFC 9111 §5.2.1.4), and 100 concurrent ones collapse into one
 /// conditional request: before, each went up on its own ("its answer is its own").
 #[test]
@@ -438,7 +438,7 @@ fn wait_listening(addr: SocketAddr, what: &str) {
     eventually(what, || TcpStream::connect(addr).is_ok());
 }
 
-/// nginx 1.22 in front of `origin`, as issue U's operators run it: `proxy_cache_use_stale
+/// nginx 1.22 in front of `origin`, as operators run it: `proxy_cache_use_stale
 /// error timeout updating http_500`, `proxy_cache_background_update on`, `proxy_cache_lock
 /// on`, a 1 s read timeout.
 fn nginx(origin: &Origin) -> Peer {
@@ -536,7 +536,7 @@ fn burst(
     (before, answers)
 }
 
-/// What one cache did with issue U's three sequences: (answered from stale before the
+/// What one cache did with the three sequences: (answered from stale before the
 /// origin, origin requests) for an expired page under 100 clients; the status and body of a
 /// request while the origin answers 500; origin requests for 100 `no-cache` requests on a
 /// fresh page.
@@ -553,7 +553,7 @@ type Front<'a> = &'a dyn Fn(&Origin) -> (Box<dyn std::any::Any>, SocketAddr);
 /// A peer's program and how to start it.
 type PeerStart = (&'static str, fn(&Origin) -> Peer);
 
-/// Runs issue U's sequences against the cache `front` starts in front of each origin.
+/// Runs the sequences against the cache `front` starts in front of each origin.
 fn sequences(front: Front) -> Outcome {
     let fresh_then = |later: &'static str| {
         move |n: usize, _: &str| match n {
@@ -596,7 +596,7 @@ fn sequences(front: Front) -> Outcome {
     }
 }
 
-/// Issue U's acceptance: each sequence against linerate (`use_stale = ["error", "timeout",
+/// Each sequence against linerate (`use_stale = ["error", "timeout",
 /// "updating", "http_500"]`, the default `client_no_cache`), nginx 1.22 (`updating`,
 /// `proxy_cache_background_update`, `proxy_cache_lock`) and Varnish 7.1 (builtin VCL, an
 /// hour of grace), the same origin script for each: all 100 clients of an expired page

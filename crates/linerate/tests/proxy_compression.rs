@@ -1,4 +1,4 @@
-//! Proxied answers compressed by the site's rules (issue O, 4.1): a text answer from the
+//! Proxied answers compressed by the site's rules: a text answer from the
 //! application gzip'd or br'd for a client that asks (decoded byte for byte here), left as it
 //! is where the rules say so (no Accept-Encoding, `Cache-Control: no-transform`, already
 //! encoded, not a 200, a site that does not compress), and a streamed answer (server-sent
@@ -15,7 +15,7 @@ use std::sync::mpsc;
 use common::READ_TIMEOUT;
 use common::bin::{Served, serve};
 
-/// The application's answer: about 58 KB of text, as in the issue's trial.
+/// The application's answer: about 58 KB of text, as in the compression benchmark.
 fn text_body() -> Vec<u8> {
     (0..1200)
         .map(|i| format!("line {i:05}: the quick brown fox jumps over the lazy dog\n"))
@@ -351,7 +351,7 @@ fn decode_so_far(data: &[u8]) -> Vec<u8> {
     out
 }
 
-/// A cached answer is compressed for each client as a miss is (issue Q): one stored entry,
+/// A cached answer is compressed for each client as a miss is: one stored entry,
 /// the upstream's bytes, served gzip'd, br'd or as it is by each hit's Accept-Encoding, with
 /// `Vary: Accept-Encoding` and the ETag made weak where the bytes change; the upstream is asked
 /// once.

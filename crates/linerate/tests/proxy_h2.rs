@@ -1323,7 +1323,7 @@ fn a_client_leaving_with_many_calls_in_flight_costs_no_other_client_its_calls() 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Cancelled streams and the upstream (issue Y item 2): a client that opens streams and has
+// Cancelled streams and the upstream: a client that opens streams and has
 // them reset, by itself (rapid reset) or by the server for a frame it sent (MadeYouReset),
 // in the read that brought them, costs the upstream nothing. Raw frames on a socket, so each
 // stream's HEADERS and the frame that ends it arrive in one write.

@@ -330,7 +330,7 @@ fn linerate_websocket_behind_the_linerate_proxy_echoes_every_message() {
     }
 }
 
-/// Issue 50, §2 item 8: a refused CONNECT left the connection open, and the client's tunnel
+/// Regression: a refused CONNECT left the connection open, and the client's tunnel
 /// bytes behind it were read as a request and proxied.
 #[test]
 fn bytes_after_a_refused_connect_are_never_read_as_a_request() {
@@ -363,7 +363,7 @@ fn h2c_request() -> &'static [u8] {
       HTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n"
 }
 
-/// Issue 50, §2 item 7: `Upgrade: h2c` went upstream, and a lenient upstream's 101 made a
+/// Regression: `Upgrade: h2c` went upstream, and a lenient upstream's 101 made a
 /// tunnel: the client's later requests reached it raw, without Via, X-Forwarded-For or
 /// forward auth. Only the mount's `upgrades` (default: websocket) go up; h2c is asked as
 /// plain HTTP, so an upstream's 101 to it is refused here.

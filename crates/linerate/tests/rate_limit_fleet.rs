@@ -1,4 +1,4 @@
-//! Fleet-wide rate limits (issue V item 4): three `linerate serve` processes sharing one
+//! Fleet-wide rate limits: three `linerate serve` processes sharing one
 //! `redis-server` through `[storage] redis`, every request from 127.0.0.1 (one client behind
 //! an L4 balancer). A `scope = "fleet"` rule lets the fleet through what one node would; a
 //! node rule lets each node through as much. Redis stopped (SIGSTOP): no answer other than
@@ -21,7 +21,7 @@ use common::bin::{BIN, Stopped, banner};
 use common::tier::TierServer;
 use common::{eventually, free_port};
 
-/// The rule under test: 5 a second, 5 more at once (6 at once in all), as in the issue.
+/// The rule under test: 5 a second, 5 more at once (6 at once in all).
 const INTERVAL: Duration = Duration::from_millis(200);
 const BURST: u64 = 5;
 /// What the fleet lets through at once: GCRA's `burst + 1`.
@@ -232,7 +232,7 @@ fn a_fleet_rule_holds_the_fleet_to_the_rate_within_ten_percent_over_a_steady_win
     let d = dir("steady");
     let nodes = fleet(&d, &redis.url(), "fleet");
     let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
-    // A client per node, each a request every 20 ms for 10 s (the issue's window): far more
+    // A client per node, each a request every 20 ms for 10 s: far more
     // than the rate.
     let window = Duration::from_secs(10);
     let start = Instant::now();

@@ -1,4 +1,4 @@
-//! Issue V item 5, rollouts with zero failed requests: `shutdown_delay` (SIGTERM fails
+//! Rollouts with zero failed requests: `shutdown_delay` (SIGTERM fails
 //! `/healthz` at once and keeps serving for the delay, then drains), and a binary upgrade by
 //! socket handoff (`upgrade_socket` and `--takeover`: the new process serves the old one's
 //! very sockets, TCP, Unix, admin and QUIC, and the old one drains) under load.
@@ -46,7 +46,7 @@ fn admin_status(admin: SocketAddr, path: &str) -> u16 {
     c.get(path).status
 }
 
-/// Issue V item 5: SIGTERM closed the listener at once, so a balancer still sending to the
+/// SIGTERM closed the listener at once, so a balancer still sending to the
 /// node (it has not yet seen `/healthz` fail) got refused connections. With
 /// `shutdown_delay`, `/healthz` is 503 at once, a connection made a second after the signal
 /// is still answered (a kept-alive one too, and kept alive), and the process exits 0 after
@@ -334,7 +334,7 @@ fn take_over(file: &Path, from: &Path, workers: usize) -> Stopped {
     ])
 }
 
-/// Issue V item 5: a binary upgrade had no listener handoff without systemd. Under load on
+/// A binary upgrade had no listener handoff without systemd. Under load on
 /// kept-alive and new connections, over TCP and a Unix socket, two upgrades in a row (2
 /// workers to 1: the old group's second socket is accepted from too; then 1 to 3: new members
 /// join the group) lose no request; each old process exits 0; the last one serves the same

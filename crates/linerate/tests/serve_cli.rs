@@ -163,7 +163,7 @@ fn redirect_to_https_sends_the_addr_listener_to_the_tls_port() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Issue 50, §4 item 5: HTTP/3 was served but named nowhere in the help.
+/// Regression: HTTP/3 was served but named nowhere in the help.
 #[test]
 fn help_names_http3() {
     for args in [&["serve", "--help"][..], &["--help"][..]] {
@@ -193,7 +193,7 @@ fn curl_version(args: &[&str], url: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Issue T, 2: the demo's gRPC answers carried `content-length`; curl stopped reading at it
+/// The demo's gRPC answers carried `content-length`; curl stopped reading at it
 /// and never showed the trailers, so a curl check of HttpArena's GetSum saw no
 /// `grpc-status`. Debian's curl itself, as such a check runs it: HTTP/2 with prior knowledge
 /// on the demo's port, gRPC's framing (SumRequest{a=1, b=2}), `-v` and `-D` for the fields.
@@ -266,7 +266,7 @@ fn the_demo_port_serves_http11_and_h2c_prior_knowledge() {
     );
 
     let s = serve(&["--no-h2c-preface"]);
-    // Issue T, 3: no listener speaks HTTP/2, so the demo serves no gRPC (`Server::bind`
+    // No listener speaks HTTP/2, so the demo serves no gRPC (`Server::bind`
     // refuses gRPC services no client could reach), and says so.
     assert!(
         s.banner

@@ -1,4 +1,4 @@
-//! TLS ticket keys shared by a fleet (issue V item 3), with two and three `linerate serve`
+//! TLS ticket keys shared by a fleet, with two and three `linerate serve`
 //! processes given nginx-format key files (`openssl rand -out KEY 80`) and Debian's
 //! `openssl s_client` as the client: a session saved on one node (`-sess_out`) resumes on
 //! another with the same keys (`-sess_in`: "Reused"), TLS 1.3 and 1.2; a node with other
@@ -167,7 +167,7 @@ fn logged(d: &Path, node: &str, text: &str, times: usize) {
     );
 }
 
-/// Issue V item 3: "A session resumed on node A is a full handshake on node B." Two nodes
+/// "A session resumed on node A is a full handshake on node B." Two nodes
 /// with the same key files resume each other's sessions; a third with other keys cannot.
 #[test]
 fn a_session_made_on_one_node_resumes_on_another_with_the_same_keys() {
@@ -195,7 +195,7 @@ fn a_session_made_on_one_node_resumes_on_another_with_the_same_keys() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// Issue V item 3: the first key seals, all keys open, SIGHUP rereads the files. A ticket
+/// The first key seals, all keys open, SIGHUP rereads the files. A ticket
 /// sealed before a rotation (the files swapped: a new first key, the old one second) still
 /// resumes after it, on both nodes; new tickets are sealed under the new key (a node that
 /// holds only that key resumes them). A file of the wrong size on SIGHUP changes nothing and
@@ -276,7 +276,7 @@ fn a_ticket_under_the_previous_key_resumes_after_rotation_and_sighup() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// Issue V item 3, distributed rotation: with `[storage]` and no `ticket_keys`, the nodes
+/// Distributed rotation: with `[storage]` and no `ticket_keys`, the nodes
 /// sharing a storage directory seal under the keys kept there (the first node to start
 /// makes one under the storage's lock), so a session resumes across them; a node on another
 /// storage makes a full handshake. Rotation and the keys kept are checked with a clock of

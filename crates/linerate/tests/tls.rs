@@ -439,7 +439,7 @@ fn raw(addr: SocketAddr) -> TcpStream {
     tcp
 }
 
-/// Issue 50, §2 item 11: plain HTTP to a TLS port got a raw TLS alert, which curl and
+/// Regression: plain HTTP to a TLS port got a raw TLS alert, which curl and
 /// browsers show as an opaque error; it gets nginx's plain 400 instead, then the close. A
 /// TLS client on the same listener is served as before.
 #[test]

@@ -1,4 +1,4 @@
-//! linerate-load: the load generator engine behind `linerate load` (issue B).
+//! linerate-load: the load generator engine behind `linerate load`.
 //! One thread per core, each with its own epoll loop and connections; requests encoded once;
 //! responses framed only as far as counting needs (`linerate_http1::ResponseCounter`); per-thread HdrHistograms merged at the end.
 //! `--http2` connections speak HTTP/2 instead (`h2`, sans I/O: h2c with prior knowledge, or ALPN

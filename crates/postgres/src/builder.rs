@@ -262,7 +262,7 @@ mod tests {
                 &[("a", "SELECT 1"), ("a", "SELECT 2")],
                 "two statements are named \"a\"",
             ),
-            // The lost write of issue O: a BEGIN on a shared connection took in the
+            // A lost write once: a BEGIN on a shared connection took in the
             // statements other requests pipelined behind it.
             (
                 "postgres://u@127.0.0.1:1/d",

@@ -84,6 +84,12 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+/// The README's examples, compiled and run with the other doctests (`cargo test --doc`), so
+/// that they cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 mod builder;
 mod conn;
 mod error;

@@ -55,7 +55,7 @@ pub(crate) struct Target {
     /// The pool's counters, shared by all its sets.
     pub(crate) counters: Arc<Counters>,
     /// The sessions' outage, shared by all its sets: said once, and tried once at a time,
-    /// for the pool (issue T's review: each worker's set said it, and tried, on its own).
+    /// for the pool (each worker's set used to say it, and try, on its own).
     pub(crate) session_outage: Arc<Mutex<Option<crate::session::Outage>>>,
 }
 

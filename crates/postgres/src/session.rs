@@ -618,7 +618,7 @@ impl<'a> DerefMut for Transaction<'a> {
 mod tests {
     use super::*;
 
-    /// Issue T, 4: the outage's rule without a database. One try at a time once its wait has
+    /// The outage's rule without a database. One try at a time once its wait has
     /// passed, the waits doubling as the shared connections' (50 ms to 2 s), the outage said
     /// when it begins only.
     #[test]
@@ -644,7 +644,7 @@ mod tests {
             );
             assert!(
                 !may_try(&mut outage, at + ms(10 * wait)),
-                "however long that try takes (issue T's review: a connect that hangs)"
+                "however long that try takes (a connect that hangs)"
             );
             at += ms(wait + 3);
             assert!(!failed(&mut outage, at), "the same outage: not said again");

@@ -1,5 +1,5 @@
 //! Sessions against a real PostgreSQL 15 that each test starts itself, with both drivers:
-//! issue O's lost write (a request's transaction must never take in another request's
+//! the lost write once found (a request's transaction must never take in another request's
 //! statement, so no acknowledged write is lost, whether the transaction is rolled back, fails
 //! or is dropped with its client), a session's state undone before the next request gets its
 //! connection, and the wait for a session when all are in use (first come, first served, then
@@ -42,7 +42,7 @@ fn a_transaction_never_takes_in_another_requests_acknowledged_write() {
     }
 }
 
-/// Issue O's repro, `PAIRS` times at once: request A opens a transaction and inserts a row;
+/// The lost write's repro, `PAIRS` times at once: request A opens a transaction and inserts a row;
 /// while it is open, request B inserts one with the pool's shared connection and is told its
 /// id; then A's transaction ends uncommitted. Every id B was told must be in the table, and
 /// none of A's rows.
@@ -290,7 +290,7 @@ fn busy(pg: &Pg, driver: Driver) {
 /// What PostgreSQL answers (and logs) to a `ROLLBACK` outside a transaction.
 const NO_TRANSACTION: &str = "there is no transaction in progress";
 
-/// Issue T, 4: every session given back was reset with a `ROLLBACK` first, which outside a
+/// Every session given back was reset with a `ROLLBACK` first, which outside a
 /// transaction PostgreSQL answers with a WARNING ("there is no transaction in progress"),
 /// logged by tokio-postgres at INFO: once per transaction, and per session used at all. The
 /// reset now rolls back only a transaction that is open, and still leaves none open: one
@@ -412,7 +412,7 @@ fn quiet_reset(pg: &Pg, driver: Driver) {
     );
 }
 
-/// Issue T, 4: during an outage every request that wanted a session tried a fresh connect
+/// During an outage every request that wanted a session tried a fresh connect
 /// and logged "session connection did not open" (61,937 lines in 5 s). Now the outage is
 /// said (and counted) once, and the tries back off as the shared connections' do, while the
 /// requests meanwhile are told `Unavailable` at once; the first session that opens ends it.

@@ -1,4 +1,4 @@
-//! One async auth layer over a REST route and a gRPC service (issue W item 1): the bearer
+//! One async auth layer over a REST route and a gRPC service: the bearer
 //! check an axum + tonic team writes once with `from_fn_with_state`. A call without
 //! `authorization: Bearer good` ends UNAUTHENTICATED (a trailers-only answer, HTTP 200); the
 //! REST route answers 401. The gRPC service is `test.Sum` (`Add` returns `a + b`, messages of

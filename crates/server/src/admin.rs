@@ -127,7 +127,7 @@ fn route(
                 ),
         ),
         "/cache" => list_caches(head.query(buf).unwrap_or(""), stats),
-        // Issue V item 6: the configuration in use, secrets removed (`config_view`).
+        // The configuration in use, secrets removed (`config_view`).
         "/config" => (200, "application/json", stats.info.effective()),
         "/healthz" if draining.load(Ordering::Relaxed) => (503, "text/plain", "draining\n".into()),
         "/healthz" => (200, "text/plain", "ok\n".into()),
@@ -140,7 +140,7 @@ fn route(
     }
 }
 
-/// `/readyz` (issue Z item 4): whether a balancer should send this node traffic. 503 while it
+/// `/readyz`: whether a balancer should send this node traffic. 503 while it
 /// drains, or while a site's managed certificate (ACME, the local CA) is not obtained yet (a
 /// TLS handshake for that name would be refused); the body says why. `/healthz` stays
 /// liveness: 200 while the process serves at all.
@@ -161,7 +161,7 @@ fn readiness(stats: &StatsHandle, draining: &AtomicBool) -> (u16, &'static str, 
             missing.join(", ")
         );
     }
-    // A `[storage]` that has not answered since start (issue Z item 4): a fleet node without
+    // A `[storage]` that has not answered since start: a fleet node without
     // the fleet's certificates and ticket keys.
     #[cfg(feature = "storage")]
     if let Some(storage) = crate::storage::health::health().and_then(|h| h.not_ready()) {
@@ -173,7 +173,7 @@ fn readiness(stats: &StatsHandle, draining: &AtomicBool) -> (u16, &'static str, 
     (200, "text/plain", "ready\n".into())
 }
 
-/// Issue Z item 3: what a node depends on beside its workers, each only where it runs: the
+/// What a node depends on beside its workers, each only where it runs: the
 /// shared storage's errors by operation, ACME orders by outcome, the age of the session
 /// ticket key sealing now; and whether a reload left keys for a restart (always).
 fn render_dependencies(stats: &StatsHandle) -> String {
@@ -236,13 +236,13 @@ fn render_dependencies(stats: &StatsHandle) -> String {
 /// every port the server listens on) from every proxy cache; `POST /purge?prefix=URL`,
 /// every answer whose URL starts with it; `POST /purge?all`, every answer; `POST
 /// /purge?tag=TAG`, every answer its origin tagged TAG (`Surrogate-Key`, `Cache-Tag`; the
-/// tag percent-encoded where it must be) (issue U item 7).
+/// tag percent-encoded where it must be).
 /// The URL is percent-encoded in the query (`http%3A%2F%2Fexample.com%2Fa`), or plain,
 /// escapes and all (`http://example.com/caf%C3%A9`). 200 `purged N` when done everywhere;
 /// 202 `purged N` and a `pending: …` line per cache whose shared tier was not reached (the
 /// purge is kept and done there when it is back).
 fn purge(query: &str, stats: &StatsHandle) -> (u16, &'static str, String) {
-    // A soft purge (issue U item 7) says `&soft` last; a plain URL whose own query ends in
+    // A soft purge says `&soft` last; a plain URL whose own query ends in
     // `&soft` is percent-encoded.
     if let Some(rest) = query.strip_suffix("&soft") {
         return soft_purge(rest, stats);
@@ -649,8 +649,10 @@ pub fn render(m: &Metrics, s: &Stats) -> String {
         family(&mut o, name, "counter", help);
         let _ = writeln!(o, "{name} {v}");
     }
-    // issue V item 5: 429s by rule, and the fleet rules' modes.
+    // 429s by rule, and the fleet rules' modes.
     crate::ratelimit_metrics::render(&mut o);
+    // Handlers that panicked, by kind.
+    crate::app::panics::render(&mut o);
     family(
         &mut o,
         "linerate_connections",

@@ -119,7 +119,7 @@ mod tests {
         assert_eq!(c.clients(), 0);
     }
 
-    /// The default limit leaves loopback clients out (issue Y's edge defaults); one set
+    /// The default limit leaves loopback clients out (an edge default); one set
     /// explicitly counts them, IPv4-mapped ones included.
     #[test]
     fn loopback_counts_only_when_asked() {

@@ -42,14 +42,14 @@ pub const MIN_SEND_RATE: u64 = 1024;
 pub const MAX_UNSENT_BYTES: u64 = 128 * 1024;
 /// Requests served on one connection before it is closed (`Connection: close` on the last).
 pub const MAX_REQUESTS_PER_CONN: u64 = u64::MAX;
-/// Connections one client address may have open at once by default (issue Y's edge
-/// defaults): a browser opens 6 per origin, so this leaves room for about 40 users behind
+/// Connections one client address may have open at once by default (an edge
+/// default): a browser opens 6 per origin, so this leaves room for about 40 users behind
 /// one NAT while bounding what one attacker's reconnects hold. By default loopback clients
 /// are not counted (a local benchmark, sidecar or health check is the operator's own); a
 /// limit set explicitly counts every address (`Config::count_loopback_clients`).
 pub const MAX_CONNS_PER_CLIENT: u32 = 256;
-/// Connections one worker opens to one upstream server at most by default (issue Y's edge
-/// defaults; nginx has none): as many as it pools ([`UPSTREAM_KEEPALIVE`]), so that no mix
+/// Connections one worker opens to one upstream server at most by default (an edge
+/// default; nginx has none): as many as it pools ([`UPSTREAM_KEEPALIVE`]), so that no mix
 /// of clients makes a worker hold more upstream descriptors than that per server; requests
 /// over it wait for one to come free (the connect timeout at most, then 503).
 pub const UPSTREAM_MAX_CONNS: usize = UPSTREAM_KEEPALIVE;
@@ -318,7 +318,7 @@ pub struct ProxyMount {
     pub auth: Option<ForwardAuth>,
     /// Read a request's body whole before it goes up (nginx's `proxy_request_buffering on`:
     /// a slow uploader holds no upstream connection, and the upstream always gets a
-    /// `Content-Length`). On by default (issue Y's edge defaults), for a body known to fit in
+    /// `Content-Length`). On by default (an edge default), for a body known to fit in
     /// [`REQUEST_BUFFER_BYTES`] (by its declared length, or, chunked, by the site's body
     /// limit) that is no gRPC call (a client-streaming or bidi call is a stream): the memory
     /// it holds is what the client sent. Any other body (larger, gRPC, an HTTP/2 or HTTP/3
@@ -363,7 +363,7 @@ pub struct ProxyCache {
     pub tier: Option<String>,
     /// The longest one call to the tier may take (then it is a miss).
     pub tier_timeout: std::time::Duration,
-    // issue U item 1: stale by policy
+    // stale by policy
     /// The origin's failures that let a stored answer be served stale, and `updating`
     /// (answered from stale at once while one request refreshes it), as nginx's
     /// `proxy_cache_use_stale` names them: `error`, `timeout`, `updating`, `http_500`,
@@ -372,12 +372,12 @@ pub struct ProxyCache {
     /// How far past freshness any stale answer may be (Varnish's grace); `None` (the
     /// default): no bound but each grant's own.
     pub stale_max: Option<std::time::Duration>,
-    // issue U item 2: what a client may force
+    // what a client may force
     /// Heed a request's `Cache-Control: no-cache` / `max-age` and `Pragma: no-cache`: validate
     /// the stored answer first (RFC 9111 §5.2.1), collapsed with the key's other validations.
     /// Off (the default, as nginx and Varnish): they do not bypass the cache.
     pub client_no_cache_revalidate: bool,
-    // issue U item 4: the key
+    // the key
     /// The key's parts (`scheme`, `host`, `port`, `path`, `query`, `cookie:NAME`,
     /// `header:NAME`); empty: the default key (all five URL parts).
     pub key: Vec<String>,
@@ -385,7 +385,7 @@ pub struct ProxyCache {
     pub query_drop: Vec<String>,
     /// The query's parameters sorted in the key.
     pub query_sort: bool,
-    // issue U item 5: TTL and origin fields
+    // TTL and origin fields
     /// Lifetimes in seconds for answers without explicit freshness, by status
     /// (nginx's `proxy_cache_valid`).
     pub valid: Vec<(u16, u64)>,
@@ -394,24 +394,24 @@ pub struct ProxyCache {
     /// The origin fields not obeyed (lower case: `cache-control`, `expires`, `set-cookie`,
     /// `vary`); dangerous.
     pub ignore: Vec<String>,
-    // issue U item 6: HEAD fills as GET
+    // HEAD fills as GET
     /// A HEAD on a cold key goes upstream as GET and its answer is stored (nginx's
     /// `proxy_cache_convert_head`, on by default there too).
     pub convert_head: bool,
-    // issue U item 3: bypass and no-store rules
+    // bypass and no-store rules
     /// Requests not answered from the cache, whose answers are stored (nginx's
     /// `proxy_cache_bypass`); a preset's rules included.
     pub bypass: Vec<CacheRule>,
     /// Requests whose answers are not stored (nginx's `proxy_no_cache`); a preset's rules
     /// included.
     pub no_store: Vec<CacheRule>,
-    // issue U item 7: purge as operators use it
+    // purge as operators use it
     /// The client addresses a `PURGE` request to the mount is taken from (Varnish's `acl
     /// purge`); empty (the default): `PURGE` is refused with 405 for everyone.
     pub purge_from: Vec<crate::access::IpRange>,
 }
 
-/// A rule of a cache's `bypass` or `no_store` list (issue U item 3): what a request must have.
+/// A rule of a cache's `bypass` or `no_store` list: what a request must have.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CacheRule {
     /// The cookie of this name is sent.
@@ -461,7 +461,7 @@ impl Default for ProxyCache {
             convert_head: true,
             bypass: Vec::new(),
             no_store: Vec::new(),
-            // issue U item 7: purge as operators use it
+            // purge as operators use it
             purge_from: Vec::new(),
         }
     }
@@ -481,7 +481,7 @@ impl ProxyCache {
         .holds_largest()
     }
 
-    /// Its key rules (issue U item 4); `None`: the default key. An error says what is wrong.
+    /// Its key rules; `None`: the default key. An error says what is wrong.
     #[cfg(feature = "proxy")]
     pub fn key_rules(&self) -> Result<Option<linerate_cache::KeyRules>, String> {
         if self.key.is_empty() && self.query_drop.is_empty() && !self.query_sort {
@@ -683,11 +683,11 @@ pub struct Config {
     /// `[storage]`: what the nodes of a fleet share (ACME's account, certificates, locks and
     /// challenge answers; TLS ticket keys; fleet-wide rate limits); `None` on a lone node.
     pub storage: Option<StorageConfig>,
-    // issue V item 3: ticket keys
+    // ticket keys
     /// With `storage`, how often the fleet's shared TLS ticket key is replaced by a new one
     /// ([`TICKET_ROTATION`] by default); listeners with `ticket_keys` use their files instead.
     pub ticket_rotation: Duration,
-    // issue V item 5: rollouts with zero failed requests
+    // rollouts with zero failed requests
     /// See [`SHUTDOWN_DELAY`]: the balancer sees `/healthz` fail and moves traffic away while
     /// the node still accepts.
     pub shutdown_delay: Duration,
@@ -744,7 +744,7 @@ pub struct AcmeConfig {
     pub challenge: AcmeChallenge,
     /// External Account Binding (RFC 8555 §7.3.4), for a CA that asks for one.
     pub eab: Option<AcmeEab>,
-    // issue V item 2: DNS-01 through RFC 2136
+    // DNS-01 through RFC 2136
     /// The zone's primary server that takes the `_acme-challenge` TXT records as RFC 2136
     /// updates signed with TSIG; set exactly when `challenge` is [`AcmeChallenge::Dns01`].
     pub dns: Option<DnsUpdateConfig>,
@@ -891,7 +891,7 @@ pub struct RateLimit {
     pub interval_us: u64,
     pub burst: u32,
     pub key: RateKey,
-    // issue V item 4: fleet-wide rate limits
+    // fleet-wide rate limits
     /// Where its counts live: this node, or the fleet's Redis (`[storage] redis`).
     pub scope: RateScope,
     /// A fleet rule's local share while Redis is down (µs between requests per node); `None`:
@@ -902,7 +902,7 @@ pub struct RateLimit {
     pub name: Option<String>,
 }
 
-/// Where a rate limit's counts live (issue V item 4).
+/// Where a rate limit's counts live.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum RateScope {
     /// On each node: each node lets the rate through (today's limit).
@@ -1255,7 +1255,7 @@ pub struct TlsOptions {
     pub ocsp: Option<std::path::PathBuf>,
     /// Client certificates (mTLS).
     pub client_auth: Option<ClientAuth>,
-    // issue V item 3: ticket keys
+    // ticket keys
     /// Session ticket keys shared by a fleet, nginx's `ssl_session_ticket_key` files (80
     /// bytes, or 48 for AES-128): the first seals new tickets, every one opens them; read
     /// again on SIGHUP. Not empty: tickets are on, sealed with these keys in place of

@@ -1,4 +1,4 @@
-//! The admin's `GET /config` (issue V item 6): the configuration the server runs with (after
+//! The admin's `GET /config`: the configuration the server runs with (after
 //! defaults, flags and the last good reload), as JSON, secrets removed.
 //!
 //! Owns the view only. It is read from [`Config`]'s `Debug` form, which every field already

@@ -1,4 +1,4 @@
-//! The cache-aside for handlers (feature `kv`, issue Q): linerate-kv's [`Cache`] (a memory
+//! The cache-aside for handlers (feature `kv`): linerate-kv's [`Cache`] (a memory
 //! tier per process, and optionally a shared Redis/Valkey or memcached tier) with `X-Cache:
 //! HIT`/`MISS` on the answer. Owns only the glue to [`Response`]; the tiers, their timeouts
 //! and their outage rules are linerate-kv's. A tier that is down never fails a request here:

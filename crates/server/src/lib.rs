@@ -166,6 +166,13 @@ pub struct ReadmeDoctests;
 #[doc = include_str!("../../../docs/library.md")]
 pub struct LibraryGuideDoctests;
 
+/// The crate's own README (crates/server/README.md, what crates.io shows), compiled and run
+/// with the other doctests. The two above read files outside the crate, which a packaged
+/// crate lacks: they exist only under `cfg(doctest)`, which no build of the package sets.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct CrateReadmeDoctests;
+
 pub mod access;
 pub mod acme;
 mod activation;
@@ -215,7 +222,7 @@ mod proxy;
 #[path = "proxy/off.rs"]
 mod proxy;
 pub mod ratelimit;
-// issue V item 4: fleet-wide rate limits
+// fleet-wide rate limits
 pub(crate) mod ratelimit_fleet;
 pub(crate) mod ratelimit_lease;
 pub(crate) mod ratelimit_metrics;
@@ -235,7 +242,7 @@ mod ticket_rotation;
 #[cfg(feature = "tower")]
 pub mod tower;
 pub mod trace;
-// issue W item 3: tower layers on native routes (`Router::tower_layer`, `tower::NativeRoute`).
+// tower layers on native routes (`Router::tower_layer`, `tower::NativeRoute`).
 #[cfg(feature = "tower")]
 mod tower_native;
 #[cfg(feature = "websocket")]
@@ -277,7 +284,7 @@ pub use stats::{
     CLASSES, CONN_REFUSALS, DURATION_BUCKETS_US, KINDS, Metrics, PARSE_ERRORS, REFUSALS,
     SiteMetrics, Stats, StatsHandle, UPSTREAM_ERRORS, UpstreamMetrics,
 };
-// issue W items 4 and 5: typed extractors, per-worker values
+// typed extractors, per-worker values
 pub use app::extractors::{Extension, Form, FromRequest, FromRequestParts, Path, Query, State};
 pub use app::handler::{Answer, AsyncHandler, Handler, handler, handler_async};
 pub use app::worker_value::Worker;

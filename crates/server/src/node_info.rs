@@ -1,4 +1,4 @@
-//! What tells one node of a fleet from another on `/metrics` (issue V item 6): the build it
+//! What tells one node of a fleet from another on `/metrics`: the build it
 //! runs (`linerate_build_info`), the configuration in use (`linerate_config_info{hash}`) and
 //! how the last reload went (`linerate_config_last_reload_successful` and its time, as
 //! Prometheus names its own), whether a reload left keys waiting for a restart
@@ -93,7 +93,7 @@ impl NodeInfo {
         self.write().restart_pending = keys.to_vec();
     }
 
-    /// `linerate_restart_pending` (issue Z item 3): 1 while the file last read by a reload
+    /// `linerate_restart_pending`: 1 while the file last read by a reload
     /// changed a key that only a restart applies (the log names them), 0 otherwise, from
     /// the start on.
     pub fn render_restart_pending(&self) -> String {
@@ -236,7 +236,7 @@ mod tests {
         assert!(ts(&first).unwrap().parse::<f64>().unwrap() > 1.0e9);
     }
 
-    /// Issue Z item 3: 0 from the start, 1 while the file last read changes a restart-only
+    /// 0 from the start, 1 while the file last read changes a restart-only
     /// key, 0 again once a reload finds none (the change undone).
     #[test]
     fn restart_pending_follows_the_last_file_read() {

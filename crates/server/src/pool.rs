@@ -23,7 +23,7 @@ const MAX_POOLED_QUEUES: usize = 256;
 pub(crate) struct Pool {
     /// Empty answer queues: a deferred request took an allocation for its connection's
     /// queue and another as the queue grew, each time (callgrind: ~330 instructions of every
-    /// proxied request, docs/benchmarks.md issue Q).
+    /// proxied request).
     #[allow(clippy::vec_box)] // A connection holds its queue boxed: the box is what is reused.
     queues: Vec<Box<crate::h1::queue::Queue>>,
     free: Vec<Vec<u8>>,
@@ -31,7 +31,7 @@ pub(crate) struct Pool {
     /// buffer of a given length to write into (TLS records, a file chunk read with `pread`)
     /// gets one whose bytes are already initialized, so `resize` zeroes only what it grows.
     /// Zeroing 16 KiB before every record cost more instructions than the encryption's own
-    /// copies (docs/benchmarks.md, issue F).
+    /// copies (the user-space TLS path; docs/benchmarks.md's section on kTLS).
     #[cfg_attr(not(feature = "tls"), allow(dead_code))] // Only TLS fills buffers.
     filled: Vec<Vec<u8>>,
 }

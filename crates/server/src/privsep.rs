@@ -421,8 +421,8 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
     /// A path is kept only when the server's user could not make it name another file
-    /// (review of issue 24's keeper: nginx's CVE-2016-1247 was a log directory the worker's
-    /// user could write, where it planted a link that root then followed).
+    /// (as a review of the keeper found: nginx's CVE-2016-1247 was a log directory the
+    /// worker's user could write, where it planted a link that root then followed).
     #[test]
     fn a_path_the_user_could_redirect_is_not_kept() {
         use std::os::unix::fs::PermissionsExt;

@@ -1,4 +1,4 @@
-//! A fleet-wide rate limit (`scope = "fleet"`, issue V item 4) as a request sees it: a leased
+//! A fleet-wide rate limit (`scope = "fleet"`) as a request sees it: a leased
 //! token when its key holds one (no trip to Redis), else the node's local share while the
 //! key's next lease is on its way, and the local share alone while Redis is down or slow.
 //! A request never waits for Redis: the ask goes to the link's thread through a bounded

@@ -1,4 +1,4 @@
-//! A fleet-wide rate limit's node side (issue V item 4): the tokens this node holds per key in
+//! A fleet-wide rate limit's node side: the tokens this node holds per key in
 //! small leases taken from the fleet's count in Redis, so that most requests pass on a leased
 //! token without a trip. Sans I/O: [`Leases::check`] says pass or refuse and, when a key needs
 //! its next lease, hands back the [`Ask`] to send; [`Leases::answered`] and [`Leases::failed`]

@@ -1,4 +1,4 @@
-//! The rate limits' counters as `/metrics` shows them (issue V item 5): one
+//! The rate limits' counters as `/metrics` shows them: one
 //! `linerate_rate_limited_total{rule="…"}` per rule, node-local and fleet alike, and each
 //! fleet rule's mode (`linerate_rate_limit_fleet_mode`: 1 while its counts are kept in Redis,
 //! 0 while the node applies its local share).

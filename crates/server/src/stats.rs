@@ -440,7 +440,7 @@ pub struct StatsHandle {
     pub(crate) caches: Caches,
     /// The router's gRPC methods' call counters.
     pub(crate) grpc: crate::grpc::CallStats,
-    /// What tells this node apart (issue V item 6).
+    /// What tells this node apart.
     pub(crate) info: std::sync::Arc<crate::node_info::NodeInfo>,
     /// Every TLS listener's certificates (their expiry, read at scrape time).
     pub(crate) certs: Vec<std::sync::Arc<crate::tls::CertStore>>,
@@ -472,13 +472,13 @@ pub enum PurgeAsk {
     Url(String),
     /// Every answer whose URL starts with this one (under either scheme and every port).
     Prefix(String),
-    /// Every answer of every proxy cache, on every edge sharing its tier (issue U item 7).
+    /// Every answer of every proxy cache, on every edge sharing its tier.
     All,
     /// Every answer an origin tagged so (`Surrogate-Key`, `Cache-Tag`), on every edge
-    /// sharing the tier (issue U item 7).
+    /// sharing the tier.
     Tag(String),
     /// A soft purge (`&soft`) of a URL's answers (every variant, scheme and port) or, with
-    /// `tag`, of every answer tagged so: made stale, not removed (issue U item 7).
+    /// `tag`, of every answer tagged so: made stale, not removed.
     Soft {
         url: Option<String>,
         tag: Option<String>,
@@ -516,7 +516,7 @@ pub struct CacheCounts {
     pub tier: Option<TierCounts>,
 }
 
-/// A cache's shared second tier's counters at scrape time (issue U item 9: a real miss told
+/// A cache's shared second tier's counters at scrape time (a real miss told
 /// from a call skipped while the tier is down; timeouts and outages counted).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TierCounts {

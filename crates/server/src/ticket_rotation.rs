@@ -505,7 +505,7 @@ mod tests {
         assert!(!format!("{:?}", key(1, 0x5a)).contains(&"5a".repeat(17)));
     }
 
-    /// Issue Z item 3: `/metrics`' key age is the sealing key's making, as the record says;
+    /// `/metrics`' key age is the sealing key's making, as the record says;
     /// the node's own key (none of the fleet's yet) is dated when it was made.
     #[test]
     fn the_ring_is_dated_by_its_newest_key() {

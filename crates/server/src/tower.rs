@@ -80,7 +80,7 @@ use crate::{Method, Version};
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 pub use crate::incoming::BodyError;
-// issue W item 3: tower layers on native routes.
+// tower layers on native routes.
 pub use crate::tower_native::{MAX_LAYERED_BODY_BYTES, NativeRoute};
 
 /// The largest answer body of known exact size sent whole (with Content-Length); a larger

@@ -1,4 +1,4 @@
-//! Middleware that can wait (issue P, item 3), through the in-process test client over
+//! Middleware that can wait, through the in-process test client over
 //! HTTP/1.1 and HTTP/2 framing: async layers awaiting a timer and a shared lookup before the
 //! handler, answering without it, changing its answer after it; layers and settings per
 //! group and per route (a group of one); route timeouts dropping the handler's future and
@@ -580,7 +580,7 @@ fn the_most_specific_route_wins_across_groups_and_duplicates_across_them_are_ref
     );
 }
 
-/// Issue W item 1: streaming and deferred routes under an async layer were refused at start
+/// Streaming and deferred routes under an async layer were refused at start
 /// ("is a streaming route under an async layer"); they are served now, the layer around
 /// them. Only a WebSocket route is still refused (tests/around_kinds.rs).
 #[test]

@@ -1,4 +1,4 @@
-//! Async layers over every kind of route (issue W, item 1), through the in-process test
+//! Async layers over every kind of route, through the in-process test
 //! client over HTTP/1.1 and HTTP/2 framing, and a real server for backpressure: deferred,
 //! `deferred_incoming`, streaming (`BodySink`), SSE and gRPC (unary and streaming) routes
 //! under one `around` layer that passes, answers 401 without the handler, or awaits a timer

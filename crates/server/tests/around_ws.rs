@@ -1,4 +1,4 @@
-//! WebSocket routes under async layers (issue W, item 1) on a real server, over HTTP/1.1 and
+//! WebSocket routes under async layers on a real server, over HTTP/1.1 and
 //! HTTP/2 (RFC 8441, a raw h2c client): under a bearer layer that awaits before it passes,
 //! an upgrade with the token is accepted (its 101 or 200 seen by the layer's after-code, with
 //! the layer's field) and echoes, the accept function seeing the layer's extension; one

@@ -1,4 +1,4 @@
-//! `examples/bank/` (issue W's accounts/transfers service) in process: its router through
+//! `examples/bank/` (the accounts/transfers service) in process: its router through
 //! the test client, on the in-memory store and tokens, over REST (HTTP/1.1 and HTTP/2) and
 //! gRPC (its generated client over `TestClient::grpc_channel`): one bearer check over both passing and failing (and failing closed when the token
 //! store is down), a transfer moving money and conserving it, insufficient funds, unknown

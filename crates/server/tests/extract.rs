@@ -296,7 +296,7 @@ struct Note<'a> {
     text: std::borrow::Cow<'a, str>,
 }
 
-/// Issue 50 §3.6: `req.json::<T<'a>>()` with a `&str` field answers 422 on any escaped
+/// `req.json::<T<'a>>()` with a `&str` field answers 422 on any escaped
 /// string; a `Cow<'a, str>` field (`#[serde(borrow)]`) takes it, unescaped, and borrows
 /// when there is nothing to unescape. The `&str` limit stays, documented on `json`.
 #[test]
@@ -338,7 +338,7 @@ fn json_cow_fields_take_escaped_strings_and_str_fields_do_not() {
     assert_eq!(status, 422, "{text}");
 }
 
-/// Issue 50 §3.5: a 413 read "Content Too Large" when the length was declared over the
+/// Regression: a 413 read "Content Too Large" when the length was declared over the
 /// limit, "413 Content Too Large: request body too large" when the body outgrew it while it
 /// was read (HTTP/1.1 chunked), "413 Content Too Large" over HTTP/2. One message now, plain
 /// and through an error renderer.

@@ -719,7 +719,7 @@ fn pool_router() -> Router {
         })
 }
 
-/// Issue W item 5: one value per worker runtime, made on its first use there: each
+/// One value per worker runtime, made on its first use there: each
 /// `TestClient` on one thread has its own (made again after another is dropped), every way
 /// to reach it in one client sees the same, and a real server's worker makes its own.
 #[test]
@@ -757,9 +757,9 @@ fn a_worker_value_is_made_once_per_runtime_for_each_test_client_and_worker() {
     server.stop().unwrap();
 }
 
-/// The issue's case: a pooled reqwest client as a worker value, used by an `async`
-/// handler, across two `TestClient`s on one thread and a real server (issue T's
-/// `thread_local!` client failed the second client).
+/// The case that failed: a pooled reqwest client as a worker value, used by an `async`
+/// handler, across two `TestClient`s on one thread and a real server (a
+/// `thread_local!` client once failed the second client).
 #[test]
 fn a_pooled_client_as_a_worker_value_serves_each_test_client_and_a_server() {
     let upstream = TestServer::start(Router::new().get("/hello", |_| "hello")).expect("start");

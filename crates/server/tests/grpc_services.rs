@@ -408,7 +408,7 @@ fn reflection_lists_the_routers_services_and_describes_registered_files() {
     });
 }
 
-/// Issue T, 3: `Config::default()` had `h2c_preface: false`, unlike `linerate serve`, so a
+/// `Config::default()` had `h2c_preface: false`, unlike `linerate serve`, so a
 /// library server with gRPC services on its one default port answered a gRPC client's
 /// preface 505 and no call got through, without a word. The default port now takes HTTP/2
 /// with prior knowledge beside HTTP/1.1.
@@ -425,7 +425,7 @@ fn a_grpc_service_on_the_default_config_answers_over_h2c_prior_knowledge() {
     });
 }
 
-/// Issue T, 3: with every HTTP/2 way in turned off, a router with gRPC services is refused at
+/// With every HTTP/2 way in turned off, a router with gRPC services is refused at
 /// bind (a typed error that says what to set), not served unreachable; one HTTP/2 listener of
 /// any kind is enough.
 #[test]

@@ -445,7 +445,7 @@ impl tracing::Subscriber for SpanFields {
     fn exit(&self, _: &tracing::span::Id) {}
 }
 
-/// Issue 50 §3.1: the trace span's `client` field was empty unless the configuration kept
+/// Regression: the trace span's `client` field was empty unless the configuration kept
 /// peers (an access log, trusted proxies, an upstream, a per-client limit).
 #[test]
 fn the_trace_span_names_the_client_without_an_access_log() {
@@ -458,14 +458,14 @@ fn the_trace_span_names_the_client_without_an_access_log() {
         spans.iter().any(|s| s.contains("client=\"127.0.0.1\"")),
         "{spans:?}"
     );
-    // Issue O, 4.4: the version in words, as a request line names it, not Rust's `Http11`.
+    // The version in words, as a request line names it, not Rust's `Http11`.
     assert!(
         spans.iter().any(|s| s.contains("version=\"HTTP/1.1\"")),
         "{spans:?}"
     );
 }
 
-/// Issue T, 6: the `Trace` span carried no request id, so a trace could not be matched with
+/// The `Trace` span carried no request id, so a trace could not be matched with
 /// the `X-Request-Id` its client got. The span's `request_id` is that id, the client's kept
 /// or one made, with `Trace` outside `RequestId` (docs/library.md's order) or inside it.
 #[test]
@@ -509,7 +509,7 @@ fn the_trace_span_carries_the_request_id_sent_back_in_x_request_id() {
     }
 }
 
-/// Issue 50 §3.4: in docs/library.md's and the users example's order (`Trace` added last), `Trace`
+/// Regression: in docs/library.md's and the users example's order (`Trace` added last), `Trace`
 /// was the innermost layer: a CORS preflight was neither traced nor given a request id, and
 /// the traced bytes were not those sent (a rendered 413: 18 bytes logged, 42 sent). The last
 /// layer added is now the outermost, as in tower.
@@ -576,7 +576,7 @@ impl Drop for DropFlag {
     }
 }
 
-/// Issue 50 §3.3: the 503 a deferred request gets at `deferred_timeout` skipped the layers
+/// Regression: the 503 a deferred request gets at `deferred_timeout` skipped the layers
 /// (no JSON from the error renderer, no `X-Request-Id`, no CORS fields, no trace line), and
 /// the handler's future went on running. Now the 503 passes through the request's layers,
 /// an `async` handler's future is dropped, and a thread's `Responder` says it is cancelled.

@@ -184,7 +184,7 @@ fn pooled(client: &PerWorker<reqwest::Client>, url: &str) -> Router {
     })
 }
 
-/// Issue T, 5: the README kept a pooled client in a `thread_local!`; its connection stayed
+/// The README kept a pooled client in a `thread_local!`; its connection stayed
 /// tied to the runtime of the first `TestClient` that used it, which runs only while that
 /// client is asked (and is gone with it), so a second `TestClient` on the same thread failed.
 /// A `PerWorker` client is made once per worker runtime: each `TestClient` (and each worker)

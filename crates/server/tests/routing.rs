@@ -5,7 +5,7 @@
 use linerate_server::testing::{TestClient, TestServer};
 use linerate_server::{Part, Response, Router};
 
-/// Issue 50 §3.2: with `/todos/{id}` registered first, `/todos/events` answered 400
+/// Regression: with `/todos/{id}` registered first, `/todos/events` answered 400
 /// "invalid path parameter id".
 #[test]
 fn a_literal_segment_beats_a_parameter_registered_before_it() {

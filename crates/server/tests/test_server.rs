@@ -88,7 +88,7 @@ fn the_test_client_gets_what_a_tcp_client_gets() {
     }
 }
 
-/// Issue 50 §3.1: `Request::peer()` was `None` unless an access log, trusted proxies, an
+/// Regression: `Request::peer()` was `None` unless an access log, trusted proxies, an
 /// upstream or a per-client limit was configured. With none of them, a handler (sync and
 /// deferred) still sees the address the connection came from.
 #[test]

@@ -1,4 +1,4 @@
-//! tower layers on native routes (issue W item 3), through the in-process test client over
+//! tower layers on native routes, through the in-process test client over
 //! HTTP/1.1 and HTTP/2 framing: tower-http's compression (gzip readable, `Vary`; a streamed
 //! answer too), timeout (the handler's future dropped, tower-http's status), request body
 //! limit (413 declared and chunked), set-header (answer and request), bearer validation

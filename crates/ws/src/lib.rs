@@ -16,6 +16,12 @@
 //! keeps no buffer for an idle connection (the goal: 1 KiB per idle WebSocket).
 #![forbid(unsafe_code)]
 
+/// The README's examples, compiled and run with the other doctests (`cargo test --doc`), so
+/// that they cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub mod accept;
 pub mod close;
 pub mod deflate;

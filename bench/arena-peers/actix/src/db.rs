@@ -5,7 +5,7 @@
 //! PUT and POST), as HttpArena's crud implementation page asks. And `/fortunes`, which no
 //! HttpArena entry serves: TechEmpower's fortunes test on the `fortune` table of the database
 //! given (the arena's holds HttpArena's 200 rows), with linerate's demo's contract
-//! (crates/linerate/src/db/world.rs): the rows plus id 0 added at request time, sorted by
+//! (frameworks/Rust/linerate/src/world.rs): the rows plus id 0 added at request time, sorted by
 //! message, as TechEmpower's HTML page with `& < > " '` escaped by name.
 
 use std::fmt::Write as _;

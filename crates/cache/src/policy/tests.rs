@@ -1,6 +1,6 @@
 //! Whole request lives through [`plan`] and [`after`] against a real [`Store`]: miss, store,
 //! hit, stale, validation, 304, stale-if-error, invalidation, and the poisoning and deception
-//! shapes issue Q lists.
+//! shapes a shared cache must resist (docs/cache-poisoning.md).
 
 use super::*;
 use crate::fields::Field;
@@ -109,7 +109,7 @@ fn miss_store_hit_with_age() {
 
 #[test]
 fn headers_outside_the_key_cannot_change_what_is_served() {
-    // Issue Q, poisoning: a response filled by a request carrying X-Forwarded-Host (and
+    // Poisoning: a response filled by a request carrying X-Forwarded-Host (and
     // friends) is the same entry every other request gets; those fields never pick another.
     let s = store();
     let evil: &[Field] = &[
@@ -131,7 +131,7 @@ fn headers_outside_the_key_cannot_change_what_is_served() {
 
 #[test]
 fn an_absolute_target_that_disagrees_with_host_never_fills_the_cache() {
-    // Issue Q, poisoning: absolute-form for another host than Host.
+    // Poisoning: absolute-form for another host than Host.
     let s = store();
     let req = get("https://evil.example/", &[]);
     assert!(matches!(
@@ -147,7 +147,7 @@ fn an_absolute_target_that_disagrees_with_host_never_fills_the_cache() {
 
 #[test]
 fn account_css_with_a_cookie_or_private_is_not_stored() {
-    // Issue Q, web cache deception: the path looks static, the answer decides.
+    // Web cache deception: the path looks static, the answer decides.
     for fields in [
         &[
             (&b"Cache-Control"[..], &b"max-age=600"[..]),
@@ -611,7 +611,7 @@ fn a_keyed_plan_decides_as_the_written_key_does() {
 
 #[test]
 fn a_304_that_adds_a_set_cookie_answers_its_request_only() {
-    // Issue T: a 304 that sets a cookie freshens the stored answer into one that sets a
+    // A 304 that sets a cookie freshens the stored answer into one that sets a
     // cookie: it goes to the request that caused it, and the store keeps nothing that would
     // replay the cookie to the next visitor.
     let s = store();
@@ -651,7 +651,7 @@ fn a_304_that_adds_a_set_cookie_answers_its_request_only() {
 
 #[test]
 fn a_get_with_content_is_neither_answered_from_the_store_nor_stored() {
-    // Issue T: a "fat GET" whose body the origin reads must not poison the URL's entry, and
+    // A "fat GET" whose body the origin reads must not poison the URL's entry, and
     // must not be answered with the URL's entry either (its answer may differ).
     let s = store();
     let plain = get("/search", &[]);
@@ -693,7 +693,7 @@ fn a_get_with_content_is_neither_answered_from_the_store_nor_stored() {
 
 #[test]
 fn a_refresh_answered_500_keeps_the_stale_entry_and_use_stale_serves_it() {
-    // issue U item 1: a failed background refresh removed the entry it was refreshing (the
+    // a failed background refresh removed the entry it was refreshing (the
     // 500, not storable, "replaced" it), and the next client went to the failing origin.
     let s = store();
     let req = get("/u", &[]);

@@ -177,7 +177,7 @@ fn bytes_stay_under_capacity_and_evictions_are_counted() {
 
 #[test]
 fn an_answer_larger_than_the_small_share_stored_into_a_full_shard_is_kept() {
-    // Issue T's review: room was made after the new entry went into the small FIFO, and one
+    // Once, room was made after the new entry went into the small FIFO, and one
     // larger than that FIFO's share (SMALL_PERCENT of the shard) was evicted by it at once,
     // while `insert` said Stored and Cache-Status `stored`.
     let one = entry("/0000", 1000).size();
@@ -341,7 +341,7 @@ fn a_lookup_by_the_keys_bytes_finds_what_the_key_finds() {
 
 #[test]
 fn an_object_over_a_sixteenth_of_the_store_is_stored_up_to_max_object() {
-    // Issue T: `size = "256MiB"`, `max_object = "64MiB"` made sixteen shards of 16 MiB,
+    // Once, `size = "256MiB"`, `max_object = "64MiB"` made sixteen shards of 16 MiB,
     // which held no 17 MB or 50 MB answer (and Cache-Status said `stored`). The layout now
     // has fewer shards where one would hold fewer than LARGEST_PER_SHARD of the largest.
     let issue = Limits {
@@ -388,7 +388,7 @@ fn an_object_over_a_sixteenth_of_the_store_is_stored_up_to_max_object() {
     );
 }
 
-/// Issue U item 9: an operator's listing of what is stored, by key prefix, across shards:
+/// An operator's listing of what is stored, by key prefix, across shards:
 /// each answer with its variants, size and the hits it served; bounded, saying when more
 /// matched; a replaced answer's hits start again.
 #[test]
@@ -451,7 +451,7 @@ fn a_listing_by_prefix_shows_each_stored_answer_with_its_hits_bounded() {
     assert_eq!(fr_hits, [0]);
 }
 
-/// Issue U item 7: a purge of a tag removes every answer tagged so, under either field,
+/// A purge of a tag removes every answer tagged so, under either field,
 /// every variant that carries it and no other answer; the store's accounting stays right.
 #[test]
 fn a_tag_purge_removes_every_answer_with_the_tag_and_nothing_else() {
@@ -501,7 +501,7 @@ fn a_tag_purge_removes_every_answer_with_the_tag_and_nothing_else() {
     assert_eq!(store.counters().snapshot().objects, 2);
 }
 
-/// Issue U item 8: a body derived from a stored answer after it went in (an encoded hit's)
+/// A body derived from a stored answer after it went in (an encoded hit's)
 /// is counted against the shard's bytes, evicting past the capacity as an insert does; a
 /// soft purge's replacement, which has none, gives its bytes back. Before, the derived
 /// bodies were held outside the limit.

@@ -18,7 +18,7 @@ use crate::compare::procfs;
 
 /// Fewest connections a scaled profile keeps.
 pub const MIN_CONNECTIONS: usize = 8;
-/// HTTP/2 and gRPC streams per connection (h2load's `-m`, as the shape).
+/// HTTP/2 and gRPC streams per connection (h2load's `-m`, as HttpArena's h2 shapes).
 pub const H2_STREAMS: usize = 100;
 /// production-stack's reads: h2 streams per connection (HttpArena's reads h2load, `-m 16`).
 pub const STACK_READ_STREAMS: usize = 16;

@@ -7,7 +7,8 @@
 //!   registries (bench/arena-peers/, built by `scripts/peers.sh arena` into target/peers),
 //!   each on the profiles its HttpArena entry enters ([`Peer::entry`]);
 //! - the older Rust peers (bench/actix-db: TechEmpower's routes and /fortunes;
-//!   bench/axum-tokio: issue P's handlers, no route of HttpArena's).
+//!   bench/axum-tokio: the async handlers of examples/tokio_handlers.rs, no route of
+//!   HttpArena's).
 //!
 //! A peer enters only the profiles whose contract it can answer; the others are "not entered"
 //! with the reason, never passed. A peer that computes its answers and fails a profile's
@@ -74,7 +75,8 @@ pub enum Peer {
     /// bench/actix-db: actix-web 4 + tokio-postgres (TechEmpower's database tests and
     /// HttpArena's /async-db and /fortunes).
     ActixDb,
-    /// bench/axum-tokio: axum 0.8 on one tokio runtime (issue P's handlers).
+    /// bench/axum-tokio: axum 0.8 on one tokio runtime (the async handlers of
+    /// crates/server/examples/tokio_handlers.rs).
     Axum,
 }
 
@@ -82,8 +84,8 @@ pub enum Peer {
 const PROXY_ONLY: &str = "a proxy: it answers nothing of its own, and the arena enters no \
                           gateway shape (scripts/gateway.sh runs those, linerate's included)";
 /// Why bench/axum-tokio enters no profile.
-const AXUM_ROUTES: &str = "bench/axum-tokio serves issue P's /sync, /none, /timer and /fetch \
-                           only: no route of HttpArena's";
+const AXUM_ROUTES: &str = "bench/axum-tokio serves tokio_handlers.rs's /sync, /none, /timer and \
+                           /fetch only: no route of HttpArena's";
 
 /// Every paced profile: one route and contract (baseline's), so an entry on latency-1m
 /// enters them all.

@@ -268,7 +268,7 @@ pub fn versus(group: &[Scored]) -> Option<Versus> {
     })
 }
 
-/// The issue's goal for a profile, as the most the server under test's CPU per request may be
+/// The arena's goal for a profile, as the most the server under test's CPU per request may be
 /// over the best peer's: 0.8 on baseline, pipelined, json, h2c, unary-grpc and the paced
 /// profiles, 1 elsewhere.
 pub fn goal(profile: &str) -> f64 {
@@ -366,7 +366,7 @@ pub fn markdown(run: &Run, machine: &Machine) -> String {
               server CPU (every process of the server; production-stack: its edge, with the app in it, and the Redis behind it, as HttpArena sums its stack's containers) over the measured run; ratios to the best server of the run on that profile; \
               score: HttpArena's composite for the paced profiles.\n\n";
         o += &cpu_sources(&run.load);
-        o += "\n### linerate against the best peer\n\nCPU per request, medians of the rounds; the goal is issue X's (≤ 0.8× on baseline, pipelined, json, h2c, unary-grpc and the paced profiles, ≤ 1× elsewhere).\n\n";
+        o += "\n### linerate against the best peer\n\nCPU per request, medians of the rounds; the goal is ≤ 0.8× on baseline, pipelined, json, h2c, unary-grpc and the paced profiles, ≤ 1× elsewhere.\n\n";
         o += &versus_table(&run.load);
         o += &load_table(&run.load);
     }
@@ -487,7 +487,7 @@ mod tests {
     }
 
     /// The server under test is set against the cheapest peer of each profile that has a
-    /// CPU figure (a peer with none, or an error, takes no part), and the goal is the issue's:
+    /// CPU figure (a peer with none, or an error, takes no part), and the goal is the arena's:
     /// 0.8 on the tight profiles, 1 elsewhere; a profile without a peer has no line.
     #[test]
     fn linerate_is_set_against_the_cheapest_peer_with_the_issues_goal() {

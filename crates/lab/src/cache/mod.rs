@@ -1,5 +1,5 @@
 //! `linerate lab cache`: Redis against memcached, measured the same way with the same client
-//! and objects (issue Q, item 4).
+//! and objects, to choose the proxy cache's second tier.
 //!
 //! For each round, in an order that rotates by round: every GET and SET workload (one per value
 //! size) on every server, each sample on a freshly started server pinned to the server CPUs (a
@@ -700,7 +700,7 @@ mod tests {
         assert_eq!(latency_rate(None, 100), None);
     }
 
-    /// Issue T item 4.4: a threaded server gets a CPU for each thread. On one server CPU the
+    /// A threaded server gets a CPU for each thread. On one server CPU the
     /// threads default to one and Redis with I/O threads is not in the run (its threads spun
     /// on the one CPU: 1,988 req/s); more threads than server CPUs is refused.
     #[test]

@@ -74,7 +74,7 @@ pub struct MemorySample {
 }
 
 impl MemorySample {
-    /// RSS ÷ objects, bytes (the figure).
+    /// RSS ÷ objects, bytes (the figure that compares the stores' memory).
     pub fn per_object(&self) -> Option<f64> {
         self.measured()
             .then(|| self.rss_full as f64 / self.objects as f64)

@@ -10,8 +10,8 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use serde::{Deserialize, Serialize};
 
-/// The suite compiled into the binary: issue A's table (floor, linerate, nginx × JSON, pipelined
-/// plaintext).
+/// The suite compiled into the binary: the first comparison's table (floor, linerate, nginx ×
+/// JSON, pipelined plaintext).
 pub const DEFAULT_SUITE: &str = include_str!("../../suites/default.toml");
 
 /// The placeholders the lab fills in itself.

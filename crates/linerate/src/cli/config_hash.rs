@@ -1,4 +1,4 @@
-//! The hash of the configuration in use (`linerate_config_info{hash}`, issue V item 6): the
+//! The hash of the configuration in use (`linerate_config_info{hash}`): the
 //! SHA-256 of the configuration file's bytes as read, or of the command line when there is
 //! no file, its first 16 hex digits. Nodes with the same hash run the same file (or flags).
 //! Owns the hashing only; the server exposes it.

@@ -234,8 +234,8 @@ fn upstreams(running: &[Upstream], new: &[Upstream], out: &mut Vec<String>) {
 mod tests {
     use super::*;
 
-    /// Issue 50, §2 item 4: an upstream's `timeout` applies at once, and said
-    /// "workers, limits, timeouts… restart to apply them".
+    /// An upstream's `timeout` applies at once; a reload once said "workers, limits,
+    /// timeouts… restart to apply them" of it.
     #[test]
     fn each_changed_key_is_named_once_as_applied_now_or_after_a_restart() {
         let running = Config {

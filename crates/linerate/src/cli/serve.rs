@@ -352,7 +352,7 @@ pub(crate) fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         println!("{}: ok ({})", path.display(), summary(&f));
         return Ok(ExitCode::SUCCESS);
     }
-    // What `linerate_config_info` names: the file's bytes, else the flags (issue V item 6).
+    // What `linerate_config_info` names: the file's bytes, else the flags.
     let mut config_hash = (
         super::config_hash::of_flags(std::env::args_os().skip(1)),
         "flags",

@@ -1,4 +1,4 @@
-//! `[acme]`'s `dns` table (issue V item 2): where DNS-01's TXT records are put by RFC 2136
+//! `[acme]`'s `dns` table: where DNS-01's TXT records are put by RFC 2136
 //! updates, and the TSIG key that signs them (BIND's key file, or a base64 secret and its
 //! algorithm). Every refusal is at the key's FILE:LINE:COLUMN.
 #![forbid(unsafe_code)]

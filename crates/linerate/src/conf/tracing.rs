@@ -1,4 +1,4 @@
-//! `[tracing]` (issue Z item 1): OpenTelemetry tracing's settings in the file, the same
+//! `[tracing]`: OpenTelemetry tracing's settings in the file, the same
 //! settings as OpenTelemetry's variables (which fill in what the file leaves out), and the
 //! top-level `request_id_header`. Every refusal is at the key's FILE:LINE:COLUMN.
 #![forbid(unsafe_code)]

@@ -1,5 +1,6 @@
-//! The demo's database endpoints (issue H): TechEmpower's `/db`, `/queries`, `/updates`,
-//! `/fortunes` and `/cached-queries` ([`world`]), HttpArena's `/async-db` and `/crud/items`
+//! The demo's database endpoints: TechEmpower's `/db`, `/queries`, `/updates`,
+//! `/fortunes` and `/cached-queries` (the TechEmpower entry's library, `linerate-techempower`,
+//! whose [`world`] module is re-exported here), HttpArena's `/async-db` and `/crud/items`
 //! ([`items`]) and its production-stack app endpoints `/api/items/{id}` and `/api/me`
 //! ([`stack`]), on PostgreSQL through tokio-postgres. HttpArena's tables are asked for once
 //! at start ([`tables`]): against TechEmpower's own database (`world` and `fortune` only) the
@@ -7,7 +8,7 @@
 //!
 //! The connections are the `linerate-postgres` crate's, used as any application would: the
 //! demo registers its statements ([`world::Statements`], [`items::Statements`]) and picks a
-//! driver ([`Driver`]); the futures plug in through issue E's `route_async`, so a query never
+//! driver ([`Driver`]); the futures plug in through the router's `route_async`, so a query never
 //! blocks a worker. With `runtime` they run on a runtime beside the HTTP workers (one thread,
 //! "linerate-db"); with `worker` on the worker's own thread, its connections driven by its
 //! event loop.
@@ -17,15 +18,17 @@ mod item_json;
 pub mod items;
 pub mod stack;
 pub mod tables;
-pub mod world;
+pub use linerate_techempower::world;
 
 use std::sync::Arc;
 
 use linerate_postgres::{ConnectError, Pool};
-use linerate_server::{OwnedRequest, Response, Router};
+use linerate_server::Router;
 
 pub use linerate_postgres::Driver;
-use world::{DbError, Random, WorldCache, error_response, query_count};
+use linerate_techempower::Worlds;
+pub use linerate_techempower::redact;
+use world::DbError;
 
 /// Why the database could not be used at start.
 #[derive(Debug)]
@@ -39,28 +42,15 @@ impl std::fmt::Display for StartError {
 
 impl std::error::Error for StartError {}
 
-/// `url` without its password, for messages.
-pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let userinfo = &url[s + 3..at];
-            let user = userinfo.split(':').next().unwrap_or("");
-            format!("{}{}@{}", &url[..s + 3], user, &url[at + 1..])
-        }
-        _ => url.to_string(),
-    }
-}
-
 /// The database and what the endpoints keep beside it.
 pub struct Db {
     pool: Pool,
-    world_st: world::Statements,
+    /// TechEmpower's statements, random ids and `/cached-queries`' cache.
+    worlds: Worlds,
     /// `None`: the database has no `items` table (its routes answer 503).
     items_st: Option<items::Statements>,
     /// `None`: the database has no `users` table (`/api/me` answers 503).
     stack_st: Option<stack::Statements>,
-    random: Random,
-    cache: WorldCache,
     items: linerate_server::kv::Cache,
     /// `/api/items/{id}` and `/api/me`'s cache.
     stack: linerate_server::kv::Cache,
@@ -116,8 +106,8 @@ impl Db {
             )),
             e => fail(&e),
         })?;
-        let cache = runtime
-            .block_on(WorldCache::load(&pool, &world_st))
+        let worlds = runtime
+            .block_on(Worlds::load(&pool, world_st))
             .map_err(|e| match e {
                 DbError::Unavailable => fail(&"no connection"),
                 DbError::Busy => fail(&"no session free"),
@@ -130,11 +120,9 @@ impl Db {
         }
         Ok(Db {
             pool,
-            world_st,
+            worlds,
             items_st,
             stack_st,
-            random: Random::new(0x9e37_79b9_7f4a_7c15),
-            cache,
             items: items::item_cache(cache_tier.clone())
                 .map_err(|e| StartError(format!("cannot start the cache tier: {e}")))?,
             stack: stack::stack_cache(cache_tier)
@@ -183,75 +171,20 @@ impl Db {
     }
 }
 
-/// `router` with the database endpoints, their futures run where the pool's connections are
-/// driven.
-pub fn mount(router: Router, db: Arc<Db>) -> Router {
-    let spawn = db.pool.spawner();
-    let on = |db: &Arc<Db>| db.clone();
-    let (d_db, d_queries, d_updates, d_fortunes, d_cached) =
-        (on(&db), on(&db), on(&db), on(&db), on(&db));
-    let router = router
-        .get_async("/db", spawn.clone(), move |_req: OwnedRequest| {
-            let db = d_db.clone();
-            async move {
-                let id = db.random.world_id();
-                match world::worlds(&db.pool, &db.world_st, &[id]).await {
-                    Ok(rows) => Response::json(&rows[0]),
-                    Err(e) => error_response(e),
-                }
-            }
-        })
-        .get_async("/queries", spawn.clone(), move |req: OwnedRequest| {
-            let db = d_queries.clone();
-            let n = query_count(req.query_param("queries").as_deref());
-            async move {
-                let ids: Vec<i32> = (0..n).map(|_| db.random.world_id()).collect();
-                match world::worlds(&db.pool, &db.world_st, &ids).await {
-                    Ok(rows) => Response::json(&rows),
-                    Err(e) => error_response(e),
-                }
-            }
-        })
-        .get_async("/updates", spawn.clone(), move |req: OwnedRequest| {
-            let db = d_updates.clone();
-            let n = query_count(req.query_param("queries").as_deref());
-            async move {
-                let ids = db.random.distinct_ids(n);
-                match world::update(&db.pool, &db.world_st, &db.random, &ids).await {
-                    Ok(rows) => Response::json(&rows),
-                    Err(e) => error_response(e),
-                }
-            }
-        })
-        .get_async("/fortunes", spawn.clone(), move |_req: OwnedRequest| {
-            let db = d_fortunes.clone();
-            async move {
-                world::fortunes(&db.pool, &db.world_st)
-                    .await
-                    .unwrap_or_else(error_response)
-            }
-        })
-        .get("/cached-queries", move |req| {
-            let n = query_count(req.query_param("count").as_deref());
-            let rows: Vec<world::World> = (0..n)
-                .map(|_| d_cached.cache.get(d_cached.random.world_id()))
-                .collect();
-            Response::json(&rows)
-        });
-    let router = items::mount(router, db.clone(), spawn.clone());
-    stack::mount(router, db, spawn)
+impl linerate_techempower::Database for Db {
+    fn pool(&self) -> &Pool {
+        &self.pool
+    }
+    fn worlds(&self) -> &Worlds {
+        &self.worlds
+    }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn redact_hides_the_password() {
-        assert_eq!(
-            redact("postgres://u:secret@127.0.0.1:5432/d"),
-            "postgres://u@127.0.0.1:5432/d"
-        );
-        assert_eq!(redact("postgres://127.0.0.1/d"), "postgres://127.0.0.1/d");
-    }
+/// `router` with the database endpoints, their futures run where the pool's connections are
+/// driven: TechEmpower's (the entry's library), then HttpArena's.
+pub fn mount(router: Router, db: Arc<Db>) -> Router {
+    let spawn = db.pool.spawner();
+    let router = linerate_techempower::mount(router, db.clone());
+    let router = items::mount(router, db.clone(), spawn.clone());
+    stack::mount(router, db, spawn)
 }

@@ -1,4 +1,4 @@
-//! Issue W's accounts/transfers service on linerate-server: one REST API and one gRPC API
+//! The accounts/transfers service on linerate-server: one REST API and one gRPC API
 //! (`bank.Bank`, bench/bank/bank.proto) on one port, over PostgreSQL (transfers in one
 //! transaction, rows locked in id order) and a Redis bearer check (`GET bank:token:TOKEN` →
 //! the owner). Its twin in axum + tonic is bench/bank-axum-tonic; bench/bank/README.md says

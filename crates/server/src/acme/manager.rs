@@ -557,7 +557,7 @@ mod tests {
         (p.self_signed(&key).unwrap().pem(), key.serialize_pem())
     }
 
-    /// issue V: a node kept serving its expired certificate while another node's renewal was
+    /// A node kept serving its expired certificate while another node's renewal was
     /// in the shared storage. A stored certificate replaces the served one when it can be
     /// served and expires no sooner; an expired or shorter-lived one never does.
     #[test]

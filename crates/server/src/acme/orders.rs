@@ -1,5 +1,5 @@
-//! ACME orders counted by outcome for `/metrics` (`linerate_acme_orders_total{outcome}`,
-//! issue Z item 3): `issued` (a certificate obtained and stored) and `failed` (the CA, the
+//! ACME orders counted by outcome for `/metrics` (`linerate_acme_orders_total{outcome}`):
+//! `issued` (a certificate obtained and stored) and `failed` (the CA, the
 //! account, the fleet's lock or the store refused; the manager tries again after its
 //! backoff). A certificate another node of the fleet ordered is no order of this one's.
 //!

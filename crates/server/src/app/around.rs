@@ -206,6 +206,7 @@ impl Chain {
 /// The answer to a panic: 500, closing the connection, with one log line.
 pub(crate) fn panicked(what: &str) -> Response {
     tracing::error!("{what} panicked; answering 500");
+    crate::app::panics::count(crate::app::panics::Panic::Http);
     text_status(500).close()
 }
 

@@ -64,6 +64,7 @@ impl Kind {
                 let (responder, answer) = local_responder();
                 if catch_unwind(AssertUnwindSafe(|| f(req, responder))).is_err() {
                     tracing::error!("deferred handler panicked; answering 500");
+                    crate::app::panics::count(crate::app::panics::Panic::Http);
                 }
                 Box::pin(answer)
             }
@@ -86,6 +87,7 @@ impl Kind {
                 };
                 if called.is_err() {
                     tracing::error!("deferred handler panicked; answering 500");
+                    crate::app::panics::count(crate::app::panics::Panic::Http);
                 }
                 Box::pin(answer)
             }
@@ -180,8 +182,7 @@ fn streaming(
     let fed = async move {
         let request = req.request();
         let Ok(mut sink) = catch_unwind(AssertUnwindSafe(|| factory(&request))) else {
-            tracing::error!("streaming handler panicked; answering 500");
-            return text_status(500);
+            return panicked("streaming handler");
         };
         while let Some(piece) = body.chunk().await {
             let Ok(piece) = piece else {
@@ -189,14 +190,11 @@ fn streaming(
                 return text_status(400).close();
             };
             if catch_unwind(AssertUnwindSafe(|| sink.data(&piece))).is_err() {
-                tracing::error!("streaming handler panicked; answering 500");
-                return text_status(500).close();
+                return panicked("streaming handler");
             }
         }
-        catch_unwind(AssertUnwindSafe(move || sink.finish(&request))).unwrap_or_else(|_| {
-            tracing::error!("streaming handler panicked; answering 500");
-            text_status(500).close()
-        })
+        catch_unwind(AssertUnwindSafe(move || sink.finish(&request)))
+            .unwrap_or_else(|_| panicked("streaming handler"))
     };
     let spawned = crate::runtime::spawn_local(async move {
         if let Some(resp) = tx.until_unwanted(fed).await {

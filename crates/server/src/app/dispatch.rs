@@ -128,6 +128,7 @@ impl Service for ConnApp<'_> {
             Sink::Stream(s) => {
                 if catch_unwind(AssertUnwindSafe(|| s.data(data))).is_err() {
                     tracing::error!("body sink panicked; answering 500");
+                    crate::app::panics::count(crate::app::panics::Panic::Http);
                     let resp = text_status(500);
                     if self.app.timing {
                         self.account(&pending.head.head, &pending.head.bytes, &resp);

@@ -40,6 +40,7 @@ mod gz;
 pub mod incoming;
 pub mod layer;
 pub mod layers;
+pub(crate) mod panics;
 pub(crate) mod phase;
 pub(crate) mod redirect;
 pub mod request;
@@ -245,7 +246,10 @@ impl AppIo {
                 if !given_up {
                     tracing::error!("a deferred handler dropped its Responder without answering");
                 }
-                crate::h1::status_response(500, "the handler did not answer")
+                // The server's own answer: an error renderer renders it.
+                let mut resp = crate::h1::status_response(500, "the handler did not answer");
+                resp.rejection = true;
+                resp
             }
         };
         if let Some(layered) = layered {

@@ -159,8 +159,8 @@ mod tests {
             "https://example.com/old/a?x=1"
         );
         assert_eq!(fill("/new{rest}", "/old/a", None), "/new/a");
-        // A path that reads like a placeholder comes out as sent (issue 24: `{` and `}` are
-        // accepted in paths now).
+        // A path that reads like a placeholder comes out as sent (`{` and `}` are accepted
+        // in paths, as browsers send them).
         assert_eq!(
             fill("/n{path}", "/old{query}{host}", None),
             "/n/old{query}{host}"

@@ -197,7 +197,7 @@ mod tests {
         assert_eq!(decode_component("a%20b+c").as_deref(), Some("a b c"));
         assert_eq!(decode_component("plain").as_deref(), Some("plain"));
         // WHATWG URL §5.1 (form decoding) and §1.3 (percent-decode): a `%` without two hex
-        // digits is itself, as browsers send `?d=100%` unencoded (issue 24).
+        // digits is itself, as browsers send `?d=100%` unencoded.
         assert_eq!(decode_component("%zz").as_deref(), Some("%zz"));
         assert_eq!(decode_component("100%").as_deref(), Some("100%"));
         assert_eq!(decode_component("5%2").as_deref(), Some("5%2"));

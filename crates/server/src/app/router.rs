@@ -459,14 +459,16 @@ impl Router {
         });
         let s = spawn.clone();
         let mut router = self.deferred(method, pattern, move |req, res| {
-            let fut = handler(req);
+            // A handler that panics making its future answers as one whose future panicked
+            // (the server's own 500, which an error renderer renders).
+            let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(req)));
+            let Ok(fut) = made else {
+                return res.send(crate::around::panicked("async handler"));
+            };
             s.spawn(Box::pin(async move {
                 match res.until_cancelled(catch_panic(fut)).await {
                     Some(Some(resp)) => res.send(resp.into_response()),
-                    Some(None) => {
-                        tracing::error!("async handler panicked; answering 500");
-                        res.send(crate::app::dispatch::text_status(500).close())
-                    }
+                    Some(None) => res.send(crate::around::panicked("async handler")),
                     // The deadline passed (answered 503): the future is dropped unfinished.
                     None => {}
                 }
@@ -537,6 +539,9 @@ impl Router {
             if let Some(name) = crate::grpc::service_of(method.path) {
                 self.grpc.add(name);
             }
+            if let Some(code) = self.grpc.panic_code {
+                method.stats.set_panic_code(code);
+            }
             self.grpc.calls.methods.push(method.stats.clone());
             self = match method.kind {
                 crate::grpc::Kind::Unary(u) => {
@@ -554,6 +559,20 @@ impl Router {
                         .limit_last(u64::MAX)
                 }
             };
+        }
+        self
+    }
+
+    /// The status a gRPC call ends with when its handler panics: INTERNAL unless set, as a
+    /// tonic service's call ends (`Code::Unknown` is the other usual choice). It applies to
+    /// every gRPC method the router serves so far (its groups' and nested routers' too) and
+    /// to those [`grpc`](Router::grpc) adds later. Each panic is logged and counted in
+    /// `linerate_handler_panics_total{kind="grpc"}`.
+    #[cfg(feature = "grpc")]
+    pub fn grpc_panic_status(mut self, code: crate::grpc::Code) -> Router {
+        self.grpc.panic_code = Some(code);
+        for method in &self.grpc.calls.methods {
+            method.set_panic_code(code);
         }
         self
     }
@@ -1000,7 +1019,7 @@ mod tests {
                 .get("/json/{count}", |_| Response::text("c"))
                 .post("/json/{count}", |_| Response::text("p"))
                 .get("/a/{x}/b/{y}", |_| Response::text("ab"))
-                // Issue 50 §3.2: registered before the literals they must give way to.
+                // Registered before the literals they must give way to.
                 .get("/todos/{id}", |_| Response::text("t"))
                 .get("/todos/events", |_| Response::text("e"))
                 .get("/{x}/b", |_| Response::text("xb"))
@@ -1039,8 +1058,8 @@ mod tests {
             (Method::Put, "/json/3", "405 GET, HEAD, POST, OPTIONS"),
             (Method::Get, "/a/1/b/2", "found /a/{x}/b/{y}"),
             (Method::Get, "/a/1/c/2", "404"),
-            // The most specific pattern wins whatever the order (issue 50 §3.2): a literal
-            // beats a parameter, the leftmost difference deciding.
+            // The most specific pattern wins whatever the order: a literal beats a
+            // parameter, the leftmost difference deciding.
             (Method::Get, "/todos/events", "found /todos/events"),
             (Method::Get, "/todos/7", "found /todos/{id}"),
             (Method::Get, "/a/b", "found /a/{x}"),

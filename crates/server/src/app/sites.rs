@@ -212,7 +212,7 @@ pub(crate) struct RateRule {
     /// A node rule's buckets; a fleet rule's local share (while a lease is on its way, and
     /// while Redis is down).
     pub limiter: crate::ratelimit::Limiter,
-    // issue V item 4: fleet-wide rate limits
+    // fleet-wide rate limits
     /// Its refusals and mode in the metrics.
     pub stats: std::sync::Arc<crate::ratelimit_metrics::RuleStats>,
     /// A fleet rule's leases and link to Redis.
@@ -916,7 +916,7 @@ fn strip_port(authority: &[u8]) -> &[u8] {
     }
 }
 
-/// A site's rate limit as the workers share it (issue V item 4: a fleet rule's leases, its
+/// A site's rate limit as the workers share it (a fleet rule's leases, its
 /// local share and the configuration's link to Redis, started with its first fleet rule).
 fn rate_rule(
     l: &crate::config::RateLimit,

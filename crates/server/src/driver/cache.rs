@@ -337,7 +337,7 @@ impl<B: Backend> Worker<B> {
 
     /// Sends the second-tier questions this turn collected: one call per mount, so a turn
     /// costs one wake of the tier's thread and (Redis) one pipelined write, not one each
-    /// (issue Q: 2.9 system calls a tier hit went to asking one key at a time).
+    /// (2.9 system calls a tier hit went to asking one key at a time).
     pub(super) fn tier_flush(&mut self) {
         let mut asks = std::mem::take(&mut self.pools.tier_asks);
         while let Some(first) = asks.first() {

@@ -45,7 +45,7 @@ pub enum TlsError {
     Options(String),
     /// rustls refused the certificate or key for another reason.
     Rustls(rustls::Error),
-    /// A TLS ticket key file could not be read or is not a key (issue V item 3).
+    /// A TLS ticket key file could not be read or is not a key.
     TicketKey { path: PathBuf, why: String },
 }
 
@@ -254,7 +254,7 @@ impl ResolvesServerCert for CertStore {
 }
 
 impl CertStore {
-    /// Every certificate served now and when it expires (issue V item 6): the listener's
+    /// Every certificate served now and when it expires: the listener's
     /// own, then each site's that is loaded (a managed one not obtained yet is not). Read
     /// from the set in use, so a reload's certificates are reported from the swap on.
     pub fn expiries(&self) -> Vec<crate::node_info::CertExpiry> {

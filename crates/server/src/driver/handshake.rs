@@ -473,7 +473,7 @@ mod tests {
         c.handshake_kind()
     }
 
-    /// Issue V item 3: HTTP/3 shares the listener's ticket keys. QUIC's TLS is the
+    /// HTTP/3 shares the listener's ticket keys. QUIC's TLS is the
     /// listener's rustls configuration with ALPN `h3` and no early data (`QuicConfig::new`
     /// clones it, its ticketer with it), so a QUIC session made on one node resumes on a
     /// node with the same key files, and not on one with other keys.

@@ -30,7 +30,7 @@ pub(crate) const MAX_PAYLOAD: u16 = 65_527;
 /// connection more probing (quinn-proto searches from 1,200 bytes up with padded datagrams of
 /// the sizes tried): on loopback a 65,507-byte ceiling made a one-request connection cost
 /// CPU 0 ~1.3× what it cost with 1,452, and a 64 KiB answer no less than ~9,000 did
-/// (docs/benchmarks.md, issue 29 session 6).
+/// (docs/benchmarks.md, HTTP/3's "datagrams as large as the path carries").
 pub(crate) const MAX_CEILING: u16 = 7_360;
 
 /// How large a connection's datagrams may grow.

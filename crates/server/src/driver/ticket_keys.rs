@@ -10,7 +10,7 @@
 //! checked (in constant time) before a byte of it is decrypted.
 //!
 //! Also owns when the sealing key was made, for `/metrics`
-//! (`linerate_tls_ticket_key_age_seconds`, issue Z item 3): every ticketer in use is listed
+//! (`linerate_tls_ticket_key_age_seconds`): every ticketer in use is listed
 //! here, by where its keys come from, for [`key_ages`].
 #![forbid(unsafe_code)]
 
@@ -540,7 +540,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
     }
 
-    /// Issue Z item 3: the key age `/metrics` shows. A key file is dated by its modification
+    /// The key age `/metrics` shows. A key file is dated by its modification
     /// time, at start and when read again; a ticketer is listed while it lives (the oldest of
     /// its source shown: other tests' ticketers may be alive too).
     #[test]

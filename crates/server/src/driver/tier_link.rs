@@ -2,7 +2,7 @@
 //! Redis tier (`SharedTier::link`), a turn's `GET`s go out as one `MGET` on a socket in the
 //! worker's own epoll set, and the answer wakes the worker as any upstream's bytes do. Asked
 //! on the tier's thread instead, each turn cost a wake of that thread, its own epoll wait,
-//! and a wake back (an eventfd write): ~1.3 µs of the edge's CPU a tier hit, issue Q.
+//! and a wake back (an eventfd write): ~1.3 µs of the edge's CPU a tier hit.
 //!
 //! One connection per worker and mount, made on the first ask and again after a failure;
 //! the asks on it answered in order. An ask past the tier's timeout fails the connection and

@@ -1104,8 +1104,7 @@ fn kernel_crypto(
 mod tests {
     use super::*;
 
-    /// Issue 50, §4 item 4: the start-up line read `ciphers=KernelCiphers { aes_128_gcm:
-    /// false, … }`.
+    /// The start-up line once read `ciphers=KernelCiphers { aes_128_gcm: false, … }`.
     #[test]
     fn kernel_ciphers_read_as_words_in_the_log() {
         let all = KernelCiphers {
@@ -1149,7 +1148,7 @@ mod tests {
         assert!(!KernelCiphers::default().takes(C::TLS13_AES_128_GCM_SHA256));
     }
 
-    /// Issue 50, §2 item 11: plain HTTP to a TLS port got a raw TLS alert.
+    /// Plain HTTP to a TLS port once got a raw TLS alert.
     #[test]
     fn plain_http_is_told_from_tls_by_its_first_byte() {
         let rows: &[(&[u8], bool)] = &[

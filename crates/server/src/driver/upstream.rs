@@ -124,7 +124,7 @@ struct Link {
     cache: Option<Box<Exchange>>,
     /// A background validation: the answer goes to the store, never to the client.
     background: bool,
-    /// A HEAD sent up as GET (issue U item 6): the client's answer is the head alone, ended
+    /// A HEAD sent up as GET: the client's answer is the head alone, ended
     /// at once; the body is read for the store only, while the store keeps it, and the
     /// connection is closed once it does not (a HEAD never waits on a body it does not get).
     head_only: bool,
@@ -486,7 +486,7 @@ type Field<'a> = (&'a [u8], &'a [u8]);
 /// `list` emptied, as a list of fields of another lifetime in the same allocation (the
 /// standard library collects a mapped `into_iter` of a same-sized type in place): an answer's
 /// field list is kept between exchanges that borrow different heads, without a `malloc` and a
-/// `free` each (callgrind, docs/benchmarks.md issue Q's fourth session).
+/// `free` each (callgrind, docs/benchmarks.md's section on a miss's instructions).
 fn emptied<'b>(mut list: Vec<Field<'_>>) -> Vec<Field<'b>> {
     list.clear();
     list.into_iter().map(|_| unreachable!("emptied")).collect()
@@ -823,7 +823,7 @@ impl h1c::Exchange for Relay<'_> {
         let mut fields = emptied(std::mem::take(&mut self.fields));
         fields.extend(reply::fields(head, spans, info, policy));
         // A caching mount's answer: the origin's tags are the cache's, never the client's
-        // (issue U item 7, as Fastly strips `Surrogate-Key`); they are stored all the same.
+        // (as Fastly strips `Surrogate-Key`); they are stored all the same.
         if link.cache.is_some() {
             fields.retain(|(n, _)| !linerate_cache::tags::is_tag_field(n));
         }
@@ -2016,7 +2016,7 @@ impl<B: Backend> Worker<B> {
             }
             let _ = sh;
             if let Some(idx) = self.up_index(token) {
-                // A HEAD's fill whose head went (issue U item 6) is the store's: it reads on.
+                // A HEAD's fill (sent up as GET) whose head went is the store's: it reads on.
                 let filling = (self.slots[idx as usize].up.as_ref())
                     .and_then(|u| u.link.as_ref())
                     .is_some_and(|l| l.head_only && l.answered);

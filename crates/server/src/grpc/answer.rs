@@ -65,7 +65,11 @@ pub(crate) fn trailers_only(status: &Status, initial: &Metadata, trailers: &Meta
 
 /// `resp` ending with the status and trailing metadata.
 pub(crate) fn with_trailers(mut resp: Response, status: &Status, trailers: &Metadata) -> Response {
-    if status.code == Code::Ok && status.message.is_empty() && trailers.is_empty() {
+    if status.code == Code::Ok
+        && status.message.is_empty()
+        && trailers.is_empty()
+        && status.metadata.is_empty()
+    {
         // Every successful unary call: one static field, checked as the answer leaves.
         return resp.trailer(GRPC_STATUS, Code::Ok.as_str());
     }
@@ -86,8 +90,8 @@ pub(crate) fn trailer_fields(
     status_fields(status).chain(trailers.fields()).collect()
 }
 
-/// `grpc-status`, and `grpc-message` and `grpc-status-details-bin` when there are any. An
-/// OK status without a message allocates nothing.
+/// `grpc-status`, and `grpc-message`, `grpc-status-details-bin` and the status's own
+/// metadata when there are any. An OK status without a message allocates nothing.
 fn status_fields(status: &Status) -> impl Iterator<Item = (Cow<'static, str>, Cow<'static, str>)> {
     let code = (
         Cow::Borrowed(GRPC_STATUS),
@@ -101,7 +105,10 @@ fn status_fields(status: &Status) -> impl Iterator<Item = (Cow<'static, str>, Co
         let d = linerate_grpc::metadata::encode_bin(&status.details);
         (Cow::Borrowed(GRPC_STATUS_DETAILS_BIN), Cow::Owned(d))
     });
-    std::iter::once(code).chain(message).chain(details)
+    std::iter::once(code)
+        .chain(message)
+        .chain(details)
+        .chain(status.metadata.fields())
 }
 
 /// The answer to a call refused at its head: a content type this server does not serve is

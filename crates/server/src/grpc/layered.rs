@@ -186,7 +186,7 @@ async fn call_unary(unary: &Unary, req: &OwnedRequest, body: &[u8]) -> Response 
     let fut = match called {
         Ok(Ok(Ok(fut))) => fut,
         Ok(Ok(Err(status))) | Err(status) => return end(status),
-        Ok(Err(_)) => return end(super::panicked()),
+        Ok(Err(_)) => return end(stats.panicked()),
     };
     let run = catch_panic(fut);
     let outcome = match deadline {
@@ -195,7 +195,7 @@ async fn call_unary(unary: &Unary, req: &OwnedRequest, body: &[u8]) -> Response 
     };
     let result = match outcome {
         Some(Some(result)) => result,
-        Some(None) => Err(super::panicked()),
+        Some(None) => Err(stats.panicked()),
         None => Err(deadline_exceeded()),
     };
     stats.ended(
@@ -209,7 +209,7 @@ async fn call_unary(unary: &Unary, req: &OwnedRequest, body: &[u8]) -> Response 
 mod tests {
     use super::*;
 
-    /// Issue W item 1: a layer's refusal on a gRPC route is the status it means, as gRPC's
+    /// A layer's refusal on a gRPC route is the status it means, as gRPC's
     /// doc/http-grpc-status-mapping.md says, but 429 (a quota here, not a proxy's).
     #[test]
     fn http_statuses_of_layer_answers_map_to_grpc_codes() {

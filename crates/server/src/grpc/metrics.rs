@@ -11,11 +11,14 @@
 use std::cell::Cell;
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 use crate::stats::DURATION_BUCKETS_US;
 
-use super::Code;
+use super::{Code, Status};
+
+/// The message of a call whose handler panicked.
+pub(crate) const PANICKED: &str = "the handler panicked";
 
 /// Blocks of counters per method; a thread writes the one its index picks.
 pub(crate) const SHARDS: usize = 8;
@@ -33,11 +36,15 @@ struct Shard {
     sum_us: [AtomicU64; CODES],
 }
 
-/// One method's counters.
+/// One method's counters, and the status its calls end with when its handler panics (set
+/// by [`Router::grpc_panic_status`](crate::Router::grpc_panic_status); kept here because
+/// every place that ends a call holds this).
 pub(crate) struct MethodStats {
     path: &'static str,
     /// Metrics are on (an admin listener): calls off the worker's content phase ask this.
     on: AtomicBool,
+    /// The code of a call whose handler panicked (INTERNAL unless set).
+    panic_code: AtomicU8,
     shards: Box<[Shard]>,
 }
 
@@ -79,8 +86,38 @@ impl MethodStats {
         Arc::new(MethodStats {
             path,
             on: AtomicBool::new(false),
+            panic_code: AtomicU8::new(Code::Internal as u8),
             shards,
         })
+    }
+
+    /// Sets the code a call whose handler panicked ends with.
+    pub(crate) fn set_panic_code(&self, code: Code) {
+        self.panic_code.store(code as u8, Relaxed);
+    }
+
+    /// The code a call whose handler panicked ends with.
+    pub(crate) fn panic_code(&self) -> Code {
+        Code::from_i32(i32::from(self.panic_code.load(Relaxed)))
+    }
+
+    /// A panic of this method's handler, logged and counted
+    /// (`linerate_handler_panics_total{kind="grpc"}`): the code its call ends with.
+    #[cold]
+    pub(crate) fn count_panic(&self) -> Code {
+        let code = self.panic_code();
+        tracing::error!(
+            method = self.path,
+            "gRPC handler panicked; the call ends {code}"
+        );
+        crate::app::panics::count(crate::app::panics::Panic::Grpc);
+        code
+    }
+
+    /// The status of a call whose handler panicked, logged and counted.
+    #[cold]
+    pub(crate) fn panicked(&self) -> Status {
+        Status::new(self.count_panic(), PANICKED)
     }
 
     /// Whether calls are counted (the server has metrics on).

@@ -91,8 +91,9 @@
 //! - **The answer**: HTTP 200 with `content-type: application/grpc`, the initial metadata,
 //!   the messages, then trailers with `grpc-status`, `grpc-message` (percent-encoded) and the
 //!   trailing metadata; a call that fails before any message is a trailers-only answer (one
-//!   HEADERS frame). A handler that panics ends its call UNKNOWN; a method the service does
-//!   not have, or a service the router does not have, is UNIMPLEMENTED.
+//!   HEADERS frame). A handler that panics ends its call INTERNAL (or the code
+//!   [`Router::grpc_panic_status`](crate::Router::grpc_panic_status) sets); a method the
+//!   service does not have, or a service the router does not have, is UNIMPLEMENTED.
 //! - **A unary call** whose future is ready when first polled (no await that waits) is
 //!   answered on the worker at once, like a synchronous route; one that waits runs on the
 //!   worker's tokio runtime ([`OnWorker`](crate::OnWorker)). Streaming calls always run
@@ -142,7 +143,7 @@ pub use layered::MAX_LAYER_MESSAGE;
 pub(crate) use layered::{busy, call_protocol, layer_answer, timed_out, unary as unary_in_chain};
 pub(crate) use linerate_grpc::web::Protocol;
 pub(crate) use metrics::{CallStats, MethodStats};
-pub(crate) use run::{panicked, streaming, unary_later};
+pub(crate) use run::{streaming, unary_later};
 #[cfg(all(feature = "proxy", feature = "http2"))]
 pub(crate) use web::status_value;
 pub(crate) use web::{
@@ -200,6 +201,9 @@ pub(crate) struct Services {
     pub(crate) list: ServiceList,
     /// Each method's call counters, and the unknown paths' (`/metrics`).
     pub(crate) calls: CallStats,
+    /// The code set by [`Router::grpc_panic_status`](crate::Router::grpc_panic_status), for
+    /// the methods added after it.
+    pub(crate) panic_code: Option<Code>,
 }
 
 impl Services {

@@ -1,6 +1,7 @@
 //! Running a call on the worker's tokio runtime: a streaming call from its head, a unary
 //! call whose future waited at its first poll; each under the call's deadline (its future
-//! dropped past it: DEADLINE_EXCEEDED) and a panic's guard (UNKNOWN).
+//! dropped past it: DEADLINE_EXCEEDED) and a panic's guard (INTERNAL unless the router says
+//! otherwise: [`Router::grpc_panic_status`](crate::Router::grpc_panic_status)).
 //!
 //! Owns when a call ends; not what its answer looks like (`answer.rs`, `stream.rs`).
 #![forbid(unsafe_code)]
@@ -13,7 +14,7 @@ use std::time::Instant;
 use super::call::{Call, deadline_exceeded};
 use super::method::{StreamFn, UnaryFuture};
 use super::stream::{RawSink, RawStream};
-use super::{Code, MethodStats, Protocol, Status, web};
+use super::{Code, MethodStats, Protocol, web};
 use crate::app::around::catch_panic;
 use crate::app::deferred::{Cancel, HeadView, Responder, Spawn};
 use crate::app::incoming::IncomingBody;
@@ -34,20 +35,26 @@ pub(crate) fn streaming(
                 return responder.send(refused);
             }
         };
-        let counted = started.map(|t| (stats.clone(), t));
         // Under an async layer's route timeout (`around_kinds.rs`), the call is given up when
         // the timeout answers: its future is dropped then, as past its own deadline.
         let given_up = responder.cancel_handle();
-        let sink = RawSink::new(responder, call.deadline, call.head.protocol, counted);
+        let sink = RawSink::new(
+            responder,
+            call.deadline,
+            call.head.protocol,
+            stats.clone(),
+            started,
+        );
         if call.expired() {
             return sink.finish(Err(deadline_exceeded()));
         }
         let input = RawStream::new(body, &call.head);
         let deadline = call.deadline;
         let fut = f(call, input, sink);
+        let stats = stats.clone();
         crate::OnWorker.spawn(Box::pin(async move {
             // Past the deadline, or on a panic, the future (and the sink in it) is dropped:
-            // the sink's drop ends the call with DEADLINE_EXCEEDED or UNKNOWN.
+            // the sink's drop ends the call with DEADLINE_EXCEEDED or the panic status.
             let run = until(deadline, catch_panic(fut));
             let ran = match &given_up {
                 Some(cancel) => until_given_up(cancel, run).await,
@@ -56,7 +63,7 @@ pub(crate) fn streaming(
             match ran {
                 Some(Some(Some((outcome, sink)))) => sink.finish(outcome),
                 Some(Some(None)) => {
-                    tracing::error!("gRPC handler panicked; the call ends UNKNOWN")
+                    stats.count_panic();
                 }
                 Some(None) | None => {}
             }
@@ -70,27 +77,20 @@ pub(crate) fn unary_later(
     fut: UnaryFuture,
     deadline: Option<Instant>,
     protocol: Protocol,
-    counted: Option<(Arc<MethodStats>, u64)>,
+    stats: Arc<MethodStats>,
+    started: Option<u64>,
     responder: Responder,
 ) {
     crate::OnWorker.spawn(Box::pin(async move {
         let result = match until(deadline, catch_panic(fut)).await {
             Some(Some(result)) => result,
-            Some(None) => Err(panicked()),
+            Some(None) => Err(stats.panicked()),
             None => Err(deadline_exceeded()),
         };
-        if let Some((stats, started)) = counted {
-            let code = result.as_ref().map_or_else(|s| s.code, |_| Code::Ok);
-            stats.ended(Some(started), code);
-        }
+        let code = result.as_ref().map_or_else(|s| s.code, |_| Code::Ok);
+        stats.ended(started, code);
         responder.send(web::unary_answer(protocol, result));
     }));
-}
-
-/// The status of a call whose handler panicked.
-pub(crate) fn panicked() -> Status {
-    tracing::error!("gRPC handler panicked; the call ends UNKNOWN");
-    Status::new(Code::Unknown, "the handler panicked")
 }
 
 /// `fut`'s output, or `None` once `cancel` is given up (the future dropped unfinished).

@@ -187,8 +187,10 @@ pub(crate) struct RawSink {
     deadline: Option<Instant>,
     /// gRPC, or gRPC-Web: the status in a trailer frame, the body base64 for `-text`.
     protocol: Protocol,
-    /// The method's counters and the call's start, when calls are counted.
-    counted: Option<(Arc<MethodStats>, u64)>,
+    /// The method's counters (and its panic status).
+    stats: Arc<MethodStats>,
+    /// The call's start, when calls are counted.
+    started: Option<u64>,
     frame: Vec<u8>,
     done: bool,
 }
@@ -198,7 +200,8 @@ impl RawSink {
         responder: Responder,
         deadline: Option<Instant>,
         protocol: Protocol,
-        counted: Option<(Arc<MethodStats>, u64)>,
+        stats: Arc<MethodStats>,
+        started: Option<u64>,
     ) -> RawSink {
         RawSink {
             responder: Some(responder),
@@ -207,7 +210,8 @@ impl RawSink {
             trailers: Metadata::new(),
             deadline,
             protocol,
-            counted,
+            stats,
+            started,
             frame: Vec::new(),
             done: false,
         }
@@ -243,9 +247,7 @@ impl RawSink {
         if std::mem::replace(&mut self.done, true) {
             return;
         }
-        if let Some((stats, started)) = &self.counted {
-            stats.ended(Some(*started), status.code);
-        }
+        self.stats.ended(self.started, status.code);
         if let Some(responder) = self.responder.take() {
             responder.send(web::trailers_only(
                 self.protocol,
@@ -287,13 +289,17 @@ fn end_web(writer: BodyWriter, trailer: Vec<u8>) {
 
 impl Drop for RawSink {
     /// A call dropped before its end (its deadline passed, its handler panicked or dropped
-    /// the sink): DEADLINE_EXCEEDED past the deadline, else UNKNOWN.
+    /// the sink): DEADLINE_EXCEEDED past the deadline, the method's panic status (INTERNAL
+    /// by default) while its handler's panic unwinds, else UNKNOWN. The panic is logged and
+    /// counted where it is caught (`run.rs`).
     fn drop(&mut self) {
         if self.done {
             return;
         }
         let status = if self.deadline.is_some_and(|d| d <= Instant::now()) {
             super::call::deadline_exceeded()
+        } else if std::thread::panicking() {
+            Status::new(self.stats.panic_code(), super::metrics::PANICKED)
         } else {
             Status::new(Code::Unknown, "the handler ended without an answer")
         };

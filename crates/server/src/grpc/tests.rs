@@ -344,10 +344,10 @@ fn gzip_messages_are_read_and_unknown_codings_refused() {
 }
 
 #[test]
-fn a_panicking_handler_ends_its_call_unknown_and_the_connection_goes_on() {
+fn a_panicking_handler_ends_its_call_internal_and_the_connection_goes_on() {
     let (c, _) = client();
     let r = call(&c, PANIC, frames(&[ab(1, 1)]), &[]);
-    assert_trailers_only(&r, Code::Unknown);
+    assert_trailers_only(&r, Code::Internal);
     let r = call(&c, SUM, frames(&[ab(1, 1)]), &[]);
     assert_eq!(replies(r.body()), [2]);
 }

@@ -83,10 +83,10 @@ pub(crate) fn refusal(e: CallError, content_type: Option<&[u8]>) -> Response {
     }
 }
 
-/// Appends the trailer frame: `grpc-status`, `grpc-message`, details, then `trailers`
-/// (binary values base64, as in HTTP trailers).
+/// Appends the trailer frame: `grpc-status`, `grpc-message`, details, the status's own
+/// metadata, then `trailers` (binary values base64, as in HTTP trailers).
 pub(crate) fn trailer_frame(status: &Status, trailers: &Metadata, out: &mut Vec<u8>) {
-    let fields: Vec<_> = trailers.fields().collect();
+    let fields: Vec<_> = status.metadata.fields().chain(trailers.fields()).collect();
     let fields: Vec<(&str, &[u8])> = fields
         .iter()
         .map(|(n, v)| (n.as_ref(), v.as_bytes()))

@@ -602,7 +602,7 @@ fn own_answers_tell_the_service_which_parse_error() {
     }
 }
 
-/// Issue 24: the access line of a refused request showed `"-"`, so an operator could not see
+/// The access line of a refused request once showed `"-"`, so an operator could not see
 /// what was refused. The connection hands the service the line as it arrived (after one
 /// leading empty line, cut at MAX_LOGGED_LINE); a refusal with no request has none.
 #[test]
@@ -800,7 +800,7 @@ fn drain_ends_an_idle_connection_and_closes_a_busy_one_after_its_answer() {
     assert_eq!(h.state(), "shut");
 }
 
-/// Issue V item 5: a connection accepted as the drain began (the drain takes the accept
+/// A connection accepted as the drain began (the drain takes the accept
 /// queue's connections), whose first request had not come yet, was closed with the idle
 /// ones: the request its client was sending went unanswered. Its first request is now
 /// answered, with close.
@@ -814,7 +814,7 @@ fn drain_answers_a_fresh_connections_first_request_with_close() {
     assert_eq!(h.state(), "shut");
 }
 
-/// Issue V item 5: an idle keep-alive connection was ended at once when a drain began; a
+/// An idle keep-alive connection was ended at once when a drain began; a
 /// client that sent its next request then (back to back, as a load or a proxy does) lost
 /// it: 17 of 238,180 requests across a rolling restart of three nodes behind HAProxy
 /// (scripts/fleet.sh). Its next request, within the grace, is answered, with close.

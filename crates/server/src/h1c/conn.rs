@@ -95,7 +95,7 @@ impl UpError {
     }
 
     /// Whether nothing of a response arrived, so the request got no answer at all.
-    #[allow(dead_code)] // the Upgrade tunnel and streamed request bodies (issue 25's next steps)
+    #[allow(dead_code)] // for the Upgrade tunnel and streamed request bodies
     pub(crate) fn unanswered(self) -> bool {
         matches!(
             self,
@@ -339,7 +339,7 @@ impl Conn {
     }
 
     /// The request's body ended.
-    #[allow(dead_code)] // the Upgrade tunnel and streamed request bodies (issue 25's next steps)
+    #[allow(dead_code)] // for the Upgrade tunnel and streamed request bodies
     pub(crate) fn body_end(&mut self) {
         let (Some(b), out) = self.busy_and_out() else {
             return;
@@ -407,9 +407,9 @@ impl Conn {
 
     /// The buffer [`Conn::take_output`] gave, back from the driver once its bytes went out:
     /// kept, emptied, for the next request's head (without it each pooled exchange
-    /// allocated its output and freed it after the send: callgrind, docs/benchmarks.md issue
-    /// Q's fourth session). Dropped when output was written meanwhile or it grew past
-    /// [`KEPT_OUTPUT`].
+    /// allocated its output and freed it after the send: callgrind, docs/benchmarks.md's
+    /// section on a miss's instructions). Dropped when output was written meanwhile or it grew
+    /// past [`KEPT_OUTPUT`].
     pub(crate) fn reuse_output(&mut self, mut buf: Vec<u8>) {
         if self.out.capacity() == 0 && buf.capacity() <= KEPT_OUTPUT {
             buf.clear();

@@ -11,8 +11,8 @@
 //! short is an error (never a truncated body passed off as whole), and a connection is
 //! reusable only after a complete exchange. One request at a time: no pipelining upstream.
 //!
-//! Issue 25 builds the proxy in steps; this state machine and its byte tables are the first.
-//! Until the driver owns outbound connections (the next step), only the tests call it.
+//! The driver's upstream side (`driver/upstream.rs`) owns these connections: their sockets,
+//! timers and keep-alive pools.
 
 mod conn;
 #[cfg(test)]

@@ -450,7 +450,7 @@ fn a_head_over_the_limit_is_malformed() {
 
 /// Passive health counts what nginx's default `proxy_next_upstream error timeout` counts:
 /// an unreachable, silent or closing server; never an answer that is malformed, unasked for
-/// or cut after it began (issue 50, §2 item 9).
+/// or cut after it began (one malformed answer once took its server out for `fail_timeout`).
 #[test]
 fn only_errors_and_timeouts_before_an_answer_count_against_a_server() {
     #[rustfmt::skip]

@@ -147,7 +147,7 @@ impl<P> Stream<P> {
     }
 
     /// Its answer is out and the client is still sending a body nobody reads: the rest is read
-    /// and dropped until END_STREAM (`Conn::finish`, issue T).
+    /// and dropped until END_STREAM (`Conn::finish`).
     pub(crate) fn draining(&self) -> bool {
         self.discard && !self.remote_closed && matches!(self.answer, Answer::Done)
     }

@@ -722,7 +722,7 @@ impl<P> Conn<P> {
     /// Forgets stream `idx` once both sides are done. An answer that is out while the client
     /// is still sending its body starts the drain: §4.1.2 allows STOP_SENDING(H3_NO_ERROR) at
     /// once, but a client that has not finished writing may drop the answer (as curl does
-    /// over HTTP/2, issue T), so the rest is read and dropped first, within
+    /// over HTTP/2), so the rest is read and dropped first, within
     /// [`DRAIN_BODY_BYTES`] and `linger_timeout`.
     fn done_if_finished(&mut self, idx: usize, now: u64, linger: u64) {
         let s = &mut self.streams[idx];

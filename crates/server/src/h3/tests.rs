@@ -612,7 +612,7 @@ fn timers_answer_408_and_503_and_drop_requests_that_never_came() {
     assert_eq!(h.status(4), 408);
     assert_eq!(h.status(8), 503);
     // The unread rest of the body is not wanted (§4.1.2): after the drain's linger_timeout
-    // (issue T) the client is asked to stop.
+    // the client is asked to stop.
     assert!(!h.wire.stops.contains(&(4, Code::NoError)));
     h.cx.now = 550;
     h.conn.on_timer(&mut h.cx, &mut h.app);
@@ -745,7 +745,7 @@ fn defences_bodies_at_once_and_rapid_resets() {
 #[test]
 fn an_answer_before_the_body_ends_drains_the_rest() {
     // §4.1.2: a whole answer may come before the request ends; the rest is read and dropped
-    // until FIN (issue T: a client still writing may drop an answer whose request stream is
+    // until FIN (a client still writing may drop an answer whose request stream is
     // stopped), and no STOP_SENDING is sent.
     let mut h = H::new();
     let mut b = headers(&[
@@ -954,7 +954,7 @@ fn with_trailers(body: &'static str) -> Response {
         .trailer("Grpc-Message", "ok")
 }
 
-/// Issue T, 2: as over HTTP/2 (`h2/tests.rs`), a gRPC answer carries no `content-length`,
+/// As over HTTP/2 (`h2/tests.rs`), a gRPC answer carries no `content-length`,
 /// whole or trailers-only; gRPC-Web's and other answers with trailers keep theirs.
 #[test]
 fn grpc_answers_carry_no_content_length_grpc_web_ones_keep_it() {

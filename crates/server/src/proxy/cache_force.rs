@@ -1,4 +1,4 @@
-//! What a client's `no-cache` / `max-age` may force (issue U item 2), once the mount heeds
+//! What a client's `no-cache` / `max-age` may force, once the mount heeds
 //! them (`client_no_cache = "revalidate"`): such a request's validation joins the key's
 //! flight like any other, and when that flight lands, the entry it left is the validation
 //! the client asked for. Decisions only; the exchange (`proxy::cache`) acts on them.

@@ -198,7 +198,7 @@ pub(crate) fn request_head(
         write_field(out, n.as_bytes(), v.as_bytes());
     }
     if let Some((n, v)) = client.ids.request_id {
-        // The default name as a literal: its copy inlined (callgrind, issue Z).
+        // The default name as a literal: its copy inlined (callgrind).
         if n == crate::trace::REQUEST_ID_FIELD.as_bytes() {
             literal_field(out, b"X-Request-Id", v);
         } else {

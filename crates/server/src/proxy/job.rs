@@ -88,8 +88,8 @@ const KEPT_HEAD: usize = 8 * 1024;
 /// A worker's spare job boxes and head buffers: an HTTP/1.1 exchange gives its job back once
 /// the answer's head is in (no other try can follow), and the next proxied request is framed
 /// into its head buffer and boxed in its box. Allocating both per request cost ~560
-/// instructions of a proxied request with their frees (callgrind, docs/benchmarks.md issue
-/// Q's fourth session).
+/// instructions of a proxied request with their frees (callgrind, docs/benchmarks.md's section on
+/// a miss's instructions).
 #[derive(Debug, Default)]
 pub(crate) struct Spares {
     /// Boxes holding a blank job.

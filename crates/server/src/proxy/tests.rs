@@ -115,7 +115,7 @@ fn forwarding_fields_from_an_untrusted_client_are_replaced() {
     );
 }
 
-/// Issue 50, §2 item 10: a client's `X-Real-IP` reached the application unchanged.
+/// A client's `X-Real-IP` once reached the application unchanged.
 #[test]
 fn x_real_ip_from_an_untrusted_client_is_dropped() {
     let request = b"GET /api/ HTTP/1.1\r\nHost: a\r\nX-Real-IP: 10.0.0.1\r\n\r\n";
@@ -266,7 +266,7 @@ fn an_upgrade_is_forwarded_only_when_asked_properly() {
     assert!(!upgrade && !head.contains("pgrade"), "{head}");
 }
 
-/// Issue 50, §2 item 7: `Upgrade: h2c` was forwarded, and a lenient upstream's 101 made a
+/// `Upgrade: h2c` was once forwarded, and a lenient upstream's 101 made a
 /// tunnel whose requests passed without Via, X-Forwarded-For or forward auth. Only the
 /// protocols on the mount's list go up (RFC 9110 §7.8's list, each `name[/version]`).
 #[test]
@@ -646,7 +646,7 @@ fn via_names_the_protocol_the_request_came_with() {
     }
 }
 
-/// Issue Z: this server's request id and traceparent replace the client's fields of those
+/// This server's request id and traceparent replace the client's fields of those
 /// names; without them (ids off, tracing off) the client's pass as they came.
 #[test]
 fn request_ids_and_trace_context_replace_the_clients() {

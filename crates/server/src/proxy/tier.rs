@@ -1,4 +1,4 @@
-//! The proxy cache's shared second tier (issue Q): a Redis/Valkey or memcached that every
+//! The proxy cache's shared second tier: a Redis/Valkey or memcached that every
 //! linerate edge pointed at it shares, behind each edge's memory store. A memory miss asks it
 //! before going upstream (the key's flight leader only, so one question per key); an answer
 //! stored in memory is also stored there. A purge of a URL deletes that URL's entry (every
@@ -72,7 +72,7 @@ pub(crate) struct SharedTier {
     fence: Arc<Fence>,
     /// Purges and invalidations the tier has not taken yet.
     pending: Arc<Pending>,
-    /// The tag purges this edge made or read in the log (issue U item 7).
+    /// The tag purges this edge made or read in the log.
     tags: Arc<TagPurges>,
 }
 
@@ -83,7 +83,7 @@ pub(crate) enum Purge {
     Key(Key),
     /// Every answer (a purge by prefix: the tier cannot list its keys).
     All,
-    /// Every answer tagged so (`Surrogate-Key`, `Cache-Tag`; issue U item 7): announced in
+    /// Every answer tagged so (`Surrogate-Key`, `Cache-Tag`): announced in
     /// the purge log; no tier key is deleted (the tier cannot list a tag's keys): every edge
     /// refuses a tier entry with the tag stored before it learned of the purge
     /// ([`SharedTier::tag_purged`]).
@@ -208,7 +208,7 @@ struct PendingSet {
     /// The number of the last `add` that made or kept `all`.
     all_at: u64,
     /// Numbers each `add`, so that `done` forgets only what it applied: a purge of the same
-    /// key that failed while the earlier one was being applied stays (issue T's review).
+    /// key that failed while the earlier one was being applied stays.
     adds: u64,
 }
 
@@ -358,7 +358,7 @@ impl SharedTier {
 
     /// Keeps the purges `old` (the tier of the mount a reload replaced, at the same URL) had
     /// not got to the tier yet: they were answered 202, and the old mount's watch ends with
-    /// it (issue T's review).
+    /// it.
     pub(crate) fn adopt_pending(&self, old: &SharedTier) {
         self.pending.adopt(&old.pending);
     }
@@ -501,7 +501,7 @@ impl SharedTier {
                 };
                 if let Some(now) = t.generation(&key).await {
                     // Counters only grow: a read older than a move this edge made meanwhile
-                    // (`apply`) must not take the generation back (issue T's review).
+                    // (`apply`) must not take the generation back.
                     let before = g.fetch_max(now, Ordering::Relaxed);
                     if before != 0 && now > before {
                         // Under the fence: an answer of the old generation asked before the
@@ -666,8 +666,8 @@ async fn apply(t: &Tier, g: &AtomicU64, what: &Purge, announce: bool) -> bool {
         },
         Purge::Key(key) | Purge::SoftKey(key) => {
             // The tier's generation now, and the one this edge reads under until its watch
-            // sees a move made elsewhere: the key is deleted under both (issue T's review: a
-            // delete under this edge's alone left the entry another edge stored after a
+            // sees a move made elsewhere: the key is deleted under both (a
+            // delete under this edge's alone once left the entry another edge stored after a
             // purge by prefix).
             let Some(now) = t.generation(&generation_key).await else {
                 return false;
@@ -944,7 +944,7 @@ mod tests {
         };
         let asked = t.fence();
         assert!(t.usable(asked, &key));
-        // Issue T: a purge the tier did not take says so, and stays pending: its key's
+        // A purge the tier did not take says so, and stays pending: its key's
         // answers are not used until it is done there; other keys' are.
         assert!(
             !t.purge_many(vec![Purge::Key(key.clone())]),
@@ -998,7 +998,7 @@ mod tests {
         assert_eq!(p.count.load(Ordering::Acquire), 0);
     }
 
-    /// Issue T's review: a purge of a key that failed while an earlier pending purge of it was
+    /// A purge of a key that failed while an earlier pending purge of it was
     /// being applied stayed pending only until that one's `done`, which forgot both; the later
     /// one (answered 202) was lost. `done` forgets only the `add` it applied.
     #[test]
@@ -1038,7 +1038,7 @@ mod tests {
         );
     }
 
-    /// Issue U item 7: a tag purge and a soft purge the tier did not take are pending as
+    /// A tag purge and a soft purge the tier did not take are pending as
     /// the others are: a tag under its log record, read back as the tag; a soft purge of a
     /// URL as the hard one (its key's tier answers are not used until it is done).
     #[test]

@@ -5,7 +5,7 @@
 //! with it, so a value never outlives the runtime its sockets and timers were registered
 //! with. A `thread_local!` cannot promise that: a test thread runs one runtime per
 //! [`TestClient`](crate::testing::TestClient), and a client kept per thread held connections
-//! of the previous client's runtime, gone with it (issue T).
+//! of the previous client's runtime, gone with it.
 //!
 //! [`OnWorker`]: crate::OnWorker
 #![forbid(unsafe_code)]

@@ -9,7 +9,7 @@
 //! how to spawn and wake the runner. Why not a tokio task per future: it costs an allocation
 //! aligned to 128 bytes (`memalign`, which glibc's per-thread cache never serves), a
 //! reference-counted header and tokio's scheduling for each request that waits, about 2,000
-//! instructions (callgrind, docs/benchmarks.md "Issue P"); a slot here is reused, with its
+//! instructions (callgrind); a slot here is reused, with its
 //! waker.
 #![forbid(unsafe_code)]
 

@@ -1,6 +1,6 @@
 //! What `/metrics` and `/readyz` know of the shared storage (`[storage]`): its calls' errors
 //! by operation (`linerate_storage_errors_total{op}`), and whether it has answered once since
-//! the process started (a node whose storage never answered is not ready, issue Z item 4).
+//! the process started (a node whose storage never answered is not ready).
 //!
 //! Owns `Counted`, the wrapper [`super::open`] puts around every engine (it counts each
 //! failed call and passes everything through), and the probe thread that asks a storage that

@@ -276,7 +276,7 @@ impl TestRequest<'_> {
     }
 }
 
-// issue W item 2: TestClient calls gRPC methods in process
+// TestClient calls gRPC methods in process
 #[cfg(feature = "grpc-client")]
 impl TestClient {
     /// A gRPC channel to this client's router: a generated client over it

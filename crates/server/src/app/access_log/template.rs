@@ -56,7 +56,7 @@ enum Field {
     Host,
     /// `http` or `https`.
     Scheme,
-    /// nginx's `$request_id`: the request's id (issue Z; `-` where none was drawn).
+    /// nginx's `$request_id`: the request's id (`-` where none was drawn).
     RequestId,
     /// The request's trace id (32 hex digits; `-` when not traced).
     TraceId,

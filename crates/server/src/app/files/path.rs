@@ -255,7 +255,7 @@ mod tests {
         }
     }
 
-    /// Issue 50, §2 item 2: any site rule made `%2F` a 400 for the whole site. The rules'
+    /// Any site rule once made `%2F` a 400 for the whole site. The rules'
     /// path reads it as a slash; every spelling of a path still means that path.
     #[test]
     fn the_rules_path_reads_an_encoded_slash_as_one() {

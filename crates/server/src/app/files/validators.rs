@@ -324,7 +324,7 @@ mod tests {
         );
         assert_eq!(http_date(MTIME), LM);
         // The same file on another node of a fleet (copied with its times): another inode,
-        // another ctime, the same tag (issue Y item 6), so a revalidation that crosses
+        // another ctime, the same tag, so a revalidation that crosses
         // nodes is a 304.
         let elsewhere = FileMeta {
             dev: 7,

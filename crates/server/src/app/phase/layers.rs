@@ -78,6 +78,7 @@ impl<'a> ConnApp<'a> {
         let answer = catch_unwind(AssertUnwindSafe(|| layered.before(layers, &request)))
             .unwrap_or_else(|_| {
                 tracing::error!("layer panicked; answering 500");
+                crate::app::panics::count(crate::app::panics::Panic::Http);
                 Some(text_status(500).close())
             });
         *self.io.layered = layered;

@@ -635,14 +635,19 @@ fn http_status(status: u16) -> Status {
     )
 }
 
-/// The status in trailer fields.
+/// The status in trailer fields; a failed call's carries their custom metadata too, as
+/// tonic's does.
 fn status_of(fields: &[(Vec<u8>, Vec<u8>)]) -> Status {
     let get = |name: &[u8]| fields.iter().find(|(n, _)| n == name).map(|(_, v)| &v[..]);
-    Status::from_fields(
+    let mut status = Status::from_fields(
         get(b"grpc-status"),
         get(b"grpc-message"),
         get(b"grpc-status-details-bin"),
-    )
+    );
+    if status.code != Code::Ok {
+        status.metadata = read_metadata(fields);
+    }
+    status
 }
 
 /// The custom metadata among fields (reserved ones left out, `-bin` values decoded; a

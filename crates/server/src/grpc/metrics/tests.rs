@@ -66,7 +66,7 @@ fn calls_are_counted_by_method_and_the_status_they_ended_with() {
         call(addr, SUM, &one, ""); // the fast path: OK
     }
     call(addr, FAIL, &one, ""); // NOT_FOUND
-    call(addr, PANIC, &one, ""); // a panic: UNKNOWN
+    call(addr, PANIC, &one, ""); // a panic: INTERNAL
     call(addr, SLOW_SUM, &frames(&[ab(1, 1)]), ""); // answered later: OK
     call(
         addr,
@@ -114,7 +114,7 @@ fn calls_are_counted_by_method_and_the_status_they_ended_with() {
         (SUM, "DEADLINE_EXCEEDED", 1.0),
         (SUM, "RESOURCE_EXHAUSTED", 1.0),
         (FAIL, "NOT_FOUND", 1.0),
-        (PANIC, "UNKNOWN", 1.0),
+        (PANIC, "INTERNAL", 1.0),
         (SLOW_SUM, "OK", 1.0),
         (SLOW_SUM, "DEADLINE_EXCEEDED", 1.0),
         (COUNT_UP, "OK", 1.0),

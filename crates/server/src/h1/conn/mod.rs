@@ -721,7 +721,7 @@ impl<P> Conn<P> {
 
 /// The body of every 413: a request body over its limit, declared or found while it was
 /// read, refused by the connection (HTTP/1.1, /2 or /3) or by the application. One message,
-/// so that clients and error renderers see one (it read three ways: issue 50 §3.5).
+/// so that clients and error renderers see one (it once read three ways).
 pub(crate) const TOO_LARGE: &str = "Content Too Large\n";
 
 /// A plain-text response whose body names the status (and why, when given); a 413 is

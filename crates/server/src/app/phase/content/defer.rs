@@ -86,6 +86,7 @@ impl<'a> ConnApp<'a> {
         if catch_unwind(AssertUnwindSafe(|| f(req, responder))).is_err() {
             // Unwinding dropped the Responder: its 500 is on the way.
             tracing::error!("deferred handler panicked; answering 500");
+            crate::app::panics::count(crate::app::panics::Panic::Http);
         }
         Decision::Defer
     }
@@ -172,6 +173,7 @@ impl<'a> ConnApp<'a> {
         if called.is_err() {
             // Unwinding dropped the Responder: its 500 is on the way.
             tracing::error!("deferred handler panicked; answering 500");
+            crate::app::panics::count(crate::app::panics::Panic::Http);
         }
         let Some(feed) = feed else {
             return Decision::Relay { upgrade: false };

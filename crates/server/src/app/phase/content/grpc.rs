@@ -103,7 +103,7 @@ impl<'a> ConnApp<'a> {
                 return self.grpc_end(id, head, buf, stats, code, resp);
             }
             Ok(Err(_)) => {
-                let (code, resp) = fail(grpc::panicked());
+                let (code, resp) = fail(stats.panicked());
                 return self.grpc_end(id, head, buf, stats, code, resp);
             }
         };
@@ -117,7 +117,7 @@ impl<'a> ConnApp<'a> {
                 self.answer(id, head, buf, grpc::unary_answer(protocol, result))
             }
             Err(_) => {
-                let (code, resp) = fail(grpc::panicked());
+                let (code, resp) = fail(stats.panicked());
                 self.grpc_end(id, head, buf, stats, code, resp)
             }
             Ok(Poll::Pending) => {
@@ -131,8 +131,8 @@ impl<'a> ConnApp<'a> {
                 self.io.counters.set_outstanding(self.io.outstanding);
                 let meta = self.meta(head, buf);
                 let responder = Responder::new(self.io.inbox.clone(), self.token, id, meta);
-                let counted = self.app.metrics.then(|| (stats.clone(), self.started));
-                grpc::unary_later(fut, deadline, protocol, counted, responder);
+                let started = self.app.metrics.then_some(self.started);
+                grpc::unary_later(fut, deadline, protocol, stats.clone(), started, responder);
                 Decision::Relay { upgrade: false }
             }
         }

@@ -1,4 +1,4 @@
-//! The `PURGE` method on a caching proxy mount (Varnish's habit, issue U item 7): the
+//! The `PURGE` method on a caching proxy mount (Varnish's habit): the
 //! request's URL purged from the mount's cache (every variant, scheme and port it can be
 //! keyed under, `proxy/purge.rs`), here and through the shared tier on every edge, as the
 //! admin listener's `POST /purge?url=` does. Only from the addresses the mount's cache
@@ -68,7 +68,7 @@ impl<'a> ConnApp<'a> {
         let responder = Responder::new(self.io.inbox.clone(), self.token, id, meta);
         cache.purge_keys_then(keys, move |removed, took| {
             // As the admin purge: 202 while the tier has not taken it (kept, done when it is
-            // back; RFC 9110 §15.3.3), naming what is pending (issue V item 6).
+            // back; RFC 9110 §15.3.3), naming what is pending.
             let (status, body) = if took {
                 (200, format!("purged {removed}\n"))
             } else {

@@ -12,6 +12,7 @@ use linerate_http1::{BodyDecoder, Framing};
 
 use super::body::Sink;
 use crate::app::ConnApp;
+use crate::app::around::panicked;
 use crate::app::deferred::OwnedHead;
 use crate::app::dispatch::Pending;
 use crate::app::phase::headers::{guard, text_status};
@@ -82,14 +83,14 @@ impl<'a> ConnApp<'a> {
                 let request = request(&[]);
                 let mut sink = match catch_unwind(AssertUnwindSafe(|| factory(&request))) {
                     Ok(sink) => sink,
-                    Err(_) => return self.respond(head, req.buf, text_status(500)),
+                    Err(_) => return self.respond(head, req.buf, panicked("streaming handler")),
                 };
                 match req.body {
                     Some(body) => {
                         if !body.is_empty()
                             && catch_unwind(AssertUnwindSafe(|| sink.data(body))).is_err()
                         {
-                            return self.respond(head, req.buf, text_status(500).close());
+                            return self.respond(head, req.buf, panicked("streaming handler"));
                         }
                         let resp = call(move || sink.finish(&request));
                         self.answer(req.id, head, req.buf, resp)
@@ -181,10 +182,7 @@ fn call(f: impl FnOnce() -> Response) -> Response {
         guard(&mut resp);
         resp
     };
-    catch_unwind(AssertUnwindSafe(checked)).unwrap_or_else(|_| {
-        tracing::error!("handler panicked; answering 500");
-        text_status(500).close()
-    })
+    catch_unwind(AssertUnwindSafe(checked)).unwrap_or_else(|_| panicked("handler"))
 }
 
 /// Calls a buffered handler with [`call`]'s guard, out of line and in one place. Inlined
