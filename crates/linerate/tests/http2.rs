@@ -1158,6 +1158,9 @@ fn a_zero_window_client_that_never_opens_it_is_disconnected_at_the_send_timeout(
     srv.stop();
 }
 
+/// RFC 9113 §6.8's graceful shutdown against the real server: a first GOAWAY with the highest
+/// id and a PING; a request already on its way is served; the PING's ACK brings the final
+/// GOAWAY naming the last stream; the open stream finishes; the connection closes.
 #[test]
 fn drain_sends_goaway_naming_the_open_stream_and_lets_it_finish() {
     let mut srv = serve("drain", |_| {});
@@ -1165,7 +1168,16 @@ fn drain_sends_goaway_naming_the_open_stream_and_lets_it_finish() {
     c.headers(1, &body_request(), false);
     assert!(c.barrier(1).is_empty(), "the stream waits for its body");
     srv.run.handle.shutdown();
-    assert_eq!(c.frame().goaway(), (1, NO_ERROR));
+    assert_eq!(c.frame().goaway(), (0x7fff_ffff, NO_ERROR));
+    let ping = c.frame();
+    assert!(
+        ping.kind == PING && !ping.has(ACK),
+        "expected the drain's PING, got {ping:?}"
+    );
+    // Sent as if before this client saw the GOAWAY: served, not refused.
+    still_serves(&mut c, 3);
+    c.send(&frame(PING, ACK, 0, &ping.payload));
+    assert_eq!(c.frame().goaway(), (3, NO_ERROR));
     c.send(&frame(DATA, END_STREAM, 1, b"3"));
     let a = c.answer(1);
     assert_eq!((a.status, &a.body[..]), (200, &b"6"[..]));
