@@ -179,6 +179,22 @@ fn metrics_are_off_without_an_admin_listener() {
     server.stop();
 }
 
+/// Stops `s` (SIGTERM, its log flushed as it exits) and reads its JSON access log `log`: the
+/// text, and each line parsed.
+fn stop_and_read_json_log(
+    s: &mut common::bin::Served,
+    log: &std::path::Path,
+) -> (String, Vec<serde_json::Value>) {
+    common::bin::signal(&s.child, rustix::process::Signal::TERM);
+    assert!(common::bin::wait_exit(&mut s.child, std::time::Duration::from_secs(15)).success());
+    let text = std::fs::read_to_string(log).unwrap();
+    let lines = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    (text, lines)
+}
+
 #[test]
 fn json_access_log_lines_parse() {
     let dir = std::env::temp_dir().join(format!("linerate-jsonlog-{}", std::process::id()));
@@ -195,13 +211,7 @@ fn json_access_log_lines_parse() {
     c.send(b"GET /json?x=1 HTTP/1.1\r\nHost: t\r\nUser-Agent: test \"quoted\"\r\n\r\n");
     assert_eq!(c.read_response().status, 200);
     assert_eq!(c.get("/nope").status, 404);
-    common::bin::signal(&s.child, rustix::process::Signal::TERM);
-    assert!(common::bin::wait_exit(&mut s.child, std::time::Duration::from_secs(15)).success());
-    let text = std::fs::read_to_string(&log).unwrap();
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect();
+    let (text, lines) = stop_and_read_json_log(&mut s, &log);
     assert_eq!(lines.len(), 2, "{text}");
     let first = &lines[0];
     assert_eq!(first["method"], "GET");
@@ -270,13 +280,7 @@ fn request_time_runs_to_the_last_byte() {
         "{}",
         String::from_utf8_lossy(&tail)
     );
-    common::bin::signal(&s.child, rustix::process::Signal::TERM);
-    assert!(common::bin::wait_exit(&mut s.child, std::time::Duration::from_secs(15)).success());
-    let text = std::fs::read_to_string(&log).unwrap();
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect();
+    let (text, lines) = stop_and_read_json_log(&mut s, &log);
     assert_eq!(lines.len(), 2, "{text}");
     let (whole, range) = (&lines[0], &lines[1]);
     assert_eq!(

@@ -23,13 +23,11 @@ impl<'a> ConnApp<'a> {
     #[inline(never)]
     pub(crate) fn account(&mut self, head: &RequestHead, buf: &[u8], resp: &Response) {
         let us = crate::sys::monotonic_us().saturating_sub(self.started);
+        let bytes = body_bytes(head.method() == Method::Head, resp);
         if self.app.metrics {
             self.io.counters.answered(resp.status, self.kind, us);
             if let Some(s) = self.io.site_counters.get(self.site) {
-                s.answered(
-                    resp.status,
-                    body_bytes(head.method() == Method::Head, resp) as u64,
-                );
+                s.answered(resp.status, bytes as u64);
             }
         }
         let site = self.site_app;
@@ -38,7 +36,6 @@ impl<'a> ConnApp<'a> {
         if self.io.log.is_none() || (site.log.is_none() && !self.io.trace.recorded()) {
             return;
         }
-        let bytes = body_bytes(head.method() == Method::Head, resp);
         if log_sent::waits_for_last_byte(head.version(), bytes) {
             return self.log_when_sent(head, buf, resp, bytes);
         }
